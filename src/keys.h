@@ -1,0 +1,19 @@
+/* keys.h - Redis key names of one activity. Every key of an activity shares
+ * the hash tag {a<ID>}, so one script touches one slot (Redis Cluster). */
+#ifndef SK_KEYS_H
+#define SK_KEYS_H
+#include <stdint.h>
+
+#define SK_KEY_MAX 64
+
+struct sk_keys {
+    char meta[SK_KEY_MAX];     /* hash: open start_ms end_ms limit max_qty initial released id */
+    char stock[SK_KEY_MAX];    /* string: units left; never expires */
+    char buyers[SK_KEY_MAX];   /* hash: user id -> units held */
+    char orders[SK_KEY_MAX];   /* stream: one entry per admitted order */
+    char released[SK_KEY_MAX]; /* set: order ids given back */
+};
+
+void sk_keys_for(struct sk_keys *k, uint64_t activity_id);
+
+#endif

@@ -1,0 +1,209 @@
+/* redis_conn.c - blocking hiredis connection with timeouts and backoff. */
+#include "redis_conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+
+#define SK_BACKOFF_MIN_MS 50
+#define SK_BACKOFF_MAX_MS 2000
+
+static int set_err(sk_redis *r, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->errstr, sizeof r->errstr, fmt, ap);
+    va_end(ap);
+    r->err = err;
+    return err;
+}
+
+static struct timeval tv_ms(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
+                 char *errbuf, size_t errcap)
+{
+    *out = NULL;
+    sk_redis *r = calloc(1, sizeof *r);
+    if (!r) return SK_ENOMEM;
+    if (sk_redis_url_parse(&r->url, url, strlen(url), errbuf, errcap) < 0) {
+        free(r);
+        return SK_EINVAL;
+    }
+    r->connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 1000;
+    r->command_timeout_ms = command_timeout_ms > 0 ? command_timeout_ms : 1000;
+    *out = r;
+    return 0;
+}
+
+void sk_redis_disconnect(sk_redis *r)
+{
+    if (r && r->c) {
+        redisFree(r->c);
+        r->c = NULL;
+    }
+}
+
+void sk_redis_free(sk_redis *r)
+{
+    if (!r) return;
+    sk_redis_disconnect(r);
+    free(r);
+}
+
+/* hiredis error -> SK code: a timeout is reported as EAGAIN/EWOULDBLOCK. */
+static int io_err(sk_redis *r, const char *what)
+{
+    int timeout = r->c && r->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    int e = timeout ? SK_ETIMEDOUT : SK_EIO;
+    set_err(r, e, "redis %s:%d: %s: %s", r->url.host, r->url.port, what,
+            timeout ? "timed out" : (r->c && r->c->errstr[0] ? r->c->errstr : "connection lost"));
+    sk_redis_disconnect(r);
+    return e;
+}
+
+static int simple(sk_redis *r, const char *what, int argc, const char **argv)
+{
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, NULL);
+    if (!rep) return io_err(r, what);
+    int bad = rep->type == REDIS_REPLY_ERROR;
+    if (bad) {
+        int e = strncmp(rep->str, "WRONGPASS", 9) == 0 || strncmp(rep->str, "NOAUTH", 6) == 0
+                    ? SK_EAUTH
+                    : SK_EPROTO;
+        set_err(r, e, "redis %s failed: %s", what, rep->str);
+        freeReplyObject(rep);
+        sk_redis_disconnect(r);
+        return e;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_redis_connect(sk_redis *r)
+{
+    sk_redis_disconnect(r);
+    redisContext *c = redisConnectWithTimeout(r->url.host, r->url.port, tv_ms(r->connect_timeout_ms));
+    if (!c || c->err) {
+        set_err(r, SK_EIO, "cannot connect to redis %s:%d: %s", r->url.host, r->url.port,
+                c ? c->errstr : "out of memory");
+        if (c) redisFree(c);
+        return SK_EIO;
+    }
+    r->c = c;
+    if (redisSetTimeout(c, tv_ms(r->command_timeout_ms)) != REDIS_OK)
+        return io_err(r, "set timeout");
+    if (r->url.pass[0]) {
+        const char *a3[] = {"AUTH", r->url.user, r->url.pass};
+        const char *a2[] = {"AUTH", r->url.pass};
+        int rc = r->url.user[0] ? simple(r, "AUTH", 3, a3) : simple(r, "AUTH", 2, a2);
+        if (rc < 0) return rc;
+    }
+    if (r->url.db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", r->url.db);
+        const char *a[] = {"SELECT", db};
+        int rc = simple(r, "SELECT", 2, a);
+        if (rc < 0) return rc;
+    }
+    r->connects++;
+    r->backoff_ms = 0;
+    r->err = 0;
+    r->errstr[0] = 0;
+    return 0;
+}
+
+int sk_redis_ensure(sk_redis *r)
+{
+    if (r->c) return 0;
+    int64_t now = sk_mono_ms();
+    if (r->backoff_ms && now < r->next_try_ms)
+        return r->err ? r->err : set_err(r, SK_EIO, "redis unreachable (reconnect backoff)");
+    int rc = sk_redis_connect(r);
+    if (rc < 0) {
+        r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : SK_BACKOFF_MIN_MS;
+        if (r->backoff_ms > SK_BACKOFF_MAX_MS) r->backoff_ms = SK_BACKOFF_MAX_MS;
+        r->next_try_ms = now + r->backoff_ms;
+    }
+    return rc;
+}
+
+int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)
+{
+    *out = NULL;
+    int rc = sk_redis_ensure(r);
+    if (rc < 0) return rc;
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    if (!rep) return io_err(r, argv[0]);
+    *out = rep;
+    r->err = 0;
+    return 0;
+}
+
+int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
+{
+    *out = NULL;
+    int rc = sk_redis_ensure(r);
+    if (rc < 0) return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r->c, fmt, ap);
+    va_end(ap);
+    if (!rep) return io_err(r, "command");
+    *out = rep;
+    r->err = 0;
+    return 0;
+}
+
+int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
+{
+    int rc = sk_redis_ensure(r);
+    if (rc < 0) return rc;
+    if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK) return io_err(r, "append");
+    return 0;
+}
+
+int sk_redis_read(sk_redis *r, redisReply **out)
+{
+    *out = NULL;
+    if (!r->c) return set_err(r, SK_EIO, "redis connection lost");
+    void *rep = NULL;
+    if (redisGetReply(r->c, &rep) != REDIS_OK || !rep) return io_err(r, "read reply");
+    *out = rep;
+    return 0;
+}
+
+int sk_redis_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap)
+{
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "INFO %s", section);
+    if (rc < 0) return rc;
+    rc = SK_ENOTFOUND;
+    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
+        size_t fl = strlen(field);
+        for (char *line = rep->str; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
+                size_t n = nl ? (size_t)(nl - line - fl - 1) : strlen(line + fl + 1);
+                while (n && (line[fl + 1 + n - 1] == '\r')) n--;
+                if (n >= cap) n = cap - 1;
+                memcpy(val, line + fl + 1, n);
+                val[n] = 0;
+                rc = 0;
+                break;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    freeReplyObject(rep);
+    return rc;
+}

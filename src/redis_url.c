@@ -1,0 +1,110 @@
+/* redis_url.c - redis:// URL parser. Takes bytes, does no I/O, so it is
+ * unit-tested by feeding strings. */
+#include "redis_url.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+static int fail(char *err, size_t cap, const char *msg)
+{
+    if (cap) snprintf(err, cap, "%s", msg);
+    return SK_EINVAL;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Copies [s, s+n) into dst (cap bytes) decoding %XX. -1 on bad escape/overflow. */
+static int copy_decoded(char *dst, size_t cap, const char *s, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            if (i + 2 >= n) return -1;
+            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+            if (h < 0 || l < 0) return -1;
+            c = (char)(h * 16 + l);
+            i += 2;
+        }
+        if (c == 0 || o + 1 >= cap) return -1;
+        dst[o++] = c;
+    }
+    dst[o] = 0;
+    return 0;
+}
+
+/* Decimal in [lo, hi] from exactly [s, s+n); -1 when not. */
+static long parse_num(const char *s, size_t n, long lo, long hi)
+{
+    if (n == 0 || n > 9) return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return (v < lo || v > hi) ? -1 : v;
+}
+
+int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *err, size_t errcap)
+{
+    memset(u, 0, sizeof *u);
+    u->port = 6379;
+    static const char scheme[] = "redis://";
+    size_t sl = sizeof scheme - 1;
+    if (len < sl || memcmp(s, scheme, sl) != 0)
+        return fail(err, errcap, "URL must start with redis://");
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 127)
+            return fail(err, errcap, "URL contains spaces or control bytes");
+    const char *p = s + sl, *end = s + len;
+
+    /* authority ends at the first '/' */
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    const char *auth_end = slash ? slash : end;
+    const char *at = NULL;
+    for (const char *q = p; q < auth_end; q++)
+        if (*q == '@') at = q; /* last '@': passwords may not contain a raw '@' anyway */
+    if (at) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (!colon) return fail(err, errcap, "credentials must be user:password or :password");
+        if (copy_decoded(u->user, sizeof u->user, p, (size_t)(colon - p)) < 0 ||
+            copy_decoded(u->pass, sizeof u->pass, colon + 1, (size_t)(at - colon - 1)) < 0)
+            return fail(err, errcap, "bad or too long user or password");
+        p = at + 1;
+    }
+    const char *hs = p, *he;
+    if (p < auth_end && *p == '[') { /* [IPv6]:port */
+        const char *rb = memchr(p, ']', (size_t)(auth_end - p));
+        if (!rb) return fail(err, errcap, "unterminated [IPv6] host");
+        hs = p + 1;
+        he = rb;
+        p = rb + 1;
+    } else {
+        he = memchr(p, ':', (size_t)(auth_end - p));
+        if (!he) he = auth_end;
+        p = he;
+    }
+    if (he == hs) return fail(err, errcap, "missing host");
+    if ((size_t)(he - hs) >= sizeof u->host) return fail(err, errcap, "host too long");
+    memcpy(u->host, hs, (size_t)(he - hs));
+    if (p < auth_end) {
+        if (*p != ':') return fail(err, errcap, "unexpected characters after host");
+        long port = parse_num(p + 1, (size_t)(auth_end - p - 1), 1, 65535);
+        if (port < 0) return fail(err, errcap, "port must be 1-65535");
+        u->port = (int)port;
+    }
+    if (slash && slash + 1 < end) {
+        long db = parse_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
+        if (db < 0) return fail(err, errcap, "database must be a number");
+        u->db = (int)db;
+    }
+    return 0;
+}

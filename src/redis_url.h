@@ -1,0 +1,18 @@
+/* redis_url.h - parse redis://[user:pass@]host[:port][/db] (bytes in, no I/O). */
+#ifndef SK_REDIS_URL_H
+#define SK_REDIS_URL_H
+#include <stddef.h>
+
+struct sk_redis_url {
+    char host[256]; /* name or address; IPv6 without brackets */
+    int port;       /* default 6379 */
+    char user[128]; /* empty: no ACL user (AUTH pass) */
+    char pass[256]; /* empty: no AUTH */
+    int db;         /* SELECT index, default 0 */
+};
+
+/* Parses len bytes of s. Returns 0, or SK_EINVAL with a reason in err
+ * (errcap bytes). Percent-escapes in user and password are decoded. */
+int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *err, size_t errcap);
+
+#endif

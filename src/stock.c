@@ -1,0 +1,236 @@
+/* stock.c - blocking calls of the admission scripts (purchase, batch,
+ * release, preheat, switch, state). Argument building and reply decoding
+ * of the batch are pure functions, shared with the async HTTP service. */
+#include "stock.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codes.h"
+#include "error.h"
+#include "keys.h"
+#include "script.h"
+
+#define U64_DIGITS 21
+
+static int proto(sk_redis *r, const char *what)
+{
+    snprintf(r->errstr, sizeof r->errstr, "unexpected reply to %s", what);
+    return r->err = SK_EPROTO;
+}
+
+static int is_int(const redisReply *e) { return e && e->type == REDIS_REPLY_INTEGER; }
+
+static void set_order_id(struct sk_admission *a, const redisReply *e)
+{
+    a->order_id[0] = 0;
+    if (e && e->type == REDIS_REPLY_STRING && e->len < SK_ORDER_ID_MAX) {
+        memcpy(a->order_id, e->str, e->len);
+        a->order_id[e->len] = 0;
+    }
+}
+
+int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
+                      struct sk_admission *res, int64_t *remaining)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char a[3][U64_DIGITS];
+    snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
+    snprintf(a[1], sizeof a[1], "%" PRIu64, uid);
+    snprintf(a[2], sizeof a[2], "%" PRId64, qty);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
+    const char *args[] = {a[0], a[1], a[2]};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, 4, keys, 3, args, NULL, &rep);
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(rep->element[0]) ||
+        !is_int(rep->element[2])) {
+        freeReplyObject(rep);
+        return proto(r, "purchase");
+    }
+    res->rc = (int)rep->element[0]->integer;
+    set_order_id(res, rep->element[1]);
+    if (remaining) *remaining = rep->element[2]->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                        const char **args, size_t *lens)
+{
+    if (n == 0 || n > SK_BATCH_MAX) return SK_EINVAL;
+    size_t off = 0;
+    for (size_t i = 0; i < 1 + 2 * n; i++) {
+        int w;
+        if (i == 0) w = snprintf(buf + off, cap - off, "%" PRIu64, aid);
+        else if (i % 2) w = snprintf(buf + off, cap - off, "%" PRIu64, p[i / 2].user_id);
+        else w = snprintf(buf + off, cap - off, "%" PRId64, p[i / 2 - 1].quantity);
+        if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
+        args[i] = buf + off;
+        lens[i] = (size_t)w;
+        off += (size_t)w + 1;
+    }
+    return 0;
+}
+
+int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
+                         int64_t *remaining)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * n + 1 ||
+        !is_int(rep->element[2 * n]))
+        return SK_EPROTO;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_int(rep->element[2 * i])) return SK_EPROTO;
+        res[i].rc = (int)rep->element[2 * i]->integer;
+        set_order_id(&res[i], rep->element[2 * i + 1]);
+    }
+    if (remaining) *remaining = rep->element[2 * n]->integer;
+    return 0;
+}
+
+int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase *p, size_t n,
+                            struct sk_admission *res, int64_t *remaining)
+{
+    if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    size_t cap = (1 + 2 * n) * U64_DIGITS;
+    char *buf = malloc(cap);
+    const char **args = malloc(sizeof *args * (1 + 2 * n));
+    size_t *lens = malloc(sizeof *lens * (1 + 2 * n));
+    int rc = SK_ENOMEM;
+    redisReply *rep = NULL;
+    if (buf && args && lens) rc = sk_stock_batch_args(aid, p, n, buf, cap, args, lens);
+    if (rc == 0) {
+        const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, 4, keys, (int)(1 + 2 * n), args, lens,
+                            &rep);
+    }
+    if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = proto(r, "purchase_batch");
+    if (rep) freeReplyObject(rep);
+    free(buf);
+    free(args);
+    free(lens);
+    return rc;
+}
+
+/* Runs a script whose reply is an array of integers; copies up to want
+ * of them into out (missing ones are 0). */
+static int eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
+                     int nargs, const char *const *args, int64_t *out, size_t want)
+{
+    redisReply *rep;
+    int rc = sk_script_eval(r, id, nkeys, keys, nargs, args, NULL, &rep);
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1) {
+        freeReplyObject(rep);
+        return proto(r, sk_script_name(id));
+    }
+    for (size_t i = 0; i < want; i++) {
+        if (i < rep->elements && !is_int(rep->element[i])) {
+            freeReplyObject(rep);
+            return proto(r, sk_script_name(id));
+        }
+        out[i] = i < rep->elements ? rep->element[i]->integer : 0;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t uid, int64_t qty,
+                     int *rc_out, int64_t *given)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char a[3][U64_DIGITS];
+    snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
+    snprintf(a[1], sizeof a[1], "%" PRIu64, uid);
+    snprintf(a[2], sizeof a[2], "%" PRId64, qty);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.released};
+    const char *args[] = {a[0], order_id, a[1], a[2]};
+    int64_t v[2];
+    int rc = eval_ints(r, SK_SCRIPT_RELEASE, 4, keys, 4, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (given) *given = v[1];
+    return 0;
+}
+
+int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
+                     int64_t *stock)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, d->id);
+    char a[7][U64_DIGITS];
+    int64_t nums[6] = {d->initial, d->per_user_limit, d->max_per_order,
+                       d->start_ms, d->end_ms, force ? 1 : 0};
+    snprintf(a[0], sizeof a[0], "%" PRIu64, d->id);
+    for (int i = 0; i < 6; i++) snprintf(a[1 + i], sizeof a[1 + i], "%" PRId64, nums[i]);
+    const char *keys[] = {k.meta, k.stock, k.buyers};
+    const char *args[] = {a[0], a[1], a[2], a[3], a[4], a[5], a[6]};
+    int64_t v[2];
+    int rc = eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 7, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (stock) *stock = v[1];
+    return 0;
+}
+
+int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    const char *keys[] = {k.meta};
+    const char *args[] = {open ? "1" : "0"};
+    int64_t v[1];
+    int rc = eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    return 0;
+}
+
+int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
+    int64_t v[12];
+    int rc = eval_ints(r, SK_SCRIPT_STATE, 4, keys, 0, NULL, v, 12);
+    if (rc < 0) return rc;
+    memset(st, 0, sizeof *st);
+    st->exists = (int)v[0];
+    st->open = (int)v[1];
+    st->initial = v[2];
+    st->remaining = v[3];
+    st->released = v[4];
+    st->per_user_limit = v[5];
+    st->max_per_order = v[6];
+    st->start_ms = v[7];
+    st->end_ms = v[8];
+    st->buyers = v[9];
+    st->held = v[10];
+    st->stream_len = v[11];
+    return 0;
+}
+
+int sk_stock_drop(sk_redis *r, uint64_t aid)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s", k.meta, k.stock, k.buyers, k.orders,
+                          k.released);
+    if (rc < 0) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : proto(r, "DEL");
+    freeReplyObject(rep);
+    return rc;
+}

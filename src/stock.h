@@ -1,0 +1,79 @@
+/* stock.h - the admission engine over Redis: purchase, batched purchase,
+ * release, preheat, open/close and live state of one activity.
+ *
+ * Calls return 0 when Redis answered (the business outcome, accepted or a
+ * refusal, is an SK_RC_* code in the result) and a negative SK_E* code when
+ * it did not (details in r->errstr). A purchase that fails with SK_EIO or
+ * SK_ETIMEDOUT may or may not have been admitted: it is never resent. */
+#ifndef SK_STOCK_H
+#define SK_STOCK_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redis_conn.h"
+
+#define SK_ORDER_ID_MAX 64
+/* Longest batch one purchase_batch call takes (Redis argv stays small). */
+#define SK_BATCH_MAX 1024
+
+struct sk_purchase {
+    uint64_t user_id;
+    int64_t quantity;
+};
+
+struct sk_admission {
+    int rc;                          /* SK_RC_OK or a refusal code */
+    char order_id[SK_ORDER_ID_MAX]; /* "<activity>-<stream id>" when rc == SK_RC_OK */
+};
+
+/* One purchase. *remaining (may be NULL) is the stock after the call. */
+int sk_stock_purchase(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t quantity,
+                      struct sk_admission *res, int64_t *remaining);
+
+/* n (1..SK_BATCH_MAX) purchases of one activity in one Redis call, decided in
+ * order; res[i] answers p[i]. */
+int sk_stock_purchase_batch(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
+                            size_t n, struct sk_admission *res, int64_t *remaining);
+
+/* Building blocks shared with the async service and the benchmarks: the
+ * purchase_batch arguments as strings in buf (cap bytes; args/lens hold
+ * 1 + 2n entries) and the decoding of its reply. Both pure, no I/O. */
+int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
+                        size_t cap, const char **args, size_t *lens);
+int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
+                         int64_t *remaining);
+
+/* Gives back an order's units once. *rc: SK_RC_RELEASED, ALREADY_RELEASED,
+ * UNKNOWN_ORDER (the user does not hold that many units), UNKNOWN_ACTIVITY
+ * or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
+int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, uint64_t user_id,
+                     int64_t quantity, int *rc, int64_t *given);
+
+struct sk_stock_def {
+    uint64_t id;
+    int64_t initial, per_user_limit, max_per_order;
+    int64_t start_ms, end_ms; /* unix ms, [start, end) */
+};
+
+/* Writes stock and meta. *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
+ * BELOW_SOLD or BAD_ARGUMENT; *stock: the stock now in Redis. */
+int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
+
+/* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
+int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);
+
+struct sk_stock_state {
+    int exists, open;
+    int64_t initial, remaining, released, per_user_limit, max_per_order, start_ms, end_ms;
+    int64_t buyers;     /* distinct users holding units */
+    int64_t held;       /* units held by buyers (sum of the buyers hash) */
+    int64_t stream_len; /* order events in the stream */
+};
+
+/* Live state, read in one MULTI so the figures are from one instant. */
+int sk_stock_state(sk_redis *r, uint64_t activity_id, struct sk_stock_state *st);
+
+/* Deletes every key of the activity. */
+int sk_stock_drop(sk_redis *r, uint64_t activity_id);
+
+#endif

@@ -1,0 +1,248 @@
+/* harness.c - test runner, throwaway redis-servers, and CLI runner. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "clock.h"
+
+#define MAX_TESTS 512
+
+static struct {
+    const char *name, *file;
+    sk_test_fn fn;
+} tests[MAX_TESTS];
+static int ntests;
+static char root_dir[256];
+static struct sk_th_redis shared_redis;
+static unsigned tmp_counter, id_counter;
+
+void sk_test_register(const char *name, sk_test_fn fn, const char *file)
+{
+    if (ntests < MAX_TESTS) { tests[ntests].name = name; tests[ntests].file = file; tests[ntests].fn = fn; ntests++; }
+}
+
+void sk_th_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+int sk_th_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+        sk_th_fail(__FILE__, __LINE__, "no free port: %s", strerror(errno));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+const char *sk_th_tmpdir(void)
+{
+    static char path[320];
+    snprintf(path, sizeof path, "%s/t%d-%u", root_dir, (int)getpid(), tmp_counter++);
+    if (mkdir(path, 0777) < 0) sk_th_fail(__FILE__, __LINE__, "mkdir %s: %s", path, strerror(errno));
+    chmod(path, 0777); /* servers that drop root (postgres) write here too */
+    return path;
+}
+
+uint64_t sk_th_unique_id(void) { return (uint64_t)getpid() * 1000 + ++id_counter; }
+
+const char *sk_th_redis_url(void) { return shared_redis.url; }
+
+const char *sk_th_seckill_bin(void)
+{
+    const char *b = getenv("SECKILL_BIN");
+    return b && *b ? b : "build/seckill";
+}
+
+static int redis_pings(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+static void spawn_redis(struct sk_th_redis *s, const char *const *extra)
+{
+    char port[16], log[300];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
+                            s->dir, "--save", "", "--logfile", log, "--daemonize", "no"};
+    int n = 13;
+    for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    /* Wait for readiness (a condition, not a timed sleep), at most 10 s. */
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (!redis_pings(s->port)) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            sk_th_fail(__FILE__, __LINE__, "redis-server exited at start (see %s)", log);
+        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "redis-server not ready");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+}
+
+void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", sk_th_tmpdir());
+    s->port = sk_th_free_port();
+    spawn_redis(s, extra);
+}
+
+static void reap(struct sk_th_redis *s, int hard)
+{
+    if (s->pid <= 0) return;
+    kill(s->pid, hard ? SIGKILL : SIGTERM);
+    kill(s->pid, SIGCONT); /* a SIGSTOPped server must still die */
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra)
+{
+    reap(s, 0);
+    spawn_redis(s, extra);
+}
+
+void sk_th_redis_stop(struct sk_th_redis *s, int hard) { reap(s, hard); }
+
+int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
+{
+    int pfd[2];
+    if (pipe(pfd) < 0) sk_th_fail(__FILE__, __LINE__, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+        const char *argv[64] = {sk_th_seckill_bin()};
+        int n = 1;
+        for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t len = 0;
+    ssize_t got;
+    char sink[4096];
+    while ((got = read(pfd[0], cap > len + 1 ? out + len : sink,
+                       cap > len + 1 ? cap - len - 1 : sizeof sink)) > 0)
+        if (cap > len + 1) len += (size_t)got;
+    close(pfd[0]);
+    if (cap) out[len] = 0;
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void cleanup(void)
+{
+    if (shared_redis.pid > 0) reap(&shared_redis, 1);
+    if (root_dir[0]) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root_dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root_dir);
+    }
+}
+
+static void on_signal(int sig)
+{
+    cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(root_dir, sizeof root_dir, "/tmp/seckill-test-XXXXXX");
+    if (!mkdtemp(root_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    chmod(root_dir, 0777);
+    atexit(cleanup);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    sk_th_redis_start(&shared_redis, NULL);
+
+    int passed = 0, failed = 0, skipped = 0, n = 0;
+    for (int i = 0; i < ntests; i++) {
+        if (filter && !strstr(tests[i].name, filter) && !strstr(tests[i].file, filter)) {
+            skipped++;
+            continue;
+        }
+        n++;
+        int64_t t0 = sk_mono_ms();
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            tests[i].fn();
+            fflush(NULL);
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (ok) passed++;
+        else failed++;
+        const char *f = strrchr(tests[i].file, '/');
+        printf("%s %d - %s (%s, %lld ms)%s\n", ok ? "ok" : "not ok", n, tests[i].name,
+               f ? f + 1 : tests[i].file, (long long)(sk_mono_ms() - t0),
+               WIFSIGNALED(st) ? " [crashed]" : "");
+    }
+    printf("%d passed, %d failed", passed, failed);
+    if (skipped) printf(", %d skipped", skipped);
+    printf("\n");
+    return failed ? 1 : 0;
+}

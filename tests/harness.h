@@ -1,0 +1,94 @@
+/* harness.h - the one test runner and its throwaway servers.
+ *
+ * SK_TEST(name) registers a test; the runner forks one child per test so a
+ * crash fails that test only, prints "ok"/"not ok" per test and a closing
+ * "N passed, N failed" line, and exits non-zero on any failure.
+ * A private redis-server (free port, temporary directory) is started once
+ * for the whole run; its URL is sk_th_redis_url(). Tests that must break a
+ * server start their own with sk_th_redis_start. Every spawned server dies
+ * with the process that started it (PR_SET_PDEATHSIG), even on a crash. */
+#ifndef SK_HARNESS_H
+#define SK_HARNESS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+typedef void (*sk_test_fn)(void);
+void sk_test_register(const char *name, sk_test_fn fn, const char *file);
+
+#define SK_TEST(name)                                                                 \
+    static void name(void);                                                           \
+    __attribute__((constructor)) static void sk_reg_##name(void)                      \
+    {                                                                                 \
+        sk_test_register(#name, name, __FILE__);                                      \
+    }                                                                                 \
+    static void name(void)
+
+/* Fails the running test (prints where and why, exits the test's child). */
+void sk_th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) sk_th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);              \
+    } while (0)
+#define CHECK_MSG(cond, ...)                                                          \
+    do {                                                                              \
+        if (!(cond)) sk_th_fail(__FILE__, __LINE__, __VA_ARGS__);                     \
+    } while (0)
+#define CHECK_EQ(a, b)                                                                \
+    do {                                                                              \
+        long long sk_a_ = (long long)(a), sk_b_ = (long long)(b);                     \
+        if (sk_a_ != sk_b_)                                                           \
+            sk_th_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a, #b,  \
+                       sk_a_, sk_b_);                                                 \
+    } while (0)
+#define CHECK_STR(a, b)                                                               \
+    do {                                                                              \
+        const char *sk_a_ = (a), *sk_b_ = (b);                                        \
+        if (!sk_a_ || !sk_b_ || strcmp(sk_a_, sk_b_) != 0)                            \
+            sk_th_fail(__FILE__, __LINE__, "CHECK_STR(%s, %s): \"%s\" != \"%s\"", #a, \
+                       #b, sk_a_ ? sk_a_ : "(null)", sk_b_ ? sk_b_ : "(null)");       \
+    } while (0)
+
+/* A private redis-server. */
+struct sk_th_redis {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char url[128];
+};
+
+/* Starts redis-server on a free port in a fresh temporary directory, with
+ * extra "--name value" arguments (NULL-terminated list, may be NULL), and
+ * waits until it answers PING. Fails the test when it cannot. */
+void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra);
+/* SIGKILL (hard) or SIGTERM, wait, remove the directory. */
+void sk_th_redis_stop(struct sk_th_redis *s, int hard);
+/* Restarts on the same port and directory (keeps AOF/RDB files). */
+void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra);
+
+/* URL of the run's shared redis-server. Tests use their own activity ids so
+ * they do not disturb each other. */
+const char *sk_th_redis_url(void);
+
+/* A fresh activity id no other test in this run uses. */
+uint64_t sk_th_unique_id(void);
+
+/* A fresh temporary directory (removed at exit of the runner). */
+const char *sk_th_tmpdir(void);
+
+/* A TCP port that was free a moment ago. */
+int sk_th_free_port(void);
+
+/* Runs the seckill binary (SECKILL_BIN) with args (NULL-terminated) and
+ * extra environment entries "K=V" (NULL-terminated, may be NULL); captures
+ * stdout+stderr into out (cap bytes, always terminated). Returns the exit
+ * code, or 128+signal. */
+int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
+
+/* Path of the seckill binary under test. */
+const char *sk_th_seckill_bin(void);
+
+#endif
