@@ -1,5 +1,5 @@
 /* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, EVALSHA with a
- * transparent reload on NOSCRIPT. */
+ * transparent EVAL fallback on NOSCRIPT. */
 #include "script.h"
 
 #include <pthread.h>
@@ -124,10 +124,15 @@ int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *con
     redisReply *rep = NULL;
     int rc = sk_redis_command(r, &rep, argc, argv, lens);
     if (rc == 0 && sk_script_is_noscript(rep)) {
+        /* EVAL with the text runs it and caches it in one step, so even a
+         * flush racing a SCRIPT LOAD cannot make the retry miss. */
         freeReplyObject(rep);
         rep = NULL;
-        rc = load_one(r, id);
-        if (rc == 0) rc = sk_redis_command(r, &rep, argc, argv, lens);
+        argv[0] = "EVAL";
+        argv[1] = sk_script_text(id);
+        lens[0] = 4;
+        lens[1] = strlen(argv[1]);
+        rc = sk_redis_command(r, &rep, argc, argv, lens);
     }
     free(argv);
     free(lens);

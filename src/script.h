@@ -1,7 +1,7 @@
 /* script.h - the script registry: every lua/NAME.lua file is embedded into the
  * binary at build time (tools/gen_scripts.c), called with EVALSHA by its
- * SHA1, and loaded with SCRIPT LOAD on NOSCRIPT (Redis restart, failover,
- * SCRIPT FLUSH), then retried once, transparently. */
+ * SHA1; on NOSCRIPT (Redis restart, failover, SCRIPT FLUSH) the call is
+ * retried once as EVAL with the text, which also caches it again. */
 #ifndef SK_SCRIPT_H
 #define SK_SCRIPT_H
 #include <stddef.h>
@@ -18,8 +18,8 @@ const char *sk_script_text(enum sk_script_id id);
 int sk_script_load_all(sk_redis *r);
 
 /* EVALSHA id with nkeys keys then nargs args (lens may be NULL for C
- * strings). On NOSCRIPT loads the script and retries once: a NOSCRIPT reply
- * means the script never ran, so the retry cannot act twice. *out is the
+ * strings). On NOSCRIPT retries once with EVAL: a NOSCRIPT reply means the
+ * script never ran, so the retry cannot act twice. *out is the
  * reply (caller frees with freeReplyObject); a Lua error comes back as a
  * REDIS_REPLY_ERROR reply and SK_ESCRIPT with the text in r->errstr. */
 int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
