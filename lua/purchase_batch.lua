@@ -1,25 +1,27 @@
 -- purchase_batch.lua - N purchases of one activity in one call, decided in
 -- arrival order; one bad entry never fails the others.
--- KEYS: meta stock buyers orders
--- ARGV: activity_id, user_1, qty_1, user_2, qty_2, ...
--- Returns {rc_1, order_id_1, rc_2, order_id_2, ..., stock after}
+-- KEYS: meta stock buyers orders idem ledger
+-- ARGV: activity_id, then per purchase: user_id, quantity, idempotency_key ('' for none)
+-- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read)}
 --#include "lib/admit.lua"
-local n = (#ARGV - 1) / 2
+local n = (#ARGV - 1) / 3
 if n < 1 or n ~= math.floor(n) or not string.match(ARGV[1], '^[0-9]+$') then
-  return redis.error_reply('purchase_batch: ARGV must be activity_id followed by user/qty pairs')
+  return redis.error_reply('purchase_batch: ARGV must be activity_id then user/qty/key triples')
 end
 local out = {}
 local rc, _, limit, maxq, stock = gate()
-if rc ~= RC.OK then
-  for i = 1, n do out[2 * i - 1] = rc; out[2 * i] = '' end
-  out[2 * n + 1] = stock or 0
-  return out
-end
 for i = 1, n do
-  local r, oid
-  r, oid, stock = admit(ARGV[1], ARGV[2 * i], ARGV[2 * i + 1], stock, limit, maxq)
-  out[2 * i - 1] = r
-  out[2 * i] = oid
+  local r, oid, q
+  local u, qs, k = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  if rc ~= RC.OK then
+    r, oid, _, q = refuse_or_replay(rc, u, k, 0)
+  else
+    r, oid, stock, q = admit(ARGV[1], u, qs, k, stock, limit, maxq)
+  end
+  out[3 * i - 2] = r
+  out[3 * i - 1] = oid
+  out[3 * i] = q
 end
-out[2 * n + 1] = stock
+-- -1: the call was refused before the stock was read (not 'sold out')
+out[3 * n + 1] = stock or -1
 return out

@@ -1,12 +1,13 @@
--- release.lua - give an order's units back, once per order id.
--- KEYS: meta stock buyers released(set of order ids)
+-- release.lua - give an order's units back, once per order.
+-- KEYS: meta stock buyers released(set of order ids) ledger
 -- ARGV: activity_id order_id user_id quantity
 -- Returns {rc, units given back}
 --
--- The buyer must still hold the units (buyers[user] >= qty), so releases can
--- never return more than was sold: stock + sum(buyers) == initial holds, and
--- the cap at initial is a second belt. The order id is recorded before any
--- change, so a second release of it is refused.
+-- The order must be in the ledger, belong to user_id and be for quantity
+-- units (so no caller can release an order twice under another id, or
+-- someone else's order). The ledger entry is marked before any change, so
+-- a second release is refused. Stock + sum(buyers) == initial holds, and
+-- the cap at initial is a second belt.
 local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if not string.match(aid or '', '^[0-9]+$') or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
@@ -16,14 +17,19 @@ end
 local q = tonumber(qs)
 local initial = tonumber(redis.call('HGET', KEYS[1], 'initial'))
 if not initial then return {RC.UNKNOWN_ACTIVITY, 0} end
-if redis.call('SISMEMBER', KEYS[4], oid) == 1 then return {RC.ALREADY_RELEASED, 0} end
+local rec = redis.call('HGET', KEYS[5], oid)
+if not rec then return {RC.UNKNOWN_ORDER, 0} end
+local ruser, rq, mark = string.match(rec, '^([0-9]+):([0-9]+)(.*)$')
+if ruser ~= user or tonumber(rq) ~= q then return {RC.UNKNOWN_ORDER, 0} end
+if mark ~= '' then return {RC.ALREADY_RELEASED, 0} end
 local had = tonumber(redis.call('HGET', KEYS[3], user) or '0')
 if had < q then return {RC.UNKNOWN_ORDER, 0} end
+redis.call('HSET', KEYS[5], oid, rec .. ':released')
+redis.call('SADD', KEYS[4], oid)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 local give = q
 if stock + give > initial then give = initial - stock end
 if give < 0 then give = 0 end
-redis.call('SADD', KEYS[4], oid)
 if give > 0 then redis.call('INCRBY', KEYS[2], give) end
 if had == q then redis.call('HDEL', KEYS[3], user) else redis.call('HINCRBY', KEYS[3], user, -q) end
 redis.call('HINCRBY', KEYS[1], 'released', give)

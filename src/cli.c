@@ -19,6 +19,17 @@ int sk_cli_usage_error(const char *fmt, ...)
     return SK_EXIT_USAGE;
 }
 
+int sk_cli_runtime_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("seckill: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return SK_EXIT_FAIL;
+}
+
 int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return SK_EINVAL;

@@ -12,9 +12,14 @@
 
 int sk_cli_activity(int argc, char **argv);
 int sk_cli_bench(int argc, char **argv);
+int sk_cli_serve(int argc, char **argv);
 
 /* Prints "seckill: <msg>" to stderr and returns SK_EXIT_USAGE. */
 int sk_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "seckill: <msg>" to stderr and returns SK_EXIT_FAIL (a runtime
+ * failure such as an unreachable server, as opposed to bad usage). */
+int sk_cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Strict number parsers for flags: the whole string must be a decimal in
  * [lo, hi]. Return 0 or SK_EINVAL. */

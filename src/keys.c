@@ -11,4 +11,6 @@ void sk_keys_for(struct sk_keys *k, uint64_t id)
     snprintf(k->buyers, sizeof k->buyers, "sk:{a%" PRIu64 "}:buyers", id);
     snprintf(k->orders, sizeof k->orders, "sk:{a%" PRIu64 "}:orders", id);
     snprintf(k->released, sizeof k->released, "sk:{a%" PRIu64 "}:released", id);
+    snprintf(k->idem, sizeof k->idem, "sk:{a%" PRIu64 "}:idem", id);
+    snprintf(k->ledger, sizeof k->ledger, "sk:{a%" PRIu64 "}:ledger", id);
 }

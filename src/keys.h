@@ -12,6 +12,8 @@ struct sk_keys {
     char buyers[SK_KEY_MAX];   /* hash: user id -> units held */
     char orders[SK_KEY_MAX];   /* stream: one entry per admitted order */
     char released[SK_KEY_MAX]; /* set: order ids given back */
+    char idem[SK_KEY_MAX];     /* hash: "user:Idempotency-Key" -> "qty:order_id" */
+    char ledger[SK_KEY_MAX];   /* hash: order id -> "user:qty[:released]" */
 };
 
 void sk_keys_for(struct sk_keys *k, uint64_t activity_id);

@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"activity", sk_cli_activity, "create|preheat|open|close|show|list|delete an activity"},
+    {"serve", sk_cli_serve, "the HTTP service (purchase, activity, admin and ops routes)"},
     {"bench", sk_cli_bench, "benchmarks (bench admission: Redis admission scripts)"},
 };
 

@@ -32,49 +32,66 @@ static void set_order_id(struct sk_admission *a, const redisReply *e)
     }
 }
 
-int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
-                      struct sk_admission *res, int64_t *remaining)
+int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *p,
+                           struct sk_admission *res, int64_t *remaining)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
     char a[3][U64_DIGITS];
     snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
-    snprintf(a[1], sizeof a[1], "%" PRIu64, uid);
-    snprintf(a[2], sizeof a[2], "%" PRId64, qty);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
-    const char *args[] = {a[0], a[1], a[2]};
+    snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
+    snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.idem, k.ledger};
+    const char *args[] = {a[0], a[1], a[2], p->idem ? p->idem : ""};
+    size_t lens[] = {strlen(a[0]), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, 4, keys, 3, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, 6, keys, 4, args, lens, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
     }
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(rep->element[0]) ||
-        !is_int(rep->element[2])) {
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
+        !is_int(rep->element[2]) || !is_int(rep->element[3])) {
         freeReplyObject(rep);
         return proto(r, "purchase");
     }
     res->rc = (int)rep->element[0]->integer;
     set_order_id(res, rep->element[1]);
+    res->quantity = rep->element[3]->integer;
     if (remaining) *remaining = rep->element[2]->integer;
     freeReplyObject(rep);
     return 0;
+}
+
+int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
+                      struct sk_admission *res, int64_t *remaining)
+{
+    struct sk_purchase p = {uid, qty, NULL, 0};
+    return sk_stock_purchase_idem(r, aid, &p, res, remaining);
 }
 
 int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
                         const char **args, size_t *lens)
 {
     if (n == 0 || n > SK_BATCH_MAX) return SK_EINVAL;
-    size_t off = 0;
-    for (size_t i = 0; i < 1 + 2 * n; i++) {
-        int w;
-        if (i == 0) w = snprintf(buf + off, cap - off, "%" PRIu64, aid);
-        else if (i % 2) w = snprintf(buf + off, cap - off, "%" PRIu64, p[i / 2].user_id);
-        else w = snprintf(buf + off, cap - off, "%" PRId64, p[i / 2 - 1].quantity);
-        if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
-        args[i] = buf + off;
-        lens[i] = (size_t)w;
-        off += (size_t)w + 1;
+    int w = snprintf(buf, cap, "%" PRIu64, aid);
+    if (w < 0 || (size_t)w >= cap) return SK_ENOMEM;
+    args[0] = buf;
+    lens[0] = (size_t)w;
+    size_t off = (size_t)w + 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t base = 1 + 3 * i;
+        for (int f = 0; f < 2; f++) {
+            w = f == 0 ? snprintf(buf + off, cap - off, "%" PRIu64, p[i].user_id)
+                       : snprintf(buf + off, cap - off, "%" PRId64, p[i].quantity);
+            if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
+            args[base + (size_t)f] = buf + off;
+            lens[base + (size_t)f] = (size_t)w;
+            off += (size_t)w + 1;
+        }
+        /* the key is passed by reference: no copy on the hot path */
+        args[base + 2] = p[i].idem ? p[i].idem : "";
+        lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
     }
     return 0;
 }
@@ -82,15 +99,16 @@ int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, cha
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining)
 {
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * n + 1 ||
-        !is_int(rep->element[2 * n]))
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 1 ||
+        !is_int(rep->element[3 * n]))
         return SK_EPROTO;
     for (size_t i = 0; i < n; i++) {
-        if (!is_int(rep->element[2 * i])) return SK_EPROTO;
-        res[i].rc = (int)rep->element[2 * i]->integer;
-        set_order_id(&res[i], rep->element[2 * i + 1]);
+        if (!is_int(rep->element[3 * i]) || !is_int(rep->element[3 * i + 2])) return SK_EPROTO;
+        res[i].rc = (int)rep->element[3 * i]->integer;
+        set_order_id(&res[i], rep->element[3 * i + 1]);
+        res[i].quantity = rep->element[3 * i + 2]->integer;
     }
-    if (remaining) *remaining = rep->element[2 * n]->integer;
+    if (remaining) *remaining = rep->element[3 * n]->integer;
     return 0;
 }
 
@@ -100,17 +118,17 @@ int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase 
     if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    size_t cap = (1 + 2 * n) * U64_DIGITS;
+    size_t cap = SK_BATCH_ARG_BYTES(n);
     char *buf = malloc(cap);
-    const char **args = malloc(sizeof *args * (1 + 2 * n));
-    size_t *lens = malloc(sizeof *lens * (1 + 2 * n));
+    const char **args = malloc(sizeof *args * SK_BATCH_ARGC(n));
+    size_t *lens = malloc(sizeof *lens * SK_BATCH_ARGC(n));
     int rc = SK_ENOMEM;
     redisReply *rep = NULL;
     if (buf && args && lens) rc = sk_stock_batch_args(aid, p, n, buf, cap, args, lens);
     if (rc == 0) {
-        const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
-        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, 4, keys, (int)(1 + 2 * n), args, lens,
-                            &rep);
+        const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.idem, k.ledger};
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, 6, keys, (int)SK_BATCH_ARGC(n), args,
+                            lens, &rep);
     }
     if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = proto(r, "purchase_batch");
     if (rep) freeReplyObject(rep);
@@ -155,10 +173,10 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
     snprintf(a[1], sizeof a[1], "%" PRIu64, uid);
     snprintf(a[2], sizeof a[2], "%" PRId64, qty);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.released};
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
     const char *args[] = {a[0], order_id, a[1], a[2]};
     int64_t v[2];
-    int rc = eval_ints(r, SK_SCRIPT_RELEASE, 4, keys, 4, args, v, 2);
+    int rc = eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (given) *given = v[1];
@@ -227,8 +245,8 @@ int sk_stock_drop(sk_redis *r, uint64_t aid)
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s", k.meta, k.stock, k.buyers, k.orders,
-                          k.released);
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s", k.meta, k.stock, k.buyers,
+                          k.orders, k.released, k.idem, k.ledger);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : proto(r, "DEL");
     freeReplyObject(rep);

@@ -16,19 +16,31 @@
 /* Longest batch one purchase_batch call takes (Redis argv stays small). */
 #define SK_BATCH_MAX 1024
 
+/* Longest Idempotency-Key accepted (printable ASCII, no ':' issues: the
+ * key is stored after the user id, so any byte but NUL is safe). */
+#define SK_IDEM_MAX 64
+
 struct sk_purchase {
     uint64_t user_id;
     int64_t quantity;
+    const char *idem; /* Idempotency-Key or NULL; not owned */
+    size_t idem_len;
 };
 
 struct sk_admission {
     int rc;                          /* SK_RC_OK or a refusal code */
+    int64_t quantity;                /* units admitted (the first answer's on a replay) */
     char order_id[SK_ORDER_ID_MAX]; /* "<activity>-<stream id>" when rc == SK_RC_OK */
 };
 
-/* One purchase. *remaining (may be NULL) is the stock after the call. */
+/* One purchase (idem/idem_len: optional Idempotency-Key; a retry with the
+ * same key gets the first accepted answer and buys nothing). *remaining
+ * (may be NULL) is the stock after the call, -1 when the call was refused
+ * before reading it (closed, not started, ended, unknown activity). */
 int sk_stock_purchase(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t quantity,
                       struct sk_admission *res, int64_t *remaining);
+int sk_stock_purchase_idem(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
+                           struct sk_admission *res, int64_t *remaining);
 
 /* n (1..SK_BATCH_MAX) purchases of one activity in one Redis call, decided in
  * order; res[i] answers p[i]. */
@@ -36,16 +48,19 @@ int sk_stock_purchase_batch(sk_redis *r, uint64_t activity_id, const struct sk_p
                             size_t n, struct sk_admission *res, int64_t *remaining);
 
 /* Building blocks shared with the async service and the benchmarks: the
- * purchase_batch arguments as strings in buf (cap bytes; args/lens hold
- * 1 + 2n entries) and the decoding of its reply. Both pure, no I/O. */
+ * purchase_batch arguments as strings in buf (cap bytes, at least
+ * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
+ * decoding of its reply. Both pure, no I/O. */
+#define SK_BATCH_ARGC(n) (1 + 3 * (n))
+#define SK_BATCH_ARG_BYTES(n) (22 + (n) * (22 + 22 + SK_IDEM_MAX + 1))
 int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
                         size_t cap, const char **args, size_t *lens);
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining);
 
 /* Gives back an order's units once. *rc: SK_RC_RELEASED, ALREADY_RELEASED,
- * UNKNOWN_ORDER (the user does not hold that many units), UNKNOWN_ACTIVITY
- * or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
+ * UNKNOWN_ORDER (no such order, or not this user's, or another quantity),
+ * UNKNOWN_ACTIVITY or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
 int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, uint64_t user_id,
                      int64_t quantity, int *rc, int64_t *given);
 

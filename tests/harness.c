@@ -18,6 +18,7 @@
 #include <hiredis.h>
 
 #include "clock.h"
+#include "http_client.h"
 
 #define MAX_TESTS 512
 
@@ -187,6 +188,71 @@ static pid_t runner_pid;
 
 /* Runs at exit of the runner only: test children inherit the atexit hook
  * and must not tear down the shared server when they fail. */
+void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    const char *dir = sk_th_tmpdir();
+    s->port = sk_th_free_port();
+    snprintf(s->db, sizeof s->db, "sqlite:%s/serve.db", dir);
+    snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
+    const char *argv[64] = {sk_th_seckill_bin(), "serve",    "--listen", listen, "--redis",
+                            redis_url,           "--db",     s->db,    "--admin-token",
+                            SK_TH_ADMIN_TOKEN};
+    int n = 10;
+    for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (;;) {
+        char out[512];
+        const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        if (sk_th_http_raw(s->port, probe, sizeof probe - 1, out, sizeof out, 1000) &&
+            strncmp(out, "HTTP/1.1 200", 12) == 0)
+            return;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            sk_th_fail(__FILE__, __LINE__, "seckill serve exited at start (see %s)", s->log);
+        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "seckill serve not up");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int sk_th_serve_stop(struct sk_th_serve *s, int sig)
+{
+    if (s->pid <= 0) return -1;
+    kill(s->pid, sig);
+    int64_t deadline = sk_mono_ms() + 20000;
+    int st = 0;
+    while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
+        if (sk_mono_ms() > deadline) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            s->pid = 0;
+            sk_th_fail(__FILE__, __LINE__, "seckill serve did not stop within 20 s");
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    s->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 static void cleanup(void)
 {
     if (getpid() != runner_pid) return;

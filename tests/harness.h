@@ -88,6 +88,24 @@ int sk_th_free_port(void);
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
 
+/* A `seckill serve` process under test. */
+struct sk_th_serve {
+    pid_t pid;
+    int port;
+    char db[320];  /* sqlite:PATH of its store */
+    char log[320]; /* its stderr */
+};
+#define SK_TH_ADMIN_TOKEN "test-admin-token"
+
+/* Starts `seckill serve --listen 127.0.0.1:<free port> --redis redis_url
+ * --db sqlite:<tmp>/serve.db --admin-token SK_TH_ADMIN_TOKEN` plus extra
+ * args (NULL-terminated, may be NULL), and waits until /healthz answers.
+ * The server dies with the test (PR_SET_PDEATHSIG). */
+void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra);
+/* Sends sig (SIGTERM for a graceful stop) and waits at most 20 s; returns
+ * the exit code, or 128+signal. */
+int sk_th_serve_stop(struct sk_th_serve *s, int sig);
+
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);
 

@@ -16,6 +16,8 @@
 #include "script.h"
 #include "stock.h"
 
+#define P(u, q) ((struct sk_purchase){.user_id = (u), .quantity = (q)})
+
 static sk_redis *connect_to(const char *url)
 {
     sk_redis *r;
@@ -124,7 +126,7 @@ SK_TEST(nothing_is_sold_before_start_or_after_end)
     uint64_t late = make_activity(r, 5, 1, 1, -7200000, -1, 1);
     CHECK_EQ(buy(r, early, 1, 1, NULL), SK_RC_NOT_STARTED);
     CHECK_EQ(buy(r, late, 1, 1, NULL), SK_RC_ENDED);
-    struct sk_purchase p[2] = {{1, 1}, {2, 1}};
+    struct sk_purchase p[2] = {P(1, 1), P(2, 1)};
     struct sk_admission res[2];
     CHECK_EQ(sk_stock_purchase_batch(r, early, p, 2, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_NOT_STARTED);
@@ -198,7 +200,7 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
 {
     sk_redis *r = connect_to(sk_th_redis_url());
     uint64_t aid = open_activity(r, 4, 1, 1);
-    struct sk_purchase p[] = {{1, 1}, {2, 0}, {1, 1}, {3, 5}, {4, 1}, {5, 1}, {6, 1}, {7, 1}};
+    struct sk_purchase p[] = {P(1, 1), P(2, 0), P(1, 1), P(3, 5), P(4, 1), P(5, 1), P(6, 1), P(7, 1)};
     size_t n = sizeof p / sizeof p[0];
     struct sk_admission res[8];
     int64_t left = -1;
@@ -259,6 +261,11 @@ SK_TEST(release_refuses_units_the_buyer_does_not_hold_and_bad_ids)
     CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
     CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 0, &rc, &given), 0);
     CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
+    /* well-formed but never issued */
+    char fake[64];
+    snprintf(fake, sizeof fake, "%" PRIu64 "-1-1", aid);
+    CHECK_EQ(sk_stock_release(r, aid, fake, 10, 1, &rc, &given), 0);
+    CHECK_EQ(rc, SK_RC_UNKNOWN_ORDER);
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.remaining, 4);
     CHECK_EQ(st.held, 1);
@@ -372,7 +379,7 @@ SK_TEST(script_flush_mid_run_is_recovered_without_a_failed_purchase)
         if (i % 2) {
             accepted += buy(r, aid, (uint64_t)i + 1, 1, NULL) == SK_RC_OK;
         } else {
-            struct sk_purchase p = {(uint64_t)i + 1, 1};
+            struct sk_purchase p = P((uint64_t)i + 1, 1);
             struct sk_admission a;
             int rc = sk_stock_purchase_batch(r, aid, &p, 1, &a, NULL);
             CHECK_MSG(rc == 0, "batch failed: %s", r->errstr);
@@ -460,4 +467,57 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
     sk_redis_free(r);
     sk_th_redis_stop(&srv, 0);
+}
+
+SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
+{
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t aid = open_activity(r, 2, 2, 2);
+    struct sk_purchase p = {.user_id = 5, .quantity = 2, .idem = "k-1", .idem_len = 3};
+    struct sk_admission first, again;
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &first, NULL), 0);
+    CHECK_EQ(first.rc, SK_RC_OK);
+    CHECK_EQ(first.quantity, 2);
+    /* same key, even with another quantity and after the sale sold out */
+    p.quantity = 1;
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(again.rc, SK_RC_OK);
+    CHECK_EQ(again.quantity, 2);
+    CHECK_STR(again.order_id, first.order_id);
+    struct sk_admission b[2];
+    struct sk_purchase pb[2] = {p, P(6, 1)};
+    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 2, b, NULL), 0);
+    CHECK_EQ(b[0].rc, SK_RC_OK);
+    CHECK_STR(b[0].order_id, first.order_id);
+    CHECK_EQ(b[1].rc, SK_RC_SOLD_OUT);
+    /* also once the switch is closed */
+    int rc;
+    CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(again.rc, SK_RC_OK);
+    CHECK_STR(again.order_id, first.order_id);
+    /* the same key from another user is another purchase */
+    p.user_id = 7;
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(again.rc, SK_RC_CLOSED);
+    struct sk_stock_state st = state_of(r, aid);
+    CHECK_EQ(st.stream_len, 1);
+    CHECK_EQ(st.held, 2);
+    sk_redis_free(r);
+}
+
+SK_TEST(refused_purchase_with_an_idempotency_key_can_be_retried)
+{
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t aid = make_activity(r, 3, 1, 1, -1000, 3600000, 0);
+    struct sk_purchase p = {.user_id = 9, .quantity = 1, .idem = "abc", .idem_len = 3};
+    struct sk_admission a;
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(a.rc, SK_RC_CLOSED);
+    int rc;
+    CHECK_EQ(sk_stock_set_open(r, aid, 1, &rc), 0);
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(a.rc, SK_RC_OK);
+    CHECK_EQ(state_of(r, aid).remaining, 2);
+    sk_redis_free(r);
 }

@@ -1,0 +1,83 @@
+/* activity.h - an activity's definition, its validation, its live state
+ * name, and the time formats the operator types (RFC 3339, `now`, `+10m`).
+ *
+ * Everything here is pure: bytes in, values out, no I/O and no clock reads
+ * (callers pass "now"), so the HTTP API and the CLI share one set of rules
+ * and the tests can feed it strings. */
+#ifndef SK_ACTIVITY_H
+#define SK_ACTIVITY_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct sk_stock_def;
+
+#define SK_ACTIVITY_NAME_MAX 128 /* buffer size: names are 1..127 bytes */
+#define SK_ACTIVITY_STATE_MAX 16
+/* Ids and counts travel to Lua as decimal strings of at most 15 digits
+ * (preheat.lua refuses longer ones, so doubles stay exact): keep below. */
+#define SK_ACTIVITY_ID_MAX 999999999999999ULL
+#define SK_ACTIVITY_STOCK_MAX 1000000000000LL /* 1e12 units */
+#define SK_ACTIVITY_PAY_TIMEOUT_DEFAULT 1800  /* seconds */
+#define SK_ACTIVITY_PAY_TIMEOUT_MAX 31536000  /* one year */
+/* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
+#define SK_TIME_MAX_MS 253402300799999LL
+/* "Not given": lets a caller tell an omitted field (default applies) from
+ * an explicit 0 (refused). */
+#define SK_ACTIVITY_UNSET INT64_MIN
+
+struct sk_activity {
+    uint64_t id;
+    char name[SK_ACTIVITY_NAME_MAX];
+    int64_t stock; /* initial stock */
+    int64_t per_user_limit, max_per_order;
+    int64_t start_ms, end_ms; /* unix ms, the sale window is [start, end) */
+    int64_t pay_timeout_s;
+    int64_t created_ms;
+    int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
+                                          the store, ignored on insert (starts at stock) */
+    char state[SK_ACTIVITY_STATE_MAX]; /* "created"|"preheated"|"open"|"closed" */
+};
+
+/* Zeroes *a, marks max_per_order and pay_timeout_s SK_ACTIVITY_UNSET and the
+ * state "created". */
+void sk_activity_init(struct sk_activity *a);
+
+/* Replaces unset fields by their defaults: max_per_order = per_user_limit,
+ * pay_timeout_s = 1800. */
+void sk_activity_apply_defaults(struct sk_activity *a);
+
+/* Checks every field. Returns 0, or SK_EINVAL with the first problem as one
+ * human line in err (cap bytes; err may be NULL). */
+int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap);
+
+/* 1 when s is one of the four stored states. */
+int sk_activity_state_valid(const char *s);
+
+/* The Redis-side definition used by preheat. */
+void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d);
+
+/* The state a buyer sees at now_ms: "ended" once the window is over (final),
+ * else "closed" while the switch is off (or nothing was preheated), else
+ * "scheduled" before start, else "open". Static string. */
+const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,
+                                   int64_t now_ms);
+
+/* Parses len bytes of an RFC 3339 date-time: YYYY-MM-DDTHH:MM:SS, optional
+ * fraction (any digits, kept to ms, truncated), then Z or +HH:MM/-HH:MM
+ * ('t' and 'z' too). Calendar checked (no Feb 30, hour 24, second 60).
+ * Returns 0 or SK_EINVAL. */
+int sk_time_parse_rfc3339(const char *s, size_t len, int64_t *ms);
+
+/* Longest text sk_time_format_rfc3339 writes, with the terminator. */
+#define SK_TIME_RFC3339_MAX 32
+
+/* Formats ms as UTC "2026-11-29T10:00:00Z" (".123" before Z when ms is not
+ * whole seconds). Returns 0, or SK_EINVAL when ms is outside years
+ * 0000..9999 or cap is too small (buf then holds ""). */
+int sk_time_format_rfc3339(int64_t ms, char *buf, size_t cap);
+
+/* A time as the operator types it: "now" (now_ms), "+<N>s|m|h|d" (base_ms
+ * plus the offset; N up to 9 digits), or RFC 3339. Returns 0 or SK_EINVAL. */
+int sk_time_parse_arg(const char *s, size_t len, int64_t now_ms, int64_t base_ms, int64_t *ms);
+
+#endif

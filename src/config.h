@@ -1,0 +1,93 @@
+/* config.h - options of `seckill serve` (bytes in, no I/O, no heap).
+ *
+ * Sources, highest precedence first: command-line flags, a config file,
+ * SECKILL_* environment variables, defaults. The caller implements the
+ * precedence by applying them lowest first, each overwriting the last:
+ *
+ *     struct sk_config c;
+ *     sk_config_defaults(&c);
+ *     sk_config_apply_env(&c, environ, err, cap);          // SECKILL_*
+ *     sk_config_parse_file(&c, text, len, err, cap);       // if a file was given
+ *     sk_config_set_flag(&c, "admin-token", optarg, ...);  // each flag
+ *     sk_config_validate(&c, err, cap);                    // cross-field checks
+ *
+ * Keys (file key = flag name with '_' for '-' = env name upper-cased after
+ * SECKILL_):
+ *   listen            HOST:PORT, port 1..65535, IPv6 as [::1]:8080
+ *                     (default 127.0.0.1:8080)
+ *   redis             redis://[user:pass@]host[:port][/db] or
+ *                     redis+cluster://... (default redis://127.0.0.1:6379)
+ *   db                sqlite:PATH or postgres://... / postgresql://...
+ *                     (default sqlite:seckill.db)
+ *   processes         1..64 (default 1)
+ *   admin_token       printable ASCII, no spaces; empty (the default) means
+ *                     no admin token: every admin route answers 401
+ *   auth              trusted-header (default) | hmac
+ *   hmac_secret       required (non-empty) when auth = hmac
+ *   role              all (default) | api | worker
+ *   log_level         debug | info (default) | warn | error
+ *   max_body          bytes, 1024..67108864 (default 65536)
+ *   redis_timeout_ms  1..600000 (default 1000)
+ *
+ * All functions return 0 or SK_EINVAL with one human line in err (cap
+ * bytes, terminated when cap > 0). Error text never contains the value of
+ * admin_token or hmac_secret. On failure the key that failed keeps its
+ * previous value; keys set before it in the same call stay set. */
+#ifndef SK_CONFIG_H
+#define SK_CONFIG_H
+#include <stddef.h>
+
+enum sk_config_role { SK_ROLE_ALL, SK_ROLE_API, SK_ROLE_WORKER };
+
+struct sk_config {
+    char listen[256];
+    char redis[512];
+    char db[512];
+    int processes;
+    char admin_token[256]; /* "" = admin API disabled */
+    int auth_hmac;         /* 0: auth=trusted-header (X-User-Id), 1: auth=hmac */
+    char hmac_secret[256];
+    enum sk_config_role role;
+    char log_level[16]; /* validated by sk_log_parse_level (log.h) */
+    long long max_body;
+    int redis_timeout_ms;
+};
+
+void sk_config_defaults(struct sk_config *c);
+
+/* Sets one key (underscore spelling) from a terminated string. */
+int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap);
+
+/* Same, from a flag name without the leading dashes: "admin-token" and
+ * "admin_token" both mean admin_token. */
+int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value, char *err,
+                       size_t cap);
+
+/* A config file's text (len bytes, no terminator needed):
+ *     # comment
+ *     listen = 0.0.0.0:8080
+ *     admin_token = "s3cret with # inside"   # trailing comment
+ *     hmac_secret = 'literal, no escapes'
+ * One key = value per line; blank lines and lines starting with # are
+ * skipped; keys may use '-' for '_'. An unquoted value runs to the end of
+ * the line or to a '#' that follows whitespace, trimmed. "double quoted"
+ * values understand \" \\ \n \t; 'single quoted' ones are literal. A key
+ * given twice: the last wins. Unknown keys, NUL bytes, a missing '=' or an
+ * unterminated quote are errors, reported as "line N: ...". */
+int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap);
+
+/* SECKILL_<KEY> entries of a NULL-terminated "NAME=VALUE" array (environ,
+ * or a test's own; NULL is an empty environment). Other SECKILL_* names
+ * (SECKILL_BIN, SECKILL_CONFIG, ...) are ignored, and an empty value counts
+ * as unset. */
+int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap);
+
+/* Cross-field checks after all sources are applied: auth = hmac needs an
+ * hmac_secret. */
+int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
+
+/* "trusted-header" / "hmac", "all" / "api" / "worker". Static strings. */
+const char *sk_config_auth_name(const struct sk_config *c);
+const char *sk_config_role_name(enum sk_config_role r);
+
+#endif

@@ -1,0 +1,429 @@
+/* redis_async.c - pipelined Redis client over h2o sockets + hiredis reader. */
+#include "redis_async.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "clock.h"
+#include "error.h"
+#include "redis_url.h"
+#include "script.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+
+enum ar_state { AR_DOWN, AR_CONNECTING, AR_HANDSHAKE, AR_READY };
+
+struct ar_buf {
+    char *p;
+    size_t len, cap;
+};
+
+/* One command waiting for its answer. */
+struct ar_entry {
+    sk_aredis_cb cb;
+    void *data;
+    int64_t sent_us;
+    char *evalsha; /* retained EVALSHA bytes, to resend as EVAL on NOSCRIPT */
+    size_t evalsha_len;
+    int script;    /* script id for evalsha, -1 otherwise */
+};
+
+struct sk_aredis {
+    h2o_loop_t *loop;
+    h2o_socket_t *sock;
+    enum ar_state state;
+    struct sk_redis_url url;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    int timeout_ms;
+    redisReader *reader;
+    struct ar_buf out, writing; /* queued / handed to h2o (must live until on_write) */
+    int write_busy;
+    struct ar_entry *fifo;      /* ring buffer */
+    size_t head, count, cap;
+    int64_t state_since_ms, next_try_ms;
+    int backoff_ms;
+    int64_t rtt_us;
+    unsigned connects;
+    char errstr[160];
+};
+
+static int buf_reserve(struct ar_buf *b, size_t more)
+{
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) return SK_ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_append(struct ar_buf *b, const char *s, size_t n)
+{
+    if (buf_reserve(b, n) < 0) return SK_ENOMEM;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+/* RESP array of bulk strings. */
+static int encode(struct ar_buf *b, int argc, const char *const *argv, const size_t *lens)
+{
+    char hdr[32];
+    size_t start = b->len;
+    int n = snprintf(hdr, sizeof hdr, "*%d\r\n", argc);
+    if (buf_append(b, hdr, (size_t)n) < 0) goto oom;
+    for (int i = 0; i < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        n = snprintf(hdr, sizeof hdr, "$%zu\r\n", l);
+        if (buf_append(b, hdr, (size_t)n) < 0 || buf_append(b, argv[i], l) < 0 ||
+            buf_append(b, "\r\n", 2) < 0)
+            goto oom;
+    }
+    return 0;
+oom:
+    b->len = start;
+    return SK_ENOMEM;
+}
+
+static int fifo_push(sk_aredis *ar, const struct ar_entry *e)
+{
+    if (ar->count == ar->cap) {
+        size_t cap = ar->cap ? ar->cap * 2 : 256;
+        struct ar_entry *f = malloc(cap * sizeof *f);
+        if (!f) return SK_ENOMEM;
+        for (size_t i = 0; i < ar->count; i++) f[i] = ar->fifo[(ar->head + i) % ar->cap];
+        free(ar->fifo);
+        ar->fifo = f;
+        ar->head = 0;
+        ar->cap = cap;
+    }
+    ar->fifo[(ar->head + ar->count) % ar->cap] = *e;
+    ar->count++;
+    return 0;
+}
+
+static struct ar_entry fifo_pop(sk_aredis *ar)
+{
+    struct ar_entry e = ar->fifo[ar->head];
+    ar->head = (ar->head + 1) % ar->cap;
+    ar->count--;
+    return e;
+}
+
+static void set_state(sk_aredis *ar, enum ar_state s)
+{
+    ar->state = s;
+    ar->state_since_ms = sk_mono_ms();
+}
+
+/* Drops the connection: every waiting command fails (NULL reply). */
+static void connection_lost(sk_aredis *ar, const char *why)
+{
+    snprintf(ar->errstr, sizeof ar->errstr, "redis %.64s:%d: %.80s", ar->url.host, ar->url.port, why);
+    if (ar->sock) {
+        ar->sock->data = NULL;
+        h2o_socket_close(ar->sock);
+        ar->sock = NULL;
+    }
+    redisReaderFree(ar->reader);
+    ar->reader = redisReaderCreate();
+    ar->out.len = 0;
+    ar->write_busy = 0; /* the old socket's write callback will not reach us */
+    ar->backoff_ms = ar->backoff_ms ? ar->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (ar->backoff_ms > BACKOFF_MAX_MS) ar->backoff_ms = BACKOFF_MAX_MS;
+    set_state(ar, AR_DOWN);
+    ar->next_try_ms = sk_mono_ms() + ar->backoff_ms;
+    /* Fail waiters after the state is DOWN, so callbacks that try to send
+     * again are refused instead of queueing on a dead socket. */
+    while (ar->count) {
+        struct ar_entry e = fifo_pop(ar);
+        free(e.evalsha);
+        if (e.cb) e.cb(e.data, NULL);
+    }
+}
+
+static int enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
+                   const size_t *lens, int script)
+{
+    size_t start = ar->out.len;
+    if (encode(&ar->out, argc, argv, lens) < 0) return SK_ENOMEM;
+    struct ar_entry e = {cb, data, sk_mono_us(), NULL, 0, script};
+    if (script >= 0) {
+        e.evalsha_len = ar->out.len - start;
+        e.evalsha = malloc(e.evalsha_len);
+        if (!e.evalsha) goto oom;
+        memcpy(e.evalsha, ar->out.p + start, e.evalsha_len);
+    }
+    if (fifo_push(ar, &e) < 0) goto oom;
+    return 0;
+oom:
+    free(e.evalsha);
+    ar->out.len = start;
+    return SK_ENOMEM;
+}
+
+/* Rewrites retained "*N $7 EVALSHA $40 <sha> rest" as "*N $4 EVAL $len <text> rest". */
+static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
+{
+    const char *p = e->evalsha, *end = p + e->evalsha_len;
+    const char *nl = memchr(p, '\n', (size_t)(end - p)); /* after *N */
+    const char *marker = "$7\r\nEVALSHA\r\n$40\r\n";
+    size_t ml = strlen(marker);
+    if (!nl || (size_t)(end - nl - 1) < ml + 42 || memcmp(nl + 1, marker, ml) != 0) return SK_EPROTO;
+    const char *rest = nl + 1 + ml + 42; /* sha + CRLF */
+    const char *text = sk_script_text((enum sk_script_id)e->script);
+    char hdr[48];
+    int hl = snprintf(hdr, sizeof hdr, "$4\r\nEVAL\r\n$%zu\r\n", strlen(text));
+    if (buf_append(&ar->out, p, (size_t)(nl + 1 - p)) < 0 || buf_append(&ar->out, hdr, (size_t)hl) < 0 ||
+        buf_append(&ar->out, text, strlen(text)) < 0 || buf_append(&ar->out, "\r\n", 2) < 0 ||
+        buf_append(&ar->out, rest, (size_t)(end - rest)) < 0)
+        return SK_ENOMEM;
+    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1};
+    return fifo_push(ar, &again);
+}
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    sk_aredis *ar = sock->data;
+    if (!ar) return;
+    if (err) {
+        connection_lost(ar, err);
+        return;
+    }
+    if (redisReaderFeed(ar->reader, sock->input->bytes, sock->input->size) != REDIS_OK) {
+        connection_lost(ar, "reader failed");
+        return;
+    }
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    for (;;) {
+        void *rep = NULL;
+        if (redisReaderGetReply(ar->reader, &rep) != REDIS_OK) {
+            connection_lost(ar, "protocol error in reply");
+            return;
+        }
+        if (!rep) break;
+        if (!ar->count) {
+            freeReplyObject(rep);
+            connection_lost(ar, "reply without a command");
+            return;
+        }
+        struct ar_entry e = fifo_pop(ar);
+        redisReply *r = rep;
+        if (e.evalsha && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
+            free(e.evalsha);
+            freeReplyObject(r);
+            continue;
+        }
+        free(e.evalsha);
+        ar->rtt_us = sk_mono_us() - e.sent_us;
+        if (e.cb) e.cb(e.data, r);
+        freeReplyObject(r);
+        if (ar->state == AR_DOWN) return; /* a callback hit a failure path */
+    }
+    /* NOSCRIPT resends (and commands issued by callbacks) go out now */
+    sk_aredis_flush(ar);
+}
+
+static void on_write(h2o_socket_t *sock, const char *err)
+{
+    sk_aredis *ar = sock->data;
+    if (!ar) return;
+    ar->write_busy = 0;
+    ar->writing.len = 0;
+    if (err) {
+        connection_lost(ar, err);
+        return;
+    }
+    sk_aredis_flush(ar);
+}
+
+void sk_aredis_flush(sk_aredis *ar)
+{
+    if (!ar->sock || ar->write_busy || ar->out.len == 0 || ar->state < AR_HANDSHAKE) return;
+    struct ar_buf t = ar->writing;
+    ar->writing = ar->out;
+    ar->out = t;
+    ar->out.len = 0;
+    ar->write_busy = 1;
+    h2o_iovec_t iov = h2o_iovec_init(ar->writing.p, ar->writing.len);
+    h2o_socket_write(ar->sock, &iov, 1, on_write);
+}
+
+/* Handshake replies: any error aborts the connection; the last one opens it. */
+static void on_handshake(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    if (!rep) return; /* connection already lost */
+    if (rep->type == REDIS_REPLY_ERROR) {
+        char why[128];
+        snprintf(why, sizeof why, "handshake refused: %.100s", rep->str);
+        connection_lost(ar, why);
+    }
+}
+
+static void on_handshake_done(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    if (!rep || ar->state != AR_HANDSHAKE) return;
+    set_state(ar, AR_READY);
+    ar->backoff_ms = 0;
+    ar->errstr[0] = 0;
+    ar->connects++;
+}
+
+static void on_connect(h2o_socket_t *sock, const char *err)
+{
+    sk_aredis *ar = sock->data;
+    if (!ar) return;
+    if (err) {
+        connection_lost(ar, err);
+        return;
+    }
+    set_state(ar, AR_HANDSHAKE);
+    h2o_socket_read_start(sock, on_read);
+    if (ar->url.pass[0]) {
+        const char *a3[] = {"AUTH", ar->url.user, ar->url.pass};
+        if (ar->url.user[0]) enqueue(ar, on_handshake, ar, 3, a3, NULL, -1);
+        else enqueue(ar, on_handshake, ar, 2, (const char *const[]){"AUTH", ar->url.pass}, NULL, -1);
+    }
+    if (ar->url.db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", ar->url.db);
+        enqueue(ar, on_handshake, ar, 2, (const char *const[]){"SELECT", db}, NULL, -1);
+    }
+    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
+        const char *a[] = {"SCRIPT", "LOAD", sk_script_text((enum sk_script_id)i)};
+        enqueue(ar, on_handshake, ar, 3, a, NULL, -1);
+    }
+    enqueue(ar, on_handshake_done, ar, 1, (const char *const[]){"PING"}, NULL, -1);
+    sk_aredis_flush(ar);
+}
+
+static void start_connect(sk_aredis *ar)
+{
+    set_state(ar, AR_CONNECTING);
+    ar->sock = h2o_socket_connect(ar->loop, (struct sockaddr *)&ar->addr, ar->addrlen, on_connect);
+    if (!ar->sock) {
+        connection_lost(ar, "connect failed");
+        return;
+    }
+    ar->sock->data = ar;
+}
+
+int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
+                  size_t cap)
+{
+    *out = NULL;
+    sk_aredis *ar = calloc(1, sizeof *ar);
+    if (!ar) return SK_ENOMEM;
+    if (sk_redis_url_parse(&ar->url, url, strlen(url), err, cap) < 0) {
+        free(ar);
+        return SK_EINVAL;
+    }
+    char port[8];
+    snprintf(port, sizeof port, "%d", ar->url.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+    int gai = getaddrinfo(ar->url.host, port, &hints, &res);
+    if (gai) {
+        snprintf(err, cap, "cannot resolve %s: %s", ar->url.host, gai_strerror(gai));
+        free(ar);
+        return SK_EINVAL;
+    }
+    memcpy(&ar->addr, res->ai_addr, res->ai_addrlen);
+    ar->addrlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    ar->loop = loop;
+    ar->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    ar->reader = redisReaderCreate();
+    if (!ar->reader) {
+        free(ar);
+        return SK_ENOMEM;
+    }
+    snprintf(ar->errstr, sizeof ar->errstr, "connecting");
+    start_connect(ar);
+    *out = ar;
+    return 0;
+}
+
+void sk_aredis_free(sk_aredis *ar)
+{
+    if (!ar) return;
+    connection_lost(ar, "closed");
+    redisReaderFree(ar->reader);
+    free(ar->out.p);
+    free(ar->writing.p);
+    free(ar->fifo);
+    free(ar);
+}
+
+int sk_aredis_ready(const sk_aredis *ar) { return ar->state == AR_READY; }
+size_t sk_aredis_pending(const sk_aredis *ar) { return ar->count; }
+const char *sk_aredis_errstr(const sk_aredis *ar) { return ar->errstr[0] ? ar->errstr : "ready"; }
+int64_t sk_aredis_rtt_us(const sk_aredis *ar) { return ar->rtt_us; }
+unsigned sk_aredis_connects(const sk_aredis *ar) { return ar->connects; }
+
+int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc,
+                      const char *const *argv, const size_t *lens)
+{
+    if (ar->state != AR_READY) return SK_EIO;
+    return enqueue(ar, cb, data, argc, argv, lens, -1);
+}
+
+int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                   int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                   void *data)
+{
+    if (ar->state != AR_READY) return SK_EIO;
+    if (nkeys < 0 || nargs < 0 || nkeys > 16) return SK_EINVAL;
+    int argc = 3 + nkeys + nargs;
+    const char *sv[64];
+    size_t sl[64];
+    const char **argv = argc <= 64 ? sv : malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = argc <= 64 ? sl : malloc(sizeof *lens * (size_t)argc);
+    int rc = SK_ENOMEM;
+    if (argv && lens) {
+        char nk[8];
+        snprintf(nk, sizeof nk, "%d", nkeys);
+        argv[0] = "EVALSHA";
+        argv[1] = sk_script_sha(id);
+        argv[2] = nk;
+        for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
+        for (int i = 0; i < nkeys; i++) {
+            argv[3 + i] = keys[i];
+            lens[3 + i] = strlen(keys[i]);
+        }
+        for (int i = 0; i < nargs; i++) {
+            argv[3 + nkeys + i] = args[i];
+            lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
+        }
+        rc = enqueue(ar, cb, data, argc, argv, lens, (int)id);
+    }
+    if (argv != sv) free(argv);
+    if (lens != sl) free(lens);
+    return rc;
+}
+
+void sk_aredis_tick(sk_aredis *ar)
+{
+    int64_t now = sk_mono_ms();
+    switch (ar->state) {
+    case AR_DOWN:
+        if (now >= ar->next_try_ms) start_connect(ar);
+        break;
+    case AR_CONNECTING:
+    case AR_HANDSHAKE:
+        if (now - ar->state_since_ms > ar->timeout_ms) connection_lost(ar, "connect timed out");
+        break;
+    case AR_READY:
+        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > ar->timeout_ms)
+            connection_lost(ar, "reply timed out");
+        break;
+    }
+}

@@ -1,0 +1,37 @@
+/* redis_spawn.h - a private redis-server for the binary's own use (bench,
+ * demo): free loopback port, fresh temporary directory, no persistence, and
+ * it dies with the thread that started it (PR_SET_PDEATHSIG), even on a
+ * crash of this process. */
+#ifndef SK_REDIS_SPAWN_H
+#define SK_REDIS_SPAWN_H
+#include <sys/types.h>
+
+struct sk_redis_spawn {
+    pid_t pid;        /* redis-server, 0 when not running */
+    int port;         /* 127.0.0.1 port it listens on */
+    char dir[256];    /* its working directory (log, any RDB/AOF files) */
+    char url[128];    /* "redis://127.0.0.1:<port>", for sk_redis_new */
+    char errstr[256]; /* detail of the last failure */
+};
+
+/* Starts `redis-server --port P --bind 127.0.0.1 --dir D --save ""
+ * --logfile D/redis.log --daemonize no` plus extra_args (NULL-terminated
+ * "--name", "value" strings, may be NULL; copied, the caller keeps them),
+ * in a directory made with mkdtemp under $TMPDIR or /tmp, and waits (at
+ * most 10 s) until it answers PING.
+ *
+ * Ownership: s is the caller's; on success it owns a running server and a
+ * directory until sk_redis_spawn_stop(s). On failure nothing is left
+ * behind (process killed and reaped, directory removed), s->errstr says why.
+ * Call it from a thread that outlives the server (the main thread): the
+ * kernel's parent-death signal fires when the starting thread exits.
+ * Returns 0, SK_EIO (cannot start, exited, or not ready in time) or
+ * SK_EINVAL (too many extra arguments). */
+int sk_redis_spawn_start(struct sk_redis_spawn *s, const char *const *extra_args);
+
+/* SIGTERM, wait (SIGKILL after 5 s), then remove the directory and
+ * everything in it. Safe on a stopped or zeroed s. Returns 0, or SK_EIO
+ * when the directory could not be removed (s->errstr). */
+int sk_redis_spawn_stop(struct sk_redis_spawn *s);
+
+#endif

@@ -1,0 +1,164 @@
+/* serve.c - `seckill serve`: configuration (flags > config file > SECKILL_*
+ * environment > defaults) and the process supervisor: --processes N
+ * event-loop processes share the port with SO_REUSEPORT; the parent
+ * restarts a crashed one and forwards SIGTERM/SIGINT for a graceful stop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "http_server.h"
+#include "log.h"
+
+extern char **environ;
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig) { got_signal = sig; }
+
+static int usage(FILE *f)
+{
+    fprintf(f,
+            "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db sqlite:PATH]\n"
+            "                     [--processes N] [--admin-token T]\n"
+            "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
+            "                     [--config FILE] [--log-level debug|info|warn|error]\n"
+            "Every option can also come from the config file (key = value, keys with\n"
+            "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
+            "Precedence: flags, then the config file, then the environment.\n");
+    return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            if (cap >= (1u << 20)) break; /* a config file is small */
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return -1;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* Builds the configuration; returns 0 or an exit code. */
+static int load_config(int argc, char **argv, struct sk_config *cfg)
+{
+    char err[256];
+    sk_config_defaults(cfg);
+    if (sk_config_apply_env(cfg, environ, err, sizeof err) < 0)
+        return sk_cli_usage_error("serve: environment: %s", err);
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) file = argv[i + 1];
+    if (file) {
+        char *buf;
+        size_t len;
+        if (read_file(file, &buf, &len) < 0)
+            return sk_cli_usage_error("serve: cannot read config %s: %s", file, strerror(errno));
+        int rc = sk_config_parse_file(cfg, buf, len, err, sizeof err);
+        free(buf);
+        if (rc < 0) return sk_cli_usage_error("serve: %s: %s", file, err);
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0)
+            return sk_cli_usage_error("serve: unexpected argument '%s'", argv[i]);
+        if (i + 1 >= argc) return sk_cli_usage_error("serve: %s needs a value", argv[i]);
+        if (strcmp(argv[i], "--config") != 0 &&
+            sk_config_set_flag(cfg, argv[i] + 2, argv[i + 1], err, sizeof err) < 0)
+            return sk_cli_usage_error("serve: %s", err);
+        i++;
+    }
+    if (sk_config_validate(cfg, err, sizeof err) < 0) return sk_cli_usage_error("serve: %s", err);
+    return 0;
+}
+
+static pid_t spawn_worker(const struct sk_config *cfg)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        exit(sk_server_run(cfg));
+    }
+    return pid;
+}
+
+int sk_cli_serve(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
+    struct sk_config cfg;
+    int rc = load_config(argc, argv, &cfg);
+    if (rc) return rc;
+    enum sk_log_level lvl;
+    if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
+
+    /* Fail fast on a port in use, before any process starts. */
+    char err[256];
+    int probe = sk_server_listen_fd(cfg.listen, 0, err, sizeof err);
+    if (probe < 0) {
+        sk_log(SK_LOG_ERROR, "%s", err);
+        return SK_EXIT_FAIL;
+    }
+    close(probe);
+    if (cfg.processes <= 1) return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    int n = (int)cfg.processes;
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    if (!pids) return SK_EXIT_FAIL;
+    for (int i = 0; i < n; i++) pids[i] = spawn_worker(&cfg);
+    int failed = 0, alive = n, stopping = 0;
+    while (alive > 0) {
+        if (got_signal && !stopping) {
+            stopping = 1;
+            sk_log(SK_LOG_INFO, "stopping %d processes", alive);
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) kill(pids[i], SIGTERM);
+        }
+        int st;
+        pid_t pid = waitpid(-1, &st, 0);
+        if (pid < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (pids[i] != pid) continue;
+            int crashed = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+            if (!stopping && crashed) {
+                sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
+                       WIFSIGNALED(st) ? "signal" : "exit",
+                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+                pids[i] = spawn_worker(&cfg);
+            } else {
+                if (crashed) failed = 1;
+                pids[i] = 0;
+                alive--;
+            }
+        }
+    }
+    free(pids);
+    return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
+}

@@ -1,0 +1,39 @@
+/* http_client.h - a small blocking HTTP/1.1 client for tests: real sockets,
+ * keep-alive, Content-Length bodies. Not for production use. */
+#ifndef SK_TEST_HTTP_CLIENT_H
+#define SK_TEST_HTTP_CLIENT_H
+#include <stddef.h>
+
+struct sk_th_http {
+    int fd;
+    int port;
+};
+
+struct sk_th_resp {
+    int status;         /* 0 when the connection failed or closed */
+    char headers[2048]; /* raw header block, lower-cased names */
+    char body[8192];
+    size_t body_len;
+};
+
+/* Connects to 127.0.0.1:port (fails the test on error). */
+void sk_th_http_open(struct sk_th_http *c, int port);
+/* Returns 0 or -1 without failing the test (for "is it up yet" probes). */
+int sk_th_http_try_open(struct sk_th_http *c, int port);
+void sk_th_http_close(struct sk_th_http *c);
+
+/* Sends one request (extra_headers: "Name: value\r\n" lines or NULL; body
+ * may be NULL) and reads the response. Reconnects once if the server had
+ * closed a kept-alive connection before the request was written. Returns
+ * the status, 0 on a closed connection. */
+int sk_th_http_req(struct sk_th_http *c, const char *method, const char *path,
+                   const char *extra_headers, const char *body, struct sk_th_resp *r);
+
+/* Raw bytes out, whatever comes back in (until close or timeout_ms). */
+size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
+                      int timeout_ms);
+
+/* Value of header name (lower case) in r, copied into out; 0 or -1. */
+int sk_th_http_header(const struct sk_th_resp *r, const char *name, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,1279 @@
+/* test_activity.c - the activity lifecycle: definition rules and time
+ * parsing (pure functions fed strings), the SQLite store against a real
+ * file, and `seckill activity ...` end to end (the real binary against the
+ * run's redis-server), including proof that refused commands change
+ * nothing in the store or in Redis. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "activity.h"
+#include "clock.h"
+#include "codes.h"
+#include "error.h"
+#include "harness.h"
+#include "keys.h"
+#include "stock.h"
+#include "store.h"
+
+/* ---- helpers ---- */
+
+static void valid_activity(struct sk_activity *a, uint64_t id)
+{
+    sk_activity_init(a);
+    a->id = id;
+    snprintf(a->name, sizeof a->name, "flash sale %" PRIu64, id);
+    a->stock = 100;
+    a->per_user_limit = 2;
+    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
+    a->end_ms = a->start_ms + 3600 * 1000;
+    a->created_ms = 1795940000000;
+    sk_activity_apply_defaults(a);
+}
+
+static int64_t rfc(const char *s)
+{
+    int64_t ms = 0;
+    CHECK_MSG(sk_time_parse_rfc3339(s, strlen(s), &ms) == 0, "should parse: %s", s);
+    return ms;
+}
+
+static int rfc_rejects(const char *s)
+{
+    int64_t ms = 12345;
+    return sk_time_parse_rfc3339(s, strlen(s), &ms) == SK_EINVAL && ms == 12345;
+}
+
+/* A fresh SQLite file and the run's Redis. */
+struct env {
+    char path[400];
+    char spec[420];
+    const char *redis;
+};
+
+static void env_init(struct env *e)
+{
+    snprintf(e->path, sizeof e->path, "%s/a.db", sk_th_tmpdir());
+    snprintf(e->spec, sizeof e->spec, "sqlite:%s", e->path);
+    e->redis = sk_th_redis_url();
+}
+
+static sk_store *store_of(const struct env *e)
+{
+    sk_store *st;
+    char err[256];
+    CHECK_MSG(sk_store_open(&st, e->spec, err, sizeof err) == 0, "open store: %s", err);
+    return st;
+}
+
+/* Runs `seckill activity <args...> --redis R --db D`. */
+static int cli_run(const struct env *e, const char *redis, char *out, size_t cap,
+                   const char *const *args)
+{
+    const char *argv[48] = {"activity"};
+    int n = 1;
+    for (int i = 0; args[i] && n < 42; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--redis";
+    argv[n++] = redis;
+    argv[n++] = "--db";
+    argv[n++] = e->spec;
+    argv[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, argv);
+}
+#define CLI(e, out, ...)                                                                           \
+    cli_run(e, (e)->redis, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
+
+static sk_redis *redis_of(const char *url)
+{
+    sk_redis *r;
+    char err[128];
+    CHECK_MSG(sk_redis_new(&r, url, 1000, 1000, err, sizeof err) == 0, "url: %s", err);
+    return r;
+}
+
+static struct sk_stock_state live_of(uint64_t id)
+{
+    sk_redis *r = redis_of(sk_th_redis_url());
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(r, id, &st), 0);
+    sk_redis_free(r);
+    return st;
+}
+
+/* Number of Redis keys of the activity (all share its hash tag). */
+static long long redis_keys_of(uint64_t id)
+{
+    sk_redis *r = redis_of(sk_th_redis_url());
+    struct sk_keys k;
+    sk_keys_for(&k, id);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "EXISTS %s %s %s %s %s", k.meta, k.stock, k.buyers, k.orders,
+                          k.released),
+             0);
+    CHECK_EQ(rep->type, REDIS_REPLY_INTEGER);
+    long long n = rep->integer;
+    freeReplyObject(rep);
+    sk_redis_free(r);
+    return n;
+}
+
+/* The stored row, or CHECK failure; returns rc of the get. */
+static int stored(const struct env *e, uint64_t id, struct sk_activity *a)
+{
+    sk_store *st = store_of(e);
+    int rc = sk_store_activity_get(st, id, a);
+    sk_store_close(st);
+    return rc;
+}
+
+static size_t stored_count(const struct env *e)
+{
+    sk_store *st = store_of(e);
+    struct sk_activity *all;
+    size_t n;
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    free(all);
+    sk_store_close(st);
+    return n;
+}
+
+static void check_nothing_written(const struct env *e, uint64_t id)
+{
+    struct sk_activity a;
+    CHECK_EQ(stored(e, id, &a), SK_ENOTFOUND);
+    CHECK_EQ(stored_count(e), 0);
+    CHECK_EQ(redis_keys_of(id), 0);
+}
+
+static json_t *show_json(const struct env *e, const char *id)
+{
+    char out[8192];
+    int rc = CLI(e, out, "show", "--id", id, "--json");
+    CHECK_MSG(rc == 0, "show exit %d: %s", rc, out);
+    json_error_t jerr;
+    json_t *o = json_loads(out, 0, &jerr);
+    CHECK_MSG(o && json_is_object(o), "show --json is not an object (%s): %s", jerr.text, out);
+    return o;
+}
+
+static long long jint(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    CHECK_MSG(json_is_integer(v), "field %s missing or not an integer", key);
+    return (long long)json_integer_value(v);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    CHECK_MSG(json_is_string(v), "field %s missing or not a string", key);
+    return json_string_value(v);
+}
+
+/* Creates (store only) activity `id` with the given stock and limit 2,
+ * window [now - 1 s, now + 1 h). */
+static void create_ok(const struct env *e, const char *id, const char *stock)
+{
+    char out[4096];
+    int rc = CLI(e, out, "create", "--id", id, "--name", "test sale", "--stock", stock, "--limit",
+                 "2", "--start", "now", "--end", "+1h");
+    CHECK_MSG(rc == 0, "create exit %d: %s", rc, out);
+}
+
+static void run_ok(const struct env *e, const char *sub, const char *id)
+{
+    char out[4096];
+    int rc = CLI(e, out, sub, "--id", id);
+    CHECK_MSG(rc == 0, "%s exit %d: %s", sub, rc, out);
+}
+
+static void id_str(char *buf, size_t cap, uint64_t id)
+{
+    snprintf(buf, cap, "%" PRIu64, id);
+}
+
+/* ---- definition rules ---- */
+
+SK_TEST(activity_validate_accepts_a_complete_definition_and_applies_defaults)
+{
+    struct sk_activity a;
+    valid_activity(&a, 1);
+    char err[256] = "";
+    CHECK_EQ(sk_activity_validate(&a, err, sizeof err), 0);
+    CHECK_EQ(a.max_per_order, 2); /* defaults to the per-user limit */
+    CHECK_EQ(a.pay_timeout_s, SK_ACTIVITY_PAY_TIMEOUT_DEFAULT);
+    CHECK_STR(a.state, "created");
+    /* An explicit max per order survives the defaults. */
+    sk_activity_init(&a);
+    a.per_user_limit = 5;
+    a.max_per_order = 1;
+    sk_activity_apply_defaults(&a);
+    CHECK_EQ(a.max_per_order, 1);
+}
+
+SK_TEST(activity_validate_rejects_each_bad_field_with_a_reason)
+{
+    static const struct {
+        const char *field, *want;
+    } cases[] = {
+        {"stock0", "stock"},
+        {"stock-1", "stock"},
+        {"stockmax", "stock"},
+        {"limit0", "limit"},
+        {"max0", "max per order"},
+        {"endeq", "end must be after"},
+        {"endlt", "end must be after"},
+        {"name0", "name"},
+        {"name128", "name"},
+        {"namectl", "name"},
+        {"nameutf", "name"},
+        {"pay0", "pay timeout"},
+        {"id0", "id"},
+        {"idmax", "id"},
+        {"state", "state"},
+        {"startneg", "start"},
+        {"maxunset", "max per order"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sk_activity a;
+        valid_activity(&a, 7);
+        const char *f = cases[i].field;
+        if (!strcmp(f, "stock0"))
+            a.stock = 0;
+        else if (!strcmp(f, "stock-1"))
+            a.stock = -1;
+        else if (!strcmp(f, "stockmax"))
+            a.stock = SK_ACTIVITY_STOCK_MAX + 1;
+        else if (!strcmp(f, "limit0"))
+            a.per_user_limit = 0;
+        else if (!strcmp(f, "max0"))
+            a.max_per_order = 0;
+        else if (!strcmp(f, "endeq"))
+            a.end_ms = a.start_ms;
+        else if (!strcmp(f, "endlt"))
+            a.end_ms = a.start_ms - 1;
+        else if (!strcmp(f, "name0"))
+            a.name[0] = 0;
+        else if (!strcmp(f, "name128"))
+            memset(a.name, 'x', sizeof a.name); /* no terminator */
+        else if (!strcmp(f, "namectl"))
+            snprintf(a.name, sizeof a.name, "bad\nname");
+        else if (!strcmp(f, "nameutf"))
+            snprintf(a.name, sizeof a.name, "bad \xc3(");
+        else if (!strcmp(f, "pay0"))
+            a.pay_timeout_s = 0;
+        else if (!strcmp(f, "id0"))
+            a.id = 0;
+        else if (!strcmp(f, "idmax"))
+            a.id = SK_ACTIVITY_ID_MAX + 1;
+        else if (!strcmp(f, "state"))
+            snprintf(a.state, sizeof a.state, "running");
+        else if (!strcmp(f, "startneg"))
+            a.start_ms = -1000;
+        else if (!strcmp(f, "maxunset"))
+            a.max_per_order = SK_ACTIVITY_UNSET;
+        char err[256] = "";
+        CHECK_MSG(sk_activity_validate(&a, err, sizeof err) == SK_EINVAL, "case %s accepted", f);
+        CHECK_MSG(strstr(err, cases[i].want) != NULL, "case %s: reason '%s' lacks '%s'", f, err,
+                  cases[i].want);
+    }
+    /* Boundaries that are valid. */
+    struct sk_activity a;
+    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    a.stock = SK_ACTIVITY_STOCK_MAX;
+    a.end_ms = a.start_ms + 1;
+    memset(a.name, 'y', SK_ACTIVITY_NAME_MAX - 1);
+    a.name[SK_ACTIVITY_NAME_MAX - 1] = 0;
+    CHECK_EQ(sk_activity_validate(&a, NULL, 0), 0);
+    snprintf(a.name, sizeof a.name, "秒杀 iPhone");
+    CHECK_EQ(sk_activity_validate(&a, NULL, 0), 0);
+}
+
+SK_TEST(activity_live_state_follows_switch_and_window)
+{
+    const int64_t s = 1000, e = 2000;
+    CHECK_STR(sk_activity_live_state(1, 1, s, e, 1500), "open");
+    CHECK_STR(sk_activity_live_state(1, 1, s, e, 999), "scheduled");
+    CHECK_STR(sk_activity_live_state(1, 1, s, e, 2000), "ended"); /* end is exclusive */
+    CHECK_STR(sk_activity_live_state(1, 0, s, e, 1500), "closed");
+    CHECK_STR(sk_activity_live_state(1, 0, s, e, 500), "closed");
+    CHECK_STR(sk_activity_live_state(0, 0, s, e, 1500), "closed");
+    CHECK_STR(sk_activity_live_state(1, 0, s, e, 2500), "ended");
+}
+
+/* ---- time ---- */
+
+SK_TEST(activity_time_rfc3339_parses_utc_fractions_and_offsets)
+{
+    CHECK_EQ(rfc("2026-11-29T10:00:00Z"), 1795946400000LL);
+    CHECK_EQ(rfc("2026-11-29t10:00:00z"), 1795946400000LL);
+    CHECK_EQ(rfc("1970-01-01T00:00:00Z"), 0);
+    CHECK_EQ(rfc("2030-01-01T00:00:00+08:00"), 1893427200000LL);
+    CHECK_EQ(rfc("2026-11-29T10:00:00-05:30"), 1795966200000LL);
+    CHECK_EQ(rfc("2026-11-29T10:00:00-00:00"), 1795946400000LL);
+    CHECK_EQ(rfc("2026-11-29T10:00:00.5Z"), 1795946400500LL);
+    CHECK_EQ(rfc("2026-11-29T10:00:00.123Z"), 1795946400123LL);
+    CHECK_EQ(rfc("2026-11-29T10:00:00.123999999Z"), 1795946400123LL); /* truncated to ms */
+    CHECK_EQ(rfc("2026-11-29T10:00:00.250+01:00"), 1795942800250LL);
+    CHECK_EQ(rfc("1969-12-31T23:59:59.500Z"), -500);
+}
+
+SK_TEST(activity_time_rfc3339_knows_the_calendar_edges)
+{
+    CHECK_EQ(rfc("2024-02-29T23:59:59.999Z"), 1709251199999LL); /* leap year */
+    CHECK_EQ(rfc("2000-02-29T00:00:00Z"), 951782400000LL);      /* 400-year rule */
+    CHECK(rfc_rejects("2025-02-29T00:00:00Z"));
+    CHECK(rfc_rejects("1900-02-29T00:00:00Z")); /* 100-year rule */
+    CHECK(rfc_rejects("2026-02-30T10:00:00Z"));
+    CHECK(rfc_rejects("2026-04-31T10:00:00Z"));
+    CHECK(rfc_rejects("2026-13-01T10:00:00Z"));
+    CHECK(rfc_rejects("2026-00-01T10:00:00Z"));
+    CHECK(rfc_rejects("2026-01-00T10:00:00Z"));
+    CHECK_EQ(rfc("0001-01-01T00:00:00Z"), -62135596800000LL);
+    CHECK_EQ(rfc("9999-12-31T23:59:59.999Z"), SK_TIME_MAX_MS);
+}
+
+SK_TEST(activity_time_rfc3339_rejects_malformed_text)
+{
+    static const char *const bad[] = {
+        "",
+        "2026-11-29",
+        "2026-11-29T10:00:00",  /* missing zone */
+        "2026-11-29 10:00:00Z", /* space instead of T */
+        "2026-11-29T24:00:00Z", /* hour 24 */
+        "2026-11-29T10:60:00Z",
+        "2026-11-29T10:00:60Z",  /* leap seconds are not accepted */
+        "2026-11-29T10:00:00.Z", /* dot without digits */
+        "2026-11-29T10:00:00ZZ", /* trailing bytes */
+        "2026-11-29T10:00:00Z ",
+        "2026-11-29T10:00:00+0800", /* offset without colon */
+        "2026-11-29T10:00:00+08",
+        "2026-11-29T10:00:00+24:00", /* offset hour out of range */
+        "2026-11-29T10:00:00+08:60",
+        "2026-1-29T10:00:00Z", /* one-digit month */
+        "20261129T100000Z",    /* basic format is not RFC 3339 */
+        "2026-11-29T1a:00:00Z",
+        "+2026-11-29T10:00:00Z",
+        "now",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(rfc_rejects(bad[i]), "accepted '%s'", bad[i]);
+    /* The parser reads len bytes, not up to a terminator: a valid prefix
+     * cut short, or a NUL inside, is refused. */
+    const char *s = "2026-11-29T10:00:00Z";
+    int64_t ms;
+    CHECK_EQ(sk_time_parse_rfc3339(s, 19, &ms), SK_EINVAL);
+    CHECK_EQ(sk_time_parse_rfc3339("2026-11-29T10:00:00\0Z", 21, &ms), SK_EINVAL);
+    CHECK_EQ(sk_time_parse_rfc3339(NULL, 0, &ms), SK_EINVAL);
+}
+
+SK_TEST(activity_time_format_round_trips_through_the_parser)
+{
+    char buf[SK_TIME_RFC3339_MAX];
+    CHECK_EQ(sk_time_format_rfc3339(0, buf, sizeof buf), 0);
+    CHECK_STR(buf, "1970-01-01T00:00:00Z");
+    CHECK_EQ(sk_time_format_rfc3339(1795946400123LL, buf, sizeof buf), 0);
+    CHECK_STR(buf, "2026-11-29T10:00:00.123Z");
+    CHECK_EQ(sk_time_format_rfc3339(-500, buf, sizeof buf), 0);
+    CHECK_STR(buf, "1969-12-31T23:59:59.500Z");
+    CHECK_EQ(sk_time_format_rfc3339(SK_TIME_MAX_MS, buf, sizeof buf), 0);
+    CHECK_STR(buf, "9999-12-31T23:59:59.999Z");
+    CHECK_EQ(sk_time_format_rfc3339(SK_TIME_MAX_MS + 1, buf, sizeof buf), SK_EINVAL);
+    CHECK_EQ(sk_time_format_rfc3339(0, buf, 10), SK_EINVAL); /* too small */
+    CHECK_STR(buf, "");
+    /* Every day boundary of a leap year and some odd instants round-trip. */
+    for (int64_t ms = 1704067200000LL; ms < 1735689600000LL; ms += 86400000LL + 1234) {
+        CHECK_EQ(sk_time_format_rfc3339(ms, buf, sizeof buf), 0);
+        CHECK_EQ(rfc(buf), ms);
+    }
+}
+
+SK_TEST(activity_time_arg_takes_now_and_relative_offsets)
+{
+    const int64_t now = 1000000, base = 5000000;
+    int64_t ms;
+    CHECK_EQ(sk_time_parse_arg("now", 3, now, base, &ms), 0);
+    CHECK_EQ(ms, now);
+    CHECK_EQ(sk_time_parse_arg("+10s", 4, now, base, &ms), 0);
+    CHECK_EQ(ms, base + 10000);
+    CHECK_EQ(sk_time_parse_arg("+5m", 3, now, base, &ms), 0);
+    CHECK_EQ(ms, base + 300000);
+    CHECK_EQ(sk_time_parse_arg("+1h", 3, now, base, &ms), 0);
+    CHECK_EQ(ms, base + 3600000);
+    CHECK_EQ(sk_time_parse_arg("+2d", 3, now, base, &ms), 0);
+    CHECK_EQ(ms, base + 2 * 86400000LL);
+    CHECK_EQ(sk_time_parse_arg("2026-11-29T10:00:00Z", 20, now, base, &ms), 0);
+    CHECK_EQ(ms, 1795946400000LL);
+    static const char *const bad[] = {"+",    "+s",  "+10",   "+10x", "-10s",         "+1.5h",
+                                      "now2", "NOW", "+ 10s", "10s",  "+1000000000s", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ms = 42;
+        CHECK_MSG(sk_time_parse_arg(bad[i], strlen(bad[i]), now, base, &ms) == SK_EINVAL &&
+                      ms == 42,
+                  "accepted '%s'", bad[i]);
+    }
+}
+
+/* ---- store ---- */
+
+SK_TEST(activity_store_open_migrates_schema_with_wal_and_reopen_keeps_data)
+{
+    struct env e;
+    env_init(&e);
+    sk_store *st = store_of(&e);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK(v >= 1);
+    struct sk_activity a;
+    valid_activity(&a, 11);
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    sk_store_close(st);
+
+    /* Checked from outside: user_version, WAL, the table. */
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
+    sqlite3_stmt *s;
+    CHECK_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL), SQLITE_OK);
+    CHECK_EQ(sqlite3_step(s), SQLITE_ROW);
+    CHECK_STR((const char *)sqlite3_column_text(s, 0), "wal");
+    sqlite3_finalize(s);
+    CHECK_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL), SQLITE_OK);
+    CHECK_EQ(sqlite3_step(s), SQLITE_ROW);
+    CHECK_EQ(sqlite3_column_int(s, 0), v);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+
+    /* A second open applies nothing twice and sees the row. */
+    st = store_of(&e);
+    int v2 = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v2), 0);
+    CHECK_EQ(v2, v);
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_get(st, 11, &got), 0);
+    CHECK_STR(got.name, a.name);
+    sk_store_close(st);
+}
+
+SK_TEST(activity_store_refuses_a_schema_newer_than_the_binary)
+{
+    struct env e;
+    env_init(&e);
+    sk_store_close(store_of(&e));
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    sk_store *st = (sk_store *)1;
+    char err[256] = "";
+    CHECK_EQ(sk_store_open(&st, e.spec, err, sizeof err), SK_EDB);
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "newer") != NULL, "reason: %s", err);
+}
+
+SK_TEST(activity_store_rejects_unknown_empty_and_postgres_specs)
+{
+    static const char *const specs[] = {"postgres://u:secret@h/db",
+                                        "postgresql://h/db",
+                                        "mysql://h/db",
+                                        "sqlite:",
+                                        "",
+                                        "seckill.db"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        sk_store *st = (sk_store *)1;
+        char err[256] = "";
+        CHECK_MSG(sk_store_open(&st, specs[i], err, sizeof err) == SK_EINVAL, "spec %s", specs[i]);
+        CHECK(st == NULL);
+        CHECK(err[0] != 0);
+        CHECK_MSG(!strstr(err, "secret"), "password echoed: %s", err);
+    }
+    sk_store *st;
+    char err[256];
+    CHECK_EQ(sk_store_open(&st, "postgres://h/db", err, sizeof err), SK_EINVAL);
+    CHECK(strstr(err, "not supported yet") != NULL);
+    /* A directory that does not exist is a runtime failure, not a usage one. */
+    CHECK_EQ(sk_store_open(&st, "sqlite:/nonexistent-dir-sk/a.db", err, sizeof err), SK_EDB);
+}
+
+SK_TEST(activity_store_round_trips_every_field)
+{
+    struct env e;
+    env_init(&e);
+    sk_store *st = store_of(&e);
+    struct sk_activity a, got;
+    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    snprintf(a.name, sizeof a.name, "秒杀 'quoted' \"name\"");
+    a.stock = SK_ACTIVITY_STOCK_MAX;
+    a.per_user_limit = 3;
+    a.max_per_order = 2;
+    a.pay_timeout_s = 60;
+    a.stock_db = 5; /* ignored: DB stock starts at the initial stock */
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, a.id, &got), 0);
+    CHECK_EQ(got.id, a.id);
+    CHECK_STR(got.name, a.name);
+    CHECK_EQ(got.stock, a.stock);
+    CHECK_EQ(got.stock_db, a.stock);
+    CHECK_EQ(got.per_user_limit, 3);
+    CHECK_EQ(got.max_per_order, 2);
+    CHECK_EQ(got.start_ms, a.start_ms);
+    CHECK_EQ(got.end_ms, a.end_ms);
+    CHECK_EQ(got.pay_timeout_s, 60);
+    CHECK_EQ(got.created_ms, a.created_ms);
+    CHECK_STR(got.state, "created");
+    sk_store_close(st);
+}
+
+SK_TEST(activity_store_duplicate_id_is_eexist_and_keeps_the_first)
+{
+    struct env e;
+    env_init(&e);
+    sk_store *st = store_of(&e);
+    struct sk_activity a, b, got;
+    valid_activity(&a, 21);
+    valid_activity(&b, 21);
+    b.stock = 999;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_insert(st, &b), SK_EEXIST);
+    CHECK(strstr(sk_store_errstr(st), "already exists") != NULL);
+    CHECK_EQ(sk_store_activity_get(st, 21, &got), 0);
+    CHECK_EQ(got.stock, 100);
+    sk_store_close(st);
+}
+
+SK_TEST(activity_store_insert_refuses_invalid_definitions)
+{
+    struct env e;
+    env_init(&e);
+    sk_store *st = store_of(&e);
+    struct sk_activity a, got;
+    valid_activity(&a, 22);
+    a.end_ms = a.start_ms;
+    CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
+    CHECK(strstr(sk_store_errstr(st), "end must be after start") != NULL);
+    CHECK_EQ(sk_store_activity_get(st, 22, &got), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+SK_TEST(activity_store_check_constraints_hold_below_the_c_validation)
+{
+    /* Hand-written SQL cannot store what the engine would refuse either. */
+    struct env e;
+    env_init(&e);
+    sk_store_close(store_of(&e));
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
+    static const char *const bad[] = {
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0)",  /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0)",  /* above initial */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0)",    /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0)",  /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0)", /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0)",  /* state */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0)",   /* name */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(sqlite3_exec(db, bad[i], NULL, NULL, NULL) == SQLITE_CONSTRAINT, "accepted: %s",
+                  bad[i]);
+    CHECK_EQ(sqlite3_exec(db, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0)",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    CHECK_EQ(
+        sqlite3_exec(db, "UPDATE activities SET stock = stock - 11 WHERE id = 1", NULL, NULL, NULL),
+        SQLITE_CONSTRAINT);
+    sqlite3_close(db);
+}
+
+SK_TEST(activity_store_list_set_state_and_delete)
+{
+    struct env e;
+    env_init(&e);
+    sk_store *st = store_of(&e);
+    struct sk_activity *all = (struct sk_activity *)1;
+    size_t n = 99;
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 0);
+    CHECK(all == NULL);
+    uint64_t ids[] = {30, 10, 20};
+    for (int i = 0; i < 3; i++) {
+        struct sk_activity a;
+        valid_activity(&a, ids[i]);
+        CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    }
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(all[0].id, 10);
+    CHECK_EQ(all[1].id, 20);
+    CHECK_EQ(all[2].id, 30);
+    CHECK_STR(all[2].name, "flash sale 30");
+    free(all);
+
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_set_state(st, 20, "open"), 0);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), 0);
+    CHECK_STR(got.state, "open");
+    CHECK_EQ(sk_store_activity_set_state(st, 20, "running"), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), 0);
+    CHECK_STR(got.state, "open");
+    CHECK_EQ(sk_store_activity_set_state(st, 99, "open"), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 99, &got), SK_ENOTFOUND);
+    CHECK(strstr(sk_store_errstr(st), "not found") != NULL);
+
+    CHECK_EQ(sk_store_activity_delete(st, 20), 0);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_delete(st, 20), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 2);
+    free(all);
+    sk_store_close(st);
+}
+
+/* ---- CLI end to end ---- */
+
+SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[8192];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "Phone sale", "--stock", "50", "--limit",
+                 "2", "--max-per-order", "1", "--start", "now", "--end", "+1h", "--pay-timeout",
+                 "600", "--json"),
+             0);
+    json_t *o = json_loads(out, 0, NULL);
+    CHECK_MSG(o != NULL, "create --json: %s", out);
+    CHECK_EQ(jint(o, "id"), (long long)aid);
+    CHECK_EQ(jint(o, "stock_initial"), 50);
+    CHECK_EQ(jint(o, "max_per_order"), 1);
+    CHECK_EQ(jint(o, "pay_timeout_s"), 600);
+    CHECK_EQ(jint(o, "end_ms") - jint(o, "start_ms"), 3600 * 1000);
+    CHECK_STR(jstr(o, "stored_state"), "created");
+    json_decref(o);
+    CHECK_EQ(redis_keys_of(aid), 0); /* create touches the store only */
+
+    run_ok(&e, "preheat", id);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "preheated");
+    CHECK_EQ(live_of(aid).remaining, 50);
+    CHECK_EQ(live_of(aid).open, 0);
+
+    run_ok(&e, "open", id);
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "open");
+
+    o = show_json(&e, id);
+    CHECK_STR(jstr(o, "state"), "open");
+    CHECK_STR(jstr(o, "name"), "Phone sale");
+    CHECK_EQ(jint(o, "stock_initial"), 50);
+    CHECK_EQ(jint(o, "stock_remaining"), 50);
+    CHECK_EQ(jint(o, "admitted"), 0);
+    CHECK_EQ(jint(o, "buyers"), 0);
+    CHECK_EQ(jint(o, "stream_length"), 0);
+    json_decref(o);
+
+    /* Two buyers, then show reflects them. */
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+    CHECK_EQ(sk_stock_purchase(r, aid, 2, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+    o = show_json(&e, id);
+    CHECK_EQ(jint(o, "stock_remaining"), 48);
+    CHECK_EQ(jint(o, "admitted"), 2);
+    CHECK_EQ(jint(o, "held"), 2);
+    CHECK_EQ(jint(o, "buyers"), 2);
+    CHECK_EQ(jint(o, "stream_length"), 2);
+    json_decref(o);
+
+    /* The text form says the same. */
+    CHECK_EQ(CLI(&e, out, "show", "--id", id), 0);
+    CHECK_MSG(strstr(out, "stock_remaining  48\n") && strstr(out, "state            open\n"),
+              "show text: %s", out);
+
+    run_ok(&e, "close", id);
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "closed");
+    o = show_json(&e, id);
+    CHECK_STR(jstr(o, "state"), "closed");
+    json_decref(o);
+    CHECK_EQ(sk_stock_purchase(r, aid, 3, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_CLOSED);
+    sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_second_preheat_is_a_noop_that_keeps_live_stock)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    run_ok(&e, "open", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, 7, 2, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+    run_ok(&e, "close", id);
+
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", id), 0);
+    CHECK_MSG(strstr(out, "live stock exists") != NULL, "output: %s", out);
+    struct sk_stock_state st = live_of(aid);
+    CHECK_EQ(st.remaining, 8); /* not reset to 10 */
+    CHECK_EQ(st.held, 2);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "closed"); /* a no-op changes nothing */
+    sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_forced_preheat_is_refused_while_open)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    run_ok(&e, "open", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force"), 2);
+    CHECK_MSG(strstr(out, "is open") != NULL, "output: %s", out);
+    struct sk_stock_state st = live_of(aid);
+    CHECK_EQ(st.remaining, 9);
+    CHECK_EQ(st.open, 1);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "open");
+    sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_forced_preheat_while_closed_rewrites_stock_keeping_holdings)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    run_ok(&e, "open", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, 7, 2, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+    run_ok(&e, "close", id);
+    /* Someone tampered with the stock; a forced preheat restores
+     * initial - held from the stored definition. */
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s 1", k.stock), 0);
+    freeReplyObject(rep);
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force"), 0);
+    CHECK_MSG(strstr(out, "preheated") != NULL, "output: %s", out);
+    CHECK_EQ(live_of(aid).remaining, 8);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "preheated");
+    sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_open_before_preheat_says_not_preheated_and_changes_nothing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    CHECK_EQ(CLI(&e, out, "open", "--id", id), 2);
+    CHECK_MSG(strstr(out, "not preheated") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "close", "--id", id), 2);
+    CHECK_MSG(strstr(out, "not preheated") != NULL, "output: %s", out);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "created");
+    CHECK_EQ(redis_keys_of(aid), 0); /* the switch did not half-create meta */
+}
+
+SK_TEST(activity_cli_delete_is_refused_while_open)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    run_ok(&e, "open", id);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
+    CHECK_MSG(strstr(out, "is open") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 2); /* --force does not bypass it */
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "open");
+    CHECK_EQ(live_of(aid).open, 1);
+    CHECK_EQ(live_of(aid).remaining, 10);
+}
+
+SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    run_ok(&e, "open", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
+    sk_redis_free(r);
+    run_ok(&e, "close", id);
+
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
+    CHECK_MSG(strstr(out, "--force") != NULL, "output: %s", out);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(live_of(aid).stream_len, 1);
+
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 0);
+    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(aid), 0);
+}
+
+SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reusable)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    run_ok(&e, "preheat", id);
+    CHECK(redis_keys_of(aid) > 0);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 0);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(aid), 0);
+    /* Re-created with another stock, the preheat writes the new stock. */
+    create_ok(&e, id, "3");
+    run_ok(&e, "preheat", id);
+    CHECK_EQ(live_of(aid).remaining, 3);
+    CHECK_EQ(live_of(aid).initial, 3);
+}
+
+SK_TEST(activity_create_rejects_end_before_start_without_writing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T09:00:00Z"),
+             2);
+    CHECK_MSG(strstr(out, "end must be after start") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T10:00:00Z"),
+             2);
+    check_nothing_written(&e, aid);
+}
+
+SK_TEST(activity_create_rejects_zero_or_negative_stock_without_writing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    static const char *const stocks[] = {"0", "-5", "1000000000001"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ(
+            CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", stocks[i], "--limit", "1"),
+            2);
+        CHECK_MSG(strstr(out, "stock must be between 1 and") != NULL, "output: %s", out);
+    }
+    check_nothing_written(&e, aid);
+}
+
+SK_TEST(activity_create_rejects_limit_zero_and_bad_max_per_order_without_writing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "0"), 2);
+    CHECK_MSG(strstr(out, "per-user limit") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--max-per-order", "0"),
+             2);
+    CHECK_MSG(strstr(out, "max per order") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--pay-timeout", "0"),
+             2);
+    CHECK_MSG(strstr(out, "pay timeout") != NULL, "output: %s", out);
+    check_nothing_written(&e, aid);
+}
+
+SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    static const char *const bad[][2] = {
+        {"--stock", "ten"},
+        {"--stock", "5x"},
+        {"--stock", "1e3"},
+        {"--stock", ""},
+        {"--limit", "one"},
+        {"--limit", "1.5"},
+        {"--stock", "99999999999999999999"},
+        {"--start", "tomorrow"},
+        {"--start", "2026-02-30T10:00:00Z"},
+        {"--end", "2030-01-01T24:00:00Z"},
+        {"--end", "2030-01-01T10:00:00"},
+        {"--pay-timeout", "soon"},
+        {"--max-per-order", "-"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        /* A valid create with one flag replaced (or added) by the bad value. */
+        const char *args[16] = {"create",  "--id", id,        "--name", "x",
+                                "--stock", "5",    "--limit", "1"};
+        int n = 9;
+        if (!strcmp(bad[i][0], "--stock"))
+            args[6] = bad[i][1];
+        else if (!strcmp(bad[i][0], "--limit"))
+            args[8] = bad[i][1];
+        else
+            args[n++] = bad[i][0], args[n++] = bad[i][1];
+        args[n] = NULL;
+        int rc = cli_run(&e, e.redis, out, sizeof out, args);
+        CHECK_MSG(rc == 2, "%s %s: exit %d: %s", bad[i][0], bad[i][1], rc, out);
+        CHECK_MSG(strstr(out, bad[i][0]) != NULL, "message does not name %s: %s", bad[i][0], out);
+    }
+    /* Ids that are not ids. */
+    static const char *const ids[] = {"abc", "0", "-1", "1000000000000000", "1.0"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        CHECK_EQ(
+            CLI(&e, out, "create", "--id", ids[i], "--name", "x", "--stock", "5", "--limit", "1"),
+            2);
+        CHECK_MSG(strstr(out, "--id") != NULL, "output: %s", out);
+    }
+    check_nothing_written(&e, aid);
+}
+
+SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_flags)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--colour", "red"),
+             2);
+    CHECK_MSG(strstr(out, "unknown flag '--colour'") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5"), 2);
+    CHECK_MSG(strstr(out, "missing --limit") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "--limit", "1"), 2);
+    CHECK_MSG(strstr(out, "--stock needs a value") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--stock", "6"),
+             2);
+    CHECK_MSG(strstr(out, "given twice") != NULL, "output: %s", out);
+    CHECK_EQ(
+        CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1", "extra"),
+        2);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--force"),
+             2); /* a flag of another sub-command */
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force=yes"), 2);
+    CHECK_EQ(CLI(&e, out, "preheat"), 2);
+    CHECK_MSG(strstr(out, "missing --id") != NULL, "output: %s", out);
+    CHECK_EQ(CLI(&e, out, "launch", "--id", id), 2);
+    check_nothing_written(&e, aid);
+    /* --flag=value works like --flag value. */
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name=eq form", "--stock=5", "--limit=1"), 0);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.name, "eq form");
+}
+
+SK_TEST(activity_cli_duplicate_create_is_exit_2_and_keeps_the_original)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "other", "--stock", "99", "--limit", "1"),
+             2);
+    CHECK_MSG(strstr(out, "already exists") != NULL, "output: %s", out);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(a.stock, 10);
+    CHECK_STR(a.name, "test sale");
+    CHECK_EQ(stored_count(&e), 1);
+}
+
+SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        CHECK_MSG(CLI(&e, out, subs[i], "--id", id) == 2, "%s: %s", subs[i], out);
+        CHECK_MSG(strstr(out, "not found") != NULL, "%s: %s", subs[i], out);
+    }
+    check_nothing_written(&e, aid);
+}
+
+SK_TEST(activity_cli_redis_unreachable_is_exit_1_quickly_and_changes_nothing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096], dead[64];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", sk_th_free_port());
+    static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        int64_t t0 = sk_mono_ms();
+        int rc =
+            cli_run(&e, dead, out, sizeof out, (const char *const[]){subs[i], "--id", id, NULL});
+        int64_t took = sk_mono_ms() - t0;
+        CHECK_MSG(rc == 1, "%s: exit %d: %s", subs[i], rc, out);
+        CHECK_MSG(strstr(out, "redis") != NULL, "%s: %s", subs[i], out);
+        CHECK_MSG(took < 3000, "%s took %lld ms", subs[i], (long long)took);
+    }
+    CHECK_EQ(cli_run(&e, dead, out, sizeof out, (const char *const[]){"list", NULL}), 1);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "created");
+}
+
+SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
+{
+    char out[4096], id[24];
+    id_str(id, sizeof id, sk_th_unique_id());
+    const char *args[] = {"activity", "show",
+                          "--id",     id,
+                          "--redis",  sk_th_redis_url(),
+                          "--db",     "postgres://u:pw@h/db",
+                          NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
+    CHECK_MSG(strstr(out, "not supported yet") != NULL, "output: %s", out);
+    args[7] = "mysql://h/db";
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
+    CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
+}
+
+SK_TEST(activity_cli_help_prints_usage_and_exits_0_for_every_subcommand)
+{
+    static const char *const subs[] = {"create", "preheat", "open",  "close",
+                                       "show",   "list",    "delete"};
+    char out[8192];
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        const char *args[] = {"activity", subs[i], "--help", NULL};
+        CHECK_MSG(sk_th_run_seckill(out, sizeof out, NULL, args) == 0, "%s --help", subs[i]);
+        char want[64];
+        snprintf(want, sizeof want, "usage: seckill activity %s", subs[i]);
+        CHECK_MSG(strstr(out, want) != NULL, "%s --help: %s", subs[i], out);
+    }
+    const char *top[] = {"activity", "--help", NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, top), 0);
+    CHECK(strstr(out, "delete") != NULL);
+    const char *none[] = {"activity", NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, none), 2);
+}
+
+SK_TEST(activity_cli_times_take_rfc3339_offsets_and_relative_end_from_start)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--start", "2030-01-01T08:00:00+08:00", "--end", "+90m"),
+             0);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(a.start_ms, 1893456000000LL); /* 2030-01-01T00:00:00Z */
+    CHECK_EQ(a.end_ms, a.start_ms + 90 * 60 * 1000);
+    CHECK_EQ(a.max_per_order, 1);
+    CHECK_EQ(a.pay_timeout_s, 1800);
+    CHECK_MSG(strstr(out, "2030-01-01T00:00:00Z") != NULL, "create output: %s", out);
+    /* Defaults: start now, end one hour later. */
+    uint64_t aid2 = sk_th_unique_id();
+    id_str(id, sizeof id, aid2);
+    int64_t before = sk_wall_ms();
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1"), 0);
+    int64_t after = sk_wall_ms();
+    CHECK_EQ(stored(&e, aid2, &a), 0);
+    CHECK(a.start_ms >= before && a.start_ms <= after);
+    CHECK_EQ(a.end_ms - a.start_ms, 3600 * 1000);
+}
+
+SK_TEST(activity_cli_show_says_scheduled_before_start_and_ended_after_end)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], id2[24], out[4096];
+    uint64_t future = sk_th_unique_id(), past = sk_th_unique_id();
+    id_str(id, sizeof id, future);
+    id_str(id2, sizeof id2, past);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "later", "--stock", "5", "--limit", "1",
+                 "--start", "+1h", "--end", "+1h"),
+             0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "gone", "--stock", "5", "--limit", "1",
+                 "--start", "2020-01-01T00:00:00Z", "--end", "2020-01-02T00:00:00Z"),
+             0);
+    json_t *o = show_json(&e, id);
+    CHECK_STR(jstr(o, "state"), "closed"); /* not preheated */
+    CHECK(json_is_null(json_object_get(o, "stock_remaining")));
+    CHECK(json_object_get(o, "preheated") == json_false());
+    json_decref(o);
+    const char *ids[] = {id, id2};
+    for (int i = 0; i < 2; i++) {
+        run_ok(&e, "preheat", ids[i]);
+        run_ok(&e, "open", ids[i]);
+    }
+    o = show_json(&e, id);
+    CHECK_STR(jstr(o, "state"), "scheduled");
+    json_decref(o);
+    o = show_json(&e, id2);
+    CHECK_STR(jstr(o, "state"), "ended");
+    json_decref(o);
+    /* And the purchase script agrees. */
+    sk_redis *r = redis_of(e.redis);
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, future, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_NOT_STARTED);
+    CHECK_EQ(sk_stock_purchase(r, past, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_ENDED);
+    sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
+{
+    struct env e;
+    env_init(&e);
+    char a1[24], a2[24], out[16384];
+    uint64_t id1 = sk_th_unique_id(), id2 = sk_th_unique_id();
+    id_str(a1, sizeof a1, id1);
+    id_str(a2, sizeof a2, id2);
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    CHECK(strstr(out, "ID") != NULL);
+    create_ok(&e, a1, "10");
+    create_ok(&e, a2, "20");
+    run_ok(&e, "preheat", a2);
+    run_ok(&e, "open", a2);
+
+    CHECK_EQ(CLI(&e, out, "list", "--json"), 0);
+    json_t *arr = json_loads(out, 0, NULL);
+    CHECK_MSG(json_is_array(arr), "list --json: %s", out);
+    CHECK_EQ(json_array_size(arr), 2);
+    json_t *x = json_array_get(arr, 0), *y = json_array_get(arr, 1);
+    CHECK_EQ(jint(x, "id"), (long long)id1);
+    CHECK(json_is_null(json_object_get(x, "stock_remaining")));
+    CHECK_STR(jstr(x, "stored_state"), "created");
+    CHECK_EQ(jint(y, "id"), (long long)id2);
+    CHECK_EQ(jint(y, "stock_remaining"), 20);
+    CHECK_STR(jstr(y, "state"), "open");
+    json_decref(arr);
+
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    CHECK_EQ(lines, 3); /* header + one line each */
+    CHECK(strstr(out, a1) != NULL && strstr(out, a2) != NULL);
+}
+
+SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    /* An order event left behind with no meta or stock beside it. */
+    sk_redis *r = redis_of(e.redis);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XADD %s * aid %s uid 1 qty 1", k.orders, id), 0);
+    CHECK_EQ(rep->type, REDIS_REPLY_STRING);
+    freeReplyObject(rep);
+    sk_redis_free(r);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
+    CHECK_MSG(strstr(out, "1 order events") != NULL, "output: %s", out);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(redis_keys_of(aid), 1);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 0);
+    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(aid), 0);
+}
+
+SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheated)
+{
+    /* A preheat whose database update was lost: Redis has the stock, the
+     * store still says created. The next preheat leaves Redis alone and
+     * repairs the stored state. */
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    create_ok(&e, id, "10");
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    struct sk_stock_def d;
+    sk_activity_stock_def(&a, &d);
+    sk_redis *r = redis_of(e.redis);
+    int res;
+    int64_t stock;
+    CHECK_EQ(sk_stock_preheat(r, &d, 0, &res, &stock), 0);
+    CHECK_EQ(res, SK_RC_PREHEATED);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "DECRBY %s 4", k.stock), 0);
+    freeReplyObject(rep);
+    sk_redis_free(r);
+
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", id), 0);
+    CHECK_MSG(strstr(out, "live stock exists (6 left)") != NULL, "output: %s", out);
+    CHECK_EQ(live_of(aid).remaining, 6);
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_STR(a.state, "preheated");
+}
