@@ -8,6 +8,8 @@
  * before returning; results are copied out. */
 #include "http_body.h"
 
+#include "activity.h"
+
 #include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -122,83 +124,6 @@ int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, 
     return 0;
 }
 
-/* ---- RFC 3339 ---------------------------------------------------------- */
-
-/* n decimal digits at s, or -1. */
-static int digits(const char *s, int n)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
-static int days_in_month(int y, int m)
-{
-    static const int dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 ? 28 + leap : dim[m - 1];
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
- * days_from_civil), valid for every year we accept. */
-static int64_t days_from_civil(int y, int m, int d)
-{
-    y -= m <= 2;
-    const int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const int64_t yoe = y - era * 400;
-    const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM), 'T'/'Z' in either case.
- * The fraction may have many digits (the whole text is at most 64 bytes)
- * and is truncated to ms.
- * Second 60 (a leap second) is refused: unix time cannot represent it.
- * Static until it is merged with sk_time_parse_rfc3339 (activity.c). */
-static int body_parse_rfc3339(const char *s, size_t len, int64_t *ms)
-{
-    if (len < 20 || len > 64) return SK_EINVAL; /* 64: generous for long fractions */
-    int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
-    int h = digits(s + 11, 2), mi = digits(s + 14, 2), se = digits(s + 17, 2);
-    if (y < 0 || s[4] != '-' || mo < 1 || mo > 12 || s[7] != '-' || d < 1 ||
-        d > days_in_month(y, mo) || (s[10] != 'T' && s[10] != 't') || h < 0 || h > 23 ||
-        s[13] != ':' || mi < 0 || mi > 59 || s[16] != ':' || se < 0 || se > 59)
-        return SK_EINVAL;
-    size_t p = 19;
-    int frac_ms = 0;
-    if (s[p] == '.') {
-        size_t start = ++p;
-        while (p < len && s[p] >= '0' && s[p] <= '9') {
-            if (p - start < 3) frac_ms = frac_ms * 10 + (s[p] - '0');
-            p++;
-        }
-        if (p == start) return SK_EINVAL;
-        for (size_t k = p - start; k < 3; k++)
-            frac_ms *= 10;
-    }
-    if (p >= len) return SK_EINVAL; /* the zone is mandatory */
-    int offset_s = 0;
-    if (s[p] == 'Z' || s[p] == 'z') {
-        p++;
-    } else if (s[p] == '+' || s[p] == '-') {
-        if (len - p != 6) return SK_EINVAL;
-        int oh = digits(s + p + 1, 2), om = digits(s + p + 4, 2);
-        if (oh < 0 || oh > 23 || s[p + 3] != ':' || om < 0 || om > 59) return SK_EINVAL;
-        offset_s = (oh * 3600 + om * 60) * (s[p] == '-' ? -1 : 1);
-        p += 6;
-    } else {
-        return SK_EINVAL;
-    }
-    if (p != len) return SK_EINVAL;
-    int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - offset_s;
-    *ms = secs * 1000 + frac_ms;
-    return 0;
-}
-
 /* ---- admin create -------------------------------------------------------- */
 
 static int get_time(json_t *obj, const char *key, int64_t *ms, char *err, size_t cap)
@@ -206,7 +131,7 @@ static int get_time(json_t *obj, const char *key, int64_t *ms, char *err, size_t
     json_t *j = json_object_get(obj, key);
     if (!j) return fail(err, cap, "missing field %s (RFC 3339 time)", key);
     if (!json_is_string(j)) return fail(err, cap, "%s must be an RFC 3339 string", key);
-    if (body_parse_rfc3339(json_string_value(j), json_string_length(j), ms) < 0)
+    if (sk_time_parse_rfc3339(json_string_value(j), json_string_length(j), ms) < 0)
         return fail(err, cap,
                     "%s must be an RFC 3339 time with a zone, e.g. 2026-11-29T10:00:00Z or "
                     "2026-11-29T18:00:00+08:00",

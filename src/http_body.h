@@ -23,13 +23,13 @@
 #define SK_BODY_MAX_DEPTH 32
 #define SK_BODY_QUANTITY_MAX 1000000
 
-/* Limits of the admin create body; they mirror activity.h (ids travel to
- * Lua as <= 15 digits, stock <= 1e12, times within years 1970..9999). */
-#define SK_BODY_ID_MAX 999999999999999LL
-#define SK_BODY_STOCK_MAX 1000000000000LL
-#define SK_BODY_PAY_TIMEOUT_DEFAULT 1800
-#define SK_BODY_PAY_TIMEOUT_MAX 31536000
-#define SK_BODY_TIME_MAX_MS 253402300799999LL
+/* Limits of the admin create body are activity.h's (one source). */
+#include "activity.h"
+#define SK_BODY_ID_MAX ((long long)SK_ACTIVITY_ID_MAX)
+#define SK_BODY_STOCK_MAX SK_ACTIVITY_STOCK_MAX
+#define SK_BODY_PAY_TIMEOUT_DEFAULT SK_ACTIVITY_PAY_TIMEOUT_DEFAULT
+#define SK_BODY_PAY_TIMEOUT_MAX SK_ACTIVITY_PAY_TIMEOUT_MAX
+#define SK_BODY_TIME_MAX_MS SK_TIME_MAX_MS
 
 /* POST /api/v1/activities/{id}/purchase. Empty body (len 0, not even
  * whitespace) or an object without "quantity" -> 1; otherwise quantity

@@ -249,6 +249,11 @@ int sk_server_listen_fd(const char *addr, int backlog, char *err, size_t cap)
     }
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = 0;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') { /* [::1]:8080 */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE}, *res;
     int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);

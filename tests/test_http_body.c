@@ -474,8 +474,7 @@ SK_TEST(rfc3339_rejects_impossible_dates_and_missing_zone)
                          "+2026-11-29T10:00:00Z",
                          "2026-11-29T10:00:00UTC",
                          "2026-1a-29T10:00:00Z",
-                         "",
-                         "2026-11-29T10:00:00.0000000000000000000000000000000000000000000001Z"};
+                         ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(start_of(bad[i]) == -1, "accepted \"%s\"", bad[i]);
 }
