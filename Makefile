@@ -14,7 +14,7 @@ OPT     := -O2 -g
 endif
 
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
-PKGS    := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop
+PKGS    := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  := $(WARN) $(OPT) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -I$(BUILD)/gen

@@ -3,13 +3,12 @@
 -- KEYS: meta stock buyers orders idem ledger
 -- ARGV: activity_id user_id quantity [idempotency_key]
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted}
+-- Sold out and no Idempotency-Key: one GET and out, before anything else
+-- is set up (this is most of the traffic once the stock is gone).
+if (ARGV[4] or '') == '' and redis.call('GET', KEYS[2]) == '0' then return {RC.SOLD_OUT, '', 0, 0} end
 --#include "lib/admit.lua"
-if not string.match(ARGV[1] or '', '^[0-9]+$') then return {RC.BAD_ARGUMENT, '', 0, 0} end
-local idem = ARGV[4] or ''
-local rc, _, limit, maxq, stock = gate()
-if rc ~= RC.OK then
-  local r, oid, left, q = refuse_or_replay(rc, ARGV[2], idem, stock or -1)
-  return {r, oid, left, q}
+if not string.find(ARGV[1] or '', '^%d+$') or not ARGV[2] or not ARGV[3] then
+  return {RC.BAD_ARGUMENT, '', -1, 0}
 end
-local r, oid, left, q = admit(ARGV[1], ARGV[2], ARGV[3], idem, stock, limit, maxq)
-return {r, oid, left, q}
+local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1)
+return {out[1], out[2], left, out[3]}

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "activity.h"
 #include "app.h"
 #include "clock.h"
 #include "codes.h"
@@ -83,6 +84,15 @@ static void on_batch_reply(void *data, redisReply *rep)
     }
     sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
     sk_metrics_batch(app->metrics, b->n);
+    /* Unknown to Redis but defined in the store: created, not preheated.
+     * A buyer sees it as closed, as GET /activities/{id} says. Only ids
+     * Redis does not know pay for this lookup. */
+    if (res[0].rc == SK_RC_UNKNOWN_ACTIVITY) {
+        struct sk_activity a;
+        if (sk_store_activity_get(app->store, b->aid, &a) == 0)
+            for (size_t i = 0; i < b->n; i++)
+                if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
+    }
     size_t admitted = 0;
     for (size_t i = 0; i < b->n; i++) {
         struct pending *p = b->items[i];
@@ -108,7 +118,8 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
 {
     struct sk_keys k;
     sk_keys_for(&k, b->aid);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.idem, k.ledger};
+    const char *keys[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys);
     size_t argc = SK_BATCH_ARGC(b->n), cap = SK_BATCH_ARG_BYTES(b->n);
     struct sk_purchase ps[SK_BATCH_MAX];
     for (size_t i = 0; i < b->n; i++) ps[i] = b->items[i]->p;
@@ -117,7 +128,7 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
     size_t *lens = malloc(argc * sizeof *lens);
     int rc = SK_ENOMEM;
     if (buf && args && lens && sk_stock_batch_args(b->aid, ps, b->n, buf, cap, args, lens) == 0)
-        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, 6, keys, (int)argc, args, lens,
+        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys, (int)argc, args, lens,
                             on_batch_reply, b);
     free(buf);
     free(args);

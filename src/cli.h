@@ -13,6 +13,8 @@
 int sk_cli_activity(int argc, char **argv);
 int sk_cli_bench(int argc, char **argv);
 int sk_cli_serve(int argc, char **argv);
+int sk_cli_worker(int argc, char **argv); /* order_worker.c */
+int sk_cli_load(int, char **);
 
 /* Prints "seckill: <msg>" to stderr and returns SK_EXIT_USAGE. */
 int sk_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

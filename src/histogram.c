@@ -65,7 +65,7 @@ uint64_t sk_hist_percentile(const struct sk_hist *h, double p)
     if (p >= 100) return h->max;
     /* rank of the wanted value, 1-based; the float product is rounded up
      * so that p99 of 100 values is the 99th, not the 100th */
-    double want = p / 100.0 * (double)h->total;
+    double want = p * (double)h->total / 100.0 - 1e-6; /* 0.99 * 1e5 must be 99000 */
     uint64_t rank = (uint64_t)want;
     if ((double)rank < want) rank++;
     if (rank < 1) rank = 1;

@@ -66,6 +66,8 @@ static void clean_text(char *s)
 static int load_object(const char *buf, size_t len, json_t **out, char *err, size_t cap)
 {
     *out = NULL;
+    /* jansson stops at a NUL and may accept what came before it */
+    if (memchr(buf, 0, len)) return fail(err, cap, "NUL byte in body");
     if (nesting_depth_exceeds(buf, len, SK_BODY_MAX_DEPTH))
         return fail(err, cap, "JSON nested deeper than %d levels", SK_BODY_MAX_DEPTH);
     json_error_t je;

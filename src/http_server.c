@@ -207,6 +207,12 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct sk_app *app = ((struct app_handler *)self)->app;
     struct sk_route_match m;
+    if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
+        sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
+        return 0;
+    }
     sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
     if (m.status == 404) {
         sk_http_error(app, req, SK_ROUTE_COUNT, 404, "not_found", "no such endpoint");
@@ -239,7 +245,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     h2o_accept(&app->accept_ctx, sock);
 }
 
-int sk_server_listen_fd(const char *addr, int backlog, char *err, size_t cap)
+int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
 {
     char host[256];
     const char *colon = strrchr(addr, ':');
@@ -263,7 +269,7 @@ int sk_server_listen_fd(const char *addr, int backlog, char *err, size_t cap)
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) < 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) < 0) ||
         bind(fd, res->ai_addr, res->ai_addrlen) < 0 || (backlog > 0 && listen(fd, backlog) < 0)) {
         snprintf(err, cap, "cannot listen on %s: %s", addr, strerror(errno));
         if (fd >= 0) close(fd);
@@ -286,10 +292,14 @@ static void start_drain(struct sk_app *app)
     sk_log(SK_LOG_INFO, "draining: %d requests in flight", app->inflight);
 }
 
+/* The process's app: one per process, lives until exit. */
+static struct sk_app *running_app;
+
 int sk_server_run(const struct sk_config *cfg)
 {
     struct sk_app *app = calloc(1, sizeof *app);
     if (!app) return 1;
+    running_app = app;
     app->cfg = *cfg;
     char err[256];
     signal(SIGPIPE, SIG_IGN);
@@ -304,7 +314,7 @@ int sk_server_run(const struct sk_config *cfg)
         return 1;
     }
     app->metrics = sk_metrics_new();
-    app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, err, sizeof err);
+    app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err);
     if (app->listen_fd < 0 || !app->metrics) {
         sk_log(SK_LOG_ERROR, "%s", err);
         sk_store_close(app->store);
@@ -315,7 +325,9 @@ int sk_server_run(const struct sk_config *cfg)
 
     h2o_config_init(&app->h2o_config);
     app->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
-    app->h2o_config.max_request_entity_size = (size_t)cfg->max_body;
+    /* h2o answers bodies over its limit itself, in plain text; give it room
+     * so that bodies up to twice max_body get our JSON 413 from on_req. */
+    app->h2o_config.max_request_entity_size = 2 * (size_t)cfg->max_body;
     h2o_hostconf_t *host =
         h2o_config_register_host(&app->h2o_config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -363,5 +375,8 @@ int sk_server_run(const struct sk_config *cfg)
     sk_aredis_free(app->redis);
     sk_store_close(app->store);
     sk_metrics_free(app->metrics);
+    /* h2o's context cannot be disposed while client connections are still
+     * linked to its timeouts (it asserts); the process is about to exit,
+     * so app stays reachable from running_app instead. */
     return left ? 1 : 0;
 }

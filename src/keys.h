@@ -14,8 +14,14 @@ struct sk_keys {
     char released[SK_KEY_MAX]; /* set: order ids given back */
     char idem[SK_KEY_MAX];     /* hash: "user:Idempotency-Key" -> "qty:order_id" */
     char ledger[SK_KEY_MAX];   /* hash: order id -> "user:qty[:released]" */
+    char dlq[SK_KEY_MAX];      /* stream: order events the worker gave up on */
 };
 
 void sk_keys_for(struct sk_keys *k, uint64_t activity_id);
+
+/* The KEYS of purchase.lua and purchase_batch.lua, in their order: the one
+ * place that knows it, so callers cannot drift from the scripts. */
+#define SK_PURCHASE_NKEYS 6
+void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
 
 #endif

@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     {"activity", sk_cli_activity, "create|preheat|open|close|show|list|delete an activity"},
     {"serve", sk_cli_serve, "the HTTP service (purchase, activity, admin and ops routes)"},
+    {"load", sk_cli_load, "HTTP load generator that verifies the answers (no oversell, unique orders)"},
+    {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
     {"bench", sk_cli_bench, "benchmarks (bench admission: Redis admission scripts)"},
 };
 

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http_server.h"
 #include "log.h"
+#include "store.h"
 
 extern char **environ;
 
@@ -115,12 +116,20 @@ int sk_cli_serve(int argc, char **argv)
 
     /* Fail fast on a port in use, before any process starts. */
     char err[256];
-    int probe = sk_server_listen_fd(cfg.listen, 0, err, sizeof err);
+    int probe = sk_server_listen_fd(cfg.listen, 0, 0, err, sizeof err);
     if (probe < 0) {
         sk_log(SK_LOG_ERROR, "%s", err);
         return SK_EXIT_FAIL;
     }
     close(probe);
+    /* Open the store once before forking: migrations and the switch to WAL
+     * happen here, not in N processes racing for the same file. */
+    sk_store *store;
+    if (sk_store_open(&store, cfg.db, err, sizeof err) < 0) {
+        sk_log(SK_LOG_ERROR, "store %s: %s", cfg.db, err);
+        return SK_EXIT_FAIL;
+    }
+    sk_store_close(store);
     if (cfg.processes <= 1) return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
 
     struct sigaction sa = {.sa_handler = on_signal};

@@ -41,11 +41,12 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
     snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
     snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.idem, k.ledger};
+    const char *keys[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys);
     const char *args[] = {a[0], a[1], a[2], p->idem ? p->idem : ""};
     size_t lens[] = {strlen(a[0]), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, 6, keys, 4, args, lens, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 4, args, lens, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -126,8 +127,9 @@ int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase 
     redisReply *rep = NULL;
     if (buf && args && lens) rc = sk_stock_batch_args(aid, p, n, buf, cap, args, lens);
     if (rc == 0) {
-        const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.idem, k.ledger};
-        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, 6, keys, (int)SK_BATCH_ARGC(n), args,
+        const char *keys[SK_PURCHASE_NKEYS];
+        sk_keys_purchase(&k, keys);
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys, (int)SK_BATCH_ARGC(n), args,
                             lens, &rep);
     }
     if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = proto(r, "purchase_batch");

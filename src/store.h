@@ -1,9 +1,12 @@
-/* store.h - the durable store of activity definitions (and, later, orders).
+/* store.h - the durable store: activity definitions, orders, audit rows.
  *
  * One interface, several backends chosen by the spec string: "sqlite:PATH"
- * today (store_sqlite.c); "postgres://..." is refused with SK_EINVAL until
- * its backend exists. The handle is opaque so a backend can be added
- * without changing callers.
+ * (store_sqlite.c) and "postgres://..." / "postgresql://..." (store_pg.c,
+ * libpq). The handle is opaque so a backend can be added without changing
+ * callers. BACKEND AUTHORS: store.c dispatches every call through the table
+ * of store_impl.h; a new function here needs a member in struct
+ * sk_store_ops, a dispatcher in store.c and a STATIC implementation in each
+ * backend (not a public sk_store_* function in store_sqlite.c).
  *
  * Calls return 0 or a negative SK_E* code; the detail of the last failure
  * is sk_store_errstr(st). A handle is used by one thread at a time. */
@@ -52,5 +55,151 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state);
 
 /* Deletes one activity. SK_ENOTFOUND when the id is absent. */
 int sk_store_activity_delete(sk_store *st, uint64_t id);
+
+/* ---- Orders (issue 4) ------------------------------------------------
+ *
+ * An order row is the durable copy of one admitted purchase (one entry of
+ * the activity's Redis stream). Its id is the admission's order id
+ * "<activity>-<stream entry id>", the primary key: persisting a re-delivered
+ * stream entry again is a counted no-op, never a second row.
+ *
+ * Status moves only created -> paid or created -> cancelled, each by a
+ * conditional update, so of a racing pay and cancel exactly one wins. */
+
+#define SK_STORE_ORDER_ID_MAX 64  /* == SK_ORDER_ID_MAX of stock.h */
+#define SK_STORE_STREAM_ID_MAX 48 /* "<ms>-<seq>", two 20-digit numbers */
+#define SK_STORE_AUDIT_KIND_MAX 64
+#define SK_STORE_AUDIT_DETAIL_MAX 512
+
+enum sk_order_status {
+    SK_ORDER_CREATED = 0,
+    SK_ORDER_PAID = 1,
+    SK_ORDER_CANCELLED = 2,
+    SK_ORDER_NSTATUS = 3
+};
+
+/* "created" | "paid" | "cancelled" (static), "?" for another value. */
+static inline const char *sk_order_status_name(int status)
+{
+    return status == SK_ORDER_CREATED ? "created"
+           : status == SK_ORDER_PAID  ? "paid"
+           : status == SK_ORDER_CANCELLED ? "cancelled"
+                                          : "?";
+}
+
+struct sk_order {
+    char order_id[SK_STORE_ORDER_ID_MAX];   /* "<activity>-<stream id>" */
+    char stream_id[SK_STORE_STREAM_ID_MAX]; /* the Redis stream entry id */
+    uint64_t activity_id;
+    uint64_t user_id; /* 1..UINT64_MAX; SQL has no unsigned 64-bit type, so
+                         backends store the int64 with the same bits */
+    int64_t quantity; /* >= 1 */
+    int status;       /* enum sk_order_status */
+    int64_t created_ms;      /* admission time (the stream id's ms part) */
+    int64_t pay_deadline_ms; /* created_ms + the activity's pay_timeout_s */
+    int64_t paid_ms;         /* 0 until paid */
+    int64_t cancelled_ms;    /* 0 until cancelled */
+};
+
+/* What one sk_store_orders_persist call did. */
+struct sk_persist_result {
+    size_t inserted;       /* new order rows */
+    size_t duplicates;     /* already present (re-delivery): nothing written */
+    size_t stock_failures; /* inserted orders whose conditional DB stock
+                              update matched no row (DB stock < quantity, or
+                              the activity is not in the DB) */
+    int64_t units;         /* units of the inserted orders */
+    int64_t units_unstocked; /* units of the stock_failures orders */
+};
+
+/* Persists n orders (n may be 0) in ONE transaction. Reads order_id,
+ * stream_id, activity_id, user_id, quantity and created_ms of each;
+ * status, deadlines and the other times are set here (status created,
+ * pay_deadline_ms = created_ms + pay_timeout_s * 1000 of the activity, or
+ * of SK_ACTIVITY_PAY_TIMEOUT_DEFAULT when the activity is not in the DB).
+ *
+ * For each order: INSERT (an existing order_id is a duplicate: skipped and
+ * counted); for each newly inserted one:
+ *   UPDATE activities SET stock = stock - q WHERE id = ? AND stock >= q.
+ * When that condition fails the order row IS still inserted - Redis, the
+ * authority on admission, accepted it and the buyer holds an order id - the
+ * failure is counted in *res, logged (warn), and recorded in the store
+ * (stock_failures, see sk_store_orders_count) in the same transaction, so
+ * reconcile surfaces the DB stock drift. Then COMMIT.
+ *
+ * All or nothing: on any error the transaction is rolled back and nothing
+ * of the batch is stored. Returns 0; SK_EINVAL when an order is malformed
+ * (empty/too long id, quantity < 1, activity 0) - nothing written;
+ * SK_ETIMEDOUT when the database stayed locked past the busy timeout
+ * (retry later); SK_EDB otherwise. res may be NULL. */
+int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                            struct sk_persist_result *res);
+
+/* Reads one order into *out (caller's memory). SK_ENOTFOUND if absent. */
+int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out);
+
+/* Marks a created order paid at now_ms (conditional on status created).
+ * Returns 0 when the order is paid (now, or already before: idempotent,
+ * paid_ms keeps the first payment time); SK_ESTATE when it is cancelled
+ * (the payment is refused); SK_ENOTFOUND. *status_out (may be NULL) is the
+ * status after the call. */
+int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
+
+/* Cancels a created order at now_ms (conditional on status created).
+ * *prev_status (may be NULL) is the status the order had:
+ *   created   -> returns 0: THIS call cancelled it (the caller, and only
+ *                it, may release the units in Redis);
+ *   cancelled -> returns 0: already cancelled before, nothing changed;
+ *   paid      -> returns SK_ESTATE: a payment won, nothing changed.
+ * SK_ENOTFOUND when absent. Of a racing pay and cancel exactly one wins. */
+int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status);
+
+/* Up to limit orders still created whose pay_deadline_ms < now_ms, oldest
+ * deadline first, into out (caller's array of limit entries); *n is the
+ * number written. */
+int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                            size_t *n);
+
+/* Orders of one activity, ordered by order_id, starting after `after`
+ * (NULL or "" = from the start), up to limit, into out (caller's array);
+ * *n written. For reconcile (page until *n < limit). */
+int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
+                         struct sk_order *out, size_t *n);
+
+struct sk_order_counts {
+    int64_t orders[SK_ORDER_NSTATUS]; /* rows by status */
+    int64_t units[SK_ORDER_NSTATUS];  /* sum of quantity by status */
+    int64_t stock_failures;           /* recorded failed conditional stock updates */
+    int64_t stock_failure_units;      /* their units */
+};
+
+/* Counts of one activity (all zero when it has no orders). */
+int sk_store_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
+
+/* Appends one audit row (reconcile repairs, operator actions). kind: a short
+ * word ("repair_db_stock", ...), at most SK_STORE_AUDIT_KIND_MAX-1 bytes;
+ * detail: free text, truncated to SK_STORE_AUDIT_DETAIL_MAX-1 bytes. */
+int sk_store_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail);
+
+struct sk_audit {
+    int64_t id, at_ms;
+    uint64_t activity_id;
+    char kind[SK_STORE_AUDIT_KIND_MAX];
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+};
+
+/* Audit rows of one activity (activity_id 0: all), ordered by id, as an
+ * array of *n entries allocated here: the caller frees *out with free()
+ * (NULL when *n is 0). */
+int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
+
+/* Sets the DB stock of an activity (reconcile repair). SK_EINVAL when
+ * stock < 0 or above the initial stock, SK_ENOTFOUND when absent. */
+int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock);
+
+/* Every activity id, ascending, as an array of *n ids allocated here: the
+ * caller frees *out with free() (NULL when *n is 0). */
+int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);
 
 #endif

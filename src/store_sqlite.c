@@ -3,8 +3,12 @@
  * WAL so readers (the dashboard, `activity show`) never block the order
  * worker's writes; a busy timeout so two processes on one file wait for each
  * other instead of failing. The schema is a list of migrations applied at
- * open, tracked by PRAGMA user_version. */
-#include "store.h"
+ * open, tracked by PRAGMA user_version.
+ *
+ * Orders: the hot path is sk_store_orders_persist (the order worker, one
+ * transaction per batch), so its statements are prepared once per handle
+ * and reused; everything else prepares per call. */
+#include "store_impl.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -14,15 +18,37 @@
 
 #include <sqlite3.h>
 
+#include "clock.h"
 #include "error.h"
+#include "log.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
-struct sk_store {
-    sqlite3 *db;
-    char path[512];
-    char errstr[512];
+/* Statements kept prepared on the handle (st->sq; the persist path runs
+ * them per order, thousands of times a second). */
+enum {
+    Q_PAY_TIMEOUT,
+    Q_INSERT_ORDER,
+    Q_TAKE_STOCK,
+    Q_READ_STOCK,
+    Q_INSERT_FAILURE,
+    Q_COUNT
 };
+static const char *const cached_sql[Q_COUNT] = {
+    [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
+    /* ON CONFLICT names the key: only a re-delivered order id is skipped;
+     * a CHECK violation still fails the batch (never silently dropped). */
+    [Q_INSERT_ORDER] = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                       " created_ms, pay_deadline_ms, stream_id)"
+                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?)"
+                       " ON CONFLICT (order_id) DO NOTHING",
+    [Q_TAKE_STOCK] = "UPDATE activities SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1",
+    [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
+    [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
+                         " db_stock) VALUES (?, ?, ?, ?, ?)",
+};
+_Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
+               "store_impl.h: sq[] too small");
 
 /* Schema migrations, applied in order; entry i takes user_version from i to
  * i + 1. Append only: a released migration never changes. The CHECKs repeat
@@ -44,6 +70,46 @@ static const char *const migrations[] = {
     "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
     " created_ms INTEGER NOT NULL"
     ");",
+    /* 2: orders (issue 4). order_id is "<activity>-<stream id>": the primary
+     * key makes persisting a re-delivered stream entry a no-op. WITHOUT
+     * ROWID: the rows live in the primary-key b-tree, one b-tree write per
+     * insert instead of two. No foreign key to activities: an order Redis
+     * admitted is kept even if its activity row is gone (reconcile reports
+     * it). paid_ms / cancelled_ms are NULL until then. stock_failures
+     * records each failed conditional DB stock update (never silently
+     * ignored); audit records reconcile repairs. */
+    "CREATE TABLE orders ("
+    " order_id TEXT PRIMARY KEY CHECK (length(order_id) BETWEEN 1 AND 63),"
+    " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
+    " user_id INTEGER NOT NULL,"
+    " quantity INTEGER NOT NULL CHECK (quantity >= 1),"
+    " status TEXT NOT NULL DEFAULT 'created'"
+    "  CHECK (status IN ('created', 'paid', 'cancelled')),"
+    " created_ms INTEGER NOT NULL,"
+    " pay_deadline_ms INTEGER NOT NULL,"
+    " paid_ms INTEGER,"
+    " cancelled_ms INTEGER,"
+    " stream_id TEXT NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX orders_status_deadline ON orders (status, pay_deadline_ms);"
+    "CREATE INDEX orders_activity_status ON orders (activity_id, status);"
+    "CREATE TABLE stock_failures ("
+    " id INTEGER PRIMARY KEY,"
+    " at_ms INTEGER NOT NULL,"
+    " activity_id INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL,"
+    " quantity INTEGER NOT NULL,"
+    " db_stock INTEGER" /* DB stock seen at the failure; NULL: no activity row */
+    ");"
+    "CREATE INDEX stock_failures_activity ON stock_failures (activity_id);"
+    "CREATE TABLE audit ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " at_ms INTEGER NOT NULL,"
+    " activity_id INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " detail TEXT NOT NULL"
+    ");"
+    "CREATE INDEX audit_activity ON audit (activity_id, id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -65,6 +131,8 @@ static int db_err(sk_store *st, const char *what)
     int code = SK_EDB;
     if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE)
         code = SK_EEXIST;
+    else if ((ext & 0xff) == SQLITE_BUSY || (ext & 0xff) == SQLITE_LOCKED)
+        code = SK_ETIMEDOUT; /* locked past the busy timeout: worth a retry */
     else if ((ext & 0xff) == SQLITE_CONSTRAINT)
         code = SK_EINVAL;
     return set_err(st, code, "sqlite %s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
@@ -143,66 +211,30 @@ static int open_sqlite(sk_store *st, const char *path)
     sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
     /* synchronous stays at its FULL default: an order the worker committed
      * must survive a power cut (exactly-once persistence). */
-    int rc = exec(st, "PRAGMA journal_mode=WAL", "enable WAL");
+    /* Several processes opening a new file at once: the switch to WAL can
+     * fail busy without the busy handler being called; retry within the
+     * busy timeout. */
+    int64_t until = sk_mono_ms() + BUSY_TIMEOUT_MS;
+    int rc;
+    while ((rc = exec(st, "PRAGMA journal_mode=WAL", "enable WAL")) == SK_ETIMEDOUT &&
+           sk_mono_ms() < until)
+        sqlite3_sleep(5);
     if (rc == 0) rc = exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
     if (rc == 0) rc = migrate(st);
     return rc;
 }
 
-int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
+static void sqlite_close(sk_store *st)
 {
-    *out = NULL;
-    if (err && cap) err[0] = 0;
-    const char *path = NULL;
-    int rc = 0;
-    if (!spec || !*spec) {
-        rc = SK_EINVAL;
-        if (err) snprintf(err, cap, "empty database spec (expected sqlite:PATH)");
-    } else if (!strncmp(spec, "postgres://", 11) || !strncmp(spec, "postgresql://", 13)) {
-        rc = SK_EINVAL;
-        /* The spec is not echoed: it may hold a password. */
-        if (err) snprintf(err, cap, "postgres databases are not supported yet (use sqlite:PATH)");
-    } else if (strncmp(spec, "sqlite:", 7) != 0) {
-        rc = SK_EINVAL;
-        if (err) snprintf(err, cap, "unknown database spec '%.200s' (expected sqlite:PATH)", spec);
-    } else if (!spec[7]) {
-        rc = SK_EINVAL;
-        if (err) snprintf(err, cap, "database spec 'sqlite:' has no path");
-    } else if (strlen(spec + 7) >= sizeof((struct sk_store *)0)->path) {
-        rc = SK_EINVAL;
-        if (err) snprintf(err, cap, "database path too long");
-    } else {
-        path = spec + 7;
+    for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
+        sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
+        st->sq[i] = NULL;
     }
-    if (rc) return rc;
-    sk_store *st = calloc(1, sizeof *st);
-    if (!st) {
-        if (err) snprintf(err, cap, "out of memory");
-        return SK_ENOMEM;
-    }
-    rc = open_sqlite(st, path);
-    if (rc) {
-        if (err) snprintf(err, cap, "%s", st->errstr);
-        sk_store_close(st);
-        return rc;
-    }
-    *out = st;
-    return 0;
-}
-
-void sk_store_close(sk_store *st)
-{
-    if (!st) return;
     if (st->db) sqlite3_close_v2(st->db);
-    free(st);
+    st->db = NULL;
 }
 
-const char *sk_store_errstr(const sk_store *st)
-{
-    return st ? st->errstr : "no store";
-}
-
-int sk_store_schema_version(sk_store *st, int *version)
+static int sqlite_schema_version(sk_store *st, int *version)
 {
     st->errstr[0] = 0;
     return read_version(st, version);
@@ -230,7 +262,7 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     a->created_ms = sqlite3_column_int64(s, 10);
 }
 
-int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
+static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
 {
     st->errstr[0] = 0;
     struct sk_activity v = *a;
@@ -263,7 +295,7 @@ int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
     return rc;
 }
 
-int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     st->errstr[0] = 0;
     char sql[256];
@@ -283,7 +315,7 @@ int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     return rc;
 }
 
-int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+static int sqlite_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
     st->errstr[0] = 0;
     *out = NULL;
@@ -343,7 +375,7 @@ static int change_one(sk_store *st, const char *sql, const char *text, uint64_t 
     return rc;
 }
 
-int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
+static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
     st->errstr[0] = 0;
     if (!state || !sk_activity_state_valid(state))
@@ -352,8 +384,557 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
                       "update activity state");
 }
 
-int sk_store_activity_delete(sk_store *st, uint64_t id)
+static int sqlite_activity_delete(sk_store *st, uint64_t id)
 {
     st->errstr[0] = 0;
     return change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+}
+
+
+/* ---- Orders ---------------------------------------------------------- */
+
+/* A kept statement, reset and unbound, ready to bind. */
+static int cached(sk_store *st, int which, sqlite3_stmt **out)
+{
+    if (!st->sq[which]) {
+        int rc = prepare(st, &st->sq[which], cached_sql[which]);
+        if (rc) return rc;
+    }
+    sqlite3_reset(st->sq[which]);
+    sqlite3_clear_bindings(st->sq[which]);
+    *out = st->sq[which];
+    return 0;
+}
+
+static const char ORDER_COLUMNS[] = "order_id, stream_id, activity_id, user_id, quantity, status, "
+                                    "created_ms, pay_deadline_ms, paid_ms, cancelled_ms";
+
+static int status_from_text(const unsigned char *t)
+{
+    if (!t) return -1;
+    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
+        if (!strcmp((const char *)t, sk_order_status_name(i))) return i;
+    return -1;
+}
+
+static void read_order(sqlite3_stmt *s, struct sk_order *o)
+{
+    memset(o, 0, sizeof *o);
+    const unsigned char *t = sqlite3_column_text(s, 0);
+    if (t) snprintf(o->order_id, sizeof o->order_id, "%s", (const char *)t);
+    t = sqlite3_column_text(s, 1);
+    if (t) snprintf(o->stream_id, sizeof o->stream_id, "%s", (const char *)t);
+    o->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
+    o->user_id = (uint64_t)sqlite3_column_int64(s, 3);
+    o->quantity = sqlite3_column_int64(s, 4);
+    o->status = status_from_text(sqlite3_column_text(s, 5));
+    o->created_ms = sqlite3_column_int64(s, 6);
+    o->pay_deadline_ms = sqlite3_column_int64(s, 7);
+    o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
+    o->cancelled_ms = sqlite3_column_int64(s, 9);
+}
+
+static int check_order(sk_store *st, const struct sk_order *o, size_t i)
+{
+    size_t il = strnlen(o->order_id, sizeof o->order_id);
+    size_t sl = strnlen(o->stream_id, sizeof o->stream_id);
+    if (il == 0 || il >= sizeof o->order_id)
+        return set_err(st, SK_EINVAL, "order %zu: empty or unterminated order id", i);
+    if (sl == 0 || sl >= sizeof o->stream_id)
+        return set_err(st, SK_EINVAL, "order %s: empty or unterminated stream id", o->order_id);
+    if (o->activity_id == 0 || o->activity_id > SK_ACTIVITY_ID_MAX)
+        return set_err(st, SK_EINVAL, "order %s: bad activity id", o->order_id);
+    if (o->quantity < 1)
+        return set_err(st, SK_EINVAL, "order %s: quantity %" PRId64 " < 1", o->order_id,
+                       o->quantity);
+    if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
+        return set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
+    return 0;
+}
+
+/* The activity's pay timeout in seconds into *secs; *found 0 (and the
+ * default timeout) when the activity row is absent. */
+static int pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_PAY_TIMEOUT, &s);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)aid);
+    int step = sqlite3_step(s);
+    *found = step == SQLITE_ROW;
+    *secs = *found ? sqlite3_column_int64(s, 0) : SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read pay timeout");
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* The first stock failure of a batch, for the one log line per batch. */
+struct first_failure {
+    char order_id[SK_STORE_ORDER_ID_MAX];
+    uint64_t aid;
+    int64_t qty, db_stock;
+    int has_row;
+};
+
+/* Records a failed conditional stock update of an inserted order: the DB
+ * stock seen now (NULL when there is no activity row) goes with it. */
+static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t now,
+                                struct first_failure *ff, size_t nth)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_READ_STOCK, &s);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)o->activity_id);
+    int step = sqlite3_step(s);
+    int has_row = step == SQLITE_ROW;
+    int64_t db_stock = has_row ? sqlite3_column_int64(s, 0) : 0;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read stock");
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (nth == 0) {
+        snprintf(ff->order_id, sizeof ff->order_id, "%s", o->order_id);
+        ff->aid = o->activity_id;
+        ff->qty = o->quantity;
+        ff->db_stock = db_stock;
+        ff->has_row = has_row;
+    }
+    if ((rc = cached(st, Q_INSERT_FAILURE, &s)) != 0) return rc;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_text(s, 3, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, o->quantity);
+    if (has_row)
+        sqlite3_bind_int64(s, 5, db_stock);
+    else
+        sqlite3_bind_null(s, 5);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "record stock failure");
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* Inserts one order and takes its stock; updates *res. */
+static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
+                       struct sk_persist_result *res, struct first_failure *ff)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_INSERT_ORDER, &s);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
+    sqlite3_bind_int64(s, 4, o->quantity);
+    sqlite3_bind_int64(s, 5, o->created_ms);
+    sqlite3_bind_int64(s, 6, o->created_ms + timeout_s * 1000);
+    sqlite3_bind_text(s, 7, o->stream_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "insert order");
+        set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
+    }
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 0) {
+        res->duplicates++;
+        return 0; /* re-delivered: its stock was taken the first time */
+    }
+    res->inserted++;
+    res->units += o->quantity;
+    if ((rc = cached(st, Q_TAKE_STOCK, &s)) != 0) return rc;
+    sqlite3_bind_int64(s, 1, o->quantity);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "take stock");
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 0) {
+        rc = record_stock_failure(st, o, now, ff, res->stock_failures);
+        res->stock_failures++;
+        res->units_unstocked += o->quantity;
+    }
+    return rc;
+}
+
+static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                            struct sk_persist_result *res)
+{
+    st->errstr[0] = 0;
+    struct sk_persist_result r = {0};
+    if (res) *res = r;
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_order(st, &orders[i], i);
+        if (rc) return rc;
+    }
+    /* IMMEDIATE: take the write lock now (waiting up to the busy timeout)
+     * rather than fail mid-batch when a read lock cannot be upgraded. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin persist");
+    if (rc) return rc;
+    int64_t now = sk_wall_ms();
+    uint64_t last_aid = 0;
+    int64_t timeout_s = 0;
+    struct first_failure ff = {0};
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct sk_order *o = &orders[i];
+        if (o->activity_id != last_aid) {
+            int found;
+            rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
+            if (rc) break;
+            last_aid = o->activity_id;
+        }
+        rc = persist_one(st, o, timeout_s, now, &r, &ff);
+    }
+    if (rc == 0) rc = exec(st, "COMMIT", "commit persist");
+    if (rc) {
+        char why[sizeof st->errstr];
+        snprintf(why, sizeof why, "%s", st->errstr);
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
+        return rc;
+    }
+    if (r.stock_failures) {
+        if (ff.has_row)
+            sk_log(SK_LOG_WARN,
+                   "store: %zu order(s) persisted without their DB stock (conditional update "
+                   "failed); first: order %s activity %" PRIu64 " qty %" PRId64
+                   " > DB stock %" PRId64 "; run reconcile",
+                   r.stock_failures, ff.order_id, ff.aid, ff.qty, ff.db_stock);
+        else
+            sk_log(SK_LOG_WARN,
+                   "store: %zu order(s) persisted without their DB stock; first: order %s: "
+                   "activity %" PRIu64 " is not in the database; run reconcile",
+                   r.stock_failures, ff.order_id, ff.aid);
+    }
+    if (res) *res = r;
+    return 0;
+}
+
+static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
+{
+    st->errstr[0] = 0;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM orders WHERE order_id = ?", ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        read_order(s, out);
+    else if (step == SQLITE_DONE)
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    else
+        rc = db_err(st, "read order");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* created -> to_status at now; *before is the status the order had (the
+ * conditional update decides, so of two racing transitions one wins). */
+static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now,
+                      int *before)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "update order status");
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 1) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    /* Not created any more (statuses never go back to created), or absent. */
+    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        *before = status_from_text(sqlite3_column_text(s, 0));
+    else if (step == SQLITE_DONE)
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    else
+        rc = db_err(st, "read order status");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+{
+    st->errstr[0] = 0;
+    int before = -1;
+    int rc = transition(st, order_id,
+                        "UPDATE orders SET status = 'paid', paid_ms = ?"
+                        " WHERE order_id = ? AND status = 'created'",
+                        now_ms, &before);
+    if (rc) return rc;
+    if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
+    if (before == SK_ORDER_CANCELLED)
+        return set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused", order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_PAID)
+        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
+{
+    st->errstr[0] = 0;
+    int before = -1;
+    int rc = transition(st, order_id,
+                        "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
+                        " WHERE order_id = ? AND status = 'created'",
+                        now_ms, &before);
+    if (rc) return rc;
+    if (prev_status) *prev_status = before;
+    if (before == SK_ORDER_PAID)
+        return set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_CANCELLED)
+        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+/* Runs s (bound already) and reads up to limit orders into out. */
+static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out,
+                       size_t *n)
+{
+    int step;
+    *n = 0;
+    while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW) read_order(s, &out[(*n)++]);
+    if (*n < limit && step != SQLITE_DONE) return db_err(st, "read orders");
+    return 0;
+}
+
+static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                            size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    char sql[320];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE status = 'created' AND pay_deadline_ms < ?"
+             " ORDER BY pay_deadline_ms LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
+                         struct sk_order *out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    /* The ids of one activity all start "<id>-": a primary-key range scan
+     * between "<id>-" and "<id>." ('.' follows '-'). */
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
+    snprintf(hi, sizeof hi, "%" PRIu64 ".", activity_id);
+    char sql[320];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE order_id > ? AND order_id < ? AND activity_id = ?"
+             " ORDER BY order_id LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, after && *after && strcmp(after, lo) > 0 ? after : lo, -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
+{
+    st->errstr[0] = 0;
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
+                     " WHERE activity_id = ? GROUP BY status");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        int k = status_from_text(sqlite3_column_text(s, 0));
+        if (k < 0) continue; /* the CHECK makes this impossible */
+        out->orders[k] = sqlite3_column_int64(s, 1);
+        out->units[k] = sqlite3_column_int64(s, 2);
+    }
+    if (step != SQLITE_DONE) rc = db_err(st, "count orders");
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    if ((rc = prepare(st, &s,
+                      "SELECT count(*), coalesce(sum(quantity), 0) FROM stock_failures"
+                      " WHERE activity_id = ?")) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        out->stock_failures = sqlite3_column_int64(s, 0);
+        out->stock_failure_units = sqlite3_column_int64(s, 1);
+    } else {
+        rc = db_err(st, "count stock failures");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail)
+{
+    st->errstr[0] = 0;
+    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
+        return set_err(st, SK_EINVAL, "audit kind empty or too long");
+    if (!detail) detail = "";
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
+    if (rc) return rc;
+    size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
+    sqlite3_bind_int64(s, 1, at_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)activity_id);
+    sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, detail, (int)dl, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "insert audit row");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT id, at_ms, activity_id, kind, detail FROM audit"
+                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    struct sk_audit *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct sk_audit *na = realloc(arr, ncap * sizeof *na);
+            if (!na) {
+                rc = set_err(st, SK_ENOMEM, "out of memory listing audit rows");
+                break;
+            }
+            arr = na;
+            cap = ncap;
+        }
+        struct sk_audit *a = &arr[len++];
+        memset(a, 0, sizeof *a);
+        a->id = sqlite3_column_int64(s, 0);
+        a->at_ms = sqlite3_column_int64(s, 1);
+        a->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
+        const unsigned char *t = sqlite3_column_text(s, 3);
+        if (t) snprintf(a->kind, sizeof a->kind, "%s", (const char *)t);
+        t = sqlite3_column_text(s, 4);
+        if (t) snprintf(a->detail, sizeof a->detail, "%s", (const char *)t);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list audit rows");
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+{
+    st->errstr[0] = 0;
+    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, stock);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "set DB stock");
+        if (rc == SK_EINVAL)
+            set_err(st, rc, "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
+                    stock, id);
+    } else if (sqlite3_changes(st->db) == 0) {
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, "SELECT id FROM activities ORDER BY id");
+    if (rc) return rc;
+    uint64_t *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            uint64_t *na = realloc(arr, ncap * sizeof *na);
+            if (!na) {
+                rc = set_err(st, SK_ENOMEM, "out of memory listing activity ids");
+                break;
+            }
+            arr = na;
+            cap = ncap;
+        }
+        arr[len++] = (uint64_t)sqlite3_column_int64(s, 0);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activity ids");
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+/* The backend table (store_impl.h); store.c dispatches through it. */
+static const struct sk_store_ops sqlite_ops = {
+    .name = "sqlite",
+    .close = sqlite_close,
+    .schema_version = sqlite_schema_version,
+    .activity_insert = sqlite_activity_insert,
+    .activity_get = sqlite_activity_get,
+    .activity_list = sqlite_activity_list,
+    .activity_set_state = sqlite_activity_set_state,
+    .activity_delete = sqlite_activity_delete,
+    .orders_persist = sqlite_orders_persist,
+    .order_get = sqlite_order_get,
+    .order_pay = sqlite_order_pay,
+    .order_cancel = sqlite_order_cancel,
+    .orders_expired = sqlite_orders_expired,
+    .orders_list = sqlite_orders_list,
+    .orders_count = sqlite_orders_count,
+    .audit_add = sqlite_audit_add,
+    .audit_list = sqlite_audit_list,
+    .activity_set_db_stock = sqlite_activity_set_db_stock,
+    .activity_ids = sqlite_activity_ids,
+};
+
+int sk_store_sqlite_open(sk_store *st, const char *path)
+{
+    st->ops = &sqlite_ops;
+    return open_sqlite(st, path);
 }

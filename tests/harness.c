@@ -186,6 +186,20 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
 
 static pid_t runner_pid;
 
+#define MAX_HOOKS 8
+static void (*before_hooks[MAX_HOOKS])(const char *name, const char *file);
+static void (*exit_hooks[MAX_HOOKS])(void);
+static int nhooks;
+
+void sk_th_add_hooks(void (*before_test)(const char *name, const char *file),
+                     void (*at_exit)(void))
+{
+    if (nhooks < MAX_HOOKS) {
+        before_hooks[nhooks] = before_test;
+        exit_hooks[nhooks++] = at_exit;
+    }
+}
+
 /* Runs at exit of the runner only: test children inherit the atexit hook
  * and must not tear down the shared server when they fail. */
 void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra)
@@ -256,6 +270,8 @@ int sk_th_serve_stop(struct sk_th_serve *s, int sig)
 static void cleanup(void)
 {
     if (getpid() != runner_pid) return;
+    for (int i = nhooks - 1; i >= 0; i--)
+        if (exit_hooks[i]) exit_hooks[i]();
     if (shared_redis.pid > 0) reap(&shared_redis, 1);
     if (root_dir[0]) {
         char cmd[400];
@@ -295,6 +311,8 @@ int main(int argc, char **argv)
             continue;
         }
         n++;
+        for (int h = 0; h < nhooks; h++)
+            if (before_hooks[h]) before_hooks[h](tests[i].name, tests[i].file);
         int64_t t0 = sk_mono_ms();
         fflush(NULL);
         pid_t pid = fork();

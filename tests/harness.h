@@ -109,4 +109,12 @@ int sk_th_serve_stop(struct sk_th_serve *s, int sig);
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);
 
+/* Hooks for server helpers in other files (pg_harness.c). before_test runs
+ * in the runner before each selected test is forked, so a server started
+ * there is shared by the tests that follow and dies with the runner;
+ * at_exit runs in the runner at its exit, before the temporary root is
+ * removed. Either may be NULL; at most 8 pairs. */
+void sk_th_add_hooks(void (*before_test)(const char *name, const char *file),
+                     void (*at_exit)(void));
+
 #endif

@@ -670,3 +670,12 @@ SK_TEST(body_parsers_survive_100000_random_and_mutated_inputs)
     CHECK(accepted_purchase > 100);
     CHECK(accepted_create > 10);
 }
+
+SK_TEST(purchase_body_with_a_nul_byte_before_the_closing_brace_is_refused)
+{
+    /* jansson alone accepts this as {"quantity":1} */
+    int64_t q = 0;
+    char err[128];
+    CHECK_EQ(sk_body_purchase("{\"quantity\":1\0}", 15, &q, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "NUL") != NULL, "%s", err);
+}

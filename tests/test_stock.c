@@ -521,3 +521,41 @@ SK_TEST(refused_purchase_with_an_idempotency_key_can_be_retried)
     CHECK_EQ(state_of(r, aid).remaining, 2);
     sk_redis_free(r);
 }
+
+SK_TEST(same_idempotency_key_twice_in_one_batch_buys_once)
+{
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t aid = open_activity(r, 10, 2, 2);
+    struct sk_purchase p = {.user_id = 3, .quantity = 1, .idem = "dup", .idem_len = 3};
+    struct sk_purchase pb[3] = {p, p, P(3, 1)};
+    struct sk_admission b[3];
+    int64_t left;
+    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 3, b, &left), 0);
+    CHECK_EQ(b[0].rc, SK_RC_OK);
+    CHECK_EQ(b[1].rc, SK_RC_OK);
+    CHECK_STR(b[1].order_id, b[0].order_id);
+    /* the third entry, without a key, is a second real purchase (limit 2) */
+    CHECK_EQ(b[2].rc, SK_RC_OK);
+    CHECK(strcmp(b[2].order_id, b[0].order_id) != 0);
+    CHECK_EQ(left, 8);
+    struct sk_stock_state st = state_of(r, aid);
+    CHECK_EQ(st.held, 2);
+    CHECK_EQ(st.stream_len, 2);
+    sk_redis_free(r);
+}
+
+SK_TEST(sold_out_batch_still_replays_an_idempotent_retry)
+{
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t aid = open_activity(r, 1, 1, 1);
+    struct sk_purchase p = {.user_id = 4, .quantity = 1, .idem = "x", .idem_len = 1};
+    struct sk_admission a, b[2];
+    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(a.rc, SK_RC_OK);
+    struct sk_purchase pb[2] = {P(5, 1), p};
+    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 2, b, NULL), 0);
+    CHECK_EQ(b[0].rc, SK_RC_SOLD_OUT);
+    CHECK_EQ(b[1].rc, SK_RC_OK);
+    CHECK_STR(b[1].order_id, a.order_id);
+    sk_redis_free(r);
+}

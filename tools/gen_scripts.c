@@ -1,7 +1,7 @@
 /* gen_scripts.c - build-time generator: embeds lua/NAME.lua into the binary.
  *
  * Usage: gen_scripts OUT.c OUT.h LUA_DIR script.lua...
- * Every script gets a generated prelude `local RC = {...}` built from
+ * Every `RC.NAME` in a script is replaced by that code's number from
  * src/codes.def (the single source of result codes), and a line
  * `--#include "lib/x.lua"` is replaced by that file, so shared Lua code is
  * written once. Runs on the build host only; never linked into seckill. */
@@ -30,6 +30,42 @@ static void emit_c_string_line(FILE *out, const char *line, size_t n)
     fputs("\"\n", out);
 }
 
+/* Value of result code `name` (n bytes) from codes.def, or -1. */
+static int rc_value(const char *name, size_t n)
+{
+#define SK_RC(nm, val, wire, http, msg) \
+    if (strlen(#nm) == n && memcmp(#nm, name, n) == 0) return val;
+#include "../src/codes.def"
+#undef SK_RC
+    return -1;
+}
+
+/* Replaces every RC.NAME token by its number from codes.def: a literal
+ * costs nothing at run time, where a table built on every call would. */
+static void substitute_codes(const char *path, char *line, size_t cap)
+{
+    char out[8192];
+    size_t o = 0;
+    for (const char *p = line; *p && o + 16 < sizeof out;) {
+        if (strncmp(p, "RC.", 3) == 0 && (p == line || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'))) {
+            const char *q = p + 3;
+            while (isalnum((unsigned char)*q) || *q == '_') q++;
+            int v = rc_value(p + 3, (size_t)(q - p - 3));
+            if (v < 0) {
+                fprintf(stderr, "gen_scripts: %s: unknown result code %.*s\n", path, (int)(q - p), p);
+                exit(1);
+            }
+            o += (size_t)snprintf(out + o, sizeof out - o, "%d", v);
+            p = q;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = 0;
+    if (o >= cap) die("line too long", path);
+    memcpy(line, out, o + 1);
+}
+
 static void emit_file(FILE *out, const char *dir, const char *path, int depth)
 {
     if (depth > 4) die("include nesting too deep", path);
@@ -48,6 +84,7 @@ static void emit_file(FILE *out, const char *dir, const char *path, int depth)
             emit_file(out, dir, sub, depth + 1);
             continue;
         }
+        substitute_codes(path, line, sizeof line);
         emit_c_string_line(out, line, strlen(line));
     }
     fclose(in);
@@ -94,15 +131,6 @@ int main(int argc, char **argv)
         char name[256];
         script_name(argv[4 + i], name, sizeof name);
         fprintf(c, "  {\"%s\",\n", name);
-        char prelude[4096];
-        size_t off = (size_t)snprintf(prelude, sizeof prelude,
-                                      "-- result codes generated from src/codes.def\nlocal RC = {");
-#define SK_RC(nm, val, wire, http, msg) \
-    off += (size_t)snprintf(prelude + off, sizeof prelude - off, "%s=%d,", #nm, val);
-#include "../src/codes.def"
-#undef SK_RC
-        snprintf(prelude + off, sizeof prelude - off, "}\n");
-        emit_c_string_line(c, prelude, strlen(prelude));
         emit_file(c, dir, argv[4 + i], 0);
         fputs("  },\n", c);
     }

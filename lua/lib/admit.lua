@@ -7,71 +7,122 @@
 -- One activity, one hash tag, one slot.
 --
 -- Invariant kept by every script: stock + sum(buyers) == initial.
-
--- Checks that hold for the whole call: switch, time window (Redis TIME, so
--- every client agrees on the clock). Returns RC.OK, now_ms, limit, max_qty,
--- stock; or a refusal code.
-local function gate()
-  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty')
-  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] then
-    return RC.UNKNOWN_ACTIVITY
-  end
-  if m[1] ~= '1' then return RC.CLOSED end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now < tonumber(m[2]) then return RC.NOT_STARTED end
-  if now >= tonumber(m[3]) then return RC.ENDED end
-  local stock = tonumber(redis.call('GET', KEYS[2]))
-  if not stock then return RC.UNKNOWN_ACTIVITY end
-  return RC.OK, now, tonumber(m[4]), tonumber(m[5]), stock
-end
+--
+-- Cost matters here (every admission runs this): reads are gathered into
+-- one GET, one HMGET of meta and one HMGET of all the buyers; decisions are
+-- made in Lua; writes are gathered into one DECRBY and one HSET per hash.
+-- Only the XADD is per order. A script is atomic, so reading first and
+-- writing last is the same as interleaving.
 
 -- A purchase retried with the same Idempotency-Key gets the first accepted
--- answer back, whatever happened since (sold out, closed): returns the
--- stored quantity and order id, or nil.
-local function replay(user, idem)
+-- answer back, whatever happened since: returns qty, order id or nil.
+-- `fresh` holds answers given earlier in this same call.
+local function replay(user, idem, fresh)
   if idem == nil or idem == '' then return nil end
-  local prev = redis.call('HGET', KEYS[5], user .. ':' .. idem)
+  local k = user .. ':' .. idem
+  local prev = fresh[k] or redis.call('HGET', KEYS[5], k)
   if not prev then return nil end
   local sep = string.find(prev, ':', 1, true)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
 
--- One purchase against the current stock. Returns rc, order id (or ''),
--- the stock after it, and the quantity admitted (0 when refused). Stock is
--- checked before the buyer's count so a sold-out refusal touches only the
--- keys already read.
-local function admit(aid, user, qtys, idem, stock, limit, maxq)
-  if type(user) ~= 'string' or #user > 20 or not string.match(user, '^[0-9]+$') then
-    return RC.BAD_ARGUMENT, '', stock, 0
+-- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
+-- order. Returns out = {rc_1, oid_1, qty_1, ...} and the stock after (-1
+-- when the call was refused before the stock was read).
+local function admit_all(aid, users, qtys, idems, n)
+  local out, fresh = {}, {}
+  local any_idem = false
+  for i = 1, n do
+    if idems[i] ~= '' then any_idem = true end
   end
-  if type(idem) == 'string' and #idem > 64 then return RC.BAD_ARGUMENT, '', stock, 0 end
-  local pq, poid = replay(user, idem)
-  if pq then return RC.OK, poid, stock, pq end
-  if type(qtys) ~= 'string' or #qtys > 9 or not string.match(qtys, '^[0-9]+$') then
-    return RC.BAD_QUANTITY, '', stock, 0
+  local stock = redis.call('GET', KEYS[2])
+  -- Sold out: answer from the one GET (retries with a key may be replays).
+  if stock == '0' and not any_idem then
+    for i = 1, n do out[3 * i - 2] = RC.SOLD_OUT; out[3 * i - 1] = ''; out[3 * i] = 0 end
+    return out, 0
   end
-  local q = tonumber(qtys)
-  if q < 1 or q > maxq then return RC.BAD_QUANTITY, '', stock, 0 end
-  if stock <= 0 then return RC.SOLD_OUT, '', stock, 0 end
-  if stock < q then return RC.INSUFFICIENT, '', stock, 0 end
-  local had = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-  if had + q > limit then return RC.LIMIT_EXCEEDED, '', stock, 0 end
-  stock = redis.call('DECRBY', KEYS[2], q)
-  redis.call('HINCRBY', KEYS[3], user, q)
-  -- The stream entry id is the order id's unique part: no extra counter.
-  local oid = aid .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', user, 'qty', q)
-  -- The ledger lets release check the order is real and whose it is, even
-  -- after the stream entry was persisted and trimmed. At most one entry
-  -- per unit of stock, so it stays small.
-  redis.call('HSET', KEYS[6], oid, user .. ':' .. q)
-  if idem and idem ~= '' then redis.call('HSET', KEYS[5], user .. ':' .. idem, q .. ':' .. oid) end
-  return RC.OK, oid, stock, q
-end
-
--- A whole-call refusal (closed, not started, ...) still honours replays.
-local function refuse_or_replay(rc, user, idem, stock)
-  local pq, poid = replay(user, idem)
-  if pq and type(user) == 'string' then return RC.OK, poid, stock, pq end
-  return rc, '', stock, 0
+  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty')
+  local gate = RC.OK
+  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
+    gate = RC.UNKNOWN_ACTIVITY
+  elseif m[1] ~= '1' then
+    gate = RC.CLOSED
+  else
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if now < tonumber(m[2]) then gate = RC.NOT_STARTED
+    elseif now >= tonumber(m[3]) then gate = RC.ENDED end
+  end
+  if gate ~= RC.OK then
+    for i = 1, n do
+      local pq, poid = replay(users[i], idems[i], fresh)
+      if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
+      else out[3 * i - 2] = gate; out[3 * i - 1] = ''; out[3 * i] = 0 end
+    end
+    return out, -1
+  end
+  local limit, maxq = tonumber(m[4]), tonumber(m[5])
+  stock = tonumber(stock)
+  local held = redis.call('HMGET', KEYS[3], unpack(users, 1, n))
+  local counts, dirty, ledger, idemw = {}, {}, {}, {}
+  local sold = 0
+  for i = 1, n do
+    local u, qs, k = users[i], qtys[i], idems[i]
+    local rc, oid, q = RC.OK, '', 0
+    local pq, poid = nil, nil
+    if #u > 20 or not string.find(u, '^%d+$') or #k > 64 then
+      rc = RC.BAD_ARGUMENT
+    elseif k ~= '' then
+      pq, poid = replay(u, k, fresh)
+    end
+    if pq then
+      oid, q = poid, pq
+    elseif rc == RC.OK then
+      q = tonumber(qs)
+      if not q or q < 1 or q > maxq or q % 1 ~= 0 then
+        rc, q = RC.BAD_QUANTITY, 0
+      elseif stock <= 0 then
+        rc, q = RC.SOLD_OUT, 0
+      elseif stock < q then
+        rc, q = RC.INSUFFICIENT, 0
+      else
+        local had = counts[u] or tonumber(held[i] or '0')
+        if had + q > limit then
+          rc, q = RC.LIMIT_EXCEEDED, 0
+        else
+          stock = stock - q
+          sold = sold + q
+          if not counts[u] then dirty[#dirty + 1] = u end
+          counts[u] = had + q
+          -- The stream entry id is the order id's unique part: no counter.
+          oid = aid .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q)
+          -- The ledger lets release check the order is real and whose it
+          -- is, even after its stream entry was persisted and trimmed.
+          ledger[#ledger + 1] = oid
+          ledger[#ledger + 1] = u .. ':' .. q
+          if k ~= '' then
+            local v = q .. ':' .. oid
+            fresh[u .. ':' .. k] = v
+            idemw[#idemw + 1] = u .. ':' .. k
+            idemw[#idemw + 1] = v
+          end
+        end
+      end
+    end
+    out[3 * i - 2] = rc
+    out[3 * i - 1] = oid
+    out[3 * i] = q
+  end
+  if sold > 0 then
+    redis.call('DECRBY', KEYS[2], sold)
+    local bw = {}
+    for j = 1, #dirty do
+      bw[2 * j - 1] = dirty[j]
+      bw[2 * j] = counts[dirty[j]]
+    end
+    redis.call('HSET', KEYS[3], unpack(bw))
+    redis.call('HSET', KEYS[6], unpack(ledger))
+  end
+  if #idemw > 0 then redis.call('HSET', KEYS[5], unpack(idemw)) end
+  return out, stock
 end

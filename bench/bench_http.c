@@ -1,0 +1,866 @@
+/* bench_http.c - `seckill bench http`: the HTTP service against a static
+ * reference responder, in one run on this machine.
+ *
+ * Starts a private redis-server, one `seckill serve` process (this binary,
+ * SQLite in a temporary directory) and, when nginx is installed, nginx with
+ * one worker answering `return 200` as the HTTP limit of the machine. Then
+ * drives each with the in-process load generator (src/load.h), closed loop,
+ * same connections and duration, same request bytes (POST to the purchase
+ * path with a JSON body and X-User-Id):
+ *   1 static reference (nginx)
+ *   2 purchase admission path (an activity with a stock no run can drain)
+ *   3 sold-out refusal path (an activity whose single unit is sold first)
+ *   4 serve's RSS (VmRSS) idle and its peak with 1,000 connections busy
+ * and, when wrk is installed, wrk and `seckill load` on nginx with GET /,
+ * to show whether the load generator is the limit. Quotes the service as
+ * ratios to the static reference and checks the issue's targets.
+ *
+ * Everything it starts dies with it: child processes get PR_SET_PDEATHSIG
+ * and are stopped on every exit path, Ctrl-C included; the temporary
+ * directory is removed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "error.h"
+#include "load.h"
+#include "redis_spawn.h"
+
+/* The issue's targets (2-core machine, load generator on it). */
+#define TARGET_ADMIT_RATIO 0.6
+#define TARGET_ADMIT_P99_US 10000
+#define TARGET_SOLDOUT_RATIO 0.9
+#define TARGET_RSS_KIB (64 * 1024)
+
+#define ADMIN_TOKEN "bench-http-admin-token"
+#define BIG_STOCK 10000000
+#define ACT_ADMIT 1
+#define ACT_SOLDOUT 2
+#define RSS_CONNS 1000
+#define READY_MS 15000
+#define STOP_MS 10000
+
+int sk_bench_http(int argc, char **argv);
+
+struct opts {
+    double duration_s;
+    int64_t connections, threads;
+    int json, no_wrk;
+};
+
+struct child {
+    pid_t pid;
+    int port;
+};
+
+struct phase {
+    const char *id, *label;
+    int ran, ok;
+    double rps;
+    uint64_t p50, p99, p999, completed, expected_status_n;
+    int expected_status;
+    char note[300];
+    json_t *detail; /* sk_load_json of the run, owned */
+    /* CPU used during the phase, in cores (CPU seconds / wall seconds):
+     * who is busy tells what limits the phase */
+    double cpu[4];
+};
+
+/* Processes whose CPU time each phase reports. */
+enum { CPU_SERVE, CPU_REDIS, CPU_NGINX, CPU_LOAD, CPU_N };
+static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load"};
+static pid_t cpu_pids[CPU_N]; /* CPU_LOAD: this process (getrusage) */
+
+enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_STATIC_GET, PH_WRK, PH_COUNT };
+
+static atomic_int interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&interrupted, 1);
+    sk_load_interrupt();
+}
+
+static int usage(FILE *f)
+{
+    fprintf(f,
+            "usage: seckill bench http [options]\n"
+            "\n"
+            "Measures `seckill serve` (purchase admission and sold-out refusal paths) against\n"
+            "a static reference (nginx, one worker, `return 200`) in the same run, with the\n"
+            "in-process load generator, plus serve's RSS idle and with %d connections. Starts\n"
+            "and stops its own redis-server, serve and nginx (all on free loopback ports).\n"
+            "\n"
+            "options:\n"
+            "  --duration S      seconds per measured phase, 1..60 (default 8)\n"
+            "  --connections N   keep-alive connections per phase, 1..%d (default 200)\n"
+            "  --threads N       load generator threads, 1..4 (default 1: the server needs\n"
+            "                    the other core)\n"
+            "  --no-wrk          skip the wrk comparison on the static route\n"
+            "  --json            print one JSON object instead of the table\n"
+            "\n"
+            "exit status: 0 every phase ran and its answers checked out (targets are\n"
+            "reported, not enforced), 1 a phase failed, 2 bad usage\n",
+            RSS_CONNS, SK_LOAD_MAX_CONNS);
+    return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !interrupted) {
+    }
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+/* Full path of an executable on PATH (or in /usr/sbin, where Debian puts
+ * nginx and root's PATH has it but others' may not); 0 or -1. */
+static int find_exe(const char *name, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s:/usr/sbin:/usr/local/sbin", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, cap, "%s/%s", d, name);
+        if (access(out, X_OK) == 0) return 0;
+    }
+    return -1;
+}
+
+/* ---- a blocking one-shot HTTP client for set-up calls ---- */
+
+/* Sends one request on a fresh connection and reads the answer (5 s
+ * limit). body may be NULL. Returns the status (> 0) or -1; the answer's
+ * body goes to out (cap bytes, terminated). */
+static int http_call(int port, const char *method, const char *path, const char *headers,
+                     const char *body, char *out, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    char req[2048];
+    size_t bl = body ? strlen(body) : 0;
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     method, path, port, headers ? headers : "", bl, body ? body : "");
+    if (n < 0 || (size_t)n >= sizeof req || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    char buf[16384];
+    size_t len = 0;
+    int status = -1;
+    for (;;) {
+        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        if (got < 0 && errno == EINTR) continue;
+        int eof = got <= 0;
+        if (got > 0) len += (size_t)got;
+        struct sk_load_resp r;
+        int rc = sk_load_parse_response(buf, len, eof, !strcmp(method, "HEAD"), &r);
+        if (rc == 1) {
+            status = r.status;
+            if (cap) snprintf(out, cap, "%.*s", (int)r.body_len, r.body);
+            break;
+        }
+        if (rc < 0 || eof || len == sizeof buf - 1) break;
+    }
+    close(fd);
+    return status;
+}
+
+static int admin(int port, const char *path, const char *body, char *out, size_t cap)
+{
+    return http_call(port, "POST", path, "Authorization: Bearer " ADMIN_TOKEN "\r\n", body, out,
+                     cap);
+}
+
+/* ---- children ---- */
+
+/* fork + exec argv with stdout/stderr into log; dies with this thread. */
+static pid_t spawn(char *const *argv, const char *log)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    if (devnull >= 0) dup2(devnull, 0);
+    /* the parent ignores or catches these; the child starts clean */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* SIGTERM, wait at most STOP_MS, then SIGKILL; always reaps. */
+static void stop_child(struct child *c)
+{
+    if (c->pid <= 0) return;
+    kill(c->pid, SIGTERM);
+    int64_t deadline = sk_mono_ms() + STOP_MS;
+    for (;;) {
+        pid_t r = waitpid(c->pid, NULL, WNOHANG);
+        if (r == c->pid || (r < 0 && errno != EINTR)) break;
+        if (sk_mono_ms() > deadline) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, NULL, 0);
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    c->pid = 0;
+}
+
+/* Waits until GET path answers 200 (bounded); 0 or -1 (exited, timed out). */
+static int wait_ready(struct child *c, const char *path)
+{
+    int64_t deadline = sk_mono_ms() + READY_MS;
+    while (!interrupted) {
+        char body[256];
+        if (http_call(c->port, "GET", path, NULL, NULL, body, sizeof body) == 200) return 0;
+        if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
+            c->pid = 0;
+            return -1;
+        }
+        if (sk_mono_ms() > deadline) return -1;
+        sleep_ms(20);
+    }
+    return -1;
+}
+
+static int start_serve(struct child *c, const char *dir, const char *redis_url, char *err,
+                       size_t cap)
+{
+    char listen[64], db[400], log[400];
+    c->port = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
+    snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
+    snprintf(log, sizeof log, "%s/serve.log", dir);
+    char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
+                    "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1",
+                    "--log-level", "warn", NULL};
+    c->pid = spawn(argv, log);
+    if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
+        snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
+        return -1;
+    }
+    return 0;
+}
+
+static int start_nginx(struct child *c, const char *exe, const char *dir, char *err, size_t cap)
+{
+    char conf[400], log[400], elog[400];
+    snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
+    snprintf(log, sizeof log, "%s/nginx.out", dir);
+    snprintf(elog, sizeof elog, "%s/nginx-error.log", dir);
+    c->port = free_port();
+    FILE *f = fopen(conf, "w");
+    if (!f) {
+        snprintf(err, cap, "cannot write %.250s: %.60s", conf, strerror(errno));
+        return -1;
+    }
+    /* one process, one worker, no logging: the HTTP limit of this machine,
+     * answering a JSON body of the size our refusals have */
+    fprintf(f,
+            "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+            "pid %s/nginx.pid;\nerror_log %s warn;\n"
+            "events { worker_connections 12000; }\n"
+            "http {\n  access_log off;\n  keepalive_requests 100000000;\n"
+            "  keepalive_timeout 300s;\n"
+            "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
+            "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
+            "  scgi_temp_path %s/scgi;\n"
+            "  server {\n    listen 127.0.0.1:%d;\n    default_type application/json;\n"
+            "    location / { return 200 '{\"status\":\"static\",\"message\":\"ok\"}'; }\n"
+            "  }\n}\n",
+            dir, elog, dir, dir, dir, dir, dir, c->port);
+    fclose(f);
+    char *argv[] = {(char *)exe, "-p", (char *)dir, "-e", elog, "-c", conf, NULL};
+    c->pid = spawn(argv, log);
+    if (c->pid < 0 || wait_ready(c, "/") < 0) {
+        snprintf(err, cap, "nginx did not start (see %.150s and %.150s)", log, elog);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- measurements ---- */
+
+/* CPU seconds (user + system) of pid so far; 0 when unknown. */
+static double cpu_seconds(pid_t pid)
+{
+    if (pid <= 0) return 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* fields after the command name, which may contain spaces: from the
+     * last ')' on, utime and stime are the 12th and 13th */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) < 0) return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void cpu_snapshot(double out[CPU_N])
+{
+    for (int i = 0; i < CPU_N; i++)
+        out[i] = i == CPU_LOAD ? self_cpu_seconds() : cpu_seconds(cpu_pids[i]);
+}
+
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
+struct sampler {
+    pid_t pid;
+    atomic_int stop;
+    long peak;
+};
+
+static void *sample_rss(void *arg)
+{
+    struct sampler *s = arg;
+    while (!atomic_load(&s->stop)) {
+        long k = rss_kib(s->pid);
+        if (k > s->peak) s->peak = k;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void load_opts(struct sk_load_opts *lo, const struct opts *o, int port, uint64_t aid)
+{
+    sk_load_opts_defaults(lo);
+    lo->port = port;
+    snprintf(lo->host, sizeof lo->host, "127.0.0.1");
+    snprintf(lo->url, sizeof lo->url, "http://127.0.0.1:%d", port);
+    lo->activity = aid;
+    lo->connections = o->connections;
+    lo->threads = o->threads;
+    lo->duration_ms = (int64_t)(o->duration_s * 1000);
+    lo->timeout_ms = 10000;
+    lo->progress = 0;
+}
+
+/* Runs one load phase; fills p. Returns 0 when it ran and checked out. */
+static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expected_status)
+{
+    struct sk_load_result r;
+    char err[300];
+    p->ran = 1;
+    p->expected_status = expected_status;
+    double c0[CPU_N], c1[CPU_N];
+    cpu_snapshot(c0);
+    int64_t t0 = sk_mono_us();
+    if (sk_load_run(lo, &r, err, sizeof err) < 0) {
+        snprintf(p->note, sizeof p->note, "load did not run: %.250s", err);
+        return -1;
+    }
+    double wall = (double)(sk_mono_us() - t0) / 1e6;
+    cpu_snapshot(c1);
+    for (int i = 0; i < CPU_N; i++) p->cpu[i] = wall > 0 ? (c1[i] - c0[i]) / wall : 0;
+    p->rps = r.rps;
+    p->p50 = sk_hist_percentile(&r.latency, 50);
+    p->p99 = sk_hist_percentile(&r.latency, 99);
+    p->p999 = sk_hist_percentile(&r.latency, 99.9);
+    p->completed = r.completed;
+    p->expected_status_n = expected_status > 0 && expected_status < 600 ? r.status[expected_status] : 0;
+    p->detail = sk_load_json(lo, &r);
+    p->ok = r.ok && r.completed > 0 && p->expected_status_n == r.completed;
+    if (!r.ok)
+        snprintf(p->note, sizeof p->note, "check failed: %s",
+                 r.n_violations ? r.violations[0] : "?");
+    else if (p->expected_status_n != r.completed)
+        snprintf(p->note, sizeof p->note, "%" PRIu64 " of %" PRIu64 " answers were not %d",
+                 r.completed - p->expected_status_n, r.completed, expected_status);
+    sk_load_result_free(&r);
+    return p->ok ? 0 : -1;
+}
+
+/* wrk -t1 -cN -dS --latency on GET /; fills p from its report. */
+static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int port,
+                   const char *dir)
+{
+    char conns[16], dur[16], url[64], log[400], threads[16];
+    snprintf(conns, sizeof conns, "%" PRId64, o->connections);
+    snprintf(threads, sizeof threads, "%" PRId64, o->threads);
+    snprintf(dur, sizeof dur, "%ds", (int)(o->duration_s + 0.5));
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
+    snprintf(log, sizeof log, "%s/wrk.out", dir);
+    char *argv[] = {(char *)wrk, "-t", threads, "-c", conns, "-d", dur, "--latency", url, NULL};
+    struct child c = {spawn(argv, log), 0};
+    p->ran = 1;
+    int st = 0;
+    int64_t deadline = sk_mono_ms() + (int64_t)(o->duration_s * 1000) + 15000;
+    for (;;) {
+        pid_t r = waitpid(c.pid, &st, WNOHANG);
+        if (r == c.pid) break;
+        if (interrupted || sk_mono_ms() > deadline) {
+            stop_child(&c);
+            snprintf(p->note, sizeof p->note, "wrk %s", interrupted ? "interrupted" : "timed out");
+            return -1;
+        }
+        sleep_ms(50);
+    }
+    FILE *f = fopen(log, "r");
+    char line[512];
+    double rps = 0, p50 = 0, p99 = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        double v;
+        char unit[8];
+        if (sscanf(line, "Requests/sec: %lf", &v) == 1) rps = v;
+        /* latency distribution lines: "     50%    1.23ms" */
+        if (sscanf(line, " 50%% %lf%7s", &v, unit) == 2)
+            p50 = v * (!strcmp(unit, "s") ? 1e6 : !strcmp(unit, "ms") ? 1e3 : 1);
+        if (sscanf(line, " 99%% %lf%7s", &v, unit) == 2)
+            p99 = v * (!strcmp(unit, "s") ? 1e6 : !strcmp(unit, "ms") ? 1e3 : 1);
+    }
+    if (f) fclose(f);
+    p->rps = rps;
+    p->p50 = (uint64_t)p50;
+    p->p99 = (uint64_t)p99;
+    p->ok = rps > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!p->ok) snprintf(p->note, sizeof p->note, "wrk failed (see %.250s)", log);
+    return p->ok ? 0 : -1;
+}
+
+/* ---- report ---- */
+
+static double ratio(const struct phase *a, const struct phase *ref)
+{
+    return a->ran && ref->ran && ref->rps > 0 ? a->rps / ref->rps : 0;
+}
+
+static const char *met(int ok) { return ok ? "met" : "NOT met"; }
+
+struct report {
+    const struct opts *o;
+    struct phase ph[PH_COUNT];
+    long rss_start, rss_idle, rss_peak;
+    int have_nginx, have_wrk, rss_ran;
+    char nginx_note[200];
+    char machine[256];
+    double admit_ratio, soldout_ratio, load_vs_wrk;
+    int t_admit, t_admit_p99, t_soldout, t_rss;
+};
+
+static void evaluate(struct report *R)
+{
+    struct phase *ph = R->ph;
+    R->admit_ratio = ratio(&ph[PH_ADMIT], &ph[PH_STATIC]);
+    R->soldout_ratio = ratio(&ph[PH_SOLDOUT], &ph[PH_STATIC]);
+    R->load_vs_wrk = ratio(&ph[PH_STATIC_GET], &ph[PH_WRK]);
+    R->t_admit = R->admit_ratio >= TARGET_ADMIT_RATIO;
+    R->t_admit_p99 = ph[PH_ADMIT].ran && ph[PH_ADMIT].p99 <= TARGET_ADMIT_P99_US;
+    R->t_soldout = R->soldout_ratio >= TARGET_SOLDOUT_RATIO;
+    R->t_rss = R->rss_ran && R->rss_peak > 0 && R->rss_peak <= TARGET_RSS_KIB;
+}
+
+static void print_table(const struct report *R)
+{
+    const struct phase *ph = R->ph;
+    printf("seckill bench http: %s\n", R->machine);
+    printf("load: seckill load in-process, closed loop, %" PRId64 " connections, %" PRId64
+           " thread(s), %.0f s per phase; POST purchase-shaped requests with X-User-Id\n\n",
+           R->o->connections, R->o->threads, R->o->duration_s);
+    printf("%-44s %12s %10s %10s %10s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "p99.9 ms",
+           "x static");
+    for (int i = 0; i < PH_COUNT; i++) {
+        const struct phase *p = &ph[i];
+        if (!p->ran) {
+            printf("%-44s %12s   %s\n", p->label, "-", p->note[0] ? p->note : "not run");
+            continue;
+        }
+        char rt[16] = "", p999[16] = "-";
+        if ((i == PH_ADMIT || i == PH_SOLDOUT) && ph[PH_STATIC].ran)
+            snprintf(rt, sizeof rt, "%.2f", ratio(p, &ph[PH_STATIC]));
+        if (i != PH_WRK) snprintf(p999, sizeof p999, "%.2f", (double)p->p999 / 1e3);
+        printf("%-44s %12.0f %10.2f %10.2f %10s %8s%s%s\n", p->label, p->rps, (double)p->p50 / 1e3,
+               (double)p->p99 / 1e3, p999, rt, p->ok ? "" : "  FAILED: ", p->ok ? "" : p->note);
+    }
+    printf("\nCPU during each phase, in cores (2 on this machine; 'load' is this process):\n");
+    printf("%-44s", "phase");
+    for (int k = 0; k < CPU_N; k++) printf(" %7s", cpu_names[k]);
+    printf(" %14s\n", "serve us/req");
+    for (int i = 0; i < PH_COUNT; i++) {
+        const struct phase *p = &ph[i];
+        if (!p->ran || i == PH_WRK) continue;
+        printf("%-44s", p->label);
+        for (int k = 0; k < CPU_N; k++) printf(" %7.2f", p->cpu[k]);
+        if (i == PH_ADMIT || i == PH_SOLDOUT)
+            printf(" %14.1f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0);
+        printf("\n");
+    }
+    if (!R->have_nginx) printf("\nstatic reference missing: %s\n", R->nginx_note);
+    printf("\nserve RSS: %ld KiB at start, %ld KiB idle after the phases, %ld KiB peak with %d "
+           "connections busy\n",
+           R->rss_start, R->rss_idle, R->rss_peak, RSS_CONNS);
+    if (ph[PH_WRK].ran && ph[PH_STATIC_GET].ran)
+        printf("load generator vs wrk on nginx GET /: %.2f x wrk's req/s\n", R->load_vs_wrk);
+    printf("\ntargets (issue 3):\n");
+    if (R->have_nginx) {
+        printf("  admission >= %.1f x static:        %.2f  %s\n", TARGET_ADMIT_RATIO, R->admit_ratio,
+               met(R->t_admit));
+        printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
+               (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
+        printf("  sold-out >= %.1f x static:         %.2f  %s\n", TARGET_SOLDOUT_RATIO,
+               R->soldout_ratio, met(R->t_soldout));
+    } else {
+        printf("  ratios: not measured (no static reference)\n");
+        printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
+               (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
+    }
+    printf("  RSS <= 64 MiB at %d connections:  %.1f MiB  %s\n", RSS_CONNS,
+           (double)R->rss_peak / 1024.0, met(R->t_rss));
+}
+
+static void print_json(const struct report *R)
+{
+    json_t *j = json_object(), *phs = json_object(), *t = json_object(), *rss = json_object();
+    json_object_set_new(j, "benchmark", json_string("http"));
+    json_object_set_new(j, "machine", json_string(R->machine));
+    json_object_set_new(j, "connections", json_integer(R->o->connections));
+    json_object_set_new(j, "load_threads", json_integer(R->o->threads));
+    json_object_set_new(j, "duration_s", json_real(R->o->duration_s));
+    for (int i = 0; i < PH_COUNT; i++) {
+        const struct phase *p = &R->ph[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "ran", json_boolean(p->ran));
+        if (p->ran) {
+            json_object_set_new(x, "ok", json_boolean(p->ok));
+            json_object_set_new(x, "rps", json_real(p->rps));
+            json_object_set_new(x, "p50_us", json_integer((json_int_t)p->p50));
+            json_object_set_new(x, "p99_us", json_integer((json_int_t)p->p99));
+            if (i != PH_WRK) json_object_set_new(x, "p999_us", json_integer((json_int_t)p->p999));
+        }
+        if (p->note[0]) json_object_set_new(x, "note", json_string(p->note));
+        if (p->ran && i != PH_WRK) {
+            json_t *c = json_object();
+            for (int k = 0; k < CPU_N; k++) json_object_set_new(c, cpu_names[k], json_real(p->cpu[k]));
+            json_object_set_new(x, "cpu_cores", c);
+        }
+        if (p->detail) json_object_set(x, "load", p->detail);
+        json_object_set_new(phs, p->id, x);
+    }
+    json_object_set_new(j, "phases", phs);
+    json_object_set_new(rss, "start_kib", json_integer(R->rss_start));
+    json_object_set_new(rss, "idle_kib", json_integer(R->rss_idle));
+    json_object_set_new(rss, "peak_kib", json_integer(R->rss_peak));
+    json_object_set_new(rss, "connections", json_integer(RSS_CONNS));
+    json_object_set_new(j, "serve_rss", rss);
+    if (R->have_nginx) {
+        json_object_set_new(j, "admission_x_static", json_real(R->admit_ratio));
+        json_object_set_new(j, "soldout_x_static", json_real(R->soldout_ratio));
+    } else {
+        json_object_set_new(j, "static_reference_missing", json_string(R->nginx_note));
+    }
+    if (R->ph[PH_WRK].ran) json_object_set_new(j, "load_x_wrk", json_real(R->load_vs_wrk));
+    json_object_set_new(t, "admission_ratio_met", R->have_nginx ? json_boolean(R->t_admit) : json_null());
+    json_object_set_new(t, "admission_p99_met", json_boolean(R->t_admit_p99));
+    json_object_set_new(t, "soldout_ratio_met", R->have_nginx ? json_boolean(R->t_soldout) : json_null());
+    json_object_set_new(t, "rss_met", json_boolean(R->t_rss));
+    json_object_set_new(j, "targets", t);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+/* ---- the command ---- */
+
+static int parse(struct opts *o, int argc, char **argv)
+{
+    o->duration_s = 8;
+    o->connections = 200;
+    o->threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int64_t n;
+        if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--no-wrk")) o->no_wrk = 1;
+        else if (i + 1 >= argc) return sk_cli_usage_error("bench http: bad option '%s'", a);
+        else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
+            o->duration_s = (double)n;
+            i++;
+        } else if (!strcmp(a, "--connections") &&
+                   sk_cli_parse_i64(argv[i + 1], 1, SK_LOAD_MAX_CONNS, &o->connections) == 0)
+            i++;
+        else if (!strcmp(a, "--threads") && sk_cli_parse_i64(argv[i + 1], 1, 4, &o->threads) == 0)
+            i++;
+        else return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
+    }
+    return 0;
+}
+
+static int rm_rf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int sk_bench_http(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
+    struct opts o = {0};
+    int rc = parse(&o, argc, argv);
+    if (rc) return rc;
+
+    static struct report R; /* phases hold JSON; static keeps the stack small */
+    memset(&R, 0, sizeof R);
+    R.o = &o;
+    const struct {
+        const char *id, *label;
+    } names[PH_COUNT] = {
+        [PH_STATIC] = {"static", "static reference (nginx return 200)"},
+        [PH_ADMIT] = {"admission", "purchase, admitted (serve + Redis)"},
+        [PH_SOLDOUT] = {"sold_out", "purchase, sold out (local fast path)"},
+        [PH_STATIC_GET] = {"static_get_seckill_load", "nginx GET /, seckill load"},
+        [PH_WRK] = {"static_get_wrk", "nginx GET /, wrk"},
+    };
+    for (int i = 0; i < PH_COUNT; i++) {
+        R.ph[i].id = names[i].id;
+        R.ph[i].label = names[i].label;
+    }
+    struct utsname u;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (uname(&u) == 0)
+        snprintf(R.machine, sizeof R.machine, "%s %s %s, %ld CPUs", u.sysname, u.release, u.machine,
+                 cpus);
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct sk_redis_spawn redis = {0};
+    struct child serve = {0}, nginx = {0};
+    char dir[256] = "", err[400] = "", nginx_exe[512], wrk_exe[512];
+    int exit_code = SK_EXIT_FAIL;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/seckill-bench-http-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        dir[0] = 0;
+        snprintf(err, sizeof err, "mkdtemp: %s", strerror(errno));
+        goto done;
+    }
+    if (!o.json) fprintf(stderr, "seckill: bench http: starting redis-server, serve, nginx in %s\n", dir);
+    if (sk_redis_spawn_start(&redis, NULL) < 0) {
+        snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
+        goto done;
+    }
+    if (start_serve(&serve, dir, redis.url, err, sizeof err) < 0) goto done;
+    R.rss_start = rss_kib(serve.pid);
+    cpu_pids[CPU_SERVE] = serve.pid;
+    cpu_pids[CPU_REDIS] = redis.pid;
+
+    /* the activities: one no run can drain, one sold out before it starts */
+    char body[512], out[2048], path[128];
+    const struct {
+        int id;
+        long stock;
+    } acts[] = {{ACT_ADMIT, BIG_STOCK}, {ACT_SOLDOUT, 1}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(body, sizeof body,
+                 "{\"id\":%d,\"name\":\"bench http\",\"stock\":%ld,\"per_user_limit\":1,"
+                 "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
+                 acts[i].id, acts[i].stock);
+        int st = admin(serve.port, "/api/v1/activities", body, out, sizeof out);
+        const char *steps[] = {"preheat", "open"};
+        for (int k = 0; st == 201 && k < 2; k++) {
+            snprintf(path, sizeof path, "/api/v1/activities/%d/%s", acts[i].id, steps[k]);
+            if (admin(serve.port, path, NULL, out, sizeof out) != 200) st = -2;
+        }
+        if (st != 201) {
+            snprintf(err, sizeof err, "activity %d set-up failed: %.300s", acts[i].id, out);
+            goto done;
+        }
+    }
+    snprintf(path, sizeof path, "/api/v1/activities/%d/purchase", ACT_SOLDOUT);
+    if (http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
+                  sizeof out) != 200 ||
+        http_call(serve.port, "POST", path, "X-User-Id: 2\r\n", "{\"quantity\":1}", out,
+                  sizeof out) != 409) {
+        snprintf(err, sizeof err, "could not sell out activity %d: %.300s", ACT_SOLDOUT, out);
+        goto done;
+    }
+
+    R.have_nginx = find_exe("nginx", nginx_exe, sizeof nginx_exe) == 0;
+    if (!R.have_nginx)
+        snprintf(R.nginx_note, sizeof R.nginx_note,
+                 "nginx not installed (Debian: apt-get install nginx-light)");
+    else if (start_nginx(&nginx, nginx_exe, dir, err, sizeof err) < 0) {
+        R.have_nginx = 0;
+        snprintf(R.nginx_note, sizeof R.nginx_note, "%.190s", err);
+        err[0] = 0;
+    }
+    cpu_pids[CPU_NGINX] = nginx.pid;
+    R.have_wrk = !o.no_wrk && R.have_nginx && find_exe("wrk", wrk_exe, sizeof wrk_exe) == 0;
+
+    struct sk_load_opts lo;
+    int failed = 0;
+    if (!o.json) fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
+    /* 1: static reference, same request bytes as a purchase */
+    if (R.have_nginx && !interrupted) {
+        load_opts(&lo, &o, nginx.port, ACT_ADMIT);
+        lo.order_check = 0;
+        failed |= run_phase(&R.ph[PH_STATIC], &lo, 200) < 0;
+    } else {
+        snprintf(R.ph[PH_STATIC].note, sizeof R.ph[PH_STATIC].note, "%s", R.nginx_note);
+    }
+    /* 2: admission; every request a new user, so every one is admitted */
+    if (!interrupted) {
+        load_opts(&lo, &o, serve.port, ACT_ADMIT);
+        lo.users = 100000000;
+        lo.user_base = 1000;
+        lo.limit = 1;
+        failed |= run_phase(&R.ph[PH_ADMIT], &lo, 200) < 0;
+    }
+    /* 3: sold-out refusals */
+    if (!interrupted) {
+        load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
+        lo.users = 100000000;
+        lo.user_base = 1000;
+        /* every answer must be 409: run_phase checks the status of each */
+        failed |= run_phase(&R.ph[PH_SOLDOUT], &lo, 409) < 0;
+    }
+    /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
+    if (!interrupted) {
+        sleep_ms(500);
+        R.rss_idle = rss_kib(serve.pid);
+        struct sampler s = {.pid = serve.pid, .peak = R.rss_idle};
+        atomic_init(&s.stop, 0);
+        pthread_t t;
+        int have_t = pthread_create(&t, NULL, sample_rss, &s) == 0;
+        load_opts(&lo, &o, serve.port, ACT_ADMIT);
+        lo.connections = RSS_CONNS;
+        lo.duration_ms = (int64_t)(o.duration_s * 1000) / 2 + 1000;
+        lo.users = 100000000;
+        lo.user_base = 200000000;
+        lo.limit = 1;
+        struct phase rssp = {.id = "rss", .label = "rss"};
+        if (run_phase(&rssp, &lo, 200) < 0) {
+            failed = 1;
+            fprintf(stderr, "seckill: bench http: %d-connection phase: %s\n", RSS_CONNS, rssp.note);
+        }
+        json_decref(rssp.detail);
+        long now_k = rss_kib(serve.pid);
+        if (have_t) {
+            atomic_store(&s.stop, 1);
+            pthread_join(t, NULL);
+        }
+        R.rss_peak = s.peak > now_k ? s.peak : now_k;
+        R.rss_ran = 1;
+    }
+    /* 5: is the load generator the limit? wrk and seckill load, GET / on nginx */
+    if (R.have_wrk && !interrupted) {
+        load_opts(&lo, &o, nginx.port, 0);
+        snprintf(lo.path, sizeof lo.path, "/");
+        snprintf(lo.method, sizeof lo.method, "GET");
+        lo.order_check = 0;
+        failed |= run_phase(&R.ph[PH_STATIC_GET], &lo, 200) < 0;
+        if (!interrupted) failed |= run_wrk(&R.ph[PH_WRK], wrk_exe, &o, nginx.port, dir) < 0;
+    } else if (!o.no_wrk) {
+        snprintf(R.ph[PH_WRK].note, sizeof R.ph[PH_WRK].note, "%s",
+                 R.have_nginx ? "wrk not installed (Debian: wrk)" : "no static responder");
+    }
+    if (interrupted) {
+        snprintf(err, sizeof err, "interrupted");
+        goto done;
+    }
+    if (serve.pid > 0 && waitpid(serve.pid, NULL, WNOHANG) == serve.pid) {
+        serve.pid = 0;
+        snprintf(err, sizeof err, "seckill serve died during the run (see %s/serve.log)", dir);
+        goto done;
+    }
+    evaluate(&R);
+    if (o.json) print_json(&R);
+    else print_table(&R);
+    exit_code = failed ? SK_EXIT_FAIL : SK_EXIT_OK;
+
+done:
+    if (err[0]) fprintf(stderr, "seckill: bench http: %s\n", err);
+    stop_child(&nginx);
+    stop_child(&serve);
+    if (redis.pid > 0 && sk_redis_spawn_stop(&redis) < 0)
+        fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
+    for (int i = 0; i < PH_COUNT; i++) json_decref(R.ph[i].detail);
+    /* keep the logs when something failed, so there is something to read */
+    if (dir[0] && (exit_code == SK_EXIT_OK || interrupted)) rm_rf(dir);
+    else if (dir[0]) fprintf(stderr, "seckill: bench http: logs kept in %s\n", dir);
+    return exit_code;
+}

@@ -1,0 +1,101 @@
+/* order_worker.h - the order worker: Redis order streams -> the store,
+ * exactly once.
+ *
+ * For every activity in the store (re-listed periodically, so a new
+ * activity is picked up without a restart) the worker is a consumer of the
+ * group "seckill" on sk:{a<ID>}:orders. Per fetch: XREADGROUP a batch,
+ * parse it, persist it in ONE store transaction (sk_store_orders_persist:
+ * the order id is the primary key, so a re-delivered entry is a no-op),
+ * and only after the commit XACK. A crash anywhere leaves the entries
+ * pending; they are delivered again (this consumer re-reads its own pending
+ * entries at start and after a failure; entries of a dead consumer are
+ * taken over with XAUTOCLAIM after claim_idle_ms) and persisting them again
+ * changes nothing.
+ *
+ * Poison: an entry that cannot be an order (missing or garbage fields, or
+ * refused by the store's constraints) stays pending and is delivered
+ * again; once its delivery count exceeds max_deliveries it is moved to the
+ * dead-letter stream sk:{a<ID>}:dlq (reason + original fields) and acked in
+ * one MULTI. A valid entry is never dead-lettered: when the database is
+ * down it waits in the stream, however many times it was delivered.
+ *
+ * Trimming removes only acknowledged entries: XTRIM MINID below the group's
+ * oldest pending entry and at most up to its last-delivered id.
+ *
+ * One worker is one thread's object (its own Redis connection and store
+ * handle); sk_worker_stop and sk_worker_stats may be called from any thread
+ * (and sk_worker_stop from a signal handler). */
+#ifndef SK_ORDER_WORKER_H
+#define SK_ORDER_WORKER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SK_WORKER_GROUP "seckill"
+#define SK_WORKER_CONSUMER_MAX 64
+
+struct sk_worker_opts {
+    const char *redis_url; /* required; copied */
+    const char *db_spec;   /* required; copied */
+    const char *consumer;  /* NULL: "worker-<hostname>"; copied */
+    int batch;             /* entries per stream per fetch (1..10000), default 500 */
+    int block_ms;          /* XREADGROUP BLOCK when idle, default 1000 */
+    int claim_idle_ms;     /* XAUTOCLAIM entries idle this long, default 30000 */
+    int max_deliveries;    /* K: poison goes to the DLQ after K deliveries, default 5 */
+    int relist_ms;         /* re-read the activity list this often, default 1000 */
+    int trim;              /* 1 (default): trim acknowledged entries */
+    int once;              /* 1: drain what is there, then sk_worker_run returns */
+};
+
+/* Fills o with the defaults (redis_url and db_spec NULL). */
+void sk_worker_opts_init(struct sk_worker_opts *o);
+
+/* Counters since the worker was created; read atomically one by one. */
+struct sk_worker_stats {
+    uint64_t persisted;      /* order rows inserted */
+    uint64_t duplicates;     /* entries already persisted (re-delivery) */
+    uint64_t stock_failures; /* orders whose conditional DB stock update failed */
+    uint64_t dead_lettered;  /* entries moved to a DLQ */
+    uint64_t claimed;        /* entries taken over with XAUTOCLAIM */
+    uint64_t poison;         /* deliveries of entries that are not orders */
+    uint64_t batches;        /* committed store transactions */
+    uint64_t acked;          /* entries acknowledged */
+    uint64_t trimmed;        /* entries removed by XTRIM */
+    uint64_t deleted;        /* pending entries found deleted from the stream */
+    uint64_t db_errors;      /* failed store transactions (retried) */
+    uint64_t redis_errors;   /* failed Redis calls (retried) */
+    uint64_t activities;     /* streams followed now */
+};
+
+typedef struct sk_worker sk_worker;
+
+/* Creates a worker: copies o, opens the store (migrations run) and
+ * prepares the Redis connection (connected lazily). On failure *out is NULL
+ * and err (cap bytes) says why: SK_EINVAL (bad option, URL or spec),
+ * SK_EDB, SK_ENOMEM. The caller owns *out: sk_worker_free. */
+int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, size_t cap);
+
+/* Frees everything; NULL is fine. Not while sk_worker_run runs. */
+void sk_worker_free(sk_worker *w);
+
+/* Runs until sk_worker_stop (the batch in hand is finished first), or, with
+ * opts.once, until a pass finds nothing to do. Redis and store failures
+ * are retried with backoff forever (with once: a bounded number of times).
+ * Returns 0, or the last SK_E* failure when once gave up (detail in
+ * sk_worker_errstr). */
+int sk_worker_run(sk_worker *w);
+
+/* Asks sk_worker_run to return after the current batch (within block_ms).
+ * Async-signal-safe. */
+void sk_worker_stop(sk_worker *w);
+
+void sk_worker_stats(const sk_worker *w, struct sk_worker_stats *out);
+
+/* Detail of the last failure. Owned by w. */
+const char *sk_worker_errstr(const sk_worker *w);
+
+/* The consumer name in use (owned by w). */
+const char *sk_worker_consumer(const sk_worker *w);
+
+/* The CLI, `seckill worker`, is sk_cli_worker (cli.h), in order_worker.c. */
+
+#endif

@@ -1,0 +1,1041 @@
+/* test_store_backends.c - the store (store.h) against both backends.
+ *
+ * Every behaviour below is written once, against the interface, and runs
+ * twice: store_sqlite_<name> on a fresh SQLite file, store_pg_<name> on a
+ * fresh database of the run's PostgreSQL cluster. Checks that need to look
+ * under the interface (constraints, schema version rows) go through raw
+ * SQL of the backend (be_sql). Then PostgreSQL-only tests: open errors,
+ * the CLI end to end with --db postgres://, and faults (server stopped,
+ * server frozen) on a private cluster. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+
+#include "activity.h"
+#include "clock.h"
+#include "error.h"
+#include "harness.h"
+#include "pg_harness.h"
+#include "store.h"
+
+SK_TH_PG_USED
+
+/* ---- backends ---- */
+
+/* A fresh, empty database of one backend. */
+struct be {
+    int pg;
+    char path[400]; /* SQLite file */
+    char spec[420]; /* what sk_store_open takes */
+};
+
+static void be_fresh(struct be *b, int pg)
+{
+    memset(b, 0, sizeof *b);
+    b->pg = pg;
+    if (pg) {
+        sk_th_pg_fresh_db(b->spec, sizeof b->spec);
+    } else {
+        snprintf(b->path, sizeof b->path, "%s/s.db", sk_th_tmpdir());
+        snprintf(b->spec, sizeof b->spec, "sqlite:%s", b->path);
+    }
+}
+
+static sk_store *be_open(const struct be *b)
+{
+    sk_store *st;
+    char err[512];
+    CHECK_MSG(sk_store_open(&st, b->spec, err, sizeof err) == 0, "open %s: %s", b->spec, err);
+    return st;
+}
+
+/* Raw SQL under the store: 0 done, 1 refused by a constraint, -1 other
+ * failure. */
+static int be_sql(const struct be *b, const char *sql)
+{
+    if (!b->pg) {
+        sqlite3 *db;
+        CHECK_EQ(sqlite3_open(b->path, &db), SQLITE_OK);
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_close(db);
+        return rc == SQLITE_OK ? 0 : rc == SQLITE_CONSTRAINT ? 1 : -1;
+    }
+    PGconn *c = PQconnectdb(b->spec);
+    CHECK_MSG(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    int st = PQresultStatus(r);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? 0
+             : state && !strncmp(state, "23", 2)             ? 1
+                                                             : -1;
+    PQclear(r);
+    PQfinish(c);
+    return rc;
+}
+
+/* One integer from raw SQL. */
+static long long be_int(const struct be *b, const char *sql)
+{
+    long long v = -1;
+    if (!b->pg) {
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        CHECK_EQ(sqlite3_open(b->path, &db), SQLITE_OK);
+        CHECK_MSG(sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK, "%s", sql);
+        CHECK_EQ(sqlite3_step(s), SQLITE_ROW);
+        v = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+        return v;
+    }
+    PGconn *c = PQconnectdb(b->spec);
+    CHECK_MSG(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    CHECK_MSG(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(c);
+    return v;
+}
+
+/* A behaviour written once, registered for each backend. */
+#define BACKEND_TEST(name)                                                                         \
+    static void name(const struct be *b);                                                          \
+    SK_TEST(store_sqlite_##name)                                                                   \
+    {                                                                                              \
+        struct be b;                                                                               \
+        be_fresh(&b, 0);                                                                           \
+        name(&b);                                                                                  \
+    }                                                                                              \
+    SK_TEST(store_pg_##name)                                                                       \
+    {                                                                                              \
+        struct be b;                                                                               \
+        be_fresh(&b, 1);                                                                           \
+        name(&b);                                                                                  \
+    }                                                                                              \
+    static void name(const struct be *b)
+
+/* ---- helpers ---- */
+
+#define N_MIGRATIONS 2 /* what this binary applies; both backends agree */
+
+static void valid_activity(struct sk_activity *a, uint64_t id)
+{
+    sk_activity_init(a);
+    a->id = id;
+    snprintf(a->name, sizeof a->name, "flash sale %" PRIu64, id);
+    a->stock = 100;
+    a->per_user_limit = 2;
+    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
+    a->end_ms = a->start_ms + 3600 * 1000;
+    a->created_ms = 1795940000000;
+    sk_activity_apply_defaults(a);
+}
+
+static void add_activity(sk_store *st, uint64_t id, int64_t stock, int64_t pay_timeout_s)
+{
+    struct sk_activity a;
+    valid_activity(&a, id);
+    a.stock = stock;
+    a.pay_timeout_s = pay_timeout_s;
+    CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
+}
+
+static int64_t db_stock(sk_store *st, uint64_t id)
+{
+    struct sk_activity a;
+    CHECK_MSG(sk_store_activity_get(st, id, &a) == 0, "get: %s", sk_store_errstr(st));
+    return a.stock_db;
+}
+
+/* Order seq of activity aid, admitted at ms: id "<aid>-<ms>-<seq>". */
+static void mk_order(struct sk_order *o, uint64_t aid, int64_t ms, int seq, uint64_t uid,
+                     int64_t qty)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->stream_id, sizeof o->stream_id, "%" PRId64 "-%d", ms, seq);
+    snprintf(o->order_id, sizeof o->order_id, "%" PRIu64 "-%s", aid, o->stream_id);
+    o->activity_id = aid;
+    o->user_id = uid;
+    o->quantity = qty;
+    o->created_ms = ms;
+}
+
+static struct sk_persist_result persist_ok(sk_store *st, const struct sk_order *o, size_t n)
+{
+    struct sk_persist_result r;
+    int rc = sk_store_orders_persist(st, o, n, &r);
+    CHECK_MSG(rc == 0, "persist %zu: %d %s", n, rc, sk_store_errstr(st));
+    return r;
+}
+
+/* Forks n children running fn(b, i), released together by closing a
+ * pipe; codes[i] (may be NULL) gets child i's exit code (-1: killed).
+ * Returns how many exited 0. */
+static int fork_codes(const struct be *b, int n, int (*fn)(const struct be *, int), int *codes)
+{
+    int gate[2];
+    CHECK_EQ(pipe(gate), 0);
+    pid_t pids[32];
+    CHECK(n <= 32);
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        CHECK(pids[i] >= 0);
+        if (pids[i] == 0) {
+            close(gate[1]);
+            char c;
+            while (read(gate[0], &c, 1) > 0) {
+            }
+            _exit(fn(b, i));
+        }
+    }
+    close(gate[0]);
+    close(gate[1]); /* go */
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        int st;
+        waitpid(pids[i], &st, 0);
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (codes) codes[i] = code;
+        ok += code == 0;
+    }
+    return ok;
+}
+
+static int fork_all(const struct be *b, int n, int (*fn)(const struct be *, int))
+{
+    return fork_codes(b, n, fn, NULL);
+}
+
+/* ---- schema ---- */
+
+BACKEND_TEST(open_migrates_schema_and_reopen_keeps_data)
+{
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_activity a, got;
+    valid_activity(&a, 11);
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    sk_store_close(st);
+
+    /* Checked from outside. */
+    if (b->pg) {
+        CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+        CHECK_EQ(be_int(b, "SELECT max(version) FROM schema_migrations"), N_MIGRATIONS);
+    } else {
+        CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        CHECK_EQ(sqlite3_open(b->path, &db), SQLITE_OK);
+        CHECK_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL), SQLITE_OK);
+        CHECK_EQ(sqlite3_step(s), SQLITE_ROW);
+        CHECK_STR((const char *)sqlite3_column_text(s, 0), "wal");
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+    }
+
+    /* Reopening applies nothing twice and sees the row. */
+    for (int i = 0; i < 3; i++) {
+        st = be_open(b);
+        int v2 = -1;
+        CHECK_EQ(sk_store_schema_version(st, &v2), 0);
+        CHECK_EQ(v2, v);
+        CHECK_EQ(sk_store_activity_get(st, 11, &got), 0);
+        CHECK_STR(got.name, a.name);
+        sk_store_close(st);
+    }
+    if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+}
+
+BACKEND_TEST(refuses_a_schema_newer_than_the_binary)
+{
+    sk_store_close(be_open(b));
+    CHECK_EQ(be_sql(b, b->pg ? "INSERT INTO schema_migrations VALUES (999, 0)"
+                             : "PRAGMA user_version = 999"),
+             0);
+    sk_store *st = (sk_store *)1;
+    char err[512] = "";
+    CHECK_EQ(sk_store_open(&st, b->spec, err, sizeof err), SK_EDB);
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "newer") != NULL, "reason: %s", err);
+}
+
+static int open_and_check(const struct be *b, int i)
+{
+    (void)i;
+    sk_store *st;
+    char err[512];
+    if (sk_store_open(&st, b->spec, err, sizeof err) != 0) {
+        fprintf(stderr, "    concurrent open: %s\n", err);
+        return 1;
+    }
+    int v = -1;
+    int rc = sk_store_schema_version(st, &v);
+    sk_store_close(st);
+    return rc == 0 && v == N_MIGRATIONS ? 0 : 2;
+}
+
+BACKEND_TEST(concurrent_first_opens_migrate_once)
+{
+    /* Eight processes open the empty database at the same instant: each
+     * migration step is applied once, every opener succeeds. */
+    CHECK_EQ(fork_all(b, 8, open_and_check), 8);
+    if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    sk_store_close(st);
+}
+
+/* ---- activities ---- */
+
+BACKEND_TEST(activity_round_trips_every_field)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    snprintf(a.name, sizeof a.name, "秒杀 'quoted' \"name\" \\ {x,y}");
+    a.stock = SK_ACTIVITY_STOCK_MAX;
+    a.per_user_limit = 3;
+    a.max_per_order = 2;
+    a.pay_timeout_s = 60;
+    a.stock_db = 5; /* ignored: DB stock starts at the initial stock */
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, a.id, &got), 0);
+    CHECK_EQ(got.id, a.id);
+    CHECK_STR(got.name, a.name);
+    CHECK_EQ(got.stock, a.stock);
+    CHECK_EQ(got.stock_db, a.stock);
+    CHECK_EQ(got.per_user_limit, 3);
+    CHECK_EQ(got.max_per_order, 2);
+    CHECK_EQ(got.start_ms, a.start_ms);
+    CHECK_EQ(got.end_ms, a.end_ms);
+    CHECK_EQ(got.pay_timeout_s, 60);
+    CHECK_EQ(got.created_ms, a.created_ms);
+    CHECK_STR(got.state, "created");
+    /* The longest name (127 bytes) fits. */
+    valid_activity(&a, 2);
+    memset(a.name, 'n', SK_ACTIVITY_NAME_MAX - 1);
+    a.name[SK_ACTIVITY_NAME_MAX - 1] = 0;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, 2, &got), 0);
+    CHECK_STR(got.name, a.name);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, x, got;
+    valid_activity(&a, 21);
+    valid_activity(&x, 21);
+    x.stock = 999;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_insert(st, &x), SK_EEXIST);
+    CHECK(strstr(sk_store_errstr(st), "already exists") != NULL);
+    CHECK_EQ(sk_store_activity_get(st, 21, &got), 0);
+    CHECK_EQ(got.stock, 100);
+    /* The handle stays usable after the refusal. */
+    valid_activity(&x, 22);
+    CHECK_EQ(sk_store_activity_insert(st, &x), 0);
+    CHECK_STR(sk_store_errstr(st), "");
+    sk_store_close(st);
+}
+
+BACKEND_TEST(activity_insert_refuses_invalid_definitions)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    valid_activity(&a, 22);
+    a.end_ms = a.start_ms;
+    CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
+    CHECK(strstr(sk_store_errstr(st), "end must be after start") != NULL);
+    CHECK_EQ(sk_store_activity_get(st, 22, &got), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(check_constraints_hold_below_the_c_validation)
+{
+    /* Hand-written SQL cannot store what the engine would refuse either. */
+    sk_store_close(be_open(b));
+    static const char *const bad[] = {
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0)",  /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0)",  /* above initial */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0)",    /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0)",  /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0)", /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0)",  /* state */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0)",   /* name */
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0)",  /* id 0 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0)"), 0);
+    CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
+    /* Orders: quantity >= 1, known statuses, one row per order id. */
+    CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                       " created_ms, pay_deadline_ms, stream_id)"
+                       " VALUES ('1-1-0', 1, 1, 0, 'created', 0, 0, '1-0')"),
+             1);
+    CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                       " created_ms, pay_deadline_ms, stream_id)"
+                       " VALUES ('1-1-0', 1, 1, 1, 'shipped', 0, 0, '1-0')"),
+             1);
+    const char *ok = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                     " created_ms, pay_deadline_ms, stream_id)"
+                     " VALUES ('1-1-0', 1, 1, 1, 'created', 0, 0, '1-0')";
+    CHECK_EQ(be_sql(b, ok), 0);
+    CHECK_EQ(be_sql(b, ok), 1);
+}
+
+BACKEND_TEST(activity_list_ids_set_state_set_db_stock_and_delete)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity *all = (struct sk_activity *)1;
+    size_t n = 99;
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 0);
+    CHECK(all == NULL);
+    uint64_t *ids = (uint64_t *)1;
+    CHECK_EQ(sk_store_activity_ids(st, &ids, &n), 0);
+    CHECK_EQ(n, 0);
+    CHECK(ids == NULL);
+    uint64_t want[] = {30, 10, 20};
+    for (int i = 0; i < 3; i++) add_activity(st, want[i], 100, 1800);
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(all[0].id, 10);
+    CHECK_EQ(all[1].id, 20);
+    CHECK_EQ(all[2].id, 30);
+    CHECK_STR(all[2].name, "flash sale 30");
+    free(all);
+    CHECK_EQ(sk_store_activity_ids(st, &ids, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(ids[0], 10);
+    CHECK_EQ(ids[2], 30);
+    free(ids);
+
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_set_state(st, 20, "open"), 0);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), 0);
+    CHECK_STR(got.state, "open");
+    CHECK_EQ(sk_store_activity_set_state(st, 20, "running"), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), 0);
+    CHECK_STR(got.state, "open");
+    CHECK_EQ(sk_store_activity_set_state(st, 99, "open"), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 99, &got), SK_ENOTFOUND);
+    CHECK(strstr(sk_store_errstr(st), "not found") != NULL);
+
+    CHECK_EQ(sk_store_activity_set_db_stock(st, 20, 7), 0);
+    CHECK_EQ(db_stock(st, 20), 7);
+    CHECK_EQ(sk_store_activity_set_db_stock(st, 20, -1), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_db_stock(st, 20, 101), SK_EINVAL);
+    CHECK(strstr(sk_store_errstr(st), "above the initial") != NULL);
+    CHECK_EQ(sk_store_activity_set_db_stock(st, 99, 1), SK_ENOTFOUND);
+    CHECK_EQ(db_stock(st, 20), 7);
+
+    CHECK_EQ(sk_store_activity_delete(st, 20), 0);
+    CHECK_EQ(sk_store_activity_get(st, 20, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_delete(st, 20), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 2);
+    free(all);
+    sk_store_close(st);
+}
+
+/* ---- orders ---- */
+
+BACKEND_TEST(orders_persist_inserts_takes_stock_and_redelivery_is_a_noop)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 5, 100, 600);
+    add_activity(st, 6, 10, 60);
+    struct sk_order o[6];
+    mk_order(&o[0], 5, 1795946400000, 0, 1, 2);
+    mk_order(&o[1], 5, 1795946400000, 1, 2, 1);
+    mk_order(&o[2], 6, 1795946400001, 0, 3, 3);
+    mk_order(&o[3], 5, 1795946400002, 0, UINT64_MAX, 1); /* the top user id survives */
+    struct sk_persist_result r = persist_ok(st, o, 4);
+    CHECK_EQ(r.inserted, 4);
+    CHECK_EQ(r.duplicates, 0);
+    CHECK_EQ(r.stock_failures, 0);
+    CHECK_EQ(r.units, 7);
+    CHECK_EQ(db_stock(st, 5), 96);
+    CHECK_EQ(db_stock(st, 6), 7);
+
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_STR(got.order_id, o[0].order_id);
+    CHECK_STR(got.stream_id, o[0].stream_id);
+    CHECK_EQ(got.activity_id, 5);
+    CHECK_EQ(got.user_id, 1);
+    CHECK_EQ(got.quantity, 2);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    CHECK_EQ(got.created_ms, 1795946400000);
+    CHECK_EQ(got.pay_deadline_ms, 1795946400000 + 600 * 1000);
+    CHECK_EQ(got.paid_ms, 0);
+    CHECK_EQ(got.cancelled_ms, 0);
+    CHECK_EQ(sk_store_order_get(st, o[2].order_id, &got), 0);
+    CHECK_EQ(got.pay_deadline_ms, 1795946400001 + 60 * 1000);
+    CHECK_EQ(sk_store_order_get(st, o[3].order_id, &got), 0);
+    CHECK(got.user_id == UINT64_MAX);
+    CHECK_EQ(sk_store_order_get(st, "5-0-0", &got), SK_ENOTFOUND);
+
+    /* The same entries delivered again, with one new one: only the new
+     * one is written and takes stock. */
+    mk_order(&o[4], 5, 1795946400003, 0, 4, 2);
+    r = persist_ok(st, o, 5);
+    CHECK_EQ(r.inserted, 1);
+    CHECK_EQ(r.duplicates, 4);
+    CHECK_EQ(r.units, 2);
+    CHECK_EQ(db_stock(st, 5), 94);
+    CHECK_EQ(db_stock(st, 6), 7);
+    /* One id twice in one batch: one row. */
+    mk_order(&o[5], 6, 1795946400004, 0, 5, 1);
+    struct sk_order twice[2] = {o[5], o[5]};
+    r = persist_ok(st, twice, 2);
+    CHECK_EQ(r.inserted, 1);
+    CHECK_EQ(r.duplicates, 1);
+    CHECK_EQ(db_stock(st, 6), 6);
+    /* An empty batch is fine. */
+    r = persist_ok(st, o, 0);
+    CHECK_EQ(r.inserted, 0);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 5, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 4);
+    CHECK_EQ(c.units[SK_ORDER_CREATED], 6);
+    CHECK_EQ(c.stock_failures, 0);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_persist_records_failed_stock_conditions_never_drops_them)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 7, 5, 1800);
+    /* 3 + 3 > 5: the first takes its stock, the second's condition fails;
+     * both orders are kept (Redis admitted them), the failure is counted
+     * and recorded. An order of an activity absent from the DB: kept, its
+     * failure recorded, the default pay timeout. */
+    struct sk_order o[4];
+    mk_order(&o[0], 7, 1000, 0, 1, 3);
+    mk_order(&o[1], 7, 1000, 1, 2, 3);
+    mk_order(&o[2], 7, 1000, 2, 3, 2);
+    mk_order(&o[3], 8, 1000, 0, 4, 1);
+    struct sk_persist_result r = persist_ok(st, o, 4);
+    CHECK_EQ(r.inserted, 4);
+    CHECK_EQ(r.stock_failures, 2);
+    CHECK_EQ(r.units_unstocked, 4);
+    CHECK_EQ(r.units, 9);
+    CHECK_EQ(db_stock(st, 7), 0); /* 5 - 3 - 2: in batch order, greedy */
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(sk_store_order_get(st, o[3].order_id, &got), 0);
+    CHECK_EQ(got.pay_deadline_ms, 1000 + SK_ACTIVITY_PAY_TIMEOUT_DEFAULT * 1000LL);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 7, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 3);
+    CHECK_EQ(c.stock_failures, 1);
+    CHECK_EQ(c.stock_failure_units, 3);
+    CHECK_EQ(sk_store_orders_count(st, 8, &c), 0);
+    CHECK_EQ(c.stock_failures, 1);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM stock_failures WHERE db_stock IS NULL"), 1);
+    CHECK_EQ(be_int(b, "SELECT db_stock FROM stock_failures WHERE activity_id = 7"), 2);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_persist_refuses_a_malformed_batch_and_writes_nothing)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 9, 100, 1800);
+    struct sk_order o[3];
+    mk_order(&o[0], 9, 1000, 0, 1, 1);
+    mk_order(&o[1], 9, 1000, 1, 1, 0); /* quantity 0 */
+    mk_order(&o[2], 9, 1000, 2, 1, 1);
+    CHECK_EQ(sk_store_orders_persist(st, o, 3, NULL), SK_EINVAL);
+    o[1].quantity = 1;
+    o[1].activity_id = 0;
+    CHECK_EQ(sk_store_orders_persist(st, o, 3, NULL), SK_EINVAL);
+    o[1].activity_id = 9;
+    o[1].order_id[0] = 0;
+    CHECK_EQ(sk_store_orders_persist(st, o, 3, NULL), SK_EINVAL);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 9, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
+    CHECK_EQ(db_stock(st, 9), 100);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_pay_and_cancel_move_only_from_created)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 3, 100, 1800);
+    struct sk_order o[3];
+    for (int i = 0; i < 3; i++) mk_order(&o[i], 3, 5000, i, (uint64_t)i + 1, 1);
+    persist_ok(st, o, 3);
+    int s = -1;
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
+    CHECK_EQ(s, SK_ORDER_PAID);
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 7000, &s), 0); /* idempotent */
+    CHECK_EQ(s, SK_ORDER_PAID);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.paid_ms, 6000); /* the first payment time */
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 8000, &s), SK_ESTATE);
+    CHECK_EQ(s, SK_ORDER_PAID);
+
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6000, &s), 0);
+    CHECK_EQ(s, SK_ORDER_CREATED); /* this call cancelled it */
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6500, &s), 0);
+    CHECK_EQ(s, SK_ORDER_CANCELLED); /* already: nothing changed */
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.cancelled_ms, 6000);
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 7000, &s), SK_ESTATE);
+    CHECK_EQ(s, SK_ORDER_CANCELLED);
+    CHECK(strstr(sk_store_errstr(st), "cancelled") != NULL);
+
+    CHECK_EQ(sk_store_order_pay(st, "3-9-9", 1, &s), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_order_cancel(st, "3-9-9", 1, &s), SK_ENOTFOUND);
+
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 3, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 1);
+    CHECK_EQ(c.orders[SK_ORDER_PAID], 1);
+    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 1);
+    CHECK_EQ(c.units[SK_ORDER_PAID], 1);
+    sk_store_close(st);
+}
+
+#define RACE_ORDERS 40
+
+/* Child i: even ones pay every order, odd ones cancel every order. Exit
+ * code: how many transitions this child won (<= RACE_ORDERS), or 200+ on
+ * an unexpected failure. */
+static int race_child(const struct be *b, int i)
+{
+    sk_store *st;
+    char err[512];
+    if (sk_store_open(&st, b->spec, err, sizeof err) != 0) return 200;
+    int won = 0;
+    for (int k = 0; k < RACE_ORDERS; k++) {
+        char id[64];
+        snprintf(id, sizeof id, "4-100-%d", k);
+        int s = -1, rc;
+        if (i % 2 == 0) {
+            rc = sk_store_order_pay(st, id, 1000 + i, &s);
+            /* Paid now or before: ours only if the row has our time. */
+            struct sk_order got;
+            if (rc == 0 && sk_store_order_get(st, id, &got) == 0 && got.paid_ms == 1000 + i) won++;
+        } else {
+            rc = sk_store_order_cancel(st, id, 2000 + i, &s);
+            if (rc == 0 && s == SK_ORDER_CREATED) won++;
+        }
+        if (rc != 0 && rc != SK_ESTATE && rc != SK_ETIMEDOUT) return 201;
+        if (rc == SK_ETIMEDOUT) k--; /* a lock wait cut short: retry */
+    }
+    sk_store_close(st);
+    return won;
+}
+
+BACKEND_TEST(orders_racing_pay_and_cancel_have_exactly_one_winner)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 4, 1000, 1800);
+    struct sk_order o[RACE_ORDERS];
+    for (int k = 0; k < RACE_ORDERS; k++) mk_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
+    persist_ok(st, o, RACE_ORDERS);
+    int codes[4];
+    fork_codes(b, 4, race_child, codes);
+    int pays = 0, cancels = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK_MSG(codes[i] >= 0 && codes[i] <= RACE_ORDERS, "child %d exit %d", i, codes[i]);
+        if (i % 2 == 0)
+            pays += codes[i];
+        else
+            cancels += codes[i];
+    }
+    /* Every order: exactly one winning call, and the row agrees. */
+    CHECK_EQ(pays + cancels, RACE_ORDERS);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 4, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
+    CHECK_EQ(c.orders[SK_ORDER_PAID], pays);
+    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], cancels);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_expired_lists_unpaid_past_their_deadline_oldest_first)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 12, 100, 10); /* 10 s to pay */
+    struct sk_order o[5];
+    for (int i = 0; i < 5; i++) mk_order(&o[i], 12, 100000 + 1000 * (4 - i), i, 1, 1);
+    persist_ok(st, o, 5); /* deadlines 114000, 113000, ..., 110000 */
+    CHECK_EQ(sk_store_order_pay(st, o[4].order_id, 1, NULL), 0); /* 110000: paid */
+    struct sk_order out[5];
+    size_t n = 99;
+    CHECK_EQ(sk_store_orders_expired(st, 110000, 5, out, &n), 0);
+    CHECK_EQ(n, 0);
+    CHECK_EQ(sk_store_orders_expired(st, 113500, 5, out, &n), 0);
+    CHECK_EQ(n, 3); /* 111000, 112000, 113000; 110000 is paid */
+    CHECK_STR(out[0].order_id, o[3].order_id);
+    CHECK_STR(out[1].order_id, o[2].order_id);
+    CHECK_STR(out[2].order_id, o[1].order_id);
+    CHECK_EQ(sk_store_orders_expired(st, 999999, 2, out, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK_STR(out[0].order_id, o[3].order_id);
+    CHECK_EQ(sk_store_orders_expired(st, 999999, 0, out, &n), 0);
+    CHECK_EQ(n, 0);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_list_pages_one_activity_in_id_order)
+{
+    sk_store *st = be_open(b);
+    /* Activities 1, 10 and 11: "1-..." must not pick up "10-..." ids. */
+    struct sk_order o[7];
+    mk_order(&o[0], 1, 200, 0, 1, 1);
+    mk_order(&o[1], 10, 200, 0, 1, 1);
+    mk_order(&o[2], 1, 100, 0, 1, 1);
+    mk_order(&o[3], 11, 100, 0, 1, 1);
+    mk_order(&o[4], 1, 300, 5, 1, 1);
+    mk_order(&o[5], 1, 300, 10, 1, 1);
+    mk_order(&o[6], 1, 1000, 0, 1, 1);
+    persist_ok(st, o, 7);
+    /* Byte order of the ids: 1-100-0, 1-1000-0, 1-200-0, 1-300-10, 1-300-5 */
+    static const char *const want[] = {"1-100-0", "1-1000-0", "1-200-0", "1-300-10", "1-300-5"};
+    struct sk_order out[2];
+    size_t n, seen = 0;
+    char after[SK_STORE_ORDER_ID_MAX] = "";
+    do {
+        CHECK_EQ(sk_store_orders_list(st, 1, after, 2, out, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+            CHECK(seen < 5);
+            CHECK_STR(out[i].order_id, want[seen]);
+            CHECK_EQ(out[i].activity_id, 1);
+            seen++;
+        }
+        if (n) snprintf(after, sizeof after, "%s", out[n - 1].order_id);
+    } while (n == 2);
+    CHECK_EQ(seen, 5);
+    CHECK_EQ(sk_store_orders_list(st, 10, NULL, 2, out, &n), 0);
+    CHECK_EQ(n, 1);
+    CHECK_STR(out[0].order_id, "10-200-0");
+    CHECK_EQ(sk_store_orders_list(st, 12, "", 2, out, &n), 0);
+    CHECK_EQ(n, 0);
+    sk_store_close(st);
+}
+
+static int persist_child(const struct be *b, int i)
+{
+    /* The same 200 orders, cut into batches differently per child. */
+    sk_store *st;
+    char err[512];
+    if (sk_store_open(&st, b->spec, err, sizeof err) != 0) return 100;
+    struct sk_order o[200];
+    for (int k = 0; k < 200; k++) mk_order(&o[k], 13, 5000, k, (uint64_t)k + 1, 1 + k % 3);
+    size_t step = (size_t)(7 + 13 * i);
+    for (size_t k = 0; k < 200; k += step) {
+        size_t m = 200 - k < step ? 200 - k : step;
+        int rc;
+        /* A lock wait cut short is a retry, as the worker does. */
+        while ((rc = sk_store_orders_persist(st, o + k, m, NULL)) == SK_ETIMEDOUT) {
+        }
+        if (rc) {
+            fprintf(stderr, "    persist: %s\n", sk_store_errstr(st));
+            return 101;
+        }
+    }
+    sk_store_close(st);
+    return 0;
+}
+
+BACKEND_TEST(orders_concurrent_persisters_store_each_order_once)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 13, 1000, 1800);
+    CHECK_EQ(fork_all(b, 4, persist_child), 4);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 13, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 200);
+    int64_t units = 0;
+    for (int k = 0; k < 200; k++) units += 1 + k % 3;
+    CHECK_EQ(c.units[SK_ORDER_CREATED], units);
+    CHECK_EQ(db_stock(st, 13), 1000 - units); /* stock taken once per order */
+    CHECK_EQ(c.stock_failures, 0);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(audit_rows_append_and_list_by_activity)
+{
+    sk_store *st = be_open(b);
+    CHECK_EQ(sk_store_audit_add(st, 100, 1, "repair_db_stock", "db 5 -> 7"), 0);
+    CHECK_EQ(sk_store_audit_add(st, 200, 2, "repair_order", NULL), 0);
+    char big[700];
+    memset(big, 'd', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    CHECK_EQ(sk_store_audit_add(st, 300, 1, "note", big), 0);
+    CHECK_EQ(sk_store_audit_add(st, 1, 1, "", "x"), SK_EINVAL);
+    char kind[SK_STORE_AUDIT_KIND_MAX + 1];
+    memset(kind, 'k', sizeof kind - 1);
+    kind[sizeof kind - 1] = 0;
+    CHECK_EQ(sk_store_audit_add(st, 1, 1, kind, "x"), SK_EINVAL);
+    struct sk_audit *rows;
+    size_t n;
+    CHECK_EQ(sk_store_audit_list(st, 1, &rows, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK(rows[0].id < rows[1].id);
+    CHECK_EQ(rows[0].at_ms, 100);
+    CHECK_EQ(rows[0].activity_id, 1);
+    CHECK_STR(rows[0].kind, "repair_db_stock");
+    CHECK_STR(rows[0].detail, "db 5 -> 7");
+    CHECK_EQ(strlen(rows[1].detail), SK_STORE_AUDIT_DETAIL_MAX - 1);
+    free(rows);
+    CHECK_EQ(sk_store_audit_list(st, 0, &rows, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_STR(rows[1].detail, "");
+    free(rows);
+    CHECK_EQ(sk_store_audit_list(st, 77, &rows, &n), 0);
+    CHECK_EQ(n, 0);
+    CHECK(rows == NULL);
+    sk_store_close(st);
+}
+
+/* ---- PostgreSQL only ---- */
+
+SK_TEST(store_pg_open_errors_are_clear_bounded_and_never_echo_the_password)
+{
+    int port = sk_th_free_port(); /* nothing listens there */
+    char url[200], err[512];
+    sk_store *st = (sk_store *)1;
+    snprintf(url, sizeof url, "postgres://u:s3cr3t@127.0.0.1:%d/db", port);
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_open(&st, url, err, sizeof err), SK_EDB);
+    CHECK(sk_mono_ms() - t0 < 3000);
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "cannot connect") != NULL, "reason: %s", err);
+    CHECK_MSG(!strstr(err, "s3cr3t"), "password echoed: %s", err);
+    /* Malformed URLs are usage errors; libpq's quote of the bad token
+     * (which may be the password) is not repeated. */
+    snprintf(url, sizeof url, "postgresql://u:s3cr3t%%zz@127.0.0.1:%d/db", port);
+    CHECK_EQ(sk_store_open(&st, url, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(!strstr(err, "s3cr3t"), "password echoed: %s", err);
+    CHECK_EQ(sk_store_open(&st, "postgres://h/db?nosuchoption=1", err, sizeof err), SK_EINVAL);
+    /* A wrong user: refused by the server, a database error. */
+    char good[256];
+    sk_th_pg_fresh_db(good, sizeof good);
+    CHECK_EQ(sk_store_open(&st, good, err, sizeof err), 0);
+    sk_store_close(st);
+    /* postgresql:// is the same backend. */
+    char alt[300];
+    snprintf(alt, sizeof alt, "postgresql://%s", good + strlen("postgres://"));
+    CHECK_EQ(sk_store_open(&st, alt, err, sizeof err), 0);
+    sk_store_close(st);
+}
+
+SK_TEST(store_pg_order_ids_sort_bytewise_in_a_database_with_a_linguistic_collation)
+{
+    /* Under ICU's en-US collation punctuation is nearly ignored, so "1-"
+     * and "1." would not bracket activity 1's ids; the column is "C". */
+    PGconn *c = PQconnectdb(sk_th_pg_url());
+    CHECK(PQstatus(c) == CONNECTION_OK);
+    char name[40];
+    snprintf(name, sizeof name, "icu%llu", (unsigned long long)sk_th_unique_id());
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "CREATE DATABASE %s TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+             " LOCALE 'C'",
+             name);
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) printf("    # no ICU here (%s): checked with the C locale only\n", PQresultErrorMessage(r));
+    PQclear(r);
+    PQfinish(c);
+    if (!ok) return;
+    struct be b = {.pg = 1};
+    const char *base = sk_th_pg_url();
+    snprintf(b.spec, sizeof b.spec, "%.*s/%s", (int)(strrchr(base, '/') - base), base, name);
+    sk_store *st = be_open(&b);
+    struct sk_order o[4];
+    mk_order(&o[0], 1, 100, 0, 1, 1);
+    mk_order(&o[1], 1, 100, 1, 1, 1);
+    mk_order(&o[2], 10, 100, 0, 1, 1);
+    mk_order(&o[3], 1, 99, 0, 1, 1);
+    persist_ok(st, o, 4);
+    struct sk_order out[8];
+    size_t n;
+    CHECK_EQ(sk_store_orders_list(st, 1, NULL, 8, out, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_STR(out[0].order_id, "1-100-0");
+    CHECK_STR(out[1].order_id, "1-100-1");
+    CHECK_STR(out[2].order_id, "1-99-0");
+    sk_store_close(st);
+}
+
+/* `seckill activity ...` with --db postgres:// against the run's Redis. */
+static int cli(const char *db, char *out, size_t cap, const char *const *args)
+{
+    const char *argv[40] = {"activity"};
+    int n = 1;
+    for (int i = 0; args[i] && n < 34; i++) argv[n++] = args[i];
+    argv[n++] = "--redis";
+    argv[n++] = sk_th_redis_url();
+    argv[n++] = "--db";
+    argv[n++] = db;
+    argv[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, argv);
+}
+#define CLI(db, out, ...) cli(db, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
+
+SK_TEST(store_pg_activity_cli_works_end_to_end)
+{
+    char db[256], out[8192], id[24];
+    sk_th_pg_fresh_db(db, sizeof db);
+    uint64_t aid = sk_th_unique_id();
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    int rc = CLI(db, out, "create", "--id", id, "--name", "PG sale", "--stock", "30", "--limit",
+                 "2", "--start", "now", "--end", "+1h", "--json");
+    CHECK_MSG(rc == 0, "create exit %d: %s", rc, out);
+    CHECK_EQ(CLI(db, out, "create", "--id", id, "--name", "again", "--stock", "1", "--limit", "1",
+                 "--start", "now", "--end", "+1h"),
+             2); /* duplicate */
+    rc = CLI(db, out, "preheat", "--id", id);
+    CHECK_MSG(rc == 0, "preheat exit %d: %s", rc, out);
+    rc = CLI(db, out, "open", "--id", id);
+    CHECK_MSG(rc == 0, "open exit %d: %s", rc, out);
+
+    sk_store *st;
+    char err[512];
+    CHECK_EQ(sk_store_open(&st, db, err, sizeof err), 0);
+    struct sk_activity a;
+    CHECK_EQ(sk_store_activity_get(st, aid, &a), 0);
+    CHECK_STR(a.name, "PG sale");
+    CHECK_EQ(a.stock, 30);
+    CHECK_STR(a.state, "open");
+    sk_store_close(st);
+
+    rc = CLI(db, out, "show", "--id", id, "--json");
+    CHECK_MSG(rc == 0, "show exit %d: %s", rc, out);
+    json_t *o = json_loads(out, 0, NULL);
+    CHECK_MSG(json_is_object(o), "show --json: %s", out);
+    CHECK_STR(json_string_value(json_object_get(o, "state")), "open");
+    CHECK_EQ(json_integer_value(json_object_get(o, "stock_remaining")), 30);
+    json_decref(o);
+    rc = CLI(db, out, "list", "--json");
+    CHECK_MSG(rc == 0, "list exit %d: %s", rc, out);
+    o = json_loads(out, 0, NULL);
+    CHECK_MSG(json_is_array(o) && json_array_size(o) == 1, "list --json: %s", out);
+    json_decref(o);
+
+    rc = CLI(db, out, "close", "--id", id);
+    CHECK_MSG(rc == 0, "close exit %d: %s", rc, out);
+    rc = CLI(db, out, "delete", "--id", id);
+    CHECK_MSG(rc == 0, "delete exit %d: %s", rc, out);
+    CHECK_EQ(CLI(db, out, "show", "--id", id), 2); /* gone */
+
+    /* An unreachable server is a runtime failure (exit 1), quickly, and
+     * the password stays out of the message. */
+    char dead[200];
+    snprintf(dead, sizeof dead, "postgres://u:pw5ecret@127.0.0.1:%d/x", sk_th_free_port());
+    CHECK_EQ(CLI(dead, out, "list"), 1);
+    CHECK_MSG(strstr(out, "cannot connect") && !strstr(out, "pw5ecret"), "output: %s", out);
+}
+
+/* ---- faults ---- */
+
+static sk_store *fault_store(struct sk_th_pg *pg, char *url, size_t cap)
+{
+    char base[200];
+    sk_th_pg_create_db(pg, "fault", base, sizeof base);
+    /* connect_timeout=2: every wait for the server is bounded by 2 s. */
+    snprintf(url, cap, "%s?connect_timeout=2", base);
+    sk_store *st;
+    char err[512];
+    CHECK_MSG(sk_store_open(&st, url, err, sizeof err) == 0, "open: %s", err);
+    add_activity(st, 1, 1000, 1800);
+    return st;
+}
+
+SK_TEST(store_pg_fault_stopped_server_fails_fast_then_reconnects_after_restart)
+{
+    struct sk_th_pg pg;
+    sk_th_pg_start(&pg);
+    char url[256];
+    sk_store *st = fault_store(&pg, url, sizeof url);
+    struct sk_order o[10];
+    for (int i = 0; i < 10; i++) mk_order(&o[i], 1, 7000, i, (uint64_t)i + 1, 1);
+    persist_ok(st, o, 5);
+
+    sk_th_pg_stop(&pg); /* fast shutdown: sessions are told and closed */
+    struct sk_activity a;
+    for (int round = 0; round < 3; round++) {
+        int64_t t0 = sk_mono_ms();
+        CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
+        CHECK_EQ(sk_store_orders_persist(st, o, 10, NULL), SK_EDB);
+        int64_t took = sk_mono_ms() - t0;
+        CHECK_MSG(took < 3000, "two failing calls took %lld ms", (long long)took);
+        CHECK_MSG(strstr(sk_store_errstr(st), "postgres") != NULL, "%s", sk_store_errstr(st));
+    }
+
+    sk_th_pg_restart(&pg);
+    /* The same handle: the next call reconnects. Nothing of the failed
+     * batches was stored; the batch now goes in once. */
+    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
+    CHECK_EQ(a.stock_db, 995);
+    struct sk_persist_result r = persist_ok(st, o, 10);
+    CHECK_EQ(r.inserted, 5);
+    CHECK_EQ(r.duplicates, 5);
+    CHECK_EQ(db_stock(st, 1), 990);
+    sk_store_close(st);
+    sk_th_pg_stop(&pg);
+}
+
+SK_TEST(store_pg_fault_frozen_server_times_out_then_reconnects_after_thaw)
+{
+    struct sk_th_pg pg;
+    sk_th_pg_start(&pg);
+    char url[256];
+    sk_store *st = fault_store(&pg, url, sizeof url);
+    struct sk_order o[4];
+    for (int i = 0; i < 4; i++) mk_order(&o[i], 1, 8000, i, (uint64_t)i + 1, 2);
+
+    /* SIGSTOP of postmaster and backends: the kernel still accepts bytes,
+     * nobody answers; only the client-side bound ends the wait. */
+    sk_th_pg_freeze(&pg, 1);
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_orders_persist(st, o, 4, NULL), SK_EDB);
+    int64_t took = sk_mono_ms() - t0;
+    CHECK_MSG(took >= 1500 && took < 4000, "frozen call took %lld ms", (long long)took);
+    CHECK_MSG(strstr(sk_store_errstr(st), "no answer") != NULL, "%s", sk_store_errstr(st));
+    /* Still frozen: the reconnect attempt is bounded by connect_timeout. */
+    struct sk_activity a;
+    t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
+    took = sk_mono_ms() - t0;
+    CHECK_MSG(took < 5000, "reconnect to a frozen server took %lld ms", (long long)took);
+
+    sk_th_pg_freeze(&pg, 0);
+    /* The abandoned batch may or may not have committed on the server
+     * (it was frozen mid-way): re-sending it is what the worker does, and
+     * it lands exactly once either way. */
+    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
+    struct sk_persist_result r = persist_ok(st, o, 4);
+    CHECK_EQ(r.inserted + r.duplicates, 4);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 1, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 4);
+    CHECK_EQ(db_stock(st, 1), 1000 - 8);
+    sk_store_close(st);
+    sk_th_pg_stop(&pg);
+}
