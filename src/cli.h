@@ -13,6 +13,7 @@
 int sk_cli_activity(int argc, char **argv);
 int sk_cli_bench(int argc, char **argv);
 int sk_cli_serve(int argc, char **argv);
+int sk_cli_demo(int argc, char **argv);
 int sk_cli_worker(int argc, char **argv); /* order_worker.c */
 int sk_cli_load(int, char **);
 

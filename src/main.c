@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"activity", sk_cli_activity, "create|preheat|open|close|show|list|delete an activity"},
+    {"demo", sk_cli_demo, "a complete flash sale on this machine (private Redis, SQLite, HTTP)"},
     {"serve", sk_cli_serve, "the HTTP service (purchase, activity, admin and ops routes)"},
     {"load", sk_cli_load, "HTTP load generator that verifies the answers (no oversell, unique orders)"},
     {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
