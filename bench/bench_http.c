@@ -82,13 +82,15 @@ struct phase {
     json_t *detail; /* sk_load_json of the run, owned */
     /* CPU used during the phase, in cores (CPU seconds / wall seconds):
      * who is busy tells what limits the phase */
-    double cpu[4];
+    double cpu[5];
 };
 
 /* Processes whose CPU time each phase reports. */
-enum { CPU_SERVE, CPU_REDIS, CPU_NGINX, CPU_LOAD, CPU_N };
-static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load"};
-static pid_t cpu_pids[CPU_N]; /* CPU_LOAD: this process (getrusage) */
+enum { CPU_SERVE, CPU_REDIS, CPU_NGINX, CPU_LOAD, CPU_ALL, CPU_N };
+static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load", "machine"};
+/* CPU_LOAD: this process (getrusage); CPU_ALL: every CPU (/proc/stat), so
+ * that other work on the machine during a phase shows */
+static pid_t cpu_pids[CPU_N];
 
 enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_STATIC_GET, PH_WRK, PH_COUNT };
 
@@ -363,10 +365,25 @@ static double self_cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* Busy CPU seconds of the whole machine (all but idle and iowait). */
+static double machine_cpu_seconds(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 8) return 0;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void cpu_snapshot(double out[CPU_N])
 {
     for (int i = 0; i < CPU_N; i++)
-        out[i] = i == CPU_LOAD ? self_cpu_seconds() : cpu_seconds(cpu_pids[i]);
+        out[i] = i == CPU_LOAD  ? self_cpu_seconds()
+                 : i == CPU_ALL ? machine_cpu_seconds()
+                                : cpu_seconds(cpu_pids[i]);
 }
 
 static long rss_kib(pid_t pid)
@@ -550,7 +567,9 @@ static void print_table(const struct report *R)
         printf("%-44s %12.0f %10.2f %10.2f %10s %8s%s%s\n", p->label, p->rps, (double)p->p50 / 1e3,
                (double)p->p99 / 1e3, p999, rt, p->ok ? "" : "  FAILED: ", p->ok ? "" : p->note);
     }
-    printf("\nCPU during each phase, in cores (2 on this machine; 'load' is this process):\n");
+    printf("\nCPU during each phase, in cores (%ld on this machine; 'load' is this process, "
+           "'machine' everything):\n",
+           sysconf(_SC_NPROCESSORS_ONLN));
     printf("%-44s", "phase");
     for (int k = 0; k < CPU_N; k++) printf(" %7s", cpu_names[k]);
     printf(" %14s\n", "serve us/req");

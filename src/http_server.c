@@ -345,6 +345,15 @@ int sk_server_run(const struct sk_config *cfg)
         close(app->listen_fd);
         return 1;
     }
+    /* Give Redis a moment before taking traffic, so a fresh process does
+     * not answer its share with 503s; then accept regardless (/healthz
+     * must answer while Redis is down). */
+    int64_t ready_by = sk_mono_ms() + cfg->redis_timeout_ms;
+    while (!sk_aredis_ready(app->redis) && sk_mono_ms() < ready_by && !stop_requested) {
+        h2o_evloop_run(app->ctx.loop, 10);
+        sk_aredis_flush(app->redis);
+        sk_aredis_tick(app->redis);
+    }
     app->listener = h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
     app->listener->data = app;
     h2o_socket_read_start(app->listener, on_accept);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,6 +98,8 @@ static pid_t spawn_worker(const struct sk_config *cfg)
 {
     pid_t pid = fork();
     if (pid == 0) {
+        /* a supervisor that dies (even by SIGKILL) takes its workers along */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         exit(sk_server_run(cfg));

@@ -330,7 +330,7 @@ static int connect_url(sk_store *st, const char *url)
     static const char *const defaults[][2] = {
         {"keepalives", "1"},         {"keepalives_idle", "5"},
         {"keepalives_interval", "2"}, {"keepalives_count", "3"},
-        {"application_name", "seckill"},
+        {"application_name", "seckill"}, {"client_encoding", "UTF8"},
     };
     for (PQconninfoOption *o = opts; o->keyword && n < MAXP - 12; o++) {
         if (!o->val || !*o->val) continue;
@@ -506,13 +506,14 @@ static long changed(PGresult *r)
 
 static int pg_activity_insert(sk_store *st, const struct sk_activity *a)
 {
-    int rc = enter(st);
-    if (rc) return rc;
+    st->errstr[0] = 0;
     struct sk_activity v = *a;
     if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
     char why[256];
     if (sk_activity_validate(&v, why, sizeof why) < 0)
         return set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
+    int rc = enter(st);
+    if (rc) return rc;
     struct num id = num_u64(v.id), stock = num_i64(v.stock), lim = num_i64(v.per_user_limit),
                mpo = num_i64(v.max_per_order), s = num_i64(v.start_ms), e = num_i64(v.end_ms),
                pay = num_i64(v.pay_timeout_s), cr = num_i64(v.created_ms);
@@ -581,10 +582,11 @@ static int change_one(sk_store *st, const char *sql, int np, const char *const *
 
 static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    int rc = enter(st);
-    if (rc) return rc;
+    st->errstr[0] = 0;
     if (!state || !sk_activity_state_valid(state))
         return set_err(st, SK_EINVAL, "invalid activity state '%s'", state ? state : "(null)");
+    int rc = enter(st);
+    if (rc) return rc;
     struct num n = num_u64(id);
     const char *p[] = {state, n.s};
     return change_one(st, "UPDATE activities SET state = $1 WHERE id = $2", 2, p, id,
@@ -602,9 +604,10 @@ static int pg_activity_delete(sk_store *st, uint64_t id)
 
 static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
+    st->errstr[0] = 0;
+    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
     int rc = enter(st);
     if (rc) return rc;
-    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
     struct num s = num_i64(stock), n = num_u64(id);
     const char *p[] = {s.s, n.s};
     rc = change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
@@ -809,7 +812,7 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         return set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
     }
     for (int i = 0; i < rows; i++) got[i] = PQgetvalue(r, i, 0);
-    qsort(got, (size_t)rows, sizeof *got, cmp_str);
+    if (rows) qsort(got, (size_t)rows, sizeof *got, cmp_str); /* qsort(NULL, 0) is UB */
     for (size_t i = 0; i < n; i++) {
         const char *key = orders[i].order_id;
         const char **hit = rows ? bsearch(&key, got, (size_t)rows, sizeof *got, cmp_str) : NULL;
@@ -935,13 +938,14 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
 static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
                              struct sk_persist_result *res)
 {
+    st->errstr[0] = 0;
     struct sk_persist_result r = {0};
     if (res) *res = r;
-    int rc = enter(st);
-    if (rc) return rc;
     if (n == 0) return 0;
+    int rc;
     for (size_t i = 0; i < n; i++)
         if ((rc = check_order(st, &orders[i], i)) != 0) return rc;
+    if ((rc = enter(st)) != 0) return rc;
     char *inserted = malloc(n);
     struct take *takes = malloc(n * sizeof *takes);
     if (!inserted || !takes) {
@@ -1144,10 +1148,11 @@ static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_c
 static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                         const char *detail)
 {
-    int rc = enter(st);
-    if (rc) return rc;
+    st->errstr[0] = 0;
     if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
         return set_err(st, SK_EINVAL, "audit kind empty or too long");
+    int rc = enter(st);
+    if (rc) return rc;
     if (!detail) detail = "";
     char d[SK_STORE_AUDIT_DETAIL_MAX];
     size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);

@@ -299,6 +299,40 @@ BACKEND_TEST(concurrent_first_opens_migrate_once)
     sk_store_close(st);
 }
 
+BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
+{
+    /* What a binary that knew only migration 1 left behind. */
+    CHECK_EQ(be_sql(b, "CREATE TABLE activities (id BIGINT PRIMARY KEY CHECK (id >= 1),"
+                       " name TEXT NOT NULL, stock_initial BIGINT NOT NULL,"
+                       " stock BIGINT NOT NULL CHECK (stock >= 0 AND stock <= stock_initial),"
+                       " per_user_limit BIGINT NOT NULL, max_per_order BIGINT NOT NULL,"
+                       " start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL,"
+                       " pay_timeout_s BIGINT NOT NULL, state TEXT NOT NULL DEFAULT 'created',"
+                       " created_ms BIGINT NOT NULL);"
+                       "INSERT INTO activities VALUES (5, 'old', 10, 10, 1, 1, 0, 1000, 30,"
+                       " 'created', 0)"),
+             0);
+    CHECK_EQ(be_sql(b, b->pg ? "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
+                               " applied_ms BIGINT NOT NULL);"
+                               "INSERT INTO schema_migrations VALUES (1, 0)"
+                             : "PRAGMA user_version = 1"),
+             0);
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_order o;
+    mk_order(&o, 5, 100, 0, 1, 4);
+    struct sk_persist_result r = persist_ok(st, &o, 1);
+    CHECK_EQ(r.inserted, 1);
+    CHECK_EQ(db_stock(st, 5), 6);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
+    CHECK_EQ(got.pay_deadline_ms, 100 + 30 * 1000);
+    sk_store_close(st);
+    if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+}
+
 /* ---- activities ---- */
 
 BACKEND_TEST(activity_round_trips_every_field)
