@@ -33,18 +33,6 @@ int sk_activity_state_valid(const char *s)
     return 0;
 }
 
-static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return SK_EINVAL;
-}
-
 /* Valid UTF-8 without control characters (C0, DEL, C1): a name ends up in
  * terminals, JSON and logs, where those would be trouble. */
 static int printable_utf8(const unsigned char *s, size_t n)
@@ -83,35 +71,35 @@ static int printable_utf8(const unsigned char *s, size_t n)
 int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
 {
     if (a->id < 1 || a->id > SK_ACTIVITY_ID_MAX)
-        return fail(err, cap, "id must be between 1 and %llu",
+        return sk_einval(err, cap, "id must be between 1 and %llu",
                     (unsigned long long)SK_ACTIVITY_ID_MAX);
     size_t nl = strnlen(a->name, sizeof a->name);
-    if (nl == 0) return fail(err, cap, "name must not be empty");
+    if (nl == 0) return sk_einval(err, cap, "name must not be empty");
     if (nl >= sizeof a->name)
-        return fail(err, cap, "name is longer than %d bytes", SK_ACTIVITY_NAME_MAX - 1);
+        return sk_einval(err, cap, "name is longer than %d bytes", SK_ACTIVITY_NAME_MAX - 1);
     if (!printable_utf8((const unsigned char *)a->name, nl))
-        return fail(err, cap, "name must be UTF-8 text without control characters");
+        return sk_einval(err, cap, "name must be UTF-8 text without control characters");
     if (a->stock < 1 || a->stock > SK_ACTIVITY_STOCK_MAX)
-        return fail(err, cap, "stock must be between 1 and %lld (got %lld)",
+        return sk_einval(err, cap, "stock must be between 1 and %lld (got %lld)",
                     (long long)SK_ACTIVITY_STOCK_MAX, (long long)a->stock);
     if (a->per_user_limit < 1 || a->per_user_limit > SK_ACTIVITY_STOCK_MAX)
-        return fail(err, cap, "per-user limit must be between 1 and %lld (got %lld)",
+        return sk_einval(err, cap, "per-user limit must be between 1 and %lld (got %lld)",
                     (long long)SK_ACTIVITY_STOCK_MAX, (long long)a->per_user_limit);
-    if (a->max_per_order == SK_ACTIVITY_UNSET) return fail(err, cap, "max per order is not set");
+    if (a->max_per_order == SK_ACTIVITY_UNSET) return sk_einval(err, cap, "max per order is not set");
     if (a->max_per_order < 1 || a->max_per_order > SK_ACTIVITY_STOCK_MAX)
-        return fail(err, cap, "max per order must be between 1 and %lld (got %lld)",
+        return sk_einval(err, cap, "max per order must be between 1 and %lld (got %lld)",
                     (long long)SK_ACTIVITY_STOCK_MAX, (long long)a->max_per_order);
     if (a->start_ms < 0 || a->start_ms > SK_TIME_MAX_MS)
-        return fail(err, cap, "start must be between 1970 and 9999");
+        return sk_einval(err, cap, "start must be between 1970 and 9999");
     if (a->end_ms < 0 || a->end_ms > SK_TIME_MAX_MS)
-        return fail(err, cap, "end must be between 1970 and 9999");
-    if (a->end_ms <= a->start_ms) return fail(err, cap, "end must be after start");
-    if (a->pay_timeout_s == SK_ACTIVITY_UNSET) return fail(err, cap, "pay timeout is not set");
+        return sk_einval(err, cap, "end must be between 1970 and 9999");
+    if (a->end_ms <= a->start_ms) return sk_einval(err, cap, "end must be after start");
+    if (a->pay_timeout_s == SK_ACTIVITY_UNSET) return sk_einval(err, cap, "pay timeout is not set");
     if (a->pay_timeout_s < 1 || a->pay_timeout_s > SK_ACTIVITY_PAY_TIMEOUT_MAX)
-        return fail(err, cap, "pay timeout must be between 1 and %d seconds (got %lld)",
+        return sk_einval(err, cap, "pay timeout must be between 1 and %d seconds (got %lld)",
                     SK_ACTIVITY_PAY_TIMEOUT_MAX, (long long)a->pay_timeout_s);
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
-        return fail(err, cap, "state must be created, preheated, open or closed");
+        return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
 }
 

@@ -233,19 +233,6 @@ static const struct {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return SK_EINVAL;
-}
-
 /* A key as it may appear in messages: printable, at most 40 bytes. */
 static void printable(char *dst, size_t dcap, const char *s)
 {
@@ -272,16 +259,16 @@ void sk_config_defaults(struct sk_config *c)
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
-    if (!key || !value) return fail(err, cap, "missing key or value");
+    if (!key || !value) return sk_einval(err, cap, "missing key or value");
     for (size_t i = 0; i < NKEYS; i++) {
         if (strcmp(keys[i].key, key) != 0) continue;
         char msg[200] = "";
-        if (keys[i].fn(c, value, msg, sizeof msg) < 0) return fail(err, cap, "%s: %s", key, msg);
+        if (keys[i].fn(c, value, msg, sizeof msg) < 0) return sk_einval(err, cap, "%s: %s", key, msg);
         return 0;
     }
     char k[48];
     printable(k, sizeof k, key);
-    return fail(err, cap, "unknown option \"%s\"", k);
+    return sk_einval(err, cap, "unknown option \"%s\"", k);
 }
 
 int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value, char *err,
@@ -297,7 +284,7 @@ int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value,
     if (rc < 0 && err && cap && strncmp(err, "unknown option", 14) == 0) {
         char f[48];
         printable(f, sizeof f, flag ? flag : "");
-        fail(err, cap, "unknown option --%s", f);
+        sk_einval(err, cap, "unknown option --%s", f);
     }
     return rc;
 }
@@ -403,12 +390,12 @@ static int parse_line(const char *p, const char *e, char *key, size_t kcap, char
 int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
-    if (len && !buf) return fail(err, cap, "no config text");
+    if (len && !buf) return sk_einval(err, cap, "no config text");
     if (len && memchr(buf, 0, len)) {
         int line = 1;
         for (const char *q = buf; *q; q++)
             line += *q == '\n';
-        return fail(err, cap, "line %d: NUL byte in the config file", line);
+        return sk_einval(err, cap, "line %d: NUL byte in the config file", line);
     }
     const char *p = buf, *end = buf + len;
     if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) p += 3; /* UTF-8 BOM from editors */
@@ -417,11 +404,11 @@ int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char 
         const char *e = nl ? nl : end;
         char key[64], val[1024], msg[200] = "";
         int rc = parse_line(p, e, key, sizeof key, val, sizeof val, msg, sizeof msg);
-        if (rc < 0) return fail(err, cap, "line %d: %s", line, msg);
+        if (rc < 0) return sk_einval(err, cap, "line %d: %s", line, msg);
         if (rc == 1) {
             char e2[256];
             if (sk_config_set(c, key, val, e2, sizeof e2) < 0)
-                return fail(err, cap, "line %d: %s", line, e2);
+                return sk_einval(err, cap, "line %d: %s", line, e2);
         }
         p = nl ? nl + 1 : end;
     }
@@ -453,7 +440,7 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
         if (k == NKEYS) continue; /* SECKILL_BIN and friends belong to others */
         char msg[200] = "";
         if (keys[k].fn(c, eq + 1, msg, sizeof msg) < 0)
-            return fail(err, cap, "SECKILL_%.*s: %s", (int)n, name, msg);
+            return sk_einval(err, cap, "SECKILL_%.*s: %s", (int)n, name, msg);
     }
     return 0;
 }
@@ -462,11 +449,11 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     if (c->auth_hmac && !c->hmac_secret[0])
-        return fail(err, cap,
+        return sk_einval(err, cap,
                     "auth=hmac needs hmac_secret (--hmac-secret, hmac_secret in the config file "
                     "or SECKILL_HMAC_SECRET)");
-    if (c->processes < 1 || c->processes > 64) return fail(err, cap, "processes must be 1..64");
-    if (!c->listen[0]) return fail(err, cap, "listen is empty");
+    if (c->processes < 1 || c->processes > 64) return sk_einval(err, cap, "processes must be 1..64");
+    if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
     return 0;
 }
 

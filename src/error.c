@@ -1,6 +1,9 @@
 /* error.c - text for the SK_E* codes. */
 #include "error.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *sk_strerror(int err)
 {
     switch (err) {
@@ -11,4 +14,15 @@ const char *sk_strerror(int err)
 #undef SK_ERR_CASE
     default: return "unknown error";
     }
+}
+
+int sk_einval(char *err, size_t cap, const char *fmt, ...)
+{
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return SK_EINVAL;
 }

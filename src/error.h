@@ -3,6 +3,7 @@
  * that failed (ctx->errstr), like hiredis. */
 #ifndef SK_ERROR_H
 #define SK_ERROR_H
+#include <stddef.h>
 
 #define SK_ERRORS(X)                                              \
     X(EINVAL, -1, "invalid argument")                            \
@@ -25,5 +26,9 @@ enum sk_err {
 
 /* Static text for an SK_E* code; "success" for 0. */
 const char *sk_strerror(int err);
+
+/* Formats a reason into err (cap bytes; err may be NULL) and returns
+ * SK_EINVAL: the one-liner of every parser's failure path. */
+int sk_einval(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

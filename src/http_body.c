@@ -18,18 +18,6 @@
 
 #include "error.h"
 
-static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return SK_EINVAL;
-}
-
 /* Deepest [ / { nesting outside strings. Malformed input may confuse the
  * count, but then jansson refuses it anyway; for valid JSON it is exact. */
 static int nesting_depth_exceeds(const char *buf, size_t len, int max)
@@ -67,9 +55,9 @@ static int load_object(const char *buf, size_t len, json_t **out, char *err, siz
 {
     *out = NULL;
     /* jansson stops at a NUL and may accept what came before it */
-    if (memchr(buf, 0, len)) return fail(err, cap, "NUL byte in body");
+    if (memchr(buf, 0, len)) return sk_einval(err, cap, "NUL byte in body");
     if (nesting_depth_exceeds(buf, len, SK_BODY_MAX_DEPTH))
-        return fail(err, cap, "JSON nested deeper than %d levels", SK_BODY_MAX_DEPTH);
+        return sk_einval(err, cap, "JSON nested deeper than %d levels", SK_BODY_MAX_DEPTH);
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -78,15 +66,15 @@ static int load_object(const char *buf, size_t len, json_t **out, char *err, siz
             if (err && cap) snprintf(err, cap, "out of memory parsing the body");
             return SK_ENOMEM;
         }
-        if (code == json_error_duplicate_key) return fail(err, cap, "duplicate key in JSON object");
+        if (code == json_error_duplicate_key) return sk_einval(err, cap, "duplicate key in JSON object");
         if (code == json_error_numeric_overflow)
-            return fail(err, cap, "number out of range at byte %d", je.position);
+            return sk_einval(err, cap, "number out of range at byte %d", je.position);
         clean_text(je.text);
-        return fail(err, cap, "invalid JSON at byte %d: %s", je.position, je.text);
+        return sk_einval(err, cap, "invalid JSON at byte %d: %s", je.position, je.text);
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        return fail(err, cap, "body must be a JSON object");
+        return sk_einval(err, cap, "body must be a JSON object");
     }
     *out = root;
     return 0;
@@ -101,7 +89,7 @@ static int get_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t
     if (!j) return 0;
     json_int_t x = json_is_integer(j) ? json_integer_value(j) : 0;
     if (!json_is_integer(j) || x < lo || x > hi)
-        return fail(err, cap, "%s must be an integer between %lld and %lld", key, (long long)lo,
+        return sk_einval(err, cap, "%s must be an integer between %lld and %lld", key, (long long)lo,
                     (long long)hi);
     *v = (int64_t)x;
     return 1;
@@ -114,7 +102,7 @@ int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, 
         *quantity = 1;
         return 0;
     }
-    if (!buf) return fail(err, cap, "no body");
+    if (!buf) return sk_einval(err, cap, "no body");
     json_t *root;
     int rc = load_object(buf, len, &root, err, cap);
     if (rc < 0) return rc;
@@ -131,15 +119,15 @@ int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, 
 static int get_time(json_t *obj, const char *key, int64_t *ms, char *err, size_t cap)
 {
     json_t *j = json_object_get(obj, key);
-    if (!j) return fail(err, cap, "missing field %s (RFC 3339 time)", key);
-    if (!json_is_string(j)) return fail(err, cap, "%s must be an RFC 3339 string", key);
+    if (!j) return sk_einval(err, cap, "missing field %s (RFC 3339 time)", key);
+    if (!json_is_string(j)) return sk_einval(err, cap, "%s must be an RFC 3339 string", key);
     if (sk_time_parse_rfc3339(json_string_value(j), json_string_length(j), ms) < 0)
-        return fail(err, cap,
+        return sk_einval(err, cap,
                     "%s must be an RFC 3339 time with a zone, e.g. 2026-11-29T10:00:00Z or "
                     "2026-11-29T18:00:00+08:00",
                     key);
     if (*ms < 0 || *ms > SK_BODY_TIME_MAX_MS)
-        return fail(err, cap, "%s must lie between 1970 and 9999", key);
+        return sk_einval(err, cap, "%s must lie between 1970 and 9999", key);
     return 0;
 }
 
@@ -148,7 +136,7 @@ static int require_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int
 {
     int rc = get_int(obj, key, lo, hi, v, err, cap);
     if (rc == 0)
-        return fail(err, cap, "missing field %s (integer between %lld and %lld)", key,
+        return sk_einval(err, cap, "missing field %s (integer between %lld and %lld)", key,
                     (long long)lo, (long long)hi);
     return rc < 0 ? rc : 0;
 }
@@ -160,15 +148,15 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     a->id = (uint64_t)id;
 
     json_t *name = json_object_get(root, "name");
-    if (!name) return fail(err, cap, "missing field name (string)");
-    if (!json_is_string(name)) return fail(err, cap, "name must be a string");
+    if (!name) return sk_einval(err, cap, "missing field name (string)");
+    if (!json_is_string(name)) return sk_einval(err, cap, "name must be a string");
     size_t nl = json_string_length(name);
     const char *nv = json_string_value(name);
     if (nl == 0 || nl >= sizeof a->name)
-        return fail(err, cap, "name must be 1 to %zu bytes", sizeof a->name - 1);
+        return sk_einval(err, cap, "name must be 1 to %zu bytes", sizeof a->name - 1);
     for (size_t i = 0; i < nl; i++) /* names end up in logs and pages */
         if ((unsigned char)nv[i] < 0x20 || nv[i] == 0x7f)
-            return fail(err, cap, "name must not contain control characters");
+            return sk_einval(err, cap, "name must not contain control characters");
     memcpy(a->name, nv, nl);
     a->name[nl] = 0;
 
@@ -185,7 +173,7 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     if (get_time(root, "start", &a->start_ms, err, cap) < 0 ||
         get_time(root, "end", &a->end_ms, err, cap) < 0)
         return SK_EINVAL;
-    if (a->end_ms <= a->start_ms) return fail(err, cap, "end must be after start");
+    if (a->end_ms <= a->start_ms) return sk_einval(err, cap, "end must be after start");
     return 0;
 }
 
@@ -194,7 +182,7 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
 {
     if (err && cap) err[0] = 0;
     memset(out, 0, sizeof *out);
-    if (len == 0 || !buf) return fail(err, cap, "body must be a JSON object");
+    if (len == 0 || !buf) return sk_einval(err, cap, "body must be a JSON object");
     json_t *root;
     int rc = load_object(buf, len, &root, err, cap);
     if (rc < 0) return rc;
