@@ -1,7 +1,9 @@
 /* serve.c - `seckill serve`: configuration (flags > config file > SECKILL_*
- * environment > defaults) and the process supervisor: --processes N
- * event-loop processes share the port with SO_REUSEPORT; the parent
- * restarts a crashed one and forwards SIGTERM/SIGINT for a graceful stop. */
+ * environment > defaults) and the process supervisor. --role all (the
+ * default) runs --processes N event-loop processes sharing the port with
+ * SO_REUSEPORT plus one order-worker process; --role api only the former,
+ * --role worker only the latter. The parent restarts a crashed process
+ * and forwards SIGTERM/SIGINT for a graceful stop. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,12 +13,14 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
 #include "http_server.h"
 #include "log.h"
+#include "order_worker.h"
 #include "store.h"
 
 extern char **environ;
@@ -28,10 +32,13 @@ static void on_signal(int sig) { got_signal = sig; }
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db sqlite:PATH]\n"
+            "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db sqlite:PATH|postgres://...]\n"
             "                     [--processes N] [--admin-token T]\n"
             "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
             "                     [--config FILE] [--log-level debug|info|warn|error]\n"
+            "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
+            "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
+            "worker: the order worker only (persists admitted orders to the database).\n"
             "Every option can also come from the config file (key = value, keys with\n"
             "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
             "Precedence: flags, then the config file, then the environment.\n");
@@ -94,17 +101,104 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
     return 0;
 }
 
-static pid_t spawn_worker(const struct sk_config *cfg)
+/* The order-pipeline process (--role all|worker): the order worker in this
+ * process's main thread; SIGTERM finishes the batch in hand. */
+static sk_worker *running_worker;
+
+static void on_worker_signal(int sig)
+{
+    (void)sig;
+    if (running_worker) sk_worker_stop(running_worker);
+}
+
+static int run_order_worker(const struct sk_config *cfg)
+{
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = cfg->redis;
+    o.db_spec = cfg->db;
+    char err[256];
+    if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0) {
+        sk_log(SK_LOG_ERROR, "order worker: %s", err);
+        return SK_EXIT_FAIL;
+    }
+    struct sigaction sa = {.sa_handler = on_worker_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sk_log(SK_LOG_INFO, "order worker %s started (pid %d)", sk_worker_consumer(running_worker),
+           (int)getpid());
+    int rc = sk_worker_run(running_worker);
+    struct sk_worker_stats st;
+    sk_worker_stats(running_worker, &st);
+    sk_log(SK_LOG_INFO, "order worker stopped: %llu persisted, %llu dead-lettered",
+           (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered);
+    sk_worker_free(running_worker);
+    running_worker = NULL;
+    return rc < 0 ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+enum proc_kind { PROC_API, PROC_WORKER };
+
+static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        /* a supervisor that dies (even by SIGKILL) takes its workers along */
+        /* a supervisor that dies (even by SIGKILL) takes its children along */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
-        exit(sk_server_run(cfg));
+        exit(kind == PROC_API ? (sk_server_run(cfg) ? SK_EXIT_FAIL : SK_EXIT_OK)
+                              : run_order_worker(cfg));
     }
     return pid;
+}
+
+/* Runs the API processes and the order worker process that the role asks
+ * for, restarts any that crash, forwards SIGTERM/SIGINT. */
+static int supervise(const struct sk_config *cfg)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    int n_api = cfg->role == SK_ROLE_WORKER ? 0 : (int)cfg->processes;
+    int n = n_api + (cfg->role == SK_ROLE_API ? 0 : 1);
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    if (!pids) return SK_EXIT_FAIL;
+    for (int i = 0; i < n; i++) pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+    int failed = 0, alive = n, stopping = 0;
+    while (alive > 0) {
+        if (got_signal && !stopping) {
+            stopping = 1;
+            sk_log(SK_LOG_INFO, "stopping %d processes", alive);
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) kill(pids[i], SIGTERM);
+        }
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid == 0 || (pid < 0 && errno == EINTR)) {
+            /* polling keeps the signal check free of races with waitpid */
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (pid < 0) break;
+        for (int i = 0; i < n; i++) {
+            if (pids[i] != pid) continue;
+            int crashed = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+            if (!stopping && crashed) {
+                sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
+                       WIFSIGNALED(st) ? "signal" : "exit",
+                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+                pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+            } else {
+                if (crashed) failed = 1;
+                pids[i] = 0;
+                alive--;
+            }
+        }
+    }
+    free(pids);
+    return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 }
 
 int sk_cli_serve(int argc, char **argv)
@@ -117,14 +211,16 @@ int sk_cli_serve(int argc, char **argv)
     enum sk_log_level lvl;
     if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
 
-    /* Fail fast on a port in use, before any process starts. */
     char err[256];
-    int probe = sk_server_listen_fd(cfg.listen, 0, 0, err, sizeof err);
-    if (probe < 0) {
-        sk_log(SK_LOG_ERROR, "%s", err);
-        return SK_EXIT_FAIL;
+    if (cfg.role != SK_ROLE_WORKER) {
+        /* Fail fast on a port in use, before any process starts. */
+        int probe = sk_server_listen_fd(cfg.listen, 0, 0, err, sizeof err);
+        if (probe < 0) {
+            sk_log(SK_LOG_ERROR, "%s", err);
+            return SK_EXIT_FAIL;
+        }
+        close(probe);
     }
-    close(probe);
     /* Open the store once before forking: migrations and the switch to WAL
      * happen here, not in N processes racing for the same file. */
     sk_store *store;
@@ -133,44 +229,8 @@ int sk_cli_serve(int argc, char **argv)
         return SK_EXIT_FAIL;
     }
     sk_store_close(store);
-    if (cfg.processes <= 1) return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
-
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    int n = (int)cfg.processes;
-    pid_t *pids = calloc((size_t)n, sizeof *pids);
-    if (!pids) return SK_EXIT_FAIL;
-    for (int i = 0; i < n; i++) pids[i] = spawn_worker(&cfg);
-    int failed = 0, alive = n, stopping = 0;
-    while (alive > 0) {
-        if (got_signal && !stopping) {
-            stopping = 1;
-            sk_log(SK_LOG_INFO, "stopping %d processes", alive);
-            for (int i = 0; i < n; i++)
-                if (pids[i] > 0) kill(pids[i], SIGTERM);
-        }
-        int st;
-        pid_t pid = waitpid(-1, &st, 0);
-        if (pid < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        for (int i = 0; i < n; i++) {
-            if (pids[i] != pid) continue;
-            int crashed = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
-            if (!stopping && crashed) {
-                sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
-                       WIFSIGNALED(st) ? "signal" : "exit",
-                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-                pids[i] = spawn_worker(&cfg);
-            } else {
-                if (crashed) failed = 1;
-                pids[i] = 0;
-                alive--;
-            }
-        }
-    }
-    free(pids);
-    return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
+    if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
+        return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
+    if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg);
+    return supervise(&cfg);
 }
