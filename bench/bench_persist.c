@@ -161,9 +161,9 @@ static int phase_worker(struct ctx *c, int64_t rows, int64_t batch, struct resul
     if (!rc && (sk_store_orders_count(st, aid, &cnt) || sk_store_activity_get(st, aid, &a)))
         rc = fail("%s", sk_store_errstr(st));
     if (!rc && sk_redis_cmd(c->r, &rep, "XLEN %s", k.orders)) rc = fail("%s", c->r->errstr);
-    if (!rc && (cnt.orders[SK_ORDER_CREATED] != rows || a.stock_db != 0 ||
-                (int64_t)s.persisted != rows || rep->type != REDIS_REPLY_INTEGER ||
-                rep->integer != 0))
+    if (!rc &&
+        (cnt.orders[SK_ORDER_CREATED] != rows || a.stock_db != 0 || (int64_t)s.persisted != rows ||
+         rep->type != REDIS_REPLY_INTEGER || rep->integer != 0))
         rc = fail("check failed: %" PRId64 " rows for %" PRId64 " entries, DB stock %" PRId64
                   ", stream length %lld",
                   cnt.orders[SK_ORDER_CREATED], rows, a.stock_db,
@@ -245,12 +245,13 @@ static void cpu_model(char *out, size_t cap)
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: seckill bench persist [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
-               "  Orders persisted per second from a pre-filled stream into SQLite.\n"
-               "  --rows N          entries in the stream for the batched phases (default 100000)\n"
-               "  --batch B         worker batch = entries per transaction (default 500)\n"
-               "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
-               "  --dir DIR         where the database files go (default $TMPDIR or /tmp)\n");
+    fprintf(f,
+            "usage: seckill bench persist [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
+            "  Orders persisted per second from a pre-filled stream into SQLite.\n"
+            "  --rows N          entries in the stream for the batched phases (default 100000)\n"
+            "  --batch B         worker batch = entries per transaction (default 500)\n"
+            "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
+            "  --dir DIR         where the database files go (default $TMPDIR or /tmp)\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -266,7 +267,8 @@ int sk_bench_persist(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (i + 1 >= argc) return sk_cli_usage_error("bench persist: unknown option or missing value: %s", a);
+        if (i + 1 >= argc)
+            return sk_cli_usage_error("bench persist: unknown option or missing value: %s", a);
         const char *v = argv[++i];
         int64_t *t = !strcmp(a, "--rows")           ? &c.o.rows
                      : !strcmp(a, "--batch")        ? &c.o.batch

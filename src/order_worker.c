@@ -33,8 +33,8 @@
 #include "redis_conn.h"
 #include "store.h"
 
-#define DB_ATTEMPTS 5     /* store attempts per batch before leaving it pending */
-#define ONCE_FAILURES 20  /* consecutive failed passes before --once gives up */
+#define DB_ATTEMPTS 5    /* store attempts per batch before leaving it pending */
+#define ONCE_FAILURES 10 /* consecutive failed passes before --once gives up (~10 s) */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define TRIM_EVERY_MS 1000
@@ -44,9 +44,9 @@ struct stream {
     uint64_t aid;
     struct sk_keys k;
     int group_ready;
-    int history_due;            /* re-read this consumer's own pending entries */
-    char history_from[ID_MAX];  /* where the history pass continues */
-    char claim_cursor[ID_MAX];  /* XAUTOCLAIM cursor, "0-0" at the start */
+    int history_due;           /* re-read this consumer's own pending entries */
+    char history_from[ID_MAX]; /* where the history pass continues */
+    char claim_cursor[ID_MAX]; /* XAUTOCLAIM cursor, "0-0" at the start */
     int64_t next_claim_ms, next_trim_ms;
     int seen; /* mark for the re-list */
 };
@@ -60,14 +60,14 @@ struct entry {
     size_t idlen;
     const redisReply *fields; /* NULL: deleted from the stream while pending */
     int source;
-    int bad;           /* not an order: poison */
+    int bad; /* not an order: poison */
     char reason[200];
-    size_t oi;         /* index in w->orders when valid */
+    size_t oi; /* index in w->orders when valid */
 };
 
 struct counters {
-    _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison,
-        batches, acked, trimmed, deleted, db_errors, redis_errors, activities;
+    _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
+        acked, trimmed, deleted, db_errors, redis_errors, activities;
 };
 
 struct sk_worker {
@@ -139,8 +139,9 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
         return SK_EINVAL;
     }
     if (o->consumer && (!*o->consumer || strlen(o->consumer) >= SK_WORKER_CONSUMER_MAX)) {
-        if (err) snprintf(err, cap, "worker: consumer name must be 1..%d bytes",
-                          SK_WORKER_CONSUMER_MAX - 1);
+        if (err)
+            snprintf(err, cap, "worker: consumer name must be 1..%d bytes",
+                     SK_WORKER_CONSUMER_MAX - 1);
         return SK_EINVAL;
     }
     sk_worker *w = calloc(1, sizeof *w);
@@ -251,7 +252,8 @@ static int grow_scratch(sk_worker *w, size_t n)
 {
     if (n <= w->ecap) return 0;
     size_t ncap = w->ecap ? w->ecap : 64;
-    while (ncap < n) ncap *= 2;
+    while (ncap < n)
+        ncap *= 2;
     struct entry *e = realloc(w->e, ncap * sizeof *e);
     if (!e) return SK_ENOMEM;
     w->e = e;
@@ -266,7 +268,8 @@ static int grow_argv(sk_worker *w, size_t n)
 {
     if (n <= w->acap) return 0;
     size_t ncap = w->acap ? w->acap : 64;
-    while (ncap < n) ncap *= 2;
+    while (ncap < n)
+        ncap *= 2;
     const char **a = realloc(w->argv, ncap * sizeof *a);
     if (!a) return SK_ENOMEM;
     w->argv = a;
@@ -314,8 +317,8 @@ static int make_group(sk_worker *w, struct stream *s)
     redisReply *rep;
     /* Id 0, not $: entries admitted before the group existed are orders
      * too. MKSTREAM: an activity nobody bought from yet has no stream. */
-    int rc = sk_redis_cmd(w->r, &rep, "XGROUP CREATE %s %s 0 MKSTREAM", s->k.orders,
-                          SK_WORKER_GROUP);
+    int rc =
+        sk_redis_cmd(w->r, &rep, "XGROUP CREATE %s %s 0 MKSTREAM", s->k.orders, SK_WORKER_GROUP);
     if (rc) return redis_fail(w, rc, "XGROUP CREATE");
     redis_ok(w);
     if (rep->type == REDIS_REPLY_STATUS ||
@@ -343,10 +346,12 @@ static int relist(sk_worker *w)
         sk_log(SK_LOG_WARN, "worker: %s", w->errstr);
         return rc;
     }
-    for (size_t j = 0; j < w->ns; j++) w->s[j].seen = 0;
+    for (size_t j = 0; j < w->ns; j++)
+        w->s[j].seen = 0;
     for (size_t i = 0; i < n; i++) {
         size_t j = 0;
-        while (j < w->ns && w->s[j].aid != ids[i]) j++;
+        while (j < w->ns && w->s[j].aid != ids[i])
+            j++;
         if (j < w->ns) {
             w->s[j].seen = 1;
             continue;
@@ -571,21 +576,23 @@ static int dead_letter(sk_worker *w, const struct entry *e, long long count)
 #undef ARG
 #undef ARGS
     redisReply *rep[4] = {NULL, NULL, NULL, NULL};
-    for (int i = 0; i < 4 && !rc; i++) rc = sk_redis_read(w->r, &rep[i]);
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = sk_redis_read(w->r, &rep[i]);
     if (rc) {
-        for (int i = 0; i < 4; i++) freeReplyObject(rep[i]);
+        for (int i = 0; i < 4; i++)
+            freeReplyObject(rep[i]);
         return redis_fail(w, rc, "dead-letter");
     }
     const redisReply *x = rep[3];
     if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
         x->element[0]->type != REDIS_REPLY_STRING)
         rc = reply_fail(w, x, "dead-letter MULTI");
-    for (int i = 0; i < 4; i++) freeReplyObject(rep[i]);
+    for (int i = 0; i < 4; i++)
+        freeReplyObject(rep[i]);
     if (rc) return rc;
     INC(dead_lettered, 1);
     INC(acked, 1);
-    sk_log(SK_LOG_WARN,
-           "worker: entry %s of %s dead-lettered to %s after %lld deliveries: %s", id,
+    sk_log(SK_LOG_WARN, "worker: entry %s of %s dead-lettered to %s after %lld deliveries: %s", id,
            s->k.orders, s->k.dlq, count, e->reason);
     return 0;
 }
@@ -728,7 +735,8 @@ static int process(sk_worker *w, size_t n)
             struct stream *s = &w->s[e->si];
             s->history_due = 1;
             snprintf(s->history_from, sizeof s->history_from, "0");
-            sk_log(SK_LOG_WARN, "worker: entry %.*s of %s is not an order (delivery %lld of %d): %s",
+            sk_log(SK_LOG_WARN,
+                   "worker: entry %.*s of %s is not an order (delivery %lld of %d): %s",
                    (int)e->idlen, e->id, s->k.orders, count, w->o.max_deliveries, e->reason);
         }
     }
@@ -758,6 +766,7 @@ static int fetch_history(sk_worker *w, size_t si, size_t *got)
     size_t n = 0;
     if (is_nogroup(rep)) {
         s->group_ready = 0;
+        w->next_relist_ms = 0; /* deleted activity? re-list before re-creating */
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
                rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements == 2) {
         rc = add_entries(w, si, rep->element[0]->element[1], FROM_HISTORY, &n);
@@ -787,14 +796,15 @@ static int fetch_claimed(sk_worker *w, size_t si, size_t *got)
     struct stream *s = &w->s[si];
     redisReply *rep;
     *got = 0;
-    int rc = sk_redis_cmd(w->r, &rep, "XAUTOCLAIM %s %s %s %d %s COUNT %d", s->k.orders,
-                          SK_WORKER_GROUP, w->consumer, w->o.claim_idle_ms, s->claim_cursor,
-                          w->o.batch);
+    int rc =
+        sk_redis_cmd(w->r, &rep, "XAUTOCLAIM %s %s %s %d %s COUNT %d", s->k.orders, SK_WORKER_GROUP,
+                     w->consumer, w->o.claim_idle_ms, s->claim_cursor, w->o.batch);
     if (rc) return redis_fail(w, rc, "XAUTOCLAIM");
     redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
         s->group_ready = 0;
+        w->next_relist_ms = 0; /* deleted activity? re-list before re-creating */
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
                rep->element[0]->type == REDIS_REPLY_STRING &&
                rep->element[0]->len < sizeof s->claim_cursor) {
@@ -827,7 +837,8 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
 {
     *got = 0;
     size_t nready = 0;
-    for (size_t i = 0; i < w->ns; i++) nready += w->s[i].group_ready;
+    for (size_t i = 0; i < w->ns; i++)
+        nready += w->s[i].group_ready;
     if (!nready) return 0;
     if (grow_argv(w, 10 + 2 * nready)) return SK_ENOMEM;
     char count[16], block[16];
@@ -848,7 +859,8 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
     a[k++] = "STREAMS";
     for (size_t i = 0; i < w->ns; i++)
         if (w->s[i].group_ready) a[k++] = w->s[i].k.orders;
-    for (size_t i = 0; i < nready; i++) a[k++] = ">";
+    for (size_t i = 0; i < nready; i++)
+        a[k++] = ">";
     redisReply *rep;
     int rc = sk_redis_command(w->r, &rep, (int)k, a, NULL);
     if (rc) return redis_fail(w, rc, "XREADGROUP");
@@ -858,7 +870,9 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
         /* A stream lost its group (Redis restarted without persistence, or
          * keys dropped): re-create them all, cheap and idempotent. */
         sk_log(SK_LOG_WARN, "worker: %s; re-creating consumer groups", rep->str);
-        for (size_t i = 0; i < w->ns; i++) w->s[i].group_ready = 0;
+        for (size_t i = 0; i < w->ns; i++)
+            w->s[i].group_ready = 0;
+        w->next_relist_ms = 0; /* a deleted activity's stream must not come back */
     } else if (rep->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < rep->elements && rc == 0; i++) {
             const redisReply *sr = rep->element[i];
@@ -868,7 +882,8 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
                 break;
             }
             size_t si = 0;
-            while (si < w->ns && strcmp(w->s[si].k.orders, sr->element[0]->str) != 0) si++;
+            while (si < w->ns && strcmp(w->s[si].k.orders, sr->element[0]->str) != 0)
+                si++;
             if (si == w->ns) continue; /* cannot happen: we named the streams */
             rc = add_entries(w, si, sr->element[1], FROM_NEW, &n);
         }
@@ -1087,7 +1102,8 @@ int sk_cli_worker(int argc, char **argv)
             o.trim = 0;
             continue;
         }
-        if (i + 1 >= argc) return sk_cli_usage_error("worker: unknown option or missing value: %s", a);
+        if (i + 1 >= argc)
+            return sk_cli_usage_error("worker: unknown option or missing value: %s", a);
         const char *v = argv[++i];
         int64_t n;
         int *target = !strcmp(a, "--batch")            ? &o.batch

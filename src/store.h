@@ -81,8 +81,8 @@ enum sk_order_status {
 /* "created" | "paid" | "cancelled" (static), "?" for another value. */
 static inline const char *sk_order_status_name(int status)
 {
-    return status == SK_ORDER_CREATED ? "created"
-           : status == SK_ORDER_PAID  ? "paid"
+    return status == SK_ORDER_CREATED     ? "created"
+           : status == SK_ORDER_PAID      ? "paid"
            : status == SK_ORDER_CANCELLED ? "cancelled"
                                           : "?";
 }
@@ -91,10 +91,10 @@ struct sk_order {
     char order_id[SK_STORE_ORDER_ID_MAX];   /* "<activity>-<stream id>" */
     char stream_id[SK_STORE_STREAM_ID_MAX]; /* the Redis stream entry id */
     uint64_t activity_id;
-    uint64_t user_id; /* 1..UINT64_MAX; SQL has no unsigned 64-bit type, so
-                         backends store the int64 with the same bits */
-    int64_t quantity; /* >= 1 */
-    int status;       /* enum sk_order_status */
+    uint64_t user_id;        /* 1..UINT64_MAX; SQL has no unsigned 64-bit type, so
+                                backends store the int64 with the same bits */
+    int64_t quantity;        /* >= 1 */
+    int status;              /* enum sk_order_status */
     int64_t created_ms;      /* admission time (the stream id's ms part) */
     int64_t pay_deadline_ms; /* created_ms + the activity's pay_timeout_s */
     int64_t paid_ms;         /* 0 until paid */
@@ -103,12 +103,12 @@ struct sk_order {
 
 /* What one sk_store_orders_persist call did. */
 struct sk_persist_result {
-    size_t inserted;       /* new order rows */
-    size_t duplicates;     /* already present (re-delivery): nothing written */
-    size_t stock_failures; /* inserted orders whose conditional DB stock
-                              update matched no row (DB stock < quantity, or
-                              the activity is not in the DB) */
-    int64_t units;         /* units of the inserted orders */
+    size_t inserted;         /* new order rows */
+    size_t duplicates;       /* already present (re-delivery): nothing written */
+    size_t stock_failures;   /* inserted orders whose conditional DB stock
+                                update matched no row (DB stock < quantity, or
+                                the activity is not in the DB) */
+    int64_t units;           /* units of the inserted orders */
     int64_t units_unstocked; /* units of the stock_failures orders */
 };
 

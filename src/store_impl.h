@@ -18,7 +18,7 @@ struct sqlite3_stmt;
 struct pg_conn;
 
 struct sk_store_ops {
-    const char *name; /* "sqlite" | "postgres", for messages */
+    const char *name;            /* "sqlite" | "postgres", for messages */
     void (*close)(sk_store *st); /* releases backend resources, not st */
     int (*schema_version)(sk_store *st, int *version);
     int (*activity_insert)(sk_store *st, const struct sk_activity *a);

@@ -208,7 +208,8 @@ static int run(sk_store *st, PGresult **out, const char *what, const char *sql, 
 {
     if (out) *out = NULL;
     PGconn *c = st->pg;
-    if (st->pg_broken) return set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
+    if (st->pg_broken)
+        return set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
     int sent = nparams ? PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0)
                        : PQsendQuery(c, sql);
     if (!sent) return conn_err(st, what);
@@ -328,9 +329,8 @@ static int connect_url(sk_store *st, const char *url)
     int n = 0, timeout_s = CONNECT_TIMEOUT_DEFAULT_S;
     const char *user_options = NULL;
     static const char *const defaults[][2] = {
-        {"keepalives", "1"},         {"keepalives_idle", "5"},
-        {"keepalives_interval", "2"}, {"keepalives_count", "3"},
-        {"application_name", "seckill"}, {"client_encoding", "UTF8"},
+        {"keepalives", "1"},       {"keepalives_idle", "5"},        {"keepalives_interval", "2"},
+        {"keepalives_count", "3"}, {"application_name", "seckill"}, {"client_encoding", "UTF8"},
     };
     for (PQconninfoOption *o = opts; o->keyword && n < MAXP - 12; o++) {
         if (!o->val || !*o->val) continue;
@@ -353,14 +353,16 @@ static int connect_url(sk_store *st, const char *url)
     val[n++] = tbuf;
     for (size_t d = 0; d < sizeof defaults / sizeof defaults[0]; d++) {
         int seen = 0;
-        for (int i = 0; i < n; i++) seen |= !strcmp(kw[i], defaults[d][0]);
+        for (int i = 0; i < n; i++)
+            seen |= !strcmp(kw[i], defaults[d][0]);
         if (!seen) {
             kw[n] = defaults[d][0];
             val[n++] = defaults[d][1];
         }
     }
     int seen_tcp = 0;
-    for (int i = 0; i < n; i++) seen_tcp |= !strcmp(kw[i], "tcp_user_timeout");
+    for (int i = 0; i < n; i++)
+        seen_tcp |= !strcmp(kw[i], "tcp_user_timeout");
     if (!seen_tcp) {
         /* Unacknowledged data to a vanished host fails after T, not ~15 min. */
         snprintf(ubuf, sizeof ubuf, "%d", timeout_s * 1000);
@@ -406,8 +408,10 @@ static int read_version(sk_store *st, int *v, const char *sql)
     PGresult *r;
     int rc = run(st, &r, "read schema version", sql, 0, NULL);
     if (rc) return rc;
-    if (PQntuples(r) != 1) rc = set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
-    else *v = (int)i64_at(r, 0, 0);
+    if (PQntuples(r) != 1)
+        rc = set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
+    else
+        *v = (int)i64_at(r, 0, 0);
     PQclear(r);
     return rc;
 }
@@ -416,12 +420,11 @@ static int migrate(sk_store *st)
 {
     /* Each pass: one transaction that takes the lock (waiting while another
      * opener applies a step), reads the version, applies one step. */
-    static const char lock_and_read[] =
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK_KEY ");"
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);"
-        "SELECT coalesce(max(version), 0) FROM schema_migrations";
+    static const char lock_and_read[] = "BEGIN;"
+                                        "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK_KEY ");"
+                                        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                                        " version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);"
+                                        "SELECT coalesce(max(version), 0) FROM schema_migrations";
     for (;;) {
         int v = 0;
         int rc = read_version(st, &v, lock_and_read);
@@ -561,7 +564,8 @@ static int pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
         PQclear(r);
         return set_err(st, SK_ENOMEM, "out of memory listing activities");
     }
-    for (int i = 0; i < rows; i++) read_row(r, i, &arr[i]);
+    for (int i = 0; i < rows; i++)
+        read_row(r, i, &arr[i]);
     PQclear(r);
     *out = arr;
     *n = (size_t)rows;
@@ -610,8 +614,7 @@ static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
     if (rc) return rc;
     struct num s = num_i64(stock), n = num_u64(id);
     const char *p[] = {s.s, n.s};
-    rc = change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
-                    "set DB stock");
+    rc = change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id, "set DB stock");
     if (rc == SK_EINVAL)
         set_err(st, rc, "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
                 stock, id);
@@ -625,8 +628,8 @@ static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     int rc = enter(st);
     if (rc) return rc;
     PGresult *r;
-    if ((rc = run(st, &r, "list activity ids", "SELECT id FROM activities ORDER BY id", 0,
-                  NULL)) != 0)
+    if ((rc = run(st, &r, "list activity ids", "SELECT id FROM activities ORDER BY id", 0, NULL)) !=
+        0)
         return rc;
     int rows = PQntuples(r);
     uint64_t *arr = rows ? malloc((size_t)rows * sizeof *arr) : NULL;
@@ -634,7 +637,8 @@ static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
         PQclear(r);
         return set_err(st, SK_ENOMEM, "out of memory listing activity ids");
     }
-    for (int i = 0; i < rows; i++) arr[i] = (uint64_t)i64_at(r, i, 0);
+    for (int i = 0; i < rows; i++)
+        arr[i] = (uint64_t)i64_at(r, i, 0);
     PQclear(r);
     *out = arr;
     *n = (size_t)rows;
@@ -698,7 +702,8 @@ static void buf_add(struct buf *b, const char *s, size_t n)
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->len + n + 1) nc *= 2;
+        while (nc < b->len + n + 1)
+            nc *= 2;
         char *np = realloc(b->p, nc);
         if (!np) {
             b->oom = 1;
@@ -760,7 +765,8 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
 {
     struct buf ids = {0}, sids = {0}, aids = {0}, uids = {0}, qtys = {0}, cms = {0};
     struct buf *all[] = {&ids, &sids, &aids, &uids, &qtys, &cms};
-    for (size_t k = 0; k < 6; k++) buf_add(all[k], "{", 1);
+    for (size_t k = 0; k < 6; k++)
+        buf_add(all[k], "{", 1);
     for (size_t i = 0; i < n; i++) {
         const struct sk_order *o = &orders[i];
         arr_text(&ids, o->order_id);
@@ -784,21 +790,27 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         /* ORDER BY ord: a batch holding one id twice keeps the first. The
          * pay deadline uses the activity's timeout, or the default when the
          * activity is not in the DB. */
-        rc = run(st, &r, "insert orders",
-                 "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity,"
-                 " status, created_ms, pay_deadline_ms)"
-                 " SELECT i.order_id, i.stream_id, i.activity_id, i.user_id, i.quantity,"
-                 " 'created', i.created_ms,"
-                 " i.created_ms + coalesce(a.pay_timeout_s, " STR(SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) ") * 1000"
-                 " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],"
-                 " $5::bigint[], $6::bigint[]) WITH ORDINALITY"
-                 " AS i(order_id, stream_id, activity_id, user_id, quantity, created_ms, ord)"
-                 " LEFT JOIN activities a ON a.id = i.activity_id"
-                 " ORDER BY i.ord"
-                 " ON CONFLICT (order_id) DO NOTHING RETURNING order_id",
-                 6, p);
+        rc = run(
+            st, &r, "insert orders",
+            "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity,"
+            " status, created_ms, pay_deadline_ms)"
+            " SELECT i.order_id, i.stream_id, i.activity_id, i.user_id, i.quantity,"
+            " 'created', i.created_ms,"
+            " i.created_ms + coalesce(a.pay_timeout_s, " STR(
+                SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) ") * 1000"
+                                                 " FROM unnest($1::text[], $2::text[], "
+                                                 "$3::bigint[], $4::bigint[],"
+                                                 " $5::bigint[], $6::bigint[]) WITH ORDINALITY"
+                                                 " AS i(order_id, stream_id, activity_id, user_id, "
+                                                 "quantity, created_ms, ord)"
+                                                 " LEFT JOIN activities a ON a.id = i.activity_id"
+                                                 " ORDER BY i.ord"
+                                                 " ON CONFLICT (order_id) DO NOTHING RETURNING "
+                                                 "order_id",
+            6, p);
     }
-    for (size_t k = 0; k < 6; k++) free(all[k]->p);
+    for (size_t k = 0; k < 6; k++)
+        free(all[k]->p);
     if (rc) return rc;
     /* Which of the batch were inserted: the first occurrence of each
      * returned id. */
@@ -811,7 +823,8 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         PQclear(r);
         return set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
     }
-    for (int i = 0; i < rows; i++) got[i] = PQgetvalue(r, i, 0);
+    for (int i = 0; i < rows; i++)
+        got[i] = PQgetvalue(r, i, 0);
     if (rows) qsort(got, (size_t)rows, sizeof *got, cmp_str); /* qsort(NULL, 0) is UB */
     for (size_t i = 0; i < n; i++) {
         const char *key = orders[i].order_id;
@@ -919,7 +932,8 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
         res->inserted++;
         res->units += orders[i].quantity;
         size_t k = 0;
-        while (k < nt && takes[k].aid != orders[i].activity_id) k++;
+        while (k < nt && takes[k].aid != orders[i].activity_id)
+            k++;
         if (k == nt) takes[nt++] = (struct take){.aid = orders[i].activity_id};
         takes[k].units += orders[i].quantity;
     }
@@ -1002,8 +1016,7 @@ static int pg_order_get(sk_store *st, const char *order_id, struct sk_order *out
  * created when this call changed it (the conditional update decides, so of
  * two racing transitions one wins), else the status read afterwards by a
  * second statement (READ COMMITTED: it sees the winner's commit). */
-static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now,
-                      int *before)
+static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     struct num t = num_i64(now);
     const char *p[] = {t.s, order_id};
@@ -1017,8 +1030,8 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
         return 0;
     }
     /* Not created any more (statuses never go back to created), or absent. */
-    if ((rc = run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1",
-                  1, p + 1)) != 0)
+    if ((rc = run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1,
+                  p + 1)) != 0)
         return rc;
     if (PQntuples(r) == 1)
         *before = status_from_text(PQgetvalue(r, 0, 0));
@@ -1071,7 +1084,8 @@ static int read_orders(sk_store *st, const char *sql, int np, const char *const 
     PGresult *r;
     int rc = run(st, &r, "read orders", sql, np, p);
     if (rc) return rc;
-    for (int i = 0; i < PQntuples(r) && *n < limit; i++) read_order(r, i, &out[(*n)++]);
+    for (int i = 0; i < PQntuples(r) && *n < limit; i++)
+        read_order(r, i, &out[(*n)++]);
     PQclear(r);
     return 0;
 }
@@ -1158,7 +1172,8 @@ static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const
     size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
     /* Cut on a character boundary: the server refuses broken UTF-8. */
     if (dl == SK_STORE_AUDIT_DETAIL_MAX - 1)
-        while (dl > 0 && ((unsigned char)detail[dl] & 0xC0) == 0x80) dl--;
+        while (dl > 0 && ((unsigned char)detail[dl] & 0xC0) == 0x80)
+            dl--;
     memcpy(d, detail, dl);
     d[dl] = 0;
     struct num t = num_i64(at_ms), a = num_u64(activity_id);

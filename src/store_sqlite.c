@@ -26,14 +26,7 @@
 
 /* Statements kept prepared on the handle (st->sq; the persist path runs
  * them per order, thousands of times a second). */
-enum {
-    Q_PAY_TIMEOUT,
-    Q_INSERT_ORDER,
-    Q_TAKE_STOCK,
-    Q_READ_STOCK,
-    Q_INSERT_FAILURE,
-    Q_COUNT
-};
+enum { Q_PAY_TIMEOUT, Q_INSERT_ORDER, Q_TAKE_STOCK, Q_READ_STOCK, Q_INSERT_FAILURE, Q_COUNT };
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
     /* ON CONFLICT names the key: only a re-delivered order id is skipped;
@@ -390,7 +383,6 @@ static int sqlite_activity_delete(sk_store *st, uint64_t id)
     return change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
 }
 
-
 /* ---- Orders ---------------------------------------------------------- */
 
 /* A kept statement, reset and unbound, ready to bind. */
@@ -553,7 +545,7 @@ static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s
 }
 
 static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                            struct sk_persist_result *res)
+                                 struct sk_persist_result *res)
 {
     st->errstr[0] = 0;
     struct sk_persist_result r = {0};
@@ -628,8 +620,7 @@ static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order 
 
 /* created -> to_status at now; *before is the status the order had (the
  * conditional update decides, so of two racing transitions one wins). */
-static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now,
-                      int *before)
+static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     sqlite3_stmt *s;
     int rc = prepare(st, &s, sql);
@@ -692,18 +683,18 @@ static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_m
 }
 
 /* Runs s (bound already) and reads up to limit orders into out. */
-static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out,
-                       size_t *n)
+static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out, size_t *n)
 {
     int step;
     *n = 0;
-    while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW) read_order(s, &out[(*n)++]);
+    while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
+        read_order(s, &out[(*n)++]);
     if (*n < limit && step != SQLITE_DONE) return db_err(st, "read orders");
     return 0;
 }
 
 static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                            size_t *n)
+                                 size_t *n)
 {
     st->errstr[0] = 0;
     *n = 0;
@@ -724,7 +715,7 @@ static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, str
 }
 
 static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
-                         struct sk_order *out, size_t *n)
+                              struct sk_order *out, size_t *n)
 {
     st->errstr[0] = 0;
     *n = 0;
@@ -788,15 +779,15 @@ static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_ord
 }
 
 static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                       const char *detail)
+                            const char *detail)
 {
     st->errstr[0] = 0;
     if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
         return set_err(st, SK_EINVAL, "audit kind empty or too long");
     if (!detail) detail = "";
     sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
+    int rc =
+        prepare(st, &s, "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
     if (rc) return rc;
     size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
     sqlite3_bind_int64(s, 1, at_ms);

@@ -71,8 +71,9 @@ static int setup(char *err, size_t cap)
     } else {
         glob_t g;
         if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0 || g.gl_pathc == 0)
-            return errf(err, cap, "no PostgreSQL server in /usr/lib/postgresql/*/bin "
-                                  "(apt-get install postgresql, or set SECKILL_PG_BIN)");
+            return errf(err, cap,
+                        "no PostgreSQL server in /usr/lib/postgresql/*/bin "
+                        "(apt-get install postgresql, or set SECKILL_PG_BIN)");
         /* glob sorts: the last is the highest version (same digit count). */
         snprintf(bindir, sizeof bindir, "%.*s", (int)(strlen(g.gl_pathv[g.gl_pathc - 1]) - 9),
                  g.gl_pathv[g.gl_pathc - 1]);
@@ -83,8 +84,9 @@ static int setup(char *err, size_t cap)
         struct passwd *pw = getpwnam("postgres");
         if (!pw) {
             bindir[0] = 0;
-            return errf(err, cap, "running as root and there is no 'postgres' user to run the "
-                                  "server as (the postgresql package creates it)");
+            return errf(err, cap,
+                        "running as root and there is no 'postgres' user to run the "
+                        "server as (the postgresql package creates it)");
         }
         run_uid = pw->pw_uid;
         run_gid = pw->pw_gid;
@@ -107,8 +109,8 @@ static int own_dir(const char *path, char *err, size_t cap)
  * working directory dir. A server gets a session of its own (a ^C at the
  * terminal reaches the runner, which stops it cleanly) and dies with this
  * process. */
-static pid_t spawn(const char *const *argv, const char *dir, const char *log, int server,
-                   char *err, size_t cap)
+static pid_t spawn(const char *const *argv, const char *dir, const char *log, int server, char *err,
+                   size_t cap)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -164,9 +166,8 @@ static int make_template(char *err, size_t cap)
     snprintf(log, sizeof log, "%s/initdb.log", dir);
     snprintf(bin, sizeof bin, "%s/initdb", bindir);
     if (own_dir(dir, err, cap) < 0) return -1;
-    const char *argv[] = {bin,         "-D",     data,           "-U",
-                          "postgres",  "-A",     "trust",        "-E",
-                          "UTF8",      "--locale=C", "--no-sync", "--no-instructions",
+    const char *argv[] = {bin,     "-D", data,   "-U",         "postgres",  "-A",
+                          "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions",
                           NULL};
     int64_t t0 = sk_mono_ms();
     if (run_tool(argv, dir, log, err, cap) < 0) return -1;
@@ -200,15 +201,14 @@ static int launch(struct sk_th_pg *pg, char *err, size_t cap)
     snprintf(log, sizeof log, "%s/postgres.log", pg->dir);
     snprintf(bin, sizeof bin, "%s/postgres", bindir);
     snprintf(port, sizeof port, "%d", pg->port);
-    const char *argv[] = {bin, "-D", data, "-p", port, "-k", sock,
-                          "-c", "listen_addresses=127.0.0.1",
+    const char *argv[] = {bin, "-D", data, "-p", port, "-k", sock, "-c",
+                          "listen_addresses=127.0.0.1",
                           /* Speed for tests: test data need not survive a crash. */
                           "-c", "fsync=off", "-c", "full_page_writes=off",
                           /* Shared memory in the data directory: nothing left in
                            * /dev/shm when a SIGKILL ends the server. */
-                          "-c", "dynamic_shared_memory_type=mmap",
-                          "-c", "shared_buffers=32MB", "-c", "max_connections=200",
-                          NULL};
+                          "-c", "dynamic_shared_memory_type=mmap", "-c", "shared_buffers=32MB",
+                          "-c", "max_connections=200", NULL};
     pg->pid = spawn(argv, pg->dir, log, 1, err, cap);
     if (pg->pid < 0) return -1;
     char conninfo[200];
@@ -286,7 +286,7 @@ static void reap(struct sk_th_pg *pg)
 {
     if (pg->pid <= 0) return;
     signal_server(pg->pid, SIGCONT); /* a frozen server must be able to stop */
-    kill(pg->pid, SIGINT);   /* fast shutdown */
+    kill(pg->pid, SIGINT);           /* fast shutdown */
     int64_t deadline = sk_mono_ms() + STOP_TIMEOUT_MS;
     int st;
     while (waitpid(pg->pid, &st, WNOHANG) == 0) {
@@ -350,8 +350,7 @@ const char *sk_th_pg_url(void)
             shared_state = 1;
         }
     }
-    if (shared_state < 0)
-        sk_th_fail(__FILE__, __LINE__, "PostgreSQL test cluster: %s", shared_err);
+    if (shared_state < 0) sk_th_fail(__FILE__, __LINE__, "PostgreSQL test cluster: %s", shared_err);
     return shared.url;
 }
 

@@ -22,18 +22,18 @@
 
 /* Marks the including test file as a PostgreSQL user (see above). */
 void sk_th_pg_use_file(const char *file);
-#define SK_TH_PG_USED                                                                 \
-    __attribute__((constructor)) static void sk_th_pg_used_(void)                     \
-    {                                                                                 \
-        sk_th_pg_use_file(__FILE__);                                                  \
+#define SK_TH_PG_USED                                                                              \
+    __attribute__((constructor)) static void sk_th_pg_used_(void)                                  \
+    {                                                                                              \
+        sk_th_pg_use_file(__FILE__);                                                               \
     }
 
 /* One cluster. */
 struct sk_th_pg {
     pid_t pid; /* the postmaster */
     int port;
-    char dir[256];  /* data/, sock/, postgres.log */
-    char url[160];  /* postgres://postgres@127.0.0.1:<port>/postgres */
+    char dir[256]; /* data/, sock/, postgres.log */
+    char url[160]; /* postgres://postgres@127.0.0.1:<port>/postgres */
 };
 
 /* URL of the run's shared cluster (maintenance database "postgres"),

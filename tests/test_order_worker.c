@@ -106,7 +106,8 @@ static void buy_n(struct env *e, uint64_t aid, uint64_t base, size_t n)
         for (size_t i = 0; i < k; i++)
             p[i] = (struct sk_purchase){.user_id = base + done + i, .quantity = 1};
         CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
-        for (size_t i = 0; i < k; i++) CHECK_EQ(res[i].rc, SK_RC_OK);
+        for (size_t i = 0; i < k; i++)
+            CHECK_EQ(res[i].rc, SK_RC_OK);
         done += k;
     }
 }
@@ -345,12 +346,16 @@ SK_TEST(store_racing_pay_and_cancel_have_exactly_one_winner_per_order)
                 if (side == 0) {
                     rc = sk_store_order_pay(st, o[i].order_id, 1, &prev);
                     /* paid before (only by us) or now: a win; cancelled: lost */
-                    if (rc == 0) won++;
-                    else if (rc != SK_ESTATE) _exit(3);
+                    if (rc == 0)
+                        won++;
+                    else if (rc != SK_ESTATE)
+                        _exit(3);
                 } else {
                     rc = sk_store_order_cancel(st, o[i].order_id, 1, &prev);
-                    if (rc == 0 && prev == SK_ORDER_CREATED) won++;
-                    else if (rc != SK_ESTATE && !(rc == 0 && prev == SK_ORDER_CANCELLED)) _exit(3);
+                    if (rc == 0 && prev == SK_ORDER_CREATED)
+                        won++;
+                    else if (rc != SK_ESTATE && !(rc == 0 && prev == SK_ORDER_CANCELLED))
+                        _exit(3);
                 }
             }
             sk_store_close(st);
@@ -380,8 +385,9 @@ SK_TEST(store_lists_expired_orders_oldest_deadline_first_and_pages_orders)
     struct env e;
     env_init(&e);
     uint64_t aid = new_activity(&e, 10, 5, 5); /* pay timeout 60 s */
-    struct sk_order o[4] = {make_order(aid, "3000-0", 1, 1, 3000), make_order(aid, "1000-0", 2, 1, 1000),
-                            make_order(aid, "2000-0", 3, 1, 2000), make_order(aid, "9000-0", 4, 1, 9000)};
+    struct sk_order o[4] = {
+        make_order(aid, "3000-0", 1, 1, 3000), make_order(aid, "1000-0", 2, 1, 1000),
+        make_order(aid, "2000-0", 3, 1, 2000), make_order(aid, "9000-0", 4, 1, 9000)};
     CHECK_EQ(sk_store_orders_persist(e.st, o, 4, NULL), 0);
     CHECK_EQ(sk_store_order_pay(e.st, o[2].order_id, 1, NULL), 0); /* paid: never expires */
     struct sk_order out[8];
@@ -545,8 +551,8 @@ static size_t sell_out(struct env *e, uint64_t aid, struct accepted *acc, size_t
         CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "buyer %d failed", i);
         FILE *f = fopen(files[i], "r");
         CHECK(f != NULL);
-        while (n < cap && fscanf(f, "%63s %" SCNu64 " %" SCNd64, acc[n].id, &acc[n].user,
-                                 &acc[n].qty) == 3)
+        while (n < cap &&
+               fscanf(f, "%63s %" SCNu64 " %" SCNd64, acc[n].id, &acc[n].user, &acc[n].qty) == 3)
             n++;
         fclose(f);
     }
@@ -581,14 +587,16 @@ SK_TEST(worker_persists_a_1000_unit_sale_exactly_once_and_a_rerun_adds_nothing)
     static struct accepted acc[1200];
     size_t n = sell_out(&e, aid, acc, 1200);
     int64_t sold = 0;
-    for (size_t i = 0; i < n; i++) sold += acc[i].qty;
+    for (size_t i = 0; i < n; i++)
+        sold += acc[i].qty;
     CHECK_EQ(sold, 1000); /* sold out exactly */
 
     /* The CLI, as an operator runs it; --no-trim keeps the entries so they
      * can be delivered a second time below. */
     char out[8192];
-    const char *args[] = {"worker", "--redis", sk_th_redis_url(), "--db", e.spec, "--consumer",
-                          "w1", "--batch", "100", "--no-trim", "--once", NULL};
+    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
+                          "--consumer", "w1",      "--batch",         "100",  "--no-trim",
+                          "--once",     NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "worker exit %d: %s", rc, out);
     check_exactly_once(&e, aid, acc, n, 1000);
@@ -620,8 +628,9 @@ static void crash_and_restart(const char *env_var, long long rows_after_crash, l
     uint64_t aid = new_activity(&e, 300, 1, 1);
     buy_n(&e, aid, 1, 300);
     char out[8192];
-    const char *args[] = {"worker", "--redis", sk_th_redis_url(), "--db", e.spec, "--consumer",
-                          "crashy", "--batch", "50", "--once", NULL};
+    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
+                          "--consumer", "crashy",  "--batch",         "50",   "--once",
+                          NULL};
     const char *env[] = {env_var, NULL};
     int rc = sk_th_run_seckill(out, sizeof out, env, args);
     CHECK_MSG(rc == 128 + SIGKILL, "expected SIGKILL, got %d: %s", rc, out);
@@ -718,7 +727,8 @@ static pid_t spawn_worker(const char *const *args, const char *log)
         dup2(fd, 2);
         const char *argv[32] = {sk_th_seckill_bin()};
         int n = 1;
-        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+        for (int i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
         argv[n] = NULL;
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -745,8 +755,8 @@ SK_TEST(worker_picks_up_an_activity_created_after_it_started_and_exits_0_on_sigt
     uint64_t first = new_activity(&e, 10, 1, 1);
     char log[450];
     snprintf(log, sizeof log, "%s/worker.log", e.dir);
-    const char *args[] = {"worker", "--redis", sk_th_redis_url(), "--db", e.spec, "--consumer",
-                          "live", "--block-ms", "100", NULL};
+    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
+                          "--consumer", "live",    "--block-ms",      "100",  NULL};
     pid_t pid = spawn_worker(args, log);
     buy_n(&e, first, 1, 3);
     CHECK_MSG(wait_rows(&e, first, 3), "first activity not persisted (see %s)", log);

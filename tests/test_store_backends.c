@@ -447,7 +447,8 @@ BACKEND_TEST(activity_list_ids_set_state_set_db_stock_and_delete)
     CHECK_EQ(n, 0);
     CHECK(ids == NULL);
     uint64_t want[] = {30, 10, 20};
-    for (int i = 0; i < 3; i++) add_activity(st, want[i], 100, 1800);
+    for (int i = 0; i < 3; i++)
+        add_activity(st, want[i], 100, 1800);
     CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
     CHECK_EQ(n, 3);
     CHECK_EQ(all[0].id, 10);
@@ -616,7 +617,8 @@ BACKEND_TEST(orders_pay_and_cancel_move_only_from_created)
     sk_store *st = be_open(b);
     add_activity(st, 3, 100, 1800);
     struct sk_order o[3];
-    for (int i = 0; i < 3; i++) mk_order(&o[i], 3, 5000, i, (uint64_t)i + 1, 1);
+    for (int i = 0; i < 3; i++)
+        mk_order(&o[i], 3, 5000, i, (uint64_t)i + 1, 1);
     persist_ok(st, o, 3);
     int s = -1;
     CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
@@ -687,7 +689,8 @@ BACKEND_TEST(orders_racing_pay_and_cancel_have_exactly_one_winner)
     sk_store *st = be_open(b);
     add_activity(st, 4, 1000, 1800);
     struct sk_order o[RACE_ORDERS];
-    for (int k = 0; k < RACE_ORDERS; k++) mk_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
+    for (int k = 0; k < RACE_ORDERS; k++)
+        mk_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
     persist_ok(st, o, RACE_ORDERS);
     int codes[4];
     fork_codes(b, 4, race_child, codes);
@@ -714,7 +717,8 @@ BACKEND_TEST(orders_expired_lists_unpaid_past_their_deadline_oldest_first)
     sk_store *st = be_open(b);
     add_activity(st, 12, 100, 10); /* 10 s to pay */
     struct sk_order o[5];
-    for (int i = 0; i < 5; i++) mk_order(&o[i], 12, 100000 + 1000 * (4 - i), i, 1, 1);
+    for (int i = 0; i < 5; i++)
+        mk_order(&o[i], 12, 100000 + 1000 * (4 - i), i, 1, 1);
     persist_ok(st, o, 5); /* deadlines 114000, 113000, ..., 110000 */
     CHECK_EQ(sk_store_order_pay(st, o[4].order_id, 1, NULL), 0); /* 110000: paid */
     struct sk_order out[5];
@@ -778,7 +782,8 @@ static int persist_child(const struct be *b, int i)
     char err[512];
     if (sk_store_open(&st, b->spec, err, sizeof err) != 0) return 100;
     struct sk_order o[200];
-    for (int k = 0; k < 200; k++) mk_order(&o[k], 13, 5000, k, (uint64_t)k + 1, 1 + k % 3);
+    for (int k = 0; k < 200; k++)
+        mk_order(&o[k], 13, 5000, k, (uint64_t)k + 1, 1 + k % 3);
     size_t step = (size_t)(7 + 13 * i);
     for (size_t k = 0; k < 200; k += step) {
         size_t m = 200 - k < step ? 200 - k : step;
@@ -804,7 +809,8 @@ BACKEND_TEST(orders_concurrent_persisters_store_each_order_once)
     CHECK_EQ(sk_store_orders_count(st, 13, &c), 0);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 200);
     int64_t units = 0;
-    for (int k = 0; k < 200; k++) units += 1 + k % 3;
+    for (int k = 0; k < 200; k++)
+        units += 1 + k % 3;
     CHECK_EQ(c.units[SK_ORDER_CREATED], units);
     CHECK_EQ(db_stock(st, 13), 1000 - units); /* stock taken once per order */
     CHECK_EQ(c.stock_failures, 0);
@@ -893,7 +899,8 @@ SK_TEST(store_pg_order_ids_sort_bytewise_in_a_database_with_a_linguistic_collati
              name);
     PGresult *r = PQexec(c, sql);
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok) printf("    # no ICU here (%s): checked with the C locale only\n", PQresultErrorMessage(r));
+    if (!ok)
+        printf("    # no ICU here (%s): checked with the C locale only\n", PQresultErrorMessage(r));
     PQclear(r);
     PQfinish(c);
     if (!ok) return;
@@ -922,7 +929,8 @@ static int cli(const char *db, char *out, size_t cap, const char *const *args)
 {
     const char *argv[40] = {"activity"};
     int n = 1;
-    for (int i = 0; args[i] && n < 34; i++) argv[n++] = args[i];
+    for (int i = 0; args[i] && n < 34; i++)
+        argv[n++] = args[i];
     argv[n++] = "--redis";
     argv[n++] = sk_th_redis_url();
     argv[n++] = "--db";
@@ -1008,7 +1016,8 @@ SK_TEST(store_pg_fault_stopped_server_fails_fast_then_reconnects_after_restart)
     char url[256];
     sk_store *st = fault_store(&pg, url, sizeof url);
     struct sk_order o[10];
-    for (int i = 0; i < 10; i++) mk_order(&o[i], 1, 7000, i, (uint64_t)i + 1, 1);
+    for (int i = 0; i < 10; i++)
+        mk_order(&o[i], 1, 7000, i, (uint64_t)i + 1, 1);
     persist_ok(st, o, 5);
 
     sk_th_pg_stop(&pg); /* fast shutdown: sessions are told and closed */
@@ -1021,6 +1030,11 @@ SK_TEST(store_pg_fault_stopped_server_fails_fast_then_reconnects_after_restart)
         CHECK_MSG(took < 3000, "two failing calls took %lld ms", (long long)took);
         CHECK_MSG(strstr(sk_store_errstr(st), "postgres") != NULL, "%s", sk_store_errstr(st));
     }
+    /* The caller's mistakes are still told apart from the outage. */
+    struct sk_order bad = o[0];
+    bad.quantity = 0;
+    CHECK_EQ(sk_store_orders_persist(st, &bad, 1, NULL), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_state(st, 1, "running"), SK_EINVAL);
 
     sk_th_pg_restart(&pg);
     /* The same handle: the next call reconnects. Nothing of the failed
@@ -1042,7 +1056,8 @@ SK_TEST(store_pg_fault_frozen_server_times_out_then_reconnects_after_thaw)
     char url[256];
     sk_store *st = fault_store(&pg, url, sizeof url);
     struct sk_order o[4];
-    for (int i = 0; i < 4; i++) mk_order(&o[i], 1, 8000, i, (uint64_t)i + 1, 2);
+    for (int i = 0; i < 4; i++)
+        mk_order(&o[i], 1, 8000, i, (uint64_t)i + 1, 2);
 
     /* SIGSTOP of postmaster and backends: the kernel still accepts bytes,
      * nobody answers; only the client-side bound ends the wait. */
