@@ -18,6 +18,7 @@
  * Everything it starts dies with it: child processes get PR_SET_PDEATHSIG
  * and are stopped on every exit path, Ctrl-C included; the temporary
  * directory is removed. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -65,6 +66,7 @@ struct opts {
     double duration_s;
     int64_t connections, threads;
     int json, no_wrk;
+    const char *role; /* serve --role: api (one process) or all (+ order worker) */
 };
 
 struct child {
@@ -118,6 +120,9 @@ static int usage(FILE *f)
             "  --connections N   keep-alive connections per phase, 1..%d (default 200)\n"
             "  --threads N       load generator threads, 1..4 (default 1: the server needs\n"
             "                    the other core)\n"
+            "  --serve-role R    api (default): serve is one HTTP process, no order worker\n"
+            "                    (orders stay in the Redis stream); all: serve as a full node\n"
+            "                    (HTTP process + order worker); CPU and RSS add both up\n"
             "  --no-wrk          skip the wrk comparison on the static route\n"
             "  --json            print one JSON object instead of the table\n"
             "\n"
@@ -279,8 +284,8 @@ static int wait_ready(struct child *c, const char *path)
     return -1;
 }
 
-static int start_serve(struct child *c, const char *dir, const char *redis_url, char *err,
-                       size_t cap)
+static int start_serve(struct child *c, const char *dir, const char *redis_url, const char *role,
+                       char *err, size_t cap)
 {
     char listen[64], db[400], log[400];
     c->port = free_port();
@@ -289,6 +294,7 @@ static int start_serve(struct child *c, const char *dir, const char *redis_url, 
     snprintf(log, sizeof log, "%s/serve.log", dir);
     char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
                     "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1",
+                    "--role", (char *)role,
                     "--log-level", "warn", NULL};
     c->pid = spawn(argv, log);
     if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
@@ -378,12 +384,63 @@ static double machine_cpu_seconds(void)
     return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* pid and its children (serve with --role all is a supervisor with an API
+ * process and an order-worker process); returns how many are in out. */
+static int with_children(pid_t pid, pid_t *out, int cap)
+{
+    int n = 0;
+    if (pid <= 0 || cap < 1) return 0;
+    out[n++] = pid;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < cap) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *p = strrchr(buf, ')');
+        int ppid;
+        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)pid)
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static double tree_cpu_seconds(pid_t root)
+{
+    pid_t ps[16];
+    int n = with_children(root, ps, 16);
+    double t = 0;
+    for (int i = 0; i < n; i++) t += cpu_seconds(ps[i]);
+    return t;
+}
+
 static void cpu_snapshot(double out[CPU_N])
 {
     for (int i = 0; i < CPU_N; i++)
         out[i] = i == CPU_LOAD  ? self_cpu_seconds()
                  : i == CPU_ALL ? machine_cpu_seconds()
-                                : cpu_seconds(cpu_pids[i]);
+                                : tree_cpu_seconds(cpu_pids[i]);
+}
+
+static long rss_kib(pid_t pid);
+
+/* RSS of serve: its processes added up (one with --role api). */
+static long tree_rss_kib(pid_t root)
+{
+    pid_t ps[16];
+    int n = with_children(root, ps, 16);
+    long t = 0;
+    for (int i = 0; i < n; i++) {
+        long k = rss_kib(ps[i]);
+        if (k > 0) t += k;
+    }
+    return n ? t : -1;
 }
 
 static long rss_kib(pid_t pid)
@@ -409,7 +466,7 @@ static void *sample_rss(void *arg)
 {
     struct sampler *s = arg;
     while (!atomic_load(&s->stop)) {
-        long k = rss_kib(s->pid);
+        long k = tree_rss_kib(s->pid);
         if (k > s->peak) s->peak = k;
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -520,6 +577,14 @@ static double ratio(const struct phase *a, const struct phase *ref)
     return a->ran && ref->ran && ref->rps > 0 ? a->rps / ref->rps : 0;
 }
 
+/* Cores used by processes other than ours during a phase. */
+static double other_cpu(const struct phase *p)
+{
+    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_NGINX] + p->cpu[CPU_LOAD];
+    double o = p->cpu[CPU_ALL] - ours;
+    return o > 0 ? o : 0;
+}
+
 static const char *met(int ok) { return ok ? "met" : "NOT met"; }
 
 struct report {
@@ -550,8 +615,9 @@ static void print_table(const struct report *R)
     const struct phase *ph = R->ph;
     printf("seckill bench http: %s\n", R->machine);
     printf("load: seckill load in-process, closed loop, %" PRId64 " connections, %" PRId64
-           " thread(s), %.0f s per phase; POST purchase-shaped requests with X-User-Id\n\n",
+           " thread(s), %.0f s per phase; POST purchase-shaped requests with X-User-Id\n",
            R->o->connections, R->o->threads, R->o->duration_s);
+    printf("serve: --role %s --processes 1\n\n", R->o->role);
     printf("%-44s %12s %10s %10s %10s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "p99.9 ms",
            "x static");
     for (int i = 0; i < PH_COUNT; i++) {
@@ -572,16 +638,23 @@ static void print_table(const struct report *R)
            sysconf(_SC_NPROCESSORS_ONLN));
     printf("%-44s", "phase");
     for (int k = 0; k < CPU_N; k++) printf(" %7s", cpu_names[k]);
-    printf(" %14s\n", "serve us/req");
+    printf(" %7s %14s\n", "other", "serve us/req");
+    int disturbed = 0;
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &ph[i];
         if (!p->ran || i == PH_WRK) continue;
         printf("%-44s", p->label);
         for (int k = 0; k < CPU_N; k++) printf(" %7.2f", p->cpu[k]);
+        double other = other_cpu(p);
+        printf(" %7.2f", other);
+        if (other > 0.15) disturbed = 1;
         if (i == PH_ADMIT || i == PH_SOLDOUT)
             printf(" %14.1f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0);
         printf("\n");
     }
+    if (disturbed)
+        printf("WARNING: other processes used more than 0.15 cores during a phase: its figures "
+               "are disturbed; run again on a quiet machine\n");
     if (!R->have_nginx) printf("\nstatic reference missing: %s\n", R->nginx_note);
     printf("\nserve RSS: %ld KiB at start, %ld KiB idle after the phases, %ld KiB peak with %d "
            "connections busy\n",
@@ -613,6 +686,7 @@ static void print_json(const struct report *R)
     json_object_set_new(j, "connections", json_integer(R->o->connections));
     json_object_set_new(j, "load_threads", json_integer(R->o->threads));
     json_object_set_new(j, "duration_s", json_real(R->o->duration_s));
+    json_object_set_new(j, "serve_role", json_string(R->o->role));
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &R->ph[i];
         json_t *x = json_object();
@@ -628,6 +702,7 @@ static void print_json(const struct report *R)
         if (p->ran && i != PH_WRK) {
             json_t *c = json_object();
             for (int k = 0; k < CPU_N; k++) json_object_set_new(c, cpu_names[k], json_real(p->cpu[k]));
+            json_object_set_new(c, "other", json_real(other_cpu(p)));
             json_object_set_new(x, "cpu_cores", c);
         }
         if (p->detail) json_object_set(x, "load", p->detail);
@@ -664,6 +739,7 @@ static int parse(struct opts *o, int argc, char **argv)
     o->duration_s = 8;
     o->connections = 200;
     o->threads = 1;
+    o->role = "api";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t n;
@@ -678,6 +754,9 @@ static int parse(struct opts *o, int argc, char **argv)
             i++;
         else if (!strcmp(a, "--threads") && sk_cli_parse_i64(argv[i + 1], 1, 4, &o->threads) == 0)
             i++;
+        else if (!strcmp(a, "--serve-role") &&
+                 (!strcmp(argv[i + 1], "api") || !strcmp(argv[i + 1], "all")))
+            o->role = argv[++i];
         else return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
     }
     return 0;
@@ -742,8 +821,8 @@ int sk_bench_http(int argc, char **argv)
         snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
         goto done;
     }
-    if (start_serve(&serve, dir, redis.url, err, sizeof err) < 0) goto done;
-    R.rss_start = rss_kib(serve.pid);
+    if (start_serve(&serve, dir, redis.url, o.role, err, sizeof err) < 0) goto done;
+    R.rss_start = tree_rss_kib(serve.pid);
     cpu_pids[CPU_SERVE] = serve.pid;
     cpu_pids[CPU_REDIS] = redis.pid;
 
@@ -820,7 +899,7 @@ int sk_bench_http(int argc, char **argv)
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
     if (!interrupted) {
         sleep_ms(500);
-        R.rss_idle = rss_kib(serve.pid);
+        R.rss_idle = tree_rss_kib(serve.pid);
         struct sampler s = {.pid = serve.pid, .peak = R.rss_idle};
         atomic_init(&s.stop, 0);
         pthread_t t;
@@ -837,7 +916,7 @@ int sk_bench_http(int argc, char **argv)
             fprintf(stderr, "seckill: bench http: %d-connection phase: %s\n", RSS_CONNS, rssp.note);
         }
         json_decref(rssp.detail);
-        long now_k = rss_kib(serve.pid);
+        long now_k = tree_rss_kib(serve.pid);
         if (have_t) {
             atomic_store(&s.stop, 1);
             pthread_join(t, NULL);

@@ -715,21 +715,22 @@ static void rec_free(struct sk_load_records *rs)
     memset(rs, 0, sizeof *rs);
 }
 
-static void count_code(struct sk_load_result *r, const char *code, size_t len)
+/* Adds n to the count of an error code (a small table: codes are few). */
+static void count_code(struct sk_load_result *r, const char *code, size_t len, uint64_t n)
 {
     for (size_t i = 0; i < r->n_refusals; i++)
         if (strlen(r->refusals[i].code) == len && !memcmp(r->refusals[i].code, code, len)) {
-            r->refusals[i].n++;
+            r->refusals[i].n += n;
             return;
         }
     if (r->n_refusals < SK_LOAD_MAX_CODES && len < sizeof r->refusals[0].code) {
         memcpy(r->refusals[r->n_refusals].code, code, len);
         r->refusals[r->n_refusals].code[len] = 0;
-        r->refusals[r->n_refusals].n = 1;
+        r->refusals[r->n_refusals].n = n;
         r->n_refusals++;
         return;
     }
-    r->refusals_other++;
+    r->refusals_other += n;
 }
 
 /* ---- connection handling ---- */
@@ -948,7 +949,7 @@ static void on_response(struct conn *c, const struct sk_load_resp *r, int64_t no
         size_t vl;
         int str;
         if (sk_load_json_field(r->body, r->body_len, "error", &v, &vl, &str) == 0 && str) {
-            count_code(res, v, vl);
+            count_code(res, v, vl, 1);
             if (vl == 8 && !memcmp(v, "sold_out", 8)) contending = 1;
         } else {
             res->refusals_other++;
@@ -1301,8 +1302,7 @@ static void merge(struct sk_load_result *r, const struct sk_load_result *p)
     for (int s = 0; s < 600; s++) r->status[s] += p->status[s];
     r->status_other += p->status_other;
     for (size_t i = 0; i < p->n_refusals; i++)
-        for (uint64_t k = 0; k < p->refusals[i].n; k++)
-            count_code(r, p->refusals[i].code, strlen(p->refusals[i].code));
+        count_code(r, p->refusals[i].code, strlen(p->refusals[i].code), p->refusals[i].n);
     r->refusals_other += p->refusals_other;
     r->err_connect += p->err_connect;
     r->err_closed += p->err_closed;
