@@ -78,7 +78,10 @@ demo: all
 	$(BUILD)/seckill demo $(DEMO_ARGS)
 
 bench: all
-	$(BUILD)/seckill bench admission $(BENCH_ARGS)
+	@sh scripts/deps.sh bench
+	$(BUILD)/seckill bench admission
+	$(BUILD)/seckill bench persist
+	$(BUILD)/seckill bench http
 
 format:
 	clang-format -i src/*.c src/*.h tests/*.c tests/*.h bench/*.c tools/*.c

@@ -4,6 +4,9 @@
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
       libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev"
+# `deps.sh bench`: also the reference servers and tools the benchmarks use
+# (not needed by make test or make demo).
+[ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
