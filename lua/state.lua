@@ -1,14 +1,28 @@
 -- state.lua - one consistent snapshot of an activity's live state.
--- KEYS: meta stock buyers orders
+-- KEYS: meta stock buyers orders dlq
 -- Returns {exists, open, initial, stock, released, limit, max_qty, start_ms,
---          end_ms, buyers, held, stream_len}
+--          end_ms, buyers, held, stream_len, reconcile_drift (-1: never),
+--          reconcile_ms, backlog (entries the order worker has not acknowledged:
+--          pending + lag of group "seckill"; -1 when unknown), dlq length}
 local m = redis.call('HMGET', KEYS[1], 'open', 'initial', 'released', 'limit', 'max_qty',
-                     'start_ms', 'end_ms')
+                     'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms')
 local stock = redis.call('GET', KEYS[2])
-if not m[2] or not stock then return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
+if not m[2] or not stock then return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0} end
+local xlen = redis.call('XLEN', KEYS[4])
+-- Backlog: without a group nothing was consumed yet (all of the stream).
+local backlog = xlen
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == 'seckill' then
+      backlog = (type(f['lag']) == 'number') and (f['pending'] + f['lag']) or -1
+    end
+  end
+end
 local held = 0
 local b = redis.call('HVALS', KEYS[3])
 for i = 1, #b do held = held + tonumber(b[i]) end
 return {1, m[1] == '1' and 1 or 0, tonumber(m[2]), tonumber(stock), tonumber(m[3] or '0'),
         tonumber(m[4]), tonumber(m[5]), tonumber(m[6]), tonumber(m[7]), #b, held,
-        redis.call('XLEN', KEYS[4])}
+        xlen, tonumber(m[8] or '-1'), tonumber(m[9] or '0'), backlog, redis.call('XLEN', KEYS[5])}

@@ -56,21 +56,6 @@ static int activity_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route r
     return 1;
 }
 
-static int state_from_reply(const redisReply *rep, struct sk_stock_state *st)
-{
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 12) return SK_EPROTO;
-    int64_t v[12];
-    for (int i = 0; i < 12; i++) {
-        if (rep->element[i]->type != REDIS_REPLY_INTEGER) return SK_EPROTO;
-        v[i] = rep->element[i]->integer;
-    }
-    *st = (struct sk_stock_state){.exists = (int)v[0], .open = (int)v[1], .initial = v[2],
-                                  .remaining = v[3], .released = v[4], .per_user_limit = v[5],
-                                  .max_per_order = v[6], .start_ms = v[7], .end_ms = v[8],
-                                  .buyers = v[9], .held = v[10], .stream_len = v[11]};
-    return 0;
-}
-
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
@@ -97,7 +82,7 @@ static void on_state_for_activity(void *data, redisReply *rep)
     struct sk_stock_state st;
     h2o_req_t *req = op_end(o);
     if (req) {
-        if (state_from_reply(rep, &st) < 0)
+        if (sk_stock_state_parse(rep, &st) < 0)
             sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
         else
             reply_activity(o->app, req, o->a.route, o->a.route == SK_ROUTE_admin_create ? 201 : 200,
@@ -111,8 +96,8 @@ static void answer_with_state(struct op *o)
 {
     struct sk_keys k;
     sk_keys_for(&k, o->act.id);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 4, keys, 0, NULL, NULL,
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
                        on_state_for_activity, o) < 0)
         on_state_for_activity(o, NULL);
 }
@@ -289,10 +274,11 @@ static void on_stats(void *data, redisReply *rep)
     struct op *o = data;
     struct sk_stock_state st;
     h2o_req_t *req = op_end(o);
-    if (req && state_from_reply(rep, &st) < 0) {
+    if (req && sk_stock_state_parse(rep, &st) < 0) {
         sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
     } else if (req) {
-        char refused[1024], body[2048];
+        char refused[1024], body[2048], rat[SK_TIME_RFC3339_MAX] = "";
+        if (st.reconcile_ms > 0) sk_time_format_rfc3339(st.reconcile_ms, rat, sizeof rat);
         if (sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0)
             snprintf(refused, sizeof refused, "{}");
         int64_t initial = st.exists ? st.initial : o->act.stock;
@@ -301,11 +287,12 @@ static void on_stats(void *data, redisReply *rep)
                          "{\"id\":%" PRIu64 ",\"preheated\":%s,\"open\":%s,\"stock_initial\":%" PRId64
                          ",\"remaining\":%" PRId64 ",\"admitted\":%" PRId64 ",\"buyers\":%" PRId64
                          ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64
-                         ",\"stream_backlog\":%" PRId64 ",\"dlq\":0,\"db_stock\":%" PRId64
-                         ",\"refused_this_process\":%s}",
+                         ",\"stream_backlog\":%" PRId64 ",\"dlq\":%" PRId64
+                         ",\"db_stock\":%" PRId64 ",\"reconcile_drift\":%" PRId64
+                         ",\"reconcile_at\":\"%s\",\"refused_this_process\":%s}",
                          o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false",
                          initial, remaining, st.held, st.buyers, st.released, st.stream_len,
-                         st.stream_len, o->act.stock_db, refused);
+                         st.backlog, st.dlq, o->act.stock_db, st.reconcile_drift, rat, refused);
         sk_http_reply(o->app, req, o->a.route, 200, "application/json", body,
                       n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
     }
@@ -323,8 +310,8 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     o->act = a;
     struct sk_keys k;
     sk_keys_for(&k, a.id);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, 4, keys, 0, NULL, NULL, on_stats, o) < 0)
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_stats, o) < 0)
         on_stats(o, NULL);
     return 0;
 }

@@ -51,6 +51,9 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */

@@ -16,6 +16,7 @@ int sk_cli_serve(int argc, char **argv);
 int sk_cli_demo(int argc, char **argv);
 int sk_cli_worker(int argc, char **argv); /* order_worker.c */
 int sk_cli_load(int, char **);
+int sk_cli_reconcile(int argc, char **argv); /* cli_reconcile.c */
 
 /* Prints "seckill: <msg>" to stderr and returns SK_EXIT_USAGE. */
 int sk_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -43,6 +43,9 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_admin_open] = sk_api_admin_switch,
     [SK_ROUTE_admin_close] = sk_api_admin_switch,
     [SK_ROUTE_admin_stats] = sk_api_admin_stats,
+    [SK_ROUTE_order_get] = sk_api_order_get,
+    [SK_ROUTE_order_pay] = sk_api_order_pay,
+    [SK_ROUTE_order_cancel] = sk_api_order_cancel,
     [SK_ROUTE_healthz] = sk_api_ops,
     [SK_ROUTE_readyz] = sk_api_ops,
     [SK_ROUTE_metrics] = sk_api_ops,
@@ -226,11 +229,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     }
     if (m.status == 400) {
         sk_http_error(app, req, m.route, 400, "bad_request", "id must be a positive integer");
-        return 0;
-    }
-    if (!route_fns[m.route]) {
-        sk_http_error(app, req, m.route, 404, "not_found",
-                      "order endpoints come with the order pipeline");
         return 0;
     }
     return route_fns[m.route](app, req, &m);

@@ -5,6 +5,8 @@
  * --role worker only the latter. The parent restarts a crashed process
  * and forwards SIGTERM/SIGINT for a graceful stop. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +21,12 @@
 #include "cli.h"
 #include "config.h"
 #include "http_server.h"
+#include "clock.h"
+#include "keys.h"
 #include "log.h"
 #include "order_worker.h"
+#include "reconcile.h"
+#include "sweeper.h"
 #include "store.h"
 
 extern char **environ;
@@ -101,14 +107,84 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
     return 0;
 }
 
-/* The order-pipeline process (--role all|worker): the order worker in this
- * process's main thread; SIGTERM finishes the batch in hand. */
+/* The order-pipeline process (--role all|worker): the order worker in the
+ * main thread, the payment-timeout sweeper and a periodic reconcile in two
+ * more threads, each with its own Redis and store connections. SIGTERM
+ * finishes the batch in hand and stops all three. */
 static sk_worker *running_worker;
+static sk_sweeper *running_sweeper;
+static atomic_int reconcile_stop;
+
+/* How often the worker process reconciles every activity. */
+#define SERVE_RECONCILE_EVERY_MS 30000
 
 static void on_worker_signal(int sig)
 {
     (void)sig;
     if (running_worker) sk_worker_stop(running_worker);
+    if (running_sweeper) sk_sweeper_stop(running_sweeper);
+    atomic_store(&reconcile_stop, 1);
+}
+
+static void *sweeper_thread(void *arg)
+{
+    if (sk_sweeper_run(arg) < 0)
+        sk_log(SK_LOG_ERROR, "sweeper: %s", sk_sweeper_errstr(arg));
+    return NULL;
+}
+
+/* Checks every activity (no repair: repairs are an operator's decision),
+ * logs drift, and leaves the verdict in Redis (sk:{a<ID>}:meta fields
+ * reconcile_ms and reconcile_drift) for the stats route and dashboards. */
+static void reconcile_all(const struct sk_config *cfg)
+{
+    char err[256];
+    sk_store *st;
+    sk_redis *r;
+    if (sk_store_open(&st, cfg->db, err, sizeof err) < 0) {
+        sk_log(SK_LOG_WARN, "reconcile: store: %s", err);
+        return;
+    }
+    if (sk_redis_new(&r, cfg->redis, 1000, 5000, err, sizeof err) < 0) {
+        sk_store_close(st);
+        return;
+    }
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    if (sk_store_activity_ids(st, &ids, &n) == 0) {
+        for (size_t i = 0; i < n && !atomic_load(&reconcile_stop); i++) {
+            struct sk_reconcile_report rep;
+            if (sk_reconcile_activity(st, r, ids[i], NULL, &rep) == 0) {
+                if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);
+                struct sk_keys k;
+                sk_keys_for(&k, ids[i]);
+                redisReply *rr;
+                if (rep.redis.present &&
+                    sk_redis_cmd(r, &rr, "HSET %s reconcile_ms %lld reconcile_drift %lld", k.meta,
+                                 (long long)sk_wall_ms(), (long long)rep.total) == 0)
+                    freeReplyObject(rr);
+            }
+            sk_reconcile_report_free(&rep);
+        }
+    }
+    free(ids);
+    sk_redis_free(r);
+    sk_store_close(st);
+}
+
+static void *reconcile_thread(void *arg)
+{
+    const struct sk_config *cfg = arg;
+    int64_t next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
+    while (!atomic_load(&reconcile_stop)) {
+        if (sk_mono_ms() >= next) {
+            reconcile_all(cfg);
+            next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* a stop is seen within 0.1 s */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
 }
 
 static int run_order_worker(const struct sk_config *cfg)
@@ -117,21 +193,41 @@ static int run_order_worker(const struct sk_config *cfg)
     sk_worker_opts_init(&o);
     o.redis_url = cfg->redis;
     o.db_spec = cfg->db;
+    struct sk_sweeper_opts so;
+    sk_sweeper_opts_init(&so);
+    so.redis_url = cfg->redis;
+    so.db_spec = cfg->db;
     char err[256];
-    if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0) {
+    if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0 ||
+        sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "order worker: %s", err);
+        sk_worker_free(running_worker);
         return SK_EXIT_FAIL;
     }
     struct sigaction sa = {.sa_handler = on_worker_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    sk_log(SK_LOG_INFO, "order worker %s started (pid %d)", sk_worker_consumer(running_worker),
-           (int)getpid());
+    pthread_t sweeper, reconciler;
+    int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
+    int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
+    sk_log(SK_LOG_INFO, "order worker %s, sweeper and reconcile started (pid %d)",
+           sk_worker_consumer(running_worker), (int)getpid());
     int rc = sk_worker_run(running_worker);
+    /* the worker returned (a stop): stop the others too */
+    sk_sweeper_stop(running_sweeper);
+    atomic_store(&reconcile_stop, 1);
+    if (have_sweeper) pthread_join(sweeper, NULL);
+    if (have_reconciler) pthread_join(reconciler, NULL);
     struct sk_worker_stats st;
     sk_worker_stats(running_worker, &st);
-    sk_log(SK_LOG_INFO, "order worker stopped: %llu persisted, %llu dead-lettered",
-           (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered);
+    struct sk_sweeper_stats sw;
+    sk_sweeper_stats(running_sweeper, &sw);
+    sk_log(SK_LOG_INFO,
+           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu",
+           (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered,
+           (unsigned long long)sw.cancelled);
+    sk_sweeper_free(running_sweeper);
+    running_sweeper = NULL;
     sk_worker_free(running_worker);
     running_worker = NULL;
     return rc < 0 ? SK_EXIT_FAIL : SK_EXIT_OK;

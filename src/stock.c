@@ -218,28 +218,35 @@ int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
     return 0;
 }
 
+#define STATE_FIELDS 16
+
+int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != STATE_FIELDS) return SK_EPROTO;
+    int64_t v[STATE_FIELDS];
+    for (int i = 0; i < STATE_FIELDS; i++) {
+        if (!is_int(rep->element[i])) return SK_EPROTO;
+        v[i] = rep->element[i]->integer;
+    }
+    *st = (struct sk_stock_state){.exists = (int)v[0], .open = (int)v[1], .initial = v[2],
+                                  .remaining = v[3], .released = v[4], .per_user_limit = v[5],
+                                  .max_per_order = v[6], .start_ms = v[7], .end_ms = v[8],
+                                  .buyers = v[9], .held = v[10], .stream_len = v[11],
+                                  .reconcile_drift = v[12], .reconcile_ms = v[13],
+                                  .backlog = v[14], .dlq = v[15]};
+    return 0;
+}
+
 int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders};
-    int64_t v[12];
-    int rc = eval_ints(r, SK_SCRIPT_STATE, 4, keys, 0, NULL, v, 12);
-    if (rc < 0) return rc;
-    memset(st, 0, sizeof *st);
-    st->exists = (int)v[0];
-    st->open = (int)v[1];
-    st->initial = v[2];
-    st->remaining = v[3];
-    st->released = v[4];
-    st->per_user_limit = v[5];
-    st->max_per_order = v[6];
-    st->start_ms = v[7];
-    st->end_ms = v[8];
-    st->buyers = v[9];
-    st->held = v[10];
-    st->stream_len = v[11];
-    return 0;
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
+    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = proto(r, "state");
+    if (rep) freeReplyObject(rep);
+    return rc;
 }
 
 int sk_stock_drop(sk_redis *r, uint64_t aid)

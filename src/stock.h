@@ -82,11 +82,17 @@ struct sk_stock_state {
     int64_t initial, remaining, released, per_user_limit, max_per_order, start_ms, end_ms;
     int64_t buyers;     /* distinct users holding units */
     int64_t held;       /* units held by buyers (sum of the buyers hash) */
-    int64_t stream_len; /* order events in the stream */
+    int64_t stream_len; /* order events in the stream (the worker trims persisted ones) */
+    int64_t reconcile_drift; /* drift found by the last periodic reconcile, -1: none ran */
+    int64_t reconcile_ms;    /* when it ran (unix ms) */
+    int64_t backlog;         /* stream entries the order worker has not acknowledged, -1 unknown */
+    int64_t dlq;             /* dead-lettered entries */
 };
 
-/* Live state, read in one MULTI so the figures are from one instant. */
+/* Live state, read by one script so the figures are from one instant. */
 int sk_stock_state(sk_redis *r, uint64_t activity_id, struct sk_stock_state *st);
+/* Decodes the state script's reply (shared with the async service). */
+int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 
 /* Deletes every key of the activity. */
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);

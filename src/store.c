@@ -169,3 +169,31 @@ int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     return DISPATCH(activity_ids, out, n);
 }
+
+int sk_store_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
+{
+    return DISPATCH(order_mark_released, order_id, now_ms);
+}
+
+int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                               size_t *n)
+{
+    return DISPATCH(orders_unreleased, after, limit, out, n);
+}
+
+int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+{
+    return DISPATCH(db_stock_check, id, stock, expected);
+}
+
+int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                             int64_t *after)
+{
+    return DISPATCH(db_stock_repair, id, now_ms, before, after);
+}
+
+int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                           const char *audit_detail)
+{
+    return DISPATCH(order_restore, o, now_ms, audit_detail);
+}

@@ -145,7 +145,14 @@ int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
  * status after the call. */
 int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
 
-/* Cancels a created order at now_ms (conditional on status created).
+/* Cancels a created order at now_ms (conditional on status created). In
+ * the same transaction the order's units go back to its activity's DB
+ * stock (capped at the initial stock): DB stock stays
+ * stock_initial - units of the orders that are not cancelled, and is never
+ * below what Redis may sell again once the units are released there (a
+ * resold unit must find its DB stock, or its conditional update fails).
+ * The Redis release follows the DB cancel (sweeper.h); migration 3's
+ * released_ms records that it happened.
  * *prev_status (may be NULL) is the status the order had:
  *   created   -> returns 0: THIS call cancelled it (the caller, and only
  *                it, may release the units in Redis);
@@ -201,5 +208,52 @@ int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock);
 /* Every activity id, ascending, as an array of *n ids allocated here: the
  * caller frees *out with free() (NULL when *n is 0). */
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);
+
+/* ---- Payment timeout and reconciliation (sweeper.h, reconcile.h) ------
+ *
+ * A cancelled order owes one Redis release (release.lua). The release runs
+ * after the DB cancel commits, so a crash in between leaves a cancelled
+ * order whose units are still held in Redis. released_ms (migration 3,
+ * NULL until set) records that the release is known to be done; the orders
+ * still owing one are found through a partial index that holds only them,
+ * not by scanning every cancelled order. */
+
+/* Records that the Redis release of a cancelled order is done (at now_ms;
+ * an earlier mark is kept). 0 when marked (now or before); SK_ESTATE when
+ * the order is not cancelled; SK_ENOTFOUND. */
+int sk_store_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms);
+
+/* Up to limit cancelled orders whose release is not marked, of every
+ * activity, ordered by order_id, starting after `after` (NULL or "" = from
+ * the start), into out (caller's array); *n written. */
+int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                               size_t *n);
+
+/* One consistent read of the DB stock of an activity and what it should be:
+ *   *expected = stock_initial - sum(quantity of its orders not cancelled)
+ * (may be negative: the DB holds more units than the initial stock).
+ * SK_ENOTFOUND when the activity is absent. */
+int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
+
+/* Sets the DB stock to the expected value above, computed and written in
+ * one transaction (concurrent persists and cancels wait for it or see its
+ * result), with one audit row "repair_db_stock" (before/after) when it
+ * changed. *before / *after: the stock before and after (equal when
+ * nothing changed). SK_ESTATE when expected is below 0 or above the
+ * initial stock (nothing written), SK_ENOTFOUND. */
+int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                             int64_t *after);
+
+/* Re-inserts an order Redis admitted that the DB lost (reconcile repair):
+ * o's order_id, stream_id, activity_id, user_id, quantity, created_ms and
+ * status (SK_ORDER_CREATED, or SK_ORDER_CANCELLED for an order already
+ * released in Redis: then cancelled_ms and released_ms are now_ms) are
+ * stored; pay_deadline_ms as sk_store_orders_persist sets it. The DB stock
+ * is NOT touched (the caller recomputes it with sk_store_db_stock_repair).
+ * In the same transaction one audit row "repair_restore_order" with
+ * audit_detail. SK_EEXIST when the order exists (nothing written),
+ * SK_EINVAL for a malformed order. */
+int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                           const char *audit_detail);
 
 #endif

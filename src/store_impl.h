@@ -42,6 +42,15 @@ struct sk_store_ops {
     int (*audit_list)(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
     int (*activity_set_db_stock)(sk_store *st, uint64_t id, int64_t stock);
     int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n);
+    /* Payment timeout and reconciliation (store.h, migration 3). */
+    int (*order_mark_released)(sk_store *st, const char *order_id, int64_t now_ms);
+    int (*orders_unreleased)(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                             size_t *n);
+    int (*db_stock_check)(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
+    int (*db_stock_repair)(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                           int64_t *after);
+    int (*order_restore)(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                         const char *audit_detail);
 };
 
 #define SK_STORE_ERR_MAX 512

@@ -106,6 +106,12 @@ static const char *const migrations[] = {
     " detail TEXT NOT NULL"
     ");"
     "CREATE INDEX audit_activity ON audit (activity_id, id);",
+    /* 3: released_ms: set once the Redis release of a cancelled order is
+     * known to be done; the partial index holds exactly the cancelled
+     * orders still owing their release (see the SQLite migration 3). */
+    "ALTER TABLE orders ADD COLUMN released_ms BIGINT;"
+    "CREATE INDEX orders_unreleased ON orders (order_id)"
+    " WHERE status = 'cancelled' AND released_ms IS NULL;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -1064,9 +1070,18 @@ static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, i
     int rc = enter(st);
     if (rc) return rc;
     int before = -1;
+    /* One statement: the status change and the DB stock credit (capped at
+     * the initial stock) commit together (store.h), so the units go back
+     * exactly once, with the winning cancel. The SELECT yields one row when
+     * this call changed the order. */
     if ((rc = transition(st, order_id,
-                         "UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
-                         " WHERE order_id = $2 AND status = 'created'",
+                         "WITH c AS (UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
+                         " WHERE order_id = $2 AND status = 'created'"
+                         " RETURNING activity_id, quantity),"
+                         " s AS (UPDATE activities a"
+                         " SET stock = LEAST(a.stock_initial, a.stock + c.quantity)"
+                         " FROM c WHERE a.id = c.activity_id RETURNING a.id)"
+                         " SELECT 1 FROM c",
                          now_ms, &before)) != 0)
         return rc;
     if (prev_status) *prev_status = before;
@@ -1216,6 +1231,190 @@ static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **o
     return 0;
 }
 
+/* ---- payment timeout and reconciliation (store.h, migration 3) ------- */
+
+static int pg_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    struct num t = num_i64(now_ms);
+    const char *p[] = {t.s, order_id};
+    PGresult *r;
+    if ((rc = run(st, &r, "mark order released",
+                  "UPDATE orders SET released_ms = $1 WHERE order_id = $2"
+                  " AND status = 'cancelled' AND released_ms IS NULL",
+                  2, p)) != 0)
+        return rc;
+    long hit = changed(r);
+    PQclear(r);
+    if (hit) return 0;
+    /* Marked before, not cancelled, or absent. */
+    if ((rc = run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1,
+                  p + 1)) != 0)
+        return rc;
+    if (PQntuples(r) != 1)
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    else if (status_from_text(PQgetvalue(r, 0, 0)) != SK_ORDER_CANCELLED)
+        rc = set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release", order_id);
+    PQclear(r);
+    return rc;
+}
+
+static int pg_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                                size_t *n)
+{
+    *n = 0;
+    int rc = enter(st);
+    if (rc || limit == 0) return rc;
+    char sql[320];
+    /* The WHERE repeats the partial index's condition, so the index is used. */
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE status = 'cancelled' AND released_ms IS NULL"
+             " AND order_id > $1 ORDER BY order_id LIMIT $2",
+             ORDER_COLUMNS);
+    struct num l = num_u64(limit > INT64_MAX ? INT64_MAX : limit);
+    const char *p[] = {after ? after : "", l.s};
+    return read_orders(st, sql, 2, p, limit, out, n);
+}
+
+/* DB stock, expected DB stock and initial stock of an activity, in one
+ * statement (one snapshot). */
+static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
+                       int64_t *initial)
+{
+    struct num a = num_u64(id);
+    const char *p[] = {a.s};
+    PGresult *r;
+    int rc = run(st, &r, "check DB stock",
+                 "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
+                 " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
+                 " a.stock_initial FROM activities a WHERE a.id = $1",
+                 1, p);
+    if (rc) return rc;
+    if (PQntuples(r) != 1) {
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    } else {
+        *stock = i64_at(r, 0, 0);
+        *expected = i64_at(r, 0, 1);
+        if (initial) *initial = i64_at(r, 0, 2);
+    }
+    PQclear(r);
+    return rc;
+}
+
+static int pg_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    return stock_check(st, id, stock, expected, NULL);
+}
+
+/* The body of the repair transaction (between BEGIN and COMMIT). */
+static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
+                           int64_t *expected)
+{
+    struct num a = num_u64(id);
+    const char *p[] = {a.s};
+    PGresult *r;
+    /* The row lock first: a persist or cancel that changes the stock waits
+     * for this transaction, and the sum below (a new snapshot, READ
+     * COMMITTED) sees every one that committed before. */
+    int rc =
+        run(st, &r, "lock activity", "SELECT stock FROM activities WHERE id = $1 FOR UPDATE", 1, p);
+    if (rc) return rc;
+    int rows = PQntuples(r);
+    PQclear(r);
+    if (rows != 1) return set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    int64_t initial = 0;
+    if ((rc = stock_check(st, id, stock, expected, &initial)) != 0) return rc;
+    if (*expected < 0 || *expected > initial)
+        return set_err(st, SK_ESTATE,
+                       "activity %" PRIu64 ": computed DB stock %" PRId64 " is outside 0..%" PRId64
+                       " (the DB holds more units than the initial stock)",
+                       id, *expected, initial);
+    if (*stock == *expected) return 0;
+    struct num e = num_i64(*expected);
+    const char *up[] = {e.s, a.s};
+    if ((rc = run(st, NULL, "set DB stock", "UPDATE activities SET stock = $1 WHERE id = $2", 2,
+                  up)) != 0)
+        return rc;
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+    snprintf(detail, sizeof detail,
+             "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
+             " - units of orders not cancelled %" PRId64 ")",
+             *stock, *expected, initial, initial - *expected);
+    struct num t = num_i64(now_ms);
+    const char *ap[] = {t.s, a.s, "repair_db_stock", detail};
+    return run(st, NULL, "insert audit row",
+               "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
+               ap);
+}
+
+/* Ends a transaction: COMMIT when rc is 0, else ROLLBACK keeping the error
+ * of rc (a broken connection rolls back on the server by itself). */
+static int finish_tx(sk_store *st, int rc, const char *what)
+{
+    if (rc == 0) rc = cmd(st, "COMMIT", what);
+    if (rc) {
+        char why[sizeof st->errstr];
+        snprintf(why, sizeof why, "%s", st->errstr);
+        if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback");
+        set_err(st, rc, "%s", why);
+    }
+    return rc;
+}
+
+static int pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                              int64_t *after)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    if ((rc = cmd(st, "BEGIN", "begin DB stock repair")) != 0) return rc;
+    int64_t stock = 0, expected = 0;
+    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
+    if ((rc = finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
+    if (before) *before = stock;
+    if (after) *after = expected;
+    return 0;
+}
+
+static int pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                            const char *audit_detail)
+{
+    st->errstr[0] = 0;
+    int rc = check_order(st, o, 0);
+    if (rc) return rc;
+    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
+        return set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
+                       o->order_id);
+    if ((rc = enter(st)) != 0) return rc;
+    if ((rc = cmd(st, "BEGIN", "begin order restore")) != 0) return rc;
+    int cancelled = o->status == SK_ORDER_CANCELLED;
+    struct num a = num_u64(o->activity_id), u = num_i64((int64_t)o->user_id), /* same bits */
+        q = num_i64(o->quantity), c = num_i64(o->created_ms), t = num_i64(now_ms);
+    const char *p[] = {
+        o->order_id,           a.s, u.s, q.s, sk_order_status_name(o->status), c.s, o->stream_id,
+        cancelled ? t.s : NULL};
+    /* The pay deadline as persist sets it: the activity's timeout, or the
+     * default when the activity is not in the DB. */
+    rc = run(st, NULL, "restore order",
+             "INSERT INTO orders (order_id, activity_id, user_id, quantity, status, created_ms,"
+             " pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
+             " VALUES ($1, $2::bigint, $3, $4, $5, $6::bigint, $6::bigint + 1000 * coalesce("
+             "(SELECT pay_timeout_s FROM activities WHERE id = $2::bigint), " STR(
+                 SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) "), $7, $8::bigint, $8::bigint)",
+             8, p);
+    if (rc == SK_EEXIST) set_err(st, rc, "order %s already exists", o->order_id);
+    if (rc == 0) {
+        const char *ap[] = {t.s, a.s, "repair_restore_order",
+                            audit_detail ? audit_detail : o->order_id};
+        rc = run(st, NULL, "insert audit row",
+                 "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
+                 ap);
+    }
+    return finish_tx(st, rc, "commit order restore");
+}
+
 /* ---- table and open -------------------------------------------------- */
 
 static void pg_close(sk_store *st)
@@ -1244,6 +1443,11 @@ static const struct sk_store_ops pg_ops = {
     .audit_list = pg_audit_list,
     .activity_set_db_stock = pg_activity_set_db_stock,
     .activity_ids = pg_activity_ids,
+    .order_mark_released = pg_order_mark_released,
+    .orders_unreleased = pg_orders_unreleased,
+    .db_stock_check = pg_db_stock_check,
+    .db_stock_repair = pg_db_stock_repair,
+    .order_restore = pg_order_restore,
 };
 
 int sk_store_pg_open(sk_store *st, const char *url)

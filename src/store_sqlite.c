@@ -103,6 +103,17 @@ static const char *const migrations[] = {
     " detail TEXT NOT NULL"
     ");"
     "CREATE INDEX audit_activity ON audit (activity_id, id);",
+    /* 3: released_ms (store.h, sweeper.h): set once the Redis release of a
+     * cancelled order is known to be done. A cancelled order with NULL owes
+     * its release (the process died between the DB cancel and the release,
+     * or Redis was unreachable then). The partial index holds exactly those
+     * orders, so the sweeper finds them without scanning every cancelled
+     * order. Orders cancelled before this migration start unmarked: the
+     * sweeper's next pass runs their release (once per order in Redis, so
+     * an earlier one answers "already released") and marks them. */
+    "ALTER TABLE orders ADD COLUMN released_ms INTEGER;"
+    "CREATE INDEX orders_unreleased ON orders (order_id)"
+    " WHERE status = 'cancelled' AND released_ms IS NULL;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -665,15 +676,47 @@ static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, 
     return 0;
 }
 
+/* Gives the units of a cancelled order back to its activity's DB stock,
+ * capped at the initial stock (an activity row that is gone: nothing). */
+static int credit_stock(sk_store *st, const char *order_id)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE activities SET stock = min(stock_initial, stock +"
+                     " (SELECT quantity FROM orders WHERE order_id = ?1))"
+                     " WHERE id = (SELECT activity_id FROM orders WHERE order_id = ?1)");
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "give back DB stock");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* Rolls back the open transaction, keeping the error text of rc. */
+static int rollback_keeping_err(sk_store *st, int rc)
+{
+    char why[sizeof st->errstr];
+    snprintf(why, sizeof why, "%s", st->errstr);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    snprintf(st->errstr, sizeof st->errstr, "%s", why);
+    return rc;
+}
+
 static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
 {
     st->errstr[0] = 0;
     int before = -1;
-    int rc = transition(st, order_id,
-                        "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
-                        " WHERE order_id = ? AND status = 'created'",
-                        now_ms, &before);
+    /* The status change and the DB stock credit commit together (store.h),
+     * so the units go back exactly once, with the winning cancel. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin cancel");
     if (rc) return rc;
+    rc = transition(st, order_id,
+                    "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
+                    " WHERE order_id = ? AND status = 'created'",
+                    now_ms, &before);
+    if (rc == 0 && before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit cancel");
+    if (rc) return rollback_keeping_err(st, rc);
     if (prev_status) *prev_status = before;
     if (before == SK_ORDER_PAID)
         return set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
@@ -901,6 +944,179 @@ static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     return 0;
 }
 
+/* ---- Payment timeout and reconciliation (store.h, migration 3) -------- */
+
+static int sqlite_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
+{
+    st->errstr[0] = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE orders SET released_ms = ? WHERE order_id = ?"
+                     " AND status = 'cancelled' AND released_ms IS NULL");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "mark order released");
+    sqlite3_finalize(s);
+    if (rc || sqlite3_changes(st->db) == 1) return rc;
+    /* Marked before, not cancelled, or absent. */
+    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        if (status_from_text(sqlite3_column_text(s, 0)) != SK_ORDER_CANCELLED)
+            rc = set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release",
+                         order_id);
+    } else if (step == SQLITE_DONE) {
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    } else {
+        rc = db_err(st, "read order status");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_unreleased(sk_store *st, const char *after, size_t limit,
+                                    struct sk_order *out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    char sql[320];
+    /* The WHERE repeats the partial index's condition, so the index is used. */
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE status = 'cancelled' AND released_ms IS NULL"
+             " AND order_id > ? ORDER BY order_id LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, after ? after : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* DB stock, expected DB stock and initial stock of an activity, in one
+ * statement (one snapshot). */
+static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
+                       int64_t *initial)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
+                     " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
+                     " a.stock_initial FROM activities a WHERE a.id = ?");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        *stock = sqlite3_column_int64(s, 0);
+        *expected = sqlite3_column_int64(s, 1);
+        if (initial) *initial = sqlite3_column_int64(s, 2);
+    } else if (step == SQLITE_DONE) {
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    } else {
+        rc = db_err(st, "check DB stock");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+{
+    st->errstr[0] = 0;
+    return stock_check(st, id, stock, expected, NULL);
+}
+
+static int sqlite_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                                  int64_t *after)
+{
+    st->errstr[0] = 0;
+    /* IMMEDIATE: no persist or cancel can commit between the read of the
+     * orders and the write of the stock. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin DB stock repair");
+    if (rc) return rc;
+    int64_t stock = 0, expected = 0, initial = 0;
+    rc = stock_check(st, id, &stock, &expected, &initial);
+    if (rc == 0 && (expected < 0 || expected > initial))
+        rc = set_err(st, SK_ESTATE,
+                     "activity %" PRIu64 ": computed DB stock %" PRId64 " is outside 0..%" PRId64
+                     " (the DB holds more units than the initial stock)",
+                     id, expected, initial);
+    if (rc == 0 && stock != expected) {
+        sqlite3_stmt *s;
+        if ((rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) == 0) {
+            sqlite3_bind_int64(s, 1, expected);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+            if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "set DB stock");
+            sqlite3_finalize(s);
+        }
+        char detail[SK_STORE_AUDIT_DETAIL_MAX];
+        snprintf(detail, sizeof detail,
+                 "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
+                 " - units of orders not cancelled %" PRId64 ")",
+                 stock, expected, initial, initial - expected);
+        if (rc == 0) rc = sqlite_audit_add(st, now_ms, id, "repair_db_stock", detail);
+    }
+    if (rc == 0) rc = exec(st, "COMMIT", "commit DB stock repair");
+    if (rc) return rollback_keeping_err(st, rc);
+    if (before) *before = stock;
+    if (after) *after = expected;
+    return 0;
+}
+
+static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                                const char *audit_detail)
+{
+    st->errstr[0] = 0;
+    int rc = check_order(st, o, 0);
+    if (rc) return rc;
+    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
+        return set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
+                       o->order_id);
+    if ((rc = exec(st, "BEGIN IMMEDIATE", "begin order restore")) != 0) return rc;
+    int64_t timeout_s = 0;
+    int found;
+    rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
+    sqlite3_stmt *s = NULL;
+    if (rc == 0)
+        rc = prepare(st, &s,
+                     "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                     " created_ms, pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (rc == 0) {
+        int cancelled = o->status == SK_ORDER_CANCELLED;
+        sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
+        sqlite3_bind_int64(s, 4, o->quantity);
+        sqlite3_bind_text(s, 5, sk_order_status_name(o->status), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 6, o->created_ms);
+        sqlite3_bind_int64(s, 7, o->created_ms + timeout_s * 1000);
+        sqlite3_bind_text(s, 8, o->stream_id, -1, SQLITE_STATIC);
+        if (cancelled) {
+            sqlite3_bind_int64(s, 9, now_ms);
+            sqlite3_bind_int64(s, 10, now_ms);
+        } else {
+            sqlite3_bind_null(s, 9);
+            sqlite3_bind_null(s, 10);
+        }
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            rc = db_err(st, "restore order");
+            if (rc == SK_EEXIST) set_err(st, rc, "order %s already exists", o->order_id);
+        }
+        sqlite3_finalize(s);
+    }
+    if (rc == 0)
+        rc = sqlite_audit_add(st, now_ms, o->activity_id, "repair_restore_order",
+                              audit_detail ? audit_detail : o->order_id);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit order restore");
+    if (rc) return rollback_keeping_err(st, rc);
+    return 0;
+}
+
 /* The backend table (store_impl.h); store.c dispatches through it. */
 static const struct sk_store_ops sqlite_ops = {
     .name = "sqlite",
@@ -922,6 +1138,11 @@ static const struct sk_store_ops sqlite_ops = {
     .audit_list = sqlite_audit_list,
     .activity_set_db_stock = sqlite_activity_set_db_stock,
     .activity_ids = sqlite_activity_ids,
+    .order_mark_released = sqlite_order_mark_released,
+    .orders_unreleased = sqlite_orders_unreleased,
+    .db_stock_check = sqlite_db_stock_check,
+    .db_stock_repair = sqlite_db_stock_repair,
+    .order_restore = sqlite_order_restore,
 };
 
 int sk_store_sqlite_open(sk_store *st, const char *path)

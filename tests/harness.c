@@ -86,7 +86,9 @@ static int redis_pings(int port)
     int ok = 0;
     if (c && !c->err) {
         redisReply *r = redisCommand(c, "PING");
-        ok = r != NULL; /* any reply, even NOAUTH, means it is serving */
+        /* any reply, even NOAUTH, means it is serving; LOADING (an AOF
+         * being replayed after a restart) means not yet */
+        ok = r != NULL && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
         if (r) freeReplyObject(r);
     }
     if (c) redisFree(c);

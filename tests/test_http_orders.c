@@ -1,0 +1,265 @@
+/* test_http_orders.c - the buyer's order routes over real HTTP, with the
+ * order pipeline running inside `seckill serve` (--role all: the worker
+ * persists to SQLite, the sweeper cancels unpaid orders): queued ->
+ * created -> paid, cancel with exactly one release, a late payment refused,
+ * the payment timeout giving stock back to the next buyer, and the
+ * refusals (another buyer's order, bad ids, not persisted yet). */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "activity.h"
+#include "clock.h"
+#include "harness.h"
+#include "http_client.h"
+
+#define ADMIN "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
+
+struct srv {
+    struct sk_th_serve s;
+    struct sk_th_http c;
+};
+
+static void start(struct srv *v, const char *role)
+{
+    const char *extra[] = {"--role", role, NULL};
+    sk_th_serve_start(&v->s, sk_th_redis_url(), extra);
+    sk_th_http_open(&v->c, v->s.port);
+    /* /healthz answers before Redis is ready; wait for /readyz */
+    int64_t deadline = sk_mono_ms() + 10000;
+    struct sk_th_resp r;
+    while (sk_th_http_req(&v->c, "GET", "/readyz", NULL, NULL, &r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void stop(struct srv *v)
+{
+    sk_th_http_close(&v->c);
+    CHECK_EQ(sk_th_serve_stop(&v->s, SIGTERM), 0);
+}
+
+static int call(struct srv *v, const char *method, const char *path, uint64_t uid,
+                const char *body, struct sk_th_resp *r)
+{
+    char hdr[64] = "";
+    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
+    return sk_th_http_req(&v->c, method, path, hdr, body, r);
+}
+
+static json_t *obj(const struct sk_th_resp *r)
+{
+    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+    CHECK_MSG(j && json_is_object(j), "not a JSON object: %s", r->body);
+    return j;
+}
+
+static void field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
+{
+    json_t *j = obj(r);
+    json_t *f = json_object_get(j, key);
+    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
+    if (json_is_string(f)) snprintf(out, cap, "%s", json_string_value(f));
+    else snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
+    json_decref(j);
+}
+
+/* Creates, preheats and opens an activity through the admin API. */
+static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
+{
+    uint64_t id = sk_th_unique_id();
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"orders\",\"stock\":%d,\"per_user_limit\":1,"
+             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":%d}",
+             id, stock, start, end, pay_timeout_s);
+    struct sk_th_resp r;
+    CHECK_EQ(sk_th_http_req(&v->c, "POST", "/api/v1/activities", ADMIN, body, &r), 201);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
+    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
+    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
+    return id;
+}
+
+static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
+{
+    char path[96];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    int st = call(v, "POST", path, uid, NULL, &r);
+    if (st == 200 && oid) field(&r, "order_id", oid, cap);
+    return st;
+}
+
+static long long remaining(struct srv *v, uint64_t aid)
+{
+    char path[96], val[32];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
+    CHECK_EQ(sk_th_http_req(&v->c, "GET", path, NULL, NULL, &r), 200);
+    field(&r, "stock_remaining", val, sizeof val);
+    return atoll(val);
+}
+
+/* GET the order until its status is want (bounded: the pipeline and the
+ * sweeper run on their own clocks). */
+static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char *want,
+                        struct sk_th_resp *r)
+{
+    char path[128], status[32] = "";
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (;;) {
+        CHECK_EQ(call(v, "GET", path, uid, NULL, r), 200);
+        field(r, "status", status, sizeof status);
+        if (!strcmp(status, want)) return;
+        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int order_op(struct srv *v, const char *oid, const char *op, uint64_t uid,
+                    struct sk_th_resp *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
+    return call(v, "POST", path, uid, NULL, r);
+}
+
+SK_TEST(order_goes_from_queued_to_created_to_paid_and_only_its_buyer_sees_it)
+{
+    struct srv v;
+    start(&v, "all");
+    uint64_t aid = activity(&v, 5, 1800);
+    char oid[64], val[64], path[128];
+    CHECK_EQ(buy(&v, aid, 41, oid, sizeof oid), 200);
+    struct sk_th_resp r;
+    wait_status(&v, oid, 41, "created", &r);
+    field(&r, "order_id", val, sizeof val);
+    CHECK_STR(val, oid);
+    field(&r, "user_id", val, sizeof val);
+    CHECK_STR(val, "41");
+    field(&r, "quantity", val, sizeof val);
+    CHECK_STR(val, "1");
+    field(&r, "activity_id", val, sizeof val);
+    CHECK_EQ(strtoull(val, NULL, 10), aid);
+    field(&r, "pay_deadline", val, sizeof val);
+    int64_t deadline_ms, created_ms;
+    CHECK_EQ(sk_time_parse_rfc3339(val, strlen(val), &deadline_ms), 0);
+    field(&r, "created_at", val, sizeof val);
+    CHECK_EQ(sk_time_parse_rfc3339(val, strlen(val), &created_ms), 0);
+    CHECK_EQ(deadline_ms - created_ms, 1800 * 1000);
+
+    /* another buyer: the same answer as for an order that does not exist */
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    CHECK_EQ(call(&v, "GET", path, 42, NULL, &r), 404);
+    CHECK_EQ(order_op(&v, oid, "pay", 42, &r), 404);
+    CHECK_EQ(order_op(&v, oid, "cancel", 42, &r), 404);
+
+    CHECK_EQ(order_op(&v, oid, "pay", 41, &r), 200);
+    field(&r, "status", val, sizeof val);
+    CHECK_STR(val, "paid");
+    CHECK_EQ(order_op(&v, oid, "pay", 41, &r), 200); /* idempotent */
+    CHECK_EQ(order_op(&v, oid, "cancel", 41, &r), 409);
+    field(&r, "error", val, sizeof val);
+    CHECK_STR(val, "order_paid");
+    CHECK_EQ(remaining(&v, aid), 4);
+    stop(&v);
+}
+
+SK_TEST(cancel_gives_the_units_back_once_and_a_late_payment_is_refused)
+{
+    struct srv v;
+    start(&v, "all");
+    uint64_t aid = activity(&v, 1, 1800);
+    char oid[64], val[64];
+    CHECK_EQ(buy(&v, aid, 51, oid, sizeof oid), 200);
+    CHECK_EQ(buy(&v, aid, 52, NULL, 0), 409); /* sold out, now known locally */
+    struct sk_th_resp r;
+    wait_status(&v, oid, 51, "created", &r);
+    CHECK_EQ(order_op(&v, oid, "cancel", 51, &r), 200);
+    field(&r, "status", val, sizeof val);
+    CHECK_STR(val, "cancelled");
+    CHECK_EQ(remaining(&v, aid), 1);
+    CHECK_EQ(order_op(&v, oid, "cancel", 51, &r), 200); /* again: no second release */
+    CHECK_EQ(remaining(&v, aid), 1);
+    CHECK_EQ(order_op(&v, oid, "pay", 51, &r), 409);
+    field(&r, "error", val, sizeof val);
+    CHECK_STR(val, "order_cancelled");
+    /* the unit sells again, to someone else, at once */
+    CHECK_EQ(buy(&v, aid, 52, NULL, 0), 200);
+    CHECK_EQ(remaining(&v, aid), 0);
+    stop(&v);
+}
+
+SK_TEST(unpaid_order_is_cancelled_after_the_pay_timeout_and_its_unit_sells_again)
+{
+    struct srv v;
+    start(&v, "all");
+    uint64_t aid = activity(&v, 1, 1); /* one second to pay */
+    char oid[64];
+    CHECK_EQ(buy(&v, aid, 61, oid, sizeof oid), 200);
+    struct sk_th_resp r;
+    wait_status(&v, oid, 61, "cancelled", &r); /* the sweeper in serve's worker process */
+    int64_t deadline = sk_mono_ms() + 5000;
+    int st;
+    while ((st = buy(&v, aid, 62, NULL, 0)) != 200) { /* the released unit */
+        CHECK_MSG(st == 409 && sk_mono_ms() < deadline, "second buyer got %d", st);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(remaining(&v, aid), 0);
+    CHECK_EQ(order_op(&v, oid, "pay", 61, &r), 409); /* too late */
+    stop(&v);
+}
+
+SK_TEST(order_not_yet_persisted_is_queued_and_cannot_be_paid_yet)
+{
+    struct srv v;
+    start(&v, "api"); /* no order worker: the order stays in the stream */
+    uint64_t aid = activity(&v, 3, 1800);
+    char oid[64], val[64], path[128];
+    CHECK_EQ(buy(&v, aid, 71, oid, sizeof oid), 200);
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    CHECK_EQ(call(&v, "GET", path, 71, NULL, &r), 200);
+    field(&r, "status", val, sizeof val);
+    CHECK_STR(val, "queued");
+    CHECK_EQ(call(&v, "GET", path, 72, NULL, &r), 404);
+    CHECK_EQ(order_op(&v, oid, "pay", 71, &r), 409);
+    field(&r, "error", val, sizeof val);
+    CHECK_STR(val, "order_queued");
+    CHECK_EQ(sk_th_http_header(&r, "retry-after", val, sizeof val), 0);
+    CHECK_EQ(order_op(&v, oid, "cancel", 71, &r), 409);
+    CHECK_EQ(remaining(&v, aid), 2);
+    stop(&v);
+}
+
+SK_TEST(order_routes_refuse_bad_ids_unknown_orders_and_missing_users)
+{
+    struct srv v;
+    start(&v, "api");
+    struct sk_th_resp r;
+    const char *bad[] = {"/api/v1/orders/abc", "/api/v1/orders/1-2", "/api/v1/orders/1-2-3-4",
+                         "/api/v1/orders/1--3", "/api/v1/orders/0-1-1",
+                         "/api/v1/orders/1-123456789012345678901-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(call(&v, "GET", bad[i], 5, NULL, &r) == 400, "%s: %d", bad[i], r.status);
+    CHECK_EQ(call(&v, "GET", "/api/v1/orders/999999-1-0", 5, NULL, &r), 404);
+    CHECK_EQ(call(&v, "POST", "/api/v1/orders/999999-1-0/pay", 5, NULL, &r), 404);
+    CHECK_EQ(call(&v, "POST", "/api/v1/orders/999999-1-0/cancel", 5, NULL, &r), 404);
+    CHECK_EQ(call(&v, "GET", "/api/v1/orders/999999-1-0", 0, NULL, &r), 401);
+    CHECK_EQ(call(&v, "DELETE", "/api/v1/orders/999999-1-0", 5, NULL, &r), 405);
+    stop(&v);
+}
