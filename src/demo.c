@@ -1,9 +1,10 @@
 /* demo.c - `seckill demo`: the main job on the embedded defaults. Starts a
  * private redis-server and a `seckill serve` on free loopback ports in a
  * temporary directory (SQLite store), creates, preheats and opens an
- * activity, fires a flash sale over real HTTP with `seckill load`, checks
- * the outcome against Redis (oversold, undersold, one order event per 200)
- * and prints a summary. Everything it started is stopped, also on Ctrl-C. */
+ * activity, fires a flash sale over real HTTP with `seckill load`, waits
+ * for the order pipeline to persist every order, checks the outcome
+ * (oversold, undersold, one DB row per 200, DB stock) and reconciles Redis
+ * with the database, and prints a summary. Everything it started is stopped, also on Ctrl-C. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,6 +27,7 @@
 #include "error.h"
 #include "load.h"
 #include "redis_conn.h"
+#include "reconcile.h"
 #include "redis_spawn.h"
 #include "stock.h"
 #include "store.h"
@@ -283,6 +285,13 @@ int sk_cli_demo(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     int64_t db_stock = sk_store_activity_get(st, aid, &dba) == 0 ? dba.stock_db : -1;
+    /* Reconcile Redis with the database, as `seckill reconcile` does. */
+    struct sk_reconcile_report rec;
+    int rec_rc = sk_reconcile_activity(st, r, aid, NULL, &rec);
+    int consistent = rec_rc == 0 && rec.consistent;
+    size_t drift = rec_rc == 0 ? rec.total : 0;
+    if (rec_rc == 0 && !consistent) sk_reconcile_print(stdout, &rec, 5);
+    sk_reconcile_report_free(&rec);
     sk_store_close(st);
 
     struct sk_stock_state stt;
@@ -316,6 +325,9 @@ int sk_cli_demo(int argc, char **argv)
            stt.held, stt.remaining, events_match ? "matches" : "DOES NOT MATCH");
     printf("  orders in DB    %" PRId64 " (SQLite), DB stock %" PRId64 " (%s)\n", in_db, db_stock,
            db_match ? "one row per 200, stock = initial - sold" : "MISMATCH");
+    printf("  reconcile       %s\n", consistent ? "consistent (Redis and the database agree)"
+                                   : rec_rc < 0 ? "could not run" : "DRIFT (see above)");
+    if (!consistent && drift) printf("                  %zu differences\n", drift);
     printf("  throughput      %.0f requests/s\n", res.rps);
     printf("  latency         p50 %.2f ms, p99 %.2f ms, p999 %.2f ms\n",
            (double)sk_hist_percentile(&res.latency, 50.0) / 1000.0,
@@ -323,7 +335,7 @@ int sk_cli_demo(int argc, char **argv)
            (double)sk_hist_percentile(&res.latency, 99.9) / 1000.0);
     printf("  logs            %s/serve.log, %s/redis.log\n", dir, dir);
     int ok = res.ok && oversold == 0 && undersold == 0 && events_match && db_match &&
-             !interrupted;
+             consistent && !interrupted;
     printf("  result          %s\n", ok ? "OK" : interrupted ? "INTERRUPTED" : "FAILED");
     exit_code = ok ? SK_EXIT_OK : SK_EXIT_FAIL;
     goto out;

@@ -18,6 +18,7 @@ SK_TEST(demo_runs_a_small_sale_to_an_exact_sell_out)
     CHECK_MSG(strstr(out, "undersold       0\n"), "%s", out);
     CHECK_MSG(strstr(out, "(matches the 200s)"), "%s", out);
     CHECK_MSG(strstr(out, "orders in DB    200 (SQLite), DB stock 0 (one row per 200"), "%s", out);
+    CHECK_MSG(strstr(out, "reconcile       consistent"), "%s", out);
     CHECK_MSG(strstr(out, "result          OK"), "%s", out);
 }
 
