@@ -1,0 +1,187 @@
+/* test_redis_async.c - the pipelined Redis client on h2o's event loop,
+ * driven directly (no HTTP): answers come back in order, a SCRIPT FLUSH is
+ * survived by the EVAL fallback, a stopped server fails the commands in
+ * flight within the reply timeout, and the client reconnects (reloading
+ * its scripts) when the server comes back. A real private redis-server. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <h2o.h>
+
+#include "clock.h"
+#include "error.h"
+#include "harness.h"
+#include "keys.h"
+#include "redis_async.h"
+#include "redis_conn.h"
+#include "script.h"
+#include "stock.h"
+
+struct answers {
+    int n, nulls, errors;
+    long long last_int;
+    char last_str[64];
+};
+
+static void on_reply(void *data, redisReply *rep)
+{
+    struct answers *a = data;
+    a->n++;
+    if (!rep) {
+        a->nulls++;
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) a->errors++;
+    if (rep->type == REDIS_REPLY_INTEGER) a->last_int = rep->integer;
+    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
+        snprintf(a->last_str, sizeof a->last_str, "%s", rep->str);
+}
+
+/* Runs loop passes (flushing and ticking like the server does) until
+ * *done or the deadline; returns whether *done became true. */
+static int run_until(h2o_loop_t *loop, sk_aredis *ar, const int *done, int64_t ms)
+{
+    int64_t deadline = sk_mono_ms() + ms;
+    while (!*done && sk_mono_ms() < deadline) {
+        h2o_evloop_run(loop, 10);
+        sk_aredis_flush(ar);
+        sk_aredis_tick(ar);
+    }
+    return *done;
+}
+
+static sk_aredis *connect_async(h2o_loop_t *loop, const char *url, int timeout_ms)
+{
+    sk_aredis *ar;
+    char err[128];
+    CHECK_MSG(sk_aredis_new(&ar, loop, url, timeout_ms, err, sizeof err) == 0, "%s", err);
+    int ready = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline) {
+        h2o_evloop_run(loop, 10);
+        sk_aredis_flush(ar);
+        sk_aredis_tick(ar);
+    }
+    CHECK_MSG(ready, "not ready: %s", sk_aredis_errstr(ar));
+    return ar;
+}
+
+SK_TEST(async_client_answers_pipelined_commands_in_order)
+{
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar = connect_async(loop, sk_th_redis_url(), 1000);
+    char key[64];
+    snprintf(key, sizeof key, "t:async:%llu", (unsigned long long)sk_th_unique_id());
+    struct answers a[200];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < 200; i++) {
+        const char *argv[] = {"INCR", key};
+        CHECK_EQ(sk_aredis_command(ar, on_reply, &a[i], 2, argv, NULL), 0);
+    }
+    CHECK_EQ(sk_aredis_pending(ar), 200);
+    int done = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(done = a[199].n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    CHECK(done);
+    for (int i = 0; i < 200; i++) CHECK_EQ(a[i].last_int, i + 1); /* in order */
+    CHECK_EQ(sk_aredis_pending(ar), 0);
+    sk_aredis_free(ar);
+}
+
+SK_TEST(async_eval_survives_a_script_flush_without_an_error)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar = connect_async(loop, srv.url, 1000);
+    sk_redis *r;
+    char err[64];
+    CHECK_EQ(sk_redis_new(&r, srv.url, 1000, 1000, err, sizeof err), 0);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "SCRIPT FLUSH"), 0);
+    freeReplyObject(rep);
+    struct sk_keys k;
+    sk_keys_for(&k, 4242);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+    struct answers a = {0};
+    CHECK_EQ(sk_aredis_eval(ar, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_reply, &a), 0);
+    int done = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(done = a.n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    CHECK(done);
+    CHECK_EQ(a.errors, 0); /* NOSCRIPT was resent as EVAL, never seen by the caller */
+    CHECK_EQ(a.nulls, 0);
+    /* and the script is cached again */
+    const char *argv[] = {"SCRIPT", "EXISTS", sk_script_sha(SK_SCRIPT_STATE)};
+    CHECK_EQ(sk_redis_command(r, &rep, 3, argv, NULL), 0);
+    CHECK_EQ(rep->element[0]->integer, 1);
+    freeReplyObject(rep);
+    sk_redis_free(r);
+    sk_aredis_free(ar);
+    sk_th_redis_stop(&srv, 0);
+}
+
+SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnects)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar = connect_async(loop, srv.url, 300);
+    unsigned connects = sk_aredis_connects(ar);
+    kill(srv.pid, SIGSTOP);
+    struct answers a = {0};
+    const char *argv[] = {"PING"};
+    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+    int64_t t0 = sk_mono_ms();
+    int done = 0;
+    while (!(done = a.n == 1) && sk_mono_ms() - t0 < 3000) run_until(loop, ar, &done, 10);
+    CHECK(done);
+    CHECK_EQ(a.nulls, 1); /* failed, not answered */
+    CHECK_MSG(sk_mono_ms() - t0 < 1500, "took %lld ms", (long long)(sk_mono_ms() - t0));
+    CHECK(!sk_aredis_ready(ar));
+    /* while down, new commands are refused at once */
+    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), SK_EIO);
+    kill(srv.pid, SIGCONT);
+    int ready = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline) run_until(loop, ar, &ready, 10);
+    CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
+    CHECK(sk_aredis_connects(ar) > connects);
+    sk_aredis_free(ar);
+    sk_th_redis_stop(&srv, 1);
+}
+
+SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar = connect_async(loop, srv.url, 500);
+    sk_th_redis_stop(&srv, 1); /* kill -9 */
+    int down = 0;
+    int64_t deadline = sk_mono_ms() + 3000;
+    while (!(down = !sk_aredis_ready(ar)) && sk_mono_ms() < deadline) {
+        /* a command notices the broken connection */
+        struct answers a = {0};
+        const char *argv[] = {"PING"};
+        sk_aredis_command(ar, on_reply, &a, 1, argv, NULL);
+        run_until(loop, ar, &down, 20);
+    }
+    CHECK(down);
+    sk_th_redis_restart(&srv, NULL);
+    int ready = 0;
+    deadline = sk_mono_ms() + 5000;
+    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline) run_until(loop, ar, &ready, 10);
+    CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
+    struct answers a = {0};
+    const char *argv[] = {"PING"};
+    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+    int done = 0;
+    deadline = sk_mono_ms() + 3000;
+    while (!(done = a.n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    CHECK(done);
+    CHECK_STR(a.last_str, "PONG");
+    sk_aredis_free(ar);
+    sk_th_redis_stop(&srv, 1);
+}

@@ -1,0 +1,83 @@
+/* test_serve_supervisor.c - `seckill serve`'s process supervisor: with
+ * --processes 2 (and the order worker of --role all), a process killed
+ * with SIGKILL is replaced and the service keeps answering; SIGTERM stops
+ * every process and the supervisor exits 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "harness.h"
+#include "http_client.h"
+
+/* Children of pid, from /proc (the kernel lists them per thread). */
+static int children(pid_t pid, pid_t *out, int cap)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    int k = 0;
+    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n")) out[k++] = atoi(p);
+    return k;
+}
+
+static int has(const pid_t *v, int n, pid_t x)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return 1;
+    return 0;
+}
+
+SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
+{
+    struct sk_th_serve s;
+    const char *extra[] = {"--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    pid_t before[8];
+    int n = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while ((n = children(s.pid, before, 8)) < 3) { /* 2 HTTP + 1 order worker */
+        CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(n, 3);
+    for (int victim = 0; victim < 3; victim++) {
+        kill(before[victim], SIGKILL);
+        pid_t now[8];
+        int m;
+        deadline = sk_mono_ms() + 5000;
+        for (;;) { /* a new process takes the dead one's place */
+            m = children(s.pid, now, 8);
+            if (m == 3 && !has(now, m, before[victim])) break;
+            CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)before[victim]);
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        memcpy(before, now, sizeof now);
+        /* the port still answers, on fresh connections (either process) */
+        for (int i = 0; i < 20; i++) {
+            struct sk_th_http c;
+            struct sk_th_resp r;
+            sk_th_http_open(&c, s.port);
+            CHECK_EQ(sk_th_http_req(&c, "GET", "/healthz", NULL, NULL, &r), 200);
+            sk_th_http_close(&c);
+        }
+    }
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    char log[4096] = "";
+    FILE *f = fopen(s.log, "r");
+    CHECK(f != NULL);
+    size_t got = fread(log, 1, sizeof log - 1, f);
+    log[got] = 0;
+    fclose(f);
+    CHECK_MSG(strstr(log, "restarting") != NULL, "%s", log);
+}
