@@ -291,7 +291,7 @@ static void start_drain(struct sk_app *app)
 }
 
 /* The process's app: one per process, lives until exit. */
-static struct sk_app *running_app;
+static struct sk_app *volatile running_app; /* volatile: a never-read static store would be optimised away */
 
 int sk_server_run(const struct sk_config *cfg)
 {
