@@ -44,6 +44,7 @@
 #include "clock.h"
 #include "error.h"
 #include "load.h"
+#include "netutil.h"
 #include "redis_spawn.h"
 
 /* The targets (2-core machine, load generator on it). */
@@ -139,18 +140,6 @@ static void sleep_ms(int ms)
     }
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
 
 /* Full path of an executable on PATH (or in /usr/sbin, where Debian puts
  * nginx and root's PATH has it but others' may not); 0 or -1. */
@@ -288,7 +277,7 @@ static int start_serve(struct child *c, const char *dir, const char *redis_url, 
                        char *err, size_t cap)
 {
     char listen[64], db[400], log[400];
-    c->port = free_port();
+    c->port = sk_net_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
@@ -310,7 +299,7 @@ static int start_nginx(struct child *c, const char *exe, const char *dir, char *
     snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
     snprintf(log, sizeof log, "%s/nginx.out", dir);
     snprintf(elog, sizeof elog, "%s/nginx-error.log", dir);
-    c->port = free_port();
+    c->port = sk_net_free_port();
     FILE *f = fopen(conf, "w");
     if (!f) {
         snprintf(err, cap, "cannot write %.250s: %.60s", conf, strerror(errno));

@@ -26,6 +26,7 @@
 #include "codes.h"
 #include "error.h"
 #include "load.h"
+#include "netutil.h"
 #include "redis_conn.h"
 #include "reconcile.h"
 #include "redis_spawn.h"
@@ -89,35 +90,7 @@ static int parse(int argc, char **argv, struct demo_opts *o)
     return 0;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
 
-/* 1 when GET path answers 200. */
-static int http_ok(int port, const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[256], resp[64] = "";
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-             send(fd, req, (size_t)n, MSG_NOSIGNAL) == n && recv(fd, resp, sizeof resp - 1, 0) > 12 &&
-             strncmp(resp, "HTTP/1.1 200", 12) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-}
 
 static pid_t start_serve(const char *dir, int port, const char *redis_url, int64_t processes)
 {
@@ -228,11 +201,11 @@ int sk_cli_demo(int argc, char **argv)
         goto out;
     }
     if (sk_redis_new(&r, redis.url, 2000, 5000, err, sizeof err) < 0) goto fail;
-    int port = free_port();
+    int port = sk_net_free_port();
     printf("  starting seckill serve on 127.0.0.1:%d (redis %s) ...\n", port, redis.url);
     serve = start_serve(dir, port, redis.url, o.processes);
     int64_t deadline = sk_mono_ms() + 15000;
-    while (!http_ok(port, "/readyz")) {
+    while (!sk_net_http_ok(port, "/readyz", 1000)) {
         int st;
         if (interrupted || sk_mono_ms() > deadline || waitpid(serve, &st, WNOHANG) == serve) {
             snprintf(err, sizeof err, "seckill serve did not become ready (see %s/serve.log)", dir);

@@ -1,6 +1,8 @@
 /* redis_spawn.c - start and stop a private redis-server (see redis_spawn.h). */
 #include "redis_spawn.h"
 
+#include "netutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -43,20 +45,6 @@ static void sleep_ms(int ms)
     }
 }
 
-/* Asks the kernel for a free loopback port (bind to 0), then releases it. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
 
 static int pings(int port)
 {
@@ -202,7 +190,7 @@ int sk_redis_spawn_start(struct sk_redis_spawn *s, const char *const *extra_args
 
     int rc = 1;
     for (int t = 0; t < SK_SPAWN_TRIES && rc == 1; t++) {
-        s->port = free_port();
+        s->port = sk_net_free_port();
         if (s->port <= 0) {
             rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
             break;

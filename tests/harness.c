@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "http_client.h"
+#include "netutil.h"
 
 #define MAX_TESTS 512
 
@@ -50,14 +51,9 @@ void sk_th_fail(const char *file, int line, const char *fmt, ...)
 
 int sk_th_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-        sk_th_fail(__FILE__, __LINE__, "no free port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
+    int port = sk_net_free_port();
+    if (port < 0) sk_th_fail(__FILE__, __LINE__, "no free port: %s", strerror(errno));
+    return port;
 }
 
 const char *sk_th_tmpdir(void)
