@@ -28,7 +28,8 @@ typedef struct sk_aredis sk_aredis;
  * returns. A callback may issue new commands but must not free the client. */
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
 
-/* Allocates a client for url (redis://...) on loop; resolves the host now
+/* Allocates a client for url (redis://...; redis+cluster:// is refused
+ * with SK_EINVAL for now, see docs/cluster.md) on loop; resolves the host now
  * (blocking, once) and starts connecting. Caller frees with sk_aredis_free.
  * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,

@@ -1,4 +1,4 @@
-/* redis_url.c - redis:// URL parser. Takes bytes, does no I/O, so it is
+/* redis_url.c - redis:// and redis+cluster:// URL parser. Takes bytes, does no I/O, so it is
  * unit-tested by feeding strings. */
 #include "redis_url.h"
 
@@ -53,14 +53,47 @@ static long parse_num(const char *s, size_t n, long lo, long hi)
     return (v < lo || v > hi) ? -1 : v;
 }
 
+/* One host[:port] or [v6]:port of [p, end) into host/port. */
+static int parse_hostport(const char *p, const char *end, char *host, size_t hostcap, int *port,
+                          char *err, size_t errcap)
+{
+    const char *hs = p, *he;
+    if (p < end && *p == '[') { /* [IPv6]:port */
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (!rb) return fail(err, errcap, "unterminated [IPv6] host");
+        hs = p + 1;
+        he = rb;
+        p = rb + 1;
+    } else {
+        he = memchr(p, ':', (size_t)(end - p));
+        if (!he) he = end;
+        p = he;
+    }
+    if (he == hs) return fail(err, errcap, "missing host");
+    if ((size_t)(he - hs) >= hostcap) return fail(err, errcap, "host too long");
+    memcpy(host, hs, (size_t)(he - hs));
+    host[he - hs] = 0;
+    if (p < end) {
+        if (*p != ':') return fail(err, errcap, "unexpected characters after host");
+        long v = parse_num(p + 1, (size_t)(end - p - 1), 1, 65535);
+        if (v < 0) return fail(err, errcap, "port must be 1-65535");
+        *port = (int)v;
+    }
+    return 0;
+}
+
 int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *err, size_t errcap)
 {
     memset(u, 0, sizeof *u);
     u->port = 6379;
-    static const char scheme[] = "redis://";
+    static const char scheme[] = "redis://", cscheme[] = "redis+cluster://";
     size_t sl = sizeof scheme - 1;
-    if (len < sl || memcmp(s, scheme, sl) != 0)
-        return fail(err, errcap, "URL must start with redis://");
+    if (len >= sizeof cscheme - 1 && memcmp(s, cscheme, sizeof cscheme - 1) == 0) {
+        u->cluster = 1;
+        sl = sizeof cscheme - 1;
+    } else if (len < sl || memcmp(s, scheme, sl) != 0) {
+        return fail(err, errcap, "URL must start with redis:// or redis+cluster://");
+    }
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 127)
             return fail(err, errcap, "URL contains spaces or control bytes");
@@ -80,30 +113,25 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
             return fail(err, errcap, "bad or too long user or password");
         p = at + 1;
     }
-    const char *hs = p, *he;
-    if (p < auth_end && *p == '[') { /* [IPv6]:port */
-        const char *rb = memchr(p, ']', (size_t)(auth_end - p));
-        if (!rb) return fail(err, errcap, "unterminated [IPv6] host");
-        hs = p + 1;
-        he = rb;
-        p = rb + 1;
-    } else {
-        he = memchr(p, ':', (size_t)(auth_end - p));
-        if (!he) he = auth_end;
-        p = he;
+    /* host list: one host for redis://, comma-separated seeds for a cluster */
+    while (1) {
+        const char *comma = u->cluster ? memchr(p, ',', (size_t)(auth_end - p)) : NULL;
+        const char *he = comma ? comma : auth_end;
+        if (u->nseeds == SK_REDIS_URL_MAX_SEEDS) return fail(err, errcap, "too many seed nodes");
+        struct sk_redis_url_seed *sd = &u->seeds[u->nseeds];
+        sd->port = 6379;
+        int rc = parse_hostport(p, he, sd->host, sizeof sd->host, &sd->port, err, errcap);
+        if (rc < 0) return rc;
+        u->nseeds++;
+        if (!comma) break;
+        p = comma + 1;
     }
-    if (he == hs) return fail(err, errcap, "missing host");
-    if ((size_t)(he - hs) >= sizeof u->host) return fail(err, errcap, "host too long");
-    memcpy(u->host, hs, (size_t)(he - hs));
-    if (p < auth_end) {
-        if (*p != ':') return fail(err, errcap, "unexpected characters after host");
-        long port = parse_num(p + 1, (size_t)(auth_end - p - 1), 1, 65535);
-        if (port < 0) return fail(err, errcap, "port must be 1-65535");
-        u->port = (int)port;
-    }
+    memcpy(u->host, u->seeds[0].host, sizeof u->host);
+    u->port = u->seeds[0].port;
     if (slash && slash + 1 < end) {
         long db = parse_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
         if (db < 0) return fail(err, errcap, "database must be a number");
+        if (u->cluster && db != 0) return fail(err, errcap, "a cluster has only database 0");
         u->db = (int)db;
     }
     return 0;

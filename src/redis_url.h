@@ -1,14 +1,25 @@
-/* redis_url.h - parse redis://[user:pass@]host[:port][/db] (bytes in, no I/O). */
+/* redis_url.h - parse redis://[user:pass@]host[:port][/db] and
+ * redis+cluster://[user:pass@]host[:port][,host[:port]...][/0] (bytes in, no I/O). */
 #ifndef SK_REDIS_URL_H
 #define SK_REDIS_URL_H
 #include <stddef.h>
+
+#define SK_REDIS_URL_MAX_SEEDS 16
+
+struct sk_redis_url_seed {
+    char host[256];
+    int port;
+};
 
 struct sk_redis_url {
     char host[256]; /* name or address; IPv6 without brackets */
     int port;       /* default 6379 */
     char user[128]; /* empty: no ACL user (AUTH pass) */
     char pass[256]; /* empty: no AUTH */
-    int db;         /* SELECT index, default 0 */
+    int db;         /* SELECT index, default 0 (a cluster has only 0) */
+    int cluster;    /* 1 for redis+cluster:// */
+    int nseeds;     /* cluster: seed nodes (seeds[0] is also host/port); 1 otherwise */
+    struct sk_redis_url_seed seeds[SK_REDIS_URL_MAX_SEEDS];
 };
 
 /* Parses len bytes of s. Returns 0, or SK_EINVAL with a reason in err

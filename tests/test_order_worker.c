@@ -1,10 +1,16 @@
-/* test_order_worker.c - the order pipeline against the run's real Redis and
- * a real SQLite file: the store's order calls (persist, pay/cancel races,
- * expiry, audit), then the worker: exactly once after a 1,000-unit sale
- * bought by several processes, kill -9 before and after the commit,
- * poison entries to the dead-letter stream, activities created while it
- * runs, a failed conditional stock update, XAUTOCLAIM of a dead consumer's
- * entries, and trimming that never drops an unacknowledged entry.
+/* test_order_worker.c - the order worker against the run's real Redis and a
+ * real database. Each behaviour is written once and runs on both backends:
+ * worker_sqlite_<name> on a fresh SQLite file, worker_pg_<name> on a fresh
+ * database of the run's PostgreSQL cluster. The behaviours: exactly once
+ * after a 1,000-unit sale bought by several processes, kill -9 before and
+ * after the commit, poison entries to the dead-letter stream, activities
+ * created while it runs, a failed conditional stock update, XAUTOCLAIM of a
+ * dead consumer's entries, trimming that never drops an unacknowledged
+ * entry, the worker on a thread, and Redis kill -9 with AOF.
+ *
+ * Backend-specific: a locked SQLite database (SQLite only); PostgreSQL
+ * stopped, and frozen, under a running worker (a private cluster each).
+ * The store's own calls are tested in test_store_backends.c.
  *
  * No test sleeps for timing: every wait polls for its condition, bounded. */
 #include <fcntl.h>
@@ -26,78 +32,26 @@
 #include "clock.h"
 #include "codes.h"
 #include "error.h"
+#include "backend_env.h"
 #include "harness.h"
 #include "keys.h"
 #include "log.h"
 #include "order_worker.h"
+#include "pg_harness.h"
 #include "stock.h"
 #include "store.h"
 
-struct env {
-    char dir[320];
-    char path[400];
-    char spec[420];
-    sk_store *st;
-    sk_redis *r;
-};
+SK_TH_PG_USED
 
-static void env_init(struct env *e)
-{
-    sk_log_set_level(SK_LOG_WARN); /* in-process workers: keep the warnings only */
-    snprintf(e->dir, sizeof e->dir, "%s", sk_th_tmpdir());
-    snprintf(e->path, sizeof e->path, "%s/orders.db", e->dir);
-    snprintf(e->spec, sizeof e->spec, "sqlite:%s", e->path);
-    char err[256];
-    CHECK_MSG(sk_store_open(&e->st, e->spec, err, sizeof err) == 0, "open store: %s", err);
-    CHECK_MSG(sk_redis_new(&e->r, sk_th_redis_url(), 1000, 5000, err, sizeof err) == 0, "redis: %s",
-              err);
-}
 
-/* The same against a private redis-server (tests that break it). */
-static void env_init_redis(struct env *e, const char *url)
-{
-    env_init(e);
-    sk_redis_free(e->r);
-    char err[256];
-    CHECK_MSG(sk_redis_new(&e->r, url, 1000, 5000, err, sizeof err) == 0, "redis: %s", err);
-}
 
-static void env_done(struct env *e)
-{
-    sk_store_close(e->st);
-    sk_redis_free(e->r);
-}
+/* ---- helpers ---- */
 
-/* An activity in the store and preheated, open, in Redis. */
-static uint64_t new_activity(struct env *e, int64_t stock, int64_t limit, int64_t maxq)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "worker test %" PRIu64, a.id);
-    a.stock = stock;
-    a.per_user_limit = limit;
-    a.max_per_order = maxq;
-    a.start_ms = now - 60000;
-    a.end_ms = now + 3600 * 1000;
-    a.pay_timeout_s = 60;
-    a.created_ms = now;
-    sk_activity_apply_defaults(&a);
-    CHECK_MSG(sk_store_activity_insert(e->st, &a) == 0, "insert: %s", sk_store_errstr(e->st));
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    int rc;
-    int64_t left;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-    return a.id;
-}
 
-/* n purchases of quantity 1 by users base..base+n-1; all must be admitted. */
-static void buy_n(struct env *e, uint64_t aid, uint64_t base, size_t n)
+/* n purchases of quantity 1 by users base..base+n-1; all must be admitted.
+ * Their order ids go to ids[0..n) when ids is not NULL. */
+static void buy_ids(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n,
+                    char (*ids)[SK_ORDER_ID_MAX])
 {
     struct sk_purchase p[100];
     struct sk_admission res[100];
@@ -106,13 +60,20 @@ static void buy_n(struct env *e, uint64_t aid, uint64_t base, size_t n)
         for (size_t i = 0; i < k; i++)
             p[i] = (struct sk_purchase){.user_id = base + done + i, .quantity = 1};
         CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
-        for (size_t i = 0; i < k; i++)
+        for (size_t i = 0; i < k; i++) {
             CHECK_EQ(res[i].rc, SK_RC_OK);
+            if (ids) snprintf(ids[done + i], SK_ORDER_ID_MAX, "%s", res[i].order_id);
+        }
         done += k;
     }
 }
 
-static long long redis_int(struct env *e, const char *fmt, const char *a, const char *b)
+static void buy_n(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n)
+{
+    buy_ids(e, aid, base, n, NULL);
+}
+
+static long long redis_int(struct sk_th_env *e, const char *fmt, const char *a, const char *b)
 {
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e->r, &rep, fmt, a, b), 0);
@@ -123,13 +84,13 @@ static long long redis_int(struct env *e, const char *fmt, const char *a, const 
     return v;
 }
 
-static long long xlen(struct env *e, const char *key)
+static long long xlen(struct sk_th_env *e, const char *key)
 {
     return redis_int(e, "XLEN %s", key, NULL);
 }
 
 /* Entries pending in the group (any consumer). */
-static long long pending(struct env *e, uint64_t aid)
+static long long pending(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -141,27 +102,27 @@ static long long pending(struct env *e, uint64_t aid)
     return n;
 }
 
-static struct sk_order_counts counts(struct env *e, uint64_t aid)
+static struct sk_order_counts counts(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_order_counts c;
     CHECK_MSG(sk_store_orders_count(e->st, aid, &c) == 0, "count: %s", sk_store_errstr(e->st));
     return c;
 }
 
-static int64_t db_stock(struct env *e, uint64_t aid)
+static int64_t db_stock(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_activity a;
-    CHECK_EQ(sk_store_activity_get(e->st, aid, &a), 0);
+    CHECK_MSG(sk_store_activity_get(e->st, aid, &a) == 0, "get: %s", sk_store_errstr(e->st));
     return a.stock_db;
 }
 
 /* Runs an in-process worker with once=1; returns its counters. */
-static struct sk_worker_stats run_once(struct env *e, const char *consumer, int batch,
+static struct sk_worker_stats run_once(struct sk_th_env *e, const char *consumer, int batch,
                                        int claim_idle_ms, int max_deliveries, int trim)
 {
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
+    o.redis_url = e->redis_url;
     o.db_spec = e->spec;
     o.consumer = consumer;
     o.batch = batch;
@@ -170,7 +131,7 @@ static struct sk_worker_stats run_once(struct env *e, const char *consumer, int 
     o.trim = trim;
     o.once = 1;
     sk_worker *w;
-    char err[256];
+    char err[512];
     CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     int rc = sk_worker_run(w);
     CHECK_MSG(rc == 0, "worker run: %s", sk_worker_errstr(w));
@@ -178,319 +139,6 @@ static struct sk_worker_stats run_once(struct env *e, const char *consumer, int 
     sk_worker_stats(w, &s);
     sk_worker_free(w);
     return s;
-}
-
-static struct sk_order make_order(uint64_t aid, const char *stream_id, uint64_t uid, int64_t q,
-                                  int64_t created)
-{
-    struct sk_order o;
-    memset(&o, 0, sizeof o);
-    snprintf(o.order_id, sizeof o.order_id, "%" PRIu64 "-%s", aid, stream_id);
-    snprintf(o.stream_id, sizeof o.stream_id, "%s", stream_id);
-    o.activity_id = aid;
-    o.user_id = uid;
-    o.quantity = q;
-    o.created_ms = created;
-    return o;
-}
-
-/* ---- the store's order calls ---- */
-
-SK_TEST(store_persist_inserts_once_takes_db_stock_and_sets_the_pay_deadline)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5);
-    struct sk_order o[3] = {make_order(aid, "1000-0", 7, 2, 1000),
-                            make_order(aid, "1000-1", 8, 3, 1000),
-                            make_order(aid, "1001-0", UINT64_MAX, 1, 1001)};
-    struct sk_persist_result r;
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 3, &r), 0);
-    CHECK_EQ(r.inserted, 3);
-    CHECK_EQ(r.duplicates, 0);
-    CHECK_EQ(r.units, 6);
-    CHECK_EQ(r.stock_failures, 0);
-    CHECK_EQ(db_stock(&e, aid), 4);
-    /* The same batch again (a re-delivery): nothing written, stock kept. */
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 3, &r), 0);
-    CHECK_EQ(r.inserted, 0);
-    CHECK_EQ(r.duplicates, 3);
-    CHECK_EQ(db_stock(&e, aid), 4);
-    struct sk_order got;
-    CHECK_EQ(sk_store_order_get(e.st, o[1].order_id, &got), 0);
-    CHECK_STR(got.order_id, o[1].order_id);
-    CHECK_STR(got.stream_id, "1000-1");
-    CHECK_EQ(got.user_id, 8);
-    CHECK_EQ(got.quantity, 3);
-    CHECK_EQ(got.status, SK_ORDER_CREATED);
-    CHECK_EQ(got.created_ms, 1000);
-    CHECK_EQ(got.pay_deadline_ms, 1000 + 60 * 1000);
-    CHECK_EQ(got.paid_ms, 0);
-    CHECK_EQ(sk_store_order_get(e.st, o[2].order_id, &got), 0);
-    CHECK(got.user_id == UINT64_MAX); /* the full unsigned range round-trips */
-    CHECK_EQ(sk_store_order_get(e.st, "nope", &got), SK_ENOTFOUND);
-    struct sk_order_counts c = counts(&e, aid);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 3);
-    CHECK_EQ(c.units[SK_ORDER_CREATED], 6);
-    env_done(&e);
-}
-
-SK_TEST(store_persist_is_all_or_nothing_and_refuses_a_malformed_order)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5);
-    struct sk_order o[2] = {make_order(aid, "5-0", 1, 1, 5), make_order(aid, "5-1", 2, 0, 5)};
-    struct sk_persist_result r;
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 2, &r), SK_EINVAL);
-    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 0);
-    CHECK_EQ(db_stock(&e, aid), 10);
-    o[1].quantity = 1;
-    o[1].order_id[0] = 0;
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 2, &r), SK_EINVAL);
-    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 0);
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 0, &r), 0);
-    env_done(&e);
-}
-
-SK_TEST(store_persist_keeps_the_order_and_records_a_failed_stock_condition)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5);
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid, 2), 0);
-    struct sk_order o[3] = {make_order(aid, "9-0", 1, 2, 9), make_order(aid, "9-1", 2, 1, 9),
-                            make_order(aid, "9-2", 3, 1, 9)};
-    struct sk_persist_result r;
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 3, &r), 0);
-    /* 2 fits, then 0 left: both later orders are kept, their stock not. */
-    CHECK_EQ(r.inserted, 3);
-    CHECK_EQ(r.stock_failures, 2);
-    CHECK_EQ(r.units_unstocked, 2);
-    CHECK_EQ(db_stock(&e, aid), 0);
-    struct sk_order_counts c = counts(&e, aid);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 3);
-    CHECK_EQ(c.stock_failures, 2);
-    CHECK_EQ(c.stock_failure_units, 2);
-    /* An order of an activity missing from the DB: kept and recorded. */
-    struct sk_order ghost = make_order(aid + 100000, "9-3", 4, 1, 9);
-    CHECK_EQ(sk_store_orders_persist(e.st, &ghost, 1, &r), 0);
-    CHECK_EQ(r.stock_failures, 1);
-    CHECK_EQ(counts(&e, aid + 100000).stock_failures, 1);
-    env_done(&e);
-}
-
-SK_TEST(store_pay_and_cancel_are_conditional_and_idempotent)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5);
-    struct sk_order o[2] = {make_order(aid, "1-0", 1, 1, 1), make_order(aid, "1-1", 2, 1, 1)};
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 2, NULL), 0);
-    int st = -1;
-    CHECK_EQ(sk_store_order_pay(e.st, o[0].order_id, 500, &st), 0);
-    CHECK_EQ(st, SK_ORDER_PAID);
-    CHECK_EQ(sk_store_order_pay(e.st, o[0].order_id, 900, &st), 0); /* idempotent */
-    CHECK_EQ(st, SK_ORDER_PAID);
-    struct sk_order got;
-    CHECK_EQ(sk_store_order_get(e.st, o[0].order_id, &got), 0);
-    CHECK_EQ(got.paid_ms, 500); /* the first payment's time */
-    CHECK_EQ(sk_store_order_cancel(e.st, o[0].order_id, 950, &st), SK_ESTATE);
-    CHECK_EQ(st, SK_ORDER_PAID);
-
-    CHECK_EQ(sk_store_order_cancel(e.st, o[1].order_id, 600, &st), 0);
-    CHECK_EQ(st, SK_ORDER_CREATED); /* this call won: it may release */
-    CHECK_EQ(sk_store_order_cancel(e.st, o[1].order_id, 700, &st), 0);
-    CHECK_EQ(st, SK_ORDER_CANCELLED); /* already: must not release again */
-    CHECK_EQ(sk_store_order_pay(e.st, o[1].order_id, 800, &st), SK_ESTATE);
-    CHECK_EQ(st, SK_ORDER_CANCELLED);
-    CHECK_EQ(sk_store_order_get(e.st, o[1].order_id, &got), 0);
-    CHECK_EQ(got.cancelled_ms, 600);
-    CHECK_EQ(sk_store_order_pay(e.st, "x-1", 1, &st), SK_ENOTFOUND);
-    CHECK_EQ(sk_store_order_cancel(e.st, "x-1", 1, &st), SK_ENOTFOUND);
-    struct sk_order_counts c = counts(&e, aid);
-    CHECK_EQ(c.orders[SK_ORDER_PAID], 1);
-    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 1);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
-    env_done(&e);
-}
-
-/* Two processes race on the same 200 orders, one paying, one cancelling:
- * each order ends exactly one way, and each side's "I won" answers match. */
-SK_TEST(store_racing_pay_and_cancel_have_exactly_one_winner_per_order)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 1000, 1000, 5);
-    enum { N = 200 };
-    struct sk_order o[N];
-    char sid[N][32];
-    for (int i = 0; i < N; i++) {
-        snprintf(sid[i], sizeof sid[i], "77-%d", i);
-        o[i] = make_order(aid, sid[i], (uint64_t)i + 1, 1, 77);
-    }
-    CHECK_EQ(sk_store_orders_persist(e.st, o, N, NULL), 0);
-    int pfd[2][2];
-    pid_t kid[2];
-    for (int side = 0; side < 2; side++) {
-        CHECK_EQ(pipe(pfd[side]), 0);
-        kid[side] = fork();
-        CHECK(kid[side] >= 0);
-        if (kid[side] == 0) {
-            sk_store *st;
-            char err[256];
-            if (sk_store_open(&st, e.spec, err, sizeof err)) _exit(2);
-            int won = 0;
-            for (int i = 0; i < N; i++) {
-                int prev, rc;
-                if (side == 0) {
-                    rc = sk_store_order_pay(st, o[i].order_id, 1, &prev);
-                    /* paid before (only by us) or now: a win; cancelled: lost */
-                    if (rc == 0)
-                        won++;
-                    else if (rc != SK_ESTATE)
-                        _exit(3);
-                } else {
-                    rc = sk_store_order_cancel(st, o[i].order_id, 1, &prev);
-                    if (rc == 0 && prev == SK_ORDER_CREATED)
-                        won++;
-                    else if (rc != SK_ESTATE && !(rc == 0 && prev == SK_ORDER_CANCELLED))
-                        _exit(3);
-                }
-            }
-            sk_store_close(st);
-            if (write(pfd[side][1], &won, sizeof won) != sizeof won) _exit(4);
-            _exit(0);
-        }
-        close(pfd[side][1]);
-    }
-    int won[2];
-    for (int side = 0; side < 2; side++) {
-        int status;
-        CHECK_EQ(waitpid(kid[side], &status, 0), kid[side]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "racer %d failed", side);
-        CHECK_EQ(read(pfd[side][0], &won[side], sizeof won[side]), (long)sizeof won[side]);
-        close(pfd[side][0]);
-    }
-    struct sk_order_counts c = counts(&e, aid);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
-    CHECK_EQ(c.orders[SK_ORDER_PAID], won[0]);
-    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], won[1]);
-    CHECK_EQ(won[0] + won[1], N);
-    env_done(&e);
-}
-
-SK_TEST(store_lists_expired_orders_oldest_deadline_first_and_pages_orders)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5); /* pay timeout 60 s */
-    struct sk_order o[4] = {
-        make_order(aid, "3000-0", 1, 1, 3000), make_order(aid, "1000-0", 2, 1, 1000),
-        make_order(aid, "2000-0", 3, 1, 2000), make_order(aid, "9000-0", 4, 1, 9000)};
-    CHECK_EQ(sk_store_orders_persist(e.st, o, 4, NULL), 0);
-    CHECK_EQ(sk_store_order_pay(e.st, o[2].order_id, 1, NULL), 0); /* paid: never expires */
-    struct sk_order out[8];
-    size_t n = 99;
-    /* now = 63000: deadlines 61000 (1000-0) and 63000 (3000-0, not < now). */
-    CHECK_EQ(sk_store_orders_expired(e.st, 63000, 8, out, &n), 0);
-    CHECK_EQ(n, 1);
-    CHECK_STR(out[0].order_id, o[1].order_id);
-    CHECK_EQ(sk_store_orders_expired(e.st, 65000, 8, out, &n), 0);
-    CHECK_EQ(n, 2);
-    CHECK_STR(out[0].order_id, o[1].order_id);
-    CHECK_STR(out[1].order_id, o[0].order_id);
-    CHECK_EQ(sk_store_orders_expired(e.st, 70000, 8, out, &n), 0);
-    CHECK_EQ(n, 3);
-    CHECK_STR(out[2].order_id, o[3].order_id);
-    CHECK_EQ(sk_store_orders_expired(e.st, 70000, 1, out, &n), 0);
-    CHECK_EQ(n, 1);
-    /* Paging the activity's orders, 3 then 1. */
-    CHECK_EQ(sk_store_orders_list(e.st, aid, NULL, 3, out, &n), 0);
-    CHECK_EQ(n, 3);
-    char after[SK_STORE_ORDER_ID_MAX];
-    snprintf(after, sizeof after, "%s", out[2].order_id);
-    CHECK_EQ(sk_store_orders_list(e.st, aid, after, 3, out + 3, &n), 0);
-    CHECK_EQ(n, 1);
-    CHECK(strcmp(out[3].order_id, after) > 0);
-    CHECK_EQ(sk_store_orders_list(e.st, aid + 1, NULL, 3, out, &n), 0);
-    CHECK_EQ(n, 0);
-    env_done(&e);
-}
-
-SK_TEST(store_audit_rows_and_db_stock_repair_are_validated)
-{
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 5, 5);
-    CHECK_EQ(sk_store_audit_add(e.st, 123, aid, "repair_db_stock", "db stock 3 -> 7"), 0);
-    CHECK_EQ(sk_store_audit_add(e.st, 124, aid + 1, "other", ""), 0);
-    CHECK_EQ(sk_store_audit_add(e.st, 125, aid, "", "x"), SK_EINVAL);
-    struct sk_audit *a;
-    size_t n;
-    CHECK_EQ(sk_store_audit_list(e.st, aid, &a, &n), 0);
-    CHECK_EQ(n, 1);
-    CHECK_EQ(a[0].at_ms, 123);
-    CHECK_STR(a[0].kind, "repair_db_stock");
-    CHECK_STR(a[0].detail, "db stock 3 -> 7");
-    free(a);
-    CHECK_EQ(sk_store_audit_list(e.st, 0, &a, &n), 0);
-    CHECK_EQ(n, 2);
-    free(a);
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid, 7), 0);
-    CHECK_EQ(db_stock(&e, aid), 7);
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid, 11), SK_EINVAL); /* above initial */
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid, -1), SK_EINVAL);
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid + 1000, 1), SK_ENOTFOUND);
-    CHECK_EQ(db_stock(&e, aid), 7);
-    uint64_t *ids;
-    CHECK_EQ(sk_store_activity_ids(e.st, &ids, &n), 0);
-    CHECK_EQ(n, 1);
-    CHECK(ids[0] == aid);
-    free(ids);
-    env_done(&e);
-}
-
-/* A database made by a binary that knew only migration 1 is upgraded in
- * place, its activities kept. */
-SK_TEST(store_upgrades_a_version_1_database_to_the_orders_schema)
-{
-    char path[400], spec[420];
-    snprintf(path, sizeof path, "%s/v1.db", sk_th_tmpdir());
-    snprintf(spec, sizeof spec, "sqlite:%s", path);
-    sqlite3 *db;
-    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db,
-                          "CREATE TABLE activities (id INTEGER PRIMARY KEY CHECK (id >= 1),"
-                          " name TEXT NOT NULL, stock_initial INTEGER NOT NULL,"
-                          " stock INTEGER NOT NULL CHECK (stock >= 0 AND stock <= stock_initial),"
-                          " per_user_limit INTEGER NOT NULL, max_per_order INTEGER NOT NULL,"
-                          " start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,"
-                          " pay_timeout_s INTEGER NOT NULL, state TEXT NOT NULL DEFAULT 'created',"
-                          " created_ms INTEGER NOT NULL);"
-                          "INSERT INTO activities VALUES (5, 'old', 10, 10, 1, 1, 0, 1000, 30,"
-                          " 'created', 0);"
-                          "PRAGMA user_version = 1;",
-                          NULL, NULL, NULL),
-             SQLITE_OK);
-    sqlite3_close(db);
-    sk_store *st;
-    char err[256];
-    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "open: %s", err);
-    int v;
-    CHECK_EQ(sk_store_schema_version(st, &v), 0);
-    CHECK(v >= 2);
-    struct sk_order o = make_order(5, "100-0", 1, 4, 100);
-    struct sk_persist_result r;
-    CHECK_EQ(sk_store_orders_persist(st, &o, 1, &r), 0);
-    CHECK_EQ(r.inserted, 1);
-    struct sk_activity a;
-    CHECK_EQ(sk_store_activity_get(st, 5, &a), 0);
-    CHECK_EQ(a.stock_db, 6);
-    struct sk_order got;
-    CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
-    CHECK_EQ(got.pay_deadline_ms, 100 + 30 * 1000);
-    sk_store_close(st);
 }
 
 /* ---- the worker ---- */
@@ -533,7 +181,7 @@ struct accepted {
 };
 
 /* Sells 1,000 units to 4 buying processes; returns the accepted orders. */
-static size_t sell_out(struct env *e, uint64_t aid, struct accepted *acc, size_t cap)
+static size_t sell_out(struct sk_th_env *e, uint64_t aid, struct accepted *acc, size_t cap)
 {
     enum { KIDS = 4 };
     char files[KIDS][420];
@@ -561,7 +209,7 @@ static size_t sell_out(struct env *e, uint64_t aid, struct accepted *acc, size_t
 
 /* Every accepted purchase has exactly one row with its buyer and quantity,
  * there are no other rows, and DB stock == initial - sold. */
-static void check_exactly_once(struct env *e, uint64_t aid, const struct accepted *acc, size_t n,
+static void check_exactly_once(struct sk_th_env *e, uint64_t aid, const struct accepted *acc, size_t n,
                                int64_t initial)
 {
     int64_t sold = 0;
@@ -579,13 +227,13 @@ static void check_exactly_once(struct env *e, uint64_t aid, const struct accepte
     CHECK_EQ(db_stock(e, aid), initial - sold);
 }
 
-SK_TEST(worker_persists_a_1000_unit_sale_exactly_once_and_a_rerun_adds_nothing)
+#define BACKEND_TEST(name) SK_BACKEND_TEST(worker, "orders.db", name)
+
+BACKEND_TEST(persists_a_1000_unit_sale_exactly_once_and_a_rerun_adds_nothing)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 1000, 3, 3);
+    uint64_t aid = sk_th_env_activity(e, 1000, 3, 3, 60);
     static struct accepted acc[1200];
-    size_t n = sell_out(&e, aid, acc, 1200);
+    size_t n = sell_out(e, aid, acc, 1200);
     int64_t sold = 0;
     for (size_t i = 0; i < n; i++)
         sold += acc[i].qty;
@@ -594,76 +242,71 @@ SK_TEST(worker_persists_a_1000_unit_sale_exactly_once_and_a_rerun_adds_nothing)
     /* The CLI, as an operator runs it; --no-trim keeps the entries so they
      * can be delivered a second time below. */
     char out[8192];
-    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
-                          "--consumer", "w1",      "--batch",         "100",  "--no-trim",
-                          "--once",     NULL};
+    const char *args[] = {"worker", "--redis", e->redis_url, "--db",      e->spec,  "--consumer",
+                          "w1",     "--batch", "100",        "--no-trim", "--once", NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "worker exit %d: %s", rc, out);
-    check_exactly_once(&e, aid, acc, n, 1000);
-    CHECK_EQ(pending(&e, aid), 0);
+    check_exactly_once(e, aid, acc, n, 1000);
+    CHECK_EQ(pending(e, aid), 0);
 
     /* Re-deliver every entry (group rewound to 0): all duplicates. */
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XGROUP SETID %s %s 0", k.orders, SK_WORKER_GROUP), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XGROUP SETID %s %s 0", k.orders, SK_WORKER_GROUP), 0);
     freeReplyObject(rep);
-    struct sk_worker_stats s = run_once(&e, "w2", 100, 30000, 5, 1);
+    struct sk_worker_stats s = run_once(e, "w2", 100, 30000, 5, 1);
     CHECK_EQ(s.persisted, 0);
     CHECK_EQ(s.duplicates, n);
-    check_exactly_once(&e, aid, acc, n, 1000);
+    check_exactly_once(e, aid, acc, n, 1000);
     /* Everything acknowledged: the stream is trimmed to empty. */
-    CHECK_EQ(pending(&e, aid), 0);
-    CHECK_EQ(xlen(&e, k.orders), 0);
-    env_done(&e);
+    CHECK_EQ(pending(e, aid), 0);
+    CHECK_EQ(xlen(e, k.orders), 0);
 }
 
 /* kill -9 of a `seckill worker` in the middle of its run, at the two
  * points that matter; a restart under the same consumer name re-reads its
  * pending entries. No order is lost, none duplicated. */
-static void crash_and_restart(const char *env_var, long long rows_after_crash, long long dups)
+static void crash_and_restart(struct sk_th_env *e, const char *env_var, long long rows_after_crash,
+                              long long dups)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 300, 1, 1);
-    buy_n(&e, aid, 1, 300);
+    uint64_t aid = sk_th_env_activity(e, 300, 1, 1, 60);
+    buy_n(e, aid, 1, 300);
     char out[8192];
-    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
-                          "--consumer", "crashy",  "--batch",         "50",   "--once",
-                          NULL};
+    const char *args[] = {"worker", "--redis", e->redis_url, "--db",   e->spec, "--consumer",
+                          "crashy", "--batch", "50",         "--once", NULL};
     const char *env[] = {env_var, NULL};
     int rc = sk_th_run_seckill(out, sizeof out, env, args);
     CHECK_MSG(rc == 128 + SIGKILL, "expected SIGKILL, got %d: %s", rc, out);
-    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], rows_after_crash);
-    CHECK_EQ(db_stock(&e, aid), 300 - rows_after_crash);
-    CHECK(pending(&e, aid) > 0); /* the batch in hand was never acked */
+    CHECK_EQ(counts(e, aid).orders[SK_ORDER_CREATED], rows_after_crash);
+    CHECK_EQ(db_stock(e, aid), 300 - rows_after_crash);
+    CHECK(pending(e, aid) > 0); /* the batch in hand was never acked */
 
     rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "restart exit %d: %s", rc, out);
-    struct sk_order_counts c = counts(&e, aid);
+    struct sk_order_counts c = counts(e, aid);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 300);
     CHECK_EQ(c.units[SK_ORDER_CREATED], 300);
-    CHECK_EQ(db_stock(&e, aid), 0);
-    CHECK_EQ(pending(&e, aid), 0);
+    CHECK_EQ(db_stock(e, aid), 0);
+    CHECK_EQ(pending(e, aid), 0);
     char want[64];
     snprintf(want, sizeof want, "duplicates %lld,", dups);
     CHECK_MSG(strstr(out, want) != NULL, "expected '%s' in: %s", want, out);
-    env_done(&e);
 }
 
-SK_TEST(worker_killed_between_commit_and_xack_loses_and_duplicates_nothing)
+BACKEND_TEST(killed_between_commit_and_xack_loses_and_duplicates_nothing)
 {
     /* Transactions 1 and 2 committed and acked, 3 committed, then killed:
      * its 50 entries come back and are duplicates. */
-    crash_and_restart("SECKILL_TEST_CRASH_AFTER_COMMIT=3", 150, 50);
+    crash_and_restart(e, "SECKILL_TEST_CRASH_AFTER_COMMIT=3", 150, 50);
 }
 
-SK_TEST(worker_killed_before_commit_loses_and_duplicates_nothing)
+BACKEND_TEST(killed_before_commit_loses_and_duplicates_nothing)
 {
     /* Killed with transaction 3 read but not committed (a killed process's
      * open transaction is discarded by the database, so dying just before
      * COMMIT is the same state as dying inside it). */
-    crash_and_restart("SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0);
+    crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0);
 }
 
 static const char *field(const redisReply *fields, const char *name)
@@ -673,36 +316,34 @@ static const char *field(const redisReply *fields, const char *name)
     return NULL;
 }
 
-SK_TEST(worker_sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_flow_on)
+BACKEND_TEST(sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_flow_on)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 100, 1, 1);
+    uint64_t aid = sk_th_env_activity(e, 100, 1, 1, 60);
     struct sk_keys k;
     sk_keys_for(&k, aid);
     char aids[24];
     snprintf(aids, sizeof aids, "%" PRIu64, aid);
-    buy_n(&e, aid, 1, 5);
+    buy_n(e, aid, 1, 5);
     redisReply *rep;
     /* Written around the admission script, as a bug or a hand would. */
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XADD %s * aid %s uid abc qty 1", k.orders, aids), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XADD %s * aid %s uid abc qty 1", k.orders, aids), 0);
     freeReplyObject(rep);
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XADD %s * foo bar", k.orders), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XADD %s * foo bar", k.orders), 0);
     freeReplyObject(rep);
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XADD %s * aid %s uid 7 qty 0", k.orders, aids), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XADD %s * aid %s uid 7 qty 0", k.orders, aids), 0);
     freeReplyObject(rep);
-    buy_n(&e, aid, 100, 5);
+    buy_n(e, aid, 100, 5);
 
-    struct sk_worker_stats s = run_once(&e, "p1", 4, 30000, 3, 1);
+    struct sk_worker_stats s = run_once(e, "p1", 4, 30000, 3, 1);
     CHECK_EQ(s.persisted, 10);
     CHECK_EQ(s.dead_lettered, 3);
     CHECK_EQ(s.poison, 3 * 4); /* each delivered K + 1 = 4 times */
-    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 10);
-    CHECK_EQ(db_stock(&e, aid), 90);
-    CHECK_EQ(pending(&e, aid), 0);
-    CHECK_EQ(xlen(&e, k.orders), 0); /* all acked, so all trimmed */
-    CHECK_EQ(xlen(&e, k.dlq), 3);
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XRANGE %s - +", k.dlq), 0);
+    CHECK_EQ(counts(e, aid).orders[SK_ORDER_CREATED], 10);
+    CHECK_EQ(db_stock(e, aid), 90);
+    CHECK_EQ(pending(e, aid), 0);
+    CHECK_EQ(xlen(e, k.orders), 0); /* all acked, so all trimmed */
+    CHECK_EQ(xlen(e, k.dlq), 3);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XRANGE %s - +", k.dlq), 0);
     CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 3);
     const redisReply *f0 = rep->element[0]->element[1], *f1 = rep->element[1]->element[1];
     CHECK(strstr(field(f0, "dlq_reason"), "uid 'abc'") != NULL);
@@ -711,7 +352,6 @@ SK_TEST(worker_sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_f
     CHECK(strstr(field(f1, "dlq_reason"), "missing field") != NULL);
     CHECK_STR(field(f1, "foo"), "bar");
     freeReplyObject(rep);
-    env_done(&e);
 }
 
 /* A `seckill worker` child with stderr to log; dies with the test. */
@@ -737,7 +377,7 @@ static pid_t spawn_worker(const char *const *args, const char *log)
 }
 
 /* Polls until the activity has `want` order rows, at most 15 s. */
-static int wait_rows(struct env *e, uint64_t aid, long long want)
+static int wait_rows(struct sk_th_env *e, uint64_t aid, long long want)
 {
     int64_t deadline = sk_mono_ms() + 15000;
     while (sk_mono_ms() < deadline) {
@@ -748,50 +388,44 @@ static int wait_rows(struct env *e, uint64_t aid, long long want)
     return 0;
 }
 
-SK_TEST(worker_picks_up_an_activity_created_after_it_started_and_exits_0_on_sigterm)
+BACKEND_TEST(picks_up_an_activity_created_after_it_started_and_exits_0_on_sigterm)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t first = new_activity(&e, 10, 1, 1);
+    uint64_t first = sk_th_env_activity(e, 10, 1, 1, 60);
     char log[450];
-    snprintf(log, sizeof log, "%s/worker.log", e.dir);
-    const char *args[] = {"worker",     "--redis", sk_th_redis_url(), "--db", e.spec,
-                          "--consumer", "live",    "--block-ms",      "100",  NULL};
+    snprintf(log, sizeof log, "%s/worker.log", e->dir);
+    const char *args[] = {"worker",     "--redis", e->redis_url, "--db", e->spec,
+                          "--consumer", "live",    "--block-ms", "100",  NULL};
     pid_t pid = spawn_worker(args, log);
-    buy_n(&e, first, 1, 3);
-    CHECK_MSG(wait_rows(&e, first, 3), "first activity not persisted (see %s)", log);
-    uint64_t later = new_activity(&e, 10, 1, 1); /* the worker is running */
-    buy_n(&e, later, 1, 4);
-    CHECK_MSG(wait_rows(&e, later, 4), "new activity not picked up (see %s)", log);
-    CHECK_EQ(db_stock(&e, later), 6);
+    buy_n(e, first, 1, 3);
+    CHECK_MSG(wait_rows(e, first, 3), "first activity not persisted (see %s)", log);
+    uint64_t later = sk_th_env_activity(e, 10, 1, 1, 60); /* the worker is running */
+    buy_n(e, later, 1, 4);
+    CHECK_MSG(wait_rows(e, later, 4), "new activity not picked up (see %s)", log);
+    CHECK_EQ(db_stock(e, later), 6);
     CHECK_EQ(kill(pid, SIGTERM), 0);
     int status;
     CHECK_EQ(waitpid(pid, &status, 0), pid);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker status %d", status);
-    env_done(&e);
 }
 
-SK_TEST(worker_counts_a_failed_stock_condition_when_db_stock_was_tampered_lower)
+BACKEND_TEST(counts_a_failed_stock_condition_when_db_stock_was_tampered_lower)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 10, 1, 1);
-    buy_n(&e, aid, 1, 5);
-    CHECK_EQ(sk_store_activity_set_db_stock(e.st, aid, 2), 0); /* the tampering */
-    struct sk_worker_stats s = run_once(&e, "t1", 100, 30000, 5, 1);
+    uint64_t aid = sk_th_env_activity(e, 10, 1, 1, 60);
+    buy_n(e, aid, 1, 5);
+    CHECK_EQ(sk_store_activity_set_db_stock(e->st, aid, 2), 0); /* the tampering */
+    struct sk_worker_stats s = run_once(e, "t1", 100, 30000, 5, 1);
     CHECK_EQ(s.persisted, 5); /* Redis admitted them: kept */
     CHECK_EQ(s.stock_failures, 3);
-    struct sk_order_counts c = counts(&e, aid);
+    struct sk_order_counts c = counts(e, aid);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 5);
     CHECK_EQ(c.stock_failures, 3);
-    CHECK_EQ(db_stock(&e, aid), 0); /* never negative */
-    CHECK_EQ(pending(&e, aid), 0);
-    env_done(&e);
+    CHECK_EQ(db_stock(e, aid), 0); /* never negative */
+    CHECK_EQ(pending(e, aid), 0);
 }
 
 /* Reads up to n new entries as consumer `who` and never acks them: a
  * consumer that died holding them. */
-static void dead_consumer_reads(struct env *e, uint64_t aid, const char *who, int n)
+static void dead_consumer_reads(struct sk_th_env *e, uint64_t aid, const char *who, int n)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -807,7 +441,7 @@ static void dead_consumer_reads(struct env *e, uint64_t aid, const char *who, in
 }
 
 /* Polls XPENDING until the oldest entry of `who` is idle >= ms (bounded). */
-static void wait_idle(struct env *e, uint64_t aid, const char *who, long long ms)
+static void wait_idle(struct sk_th_env *e, uint64_t aid, const char *who, long long ms)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -826,61 +460,55 @@ static void wait_idle(struct env *e, uint64_t aid, const char *who, long long ms
     }
 }
 
-SK_TEST(worker_claims_a_dead_consumers_pending_entries_after_the_idle_time)
+BACKEND_TEST(claims_a_dead_consumers_pending_entries_after_the_idle_time)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 20, 1, 1);
-    buy_n(&e, aid, 1, 6);
-    dead_consumer_reads(&e, aid, "dead", 4);
-    buy_n(&e, aid, 100, 2);
+    uint64_t aid = sk_th_env_activity(e, 20, 1, 1, 60);
+    buy_n(e, aid, 1, 6);
+    dead_consumer_reads(e, aid, "dead", 4);
+    buy_n(e, aid, 100, 2);
     /* Not idle long enough: the dead consumer's 4 stay where they are. */
-    struct sk_worker_stats s = run_once(&e, "alive", 100, 3600 * 1000, 5, 1);
+    struct sk_worker_stats s = run_once(e, "alive", 100, 3600 * 1000, 5, 1);
     CHECK_EQ(s.claimed, 0);
     CHECK_EQ(s.persisted, 4);
-    CHECK_EQ(pending(&e, aid), 4);
-    wait_idle(&e, aid, "dead", 200);
-    s = run_once(&e, "alive", 100, 200, 5, 1);
+    CHECK_EQ(pending(e, aid), 4);
+    wait_idle(e, aid, "dead", 200);
+    s = run_once(e, "alive", 100, 200, 5, 1);
     CHECK_EQ(s.claimed, 4);
     CHECK_EQ(s.persisted, 4);
-    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 8);
-    CHECK_EQ(db_stock(&e, aid), 12);
-    CHECK_EQ(pending(&e, aid), 0);
-    env_done(&e);
+    CHECK_EQ(counts(e, aid).orders[SK_ORDER_CREATED], 8);
+    CHECK_EQ(db_stock(e, aid), 12);
+    CHECK_EQ(pending(e, aid), 0);
 }
 
-SK_TEST(worker_trims_only_acknowledged_entries)
+BACKEND_TEST(trims_only_acknowledged_entries)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 20, 1, 1);
+    uint64_t aid = sk_th_env_activity(e, 20, 1, 1, 60);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    buy_n(&e, aid, 1, 10);
-    dead_consumer_reads(&e, aid, "dead", 4);
+    buy_n(e, aid, 1, 10);
+    dead_consumer_reads(e, aid, "dead", 4);
     /* The dead consumer had acked its first 2. */
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(e.r, &rep, "XRANGE %s - + COUNT 2", k.orders), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XRANGE %s - + COUNT 2", k.orders), 0);
     redisReply *ack;
-    CHECK_EQ(sk_redis_cmd(e.r, &ack, "XACK %s %s %s %s", k.orders, SK_WORKER_GROUP,
+    CHECK_EQ(sk_redis_cmd(e->r, &ack, "XACK %s %s %s %s", k.orders, SK_WORKER_GROUP,
                           rep->element[0]->element[0]->str, rep->element[1]->element[0]->str),
              0);
     CHECK_EQ(ack->integer, 2);
     freeReplyObject(ack);
     freeReplyObject(rep);
-    struct sk_worker_stats s = run_once(&e, "alive", 100, 3600 * 1000, 5, 1);
+    struct sk_worker_stats s = run_once(e, "alive", 100, 3600 * 1000, 5, 1);
     CHECK_EQ(s.persisted, 6);
     /* Entries 1-2 acked and below the oldest pending (3): trimmed. 3-4
      * still pending: kept, and so is everything after them. */
     CHECK_EQ(s.trimmed, 2);
-    CHECK_EQ(xlen(&e, k.orders), 8);
-    CHECK_EQ(pending(&e, aid), 2);
+    CHECK_EQ(xlen(e, k.orders), 8);
+    CHECK_EQ(pending(e, aid), 2);
     /* The 2 pending ones still reach the database once claimed. */
-    wait_idle(&e, aid, "dead", 100);
-    s = run_once(&e, "alive", 100, 100, 5, 1);
+    wait_idle(e, aid, "dead", 100);
+    s = run_once(e, "alive", 100, 100, 5, 1);
     CHECK_EQ(s.persisted, 2);
-    CHECK_EQ(xlen(&e, k.orders), 0);
-    env_done(&e);
+    CHECK_EQ(xlen(e, k.orders), 0);
 }
 
 /* The worker on a thread, stopped by sk_worker_stop: the serve embedding. */
@@ -890,15 +518,13 @@ static void *run_thread(void *arg)
     return NULL;
 }
 
-SK_TEST(worker_on_a_thread_persists_as_orders_arrive_and_stops_on_request)
+BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 50, 1, 1);
+    uint64_t aid = sk_th_env_activity(e, 50, 1, 1, 60);
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
-    o.db_spec = e.spec;
+    o.redis_url = e->redis_url;
+    o.db_spec = e->spec;
     o.consumer = "thread";
     o.block_ms = 50;
     sk_worker *w;
@@ -907,8 +533,8 @@ SK_TEST(worker_on_a_thread_persists_as_orders_arrive_and_stops_on_request)
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
     for (int round = 0; round < 5; round++) {
-        buy_n(&e, aid, 1 + (uint64_t)round * 10, 10);
-        CHECK_MSG(wait_rows(&e, aid, 10 * (round + 1)), "round %d not persisted", round);
+        buy_n(e, aid, 1 + (uint64_t)round * 10, 10);
+        CHECK_MSG(wait_rows(e, aid, 10 * (round + 1)), "round %d not persisted", round);
     }
     sk_worker_stop(w);
     CHECK_EQ(pthread_join(t, NULL), 0);
@@ -917,20 +543,21 @@ SK_TEST(worker_on_a_thread_persists_as_orders_arrive_and_stops_on_request)
     CHECK_EQ(s.persisted, 50);
     CHECK_EQ(s.activities, 1);
     sk_worker_free(w);
-    CHECK_EQ(db_stock(&e, aid), 0);
-    env_done(&e);
+    CHECK_EQ(db_stock(e, aid), 0);
 }
 
-static sk_worker *start_thread_worker(struct env *e, const char *url, pthread_t *t)
+/* A worker on a thread (block 50 ms, re-list every relist_ms). */
+static sk_worker *start_thread_worker(struct sk_th_env *e, pthread_t *t, int relist_ms)
 {
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
-    o.redis_url = url;
+    o.redis_url = e->redis_url;
     o.db_spec = e->spec;
     o.consumer = "thread";
     o.block_ms = 50;
+    o.relist_ms = relist_ms;
     sk_worker *w;
-    char err[256];
+    char err[512];
     CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
     return w;
@@ -952,15 +579,15 @@ static int wait_stat(sk_worker *w, size_t offset, uint64_t want)
     return 0;
 }
 
-SK_TEST(worker_waits_out_a_locked_database_without_acking_and_then_drains)
+/* SQLite only: another writer holds the write lock (SQLITE_BUSY for the
+ * worker once its busy timeout runs out). */
+SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains)
 {
-    struct env e;
-    env_init(&e);
-    uint64_t aid = new_activity(&e, 20, 1, 1);
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
     pthread_t t;
-    sk_worker *w = start_thread_worker(&e, sk_th_redis_url(), &t);
-    /* Another process-like writer holds the write lock (SQLITE_BUSY for the
-     * worker once its busy timeout runs out). */
+    sk_worker *w = start_thread_worker(&e, &t, 1000);
     sqlite3 *db;
     CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
     CHECK_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
@@ -979,25 +606,25 @@ SK_TEST(worker_waits_out_a_locked_database_without_acking_and_then_drains)
     CHECK_EQ(pthread_join(t, NULL), 0);
     sk_worker_free(w);
     CHECK_EQ(db_stock(&e, aid), 10);
-    env_done(&e);
+    sk_th_env_done(&e);
 }
 
 /* Redis with appendonly yes + appendfsync always, killed -9 twice: once
  * before the worker ran (admitted orders must survive in the stream), once
  * under a running worker (it reconnects and carries on). */
-SK_TEST(worker_persists_orders_across_redis_kill_9_with_aof_always)
+static void redis_kill_9_with_aof_always(int pg)
 {
     static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
     struct sk_th_redis red;
     sk_th_redis_start(&red, aof);
-    struct env e;
-    env_init_redis(&e, red.url);
-    uint64_t aid = new_activity(&e, 50, 1, 1);
+    struct sk_th_env e;
+    sk_th_env_init(&e, pg, "orders.db", red.url);
+    uint64_t aid = sk_th_env_activity(&e, 50, 1, 1, 60);
     buy_n(&e, aid, 1, 20);
     sk_th_redis_stop(&red, 1);
     sk_th_redis_restart(&red, aof);
     pthread_t t;
-    sk_worker *w = start_thread_worker(&e, red.url, &t);
+    sk_worker *w = start_thread_worker(&e, &t, 1000);
     CHECK_MSG(wait_rows(&e, aid, 20), "orders admitted before the crash not persisted");
     sk_th_redis_stop(&red, 1);
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, redis_errors), 1),
@@ -1010,8 +637,179 @@ SK_TEST(worker_persists_orders_across_redis_kill_9_with_aof_always)
     CHECK_EQ(pthread_join(t, NULL), 0);
     sk_worker_free(w);
     CHECK_EQ(db_stock(&e, aid), 20);
-    env_done(&e);
+    sk_th_env_done(&e);
     sk_th_redis_stop(&red, 0);
+}
+
+SK_TEST(worker_sqlite_persists_orders_across_redis_kill_9_with_aof_always)
+{
+    redis_kill_9_with_aof_always(0);
+}
+
+SK_TEST(worker_pg_persists_orders_across_redis_kill_9_with_aof_always)
+{
+    redis_kill_9_with_aof_always(1);
+}
+
+/* ---- PostgreSQL unavailable under a running worker ---- */
+
+/* What Redis holds of the entries after `after` (an entry id) in one
+ * consistent read (MULTI): *total of them are in the stream, *delivered of
+ * them were delivered to the group; *pending is the group's whole pending
+ * count. */
+static void backlog(struct sk_th_env *e, uint64_t aid, const char *after, long long *total,
+                    long long *delivered, long long *pending_out)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    char from[64];
+    snprintf(from, sizeof from, "(%.60s", after);
+    const char *xrange[] = {"XRANGE", k.orders, from, "+"};
+    const char *xpending[] = {"XPENDING", k.orders, SK_WORKER_GROUP};
+    const char *xinfo[] = {"XINFO", "GROUPS", k.orders};
+    CHECK_EQ(sk_redis_append(e->r, 1, multi, NULL), 0);
+    CHECK_EQ(sk_redis_append(e->r, 4, xrange, NULL), 0);
+    CHECK_EQ(sk_redis_append(e->r, 3, xpending, NULL), 0);
+    CHECK_EQ(sk_redis_append(e->r, 3, xinfo, NULL), 0);
+    CHECK_EQ(sk_redis_append(e->r, 1, exec, NULL), 0);
+    for (int i = 0; i < 4; i++) { /* +OK, then QUEUED x 3 */
+        CHECK_EQ(sk_redis_read(e->r, &rep), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STATUS, "MULTI: %s",
+                  rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+        freeReplyObject(rep);
+    }
+    CHECK_EQ(sk_redis_read(e->r, &rep), 0);
+    CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 3);
+    const redisReply *range = rep->element[0], *pend = rep->element[1], *groups = rep->element[2];
+    CHECK(range->type == REDIS_REPLY_ARRAY);
+    CHECK(pend->type == REDIS_REPLY_ARRAY && pend->elements == 4);
+    CHECK(groups->type == REDIS_REPLY_ARRAY && groups->elements == 1);
+    const redisReply *g = groups->element[0];
+    unsigned long long lms = 0, lseq = 0;
+    for (size_t i = 0; i + 1 < g->elements; i += 2)
+        if (!strcmp(g->element[i]->str, "last-delivered-id"))
+            CHECK_EQ(sscanf(g->element[i + 1]->str, "%llu-%llu", &lms, &lseq), 2);
+    *total = (long long)range->elements;
+    *delivered = 0;
+    for (size_t i = 0; i < range->elements; i++) {
+        unsigned long long ms, seq;
+        CHECK_EQ(sscanf(range->element[i]->element[0]->str, "%llu-%llu", &ms, &seq), 2);
+        if (ms < lms || (ms == lms && seq <= lseq)) (*delivered)++;
+    }
+    *pending_out = pend->element[0]->integer;
+    freeReplyObject(rep);
+}
+
+/* A worker on a thread over a private cluster; 20 orders persisted while
+ * the server is up; then `outage` (stop or freeze) while 30 more are
+ * admitted: the worker keeps failing, nothing of them is acknowledged,
+ * every one stays in the stream (pending or not yet delivered); then
+ * `recover`: all 50 land exactly once, DB stock == initial - sold, nothing
+ * dead-lettered. */
+static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct sk_th_pg *))
+{
+    struct sk_th_pg pg;
+    sk_th_pg_start(&pg);
+    struct sk_th_env e;
+    memset(&e, 0, sizeof e);
+    e.pg = 1;
+    snprintf(e.dir, sizeof e.dir, "%s", sk_th_tmpdir());
+    char base[200];
+    sk_th_pg_create_db(&pg, "outage", base, sizeof base);
+    /* connect_timeout=2: every wait for the server is bounded by ~2 s. */
+    snprintf(e.spec, sizeof e.spec, "%s?connect_timeout=2", base);
+    sk_th_env_open(&e, sk_th_redis_url());
+    enum { BEFORE = 20, DURING = 30, STOCK = 100 };
+    static char ids[BEFORE + DURING][SK_ORDER_ID_MAX];
+    uint64_t aid = sk_th_env_activity(&e, STOCK, 1, 1, 60);
+    pthread_t t;
+    sk_worker *w = start_thread_worker(&e, &t, 100);
+
+    buy_ids(&e, aid, 1, BEFORE, ids);
+    CHECK_MSG(wait_rows(&e, aid, BEFORE), "orders not persisted while the server is up");
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE), "not acked");
+    /* The stream id of the last of them (an order id is "<aid>-<id>"). */
+    const char *last = strchr(ids[BEFORE - 1], '-') + 1;
+
+    outage(&pg);
+    struct sk_worker_stats s0;
+    sk_worker_stats(w, &s0);
+    buy_ids(&e, aid, 1000, DURING, ids + BEFORE);
+    /* The worker keeps trying (and failing) with the orders in the stream. */
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, db_errors), s0.db_errors + 2),
+              "the worker never noticed the database was gone");
+    struct sk_worker_stats s1;
+    sk_worker_stats(w, &s1);
+    CHECK_EQ(s1.acked, BEFORE);
+    CHECK_EQ(s1.persisted, BEFORE);
+    CHECK_EQ(s1.dead_lettered, 0);
+    long long total, delivered, pend;
+    backlog(&e, aid, last, &total, &delivered, &pend);
+    /* All 30 in the stream (trimming removes only acknowledged entries);
+     * those delivered are pending (not acknowledged), the rest wait for
+     * delivery; the first 20 are all acknowledged. */
+    CHECK_EQ(total, DURING);
+    CHECK_EQ(pend, delivered);
+
+    recover(&pg);
+    CHECK_MSG(wait_rows(&e, aid, BEFORE + DURING), "not drained after the server came back");
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE + DURING), "not acked");
+    CHECK_EQ(pending(&e, aid), 0);
+    sk_worker_stop(w);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    struct sk_worker_stats s;
+    sk_worker_stats(w, &s);
+    sk_worker_free(w);
+    CHECK_EQ(s.dead_lettered, 0);
+    CHECK(s.db_errors > s0.db_errors);
+    /* Exactly once: every admitted order is one row, nothing else is. */
+    for (int i = 0; i < BEFORE + DURING; i++) {
+        struct sk_order o;
+        CHECK_MSG(sk_store_order_get(e.st, ids[i], &o) == 0, "order %s missing", ids[i]);
+        CHECK_EQ(o.quantity, 1);
+    }
+    struct sk_order_counts c = counts(&e, aid);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], BEFORE + DURING);
+    CHECK_EQ(c.units[SK_ORDER_CREATED], BEFORE + DURING);
+    CHECK_EQ(c.stock_failures, 0);
+    CHECK_EQ(db_stock(&e, aid), STOCK - (BEFORE + DURING));
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    CHECK_EQ(xlen(&e, k.dlq), 0);
+    sk_th_env_done(&e);
+    sk_th_pg_stop(&pg);
+}
+
+static void pg_stop(struct sk_th_pg *pg)
+{
+    sk_th_pg_stop(pg);
+}
+static void pg_start_again(struct sk_th_pg *pg)
+{
+    sk_th_pg_restart(pg);
+}
+static void pg_freeze(struct sk_th_pg *pg)
+{
+    sk_th_pg_freeze(pg, 1);
+}
+static void pg_thaw(struct sk_th_pg *pg)
+{
+    sk_th_pg_freeze(pg, 0);
+}
+
+SK_TEST(worker_pg_waits_while_postgresql_is_stopped_and_drains_when_it_returns)
+{
+    db_outage(pg_stop, pg_start_again);
+}
+
+/* Frozen (SIGSTOP): connections hang instead of failing; every call is cut
+ * at the client-side bound, and a batch abandoned mid-commit may have
+ * committed: its re-delivery is a duplicate, never a second row. */
+SK_TEST(worker_pg_waits_while_postgresql_is_frozen_and_drains_when_it_thaws)
+{
+    db_outage(pg_freeze, pg_thaw);
 }
 
 SK_TEST(worker_cli_refuses_bad_options_with_exit_2)

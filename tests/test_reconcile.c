@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "codes.h"
 #include "error.h"
+#include "backend_env.h"
 #include "harness.h"
 #include "keys.h"
 #include "log.h"
@@ -39,59 +40,11 @@
 
 SK_TH_PG_USED
 
-/* ---- environment ------------------------------------------------------------ */
 
-struct env {
-    int pg;
-    char path[400]; /* SQLite file */
-    char spec[420];
-    sk_store *st;
-    sk_redis *r;
-};
 
-static void env_init(struct env *e, int pg)
-{
-    memset(e, 0, sizeof *e);
-    sk_log_set_level(SK_LOG_ERROR);
-    e->pg = pg;
-    if (pg) {
-        sk_th_pg_fresh_db(e->spec, sizeof e->spec);
-    } else {
-        snprintf(e->path, sizeof e->path, "%s/rec.db", sk_th_tmpdir());
-        snprintf(e->spec, sizeof e->spec, "sqlite:%s", e->path);
-    }
-    char err[512];
-    CHECK_MSG(sk_store_open(&e->st, e->spec, err, sizeof err) == 0, "open %s: %s", e->spec, err);
-    CHECK_MSG(sk_redis_new(&e->r, sk_th_redis_url(), 1000, 5000, err, sizeof err) == 0, "redis: %s",
-              err);
-}
-
-static void env_done(struct env *e)
-{
-    sk_store_close(e->st);
-    sk_redis_free(e->r);
-}
-
-#define BACKEND_TEST(name)                                                                         \
-    static void name(struct env *e);                                                               \
-    SK_TEST(reconcile_sqlite_##name)                                                               \
-    {                                                                                              \
-        struct env e;                                                                              \
-        env_init(&e, 0);                                                                           \
-        name(&e);                                                                                  \
-        env_done(&e);                                                                              \
-    }                                                                                              \
-    SK_TEST(reconcile_pg_##name)                                                                   \
-    {                                                                                              \
-        struct env e;                                                                              \
-        env_init(&e, 1);                                                                           \
-        name(&e);                                                                                  \
-        env_done(&e);                                                                              \
-    }                                                                                              \
-    static void name(struct env *e)
 
 /* Raw SQL under the store (to break it on purpose). */
-static void be_sql(struct env *e, const char *sql)
+static void be_sql(struct sk_th_env *e, const char *sql)
 {
     if (!e->pg) {
         sqlite3 *db;
@@ -111,7 +64,7 @@ static void be_sql(struct env *e, const char *sql)
     PQfinish(c);
 }
 
-static void redis_do(struct env *e, const char *fmt, const char *a, const char *b, const char *c)
+static void redis_do(struct sk_th_env *e, const char *fmt, const char *a, const char *b, const char *c)
 {
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e->r, &rep, fmt, a, b, c), 0);
@@ -119,33 +72,8 @@ static void redis_do(struct env *e, const char *fmt, const char *a, const char *
     freeReplyObject(rep);
 }
 
-static uint64_t new_activity(struct env *e, int64_t stock, int64_t limit)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "reconcile test %" PRIu64, a.id);
-    a.stock = stock;
-    a.per_user_limit = limit;
-    a.max_per_order = limit;
-    a.start_ms = now - 60000;
-    a.end_ms = now + 3600 * 1000;
-    a.pay_timeout_s = 60;
-    a.created_ms = now;
-    sk_activity_apply_defaults(&a);
-    CHECK_MSG(sk_store_activity_insert(e->st, &a) == 0, "insert: %s", sk_store_errstr(e->st));
-    CHECK_EQ(sk_store_activity_set_state(e->st, a.id, "open"), 0);
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    return a.id;
-}
 
-static void buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
+static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
@@ -155,7 +83,7 @@ static void buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty, char *o
 
 /* Drains the streams with the real worker (once mode); claim_idle_ms 0
  * also takes over every entry another consumer left pending. */
-static void persist_claiming(struct env *e, int claim_idle_ms)
+static void persist_claiming(struct sk_th_env *e, int claim_idle_ms)
 {
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
@@ -171,7 +99,7 @@ static void persist_claiming(struct env *e, int claim_idle_ms)
     sk_worker_free(w);
 }
 
-static void persist(struct env *e)
+static void persist(struct sk_th_env *e)
 {
     persist_claiming(e, -1);
 }
@@ -179,9 +107,9 @@ static void persist(struct env *e)
 /* A finished sale of 10 units: users 1..4 buy 2 each, users 5 and 6 one
  * each; user 1 paid, user 2's order timed out (cancelled, released, its
  * units bought again by user 7). oids[i] is user i+1's order. */
-static uint64_t sale(struct env *e, char oids[7][SK_ORDER_ID_MAX])
+static uint64_t sale(struct sk_th_env *e, char oids[7][SK_ORDER_ID_MAX])
 {
-    uint64_t aid = new_activity(e, 10, 2);
+    uint64_t aid = sk_th_env_activity(e, 10, 2, 2, 60);
     for (int u = 1; u <= 6; u++)
         buy(e, aid, (uint64_t)u, u <= 4 ? 2 : 1, oids[u - 1]);
     persist(e);
@@ -196,7 +124,7 @@ static uint64_t sale(struct env *e, char oids[7][SK_ORDER_ID_MAX])
 
 /* Runs `seckill reconcile --redis .. --db .. --activity <aid>` plus extra
  * arguments (NULL-terminated, may be NULL); output into out. */
-static int reconcile(struct env *e, uint64_t aid, char *out, size_t cap, const char *const *extra)
+static int reconcile(struct sk_th_env *e, uint64_t aid, char *out, size_t cap, const char *const *extra)
 {
     char id[32];
     snprintf(id, sizeof id, "%" PRIu64, aid);
@@ -217,7 +145,7 @@ static int reconcile(struct env *e, uint64_t aid, char *out, size_t cap, const c
 
 /* Drift must be found (exit 1, with line), then repaired with exactly
  * `audits` new audit rows of kind audit_kind, and then gone. */
-static void expect_repaired(struct env *e, uint64_t aid, const char *line, const char *audit_kind,
+static void expect_repaired(struct sk_th_env *e, uint64_t aid, const char *line, const char *audit_kind,
                             size_t audits)
 {
     static char out[65536];
@@ -246,14 +174,14 @@ static void expect_repaired(struct env *e, uint64_t aid, const char *line, const
     HAS(out, "consistent");
 }
 
-static struct sk_stock_state redis_state(struct env *e, uint64_t aid)
+static struct sk_stock_state redis_state(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_stock_state s;
     CHECK_EQ(sk_stock_state(e->r, aid, &s), 0);
     return s;
 }
 
-static struct sk_order get_order(struct env *e, const char *oid)
+static struct sk_order get_order(struct sk_th_env *e, const char *oid)
 {
     struct sk_order o;
     CHECK_MSG(sk_store_order_get(e->st, oid, &o) == 0, "get %s: %s", oid, sk_store_errstr(e->st));
@@ -261,6 +189,8 @@ static struct sk_order get_order(struct env *e, const char *oid)
 }
 
 /* ---- consistent states ---------------------------------------------------------- */
+
+#define BACKEND_TEST(name) SK_BACKEND_TEST(reconcile, "rec.db", name)
 
 BACKEND_TEST(clean_sale_with_payments_and_timeouts_exits_0)
 {
@@ -281,7 +211,7 @@ BACKEND_TEST(clean_sale_with_payments_and_timeouts_exits_0)
 
 BACKEND_TEST(orders_still_in_the_stream_are_backlog_not_lost)
 {
-    uint64_t aid = new_activity(e, 10, 1);
+    uint64_t aid = sk_th_env_activity(e, 10, 1, 1, 60);
     for (uint64_t u = 1; u <= 3; u++)
         buy(e, aid, u, 1, NULL);
     static char out[65536];
@@ -581,18 +511,18 @@ SK_TEST(reconcile_bad_flags_exit_2_and_change_nothing)
              0);
     HAS(out, "--repair");
     /* An activity neither in the DB nor in Redis: bad argument. */
-    struct env e;
-    env_init(&e, 0);
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "rec.db", sk_th_redis_url());
     CHECK_EQ(reconcile(&e, 999999999999ULL, out, sizeof out, NULL), 2);
     HAS(out, "neither in the database nor in Redis");
-    env_done(&e);
+    sk_th_env_done(&e);
 }
 
 SK_TEST(reconcile_exits_1_when_redis_is_unreachable)
 {
-    struct env e;
-    env_init(&e, 0);
-    uint64_t aid = new_activity(&e, 5, 1);
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "rec.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 5, 1, 1, 60);
     char url[64], id[32];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", sk_th_free_port());
     snprintf(id, sizeof id, "%" PRIu64, aid);
@@ -602,13 +532,13 @@ SK_TEST(reconcile_exits_1_when_redis_is_unreachable)
         (const char *const[]){"reconcile", "--redis", url, "--db", e.spec, "--activity", id, NULL});
     CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
     HAS(out, "seckill: reconcile: activity");
-    env_done(&e);
+    sk_th_env_done(&e);
 }
 
 /* ---- a live sale ---------------------------------------------------------------- */
 
 struct live {
-    struct env *e;
+    struct sk_th_env *e;
     uint64_t aid;
     atomic_int stop;
     int checks, bad;
@@ -653,7 +583,7 @@ static void *live_worker(void *p)
 }
 
 struct sweep_arg {
-    struct env *e;
+    struct sk_th_env *e;
     atomic_int *stop;
     int passes;
 };
@@ -682,7 +612,7 @@ static void *live_sweeper(void *p)
 BACKEND_TEST(a_live_sale_with_worker_and_sweeper_never_shows_drift)
 {
     enum { STOCK = 40, WANTED = 200 };
-    uint64_t aid = new_activity(e, STOCK, 1);
+    uint64_t aid = sk_th_env_activity(e, STOCK, 1, 1, 60);
     struct live l = {.e = e, .aid = aid};
     struct sk_worker_opts wo;
     sk_worker_opts_init(&wo);

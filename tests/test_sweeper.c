@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "codes.h"
 #include "error.h"
+#include "backend_env.h"
 #include "harness.h"
 #include "keys.h"
 #include "log.h"
@@ -31,87 +32,14 @@
 
 SK_TH_PG_USED
 
-/* ---- environment: one fresh database of one backend + the shared Redis -- */
 
-struct env {
-    int pg;
-    char spec[420];
-    sk_store *st;
-    sk_redis *r;
-};
 
-static void env_init(struct env *e, int pg)
-{
-    memset(e, 0, sizeof *e);
-    sk_log_set_level(SK_LOG_ERROR); /* in-process workers and sweepers: quiet */
-    e->pg = pg;
-    if (pg)
-        sk_th_pg_fresh_db(e->spec, sizeof e->spec);
-    else
-        snprintf(e->spec, sizeof e->spec, "sqlite:%s/sweep.db", sk_th_tmpdir());
-    char err[512];
-    CHECK_MSG(sk_store_open(&e->st, e->spec, err, sizeof err) == 0, "open %s: %s", e->spec, err);
-    CHECK_MSG(sk_redis_new(&e->r, sk_th_redis_url(), 1000, 5000, err, sizeof err) == 0, "redis: %s",
-              err);
-}
-
-static void env_done(struct env *e)
-{
-    sk_store_close(e->st);
-    sk_redis_free(e->r);
-}
-
-/* A behaviour written once, registered for each backend. */
-#define BACKEND_TEST(name)                                                                         \
-    static void name(struct env *e);                                                               \
-    SK_TEST(sweeper_sqlite_##name)                                                                 \
-    {                                                                                              \
-        struct env e;                                                                              \
-        env_init(&e, 0);                                                                           \
-        name(&e);                                                                                  \
-        env_done(&e);                                                                              \
-    }                                                                                              \
-    SK_TEST(sweeper_pg_##name)                                                                     \
-    {                                                                                              \
-        struct env e;                                                                              \
-        env_init(&e, 1);                                                                           \
-        name(&e);                                                                                  \
-        env_done(&e);                                                                              \
-    }                                                                                              \
-    static void name(struct env *e)
 
 #define PAY_TIMEOUT_S 60
 
-/* An activity in the store, preheated and open in Redis. */
-static uint64_t new_activity(struct env *e, int64_t stock, int64_t limit)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "sweeper test %" PRIu64, a.id);
-    a.stock = stock;
-    a.per_user_limit = limit;
-    a.max_per_order = limit;
-    a.start_ms = now - 60000;
-    a.end_ms = now + 3600 * 1000;
-    a.pay_timeout_s = PAY_TIMEOUT_S;
-    a.created_ms = now;
-    sk_activity_apply_defaults(&a);
-    CHECK_MSG(sk_store_activity_insert(e->st, &a) == 0, "insert: %s", sk_store_errstr(e->st));
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    int rc;
-    int64_t left;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-    return a.id;
-}
 
 /* One purchase that must be admitted; its order id into oid. */
-static void buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
+static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
@@ -119,7 +47,7 @@ static void buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty, char *o
     if (oid) snprintf(oid, SK_ORDER_ID_MAX, "%s", a.order_id);
 }
 
-static int try_buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty)
+static int try_buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty)
 {
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
@@ -127,7 +55,7 @@ static int try_buy(struct env *e, uint64_t aid, uint64_t user, int64_t qty)
 }
 
 /* Drains every stream into the DB with the real worker (once mode). */
-static void persist(struct env *e)
+static void persist(struct sk_th_env *e)
 {
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
@@ -145,7 +73,7 @@ static void persist(struct env *e)
     sk_worker_free(w);
 }
 
-static sk_sweeper *new_sweeper(struct env *e, int batch)
+static sk_sweeper *new_sweeper(struct sk_th_env *e, int batch)
 {
     struct sk_sweeper_opts o;
     sk_sweeper_opts_init(&o);
@@ -167,7 +95,7 @@ static struct sk_sweep_result pass(sk_sweeper *sw, int64_t now_ms)
     return res;
 }
 
-static struct sk_stock_state redis_state(struct env *e, uint64_t aid)
+static struct sk_stock_state redis_state(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_stock_state s;
     CHECK_EQ(sk_stock_state(e->r, aid, &s), 0);
@@ -180,14 +108,14 @@ static struct sk_stock_state redis_state(struct env *e, uint64_t aid)
     return s;
 }
 
-static struct sk_order get_order(struct env *e, const char *oid)
+static struct sk_order get_order(struct sk_th_env *e, const char *oid)
 {
     struct sk_order o;
     CHECK_MSG(sk_store_order_get(e->st, oid, &o) == 0, "get %s: %s", oid, sk_store_errstr(e->st));
     return o;
 }
 
-static int64_t db_stock(struct env *e, uint64_t aid)
+static int64_t db_stock(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_activity a;
     CHECK_EQ(sk_store_activity_get(e->st, aid, &a), 0);
@@ -195,7 +123,7 @@ static int64_t db_stock(struct env *e, uint64_t aid)
 }
 
 /* The ledger entry of an order ("" when absent). */
-static void ledger(struct env *e, uint64_t aid, const char *oid, char *out, size_t cap)
+static void ledger(struct sk_th_env *e, uint64_t aid, const char *oid, char *out, size_t cap)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -205,7 +133,7 @@ static void ledger(struct env *e, uint64_t aid, const char *oid, char *out, size
     freeReplyObject(rep);
 }
 
-static int is_released(struct env *e, uint64_t aid, const char *oid)
+static int is_released(struct sk_th_env *e, uint64_t aid, const char *oid)
 {
     char v[64];
     ledger(e, aid, oid, v, sizeof v);
@@ -213,7 +141,7 @@ static int is_released(struct env *e, uint64_t aid, const char *oid)
     return strstr(v, ":released") != NULL;
 }
 
-static size_t owed(struct env *e)
+static size_t owed(struct sk_th_env *e)
 {
     struct sk_order out[64];
     size_t n = 0;
@@ -221,7 +149,7 @@ static size_t owed(struct env *e)
     return n;
 }
 
-static void check_consistent(struct env *e, uint64_t aid)
+static void check_consistent(struct sk_th_env *e, uint64_t aid)
 {
     struct sk_reconcile_report rep;
     int rc = sk_reconcile_activity(e->st, e->r, aid, NULL, &rep);
@@ -233,9 +161,11 @@ static void check_consistent(struct env *e, uint64_t aid)
 
 /* ---- the store calls the sweeper relies on --------------------------------- */
 
+#define BACKEND_TEST(name) SK_BACKEND_TEST(sweeper, "sweep.db", name)
+
 BACKEND_TEST(store_cancel_gives_units_back_to_db_stock_once_and_mark_released_is_conditional)
 {
-    uint64_t aid = new_activity(e, 5, 3);
+    uint64_t aid = sk_th_env_activity(e, 5, 3, 3, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
     buy(e, aid, 1, 3, a);
     buy(e, aid, 2, 2, b);
@@ -275,7 +205,7 @@ BACKEND_TEST(store_cancel_gives_units_back_to_db_stock_once_and_mark_released_is
 
 BACKEND_TEST(store_db_stock_repair_recomputes_atomically_with_one_audit_row)
 {
-    uint64_t aid = new_activity(e, 10, 2);
+    uint64_t aid = sk_th_env_activity(e, 10, 2, 2, PAY_TIMEOUT_S);
     for (uint64_t u = 1; u <= 4; u++)
         buy(e, aid, u, 1, NULL);
     persist(e);
@@ -303,7 +233,7 @@ BACKEND_TEST(store_db_stock_repair_recomputes_atomically_with_one_audit_row)
 
 BACKEND_TEST(store_order_restore_inserts_without_touching_db_stock_and_audits)
 {
-    uint64_t aid = new_activity(e, 10, 2);
+    uint64_t aid = sk_th_env_activity(e, 10, 2, 2, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
     buy(e, aid, 5, 2, oid);
     persist(e);
@@ -337,7 +267,7 @@ BACKEND_TEST(store_order_restore_inserts_without_touching_db_stock_and_audits)
 
 BACKEND_TEST(unpaid_order_past_its_deadline_is_cancelled_and_its_stock_is_bought_again)
 {
-    uint64_t aid = new_activity(e, 1, 1);
+    uint64_t aid = sk_th_env_activity(e, 1, 1, 1, PAY_TIMEOUT_S);
     char first[SK_ORDER_ID_MAX], second[SK_ORDER_ID_MAX];
     buy(e, aid, 1, 1, first);
     persist(e);
@@ -389,7 +319,7 @@ BACKEND_TEST(unpaid_order_past_its_deadline_is_cancelled_and_its_stock_is_bought
 
 BACKEND_TEST(late_payment_after_the_timeout_is_refused_and_the_units_stay_on_sale)
 {
-    uint64_t aid = new_activity(e, 3, 3);
+    uint64_t aid = sk_th_env_activity(e, 3, 3, 3, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
     buy(e, aid, 7, 3, oid);
     persist(e);
@@ -409,7 +339,7 @@ BACKEND_TEST(late_payment_after_the_timeout_is_refused_and_the_units_stay_on_sal
 
 BACKEND_TEST(paid_order_is_never_cancelled_by_the_sweeper)
 {
-    uint64_t aid = new_activity(e, 2, 1);
+    uint64_t aid = sk_th_env_activity(e, 2, 1, 1, PAY_TIMEOUT_S);
     char paid[SK_ORDER_ID_MAX], unpaid[SK_ORDER_ID_MAX];
     buy(e, aid, 1, 1, paid);
     buy(e, aid, 2, 1, unpaid);
@@ -429,7 +359,7 @@ BACKEND_TEST(paid_order_is_never_cancelled_by_the_sweeper)
 
 BACKEND_TEST(expired_orders_beyond_one_batch_are_all_cancelled_in_one_pass)
 {
-    uint64_t aid = new_activity(e, 25, 1);
+    uint64_t aid = sk_th_env_activity(e, 25, 1, 1, PAY_TIMEOUT_S);
     for (uint64_t u = 1; u <= 25; u++)
         buy(e, aid, u, 1, NULL);
     persist(e);
@@ -446,7 +376,7 @@ BACKEND_TEST(expired_orders_beyond_one_batch_are_all_cancelled_in_one_pass)
 
 BACKEND_TEST(double_cancel_releases_once)
 {
-    uint64_t aid = new_activity(e, 4, 2);
+    uint64_t aid = sk_th_env_activity(e, 4, 2, 2, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
     buy(e, aid, 9, 2, oid);
     persist(e);
@@ -485,7 +415,7 @@ BACKEND_TEST(double_cancel_releases_once)
 
 BACKEND_TEST(cancel_checks_the_buyer_and_refuses_a_paid_order)
 {
-    uint64_t aid = new_activity(e, 4, 2);
+    uint64_t aid = sk_th_env_activity(e, 4, 2, 2, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
     buy(e, aid, 1, 1, a);
     buy(e, aid, 2, 1, b);
@@ -512,7 +442,7 @@ BACKEND_TEST(cancel_checks_the_buyer_and_refuses_a_paid_order)
 
 BACKEND_TEST(crash_gap_cancel_in_db_without_release_is_repaired_by_the_next_pass)
 {
-    uint64_t aid = new_activity(e, 3, 1);
+    uint64_t aid = sk_th_env_activity(e, 3, 1, 1, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
     buy(e, aid, 1, 1, a);
     buy(e, aid, 2, 1, b);
@@ -541,7 +471,7 @@ BACKEND_TEST(crash_gap_cancel_in_db_without_release_is_repaired_by_the_next_pass
 
 BACKEND_TEST(cancel_while_redis_is_down_stands_and_the_sweeper_releases_later)
 {
-    uint64_t aid = new_activity(e, 2, 1);
+    uint64_t aid = sk_th_env_activity(e, 2, 1, 1, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
     buy(e, aid, 4, 1, oid);
     persist(e);
@@ -569,7 +499,7 @@ BACKEND_TEST(cancel_while_redis_is_down_stands_and_the_sweeper_releases_later)
  * counted, and does not hide the owed releases behind it. */
 BACKEND_TEST(unreleasable_order_stays_owed_without_blocking_the_others)
 {
-    uint64_t aid = new_activity(e, 5, 1);
+    uint64_t aid = sk_th_env_activity(e, 5, 1, 1, PAY_TIMEOUT_S);
     char oid[4][SK_ORDER_ID_MAX];
     for (int i = 0; i < 4; i++)
         buy(e, aid, (uint64_t)i + 1, 1, oid[i]);
@@ -603,7 +533,7 @@ BACKEND_TEST(unreleasable_order_stays_owed_without_blocking_the_others)
  * sweeper passes at a time past every deadline. */
 BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_the_cancelled)
 {
-    uint64_t aid = new_activity(e, RACE_N, 1);
+    uint64_t aid = sk_th_env_activity(e, RACE_N, 1, 1, PAY_TIMEOUT_S);
     static char oid[RACE_N][SK_ORDER_ID_MAX];
     for (int i = 0; i < RACE_N; i++)
         buy(e, aid, (uint64_t)i + 1, 1, oid[i]);
@@ -702,7 +632,7 @@ BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_th
 BACKEND_TEST(concurrent_cancels_of_the_same_orders_release_each_once)
 {
     enum { N = 60 };
-    uint64_t aid = new_activity(e, N, 1);
+    uint64_t aid = sk_th_env_activity(e, N, 1, 1, PAY_TIMEOUT_S);
     static char oid[N][SK_ORDER_ID_MAX];
     for (int i = 0; i < N; i++)
         buy(e, aid, (uint64_t)i + 1, 1, oid[i]);
@@ -767,7 +697,7 @@ BACKEND_TEST(concurrent_cancels_of_the_same_orders_release_each_once)
 
 BACKEND_TEST(stock_never_exceeds_initial_whatever_is_released_again)
 {
-    uint64_t aid = new_activity(e, 6, 2);
+    uint64_t aid = sk_th_env_activity(e, 6, 2, 2, PAY_TIMEOUT_S);
     static char oid[6][SK_ORDER_ID_MAX];
     for (int i = 0; i < 3; i++)
         buy(e, aid, (uint64_t)i + 1, 2, oid[i]);
@@ -818,9 +748,9 @@ static void *run_thread(void *p)
 
 SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
 {
-    struct env env;
-    struct env *e = &env;
-    env_init(e, 0);
+    struct sk_th_env env;
+    struct sk_th_env *e = &env;
+    sk_th_env_init(e, 0, "sweep.db", sk_th_redis_url());
     /* pay_timeout 1 s: the run loop must find the order by itself. */
     int64_t now = sk_wall_ms();
     struct sk_activity a;
@@ -877,7 +807,7 @@ SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
     CHECK_EQ(st.cancelled, 1);
     CHECK(st.passes >= 1);
     sk_sweeper_free(arg.sw);
-    env_done(e);
+    sk_th_env_done(e);
 }
 
 SK_TEST(sweeper_new_refuses_bad_options)

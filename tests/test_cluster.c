@@ -1,0 +1,424 @@
+/* test_cluster.c - Redis Cluster support: CRC16 key slots (the spec's
+ * examples), command routing, redis+cluster:// URLs, and the purchase
+ * invariants against a real local cluster (3 masters + 3 replicas), with
+ * activities on different masters, through a master failover and a slot
+ * migration during the sale, and through `seckill serve` over HTTP. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cluster_harness.h"
+#include "codes.h"
+#include "error.h"
+#include "harness.h"
+#include "http_client.h"
+#include "keys.h"
+#include "redis_cluster.h"
+#include "redis_conn.h"
+#include "redis_url.h"
+#include "script.h"
+#include "stock.h"
+
+SK_TH_CLUSTER_USED
+
+/* ---- no server ---------------------------------------------------------- */
+
+SK_TEST(cluster_crc16_and_key_slots_follow_the_redis_spec)
+{
+    CHECK_EQ(sk_cluster_crc16("123456789", 9), 0x31C3);
+    CHECK_EQ(sk_cluster_key_slot("123456789", 9), 0x31C3 & 16383);
+    CHECK_EQ(sk_cluster_key_slot("123456789", 9), 12739);
+    const char *a = "{user1000}.following", *b = "{user1000}.followers";
+    CHECK_EQ(sk_cluster_key_slot(a, strlen(a)), sk_cluster_key_slot(b, strlen(b)));
+    CHECK_EQ(sk_cluster_key_slot(a, strlen(a)), sk_cluster_key_slot("user1000", 8));
+    /* empty tag: the whole key is hashed */
+    CHECK_EQ(sk_cluster_key_slot("foo{}{bar}", 10), sk_cluster_crc16("foo{}{bar}", 10) & 16383);
+    /* only the first tag counts */
+    CHECK_EQ(sk_cluster_key_slot("foo{{bar}}zap", 13), sk_cluster_key_slot("{bar", 4));
+    CHECK_EQ(sk_cluster_key_slot("foo{bar}{zap}", 13), sk_cluster_key_slot("bar", 3));
+    /* no closing brace: whole key */
+    CHECK_EQ(sk_cluster_key_slot("foo{bar", 7), sk_cluster_crc16("foo{bar", 7) & 16383);
+    /* every key of an activity is in one slot */
+    struct sk_keys k;
+    sk_keys_for(&k, 1001);
+    int s = sk_cluster_key_slot(k.meta, strlen(k.meta));
+    CHECK_EQ(sk_cluster_key_slot(k.stock, strlen(k.stock)), s);
+    CHECK_EQ(sk_cluster_key_slot(k.orders, strlen(k.orders)), s);
+    CHECK_EQ(sk_cluster_key_slot(k.dlq, strlen(k.dlq)), s);
+    CHECK_EQ(s, sk_cluster_key_slot("a1001", 5));
+}
+
+SK_TEST(cluster_routing_finds_the_key_of_a_command)
+{
+    const char *get[] = {"GET", "k"};
+    CHECK_EQ(sk_cluster_first_key(2, get, NULL), 1);
+    const char *ping[] = {"PING"};
+    CHECK_EQ(sk_cluster_first_key(1, ping, NULL), -1);
+    const char *sl[] = {"SCRIPT", "LOAD", "return 1"};
+    CHECK_EQ(sk_cluster_first_key(3, sl, NULL), -1);
+    const char *ev[] = {"EVALSHA", "abc", "2", "{x}a", "{x}b", "arg"};
+    CHECK_EQ(sk_cluster_first_key(6, ev, NULL), 3);
+    const char *ev0[] = {"EVAL", "return 1", "0", "arg"};
+    CHECK_EQ(sk_cluster_first_key(4, ev0, NULL), -1);
+    const char *xr[] = {"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s1", "s2", ">", ">"};
+    CHECK_EQ(sk_cluster_first_key(11, xr, NULL), 7);
+    int first, count;
+    CHECK(sk_cluster_streams(11, xr, NULL, &first, &count));
+    CHECK_EQ(first, 7);
+    CHECK_EQ(count, 2);
+    const char *ml[] = {"multi"};
+    CHECK_EQ(sk_cluster_first_key(1, ml, NULL), -1);
+    int slot, port;
+    char host[64];
+    CHECK_EQ(sk_cluster_parse_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, sizeof host, &port),
+             SK_CLUSTER_MOVED);
+    CHECK_EQ(slot, 3999);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ(port, 6381);
+    CHECK_EQ(sk_cluster_parse_redirect("ASK 12 ::1:7000", &slot, host, sizeof host, &port),
+             SK_CLUSTER_ASK);
+    CHECK_STR(host, "::1");
+    CHECK_EQ(port, 7000);
+    CHECK_EQ(sk_cluster_parse_redirect("ERR wrong", &slot, host, sizeof host, &port), 0);
+    CHECK(sk_cluster_is_transient("TRYAGAIN Multiple keys request during rehashing of slot"));
+    CHECK(sk_cluster_is_transient("CLUSTERDOWN The cluster is down"));
+}
+
+SK_TEST(cluster_urls_list_seed_nodes_and_redis_urls_are_unchanged)
+{
+    struct sk_redis_url u;
+    char err[128] = "";
+    const char *s = "redis+cluster://:pw@10.0.0.1:7000,10.0.0.2,[::1]:7002";
+    CHECK_MSG(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err) == 0, "%s", err);
+    CHECK(u.cluster);
+    CHECK_EQ(u.nseeds, 3);
+    CHECK_STR(u.seeds[0].host, "10.0.0.1");
+    CHECK_EQ(u.seeds[0].port, 7000);
+    CHECK_STR(u.seeds[1].host, "10.0.0.2");
+    CHECK_EQ(u.seeds[1].port, 6379);
+    CHECK_STR(u.seeds[2].host, "::1");
+    CHECK_EQ(u.seeds[2].port, 7002);
+    CHECK_STR(u.host, "10.0.0.1");
+    CHECK_STR(u.pass, "pw");
+    s = "redis://h:1,h:2";
+    CHECK_EQ(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err), SK_EINVAL);
+    s = "redis+cluster://h:1/3";
+    CHECK_EQ(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err), SK_EINVAL);
+    s = "redis+cluster://h:1,";
+    CHECK_EQ(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err), SK_EINVAL);
+    s = "redis://h:5/2";
+    CHECK_EQ(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err), 0);
+    CHECK(!u.cluster);
+    CHECK_EQ(u.nseeds, 1);
+    CHECK_EQ(u.db, 2);
+}
+
+/* ---- against the cluster ------------------------------------------------ */
+
+static sk_redis *connect_cluster(void)
+{
+    sk_redis *r;
+    char err[128];
+    CHECK_MSG(sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
+    return r;
+}
+
+/* Activity ids whose slots are served by n different masters. */
+static void ids_on_masters(sk_redis *r, uint64_t *ids, int n)
+{
+    const struct sk_cluster_map *m = sk_redis_cluster_map(r);
+    int owners[8], got = 0;
+    while (got < n) {
+        uint64_t id = sk_th_unique_id();
+        char tag[32];
+        int tl = snprintf(tag, sizeof tag, "a%llu", (unsigned long long)id);
+        int o = sk_cluster_map_owner(m, sk_cluster_key_slot(tag, (size_t)tl));
+        int dup = o < 0;
+        for (int i = 0; i < got; i++)
+            dup |= owners[i] == o;
+        if (dup) continue;
+        owners[got] = o;
+        ids[got++] = id;
+    }
+}
+
+static int activity_slot(uint64_t id)
+{
+    char tag[32];
+    int tl = snprintf(tag, sizeof tag, "a%llu", (unsigned long long)id);
+    return sk_cluster_key_slot(tag, (size_t)tl);
+}
+
+static void open_sale(sk_redis *r, uint64_t id, int64_t stock, int64_t limit)
+{
+    int64_t now = sk_wall_ms();
+    struct sk_stock_def d = {.id = id, .initial = stock, .per_user_limit = limit,
+                             .max_per_order = limit, .start_ms = now - 1000,
+                             .end_ms = now + 3600000};
+    int rc;
+    int64_t left;
+    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &left) == 0, "preheat: %s", r->errstr);
+    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_stock_set_open(r, id, 1, &rc), 0);
+    CHECK_EQ(rc, SK_RC_OK);
+}
+
+SK_TEST(cluster_blocking_client_routes_keys_scripts_pipelines_and_split_reads)
+{
+    sk_redis *r = connect_cluster();
+    const struct sk_cluster_map *m = sk_redis_cluster_map(r);
+    int masters = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        masters += sk_cluster_map_is_master(m, i);
+    CHECK_EQ(masters, 3);
+    CHECK_EQ(sk_script_load_all(r), 0); /* on every master */
+    redisReply *rep;
+    /* keys on every master, plain and pipelined */
+    char key[64];
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof key, "t:plain:%d", i);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s %d", key, i), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STATUS, "SET: %s", rep->str);
+        freeReplyObject(rep);
+    }
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof key, "t:plain:%d", i);
+        const char *a[] = {"GET", key};
+        CHECK_EQ(sk_redis_append(r, 2, a, NULL), 0);
+    }
+    for (int i = 0; i < 30; i++) {
+        CHECK_EQ(sk_redis_read(r, &rep), 0);
+        CHECK_EQ(atoi(rep->str), i);
+        freeReplyObject(rep);
+    }
+    /* a MULTI...EXEC run in a pipeline reaches one node as a unit */
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    const char *inc[] = {"INCR", "{t:tx}a"}, *inc2[] = {"INCRBY", "{t:tx}b", "5"};
+    CHECK_EQ(sk_redis_append(r, 1, multi, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 2, inc, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 3, inc2, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 1, exec, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sk_redis_read(r, &rep), 0);
+        if (i == 3) {
+            CHECK_EQ(rep->type, REDIS_REPLY_ARRAY);
+            CHECK_EQ(rep->elements, 2);
+        }
+        freeReplyObject(rep);
+    }
+    /* scripts on two masters, EVALSHA routed by KEYS */
+    uint64_t ids[3];
+    ids_on_masters(r, ids, 3);
+    for (int i = 0; i < 3; i++) {
+        open_sale(r, ids[i], 5, 1);
+        struct sk_admission a;
+        int64_t left;
+        CHECK_EQ(sk_stock_purchase(r, ids[i], 7, 1, &a, &left), 0);
+        CHECK_EQ(a.rc, SK_RC_OK);
+        CHECK_EQ(left, 4);
+    }
+    /* XREADGROUP over streams on three masters: split per node, merged */
+    const char *argv[16] = {"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS"};
+    struct sk_keys k[3];
+    for (int i = 0; i < 3; i++) {
+        sk_keys_for(&k[i], ids[i]);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s g 0", k[i].orders), 0);
+        freeReplyObject(rep);
+        argv[7 + i] = k[i].orders;
+        argv[10 + i] = ">";
+    }
+    CHECK_EQ(sk_redis_command(r, &rep, 13, argv, NULL), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY, "XREADGROUP: %s", rep->str ? rep->str : "?");
+    CHECK_EQ(rep->elements, 3);
+    freeReplyObject(rep);
+    CHECK_EQ(sk_redis_command(r, &rep, 13, argv, NULL), 0);
+    CHECK_EQ(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    for (int i = 0; i < 3; i++)
+        sk_stock_drop(r, ids[i]);
+    sk_redis_free(r);
+}
+
+/* ---- the sale ----------------------------------------------------------- */
+
+#define SALE_ACTIVITIES 3
+#define SALE_THREADS 12
+#define SALE_LIMIT 2
+#define SALE_USERS 20000
+
+struct sale {
+    int64_t stock; /* per activity */
+    uint64_t ids[SALE_ACTIVITIES];
+    atomic_llong moved, ask, retries; /* the buyers' cluster counters */
+    atomic_int done;
+    atomic_long accepted[SALE_ACTIVITIES]; /* units */
+    atomic_long unknown;  /* purchases that failed in transport (may have run) */
+    atomic_long refused_sold_out, refused_limit, other;
+    atomic_long per_user[SALE_ACTIVITIES][SALE_USERS]; /* units accepted */
+    atomic_long over_limit;
+    char err[256];
+};
+
+static void *buyer(void *arg)
+{
+    struct sale *s = arg;
+    sk_redis *r;
+    char err[128];
+    if (sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) < 0) return NULL;
+    unsigned seed = (unsigned)(uintptr_t)&r ^ (unsigned)sk_mono_us();
+    int64_t deadline = sk_mono_ms() + 60000;
+    int sold_out[SALE_ACTIVITIES] = {0}, left = SALE_ACTIVITIES;
+    while (left && sk_mono_ms() < deadline && !atomic_load(&s->done)) {
+        int a = (int)(rand_r(&seed) % SALE_ACTIVITIES);
+        if (sold_out[a]) continue;
+        int u = (int)(rand_r(&seed) % SALE_USERS);
+        struct sk_admission ad;
+        int64_t rem;
+        int rc = sk_stock_purchase(r, s->ids[a], (uint64_t)u + 1, 1, &ad, &rem);
+        if (rc < 0) {
+            atomic_fetch_add(&s->unknown, 1);
+            continue;
+        }
+        if (ad.rc == SK_RC_OK) {
+            atomic_fetch_add(&s->accepted[a], 1);
+            if (atomic_fetch_add(&s->per_user[a][u], 1) + 1 > SALE_LIMIT)
+                atomic_fetch_add(&s->over_limit, 1);
+        } else if (ad.rc == SK_RC_SOLD_OUT) {
+            sold_out[a] = 1;
+            left--;
+        } else if (ad.rc == SK_RC_LIMIT_EXCEEDED) {
+            atomic_fetch_add(&s->refused_limit, 1);
+        } else {
+            atomic_fetch_add(&s->other, 1);
+        }
+    }
+    struct sk_cluster_stats cs;
+    if (sk_redis_cluster_stats(r, &cs) == 0) {
+        atomic_fetch_add(&s->moved, (long long)cs.moved);
+        atomic_fetch_add(&s->ask, (long long)cs.ask);
+        atomic_fetch_add(&s->retries, (long long)cs.retries);
+    }
+    sk_redis_free(r);
+    return NULL;
+}
+
+static void sale_start(struct sale *s, sk_redis *r, pthread_t *th, int64_t stock)
+{
+    memset(s, 0, sizeof *s);
+    s->stock = stock;
+    ids_on_masters(r, s->ids, SALE_ACTIVITIES);
+    for (int i = 0; i < SALE_ACTIVITIES; i++)
+        open_sale(r, s->ids[i], stock, SALE_LIMIT);
+    for (int i = 0; i < SALE_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, buyer, s), 0);
+}
+
+/* Waits for the buyers and checks SPEC section 7 against what Redis holds:
+ * sold out exactly, stock + sum(buyers) == initial, nobody over the limit,
+ * and every unit the buyers saw accepted is in Redis. */
+static void sale_check(struct sale *s, sk_redis *r, pthread_t *th)
+{
+    for (int i = 0; i < SALE_THREADS; i++)
+        pthread_join(th[i], NULL);
+    CHECK_EQ(atomic_load(&s->over_limit), 0);
+    CHECK_EQ(atomic_load(&s->other), 0);
+    for (int a = 0; a < SALE_ACTIVITIES; a++) {
+        struct sk_stock_state st;
+        CHECK_MSG(sk_stock_state(r, s->ids[a], &st) == 0, "state: %s", r->errstr);
+        CHECK_EQ(st.remaining, 0);
+        CHECK_EQ(st.held, s->stock);
+        CHECK_EQ(st.remaining + st.held, st.initial);
+        /* accepted answers <= units held <= accepted + lost answers */
+        CHECK(atomic_load(&s->accepted[a]) <= st.held);
+        CHECK(st.held <= atomic_load(&s->accepted[a]) + atomic_load(&s->unknown));
+        struct sk_keys k;
+        sk_keys_for(&k, s->ids[a]);
+        redisReply *rep;
+        CHECK_EQ(sk_redis_cmd(r, &rep, "HVALS %s", k.buyers), 0);
+        for (size_t i = 0; i < rep->elements; i++)
+            CHECK(atoi(rep->element[i]->str) <= SALE_LIMIT);
+        freeReplyObject(rep);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
+        CHECK_EQ(rep->integer, s->stock); /* one unit per order here */
+        freeReplyObject(rep);
+    }
+}
+
+SK_TEST(cluster_sale_sells_out_exactly_across_three_masters)
+{
+    sk_redis *r = connect_cluster();
+    static struct sale s;
+    pthread_t th[SALE_THREADS];
+    sale_start(&s, r, th, 1000);
+    sale_check(&s, r, th);
+    CHECK_EQ(atomic_load(&s.unknown), 0);
+    sk_redis_free(r);
+}
+
+SK_TEST(cluster_sale_survives_a_master_failover)
+{
+    sk_redis *r = connect_cluster();
+    static struct sale s;
+    pthread_t th[SALE_THREADS];
+    sale_start(&s, r, th, 12000);
+    /* fail over the master of the first activity while buyers run */
+    int old = sk_th_cluster_master_of(activity_slot(s.ids[0]));
+    int now_master = sk_th_cluster_failover(activity_slot(s.ids[0]));
+    CHECK(now_master != old);
+    long sold = 0;
+    for (int a = 0; a < SALE_ACTIVITIES; a++)
+        sold += atomic_load(&s.accepted[a]);
+    CHECK_MSG(sold < 3 * s.stock, "the sale ended before the failover did: make it longer");
+    sale_check(&s, r, th);
+    CHECK_MSG(atomic_load(&s.moved) >= 1, "no buyer was told MOVED");
+    sk_redis_free(r);
+    printf("    failover %d -> %d; answers lost in transport: %ld, MOVED %lld, retries %lld\n",
+           old, now_master, (long)atomic_load(&s.unknown), (long long)atomic_load(&s.moved),
+           (long long)atomic_load(&s.retries));
+}
+
+static void between_moves(void *arg)
+{
+    (void)arg; /* the buyers hit ASK/TRYAGAIN now; a short, bounded window */
+    int64_t until = sk_mono_ms() + 300;
+    while (sk_mono_ms() < until) {
+        redisReply *r = sk_th_cluster_cmd(sk_th_cluster_port(0), "PING");
+        if (r) freeReplyObject(r);
+    }
+}
+
+SK_TEST(cluster_sale_survives_a_slot_migration_and_redirections_are_counted)
+{
+    sk_redis *r = connect_cluster();
+    static struct sale s;
+    pthread_t th[SALE_THREADS];
+    sale_start(&s, r, th, 12000);
+    int slot = activity_slot(s.ids[1]);
+    int from = sk_th_cluster_master_of(slot);
+    int to = sk_th_cluster_migrate_slot(slot, between_moves, NULL);
+    CHECK(to != from);
+    /* this client routed to the old owner: it must be told MOVED once */
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(r, s.ids[1], &st), 0);
+    struct sk_cluster_stats cs;
+    CHECK_EQ(sk_redis_cluster_stats(r, &cs), 0);
+    CHECK_MSG(cs.moved >= 1, "moved=%llu", (unsigned long long)cs.moved);
+    long sold = 0;
+    for (int a = 0; a < SALE_ACTIVITIES; a++)
+        sold += atomic_load(&s.accepted[a]);
+    CHECK_MSG(sold < 3 * s.stock, "the sale ended before the migration did: make it longer");
+    sale_check(&s, r, th);
+    /* buyers met the migration (ASK/TRYAGAIN while it ran; MOVED when
+     * their map was older than the hand-over) */
+    CHECK_MSG(atomic_load(&s.moved) + atomic_load(&s.ask) >= 1,
+              "buyers: MOVED %lld, ASK %lld, retries %lld", (long long)atomic_load(&s.moved),
+              (long long)atomic_load(&s.ask), (long long)atomic_load(&s.retries));
+    sk_redis_free(r);
+    printf("    slot %d moved %d -> %d; buyers saw MOVED %lld, ASK %lld, retries %lld\n", slot,
+           from, to, (long long)atomic_load(&s.moved), (long long)atomic_load(&s.ask),
+           (long long)atomic_load(&s.retries));
+}
