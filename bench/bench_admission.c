@@ -46,6 +46,7 @@
 struct sk_bench_opts {
     const char *url; /* NULL: start a private redis-server */
     int64_t stock, users, batch, pipeline, conns, duration_s;
+    int64_t rate_user, rate_ip; /* global rate limits passed with each batch, 0 = off */
     int json;
 };
 
@@ -99,6 +100,7 @@ struct sk_bench_worker {
     char err[256];
     /* batch argument buffers, sized for --batch */
     struct sk_purchase *p;
+    char (*ips)[SK_IP_MAX];
     struct sk_admission *res;
     char *buf;
     size_t cap;
@@ -137,6 +139,9 @@ static int usage(FILE *f)
             "  --pipeline N    calls in flight per connection, 1..1024 (default 16)\n"
             "  --conns N       connections, one thread each, 1..256 (default 4)\n"
             "  --duration S    cap on each phase in seconds, 1..600 (default 5)\n"
+            "  --rate-user R   purchase_batch phases pass a per-user rate limit of R/s\n"
+            "                  (burst R); users are unique, so it costs but never refuses\n"
+            "  --rate-ip R     same, per client IP (each purchase a distinct IP)\n"
             "  --json          print one JSON object instead of the table\n"
             "\n"
             "exit status: 0 all checks passed, 1 a check failed or Redis failed, 2 bad usage\n",
@@ -267,13 +272,22 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         /* No Idempotency-Key: the plain purchase path. */
         return sk_script_append(w->r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 3, args, NULL);
     }
+    const struct sk_bench_opts *o = run->o;
     for (size_t i = 0; i < n; i++) {
-        w->p[i].user_id = (uint64_t)(first + (int64_t)i + 1);
+        int64_t u = first + (int64_t)i + 1;
+        w->p[i].user_id = (uint64_t)u;
         w->p[i].quantity = 1;
         w->p[i].idem = NULL;
         w->p[i].idem_len = 0;
+        w->p[i].ip = NULL;
+        if (o->rate_ip > 0) {
+            snprintf(w->ips[i], sizeof w->ips[i], "10.%d.%d.%d", (int)(u >> 16 & 255),
+                     (int)(u >> 8 & 255), (int)(u & 255));
+            w->p[i].ip = w->ips[i];
+        }
     }
-    int rc = sk_stock_batch_args(ph->aid, w->p, n, w->buf, w->cap, w->args, w->lens);
+    struct sk_rate_limits rl = {o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
+    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->buf, w->cap, w->args, w->lens);
     if (rc < 0) return rc;
     return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
                             (int)SK_BATCH_ARGC(n), w->args, w->lens);
@@ -401,6 +415,7 @@ static void worker_free(struct sk_bench_worker *w)
 {
     sk_redis_free(w->r);
     free(w->p);
+    free(w->ips);
     free(w->res);
     free(w->buf);
     free(w->args);
@@ -417,11 +432,12 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
     size_t b = (size_t)run->o->batch;
     w->cap = SK_BATCH_ARG_BYTES(b);
     w->p = calloc(b, sizeof *w->p);
+    w->ips = calloc(b, sizeof *w->ips);
     w->res = calloc(b, sizeof *w->res);
     w->buf = malloc(w->cap);
     w->args = calloc(SK_BATCH_ARGC(b), sizeof *w->args);
     w->lens = calloc(SK_BATCH_ARGC(b), sizeof *w->lens);
-    return w->p && w->res && w->buf && w->args && w->lens ? 0 : SK_ENOMEM;
+    return w->p && w->ips && w->res && w->buf && w->args && w->lens ? 0 : SK_ENOMEM;
 }
 
 /* ---- phases ---- */
@@ -1044,6 +1060,8 @@ static int parse_opts(int argc, char **argv, struct sk_bench_opts *o, int *help)
         {"--pipeline", 1, 1024, offsetof(struct sk_bench_opts, pipeline)},
         {"--conns", 1, 256, offsetof(struct sk_bench_opts, conns)},
         {"--duration", 1, 600, offsetof(struct sk_bench_opts, duration_s)},
+        {"--rate-user", 0, 1000000, offsetof(struct sk_bench_opts, rate_user)},
+        {"--rate-ip", 0, 1000000, offsetof(struct sk_bench_opts, rate_ip)},
     };
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -1257,6 +1275,7 @@ done:
 
 int sk_bench_http(int argc, char **argv); /* bench/bench_http.c */
 int sk_bench_persist(int argc, char **argv); /* bench/bench_persist.c */
+int sk_bench_strategies(int argc, char **argv); /* bench/bench_strategies.c */
 
 int sk_cli_bench(int argc, char **argv)
 {
@@ -1267,11 +1286,13 @@ int sk_cli_bench(int argc, char **argv)
                    "  admission   purchase and purchase_batch scripts against Redis\n"
                    "  http        seckill serve vs a static responder (nginx) over HTTP\n"
                    "  persist     order worker: Redis stream -> SQLite, orders/s\n"
+                   "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
                    "\n`seckill bench <benchmark> --help` for its options.\n");
         return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
     }
     if (!strcmp(argv[1], "admission")) return bench_admission(argc - 2, argv + 2);
     if (!strcmp(argv[1], "http")) return sk_bench_http(argc - 1, argv + 1);
     if (!strcmp(argv[1], "persist")) return sk_bench_persist(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "strategies")) return sk_bench_strategies(argc - 1, argv + 1);
     return sk_cli_usage_error("bench: unknown benchmark '%s' (available: admission, http)", argv[1]);
 }

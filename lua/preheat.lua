@@ -1,6 +1,8 @@
 -- preheat.lua - write an activity's stock, initial stock and meta to Redis.
 -- KEYS: meta stock buyers
 -- ARGV: activity_id initial limit max_qty start_ms end_ms force(0|1)
+--       [rl_rate rl_burst] (the activity's per-user rate limit, requests
+--       per second and burst; absent or 0 = none, the global one applies)
 -- Returns {rc, stock}
 --
 -- Never overwrites live stock unless forced, and never while the switch is
@@ -9,6 +11,10 @@
 for i = 1, 7 do
   if not string.match(ARGV[i] or '', '^[0-9]+$') or #ARGV[i] > 15 then return {RC.BAD_ARGUMENT, 0} end
 end
+for i = 8, 9 do
+  if ARGV[i] and (not string.match(ARGV[i], '^[0-9]+$') or #ARGV[i] > 15) then return {RC.BAD_ARGUMENT, 0} end
+end
+local rl_rate, rl_burst = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
 local initial, limit, maxq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local s, e, force = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
 if limit < 1 or maxq < 1 or e <= s then return {RC.BAD_ARGUMENT, 0} end
@@ -27,4 +33,10 @@ redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'initial', initial, 'limit', limit, 'max_qty', maxq,
            'start_ms', s, 'end_ms', e, 'open', '0')
 redis.call('HSETNX', KEYS[1], 'released', 0)
+-- The activity's rate limit rides in meta, read by the admission call.
+if rl_rate > 0 then
+  redis.call('HSET', KEYS[1], 'rl_rate', rl_rate, 'rl_burst', rl_burst > 0 and rl_burst or rl_rate)
+else
+  redis.call('HDEL', KEYS[1], 'rl_rate', 'rl_burst')
+end
 return {RC.PREHEATED, stock}

@@ -1,19 +1,26 @@
 -- purchase_batch.lua - N purchases of one activity in one call, decided in
 -- arrival order; one bad entry never fails the others.
 -- KEYS: meta stock buyers orders idem ledger
--- ARGV: activity_id, then per purchase: user_id, quantity, idempotency_key ('' for none)
--- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read)}
+-- ARGV: activity_id, user_rate, user_burst, ip_rate, ip_burst (the global
+--       rate limits, '0' = off; the activity's own per-user limit in meta
+--       wins), then per purchase: user_id, quantity, idempotency_key ('' for
+--       none), client_ip ('' for none)
+-- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read)};
+-- a RATE_LIMITED entry carries its retry-after in ms in the qty slot.
 --#include "lib/admit.lua"
-local n = (#ARGV - 1) / 3
+local n = (#ARGV - 5) / 4
 if n < 1 or n ~= math.floor(n) or not string.find(ARGV[1], '^%d+$') then
-  return redis.error_reply('purchase_batch: ARGV must be activity_id then user/qty/key triples')
+  return redis.error_reply('purchase_batch: ARGV must be activity_id, 4 rate limits, then user/qty/key/ip quads')
 end
 local users, qtys, idems = {}, {}, {}
+local rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5], ips = {}}
 for i = 1, n do
-  users[i] = ARGV[3 * i - 1]
-  qtys[i] = ARGV[3 * i]
-  idems[i] = ARGV[3 * i + 1]
+  local b = 4 * i + 2
+  users[i] = ARGV[b]
+  qtys[i] = ARGV[b + 1]
+  idems[i] = ARGV[b + 2]
+  rl.ips[i] = ARGV[b + 3]
 end
-local out, left = admit_all(ARGV[1], users, qtys, idems, n)
+local out, left = admit_all(ARGV[1], users, qtys, idems, n, rl)
 out[3 * n + 1] = left
 return out

@@ -98,6 +98,13 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
     if (a->pay_timeout_s < 1 || a->pay_timeout_s > SK_ACTIVITY_PAY_TIMEOUT_MAX)
         return sk_einval(err, cap, "pay timeout must be between 1 and %d seconds (got %lld)",
                     SK_ACTIVITY_PAY_TIMEOUT_MAX, (long long)a->pay_timeout_s);
+    if (a->rl_per_user_per_s < 0 || a->rl_per_user_per_s > SK_ACTIVITY_RATE_MAX)
+        return sk_einval(err, cap, "rate limit per user must be between 1 and %d per second",
+                         SK_ACTIVITY_RATE_MAX);
+    if (a->rl_burst < 0 || a->rl_burst > SK_ACTIVITY_RATE_MAX)
+        return sk_einval(err, cap, "rate limit burst must be between 1 and %d", SK_ACTIVITY_RATE_MAX);
+    if (a->rl_burst > 0 && a->rl_per_user_per_s == 0)
+        return sk_einval(err, cap, "a rate limit burst needs a rate limit per user");
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
         return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
@@ -112,6 +119,8 @@ void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
     d->max_per_order = a->max_per_order;
     d->start_ms = a->start_ms;
     d->end_ms = a->end_ms;
+    d->rl_per_user_per_s = a->rl_per_user_per_s;
+    d->rl_burst = a->rl_burst;
 }
 
 const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,

@@ -19,6 +19,8 @@ struct sk_stock_def;
 #define SK_ACTIVITY_STOCK_MAX 1000000000000LL /* 1e12 units */
 #define SK_ACTIVITY_PAY_TIMEOUT_DEFAULT 1800  /* seconds */
 #define SK_ACTIVITY_PAY_TIMEOUT_MAX 31536000  /* one year */
+/* Rate limits (requests per second, burst) are 1..this; 0 = none. */
+#define SK_ACTIVITY_RATE_MAX 1000000
 /* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
 #define SK_TIME_MAX_MS 253402300799999LL
 /* "Not given": lets a caller tell an omitted field (default applies) from
@@ -32,6 +34,8 @@ struct sk_activity {
     int64_t per_user_limit, max_per_order;
     int64_t start_ms, end_ms; /* unix ms, the sale window is [start, end) */
     int64_t pay_timeout_s;
+    int64_t rl_per_user_per_s; /* the activity's per-user rate limit, 0 = the global one */
+    int64_t rl_burst;          /* its burst; 0 with a rate = one second's worth */
     int64_t created_ms;
     int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
                                           the store, ignored on insert (starts at stock) */

@@ -59,20 +59,23 @@ static int activity_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route r
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024];
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "";
     sk_time_format_rfc3339(a->start_ms, start, sizeof start);
     sk_time_format_rfc3339(a->end_ms, end, sizeof end);
     if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
     const char *state = sk_activity_live_state(st->exists, st->open, a->start_ms, a->end_ms,
                                                sk_wall_ms());
+    if (a->rl_per_user_per_s > 0)
+        snprintf(rl, sizeof rl, ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
+                 a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
     int n = snprintf(body, sizeof body,
                      "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
                      "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
                      ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                     ",\"pay_timeout_s\":%" PRId64 "}",
+                     ",\"pay_timeout_s\":%" PRId64 "%s}",
                      a->id, name, state, start, end, a->stock,
                      st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
-                     a->pay_timeout_s);
+                     a->pay_timeout_s, rl);
     sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
 }
 
@@ -134,6 +137,8 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.start_ms = b.start_ms;
     a.end_ms = b.end_ms;
     a.pay_timeout_s = b.pay_timeout_s;
+    a.rl_per_user_per_s = b.rl_per_user_per_s;
+    a.rl_burst = b.rl_burst;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0) {
@@ -215,13 +220,11 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     sk_activity_stock_def(&a, &d);
     struct sk_keys k;
     sk_keys_for(&k, a.id);
-    char v[7][24];
-    int64_t nums[6] = {d.initial, d.per_user_limit, d.max_per_order, d.start_ms, d.end_ms, force};
-    snprintf(v[0], sizeof v[0], "%" PRIu64, d.id);
-    for (int i = 0; i < 6; i++) snprintf(v[1 + i], sizeof v[1 + i], "%" PRId64, nums[i]);
+    char v[9][24];
+    const char *args[9];
+    int nargs = sk_stock_preheat_args(&d, force, v, args);
     const char *keys[] = {k.meta, k.stock, k.buyers};
-    const char *args[] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, 7, args, NULL, on_preheat, o) < 0)
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) < 0)
         on_preheat(o, NULL);
     return 0;
 }

@@ -1,7 +1,9 @@
 /* api_purchase.c - POST /api/v1/activities/{id}/purchase: validation,
- * the local sold-out fast path, and batching: purchases that arrive in one
- * event-loop pass go to Redis as one purchase_batch call per activity,
- * sent at the end of that pass (no timer, so batching adds no delay). */
+ * the local sold-out fast path, the admission cap (max_inflight), and
+ * batching: purchases that arrive in one event-loop pass go to Redis as one
+ * purchase_batch call per activity, sent at the end of that pass (no timer,
+ * so batching adds no delay). Rate limits travel inside that call
+ * (docs/rate-limit.md): no extra round trip. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@ struct pending {
     struct sk_async_req a;
     struct sk_purchase p;
     char idem[SK_IDEM_MAX];
+    char ip[SK_IP_TEXT];
 };
 
 struct sk_batch {
@@ -35,9 +38,36 @@ struct sk_batch {
     struct pending *items[SK_BATCH_MAX];
 };
 
+/* 429 with Retry-After in whole seconds, rounded up, so a client that
+ * waits that long is admitted by the limiter. */
+static void reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t retry_ms)
+{
+    if (retry_ms < 1) retry_ms = 1;
+    char secs[24], body[320];
+    int sl = snprintf(secs, sizeof secs, "%" PRId64, (retry_ms + 999) / 1000);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   h2o_strdup(&req->pool, secs, (size_t)sl).base, (size_t)sl);
+    int n = snprintf(body, sizeof body,
+                     "{\"error\":\"%s\",\"message\":\"%s\",\"retry_after_ms\":%" PRId64 "}",
+                     sk_rc_wire(rc), sk_rc_message(rc), retry_ms);
+    sk_http_reply(app, req, SK_ROUTE_purchase, 429, "application/json", body, (size_t)n);
+}
+
+/* One purchase of the activity less in flight (max_inflight). */
+static void inflight_done(struct sk_app *app, uint64_t aid)
+{
+    if (app->cfg.max_inflight <= 0) return;
+    struct sk_act_cache *c = sk_app_act(app, aid, 0);
+    if (c && c->inflight > 0) c->inflight--;
+}
+
 static void reply_admission(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                             const struct sk_admission *ad)
 {
+    if (ad->rc == SK_RC_RATE_LIMITED) {
+        reply_429(app, req, ad->rc, ad->retry_after_ms);
+        return;
+    }
     if (ad->rc == SK_RC_OK) {
         char body[256];
         int n = snprintf(body, sizeof body,
@@ -55,6 +85,7 @@ static void fail_batch(struct sk_batch *b, const char *why)
 {
     struct sk_app *app = b->app;
     for (size_t i = 0; i < b->n; i++) {
+        inflight_done(app, b->aid);
         h2o_req_t *req = sk_async_end(app, &b->items[i]->a);
         if (req) {
             sk_metrics_refusal(app->metrics, "unavailable");
@@ -96,6 +127,7 @@ static void on_batch_reply(void *data, redisReply *rep)
     size_t admitted = 0;
     for (size_t i = 0; i < b->n; i++) {
         struct pending *p = b->items[i];
+        inflight_done(app, b->aid);
         if (res[i].rc == SK_RC_OK) admitted++;
         else sk_metrics_refusal_rc(app->metrics, res[i].rc);
         /* a client that left still has its order: the admission stands */
@@ -127,7 +159,11 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
     const char **args = malloc(argc * sizeof *args);
     size_t *lens = malloc(argc * sizeof *lens);
     int rc = SK_ENOMEM;
-    if (buf && args && lens && sk_stock_batch_args(b->aid, ps, b->n, buf, cap, args, lens) == 0)
+    const struct sk_config *cf = &app->cfg;
+    struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
+                                cf->rate_ip_burst};
+    if (buf && args && lens &&
+        sk_stock_batch_args_rl(b->aid, &rl, ps, b->n, buf, cap, args, lens) == 0)
         rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys, (int)argc, args, lens,
                             on_batch_reply, b);
     free(buf);
@@ -208,6 +244,17 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
         return 0;
     }
     if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
+    /* Admission cap: a purchase that would queue behind max_inflight others
+     * of this activity is refused now, not left waiting on a slow Redis. */
+    struct sk_act_cache *ic = NULL;
+    if (app->cfg.max_inflight > 0) {
+        ic = sk_app_act(app, m->id, 1);
+        if (ic && ic->inflight >= app->cfg.max_inflight) {
+            sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
+            reply_429(app, req, SK_RC_BUSY, 1000);
+            return 0;
+        }
+    }
     struct sk_batch *b = batch_for(app, m->id);
     struct pending *p = b ? malloc(sizeof *p) : NULL;
     if (!p) {
@@ -219,6 +266,9 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     p->p.idem = idem ? p->idem : NULL;
     p->p.idem_len = idem ? idem_len : 0;
     if (idem) memcpy(p->idem, idem, idem_len);
+    /* the client IP only matters (and costs) when the per-IP limit is on */
+    p->p.ip = app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip(app, req, p->ip) ? p->ip : NULL;
+    if (ic) ic->inflight++;
     sk_async_begin(app, &p->a, req, SK_ROUTE_purchase);
     b->items[b->n++] = p;
     return 0;

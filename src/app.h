@@ -22,6 +22,7 @@ struct sk_act_cache {
     int sold_out;        /* Redis said stock 0: refuse locally */
     int rechecking;      /* a GET stock is in flight */
     int64_t checked_ms;  /* last sold-out check */
+    int64_t inflight;    /* purchases queued or waiting for Redis (max_inflight) */
 };
 
 struct sk_app {
@@ -68,6 +69,11 @@ void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid);
 int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
 int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
+
+/* The client's IP as text: the socket peer, or, when the peer is one of
+ * trusted_proxies, the right-most X-Forwarded-For address that is not.
+ * Returns 1, or 0 (out "") when the connection has no IP peer. */
+int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
 
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);

@@ -3,6 +3,7 @@
  * the same way wherever it comes from. No I/O, no heap. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -215,6 +216,126 @@ static int set_redis_timeout(struct sk_config *c, const char *v, char *msg, size
     return 0;
 }
 
+/* Requests per second or a burst: 0 (off / default) .. 1000000. */
+static int set_rate(long long *dst, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 0, 1000000, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 0 (off) and 1000000");
+        return SK_EINVAL;
+    }
+    *dst = n;
+    return 0;
+}
+
+static int set_rate_user(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_per_user_per_s, v, msg, cap);
+}
+
+static int set_rate_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_burst, v, msg, cap);
+}
+
+static int set_rate_ip(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_per_ip_per_s, v, msg, cap);
+}
+
+static int set_rate_ip_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_ip_burst, v, msg, cap);
+}
+
+static int set_max_inflight(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->max_inflight, v, msg, cap);
+}
+
+int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
+{
+    char buf[64];
+    if (!s || len == 0 || len >= sizeof buf) return SK_EINVAL;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    memset(out, 0, sizeof *out);
+    if (inet_pton(AF_INET, buf, out->b) == 1) return 0;
+    if (inet_pton(AF_INET6, buf, out->b) != 1) return SK_EINVAL;
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(out->b, mapped, 12) == 0) { /* ::ffff:a.b.c.d is an IPv4 client */
+        memmove(out->b, out->b + 12, 4);
+        memset(out->b + 4, 0, 12);
+        return 0;
+    }
+    out->v6 = 1;
+    return 0;
+}
+
+void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT])
+{
+    if (!inet_ntop(ip->v6 ? AF_INET6 : AF_INET, ip->b, out, SK_IP_TEXT)) out[0] = 0;
+}
+
+int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip)
+{
+    for (int i = 0; i < c->n_trusted_proxies; i++) {
+        const struct sk_cidr *n = &c->trusted_proxies[i];
+        if (n->ip.v6 != ip->v6) continue;
+        int full = n->bits / 8, rest = n->bits % 8;
+        if (memcmp(n->ip.b, ip->b, (size_t)full) != 0) continue;
+        if (rest && ((n->ip.b[full] ^ ip->b[full]) & (0xff << (8 - rest)) & 0xff)) continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* "10.0.0.0/8, 127.0.0.1, ::1" -> up to SK_CONFIG_PROXIES_MAX networks;
+ * "" clears the list. */
+static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    struct sk_cidr list[SK_CONFIG_PROXIES_MAX];
+    int n = 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ') e++;
+        const char *slash = memchr(p, '/', (size_t)(e - p));
+        if (n == SK_CONFIG_PROXIES_MAX) {
+            snprintf(msg, cap, "at most %d entries", SK_CONFIG_PROXIES_MAX);
+            return SK_EINVAL;
+        }
+        struct sk_cidr *x = &list[n];
+        if (sk_ip_parse(p, (size_t)((slash ? slash : e) - p), &x->ip) < 0) {
+            snprintf(msg, cap, "entry %d is not an IP address or CIDR (e.g. 10.0.0.0/8)", n + 1);
+            return SK_EINVAL;
+        }
+        int maxbits = x->ip.v6 ? 128 : 32;
+        long long bits = maxbits;
+        if (slash) {
+            char b[8];
+            size_t bl = (size_t)(e - slash - 1);
+            if (bl == 0 || bl >= sizeof b) bits = -1;
+            else {
+                memcpy(b, slash + 1, bl);
+                b[bl] = 0;
+                if (parse_range(b, 0, maxbits, &bits) < 0) bits = -1;
+            }
+            if (bits < 0) {
+                snprintf(msg, cap, "entry %d: prefix length must be 0..%d", n + 1, maxbits);
+                return SK_EINVAL;
+            }
+        }
+        x->bits = (int)bits;
+        n++;
+        p = e;
+    }
+    memcpy(c->trusted_proxies, list, sizeof list[0] * (size_t)n);
+    c->n_trusted_proxies = n;
+    return 0;
+}
+
 static const struct {
     const char *key;
     setter_fn fn;
@@ -230,6 +351,12 @@ static const struct {
     {"log_level", set_log_level},
     {"max_body", set_max_body},
     {"redis_timeout_ms", set_redis_timeout},
+    {"rate_per_user_per_s", set_rate_user},
+    {"rate_burst", set_rate_burst},
+    {"rate_per_ip_per_s", set_rate_ip},
+    {"rate_ip_burst", set_rate_ip_burst},
+    {"trusted_proxies", set_trusted_proxies},
+    {"max_inflight", set_max_inflight},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -28,6 +28,19 @@
  *   log_level         debug | info (default) | warn | error
  *   max_body          bytes, 1024..67108864 (default 65536)
  *   redis_timeout_ms  1..600000 (default 1000)
+ *   rate_per_user_per_s  purchase requests per second per user and activity,
+ *                     0..1000000 (default 0 = off); an activity's own
+ *                     "rate_limit" wins (docs/rate-limit.md)
+ *   rate_burst        requests a user may send at once, 0..1000000
+ *                     (default 0 = one second's worth)
+ *   rate_per_ip_per_s purchase requests per second per client IP and
+ *                     activity, 0..1000000 (default 0 = off)
+ *   rate_ip_burst     as rate_burst, for the per-IP limit
+ *   trusted_proxies   comma-separated IPs or CIDRs (10.0.0.0/8, ::1) whose
+ *                     X-Forwarded-For is believed, at most 16 (default none)
+ *   max_inflight      purchases of one activity a process lets wait for
+ *                     Redis at once; more get 429 busy at once (0..1000000,
+ *                     default 0 = no cap)
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -38,6 +51,18 @@
 #include <stddef.h>
 
 enum sk_config_role { SK_ROLE_ALL, SK_ROLE_API, SK_ROLE_WORKER };
+
+/* An IP address: IPv4 in 4 bytes (IPv4-mapped IPv6 is stored as IPv4), or
+ * IPv6 in 16. */
+struct sk_ip {
+    int v6;
+    unsigned char b[16];
+};
+struct sk_cidr {
+    struct sk_ip ip;
+    int bits; /* prefix length */
+};
+#define SK_CONFIG_PROXIES_MAX 16
 
 struct sk_config {
     char listen[256];
@@ -51,6 +76,10 @@ struct sk_config {
     char log_level[16]; /* validated by sk_log_parse_level (log.h) */
     long long max_body;
     int redis_timeout_ms;
+    long long rate_per_user_per_s, rate_burst, rate_per_ip_per_s, rate_ip_burst;
+    struct sk_cidr trusted_proxies[SK_CONFIG_PROXIES_MAX];
+    int n_trusted_proxies;
+    long long max_inflight;
 };
 
 void sk_config_defaults(struct sk_config *c);
@@ -85,6 +114,14 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
 /* Cross-field checks after all sources are applied: auth = hmac needs an
  * hmac_secret. */
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
+
+/* Parses len bytes of a textual IPv4 or IPv6 address: 0 or SK_EINVAL. */
+int sk_ip_parse(const char *s, size_t len, struct sk_ip *out);
+/* Canonical text (inet_ntop; IPv4 for IPv4-mapped) into out (SK_IP_TEXT). */
+#define SK_IP_TEXT 46
+void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT]);
+/* 1 when ip lies in one of the trusted_proxies. */
+int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip);
 
 /* "trusted-header" / "hmac", "all" / "api" / "worker". Static strings. */
 const char *sk_config_auth_name(const struct sk_config *c);

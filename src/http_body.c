@@ -141,6 +141,25 @@ static int require_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int
     return rc < 0 ? rc : 0;
 }
 
+/* Optional "rate_limit": {"per_user_per_s": R, "burst": B}. */
+static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *rl = json_object_get(root, "rate_limit");
+    if (!rl) return 0;
+    if (!json_is_object(rl))
+        return sk_einval(err, cap, "rate_limit must be an object {\"per_user_per_s\":R,\"burst\":B}");
+    if (require_int(rl, "per_user_per_s", 1, SK_ACTIVITY_RATE_MAX, &a->rl_per_user_per_s, err, cap) < 0 ||
+        get_int(rl, "burst", 1, SK_ACTIVITY_RATE_MAX, &a->rl_burst, err, cap) < 0) {
+        /* name the object, so "missing field per_user_per_s" is findable */
+        char inner[160];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        a->rl_per_user_per_s = a->rl_burst = 0;
+        return sk_einval(err, cap, "rate_limit: %s", inner);
+    }
+    if (a->rl_burst == 0) a->rl_burst = a->rl_per_user_per_s;
+    return 0;
+}
+
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
     int64_t id;
@@ -174,7 +193,7 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
         get_time(root, "end", &a->end_ms, err, cap) < 0)
         return SK_EINVAL;
     if (a->end_ms <= a->start_ms) return sk_einval(err, cap, "end must be after start");
-    return 0;
+    return parse_rate_limit(root, a, err, cap);
 }
 
 int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity *out, char *err,

@@ -47,6 +47,10 @@ struct sk_body_activity {
     int64_t max_per_order;    /* optional: default per_user_limit; 1..per_user_limit */
     int64_t start_ms, end_ms; /* RFC 3339 strings -> unix ms; 0 <= start < end */
     int64_t pay_timeout_s;    /* optional: default 1800; 1..SK_BODY_PAY_TIMEOUT_MAX */
+    /* optional "rate_limit": {"per_user_per_s": R, "burst": B}: R required
+     * in 1..SK_ACTIVITY_RATE_MAX, B optional (default R) in the same range;
+     * both 0 when absent (the global limit applies) */
+    int64_t rl_per_user_per_s, rl_burst;
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out

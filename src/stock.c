@@ -32,6 +32,14 @@ static void set_order_id(struct sk_admission *a, const redisReply *e)
     }
 }
 
+/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after. */
+static void set_outcome(struct sk_admission *a, int rc, int64_t qty)
+{
+    a->rc = rc;
+    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : qty;
+    a->retry_after_ms = rc == SK_RC_RATE_LIMITED ? qty : 0;
+}
+
 int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *p,
                            struct sk_admission *res, int64_t *remaining)
 {
@@ -56,9 +64,8 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
         freeReplyObject(rep);
         return proto(r, "purchase");
     }
-    res->rc = (int)rep->element[0]->integer;
+    set_outcome(res, (int)rep->element[0]->integer, rep->element[3]->integer);
     set_order_id(res, rep->element[1]);
-    res->quantity = rep->element[3]->integer;
     if (remaining) *remaining = rep->element[2]->integer;
     freeReplyObject(rep);
     return 0;
@@ -67,21 +74,33 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
 int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
                       struct sk_admission *res, int64_t *remaining)
 {
-    struct sk_purchase p = {uid, qty, NULL, 0};
+    struct sk_purchase p = {.user_id = uid, .quantity = qty};
     return sk_stock_purchase_idem(r, aid, &p, res, remaining);
 }
 
-int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
-                        const char **args, size_t *lens)
+int sk_stock_batch_args_rl(uint64_t aid, const struct sk_rate_limits *rl,
+                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                           const char **args, size_t *lens)
 {
     if (n == 0 || n > SK_BATCH_MAX) return SK_EINVAL;
+    struct sk_rate_limits none = {0, 0, 0, 0};
+    if (!rl) rl = &none;
+    const int64_t head[4] = {rl->user_per_s, rl->user_burst, rl->ip_per_s, rl->ip_burst};
+    size_t off = 0;
     int w = snprintf(buf, cap, "%" PRIu64, aid);
     if (w < 0 || (size_t)w >= cap) return SK_ENOMEM;
     args[0] = buf;
     lens[0] = (size_t)w;
-    size_t off = (size_t)w + 1;
+    off = (size_t)w + 1;
+    for (int f = 0; f < 4; f++) {
+        w = snprintf(buf + off, cap - off, "%" PRId64, head[f] > 0 ? head[f] : 0);
+        if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
+        args[1 + f] = buf + off;
+        lens[1 + f] = (size_t)w;
+        off += (size_t)w + 1;
+    }
     for (size_t i = 0; i < n; i++) {
-        size_t base = 1 + 3 * i;
+        size_t base = 5 + 4 * i;
         for (int f = 0; f < 2; f++) {
             w = f == 0 ? snprintf(buf + off, cap - off, "%" PRIu64, p[i].user_id)
                        : snprintf(buf + off, cap - off, "%" PRId64, p[i].quantity);
@@ -90,11 +109,19 @@ int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, cha
             lens[base + (size_t)f] = (size_t)w;
             off += (size_t)w + 1;
         }
-        /* the key is passed by reference: no copy on the hot path */
+        /* key and IP are passed by reference: no copy on the hot path */
         args[base + 2] = p[i].idem ? p[i].idem : "";
         lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
+        args[base + 3] = p[i].ip ? p[i].ip : "";
+        lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
     }
     return 0;
+}
+
+int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                        const char **args, size_t *lens)
+{
+    return sk_stock_batch_args_rl(aid, NULL, p, n, buf, cap, args, lens);
 }
 
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
@@ -105,9 +132,8 @@ int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *r
         return SK_EPROTO;
     for (size_t i = 0; i < n; i++) {
         if (!is_int(rep->element[3 * i]) || !is_int(rep->element[3 * i + 2])) return SK_EPROTO;
-        res[i].rc = (int)rep->element[3 * i]->integer;
+        set_outcome(&res[i], (int)rep->element[3 * i]->integer, rep->element[3 * i + 2]->integer);
         set_order_id(&res[i], rep->element[3 * i + 1]);
-        res[i].quantity = rep->element[3 * i + 2]->integer;
     }
     if (remaining) *remaining = rep->element[3 * n]->integer;
     return 0;
@@ -115,6 +141,13 @@ int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *r
 
 int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase *p, size_t n,
                             struct sk_admission *res, int64_t *remaining)
+{
+    return sk_stock_purchase_batch_rl(r, aid, NULL, p, n, res, remaining);
+}
+
+int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                               int64_t *remaining)
 {
     if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
     struct sk_keys k;
@@ -125,7 +158,7 @@ int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase 
     size_t *lens = malloc(sizeof *lens * SK_BATCH_ARGC(n));
     int rc = SK_ENOMEM;
     redisReply *rep = NULL;
-    if (buf && args && lens) rc = sk_stock_batch_args(aid, p, n, buf, cap, args, lens);
+    if (buf && args && lens) rc = sk_stock_batch_args_rl(aid, rl, p, n, buf, cap, args, lens);
     if (rc == 0) {
         const char *keys[SK_PURCHASE_NKEYS];
         sk_keys_purchase(&k, keys);
@@ -185,20 +218,29 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     return 0;
 }
 
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
+                          const char *args[9])
+{
+    int64_t nums[8] = {d->initial, d->per_user_limit, d->max_per_order, d->start_ms, d->end_ms,
+                       force ? 1 : 0, d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
+                       d->rl_burst > 0 ? d->rl_burst : 0};
+    snprintf(buf[0], 24, "%" PRIu64, d->id);
+    for (int i = 0; i < 8; i++) snprintf(buf[1 + i], 24, "%" PRId64, nums[i]);
+    for (int i = 0; i < 9; i++) args[i] = buf[i];
+    return 9;
+}
+
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
                      int64_t *stock)
 {
     struct sk_keys k;
     sk_keys_for(&k, d->id);
-    char a[7][U64_DIGITS];
-    int64_t nums[6] = {d->initial, d->per_user_limit, d->max_per_order,
-                       d->start_ms, d->end_ms, force ? 1 : 0};
-    snprintf(a[0], sizeof a[0], "%" PRIu64, d->id);
-    for (int i = 0; i < 6; i++) snprintf(a[1 + i], sizeof a[1 + i], "%" PRId64, nums[i]);
+    char a[9][24];
+    const char *args[9];
+    int nargs = sk_stock_preheat_args(d, force, a, args);
     const char *keys[] = {k.meta, k.stock, k.buyers};
-    const char *args[] = {a[0], a[1], a[2], a[3], a[4], a[5], a[6]};
     int64_t v[2];
-    int rc = eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 7, args, v, 2);
+    int rc = eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (stock) *stock = v[1];

@@ -20,17 +20,32 @@
  * key is stored after the user id, so any byte but NUL is safe). */
 #define SK_IDEM_MAX 64
 
+/* Longest client IP text (an IPv6 address with an IPv4 tail is 45). */
+#define SK_IP_MAX 46
+
 struct sk_purchase {
     uint64_t user_id;
     int64_t quantity;
     const char *idem; /* Idempotency-Key or NULL; not owned */
     size_t idem_len;
+    const char *ip; /* client IP (terminated, hex digits ':' '.') for the per-IP
+                       limit, or NULL; not owned */
 };
 
 struct sk_admission {
     int rc;                          /* SK_RC_OK or a refusal code */
     int64_t quantity;                /* units admitted (the first answer's on a replay) */
     char order_id[SK_ORDER_ID_MAX]; /* "<activity>-<stream id>" when rc == SK_RC_OK */
+    int64_t retry_after_ms;          /* rc == SK_RC_RATE_LIMITED: when a retry is allowed */
+};
+
+/* Rate limits passed with a batch (docs/rate-limit.md): GCRA per user and
+ * per client IP, requests per second and burst; 0 = off (a burst of 0 is
+ * one second's worth). An activity's own per-user limit, written to Redis
+ * by preheat, wins over the per-user one here. */
+struct sk_rate_limits {
+    int64_t user_per_s, user_burst;
+    int64_t ip_per_s, ip_burst;
 };
 
 /* One purchase (idem/idem_len: optional Idempotency-Key; a retry with the
@@ -46,15 +61,23 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t activity_id, const struct sk_pu
  * order; res[i] answers p[i]. */
 int sk_stock_purchase_batch(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
                             size_t n, struct sk_admission *res, int64_t *remaining);
+/* Same with global rate limits (NULL: none; the activity's own still applies). */
+int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits *rl,
+                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                               int64_t *remaining);
 
 /* Building blocks shared with the async service and the benchmarks: the
  * purchase_batch arguments as strings in buf (cap bytes, at least
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
  * decoding of its reply. Both pure, no I/O. */
-#define SK_BATCH_ARGC(n) (1 + 3 * (n))
-#define SK_BATCH_ARG_BYTES(n) (22 + (n) * (22 + 22 + SK_IDEM_MAX + 1))
+#define SK_BATCH_ARGC(n) (5 + 4 * (n))
+#define SK_BATCH_ARG_BYTES(n) (5 * 22 + (n) * (22 + 22 + SK_IDEM_MAX + 1))
 int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
                         size_t cap, const char **args, size_t *lens);
+/* Same with global rate limits (NULL: none). */
+int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl,
+                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                           const char **args, size_t *lens);
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining);
 
@@ -68,11 +91,16 @@ struct sk_stock_def {
     uint64_t id;
     int64_t initial, per_user_limit, max_per_order;
     int64_t start_ms, end_ms; /* unix ms, [start, end) */
+    int64_t rl_per_user_per_s, rl_burst; /* the activity's own rate limit, 0 = none */
 };
 
 /* Writes stock and meta. *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
  * BELOW_SOLD or BAD_ARGUMENT; *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
+/* The preheat script's ARGV (shared with the async service): fills buf and
+ * args, returns their count. */
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
+                          const char *args[9]);
 
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
 int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);

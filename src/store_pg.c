@@ -112,6 +112,11 @@ static const char *const migrations[] = {
     "ALTER TABLE orders ADD COLUMN released_ms BIGINT;"
     "CREATE INDEX orders_unreleased ON orders (order_id)"
     " WHERE status = 'cancelled' AND released_ms IS NULL;",
+    /* 4: the activity's own per-user rate limit (see the SQLite migration 4). */
+    "ALTER TABLE activities ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0"
+    " CHECK (rl_per_user_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0"
+    " CHECK (rl_burst >= 0);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -472,7 +477,8 @@ static int pg_schema_version(sk_store *st, int *version)
 /* ---- activities ------------------------------------------------------ */
 
 static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
-                              "start_ms, end_ms, pay_timeout_s, state, created_ms";
+                              "start_ms, end_ms, pay_timeout_s, state, created_ms, "
+                              "rl_per_user_per_s, rl_burst";
 
 static void read_row(const PGresult *r, int row, struct sk_activity *a)
 {
@@ -488,6 +494,8 @@ static void read_row(const PGresult *r, int row, struct sk_activity *a)
     a->pay_timeout_s = i64_at(r, row, 8);
     snprintf(a->state, sizeof a->state, "%s", PQgetvalue(r, row, 9));
     a->created_ms = i64_at(r, row, 10);
+    a->rl_per_user_per_s = i64_at(r, row, 11);
+    a->rl_burst = i64_at(r, row, 12);
 }
 
 /* Decimal text of a number, for a text parameter. */
@@ -525,13 +533,16 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *a)
     if (rc) return rc;
     struct num id = num_u64(v.id), stock = num_i64(v.stock), lim = num_i64(v.per_user_limit),
                mpo = num_i64(v.max_per_order), s = num_i64(v.start_ms), e = num_i64(v.end_ms),
-               pay = num_i64(v.pay_timeout_s), cr = num_i64(v.created_ms);
-    const char *p[] = {id.s, v.name, stock.s, lim.s, mpo.s, s.s, e.s, pay.s, v.state, cr.s};
+               pay = num_i64(v.pay_timeout_s), cr = num_i64(v.created_ms),
+               rlr = num_i64(v.rl_per_user_per_s), rlb = num_i64(v.rl_burst);
+    const char *p[] = {id.s, v.name, stock.s, lim.s, mpo.s, s.s, e.s, pay.s, v.state, cr.s,
+                       rlr.s, rlb.s};
     rc = run(st, NULL, "insert activity",
              "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-             " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms)"
-             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10)",
-             10, p);
+             " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
+             " rl_per_user_per_s, rl_burst)"
+             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             12, p);
     if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
     return rc;
 }

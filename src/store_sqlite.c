@@ -114,6 +114,12 @@ static const char *const migrations[] = {
     "ALTER TABLE orders ADD COLUMN released_ms INTEGER;"
     "CREATE INDEX orders_unreleased ON orders (order_id)"
     " WHERE status = 'cancelled' AND released_ms IS NULL;",
+    /* 4: the activity's own per-user rate limit (docs/rate-limit.md);
+     * 0 = none, the global one applies. Existing rows get 0. */
+    "ALTER TABLE activities ADD COLUMN rl_per_user_per_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (rl_per_user_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN rl_burst INTEGER NOT NULL DEFAULT 0"
+    " CHECK (rl_burst >= 0);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -245,7 +251,8 @@ static int sqlite_schema_version(sk_store *st, int *version)
 }
 
 static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
-                              "start_ms, end_ms, pay_timeout_s, state, created_ms";
+                              "start_ms, end_ms, pay_timeout_s, state, created_ms, "
+                              "rl_per_user_per_s, rl_burst";
 
 static void read_row(sqlite3_stmt *s, struct sk_activity *a)
 {
@@ -264,6 +271,8 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     const unsigned char *state = sqlite3_column_text(s, 9);
     if (state) snprintf(a->state, sizeof a->state, "%s", (const char *)state);
     a->created_ms = sqlite3_column_int64(s, 10);
+    a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
+    a->rl_burst = sqlite3_column_int64(s, 12);
 }
 
 static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
@@ -277,8 +286,9 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
                      "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-                     " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                     " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
+                     " rl_per_user_per_s, rl_burst)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)v.id);
     sqlite3_bind_text(s, 2, v.name, -1, SQLITE_TRANSIENT);
@@ -291,6 +301,8 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
     sqlite3_bind_int64(s, 9, v.pay_timeout_s);
     sqlite3_bind_text(s, 10, v.state, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 11, v.created_ms);
+    sqlite3_bind_int64(s, 12, v.rl_per_user_per_s);
+    sqlite3_bind_int64(s, 13, v.rl_burst);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert activity");
         if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);

@@ -126,7 +126,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 3 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 4 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -405,18 +405,20 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     /* Hand-written SQL cannot store what the engine would refuse either. */
     sk_store_close(be_open(b));
     static const char *const bad[] = {
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0)",  /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0)",  /* above initial */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0)",    /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0)",  /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0)", /* end = start */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0)",  /* state */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0)",   /* name */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0)",  /* id 0 */
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0)",  /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0)",  /* above initial */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0)",    /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0)",  /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0)", /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0)",  /* state */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0)",   /* name */
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0)",  /* id 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0)", /* rate < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1)", /* burst < 0 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0)"), 0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0)"), 0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"

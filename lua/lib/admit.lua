@@ -14,6 +14,48 @@
 -- Only the XADD is per order. A script is atomic, so reading first and
 -- writing last is the same as interleaving.
 
+-- Rate limiting (docs/rate-limit.md): GCRA, one key per user and one per
+-- client IP, named from the activity's prefix so they share its hash tag:
+-- sk:{a<ID>}:rl:u:<user>, sk:{a<ID>}:rl:ip:<ip>. A key holds the
+-- theoretical arrival time (TAT, unix microseconds) and expires when the
+-- bucket is full again, so idle limiters cost no memory; stock keys never
+-- expire. Cost: nothing when off; a GET and, when allowed, a SET PX per
+-- limiter and purchase when on.
+local RL_PREFIX = string.sub(KEYS[1], 1, -5) .. 'rl:' -- KEYS[1] is sk:{a<ID>}:meta
+
+-- One GCRA check of key at now_us (period_us between requests, burst
+-- requests at once). Returns 0 and the new TAT when allowed, or the wait
+-- in ms until a request would be allowed. Writes nothing: both limiters
+-- are checked before either is charged, so a refusal costs no token.
+local function gcra(key, now_us, period_us, burst)
+  local tat = tonumber(redis.call('GET', key) or '0') or 0
+  if tat < now_us then tat = now_us end
+  local new_tat = tat + period_us
+  local allow_at = new_tat - burst * period_us
+  if now_us < allow_at then
+    local wait = math.ceil((allow_at - now_us) / 1000)
+    if wait < 1 then wait = 1 end
+    return wait, 0
+  end
+  return 0, new_tat
+end
+
+-- Charges an allowed request: the key lives until the bucket is full again.
+local function gcra_set(key, now_us, new_tat)
+  -- %.0f: tostring would print 1.7e+15 and lose the microseconds
+  redis.call('SET', key, string.format('%.0f', new_tat), 'PX',
+             math.ceil((new_tat - now_us) / 1000) + 1)
+end
+
+-- Rate per second and burst as numbers, or nil when that limiter is off.
+local function rl_params(rate, burst)
+  rate, burst = tonumber(rate or ''), tonumber(burst or '')
+  if not rate or rate <= 0 then return nil end
+  if not burst or burst < 1 then burst = rate end
+  if burst < 1 then burst = 1 end
+  return 1000000 / rate, burst
+end
+
 -- A purchase retried with the same Idempotency-Key gets the first accepted
 -- answer back, whatever happened since: returns qty, order id or nil.
 -- `fresh` holds answers given earlier in this same call.
@@ -27,9 +69,13 @@ local function replay(user, idem, fresh)
 end
 
 -- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
--- order. Returns out = {rc_1, oid_1, qty_1, ...} and the stock after (-1
--- when the call was refused before the stock was read).
-local function admit_all(aid, users, qtys, idems, n)
+-- order. rl: the rate limits {u_rate, u_burst, ip_rate, ip_burst (strings,
+-- '0' = off), ips = {ip_i or ''}}; the activity's own per-user limit in
+-- meta (rl_rate, rl_burst) wins over u_rate/u_burst. Returns out = {rc_1,
+-- oid_1, qty_1, ...} (a RATE_LIMITED entry carries its retry-after in ms
+-- in the qty slot) and the stock after (-1 when the call was refused
+-- before the stock was read).
+local function admit_all(aid, users, qtys, idems, n, rl)
   local out, fresh = {}, {}
   local any_idem = false
   for i = 1, n do
@@ -41,15 +87,17 @@ local function admit_all(aid, users, qtys, idems, n)
     for i = 1, n do out[3 * i - 2] = RC.SOLD_OUT; out[3 * i - 1] = ''; out[3 * i] = 0 end
     return out, 0
   end
-  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty')
-  local gate = RC.OK
+  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
+                       'rl_rate', 'rl_burst')
+  local gate, now_us = RC.OK, 0
   if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
     gate = RC.UNKNOWN_ACTIVITY
   elseif m[1] ~= '1' then
     gate = RC.CLOSED
   else
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local now = math.floor(now_us / 1000)
     if now < tonumber(m[2]) then gate = RC.NOT_STARTED
     elseif now >= tonumber(m[3]) then gate = RC.ENDED end
   end
@@ -63,6 +111,12 @@ local function admit_all(aid, users, qtys, idems, n)
   end
   local limit, maxq = tonumber(m[4]), tonumber(m[5])
   stock = tonumber(stock)
+  -- Limiters are checked after the gate: a closed or not yet open sale
+  -- answers without writing a limiter key.
+  local u_period, u_burst
+  if m[6] then u_period, u_burst = rl_params(m[6], m[7])
+  else u_period, u_burst = rl_params(rl.u_rate, rl.u_burst) end
+  local ip_period, ip_burst = rl_params(rl.ip_rate, rl.ip_burst)
   local held = redis.call('HMGET', KEYS[3], unpack(users, 1, n))
   local counts, dirty, ledger, idemw = {}, {}, {}, {}
   local sold = 0
@@ -70,10 +124,31 @@ local function admit_all(aid, users, qtys, idems, n)
     local u, qs, k = users[i], qtys[i], idems[i]
     local rc, oid, q = RC.OK, '', 0
     local pq, poid = nil, nil
-    if #u > 20 or not string.find(u, '^%d+$') or #k > 64 then
+    local ip = rl.ips[i] or ''
+    if #u > 20 or not string.find(u, '^%d+$') or #k > 64 or #ip > 45
+       or not string.find(ip, '^[%x:.]*$') then
       rc = RC.BAD_ARGUMENT
-    elseif k ~= '' then
-      pq, poid = replay(u, k, fresh)
+    else
+      -- Every request that reaches admission counts, retries included; a
+      -- refused one changes nothing else (it never reaches the stock).
+      local wait, uk, ut, ik, it = 0, nil, 0, nil, 0
+      if u_period then
+        uk = RL_PREFIX .. 'u:' .. u
+        wait, ut = gcra(uk, now_us, u_period, u_burst)
+      end
+      if wait == 0 and ip_period and ip ~= '' then
+        ik = RL_PREFIX .. 'ip:' .. ip
+        wait, it = gcra(ik, now_us, ip_period, ip_burst)
+      end
+      if wait == 0 then
+        if uk then gcra_set(uk, now_us, ut) end
+        if ik then gcra_set(ik, now_us, it) end
+      end
+      if wait > 0 then
+        rc, q = RC.RATE_LIMITED, wait
+      elseif k ~= '' then
+        pq, poid = replay(u, k, fresh)
+      end
     end
     if pq then
       oid, q = poid, pq
