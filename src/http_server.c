@@ -426,7 +426,12 @@ int sk_server_run(const struct sk_config *cfg)
             if (!idle) idle_since = 0;
             else if (!idle_since) idle_since = now;
             /* answered: give the sockets a moment to write the last bytes */
-            if ((idle && now - idle_since >= 100) || now > drain_deadline) break;
+            if (idle && now - idle_since >= 100) break;
+            if (now > drain_deadline) {
+                sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
+                       app->inflight, app->n_open);
+                break;
+            }
         }
     }
     int left = app->inflight;

@@ -262,12 +262,24 @@ static int supervise(const struct sk_config *cfg)
     if (!pids) return SK_EXIT_FAIL;
     for (int i = 0; i < n; i++) pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
     int failed = 0, alive = n, stopping = 0;
+    int64_t kill_at = 0;
     while (alive > 0) {
         if (got_signal && !stopping) {
             stopping = 1;
+            /* children drain within 10 s; past 15 s something is stuck */
+            kill_at = sk_mono_ms() + 15000;
             sk_log(SK_LOG_INFO, "stopping %d processes", alive);
             for (int i = 0; i < n; i++)
                 if (pids[i] > 0) kill(pids[i], SIGTERM);
+        }
+        if (stopping && kill_at && sk_mono_ms() > kill_at) {
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) {
+                    sk_log(SK_LOG_ERROR, "process %d did not stop in 15 s; killing it",
+                           (int)pids[i]);
+                    kill(pids[i], SIGKILL);
+                }
+            kill_at = 0;
         }
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
