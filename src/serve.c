@@ -43,6 +43,8 @@ static int usage(FILE *f)
             "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
             "                     [--config FILE] [--log-level debug|info|warn|error]\n"
             "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
+            "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
+            "                     [--rate-ip-burst B] [--trusted-proxies CIDR,...] [--max-inflight N]\n"
             "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
             "worker: the order worker only (persists admitted orders to the database).\n"
             "Every option can also come from the config file (key = value, keys with\n"
