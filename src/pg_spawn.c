@@ -7,7 +7,6 @@
 #include <ftw.h>
 #include <glob.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +23,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "netutil.h"
 
 #define SK_PG_SPAWN_MAX_SETTINGS 32
 #define SK_PG_SPAWN_MAX_ENV 256
@@ -59,20 +58,6 @@ static void sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
     }
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
@@ -341,7 +326,7 @@ int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
     if (rc == 0) {
         rc = 1;
         for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == 1; t++) {
-            s->port = free_port();
+            s->port = sk_net_free_port();
             if (s->port <= 0) {
                 rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
                 break;
@@ -389,8 +374,8 @@ static double proc_cpu(const char *pid, int *ppid)
      * it; utime and stime are the 12th and 13th fields after it. */
     const char *p = strrchr(buf, ')');
     unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ppid, &ut,
-                     &st) != 3)
+    if (!p ||
+        sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ppid, &ut, &st) != 3)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }

@@ -102,8 +102,7 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
             continue;
         }
         CHECK_MSG(jint(s, "oversold") == 0, "%s oversold: %s", id, jstr(s, "check"));
-        CHECK_MSG(jint(s, "limit_violations") == 0, "%s broke the limit: %s", id,
-                  jstr(s, "check"));
+        CHECK_MSG(jint(s, "limit_violations") == 0, "%s broke the limit: %s", id, jstr(s, "check"));
         CHECK(jint(s, "stock_left") >= 0);
         CHECK(json_is_true(json_object_get(s, "ok")));
         if (!cut) {
