@@ -82,6 +82,7 @@ bench: all
 	$(BUILD)/seckill bench admission
 	$(BUILD)/seckill bench persist
 	$(BUILD)/seckill bench http
+	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 
 format:
 	clang-format -i src/*.c src/*.h tests/*.c tests/*.h bench/*.c tools/*.c
