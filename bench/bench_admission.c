@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "clock.h"
 #include "codes.h"
@@ -585,105 +586,7 @@ out:
 
 /* ---- redis-benchmark reference lines ---- */
 
-static int on_path(const char *prog)
-{
-    const char *path = getenv("PATH");
-    if (!path) return 0;
-    char buf[1024];
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, ":");
-        if (n && n < sizeof buf - strlen(prog) - 2) {
-            snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
-            if (access(buf, X_OK) == 0) return 1;
-        }
-        p += n;
-        if (*p == ':') p++;
-    }
-    return 0;
-}
 
-/* Runs redis-benchmark --csv with args, killed after limit_ms; *rps from
- * its result line ("<test>","<rps>",...). --csv prints no progress lines. */
-static int run_redis_benchmark(const char *const *args, int64_t limit_ms, double *rps, char *err,
-                               size_t errcap)
-{
-    int pfd[2];
-    if (pipe(pfd) < 0) {
-        snprintf(err, errcap, "pipe: %s", strerror(errno));
-        return SK_EIO;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        snprintf(err, errcap, "fork: %s", strerror(errno));
-        return SK_EIO;
-    }
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execvp("redis-benchmark", (char *const *)args);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char out[8192];
-    size_t len = 0;
-    int64_t deadline = sk_mono_ms() + limit_ms;
-    int timed_out = 0;
-    for (;;) {
-        int64_t left = deadline - sk_mono_ms();
-        if (left <= 0 || sk_bench_interrupted) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-        int pr = poll(&pf, 1, (int)(left < 200 ? left : 200));
-        if (pr < 0 && errno != EINTR) break;
-        if (pr <= 0) continue;
-        char tmp[1024];
-        ssize_t got = read(pfd[0], tmp, sizeof tmp);
-        if (got <= 0) break;
-        /* Keep the tail: the result is the last line. */
-        if (len + (size_t)got >= sizeof out) {
-            size_t drop = len + (size_t)got - (sizeof out - 1);
-            if (drop > len) drop = len;
-            memmove(out, out + drop, len - drop);
-            len -= drop;
-        }
-        size_t take = (size_t)got < sizeof out - 1 - len ? (size_t)got : sizeof out - 1 - len;
-        memcpy(out + len, tmp, take);
-        len += take;
-    }
-    close(pfd[0]);
-    out[len] = 0;
-    if (timed_out) kill(pid, SIGKILL);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) {
-        snprintf(err, errcap, "redis-benchmark did not finish within %" PRId64 " ms", limit_ms);
-        return SK_ETIMEDOUT;
-    }
-    *rps = -1;
-    for (char *line = out; line && *line;) {
-        char *nl = strpbrk(line, "\r\n");
-        if (nl) *nl = 0;
-        char *sep = strstr(line, "\",\"");
-        if (line[0] == '"' && sep && strncmp(line, "\"test\"", 6) != 0)
-            *rps = strtod(sep + 3, NULL);
-        line = nl ? nl + 1 : NULL;
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || *rps <= 0) {
-        /* The parse above cut out[] into lines: report the first one, where
-         * redis-benchmark puts its error. */
-        snprintf(err, errcap, "redis-benchmark failed (status %d): %.150s",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out[0] ? out : "no output");
-        return SK_EIO;
-    }
-    return 0;
-}
 
 static int rb_fail(struct sk_bench_phase *ph, int rc)
 {
@@ -757,7 +660,7 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
         return rb_fail(ph, rc);
     }
     int64_t t0 = sk_mono_us();
-    rc = run_redis_benchmark(argv, o->duration_s * 2000 + 5000, &ph->rb_rps, ph->note,
+    rc = sk_bench_redis_benchmark(argv, o->duration_s * 2000 + 5000, &sk_bench_interrupted, &ph->rb_rps, ph->note,
                              sizeof ph->note);
     ph->secs = (double)(sk_mono_us() - t0) / 1e6;
     if (rc < 0) return rb_fail(ph, rc);
@@ -1215,7 +1118,7 @@ static int bench_admission(int argc, char **argv)
         [PH_RB_DECR] = {"redis_benchmark_decr", "redis-benchmark DECR", SK_BENCH_RB, -1, o.users, 1,
                         "decr", -1, PH_DECR},
     };
-    int have_rb = on_path("redis-benchmark");
+    int have_rb = sk_bench_on_path("redis-benchmark");
     for (int i = 0; i < PH_COUNT; i++) {
         struct sk_bench_phase *p = &ph[i];
         p->id = plan[i].id;

@@ -40,6 +40,7 @@
 
 #include <jansson.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "clock.h"
 #include "error.h"
@@ -352,26 +353,7 @@ static double cpu_seconds(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static double self_cpu_seconds(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) < 0) return 0;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
-/* Busy CPU seconds of the whole machine (all but idle and iowait). */
-static double machine_cpu_seconds(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return 0;
-    unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 8) return 0;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
 
 /* pid and its children (serve with --role all is a supervisor with an API
  * process and an order-worker process); returns how many are in out. */
@@ -412,8 +394,8 @@ static double tree_cpu_seconds(pid_t root)
 static void cpu_snapshot(double out[CPU_N])
 {
     for (int i = 0; i < CPU_N; i++)
-        out[i] = i == CPU_LOAD  ? self_cpu_seconds()
-                 : i == CPU_ALL ? machine_cpu_seconds()
+        out[i] = i == CPU_LOAD  ? sk_bench_self_cpu_seconds()
+                 : i == CPU_ALL ? sk_bench_machine_cpu_seconds()
                                 : tree_cpu_seconds(cpu_pids[i]);
 }
 

@@ -34,6 +34,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "bench_util.h"
 #include "activity.h"
 #include "cli.h"
 #include "clock.h"
@@ -368,23 +369,6 @@ static const char *fs_name(const char *dir)
     }
 }
 
-static void cpu_model(char *out, size_t cap)
-{
-    snprintf(out, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (!strncmp(line, "model name", 10) && c) {
-            c += 1 + strspn(c + 1, " \t");
-            c[strcspn(c, "\n")] = 0;
-            snprintf(out, cap, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
-}
 
 static int usage(FILE *f)
 {
@@ -504,7 +488,7 @@ int sk_bench_persist(int argc, char **argv)
     }
     char redis_ver[64] = "?", cpu[256];
     sk_redis_info_field(c.r, "server", "redis_version", redis_ver, sizeof redis_ver);
-    cpu_model(cpu, sizeof cpu);
+    sk_bench_cpu_model(cpu, sizeof cpu);
     struct utsname un;
     uname(&un);
     printf("seckill bench persist: redis-server %s (private, no persistence); worker batch %" PRId64

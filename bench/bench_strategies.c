@@ -58,6 +58,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "clock.h"
 #include "codes.h"
@@ -269,54 +270,9 @@ static void sleep_us(int64_t us)
     }
 }
 
-static double self_cpu_seconds(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) < 0) return 0;
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
-/* Busy CPU seconds of the whole machine (all but idle and iowait): what
- * other processes took during a phase shows how disturbed it was. */
-static double machine_cpu_seconds(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return 0;
-    unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 8) return 0;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
 
-static double redis_cpu_seconds(sk_redis *r)
-{
-    char v[64];
-    double t = 0;
-    if (sk_redis_info_field(r, "cpu", "used_cpu_sys", v, sizeof v) == 0) t += strtod(v, NULL);
-    if (sk_redis_info_field(r, "cpu", "used_cpu_user", v, sizeof v) == 0) t += strtod(v, NULL);
-    return t;
-}
 
-static void cpu_model(char *out, size_t cap)
-{
-    snprintf(out, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (!strncmp(line, "model name", 10) && c) {
-            c += 1 + strspn(c + 1, " \t");
-            c[strcspn(c, "\n")] = 0;
-            snprintf(out, cap, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
-}
 
 /* Integer value of a reply: INTEGER, a STRING holding one, NIL as 0, a
  * STATUS as 1; an error reply is SK_EPROTO with its text in r->errstr. */
@@ -1086,10 +1042,10 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
         }
     pthread_barrier_wait(&run.bar);
     int redis_side = sid != SID_PG && sid != SID_SQLITE;
-    double scpu0 = redis_side      ? redis_cpu_seconds(c->ctl)
+    double scpu0 = redis_side      ? sk_bench_redis_cpu_seconds(c->ctl)
                    : sid == SID_PG ? sk_pg_spawn_cpu_seconds(&c->pg)
                                    : 0;
-    double ccpu0 = self_cpu_seconds(), mcpu0 = machine_cpu_seconds();
+    double ccpu0 = sk_bench_self_cpu_seconds(), mcpu0 = sk_bench_machine_cpu_seconds();
     run.t0_us = sk_mono_us();
     run.deadline_us = run.t0_us + o->duration_s * 1000000;
     pthread_barrier_wait(&run.bar);
@@ -1097,10 +1053,10 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     for (size_t i = 0; i < nw; i++)
         pthread_join(ws[i].tid, NULL);
     int64_t t1 = sk_mono_us();
-    double scpu1 = redis_side      ? redis_cpu_seconds(c->ctl)
+    double scpu1 = redis_side      ? sk_bench_redis_cpu_seconds(c->ctl)
                    : sid == SID_PG ? sk_pg_spawn_cpu_seconds(&c->pg)
                                    : 0;
-    double ccpu1 = self_cpu_seconds(), mcpu1 = machine_cpu_seconds();
+    double ccpu1 = sk_bench_self_cpu_seconds(), mcpu1 = sk_bench_machine_cpu_seconds();
     for (size_t i = 0; i < nw; i++) {
         struct sk_bench_sw *w = &ws[i];
         s->answered += w->answered;
@@ -1159,106 +1115,12 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
 
 /* ---- redis-benchmark reference lines ---- */
 
-static int on_path(const char *prog)
-{
-    const char *path = getenv("PATH");
-    char buf[1024];
-    for (const char *p = path ? path : ""; *p;) {
-        size_t n = strcspn(p, ":");
-        if (n && n < sizeof buf - strlen(prog) - 2) {
-            snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
-            if (access(buf, X_OK) == 0) return 1;
-        }
-        p += n;
-        if (*p == ':') p++;
-    }
-    return 0;
-}
 
-/* Runs redis-benchmark --csv (argv), killed after limit_ms; *rps from its
- * last result line ("<test>","<rps>",...). */
-static int run_rb(const char *const *argv, int64_t limit_ms, double *rps, char *err, size_t cap)
-{
-    int pfd[2];
-    if (pipe(pfd) < 0) {
-        snprintf(err, cap, "pipe: %s", strerror(errno));
-        return SK_EIO;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        snprintf(err, cap, "fork: %s", strerror(errno));
-        return SK_EIO;
-    }
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execvp("redis-benchmark", (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char out[8192];
-    size_t len = 0;
-    int64_t deadline = sk_mono_ms() + limit_ms;
-    int timed_out = 0;
-    for (;;) {
-        int64_t left = deadline - sk_mono_ms();
-        if (left <= 0 || sk_bench_sint) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-        int pr = poll(&pf, 1, (int)(left < 200 ? left : 200));
-        if (pr < 0 && errno != EINTR) break;
-        if (pr <= 0) continue;
-        char tmp[1024];
-        ssize_t got = read(pfd[0], tmp, sizeof tmp);
-        if (got <= 0) break;
-        /* Keep the tail: the result is the last line. */
-        if (len + (size_t)got > sizeof out - 1) {
-            size_t drop = len + (size_t)got - (sizeof out - 1);
-            if (drop > len) drop = len;
-            memmove(out, out + drop, len - drop);
-            len -= drop;
-        }
-        size_t take = (size_t)got < sizeof out - 1 - len ? (size_t)got : sizeof out - 1 - len;
-        memcpy(out + len, tmp, take);
-        len += take;
-    }
-    close(pfd[0]);
-    out[len] = 0;
-    if (timed_out) kill(pid, SIGKILL);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) {
-        snprintf(err, cap, "redis-benchmark did not finish within %" PRId64 " ms", limit_ms);
-        return SK_ETIMEDOUT;
-    }
-    *rps = -1;
-    for (char *line = out; line && *line;) {
-        char *nl = strpbrk(line, "\r\n");
-        if (nl) *nl = 0;
-        char *sep = strstr(line, "\",\"");
-        if (line[0] == '"' && sep && strncmp(line, "\"test\"", 6) != 0)
-            *rps = strtod(sep + 3, NULL);
-        line = nl ? nl + 1 : NULL;
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || *rps <= 0) {
-        snprintf(err, cap, "redis-benchmark failed (status %d): %.150s",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out[0] ? out : "no output");
-        return SK_EIO;
-    }
-    return 0;
-}
 
 static void run_reference(struct sk_bench_sctx *c, int which)
 {
     struct sk_bench_ref *ref = &c->ref[which];
-    if (!on_path("redis-benchmark")) {
+    if (!sk_bench_on_path("redis-benchmark")) {
         snprintf(ref->note, sizeof ref->note, "redis-benchmark not on PATH");
         return;
     }
@@ -1308,12 +1170,13 @@ static void run_reference(struct sk_bench_sctx *c, int which)
         argv[a++] = "__rand_int__";
         argv[a++] = "1";
         argv[a] = NULL;
-        double cpu0 = redis_cpu_seconds(c->ctl);
+        double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
         int64_t t0 = sk_mono_us();
         int rc =
-            run_rb(argv, c->o.duration_s * 1000 + 10000, &ref->rps, ref->note, sizeof ref->note);
+            sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint, &ref->rps, ref->note,
+                                 sizeof ref->note);
         ref->secs = (double)(sk_mono_us() - t0) / 1e6;
-        ref->cpu_s = redis_cpu_seconds(c->ctl) - cpu0;
+        ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
         struct sk_stock_state st;
         if (rc == 0 && sk_stock_state(c->ctl, id, &st) == 0) {
             ref->ran = 1;
@@ -1326,11 +1189,12 @@ static void run_reference(struct sk_bench_sctx *c, int which)
         return;
     }
     argv[a] = NULL;
-    double cpu0 = redis_cpu_seconds(c->ctl);
+    double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
     int64_t t0 = sk_mono_us();
-    int rc = run_rb(argv, c->o.duration_s * 1000 + 10000, &ref->rps, ref->note, sizeof ref->note);
+    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint, &ref->rps, ref->note,
+                                 sizeof ref->note);
     ref->secs = (double)(sk_mono_us() - t0) / 1e6;
-    ref->cpu_s = redis_cpu_seconds(c->ctl) - cpu0;
+    ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
     if (rc == 0) ref->ran = 1;
 }
 
@@ -1445,7 +1309,7 @@ static json_t *results_json(const struct sk_bench_sctx *c, int ok)
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string("strategies"));
     char model[160];
-    cpu_model(model, sizeof model);
+    sk_bench_cpu_model(model, sizeof model);
     struct utsname un;
     char kernel[200] = "unknown";
     if (uname(&un) == 0) snprintf(kernel, sizeof kernel, "%s %s", un.sysname, un.release);

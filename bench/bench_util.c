@@ -1,0 +1,168 @@
+/* bench_util.c - what the benchmark programs share: running
+ * redis-benchmark as a reference line, and reading CPU time (this process,
+ * the machine, a Redis server) and the CPU model for the reports. */
+#include "bench_util.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+
+int sk_bench_on_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    char buf[1024];
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n && n < sizeof buf - strlen(prog) - 2) {
+            snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
+            if (access(buf, X_OK) == 0) return 1;
+        }
+        p += n;
+        if (*p == ':') p++;
+    }
+    return 0;
+}
+
+/* Runs redis-benchmark --csv with args, killed after limit_ms; *rps from
+ * its result line ("<test>","<rps>",...). --csv prints no progress lines. */
+int sk_bench_redis_benchmark(const char *const *args, int64_t limit_ms, const atomic_int *stop,
+                             double *rps, char *err, size_t errcap)
+{
+    int pfd[2];
+    if (pipe(pfd) < 0) {
+        snprintf(err, errcap, "pipe: %s", strerror(errno));
+        return SK_EIO;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        snprintf(err, errcap, "fork: %s", strerror(errno));
+        return SK_EIO;
+    }
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        execvp("redis-benchmark", (char *const *)args);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char out[8192];
+    size_t len = 0;
+    int64_t deadline = sk_mono_ms() + limit_ms;
+    int timed_out = 0;
+    for (;;) {
+        int64_t left = deadline - sk_mono_ms();
+        if (left <= 0 || (stop && atomic_load(stop))) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(left < 200 ? left : 200));
+        if (pr < 0 && errno != EINTR) break;
+        if (pr <= 0) continue;
+        char tmp[1024];
+        ssize_t got = read(pfd[0], tmp, sizeof tmp);
+        if (got <= 0) break;
+        /* Keep the tail: the result is the last line. */
+        if (len + (size_t)got >= sizeof out) {
+            size_t drop = len + (size_t)got - (sizeof out - 1);
+            if (drop > len) drop = len;
+            memmove(out, out + drop, len - drop);
+            len -= drop;
+        }
+        size_t take = (size_t)got < sizeof out - 1 - len ? (size_t)got : sizeof out - 1 - len;
+        memcpy(out + len, tmp, take);
+        len += take;
+    }
+    close(pfd[0]);
+    out[len] = 0;
+    if (timed_out) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) {
+        snprintf(err, errcap, "redis-benchmark did not finish within %" PRId64 " ms", limit_ms);
+        return SK_ETIMEDOUT;
+    }
+    *rps = -1;
+    for (char *line = out; line && *line;) {
+        char *nl = strpbrk(line, "\r\n");
+        if (nl) *nl = 0;
+        char *sep = strstr(line, "\",\"");
+        if (line[0] == '"' && sep && strncmp(line, "\"test\"", 6) != 0)
+            *rps = strtod(sep + 3, NULL);
+        line = nl ? nl + 1 : NULL;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || *rps <= 0) {
+        /* The parse above cut out[] into lines: report the first one, where
+         * redis-benchmark puts its error. */
+        snprintf(err, errcap, "redis-benchmark failed (status %d): %.150s",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out[0] ? out : "no output");
+        return SK_EIO;
+    }
+    return 0;
+}
+
+double sk_bench_self_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) < 0) return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Busy CPU seconds of the whole machine (all but idle and iowait): what
+ * other processes took during a phase shows how disturbed it was. */
+double sk_bench_machine_cpu_seconds(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 8) return 0;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double sk_bench_redis_cpu_seconds(sk_redis *r)
+{
+    char v[64];
+    double t = 0;
+    if (sk_redis_info_field(r, "cpu", "used_cpu_sys", v, sizeof v) == 0) t += strtod(v, NULL);
+    if (sk_redis_info_field(r, "cpu", "used_cpu_user", v, sizeof v) == 0) t += strtod(v, NULL);
+    return t;
+}
+
+void sk_bench_cpu_model(char *out, size_t cap)
+{
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && c) {
+            c += 1 + strspn(c + 1, " \t");
+            c[strcspn(c, "\n")] = 0;
+            snprintf(out, cap, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}

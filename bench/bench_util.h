@@ -1,0 +1,29 @@
+/* bench_util.h - helpers shared by the `seckill bench ...` programs. */
+#ifndef SK_BENCH_UTIL_H
+#define SK_BENCH_UTIL_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redis_conn.h"
+
+/* 1 when prog is an executable somewhere on PATH. */
+int sk_bench_on_path(const char *prog);
+
+/* Runs `redis-benchmark` with args (NULL-terminated argv, args[0] the
+ * program, --csv among them), killed after limit_ms or once *stop is set
+ * (stop may be NULL); *rps from its result line. 0, SK_ETIMEDOUT or SK_EIO
+ * with the reason in err. */
+int sk_bench_redis_benchmark(const char *const *args, int64_t limit_ms, const atomic_int *stop,
+                             double *rps, char *err, size_t errcap);
+
+/* CPU seconds (user + system) of this process, of the whole machine (all
+ * but idle and iowait, from /proc/stat), and of a Redis server (INFO cpu). */
+double sk_bench_self_cpu_seconds(void);
+double sk_bench_machine_cpu_seconds(void);
+double sk_bench_redis_cpu_seconds(sk_redis *r);
+
+/* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
+void sk_bench_cpu_model(char *out, size_t cap);
+
+#endif
