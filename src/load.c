@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "error.h"
+#include "store.h"
 
 #define DEFAULT_PATH "/api/v1/activities/{id}/purchase"
 #define MAX_HEADER_BYTES (64 * 1024)
@@ -489,6 +490,9 @@ static int usage(FILE *f)
             "  --expect-stock N    accepted units must never exceed N, and must equal N\n"
             "                      when the answered demand covers it\n"
             "  --limit N           no user may get more than N units\n"
+            "  --db SPEC           every accepted order must reach this store (sqlite:PATH or\n"
+            "                      postgres://...) with the same user and quantity\n"
+            "  --db-wait S         seconds the order pipeline may take (default 30)\n"
             "  --order-check MODE  yes: every 200 needs a unique order_id; no: skip (static\n"
             "                      routes); auto (default): yes when the path ends in /purchase\n"
             "                      Always checked: no 5xx, no 400/401/404/405/413/431 (a\n"
@@ -572,6 +576,13 @@ int sk_load_parse_args(struct sk_load_opts *o, int argc, char **argv, char *err,
             bad = sk_cli_parse_i64(v, 0, INT64_MAX, &o->expect_stock) < 0;
         } else if (!strcmp(a, "--limit")) {
             bad = sk_cli_parse_i64(v, 1, INT64_MAX, &o->limit) < 0;
+        } else if (!strcmp(a, "--db")) {
+            bad = !*v || strlen(v) >= sizeof o->db;
+            if (!bad) snprintf(o->db, sizeof o->db, "%s", v);
+        } else if (!strcmp(a, "--db-wait")) {
+            int64_t sec;
+            bad = sk_cli_parse_i64(v, 0, 3600, &sec) < 0;
+            if (!bad) o->db_wait_ms = sec * 1000;
         } else if (!strcmp(a, "--order-check")) {
             if (!strcmp(v, "yes")) o->order_check = 1;
             else if (!strcmp(v, "no")) o->order_check = 0;
@@ -1615,6 +1626,9 @@ void sk_load_print(FILE *f, const struct sk_load_opts *o, const struct sk_load_r
             fprintf(f, " %" PRIu64 " of stock %" PRId64 " accepted%s;", r->accepted_units,
                     o->expect_stock,
                     r->demand_units >= (uint64_t)o->expect_stock ? " (sold out)" : "");
+        if (r->db_checked)
+            fprintf(f, " all %" PRIu64 " accepted orders in the DB with their user and quantity;",
+                    r->db_found);
         fprintf(f, " no 5xx, no transport errors\n");
     } else {
         fprintf(f, "  verification  FAILED\n");
@@ -1693,6 +1707,11 @@ json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *
     if (o->limit >= 0) json_object_set_new(ver, "limit", json_integer(o->limit));
     if (o->expect_stock >= 0) json_object_set_new(ver, "expect_stock", json_integer(o->expect_stock));
     json_object_set_new(ver, "demand_units", json_integer((json_int_t)r->demand_units));
+    if (r->db_checked) {
+        json_object_set_new(ver, "db_found", json_integer((json_int_t)r->db_found));
+        json_object_set_new(ver, "db_missing", json_integer((json_int_t)r->db_missing));
+        json_object_set_new(ver, "db_mismatched", json_integer((json_int_t)r->db_mismatched));
+    }
     for (int i = 0; i < r->n_violations; i++) json_array_append_new(vl, json_string(r->violations[i]));
     json_object_set_new(ver, "violations", vl);
     json_object_set_new(j, "verification", ver);
@@ -1724,6 +1743,10 @@ int sk_cli_load(int argc, char **argv)
     rc = sk_load_run(&o, &r, err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("load: %s", err);
     if (rc < 0) return sk_cli_runtime_error("load: %s", err);
+    if (sk_load_check_db(&o, &r, err, sizeof err) < 0) {
+        sk_load_result_free(&r);
+        return sk_cli_runtime_error("load: --db: %s", err);
+    }
     if (o.json) {
         json_t *j = sk_load_json(&o, &r);
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -1736,4 +1759,48 @@ int sk_cli_load(int argc, char **argv)
     int ok = r.ok;
     sk_load_result_free(&r);
     return ok ? SK_EXIT_OK : SK_EXIT_FAIL;
+}
+
+/* ---- the database check (--db) ---- */
+
+int sk_load_check_db(const struct sk_load_opts *o, struct sk_load_result *r, char *err, size_t cap)
+{
+    if (!o->db[0] || !r->rec) return 0;
+    sk_store *st;
+    int rc = sk_store_open(&st, o->db, err, cap);
+    if (rc < 0) return rc;
+    const struct sk_load_records *rs = r->rec;
+    int64_t deadline = sk_mono_ms() + (o->db_wait_ms > 0 ? o->db_wait_ms : 30000);
+    size_t i = 0;
+    r->db_checked = 1;
+    /* Orders are checked in turn; an absent one is waited for (the worker
+     * persists in batches), so the wait is spent once, not per order. */
+    while (i < rs->n) {
+        const struct rec *e = &rs->v[i];
+        char oid[SK_STORE_ORDER_ID_MAX];
+        snprintf(oid, sizeof oid, "%.*s", (int)e->oid_len, rs->arena + e->oid_off);
+        struct sk_order row;
+        rc = sk_store_order_get(st, oid, &row);
+        if (rc == SK_ENOTFOUND && sk_mono_ms() < deadline) {
+            struct timespec ts = {0, 20 * 1000 * 1000}; /* waiting for the pipeline */
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (rc == 0 && row.user_id == e->uid && row.quantity == e->qty) {
+            r->db_found++;
+        } else if (rc == 0) {
+            r->db_mismatched++;
+            violation(r, "order %s in the DB is user %" PRIu64 " x%" PRId64
+                         ", the 200 said user %" PRIu64 " x%" PRId64,
+                      oid, row.user_id, row.quantity, e->uid, e->qty);
+        } else {
+            r->db_missing++;
+            if (r->db_missing <= 3) violation(r, "accepted order %s is not in the DB", oid);
+        }
+        i++;
+    }
+    if (r->db_missing > 3)
+        violation(r, "%" PRIu64 " accepted orders in all are not in the DB", r->db_missing);
+    sk_store_close(st);
+    return 0;
 }

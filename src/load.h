@@ -63,6 +63,8 @@ struct sk_load_opts {
     int order_check;      /* 1: 200s must carry unique order ids; -1: auto (purchase path) */
     int json;
     int progress; /* a line per second on stderr while it runs */
+    char db[512];        /* --db: check every accepted order reached this store; "" off */
+    int64_t db_wait_ms;  /* how long the order pipeline may take (default 30 s) */
 };
 
 /* One parsed response (pointers into the caller's buffer). */
@@ -101,6 +103,8 @@ struct sk_load_result {
     /* checks */
     int order_check;
     uint64_t unique_orders, duplicate_orders, missing_orders, users_over_limit;
+    int db_checked;                  /* sk_load_check_db ran */
+    uint64_t db_found, db_missing, db_mismatched;
     int64_t max_units_one_user;
     uint64_t demand_units; /* lower bound of what the answered users could take */
     int ok;
@@ -126,6 +130,13 @@ int sk_load_opts_check(struct sk_load_opts *o, char *err, size_t cap);
  * took place (r->ok tells whether every check passed), or a negative SK_E*
  * code when it could not start (err says why; no threads, fd limit). */
 int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *err, size_t cap);
+
+/* With o->db set: waits (at most o->db_wait_ms) until every accepted order
+ * of r is in that store, then checks each row's user and quantity against
+ * the 200 that announced it; a missing or different row is a violation
+ * (r->ok becomes 0). Returns 0 when the check ran, or a negative SK_E*
+ * code (err says why) when the store could not be opened. */
+int sk_load_check_db(const struct sk_load_opts *o, struct sk_load_result *r, char *err, size_t cap);
 
 /* Frees what sk_load_run allocated in r (safe on a zeroed r). */
 void sk_load_result_free(struct sk_load_result *r);

@@ -579,3 +579,40 @@ SK_TEST(load_in_process_run_reports_connection_failures)
     CHECK_STR(r.stopped_by, "connections");
     sk_load_result_free(&r);
 }
+
+/* ---- --db: every accepted order reached the database ---- */
+
+SK_TEST(load_db_check_finds_every_accepted_order_in_the_database)
+{
+    struct sk_th_serve s; /* --role all: the order worker persists into s.db */
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    uint64_t id = sk_th_unique_id();
+    create_open(s.port, id, 30, 1);
+    char url[64], aid[32], out[16384];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
+    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
+    const char *args[] = {"load", "--url", url, "--activity", aid, "--connections", "8",
+                          "--requests", "200", "--users", "150", "--expect-stock", "30",
+                          "--limit", "1", "--db", s.db, "--db-wait", "20", "--quiet", "--json",
+                          NULL};
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    json_t *j = result_json(out);
+    CHECK_EQ(jint(j, "verification", "db_found"), 30);
+    CHECK_EQ(jint(j, "verification", "db_missing"), 0);
+    json_decref(j);
+
+    /* the same orders checked against a database that never saw them */
+    char other[400], out2[16384];
+    snprintf(other, sizeof other, "sqlite:%s/empty.db", sk_th_tmpdir());
+    uint64_t id2 = sk_th_unique_id();
+    create_open(s.port, id2, 5, 1);
+    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id2);
+    const char *args2[] = {"load", "--url", url, "--activity", aid, "--connections", "4",
+                           "--requests", "40", "--expect-stock", "5", "--db", other,
+                           "--db-wait", "1", "--quiet", NULL};
+    rc = sk_th_run_seckill(out2, sizeof out2, NULL, args2);
+    CHECK_MSG(rc == 1, "exit %d: %s", rc, out2);
+    CHECK_MSG(strstr(out2, "is not in the DB") != NULL, "%s", out2);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
