@@ -36,6 +36,8 @@ enum {
     O_START,
     O_END,
     O_PAY_TIMEOUT,
+    O_RATE,
+    O_BURST,
     O_FORCE,
     O_JSON,
     O_COUNT
@@ -56,6 +58,8 @@ static const struct {
     [O_START] = {"--start", 1},
     [O_END] = {"--end", 1},
     [O_PAY_TIMEOUT] = {"--pay-timeout", 1},
+    [O_RATE] = {"--rate-per-user-per-s", 1},
+    [O_BURST] = {"--rate-burst", 1},
     [O_FORCE] = {"--force", 0},
     [O_JSON] = {"--json", 0},
 };
@@ -288,6 +292,10 @@ static int cmd_create(struct ctx *c)
         return rc;
     if (has(c, O_PAY_TIMEOUT) && (rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0)
         return rc;
+    if (has(c, O_RATE) && (rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
+    if (has(c, O_BURST) && (rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
+    if (has(c, O_BURST) && !has(c, O_RATE))
+        return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
     int64_t now = sk_wall_ms();
     a.start_ms = now;
     if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
@@ -485,7 +493,7 @@ static int cmd_delete(struct ctx *c)
 static const struct sub subs[] = {
     {"create",
      COMMON | B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) |
-         B(O_END) | B(O_PAY_TIMEOUT) | B(O_JSON),
+         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -498,6 +506,8 @@ static const struct sub subs[] = {
      "                       now, or +<N>s|m|h|d from now (default now)\n"
      "  --end TIME           RFC 3339, or +<N>s|m|h|d from the start (default start + 1h)\n"
      "  --pay-timeout S      seconds a buyer has to pay (default 1800)\n"
+     "  --rate-per-user-per-s R  this activity's per-user rate limit (default: serve's)\n"
+     "  --rate-burst B       its burst (default: one second's worth)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
     {"preheat", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"

@@ -1080,3 +1080,36 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
     CHECK_EQ(stored(&e, aid, &a), 0);
     CHECK_STR(a.state, "preheated");
 }
+
+SK_TEST(activity_cli_create_takes_a_per_user_rate_limit_and_preheat_carries_it_to_redis)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "rl", "--stock", "5", "--limit", "1",
+                 "--rate-burst", "2"),
+             2); /* a burst alone means nothing */
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "rl", "--stock", "5", "--limit", "1",
+                 "--rate-per-user-per-s", "5", "--rate-burst", "2"),
+             0);
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(a.rl_per_user_per_s, 5);
+    CHECK_EQ(a.rl_burst, 2);
+    run_ok(&e, "preheat", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "HMGET %s rl_rate rl_burst", k.meta), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str &&
+                  rep->element[1]->str,
+              "rate limit not in meta");
+    CHECK_STR(rep->element[0]->str, "5");
+    CHECK_STR(rep->element[1]->str, "2");
+    freeReplyObject(rep);
+    sk_redis_free(r);
+}
