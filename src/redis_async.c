@@ -1,4 +1,5 @@
-/* redis_async.c - pipelined Redis client over h2o sockets + hiredis reader. */
+/* redis_async.c - pipelined Redis client over h2o sockets + hiredis reader,
+ * and its Redis Cluster front (one such client per master). */
 #include "redis_async.h"
 
 #include <netdb.h>
@@ -9,6 +10,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "redis_cluster.h"
 #include "redis_url.h"
 #include "script.h"
 
@@ -50,7 +52,19 @@ struct sk_aredis {
     int64_t rtt_us;
     unsigned connects;
     char errstr[160];
+    struct ar_cluster *cl; /* non-NULL: a cluster front, the fields above unused */
 };
+
+static int cl_new(sk_aredis *ar);
+static void cl_free(sk_aredis *ar);
+static int cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                     int script, sk_aredis_cb cb, void *data);
+static int cl_ready(const sk_aredis *ar);
+static size_t cl_pending(const sk_aredis *ar);
+static const char *cl_errstr(const sk_aredis *ar);
+static unsigned cl_connects(const sk_aredis *ar);
+static void cl_flush(sk_aredis *ar);
+static void cl_tick(sk_aredis *ar);
 
 static int buf_reserve(struct ar_buf *b, size_t more)
 {
@@ -246,6 +260,10 @@ static void on_write(h2o_socket_t *sock, const char *err)
 
 void sk_aredis_flush(sk_aredis *ar)
 {
+    if (ar->cl) {
+        cl_flush(ar);
+        return;
+    }
     if (!ar->sock || ar->write_busy || ar->out.len == 0 || ar->state < AR_HANDSHAKE) return;
     struct ar_buf t = ar->writing;
     ar->writing = ar->out;
@@ -317,24 +335,14 @@ static void start_connect(sk_aredis *ar)
     ar->sock->data = ar;
 }
 
-int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
-                  size_t cap)
+/* One single-node client for an already parsed URL (also a cluster's node). */
+static int node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
+                    int timeout_ms, char *err, size_t cap)
 {
     *out = NULL;
     sk_aredis *ar = calloc(1, sizeof *ar);
     if (!ar) return SK_ENOMEM;
-    if (sk_redis_url_parse(&ar->url, url, strlen(url), err, cap) < 0) {
-        free(ar);
-        return SK_EINVAL;
-    }
-    if (ar->url.cluster) {
-        /* Not yet: per-node connections and MOVED/ASK on the event loop are
-         * missing (docs/cluster.md). Refuse rather than talk to one seed as
-         * if it were the whole data set. */
-        snprintf(err, cap, "redis+cluster:// is not supported by the async (serve) client yet");
-        free(ar);
-        return SK_EINVAL;
-    }
+    ar->url = *u;
     char port[8];
     snprintf(port, sizeof port, "%d", ar->url.port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
@@ -360,9 +368,34 @@ int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeou
     return 0;
 }
 
+int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
+                  size_t cap)
+{
+    *out = NULL;
+    struct sk_redis_url u;
+    if (sk_redis_url_parse(&u, url, strlen(url), err, cap) < 0) return SK_EINVAL;
+    if (!u.cluster) return node_new(out, loop, &u, timeout_ms, err, cap);
+    sk_aredis *ar = calloc(1, sizeof *ar);
+    if (!ar) return SK_ENOMEM;
+    ar->url = u;
+    ar->loop = loop;
+    ar->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    int rc = cl_new(ar);
+    if (rc < 0) {
+        free(ar);
+        return rc;
+    }
+    *out = ar;
+    return 0;
+}
+
 void sk_aredis_free(sk_aredis *ar)
 {
     if (!ar) return;
+    if (ar->cl) {
+        cl_free(ar);
+        return;
+    }
     connection_lost(ar, "closed");
     redisReaderFree(ar->reader);
     free(ar->out.p);
@@ -371,15 +404,21 @@ void sk_aredis_free(sk_aredis *ar)
     free(ar);
 }
 
-int sk_aredis_ready(const sk_aredis *ar) { return ar->state == AR_READY; }
-size_t sk_aredis_pending(const sk_aredis *ar) { return ar->count; }
-const char *sk_aredis_errstr(const sk_aredis *ar) { return ar->errstr[0] ? ar->errstr : "ready"; }
+
+int sk_aredis_ready(const sk_aredis *ar) { return ar->cl ? cl_ready(ar) : ar->state == AR_READY; }
+size_t sk_aredis_pending(const sk_aredis *ar) { return ar->cl ? cl_pending(ar) : ar->count; }
+const char *sk_aredis_errstr(const sk_aredis *ar)
+{
+    if (ar->cl) return cl_errstr(ar);
+    return ar->errstr[0] ? ar->errstr : "ready";
+}
 int64_t sk_aredis_rtt_us(const sk_aredis *ar) { return ar->rtt_us; }
-unsigned sk_aredis_connects(const sk_aredis *ar) { return ar->connects; }
+unsigned sk_aredis_connects(const sk_aredis *ar) { return ar->cl ? cl_connects(ar) : ar->connects; }
 
 int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc,
                       const char *const *argv, const size_t *lens)
 {
+    if (ar->cl) return cl_submit(ar, argc, argv, lens, -1, cb, data);
     if (ar->state != AR_READY) return SK_EIO;
     return enqueue(ar, cb, data, argc, argv, lens, -1);
 }
@@ -388,7 +427,7 @@ int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *c
                    int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
                    void *data)
 {
-    if (ar->state != AR_READY) return SK_EIO;
+    if (!ar->cl && ar->state != AR_READY) return SK_EIO;
     if (nkeys < 0 || nargs < 0 || nkeys > 16) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
     const char *sv[64];
@@ -411,7 +450,8 @@ int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *c
             argv[3 + nkeys + i] = args[i];
             lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
         }
-        rc = enqueue(ar, cb, data, argc, argv, lens, (int)id);
+        rc = ar->cl ? cl_submit(ar, argc, argv, lens, (int)id, cb, data)
+                    : enqueue(ar, cb, data, argc, argv, lens, (int)id);
     }
     if (argv != sv) free(argv);
     if (lens != sl) free(lens);
@@ -420,6 +460,10 @@ int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *c
 
 void sk_aredis_tick(sk_aredis *ar)
 {
+    if (ar->cl) {
+        cl_tick(ar);
+        return;
+    }
     int64_t now = sk_mono_ms();
     switch (ar->state) {
     case AR_DOWN:
@@ -433,5 +477,371 @@ void sk_aredis_tick(sk_aredis *ar)
         if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > ar->timeout_ms)
             connection_lost(ar, "reply timed out");
         break;
+    }
+}
+
+/* ---- Redis Cluster --------------------------------------------------------
+ * A cluster client is a front: one ordinary single-node client per master
+ * (connect, handshake with SCRIPT LOAD, NOSCRIPT resend, timeouts and
+ * reconnects are theirs), a slot map, and a wrapper per command that keeps
+ * a copy of argv so a MOVED/ASK/TRYAGAIN answer can be resent with the same
+ * callback. The map is read with a short blocking CLUSTER SLOTS at start and
+ * on the next tick after a topology hint (MOVED, TRYAGAIN, a lost node). */
+
+#define CL_REFRESH_MIN_MS 100  /* between two CLUSTER SLOTS reads */
+#define CL_REFRESH_FAIL_MS 500 /* after a failed read: the loop must not spin on it */
+#define CL_RETRY_MIN_MS 10
+#define CL_RETRY_MAX_MS 200
+
+struct cl_cmd {
+    sk_aredis *front;
+    sk_aredis *node; /* where it was last sent (for rtt) */
+    sk_aredis_cb cb;
+    void *data;
+    int argc, script, slot, hops, retries;
+    int ask_node;   /* >= 0: ASKING + the command go there next */
+    int64_t due_ms; /* parked: not before */
+    struct cl_cmd *next;
+    const char **argv;
+    size_t *lens;
+};
+
+struct ar_cluster {
+    struct sk_cluster_map map;
+    sk_aredis *node[SK_CLUSTER_MAX_NODES]; /* by map node index, created on first need */
+    struct cl_cmd *parked;                 /* waiting for a tick */
+    size_t nparked;
+    int stale, prefer, closing;
+    int64_t next_refresh_ms;
+    struct sk_cluster_stats stats;
+    char errstr[256];
+};
+
+/* The client of node i, created (connecting) when missing; NULL on failure. */
+static sk_aredis *cl_node(sk_aredis *ar, int i)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (i < 0 || i >= cl->map.nnodes) return NULL;
+    if (cl->node[i]) return cl->node[i];
+    struct sk_redis_url u = ar->url; /* credentials of the cluster URL */
+    snprintf(u.host, sizeof u.host, "%s", cl->map.nodes[i].host);
+    u.port = cl->map.nodes[i].port;
+    u.cluster = 0;
+    u.db = 0;
+    u.nseeds = 1;
+    char err[128];
+    if (node_new(&cl->node[i], ar->loop, &u, ar->timeout_ms, err, sizeof err) < 0) {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
+                 u.port, err);
+        cl->stats.node_errors++;
+        return NULL;
+    }
+    return cl->node[i];
+}
+
+/* CLUSTER SLOTS of one node applied to the map; 0 or -1 (reason in errstr). */
+static int cl_fetch(sk_aredis *ar, const char *host, int port)
+{
+    struct ar_cluster *cl = ar->cl;
+    int ms = ar->timeout_ms < 1000 ? ar->timeout_ms : 1000;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    redisReply *r = NULL;
+    int rc = -1;
+    if (!c || c->err) {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: %.80s", host, port,
+                 c ? c->errstr : "out of memory");
+        goto out;
+    }
+    redisSetTimeout(c, tv);
+    if (ar->url.pass[0]) {
+        r = ar->url.user[0] ? redisCommand(c, "AUTH %s %s", ar->url.user, ar->url.pass)
+                            : redisCommand(c, "AUTH %s", ar->url.pass);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: AUTH refused", host,
+                     port);
+            goto out;
+        }
+        freeReplyObject(r);
+    }
+    r = redisCommand(c, "CLUSTER SLOTS");
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+        sk_cluster_map_apply(&cl->map, r, host) == 0) {
+        rc = 0;
+    } else {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: CLUSTER SLOTS: %.64s",
+                 host, port, r && r->type == REDIS_REPLY_ERROR ? r->str : "no map");
+    }
+out:
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    return rc;
+}
+
+/* Re-reads the map: the node that sent the last MOVED first (it has the new
+ * view), then known masters, then the seeds. Opens clients for new masters. */
+static void cl_refresh(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    int ok = 0;
+    if (cl->prefer >= 0 && cl->prefer < cl->map.nnodes)
+        ok = cl_fetch(ar, cl->map.nodes[cl->prefer].host, cl->map.nodes[cl->prefer].port) == 0;
+    for (int i = 0; !ok && i < cl->map.nnodes; i++)
+        if (i != cl->prefer && sk_cluster_map_is_master(&cl->map, i))
+            ok = cl_fetch(ar, cl->map.nodes[i].host, cl->map.nodes[i].port) == 0;
+    for (int i = 0; !ok && i < ar->url.nseeds; i++)
+        ok = cl_fetch(ar, ar->url.seeds[i].host, ar->url.seeds[i].port) == 0;
+    cl->next_refresh_ms = sk_mono_ms() + (ok ? CL_REFRESH_MIN_MS : CL_REFRESH_FAIL_MS);
+    if (!ok) return;
+    cl->stale = 0;
+    cl->prefer = -1;
+    cl->stats.refreshes++;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i)) cl_node(ar, i);
+}
+
+/* The ready node c goes to (its ASK target, its slot's master, or any
+ * ready master when keyless), or NULL. */
+static sk_aredis *cl_target(sk_aredis *ar, const struct cl_cmd *c)
+{
+    struct ar_cluster *cl = ar->cl;
+    sk_aredis *n = NULL;
+    if (c->ask_node >= 0) {
+        n = cl_node(ar, c->ask_node);
+    } else if (c->slot >= 0) {
+        n = cl_node(ar, sk_cluster_map_owner(&cl->map, c->slot));
+    } else {
+        for (int i = 0; i < cl->map.nnodes; i++)
+            if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] &&
+                cl->node[i]->state == AR_READY)
+                return cl->node[i];
+    }
+    return n && n->state == AR_READY ? n : NULL;
+}
+
+static void cl_on_reply(void *data, redisReply *rep);
+
+/* Hands c to its node (ASKING first after an ASK); SK_EIO when that node
+ * is not ready. */
+static int cl_send(struct cl_cmd *c)
+{
+    sk_aredis *n = cl_target(c->front, c);
+    if (!n) return SK_EIO;
+    if (c->ask_node >= 0 && enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1) < 0)
+        return SK_ENOMEM;
+    int rc = enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script);
+    if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
+    c->ask_node = -1;
+    c->node = n;
+    sk_aredis_flush(n);
+    return 0;
+}
+
+static void cl_deliver(struct cl_cmd *c, redisReply *rep)
+{
+    sk_aredis *ar = c->front;
+    if (rep && c->node) ar->rtt_us = c->node->rtt_us;
+    sk_aredis_cb cb = c->cb;
+    void *data = c->data;
+    free(c);
+    if (cb) cb(data, rep);
+}
+
+/* Waits for a tick (bounded); out of waits: fails with NULL. */
+static void cl_park(struct cl_cmd *c)
+{
+    struct ar_cluster *cl = c->front->cl;
+    if (cl->closing || c->retries >= SK_CLUSTER_MAX_RETRIES) {
+        cl_deliver(c, NULL);
+        return;
+    }
+    int wait = CL_RETRY_MIN_MS << (c->retries < 5 ? c->retries : 5);
+    if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
+    c->retries++;
+    cl->stats.retries++;
+    c->due_ms = sk_mono_ms() + wait;
+    c->next = cl->parked;
+    cl->parked = c;
+    cl->nparked++;
+}
+
+static void cl_on_reply(void *data, redisReply *rep)
+{
+    struct cl_cmd *c = data;
+    struct ar_cluster *cl = c->front->cl;
+    if (!rep) {
+        cl->stale = 1; /* a lost node may mean a failover */
+        cl_deliver(c, NULL);
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing) {
+        int slot, port;
+        char host[64];
+        int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
+        if (kind && c->hops < SK_CLUSTER_MAX_REDIRECTS) {
+            int i = sk_cluster_map_node(&cl->map, host, port);
+            if (i >= 0) {
+                c->hops++;
+                if (kind == SK_CLUSTER_MOVED) {
+                    /* never ran: resend; re-read the whole map at the next tick */
+                    sk_cluster_map_set(&cl->map, slot, i);
+                    cl->stale = 1;
+                    cl->prefer = i;
+                    cl->stats.moved++;
+                } else {
+                    c->ask_node = i;
+                    cl->stats.ask++;
+                }
+                if (cl_send(c) < 0) cl_park(c); /* e.g. a new master still connecting */
+                return;
+            }
+        } else if (!kind && sk_cluster_is_transient(rep->str) &&
+                   c->retries < SK_CLUSTER_MAX_RETRIES) {
+            cl->stale = 1;
+            cl_park(c);
+            return;
+        }
+    }
+    cl_deliver(c, rep); /* out of hops or waits: the caller sees the error */
+}
+
+static int cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                     int script, sk_aredis_cb cb, void *data)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (cl->closing || argc <= 0) return SK_EIO;
+    struct cl_cmd probe = {.front = ar, .slot = sk_cluster_command_slot(argc, argv, lens),
+                           .ask_node = -1};
+    if (!cl_target(ar, &probe)) return SK_EIO; /* cb will not run, as for one node */
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens ? lens[i] : strlen(argv[i]);
+    struct cl_cmd *c =
+        malloc(sizeof *c + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (!c) return SK_ENOMEM;
+    *c = probe;
+    c->cb = cb;
+    c->data = data;
+    c->argc = argc;
+    c->script = script;
+    c->argv = (const char **)(c + 1);
+    c->lens = (size_t *)(c->argv + argc);
+    char *p = (char *)(c->lens + argc);
+    for (int i = 0; i < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        memcpy(p, argv[i], l);
+        c->argv[i] = p;
+        c->lens[i] = l;
+        p += l;
+    }
+    int rc = cl_send(c);
+    if (rc < 0) free(c);
+    return rc;
+}
+
+static int cl_new(sk_aredis *ar)
+{
+    struct ar_cluster *cl = calloc(1, sizeof *cl);
+    if (!cl) return SK_ENOMEM;
+    sk_cluster_map_init(&cl->map);
+    cl->prefer = -1;
+    ar->cl = cl;
+    snprintf(cl->errstr, sizeof cl->errstr, "connecting");
+    /* an unreachable cluster is not fatal: serve answers 503 and ticks retry */
+    cl_refresh(ar);
+    if (!cl->map.loaded) cl->stale = 1;
+    return 0;
+}
+
+static void cl_free(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    cl->closing = 1;
+    while (cl->parked) {
+        struct cl_cmd *c = cl->parked;
+        cl->parked = c->next;
+        cl->nparked--;
+        cl_deliver(c, NULL);
+    }
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        sk_aredis_free(cl->node[i]); /* fails its waiters: their callbacks run */
+    free(cl);
+    free(ar);
+}
+
+static int cl_ready(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    if (!cl->map.loaded) return 0;
+    int masters = 0;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        if (!cl->node[i] || cl->node[i]->state != AR_READY) return 0;
+        masters++;
+    }
+    return masters > 0;
+}
+
+static size_t cl_pending(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    size_t n = cl->nparked;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (cl->node[i]) n += cl->node[i]->count;
+    return n;
+}
+
+static const char *cl_errstr(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    if (!cl->map.loaded) return cl->errstr;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        if (!cl->node[i]) return cl->errstr;
+        if (cl->node[i]->state != AR_READY) return sk_aredis_errstr(cl->node[i]);
+    }
+    return "ready";
+}
+
+static unsigned cl_connects(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    unsigned n = 0;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (cl->node[i]) n += cl->node[i]->connects;
+    return n;
+}
+
+static void cl_flush(sk_aredis *ar)
+{
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (ar->cl->node[i]) sk_aredis_flush(ar->cl->node[i]);
+}
+
+static void cl_tick(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++) {
+        if (!cl->node[i]) continue;
+        sk_aredis_tick(cl->node[i]);
+        /* a master that is down may have been replaced */
+        if (cl->node[i]->state == AR_DOWN && sk_cluster_map_is_master(&cl->map, i))
+            cl->stale = 1;
+    }
+    int64_t now = sk_mono_ms();
+    if (cl->stale && now >= cl->next_refresh_ms) cl_refresh(ar);
+    struct cl_cmd *list = cl->parked;
+    cl->parked = NULL;
+    cl->nparked = 0;
+    while (list) {
+        struct cl_cmd *c = list;
+        list = c->next;
+        if (c->due_ms > now) {
+            c->next = cl->parked;
+            cl->parked = c;
+            cl->nparked++;
+        } else if (cl_send(c) < 0) {
+            cl_park(c);
+        }
     }
 }

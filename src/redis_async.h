@@ -9,7 +9,8 @@
  * SCRIPT LOAD of every embedded script) -> READY. Commands are taken only
  * when READY; anything in flight when the connection is lost or a reply is
  * late (timeout) is failed with a NULL reply, and sk_aredis_tick reconnects
- * with exponential backoff. */
+ * with exponential backoff. A cluster client is a front over one such
+ * client per master (see sk_aredis_new). */
 #ifndef SK_REDIS_ASYNC_H
 #define SK_REDIS_ASYNC_H
 #include <stddef.h>
@@ -28,10 +29,14 @@ typedef struct sk_aredis sk_aredis;
  * returns. A callback may issue new commands but must not free the client. */
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
 
-/* Allocates a client for url (redis://...; redis+cluster:// is refused
- * with SK_EINVAL for now, see docs/cluster.md) on loop; resolves the host now
- * (blocking, once) and starts connecting. Caller frees with sk_aredis_free.
- * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
+/* Allocates a client for url on loop; resolves the host now (blocking,
+ * once) and starts connecting. redis+cluster://seeds gives a cluster client
+ * with the same contract: one connection per master, commands routed by the
+ * slot of their first key, MOVED/ASK/TRYAGAIN followed with the same
+ * callback, the slot map read with a short blocking CLUSTER SLOTS at start
+ * and after a topology change (docs/cluster.md). Caller frees with
+ * sk_aredis_free. Returns 0, SK_EINVAL (bad URL or host, reason in err) or
+ * SK_ENOMEM. */
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
                   size_t cap);
 /* Closes the connection and fails every pending command (callbacks run). */

@@ -4,10 +4,12 @@
  * activities on different masters, through a master failover and a slot
  * migration during the sale, and through `seckill serve` over HTTP. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "cluster_harness.h"
@@ -421,4 +423,188 @@ SK_TEST(cluster_sale_survives_a_slot_migration_and_redirections_are_counted)
     printf("    slot %d moved %d -> %d; buyers saw MOVED %lld, ASK %lld, retries %lld\n", slot,
            from, to, (long long)atomic_load(&s.moved), (long long)atomic_load(&s.ask),
            (long long)atomic_load(&s.retries));
+}
+
+/* ---- `seckill serve` on the cluster (the async client) ------------------ */
+
+#define HS_THREADS 8
+#define HS_USERS 4000
+
+/* An HTTP sale: buyers are threads with one keep-alive connection each. */
+struct hsale {
+    int port;
+    uint64_t ids[SALE_ACTIVITIES];
+    atomic_int stop;
+    atomic_long ok[SALE_ACTIVITIES];
+    atomic_long per_user[SALE_ACTIVITIES][HS_USERS];
+    atomic_long over_limit, n503, lost, other, limit;
+    atomic_int other_status;
+    char other_body[256];
+};
+
+static void *http_buyer(void *arg)
+{
+    struct hsale *s = arg;
+    struct sk_th_http c;
+    int open = sk_th_http_try_open(&c, s->port) == 0;
+    unsigned seed = (unsigned)(uintptr_t)&c ^ (unsigned)sk_mono_us();
+    int sold_out[SALE_ACTIVITIES] = {0}, left = SALE_ACTIVITIES;
+    int64_t deadline = sk_mono_ms() + 90000;
+    struct sk_th_resp *rp = malloc(sizeof *rp); /* 10 KB: off the thread's stack */
+    while (rp && left && !atomic_load(&s->stop) && sk_mono_ms() < deadline) {
+        if (!open) {
+            open = sk_th_http_try_open(&c, s->port) == 0;
+            if (!open) continue;
+        }
+        int a = (int)(rand_r(&seed) % SALE_ACTIVITIES);
+        if (sold_out[a]) continue;
+        int u = (int)(rand_r(&seed) % HS_USERS);
+        char path[128], h[64];
+        snprintf(path, sizeof path, "/api/v1/activities/%llu/purchase",
+                 (unsigned long long)s->ids[a]);
+        snprintf(h, sizeof h, "X-User-Id: %d\r\n", u + 1);
+        int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
+        if (st == 200) {
+            atomic_fetch_add(&s->ok[a], 1);
+            if (atomic_fetch_add(&s->per_user[a][u], 1) + 1 > SALE_LIMIT)
+                atomic_fetch_add(&s->over_limit, 1);
+        } else if (st == 409 && strstr(rp->body, "sold_out")) {
+            sold_out[a] = 1;
+            left--;
+        } else if (st == 409 && strstr(rp->body, "limit_exceeded")) {
+            atomic_fetch_add(&s->limit, 1);
+        } else if (st == 503) {
+            atomic_fetch_add(&s->n503, 1); /* may have run (a lost answer) */
+        } else if (st == 0) {
+            atomic_fetch_add(&s->lost, 1);
+            sk_th_http_close(&c);
+            open = 0;
+        } else {
+            int zero = 0;
+            if (atomic_compare_exchange_strong(&s->other_status, &zero, st))
+                snprintf(s->other_body, sizeof s->other_body, "%.200s", rp->body);
+            atomic_fetch_add(&s->other, 1);
+        }
+    }
+    if (open) sk_th_http_close(&c);
+    free(rp);
+    return NULL;
+}
+
+static void hsale_start(struct hsale *s, struct sk_th_serve *v, sk_redis *r, pthread_t *th,
+                        int64_t stock)
+{
+    memset(s, 0, sizeof *s);
+    ids_on_masters(r, s->ids, SALE_ACTIVITIES);
+    for (int i = 0; i < SALE_ACTIVITIES; i++)
+        open_sale(r, s->ids[i], stock, SALE_LIMIT);
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    const char *extra[] = {"--role", "api", NULL};
+    sk_th_serve_start(v, sk_th_cluster_url(), extra);
+    /* serve answers /healthz before Redis is ready: wait for /readyz */
+    struct sk_th_http c;
+    sk_th_http_open(&c, v->port);
+    struct sk_th_resp *rp = malloc(sizeof *rp);
+    int64_t by = sk_mono_ms() + 10000;
+    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, rp) != 200) {
+        CHECK_MSG(sk_mono_ms() < by, "/readyz: %d %s", rp->status, rp->body);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(rp);
+    sk_th_http_close(&c);
+    s->port = v->port;
+    for (int i = 0; i < HS_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, http_buyer, s), 0);
+}
+
+/* SPEC 7 on what Redis holds (read with the blocking cluster client):
+ * sold out, stock + sum(buyers) == initial, nobody over the limit, one
+ * stream entry per unit, every 200 is a unit held. */
+static void hsale_check(struct hsale *s, sk_redis *r, pthread_t *th, int64_t stock)
+{
+    for (int i = 0; i < HS_THREADS; i++)
+        pthread_join(th[i], NULL);
+    CHECK_MSG(atomic_load(&s->other) == 0, "%ld unexpected answers, first %d %s",
+              (long)atomic_load(&s->other), atomic_load(&s->other_status), s->other_body);
+    CHECK_EQ(atomic_load(&s->over_limit), 0);
+    for (int a = 0; a < SALE_ACTIVITIES; a++) {
+        struct sk_stock_state st;
+        CHECK_MSG(sk_stock_state(r, s->ids[a], &st) == 0, "state: %s", r->errstr);
+        CHECK_EQ(st.remaining, 0);
+        CHECK_EQ(st.held, stock);
+        CHECK_EQ(st.remaining + st.held, st.initial);
+        CHECK(atomic_load(&s->ok[a]) <= st.held);
+        CHECK(st.held <= atomic_load(&s->ok[a]) + atomic_load(&s->n503) + atomic_load(&s->lost));
+        struct sk_keys k;
+        sk_keys_for(&k, s->ids[a]);
+        redisReply *rep;
+        CHECK_EQ(sk_redis_cmd(r, &rep, "HVALS %s", k.buyers), 0);
+        long sum = 0;
+        for (size_t i = 0; i < rep->elements; i++) {
+            CHECK(atoi(rep->element[i]->str) <= SALE_LIMIT);
+            sum += atoi(rep->element[i]->str);
+        }
+        freeReplyObject(rep);
+        CHECK_EQ(sum + st.remaining, st.initial);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
+        CHECK_EQ(rep->integer, stock); /* one unit per order here */
+        freeReplyObject(rep);
+    }
+}
+
+/* serve's log holds no sanitizer report (LSan's exit code is 0 here). */
+static void check_serve_log(const struct sk_th_serve *v)
+{
+    FILE *f = fopen(v->log, "r");
+    CHECK(f);
+    char line[1024];
+    while (fgets(line, sizeof line, f))
+        CHECK_MSG(!strstr(line, "Sanitizer") && !strstr(line, "runtime error"), "serve: %s", line);
+    fclose(f);
+}
+
+SK_TEST(cluster_serve_sells_out_exactly_over_http_across_three_masters)
+{
+    sk_redis *r = connect_cluster();
+    static struct hsale s;
+    struct sk_th_serve v;
+    pthread_t th[HS_THREADS];
+    hsale_start(&s, &v, r, th, 400);
+    hsale_check(&s, r, th, 400);
+    for (int a = 0; a < SALE_ACTIVITIES; a++)
+        CHECK_EQ(atomic_load(&s.ok[a]), 400);
+    CHECK_EQ(atomic_load(&s.n503), 0);
+    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
+    check_serve_log(&v);
+    sk_redis_free(r);
+}
+
+SK_TEST(cluster_serve_survives_a_master_failover_during_an_http_sale)
+{
+    sk_redis *r = connect_cluster();
+    static struct hsale s;
+    struct sk_th_serve v;
+    pthread_t th[HS_THREADS];
+    const int64_t stock = 3000;
+    hsale_start(&s, &v, r, th, stock);
+    int64_t by = sk_mono_ms() + 10000;
+    while (atomic_load(&s.ok[0]) < 50 && sk_mono_ms() < by) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int slot = activity_slot(s.ids[0]);
+    int old = sk_th_cluster_master_of(slot);
+    int now_master = sk_th_cluster_failover(slot);
+    CHECK(now_master != old);
+    long before = atomic_load(&s.ok[0]);
+    CHECK_MSG(before < stock, "the sale ended before the failover did: make it longer");
+    hsale_check(&s, r, th, stock);
+    /* purchases were accepted again on the new master */
+    CHECK_MSG(atomic_load(&s.ok[0]) > before, "no 200 after the failover");
+    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
+    check_serve_log(&v);
+    sk_redis_free(r);
+    printf("    failover %d -> %d; 503s %ld, lost %ld\n", old, now_master,
+           (long)atomic_load(&s.n503), (long)atomic_load(&s.lost));
 }
