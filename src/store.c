@@ -6,11 +6,13 @@
  * password (a postgres URL may). */
 #include "store_impl.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "log.h"
 
 static int is_pg_spec(const char *spec)
 {
@@ -196,4 +198,19 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
                            const char *audit_detail)
 {
     return DISPATCH(order_restore, o, now_ms, audit_detail);
+}
+
+void sk_store_log_stock_failures(size_t n, const struct sk_stock_failure *ff)
+{
+    if (ff->has_row)
+        sk_log(SK_LOG_WARN,
+               "store: %zu order(s) persisted without their DB stock (conditional update "
+               "failed); first: order %s activity %" PRIu64 " qty %" PRId64 " > DB stock %" PRId64
+               "; run reconcile",
+               n, ff->order_id, ff->aid, ff->qty, ff->db_stock);
+    else
+        sk_log(SK_LOG_WARN,
+               "store: %zu order(s) persisted without their DB stock; first: order %s: activity "
+               "%" PRIu64 " is not in the database; run reconcile",
+               n, ff->order_id, ff->aid);
 }

@@ -17,6 +17,18 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct pg_conn;
 
+/* The first failed conditional stock update of a persist batch; both
+ * backends fill it and log it with sk_store_log_stock_failures. */
+struct sk_stock_failure {
+    char order_id[SK_STORE_ORDER_ID_MAX];
+    uint64_t aid;
+    int64_t qty, db_stock;
+    int has_row; /* 0: the activity row is missing */
+};
+
+/* One warning line per batch for n failed conditional updates. */
+void sk_store_log_stock_failures(size_t n, const struct sk_stock_failure *first);
+
 struct sk_store_ops {
     const char *name;            /* "sqlite" | "postgres", for messages */
     void (*close)(sk_store *st); /* releases backend resources, not st */

@@ -769,13 +769,6 @@ static int cmp_take(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The first stock failure of a batch, for the one log line per batch. */
-struct first_failure {
-    char order_id[SK_STORE_ORDER_ID_MAX];
-    uint64_t aid;
-    int64_t qty, db_stock;
-    int has_row;
-};
 
 /* Step 1: inserts the batch, marks inserted[i] for the rows really added. */
 static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, char *inserted)
@@ -902,7 +895,7 @@ static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
  * conditional update; a failure is recorded with the DB stock seen then
  * (NULL when the activity row is absent). */
 static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
-                          struct sk_persist_result *res, struct first_failure *ff)
+                          struct sk_persist_result *res, struct sk_stock_failure *ff)
 {
     struct num q = num_i64(o->quantity), a = num_u64(o->activity_id);
     const char *p[] = {q.s, a.s};
@@ -935,7 +928,7 @@ static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
 }
 
 static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, char *inserted,
-                      struct take *takes, struct sk_persist_result *res, struct first_failure *ff)
+                      struct take *takes, struct sk_persist_result *res, struct sk_stock_failure *ff)
 {
     int rc = cmd(st, "BEGIN", "begin persist");
     if (rc) return rc;
@@ -984,7 +977,7 @@ static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t
         free(takes);
         return set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     }
-    struct first_failure ff = {0};
+    struct sk_stock_failure ff = {0};
     rc = persist_tx(st, orders, n, inserted, takes, &r, &ff);
     free(inserted);
     free(takes);
@@ -995,19 +988,7 @@ static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t
         if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback persist");
         return set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
     }
-    if (r.stock_failures) {
-        if (ff.has_row)
-            sk_log(SK_LOG_WARN,
-                   "store: %zu order(s) persisted without their DB stock (conditional update "
-                   "failed); first: order %s activity %" PRIu64 " qty %" PRId64
-                   " > DB stock %" PRId64 "; run reconcile",
-                   r.stock_failures, ff.order_id, ff.aid, ff.qty, ff.db_stock);
-        else
-            sk_log(SK_LOG_WARN,
-                   "store: %zu order(s) persisted without their DB stock; first: order %s: "
-                   "activity %" PRIu64 " is not in the database; run reconcile",
-                   r.stock_failures, ff.order_id, ff.aid);
-    }
+    if (r.stock_failures) sk_store_log_stock_failures(r.stock_failures, &ff);
     if (res) *res = r;
     return 0;
 }

@@ -483,18 +483,11 @@ static int pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
     return rc;
 }
 
-/* The first stock failure of a batch, for the one log line per batch. */
-struct first_failure {
-    char order_id[SK_STORE_ORDER_ID_MAX];
-    uint64_t aid;
-    int64_t qty, db_stock;
-    int has_row;
-};
 
 /* Records a failed conditional stock update of an inserted order: the DB
  * stock seen now (NULL when there is no activity row) goes with it. */
 static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t now,
-                                struct first_failure *ff, size_t nth)
+                                struct sk_stock_failure *ff, size_t nth)
 {
     sqlite3_stmt *s;
     int rc = cached(st, Q_READ_STOCK, &s);
@@ -529,7 +522,7 @@ static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t 
 
 /* Inserts one order and takes its stock; updates *res. */
 static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
-                       struct sk_persist_result *res, struct first_failure *ff)
+                       struct sk_persist_result *res, struct sk_stock_failure *ff)
 {
     sqlite3_stmt *s;
     int rc = cached(st, Q_INSERT_ORDER, &s);
@@ -585,7 +578,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
     int64_t now = sk_wall_ms();
     uint64_t last_aid = 0;
     int64_t timeout_s = 0;
-    struct first_failure ff = {0};
+    struct sk_stock_failure ff = {0};
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct sk_order *o = &orders[i];
         if (o->activity_id != last_aid) {
@@ -604,19 +597,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
         set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
         return rc;
     }
-    if (r.stock_failures) {
-        if (ff.has_row)
-            sk_log(SK_LOG_WARN,
-                   "store: %zu order(s) persisted without their DB stock (conditional update "
-                   "failed); first: order %s activity %" PRIu64 " qty %" PRId64
-                   " > DB stock %" PRId64 "; run reconcile",
-                   r.stock_failures, ff.order_id, ff.aid, ff.qty, ff.db_stock);
-        else
-            sk_log(SK_LOG_WARN,
-                   "store: %zu order(s) persisted without their DB stock; first: order %s: "
-                   "activity %" PRIu64 " is not in the database; run reconcile",
-                   r.stock_failures, ff.order_id, ff.aid);
-    }
+    if (r.stock_failures) sk_store_log_stock_failures(r.stock_failures, &ff);
     if (res) *res = r;
     return 0;
 }
