@@ -436,20 +436,8 @@ int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *c
     size_t *lens = argc <= 64 ? sl : malloc(sizeof *lens * (size_t)argc);
     int rc = SK_ENOMEM;
     if (argv && lens) {
-        char nk[8];
-        snprintf(nk, sizeof nk, "%d", nkeys);
-        argv[0] = "EVALSHA";
-        argv[1] = sk_script_sha(id);
-        argv[2] = nk;
-        for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
-        for (int i = 0; i < nkeys; i++) {
-            argv[3 + i] = keys[i];
-            lens[3 + i] = strlen(keys[i]);
-        }
-        for (int i = 0; i < nargs; i++) {
-            argv[3 + nkeys + i] = args[i];
-            lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
-        }
+        char nk[16];
+        sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, nk);
         rc = ar->cl ? cl_submit(ar, argc, argv, lens, (int)id, cb, data)
                     : enqueue(ar, cb, data, argc, argv, lens, (int)id);
     }

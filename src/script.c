@@ -66,21 +66,11 @@ int sk_script_is_noscript(const redisReply *rep)
     return rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Builds EVALSHA argv into a (caller-provided or heap) array. */
-static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
-                      const char *const *args, const size_t *arglens, const char ***argv_out,
-                      size_t **lens_out, char *numkeys, size_t numcap)
+void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                         const char *const *args, const size_t *arglens, const char **argv,
+                         size_t *lens, char numkeys[16])
 {
-    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
-    int argc = 3 + nkeys + nargs;
-    const char **argv = malloc(sizeof *argv * (size_t)argc);
-    size_t *lens = malloc(sizeof *lens * (size_t)argc);
-    if (!argv || !lens) {
-        free(argv);
-        free(lens);
-        return SK_ENOMEM;
-    }
-    snprintf(numkeys, numcap, "%d", nkeys);
+    snprintf(numkeys, 16, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = sk_script_sha(id);
     argv[2] = numkeys;
@@ -93,6 +83,23 @@ static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, 
         argv[3 + nkeys + i] = args[i];
         lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
     }
+}
+
+/* EVALSHA argv in heap arrays (caller frees both); returns argc. */
+static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                      const char *const *args, const size_t *arglens, const char ***argv_out,
+                      size_t **lens_out, char numkeys[16])
+{
+    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
+    int argc = 3 + nkeys + nargs;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    if (!argv || !lens) {
+        free(argv);
+        free(lens);
+        return SK_ENOMEM;
+    }
+    sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, numkeys);
     *argv_out = argv;
     *lens_out = lens;
     return argc;
@@ -104,7 +111,7 @@ int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *c
     const char **argv;
     size_t *lens;
     char nk[16];
-    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk, sizeof nk);
+    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
     if (argc < 0) return argc;
     int rc = sk_redis_append(r, argc, argv, lens);
     free(argv);
@@ -119,7 +126,7 @@ int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *con
     const char **argv;
     size_t *lens;
     char nk[16];
-    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk, sizeof nk);
+    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
     if (argc < 0) return argc;
     redisReply *rep = NULL;
     int rc = sk_redis_command(r, &rep, argc, argv, lens);

@@ -32,4 +32,11 @@ int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *c
                      int nargs, const char *const *args, const size_t *arglens);
 int sk_script_is_noscript(const redisReply *rep);
 
+/* EVALSHA <sha> <nkeys> keys... args... into caller arrays of 3 + nkeys +
+ * nargs entries (argv points into keys/args and numkeys: keep them alive);
+ * arglens NULL means C strings. For callers with their own transport. */
+void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                         const char *const *args, const size_t *arglens, const char **argv,
+                         size_t *lens, char numkeys[16]);
+
 #endif
