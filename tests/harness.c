@@ -182,6 +182,32 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+uint64_t sk_th_rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sk_th_buyers(uint32_t *users, size_t n, uint32_t nusers, uint32_t nhot, uint32_t hot_reps,
+                  uint64_t *seed)
+{
+    if ((size_t)(nusers - nhot) + (size_t)nhot * hot_reps > n)
+        sk_th_fail(__FILE__, __LINE__, "sk_th_buyers: %zu attempts are too few", n);
+    size_t k = 0;
+    for (uint32_t u = nhot + 1; u <= nusers; u++) users[k++] = u;
+    for (uint32_t u = 1; u <= nhot; u++)
+        for (uint32_t j = 0; j < hot_reps; j++) users[k++] = u;
+    while (k < n) users[k++] = 1 + (uint32_t)(sk_th_rng(seed) % nusers);
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(sk_th_rng(seed) % (i + 1));
+        uint32_t t = users[i];
+        users[i] = users[j];
+        users[j] = t;
+    }
+}
+
 static pid_t runner_pid;
 
 #define MAX_HOOKS 8

@@ -106,6 +106,15 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
  * the exit code, or 128+signal. */
 int sk_th_serve_stop(struct sk_th_serve *s, int sig);
 
+/* splitmix64: a seeded PRNG, so a failing load can be replayed. */
+uint64_t sk_th_rng(uint64_t *state);
+
+/* n buyer ids for a load: users nhot+1..nusers once each, users 1..nhot
+ * hot_reps times each, the rest at random from 1..nusers, all shuffled.
+ * Requires (nusers - nhot) + nhot * hot_reps <= n. */
+void sk_th_buyers(uint32_t *users, size_t n, uint32_t nusers, uint32_t nhot, uint32_t hot_reps,
+                  uint64_t *seed);
+
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);
 

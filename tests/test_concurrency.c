@@ -146,14 +146,6 @@ static void arena_free(struct arena *A)
     munmap(A, sizeof *A);
 }
 
-/* splitmix64: a seeded PRNG, so a failing load can be replayed. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* n attempts from users 1..nusers: users nhot+1.. appear at least once,
  * users 1..nhot (the retriers) hot_reps times each, the rest uniformly at
@@ -161,24 +153,13 @@ static uint64_t rng_next(uint64_t *s)
 static void build_workload(struct arena *A, size_t n, uint32_t nusers, uint32_t nhot,
                            uint32_t hot_reps, uint64_t seed)
 {
-    CHECK(n <= MAX_ATTEMPTS && (size_t)(nusers - nhot) + (size_t)nhot * hot_reps <= n);
+    CHECK(n <= MAX_ATTEMPTS);
     uint64_t s = seed;
-    size_t k = 0;
-    for (uint32_t u = nhot + 1; u <= nusers; u++)
-        A->att[k++].user = u;
-    for (uint32_t u = 1; u <= nhot; u++)
-        for (uint32_t j = 0; j < hot_reps; j++)
-            A->att[k++].user = u;
-    while (k < n)
-        A->att[k++].user = 1 + (uint32_t)(rng_next(&s) % nusers);
-    for (size_t i = n - 1; i > 0; i--) {
-        size_t j = (size_t)(rng_next(&s) % (i + 1));
-        uint32_t t = A->att[i].user;
-        A->att[i].user = A->att[j].user;
-        A->att[j].user = t;
-    }
+    static uint32_t users[MAX_ATTEMPTS];
+    sk_th_buyers(users, n, nusers, nhot, hot_reps, &s);
+    for (size_t i = 0; i < n; i++) A->att[i].user = users[i];
     for (size_t i = 0; i < n; i++)
-        A->att[i].qty = 1 + (int32_t)(rng_next(&s) % 3);
+        A->att[i].qty = 1 + (int32_t)(sk_th_rng(&s) % 3);
     A->nattempts = n;
 }
 
@@ -450,7 +431,7 @@ static void buy_range(struct arena *A, sk_redis *r, size_t begin, size_t end, in
             int rc = sk_stock_purchase(r, A->aid, A->att[i].user, A->att[i].qty, &res, NULL);
             record(A, i++, rc, &res, r);
         } else {
-            size_t n = 1 + (size_t)(rng_next(&s) % MAX_BATCH);
+            size_t n = 1 + (size_t)(sk_th_rng(&s) % MAX_BATCH);
             if (n > end - i) n = end - i;
             struct sk_purchase p[MAX_BATCH];
             struct sk_admission res[MAX_BATCH];

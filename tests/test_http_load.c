@@ -869,15 +869,6 @@ static void stop_server(struct sk_th_serve *s)
         ok_;                                                                                       \
     })
 
-/* ---- 1, 2: exactly the stock over 200 keep-alive connections ---- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 #define SALE_REQS 5000
 #define SALE_USERS 2000
@@ -891,22 +882,11 @@ static uint64_t rng_next(uint64_t *s)
 static void build_sale(struct load *L, uint64_t seed)
 {
     uint64_t s = seed;
-    size_t k = 0;
-    for (uint32_t u = SALE_HOT + 1; u <= SALE_USERS; u++)
-        L->recs[k++].user = u;
-    for (uint32_t u = 1; u <= SALE_HOT; u++)
-        for (int j = 0; j < SALE_HOT_REPS; j++)
-            L->recs[k++].user = u;
-    while (k < SALE_REQS)
-        L->recs[k++].user = 1 + (uint32_t)(rng_next(&s) % SALE_USERS);
-    for (size_t i = SALE_REQS - 1; i > 0; i--) {
-        size_t j = (size_t)(rng_next(&s) % (i + 1));
-        uint32_t t = L->recs[i].user;
-        L->recs[i].user = L->recs[j].user;
-        L->recs[j].user = t;
-    }
+    static uint32_t users[SALE_REQS];
+    sk_th_buyers(users, SALE_REQS, SALE_USERS, SALE_HOT, SALE_HOT_REPS, &s);
+    for (size_t i = 0; i < SALE_REQS; i++) L->recs[i].user = users[i];
     for (size_t i = 0; i < SALE_REQS; i++)
-        L->recs[i].qty = rng_next(&s) % 4 == 0 ? 2 : 1;
+        L->recs[i].qty = sk_th_rng(&s) % 4 == 0 ? 2 : 1;
     L->n = SALE_REQS;
 }
 
