@@ -6,6 +6,7 @@
 #include "metrics.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,17 @@ static const char *const extra_names[SK_MEXTRA_COUNT] = {
     [SK_MEXTRA_BAD_REQUEST] = "bad_request",
     [SK_MEXTRA_UNAVAILABLE] = "unavailable",
 };
+
+static const char *const cluster_names[SK_MCLUSTER_COUNT] = {
+    [SK_MCLUSTER_MOVED] = "moved",
+    [SK_MCLUSTER_ASK] = "ask",
+    [SK_MCLUSTER_TRYAGAIN] = "tryagain",
+    [SK_MCLUSTER_CLUSTERDOWN] = "clusterdown",
+};
+
+/* Process-wide (metrics.h says why); relaxed: plain counters, no ordering. */
+static atomic_int cluster_on;
+static atomic_ullong cluster_redirects[SK_MCLUSTER_COUNT];
 
 /* Upper bounds in seconds; the text form is what Prometheus shows. */
 static const double rtt_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -218,6 +230,23 @@ int64_t sk_metrics_inflight_now(const sk_metrics *m)
     return m->inflight;
 }
 
+void sk_metrics_cluster_on(void)
+{
+    atomic_store_explicit(&cluster_on, 1, memory_order_relaxed);
+}
+
+void sk_metrics_cluster_redirect(enum sk_metrics_cluster kind)
+{
+    if ((unsigned)kind < SK_MCLUSTER_COUNT)
+        atomic_fetch_add_explicit(&cluster_redirects[kind], 1, memory_order_relaxed);
+}
+
+uint64_t sk_metrics_cluster_redirects(enum sk_metrics_cluster kind)
+{
+    if ((unsigned)kind >= SK_MCLUSTER_COUNT) return 0;
+    return atomic_load_explicit(&cluster_redirects[kind], memory_order_relaxed);
+}
+
 int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap)
 {
     if (!buf || cap == 0) return SK_ENOMEM;
@@ -341,6 +370,16 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
 
     header(&o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
     put(&o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
+
+    if (atomic_load_explicit(&cluster_on, memory_order_relaxed)) {
+        header(&o, "seckill_redis_cluster_redirections_total", "counter",
+               "Redis Cluster MOVED/ASK redirections and TRYAGAIN/CLUSTERDOWN answers met by "
+               "this process's Redis client.");
+        for (int k = 0; k < SK_MCLUSTER_COUNT; k++)
+            put(&o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n",
+                cluster_names[k],
+                (unsigned long long)sk_metrics_cluster_redirects((enum sk_metrics_cluster)k));
+    }
 
     if (o.full) {
         buf[0] = 0;

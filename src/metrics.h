@@ -15,7 +15,9 @@
  *   seckill_soldout_fastpath_total                counter (409s with no Redis trip)
  *   seckill_redis_roundtrip_seconds               histogram, 50us .. 1s
  *   seckill_batch_size                            histogram, 1, 2, 4 .. 1024
- *   seckill_inflight_requests                     gauge */
+ *   seckill_inflight_requests                     gauge
+ *   seckill_redis_cluster_redirections_total{kind} counter (cluster clients only,
+ *                                                 process-wide: see below) */
 #ifndef SK_METRICS_H
 #define SK_METRICS_H
 #include <stddef.h>
@@ -98,6 +100,25 @@ int64_t sk_metrics_inflight_now(const sk_metrics *m);
  * length, or SK_ENOMEM when cap is too small (buf then holds "" when
  * cap > 0; 1 KiB suffices for codes.def as it is). */
 int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap);
+
+/* Redis Cluster answers met by the async client of this process
+ * (redis_async.c): MOVED, ASK, and the wait-and-retry ones, TRYAGAIN and
+ * CLUSTERDOWN. Process-wide, outside the registries: the client has no
+ * registry to count into, and a serve process has one client and one
+ * registry. Every registry renders them (merge leaves them alone), but only
+ * once sk_metrics_cluster_on was called, so a single-node deployment's
+ * /metrics is unchanged. Atomic, so any thread may count. */
+enum sk_metrics_cluster {
+    SK_MCLUSTER_MOVED,
+    SK_MCLUSTER_ASK,
+    SK_MCLUSTER_TRYAGAIN,
+    SK_MCLUSTER_CLUSTERDOWN,
+    SK_MCLUSTER_COUNT
+};
+void sk_metrics_cluster_on(void);
+/* Out of range kinds are ignored. */
+void sk_metrics_cluster_redirect(enum sk_metrics_cluster kind);
+uint64_t sk_metrics_cluster_redirects(enum sk_metrics_cluster kind);
 
 /* Adds every counter, histogram and the gauge of from into into. */
 int sk_metrics_merge(sk_metrics *into, const sk_metrics *from);

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "metrics.h"
 #include "redis_cluster.h"
 #include "redis_url.h"
 #include "script.h"
@@ -647,10 +648,29 @@ static void cl_park(struct cl_cmd *c)
     if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
     c->retries++;
     cl->stats.retries++;
+    /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
+     * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
+     * migration (ASK, then TRYAGAIN on the target: a key of the script, e.g.
+     * the idempotency hash, exists nowhere; wait; ASK ...) spent a hop per
+     * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
+     * at the shortest), long before the retry budget ran out (purchases
+     * answered 503). */
+    c->hops = 0;
     c->due_ms = sk_mono_ms() + wait;
     c->next = cl->parked;
     cl->parked = c;
     cl->nparked++;
+}
+
+/* Every MOVED/ASK/TRYAGAIN/CLUSTERDOWN met, followed or not, for /metrics
+ * (the only window an operator has on a reshard or failover as serve sees it). */
+static void count_answer(int kind, const char *err)
+{
+    if (kind == SK_CLUSTER_MOVED) sk_metrics_cluster_redirect(SK_MCLUSTER_MOVED);
+    else if (kind == SK_CLUSTER_ASK) sk_metrics_cluster_redirect(SK_MCLUSTER_ASK);
+    else if (!strncmp(err, "TRYAGAIN", 8)) sk_metrics_cluster_redirect(SK_MCLUSTER_TRYAGAIN);
+    else if (!strncmp(err, "CLUSTERDOWN", 11))
+        sk_metrics_cluster_redirect(SK_MCLUSTER_CLUSTERDOWN);
 }
 
 static void cl_on_reply(void *data, redisReply *rep)
@@ -666,6 +686,7 @@ static void cl_on_reply(void *data, redisReply *rep)
         int slot, port;
         char host[64];
         int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
+        count_answer(kind, rep->str);
         if (kind && c->hops < SK_CLUSTER_MAX_REDIRECTS) {
             int i = sk_cluster_map_node(&cl->map, host, port);
             if (i >= 0) {
@@ -734,6 +755,7 @@ static int cl_new(sk_aredis *ar)
     sk_cluster_map_init(&cl->map);
     cl->prefer = -1;
     ar->cl = cl;
+    sk_metrics_cluster_on(); /* /metrics shows the redirections of a cluster client */
     snprintf(cl->errstr, sizeof cl->errstr, "connecting");
     /* an unreachable cluster is not fatal: serve answers 503 and ticks retry */
     cl_refresh(ar);

@@ -33,7 +33,7 @@ typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
  * once) and starts connecting. redis+cluster://seeds gives a cluster client
  * with the same contract: one connection per master, commands routed by the
  * slot of their first key, MOVED/ASK/TRYAGAIN followed with the same
- * callback, the slot map read with a short blocking CLUSTER SLOTS at start
+ * callback (and counted on /metrics, metrics.h), the slot map read with a short blocking CLUSTER SLOTS at start
  * and after a topology change (docs/cluster.md). Caller frees with
  * sk_aredis_free. Returns 0, SK_EINVAL (bad URL or host, reason in err) or
  * SK_ENOMEM. */
