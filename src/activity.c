@@ -17,6 +17,7 @@ void sk_activity_init(struct sk_activity *a)
     memset(a, 0, sizeof *a);
     a->max_per_order = SK_ACTIVITY_UNSET;
     a->pay_timeout_s = SK_ACTIVITY_UNSET;
+    a->segments = SK_ACTIVITY_UNSET;
     snprintf(a->state, sizeof a->state, "created");
 }
 
@@ -24,6 +25,7 @@ void sk_activity_apply_defaults(struct sk_activity *a)
 {
     if (a->max_per_order == SK_ACTIVITY_UNSET) a->max_per_order = a->per_user_limit;
     if (a->pay_timeout_s == SK_ACTIVITY_UNSET) a->pay_timeout_s = SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
+    if (a->segments == SK_ACTIVITY_UNSET) a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
 }
 
 int sk_activity_state_valid(const char *s)
@@ -105,6 +107,16 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
         return sk_einval(err, cap, "rate limit burst must be between 1 and %d", SK_ACTIVITY_RATE_MAX);
     if (a->rl_burst > 0 && a->rl_per_user_per_s == 0)
         return sk_einval(err, cap, "a rate limit burst needs a rate limit per user");
+    if (a->segments == SK_ACTIVITY_UNSET) return sk_einval(err, cap, "segments is not set");
+    if (a->segments < 1 || a->segments > SK_ACTIVITY_SEGMENTS_MAX)
+        return sk_einval(err, cap, "segments must be between 1 and %d (got %lld)",
+                         SK_ACTIVITY_SEGMENTS_MAX, (long long)a->segments);
+    /* Each segment starts with at least one unit of the stock. */
+    if (a->segments > a->stock)
+        return sk_einval(err, cap,
+                         "segments (%lld) must not exceed the stock (%lld): each segment needs "
+                         "at least one unit",
+                         (long long)a->segments, (long long)a->stock);
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
         return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
@@ -121,6 +133,7 @@ void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
     d->end_ms = a->end_ms;
     d->rl_per_user_per_s = a->rl_per_user_per_s;
     d->rl_burst = a->rl_burst;
+    d->segments = a->segments;
 }
 
 const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,

@@ -21,6 +21,9 @@ struct sk_stock_def;
 #define SK_ACTIVITY_PAY_TIMEOUT_MAX 31536000  /* one year */
 /* Rate limits (requests per second, burst) are 1..this; 0 = none. */
 #define SK_ACTIVITY_RATE_MAX 1000000
+/* Stock segments (docs/segments.md): 1..this, default 1 (not segmented). */
+#define SK_ACTIVITY_SEGMENTS_MAX 256
+#define SK_ACTIVITY_SEGMENTS_DEFAULT 1
 /* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
 #define SK_TIME_MAX_MS 253402300799999LL
 /* "Not given": lets a caller tell an omitted field (default applies) from
@@ -36,18 +39,20 @@ struct sk_activity {
     int64_t pay_timeout_s;
     int64_t rl_per_user_per_s; /* the activity's per-user rate limit, 0 = the global one */
     int64_t rl_burst;          /* its burst; 0 with a rate = one second's worth */
+    int64_t segments;          /* stock split over this many Redis hash tags, 1..256
+                                  (docs/segments.md); 1 = not segmented; <= stock */
     int64_t created_ms;
     int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
                                           the store, ignored on insert (starts at stock) */
     char state[SK_ACTIVITY_STATE_MAX]; /* "created"|"preheated"|"open"|"closed" */
 };
 
-/* Zeroes *a, marks max_per_order and pay_timeout_s SK_ACTIVITY_UNSET and the
- * state "created". */
+/* Zeroes *a, marks max_per_order, pay_timeout_s and segments
+ * SK_ACTIVITY_UNSET and the state "created". */
 void sk_activity_init(struct sk_activity *a);
 
 /* Replaces unset fields by their defaults: max_per_order = per_user_limit,
- * pay_timeout_s = 1800. */
+ * pay_timeout_s = 1800, segments = 1. */
 void sk_activity_apply_defaults(struct sk_activity *a);
 
 /* Checks every field. Returns 0, or SK_EINVAL with the first problem as one

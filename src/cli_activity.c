@@ -38,6 +38,7 @@ enum {
     O_PAY_TIMEOUT,
     O_RATE,
     O_BURST,
+    O_SEGMENTS,
     O_FORCE,
     O_JSON,
     O_COUNT
@@ -60,6 +61,7 @@ static const struct {
     [O_PAY_TIMEOUT] = {"--pay-timeout", 1},
     [O_RATE] = {"--rate-per-user-per-s", 1},
     [O_BURST] = {"--rate-burst", 1},
+    [O_SEGMENTS] = {"--segments", 1},
     [O_FORCE] = {"--force", 0},
     [O_JSON] = {"--json", 0},
 };
@@ -194,6 +196,7 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
     json_object_set_new(o, "per_user_limit", json_integer(a->per_user_limit));
     json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
     json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
+    json_object_set_new(o, "segments", json_integer(a->segments));
     json_object_set_new(o, "db_stock", json_integer(a->stock_db));
     json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
     if (live) {
@@ -296,6 +299,8 @@ static int cmd_create(struct ctx *c)
     if (has(c, O_BURST) && (rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
     if (has(c, O_BURST) && !has(c, O_RATE))
         return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
+    /* Range (1..256) and segments <= stock: sk_activity_validate below. */
+    if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
     int64_t now = sk_wall_ms();
     a.start_ms = now;
     if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
@@ -420,8 +425,8 @@ static int cmd_list(struct ctx *c)
     }
     json_t *arr = json_array();
     if (!has(c, O_JSON))
-        printf("%-15s %-9s %-9s %13s %13s %-24s %-24s %s\n", "ID", "STATE", "STORED", "REMAINING",
-               "INITIAL", "START", "END", "NAME");
+        printf("%-15s %-9s %-9s %13s %13s %4s %-24s %-24s %s\n", "ID", "STATE", "STORED",
+               "REMAINING", "INITIAL", "SEGS", "START", "END", "NAME");
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct sk_stock_state live;
         if (sk_stock_state(c->r, all[i].id, &live) < 0) {
@@ -434,9 +439,10 @@ static int cmd_list(struct ctx *c)
         }
         char t[2][SK_TIME_RFC3339_MAX], rem[24] = "-";
         if (live.exists) snprintf(rem, sizeof rem, "%" PRId64, live.remaining);
-        printf("%-15" PRIu64 " %-9s %-9s %13s %13" PRId64 " %-24s %-24s %s\n", all[i].id,
+        printf("%-15" PRIu64 " %-9s %-9s %13s %13" PRId64 " %4" PRId64 " %-24s %-24s %s\n",
+               all[i].id,
                sk_activity_live_state(live.exists, live.open, all[i].start_ms, all[i].end_ms, now),
-               all[i].state, rem, all[i].stock, fmt_time(all[i].start_ms, t[0]),
+               all[i].state, rem, all[i].stock, all[i].segments, fmt_time(all[i].start_ms, t[0]),
                fmt_time(all[i].end_ms, t[1]), all[i].name);
     }
     if (rc == 0 && has(c, O_JSON)) print_json(arr);
@@ -493,7 +499,7 @@ static int cmd_delete(struct ctx *c)
 static const struct sub subs[] = {
     {"create",
      COMMON | B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) |
-         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_JSON),
+         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -508,6 +514,8 @@ static const struct sub subs[] = {
      "  --pay-timeout S      seconds a buyer has to pay (default 1800)\n"
      "  --rate-per-user-per-s R  this activity's per-user rate limit (default: serve's)\n"
      "  --rate-burst B       its burst (default: one second's worth)\n"
+     "  --segments S         split the stock over S Redis hash tags, 1..256, at most\n"
+     "                       --stock (default 1; docs/segments.md)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
     {"preheat", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"

@@ -193,6 +193,9 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
         get_time(root, "end", &a->end_ms, err, cap) < 0)
         return SK_EINVAL;
     if (a->end_ms <= a->start_ms) return sk_einval(err, cap, "end must be after start");
+    a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
+    if (get_int(root, "segments", 1, SK_ACTIVITY_SEGMENTS_MAX, &a->segments, err, cap) < 0)
+        return SK_EINVAL;
     return parse_rate_limit(root, a, err, cap);
 }
 

@@ -51,6 +51,9 @@ struct sk_body_activity {
      * in 1..SK_ACTIVITY_RATE_MAX, B optional (default R) in the same range;
      * both 0 when absent (the global limit applies) */
     int64_t rl_per_user_per_s, rl_burst;
+    /* optional "segments": S, an integer in 1..SK_ACTIVITY_SEGMENTS_MAX,
+     * default 1 (docs/segments.md); S <= stock is sk_activity_validate's */
+    int64_t segments;
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out

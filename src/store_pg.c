@@ -117,6 +117,9 @@ static const char *const migrations[] = {
     " CHECK (rl_per_user_per_s >= 0);"
     "ALTER TABLE activities ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0"
     " CHECK (rl_burst >= 0);",
+    /* 5: stock segments (see the SQLite migration 5). */
+    "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
+    " CHECK (segments >= 1);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -478,7 +481,7 @@ static int pg_schema_version(sk_store *st, int *version)
 
 static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
                               "start_ms, end_ms, pay_timeout_s, state, created_ms, "
-                              "rl_per_user_per_s, rl_burst";
+                              "rl_per_user_per_s, rl_burst, segments";
 
 static void read_row(const PGresult *r, int row, struct sk_activity *a)
 {
@@ -496,6 +499,7 @@ static void read_row(const PGresult *r, int row, struct sk_activity *a)
     a->created_ms = i64_at(r, row, 10);
     a->rl_per_user_per_s = i64_at(r, row, 11);
     a->rl_burst = i64_at(r, row, 12);
+    a->segments = i64_at(r, row, 13);
 }
 
 /* Decimal text of a number, for a text parameter. */
@@ -534,15 +538,16 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *a)
     struct num id = num_u64(v.id), stock = num_i64(v.stock), lim = num_i64(v.per_user_limit),
                mpo = num_i64(v.max_per_order), s = num_i64(v.start_ms), e = num_i64(v.end_ms),
                pay = num_i64(v.pay_timeout_s), cr = num_i64(v.created_ms),
-               rlr = num_i64(v.rl_per_user_per_s), rlb = num_i64(v.rl_burst);
+               rlr = num_i64(v.rl_per_user_per_s), rlb = num_i64(v.rl_burst),
+               seg = num_i64(v.segments);
     const char *p[] = {id.s, v.name, stock.s, lim.s, mpo.s, s.s, e.s, pay.s, v.state, cr.s,
-                       rlr.s, rlb.s};
+                       rlr.s, rlb.s, seg.s};
     rc = run(st, NULL, "insert activity",
              "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
              " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-             " rl_per_user_per_s, rl_burst)"
-             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-             12, p);
+             " rl_per_user_per_s, rl_burst, segments)"
+             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             13, p);
     if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
     return rc;
 }
@@ -1119,11 +1124,13 @@ static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *after,
     *n = 0;
     int rc = enter(st);
     if (rc || limit == 0) return rc;
-    /* The ids of one activity all start "<id>-": a primary-key range scan
-     * between "<id>-" and "<id>." ('.' follows '-'; the column is "C"). */
+    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
+     * segmented one (docs/segments.md): a primary-key range scan between
+     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
+     * of another activity sorts after it; the column is "C"). */
     char lo[32], hi[32];
     snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
-    snprintf(hi, sizeof hi, "%" PRIu64 ".", activity_id);
+    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
     char sql[320];
     snprintf(sql, sizeof sql,
              "SELECT %s FROM orders WHERE order_id > $1 AND order_id < $2 AND activity_id = $3"

@@ -120,6 +120,11 @@ static const char *const migrations[] = {
     " CHECK (rl_per_user_per_s >= 0);"
     "ALTER TABLE activities ADD COLUMN rl_burst INTEGER NOT NULL DEFAULT 0"
     " CHECK (rl_burst >= 0);",
+    /* 5: stock segments (docs/segments.md): the stock is split over this
+     * many Redis hash tags; 1 = not segmented. Existing rows get 1. The
+     * upper bound (256) and segments <= stock are the C validation's. */
+    "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
+    " CHECK (segments >= 1);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -252,7 +257,7 @@ static int sqlite_schema_version(sk_store *st, int *version)
 
 static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
                               "start_ms, end_ms, pay_timeout_s, state, created_ms, "
-                              "rl_per_user_per_s, rl_burst";
+                              "rl_per_user_per_s, rl_burst, segments";
 
 static void read_row(sqlite3_stmt *s, struct sk_activity *a)
 {
@@ -273,6 +278,7 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     a->created_ms = sqlite3_column_int64(s, 10);
     a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
     a->rl_burst = sqlite3_column_int64(s, 12);
+    a->segments = sqlite3_column_int64(s, 13);
 }
 
 static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
@@ -287,8 +293,8 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
     int rc = prepare(st, &s,
                      "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
                      " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                     " rl_per_user_per_s, rl_burst)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                     " rl_per_user_per_s, rl_burst, segments)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)v.id);
     sqlite3_bind_text(s, 2, v.name, -1, SQLITE_TRANSIENT);
@@ -303,6 +309,7 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
     sqlite3_bind_int64(s, 11, v.created_ms);
     sqlite3_bind_int64(s, 12, v.rl_per_user_per_s);
     sqlite3_bind_int64(s, 13, v.rl_burst);
+    sqlite3_bind_int64(s, 14, v.segments);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert activity");
         if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
@@ -756,11 +763,13 @@ static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *af
     st->errstr[0] = 0;
     *n = 0;
     if (limit == 0) return 0;
-    /* The ids of one activity all start "<id>-": a primary-key range scan
-     * between "<id>-" and "<id>." ('.' follows '-'). */
+    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
+     * segmented one (docs/segments.md): a primary-key range scan between
+     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
+     * of another activity sorts after it). */
     char lo[32], hi[32];
     snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
-    snprintf(hi, sizeof hi, "%" PRIu64 ".", activity_id);
+    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
     char sql[320];
     snprintf(sql, sizeof sql,
              "SELECT %s FROM orders WHERE order_id > ? AND order_id < ? AND activity_id = ?"

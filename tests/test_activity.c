@@ -293,6 +293,69 @@ SK_TEST(activity_validate_rejects_each_bad_field_with_a_reason)
     CHECK_EQ(sk_activity_validate(&a, NULL, 0), 0);
 }
 
+SK_TEST(activity_segments_default_to_1_range_1_to_256_and_never_exceed_the_stock)
+{
+    struct sk_activity a;
+    char err[256];
+    /* Unset until the defaults: 1, not segmented; an explicit value survives. */
+    sk_activity_init(&a);
+    CHECK_EQ(a.segments, SK_ACTIVITY_UNSET);
+    valid_activity(&a, 7);
+    CHECK_EQ(a.segments, 1);
+    CHECK_EQ(sk_activity_validate(&a, NULL, 0), 0);
+    sk_activity_init(&a);
+    a.segments = 8;
+    sk_activity_apply_defaults(&a);
+    CHECK_EQ(a.segments, 8);
+
+    static const struct {
+        int64_t stock, segments;
+        const char *want; /* NULL: valid */
+    } cases[] = {
+        {100, 1, NULL},
+        {100, 2, NULL},
+        {256, SK_ACTIVITY_SEGMENTS_MAX, NULL},
+        {1000, SK_ACTIVITY_SEGMENTS_MAX, NULL},
+        {5, 5, NULL}, /* one unit per segment */
+        {100, 0, "segments must be between 1 and 256 (got 0)"},
+        {100, -1, "segments must be between 1 and 256 (got -1)"},
+        {1000, SK_ACTIVITY_SEGMENTS_MAX + 1, "segments must be between 1 and 256 (got 257)"},
+        {1000, INT64_MAX, "segments must be between 1 and 256"},
+        {100, SK_ACTIVITY_UNSET, "segments is not set"},
+        {5, 6, "segments (6) must not exceed the stock (5)"},
+        {1, 2, "each segment needs at least one unit"},
+        {255, SK_ACTIVITY_SEGMENTS_MAX, "must not exceed the stock (255)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        valid_activity(&a, 7);
+        a.stock = cases[i].stock;
+        a.segments = cases[i].segments;
+        err[0] = 0;
+        int rc = sk_activity_validate(&a, err, sizeof err);
+        if (!cases[i].want) {
+            CHECK_MSG(rc == 0, "stock %lld segments %lld refused: %s", (long long)cases[i].stock,
+                      (long long)cases[i].segments, err);
+            continue;
+        }
+        CHECK_MSG(rc == SK_EINVAL, "stock %lld segments %lld accepted", (long long)cases[i].stock,
+                  (long long)cases[i].segments);
+        CHECK_MSG(strstr(err, cases[i].want) != NULL, "reason '%s' lacks '%s'", err,
+                  cases[i].want);
+        CHECK_MSG(strchr(err, '\n') == NULL, "reason is not one line: '%s'", err);
+    }
+
+    /* Preheat's Redis-side definition carries it. */
+    valid_activity(&a, 7);
+    a.segments = 16;
+    struct sk_stock_def d;
+    sk_activity_stock_def(&a, &d);
+    CHECK_EQ(d.segments, 16);
+    CHECK_EQ(d.initial, 100);
+    valid_activity(&a, 7);
+    sk_activity_stock_def(&a, &d);
+    CHECK_EQ(d.segments, 1);
+}
+
 SK_TEST(activity_live_state_follows_switch_and_window)
 {
     const int64_t s = 1000, e = 2000;
@@ -1112,4 +1175,97 @@ SK_TEST(activity_cli_create_takes_a_per_user_rate_limit_and_preheat_carries_it_t
     CHECK_STR(rep->element[1]->str, "2");
     freeReplyObject(rep);
     sk_redis_free(r);
+}
+
+SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], id1[24], out[16384];
+    uint64_t aid = sk_th_unique_id(), aid1 = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    id_str(id1, sizeof id1, aid1);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "seg", "--stock", "40", "--limit", "1",
+                 "--segments", "4", "--json"),
+             0);
+    json_t *o = json_loads(out, 0, NULL);
+    CHECK_MSG(o != NULL, "create --json: %s", out);
+    CHECK_EQ(jint(o, "segments"), 4);
+    json_decref(o);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(a.segments, 4);
+    CHECK_EQ(redis_keys_of(aid), 0); /* create touches the store only */
+    /* Without the flag: 1; `--segments=N` works like the other flags. */
+    create_ok(&e, id1, "10");
+    CHECK_EQ(stored(&e, aid1, &a), 0);
+    CHECK_EQ(a.segments, 1);
+
+    o = show_json(&e, id);
+    CHECK_EQ(jint(o, "segments"), 4);
+    json_decref(o);
+    CHECK_EQ(CLI(&e, out, "show", "--id", id), 0);
+    CHECK_MSG(strstr(out, "segments         4\n") != NULL, "show text: %s", out);
+
+    CHECK_EQ(CLI(&e, out, "list", "--json"), 0);
+    json_t *arr = json_loads(out, 0, NULL);
+    CHECK_MSG(json_is_array(arr) && json_array_size(arr) == 2, "list --json: %s", out);
+    size_t i;
+    json_t *x;
+    json_array_foreach(arr, i, x)
+    {
+        CHECK_EQ(jint(x, "segments"), (uint64_t)jint(x, "id") == aid ? 4 : 1);
+    }
+    json_decref(arr);
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    CHECK_MSG(strstr(out, " SEGS ") != NULL, "list header: %s", out);
+    /* The activity's line: ... INITIAL SEGS START ... */
+    const char *line = strstr(out, id);
+    CHECK_MSG(line && strstr(line, "   40    4 ") != NULL, "list text: %s", out);
+
+    uint64_t aid2 = sk_th_unique_id();
+    char id2[24];
+    id_str(id2, sizeof id2, aid2);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "seg", "--stock", "256", "--limit",
+                 "1", "--segments=256"),
+             0);
+    CHECK_EQ(stored(&e, aid2, &a), 0);
+    CHECK_EQ(a.segments, 256);
+}
+
+SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], out[4096];
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    static const struct {
+        const char *stock, *segments, *want;
+    } bad[] = {
+        {"100", "0", "segments must be between 1 and 256 (got 0)"},
+        {"100", "-3", "segments must be between 1 and 256 (got -3)"},
+        {"1000", "257", "segments must be between 1 and 256 (got 257)"},
+        {"100", "99999999999999999999", "--segments is out of range"},
+        {"100", "four", "--segments must be a whole number, got 'four'"},
+        {"100", "2.5", "--segments must be a whole number"},
+        {"100", "", "--segments must be a whole number"},
+        {"3", "4", "segments (4) must not exceed the stock (3)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--segments=%s", bad[i].segments);
+        int rc = CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", bad[i].stock,
+                     "--limit", "1", flag);
+        CHECK_MSG(rc == 2, "%s: exit %d: %s", flag, rc, out);
+        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", flag,
+                  bad[i].want, out);
+        CHECK_MSG(strncmp(out, "seckill: ", 9) == 0 && strchr(out, '\n') == out + strlen(out) - 1,
+                  "%s: not one 'seckill:' line: %s", flag, out);
+    }
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
+                 "--segments"),
+             2); /* no value */
+    CHECK_MSG(strstr(out, "--segments needs a value") != NULL, "output: %s", out);
+    check_nothing_written(&e, aid);
 }

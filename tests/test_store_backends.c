@@ -126,7 +126,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 4 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 5 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -329,8 +329,57 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
     CHECK_EQ(got.pay_deadline_ms, 100 + 30 * 1000);
+    struct sk_activity old;
+    CHECK_EQ(sk_store_activity_get(st, 5, &old), 0);
+    CHECK_EQ(old.segments, 1); /* migration 5's default */
+    CHECK_EQ(old.rl_per_user_per_s, 0);
     sk_store_close(st);
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+}
+
+BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
+{
+    /* What a binary that knew migrations 1..4 left behind: this binary's
+     * schema without migration 5's column, and rows written in that shape
+     * (13 columns: no segments). */
+    sk_store_close(be_open(b));
+    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;"
+                               "DELETE FROM schema_migrations WHERE version = 5"
+                             : "ALTER TABLE activities DROP COLUMN segments;"
+                               "PRAGMA user_version = 4"),
+             0);
+    CHECK_EQ(be_int(b, b->pg ? "SELECT count(*) FROM information_schema.columns"
+                               " WHERE table_name = 'activities' AND column_name = 'segments'"
+                             : "SELECT count(*) FROM pragma_table_info('activities')"
+                               " WHERE name = 'segments'"),
+             0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,"
+                       "5,2)"),
+             0);
+
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_get(st, 41, &got), 0);
+    CHECK_EQ(got.segments, 1);
+    CHECK_STR(got.name, "v4 sale");
+    CHECK_EQ(got.stock_db, 7);
+    CHECK_EQ(got.rl_per_user_per_s, 5);
+    CHECK_EQ(got.rl_burst, 2);
+    CHECK_STR(got.state, "open");
+    /* The upgraded table takes segmented activities, and still refuses 0. */
+    struct sk_activity a;
+    valid_activity(&a, 42);
+    a.segments = 9;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, 42, &got), 0);
+    CHECK_EQ(got.segments, 9);
+    sk_store_close(st);
+    CHECK_EQ(be_sql(b, "UPDATE activities SET segments = 0 WHERE id = 41"), 1);
+    if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+    else CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
 }
 
 /* ---- activities ---- */
@@ -345,6 +394,7 @@ BACKEND_TEST(activity_round_trips_every_field)
     a.per_user_limit = 3;
     a.max_per_order = 2;
     a.pay_timeout_s = 60;
+    a.segments = SK_ACTIVITY_SEGMENTS_MAX;
     a.stock_db = 5; /* ignored: DB stock starts at the initial stock */
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, a.id, &got), 0);
@@ -357,6 +407,7 @@ BACKEND_TEST(activity_round_trips_every_field)
     CHECK_EQ(got.start_ms, a.start_ms);
     CHECK_EQ(got.end_ms, a.end_ms);
     CHECK_EQ(got.pay_timeout_s, 60);
+    CHECK_EQ(got.segments, SK_ACTIVITY_SEGMENTS_MAX);
     CHECK_EQ(got.created_ms, a.created_ms);
     CHECK_STR(got.state, "created");
     /* The longest name (127 bytes) fits. */
@@ -366,6 +417,54 @@ BACKEND_TEST(activity_round_trips_every_field)
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 2, &got), 0);
     CHECK_STR(got.name, a.name);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_refused)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    static const int64_t segs[] = {1, 2, 64, SK_ACTIVITY_SEGMENTS_MAX};
+    for (int i = 0; i < 4; i++) {
+        valid_activity(&a, 100 + (uint64_t)i);
+        a.stock = 1000;
+        a.segments = segs[i];
+        CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
+    }
+    valid_activity(&a, 110); /* no segments given: the default, 1 */
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, 110, &got), 0);
+    CHECK_EQ(got.segments, 1);
+    CHECK_EQ(be_int(b, "SELECT segments FROM activities WHERE id = 103"),
+             SK_ACTIVITY_SEGMENTS_MAX);
+    struct sk_activity *all;
+    size_t n;
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 5);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(all[i].id, 100 + (uint64_t)i);
+        CHECK_EQ(all[i].segments, segs[i]);
+    }
+    CHECK_EQ(all[4].segments, 1);
+    free(all);
+    /* The store validates again: nothing of these is written. */
+    static const struct {
+        int64_t stock, segments;
+        const char *want;
+    } bad[] = {
+        {100, 0, "segments must be between 1 and 256"},
+        {1000, SK_ACTIVITY_SEGMENTS_MAX + 1, "segments must be between 1 and 256"},
+        {3, 4, "must not exceed the stock"},
+    };
+    for (int i = 0; i < 3; i++) {
+        valid_activity(&a, 120);
+        a.stock = bad[i].stock;
+        a.segments = bad[i].segments;
+        CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
+        CHECK_MSG(strstr(sk_store_errstr(st), bad[i].want) != NULL, "reason: %s",
+                  sk_store_errstr(st));
+        CHECK_EQ(sk_store_activity_get(st, 120, &got), SK_ENOTFOUND);
+    }
     sk_store_close(st);
 }
 
@@ -405,20 +504,23 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     /* Hand-written SQL cannot store what the engine would refuse either. */
     sk_store_close(be_open(b));
     static const char *const bad[] = {
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0)",  /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0)",  /* above initial */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0)",    /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0)",  /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0)", /* end = start */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0)",  /* state */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0)",   /* name */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0)",  /* id 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0)", /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1)", /* burst < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1)",  /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1)",  /* above initial */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1)",    /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1)",  /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1)", /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1)",  /* state */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1)",   /* name */
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1)",  /* id 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1)", /* rate < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1)", /* burst < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0)", /* segments 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1)", /* segments < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL)", /* segments */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0)"), 0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1)"), 0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
