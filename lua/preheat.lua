@@ -3,6 +3,7 @@
 -- ARGV: activity_id initial limit max_qty start_ms end_ms force(0|1)
 --       [rl_rate rl_burst] (the activity's per-user rate limit, requests
 --       per second and burst; absent or 0 = none, the global one applies)
+--       [seg seg_of] (this key set is segment seg of seg_of, docs/segments.md)
 -- Returns {rc, stock}
 --
 -- Never overwrites live stock unless forced, and never while the switch is
@@ -11,7 +12,7 @@
 for i = 1, 7 do
   if not string.match(ARGV[i] or '', '^[0-9]+$') or #ARGV[i] > 15 then return {RC.BAD_ARGUMENT, 0} end
 end
-for i = 8, 9 do
+for i = 8, 11 do
   if ARGV[i] and (not string.match(ARGV[i], '^[0-9]+$') or #ARGV[i] > 15) then return {RC.BAD_ARGUMENT, 0} end
 end
 local rl_rate, rl_burst = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
@@ -33,6 +34,11 @@ redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'initial', initial, 'limit', limit, 'max_qty', maxq,
            'start_ms', s, 'end_ms', e, 'open', '0')
 redis.call('HSETNX', KEYS[1], 'released', 0)
+-- A segment's own stock is initial + xin - xout - held; a preheat restarts
+-- that count (the forced stock above is initial - held).
+if ARGV[10] and ARGV[11] then
+  redis.call('HSET', KEYS[1], 'seg', ARGV[10], 'seg_of', ARGV[11], 'xin', 0, 'xout', 0)
+end
 -- The activity's rate limit rides in meta, read by the admission call.
 if rl_rate > 0 then
   redis.call('HSET', KEYS[1], 'rl_rate', rl_rate, 'rl_burst', rl_burst > 0 and rl_burst or rl_rate)

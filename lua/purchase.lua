@@ -1,16 +1,18 @@
 -- purchase.lua - one atomic admission: switch, window, quantity, stock,
 -- per-user limit, then decrement + count + order event, all or nothing.
--- KEYS: meta stock buyers orders idem ledger
--- ARGV: activity_id user_id quantity [idempotency_key]
+-- KEYS: meta stock buyers orders idem ledger xin
+-- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
--- or, for RATE_LIMITED, the retry-after in ms}. Only the activity's own
--- per-user rate limit (meta) applies here; the global limits and the
--- per-IP one travel with purchase_batch, which the service uses.
+-- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
+-- segments}. Only the activity's own per-user rate limit (meta) applies
+-- here; the global limits and the per-IP one travel with purchase_batch,
+-- which the service uses.
 -- Sold out and no Idempotency-Key: one GET and out, before anything else
 -- is set up (this is most of the traffic once the stock is gone).
 if (ARGV[4] or '') == '' and redis.call('GET', KEYS[2]) == '0' then return {RC.SOLD_OUT, '', 0, 0} end
 --#include "lib/admit.lua"
-if not string.find(ARGV[1] or '', '^%d+$') or not ARGV[2] or not ARGV[3] then
+if not (string.find(ARGV[1] or '', '^%d+$') or string.find(ARGV[1] or '', '^%d+%.%d+$'))
+   or not ARGV[2] or not ARGV[3] then
   return {RC.BAD_ARGUMENT, '', -1, 0}
 end
 local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1, {ips = {}})

@@ -1,21 +1,29 @@
--- purchase_batch.lua - N purchases of one activity in one call, decided in
--- arrival order; one bad entry never fails the others.
--- KEYS: meta stock buyers orders idem ledger
--- ARGV: activity_id, user_rate, user_burst, ip_rate, ip_burst (the global
---       rate limits, '0' = off; the activity's own per-user limit in meta
---       wins), then per purchase: user_id, quantity, idempotency_key ('' for
---       none), client_ip ('' for none)
+-- purchase_batch.lua - N purchases of one activity (or one segment of it)
+-- in one call, decided in arrival order; one bad entry never fails the others.
+-- KEYS: meta stock buyers orders idem ledger xin
+-- ARGV: label ("<ID>" or "<ID>.<seg>"), user_rate, user_burst, ip_rate,
+--       ip_burst (the global rate limits, '0' = off; the activity's own
+--       per-user limit in meta wins), xfer_id, xfer_qty (a transfer of stock
+--       lent to this segment by another one, applied first and once; ''
+--       and 0 for none; purchases refused for lack of stock are not
+--       charged by the rate limiters, so their re-admission is charged
+--       once), then per purchase: user_id, quantity, idempotency_key (''
+--       for none), client_ip ('' for none)
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read)};
--- a RATE_LIMITED entry carries its retry-after in ms in the qty slot.
+-- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a
+-- SEGMENTED entry the number of segments.
 --#include "lib/admit.lua"
-local n = (#ARGV - 5) / 4
-if n < 1 or n ~= math.floor(n) or not string.find(ARGV[1], '^%d+$') then
-  return redis.error_reply('purchase_batch: ARGV must be activity_id, 4 rate limits, then user/qty/key/ip quads')
+--#include "lib/xfer.lua"
+local n = (#ARGV - 7) / 4
+if n < 1 or n ~= math.floor(n) or not (string.find(ARGV[1], '^%d+$') or string.find(ARGV[1], '^%d+%.%d+$')) then
+  return redis.error_reply('purchase_batch: ARGV must be label, 4 rate limits, xfer id and qty, then user/qty/key/ip quads')
 end
+local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
+if xid ~= '' and xqty > 0 then xfer_in(KEYS[1], KEYS[2], KEYS[7], xid, xqty) end
 local users, qtys, idems = {}, {}, {}
 local rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5], ips = {}}
 for i = 1, n do
-  local b = 4 * i + 2
+  local b = 4 * i + 4
   users[i] = ARGV[b]
   qtys[i] = ARGV[b + 1]
   idems[i] = ARGV[b + 2]

@@ -1,21 +1,25 @@
 -- release.lua - give an order's units back, once per order.
 -- KEYS: meta stock buyers released(set of order ids) ledger
--- ARGV: activity_id order_id user_id quantity
+-- ARGV: label ("<ID>", or "<ID>.<seg>" for a segment) order_id user_id quantity
 -- Returns {rc, units given back}
 --
 -- The order must be in the ledger, belong to user_id and be for quantity
 -- units (so no caller can release an order twice under another id, or
 -- someone else's order). The ledger entry is marked before any change, so
 -- a second release is refused. Stock + sum(buyers) == initial holds, and
--- the cap at initial is a second belt.
+-- the cap at initial (for a segment: initial + xin - xout, what it owns)
+-- is a second belt.
 local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-if not string.match(aid or '', '^[0-9]+$') or not string.match(user or '', '^[0-9]+$')
+if not (string.match(aid or '', '^[0-9]+$') or string.match(aid or '', '^[0-9]+%.[0-9]+$'))
+   or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
-   or not string.match(oid or '', '^' .. aid .. '%-[0-9]+%-[0-9]+$') then
+   or not string.match(oid or '', '^' .. string.gsub(aid, '%.', '%%.') .. '%-[0-9]+%-[0-9]+$') then
   return {RC.BAD_ARGUMENT, 0}
 end
 local q = tonumber(qs)
-local initial = tonumber(redis.call('HGET', KEYS[1], 'initial'))
+local mi = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout')
+local initial = tonumber(mi[1])
+if initial then initial = initial + tonumber(mi[2] or '0') - tonumber(mi[3] or '0') end
 if not initial then return {RC.UNKNOWN_ACTIVITY, 0} end
 local rec = redis.call('HGET', KEYS[5], oid)
 if not rec then return {RC.UNKNOWN_ORDER, 0} end

@@ -3,11 +3,12 @@
 -- Returns {exists, open, initial, stock, released, limit, max_qty, start_ms,
 --          end_ms, buyers, held, stream_len, reconcile_drift (-1: never),
 --          reconcile_ms, backlog (entries the order worker has not acknowledged:
---          pending + lag of group "seckill"; -1 when unknown), dlq length}
+--          pending + lag of group "seckill"; -1 when unknown), dlq length,
+--          xin, xout (units a segment received from and lent to others)}
 local m = redis.call('HMGET', KEYS[1], 'open', 'initial', 'released', 'limit', 'max_qty',
-                     'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms')
+                     'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms', 'xin', 'xout')
 local stock = redis.call('GET', KEYS[2])
-if not m[2] or not stock then return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0} end
+if not m[2] or not stock then return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0, 0, 0} end
 local xlen = redis.call('XLEN', KEYS[4])
 -- Backlog: without a group nothing was consumed yet (all of the stream).
 local backlog = xlen
@@ -25,4 +26,5 @@ local b = redis.call('HVALS', KEYS[3])
 for i = 1, #b do held = held + tonumber(b[i]) end
 return {1, m[1] == '1' and 1 or 0, tonumber(m[2]), tonumber(stock), tonumber(m[3] or '0'),
         tonumber(m[4]), tonumber(m[5]), tonumber(m[6]), tonumber(m[7]), #b, held,
-        xlen, tonumber(m[8] or '-1'), tonumber(m[9] or '0'), backlog, redis.call('XLEN', KEYS[5])}
+        xlen, tonumber(m[8] or '-1'), tonumber(m[9] or '0'), backlog, redis.call('XLEN', KEYS[5]),
+        tonumber(m[10] or '0'), tonumber(m[11] or '0')}

@@ -17,6 +17,7 @@
 #include "http_body.h"
 #include "keys.h"
 #include "log.h"
+#include "segment.h"
 #include "stock.h"
 
 /* An admin or read request waiting on Redis. */
@@ -72,31 +73,123 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
                      "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
                      "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
                      ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                     ",\"pay_timeout_s\":%" PRId64 "%s}",
+                     ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s}",
                      a->id, name, state, start, end, a->stock,
                      st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
-                     a->pay_timeout_s, rl);
+                     a->pay_timeout_s, a->segments, rl);
     sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
+}
+
+/* ---- live state of a segmented activity: every segment's state script
+ * and the base meta's reconcile verdict, in parallel, summed ------------- */
+
+typedef void (*state_done_fn)(struct op *o, const struct sk_stock_state *st); /* st NULL: failed */
+
+struct seg_state_op;
+struct seg_state_slot {
+    struct seg_state_op *so;
+    int seg; /* -1: the base meta */
+};
+struct seg_state_op {
+    struct op *o;
+    state_done_fn done;
+    int segments, pending, failed, added;
+    struct sk_stock_state sum;
+    int64_t drift, drift_ms;
+    struct seg_state_slot slot[SK_SEG_MAX + 1];
+};
+
+static void seg_state_answered(struct seg_state_op *so)
+{
+    if (--so->pending > 0) return;
+    if (!so->failed) {
+        so->sum.reconcile_drift = so->drift;
+        so->sum.reconcile_ms = so->drift_ms;
+    }
+    so->done(so->o, so->failed ? NULL : &so->sum);
+    free(so);
+}
+
+static void on_seg_state(void *data, redisReply *rep)
+{
+    struct seg_state_slot *sl = data;
+    struct seg_state_op *so = sl->so;
+    if (sl->seg < 0) {
+        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) so->failed = 1;
+        else {
+            if (rep->element[0]->type == REDIS_REPLY_STRING)
+                so->drift = strtoll(rep->element[0]->str, NULL, 10);
+            if (rep->element[1]->type == REDIS_REPLY_STRING)
+                so->drift_ms = strtoll(rep->element[1]->str, NULL, 10);
+        }
+    } else {
+        struct sk_stock_state one;
+        if (sk_stock_state_parse(rep, &one) < 0) so->failed = 1;
+        else sk_seg_state_add(&so->sum, &one, so->added++ == 0);
+    }
+    seg_state_answered(so);
+}
+
+/* Reads the summed state of o's segmented activity; done(o, st) runs once. */
+static void seg_state_read(struct op *o, state_done_fn done)
+{
+    int segs = (int)o->act.segments;
+    struct seg_state_op *so = calloc(1, sizeof *so);
+    if (!so) {
+        done(o, NULL);
+        return;
+    }
+    *so = (struct seg_state_op){.o = o, .done = done, .segments = segs, .drift = -1};
+    so->pending = segs + 2; /* +1 base meta, +1 held until all are sent */
+    for (int i = -1; i < segs; i++) {
+        struct sk_keys k;
+        struct seg_state_slot *sl = &so->slot[i + 1];
+        *sl = (struct seg_state_slot){so, i};
+        int rc;
+        if (i < 0) {
+            sk_keys_for(&k, o->act.id);
+            const char *argv[] = {"HMGET", k.meta, "reconcile_drift", "reconcile_ms"};
+            rc = sk_aredis_command(o->app->redis, on_seg_state, sl, 4, argv, NULL);
+        } else {
+            sk_keys_seg(&k, o->act.id, i);
+            const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
+                                on_seg_state, sl);
+        }
+        if (rc < 0) {
+            so->failed = 1;
+            so->pending--;
+        }
+    }
+    seg_state_answered(so);
+}
+
+static void state_for_activity_done(struct op *o, const struct sk_stock_state *st)
+{
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        if (!st)
+            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+        else
+            reply_activity(o->app, req, o->a.route, o->a.route == SK_ROUTE_admin_create ? 201 : 200,
+                           &o->act, st);
+    }
+    free(o);
 }
 
 static void on_state_for_activity(void *data, redisReply *rep)
 {
-    struct op *o = data;
     struct sk_stock_state st;
-    h2o_req_t *req = op_end(o);
-    if (req) {
-        if (sk_stock_state_parse(rep, &st) < 0)
-            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
-        else
-            reply_activity(o->app, req, o->a.route, o->a.route == SK_ROUTE_admin_create ? 201 : 200,
-                           &o->act, &st);
-    }
-    free(o);
+    state_for_activity_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 /* Reads the live state, then answers with the activity. Takes o. */
 static void answer_with_state(struct op *o)
 {
+    if (o->act.segments > 1) {
+        seg_state_read(o, state_for_activity_done);
+        return;
+    }
     struct sk_keys k;
     sk_keys_for(&k, o->act.id);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
@@ -139,6 +232,7 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.pay_timeout_s = b.pay_timeout_s;
     a.rl_per_user_per_s = b.rl_per_user_per_s;
     a.rl_burst = b.rl_burst;
+    a.segments = b.segments;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0) {
@@ -176,13 +270,8 @@ static int force_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
     return 1;
 }
 
-static void on_preheat(void *data, redisReply *rep)
+static void reply_preheat(struct op *o, int rc)
 {
-    struct op *o = data;
-    int rc = -1;
-    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-        rep->element[0]->type == REDIS_REPLY_INTEGER)
-        rc = (int)rep->element[0]->integer;
     if (rc == SK_RC_PREHEATED || rc == SK_RC_STOCK_LIVE) {
         if (rc == SK_RC_PREHEATED &&
             sk_store_activity_set_state(o->app->store, o->act.id, "preheated") < 0)
@@ -205,6 +294,15 @@ static void on_preheat(void *data, redisReply *rep)
     free(o);
 }
 
+static void on_preheat(void *data, redisReply *rep)
+{
+    int rc = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER)
+        rc = (int)rep->element[0]->integer;
+    reply_preheat(data, rc);
+}
+
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     struct sk_activity a;
@@ -218,6 +316,15 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     o->act = a;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
+    if (a.segments > 1) {
+        /* S+1 scripts in order (each segment's preheat needs what its
+         * buyers hold): the blocking client, on a route that is rare */
+        int prc;
+        sk_redis *r = sk_app_redis_sync(app);
+        if (!r || sk_stock_preheat(r, &d, force, &prc, NULL) < 0) prc = -1;
+        reply_preheat(o, prc);
+        return 0;
+    }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
     char v[9][24];
@@ -229,13 +336,8 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     return 0;
 }
 
-static void on_switch(void *data, redisReply *rep)
+static void reply_switch(struct op *o, int rc)
 {
-    struct op *o = data;
-    int rc = -1;
-    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
-        rep->element[0]->type == REDIS_REPLY_INTEGER)
-        rc = (int)rep->element[0]->integer;
     if (rc == SK_RC_OK) {
         const char *state = o->a.route == SK_ROUTE_admin_open ? "open" : "closed";
         if (sk_store_activity_set_state(o->app->store, o->act.id, state) < 0)
@@ -254,6 +356,15 @@ static void on_switch(void *data, redisReply *rep)
     free(o);
 }
 
+static void on_switch(void *data, redisReply *rep)
+{
+    int rc = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER)
+        rc = (int)rep->element[0]->integer;
+    reply_switch(data, rc);
+}
+
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     struct sk_activity a;
@@ -263,6 +374,14 @@ int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     struct op *o = op_new(app, req, m->route);
     if (!o) return 0;
     o->act = a;
+    if (a.segments > 1) {
+        int src, segs = (int)a.segments;
+        sk_redis *r = sk_app_redis_sync(app);
+        if (!r || sk_seg_set_open(r, a.id, segs, m->route == SK_ROUTE_admin_open, &src) < 0)
+            src = -1;
+        reply_switch(o, src);
+        return 0;
+    }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
     const char *keys[] = {k.meta};
@@ -272,14 +391,13 @@ int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     return 0;
 }
 
-static void on_stats(void *data, redisReply *rep)
+static void stats_done(struct op *o, const struct sk_stock_state *stp)
 {
-    struct op *o = data;
-    struct sk_stock_state st;
     h2o_req_t *req = op_end(o);
-    if (req && sk_stock_state_parse(rep, &st) < 0) {
+    if (req && !stp) {
         sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
     } else if (req) {
+        const struct sk_stock_state st = *stp;
         char refused[1024], body[2048], rat[SK_TIME_RFC3339_MAX] = "";
         if (st.reconcile_ms > 0) sk_time_format_rfc3339(st.reconcile_ms, rat, sizeof rat);
         if (sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0)
@@ -292,14 +410,22 @@ static void on_stats(void *data, redisReply *rep)
                          ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64
                          ",\"stream_backlog\":%" PRId64 ",\"dlq\":%" PRId64
                          ",\"db_stock\":%" PRId64 ",\"reconcile_drift\":%" PRId64
-                         ",\"reconcile_at\":\"%s\",\"refused_this_process\":%s}",
+                         ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64
+                         ",\"in_transit\":%" PRId64 ",\"refused_this_process\":%s}",
                          o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false",
                          initial, remaining, st.held, st.buyers, st.released, st.stream_len,
-                         st.backlog, st.dlq, o->act.stock_db, st.reconcile_drift, rat, refused);
+                         st.backlog, st.dlq, o->act.stock_db, st.reconcile_drift, rat,
+                         o->act.segments, st.in_transit, refused);
         sk_http_reply(o->app, req, o->a.route, 200, "application/json", body,
                       n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
     }
     free(o);
+}
+
+static void on_stats(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    stats_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -311,6 +437,10 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     struct op *o = op_new(app, req, m->route);
     if (!o) return 0;
     o->act = a;
+    if (a.segments > 1) {
+        seg_state_read(o, stats_done);
+        return 0;
+    }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};

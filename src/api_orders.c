@@ -26,17 +26,25 @@ struct order_op {
     struct sk_cancel_result cr; /* cancel: the order and what the DB step did */
 };
 
-/* "<activity>-<ms>-<seq>": digits only, so it is safe as a key and in JSON. */
+/* "<activity>-<ms>-<seq>", or "<activity>.<seg>-<ms>-<seq>" for an order of
+ * segment seg of a segmented activity (docs/segments.md): digits, one
+ * optional dot in the label, two dashes, so it is safe as a key and in
+ * JSON. Anything else is the caller's mistake (400). */
 static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
 {
     memset(o, 0, sizeof *o);
     if (m->param_len == 0 || m->param_len >= sizeof o->order_id) return SK_EINVAL;
+    uint64_t aid;
+    int seg;
+    int ll = sk_keys_parse_label(m->param, m->param_len, &aid, &seg);
+    if (ll < 0 || seg >= SK_ACTIVITY_SEGMENTS_MAX) return SK_EINVAL;
+    /* the stream id after the label: "-<ms>-<seq>" */
     int dashes = 0;
     size_t run = 0;
-    for (size_t i = 0; i < m->param_len; i++) {
+    for (size_t i = (size_t)ll; i < m->param_len; i++) {
         char c = m->param[i];
         if (c == '-') {
-            if (run == 0) return SK_EINVAL;
+            if (i > (size_t)ll && run == 0) return SK_EINVAL;
             dashes++;
             run = 0;
         } else if (c >= '0' && c <= '9' && run < 20) {
@@ -48,10 +56,9 @@ static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
     if (dashes != 2 || run == 0) return SK_EINVAL;
     memcpy(o->order_id, m->param, m->param_len);
     o->order_id[m->param_len] = 0;
-    char *end;
-    o->activity_id = strtoull(o->order_id, &end, 10);
-    o->created_ms = strtoll(end + 1, NULL, 10);
-    return o->activity_id ? 0 : SK_EINVAL;
+    o->activity_id = aid;
+    o->created_ms = strtoll(o->order_id + ll + 1, NULL, 10);
+    return 0;
 }
 
 static void reply_order(struct sk_app *app, h2o_req_t *req, enum sk_route route,
@@ -124,8 +131,9 @@ static void ask_ledger(struct sk_app *app, h2o_req_t *req, enum sk_route route, 
     op->uid = uid;
     op->o = *o;
     sk_async_begin(app, &op->a, req, route);
+    /* the ledger of the order's own key set (its segment, if any) */
     struct sk_keys k;
-    sk_keys_for(&k, o->activity_id);
+    if (sk_keys_for_order(&k, o->order_id) < 0) sk_keys_for(&k, o->activity_id);
     const char *argv[] = {"HGET", k.ledger, o->order_id};
     if (sk_aredis_command(app->redis, on_ledger, op, 3, argv, NULL) < 0) on_ledger(op, NULL);
 }
@@ -139,7 +147,7 @@ static int order_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_ro
     struct sk_order id;
     if (parse_order_id(m, &id) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request",
-                      "order id must look like <activity>-<ms>-<seq>");
+                      "order id must look like <activity>[.<segment>]-<ms>-<seq>");
         return 1;
     }
     int rc = sk_store_order_get(app->store, id.order_id, o);
@@ -227,7 +235,7 @@ int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
     if (parse_order_id(m, &id) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request",
-                      "order id must look like <activity>-<ms>-<seq>");
+                      "order id must look like <activity>[.<segment>]-<ms>-<seq>");
         return 0;
     }
     struct sk_cancel_result cr;
@@ -259,14 +267,16 @@ int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     op->uid = uid;
     op->cr = cr;
     sk_async_begin(app, &op->a, req, m->route);
+    /* released where it was admitted: the key set its id names (release.lua
+     * refuses an id that does not start with the label) */
     struct sk_keys k;
-    sk_keys_for(&k, cr.order.activity_id);
-    char aid[24], user[24], qty[24];
-    snprintf(aid, sizeof aid, "%" PRIu64, cr.order.activity_id);
+    if (sk_keys_for_order(&k, cr.order.order_id) < 0 || k.activity_id != cr.order.activity_id)
+        sk_keys_for(&k, cr.order.activity_id);
+    char user[24], qty[24];
     snprintf(user, sizeof user, "%" PRIu64, cr.order.user_id);
     snprintf(qty, sizeof qty, "%" PRId64, cr.order.quantity);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
-    const char *args[] = {aid, cr.order.order_id, user, qty};
+    const char *args[] = {k.label, cr.order.order_id, user, qty};
     if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, 5, keys, 4, args, NULL, on_release, op) < 0)
         on_release(op, NULL);
     return 0;

@@ -3,7 +3,15 @@
  * batching: purchases that arrive in one event-loop pass go to Redis as one
  * purchase_batch call per activity, sent at the end of that pass (no timer,
  * so batching adds no delay). Rate limits travel inside that call
- * (docs/rate-limit.md): no extra round trip. */
+ * (docs/rate-limit.md): no extra round trip.
+ *
+ * Segmented activities (docs/segments.md): a purchase goes to its buyer's
+ * home segment (the first batch of an activity goes to its base keys,
+ * which answer SEGMENTED with the count; the process remembers it). What a
+ * home cannot serve borrows: one read of every segment's stock in
+ * parallel, a transfer from the fullest, and a re-admission at home with
+ * the transfer applied, at most S rounds. Only when every segment was seen
+ * empty is the activity sold out here. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +25,7 @@
 #include "http_body.h"
 #include "keys.h"
 #include "log.h"
+#include "segment.h"
 #include "stock.h"
 
 /* How often a sold-out activity is re-checked, so released stock sells. */
@@ -30,9 +39,15 @@ struct pending {
     char ip[SK_IP_TEXT];
 };
 
+struct borrow;
+
 struct sk_batch {
     struct sk_app *app;
     uint64_t aid;
+    int seg;               /* SK_SEG_NONE: the activity's own (base) keys */
+    struct borrow *borrow; /* set on a re-admission after a transfer */
+    char xfer_id[SK_XFER_ID_MAX];
+    int64_t xfer_qty;
     size_t n;
     int64_t sent_us;
     struct pending *items[SK_BATCH_MAX];
@@ -81,17 +96,239 @@ static void reply_admission(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                   sk_rc_message(ad->rc));
 }
 
+/* Answers one purchase that leaves the engine: 503 when why is set. */
+static void finish_one(struct sk_app *app, uint64_t aid, struct pending *p,
+                       const struct sk_admission *ad, const char *why)
+{
+    inflight_done(app, aid);
+    /* a client that left still has its order: the admission stands */
+    h2o_req_t *req = sk_async_end(app, &p->a);
+    if (why) {
+        sk_metrics_refusal(app->metrics, "unavailable");
+        if (req) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", why);
+    } else {
+        if (ad->rc != SK_RC_OK) sk_metrics_refusal_rc(app->metrics, ad->rc);
+        if (req) reply_admission(app, req, aid, ad);
+    }
+    free(p);
+}
+
+static void fail_items(struct sk_app *app, uint64_t aid, struct pending **items, size_t n,
+                       const char *why)
+{
+    for (size_t i = 0; i < n; i++) finish_one(app, aid, items[i], NULL, why);
+}
+
+static void fail_batch(struct sk_batch *b, const char *why);
+static void send_batch(struct sk_app *app, struct sk_batch *b);
+static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid, int seg);
+
+static void mark_sold_out(struct sk_app *app, uint64_t aid)
+{
+    struct sk_act_cache *c = sk_app_act(app, aid, 1);
+    if (c && !c->sold_out) {
+        c->sold_out = 1;
+        c->checked_ms = sk_mono_ms();
+    }
+}
+
+/* ---- segments: reading every segment's stock at once ------------------- */
+
+struct seg_scan;
+typedef void (*seg_scan_done)(struct seg_scan *sc);
+
+struct seg_slot {
+    struct seg_scan *sc;
+    int seg;
+};
+
+struct seg_scan {
+    struct sk_app *app;
+    uint64_t aid;
+    int segments, pending, failed;
+    seg_scan_done done;
+    int64_t stocks[SK_SEG_MAX]; /* -1: no stock key */
+    struct seg_slot slot[SK_SEG_MAX];
+};
+
+static void on_scan_get(void *data, redisReply *rep)
+{
+    struct seg_slot *sl = data;
+    struct seg_scan *sc = sl->sc;
+    if (!rep || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL)) sc->failed = 1;
+    else sc->stocks[sl->seg] = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
+    if (--sc->pending == 0) sc->done(sc);
+}
+
+/* Sends one GET per segment; sc->done runs when all answered. Returns 0,
+ * or <0 when nothing could be sent (done will not run). */
+static int scan_start(struct seg_scan *sc)
+{
+    sc->pending = sc->segments;
+    sc->failed = 0;
+    for (int i = 0; i < sc->segments; i++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, sc->aid, i);
+        const char *argv[] = {"GET", k.stock};
+        sc->slot[i] = (struct seg_slot){sc, i};
+        if (sk_aredis_command(sc->app->redis, on_scan_get, &sc->slot[i], 2, argv, NULL) < 0) {
+            /* the ones sent still answer: count this one as answered, failed */
+            sc->failed = 1;
+            if (--sc->pending == 0) {
+                sc->done(sc);
+                return 0;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- segments: borrowing for purchases a home segment could not serve -- */
+
+struct borrow {
+    struct seg_scan sc; /* first: the scan's done callback casts back */
+    int home, round;
+    size_t n;
+    struct pending **items;
+    struct sk_admission *res; /* the last answer of each (a stock refusal) */
+};
+
+static void borrow_free(struct borrow *bo)
+{
+    free(bo->items);
+    free(bo->res);
+    free(bo);
+}
+
+/* No lender left: the stock refusals stand; every segment empty (home
+ * included) makes the activity sold out in this process. */
+static void borrow_finish(struct borrow *bo)
+{
+    struct sk_app *app = bo->sc.app;
+    for (size_t i = 0; i < bo->n; i++) finish_one(app, bo->sc.aid, bo->items[i], &bo->res[i], NULL);
+    int empty = !bo->sc.failed;
+    for (int i = 0; empty && i < bo->sc.segments; i++) empty = bo->sc.stocks[i] == 0;
+    if (empty) mark_sold_out(app, bo->sc.aid);
+    borrow_free(bo);
+}
+
+static void borrow_fail(struct borrow *bo, const char *why)
+{
+    fail_items(bo->sc.app, bo->sc.aid, bo->items, bo->n, why);
+    borrow_free(bo);
+}
+
+static void on_transfer(void *data, redisReply *rep)
+{
+    struct borrow *bo = data;
+    struct sk_app *app = bo->sc.app;
+    int trc;
+    int64_t taken = 0, left;
+    char id[SK_XFER_ID_MAX];
+    if (!rep || sk_seg_transfer_parse(rep, &trc, &taken, id, &left) < 0) {
+        borrow_fail(bo, "redis is unreachable; try again");
+        return;
+    }
+    if (sk_seg_lend_refusal_final(trc)) {
+        /* closed (or gone) since: that is the answer, not sold out */
+        for (size_t i = 0; i < bo->n; i++) bo->res[i].rc = trc;
+        bo->sc.failed = 1; /* not a sold-out verdict */
+        borrow_finish(bo);
+        return;
+    }
+    if (trc != SK_RC_TRANSFERRED || taken <= 0) {
+        /* the lender drained (or closed) meanwhile: look again */
+        if (++bo->round >= bo->sc.segments || scan_start(&bo->sc) < 0) borrow_finish(bo);
+        return;
+    }
+    struct sk_batch *b = malloc(sizeof *b);
+    if (!b) {
+        borrow_fail(bo, "out of memory");
+        return;
+    }
+    b->app = app;
+    b->aid = bo->sc.aid;
+    b->seg = bo->home;
+    b->borrow = bo;
+    snprintf(b->xfer_id, sizeof b->xfer_id, "%s", id);
+    b->xfer_qty = taken;
+    b->n = bo->n;
+    memcpy(b->items, bo->items, bo->n * sizeof *bo->items);
+    send_batch(app, b);
+}
+
+static void on_borrow_scanned(struct seg_scan *sc)
+{
+    struct borrow *bo = (struct borrow *)sc;
+    if (sc->failed) {
+        borrow_fail(bo, "redis is unreachable; try again");
+        return;
+    }
+    int from = sk_seg_pick_lender(sc->stocks, sc->segments, bo->home);
+    if (from < 0) {
+        borrow_finish(bo);
+        return;
+    }
+    int64_t want = 0;
+    for (size_t i = 0; i < bo->n; i++) want += bo->items[i]->p.quantity;
+    struct sk_keys k;
+    sk_keys_seg(&k, sc->aid, from);
+    char a[2][24];
+    snprintf(a[0], sizeof a[0], "%d", bo->home);
+    snprintf(a[1], sizeof a[1], "%" PRId64, want);
+    const char *keys[] = {k.meta, k.stock, k.xout};
+    const char *args[] = {a[0], a[1]};
+    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, on_transfer,
+                       bo) < 0)
+        borrow_fail(bo, "redis is unreachable; try again");
+}
+
+/* Takes over n purchases of a home segment that it could not serve. */
+static void borrow_start(struct sk_app *app, uint64_t aid, int segments, int home,
+                         struct pending **items, const struct sk_admission *res, size_t n)
+{
+    struct borrow *bo = calloc(1, sizeof *bo);
+    if (bo) {
+        bo->items = malloc(n * sizeof *bo->items);
+        bo->res = malloc(n * sizeof *bo->res);
+    }
+    if (!bo || !bo->items || !bo->res) {
+        if (bo) borrow_free(bo);
+        fail_items(app, aid, items, n, "out of memory");
+        return;
+    }
+    bo->sc = (struct seg_scan){.app = app, .aid = aid, .segments = segments,
+                               .done = on_borrow_scanned};
+    bo->home = home;
+    bo->n = n;
+    memcpy(bo->items, items, n * sizeof *items);
+    memcpy(bo->res, res, n * sizeof *res);
+    scan_start(&bo->sc);
+}
+
+static int refused_by_stock(int rc) { return rc == SK_RC_SOLD_OUT || rc == SK_RC_INSUFFICIENT; }
+
+/* ---- batches ------------------------------------------------------------- */
+
 static void fail_batch(struct sk_batch *b, const char *why)
 {
+    fail_items(b->app, b->aid, b->items, b->n, why);
+    if (b->borrow) borrow_free(b->borrow);
+    free(b);
+}
+
+/* The base keys said the activity is segmented: remember the count and
+ * send every purchase of the batch to its home segment. */
+static void reroute(struct sk_batch *b, int segments)
+{
     struct sk_app *app = b->app;
+    struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
+    if (c) c->segments = segments;
     for (size_t i = 0; i < b->n; i++) {
-        inflight_done(app, b->aid);
-        h2o_req_t *req = sk_async_end(app, &b->items[i]->a);
-        if (req) {
-            sk_metrics_refusal(app->metrics, "unavailable");
-            sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", why);
-        }
-        free(b->items[i]);
+        struct pending *p = b->items[i];
+        struct sk_batch *hb = batch_for(app, b->aid, sk_seg_home(p->p.user_id, segments));
+        if (!hb) fail_items(app, b->aid, &p, 1, "out of memory");
+        else hb->items[hb->n++] = p;
     }
     free(b);
 }
@@ -115,6 +352,11 @@ static void on_batch_reply(void *data, redisReply *rep)
     }
     sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
     sk_metrics_batch(app->metrics, b->n);
+    if (res[0].rc == SK_RC_SEGMENTED && b->seg == SK_SEG_NONE && res[0].quantity > 1 &&
+        res[0].quantity <= SK_SEG_MAX) {
+        reroute(b, (int)res[0].quantity);
+        return;
+    }
     /* Unknown to Redis but defined in the store: created, not preheated.
      * A buyer sees it as closed, as GET /activities/{id} says. Only ids
      * Redis does not know pay for this lookup. */
@@ -124,24 +366,35 @@ static void on_batch_reply(void *data, redisReply *rep)
             for (size_t i = 0; i < b->n; i++)
                 if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
     }
-    size_t admitted = 0;
+    /* A segment's stock refusals are not final: they borrow (a re-admission
+     * keeps its borrow going), in arrival order. */
+    struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
+    int segments = b->borrow ? b->borrow->sc.segments : c ? c->segments : 0;
+    struct pending *more[SK_BATCH_MAX];
+    struct sk_admission more_res[SK_BATCH_MAX];
+    size_t nmore = 0, admitted = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct pending *p = b->items[i];
-        inflight_done(app, b->aid);
+        if (b->seg >= 0 && segments > 1 && refused_by_stock(res[i].rc)) {
+            more_res[nmore] = res[i];
+            more[nmore++] = b->items[i];
+            continue;
+        }
         if (res[i].rc == SK_RC_OK) admitted++;
-        else sk_metrics_refusal_rc(app->metrics, res[i].rc);
-        /* a client that left still has its order: the admission stands */
-        h2o_req_t *req = sk_async_end(app, &p->a);
-        if (req) reply_admission(app, req, b->aid, &res[i]);
-        free(p);
+        finish_one(app, b->aid, b->items[i], &res[i], NULL);
     }
     sk_metrics_admission(app->metrics, admitted);
-    if (remaining == 0) {
-        struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
-        if (c && !c->sold_out) {
-            c->sold_out = 1;
-            c->checked_ms = sk_mono_ms();
-        }
+    if (b->borrow) {
+        struct borrow *bo = b->borrow;
+        bo->n = nmore;
+        memcpy(bo->items, more, nmore * sizeof *more);
+        memcpy(bo->res, more_res, nmore * sizeof *more_res);
+        if (nmore == 0) borrow_free(bo);
+        else if (++bo->round >= bo->sc.segments) borrow_finish(bo);
+        else scan_start(&bo->sc);
+    } else if (nmore > 0) {
+        borrow_start(app, b->aid, segments, b->seg, more, more_res, nmore);
+    } else if (remaining == 0 && b->seg == SK_SEG_NONE) {
+        mark_sold_out(app, b->aid);
     }
     free(b);
 }
@@ -149,7 +402,7 @@ static void on_batch_reply(void *data, redisReply *rep)
 static void send_batch(struct sk_app *app, struct sk_batch *b)
 {
     struct sk_keys k;
-    sk_keys_for(&k, b->aid);
+    sk_keys_seg(&k, b->aid, b->seg);
     const char *keys[SK_PURCHASE_NKEYS];
     sk_keys_purchase(&k, keys);
     size_t argc = SK_BATCH_ARGC(b->n), cap = SK_BATCH_ARG_BYTES(b->n);
@@ -162,10 +415,12 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
     const struct sk_config *cf = &app->cfg;
     struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
                                 cf->rate_ip_burst};
-    if (buf && args && lens &&
-        sk_stock_batch_args_rl(b->aid, &rl, ps, b->n, buf, cap, args, lens) == 0)
-        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys, (int)argc, args, lens,
-                            on_batch_reply, b);
+    struct sk_batch_head h = {.label = k.label, .rl = &rl,
+                              .xfer_id = b->borrow ? b->xfer_id : NULL,
+                              .xfer_qty = b->borrow ? b->xfer_qty : 0};
+    if (buf && args && lens && sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0)
+        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                            (int)argc, args, lens, on_batch_reply, b);
     free(buf);
     free(args);
     free(lens);
@@ -178,12 +433,13 @@ void sk_purchase_flush(struct sk_app *app)
     app->n_open = 0;
 }
 
-/* The open batch of this pass for an activity; a full one is sent first. */
-static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid)
+/* The open batch of this pass for an activity's key set (seg: the home
+ * segment, or SK_SEG_NONE); a full one is sent first. */
+static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid, int seg)
 {
     for (size_t i = 0; i < app->n_open; i++) {
         struct sk_batch *b = app->open_batches[i];
-        if (b->aid != aid) continue;
+        if (b->aid != aid || b->seg != seg) continue;
         if (b->n < SK_BATCH_MAX) return b;
         send_batch(app, b);
         app->open_batches[i] = app->open_batches[--app->n_open];
@@ -200,6 +456,10 @@ static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid)
     if (!b) return NULL;
     b->app = app;
     b->aid = aid;
+    b->seg = seg;
+    b->borrow = NULL;
+    b->xfer_id[0] = 0;
+    b->xfer_qty = 0;
     b->n = 0;
     app->open_batches[app->n_open++] = b;
     return b;
@@ -255,7 +515,9 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
             return 0;
         }
     }
-    struct sk_batch *b = batch_for(app, m->id);
+    struct sk_act_cache *sc = sk_app_act(app, m->id, 0);
+    int seg = sc && sc->segments > 1 ? sk_seg_home(uid, sc->segments) : SK_SEG_NONE;
+    struct sk_batch *b = batch_for(app, m->id, seg);
     struct pending *p = b ? malloc(sizeof *p) : NULL;
     if (!p) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
@@ -276,23 +538,38 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
 
 /* The cache array may move while a check is in flight: carry the id. */
 struct stock_check {
+    struct seg_scan sc; /* segmented activities: every segment's stock */
     struct sk_app *app;
     uint64_t id;
 };
 
-static void on_stock_check(void *data, redisReply *rep)
+/* Stock back above zero (a release), or the activity is gone: stop
+ * answering locally. */
+static void recheck_done(struct sk_app *app, uint64_t id, int back)
 {
-    struct stock_check *chk = data;
-    struct sk_act_cache *c = sk_app_act(chk->app, chk->id, 0);
-    free(chk);
+    struct sk_act_cache *c = sk_app_act(app, id, 0);
     if (!c) return;
     c->rechecking = 0;
     c->checked_ms = sk_mono_ms();
-    /* Stock back above zero (a release), or the activity is gone: stop
-     * answering locally. */
-    if (rep && (rep->type == REDIS_REPLY_NIL ||
-                (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)))
-        c->sold_out = 0;
+    if (back) c->sold_out = 0;
+}
+
+static void on_stock_check(void *data, redisReply *rep)
+{
+    struct stock_check *chk = data;
+    recheck_done(chk->app, chk->id,
+                 rep && (rep->type == REDIS_REPLY_NIL ||
+                         (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)));
+    free(chk);
+}
+
+static void on_segments_checked(struct seg_scan *sc)
+{
+    struct stock_check *chk = (struct stock_check *)sc;
+    int back = 0;
+    for (int i = 0; !sc->failed && i < sc->segments; i++) back |= sc->stocks[i] != 0;
+    recheck_done(chk->app, chk->id, back);
+    free(chk);
 }
 
 void sk_purchase_tick(struct sk_app *app)
@@ -301,16 +578,23 @@ void sk_purchase_tick(struct sk_app *app)
     for (size_t i = 0; i < app->n_acts; i++) {
         struct sk_act_cache *c = &app->acts[i];
         if (!c->sold_out || c->rechecking || now - c->checked_ms < SOLDOUT_RECHECK_MS) continue;
-        struct sk_keys k;
-        sk_keys_for(&k, c->id);
-        const char *argv[] = {"GET", k.stock};
-        struct stock_check *chk = malloc(sizeof *chk);
+        struct stock_check *chk = calloc(1, sizeof *chk);
         if (!chk) return;
         chk->app = app;
         chk->id = c->id;
-        if (sk_aredis_command(app->redis, on_stock_check, chk, 2, argv, NULL) == 0)
-            c->rechecking = 1;
-        else
+        c->rechecking = 1;
+        if (c->segments > 1) {
+            chk->sc = (struct seg_scan){.app = app, .aid = c->id, .segments = c->segments,
+                                        .done = on_segments_checked};
+            scan_start(&chk->sc); /* may finish (and free chk) at once */
+            continue;
+        }
+        struct sk_keys k;
+        sk_keys_for(&k, c->id);
+        const char *argv[] = {"GET", k.stock};
+        if (sk_aredis_command(app->redis, on_stock_check, chk, 2, argv, NULL) < 0) {
+            c->rechecking = 0;
             free(chk);
+        }
     }
 }

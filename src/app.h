@@ -11,6 +11,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "redis_async.h"
+#include "redis_conn.h"
 #include "router.h"
 #include "store.h"
 
@@ -23,6 +24,7 @@ struct sk_act_cache {
     int rechecking;      /* a GET stock is in flight */
     int64_t checked_ms;  /* last sold-out check */
     int64_t inflight;    /* purchases queued or waiting for Redis (max_inflight) */
+    int segments;        /* 0: not known yet (the first call tells), 1, or S > 1 */
 };
 
 struct sk_app {
@@ -33,6 +35,7 @@ struct sk_app {
     h2o_socket_t *listener;
     int listen_fd;
     sk_aredis *redis;
+    sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
     sk_metrics *metrics;
     sk_store *store;
     int inflight;                   /* requests accepted, not yet answered */
@@ -80,6 +83,12 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
 
 /* The cache entry of an activity, created on demand (NULL when full). */
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
+
+/* The blocking Redis client of this process, connected on first use, for
+ * admin operations of several dependent steps (a segmented preheat or
+ * switch: S+1 scripts). It blocks the event loop for those round trips;
+ * purchases never use it. NULL (and logged) when it cannot connect. */
+sk_redis *sk_app_redis_sync(struct sk_app *app);
 
 /* End of a loop pass: send the batches collected in it. */
 void sk_purchase_flush(struct sk_app *app);

@@ -240,6 +240,24 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
     return a->req;
 }
 
+sk_redis *sk_app_redis_sync(struct sk_app *app)
+{
+    if (!app->redis_sync) {
+        char err[200];
+        if (sk_redis_new(&app->redis_sync, app->cfg.redis, app->cfg.redis_timeout_ms,
+                         app->cfg.redis_timeout_ms, err, sizeof err) < 0) {
+            sk_log(SK_LOG_ERROR, "redis (blocking client): %s", err);
+            app->redis_sync = NULL;
+            return NULL;
+        }
+    }
+    if (sk_redis_ensure(app->redis_sync) < 0) {
+        sk_log(SK_LOG_WARN, "redis (blocking client): %s", app->redis_sync->errstr);
+        return NULL;
+    }
+    return app->redis_sync;
+}
+
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
 {
     for (size_t i = 0; i < app->n_acts; i++)
@@ -437,6 +455,7 @@ int sk_server_run(const struct sk_config *cfg)
     int left = app->inflight;
     sk_log(left ? SK_LOG_ERROR : SK_LOG_INFO, "stopped, %d requests unanswered", left);
     sk_aredis_free(app->redis);
+    if (app->redis_sync) sk_redis_free(app->redis_sync);
     sk_store_close(app->store);
     sk_metrics_free(app->metrics);
     /* h2o's context cannot be disposed while client connections are still

@@ -2,7 +2,8 @@
  * order_worker.h for the protocol), and `seckill worker`.
  *
  * A pass over the followed activities:
- *   1. re-list activities (new ones get a consumer group, created at id 0
+ *   1. re-list activities (new ones get a consumer group per stream -- one
+ *      stream, or one per segment of a segmented activity -- created at id 0
  *      with MKSTREAM so entries written before the group are consumed);
  *   2. history: this consumer's own pending entries (left by a previous
  *      life of the same consumer name, or by a failed batch);
@@ -31,6 +32,7 @@
 #include "keys.h"
 #include "log.h"
 #include "redis_conn.h"
+#include "segment.h"
 #include "store.h"
 
 #define DB_ATTEMPTS 5    /* store attempts per batch before leaving it pending */
@@ -40,15 +42,18 @@
 #define TRIM_EVERY_MS 1000
 #define ID_MAX 48 /* "<ms>-<seq>" */
 
+/* One followed order stream: an unsegmented activity's, or one segment's
+ * (k.seg >= 0; k.label "<ID>.<seg>" prefixes its order ids). */
 struct stream {
-    uint64_t aid;
+    uint64_t aid; /* the activity's numeric id, also the entries' aid field */
     struct sk_keys k;
     int group_ready;
     int history_due;           /* re-read this consumer's own pending entries */
     char history_from[ID_MAX]; /* where the history pass continues */
     char claim_cursor[ID_MAX]; /* XAUTOCLAIM cursor, "0-0" at the start */
     int64_t next_claim_ms, next_trim_ms;
-    int seen; /* mark for the re-list */
+    int seen;     /* mark for the re-list */
+    int segcheck; /* base stream of an activity that may still turn out segmented */
 };
 
 enum { FROM_NEW, FROM_HISTORY, FROM_CLAIM };
@@ -335,6 +340,105 @@ static int make_group(sk_worker *w, struct stream *s)
 
 /* ---- Activities ------------------------------------------------------- */
 
+/* Segmented activities (docs/segments.md): an activity of S > 1 segments
+ * has one order stream per segment, {a<ID>.s<i>}, and none of its own; the
+ * worker follows all S of them, each exactly like an unsegmented
+ * activity's stream (its own group, history, claims, DLQ and trimming).
+ * Redis decides: the base meta's "segments" field, written last by the
+ * segmented preheat, is what routes purchases, so it is what routes the
+ * worker too.
+ *
+ * An activity first seen before it was preheated has no base meta yet: it
+ * is followed as unsegmented (its base stream), and marked `segcheck`. On
+ * every re-list the marked activities are checked again, all of them in one
+ * pipelined round of HMGET segments initial: "segments" present -> switch to
+ * the segment streams; "initial" present without it -> preheated
+ * unsegmented, settled; neither -> still not preheated, check again. The
+ * first entry read from a base stream settles it as well (a segmented
+ * activity's base keys hold no stock, so nothing is ever admitted there).
+ * A base stream that loses its group (its keys were dropped: the activity
+ * deleted and created again, or Redis restarted empty) is marked again,
+ * since its keys may come back segmented. So the check costs one round
+ * trip per re-list, and only while some activity in the store has no live
+ * keys in Redis. Purchases cannot start before
+ * the preheat (and the switch, after it), so no order waits longer than one
+ * re-list interval for its stream to be followed. */
+
+/* Grows w->s to hold `more` more streams. */
+static int grow_streams(sk_worker *w, size_t more)
+{
+    if (w->ns + more <= w->scap) return 0;
+    size_t ncap = w->scap ? w->scap * 2 : 16;
+    while (ncap < w->ns + more)
+        ncap *= 2;
+    struct stream *ns = realloc(w->s, ncap * sizeof *ns);
+    if (!ns) return SK_ENOMEM;
+    w->s = ns;
+    w->scap = ncap;
+    return 0;
+}
+
+/* Follows the stream of key set (aid, seg). */
+static void add_stream(sk_worker *w, uint64_t aid, int seg, int segcheck)
+{
+    struct stream *s = &w->s[w->ns++];
+    memset(s, 0, sizeof *s);
+    s->aid = aid;
+    sk_keys_seg(&s->k, aid, seg);
+    snprintf(s->claim_cursor, sizeof s->claim_cursor, "0-0");
+    s->seen = 1;
+    s->segcheck = segcheck;
+    sk_log(SK_LOG_DEBUG, "worker: following %s (activity %" PRIu64 ")", s->k.orders, aid);
+}
+
+/* Segment counts of aids[0..n) in one pipelined round: segs[i] = S (> 1:
+ * segmented), 1 when preheated unsegmented, 0 when not known yet (no base
+ * meta, or an unexpected reply). */
+static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sk_keys k;
+        sk_keys_for(&k, aids[i]);
+        const char *argv[] = {"HMGET", k.meta, "segments", "initial"};
+        int rc = sk_redis_append(w->r, 4, argv, NULL);
+        if (rc) return redis_fail(w, rc, "HMGET segments");
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *rep;
+        int rc = sk_redis_read(w->r, &rep);
+        if (rc) return redis_fail(w, rc, "HMGET segments");
+        segs[i] = 0;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            const redisReply *sg = rep->element[0], *in = rep->element[1];
+            long v = sg->type == REDIS_REPLY_STRING ? strtol(sg->str, NULL, 10) : 0;
+            if (v > 1 && v <= SK_SEG_MAX)
+                segs[i] = (int)v;
+            else if (sg->type == REDIS_REPLY_NIL && in->type == REDIS_REPLY_STRING)
+                segs[i] = 1;
+        } else {
+            sk_log(SK_LOG_WARN, "worker: segments of activity %" PRIu64 ": %s", aids[i],
+                   rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        }
+        freeReplyObject(rep);
+    }
+    redis_ok(w);
+    return 0;
+}
+
+/* Entries in stream key (XLEN) into *len. */
+static int stream_len(sk_worker *w, const char *key, long long *len)
+{
+    redisReply *rep;
+    int rc = sk_redis_cmd(w->r, &rep, "XLEN %s", key);
+    if (rc) return redis_fail(w, rc, "XLEN");
+    if (rep->type == REDIS_REPLY_INTEGER)
+        *len = rep->integer;
+    else
+        rc = reply_fail(w, rep, "XLEN");
+    freeReplyObject(rep);
+    return rc;
+}
+
 static int relist(sk_worker *w)
 {
     uint64_t *ids;
@@ -348,40 +452,71 @@ static int relist(sk_worker *w)
     }
     for (size_t j = 0; j < w->ns; j++)
         w->s[j].seen = 0;
+    /* check[0..nc): activities to ask Redis about: new ones first, then
+     * followed base streams still marked segcheck. */
+    uint64_t *check = malloc((n + w->ns + 1) * sizeof *check);
+    int *segs = malloc((n + w->ns + 1) * sizeof *segs);
+    if (!check || !segs) {
+        free(ids), free(check), free(segs);
+        return SK_ENOMEM;
+    }
+    size_t nnew = 0, nc;
     for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < w->ns && w->s[j].aid != ids[i])
-            j++;
-        if (j < w->ns) {
-            w->s[j].seen = 1;
-            continue;
-        }
-        if (w->ns == w->scap) {
-            size_t ncap = w->scap ? w->scap * 2 : 16;
-            struct stream *ns = realloc(w->s, ncap * sizeof *ns);
-            if (!ns) {
-                free(ids);
-                return SK_ENOMEM;
-            }
-            w->s = ns;
-            w->scap = ncap;
-        }
-        struct stream *s = &w->s[w->ns++];
-        memset(s, 0, sizeof *s);
-        s->aid = ids[i];
-        sk_keys_for(&s->k, ids[i]);
-        snprintf(s->claim_cursor, sizeof s->claim_cursor, "0-0");
-        s->seen = 1;
-        sk_log(SK_LOG_INFO, "worker: following activity %" PRIu64 " (%s)", s->aid, s->k.orders);
+        int known = 0;
+        for (size_t j = 0; j < w->ns; j++)
+            if (w->s[j].aid == ids[i]) w->s[j].seen = known = 1;
+        if (!known) check[nnew++] = ids[i];
     }
     free(ids);
-    /* A deleted activity's stream was dropped with it: stop following. */
+    /* A deleted activity's streams were dropped with it: stop following. */
     size_t k = 0;
     for (size_t j = 0; j < w->ns; j++)
         if (w->s[j].seen) w->s[k++] = w->s[j];
     w->ns = k;
-    atomic_store(&w->c.activities, (uint64_t)k);
-    return 0;
+    nc = nnew;
+    for (size_t j = 0; j < w->ns; j++)
+        if (w->s[j].segcheck) check[nc++] = w->s[j].aid;
+    rc = nc ? seg_counts(w, check, nc, segs) : 0;
+    for (size_t i = 0; rc == 0 && i < nc; i++) {
+        int S = segs[i];
+        if (i < nnew) {
+            if ((rc = grow_streams(w, S > 1 ? (size_t)S : 1)) != 0) break;
+            if (S > 1)
+                for (int g = 0; g < S; g++)
+                    add_stream(w, check[i], g, 0);
+            else
+                add_stream(w, check[i], SK_SEG_NONE, S == 0);
+            sk_log(SK_LOG_INFO, "worker: following activity %" PRIu64 " (%d stream%s)", check[i],
+                   S > 1 ? S : 1, S > 1 ? "s" : "");
+            continue;
+        }
+        size_t j = 0;
+        while (j < w->ns && !(w->s[j].segcheck && w->s[j].aid == check[i]))
+            j++;
+        if (j == w->ns || S == 0) continue; /* still not preheated */
+        w->s[j].segcheck = 0;
+        if (S == 1) continue; /* preheated unsegmented: settled */
+        /* Preheated segmented since we saw it: follow its segments. Its base
+         * stream (made by our MKSTREAM) holds nothing; one that does holds
+         * orders that must still be drained, so it stays followed. */
+        long long len = 0;
+        if ((rc = stream_len(w, w->s[j].k.orders, &len)) != 0) {
+            w->s[j].segcheck = 1; /* decided on the next re-list */
+            break;
+        }
+        if ((rc = grow_streams(w, (size_t)S)) != 0) break;
+        if (len == 0) w->s[j] = w->s[--w->ns];
+        for (int g = 0; g < S; g++)
+            add_stream(w, check[i], g, 0);
+        sk_log(SK_LOG_INFO,
+               "worker: activity %" PRIu64 " was preheated with %d segments: following "
+               "their streams",
+               check[i], S);
+    }
+    free(check);
+    free(segs);
+    atomic_store(&w->c.activities, (uint64_t)w->ns);
+    return rc;
 }
 
 /* ---- Parsing ---------------------------------------------------------- */
@@ -477,7 +612,14 @@ static void parse_entry(const sk_worker *w, struct entry *e, struct sk_order *o)
         snprintf(e->reason, sizeof e->reason, "entry id is not a stream id");
         goto bad;
     }
-    snprintf(o->order_id, sizeof o->order_id, "%" PRIu64 "-%.*s", aid, (int)e->idlen, e->id);
+    /* "<label>-<stream id>": the label names the segment ("<ID>.<seg>"), so
+     * the order id alone finds the order's key set (sk_keys_for_order). */
+    int len =
+        snprintf(o->order_id, sizeof o->order_id, "%s-%.*s", s->k.label, (int)e->idlen, e->id);
+    if (len < 0 || (size_t)len >= sizeof o->order_id) {
+        snprintf(e->reason, sizeof e->reason, "order id does not fit");
+        goto bad;
+    }
     snprintf(o->stream_id, sizeof o->stream_id, "%.*s", (int)e->idlen, e->id);
     o->activity_id = aid;
     o->user_id = uid;
@@ -500,6 +642,8 @@ static int add_entries(sk_worker *w, size_t si, const redisReply *list, int sour
         if (it->type != REDIS_REPLY_ARRAY || it->elements != 2 ||
             it->element[0]->type != REDIS_REPLY_STRING || it->element[0]->len >= ID_MAX)
             return SK_EPROTO;
+        /* An entry in a base stream: the activity is not segmented. */
+        w->s[si].segcheck = 0;
         struct entry *e = &w->e[(*n)++];
         memset(e, 0, sizeof *e);
         e->si = si;
@@ -753,6 +897,18 @@ static int process(sk_worker *w, size_t n)
 
 /* ---- Fetching ---------------------------------------------------------- */
 
+/* Stream s lost its group: its keys were dropped (the activity deleted, or
+ * Redis restarted without persistence). Re-list before re-creating it (a
+ * deleted activity's stream must not come back), and check a base
+ * stream's activity for segments again: its keys may come back from a
+ * segmented preheat. */
+static void lost_group(sk_worker *w, struct stream *s)
+{
+    s->group_ready = 0;
+    if (s->k.seg == SK_SEG_NONE) s->segcheck = 1;
+    w->next_relist_ms = 0;
+}
+
 /* This consumer's own pending entries of stream si (XREADGROUP ... <id>). */
 static int fetch_history(sk_worker *w, size_t si, size_t *got)
 {
@@ -765,8 +921,7 @@ static int fetch_history(sk_worker *w, size_t si, size_t *got)
     redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
-        s->group_ready = 0;
-        w->next_relist_ms = 0; /* deleted activity? re-list before re-creating */
+        lost_group(w, s);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
                rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements == 2) {
         rc = add_entries(w, si, rep->element[0]->element[1], FROM_HISTORY, &n);
@@ -803,8 +958,7 @@ static int fetch_claimed(sk_worker *w, size_t si, size_t *got)
     redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
-        s->group_ready = 0;
-        w->next_relist_ms = 0; /* deleted activity? re-list before re-creating */
+        lost_group(w, s);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
                rep->element[0]->type == REDIS_REPLY_STRING &&
                rep->element[0]->len < sizeof s->claim_cursor) {
@@ -871,8 +1025,7 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
          * keys dropped): re-create them all, cheap and idempotent. */
         sk_log(SK_LOG_WARN, "worker: %s; re-creating consumer groups", rep->str);
         for (size_t i = 0; i < w->ns; i++)
-            w->s[i].group_ready = 0;
-        w->next_relist_ms = 0; /* a deleted activity's stream must not come back */
+            lost_group(w, &w->s[i]);
     } else if (rep->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < rep->elements && rc == 0; i++) {
             const redisReply *sr = rep->element[i];

@@ -3,7 +3,11 @@
  *
  * For every activity in the store (re-listed periodically, so a new
  * activity is picked up without a restart) the worker is a consumer of the
- * group "seckill" on sk:{a<ID>}:orders. Per fetch: XREADGROUP a batch,
+ * group "seckill" on sk:{a<ID>}:orders, or, for an activity preheated with
+ * S > 1 segments (docs/segments.md), on each segment's stream
+ * sk:{a<ID>.s<i>}:orders (order ids "<ID>.<i>-<stream id>"; the segment
+ * count is read from Redis, see relist in order_worker.c). Per fetch:
+ * XREADGROUP a batch,
  * parse it, persist it in ONE store transaction (sk_store_orders_persist:
  * the order id is the primary key, so a re-delivered entry is a no-op),
  * and only after the commit XACK. A crash anywhere leaves the entries
@@ -15,7 +19,8 @@
  * Poison: an entry that cannot be an order (missing or garbage fields, or
  * refused by the store's constraints) stays pending and is delivered
  * again; once its delivery count exceeds max_deliveries it is moved to the
- * dead-letter stream sk:{a<ID>}:dlq (reason + original fields) and acked in
+ * dead-letter stream of its key set, sk:{a<ID>}:dlq or sk:{a<ID>.s<i>}:dlq
+ * (reason + original fields) and acked in
  * one MULTI. A valid entry is never dead-lettered: when the database is
  * down it waits in the stream, however many times it was delivered.
  *
@@ -63,7 +68,8 @@ struct sk_worker_stats {
     uint64_t deleted;        /* pending entries found deleted from the stream */
     uint64_t db_errors;      /* failed store transactions (retried) */
     uint64_t redis_errors;   /* failed Redis calls (retried) */
-    uint64_t activities;     /* streams followed now */
+    uint64_t activities;     /* streams followed now (one per segment of a segmented
+                                activity) */
 };
 
 typedef struct sk_worker sk_worker;

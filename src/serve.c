@@ -26,6 +26,7 @@
 #include "log.h"
 #include "order_worker.h"
 #include "reconcile.h"
+#include "segment.h"
 #include "sweeper.h"
 #include "store.h"
 
@@ -155,6 +156,17 @@ static void reconcile_all(const struct sk_config *cfg)
     size_t n = 0;
     if (sk_store_activity_ids(st, &ids, &n) == 0) {
         for (size_t i = 0; i < n && !atomic_load(&reconcile_stop); i++) {
+            /* Roll forward stock transfers a dead borrower left half done
+             * (docs/segments.md): always safe, and it must not wait for an
+             * operator, or those units stay unsellable. */
+            int segs;
+            int64_t units = 0;
+            if (sk_seg_count(r, ids[i], &segs) == 0 && segs > 1 &&
+                sk_seg_settle(r, ids[i], segs, &units) == 0 && units > 0)
+                sk_log(SK_LOG_WARN,
+                       "reconcile: activity %llu: settled %lld unit(s) of stock transfers a "
+                       "borrower left half done",
+                       (unsigned long long)ids[i], (long long)units);
             struct sk_reconcile_report rep;
             if (sk_reconcile_activity(st, r, ids[i], NULL, &rep) == 0) {
                 if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);

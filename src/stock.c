@@ -12,6 +12,7 @@
 #include "error.h"
 #include "keys.h"
 #include "script.h"
+#include "segment.h"
 
 #define U64_DIGITS 21
 
@@ -46,13 +47,12 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     struct sk_keys k;
     sk_keys_for(&k, aid);
     char a[3][U64_DIGITS];
-    snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
     snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
     snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
     const char *keys[SK_PURCHASE_NKEYS];
     sk_keys_purchase(&k, keys);
-    const char *args[] = {a[0], a[1], a[2], p->idem ? p->idem : ""};
-    size_t lens[] = {strlen(a[0]), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
+    const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : ""};
+    size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
     redisReply *rep;
     int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 4, args, lens, &rep);
     if (rc < 0) {
@@ -68,6 +68,8 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     set_order_id(res, rep->element[1]);
     if (remaining) *remaining = rep->element[2]->integer;
     freeReplyObject(rep);
+    if (res->rc == SK_RC_SEGMENTED)
+        return sk_seg_purchase_batch(r, aid, (int)res->quantity, NULL, p, 1, res, remaining);
     return 0;
 }
 
@@ -78,44 +80,64 @@ int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
     return sk_stock_purchase_idem(r, aid, &p, res, remaining);
 }
 
-int sk_stock_batch_args_rl(uint64_t aid, const struct sk_rate_limits *rl,
-                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
-                           const char **args, size_t *lens)
+/* Copies len bytes of v into buf at *off as argument i. */
+static int put_arg(char *buf, size_t cap, size_t *off, const char *v, size_t len,
+                   const char **args, size_t *lens, size_t i)
 {
-    if (n == 0 || n > SK_BATCH_MAX) return SK_EINVAL;
+    if (len + 1 > cap - *off) return SK_ENOMEM;
+    memcpy(buf + *off, v, len);
+    buf[*off + len] = 0;
+    args[i] = buf + *off;
+    lens[i] = len;
+    *off += len + 1;
+    return 0;
+}
+
+int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
+                             char *buf, size_t cap, const char **args, size_t *lens)
+{
+    if (n == 0 || n > SK_BATCH_MAX || !h->label) return SK_EINVAL;
     struct sk_rate_limits none = {0, 0, 0, 0};
-    if (!rl) rl = &none;
+    const struct sk_rate_limits *rl = h->rl ? h->rl : &none;
+    const char *xid = h->xfer_id ? h->xfer_id : "";
+    if (strlen(xid) >= SK_XFER_ID_MAX || strlen(h->label) >= SK_LABEL_MAX) return SK_EINVAL;
     const int64_t head[4] = {rl->user_per_s, rl->user_burst, rl->ip_per_s, rl->ip_burst};
     size_t off = 0;
-    int w = snprintf(buf, cap, "%" PRIu64, aid);
-    if (w < 0 || (size_t)w >= cap) return SK_ENOMEM;
-    args[0] = buf;
-    lens[0] = (size_t)w;
-    off = (size_t)w + 1;
-    for (int f = 0; f < 4; f++) {
-        w = snprintf(buf + off, cap - off, "%" PRId64, head[f] > 0 ? head[f] : 0);
-        if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
-        args[1 + f] = buf + off;
-        lens[1 + f] = (size_t)w;
-        off += (size_t)w + 1;
+    char num[24];
+    int rc = put_arg(buf, cap, &off, h->label, strlen(h->label), args, lens, 0);
+    for (int f = 0; rc == 0 && f < 4; f++) {
+        int w = snprintf(num, sizeof num, "%" PRId64, head[f] > 0 ? head[f] : 0);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(1 + f));
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t base = 5 + 4 * i;
-        for (int f = 0; f < 2; f++) {
-            w = f == 0 ? snprintf(buf + off, cap - off, "%" PRIu64, p[i].user_id)
-                       : snprintf(buf + off, cap - off, "%" PRId64, p[i].quantity);
-            if (w < 0 || (size_t)w >= cap - off) return SK_ENOMEM;
-            args[base + (size_t)f] = buf + off;
-            lens[base + (size_t)f] = (size_t)w;
-            off += (size_t)w + 1;
-        }
+    if (rc == 0) rc = put_arg(buf, cap, &off, xid, strlen(xid), args, lens, 5);
+    if (rc == 0) {
+        int w = snprintf(num, sizeof num, "%" PRId64, h->xfer_qty > 0 ? h->xfer_qty : 0);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, 6);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t base = 7 + 4 * i;
+        int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
+        if (rc) break;
+        w = snprintf(num, sizeof num, "%" PRId64, p[i].quantity);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base + 1);
         /* key and IP are passed by reference: no copy on the hot path */
         args[base + 2] = p[i].idem ? p[i].idem : "";
         lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
         args[base + 3] = p[i].ip ? p[i].ip : "";
         lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
     }
-    return 0;
+    return rc;
+}
+
+int sk_stock_batch_args_rl(uint64_t aid, const struct sk_rate_limits *rl,
+                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                           const char **args, size_t *lens)
+{
+    char label[SK_LABEL_MAX];
+    snprintf(label, sizeof label, "%" PRIu64, aid);
+    struct sk_batch_head h = {.label = label, .rl = rl};
+    return sk_stock_batch_args_head(&h, p, n, buf, cap, args, lens);
 }
 
 int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
@@ -145,31 +167,43 @@ int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase 
     return sk_stock_purchase_batch_rl(r, aid, NULL, p, n, res, remaining);
 }
 
-int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
-                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
-                               int64_t *remaining)
+int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_batch_head *h,
+                        const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                        int64_t *remaining)
 {
     if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
     size_t cap = SK_BATCH_ARG_BYTES(n);
     char *buf = malloc(cap);
     const char **args = malloc(sizeof *args * SK_BATCH_ARGC(n));
     size_t *lens = malloc(sizeof *lens * SK_BATCH_ARGC(n));
     int rc = SK_ENOMEM;
     redisReply *rep = NULL;
-    if (buf && args && lens) rc = sk_stock_batch_args_rl(aid, rl, p, n, buf, cap, args, lens);
+    if (buf && args && lens) rc = sk_stock_batch_args_head(h, p, n, buf, cap, args, lens);
     if (rc == 0) {
         const char *keys[SK_PURCHASE_NKEYS];
-        sk_keys_purchase(&k, keys);
-        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys, (int)SK_BATCH_ARGC(n), args,
-                            lens, &rep);
+        sk_keys_purchase(k, keys);
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                            (int)SK_BATCH_ARGC(n), args, lens, &rep);
     }
     if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = proto(r, "purchase_batch");
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
     free(lens);
+    return rc;
+}
+
+int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                               int64_t *remaining)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    struct sk_batch_head h = {.label = k.label, .rl = rl};
+    int rc = sk_stock_batch_call(r, &k, &h, p, n, res, remaining);
+    /* a segmented activity answers from its base keys with the segment count */
+    if (rc == 0 && res[0].rc == SK_RC_SEGMENTED)
+        return sk_seg_purchase_batch(r, aid, (int)res[0].quantity, rl, p, n, res, remaining);
     return rc;
 }
 
@@ -202,14 +236,15 @@ static int eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *c
 int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t uid, int64_t qty,
                      int *rc_out, int64_t *given)
 {
+    /* the order id names its segment; another activity's id is refused by
+     * the script (it does not start with this label) */
     struct sk_keys k;
-    sk_keys_for(&k, aid);
-    char a[3][U64_DIGITS];
-    snprintf(a[0], sizeof a[0], "%" PRIu64, aid);
-    snprintf(a[1], sizeof a[1], "%" PRIu64, uid);
-    snprintf(a[2], sizeof a[2], "%" PRId64, qty);
+    if (sk_keys_for_order(&k, order_id) < 0 || k.activity_id != aid) sk_keys_for(&k, aid);
+    char a[2][U64_DIGITS];
+    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
+    snprintf(a[1], sizeof a[1], "%" PRId64, qty);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
-    const char *args[] = {a[0], order_id, a[1], a[2]};
+    const char *args[] = {k.label, order_id, a[0], a[1]};
     int64_t v[2];
     int rc = eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
     if (rc < 0) return rc;
@@ -233,6 +268,7 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][2
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
                      int64_t *stock)
 {
+    if (d->segments > 1) return sk_seg_preheat(r, d, force, rc_out, stock);
     struct sk_keys k;
     sk_keys_for(&k, d->id);
     char a[9][24];
@@ -249,18 +285,22 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
 
 int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
 {
+    int segs;
+    int rc = sk_seg_count(r, aid, &segs);
+    if (rc < 0) return rc;
+    if (segs > 1) return sk_seg_set_open(r, aid, segs, open, rc_out);
     struct sk_keys k;
     sk_keys_for(&k, aid);
     const char *keys[] = {k.meta};
     const char *args[] = {open ? "1" : "0"};
     int64_t v[1];
-    int rc = eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+    rc = eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     return 0;
 }
 
-#define STATE_FIELDS 16
+#define STATE_FIELDS 18
 
 int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
 {
@@ -275,12 +315,28 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
                                   .max_per_order = v[6], .start_ms = v[7], .end_ms = v[8],
                                   .buyers = v[9], .held = v[10], .stream_len = v[11],
                                   .reconcile_drift = v[12], .reconcile_ms = v[13],
-                                  .backlog = v[14], .dlq = v[15]};
+                                  .backlog = v[14], .dlq = v[15], .xin = v[16],
+                                  .xout = v[17], .segments = 1};
     return 0;
+}
+
+int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
+{
+    const struct sk_keys *k = kp;
+    const char *keys[] = {k->meta, k->stock, k->buyers, k->orders, k->dlq};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
+    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = proto(r, "state");
+    if (rep) freeReplyObject(rep);
+    return rc;
 }
 
 int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
 {
+    int segs;
+    int src = sk_seg_count(r, aid, &segs);
+    if (src < 0) return src;
+    if (segs > 1) return sk_seg_state(r, aid, segs, st);
     struct sk_keys k;
     sk_keys_for(&k, aid);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
@@ -291,8 +347,28 @@ int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
     return rc;
 }
 
+int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
+{
+    const struct sk_keys *k = kp;
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
+                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin);
+    if (rc < 0) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : proto(r, "DEL");
+    freeReplyObject(rep);
+    return rc;
+}
+
 int sk_stock_drop(sk_redis *r, uint64_t aid)
 {
+    int segs;
+    int src = sk_seg_count(r, aid, &segs);
+    if (src < 0) return src;
+    for (int i = 0; i < segs && segs > 1; i++) {
+        struct sk_keys sk;
+        sk_keys_seg(&sk, aid, i);
+        if ((src = sk_stock_drop_keys(r, &sk)) < 0) return src;
+    }
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "redis_conn.h"
 
 #define SK_ORDER_ID_MAX 64
@@ -70,8 +71,20 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
  * purchase_batch arguments as strings in buf (cap bytes, at least
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
  * decoding of its reply. Both pure, no I/O. */
-#define SK_BATCH_ARGC(n) (5 + 4 * (n))
-#define SK_BATCH_ARG_BYTES(n) (5 * 22 + (n) * (22 + 22 + SK_IDEM_MAX + 1))
+#define SK_BATCH_ARGC(n) (7 + 4 * (n))
+#define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 5 * 22 + (n) * (22 + 22 + 2))
+/* Longest stock transfer id ("<segment>-<n>"). */
+#define SK_XFER_ID_MAX 32
+
+/* The head of a purchase_batch call. */
+struct sk_batch_head {
+    const char *label;               /* "<ID>" or "<ID>.<seg>" (struct sk_keys.label) */
+    const struct sk_rate_limits *rl; /* NULL: none */
+    const char *xfer_id;             /* a transfer to apply first (segments), or NULL */
+    int64_t xfer_qty;
+};
+int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
+                             char *buf, size_t cap, const char **args, size_t *lens);
 int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
                         size_t cap, const char **args, size_t *lens);
 /* Same with global rate limits (NULL: none). */
@@ -81,7 +94,7 @@ int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining);
 
-/* Gives back an order's units once. *rc: SK_RC_RELEASED, ALREADY_RELEASED,
+/* Gives back an order's units once (to the segment the order id names). *rc: SK_RC_RELEASED, ALREADY_RELEASED,
  * UNKNOWN_ORDER (no such order, or not this user's, or another quantity),
  * UNKNOWN_ACTIVITY or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
 int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, uint64_t user_id,
@@ -92,9 +105,11 @@ struct sk_stock_def {
     int64_t initial, per_user_limit, max_per_order;
     int64_t start_ms, end_ms; /* unix ms, [start, end) */
     int64_t rl_per_user_per_s, rl_burst; /* the activity's own rate limit, 0 = none */
+    int64_t segments; /* stock segments (docs/segments.md); 0 or 1 = not segmented */
 };
 
-/* Writes stock and meta. *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
+/* Writes stock and meta (d->segments > 1: every segment, then the base
+ * meta; docs/segments.md). *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
  * BELOW_SOLD or BAD_ARGUMENT; *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 /* The preheat script's ARGV (shared with the async service): fills buf and
@@ -115,14 +130,27 @@ struct sk_stock_state {
     int64_t reconcile_ms;    /* when it ran (unix ms) */
     int64_t backlog;         /* stream entries the order worker has not acknowledged, -1 unknown */
     int64_t dlq;             /* dead-lettered entries */
+    int64_t xin, xout;       /* segment: units received from / lent to other segments */
+    int64_t segments;        /* 1, or how many segments the figures above sum */
+    int64_t in_transit;      /* segmented: units lent and not yet received (xout - xin) */
 };
 
-/* Live state, read by one script so the figures are from one instant. */
+/* Live state, read by one script so the figures are from one instant (for
+ * a segmented activity: one script per segment, summed; held + remaining +
+ * in_transit == initial still holds, each segment's figures being exact). */
 int sk_stock_state(sk_redis *r, uint64_t activity_id, struct sk_stock_state *st);
 /* Decodes the state script's reply (shared with the async service). */
 int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 
-/* Deletes every key of the activity. */
+/* Deletes every key of the activity (every segment's too). */
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);
+
+/* The same calls on one key set: an unsegmented activity, or one segment
+ * (segment.c builds the segmented operations from these). */
+int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_batch_head *h,
+                        const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                        int64_t *remaining);
+int sk_stock_state_keys(sk_redis *r, const struct sk_keys *k, struct sk_stock_state *st);
+int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *k);
 
 #endif

@@ -288,7 +288,18 @@ int sk_th_serve_stop(struct sk_th_serve *s, int sig)
         nanosleep(&ts, NULL);
     }
     s->pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (code != 0) {
+        /* the caller's check will fail: show why serve thinks it failed */
+        fprintf(stderr, "# seckill serve exited %d; the end of its log:\n", code);
+        FILE *f = fopen(s->log, "r");
+        char line[512], tail[20][512];
+        int n = 0;
+        while (f && fgets(line, sizeof line, f)) snprintf(tail[n++ % 20], sizeof tail[0], "%s", line);
+        if (f) fclose(f);
+        for (int i = n > 20 ? n - 20 : 0; i < n; i++) fprintf(stderr, "#   %s", tail[i % 20]);
+    }
+    return code;
 }
 
 static void cleanup(void)

@@ -447,6 +447,17 @@ SK_TEST(admin_create_refuses_each_malformed_field_with_400)
         {"per_user_limit", "true"},
         {"start", "1900000000"},
         {"end", "null"},
+        /* segments: an integer 1..256, at most the stock (10 here) */
+        {"segments", "0"},
+        {"segments", "-1"},
+        {"segments", "257"},
+        {"segments", "11"},
+        {"segments", "\"4\""},
+        {"segments", "1.5"},
+        {"segments", "2e0"},
+        {"segments", "null"},
+        {"segments", "true"},
+        {"segments", "[4]"},
     };
     /* Bodies that are not one JSON object. */
     static const char *const not_object[] = {"", "null", "[]", "{", "id=1", "{}", "{} {}"};
@@ -466,6 +477,96 @@ SK_TEST(admin_create_refuses_each_malformed_field_with_400)
     EXPECT_ERROR(get_activity(&v, id, &r), &r, 404, "unknown_activity");
     body_with(body, sizeof body, id, s, e, "extra", "1");
     EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    srv_stop(&v);
+}
+
+SK_TEST(admin_create_takes_segments_echoes_them_and_refuses_bad_ones_with_a_reason)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    char s[40], e[40], body[512], msg[256];
+    int64_t sm, em;
+    uint64_t seg = sk_th_unique_id(), plain = sk_th_unique_id(), bad = sk_th_unique_id();
+    window_ms(W_NOW, &sm, &em);
+    rfc3339(sm, s, sizeof s);
+    rfc3339(em, e, sizeof e);
+    srv_start(&v, NULL);
+
+    /* Given: echoed by the create answer and by the activity read. */
+    body_with(body, sizeof body, seg, s, e, "segments", "4");
+    EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    CHECK_EQ(JINT(&r, "segments"), 4);
+    CHECK_EQ(JINT(&r, "stock_initial"), 10);
+    EXPECT_STATUS(get_activity(&v, seg, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "segments"), 4);
+    /* Left out: 1. */
+    body_with(body, sizeof body, plain, s, e, "extra", "1");
+    EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    CHECK_EQ(JINT(&r, "segments"), 1);
+    EXPECT_STATUS(get_activity(&v, plain, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "segments"), 1);
+
+    /* Refused with a message that names the field and the rule. */
+    static const struct {
+        const char *value, *want;
+    } refused[] = {
+        {"0", "segments must be an integer between 1 and 256"},
+        {"257", "segments must be an integer between 1 and 256"},
+        {"\"2\"", "segments must be an integer between 1 and 256"},
+        {"11", "segments (11) must not exceed the stock (10)"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        body_with(body, sizeof body, bad, s, e, "segments", refused[i].value);
+        EXPECT_ERROR(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 400, "bad_request");
+        JSTR(&r, "message", msg);
+        CHECK_MSG(strstr(msg, refused[i].want) != NULL, "segments %s: message '%s' lacks '%s'",
+                  refused[i].value, msg, refused[i].want);
+    }
+    EXPECT_ERROR(get_activity(&v, bad, &r), &r, 404, "unknown_activity");
+    /* Equal to the stock (one unit per segment) is fine. */
+    body_with(body, sizeof body, bad, s, e, "segments", "10");
+    EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    CHECK_EQ(JINT(&r, "segments"), 10);
+    srv_stop(&v);
+}
+
+/* The whole lifecycle of a segmented activity over HTTP: preheat writes
+ * every segment, GET and stats sum them, buyers drain all segments
+ * (borrowing across them), close closes every segment. */
+SK_TEST(segmented_activity_preheats_opens_sells_out_and_closes_over_http)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    char s[40], e[40], body[512], st[32];
+    int64_t sm, em;
+    uint64_t id = sk_th_unique_id();
+    window_ms(W_NOW, &sm, &em);
+    rfc3339(sm, s, sizeof s);
+    rfc3339(em, e, sizeof e);
+    srv_start(&v, NULL);
+    body_with(body, sizeof body, id, s, e, "segments", "4"); /* stock 10, limit 1 */
+    EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    EXPECT_STATUS(admin_op(&v, id, "preheat", NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "stock_remaining"), 10);
+    EXPECT_STATUS(admin_op(&v, id, "preheat", NULL, &r), &r, 200); /* live: left alone */
+    CHECK_EQ(JINT(&r, "stock_remaining"), 10);
+    EXPECT_STATUS(buy(&v, id, 1, NULL, &r), &r, 403); /* not open yet */
+    EXPECT_STATUS(admin_op(&v, id, "open", NULL, &r), &r, 200);
+    expect_state(&v, id, "open");
+    /* 10 users buy one unit each: their homes drain unevenly and borrow */
+    for (uint64_t u = 1; u <= 9; u++) EXPECT_STATUS(buy(&v, id, u, NULL, &r), &r, 200);
+    for (uint64_t u = 1; u <= 9; u++) EXPECT_ERROR(buy(&v, id, u, NULL, &r), &r, 409, "limit_exceeded");
+    EXPECT_STATUS(buy(&v, id, 10, NULL, &r), &r, 200);
+    EXPECT_ERROR(buy(&v, id, 11, NULL, &r), &r, 409, "sold_out");
+    CHECK_EQ(remaining(&v, id), 0);
+    expect_stats(&v, id, 0, 10, 10);
+    EXPECT_STATUS(admin_op(&v, id, "stats", NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "segments"), 4);
+    CHECK_EQ(JINT(&r, "in_transit"), 0);
+    EXPECT_STATUS(admin_op(&v, id, "close", NULL, &r), &r, 200);
+    EXPECT_STATUS(get_activity(&v, id, &r), &r, 200);
+    JSTR(&r, "state", st);
+    CHECK_MSG(strcmp(st, "closed") == 0 || strcmp(st, "sold_out") == 0, "state %s", st);
     srv_stop(&v);
 }
 

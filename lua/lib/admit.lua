@@ -4,9 +4,11 @@
 -- KEYS[1] meta (hash)  KEYS[2] stock (string)  KEYS[3] buyers (hash user->units)
 -- KEYS[4] orders (stream)  KEYS[5] idem (hash "user:key" -> "qty:order_id")
 -- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
--- One activity, one hash tag, one slot.
+-- KEYS[7] xin (hash transfer id -> units received; segments only).
+-- One activity (or one segment of it), one hash tag, one slot.
 --
--- Invariant kept by every script: stock + sum(buyers) == initial.
+-- Invariant kept by every script: stock + sum(buyers) == initial, or for a
+-- segment (docs/segments.md) stock + sum(buyers) == initial + xin - xout.
 --
 -- Cost matters here (every admission runs this): reads are gathered into
 -- one GET, one HMGET of meta and one HMGET of all the buyers; decisions are
@@ -22,6 +24,7 @@
 -- expire. Cost: nothing when off; a GET and, when allowed, a SET PX per
 -- limiter and purchase when on.
 local RL_PREFIX = string.sub(KEYS[1], 1, -5) .. 'rl:' -- KEYS[1] is sk:{a<ID>}:meta
+local RL_SLACK_US = 5000
 
 -- One GCRA check of key at now_us (period_us between requests, burst
 -- requests at once). Returns 0 and the new TAT when allowed, or the wait
@@ -32,7 +35,13 @@ local function gcra(key, now_us, period_us, burst)
   if tat < now_us then tat = now_us end
   local new_tat = tat + period_us
   local allow_at = new_tat - burst * period_us
-  if now_us < allow_at then
+  -- Slack: a client that waits exactly the advertised time, timed by its
+  -- own clock, is let in although Redis's wall clock (TIME) may run a
+  -- little slower (NTP slews it by up to 0.05%): up to 5 ms, never more
+  -- than a quarter of a token.
+  local slack = period_us / 4
+  if slack > RL_SLACK_US then slack = RL_SLACK_US end
+  if now_us + slack < allow_at then
     local wait = math.ceil((allow_at - now_us) / 1000)
     if wait < 1 then wait = 1 end
     return wait, 0
@@ -75,8 +84,11 @@ end
 -- oid_1, qty_1, ...} (a RATE_LIMITED entry carries its retry-after in ms
 -- in the qty slot) and the stock after (-1 when the call was refused
 -- before the stock was read).
-local function admit_all(aid, users, qtys, idems, n, rl)
+local function admit_all(label, users, qtys, idems, n, rl)
   local out, fresh = {}, {}
+  -- label is "<ID>" or "<ID>.<seg>": the order id prefix; the stream's aid
+  -- field is the activity id alone.
+  local aid = string.match(label, '^(%d+)')
   local any_idem = false
   for i = 1, n do
     if idems[i] ~= '' then any_idem = true end
@@ -88,8 +100,14 @@ local function admit_all(aid, users, qtys, idems, n, rl)
     return out, 0
   end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst')
+                       'rl_rate', 'rl_burst', 'segments')
   local gate, now_us = RC.OK, 0
+  if not stock and m[8] then
+    -- A segmented activity's base keys hold no stock: the caller must route
+    -- to the buyer's segment; the qty slot says how many there are.
+    for i = 1, n do out[3 * i - 2] = RC.SEGMENTED; out[3 * i - 1] = ''; out[3 * i] = tonumber(m[8]) end
+    return out, -1
+  end
   if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
     gate = RC.UNKNOWN_ACTIVITY
   elseif m[1] ~= '1' then
@@ -125,13 +143,16 @@ local function admit_all(aid, users, qtys, idems, n, rl)
     local rc, oid, q = RC.OK, '', 0
     local pq, poid = nil, nil
     local ip = rl.ips[i] or ''
+    local uk, ut, ik, it = nil, 0, nil, 0
     if #u > 20 or not string.find(u, '^%d+$') or #k > 64 or #ip > 45
        or not string.find(ip, '^[%x:.]*$') then
       rc = RC.BAD_ARGUMENT
     else
-      -- Every request that reaches admission counts, retries included; a
-      -- refused one changes nothing else (it never reaches the stock).
-      local wait, uk, ut, ik, it = 0, nil, 0, nil, 0
+      -- Every request that reaches admission counts, retries included,
+      -- except one refused for lack of stock (charged below): a segment
+      -- passes those on to borrow and re-admits them, which must charge
+      -- once. A rate-limited one changes nothing else.
+      local wait = 0
       if u_period then
         uk = RL_PREFIX .. 'u:' .. u
         wait, ut = gcra(uk, now_us, u_period, u_burst)
@@ -139,10 +160,6 @@ local function admit_all(aid, users, qtys, idems, n, rl)
       if wait == 0 and ip_period and ip ~= '' then
         ik = RL_PREFIX .. 'ip:' .. ip
         wait, it = gcra(ik, now_us, ip_period, ip_burst)
-      end
-      if wait == 0 then
-        if uk then gcra_set(uk, now_us, ut) end
-        if ik then gcra_set(ik, now_us, it) end
       end
       if wait > 0 then
         rc, q = RC.RATE_LIMITED, wait
@@ -170,7 +187,7 @@ local function admit_all(aid, users, qtys, idems, n, rl)
           if not counts[u] then dirty[#dirty + 1] = u end
           counts[u] = had + q
           -- The stream entry id is the order id's unique part: no counter.
-          oid = aid .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q)
+          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q)
           -- The ledger lets release check the order is real and whose it
           -- is, even after its stream entry was persisted and trimmed.
           ledger[#ledger + 1] = oid
@@ -183,6 +200,10 @@ local function admit_all(aid, users, qtys, idems, n, rl)
           end
         end
       end
+    end
+    if (uk or ik) and rc ~= RC.RATE_LIMITED and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then
+      if uk then gcra_set(uk, now_us, ut) end
+      if ik then gcra_set(ik, now_us, it) end
     end
     out[3 * i - 2] = rc
     out[3 * i - 1] = oid

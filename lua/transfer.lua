@@ -1,0 +1,30 @@
+-- transfer.lua - the lending half of a stock transfer between segments
+-- (docs/segments.md): takes units from this segment for segment `to`.
+-- KEYS: meta stock xout (of the lending segment)
+-- ARGV: to (segment index) want (units the borrower needs)
+-- Returns {rc, units taken, transfer id or '', stock left here}
+--
+-- Takes max(want, half of what is left), capped at what is left: a drained
+-- segment that borrows gets enough for its next buyers too, so stock flows
+-- to where buyers are (rebalancing on demand) and halving keeps it from
+-- sloshing back. Lends only while the sale is open. The units leave this
+-- segment now and are recorded in xout under a fresh id; the borrower adds
+-- them to its own segment with that id (purchase_batch or xfer_in), once.
+local to, want = ARGV[1] or '', tonumber(ARGV[2] or '')
+if not string.find(to, '^%d+$') or not want or want < 1 or want % 1 ~= 0 then
+  return {RC.BAD_ARGUMENT, 0, '', -1}
+end
+local stock = tonumber(redis.call('GET', KEYS[2]) or '')
+if not stock then return {RC.UNKNOWN_ACTIVITY, 0, '', -1} end
+if stock <= 0 then return {RC.SOLD_OUT, 0, '', 0} end
+local m = redis.call('HMGET', KEYS[1], 'open', 'seg')
+if m[1] ~= '1' then return {RC.CLOSED, 0, '', stock} end
+local take = math.floor(stock / 2)
+if take < want then take = want end
+if take > stock then take = stock end
+local id = m[2] .. '-' .. redis.call('HINCRBY', KEYS[1], 'xseq', 1)
+local t = redis.call('TIME')
+redis.call('DECRBY', KEYS[2], take)
+redis.call('HINCRBY', KEYS[1], 'xout', take)
+redis.call('HSET', KEYS[3], id, to .. ':' .. take .. ':' .. (t[1] * 1000 + math.floor(t[2] / 1000)))
+return {RC.TRANSFERRED, take, id, stock - take}
