@@ -83,6 +83,7 @@ bench: all
 	$(BUILD)/seckill bench persist
 	$(BUILD)/seckill bench http
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
+	$(BUILD)/seckill bench cluster
 
 format:
 	clang-format -i src/*.c src/*.h tests/*.c tests/*.h bench/*.c tools/*.c

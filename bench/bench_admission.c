@@ -1179,6 +1179,7 @@ done:
 int sk_bench_http(int argc, char **argv); /* bench/bench_http.c */
 int sk_bench_persist(int argc, char **argv); /* bench/bench_persist.c */
 int sk_bench_strategies(int argc, char **argv); /* bench/bench_strategies.c */
+int sk_bench_cluster(int argc, char **argv); /* bench/bench_cluster.c */
 
 int sk_cli_bench(int argc, char **argv)
 {
@@ -1187,6 +1188,7 @@ int sk_cli_bench(int argc, char **argv)
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
                    "  admission   purchase and purchase_batch scripts against Redis\n"
+                   "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
                    "  http        seckill serve vs a static responder (nginx) over HTTP\n"
                    "  persist     order worker: Redis stream -> SQLite, orders/s\n"
                    "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
@@ -1197,5 +1199,8 @@ int sk_cli_bench(int argc, char **argv)
     if (!strcmp(argv[1], "http")) return sk_bench_http(argc - 1, argv + 1);
     if (!strcmp(argv[1], "persist")) return sk_bench_persist(argc - 1, argv + 1);
     if (!strcmp(argv[1], "strategies")) return sk_bench_strategies(argc - 1, argv + 1);
-    return sk_cli_usage_error("bench: unknown benchmark '%s' (available: admission, http)", argv[1]);
+    if (!strcmp(argv[1], "cluster")) return sk_bench_cluster(argc - 1, argv + 1);
+    return sk_cli_usage_error(
+        "bench: unknown benchmark '%s' (available: admission, cluster, http, persist, strategies)",
+        argv[1]);
 }

@@ -16,7 +16,11 @@
  *   lua        the engine, one purchase script call per request
  *   lua_batch  the engine, purchase_batch: each client thread takes --batch
  *              requests from the list at once and sends them in one call
- *   segmented  not built yet (issue 6)
+ *   segmented  lua_batch on an activity of SK_BENCH_SEGMENTS segments
+ *              (docs/segments.md): each batch split by home segment, one
+ *              call per segment, borrowing at the end of the sale; on one
+ *              Redis this only adds calls (its point is a cluster: see
+ *              `seckill bench cluster`)
  * After each strategy the store of truth is read back (Redis keys and order
  * list or stream, database rows): units sold, oversold (beyond stock),
  * undersold (stock left although more distinct buyers asked than there was
@@ -69,6 +73,7 @@
 #include "redis_conn.h"
 #include "redis_spawn.h"
 #include "script.h"
+#include "segment.h"
 #include "stock.h"
 
 int sk_bench_strategies(int argc, char **argv);
@@ -94,6 +99,8 @@ int sk_bench_strategies(int argc, char **argv);
 #define SK_BENCH_RB_CLIENTS "50"
 #define SK_BENCH_USER_BASE 1000000ULL
 #define SK_BENCH_AID_BASE 9100000000ULL
+/* Segments of the segmented strategy's activity. */
+#define SK_BENCH_SEGMENTS 8
 #define SK_BENCH_U64 24
 
 static const char sk_bench_release_lua[] =
@@ -121,7 +128,7 @@ enum sk_bench_sid {
 
 enum sk_bench_out { OUT_ADMITTED, OUT_SOLD_OUT, OUT_LIMIT, OUT_GAVE_UP };
 
-enum sk_bench_status { ST_PENDING, ST_RAN, ST_SKIPPED, ST_NOT_BUILT };
+enum sk_bench_status { ST_PENDING, ST_RAN, ST_SKIPPED };
 
 static const struct {
     const char *id, *label, *store;
@@ -503,7 +510,10 @@ static int buy_lua_batch(struct sk_bench_sw *w, const uint64_t *users, size_t n,
 {
     for (size_t i = 0; i < n; i++) /* designated: every other field zero */
         w->p[i] = (struct sk_purchase){.user_id = users[i], .quantity = 1};
-    int rc = sk_stock_purchase_batch(w->r, w->run->aid, w->p, n, w->res, NULL);
+    int rc = w->run->sid == SID_SEGMENTED
+                 ? sk_seg_purchase_batch(w->r, w->run->aid, SK_BENCH_SEGMENTS, NULL, w->p, n,
+                                         w->res, NULL)
+                 : sk_stock_purchase_batch(w->r, w->run->aid, w->p, n, w->res, NULL);
     if (rc < 0) return werr(w, rc, "purchase_batch", w->r->errstr);
     for (size_t i = 0; i < n; i++) {
         outs[i] = map_rc(w, w->res[i].rc);
@@ -698,7 +708,7 @@ static void pump(struct sk_bench_sw *w)
     struct sk_bench_srun *run = w->run;
     const struct sk_bench_sopts *o = &run->c->o;
     const uint64_t *users = run->c->users;
-    int64_t unit = run->sid == SID_LUA_BATCH ? o->batch : 1;
+    int64_t unit = run->sid == SID_LUA_BATCH || run->sid == SID_SEGMENTED ? o->batch : 1;
     int outs[SK_BATCH_MAX];
     for (;;) {
         if (atomic_load(&run->stop) || sk_bench_sint) break;
@@ -789,7 +799,8 @@ static int setup_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, char *e
                              .per_user_limit = 1,
                              .max_per_order = 1,
                              .start_ms = now - 60000,
-                             .end_ms = now + 86400000};
+                             .end_ms = now + 86400000,
+                             .segments = run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1};
     int rc, code;
     int64_t left;
     if ((rc = sk_stock_preheat(c->ctl, &d, 1, &code, &left)) < 0 ||
@@ -998,6 +1009,7 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     case SID_PG: rc = setup_pg(c, s->note, sizeof s->note); break;
     case SID_SQLITE: rc = setup_sqlite(c, s->note, sizeof s->note); break;
     case SID_LUA:
+    case SID_SEGMENTED:
     case SID_LUA_BATCH: rc = setup_lua(c, &run, s->note, sizeof s->note); break;
     default:
         rc = setup_redis_keys(c, &run);
@@ -1020,7 +1032,7 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
         ws[i].idx = (int)i;
         ws[i].rng = 0x5EED0000ULL + i;
         sk_hist_init(&ws[i].hist);
-        if (sid == SID_LUA_BATCH) {
+        if (sid == SID_LUA_BATCH || sid == SID_SEGMENTED) {
             ws[i].p = calloc((size_t)o->batch, sizeof *ws[i].p);
             ws[i].res = calloc((size_t)o->batch, sizeof *ws[i].res);
             if (!ws[i].p || !ws[i].res) rc = SK_ENOMEM;
@@ -1088,6 +1100,7 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     case SID_PG: rc = verify_pg(c, s); break;
     case SID_SQLITE: rc = verify_sqlite(c, s); break;
     case SID_LUA:
+    case SID_SEGMENTED:
     case SID_LUA_BATCH: rc = verify_lua(c, &run, s); break;
     default: rc = verify_redis_list(c, &run, s);
     }
@@ -1221,7 +1234,6 @@ static const char *status_name(enum sk_bench_status st)
     switch (st) {
     case ST_RAN: return "ran";
     case ST_SKIPPED: return "skipped";
-    case ST_NOT_BUILT: return "not_built";
     default: return "pending";
     }
 }
@@ -1402,8 +1414,7 @@ static void print_table(const struct sk_bench_sctx *c, const json_t *root)
     for (int i = 0; i < SID_COUNT; i++) {
         const struct sk_bench_strat *s = &c->s[i];
         if (s->status != ST_RAN) {
-            printf("  %-36s %s\n", sk_bench_sdef[i].label,
-                   s->status == ST_NOT_BUILT ? "not built yet (issue 6)" : s->note);
+            printf("  %-36s %s\n", sk_bench_sdef[i].label, s->note);
             continue;
         }
         char under[24];
@@ -1656,9 +1667,7 @@ static int write_chart(const json_t *root, const char *path, char *err, size_t c
         xml_text(f, jstr(s, "label", id));
         fprintf(f, "</text>\n");
         if (!ran) {
-            const char *why = !strcmp(jstr(s, "status", ""), "not_built")
-                                  ? "not built yet (issue 6)"
-                                  : jstr(s, "note", "not run");
+            const char *why = jstr(s, "note", "not run");
             fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"note\">", CH_LABEL_W + 6, y + 19);
             xml_text(f, why);
             fprintf(f, "</text>\n");
@@ -1940,11 +1949,6 @@ int sk_bench_strategies(int argc, char **argv)
     if (!c->users || start_servers(c) < 0) goto done;
 
     for (int i = 0; i < SID_COUNT && !sk_bench_sint; i++) {
-        if (i == SID_SEGMENTED) {
-            c->s[i].status = ST_NOT_BUILT;
-            snprintf(c->s[i].note, sizeof c->s[i].note, "not built yet (issue 6)");
-            continue;
-        }
         if (!o->json) fprintf(stderr, "seckill: bench strategies: %s...\n", sk_bench_sdef[i].label);
         run_strategy(c, (enum sk_bench_sid)i);
     }
@@ -1954,7 +1958,7 @@ int sk_bench_strategies(int argc, char **argv)
     }
     int ok = !sk_bench_sint;
     for (int i = 0; i < SID_COUNT; i++)
-        if (i != SID_SEGMENTED && (c->s[i].status != ST_RAN || !c->s[i].ok)) ok = 0;
+        if (c->s[i].status != ST_RAN || !c->s[i].ok) ok = 0;
     json_t *root = results_json(c, ok);
     if (o->json) {
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));

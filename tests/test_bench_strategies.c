@@ -75,10 +75,6 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
         const json_t *s = json_array_get(arr, i);
         const char *id = jstr(s, "id");
         CHECK_STR(id, want[i]);
-        if (!strcmp(id, "segmented")) {
-            CHECK_STR(jstr(s, "status"), "not_built");
-            continue;
-        }
         CHECK_MSG(!strcmp(jstr(s, "status"), "ran"), "%s did not run: %s", id,
                   json_string_value(json_object_get(s, "note")));
         CHECK_MSG(json_is_true(json_object_get(s, "verified")), "%s not verified", id);
@@ -138,7 +134,7 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     CHECK(strstr(out, "<svg") != NULL && strstr(out, "</svg>") != NULL);
     CHECK(strstr(out, "Redis+Lua batched") != NULL);
     CHECK(strstr(out, "OVERSOLD") != NULL);
-    CHECK(strstr(out, "not built yet (issue 6)") != NULL);
+    CHECK(strstr(out, "Redis+Lua segmented") != NULL);
     json_decref(root);
     free(out);
 }

@@ -1,0 +1,53 @@
+/* cluster_spawn.h - a private Redis Cluster of N masters (no replicas) for
+ * the binary's own use (benchmarks): redis-server --cluster-enabled yes on
+ * loopback ports picked from 20000-30000 whose cluster bus port (+10000) is
+ * free too, one fresh temporary directory, no persistence, slots split
+ * evenly with CLUSTER ADDSLOTS, the nodes joined with CLUSTER MEET; every
+ * node dies with the thread that started it (PR_SET_PDEATHSIG), even on a
+ * crash of this process.
+ *
+ * Modelled on redis_spawn.c (single server) and tests/cluster_harness.c
+ * (the test suite's 3 masters + 3 replicas, built with redis-cli); the
+ * three share their process handling by copy for now. */
+#ifndef SK_CLUSTER_SPAWN_H
+#define SK_CLUSTER_SPAWN_H
+#include <stddef.h>
+#include <sys/types.h>
+
+#define SK_CLUSTER_SPAWN_MAX 16
+
+struct sk_cluster_spawn {
+    int n;                           /* masters */
+    pid_t pid[SK_CLUSTER_SPAWN_MAX]; /* redis-server of node i, 0 when not running */
+    int port[SK_CLUSTER_SPAWN_MAX];  /* 127.0.0.1 port of node i (bus: port + 10000) */
+    char dir[256];                   /* working directory; node i in dir/n<i> */
+    char url[512];    /* "redis+cluster://127.0.0.1:P0,127.0.0.1:P1,...", for sk_redis_new */
+    char errstr[256]; /* detail of the last failure */
+};
+
+/* Starts n (1..SK_CLUSTER_SPAWN_MAX) masters: `redis-server --port P --bind
+ * 127.0.0.1 --dir D/n<i> --save "" --appendonly no --cluster-enabled yes
+ * --cluster-config-file nodes.conf --cluster-node-timeout 5000 --logfile
+ * D/n<i>/redis.log --daemonize no` plus extra_args (NULL-terminated "--name",
+ * "value" strings, may be NULL; copied), gives node i the i-th n-th of the
+ * 16384 slots and config epoch i + 1, MEETs them, and waits (at most 30 s)
+ * until every node says cluster_state:ok with all n nodes known and every
+ * slot served.
+ *
+ * Ownership: s is the caller's; on success it owns the running nodes and
+ * the directory until sk_cluster_spawn_stop(s). On failure nothing is left
+ * behind (nodes killed and reaped, directory removed), s->errstr says why.
+ * Call it from a thread that outlives the cluster (the main thread).
+ * Returns 0, SK_EIO (cannot start, a node exited, or not ready in time) or
+ * SK_EINVAL (bad n, too many extra arguments). */
+int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const *extra_args);
+
+/* The plain redis:// URL of node i (for per-node INFO), into out. */
+void sk_cluster_spawn_node_url(const struct sk_cluster_spawn *s, int i, char *out, size_t cap);
+
+/* SIGTERM every node, wait (SIGKILL after 5 s), then remove the directory.
+ * Safe on a stopped or zeroed s. Returns 0, or SK_EIO when the directory
+ * could not be removed (s->errstr). */
+int sk_cluster_spawn_stop(struct sk_cluster_spawn *s);
+
+#endif
