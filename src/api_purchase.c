@@ -274,10 +274,9 @@ static void on_borrow_scanned(struct seg_scan *sc)
     struct sk_keys k;
     sk_keys_seg(&k, sc->aid, from);
     char a[2][24];
-    snprintf(a[0], sizeof a[0], "%d", bo->home);
-    snprintf(a[1], sizeof a[1], "%" PRId64, want);
+    const char *args[2];
+    sk_seg_lend_args(bo->home, want, a, args);
     const char *keys[] = {k.meta, k.stock, k.xout};
-    const char *args[] = {a[0], a[1]};
     if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, on_transfer,
                        bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");

@@ -134,17 +134,23 @@ static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
     return err ? proto(r, "GET stock") : 0;
 }
 
-/* transfer.lua on segment from, for segment to. */
-static int transfer(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken,
-                    char *id, int *trc_out)
+void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2])
+{
+    snprintf(buf[0], 24, "%d", to);
+    snprintf(buf[1], 24, "%" PRId64, want);
+    args[0] = buf[0];
+    args[1] = buf[1];
+}
+
+int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken,
+                char *id, int *trc_out)
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, from);
     char a[2][24];
-    snprintf(a[0], sizeof a[0], "%d", to);
-    snprintf(a[1], sizeof a[1], "%" PRId64, want);
+    const char *args[2];
+    sk_seg_lend_args(to, want, a, args);
     const char *keys[] = {k.meta, k.stock, k.xout};
-    const char *args[] = {a[0], a[1]};
     redisReply *rep;
     int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, &rep);
     if (rc < 0) {
@@ -153,6 +159,8 @@ static int transfer(sk_redis *r, uint64_t aid, int from, int to, int64_t want, i
     }
     int trc = SK_RC_BAD_ARGUMENT;
     int64_t left;
+    *taken = 0;
+    id[0] = 0;
     if (sk_seg_transfer_parse(rep, &trc, taken, id, &left) < 0) rc = proto(r, "transfer");
     else if (trc != SK_RC_TRANSFERRED) *taken = 0;
     if (trc_out) *trc_out = trc;
@@ -188,7 +196,7 @@ static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qt
 int sk_seg_move(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken)
 {
     char id[SK_XFER_ID_MAX];
-    int rc = transfer(r, aid, from, to, want, taken, id, NULL);
+    int rc = sk_seg_lend(r, aid, from, to, want, taken, id, NULL);
     if (rc < 0 || *taken == 0) return rc;
     int applied;
     return xfer_in(r, aid, to, id, *taken, &applied);
@@ -196,16 +204,16 @@ int sk_seg_move(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
 
 static int refused_by_stock(int rc) { return rc == SK_RC_SOLD_OUT || rc == SK_RC_INSUFFICIENT; }
 
-/* The purchases of one home segment: p/res hold them (n of them). */
-static int home_batch(sk_redis *r, uint64_t aid, int segments, int home,
-                      const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
-                      struct sk_admission *res, int64_t *stocks)
+/* Borrowing for the purchases of one home segment (p/res, n of them) that
+ * it could not serve: from the fullest other segment, then re-admitted at
+ * home with the transfer applied; at most `segments` rounds. stocks holds
+ * a fresh read of every segment for the first round. */
+static int home_borrow(sk_redis *r, uint64_t aid, int segments, int home,
+                       const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
+                       struct sk_admission *res, int64_t *stocks)
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, home);
-    struct sk_batch_head h = {.label = k.label, .rl = rl};
-    int rc = sk_stock_batch_call(r, &k, &h, p, n, res, &stocks[home]);
-    if (rc < 0) return rc;
     size_t *idx = malloc(n * sizeof *idx);
     struct sk_purchase *bp = malloc(n * sizeof *bp);
     struct sk_admission *br = malloc(n * sizeof *br);
@@ -213,8 +221,7 @@ static int home_batch(sk_redis *r, uint64_t aid, int segments, int home,
         free(idx), free(bp), free(br);
         return r->err = SK_ENOMEM;
     }
-    /* Borrow for what the home could not serve: from the fullest segment,
-     * then re-admit those purchases at home with the transfer applied. */
+    int rc = 0;
     for (int round = 0; round < segments && rc == 0; round++) {
         size_t m = 0;
         int64_t want = 0;
@@ -225,13 +232,13 @@ static int home_batch(sk_redis *r, uint64_t aid, int segments, int home,
                 want += p[i].quantity;
             }
         if (m == 0) break;
-        if ((rc = scan(r, aid, segments, stocks)) < 0) break;
+        if (round > 0 && (rc = scan(r, aid, segments, stocks)) < 0) break;
         int from = sk_seg_pick_lender(stocks, segments, home);
         if (from < 0) break; /* every other segment is empty: the refusals stand */
         int64_t taken;
         int trc;
         char id[SK_XFER_ID_MAX];
-        if ((rc = transfer(r, aid, from, home, want, &taken, id, &trc)) < 0) break;
+        if ((rc = sk_seg_lend(r, aid, from, home, want, &taken, id, &trc)) < 0) break;
         if (sk_seg_lend_refusal_final(trc)) {
             /* closed (or gone) since: that is the answer, not sold out */
             for (size_t j = 0; j < m; j++) res[idx[j]].rc = trc;
@@ -246,6 +253,36 @@ static int home_batch(sk_redis *r, uint64_t aid, int segments, int home,
     return rc;
 }
 
+/* The purchases of one home segment, at [start, start + m) of the batch
+ * regrouped by home. */
+struct home_group {
+    int home;
+    size_t start, m;
+    char *buf; /* the call's arguments, alive until its reply is read */
+    const char **args;
+    size_t *lens;
+};
+
+/* Appends the first admission call of group g to the pipeline. */
+static int append_home_call(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                            struct home_group *g, const struct sk_purchase *hp)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, g->home);
+    size_t cap = SK_BATCH_ARG_BYTES(g->m);
+    g->buf = malloc(cap);
+    g->args = malloc(sizeof *g->args * SK_BATCH_ARGC(g->m));
+    g->lens = malloc(sizeof *g->lens * SK_BATCH_ARGC(g->m));
+    if (!g->buf || !g->args || !g->lens) return r->err = SK_ENOMEM;
+    struct sk_batch_head h = {.label = k.label, .rl = rl};
+    int rc = sk_stock_batch_args_head(&h, hp + g->start, g->m, g->buf, cap, g->args, g->lens);
+    if (rc < 0) return r->err = rc;
+    const char *keys[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys);
+    return sk_script_append(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                            (int)SK_BATCH_ARGC(g->m), g->args, g->lens);
+}
+
 int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct sk_rate_limits *rl,
                           const struct sk_purchase *p, size_t n, struct sk_admission *res,
                           int64_t *remaining)
@@ -253,37 +290,77 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
     if (segments < 2 || segments > SK_SEG_MAX || n == 0 || n > SK_BATCH_MAX)
         return r->err = SK_EINVAL;
     int64_t stocks[SK_SEG_MAX];
-    int *home = malloc(n * sizeof *home);
+    struct home_group g[SK_SEG_MAX];
+    int ng = 0, rc = 0;
     size_t *idx = malloc(n * sizeof *idx);
     struct sk_purchase *hp = malloc(n * sizeof *hp);
     struct sk_admission *hr = malloc(n * sizeof *hr);
-    int rc = 0, last = -1;
-    if (!home || !idx || !hp || !hr) rc = r->err = SK_ENOMEM;
+    if (!idx || !hp || !hr) rc = r->err = SK_ENOMEM;
     for (int s = 0; s < segments; s++) stocks[s] = -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) home[i] = sk_seg_home(p[i].user_id, segments);
-    /* one call per home segment, in order of first appearance */
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (home[i] < 0) continue;
-        int h = home[i];
-        size_t m = 0;
-        for (size_t j = i; j < n; j++)
-            if (home[j] == h) {
-                idx[m] = j;
-                hp[m++] = p[j];
-                home[j] = -1;
+    /* regroup by home segment, in order of first appearance */
+    size_t at = 0;
+    while (rc == 0 && at < n) {
+        int home = -1;
+        for (size_t i = 0; i < n && home < 0; i++) {
+            int hi = sk_seg_home(p[i].user_id, segments), seen = 0;
+            for (int j = 0; j < ng; j++) seen |= g[j].home == hi;
+            if (!seen) home = hi;
+        }
+        g[ng] = (struct home_group){.home = home, .start = at};
+        for (size_t i = 0; i < n; i++)
+            if (sk_seg_home(p[i].user_id, segments) == home) {
+                idx[at] = i;
+                hp[at++] = p[i];
             }
-        rc = home_batch(r, aid, segments, h, rl, hp, m, hr, stocks);
-        for (size_t j = 0; rc == 0 && j < m; j++) res[idx[j]] = hr[j];
-        last = h;
+        g[ng].m = at - g[ng].start;
+        ng++;
     }
+    /* First calls of every home in one pipeline: one round trip on one
+     * Redis, every master in parallel on a cluster. */
+    int sent = 0;
+    for (int j = 0; rc == 0 && j < ng; j++, sent++) rc = append_home_call(r, aid, rl, &g[j], hp);
+    for (int j = 0; j < sent; j++) {
+        redisReply *rep = NULL;
+        int rrc = sk_redis_read(r, &rep);
+        if (rrc < 0) {
+            if (rc == 0) rc = rrc;
+            break; /* the connection is gone: nothing more to read */
+        }
+        if (rc == 0 && sk_script_is_noscript(rep)) {
+            /* a fresh node: the one-call path loads the script (never ran) */
+            struct sk_keys k;
+            sk_keys_seg(&k, aid, g[j].home);
+            struct sk_batch_head h = {.label = k.label, .rl = rl};
+            rc = sk_stock_batch_call(r, &k, &h, hp + g[j].start, g[j].m, hr + g[j].start,
+                                     &stocks[g[j].home]);
+        } else if (rc == 0 && sk_stock_batch_parse(rep, g[j].m, hr + g[j].start,
+                                                   &stocks[g[j].home]) < 0) {
+            snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
+            rc = r->err = SK_EPROTO;
+        }
+        freeReplyObject(rep);
+    }
+    /* What a home could not serve borrows; one read of every segment first,
+     * and when all are empty the refusals stand without more calls. */
+    int need = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) need |= refused_by_stock(hr[i].rc);
+    if (rc == 0 && need) rc = scan(r, aid, segments, stocks);
+    int any = 0;
+    for (int s = 0; s < segments; s++) any |= stocks[s] > 0;
+    for (int j = 0; rc == 0 && need && any && j < ng; j++)
+        rc = home_borrow(r, aid, segments, g[j].home, rl, hp + g[j].start, g[j].m,
+                         hr + g[j].start, stocks);
+    for (size_t i = 0; rc == 0 && i < n; i++) res[idx[i]] = hr[i];
     if (rc == 0 && remaining) {
+        int last = ng > 0 ? g[ng - 1].home : -1;
         *remaining = last >= 0 ? stocks[last] : -1;
-        if (*remaining == 0 && (rc = scan(r, aid, segments, stocks)) == 0) {
-            *remaining = 0;
+        if (*remaining == 0 && !need && (rc = scan(r, aid, segments, stocks)) < 0) *remaining = -1;
+        if (rc == 0 && *remaining == 0) {
             for (int s = 0; s < segments; s++) *remaining += stocks[s] > 0 ? stocks[s] : 0;
         }
     }
-    free(home), free(idx), free(hp), free(hr);
+    for (int j = 0; j < ng; j++) free(g[j].buf), free(g[j].args), free(g[j].lens);
+    free(idx), free(hp), free(hr);
     return rc;
 }
 

@@ -58,6 +58,16 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
                           const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
                           struct sk_admission *res, int64_t *remaining);
 
+/* The lending half of a transfer alone (transfer.lua on segment from, for
+ * segment to): *taken units left `from` under transfer id (SK_XFER_ID_MAX
+ * bytes), 0 when it had none or the sale is closed; *rc (may be NULL) is
+ * the script's code (TRANSFERRED, SOLD_OUT, CLOSED, ...). The receiving
+ * half is a purchase_batch call carrying the id, or sk_seg_settle. */
+int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want,
+                int64_t *taken, char *id, int *rc);
+/* transfer.lua's ARGV (shared with the async service). */
+void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2]);
+
 /* Moves units from segment `from` to segment `to`: the lending half
  * (transfer.lua), then the receiving half (xfer_in.lua). *taken: units
  * moved (0 when the lender had none or the sale is closed). */
