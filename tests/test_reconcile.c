@@ -11,8 +11,6 @@
  * Last, a live sale (buyers, worker and sweeper running) is reconciled
  * over and over and must never show drift. No sleeps: waits poll. */
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +18,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <libpq-fe.h>
-#include <sqlite3.h>
 
 #include "activity.h"
 #include "clock.h"
@@ -34,44 +30,12 @@
 #include "order_worker.h"
 #include "pg_harness.h"
 #include "reconcile.h"
+#include "reconcile_env.h"
 #include "stock.h"
 #include "store.h"
 #include "sweeper.h"
 
 SK_TH_PG_USED
-
-
-
-
-/* Raw SQL under the store (to break it on purpose). */
-static void be_sql(struct sk_th_env *e, const char *sql)
-{
-    if (!e->pg) {
-        sqlite3 *db;
-        CHECK_EQ(sqlite3_open(e->path, &db), SQLITE_OK);
-        sqlite3_busy_timeout(db, 5000);
-        char *msg = NULL;
-        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-        CHECK_MSG(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
-        sqlite3_close(db);
-        return;
-    }
-    PGconn *c = PQconnectdb(e->spec);
-    CHECK_MSG(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-    PGresult *r = PQexec(c, sql);
-    CHECK_MSG(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQresultErrorMessage(r));
-    PQclear(r);
-    PQfinish(c);
-}
-
-static void redis_do(struct sk_th_env *e, const char *fmt, const char *a, const char *b, const char *c)
-{
-    redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(e->r, &rep, fmt, a, b, c), 0);
-    CHECK_MSG(rep->type != REDIS_REPLY_ERROR, "%s: %s", fmt, rep->str);
-    freeReplyObject(rep);
-}
-
 
 static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {
@@ -81,27 +45,9 @@ static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, c
     if (oid) snprintf(oid, SK_ORDER_ID_MAX, "%s", a.order_id);
 }
 
-/* Drains the streams with the real worker (once mode); claim_idle_ms 0
- * also takes over every entry another consumer left pending. */
-static void persist_claiming(struct sk_th_env *e, int claim_idle_ms)
-{
-    struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
-    o.db_spec = e->spec;
-    o.consumer = "reconcile-test";
-    o.once = 1;
-    if (claim_idle_ms >= 0) o.claim_idle_ms = claim_idle_ms;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker: %s", sk_worker_errstr(w));
-    sk_worker_free(w);
-}
-
 static void persist(struct sk_th_env *e)
 {
-    persist_claiming(e, -1);
+    sk_th_env_persist(e, "reconcile-test", -1);
 }
 
 /* A finished sale of 10 units: users 1..4 buy 2 each, users 5 and 6 one
@@ -120,58 +66,6 @@ static uint64_t sale(struct sk_th_env *e, char oids[7][SK_ORDER_ID_MAX])
     buy(e, aid, 7, 2, oids[6]);
     persist(e);
     return aid;
-}
-
-/* Runs `seckill reconcile --redis .. --db .. --activity <aid>` plus extra
- * arguments (NULL-terminated, may be NULL); output into out. */
-static int reconcile(struct sk_th_env *e, uint64_t aid, char *out, size_t cap, const char *const *extra)
-{
-    char id[32];
-    snprintf(id, sizeof id, "%" PRIu64, aid);
-    const char *args[16] = {"reconcile", "--redis", sk_th_redis_url(), "--db", e->spec};
-    int n = 5;
-    if (aid) {
-        args[n++] = "--activity";
-        args[n++] = id;
-    }
-    for (int i = 0; extra && extra[i] && n < 15; i++)
-        args[n++] = extra[i];
-    args[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, args);
-}
-
-#define HAS(out, s) CHECK_MSG(strstr((out), (s)) != NULL, "expected \"%s\" in:\n%s", (s), (out))
-#define HASNT(out, s) CHECK_MSG(strstr((out), (s)) == NULL, "unexpected \"%s\" in:\n%s", (s), (out))
-
-/* Drift must be found (exit 1, with line), then repaired with exactly
- * `audits` new audit rows of kind audit_kind, and then gone. */
-static void expect_repaired(struct sk_th_env *e, uint64_t aid, const char *line, const char *audit_kind,
-                            size_t audits)
-{
-    static char out[65536];
-    int rc = reconcile(e, aid, out, sizeof out, NULL);
-    CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
-    HAS(out, line);
-    struct sk_audit *rows;
-    size_t before = 0, after = 0;
-    CHECK_EQ(sk_store_audit_list(e->st, aid, &rows, &before), 0);
-    free(rows);
-    rc = reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", NULL});
-    CHECK_MSG(rc == 0, "repair exit %d:\n%s", rc, out);
-    HAS(out, "REPAIRED");
-    HAS(out, "remain after repair: consistent");
-    HASNT(out, "NOT REPAIRED");
-    CHECK_EQ(sk_store_audit_list(e->st, aid, &rows, &after), 0);
-    CHECK_MSG(after == before + audits, "%zu audit rows, expected %zu:\n%s", after, before + audits,
-              out);
-    size_t kind = 0;
-    for (size_t i = before; i < after; i++)
-        kind += !strcmp(rows[i].kind, audit_kind);
-    CHECK_MSG(kind >= 1, "no audit row of kind %s", audit_kind);
-    free(rows);
-    rc = reconcile(e, aid, out, sizeof out, NULL);
-    CHECK_MSG(rc == 0, "second reconcile exit %d:\n%s", rc, out);
-    HAS(out, "consistent");
 }
 
 static struct sk_stock_state redis_state(struct sk_th_env *e, uint64_t aid)
@@ -197,14 +91,14 @@ BACKEND_TEST(clean_sale_with_payments_and_timeouts_exits_0)
     char oids[7][SK_ORDER_ID_MAX];
     uint64_t aid = sale(e, oids);
     static char out[65536];
-    int rc = reconcile(e, aid, out, sizeof out, NULL);
+    int rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "consistent");
     HAS(out, "redis: initial 10, remaining 0, held 10");
     HAS(out, "stock 0 (expected 0)");
     HASNT(out, "DRIFT");
     /* Every activity of the DB when --activity is left out. */
-    rc = reconcile(e, 0, out, sizeof out, NULL);
+    rc = sk_th_reconcile(e, 0, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "activity consistent");
 }
@@ -216,16 +110,16 @@ BACKEND_TEST(orders_still_in_the_stream_are_backlog_not_lost)
         buy(e, aid, u, 1, NULL);
     static char out[65536];
     /* No worker yet, not even a group: all three are undelivered. */
-    int rc = reconcile(e, aid, out, sizeof out, NULL);
+    int rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "3 not yet in the DB");
     /* A consumer took them but never acknowledged them: pending. */
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    redis_do(e, "XGROUP CREATE %s %s 0 MKSTREAM", k.orders, SK_WORKER_GROUP, NULL);
-    redis_do(e, "XREADGROUP GROUP %s crashed COUNT 2 STREAMS %s >", SK_WORKER_GROUP, k.orders,
-             NULL);
-    rc = reconcile(e, aid, out, sizeof out, (const char *const[]){"--json", NULL});
+    sk_th_redis_do(e, "XGROUP CREATE %s %s 0 MKSTREAM", k.orders, SK_WORKER_GROUP, NULL);
+    sk_th_redis_do(e, "XREADGROUP GROUP %s crashed COUNT 2 STREAMS %s >", SK_WORKER_GROUP, k.orders,
+                   NULL);
+    rc = sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--json", NULL});
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     json_error_t jerr;
     json_t *j = json_loads(strchr(out, '{'), 0, &jerr);
@@ -240,11 +134,11 @@ BACKEND_TEST(orders_still_in_the_stream_are_backlog_not_lost)
     /* The worker persists the undelivered one; the two pending on the
      * crashed consumer wait for their claim time: still backlog. */
     persist(e);
-    rc = reconcile(e, aid, out, sizeof out, NULL);
+    rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "2 not yet in the DB");
-    persist_claiming(e, 0);
-    rc = reconcile(e, aid, out, sizeof out, NULL);
+    sk_th_env_persist(e, "reconcile-test", 0); /* claims what "crashed" left pending */
+    rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "backlog 0 (pending 0, undelivered 0, 0 not yet in the DB)");
 }
@@ -281,13 +175,13 @@ BACKEND_TEST(deleted_order_row_is_lost_and_repair_restores_it)
     uint64_t aid = sale(e, oids);
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[3]);
-    be_sql(e, sql);
+    sk_th_be_sql(e, sql);
     char line[200];
     snprintf(line, sizeof line, "DRIFT lost_order: order %s (user 4, 2 unit(s))", oids[3]);
     static char out[65536];
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, NULL), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 1);
     HAS(out, "DRIFT db_stock"); /* the row's units are missing from the sum too */
-    expect_repaired(e, aid, line, "repair_restore_order", 1);
+    sk_th_expect_repaired(e, aid, line, "repair_restore_order", 1);
     struct sk_order o = get_order(e, oids[3]);
     CHECK_EQ(o.status, SK_ORDER_CREATED);
     CHECK_EQ(o.user_id, 4);
@@ -302,11 +196,11 @@ BACKEND_TEST(deleted_row_of_a_released_order_comes_back_cancelled)
     uint64_t aid = sale(e, oids);
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[1]);
-    be_sql(e, sql);
+    sk_th_be_sql(e, sql);
     char line[200];
     snprintf(line, sizeof line, "DRIFT lost_order: order %s (user 2, 2 unit(s), released)",
              oids[1]);
-    expect_repaired(e, aid, line, "repair_restore_order", 1);
+    sk_th_expect_repaired(e, aid, line, "repair_restore_order", 1);
     struct sk_order o = get_order(e, oids[1]);
     CHECK_EQ(o.status, SK_ORDER_CANCELLED);
     CHECK_EQ(sk_store_order_pay(e->st, oids[1], sk_wall_ms(), NULL), SK_ESTATE);
@@ -318,11 +212,11 @@ BACKEND_TEST(tampered_redis_stock_is_reported_and_repaired_from_the_buyers)
     uint64_t aid = sale(e, oids);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    redis_do(e, "SET %s 3", k.stock, NULL, NULL); /* 3 units appear from nowhere */
-    expect_repaired(e, aid,
-                    "DRIFT redis_invariant: Redis stock 3 + units held by buyers 10 = 13 != "
-                    "initial 10",
-                    "repair_redis_stock", 1);
+    sk_th_redis_do(e, "SET %s 3", k.stock, NULL, NULL); /* 3 units appear from nowhere */
+    sk_th_expect_repaired(e, aid,
+                          "DRIFT redis_invariant: Redis stock 3 + units held by buyers 10 = 13 != "
+                          "initial 10",
+                          "repair_redis_stock", 1);
     CHECK_EQ(redis_state(e, aid).remaining, 0);
     /* Lowered stock too (units vanish): given back, never above initial. */
     int prev;
@@ -330,9 +224,9 @@ BACKEND_TEST(tampered_redis_stock_is_reported_and_repaired_from_the_buyers)
     int rrc;
     CHECK_EQ(sk_stock_release(e->r, aid, oids[4], 5, 1, &rrc, NULL), 0); /* stock 1 */
     CHECK_EQ(sk_store_order_mark_released(e->st, oids[4], sk_wall_ms()), 0);
-    redis_do(e, "SET %s 0", k.stock, NULL, NULL);
-    expect_repaired(e, aid, "DRIFT redis_invariant: Redis stock 0 + units held by buyers 9",
-                    "repair_redis_stock", 1);
+    sk_th_redis_do(e, "SET %s 0", k.stock, NULL, NULL);
+    sk_th_expect_repaired(e, aid, "DRIFT redis_invariant: Redis stock 0 + units held by buyers 9",
+                          "repair_redis_stock", 1);
     CHECK_EQ(redis_state(e, aid).remaining, 1);
 }
 
@@ -341,10 +235,11 @@ BACKEND_TEST(tampered_db_stock_is_reported_and_recomputed)
     char oids[7][SK_ORDER_ID_MAX];
     uint64_t aid = sale(e, oids);
     CHECK_EQ(sk_store_activity_set_db_stock(e->st, aid, 4), 0);
-    expect_repaired(e, aid,
-                    "DRIFT db_stock: DB stock 4 != expected 0 = initial 10 - units of orders not "
-                    "cancelled 10",
-                    "repair_db_stock", 1);
+    sk_th_expect_repaired(
+        e, aid,
+        "DRIFT db_stock: DB stock 4 != expected 0 = initial 10 - units of orders not "
+        "cancelled 10",
+        "repair_db_stock", 1);
     struct sk_activity a;
     CHECK_EQ(sk_store_activity_get(e->st, aid, &a), 0);
     CHECK_EQ(a.stock_db, 0);
@@ -356,15 +251,15 @@ BACKEND_TEST(dropped_ledger_entry_is_reported_and_restored_from_the_db)
     uint64_t aid = sale(e, oids);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    redis_do(e, "HDEL %s %s", k.ledger, oids[2], NULL);
+    sk_th_redis_do(e, "HDEL %s %s", k.ledger, oids[2], NULL);
     static char out[65536];
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, NULL), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 1);
     HAS(out, "DRIFT user_count: user 3: the buyers hash holds 2 unit(s), the user's unreleased "
              "ledger entries 0");
     char line[200];
     snprintf(line, sizeof line, "DRIFT not_in_ledger: order %s (user 3, 2 unit(s), created)",
              oids[2]);
-    expect_repaired(e, aid, line, "repair_ledger_entry", 1);
+    sk_th_expect_repaired(e, aid, line, "repair_ledger_entry", 1);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e->r, &rep, "HGET %s %s", k.ledger, oids[2]), 0);
     CHECK(rep->type == REDIS_REPLY_STRING);
@@ -386,7 +281,7 @@ BACKEND_TEST(cancelled_but_not_released_is_repaired_by_releasing)
     snprintf(line, sizeof line,
              "DRIFT cancelled_not_released: order %s (user 6, 1 unit(s)) is cancelled in the DB",
              oids[5]);
-    expect_repaired(e, aid, line, "repair_release", 1);
+    sk_th_expect_repaired(e, aid, line, "repair_release", 1);
     CHECK_EQ(redis_state(e, aid).remaining, 1);
 }
 
@@ -400,7 +295,7 @@ BACKEND_TEST(released_but_still_created_is_repaired_by_cancelling_in_the_db)
     char line[200];
     snprintf(line, sizeof line, "DRIFT released_not_cancelled: order %s (user 5, 1 unit(s))",
              oids[4]);
-    expect_repaired(e, aid, line, "repair_cancel_released", 1);
+    sk_th_expect_repaired(e, aid, line, "repair_cancel_released", 1);
     CHECK_EQ(get_order(e, oids[4]).status, SK_ORDER_CANCELLED);
     CHECK_EQ(sk_store_order_pay(e->st, oids[4], sk_wall_ms(), NULL), SK_ESTATE);
 }
@@ -413,11 +308,11 @@ BACKEND_TEST(paid_and_released_is_serious_and_never_repaired)
     CHECK_EQ(sk_stock_release(e->r, aid, oids[0], 1, 2, &rrc, NULL), 0); /* oids[0] is paid */
     CHECK_EQ(rrc, SK_RC_RELEASED);
     static char out[65536];
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, NULL), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 1);
     char line[200];
     snprintf(line, sizeof line, "DRIFT paid_released: SERIOUS: order %s", oids[0]);
     HAS(out, line);
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", NULL}), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", NULL}), 1);
     HAS(out, "1 drift(s) found, 1 remain after repair");
     struct sk_audit *rows;
     size_t n;
@@ -432,18 +327,18 @@ BACKEND_TEST(redis_stock_is_left_alone_when_the_buyers_hash_cannot_prove_it)
     uint64_t aid = sale(e, oids);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    redis_do(e, "SET %s 2", k.stock, NULL, NULL);
-    redis_do(e, "HINCRBY %s 5 1", k.buyers, NULL, NULL);
+    sk_th_redis_do(e, "SET %s 2", k.stock, NULL, NULL);
+    sk_th_redis_do(e, "HINCRBY %s 5 1", k.buyers, NULL, NULL);
     static char out[65536];
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", NULL}), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", NULL}), 1);
     HAS(out, "DRIFT redis_invariant");
     HAS(out, "DRIFT user_count: user 5: the buyers hash holds 2 unit(s)");
     HAS(out, "NOT REPAIRED redis_invariant: Redis stock 2 left alone: the buyers hash disagrees");
     CHECK_EQ(redis_state(e, aid).remaining, 2);
     /* Put it back for the next tests' sake. */
-    redis_do(e, "SET %s 0", k.stock, NULL, NULL);
-    redis_do(e, "HINCRBY %s 5 -1", k.buyers, NULL, NULL);
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, NULL), 0);
+    sk_th_redis_do(e, "SET %s 0", k.stock, NULL, NULL);
+    sk_th_redis_do(e, "HINCRBY %s 5 -1", k.buyers, NULL, NULL);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 0);
 }
 
 BACKEND_TEST(several_drifts_at_once_are_all_reported_and_repaired)
@@ -454,12 +349,12 @@ BACKEND_TEST(several_drifts_at_once_are_all_reported_and_repaired)
     sk_keys_for(&k, aid);
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[6]);
-    be_sql(e, sql);
-    redis_do(e, "HDEL %s %s", k.ledger, oids[3], NULL);
-    redis_do(e, "SET %s 5", k.stock, NULL, NULL);
+    sk_th_be_sql(e, sql);
+    sk_th_redis_do(e, "HDEL %s %s", k.ledger, oids[3], NULL);
+    sk_th_redis_do(e, "SET %s 5", k.stock, NULL, NULL);
     CHECK_EQ(sk_store_activity_set_db_stock(e->st, aid, 7), 0);
     static char out[65536];
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, (const char *const[]){"--json", NULL}), 1);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--json", NULL}), 1);
     json_error_t jerr;
     json_t *j = json_loads(strchr(out, '{'), 0, &jerr);
     CHECK_MSG(j, "json: %s:\n%s", jerr.text, out);
@@ -473,8 +368,9 @@ BACKEND_TEST(several_drifts_at_once_are_all_reported_and_repaired)
     CHECK_EQ(json_integer_value(json_object_get(c, "user_count")), 1);
     CHECK_EQ(json_array_size(json_object_get(a, "drift")), 5);
     json_decref(j);
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", "--json", NULL}),
-             0);
+    CHECK_EQ(
+        sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", "--json", NULL}),
+        0);
     j = json_loads(strchr(out, '{'), 0, &jerr);
     CHECK_MSG(j, "json: %s:\n%s", jerr.text, out);
     a = json_array_get(json_object_get(j, "activities"), 0);
@@ -482,7 +378,7 @@ BACKEND_TEST(several_drifts_at_once_are_all_reported_and_repaired)
     CHECK_EQ(json_integer_value(json_object_get(a, "remaining_total")), 0);
     CHECK_EQ(json_integer_value(json_object_get(a, "repair_failures")), 0);
     json_decref(j);
-    CHECK_EQ(reconcile(e, aid, out, sizeof out, NULL), 0);
+    CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 0);
     CHECK_EQ(redis_state(e, aid).remaining, 0);
 }
 
@@ -513,7 +409,7 @@ SK_TEST(reconcile_bad_flags_exit_2_and_change_nothing)
     /* An activity neither in the DB nor in Redis: bad argument. */
     struct sk_th_env e;
     sk_th_env_init(&e, 0, "rec.db", sk_th_redis_url());
-    CHECK_EQ(reconcile(&e, 999999999999ULL, out, sizeof out, NULL), 2);
+    CHECK_EQ(sk_th_reconcile(&e, 999999999999ULL, out, sizeof out, NULL), 2);
     HAS(out, "neither in the database nor in Redis");
     sk_th_env_done(&e);
 }
@@ -537,140 +433,20 @@ SK_TEST(reconcile_exits_1_when_redis_is_unreachable)
 
 /* ---- a live sale ---------------------------------------------------------------- */
 
-struct live {
-    struct sk_th_env *e;
-    uint64_t aid;
-    atomic_int stop;
-    int checks, bad;
-    char first_bad[4096];
-};
-
-static void *live_checker(void *p)
-{
-    struct live *l = p;
-    sk_store *st;
-    sk_redis *r;
-    char err[512];
-    if (sk_store_open(&st, l->e->spec, err, sizeof err) ||
-        sk_redis_new(&r, sk_th_redis_url(), 1000, 5000, err, sizeof err)) {
-        l->bad = -1;
-        return NULL;
-    }
-    while (!atomic_load(&l->stop)) {
-        struct sk_reconcile_report rep;
-        int rc = sk_reconcile_activity(st, r, l->aid, NULL, &rep);
-        l->checks++;
-        if ((rc || !rep.consistent) && l->bad++ == 0) {
-            FILE *f = fmemopen(l->first_bad, sizeof l->first_bad - 1, "w");
-            if (f) {
-                fprintf(f, "rc %d\n", rc);
-                sk_reconcile_print(f, &rep, 5);
-                fclose(f);
-            }
-        }
-        sk_reconcile_report_free(&rep);
-    }
-    sk_store_close(st);
-    sk_redis_free(r);
-    return NULL;
-}
-
-static void *live_worker(void *p)
-{
-    sk_worker *w = p;
-    sk_worker_run(w);
-    return NULL;
-}
-
-struct sweep_arg {
-    struct sk_th_env *e;
-    atomic_int *stop;
-    int passes;
-};
-
-static void *live_sweeper(void *p)
-{
-    struct sweep_arg *a = p;
-    struct sk_sweeper_opts o;
-    sk_sweeper_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
-    o.db_spec = a->e->spec;
-    o.batch = 5;
-    sk_sweeper *sw;
-    char err[512];
-    if (sk_sweeper_new(&sw, &o, err, sizeof err)) return NULL;
-    while (!atomic_load(a->stop)) {
-        /* Every order is past its deadline at this time: each one is
-         * cancelled as soon as it is persisted, and bought again. */
-        sk_sweeper_pass(sw, sk_wall_ms() + 120000, NULL);
-        a->passes++;
-    }
-    sk_sweeper_free(sw);
-    return NULL;
-}
-
 BACKEND_TEST(a_live_sale_with_worker_and_sweeper_never_shows_drift)
 {
     enum { STOCK = 40, WANTED = 200 };
     uint64_t aid = sk_th_env_activity(e, STOCK, 1, 1, 60);
-    struct live l = {.e = e, .aid = aid};
-    struct sk_worker_opts wo;
-    sk_worker_opts_init(&wo);
-    wo.redis_url = sk_th_redis_url();
-    wo.db_spec = e->spec;
-    wo.consumer = "live";
-    wo.batch = 7;
-    wo.block_ms = 20;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &wo, err, sizeof err) == 0, "worker: %s", err);
-    pthread_t tw, tc, ts;
-    atomic_int sweep_stop = 0;
-    struct sweep_arg sa = {.e = e, .stop = &sweep_stop};
-    CHECK_EQ(pthread_create(&tw, NULL, live_worker, w), 0);
-    CHECK_EQ(pthread_create(&tc, NULL, live_checker, &l), 0);
-    CHECK_EQ(pthread_create(&ts, NULL, live_sweeper, &sa), 0);
+    struct sk_th_live l;
+    sk_th_live_start(&l, e, aid, "live", 0);
     /* Buyers arrive one by one until released units were sold again
      * WANTED times over (bounded). */
-    size_t accepted = 0;
-    int64_t until = sk_mono_ms() + 20000;
-    for (uint64_t u = 1; accepted < WANTED; u++) {
-        CHECK_MSG(sk_mono_ms() < until, "only %zu purchases accepted", accepted);
-        struct sk_admission a;
-        CHECK_EQ(sk_stock_purchase(e->r, aid, u, 1, &a, NULL), 0);
-        accepted += a.rc == SK_RC_OK;
-    }
-    /* Let the pipeline settle: every admitted order persisted. */
-    until = sk_mono_ms() + 20000;
-    for (;;) {
-        struct sk_order_counts c;
-        CHECK_EQ(sk_store_orders_count(e->st, aid, &c), 0);
-        if ((size_t)(c.orders[0] + c.orders[1] + c.orders[2]) == accepted) break;
-        CHECK_MSG(sk_mono_ms() < until, "only %lld of %zu orders persisted",
-                  (long long)(c.orders[0] + c.orders[1] + c.orders[2]), accepted);
-        struct timespec ts2 = {0, 10 * 1000000L};
-        nanosleep(&ts2, NULL);
-    }
-    atomic_store(&sweep_stop, 1);
-    CHECK_EQ(pthread_join(ts, NULL), 0);
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(tw, NULL), 0);
-    sk_worker_free(w);
-    atomic_store(&l.stop, 1);
-    CHECK_EQ(pthread_join(tc, NULL), 0);
-    CHECK_MSG(l.bad == 0, "%d of %d checks showed drift; first:\n%s", l.bad, l.checks, l.first_bad);
-    CHECK(l.checks >= 3);
+    size_t accepted = sk_th_live_buy(&l, WANTED, 20000, 0);
+    /* Every admitted order persisted, then no drift was ever seen. */
+    sk_th_live_finish(&l, accepted);
     CHECK(accepted > STOCK); /* units were released and sold again */
-    /* Settled: one more pass so no cancel is half done, then a final check. */
-    sk_sweeper *sw;
-    struct sk_sweeper_opts so;
-    sk_sweeper_opts_init(&so);
-    so.redis_url = sk_th_redis_url();
-    so.db_spec = e->spec;
-    CHECK_EQ(sk_sweeper_new(&sw, &so, err, sizeof err), 0);
-    CHECK_EQ(sk_sweeper_pass(sw, sk_wall_ms(), NULL), 0);
-    sk_sweeper_free(sw);
+    /* Settled (no cancel half done): a final check. */
     static char out[65536];
-    int rc = reconcile(e, aid, out, sizeof out, NULL);
+    int rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
 }

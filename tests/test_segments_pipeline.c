@@ -46,92 +46,8 @@ SK_TH_PG_USED
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* An activity in the store (state "open") of `segments` segments; preheated
- * and opened in Redis when preheat is set (else see preheat_open). */
-static uint64_t seg_activity(struct sk_th_env *e, int64_t stock, int64_t limit, int64_t max_qty,
-                             int64_t pay_timeout_s, int segments, int preheat);
-
-static void preheat_open(struct sk_th_env *e, uint64_t aid)
-{
-    struct sk_activity a;
-    CHECK_MSG(sk_store_activity_get(e->st, aid, &a) == 0, "get: %s", sk_store_errstr(e->st));
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    CHECK_EQ(d.segments, a.segments);
-    int rc;
-    int64_t left;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, &left), 0);
-    CHECK_MSG(rc == SK_RC_PREHEATED, "preheat: %s", sk_rc_name(rc));
-    CHECK_EQ(left, a.stock);
-    CHECK_EQ(sk_stock_set_open(e->r, aid, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-    int s;
-    CHECK_EQ(sk_seg_count(e->r, aid, &s), 0);
-    CHECK_EQ(s, a.segments);
-}
-
-static uint64_t seg_activity(struct sk_th_env *e, int64_t stock, int64_t limit, int64_t max_qty,
-                             int64_t pay_timeout_s, int segments, int preheat)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "segmented %" PRIu64, a.id);
-    a.stock = stock;
-    a.per_user_limit = limit;
-    a.max_per_order = max_qty;
-    a.start_ms = now - 60000;
-    a.end_ms = now + 3600 * 1000;
-    a.pay_timeout_s = pay_timeout_s;
-    a.segments = segments;
-    a.created_ms = now;
-    sk_activity_apply_defaults(&a);
-    CHECK_MSG(sk_store_activity_insert(e->st, &a) == 0, "insert: %s", sk_store_errstr(e->st));
-    CHECK_EQ(sk_store_activity_set_state(e->st, a.id, "open"), 0);
-    if (preheat) preheat_open(e, a.id);
-    return a.id;
-}
-
-struct bought {
-    char oid[SK_ORDER_ID_MAX];
-    uint64_t uid;
-    int64_t qty;
-};
-
-/* Users first..first+n-1 each buy 1 + (user % max_qty) units, in batches of
- * 100; the admitted ones go to out (returned count). Refusals other than
- * sold out / insufficient fail the test. */
-static size_t buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, size_t n,
-                        int64_t max_qty, struct bought *out)
-{
-    struct sk_purchase p[100];
-    struct sk_admission res[100];
-    size_t got = 0;
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < 100 ? n - done : 100;
-        for (size_t i = 0; i < k; i++) {
-            uint64_t u = first + done + i;
-            p[i] = (struct sk_purchase){.user_id = u,
-                                        .quantity = 1 + (int64_t)(u % (uint64_t)max_qty)};
-        }
-        CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
-        for (size_t i = 0; i < k; i++) {
-            if (res[i].rc != SK_RC_OK) {
-                CHECK_MSG(res[i].rc == SK_RC_SOLD_OUT || res[i].rc == SK_RC_INSUFFICIENT,
-                          "user %" PRIu64 ": %s", p[i].user_id, sk_rc_name(res[i].rc));
-                continue;
-            }
-            CHECK_EQ(res[i].quantity, p[i].quantity);
-            snprintf(out[got].oid, sizeof out[got].oid, "%s", res[i].order_id);
-            out[got].uid = p[i].user_id;
-            out[got].qty = p[i].quantity;
-            got++;
-        }
-        done += k;
-    }
-    return got;
-}
+/* sk_th_env_buy_users buys 100 at a time (one sk_stock_purchase_batch each). */
+#define BATCH 100
 
 /* One purchase of qty by user; its result code (order id into oid). */
 static int buy_one(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
@@ -169,6 +85,19 @@ static struct sk_stock_state seg_state(sk_redis *r, uint64_t aid, int seg)
     return s;
 }
 
+/* A worker of options o, run to its end (o->once); its stats. */
+static struct sk_worker_stats run_worker(const struct sk_worker_opts *o)
+{
+    sk_worker *w;
+    char err[512];
+    CHECK_MSG(sk_worker_new(&w, o, err, sizeof err) == 0, "worker: %s", err);
+    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
+    struct sk_worker_stats s;
+    sk_worker_stats(w, &s);
+    sk_worker_free(w);
+    return s;
+}
+
 static struct sk_worker_stats run_worker_once(const char *redis_url, const char *spec)
 {
     struct sk_worker_opts o;
@@ -178,14 +107,7 @@ static struct sk_worker_stats run_worker_once(const char *redis_url, const char 
     o.consumer = "segments";
     o.batch = 64; /* several fetches per segment stream */
     o.once = 1;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
-    return s;
+    return run_worker(&o);
 }
 
 static struct sk_order_counts counts(struct sk_th_env *e, uint64_t aid)
@@ -197,13 +119,13 @@ static struct sk_order_counts counts(struct sk_th_env *e, uint64_t aid)
 
 static int cmp_oid(const void *a, const void *b)
 {
-    return strcmp(((const struct bought *)a)->oid, ((const struct bought *)b)->oid);
+    return strcmp(((const struct sk_th_bought *)a)->oid, ((const struct sk_th_bought *)b)->oid);
 }
 
 /* Every admitted order is in the DB exactly as admitted, once, and its id
  * names the buyer's home segment; the store lists them all for the
  * activity. */
-static void check_persisted(struct sk_th_env *e, uint64_t aid, struct bought *b, size_t n)
+static void check_persisted(struct sk_th_env *e, uint64_t aid, struct sk_th_bought *b, size_t n)
 {
     int64_t units = 0;
     for (size_t i = 0; i < n; i++) {
@@ -260,12 +182,12 @@ static void check_drained(struct sk_th_env *e, uint64_t aid)
 SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_persists_every_segment_order_once)
 {
     enum { STOCK = 600, USERS = 500 };
-    uint64_t aid = seg_activity(e, STOCK, 2, 2, 60, SEGS, 1);
-    struct bought *b = calloc(USERS, sizeof *b);
+    uint64_t aid = sk_th_env_activity_segs(e, STOCK, 2, 2, 60, SEGS, 1);
+    struct sk_th_bought *b = calloc(USERS, sizeof *b);
     CHECK(b != NULL);
     /* 500 users want 750 units: the sale sells out, borrowing between
      * segments as homes run dry */
-    size_t n = buy_users(e, aid, 1, USERS, 2, b);
+    size_t n = sk_th_env_buy_users(e, aid, 1, USERS, 2, BATCH, b);
     int64_t sold = 0;
     int per_seg[SEGS] = {0};
     for (size_t i = 0; i < n; i++) {
@@ -300,9 +222,9 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_persists_every_segment_o
 
 SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_its_segment)
 {
-    uint64_t aid = seg_activity(e, 40, 1, 1, 60, SEGS, 1);
-    struct bought b[8];
-    size_t n = buy_users(e, aid, 1, 8, 1, b);
+    uint64_t aid = sk_th_env_activity_segs(e, 40, 1, 1, 60, SEGS, 1);
+    struct sk_th_bought b[8];
+    size_t n = sk_th_env_buy_users(e, aid, 1, 8, 1, BATCH, b);
     CHECK_EQ(n, 8);
     /* an entry of another activity in segment 2's stream: poison there */
     struct sk_keys k;
@@ -320,13 +242,7 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
     o.claim_idle_ms = 0;
     o.max_deliveries = 1;
     o.once = 1;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
+    struct sk_worker_stats s = run_worker(&o);
     CHECK_EQ(s.persisted, 8);
     CHECK_EQ(s.dead_lettered, 1);
     check_persisted(e, aid, b, n);
@@ -349,10 +265,9 @@ static void *run_thread(void *arg)
     return NULL;
 }
 
-SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
-                worker_follows_segments_preheated_after_it_saw_the_activity)
+/* A worker (consumer "thread", re-listing every 50 ms) started on thread *t. */
+static sk_worker *start_worker_thread(struct sk_th_env *e, pthread_t *t)
 {
-    uint64_t aid = seg_activity(e, 100, 1, 1, 60, SEGS, 0); /* created, not preheated */
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
     o.redis_url = e->redis_url;
@@ -363,8 +278,39 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
     sk_worker *w;
     char err[512];
     CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
+    CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
+    return w;
+}
+
+/* Stops and frees start_worker_thread's worker; its final stats. */
+static struct sk_worker_stats stop_worker_thread(sk_worker *w, pthread_t t)
+{
+    sk_worker_stop(w);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    struct sk_worker_stats s;
+    sk_worker_stats(w, &s);
+    sk_worker_free(w);
+    return s;
+}
+
+/* Waits (15 s at most) until n orders of aid are in the DB, created. */
+static void wait_created(struct sk_th_env *e, uint64_t aid, size_t n)
+{
+    int64_t deadline = sk_mono_ms() + 15000;
+    while (counts(e, aid).orders[SK_ORDER_CREATED] < (long long)n) {
+        CHECK_MSG(sk_mono_ms() < deadline, "only %lld of %zu orders persisted",
+                  (long long)counts(e, aid).orders[SK_ORDER_CREATED], n);
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
+                worker_follows_segments_preheated_after_it_saw_the_activity)
+{
+    uint64_t aid = sk_th_env_activity_segs(e, 100, 1, 1, 60, SEGS, 0); /* created, not preheated */
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    sk_worker *w = start_worker_thread(e, &t);
     /* it follows the activity as it knows it: one (base) stream */
     struct sk_keys base;
     sk_keys_for(&base, aid);
@@ -381,22 +327,12 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    preheat_open(e, aid);
-    struct bought b[120];
-    size_t n = buy_users(e, aid, 1, 120, 1, b);
+    sk_th_env_preheat_open(e, aid);
+    struct sk_th_bought b[120];
+    size_t n = sk_th_env_buy_users(e, aid, 1, 120, 1, BATCH, b);
     CHECK_EQ(n, 100);
-    deadline = sk_mono_ms() + 15000;
-    while (counts(e, aid).orders[SK_ORDER_CREATED] < (long long)n) {
-        CHECK_MSG(sk_mono_ms() < deadline, "only %lld of %zu orders persisted",
-                  (long long)counts(e, aid).orders[SK_ORDER_CREATED], n);
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
+    wait_created(e, aid, n);
+    struct sk_worker_stats s = stop_worker_thread(w, t);
     CHECK_EQ(s.persisted, n);
     CHECK_EQ(s.dead_lettered, 0);
     CHECK_EQ(s.activities, SEGS); /* the empty base stream is no longer followed */
@@ -410,28 +346,13 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
 SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
                 worker_checks_again_when_a_followed_stream_loses_its_group)
 {
-    uint64_t aid = seg_activity(e, 40, 1, 1, 60, 1, 1); /* unsegmented, preheated */
-    struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
-    o.block_ms = 50;
-    o.relist_ms = 50;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
+    uint64_t aid = sk_th_env_activity_segs(e, 40, 1, 1, 60, 1, 1); /* unsegmented, preheated */
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
-    struct bought b[40];
-    size_t n = buy_users(e, aid, 1, 10, 1, b);
+    sk_worker *w = start_worker_thread(e, &t);
+    struct sk_th_bought b[40];
+    size_t n = sk_th_env_buy_users(e, aid, 1, 10, 1, BATCH, b);
     CHECK_EQ(n, 10);
-    int64_t deadline = sk_mono_ms() + 15000;
-    while (counts(e, aid).orders[SK_ORDER_CREATED] < 10) {
-        CHECK_MSG(sk_mono_ms() < deadline, "unsegmented orders not persisted");
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    wait_created(e, aid, n); /* the unsegmented orders */
     /* gone from Redis, then preheated again with 4 segments */
     CHECK_EQ(sk_stock_drop(e->r, aid), 0);
     struct sk_activity a;
@@ -445,22 +366,12 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
     CHECK_MSG(rc == SK_RC_PREHEATED, "preheat: %s", sk_rc_name(rc));
     CHECK_EQ(sk_stock_set_open(e->r, aid, 1, &rc), 0);
     CHECK_EQ(rc, SK_RC_OK);
-    size_t m = buy_users(e, aid, 1001, 30, 1, b + n);
+    size_t m = sk_th_env_buy_users(e, aid, 1001, 30, 1, BATCH, b + n);
     CHECK_EQ(m, 30);
     for (size_t i = n; i < n + m; i++)
         seg_of(b[i].oid, aid);
-    deadline = sk_mono_ms() + 15000;
-    while (counts(e, aid).orders[SK_ORDER_CREATED] < (long long)(n + m)) {
-        CHECK_MSG(sk_mono_ms() < deadline, "only %lld of %zu orders persisted",
-                  (long long)counts(e, aid).orders[SK_ORDER_CREATED], n + m);
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
+    wait_created(e, aid, n + m);
+    struct sk_worker_stats s = stop_worker_thread(w, t);
     CHECK_EQ(s.persisted, n + m);
     CHECK_EQ(s.dead_lettered, 0);
     CHECK_EQ(s.activities, SEGS);
@@ -478,13 +389,13 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db",
 SK_BACKEND_TEST(segments_pipeline, "segpipe.db", sweeper_releases_an_unpaid_order_into_its_segment)
 {
     enum { STOCK = 2 * SEGS };
-    uint64_t aid = seg_activity(e, STOCK, 1, 1, 60, SEGS, 1);
-    struct bought b[STOCK + 20];
-    size_t n = buy_users(e, aid, 1, STOCK + 20, 1, b);
+    uint64_t aid = sk_th_env_activity_segs(e, STOCK, 1, 1, 60, SEGS, 1);
+    struct sk_th_bought b[STOCK + 20];
+    size_t n = sk_th_env_buy_users(e, aid, 1, STOCK + 20, 1, BATCH, b);
     CHECK_EQ(n, STOCK); /* sold out over every segment */
     CHECK_EQ(run_worker_once(e->redis_url, e->spec).persisted, STOCK);
     /* all paid but one: that one expires */
-    const struct bought *late = &b[3];
+    const struct sk_th_bought *late = &b[3];
     int seg = seg_of(late->oid, aid);
     for (size_t i = 0; i < n; i++) {
         if (&b[i] == late) continue;
