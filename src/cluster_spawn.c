@@ -1,25 +1,19 @@
 /* cluster_spawn.c - start and stop a private Redis Cluster of N masters
- * (see cluster_spawn.h). The process handling (fork with a parent-death
- * signal, reaping, removing the directory) is the same as redis_spawn.c's;
- * the port choice (20000-30000, bus port free too) and the readiness test
- * are the same as tests/cluster_harness.c's. */
+ * (see cluster_spawn.h). The process plumbing (temporary directory, fork
+ * with a parent-death signal, bounded waits, stopping and reaping) is
+ * spawn.c's, as for redis_spawn.c; the port choice (20000-30000, bus port
+ * free too) and the readiness test are the same as tests/cluster_harness.c's. */
 #include "cluster_spawn.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hiredis.h>
@@ -27,6 +21,7 @@
 #include "clock.h"
 #include "error.h"
 #include "redis_cluster.h"
+#include "spawn.h"
 
 #define SK_CSPAWN_MAX_EXTRA 32
 #define SK_CSPAWN_PING_MS 10000
@@ -38,67 +33,7 @@
 #define SK_CSPAWN_PORT_SPAN 10000
 #define SK_CSPAWN_BUS_OFFSET 10000
 
-static int fail(struct sk_cluster_spawn *s, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(struct sk_cluster_spawn *s, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errstr, sizeof s->errstr, fmt, ap);
-    va_end(ap);
-    return err;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_tree(const char *dir)
-{
-    if (!dir[0]) return 0;
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static void reap(pid_t pid, int ms)
-{
-    kill(pid, SIGTERM);
-    kill(pid, SIGCONT); /* a SIGSTOPped server must still get to exit */
-    for (int64_t end = sk_mono_ms() + ms; sk_mono_ms() < end; sleep_ms(10)) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD)) return;
-    }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-}
-
-/* Last non-empty line of a file (a node's log or stderr): why it stopped. */
-static void file_tail(const char *path, char *out, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        size_t n = strcspn(line, "\r\n");
-        line[n] = 0;
-        if (!n) continue;
-        if (n >= cap) n = cap - 1; /* a hint, not data */
-        memcpy(out, line, n);
-        out[n] = 0;
-    }
-    fclose(f);
-}
+#define fail(s, ...) sk_spawn_fail((s)->errstr, sizeof(s)->errstr, __VA_ARGS__)
 
 static int port_free(int port)
 {
@@ -163,115 +98,73 @@ static int node_ok(int port, int argc, const char **argv, char *err, size_t cap)
     return ok;
 }
 
-static int pings(int port)
+/* Readiness of a node process: the node at port *arg answers PING. */
+static int pings(void *arg)
 {
     const char *argv[] = {"PING"};
-    redisReply *r = node_cmd(port, 1, argv);
+    redisReply *r = node_cmd(*(const int *)arg, 1, argv);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
     return ok;
 }
 
-/* The node sees a healthy cluster of n masters with every slot served. */
-static int node_ready(int port, int n)
+struct node_ref {
+    const struct sk_cluster_spawn *s;
+    int i;
+};
+
+/* Readiness of the cluster at node ((struct node_ref *)arg)->i: it sees a
+ * healthy cluster of s->n masters with every slot served. */
+static int node_ready(void *arg)
 {
+    const struct node_ref *ref = arg;
     const char *argv[] = {"CLUSTER", "INFO"};
-    redisReply *r = node_cmd(port, 2, argv);
+    redisReply *r = node_cmd(ref->s->port[ref->i], 2, argv);
     char known[48];
-    snprintf(known, sizeof known, "cluster_known_nodes:%d\r", n);
+    snprintf(known, sizeof known, "cluster_known_nodes:%d\r", ref->s->n);
     int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") &&
              strstr(r->str, known) && strstr(r->str, "cluster_slots_ok:16384");
     if (r) freeReplyObject(r);
     return ok;
 }
 
-/* Forks redis-server for node i on s->port[i]. */
-static int spawn_node(struct sk_cluster_spawn *s, int i, const char *const *extra, size_t nextra)
+/* The directory of node i, its log and stderr files, its port as text,
+ * its name in messages. */
+struct node_files {
+    char dir[300], log[340], err[340], port[16], name[80];
+};
+
+static void node_files(const struct sk_cluster_spawn *s, int i, struct node_files *f)
 {
-    char d[300], port[16], logpath[340], errpath[340];
-    snprintf(d, sizeof d, "%.250s/n%d", s->dir, i);
-    if (mkdir(d, 0700) < 0 && errno != EEXIST)
-        return fail(s, SK_EIO, "mkdir %s: %s", d, strerror(errno));
-    snprintf(port, sizeof port, "%d", s->port[i]);
-    snprintf(logpath, sizeof logpath, "%s/redis.log", d);
-    snprintf(errpath, sizeof errpath, "%s/redis.stderr", d);
-    const char *argv[32 + SK_CSPAWN_MAX_EXTRA] = {"redis-server",
-                                                  "--port",
-                                                  port,
-                                                  "--bind",
-                                                  "127.0.0.1",
-                                                  "--dir",
-                                                  d,
-                                                  "--save",
-                                                  "",
-                                                  "--appendonly",
-                                                  "no",
-                                                  "--cluster-enabled",
-                                                  "yes",
-                                                  "--cluster-config-file",
-                                                  "nodes.conf",
-                                                  "--cluster-node-timeout",
-                                                  "5000",
-                                                  "--logfile",
-                                                  logpath,
-                                                  "--daemonize",
-                                                  "no"};
-    size_t a = 21;
-    for (size_t k = 0; k < nextra; k++)
-        argv[a++] = extra[k];
-    argv[a] = NULL;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) return fail(s, SK_EIO, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec: the parent may have threads. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
-        int devnull = open("/dev/null", O_RDWR);
-        int errfd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        if (errfd >= 0) dup2(errfd, 2);
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd); /* no leaked sockets */
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    s->pid[i] = pid;
-    return 0;
+    snprintf(f->dir, sizeof f->dir, "%.250s/n%d", s->dir, i);
+    snprintf(f->log, sizeof f->log, "%s/redis.log", f->dir);
+    snprintf(f->err, sizeof f->err, "%s/redis.stderr", f->dir);
+    snprintf(f->port, sizeof f->port, "%d", s->port[i]);
+    snprintf(f->name, sizeof f->name, "redis-server (cluster node %d, port %d)", i, s->port[i]);
 }
 
-/* Waits until node i answers PING: 0, 1 when it exited because its port
- * was taken (try another), negative otherwise. */
-static int wait_node(struct sk_cluster_spawn *s, int i)
+/* Starts redis-server with argv for node i on s->port[i] (argv points into
+ * f, filled in here) and waits until it answers PING: 0, SK_EEXIST when it
+ * exited because its port was taken (try another), another negative code
+ * otherwise; nothing runs on failure. */
+static int start_node(struct sk_cluster_spawn *s, int i, const char *const *argv,
+                      struct node_files *f)
 {
-    int64_t deadline = sk_mono_ms() + SK_CSPAWN_PING_MS;
-    while (!pings(s->port[i])) {
-        int st;
-        if (waitpid(s->pid[i], &st, WNOHANG) == s->pid[i]) {
-            s->pid[i] = 0;
-            char path[340], tail[200] = "";
-            snprintf(path, sizeof path, "%.250s/n%d/redis.stderr", s->dir, i);
-            file_tail(path, tail, sizeof tail);
-            snprintf(path, sizeof path, "%.250s/n%d/redis.log", s->dir, i);
-            file_tail(path, tail, sizeof tail);
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-                return fail(s, SK_EIO, "cannot run redis-server (not on PATH?)");
-            fail(s, SK_EIO, "redis-server (cluster node %d, port %d) exited at start: %s", i,
-                 s->port[i], tail[0] ? tail : "no message");
-            return strstr(tail, "in use") ? 1 : SK_EIO;
-        }
-        if (sk_mono_ms() > deadline) {
-            reap(s->pid[i], SK_CSPAWN_STOP_MS);
-            s->pid[i] = 0;
-            return fail(s, SK_EIO, "cluster node %d (port %d) not answering PING after %d ms", i,
-                        s->port[i], SK_CSPAWN_PING_MS);
-        }
-        sleep_ms(10);
-    }
-    return 0;
+    node_files(s, i, f);
+    if (mkdir(f->dir, 0700) < 0 && errno != EEXIST)
+        return fail(s, SK_EIO, "mkdir %s: %s", f->dir, strerror(errno));
+    struct sk_spawn_cmd cmd = {.argv = argv,
+                               .err = f->err,
+                               .flags = SK_SPAWN_PDEATHSIG,
+                               .name = f->name,
+                               .log = f->log,
+                               .ready = pings,
+                               .arg = &s->port[i],
+                               .ready_ms = SK_CSPAWN_PING_MS,
+                               .poll_ms = 10,
+                               .stop_sig = SIGTERM,
+                               .stop_ms = SK_CSPAWN_STOP_MS};
+    return sk_spawn_start(&cmd, &s->pid[i], s->errstr, sizeof s->errstr);
 }
 
 /* Slots, epochs, MEET, then wait for every node to see the whole cluster. */
@@ -314,15 +207,23 @@ static int form(struct sk_cluster_spawn *s)
     free(argv);
     if (!ok) return fail(s, SK_EIO, "cannot form the cluster: %s", err);
     int64_t deadline = sk_mono_ms() + SK_CSPAWN_READY_MS;
-    for (int i = 0; i < s->n; i++)
-        while (!node_ready(s->port[i], s->n)) {
-            if (sk_mono_ms() > deadline)
-                return fail(s, SK_EIO,
-                            "cluster node %d (port %d) never reported cluster_state:ok with %d "
-                            "nodes within %d ms",
-                            i, s->port[i], s->n, SK_CSPAWN_READY_MS);
-            sleep_ms(20);
+    for (int i = 0; i < s->n; i++) {
+        struct node_ref ref = {s, i};
+        int st, left = (int)(deadline - sk_mono_ms());
+        int rc = sk_spawn_wait(&s->pid[i], node_ready, &ref, left > 0 ? left : 0, 20, &st);
+        if (rc == SK_ETIMEDOUT)
+            return fail(s, SK_EIO,
+                        "cluster node %d (port %d) never reported cluster_state:ok with %d "
+                        "nodes within %d ms",
+                        i, s->port[i], s->n, SK_CSPAWN_READY_MS);
+        if (rc < 0) { /* the node exited */
+            struct node_files f;
+            node_files(s, i, &f);
+            const char *logs[] = {f.err, f.log};
+            sk_spawn_exited(f.name, st, logs, 2, s->errstr, sizeof s->errstr);
+            return SK_EIO;
         }
+    }
     return 0;
 }
 
@@ -330,7 +231,7 @@ static void kill_nodes(struct sk_cluster_spawn *s)
 {
     for (int i = 0; i < SK_CLUSTER_SPAWN_MAX; i++)
         if (s->pid[i] > 0) {
-            reap(s->pid[i], SK_CSPAWN_STOP_MS);
+            sk_spawn_stop(s->pid[i], SIGTERM, SK_CSPAWN_STOP_MS);
             s->pid[i] = 0;
         }
 }
@@ -340,43 +241,52 @@ int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const 
     memset(s, 0, sizeof *s);
     if (n < 1 || n > SK_CLUSTER_SPAWN_MAX)
         return fail(s, SK_EINVAL, "cluster of %d masters: 1..%d", n, SK_CLUSTER_SPAWN_MAX);
-    size_t nextra = 0;
-    while (extra_args && extra_args[nextra])
-        nextra++;
-    if (nextra > SK_CSPAWN_MAX_EXTRA) return fail(s, SK_EINVAL, "too many redis-server arguments");
-
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    int w = snprintf(s->dir, sizeof s->dir, "%s/seckill-cluster-XXXXXX", tmp);
-    if (w < 0 || (size_t)w >= sizeof s->dir - 16) {
-        s->dir[0] = 0;
-        return fail(s, SK_EINVAL, "TMPDIR path too long");
-    }
-    if (!mkdtemp(s->dir)) {
-        int e = errno;
-        s->dir[0] = 0;
-        return fail(s, SK_EIO, "mkdtemp under %s: %s", tmp, strerror(e));
-    }
+    struct node_files f; /* filled in for each node by start_node */
+    const char *argv[32 + SK_CSPAWN_MAX_EXTRA] = {"redis-server",
+                                                  "--port",
+                                                  f.port,
+                                                  "--bind",
+                                                  "127.0.0.1",
+                                                  "--dir",
+                                                  f.dir,
+                                                  "--save",
+                                                  "",
+                                                  "--appendonly",
+                                                  "no",
+                                                  "--cluster-enabled",
+                                                  "yes",
+                                                  "--cluster-config-file",
+                                                  "nodes.conf",
+                                                  "--cluster-node-timeout",
+                                                  "5000",
+                                                  "--logfile",
+                                                  f.log,
+                                                  "--daemonize",
+                                                  "no"};
+    int rc = sk_spawn_args(argv, 21, sizeof argv / sizeof *argv, NULL, extra_args,
+                           "redis-server arguments", s->errstr, sizeof s->errstr);
+    if (rc == 0)
+        rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-cluster", 16, s->errstr,
+                             sizeof s->errstr);
+    if (rc < 0) return rc;
     s->n = n;
     uint64_t rng = (uint64_t)getpid() * 0x100000001b3ULL ^ (uint64_t)sk_mono_us();
-    int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = 1;
-        for (int t = 0; t < SK_CSPAWN_TRIES && rc == 1; t++) {
+        rc = SK_EEXIST;
+        for (int t = 0; t < SK_CSPAWN_TRIES && rc == SK_EEXIST; t++) {
             s->port[i] = pick_port(&rng, s->port, i);
             if (s->port[i] < 0) {
                 rc = fail(s, SK_EIO, "no free port pair (P, P+10000) in 20000-30000");
                 break;
             }
-            rc = spawn_node(s, i, extra_args, nextra);
-            if (rc == 0) rc = wait_node(s, i);
+            rc = start_node(s, i, argv, &f);
         }
-        if (rc == 1) rc = SK_EIO; /* errstr set by the last try */
+        if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
     }
     if (rc == 0) rc = form(s);
     if (rc != 0) {
         kill_nodes(s);
-        rm_tree(s->dir);
+        sk_spawn_rmtree(s->dir, NULL, 0);
         s->dir[0] = 0;
         s->n = 0;
         return rc;
@@ -396,9 +306,7 @@ void sk_cluster_spawn_node_url(const struct sk_cluster_spawn *s, int i, char *ou
 int sk_cluster_spawn_stop(struct sk_cluster_spawn *s)
 {
     kill_nodes(s);
-    int rc = 0;
-    if (s->dir[0] && rm_tree(s->dir) < 0)
-        rc = fail(s, SK_EIO, "cannot remove %s: %s", s->dir, strerror(errno));
+    int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
     s->n = 0;

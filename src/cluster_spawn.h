@@ -8,7 +8,7 @@
  *
  * Modelled on redis_spawn.c (single server) and tests/cluster_harness.c
  * (the test suite's 3 masters + 3 replicas, built with redis-cli); the
- * three share their process handling by copy for now. */
+ * process handling is spawn.h's, shared with redis_spawn.c and pg_spawn.c. */
 #ifndef SK_CLUSTER_SPAWN_H
 #define SK_CLUSTER_SPAWN_H
 #include <stddef.h>

@@ -1,29 +1,25 @@
-/* pg_spawn.c - start and stop a private PostgreSQL server (see pg_spawn.h). */
+/* pg_spawn.c - start and stop a private PostgreSQL server (see pg_spawn.h);
+ * the process plumbing is spawn.c's. */
 #include "pg_spawn.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <glob.h>
-#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
-#include "clock.h"
 #include "error.h"
 #include "netutil.h"
+#include "spawn.h"
 
 #define SK_PG_SPAWN_MAX_SETTINGS 32
 #define SK_PG_SPAWN_MAX_ENV 256
@@ -42,37 +38,7 @@ struct sk_pg_who {
     gid_t gid;
 };
 
-static int fail(struct sk_pg_spawn *s, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(struct sk_pg_spawn *s, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errstr, sizeof s->errstr, fmt, ap);
-    va_end(ap);
-    return err;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_tree(const char *dir)
-{
-    if (!dir[0]) return 0;
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT ? -1 : 0;
-}
+#define fail(s, ...) sk_spawn_fail((s)->errstr, sizeof(s)->errstr, __VA_ARGS__)
 
 /* Major version from ".../postgresql/<v>/bin/postgres"; 0 when unparsable. */
 static long path_version(const char *path)
@@ -143,197 +109,128 @@ static void child_env(const char **envp, size_t cap)
     envp[n] = NULL;
 }
 
-/* Forks argv[0] (absolute path) as the server user, stdout and stderr
- * appended to log, in directory dir. A server gets a session of its own
- * (a ^C at the terminal reaches us, and we stop it cleanly) and the
- * parent-death signal. */
-static pid_t spawn(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *const *argv,
-                   const char *dir, const char *log, int server)
+/* How to run argv[0] (an absolute path) as the server user, stdout and
+ * stderr into log, in s->dir, with envp from child_env. A server gets a
+ * session of its own (a ^C at the terminal reaches us, and we stop it
+ * cleanly) and the parent-death signal. */
+static struct sk_spawn_cmd command(const struct sk_pg_spawn *s, const struct sk_pg_who *who,
+                                   const char *const *argv, const char **envp, const char *log,
+                                   int server)
 {
-    const char *envp[SK_PG_SPAWN_MAX_ENV];
     child_env(envp, SK_PG_SPAWN_MAX_ENV);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fail(s, SK_EIO, "fork: %s", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec. */
-        if (server) setsid();
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int nul = open("/dev/null", O_RDONLY);
-        if (fd < 0 || nul < 0) _exit(126);
-        dup2(nul, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        for (int i = 3; i < 1024; i++)
-            close(i); /* no inherited sockets or files */
-        if (who->drop && (setgroups(0, NULL) < 0 || setgid(who->gid) < 0 || setuid(who->uid) < 0))
-            _exit(126);
-        /* After setuid: a change of credentials clears the death signal. */
-        if (server) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent) _exit(1);
-        }
-        if (chdir(dir) < 0) _exit(126);
-        execve(argv[0], (char *const *)argv, (char *const *)envp);
-        _exit(127);
-    }
-    return pid;
+    return (struct sk_spawn_cmd){.argv = argv,
+                                 .envp = envp,
+                                 .out = log,
+                                 .err = log,
+                                 .cwd = s->dir,
+                                 .flags = server ? SK_SPAWN_SESSION | SK_SPAWN_PDEATHSIG : 0,
+                                 .drop = who->drop,
+                                 .uid = who->uid,
+                                 .gid = who->gid};
 }
 
-/* Last non-empty lines of a log, on one line: why something failed. */
-static void log_tail(const char *path, char *out, size_t cap)
+/* The files of one server, under s->dir, and its port as text. */
+struct pg_paths {
+    char initdb[300], postgres[300], data[300], sock[300], initdb_log[300], log[300], port[16];
+};
+
+static void pg_paths(const struct sk_pg_spawn *s, const char *bindir, struct pg_paths *p)
 {
-    out[0] = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return;
-    off_t end = lseek(fd, 0, SEEK_END);
-    off_t from = end > (off_t)cap - 1 ? end - (off_t)cap + 1 : 0;
-    ssize_t n = pread(fd, out, cap - 1, from);
-    out[n > 0 ? n : 0] = 0;
-    close(fd);
-    for (char *p = out; *p; p++)
-        if (*p == '\n') *p = ' ';
+    snprintf(p->initdb, sizeof p->initdb, "%s/initdb", bindir);
+    snprintf(p->postgres, sizeof p->postgres, "%s/postgres", bindir);
+    snprintf(p->data, sizeof p->data, "%s/data", s->dir);
+    snprintf(p->sock, sizeof p->sock, "%s/sock", s->dir);
+    snprintf(p->initdb_log, sizeof p->initdb_log, "%s/initdb.log", s->dir);
+    snprintf(p->log, sizeof p->log, "%s/postgres.log", s->dir);
 }
 
-static void reap(pid_t pid, int sig, int ms)
+static int run_initdb(struct sk_pg_spawn *s, const struct sk_pg_who *who, const struct pg_paths *p)
 {
-    if (pid <= 0) return;
-    kill(pid, SIGCONT); /* a stopped server must still get to exit */
-    kill(pid, sig);
-    for (int64_t end = sk_mono_ms() + ms; sk_mono_ms() < end; sleep_ms(10)) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD)) return;
-    }
-    kill(pid, SIGKILL); /* backends notice their postmaster is gone and exit */
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-}
-
-static int run_initdb(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *bindir)
-{
-    char bin[300], data[300], log[300];
-    snprintf(bin, sizeof bin, "%s/initdb", bindir);
-    snprintf(data, sizeof data, "%s/data", s->dir);
-    snprintf(log, sizeof log, "%s/initdb.log", s->dir);
-    const char *argv[] = {bin,     "-D", data,   "-U",         "postgres",  "-A",
-                          "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions",
+    const char *argv[] = {p->initdb, "-D", p->data, "-U",         "postgres",  "-A",
+                          "trust",   "-E", "UTF8",  "--locale=C", "--no-sync", "--no-instructions",
                           NULL};
-    pid_t pid = spawn(s, who, argv, s->dir, log, 0);
-    if (pid < 0) return SK_EIO;
-    int st = 0;
-    for (int64_t end = sk_mono_ms() + SK_PG_SPAWN_INITDB_MS;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) return fail(s, SK_EIO, "waitpid initdb: %s", strerror(errno));
-        if (sk_mono_ms() > end) {
-            reap(pid, SIGKILL, 1000);
-            return fail(s, SK_EIO, "initdb did not finish in %d ms", SK_PG_SPAWN_INITDB_MS);
-        }
-        sleep_ms(10);
+    const char *envp[SK_PG_SPAWN_MAX_ENV];
+    struct sk_spawn_cmd cmd = command(s, who, argv, envp, p->initdb_log, 0);
+    pid_t pid;
+    int st, rc = sk_spawn_exec(&cmd, &pid, s->errstr, sizeof s->errstr);
+    if (rc < 0) return rc;
+    rc = sk_spawn_wait(&pid, NULL, NULL, SK_PG_SPAWN_INITDB_MS, 10, &st);
+    if (rc == SK_ETIMEDOUT) {
+        sk_spawn_stop(pid, SIGKILL, 1000);
+        return fail(s, SK_EIO, "initdb did not finish in %d ms", SK_PG_SPAWN_INITDB_MS);
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        char tail[240];
-        log_tail(log, tail, sizeof tail);
-        return fail(s, SK_EIO, "initdb failed (status %d): ...%s",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), tail);
-    }
-    return 0;
-}
-
-/* One attempt on s->port: 0 ready, 1 port taken (retry on another),
- * negative on anything else. */
-static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *bindir,
-                      const char *const *settings, size_t nset)
-{
-    char bin[300], data[300], sock[300], log[300], port[16];
-    snprintf(bin, sizeof bin, "%s/postgres", bindir);
-    snprintf(data, sizeof data, "%s/data", s->dir);
-    snprintf(sock, sizeof sock, "%s/sock", s->dir);
-    snprintf(log, sizeof log, "%s/postgres.log", s->dir);
-    snprintf(port, sizeof port, "%d", s->port);
-    const char *argv[16 + 2 * SK_PG_SPAWN_MAX_SETTINGS] = {
-        bin, "-D", data, "-p", port, "-k", sock, "-c", "listen_addresses=127.0.0.1", "-c",
-        /* Shared memory in the data directory: nothing left behind in
-         * /dev/shm when a SIGKILL ends the server. */
-        "dynamic_shared_memory_type=mmap", "-c", "max_connections=200"};
-    size_t n = 13;
-    for (size_t i = 0; i < nset; i++) {
-        argv[n++] = "-c";
-        argv[n++] = settings[i];
-    }
-    argv[n] = NULL;
-    s->pid = spawn(s, who, argv, s->dir, log, 1);
-    if (s->pid < 0) {
-        s->pid = 0;
+    if (rc < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        const char *logs[] = {p->initdb_log};
+        sk_spawn_exited("initdb", st, logs, 1, s->errstr, sizeof s->errstr);
         return SK_EIO;
     }
+    return 0;
+}
+
+/* Readiness: the server of conninfo *arg accepts connections. */
+static int accepts(void *conninfo)
+{
+    return PQping(conninfo) == PQPING_OK;
+}
+
+/* One attempt on s->port with argv (which points into p): 0 ready,
+ * SK_EEXIST port taken (retry on another), another negative code on
+ * anything else. */
+static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *const *argv,
+                      struct pg_paths *p)
+{
+    snprintf(p->port, sizeof p->port, "%d", s->port);
     snprintf(s->conninfo, sizeof s->conninfo,
              "host=127.0.0.1 port=%d dbname=postgres user=postgres connect_timeout=2", s->port);
-    int64_t deadline = sk_mono_ms() + SK_PG_SPAWN_READY_MS;
-    while (PQping(s->conninfo) != PQPING_OK) {
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-            s->pid = 0;
-            char tail[300];
-            log_tail(log, tail, sizeof tail);
-            fail(s, SK_EIO, "postgres exited at start: ...%s", tail);
-            return strstr(tail, "could not bind") || strstr(tail, "already in use") ? 1 : SK_EIO;
-        }
-        if (sk_mono_ms() > deadline) {
-            reap(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS);
-            s->pid = 0;
-            return fail(s, SK_EIO, "postgres not ready after %d ms (see %s)", SK_PG_SPAWN_READY_MS,
-                        log);
-        }
-        sleep_ms(5); /* poll interval of the readiness check */
-    }
-    snprintf(s->url, sizeof s->url, "postgres://postgres@127.0.0.1:%d/postgres", s->port);
-    return 0;
+    const char *envp[SK_PG_SPAWN_MAX_ENV];
+    struct sk_spawn_cmd cmd = command(s, who, argv, envp, p->log, 1);
+    cmd.name = "postgres";
+    cmd.ready = accepts;
+    cmd.arg = s->conninfo;
+    cmd.ready_ms = SK_PG_SPAWN_READY_MS;
+    cmd.poll_ms = 5;
+    cmd.stop_sig = SIGINT; /* fast shutdown */
+    cmd.stop_ms = SK_PG_SPAWN_STOP_MS;
+    int rc = sk_spawn_start(&cmd, &s->pid, s->errstr, sizeof s->errstr);
+    if (rc == 0)
+        snprintf(s->url, sizeof s->url, "postgres://postgres@127.0.0.1:%d/postgres", s->port);
+    return rc;
 }
 
 int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
 {
     memset(s, 0, sizeof *s);
-    size_t nset = 0;
-    while (settings && settings[nset])
-        nset++;
-    if (nset > SK_PG_SPAWN_MAX_SETTINGS) return fail(s, SK_EINVAL, "too many postgres settings");
+    struct pg_paths p; /* filled in once the directory exists */
+    const char *argv[16 + 2 * SK_PG_SPAWN_MAX_SETTINGS] = {
+        p.postgres, "-D", p.data, "-p", p.port, "-k", p.sock, "-c", "listen_addresses=127.0.0.1",
+        /* Shared memory in the data directory: nothing left behind in
+         * /dev/shm when a SIGKILL ends the server. */
+        "-c", "dynamic_shared_memory_type=mmap", "-c", "max_connections=200"};
+    int rc = sk_spawn_args(argv, 13, sizeof argv / sizeof *argv, "-c", settings,
+                           "postgres settings", s->errstr, sizeof s->errstr);
     char bindir[240];
     struct sk_pg_who who;
-    int rc = find_bindir(s, bindir, sizeof bindir);
-    if (rc < 0 || (rc = find_user(s, &who)) < 0) return rc;
+    if (rc == 0) rc = find_bindir(s, bindir, sizeof bindir);
+    if (rc == 0) rc = find_user(s, &who);
+    if (rc == 0)
+        rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-pg", 32, s->errstr, sizeof s->errstr);
+    if (rc < 0) return rc;
 
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp) tmp = "/tmp";
-    int w = snprintf(s->dir, sizeof s->dir, "%s/seckill-pg-XXXXXX", tmp);
-    if (w < 0 || (size_t)w >= sizeof s->dir - 32) {
-        s->dir[0] = 0;
-        return fail(s, SK_EINVAL, "TMPDIR path too long");
-    }
-    if (!mkdtemp(s->dir)) {
-        int e = errno;
-        s->dir[0] = 0;
-        return fail(s, SK_EIO, "mkdtemp under %s: %s", tmp, strerror(e));
-    }
-    char sock[300];
-    snprintf(sock, sizeof sock, "%s/sock", s->dir);
+    pg_paths(s, bindir, &p);
     rc = own_dir(s, &who, s->dir);
-    if (rc == 0) rc = own_dir(s, &who, sock);
-    if (rc == 0) rc = run_initdb(s, &who, bindir);
+    if (rc == 0) rc = own_dir(s, &who, p.sock);
+    if (rc == 0) rc = run_initdb(s, &who, &p);
     if (rc == 0) {
-        rc = 1;
-        for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == 1; t++) {
+        rc = SK_EEXIST;
+        for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == SK_EEXIST; t++) {
             s->port = sk_net_free_port();
             if (s->port <= 0) {
                 rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
                 break;
             }
-            rc = try_launch(s, &who, bindir, settings, nset);
+            rc = try_launch(s, &who, argv, &p);
         }
-        if (rc == 1) rc = SK_EIO; /* errstr set by the last try */
+        if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
     }
     if (rc < 0) {
         char keep[sizeof s->errstr];
@@ -347,11 +244,9 @@ int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
 
 int sk_pg_spawn_stop(struct sk_pg_spawn *s)
 {
-    if (s->pid > 0) reap(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS); /* SIGINT: fast shutdown */
+    sk_spawn_stop(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS); /* SIGINT: fast shutdown */
     s->pid = 0;
-    int rc = 0;
-    if (s->dir[0] && rm_tree(s->dir) < 0)
-        rc = fail(s, SK_EIO, "cannot remove %s: %s", s->dir, strerror(errno));
+    int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
     s->conninfo[0] = 0;
