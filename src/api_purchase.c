@@ -160,8 +160,9 @@ static void on_scan_get(void *data, redisReply *rep)
     if (--sc->pending == 0) sc->done(sc);
 }
 
-/* Sends one GET per segment; sc->done runs when all answered. Returns 0,
- * or <0 when nothing could be sent (done will not run). */
+/* Sends one GET per segment; sc->done runs once, when every GET answered
+ * (one that could not be sent counts as answered and marks the scan
+ * failed), possibly before this returns when none could be sent. Returns 0. */
 static int scan_start(struct seg_scan *sc)
 {
     sc->pending = sc->segments;
