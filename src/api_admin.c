@@ -85,6 +85,19 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
 
 typedef void (*state_done_fn)(struct op *o, const struct sk_stock_state *st); /* st NULL: failed */
 
+/* A peek.lua reply: exists, open and stock; the rest of *st zero. */
+static int peek_parse(const redisReply *rep, struct sk_stock_state *st)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) return SK_EPROTO;
+    for (int i = 0; i < 3; i++)
+        if (rep->element[i]->type != REDIS_REPLY_INTEGER) return SK_EPROTO;
+    *st = (struct sk_stock_state){.exists = (int)rep->element[0]->integer,
+                                  .open = (int)rep->element[1]->integer,
+                                  .remaining = rep->element[2]->integer,
+                                  .reconcile_drift = -1};
+    return 0;
+}
+
 struct seg_state_op;
 struct seg_state_slot {
     struct seg_state_op *so;
@@ -93,6 +106,7 @@ struct seg_state_slot {
 struct seg_state_op {
     struct op *o;
     state_done_fn done;
+    int peek; /* peek.lua (exists, open, stock) instead of state.lua */
     int segments, pending, failed, added;
     struct sk_stock_state sum;
     int64_t drift, drift_ms;
@@ -124,14 +138,17 @@ static void on_seg_state(void *data, redisReply *rep)
         }
     } else {
         struct sk_stock_state one;
-        if (sk_stock_state_parse(rep, &one) < 0) so->failed = 1;
-        else sk_seg_state_add(&so->sum, &one, so->added++ == 0);
+        if ((so->peek ? peek_parse(rep, &one) : sk_stock_state_parse(rep, &one)) < 0)
+            so->failed = 1;
+        else
+            sk_seg_state_add(&so->sum, &one, so->added++ == 0);
     }
     seg_state_answered(so);
 }
 
-/* Reads the summed state of o's segmented activity; done(o, st) runs once. */
-static void seg_state_read(struct op *o, state_done_fn done)
+/* Reads the summed state of o's segmented activity (peek: only exists,
+ * open and stock, O(1) per segment); done(o, st) runs once. */
+static void seg_state_read(struct op *o, state_done_fn done, int peek)
 {
     int segs = (int)o->act.segments;
     struct seg_state_op *so = calloc(1, sizeof *so);
@@ -139,9 +156,9 @@ static void seg_state_read(struct op *o, state_done_fn done)
         done(o, NULL);
         return;
     }
-    *so = (struct seg_state_op){.o = o, .done = done, .segments = segs, .drift = -1};
-    so->pending = segs + 2; /* +1 base meta, +1 held until all are sent */
-    for (int i = -1; i < segs; i++) {
+    *so = (struct seg_state_op){.o = o, .done = done, .peek = peek, .segments = segs, .drift = -1};
+    so->pending = segs + 1 + !peek; /* +1 held until all are sent, +1 base meta */
+    for (int i = peek ? 0 : -1; i < segs; i++) {
         struct sk_keys k;
         struct seg_state_slot *sl = &so->slot[i + 1];
         *sl = (struct seg_state_slot){so, i};
@@ -150,6 +167,11 @@ static void seg_state_read(struct op *o, state_done_fn done)
             sk_keys_for(&k, o->act.id);
             const char *argv[] = {"HMGET", k.meta, "reconcile_drift", "reconcile_ms"};
             rc = sk_aredis_command(o->app->redis, on_seg_state, sl, 4, argv, NULL);
+        } else if (peek) {
+            sk_keys_seg(&k, o->act.id, i);
+            const char *keys[] = {k.meta, k.stock};
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL,
+                                on_seg_state, sl);
         } else {
             sk_keys_seg(&k, o->act.id, i);
             const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
@@ -180,20 +202,20 @@ static void state_for_activity_done(struct op *o, const struct sk_stock_state *s
 static void on_state_for_activity(void *data, redisReply *rep)
 {
     struct sk_stock_state st;
-    state_for_activity_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
+    state_for_activity_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 /* Reads the live state, then answers with the activity. Takes o. */
 static void answer_with_state(struct op *o)
 {
     if (o->act.segments > 1) {
-        seg_state_read(o, state_for_activity_done);
+        seg_state_read(o, state_for_activity_done, 1);
         return;
     }
     struct sk_keys k;
     sk_keys_for(&k, o->act.id);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
+    const char *keys[] = {k.meta, k.stock};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL,
                        on_state_for_activity, o) < 0)
         on_state_for_activity(o, NULL);
 }
@@ -438,7 +460,7 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     if (!o) return 0;
     o->act = a;
     if (a.segments > 1) {
-        seg_state_read(o, stats_done);
+        seg_state_read(o, stats_done, 0);
         return 0;
     }
     struct sk_keys k;

@@ -1,0 +1,9 @@
+-- peek.lua - what a buyer sees of an activity's (or one segment's) live
+-- state, in O(1): the state script sums the buyers hash, which grows with
+-- the sale, and GET /activities/{id} is the route buyers poll.
+-- KEYS: meta stock
+-- Returns {exists, open, stock}
+local stock = redis.call('GET', KEYS[2])
+local m = redis.call('HMGET', KEYS[1], 'open', 'initial')
+if not stock or not m[2] then return {0, 0, 0} end
+return {1, m[1] == '1' and 1 or 0, tonumber(stock)}
