@@ -387,6 +387,55 @@ static void on_switch(void *data, redisReply *rep)
     reply_switch(data, rc);
 }
 
+/* A segmented switch: every segment's and the base's switch script at once
+ * (they are independent; opening is the moment traffic peaks, so nothing
+ * waits in line and the event loop is never blocked). */
+struct seg_switch_op {
+    struct op *o;
+    int pending, failed, rc;
+};
+
+static void seg_switch_answered(struct seg_switch_op *so)
+{
+    if (--so->pending > 0) return;
+    reply_switch(so->o, so->failed ? -1 : so->rc);
+    free(so);
+}
+
+static void on_seg_switch(void *data, redisReply *rep)
+{
+    struct seg_switch_op *so = data;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER)
+        so->failed = 1;
+    else if (rep->element[0]->integer != SK_RC_OK)
+        so->rc = (int)rep->element[0]->integer;
+    seg_switch_answered(so);
+}
+
+static void seg_switch(struct op *o, int segments, int open)
+{
+    struct seg_switch_op *so = calloc(1, sizeof *so);
+    if (!so) {
+        reply_switch(o, -1);
+        return;
+    }
+    *so = (struct seg_switch_op){.o = o, .pending = segments + 2, .rc = SK_RC_OK};
+    const char *args[] = {open ? "1" : "0"};
+    for (int i = 0; i <= segments; i++) {
+        struct sk_keys k;
+        if (i < segments) sk_keys_seg(&k, o->act.id, i);
+        else sk_keys_for(&k, o->act.id);
+        const char *keys[] = {k.meta};
+        if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_seg_switch,
+                           so) < 0) {
+            so->failed = 1;
+            so->pending--;
+        }
+    }
+    seg_switch_answered(so); /* the one held while sending */
+}
+
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     struct sk_activity a;
@@ -397,11 +446,7 @@ int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     if (!o) return 0;
     o->act = a;
     if (a.segments > 1) {
-        int src, segs = (int)a.segments;
-        sk_redis *r = sk_app_redis_sync(app);
-        if (!r || sk_seg_set_open(r, a.id, segs, m->route == SK_ROUTE_admin_open, &src) < 0)
-            src = -1;
-        reply_switch(o, src);
+        seg_switch(o, (int)a.segments, m->route == SK_ROUTE_admin_open);
         return 0;
     }
     struct sk_keys k;

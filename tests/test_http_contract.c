@@ -546,6 +546,7 @@ SK_TEST(segmented_activity_preheats_opens_sells_out_and_closes_over_http)
     srv_start(&v, NULL);
     body_with(body, sizeof body, id, s, e, "segments", "4"); /* stock 10, limit 1 */
     EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    EXPECT_ERROR(admin_op(&v, id, "open", NULL, &r), &r, 409, "not_preheated");
     EXPECT_STATUS(admin_op(&v, id, "preheat", NULL, &r), &r, 200);
     CHECK_EQ(JINT(&r, "stock_remaining"), 10);
     EXPECT_STATUS(admin_op(&v, id, "preheat", NULL, &r), &r, 200); /* live: left alone */
