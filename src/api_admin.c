@@ -104,23 +104,24 @@ struct seg_state_slot {
     int seg; /* -1: the base meta */
 };
 struct seg_state_op {
+    struct sk_fanout f; /* first: its done casts back */
     struct op *o;
     state_done_fn done;
     int peek; /* peek.lua (exists, open, stock) instead of state.lua */
-    int segments, pending, failed, added;
+    int segments, added;
     struct sk_stock_state sum;
     int64_t drift, drift_ms;
     struct seg_state_slot slot[SK_SEG_MAX + 1];
 };
 
-static void seg_state_answered(struct seg_state_op *so)
+static void on_seg_state_done(struct sk_fanout *f)
 {
-    if (--so->pending > 0) return;
-    if (!so->failed) {
+    struct seg_state_op *so = (struct seg_state_op *)f;
+    if (!f->failed) {
         so->sum.reconcile_drift = so->drift;
         so->sum.reconcile_ms = so->drift_ms;
     }
-    so->done(so->o, so->failed ? NULL : &so->sum);
+    so->done(so->o, f->failed ? NULL : &so->sum);
     free(so);
 }
 
@@ -129,7 +130,7 @@ static void on_seg_state(void *data, redisReply *rep)
     struct seg_state_slot *sl = data;
     struct seg_state_op *so = sl->so;
     if (sl->seg < 0) {
-        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) so->failed = 1;
+        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) so->f.failed = 1;
         else {
             if (rep->element[0]->type == REDIS_REPLY_STRING)
                 so->drift = strtoll(rep->element[0]->str, NULL, 10);
@@ -139,11 +140,11 @@ static void on_seg_state(void *data, redisReply *rep)
     } else {
         struct sk_stock_state one;
         if ((so->peek ? peek_parse(rep, &one) : sk_stock_state_parse(rep, &one)) < 0)
-            so->failed = 1;
+            so->f.failed = 1;
         else
             sk_seg_state_add(&so->sum, &one, so->added++ == 0);
     }
-    seg_state_answered(so);
+    sk_fanout_answered(&so->f);
 }
 
 /* Reads the summed state of o's segmented activity (peek: only exists,
@@ -157,7 +158,7 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
         return;
     }
     *so = (struct seg_state_op){.o = o, .done = done, .peek = peek, .segments = segs, .drift = -1};
-    so->pending = segs + 1 + !peek; /* +1 held until all are sent, +1 base meta */
+    sk_fanout_begin(&so->f, on_seg_state_done);
     for (int i = peek ? 0 : -1; i < segs; i++) {
         struct sk_keys k;
         struct seg_state_slot *sl = &so->slot[i + 1];
@@ -178,12 +179,9 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
             rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
                                 on_seg_state, sl);
         }
-        if (rc < 0) {
-            so->failed = 1;
-            so->pending--;
-        }
+        sk_fanout_sent(&so->f, rc);
     }
-    seg_state_answered(so);
+    sk_fanout_end(&so->f);
 }
 
 static void state_for_activity_done(struct op *o, const struct sk_stock_state *st)
@@ -220,15 +218,24 @@ static void answer_with_state(struct op *o)
         on_state_for_activity(o, NULL);
 }
 
-int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+/* The activity of the route, Redis ready, and an op waiting for Redis
+ * with it: the start of every route that reads or changes an activity's
+ * live state. NULL when a reply was already sent. */
+static struct op *activity_op_or_reply(struct sk_app *app, h2o_req_t *req,
+                                       const struct sk_route_match *m)
 {
     struct sk_activity a;
-    if (activity_or_reply(app, req, m->route, m->id, &a)) return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
+    if (activity_or_reply(app, req, m->route, m->id, &a)) return NULL;
+    if (sk_http_redis_or_reply(app, req, m->route)) return NULL;
     struct op *o = op_new(app, req, m->route);
-    if (!o) return 0;
-    o->act = a;
-    answer_with_state(o);
+    if (o) o->act = a;
+    return o;
+}
+
+int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    struct op *o = activity_op_or_reply(app, req, m);
+    if (o) answer_with_state(o);
     return 0;
 }
 
@@ -327,15 +334,12 @@ static void on_preheat(void *data, redisReply *rep)
 
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    struct sk_activity a;
     int force;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
     if (force_or_reply(app, req, m->route, &force)) return 0;
-    if (activity_or_reply(app, req, m->route, m->id, &a)) return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
-    struct op *o = op_new(app, req, m->route);
+    struct op *o = activity_op_or_reply(app, req, m);
     if (!o) return 0;
-    o->act = a;
+    const struct sk_activity a = o->act;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
     if (a.segments > 1) {
@@ -391,14 +395,15 @@ static void on_switch(void *data, redisReply *rep)
  * (they are independent; opening is the moment traffic peaks, so nothing
  * waits in line and the event loop is never blocked). */
 struct seg_switch_op {
+    struct sk_fanout f; /* first: its done casts back */
     struct op *o;
-    int pending, failed, rc;
+    int rc;
 };
 
-static void seg_switch_answered(struct seg_switch_op *so)
+static void on_seg_switch_done(struct sk_fanout *f)
 {
-    if (--so->pending > 0) return;
-    reply_switch(so->o, so->failed ? -1 : so->rc);
+    struct seg_switch_op *so = (struct seg_switch_op *)f;
+    reply_switch(so->o, f->failed ? -1 : so->rc);
     free(so);
 }
 
@@ -407,10 +412,10 @@ static void on_seg_switch(void *data, redisReply *rep)
     struct seg_switch_op *so = data;
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER)
-        so->failed = 1;
+        so->f.failed = 1;
     else if (rep->element[0]->integer != SK_RC_OK)
         so->rc = (int)rep->element[0]->integer;
-    seg_switch_answered(so);
+    sk_fanout_answered(&so->f);
 }
 
 static void seg_switch(struct op *o, int segments, int open)
@@ -420,31 +425,26 @@ static void seg_switch(struct op *o, int segments, int open)
         reply_switch(o, -1);
         return;
     }
-    *so = (struct seg_switch_op){.o = o, .pending = segments + 2, .rc = SK_RC_OK};
+    *so = (struct seg_switch_op){.o = o, .rc = SK_RC_OK};
+    sk_fanout_begin(&so->f, on_seg_switch_done);
     const char *args[] = {open ? "1" : "0"};
     for (int i = 0; i <= segments; i++) {
         struct sk_keys k;
         if (i < segments) sk_keys_seg(&k, o->act.id, i);
         else sk_keys_for(&k, o->act.id);
         const char *keys[] = {k.meta};
-        if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_seg_switch,
-                           so) < 0) {
-            so->failed = 1;
-            so->pending--;
-        }
+        sk_fanout_sent(&so->f, sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args,
+                                              NULL, on_seg_switch, so));
     }
-    seg_switch_answered(so); /* the one held while sending */
+    sk_fanout_end(&so->f);
 }
 
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    struct sk_activity a;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (activity_or_reply(app, req, m->route, m->id, &a)) return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
-    struct op *o = op_new(app, req, m->route);
+    struct op *o = activity_op_or_reply(app, req, m);
     if (!o) return 0;
-    o->act = a;
+    const struct sk_activity a = o->act;
     if (a.segments > 1) {
         seg_switch(o, (int)a.segments, m->route == SK_ROUTE_admin_open);
         return 0;
@@ -497,13 +497,10 @@ static void on_stats(void *data, redisReply *rep)
 
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    struct sk_activity a;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (activity_or_reply(app, req, m->route, m->id, &a)) return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
-    struct op *o = op_new(app, req, m->route);
+    struct op *o = activity_op_or_reply(app, req, m);
     if (!o) return 0;
-    o->act = a;
+    const struct sk_activity a = o->act;
     if (a.segments > 1) {
         seg_state_read(o, stats_done, 0);
         return 0;

@@ -143,9 +143,10 @@ struct seg_slot {
 };
 
 struct seg_scan {
+    struct sk_fanout f; /* first: its done casts back */
     struct sk_app *app;
     uint64_t aid;
-    int segments, pending, failed;
+    int segments;
     seg_scan_done done;
     int64_t stocks[SK_SEG_MAX]; /* -1: no stock key */
     struct seg_slot slot[SK_SEG_MAX];
@@ -155,33 +156,32 @@ static void on_scan_get(void *data, redisReply *rep)
 {
     struct seg_slot *sl = data;
     struct seg_scan *sc = sl->sc;
-    if (!rep || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL)) sc->failed = 1;
+    if (!rep || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL)) sc->f.failed = 1;
     else sc->stocks[sl->seg] = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
-    if (--sc->pending == 0) sc->done(sc);
+    sk_fanout_answered(&sc->f);
 }
 
-/* Sends one GET per segment; sc->done runs once, when every GET answered
- * (one that could not be sent counts as answered and marks the scan
- * failed), possibly before this returns when none could be sent. Returns 0. */
-static int scan_start(struct seg_scan *sc)
+static void on_scan_done(struct sk_fanout *f)
 {
-    sc->pending = sc->segments;
-    sc->failed = 0;
+    struct seg_scan *sc = (struct seg_scan *)f;
+    sc->done(sc);
+}
+
+/* One GET per segment; sc->done runs once, when every GET answered (one
+ * that could not be sent marks the scan failed), possibly before this
+ * returns. */
+static void scan_start(struct seg_scan *sc)
+{
+    sk_fanout_begin(&sc->f, on_scan_done);
     for (int i = 0; i < sc->segments; i++) {
         struct sk_keys k;
         sk_keys_seg(&k, sc->aid, i);
         const char *argv[] = {"GET", k.stock};
         sc->slot[i] = (struct seg_slot){sc, i};
-        if (sk_aredis_command(sc->app->redis, on_scan_get, &sc->slot[i], 2, argv, NULL) < 0) {
-            /* the ones sent still answer: count this one as answered, failed */
-            sc->failed = 1;
-            if (--sc->pending == 0) {
-                sc->done(sc);
-                return 0;
-            }
-        }
+        sk_fanout_sent(&sc->f, sk_aredis_command(sc->app->redis, on_scan_get, &sc->slot[i], 2,
+                                                 argv, NULL));
     }
-    return 0;
+    sk_fanout_end(&sc->f);
 }
 
 /* ---- segments: borrowing for purchases a home segment could not serve -- */
@@ -207,7 +207,7 @@ static void borrow_finish(struct borrow *bo)
 {
     struct sk_app *app = bo->sc.app;
     for (size_t i = 0; i < bo->n; i++) finish_one(app, bo->sc.aid, bo->items[i], &bo->res[i], NULL);
-    int empty = !bo->sc.failed;
+    int empty = !bo->sc.f.failed;
     for (int i = 0; empty && i < bo->sc.segments; i++) empty = bo->sc.stocks[i] == 0;
     if (empty) mark_sold_out(app, bo->sc.aid);
     borrow_free(bo);
@@ -233,13 +233,14 @@ static void on_transfer(void *data, redisReply *rep)
     if (sk_seg_lend_refusal_final(trc)) {
         /* closed (or gone) since: that is the answer, not sold out */
         for (size_t i = 0; i < bo->n; i++) bo->res[i].rc = trc;
-        bo->sc.failed = 1; /* not a sold-out verdict */
+        bo->sc.f.failed = 1; /* not a sold-out verdict */
         borrow_finish(bo);
         return;
     }
     if (trc != SK_RC_TRANSFERRED || taken <= 0) {
         /* the lender drained (or closed) meanwhile: look again */
-        if (++bo->round >= bo->sc.segments || scan_start(&bo->sc) < 0) borrow_finish(bo);
+        if (++bo->round >= bo->sc.segments) borrow_finish(bo);
+        else scan_start(&bo->sc);
         return;
     }
     struct sk_batch *b = malloc(sizeof *b);
@@ -261,7 +262,7 @@ static void on_transfer(void *data, redisReply *rep)
 static void on_borrow_scanned(struct seg_scan *sc)
 {
     struct borrow *bo = (struct borrow *)sc;
-    if (sc->failed) {
+    if (sc->f.failed) {
         borrow_fail(bo, "redis is unreachable; try again");
         return;
     }
@@ -567,7 +568,7 @@ static void on_segments_checked(struct seg_scan *sc)
 {
     struct stock_check *chk = (struct stock_check *)sc;
     int back = 0;
-    for (int i = 0; !sc->failed && i < sc->segments; i++) back |= sc->stocks[i] != 0;
+    for (int i = 0; !sc->f.failed && i < sc->segments; i++) back |= sc->stocks[i] != 0;
     recheck_done(chk->app, chk->id, back);
     free(chk);
 }

@@ -185,3 +185,39 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
     sk_aredis_free(ar);
     sk_th_redis_stop(&srv, 1);
 }
+
+/* ---- fan-out (no server: the counting alone) ----------------------------- */
+
+static int fanout_done_calls;
+static void count_done(struct sk_fanout *f)
+{
+    (void)f;
+    fanout_done_calls++;
+}
+
+SK_TEST(fanout_runs_done_once_after_the_last_answer_and_marks_failed_sends)
+{
+    struct sk_fanout f;
+    fanout_done_calls = 0;
+    sk_fanout_begin(&f, count_done);
+    sk_fanout_sent(&f, 0);
+    sk_fanout_sent(&f, SK_EIO); /* never answers */
+    sk_fanout_sent(&f, 0);
+    sk_fanout_answered(&f); /* an answer before the sending ended */
+    sk_fanout_end(&f);
+    CHECK_EQ(fanout_done_calls, 0); /* one answer still out */
+    CHECK_EQ(f.failed, 1);
+    sk_fanout_answered(&f);
+    CHECK_EQ(fanout_done_calls, 1);
+    /* nothing sent: done at the end of sending, not failed */
+    sk_fanout_begin(&f, count_done);
+    sk_fanout_end(&f);
+    CHECK_EQ(fanout_done_calls, 2);
+    CHECK_EQ(f.failed, 0);
+    /* every send failed: done at the end, failed */
+    sk_fanout_begin(&f, count_done);
+    sk_fanout_sent(&f, SK_EIO);
+    sk_fanout_end(&f);
+    CHECK_EQ(fanout_done_calls, 3);
+    CHECK_EQ(f.failed, 1);
+}
