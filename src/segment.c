@@ -11,6 +11,7 @@
 #include "codes.h"
 #include "error.h"
 #include "script.h"
+#include "stock_int.h"
 
 /* ---- pure ---------------------------------------------------------------- */
 
@@ -86,11 +87,6 @@ int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *
 
 /* ---- blocking ------------------------------------------------------------ */
 
-static int proto(sk_redis *r, const char *what)
-{
-    snprintf(r->errstr, sizeof r->errstr, "unexpected reply to %s", what);
-    return r->err = SK_EPROTO;
-}
 
 int sk_seg_count(sk_redis *r, uint64_t aid, int *segments)
 {
@@ -104,7 +100,7 @@ int sk_seg_count(sk_redis *r, uint64_t aid, int *segments)
         long v = strtol(rep->str, NULL, 10);
         if (v > 1 && v <= SK_SEG_MAX) *segments = (int)v;
     } else if (rep->type != REDIS_REPLY_NIL) {
-        rc = proto(r, "HGET segments");
+        rc = sk_stock_proto(r, "HGET segments");
     }
     freeReplyObject(rep);
     return rc;
@@ -131,7 +127,7 @@ static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
         else err = 1;
         freeReplyObject(rep);
     }
-    return err ? proto(r, "GET stock") : 0;
+    return err ? sk_stock_proto(r, "GET stock") : 0;
 }
 
 void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2])
@@ -161,7 +157,7 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     int64_t left;
     *taken = 0;
     id[0] = 0;
-    if (sk_seg_transfer_parse(rep, &trc, taken, id, &left) < 0) rc = proto(r, "transfer");
+    if (sk_seg_transfer_parse(rep, &trc, taken, id, &left) < 0) rc = sk_stock_proto(r, "transfer");
     else if (trc != SK_RC_TRANSFERRED) *taken = 0;
     if (trc_out) *trc_out = trc;
     freeReplyObject(rep);
@@ -176,20 +172,10 @@ static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qt
     snprintf(q, sizeof q, "%" PRId64, qty);
     const char *keys[] = {k.meta, k.stock, k.xin};
     const char *args[] = {id, q};
-    redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_XFER_IN, 3, keys, 2, args, NULL, &rep);
-    if (rc < 0) {
-        if (rep) freeReplyObject(rep);
-        return rc;
-    }
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-        rep->element[0]->type != REDIS_REPLY_INTEGER || rep->element[1]->type != REDIS_REPLY_INTEGER)
-        rc = proto(r, "xfer_in");
-    else if (rep->element[0]->integer != SK_RC_TRANSFERRED)
-        rc = proto(r, "xfer_in (refused)");
-    else
-        *applied = (int)rep->element[1]->integer;
-    freeReplyObject(rep);
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, 2, args, v, 2);
+    if (rc == 0 && v[0] != SK_RC_TRANSFERRED) rc = sk_stock_proto(r, "xfer_in (refused)");
+    if (rc == 0) *applied = (int)v[1];
     return rc;
 }
 
@@ -378,7 +364,7 @@ static int write_base(sk_redis *r, const struct sk_stock_def *d)
         k.meta, d->id, d->segments, d->initial, d->per_user_limit, d->max_per_order, d->start_ms,
         d->end_ms);
     if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_INTEGER) rc = proto(r, "HSET base meta");
+    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
     freeReplyObject(rep);
     return rc;
 }
@@ -440,21 +426,10 @@ int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc
         struct sk_keys k;
         sk_keys_seg(&k, d->id, s);
         const char *keys[] = {k.meta, k.stock, k.buyers};
-        redisReply *rep;
-        rc = sk_script_eval(r, SK_SCRIPT_PREHEAT, 3, keys, 11, args, NULL, &rep);
-        if (rc < 0) {
-            if (rep) freeReplyObject(rep);
-            return rc;
-        }
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-            rep->element[0]->type != REDIS_REPLY_INTEGER ||
-            rep->element[1]->type != REDIS_REPLY_INTEGER) {
-            freeReplyObject(rep);
-            return proto(r, "preheat");
-        }
-        int prc = (int)rep->element[0]->integer;
-        sum += rep->element[1]->integer;
-        freeReplyObject(rep);
+        int64_t v[2];
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 11, args, v, 2)) < 0) return rc;
+        int prc = (int)v[0];
+        sum += v[1];
         if (prc == SK_RC_PREHEATED) any_new = 1;
         else if (prc != SK_RC_STOCK_LIVE) {
             *rc_out = prc;
@@ -477,19 +452,10 @@ int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_o
         else sk_keys_for(&k, aid);
         const char *keys[] = {k.meta};
         const char *args[] = {open ? "1" : "0"};
-        redisReply *rep;
-        int rc = sk_script_eval(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, &rep);
-        if (rc < 0) {
-            if (rep) freeReplyObject(rep);
-            return rc;
-        }
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
-            rep->element[0]->type != REDIS_REPLY_INTEGER) {
-            freeReplyObject(rep);
-            return proto(r, "switch");
-        }
-        if (rep->element[0]->integer != SK_RC_OK) *rc_out = (int)rep->element[0]->integer;
-        freeReplyObject(rep);
+        int64_t v[1];
+        int rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+        if (rc < 0) return rc;
+        if (v[0] != SK_RC_OK) *rc_out = (int)v[0];
     }
     return 0;
 }
@@ -533,7 +499,7 @@ int sk_seg_settle(sk_redis *r, uint64_t aid, int segments, int64_t *units)
         if (rc < 0) return rc;
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
             freeReplyObject(rep);
-            return proto(r, "HGETALL xout");
+            return sk_stock_proto(r, "HGETALL xout");
         }
         for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
             const redisReply *id = rep->element[i], *v = rep->element[i + 1];

@@ -13,10 +13,11 @@
 #include "keys.h"
 #include "script.h"
 #include "segment.h"
+#include "stock_int.h"
 
 #define U64_DIGITS 21
 
-static int proto(sk_redis *r, const char *what)
+int sk_stock_proto(sk_redis *r, const char *what)
 {
     snprintf(r->errstr, sizeof r->errstr, "unexpected reply to %s", what);
     return r->err = SK_EPROTO;
@@ -62,7 +63,7 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
         !is_int(rep->element[2]) || !is_int(rep->element[3])) {
         freeReplyObject(rep);
-        return proto(r, "purchase");
+        return sk_stock_proto(r, "purchase");
     }
     set_outcome(res, (int)rep->element[0]->integer, rep->element[3]->integer);
     set_order_id(res, rep->element[1]);
@@ -185,7 +186,7 @@ int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_ba
         rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
                             (int)SK_BATCH_ARGC(n), args, lens, &rep);
     }
-    if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = proto(r, "purchase_batch");
+    if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0) rc = sk_stock_proto(r, "purchase_batch");
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
@@ -207,9 +208,7 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_l
     return rc;
 }
 
-/* Runs a script whose reply is an array of integers; copies up to want
- * of them into out (missing ones are 0). */
-static int eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
+int sk_stock_eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
                      int nargs, const char *const *args, int64_t *out, size_t want)
 {
     redisReply *rep;
@@ -220,12 +219,12 @@ static int eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *c
     }
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1) {
         freeReplyObject(rep);
-        return proto(r, sk_script_name(id));
+        return sk_stock_proto(r, sk_script_name(id));
     }
     for (size_t i = 0; i < want; i++) {
         if (i < rep->elements && !is_int(rep->element[i])) {
             freeReplyObject(rep);
-            return proto(r, sk_script_name(id));
+            return sk_stock_proto(r, sk_script_name(id));
         }
         out[i] = i < rep->elements ? rep->element[i]->integer : 0;
     }
@@ -246,7 +245,7 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
     const char *args[] = {k.label, order_id, a[0], a[1]};
     int64_t v[2];
-    int rc = eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (given) *given = v[1];
@@ -276,7 +275,7 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
     int nargs = sk_stock_preheat_args(d, force, a, args);
     const char *keys[] = {k.meta, k.stock, k.buyers};
     int64_t v[2];
-    int rc = eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (stock) *stock = v[1];
@@ -294,7 +293,7 @@ int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
     const char *keys[] = {k.meta};
     const char *args[] = {open ? "1" : "0"};
     int64_t v[1];
-    rc = eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+    rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     return 0;
@@ -326,7 +325,7 @@ int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_s
     const char *keys[] = {k->meta, k->stock, k->buyers, k->orders, k->dlq};
     redisReply *rep;
     int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
-    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = proto(r, "state");
+    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = sk_stock_proto(r, "state");
     if (rep) freeReplyObject(rep);
     return rc;
 }
@@ -339,12 +338,7 @@ int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
     if (segs > 1) return sk_seg_state(r, aid, segs, st);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-    redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
-    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = proto(r, "state");
-    if (rep) freeReplyObject(rep);
-    return rc;
+    return sk_stock_state_keys(r, &k, st);
 }
 
 int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
@@ -354,7 +348,7 @@ int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
     int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
                           k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin);
     if (rc < 0) return rc;
-    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : proto(r, "DEL");
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);
     return rc;
 }
@@ -371,11 +365,5 @@ int sk_stock_drop(sk_redis *r, uint64_t aid)
     }
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s", k.meta, k.stock, k.buyers,
-                          k.orders, k.released, k.idem, k.ledger);
-    if (rc < 0) return rc;
-    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : proto(r, "DEL");
-    freeReplyObject(rep);
-    return rc;
+    return sk_stock_drop_keys(r, &k);
 }
