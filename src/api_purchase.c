@@ -509,15 +509,15 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
      * of this activity is refused now, not left waiting on a slow Redis. */
     struct sk_act_cache *ic = NULL;
     if (app->cfg.max_inflight > 0) {
-        ic = sk_app_act(app, m->id, 1);
+        /* creating the entry may move the array: c is looked up again */
+        c = ic = sk_app_act(app, m->id, 1);
         if (ic && ic->inflight >= app->cfg.max_inflight) {
             sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
             reply_429(app, req, SK_RC_BUSY, 1000);
             return 0;
         }
     }
-    struct sk_act_cache *sc = sk_app_act(app, m->id, 0);
-    int seg = sc && sc->segments > 1 ? sk_seg_home(uid, sc->segments) : SK_SEG_NONE;
+    int seg = c && c->segments > 1 ? sk_seg_home(uid, c->segments) : SK_SEG_NONE;
     struct sk_batch *b = batch_for(app, m->id, seg);
     struct pending *p = b ? malloc(sizeof *p) : NULL;
     if (!p) {
