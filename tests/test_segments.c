@@ -414,6 +414,61 @@ SK_TEST(seg_borrowed_purchase_is_not_charged_twice_by_the_rate_limiter)
     sk_redis_free(r);
 }
 
+SK_TEST(seg_scripts_refuse_malformed_arguments_and_change_nothing)
+{
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t id = sk_th_unique_id();
+    seg_open(r, id, 2, 10, 2, 1);
+    int64_t taken;
+    int trc;
+    char xid[SK_XFER_ID_MAX];
+    /* lend nothing, to no segment */
+    CHECK_EQ(sk_seg_lend(r, id, 0, 1, 0, &taken, xid, &trc), 0);
+    CHECK_EQ(trc, SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(taken, 0);
+    CHECK_EQ(sk_seg_lend(r, id, 0, -1, 1, &taken, xid, &trc), 0);
+    CHECK_EQ(trc, SK_RC_BAD_ARGUMENT);
+    /* a receiving half with no units, or no id */
+    struct sk_keys k1;
+    sk_keys_seg(&k1, id, 1);
+    const char *keys[] = {k1.meta, k1.stock, k1.xin};
+    const char *bad[][2] = {{"0-1", "0"}, {"0-1", "-3"}, {"0-1", "x"}, {"", "2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        redisReply *rep;
+        CHECK_EQ(sk_script_eval(r, SK_SCRIPT_XFER_IN, 3, keys, 2, bad[i], NULL, &rep), 0);
+        CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+        CHECK_EQ(rep->element[0]->integer, SK_RC_BAD_ARGUMENT);
+        freeReplyObject(rep);
+    }
+    /* a purchase under a label that is no activity's: an error, no sale */
+    struct sk_purchase p = {.user_id = 3, .quantity = 1};
+    struct sk_batch_head h = {.label = "12x"};
+    struct sk_admission a;
+    CHECK(sk_stock_batch_call(r, &k1, &h, &p, 1, &a, NULL) < 0);
+    check_invariants(r, id, 2, 10, 2, 10);
+    sk_redis_free(r);
+}
+
+SK_TEST(seg_purchase_with_redis_down_fails_cleanly_and_sells_nothing)
+{
+    struct sk_th_redis own;
+    sk_th_redis_start(&own, NULL);
+    sk_redis *r = connect_to(own.url);
+    uint64_t id = sk_th_unique_id();
+    seg_open(r, id, 4, 8, 2, 1);
+    sk_th_redis_stop(&own, 1); /* kill -9 */
+    struct sk_admission a;
+    int64_t left;
+    int rc = sk_stock_purchase(r, id, 5, 1, &a, &left);
+    CHECK_MSG(rc == SK_EIO || rc == SK_ETIMEDOUT, "rc %d", rc);
+    struct sk_purchase p[3] = {{.user_id = 1, .quantity = 1}, {.user_id = 2, .quantity = 1},
+                               {.user_id = 3, .quantity = 1}};
+    struct sk_admission res[3];
+    rc = sk_seg_purchase_batch(r, id, 4, NULL, p, 3, res, &left);
+    CHECK_MSG(rc == SK_EIO || rc == SK_ETIMEDOUT, "rc %d", rc);
+    sk_redis_free(r);
+}
+
 /* ---- concurrent sales: many processes ------------------------------------ */
 
 /* Each buyer process: its own connection, batches of `batch` purchases of
