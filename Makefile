@@ -1,35 +1,53 @@
 # seckill - build, test, demo.  `make test` and `make demo` install missing
-# Debian packages first (scripts/deps.sh), then build into build/ (or
-# build-san/ with SANITIZE=1: ASan + UBSan).
-CC      ?= cc
+# Debian packages first (scripts/deps.sh), then build into build/ (build-san/
+# with SANITIZE=1: ASan + UBSan; build-tsan/ with TSAN=1: ThreadSanitizer).
+#
+# The tree, by layer (scripts/check-layers.sh keeps includes pointing down):
+#   src/core  src/redis  src/engine  src/store  src/orders  src/http  -> libseckill.a
+#   src/cmd (the sub-commands), tools/ (spawners, load generator),
+#   bench/ (benchmarks): linked into the seckill binary, not the library.
+#
+# CFLAGS is yours (`make CFLAGS="-O0 -g"`); the warnings, the language level
+# and the sanitizers are always added.
+CC       ?= cc
 SANITIZE ?= 0
+TSAN     ?= 0
 ifeq ($(SANITIZE),1)
-BUILD   := build-san
+BUILD    := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-OPT     := -O1 -g
+OPT      := -O1 -g
+else ifeq ($(TSAN),1)
+BUILD    := build-tsan
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+OPT      := -O1 -g
 else
-BUILD   := build
+BUILD    := build
 SANFLAGS :=
-OPT     := -O2 -g
+OPT      := -O2 -g
 endif
+CFLAGS   ?= $(OPT)
 
-WARN    := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
-PKGS    := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
+WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS  := $(WARN) $(OPT) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -I$(BUILD)/gen
-LDLIBS   = $(PKG_LIBS) -lpthread -lm
+SK_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \
+             -Isrc -I. -Itests -I$(BUILD)/gen $(PKG_CFLAGS)
+LDLIBS     = $(PKG_LIBS) -lpthread -lm
 
-LUA      := $(sort $(wildcard lua/*.lua))
-LUA_LIB  := $(wildcard lua/lib/*.lua)
-LIB_SRC  := $(filter-out src/main.c,$(sort $(wildcard src/*.c)))
-LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/src/%.o) $(BUILD)/gen/scripts_gen.o
+LAYERS    := core redis engine store orders http
+LUA       := $(sort $(wildcard lua/*.lua))
+LUA_LIB   := $(wildcard lua/lib/*.lua)
+LIB_SRC   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+CMD_SRC   := $(filter-out src/cmd/main.c,$(sort $(wildcard src/cmd/*.c)))
+TOOLS_SRC := $(sort $(wildcard tools/*/*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
-BENCH_OBJ := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%.o)
-TEST_SRC := $(sort $(wildcard tests/*.c))
-TEST_OBJ := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.o)
+TEST_SRC  := $(sort $(wildcard tests/*.c tests/unit/*.c tests/support/*.c))
+obj        = $(patsubst %.c,$(BUILD)/%.o,$(1))
+GEN_H     := $(BUILD)/gen/scripts_gen.h
+GEN_O     := $(BUILD)/gen/scripts_gen.o
 
-.PHONY: all deps deps-check test demo clean format bench
+.PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
 # Build without touching apt when everything is there; `make deps` installs.
@@ -38,41 +56,61 @@ deps-check:
 deps:
 	@sh scripts/deps.sh
 
-$(BUILD)/gen/gen_scripts: tools/gen_scripts.c src/codes.def
+# The Lua scripts, embedded. The header only names the scripts and is
+# rewritten only when that list changes, so a .lua edit recompiles the
+# generated .c alone.
+$(BUILD)/gen/gen_scripts: tools/gen_scripts.c src/core/codes.def
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -o $@ $<
+$(BUILD)/gen/scripts_gen.c: $(BUILD)/gen/gen_scripts $(LUA) $(LUA_LIB)
+	$(BUILD)/gen/gen_scripts $@ $(GEN_H) lua $(LUA)
+$(GEN_H): $(BUILD)/gen/scripts_gen.c
+$(GEN_O): $(BUILD)/gen/scripts_gen.c
+	$(CC) $(SK_CFLAGS) -c -o $@ $<
 
-$(BUILD)/gen/scripts_gen.c $(BUILD)/gen/scripts_gen.h: $(BUILD)/gen/gen_scripts $(LUA) $(LUA_LIB)
-	$(BUILD)/gen/gen_scripts $(BUILD)/gen/scripts_gen.c $(BUILD)/gen/scripts_gen.h lua $(LUA)
-
-$(BUILD)/gen/scripts_gen.o: $(BUILD)/gen/scripts_gen.c
-	$(CC) $(CFLAGS) -c -o $@ $<
-
-$(BUILD)/src/%.o: src/%.c $(BUILD)/gen/scripts_gen.h
+# Every object: its own dependency file (-MMD); the generated header must
+# exist before the first compile (order-only: its date does not matter).
+$(BUILD)/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(SK_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/bench/%.o: bench/%.c $(BUILD)/gen/scripts_gen.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Ibench -MMD -MP -c -o $@ $<
-
-$(BUILD)/tests/%.o: tests/%.c $(BUILD)/gen/scripts_gen.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Itests -MMD -MP -c -o $@ $<
-
-$(BUILD)/libseckill.a: $(LIB_OBJ) $(BENCH_OBJ)
+$(BUILD)/libseckill.a: $(call obj,$(LIB_SRC)) $(GEN_O)
+	rm -f $@; ar rcs $@ $^
+$(BUILD)/libseckill-cmd.a: $(call obj,$(CMD_SRC))
+	rm -f $@; ar rcs $@ $^
+$(BUILD)/libseckill-tools.a: $(call obj,$(TOOLS_SRC))
+	rm -f $@; ar rcs $@ $^
+$(BUILD)/libseckill-bench.a: $(call obj,$(BENCH_SRC))
 	rm -f $@; ar rcs $@ $^
 
-$(BUILD)/seckill: $(BUILD)/src/main.o $(BUILD)/libseckill.a
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libseckill.a $(LDLIBS)
-
-$(BUILD)/seckill-tests: $(TEST_OBJ) $(BUILD)/libseckill.a
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libseckill.a $(LDLIBS)
+# Archives in dependency order: cmd and bench use tools, all use the library.
+BIN_LIBS := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-tools.a \
+            $(BUILD)/libseckill.a
+$(BUILD)/seckill: $(BUILD)/src/cmd/main.o $(BIN_LIBS)
+	$(CC) $(SK_CFLAGS) -o $@ $< $(BIN_LIBS) $(LDLIBS)
+$(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
+	$(CC) $(SK_CFLAGS) -o $@ $(call obj,$(TEST_SRC)) $(BIN_LIBS) $(LDLIBS)
 
 # The whole suite: one runner; it starts its own redis-server (and other
 # servers) on private ports in a temporary directory and stops them.
-test: all
-	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(T)
+# T=word runs the tests whose name or file contains word; J=N runs N tests
+# at once; TIMEOUT=S is the per-test limit (a test may ask for more).
+TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
+test: all check-layers check-format
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
+
+# Unit tests only: no server is started (tests/unit/).
+test-unit: all
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
+
+check-layers:
+	@sh scripts/check-layers.sh
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tools bench tests -name '*.[ch]')
+check-format:
+	@sh scripts/check-format.sh $(FORMAT_FILES)
+format:
+	clang-format -i $(FORMAT_FILES)
 
 demo: all
 	$(BUILD)/seckill demo $(DEMO_ARGS)
@@ -85,10 +123,7 @@ bench: all
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
 
-format:
-	clang-format -i src/*.c src/*.h tests/*.c tests/*.h bench/*.c tools/*.c
-
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
--include $(wildcard $(BUILD)/*/*.d)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

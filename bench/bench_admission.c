@@ -24,16 +24,17 @@
 
 #include <jansson.h>
 
-#include "bench_util.h"
-#include "cli.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "keys.h"
-#include "redis_conn.h"
-#include "redis_spawn.h"
-#include "script.h"
-#include "stock.h"
+#include "bench/bench.h"
+#include "bench/bench_util.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "tools/spawn/redis_spawn.h"
 
 /* The targets (2-core machine), Redis CPU per purchase. */
 #define SK_BENCH_TARGET_BATCH_US 4.0
@@ -586,8 +587,6 @@ out:
 
 /* ---- redis-benchmark reference lines ---- */
 
-
-
 static int rb_fail(struct sk_bench_phase *ph, int rc)
 {
     ph->error = 1;
@@ -660,8 +659,8 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
         return rb_fail(ph, rc);
     }
     int64_t t0 = sk_mono_us();
-    rc = sk_bench_redis_benchmark(argv, o->duration_s * 2000 + 5000, &sk_bench_interrupted, &ph->rb_rps, ph->note,
-                             sizeof ph->note);
+    rc = sk_bench_redis_benchmark(argv, o->duration_s * 2000 + 5000, &sk_bench_interrupted,
+                                  &ph->rb_rps, ph->note, sizeof ph->note);
     ph->secs = (double)(sk_mono_us() - t0) / 1e6;
     if (rc < 0) return rb_fail(ph, rc);
     if ((rc = read_cmdstats(ctl, ph)) < 0 || (rc = server_cpu(ctl, &cpu1)) < 0) {
@@ -1176,23 +1175,25 @@ done:
     return exit_code;
 }
 
-int sk_bench_http(int argc, char **argv); /* bench/bench_http.c */
-int sk_bench_persist(int argc, char **argv); /* bench/bench_persist.c */
+int sk_bench_http(int argc, char **argv);       /* bench/bench_http.c */
+int sk_bench_persist(int argc, char **argv);    /* bench/bench_persist.c */
 int sk_bench_strategies(int argc, char **argv); /* bench/bench_strategies.c */
-int sk_bench_cluster(int argc, char **argv); /* bench/bench_cluster.c */
+int sk_bench_cluster(int argc, char **argv);    /* bench/bench_cluster.c */
 
 int sk_cli_bench(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "help")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
-                   "  admission   purchase and purchase_batch scripts against Redis\n"
-                   "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
-                   "  http        seckill serve vs a static responder (nginx) over HTTP\n"
-                   "  persist     order worker: Redis stream -> SQLite, orders/s\n"
-                   "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
-                   "\n`seckill bench <benchmark> --help` for its options.\n");
+        fprintf(
+            f,
+            "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
+            "  admission   purchase and purchase_batch scripts against Redis\n"
+            "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
+            "  http        seckill serve vs a static responder (nginx) over HTTP\n"
+            "  persist     order worker: Redis stream -> SQLite, orders/s\n"
+            "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
+            "\n`seckill bench <benchmark> --help` for its options.\n");
         return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
     }
     if (!strcmp(argv[1], "admission")) return bench_admission(argc - 2, argv + 2);

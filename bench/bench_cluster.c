@@ -37,19 +37,19 @@
 #include <hiredis.h>
 #include <jansson.h>
 
-#include "bench_util.h"
-#include "cli.h"
-#include "clock.h"
-#include "cluster_spawn.h"
-#include "codes.h"
-#include "error.h"
-#include "keys.h"
-#include "redis_cluster.h"
-#include "redis_conn.h"
-#include "redis_spawn.h"
-#include "script.h"
-#include "segment.h"
-#include "stock.h"
+#include "bench/bench_util.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "redis/redis_cluster.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "tools/spawn/cluster_spawn.h"
+#include "tools/spawn/redis_spawn.h"
 
 #define CK_MASTERS 3
 #define CK_MAX_SEGS 8

@@ -40,13 +40,13 @@
 
 #include <jansson.h>
 
-#include "bench_util.h"
-#include "cli.h"
-#include "clock.h"
-#include "error.h"
-#include "load.h"
-#include "netutil.h"
-#include "redis_spawn.h"
+#include "bench/bench_util.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "tools/load/load.h"
+#include "tools/spawn/netutil.h"
+#include "tools/spawn/redis_spawn.h"
 
 /* The issue's targets (2-core machine, load generator on it). */
 #define TARGET_ADMIT_RATIO 0.6
@@ -141,7 +141,6 @@ static void sleep_ms(int ms)
     }
 }
 
-
 /* Full path of an executable on PATH (or in /usr/sbin, where Debian puts
  * nginx and root's PATH has it but others' may not); 0 or -1. */
 static int find_exe(const char *name, char *out, size_t cap)
@@ -169,7 +168,8 @@ static int http_call(int port, const char *method, const char *path, const char 
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         close(fd);
@@ -282,10 +282,23 @@ static int start_serve(struct child *c, const char *dir, const char *redis_url, 
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
-    char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
-                    "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1",
-                    "--role", (char *)role,
-                    "--log-level", "warn", NULL};
+    char *argv[] = {"/proc/self/exe",
+                    "serve",
+                    "--listen",
+                    listen,
+                    "--redis",
+                    (char *)redis_url,
+                    "--db",
+                    db,
+                    "--admin-token",
+                    ADMIN_TOKEN,
+                    "--processes",
+                    "1",
+                    "--role",
+                    (char *)role,
+                    "--log-level",
+                    "warn",
+                    NULL};
     c->pid = spawn(argv, log);
     if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
@@ -353,8 +366,6 @@ static double cpu_seconds(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-
-
 /* pid and its children (serve with --role all is a supervisor with an API
  * process and an order-worker process); returns how many are in out. */
 static int with_children(pid_t pid, pid_t *out, int cap)
@@ -387,7 +398,8 @@ static double tree_cpu_seconds(pid_t root)
     pid_t ps[16];
     int n = with_children(root, ps, 16);
     double t = 0;
-    for (int i = 0; i < n; i++) t += cpu_seconds(ps[i]);
+    for (int i = 0; i < n; i++)
+        t += cpu_seconds(ps[i]);
     return t;
 }
 
@@ -475,13 +487,15 @@ static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expecte
     }
     double wall = (double)(sk_mono_us() - t0) / 1e6;
     cpu_snapshot(c1);
-    for (int i = 0; i < CPU_N; i++) p->cpu[i] = wall > 0 ? (c1[i] - c0[i]) / wall : 0;
+    for (int i = 0; i < CPU_N; i++)
+        p->cpu[i] = wall > 0 ? (c1[i] - c0[i]) / wall : 0;
     p->rps = r.rps;
     p->p50 = sk_hist_percentile(&r.latency, 50);
     p->p99 = sk_hist_percentile(&r.latency, 99);
     p->p999 = sk_hist_percentile(&r.latency, 99.9);
     p->completed = r.completed;
-    p->expected_status_n = expected_status > 0 && expected_status < 600 ? r.status[expected_status] : 0;
+    p->expected_status_n =
+        expected_status > 0 && expected_status < 600 ? r.status[expected_status] : 0;
     p->detail = sk_load_json(lo, &r);
     p->ok = r.ok && r.completed > 0 && p->expected_status_n == r.completed;
     if (!r.ok)
@@ -556,7 +570,10 @@ static double other_cpu(const struct phase *p)
     return o > 0 ? o : 0;
 }
 
-static const char *met(int ok) { return ok ? "met" : "NOT met"; }
+static const char *met(int ok)
+{
+    return ok ? "met" : "NOT met";
+}
 
 struct report {
     const struct opts *o;
@@ -608,14 +625,16 @@ static void print_table(const struct report *R)
            "'machine' everything):\n",
            sysconf(_SC_NPROCESSORS_ONLN));
     printf("%-44s", "phase");
-    for (int k = 0; k < CPU_N; k++) printf(" %7s", cpu_names[k]);
+    for (int k = 0; k < CPU_N; k++)
+        printf(" %7s", cpu_names[k]);
     printf(" %7s %14s\n", "other", "serve us/req");
     int disturbed = 0;
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &ph[i];
         if (!p->ran || i == PH_WRK) continue;
         printf("%-44s", p->label);
-        for (int k = 0; k < CPU_N; k++) printf(" %7.2f", p->cpu[k]);
+        for (int k = 0; k < CPU_N; k++)
+            printf(" %7.2f", p->cpu[k]);
         double other = other_cpu(p);
         printf(" %7.2f", other);
         if (other > 0.15) disturbed = 1;
@@ -634,8 +653,8 @@ static void print_table(const struct report *R)
         printf("load generator vs wrk on nginx GET /: %.2f x wrk's req/s\n", R->load_vs_wrk);
     printf("\ntargets (issue 3):\n");
     if (R->have_nginx) {
-        printf("  admission >= %.1f x static:        %.2f  %s\n", TARGET_ADMIT_RATIO, R->admit_ratio,
-               met(R->t_admit));
+        printf("  admission >= %.1f x static:        %.2f  %s\n", TARGET_ADMIT_RATIO,
+               R->admit_ratio, met(R->t_admit));
         printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
                (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
         printf("  sold-out >= %.1f x static:         %.2f  %s\n", TARGET_SOLDOUT_RATIO,
@@ -672,7 +691,8 @@ static void print_json(const struct report *R)
         if (p->note[0]) json_object_set_new(x, "note", json_string(p->note));
         if (p->ran && i != PH_WRK) {
             json_t *c = json_object();
-            for (int k = 0; k < CPU_N; k++) json_object_set_new(c, cpu_names[k], json_real(p->cpu[k]));
+            for (int k = 0; k < CPU_N; k++)
+                json_object_set_new(c, cpu_names[k], json_real(p->cpu[k]));
             json_object_set_new(c, "other", json_real(other_cpu(p)));
             json_object_set_new(x, "cpu_cores", c);
         }
@@ -692,9 +712,11 @@ static void print_json(const struct report *R)
         json_object_set_new(j, "static_reference_missing", json_string(R->nginx_note));
     }
     if (R->ph[PH_WRK].ran) json_object_set_new(j, "load_x_wrk", json_real(R->load_vs_wrk));
-    json_object_set_new(t, "admission_ratio_met", R->have_nginx ? json_boolean(R->t_admit) : json_null());
+    json_object_set_new(t, "admission_ratio_met",
+                        R->have_nginx ? json_boolean(R->t_admit) : json_null());
     json_object_set_new(t, "admission_p99_met", json_boolean(R->t_admit_p99));
-    json_object_set_new(t, "soldout_ratio_met", R->have_nginx ? json_boolean(R->t_soldout) : json_null());
+    json_object_set_new(t, "soldout_ratio_met",
+                        R->have_nginx ? json_boolean(R->t_soldout) : json_null());
     json_object_set_new(t, "rss_met", json_boolean(R->t_rss));
     json_object_set_new(j, "targets", t);
     char *s = json_dumps(j, JSON_INDENT(2));
@@ -714,9 +736,12 @@ static int parse(struct opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t n;
-        if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--no-wrk")) o->no_wrk = 1;
-        else if (i + 1 >= argc) return sk_cli_usage_error("bench http: bad option '%s'", a);
+        if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "--no-wrk"))
+            o->no_wrk = 1;
+        else if (i + 1 >= argc)
+            return sk_cli_usage_error("bench http: bad option '%s'", a);
         else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
             o->duration_s = (double)n;
             i++;
@@ -728,7 +753,8 @@ static int parse(struct opts *o, int argc, char **argv)
         else if (!strcmp(a, "--serve-role") &&
                  (!strcmp(argv[i + 1], "api") || !strcmp(argv[i + 1], "all")))
             o->role = argv[++i];
-        else return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
+        else
+            return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
     }
     return 0;
 }
@@ -787,7 +813,8 @@ int sk_bench_http(int argc, char **argv)
         snprintf(err, sizeof err, "mkdtemp: %s", strerror(errno));
         goto done;
     }
-    if (!o.json) fprintf(stderr, "seckill: bench http: starting redis-server, serve, nginx in %s\n", dir);
+    if (!o.json)
+        fprintf(stderr, "seckill: bench http: starting redis-server, serve, nginx in %s\n", dir);
     if (sk_redis_spawn_start(&redis, NULL) < 0) {
         snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
         goto done;
@@ -842,7 +869,8 @@ int sk_bench_http(int argc, char **argv)
 
     struct sk_load_opts lo;
     int failed = 0;
-    if (!o.json) fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
+    if (!o.json)
+        fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
     /* 1: static reference, same request bytes as a purchase */
     if (R.have_nginx && !interrupted) {
         load_opts(&lo, &o, nginx.port, ACT_ADMIT);
@@ -917,8 +945,10 @@ int sk_bench_http(int argc, char **argv)
         goto done;
     }
     evaluate(&R);
-    if (o.json) print_json(&R);
-    else print_table(&R);
+    if (o.json)
+        print_json(&R);
+    else
+        print_table(&R);
     exit_code = failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 
 done:
@@ -927,9 +957,12 @@ done:
     stop_child(&serve);
     if (redis.pid > 0 && sk_redis_spawn_stop(&redis) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
-    for (int i = 0; i < PH_COUNT; i++) json_decref(R.ph[i].detail);
+    for (int i = 0; i < PH_COUNT; i++)
+        json_decref(R.ph[i].detail);
     /* keep the logs when something failed, so there is something to read */
-    if (dir[0] && (exit_code == SK_EXIT_OK || interrupted)) rm_rf(dir);
-    else if (dir[0]) fprintf(stderr, "seckill: bench http: logs kept in %s\n", dir);
+    if (dir[0] && (exit_code == SK_EXIT_OK || interrupted))
+        rm_rf(dir);
+    else if (dir[0])
+        fprintf(stderr, "seckill: bench http: logs kept in %s\n", dir);
     return exit_code;
 }

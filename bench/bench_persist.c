@@ -34,18 +34,18 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "bench_util.h"
-#include "activity.h"
-#include "cli.h"
-#include "clock.h"
-#include "error.h"
-#include "keys.h"
-#include "log.h"
-#include "order_worker.h"
-#include "pg_spawn.h"
-#include "redis_conn.h"
-#include "redis_spawn.h"
-#include "store.h"
+#include "bench/bench_util.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "orders/order_worker.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+#include "tools/spawn/pg_spawn.h"
+#include "tools/spawn/redis_spawn.h"
 
 int sk_bench_persist(int argc, char **argv);
 
@@ -368,7 +368,6 @@ static const char *fs_name(const char *dir)
     default: return "other";
     }
 }
-
 
 static int usage(FILE *f)
 {

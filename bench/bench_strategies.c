@@ -62,19 +62,19 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "bench_util.h"
-#include "cli.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "histogram.h"
-#include "keys.h"
-#include "pg_spawn.h"
-#include "redis_conn.h"
-#include "redis_spawn.h"
-#include "script.h"
-#include "segment.h"
-#include "stock.h"
+#include "bench/bench_util.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/histogram.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "tools/spawn/pg_spawn.h"
+#include "tools/spawn/redis_spawn.h"
 
 int sk_bench_strategies(int argc, char **argv);
 
@@ -276,10 +276,6 @@ static void sleep_us(int64_t us)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
     }
 }
-
-
-
-
 
 /* Integer value of a reply: INTEGER, a STRING holding one, NIL as 0, a
  * STATUS as 1; an error reply is SK_EPROTO with its text in r->errstr. */
@@ -1128,8 +1124,6 @@ static void run_strategy(struct sk_bench_sctx *c, enum sk_bench_sid sid)
 
 /* ---- redis-benchmark reference lines ---- */
 
-
-
 static void run_reference(struct sk_bench_sctx *c, int which)
 {
     struct sk_bench_ref *ref = &c->ref[which];
@@ -1185,9 +1179,8 @@ static void run_reference(struct sk_bench_sctx *c, int which)
         argv[a] = NULL;
         double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
         int64_t t0 = sk_mono_us();
-        int rc =
-            sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint, &ref->rps, ref->note,
-                                 sizeof ref->note);
+        int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
+                                          &ref->rps, ref->note, sizeof ref->note);
         ref->secs = (double)(sk_mono_us() - t0) / 1e6;
         ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
         struct sk_stock_state st;
@@ -1204,8 +1197,8 @@ static void run_reference(struct sk_bench_sctx *c, int which)
     argv[a] = NULL;
     double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
     int64_t t0 = sk_mono_us();
-    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint, &ref->rps, ref->note,
-                                 sizeof ref->note);
+    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
+                                      &ref->rps, ref->note, sizeof ref->note);
     ref->secs = (double)(sk_mono_us() - t0) / 1e6;
     ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
     if (rc == 0) ref->ran = 1;

@@ -1,13 +1,13 @@
 /* bench_util.c - what the benchmark programs share: running
  * redis-benchmark as a reference line, and reading CPU time (this process,
  * the machine, a Redis server) and the CPU model for the reports. */
-#include "bench_util.h"
+#include "bench/bench_util.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "error.h"
+#include "core/clock.h"
+#include "core/error.h"
 
 int sk_bench_on_path(const char *prog)
 {

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "redis_conn.h"
+#include "redis/redis_conn.h"
 
 /* 1 when prog is an executable somewhere on PATH. */
 int sk_bench_on_path(const char *prog);

@@ -3,7 +3,7 @@
 # only when something is missing (a second run never calls apt).
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
-      libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev"
+      libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format"
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo).
 [ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"

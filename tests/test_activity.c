@@ -10,14 +10,14 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "keys.h"
-#include "stock.h"
-#include "store.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "store/store.h"
+#include "support/harness.h"
 
 /* ---- helpers ---- */
 
@@ -339,8 +339,7 @@ SK_TEST(activity_segments_default_to_1_range_1_to_256_and_never_exceed_the_stock
         }
         CHECK_MSG(rc == SK_EINVAL, "stock %lld segments %lld accepted", (long long)cases[i].stock,
                   (long long)cases[i].segments);
-        CHECK_MSG(strstr(err, cases[i].want) != NULL, "reason '%s' lacks '%s'", err,
-                  cases[i].want);
+        CHECK_MSG(strstr(err, cases[i].want) != NULL, "reason '%s' lacks '%s'", err, cases[i].want);
         CHECK_MSG(strchr(err, '\n') == NULL, "reason is not one line: '%s'", err);
     }
 
@@ -951,11 +950,8 @@ SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
 {
     char out[4096], id[24];
     id_str(id, sizeof id, sk_th_unique_id());
-    const char *args[] = {"activity", "show",
-                          "--id",     id,
-                          "--redis",  sk_th_redis_url(),
-                          "--db",     "mysql://h/db",
-                          NULL};
+    const char *args[] = {"activity",        "show", "--id",         id,  "--redis",
+                          sk_th_redis_url(), "--db", "mysql://h/db", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
     CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
 }
@@ -1168,8 +1164,7 @@ SK_TEST(activity_cli_create_takes_a_per_user_rate_limit_and_preheat_carries_it_t
     sk_keys_for(&k, aid);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "HMGET %s rl_rate rl_burst", k.meta), 0);
-    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str &&
-                  rep->element[1]->str,
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str && rep->element[1]->str,
               "rate limit not in meta");
     CHECK_STR(rep->element[0]->str, "5");
     CHECK_STR(rep->element[1]->str, "2");
@@ -1226,8 +1221,8 @@ SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
     uint64_t aid2 = sk_th_unique_id();
     char id2[24];
     id_str(id2, sizeof id2, aid2);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "seg", "--stock", "256", "--limit",
-                 "1", "--segments=256"),
+    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "seg", "--stock", "256", "--limit", "1",
+                 "--segments=256"),
              0);
     CHECK_EQ(stored(&e, aid2, &a), 0);
     CHECK_EQ(a.segments, 256);
@@ -1258,8 +1253,8 @@ SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
         int rc = CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", bad[i].stock,
                      "--limit", "1", flag);
         CHECK_MSG(rc == 2, "%s: exit %d: %s", flag, rc, out);
-        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", flag,
-                  bad[i].want, out);
+        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", flag, bad[i].want,
+                  out);
         CHECK_MSG(strncmp(out, "seckill: ", 9) == 0 && strchr(out, '\n') == out + strlen(out) - 1,
                   "%s: not one 'seckill:' line: %s", flag, out);
     }

@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "clock.h"
-#include "harness.h"
+#include "core/clock.h"
+#include "support/harness.h"
 
 #define OUT_CAP (64 * 1024)
 

@@ -11,18 +11,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "cluster_harness.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "http_client.h"
-#include "keys.h"
-#include "redis_cluster.h"
-#include "redis_conn.h"
-#include "redis_url.h"
-#include "script.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/redis_cluster.h"
+#include "redis/redis_conn.h"
+#include "redis/redis_url.h"
+#include "redis/script.h"
+#include "support/cluster_harness.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 SK_TH_CLUSTER_USED
 
@@ -65,7 +65,8 @@ SK_TEST(cluster_routing_finds_the_key_of_a_command)
     CHECK_EQ(sk_cluster_first_key(6, ev, NULL), 3);
     const char *ev0[] = {"EVAL", "return 1", "0", "arg"};
     CHECK_EQ(sk_cluster_first_key(4, ev0, NULL), -1);
-    const char *xr[] = {"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "STREAMS", "s1", "s2", ">", ">"};
+    const char *xr[] = {"XREADGROUP", "GROUP", "g",  "c", "COUNT", "10",
+                        "STREAMS",    "s1",    "s2", ">", ">"};
     CHECK_EQ(sk_cluster_first_key(11, xr, NULL), 7);
     int first, count;
     CHECK(sk_cluster_streams(11, xr, NULL, &first, &count));
@@ -75,8 +76,9 @@ SK_TEST(cluster_routing_finds_the_key_of_a_command)
     CHECK_EQ(sk_cluster_first_key(1, ml, NULL), -1);
     int slot, port;
     char host[64];
-    CHECK_EQ(sk_cluster_parse_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, sizeof host, &port),
-             SK_CLUSTER_MOVED);
+    CHECK_EQ(
+        sk_cluster_parse_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, sizeof host, &port),
+        SK_CLUSTER_MOVED);
     CHECK_EQ(slot, 3999);
     CHECK_STR(host, "127.0.0.1");
     CHECK_EQ(port, 6381);
@@ -158,8 +160,11 @@ static int activity_slot(uint64_t id)
 static void open_sale(sk_redis *r, uint64_t id, int64_t stock, int64_t limit)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = id, .initial = stock, .per_user_limit = limit,
-                             .max_per_order = limit, .start_ms = now - 1000,
+    struct sk_stock_def d = {.id = id,
+                             .initial = stock,
+                             .per_user_limit = limit,
+                             .max_per_order = limit,
+                             .start_ms = now - 1000,
                              .end_ms = now + 3600000};
     int rc;
     int64_t left;
@@ -258,7 +263,7 @@ struct sale {
     atomic_llong moved, ask, retries; /* the buyers' cluster counters */
     atomic_int done;
     atomic_long accepted[SALE_ACTIVITIES]; /* units */
-    atomic_long unknown;  /* purchases that failed in transport (may have run) */
+    atomic_long unknown;                   /* purchases that failed in transport (may have run) */
     atomic_long refused_sold_out, refused_limit, other;
     atomic_long per_user[SALE_ACTIVITIES][SALE_USERS]; /* units accepted */
     atomic_long over_limit;
@@ -378,8 +383,8 @@ SK_TEST(cluster_sale_survives_a_master_failover)
     sale_check(&s, r, th);
     CHECK_MSG(atomic_load(&s.moved) >= 1, "no buyer was told MOVED");
     sk_redis_free(r);
-    printf("    failover %d -> %d; answers lost in transport: %ld, MOVED %lld, retries %lld\n",
-           old, now_master, (long)atomic_load(&s.unknown), (long long)atomic_load(&s.moved),
+    printf("    failover %d -> %d; answers lost in transport: %ld, MOVED %lld, retries %lld\n", old,
+           now_master, (long)atomic_load(&s.unknown), (long long)atomic_load(&s.moved),
            (long long)atomic_load(&s.retries));
 }
 
@@ -677,7 +682,8 @@ SK_TEST(cluster_serve_survives_a_slot_migration_during_an_http_sale)
     hsale_check(&s, r, th, stock);
     /* purchases were accepted again on the new owner */
     CHECK_MSG(atomic_load(&s.ok[0]) > at_end, "no 200 after the migration");
-    long long moved = serve_metric(v.port, REDIR("moved")), ask = serve_metric(v.port, REDIR("ask"));
+    long long moved = serve_metric(v.port, REDIR("moved")),
+              ask = serve_metric(v.port, REDIR("ask"));
     long long tryagain = serve_metric(v.port, REDIR("tryagain"));
     /* the async client met the migration: ASK in the window (every key of
      * the slot on the target, the slot not handed over) */

@@ -33,12 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "keys.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "support/harness.h"
 
 /* Bounded waits: a stuck worker is killed by its alarm, a stuck test by its
  * own, so a deadlock fails the test instead of hanging the run. */
@@ -146,7 +146,6 @@ static void arena_free(struct arena *A)
     munmap(A, sizeof *A);
 }
 
-
 /* n attempts from users 1..nusers: users nhot+1.. appear at least once,
  * users 1..nhot (the retriers) hot_reps times each, the rest uniformly at
  * random; shuffled; quantity 1..3. */
@@ -157,7 +156,8 @@ static void build_workload(struct arena *A, size_t n, uint32_t nusers, uint32_t 
     uint64_t s = seed;
     static uint32_t users[MAX_ATTEMPTS];
     sk_th_buyers(users, n, nusers, nhot, hot_reps, &s);
-    for (size_t i = 0; i < n; i++) A->att[i].user = users[i];
+    for (size_t i = 0; i < n; i++)
+        A->att[i].user = users[i];
     for (size_t i = 0; i < n; i++)
         A->att[i].qty = 1 + (int32_t)(sk_th_rng(&s) % 3);
     A->nattempts = n;

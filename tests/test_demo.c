@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "support/harness.h"
 
 SK_TEST(demo_runs_a_small_sale_to_an_exact_sell_out)
 {
     static char out[65536];
-    const char *args[] = {"demo", "--stock", "200", "--buyers", "1000", "--requests", "1500",
-                          "--connections", "50", NULL};
+    const char *args[] = {"demo",       "--stock", "200",           "--buyers", "1000",
+                          "--requests", "1500",    "--connections", "50",       NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "demo exited %d:\n%s", rc, out);
     CHECK_MSG(strstr(out, "accepted        200 orders, 200 units (stock 200)"), "%s", out);

@@ -30,11 +30,11 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "auth.h"
-#include "clock.h"
-#include "harness.h"
-#include "http_client.h"
+#include "core/clock.h"
+#include "engine/activity.h"
+#include "http/auth.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 #define HOUR_MS (3600LL * 1000)
@@ -555,8 +555,10 @@ SK_TEST(segmented_activity_preheats_opens_sells_out_and_closes_over_http)
     EXPECT_STATUS(admin_op(&v, id, "open", NULL, &r), &r, 200);
     expect_state(&v, id, "open");
     /* 10 users buy one unit each: their homes drain unevenly and borrow */
-    for (uint64_t u = 1; u <= 9; u++) EXPECT_STATUS(buy(&v, id, u, NULL, &r), &r, 200);
-    for (uint64_t u = 1; u <= 9; u++) EXPECT_ERROR(buy(&v, id, u, NULL, &r), &r, 409, "limit_exceeded");
+    for (uint64_t u = 1; u <= 9; u++)
+        EXPECT_STATUS(buy(&v, id, u, NULL, &r), &r, 200);
+    for (uint64_t u = 1; u <= 9; u++)
+        EXPECT_ERROR(buy(&v, id, u, NULL, &r), &r, 409, "limit_exceeded");
     EXPECT_STATUS(buy(&v, id, 10, NULL, &r), &r, 200);
     EXPECT_ERROR(buy(&v, id, 11, NULL, &r), &r, 409, "sold_out");
     CHECK_EQ(remaining(&v, id), 0);

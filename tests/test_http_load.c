@@ -52,13 +52,13 @@
 
 #include <jansson.h>
 
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "http_client.h"
-#include "keys.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 #define TEST_ALARM_S 150   /* a stuck test fails instead of hanging the run */
 #define CLIENT_ALARM_S 120 /* a stuck client process dies */
@@ -869,7 +869,6 @@ static void stop_server(struct sk_th_serve *s)
         ok_;                                                                                       \
     })
 
-
 #define SALE_REQS 5000
 #define SALE_USERS 2000
 #define SALE_HOT 100 /* users 1..100 try 10 times each: the limit is contested */
@@ -884,7 +883,8 @@ static void build_sale(struct load *L, uint64_t seed)
     uint64_t s = seed;
     static uint32_t users[SALE_REQS];
     sk_th_buyers(users, SALE_REQS, SALE_USERS, SALE_HOT, SALE_HOT_REPS, &s);
-    for (size_t i = 0; i < SALE_REQS; i++) L->recs[i].user = users[i];
+    for (size_t i = 0; i < SALE_REQS; i++)
+        L->recs[i].user = users[i];
     for (size_t i = 0; i < SALE_REQS; i++)
         L->recs[i].qty = sk_th_rng(&s) % 4 == 0 ? 2 : 1;
     L->n = SALE_REQS;

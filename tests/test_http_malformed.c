@@ -11,8 +11,8 @@
  * garbage changed no state. The random part uses a fixed seed, printed on
  * failure, so a failing input can be replayed. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +22,10 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "harness.h"
-#include "http_client.h"
+#include "core/clock.h"
+#include "engine/activity.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 #define FUZZ_SEED 0x5eC1C0FFEEULL

@@ -13,10 +13,10 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "harness.h"
-#include "http_client.h"
+#include "core/clock.h"
+#include "engine/activity.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 #define ADMIN "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
@@ -46,8 +46,8 @@ static void stop(struct srv *v)
     CHECK_EQ(sk_th_serve_stop(&v->s, SIGTERM), 0);
 }
 
-static int call(struct srv *v, const char *method, const char *path, uint64_t uid,
-                const char *body, struct sk_th_resp *r)
+static int call(struct srv *v, const char *method, const char *path, uint64_t uid, const char *body,
+                struct sk_th_resp *r)
 {
     char hdr[64] = "";
     if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
@@ -66,8 +66,10 @@ static void field(const struct sk_th_resp *r, const char *key, char *out, size_t
     json_t *j = obj(r);
     json_t *f = json_object_get(j, key);
     CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
-    if (json_is_string(f)) snprintf(out, cap, "%s", json_string_value(f));
-    else snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
+    if (json_is_string(f))
+        snprintf(out, cap, "%s", json_string_value(f));
+    else
+        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
     json_decref(j);
 }
 
@@ -251,9 +253,9 @@ SK_TEST(order_routes_refuse_bad_ids_unknown_orders_and_missing_users)
     struct srv v;
     start(&v, "api");
     struct sk_th_resp r;
-    const char *bad[] = {"/api/v1/orders/abc", "/api/v1/orders/1-2", "/api/v1/orders/1-2-3-4",
-                         "/api/v1/orders/1--3", "/api/v1/orders/0-1-1",
-                         "/api/v1/orders/1-123456789012345678901-1"};
+    const char *bad[] = {"/api/v1/orders/abc",     "/api/v1/orders/1-2",
+                         "/api/v1/orders/1-2-3-4", "/api/v1/orders/1--3",
+                         "/api/v1/orders/0-1-1",   "/api/v1/orders/1-123456789012345678901-1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(call(&v, "GET", bad[i], 5, NULL, &r) == 400, "%s: %d", bad[i], r.status);
     CHECK_EQ(call(&v, "GET", "/api/v1/orders/999999-1-0", 5, NULL, &r), 404);

@@ -20,10 +20,10 @@
 
 #include <jansson.h>
 
-#include "error.h"
-#include "harness.h"
-#include "http_client.h"
-#include "load.h"
+#include "core/error.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "tools/load/load.h"
 
 /* ---- parser ---- */
 
@@ -78,9 +78,10 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
                    sizeof buf),
              SK_EPROTO);
     /* 100 Continue is skipped */
-    CHECK_EQ(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}",
-                   0, 0, &r, buf, sizeof buf),
-             1);
+    CHECK_EQ(
+        parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}",
+              0, 0, &r, buf, sizeof buf),
+        1);
     CHECK_EQ(r.status, 409);
     CHECK_EQ(r.consumed, strlen(buf));
     /* Connection: close, and HTTP/1.0 without keep-alive */
@@ -154,7 +155,7 @@ SK_TEST(load_bad_flags_exit_2_and_help_exits_0)
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, help), 0);
     CHECK(strstr(out, "--expect-stock") != NULL);
     const char *const bad[][8] = {
-        {"load", NULL},                                                   /* no --url */
+        {"load", NULL},                                                    /* no --url */
         {"load", "--url", "https://127.0.0.1:1", "--activity", "1", NULL}, /* https */
         {"load", "--url", "http://example.com:80", "--activity", "1", NULL},
         {"load", "--url", "http://127.0.0.1:99999", "--activity", "1", NULL},
@@ -232,13 +233,15 @@ static int sale(int port, uint64_t id, int stock, int json, const char *const *e
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
     snprintf(st, sizeof st, "%d", stock);
-    const char *args[40] = {"load", "--url", url, "--activity", aid, "--connections", "64",
-                            "--threads", "2", "--requests", "3000", "--users", "1000",
-                            "--user-base", "5000", "--retry-ratio", "0.3", "--expect-stock", st,
-                            "--limit", "1", "--duration", "60", "--quiet"};
+    const char *args[40] = {
+        "load", "--url",       url,    "--activity",    aid,    "--connections",
+        "64",   "--threads",   "2",    "--requests",    "3000", "--users",
+        "1000", "--user-base", "5000", "--retry-ratio", "0.3",  "--expect-stock",
+        st,     "--limit",     "1",    "--duration",    "60",   "--quiet"};
     int n = 24;
     if (json) args[n++] = "--json";
-    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    for (int i = 0; extra && extra[i]; i++)
+        args[n++] = extra[i];
     args[n] = NULL;
     return sk_th_run_seckill(out, cap, NULL, args);
 }
@@ -272,8 +275,8 @@ static void real_sale(const char *const *serve_extra, const char *const *load_ex
     uint64_t third = sk_th_unique_id();
     create_open(s.port, third, 40, 1);
     rc = sale(s.port, third, 39, 0, load_extra, out, sizeof out);
-    CHECK_MSG(rc == 1 && strstr(out, "oversold: 40 units accepted, stock is 39"), "exit %d: %s",
-              rc, out);
+    CHECK_MSG(rc == 1 && strstr(out, "oversold: 40 units accepted, stock is 39"), "exit %d: %s", rc,
+              out);
     /* serve's own exit status on SIGTERM is its tests' business */
     sk_th_serve_stop(&s, SIGTERM);
 }
@@ -301,9 +304,9 @@ SK_TEST(load_against_serve_with_a_wrong_secret_fails)
     char url[64], aid[32], out[8192];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
-    const char *args[] = {"load", "--url", url, "--activity", aid, "--connections", "4",
-                          "--requests", "40", "--auth", "hmac", "--hmac-secret", "wrong",
-                          "--expect-stock", "5", "--quiet", NULL};
+    const char *args[] = {"load",  "--url",          url,  "--activity", aid,    "--connections",
+                          "4",     "--requests",     "40", "--auth",     "hmac", "--hmac-secret",
+                          "wrong", "--expect-stock", "5",  "--quiet",    NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "401: 40") && strstr(out, "unauthorized: 40") &&
@@ -345,9 +348,10 @@ static void fake_answer(int fd, enum fake_mode mode, unsigned long long n)
     case FAKE_CHUNKED:
         bl = snprintf(body, sizeof body,
                       "{\"status\":\"accepted\",\"order_id\":\"c-%llu\",\"quantity\":1}", n);
-        ol = snprintf(out, sizeof out,
-                      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n",
-                      n % 7 == 6 ? "Connection: close\r\n" : "", (unsigned)bl, body);
+        ol =
+            snprintf(out, sizeof out,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n",
+                     n % 7 == 6 ? "Connection: close\r\n" : "", (unsigned)bl, body);
         break;
     default:
         /* FAKE_DUP: two answers share each id */
@@ -456,11 +460,12 @@ static int run_against(const struct fake *f, char *out, size_t cap, const char *
 {
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
-    const char *args[40] = {"load", "--url", url, "--activity", "9", "--connections", "8",
-                            "--requests", "400", "--users", "100", "--retry-ratio", "0.5",
-                            "--duration", "30", "--timeout", "5", "--quiet"};
+    const char *args[40] = {"load", "--url",      url,   "--activity", "9",   "--connections",
+                            "8",    "--requests", "400", "--users",    "100", "--retry-ratio",
+                            "0.5",  "--duration", "30",  "--timeout",  "5",   "--quiet"};
     int n = 18;
-    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    for (int i = 0; extra && extra[i]; i++)
+        args[n++] = extra[i];
     args[n] = NULL;
     return sk_th_run_seckill(out, cap, NULL, args);
 }
@@ -546,8 +551,8 @@ SK_TEST(load_open_loop_keeps_its_rate)
     struct fake f;
     fake_start(&f, FAKE_CHUNKED);
     char out[16384];
-    const char *extra[] = {"--rate", "1000", "--duration", "1", "--requests", "100000",
-                           "--order-check", "no", "--json", NULL};
+    const char *extra[] = {"--rate", "1000",          "--duration", "1",      "--requests",
+                           "100000", "--order-check", "no",         "--json", NULL};
     int rc = run_against(&f, out, sizeof out, extra);
     fake_stop(&f);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
@@ -591,10 +596,10 @@ SK_TEST(load_db_check_finds_every_accepted_order_in_the_database)
     char url[64], aid[32], out[16384];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
-    const char *args[] = {"load", "--url", url, "--activity", aid, "--connections", "8",
-                          "--requests", "200", "--users", "150", "--expect-stock", "30",
-                          "--limit", "1", "--db", s.db, "--db-wait", "20", "--quiet", "--json",
-                          NULL};
+    const char *args[] = {"load", "--url",      url,      "--activity", aid,   "--connections",
+                          "8",    "--requests", "200",    "--users",    "150", "--expect-stock",
+                          "30",   "--limit",    "1",      "--db",       s.db,  "--db-wait",
+                          "20",   "--quiet",    "--json", NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     json_t *j = result_json(out);
@@ -608,9 +613,9 @@ SK_TEST(load_db_check_finds_every_accepted_order_in_the_database)
     uint64_t id2 = sk_th_unique_id();
     create_open(s.port, id2, 5, 1);
     snprintf(aid, sizeof aid, "%llu", (unsigned long long)id2);
-    const char *args2[] = {"load", "--url", url, "--activity", aid, "--connections", "4",
-                           "--requests", "40", "--expect-stock", "5", "--db", other,
-                           "--db-wait", "1", "--quiet", NULL};
+    const char *args2[] = {"load", "--url",      url,  "--activity",     aid, "--connections",
+                           "4",    "--requests", "40", "--expect-stock", "5", "--db",
+                           other,  "--db-wait",  "1",  "--quiet",        NULL};
     rc = sk_th_run_seckill(out2, sizeof out2, NULL, args2);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out2);
     CHECK_MSG(strstr(out2, "is not in the DB") != NULL, "%s", out2);

@@ -28,25 +28,22 @@
 
 #include <sqlite3.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "backend_env.h"
-#include "harness.h"
-#include "keys.h"
-#include "log.h"
-#include "order_worker.h"
-#include "pg_harness.h"
-#include "stock.h"
-#include "store.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "store/store.h"
+#include "support/backend_env.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
 
 SK_TH_PG_USED
 
-
-
 /* ---- helpers ---- */
-
 
 /* n purchases of quantity 1 by users base..base+n-1; all must be admitted.
  * Their order ids go to ids[0..n) when ids is not NULL. */
@@ -209,8 +206,8 @@ static size_t sell_out(struct sk_th_env *e, uint64_t aid, struct accepted *acc, 
 
 /* Every accepted purchase has exactly one row with its buyer and quantity,
  * there are no other rows, and DB stock == initial - sold. */
-static void check_exactly_once(struct sk_th_env *e, uint64_t aid, const struct accepted *acc, size_t n,
-                               int64_t initial)
+static void check_exactly_once(struct sk_th_env *e, uint64_t aid, const struct accepted *acc,
+                               size_t n, int64_t initial)
 {
     int64_t sold = 0;
     for (size_t i = 0; i < n; i++) {

@@ -24,16 +24,16 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "codes.h"
-#include "config.h"
-#include "error.h"
-#include "harness.h"
-#include "http_body.h"
-#include "http_client.h"
-#include "keys.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "http/config.h"
+#include "http/http_body.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
@@ -56,7 +56,8 @@ static void nap_ms(long ms)
 /* Waits (polling the clock) until the monotonic clock reaches t_ms. */
 static void wait_until(int64_t t_ms)
 {
-    while (sk_mono_ms() < t_ms) nap_ms(5);
+    while (sk_mono_ms() < t_ms)
+        nap_ms(5);
 }
 
 /* An open activity with plenty of stock and a high per-user limit, so only
@@ -64,8 +65,8 @@ static void wait_until(int64_t t_ms)
 static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64_t rl_burst)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(), stock, 1000, 10, now - 1000, now + 3600000,
-                             rl_rate, rl_burst, 1};
+    struct sk_stock_def d = {sk_th_unique_id(), stock,   1000,     10, now - 1000,
+                             now + 3600000,     rl_rate, rl_burst, 1};
     int rc;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
     CHECK_EQ(rc, SK_RC_PREHEATED);
@@ -78,7 +79,7 @@ static long long redis_int(sk_redis *r, const char *fmt, const char *key)
 {
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, fmt, key), 0);
-    long long v = rep->type == REDIS_REPLY_INTEGER ? rep->integer
+    long long v = rep->type == REDIS_REPLY_INTEGER  ? rep->integer
                   : rep->type == REDIS_REPLY_STRING ? strtoll(rep->str, NULL, 10)
                                                     : -999;
     freeReplyObject(rep);
@@ -106,7 +107,8 @@ SK_TEST(rl_script_burst_then_rate_limited_with_retry_after_others_unaffected)
     struct sk_admission res[6];
     int64_t left;
     CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, p, 6, res, &left), 0);
-    for (int i = 0; i < 3; i++) CHECK_EQ(res[i].rc, SK_RC_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(res[i].rc, SK_RC_OK);
     CHECK_EQ(res[3].rc, SK_RC_RATE_LIMITED);
     CHECK_EQ(res[3].quantity, 0);
     /* 10/s: the next slot is at most one period (100 ms) away */
@@ -270,7 +272,8 @@ SK_TEST(rl_config_trusted_proxies_and_rates)
     CHECK_EQ(c.rate_per_user_per_s, 0);
     CHECK_EQ(c.n_trusted_proxies, 0);
     CHECK_EQ(sk_config_set(&c, "trusted_proxies", "10.0.0.0/8, 127.0.0.1,::1,2001:db8::/32", err,
-                           sizeof err), 0);
+                           sizeof err),
+             0);
     CHECK_EQ(c.n_trusted_proxies, 4);
     const char *yes[] = {"10.1.2.3", "127.0.0.1", "::1", "::ffff:10.9.9.9", "2001:db8:1::5"};
     const char *no[] = {"11.0.0.1", "127.0.0.2", "::2", "2001:db9::1"};
@@ -301,8 +304,8 @@ SK_TEST(rl_config_trusted_proxies_and_rates)
     CHECK_EQ(c.rate_per_ip_per_s, 7);
 }
 
-#define BODY_HEAD                                                                          \
-    "{\"id\":7,\"name\":\"n\",\"stock\":5,\"per_user_limit\":1,"                           \
+#define BODY_HEAD                                                                                  \
+    "{\"id\":7,\"name\":\"n\",\"stock\":5,\"per_user_limit\":1,"                                   \
     "\"start\":\"2030-01-01T00:00:00Z\",\"end\":\"2030-01-02T00:00:00Z\""
 
 SK_TEST(rl_body_rate_limit_field)
@@ -374,7 +377,8 @@ static uint64_t http_activity(struct srv *v, int64_t stock, const char *rate_lim
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"rl\",\"stock\":%" PRId64 ",\"per_user_limit\":1000,"
              "\"max_per_order\":1,\"start\":\"%s\",\"end\":\"%s\"%s%s}",
-             id, stock, start, end, rate_limit ? ",\"rate_limit\":" : "", rate_limit ? rate_limit : "");
+             id, stock, start, end, rate_limit ? ",\"rate_limit\":" : "",
+             rate_limit ? rate_limit : "");
     struct sk_th_resp r;
     CHECK_MSG(sk_th_http_req(&v->c, "POST", "/api/v1/activities", ADMIN_HDR, body, &r) == 201,
               "create: %d %s", r.status, r.body);
@@ -436,10 +440,11 @@ SK_TEST(rl_http_user_over_limit_gets_429_with_honest_retry_after)
     CHECK_EQ(buy(&v.c, aid, 1, NULL, &r), 429);
     int64_t t429 = sk_mono_ms();
     int secs = expect_rate_limited(&r, "rate_limited");
-    CHECK_EQ(secs, 1); /* 1 per second: the next slot is within a second */
+    CHECK_EQ(secs, 1);                      /* 1 per second: the next slot is within a second */
     CHECK_EQ(stock_remaining(&v, aid), 48); /* the 429 took nothing */
     /* other users are not affected */
-    for (uint64_t u = 2; u < 6; u++) CHECK_EQ(buy(&v.c, aid, u, NULL, &r), 200);
+    for (uint64_t u = 2; u < 6; u++)
+        CHECK_EQ(buy(&v.c, aid, u, NULL, &r), 200);
     /* honest: after waiting Retry-After, the next request is admitted */
     wait_until(t429 + secs * 1000);
     CHECK_MSG(buy(&v.c, aid, 1, NULL, &r) == 200, "after Retry-After: %d %s", r.status, r.body);
@@ -450,8 +455,8 @@ SK_TEST(rl_http_user_over_limit_gets_429_with_honest_retry_after)
 SK_TEST(rl_http_limit_holds_across_two_processes)
 {
     struct srv v;
-    const char *extra[] = {"--processes", "2", "--rate-per-user-per-s", "1", "--rate-burst", "3",
-                           NULL};
+    const char *extra[] = {"--processes", "2", "--rate-per-user-per-s", "1", "--rate-burst",
+                           "3",           NULL};
     srv_start(&v, sk_th_redis_url(), extra);
     uint64_t aid = http_activity(&v, 100, NULL); /* the global limit applies */
     int ok = 0, limited = 0;
@@ -463,9 +468,12 @@ SK_TEST(rl_http_limit_holds_across_two_processes)
         sk_th_http_open(&c, v.s.port);
         int st = buy(&c, aid, 77, NULL, &r);
         sk_th_http_close(&c);
-        if (st == 200) ok++;
-        else if (st == 429) limited++, expect_rate_limited(&r, "rate_limited");
-        else sk_th_fail(__FILE__, __LINE__, "status %d %s", st, r.body);
+        if (st == 200)
+            ok++;
+        else if (st == 429)
+            limited++, expect_rate_limited(&r, "rate_limited");
+        else
+            sk_th_fail(__FILE__, __LINE__, "status %d %s", st, r.body);
     }
     int64_t secs = (sk_mono_ms() - t0) / 1000;
     /* burst 3, then one per second of the run: per-process limits would admit twice as many */
@@ -481,8 +489,9 @@ SK_TEST(rl_http_x_forwarded_for_believed_only_from_trusted_proxy)
     const char *a = "X-Forwarded-For: 203.0.113.5\r\n", *b = "X-Forwarded-For: 203.0.113.6\r\n";
     /* behind a trusted proxy (127.0.0.1): one request per client IP */
     struct srv v;
-    const char *trusted[] = {"--rate-per-ip-per-s", "1", "--rate-ip-burst", "1",
-                             "--trusted-proxies", "127.0.0.0/8", NULL};
+    const char *trusted[] = {
+        "--rate-per-ip-per-s", "1", "--rate-ip-burst", "1", "--trusted-proxies",
+        "127.0.0.0/8",         NULL};
     srv_start(&v, sk_th_redis_url(), trusted);
     uint64_t aid = http_activity(&v, 100, NULL);
     CHECK_EQ(buy(&v.c, aid, 1, a, &r), 200);
@@ -494,8 +503,9 @@ SK_TEST(rl_http_x_forwarded_for_believed_only_from_trusted_proxy)
     CHECK_EQ(buy(&v.c, aid, 4, "X-Forwarded-For: 9.9.9.9, 203.0.113.5\r\n", &r), 429);
     /* trusted hops on the right are skipped, in one header or several */
     CHECK_EQ(buy(&v.c, aid, 5, "X-Forwarded-For: 203.0.113.6, 127.0.0.9\r\n", &r), 429);
-    CHECK_EQ(buy(&v.c, aid, 6, "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 127.0.0.3\r\n", &r),
-             200);
+    CHECK_EQ(
+        buy(&v.c, aid, 6, "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 127.0.0.3\r\n", &r),
+        200);
     CHECK_EQ(stock_remaining(&v, aid), 97);
     srv_stop(&v);
 
@@ -513,9 +523,15 @@ SK_TEST(rl_http_bad_rate_limit_fields_are_400_and_create_nothing)
 {
     struct srv v;
     srv_start(&v, sk_th_redis_url(), NULL);
-    const char *bad[] = {"5", "null", "{}", "{\"per_user_per_s\":0}", "{\"per_user_per_s\":-3}",
-                         "{\"per_user_per_s\":\"2\"}", "{\"per_user_per_s\":2.5}",
-                         "{\"per_user_per_s\":99999999}", "{\"per_user_per_s\":2,\"burst\":0}",
+    const char *bad[] = {"5",
+                         "null",
+                         "{}",
+                         "{\"per_user_per_s\":0}",
+                         "{\"per_user_per_s\":-3}",
+                         "{\"per_user_per_s\":\"2\"}",
+                         "{\"per_user_per_s\":2.5}",
+                         "{\"per_user_per_s\":99999999}",
+                         "{\"per_user_per_s\":2,\"burst\":0}",
                          "{\"per_user_per_s\":2,\"burst\":[1]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t id = sk_th_unique_id();

@@ -19,21 +19,21 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "backend_env.h"
-#include "harness.h"
-#include "keys.h"
-#include "log.h"
-#include "order_worker.h"
-#include "pg_harness.h"
-#include "reconcile.h"
-#include "reconcile_env.h"
-#include "stock.h"
-#include "store.h"
-#include "sweeper.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "orders/reconcile.h"
+#include "orders/sweeper.h"
+#include "store/store.h"
+#include "support/backend_env.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
+#include "support/reconcile_env.h"
 
 SK_TH_PG_USED
 

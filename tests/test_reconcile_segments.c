@@ -26,20 +26,20 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "backend_env.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "keys.h"
-#include "pg_harness.h"
-#include "reconcile.h"
-#include "reconcile_env.h"
-#include "segment.h"
-#include "stock.h"
-#include "store.h"
-#include "sweeper.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "orders/reconcile.h"
+#include "orders/sweeper.h"
+#include "store/store.h"
+#include "support/backend_env.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
+#include "support/reconcile_env.h"
 
 SK_TH_PG_USED
 
@@ -420,8 +420,7 @@ BACKEND_TEST(transfer_never_applied_is_in_transit_and_repair_settles_it_once)
     CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
     char line[256];
     snprintf(line, sizeof line,
-             "DRIFT in_transit: segment %d: transfer %s: %" PRId64
-             " unit(s) lent to segment %d ",
+             "DRIFT in_transit: segment %d: transfer %s: %" PRId64 " unit(s) lent to segment %d ",
              from, id, taken, to);
     HAS(out, line);
     snprintf(line, sizeof line, "in transit %" PRId64 " unit(s) in 1 transfer(s) (1 older", taken);

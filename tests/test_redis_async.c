@@ -9,14 +9,14 @@
 
 #include <h2o.h>
 
-#include "clock.h"
-#include "error.h"
-#include "harness.h"
-#include "keys.h"
-#include "redis_async.h"
-#include "redis_conn.h"
-#include "script.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/redis_async.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "support/harness.h"
 
 struct answers {
     int n, nulls, errors;
@@ -82,9 +82,11 @@ SK_TEST(async_client_answers_pipelined_commands_in_order)
     CHECK_EQ(sk_aredis_pending(ar), 200);
     int done = 0;
     int64_t deadline = sk_mono_ms() + 5000;
-    while (!(done = a[199].n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    while (!(done = a[199].n == 1) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &done, 10);
     CHECK(done);
-    for (int i = 0; i < 200; i++) CHECK_EQ(a[i].last_int, i + 1); /* in order */
+    for (int i = 0; i < 200; i++)
+        CHECK_EQ(a[i].last_int, i + 1); /* in order */
     CHECK_EQ(sk_aredis_pending(ar), 0);
     sk_aredis_free(ar);
 }
@@ -108,7 +110,8 @@ SK_TEST(async_eval_survives_a_script_flush_without_an_error)
     CHECK_EQ(sk_aredis_eval(ar, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_reply, &a), 0);
     int done = 0;
     int64_t deadline = sk_mono_ms() + 5000;
-    while (!(done = a.n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    while (!(done = a.n == 1) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &done, 10);
     CHECK(done);
     CHECK_EQ(a.errors, 0); /* NOSCRIPT was resent as EVAL, never seen by the caller */
     CHECK_EQ(a.nulls, 0);
@@ -135,7 +138,8 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
     CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
     int64_t t0 = sk_mono_ms();
     int done = 0;
-    while (!(done = a.n == 1) && sk_mono_ms() - t0 < 3000) run_until(loop, ar, &done, 10);
+    while (!(done = a.n == 1) && sk_mono_ms() - t0 < 3000)
+        run_until(loop, ar, &done, 10);
     CHECK(done);
     CHECK_EQ(a.nulls, 1); /* failed, not answered */
     CHECK_MSG(sk_mono_ms() - t0 < 1500, "took %lld ms", (long long)(sk_mono_ms() - t0));
@@ -145,7 +149,8 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
     kill(srv.pid, SIGCONT);
     int ready = 0;
     int64_t deadline = sk_mono_ms() + 5000;
-    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline) run_until(loop, ar, &ready, 10);
+    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &ready, 10);
     CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
     CHECK(sk_aredis_connects(ar) > connects);
     sk_aredis_free(ar);
@@ -172,14 +177,16 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
     sk_th_redis_restart(&srv, NULL);
     int ready = 0;
     deadline = sk_mono_ms() + 5000;
-    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline) run_until(loop, ar, &ready, 10);
+    while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &ready, 10);
     CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
     struct answers a = {0};
     const char *argv[] = {"PING"};
     CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
     int done = 0;
     deadline = sk_mono_ms() + 3000;
-    while (!(done = a.n == 1) && sk_mono_ms() < deadline) run_until(loop, ar, &done, 10);
+    while (!(done = a.n == 1) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &done, 10);
     CHECK(done);
     CHECK_STR(a.last_str, "PONG");
     sk_aredis_free(ar);

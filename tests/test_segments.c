@@ -7,27 +7,27 @@
  * exactly, with no user over the limit and no stock stranded in a segment. */
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
-#include <time.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "cluster_harness.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "http_client.h"
-#include "keys.h"
-#include "redis_cluster.h"
-#include "redis_conn.h"
-#include "script.h"
-#include "segment.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "redis/redis_cluster.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "support/cluster_harness.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 SK_TH_CLUSTER_USED
 
@@ -76,8 +76,16 @@ SK_TEST(seg_order_id_labels_parse_and_malformed_ones_are_refused)
     CHECK_EQ(seg, 3);
     CHECK_EQ(sk_keys_parse_label("1001-1700000000000-0", 20, &aid, &seg), 4);
     CHECK_EQ(seg, SK_SEG_NONE);
-    const char *bad[] = {"1001.-1-1", ".3-1-1",   "1001.x-1-1", "01.3-1-1", "1001.12345-1-1",
-                         "1001",      "0-1-1",    "-1-1",       "1001.3.4-1-1", "1001.03-1-1",
+    const char *bad[] = {"1001.-1-1",
+                         ".3-1-1",
+                         "1001.x-1-1",
+                         "01.3-1-1",
+                         "1001.12345-1-1",
+                         "1001",
+                         "0-1-1",
+                         "-1-1",
+                         "1001.3.4-1-1",
+                         "1001.03-1-1",
                          "99999999999999999999999-1-1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(sk_keys_parse_label(bad[i], strlen(bad[i]), &aid, &seg) == SK_EINVAL,
@@ -110,13 +118,16 @@ static sk_redis *connect_to(const char *url)
     return r;
 }
 
-static void seg_open(sk_redis *r, uint64_t id, int segs, int64_t stock, int64_t limit,
-                     int64_t maxq)
+static void seg_open(sk_redis *r, uint64_t id, int segs, int64_t stock, int64_t limit, int64_t maxq)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = id, .initial = stock, .per_user_limit = limit,
-                             .max_per_order = maxq, .start_ms = now - 1000,
-                             .end_ms = now + 3600000, .segments = segs};
+    struct sk_stock_def d = {.id = id,
+                             .initial = stock,
+                             .per_user_limit = limit,
+                             .max_per_order = maxq,
+                             .start_ms = now - 1000,
+                             .end_ms = now + 3600000,
+                             .segments = segs};
     int rc;
     int64_t left;
     CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &left) == 0, "preheat: %s", r->errstr);
@@ -149,8 +160,8 @@ static void check_buyers(sk_redis *r, uint64_t id, int segs, int64_t limit, int6
         for (size_t i = 0; i + 1 < rep->elements; i += 2) {
             uint64_t u = strtoull(rep->element[i]->str, NULL, 10);
             int64_t q = strtoll(rep->element[i + 1]->str, NULL, 10);
-            CHECK_MSG(q >= 1 && q <= limit, "user %" PRIu64 " holds %" PRId64 " (limit %" PRId64 ")",
-                      u, q, limit);
+            CHECK_MSG(q >= 1 && q <= limit,
+                      "user %" PRIu64 " holds %" PRId64 " (limit %" PRId64 ")", u, q, limit);
             CHECK_MSG(sk_seg_home(u, segs) == s, "user %" PRIu64 " counted outside its home", u);
             *held += q;
         }
@@ -204,7 +215,8 @@ SK_TEST(seg_preheat_splits_stock_over_segments_on_distinct_slots_and_state_sums_
         sk_keys_seg(&k, id, s);
         slots[s] = sk_cluster_key_slot(k.stock, strlen(k.stock));
         CHECK_EQ(sk_cluster_key_slot(k.ledger, strlen(k.ledger)), slots[s]);
-        for (int t = 0; t < s; t++) CHECK(slots[t] != slots[s]);
+        for (int t = 0; t < s; t++)
+            CHECK(slots[t] != slots[s]);
     }
     check_invariants(r, id, 8, 1003, 2, 1003);
     int segs;
@@ -212,8 +224,13 @@ SK_TEST(seg_preheat_splits_stock_over_segments_on_distinct_slots_and_state_sums_
     CHECK_EQ(segs, 8);
     /* a second preheat leaves live stock alone; another segment count is refused */
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = id, .initial = 1003, .per_user_limit = 2, .max_per_order = 2,
-                             .start_ms = now, .end_ms = now + 1000, .segments = 8};
+    struct sk_stock_def d = {.id = id,
+                             .initial = 1003,
+                             .per_user_limit = 2,
+                             .max_per_order = 2,
+                             .start_ms = now,
+                             .end_ms = now + 1000,
+                             .segments = 8};
     int rc;
     int64_t left;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
@@ -256,7 +273,8 @@ SK_TEST(seg_purchase_borrows_from_other_segments_until_every_unit_is_sold)
     CHECK_EQ(sk_stock_purchase(r, id, user, 1, &a, &left), 0);
     CHECK_EQ(a.rc, SK_RC_SOLD_OUT);
     CHECK_EQ(left, 0);
-    for (int s = 0; s < 4; s++) CHECK_EQ(seg_stock(r, id, s), 0);
+    for (int s = 0; s < 4; s++)
+        CHECK_EQ(seg_stock(r, id, s), 0);
     check_invariants(r, id, 4, 8, 100, 0);
     sk_redis_free(r);
 }
@@ -319,7 +337,7 @@ SK_TEST(seg_transfer_taken_but_never_applied_is_rolled_forward_once)
     char xid[SK_XFER_ID_MAX];
     CHECK_EQ(sk_seg_lend(r, id, 0, 1, 3, &taken, xid, &trc), 0);
     CHECK_EQ(trc, SK_RC_TRANSFERRED);
-    CHECK_EQ(taken, 25); /* half of the lender's 50: more than asked */
+    CHECK_EQ(taken, 25);               /* half of the lender's 50: more than asked */
     CHECK_EQ(seg_stock(r, id, 0), 25); /* what the lender has left */
     struct sk_stock_state st;
     CHECK_EQ(sk_stock_state(r, id, &st), 0);
@@ -333,7 +351,8 @@ SK_TEST(seg_transfer_taken_but_never_applied_is_rolled_forward_once)
     CHECK_EQ(units, 0);
     /* the borrower's late re-admission with the same id buys, adds nothing */
     struct sk_purchase p = {.user_id = 5, .quantity = 1};
-    while (sk_seg_home(p.user_id, 2) != 1) p.user_id++;
+    while (sk_seg_home(p.user_id, 2) != 1)
+        p.user_id++;
     struct sk_keys k1;
     sk_keys_seg(&k1, id, 1);
     struct sk_batch_head h = {.label = k1.label, .xfer_id = xid, .xfer_qty = taken};
@@ -381,18 +400,26 @@ SK_TEST(seg_borrowed_purchase_is_not_charged_twice_by_the_rate_limiter)
     uint64_t id = sk_th_unique_id();
     int64_t now = sk_wall_ms();
     /* 1 request per minute per user: a second charge would refuse */
-    struct sk_stock_def d = {.id = id, .initial = 4, .per_user_limit = 5, .max_per_order = 1,
-                             .start_ms = now - 1000, .end_ms = now + 3600000,
-                             .rl_per_user_per_s = 0, .segments = 2};
+    struct sk_stock_def d = {.id = id,
+                             .initial = 4,
+                             .per_user_limit = 5,
+                             .max_per_order = 1,
+                             .start_ms = now - 1000,
+                             .end_ms = now + 3600000,
+                             .rl_per_user_per_s = 0,
+                             .segments = 2};
     int rc;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
     CHECK_EQ(sk_stock_set_open(r, id, 1, &rc), 0);
     uint64_t a_user = 100;
-    while (sk_seg_home(a_user, 2) != 0) a_user++;
+    while (sk_seg_home(a_user, 2) != 0)
+        a_user++;
     uint64_t a2_user = a_user + 1;
-    while (sk_seg_home(a2_user, 2) != 0) a2_user++;
+    while (sk_seg_home(a2_user, 2) != 0)
+        a2_user++;
     uint64_t b_user = a2_user + 1;
-    while (sk_seg_home(b_user, 2) != 0) b_user++;
+    while (sk_seg_home(b_user, 2) != 0)
+        b_user++;
     struct sk_rate_limits rl = {.user_per_s = 1, .user_burst = 1};
     struct sk_purchase p = {.user_id = a_user, .quantity = 1};
     struct sk_admission res;
@@ -461,7 +488,8 @@ SK_TEST(seg_purchase_with_redis_down_fails_cleanly_and_sells_nothing)
     int64_t left;
     int rc = sk_stock_purchase(r, id, 5, 1, &a, &left);
     CHECK_MSG(rc == SK_EIO || rc == SK_ETIMEDOUT, "rc %d", rc);
-    struct sk_purchase p[3] = {{.user_id = 1, .quantity = 1}, {.user_id = 2, .quantity = 1},
+    struct sk_purchase p[3] = {{.user_id = 1, .quantity = 1},
+                               {.user_id = 2, .quantity = 1},
                                {.user_id = 3, .quantity = 1}};
     struct sk_admission res[3];
     rc = sk_seg_purchase_batch(r, id, 4, NULL, p, 3, res, &left);
@@ -477,18 +505,21 @@ static void buyer_proc(const char *url, uint64_t id, const uint32_t *users, size
 {
     sk_redis *r;
     char err[128];
-    if (sk_redis_new(&r, url, 2000, 10000, err, sizeof err) != 0 || sk_redis_connect(r) != 0) _exit(3);
+    if (sk_redis_new(&r, url, 2000, 10000, err, sizeof err) != 0 || sk_redis_connect(r) != 0)
+        _exit(3);
     int64_t admitted = 0;
     enum { B = 16 };
     for (size_t i = 0; i < n; i += B) {
         size_t m = n - i < B ? n - i : B;
         struct sk_purchase p[B];
         struct sk_admission a[B];
-        for (size_t j = 0; j < m; j++) p[j] = (struct sk_purchase){.user_id = users[i + j], .quantity = 1};
+        for (size_t j = 0; j < m; j++)
+            p[j] = (struct sk_purchase){.user_id = users[i + j], .quantity = 1};
         int64_t left;
         if (sk_stock_purchase_batch(r, id, p, m, a, &left) != 0) _exit(4);
         for (size_t j = 0; j < m; j++) {
-            if (a[j].rc == SK_RC_OK) admitted += a[j].quantity;
+            if (a[j].rc == SK_RC_OK)
+                admitted += a[j].quantity;
             else if (a[j].rc != SK_RC_SOLD_OUT && a[j].rc != SK_RC_LIMIT_EXCEEDED &&
                      a[j].rc != SK_RC_INSUFFICIENT)
                 _exit(5);
@@ -543,7 +574,8 @@ SK_TEST(seg_concurrent_sale_over_8_segments_sells_out_exactly_with_no_user_over_
     int64_t sold = crowd_sale(sk_th_redis_url(), id, 8, 12000, 5000, 0x5e9);
     CHECK_EQ(sold, 2000);
     check_invariants(r, id, 8, 2000, 2, 0);
-    for (int s = 0; s < 8; s++) CHECK_EQ(seg_stock(r, id, s), 0); /* nothing stranded */
+    for (int s = 0; s < 8; s++)
+        CHECK_EQ(seg_stock(r, id, s), 0); /* nothing stranded */
     sk_redis_free(r);
 }
 
@@ -562,7 +594,8 @@ static uint64_t id_over_all_masters(sk_redis *r, int segs)
             sk_keys_seg(&k, id, s);
             int o = sk_cluster_map_owner(m, sk_cluster_key_slot(k.stock, strlen(k.stock)));
             int seen = 0;
-            for (int i = 0; i < n; i++) seen |= owners[i] == o;
+            for (int i = 0; i < n; i++)
+                seen |= owners[i] == o;
             if (!seen && n < 3) owners[n++] = o;
         }
         if (n == 3) return id;
@@ -593,9 +626,11 @@ static void http_sale(const char *redis_url, sk_redis *r, uint64_t id, int segs,
     snprintf(url, sizeof url, "http://127.0.0.1:%d", v.port);
     snprintf(act, sizeof act, "%" PRIu64, id);
     snprintf(exp, sizeof exp, "%" PRId64, stock);
-    const char *args[] = {"load", "--url", url, "--activity", act, "--connections", "200",
-                          "--requests", "30000", "--users", "8000", "--retry-ratio", "0.3",
-                          "--expect-stock", exp, "--limit", "2", "--duration", "120", NULL};
+    const char *args[] = {"load",  "--url",          url,    "--activity",
+                          act,     "--connections",  "200",  "--requests",
+                          "30000", "--users",        "8000", "--retry-ratio",
+                          "0.3",   "--expect-stock", exp,    "--limit",
+                          "2",     "--duration",     "120",  NULL};
     static char out[16384];
     int code = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(code == 0, "seckill load exited %d:\n%s", code, out);
@@ -655,10 +690,14 @@ static void *fs_buyer(void *arg)
         char h[64];
         snprintf(h, sizeof h, "X-User-Id: %u\r\n", 1 + rand_r(&seed) % FS_USERS);
         int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
-        if (st == 200) atomic_fetch_add(&s->ok, 1);
-        else if (st == 409 && strstr(rp->body, "sold_out")) break;
-        else if (st == 409 && strstr(rp->body, "limit_exceeded")) continue;
-        else if (st == 503) atomic_fetch_add(&s->n503, 1); /* may have run */
+        if (st == 200)
+            atomic_fetch_add(&s->ok, 1);
+        else if (st == 409 && strstr(rp->body, "sold_out"))
+            break;
+        else if (st == 409 && strstr(rp->body, "limit_exceeded"))
+            continue;
+        else if (st == 503)
+            atomic_fetch_add(&s->n503, 1); /* may have run */
         else if (st == 0) {
             atomic_fetch_add(&s->lost, 1);
             sk_th_http_close(&c);
@@ -676,8 +715,10 @@ static void *fs_buyer(void *arg)
 static void fs_run(struct fsale *s)
 {
     pthread_t th[FS_THREADS];
-    for (int i = 0; i < FS_THREADS; i++) CHECK_EQ(pthread_create(&th[i], NULL, fs_buyer, s), 0);
-    for (int i = 0; i < FS_THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < FS_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, fs_buyer, s), 0);
+    for (int i = 0; i < FS_THREADS; i++)
+        pthread_join(th[i], NULL);
 }
 
 SK_TEST(seg_cluster_serve_survives_a_master_failover_during_a_segmented_http_sale)
@@ -706,7 +747,8 @@ SK_TEST(seg_cluster_serve_survives_a_master_failover_during_a_segmented_http_sal
     sk_th_http_close(&c);
     s.port = v.port;
     pthread_t th[FS_THREADS];
-    for (int i = 0; i < FS_THREADS; i++) CHECK_EQ(pthread_create(&th[i], NULL, fs_buyer, &s), 0);
+    for (int i = 0; i < FS_THREADS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, fs_buyer, &s), 0);
     by = sk_mono_ms() + 10000;
     while (atomic_load(&s.ok) < 300 && sk_mono_ms() < by) {
         struct timespec ts = {0, 2 * 1000 * 1000};
@@ -721,7 +763,8 @@ SK_TEST(seg_cluster_serve_survives_a_master_failover_during_a_segmented_http_sal
     CHECK(now_master != old);
     long before = atomic_load(&s.ok);
     CHECK_MSG(before < stock, "the sale ended before the failover did: make it longer");
-    for (int i = 0; i < FS_THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < FS_THREADS; i++)
+        pthread_join(th[i], NULL);
     CHECK_MSG(atomic_load(&s.other) == 0, "%ld unexpected answers, e.g. %d",
               (long)atomic_load(&s.other), atomic_load(&s.other_status));
     /* a borrower cut off between its two calls left units in transit:

@@ -25,20 +25,20 @@
 
 #include <jansson.h>
 
-#include "activity.h"
-#include "backend_env.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "http_client.h"
-#include "keys.h"
-#include "order_worker.h"
-#include "pg_harness.h"
-#include "segment.h"
-#include "stock.h"
-#include "store.h"
-#include "sweeper.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "orders/sweeper.h"
+#include "store/store.h"
+#include "support/backend_env.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "support/pg_harness.h"
 
 SK_TH_PG_USED
 

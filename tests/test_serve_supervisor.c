@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "harness.h"
-#include "http_client.h"
+#include "core/clock.h"
+#include "support/harness.h"
+#include "support/http_client.h"
 
 /* Children of pid, from /proc (the kernel lists them per thread). */
 static int children(pid_t pid, pid_t *out, int cap)
@@ -25,7 +25,8 @@ static int children(pid_t pid, pid_t *out, int cap)
     buf[n] = 0;
     fclose(f);
     int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n")) out[k++] = atoi(p);
+    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
+        out[k++] = atoi(p);
     return k;
 }
 

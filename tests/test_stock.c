@@ -8,13 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "harness.h"
-#include "keys.h"
-#include "script.h"
-#include "stock.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/script.h"
+#include "support/harness.h"
 
 #define P(u, q) ((struct sk_purchase){.user_id = (u), .quantity = (q)})
 
@@ -31,7 +31,8 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                               int64_t start_off, int64_t end_off, int open)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(), stock, limit, maxq, now + start_off, now + end_off, 0, 0, 1};
+    struct sk_stock_def d = {sk_th_unique_id(), stock, limit, maxq, now + start_off,
+                             now + end_off,     0,     0,     1};
     int rc;
     int64_t left;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
@@ -200,13 +201,14 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
 {
     sk_redis *r = connect_to(sk_th_redis_url());
     uint64_t aid = open_activity(r, 4, 1, 1);
-    struct sk_purchase p[] = {P(1, 1), P(2, 0), P(1, 1), P(3, 5), P(4, 1), P(5, 1), P(6, 1), P(7, 1)};
+    struct sk_purchase p[] = {P(1, 1), P(2, 0), P(1, 1), P(3, 5),
+                              P(4, 1), P(5, 1), P(6, 1), P(7, 1)};
     size_t n = sizeof p / sizeof p[0];
     struct sk_admission res[8];
     int64_t left = -1;
     CHECK_EQ(sk_stock_purchase_batch(r, aid, p, n, res, &left), 0);
-    int want[] = {SK_RC_OK,           SK_RC_BAD_QUANTITY, SK_RC_LIMIT_EXCEEDED, SK_RC_BAD_QUANTITY,
-                  SK_RC_OK,           SK_RC_OK,           SK_RC_OK,             SK_RC_SOLD_OUT};
+    int want[] = {SK_RC_OK, SK_RC_BAD_QUANTITY, SK_RC_LIMIT_EXCEEDED, SK_RC_BAD_QUANTITY, SK_RC_OK,
+                  SK_RC_OK, SK_RC_OK,           SK_RC_SOLD_OUT};
     for (size_t i = 0; i < n; i++) {
         CHECK_MSG(res[i].rc == want[i], "entry %zu: %s, want %s", i, sk_rc_name(res[i].rc),
                   sk_rc_name(want[i]));

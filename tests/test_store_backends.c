@@ -19,12 +19,12 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "error.h"
-#include "harness.h"
-#include "pg_harness.h"
-#include "store.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "store/store.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
 
 SK_TH_PG_USED
 
@@ -378,8 +378,10 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
     CHECK_EQ(got.segments, 9);
     sk_store_close(st);
     CHECK_EQ(be_sql(b, "UPDATE activities SET segments = 0 WHERE id = 41"), 1);
-    if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
-    else CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
+    if (b->pg)
+        CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+    else
+        CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
 }
 
 /* ---- activities ---- */
@@ -435,8 +437,7 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 110, &got), 0);
     CHECK_EQ(got.segments, 1);
-    CHECK_EQ(be_int(b, "SELECT segments FROM activities WHERE id = 103"),
-             SK_ACTIVITY_SEGMENTS_MAX);
+    CHECK_EQ(be_int(b, "SELECT segments FROM activities WHERE id = 103"), SK_ACTIVITY_SEGMENTS_MAX);
     struct sk_activity *all;
     size_t n;
     CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
@@ -504,23 +505,28 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     /* Hand-written SQL cannot store what the engine would refuse either. */
     sk_store_close(be_open(b));
     static const char *const bad[] = {
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1)",  /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1)",  /* above initial */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1)",    /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1)",  /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1)", /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1)", /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1)", /* above initial
+                                                                                     */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1)",   /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1)", /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1)", /* end = start
+                                                                                      */
         "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1)",  /* state */
         "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1)",   /* name */
         "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1)",  /* id 0 */
         "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1)", /* rate < 0 */
         "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1)", /* burst < 0 */
         "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0)", /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1)", /* segments < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL)", /* segments */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1)", /* segments < 0
+                                                                                      */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL)", /* segments
+                                                                                        */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1)"), 0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1)"),
+             0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"

@@ -15,28 +15,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "activity.h"
-#include "clock.h"
-#include "codes.h"
-#include "error.h"
-#include "backend_env.h"
-#include "harness.h"
-#include "keys.h"
-#include "log.h"
-#include "order_worker.h"
-#include "pg_harness.h"
-#include "reconcile.h"
-#include "stock.h"
-#include "store.h"
-#include "sweeper.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "orders/reconcile.h"
+#include "orders/sweeper.h"
+#include "store/store.h"
+#include "support/backend_env.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
 
 SK_TH_PG_USED
 
-
-
-
 #define PAY_TIMEOUT_S 60
-
 
 /* One purchase that must be admitted; its order id into oid. */
 static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)

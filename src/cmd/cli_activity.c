@@ -1,0 +1,632 @@
+/* cli_activity.c - `seckill activity create|preheat|open|close|show|list|delete`,
+ * the operator's view of an activity's lifecycle.
+ *
+ * The store (SQLite) holds the definition; Redis holds the live stock and
+ * the sale switch. Every argument is checked before anything is opened, so
+ * a usage error (exit 2) never changes state; an unreachable server is
+ * exit 1 within the connection timeout. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cmd/commands.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+/* A CLI must answer quickly when Redis is gone: bounded connect/commands. */
+#define REDIS_TIMEOUT_MS 1000
+
+enum {
+    O_REDIS,
+    O_DB,
+    O_ID,
+    O_NAME,
+    O_STOCK,
+    O_LIMIT,
+    O_MAX_PER_ORDER,
+    O_START,
+    O_END,
+    O_PAY_TIMEOUT,
+    O_RATE,
+    O_BURST,
+    O_SEGMENTS,
+    O_FORCE,
+    O_JSON,
+    O_COUNT
+};
+#define B(o) (1u << (o))
+
+static const struct {
+    const char *name;
+    int has_value;
+} flag_defs[O_COUNT] = {
+    [O_REDIS] = {"--redis", 1},
+    [O_DB] = {"--db", 1},
+    [O_ID] = {"--id", 1},
+    [O_NAME] = {"--name", 1},
+    [O_STOCK] = {"--stock", 1},
+    [O_LIMIT] = {"--limit", 1},
+    [O_MAX_PER_ORDER] = {"--max-per-order", 1},
+    [O_START] = {"--start", 1},
+    [O_END] = {"--end", 1},
+    [O_PAY_TIMEOUT] = {"--pay-timeout", 1},
+    [O_RATE] = {"--rate-per-user-per-s", 1},
+    [O_BURST] = {"--rate-burst", 1},
+    [O_SEGMENTS] = {"--segments", 1},
+    [O_FORCE] = {"--force", 0},
+    [O_JSON] = {"--json", 0},
+};
+
+struct ctx {
+    const struct sub *sc;
+    const char *val[O_COUNT]; /* flag values ("" for a given boolean flag) */
+    unsigned seen;            /* B(flag) of the flags given */
+    uint64_t id;
+    sk_store *st;
+    sk_redis *r;
+};
+
+struct sub {
+    const char *name;
+    unsigned allowed, required;
+    int (*run)(struct ctx *);
+    const char *usage;
+};
+
+static int has(const struct ctx *c, int o)
+{
+    return (c->seen & B(o)) != 0;
+}
+
+/* ---- shared steps ---- */
+
+static int parse_id(struct ctx *c)
+{
+    uint64_t id;
+    if (sk_cli_parse_u64(c->val[O_ID], &id) < 0 || id < 1 || id > SK_ACTIVITY_ID_MAX)
+        return sk_cli_usage_error("activity %s: --id must be a whole number between 1 and %llu, "
+                                  "got '%s'",
+                                  c->sc->name, (unsigned long long)SK_ACTIVITY_ID_MAX,
+                                  c->val[O_ID]);
+    c->id = id;
+    return 0;
+}
+
+/* Store errors that are the caller's fault are exit 2, the rest exit 1. */
+static int store_fail(const struct ctx *c, int rc)
+{
+    const char *why = sk_store_errstr(c->st);
+    if (rc == SK_ENOTFOUND || rc == SK_EEXIST || rc == SK_EINVAL)
+        return sk_cli_usage_error("activity %s: %s", c->sc->name, why);
+    return sk_cli_runtime_error("activity %s: database: %s", c->sc->name, why);
+}
+
+static int open_store(struct ctx *c)
+{
+    char err[512];
+    int rc = sk_store_open(&c->st, sk_cli_db_spec(c->val[O_DB]), err, sizeof err);
+    if (rc == SK_EINVAL) return sk_cli_usage_error("activity %s: --db: %s", c->sc->name, err);
+    if (rc < 0) return sk_cli_runtime_error("activity %s: database: %s", c->sc->name, err);
+    return 0;
+}
+
+static int load(struct ctx *c, struct sk_activity *a)
+{
+    int rc = sk_store_activity_get(c->st, c->id, a);
+    return rc < 0 ? store_fail(c, rc) : 0;
+}
+
+static int redis_fail(const struct ctx *c)
+{
+    return sk_cli_runtime_error("activity %s: redis unreachable or failing: %s", c->sc->name,
+                                c->r->errstr[0] ? c->r->errstr : sk_strerror(c->r->err));
+}
+
+static int open_redis(struct ctx *c)
+{
+    char err[256] = "";
+    const char *url = sk_cli_redis_url(c->val[O_REDIS]);
+    int rc = sk_redis_new(&c->r, url, REDIS_TIMEOUT_MS, REDIS_TIMEOUT_MS, err, sizeof err);
+    if (rc == SK_EINVAL)
+        return sk_cli_usage_error("activity %s: --redis: %s", c->sc->name,
+                                  err[0] ? err : "bad URL");
+    if (rc < 0) return sk_cli_runtime_error("activity %s: %s", c->sc->name, sk_strerror(rc));
+    /* Connect now so "unreachable" is reported as such, before any work. */
+    if (sk_redis_connect(c->r) < 0) return redis_fail(c);
+    return 0;
+}
+
+/* Redis TIME: the live state is computed on the clock the purchase script
+ * uses, so `show` says what a purchase would meet right now. */
+static int redis_now(struct ctx *c, int64_t *now)
+{
+    redisReply *rep;
+    if (sk_redis_cmd(c->r, &rep, "TIME") < 0) return redis_fail(c);
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[0]->type == REDIS_REPLY_STRING &&
+             rep->element[1]->type == REDIS_REPLY_STRING;
+    if (ok)
+        *now = strtoll(rep->element[0]->str, NULL, 10) * 1000 +
+               strtoll(rep->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(rep);
+    if (!ok) return sk_cli_runtime_error("activity %s: unexpected reply to TIME", c->sc->name);
+    return 0;
+}
+
+static const char *fmt_time(int64_t ms, char *buf)
+{
+    if (sk_time_format_rfc3339(ms, buf, SK_TIME_RFC3339_MAX) < 0)
+        snprintf(buf, SK_TIME_RFC3339_MAX, "%" PRId64 "ms", ms);
+    return buf;
+}
+
+/* ---- output ---- */
+
+/* The definition, plus the live figures when live != NULL (SPEC section 4
+ * names: stock_initial, stock_remaining, per_user_limit, start, end). */
+static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_state *live,
+                             int64_t now)
+{
+    char t[3][SK_TIME_RFC3339_MAX];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer((json_int_t)a->id));
+    json_object_set_new(o, "name", json_string(a->name));
+    if (live) {
+        json_object_set_new(o, "state",
+                            json_string(sk_activity_live_state(live->exists, live->open,
+                                                               a->start_ms, a->end_ms, now)));
+        json_object_set_new(o, "switch", json_string(live->open ? "open" : "closed"));
+        json_object_set_new(o, "preheated", json_boolean(live->exists));
+    }
+    json_object_set_new(o, "stored_state", json_string(a->state));
+    json_object_set_new(o, "start", json_string(fmt_time(a->start_ms, t[0])));
+    json_object_set_new(o, "end", json_string(fmt_time(a->end_ms, t[1])));
+    json_object_set_new(o, "start_ms", json_integer(a->start_ms));
+    json_object_set_new(o, "end_ms", json_integer(a->end_ms));
+    json_object_set_new(o, "stock_initial", json_integer(a->stock));
+    json_object_set_new(o, "per_user_limit", json_integer(a->per_user_limit));
+    json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
+    json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
+    json_object_set_new(o, "segments", json_integer(a->segments));
+    json_object_set_new(o, "db_stock", json_integer(a->stock_db));
+    json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
+    if (live) {
+        /* Not preheated: no live figures rather than misleading zeros. */
+        int e = live->exists;
+        json_object_set_new(o, "stock_remaining", e ? json_integer(live->remaining) : json_null());
+        /* Units admitted over the sale's life (SPEC invariant 2:
+         * remaining + admitted - released = initial). */
+        json_object_set_new(o, "admitted",
+                            e ? json_integer(live->initial - live->remaining + live->released)
+                              : json_null());
+        json_object_set_new(o, "held", e ? json_integer(live->held) : json_null());
+        json_object_set_new(o, "released", e ? json_integer(live->released) : json_null());
+        json_object_set_new(o, "buyers", e ? json_integer(live->buyers) : json_null());
+        json_object_set_new(o, "stream_length", e ? json_integer(live->stream_len) : json_null());
+        if (e && live->initial != a->stock)
+            json_object_set_new(o, "redis_stock_initial", json_integer(live->initial));
+    }
+    return o;
+}
+
+static void print_json(json_t *o)
+{
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) printf("%s\n", s);
+    free(s);
+}
+
+/* One "key: value" line per field: readable, and easy to grep. */
+static void print_text(json_t *o)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v)
+    {
+        printf("%-16s ", key);
+        switch (json_typeof(v)) {
+        case JSON_STRING: printf("%s\n", json_string_value(v)); break;
+        case JSON_INTEGER: printf("%" JSON_INTEGER_FORMAT "\n", json_integer_value(v)); break;
+        case JSON_TRUE: printf("yes\n"); break;
+        case JSON_FALSE: printf("no\n"); break;
+        case JSON_NULL: printf("-\n"); break;
+        default: printf("?\n"); break;
+        }
+    }
+}
+
+static int emit(const struct ctx *c, json_t *o)
+{
+    if (!o) return sk_cli_runtime_error("activity %s: out of memory", c->sc->name);
+    if (has(c, O_JSON))
+        print_json(o);
+    else
+        print_text(o);
+    json_decref(o);
+    return SK_EXIT_OK;
+}
+
+/* ---- sub-commands ---- */
+
+static int parse_count(const struct ctx *c, int o, int64_t *out)
+{
+    const char *s = c->val[o];
+    if (sk_cli_parse_i64(s, INT64_MIN, INT64_MAX, out) == 0) return 0;
+    const char *d = s + (*s == '-');
+    if (*d && d[strspn(d, "0123456789")] == 0)
+        return sk_cli_usage_error("activity %s: %s is out of range: '%s'", c->sc->name,
+                                  flag_defs[o].name, s);
+    return sk_cli_usage_error("activity %s: %s must be a whole number, got '%s'", c->sc->name,
+                              flag_defs[o].name, s);
+}
+
+static int parse_time(const struct ctx *c, int o, int64_t now, int64_t base, int64_t *out)
+{
+    const char *s = c->val[o];
+    if (sk_time_parse_arg(s, strlen(s), now, base, out) < 0)
+        return sk_cli_usage_error("activity %s: %s must be RFC 3339 (2026-11-29T10:00:00Z, "
+                                  "+08:00 offsets), now, or +<N>s|m|h|d; got '%s'",
+                                  c->sc->name, flag_defs[o].name, s);
+    return 0;
+}
+
+static int cmd_create(struct ctx *c)
+{
+    struct sk_activity a;
+    sk_activity_init(&a);
+    a.id = c->id;
+    if (strlen(c->val[O_NAME]) >= sizeof a.name)
+        return sk_cli_usage_error("activity create: name is longer than %d bytes",
+                                  SK_ACTIVITY_NAME_MAX - 1);
+    snprintf(a.name, sizeof a.name, "%s", c->val[O_NAME]);
+    int rc;
+    if ((rc = parse_count(c, O_STOCK, &a.stock)) != 0) return rc;
+    if ((rc = parse_count(c, O_LIMIT, &a.per_user_limit)) != 0) return rc;
+    if (has(c, O_MAX_PER_ORDER) && (rc = parse_count(c, O_MAX_PER_ORDER, &a.max_per_order)) != 0)
+        return rc;
+    if (has(c, O_PAY_TIMEOUT) && (rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0)
+        return rc;
+    if (has(c, O_RATE) && (rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
+    if (has(c, O_BURST) && (rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
+    if (has(c, O_BURST) && !has(c, O_RATE))
+        return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
+    /* Range (1..256) and segments <= stock: sk_activity_validate below. */
+    if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
+    int64_t now = sk_wall_ms();
+    a.start_ms = now;
+    if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
+    /* A relative end counts from the start: `--start +10m --end +1h` is a
+     * one-hour sale. */
+    a.end_ms = a.start_ms + 3600 * 1000;
+    if (has(c, O_END) && (rc = parse_time(c, O_END, now, a.start_ms, &a.end_ms)) != 0) return rc;
+    a.created_ms = now;
+    sk_activity_apply_defaults(&a);
+    char why[256];
+    if (sk_activity_validate(&a, why, sizeof why) < 0)
+        return sk_cli_usage_error("activity create: %s", why);
+
+    if ((rc = open_store(c)) != 0) return rc;
+    if ((rc = sk_store_activity_insert(c->st, &a)) < 0) return store_fail(c, rc);
+    a.stock_db = a.stock;
+    return emit(c, activity_json(&a, NULL, 0));
+}
+
+static int cmd_preheat(struct ctx *c)
+{
+    struct sk_activity a;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
+    struct sk_stock_def d;
+    sk_activity_stock_def(&a, &d);
+    int res;
+    int64_t stock;
+    if (sk_stock_preheat(c->r, &d, has(c, O_FORCE), &res, &stock) < 0) return redis_fail(c);
+    switch (res) {
+    case SK_RC_PREHEATED:
+        if ((rc = sk_store_activity_set_state(c->st, a.id, "preheated")) < 0)
+            return sk_cli_runtime_error("activity preheat: preheated in Redis but the database "
+                                        "was not updated: %s",
+                                        sk_store_errstr(c->st));
+        printf("activity %" PRIu64 " preheated: stock %" PRId64 " of %" PRId64 "\n", a.id, stock,
+               a.stock);
+        return SK_EXIT_OK;
+    case SK_RC_STOCK_LIVE:
+        /* Repairs a preheat whose database update was lost: Redis has the
+         * stock, so the definition is preheated whatever the store says. */
+        if (!strcmp(a.state, "created") &&
+            (rc = sk_store_activity_set_state(c->st, a.id, "preheated")) < 0)
+            return store_fail(c, rc);
+        printf("activity %" PRIu64 ": live stock exists (%" PRId64 " left), left alone "
+               "(--force rewrites it while closed)\n",
+               a.id, stock);
+        return SK_EXIT_OK;
+    case SK_RC_IS_OPEN:
+        return sk_cli_usage_error("activity preheat: activity %" PRIu64
+                                  " is open; close it before a forced preheat",
+                                  a.id);
+    case SK_RC_BELOW_SOLD:
+        return sk_cli_usage_error("activity preheat: activity %" PRIu64 ": stock %" PRId64
+                                  " is below the units buyers already hold",
+                                  a.id, a.stock);
+    default:
+        return sk_cli_usage_error("activity preheat: Redis refused the definition: %s",
+                                  sk_rc_message(res));
+    }
+}
+
+static int set_switch(struct ctx *c, int open)
+{
+    struct sk_activity a;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
+    int res;
+    if (sk_stock_set_open(c->r, a.id, open, &res) < 0) return redis_fail(c);
+    if (res == SK_RC_UNKNOWN_ACTIVITY)
+        return sk_cli_usage_error("activity %s: activity %" PRIu64 " is not preheated; run "
+                                  "`seckill activity preheat --id %" PRIu64 "` first",
+                                  c->sc->name, a.id, a.id);
+    if (res != SK_RC_OK)
+        return sk_cli_runtime_error("activity %s: unexpected answer: %s", c->sc->name,
+                                    sk_rc_name(res));
+    if ((rc = sk_store_activity_set_state(c->st, a.id, open ? "open" : "closed")) < 0)
+        return sk_cli_runtime_error("activity %s: switch set in Redis but the database was not "
+                                    "updated: %s",
+                                    c->sc->name, sk_store_errstr(c->st));
+    /* The local clock is good enough for this note; the switch is set. */
+    printf("activity %" PRIu64 " %s (now %s)\n", a.id, open ? "opened" : "closed",
+           sk_activity_live_state(1, open, a.start_ms, a.end_ms, sk_wall_ms()));
+    return SK_EXIT_OK;
+}
+
+static int cmd_open(struct ctx *c)
+{
+    return set_switch(c, 1);
+}
+static int cmd_close(struct ctx *c)
+{
+    return set_switch(c, 0);
+}
+
+static int cmd_show(struct ctx *c)
+{
+    struct sk_activity a;
+    struct sk_stock_state live;
+    int64_t now;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
+    if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
+    if ((rc = redis_now(c, &now)) != 0) return rc;
+    return emit(c, activity_json(&a, &live, now));
+}
+
+static int cmd_list(struct ctx *c)
+{
+    struct sk_activity *all;
+    size_t n;
+    int rc;
+    if ((rc = open_store(c)) != 0) return rc;
+    if ((rc = sk_store_activity_list(c->st, &all, &n)) < 0) return store_fail(c, rc);
+    int64_t now;
+    if ((rc = open_redis(c)) != 0 || (rc = redis_now(c, &now)) != 0) {
+        free(all);
+        return rc;
+    }
+    json_t *arr = json_array();
+    if (!has(c, O_JSON))
+        printf("%-15s %-9s %-9s %13s %13s %4s %-24s %-24s %s\n", "ID", "STATE", "STORED",
+               "REMAINING", "INITIAL", "SEGS", "START", "END", "NAME");
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct sk_stock_state live;
+        if (sk_stock_state(c->r, all[i].id, &live) < 0) {
+            rc = redis_fail(c);
+            break;
+        }
+        if (has(c, O_JSON)) {
+            json_array_append_new(arr, activity_json(&all[i], &live, now));
+            continue;
+        }
+        char t[2][SK_TIME_RFC3339_MAX], rem[24] = "-";
+        if (live.exists) snprintf(rem, sizeof rem, "%" PRId64, live.remaining);
+        printf("%-15" PRIu64 " %-9s %-9s %13s %13" PRId64 " %4" PRId64 " %-24s %-24s %s\n",
+               all[i].id,
+               sk_activity_live_state(live.exists, live.open, all[i].start_ms, all[i].end_ms, now),
+               all[i].state, rem, all[i].stock, all[i].segments, fmt_time(all[i].start_ms, t[0]),
+               fmt_time(all[i].end_ms, t[1]), all[i].name);
+    }
+    if (rc == 0 && has(c, O_JSON)) print_json(arr);
+    json_decref(arr);
+    free(all);
+    return rc;
+}
+
+static int cmd_delete(struct ctx *c)
+{
+    struct sk_activity a;
+    struct sk_stock_state live;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
+    /* Check then drop is not atomic; an operator racing themselves with
+     * `open` is the only way to slip between the two. */
+    if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
+    if (live.exists && live.open)
+        return sk_cli_usage_error("activity delete: activity %" PRIu64 " is open; close it first",
+                                  a.id);
+    /* XLEN directly: the stream counts even if meta or stock went missing,
+     * when the state snapshot reports nothing. */
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    redisReply *rep;
+    if (sk_redis_cmd(c->r, &rep, "XLEN %s", k.orders) < 0) return redis_fail(c);
+    long long events = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    if (events < 0)
+        return sk_cli_runtime_error("activity delete: unexpected reply to XLEN %s", k.orders);
+    if (events > 0 && !has(c, O_FORCE))
+        return sk_cli_usage_error("activity delete: activity %" PRIu64 " has %lld order events "
+                                  "in its Redis stream that may not be persisted yet; --force "
+                                  "deletes them anyway",
+                                  a.id, events);
+    /* Redis first: a store row without Redis keys can be preheated again,
+     * while Redis keys without a row would greet a re-created id with stale
+     * stock. */
+    if (sk_stock_drop(c->r, a.id) < 0) return redis_fail(c);
+    if ((rc = sk_store_activity_delete(c->st, a.id)) < 0) return store_fail(c, rc);
+    printf("activity %" PRIu64 " deleted\n", a.id);
+    return SK_EXIT_OK;
+}
+
+/* ---- dispatch ---- */
+
+#define COMMON (B(O_REDIS) | B(O_DB))
+#define COMMON_USAGE                                                                               \
+    "  --redis URL          redis://[user:pass@]host:port[/db]\n"                                  \
+    "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
+    "  --db SPEC            sqlite:PATH (default $SECKILL_DB, else sqlite:seckill.db)\n"
+
+static const struct sub subs[] = {
+    {"create",
+     COMMON | B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) |
+         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_JSON),
+     B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
+     "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
+     "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
+     "  --id N               activity id, 1..999999999999999\n"
+     "  --name TEXT          1..127 bytes of UTF-8 text\n"
+     "  --stock N            units on sale, 1..1000000000000\n"
+     "  --limit N            most units one user may buy in total (>= 1)\n"
+     "  --max-per-order N    most units in one purchase (default: --limit)\n"
+     "  --start TIME         RFC 3339 (2026-11-29T10:00:00Z, 2026-11-29T18:00:00+08:00),\n"
+     "                       now, or +<N>s|m|h|d from now (default now)\n"
+     "  --end TIME           RFC 3339, or +<N>s|m|h|d from the start (default start + 1h)\n"
+     "  --pay-timeout S      seconds a buyer has to pay (default 1800)\n"
+     "  --rate-per-user-per-s R  this activity's per-user rate limit (default: serve's)\n"
+     "  --rate-burst B       its burst (default: one second's worth)\n"
+     "  --segments S         split the stock over S Redis hash tags, 1..256, at most\n"
+     "                       --stock (default 1; docs/segments.md)\n"
+     "  --json               print the activity as JSON\n" COMMON_USAGE},
+    {"preheat", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
+     "usage: seckill activity preheat --id N [--force]\n"
+     "Writes the stock and the sale window to Redis. A no-op when live stock\n"
+     "exists; --force rewrites it (keeping what buyers hold) unless the sale is open.\n"
+     "  --id N               activity id\n"
+     "  --force              rewrite live stock (refused while open)\n" COMMON_USAGE},
+    {"open", COMMON | B(O_ID), B(O_ID), cmd_open,
+     "usage: seckill activity open --id N\n"
+     "Turns the sale switch on; purchases succeed inside [start, end).\n"
+     "  --id N               activity id\n" COMMON_USAGE},
+    {"close", COMMON | B(O_ID), B(O_ID), cmd_close,
+     "usage: seckill activity close --id N\n"
+     "Turns the sale switch off; purchases are refused with `closed`.\n"
+     "  --id N               activity id\n" COMMON_USAGE},
+    {"show", COMMON | B(O_ID) | B(O_JSON), B(O_ID), cmd_show,
+     "usage: seckill activity show --id N [--json]\n"
+     "The definition and the live state: remaining, admitted, held, released,\n"
+     "buyers, order stream length, state (scheduled|open|closed|ended).\n"
+     "  --id N               activity id\n"
+     "  --json               print JSON\n" COMMON_USAGE},
+    {"list", COMMON | B(O_JSON), 0, cmd_list,
+     "usage: seckill activity list [--json]\n"
+     "Every activity, one line each, with its live state.\n"
+     "  --json               print a JSON array of what `show --json` prints\n" COMMON_USAGE},
+    {"delete", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
+     "usage: seckill activity delete --id N [--force]\n"
+     "Removes the activity from the database and Redis. Refused while open, and\n"
+     "while its Redis order stream holds events unless --force.\n"
+     "  --id N               activity id\n"
+     "  --force              delete even with order events not yet persisted\n" COMMON_USAGE},
+};
+#define N_SUBS (sizeof subs / sizeof subs[0])
+
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: seckill activity <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < N_SUBS; i++)
+        fprintf(f, "  %s\n", subs[i].name);
+    fprintf(f, "\n`seckill activity <command> --help` for its options.\n"
+               "Exit codes: 0 done, 1 Redis or database failure, 2 bad arguments or "
+               "refused (nothing changed).\n");
+    return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
+}
+
+static int parse_flags(struct ctx *c, int argc, char **argv)
+{
+    const struct sub *sc = c->sc;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0)
+            return sk_cli_usage_error("activity %s: unexpected argument '%s'", sc->name, arg);
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        int o = -1;
+        for (int k = 0; k < O_COUNT; k++)
+            if ((sc->allowed & B(k)) && strlen(flag_defs[k].name) == nlen &&
+                !strncmp(flag_defs[k].name, arg, nlen))
+                o = k;
+        if (o < 0)
+            return sk_cli_usage_error("activity %s: unknown flag '%.*s' (see seckill activity %s "
+                                      "--help)",
+                                      sc->name, (int)nlen, arg, sc->name);
+        if (has(c, o))
+            return sk_cli_usage_error("activity %s: %s given twice", sc->name, flag_defs[o].name);
+        const char *v = "";
+        if (flag_defs[o].has_value) {
+            v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            /* "--stock --limit 2" is a forgotten value, not a stock of "--limit". */
+            if (!v || (!eq && !strncmp(v, "--", 2)))
+                return sk_cli_usage_error("activity %s: %s needs a value", sc->name,
+                                          flag_defs[o].name);
+        } else if (eq) {
+            return sk_cli_usage_error("activity %s: %s takes no value", sc->name,
+                                      flag_defs[o].name);
+        }
+        c->val[o] = v;
+        c->seen |= B(o);
+    }
+    for (int k = 0; k < O_COUNT; k++)
+        if ((sc->required & B(k)) && !has(c, k))
+            return sk_cli_usage_error("activity %s: missing %s (see seckill activity %s --help)",
+                                      sc->name, flag_defs[k].name, sc->name);
+    return 0;
+}
+
+int sk_cli_activity(int argc, char **argv)
+{
+    if (argc < 2) return usage(stderr);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
+        return usage(stdout);
+    const struct sub *sc = NULL;
+    for (size_t i = 0; i < N_SUBS; i++)
+        if (!strcmp(argv[1], subs[i].name)) sc = &subs[i];
+    if (!sc) {
+        sk_cli_usage_error("activity: unknown command '%s'", argv[1]);
+        return usage(stderr);
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(sc->usage, stdout);
+            return SK_EXIT_OK;
+        }
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    c.sc = sc;
+    int rc = parse_flags(&c, argc - 1, argv + 1);
+    if (rc == 0 && has(&c, O_ID)) rc = parse_id(&c);
+    if (rc == 0) rc = sc->run(&c);
+    sk_redis_free(c.r);
+    sk_store_close(c.st);
+    return rc;
+}

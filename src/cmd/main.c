@@ -1,0 +1,44 @@
+/* main.c - the seckill binary: dispatches to sub-commands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "cmd/commands.h"
+#include "core/cli.h"
+#include "tools/load/load.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"activity", sk_cli_activity, "create|preheat|open|close|show|list|delete an activity"},
+    {"demo", sk_cli_demo, "a complete flash sale on this machine (private Redis, SQLite, HTTP)"},
+    {"serve", sk_cli_serve, "the HTTP service (purchase, activity, admin and ops routes)"},
+    {"load", sk_cli_load,
+     "HTTP load generator that verifies the answers (no oversell, unique orders)"},
+    {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
+    {"bench", sk_cli_bench, "benchmarks (bench admission: Redis admission scripts)"},
+    {"reconcile", sk_cli_reconcile,
+     "compare Redis with the database, report drift, --repair what is safe"},
+};
+
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: seckill <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`seckill <command> --help` for a command's options.\n");
+    return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return usage(stderr);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
+        return usage(stdout);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "seckill: unknown command '%s'\n", argv[1]);
+    return usage(stderr);
+}

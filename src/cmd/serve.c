@@ -1,0 +1,364 @@
+/* serve.c - `seckill serve`: configuration (flags > config file > SECKILL_*
+ * environment > defaults) and the process supervisor. --role all (the
+ * default) runs --processes N event-loop processes sharing the port with
+ * SO_REUSEPORT plus one order-worker process; --role api only the former,
+ * --role worker only the latter. The parent restarts a crashed process
+ * and forwards SIGTERM/SIGINT for a graceful stop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "core/cli.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "http/config.h"
+#include "http/http_server.h"
+#include "orders/order_worker.h"
+#include "orders/reconcile.h"
+#include "orders/sweeper.h"
+#include "store/store.h"
+
+extern char **environ;
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+static int usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db "
+        "sqlite:PATH|postgres://...]\n"
+        "                     [--processes N] [--admin-token T]\n"
+        "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
+        "                     [--config FILE] [--log-level debug|info|warn|error]\n"
+        "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
+        "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
+        "                     [--rate-ip-burst B] [--trusted-proxies CIDR,...] [--max-inflight N]\n"
+        "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
+        "worker: the order worker only (persists admitted orders to the database).\n"
+        "Every option can also come from the config file (key = value, keys with\n"
+        "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
+        "Precedence: flags, then the config file, then the environment.\n");
+    return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            if (cap >= (1u << 20)) break; /* a config file is small */
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return -1;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* Builds the configuration; returns 0 or an exit code. */
+static int load_config(int argc, char **argv, struct sk_config *cfg)
+{
+    char err[256];
+    sk_config_defaults(cfg);
+    if (sk_config_apply_env(cfg, environ, err, sizeof err) < 0)
+        return sk_cli_usage_error("serve: environment: %s", err);
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) file = argv[i + 1];
+    if (file) {
+        char *buf;
+        size_t len;
+        if (read_file(file, &buf, &len) < 0)
+            return sk_cli_usage_error("serve: cannot read config %s: %s", file, strerror(errno));
+        int rc = sk_config_parse_file(cfg, buf, len, err, sizeof err);
+        free(buf);
+        if (rc < 0) return sk_cli_usage_error("serve: %s: %s", file, err);
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0)
+            return sk_cli_usage_error("serve: unexpected argument '%s'", argv[i]);
+        if (i + 1 >= argc) return sk_cli_usage_error("serve: %s needs a value", argv[i]);
+        if (strcmp(argv[i], "--config") != 0 &&
+            sk_config_set_flag(cfg, argv[i] + 2, argv[i + 1], err, sizeof err) < 0)
+            return sk_cli_usage_error("serve: %s", err);
+        i++;
+    }
+    if (sk_config_validate(cfg, err, sizeof err) < 0) return sk_cli_usage_error("serve: %s", err);
+    return 0;
+}
+
+/* The order-pipeline process (--role all|worker): the order worker in the
+ * main thread, the payment-timeout sweeper and a periodic reconcile in two
+ * more threads, each with its own Redis and store connections. SIGTERM
+ * finishes the batch in hand and stops all three. */
+static sk_worker *running_worker;
+static sk_sweeper *running_sweeper;
+static atomic_int reconcile_stop;
+
+/* How often the worker process reconciles every activity. */
+#define SERVE_RECONCILE_EVERY_MS 30000
+
+static void on_worker_signal(int sig)
+{
+    (void)sig;
+    if (running_worker) sk_worker_stop(running_worker);
+    if (running_sweeper) sk_sweeper_stop(running_sweeper);
+    atomic_store(&reconcile_stop, 1);
+}
+
+static void *sweeper_thread(void *arg)
+{
+    if (sk_sweeper_run(arg) < 0) sk_log(SK_LOG_ERROR, "sweeper: %s", sk_sweeper_errstr(arg));
+    return NULL;
+}
+
+/* Checks every activity (no repair: repairs are an operator's decision),
+ * logs drift, and leaves the verdict in Redis (sk:{a<ID>}:meta fields
+ * reconcile_ms and reconcile_drift) for the stats route and dashboards. */
+static void reconcile_all(const struct sk_config *cfg)
+{
+    char err[256];
+    sk_store *st;
+    sk_redis *r;
+    if (sk_store_open(&st, cfg->db, err, sizeof err) < 0) {
+        sk_log(SK_LOG_WARN, "reconcile: store: %s", err);
+        return;
+    }
+    if (sk_redis_new(&r, cfg->redis, 1000, 5000, err, sizeof err) < 0) {
+        sk_store_close(st);
+        return;
+    }
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    if (sk_store_activity_ids(st, &ids, &n) == 0) {
+        for (size_t i = 0; i < n && !atomic_load(&reconcile_stop); i++) {
+            /* Roll forward stock transfers a dead borrower left half done
+             * (docs/segments.md): always safe, and it must not wait for an
+             * operator, or those units stay unsellable. */
+            int segs;
+            int64_t units = 0;
+            if (sk_seg_count(r, ids[i], &segs) == 0 && segs > 1 &&
+                sk_seg_settle(r, ids[i], segs, &units) == 0 && units > 0)
+                sk_log(SK_LOG_WARN,
+                       "reconcile: activity %llu: settled %lld unit(s) of stock transfers a "
+                       "borrower left half done",
+                       (unsigned long long)ids[i], (long long)units);
+            struct sk_reconcile_report rep;
+            if (sk_reconcile_activity(st, r, ids[i], NULL, &rep) == 0) {
+                if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);
+                struct sk_keys k;
+                sk_keys_for(&k, ids[i]);
+                redisReply *rr;
+                if (rep.redis.present &&
+                    sk_redis_cmd(r, &rr, "HSET %s reconcile_ms %lld reconcile_drift %lld", k.meta,
+                                 (long long)sk_wall_ms(), (long long)rep.total) == 0)
+                    freeReplyObject(rr);
+            }
+            sk_reconcile_report_free(&rep);
+        }
+    }
+    free(ids);
+    sk_redis_free(r);
+    sk_store_close(st);
+}
+
+static void *reconcile_thread(void *arg)
+{
+    const struct sk_config *cfg = arg;
+    int64_t next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
+    while (!atomic_load(&reconcile_stop)) {
+        if (sk_mono_ms() >= next) {
+            reconcile_all(cfg);
+            next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* a stop is seen within 0.1 s */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int run_order_worker(const struct sk_config *cfg)
+{
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = cfg->redis;
+    o.db_spec = cfg->db;
+    struct sk_sweeper_opts so;
+    sk_sweeper_opts_init(&so);
+    so.redis_url = cfg->redis;
+    so.db_spec = cfg->db;
+    char err[256];
+    if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0 ||
+        sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0) {
+        sk_log(SK_LOG_ERROR, "order worker: %s", err);
+        sk_worker_free(running_worker);
+        return SK_EXIT_FAIL;
+    }
+    struct sigaction sa = {.sa_handler = on_worker_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    pthread_t sweeper, reconciler;
+    int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
+    int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
+    sk_log(SK_LOG_INFO, "order worker %s, sweeper and reconcile started (pid %d)",
+           sk_worker_consumer(running_worker), (int)getpid());
+    int rc = sk_worker_run(running_worker);
+    /* the worker returned (a stop): stop the others too */
+    sk_sweeper_stop(running_sweeper);
+    atomic_store(&reconcile_stop, 1);
+    if (have_sweeper) pthread_join(sweeper, NULL);
+    if (have_reconciler) pthread_join(reconciler, NULL);
+    struct sk_worker_stats st;
+    sk_worker_stats(running_worker, &st);
+    struct sk_sweeper_stats sw;
+    sk_sweeper_stats(running_sweeper, &sw);
+    sk_log(SK_LOG_INFO,
+           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu",
+           (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered,
+           (unsigned long long)sw.cancelled);
+    sk_sweeper_free(running_sweeper);
+    running_sweeper = NULL;
+    sk_worker_free(running_worker);
+    running_worker = NULL;
+    return rc < 0 ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+enum proc_kind { PROC_API, PROC_WORKER };
+
+static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* a supervisor that dies (even by SIGKILL) takes its children along */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        exit(kind == PROC_API ? (sk_server_run(cfg) ? SK_EXIT_FAIL : SK_EXIT_OK)
+                              : run_order_worker(cfg));
+    }
+    return pid;
+}
+
+/* Runs the API processes and the order worker process that the role asks
+ * for, restarts any that crash, forwards SIGTERM/SIGINT. */
+static int supervise(const struct sk_config *cfg)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    int n_api = cfg->role == SK_ROLE_WORKER ? 0 : (int)cfg->processes;
+    int n = n_api + (cfg->role == SK_ROLE_API ? 0 : 1);
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    if (!pids) return SK_EXIT_FAIL;
+    for (int i = 0; i < n; i++)
+        pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+    int failed = 0, alive = n, stopping = 0;
+    int64_t kill_at = 0;
+    while (alive > 0) {
+        if (got_signal && !stopping) {
+            stopping = 1;
+            /* children drain within 10 s; past 15 s something is stuck */
+            kill_at = sk_mono_ms() + 15000;
+            sk_log(SK_LOG_INFO, "stopping %d processes", alive);
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) kill(pids[i], SIGTERM);
+        }
+        if (stopping && kill_at && sk_mono_ms() > kill_at) {
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0) {
+                    sk_log(SK_LOG_ERROR, "process %d did not stop in 15 s; killing it",
+                           (int)pids[i]);
+                    kill(pids[i], SIGKILL);
+                }
+            kill_at = 0;
+        }
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid == 0 || (pid < 0 && errno == EINTR)) {
+            /* polling keeps the signal check free of races with waitpid */
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (pid < 0) break;
+        for (int i = 0; i < n; i++) {
+            if (pids[i] != pid) continue;
+            int crashed = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+            if (!stopping && crashed) {
+                sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
+                       WIFSIGNALED(st) ? "signal" : "exit",
+                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+                pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+            } else {
+                if (crashed) failed = 1;
+                pids[i] = 0;
+                alive--;
+            }
+        }
+    }
+    free(pids);
+    return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+int sk_cli_serve(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
+    struct sk_config cfg;
+    int rc = load_config(argc, argv, &cfg);
+    if (rc) return rc;
+    enum sk_log_level lvl;
+    if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
+
+    char err[256];
+    if (cfg.role != SK_ROLE_WORKER) {
+        /* Fail fast on a port in use, before any process starts. */
+        int probe = sk_server_listen_fd(cfg.listen, 0, 0, err, sizeof err);
+        if (probe < 0) {
+            sk_log(SK_LOG_ERROR, "%s", err);
+            return SK_EXIT_FAIL;
+        }
+        close(probe);
+    }
+    /* Open the store once before forking: migrations and the switch to WAL
+     * happen here, not in N processes racing for the same file. */
+    sk_store *store;
+    if (sk_store_open(&store, cfg.db, err, sizeof err) < 0) {
+        sk_log(SK_LOG_ERROR, "store %s: %s", cfg.db, err);
+        return SK_EXIT_FAIL;
+    }
+    sk_store_close(store);
+    if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
+        return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
+    if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg);
+    return supervise(&cfg);
+}

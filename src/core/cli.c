@@ -1,0 +1,65 @@
+/* cli.c - helpers shared by the sub-commands. */
+#include "core/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+
+int sk_cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("seckill: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return SK_EXIT_USAGE;
+}
+
+int sk_cli_runtime_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("seckill: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return SK_EXIT_FAIL;
+}
+
+int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return SK_EINVAL;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return SK_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int sk_cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9') return SK_EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return SK_EINVAL;
+    *out = v;
+    return 0;
+}
+
+const char *sk_cli_redis_url(const char *flag)
+{
+    const char *e = getenv("SECKILL_REDIS");
+    return flag ? flag : (e && *e ? e : "redis://127.0.0.1:6379");
+}
+
+const char *sk_cli_db_spec(const char *flag)
+{
+    const char *e = getenv("SECKILL_DB");
+    return flag ? flag : (e && *e ? e : "sqlite:seckill.db");
+}

@@ -1,0 +1,31 @@
+/* cli.h - helpers shared by the sub-commands of the seckill binary (the
+ * commands themselves: cmd/commands.h).
+ *
+ * Exit codes: 0 success, 1 runtime failure (server unreachable, drift
+ * found), 2 bad usage or bad arguments (nothing was changed). */
+#ifndef SK_CLI_H
+#define SK_CLI_H
+#include <stdint.h>
+
+#define SK_EXIT_OK 0
+#define SK_EXIT_FAIL 1
+#define SK_EXIT_USAGE 2
+
+/* Prints "seckill: <msg>" to stderr and returns SK_EXIT_USAGE. */
+int sk_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "seckill: <msg>" to stderr and returns SK_EXIT_FAIL (a runtime
+ * failure such as an unreachable server, as opposed to bad usage). */
+int sk_cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Strict number parsers for flags: the whole string must be a decimal in
+ * [lo, hi]. Return 0 or SK_EINVAL. */
+int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int sk_cli_parse_u64(const char *s, uint64_t *out);
+
+/* Redis URL and database spec from flag, else SECKILL_REDIS / SECKILL_DB,
+ * else the defaults (redis://127.0.0.1:6379, sqlite:seckill.db). */
+const char *sk_cli_redis_url(const char *flag);
+const char *sk_cli_db_spec(const char *flag);
+
+#endif

@@ -1,0 +1,34 @@
+/* num.c - strict decimal parsers (num.h). */
+#include "core/num.h"
+
+#include "core/error.h"
+
+int sk_num_u64(const char *s, size_t len, uint64_t *out)
+{
+    if (!s || len == 0 || len > 20) return SK_EINVAL;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return SK_EINVAL;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return SK_EINVAL; /* overflow, digit by digit */
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int sk_num_u64_canonical(const char *s, size_t len, uint64_t *out)
+{
+    if (!s || len == 0 || s[0] < '1' || s[0] > '9') return SK_EINVAL;
+    return sk_num_u64(s, len, out);
+}
+
+int sk_num_i64(const char *s, size_t len, int64_t *out)
+{
+    if (!s) return SK_EINVAL;
+    int neg = len > 0 && s[0] == '-';
+    uint64_t u;
+    if (sk_num_u64(s + neg, len - (size_t)neg, &u) || u > (uint64_t)INT64_MAX) return SK_EINVAL;
+    *out = neg ? -(int64_t)u : (int64_t)u;
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* keys.h - Redis key names of one activity. Every key of an activity shares
+ * the hash tag {a<ID>}, so one script touches one slot (Redis Cluster).
+ *
+ * A segmented activity (docs/segments.md) keeps only its definition under
+ * {a<ID>} (the base meta, with a "segments" field); segment s has the full
+ * key set under its own tag {a<ID>.s<s>}, so segments spread over slots.
+ * The label of a key set ("1001", or "1001.3" for segment 3) prefixes the
+ * order ids admitted there: "<label>-<stream id>". */
+#ifndef SK_KEYS_H
+#define SK_KEYS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SK_KEY_MAX 64
+#define SK_LABEL_MAX 32
+
+/* Not a segment: the unsegmented key set {a<ID>}. */
+#define SK_SEG_NONE (-1)
+
+struct sk_keys {
+    char meta[SK_KEY_MAX];     /* hash: open start_ms end_ms limit max_qty initial released id
+                                  (segments: seg seg_of xin xout) */
+    char stock[SK_KEY_MAX];    /* string: units left; never expires */
+    char buyers[SK_KEY_MAX];   /* hash: user id -> units held */
+    char orders[SK_KEY_MAX];   /* stream: one entry per admitted order */
+    char released[SK_KEY_MAX]; /* set: order ids given back */
+    char idem[SK_KEY_MAX];     /* hash: "user:Idempotency-Key" -> "qty:order_id" */
+    char ledger[SK_KEY_MAX];   /* hash: order id -> "user:qty[:released]" */
+    char dlq[SK_KEY_MAX];      /* stream: order events the worker gave up on */
+    char xout[SK_KEY_MAX];     /* hash: transfer id -> "to:qty:ms" (stock lent, segments) */
+    char xin[SK_KEY_MAX];      /* hash: transfer id -> qty (stock received, segments) */
+    char label[SK_LABEL_MAX];  /* "<ID>" or "<ID>.<seg>": order id prefix, script ARGV[1] */
+    uint64_t activity_id;
+    int seg; /* segment index, or SK_SEG_NONE */
+};
+
+void sk_keys_for(struct sk_keys *k, uint64_t activity_id);
+/* Key set of segment seg (0..) of a segmented activity; SK_SEG_NONE gives
+ * sk_keys_for's. */
+void sk_keys_seg(struct sk_keys *k, uint64_t activity_id, int seg);
+
+/* Parses the label at the start of an order id ("<ID>-..." or
+ * "<ID>.<seg>-..."): activity id and segment (SK_SEG_NONE when absent).
+ * Returns the label's length (up to the first '-'), or SK_EINVAL. Pure. */
+int sk_keys_parse_label(const char *order_id, size_t len, uint64_t *activity_id, int *seg);
+/* The key set an order id belongs to. Returns 0 or SK_EINVAL. */
+int sk_keys_for_order(struct sk_keys *k, const char *order_id);
+
+/* The KEYS of purchase.lua and purchase_batch.lua, in their order: the one
+ * place that knows it, so callers cannot drift from the scripts. */
+#define SK_PURCHASE_NKEYS 7
+void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
+
+#endif

@@ -1,0 +1,542 @@
+/* segment.c - segmented stock: routing of purchases to home segments,
+ * borrowing between segments, and the segment-wide preheat, switch, state
+ * and settle operations (design in docs/segments.md). */
+#include "engine/segment.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/stock_int.h"
+#include "redis/script.h"
+
+/* ---- pure ---------------------------------------------------------------- */
+
+int sk_seg_home(uint64_t uid, int segments)
+{
+    if (segments <= 1) return 0;
+    /* splitmix64's finaliser: neighbouring ids land on unrelated segments */
+    uint64_t z = uid + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (int)(z % (uint64_t)segments);
+}
+
+int64_t sk_seg_share(int64_t initial, int segments, int seg)
+{
+    if (segments <= 1) return initial;
+    return initial / segments + (seg < initial % segments ? 1 : 0);
+}
+
+void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o, int first)
+{
+    if (first) {
+        *sum = *o;
+        sum->segments = 1;
+        sum->in_transit = 0;
+        return;
+    }
+    sum->exists = sum->exists && o->exists;
+    sum->open = sum->open && o->open;
+    sum->initial += o->initial;
+    sum->remaining += o->remaining;
+    sum->released += o->released;
+    sum->buyers += o->buyers; /* a buyer is counted in its home segment only */
+    sum->held += o->held;
+    sum->stream_len += o->stream_len;
+    sum->backlog = sum->backlog < 0 || o->backlog < 0 ? -1 : sum->backlog + o->backlog;
+    sum->dlq += o->dlq;
+    sum->xin += o->xin;
+    sum->xout += o->xout;
+    sum->segments++;
+    sum->in_transit = sum->xout - sum->xin;
+}
+
+int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip)
+{
+    int best = -1;
+    for (int i = 0; i < segments; i++)
+        if (i != skip && stocks[i] > 0 && (best < 0 || stocks[i] > stocks[best])) best = i;
+    return best;
+}
+
+int sk_seg_lend_refusal_final(int rc)
+{
+    return rc == SK_RC_CLOSED || rc == SK_RC_UNKNOWN_ACTIVITY || rc == SK_RC_BAD_ARGUMENT;
+}
+
+int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *id, int64_t *left)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER ||
+        rep->element[2]->type != REDIS_REPLY_STRING ||
+        rep->element[3]->type != REDIS_REPLY_INTEGER || rep->element[2]->len >= SK_XFER_ID_MAX)
+        return SK_EPROTO;
+    *rc = (int)rep->element[0]->integer;
+    *taken = rep->element[1]->integer;
+    memcpy(id, rep->element[2]->str, rep->element[2]->len);
+    id[rep->element[2]->len] = 0;
+    *left = rep->element[3]->integer;
+    return 0;
+}
+
+/* ---- blocking ------------------------------------------------------------ */
+
+int sk_seg_count(sk_redis *r, uint64_t aid, int *segments)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "HGET %s segments", k.meta);
+    if (rc < 0) return rc;
+    *segments = 1;
+    if (rep->type == REDIS_REPLY_STRING) {
+        long v = strtol(rep->str, NULL, 10);
+        if (v > 1 && v <= SK_SEG_MAX) *segments = (int)v;
+    } else if (rep->type != REDIS_REPLY_NIL) {
+        rc = sk_stock_proto(r, "HGET segments");
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* Stock of every segment in one pipelined round (each node in parallel on
+ * a cluster); -1 for a segment without stock key. */
+static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
+{
+    struct sk_keys k;
+    for (int i = 0; i < segments; i++) {
+        sk_keys_seg(&k, aid, i);
+        const char *argv[] = {"GET", k.stock};
+        int rc = sk_redis_append(r, 2, argv, NULL);
+        if (rc < 0) return rc;
+    }
+    int err = 0;
+    for (int i = 0; i < segments; i++) {
+        redisReply *rep;
+        int rc = sk_redis_read(r, &rep);
+        if (rc < 0) return rc;
+        if (rep->type == REDIS_REPLY_STRING)
+            stocks[i] = strtoll(rep->str, NULL, 10);
+        else if (rep->type == REDIS_REPLY_NIL)
+            stocks[i] = -1;
+        else
+            err = 1;
+        freeReplyObject(rep);
+    }
+    return err ? sk_stock_proto(r, "GET stock") : 0;
+}
+
+void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2])
+{
+    snprintf(buf[0], 24, "%d", to);
+    snprintf(buf[1], 24, "%" PRId64, want);
+    args[0] = buf[0];
+    args[1] = buf[1];
+}
+
+int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken, char *id,
+                int *trc_out)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, from);
+    char a[2][24];
+    const char *args[2];
+    sk_seg_lend_args(to, want, a, args);
+    const char *keys[] = {k.meta, k.stock, k.xout};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, &rep);
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    int trc = SK_RC_BAD_ARGUMENT;
+    int64_t left;
+    *taken = 0;
+    id[0] = 0;
+    if (sk_seg_transfer_parse(rep, &trc, taken, id, &left) < 0)
+        rc = sk_stock_proto(r, "transfer");
+    else if (trc != SK_RC_TRANSFERRED)
+        *taken = 0;
+    if (trc_out) *trc_out = trc;
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qty, int *applied)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, to);
+    char q[24];
+    snprintf(q, sizeof q, "%" PRId64, qty);
+    const char *keys[] = {k.meta, k.stock, k.xin};
+    const char *args[] = {id, q};
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, 2, args, v, 2);
+    if (rc == 0 && v[0] != SK_RC_TRANSFERRED) rc = sk_stock_proto(r, "xfer_in (refused)");
+    if (rc == 0) *applied = (int)v[1];
+    return rc;
+}
+
+int sk_seg_move(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken)
+{
+    char id[SK_XFER_ID_MAX];
+    int rc = sk_seg_lend(r, aid, from, to, want, taken, id, NULL);
+    if (rc < 0 || *taken == 0) return rc;
+    int applied;
+    return xfer_in(r, aid, to, id, *taken, &applied);
+}
+
+static int refused_by_stock(int rc)
+{
+    return rc == SK_RC_SOLD_OUT || rc == SK_RC_INSUFFICIENT;
+}
+
+/* Borrowing for the purchases of one home segment (p/res, n of them) that
+ * it could not serve: from the fullest other segment, then re-admitted at
+ * home with the transfer applied; at most `segments` rounds. stocks holds
+ * a fresh read of every segment for the first round. */
+static int home_borrow(sk_redis *r, uint64_t aid, int segments, int home,
+                       const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
+                       struct sk_admission *res, int64_t *stocks)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, home);
+    size_t *idx = malloc(n * sizeof *idx);
+    struct sk_purchase *bp = malloc(n * sizeof *bp);
+    struct sk_admission *br = malloc(n * sizeof *br);
+    if (!idx || !bp || !br) {
+        free(idx), free(bp), free(br);
+        return r->err = SK_ENOMEM;
+    }
+    int rc = 0;
+    for (int round = 0; round < segments && rc == 0; round++) {
+        size_t m = 0;
+        int64_t want = 0;
+        for (size_t i = 0; i < n; i++)
+            if (refused_by_stock(res[i].rc)) {
+                idx[m] = i;
+                bp[m++] = p[i];
+                want += p[i].quantity;
+            }
+        if (m == 0) break;
+        if (round > 0 && (rc = scan(r, aid, segments, stocks)) < 0) break;
+        int from = sk_seg_pick_lender(stocks, segments, home);
+        if (from < 0) break; /* every other segment is empty: the refusals stand */
+        int64_t taken;
+        int trc;
+        char id[SK_XFER_ID_MAX];
+        if ((rc = sk_seg_lend(r, aid, from, home, want, &taken, id, &trc)) < 0) break;
+        if (sk_seg_lend_refusal_final(trc)) {
+            /* closed (or gone) since: that is the answer, not sold out */
+            for (size_t j = 0; j < m; j++)
+                res[idx[j]].rc = trc;
+            break;
+        }
+        if (taken == 0) continue; /* drained meanwhile: scan again */
+        struct sk_batch_head hx = {.label = k.label, .rl = rl, .xfer_id = id, .xfer_qty = taken};
+        if ((rc = sk_stock_batch_call(r, &k, &hx, bp, m, br, &stocks[home])) < 0) break;
+        for (size_t j = 0; j < m; j++)
+            res[idx[j]] = br[j];
+    }
+    free(idx), free(bp), free(br);
+    return rc;
+}
+
+/* The purchases of one home segment, at [start, start + m) of the batch
+ * regrouped by home. */
+struct home_group {
+    int home;
+    size_t start, m;
+    char *buf; /* the call's arguments, alive until its reply is read */
+    const char **args;
+    size_t *lens;
+};
+
+/* Appends the first admission call of group g to the pipeline. */
+static int append_home_call(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                            struct home_group *g, const struct sk_purchase *hp)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, g->home);
+    size_t cap = SK_BATCH_ARG_BYTES(g->m);
+    g->buf = malloc(cap);
+    g->args = malloc(sizeof *g->args * SK_BATCH_ARGC(g->m));
+    g->lens = malloc(sizeof *g->lens * SK_BATCH_ARGC(g->m));
+    if (!g->buf || !g->args || !g->lens) return r->err = SK_ENOMEM;
+    struct sk_batch_head h = {.label = k.label, .rl = rl};
+    int rc = sk_stock_batch_args_head(&h, hp + g->start, g->m, g->buf, cap, g->args, g->lens);
+    if (rc < 0) return r->err = rc;
+    const char *keys[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys);
+    return sk_script_append(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                            (int)SK_BATCH_ARGC(g->m), g->args, g->lens);
+}
+
+int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct sk_rate_limits *rl,
+                          const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                          int64_t *remaining)
+{
+    if (segments < 2 || segments > SK_SEG_MAX || n == 0 || n > SK_BATCH_MAX)
+        return r->err = SK_EINVAL;
+    int64_t stocks[SK_SEG_MAX];
+    struct home_group g[SK_SEG_MAX];
+    int ng = 0, rc = 0;
+    size_t *idx = malloc(n * sizeof *idx);
+    struct sk_purchase *hp = malloc(n * sizeof *hp);
+    struct sk_admission *hr = malloc(n * sizeof *hr);
+    if (!idx || !hp || !hr) rc = r->err = SK_ENOMEM;
+    for (int s = 0; s < segments; s++)
+        stocks[s] = -1;
+    /* regroup by home segment, in order of first appearance */
+    size_t at = 0;
+    while (rc == 0 && at < n) {
+        int home = -1;
+        for (size_t i = 0; i < n && home < 0; i++) {
+            int hi = sk_seg_home(p[i].user_id, segments), seen = 0;
+            for (int j = 0; j < ng; j++)
+                seen |= g[j].home == hi;
+            if (!seen) home = hi;
+        }
+        g[ng] = (struct home_group){.home = home, .start = at};
+        for (size_t i = 0; i < n; i++)
+            if (sk_seg_home(p[i].user_id, segments) == home) {
+                idx[at] = i;
+                hp[at++] = p[i];
+            }
+        g[ng].m = at - g[ng].start;
+        ng++;
+    }
+    /* First calls of every home in one pipeline: one round trip on one
+     * Redis, every master in parallel on a cluster. */
+    int sent = 0;
+    for (int j = 0; rc == 0 && j < ng; j++, sent++)
+        rc = append_home_call(r, aid, rl, &g[j], hp);
+    for (int j = 0; j < sent; j++) {
+        redisReply *rep = NULL;
+        int rrc = sk_redis_read(r, &rep);
+        if (rrc < 0) {
+            if (rc == 0) rc = rrc;
+            break; /* the connection is gone: nothing more to read */
+        }
+        if (rc == 0 && sk_script_is_noscript(rep)) {
+            /* a fresh node: the one-call path loads the script (never ran) */
+            struct sk_keys k;
+            sk_keys_seg(&k, aid, g[j].home);
+            struct sk_batch_head h = {.label = k.label, .rl = rl};
+            rc = sk_stock_batch_call(r, &k, &h, hp + g[j].start, g[j].m, hr + g[j].start,
+                                     &stocks[g[j].home]);
+        } else if (rc == 0 &&
+                   sk_stock_batch_parse(rep, g[j].m, hr + g[j].start, &stocks[g[j].home]) < 0) {
+            snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
+            rc = r->err = SK_EPROTO;
+        }
+        freeReplyObject(rep);
+    }
+    /* What a home could not serve borrows; one read of every segment first,
+     * and when all are empty the refusals stand without more calls. */
+    int need = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        need |= refused_by_stock(hr[i].rc);
+    if (rc == 0 && need) rc = scan(r, aid, segments, stocks);
+    int any = 0;
+    for (int s = 0; s < segments; s++)
+        any |= stocks[s] > 0;
+    for (int j = 0; rc == 0 && need && any && j < ng; j++)
+        rc = home_borrow(r, aid, segments, g[j].home, rl, hp + g[j].start, g[j].m, hr + g[j].start,
+                         stocks);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        res[idx[i]] = hr[i];
+    if (rc == 0 && remaining) {
+        int last = ng > 0 ? g[ng - 1].home : -1;
+        *remaining = last >= 0 ? stocks[last] : -1;
+        if (*remaining == 0 && !need && (rc = scan(r, aid, segments, stocks)) < 0) *remaining = -1;
+        if (rc == 0 && *remaining == 0) {
+            for (int s = 0; s < segments; s++)
+                *remaining += stocks[s] > 0 ? stocks[s] : 0;
+        }
+    }
+    for (int j = 0; j < ng; j++)
+        free(g[j].buf), free(g[j].args), free(g[j].lens);
+    free(idx), free(hp), free(hr);
+    return rc;
+}
+
+/* Base meta of a segmented activity: the definition and the segment count
+ * (the routing mark), written last so routing starts when segments exist. */
+static int write_base(sk_redis *r, const struct sk_stock_def *d)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, d->id);
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep,
+                          "HSET %s id %" PRIu64 " segments %" PRId64 " initial %" PRId64
+                          " limit %" PRId64 " max_qty %" PRId64 " start_ms %" PRId64
+                          " end_ms %" PRId64 " open 0",
+                          k.meta, d->id, d->segments, d->initial, d->per_user_limit,
+                          d->max_per_order, d->start_ms, d->end_ms);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
+                   int64_t *stock)
+{
+    int segs = (int)d->segments, have;
+    if (segs < 2 || segs > SK_SEG_MAX || d->initial < segs) {
+        *rc_out = SK_RC_BAD_ARGUMENT;
+        return 0;
+    }
+    int rc = sk_seg_count(r, d->id, &have);
+    if (rc < 0) return rc;
+    /* a changed segment count would strand stock in the old segments */
+    if (have > 1 && have != segs) {
+        *rc_out = SK_RC_BAD_ARGUMENT;
+        return 0;
+    }
+    /* A forced preheat restarts the transfer counters: finish transfers a
+     * dead borrower left half done first, or settling one later would add
+     * its units on top of the new shares. */
+    int64_t settled;
+    if (force && have > 1 && (rc = sk_seg_settle(r, d->id, segs, &settled)) < 0) return rc;
+    int64_t held[SK_SEG_MAX], total_held = 0;
+    for (int s = 0; s < segs; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, d->id, s);
+        struct sk_stock_state st;
+        if ((rc = sk_stock_state_keys(r, &k, &st)) < 0) return rc;
+        if (st.exists && st.open && force) {
+            *rc_out = SK_RC_IS_OPEN;
+            if (stock) *stock = st.remaining;
+            return 0;
+        }
+        held[s] = st.exists ? st.held : 0;
+        total_held += held[s];
+    }
+    if (force && d->initial < total_held) {
+        *rc_out = SK_RC_BELOW_SOLD;
+        if (stock) *stock = -1;
+        return 0;
+    }
+    int64_t sum = 0;
+    int any_new = 0;
+    *rc_out = SK_RC_STOCK_LIVE;
+    for (int s = 0; s < segs; s++) {
+        struct sk_stock_def sd = *d;
+        /* forced: each segment keeps what its buyers hold, the rest is shared */
+        sd.initial = force ? held[s] + sk_seg_share(d->initial - total_held, segs, s)
+                           : sk_seg_share(d->initial, segs, s);
+        char a[9][24], extra[2][24];
+        const char *args[11];
+        sk_stock_preheat_args(&sd, force, a, args);
+        snprintf(extra[0], sizeof extra[0], "%d", s);
+        snprintf(extra[1], sizeof extra[1], "%d", segs);
+        args[9] = extra[0];
+        args[10] = extra[1];
+        struct sk_keys k;
+        sk_keys_seg(&k, d->id, s);
+        const char *keys[] = {k.meta, k.stock, k.buyers};
+        int64_t v[2];
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 11, args, v, 2)) < 0) return rc;
+        int prc = (int)v[0];
+        sum += v[1];
+        if (prc == SK_RC_PREHEATED)
+            any_new = 1;
+        else if (prc != SK_RC_STOCK_LIVE) {
+            *rc_out = prc;
+            if (stock) *stock = -1;
+            return 0;
+        }
+    }
+    if (any_new) *rc_out = SK_RC_PREHEATED;
+    if (stock) *stock = sum;
+    return any_new ? write_base(r, d) : 0;
+}
+
+int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_out)
+{
+    *rc_out = SK_RC_OK;
+    for (int s = 0; s <= segments; s++) {
+        /* segments first, the base last: the base says what all of them say */
+        struct sk_keys k;
+        if (s < segments)
+            sk_keys_seg(&k, aid, s);
+        else
+            sk_keys_for(&k, aid);
+        const char *keys[] = {k.meta};
+        const char *args[] = {open ? "1" : "0"};
+        int64_t v[1];
+        int rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+        if (rc < 0) return rc;
+        if (v[0] != SK_RC_OK) *rc_out = (int)v[0];
+    }
+    return 0;
+}
+
+int sk_seg_state(sk_redis *r, uint64_t aid, int segments, struct sk_stock_state *st)
+{
+    for (int s = 0; s < segments; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, s);
+        struct sk_stock_state one;
+        int rc = sk_stock_state_keys(r, &k, &one);
+        if (rc < 0) return rc;
+        sk_seg_state_add(st, &one, s == 0);
+    }
+    /* the periodic reconcile's verdict is kept on the base meta */
+    struct sk_keys b;
+    sk_keys_for(&b, aid);
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms", b.meta);
+    if (rc < 0) return rc;
+    st->reconcile_drift = -1;
+    st->reconcile_ms = 0;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        if (rep->element[0]->type == REDIS_REPLY_STRING)
+            st->reconcile_drift = strtoll(rep->element[0]->str, NULL, 10);
+        if (rep->element[1]->type == REDIS_REPLY_STRING)
+            st->reconcile_ms = strtoll(rep->element[1]->str, NULL, 10);
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_seg_settle(sk_redis *r, uint64_t aid, int segments, int64_t *units)
+{
+    *units = 0;
+    for (int s = 0; s < segments; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, s);
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "HGETALL %s", k.xout);
+        if (rc < 0) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
+            freeReplyObject(rep);
+            return sk_stock_proto(r, "HGETALL xout");
+        }
+        for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
+            const redisReply *id = rep->element[i], *v = rep->element[i + 1];
+            int to;
+            int64_t qty;
+            if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+                sscanf(v->str, "%d:%" SCNd64, &to, &qty) != 2 || to < 0 || to >= segments ||
+                qty < 1)
+                continue; /* not ours to judge: left for an operator */
+            int applied = 0;
+            if ((rc = xfer_in(r, aid, to, id->str, qty, &applied)) < 0) break;
+            if (applied) *units += qty;
+            redisReply *d;
+            if ((rc = sk_redis_cmd(r, &d, "HDEL %s %s", k.xout, id->str)) == 0) freeReplyObject(d);
+        }
+        freeReplyObject(rep);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,392 @@
+/* stock.c - blocking calls of the admission scripts (purchase, batch,
+ * release, preheat, switch, state). Argument building and reply decoding
+ * of the batch are pure functions, shared with the async HTTP service. */
+#include "engine/stock.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock_int.h"
+#include "redis/script.h"
+
+#define U64_DIGITS 21
+
+int sk_stock_proto(sk_redis *r, const char *what)
+{
+    snprintf(r->errstr, sizeof r->errstr, "unexpected reply to %s", what);
+    return r->err = SK_EPROTO;
+}
+
+static int is_int(const redisReply *e)
+{
+    return e && e->type == REDIS_REPLY_INTEGER;
+}
+
+static void set_order_id(struct sk_admission *a, const redisReply *e)
+{
+    a->order_id[0] = 0;
+    if (e && e->type == REDIS_REPLY_STRING && e->len < SK_ORDER_ID_MAX) {
+        memcpy(a->order_id, e->str, e->len);
+        a->order_id[e->len] = 0;
+    }
+}
+
+/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after. */
+static void set_outcome(struct sk_admission *a, int rc, int64_t qty)
+{
+    a->rc = rc;
+    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : qty;
+    a->retry_after_ms = rc == SK_RC_RATE_LIMITED ? qty : 0;
+}
+
+int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *p,
+                           struct sk_admission *res, int64_t *remaining)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char a[3][U64_DIGITS];
+    snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
+    snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
+    const char *keys[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys);
+    const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : ""};
+    size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 4, args, lens, &rep);
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
+        !is_int(rep->element[2]) || !is_int(rep->element[3])) {
+        freeReplyObject(rep);
+        return sk_stock_proto(r, "purchase");
+    }
+    set_outcome(res, (int)rep->element[0]->integer, rep->element[3]->integer);
+    set_order_id(res, rep->element[1]);
+    if (remaining) *remaining = rep->element[2]->integer;
+    freeReplyObject(rep);
+    if (res->rc == SK_RC_SEGMENTED)
+        return sk_seg_purchase_batch(r, aid, (int)res->quantity, NULL, p, 1, res, remaining);
+    return 0;
+}
+
+int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
+                      struct sk_admission *res, int64_t *remaining)
+{
+    struct sk_purchase p = {.user_id = uid, .quantity = qty};
+    return sk_stock_purchase_idem(r, aid, &p, res, remaining);
+}
+
+/* Copies len bytes of v into buf at *off as argument i. */
+static int put_arg(char *buf, size_t cap, size_t *off, const char *v, size_t len, const char **args,
+                   size_t *lens, size_t i)
+{
+    if (len + 1 > cap - *off) return SK_ENOMEM;
+    memcpy(buf + *off, v, len);
+    buf[*off + len] = 0;
+    args[i] = buf + *off;
+    lens[i] = len;
+    *off += len + 1;
+    return 0;
+}
+
+int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
+                             char *buf, size_t cap, const char **args, size_t *lens)
+{
+    if (n == 0 || n > SK_BATCH_MAX || !h->label) return SK_EINVAL;
+    struct sk_rate_limits none = {0, 0, 0, 0};
+    const struct sk_rate_limits *rl = h->rl ? h->rl : &none;
+    const char *xid = h->xfer_id ? h->xfer_id : "";
+    if (strlen(xid) >= SK_XFER_ID_MAX || strlen(h->label) >= SK_LABEL_MAX) return SK_EINVAL;
+    const int64_t head[4] = {rl->user_per_s, rl->user_burst, rl->ip_per_s, rl->ip_burst};
+    size_t off = 0;
+    char num[24];
+    int rc = put_arg(buf, cap, &off, h->label, strlen(h->label), args, lens, 0);
+    for (int f = 0; rc == 0 && f < 4; f++) {
+        int w = snprintf(num, sizeof num, "%" PRId64, head[f] > 0 ? head[f] : 0);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(1 + f));
+    }
+    if (rc == 0) rc = put_arg(buf, cap, &off, xid, strlen(xid), args, lens, 5);
+    if (rc == 0) {
+        int w = snprintf(num, sizeof num, "%" PRId64, h->xfer_qty > 0 ? h->xfer_qty : 0);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, 6);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t base = 7 + 4 * i;
+        int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
+        if (rc) break;
+        w = snprintf(num, sizeof num, "%" PRId64, p[i].quantity);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base + 1);
+        /* key and IP are passed by reference: no copy on the hot path */
+        args[base + 2] = p[i].idem ? p[i].idem : "";
+        lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
+        args[base + 3] = p[i].ip ? p[i].ip : "";
+        lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
+    }
+    return rc;
+}
+
+int sk_stock_batch_args_rl(uint64_t aid, const struct sk_rate_limits *rl,
+                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                           const char **args, size_t *lens)
+{
+    char label[SK_LABEL_MAX];
+    snprintf(label, sizeof label, "%" PRIu64, aid);
+    struct sk_batch_head h = {.label = label, .rl = rl};
+    return sk_stock_batch_args_head(&h, p, n, buf, cap, args, lens);
+}
+
+int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                        const char **args, size_t *lens)
+{
+    return sk_stock_batch_args_rl(aid, NULL, p, n, buf, cap, args, lens);
+}
+
+int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
+                         int64_t *remaining)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 1 ||
+        !is_int(rep->element[3 * n]))
+        return SK_EPROTO;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_int(rep->element[3 * i]) || !is_int(rep->element[3 * i + 2])) return SK_EPROTO;
+        set_outcome(&res[i], (int)rep->element[3 * i]->integer, rep->element[3 * i + 2]->integer);
+        set_order_id(&res[i], rep->element[3 * i + 1]);
+    }
+    if (remaining) *remaining = rep->element[3 * n]->integer;
+    return 0;
+}
+
+int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase *p, size_t n,
+                            struct sk_admission *res, int64_t *remaining)
+{
+    return sk_stock_purchase_batch_rl(r, aid, NULL, p, n, res, remaining);
+}
+
+int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_batch_head *h,
+                        const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                        int64_t *remaining)
+{
+    if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
+    size_t cap = SK_BATCH_ARG_BYTES(n);
+    char *buf = malloc(cap);
+    const char **args = malloc(sizeof *args * SK_BATCH_ARGC(n));
+    size_t *lens = malloc(sizeof *lens * SK_BATCH_ARGC(n));
+    int rc = SK_ENOMEM;
+    redisReply *rep = NULL;
+    if (buf && args && lens) rc = sk_stock_batch_args_head(h, p, n, buf, cap, args, lens);
+    if (rc == 0) {
+        const char *keys[SK_PURCHASE_NKEYS];
+        sk_keys_purchase(k, keys);
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                            (int)SK_BATCH_ARGC(n), args, lens, &rep);
+    }
+    if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0)
+        rc = sk_stock_proto(r, "purchase_batch");
+    if (rep) freeReplyObject(rep);
+    free(buf);
+    free(args);
+    free(lens);
+    return rc;
+}
+
+int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                               int64_t *remaining)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    struct sk_batch_head h = {.label = k.label, .rl = rl};
+    int rc = sk_stock_batch_call(r, &k, &h, p, n, res, remaining);
+    /* a segmented activity answers from its base keys with the segment count */
+    if (rc == 0 && res[0].rc == SK_RC_SEGMENTED)
+        return sk_seg_purchase_batch(r, aid, (int)res[0].quantity, rl, p, n, res, remaining);
+    return rc;
+}
+
+int sk_stock_eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
+                       int nargs, const char *const *args, int64_t *out, size_t want)
+{
+    redisReply *rep;
+    int rc = sk_script_eval(r, id, nkeys, keys, nargs, args, NULL, &rep);
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1) {
+        freeReplyObject(rep);
+        return sk_stock_proto(r, sk_script_name(id));
+    }
+    for (size_t i = 0; i < want; i++) {
+        if (i < rep->elements && !is_int(rep->element[i])) {
+            freeReplyObject(rep);
+            return sk_stock_proto(r, sk_script_name(id));
+        }
+        out[i] = i < rep->elements ? rep->element[i]->integer : 0;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t uid, int64_t qty,
+                     int *rc_out, int64_t *given)
+{
+    /* the order id names its segment; another activity's id is refused by
+     * the script (it does not start with this label) */
+    struct sk_keys k;
+    if (sk_keys_for_order(&k, order_id) < 0 || k.activity_id != aid) sk_keys_for(&k, aid);
+    char a[2][U64_DIGITS];
+    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
+    snprintf(a[1], sizeof a[1], "%" PRId64, qty);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
+    const char *args[] = {k.label, order_id, a[0], a[1]};
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (given) *given = v[1];
+    return 0;
+}
+
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
+                          const char *args[9])
+{
+    int64_t nums[8] = {d->initial,
+                       d->per_user_limit,
+                       d->max_per_order,
+                       d->start_ms,
+                       d->end_ms,
+                       force ? 1 : 0,
+                       d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
+                       d->rl_burst > 0 ? d->rl_burst : 0};
+    snprintf(buf[0], 24, "%" PRIu64, d->id);
+    for (int i = 0; i < 8; i++)
+        snprintf(buf[1 + i], 24, "%" PRId64, nums[i]);
+    for (int i = 0; i < 9; i++)
+        args[i] = buf[i];
+    return 9;
+}
+
+int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
+                     int64_t *stock)
+{
+    if (d->segments > 1) return sk_seg_preheat(r, d, force, rc_out, stock);
+    struct sk_keys k;
+    sk_keys_for(&k, d->id);
+    char a[9][24];
+    const char *args[9];
+    int nargs = sk_stock_preheat_args(d, force, a, args);
+    const char *keys[] = {k.meta, k.stock, k.buyers};
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (stock) *stock = v[1];
+    return 0;
+}
+
+int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
+{
+    int segs;
+    int rc = sk_seg_count(r, aid, &segs);
+    if (rc < 0) return rc;
+    if (segs > 1) return sk_seg_set_open(r, aid, segs, open, rc_out);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    const char *keys[] = {k.meta};
+    const char *args[] = {open ? "1" : "0"};
+    int64_t v[1];
+    rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    return 0;
+}
+
+#define STATE_FIELDS 18
+
+int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != STATE_FIELDS) return SK_EPROTO;
+    int64_t v[STATE_FIELDS];
+    for (int i = 0; i < STATE_FIELDS; i++) {
+        if (!is_int(rep->element[i])) return SK_EPROTO;
+        v[i] = rep->element[i]->integer;
+    }
+    *st = (struct sk_stock_state){.exists = (int)v[0],
+                                  .open = (int)v[1],
+                                  .initial = v[2],
+                                  .remaining = v[3],
+                                  .released = v[4],
+                                  .per_user_limit = v[5],
+                                  .max_per_order = v[6],
+                                  .start_ms = v[7],
+                                  .end_ms = v[8],
+                                  .buyers = v[9],
+                                  .held = v[10],
+                                  .stream_len = v[11],
+                                  .reconcile_drift = v[12],
+                                  .reconcile_ms = v[13],
+                                  .backlog = v[14],
+                                  .dlq = v[15],
+                                  .xin = v[16],
+                                  .xout = v[17],
+                                  .segments = 1};
+    return 0;
+}
+
+int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
+{
+    const struct sk_keys *k = kp;
+    const char *keys[] = {k->meta, k->stock, k->buyers, k->orders, k->dlq};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
+    if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = sk_stock_proto(r, "state");
+    if (rep) freeReplyObject(rep);
+    return rc;
+}
+
+int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
+{
+    int segs;
+    int src = sk_seg_count(r, aid, &segs);
+    if (src < 0) return src;
+    if (segs > 1) return sk_seg_state(r, aid, segs, st);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    return sk_stock_state_keys(r, &k, st);
+}
+
+int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
+{
+    const struct sk_keys *k = kp;
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s", k->meta, k->stock, k->buyers,
+                          k->orders, k->released, k->idem, k->ledger, k->xout, k->xin);
+    if (rc < 0) return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
+    freeReplyObject(rep);
+    return rc;
+}
+
+int sk_stock_drop(sk_redis *r, uint64_t aid)
+{
+    int segs;
+    int src = sk_seg_count(r, aid, &segs);
+    if (src < 0) return src;
+    for (int i = 0; i < segs && segs > 1; i++) {
+        struct sk_keys sk;
+        sk_keys_seg(&sk, aid, i);
+        if ((src = sk_stock_drop_keys(r, &sk)) < 0) return src;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    return sk_stock_drop_keys(r, &k);
+}

@@ -1,0 +1,156 @@
+/* stock.h - the admission engine over Redis: purchase, batched purchase,
+ * release, preheat, open/close and live state of one activity.
+ *
+ * Calls return 0 when Redis answered (the business outcome, accepted or a
+ * refusal, is an SK_RC_* code in the result) and a negative SK_E* code when
+ * it did not (details in r->errstr). A purchase that fails with SK_EIO or
+ * SK_ETIMEDOUT may or may not have been admitted: it is never resent. */
+#ifndef SK_STOCK_H
+#define SK_STOCK_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/keys.h"
+#include "redis/redis_conn.h"
+
+#define SK_ORDER_ID_MAX 64
+/* Longest batch one purchase_batch call takes (Redis argv stays small). */
+#define SK_BATCH_MAX 1024
+
+/* Longest Idempotency-Key accepted (printable ASCII, no ':' issues: the
+ * key is stored after the user id, so any byte but NUL is safe). */
+#define SK_IDEM_MAX 64
+
+/* Longest client IP text (an IPv6 address with an IPv4 tail is 45). */
+#define SK_IP_MAX 46
+
+struct sk_purchase {
+    uint64_t user_id;
+    int64_t quantity;
+    const char *idem; /* Idempotency-Key or NULL; not owned */
+    size_t idem_len;
+    const char *ip; /* client IP (terminated, hex digits ':' '.') for the per-IP
+                       limit, or NULL; not owned */
+};
+
+struct sk_admission {
+    int rc;                         /* SK_RC_OK or a refusal code */
+    int64_t quantity;               /* units admitted (the first answer's on a replay) */
+    char order_id[SK_ORDER_ID_MAX]; /* "<activity>-<stream id>" when rc == SK_RC_OK */
+    int64_t retry_after_ms;         /* rc == SK_RC_RATE_LIMITED: when a retry is allowed */
+};
+
+/* Rate limits passed with a batch (docs/rate-limit.md): GCRA per user and
+ * per client IP, requests per second and burst; 0 = off (a burst of 0 is
+ * one second's worth). An activity's own per-user limit, written to Redis
+ * by preheat, wins over the per-user one here. */
+struct sk_rate_limits {
+    int64_t user_per_s, user_burst;
+    int64_t ip_per_s, ip_burst;
+};
+
+/* One purchase (idem/idem_len: optional Idempotency-Key; a retry with the
+ * same key gets the first accepted answer and buys nothing). *remaining
+ * (may be NULL) is the stock after the call, -1 when the call was refused
+ * before reading it (closed, not started, ended, unknown activity). */
+int sk_stock_purchase(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t quantity,
+                      struct sk_admission *res, int64_t *remaining);
+int sk_stock_purchase_idem(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
+                           struct sk_admission *res, int64_t *remaining);
+
+/* n (1..SK_BATCH_MAX) purchases of one activity in one Redis call, decided in
+ * order; res[i] answers p[i]. */
+int sk_stock_purchase_batch(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
+                            size_t n, struct sk_admission *res, int64_t *remaining);
+/* Same with global rate limits (NULL: none; the activity's own still applies). */
+int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits *rl,
+                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                               int64_t *remaining);
+
+/* Building blocks shared with the async service and the benchmarks: the
+ * purchase_batch arguments as strings in buf (cap bytes, at least
+ * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
+ * decoding of its reply. Both pure, no I/O. */
+#define SK_BATCH_ARGC(n) (7 + 4 * (n))
+#define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 5 * 22 + (n) * (22 + 22 + 2))
+/* Longest stock transfer id ("<segment>-<n>"). */
+#define SK_XFER_ID_MAX 32
+
+/* The head of a purchase_batch call. */
+struct sk_batch_head {
+    const char *label;               /* "<ID>" or "<ID>.<seg>" (struct sk_keys.label) */
+    const struct sk_rate_limits *rl; /* NULL: none */
+    const char *xfer_id;             /* a transfer to apply first (segments), or NULL */
+    int64_t xfer_qty;
+};
+int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
+                             char *buf, size_t cap, const char **args, size_t *lens);
+int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
+                        size_t cap, const char **args, size_t *lens);
+/* Same with global rate limits (NULL: none). */
+int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl,
+                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                           const char **args, size_t *lens);
+int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
+                         int64_t *remaining);
+
+/* Gives back an order's units once (to the segment the order id names). *rc: SK_RC_RELEASED,
+ * ALREADY_RELEASED, UNKNOWN_ORDER (no such order, or not this user's, or another quantity),
+ * UNKNOWN_ACTIVITY or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
+int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, uint64_t user_id,
+                     int64_t quantity, int *rc, int64_t *given);
+
+struct sk_stock_def {
+    uint64_t id;
+    int64_t initial, per_user_limit, max_per_order;
+    int64_t start_ms, end_ms;            /* unix ms, [start, end) */
+    int64_t rl_per_user_per_s, rl_burst; /* the activity's own rate limit, 0 = none */
+    int64_t segments; /* stock segments (docs/segments.md); 0 or 1 = not segmented */
+};
+
+/* Writes stock and meta (d->segments > 1: every segment, then the base
+ * meta; docs/segments.md). *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
+ * BELOW_SOLD or BAD_ARGUMENT; *stock: the stock now in Redis. */
+int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
+/* The preheat script's ARGV (shared with the async service): fills buf and
+ * args, returns their count. */
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
+                          const char *args[9]);
+
+/* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
+int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);
+
+struct sk_stock_state {
+    int exists, open;
+    int64_t initial, remaining, released, per_user_limit, max_per_order, start_ms, end_ms;
+    int64_t buyers;          /* distinct users holding units */
+    int64_t held;            /* units held by buyers (sum of the buyers hash) */
+    int64_t stream_len;      /* order events in the stream (the worker trims persisted ones) */
+    int64_t reconcile_drift; /* drift found by the last periodic reconcile, -1: none ran */
+    int64_t reconcile_ms;    /* when it ran (unix ms) */
+    int64_t backlog;         /* stream entries the order worker has not acknowledged, -1 unknown */
+    int64_t dlq;             /* dead-lettered entries */
+    int64_t xin, xout;       /* segment: units received from / lent to other segments */
+    int64_t segments;        /* 1, or how many segments the figures above sum */
+    int64_t in_transit;      /* segmented: units lent and not yet received (xout - xin) */
+};
+
+/* Live state, read by one script so the figures are from one instant (for
+ * a segmented activity: one script per segment, summed; held + remaining +
+ * in_transit == initial still holds, each segment's figures being exact). */
+int sk_stock_state(sk_redis *r, uint64_t activity_id, struct sk_stock_state *st);
+/* Decodes the state script's reply (shared with the async service). */
+int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
+
+/* Deletes every key of the activity (every segment's too). */
+int sk_stock_drop(sk_redis *r, uint64_t activity_id);
+
+/* The same calls on one key set: an unsegmented activity, or one segment
+ * (segment.c builds the segmented operations from these). */
+int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_batch_head *h,
+                        const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                        int64_t *remaining);
+int sk_stock_state_keys(sk_redis *r, const struct sk_keys *k, struct sk_stock_state *st);
+int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *k);
+
+#endif

@@ -1,0 +1,572 @@
+/* api_admin.c - the activity read route, the admin routes (create,
+ * preheat, open, close, stats) and the operations routes (healthz, readyz,
+ * metrics, dashboard). Definitions live in the store; live state comes from
+ * Redis through the state script. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "http/app.h"
+#include "http/http_body.h"
+
+/* An admin or read request waiting on Redis. */
+struct op {
+    struct sk_async_req a;
+    struct sk_app *app;
+    struct sk_activity act;
+    int force;
+};
+
+static struct op *op_new(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct op *o = calloc(1, sizeof *o);
+    if (!o) {
+        sk_http_error(app, req, route, 503, "unavailable", "out of memory");
+        return NULL;
+    }
+    o->app = app;
+    sk_async_begin(app, &o->a, req, route);
+    return o;
+}
+
+/* Ends the wait; returns the request (NULL if gone) and frees nothing. */
+static h2o_req_t *op_end(struct op *o)
+{
+    return sk_async_end(o->app, &o->a);
+}
+
+static int activity_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
+                             struct sk_activity *out)
+{
+    int rc = sk_store_activity_get(app->store, id, out);
+    if (rc == 0) return 0;
+    if (rc == SK_ENOTFOUND) {
+        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
+    } else {
+        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
+        sk_http_error(app, req, route, 503, "unavailable", "database unavailable");
+    }
+    return 1;
+}
+
+static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                           const struct sk_activity *a, const struct sk_stock_state *st)
+{
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "";
+    sk_time_format_rfc3339(a->start_ms, start, sizeof start);
+    sk_time_format_rfc3339(a->end_ms, end, sizeof end);
+    if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
+    const char *state =
+        sk_activity_live_state(st->exists, st->open, a->start_ms, a->end_ms, sk_wall_ms());
+    if (a->rl_per_user_per_s > 0)
+        snprintf(rl, sizeof rl,
+                 ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
+                 a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
+    int n =
+        snprintf(body, sizeof body,
+                 "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
+                 "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
+                 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
+                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s}",
+                 a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
+                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl);
+    sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
+}
+
+/* ---- live state of a segmented activity: every segment's state script
+ * and the base meta's reconcile verdict, in parallel, summed ------------- */
+
+typedef void (*state_done_fn)(struct op *o, const struct sk_stock_state *st); /* st NULL: failed */
+
+/* A peek.lua reply: exists, open and stock; the rest of *st zero. */
+static int peek_parse(const redisReply *rep, struct sk_stock_state *st)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) return SK_EPROTO;
+    for (int i = 0; i < 3; i++)
+        if (rep->element[i]->type != REDIS_REPLY_INTEGER) return SK_EPROTO;
+    *st = (struct sk_stock_state){.exists = (int)rep->element[0]->integer,
+                                  .open = (int)rep->element[1]->integer,
+                                  .remaining = rep->element[2]->integer,
+                                  .reconcile_drift = -1};
+    return 0;
+}
+
+struct seg_state_op;
+struct seg_state_slot {
+    struct seg_state_op *so;
+    int seg; /* -1: the base meta */
+};
+struct seg_state_op {
+    struct sk_fanout f; /* first: its done casts back */
+    struct op *o;
+    state_done_fn done;
+    int peek; /* peek.lua (exists, open, stock) instead of state.lua */
+    int segments, added;
+    struct sk_stock_state sum;
+    int64_t drift, drift_ms;
+    struct seg_state_slot slot[SK_SEG_MAX + 1];
+};
+
+static void on_seg_state_done(struct sk_fanout *f)
+{
+    struct seg_state_op *so = (struct seg_state_op *)f;
+    if (!f->failed) {
+        so->sum.reconcile_drift = so->drift;
+        so->sum.reconcile_ms = so->drift_ms;
+    }
+    so->done(so->o, f->failed ? NULL : &so->sum);
+    free(so);
+}
+
+static void on_seg_state(void *data, redisReply *rep)
+{
+    struct seg_state_slot *sl = data;
+    struct seg_state_op *so = sl->so;
+    if (sl->seg < 0) {
+        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
+            so->f.failed = 1;
+        else {
+            if (rep->element[0]->type == REDIS_REPLY_STRING)
+                so->drift = strtoll(rep->element[0]->str, NULL, 10);
+            if (rep->element[1]->type == REDIS_REPLY_STRING)
+                so->drift_ms = strtoll(rep->element[1]->str, NULL, 10);
+        }
+    } else {
+        struct sk_stock_state one;
+        if ((so->peek ? peek_parse(rep, &one) : sk_stock_state_parse(rep, &one)) < 0)
+            so->f.failed = 1;
+        else
+            sk_seg_state_add(&so->sum, &one, so->added++ == 0);
+    }
+    sk_fanout_answered(&so->f);
+}
+
+/* Reads the summed state of o's segmented activity (peek: only exists,
+ * open and stock, O(1) per segment); done(o, st) runs once. */
+static void seg_state_read(struct op *o, state_done_fn done, int peek)
+{
+    int segs = (int)o->act.segments;
+    struct seg_state_op *so = calloc(1, sizeof *so);
+    if (!so) {
+        done(o, NULL);
+        return;
+    }
+    *so = (struct seg_state_op){.o = o, .done = done, .peek = peek, .segments = segs, .drift = -1};
+    sk_fanout_begin(&so->f, on_seg_state_done);
+    for (int i = peek ? 0 : -1; i < segs; i++) {
+        struct sk_keys k;
+        struct seg_state_slot *sl = &so->slot[i + 1];
+        *sl = (struct seg_state_slot){so, i};
+        int rc;
+        if (i < 0) {
+            sk_keys_for(&k, o->act.id);
+            const char *argv[] = {"HMGET", k.meta, "reconcile_drift", "reconcile_ms"};
+            rc = sk_aredis_command(o->app->redis, on_seg_state, sl, 4, argv, NULL);
+        } else if (peek) {
+            sk_keys_seg(&k, o->act.id, i);
+            const char *keys[] = {k.meta, k.stock};
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_seg_state,
+                                sl);
+        } else {
+            sk_keys_seg(&k, o->act.id, i);
+            const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
+                                on_seg_state, sl);
+        }
+        sk_fanout_sent(&so->f, rc);
+    }
+    sk_fanout_end(&so->f);
+}
+
+static void state_for_activity_done(struct op *o, const struct sk_stock_state *st)
+{
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        if (!st)
+            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+        else
+            reply_activity(o->app, req, o->a.route, o->a.route == SK_ROUTE_admin_create ? 201 : 200,
+                           &o->act, st);
+    }
+    free(o);
+}
+
+static void on_state_for_activity(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    state_for_activity_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
+}
+
+/* Reads the live state, then answers with the activity. Takes o. */
+static void answer_with_state(struct op *o)
+{
+    if (o->act.segments > 1) {
+        seg_state_read(o, state_for_activity_done, 1);
+        return;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, o->act.id);
+    const char *keys[] = {k.meta, k.stock};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_state_for_activity,
+                       o) < 0)
+        on_state_for_activity(o, NULL);
+}
+
+/* The activity of the route, Redis ready, and an op waiting for Redis
+ * with it: the start of every route that reads or changes an activity's
+ * live state. NULL when a reply was already sent. */
+static struct op *activity_op_or_reply(struct sk_app *app, h2o_req_t *req,
+                                       const struct sk_route_match *m)
+{
+    struct sk_activity a;
+    if (activity_or_reply(app, req, m->route, m->id, &a)) return NULL;
+    if (sk_http_redis_or_reply(app, req, m->route)) return NULL;
+    struct op *o = op_new(app, req, m->route);
+    if (o) o->act = a;
+    return o;
+}
+
+int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    struct op *o = activity_op_or_reply(app, req, m);
+    if (o) answer_with_state(o);
+    return 0;
+}
+
+int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct sk_body_activity b;
+    char err[200];
+    if (sk_body_activity_create(req->entity.base, req->entity.base ? req->entity.len : 0, &b, err,
+                                sizeof err) < 0) {
+        sk_http_error(app, req, m->route, 400, "bad_request", err);
+        return 0;
+    }
+    struct sk_activity a;
+    sk_activity_init(&a);
+    a.id = b.id;
+    snprintf(a.name, sizeof a.name, "%s", b.name);
+    a.stock = b.stock;
+    a.per_user_limit = b.per_user_limit;
+    a.max_per_order = b.max_per_order;
+    a.start_ms = b.start_ms;
+    a.end_ms = b.end_ms;
+    a.pay_timeout_s = b.pay_timeout_s;
+    a.rl_per_user_per_s = b.rl_per_user_per_s;
+    a.rl_burst = b.rl_burst;
+    a.segments = b.segments;
+    a.created_ms = sk_wall_ms();
+    sk_activity_apply_defaults(&a);
+    if (sk_activity_validate(&a, err, sizeof err) < 0) {
+        sk_http_error(app, req, m->route, 400, "bad_request", err);
+        return 0;
+    }
+    int rc = sk_store_activity_insert(app->store, &a);
+    if (rc == SK_EEXIST) {
+        sk_http_error(app, req, m->route, 409, "already_exists", "an activity with this id exists");
+        return 0;
+    }
+    if (rc < 0) {
+        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
+        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
+        return 0;
+    }
+    struct sk_stock_state none = {0};
+    reply_activity(app, req, m->route, 201, &a, &none);
+    return 0;
+}
+
+/* Optional admin body {"force":true}; anything else malformed is a 400. */
+static int force_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int *force)
+{
+    *force = 0;
+    if (!req->entity.base || req->entity.len == 0) return 0;
+    json_error_t je;
+    json_t *j = json_loadb(req->entity.base, req->entity.len, JSON_REJECT_DUPLICATES, &je);
+    json_t *f = j && json_is_object(j) ? json_object_get(j, "force") : NULL;
+    int ok = j && json_is_object(j) && (!f || json_is_boolean(f));
+    if (ok && f) *force = json_is_true(f);
+    json_decref(j);
+    if (ok) return 0;
+    sk_http_error(app, req, route, 400, "bad_request", "body must be {} or {\"force\":true|false}");
+    return 1;
+}
+
+static void reply_preheat(struct op *o, int rc)
+{
+    if (rc == SK_RC_PREHEATED || rc == SK_RC_STOCK_LIVE) {
+        if (rc == SK_RC_PREHEATED &&
+            sk_store_activity_set_state(o->app->store, o->act.id, "preheated") < 0)
+            sk_log(SK_LOG_WARN, "store: %s", sk_store_errstr(o->app->store));
+        /* a forced preheat may have changed how much is left: drop the
+         * local sold-out mark */
+        struct sk_act_cache *c = sk_app_act(o->app, o->act.id, 0);
+        if (c) c->sold_out = 0;
+        answer_with_state(o);
+        return;
+    }
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        if (rc < 0)
+            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+        else
+            sk_http_error(o->app, req, o->a.route, sk_rc_http_status(rc), sk_rc_wire(rc),
+                          sk_rc_message(rc));
+    }
+    free(o);
+}
+
+static void on_preheat(void *data, redisReply *rep)
+{
+    int rc = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER)
+        rc = (int)rep->element[0]->integer;
+    reply_preheat(data, rc);
+}
+
+int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    int force;
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    if (force_or_reply(app, req, m->route, &force)) return 0;
+    struct op *o = activity_op_or_reply(app, req, m);
+    if (!o) return 0;
+    const struct sk_activity a = o->act;
+    struct sk_stock_def d;
+    sk_activity_stock_def(&a, &d);
+    if (a.segments > 1) {
+        /* S+1 scripts in order (each segment's preheat needs what its
+         * buyers hold): the blocking client, on a route that is rare */
+        int prc;
+        sk_redis *r = sk_app_redis_sync(app);
+        if (!r || sk_stock_preheat(r, &d, force, &prc, NULL) < 0) prc = -1;
+        reply_preheat(o, prc);
+        return 0;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    char v[9][24];
+    const char *args[9];
+    int nargs = sk_stock_preheat_args(&d, force, v, args);
+    const char *keys[] = {k.meta, k.stock, k.buyers};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) <
+        0)
+        on_preheat(o, NULL);
+    return 0;
+}
+
+static void reply_switch(struct op *o, int rc)
+{
+    if (rc == SK_RC_OK) {
+        const char *state = o->a.route == SK_ROUTE_admin_open ? "open" : "closed";
+        if (sk_store_activity_set_state(o->app->store, o->act.id, state) < 0)
+            sk_log(SK_LOG_WARN, "store: %s", sk_store_errstr(o->app->store));
+        answer_with_state(o);
+        return;
+    }
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        if (rc == SK_RC_UNKNOWN_ACTIVITY)
+            sk_http_error(o->app, req, o->a.route, 409, "not_preheated",
+                          "preheat the activity before opening or closing it");
+        else
+            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+    }
+    free(o);
+}
+
+static void on_switch(void *data, redisReply *rep)
+{
+    int rc = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER)
+        rc = (int)rep->element[0]->integer;
+    reply_switch(data, rc);
+}
+
+/* A segmented switch: every segment's and the base's switch script at once
+ * (they are independent; opening is the moment traffic peaks, so nothing
+ * waits in line and the event loop is never blocked). */
+struct seg_switch_op {
+    struct sk_fanout f; /* first: its done casts back */
+    struct op *o;
+    int rc;
+};
+
+static void on_seg_switch_done(struct sk_fanout *f)
+{
+    struct seg_switch_op *so = (struct seg_switch_op *)f;
+    reply_switch(so->o, f->failed ? -1 : so->rc);
+    free(so);
+}
+
+static void on_seg_switch(void *data, redisReply *rep)
+{
+    struct seg_switch_op *so = data;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER)
+        so->f.failed = 1;
+    else if (rep->element[0]->integer != SK_RC_OK)
+        so->rc = (int)rep->element[0]->integer;
+    sk_fanout_answered(&so->f);
+}
+
+static void seg_switch(struct op *o, int segments, int open)
+{
+    struct seg_switch_op *so = calloc(1, sizeof *so);
+    if (!so) {
+        reply_switch(o, -1);
+        return;
+    }
+    *so = (struct seg_switch_op){.o = o, .rc = SK_RC_OK};
+    sk_fanout_begin(&so->f, on_seg_switch_done);
+    const char *args[] = {open ? "1" : "0"};
+    for (int i = 0; i <= segments; i++) {
+        struct sk_keys k;
+        if (i < segments)
+            sk_keys_seg(&k, o->act.id, i);
+        else
+            sk_keys_for(&k, o->act.id);
+        const char *keys[] = {k.meta};
+        sk_fanout_sent(&so->f, sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args,
+                                              NULL, on_seg_switch, so));
+    }
+    sk_fanout_end(&so->f);
+}
+
+int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct op *o = activity_op_or_reply(app, req, m);
+    if (!o) return 0;
+    const struct sk_activity a = o->act;
+    if (a.segments > 1) {
+        seg_switch(o, (int)a.segments, m->route == SK_ROUTE_admin_open);
+        return 0;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    const char *keys[] = {k.meta};
+    const char *args[] = {m->route == SK_ROUTE_admin_open ? "1" : "0"};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_switch, o) < 0)
+        on_switch(o, NULL);
+    return 0;
+}
+
+static void stats_done(struct op *o, const struct sk_stock_state *stp)
+{
+    h2o_req_t *req = op_end(o);
+    if (req && !stp) {
+        sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+    } else if (req) {
+        const struct sk_stock_state st = *stp;
+        char refused[1024], body[2048], rat[SK_TIME_RFC3339_MAX] = "";
+        if (st.reconcile_ms > 0) sk_time_format_rfc3339(st.reconcile_ms, rat, sizeof rat);
+        if (sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0)
+            snprintf(refused, sizeof refused, "{}");
+        int64_t initial = st.exists ? st.initial : o->act.stock;
+        int64_t remaining = st.exists ? st.remaining : o->act.stock;
+        int n = snprintf(
+            body, sizeof body,
+            "{\"id\":%" PRIu64 ",\"preheated\":%s,\"open\":%s,\"stock_initial\":%" PRId64
+            ",\"remaining\":%" PRId64 ",\"admitted\":%" PRId64 ",\"buyers\":%" PRId64
+            ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64 ",\"stream_backlog\":%" PRId64
+            ",\"dlq\":%" PRId64 ",\"db_stock\":%" PRId64 ",\"reconcile_drift\":%" PRId64
+            ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64 ",\"in_transit\":%" PRId64
+            ",\"refused_this_process\":%s}",
+            o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false", initial, remaining,
+            st.held, st.buyers, st.released, st.stream_len, st.backlog, st.dlq, o->act.stock_db,
+            st.reconcile_drift, rat, o->act.segments, st.in_transit, refused);
+        sk_http_reply(o->app, req, o->a.route, 200, "application/json", body,
+                      n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+    }
+    free(o);
+}
+
+static void on_stats(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    stats_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
+}
+
+int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct op *o = activity_op_or_reply(app, req, m);
+    if (!o) return 0;
+    const struct sk_activity a = o->act;
+    if (a.segments > 1) {
+        seg_state_read(o, stats_done, 0);
+        return 0;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_stats, o) < 0)
+        on_stats(o, NULL);
+    return 0;
+}
+
+static const char dashboard_html[] =
+    "<!doctype html><html><head><meta charset=\"utf-8\"><title>seckill</title>"
+    "<style>body{font-family:sans-serif;margin:2em}pre{background:#f4f4f4;padding:1em}</style>"
+    "</head><body><h1>seckill</h1>"
+    "<p>Flash-sale engine. Endpoints: <code>POST /api/v1/activities/{id}/purchase</code>, "
+    "<code>GET /api/v1/activities/{id}</code>, <code>/healthz</code>, <code>/readyz</code>, "
+    "<code>/metrics</code>.</p><h2>Metrics of this process</h2><pre id=\"m\"></pre>"
+    "<script>function r(){fetch('/metrics').then(x=>x.text()).then(t=>{document."
+    "getElementById('m').textContent=t.split('\\n').filter(l=>l&&l[0]!='#').join('\\n')})}"
+    "r();setInterval(r,1000)</script></body></html>";
+
+int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    switch (m->route) {
+    case SK_ROUTE_healthz:
+        sk_http_reply(app, req, m->route, 200, "application/json",
+                      H2O_STRLIT("{\"status\":\"ok\"}"));
+        return 0;
+    case SK_ROUTE_readyz: {
+        int version = 0;
+        if (!sk_aredis_ready(app->redis)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "redis not ready: %s", sk_aredis_errstr(app->redis));
+            sk_http_error(app, req, m->route, 503, "unavailable", msg);
+        } else if (sk_store_schema_version(app->store, &version) < 0) {
+            sk_http_error(app, req, m->route, 503, "unavailable", "database not reachable");
+        } else {
+            sk_http_reply(app, req, m->route, 200, "application/json",
+                          H2O_STRLIT("{\"status\":\"ready\"}"));
+        }
+        return 0;
+    }
+    case SK_ROUTE_metrics: {
+        size_t cap = 16384;
+        for (;;) {
+            char *buf = h2o_mem_alloc_pool(&req->pool, cap);
+            int n = sk_metrics_render(app->metrics, buf, cap);
+            if (n >= 0) {
+                sk_http_reply(app, req, m->route, 200, "text/plain; version=0.0.4", buf, (size_t)n);
+                return 0;
+            }
+            cap *= 4;
+        }
+    }
+    default:
+        sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", dashboard_html,
+                      sizeof dashboard_html - 1);
+        return 0;
+    }
+}

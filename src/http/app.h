@@ -1,0 +1,115 @@
+/* app.h - internal header of `seckill serve`: the state of one event-loop
+ * process, shared by the core (http_server.c) and the route handlers
+ * (api_purchase.c, api_admin.c). Not part of any public interface. */
+#ifndef SK_APP_H
+#define SK_APP_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <h2o.h>
+
+#include "http/config.h"
+#include "http/metrics.h"
+#include "http/router.h"
+#include "redis/redis_async.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+struct sk_batch;
+
+/* What this process knows about one activity without asking Redis. */
+struct sk_act_cache {
+    uint64_t id;
+    int sold_out;       /* Redis said stock 0: refuse locally */
+    int rechecking;     /* a GET stock is in flight */
+    int64_t checked_ms; /* last sold-out check */
+    int64_t inflight;   /* purchases queued or waiting for Redis (max_inflight) */
+    int segments;       /* 0: not known yet (the first call tells), 1, or S > 1 */
+};
+
+struct sk_app {
+    struct sk_config cfg;
+    h2o_globalconf_t h2o_config;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_socket_t *listener;
+    int listen_fd;
+    sk_aredis *redis;
+    sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
+    sk_metrics *metrics;
+    sk_store *store;
+    int inflight;                   /* requests accepted, not yet answered */
+    int draining;                   /* SIGTERM: no new connections */
+    struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
+    size_t n_open, cap_open;
+    struct sk_act_cache *acts;
+    size_t n_acts, cap_acts;
+};
+
+/* Route handlers: answer now or later; always return 0. */
+typedef int (*sk_route_fn)(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+
+/* Replies (body copied into the request's pool) and counts the request in
+ * the metrics by route and status. */
+void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                   const char *content_type, const char *body, size_t len);
+/* {"error":code,"message":message} */
+void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                   const char *code, const char *message);
+
+/* Validation helpers that reply and return nonzero on failure (the handler
+ * then just returns), like Redis's ...OrReply. */
+int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid);
+int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
+int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
+
+/* The client's IP as text: the socket peer, or, when the peer is one of
+ * trusted_proxies, the right-most X-Forwarded-For address that is not.
+ * Returns 1, or 0 (out "") when the connection has no IP peer. */
+int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
+
+/* A header's value, or NULL (len 0) when absent. Name in lower case. */
+const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
+
+/* The cache entry of an activity, created on demand (NULL when full). */
+struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
+
+/* The blocking Redis client of this process, connected on first use, for
+ * admin operations of several dependent steps (a segmented preheat or
+ * switch: S+1 scripts). It blocks the event loop for those round trips;
+ * purchases never use it. NULL (and logged) when it cannot connect. */
+sk_redis *sk_app_redis_sync(struct sk_app *app);
+
+/* End of a loop pass: send the batches collected in it. */
+void sk_purchase_flush(struct sk_app *app);
+/* Periodic: re-check sold-out activities so released stock sells again. */
+void sk_purchase_tick(struct sk_app *app);
+
+/* A request answered later (after a Redis reply). h2o 2.2 does not tell a
+ * handler that the client left; instead a guard object lives in the
+ * request's pool, and when h2o frees the request it clears a->req, so a
+ * late reply never touches freed memory. The sk_async_req itself lives in
+ * the caller's heap object. */
+struct sk_guard;
+struct sk_async_req {
+    h2o_req_t *req; /* NULL once the request is gone */
+    struct sk_guard *guard;
+    enum sk_route route;
+};
+/* Guards req and counts it in flight. */
+void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req,
+                    enum sk_route route);
+/* Ends the wait: returns the request to answer, or NULL if it is gone. */
+h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a);
+
+#endif

@@ -1,0 +1,605 @@
+/* config.c - `seckill serve` options: one validating setter per key, shared
+ * by flags, the config file and SECKILL_* variables, so a value is checked
+ * the same way wherever it comes from. No I/O, no heap. */
+#include "http/config.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "redis/redis_url.h"
+
+typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
+
+/* Copies v into dst (a char array of cap bytes) or explains why not. */
+static int copy_str(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
+{
+    size_t n = strlen(v);
+    if (n >= dcap) {
+        snprintf(msg, cap, "too long (at most %zu bytes)", dcap - 1);
+        return SK_EINVAL;
+    }
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+static int has_ctl(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 || *v == 0x7f) return 1;
+    return 0;
+}
+
+/* Decimal digits only (no sign, no spaces), value in [lo, hi]. */
+static int parse_range(const char *v, long long lo, long long hi, long long *out)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > 18) return SK_EINVAL;
+    long long x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9') return SK_EINVAL;
+        x = x * 10 + (v[i] - '0');
+    }
+    if (x < lo || x > hi) return SK_EINVAL;
+    *out = x;
+    return 0;
+}
+
+static int is_host_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '-' || ch == '_';
+}
+
+static int set_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v) {
+        snprintf(msg, cap, "must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080");
+        return SK_EINVAL;
+    }
+    size_t hl = (size_t)(colon - v);
+    if (v[0] == '[') { /* [IPv6]:port */
+        if (hl < 3 || v[hl - 1] != ']') {
+            snprintf(msg, cap, "an IPv6 host must be written [addr]:PORT");
+            return SK_EINVAL;
+        }
+        for (size_t i = 1; i < hl - 1; i++) {
+            char ch = v[i];
+            if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+                  (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.')) {
+                snprintf(msg, cap, "bad IPv6 address");
+                return SK_EINVAL;
+            }
+        }
+    } else {
+        for (size_t i = 0; i < hl; i++)
+            if (!is_host_char(v[i])) {
+                snprintf(msg, cap, "host may hold letters, digits, '.', '-' (IPv6: [addr]:PORT)");
+                return SK_EINVAL;
+            }
+    }
+    long long port;
+    if (parse_range(colon + 1, 1, 65535, &port) < 0) {
+        snprintf(msg, cap, "port must be a number between 1 and 65535");
+        return SK_EINVAL;
+    }
+    return copy_str(c->listen, sizeof c->listen, v, msg, cap);
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (starts_with(v, "redis://")) {
+        struct sk_redis_url u;
+        char e[160];
+        if (sk_redis_url_parse(&u, v, strlen(v), e, sizeof e) < 0) {
+            snprintf(msg, cap, "%s", e);
+            return SK_EINVAL;
+        }
+    } else if (starts_with(v, "redis+cluster://")) {
+        /* seed list checked by the cluster client; here only its shape */
+        if (!v[16] || has_ctl(v) || strchr(v, ' ')) {
+            snprintf(msg, cap, "redis+cluster:// needs host:port seeds, no spaces");
+            return SK_EINVAL;
+        }
+    } else {
+        snprintf(msg, cap, "must start with redis:// or redis+cluster://");
+        return SK_EINVAL;
+    }
+    return copy_str(c->redis, sizeof c->redis, v, msg, cap);
+}
+
+static int set_db(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int ok = (starts_with(v, "sqlite:") && v[7]) || (starts_with(v, "postgres://") && v[11]) ||
+             (starts_with(v, "postgresql://") && v[13]);
+    if (!ok || has_ctl(v)) {
+        snprintf(msg, cap, "must be sqlite:PATH or postgres://...");
+        return SK_EINVAL;
+    }
+    return copy_str(c->db, sizeof c->db, v, msg, cap);
+}
+
+static int set_processes(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 64, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 1 and 64");
+        return SK_EINVAL;
+    }
+    c->processes = (int)n;
+    return 0;
+}
+
+static int set_admin_token(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    /* it travels as "Authorization: Bearer <token>": no spaces possible */
+    for (const char *p = v; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
+            snprintf(msg, cap, "must be printable ASCII without spaces");
+            return SK_EINVAL;
+        }
+    return copy_str(c->admin_token, sizeof c->admin_token, v, msg, cap);
+}
+
+static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (strcmp(v, "trusted-header") == 0)
+        c->auth_hmac = 0;
+    else if (strcmp(v, "hmac") == 0)
+        c->auth_hmac = 1;
+    else {
+        snprintf(msg, cap, "must be trusted-header or hmac");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+static int set_hmac_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return copy_str(c->hmac_secret, sizeof c->hmac_secret, v, msg, cap);
+}
+
+static int set_role(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (strcmp(v, "all") == 0)
+        c->role = SK_ROLE_ALL;
+    else if (strcmp(v, "api") == 0)
+        c->role = SK_ROLE_API;
+    else if (strcmp(v, "worker") == 0)
+        c->role = SK_ROLE_WORKER;
+    else {
+        snprintf(msg, cap, "must be all, api or worker");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+static int set_log_level(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    enum sk_log_level l;
+    if (sk_log_parse_level(v, &l) < 0) {
+        snprintf(msg, cap, "must be debug, info, warn or error");
+        return SK_EINVAL;
+    }
+    return copy_str(c->log_level, sizeof c->log_level, v, msg, cap);
+}
+
+static int set_max_body(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    /* below 1 KiB even an admin create body would not fit */
+    if (parse_range(v, 1024, 67108864, &n) < 0) {
+        snprintf(msg, cap, "must be a number of bytes between 1024 and 67108864");
+        return SK_EINVAL;
+    }
+    c->max_body = n;
+    return 0;
+}
+
+static int set_redis_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->redis_timeout_ms = (int)n;
+    return 0;
+}
+
+/* Requests per second or a burst: 0 (off / default) .. 1000000. */
+static int set_rate(long long *dst, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 0, 1000000, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 0 (off) and 1000000");
+        return SK_EINVAL;
+    }
+    *dst = n;
+    return 0;
+}
+
+static int set_rate_user(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_per_user_per_s, v, msg, cap);
+}
+
+static int set_rate_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_burst, v, msg, cap);
+}
+
+static int set_rate_ip(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_per_ip_per_s, v, msg, cap);
+}
+
+static int set_rate_ip_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->rate_ip_burst, v, msg, cap);
+}
+
+static int set_max_inflight(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_rate(&c->max_inflight, v, msg, cap);
+}
+
+int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
+{
+    char buf[64];
+    if (!s || len == 0 || len >= sizeof buf) return SK_EINVAL;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    memset(out, 0, sizeof *out);
+    if (inet_pton(AF_INET, buf, out->b) == 1) return 0;
+    if (inet_pton(AF_INET6, buf, out->b) != 1) return SK_EINVAL;
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(out->b, mapped, 12) == 0) { /* ::ffff:a.b.c.d is an IPv4 client */
+        memmove(out->b, out->b + 12, 4);
+        memset(out->b + 4, 0, 12);
+        return 0;
+    }
+    out->v6 = 1;
+    return 0;
+}
+
+void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT])
+{
+    if (!inet_ntop(ip->v6 ? AF_INET6 : AF_INET, ip->b, out, SK_IP_TEXT)) out[0] = 0;
+}
+
+int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip)
+{
+    for (int i = 0; i < c->n_trusted_proxies; i++) {
+        const struct sk_cidr *n = &c->trusted_proxies[i];
+        if (n->ip.v6 != ip->v6) continue;
+        int full = n->bits / 8, rest = n->bits % 8;
+        if (memcmp(n->ip.b, ip->b, (size_t)full) != 0) continue;
+        if (rest && ((n->ip.b[full] ^ ip->b[full]) & (0xff << (8 - rest)) & 0xff)) continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* "10.0.0.0/8, 127.0.0.1, ::1" -> up to SK_CONFIG_PROXIES_MAX networks;
+ * "" clears the list. */
+static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    struct sk_cidr list[SK_CONFIG_PROXIES_MAX];
+    int n = 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        const char *slash = memchr(p, '/', (size_t)(e - p));
+        if (n == SK_CONFIG_PROXIES_MAX) {
+            snprintf(msg, cap, "at most %d entries", SK_CONFIG_PROXIES_MAX);
+            return SK_EINVAL;
+        }
+        struct sk_cidr *x = &list[n];
+        if (sk_ip_parse(p, (size_t)((slash ? slash : e) - p), &x->ip) < 0) {
+            snprintf(msg, cap, "entry %d is not an IP address or CIDR (e.g. 10.0.0.0/8)", n + 1);
+            return SK_EINVAL;
+        }
+        int maxbits = x->ip.v6 ? 128 : 32;
+        long long bits = maxbits;
+        if (slash) {
+            char b[8];
+            size_t bl = (size_t)(e - slash - 1);
+            if (bl == 0 || bl >= sizeof b)
+                bits = -1;
+            else {
+                memcpy(b, slash + 1, bl);
+                b[bl] = 0;
+                if (parse_range(b, 0, maxbits, &bits) < 0) bits = -1;
+            }
+            if (bits < 0) {
+                snprintf(msg, cap, "entry %d: prefix length must be 0..%d", n + 1, maxbits);
+                return SK_EINVAL;
+            }
+        }
+        x->bits = (int)bits;
+        n++;
+        p = e;
+    }
+    memcpy(c->trusted_proxies, list, sizeof list[0] * (size_t)n);
+    c->n_trusted_proxies = n;
+    return 0;
+}
+
+static const struct {
+    const char *key;
+    setter_fn fn;
+} keys[] = {
+    {"listen", set_listen},
+    {"redis", set_redis},
+    {"db", set_db},
+    {"processes", set_processes},
+    {"admin_token", set_admin_token},
+    {"auth", set_auth},
+    {"hmac_secret", set_hmac_secret},
+    {"role", set_role},
+    {"log_level", set_log_level},
+    {"max_body", set_max_body},
+    {"redis_timeout_ms", set_redis_timeout},
+    {"rate_per_user_per_s", set_rate_user},
+    {"rate_burst", set_rate_burst},
+    {"rate_per_ip_per_s", set_rate_ip},
+    {"rate_ip_burst", set_rate_ip_burst},
+    {"trusted_proxies", set_trusted_proxies},
+    {"max_inflight", set_max_inflight},
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+/* A key as it may appear in messages: printable, at most 40 bytes. */
+static void printable(char *dst, size_t dcap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 1 < dcap && o < 40; s++)
+        dst[o++] = ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) ? '?' : *s;
+    dst[o] = 0;
+}
+
+void sk_config_defaults(struct sk_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->listen, sizeof c->listen, "127.0.0.1:8080");
+    snprintf(c->redis, sizeof c->redis, "redis://127.0.0.1:6379");
+    snprintf(c->db, sizeof c->db, "sqlite:seckill.db");
+    c->processes = 1;
+    c->auth_hmac = 0;
+    c->role = SK_ROLE_ALL;
+    snprintf(c->log_level, sizeof c->log_level, "info");
+    c->max_body = 65536;
+    c->redis_timeout_ms = 1000;
+}
+
+int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (!key || !value) return sk_einval(err, cap, "missing key or value");
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(keys[i].key, key) != 0) continue;
+        char msg[200] = "";
+        if (keys[i].fn(c, value, msg, sizeof msg) < 0)
+            return sk_einval(err, cap, "%s: %s", key, msg);
+        return 0;
+    }
+    char k[48];
+    printable(k, sizeof k, key);
+    return sk_einval(err, cap, "unknown option \"%s\"", k);
+}
+
+int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value, char *err,
+                       size_t cap)
+{
+    char key[64];
+    size_t n = flag ? strlen(flag) : 0;
+    if (n >= sizeof key) n = sizeof key - 1; /* too long to be a key: fails below */
+    for (size_t i = 0; i < n; i++)
+        key[i] = flag[i] == '-' ? '_' : flag[i];
+    key[n] = 0;
+    int rc = sk_config_set(c, key, value, err, cap);
+    if (rc < 0 && err && cap && strncmp(err, "unknown option", 14) == 0) {
+        char f[48];
+        printable(f, sizeof f, flag ? flag : "");
+        sk_einval(err, cap, "unknown option --%s", f);
+    }
+    return rc;
+}
+
+/* ---- config file ------------------------------------------------------------ */
+
+static int is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+/* One line [p, e) (no '\n'). Sets *key and *val (terminated copies). Returns
+ * 1 for a key = value line, 0 for blank/comment, SK_EINVAL with msg. */
+static int parse_line(const char *p, const char *e, char *key, size_t kcap, char *val, size_t vcap,
+                      char *msg, size_t cap)
+{
+    while (p < e && is_ws(*p))
+        p++;
+    if (p == e || *p == '#') return 0;
+    size_t kl = 0;
+    while (p < e && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) {
+        if (kl + 1 >= kcap) {
+            snprintf(msg, cap, "key too long");
+            return SK_EINVAL;
+        }
+        key[kl++] = *p == '-' ? '_' : *p;
+        p++;
+    }
+    key[kl] = 0;
+    if (kl == 0) {
+        snprintf(msg, cap, "expected key = value");
+        return SK_EINVAL;
+    }
+    while (p < e && is_ws(*p))
+        p++;
+    if (p == e || *p != '=') {
+        snprintf(msg, cap, "expected '=' after %s", key);
+        return SK_EINVAL;
+    }
+    p++;
+    while (p < e && is_ws(*p))
+        p++;
+    size_t vl = 0;
+#define PUTV(ch)                                                                                   \
+    do {                                                                                           \
+        if (vl + 1 >= vcap) {                                                                      \
+            snprintf(msg, cap, "value of %s too long", key);                                       \
+            return SK_EINVAL;                                                                      \
+        }                                                                                          \
+        val[vl++] = (ch);                                                                          \
+    } while (0)
+    if (p < e && (*p == '"' || *p == '\'')) {
+        char q = *p++;
+        int closed = 0;
+        while (p < e) {
+            char ch = *p++;
+            if (ch == q) {
+                closed = 1;
+                break;
+            }
+            if (q == '"' && ch == '\\') {
+                if (p == e) break;
+                char x = *p++;
+                if (x == 'n')
+                    ch = '\n';
+                else if (x == 't')
+                    ch = '\t';
+                else if (x == '"' || x == '\\')
+                    ch = x;
+                else {
+                    snprintf(msg, cap, "unknown escape in the value of %s (use \\\" \\\\ \\n \\t)",
+                             key);
+                    return SK_EINVAL;
+                }
+            }
+            PUTV(ch);
+        }
+        if (!closed) {
+            snprintf(msg, cap, "unterminated quote in the value of %s", key);
+            return SK_EINVAL;
+        }
+        while (p < e && is_ws(*p))
+            p++;
+        if (p < e && *p != '#') {
+            snprintf(msg, cap, "unexpected text after the quoted value of %s", key);
+            return SK_EINVAL;
+        }
+    } else {
+        const char *start = p;
+        while (p < e && !(*p == '#' && (p == start || is_ws(p[-1])))) {
+            PUTV(*p);
+            p++;
+        }
+        while (vl > 0 && is_ws(val[vl - 1]))
+            vl--;
+    }
+#undef PUTV
+    val[vl] = 0;
+    return 1;
+}
+
+int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (len && !buf) return sk_einval(err, cap, "no config text");
+    if (len && memchr(buf, 0, len)) {
+        int line = 1;
+        for (const char *q = buf; *q; q++)
+            line += *q == '\n';
+        return sk_einval(err, cap, "line %d: NUL byte in the config file", line);
+    }
+    const char *p = buf, *end = buf + len;
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) p += 3; /* UTF-8 BOM from editors */
+    for (int line = 1; p < end; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end;
+        char key[64], val[1024], msg[200] = "";
+        int rc = parse_line(p, e, key, sizeof key, val, sizeof val, msg, sizeof msg);
+        if (rc < 0) return sk_einval(err, cap, "line %d: %s", line, msg);
+        if (rc == 1) {
+            char e2[256];
+            if (sk_config_set(c, key, val, e2, sizeof e2) < 0)
+                return sk_einval(err, cap, "line %d: %s", line, e2);
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return 0;
+}
+
+/* ---- environment ------------------------------------------------------------ */
+
+int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    static const char prefix[] = "SECKILL_";
+    for (; envp && *envp; envp++) {
+        const char *kv = *envp;
+        if (strncmp(kv, prefix, sizeof prefix - 1) != 0) continue;
+        const char *name = kv + sizeof prefix - 1, *eq = strchr(name, '=');
+        if (!eq || eq[1] == 0) continue; /* empty: unset */
+        size_t n = (size_t)(eq - name);
+        char key[64];
+        if (n == 0 || n >= sizeof key) continue;
+        for (size_t i = 0; i < n; i++) {
+            char ch = name[i];
+            key[i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch;
+        }
+        key[n] = 0;
+        size_t k = 0;
+        while (k < NKEYS && strcmp(keys[k].key, key) != 0)
+            k++;
+        if (k == NKEYS) continue; /* SECKILL_BIN and friends belong to others */
+        char msg[200] = "";
+        if (keys[k].fn(c, eq + 1, msg, sizeof msg) < 0)
+            return sk_einval(err, cap, "SECKILL_%.*s: %s", (int)n, name, msg);
+    }
+    return 0;
+}
+
+int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (c->auth_hmac && !c->hmac_secret[0])
+        return sk_einval(
+            err, cap,
+            "auth=hmac needs hmac_secret (--hmac-secret, hmac_secret in the config file "
+            "or SECKILL_HMAC_SECRET)");
+    if (c->processes < 1 || c->processes > 64)
+        return sk_einval(err, cap, "processes must be 1..64");
+    if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
+    return 0;
+}
+
+const char *sk_config_auth_name(const struct sk_config *c)
+{
+    return c->auth_hmac ? "hmac" : "trusted-header";
+}
+
+const char *sk_config_role_name(enum sk_config_role r)
+{
+    switch (r) {
+    case SK_ROLE_API: return "api";
+    case SK_ROLE_WORKER: return "worker";
+    default: return "all";
+    }
+}

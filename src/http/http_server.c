@@ -1,0 +1,476 @@
+/* http_server.c - one event-loop process of `seckill serve`: h2o set-up,
+ * the listener (SO_REUSEPORT, so N processes share a port), routing through
+ * routes.def, reply helpers, the loop with end-of-pass batch flushing, and
+ * graceful draining on SIGTERM. */
+#include "http/http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "http/app.h"
+#include "http/auth.h"
+#include "http/http_body.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+struct app_handler {
+    h2o_handler_t super;
+    struct sk_app *app;
+};
+
+static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
+    [SK_ROUTE_purchase] = sk_api_purchase,
+    [SK_ROUTE_activity] = sk_api_activity,
+    [SK_ROUTE_admin_create] = sk_api_admin_create,
+    [SK_ROUTE_admin_preheat] = sk_api_admin_preheat,
+    [SK_ROUTE_admin_open] = sk_api_admin_switch,
+    [SK_ROUTE_admin_close] = sk_api_admin_switch,
+    [SK_ROUTE_admin_stats] = sk_api_admin_stats,
+    [SK_ROUTE_order_get] = sk_api_order_get,
+    [SK_ROUTE_order_pay] = sk_api_order_pay,
+    [SK_ROUTE_order_cancel] = sk_api_order_cancel,
+    [SK_ROUTE_healthz] = sk_api_ops,
+    [SK_ROUTE_readyz] = sk_api_ops,
+    [SK_ROUTE_metrics] = sk_api_ops,
+    [SK_ROUTE_dashboard] = sk_api_ops,
+};
+
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                   const char *content_type, const char *body, size_t len)
+{
+    req->res.status = status;
+    req->res.reason = reason_of(status);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
+                   strlen(content_type));
+    if (app->draining)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL,
+                       H2O_STRLIT("close"));
+    sk_metrics_request(app->metrics, sk_metrics_route_of(route), status);
+    req->res.content_length = len; /* no chunked framing for a known length */
+    h2o_send_inline(req, body, len);
+}
+
+void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                   const char *code, const char *message)
+{
+    char body[512], esc[256];
+    if (sk_body_json_escape(message, strlen(message), esc, sizeof esc) < 0) esc[0] = 0;
+    int n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}", code, esc);
+    sk_http_reply(app, req, route, status, "application/json", body,
+                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+}
+
+const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, strlen(name), -1);
+    if (i < 0) {
+        *len = 0;
+        return NULL;
+    }
+    *len = req->headers.entries[i].value.len;
+    return req->headers.entries[i].value.base;
+}
+
+int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid)
+{
+    size_t len;
+    const char *v;
+    if (app->cfg.auth_hmac) {
+        const char *tok;
+        size_t tl;
+        v = sk_http_header(req, "authorization", &len);
+        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
+            sk_auth_verify_token(app->cfg.hmac_secret, strlen(app->cfg.hmac_secret), tok, tl,
+                                 sk_wall_ms() / 1000, uid) < 0) {
+            sk_metrics_refusal(app->metrics, "unauthorized");
+            sk_http_error(app, req, route, 401, "unauthorized",
+                          "a valid Authorization: Bearer <user token> is required");
+            return 1;
+        }
+        return 0;
+    }
+    v = sk_http_header(req, "x-user-id", &len);
+    if (!v || sk_auth_parse_user_id(v, len, uid) < 0) {
+        sk_metrics_refusal(app->metrics, "unauthorized");
+        sk_http_error(app, req, route, 401, "unauthorized",
+                      "X-User-Id must be a positive integer user id");
+        return 1;
+    }
+    return 0;
+}
+
+/* The peer's address of the connection, or 0 when it has none. */
+static int peer_ip(h2o_req_t *req, struct sk_ip *ip)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (!req->conn || !req->conn->callbacks->get_peername ||
+        req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss) == 0)
+        return 0;
+    char text[SK_IP_TEXT];
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, text, sizeof text);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, text, sizeof text);
+    else
+        return 0;
+    return sk_ip_parse(text, strlen(text), ip) == 0;
+}
+
+int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+{
+    struct sk_ip ip;
+    out[0] = 0;
+    if (!peer_ip(req, &ip)) return 0;
+    /* Walk X-Forwarded-For right to left (last header first) while the hop
+     * that wrote it is a trusted proxy: the first untrusted address is the
+     * client. Anything a client wrote further left is never believed. A
+     * malformed entry stops the walk at the proxy that passed it on. */
+    const h2o_headers_t *hs = &req->headers;
+    for (ssize_t hi = (ssize_t)hs->size - 1; hi >= 0 && sk_config_is_trusted_proxy(&app->cfg, &ip);
+         hi--) {
+        const h2o_header_t *h = &hs->entries[hi];
+        if (h->name->len != 15 ||
+            !h2o_lcstris(h->name->base, h->name->len, H2O_STRLIT("x-forwarded-for")))
+            continue;
+        const char *b = h->value.base;
+        size_t e = h->value.len;
+        while (e > 0 && sk_config_is_trusted_proxy(&app->cfg, &ip)) {
+            size_t st = e;
+            while (st > 0 && b[st - 1] != ',')
+                st--;
+            size_t a = st, z = e;
+            while (a < z && (b[a] == ' ' || b[a] == '\t'))
+                a++;
+            while (z > a && (b[z - 1] == ' ' || b[z - 1] == '\t'))
+                z--;
+            struct sk_ip hop;
+            if (sk_ip_parse(b + a, z - a, &hop) < 0) goto done;
+            ip = hop;
+            e = st > 0 ? st - 1 : 0;
+        }
+    }
+done:
+    sk_ip_format(&ip, out);
+    return out[0] != 0;
+}
+
+int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    size_t len, tl;
+    const char *tok;
+    const char *v = sk_http_header(req, "authorization", &len);
+    const char *want = app->cfg.admin_token;
+    if (!want[0] || !v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
+        !sk_auth_equal(tok, tl, want, strlen(want))) {
+        sk_http_error(app, req, route, 401, "unauthorized", "admin token required");
+        return 1;
+    }
+    return 0;
+}
+
+int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    if (sk_aredis_ready(app->redis)) return 0;
+    sk_metrics_refusal(app->metrics, "unavailable");
+    sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable; try again");
+    return 1;
+}
+
+struct sk_guard {
+    struct sk_async_req *a;
+};
+
+static void guard_dispose(void *p)
+{
+    struct sk_guard *g = p;
+    if (g->a) {
+        g->a->req = NULL;
+        g->a->guard = NULL;
+    }
+}
+
+void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req, enum sk_route route)
+{
+    a->req = req;
+    a->route = route;
+    a->guard = h2o_mem_alloc_shared(&req->pool, sizeof *a->guard, guard_dispose);
+    a->guard->a = a;
+    app->inflight++;
+    sk_metrics_inflight(app->metrics, 1);
+}
+
+h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
+{
+    if (a->guard) a->guard->a = NULL;
+    a->guard = NULL;
+    app->inflight--;
+    sk_metrics_inflight(app->metrics, -1);
+    return a->req;
+}
+
+sk_redis *sk_app_redis_sync(struct sk_app *app)
+{
+    if (!app->redis_sync) {
+        char err[200];
+        if (sk_redis_new(&app->redis_sync, app->cfg.redis, app->cfg.redis_timeout_ms,
+                         app->cfg.redis_timeout_ms, err, sizeof err) < 0) {
+            sk_log(SK_LOG_ERROR, "redis (blocking client): %s", err);
+            app->redis_sync = NULL;
+            return NULL;
+        }
+    }
+    if (sk_redis_ensure(app->redis_sync) < 0) {
+        sk_log(SK_LOG_WARN, "redis (blocking client): %s", app->redis_sync->errstr);
+        return NULL;
+    }
+    return app->redis_sync;
+}
+
+struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
+{
+    for (size_t i = 0; i < app->n_acts; i++)
+        if (app->acts[i].id == id) return &app->acts[i];
+    if (!create || app->n_acts >= 4096) return NULL;
+    if (app->n_acts == app->cap_acts) {
+        size_t cap = app->cap_acts ? app->cap_acts * 2 : 16;
+        struct sk_act_cache *a = realloc(app->acts, cap * sizeof *a);
+        if (!a) return NULL;
+        app->acts = a;
+        app->cap_acts = cap;
+    }
+    struct sk_act_cache *c = &app->acts[app->n_acts++];
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    return c;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct sk_app *app = ((struct app_handler *)self)->app;
+    struct sk_route_match m;
+    if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
+        sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
+        return 0;
+    }
+    sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
+    if (m.status == 404) {
+        sk_http_error(app, req, SK_ROUTE_COUNT, 404, "not_found", "no such endpoint");
+        return 0;
+    }
+    if (m.status == 405) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, m.allow,
+                       strlen(m.allow));
+        sk_http_error(app, req, m.route, 405, "method_not_allowed", "method not allowed here");
+        return 0;
+    }
+    if (m.status == 400) {
+        sk_http_error(app, req, m.route, 400, "bad_request", "id must be a positive integer");
+        return 0;
+    }
+    return route_fns[m.route](app, req, &m);
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    struct sk_app *app = listener->data;
+    if (err) return;
+    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+    if (!sock) return;
+    h2o_accept(&app->accept_ctx, sock);
+}
+
+int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(err, cap, "listen address must be HOST:PORT");
+        return SK_EINVAL;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') { /* [::1]:8080 */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *res;
+    int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+    if (gai) {
+        snprintf(err, cap, "cannot resolve %s: %s", addr, gai_strerror(gai));
+        return SK_EINVAL;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) < 0) ||
+        bind(fd, res->ai_addr, res->ai_addrlen) < 0 || (backlog > 0 && listen(fd, backlog) < 0)) {
+        snprintf(err, cap, "cannot listen on %s: %s", addr, strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+        return SK_EIO;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+static void start_drain(struct sk_app *app)
+{
+    app->draining = 1;
+    if (app->listener) {
+        h2o_socket_read_stop(app->listener);
+        h2o_socket_close(app->listener);
+        app->listener = NULL;
+    }
+    h2o_context_request_shutdown(&app->ctx);
+    sk_log(SK_LOG_INFO, "draining: %d requests in flight", app->inflight);
+}
+
+/* The process's app: one per process, lives until exit. */
+static struct sk_app
+    *volatile running_app; /* volatile: a never-read static store would be optimised away */
+
+int sk_server_run(const struct sk_config *cfg)
+{
+    struct sk_app *app = calloc(1, sizeof *app);
+    if (!app) return 1;
+    running_app = app;
+    app->cfg = *cfg;
+    char err[256];
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    int rc = sk_store_open(&app->store, cfg->db, err, sizeof err);
+    if (rc < 0) {
+        sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
+        free(app);
+        return 1;
+    }
+    app->metrics = sk_metrics_new();
+    app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err);
+    if (app->listen_fd < 0 || !app->metrics) {
+        sk_log(SK_LOG_ERROR, "%s", err);
+        sk_store_close(app->store);
+        sk_metrics_free(app->metrics);
+        free(app);
+        return 1;
+    }
+
+    h2o_config_init(&app->h2o_config);
+    app->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
+    /* h2o answers bodies over its limit itself, in plain text; give it room
+     * so that bodies up to twice max_body get our JSON 413 from on_req. */
+    app->h2o_config.max_request_entity_size = 2 * (size_t)cfg->max_body;
+    h2o_hostconf_t *host =
+        h2o_config_register_host(&app->h2o_config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    struct app_handler *h = (struct app_handler *)h2o_create_handler(path, sizeof *h);
+    h->super.on_req = on_req;
+    h->app = app;
+    h2o_context_init(&app->ctx, h2o_evloop_create(), &app->h2o_config);
+    app->accept_ctx.ctx = &app->ctx;
+    app->accept_ctx.hosts = app->h2o_config.hosts;
+
+    rc = sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
+                       sizeof err);
+    if (rc < 0) {
+        sk_log(SK_LOG_ERROR, "redis %s: %s", cfg->redis, err);
+        close(app->listen_fd);
+        return 1;
+    }
+    /* Give Redis a moment before taking traffic, so a fresh process does
+     * not answer its share with 503s; then accept regardless (/healthz
+     * must answer while Redis is down). */
+    int64_t ready_by = sk_mono_ms() + cfg->redis_timeout_ms;
+    while (!sk_aredis_ready(app->redis) && sk_mono_ms() < ready_by && !stop_requested) {
+        h2o_evloop_run(app->ctx.loop, 10);
+        sk_aredis_flush(app->redis);
+        sk_aredis_tick(app->redis);
+    }
+    app->listener =
+        h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
+    app->listener->data = app;
+    h2o_socket_read_start(app->listener, on_accept);
+    sk_log(SK_LOG_INFO, "listening on %s (pid %d)", cfg->listen, (int)getpid());
+
+    int64_t drain_deadline = 0, idle_since = 0;
+    for (;;) {
+        h2o_evloop_run(app->ctx.loop, 20);
+        sk_purchase_flush(app);
+        sk_aredis_flush(app->redis);
+        sk_aredis_tick(app->redis);
+        sk_purchase_tick(app);
+        if (stop_requested && !app->draining) {
+            start_drain(app);
+            drain_deadline = sk_mono_ms() + 10000;
+        }
+        if (app->draining) {
+            int64_t now = sk_mono_ms();
+            int idle = app->inflight == 0 && app->n_open == 0;
+            if (!idle)
+                idle_since = 0;
+            else if (!idle_since)
+                idle_since = now;
+            /* answered: give the sockets a moment to write the last bytes */
+            if (idle && now - idle_since >= 100) break;
+            if (now > drain_deadline) {
+                sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
+                       app->inflight, app->n_open);
+                break;
+            }
+        }
+    }
+    int left = app->inflight;
+    sk_log(left ? SK_LOG_ERROR : SK_LOG_INFO, "stopped, %d requests unanswered", left);
+    sk_aredis_free(app->redis);
+    if (app->redis_sync) sk_redis_free(app->redis_sync);
+    sk_store_close(app->store);
+    sk_metrics_free(app->metrics);
+    /* h2o's context cannot be disposed while client connections are still
+     * linked to its timeouts (it asserts); the process is about to exit,
+     * so app stays reachable from running_app instead. */
+    return left ? 1 : 0;
+}

@@ -1,0 +1,179 @@
+/* reconcile.h - compares an activity's live state in Redis with the DB,
+ * reports every drift, and optionally repairs what is provably safe.
+ *
+ * Redis is the authority on admission (the ledger sk:{a<ID>}:ledger holds
+ * one entry per admitted order, written by the same script that took the
+ * stock); the DB is the authority on an order's fate (created, paid,
+ * cancelled). Each check below compares one pair of them; docs/reconcile.md
+ * has the formulas, what --repair does and what it never does.
+ *
+ * Reads happen in an order that makes a live sale safe to check: one
+ * atomic Redis snapshot (MULTI: stock, meta, buyers, ledger), then the
+ * stream group's backlog, then the DB; the few orders found in the DB but
+ * not in the snapshot's ledger are looked up again afterwards. So an order
+ * admitted or persisted while the check runs is never reported as drift.
+ *
+ * A segmented activity (segment.h, docs/segments.md) is checked segment by
+ * segment: each segment's key set {a<ID>.s<i>} (its own snapshot, stream
+ * group, ledger and buyers) against the DB orders whose id carries its
+ * label "<ID>.<i>", with the per-segment invariant
+ *   stock_i + sum(buyers_i) == initial_i + xin_i - xout_i;
+ * the DB checks and figures stay activity-wide, and stock transfers taken
+ * from a lender and never applied at their receiver are reported
+ * (in_transit) and, with --repair, rolled forward (sk_seg_settle).
+ *
+ * Used by `seckill reconcile` (cli_reconcile.c) and, periodically, by a
+ * serving process (sk_reconcile_activity + a metric of the drift count). */
+#ifndef SK_RECONCILE_H
+#define SK_RECONCILE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+/* Kinds of drift, in report order. */
+enum sk_drift_kind {
+    SK_DRIFT_REDIS_MISSING,          /* the DB activity was preheated, Redis has no live state */
+    SK_DRIFT_DB_MISSING,             /* live state in Redis, no activity row in the DB */
+    SK_DRIFT_INITIAL_MISMATCH,       /* Redis initial != DB stock_initial */
+    SK_DRIFT_REDIS_INVARIANT,        /* Redis stock + sum(buyers) != initial (a segment's:
+                                        != initial + xin - xout; or the segments' shares
+                                        do not add up to the activity's initial) */
+    SK_DRIFT_IN_TRANSIT,             /* segmented: a stock transfer taken from a lender more
+                                        than grace ago and never applied at its receiver
+                                        (or the transfer counters disagree with them) */
+    SK_DRIFT_USER_COUNT,             /* buyers[u] != units of u's unreleased ledger entries */
+    SK_DRIFT_LOST_ORDER,             /* in the ledger, not in the DB, not in the backlog */
+    SK_DRIFT_NOT_IN_LEDGER,          /* in the DB, not in the ledger */
+    SK_DRIFT_ORDER_MISMATCH,         /* DB user/quantity != the ledger's (or a malformed entry) */
+    SK_DRIFT_DB_STOCK,               /* DB stock != initial - units of orders not cancelled */
+    SK_DRIFT_CANCELLED_NOT_RELEASED, /* cancelled in the DB, units still held in Redis */
+    SK_DRIFT_RELEASED_NOT_CANCELLED, /* released in Redis, DB order still created */
+    SK_DRIFT_PAID_RELEASED,          /* paid in the DB, released in Redis: serious */
+    SK_DRIFT_NKINDS
+};
+
+/* "lost_order", ... (static); "?" for another value. */
+const char *sk_drift_name(int kind);
+
+#define SK_RECONCILE_TEXT_MAX 320
+
+/* One drift found. */
+struct sk_drift {
+    int kind;
+    int segment;           /* the segment it was found in, SK_SEG_NONE (-1): the
+                              activity as a whole (or an unsegmented one) */
+    struct sk_order order; /* the order concerned (order_id "" when none) */
+    char text[SK_RECONCILE_TEXT_MAX];
+};
+
+/* One repair made (or attempted: ok 0). */
+struct sk_repair {
+    int kind; /* the drift kind it fixes */
+    int ok;
+    int segment; /* as in struct sk_drift */
+    char text[SK_RECONCILE_TEXT_MAX];
+};
+
+/* Redis figures of the activity, or of one segment (for a segmented
+ * activity the activity's are the segments' summed, initial being the base
+ * meta's). */
+struct sk_reconcile_redis {
+    int present; /* meta and stock exist (segmented activity: of some segment) */
+    int64_t initial, remaining;
+    int64_t xin, xout;                       /* segment counters: units received / lent */
+    int64_t held, buyers;                    /* sum of the buyers hash, and its users */
+    int64_t admitted_orders, admitted_units; /* ledger entries and their units */
+    int64_t released_orders, released_units; /* ledger entries marked released */
+    int64_t released_meta;                   /* meta "released" (units given back) */
+    int group;                               /* the worker's consumer group exists */
+    int64_t pending, undelivered;            /* undelivered -1: unknown */
+    int64_t backlog;                         /* entries not yet acknowledged */
+    int64_t backlog_orders;                  /* ledger orders waiting there, not in the DB */
+    int64_t dlq;                             /* dead-lettered entries */
+    char last_delivered[48];
+};
+
+/* Stock transfers between segments (segmented activities only). */
+struct sk_reconcile_transit {
+    int64_t lent, received;     /* meta xout and xin counters, summed over segments */
+    int64_t units, transfers;   /* unapplied transfers (lent, not applied at the receiver) */
+    int64_t stale, stale_units; /* of those, taken more than grace ago */
+};
+
+struct sk_reconcile_db {
+    int present;
+    char state[16];
+    int64_t initial, stock, stock_expected;
+    struct sk_order_counts counts;
+    int64_t owed_recent; /* cancelled within the grace, release not yet seen */
+};
+
+/* The report of one activity. Arrays are allocated here: free with
+ * sk_reconcile_report_free. */
+struct sk_reconcile_report {
+    uint64_t activity_id;
+    int repair;     /* --repair ran */
+    int consistent; /* no drift (after the repair, when it ran) */
+    struct sk_reconcile_redis redis;
+    struct sk_reconcile_db db;
+    int segments;                   /* 1 (not segmented), or S */
+    struct sk_reconcile_redis *seg; /* S > 1: each segment's figures (S entries) */
+    struct sk_reconcile_transit transit;
+    int settled;                   /* --repair rolled unapplied transfers forward */
+    int64_t settled_units;         /* units it applied */
+    size_t found[SK_DRIFT_NKINDS]; /* drift found, per kind */
+    size_t total;                  /* sum of found[] */
+    struct sk_drift *drift;        /* every drift found */
+    size_t ndrift, drift_cap;
+    struct sk_repair *repairs;
+    size_t nrepairs, repairs_cap;
+    size_t repair_failures;
+    size_t remaining[SK_DRIFT_NKINDS]; /* after the repair (a second check) */
+    size_t remaining_total;
+};
+
+#define SK_RECONCILE_GRACE_MS 5000
+
+struct sk_reconcile_opts {
+    int repair;       /* fix what is safe, one audit row per change */
+    int64_t now_ms;   /* 0: the wall clock */
+    int64_t grace_ms; /* an order cancelled less than this ago whose release is
+                         not seen yet is a cancel in progress, not drift; so is
+                         a stock transfer taken less than this ago and not yet
+                         applied (default SK_RECONCILE_GRACE_MS) */
+};
+
+void sk_reconcile_opts_init(struct sk_reconcile_opts *o);
+
+/* Checks (and with o->repair, repairs) one activity, segment by segment when
+ * it is segmented (sk_seg_count). rep is filled (free it
+ * with sk_reconcile_report_free, whatever the result). Returns 0 when the
+ * check ran (the verdict is rep->consistent); SK_ENOTFOUND when the
+ * activity is neither in the DB nor in Redis; SK_EIO / SK_ETIMEDOUT /
+ * SK_EPROTO (Redis, detail r->errstr), SK_EDB (detail sk_store_errstr),
+ * SK_ENOMEM. o may be NULL (defaults: check only). */
+int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
+                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep);
+
+void sk_reconcile_report_free(struct sk_reconcile_report *rep);
+
+/* Human report: one line of Redis figures (segmented: the activity's, with
+ * its transfers, then one per segment, at most max_lines), one of DB
+ * figures, one per drift (at most max_lines per kind, then a count; a
+ * segment's start "segment <i>: "), one per repair, and a verdict line;
+ * every line starts "activity <ID>: ". */
+void sk_reconcile_print(FILE *f, const struct sk_reconcile_report *rep, size_t max_lines);
+
+/* The report as a JSON object (new reference, caller json_decref's it;
+ * NULL when out of memory). Drift entries: at most max_lines per kind.
+ * Segmented: "segments", "segment_figures" (one Redis object per segment),
+ * "transit", and with --repair "settled" / "settled_units"; drift and
+ * repair entries of a segment carry "segment". */
+json_t *sk_reconcile_json(const struct sk_reconcile_report *rep, size_t max_lines);
+
+#endif

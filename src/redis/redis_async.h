@@ -1,0 +1,109 @@
+/* redis_async.h - a pipelined, non-blocking Redis client on h2o's event loop.
+ *
+ * h2o's evloop owns the socket (h2o_socket_connect/read/write), hiredis's
+ * reader parses replies, and we encode commands ourselves: no second event
+ * system and no fd shared by two owners. One connection per event-loop
+ * process; every command is pipelined on it, answers come back in order.
+ *
+ * Life of a connection: DOWN -> CONNECTING -> HANDSHAKE (AUTH, SELECT,
+ * SCRIPT LOAD of every embedded script) -> READY. Commands are taken only
+ * when READY; anything in flight when the connection is lost or a reply is
+ * late (timeout) is failed with a NULL reply, and sk_aredis_tick reconnects
+ * with exponential backoff. A cluster client is a front over one such
+ * client per master (see sk_aredis_new). */
+#ifndef SK_REDIS_ASYNC_H
+#define SK_REDIS_ASYNC_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <h2o.h>
+#include <hiredis.h>
+
+#include "scripts_gen.h"
+
+typedef struct sk_aredis sk_aredis;
+
+/* Reply callback. rep is NULL when no answer will come (not connected,
+ * connection lost, timed out): a command that failed this way may or may
+ * not have run. rep belongs to the client and is freed after the callback
+ * returns. A callback may issue new commands but must not free the client. */
+typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
+
+/* Allocates a client for url on loop; resolves the host now (blocking,
+ * once) and starts connecting. redis+cluster://seeds gives a cluster client
+ * with the same contract: one connection per master, commands routed by the
+ * slot of their first key, MOVED/ASK/TRYAGAIN followed with the same
+ * callback (and counted on /metrics, metrics.h), the slot map read with a short blocking CLUSTER
+ * SLOTS at start and after a topology change (docs/cluster.md). Caller frees with sk_aredis_free.
+ * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
+int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
+                  size_t cap);
+/* Closes the connection and fails every pending command (callbacks run). */
+void sk_aredis_free(sk_aredis *ar);
+
+int sk_aredis_ready(const sk_aredis *ar);
+/* Commands sent and not yet answered. */
+size_t sk_aredis_pending(const sk_aredis *ar);
+/* Why the client is not ready (static while the state lasts). */
+const char *sk_aredis_errstr(const sk_aredis *ar);
+/* Round trip of the reply being delivered, in microseconds (valid inside a
+ * callback). */
+int64_t sk_aredis_rtt_us(const sk_aredis *ar);
+
+/* Queues a command; bytes are copied, so argv may be freed on return.
+ * Returns 0 (cb will run exactly once) or SK_EIO when not ready (cb will
+ * not run). Queued bytes go out at the next sk_aredis_flush. */
+int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
+                      const size_t *lens);
+
+/* EVALSHA of an embedded script; on a NOSCRIPT answer the client resends
+ * it as EVAL with the text (a NOSCRIPT means it never ran) and the callback
+ * sees only the final answer. Same returns as sk_aredis_command. */
+int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                   int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                   void *data);
+
+/* Fan-out: commands whose answers are awaited together (every segment of
+ * an activity, say). The owner embeds one (first member, so done can cast
+ * back), calls sk_fanout_begin, passes each send's return code to
+ * sk_fanout_sent and calls sk_fanout_answered from each callback, then
+ * sk_fanout_end when all are sent. done(f) runs exactly once, after the
+ * last answer, possibly inside sk_fanout_end; f->failed is set when a send
+ * failed (its callback never runs), and callbacks may set it for a bad
+ * answer. No allocation: the owner's memory, freed by done if it likes. */
+struct sk_fanout {
+    int pending, failed;
+    void (*done)(struct sk_fanout *f);
+};
+void sk_fanout_begin(struct sk_fanout *f, void (*done)(struct sk_fanout *f));
+void sk_fanout_sent(struct sk_fanout *f, int send_rc);
+void sk_fanout_answered(struct sk_fanout *f);
+void sk_fanout_end(struct sk_fanout *f);
+
+/* Hands everything queued to the socket: call once at the end of each
+ * event-loop pass, so commands of one pass leave in one write. */
+void sk_aredis_flush(sk_aredis *ar);
+
+/* Housekeeping, call every loop pass: fails a connection whose oldest
+ * command waited longer than the timeout, and reconnects when due. */
+void sk_aredis_tick(sk_aredis *ar);
+
+/* Connections made so far (a reconnect counts). */
+unsigned sk_aredis_connects(const sk_aredis *ar);
+
+/* Redis Cluster answers met by the async clients of this process: MOVED,
+ * ASK, and the wait-and-retry ones, TRYAGAIN and CLUSTERDOWN, followed or
+ * not. Process-wide and atomic (any thread may read). */
+enum sk_aredis_redirect {
+    SK_AREDIS_MOVED,
+    SK_AREDIS_ASK,
+    SK_AREDIS_TRYAGAIN,
+    SK_AREDIS_CLUSTERDOWN,
+    SK_AREDIS_REDIRECT_COUNT
+};
+/* Count of one kind; 0 for an out of range kind. */
+uint64_t sk_aredis_redirects(enum sk_aredis_redirect kind);
+/* 1 once a cluster client was made in this process. */
+int sk_aredis_cluster_used(void);
+
+#endif

@@ -1,0 +1,90 @@
+/* redis_conn.h - a blocking Redis connection for the CLI, tools, workers and
+ * benchmarks: URL, AUTH, SELECT, bounded connect and command timeouts, and
+ * reconnect with exponential backoff. Not thread-safe: one per thread. */
+#ifndef SK_REDIS_CONN_H
+#define SK_REDIS_CONN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis.h>
+
+#include "redis/redis_cluster.h"
+#include "redis/redis_url.h"
+
+struct sk_rcluster; /* cluster state, redis_conn.c */
+
+typedef struct sk_redis {
+    redisContext *c; /* NULL while disconnected */
+    struct sk_redis_url url;
+    int connect_timeout_ms, command_timeout_ms;
+    int err;             /* last SK_E* code, 0 after success */
+    char errstr[256];    /* detail of the last failure */
+    int backoff_ms;      /* current reconnect backoff, 0 when connected */
+    int64_t next_try_ms; /* monotonic ms before which no reconnect is tried */
+    unsigned connects;   /* successful (re)connects so far */
+    /* redis+cluster:// only (NULL for redis://, whose path never looks at
+     * it): slot map, one connection per master, the pipeline queue. In
+     * cluster mode c is a borrowed alias of one master's connection (so
+     * "is connected" checks keep working); never free it directly. */
+    struct sk_rcluster *cl;
+} sk_redis;
+
+/* Parses url and allocates a handle (caller frees with sk_redis_free); does
+ * not connect: the first command does. Timeouts <= 0 mean 1000 ms.
+ * Returns 0, SK_EINVAL (bad URL, reason in errstr when errbuf given) or SK_ENOMEM. */
+int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
+                 char *errbuf, size_t errcap);
+void sk_redis_free(sk_redis *r);
+
+/* Connects now (TCP, AUTH, SELECT), dropping any old connection. Returns 0
+ * or SK_EIO/SK_EAUTH/SK_ETIMEDOUT with r->errstr set. */
+int sk_redis_connect(sk_redis *r);
+
+/* Ensures a connection, reconnecting when the backoff allows: 0 or the
+ * connect error; fails fast (SK_EIO) while inside the backoff window. */
+int sk_redis_ensure(sk_redis *r);
+
+/* Sends one command and reads its reply into *out (caller frees with
+ * freeReplyObject). Error replies (-ERR ...) are returned as replies, not
+ * failures. On an I/O error or timeout the connection is dropped and
+ * SK_EIO/SK_ETIMEDOUT returned; the command is never resent, because a
+ * purchase that may have run must not run twice. */
+int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv,
+                     const size_t *lens);
+/* printf-style variant (hiredis format). */
+int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...);
+
+/* Pipelining: append any number of commands, then read the replies in order. */
+int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
+int sk_redis_read(sk_redis *r, redisReply **out);
+
+/* Cluster (redis+cluster://): every command above is routed by the slot of
+ * its first key (EVAL/EVALSHA: the first key after numkeys); MOVED and ASK
+ * are followed (at most SK_CLUSTER_MAX_REDIRECTS hops; a redirected
+ * command never ran, so the resend cannot act twice), TRYAGAIN and
+ * CLUSTERDOWN are waited out (bounded), and the slot map is re-read with
+ * CLUSTER SLOTS after a MOVED or a lost node. Keyless commands: SCRIPT,
+ * CONFIG and FLUSH* go to every master (the first error reply wins, else
+ * the first master's reply); MULTI/EXEC/DISCARD/UNWATCH go to the node of
+ * the last keyed command (so WATCH ... MULTI ... EXEC stays on one node);
+ * anything else (PING, INFO, TIME) to one master. XREAD/XREADGROUP naming
+ * streams on several nodes is split into one call per node, sent together,
+ * and the replies merged (a BLOCK then waits on every node at once, so an
+ * idle node holds the answer up to BLOCK ms). Pipelines: appended commands
+ * are queued and sent to their nodes at the first read (a MULTI...EXEC run
+ * goes to one node as a unit); replies come back in append order. See
+ * docs/cluster.md. */
+
+/* Redirection counters: 0, or SK_EINVAL for a redis:// handle. */
+int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out);
+/* The slot map (NULL for redis://): valid until the next command. */
+const struct sk_cluster_map *sk_redis_cluster_map(const sk_redis *r);
+
+/* Drops the connection (next command reconnects). */
+void sk_redis_disconnect(sk_redis *r);
+
+/* Copies the value of one "field:value" line of INFO <section> into val
+ * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */
+int sk_redis_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap);
+
+#endif

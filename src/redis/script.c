@@ -1,0 +1,162 @@
+/* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, EVALSHA with a
+ * transparent EVAL fallback on NOSCRIPT. */
+#include "redis/script.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "core/error.h"
+
+#define SK_SCRIPT_MAX_ARGS 4096
+
+static char shas[SK_SCRIPT_COUNT][41];
+static pthread_once_t shas_once = PTHREAD_ONCE_INIT;
+
+static void compute_shas(void)
+{
+    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        const char *t = sk_script_sources[i].text;
+        if (!EVP_Digest(t, strlen(t), md, &n, EVP_sha1(), NULL)) abort();
+        for (unsigned j = 0; j < n && j < 20; j++)
+            sprintf(&shas[i][2 * j], "%02x", md[j]);
+    }
+}
+
+const char *sk_script_sha(enum sk_script_id id)
+{
+    pthread_once(&shas_once, compute_shas);
+    return shas[id];
+}
+
+const char *sk_script_name(enum sk_script_id id)
+{
+    return sk_script_sources[id].name;
+}
+const char *sk_script_text(enum sk_script_id id)
+{
+    return sk_script_sources[id].text;
+}
+
+static int load_one(sk_redis *r, enum sk_script_id id)
+{
+    redisReply *rep;
+    const char *argv[] = {"SCRIPT", "LOAD", sk_script_text(id)};
+    int rc = sk_redis_command(r, &rep, 3, argv, NULL);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, sk_script_sha(id)) != 0) {
+        snprintf(r->errstr, sizeof r->errstr, "SCRIPT LOAD %s: %s", sk_script_name(id),
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        freeReplyObject(rep);
+        return r->err = SK_ESCRIPT;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_script_load_all(sk_redis *r)
+{
+    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
+        int rc = load_one(r, (enum sk_script_id)i);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int sk_script_is_noscript(const redisReply *rep)
+{
+    return rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
+}
+
+void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                         const char *const *args, const size_t *arglens, const char **argv,
+                         size_t *lens, char numkeys[16])
+{
+    snprintf(numkeys, 16, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = sk_script_sha(id);
+    argv[2] = numkeys;
+    for (int i = 0; i < 3; i++)
+        lens[i] = strlen(argv[i]);
+    for (int i = 0; i < nkeys; i++) {
+        argv[3 + i] = keys[i];
+        lens[3 + i] = strlen(keys[i]);
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[3 + nkeys + i] = args[i];
+        lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
+    }
+}
+
+/* EVALSHA argv in heap arrays (caller frees both); returns argc. */
+static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                      const char *const *args, const size_t *arglens, const char ***argv_out,
+                      size_t **lens_out, char numkeys[16])
+{
+    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
+    int argc = 3 + nkeys + nargs;
+    const char **argv = malloc(sizeof *argv * (size_t)argc);
+    size_t *lens = malloc(sizeof *lens * (size_t)argc);
+    if (!argv || !lens) {
+        free(argv);
+        free(lens);
+        return SK_ENOMEM;
+    }
+    sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, numkeys);
+    *argv_out = argv;
+    *lens_out = lens;
+    return argc;
+}
+
+int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
+                     int nargs, const char *const *args, const size_t *arglens)
+{
+    const char **argv;
+    size_t *lens;
+    char nk[16];
+    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
+    if (argc < 0) return argc;
+    int rc = sk_redis_append(r, argc, argv, lens);
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
+                   const char *const *args, const size_t *arglens, redisReply **out)
+{
+    *out = NULL;
+    const char **argv;
+    size_t *lens;
+    char nk[16];
+    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
+    if (argc < 0) return argc;
+    redisReply *rep = NULL;
+    int rc = sk_redis_command(r, &rep, argc, argv, lens);
+    if (rc == 0 && sk_script_is_noscript(rep)) {
+        /* EVAL with the text runs it and caches it in one step, so even a
+         * flush racing a SCRIPT LOAD cannot make the retry miss. */
+        freeReplyObject(rep);
+        rep = NULL;
+        argv[0] = "EVAL";
+        argv[1] = sk_script_text(id);
+        lens[0] = 4;
+        lens[1] = strlen(argv[1]);
+        rc = sk_redis_command(r, &rep, argc, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    if (rc < 0) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(r->errstr, sizeof r->errstr, "script %s: %s", sk_script_name(id), rep->str);
+        *out = rep;
+        return r->err = SK_ESCRIPT;
+    }
+    *out = rep;
+    return 0;
+}

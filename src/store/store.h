@@ -1,0 +1,259 @@
+/* store.h - the durable store: activity definitions, orders, audit rows.
+ *
+ * One interface, several backends chosen by the spec string: "sqlite:PATH"
+ * (store_sqlite.c) and "postgres://..." / "postgresql://..." (store_pg.c,
+ * libpq). The handle is opaque so a backend can be added without changing
+ * callers. BACKEND AUTHORS: store.c dispatches every call through the table
+ * of store_int.h; a new function here needs a member in struct
+ * sk_store_ops, a dispatcher in store.c and a STATIC implementation in each
+ * backend (not a public sk_store_* function in store_sqlite.c).
+ *
+ * Calls return 0 or a negative SK_E* code; the detail of the last failure
+ * is sk_store_errstr(st). A handle is used by one thread at a time. */
+#ifndef SK_STORE_H
+#define SK_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/activity.h"
+
+typedef struct sk_store sk_store;
+
+/* Opens (creating when needed) the store named by spec and brings its schema
+ * up to date (migrations run here, each in its own transaction). On failure
+ * *out is NULL and err (cap bytes) says why: SK_EINVAL for a spec that is
+ * malformed or not supported, SK_EDB when the database cannot be opened or
+ * migrated (including a schema newer than this binary), SK_ENOMEM.
+ * The caller owns *out and releases it with sk_store_close. */
+int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap);
+/* Closes and frees; NULL is fine. */
+void sk_store_close(sk_store *st);
+
+/* Text of the last failure on st ("" after success). Owned by st, valid
+ * until the next call on st. */
+const char *sk_store_errstr(const sk_store *st);
+
+/* Schema version now in the database (the number of migrations applied). */
+int sk_store_schema_version(sk_store *st, int *version);
+
+/* Inserts a validated definition (sk_activity_validate runs again here).
+ * DB stock starts equal to a->stock; a->stock_db is ignored. An empty
+ * a->state means "created". SK_EEXIST when the id is taken (nothing
+ * written), SK_EINVAL when a is invalid, SK_EDB otherwise. */
+int sk_store_activity_insert(sk_store *st, const struct sk_activity *a);
+
+/* Reads one activity into *out (caller's memory). SK_ENOTFOUND if absent. */
+int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out);
+
+/* Every activity, ordered by id, as an array of *n entries allocated here:
+ * the caller frees *out with free() (it is NULL when *n is 0). */
+int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n);
+
+/* Sets the stored state ("created"|"preheated"|"open"|"closed").
+ * SK_EINVAL for another word, SK_ENOTFOUND when the id is absent. */
+int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state);
+
+/* Deletes one activity. SK_ENOTFOUND when the id is absent. */
+int sk_store_activity_delete(sk_store *st, uint64_t id);
+
+/* ---- Orders (issue 4) ------------------------------------------------
+ *
+ * An order row is the durable copy of one admitted purchase (one entry of
+ * the activity's Redis stream). Its id is the admission's order id
+ * "<activity>-<stream entry id>", the primary key: persisting a re-delivered
+ * stream entry again is a counted no-op, never a second row.
+ *
+ * Status moves only created -> paid or created -> cancelled, each by a
+ * conditional update, so of a racing pay and cancel exactly one wins. */
+
+#define SK_STORE_ORDER_ID_MAX 64  /* == SK_ORDER_ID_MAX of stock.h */
+#define SK_STORE_STREAM_ID_MAX 48 /* "<ms>-<seq>", two 20-digit numbers */
+#define SK_STORE_AUDIT_KIND_MAX 64
+#define SK_STORE_AUDIT_DETAIL_MAX 512
+
+enum sk_order_status {
+    SK_ORDER_CREATED = 0,
+    SK_ORDER_PAID = 1,
+    SK_ORDER_CANCELLED = 2,
+    SK_ORDER_NSTATUS = 3
+};
+
+/* "created" | "paid" | "cancelled" (static), "?" for another value. */
+static inline const char *sk_order_status_name(int status)
+{
+    return status == SK_ORDER_CREATED     ? "created"
+           : status == SK_ORDER_PAID      ? "paid"
+           : status == SK_ORDER_CANCELLED ? "cancelled"
+                                          : "?";
+}
+
+struct sk_order {
+    char order_id[SK_STORE_ORDER_ID_MAX];   /* "<activity>-<stream id>" */
+    char stream_id[SK_STORE_STREAM_ID_MAX]; /* the Redis stream entry id */
+    uint64_t activity_id;
+    uint64_t user_id;        /* 1..UINT64_MAX; SQL has no unsigned 64-bit type, so
+                                backends store the int64 with the same bits */
+    int64_t quantity;        /* >= 1 */
+    int status;              /* enum sk_order_status */
+    int64_t created_ms;      /* admission time (the stream id's ms part) */
+    int64_t pay_deadline_ms; /* created_ms + the activity's pay_timeout_s */
+    int64_t paid_ms;         /* 0 until paid */
+    int64_t cancelled_ms;    /* 0 until cancelled */
+};
+
+/* What one sk_store_orders_persist call did. */
+struct sk_persist_result {
+    size_t inserted;         /* new order rows */
+    size_t duplicates;       /* already present (re-delivery): nothing written */
+    size_t stock_failures;   /* inserted orders whose conditional DB stock
+                                update matched no row (DB stock < quantity, or
+                                the activity is not in the DB) */
+    int64_t units;           /* units of the inserted orders */
+    int64_t units_unstocked; /* units of the stock_failures orders */
+};
+
+/* Persists n orders (n may be 0) in ONE transaction. Reads order_id,
+ * stream_id, activity_id, user_id, quantity and created_ms of each;
+ * status, deadlines and the other times are set here (status created,
+ * pay_deadline_ms = created_ms + pay_timeout_s * 1000 of the activity, or
+ * of SK_ACTIVITY_PAY_TIMEOUT_DEFAULT when the activity is not in the DB).
+ *
+ * For each order: INSERT (an existing order_id is a duplicate: skipped and
+ * counted); for each newly inserted one:
+ *   UPDATE activities SET stock = stock - q WHERE id = ? AND stock >= q.
+ * When that condition fails the order row IS still inserted - Redis, the
+ * authority on admission, accepted it and the buyer holds an order id - the
+ * failure is counted in *res, logged (warn), and recorded in the store
+ * (stock_failures, see sk_store_orders_count) in the same transaction, so
+ * reconcile surfaces the DB stock drift. Then COMMIT.
+ *
+ * All or nothing: on any error the transaction is rolled back and nothing
+ * of the batch is stored. Returns 0; SK_EINVAL when an order is malformed
+ * (empty/too long id, quantity < 1, activity 0) - nothing written;
+ * SK_ETIMEDOUT when the database stayed locked past the busy timeout
+ * (retry later); SK_EDB otherwise. res may be NULL. */
+int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                            struct sk_persist_result *res);
+
+/* Reads one order into *out (caller's memory). SK_ENOTFOUND if absent. */
+int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out);
+
+/* Marks a created order paid at now_ms (conditional on status created).
+ * Returns 0 when the order is paid (now, or already before: idempotent,
+ * paid_ms keeps the first payment time); SK_ESTATE when it is cancelled
+ * (the payment is refused); SK_ENOTFOUND. *status_out (may be NULL) is the
+ * status after the call. */
+int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
+
+/* Cancels a created order at now_ms (conditional on status created). In
+ * the same transaction the order's units go back to its activity's DB
+ * stock (capped at the initial stock): DB stock stays
+ * stock_initial - units of the orders that are not cancelled, and is never
+ * below what Redis may sell again once the units are released there (a
+ * resold unit must find its DB stock, or its conditional update fails).
+ * The Redis release follows the DB cancel (sweeper.h); migration 3's
+ * released_ms records that it happened.
+ * *prev_status (may be NULL) is the status the order had:
+ *   created   -> returns 0: THIS call cancelled it (the caller, and only
+ *                it, may release the units in Redis);
+ *   cancelled -> returns 0: already cancelled before, nothing changed;
+ *   paid      -> returns SK_ESTATE: a payment won, nothing changed.
+ * SK_ENOTFOUND when absent. Of a racing pay and cancel exactly one wins. */
+int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status);
+
+/* Up to limit orders still created whose pay_deadline_ms < now_ms, oldest
+ * deadline first, into out (caller's array of limit entries); *n is the
+ * number written. */
+int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                            size_t *n);
+
+/* Orders of one activity, ordered by order_id, starting after `after`
+ * (NULL or "" = from the start), up to limit, into out (caller's array);
+ * *n written. For reconcile (page until *n < limit). */
+int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
+                         struct sk_order *out, size_t *n);
+
+struct sk_order_counts {
+    int64_t orders[SK_ORDER_NSTATUS]; /* rows by status */
+    int64_t units[SK_ORDER_NSTATUS];  /* sum of quantity by status */
+    int64_t stock_failures;           /* recorded failed conditional stock updates */
+    int64_t stock_failure_units;      /* their units */
+};
+
+/* Counts of one activity (all zero when it has no orders). */
+int sk_store_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
+
+/* Appends one audit row (reconcile repairs, operator actions). kind: a short
+ * word ("repair_db_stock", ...), at most SK_STORE_AUDIT_KIND_MAX-1 bytes;
+ * detail: free text, truncated to SK_STORE_AUDIT_DETAIL_MAX-1 bytes. */
+int sk_store_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail);
+
+struct sk_audit {
+    int64_t id, at_ms;
+    uint64_t activity_id;
+    char kind[SK_STORE_AUDIT_KIND_MAX];
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+};
+
+/* Audit rows of one activity (activity_id 0: all), ordered by id, as an
+ * array of *n entries allocated here: the caller frees *out with free()
+ * (NULL when *n is 0). */
+int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
+
+/* Sets the DB stock of an activity (reconcile repair). SK_EINVAL when
+ * stock < 0 or above the initial stock, SK_ENOTFOUND when absent. */
+int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock);
+
+/* Every activity id, ascending, as an array of *n ids allocated here: the
+ * caller frees *out with free() (NULL when *n is 0). */
+int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);
+
+/* ---- Payment timeout and reconciliation (sweeper.h, reconcile.h) ------
+ *
+ * A cancelled order owes one Redis release (release.lua). The release runs
+ * after the DB cancel commits, so a crash in between leaves a cancelled
+ * order whose units are still held in Redis. released_ms (migration 3,
+ * NULL until set) records that the release is known to be done; the orders
+ * still owing one are found through a partial index that holds only them,
+ * not by scanning every cancelled order. */
+
+/* Records that the Redis release of a cancelled order is done (at now_ms;
+ * an earlier mark is kept). 0 when marked (now or before); SK_ESTATE when
+ * the order is not cancelled; SK_ENOTFOUND. */
+int sk_store_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms);
+
+/* Up to limit cancelled orders whose release is not marked, of every
+ * activity, ordered by order_id, starting after `after` (NULL or "" = from
+ * the start), into out (caller's array); *n written. */
+int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                               size_t *n);
+
+/* One consistent read of the DB stock of an activity and what it should be:
+ *   *expected = stock_initial - sum(quantity of its orders not cancelled)
+ * (may be negative: the DB holds more units than the initial stock).
+ * SK_ENOTFOUND when the activity is absent. */
+int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
+
+/* Sets the DB stock to the expected value above, computed and written in
+ * one transaction (concurrent persists and cancels wait for it or see its
+ * result), with one audit row "repair_db_stock" (before/after) when it
+ * changed. *before / *after: the stock before and after (equal when
+ * nothing changed). SK_ESTATE when expected is below 0 or above the
+ * initial stock (nothing written), SK_ENOTFOUND. */
+int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                             int64_t *after);
+
+/* Re-inserts an order Redis admitted that the DB lost (reconcile repair):
+ * o's order_id, stream_id, activity_id, user_id, quantity, created_ms and
+ * status (SK_ORDER_CREATED, or SK_ORDER_CANCELLED for an order already
+ * released in Redis: then cancelled_ms and released_ms are now_ms) are
+ * stored; pay_deadline_ms as sk_store_orders_persist sets it. The DB stock
+ * is NOT touched (the caller recomputes it with sk_store_db_stock_repair).
+ * In the same transaction one audit row "repair_restore_order" with
+ * audit_detail. SK_EEXIST when the order exists (nothing written),
+ * SK_EINVAL for a malformed order. */
+int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                           const char *audit_detail);
+
+#endif

@@ -1,0 +1,1153 @@
+/* store_sqlite.c - the SQLite backend of store.h, the zero-setup default.
+ *
+ * WAL so readers (the dashboard, `activity show`) never block the order
+ * worker's writes; a busy timeout so two processes on one file wait for each
+ * other instead of failing. The schema is a list of migrations applied at
+ * open, tracked by PRAGMA user_version.
+ *
+ * Orders: the hot path is sk_store_orders_persist (the order worker, one
+ * transaction per batch), so its statements are prepared once per handle
+ * and reused; everything else prepares per call. */
+#include "store/store_int.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define BUSY_TIMEOUT_MS 5000
+
+/* Statements kept prepared on the handle (st->sq; the persist path runs
+ * them per order, thousands of times a second). */
+enum { Q_PAY_TIMEOUT, Q_INSERT_ORDER, Q_TAKE_STOCK, Q_READ_STOCK, Q_INSERT_FAILURE, Q_COUNT };
+static const char *const cached_sql[Q_COUNT] = {
+    [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
+    /* ON CONFLICT names the key: only a re-delivered order id is skipped;
+     * a CHECK violation still fails the batch (never silently dropped). */
+    [Q_INSERT_ORDER] = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                       " created_ms, pay_deadline_ms, stream_id)"
+                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?)"
+                       " ON CONFLICT (order_id) DO NOTHING",
+    [Q_TAKE_STOCK] = "UPDATE activities SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1",
+    [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
+    [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
+                         " db_stock) VALUES (?, ?, ?, ?, ?)",
+};
+_Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
+               "store_int.h: sq[] too small");
+
+/* Schema migrations, applied in order; entry i takes user_version from i to
+ * i + 1. Append only: a released migration never changes. The CHECKs repeat
+ * the C validation so a bug or a hand edit cannot store what the engine
+ * would refuse (DB stock never negative, never above initial). */
+static const char *const migrations[] = {
+    /* 1: activity definitions. */
+    "CREATE TABLE activities ("
+    " id INTEGER PRIMARY KEY CHECK (id >= 1),"
+    " name TEXT NOT NULL CHECK (length(CAST(name AS BLOB)) BETWEEN 1 AND 127),"
+    " stock_initial INTEGER NOT NULL CHECK (stock_initial >= 1),"
+    " stock INTEGER NOT NULL CHECK (stock >= 0 AND stock <= stock_initial),"
+    " per_user_limit INTEGER NOT NULL CHECK (per_user_limit >= 1),"
+    " max_per_order INTEGER NOT NULL CHECK (max_per_order >= 1),"
+    " start_ms INTEGER NOT NULL CHECK (start_ms >= 0),"
+    " end_ms INTEGER NOT NULL CHECK (end_ms > start_ms),"
+    " pay_timeout_s INTEGER NOT NULL CHECK (pay_timeout_s >= 1),"
+    " state TEXT NOT NULL DEFAULT 'created'"
+    "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
+    " created_ms INTEGER NOT NULL"
+    ");",
+    /* 2: orders (issue 4). order_id is "<activity>-<stream id>": the primary
+     * key makes persisting a re-delivered stream entry a no-op. WITHOUT
+     * ROWID: the rows live in the primary-key b-tree, one b-tree write per
+     * insert instead of two. No foreign key to activities: an order Redis
+     * admitted is kept even if its activity row is gone (reconcile reports
+     * it). paid_ms / cancelled_ms are NULL until then. stock_failures
+     * records each failed conditional DB stock update (never silently
+     * ignored); audit records reconcile repairs. */
+    "CREATE TABLE orders ("
+    " order_id TEXT PRIMARY KEY CHECK (length(order_id) BETWEEN 1 AND 63),"
+    " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
+    " user_id INTEGER NOT NULL,"
+    " quantity INTEGER NOT NULL CHECK (quantity >= 1),"
+    " status TEXT NOT NULL DEFAULT 'created'"
+    "  CHECK (status IN ('created', 'paid', 'cancelled')),"
+    " created_ms INTEGER NOT NULL,"
+    " pay_deadline_ms INTEGER NOT NULL,"
+    " paid_ms INTEGER,"
+    " cancelled_ms INTEGER,"
+    " stream_id TEXT NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX orders_status_deadline ON orders (status, pay_deadline_ms);"
+    "CREATE INDEX orders_activity_status ON orders (activity_id, status);"
+    "CREATE TABLE stock_failures ("
+    " id INTEGER PRIMARY KEY,"
+    " at_ms INTEGER NOT NULL,"
+    " activity_id INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL,"
+    " quantity INTEGER NOT NULL,"
+    " db_stock INTEGER" /* DB stock seen at the failure; NULL: no activity row */
+    ");"
+    "CREATE INDEX stock_failures_activity ON stock_failures (activity_id);"
+    "CREATE TABLE audit ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " at_ms INTEGER NOT NULL,"
+    " activity_id INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " detail TEXT NOT NULL"
+    ");"
+    "CREATE INDEX audit_activity ON audit (activity_id, id);",
+    /* 3: released_ms (store.h, sweeper.h): set once the Redis release of a
+     * cancelled order is known to be done. A cancelled order with NULL owes
+     * its release (the process died between the DB cancel and the release,
+     * or Redis was unreachable then). The partial index holds exactly those
+     * orders, so the sweeper finds them without scanning every cancelled
+     * order. Orders cancelled before this migration start unmarked: the
+     * sweeper's next pass runs their release (once per order in Redis, so
+     * an earlier one answers "already released") and marks them. */
+    "ALTER TABLE orders ADD COLUMN released_ms INTEGER;"
+    "CREATE INDEX orders_unreleased ON orders (order_id)"
+    " WHERE status = 'cancelled' AND released_ms IS NULL;",
+    /* 4: the activity's own per-user rate limit (docs/rate-limit.md);
+     * 0 = none, the global one applies. Existing rows get 0. */
+    "ALTER TABLE activities ADD COLUMN rl_per_user_per_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (rl_per_user_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN rl_burst INTEGER NOT NULL DEFAULT 0"
+    " CHECK (rl_burst >= 0);",
+    /* 5: stock segments (docs/segments.md): the stock is split over this
+     * many Redis hash tags; 1 = not segmented. Existing rows get 1. The
+     * upper bound (256) and segments <= stock are the C validation's. */
+    "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
+    " CHECK (segments >= 1);",
+};
+#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+static int set_err(sk_store *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_err(sk_store *st, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->errstr, sizeof st->errstr, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* SQLite failure -> SK code, with the database's own message. */
+static int db_err(sk_store *st, const char *what)
+{
+    int ext = sqlite3_extended_errcode(st->db);
+    int code = SK_EDB;
+    if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE)
+        code = SK_EEXIST;
+    else if ((ext & 0xff) == SQLITE_BUSY || (ext & 0xff) == SQLITE_LOCKED)
+        code = SK_ETIMEDOUT; /* locked past the busy timeout: worth a retry */
+    else if ((ext & 0xff) == SQLITE_CONSTRAINT)
+        code = SK_EINVAL;
+    return set_err(st, code, "sqlite %s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
+}
+
+static int exec(sk_store *st, const char *sql, const char *what)
+{
+    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_err(st, what);
+    return 0;
+}
+
+static int prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql)
+{
+    if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
+        *stmt = NULL;
+        return db_err(st, "prepare");
+    }
+    return 0;
+}
+
+static int read_version(sk_store *st, int *v)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, "PRAGMA user_version");
+    if (rc) return rc;
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *v = sqlite3_column_int(s, 0);
+        rc = 0;
+    } else {
+        rc = db_err(st, "read user_version");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int migrate(sk_store *st)
+{
+    int v;
+    int rc = read_version(st, &v);
+    while (rc == 0 && v < N_MIGRATIONS) {
+        /* IMMEDIATE takes the write lock first, then re-reads the version:
+         * two processes starting at once must not both apply one step. */
+        if ((rc = exec(st, "BEGIN IMMEDIATE", "begin migration")) != 0) break;
+        if ((rc = read_version(st, &v)) == 0 && v < N_MIGRATIONS) {
+            char bump[64];
+            snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
+            if ((rc = exec(st, migrations[v], "migration")) == 0)
+                rc = exec(st, bump, "set user_version");
+        }
+        if (rc == 0) rc = exec(st, "COMMIT", "commit migration");
+        if (rc != 0) {
+            char why[sizeof st->errstr];
+            snprintf(why, sizeof why, "%s", st->errstr);
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+            return set_err(st, SK_EDB, "%s (schema migration %d failed)", why, v + 1);
+        }
+        rc = read_version(st, &v);
+    }
+    if (rc == 0 && v > N_MIGRATIONS)
+        rc = set_err(st, SK_EDB,
+                     "sqlite %s: schema version %d is newer than this binary (%d); upgrade seckill",
+                     st->path, v, N_MIGRATIONS);
+    return rc;
+}
+
+static int open_sqlite(sk_store *st, const char *path)
+{
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
+        int rc = set_err(st, SK_EDB, "sqlite %s: cannot open: %s", path,
+                         st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        return rc;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    /* synchronous stays at its FULL default: an order the worker committed
+     * must survive a power cut (exactly-once persistence). */
+    /* Several processes opening a new file at once: the switch to WAL can
+     * fail busy without the busy handler being called; retry within the
+     * busy timeout. */
+    int64_t until = sk_mono_ms() + BUSY_TIMEOUT_MS;
+    int rc;
+    while ((rc = exec(st, "PRAGMA journal_mode=WAL", "enable WAL")) == SK_ETIMEDOUT &&
+           sk_mono_ms() < until)
+        sqlite3_sleep(5);
+    if (rc == 0) rc = exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
+    if (rc == 0) rc = migrate(st);
+    return rc;
+}
+
+static void sqlite_close(sk_store *st)
+{
+    for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
+        sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
+        st->sq[i] = NULL;
+    }
+    if (st->db) sqlite3_close_v2(st->db);
+    st->db = NULL;
+}
+
+static int sqlite_schema_version(sk_store *st, int *version)
+{
+    st->errstr[0] = 0;
+    return read_version(st, version);
+}
+
+static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
+                              "start_ms, end_ms, pay_timeout_s, state, created_ms, "
+                              "rl_per_user_per_s, rl_burst, segments";
+
+static void read_row(sqlite3_stmt *s, struct sk_activity *a)
+{
+    memset(a, 0, sizeof *a);
+    a->id = (uint64_t)sqlite3_column_int64(s, 0);
+    const unsigned char *name = sqlite3_column_text(s, 1);
+    int nl = sqlite3_column_bytes(s, 1);
+    if (name) snprintf(a->name, sizeof a->name, "%.*s", nl, (const char *)name);
+    a->stock = sqlite3_column_int64(s, 2);
+    a->stock_db = sqlite3_column_int64(s, 3);
+    a->per_user_limit = sqlite3_column_int64(s, 4);
+    a->max_per_order = sqlite3_column_int64(s, 5);
+    a->start_ms = sqlite3_column_int64(s, 6);
+    a->end_ms = sqlite3_column_int64(s, 7);
+    a->pay_timeout_s = sqlite3_column_int64(s, 8);
+    const unsigned char *state = sqlite3_column_text(s, 9);
+    if (state) snprintf(a->state, sizeof a->state, "%s", (const char *)state);
+    a->created_ms = sqlite3_column_int64(s, 10);
+    a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
+    a->rl_burst = sqlite3_column_int64(s, 12);
+    a->segments = sqlite3_column_int64(s, 13);
+}
+
+static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
+{
+    st->errstr[0] = 0;
+    struct sk_activity v = *a;
+    if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
+    char why[256];
+    if (sk_activity_validate(&v, why, sizeof why) < 0)
+        return set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
+                     " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
+                     " rl_per_user_per_s, rl_burst, segments)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)v.id);
+    sqlite3_bind_text(s, 2, v.name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, v.stock);
+    sqlite3_bind_int64(s, 4, v.stock);
+    sqlite3_bind_int64(s, 5, v.per_user_limit);
+    sqlite3_bind_int64(s, 6, v.max_per_order);
+    sqlite3_bind_int64(s, 7, v.start_ms);
+    sqlite3_bind_int64(s, 8, v.end_ms);
+    sqlite3_bind_int64(s, 9, v.pay_timeout_s);
+    sqlite3_bind_text(s, 10, v.state, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 11, v.created_ms);
+    sqlite3_bind_int64(s, 12, v.rl_per_user_per_s);
+    sqlite3_bind_int64(s, 13, v.rl_burst);
+    sqlite3_bind_int64(s, 14, v.segments);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "insert activity");
+        if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+{
+    st->errstr[0] = 0;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM activities WHERE id = ?", COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        read_row(s, out);
+    else if (step == SQLITE_DONE)
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    else
+        rc = db_err(st, "read activity");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *out = NULL;
+    *n = 0;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM activities ORDER BY id", COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    struct sk_activity *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct sk_activity *na = realloc(arr, ncap * sizeof *na);
+            if (!na) {
+                rc = set_err(st, SK_ENOMEM, "out of memory listing activities");
+                break;
+            }
+            arr = na;
+            cap = ncap;
+        }
+        read_row(s, &arr[len++]);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activities");
+    sqlite3_finalize(s);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    if (len == 0) {
+        free(arr);
+        arr = NULL;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+/* Runs a one-row UPDATE/DELETE bound to (text?, id); SK_ENOTFOUND when no
+ * row matched. */
+static int change_one(sk_store *st, const char *sql, const char *text, uint64_t id,
+                      const char *what)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    int i = 1;
+    if (text) sqlite3_bind_text(s, i++, text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, i, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = db_err(st, what);
+    else if (sqlite3_changes(st->db) == 0)
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *state)
+{
+    st->errstr[0] = 0;
+    if (!state || !sk_activity_state_valid(state))
+        return set_err(st, SK_EINVAL, "invalid activity state '%s'", state ? state : "(null)");
+    return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, id,
+                      "update activity state");
+}
+
+static int sqlite_activity_delete(sk_store *st, uint64_t id)
+{
+    st->errstr[0] = 0;
+    return change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+}
+
+/* ---- Orders ---------------------------------------------------------- */
+
+/* A kept statement, reset and unbound, ready to bind. */
+static int cached(sk_store *st, int which, sqlite3_stmt **out)
+{
+    if (!st->sq[which]) {
+        int rc = prepare(st, &st->sq[which], cached_sql[which]);
+        if (rc) return rc;
+    }
+    sqlite3_reset(st->sq[which]);
+    sqlite3_clear_bindings(st->sq[which]);
+    *out = st->sq[which];
+    return 0;
+}
+
+static const char ORDER_COLUMNS[] = "order_id, stream_id, activity_id, user_id, quantity, status, "
+                                    "created_ms, pay_deadline_ms, paid_ms, cancelled_ms";
+
+static int status_from_text(const unsigned char *t)
+{
+    if (!t) return -1;
+    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
+        if (!strcmp((const char *)t, sk_order_status_name(i))) return i;
+    return -1;
+}
+
+static void read_order(sqlite3_stmt *s, struct sk_order *o)
+{
+    memset(o, 0, sizeof *o);
+    const unsigned char *t = sqlite3_column_text(s, 0);
+    if (t) snprintf(o->order_id, sizeof o->order_id, "%s", (const char *)t);
+    t = sqlite3_column_text(s, 1);
+    if (t) snprintf(o->stream_id, sizeof o->stream_id, "%s", (const char *)t);
+    o->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
+    o->user_id = (uint64_t)sqlite3_column_int64(s, 3);
+    o->quantity = sqlite3_column_int64(s, 4);
+    o->status = status_from_text(sqlite3_column_text(s, 5));
+    o->created_ms = sqlite3_column_int64(s, 6);
+    o->pay_deadline_ms = sqlite3_column_int64(s, 7);
+    o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
+    o->cancelled_ms = sqlite3_column_int64(s, 9);
+}
+
+static int check_order(sk_store *st, const struct sk_order *o, size_t i)
+{
+    size_t il = strnlen(o->order_id, sizeof o->order_id);
+    size_t sl = strnlen(o->stream_id, sizeof o->stream_id);
+    if (il == 0 || il >= sizeof o->order_id)
+        return set_err(st, SK_EINVAL, "order %zu: empty or unterminated order id", i);
+    if (sl == 0 || sl >= sizeof o->stream_id)
+        return set_err(st, SK_EINVAL, "order %s: empty or unterminated stream id", o->order_id);
+    if (o->activity_id == 0 || o->activity_id > SK_ACTIVITY_ID_MAX)
+        return set_err(st, SK_EINVAL, "order %s: bad activity id", o->order_id);
+    if (o->quantity < 1)
+        return set_err(st, SK_EINVAL, "order %s: quantity %" PRId64 " < 1", o->order_id,
+                       o->quantity);
+    if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
+        return set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
+    return 0;
+}
+
+/* The activity's pay timeout in seconds into *secs; *found 0 (and the
+ * default timeout) when the activity row is absent. */
+static int pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_PAY_TIMEOUT, &s);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)aid);
+    int step = sqlite3_step(s);
+    *found = step == SQLITE_ROW;
+    *secs = *found ? sqlite3_column_int64(s, 0) : SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read pay timeout");
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* Records a failed conditional stock update of an inserted order: the DB
+ * stock seen now (NULL when there is no activity row) goes with it. */
+static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t now,
+                                struct sk_stock_failure *ff, size_t nth)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_READ_STOCK, &s);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)o->activity_id);
+    int step = sqlite3_step(s);
+    int has_row = step == SQLITE_ROW;
+    int64_t db_stock = has_row ? sqlite3_column_int64(s, 0) : 0;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read stock");
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (nth == 0) {
+        snprintf(ff->order_id, sizeof ff->order_id, "%s", o->order_id);
+        ff->aid = o->activity_id;
+        ff->qty = o->quantity;
+        ff->db_stock = db_stock;
+        ff->has_row = has_row;
+    }
+    if ((rc = cached(st, Q_INSERT_FAILURE, &s)) != 0) return rc;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_text(s, 3, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, o->quantity);
+    if (has_row)
+        sqlite3_bind_int64(s, 5, db_stock);
+    else
+        sqlite3_bind_null(s, 5);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "record stock failure");
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* Inserts one order and takes its stock; updates *res. */
+static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
+                       struct sk_persist_result *res, struct sk_stock_failure *ff)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_INSERT_ORDER, &s);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
+    sqlite3_bind_int64(s, 4, o->quantity);
+    sqlite3_bind_int64(s, 5, o->created_ms);
+    sqlite3_bind_int64(s, 6, o->created_ms + timeout_s * 1000);
+    sqlite3_bind_text(s, 7, o->stream_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "insert order");
+        set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
+    }
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 0) {
+        res->duplicates++;
+        return 0; /* re-delivered: its stock was taken the first time */
+    }
+    res->inserted++;
+    res->units += o->quantity;
+    if ((rc = cached(st, Q_TAKE_STOCK, &s)) != 0) return rc;
+    sqlite3_bind_int64(s, 1, o->quantity);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "take stock");
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 0) {
+        rc = record_stock_failure(st, o, now, ff, res->stock_failures);
+        res->stock_failures++;
+        res->units_unstocked += o->quantity;
+    }
+    return rc;
+}
+
+static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                                 struct sk_persist_result *res)
+{
+    st->errstr[0] = 0;
+    struct sk_persist_result r = {0};
+    if (res) *res = r;
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_order(st, &orders[i], i);
+        if (rc) return rc;
+    }
+    /* IMMEDIATE: take the write lock now (waiting up to the busy timeout)
+     * rather than fail mid-batch when a read lock cannot be upgraded. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin persist");
+    if (rc) return rc;
+    int64_t now = sk_wall_ms();
+    uint64_t last_aid = 0;
+    int64_t timeout_s = 0;
+    struct sk_stock_failure ff = {0};
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct sk_order *o = &orders[i];
+        if (o->activity_id != last_aid) {
+            int found;
+            rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
+            if (rc) break;
+            last_aid = o->activity_id;
+        }
+        rc = persist_one(st, o, timeout_s, now, &r, &ff);
+    }
+    if (rc == 0) rc = exec(st, "COMMIT", "commit persist");
+    if (rc) {
+        char why[sizeof st->errstr];
+        snprintf(why, sizeof why, "%s", st->errstr);
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
+        return rc;
+    }
+    if (r.stock_failures) sk_store_log_stock_failures(r.stock_failures, &ff);
+    if (res) *res = r;
+    return 0;
+}
+
+static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
+{
+    st->errstr[0] = 0;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM orders WHERE order_id = ?", ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        read_order(s, out);
+    else if (step == SQLITE_DONE)
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    else
+        rc = db_err(st, "read order");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* created -> to_status at now; *before is the status the order had (the
+ * conditional update decides, so of two racing transitions one wins). */
+static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "update order status");
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    if (sqlite3_changes(st->db) == 1) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    /* Not created any more (statuses never go back to created), or absent. */
+    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        *before = status_from_text(sqlite3_column_text(s, 0));
+    else if (step == SQLITE_DONE)
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    else
+        rc = db_err(st, "read order status");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+{
+    st->errstr[0] = 0;
+    int before = -1;
+    int rc = transition(st, order_id,
+                        "UPDATE orders SET status = 'paid', paid_ms = ?"
+                        " WHERE order_id = ? AND status = 'created'",
+                        now_ms, &before);
+    if (rc) return rc;
+    if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
+    if (before == SK_ORDER_CANCELLED)
+        return set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused", order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_PAID)
+        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+/* Gives the units of a cancelled order back to its activity's DB stock,
+ * capped at the initial stock (an activity row that is gone: nothing). */
+static int credit_stock(sk_store *st, const char *order_id)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE activities SET stock = min(stock_initial, stock +"
+                     " (SELECT quantity FROM orders WHERE order_id = ?1))"
+                     " WHERE id = (SELECT activity_id FROM orders WHERE order_id = ?1)");
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "give back DB stock");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* Rolls back the open transaction, keeping the error text of rc. */
+static int rollback_keeping_err(sk_store *st, int rc)
+{
+    char why[sizeof st->errstr];
+    snprintf(why, sizeof why, "%s", st->errstr);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    snprintf(st->errstr, sizeof st->errstr, "%s", why);
+    return rc;
+}
+
+static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
+{
+    st->errstr[0] = 0;
+    int before = -1;
+    /* The status change and the DB stock credit commit together (store.h),
+     * so the units go back exactly once, with the winning cancel. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin cancel");
+    if (rc) return rc;
+    rc = transition(st, order_id,
+                    "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
+                    " WHERE order_id = ? AND status = 'created'",
+                    now_ms, &before);
+    if (rc == 0 && before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit cancel");
+    if (rc) return rollback_keeping_err(st, rc);
+    if (prev_status) *prev_status = before;
+    if (before == SK_ORDER_PAID)
+        return set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_CANCELLED)
+        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+/* Runs s (bound already) and reads up to limit orders into out. */
+static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out, size_t *n)
+{
+    int step;
+    *n = 0;
+    while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
+        read_order(s, &out[(*n)++]);
+    if (*n < limit && step != SQLITE_DONE) return db_err(st, "read orders");
+    return 0;
+}
+
+static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                                 size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    char sql[320];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE status = 'created' AND pay_deadline_ms < ?"
+             " ORDER BY pay_deadline_ms LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
+                              struct sk_order *out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
+     * segmented one (docs/segments.md): a primary-key range scan between
+     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
+     * of another activity sorts after it). */
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
+    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
+    char sql[320];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE order_id > ? AND order_id < ? AND activity_id = ?"
+             " ORDER BY order_id LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, after && *after && strcmp(after, lo) > 0 ? after : lo, -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
+{
+    st->errstr[0] = 0;
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
+                     " WHERE activity_id = ? GROUP BY status");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        int k = status_from_text(sqlite3_column_text(s, 0));
+        if (k < 0) continue; /* the CHECK makes this impossible */
+        out->orders[k] = sqlite3_column_int64(s, 1);
+        out->units[k] = sqlite3_column_int64(s, 2);
+    }
+    if (step != SQLITE_DONE) rc = db_err(st, "count orders");
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    if ((rc = prepare(st, &s,
+                      "SELECT count(*), coalesce(sum(quantity), 0) FROM stock_failures"
+                      " WHERE activity_id = ?")) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        out->stock_failures = sqlite3_column_int64(s, 0);
+        out->stock_failure_units = sqlite3_column_int64(s, 1);
+    } else {
+        rc = db_err(st, "count stock failures");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                            const char *detail)
+{
+    st->errstr[0] = 0;
+    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
+        return set_err(st, SK_EINVAL, "audit kind empty or too long");
+    if (!detail) detail = "";
+    sqlite3_stmt *s;
+    int rc =
+        prepare(st, &s, "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
+    if (rc) return rc;
+    size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
+    sqlite3_bind_int64(s, 1, at_ms);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)activity_id);
+    sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, detail, (int)dl, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "insert audit row");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT id, at_ms, activity_id, kind, detail FROM audit"
+                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    struct sk_audit *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct sk_audit *na = realloc(arr, ncap * sizeof *na);
+            if (!na) {
+                rc = set_err(st, SK_ENOMEM, "out of memory listing audit rows");
+                break;
+            }
+            arr = na;
+            cap = ncap;
+        }
+        struct sk_audit *a = &arr[len++];
+        memset(a, 0, sizeof *a);
+        a->id = sqlite3_column_int64(s, 0);
+        a->at_ms = sqlite3_column_int64(s, 1);
+        a->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
+        const unsigned char *t = sqlite3_column_text(s, 3);
+        if (t) snprintf(a->kind, sizeof a->kind, "%s", (const char *)t);
+        t = sqlite3_column_text(s, 4);
+        if (t) snprintf(a->detail, sizeof a->detail, "%s", (const char *)t);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list audit rows");
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+{
+    st->errstr[0] = 0;
+    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, stock);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "set DB stock");
+        if (rc == SK_EINVAL)
+            set_err(st, rc, "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
+                    stock, id);
+    } else if (sqlite3_changes(st->db) == 0) {
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, "SELECT id FROM activities ORDER BY id");
+    if (rc) return rc;
+    uint64_t *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            uint64_t *na = realloc(arr, ncap * sizeof *na);
+            if (!na) {
+                rc = set_err(st, SK_ENOMEM, "out of memory listing activity ids");
+                break;
+            }
+            arr = na;
+            cap = ncap;
+        }
+        arr[len++] = (uint64_t)sqlite3_column_int64(s, 0);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activity ids");
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+/* ---- Payment timeout and reconciliation (store.h, migration 3) -------- */
+
+static int sqlite_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
+{
+    st->errstr[0] = 0;
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE orders SET released_ms = ? WHERE order_id = ?"
+                     " AND status = 'cancelled' AND released_ms IS NULL");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "mark order released");
+    sqlite3_finalize(s);
+    if (rc || sqlite3_changes(st->db) == 1) return rc;
+    /* Marked before, not cancelled, or absent. */
+    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        if (status_from_text(sqlite3_column_text(s, 0)) != SK_ORDER_CANCELLED)
+            rc = set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release",
+                         order_id);
+    } else if (step == SQLITE_DONE) {
+        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+    } else {
+        rc = db_err(st, "read order status");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_orders_unreleased(sk_store *st, const char *after, size_t limit,
+                                    struct sk_order *out, size_t *n)
+{
+    st->errstr[0] = 0;
+    *n = 0;
+    if (limit == 0) return 0;
+    char sql[320];
+    /* The WHERE repeats the partial index's condition, so the index is used. */
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM orders WHERE status = 'cancelled' AND released_ms IS NULL"
+             " AND order_id > ? ORDER BY order_id LIMIT ?",
+             ORDER_COLUMNS);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, after ? after : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    rc = read_orders(st, s, limit, out, n);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* DB stock, expected DB stock and initial stock of an activity, in one
+ * statement (one snapshot). */
+static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
+                       int64_t *initial)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
+                     " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
+                     " a.stock_initial FROM activities a WHERE a.id = ?");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        *stock = sqlite3_column_int64(s, 0);
+        *expected = sqlite3_column_int64(s, 1);
+        if (initial) *initial = sqlite3_column_int64(s, 2);
+    } else if (step == SQLITE_DONE) {
+        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    } else {
+        rc = db_err(st, "check DB stock");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+{
+    st->errstr[0] = 0;
+    return stock_check(st, id, stock, expected, NULL);
+}
+
+static int sqlite_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                                  int64_t *after)
+{
+    st->errstr[0] = 0;
+    /* IMMEDIATE: no persist or cancel can commit between the read of the
+     * orders and the write of the stock. */
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin DB stock repair");
+    if (rc) return rc;
+    int64_t stock = 0, expected = 0, initial = 0;
+    rc = stock_check(st, id, &stock, &expected, &initial);
+    if (rc == 0 && (expected < 0 || expected > initial))
+        rc = set_err(st, SK_ESTATE,
+                     "activity %" PRIu64 ": computed DB stock %" PRId64 " is outside 0..%" PRId64
+                     " (the DB holds more units than the initial stock)",
+                     id, expected, initial);
+    if (rc == 0 && stock != expected) {
+        sqlite3_stmt *s;
+        if ((rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) == 0) {
+            sqlite3_bind_int64(s, 1, expected);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+            if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "set DB stock");
+            sqlite3_finalize(s);
+        }
+        char detail[SK_STORE_AUDIT_DETAIL_MAX];
+        snprintf(detail, sizeof detail,
+                 "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
+                 " - units of orders not cancelled %" PRId64 ")",
+                 stock, expected, initial, initial - expected);
+        if (rc == 0) rc = sqlite_audit_add(st, now_ms, id, "repair_db_stock", detail);
+    }
+    if (rc == 0) rc = exec(st, "COMMIT", "commit DB stock repair");
+    if (rc) return rollback_keeping_err(st, rc);
+    if (before) *before = stock;
+    if (after) *after = expected;
+    return 0;
+}
+
+static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                                const char *audit_detail)
+{
+    st->errstr[0] = 0;
+    int rc = check_order(st, o, 0);
+    if (rc) return rc;
+    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
+        return set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
+                       o->order_id);
+    if ((rc = exec(st, "BEGIN IMMEDIATE", "begin order restore")) != 0) return rc;
+    int64_t timeout_s = 0;
+    int found;
+    rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
+    sqlite3_stmt *s = NULL;
+    if (rc == 0)
+        rc = prepare(st, &s,
+                     "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                     " created_ms, pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (rc == 0) {
+        int cancelled = o->status == SK_ORDER_CANCELLED;
+        sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
+        sqlite3_bind_int64(s, 4, o->quantity);
+        sqlite3_bind_text(s, 5, sk_order_status_name(o->status), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 6, o->created_ms);
+        sqlite3_bind_int64(s, 7, o->created_ms + timeout_s * 1000);
+        sqlite3_bind_text(s, 8, o->stream_id, -1, SQLITE_STATIC);
+        if (cancelled) {
+            sqlite3_bind_int64(s, 9, now_ms);
+            sqlite3_bind_int64(s, 10, now_ms);
+        } else {
+            sqlite3_bind_null(s, 9);
+            sqlite3_bind_null(s, 10);
+        }
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            rc = db_err(st, "restore order");
+            if (rc == SK_EEXIST) set_err(st, rc, "order %s already exists", o->order_id);
+        }
+        sqlite3_finalize(s);
+    }
+    if (rc == 0)
+        rc = sqlite_audit_add(st, now_ms, o->activity_id, "repair_restore_order",
+                              audit_detail ? audit_detail : o->order_id);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit order restore");
+    if (rc) return rollback_keeping_err(st, rc);
+    return 0;
+}
+
+/* The backend table (store_int.h); store.c dispatches through it. */
+static const struct sk_store_ops sqlite_ops = {
+    .name = "sqlite",
+    .close = sqlite_close,
+    .schema_version = sqlite_schema_version,
+    .activity_insert = sqlite_activity_insert,
+    .activity_get = sqlite_activity_get,
+    .activity_list = sqlite_activity_list,
+    .activity_set_state = sqlite_activity_set_state,
+    .activity_delete = sqlite_activity_delete,
+    .orders_persist = sqlite_orders_persist,
+    .order_get = sqlite_order_get,
+    .order_pay = sqlite_order_pay,
+    .order_cancel = sqlite_order_cancel,
+    .orders_expired = sqlite_orders_expired,
+    .orders_list = sqlite_orders_list,
+    .orders_count = sqlite_orders_count,
+    .audit_add = sqlite_audit_add,
+    .audit_list = sqlite_audit_list,
+    .activity_set_db_stock = sqlite_activity_set_db_stock,
+    .activity_ids = sqlite_activity_ids,
+    .order_mark_released = sqlite_order_mark_released,
+    .orders_unreleased = sqlite_orders_unreleased,
+    .db_stock_check = sqlite_db_stock_check,
+    .db_stock_repair = sqlite_db_stock_repair,
+    .order_restore = sqlite_order_restore,
+};
+
+int sk_store_sqlite_open(sk_store *st, const char *path)
+{
+    st->ops = &sqlite_ops;
+    return open_sqlite(st, path);
+}

@@ -1,0 +1,85 @@
+/* backend_env.h - the fixture the order-pipeline tests share: a fresh
+ * database on one backend (SQLite file or a fresh PostgreSQL database on
+ * the run's shared cluster) plus a Redis connection, and a macro that
+ * writes a behaviour once and registers it for both backends. */
+#ifndef SK_TEST_BACKEND_ENV_H
+#define SK_TEST_BACKEND_ENV_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/stock.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+#include "support/harness.h"
+
+struct sk_th_env {
+    int pg;         /* 0 SQLite, 1 PostgreSQL */
+    char dir[320];  /* a fresh temporary directory */
+    char path[400]; /* the SQLite file (SQLite only) */
+    char spec[420]; /* what sk_store_open and --db take */
+    char redis_url[160];
+    sk_store *st;
+    sk_redis *r;
+};
+
+/* Fresh database named file (SQLite: <dir>/<file>) or a fresh PostgreSQL
+ * database, and a connection to redis_url. Log level: warnings. */
+void sk_th_env_init(struct sk_th_env *e, int pg, const char *file, const char *redis_url);
+/* Opens e->spec and redis_url again (after sk_th_env_done, or a restart). */
+void sk_th_env_open(struct sk_th_env *e, const char *redis_url);
+void sk_th_env_done(struct sk_th_env *e);
+
+/* An activity in the store (state "open", pay_timeout_s as given) and
+ * preheated and open in Redis, with a window around now. */
+uint64_t sk_th_env_activity(struct sk_th_env *e, int64_t stock, int64_t limit, int64_t max_qty,
+                            int64_t pay_timeout_s);
+/* The same with its stock over `segments` segments (1: not segmented);
+ * preheated and opened in Redis only when preheat is set (else see
+ * sk_th_env_preheat_open). */
+uint64_t sk_th_env_activity_segs(struct sk_th_env *e, int64_t stock, int64_t limit, int64_t max_qty,
+                                 int64_t pay_timeout_s, int segments, int preheat);
+/* Preheats and opens the store's activity aid in Redis; checks the stock
+ * preheated and the segment count Redis then reports. */
+void sk_th_env_preheat_open(struct sk_th_env *e, uint64_t aid);
+
+/* An admitted purchase. */
+struct sk_th_bought {
+    char oid[SK_ORDER_ID_MAX];
+    uint64_t uid;
+    int64_t qty;
+};
+
+/* Users first..first+n-1 each buy 1 + (user % max_qty) units, `batch` at a
+ * time (one sk_stock_purchase_batch call each: a segmented activity's
+ * buyers go to their home segments, borrowing as needed). The admitted
+ * ones go to out (returned count), each admitted for the quantity asked;
+ * refusals other than sold out / insufficient fail the test. */
+size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, size_t n,
+                           int64_t max_qty, size_t batch, struct sk_th_bought *out);
+
+/* Drains every stream with the real order worker (once mode) as consumer;
+ * claim_idle_ms >= 0 overrides the worker's default (0 also takes over
+ * every entry another consumer left pending). */
+void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms);
+
+/* SK_BACKEND_TEST(prefix, file, name): static void name(struct sk_th_env *)
+ * runs as <prefix>_sqlite_<name> and <prefix>_pg_<name>. */
+#define SK_BACKEND_TEST(prefix, file, name)                                                        \
+    static void name(struct sk_th_env *e);                                                         \
+    SK_TEST(prefix##_sqlite_##name)                                                                \
+    {                                                                                              \
+        struct sk_th_env e;                                                                        \
+        sk_th_env_init(&e, 0, file, sk_th_redis_url());                                            \
+        name(&e);                                                                                  \
+        sk_th_env_done(&e);                                                                        \
+    }                                                                                              \
+    SK_TEST(prefix##_pg_##name)                                                                    \
+    {                                                                                              \
+        struct sk_th_env e;                                                                        \
+        sk_th_env_init(&e, 1, file, sk_th_redis_url());                                            \
+        name(&e);                                                                                  \
+        sk_th_env_done(&e);                                                                        \
+    }                                                                                              \
+    static void name(struct sk_th_env *e)
+
+#endif

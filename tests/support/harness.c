@@ -1,0 +1,524 @@
+/* harness.c - test runner, throwaway redis-servers, and CLI runner. */
+#include "support/harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "core/clock.h"
+#include "support/http_client.h"
+#include "tools/spawn/netutil.h"
+
+#define MAX_TESTS 512
+
+static struct {
+    const char *name, *file;
+    sk_test_fn fn;
+    int timeout_s; /* 0: the run's default */
+} tests[MAX_TESTS];
+static int ntests;
+static char root_dir[256];
+static struct sk_th_redis shared_redis;
+static unsigned tmp_counter, id_counter;
+
+void sk_test_register(const char *name, sk_test_fn fn, const char *file, int timeout_s)
+{
+    if (ntests < MAX_TESTS) {
+        tests[ntests].name = name;
+        tests[ntests].file = file;
+        tests[ntests].fn = fn;
+        tests[ntests].timeout_s = timeout_s;
+        ntests++;
+    }
+}
+
+void sk_th_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+int sk_th_free_port(void)
+{
+    int port = sk_net_free_port();
+    if (port < 0) sk_th_fail(__FILE__, __LINE__, "no free port: %s", strerror(errno));
+    return port;
+}
+
+const char *sk_th_tmpdir(void)
+{
+    static char path[320];
+    snprintf(path, sizeof path, "%s/t%d-%u", root_dir, (int)getpid(), tmp_counter++);
+    if (mkdir(path, 0777) < 0)
+        sk_th_fail(__FILE__, __LINE__, "mkdir %s: %s", path, strerror(errno));
+    chmod(path, 0777); /* servers that drop root (postgres) write here too */
+    return path;
+}
+
+uint64_t sk_th_unique_id(void)
+{
+    return (uint64_t)getpid() * 1000 + ++id_counter;
+}
+
+static int unit_only; /* --unit: no shared redis-server */
+
+const char *sk_th_redis_url(void)
+{
+    if (unit_only) sk_th_fail(__FILE__, __LINE__, "a unit test (--unit) asked for a redis-server");
+    return shared_redis.url;
+}
+
+const char *sk_th_seckill_bin(void)
+{
+    const char *b = getenv("SECKILL_BIN");
+    return b && *b ? b : "build/seckill";
+}
+
+static int redis_pings(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "PING");
+        /* any reply, even NOAUTH, means it is serving; LOADING (an AOF
+         * being replayed after a restart) means not yet */
+        ok = r != NULL && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+static void spawn_redis(struct sk_th_redis *s, const char *const *extra)
+{
+    char port[16], log[300];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    const char *argv[64] = {
+        "redis-server", "--port", port,        "--bind", "127.0.0.1",   "--dir", s->dir,
+        "--save",       "",       "--logfile", log,      "--daemonize", "no"};
+    int n = 13;
+    for (int i = 0; extra && extra[i] && n < 62; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    /* Wait for readiness (a condition, not a timed sleep), at most 10 s. */
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (!redis_pings(s->port)) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            sk_th_fail(__FILE__, __LINE__, "redis-server exited at start (see %s)", log);
+        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "redis-server not ready");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+}
+
+void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", sk_th_tmpdir());
+    s->port = sk_th_free_port();
+    spawn_redis(s, extra);
+}
+
+static void reap(struct sk_th_redis *s, int hard)
+{
+    if (s->pid <= 0) return;
+    kill(s->pid, hard ? SIGKILL : SIGTERM);
+    kill(s->pid, SIGCONT); /* a SIGSTOPped server must still die */
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra)
+{
+    reap(s, 0);
+    spawn_redis(s, extra);
+}
+
+void sk_th_redis_stop(struct sk_th_redis *s, int hard)
+{
+    reap(s, hard);
+}
+
+int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
+{
+    int pfd[2];
+    if (pipe(pfd) < 0) sk_th_fail(__FILE__, __LINE__, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        const char *argv[64] = {sk_th_seckill_bin()};
+        int n = 1;
+        for (int i = 0; args[i] && n < 63; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t len = 0;
+    ssize_t got;
+    char sink[4096];
+    while ((got = read(pfd[0], cap > len + 1 ? out + len : sink,
+                       cap > len + 1 ? cap - len - 1 : sizeof sink)) > 0)
+        if (cap > len + 1) len += (size_t)got;
+    close(pfd[0]);
+    if (cap) out[len] = 0;
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+uint64_t sk_th_rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sk_th_buyers(uint32_t *users, size_t n, uint32_t nusers, uint32_t nhot, uint32_t hot_reps,
+                  uint64_t *seed)
+{
+    if ((size_t)(nusers - nhot) + (size_t)nhot * hot_reps > n)
+        sk_th_fail(__FILE__, __LINE__, "sk_th_buyers: %zu attempts are too few", n);
+    size_t k = 0;
+    for (uint32_t u = nhot + 1; u <= nusers; u++)
+        users[k++] = u;
+    for (uint32_t u = 1; u <= nhot; u++)
+        for (uint32_t j = 0; j < hot_reps; j++)
+            users[k++] = u;
+    while (k < n)
+        users[k++] = 1 + (uint32_t)(sk_th_rng(seed) % nusers);
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(sk_th_rng(seed) % (i + 1));
+        uint32_t t = users[i];
+        users[i] = users[j];
+        users[j] = t;
+    }
+}
+
+static pid_t runner_pid;
+
+#define MAX_HOOKS 8
+static void (*before_hooks[MAX_HOOKS])(const char *name, const char *file);
+static void (*exit_hooks[MAX_HOOKS])(void);
+static int nhooks;
+
+void sk_th_add_hooks(void (*before_test)(const char *name, const char *file), void (*at_exit)(void))
+{
+    if (nhooks < MAX_HOOKS) {
+        before_hooks[nhooks] = before_test;
+        exit_hooks[nhooks++] = at_exit;
+    }
+}
+
+/* Runs at exit of the runner only: test children inherit the atexit hook
+ * and must not tear down the shared server when they fail. */
+void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra)
+{
+    memset(s, 0, sizeof *s);
+    const char *dir = sk_th_tmpdir();
+    s->port = sk_th_free_port();
+    snprintf(s->db, sizeof s->db, "sqlite:%s/serve.db", dir);
+    snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
+    const char *argv[64] = {sk_th_seckill_bin(), "serve",          "--listen", listen,
+                            "--redis",           redis_url,        "--db",     s->db,
+                            "--admin-token",     SK_TH_ADMIN_TOKEN};
+    int n = 10;
+    for (int i = 0; extra && extra[i] && n < 62; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (;;) {
+        char out[512];
+        const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        if (sk_th_http_raw(s->port, probe, sizeof probe - 1, out, sizeof out, 1000) &&
+            strncmp(out, "HTTP/1.1 200", 12) == 0)
+            return;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            sk_th_fail(__FILE__, __LINE__, "seckill serve exited at start (see %s)", s->log);
+        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "seckill serve not up");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int sk_th_serve_stop(struct sk_th_serve *s, int sig)
+{
+    if (s->pid <= 0) return -1;
+    kill(s->pid, sig);
+    int64_t deadline = sk_mono_ms() + 20000;
+    int st = 0;
+    while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
+        if (sk_mono_ms() > deadline) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            s->pid = 0;
+            sk_th_fail(__FILE__, __LINE__, "seckill serve did not stop within 20 s");
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    s->pid = 0;
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (code != 0) {
+        /* the caller's check will fail: show why serve thinks it failed */
+        fprintf(stderr, "# seckill serve exited %d; the end of its log:\n", code);
+        FILE *f = fopen(s->log, "r");
+        char line[512], tail[20][512];
+        int n = 0;
+        while (f && fgets(line, sizeof line, f))
+            snprintf(tail[n++ % 20], sizeof tail[0], "%s", line);
+        if (f) fclose(f);
+        for (int i = n > 20 ? n - 20 : 0; i < n; i++)
+            fprintf(stderr, "#   %s", tail[i % 20]);
+    }
+    return code;
+}
+
+static void cleanup(void)
+{
+    if (getpid() != runner_pid) return;
+    for (int i = nhooks - 1; i >= 0; i--)
+        if (exit_hooks[i]) exit_hooks[i]();
+    if (shared_redis.pid > 0) reap(&shared_redis, 1);
+    if (root_dir[0]) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root_dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root_dir);
+    }
+}
+
+static void on_signal(int sig)
+{
+    cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* One test running in its own child (its own process group, so a timeout
+ * kills whatever it started too), its output kept in a file until it ends
+ * so parallel tests do not interleave. */
+struct running {
+    int test, number;
+    pid_t pid;
+    int64_t t0, deadline;
+    char out[300];
+};
+
+static void start_test(struct running *r, int test, int number, int default_timeout_s)
+{
+    r->test = test;
+    r->number = number;
+    snprintf(r->out, sizeof r->out, "%s/out-%d.txt", root_dir, number);
+    for (int h = 0; h < nhooks; h++)
+        if (before_hooks[h]) before_hooks[h](tests[test].name, tests[test].file);
+    int timeout = tests[test].timeout_s > 0 ? tests[test].timeout_s : default_timeout_s;
+    r->t0 = sk_mono_ms();
+    r->deadline = r->t0 + (int64_t)timeout * 1000;
+    fflush(NULL);
+    pid_t runner = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != runner) _exit(1);
+        int fd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        tests[test].fn();
+        fflush(NULL);
+        _exit(0);
+    }
+    setpgid(pid, pid); /* also here: no race with a kill before the child ran */
+    r->pid = pid;
+}
+
+/* Prints the test's output and its verdict; returns 1 when it passed. */
+static int finish_test(struct running *r, int st, int timed_out)
+{
+    FILE *f = fopen(r->out, "r");
+    if (f) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, stdout);
+        fclose(f);
+        unlink(r->out);
+    }
+    int ok = !timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    const char *file = strrchr(tests[r->test].file, '/');
+    printf("%s %d - %s (%s, %lld ms)%s\n", ok ? "ok" : "not ok", r->number, tests[r->test].name,
+           file ? file + 1 : tests[r->test].file, (long long)(sk_mono_ms() - r->t0),
+           timed_out         ? " [timed out]"
+           : WIFSIGNALED(st) ? " [crashed]"
+                             : "");
+    return ok;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: seckill-tests [--unit] [-j N] [--timeout S] [--list] [FILTER]\n"
+                    "  FILTER      run the tests whose name or file contains it\n"
+                    "  --unit      only tests/unit/ (no server is started)\n"
+                    "  -j N        run N tests at once (default 1)\n"
+                    "  --timeout S a test running longer fails (default 300; a test may ask more)\n"
+                    "  --list      print the selected tests' names\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = NULL;
+    int jobs = 1, timeout_s = 300, list = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--unit"))
+            unit_only = 1;
+        else if (!strcmp(argv[i], "--list"))
+            list = 1;
+        else if (!strcmp(argv[i], "-j") && i + 1 < argc)
+            jobs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+            timeout_s = atoi(argv[++i]);
+        else if (argv[i][0] == '-')
+            return usage();
+        else
+            filter = argv[i];
+    }
+    if (jobs < 1 || jobs > 64 || timeout_s < 1) return usage();
+    int selected[MAX_TESTS], nsel = 0, skipped = 0;
+    for (int i = 0; i < ntests; i++) {
+        int match = !filter || strstr(tests[i].name, filter) || strstr(tests[i].file, filter);
+        if (match && unit_only && !strstr(tests[i].file, "/unit/")) match = 0;
+        if (match)
+            selected[nsel++] = i;
+        else
+            skipped++;
+    }
+    if (list) {
+        for (int i = 0; i < nsel; i++)
+            printf("%s\n", tests[selected[i]].name);
+        return 0;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(root_dir, sizeof root_dir, "/tmp/seckill-test-XXXXXX");
+    if (!mkdtemp(root_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    chmod(root_dir, 0777);
+    runner_pid = getpid();
+    atexit(cleanup);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if (!unit_only) sk_th_redis_start(&shared_redis, NULL);
+
+    struct running *run = calloc((size_t)jobs, sizeof *run);
+    int passed = 0, failed = 0, next = 0, active = 0;
+    while (next < nsel || active > 0) {
+        while (active < jobs && next < nsel) {
+            for (int k = 0; k < jobs; k++)
+                if (run[k].pid == 0) {
+                    start_test(&run[k], selected[next], next + 1, timeout_s);
+                    next++;
+                    active++;
+                    break;
+                }
+        }
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid > 0) {
+            for (int k = 0; k < jobs; k++)
+                if (run[k].pid == pid) {
+                    kill(-pid, SIGKILL); /* anything the test left behind */
+                    if (finish_test(&run[k], st, 0))
+                        passed++;
+                    else
+                        failed++;
+                    run[k].pid = 0;
+                    active--;
+                }
+            continue;
+        }
+        int64_t now = sk_mono_ms();
+        for (int k = 0; k < jobs; k++)
+            if (run[k].pid > 0 && now > run[k].deadline) {
+                kill(-run[k].pid, SIGKILL);
+                waitpid(run[k].pid, &st, 0);
+                finish_test(&run[k], st, 1);
+                failed++;
+                run[k].pid = 0;
+                active--;
+            }
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(run);
+    printf("%d passed, %d failed", passed, failed);
+    if (skipped) printf(", %d skipped", skipped);
+    printf("\n");
+    return failed ? 1 : 0;
+}

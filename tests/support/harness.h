@@ -1,0 +1,135 @@
+/* harness.h - the one test runner and its throwaway servers.
+ *
+ * SK_TEST(name) registers a test; the runner forks one child per test so a
+ * crash fails that test only, prints "ok"/"not ok" per test and a closing
+ * "N passed, N failed" line, and exits non-zero on any failure. A test that
+ * runs past its timeout is killed with everything it started (its process
+ * group) and fails. `-j N` runs N at once; `--unit` runs tests/unit/ only,
+ * without starting any server.
+ * A private redis-server (free port, temporary directory) is started once
+ * for the whole run; its URL is sk_th_redis_url(). Tests that must break a
+ * server start their own with sk_th_redis_start. Every spawned server dies
+ * with the process that started it (PR_SET_PDEATHSIG), even on a crash. */
+#ifndef SK_HARNESS_H
+#define SK_HARNESS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+typedef void (*sk_test_fn)(void);
+void sk_test_register(const char *name, sk_test_fn fn, const char *file, int timeout_s);
+
+/* SK_TEST_T(name, seconds): a test that needs longer than the run's
+ * per-test timeout (--timeout, default 300 s). */
+#define SK_TEST_T(name, timeout_s)                                                                 \
+    static void name(void);                                                                        \
+    __attribute__((constructor)) static void sk_reg_##name(void)                                   \
+    {                                                                                              \
+        sk_test_register(#name, name, __FILE__, timeout_s);                                        \
+    }                                                                                              \
+    static void name(void)
+#define SK_TEST(name) SK_TEST_T(name, 0)
+
+/* Fails the running test (prints where and why, exits the test's child). */
+void sk_th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) sk_th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                           \
+    } while (0)
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) sk_th_fail(__FILE__, __LINE__, __VA_ARGS__);                                  \
+    } while (0)
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long sk_a_ = (long long)(a), sk_b_ = (long long)(b);                                  \
+        if (sk_a_ != sk_b_)                                                                        \
+            sk_th_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a, #b, sk_a_,        \
+                       sk_b_);                                                                     \
+    } while (0)
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *sk_a_ = (a), *sk_b_ = (b);                                                     \
+        if (!sk_a_ || !sk_b_ || strcmp(sk_a_, sk_b_) != 0)                                         \
+            sk_th_fail(__FILE__, __LINE__, "CHECK_STR(%s, %s): \"%s\" != \"%s\"", #a, #b,          \
+                       sk_a_ ? sk_a_ : "(null)", sk_b_ ? sk_b_ : "(null)");                        \
+    } while (0)
+
+/* A private redis-server. */
+struct sk_th_redis {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char url[128];
+};
+
+/* Starts redis-server on a free port in a fresh temporary directory, with
+ * extra "--name value" arguments (NULL-terminated list, may be NULL), and
+ * waits until it answers PING. Fails the test when it cannot. */
+void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra);
+/* SIGKILL (hard) or SIGTERM, wait, remove the directory. */
+void sk_th_redis_stop(struct sk_th_redis *s, int hard);
+/* Restarts on the same port and directory (keeps AOF/RDB files). */
+void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra);
+
+/* URL of the run's shared redis-server. Tests use their own activity ids so
+ * they do not disturb each other. */
+const char *sk_th_redis_url(void);
+
+/* A fresh activity id no other test in this run uses. */
+uint64_t sk_th_unique_id(void);
+
+/* A fresh temporary directory (removed at exit of the runner). */
+const char *sk_th_tmpdir(void);
+
+/* A TCP port that was free a moment ago. */
+int sk_th_free_port(void);
+
+/* Runs the seckill binary (SECKILL_BIN) with args (NULL-terminated) and
+ * extra environment entries "K=V" (NULL-terminated, may be NULL); captures
+ * stdout+stderr into out (cap bytes, always terminated). Returns the exit
+ * code, or 128+signal. */
+int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
+
+/* A `seckill serve` process under test. */
+struct sk_th_serve {
+    pid_t pid;
+    int port;
+    char db[320];  /* sqlite:PATH of its store */
+    char log[320]; /* its stderr */
+};
+#define SK_TH_ADMIN_TOKEN "test-admin-token"
+
+/* Starts `seckill serve --listen 127.0.0.1:<free port> --redis redis_url
+ * --db sqlite:<tmp>/serve.db --admin-token SK_TH_ADMIN_TOKEN` plus extra
+ * args (NULL-terminated, may be NULL), and waits until /healthz answers.
+ * The server dies with the test (PR_SET_PDEATHSIG). */
+void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra);
+/* Sends sig (SIGTERM for a graceful stop) and waits at most 20 s; returns
+ * the exit code, or 128+signal. */
+int sk_th_serve_stop(struct sk_th_serve *s, int sig);
+
+/* splitmix64: a seeded PRNG, so a failing load can be replayed. */
+uint64_t sk_th_rng(uint64_t *state);
+
+/* n buyer ids for a load: users nhot+1..nusers once each, users 1..nhot
+ * hot_reps times each, the rest at random from 1..nusers, all shuffled.
+ * Requires (nusers - nhot) + nhot * hot_reps <= n. */
+void sk_th_buyers(uint32_t *users, size_t n, uint32_t nusers, uint32_t nhot, uint32_t hot_reps,
+                  uint64_t *seed);
+
+/* Path of the seckill binary under test. */
+const char *sk_th_seckill_bin(void);
+
+/* Hooks for server helpers in other files (pg_harness.c). before_test runs
+ * in the runner before each selected test is forked, so a server started
+ * there is shared by the tests that follow and dies with the runner;
+ * at_exit runs in the runner at its exit, before the temporary root is
+ * removed. Either may be NULL; at most 8 pairs. */
+void sk_th_add_hooks(void (*before_test)(const char *name, const char *file),
+                     void (*at_exit)(void));
+
+#endif

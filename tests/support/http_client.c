@@ -1,0 +1,150 @@
+/* http_client.c - blocking HTTP/1.1 test client. */
+#include "support/http_client.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support/harness.h"
+
+int sk_th_http_try_open(struct sk_th_http *c, int port)
+{
+    c->port = port;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval tv = {10, 0}; /* a hung server fails the test, not hangs it */
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(c->fd);
+        c->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void sk_th_http_open(struct sk_th_http *c, int port)
+{
+    if (sk_th_http_try_open(c, port) < 0)
+        sk_th_fail(__FILE__, __LINE__, "connect to %d: %s", port, strerror(errno));
+}
+
+void sk_th_http_close(struct sk_th_http *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads one response; 0 on success, -1 when the connection closed first. */
+static int read_response(int fd, struct sk_th_resp *r)
+{
+    char buf[16384];
+    size_t len = 0;
+    char *hend = NULL;
+    while (!hend) {
+        if (len == sizeof buf) return -1;
+        ssize_t n = recv(fd, buf + len, sizeof buf - len, 0);
+        if (n <= 0) return -1;
+        len += (size_t)n;
+        buf[len < sizeof buf ? len : sizeof buf - 1] = 0;
+        hend = memmem(buf, len, "\r\n\r\n", 4);
+    }
+    size_t hlen = (size_t)(hend - buf) + 4;
+    if (sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) return -1;
+    size_t copy = hlen < sizeof r->headers ? hlen : sizeof r->headers - 1;
+    for (size_t i = 0; i < copy; i++)
+        r->headers[i] = (char)tolower((unsigned char)buf[i]);
+    r->headers[copy] = 0;
+    long clen = 0;
+    const char *cl = strstr(r->headers, "\ncontent-length:");
+    if (cl) clen = strtol(cl + 16, NULL, 10);
+    if (clen < 0 || (size_t)clen >= sizeof r->body) return -1;
+    size_t have = len - hlen;
+    if (have > (size_t)clen) have = (size_t)clen; /* no pipelining in tests */
+    memcpy(r->body, buf + hlen, have);
+    while (have < (size_t)clen) {
+        ssize_t n = recv(fd, r->body + have, (size_t)clen - have, 0);
+        if (n <= 0) return -1;
+        have += (size_t)n;
+    }
+    r->body_len = have;
+    r->body[have] = 0;
+    return 0;
+}
+
+int sk_th_http_req(struct sk_th_http *c, const char *method, const char *path,
+                   const char *extra_headers, const char *body, struct sk_th_resp *r)
+{
+    char req[16384];
+    size_t blen = body ? strlen(body) : 0;
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n\r\n", method,
+                     path, extra_headers ? extra_headers : "", blen);
+    if (n < 0 || (size_t)n + blen >= sizeof req) sk_th_fail(__FILE__, __LINE__, "request too big");
+    memcpy(req + n, body ? body : "", blen);
+    memset(r, 0, sizeof *r);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (c->fd < 0 && sk_th_http_try_open(c, c->port) < 0) return 0;
+        if (write_all(c->fd, req, (size_t)n + blen) == 0 && read_response(c->fd, r) == 0)
+            return r->status;
+        sk_th_http_close(c);
+        memset(r, 0, sizeof *r);
+    }
+    return 0;
+}
+
+size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
+                      int timeout_ms)
+{
+    struct sk_th_http c;
+    if (sk_th_http_try_open(&c, port) < 0) return 0;
+    write_all(c.fd, bytes, len);
+    shutdown(c.fd, SHUT_WR);
+    size_t got = 0;
+    struct pollfd p = {.fd = c.fd, .events = POLLIN};
+    while (got + 1 < cap && poll(&p, 1, timeout_ms) > 0) {
+        ssize_t n = recv(c.fd, out + got, cap - got - 1, 0);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    if (cap) out[got] = 0;
+    sk_th_http_close(&c);
+    return got;
+}
+
+int sk_th_http_header(const struct sk_th_resp *r, const char *name, char *out, size_t cap)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "\n%s:", name);
+    const char *h = strstr(r->headers, pat);
+    if (!h) return -1;
+    h += strlen(pat);
+    while (*h == ' ')
+        h++;
+    size_t n = strcspn(h, "\r\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, h, n);
+    out[n] = 0;
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* test_num.c - strict decimal parsers (core/num.h) and stream ids
+ * (redis/stream_id.h). */
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/num.h"
+#include "redis/stream_id.h"
+#include "support/harness.h"
+
+#define U64(s, out) sk_num_u64((s), strlen(s), (out))
+
+SK_TEST(num_parsers_take_exact_decimals_and_refuse_everything_else)
+{
+    uint64_t u = 7;
+    CHECK_EQ(U64("0", &u), 0);
+    CHECK_EQ(u, 0);
+    CHECK_EQ(U64("007", &u), 0);
+    CHECK_EQ(u, 7);
+    CHECK_EQ(U64("18446744073709551615", &u), 0);
+    CHECK(u == UINT64_MAX);
+    const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1a", "18446744073709551616",
+                         "99999999999999999999", "000000000000000000001"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        u = 42;
+        CHECK_MSG(U64(bad[i], &u) == SK_EINVAL && u == 42, "accepted \"%s\"", bad[i]);
+    }
+    /* only [s, s+len) is read: the byte after the range does not count */
+    CHECK_EQ(sk_num_u64("123x", 3, &u), 0);
+    CHECK_EQ(u, 123);
+    CHECK_EQ(sk_num_u64(NULL, 0, &u), SK_EINVAL);
+
+    CHECK_EQ(sk_num_u64_canonical("1", 1, &u), 0);
+    CHECK_EQ(sk_num_u64_canonical("0", 1, &u), SK_EINVAL);
+    CHECK_EQ(sk_num_u64_canonical("01", 2, &u), SK_EINVAL);
+
+    int64_t i = 0;
+    CHECK_EQ(sk_num_i64("-9223372036854775807", 20, &i), 0);
+    CHECK(i == -INT64_MAX);
+    CHECK_EQ(sk_num_i64("9223372036854775807", 19, &i), 0);
+    CHECK(i == INT64_MAX);
+    CHECK_EQ(sk_num_i64("9223372036854775808", 19, &i), SK_EINVAL);
+    CHECK_EQ(sk_num_i64("-", 1, &i), SK_EINVAL);
+    CHECK_EQ(sk_num_i64("--1", 3, &i), SK_EINVAL);
+}
+
+SK_TEST(stream_ids_parse_and_order_as_redis_does)
+{
+    struct sk_sid a, b;
+    CHECK_EQ(sk_sid_parse("1700000000000-5", 15, &a), 0);
+    CHECK(a.ms == 1700000000000ULL && a.seq == 5);
+    CHECK_EQ(sk_sid_parse("1700000000000-10", 16, &b), 0);
+    CHECK(sk_sid_cmp(a, b) < 0 && sk_sid_cmp(b, a) > 0 && sk_sid_cmp(a, a) == 0);
+    CHECK_EQ(sk_sid_parse("1700000000001-0", 15, &b), 0);
+    CHECK(sk_sid_cmp(a, b) < 0); /* ms first, then seq */
+    const char *bad[] = {"", "-", "1-", "-1", "1", "a-1", "1-a", "1-2-3", "1--2"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        CHECK_MSG(sk_sid_parse(bad[k], strlen(bad[k]), &a) == SK_EINVAL, "accepted \"%s\"",
+                  bad[k]);
+}

@@ -1,0 +1,68 @@
+/* test_redis_url.c - the redis:// parser, fed bytes (no server). */
+#include <string.h>
+
+#include "core/error.h"
+#include "redis/redis_url.h"
+#include "support/harness.h"
+
+static struct sk_redis_url parse_ok(const char *s)
+{
+    struct sk_redis_url u;
+    char err[128] = "";
+    CHECK_MSG(sk_redis_url_parse(&u, s, strlen(s), err, sizeof err) == 0, "%s: %s", s, err);
+    return u;
+}
+
+SK_TEST(redis_url_parses_host_port_credentials_and_db)
+{
+    struct sk_redis_url u = parse_ok("redis://127.0.0.1");
+    CHECK_STR(u.host, "127.0.0.1");
+    CHECK_EQ(u.port, 6379);
+    CHECK_EQ(u.db, 0);
+    CHECK_STR(u.pass, "");
+    u = parse_ok("redis://alice:p%40ss@cache.local:7000/5");
+    CHECK_STR(u.user, "alice");
+    CHECK_STR(u.pass, "p@ss");
+    CHECK_STR(u.host, "cache.local");
+    CHECK_EQ(u.port, 7000);
+    CHECK_EQ(u.db, 5);
+    u = parse_ok("redis://:only-pass@h:1/");
+    CHECK_STR(u.user, "");
+    CHECK_STR(u.pass, "only-pass");
+    CHECK_EQ(u.port, 1);
+    u = parse_ok("redis://[::1]:6380");
+    CHECK_STR(u.host, "::1");
+    CHECK_EQ(u.port, 6380);
+}
+
+SK_TEST(redis_url_rejects_malformed_input_with_a_reason)
+{
+    const char *bad[] = {"",
+                         "http://h:1",
+                         "redis://",
+                         "redis://:6379",
+                         "redis://h:0",
+                         "redis://h:65536",
+                         "redis://h:12ab",
+                         "redis://h:1/x",
+                         "redis://h:1/-1",
+                         "redis://user@h",
+                         "redis://u:%zz@h",
+                         "redis://u:%4@h",
+                         "redis://[::1",
+                         "redis://h h:1",
+                         "redis://h:99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct sk_redis_url u;
+        char err[128] = "";
+        CHECK_MSG(sk_redis_url_parse(&u, bad[i], strlen(bad[i]), err, sizeof err) == SK_EINVAL,
+                  "accepted \"%s\"", bad[i]);
+        CHECK_MSG(err[0] != 0, "no reason for \"%s\"", bad[i]);
+    }
+    /* length is honoured: bytes past len are not read */
+    struct sk_redis_url u;
+    char err[64];
+    CHECK_EQ(sk_redis_url_parse(&u, "redis://h:12/3garbage", 12, err, sizeof err), 0);
+    CHECK_EQ(u.port, 12);
+    CHECK_EQ(u.db, 0);
+}

@@ -1,0 +1,60 @@
+/* test_router.c - route table matching, fed strings. */
+#include <string.h>
+
+#include "http/router.h"
+#include "support/harness.h"
+
+static struct sk_route_match match(const char *method, const char *path)
+{
+    struct sk_route_match m;
+    sk_router_match(method, strlen(method), path, strlen(path), &m);
+    return m;
+}
+
+SK_TEST(router_maps_every_contract_path_and_captures_ids)
+{
+    struct sk_route_match m = match("POST", "/api/v1/activities/1001/purchase");
+    CHECK_EQ(m.status, 200);
+    CHECK_EQ(m.route, SK_ROUTE_purchase);
+    CHECK_EQ(m.id, 1001);
+    m = match("GET", "/api/v1/activities/18446744073709551615");
+    CHECK_EQ(m.route, SK_ROUTE_activity);
+    CHECK(m.id == UINT64_MAX);
+    m = match("POST", "/api/v1/activities");
+    CHECK_EQ(m.route, SK_ROUTE_admin_create);
+    m = match("GET", "/api/v1/orders/1001-1700000000000-0?x=1");
+    CHECK_EQ(m.status, 200);
+    CHECK_EQ(m.route, SK_ROUTE_order_get);
+    CHECK_EQ(m.param_len, strlen("1001-1700000000000-0"));
+    CHECK(memcmp(m.param, "1001-1700000000000-0", m.param_len) == 0);
+    CHECK_EQ(match("POST", "/api/v1/orders/x/pay").route, SK_ROUTE_order_pay);
+    CHECK_EQ(match("GET", "/metrics").route, SK_ROUTE_metrics);
+    CHECK_EQ(match("GET", "/").route, SK_ROUTE_dashboard);
+    CHECK_EQ(match("GET", "/api/v1/activities/7/stats").route, SK_ROUTE_admin_stats);
+}
+
+SK_TEST(router_rejects_bad_ids_wrong_methods_and_unknown_paths)
+{
+    const char *bad_ids[] = {"/api/v1/activities/0/purchase",
+                             "/api/v1/activities/-1/purchase",
+                             "/api/v1/activities/abc/purchase",
+                             "/api/v1/activities/1.5/purchase",
+                             "/api/v1/activities/18446744073709551616/purchase",
+                             "/api/v1/activities/99999999999999999999999/purchase"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++)
+        CHECK_MSG(match("POST", bad_ids[i]).status == 400, "%s", bad_ids[i]);
+    struct sk_route_match m = match("GET", "/api/v1/activities/1/purchase");
+    CHECK_EQ(m.status, 405);
+    CHECK_STR(m.allow, "POST");
+    CHECK_EQ(match("DELETE", "/healthz").status, 405);
+    const char *unknown[] = {"",
+                             "/api",
+                             "/api/v1/activities/1/purchase/",
+                             "/api/v1/activities//purchase",
+                             "/api/v1/orders/",
+                             "/healthz/x",
+                             "//",
+                             "/api/v1/activities/1/buy"};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK_MSG(match("GET", unknown[i]).status == 404, "\"%s\"", unknown[i]);
+}

@@ -1,0 +1,293 @@
+/* pg_spawn.c - start and stop a private PostgreSQL server (see pg_spawn.h);
+ * the process plumbing is spawn.c's. */
+#include "tools/spawn/pg_spawn.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "core/error.h"
+#include "tools/spawn/netutil.h"
+#include "tools/spawn/spawn.h"
+
+#define SK_PG_SPAWN_MAX_SETTINGS 32
+#define SK_PG_SPAWN_MAX_ENV 256
+#define SK_PG_SPAWN_INITDB_MS 60000
+#define SK_PG_SPAWN_READY_MS 30000
+#define SK_PG_SPAWN_STOP_MS 15000
+/* A port that was free when probed can be taken before postgres binds it. */
+#define SK_PG_SPAWN_TRIES 5
+
+extern char **environ;
+
+/* Who runs the server: ourselves, or the postgres user when we are root. */
+struct sk_pg_who {
+    int drop;
+    uid_t uid;
+    gid_t gid;
+};
+
+#define fail(s, ...) sk_spawn_fail((s)->errstr, sizeof(s)->errstr, __VA_ARGS__)
+
+/* Major version from ".../postgresql/<v>/bin/postgres"; 0 when unparsable. */
+static long path_version(const char *path)
+{
+    const char *p = strstr(path, "/postgresql/");
+    return p ? strtol(p + 12, NULL, 10) : 0;
+}
+
+/* Directory of the server binaries: $SECKILL_PG_BIN, else the highest
+ * version under /usr/lib/postgresql (numerically: 9 < 15). */
+static int find_bindir(struct sk_pg_spawn *s, char *out, size_t cap)
+{
+    const char *env = getenv("SECKILL_PG_BIN");
+    if (env && *env) {
+        if ((size_t)snprintf(out, cap, "%s", env) >= cap)
+            return fail(s, SK_EINVAL, "SECKILL_PG_BIN too long");
+        return 0;
+    }
+    glob_t g;
+    if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0 || g.gl_pathc == 0)
+        return fail(s, SK_EIO,
+                    "no PostgreSQL server in /usr/lib/postgresql/*/bin "
+                    "(apt-get install postgresql, or set SECKILL_PG_BIN)");
+    size_t best = 0;
+    for (size_t i = 1; i < g.gl_pathc; i++)
+        if (path_version(g.gl_pathv[i]) > path_version(g.gl_pathv[best])) best = i;
+    size_t n = strlen(g.gl_pathv[best]) - strlen("/postgres");
+    int w = snprintf(out, cap, "%.*s", (int)n, g.gl_pathv[best]);
+    globfree(&g);
+    return w < 0 || (size_t)w >= cap ? fail(s, SK_EINVAL, "server path too long") : 0;
+}
+
+static int find_user(struct sk_pg_spawn *s, struct sk_pg_who *who)
+{
+    memset(who, 0, sizeof *who);
+    if (geteuid() != 0) return 0;
+    struct passwd *pw = getpwnam("postgres");
+    if (!pw)
+        return fail(s, SK_EIO,
+                    "running as root and there is no 'postgres' user to run the server as "
+                    "(the postgresql package creates it)");
+    who->drop = 1;
+    who->uid = pw->pw_uid;
+    who->gid = pw->pw_gid;
+    return 0;
+}
+
+/* A directory the server user owns (mode 0700, as postgres insists). */
+static int own_dir(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *path)
+{
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return fail(s, SK_EIO, "mkdir %s: %s", path, strerror(errno));
+    if (who->drop && chown(path, who->uid, who->gid) < 0)
+        return fail(s, SK_EIO, "chown %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* The environment of the server: ours without PGDATA and locale variables,
+ * plus LC_ALL=C. Built before fork (setenv is not safe in the child of a
+ * threaded process); pointers into environ, nothing allocated. */
+static void child_env(const char **envp, size_t cap)
+{
+    size_t n = 0;
+    for (char **e = environ; e && *e && n + 2 < cap; e++)
+        if (strncmp(*e, "PGDATA=", 7) && strncmp(*e, "LC_", 3) && strncmp(*e, "LANG=", 5))
+            envp[n++] = *e;
+    envp[n++] = "LC_ALL=C";
+    envp[n] = NULL;
+}
+
+/* How to run argv[0] (an absolute path) as the server user, stdout and
+ * stderr into log, in s->dir, with envp from child_env. A server gets a
+ * session of its own (a ^C at the terminal reaches us, and we stop it
+ * cleanly) and the parent-death signal. */
+static struct sk_spawn_cmd command(const struct sk_pg_spawn *s, const struct sk_pg_who *who,
+                                   const char *const *argv, const char **envp, const char *log,
+                                   int server)
+{
+    child_env(envp, SK_PG_SPAWN_MAX_ENV);
+    return (struct sk_spawn_cmd){.argv = argv,
+                                 .envp = envp,
+                                 .out = log,
+                                 .err = log,
+                                 .cwd = s->dir,
+                                 .flags = server ? SK_SPAWN_SESSION | SK_SPAWN_PDEATHSIG : 0,
+                                 .drop = who->drop,
+                                 .uid = who->uid,
+                                 .gid = who->gid};
+}
+
+/* The files of one server, under s->dir, and its port as text. */
+struct pg_paths {
+    char initdb[300], postgres[300], data[300], sock[300], initdb_log[300], log[300], port[16];
+};
+
+static void pg_paths(const struct sk_pg_spawn *s, const char *bindir, struct pg_paths *p)
+{
+    snprintf(p->initdb, sizeof p->initdb, "%s/initdb", bindir);
+    snprintf(p->postgres, sizeof p->postgres, "%s/postgres", bindir);
+    snprintf(p->data, sizeof p->data, "%s/data", s->dir);
+    snprintf(p->sock, sizeof p->sock, "%s/sock", s->dir);
+    snprintf(p->initdb_log, sizeof p->initdb_log, "%s/initdb.log", s->dir);
+    snprintf(p->log, sizeof p->log, "%s/postgres.log", s->dir);
+}
+
+static int run_initdb(struct sk_pg_spawn *s, const struct sk_pg_who *who, const struct pg_paths *p)
+{
+    const char *argv[] = {p->initdb, "-D", p->data, "-U",         "postgres",  "-A",
+                          "trust",   "-E", "UTF8",  "--locale=C", "--no-sync", "--no-instructions",
+                          NULL};
+    const char *envp[SK_PG_SPAWN_MAX_ENV];
+    struct sk_spawn_cmd cmd = command(s, who, argv, envp, p->initdb_log, 0);
+    pid_t pid;
+    int st, rc = sk_spawn_exec(&cmd, &pid, s->errstr, sizeof s->errstr);
+    if (rc < 0) return rc;
+    rc = sk_spawn_wait(&pid, NULL, NULL, SK_PG_SPAWN_INITDB_MS, 10, &st);
+    if (rc == SK_ETIMEDOUT) {
+        sk_spawn_stop(pid, SIGKILL, 1000);
+        return fail(s, SK_EIO, "initdb did not finish in %d ms", SK_PG_SPAWN_INITDB_MS);
+    }
+    if (rc < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        const char *logs[] = {p->initdb_log};
+        sk_spawn_exited("initdb", st, logs, 1, s->errstr, sizeof s->errstr);
+        return SK_EIO;
+    }
+    return 0;
+}
+
+/* Readiness: the server of conninfo *arg accepts connections. */
+static int accepts(void *conninfo)
+{
+    return PQping(conninfo) == PQPING_OK;
+}
+
+/* One attempt on s->port with argv (which points into p): 0 ready,
+ * SK_EEXIST port taken (retry on another), another negative code on
+ * anything else. */
+static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *const *argv,
+                      struct pg_paths *p)
+{
+    snprintf(p->port, sizeof p->port, "%d", s->port);
+    snprintf(s->conninfo, sizeof s->conninfo,
+             "host=127.0.0.1 port=%d dbname=postgres user=postgres connect_timeout=2", s->port);
+    const char *envp[SK_PG_SPAWN_MAX_ENV];
+    struct sk_spawn_cmd cmd = command(s, who, argv, envp, p->log, 1);
+    cmd.name = "postgres";
+    cmd.ready = accepts;
+    cmd.arg = s->conninfo;
+    cmd.ready_ms = SK_PG_SPAWN_READY_MS;
+    cmd.poll_ms = 5;
+    cmd.stop_sig = SIGINT; /* fast shutdown */
+    cmd.stop_ms = SK_PG_SPAWN_STOP_MS;
+    int rc = sk_spawn_start(&cmd, &s->pid, s->errstr, sizeof s->errstr);
+    if (rc == 0)
+        snprintf(s->url, sizeof s->url, "postgres://postgres@127.0.0.1:%d/postgres", s->port);
+    return rc;
+}
+
+int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
+{
+    memset(s, 0, sizeof *s);
+    struct pg_paths p; /* filled in once the directory exists */
+    const char *argv[16 + 2 * SK_PG_SPAWN_MAX_SETTINGS] = {
+        p.postgres, "-D", p.data, "-p", p.port, "-k", p.sock, "-c", "listen_addresses=127.0.0.1",
+        /* Shared memory in the data directory: nothing left behind in
+         * /dev/shm when a SIGKILL ends the server. */
+        "-c", "dynamic_shared_memory_type=mmap", "-c", "max_connections=200"};
+    int rc = sk_spawn_args(argv, 13, sizeof argv / sizeof *argv, "-c", settings,
+                           "postgres settings", s->errstr, sizeof s->errstr);
+    char bindir[240];
+    struct sk_pg_who who;
+    if (rc == 0) rc = find_bindir(s, bindir, sizeof bindir);
+    if (rc == 0) rc = find_user(s, &who);
+    if (rc == 0)
+        rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-pg", 32, s->errstr, sizeof s->errstr);
+    if (rc < 0) return rc;
+
+    pg_paths(s, bindir, &p);
+    rc = own_dir(s, &who, s->dir);
+    if (rc == 0) rc = own_dir(s, &who, p.sock);
+    if (rc == 0) rc = run_initdb(s, &who, &p);
+    if (rc == 0) {
+        rc = SK_EEXIST;
+        for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == SK_EEXIST; t++) {
+            s->port = sk_net_free_port();
+            if (s->port <= 0) {
+                rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
+                break;
+            }
+            rc = try_launch(s, &who, argv, &p);
+        }
+        if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
+    }
+    if (rc < 0) {
+        char keep[sizeof s->errstr];
+        memcpy(keep, s->errstr, sizeof keep);
+        sk_pg_spawn_stop(s);
+        memcpy(s->errstr, keep, sizeof keep);
+        return rc;
+    }
+    return 0;
+}
+
+int sk_pg_spawn_stop(struct sk_pg_spawn *s)
+{
+    sk_spawn_stop(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS); /* SIGINT: fast shutdown */
+    s->pid = 0;
+    int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
+    s->dir[0] = 0;
+    s->url[0] = 0;
+    s->conninfo[0] = 0;
+    s->port = 0;
+    return rc;
+}
+
+/* utime + stime of one process from /proc/<pid>/stat, and its parent. */
+static double proc_cpu(const char *pid, int *ppid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    /* "pid (comm) state ppid ...": comm may hold spaces, the last ')' ends
+     * it; utime and stime are the 12th and 13th fields after it. */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p ||
+        sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ppid, &ut, &st) != 3)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double sk_pg_spawn_cpu_seconds(const struct sk_pg_spawn *s)
+{
+    if (s->pid <= 0) return 0;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        int ppid = 0;
+        double c = proc_cpu(e->d_name, &ppid);
+        if (c >= 0 && (atoi(e->d_name) == (int)s->pid || ppid == (int)s->pid)) total += c;
+    }
+    closedir(d);
+    return total;
+}
