@@ -1,4 +1,4 @@
-/* bench_cluster.c - `seckill bench cluster` (issue 6): admissions per second
+/* bench_cluster.c - `seckill bench cluster`: admissions per second
  * of ONE hot activity on a single redis-server and on a 3-master Redis
  * Cluster with the activity's stock in 1, 3 and 8 segments
  * (docs/segments.md), same machine, same run, with the scaling ratio of

@@ -651,7 +651,7 @@ static void print_table(const struct report *R)
            R->rss_start, R->rss_idle, R->rss_peak, RSS_CONNS);
     if (ph[PH_WRK].ran && ph[PH_STATIC_GET].ran)
         printf("load generator vs wrk on nginx GET /: %.2f x wrk's req/s\n", R->load_vs_wrk);
-    printf("\ntargets (issue 3):\n");
+    printf("\ntargets:\n");
     if (R->have_nginx) {
         printf("  admission >= %.1f x static:        %.2f  %s\n", TARGET_ADMIT_RATIO,
                R->admit_ratio, met(R->t_admit));

@@ -49,7 +49,7 @@
 
 int sk_bench_persist(int argc, char **argv);
 
-/* Issue 4 targets, 2-core machine, batched. */
+/* Targets (BENCHMARKS.md), 2-core machine, batched. */
 #define TARGET_SQLITE_PER_S 10000.0
 #define TARGET_PG_PER_S 20000.0
 #define MAX_PG_SET 16

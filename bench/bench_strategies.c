@@ -1,5 +1,5 @@
 /* bench_strategies.c - `seckill bench strategies`: the seeds' comparison of
- * stock-deduction strategies, on this machine, in one run (SPEC section 8).
+ * stock-deduction strategies, on this machine, in one run (BENCHMARKS.md).
  *
  * Every strategy gets the same demand (the same list of purchase requests,
  * distinct users with some repeats, per-user limit 1, quantity 1), the same
@@ -78,7 +78,7 @@
 
 int sk_bench_strategies(int argc, char **argv);
 
-/* Issue 5's targets (2-core machine, same run). */
+/* Targets (BENCHMARKS.md) (2-core machine, same run). */
 #define SK_BENCH_TARGET_LUA_VS_DB 20.0
 #define SK_BENCH_TARGET_BATCH_VS_LUA 1.3
 
@@ -241,7 +241,7 @@ static int usage(FILE *f)
             "  --quick         small sizes (stock 500, 5000 requests, 16 conns, 4 s cap)\n"
             "  --stock N       units for sale (default 5000)\n"
             "  --requests N    purchase requests, the same list for every strategy\n"
-            "                  (default 100000: SPEC section 1, 5,000 units for 100,000)\n"
+            "                  (default 100000: 5,000 units for 100,000 buyers, the seeds' sale)\n"
             "  --users N       distinct users among them, N <= requests; the rest are\n"
             "                  repeats of random users (default 90%% of requests)\n"
             "  --conns N       client threads, each with its own connection, 1..128\n"
@@ -1448,7 +1448,7 @@ static void print_table(const struct sk_bench_sctx *c, const json_t *root)
     const char *names[][2] = {{"lua_vs_pg", "Redis+Lua / DB conditional update (PostgreSQL)"},
                               {"lua_vs_sqlite", "Redis+Lua / DB conditional update (SQLite)"},
                               {"batch_vs_lua", "Lua batched / Lua per request"}};
-    printf("\n  targets (issue 5):\n");
+    printf("\n  targets:\n");
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const json_t *x = json_object_get(t, names[i][0]);
         printf("  %-48s %6.2f x on requests/s (target >= %.1f): %s; %.2f x on sales/s\n",

@@ -324,7 +324,7 @@ static void sale_start(struct sale *s, sk_redis *r, pthread_t *th, int64_t stock
         CHECK_EQ(pthread_create(&th[i], NULL, buyer, s), 0);
 }
 
-/* Waits for the buyers and checks SPEC section 7 against what Redis holds:
+/* Waits for the buyers and checks the invariants (docs/design.md) against what Redis holds:
  * sold out exactly, stock + sum(buyers) == initial, nobody over the limit,
  * and every unit the buyers saw accepted is in Redis. */
 static void sale_check(struct sale *s, sk_redis *r, pthread_t *th)
@@ -523,7 +523,7 @@ static void hsale_start(struct hsale *s, struct sk_th_serve *v, sk_redis *r, pth
         CHECK_EQ(pthread_create(&th[i], NULL, http_buyer, s), 0);
 }
 
-/* SPEC 7 on what Redis holds (read with the blocking cluster client):
+/* The invariants (docs/design.md) on what Redis holds (read with the blocking cluster client):
  * sold out, stock + sum(buyers) == initial, nobody over the limit, one
  * stream entry per unit, every 200 is a unit held. */
 static void hsale_check(struct hsale *s, sk_redis *r, pthread_t *th, int64_t stock)

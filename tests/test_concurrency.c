@@ -1,4 +1,4 @@
-/* test_concurrency.c - SPEC section 7 invariants under real concurrency,
+/* test_concurrency.c - the invariants (docs/design.md) under real concurrency,
  * against the run's real redis-server:
  *   1  no oversell: admitted units == stock exactly, stock never < 0;
  *   3  the per-user limit holds across connections, retries and processes;
@@ -54,7 +54,7 @@
 #define MAX_BATCH 16
 #define RC_UNSET (-1000) /* an attempt no worker answered */
 
-/* The SPEC load: 8 processes x 50 connections, 20,000 attempts, 5,000 users. */
+/* The seeds' load: 8 processes x 50 connections, 20,000 attempts, 5,000 users. */
 #define BIG_PROCS 8
 #define BIG_THREADS 50
 #define BIG_ATTEMPTS 20000
@@ -704,7 +704,7 @@ struct big_figures {
     int64_t units, orders, ms, refused[SK_RC_COUNT_], mon_samples, mon_min;
 };
 
-/* The SPEC load (8 processes x 50 connections, 20,000 attempts from 5,000
+/* The seeds' load (8 processes x 50 connections, 20,000 attempts from 5,000
  * users, stock 1,000, limit 2) through the engine, with every invariant 1
  * and 3 check. */
 static void engine_big_load(struct big_figures *f)

@@ -1,4 +1,4 @@
-/* test_http_contract.c - SPEC section 4 (HTTP API v1) proved from outside:
+/* test_http_contract.c - the HTTP API v1 (README) proved from outside:
  * a real `seckill serve` process (sk_th_serve_start) over real sockets,
  * against the run's shared redis-server, with fresh activity ids per test.
  *
@@ -191,8 +191,8 @@ static void expect_status_at(const char *file, int line, int got, const struct s
 }
 #define EXPECT_STATUS(got, r, want) expect_status_at(__FILE__, __LINE__, (got), (r), (want))
 
-/* SPEC error shape: JSON {"error":code,"message":text}, application/json.
- * code NULL: any non-empty code (the SPEC does not name one). */
+/* The error shape: JSON {"error":code,"message":text}, application/json.
+ * code NULL: any non-empty code (the contract does not name one). */
 static void expect_error_at(const char *file, int line, int got, const struct sk_th_resp *r,
                             int want, const char *code)
 {
@@ -708,7 +708,7 @@ SK_TEST(activity_read_reports_scheduled_open_closed_and_ended)
     ready_act(&v, past, 9, 1, 1, W_PAST);
     create_act(&v, fresh, 4, 1, 1, W_NOW);
 
-    /* Every SPEC field, with its type, on a public (unauthenticated) read. */
+    /* Every contract field, with its type, on a public (unauthenticated) read. */
     EXPECT_STATUS(get_activity(&v, now, &r), &r, 200);
     CHECK_EQ(JINT(&r, "id"), now);
     JSTR(&r, "name", got);
@@ -808,7 +808,7 @@ SK_TEST(purchase_refusals_carry_their_code_and_change_no_stock)
     CHECK_EQ(remaining(&v, sold), 0);
     expect_stats(&v, sold, 0, 2, 1);
 
-    /* Not enough left for the quantity: also sold_out (SPEC has no other
+    /* Not enough left for the quantity: also sold_out (the contract has no other
      * code), and the unit left still sells. */
     ready_act(&v, lim, 3, 2, 2, W_NOW);
     EXPECT_STATUS(buy(&v, lim, 1, "{\"quantity\":2}", &r), &r, 200);
@@ -1001,7 +1001,7 @@ SK_TEST(body_over_64k_is_413_with_a_json_error_and_buys_nothing)
     }
     CHECK_EQ(remaining(&v, id), 9);
     expect_stats(&v, id, 9, 1, 1);
-    /* SPEC: every error body is {"error","message"} JSON. */
+    /* The contract: every error body is {"error","message"} JSON. */
     const char *b = strstr(out[1], "\r\n\r\n");
     CHECK(b != NULL);
     struct sk_th_resp rr = {.status = 413};

@@ -21,7 +21,7 @@
  *       RST, and HTTP/2 connections the server drops while their requests
  *       wait on a stopped Redis): no crash (ASan), the admission stands,
  *       stock accounting holds.
- * After each: SPEC 7 invariants on Redis (no oversell, per-user limit,
+ * After each: the invariants (docs/design.md) on Redis (no oversell, per-user limit,
  * stream length == orders, stock + sum(buyers) == initial), the server's
  * log holds no sanitizer report and no restarted worker, and it exits 0 on
  * SIGTERM. Servers run with --role api, so the stream keeps every order.
@@ -228,7 +228,7 @@ static int hc_read(int fd, struct hresp *r)
     return RD_OK;
 }
 
-/* The body must be the SPEC section 4 JSON: an accepted purchase with its
+/* The body must be the README's HTTP API JSON: an accepted purchase with its
  * order id, activity and quantity, or {"error","message"}. */
 static void parse_body(const struct hresp *h, uint64_t aid, struct rec *q)
 {
@@ -633,7 +633,7 @@ static void view_free(struct view *v)
     free(v->lg);
 }
 
-/* SPEC 7 on what Redis holds: no oversell, stock + sum(buyers) == initial,
+/* The invariants (docs/design.md) on what Redis holds: no oversell, stock + sum(buyers) == initial,
  * one stream entry per order, the per-user limit, and the buyers hash is
  * exactly the sum of each user's unreleased orders. */
 static void check_invariants(const struct view *v, int64_t initial, int64_t limit)

@@ -1,4 +1,4 @@
-/* test_http_malformed.c - the malformed-request corpus (issue 3, SPEC 4: "a
+/* test_http_malformed.c - the malformed-request corpus (README, HTTP API: "a
  * request never returns 5xx because of its input"): raw bytes on a real
  * socket of a real `seckill serve`.
  *

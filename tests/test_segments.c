@@ -169,7 +169,7 @@ static void check_buyers(sk_redis *r, uint64_t id, int segs, int64_t limit, int6
     }
 }
 
-/* SPEC section 7 over segments: nothing oversold or stranded, every
+/* The invariants (docs/design.md) over segments: nothing oversold or stranded, every
  * segment's own books balance, nothing in transit. */
 static void check_invariants(sk_redis *r, uint64_t id, int segs, int64_t initial, int64_t limit,
                              int64_t want_left)

@@ -172,7 +172,7 @@ static const char *fmt_time(int64_t ms, char *buf)
 
 /* ---- output ---- */
 
-/* The definition, plus the live figures when live != NULL (SPEC section 4
+/* The definition, plus the live figures when live != NULL (the README's HTTP API
  * names: stock_initial, stock_remaining, per_user_limit, start, end). */
 static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_state *live,
                              int64_t now)
@@ -204,7 +204,7 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
         /* Not preheated: no live figures rather than misleading zeros. */
         int e = live->exists;
         json_object_set_new(o, "stock_remaining", e ? json_integer(live->remaining) : json_null());
-        /* Units admitted over the sale's life (SPEC invariant 2:
+        /* Units admitted over the sale's life (invariant 2 of docs/design.md:
          * remaining + admitted - released = initial). */
         json_object_set_new(o, "admitted",
                             e ? json_integer(live->initial - live->remaining + live->released)

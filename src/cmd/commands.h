@@ -5,10 +5,10 @@
 #ifndef SK_COMMANDS_H
 #define SK_COMMANDS_H
 
-int sk_cli_activity(int argc, char **argv); /* cli_activity.c */
-int sk_cli_serve(int argc, char **argv);    /* serve.c */
-int sk_cli_demo(int argc, char **argv);     /* demo.c */
-int sk_cli_worker(int argc, char **argv);   /* cli_worker.c */
+int sk_cli_activity(int argc, char **argv);  /* cli_activity.c */
+int sk_cli_serve(int argc, char **argv);     /* serve.c */
+int sk_cli_demo(int argc, char **argv);      /* demo.c */
+int sk_cli_worker(int argc, char **argv);    /* cli_worker.c */
 int sk_cli_reconcile(int argc, char **argv); /* cli_reconcile.c */
 
 #endif

@@ -1,4 +1,4 @@
-/* keys.c - key naming (SPEC section 5; segments in docs/segments.md). */
+/* keys.c - key naming (the Redis data model of docs/design.md; segments in docs/segments.md). */
 #include "engine/keys.h"
 
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* auth.h - buyer identity and admin credentials (bytes in, no I/O).
  *
- * Two buyer modes (SPEC 4): `trusted-header` reads X-User-Id, `hmac` reads
+ * Two buyer modes (README, HTTP API): `trusted-header` reads X-User-Id, `hmac` reads
  * "Authorization: Bearer <user_id>.<expiry_unix>.<hex HMAC-SHA256>", where
  * the MAC covers the exact bytes "<user_id>.<expiry_unix>" and is 64
  * lowercase hex digits. Nothing here allocates; every parser reads at most

@@ -8,7 +8,7 @@
  * allocate. Nothing returned points into jansson memory: results are
  * copied into caller-owned structs, so the caller frees nothing.
  *
- * Rules shared by both bodies (SPEC 4): the body must be one JSON object
+ * Rules shared by both bodies (the README's HTTP API): the body must be one JSON object
  * (RFC 8259 via jansson: no trailing bytes, no comments, valid UTF-8, no
  * \u0000), nested at most SK_BODY_MAX_DEPTH deep; unknown fields are
  * ignored; a key appearing twice anywhere is refused (JSON parsers
@@ -71,7 +71,7 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
  * suffice. */
 int sk_body_json_escape(const char *s, size_t len, char *out, size_t cap);
 
-/* The SPEC error body {"error":"<code>","message":"<escaped msg>"} into
+/* The error body {"error":"<code>","message":"<escaped msg>"} into
  * out. Returns the length or SK_ENOMEM (as above). */
 int sk_body_error_json(const char *code, const char *message, char *out, size_t cap);
 

@@ -85,4 +85,3 @@ int sk_order_cancel(sk_store *st, sk_redis *r, const char *order_id, uint64_t us
                sk_store_errstr(st));
     return 0;
 }
-

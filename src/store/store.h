@@ -56,7 +56,7 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state);
 /* Deletes one activity. SK_ENOTFOUND when the id is absent. */
 int sk_store_activity_delete(sk_store *st, uint64_t id);
 
-/* ---- Orders (issue 4) ------------------------------------------------
+/* ---- Orders --------------------------------------------------------
  *
  * An order row is the durable copy of one admitted purchase (one entry of
  * the activity's Redis stream). Its id is the admission's order id

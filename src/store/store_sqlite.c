@@ -63,7 +63,7 @@ static const char *const migrations[] = {
     "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
     " created_ms INTEGER NOT NULL"
     ");",
-    /* 2: orders (issue 4). order_id is "<activity>-<stream id>": the primary
+    /* 2: orders. order_id is "<activity>-<stream id>": the primary
      * key makes persisting a re-delivered stream entry a no-op. WITHOUT
      * ROWID: the rows live in the primary-key b-tree, one b-tree write per
      * insert instead of two. No foreign key to activities: an order Redis

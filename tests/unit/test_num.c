@@ -19,8 +19,15 @@ SK_TEST(num_parsers_take_exact_decimals_and_refuse_everything_else)
     CHECK_EQ(u, 7);
     CHECK_EQ(U64("18446744073709551615", &u), 0);
     CHECK(u == UINT64_MAX);
-    const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1a", "18446744073709551616",
-                         "99999999999999999999", "000000000000000000001"};
+    const char *bad[] = {"",
+                         "-1",
+                         "+1",
+                         " 1",
+                         "1 ",
+                         "1a",
+                         "18446744073709551616",
+                         "99999999999999999999",
+                         "000000000000000000001"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         u = 42;
         CHECK_MSG(U64(bad[i], &u) == SK_EINVAL && u == 42, "accepted \"%s\"", bad[i]);
@@ -55,6 +62,5 @@ SK_TEST(stream_ids_parse_and_order_as_redis_does)
     CHECK(sk_sid_cmp(a, b) < 0); /* ms first, then seq */
     const char *bad[] = {"", "-", "1-", "-1", "1", "a-1", "1-a", "1-2-3", "1--2"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
-        CHECK_MSG(sk_sid_parse(bad[k], strlen(bad[k]), &a) == SK_EINVAL, "accepted \"%s\"",
-                  bad[k]);
+        CHECK_MSG(sk_sid_parse(bad[k], strlen(bad[k]), &a) == SK_EINVAL, "accepted \"%s\"", bad[k]);
 }

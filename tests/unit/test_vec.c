@@ -21,7 +21,8 @@ SK_TEST(vec_reserve_grows_from_empty_keeps_contents_and_doubles)
         v[n++] = (struct item){i, i * 3};
     }
     CHECK_EQ(cap, 1024); /* 16, 32, ... 1024: doubling, not one at a time */
-    for (uint64_t i = 0; i < 1000; i++) CHECK(v[i].a == i && v[i].b == i * 3);
+    for (uint64_t i = 0; i < 1000; i++)
+        CHECK(v[i].a == i && v[i].b == i * 3);
     /* enough room already: nothing moves */
     struct item *before = v;
     CHECK_EQ(SK_VEC_RESERVE(v, cap, 900, 16), 0);
