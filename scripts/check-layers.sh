@@ -43,6 +43,7 @@ for f in $(find src tools bench -name '*.[ch]' | sort); do
             [ "$layer" = cmd ] && { [ "$target" = tools ] || [ "$target" = bench ]; } && ok=1
         fi
         case "$inc" in
+        tools/*_int.h | bench/*_int.h) [ "$(dirname "$inc")" = "$dir" ] || ok=0 ;;
         *_int.h) [ "$(dirname "src/$inc")" = "$dir" ] || ok=0 ;;
         esac
         if [ $ok = 0 ]; then

@@ -21,7 +21,12 @@
  * units never exceed --expect-stock and equal it when the demand (distinct
  * answered users x units a user may take) covers it; no 5xx; no 400, 401,
  * 404, 405, 413 or 431 (the run was misconfigured: auth, activity, path);
- * no transport or protocol errors. Any violation makes the result fail. */
+ * no transport or protocol errors. Any violation makes the result fail.
+ *
+ * Files: load.c (the sub-command), load_opts.c (flags), load_engine.c
+ * (threads and epoll), load_records.c (accepted orders), load_verify.c
+ * (checks), load_report.c (output), http_resp.c (response parser),
+ * json_field.c (JSON lookup). */
 #ifndef SK_LOAD_H
 #define SK_LOAD_H
 #include <stddef.h>
@@ -31,6 +36,9 @@
 #include <jansson.h>
 
 #include "core/histogram.h"
+/* The response parser and the JSON lookup are part of this API. */
+#include "tools/load/http_resp.h"
+#include "tools/load/json_field.h"
 
 #define SK_LOAD_MAX_CONNS 10000
 #define SK_LOAD_MAX_THREADS 64
@@ -67,21 +75,12 @@ struct sk_load_opts {
     int64_t db_wait_ms; /* how long the order pipeline may take (default 30 s) */
 };
 
-/* One parsed response (pointers into the caller's buffer). */
-struct sk_load_resp {
-    int status;
-    int keep_alive; /* 0: the server closes after this response */
-    const char *body;
-    size_t body_len; /* decoded length; chunked bodies are decoded in place */
-    size_t consumed; /* bytes of the buffer this response used */
-};
-
 struct sk_load_code {
     char code[32];
     uint64_t n;
 };
 
-struct sk_load_records; /* accepted orders, private to load.c */
+struct sk_load_records; /* accepted orders, private to tools/load (load_int.h) */
 
 /* Result of a run. The caller owns the struct; sk_load_run fills it and
  * allocates the order records it points to: free with
@@ -153,22 +152,6 @@ json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *
  * sk_load_interrupt_reset. */
 void sk_load_interrupt(void);
 void sk_load_interrupt_reset(void);
-
-/* Incremental HTTP/1.1 response parser: status line, headers
- * (Content-Length, Transfer-Encoding: chunked, Connection), body. buf holds
- * what has arrived so far; eof says the peer closed. Returns 1 with *r
- * filled when a complete response is in buf, 0 when more bytes are needed,
- * or SK_EPROTO for something that is not HTTP. 1xx interim responses are
- * skipped (counted in consumed). Chunked bodies are decoded in place, which
- * is why buf is not const. */
-int sk_load_parse_response(char *buf, size_t len, int eof, int head, struct sk_load_resp *r);
-
-/* Value of a top-level key of a JSON object text (no allocation): for a
- * string the bytes between the quotes (escapes left as they are), for
- * anything else its raw text. Returns 0, SK_ENOTFOUND, or SK_EPROTO when
- * the text is not a JSON object. *is_str tells which (may be NULL). */
-int sk_load_json_field(const char *s, size_t n, const char *key, const char **v, size_t *vlen,
-                       int *is_str);
 
 /* `seckill load`: flags, run, report; exit 0, 1 on a violation, 2 on usage. */
 int sk_cli_load(int argc, char **argv);

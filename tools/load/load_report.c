@@ -1,0 +1,176 @@
+/* load_report.c - the result of a load run as a readable summary or as
+ * one JSON object (load.h). */
+#include <inttypes.h>
+#include <string.h>
+
+#include "tools/load/load_int.h"
+
+static void fmt_us(uint64_t us, char *out, size_t cap)
+{
+    if (us < 1000)
+        snprintf(out, cap, "%" PRIu64 " us", us);
+    else if (us < 1000000)
+        snprintf(out, cap, "%.2f ms", (double)us / 1e3);
+    else
+        snprintf(out, cap, "%.2f s", (double)us / 1e6);
+}
+
+void sk_load_print(FILE *f, const struct sk_load_opts *o, const struct sk_load_result *r)
+{
+    char path[600];
+    const char *id = strstr(o->path, "{id}");
+    if (id)
+        snprintf(path, sizeof path, "%.*s%" PRIu64 "%s", (int)(id - o->path), o->path, o->activity,
+                 id + 4);
+    else
+        snprintf(path, sizeof path, "%s", o->path);
+    fprintf(f, "seckill load: %s %s%s, %" PRId64 " connections, %" PRId64 " thread%s", o->method,
+            o->url, path, o->connections, o->threads, o->threads == 1 ? "" : "s");
+    if (o->rate > 0)
+        fprintf(f, ", open loop at %.0f req/s\n", o->rate);
+    else
+        fprintf(f, ", closed loop\n");
+    fprintf(f,
+            "  requests      %" PRIu64 " sent, %" PRIu64
+            " answered in %.3f s: %.0f req/s (stopped by %s)\n",
+            r->sent, r->completed, r->elapsed_s, r->rps, r->stopped_by);
+    fprintf(f, "  statuses     ");
+    for (int s = 0; s < 600; s++)
+        if (r->status[s]) fprintf(f, " %d: %" PRIu64, s, r->status[s]);
+    if (r->status_other) fprintf(f, " other: %" PRIu64, r->status_other);
+    if (!r->completed) fprintf(f, " (none)");
+    fputc('\n', f);
+    if (r->n_refusals || r->refusals_other) {
+        fprintf(f, "  refusals     ");
+        for (size_t i = 0; i < r->n_refusals; i++)
+            fprintf(f, " %s: %" PRIu64, r->refusals[i].code, r->refusals[i].n);
+        if (r->refusals_other) fprintf(f, " (no code): %" PRIu64, r->refusals_other);
+        fputc('\n', f);
+    }
+    fprintf(f,
+            "  accepted      %" PRIu64 " requests, %" PRIu64 " units; %" PRIu64
+            " distinct users answered\n",
+            r->accepted, r->accepted_units, r->distinct_users);
+    char p[6][24];
+    const double ps[] = {50, 90, 99, 99.9};
+    for (int i = 0; i < 4; i++)
+        fmt_us(sk_hist_percentile(&r->latency, ps[i]), p[i], sizeof p[i]);
+    fmt_us(r->latency.total ? r->latency.max : 0, p[4], sizeof p[4]);
+    fmt_us((uint64_t)sk_hist_mean(&r->latency), p[5], sizeof p[5]);
+    fprintf(f, "  latency       p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s%s)\n", p[0],
+            p[1], p[2], p[3], p[4], p[5], o->rate > 0 ? ", from intended send times" : "");
+    fprintf(f,
+            "  errors        connect %" PRIu64 ", closed %" PRIu64 ", timeout %" PRIu64
+            ", protocol %" PRIu64 "; reconnects %" PRIu64 "\n",
+            r->err_connect, r->err_closed, r->err_timeout, r->err_protocol, r->reconnects);
+    if (r->backlog_at_end)
+        fprintf(f, "  backlog       %" PRIu64 " due requests never found a free connection\n",
+                r->backlog_at_end);
+    if (r->ok) {
+        fprintf(f, "  verification  OK:");
+        if (r->order_check)
+            fprintf(f, " %" PRIu64 " unique order ids, at most %" PRId64 " units per user%s;",
+                    r->unique_orders, r->max_units_one_user,
+                    o->limit >= 0 ? " (limit respected)" : "");
+        if (o->expect_stock >= 0)
+            fprintf(f, " %" PRIu64 " of stock %" PRId64 " accepted%s;", r->accepted_units,
+                    o->expect_stock,
+                    r->demand_units >= (uint64_t)o->expect_stock ? " (sold out)" : "");
+        if (r->db_checked)
+            fprintf(f, " all %" PRIu64 " accepted orders in the DB with their user and quantity;",
+                    r->db_found);
+        fprintf(f, " no 5xx, no transport errors\n");
+    } else {
+        fprintf(f, "  verification  FAILED\n");
+        for (int i = 0; i < r->n_violations; i++)
+            fprintf(f, "    violation: %s\n", r->violations[i]);
+    }
+}
+
+json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *r)
+{
+    json_t *j = json_object(), *st = json_object(), *ref = json_object(), *lat = json_object(),
+           *errs = json_object(), *ver = json_object(), *vl = json_array();
+    if (!j || !st || !ref || !lat || !errs || !ver || !vl) {
+        json_decref(j);
+        json_decref(st);
+        json_decref(ref);
+        json_decref(lat);
+        json_decref(errs);
+        json_decref(ver);
+        json_decref(vl);
+        return NULL;
+    }
+    json_object_set_new(j, "url", json_string(o->url));
+    json_object_set_new(j, "method", json_string(o->method));
+    json_object_set_new(j, "path", json_string(o->path));
+    if (o->activity) json_object_set_new(j, "activity", json_integer((json_int_t)o->activity));
+    json_object_set_new(j, "mode", json_string(o->rate > 0 ? "open" : "closed"));
+    if (o->rate > 0) json_object_set_new(j, "rate", json_real(o->rate));
+    json_object_set_new(j, "connections", json_integer(o->connections));
+    json_object_set_new(j, "threads", json_integer(o->threads));
+    json_object_set_new(j, "sent", json_integer((json_int_t)r->sent));
+    json_object_set_new(j, "completed", json_integer((json_int_t)r->completed));
+    json_object_set_new(j, "duration_s", json_real(r->elapsed_s));
+    json_object_set_new(j, "rps", json_real(r->rps));
+    json_object_set_new(j, "stopped_by", json_string(r->stopped_by));
+    for (int s = 0; s < 600; s++)
+        if (r->status[s]) {
+            char k[16];
+            snprintf(k, sizeof k, "%d", s);
+            json_object_set_new(st, k, json_integer((json_int_t)r->status[s]));
+        }
+    if (r->status_other)
+        json_object_set_new(st, "other", json_integer((json_int_t)r->status_other));
+    json_object_set_new(j, "statuses", st);
+    for (size_t i = 0; i < r->n_refusals; i++)
+        json_object_set_new(ref, r->refusals[i].code, json_integer((json_int_t)r->refusals[i].n));
+    if (r->refusals_other)
+        json_object_set_new(ref, "(none)", json_integer((json_int_t)r->refusals_other));
+    json_object_set_new(j, "refusals", ref);
+    json_object_set_new(j, "accepted", json_integer((json_int_t)r->accepted));
+    json_object_set_new(j, "accepted_units", json_integer((json_int_t)r->accepted_units));
+    json_object_set_new(j, "distinct_users", json_integer((json_int_t)r->distinct_users));
+    const struct {
+        const char *k;
+        double p;
+    } ps[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        json_object_set_new(lat, ps[i].k,
+                            json_integer((json_int_t)sk_hist_percentile(&r->latency, ps[i].p)));
+    json_object_set_new(lat, "max",
+                        json_integer((json_int_t)(r->latency.total ? r->latency.max : 0)));
+    json_object_set_new(lat, "mean", json_real(sk_hist_mean(&r->latency)));
+    json_object_set_new(j, "latency_us", lat);
+    json_object_set_new(errs, "connect", json_integer((json_int_t)r->err_connect));
+    json_object_set_new(errs, "closed", json_integer((json_int_t)r->err_closed));
+    json_object_set_new(errs, "timeout", json_integer((json_int_t)r->err_timeout));
+    json_object_set_new(errs, "protocol", json_integer((json_int_t)r->err_protocol));
+    json_object_set_new(j, "transport_errors", errs);
+    json_object_set_new(j, "reconnects", json_integer((json_int_t)r->reconnects));
+    if (o->rate > 0)
+        json_object_set_new(j, "backlog_at_end", json_integer((json_int_t)r->backlog_at_end));
+    json_object_set_new(ver, "ok", json_boolean(r->ok));
+    json_object_set_new(ver, "order_check", json_boolean(r->order_check));
+    if (r->order_check) {
+        json_object_set_new(ver, "unique_orders", json_integer((json_int_t)r->unique_orders));
+        json_object_set_new(ver, "duplicate_orders", json_integer((json_int_t)r->duplicate_orders));
+        json_object_set_new(ver, "missing_orders", json_integer((json_int_t)r->missing_orders));
+        json_object_set_new(ver, "max_units_one_user", json_integer(r->max_units_one_user));
+        json_object_set_new(ver, "users_over_limit", json_integer((json_int_t)r->users_over_limit));
+    }
+    if (o->limit >= 0) json_object_set_new(ver, "limit", json_integer(o->limit));
+    if (o->expect_stock >= 0)
+        json_object_set_new(ver, "expect_stock", json_integer(o->expect_stock));
+    json_object_set_new(ver, "demand_units", json_integer((json_int_t)r->demand_units));
+    if (r->db_checked) {
+        json_object_set_new(ver, "db_found", json_integer((json_int_t)r->db_found));
+        json_object_set_new(ver, "db_missing", json_integer((json_int_t)r->db_missing));
+        json_object_set_new(ver, "db_mismatched", json_integer((json_int_t)r->db_mismatched));
+    }
+    for (int i = 0; i < r->n_violations; i++)
+        json_array_append_new(vl, json_string(r->violations[i]));
+    json_object_set_new(ver, "violations", vl);
+    json_object_set_new(j, "verification", ver);
+    return j;
+}
