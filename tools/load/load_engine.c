@@ -651,14 +651,15 @@ static int ensure_fds(int64_t need, char *err, size_t cap)
     if (rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur >= need) return 0;
     if (rl.rlim_max != RLIM_INFINITY && (int64_t)rl.rlim_max < need) {
         sk_load_set_err(err, cap,
-                "%" PRId64 " connections need %" PRId64 " file descriptors; the limit is %llu",
-                need - 64, need, (unsigned long long)rl.rlim_max);
+                        "%" PRId64 " connections need %" PRId64
+                        " file descriptors; the limit is %llu",
+                        need - 64, need, (unsigned long long)rl.rlim_max);
         return SK_EINVAL;
     }
     rl.rlim_cur = (rlim_t)need;
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
         sk_load_set_err(err, cap, "cannot raise the file descriptor limit to %" PRId64 ": %s", need,
-                strerror(errno));
+                        strerror(errno));
         return SK_EINVAL;
     }
     return 0;
@@ -872,6 +873,7 @@ int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *er
         r->stopped_by = "requests";
     sk_load_verify(o, r, contending);
     if (all_dead) sk_load_violation(r, "every connection failed (is the server up at %s?)", o->url);
-    if (oom) sk_load_violation(r, "out of memory while recording accepted orders: checks incomplete");
+    if (oom)
+        sk_load_violation(r, "out of memory while recording accepted orders: checks incomplete");
     return 0;
 }

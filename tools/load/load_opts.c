@@ -44,7 +44,8 @@ void sk_load_opts_defaults(struct sk_load_opts *o)
 static int parse_url(struct sk_load_opts *o, const char *url, char *err, size_t cap)
 {
     if (strncmp(url, "http://", 7) != 0) {
-        sk_load_set_err(err, cap, "--url must be http://HOST:PORT (https is not supported): '%s'", url);
+        sk_load_set_err(err, cap, "--url must be http://HOST:PORT (https is not supported): '%s'",
+                        url);
         return SK_EINVAL;
     }
     const char *h = url + 7, *colon = strchr(h, ':');
@@ -66,7 +67,8 @@ static int parse_url(struct sk_load_opts *o, const char *url, char *err, size_t 
     while (*pe >= '0' && *pe <= '9')
         pe++;
     if (pe == ps || pe - ps > 5 || (*pe && strcmp(pe, "/") != 0)) {
-        sk_load_set_err(err, cap, "--url must be http://HOST:PORT (use --path for the path): '%s'", url);
+        sk_load_set_err(err, cap, "--url must be http://HOST:PORT (use --path for the path): '%s'",
+                        url);
         return SK_EINVAL;
     }
     memcpy(port, ps, (size_t)(pe - ps));
@@ -125,9 +127,9 @@ int sk_load_opts_check(struct sk_load_opts *o, char *err, size_t cap)
         }
     if (o->connections < 1 || o->connections > SK_LOAD_MAX_CONNS || o->threads < 1 ||
         o->threads > SK_LOAD_MAX_THREADS || o->threads > o->connections) {
-        sk_load_set_err(err, cap,
-                "--connections must be 1..%d and --threads 1..%d, at most one per connection",
-                SK_LOAD_MAX_CONNS, SK_LOAD_MAX_THREADS);
+        sk_load_set_err(
+            err, cap, "--connections must be 1..%d and --threads 1..%d, at most one per connection",
+            SK_LOAD_MAX_CONNS, SK_LOAD_MAX_THREADS);
         return SK_EINVAL;
     }
     if (o->duration_ms < 1 || o->duration_ms > 3600000 || o->requests < 0 || o->timeout_ms < 1) {

@@ -45,9 +45,10 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
     uint64_t transport = r->err_connect + r->err_closed + r->err_timeout + r->err_protocol;
     if (transport)
         sk_load_violation(r,
-                  "%" PRIu64 " transport errors (connect %" PRIu64 ", closed %" PRIu64
-                  ", timeout %" PRIu64 ", protocol %" PRIu64 ")",
-                  transport, r->err_connect, r->err_closed, r->err_timeout, r->err_protocol);
+                          "%" PRIu64 " transport errors (connect %" PRIu64 ", closed %" PRIu64
+                          ", timeout %" PRIu64 ", protocol %" PRIu64 ")",
+                          transport, r->err_connect, r->err_closed, r->err_timeout,
+                          r->err_protocol);
     uint64_t s5 = r->status_other;
     for (int s = 500; s < 600; s++)
         s5 += r->status[s];
@@ -58,14 +59,16 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
                    r->status[413] + r->status[431];
     if (bad)
         sk_load_violation(r,
-                  "%" PRIu64 " requests were refused as malformed, unauthorized or not found "
-                  "(400/401/404/405/413/431: check --auth, --activity, --path)",
-                  bad);
+                          "%" PRIu64
+                          " requests were refused as malformed, unauthorized or not found "
+                          "(400/401/404/405/413/431: check --auth, --activity, --path)",
+                          bad);
     if (r->order_check) {
         struct sk_load_records *rs = r->rec;
         size_t n = rs ? rs->n : 0;
         if (r->missing_orders)
-            sk_load_violation(r, "%" PRIu64 " 200 responses carried no order_id", r->missing_orders);
+            sk_load_violation(r, "%" PRIu64 " 200 responses carried no order_id",
+                              r->missing_orders);
         if (n > 1) {
             sort_recs = rs;
             qsort(rs->v, n, sizeof *rs->v, cmp_oid);
@@ -76,9 +79,10 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
                     if (first == n) first = i;
                 }
             if (r->duplicate_orders)
-                sk_load_violation(r, "%" PRIu64 " duplicate order ids (e.g. \"%.*s\")", r->duplicate_orders,
-                          (int)(rs->v[first].oid_len > 80 ? 80 : rs->v[first].oid_len),
-                          rs->arena + rs->v[first].oid_off);
+                sk_load_violation(r, "%" PRIu64 " duplicate order ids (e.g. \"%.*s\")",
+                                  r->duplicate_orders,
+                                  (int)(rs->v[first].oid_len > 80 ? 80 : rs->v[first].oid_len),
+                                  rs->arena + rs->v[first].oid_off);
         }
         r->unique_orders = n - r->duplicate_orders;
         /* units per user, from the accepted answers */
@@ -103,9 +107,9 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
             }
             if (r->users_over_limit)
                 sk_load_violation(r,
-                          "%" PRIu64 " users got more than the limit of %" PRId64 " (user %" PRIu64
-                          " got %" PRId64 ")",
-                          r->users_over_limit, o->limit, worst_uid, worst);
+                                  "%" PRIu64 " users got more than the limit of %" PRId64
+                                  " (user %" PRIu64 " got %" PRId64 ")",
+                                  r->users_over_limit, o->limit, worst_uid, worst);
         }
     }
     /* demand: every fresh user that got 200 or sold_out could take Q units
@@ -118,12 +122,12 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
         uint64_t sellable = stock - stock % (uint64_t)o->quantity;
         if (r->accepted_units > stock)
             sk_load_violation(r, "oversold: %" PRIu64 " units accepted, stock is %" PRIu64,
-                      r->accepted_units, stock);
+                              r->accepted_units, stock);
         else if (r->demand_units >= stock && r->accepted_units < sellable)
             sk_load_violation(r,
-                      "undersold: %" PRIu64 " units accepted of %" PRIu64
-                      " while the demand was at least %" PRIu64,
-                      r->accepted_units, sellable, r->demand_units);
+                              "undersold: %" PRIu64 " units accepted of %" PRIu64
+                              " while the demand was at least %" PRIu64,
+                              r->accepted_units, sellable, r->demand_units);
     }
 }
 /* ---- the database check (--db) ---- */
@@ -156,9 +160,9 @@ int sk_load_check_db(const struct sk_load_opts *o, struct sk_load_result *r, cha
         } else if (rc == 0) {
             r->db_mismatched++;
             sk_load_violation(r,
-                      "order %s in the DB is user %" PRIu64 " x%" PRId64
-                      ", the 200 said user %" PRIu64 " x%" PRId64,
-                      oid, row.user_id, row.quantity, e->uid, e->qty);
+                              "order %s in the DB is user %" PRIu64 " x%" PRId64
+                              ", the 200 said user %" PRIu64 " x%" PRId64,
+                              oid, row.user_id, row.quantity, e->uid, e->qty);
         } else {
             r->db_missing++;
             if (r->db_missing <= 3) sk_load_violation(r, "accepted order %s is not in the DB", oid);
