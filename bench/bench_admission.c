@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "bench/bench.h"
+#include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -1039,12 +1039,13 @@ enum {
     PH_COUNT
 };
 
-static int bench_admission(int argc, char **argv)
+/* Entry point (argv[0] is "admission"). */
+int sk_bench_admission(int argc, char **argv)
 {
     struct sk_bench_opts o = {
         .stock = 200000, .users = 300000, .batch = 32, .pipeline = 16, .conns = 4, .duration_s = 5};
     int help = 0;
-    int urc = parse_opts(argc, argv, &o, &help);
+    int urc = parse_opts(argc - 1, argv + 1, &o, &help);
     if (urc) return urc;
     if (help) return usage(stdout);
 
@@ -1173,35 +1174,4 @@ done:
     free(ph);
     if (spawned && sk_redis_spawn_stop(&sp) < 0) fprintf(stderr, "seckill: bench: %s\n", sp.errstr);
     return exit_code;
-}
-
-int sk_bench_http(int argc, char **argv);       /* bench/bench_http.c */
-int sk_bench_persist(int argc, char **argv);    /* bench/bench_persist.c */
-int sk_bench_strategies(int argc, char **argv); /* bench/bench_strategies.c */
-int sk_bench_cluster(int argc, char **argv);    /* bench/bench_cluster.c */
-
-int sk_cli_bench(int argc, char **argv)
-{
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-        !strcmp(argv[1], "help")) {
-        FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(
-            f,
-            "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
-            "  admission   purchase and purchase_batch scripts against Redis\n"
-            "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
-            "  http        seckill serve vs a static responder (nginx) over HTTP\n"
-            "  persist     order worker: Redis stream -> SQLite, orders/s\n"
-            "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
-            "\n`seckill bench <benchmark> --help` for its options.\n");
-        return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
-    }
-    if (!strcmp(argv[1], "admission")) return bench_admission(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "http")) return sk_bench_http(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "persist")) return sk_bench_persist(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "strategies")) return sk_bench_strategies(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "cluster")) return sk_bench_cluster(argc - 1, argv + 1);
-    return sk_cli_usage_error(
-        "bench: unknown benchmark '%s' (available: admission, cluster, http, persist, strategies)",
-        argv[1]);
 }

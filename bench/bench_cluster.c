@@ -37,6 +37,7 @@
 #include <hiredis.h>
 #include <jansson.h>
 
+#include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -1048,8 +1049,6 @@ done:
         fprintf(stderr, "seckill: bench cluster: %s\n", c->cl.errstr);
     return rc;
 }
-
-int sk_bench_cluster(int argc, char **argv);
 
 /* Entry point (argv[0] is "cluster"). */
 int sk_bench_cluster(int argc, char **argv)

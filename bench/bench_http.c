@@ -40,6 +40,7 @@
 
 #include <jansson.h>
 
+#include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -61,8 +62,6 @@
 #define RSS_CONNS 1000
 #define READY_MS 15000
 #define STOP_MS 10000
-
-int sk_bench_http(int argc, char **argv);
 
 struct opts {
     double duration_s;

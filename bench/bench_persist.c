@@ -34,6 +34,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -46,8 +47,6 @@
 #include "store/store.h"
 #include "tools/spawn/pg_spawn.h"
 #include "tools/spawn/redis_spawn.h"
-
-int sk_bench_persist(int argc, char **argv);
 
 /* Targets (BENCHMARKS.md), 2-core machine, batched. */
 #define TARGET_SQLITE_PER_S 10000.0
