@@ -1,5 +1,7 @@
 /* order_worker.c - Redis order streams -> the store, exactly once (see
- * order_worker.h for the protocol), and `seckill worker`.
+ * order_worker.h for the protocol): the worker's life and its batches.
+ * Which streams it follows, and their trimming, is order_streams.c
+ * (order_worker_int.h).
  *
  * A pass over the followed activities:
  *   1. re-list activities (new ones get a consumer group per stream -- one
@@ -29,37 +31,20 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/num.h"
+#include "core/vec.h"
 #include "engine/activity.h"
-#include "engine/keys.h"
-#include "engine/segment.h"
-#include "redis/redis_conn.h"
-#include "store/store.h"
+#include "orders/order_worker_int.h"
+#include "redis/stream_id.h"
 
 #define DB_ATTEMPTS 5    /* store attempts per batch before leaving it pending */
 #define ONCE_FAILURES 10 /* consecutive failed passes before --once gives up (~10 s) */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
-#define TRIM_EVERY_MS 1000
-#define ID_MAX 48 /* "<ms>-<seq>" */
-
-/* One followed order stream: an unsegmented activity's, or one segment's
- * (k.seg >= 0; k.label "<ID>.<seg>" prefixes its order ids). */
-struct stream {
-    uint64_t aid; /* the activity's numeric id, also the entries' aid field */
-    struct sk_keys k;
-    int group_ready;
-    int history_due;           /* re-read this consumer's own pending entries */
-    char history_from[ID_MAX]; /* where the history pass continues */
-    char claim_cursor[ID_MAX]; /* XAUTOCLAIM cursor, "0-0" at the start */
-    int64_t next_claim_ms, next_trim_ms;
-    int seen;     /* mark for the re-list */
-    int segcheck; /* base stream of an activity that may still turn out segmented */
-};
 
 enum { FROM_NEW, FROM_HISTORY, FROM_CLAIM };
 
 /* One fetched stream entry; id and fields point into the reply. */
-struct entry {
+struct worker_entry {
     size_t si;
     const char *id;
     size_t idlen;
@@ -70,38 +55,7 @@ struct entry {
     size_t oi; /* index in w->orders when valid */
 };
 
-struct counters {
-    _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
-        acked, trimmed, deleted, db_errors, redis_errors, activities;
-};
-
-struct sk_worker {
-    struct sk_worker_opts o;
-    char *redis_url, *db_spec;
-    char consumer[SK_WORKER_CONSUMER_MAX];
-    sk_redis *r;
-    sk_store *st;
-    struct stream *s;
-    size_t ns, scap;
-    int64_t next_relist_ms;
-    atomic_int stop;
-    struct counters c;
-    char errstr[512];
-    /* Fetch scratch, grown as needed. */
-    struct entry *e;
-    struct sk_order *orders;
-    size_t ecap;
-    const char **argv;
-    size_t *lens;
-    size_t acap;
-    /* Test-only fault points (SECKILL_TEST_CRASH_*): the transaction number
-     * at which to _exit(9), 0 = never. */
-    uint64_t crash_before, crash_after, txns;
-    int redis_down; /* logged once per outage */
-};
-
-static void set_err(sk_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(sk_worker *w, const char *fmt, ...)
+void sk_worker_set_err(sk_worker *w, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -109,7 +63,7 @@ static void set_err(sk_worker *w, const char *fmt, ...)
     va_end(ap);
 }
 
-#define INC(field, n) atomic_fetch_add(&w->c.field, (uint64_t)(n))
+#define INC(field, n) SK_WORKER_INC(w, field, n)
 
 void sk_worker_opts_init(struct sk_worker_opts *o)
 {
@@ -215,7 +169,7 @@ void sk_worker_stop(sk_worker *w)
 
 void sk_worker_stats(const sk_worker *w, struct sk_worker_stats *o)
 {
-    struct counters *c = (struct counters *)&w->c; /* atomic loads only */
+    struct worker_counters *c = (struct worker_counters *)&w->c; /* atomic loads only */
     o->persisted = atomic_load(&c->persisted);
     o->duplicates = atomic_load(&c->duplicates);
     o->stock_failures = atomic_load(&c->stock_failures);
@@ -253,61 +207,45 @@ static void nap(sk_worker *w, int ms)
     }
 }
 
+/* Room for n fetched entries (w->e and w->orders). */
 static int grow_scratch(sk_worker *w, size_t n)
 {
-    if (n <= w->ecap) return 0;
-    size_t ncap = w->ecap ? w->ecap : 64;
-    while (ncap < n)
-        ncap *= 2;
-    struct entry *e = realloc(w->e, ncap * sizeof *e);
-    if (!e) return SK_ENOMEM;
-    w->e = e;
-    struct sk_order *o = realloc(w->orders, ncap * sizeof *o);
-    if (!o) return SK_ENOMEM;
-    w->orders = o;
-    w->ecap = ncap;
+    if (SK_VEC_RESERVE(w->e, w->ecap, n, 64) || SK_VEC_RESERVE(w->orders, w->ocap, n, 64))
+        return SK_ENOMEM;
     return 0;
 }
 
+/* Room for a command of n arguments (w->argv and w->lens). */
 static int grow_argv(sk_worker *w, size_t n)
 {
-    if (n <= w->acap) return 0;
-    size_t ncap = w->acap ? w->acap : 64;
-    while (ncap < n)
-        ncap *= 2;
-    const char **a = realloc(w->argv, ncap * sizeof *a);
-    if (!a) return SK_ENOMEM;
-    w->argv = a;
-    size_t *l = realloc(w->lens, ncap * sizeof *l);
-    if (!l) return SK_ENOMEM;
-    w->lens = l;
-    w->acap = ncap;
+    if (SK_VEC_RESERVE(w->argv, w->acap, n, 64) || SK_VEC_RESERVE(w->lens, w->lcap, n, 64))
+        return SK_ENOMEM;
     return 0;
 }
 
 /* ---- Redis helpers ---------------------------------------------------- */
 
 /* A failed Redis call: counted, logged once per outage. */
-static int redis_fail(sk_worker *w, int rc, const char *what)
+int sk_worker_redis_fail(sk_worker *w, int rc, const char *what)
 {
     INC(redis_errors, 1);
-    set_err(w, "redis %s: %s", what, w->r->errstr);
+    sk_worker_set_err(w, "redis %s: %s", what, w->r->errstr);
     if (!w->redis_down) sk_log(SK_LOG_ERROR, "worker: %s (retrying)", w->errstr);
     w->redis_down = 1;
     return rc;
 }
 
-static void redis_ok(sk_worker *w)
+void sk_worker_redis_ok(sk_worker *w)
 {
     if (w->redis_down) sk_log(SK_LOG_INFO, "worker: redis reachable again");
     w->redis_down = 0;
 }
 
 /* An error reply (or another unexpected type): logged, SK_EPROTO. */
-static int reply_fail(sk_worker *w, const redisReply *rep, const char *what)
+int sk_worker_reply_fail(sk_worker *w, const redisReply *rep, const char *what)
 {
-    set_err(w, "redis %s: %s", what,
-            rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    sk_worker_set_err(w, "redis %s: %s", what,
+                      rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
     sk_log(SK_LOG_WARN, "worker: %s", w->errstr);
     return SK_EPROTO;
 }
@@ -315,208 +253,6 @@ static int reply_fail(sk_worker *w, const redisReply *rep, const char *what)
 static int is_nogroup(const redisReply *rep)
 {
     return rep && rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "NOGROUP", 7);
-}
-
-static int make_group(sk_worker *w, struct stream *s)
-{
-    redisReply *rep;
-    /* Id 0, not $: entries admitted before the group existed are orders
-     * too. MKSTREAM: an activity nobody bought from yet has no stream. */
-    int rc =
-        sk_redis_cmd(w->r, &rep, "XGROUP CREATE %s %s 0 MKSTREAM", s->k.orders, SK_WORKER_GROUP);
-    if (rc) return redis_fail(w, rc, "XGROUP CREATE");
-    redis_ok(w);
-    if (rep->type == REDIS_REPLY_STATUS ||
-        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9))) {
-        s->group_ready = 1;
-        s->history_due = 1; /* our pending entries from a previous life */
-        snprintf(s->history_from, sizeof s->history_from, "0");
-    } else {
-        rc = reply_fail(w, rep, "XGROUP CREATE");
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
-/* ---- Activities ------------------------------------------------------- */
-
-/* Segmented activities (docs/segments.md): an activity of S > 1 segments
- * has one order stream per segment, {a<ID>.s<i>}, and none of its own; the
- * worker follows all S of them, each exactly like an unsegmented
- * activity's stream (its own group, history, claims, DLQ and trimming).
- * Redis decides: the base meta's "segments" field, written last by the
- * segmented preheat, is what routes purchases, so it is what routes the
- * worker too.
- *
- * An activity first seen before it was preheated has no base meta yet: it
- * is followed as unsegmented (its base stream), and marked `segcheck`. On
- * every re-list the marked activities are checked again, all of them in one
- * pipelined round of HMGET segments initial: "segments" present -> switch to
- * the segment streams; "initial" present without it -> preheated
- * unsegmented, settled; neither -> still not preheated, check again. The
- * first entry read from a base stream settles it as well (a segmented
- * activity's base keys hold no stock, so nothing is ever admitted there).
- * A base stream that loses its group (its keys were dropped: the activity
- * deleted and created again, or Redis restarted empty) is marked again,
- * since its keys may come back segmented. So the check costs one round
- * trip per re-list, and only while some activity in the store has no live
- * keys in Redis. Purchases cannot start before
- * the preheat (and the switch, after it), so no order waits longer than one
- * re-list interval for its stream to be followed. */
-
-/* Grows w->s to hold `more` more streams. */
-static int grow_streams(sk_worker *w, size_t more)
-{
-    if (w->ns + more <= w->scap) return 0;
-    size_t ncap = w->scap ? w->scap * 2 : 16;
-    while (ncap < w->ns + more)
-        ncap *= 2;
-    struct stream *ns = realloc(w->s, ncap * sizeof *ns);
-    if (!ns) return SK_ENOMEM;
-    w->s = ns;
-    w->scap = ncap;
-    return 0;
-}
-
-/* Follows the stream of key set (aid, seg). */
-static void add_stream(sk_worker *w, uint64_t aid, int seg, int segcheck)
-{
-    struct stream *s = &w->s[w->ns++];
-    memset(s, 0, sizeof *s);
-    s->aid = aid;
-    sk_keys_seg(&s->k, aid, seg);
-    snprintf(s->claim_cursor, sizeof s->claim_cursor, "0-0");
-    s->seen = 1;
-    s->segcheck = segcheck;
-    sk_log(SK_LOG_DEBUG, "worker: following %s (activity %" PRIu64 ")", s->k.orders, aid);
-}
-
-/* Segment counts of aids[0..n) in one pipelined round: segs[i] = S (> 1:
- * segmented), 1 when preheated unsegmented, 0 when not known yet (no base
- * meta, or an unexpected reply). */
-static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
-{
-    for (size_t i = 0; i < n; i++) {
-        struct sk_keys k;
-        sk_keys_for(&k, aids[i]);
-        const char *argv[] = {"HMGET", k.meta, "segments", "initial"};
-        int rc = sk_redis_append(w->r, 4, argv, NULL);
-        if (rc) return redis_fail(w, rc, "HMGET segments");
-    }
-    for (size_t i = 0; i < n; i++) {
-        redisReply *rep;
-        int rc = sk_redis_read(w->r, &rep);
-        if (rc) return redis_fail(w, rc, "HMGET segments");
-        segs[i] = 0;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-            const redisReply *sg = rep->element[0], *in = rep->element[1];
-            long v = sg->type == REDIS_REPLY_STRING ? strtol(sg->str, NULL, 10) : 0;
-            if (v > 1 && v <= SK_SEG_MAX)
-                segs[i] = (int)v;
-            else if (sg->type == REDIS_REPLY_NIL && in->type == REDIS_REPLY_STRING)
-                segs[i] = 1;
-        } else {
-            sk_log(SK_LOG_WARN, "worker: segments of activity %" PRIu64 ": %s", aids[i],
-                   rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-        }
-        freeReplyObject(rep);
-    }
-    redis_ok(w);
-    return 0;
-}
-
-/* Entries in stream key (XLEN) into *len. */
-static int stream_len(sk_worker *w, const char *key, long long *len)
-{
-    redisReply *rep;
-    int rc = sk_redis_cmd(w->r, &rep, "XLEN %s", key);
-    if (rc) return redis_fail(w, rc, "XLEN");
-    if (rep->type == REDIS_REPLY_INTEGER)
-        *len = rep->integer;
-    else
-        rc = reply_fail(w, rep, "XLEN");
-    freeReplyObject(rep);
-    return rc;
-}
-
-static int relist(sk_worker *w)
-{
-    uint64_t *ids;
-    size_t n;
-    int rc = sk_store_activity_ids(w->st, &ids, &n);
-    if (rc) {
-        INC(db_errors, 1);
-        set_err(w, "list activities: %s", sk_store_errstr(w->st));
-        sk_log(SK_LOG_WARN, "worker: %s", w->errstr);
-        return rc;
-    }
-    for (size_t j = 0; j < w->ns; j++)
-        w->s[j].seen = 0;
-    /* check[0..nc): activities to ask Redis about: new ones first, then
-     * followed base streams still marked segcheck. */
-    uint64_t *check = malloc((n + w->ns + 1) * sizeof *check);
-    int *segs = malloc((n + w->ns + 1) * sizeof *segs);
-    if (!check || !segs) {
-        free(ids), free(check), free(segs);
-        return SK_ENOMEM;
-    }
-    size_t nnew = 0, nc;
-    for (size_t i = 0; i < n; i++) {
-        int known = 0;
-        for (size_t j = 0; j < w->ns; j++)
-            if (w->s[j].aid == ids[i]) w->s[j].seen = known = 1;
-        if (!known) check[nnew++] = ids[i];
-    }
-    free(ids);
-    /* A deleted activity's streams were dropped with it: stop following. */
-    size_t k = 0;
-    for (size_t j = 0; j < w->ns; j++)
-        if (w->s[j].seen) w->s[k++] = w->s[j];
-    w->ns = k;
-    nc = nnew;
-    for (size_t j = 0; j < w->ns; j++)
-        if (w->s[j].segcheck) check[nc++] = w->s[j].aid;
-    rc = nc ? seg_counts(w, check, nc, segs) : 0;
-    for (size_t i = 0; rc == 0 && i < nc; i++) {
-        int S = segs[i];
-        if (i < nnew) {
-            if ((rc = grow_streams(w, S > 1 ? (size_t)S : 1)) != 0) break;
-            if (S > 1)
-                for (int g = 0; g < S; g++)
-                    add_stream(w, check[i], g, 0);
-            else
-                add_stream(w, check[i], SK_SEG_NONE, S == 0);
-            sk_log(SK_LOG_INFO, "worker: following activity %" PRIu64 " (%d stream%s)", check[i],
-                   S > 1 ? S : 1, S > 1 ? "s" : "");
-            continue;
-        }
-        size_t j = 0;
-        while (j < w->ns && !(w->s[j].segcheck && w->s[j].aid == check[i]))
-            j++;
-        if (j == w->ns || S == 0) continue; /* still not preheated */
-        w->s[j].segcheck = 0;
-        if (S == 1) continue; /* preheated unsegmented: settled */
-        /* Preheated segmented since we saw it: follow its segments. Its base
-         * stream (made by our MKSTREAM) holds nothing; one that does holds
-         * orders that must still be drained, so it stays followed. */
-        long long len = 0;
-        if ((rc = stream_len(w, w->s[j].k.orders, &len)) != 0) {
-            w->s[j].segcheck = 1; /* decided on the next re-list */
-            break;
-        }
-        if ((rc = grow_streams(w, (size_t)S)) != 0) break;
-        if (len == 0) w->s[j] = w->s[--w->ns];
-        for (int g = 0; g < S; g++)
-            add_stream(w, check[i], g, 0);
-        sk_log(SK_LOG_INFO,
-               "worker: activity %" PRIu64 " was preheated with %d segments: following "
-               "their streams",
-               check[i], S);
-    }
-    free(check);
-    free(segs);
-    atomic_store(&w->c.activities, (uint64_t)w->ns);
-    return rc;
 }
 
 /* ---- Parsing ---------------------------------------------------------- */
@@ -536,27 +272,21 @@ static void quote(char *out, size_t cap, const char *v, size_t len)
     out[o] = 0;
 }
 
-/* Stream entry id "<ms>-<seq>" -> ms. */
+/* Stream entry id "<ms>-<seq>" -> ms, a time the store accepts. */
 static int parse_stream_id(const char *id, size_t len, int64_t *ms)
 {
-    const char *dash = memchr(id, '-', len);
-    if (!dash || dash == id) return SK_EINVAL;
-    uint64_t v = 0;
-    for (const char *p = id; p < dash; p++) {
-        if (*p < '0' || *p > '9' || v > (uint64_t)SK_TIME_MAX_MS) return SK_EINVAL;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (v > (uint64_t)SK_TIME_MAX_MS) return SK_EINVAL;
-    *ms = (int64_t)v;
+    struct sk_sid sid;
+    if (sk_sid_parse(id, len, &sid) || sid.ms > (uint64_t)SK_TIME_MAX_MS) return SK_EINVAL;
+    *ms = (int64_t)sid.ms;
     return 0;
 }
 
 /* Entry -> order, or e->bad with the reason. The fields written by the
  * admission script are aid, uid, qty; unknown extra fields are tolerated
  * (a newer producer), a missing, repeated or malformed one is poison. */
-static void parse_entry(const sk_worker *w, struct entry *e, struct sk_order *o)
+static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_order *o)
 {
-    const struct stream *s = &w->s[e->si];
+    const struct worker_stream *s = &w->s[e->si];
     const redisReply *f = e->fields;
     const redisReply *val[3] = {NULL, NULL, NULL};
     static const char *const names[3] = {"aid", "uid", "qty"};
@@ -635,11 +365,11 @@ static int add_entries(sk_worker *w, size_t si, const redisReply *list, int sour
         const redisReply *it = list->element[i];
         if (it->type == REDIS_REPLY_NIL) continue; /* Redis 6.2 XAUTOCLAIM: deleted */
         if (it->type != REDIS_REPLY_ARRAY || it->elements != 2 ||
-            it->element[0]->type != REDIS_REPLY_STRING || it->element[0]->len >= ID_MAX)
+            it->element[0]->type != REDIS_REPLY_STRING || it->element[0]->len >= SK_WORKER_ID_MAX)
             return SK_EPROTO;
         /* An entry in a base stream: the activity is not segmented. */
         w->s[si].segcheck = 0;
-        struct entry *e = &w->e[(*n)++];
+        struct worker_entry *e = &w->e[(*n)++];
         memset(e, 0, sizeof *e);
         e->si = si;
         e->id = it->element[0]->str;
@@ -653,21 +383,21 @@ static int add_entries(sk_worker *w, size_t si, const redisReply *list, int sour
 /* ---- Processing one fetch ---------------------------------------------- */
 
 /* Delivery count of one of our pending entries; 0 when no longer pending. */
-static int deliveries(sk_worker *w, const struct entry *e, long long *count)
+static int deliveries(sk_worker *w, const struct worker_entry *e, long long *count)
 {
-    char id[ID_MAX];
+    char id[SK_WORKER_ID_MAX];
     snprintf(id, sizeof id, "%.*s", (int)e->idlen, e->id);
     redisReply *rep;
     int rc = sk_redis_cmd(w->r, &rep, "XPENDING %s %s %s %s 1", w->s[e->si].k.orders,
                           SK_WORKER_GROUP, id, id);
-    if (rc) return redis_fail(w, rc, "XPENDING");
+    if (rc) return sk_worker_redis_fail(w, rc, "XPENDING");
     *count = 0;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
         rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements == 4 &&
         rep->element[0]->element[3]->type == REDIS_REPLY_INTEGER)
         *count = rep->element[0]->element[3]->integer;
     else if (rep->type != REDIS_REPLY_ARRAY)
-        rc = reply_fail(w, rep, "XPENDING");
+        rc = sk_worker_reply_fail(w, rep, "XPENDING");
     freeReplyObject(rep);
     return rc;
 }
@@ -675,10 +405,10 @@ static int deliveries(sk_worker *w, const struct entry *e, long long *count)
 /* Moves one poison entry to the DLQ and acks it, atomically (MULTI): a
  * crash cannot leave it acked but not dead-lettered, or dead-lettered
  * twice. */
-static int dead_letter(sk_worker *w, const struct entry *e, long long count)
+static int dead_letter(sk_worker *w, const struct worker_entry *e, long long count)
 {
-    const struct stream *s = &w->s[e->si];
-    char id[ID_MAX], cnt[24];
+    const struct worker_stream *s = &w->s[e->si];
+    char id[SK_WORKER_ID_MAX], cnt[24];
     snprintf(id, sizeof id, "%.*s", (int)e->idlen, e->id);
     snprintf(cnt, sizeof cnt, "%lld", count);
     size_t nf = e->fields && e->fields->type == REDIS_REPLY_ARRAY ? e->fields->elements : 0;
@@ -720,12 +450,12 @@ static int dead_letter(sk_worker *w, const struct entry *e, long long count)
     if (rc) {
         for (int i = 0; i < 4; i++)
             freeReplyObject(rep[i]);
-        return redis_fail(w, rc, "dead-letter");
+        return sk_worker_redis_fail(w, rc, "dead-letter");
     }
     const redisReply *x = rep[3];
     if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
         x->element[0]->type != REDIS_REPLY_STRING)
-        rc = reply_fail(w, x, "dead-letter MULTI");
+        rc = sk_worker_reply_fail(w, x, "dead-letter MULTI");
     for (int i = 0; i < 4; i++)
         freeReplyObject(rep[i]);
     if (rc) return rc;
@@ -760,18 +490,18 @@ static int ack_done(sk_worker *w, size_t n)
                 w->lens[k++] = w->e[i].idlen;
             }
         int rc = sk_redis_append(w->r, (int)k, w->argv, w->lens);
-        if (rc) return redis_fail(w, rc, "XACK");
+        if (rc) return sk_worker_redis_fail(w, rc, "XACK");
         sent++;
     }
     int rc = 0;
     for (size_t i = 0; i < sent; i++) {
         redisReply *rep;
         int r2 = sk_redis_read(w->r, &rep);
-        if (r2) return redis_fail(w, r2, "XACK");
+        if (r2) return sk_worker_redis_fail(w, r2, "XACK");
         if (rep->type == REDIS_REPLY_INTEGER)
             INC(acked, rep->integer);
         else if (!rc)
-            rc = reply_fail(w, rep, "XACK");
+            rc = sk_worker_reply_fail(w, rep, "XACK");
         freeReplyObject(rep);
     }
     return rc;
@@ -813,7 +543,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
             /* One row is refused (its batch rolled back): find it. Rows
              * that pass commit one by one; re-delivery later is a no-op. */
             for (size_t i = 0; i < n; i++) {
-                struct entry *e = &w->e[i];
+                struct worker_entry *e = &w->e[i];
                 if (e->bad || !e->fields) continue;
                 rc = sk_store_orders_persist(w->st, &w->orders[e->oi], 1, &res);
                 if (rc == SK_EINVAL) {
@@ -831,7 +561,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
             if (rc == 0 || rc == SK_EINVAL) return 0;
         }
         INC(db_errors, 1);
-        set_err(w, "store: %s", sk_store_errstr(w->st));
+        sk_worker_set_err(w, "store: %s", sk_store_errstr(w->st));
         sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", no, attempt,
                DB_ATTEMPTS, w->errstr);
         if (attempt >= DB_ATTEMPTS || atomic_load(&w->stop)) return rc;
@@ -847,7 +577,7 @@ static int process(sk_worker *w, size_t n)
 {
     size_t no = 0, deleted = 0;
     for (size_t i = 0; i < n; i++) {
-        struct entry *e = &w->e[i];
+        struct worker_entry *e = &w->e[i];
         if (!e->fields) {
             deleted++; /* nothing left to persist: ack it so it stops coming back */
             sk_log(SK_LOG_WARN, "worker: pending entry %.*s of %s was deleted from the stream",
@@ -861,7 +591,7 @@ static int process(sk_worker *w, size_t n)
     if (rc == 0) rc = ack_done(w, n);
     if (rc == 0) INC(deleted, deleted);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        struct entry *e = &w->e[i];
+        struct worker_entry *e = &w->e[i];
         if (!e->bad) continue;
         INC(poison, 1);
         long long count = 1;
@@ -871,7 +601,7 @@ static int process(sk_worker *w, size_t n)
             rc = dead_letter(w, e, count);
         } else {
             /* Left pending: delivered again by the next history pass. */
-            struct stream *s = &w->s[e->si];
+            struct worker_stream *s = &w->s[e->si];
             s->history_due = 1;
             snprintf(s->history_from, sizeof s->history_from, "0");
             sk_log(SK_LOG_WARN,
@@ -882,7 +612,7 @@ static int process(sk_worker *w, size_t n)
     if (rc) {
         /* Whatever was not acked is still pending: read it again. */
         for (size_t i = 0; i < n; i++) {
-            struct stream *s = &w->s[w->e[i].si];
+            struct worker_stream *s = &w->s[w->e[i].si];
             s->history_due = 1;
             snprintf(s->history_from, sizeof s->history_from, "0");
         }
@@ -892,36 +622,24 @@ static int process(sk_worker *w, size_t n)
 
 /* ---- Fetching ---------------------------------------------------------- */
 
-/* Stream s lost its group: its keys were dropped (the activity deleted, or
- * Redis restarted without persistence). Re-list before re-creating it (a
- * deleted activity's stream must not come back), and check a base
- * stream's activity for segments again: its keys may come back from a
- * segmented preheat. */
-static void lost_group(sk_worker *w, struct stream *s)
-{
-    s->group_ready = 0;
-    if (s->k.seg == SK_SEG_NONE) s->segcheck = 1;
-    w->next_relist_ms = 0;
-}
-
 /* This consumer's own pending entries of stream si (XREADGROUP ... <id>). */
 static int fetch_history(sk_worker *w, size_t si, size_t *got)
 {
-    struct stream *s = &w->s[si];
+    struct worker_stream *s = &w->s[si];
     redisReply *rep;
     *got = 0;
     int rc = sk_redis_cmd(w->r, &rep, "XREADGROUP GROUP %s %s COUNT %d STREAMS %s %s",
                           SK_WORKER_GROUP, w->consumer, w->o.batch, s->k.orders, s->history_from);
-    if (rc) return redis_fail(w, rc, "XREADGROUP (pending)");
-    redis_ok(w);
+    if (rc) return sk_worker_redis_fail(w, rc, "XREADGROUP (pending)");
+    sk_worker_redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
-        lost_group(w, s);
+        sk_worker_lost_group(w, s);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
                rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements == 2) {
         rc = add_entries(w, si, rep->element[0]->element[1], FROM_HISTORY, &n);
     } else if (rep->type != REDIS_REPLY_NIL) {
-        rc = reply_fail(w, rep, "XREADGROUP (pending)");
+        rc = sk_worker_reply_fail(w, rep, "XREADGROUP (pending)");
     }
     if (rc == 0) {
         /* Page on from the last id; a short page ends the pass. Set before
@@ -943,17 +661,17 @@ static int fetch_history(sk_worker *w, size_t si, size_t *got)
 /* Entries idle on any consumer longer than claim_idle_ms (XAUTOCLAIM). */
 static int fetch_claimed(sk_worker *w, size_t si, size_t *got)
 {
-    struct stream *s = &w->s[si];
+    struct worker_stream *s = &w->s[si];
     redisReply *rep;
     *got = 0;
     int rc =
         sk_redis_cmd(w->r, &rep, "XAUTOCLAIM %s %s %s %d %s COUNT %d", s->k.orders, SK_WORKER_GROUP,
                      w->consumer, w->o.claim_idle_ms, s->claim_cursor, w->o.batch);
-    if (rc) return redis_fail(w, rc, "XAUTOCLAIM");
-    redis_ok(w);
+    if (rc) return sk_worker_redis_fail(w, rc, "XAUTOCLAIM");
+    sk_worker_redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
-        lost_group(w, s);
+        sk_worker_lost_group(w, s);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
                rep->element[0]->type == REDIS_REPLY_STRING &&
                rep->element[0]->len < sizeof s->claim_cursor) {
@@ -968,7 +686,7 @@ static int fetch_claimed(sk_worker *w, size_t si, size_t *got)
                    rep->element[2]->elements, s->k.orders);
         }
     } else {
-        rc = reply_fail(w, rep, "XAUTOCLAIM");
+        rc = sk_worker_reply_fail(w, rep, "XAUTOCLAIM");
     }
     if (rc == 0 && n) {
         INC(claimed, n);
@@ -1012,21 +730,21 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
         a[k++] = ">";
     redisReply *rep;
     int rc = sk_redis_command(w->r, &rep, (int)k, a, NULL);
-    if (rc) return redis_fail(w, rc, "XREADGROUP");
-    redis_ok(w);
+    if (rc) return sk_worker_redis_fail(w, rc, "XREADGROUP");
+    sk_worker_redis_ok(w);
     size_t n = 0;
     if (is_nogroup(rep)) {
         /* A stream lost its group (Redis restarted without persistence, or
          * keys dropped): re-create them all, cheap and idempotent. */
         sk_log(SK_LOG_WARN, "worker: %s; re-creating consumer groups", rep->str);
         for (size_t i = 0; i < w->ns; i++)
-            lost_group(w, &w->s[i]);
+            sk_worker_lost_group(w, &w->s[i]);
     } else if (rep->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < rep->elements && rc == 0; i++) {
             const redisReply *sr = rep->element[i];
             if (sr->type != REDIS_REPLY_ARRAY || sr->elements != 2 ||
                 sr->element[0]->type != REDIS_REPLY_STRING) {
-                rc = reply_fail(w, sr, "XREADGROUP");
+                rc = sk_worker_reply_fail(w, sr, "XREADGROUP");
                 break;
             }
             size_t si = 0;
@@ -1040,98 +758,10 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
             rc = process(w, n);
         }
     } else if (rep->type != REDIS_REPLY_NIL) {
-        rc = reply_fail(w, rep, "XREADGROUP");
+        rc = sk_worker_reply_fail(w, rep, "XREADGROUP");
     }
     freeReplyObject(rep);
     return rc;
-}
-
-/* ---- Trimming ---------------------------------------------------------- */
-
-/* The id right after "<ms>-<seq>" (into out); SK_EINVAL if not an id. */
-static int next_id(const char *id, char *out, size_t cap)
-{
-    unsigned long long ms, seq;
-    char tail;
-    if (sscanf(id, "%llu-%llu%c", &ms, &seq, &tail) != 2) return SK_EINVAL;
-    if (seq == UINT64_MAX)
-        snprintf(out, cap, "%llu-0", ms + 1);
-    else
-        snprintf(out, cap, "%llu-%llu", ms, seq + 1);
-    return 0;
-}
-
-/* Removes the acknowledged head of stream si: everything below the
- * group's oldest pending entry, and never past its last-delivered id
- * (entries after it were never read). Entries below both are delivered and
- * not pending, i.e. acknowledged (or dead-lettered, which acks). */
-static int trim(sk_worker *w, size_t si)
-{
-    struct stream *s = &w->s[si];
-    redisReply *rep;
-    int rc = sk_redis_cmd(w->r, &rep, "XINFO GROUPS %s", s->k.orders);
-    if (rc) return redis_fail(w, rc, "XINFO GROUPS");
-    char last[ID_MAX] = "";
-    long long pending = -1;
-    if (rep->type == REDIS_REPLY_ARRAY) {
-        for (size_t g = 0; g < rep->elements; g++) {
-            const redisReply *m = rep->element[g];
-            if (m->type != REDIS_REPLY_ARRAY) continue;
-            int ours = 0;
-            char l[ID_MAX] = "";
-            long long p = -1;
-            for (size_t i = 0; i + 1 < m->elements; i += 2) {
-                const redisReply *k = m->element[i], *v = m->element[i + 1];
-                if (k->type != REDIS_REPLY_STRING) continue;
-                if (!strcmp(k->str, "name") && v->type == REDIS_REPLY_STRING)
-                    ours = !strcmp(v->str, SK_WORKER_GROUP);
-                else if (!strcmp(k->str, "pending") && v->type == REDIS_REPLY_INTEGER)
-                    p = v->integer;
-                else if (!strcmp(k->str, "last-delivered-id") && v->type == REDIS_REPLY_STRING)
-                    snprintf(l, sizeof l, "%s", v->str);
-            }
-            if (ours) {
-                pending = p;
-                snprintf(last, sizeof last, "%s", l);
-            }
-        }
-    }
-    freeReplyObject(rep);
-    char minid[ID_MAX];
-    if (pending < 0 || !last[0] || !strcmp(last, "0-0")) return 0; /* nothing delivered */
-    if (next_id(last, minid, sizeof minid)) return 0;
-    if (pending > 0) {
-        if ((rc = sk_redis_cmd(w->r, &rep, "XPENDING %s %s", s->k.orders, SK_WORKER_GROUP)))
-            return redis_fail(w, rc, "XPENDING");
-        /* [count, smallest id, greatest id, consumers]; count 0: all acked
-         * since XINFO, and last-delivered then bounds the trim. */
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
-            rep->element[1]->type == REDIS_REPLY_STRING && rep->element[1]->len < ID_MAX)
-            snprintf(minid, sizeof minid, "%s", rep->element[1]->str);
-        freeReplyObject(rep);
-    }
-    if ((rc = sk_redis_cmd(w->r, &rep, "XTRIM %s MINID %s", s->k.orders, minid)))
-        return redis_fail(w, rc, "XTRIM");
-    if (rep->type == REDIS_REPLY_INTEGER)
-        INC(trimmed, rep->integer);
-    else
-        rc = reply_fail(w, rep, "XTRIM");
-    freeReplyObject(rep);
-    return rc;
-}
-
-/* Trims the streams whose turn it is (all of them when `all`). */
-static int trim_due(sk_worker *w, int all)
-{
-    int64_t now = sk_mono_ms();
-    for (size_t i = 0; i < w->ns; i++) {
-        struct stream *s = &w->s[i];
-        if (!s->group_ready || (!all && now < s->next_trim_ms)) continue;
-        int rc = trim(w, i);
-        if (rc) return rc;
-        s->next_trim_ms = now + TRIM_EVERY_MS;
-    }
-    return 0;
 }
 
 /* ---- The loop ---------------------------------------------------------- */
@@ -1143,20 +773,20 @@ static int pass(sk_worker *w, size_t *progress)
     int64_t now = sk_mono_ms();
     int rc = 0;
     if (now >= w->next_relist_ms) {
-        if ((rc = relist(w)) != 0) return rc;
+        if ((rc = sk_worker_relist(w)) != 0) return rc;
         w->next_relist_ms = now + w->o.relist_ms;
     }
     for (size_t i = 0; i < w->ns; i++)
-        if (!w->s[i].group_ready && (rc = make_group(w, &w->s[i])) != 0) return rc;
+        if (!w->s[i].group_ready && (rc = sk_worker_make_group(w, &w->s[i])) != 0) return rc;
     size_t got;
     for (size_t i = 0; i < w->ns && !atomic_load(&w->stop); i++) {
-        struct stream *s = &w->s[i];
+        struct worker_stream *s = &w->s[i];
         if (!s->group_ready || !s->history_due) continue;
         if ((rc = fetch_history(w, i, &got)) != 0) return rc;
         *progress += got;
     }
     for (size_t i = 0; i < w->ns && !atomic_load(&w->stop); i++) {
-        struct stream *s = &w->s[i];
+        struct worker_stream *s = &w->s[i];
         if (!s->group_ready || (!w->o.once && now < s->next_claim_ms)) continue;
         if ((rc = fetch_claimed(w, i, &got)) != 0) return rc;
         *progress += got;
@@ -1169,7 +799,7 @@ static int pass(sk_worker *w, size_t *progress)
     int block = w->o.once || *progress ? -1 : w->o.block_ms;
     if ((rc = fetch_new(w, block, &got)) != 0) return rc;
     *progress += got;
-    return w->o.trim ? trim_due(w, 0) : 0;
+    return w->o.trim ? sk_worker_trim_due(w, 0) : 0;
 }
 
 int sk_worker_run(sk_worker *w)
@@ -1190,7 +820,7 @@ int sk_worker_run(sk_worker *w)
         backoff = BACKOFF_MIN_MS;
         if (w->o.once && progress == 0) {
             /* Drained: leave the streams trimmed to what is unacknowledged. */
-            if (w->o.trim && (rc = trim_due(w, 1)) != 0) {
+            if (w->o.trim && (rc = sk_worker_trim_due(w, 1)) != 0) {
                 if (++failures >= ONCE_FAILURES) return rc;
                 nap(w, backoff);
                 continue;

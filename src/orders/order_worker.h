@@ -6,7 +6,7 @@
  * group "seckill" on sk:{a<ID>}:orders, or, for an activity preheated with
  * S > 1 segments (docs/segments.md), on each segment's stream
  * sk:{a<ID>.s<i>}:orders (order ids "<ID>.<i>-<stream id>"; the segment
- * count is read from Redis, see relist in order_worker.c). Per fetch:
+ * count is read from Redis, see order_streams.c). Per fetch:
  * XREADGROUP a batch,
  * parse it, persist it in ONE store transaction (sk_store_orders_persist:
  * the order id is the primary key, so a re-delivered entry is a no-op),
@@ -102,6 +102,6 @@ const char *sk_worker_errstr(const sk_worker *w);
 /* The consumer name in use (owned by w). */
 const char *sk_worker_consumer(const sk_worker *w);
 
-/* The CLI, `seckill worker`, is sk_cli_worker (cli.h), in order_worker.c. */
+/* The CLI, `seckill worker`, is sk_cli_worker (src/cmd/cli_worker.c). */
 
 #endif

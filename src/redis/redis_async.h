@@ -19,6 +19,7 @@
 #include <h2o.h>
 #include <hiredis.h>
 
+#include "redis/fanout.h" /* sk_fanout: awaiting several answers together */
 #include "scripts_gen.h"
 
 typedef struct sk_aredis sk_aredis;
@@ -62,23 +63,6 @@ int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
 int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
                    int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
                    void *data);
-
-/* Fan-out: commands whose answers are awaited together (every segment of
- * an activity, say). The owner embeds one (first member, so done can cast
- * back), calls sk_fanout_begin, passes each send's return code to
- * sk_fanout_sent and calls sk_fanout_answered from each callback, then
- * sk_fanout_end when all are sent. done(f) runs exactly once, after the
- * last answer, possibly inside sk_fanout_end; f->failed is set when a send
- * failed (its callback never runs), and callbacks may set it for a bad
- * answer. No allocation: the owner's memory, freed by done if it likes. */
-struct sk_fanout {
-    int pending, failed;
-    void (*done)(struct sk_fanout *f);
-};
-void sk_fanout_begin(struct sk_fanout *f, void (*done)(struct sk_fanout *f));
-void sk_fanout_sent(struct sk_fanout *f, int send_rc);
-void sk_fanout_answered(struct sk_fanout *f);
-void sk_fanout_end(struct sk_fanout *f);
 
 /* Hands everything queued to the socket: call once at the end of each
  * event-loop pass, so commands of one pass leave in one write. */

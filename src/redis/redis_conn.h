@@ -11,7 +11,7 @@
 #include "redis/redis_cluster.h"
 #include "redis/redis_url.h"
 
-struct sk_rcluster; /* cluster state, redis_conn.c */
+struct sk_rcluster; /* cluster state, redis_conn_cluster.c */
 
 typedef struct sk_redis {
     redisContext *c; /* NULL while disconnected */

@@ -1,0 +1,91 @@
+/* order_worker_int.h - what the files of the order worker share; callers
+ * use order_worker.h only.
+ *
+ *   order_worker.c   the worker's life, and the batches: fetch (history,
+ *                    claims, new entries), parse, persist, ack, poison
+ *   order_streams.c  which streams it follows (the activity list, segment
+ *                    detection, consumer groups) and their trimming */
+#ifndef SK_ORDER_WORKER_INT_H
+#define SK_ORDER_WORKER_INT_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/keys.h"
+#include "orders/order_worker.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+#define SK_WORKER_ID_MAX 48 /* "<ms>-<seq>" */
+
+/* One followed order stream: an unsegmented activity's, or one segment's
+ * (k.seg >= 0; k.label "<ID>.<seg>" prefixes its order ids). */
+struct worker_stream {
+    uint64_t aid; /* the activity's numeric id, also the entries' aid field */
+    struct sk_keys k;
+    int group_ready;
+    int history_due;                     /* re-read this consumer's own pending entries */
+    char history_from[SK_WORKER_ID_MAX]; /* where the history pass continues */
+    char claim_cursor[SK_WORKER_ID_MAX]; /* XAUTOCLAIM cursor, "0-0" at the start */
+    int64_t next_claim_ms, next_trim_ms;
+    int seen;     /* mark for the re-list */
+    int segcheck; /* base stream of an activity that may still turn out segmented */
+};
+
+struct worker_counters {
+    _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
+        acked, trimmed, deleted, db_errors, redis_errors, activities;
+};
+
+struct worker_entry; /* one fetched stream entry, order_worker.c */
+
+struct sk_worker {
+    struct sk_worker_opts o;
+    char *redis_url, *db_spec;
+    char consumer[SK_WORKER_CONSUMER_MAX];
+    sk_redis *r;
+    sk_store *st;
+    struct worker_stream *s;
+    size_t ns, scap;
+    int64_t next_relist_ms;
+    atomic_int stop;
+    struct worker_counters c;
+    char errstr[512];
+    /* Fetch scratch, grown as needed. */
+    struct worker_entry *e;
+    struct sk_order *orders;
+    size_t ecap, ocap;
+    const char **argv;
+    size_t *lens;
+    size_t acap, lcap;
+    /* Test-only fault points (SECKILL_TEST_CRASH_*): the transaction number
+     * at which to _exit(9), 0 = never. */
+    uint64_t crash_before, crash_after, txns;
+    int redis_down; /* logged once per outage */
+};
+
+/* Adds n to counter `field` of w (atomic: sk_worker_stats reads them). */
+#define SK_WORKER_INC(w, field, n) atomic_fetch_add(&(w)->c.field, (uint64_t)(n))
+
+/* w->errstr, printf-style. */
+void sk_worker_set_err(sk_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failed Redis call (rc): counted, logged once per outage; returns rc. */
+int sk_worker_redis_fail(sk_worker *w, int rc, const char *what);
+/* A Redis call answered: ends an outage (logged). */
+void sk_worker_redis_ok(sk_worker *w);
+/* An error reply (or another unexpected type): logged, SK_EPROTO. */
+int sk_worker_reply_fail(sk_worker *w, const redisReply *rep, const char *what);
+
+/* (order_streams.c) Re-reads the activity list: follows new activities'
+ * streams (each segment's for a segmented one), drops deleted ones, and
+ * settles streams still waiting to know whether they are segmented. */
+int sk_worker_relist(sk_worker *w);
+/* Creates the consumer group of s (idempotent); its history is then due. */
+int sk_worker_make_group(sk_worker *w, struct worker_stream *s);
+/* Stream s lost its group: re-list before re-creating it. */
+void sk_worker_lost_group(sk_worker *w, struct worker_stream *s);
+/* Trims the acknowledged head of the streams whose turn it is (all of them
+ * when `all`). */
+int sk_worker_trim_due(sk_worker *w, int all);
+
+#endif

@@ -1,0 +1,178 @@
+/* reconcile_int.h - what the files of the reconcile module share; callers
+ * use reconcile.h only.
+ *
+ *   reconcile.c         the check (one run per activity) and the entry point
+ *   reconcile_read.c    reading Redis: snapshots, the consumer group's view,
+ *                       ledger look-ups
+ *   reconcile_seg.c     stock transfers between segments
+ *   reconcile_repair.c  repair planning and applying
+ *   reconcile_report.c  the report: drift and repair lines, text and JSON
+ *
+ * A run (struct rec_run) is one activity; it holds one context (struct
+ * rec_ctx) per key set: the activity's, or each segment's. */
+#ifndef SK_RECONCILE_INT_H
+#define SK_RECONCILE_INT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/keys.h"
+#include "orders/reconcile.h"
+#include "redis/redis_conn.h"
+#include "redis/stream_id.h"
+#include "store/store.h"
+
+#define SK_RECONCILE_PAGE 1000 /* DB orders per page, pending ids per XPENDING */
+
+/* ---- Report building (reconcile_report.c) --------------------------------- */
+
+/* Adds a drift of segment seg (SK_SEG_NONE: the activity as a whole), whose
+ * text then starts "segment <seg>: ". 0 or SK_ENOMEM. */
+int sk_reconcile_add_drift(struct sk_reconcile_report *rep, int seg, int kind,
+                           const struct sk_order *o, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Adds a repair line of segment seg (its text prefixed as a drift's); a
+ * failed one (ok 0) is counted in rep->repair_failures. Out of memory only
+ * the line is lost: the change itself is done and audited. */
+void sk_reconcile_add_repair(struct sk_reconcile_report *rep, int seg, int kind, int ok,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ---- Reading Redis (reconcile_read.c) -------------------------------------- */
+
+struct rec_cmd {
+    int argc;
+    const char **argv;
+};
+
+/* Sends n commands in one round trip and reads the n replies into rep[]
+ * (the caller frees each). On a failure every rep[i] is NULL and, when the
+ * replies could not all be read, the connection is dropped (a half-read
+ * pipeline would answer the next command with an old reply). */
+int sk_reconcile_pipeline(sk_redis *r, size_t n, const struct rec_cmd *cmds, redisReply **rep);
+/* Frees the non-NULL replies of rep[0..n). */
+void sk_reconcile_free_replies(redisReply **rep, size_t n);
+/* Sets r->errstr to "<what>: unexpected reply[: <error reply>]"; returns
+ * r->err = SK_EPROTO. rep may be NULL. */
+int sk_reconcile_proto_err(sk_redis *r, const char *what, const redisReply *rep);
+/* A meta field that may be absent (0 then). */
+int64_t sk_reconcile_opt_i64(const redisReply *v);
+
+/* One ledger entry: order id -> "user:qty[:released]". */
+struct rec_lentry {
+    char oid[SK_STORE_ORDER_ID_MAX];
+    uint64_t user;
+    struct sk_sid sid; /* the stream id inside the order id */
+    int64_t qty;
+    int released;
+    int in_db; /* set by the merge with the DB orders */
+};
+
+struct rec_uunits {
+    uint64_t user;
+    int64_t units;
+};
+
+/* One Redis view of a key set. Owned arrays: sk_reconcile_snap_free. */
+struct rec_snap {
+    int present;
+    int64_t initial, stock, released_meta, dlq;
+    int64_t xin, xout; /* segment counters (0 for an unsegmented activity) */
+    struct rec_uunits *buyers;
+    size_t nb;
+    struct rec_lentry *ledger; /* well-formed entries, sorted by order id */
+    size_t nl;
+    char **bad; /* malformed ledger entries ("id=value"), reported as they are */
+    size_t nbad;
+};
+
+void sk_reconcile_snap_free(struct rec_snap *s);
+/* qsort/bsearch orders: ledger entries by order id, users by id. */
+int sk_reconcile_cmp_lentry(const void *a, const void *b);
+int sk_reconcile_cmp_uunits(const void *a, const void *b);
+
+/* Reads the snapshot of one key set (the activity's, or one segment's: one
+ * slot either way): atomically (MULTI) for a check, or after WATCH for a
+ * repair (then EXEC fails if anything changed since the WATCH). s is the
+ * caller's (sk_reconcile_snap_free), empty on a failure. */
+int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *k, int watch, struct rec_snap *s);
+/* Non-released ledger units per user, sorted by user (*out allocated, the
+ * caller frees it; *n entries). 0 or SK_ENOMEM. */
+int sk_reconcile_ledger_users(const struct rec_lentry *l, size_t nl, struct rec_uunits **out,
+                              size_t *n);
+/* Calls fn (when not NULL) for every user whose buyers count differs from
+ * the ledger's. Returns the number of such users, or SK_ENOMEM. */
+long sk_reconcile_user_diffs(const struct rec_snap *s,
+                             void (*fn)(void *arg, uint64_t user, int64_t buyers, int64_t ledger),
+                             void *arg);
+/* Units held by buyers: the sum of the buyers hash. */
+int64_t sk_reconcile_held_units(const struct rec_snap *s);
+
+/* The consumer group's view of a key set's order stream. */
+struct rec_backlog {
+    int group;
+    struct sk_sid last; /* last-delivered id (ms UINT64_MAX: no stream) */
+    int64_t pending, undelivered;
+    struct sk_sid *p; /* pending ids, ascending (owned) */
+    size_t np, pcap;
+};
+
+/* Reads the group of key set k (XINFO GROUPS, XLEN, XPENDING) into b (the
+ * caller frees b->p) and its figures into out. */
+int sk_reconcile_read_group(sk_redis *r, const struct sk_keys *k, struct rec_backlog *b,
+                            struct sk_reconcile_redis *out);
+/* Is the order with stream id sid still on its way to the DB? */
+int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid);
+/* Looks up the order ids of d[0..n) in the ledger of k again; present[i]
+ * is 0 when absent, 1 when held, 2 when released. */
+int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
+                               const struct sk_drift *const *d, size_t n, int *present);
+
+/* ---- One run (reconcile.c) -------------------------------------------------- */
+
+/* One key set checked: the activity's (not segmented), or one segment's. */
+struct rec_ctx {
+    sk_store *st;
+    sk_redis *r;
+    uint64_t aid;
+    struct sk_keys k;
+    int seg; /* SK_SEG_NONE, or the segment k belongs to */
+    int64_t now, grace;
+    struct sk_reconcile_report *rep;
+    struct sk_reconcile_redis *rr; /* this key set's figures (rep->redis or rep->seg[i]) */
+    struct rec_snap s;
+    struct rec_backlog b;
+    size_t li;        /* merge cursor in s.ledger */
+    int counters_bad; /* repair: the transfer counters are not trusted (no stock repair) */
+    /* Candidates looked up again after the DB read (indexes into rep->drift
+     * are not stable while it grows, so they are kept apart). */
+    struct sk_drift *cand;
+    size_t ncand, candcap;
+};
+
+/* One activity: its key sets, one per segment (one when not segmented). */
+struct rec_run {
+    sk_store *st;
+    sk_redis *r;
+    uint64_t aid;
+    int64_t now, grace;
+    struct sk_reconcile_report *rep;
+    int nseg;             /* 1: not segmented */
+    struct rec_ctx *cs;   /* nseg of them */
+    int64_t base_initial; /* segmented: the base meta's initial, -1 when absent */
+};
+
+/* ---- Stock transfers between segments (reconcile_seg.c) --------------------- */
+
+/* Segmented: rep->transit, and in_transit drift for transfers lent more
+ * than grace ago and never applied, malformed ones, and counters that no
+ * set of transfers explains. */
+int sk_reconcile_check_transit(struct rec_run *u);
+/* The transfer figures as they are now (the same reads as the check). */
+int sk_reconcile_transit_now(struct rec_run *u, struct sk_reconcile_transit *out);
+
+/* ---- Repair (reconcile_repair.c) -------------------------------------------- */
+
+/* Fixes what is provably safe in u->rep's drift, one audit row per change,
+ * one repair line each (u->rep->repairs). */
+void sk_reconcile_repair(struct rec_run *u);
+
+#endif

@@ -1,0 +1,448 @@
+/* reconcile_read.c - what reconcile reads from Redis (reconcile_int.h):
+ * a key set's snapshot (meta, stock, buyers, ledger, DLQ length) in one
+ * MULTI or under WATCH, the consumer group's view of its order stream
+ * (last-delivered and pending ids: an order there is still on its way to
+ * the DB), and ledger look-ups of single orders. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/num.h"
+#include "core/vec.h"
+#include "orders/order_worker.h"
+#include "orders/reconcile_int.h"
+
+#define RECHECK_CHUNK 200 /* order ids per HMGET when looking up again */
+
+/* Sends n commands in one round trip and reads the n replies into rep[]
+ * (the caller frees each). On a failure every rep[i] is NULL and, when the
+ * replies could not all be read, the connection is dropped (a half-read
+ * pipeline would answer the next command with an old reply). */
+int sk_reconcile_pipeline(sk_redis *r, size_t n, const struct rec_cmd *cmds, redisReply **rep)
+{
+    for (size_t i = 0; i < n; i++)
+        rep[i] = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = sk_redis_append(r, cmds[i].argc, cmds[i].argv, NULL);
+        if (rc < 0) {
+            sk_redis_disconnect(r);
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = sk_redis_read(r, &rep[i]);
+        if (rc < 0) {
+            for (size_t k = 0; k < i; k++) {
+                freeReplyObject(rep[k]);
+                rep[k] = NULL;
+            }
+            sk_redis_disconnect(r);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void sk_reconcile_free_replies(redisReply **rep, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rep[i]) freeReplyObject(rep[i]);
+}
+
+int sk_reconcile_proto_err(sk_redis *r, const char *what, const redisReply *rep)
+{
+    snprintf(r->errstr, sizeof r->errstr, "%s: unexpected reply%s%.200s", what,
+             rep && rep->type == REDIS_REPLY_ERROR ? ": " : "",
+             rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    r->err = SK_EPROTO;
+    return SK_EPROTO;
+}
+
+void sk_reconcile_snap_free(struct rec_snap *s)
+{
+    free(s->buyers);
+    free(s->ledger);
+    for (size_t i = 0; i < s->nbad; i++)
+        free(s->bad[i]);
+    free(s->bad);
+    memset(s, 0, sizeof *s);
+}
+
+int sk_reconcile_cmp_lentry(const void *a, const void *b)
+{
+    return strcmp(((const struct rec_lentry *)a)->oid, ((const struct rec_lentry *)b)->oid);
+}
+
+int sk_reconcile_cmp_uunits(const void *a, const void *b)
+{
+    uint64_t x = ((const struct rec_uunits *)a)->user, y = ((const struct rec_uunits *)b)->user;
+    return x < y ? -1 : x > y;
+}
+
+/* Parses one ledger field/value pair of the key set labelled label ("<ID>"
+ * or "<ID>.<seg>": its order ids are "<label>-<stream id>") into *e: 0, or
+ * -1 when malformed. */
+static int parse_lentry(const char *label, const redisReply *k, const redisReply *v,
+                        struct rec_lentry *e)
+{
+    memset(e, 0, sizeof *e);
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
+    if (k->len == 0 || k->len >= sizeof e->oid) return -1;
+    memcpy(e->oid, k->str, k->len);
+    char prefix[SK_LABEL_MAX + 2];
+    int pl = snprintf(prefix, sizeof prefix, "%s-", label);
+    if (strncmp(e->oid, prefix, (size_t)pl) != 0) return -1;
+    if (sk_sid_parse(e->oid + pl, k->len - (size_t)pl, &e->sid)) return -1;
+    const char *s = v->str, *end = v->str + v->len;
+    const char *c1 = memchr(s, ':', v->len);
+    if (!c1) return -1;
+    const char *c2 = memchr(c1 + 1, ':', (size_t)(end - c1 - 1));
+    const char *qend = c2 ? c2 : end;
+    if (sk_num_u64(s, (size_t)(c1 - s), &e->user)) return -1;
+    if (sk_num_i64(c1 + 1, (size_t)(qend - c1 - 1), &e->qty) || e->qty < 1) return -1;
+    if (c2) {
+        if ((size_t)(end - c2) != 9 || memcmp(c2, ":released", 9) != 0) return -1;
+        e->released = 1;
+    }
+    return 0;
+}
+
+static int keep_bad(struct rec_snap *s, const redisReply *k, const redisReply *v)
+{
+    char **nb = realloc(s->bad, (s->nbad + 1) * sizeof *nb);
+    if (!nb) return SK_ENOMEM;
+    s->bad = nb;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%.80s=%.60s", k->type == REDIS_REPLY_STRING ? k->str : "?",
+             v->type == REDIS_REPLY_STRING ? v->str : "?");
+    if (!(s->bad[s->nbad] = strdup(buf))) return SK_ENOMEM;
+    s->nbad++;
+    return 0;
+}
+
+/* A meta field that may be absent (0 then). */
+int64_t sk_reconcile_opt_i64(const redisReply *v)
+{
+    int64_t x = 0;
+    if (v->type != REDIS_REPLY_STRING || sk_num_i64(v->str, v->len, &x)) return 0;
+    return x;
+}
+
+/* Fills s from the replies of HMGET meta initial released xin xout, GET
+ * stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
+static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, struct rec_snap *s)
+{
+    memset(s, 0, sizeof *s);
+    const redisReply *meta = rep[0], *stock = rep[1], *buyers = rep[2], *ledger = rep[3],
+                     *dlq = rep[4];
+    if (meta->type != REDIS_REPLY_ARRAY || meta->elements != 4)
+        return sk_reconcile_proto_err(r, "HMGET", meta);
+    if (stock->type != REDIS_REPLY_STRING && stock->type != REDIS_REPLY_NIL)
+        return sk_reconcile_proto_err(r, "GET stock", stock);
+    if (buyers->type != REDIS_REPLY_ARRAY || buyers->elements % 2)
+        return sk_reconcile_proto_err(r, "HGETALL buyers", buyers);
+    if (ledger->type != REDIS_REPLY_ARRAY || ledger->elements % 2)
+        return sk_reconcile_proto_err(r, "HGETALL ledger", ledger);
+    if (dlq->type != REDIS_REPLY_INTEGER) return sk_reconcile_proto_err(r, "XLEN dlq", dlq);
+    const redisReply *ini = meta->element[0], *rel = meta->element[1];
+    s->present = ini->type == REDIS_REPLY_STRING && stock->type == REDIS_REPLY_STRING &&
+                 sk_num_i64(ini->str, ini->len, &s->initial) == 0 &&
+                 sk_num_i64(stock->str, stock->len, &s->stock) == 0;
+    s->released_meta = sk_reconcile_opt_i64(rel);
+    s->xin = sk_reconcile_opt_i64(meta->element[2]);
+    s->xout = sk_reconcile_opt_i64(meta->element[3]);
+    s->dlq = dlq->integer;
+    size_t nb = buyers->elements / 2, nl = ledger->elements / 2;
+    s->buyers = nb ? calloc(nb, sizeof *s->buyers) : NULL;
+    s->ledger = nl ? calloc(nl, sizeof *s->ledger) : NULL;
+    if ((nb && !s->buyers) || (nl && !s->ledger)) return SK_ENOMEM;
+    for (size_t i = 0; i < nb; i++) {
+        const redisReply *k = buyers->element[2 * i], *v = buyers->element[2 * i + 1];
+        struct rec_uunits *u = &s->buyers[s->nb];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+            sk_num_u64(k->str, k->len, &u->user) || sk_num_i64(v->str, v->len, &u->units))
+            return sk_reconcile_proto_err(r, "buyers hash: a field or value that is not a number",
+                                          NULL);
+        s->nb++;
+    }
+    if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
+    for (size_t i = 0; i < nl; i++) {
+        const redisReply *k = ledger->element[2 * i], *v = ledger->element[2 * i + 1];
+        if (parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
+            s->nl++;
+        else if (keep_bad(s, k, v))
+            return SK_ENOMEM;
+    }
+    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
+    return 0;
+}
+
+/* Reads the snapshot of one key set (the activity's, or one segment's: one
+ * slot either way): atomically (MULTI) for a check, or after WATCH for a
+ * repair (then EXEC fails if anything changed since the WATCH). */
+int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, struct rec_snap *s)
+{
+    const struct sk_keys *k = kp;
+    const char *a_multi[] = {"MULTI"};
+    const char *a_watch[] = {"WATCH", k->meta, k->stock, k->buyers, k->ledger, k->released};
+    const char *a_meta[] = {"HMGET", k->meta, "initial", "released", "xin", "xout"};
+    const char *a_stock[] = {"GET", k->stock};
+    const char *a_buyers[] = {"HGETALL", k->buyers};
+    const char *a_ledger[] = {"HGETALL", k->ledger};
+    const char *a_dlq[] = {"XLEN", k->dlq};
+    const char *a_exec[] = {"EXEC"};
+    struct rec_cmd cmds[] = {
+        watch ? (struct rec_cmd){6, a_watch} : (struct rec_cmd){1, a_multi},
+        {6, a_meta},
+        {2, a_stock},
+        {2, a_buyers},
+        {2, a_ledger},
+        {2, a_dlq},
+        {1, a_exec},
+    };
+    size_t n = watch ? 6 : 7;
+    redisReply *rep[7];
+    int rc = sk_reconcile_pipeline(r, n, cmds, rep);
+    if (rc) return rc;
+    if (watch) {
+        rc = rep[0]->type == REDIS_REPLY_STATUS ? parse_snap(r, k->label, rep + 1, s)
+                                                : sk_reconcile_proto_err(r, "WATCH", rep[0]);
+    } else {
+        const redisReply *ex = rep[6];
+        if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 5)
+            rc = sk_reconcile_proto_err(r, "MULTI/EXEC snapshot", ex);
+        else
+            rc = parse_snap(r, k->label, ex->element, s);
+    }
+    sk_reconcile_free_replies(rep, n);
+    if (rc) sk_reconcile_snap_free(s);
+    return rc;
+}
+
+/* Non-released ledger units per user, sorted by user (allocated; *n). */
+int sk_reconcile_ledger_users(const struct rec_lentry *l, size_t nl, struct rec_uunits **out,
+                              size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!nl) return 0;
+    struct rec_uunits *u = malloc(nl * sizeof *u);
+    if (!u) return SK_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (!l[i].released) u[k++] = (struct rec_uunits){l[i].user, l[i].qty};
+    if (k) qsort(u, k, sizeof *u, sk_reconcile_cmp_uunits);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m && u[m - 1].user == u[i].user)
+            u[m - 1].units += u[i].units;
+        else
+            u[m++] = u[i];
+    }
+    *out = u;
+    *n = m;
+    return 0;
+}
+
+/* Calls fn for every user whose buyers count differs from the ledger's.
+ * Returns the number of such users, or SK_ENOMEM. */
+long sk_reconcile_user_diffs(const struct rec_snap *s,
+                             void (*fn)(void *arg, uint64_t user, int64_t buyers, int64_t ledger),
+                             void *arg)
+{
+    struct rec_uunits *lu;
+    size_t nlu;
+    if (sk_reconcile_ledger_users(s->ledger, s->nl, &lu, &nlu)) return SK_ENOMEM;
+    long diffs = 0;
+    size_t i = 0, j = 0;
+    while (i < s->nb || j < nlu) {
+        uint64_t u;
+        int64_t b = 0, l = 0;
+        if (j >= nlu || (i < s->nb && s->buyers[i].user < lu[j].user)) {
+            u = s->buyers[i].user;
+            b = s->buyers[i++].units;
+        } else if (i >= s->nb || lu[j].user < s->buyers[i].user) {
+            u = lu[j].user;
+            l = lu[j++].units;
+        } else {
+            u = s->buyers[i].user;
+            b = s->buyers[i++].units;
+            l = lu[j++].units;
+        }
+        if (b != l) {
+            diffs++;
+            if (fn) fn(arg, u, b, l);
+        }
+    }
+    free(lu);
+    return diffs;
+}
+
+int64_t sk_reconcile_held_units(const struct rec_snap *s)
+{
+    int64_t h = 0;
+    for (size_t i = 0; i < s->nb; i++)
+        h += s->buyers[i].units;
+    return h;
+}
+
+/* Our group's entry of an XINFO GROUPS reply (an array), when it has one. */
+static void group_info(const redisReply *rep, struct rec_backlog *b)
+{
+    for (size_t g = 0; g < rep->elements; g++) {
+        const redisReply *m = rep->element[g];
+        if (m->type != REDIS_REPLY_ARRAY) continue;
+        int ours = 0;
+        int64_t pending = 0, lag = -1;
+        struct sk_sid last = {0, 0};
+        for (size_t i = 0; i + 1 < m->elements; i += 2) {
+            const redisReply *kk = m->element[i], *v = m->element[i + 1];
+            if (kk->type != REDIS_REPLY_STRING) continue;
+            if (!strcmp(kk->str, "name") && v->type == REDIS_REPLY_STRING)
+                ours = !strcmp(v->str, SK_WORKER_GROUP);
+            else if (!strcmp(kk->str, "pending") && v->type == REDIS_REPLY_INTEGER)
+                pending = v->integer;
+            else if (!strcmp(kk->str, "lag") && v->type == REDIS_REPLY_INTEGER)
+                lag = v->integer;
+            else if (!strcmp(kk->str, "last-delivered-id") && v->type == REDIS_REPLY_STRING)
+                sk_sid_parse(v->str, v->len, &last);
+        }
+        if (ours) {
+            b->group = 1;
+            b->pending = pending;
+            b->undelivered = lag;
+            b->last = last;
+        }
+    }
+}
+
+/* The group's counters (XINFO GROUPS), and the stream's length when there
+ * is no group yet (XLEN). */
+static int read_group_info(sk_redis *r, const struct sk_keys *k, struct rec_backlog *b)
+{
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "XINFO GROUPS %s", k->orders);
+    if (rc) return rc;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* No stream at all: nothing admitted, or the key is gone. */
+        int nokey = strstr(rep->str, "no such key") != NULL;
+        freeReplyObject(rep);
+        if (!nokey) return sk_reconcile_proto_err(r, "XINFO GROUPS", NULL);
+        /* Nothing can be waiting in a stream that does not exist. */
+        b->undelivered = 0;
+        b->last = (struct sk_sid){UINT64_MAX, UINT64_MAX};
+    } else if (rep->type == REDIS_REPLY_ARRAY) {
+        group_info(rep, b);
+        freeReplyObject(rep);
+    } else {
+        freeReplyObject(rep);
+        return sk_reconcile_proto_err(r, "XINFO GROUPS", NULL);
+    }
+    if (!b->group && b->undelivered != 0) {
+        /* No group yet: every entry of the stream is undelivered. */
+        if ((rc = sk_redis_cmd(r, &rep, "XLEN %s", k->orders))) return rc;
+        b->undelivered = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* The pending ids, page by page (exclusive start after the first). */
+static int read_pending(sk_redis *r, const struct sk_keys *k, struct rec_backlog *b)
+{
+    char from[48] = "-";
+    while (b->group && b->pending > 0) {
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "XPENDING %s %s %s + %d", k->orders, SK_WORKER_GROUP, from,
+                              SK_RECONCILE_PAGE);
+        if (rc) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            return sk_reconcile_proto_err(r, "XPENDING", NULL);
+        }
+        size_t got = rep->elements;
+        for (size_t i = 0; i < got; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+                e->element[0]->type != REDIS_REPLY_STRING)
+                continue;
+            if (SK_VEC_RESERVE(b->p, b->pcap, b->np + 1, 64)) {
+                freeReplyObject(rep);
+                return SK_ENOMEM;
+            }
+            if (sk_sid_parse(e->element[0]->str, e->element[0]->len, &b->p[b->np]) == 0) b->np++;
+            snprintf(from, sizeof from, "(%s", e->element[0]->str);
+        }
+        freeReplyObject(rep);
+        if (got < SK_RECONCILE_PAGE) break;
+    }
+    return 0;
+}
+
+int sk_reconcile_read_group(sk_redis *r, const struct sk_keys *k, struct rec_backlog *b,
+                            struct sk_reconcile_redis *out)
+{
+    memset(b, 0, sizeof *b);
+    b->undelivered = -1;
+    int rc = read_group_info(r, k, b);
+    if (rc == 0) rc = read_pending(r, k, b);
+    if (rc) return rc;
+    out->group = b->group;
+    out->pending = b->pending;
+    out->undelivered = b->undelivered;
+    out->backlog = b->pending + (b->undelivered > 0 ? b->undelivered : 0);
+    if (b->last.ms == UINT64_MAX)
+        snprintf(out->last_delivered, sizeof out->last_delivered, "none (no stream)");
+    else
+        snprintf(out->last_delivered, sizeof out->last_delivered, "%" PRIu64 "-%" PRIu64,
+                 b->last.ms, b->last.seq);
+    return 0;
+}
+
+/* Is the order with stream id sid still on its way to the DB? */
+int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid)
+{
+    if (sk_sid_cmp(sid, b->last) > 0) return 1; /* never delivered */
+    size_t lo = 0, hi = b->np;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = sk_sid_cmp(b->p[mid], sid);
+        if (c == 0) return 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* Looks up the given order ids in the ledger again; present[i] is 0 when
+ * absent, 1 when held, 2 when released. */
+int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
+                               const struct sk_drift *const *d, size_t n, int *present)
+{
+    for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
+        size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
+        const char *argv[2 + RECHECK_CHUNK];
+        argv[0] = "HMGET";
+        argv[1] = k->ledger;
+        for (size_t i = 0; i < m; i++)
+            argv[2 + i] = d[at + i]->order.order_id;
+        redisReply *rep;
+        int rc = sk_redis_command(r, &rep, (int)(2 + m), argv, NULL);
+        if (rc) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != m) {
+            freeReplyObject(rep);
+            return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
+        }
+        for (size_t i = 0; i < m; i++) {
+            const redisReply *v = rep->element[i];
+            present[at + i] = v->type != REDIS_REPLY_STRING                             ? 0
+                              : v->len > 9 && !strcmp(v->str + v->len - 9, ":released") ? 2
+                                                                                        : 1;
+        }
+        freeReplyObject(rep);
+    }
+    return 0;
+}

@@ -1,0 +1,420 @@
+/* redis_async_cluster.c - the async client's Redis Cluster front
+ * (redis+cluster://, see sk_aredis_new and docs/cluster.md), and the
+ * process-wide counts of the redirections it met (sk_aredis_redirects). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "redis/redis_async.h"
+#include "redis/redis_async_int.h"
+#include "redis/redis_cluster.h"
+
+/* A cluster client is a front: one ordinary single-node client per master
+ * (connect, handshake with SCRIPT LOAD, NOSCRIPT resend, timeouts and
+ * reconnects are theirs), a slot map, and a wrapper per command that keeps
+ * a copy of argv so a MOVED/ASK/TRYAGAIN answer can be resent with the same
+ * callback. The map is read with a short blocking CLUSTER SLOTS at start and
+ * on the next tick after a topology hint (MOVED, TRYAGAIN, a lost node). */
+
+#define CL_REFRESH_MIN_MS 100  /* between two CLUSTER SLOTS reads */
+#define CL_REFRESH_FAIL_MS 500 /* after a failed read: the loop must not spin on it */
+#define CL_RETRY_MIN_MS 10
+#define CL_RETRY_MAX_MS 200
+
+struct cl_cmd {
+    sk_aredis *front;
+    sk_aredis *node; /* where it was last sent (for rtt) */
+    sk_aredis_cb cb;
+    void *data;
+    int argc, script, slot, hops, retries;
+    int ask_node;   /* >= 0: ASKING + the command go there next */
+    int64_t due_ms; /* parked: not before */
+    struct cl_cmd *next;
+    const char **argv;
+    size_t *lens;
+};
+
+struct ar_cluster {
+    struct sk_cluster_map map;
+    sk_aredis *node[SK_CLUSTER_MAX_NODES]; /* by map node index, created on first need */
+    struct cl_cmd *parked;                 /* waiting for a tick */
+    size_t nparked;
+    int stale, prefer, closing;
+    int64_t next_refresh_ms;
+    struct sk_cluster_stats stats;
+    char errstr[256];
+};
+
+/* The client of node i, created (connecting) when missing; NULL on failure. */
+static sk_aredis *cl_node(sk_aredis *ar, int i)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (i < 0 || i >= cl->map.nnodes) return NULL;
+    if (cl->node[i]) return cl->node[i];
+    struct sk_redis_url u = ar->url; /* credentials of the cluster URL */
+    snprintf(u.host, sizeof u.host, "%s", cl->map.nodes[i].host);
+    u.port = cl->map.nodes[i].port;
+    u.cluster = 0;
+    u.db = 0;
+    u.nseeds = 1;
+    char err[128];
+    if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, ar->timeout_ms, err, sizeof err) < 0) {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
+                 u.port, err);
+        cl->stats.node_errors++;
+        return NULL;
+    }
+    return cl->node[i];
+}
+
+/* CLUSTER SLOTS of one node applied to the map; 0 or -1 (reason in errstr). */
+static int cl_fetch(sk_aredis *ar, const char *host, int port)
+{
+    struct ar_cluster *cl = ar->cl;
+    int ms = ar->timeout_ms < 1000 ? ar->timeout_ms : 1000;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    redisReply *r = NULL;
+    int rc = -1;
+    if (!c || c->err) {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: %.80s", host, port,
+                 c ? c->errstr : "out of memory");
+        goto out;
+    }
+    redisSetTimeout(c, tv);
+    if (ar->url.pass[0]) {
+        r = ar->url.user[0] ? redisCommand(c, "AUTH %s %s", ar->url.user, ar->url.pass)
+                            : redisCommand(c, "AUTH %s", ar->url.pass);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: AUTH refused", host,
+                     port);
+            goto out;
+        }
+        freeReplyObject(r);
+    }
+    r = redisCommand(c, "CLUSTER SLOTS");
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+        sk_cluster_map_apply(&cl->map, r, host) == 0) {
+        rc = 0;
+    } else {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: CLUSTER SLOTS: %.64s",
+                 host, port, r && r->type == REDIS_REPLY_ERROR ? r->str : "no map");
+    }
+out:
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    return rc;
+}
+
+/* Re-reads the map: the node that sent the last MOVED first (it has the new
+ * view), then known masters, then the seeds. Opens clients for new masters. */
+static void cl_refresh(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    int ok = 0;
+    if (cl->prefer >= 0 && cl->prefer < cl->map.nnodes)
+        ok = cl_fetch(ar, cl->map.nodes[cl->prefer].host, cl->map.nodes[cl->prefer].port) == 0;
+    for (int i = 0; !ok && i < cl->map.nnodes; i++)
+        if (i != cl->prefer && sk_cluster_map_is_master(&cl->map, i))
+            ok = cl_fetch(ar, cl->map.nodes[i].host, cl->map.nodes[i].port) == 0;
+    for (int i = 0; !ok && i < ar->url.nseeds; i++)
+        ok = cl_fetch(ar, ar->url.seeds[i].host, ar->url.seeds[i].port) == 0;
+    cl->next_refresh_ms = sk_mono_ms() + (ok ? CL_REFRESH_MIN_MS : CL_REFRESH_FAIL_MS);
+    if (!ok) return;
+    cl->stale = 0;
+    cl->prefer = -1;
+    cl->stats.refreshes++;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i)) cl_node(ar, i);
+}
+
+/* The ready node c goes to (its ASK target, its slot's master, or any
+ * ready master when keyless), or NULL. */
+static sk_aredis *cl_target(sk_aredis *ar, const struct cl_cmd *c)
+{
+    struct ar_cluster *cl = ar->cl;
+    sk_aredis *n = NULL;
+    if (c->ask_node >= 0) {
+        n = cl_node(ar, c->ask_node);
+    } else if (c->slot >= 0) {
+        n = cl_node(ar, sk_cluster_map_owner(&cl->map, c->slot));
+    } else {
+        for (int i = 0; i < cl->map.nnodes; i++)
+            if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] &&
+                cl->node[i]->state == AR_READY)
+                return cl->node[i];
+    }
+    return n && n->state == AR_READY ? n : NULL;
+}
+
+static void cl_on_reply(void *data, redisReply *rep);
+
+/* Hands c to its node (ASKING first after an ASK); SK_EIO when that node
+ * is not ready. */
+static int cl_send(struct cl_cmd *c)
+{
+    sk_aredis *n = cl_target(c->front, c);
+    if (!n) return SK_EIO;
+    if (c->ask_node >= 0 &&
+        sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1) < 0)
+        return SK_ENOMEM;
+    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script);
+    if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
+    c->ask_node = -1;
+    c->node = n;
+    sk_aredis_flush(n);
+    return 0;
+}
+
+static void cl_deliver(struct cl_cmd *c, redisReply *rep)
+{
+    sk_aredis *ar = c->front;
+    if (rep && c->node) ar->rtt_us = c->node->rtt_us;
+    sk_aredis_cb cb = c->cb;
+    void *data = c->data;
+    free(c);
+    if (cb) cb(data, rep);
+}
+
+/* Waits for a tick (bounded); out of waits: fails with NULL. */
+static void cl_park(struct cl_cmd *c)
+{
+    struct ar_cluster *cl = c->front->cl;
+    if (cl->closing || c->retries >= SK_CLUSTER_MAX_RETRIES) {
+        cl_deliver(c, NULL);
+        return;
+    }
+    int wait = CL_RETRY_MIN_MS << (c->retries < 5 ? c->retries : 5);
+    if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
+    c->retries++;
+    cl->stats.retries++;
+    /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
+     * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
+     * migration (ASK, then TRYAGAIN on the target: a key of the script, e.g.
+     * the idempotency hash, exists nowhere; wait; ASK ...) spent a hop per
+     * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
+     * at the shortest), long before the retry budget ran out (purchases
+     * answered 503). */
+    c->hops = 0;
+    c->due_ms = sk_mono_ms() + wait;
+    c->next = cl->parked;
+    cl->parked = c;
+    cl->nparked++;
+}
+
+/* Every MOVED/ASK/TRYAGAIN/CLUSTERDOWN met, followed or not, for /metrics
+ * (the only window an operator has on a reshard or failover as serve sees it). */
+static atomic_int cluster_used;
+static atomic_ullong redirects[SK_AREDIS_REDIRECT_COUNT];
+
+static void count_redirect(enum sk_aredis_redirect k)
+{
+    atomic_fetch_add_explicit(&redirects[k], 1, memory_order_relaxed);
+}
+
+static void count_answer(int kind, const char *err)
+{
+    if (kind == SK_CLUSTER_MOVED)
+        count_redirect(SK_AREDIS_MOVED);
+    else if (kind == SK_CLUSTER_ASK)
+        count_redirect(SK_AREDIS_ASK);
+    else if (!strncmp(err, "TRYAGAIN", 8))
+        count_redirect(SK_AREDIS_TRYAGAIN);
+    else if (!strncmp(err, "CLUSTERDOWN", 11))
+        count_redirect(SK_AREDIS_CLUSTERDOWN);
+}
+
+int sk_aredis_cluster_used(void)
+{
+    return atomic_load_explicit(&cluster_used, memory_order_relaxed);
+}
+
+uint64_t sk_aredis_redirects(enum sk_aredis_redirect kind)
+{
+    if ((unsigned)kind >= SK_AREDIS_REDIRECT_COUNT) return 0;
+    return atomic_load_explicit(&redirects[kind], memory_order_relaxed);
+}
+
+static void cl_on_reply(void *data, redisReply *rep)
+{
+    struct cl_cmd *c = data;
+    struct ar_cluster *cl = c->front->cl;
+    if (!rep) {
+        cl->stale = 1; /* a lost node may mean a failover */
+        cl_deliver(c, NULL);
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing) {
+        int slot, port;
+        char host[64];
+        int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
+        count_answer(kind, rep->str);
+        if (kind && c->hops < SK_CLUSTER_MAX_REDIRECTS) {
+            int i = sk_cluster_map_node(&cl->map, host, port);
+            if (i >= 0) {
+                c->hops++;
+                if (kind == SK_CLUSTER_MOVED) {
+                    /* never ran: resend; re-read the whole map at the next tick */
+                    sk_cluster_map_set(&cl->map, slot, i);
+                    cl->stale = 1;
+                    cl->prefer = i;
+                    cl->stats.moved++;
+                } else {
+                    c->ask_node = i;
+                    cl->stats.ask++;
+                }
+                if (cl_send(c) < 0) cl_park(c); /* e.g. a new master still connecting */
+                return;
+            }
+        } else if (!kind && sk_cluster_is_transient(rep->str) &&
+                   c->retries < SK_CLUSTER_MAX_RETRIES) {
+            cl->stale = 1;
+            cl_park(c);
+            return;
+        }
+    }
+    cl_deliver(c, rep); /* out of hops or waits: the caller sees the error */
+}
+
+int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                        int script, sk_aredis_cb cb, void *data)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (cl->closing || argc <= 0) return SK_EIO;
+    struct cl_cmd probe = {
+        .front = ar, .slot = sk_cluster_command_slot(argc, argv, lens), .ask_node = -1};
+    if (!cl_target(ar, &probe)) return SK_EIO; /* cb will not run, as for one node */
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens ? lens[i] : strlen(argv[i]);
+    struct cl_cmd *c = malloc(sizeof *c + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (!c) return SK_ENOMEM;
+    *c = probe;
+    c->cb = cb;
+    c->data = data;
+    c->argc = argc;
+    c->script = script;
+    c->argv = (const char **)(c + 1);
+    c->lens = (size_t *)(c->argv + argc);
+    char *p = (char *)(c->lens + argc);
+    for (int i = 0; i < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        memcpy(p, argv[i], l);
+        c->argv[i] = p;
+        c->lens[i] = l;
+        p += l;
+    }
+    int rc = cl_send(c);
+    if (rc < 0) free(c);
+    return rc;
+}
+
+int sk_aredis_cl_new(sk_aredis *ar)
+{
+    struct ar_cluster *cl = calloc(1, sizeof *cl);
+    if (!cl) return SK_ENOMEM;
+    sk_cluster_map_init(&cl->map);
+    cl->prefer = -1;
+    ar->cl = cl;
+    atomic_store_explicit(&cluster_used, 1, memory_order_relaxed); /* /metrics shows them */
+    snprintf(cl->errstr, sizeof cl->errstr, "connecting");
+    /* an unreachable cluster is not fatal: serve answers 503 and ticks retry */
+    cl_refresh(ar);
+    if (!cl->map.loaded) cl->stale = 1;
+    return 0;
+}
+
+void sk_aredis_cl_free(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    cl->closing = 1;
+    while (cl->parked) {
+        struct cl_cmd *c = cl->parked;
+        cl->parked = c->next;
+        cl->nparked--;
+        cl_deliver(c, NULL);
+    }
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        sk_aredis_free(cl->node[i]); /* fails its waiters: their callbacks run */
+    free(cl);
+    free(ar);
+}
+
+int sk_aredis_cl_ready(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    if (!cl->map.loaded) return 0;
+    int masters = 0;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        if (!cl->node[i] || cl->node[i]->state != AR_READY) return 0;
+        masters++;
+    }
+    return masters > 0;
+}
+
+size_t sk_aredis_cl_pending(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    size_t n = cl->nparked;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (cl->node[i]) n += cl->node[i]->count;
+    return n;
+}
+
+const char *sk_aredis_cl_errstr(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    if (!cl->map.loaded) return cl->errstr;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        if (!cl->node[i]) return cl->errstr;
+        if (cl->node[i]->state != AR_READY) return sk_aredis_errstr(cl->node[i]);
+    }
+    return "ready";
+}
+
+unsigned sk_aredis_cl_connects(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    unsigned n = 0;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (cl->node[i]) n += cl->node[i]->connects;
+    return n;
+}
+
+void sk_aredis_cl_flush(sk_aredis *ar)
+{
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (ar->cl->node[i]) sk_aredis_flush(ar->cl->node[i]);
+}
+
+void sk_aredis_cl_tick(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++) {
+        if (!cl->node[i]) continue;
+        sk_aredis_tick(cl->node[i]);
+        /* a master that is down may have been replaced */
+        if (cl->node[i]->state == AR_DOWN && sk_cluster_map_is_master(&cl->map, i)) cl->stale = 1;
+    }
+    int64_t now = sk_mono_ms();
+    if (cl->stale && now >= cl->next_refresh_ms) cl_refresh(ar);
+    struct cl_cmd *list = cl->parked;
+    cl->parked = NULL;
+    cl->nparked = 0;
+    while (list) {
+        struct cl_cmd *c = list;
+        list = c->next;
+        if (c->due_ms > now) {
+            c->next = cl->parked;
+            cl->parked = c;
+            cl->nparked++;
+        } else if (cl_send(c) < 0) {
+            cl_park(c);
+        }
+    }
+}
