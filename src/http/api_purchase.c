@@ -21,6 +21,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
@@ -466,13 +467,7 @@ static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid, int seg)
         app->open_batches[i] = app->open_batches[--app->n_open];
         break;
     }
-    if (app->n_open == app->cap_open) {
-        size_t cap = app->cap_open ? app->cap_open * 2 : 8;
-        struct sk_batch **nb = realloc(app->open_batches, cap * sizeof *nb);
-        if (!nb) return NULL;
-        app->open_batches = nb;
-        app->cap_open = cap;
-    }
+    if (SK_VEC_RESERVE(app->open_batches, app->cap_open, app->n_open + 1, 8)) return NULL;
     struct sk_batch *b = malloc(sizeof *b);
     if (!b) return NULL;
     b->app = app;

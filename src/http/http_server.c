@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/http_body.h"
@@ -268,13 +269,7 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
     for (size_t i = 0; i < app->n_acts; i++)
         if (app->acts[i].id == id) return &app->acts[i];
     if (!create || app->n_acts >= 4096) return NULL;
-    if (app->n_acts == app->cap_acts) {
-        size_t cap = app->cap_acts ? app->cap_acts * 2 : 16;
-        struct sk_act_cache *a = realloc(app->acts, cap * sizeof *a);
-        if (!a) return NULL;
-        app->acts = a;
-        app->cap_acts = cap;
-    }
+    if (SK_VEC_RESERVE(app->acts, app->cap_acts, app->n_acts + 1, 16)) return NULL;
     struct sk_act_cache *c = &app->acts[app->n_acts++];
     memset(c, 0, sizeof *c);
     c->id = id;
