@@ -120,6 +120,17 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
     res->units_unstocked += o->quantity;
 }
 
+int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
+                            int (*read_status)(sk_store *st, const char *order_id, int *status))
+{
+    if (hit < 0) return hit;
+    if (hit) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    return read_status(st, order_id, before);
+}
+
 int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n)
 {
     char why[sizeof st->errstr];
@@ -127,9 +138,14 @@ int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n)
     return sk_store_set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
 }
 
-int sk_store_release_verdict(sk_store *st, const char *order_id, int status)
+int sk_store_release_end(sk_store *st, int hit, const char *order_id,
+                         int (*read_status)(sk_store *st, const char *order_id, int *status))
 {
-    if (status == SK_ORDER_CANCELLED) return 0;
+    if (hit) return hit < 0 ? hit : 0;
+    /* Marked before, not cancelled, or absent. */
+    int status = -1;
+    int rc = read_status(st, order_id, &status);
+    if (rc || status == SK_ORDER_CANCELLED) return rc;
     return sk_store_set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release",
                             order_id);
 }

@@ -60,14 +60,23 @@ int sk_store_status_from_text(const char *t);
 void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock_failure *first,
                                   const struct sk_order *o, int has_row, int64_t db_stock);
 
+/* The end of a status change (created -> paid or cancelled) that a
+ * backend made by a conditional update: hit is what the update returned
+ * (1 matched, 0 did not, or a negative code). *before is created when it
+ * matched, else the status read_status reads now (statuses never go back
+ * to created); SK_ENOTFOUND when the order is absent. */
+int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
+                            int (*read_status)(sk_store *st, const char *order_id, int *status));
+
 /* A persist batch of n failed after its transaction began (and was rolled
  * back): says so after the error text; returns rc. */
 int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
 
-/* Mark-released on an order that the conditional update did not match and
- * that exists with status: SK_ESTATE when it is not cancelled, else 0
- * (marked before). */
-int sk_store_release_verdict(sk_store *st, const char *order_id, int status);
+/* The end of mark-released, made by a conditional update (hit as above):
+ * 0 when it matched; else the order is read: 0 when cancelled (marked
+ * before), SK_ESTATE when not cancelled, SK_ENOTFOUND when absent. */
+int sk_store_release_end(sk_store *st, int hit, const char *order_id,
+                         int (*read_status)(sk_store *st, const char *order_id, int *status));
 
 /* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
  * 0..initial, else 0; and the audit row's detail text. */

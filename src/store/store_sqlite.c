@@ -580,13 +580,7 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     int hit = update_order(st, sql, now, order_id, "update order status");
-    if (hit < 0) return hit;
-    if (hit) {
-        *before = SK_ORDER_CREATED;
-        return 0;
-    }
-    /* Not created any more (statuses never go back to created), or absent. */
-    return read_status(st, order_id, before);
+    return sk_store_transition_end(st, hit, order_id, before, read_status);
 }
 
 static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
@@ -815,12 +809,7 @@ static int sqlite_order_mark_released(sk_store *st, const char *order_id, int64_
                            "UPDATE orders SET released_ms = ? WHERE order_id = ?"
                            " AND status = 'cancelled' AND released_ms IS NULL",
                            now_ms, order_id, "mark order released");
-    if (hit < 0) return hit;
-    if (hit) return 0;
-    /* Marked before, not cancelled, or absent. */
-    int status = -1;
-    int rc = read_status(st, order_id, &status);
-    return rc ? rc : sk_store_release_verdict(st, order_id, status);
+    return sk_store_release_end(st, hit, order_id, read_status);
 }
 
 static int sqlite_orders_unreleased(sk_store *st, const char *after, size_t limit,
