@@ -22,6 +22,7 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/config.h"
@@ -64,18 +65,14 @@ static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        /* full: grow, up to 1 MiB (a config file is small) */
+        if (n == cap && (cap >= (1u << 20) || SK_VEC_RESERVE(buf, cap, n + 1, 4096))) break;
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (got == 0) break;
         n += got;
-        if (n == cap) {
-            if (cap >= (1u << 20)) break; /* a config file is small */
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
     }
     fclose(f);
     if (!buf) return -1;

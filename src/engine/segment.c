@@ -258,6 +258,23 @@ struct home_group {
     size_t *lens;
 };
 
+/* One segmented batch (sk_seg_purchase_batch) on its way through its
+ * steps: the purchases regrouped by home segment, their answers, and what
+ * is known of every segment's stock. */
+struct seg_batch {
+    sk_redis *r;
+    uint64_t aid;
+    int segments;
+    const struct sk_rate_limits *rl;
+    size_t n;
+    size_t *idx;             /* hp[i] is the caller's p[idx[i]] */
+    struct sk_purchase *hp;  /* the purchases, grouped by home */
+    struct sk_admission *hr; /* their answers, in the same order */
+    struct home_group g[SK_SEG_MAX];
+    int ng;
+    int64_t stocks[SK_SEG_MAX]; /* -1: no stock key, or not read yet */
+};
+
 /* Appends the first admission call of group g to the pipeline. */
 static int append_home_call(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
                             struct home_group *g, const struct sk_purchase *hp)
@@ -278,46 +295,39 @@ static int append_home_call(sk_redis *r, uint64_t aid, const struct sk_rate_limi
                             (int)SK_BATCH_ARGC(g->m), g->args, g->lens);
 }
 
-int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct sk_rate_limits *rl,
-                          const struct sk_purchase *p, size_t n, struct sk_admission *res,
-                          int64_t *remaining)
+/* Step 1: regroups p by home segment, in order of first appearance. */
+static void group_by_home(struct seg_batch *sb, const struct sk_purchase *p)
 {
-    if (segments < 2 || segments > SK_SEG_MAX || n == 0 || n > SK_BATCH_MAX)
-        return r->err = SK_EINVAL;
-    int64_t stocks[SK_SEG_MAX];
-    struct home_group g[SK_SEG_MAX];
-    int ng = 0, rc = 0;
-    size_t *idx = malloc(n * sizeof *idx);
-    struct sk_purchase *hp = malloc(n * sizeof *hp);
-    struct sk_admission *hr = malloc(n * sizeof *hr);
-    if (!idx || !hp || !hr) rc = r->err = SK_ENOMEM;
-    for (int s = 0; s < segments; s++)
-        stocks[s] = -1;
-    /* regroup by home segment, in order of first appearance */
     size_t at = 0;
-    while (rc == 0 && at < n) {
+    while (at < sb->n) {
         int home = -1;
-        for (size_t i = 0; i < n && home < 0; i++) {
-            int hi = sk_seg_home(p[i].user_id, segments), seen = 0;
-            for (int j = 0; j < ng; j++)
-                seen |= g[j].home == hi;
+        for (size_t i = 0; i < sb->n && home < 0; i++) {
+            int hi = sk_seg_home(p[i].user_id, sb->segments), seen = 0;
+            for (int j = 0; j < sb->ng; j++)
+                seen |= sb->g[j].home == hi;
             if (!seen) home = hi;
         }
-        g[ng] = (struct home_group){.home = home, .start = at};
-        for (size_t i = 0; i < n; i++)
-            if (sk_seg_home(p[i].user_id, segments) == home) {
-                idx[at] = i;
-                hp[at++] = p[i];
+        struct home_group *g = &sb->g[sb->ng++];
+        *g = (struct home_group){.home = home, .start = at};
+        for (size_t i = 0; i < sb->n; i++)
+            if (sk_seg_home(p[i].user_id, sb->segments) == home) {
+                sb->idx[at] = i;
+                sb->hp[at++] = p[i];
             }
-        g[ng].m = at - g[ng].start;
-        ng++;
+        g->m = at - g->start;
     }
-    /* First calls of every home in one pipeline: one round trip on one
-     * Redis, every master in parallel on a cluster. */
-    int sent = 0;
-    for (int j = 0; rc == 0 && j < ng; j++, sent++)
-        rc = append_home_call(r, aid, rl, &g[j], hp);
+}
+
+/* Step 2: the first call of every home in one pipeline: one round trip on
+ * one Redis, every master in parallel on a cluster. */
+static int first_calls(struct seg_batch *sb)
+{
+    sk_redis *r = sb->r;
+    int rc = 0, sent = 0;
+    for (int j = 0; rc == 0 && j < sb->ng; j++, sent++)
+        rc = append_home_call(r, sb->aid, sb->rl, &sb->g[j], sb->hp);
     for (int j = 0; j < sent; j++) {
+        const struct home_group *g = &sb->g[j];
         redisReply *rep = NULL;
         int rrc = sk_redis_read(r, &rep);
         if (rrc < 0) {
@@ -327,43 +337,80 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
         if (rc == 0 && sk_script_is_noscript(rep)) {
             /* a fresh node: the one-call path loads the script (never ran) */
             struct sk_keys k;
-            sk_keys_seg(&k, aid, g[j].home);
-            struct sk_batch_head h = {.label = k.label, .rl = rl};
-            rc = sk_stock_batch_call(r, &k, &h, hp + g[j].start, g[j].m, hr + g[j].start,
-                                     &stocks[g[j].home]);
+            sk_keys_seg(&k, sb->aid, g->home);
+            struct sk_batch_head h = {.label = k.label, .rl = sb->rl};
+            rc = sk_stock_batch_call(r, &k, &h, sb->hp + g->start, g->m, sb->hr + g->start,
+                                     &sb->stocks[g->home]);
         } else if (rc == 0 &&
-                   sk_stock_batch_parse(rep, g[j].m, hr + g[j].start, &stocks[g[j].home]) < 0) {
+                   sk_stock_batch_parse(rep, g->m, sb->hr + g->start, &sb->stocks[g->home]) < 0) {
             snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
             rc = r->err = SK_EPROTO;
         }
         freeReplyObject(rep);
     }
-    /* What a home could not serve borrows; one read of every segment first,
-     * and when all are empty the refusals stand without more calls. */
+    return rc;
+}
+
+/* Step 3: what a home could not serve borrows; one read of every segment
+ * first, and when all are empty the refusals stand without more calls. */
+static int borrow_refused(struct seg_batch *sb)
+{
+    int rc = scan(sb->r, sb->aid, sb->segments, sb->stocks);
+    int any = 0;
+    for (int s = 0; s < sb->segments; s++)
+        any |= sb->stocks[s] > 0;
+    for (int j = 0; rc == 0 && any && j < sb->ng; j++) {
+        const struct home_group *g = &sb->g[j];
+        rc = home_borrow(sb->r, sb->aid, sb->segments, g->home, sb->rl, sb->hp + g->start, g->m,
+                         sb->hr + g->start, sb->stocks);
+    }
+    return rc;
+}
+
+/* Step 4: the stock left as the last home saw it; 0 there means the sum of
+ * every segment (read now unless step 3 just did). */
+static int stock_left(struct seg_batch *sb, int scanned, int64_t *remaining)
+{
+    int last = sb->ng > 0 ? sb->g[sb->ng - 1].home : -1;
+    *remaining = last >= 0 ? sb->stocks[last] : -1;
+    int rc = 0;
+    if (*remaining == 0 && !scanned && (rc = scan(sb->r, sb->aid, sb->segments, sb->stocks)) < 0)
+        *remaining = -1;
+    if (rc == 0 && *remaining == 0) {
+        for (int s = 0; s < sb->segments; s++)
+            *remaining += sb->stocks[s] > 0 ? sb->stocks[s] : 0;
+    }
+    return rc;
+}
+
+int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct sk_rate_limits *rl,
+                          const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                          int64_t *remaining)
+{
+    if (segments < 2 || segments > SK_SEG_MAX || n == 0 || n > SK_BATCH_MAX)
+        return r->err = SK_EINVAL;
+    struct seg_batch sb = {.r = r, .aid = aid, .segments = segments, .rl = rl, .n = n};
+    int rc = 0;
+    sb.idx = malloc(n * sizeof *sb.idx);
+    sb.hp = malloc(n * sizeof *sb.hp);
+    sb.hr = malloc(n * sizeof *sb.hr);
+    if (!sb.idx || !sb.hp || !sb.hr) rc = r->err = SK_ENOMEM;
+    for (int s = 0; s < segments; s++)
+        sb.stocks[s] = -1;
+    if (rc == 0) {
+        group_by_home(&sb, p);
+        rc = first_calls(&sb);
+    }
     int need = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
-        need |= refused_by_stock(hr[i].rc);
-    if (rc == 0 && need) rc = scan(r, aid, segments, stocks);
-    int any = 0;
-    for (int s = 0; s < segments; s++)
-        any |= stocks[s] > 0;
-    for (int j = 0; rc == 0 && need && any && j < ng; j++)
-        rc = home_borrow(r, aid, segments, g[j].home, rl, hp + g[j].start, g[j].m, hr + g[j].start,
-                         stocks);
+        need |= refused_by_stock(sb.hr[i].rc);
+    if (rc == 0 && need) rc = borrow_refused(&sb);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        res[idx[i]] = hr[i];
-    if (rc == 0 && remaining) {
-        int last = ng > 0 ? g[ng - 1].home : -1;
-        *remaining = last >= 0 ? stocks[last] : -1;
-        if (*remaining == 0 && !need && (rc = scan(r, aid, segments, stocks)) < 0) *remaining = -1;
-        if (rc == 0 && *remaining == 0) {
-            for (int s = 0; s < segments; s++)
-                *remaining += stocks[s] > 0 ? stocks[s] : 0;
-        }
-    }
-    for (int j = 0; j < ng; j++)
-        free(g[j].buf), free(g[j].args), free(g[j].lens);
-    free(idx), free(hp), free(hr);
+        res[sb.idx[i]] = sb.hr[i];
+    if (rc == 0 && remaining) rc = stock_left(&sb, need, remaining);
+    for (int j = 0; j < sb.ng; j++)
+        free(sb.g[j].buf), free(sb.g[j].args), free(sb.g[j].lens);
+    free(sb.idx), free(sb.hp), free(sb.hr);
     return rc;
 }
 

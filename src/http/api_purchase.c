@@ -21,6 +21,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
@@ -123,6 +124,22 @@ static void fail_items(struct sk_app *app, uint64_t aid, struct pending **items,
 static void fail_batch(struct sk_batch *b, const char *why);
 static void send_batch(struct sk_app *app, struct sk_batch *b);
 static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid, int seg);
+
+/* An empty batch for an activity's key set (heap; NULL when out of
+ * memory). */
+static struct sk_batch *batch_new(struct sk_app *app, uint64_t aid, int seg)
+{
+    struct sk_batch *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    b->app = app;
+    b->aid = aid;
+    b->seg = seg;
+    b->borrow = NULL;
+    b->xfer_id[0] = 0;
+    b->xfer_qty = 0;
+    b->n = 0;
+    return b;
+}
 
 static void mark_sold_out(struct sk_app *app, uint64_t aid)
 {
@@ -251,14 +268,11 @@ static void on_transfer(void *data, redisReply *rep)
             scan_start(&bo->sc);
         return;
     }
-    struct sk_batch *b = malloc(sizeof *b);
+    struct sk_batch *b = batch_new(app, bo->sc.aid, bo->home);
     if (!b) {
         borrow_fail(bo, "out of memory");
         return;
     }
-    b->app = app;
-    b->aid = bo->sc.aid;
-    b->seg = bo->home;
     b->borrow = bo;
     snprintf(b->xfer_id, sizeof b->xfer_id, "%s", id);
     b->xfer_qty = taken;
@@ -330,10 +344,34 @@ static void fail_batch(struct sk_batch *b, const char *why)
     free(b);
 }
 
-/* The base keys said the activity is segmented: remember the count and
- * send every purchase of the batch to its home segment. */
-static void reroute(struct sk_batch *b, int segments)
+/* A purchase_batch reply into res and *remaining; a missing or malformed
+ * one fails the whole batch (freed) and returns 1. */
+static int parse_or_fail(struct sk_batch *b, redisReply *rep, struct sk_admission *res,
+                         int64_t *remaining)
 {
+    if (!rep) {
+        fail_batch(b, "redis is unreachable; try again");
+        return 1;
+    }
+    if (sk_stock_batch_parse(rep, b->n, res, remaining) < 0) {
+        sk_log(SK_LOG_ERROR, "purchase_batch: unexpected reply%s%.200s",
+               rep->type == REDIS_REPLY_ERROR ? ": " : "",
+               rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+        fail_batch(b, "admission failed; try again");
+        return 1;
+    }
+    return 0;
+}
+
+/* When the base keys said the activity is segmented (with the count):
+ * remembers the count, sends every purchase of the batch to its home
+ * segment, frees b and returns 1. */
+static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *res)
+{
+    if (res[0].rc != SK_RC_SEGMENTED || b->seg != SK_SEG_NONE || res[0].quantity <= 1 ||
+        res[0].quantity > SK_SEG_MAX)
+        return 0;
+    int segments = (int)res[0].quantity;
     struct sk_app *app = b->app;
     struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
     if (c) c->segments = segments;
@@ -346,47 +384,27 @@ static void reroute(struct sk_batch *b, int segments)
             hb->items[hb->n++] = p;
     }
     free(b);
+    return 1;
 }
 
-static void on_batch_reply(void *data, redisReply *rep)
+/* Unknown to Redis but defined in the store: created, not preheated. A
+ * buyer sees it as closed, as GET /activities/{id} says. Only ids Redis
+ * does not know pay for this lookup. */
+static void unknown_as_closed(struct sk_batch *b, struct sk_admission *res)
 {
-    struct sk_batch *b = data;
-    struct sk_app *app = b->app;
-    struct sk_admission res[SK_BATCH_MAX];
-    int64_t remaining = -1;
-    if (!rep) {
-        fail_batch(b, "redis is unreachable; try again");
-        return;
-    }
-    if (sk_stock_batch_parse(rep, b->n, res, &remaining) < 0) {
-        sk_log(SK_LOG_ERROR, "purchase_batch: unexpected reply%s%.200s",
-               rep->type == REDIS_REPLY_ERROR ? ": " : "",
-               rep->type == REDIS_REPLY_ERROR ? rep->str : "");
-        fail_batch(b, "admission failed; try again");
-        return;
-    }
-    sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
-    sk_metrics_batch(app->metrics, b->n);
-    if (res[0].rc == SK_RC_SEGMENTED && b->seg == SK_SEG_NONE && res[0].quantity > 1 &&
-        res[0].quantity <= SK_SEG_MAX) {
-        reroute(b, (int)res[0].quantity);
-        return;
-    }
-    /* Unknown to Redis but defined in the store: created, not preheated.
-     * A buyer sees it as closed, as GET /activities/{id} says. Only ids
-     * Redis does not know pay for this lookup. */
-    if (res[0].rc == SK_RC_UNKNOWN_ACTIVITY) {
-        struct sk_activity a;
-        if (sk_store_activity_get(app->store, b->aid, &a) == 0)
-            for (size_t i = 0; i < b->n; i++)
-                if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
-    }
-    /* A segment's stock refusals are not final: they borrow (a re-admission
-     * keeps its borrow going), in arrival order. */
-    struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
-    int segments = b->borrow ? b->borrow->sc.segments : c ? c->segments : 0;
-    struct pending *more[SK_BATCH_MAX];
-    struct sk_admission more_res[SK_BATCH_MAX];
+    if (res[0].rc != SK_RC_UNKNOWN_ACTIVITY) return;
+    struct sk_activity a;
+    if (sk_store_activity_get(b->app->store, b->aid, &a) != 0) return;
+    for (size_t i = 0; i < b->n; i++)
+        if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
+}
+
+/* Answers the purchases of the batch, except a segment's stock refusals
+ * (segments > 1): those are not final, they go to more/more_res, in
+ * arrival order, to borrow. Returns how many went there. */
+static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, int segments,
+                           struct pending **more, struct sk_admission *more_res)
+{
     size_t nmore = 0, admitted = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && refused_by_stock(res[i].rc)) {
@@ -395,11 +413,20 @@ static void on_batch_reply(void *data, redisReply *rep)
             continue;
         }
         if (res[i].rc == SK_RC_OK) admitted++;
-        finish_one(app, b->aid, b->items[i], &res[i], NULL);
+        finish_one(b->app, b->aid, b->items[i], &res[i], NULL);
     }
-    sk_metrics_admission(app->metrics, admitted);
-    if (b->borrow) {
-        struct borrow *bo = b->borrow;
+    sk_metrics_admission(b->app->metrics, admitted);
+    return nmore;
+}
+
+/* After the answers: a re-admission keeps its borrow going with what is
+ * still refused (or ends it); a first refusal at home starts one; a base
+ * key set that reported no stock left marks the activity sold out. */
+static void borrow_next(struct sk_batch *b, int segments, struct pending **more,
+                        const struct sk_admission *more_res, size_t nmore, int64_t remaining)
+{
+    struct borrow *bo = b->borrow;
+    if (bo) {
         bo->n = nmore;
         memcpy(bo->items, more, nmore * sizeof *more);
         memcpy(bo->res, more_res, nmore * sizeof *more_res);
@@ -410,10 +437,29 @@ static void on_batch_reply(void *data, redisReply *rep)
         else
             scan_start(&bo->sc);
     } else if (nmore > 0) {
-        borrow_start(app, b->aid, segments, b->seg, more, more_res, nmore);
+        borrow_start(b->app, b->aid, segments, b->seg, more, more_res, nmore);
     } else if (remaining == 0 && b->seg == SK_SEG_NONE) {
-        mark_sold_out(app, b->aid);
+        mark_sold_out(b->app, b->aid);
     }
+}
+
+static void on_batch_reply(void *data, redisReply *rep)
+{
+    struct sk_batch *b = data;
+    struct sk_app *app = b->app;
+    struct sk_admission res[SK_BATCH_MAX];
+    int64_t remaining = -1;
+    if (parse_or_fail(b, rep, res, &remaining)) return;
+    sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
+    sk_metrics_batch(app->metrics, b->n);
+    if (reroute_if_segmented(b, res)) return;
+    unknown_as_closed(b, res);
+    struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
+    int segments = b->borrow ? b->borrow->sc.segments : c ? c->segments : 0;
+    struct pending *more[SK_BATCH_MAX];
+    struct sk_admission more_res[SK_BATCH_MAX];
+    size_t nmore = answer_batch(b, res, segments, more, more_res);
+    borrow_next(b, segments, more, more_res, nmore, remaining);
     free(b);
 }
 
@@ -466,23 +512,9 @@ static struct sk_batch *batch_for(struct sk_app *app, uint64_t aid, int seg)
         app->open_batches[i] = app->open_batches[--app->n_open];
         break;
     }
-    if (app->n_open == app->cap_open) {
-        size_t cap = app->cap_open ? app->cap_open * 2 : 8;
-        struct sk_batch **nb = realloc(app->open_batches, cap * sizeof *nb);
-        if (!nb) return NULL;
-        app->open_batches = nb;
-        app->cap_open = cap;
-    }
-    struct sk_batch *b = malloc(sizeof *b);
-    if (!b) return NULL;
-    b->app = app;
-    b->aid = aid;
-    b->seg = seg;
-    b->borrow = NULL;
-    b->xfer_id[0] = 0;
-    b->xfer_qty = 0;
-    b->n = 0;
-    app->open_batches[app->n_open++] = b;
+    if (SK_VEC_RESERVE(app->open_batches, app->cap_open, app->n_open + 1, 8)) return NULL;
+    struct sk_batch *b = batch_new(app, aid, seg);
+    if (b) app->open_batches[app->n_open++] = b;
     return b;
 }
 
@@ -501,60 +533,85 @@ static int idem_or_reply(struct sk_app *app, h2o_req_t *req, const char **key, s
     return 1;
 }
 
-int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+/* The body's quantity; a malformed body is answered 400. */
+static int quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *qty)
 {
-    uint64_t uid;
-    int64_t qty;
-    const char *idem;
-    size_t idem_len;
     char err[160];
-    if (sk_http_user_or_reply(app, req, SK_ROUTE_purchase, &uid)) return 0;
-    if (sk_body_purchase(req->entity.base, req->entity.base ? req->entity.len : 0, &qty, err,
-                         sizeof err) < 0) {
-        sk_metrics_refusal(app->metrics, "bad_request");
-        sk_http_error(app, req, SK_ROUTE_purchase, 400, "bad_request", err);
+    if (sk_body_purchase(req->entity.base, req->entity.base ? req->entity.len : 0, qty, err,
+                         sizeof err) == 0)
         return 0;
-    }
-    if (idem_or_reply(app, req, &idem, &idem_len)) return 0;
-    /* A retry with an Idempotency-Key must get its first answer, which
-     * only Redis knows: it skips the local fast path. */
-    struct sk_act_cache *c = sk_app_act(app, m->id, 0);
-    if (c && c->sold_out && !idem) {
-        sk_metrics_soldout_fastpath(app->metrics);
-        sk_metrics_refusal_rc(app->metrics, SK_RC_SOLD_OUT);
-        sk_http_error(app, req, SK_ROUTE_purchase, 409, "sold_out", sk_rc_message(SK_RC_SOLD_OUT));
-        return 0;
-    }
-    if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
-    /* Admission cap: a purchase that would queue behind max_inflight others
-     * of this activity is refused now, not left waiting on a slow Redis. */
-    struct sk_act_cache *ic = NULL;
-    if (app->cfg.max_inflight > 0) {
-        /* creating the entry may move the array: c is looked up again */
-        c = ic = sk_app_act(app, m->id, 1);
-        if (ic && ic->inflight >= app->cfg.max_inflight) {
-            sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
-            reply_429(app, req, SK_RC_BUSY, 1000);
-            return 0;
-        }
-    }
-    int seg = c && c->segments > 1 ? sk_seg_home(uid, c->segments) : SK_SEG_NONE;
-    struct sk_batch *b = batch_for(app, m->id, seg);
+    sk_metrics_refusal(app->metrics, "bad_request");
+    sk_http_error(app, req, SK_ROUTE_purchase, 400, "bad_request", err);
+    return 1;
+}
+
+/* The local sold-out fast path: 409 without asking Redis. A retry with an
+ * Idempotency-Key must get its first answer, which only Redis knows: it
+ * skips the fast path. */
+static int soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_act_cache *c,
+                            const char *idem)
+{
+    if (!c || !c->sold_out || idem) return 0;
+    sk_metrics_soldout_fastpath(app->metrics);
+    sk_metrics_refusal_rc(app->metrics, SK_RC_SOLD_OUT);
+    sk_http_error(app, req, SK_ROUTE_purchase, 409, "sold_out", sk_rc_message(SK_RC_SOLD_OUT));
+    return 1;
+}
+
+/* Admission cap: a purchase that would queue behind max_inflight others
+ * of this activity is refused now (429), not left waiting on a slow Redis.
+ * *ic: the entry to count the purchase in (NULL without a cap); creating
+ * it may move the cache array, so *c is looked up again. */
+static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
+                             struct sk_act_cache **c, struct sk_act_cache **ic)
+{
+    *ic = NULL;
+    if (app->cfg.max_inflight <= 0) return 0;
+    *c = *ic = sk_app_act(app, aid, 1);
+    if (!*ic || (*ic)->inflight < app->cfg.max_inflight) return 0;
+    sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
+    reply_429(app, req, SK_RC_BUSY, 1000);
+    return 1;
+}
+
+/* Queues the purchase in this pass's batch for its key set; 503 when out
+ * of memory. */
+static void queue_purchase(struct sk_app *app, h2o_req_t *req, uint64_t aid,
+                           const struct sk_act_cache *c, struct sk_act_cache *ic,
+                           const struct sk_purchase *pu)
+{
+    int seg = c && c->segments > 1 ? sk_seg_home(pu->user_id, c->segments) : SK_SEG_NONE;
+    struct sk_batch *b = batch_for(app, aid, seg);
     struct pending *p = b ? malloc(sizeof *p) : NULL;
     if (!p) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
-        return 0;
+        return;
     }
-    p->p.user_id = uid;
-    p->p.quantity = qty;
-    p->p.idem = idem ? p->idem : NULL;
-    p->p.idem_len = idem ? idem_len : 0;
-    if (idem) memcpy(p->idem, idem, idem_len);
+    p->p = *pu;
+    p->p.idem = pu->idem ? p->idem : NULL;
+    if (pu->idem) memcpy(p->idem, pu->idem, pu->idem_len);
     /* the client IP only matters (and costs) when the per-IP limit is on */
     p->p.ip = app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip(app, req, p->ip) ? p->ip : NULL;
     if (ic) ic->inflight++;
     sk_async_begin(app, &p->a, req, SK_ROUTE_purchase);
     b->items[b->n++] = p;
+}
+
+int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    struct sk_purchase pu = {0};
+    const char *idem;
+    size_t idem_len;
+    if (sk_http_user_or_reply(app, req, SK_ROUTE_purchase, &pu.user_id)) return 0;
+    if (quantity_or_reply(app, req, &pu.quantity)) return 0;
+    if (idem_or_reply(app, req, &idem, &idem_len)) return 0;
+    struct sk_act_cache *c = sk_app_act(app, m->id, 0), *ic;
+    if (soldout_or_reply(app, req, c, idem)) return 0;
+    if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
+    if (inflight_or_reply(app, req, m->id, &c, &ic)) return 0;
+    pu.idem = idem;
+    pu.idem_len = idem ? idem_len : 0;
+    queue_purchase(app, req, m->id, c, ic, &pu);
     return 0;
 }
 

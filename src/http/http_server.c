@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/http_body.h"
@@ -268,13 +269,7 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
     for (size_t i = 0; i < app->n_acts; i++)
         if (app->acts[i].id == id) return &app->acts[i];
     if (!create || app->n_acts >= 4096) return NULL;
-    if (app->n_acts == app->cap_acts) {
-        size_t cap = app->cap_acts ? app->cap_acts * 2 : 16;
-        struct sk_act_cache *a = realloc(app->acts, cap * sizeof *a);
-        if (!a) return NULL;
-        app->acts = a;
-        app->cap_acts = cap;
-    }
+    if (SK_VEC_RESERVE(app->acts, app->cap_acts, app->n_acts + 1, 16)) return NULL;
     struct sk_act_cache *c = &app->acts[app->n_acts++];
     memset(c, 0, sizeof *c);
     c->id = id;
@@ -371,23 +366,16 @@ static void start_drain(struct sk_app *app)
 static struct sk_app
     *volatile running_app; /* volatile: a never-read static store would be optimised away */
 
-int sk_server_run(const struct sk_config *cfg)
+/* The store, the metrics and the listening socket. On failure: logged,
+ * what was made released (app included), -1. */
+static int open_resources(struct sk_app *app)
 {
-    struct sk_app *app = calloc(1, sizeof *app);
-    if (!app) return 1;
-    running_app = app;
-    app->cfg = *cfg;
+    const struct sk_config *cfg = &app->cfg;
     char err[256];
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = on_stop_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    int rc = sk_store_open(&app->store, cfg->db, err, sizeof err);
-    if (rc < 0) {
+    if (sk_store_open(&app->store, cfg->db, err, sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
         free(app);
-        return 1;
+        return -1;
     }
     app->metrics = sk_metrics_new();
     app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err);
@@ -396,14 +384,19 @@ int sk_server_run(const struct sk_config *cfg)
         sk_store_close(app->store);
         sk_metrics_free(app->metrics);
         free(app);
-        return 1;
+        return -1;
     }
+    return 0;
+}
 
+/* h2o's configuration and context: every path goes to on_req. */
+static void setup_h2o(struct sk_app *app)
+{
     h2o_config_init(&app->h2o_config);
     app->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
     /* h2o answers bodies over its limit itself, in plain text; give it room
      * so that bodies up to twice max_body get our JSON 413 from on_req. */
-    app->h2o_config.max_request_entity_size = 2 * (size_t)cfg->max_body;
+    app->h2o_config.max_request_entity_size = 2 * (size_t)app->cfg.max_body;
     h2o_hostconf_t *host =
         h2o_config_register_host(&app->h2o_config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -413,29 +406,65 @@ int sk_server_run(const struct sk_config *cfg)
     h2o_context_init(&app->ctx, h2o_evloop_create(), &app->h2o_config);
     app->accept_ctx.ctx = &app->ctx;
     app->accept_ctx.hosts = app->h2o_config.hosts;
+}
 
-    rc = sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
-                       sizeof err);
-    if (rc < 0) {
+/* The pipelined Redis client on the loop. Gives Redis a moment before
+ * taking traffic, so a fresh process does not answer its share with 503s;
+ * then goes on regardless (/healthz must answer while Redis is down).
+ * -1 (logged, the listening socket closed) when the client cannot be made. */
+static int connect_redis(struct sk_app *app)
+{
+    const struct sk_config *cfg = &app->cfg;
+    char err[256];
+    if (sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
+                      sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "redis %s: %s", cfg->redis, err);
         close(app->listen_fd);
-        return 1;
+        return -1;
     }
-    /* Give Redis a moment before taking traffic, so a fresh process does
-     * not answer its share with 503s; then accept regardless (/healthz
-     * must answer while Redis is down). */
     int64_t ready_by = sk_mono_ms() + cfg->redis_timeout_ms;
     while (!sk_aredis_ready(app->redis) && sk_mono_ms() < ready_by && !stop_requested) {
         h2o_evloop_run(app->ctx.loop, 10);
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
     }
+    return 0;
+}
+
+static void start_accepting(struct sk_app *app)
+{
     app->listener =
         h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
     app->listener->data = app;
     h2o_socket_read_start(app->listener, on_accept);
-    sk_log(SK_LOG_INFO, "listening on %s (pid %d)", cfg->listen, (int)getpid());
+    sk_log(SK_LOG_INFO, "listening on %s (pid %d)", app->cfg.listen, (int)getpid());
+}
 
+/* While draining: 1 when the loop may stop (everything answered for
+ * 100 ms, or the drain deadline passed). *idle_since: when the process was
+ * last seen idle (0: busy). */
+static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
+{
+    int64_t now = sk_mono_ms();
+    int idle = app->inflight == 0 && app->n_open == 0;
+    if (!idle)
+        *idle_since = 0;
+    else if (!*idle_since)
+        *idle_since = now;
+    /* answered: give the sockets a moment to write the last bytes */
+    if (idle && now - *idle_since >= 100) return 1;
+    if (now > deadline) {
+        sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
+               app->inflight, app->n_open);
+        return 1;
+    }
+    return 0;
+}
+
+/* The loop: one pass of events, then the batches of the pass go to Redis;
+ * SIGTERM starts a drain of at most 10 s. */
+static void serve(struct sk_app *app)
+{
     int64_t drain_deadline = 0, idle_since = 0;
     for (;;) {
         h2o_evloop_run(app->ctx.loop, 20);
@@ -447,22 +476,25 @@ int sk_server_run(const struct sk_config *cfg)
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
         }
-        if (app->draining) {
-            int64_t now = sk_mono_ms();
-            int idle = app->inflight == 0 && app->n_open == 0;
-            if (!idle)
-                idle_since = 0;
-            else if (!idle_since)
-                idle_since = now;
-            /* answered: give the sockets a moment to write the last bytes */
-            if (idle && now - idle_since >= 100) break;
-            if (now > drain_deadline) {
-                sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
-                       app->inflight, app->n_open);
-                break;
-            }
-        }
+        if (app->draining && drained(app, drain_deadline, &idle_since)) break;
     }
+}
+
+int sk_server_run(const struct sk_config *cfg)
+{
+    struct sk_app *app = calloc(1, sizeof *app);
+    if (!app) return 1;
+    running_app = app;
+    app->cfg = *cfg;
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    if (open_resources(app) < 0) return 1;
+    setup_h2o(app);
+    if (connect_redis(app) < 0) return 1;
+    start_accepting(app);
+    serve(app);
     int left = app->inflight;
     sk_log(left ? SK_LOG_ERROR : SK_LOG_INFO, "stopped, %d requests unanswered", left);
     sk_aredis_free(app->redis);

@@ -13,6 +13,7 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "redis/redis_async.h"
 
 #define STATUS_SLOTS 600 /* index = HTTP status; slot 0 = out of 100..599 */
@@ -372,17 +373,19 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
 
 char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
 {
-    size_t cap = 16384;
+    char *buf = NULL;
+    size_t cap = 0;
     for (;;) {
-        char *buf = malloc(cap);
-        if (!buf) return NULL;
+        /* 16 KiB, then twice as much until it fits; over 1 GiB cannot
+         * happen: the output is bounded */
+        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 16384)) {
+            free(buf);
+            return NULL;
+        }
         int n = sk_metrics_render(m, buf, cap);
         if (n >= 0) {
             if (len) *len = (size_t)n;
             return buf;
         }
-        free(buf);
-        if (cap > ((size_t)1 << 30)) return NULL; /* cannot happen: output is bounded */
-        cap *= 2;
     }
 }

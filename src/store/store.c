@@ -1,5 +1,8 @@
 /* store.c - picks the store backend from the spec and dispatches every
- * store.h call through the backend's table (store_int.h).
+ * store.h call through the backend's table (store_int.h), doing around the
+ * call what is the same for every backend (argument checks, empty cases,
+ * turning a status change into its answer), and the helpers the backends
+ * share (errors, status words, stock-failure and repair bookkeeping).
  *
  * "sqlite:PATH" -> store_sqlite.c, "postgres://..." or "postgresql://..."
  * -> store_pg.c. The spec is echoed in messages only when it cannot hold a
@@ -7,6 +10,7 @@
 #include "store/store_int.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,134 +77,120 @@ const char *sk_store_errstr(const sk_store *st)
     return st ? st->errstr : "no store";
 }
 
-/* A backend without the function: a clear refusal, not a crash. */
-static int unsupported(sk_store *st, const char *what)
+/* ---- helpers shared by the backends (store_int.h) ------------------------ */
+
+int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
 {
-    snprintf(st->errstr, sizeof st->errstr, "%s store: %s is not supported", st->ops->name, what);
-    return SK_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->errstr, sizeof st->errstr, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
-#define DISPATCH(member, ...)                                                                      \
-    (st->ops->member ? st->ops->member(st, __VA_ARGS__) : unsupported(st, #member))
-
-int sk_store_schema_version(sk_store *st, int *version)
+int sk_store_no_activity(sk_store *st, uint64_t id)
 {
-    return DISPATCH(schema_version, version);
+    return sk_store_set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
 }
 
-int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
+int sk_store_no_order(sk_store *st, const char *order_id)
 {
-    return DISPATCH(activity_insert, a);
+    return sk_store_set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
 }
 
-int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+int sk_store_status_from_text(const char *t)
 {
-    return DISPATCH(activity_get, id, out);
+    if (!t) return -1;
+    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
+        if (!strcmp(t, sk_order_status_name(i))) return i;
+    return -1;
 }
 
-int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock_failure *first,
+                                  const struct sk_order *o, int has_row, int64_t db_stock)
 {
-    return DISPATCH(activity_list, out, n);
+    if (res->stock_failures == 0) {
+        snprintf(first->order_id, sizeof first->order_id, "%s", o->order_id);
+        first->aid = o->activity_id;
+        first->qty = o->quantity;
+        first->db_stock = has_row ? db_stock : 0;
+        first->has_row = has_row;
+    }
+    res->stock_failures++;
+    res->units_unstocked += o->quantity;
 }
 
-int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
+int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
+                            int (*read_status)(sk_store *st, const char *order_id, int *status))
 {
-    return DISPATCH(activity_set_state, id, state);
+    if (hit < 0) return hit;
+    if (hit) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    return read_status(st, order_id, before);
 }
 
-int sk_store_activity_delete(sk_store *st, uint64_t id)
+int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n)
 {
-    return DISPATCH(activity_delete, id);
+    char why[sizeof st->errstr];
+    snprintf(why, sizeof why, "%s", st->errstr);
+    return sk_store_set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
 }
 
-int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                            struct sk_persist_result *res)
+int sk_store_release_end(sk_store *st, int hit, const char *order_id,
+                         int (*read_status)(sk_store *st, const char *order_id, int *status))
 {
-    return DISPATCH(orders_persist, orders, n, res);
+    if (hit) return hit < 0 ? hit : 0;
+    /* Marked before, not cancelled, or absent. */
+    int status = -1;
+    int rc = read_status(st, order_id, &status);
+    if (rc || status == SK_ORDER_CANCELLED) return rc;
+    return sk_store_set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release",
+                            order_id);
 }
 
-int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
+int sk_store_repair_check(sk_store *st, uint64_t id, int64_t expected, int64_t initial)
 {
-    return DISPATCH(order_get, order_id, out);
+    if (expected >= 0 && expected <= initial) return 0;
+    return sk_store_set_err(st, SK_ESTATE,
+                            "activity %" PRIu64 ": computed DB stock %" PRId64
+                            " is outside 0..%" PRId64
+                            " (the DB holds more units than the initial stock)",
+                            id, expected, initial);
 }
 
-int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expected, int64_t initial)
 {
-    return DISPATCH(order_pay, order_id, now_ms, status_out);
+    snprintf(buf, cap,
+             "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
+             " - units of orders not cancelled %" PRId64 ")",
+             stock, expected, initial, initial - expected);
 }
 
-int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
+/* ---- checks every backend relies on --------------------------------------- */
+
+static int check_order(sk_store *st, const struct sk_order *o, size_t i)
 {
-    return DISPATCH(order_cancel, order_id, now_ms, prev_status);
+    size_t il = strnlen(o->order_id, sizeof o->order_id);
+    size_t sl = strnlen(o->stream_id, sizeof o->stream_id);
+    if (il == 0 || il >= sizeof o->order_id)
+        return sk_store_set_err(st, SK_EINVAL, "order %zu: empty or unterminated order id", i);
+    if (sl == 0 || sl >= sizeof o->stream_id)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: empty or unterminated stream id",
+                                o->order_id);
+    if (o->activity_id == 0 || o->activity_id > SK_ACTIVITY_ID_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: bad activity id", o->order_id);
+    if (o->quantity < 1)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: quantity %" PRId64 " < 1", o->order_id,
+                                o->quantity);
+    if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
+    return 0;
 }
 
-int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                            size_t *n)
-{
-    return DISPATCH(orders_expired, now_ms, limit, out, n);
-}
-
-int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
-                         struct sk_order *out, size_t *n)
-{
-    return DISPATCH(orders_list, activity_id, after, limit, out, n);
-}
-
-int sk_store_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
-{
-    return DISPATCH(orders_count, activity_id, out);
-}
-
-int sk_store_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                       const char *detail)
-{
-    return DISPATCH(audit_add, at_ms, activity_id, kind, detail);
-}
-
-int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
-{
-    return DISPATCH(audit_list, activity_id, out, n);
-}
-
-int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
-{
-    return DISPATCH(activity_set_db_stock, id, stock);
-}
-
-int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
-{
-    return DISPATCH(activity_ids, out, n);
-}
-
-int sk_store_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
-{
-    return DISPATCH(order_mark_released, order_id, now_ms);
-}
-
-int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
-                               size_t *n)
-{
-    return DISPATCH(orders_unreleased, after, limit, out, n);
-}
-
-int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
-{
-    return DISPATCH(db_stock_check, id, stock, expected);
-}
-
-int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                             int64_t *after)
-{
-    return DISPATCH(db_stock_repair, id, now_ms, before, after);
-}
-
-int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                           const char *audit_detail)
-{
-    return DISPATCH(order_restore, o, now_ms, audit_detail);
-}
-
-void sk_store_log_stock_failures(size_t n, const struct sk_stock_failure *ff)
+/* One warning line per batch for n failed conditional updates. */
+static void log_stock_failures(size_t n, const struct sk_stock_failure *ff)
 {
     if (ff->has_row)
         sk_log(SK_LOG_WARN,
@@ -213,4 +203,215 @@ void sk_store_log_stock_failures(size_t n, const struct sk_stock_failure *ff)
                "store: %zu order(s) persisted without their DB stock; first: order %s: activity "
                "%" PRIu64 " is not in the database; run reconcile",
                n, ff->order_id, ff->aid);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+/* A backend without the function: a clear refusal, not a crash. */
+static int unsupported(sk_store *st, const char *what)
+{
+    snprintf(st->errstr, sizeof st->errstr, "%s store: %s is not supported", st->ops->name, what);
+    return SK_EINVAL;
+}
+
+/* Every call starts with no error ("" after success, store.h). */
+#define DISPATCH(member, ...)                                                                      \
+    (st->errstr[0] = 0,                                                                            \
+     st->ops->member ? st->ops->member(st, __VA_ARGS__) : unsupported(st, #member))
+
+int sk_store_schema_version(sk_store *st, int *version)
+{
+    return DISPATCH(schema_version, version);
+}
+
+int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
+{
+    struct sk_activity v = *a;
+    if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
+    char why[256];
+    if (sk_activity_validate(&v, why, sizeof why) < 0)
+        return sk_store_set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
+    return DISPATCH(activity_insert, &v);
+}
+
+int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+{
+    return DISPATCH(activity_get, id, out);
+}
+
+int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return DISPATCH(activity_list, out, n);
+}
+
+int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
+{
+    if (!state || !sk_activity_state_valid(state))
+        return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
+                                state ? state : "(null)");
+    return DISPATCH(activity_set_state, id, state);
+}
+
+int sk_store_activity_delete(sk_store *st, uint64_t id)
+{
+    return DISPATCH(activity_delete, id);
+}
+
+int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                            struct sk_persist_result *res)
+{
+    struct sk_persist_result r = {0};
+    if (res) *res = r;
+    st->errstr[0] = 0;
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_order(st, &orders[i], i);
+        if (rc) return rc;
+    }
+    struct sk_stock_failure first = {0};
+    int rc = DISPATCH(orders_persist, orders, n, &r, &first);
+    if (rc) return rc;
+    if (r.stock_failures) log_stock_failures(r.stock_failures, &first);
+    if (res) *res = r;
+    return 0;
+}
+
+int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
+{
+    return DISPATCH(order_get, order_id, out);
+}
+
+int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+{
+    int before = -1;
+    int rc = DISPATCH(order_pay, order_id, now_ms, &before);
+    if (rc) return rc;
+    if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
+    if (before == SK_ORDER_CANCELLED)
+        return sk_store_set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused",
+                                order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_PAID)
+        return sk_store_set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
+{
+    int before = -1;
+    int rc = DISPATCH(order_cancel, order_id, now_ms, &before);
+    if (rc) return rc;
+    if (prev_status) *prev_status = before;
+    if (before == SK_ORDER_PAID)
+        return sk_store_set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
+    if (before != SK_ORDER_CREATED && before != SK_ORDER_CANCELLED)
+        return sk_store_set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
+    return 0;
+}
+
+int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                            size_t *n)
+{
+    *n = 0;
+    st->errstr[0] = 0;
+    if (limit == 0) return 0;
+    return DISPATCH(orders_expired, now_ms, limit, out, n);
+}
+
+int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
+                         struct sk_order *out, size_t *n)
+{
+    *n = 0;
+    st->errstr[0] = 0;
+    if (limit == 0) return 0;
+    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
+     * segmented one (docs/segments.md): a primary-key range scan between
+     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
+     * of another activity sorts after it; the backends compare bytes). */
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
+    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
+    const char *from = after && *after && strcmp(after, lo) > 0 ? after : lo;
+    return DISPATCH(orders_list, activity_id, from, hi, limit, out, n);
+}
+
+int sk_store_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    return DISPATCH(orders_count, activity_id, out);
+}
+
+int sk_store_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail)
+{
+    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "audit kind empty or too long");
+    return DISPATCH(audit_add, at_ms, activity_id, kind, detail ? detail : "");
+}
+
+int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return DISPATCH(audit_list, activity_id, out, n);
+}
+
+int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+{
+    if (stock < 0) return sk_store_set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
+    int rc = DISPATCH(activity_set_db_stock, id, stock);
+    if (rc == SK_EINVAL) /* the CHECK stock <= stock_initial */
+        sk_store_set_err(st, rc,
+                         "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
+                         stock, id);
+    return rc;
+}
+
+int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return DISPATCH(activity_ids, out, n);
+}
+
+int sk_store_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
+{
+    return DISPATCH(order_mark_released, order_id, now_ms);
+}
+
+int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                               size_t *n)
+{
+    *n = 0;
+    st->errstr[0] = 0;
+    if (limit == 0) return 0;
+    return DISPATCH(orders_unreleased, after ? after : "", limit, out, n);
+}
+
+int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+{
+    return DISPATCH(db_stock_check, id, stock, expected);
+}
+
+int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                             int64_t *after)
+{
+    int64_t b = 0, a = 0;
+    int rc = DISPATCH(db_stock_repair, id, now_ms, &b, &a);
+    if (rc) return rc;
+    if (before) *before = b;
+    if (after) *after = a;
+    return 0;
+}
+
+int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                           const char *audit_detail)
+{
+    int rc = check_order(st, o, 0);
+    if (rc) return rc;
+    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
+                                o->order_id);
+    return DISPATCH(order_restore, o, now_ms, audit_detail ? audit_detail : o->order_id);
 }

@@ -1,11 +1,18 @@
-/* store_int.h - what store.c and the store backends share: the handle and
- * the table of backend functions. Callers use store.h only.
+/* store_int.h - what store.c and the store backends share: the handle,
+ * the table of backend functions, and the helpers every backend uses.
+ * Callers use store.h only.
  *
  * store.c parses the spec, allocates the handle, calls the backend's open,
- * and every public sk_store_* function dispatches through st->ops. A new
- * store.h function therefore needs: a member here, a dispatcher in store.c,
- * and a static implementation in store_sqlite.c and store_pg.c (a NULL
- * member makes the dispatcher fail with SK_EINVAL "not supported").
+ * and every public sk_store_* function dispatches through st->ops. What is
+ * the same for every backend happens in store.c, around the call: clearing
+ * the error, checking arguments (activity definitions, order shapes, audit
+ * kinds, states), the empty cases (no orders, limit 0), the order-id range
+ * of an activity, and turning a status change into its answer (paid,
+ * cancelled, refused). A backend keeps only what differs: its SQL dialect
+ * and its driver calls. A new store.h function therefore needs: a member
+ * here, a dispatcher in store.c, and a static implementation in
+ * store_sqlite.c and store_pg.c (a NULL member makes the dispatcher fail
+ * with SK_EINVAL "not supported").
  *
  * The handle keeps the backends' fields in an anonymous union so the SQLite
  * code reads st->db / st->path as it always did. */
@@ -17,8 +24,8 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct pg_conn;
 
-/* The first failed conditional stock update of a persist batch; both
- * backends fill it and log it with sk_store_log_stock_failures. */
+/* The first failed conditional stock update of a persist batch; the
+ * backends fill it (sk_store_count_stock_failure) and store.c logs it. */
 struct sk_stock_failure {
     char order_id[SK_STORE_ORDER_ID_MAX];
     uint64_t aid;
@@ -26,41 +33,107 @@ struct sk_stock_failure {
     int has_row; /* 0: the activity row is missing */
 };
 
-/* One warning line per batch for n failed conditional updates. */
-void sk_store_log_stock_failures(size_t n, const struct sk_stock_failure *first);
+/* Columns read by the backends' activity and order row readers, in the
+ * order they read them. */
+#define SK_STORE_ACTIVITY_COLUMNS                                                                  \
+    "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
+    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments"
+#define SK_STORE_ORDER_COLUMNS                                                                     \
+    "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
+    "paid_ms, cancelled_ms"
 
+/* Sets st->errstr (printf-style) and returns code. */
+int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* SK_ENOTFOUND, "activity <id> not found". */
+int sk_store_no_activity(sk_store *st, uint64_t id);
+/* SK_ENOTFOUND, "order <id> not found". */
+int sk_store_no_order(sk_store *st, const char *order_id);
+
+/* "created" | "paid" | "cancelled" -> enum sk_order_status; -1 for another
+ * text or NULL. */
+int sk_store_status_from_text(const char *t);
+
+/* Counts a failed conditional stock update of the inserted order o in
+ * *res; the batch's first one (with the DB stock seen then, has_row 0
+ * when the activity row is missing) goes to *first for the log line. */
+void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock_failure *first,
+                                  const struct sk_order *o, int has_row, int64_t db_stock);
+
+/* The end of a status change (created -> paid or cancelled) that a
+ * backend made by a conditional update: hit is what the update returned
+ * (1 matched, 0 did not, or a negative code). *before is created when it
+ * matched, else the status read_status reads now (statuses never go back
+ * to created); SK_ENOTFOUND when the order is absent. */
+int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
+                            int (*read_status)(sk_store *st, const char *order_id, int *status));
+
+/* A persist batch of n failed after its transaction began (and was rolled
+ * back): says so after the error text; returns rc. */
+int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
+
+/* The end of mark-released, made by a conditional update (hit as above):
+ * 0 when it matched; else the order is read: 0 when cancelled (marked
+ * before), SK_ESTATE when not cancelled, SK_ENOTFOUND when absent. */
+int sk_store_release_end(sk_store *st, int hit, const char *order_id,
+                         int (*read_status)(sk_store *st, const char *order_id, int *status));
+
+/* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
+ * 0..initial, else 0; and the audit row's detail text. */
+int sk_store_repair_check(sk_store *st, uint64_t id, int64_t expected, int64_t initial);
+void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expected,
+                            int64_t initial);
+
+/* Backend functions. store.c clears st->errstr before each call and does
+ * the checks named on a member; a backend sets st->errstr on failure. */
 struct sk_store_ops {
     const char *name;            /* "sqlite" | "postgres", for messages */
     void (*close)(sk_store *st); /* releases backend resources, not st */
     int (*schema_version)(sk_store *st, int *version);
+    /* a passed sk_activity_validate, its state is set */
     int (*activity_insert)(sk_store *st, const struct sk_activity *a);
     int (*activity_get)(sk_store *st, uint64_t id, struct sk_activity *out);
-    int (*activity_list)(sk_store *st, struct sk_activity **out, size_t *n);
-    int (*activity_set_state)(sk_store *st, uint64_t id, const char *state);
+    int (*activity_list)(sk_store *st, struct sk_activity **out, size_t *n); /* *out NULL, *n 0 */
+    int (*activity_set_state)(sk_store *st, uint64_t id, const char *state); /* a valid state */
     int (*activity_delete)(sk_store *st, uint64_t id);
     /* Orders and audit (store.h "Orders"). */
+    /* n >= 1 orders that passed the shape checks, *res zeroed: one
+     * transaction that counts into *res (failed stock updates with
+     * sk_store_count_stock_failure); on failure it is rolled back
+     * (sk_store_batch_rolled_back). */
     int (*orders_persist)(sk_store *st, const struct sk_order *orders, size_t n,
-                          struct sk_persist_result *res);
+                          struct sk_persist_result *res, struct sk_stock_failure *first);
     int (*order_get)(sk_store *st, const char *order_id, struct sk_order *out);
-    int (*order_pay)(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
-    int (*order_cancel)(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status);
+    /* created -> paid / cancelled (the cancel gives the units back to the
+     * DB stock in the same transaction), conditional on status created;
+     * *before: the status the order had (created: this call changed it).
+     * store.c turns it into the answer. */
+    int (*order_pay)(sk_store *st, const char *order_id, int64_t now_ms, int *before);
+    int (*order_cancel)(sk_store *st, const char *order_id, int64_t now_ms, int *before);
+    /* The readers of orders get limit >= 1 and *n 0. */
     int (*orders_expired)(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
                           size_t *n);
-    int (*orders_list)(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
-                       struct sk_order *out, size_t *n);
-    int (*orders_count)(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
+    /* The orders of activity_id with lo < order_id < hi (store.c computes
+     * the range from the order-id format), by order_id. */
+    int (*orders_list)(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
+                       size_t limit, struct sk_order *out, size_t *n);
+    int (*orders_count)(sk_store *st, uint64_t activity_id, struct sk_order_counts *out); /* 0s */
+    /* kind checked, detail not NULL (the backend truncates it) */
     int (*audit_add)(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                      const char *detail);
     int (*audit_list)(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
+    /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */
     int (*activity_set_db_stock)(sk_store *st, uint64_t id, int64_t stock);
-    int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n);
+    int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n); /* *out NULL, *n 0 */
     /* Payment timeout and reconciliation (store.h, migration 3). */
     int (*order_mark_released)(sk_store *st, const char *order_id, int64_t now_ms);
     int (*orders_unreleased)(sk_store *st, const char *after, size_t limit, struct sk_order *out,
-                             size_t *n);
+                             size_t *n); /* after not NULL */
     int (*db_stock_check)(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
+    /* before and after not NULL; set only on success */
     int (*db_stock_repair)(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
                            int64_t *after);
+    /* o checked (shape, status created or cancelled), audit_detail not NULL */
     int (*order_restore)(sk_store *st, const struct sk_order *o, int64_t now_ms,
                          const char *audit_detail);
 };

@@ -36,7 +36,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +44,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/log.h"
+#include "core/vec.h"
 
 #define CONNECT_TIMEOUT_DEFAULT_S 5
 #define CONNECT_TIMEOUT_MIN_S 2 /* libpq raises smaller values to 2 */
@@ -125,17 +124,6 @@ static const char *const migrations[] = {
 
 /* ---- errors ---------------------------------------------------------- */
 
-static int set_err(sk_store *st, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int set_err(sk_store *st, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->errstr, sizeof st->errstr, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* libpq messages end with a newline and may span lines: keep the first. */
 static void first_line(char *dst, size_t cap, const char *msg)
 {
@@ -167,7 +155,7 @@ static int res_err(sk_store *st, PGresult *r, const char *what)
     char line[320];
     first_line(line, sizeof line, msg ? msg : PQerrorMessage(st->pg));
     if (PQstatus(st->pg) != CONNECTION_OK) st->pg_broken = 1;
-    return set_err(st, code_of(state), "postgres %s: %s: %s", st->pg_where, what, line);
+    return sk_store_set_err(st, code_of(state), "postgres %s: %s: %s", st->pg_where, what, line);
 }
 
 /* The connection failed under us: the next call resets it. */
@@ -176,8 +164,8 @@ static int conn_err(sk_store *st, const char *what)
     char line[320];
     first_line(line, sizeof line, PQerrorMessage(st->pg));
     st->pg_broken = 1;
-    return set_err(st, SK_EDB, "postgres %s: %s: %s", st->pg_where, what,
-                   line[0] ? line : "connection lost");
+    return sk_store_set_err(st, SK_EDB, "postgres %s: %s: %s", st->pg_where, what,
+                            line[0] ? line : "connection lost");
 }
 
 /* ---- connection ------------------------------------------------------ */
@@ -223,7 +211,7 @@ static int run(sk_store *st, PGresult **out, const char *what, const char *sql, 
     if (out) *out = NULL;
     PGconn *c = st->pg;
     if (st->pg_broken)
-        return set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
+        return sk_store_set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
     int sent = nparams ? PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0)
                        : PQsendQuery(c, sql);
     if (!sent) return conn_err(st, what);
@@ -283,8 +271,9 @@ timeout:
     /* The answer may still come; the connection is in an unknown state and
      * is reset by the next call. */
     st->pg_broken = 1;
-    return set_err(st, SK_EDB, "postgres %s: %s: no answer within %d ms (server down or frozen)",
-                   st->pg_where, what, st->pg_timeout_ms);
+    return sk_store_set_err(st, SK_EDB,
+                            "postgres %s: %s: no answer within %d ms (server down or frozen)",
+                            st->pg_where, what, st->pg_timeout_ms);
 }
 
 static int cmd(sk_store *st, const char *sql, const char *what)
@@ -301,20 +290,20 @@ static int reconnect(sk_store *st)
         char line[320];
         first_line(line, sizeof line, PQerrorMessage(st->pg));
         st->pg_broken = 1;
-        return set_err(st, SK_EDB, "postgres %s: connection lost and reconnect failed: %s",
-                       st->pg_where, line);
+        return sk_store_set_err(st, SK_EDB, "postgres %s: connection lost and reconnect failed: %s",
+                                st->pg_where, line);
     }
     PQsetnonblocking(st->pg, 1);
     st->pg_broken = 0;
     return 0;
 }
 
-/* Start of every call: clears the error, and makes sure the connection is
- * usable: after a failure, or when the idle socket became readable (the
- * server sent its goodbye: shutdown or restart), it is reset first. */
+/* Start of every call (store.c cleared the error): makes sure the
+ * connection is usable: after a failure, or when the idle socket became
+ * readable (the server sent its goodbye: shutdown or restart), it is reset
+ * first. */
 static int enter(sk_store *st)
 {
-    st->errstr[0] = 0;
     int bad = st->pg_broken || PQstatus(st->pg) != CONNECTION_OK ||
               PQtransactionStatus(st->pg) != PQTRANS_IDLE;
     if (!bad) {
@@ -333,8 +322,8 @@ static int connect_url(sk_store *st, const char *url)
     PQconninfoOption *opts = PQconninfoParse(url, &perr);
     if (!opts) {
         /* libpq quotes the offending token, which may be the password. */
-        int rc = set_err(st, perr ? SK_EINVAL : SK_ENOMEM, "%s",
-                         perr ? "malformed postgres URL" : "out of memory");
+        int rc = sk_store_set_err(st, perr ? SK_EINVAL : SK_ENOMEM, "%s",
+                                  perr ? "malformed postgres URL" : "out of memory");
         PQfreemem(perr);
         return rc;
     }
@@ -396,16 +385,17 @@ static int connect_url(sk_store *st, const char *url)
     val[n] = NULL;
     st->pg = PQconnectdbParams(kw, val, 0);
     PQconninfoFree(opts);
-    if (!st->pg) return set_err(st, SK_ENOMEM, "postgres: out of memory");
+    if (!st->pg) return sk_store_set_err(st, SK_ENOMEM, "postgres: out of memory");
     describe(st);
     PQsetNoticeProcessor(st->pg, ignore_notice, NULL);
     if (PQstatus(st->pg) != CONNECTION_OK) {
         char line[320];
         first_line(line, sizeof line, PQerrorMessage(st->pg));
-        return set_err(st, SK_EDB, "postgres %s: cannot connect: %s", st->pg_where, line);
+        return sk_store_set_err(st, SK_EDB, "postgres %s: cannot connect: %s", st->pg_where, line);
     }
     if (PQsetnonblocking(st->pg, 1) != 0)
-        return set_err(st, SK_EDB, "postgres %s: cannot set non-blocking mode", st->pg_where);
+        return sk_store_set_err(st, SK_EDB, "postgres %s: cannot set non-blocking mode",
+                                st->pg_where);
     return 0;
 }
 
@@ -423,7 +413,7 @@ static int read_version(sk_store *st, int *v, const char *sql)
     int rc = run(st, &r, "read schema version", sql, 0, NULL);
     if (rc) return rc;
     if (PQntuples(r) != 1)
-        rc = set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
+        rc = sk_store_set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
     else
         *v = (int)i64_at(r, 0, 0);
     PQclear(r);
@@ -444,10 +434,11 @@ static int migrate(sk_store *st)
         int rc = read_version(st, &v, lock_and_read);
         if (rc == 0 && v == N_MIGRATIONS) return cmd(st, "COMMIT", "commit migration check");
         if (rc == 0 && v > N_MIGRATIONS)
-            rc = set_err(st, SK_EDB,
-                         "postgres %s: schema version %d is newer than this binary (%d); upgrade "
-                         "seckill",
-                         st->pg_where, v, N_MIGRATIONS);
+            rc = sk_store_set_err(
+                st, SK_EDB,
+                "postgres %s: schema version %d is newer than this binary (%d); upgrade "
+                "seckill",
+                st->pg_where, v, N_MIGRATIONS);
         else if (rc == 0) {
             char ver[16], ms[24];
             snprintf(ver, sizeof ver, "%d", v + 1);
@@ -459,13 +450,17 @@ static int migrate(sk_store *st)
                          "INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)", 2,
                          p);
             if (rc == 0) rc = cmd(st, "COMMIT", "commit migration");
-            if (rc) set_err(st, rc, "%.400s (schema migration %d failed)", st->errstr, v + 1);
+            if (rc) {
+                char why[sizeof st->errstr]; /* the message is rewritten in place */
+                snprintf(why, sizeof why, "%s", st->errstr);
+                sk_store_set_err(st, rc, "%.400s (schema migration %d failed)", why, v + 1);
+            }
         }
         if (rc) {
             char why[sizeof st->errstr];
             snprintf(why, sizeof why, "%s", st->errstr);
             if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback migration");
-            return set_err(st, rc == SK_ENOMEM ? rc : SK_EDB, "%s", why);
+            return sk_store_set_err(st, rc == SK_ENOMEM ? rc : SK_EDB, "%s", why);
         }
     }
 }
@@ -478,10 +473,6 @@ static int pg_schema_version(sk_store *st, int *version)
 }
 
 /* ---- activities ------------------------------------------------------ */
-
-static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
-                              "start_ms, end_ms, pay_timeout_s, state, created_ms, "
-                              "rl_per_user_per_s, rl_burst, segments";
 
 static void read_row(const PGresult *r, int row, struct sk_activity *a)
 {
@@ -525,30 +516,25 @@ static long changed(PGresult *r)
     return strtol(PQcmdTuples(r), NULL, 10);
 }
 
-static int pg_activity_insert(sk_store *st, const struct sk_activity *a)
+static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
 {
-    st->errstr[0] = 0;
-    struct sk_activity v = *a;
-    if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
-    char why[256];
-    if (sk_activity_validate(&v, why, sizeof why) < 0)
-        return set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
     int rc = enter(st);
     if (rc) return rc;
-    struct num id = num_u64(v.id), stock = num_i64(v.stock), lim = num_i64(v.per_user_limit),
-               mpo = num_i64(v.max_per_order), s = num_i64(v.start_ms), e = num_i64(v.end_ms),
-               pay = num_i64(v.pay_timeout_s), cr = num_i64(v.created_ms),
-               rlr = num_i64(v.rl_per_user_per_s), rlb = num_i64(v.rl_burst),
-               seg = num_i64(v.segments);
-    const char *p[] = {id.s,  v.name,  stock.s, lim.s, mpo.s, s.s,  e.s,
-                       pay.s, v.state, cr.s,    rlr.s, rlb.s, seg.s};
+    struct num id = num_u64(v->id), stock = num_i64(v->stock), lim = num_i64(v->per_user_limit),
+               mpo = num_i64(v->max_per_order), s = num_i64(v->start_ms), e = num_i64(v->end_ms),
+               pay = num_i64(v->pay_timeout_s), cr = num_i64(v->created_ms),
+               rlr = num_i64(v->rl_per_user_per_s), rlb = num_i64(v->rl_burst),
+               seg = num_i64(v->segments);
+    const char *p[] = {id.s,  v->name,  stock.s, lim.s, mpo.s, s.s,  e.s,
+                       pay.s, v->state, cr.s,    rlr.s, rlb.s, seg.s};
     rc = run(st, NULL, "insert activity",
              "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
              " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
              " rl_per_user_per_s, rl_burst, segments)"
              " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
              13, p);
-    if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
+    if (rc == SK_EEXIST)
+        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     return rc;
 }
 
@@ -556,35 +542,34 @@ static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     int rc = enter(st);
     if (rc) return rc;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM activities WHERE id = $1", COLUMNS);
     struct num n = num_u64(id);
     const char *p[] = {n.s};
     PGresult *r;
-    if ((rc = run(st, &r, "read activity", sql, 1, p)) != 0) return rc;
+    if ((rc = run(st, &r, "read activity",
+                  "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = $1", 1, p)) != 0)
+        return rc;
     if (PQntuples(r) == 1)
         read_row(r, 0, out);
     else
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+        rc = sk_store_no_activity(st, id);
     PQclear(r);
     return rc;
 }
 
 static int pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
     int rc = enter(st);
     if (rc) return rc;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM activities ORDER BY id", COLUMNS);
     PGresult *r;
-    if ((rc = run(st, &r, "list activities", sql, 0, NULL)) != 0) return rc;
+    if ((rc = run(st, &r, "list activities",
+                  "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", 0, NULL)) !=
+        0)
+        return rc;
     int rows = PQntuples(r);
     struct sk_activity *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
     if (rows && !arr) {
         PQclear(r);
-        return set_err(st, SK_ENOMEM, "out of memory listing activities");
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activities");
     }
     for (int i = 0; i < rows; i++)
         read_row(r, i, &arr[i]);
@@ -601,16 +586,13 @@ static int change_one(sk_store *st, const char *sql, int np, const char *const *
     PGresult *r;
     int rc = run(st, &r, what, sql, np, p);
     if (rc) return rc;
-    if (changed(r) == 0) rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    if (changed(r) == 0) rc = sk_store_no_activity(st, id);
     PQclear(r);
     return rc;
 }
 
 static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    st->errstr[0] = 0;
-    if (!state || !sk_activity_state_valid(state))
-        return set_err(st, SK_EINVAL, "invalid activity state '%s'", state ? state : "(null)");
     int rc = enter(st);
     if (rc) return rc;
     struct num n = num_u64(id);
@@ -630,23 +612,17 @@ static int pg_activity_delete(sk_store *st, uint64_t id)
 
 static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
-    st->errstr[0] = 0;
-    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
     int rc = enter(st);
     if (rc) return rc;
     struct num s = num_i64(stock), n = num_u64(id);
     const char *p[] = {s.s, n.s};
-    rc = change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id, "set DB stock");
-    if (rc == SK_EINVAL)
-        set_err(st, rc, "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
-                stock, id);
-    return rc;
+    /* a CHECK failure: store.c says which */
+    return change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
+                      "set DB stock");
 }
 
 static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
     int rc = enter(st);
     if (rc) return rc;
     PGresult *r;
@@ -657,7 +633,7 @@ static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     uint64_t *arr = rows ? malloc((size_t)rows * sizeof *arr) : NULL;
     if (rows && !arr) {
         PQclear(r);
-        return set_err(st, SK_ENOMEM, "out of memory listing activity ids");
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activity ids");
     }
     for (int i = 0; i < rows; i++)
         arr[i] = (uint64_t)i64_at(r, i, 0);
@@ -669,14 +645,11 @@ static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 
 /* ---- orders ---------------------------------------------------------- */
 
-static const char ORDER_COLUMNS[] = "order_id, stream_id, activity_id, user_id, quantity, status, "
-                                    "created_ms, pay_deadline_ms, paid_ms, cancelled_ms";
-
-static int status_from_text(const char *t)
+/* The status column of row `row` as enum sk_order_status (-1: another
+ * text). */
+static int status_at(const PGresult *r, int row, int col)
 {
-    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
-        if (!strcmp(t, sk_order_status_name(i))) return i;
-    return -1;
+    return sk_store_status_from_text(PQgetvalue(r, row, col));
 }
 
 static void read_order(const PGresult *r, int row, struct sk_order *o)
@@ -687,29 +660,11 @@ static void read_order(const PGresult *r, int row, struct sk_order *o)
     o->activity_id = (uint64_t)i64_at(r, row, 2);
     o->user_id = (uint64_t)i64_at(r, row, 3); /* same bits, see store.h */
     o->quantity = i64_at(r, row, 4);
-    o->status = status_from_text(PQgetvalue(r, row, 5));
+    o->status = status_at(r, row, 5);
     o->created_ms = i64_at(r, row, 6);
     o->pay_deadline_ms = i64_at(r, row, 7);
     o->paid_ms = i64_at(r, row, 8); /* NULL reads as 0 */
     o->cancelled_ms = i64_at(r, row, 9);
-}
-
-static int check_order(sk_store *st, const struct sk_order *o, size_t i)
-{
-    size_t il = strnlen(o->order_id, sizeof o->order_id);
-    size_t sl = strnlen(o->stream_id, sizeof o->stream_id);
-    if (il == 0 || il >= sizeof o->order_id)
-        return set_err(st, SK_EINVAL, "order %zu: empty or unterminated order id", i);
-    if (sl == 0 || sl >= sizeof o->stream_id)
-        return set_err(st, SK_EINVAL, "order %s: empty or unterminated stream id", o->order_id);
-    if (o->activity_id == 0 || o->activity_id > SK_ACTIVITY_ID_MAX)
-        return set_err(st, SK_EINVAL, "order %s: bad activity id", o->order_id);
-    if (o->quantity < 1)
-        return set_err(st, SK_EINVAL, "order %s: quantity %" PRId64 " < 1", o->order_id,
-                       o->quantity);
-    if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
-        return set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
-    return 0;
 }
 
 /* A growing text buffer for array literals. */
@@ -722,17 +677,9 @@ struct buf {
 static void buf_add(struct buf *b, const char *s, size_t n)
 {
     if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
+    if (SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 4096)) {
+        b->oom = 1;
+        return;
     }
     memcpy(b->p + b->len, s, n);
     b->len += n;
@@ -798,7 +745,7 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
     int rc = 0;
     PGresult *r = NULL;
     if (oom) {
-        rc = set_err(st, SK_ENOMEM, "out of memory building a batch of %zu orders", n);
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory building a batch of %zu orders", n);
     } else {
         const char *p[] = {ids.p, sids.p, aids.p, uids.p, qtys.p, cms.p};
         /* ORDER BY ord: a batch holding one id twice keeps the first. The
@@ -835,7 +782,7 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         free(got);
         free(used);
         PQclear(r);
-        return set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
     }
     for (int i = 0; i < rows; i++)
         got[i] = PQgetvalue(r, i, 0);
@@ -874,7 +821,7 @@ static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
     int rc = 0;
     PGresult *r = NULL;
     if (ids.oom || units.oom) {
-        rc = set_err(st, SK_ENOMEM, "out of memory taking stock");
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory taking stock");
     } else {
         const char *p[] = {ids.p, units.p};
         rc = run(st, &r, "take stock",
@@ -899,7 +846,7 @@ static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
  * conditional update; a failure is recorded with the DB stock seen then
  * (NULL when the activity row is absent). */
 static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
-                          struct sk_persist_result *res, struct sk_stock_failure *ff)
+                          struct sk_persist_result *res, struct sk_stock_failure *first)
 {
     struct num q = num_i64(o->quantity), a = num_u64(o->activity_id);
     const char *p[] = {q.s, a.s};
@@ -918,26 +865,33 @@ static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
              " RETURNING db_stock",
              4, fp);
     if (rc) return rc;
-    if (res->stock_failures == 0) {
-        snprintf(ff->order_id, sizeof ff->order_id, "%s", o->order_id);
-        ff->aid = o->activity_id;
-        ff->qty = o->quantity;
-        ff->has_row = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
-        ff->db_stock = ff->has_row ? i64_at(r, 0, 0) : 0;
-    }
+    int has_row = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
+    sk_store_count_stock_failure(res, first, o, has_row, has_row ? i64_at(r, 0, 0) : 0);
     PQclear(r);
-    res->stock_failures++;
-    res->units_unstocked += o->quantity;
     return 0;
 }
 
+/* Ends a transaction: COMMIT when rc is 0, else ROLLBACK keeping the error
+ * of rc (a broken connection rolls back on the server by itself). */
+static int finish_tx(sk_store *st, int rc, const char *what)
+{
+    if (rc == 0) rc = cmd(st, "COMMIT", what);
+    if (rc) {
+        char why[sizeof st->errstr];
+        snprintf(why, sizeof why, "%s", st->errstr);
+        if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback");
+        sk_store_set_err(st, rc, "%s", why);
+    }
+    return rc;
+}
+
+/* The body of the persist transaction (between BEGIN and COMMIT). */
 static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, char *inserted,
                       struct take *takes, struct sk_persist_result *res,
-                      struct sk_stock_failure *ff)
+                      struct sk_stock_failure *first)
 {
-    int rc = cmd(st, "BEGIN", "begin persist");
+    int rc = insert_batch(st, orders, n, inserted);
     if (rc) return rc;
-    if ((rc = insert_batch(st, orders, n, inserted)) != 0) return rc;
     size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
         if (!inserted[i]) {
@@ -958,61 +912,77 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
         if (!inserted[i]) continue;
         struct take key = {.aid = orders[i].activity_id};
         struct take *t = bsearch(&key, takes, nt, sizeof *takes, cmp_take);
-        if (t && !t->ok) rc = take_stock_one(st, &orders[i], now, res, ff);
+        if (t && !t->ok) rc = take_stock_one(st, &orders[i], now, res, first);
     }
-    if (rc == 0) rc = cmd(st, "COMMIT", "commit persist");
     return rc;
 }
 
 static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                             struct sk_persist_result *res)
+                             struct sk_persist_result *res, struct sk_stock_failure *first)
 {
-    st->errstr[0] = 0;
-    struct sk_persist_result r = {0};
-    if (res) *res = r;
-    if (n == 0) return 0;
-    int rc;
-    for (size_t i = 0; i < n; i++)
-        if ((rc = check_order(st, &orders[i], i)) != 0) return rc;
-    if ((rc = enter(st)) != 0) return rc;
+    int rc = enter(st);
+    if (rc) return rc;
     char *inserted = malloc(n);
     struct take *takes = malloc(n * sizeof *takes);
     if (!inserted || !takes) {
         free(inserted);
         free(takes);
-        return set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     }
-    struct sk_stock_failure ff = {0};
-    rc = persist_tx(st, orders, n, inserted, takes, &r, &ff);
+    rc = cmd(st, "BEGIN", "begin persist");
+    if (rc == 0) rc = persist_tx(st, orders, n, inserted, takes, res, first);
+    rc = finish_tx(st, rc, "commit persist");
     free(inserted);
     free(takes);
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        /* A broken connection rolls back on the server by itself. */
-        if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback persist");
-        return set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
-    }
-    if (r.stock_failures) sk_store_log_stock_failures(r.stock_failures, &ff);
-    if (res) *res = r;
-    return 0;
+    return rc ? sk_store_batch_rolled_back(st, rc, n) : 0;
 }
 
 static int pg_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     int rc = enter(st);
     if (rc) return rc;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM orders WHERE order_id = $1", ORDER_COLUMNS);
     const char *p[] = {order_id};
     PGresult *r;
-    if ((rc = run(st, &r, "read order", sql, 1, p)) != 0) return rc;
+    if ((rc = run(st, &r, "read order",
+                  "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = $1", 1, p)) != 0)
+        return rc;
     if (PQntuples(r) == 1)
         read_order(r, 0, out);
     else
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+        rc = sk_store_no_order(st, order_id);
     PQclear(r);
     return rc;
+}
+
+/* The status of an order into *status; SK_ENOTFOUND when absent. */
+static int read_status(sk_store *st, const char *order_id, int *status)
+{
+    const char *p[] = {order_id};
+    PGresult *r;
+    int rc =
+        run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1, p);
+    if (rc) return rc;
+    if (PQntuples(r) == 1)
+        *status = status_at(r, 0, 0);
+    else
+        rc = sk_store_no_order(st, order_id);
+    PQclear(r);
+    return rc;
+}
+
+/* Runs a conditional UPDATE with ($1 now, $2 order_id): 1 when it changed
+ * a row, 0 when none, or a negative code. */
+static int update_order(sk_store *st, const char *sql, int64_t now, const char *order_id,
+                        const char *what)
+{
+    struct num t = num_i64(now);
+    const char *p[] = {t.s, order_id};
+    PGresult *r;
+    int rc = run(st, &r, what, sql, 2, p);
+    if (rc) return rc;
+    long hit = changed(r);
+    PQclear(r);
+    return hit != 0;
 }
 
 /* created -> another status at now; *before is the status the order had:
@@ -1021,129 +991,85 @@ static int pg_order_get(sk_store *st, const char *order_id, struct sk_order *out
  * second statement (READ COMMITTED: it sees the winner's commit). */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
-    struct num t = num_i64(now);
-    const char *p[] = {t.s, order_id};
-    PGresult *r;
-    int rc = run(st, &r, "update order status", sql, 2, p);
-    if (rc) return rc;
-    long hit = changed(r);
-    PQclear(r);
-    if (hit == 1) {
-        *before = SK_ORDER_CREATED;
-        return 0;
-    }
-    /* Not created any more (statuses never go back to created), or absent. */
-    if ((rc = run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1,
-                  p + 1)) != 0)
-        return rc;
-    if (PQntuples(r) == 1)
-        *before = status_from_text(PQgetvalue(r, 0, 0));
-    else
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
-    PQclear(r);
-    return rc;
+    int hit = update_order(st, sql, now, order_id, "update order status");
+    return sk_store_transition_end(st, hit, order_id, before, read_status);
 }
 
-static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
     int rc = enter(st);
     if (rc) return rc;
-    int before = -1;
-    if ((rc = transition(st, order_id,
-                         "UPDATE orders SET status = 'paid', paid_ms = $1"
-                         " WHERE order_id = $2 AND status = 'created'",
-                         now_ms, &before)) != 0)
-        return rc;
-    if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
-    if (before == SK_ORDER_CANCELLED)
-        return set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused", order_id);
-    if (before != SK_ORDER_CREATED && before != SK_ORDER_PAID)
-        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
-    return 0;
+    return transition(st, order_id,
+                      "UPDATE orders SET status = 'paid', paid_ms = $1"
+                      " WHERE order_id = $2 AND status = 'created'",
+                      now_ms, before);
 }
 
-static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
+static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
     int rc = enter(st);
     if (rc) return rc;
-    int before = -1;
     /* One statement: the status change and the DB stock credit (capped at
      * the initial stock) commit together (store.h), so the units go back
      * exactly once, with the winning cancel. The SELECT yields one row when
      * this call changed the order. */
-    if ((rc = transition(st, order_id,
-                         "WITH c AS (UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
-                         " WHERE order_id = $2 AND status = 'created'"
-                         " RETURNING activity_id, quantity),"
-                         " s AS (UPDATE activities a"
-                         " SET stock = LEAST(a.stock_initial, a.stock + c.quantity)"
-                         " FROM c WHERE a.id = c.activity_id RETURNING a.id)"
-                         " SELECT 1 FROM c",
-                         now_ms, &before)) != 0)
-        return rc;
-    if (prev_status) *prev_status = before;
-    if (before == SK_ORDER_PAID)
-        return set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
-    if (before != SK_ORDER_CREATED && before != SK_ORDER_CANCELLED)
-        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
-    return 0;
+    return transition(st, order_id,
+                      "WITH c AS (UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
+                      " WHERE order_id = $2 AND status = 'created'"
+                      " RETURNING activity_id, quantity),"
+                      " s AS (UPDATE activities a"
+                      " SET stock = LEAST(a.stock_initial, a.stock + c.quantity)"
+                      " FROM c WHERE a.id = c.activity_id RETURNING a.id)"
+                      " SELECT 1 FROM c",
+                      now_ms, before);
 }
 
 /* Runs sql and reads up to limit orders into out. */
 static int read_orders(sk_store *st, const char *sql, int np, const char *const *p, size_t limit,
                        struct sk_order *out, size_t *n)
 {
-    PGresult *r;
-    int rc = run(st, &r, "read orders", sql, np, p);
+    int rc = enter(st);
     if (rc) return rc;
+    PGresult *r;
+    if ((rc = run(st, &r, "read orders", sql, np, p)) != 0) return rc;
     for (int i = 0; i < PQntuples(r) && *n < limit; i++)
         read_order(r, i, &out[(*n)++]);
     PQclear(r);
     return 0;
 }
 
+static struct num limit_arg(size_t limit)
+{
+    return num_u64(limit > INT64_MAX ? INT64_MAX : limit);
+}
+
 static int pg_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
                              size_t *n)
 {
-    *n = 0;
-    int rc = enter(st);
-    if (rc || limit == 0) return rc;
-    char sql[320];
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE status = 'created' AND pay_deadline_ms < $1"
-             " ORDER BY pay_deadline_ms LIMIT $2",
-             ORDER_COLUMNS);
-    struct num t = num_i64(now_ms), l = num_u64(limit > INT64_MAX ? INT64_MAX : limit);
+    struct num t = num_i64(now_ms), l = limit_arg(limit);
     const char *p[] = {t.s, l.s};
-    return read_orders(st, sql, 2, p, limit, out, n);
+    return read_orders(st,
+                       "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                       " WHERE status = 'created' AND pay_deadline_ms < $1"
+                       " ORDER BY pay_deadline_ms LIMIT $2",
+                       2, p, limit, out, n);
 }
 
-static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
-                          struct sk_order *out, size_t *n)
+static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
+                          size_t limit, struct sk_order *out, size_t *n)
 {
-    *n = 0;
-    int rc = enter(st);
-    if (rc || limit == 0) return rc;
-    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
-     * segmented one (docs/segments.md): a primary-key range scan between
-     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
-     * of another activity sorts after it; the column is "C"). */
-    char lo[32], hi[32];
-    snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
-    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
-    char sql[320];
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE order_id > $1 AND order_id < $2 AND activity_id = $3"
-             " ORDER BY order_id LIMIT $4",
-             ORDER_COLUMNS);
-    struct num a = num_u64(activity_id), l = num_u64(limit > INT64_MAX ? INT64_MAX : limit);
-    const char *p[] = {after && *after && strcmp(after, lo) > 0 ? after : lo, hi, a.s, l.s};
-    return read_orders(st, sql, 4, p, limit, out, n);
+    /* order_id is COLLATE "C": the range compares bytes, as store.c wants */
+    struct num a = num_u64(activity_id), l = limit_arg(limit);
+    const char *p[] = {lo, hi, a.s, l.s};
+    return read_orders(st,
+                       "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                       " WHERE order_id > $1 AND order_id < $2 AND activity_id = $3"
+                       " ORDER BY order_id LIMIT $4",
+                       4, p, limit, out, n);
 }
 
 static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
 {
-    memset(out, 0, sizeof *out);
     int rc = enter(st);
     if (rc) return rc;
     struct num a = num_u64(activity_id);
@@ -1158,13 +1084,12 @@ static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_c
              1, p);
     if (rc) return rc;
     for (int i = 0; i < PQntuples(r); i++) {
-        const char *what = PQgetvalue(r, i, 0);
-        if (!strcmp(what, "stock_failures")) {
+        if (!strcmp(PQgetvalue(r, i, 0), "stock_failures")) {
             out->stock_failures = i64_at(r, i, 1);
             out->stock_failure_units = i64_at(r, i, 2);
             continue;
         }
-        int k = status_from_text(what);
+        int k = status_at(r, i, 0);
         if (k < 0) continue; /* the CHECK makes this impossible */
         out->orders[k] = i64_at(r, i, 1);
         out->units[k] = i64_at(r, i, 2);
@@ -1173,15 +1098,22 @@ static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_c
     return 0;
 }
 
+/* The audit insert, inside the caller's transaction or alone. */
+static int audit_insert(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                        const char *detail)
+{
+    struct num t = num_i64(at_ms), a = num_u64(activity_id);
+    const char *p[] = {t.s, a.s, kind, detail};
+    return run(st, NULL, "insert audit row",
+               "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
+               p);
+}
+
 static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                         const char *detail)
 {
-    st->errstr[0] = 0;
-    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
-        return set_err(st, SK_EINVAL, "audit kind empty or too long");
     int rc = enter(st);
     if (rc) return rc;
-    if (!detail) detail = "";
     char d[SK_STORE_AUDIT_DETAIL_MAX];
     size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
     /* Cut on a character boundary: the server refuses broken UTF-8. */
@@ -1190,17 +1122,11 @@ static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const
             dl--;
     memcpy(d, detail, dl);
     d[dl] = 0;
-    struct num t = num_i64(at_ms), a = num_u64(activity_id);
-    const char *p[] = {t.s, a.s, kind, d};
-    return run(st, NULL, "insert audit row",
-               "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
-               p);
+    return audit_insert(st, at_ms, activity_id, kind, d);
 }
 
 static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
     int rc = enter(st);
     if (rc) return rc;
     struct num a = num_u64(activity_id);
@@ -1215,7 +1141,7 @@ static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **o
     struct sk_audit *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
     if (rows && !arr) {
         PQclear(r);
-        return set_err(st, SK_ENOMEM, "out of memory listing audit rows");
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing audit rows");
     }
     for (int i = 0; i < rows; i++) {
         arr[i].id = i64_at(r, i, 0);
@@ -1236,44 +1162,24 @@ static int pg_order_mark_released(sk_store *st, const char *order_id, int64_t no
 {
     int rc = enter(st);
     if (rc) return rc;
-    struct num t = num_i64(now_ms);
-    const char *p[] = {t.s, order_id};
-    PGresult *r;
-    if ((rc = run(st, &r, "mark order released",
-                  "UPDATE orders SET released_ms = $1 WHERE order_id = $2"
-                  " AND status = 'cancelled' AND released_ms IS NULL",
-                  2, p)) != 0)
-        return rc;
-    long hit = changed(r);
-    PQclear(r);
-    if (hit) return 0;
-    /* Marked before, not cancelled, or absent. */
-    if ((rc = run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1,
-                  p + 1)) != 0)
-        return rc;
-    if (PQntuples(r) != 1)
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
-    else if (status_from_text(PQgetvalue(r, 0, 0)) != SK_ORDER_CANCELLED)
-        rc = set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release", order_id);
-    PQclear(r);
-    return rc;
+    int hit = update_order(st,
+                           "UPDATE orders SET released_ms = $1 WHERE order_id = $2"
+                           " AND status = 'cancelled' AND released_ms IS NULL",
+                           now_ms, order_id, "mark order released");
+    return sk_store_release_end(st, hit, order_id, read_status);
 }
 
 static int pg_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
                                 size_t *n)
 {
-    *n = 0;
-    int rc = enter(st);
-    if (rc || limit == 0) return rc;
-    char sql[320];
+    struct num l = limit_arg(limit);
+    const char *p[] = {after, l.s};
     /* The WHERE repeats the partial index's condition, so the index is used. */
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE status = 'cancelled' AND released_ms IS NULL"
-             " AND order_id > $1 ORDER BY order_id LIMIT $2",
-             ORDER_COLUMNS);
-    struct num l = num_u64(limit > INT64_MAX ? INT64_MAX : limit);
-    const char *p[] = {after ? after : "", l.s};
-    return read_orders(st, sql, 2, p, limit, out, n);
+    return read_orders(st,
+                       "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                       " WHERE status = 'cancelled' AND released_ms IS NULL"
+                       " AND order_id > $1 ORDER BY order_id LIMIT $2",
+                       2, p, limit, out, n);
 }
 
 /* DB stock, expected DB stock and initial stock of an activity, in one
@@ -1291,7 +1197,7 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
                  1, p);
     if (rc) return rc;
     if (PQntuples(r) != 1) {
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+        rc = sk_store_no_activity(st, id);
     } else {
         *stock = i64_at(r, 0, 0);
         *expected = i64_at(r, 0, 1);
@@ -1323,14 +1229,10 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     if (rc) return rc;
     int rows = PQntuples(r);
     PQclear(r);
-    if (rows != 1) return set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+    if (rows != 1) return sk_store_no_activity(st, id);
     int64_t initial = 0;
     if ((rc = stock_check(st, id, stock, expected, &initial)) != 0) return rc;
-    if (*expected < 0 || *expected > initial)
-        return set_err(st, SK_ESTATE,
-                       "activity %" PRIu64 ": computed DB stock %" PRId64 " is outside 0..%" PRId64
-                       " (the DB holds more units than the initial stock)",
-                       id, *expected, initial);
+    if ((rc = sk_store_repair_check(st, id, *expected, initial)) != 0) return rc;
     if (*stock == *expected) return 0;
     struct num e = num_i64(*expected);
     const char *up[] = {e.s, a.s};
@@ -1338,29 +1240,8 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
                   up)) != 0)
         return rc;
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    snprintf(detail, sizeof detail,
-             "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
-             " - units of orders not cancelled %" PRId64 ")",
-             *stock, *expected, initial, initial - *expected);
-    struct num t = num_i64(now_ms);
-    const char *ap[] = {t.s, a.s, "repair_db_stock", detail};
-    return run(st, NULL, "insert audit row",
-               "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
-               ap);
-}
-
-/* Ends a transaction: COMMIT when rc is 0, else ROLLBACK keeping the error
- * of rc (a broken connection rolls back on the server by itself). */
-static int finish_tx(sk_store *st, int rc, const char *what)
-{
-    if (rc == 0) rc = cmd(st, "COMMIT", what);
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback");
-        set_err(st, rc, "%s", why);
-    }
-    return rc;
+    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
+    return audit_insert(st, now_ms, id, "repair_db_stock", detail);
 }
 
 static int pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
@@ -1372,21 +1253,16 @@ static int pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t
     int64_t stock = 0, expected = 0;
     rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
     if ((rc = finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
-    if (before) *before = stock;
-    if (after) *after = expected;
+    *before = stock;
+    *after = expected;
     return 0;
 }
 
 static int pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
                             const char *audit_detail)
 {
-    st->errstr[0] = 0;
-    int rc = check_order(st, o, 0);
+    int rc = enter(st);
     if (rc) return rc;
-    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
-        return set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
-                       o->order_id);
-    if ((rc = enter(st)) != 0) return rc;
     if ((rc = cmd(st, "BEGIN", "begin order restore")) != 0) return rc;
     int cancelled = o->status == SK_ORDER_CANCELLED;
     struct num a = num_u64(o->activity_id), u = num_i64((int64_t)o->user_id), /* same bits */
@@ -1403,14 +1279,9 @@ static int pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_
              "(SELECT pay_timeout_s FROM activities WHERE id = $2::bigint), " STR(
                  SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) "), $7, $8::bigint, $8::bigint)",
              8, p);
-    if (rc == SK_EEXIST) set_err(st, rc, "order %s already exists", o->order_id);
-    if (rc == 0) {
-        const char *ap[] = {t.s, a.s, "repair_restore_order",
-                            audit_detail ? audit_detail : o->order_id};
-        rc = run(st, NULL, "insert audit row",
-                 "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
-                 ap);
-    }
+    if (rc == SK_EEXIST) sk_store_set_err(st, rc, "order %s already exists", o->order_id);
+    if (rc == 0)
+        rc = audit_insert(st, now_ms, o->activity_id, "repair_restore_order", audit_detail);
     return finish_tx(st, rc, "commit order restore");
 }
 

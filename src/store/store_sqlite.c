@@ -11,7 +11,6 @@
 #include "store/store_int.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/log.h"
+#include "core/vec.h"
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -128,17 +127,6 @@ static const char *const migrations[] = {
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
-static int set_err(sk_store *st, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int set_err(sk_store *st, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->errstr, sizeof st->errstr, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* SQLite failure -> SK code, with the database's own message. */
 static int db_err(sk_store *st, const char *what)
 {
@@ -150,7 +138,7 @@ static int db_err(sk_store *st, const char *what)
         code = SK_ETIMEDOUT; /* locked past the busy timeout: worth a retry */
     else if ((ext & 0xff) == SQLITE_CONSTRAINT)
         code = SK_EINVAL;
-    return set_err(st, code, "sqlite %s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
+    return sk_store_set_err(st, code, "sqlite %s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
 }
 
 static int exec(sk_store *st, const char *sql, const char *what)
@@ -202,14 +190,15 @@ static int migrate(sk_store *st)
             char why[sizeof st->errstr];
             snprintf(why, sizeof why, "%s", st->errstr);
             sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-            return set_err(st, SK_EDB, "%s (schema migration %d failed)", why, v + 1);
+            return sk_store_set_err(st, SK_EDB, "%s (schema migration %d failed)", why, v + 1);
         }
         rc = read_version(st, &v);
     }
     if (rc == 0 && v > N_MIGRATIONS)
-        rc = set_err(st, SK_EDB,
-                     "sqlite %s: schema version %d is newer than this binary (%d); upgrade seckill",
-                     st->path, v, N_MIGRATIONS);
+        rc = sk_store_set_err(
+            st, SK_EDB,
+            "sqlite %s: schema version %d is newer than this binary (%d); upgrade seckill",
+            st->path, v, N_MIGRATIONS);
     return rc;
 }
 
@@ -218,8 +207,8 @@ static int open_sqlite(sk_store *st, const char *path)
     snprintf(st->path, sizeof st->path, "%s", path);
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
-        int rc = set_err(st, SK_EDB, "sqlite %s: cannot open: %s", path,
-                         st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        int rc = sk_store_set_err(st, SK_EDB, "sqlite %s: cannot open: %s", path,
+                                  st->db ? sqlite3_errmsg(st->db) : "out of memory");
         return rc;
     }
     sqlite3_extended_result_codes(st->db, 1);
@@ -251,13 +240,8 @@ static void sqlite_close(sk_store *st)
 
 static int sqlite_schema_version(sk_store *st, int *version)
 {
-    st->errstr[0] = 0;
     return read_version(st, version);
 }
-
-static const char COLUMNS[] = "id, name, stock_initial, stock, per_user_limit, max_per_order, "
-                              "start_ms, end_ms, pay_timeout_s, state, created_ms, "
-                              "rl_per_user_per_s, rl_burst, segments";
 
 static void read_row(sqlite3_stmt *s, struct sk_activity *a)
 {
@@ -281,14 +265,8 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     a->segments = sqlite3_column_int64(s, 13);
 }
 
-static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
+static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
 {
-    st->errstr[0] = 0;
-    struct sk_activity v = *a;
-    if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
-    char why[256];
-    if (sk_activity_validate(&v, why, sizeof why) < 0)
-        return set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
                      "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
@@ -296,23 +274,24 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
                      " rl_per_user_per_s, rl_burst, segments)"
                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)v.id);
-    sqlite3_bind_text(s, 2, v.name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, v.stock);
-    sqlite3_bind_int64(s, 4, v.stock);
-    sqlite3_bind_int64(s, 5, v.per_user_limit);
-    sqlite3_bind_int64(s, 6, v.max_per_order);
-    sqlite3_bind_int64(s, 7, v.start_ms);
-    sqlite3_bind_int64(s, 8, v.end_ms);
-    sqlite3_bind_int64(s, 9, v.pay_timeout_s);
-    sqlite3_bind_text(s, 10, v.state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 11, v.created_ms);
-    sqlite3_bind_int64(s, 12, v.rl_per_user_per_s);
-    sqlite3_bind_int64(s, 13, v.rl_burst);
-    sqlite3_bind_int64(s, 14, v.segments);
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)v->id);
+    sqlite3_bind_text(s, 2, v->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 3, v->stock);
+    sqlite3_bind_int64(s, 4, v->stock);
+    sqlite3_bind_int64(s, 5, v->per_user_limit);
+    sqlite3_bind_int64(s, 6, v->max_per_order);
+    sqlite3_bind_int64(s, 7, v->start_ms);
+    sqlite3_bind_int64(s, 8, v->end_ms);
+    sqlite3_bind_int64(s, 9, v->pay_timeout_s);
+    sqlite3_bind_text(s, 10, v->state, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 11, v->created_ms);
+    sqlite3_bind_int64(s, 12, v->rl_per_user_per_s);
+    sqlite3_bind_int64(s, 13, v->rl_burst);
+    sqlite3_bind_int64(s, 14, v->segments);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert activity");
-        if (rc == SK_EEXIST) set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
+        if (rc == SK_EEXIST)
+            sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     }
     sqlite3_finalize(s);
     return rc;
@@ -320,18 +299,15 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *a)
 
 static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
-    st->errstr[0] = 0;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM activities WHERE id = ?", COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
         read_row(s, out);
     else if (step == SQLITE_DONE)
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+        rc = sk_store_no_activity(st, id);
     else
         rc = db_err(st, "read activity");
     sqlite3_finalize(s);
@@ -340,39 +316,24 @@ static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *ou
 
 static int sqlite_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
-    st->errstr[0] = 0;
-    *out = NULL;
-    *n = 0;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM activities ORDER BY id", COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id");
     if (rc) return rc;
     struct sk_activity *arr = NULL;
     size_t len = 0, cap = 0;
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct sk_activity *na = realloc(arr, ncap * sizeof *na);
-            if (!na) {
-                rc = set_err(st, SK_ENOMEM, "out of memory listing activities");
-                break;
-            }
-            arr = na;
-            cap = ncap;
+        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing activities");
+            break;
         }
         read_row(s, &arr[len++]);
     }
     if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activities");
     sqlite3_finalize(s);
-    if (rc) {
+    if (rc || len == 0) {
         free(arr);
         return rc;
-    }
-    if (len == 0) {
-        free(arr);
-        arr = NULL;
     }
     *out = arr;
     *n = len;
@@ -393,23 +354,19 @@ static int change_one(sk_store *st, const char *sql, const char *text, uint64_t 
     if (sqlite3_step(s) != SQLITE_DONE)
         rc = db_err(st, what);
     else if (sqlite3_changes(st->db) == 0)
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+        rc = sk_store_no_activity(st, id);
     sqlite3_finalize(s);
     return rc;
 }
 
 static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    st->errstr[0] = 0;
-    if (!state || !sk_activity_state_valid(state))
-        return set_err(st, SK_EINVAL, "invalid activity state '%s'", state ? state : "(null)");
     return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, id,
                       "update activity state");
 }
 
 static int sqlite_activity_delete(sk_store *st, uint64_t id)
 {
-    st->errstr[0] = 0;
     return change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
 }
 
@@ -428,15 +385,10 @@ static int cached(sk_store *st, int which, sqlite3_stmt **out)
     return 0;
 }
 
-static const char ORDER_COLUMNS[] = "order_id, stream_id, activity_id, user_id, quantity, status, "
-                                    "created_ms, pay_deadline_ms, paid_ms, cancelled_ms";
-
-static int status_from_text(const unsigned char *t)
+/* The status column of row s as enum sk_order_status (-1: another text). */
+static int status_at(sqlite3_stmt *s, int col)
 {
-    if (!t) return -1;
-    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
-        if (!strcmp((const char *)t, sk_order_status_name(i))) return i;
-    return -1;
+    return sk_store_status_from_text((const char *)sqlite3_column_text(s, col));
 }
 
 static void read_order(sqlite3_stmt *s, struct sk_order *o)
@@ -449,29 +401,11 @@ static void read_order(sqlite3_stmt *s, struct sk_order *o)
     o->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
     o->user_id = (uint64_t)sqlite3_column_int64(s, 3);
     o->quantity = sqlite3_column_int64(s, 4);
-    o->status = status_from_text(sqlite3_column_text(s, 5));
+    o->status = status_at(s, 5);
     o->created_ms = sqlite3_column_int64(s, 6);
     o->pay_deadline_ms = sqlite3_column_int64(s, 7);
     o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
     o->cancelled_ms = sqlite3_column_int64(s, 9);
-}
-
-static int check_order(sk_store *st, const struct sk_order *o, size_t i)
-{
-    size_t il = strnlen(o->order_id, sizeof o->order_id);
-    size_t sl = strnlen(o->stream_id, sizeof o->stream_id);
-    if (il == 0 || il >= sizeof o->order_id)
-        return set_err(st, SK_EINVAL, "order %zu: empty or unterminated order id", i);
-    if (sl == 0 || sl >= sizeof o->stream_id)
-        return set_err(st, SK_EINVAL, "order %s: empty or unterminated stream id", o->order_id);
-    if (o->activity_id == 0 || o->activity_id > SK_ACTIVITY_ID_MAX)
-        return set_err(st, SK_EINVAL, "order %s: bad activity id", o->order_id);
-    if (o->quantity < 1)
-        return set_err(st, SK_EINVAL, "order %s: quantity %" PRId64 " < 1", o->order_id,
-                       o->quantity);
-    if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
-        return set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
-    return 0;
 }
 
 /* The activity's pay timeout in seconds into *secs; *found 0 (and the
@@ -493,7 +427,7 @@ static int pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
 /* Records a failed conditional stock update of an inserted order: the DB
  * stock seen now (NULL when there is no activity row) goes with it. */
 static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t now,
-                                struct sk_stock_failure *ff, size_t nth)
+                                struct sk_persist_result *res, struct sk_stock_failure *first)
 {
     sqlite3_stmt *s;
     int rc = cached(st, Q_READ_STOCK, &s);
@@ -505,13 +439,7 @@ static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t 
     if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read stock");
     sqlite3_reset(s);
     if (rc) return rc;
-    if (nth == 0) {
-        snprintf(ff->order_id, sizeof ff->order_id, "%s", o->order_id);
-        ff->aid = o->activity_id;
-        ff->qty = o->quantity;
-        ff->db_stock = db_stock;
-        ff->has_row = has_row;
-    }
+    sk_store_count_stock_failure(res, first, o, has_row, db_stock);
     if ((rc = cached(st, Q_INSERT_FAILURE, &s)) != 0) return rc;
     sqlite3_bind_int64(s, 1, now);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
@@ -528,7 +456,7 @@ static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t 
 
 /* Inserts one order and takes its stock; updates *res. */
 static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
-                       struct sk_persist_result *res, struct sk_stock_failure *ff)
+                       struct sk_persist_result *res, struct sk_stock_failure *first)
 {
     sqlite3_stmt *s;
     int rc = cached(st, Q_INSERT_ORDER, &s);
@@ -542,7 +470,7 @@ static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s
     sqlite3_bind_text(s, 7, o->stream_id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert order");
-        set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
+        sk_store_set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
     }
     sqlite3_reset(s);
     if (rc) return rc;
@@ -558,25 +486,23 @@ static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s
     if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "take stock");
     sqlite3_reset(s);
     if (rc) return rc;
-    if (sqlite3_changes(st->db) == 0) {
-        rc = record_stock_failure(st, o, now, ff, res->stock_failures);
-        res->stock_failures++;
-        res->units_unstocked += o->quantity;
-    }
+    if (sqlite3_changes(st->db) == 0) rc = record_stock_failure(st, o, now, res, first);
+    return rc;
+}
+
+/* Rolls back the open transaction, keeping the error text of rc. */
+static int rollback_keeping_err(sk_store *st, int rc)
+{
+    char why[sizeof st->errstr];
+    snprintf(why, sizeof why, "%s", st->errstr);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    snprintf(st->errstr, sizeof st->errstr, "%s", why);
     return rc;
 }
 
 static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                                 struct sk_persist_result *res)
+                                 struct sk_persist_result *res, struct sk_stock_failure *first)
 {
-    st->errstr[0] = 0;
-    struct sk_persist_result r = {0};
-    if (res) *res = r;
-    if (n == 0) return 0;
-    for (size_t i = 0; i < n; i++) {
-        int rc = check_order(st, &orders[i], i);
-        if (rc) return rc;
-    }
     /* IMMEDIATE: take the write lock now (waiting up to the busy timeout)
      * rather than fail mid-batch when a read lock cannot be upgraded. */
     int rc = exec(st, "BEGIN IMMEDIATE", "begin persist");
@@ -584,7 +510,6 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
     int64_t now = sk_wall_ms();
     uint64_t last_aid = 0;
     int64_t timeout_s = 0;
-    struct sk_stock_failure ff = {0};
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct sk_order *o = &orders[i];
         if (o->activity_id != last_aid) {
@@ -593,86 +518,77 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
             if (rc) break;
             last_aid = o->activity_id;
         }
-        rc = persist_one(st, o, timeout_s, now, &r, &ff);
+        rc = persist_one(st, o, timeout_s, now, res, first);
     }
     if (rc == 0) rc = exec(st, "COMMIT", "commit persist");
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        set_err(st, rc, "%s (batch of %zu rolled back)", why, n);
-        return rc;
-    }
-    if (r.stock_failures) sk_store_log_stock_failures(r.stock_failures, &ff);
-    if (res) *res = r;
+    if (rc) return sk_store_batch_rolled_back(st, rollback_keeping_err(st, rc), n);
     return 0;
 }
 
 static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
-    st->errstr[0] = 0;
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT %s FROM orders WHERE order_id = ?", ORDER_COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s, "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?");
     if (rc) return rc;
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
         read_order(s, out);
     else if (step == SQLITE_DONE)
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+        rc = sk_store_no_order(st, order_id);
     else
         rc = db_err(st, "read order");
     sqlite3_finalize(s);
     return rc;
 }
 
-/* created -> to_status at now; *before is the status the order had (the
- * conditional update decides, so of two racing transitions one wins). */
-static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
+/* The status of an order into *status; SK_ENOTFOUND when absent. */
+static int read_status(sk_store *st, const char *order_id, int *status)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "update order status");
-    sqlite3_finalize(s);
-    if (rc) return rc;
-    if (sqlite3_changes(st->db) == 1) {
-        *before = SK_ORDER_CREATED;
-        return 0;
-    }
-    /* Not created any more (statuses never go back to created), or absent. */
-    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
-        *before = status_from_text(sqlite3_column_text(s, 0));
+        *status = status_at(s, 0);
     else if (step == SQLITE_DONE)
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
+        rc = sk_store_no_order(st, order_id);
     else
         rc = db_err(st, "read order status");
     sqlite3_finalize(s);
     return rc;
 }
 
-static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+/* Runs a conditional UPDATE bound to (now, order_id): 1 when it changed
+ * one row, 0 when none, or a negative code. */
+static int update_order(sk_store *st, const char *sql, int64_t now, const char *order_id,
+                        const char *what)
 {
-    st->errstr[0] = 0;
-    int before = -1;
-    int rc = transition(st, order_id,
-                        "UPDATE orders SET status = 'paid', paid_ms = ?"
-                        " WHERE order_id = ? AND status = 'created'",
-                        now_ms, &before);
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s, sql);
     if (rc) return rc;
-    if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
-    if (before == SK_ORDER_CANCELLED)
-        return set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused", order_id);
-    if (before != SK_ORDER_CREATED && before != SK_ORDER_PAID)
-        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
-    return 0;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, what);
+    sqlite3_finalize(s);
+    return rc ? rc : sqlite3_changes(st->db) == 1;
+}
+
+/* created -> to_status at now; *before is the status the order had (the
+ * conditional update decides, so of two racing transitions one wins). */
+static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
+{
+    int hit = update_order(st, sql, now, order_id, "update order status");
+    return sk_store_transition_end(st, hit, order_id, before, read_status);
+}
+
+static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
+{
+    return transition(st, order_id,
+                      "UPDATE orders SET status = 'paid', paid_ms = ?"
+                      " WHERE order_id = ? AND status = 'created'",
+                      now_ms, before);
 }
 
 /* Gives the units of a cancelled order back to its activity's DB stock,
@@ -691,20 +607,8 @@ static int credit_stock(sk_store *st, const char *order_id)
     return rc;
 }
 
-/* Rolls back the open transaction, keeping the error text of rc. */
-static int rollback_keeping_err(sk_store *st, int rc)
+static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    char why[sizeof st->errstr];
-    snprintf(why, sizeof why, "%s", st->errstr);
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    snprintf(st->errstr, sizeof st->errstr, "%s", why);
-    return rc;
-}
-
-static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
-{
-    st->errstr[0] = 0;
-    int before = -1;
     /* The status change and the DB stock credit commit together (store.h),
      * so the units go back exactly once, with the winning cancel. */
     int rc = exec(st, "BEGIN IMMEDIATE", "begin cancel");
@@ -712,15 +616,10 @@ static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_m
     rc = transition(st, order_id,
                     "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
                     " WHERE order_id = ? AND status = 'created'",
-                    now_ms, &before);
-    if (rc == 0 && before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
+                    now_ms, before);
+    if (rc == 0 && *before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
     if (rc == 0) rc = exec(st, "COMMIT", "commit cancel");
     if (rc) return rollback_keeping_err(st, rc);
-    if (prev_status) *prev_status = before;
-    if (before == SK_ORDER_PAID)
-        return set_err(st, SK_ESTATE, "order %.80s is paid: cannot cancel", order_id);
-    if (before != SK_ORDER_CREATED && before != SK_ORDER_CANCELLED)
-        return set_err(st, SK_EDB, "order %.80s has an unknown status", order_id);
     return 0;
 }
 
@@ -735,53 +634,40 @@ static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_or
     return 0;
 }
 
+static sqlite3_int64 limit_arg(size_t limit)
+{
+    return (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit);
+}
+
 static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
                                  size_t *n)
 {
-    st->errstr[0] = 0;
-    *n = 0;
-    if (limit == 0) return 0;
-    char sql[320];
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE status = 'created' AND pay_deadline_ms < ?"
-             " ORDER BY pay_deadline_ms LIMIT ?",
-             ORDER_COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s,
+                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                     " WHERE status = 'created' AND pay_deadline_ms < ?"
+                     " ORDER BY pay_deadline_ms LIMIT ?");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, now_ms);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    sqlite3_bind_int64(s, 2, limit_arg(limit));
     rc = read_orders(st, s, limit, out, n);
     sqlite3_finalize(s);
     return rc;
 }
 
-static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *after, size_t limit,
-                              struct sk_order *out, size_t *n)
+static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
+                              size_t limit, struct sk_order *out, size_t *n)
 {
-    st->errstr[0] = 0;
-    *n = 0;
-    if (limit == 0) return 0;
-    /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
-     * segmented one (docs/segments.md): a primary-key range scan between
-     * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
-     * of another activity sorts after it). */
-    char lo[32], hi[32];
-    snprintf(lo, sizeof lo, "%" PRIu64 "-", activity_id);
-    snprintf(hi, sizeof hi, "%" PRIu64 "/", activity_id);
-    char sql[320];
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE order_id > ? AND order_id < ? AND activity_id = ?"
-             " ORDER BY order_id LIMIT ?",
-             ORDER_COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = prepare(st, &s,
+                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                     " WHERE order_id > ? AND order_id < ? AND activity_id = ?"
+                     " ORDER BY order_id LIMIT ?");
     if (rc) return rc;
-    sqlite3_bind_text(s, 1, after && *after && strcmp(after, lo) > 0 ? after : lo, -1,
-                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
-    sqlite3_bind_int64(s, 4, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    sqlite3_bind_int64(s, 4, limit_arg(limit));
     rc = read_orders(st, s, limit, out, n);
     sqlite3_finalize(s);
     return rc;
@@ -789,8 +675,6 @@ static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *af
 
 static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
 {
-    st->errstr[0] = 0;
-    memset(out, 0, sizeof *out);
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
                      "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
@@ -799,7 +683,7 @@ static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_ord
     sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        int k = status_from_text(sqlite3_column_text(s, 0));
+        int k = status_at(s, 0);
         if (k < 0) continue; /* the CHECK makes this impossible */
         out->orders[k] = sqlite3_column_int64(s, 1);
         out->units[k] = sqlite3_column_int64(s, 2);
@@ -825,10 +709,6 @@ static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_ord
 static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                             const char *detail)
 {
-    st->errstr[0] = 0;
-    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
-        return set_err(st, SK_EINVAL, "audit kind empty or too long");
-    if (!detail) detail = "";
     sqlite3_stmt *s;
     int rc =
         prepare(st, &s, "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
@@ -845,9 +725,6 @@ static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, c
 
 static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
-    st->errstr[0] = 0;
-    *out = NULL;
-    *n = 0;
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
                      "SELECT id, at_ms, activity_id, kind, detail FROM audit"
@@ -858,15 +735,9 @@ static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit
     size_t len = 0, cap = 0;
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct sk_audit *na = realloc(arr, ncap * sizeof *na);
-            if (!na) {
-                rc = set_err(st, SK_ENOMEM, "out of memory listing audit rows");
-                break;
-            }
-            arr = na;
-            cap = ncap;
+        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing audit rows");
+            break;
         }
         struct sk_audit *a = &arr[len++];
         memset(a, 0, sizeof *a);
@@ -891,30 +762,21 @@ static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit
 
 static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
-    st->errstr[0] = 0;
-    if (stock < 0) return set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
     sqlite3_stmt *s;
     int rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, stock);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, "set DB stock");
-        if (rc == SK_EINVAL)
-            set_err(st, rc, "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
-                    stock, id);
-    } else if (sqlite3_changes(st->db) == 0) {
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
-    }
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = db_err(st, "set DB stock"); /* a CHECK failure: store.c says which */
+    else if (sqlite3_changes(st->db) == 0)
+        rc = sk_store_no_activity(st, id);
     sqlite3_finalize(s);
     return rc;
 }
 
 static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
-    st->errstr[0] = 0;
-    *out = NULL;
-    *n = 0;
     sqlite3_stmt *s;
     int rc = prepare(st, &s, "SELECT id FROM activities ORDER BY id");
     if (rc) return rc;
@@ -922,15 +784,9 @@ static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     size_t len = 0, cap = 0;
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            uint64_t *na = realloc(arr, ncap * sizeof *na);
-            if (!na) {
-                rc = set_err(st, SK_ENOMEM, "out of memory listing activity ids");
-                break;
-            }
-            arr = na;
-            cap = ncap;
+        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing activity ids");
+            break;
         }
         arr[len++] = (uint64_t)sqlite3_column_int64(s, 0);
     }
@@ -949,51 +805,25 @@ static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 
 static int sqlite_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
 {
-    st->errstr[0] = 0;
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "UPDATE orders SET released_ms = ? WHERE order_id = ?"
-                     " AND status = 'cancelled' AND released_ms IS NULL");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now_ms);
-    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "mark order released");
-    sqlite3_finalize(s);
-    if (rc || sqlite3_changes(st->db) == 1) return rc;
-    /* Marked before, not cancelled, or absent. */
-    if ((rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?")) != 0) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) {
-        if (status_from_text(sqlite3_column_text(s, 0)) != SK_ORDER_CANCELLED)
-            rc = set_err(st, SK_ESTATE, "order %.80s is not cancelled: nothing to release",
-                         order_id);
-    } else if (step == SQLITE_DONE) {
-        rc = set_err(st, SK_ENOTFOUND, "order %.80s not found", order_id);
-    } else {
-        rc = db_err(st, "read order status");
-    }
-    sqlite3_finalize(s);
-    return rc;
+    int hit = update_order(st,
+                           "UPDATE orders SET released_ms = ? WHERE order_id = ?"
+                           " AND status = 'cancelled' AND released_ms IS NULL",
+                           now_ms, order_id, "mark order released");
+    return sk_store_release_end(st, hit, order_id, read_status);
 }
 
 static int sqlite_orders_unreleased(sk_store *st, const char *after, size_t limit,
                                     struct sk_order *out, size_t *n)
 {
-    st->errstr[0] = 0;
-    *n = 0;
-    if (limit == 0) return 0;
-    char sql[320];
-    /* The WHERE repeats the partial index's condition, so the index is used. */
-    snprintf(sql, sizeof sql,
-             "SELECT %s FROM orders WHERE status = 'cancelled' AND released_ms IS NULL"
-             " AND order_id > ? ORDER BY order_id LIMIT ?",
-             ORDER_COLUMNS);
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    /* The WHERE repeats the partial index's condition, so the index is used. */
+    int rc = prepare(st, &s,
+                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
+                     " WHERE status = 'cancelled' AND released_ms IS NULL"
+                     " AND order_id > ? ORDER BY order_id LIMIT ?");
     if (rc) return rc;
-    sqlite3_bind_text(s, 1, after ? after : "", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    sqlite3_bind_text(s, 1, after, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, limit_arg(limit));
     rc = read_orders(st, s, limit, out, n);
     sqlite3_finalize(s);
     return rc;
@@ -1017,7 +847,7 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
         *expected = sqlite3_column_int64(s, 1);
         if (initial) *initial = sqlite3_column_int64(s, 2);
     } else if (step == SQLITE_DONE) {
-        rc = set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
+        rc = sk_store_no_activity(st, id);
     } else {
         rc = db_err(st, "check DB stock");
     }
@@ -1027,92 +857,89 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
 
 static int sqlite_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
 {
-    st->errstr[0] = 0;
     return stock_check(st, id, stock, expected, NULL);
+}
+
+/* The body of the repair transaction (between BEGIN and COMMIT). */
+static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
+                           int64_t *expected)
+{
+    int64_t initial = 0;
+    int rc = stock_check(st, id, stock, expected, &initial);
+    if (rc == 0) rc = sk_store_repair_check(st, id, *expected, initial);
+    if (rc || *stock == *expected) return rc;
+    sqlite3_stmt *s;
+    if ((rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) != 0) return rc;
+    sqlite3_bind_int64(s, 1, *expected);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "set DB stock");
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
+    return sqlite_audit_add(st, now_ms, id, "repair_db_stock", detail);
 }
 
 static int sqlite_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
                                   int64_t *after)
 {
-    st->errstr[0] = 0;
     /* IMMEDIATE: no persist or cancel can commit between the read of the
      * orders and the write of the stock. */
     int rc = exec(st, "BEGIN IMMEDIATE", "begin DB stock repair");
     if (rc) return rc;
-    int64_t stock = 0, expected = 0, initial = 0;
-    rc = stock_check(st, id, &stock, &expected, &initial);
-    if (rc == 0 && (expected < 0 || expected > initial))
-        rc = set_err(st, SK_ESTATE,
-                     "activity %" PRIu64 ": computed DB stock %" PRId64 " is outside 0..%" PRId64
-                     " (the DB holds more units than the initial stock)",
-                     id, expected, initial);
-    if (rc == 0 && stock != expected) {
-        sqlite3_stmt *s;
-        if ((rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) == 0) {
-            sqlite3_bind_int64(s, 1, expected);
-            sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-            if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "set DB stock");
-            sqlite3_finalize(s);
-        }
-        char detail[SK_STORE_AUDIT_DETAIL_MAX];
-        snprintf(detail, sizeof detail,
-                 "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
-                 " - units of orders not cancelled %" PRId64 ")",
-                 stock, expected, initial, initial - expected);
-        if (rc == 0) rc = sqlite_audit_add(st, now_ms, id, "repair_db_stock", detail);
-    }
+    int64_t stock = 0, expected = 0;
+    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
     if (rc == 0) rc = exec(st, "COMMIT", "commit DB stock repair");
     if (rc) return rollback_keeping_err(st, rc);
-    if (before) *before = stock;
-    if (after) *after = expected;
+    *before = stock;
+    *after = expected;
     return 0;
 }
 
-static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                                const char *audit_detail)
+/* Inserts the restored order (the body of the restore transaction). */
+static int restore_insert(sk_store *st, const struct sk_order *o, int64_t now_ms)
 {
-    st->errstr[0] = 0;
-    int rc = check_order(st, o, 0);
-    if (rc) return rc;
-    if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
-        return set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
-                       o->order_id);
-    if ((rc = exec(st, "BEGIN IMMEDIATE", "begin order restore")) != 0) return rc;
     int64_t timeout_s = 0;
     int found;
-    rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
+    int rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
     sqlite3_stmt *s = NULL;
     if (rc == 0)
         rc = prepare(st, &s,
                      "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
                      " created_ms, pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (rc == 0) {
-        int cancelled = o->status == SK_ORDER_CANCELLED;
-        sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
-        sqlite3_bind_int64(s, 4, o->quantity);
-        sqlite3_bind_text(s, 5, sk_order_status_name(o->status), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 6, o->created_ms);
-        sqlite3_bind_int64(s, 7, o->created_ms + timeout_s * 1000);
-        sqlite3_bind_text(s, 8, o->stream_id, -1, SQLITE_STATIC);
-        if (cancelled) {
-            sqlite3_bind_int64(s, 9, now_ms);
-            sqlite3_bind_int64(s, 10, now_ms);
-        } else {
-            sqlite3_bind_null(s, 9);
-            sqlite3_bind_null(s, 10);
-        }
-        if (sqlite3_step(s) != SQLITE_DONE) {
-            rc = db_err(st, "restore order");
-            if (rc == SK_EEXIST) set_err(st, rc, "order %s already exists", o->order_id);
-        }
-        sqlite3_finalize(s);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
+    sqlite3_bind_int64(s, 4, o->quantity);
+    sqlite3_bind_text(s, 5, sk_order_status_name(o->status), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, o->created_ms);
+    sqlite3_bind_int64(s, 7, o->created_ms + timeout_s * 1000);
+    sqlite3_bind_text(s, 8, o->stream_id, -1, SQLITE_STATIC);
+    if (o->status == SK_ORDER_CANCELLED) {
+        sqlite3_bind_int64(s, 9, now_ms);
+        sqlite3_bind_int64(s, 10, now_ms);
+    } else {
+        sqlite3_bind_null(s, 9);
+        sqlite3_bind_null(s, 10);
     }
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, "restore order");
+        if (rc == SK_EEXIST) sk_store_set_err(st, rc, "order %s already exists", o->order_id);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                                const char *audit_detail)
+{
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin order restore");
+    if (rc) return rc;
+    rc = restore_insert(st, o, now_ms);
     if (rc == 0)
-        rc = sqlite_audit_add(st, now_ms, o->activity_id, "repair_restore_order",
-                              audit_detail ? audit_detail : o->order_id);
+        rc = sqlite_audit_add(st, now_ms, o->activity_id, "repair_restore_order", audit_detail);
     if (rc == 0) rc = exec(st, "COMMIT", "commit order restore");
     if (rc) return rollback_keeping_err(st, rc);
     return 0;
