@@ -82,3 +82,35 @@ SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
     fclose(f);
     CHECK_MSG(strstr(log, "restarting") != NULL, "%s", log);
 }
+
+/* A stop that arrives while a process is still starting (here: the order
+ * worker the supervisor just put in place of a killed one, while it opens
+ * its store and Redis connections) is graceful: the supervisor exits 0.
+ * The stop signals are held from fork until the child's handler exists. */
+SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
+{
+    for (int round = 0; round < 3; round++) {
+        struct sk_th_serve s;
+        sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+        pid_t before[8], now[8];
+        int n = 0, m = 0;
+        int64_t deadline = sk_mono_ms() + 5000;
+        while ((n = children(s.pid, before, 8)) < 2) { /* 1 HTTP + 1 order worker */
+            CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        pid_t victim = before[n - 1]; /* the worker is forked last */
+        kill(victim, SIGKILL);
+        deadline = sk_mono_ms() + 5000;
+        for (;;) { /* the replacement exists: stop the node at once */
+            m = children(s.pid, now, 8);
+            int fresh = 0;
+            for (int i = 0; i < m; i++)
+                if (!has(before, n, now[i])) fresh = 1;
+            if (fresh) break;
+            CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)victim);
+        }
+        CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    }
+}

@@ -22,6 +22,7 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/sig.h"
 #include "core/vec.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
@@ -213,6 +214,13 @@ static int run_order_worker(const struct sk_config *cfg)
     sk_sweeper_opts_init(&so);
     so.redis_url = cfg->redis;
     so.db_spec = cfg->db;
+    /* The handler first, then the signals spawn() blocked: a stop sent
+     * while the stores open is kept (reconcile_stop) and honoured below,
+     * instead of killing the process by the default action. */
+    struct sigaction sa = {.sa_handler = on_worker_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sk_sig_unblock_stop();
     char err[256];
     if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0 ||
         sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0) {
@@ -220,9 +228,10 @@ static int run_order_worker(const struct sk_config *cfg)
         sk_worker_free(running_worker);
         return SK_EXIT_FAIL;
     }
-    struct sigaction sa = {.sa_handler = on_worker_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    if (atomic_load(&reconcile_stop)) {
+        sk_worker_stop(running_worker);
+        sk_sweeper_stop(running_sweeper);
+    }
     pthread_t sweeper, reconciler;
     int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
     int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
@@ -253,6 +262,11 @@ enum proc_kind { PROC_API, PROC_WORKER };
 
 static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
 {
+    /* The stop signals are held across fork and in the child until it has
+     * its own handler (sk_server_run, run_order_worker): a stop sent at
+     * any moment of a start-up is graceful, never the supervisor's handler
+     * inherited by the child nor the default action. */
+    sk_sig_block_stop();
     pid_t pid = fork();
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
@@ -262,6 +276,7 @@ static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
         exit(kind == PROC_API ? (sk_server_run(cfg) ? SK_EXIT_FAIL : SK_EXIT_OK)
                               : run_order_worker(cfg));
     }
+    sk_sig_unblock_stop();
     return pid;
 }
 

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/sig.h"
 #include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
@@ -490,6 +491,7 @@ int sk_server_run(const struct sk_config *cfg)
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sk_sig_unblock_stop(); /* a stop sent during start-up is delivered now */
     if (open_resources(app) < 0) return 1;
     setup_h2o(app);
     if (connect_redis(app) < 0) return 1;
