@@ -280,7 +280,11 @@ static int form(struct sk_cluster_spawn *s)
 
 static void kill_nodes(struct sk_cluster_spawn *s)
 {
-    for (int i = SK_CLUSTER_SPAWN_MAX - 1; i >= 0; i--) /* replicas first */
+    /* All told at once, so they stop side by side, not one after another;
+     * then each is waited for (and killed when it takes too long). */
+    for (int i = 0; i < SK_CLUSTER_SPAWN_MAX; i++)
+        if (s->pid[i] > 0) kill(s->pid[i], SIGTERM);
+    for (int i = 0; i < SK_CLUSTER_SPAWN_MAX; i++)
         if (s->pid[i] > 0) {
             sk_spawn_stop(s->pid[i], SIGTERM, SK_CSPAWN_STOP_MS);
             s->pid[i] = 0;

@@ -60,8 +60,8 @@ int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const 
 /* The plain redis:// URL of node i (for per-node INFO), into out. */
 void sk_cluster_spawn_node_url(const struct sk_cluster_spawn *s, int i, char *out, size_t cap);
 
-/* SIGTERM every node, replicas first (a master then has no replica to wait
- * for), wait (SIGKILL after 5 s), then remove the directory. Safe on a
+/* SIGTERM to every node at once, wait for each (SIGKILL after 5 s), then
+ * remove the directory. Safe on a
  * stopped or zeroed s. Returns 0, or SK_EIO when the directory could not be
  * removed (s->errstr). */
 int sk_cluster_spawn_stop(struct sk_cluster_spawn *s);
