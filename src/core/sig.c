@@ -12,6 +12,12 @@ static void stop_mask(int how)
     pthread_sigmask(how, &s, NULL);
 }
 
-void sk_sig_block_stop(void) { stop_mask(SIG_BLOCK); }
+void sk_sig_block_stop(void)
+{
+    stop_mask(SIG_BLOCK);
+}
 
-void sk_sig_unblock_stop(void) { stop_mask(SIG_UNBLOCK); }
+void sk_sig_unblock_stop(void)
+{
+    stop_mask(SIG_UNBLOCK);
+}

@@ -1,12 +1,12 @@
 /* cluster_harness.h - a private Redis Cluster for the tests: 3 masters + 3
- * replicas (redis-server --cluster-enabled yes) on ports picked from
- * 20000-30000 (a node also listens on port + 10000, its cluster bus, so the
- * kernel's ephemeral range would not do), created with
- * `redis-cli --cluster create ... --cluster-replicas 1`.
+ * replicas made by the spawner (tools/spawn/cluster_spawn.h: redis-server
+ * --cluster-enabled yes on ports picked from 20000-30000, whose bus port
+ * +10000 is free too; slots, MEET and CLUSTER REPLICATE sent by it), with a
+ * node timeout of 3 s so a failover is quick.
  *
  * Shared like the PostgreSQL cluster: a test file says SK_TH_CLUSTER_USED
  * and the runner starts one cluster before the first of its tests; every
- * node dies with the runner (PR_SET_PDEATHSIG) and is killed at its exit.
+ * node dies with the runner (PR_SET_PDEATHSIG) and is stopped at its exit.
  * Tests that change the topology (failover, slot migration) leave a
  * healthy cluster behind: a client follows the new map. */
 #ifndef SK_CLUSTER_HARNESS_H

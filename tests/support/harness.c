@@ -1,25 +1,24 @@
-/* harness.c - test runner, throwaway redis-servers, and CLI runner. */
+/* harness.c - test runner, throwaway redis-servers and `seckill serve`
+ * processes (started with tools/spawn/), and CLI runner. */
 #include "support/harness.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <hiredis.h>
-
 #include "core/clock.h"
-#include "support/http_client.h"
+#include "core/error.h"
 #include "tools/spawn/netutil.h"
+#include "tools/spawn/redis_spawn.h"
+#include "tools/spawn/spawn.h"
 
 #define MAX_TESTS 512
 
@@ -92,85 +91,49 @@ const char *sk_th_seckill_bin(void)
     return b && *b ? b : "build/seckill";
 }
 
-static int redis_pings(int port)
-{
-    struct timeval tv = {0, 200000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    int ok = 0;
-    if (c && !c->err) {
-        redisReply *r = redisCommand(c, "PING");
-        /* any reply, even NOAUTH, means it is serving; LOADING (an AOF
-         * being replayed after a restart) means not yet */
-        ok = r != NULL && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
-        if (r) freeReplyObject(r);
-    }
-    if (c) redisFree(c);
-    return ok;
-}
-
-static void spawn_redis(struct sk_th_redis *s, const char *const *extra)
-{
-    char port[16], log[300];
-    snprintf(port, sizeof port, "%d", s->port);
-    snprintf(log, sizeof log, "%s/redis.log", s->dir);
-    const char *argv[64] = {
-        "redis-server", "--port", port,        "--bind", "127.0.0.1",   "--dir", s->dir,
-        "--save",       "",       "--logfile", log,      "--daemonize", "no"};
-    int n = 13;
-    for (int i = 0; extra && extra[i] && n < 62; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 1);
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    s->pid = pid;
-    /* Wait for readiness (a condition, not a timed sleep), at most 10 s. */
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (!redis_pings(s->port)) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            sk_th_fail(__FILE__, __LINE__, "redis-server exited at start (see %s)", log);
-        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "redis-server not ready");
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
-}
-
-void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra)
+/* A test's record and the spawner's: tests read pid, port, dir and url,
+ * and may end the server themselves (kill, waitpid, pid = 0), so the
+ * record is the one truth, copied in and out around each spawner call. */
+static void to_spawn(const struct sk_th_redis *t, struct sk_redis_spawn *s)
 {
     memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "%s", sk_th_tmpdir());
-    s->port = sk_th_free_port();
-    spawn_redis(s, extra);
+    s->pid = t->pid;
+    s->port = t->port;
+    snprintf(s->dir, sizeof s->dir, "%s", t->dir);
+    snprintf(s->url, sizeof s->url, "%s", t->url);
 }
 
-static void reap(struct sk_th_redis *s, int hard)
+static void from_spawn(const struct sk_redis_spawn *s, struct sk_th_redis *t)
 {
-    if (s->pid <= 0) return;
-    kill(s->pid, hard ? SIGKILL : SIGTERM);
-    kill(s->pid, SIGCONT); /* a SIGSTOPped server must still die */
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
+    t->pid = s->pid;
+    t->port = s->port;
+    snprintf(t->dir, sizeof t->dir, "%s", s->dir);
+    snprintf(t->url, sizeof t->url, "%s", s->url);
 }
 
-void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra)
+void sk_th_redis_start(struct sk_th_redis *t, const char *const *extra)
 {
-    reap(s, 0);
-    spawn_redis(s, extra);
+    struct sk_redis_spawn s;
+    if (sk_redis_spawn_start(&s, extra) < 0)
+        sk_th_fail(__FILE__, __LINE__, "redis-server: %s", s.errstr);
+    from_spawn(&s, t);
 }
 
-void sk_th_redis_stop(struct sk_th_redis *s, int hard)
+void sk_th_redis_restart(struct sk_th_redis *t, const char *const *extra)
 {
-    reap(s, hard);
+    struct sk_redis_spawn s;
+    to_spawn(t, &s);
+    int rc = sk_redis_spawn_restart(&s, extra);
+    from_spawn(&s, t);
+    if (rc < 0) sk_th_fail(__FILE__, __LINE__, "redis-server restart: %s", s.errstr);
+}
+
+void sk_th_redis_stop(struct sk_th_redis *t, int hard)
+{
+    struct sk_redis_spawn s;
+    to_spawn(t, &s);
+    sk_redis_spawn_halt(&s, hard);
+    t->pid = 0;
 }
 
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
@@ -250,8 +213,12 @@ void sk_th_add_hooks(void (*before_test)(const char *name, const char *file), vo
     }
 }
 
-/* Runs at exit of the runner only: test children inherit the atexit hook
- * and must not tear down the shared server when they fail. */
+/* Readiness of `seckill serve`: GET /healthz on port *arg answers 200. */
+static int serve_healthy(void *port)
+{
+    return sk_net_http_ok(*(const int *)port, "/healthz", 1000);
+}
+
 void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra)
 {
     memset(s, 0, sizeof *s);
@@ -259,62 +226,38 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
     s->port = sk_th_free_port();
     snprintf(s->db, sizeof s->db, "sqlite:%s/serve.db", dir);
     snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
-    char listen[64];
+    char listen[64], err[600];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
     const char *argv[64] = {sk_th_seckill_bin(), "serve",          "--listen", listen,
                             "--redis",           redis_url,        "--db",     s->db,
                             "--admin-token",     SK_TH_ADMIN_TOKEN};
-    int n = 10;
-    for (int i = 0; extra && extra[i] && n < 62; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 2);
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    s->pid = pid;
-    int64_t deadline = sk_mono_ms() + 15000;
-    for (;;) {
-        char out[512];
-        const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-        if (sk_th_http_raw(s->port, probe, sizeof probe - 1, out, sizeof out, 1000) &&
-            strncmp(out, "HTTP/1.1 200", 12) == 0)
-            return;
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            sk_th_fail(__FILE__, __LINE__, "seckill serve exited at start (see %s)", s->log);
-        if (sk_mono_ms() > deadline) sk_th_fail(__FILE__, __LINE__, "seckill serve not up");
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    if (sk_spawn_args(argv, 10, 64, NULL, extra, "serve arguments", err, sizeof err) < 0)
+        sk_th_fail(__FILE__, __LINE__, "%s", err);
+    struct sk_spawn_cmd cmd = {.argv = argv,
+                               .err = s->log,
+                               .flags = SK_SPAWN_PDEATHSIG,
+                               .name = "seckill serve",
+                               .ready = serve_healthy,
+                               .arg = &s->port,
+                               .ready_ms = 15000,
+                               .poll_ms = 10,
+                               .stop_sig = SIGKILL,
+                               .stop_ms = 1000};
+    if (sk_spawn_start(&cmd, &s->pid, err, sizeof err) < 0)
+        sk_th_fail(__FILE__, __LINE__, "%s (log %s)", err, s->log);
 }
 
 int sk_th_serve_stop(struct sk_th_serve *s, int sig)
 {
     if (s->pid <= 0) return -1;
     kill(s->pid, sig);
-    int64_t deadline = sk_mono_ms() + 20000;
-    int st = 0;
-    while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
-        if (sk_mono_ms() > deadline) {
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &st, 0);
-            s->pid = 0;
-            sk_th_fail(__FILE__, __LINE__, "seckill serve did not stop within 20 s");
-        }
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    int st, rc = sk_spawn_wait(&s->pid, NULL, NULL, 20000, 5, &st);
+    if (rc == SK_ETIMEDOUT) {
+        sk_spawn_stop(s->pid, SIGKILL, 1000);
+        s->pid = 0;
+        sk_th_fail(__FILE__, __LINE__, "seckill serve did not stop within 20 s");
     }
-    s->pid = 0;
+    if (rc < 0) sk_th_fail(__FILE__, __LINE__, "lost track of seckill serve (waitpid)");
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (code != 0) {
         /* the caller's check will fail: show why serve thinks it failed */
@@ -331,17 +274,16 @@ int sk_th_serve_stop(struct sk_th_serve *s, int sig)
     return code;
 }
 
+/* Runs at exit of the runner only: test children inherit the atexit hook
+ * and must not tear down the shared server when they fail. */
 static void cleanup(void)
 {
     if (getpid() != runner_pid) return;
     for (int i = nhooks - 1; i >= 0; i--)
         if (exit_hooks[i]) exit_hooks[i]();
-    if (shared_redis.pid > 0) reap(&shared_redis, 1);
-    if (root_dir[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root_dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root_dir);
-    }
+    sk_th_redis_stop(&shared_redis, 1);
+    char err[400];
+    if (sk_spawn_rmtree(root_dir, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
 }
 
 static void on_signal(int sig)
@@ -469,6 +411,7 @@ int main(int argc, char **argv)
         return 2;
     }
     chmod(root_dir, 0777);
+    setenv("TMPDIR", root_dir, 1); /* the spawners' directories go in the root too */
     runner_pid = getpid();
     atexit(cleanup);
     signal(SIGINT, on_signal);

@@ -58,7 +58,8 @@ void sk_th_fail(const char *file, int line, const char *fmt, ...)
                        sk_a_ ? sk_a_ : "(null)", sk_b_ ? sk_b_ : "(null)");                        \
     } while (0)
 
-/* A private redis-server. */
+/* A private redis-server (started by tools/spawn/redis_spawn.c). A test
+ * may signal pid itself (SIGSTOP, or SIGKILL and waitpid, then pid = 0). */
 struct sk_th_redis {
     pid_t pid;
     int port;
@@ -68,11 +69,15 @@ struct sk_th_redis {
 
 /* Starts redis-server on a free port in a fresh temporary directory, with
  * extra "--name value" arguments (NULL-terminated list, may be NULL), and
- * waits until it answers PING. Fails the test when it cannot. */
+ * waits until it answers PING (LOADING: not yet). Fails the test when it
+ * cannot. */
 void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra);
-/* SIGKILL (hard) or SIGTERM, wait, remove the directory. */
+/* SIGKILL (hard) or SIGTERM and a bounded wait; the port and the directory
+ * (with any AOF/RDB files) stay for sk_th_redis_restart, and the directory
+ * goes with the runner's temporary root. */
 void sk_th_redis_stop(struct sk_th_redis *s, int hard);
-/* Restarts on the same port and directory (keeps AOF/RDB files). */
+/* Restarts on the same port and directory (keeps AOF/RDB files), stopping
+ * a running one gracefully first, and waits until it has loaded them. */
 void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra);
 
 /* URL of the run's shared redis-server. Tests use their own activity ids so
@@ -82,7 +87,9 @@ const char *sk_th_redis_url(void);
 /* A fresh activity id no other test in this run uses. */
 uint64_t sk_th_unique_id(void);
 
-/* A fresh temporary directory (removed at exit of the runner). */
+/* A fresh temporary directory (removed at exit of the runner). The runner
+ * also points $TMPDIR at its temporary root, so the spawners' directories
+ * go there too. */
 const char *sk_th_tmpdir(void);
 
 /* A TCP port that was free a moment ago. */

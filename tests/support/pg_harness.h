@@ -1,12 +1,13 @@
-/* pg_harness.h - private PostgreSQL clusters for the tests.
+/* pg_harness.h - private PostgreSQL clusters for the tests, made by the
+ * spawner (tools/spawn/pg_spawn.h).
  *
  * One initdb per test run makes a template data directory (the slow part,
  * ~0.6 s); every cluster is a copy of it on a free port, in a temporary
  * directory, listening on 127.0.0.1 and on a socket directory of its own,
  * with fsync=off and full_page_writes=off (speed: test data need not
  * survive a power cut). initdb and postgres refuse to run as root: when
- * the runner is root they run as the `postgres` system user (setgid/setuid
- * in the forked child), which owns the cluster directory.
+ * the runner is root they run as the `postgres` system user, which owns
+ * the cluster directory.
  *
  * The shared cluster: a test file that uses PostgreSQL says SK_TH_PG_USED
  * once; the runner then starts one cluster before the first such test (so
@@ -18,7 +19,8 @@
 #ifndef SK_PG_HARNESS_H
 #define SK_PG_HARNESS_H
 #include <stddef.h>
-#include <sys/types.h>
+
+#include "tools/spawn/pg_spawn.h"
 
 /* Marks the including test file as a PostgreSQL user (see above). */
 void sk_th_pg_use_file(const char *file);
@@ -28,12 +30,9 @@ void sk_th_pg_use_file(const char *file);
         sk_th_pg_use_file(__FILE__);                                                               \
     }
 
-/* One cluster. */
+/* One cluster: the spawner's record (srv.pid, srv.port, srv.dir, srv.url). */
 struct sk_th_pg {
-    pid_t pid; /* the postmaster */
-    int port;
-    char dir[256]; /* data/, sock/, postgres.log */
-    char url[160]; /* postgres://postgres@127.0.0.1:<port>/postgres */
+    struct sk_pg_spawn srv;
 };
 
 /* URL of the run's shared cluster (maintenance database "postgres"),
@@ -47,8 +46,9 @@ void sk_th_pg_fresh_db(char *url_out, size_t cap);
 /* A private cluster, for tests that stop or freeze the server. Fails the
  * test when it cannot start. */
 void sk_th_pg_start(struct sk_th_pg *pg);
-/* Fast shutdown (SIGINT: what `pg_ctl stop -m fast` sends), waits for the
- * postmaster to exit (SIGKILL after 15 s). The directory stays. */
+/* Fast shutdown (SIGINT: what `pg_ctl stop -m fast` sends; a frozen server
+ * is thawed first), waits for the postmaster to exit (SIGKILL after 15 s).
+ * The directory stays, removed with the runner's temporary root. */
 void sk_th_pg_stop(struct sk_th_pg *pg);
 /* Starts it again on the same port and data directory. */
 void sk_th_pg_restart(struct sk_th_pg *pg);

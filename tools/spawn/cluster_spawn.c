@@ -1,8 +1,7 @@
-/* cluster_spawn.c - start and stop a private Redis Cluster of N masters
- * (see cluster_spawn.h). The process plumbing (temporary directory, fork
- * with a parent-death signal, bounded waits, stopping and reaping) is
- * spawn.c's, as for redis_spawn.c; the port choice (20000-30000, bus port
- * free too) and the readiness test are the same as tests/cluster_harness.c's. */
+/* cluster_spawn.c - start and stop a private Redis Cluster of N masters and
+ * their replicas (see cluster_spawn.h). The process plumbing (temporary
+ * directory, fork with a parent-death signal, bounded waits, stopping and
+ * reaping) is spawn.c's, as for redis_spawn.c. */
 #include "tools/spawn/cluster_spawn.h"
 
 #include <errno.h>
@@ -14,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hiredis.h>
@@ -32,6 +32,7 @@
 #define SK_CSPAWN_PORT_LO 20000
 #define SK_CSPAWN_PORT_SPAN 10000
 #define SK_CSPAWN_BUS_OFFSET 10000
+#define SK_CSPAWN_NODE_TIMEOUT_MS 5000
 
 #define fail(s, ...) sk_spawn_fail((s)->errstr, sizeof(s)->errstr, __VA_ARGS__)
 
@@ -113,19 +114,44 @@ struct node_ref {
     int i;
 };
 
+/* 1 when the node at port knows want replicas and, being a replica
+ * itself, has its link to its master up. */
+static int replicas_ok(int port, int want)
+{
+    const char *nodes[] = {"CLUSTER", "NODES"};
+    redisReply *r = node_cmd(port, 2, nodes);
+    int seen = 0, mine = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        /* flags: "slave" or "myself,slave", then a space */
+        for (const char *p = r->str; (p = strstr(p, "slave ")) != NULL; p++)
+            seen++;
+        mine = strstr(r->str, "myself,slave") != NULL;
+    }
+    if (r) freeReplyObject(r);
+    if (seen != want) return 0;
+    if (!mine) return 1;
+    const char *info[] = {"INFO", "replication"};
+    r = node_cmd(port, 2, info);
+    int up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+    if (r) freeReplyObject(r);
+    return up;
+}
+
 /* Readiness of the cluster at node ((struct node_ref *)arg)->i: it sees a
- * healthy cluster of s->n masters with every slot served. */
+ * healthy cluster of s->nodes nodes with every slot served and every
+ * replica in place. */
 static int node_ready(void *arg)
 {
     const struct node_ref *ref = arg;
+    const struct sk_cluster_spawn *s = ref->s;
     const char *argv[] = {"CLUSTER", "INFO"};
-    redisReply *r = node_cmd(ref->s->port[ref->i], 2, argv);
+    redisReply *r = node_cmd(s->port[ref->i], 2, argv);
     char known[48];
-    snprintf(known, sizeof known, "cluster_known_nodes:%d\r", ref->s->n);
+    snprintf(known, sizeof known, "cluster_known_nodes:%d\r", s->nodes);
     int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") &&
              strstr(r->str, known) && strstr(r->str, "cluster_slots_ok:16384");
     if (r) freeReplyObject(r);
-    return ok;
+    return ok && replicas_ok(s->port[ref->i], s->nodes - s->n);
 }
 
 /* The directory of node i, its log and stderr files, its port as text,
@@ -167,7 +193,28 @@ static int start_node(struct sk_cluster_spawn *s, int i, const char *const *argv
     return sk_spawn_start(&cmd, &s->pid[i], s->errstr, sizeof s->errstr);
 }
 
-/* Slots, epochs, MEET, then wait for every node to see the whole cluster. */
+/* Replica node r replicates master m, once it has heard of m by gossip
+ * (before, REPLICATE says "Unknown node"). */
+static int attach(struct sk_cluster_spawn *s, int r, int m, int64_t deadline, char *err, size_t cap)
+{
+    const char *myid[] = {"CLUSTER", "MYID"};
+    redisReply *id = node_cmd(s->port[m], 2, myid);
+    if (!id || id->type != REDIS_REPLY_STRING) {
+        snprintf(err, cap, "CLUSTER MYID on node %d: %s", s->port[m],
+                 id && id->str ? id->str : "no reply");
+        if (id) freeReplyObject(id);
+        return 0;
+    }
+    const char *rep[] = {"CLUSTER", "REPLICATE", id->str};
+    int ok;
+    while (!(ok = node_ok(s->port[r], 3, rep, err, cap)) && sk_mono_ms() < deadline)
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    freeReplyObject(id);
+    return ok;
+}
+
+/* Slots, epochs, MEET, replicas, then wait for every node to see the
+ * whole cluster. */
 static int form(struct sk_cluster_spawn *s)
 {
     char err[200] = "";
@@ -190,14 +237,16 @@ static int form(struct sk_cluster_spawn *s)
             argv[a++] = p;
         }
         ok = node_ok(s->port[i], a, argv, err, sizeof err);
-        /* distinct epochs, as redis-cli --cluster create gives: no
-         * collision to resolve before the cluster is stable */
+    }
+    /* distinct epochs, as redis-cli --cluster create gives: no collision
+     * to resolve before the cluster is stable */
+    for (int i = 0; i < s->nodes && ok; i++) {
         char epoch[16];
         snprintf(epoch, sizeof epoch, "%d", i + 1);
         const char *ep[] = {"CLUSTER", "SET-CONFIG-EPOCH", epoch};
-        if (ok) ok = node_ok(s->port[i], 3, ep, err, sizeof err);
+        ok = node_ok(s->port[i], 3, ep, err, sizeof err);
     }
-    for (int i = 1; i < s->n && ok; i++) {
+    for (int i = 1; i < s->nodes && ok; i++) {
         char port[16];
         snprintf(port, sizeof port, "%d", s->port[i]);
         const char *meet[] = {"CLUSTER", "MEET", "127.0.0.1", port};
@@ -205,17 +254,19 @@ static int form(struct sk_cluster_spawn *s)
     }
     free(slots);
     free(argv);
-    if (!ok) return fail(s, SK_EIO, "cannot form the cluster: %s", err);
     int64_t deadline = sk_mono_ms() + SK_CSPAWN_READY_MS;
-    for (int i = 0; i < s->n; i++) {
+    for (int r = s->n; r < s->nodes && ok; r++)
+        ok = attach(s, r, (r - s->n) % s->n, deadline, err, sizeof err);
+    if (!ok) return fail(s, SK_EIO, "cannot form the cluster: %s", err);
+    for (int i = 0; i < s->nodes; i++) {
         struct node_ref ref = {s, i};
         int st, left = (int)(deadline - sk_mono_ms());
         int rc = sk_spawn_wait(&s->pid[i], node_ready, &ref, left > 0 ? left : 0, 20, &st);
         if (rc == SK_ETIMEDOUT)
             return fail(s, SK_EIO,
                         "cluster node %d (port %d) never reported cluster_state:ok with %d "
-                        "nodes within %d ms",
-                        i, s->port[i], s->n, SK_CSPAWN_READY_MS);
+                        "nodes (%d replicas in sync) within %d ms",
+                        i, s->port[i], s->nodes, s->nodes - s->n, SK_CSPAWN_READY_MS);
         if (rc < 0) { /* the node exited */
             struct node_files f;
             node_files(s, i, &f);
@@ -229,6 +280,10 @@ static int form(struct sk_cluster_spawn *s)
 
 static void kill_nodes(struct sk_cluster_spawn *s)
 {
+    /* All told at once, so they stop side by side, not one after another;
+     * then each is waited for (and killed when it takes too long). */
+    for (int i = 0; i < SK_CLUSTER_SPAWN_MAX; i++)
+        if (s->pid[i] > 0) kill(s->pid[i], SIGTERM);
     for (int i = 0; i < SK_CLUSTER_SPAWN_MAX; i++)
         if (s->pid[i] > 0) {
             sk_spawn_stop(s->pid[i], SIGTERM, SK_CSPAWN_STOP_MS);
@@ -236,42 +291,34 @@ static void kill_nodes(struct sk_cluster_spawn *s)
         }
 }
 
-int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const *extra_args)
+int sk_cluster_spawn_start_opts(struct sk_cluster_spawn *s, const struct sk_cluster_spawn_opts *o)
 {
     memset(s, 0, sizeof *s);
-    if (n < 1 || n > SK_CLUSTER_SPAWN_MAX)
-        return fail(s, SK_EINVAL, "cluster of %d masters: 1..%d", n, SK_CLUSTER_SPAWN_MAX);
+    if (o->masters < 1 || o->replicas < 0 ||
+        o->masters * (1 + o->replicas) > SK_CLUSTER_SPAWN_MAX || o->node_timeout_ms < 0)
+        return fail(s, SK_EINVAL, "cluster of %d masters with %d replicas each: at most %d nodes",
+                    o->masters, o->replicas, SK_CLUSTER_SPAWN_MAX);
     struct node_files f; /* filled in for each node by start_node */
-    const char *argv[32 + SK_CSPAWN_MAX_EXTRA] = {"redis-server",
-                                                  "--port",
-                                                  f.port,
-                                                  "--bind",
-                                                  "127.0.0.1",
-                                                  "--dir",
-                                                  f.dir,
-                                                  "--save",
-                                                  "",
-                                                  "--appendonly",
-                                                  "no",
-                                                  "--cluster-enabled",
-                                                  "yes",
-                                                  "--cluster-config-file",
-                                                  "nodes.conf",
-                                                  "--cluster-node-timeout",
-                                                  "5000",
-                                                  "--logfile",
-                                                  f.log,
-                                                  "--daemonize",
-                                                  "no"};
-    int rc = sk_spawn_args(argv, 21, sizeof argv / sizeof *argv, NULL, extra_args,
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d",
+             o->node_timeout_ms ? o->node_timeout_ms : SK_CSPAWN_NODE_TIMEOUT_MS);
+    const char *argv[32 + SK_CSPAWN_MAX_EXTRA] = {
+        "redis-server", "--port", f.port, "--bind", "127.0.0.1", "--dir", f.dir, "--save", "",
+        "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", timeout,
+        /* a replica's first sync at once, not
+         * after 5 s of waiting for more */
+        "--repl-diskless-sync-delay", "0", "--logfile", f.log, "--daemonize", "no"};
+    int rc = sk_spawn_args(argv, 23, sizeof argv / sizeof *argv, NULL, o->extra_args,
                            "redis-server arguments", s->errstr, sizeof s->errstr);
     if (rc == 0)
         rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-cluster", 16, s->errstr,
                              sizeof s->errstr);
     if (rc < 0) return rc;
-    s->n = n;
+    s->n = o->masters;
+    s->nodes = o->masters * (1 + o->replicas);
     uint64_t rng = (uint64_t)getpid() * 0x100000001b3ULL ^ (uint64_t)sk_mono_us();
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0; i < s->nodes && rc == 0; i++) {
         rc = SK_EEXIST;
         for (int t = 0; t < SK_CSPAWN_TRIES && rc == SK_EEXIST; t++) {
             s->port[i] = pick_port(&rng, s->port, i);
@@ -288,19 +335,25 @@ int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const 
         kill_nodes(s);
         sk_spawn_rmtree(s->dir, NULL, 0);
         s->dir[0] = 0;
-        s->n = 0;
+        s->n = s->nodes = 0;
         return rc;
     }
     int off = snprintf(s->url, sizeof s->url, "redis+cluster://");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < s->n; i++)
         off += snprintf(s->url + off, sizeof s->url - (size_t)off, "%s127.0.0.1:%d", i ? "," : "",
                         s->port[i]);
     return 0;
 }
 
+int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const *extra_args)
+{
+    struct sk_cluster_spawn_opts o = {.masters = n, .extra_args = extra_args};
+    return sk_cluster_spawn_start_opts(s, &o);
+}
+
 void sk_cluster_spawn_node_url(const struct sk_cluster_spawn *s, int i, char *out, size_t cap)
 {
-    snprintf(out, cap, "redis://127.0.0.1:%d", i >= 0 && i < s->n ? s->port[i] : 0);
+    snprintf(out, cap, "redis://127.0.0.1:%d", i >= 0 && i < s->nodes ? s->port[i] : 0);
 }
 
 int sk_cluster_spawn_stop(struct sk_cluster_spawn *s)
@@ -309,6 +362,6 @@ int sk_cluster_spawn_stop(struct sk_cluster_spawn *s)
     int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
-    s->n = 0;
+    s->n = s->nodes = 0;
     return rc;
 }

@@ -144,24 +144,24 @@ static void pg_paths(const struct sk_pg_spawn *s, const char *bindir, struct pg_
     snprintf(p->log, sizeof p->log, "%s/postgres.log", s->dir);
 }
 
-static int run_initdb(struct sk_pg_spawn *s, const struct sk_pg_who *who, const struct pg_paths *p)
+/* Runs argv (a tool: initdb, cp) in s->dir as who, output into log, and
+ * waits for it to exit 0 (at most SK_PG_SPAWN_INITDB_MS). */
+static int run_tool(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *name,
+                    const char *const *argv, const char *log)
 {
-    const char *argv[] = {p->initdb, "-D", p->data, "-U",         "postgres",  "-A",
-                          "trust",   "-E", "UTF8",  "--locale=C", "--no-sync", "--no-instructions",
-                          NULL};
     const char *envp[SK_PG_SPAWN_MAX_ENV];
-    struct sk_spawn_cmd cmd = command(s, who, argv, envp, p->initdb_log, 0);
+    struct sk_spawn_cmd cmd = command(s, who, argv, envp, log, 0);
     pid_t pid;
     int st, rc = sk_spawn_exec(&cmd, &pid, s->errstr, sizeof s->errstr);
     if (rc < 0) return rc;
     rc = sk_spawn_wait(&pid, NULL, NULL, SK_PG_SPAWN_INITDB_MS, 10, &st);
     if (rc == SK_ETIMEDOUT) {
         sk_spawn_stop(pid, SIGKILL, 1000);
-        return fail(s, SK_EIO, "initdb did not finish in %d ms", SK_PG_SPAWN_INITDB_MS);
+        return fail(s, SK_EIO, "%s did not finish in %d ms", name, SK_PG_SPAWN_INITDB_MS);
     }
     if (rc < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        const char *logs[] = {p->initdb_log};
-        sk_spawn_exited("initdb", st, logs, 1, s->errstr, sizeof s->errstr);
+        const char *logs[] = {log};
+        sk_spawn_exited(name, st, logs, 1, s->errstr, sizeof s->errstr);
         return SK_EIO;
     }
     return 0;
@@ -197,10 +197,66 @@ static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const 
     return rc;
 }
 
-int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
+/* On a failure of init or clone: nothing left behind, the reason kept. */
+static int undo(struct sk_pg_spawn *s, int rc)
+{
+    char keep[sizeof s->errstr];
+    memcpy(keep, s->errstr, sizeof keep);
+    sk_pg_spawn_stop(s);
+    memcpy(s->errstr, keep, sizeof keep);
+    return rc;
+}
+
+/* A fresh directory for s, owned by who, with its socket directory. */
+static int make_dir(struct sk_pg_spawn *s, const struct sk_pg_who *who)
+{
+    int rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-pg", 32, s->errstr, sizeof s->errstr);
+    if (rc < 0) return rc;
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/sock", s->dir);
+    rc = own_dir(s, who, s->dir);
+    return rc < 0 ? rc : own_dir(s, who, sock);
+}
+
+int sk_pg_spawn_init(struct sk_pg_spawn *s)
 {
     memset(s, 0, sizeof *s);
-    struct pg_paths p; /* filled in once the directory exists */
+    char bindir[240];
+    struct sk_pg_who who;
+    int rc = find_bindir(s, bindir, sizeof bindir);
+    if (rc == 0) rc = find_user(s, &who);
+    if (rc == 0) rc = make_dir(s, &who);
+    if (rc < 0) return undo(s, rc);
+    struct pg_paths p;
+    pg_paths(s, bindir, &p);
+    const char *argv[] = {p.initdb, "-D", p.data, "-U",         "postgres",  "-A",
+                          "trust",  "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions",
+                          NULL};
+    rc = run_tool(s, &who, "initdb", argv, p.initdb_log);
+    return rc < 0 ? undo(s, rc) : 0;
+}
+
+int sk_pg_spawn_clone(struct sk_pg_spawn *s, const struct sk_pg_spawn *tmpl)
+{
+    memset(s, 0, sizeof *s);
+    struct sk_pg_who who, us = {0}; /* cp runs as us: root may read the template */
+    int rc = find_user(s, &who);
+    if (rc == 0) rc = make_dir(s, &who);
+    if (rc < 0) return undo(s, rc);
+    char src[300], log[300];
+    snprintf(src, sizeof src, "%s/data", tmpl->dir);
+    snprintf(log, sizeof log, "%s/cp.log", s->dir);
+    /* -a keeps the owner and the 0700 mode the server insists on */
+    const char *argv[] = {"cp", "-a", src, s->dir, NULL};
+    rc = run_tool(s, &us, "cp", argv, log);
+    return rc < 0 ? undo(s, rc) : 0;
+}
+
+int sk_pg_spawn_launch(struct sk_pg_spawn *s, const char *const *settings)
+{
+    if (!s->dir[0] || s->pid > 0)
+        return fail(s, SK_EINVAL, "launch of a PostgreSQL server without a directory, or running");
+    struct pg_paths p; /* filled in below */
     const char *argv[16 + 2 * SK_PG_SPAWN_MAX_SETTINGS] = {
         p.postgres, "-D", p.data, "-p", p.port, "-k", p.sock, "-c", "listen_addresses=127.0.0.1",
         /* Shared memory in the data directory: nothing left behind in
@@ -212,40 +268,44 @@ int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
     struct sk_pg_who who;
     if (rc == 0) rc = find_bindir(s, bindir, sizeof bindir);
     if (rc == 0) rc = find_user(s, &who);
-    if (rc == 0)
-        rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-pg", 32, s->errstr, sizeof s->errstr);
     if (rc < 0) return rc;
-
     pg_paths(s, bindir, &p);
-    rc = own_dir(s, &who, s->dir);
-    if (rc == 0) rc = own_dir(s, &who, p.sock);
-    if (rc == 0) rc = run_initdb(s, &who, &p);
-    if (rc == 0) {
-        rc = SK_EEXIST;
-        for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == SK_EEXIST; t++) {
-            s->port = sk_net_free_port();
-            if (s->port <= 0) {
-                rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
-                break;
-            }
-            rc = try_launch(s, &who, argv, &p);
+    if (s->port > 0) { /* a restart: this port or nothing */
+        rc = try_launch(s, &who, argv, &p);
+        return rc == SK_EEXIST ? SK_EIO : rc;
+    }
+    rc = SK_EEXIST;
+    for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == SK_EEXIST; t++) {
+        s->port = sk_net_free_port();
+        if (s->port <= 0) {
+            s->port = 0;
+            return fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
         }
-        if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
+        rc = try_launch(s, &who, argv, &p);
     }
-    if (rc < 0) {
-        char keep[sizeof s->errstr];
-        memcpy(keep, s->errstr, sizeof keep);
-        sk_pg_spawn_stop(s);
-        memcpy(s->errstr, keep, sizeof keep);
-        return rc;
-    }
-    return 0;
+    if (rc < 0) s->port = 0;              /* the next launch picks again */
+    return rc == SK_EEXIST ? SK_EIO : rc; /* errstr set by the last try */
+}
+
+int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
+{
+    int rc = sk_pg_spawn_init(s);
+    if (rc == 0) rc = sk_pg_spawn_launch(s, settings);
+    return rc < 0 ? undo(s, rc) : 0;
+}
+
+int sk_pg_spawn_halt(struct sk_pg_spawn *s)
+{
+    if (s->pid <= 0) return 0;
+    sk_pg_spawn_freeze(s, 0); /* a frozen backend would hold up the shutdown */
+    int rc = sk_spawn_stop(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS); /* SIGINT: fast shutdown */
+    s->pid = 0;
+    return rc;
 }
 
 int sk_pg_spawn_stop(struct sk_pg_spawn *s)
 {
-    sk_spawn_stop(s->pid, SIGINT, SK_PG_SPAWN_STOP_MS); /* SIGINT: fast shutdown */
-    s->pid = 0;
+    sk_pg_spawn_halt(s);
     int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
@@ -254,8 +314,9 @@ int sk_pg_spawn_stop(struct sk_pg_spawn *s)
     return rc;
 }
 
-/* utime + stime of one process from /proc/<pid>/stat, and its parent. */
-static double proc_cpu(const char *pid, int *ppid)
+/* The parent of one process and its CPU seconds (utime + stime), from
+ * /proc/<pid>/stat; -1 when it is gone. */
+static double proc_stat(const char *pid, int *ppid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%s/stat", pid);
@@ -275,19 +336,51 @@ static double proc_cpu(const char *pid, int *ppid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-double sk_pg_spawn_cpu_seconds(const struct sk_pg_spawn *s)
+/* Calls fn(pid, cpu seconds, arg) for every live process whose parent is
+ * the postmaster of s. Not by process group: every backend calls setsid()
+ * at birth. */
+static void each_child(const struct sk_pg_spawn *s, void (*fn)(pid_t, double, void *), void *arg)
 {
-    if (s->pid <= 0) return 0;
     DIR *d = opendir("/proc");
-    if (!d) return 0;
-    double total = 0;
+    if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
         int ppid = 0;
-        double c = proc_cpu(e->d_name, &ppid);
-        if (c >= 0 && (atoi(e->d_name) == (int)s->pid || ppid == (int)s->pid)) total += c;
+        double cpu = proc_stat(e->d_name, &ppid);
+        if (cpu >= 0 && ppid == (int)s->pid) fn((pid_t)atoi(e->d_name), cpu, arg);
     }
     closedir(d);
+}
+
+static void send_sig(pid_t pid, double cpu, void *sig)
+{
+    (void)cpu;
+    kill(pid, *(const int *)sig);
+}
+
+void sk_pg_spawn_freeze(const struct sk_pg_spawn *s, int frozen)
+{
+    if (s->pid <= 0) return;
+    int sig = frozen ? SIGSTOP : SIGCONT;
+    kill(s->pid, sig); /* first: a stopped postmaster forks no child we miss */
+    each_child(s, send_sig, &sig);
+}
+
+static void add_cpu(pid_t pid, double cpu, void *total)
+{
+    (void)pid;
+    *(double *)total += cpu;
+}
+
+double sk_pg_spawn_cpu_seconds(const struct sk_pg_spawn *s)
+{
+    if (s->pid <= 0) return 0;
+    char self[16];
+    int ppid;
+    snprintf(self, sizeof self, "%d", (int)s->pid);
+    double total = proc_stat(self, &ppid);
+    if (total < 0) total = 0;
+    each_child(s, add_cpu, &total);
     return total;
 }

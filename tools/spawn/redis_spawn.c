@@ -1,5 +1,5 @@
-/* redis_spawn.c - start and stop a private redis-server (see redis_spawn.h);
- * the process plumbing is spawn.c's. */
+/* redis_spawn.c - start, restart and stop a private redis-server (see
+ * redis_spawn.h); the process plumbing is spawn.c's. */
 #include "tools/spawn/redis_spawn.h"
 
 #include <errno.h>
@@ -22,7 +22,9 @@
 
 #define fail(s, ...) sk_spawn_fail((s)->errstr, sizeof(s)->errstr, __VA_ARGS__)
 
-/* Readiness: the server at port *arg answers PING. */
+/* Readiness: the server at port *arg answers PING with anything but
+ * LOADING (an AOF or RDB being read after a restart). NOAUTH counts: the
+ * server serves, it only wants a password. */
 static int pings(void *arg)
 {
     struct timeval tv = {0, 200000};
@@ -31,25 +33,24 @@ static int pings(void *arg)
     if (c && !c->err) {
         redisSetTimeout(c, tv);
         redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
+        ok = r && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
         if (r) freeReplyObject(r);
     }
     if (c) redisFree(c);
     return ok;
 }
 
-int sk_redis_spawn_start(struct sk_redis_spawn *s, const char *const *extra_args)
+/* Runs redis-server in s->dir with extra_args until it is ready: on
+ * s->port, or (pick) on a free port, tried again while the one picked
+ * turns out taken. Nothing runs on failure. */
+static int launch(struct sk_redis_spawn *s, const char *const *extra_args, int pick)
 {
-    memset(s, 0, sizeof *s);
     char port[16], logpath[300], errpath[300]; /* filled in below */
     const char *argv[16 + SK_RSPAWN_MAX_EXTRA] = {
         "redis-server", "--port", port,        "--bind", "127.0.0.1",   "--dir", s->dir,
         "--save",       "",       "--logfile", logpath,  "--daemonize", "no"};
     int rc = sk_spawn_args(argv, 13, sizeof argv / sizeof *argv, NULL, extra_args,
                            "redis-server arguments", s->errstr, sizeof s->errstr);
-    if (rc == 0)
-        rc =
-            sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-redis", 0, s->errstr, sizeof s->errstr);
     if (rc < 0) return rc;
     snprintf(logpath, sizeof logpath, "%s/redis.log", s->dir);
     snprintf(errpath, sizeof errpath, "%s/redis.stderr", s->dir);
@@ -64,31 +65,50 @@ int sk_redis_spawn_start(struct sk_redis_spawn *s, const char *const *extra_args
                                .poll_ms = 10,
                                .stop_sig = SIGTERM,
                                .stop_ms = SK_RSPAWN_STOP_MS};
-
     rc = SK_EEXIST;
-    for (int t = 0; t < SK_RSPAWN_TRIES && rc == SK_EEXIST; t++) {
-        s->port = sk_net_free_port();
-        if (s->port <= 0) {
-            rc = fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
-            break;
-        }
+    for (int t = 0; t < (pick ? SK_RSPAWN_TRIES : 1) && rc == SK_EEXIST; t++) {
+        if (pick) s->port = sk_net_free_port();
+        if (s->port <= 0) return fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
         snprintf(port, sizeof port, "%d", s->port);
         rc = sk_spawn_start(&cmd, &s->pid, s->errstr, sizeof s->errstr);
     }
-    if (rc != 0) { /* nothing runs: sk_spawn_start leaves no child behind */
+    if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
+    if (rc == 0) snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    return rc;
+}
+
+int sk_redis_spawn_start(struct sk_redis_spawn *s, const char *const *extra_args)
+{
+    memset(s, 0, sizeof *s);
+    int rc =
+        sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-redis", 0, s->errstr, sizeof s->errstr);
+    if (rc == 0) rc = launch(s, extra_args, 1);
+    if (rc < 0) { /* nothing runs: launch leaves no child behind */
         sk_spawn_rmtree(s->dir, NULL, 0);
         s->dir[0] = 0;
         s->port = 0;
-        return rc == SK_EEXIST ? SK_EIO : rc; /* errstr set by the last try */
     }
-    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
-    return 0;
+    return rc;
+}
+
+int sk_redis_spawn_halt(struct sk_redis_spawn *s, int hard)
+{
+    int rc = sk_spawn_stop(s->pid, hard ? SIGKILL : SIGTERM, SK_RSPAWN_STOP_MS);
+    s->pid = 0;
+    return hard ? 0 : rc;
+}
+
+int sk_redis_spawn_restart(struct sk_redis_spawn *s, const char *const *extra_args)
+{
+    sk_redis_spawn_halt(s, 0);
+    if (!s->dir[0] || s->port <= 0)
+        return fail(s, SK_EINVAL, "restart of a redis-server that was never started");
+    return launch(s, extra_args, 0);
 }
 
 int sk_redis_spawn_stop(struct sk_redis_spawn *s)
 {
-    sk_spawn_stop(s->pid, SIGTERM, SK_RSPAWN_STOP_MS);
-    s->pid = 0;
+    sk_redis_spawn_halt(s, 0);
     int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
