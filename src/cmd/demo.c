@@ -33,6 +33,7 @@
 #include "tools/load/load.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/redis_spawn.h"
+#include "tools/spawn/spawn.h"
 
 struct demo_opts {
     int64_t stock, buyers, requests, connections, limit, processes;
@@ -179,8 +180,12 @@ int sk_cli_demo(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char dir[] = "/tmp/seckill-demo-XXXXXX";
-    if (!mkdtemp(dir)) return sk_cli_runtime_error("demo: mkdtemp: %s", strerror(errno));
+    /* Under $TMPDIR when set (the test runner points it at its own
+     * temporary root, so a test's demo leaves nothing behind), else /tmp;
+     * kept afterwards: the summary says where the logs are. */
+    char dir[256], derr[256];
+    if (sk_spawn_tmpdir(dir, sizeof dir, "seckill-demo", 64, derr, sizeof derr) < 0)
+        return sk_cli_runtime_error("demo: %s", derr);
     printf("seckill demo: %" PRId64 " units, %" PRId64 " buyers, %" PRId64 " requests over %" PRId64
            " connections, limit %" PRId64 " per buyer\n",
            o.stock, o.buyers, o.requests, o.connections, o.limit);
@@ -190,7 +195,7 @@ int sk_cli_demo(int argc, char **argv)
     pid_t serve = 0;
     sk_redis *r = NULL;
     int exit_code = SK_EXIT_FAIL;
-    char err[256] = "";
+    char err[512] = "";
     uint64_t aid = 1001;
     struct sk_load_result res;
     memset(&res, 0, sizeof res);
