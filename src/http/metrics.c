@@ -146,6 +146,7 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_readyz: return SK_MROUTE_READYZ;
     case SK_ROUTE_metrics: return SK_MROUTE_METRICS;
     case SK_ROUTE_dashboard: return SK_MROUTE_DASHBOARD;
+    case SK_ROUTE_dashboard_data: return SK_MROUTE_DASHBOARD_DATA;
     default: return SK_MROUTE_OTHER;
     }
 }

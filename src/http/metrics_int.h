@@ -26,7 +26,7 @@ extern const double sk_metrics_rtt_le[SK_MRTT_BUCKETS];
 
 /* One activity's purchases as this registry counted them. */
 struct sk_metrics_act {
-    uint64_t id; /* 0: free */
+    uint64_t id;   /* 0: free */
     uint64_t used; /* the registry's clock at the last update: the oldest row is reused */
     uint64_t admitted_units, admissions;
     uint64_t refusals[SK_MMAX_REASONS];

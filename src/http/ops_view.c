@@ -86,10 +86,12 @@ static json_t *totals(const sk_metrics *sum)
         for (int s = 0; s < SK_MSTATUS_SLOTS; s++)
             req += sum->requests[r][s];
     json_object_set_new(t, "requests", u64(req));
-    json_object_set_new(t, "purchase_latency", histogram(sk_metrics_lat_le, sum->lat_bucket,
-                                                         SK_MLAT_BUCKETS, sum->lat_sum));
-    json_object_set_new(t, "redis_rtt",
-                        histogram(sk_metrics_rtt_le, sum->rtt_bucket, SK_MRTT_BUCKETS, sum->rtt_sum));
+    json_object_set_new(
+        t, "purchase_latency",
+        histogram(sk_metrics_lat_le, sum->lat_bucket, SK_MLAT_BUCKETS, sum->lat_sum));
+    json_object_set_new(
+        t, "redis_rtt",
+        histogram(sk_metrics_rtt_le, sum->rtt_bucket, SK_MRTT_BUCKETS, sum->rtt_sum));
     return t;
 }
 
@@ -184,9 +186,9 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
     json_t *health = json_object();
     json_t *redis = json_object();
     json_object_set_new(redis, "ok", json_boolean(sk_aredis_ready(app->redis)));
-    json_object_set_new(redis, "error", json_string(sk_aredis_ready(app->redis)
-                                                        ? ""
-                                                        : sk_aredis_errstr(app->redis)));
+    json_object_set_new(
+        redis, "error",
+        json_string(sk_aredis_ready(app->redis) ? "" : sk_aredis_errstr(app->redis)));
     json_object_set_new(health, "redis", redis);
     json_t *db = json_object();
     json_object_set_new(db, "ok", w && smp->sampled_ms ? json_boolean(smp->db_ok) : json_null());

@@ -95,7 +95,8 @@ static int stream_backlog(sk_redis *r, const char *stream, int64_t xlen, int64_t
             if (gr->type != REDIS_REPLY_ARRAY) continue;
             const redisReply *name = NULL, *pending = NULL, *lag = NULL;
             for (size_t i = 0; i + 1 < gr->elements; i += 2) {
-                const char *f = gr->element[i]->type == REDIS_REPLY_STRING ? gr->element[i]->str : "";
+                const char *f =
+                    gr->element[i]->type == REDIS_REPLY_STRING ? gr->element[i]->str : "";
                 if (!strcmp(f, "name")) name = gr->element[i + 1];
                 if (!strcmp(f, "pending")) pending = gr->element[i + 1];
                 if (!strcmp(f, "lag")) lag = gr->element[i + 1];
@@ -171,9 +172,8 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a)
     redisReply *rep;
     rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms", b.meta);
     if (rc < 0) return rc;
-    a->reconcile_drift = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2
-                             ? int_of(rep->element[0], -1)
-                             : -1;
+    a->reconcile_drift =
+        rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[0], -1) : -1;
     a->reconcile_ms =
         rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[1], 0) : 0;
     freeReplyObject(rep);

@@ -265,8 +265,11 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
                             "--redis",           redis_url,        "--db",     s->db,
                             "--admin-token",     SK_TH_ADMIN_TOKEN};
     int n = 10;
-    for (int i = 0; extra && extra[i] && n < 62; i++)
+    for (int i = 0; extra && extra[i] && n < 62; i++) {
+        if (!strcmp(extra[i], "--ops-listen") && extra[i + 1] && strrchr(extra[i + 1], ':'))
+            s->ops_port = atoi(strrchr(extra[i + 1], ':') + 1);
         argv[n++] = extra[i];
+    }
     argv[n] = NULL;
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -286,7 +289,8 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
     for (;;) {
         char out[512];
         const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-        if (sk_th_http_raw(s->port, probe, sizeof probe - 1, out, sizeof out, 1000) &&
+        if (sk_th_http_raw(s->ops_port ? s->ops_port : s->port, probe, sizeof probe - 1, out,
+                           sizeof out, 1000) &&
             strncmp(out, "HTTP/1.1 200", 12) == 0)
             return;
         int st;
