@@ -79,8 +79,8 @@ static void counters_of(const char *text, struct samples *s)
             continue;
         }
         if (l[0] == '#' || !l[0]) continue;
-        int counter = !strcmp(type, "counter") ||
-                      (!strcmp(type, "histogram") && (strstr(l, "_bucket{") || strstr(l, "_count ")));
+        int counter = !strcmp(type, "counter") || (!strcmp(type, "histogram") &&
+                                                   (strstr(l, "_bucket{") || strstr(l, "_count ")));
         char *sp = strrchr(l, ' ');
         if (!counter || !sp || s->n >= 512) continue;
         *sp = 0;
@@ -348,13 +348,14 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     char listen[64], db[400];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", busy);
     snprintf(db, sizeof db, "sqlite:%s/busy.db", sk_th_tmpdir());
-    const char *args[] = {"serve", "--listen", listen, "--ops-listen", addr, "--redis",
-                          sk_th_redis_url(), "--db", db, NULL};
+    const char *args[] = {
+        "serve", "--listen", listen, "--ops-listen", addr, "--redis", sk_th_redis_url(),
+        "--db",  db,         NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 1 && strstr(out, "ops listener") != NULL, "rc %d: %s", rc, out);
     const char *const envs[] = {env, NULL};
-    const char *args2[] = {"serve", "--listen", addr, "--redis", sk_th_redis_url(), "--db", db,
-                           NULL};
+    const char *args2[] = {"serve",           "--listen", addr, "--redis",
+                           sk_th_redis_url(), "--db",     db,   NULL};
     rc = sk_th_run_seckill(out, sizeof out, envs, args2); /* ops = listen's port: refused */
     CHECK_MSG(rc != 0, "rc %d: %s", rc, out);
     CHECK_EQ(sk_th_serve_stop(&s2, SIGTERM), 0);
@@ -484,8 +485,8 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
     chromium_dump(url, dom, sizeof dom);
     snprintf(id, sizeof id, "id=\"act-%" PRIu64 "-id\">#%" PRIu64 "<", aid, aid);
-    CHECK_MSG(strstr(dom, id) != NULL, "the page does not show activity %" PRIu64 ":\n%.2000s",
-              aid, dom);
+    CHECK_MSG(strstr(dom, id) != NULL, "the page does not show activity %" PRIu64 ":\n%.2000s", aid,
+              dom);
     snprintf(id, sizeof id, "act-%" PRIu64 "-remaining", aid);
     CHECK_EQ(dom_number(dom, id), remaining);
     snprintf(id, sizeof id, "act-%" PRIu64 "-admitted", aid);
@@ -497,5 +498,50 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     /* the node's health and its processes are on the page */
     CHECK(strstr(dom, "HTTP 2/2") != NULL);
     CHECK(strstr(dom, "Order worker") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* `activity show --watch`: a frame every second until SIGINT, then exit 0. */
+SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 100, 1);
+    CHECK_EQ(buy_many(s.port, aid, 0, 7, 1), 7);
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(sk_th_seckill_bin(), "seckill", "activity", "show", "--redis", sk_th_redis_url(),
+              "--db", s.db, "--id", id, "--watch", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    static char out[65536];
+    size_t n = 0;
+    int64_t deadline = sk_mono_ms() + 15000;
+    /* two frames: the second one carries a rate */
+    while (!strstr(out, "admitted_per_s")) {
+        ssize_t got = read(fds[0], out + n, sizeof out - 1 - n);
+        if (got > 0) n += (size_t)got;
+        out[n] = 0;
+        CHECK_MSG(sk_mono_ms() < deadline, "no second frame:\n%s", out);
+        if (got <= 0) nap_ms(20);
+    }
+    CHECK_EQ(kill(pid, SIGINT), 0);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(fds[0]);
+    CHECK(strstr(out, "stock_remaining  93\n") != NULL);
+    CHECK(strstr(out, "admitted         7\n") != NULL);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
