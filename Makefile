@@ -133,6 +133,7 @@ bench: all
 	$(BUILD)/seckill bench admission
 	$(BUILD)/seckill bench persist
 	$(BUILD)/seckill bench http
+	$(BUILD)/seckill bench scrape
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
 

@@ -105,7 +105,8 @@ function drawChart(canvas, series, now) {
     const y = T + ph - (ph * i) / 4;
     g.beginPath(); g.moveTo(L, y); g.lineTo(L + pw, y); g.stroke();
     g.textAlign = 'right'; g.textBaseline = 'middle';
-    g.fillText(fmtRate((max * i) / 4), L - 6, y);
+    const tick = (max * i) / 4;
+    g.fillText(tick > 0 && tick < 1 ? tick.toFixed(2) : fmtRate(tick), L - 6, y);
   }
   g.textAlign = 'center'; g.textBaseline = 'top';
   for (let m = 0; m <= WINDOW_S / 60; m++) {
