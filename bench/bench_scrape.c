@@ -56,8 +56,7 @@ static int usage(FILE *f)
 
 /* One request on a fresh connection; the status, or -1. The answer's body
  * is read and dropped; *bytes gets its length. */
-static int http_get(int port, const char *method, const char *path, const char *body,
-                    size_t *bytes)
+static int http_get(int port, const char *method, const char *path, const char *body, size_t *bytes)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
@@ -204,8 +203,7 @@ int sk_bench_scrape(int argc, char **argv)
     if (http_get(port, "POST", "/api/v1/activities", body, NULL) != 201 ||
         http_get(port, "POST", "/api/v1/activities/1/preheat", "{}", NULL) != 200 ||
         http_get(port, "POST", "/api/v1/activities/1/open", NULL, NULL) != 200) {
-        fprintf(stderr, "seckill: bench scrape: the node did not start (see %s/serve.log)\n",
-                dir);
+        fprintf(stderr, "seckill: bench scrape: the node did not start (see %s/serve.log)\n", dir);
         goto done;
     }
     struct round r[2][32];
@@ -240,7 +238,9 @@ int sk_bench_scrape(int argc, char **argv)
         }
         if (lrc < 0 || !res.ok || res.status[200] != res.completed) {
             fprintf(stderr, "seckill: bench scrape: round %d failed: %s\n", k + 1,
-                    lrc < 0 ? err : res.n_violations ? res.violations[0] : "not all 200");
+                    lrc < 0            ? err
+                    : res.n_violations ? res.violations[0]
+                                       : "not all 200");
             sk_load_result_free(&res);
             goto done;
         }
@@ -249,9 +249,8 @@ int sk_bench_scrape(int argc, char **argv)
         x->p99 = (double)sk_hist_percentile(&res.latency, 99) / 1000.0;
         x->p999 = (double)sk_hist_percentile(&res.latency, 99.9) / 1000.0;
         x->rps = res.rps;
-        fprintf(stderr,
-                "round %d %-13s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms%s\n", k + 1,
-                with ? "with scrapes" : "no scrape", x->rps, x->p50, x->p99, x->p999, "");
+        fprintf(stderr, "round %d %-13s %8.0f req/s  p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms%s\n",
+                k + 1, with ? "with scrapes" : "no scrape", x->rps, x->p50, x->p99, x->p999, "");
         if (with)
             fprintf(stderr,
                     "        %" PRIu64 " scrapes (%" PRIu64 " failed), one scrape %.2f ms p50 "
@@ -270,8 +269,8 @@ int sk_bench_scrape(int argc, char **argv)
            "purchases/s, %d connections, %d x %d s rounds each\n",
            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), cpu, o.rate, o.connections,
            o.rounds, o.duration_s);
-    printf("%-34s %10s %10s %10s %10s\n", "admission latency (median of rounds)", "req/s",
-           "p50 ms", "p99 ms", "p99.9 ms");
+    printf("%-34s %10s %10s %10s %10s\n", "admission latency (median of rounds)", "req/s", "p50 ms",
+           "p99 ms", "p99.9 ms");
     for (int w = 0; w < 2; w++)
         printf("%-34s %10.0f %10.3f %10.3f %10.3f\n",
                w ? "with /metrics + dashboard.json 1/s" : "no scrape (reference)",
