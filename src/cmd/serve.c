@@ -134,9 +134,12 @@ static struct sk_node_worker *node_worker;
 /* How often the worker process reconciles every activity. */
 #define SERVE_RECONCILE_EVERY_MS 30000
 
+static atomic_int worker_stop_asked;
+
 static void on_worker_signal(int sig)
 {
     (void)sig;
+    atomic_store(&worker_stop_asked, 1);
     if (running_worker) sk_worker_stop(running_worker);
     if (running_sweeper) sk_sweeper_stop(running_sweeper);
     if (running_sampler) sk_sampler_stop(running_sampler);
@@ -231,6 +234,12 @@ static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *
 {
     node_worker = w;
     sk_node_proc_start(w ? &w->proc : NULL, SK_NODE_WORKER);
+    /* A SIGTERM while the parts below are made (opening the store takes a
+     * moment) is a stop, not a death: remembered, applied once they exist. */
+    struct sigaction sa = {.sa_handler = on_worker_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sk_unblock_stop_signals();
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
     o.redis_url = cfg->redis;
@@ -250,9 +259,7 @@ static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *
         sk_worker_free(running_worker);
         return SK_EXIT_FAIL;
     }
-    struct sigaction sa = {.sa_handler = on_worker_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    if (atomic_load(&worker_stop_asked)) on_worker_signal(SIGTERM);
     pthread_t sweeper, reconciler, sampler;
     int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
     int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
@@ -290,7 +297,16 @@ enum proc_kind { PROC_API, PROC_WORKER };
 /* Forks process `slot` of the node: HTTP slots first, then the worker. */
 static pid_t spawn(const struct sk_config *cfg, sk_node *node, int slot, enum proc_kind kind)
 {
+    /* A SIGTERM that reaches the child before it has its own handler must
+     * wait for it (blocked until then), not run the supervisor's handler
+     * in the child, where it would be lost, nor kill it half made. */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, &old);
     pid_t pid = fork();
+    if (pid != 0) sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
         prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -539,6 +539,15 @@ static void serve(struct sk_app *app)
     }
 }
 
+void sk_unblock_stop_signals(void)
+{
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
+}
+
 int sk_server_run(const struct sk_config *cfg)
 {
     return sk_server_run_in(cfg, NULL, 0);
@@ -565,6 +574,7 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sk_unblock_stop_signals();
     if (open_resources(app) < 0) return 1;
     setup_h2o(app);
     if (connect_redis(app) < 0) return 1;

@@ -15,6 +15,10 @@ int sk_server_run(const struct sk_config *cfg);
  * forked). node NULL: a lone process with figures of its own. */
 int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot);
 
+/* Unblocks SIGTERM and SIGINT: a supervisor forks its processes with them
+ * blocked, and each unblocks them once its own handler is in place. */
+void sk_unblock_stop_signals(void);
+
 /* A bound (and, when backlog > 0, listening) non-blocking socket for
  * HOST:PORT ([v6]:PORT too), with SO_REUSEPORT when reuseport is set (the
  * event-loop processes share the port); without it the bind fails on a
