@@ -46,6 +46,9 @@ TEST_SRC  := $(sort $(wildcard tests/*.c tests/unit/*.c tests/support/*.c))
 obj        = $(patsubst %.c,$(BUILD)/%.o,$(1))
 GEN_H     := $(BUILD)/gen/scripts_gen.h
 GEN_O     := $(BUILD)/gen/scripts_gen.o
+WEB       := $(sort $(wildcard web/*))
+WEB_H     := $(BUILD)/gen/web_gen.h
+WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
@@ -68,13 +71,23 @@ $(GEN_H): $(BUILD)/gen/scripts_gen.c
 $(GEN_O): $(BUILD)/gen/scripts_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
 
-# Every object: its own dependency file (-MMD); the generated header must
-# exist before the first compile (order-only: its date does not matter).
-$(BUILD)/%.o: %.c | $(GEN_H)
+# The dashboard (web/), one self-contained page embedded the same way.
+$(BUILD)/gen/gen_web: tools/gen_web.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -o $@ $<
+$(BUILD)/gen/web_gen.c: $(BUILD)/gen/gen_web $(WEB)
+	$(BUILD)/gen/gen_web $@ $(WEB_H) web/dashboard.html
+$(WEB_H): $(BUILD)/gen/web_gen.c
+$(WEB_O): $(BUILD)/gen/web_gen.c
+	$(CC) $(SK_CFLAGS) -c -o $@ $<
+
+# Every object: its own dependency file (-MMD); the generated headers must
+# exist before the first compile (order-only: their date does not matter).
+$(BUILD)/%.o: %.c | $(GEN_H) $(WEB_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(SK_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/libseckill.a: $(call obj,$(LIB_SRC)) $(GEN_O)
+$(BUILD)/libseckill.a: $(call obj,$(LIB_SRC)) $(GEN_O) $(WEB_O)
 	rm -f $@; ar rcs $@ $^
 $(BUILD)/libseckill-cmd.a: $(call obj,$(CMD_SRC))
 	rm -f $@; ar rcs $@ $^
@@ -120,6 +133,7 @@ bench: all
 	$(BUILD)/seckill bench admission
 	$(BUILD)/seckill bench persist
 	$(BUILD)/seckill bench http
+	$(BUILD)/seckill bench scrape
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
 

@@ -10,5 +10,6 @@ int sk_bench_cluster(int argc, char **argv);    /* bench_cluster.c */
 int sk_bench_http(int argc, char **argv);       /* bench_http.c */
 int sk_bench_persist(int argc, char **argv);    /* bench_persist.c */
 int sk_bench_strategies(int argc, char **argv); /* bench_strategies.c */
+int sk_bench_scrape(int argc, char **argv);     /* bench_scrape.c */
 
 #endif

@@ -24,7 +24,7 @@ for f in $(find src tools bench -name '*.[ch]' | sort); do
     dir=$(dirname "$f")
     for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
         case "$inc" in
-        scripts_gen.h|*.def|../src/core/codes.def|lib/*) continue ;;  # generated, or tables/Lua for the generator
+        scripts_gen.h|web_gen.h|*.def|../src/core/codes.def|lib/*) continue ;;  # generated, or tables/Lua for the generator
         tools/*) target=tools ;;
         bench/*) target=bench ;;
         */*) target=$(echo "$inc" | cut -d/ -f1) ;;

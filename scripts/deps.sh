@@ -3,7 +3,9 @@
 # only when something is missing (a second run never calls apt).
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
-      libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format"
+      libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format
+      chromium fonts-dejavu-core"
+# chromium: the suite loads the dashboard in a real (headless) browser.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo).
 [ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"

@@ -484,10 +484,13 @@ SK_TEST(ops_routes_healthz_readyz_metrics_and_dashboard)
     CHECK(strstr(text, "seckill_batch_size_bucket") != NULL);
     CHECK(strstr(text, "seckill_inflight_requests") != NULL);
 
-    EXPECT_STATUS(req(&v, "GET", "/", NULL, NULL, &r), &r, 200);
-    CHECK(sk_th_http_header(&r, "content-type", ct, sizeof ct) == 0);
-    CHECK(strncmp(ct, "text/html", 9) == 0);
-    CHECK(strcasestr(r.body, "<html") != NULL);
+    /* the dashboard page is larger than the client's body buffer too */
+    static const char dreq[] = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    got = sk_th_http_raw(v.s.port, dreq, sizeof dreq - 1, out, sizeof out, 5000);
+    CHECK(got > 0 && raw_status(out) == 200);
+    CHECK(strcasestr(out, "content-type: text/html") != NULL);
+    CHECK(strcasestr(out, "<html") != NULL);
+    (void)ct;
     srv_stop(&v);
 }
 

@@ -6,9 +6,12 @@
  * a usage error (exit 2) never changes state; an unreachable server is
  * exit 1 within the connection timeout. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -42,6 +45,7 @@ enum {
     O_SEGMENTS,
     O_FORCE,
     O_JSON,
+    O_WATCH,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -65,6 +69,7 @@ static const struct {
     [O_SEGMENTS] = {"--segments", 1},
     [O_FORCE] = {"--force", 0},
     [O_JSON] = {"--json", 0},
+    [O_WATCH] = {"--watch", 0},
 };
 
 struct ctx {
@@ -399,6 +404,52 @@ static int cmd_close(struct ctx *c)
     return set_switch(c, 0);
 }
 
+static volatile sig_atomic_t watch_stop;
+
+static void on_watch_signal(int sig)
+{
+    (void)sig;
+    watch_stop = 1;
+}
+
+/* --watch: the same figures every second until Ctrl-C (or SIGTERM), on a
+ * cleared screen when stdout is a terminal; one state script a second,
+ * which sums the buyers hash (O(buyers)), like the stats route. */
+static int watch_show(struct ctx *c, const struct sk_activity *a)
+{
+    struct sigaction sa = {.sa_handler = on_watch_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int tty = isatty(STDOUT_FILENO), rc = SK_EXIT_OK;
+    int64_t last_held = -1, last_ms = 0;
+    while (!watch_stop) {
+        struct sk_stock_state live;
+        int64_t now;
+        if (sk_stock_state(c->r, a->id, &live) < 0) return redis_fail(c);
+        if ((rc = redis_now(c, &now)) != 0) return rc;
+        if (tty) printf("\033[H\033[2J");
+        char at[SK_TIME_RFC3339_MAX];
+        sk_time_format_rfc3339(now, at, sizeof at);
+        if (!has(c, O_JSON)) {
+            printf("activity %llu at %s (every second; Ctrl-C to stop)\n",
+                   (unsigned long long)a->id, at);
+            if (last_held >= 0 && now > last_ms)
+                printf("%-18s %.1f\n", "admitted_per_s",
+                       (double)(live.held - last_held) * 1000.0 / (double)(now - last_ms));
+        }
+        last_held = live.held;
+        last_ms = now;
+        if ((rc = emit(c, activity_json(a, &live, now))) != SK_EXIT_OK) return rc;
+        if (!tty && !has(c, O_JSON)) printf("\n");
+        fflush(stdout);
+        for (int i = 0; i < 20 && !watch_stop; i++) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return SK_EXIT_OK;
+}
+
 static int cmd_show(struct ctx *c)
 {
     struct sk_activity a;
@@ -407,6 +458,7 @@ static int cmd_show(struct ctx *c)
     int rc;
     if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
         return rc;
+    if (has(c, O_WATCH)) return watch_show(c, &a);
     if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
     if ((rc = redis_now(c, &now)) != 0) return rc;
     return emit(c, activity_json(&a, &live, now));
@@ -532,12 +584,13 @@ static const struct sub subs[] = {
      "usage: seckill activity close --id N\n"
      "Turns the sale switch off; purchases are refused with `closed`.\n"
      "  --id N               activity id\n" COMMON_USAGE},
-    {"show", COMMON | B(O_ID) | B(O_JSON), B(O_ID), cmd_show,
-     "usage: seckill activity show --id N [--json]\n"
+    {"show", COMMON | B(O_ID) | B(O_JSON) | B(O_WATCH), B(O_ID), cmd_show,
+     "usage: seckill activity show --id N [--json] [--watch]\n"
      "The definition and the live state: remaining, admitted, held, released,\n"
      "buyers, order stream length, state (scheduled|open|closed|ended).\n"
      "  --id N               activity id\n"
-     "  --json               print JSON\n" COMMON_USAGE},
+     "  --json               print JSON\n"
+     "  --watch              again every second (with admitted/s) until Ctrl-C\n" COMMON_USAGE},
     {"list", COMMON | B(O_JSON), 0, cmd_list,
      "usage: seckill activity list [--json]\n"
      "Every activity, one line each, with its live state.\n"

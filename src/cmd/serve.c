@@ -22,12 +22,15 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/node_stats.h"
 #include "core/sig.h"
 #include "core/vec.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/config.h"
 #include "http/http_server.h"
+#include "http/metrics.h"
+#include "orders/ops_sampler.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
@@ -54,8 +57,12 @@ static int usage(FILE *f)
         "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
         "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
         "                     [--rate-ip-burst B] [--trusted-proxies CIDR,...] [--max-inflight N]\n"
+        "                     [--ops-listen HOST:PORT]\n"
         "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
         "worker: the order worker only (persists admitted orders to the database).\n"
+        "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
+        "this address only (keep it private), and 404 on --listen. Without it they\n"
+        "answer on --listen. /metrics and the dashboard report the whole node.\n"
         "Every option can also come from the config file (key = value, keys with\n"
         "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
         "Precedence: flags, then the config file, then the environment.\n");
@@ -120,17 +127,30 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
  * finishes the batch in hand and stops all three. */
 static sk_worker *running_worker;
 static sk_sweeper *running_sweeper;
+static sk_sampler *running_sampler;
 static atomic_int reconcile_stop;
+/* The node's worker slot (NULL for a worker without a supervisor). */
+static struct sk_node_worker *node_worker;
 
 /* How often the worker process reconciles every activity. */
 #define SERVE_RECONCILE_EVERY_MS 30000
 
+static atomic_int worker_stop_asked;
+
 static void on_worker_signal(int sig)
 {
     (void)sig;
+    atomic_store(&worker_stop_asked, 1);
     if (running_worker) sk_worker_stop(running_worker);
     if (running_sweeper) sk_sweeper_stop(running_sweeper);
+    if (running_sampler) sk_sampler_stop(running_sampler);
     atomic_store(&reconcile_stop, 1);
+}
+
+static void *sampler_thread(void *arg)
+{
+    sk_sampler_run(arg, 1000);
+    return NULL;
 }
 
 static void *sweeper_thread(void *arg)
@@ -157,6 +177,7 @@ static void reconcile_all(const struct sk_config *cfg)
     }
     uint64_t *ids = NULL;
     size_t n = 0;
+    int64_t differences = 0;
     if (sk_store_activity_ids(st, &ids, &n) == 0) {
         for (size_t i = 0; i < n && !atomic_load(&reconcile_stop); i++) {
             /* Roll forward stock transfers a dead borrower left half done
@@ -173,6 +194,9 @@ static void reconcile_all(const struct sk_config *cfg)
             struct sk_reconcile_report rep;
             if (sk_reconcile_activity(st, r, ids[i], NULL, &rep) == 0) {
                 if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);
+                sk_node_wc_add(node_worker, SK_WC_reconcile_runs, 1);
+                sk_node_wc_add(node_worker, SK_WC_reconcile_drifts, rep.consistent ? 0 : 1);
+                differences += rep.total;
                 struct sk_keys k;
                 sk_keys_for(&k, ids[i]);
                 redisReply *rr;
@@ -183,6 +207,8 @@ static void reconcile_all(const struct sk_config *cfg)
             }
             sk_reconcile_report_free(&rep);
         }
+        sk_node_wc_set(node_worker, SK_WC_reconcile_last_s, (uint64_t)(sk_wall_ms() / 1000));
+        sk_node_wc_set(node_worker, SK_WC_reconcile_last_drift, (uint64_t)differences);
     }
     free(ids);
     sk_redis_free(r);
@@ -204,45 +230,54 @@ static void *reconcile_thread(void *arg)
     return NULL;
 }
 
-static int run_order_worker(const struct sk_config *cfg)
+/* The worker process; w: its slot in the node's segment, or NULL. */
+static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *w)
 {
-    struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = cfg->redis;
-    o.db_spec = cfg->db;
-    struct sk_sweeper_opts so;
-    sk_sweeper_opts_init(&so);
-    so.redis_url = cfg->redis;
-    so.db_spec = cfg->db;
-    /* The handler first, then the signals spawn() blocked: a stop sent
-     * while the stores open is kept (reconcile_stop) and honoured below,
-     * instead of killing the process by the default action. */
+    node_worker = w;
+    sk_node_proc_start(w ? &w->proc : NULL, SK_NODE_WORKER);
+    /* A SIGTERM while the parts below are made (opening the store takes a
+     * moment) is a stop, not a death: remembered, applied once they exist. */
     struct sigaction sa = {.sa_handler = on_worker_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sk_sig_unblock_stop();
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = cfg->redis;
+    o.db_spec = cfg->db;
+    o.node = w;
+    struct sk_sweeper_opts so;
+    sk_sweeper_opts_init(&so);
+    so.redis_url = cfg->redis;
+    so.db_spec = cfg->db;
+    so.node = w;
     char err[256];
     if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0 ||
-        sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0) {
+        sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0 ||
+        (w && sk_sampler_new(&running_sampler, cfg->redis, cfg->db, w, err, sizeof err) < 0)) {
         sk_log(SK_LOG_ERROR, "order worker: %s", err);
+        sk_sweeper_free(running_sweeper);
         sk_worker_free(running_worker);
         return SK_EXIT_FAIL;
     }
-    if (atomic_load(&reconcile_stop)) {
-        sk_worker_stop(running_worker);
-        sk_sweeper_stop(running_sweeper);
-    }
-    pthread_t sweeper, reconciler;
+    if (atomic_load(&worker_stop_asked)) on_worker_signal(SIGTERM);
+    pthread_t sweeper, reconciler, sampler;
     int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
     int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
+    int have_sampler =
+        running_sampler && pthread_create(&sampler, NULL, sampler_thread, running_sampler) == 0;
     sk_log(SK_LOG_INFO, "order worker %s, sweeper and reconcile started (pid %d)",
            sk_worker_consumer(running_worker), (int)getpid());
     int rc = sk_worker_run(running_worker);
     /* the worker returned (a stop): stop the others too */
     sk_sweeper_stop(running_sweeper);
+    if (running_sampler) sk_sampler_stop(running_sampler);
     atomic_store(&reconcile_stop, 1);
     if (have_sweeper) pthread_join(sweeper, NULL);
     if (have_reconciler) pthread_join(reconciler, NULL);
+    if (have_sampler) pthread_join(sampler, NULL);
+    sk_sampler_free(running_sampler);
+    running_sampler = NULL;
     struct sk_worker_stats st;
     sk_worker_stats(running_worker, &st);
     struct sk_sweeper_stats sw;
@@ -260,23 +295,23 @@ static int run_order_worker(const struct sk_config *cfg)
 
 enum proc_kind { PROC_API, PROC_WORKER };
 
-static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
+/* Forks process `slot` of the node: HTTP slots first, then the worker. */
+static pid_t spawn(const struct sk_config *cfg, sk_node *node, int slot, enum proc_kind kind)
 {
-    /* The stop signals are held across fork and in the child until it has
-     * its own handler (sk_server_run, run_order_worker): a stop sent at
-     * any moment of a start-up is graceful, never the supervisor's handler
-     * inherited by the child nor the default action. */
+    /* A SIGTERM that reaches the child before it has its own handler must
+     * wait for it (blocked until then), not run the supervisor's handler
+     * in the child, where it would be lost, nor kill it half made. */
     sk_sig_block_stop();
     pid_t pid = fork();
+    if (pid != 0) sk_sig_unblock_stop();
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
-        exit(kind == PROC_API ? (sk_server_run(cfg) ? SK_EXIT_FAIL : SK_EXIT_OK)
-                              : run_order_worker(cfg));
+        exit(kind == PROC_API ? (sk_server_run_in(cfg, node, slot) ? SK_EXIT_FAIL : SK_EXIT_OK)
+                              : run_order_worker(cfg, sk_node_worker(node)));
     }
-    sk_sig_unblock_stop();
     return pid;
 }
 
@@ -289,10 +324,20 @@ static int supervise(const struct sk_config *cfg)
     sigaction(SIGINT, &sa, NULL);
     int n_api = cfg->role == SK_ROLE_WORKER ? 0 : (int)cfg->processes;
     int n = n_api + (cfg->role == SK_ROLE_API ? 0 : 1);
+    /* The node's figures: made before any fork, so every process (and a
+     * replacement of a crashed one, in the same slot) shares them. */
+    sk_node *node;
+    if (sk_node_new(&node, n_api, sk_metrics_bytes(), n > n_api) < 0) {
+        sk_log(SK_LOG_ERROR, "cannot map the node's shared figures");
+        return SK_EXIT_FAIL;
+    }
     pid_t *pids = calloc((size_t)n, sizeof *pids);
-    if (!pids) return SK_EXIT_FAIL;
+    if (!pids) {
+        sk_node_free(node);
+        return SK_EXIT_FAIL;
+    }
     for (int i = 0; i < n; i++)
-        pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+        pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
     int failed = 0, alive = n, stopping = 0;
     int64_t kill_at = 0;
     while (alive > 0) {
@@ -329,7 +374,7 @@ static int supervise(const struct sk_config *cfg)
                 sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
                        WIFSIGNALED(st) ? "signal" : "exit",
                        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-                pids[i] = spawn(cfg, i < n_api ? PROC_API : PROC_WORKER);
+                pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
             } else {
                 if (crashed) failed = 1;
                 pids[i] = 0;
@@ -338,6 +383,7 @@ static int supervise(const struct sk_config *cfg)
         }
     }
     free(pids);
+    sk_node_free(node);
     return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 }
 
@@ -360,6 +406,14 @@ int sk_cli_serve(int argc, char **argv)
             return SK_EXIT_FAIL;
         }
         close(probe);
+        if (cfg.ops_listen[0]) {
+            probe = sk_server_listen_fd(cfg.ops_listen, 0, 0, err, sizeof err);
+            if (probe < 0) {
+                sk_log(SK_LOG_ERROR, "ops listener: %s", err);
+                return SK_EXIT_FAIL;
+            }
+            close(probe);
+        }
     }
     /* Open the store once before forking: migrations and the switch to WAL
      * happen here, not in N processes racing for the same file. */
@@ -371,6 +425,6 @@ int sk_cli_serve(int argc, char **argv)
     sk_store_close(store);
     if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
         return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
-    if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg);
+    if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg, NULL);
     return supervise(&cfg);
 }

@@ -1,7 +1,7 @@
 /* api_admin.c - the activity read route, the admin routes (create,
- * preheat, open, close, stats) and the operations routes (healthz, readyz,
- * metrics, dashboard). Definitions live in the store; live state comes from
- * Redis through the state script. */
+ * preheat, open, close, stats) and the health routes (healthz, readyz; the
+ * node's metrics and dashboard are ops_view.c). Definitions live in the store; live state comes
+ * from Redis through the state script. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,17 +520,6 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     return 0;
 }
 
-static const char dashboard_html[] =
-    "<!doctype html><html><head><meta charset=\"utf-8\"><title>seckill</title>"
-    "<style>body{font-family:sans-serif;margin:2em}pre{background:#f4f4f4;padding:1em}</style>"
-    "</head><body><h1>seckill</h1>"
-    "<p>Flash-sale engine. Endpoints: <code>POST /api/v1/activities/{id}/purchase</code>, "
-    "<code>GET /api/v1/activities/{id}</code>, <code>/healthz</code>, <code>/readyz</code>, "
-    "<code>/metrics</code>.</p><h2>Metrics of this process</h2><pre id=\"m\"></pre>"
-    "<script>function r(){fetch('/metrics').then(x=>x.text()).then(t=>{document."
-    "getElementById('m').textContent=t.split('\\n').filter(l=>l&&l[0]!='#').join('\\n')})}"
-    "r();setInterval(r,1000)</script></body></html>";
-
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     switch (m->route) {
@@ -552,21 +541,8 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
         }
         return 0;
     }
-    case SK_ROUTE_metrics: {
-        size_t cap = 16384;
-        for (;;) {
-            char *buf = h2o_mem_alloc_pool(&req->pool, cap);
-            int n = sk_metrics_render(app->metrics, buf, cap);
-            if (n >= 0) {
-                sk_http_reply(app, req, m->route, 200, "text/plain; version=0.0.4", buf, (size_t)n);
-                return 0;
-            }
-            cap *= 4;
-        }
-    }
-    default:
-        sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", dashboard_html,
-                      sizeof dashboard_html - 1);
+    default: /* /metrics and the dashboard: ops_view.c */
+        sk_http_error(app, req, m->route, 404, "not_found", "no such endpoint");
         return 0;
     }
 }

@@ -106,9 +106,14 @@ static void finish_one(struct sk_app *app, uint64_t aid, struct pending *p,
     h2o_req_t *req = sk_async_end(app, &p->a);
     if (why) {
         sk_metrics_refusal(app->metrics, "unavailable");
+        sk_metrics_act_refusal_extra(app->metrics, aid, SK_MEXTRA_UNAVAILABLE);
         if (req) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", why);
     } else {
         if (ad->rc != SK_RC_OK) sk_metrics_refusal_rc(app->metrics, ad->rc);
+        if (ad->rc == SK_RC_OK)
+            sk_metrics_act_admitted(app->metrics, aid, ad->quantity);
+        else
+            sk_metrics_act_refusal_rc(app->metrics, aid, ad->rc);
         if (req) reply_admission(app, req, aid, ad);
     }
     free(p);
@@ -554,6 +559,7 @@ static int soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_
     if (!c || !c->sold_out || idem) return 0;
     sk_metrics_soldout_fastpath(app->metrics);
     sk_metrics_refusal_rc(app->metrics, SK_RC_SOLD_OUT);
+    sk_metrics_act_refusal_rc(app->metrics, c->id, SK_RC_SOLD_OUT);
     sk_http_error(app, req, SK_ROUTE_purchase, 409, "sold_out", sk_rc_message(SK_RC_SOLD_OUT));
     return 1;
 }
@@ -570,6 +576,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
     *c = *ic = sk_app_act(app, aid, 1);
     if (!*ic || (*ic)->inflight < app->cfg.max_inflight) return 0;
     sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
+    sk_metrics_act_refusal_rc(app->metrics, aid, SK_RC_BUSY);
     reply_429(app, req, SK_RC_BUSY, 1000);
     return 1;
 }

@@ -8,6 +8,7 @@
 
 #include <h2o.h>
 
+#include "core/node_stats.h"
 #include "http/config.h"
 #include "http/metrics.h"
 #include "http/router.h"
@@ -34,6 +35,17 @@ struct sk_app {
     h2o_accept_ctx_t accept_ctx;
     h2o_socket_t *listener;
     int listen_fd;
+    /* --ops-listen: a second listener with its own h2o context on the same
+     * loop, so a request knows which port it came in on */
+    h2o_globalconf_t ops_config;
+    h2o_context_t ops_ctx;
+    h2o_accept_ctx_t ops_accept_ctx;
+    h2o_socket_t *ops_listener;
+    int ops_fd;                /* -1: no ops listener */
+    sk_node *node;             /* the node's shared figures (a private one for a lone process) */
+    int slot;                  /* this process's HTTP slot in node */
+    int own_node;              /* 1: node made by this process, freed at exit */
+    struct sk_node_proc *proc; /* this process's slot header */
     sk_aredis *redis;
     sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
     sk_metrics *metrics;
@@ -55,6 +67,11 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* ops_view.c: GET /metrics (the node's text), GET / (the dashboard page),
+ * GET /dashboard.json (what the page shows). */
+int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);

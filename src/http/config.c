@@ -54,7 +54,8 @@ static int is_host_char(char ch)
            ch == '.' || ch == '-' || ch == '_';
 }
 
-static int set_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
+/* HOST:PORT, [v6]:PORT; 0 or SK_EINVAL with the reason in msg. */
+static int check_hostport(const char *v, char *msg, size_t cap)
 {
     const char *colon = strrchr(v, ':');
     if (!colon || colon == v) {
@@ -87,7 +88,24 @@ static int set_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
         snprintf(msg, cap, "port must be a number between 1 and 65535");
         return SK_EINVAL;
     }
+    return 0;
+}
+
+static int set_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (check_hostport(v, msg, cap) < 0) return SK_EINVAL;
     return copy_str(c->listen, sizeof c->listen, v, msg, cap);
+}
+
+/* "" (or "off") turns the ops listener off. */
+static int set_ops_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (!v[0] || !strcmp(v, "off")) {
+        c->ops_listen[0] = 0;
+        return 0;
+    }
+    if (check_hostport(v, msg, cap) < 0) return SK_EINVAL;
+    return copy_str(c->ops_listen, sizeof c->ops_listen, v, msg, cap);
 }
 
 static int starts_with(const char *s, const char *prefix)
@@ -360,6 +378,7 @@ static const struct {
     {"rate_ip_burst", set_rate_ip_burst},
     {"trusted_proxies", set_trusted_proxies},
     {"max_inflight", set_max_inflight},
+    {"ops_listen", set_ops_listen},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -587,6 +606,8 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
     if (c->processes < 1 || c->processes > 64)
         return sk_einval(err, cap, "processes must be 1..64");
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
+    if (c->ops_listen[0] && !strcmp(c->ops_listen, c->listen))
+        return sk_einval(err, cap, "ops_listen must differ from listen");
     return 0;
 }
 

@@ -41,6 +41,10 @@
  *   max_inflight      purchases of one activity a process lets wait for
  *                     Redis at once; more get 429 busy at once (0..1000000,
  *                     default 0 = no cap)
+ *   ops_listen        HOST:PORT of the operations listener (default "" = none):
+ *                     when set, /metrics, /healthz, /readyz, the dashboard (/)
+ *                     and /dashboard.json answer there only, and 404 on
+ *                     listen; "off" or "" turns it off
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -80,6 +84,7 @@ struct sk_config {
     struct sk_cidr trusted_proxies[SK_CONFIG_PROXIES_MAX];
     int n_trusted_proxies;
     long long max_inflight;
+    char ops_listen[256]; /* "" = no ops listener */
 };
 
 void sk_config_defaults(struct sk_config *c);

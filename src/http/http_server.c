@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -36,6 +37,7 @@ static void on_stop_signal(int sig)
 struct app_handler {
     h2o_handler_t super;
     struct sk_app *app;
+    int ops; /* the handler of the --ops-listen port */
 };
 
 static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
@@ -51,9 +53,17 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_order_cancel] = sk_api_order_cancel,
     [SK_ROUTE_healthz] = sk_api_ops,
     [SK_ROUTE_readyz] = sk_api_ops,
-    [SK_ROUTE_metrics] = sk_api_ops,
-    [SK_ROUTE_dashboard] = sk_api_ops,
+    [SK_ROUTE_metrics] = sk_api_ops_metrics,
+    [SK_ROUTE_dashboard] = sk_api_ops_dashboard,
+    [SK_ROUTE_dashboard_data] = sk_api_ops_data,
 };
+
+/* The routes an operator uses; with --ops-listen they answer only there. */
+static int is_ops_route(enum sk_route r)
+{
+    return r == SK_ROUTE_healthz || r == SK_ROUTE_readyz || r == SK_ROUTE_metrics ||
+           r == SK_ROUTE_dashboard || r == SK_ROUTE_dashboard_data;
+}
 
 static const char *reason_of(int status)
 {
@@ -84,6 +94,13 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL,
                        H2O_STRLIT("close"));
     sk_metrics_request(app->metrics, sk_metrics_route_of(route), status);
+    if (route == SK_ROUTE_purchase) {
+        struct timeval now;
+        gettimeofday(&now, NULL);
+        const struct timeval *t0 = &req->timestamps.request_begin_at;
+        sk_metrics_purchase_latency(app->metrics, (double)(now.tv_sec - t0->tv_sec) +
+                                                      (double)(now.tv_usec - t0->tv_usec) / 1e6);
+    }
     req->res.content_length = len; /* no chunked framing for a known length */
     h2o_send_inline(req, body, len);
 }
@@ -280,6 +297,7 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct sk_app *app = ((struct app_handler *)self)->app;
+    int ops_port = ((struct app_handler *)self)->ops;
     struct sk_route_match m;
     if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
         char msg[96];
@@ -288,6 +306,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
+    /* with an ops port, each port knows only its own routes */
+    if (app->ops_fd >= 0 && m.status != 404 && is_ops_route(m.route) != ops_port) m.status = 404;
     if (m.status == 404) {
         sk_http_error(app, req, SK_ROUTE_COUNT, 404, "not_found", "no such endpoint");
         return 0;
@@ -311,7 +331,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     if (err) return;
     h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
     if (!sock) return;
-    h2o_accept(&app->accept_ctx, sock);
+    h2o_accept(listener == app->ops_listener ? &app->ops_accept_ctx : &app->accept_ctx, sock);
 }
 
 int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
@@ -359,7 +379,13 @@ static void start_drain(struct sk_app *app)
         h2o_socket_close(app->listener);
         app->listener = NULL;
     }
+    if (app->ops_listener) {
+        h2o_socket_read_stop(app->ops_listener);
+        h2o_socket_close(app->ops_listener);
+        app->ops_listener = NULL;
+    }
     h2o_context_request_shutdown(&app->ctx);
+    if (app->ops_fd >= 0) h2o_context_request_shutdown(&app->ops_ctx);
     sk_log(SK_LOG_INFO, "draining: %d requests in flight", app->inflight);
 }
 
@@ -378,35 +404,57 @@ static int open_resources(struct sk_app *app)
         free(app);
         return -1;
     }
-    app->metrics = sk_metrics_new();
+    app->metrics = sk_metrics_attach(sk_node_api_mem(app->node, app->slot));
+    app->ops_fd = -1;
     app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err);
+    if (app->listen_fd >= 0 && cfg->ops_listen[0]) {
+        app->ops_fd = sk_server_listen_fd(cfg->ops_listen, 256, 1, err, sizeof err);
+        if (app->ops_fd < 0) {
+            close(app->listen_fd);
+            app->listen_fd = -1;
+        }
+    }
     if (app->listen_fd < 0 || !app->metrics) {
-        sk_log(SK_LOG_ERROR, "%s", err);
+        sk_log(SK_LOG_ERROR, "%s", app->metrics ? err : "no slot for the metrics");
         sk_store_close(app->store);
-        sk_metrics_free(app->metrics);
+        if (app->own_node) sk_node_free(app->node);
         free(app);
         return -1;
     }
+    app->proc = sk_node_proc_at(app->node, app->slot);
+    sk_node_proc_start(app->proc, SK_NODE_API);
     return 0;
 }
 
-/* h2o's configuration and context: every path goes to on_req. */
-static void setup_h2o(struct sk_app *app)
+/* One h2o configuration whose every path goes to on_req. */
+static void setup_conf(struct sk_app *app, h2o_globalconf_t *conf, int ops)
 {
-    h2o_config_init(&app->h2o_config);
-    app->h2o_config.server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
+    h2o_config_init(conf);
+    conf->server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
     /* h2o answers bodies over its limit itself, in plain text; give it room
      * so that bodies up to twice max_body get our JSON 413 from on_req. */
-    app->h2o_config.max_request_entity_size = 2 * (size_t)app->cfg.max_body;
+    conf->max_request_entity_size = 2 * (size_t)app->cfg.max_body;
     h2o_hostconf_t *host =
-        h2o_config_register_host(&app->h2o_config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+        h2o_config_register_host(conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     struct app_handler *h = (struct app_handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
     h->app = app;
+    h->ops = ops;
+}
+
+/* h2o's configuration and context (and the ops port's, on the same loop). */
+static void setup_h2o(struct sk_app *app)
+{
+    setup_conf(app, &app->h2o_config, 0);
     h2o_context_init(&app->ctx, h2o_evloop_create(), &app->h2o_config);
     app->accept_ctx.ctx = &app->ctx;
     app->accept_ctx.hosts = app->h2o_config.hosts;
+    if (app->ops_fd < 0) return;
+    setup_conf(app, &app->ops_config, 1);
+    h2o_context_init(&app->ops_ctx, app->ctx.loop, &app->ops_config);
+    app->ops_accept_ctx.ctx = &app->ops_ctx;
+    app->ops_accept_ctx.hosts = app->ops_config.hosts;
 }
 
 /* The pipelined Redis client on the loop. Gives Redis a moment before
@@ -421,6 +469,7 @@ static int connect_redis(struct sk_app *app)
                       sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "redis %s: %s", cfg->redis, err);
         close(app->listen_fd);
+        if (app->ops_fd >= 0) close(app->ops_fd);
         return -1;
     }
     int64_t ready_by = sk_mono_ms() + cfg->redis_timeout_ms;
@@ -438,6 +487,15 @@ static void start_accepting(struct sk_app *app)
         h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
     app->listener->data = app;
     h2o_socket_read_start(app->listener, on_accept);
+    if (app->ops_fd >= 0) {
+        app->ops_listener =
+            h2o_evloop_socket_create(app->ctx.loop, app->ops_fd, H2O_SOCKET_FLAG_DONT_READ);
+        app->ops_listener->data = app;
+        h2o_socket_read_start(app->ops_listener, on_accept);
+        sk_log(SK_LOG_INFO, "listening on %s, operations on %s (pid %d)", app->cfg.listen,
+               app->cfg.ops_listen, (int)getpid());
+        return;
+    }
     sk_log(SK_LOG_INFO, "listening on %s (pid %d)", app->cfg.listen, (int)getpid());
 }
 
@@ -473,6 +531,7 @@ static void serve(struct sk_app *app)
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
+        sk_node_proc_beat(app->proc, sk_wall_ms());
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
@@ -483,15 +542,31 @@ static void serve(struct sk_app *app)
 
 int sk_server_run(const struct sk_config *cfg)
 {
+    return sk_server_run_in(cfg, NULL, 0);
+}
+
+int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
+{
     struct sk_app *app = calloc(1, sizeof *app);
     if (!app) return 1;
     running_app = app;
     app->cfg = *cfg;
+    app->node = node;
+    app->slot = slot;
+    if (!node) {
+        /* a lone process: one slot of its own, no worker */
+        if (sk_node_new(&app->node, 1, sk_metrics_bytes(), 0) < 0) {
+            free(app);
+            return 1;
+        }
+        app->own_node = 1;
+        app->slot = 0;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    sk_sig_unblock_stop(); /* a stop sent during start-up is delivered now */
+    sk_sig_unblock_stop();
     if (open_resources(app) < 0) return 1;
     setup_h2o(app);
     if (connect_redis(app) < 0) return 1;
@@ -503,6 +578,7 @@ int sk_server_run(const struct sk_config *cfg)
     if (app->redis_sync) sk_redis_free(app->redis_sync);
     sk_store_close(app->store);
     sk_metrics_free(app->metrics);
+    if (app->own_node) sk_node_free(app->node);
     /* h2o's context cannot be disposed while client connections are still
      * linked to its timeouts (it asserts); the process is about to exit,
      * so app stays reachable from running_app instead. */

@@ -5,19 +5,24 @@
  * counts; the cumulative "le" series are summed at render time. */
 #include "http/metrics.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/vec.h"
+#include "http/metrics_int.h"
 #include "redis/redis_async.h"
 
-#define STATUS_SLOTS 600 /* index = HTTP status; slot 0 = out of 100..599 */
-#define MAX_REASONS (SK_RC_COUNT_ + SK_MEXTRA_COUNT + 1)
+#define STATUS_SLOTS SK_MSTATUS_SLOTS
+#define MAX_REASONS SK_MMAX_REASONS
+#define METRICS_MAGIC 0x736b6d6574726963ull /* "skmetric" */
 
 static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_PURCHASE] = "purchase",
@@ -32,6 +37,7 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_READYZ] = "readyz",
     [SK_MROUTE_METRICS] = "metrics",
     [SK_MROUTE_DASHBOARD] = "dashboard",
+    [SK_MROUTE_DASHBOARD_DATA] = "dashboard_data",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -52,29 +58,20 @@ static const char *const cluster_names[SK_AREDIS_REDIRECT_COUNT] = {
 /* Process-wide (metrics.h says why); relaxed: plain counters, no ordering. */
 
 /* Upper bounds in seconds; the text form is what Prometheus shows. */
-static const double rtt_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1.0};
-static const char *const rtt_le_text[] = {"0.00005", "0.0001", "0.00025", "0.0005", "0.001",
-                                          "0.0025",  "0.005",  "0.01",    "0.025",  "0.05",
-                                          "0.1",     "0.25",   "0.5",     "1"};
-#define RTT_BUCKETS (sizeof rtt_le / sizeof rtt_le[0])
-#define BATCH_BUCKETS 11 /* le 1, 2, 4, ..., 1024 */
-
-struct sk_metrics {
-    uint64_t requests[SK_MROUTE_COUNT][STATUS_SLOTS];
-    uint64_t admissions, soldout_fastpath;
-    uint64_t refusals[MAX_REASONS];
-    uint64_t rtt_bucket[RTT_BUCKETS + 1]; /* last: +Inf */
-    double rtt_sum;
-    uint64_t batch_bucket[BATCH_BUCKETS + 1];
-    uint64_t batch_sum;
-    int64_t inflight;
-    /* label table, the same in every registry of one binary */
-    const char *reason_name[MAX_REASONS];
-    int n_reasons, other_reason;
-    int rc_reason[SK_RC_COUNT_]; /* -1: not a refusal, ignored */
-    int extra_reason[SK_MEXTRA_COUNT];
-};
+const double sk_metrics_rtt_le[SK_MRTT_BUCKETS] = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0};
+static const char *const rtt_le_text[SK_MRTT_BUCKETS] = {
+    "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+    "0.01",    "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1"};
+#define RTT_BUCKETS SK_MRTT_BUCKETS
+#define rtt_le sk_metrics_rtt_le
+#define BATCH_BUCKETS SK_MBATCH_BUCKETS
+/* Purchase latency: 1-2-5 steps from 100 us to 5 s. */
+const double sk_metrics_lat_le[SK_MLAT_BUCKETS] = {
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
+static const char *const lat_le_text[SK_MLAT_BUCKETS] = {
+    "0.0001", "0.0002", "0.0005", "0.001", "0.002", "0.005", "0.01", "0.02",
+    "0.05",   "0.1",    "0.2",    "0.5",   "1",     "2",     "5"};
 
 static int reason_index(sk_metrics *m, const char *name)
 {
@@ -84,10 +81,10 @@ static int reason_index(sk_metrics *m, const char *name)
     return m->n_reasons++;
 }
 
-sk_metrics *sk_metrics_new(void)
+/* The label table: the same in every registry of one binary. */
+static void init_labels(sk_metrics *m)
 {
-    sk_metrics *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
+    m->n_reasons = 0;
     /* Reasons: the distinct wire codes of the refusals in codes.def (so a
      * code appended there shows up without touching this file), then the
      * extras, then "other". Two codes may share a wire name (SOLD_OUT and
@@ -97,12 +94,39 @@ sk_metrics *sk_metrics_new(void)
     for (int e = 0; e < SK_MEXTRA_COUNT; e++)
         m->extra_reason[e] = reason_index(m, extra_names[e]);
     m->other_reason = reason_index(m, "other");
+}
+
+sk_metrics *sk_metrics_new(void)
+{
+    sk_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    init_labels(m);
+    m->magic = METRICS_MAGIC;
+    m->owned = 1;
+    return m;
+}
+
+size_t sk_metrics_bytes(void)
+{
+    return sizeof(sk_metrics);
+}
+
+sk_metrics *sk_metrics_attach(void *mem)
+{
+    sk_metrics *m = mem;
+    if (!m) return NULL;
+    if (m->magic != METRICS_MAGIC) memset(m, 0, sizeof *m);
+    init_labels(m);
+    /* the requests the previous process had in flight died with it */
+    m->inflight = 0;
+    m->owned = 0;
+    m->magic = METRICS_MAGIC;
     return m;
 }
 
 void sk_metrics_free(sk_metrics *m)
 {
-    free(m);
+    if (m && m->owned) free(m);
 }
 
 enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
@@ -122,6 +146,7 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_readyz: return SK_MROUTE_READYZ;
     case SK_ROUTE_metrics: return SK_MROUTE_METRICS;
     case SK_ROUTE_dashboard: return SK_MROUTE_DASHBOARD;
+    case SK_ROUTE_dashboard_data: return SK_MROUTE_DASHBOARD_DATA;
     default: return SK_MROUTE_OTHER;
     }
 }
@@ -209,6 +234,73 @@ void sk_metrics_inflight(sk_metrics *m, int delta)
     m->inflight += delta;
 }
 
+void sk_metrics_purchase_latency(sk_metrics *m, double seconds)
+{
+    if (!(seconds >= 0)) seconds = 0;
+    if (seconds > 86400) seconds = 86400;
+    size_t b = 0;
+    while (b < SK_MLAT_BUCKETS && seconds > sk_metrics_lat_le[b])
+        b++;
+    m->lat_bucket[b]++;
+    m->lat_sum += seconds;
+}
+
+/* The row of activity aid, or NULL; a free or the least recently used row
+ * when create is set. */
+static struct sk_metrics_act *act_row(sk_metrics *m, uint64_t aid, int create)
+{
+    if (aid == 0) return NULL;
+    int h = m->act_hint;
+    if (h >= 0 && h < SK_METRICS_ACTS && m->acts[h].id == aid) return &m->acts[h];
+    int lru = 0;
+    for (int i = 0; i < SK_METRICS_ACTS; i++) {
+        if (m->acts[i].id == aid) {
+            m->act_hint = i;
+            return &m->acts[i];
+        }
+        if (m->acts[i].used < m->acts[lru].used) lru = i;
+    }
+    if (!create) return NULL;
+    for (int i = 0; i < SK_METRICS_ACTS; i++)
+        if (m->acts[i].id == 0) {
+            lru = i;
+            break;
+        }
+    memset(&m->acts[lru], 0, sizeof m->acts[lru]);
+    m->acts[lru].id = aid;
+    m->act_hint = lru;
+    return &m->acts[lru];
+}
+
+void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units)
+{
+    struct sk_metrics_act *a = act_row(m, aid, 1);
+    if (!a) return;
+    a->used = ++m->act_clock;
+    a->admissions++;
+    a->admitted_units += units > 0 ? (uint64_t)units : 0;
+}
+
+void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc)
+{
+    int known = rc >= 0 && rc < SK_RC_COUNT_;
+    if (known && m->rc_reason[rc] < 0) return; /* not a refusal */
+    /* busy is decided before Redis is asked: it proves nothing about aid */
+    struct sk_metrics_act *a =
+        act_row(m, aid, known && rc != SK_RC_UNKNOWN_ACTIVITY && rc != SK_RC_BUSY);
+    if (!a) return;
+    a->used = ++m->act_clock;
+    a->refusals[known ? m->rc_reason[rc] : m->other_reason]++;
+}
+
+void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_extra e)
+{
+    struct sk_metrics_act *a = act_row(m, aid, 0);
+    if (!a) return;
+    a->used = ++m->act_clock;
+    a->refusals[(unsigned)e < SK_MEXTRA_COUNT ? m->extra_reason[e] : m->other_reason]++;
+}
+
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status)
 {
     return m->requests[route_slot(route)][status_slot(status)];
@@ -228,6 +320,26 @@ uint64_t sk_metrics_refusals(const sk_metrics *m, const char *reason)
 int64_t sk_metrics_inflight_now(const sk_metrics *m)
 {
     return m->inflight;
+}
+
+static const struct sk_metrics_act *act_find(const sk_metrics *m, uint64_t aid)
+{
+    for (int i = 0; aid && i < SK_METRICS_ACTS; i++)
+        if (m->acts[i].id == aid) return &m->acts[i];
+    return NULL;
+}
+
+uint64_t sk_metrics_act_admitted_units(const sk_metrics *m, uint64_t aid)
+{
+    const struct sk_metrics_act *a = act_find(m, aid);
+    return a ? a->admitted_units : 0;
+}
+
+uint64_t sk_metrics_act_refusals(const sk_metrics *m, uint64_t aid, const char *reason)
+{
+    const struct sk_metrics_act *a = act_find(m, aid);
+    int i = find_reason(m, reason);
+    return a && i >= 0 ? a->refusals[i] : 0;
 }
 
 int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap)
@@ -264,8 +376,41 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
     for (size_t b = 0; b <= BATCH_BUCKETS; b++)
         into->batch_bucket[b] += from->batch_bucket[b];
     into->batch_sum += from->batch_sum;
+    for (size_t b = 0; b <= SK_MLAT_BUCKETS; b++)
+        into->lat_bucket[b] += from->lat_bucket[b];
+    into->lat_sum += from->lat_sum;
     into->inflight += from->inflight;
+    for (int i = 0; i < SK_METRICS_ACTS; i++) {
+        const struct sk_metrics_act *f = &from->acts[i];
+        if (!f->id) continue;
+        struct sk_metrics_act *t = act_row(into, f->id, 0);
+        if (!t) {
+            /* a free row only: merging never pushes out a counted activity */
+            for (int j = 0; j < SK_METRICS_ACTS && !t; j++)
+                if (!into->acts[j].id) t = &into->acts[j];
+            if (!t) continue;
+            memset(t, 0, sizeof *t);
+            t->id = f->id;
+        }
+        if (f->used > t->used) t->used = f->used;
+        t->admitted_units += f->admitted_units;
+        t->admissions += f->admissions;
+        for (int r = 0; r < from->n_reasons; r++)
+            t->refusals[r] += f->refusals[r];
+    }
     return 0;
+}
+
+sk_metrics *sk_metrics_node_sum(sk_node *node)
+{
+    sk_metrics *sum = sk_metrics_new();
+    if (!sum) return NULL;
+    for (int i = 0; i < sk_node_api_slots(node); i++) {
+        const sk_metrics *m = sk_node_api_mem(node, i);
+        /* a slot whose process has not started yet is all zero */
+        if (m->magic == METRICS_MAGIC) sk_metrics_merge(sum, m);
+    }
+    return sum;
 }
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -295,12 +440,43 @@ static void header(struct out *o, const char *name, const char *type, const char
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
+/* Rows in use, by activity id (the text is stable from scrape to scrape). */
+static int sorted_rows(const sk_metrics *m, const struct sk_metrics_act **rows)
 {
-    if (!buf || cap == 0) return SK_ENOMEM;
-    struct out o = {buf, cap, 0, 0};
-    buf[0] = 0;
+    int n = 0;
+    for (int i = 0; i < SK_METRICS_ACTS; i++)
+        if (m->acts[i].id) rows[n++] = &m->acts[i];
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rows[j - 1]->id > rows[j]->id; j--) {
+            const struct sk_metrics_act *t = rows[j];
+            rows[j] = rows[j - 1];
+            rows[j - 1] = t;
+        }
+    return n;
+}
 
+static void render_acts(const sk_metrics *m, struct out *o)
+{
+    const struct sk_metrics_act *rows[SK_METRICS_ACTS];
+    int n = sorted_rows(m, rows);
+    if (!n) return;
+    header(o, "seckill_activity_admitted_units_total", "counter", "Units admitted, by activity.");
+    for (int i = 0; i < n; i++)
+        put(o, "seckill_activity_admitted_units_total{activity=\"%llu\"} %llu\n",
+            (unsigned long long)rows[i]->id, (unsigned long long)rows[i]->admitted_units);
+    header(o, "seckill_activity_refusals_total", "counter",
+           "Purchases refused, by activity and reason (reasons seen so far).");
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < m->n_reasons; r++)
+            if (rows[i]->refusals[r])
+                put(o, "seckill_activity_refusals_total{activity=\"%llu\",reason=\"%s\"} %llu\n",
+                    (unsigned long long)rows[i]->id, m->reason_name[r],
+                    (unsigned long long)rows[i]->refusals[r]);
+}
+
+static void render_registry(const sk_metrics *m, struct out *o_)
+{
+    struct out o = *o_;
     header(&o, "seckill_http_requests_total", "counter",
            "HTTP requests answered, by route and status.");
     for (int r = 0; r < SK_MROUTE_COUNT; r++)
@@ -351,6 +527,20 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
     put(&o, "seckill_batch_size_sum %llu\n", (unsigned long long)m->batch_sum);
     put(&o, "seckill_batch_size_count %llu\n", (unsigned long long)cum);
 
+    header(&o, "seckill_purchase_duration_seconds", "histogram",
+           "Purchases from arrival to answer, as the server sees them.");
+    cum = 0;
+    for (size_t b = 0; b < SK_MLAT_BUCKETS; b++) {
+        cum += m->lat_bucket[b];
+        put(&o, "seckill_purchase_duration_seconds_bucket{le=\"%s\"} %llu\n", lat_le_text[b],
+            (unsigned long long)cum);
+    }
+    cum += m->lat_bucket[SK_MLAT_BUCKETS];
+    put(&o, "seckill_purchase_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+        (unsigned long long)cum);
+    put(&o, "seckill_purchase_duration_seconds_sum %.15g\n", m->lat_sum);
+    put(&o, "seckill_purchase_duration_seconds_count %llu\n", (unsigned long long)cum);
+
     header(&o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
     put(&o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
 
@@ -363,7 +553,16 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
+    render_acts(m, &o);
+    *o_ = o;
+}
 
+int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
+{
+    if (!buf || cap == 0) return SK_ENOMEM;
+    struct out o = {buf, cap, 0, 0};
+    buf[0] = 0;
+    render_registry(m, &o);
     if (o.full) {
         buf[0] = 0;
         return SK_ENOMEM;
@@ -388,4 +587,122 @@ char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
             return buf;
         }
     }
+}
+
+/* ---- the node: every HTTP slot summed, the worker process's figures --- */
+
+static const char *const status_names[SK_NODE_NSTATUS] = {"created", "paid", "cancelled"};
+
+/* 1 when slot p's process is running: its pid exists and it showed a sign
+ * of life lately (HTTP processes every loop pass, the worker every
+ * second). */
+static int proc_alive(const struct sk_node_proc *p, int64_t now_ms)
+{
+    struct sk_node_proc *mp = (struct sk_node_proc *)p;
+    int pid = atomic_load(&mp->pid);
+    return pid > 0 && kill(pid, 0) == 0 && now_ms - atomic_load(&mp->beat_ms) < 10000;
+}
+
+static void render_worker(struct out *o, const struct sk_node_worker *w,
+                          const struct sk_node_sample *smp)
+{
+    for (int c = 0; c < SK_WC_COUNT_; c++) {
+        int gauge = sk_node_wc_kind_of((enum sk_node_wc)c) == SK_WC_GAUGE;
+        header(o, sk_node_wc_name((enum sk_node_wc)c), gauge ? "gauge" : "counter",
+               sk_node_wc_help((enum sk_node_wc)c));
+        put(o, "%s %llu\n", sk_node_wc_name((enum sk_node_wc)c),
+            (unsigned long long)sk_node_wc_get(w, (enum sk_node_wc)c));
+    }
+    if (!smp->sampled_ms || smp->n_acts == 0) return;
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } g[] = {
+        {"seckill_activity_stock_initial", "Units the activity was preheated with.",
+         offsetof(struct sk_node_act, initial)},
+        {"seckill_activity_stock_remaining", "Units left in Redis (the sampler's last look).",
+         offsetof(struct sk_node_act, remaining)},
+        {"seckill_activity_stream_backlog",
+         "Admitted orders not yet persisted to the database (-1: unknown).",
+         offsetof(struct sk_node_act, backlog)},
+        {"seckill_activity_dead_letters", "Entries in the activity's dead-letter stream(s).",
+         offsetof(struct sk_node_act, dlq)},
+        {"seckill_activity_reconcile_differences",
+         "Differences found by the last periodic reconcile (-1: not checked yet).",
+         offsetof(struct sk_node_act, reconcile_drift)},
+    };
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
+        header(o, g[k].name, "gauge", g[k].help);
+        for (int i = 0; i < smp->n_acts; i++) {
+            const struct sk_node_act *a = &smp->acts[i];
+            put(o, "%s{activity=\"%llu\"} %lld\n", g[k].name, (unsigned long long)a->id,
+                (long long)*(const int64_t *)((const char *)a + g[k].off));
+        }
+    }
+    header(o, "seckill_activity_open", "gauge", "1 when the activity's switch is open.");
+    for (int i = 0; i < smp->n_acts; i++)
+        put(o, "seckill_activity_open{activity=\"%llu\"} %d\n", (unsigned long long)smp->acts[i].id,
+            smp->acts[i].open ? 1 : 0);
+    header(o, "seckill_activity_orders", "gauge", "Orders in the database, by status.");
+    for (int i = 0; i < smp->n_acts; i++)
+        for (int s = 0; s < SK_NODE_NSTATUS; s++)
+            put(o, "seckill_activity_orders{activity=\"%llu\",status=\"%s\"} %lld\n",
+                (unsigned long long)smp->acts[i].id, status_names[s],
+                (long long)smp->acts[i].orders[s]);
+}
+
+static void render_procs(struct out *o, sk_node *node)
+{
+    static const char *const kinds[] = {"api", "worker"};
+    int alive[2] = {0, 0}, present[2] = {0, 0};
+    uint64_t starts[2] = {0, 0};
+    int64_t now = sk_wall_ms();
+    for (int i = 0; i < sk_node_procs(node); i++) {
+        struct sk_node_proc *p = sk_node_proc_at(node, i);
+        int k = i < sk_node_api_slots(node) ? 0 : 1;
+        present[k] = 1;
+        starts[k] += atomic_load(&p->starts);
+        alive[k] += proc_alive(p, now);
+    }
+    header(o, "seckill_node_processes", "gauge", "Processes of the node running now, by kind.");
+    for (int k = 0; k < 2; k++)
+        if (present[k]) put(o, "seckill_node_processes{kind=\"%s\"} %d\n", kinds[k], alive[k]);
+    header(o, "seckill_node_process_starts_total", "counter",
+           "Processes started by the node's supervisor, by kind (restarts included).");
+    for (int k = 0; k < 2; k++)
+        if (present[k])
+            put(o, "seckill_node_process_starts_total{kind=\"%s\"} %llu\n", kinds[k],
+                (unsigned long long)starts[k]);
+}
+
+char *sk_metrics_render_node(sk_node *node, size_t *len)
+{
+    sk_metrics *sum = sk_metrics_node_sum(node);
+    struct sk_node_sample *smp = calloc(1, sizeof *smp);
+    char *buf = NULL;
+    size_t cap = 0;
+    struct sk_node_worker *w = sk_node_worker(node);
+    if (!sum || !smp) goto out;
+    if (w) sk_node_sample_get(w, smp);
+    for (;;) {
+        /* as sk_metrics_render_alloc: bounded output, grown until it fits */
+        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 32768)) {
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        struct out o = {buf, cap, 0, 0};
+        buf[0] = 0;
+        render_registry(sum, &o);
+        if (w) render_worker(&o, w, smp);
+        render_procs(&o, node);
+        if (!o.full) {
+            if (len) *len = o.len;
+            break;
+        }
+    }
+out:
+    sk_metrics_free(sum);
+    free(smp);
+    return buf;
 }

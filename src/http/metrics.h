@@ -15,15 +15,31 @@
  *   seckill_soldout_fastpath_total                counter (409s with no Redis trip)
  *   seckill_redis_roundtrip_seconds               histogram, 50us .. 1s
  *   seckill_batch_size                            histogram, 1, 2, 4 .. 1024
+ *   seckill_purchase_duration_seconds             histogram, 100us .. 5s (arrival to answer)
  *   seckill_inflight_requests                     gauge
  *   seckill_redis_cluster_redirections_total{kind} counter (cluster clients only,
- *                                                 process-wide: see below) */
+ *                                                 process-wide: see below)
+ *   seckill_activity_admitted_units_total{activity}   counter \ per activity, at most
+ *   seckill_activity_refusals_total{activity,reason}  counter / SK_METRICS_ACTS of them
+ *
+ * A node (`seckill serve` with its HTTP processes and order worker) keeps
+ * one registry per HTTP process in a slot of its shared segment
+ * (core/node_stats.h, sk_metrics_attach); sk_metrics_render_node sums them
+ * and adds the worker process's counters and figures, so one scrape of any
+ * process reports the node. */
 #ifndef SK_METRICS_H
 #define SK_METRICS_H
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/node_stats.h"
 #include "http/router.h"
+
+/* Activities a registry counts one by one (admitted units, refusals by
+ * reason): only activities Redis or the store knows (an admission, or a
+ * refusal other than unknown_activity), the least recently updated row
+ * reused past this many. */
+#define SK_METRICS_ACTS 64
 
 typedef struct sk_metrics sk_metrics;
 
@@ -42,6 +58,7 @@ enum sk_metrics_route {
     SK_MROUTE_READYZ,
     SK_MROUTE_METRICS,
     SK_MROUTE_DASHBOARD,
+    SK_MROUTE_DASHBOARD_DATA,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
@@ -58,7 +75,18 @@ enum sk_metrics_extra {
 /* Allocates a zeroed registry (~62 KiB). Returns NULL when out of memory.
  * The caller owns it and releases it with sk_metrics_free (NULL is fine). */
 sk_metrics *sk_metrics_new(void);
+/* Frees a registry of sk_metrics_new; one of sk_metrics_attach is left
+ * alone (its memory is the caller's). */
 void sk_metrics_free(sk_metrics *m);
+
+/* Bytes a registry takes (~75 KiB), for a slot of the node's segment. */
+size_t sk_metrics_bytes(void);
+/* A registry in mem (sk_metrics_bytes() bytes, 8-byte aligned, owned by
+ * the caller). Memory that already holds a registry of this binary (a
+ * previous process of the same slot) keeps its counters, so nothing goes
+ * backwards after a restart; only the in-flight gauge starts again at 0.
+ * Anything else is laid out afresh (zero). */
+sk_metrics *sk_metrics_attach(void *mem);
 
 /* Route label of a router route (router.h); routes the table does not
  * know (SK_ROUTE_COUNT for a 404, a route added later) become "other". */
@@ -87,6 +115,17 @@ void sk_metrics_redis_rtt(sk_metrics *m, double seconds);
 void sk_metrics_batch(sk_metrics *m, size_t n);
 /* In-flight gauge: +1 when a request arrives, -1 when it is answered. */
 void sk_metrics_inflight(sk_metrics *m, int delta);
+/* One purchase answered, seconds after it arrived (clamped like rtt). */
+void sk_metrics_purchase_latency(sk_metrics *m, double seconds);
+
+/* Per activity: units admitted (counts the activity), and refusals. A
+ * refusal by result code counts the activity unless the code is
+ * unknown_activity or busy (then only an activity already counted is); an extra
+ * reason (unavailable, busy, ...) only an activity already counted. The
+ * node-wide totals are the calls above: these add nothing to them. */
+void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units);
+void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc);
+void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_extra e);
 
 /* Readers, for the admin stats route and tests. */
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status);
@@ -95,6 +134,10 @@ uint64_t sk_metrics_admissions(const sk_metrics *m);
  * the name is not a label. */
 uint64_t sk_metrics_refusals(const sk_metrics *m, const char *reason);
 int64_t sk_metrics_inflight_now(const sk_metrics *m);
+/* Units admitted for activity aid, and its refusals of one reason name;
+ * 0 when the activity is not counted. */
+uint64_t sk_metrics_act_admitted_units(const sk_metrics *m, uint64_t aid);
+uint64_t sk_metrics_act_refusals(const sk_metrics *m, uint64_t aid, const char *reason);
 /* Refusal counts as one JSON object, every reason label in render order:
  * {"sold_out":3,"limit_exceeded":0,...}. Writes a terminator; returns the
  * length, or SK_ENOMEM when cap is too small (buf then holds "" when
@@ -106,8 +149,14 @@ int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap);
  * a cluster client exists, so a single-node deployment's /metrics is
  * unchanged; merge leaves them alone (they are process-wide). */
 
-/* Adds every counter, histogram and the gauge of from into into. */
+/* Adds every counter, histogram and the gauge of from into into, and the
+ * per-activity rows by activity id (rows that do not fit are left out).
+ * SK_EINVAL for registries of different binaries. */
 int sk_metrics_merge(sk_metrics *into, const sk_metrics *from);
+
+/* A new heap registry (sk_metrics_free) holding the sum of the node's HTTP
+ * slots; NULL when out of memory. */
+sk_metrics *sk_metrics_node_sum(sk_node *node);
 
 /* Renders into buf (cap bytes, terminated). Returns the length without the
  * terminator, or SK_ENOMEM when it does not fit (retry with a bigger
@@ -116,5 +165,17 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap);
 /* Renders into a new malloc'd, terminated buffer that the caller frees with
  * free(). Returns NULL when out of memory; *len gets the length. */
 char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len);
+
+/* The node's /metrics: the sum of its HTTP slots, then, when the node has
+ * a worker process, its counters (core/worker_counters.def), its last
+ * sample of every activity as gauges
+ *   seckill_activity_stock_initial{activity}, _stock_remaining{activity},
+ *   seckill_activity_open{activity}, seckill_activity_stream_backlog{activity},
+ *   seckill_activity_dead_letters{activity}, seckill_activity_orders{activity,status},
+ *   seckill_activity_reconcile_differences{activity}
+ * and, for every slot, seckill_node_processes{kind} (alive now) and
+ * seckill_node_process_starts_total{kind}. A new malloc'd, terminated
+ * buffer (free()); NULL when out of memory; *len gets the length. */
+char *sk_metrics_render_node(sk_node *node, size_t *len);
 
 #endif

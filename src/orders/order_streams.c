@@ -188,6 +188,7 @@ int sk_worker_relist(sk_worker *w)
     free(check);
     free(segs);
     atomic_store(&w->c.activities, (uint64_t)w->ns);
+    sk_node_wc_set(w->o.node, SK_WC_activities, (uint64_t)w->ns);
     return rc;
 }
 

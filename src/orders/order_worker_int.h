@@ -64,8 +64,13 @@ struct sk_worker {
     int redis_down; /* logged once per outage */
 };
 
-/* Adds n to counter `field` of w (atomic: sk_worker_stats reads them). */
-#define SK_WORKER_INC(w, field, n) atomic_fetch_add(&(w)->c.field, (uint64_t)(n))
+/* Adds n to counter `field` of w (atomic: sk_worker_stats reads them), and
+ * to the node's counter of the same name (core/worker_counters.def). */
+#define SK_WORKER_INC(w, field, n)                                                                 \
+    do {                                                                                           \
+        atomic_fetch_add(&(w)->c.field, (uint64_t)(n));                                            \
+        sk_node_wc_add((w)->o.node, SK_WC_##field, (uint64_t)(n));                                 \
+    } while (0)
 
 /* w->errstr, printf-style. */
 void sk_worker_set_err(sk_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -49,7 +49,12 @@ struct sk_sweeper {
     char errstr[512];
 };
 
-#define INC(field, n) atomic_fetch_add(&sw->c.field, (uint64_t)(n))
+/* sk_sweeper_stats's counter, and the node's of the same name (sweep_...) */
+#define INC(field, n)                                                                              \
+    do {                                                                                           \
+        atomic_fetch_add(&sw->c.field, (uint64_t)(n));                                             \
+        sk_node_wc_add(sw->o.node, SK_WC_sweep_##field, (uint64_t)(n));                            \
+    } while (0)
 
 static void set_err(sk_sweeper *sw, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(sk_sweeper *sw, const char *fmt, ...)

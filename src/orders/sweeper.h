@@ -11,15 +11,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/node_stats.h"
 #include "orders/order_cancel.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
 
 struct sk_sweeper_opts {
-    const char *redis_url; /* required; copied */
-    const char *db_spec;   /* required; copied */
-    int interval_ms;       /* between passes, default 1000 */
-    int batch;             /* orders read per query (1..10000), default 500 */
+    const char *redis_url;       /* required; copied */
+    const char *db_spec;         /* required; copied */
+    int interval_ms;             /* between passes, default 1000 */
+    int batch;                   /* orders read per query (1..10000), default 500 */
+    struct sk_node_worker *node; /* NULL, or the node's worker slot (core/node_stats.h): the
+                                    counters of sk_sweeper_stats are added there too; not
+                                    owned */
 };
 
 /* Fills o with the defaults (redis_url and db_spec NULL). */

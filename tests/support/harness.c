@@ -231,6 +231,10 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
     const char *argv[64] = {sk_th_seckill_bin(), "serve",          "--listen", listen,
                             "--redis",           redis_url,        "--db",     s->db,
                             "--admin-token",     SK_TH_ADMIN_TOKEN};
+    /* With --ops-listen the ops routes, /healthz too, answer only there. */
+    for (int i = 0; extra && extra[i]; i++)
+        if (!strcmp(extra[i], "--ops-listen") && extra[i + 1] && strrchr(extra[i + 1], ':'))
+            s->ops_port = atoi(strrchr(extra[i + 1], ':') + 1);
     if (sk_spawn_args(argv, 10, 64, NULL, extra, "serve arguments", err, sizeof err) < 0)
         sk_th_fail(__FILE__, __LINE__, "%s", err);
     struct sk_spawn_cmd cmd = {.argv = argv,
@@ -238,7 +242,7 @@ void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char 
                                .flags = SK_SPAWN_PDEATHSIG,
                                .name = "seckill serve",
                                .ready = serve_healthy,
-                               .arg = &s->port,
+                               .arg = s->ops_port ? &s->ops_port : &s->port,
                                .ready_ms = 15000,
                                .poll_ms = 10,
                                .stop_sig = SIGKILL,

@@ -105,6 +105,7 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
 struct sk_th_serve {
     pid_t pid;
     int port;
+    int ops_port;  /* --ops-listen's port when extra has one, else 0 */
     char db[320];  /* sqlite:PATH of its store */
     char log[320]; /* its stderr */
 };
@@ -112,7 +113,8 @@ struct sk_th_serve {
 
 /* Starts `seckill serve --listen 127.0.0.1:<free port> --redis redis_url
  * --db sqlite:<tmp>/serve.db --admin-token SK_TH_ADMIN_TOKEN` plus extra
- * args (NULL-terminated, may be NULL), and waits until /healthz answers.
+ * args (NULL-terminated, may be NULL), and waits until /healthz answers
+ * (on the --ops-listen port when extra has one).
  * The server dies with the test (PR_SET_PDEATHSIG). */
 void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra);
 /* Sends sig (SIGTERM for a graceful stop) and waits at most 20 s; returns

@@ -434,3 +434,31 @@ SK_TEST(config_parsers_survive_100000_random_inputs)
         CHECK(c.listen[0] && strchr(c.listen, ':'));
     }
 }
+
+SK_TEST(config_ops_listen_from_every_source_and_its_checks)
+{
+    struct sk_config c;
+    char err[256];
+    sk_config_defaults(&c);
+    CHECK_STR(c.ops_listen, ""); /* off by default: today's single port */
+    set_ok(&c, "ops_listen", "10.0.0.5:9090");
+    CHECK_STR(c.ops_listen, "10.0.0.5:9090");
+    set_ok(&c, "ops_listen", "off");
+    CHECK_STR(c.ops_listen, "");
+    CHECK_EQ(sk_config_set_flag(&c, "ops-listen", "[::1]:9091", err, sizeof err), 0);
+    CHECK_STR(c.ops_listen, "[::1]:9091");
+    set_bad("ops_listen", "9090", "HOST:PORT");
+    set_bad("ops_listen", "127.0.0.1:0", "port");
+    set_bad("ops_listen", "bad host:80", NULL);
+    sk_config_defaults(&c);
+    CHECK_EQ(file(&c, "ops_listen = 127.0.0.1:9092\n", err, sizeof err), 0);
+    CHECK_STR(c.ops_listen, "127.0.0.1:9092");
+    sk_config_defaults(&c);
+    char *env[] = {"SECKILL_OPS_LISTEN=127.0.0.1:9093", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_STR(c.ops_listen, "127.0.0.1:9093");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "ops_listen", c.listen); /* the buyers' port itself: refused as a whole */
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK(strstr(err, "ops_listen") != NULL);
+}

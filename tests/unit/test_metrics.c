@@ -260,7 +260,7 @@ static void check_exposition(const char *t)
         }
         line = nl + 1;
     }
-    CHECK_EQ(families, 7);
+    CHECK_EQ(families, 8); /* 7, and the purchase latency histogram */
 }
 
 SK_TEST(metrics_render_is_valid_prometheus_text)
@@ -415,5 +415,68 @@ SK_TEST(metrics_refusals_json_lists_every_reason)
         CHECK_EQ(sk_metrics_refusals_json(m, small, cap), SK_ENOMEM);
         if (cap) CHECK_STR(small, "");
     }
+    sk_metrics_free(m);
+}
+
+SK_TEST(metrics_attach_keeps_a_previous_process_counters_and_resets_inflight)
+{
+    /* a slot of a node: what a restarted process finds */
+    void *slot = calloc(1, sk_metrics_bytes());
+    sk_metrics *m = sk_metrics_attach(slot);
+    CHECK(m != NULL);
+    sk_metrics_admission(m, 7);
+    sk_metrics_act_admitted(m, 1001, 3);
+    sk_metrics_act_refusal_rc(m, 1001, SK_RC_SOLD_OUT);
+    sk_metrics_purchase_latency(m, 0.0003);
+    sk_metrics_inflight(m, 5);
+    sk_metrics_free(m); /* not owned: a no-op */
+    sk_metrics *again = sk_metrics_attach(slot);
+    CHECK_EQ(sk_metrics_admissions(again), 7);
+    CHECK_EQ(sk_metrics_act_admitted_units(again, 1001), 3);
+    CHECK_EQ(sk_metrics_act_refusals(again, 1001, "sold_out"), 1);
+    CHECK_EQ(sk_metrics_inflight_now(again), 0);
+    const char *t = render(again);
+    CHECK_LINE(t, "seckill_purchase_duration_seconds_bucket{le=\"0.0005\"} 1");
+    CHECK_LINE(t, "seckill_activity_admitted_units_total{activity=\"1001\"} 3");
+    CHECK_LINE(t, "seckill_activity_refusals_total{activity=\"1001\",reason=\"sold_out\"} 1");
+    free(slot);
+    /* memory that never held a registry is laid out afresh */
+    void *junk = malloc(sk_metrics_bytes());
+    memset(junk, 0x5a, sk_metrics_bytes());
+    m = sk_metrics_attach(junk);
+    CHECK_EQ(sk_metrics_admissions(m), 0);
+    check_exposition(render(m));
+    free(junk);
+}
+
+SK_TEST(metrics_per_activity_rows_count_only_known_activities_and_stay_bounded)
+{
+    sk_metrics *m = sk_metrics_new();
+    /* unknown_activity and busy prove nothing about the id: no row */
+    sk_metrics_act_refusal_rc(m, 42, SK_RC_UNKNOWN_ACTIVITY);
+    sk_metrics_act_refusal_rc(m, 43, SK_RC_BUSY);
+    sk_metrics_act_refusal_extra(m, 44, SK_MEXTRA_UNAVAILABLE);
+    CHECK(strstr(render(m), "seckill_activity_") == NULL);
+    /* a known one counts every reason, extras too */
+    sk_metrics_act_admitted(m, 42, 2);
+    sk_metrics_act_refusal_rc(m, 42, SK_RC_BUSY);
+    sk_metrics_act_refusal_extra(m, 42, SK_MEXTRA_UNAVAILABLE);
+    CHECK_EQ(sk_metrics_act_refusals(m, 42, "busy"), 1);
+    CHECK_EQ(sk_metrics_act_refusals(m, 42, "unavailable"), 1);
+    /* at most SK_METRICS_ACTS rows, the least recently used reused */
+    for (uint64_t id = 100; id < 100 + 2 * SK_METRICS_ACTS; id++)
+        sk_metrics_act_admitted(m, id, 1);
+    int rows = 0;
+    for (const char *p = render(m); (p = strstr(p, "seckill_activity_admitted_units_total{")); p++)
+        rows++;
+    CHECK_EQ(rows, SK_METRICS_ACTS);
+    CHECK_EQ(sk_metrics_act_admitted_units(m, 100 + 2 * SK_METRICS_ACTS - 1), 1);
+    CHECK_EQ(sk_metrics_act_admitted_units(m, 42), 0); /* the oldest went */
+    /* merge adds rows by id */
+    sk_metrics *b = sk_metrics_new();
+    sk_metrics_act_admitted(b, 100 + 2 * SK_METRICS_ACTS - 1, 4);
+    CHECK_EQ(sk_metrics_merge(b, m), 0);
+    CHECK_EQ(sk_metrics_act_admitted_units(b, 100 + 2 * SK_METRICS_ACTS - 1), 5);
+    sk_metrics_free(b);
     sk_metrics_free(m);
 }

@@ -1,0 +1,58 @@
+/* metrics_int.h - the metrics registry's layout, shared by metrics.c (the
+ * registry, its Prometheus text) and ops_view.c (the node's figures for the
+ * dashboard). Callers outside src/http use metrics.h.
+ *
+ * The registry is one flat struct with no pointers to the heap, so it can
+ * live in a slot of the node's shared segment (core/node_stats.h): the
+ * label names point to static strings of the binary, the same in every
+ * process forked from one supervisor (and rebuilt by sk_metrics_attach). */
+#ifndef SK_METRICS_INT_H
+#define SK_METRICS_INT_H
+#include <stdint.h>
+
+#include "core/codes.h"
+#include "http/metrics.h"
+
+#define SK_MSTATUS_SLOTS 600 /* index = HTTP status; slot 0 = out of 100..599 */
+#define SK_MMAX_REASONS (SK_RC_COUNT_ + SK_MEXTRA_COUNT + 1)
+#define SK_MRTT_BUCKETS 14
+#define SK_MBATCH_BUCKETS 11 /* le 1, 2, 4, ..., 1024 */
+#define SK_MLAT_BUCKETS 15
+
+/* Upper bounds of the purchase latency and Redis round-trip buckets, in
+ * seconds. */
+extern const double sk_metrics_lat_le[SK_MLAT_BUCKETS];
+extern const double sk_metrics_rtt_le[SK_MRTT_BUCKETS];
+
+/* One activity's purchases as this registry counted them. */
+struct sk_metrics_act {
+    uint64_t id;   /* 0: free */
+    uint64_t used; /* the registry's clock at the last update: the oldest row is reused */
+    uint64_t admitted_units, admissions;
+    uint64_t refusals[SK_MMAX_REASONS];
+};
+
+struct sk_metrics {
+    uint64_t magic; /* a registry already laid out in this memory (attach) */
+    int owned;      /* 1: sk_metrics_new's heap, freed by sk_metrics_free */
+    uint64_t requests[SK_MROUTE_COUNT][SK_MSTATUS_SLOTS];
+    uint64_t admissions, soldout_fastpath;
+    uint64_t refusals[SK_MMAX_REASONS];
+    uint64_t rtt_bucket[SK_MRTT_BUCKETS + 1]; /* last: +Inf */
+    double rtt_sum;
+    uint64_t batch_bucket[SK_MBATCH_BUCKETS + 1];
+    uint64_t batch_sum;
+    uint64_t lat_bucket[SK_MLAT_BUCKETS + 1]; /* purchase latency */
+    double lat_sum;
+    int64_t inflight;
+    uint64_t act_clock;
+    int act_hint; /* the row of the last update */
+    struct sk_metrics_act acts[SK_METRICS_ACTS];
+    /* label table, the same in every registry of one binary */
+    const char *reason_name[SK_MMAX_REASONS];
+    int n_reasons, other_reason;
+    int rc_reason[SK_RC_COUNT_]; /* -1: not a refusal, ignored */
+    int extra_reason[SK_MEXTRA_COUNT];
+};
+
+#endif

@@ -1,0 +1,234 @@
+/* ops_view.c - what an operator looks at: GET /metrics (the node's
+ * Prometheus text), GET / (the dashboard page, web/dashboard.* embedded at
+ * build time) and GET /dashboard.json (the figures the page draws).
+ *
+ * Everything here is read from the node's shared segment
+ * (core/node_stats.h): the HTTP slots summed, the worker process's counters
+ * and its last sample of Redis and the database. No Redis or database call
+ * is made for a scrape, so watching a sale costs the sale nothing but the
+ * rendering (tens of microseconds). */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "engine/activity.h"
+#include "http/app.h"
+#include "http/metrics_int.h"
+#include "web_gen.h"
+
+int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    size_t len = 0;
+    char *text = sk_metrics_render_node(app->node, &len);
+    if (!text) {
+        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+        return 0;
+    }
+    sk_http_reply(app, req, m->route, 200, "text/plain; version=0.0.4", text, len);
+    free(text);
+    return 0;
+}
+
+int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                   H2O_STRLIT("no-cache"));
+    sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", sk_web_dashboard_html,
+                  sk_web_dashboard_html_len);
+    return 0;
+}
+
+/* ---- /dashboard.json ---------------------------------------------------- */
+
+static json_t *u64(uint64_t v)
+{
+    return json_integer((json_int_t)v);
+}
+
+/* A histogram as {"le":[...],"counts":[...]} (per bucket, not cumulative;
+ * the last count is above the last bound), "sum". */
+static json_t *histogram(const double *le, const uint64_t *counts, size_t n, double sum)
+{
+    json_t *h = json_object(), *jl = json_array(), *jc = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(jl, json_real(le[i]));
+    for (size_t i = 0; i <= n; i++)
+        json_array_append_new(jc, u64(counts[i]));
+    json_object_set_new(h, "le", jl);
+    json_object_set_new(h, "counts", jc);
+    json_object_set_new(h, "sum", json_real(sum));
+    return h;
+}
+
+static json_t *refusals(const sk_metrics *m, const uint64_t *counts)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < m->n_reasons; i++)
+        json_object_set_new(o, m->reason_name[i], u64(counts[i]));
+    return o;
+}
+
+static json_t *totals(const sk_metrics *sum)
+{
+    json_t *t = json_object();
+    json_object_set_new(t, "admissions", u64(sum->admissions));
+    json_object_set_new(t, "soldout_fastpath", u64(sum->soldout_fastpath));
+    json_object_set_new(t, "inflight", json_integer(sum->inflight));
+    json_object_set_new(t, "refusals", refusals(sum, sum->refusals));
+    uint64_t req = 0;
+    for (int r = 0; r < SK_MROUTE_COUNT; r++)
+        for (int s = 0; s < SK_MSTATUS_SLOTS; s++)
+            req += sum->requests[r][s];
+    json_object_set_new(t, "requests", u64(req));
+    json_object_set_new(
+        t, "purchase_latency",
+        histogram(sk_metrics_lat_le, sum->lat_bucket, SK_MLAT_BUCKETS, sum->lat_sum));
+    json_object_set_new(
+        t, "redis_rtt",
+        histogram(sk_metrics_rtt_le, sum->rtt_bucket, SK_MRTT_BUCKETS, sum->rtt_sum));
+    return t;
+}
+
+static json_t *processes(sk_node *node, int64_t now)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < sk_node_procs(node); i++) {
+        struct sk_node_proc *p = sk_node_proc_at(node, i);
+        int pid = atomic_load(&p->pid);
+        uint64_t starts = atomic_load(&p->starts);
+        int64_t beat = atomic_load(&p->beat_ms);
+        json_t *o = json_object();
+        json_object_set_new(o, "kind",
+                            json_string(i < sk_node_api_slots(node) ? "http" : "worker"));
+        json_object_set_new(o, "pid", json_integer(pid));
+        json_object_set_new(o, "alive",
+                            json_boolean(pid > 0 && kill(pid, 0) == 0 && now - beat < 10000));
+        json_object_set_new(o, "restarts", u64(starts > 0 ? starts - 1 : 0));
+        json_object_set_new(o, "started_ms", json_integer(atomic_load(&p->started_ms)));
+        json_object_set_new(o, "beat_ms", json_integer(beat));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static json_t *worker(const struct sk_node_worker *w)
+{
+    json_t *o = json_object();
+    for (int c = 0; c < SK_WC_COUNT_; c++)
+        json_object_set_new(o, sk_node_wc_field((enum sk_node_wc)c),
+                            u64(sk_node_wc_get(w, (enum sk_node_wc)c)));
+    return o;
+}
+
+static const char *const status_names[SK_NODE_NSTATUS] = {"created", "paid", "cancelled"};
+
+/* One activity: the worker's sample (Redis and the database) and the HTTP
+ * processes' counters (row, NULL when none counted it). */
+static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
+                        const struct sk_metrics_act *row, int64_t now)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", u64(a->id));
+    json_object_set_new(o, "name", json_string(a->name)); /* escaped by jansson */
+    json_object_set_new(
+        o, "state",
+        json_string(sk_activity_live_state(a->exists, a->open, a->start_ms, a->end_ms, now)));
+    json_object_set_new(o, "preheated", json_boolean(a->exists));
+    json_object_set_new(o, "start_ms", json_integer(a->start_ms));
+    json_object_set_new(o, "end_ms", json_integer(a->end_ms));
+    json_object_set_new(o, "segments", json_integer(a->segments));
+    json_object_set_new(o, "stock_initial", json_integer(a->initial));
+    json_object_set_new(o, "stock_remaining", json_integer(a->remaining));
+    /* units held by buyers now: what the stats route calls admitted */
+    json_object_set_new(o, "admitted", json_integer(a->exists ? a->initial - a->remaining : 0));
+    json_object_set_new(o, "released", json_integer(a->released));
+    json_object_set_new(o, "backlog", json_integer(a->backlog));
+    json_object_set_new(o, "dead_letters", json_integer(a->dlq));
+    json_object_set_new(o, "db_stock", json_integer(a->db_stock));
+    json_t *orders = json_object(), *units = json_object();
+    for (int s = 0; s < SK_NODE_NSTATUS; s++) {
+        json_object_set_new(orders, status_names[s], json_integer(a->orders[s]));
+        json_object_set_new(units, status_names[s], json_integer(a->units[s]));
+    }
+    json_object_set_new(o, "orders", orders);
+    json_object_set_new(o, "order_units", units);
+    json_object_set_new(o, "reconcile_differences", json_integer(a->reconcile_drift));
+    json_object_set_new(o, "reconcile_ms", json_integer(a->reconcile_ms));
+    static const uint64_t none[SK_MMAX_REASONS];
+    json_object_set_new(o, "admitted_units_total", u64(row ? row->admitted_units : 0));
+    json_object_set_new(o, "admissions_total", u64(row ? row->admissions : 0));
+    json_object_set_new(o, "refusals", refusals(sum, row ? row->refusals : none));
+    return o;
+}
+
+static const struct sk_metrics_act *row_of(const sk_metrics *m, uint64_t id)
+{
+    for (int i = 0; i < SK_METRICS_ACTS; i++)
+        if (m->acts[i].id == id) return &m->acts[i];
+    return NULL;
+}
+
+/* The whole document; NULL when out of memory. */
+static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
+                         const struct sk_node_sample *smp)
+{
+    int64_t now = sk_wall_ms();
+    struct sk_node_worker *w = sk_node_worker(app->node);
+    json_t *d = json_object();
+    json_object_set_new(d, "now_ms", json_integer(now));
+    json_object_set_new(d, "served_by", json_integer((json_int_t)getpid()));
+    json_t *health = json_object();
+    json_t *redis = json_object();
+    json_object_set_new(redis, "ok", json_boolean(sk_aredis_ready(app->redis)));
+    json_object_set_new(
+        redis, "error",
+        json_string(sk_aredis_ready(app->redis) ? "" : sk_aredis_errstr(app->redis)));
+    json_object_set_new(health, "redis", redis);
+    json_t *db = json_object();
+    json_object_set_new(db, "ok", w && smp->sampled_ms ? json_boolean(smp->db_ok) : json_null());
+    json_object_set_new(db, "error", json_string(w && !smp->db_ok ? smp->db_err : ""));
+    json_object_set_new(health, "database", db);
+    json_object_set_new(health, "sampled_ms", json_integer(smp->sampled_ms));
+    json_object_set_new(d, "health", health);
+    json_object_set_new(d, "processes", processes(app->node, now));
+    json_object_set_new(d, "totals", totals(sum));
+    json_object_set_new(d, "worker", w ? worker(w) : json_null());
+    json_t *acts = json_array();
+    for (int i = 0; i < smp->n_acts; i++)
+        json_array_append_new(acts,
+                              activity(&smp->acts[i], sum, row_of(sum, smp->acts[i].id), now));
+    json_object_set_new(d, "activities", acts);
+    json_object_set_new(d, "activities_left_out", json_integer(smp->more_acts));
+    return d;
+}
+
+int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    sk_metrics *sum = sk_metrics_node_sum(app->node);
+    struct sk_node_sample *smp = calloc(1, sizeof *smp);
+    json_t *d = NULL;
+    char *text = NULL;
+    if (sum && smp) {
+        sk_node_sample_get(sk_node_worker(app->node), smp);
+        d = dashboard(app, sum, smp);
+        text = d ? json_dumps(d, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    }
+    if (text) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                       H2O_STRLIT("no-store"));
+        sk_http_reply(app, req, m->route, 200, "application/json", text, strlen(text));
+    } else {
+        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+    }
+    free(text);
+    json_decref(d);
+    free(smp);
+    sk_metrics_free(sum);
+    return 0;
+}

@@ -1,0 +1,252 @@
+/* ops_sampler.c - reads what the dashboard and /metrics need from Redis and
+ * the database, once a second, in the worker process (see ops_sampler.h). */
+#include "orders/ops_sampler.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/segment.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+_Static_assert(SK_NODE_NAME >= SK_ACTIVITY_NAME_MAX, "activity names fit the node's rows");
+
+/* Copies at most cap - 1 bytes of src, terminated. */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+struct sk_sampler {
+    sk_redis *r;
+    sk_store *st;
+    struct sk_node_worker *w;
+    atomic_int stop;
+    struct sk_node_sample smp; /* built here, then published whole */
+};
+
+int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
+                   struct sk_node_worker *w, char *err, size_t cap)
+{
+    *out = NULL;
+    if (!redis_url || !db_spec || !w) {
+        if (err) snprintf(err, cap, "sampler: redis URL, database and node slot are required");
+        return SK_EINVAL;
+    }
+    sk_sampler *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (err) snprintf(err, cap, "out of memory");
+        return SK_ENOMEM;
+    }
+    s->w = w;
+    int rc = sk_redis_new(&s->r, redis_url, 1000, 2000, err, cap);
+    if (rc == 0) rc = sk_store_open(&s->st, db_spec, err, cap);
+    if (rc) {
+        sk_sampler_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sk_sampler_free(sk_sampler *s)
+{
+    if (!s) return;
+    sk_redis_free(s->r);
+    sk_store_close(s->st);
+    free(s);
+}
+
+void sk_sampler_stop(sk_sampler *s)
+{
+    atomic_store(&s->stop, 1);
+}
+
+static int64_t int_of(const redisReply *e, int64_t dflt)
+{
+    if (!e) return dflt;
+    if (e->type == REDIS_REPLY_INTEGER) return e->integer;
+    if (e->type == REDIS_REPLY_STRING) return strtoll(e->str, NULL, 10);
+    return dflt;
+}
+
+/* Backlog of a stream: entries the order worker's group has not
+ * acknowledged (pending + lag), all of it when there is no group yet, -1
+ * when Redis cannot tell (lag unknown). */
+static int stream_backlog(sk_redis *r, const char *stream, int64_t xlen, int64_t *out)
+{
+    *out = xlen;
+    if (xlen == 0) return 0;
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "XINFO GROUPS %s", stream);
+    if (rc < 0) return rc;
+    if (rep->type == REDIS_REPLY_ARRAY)
+        for (size_t g = 0; g < rep->elements; g++) {
+            const redisReply *gr = rep->element[g];
+            if (gr->type != REDIS_REPLY_ARRAY) continue;
+            const redisReply *name = NULL, *pending = NULL, *lag = NULL;
+            for (size_t i = 0; i + 1 < gr->elements; i += 2) {
+                const char *f =
+                    gr->element[i]->type == REDIS_REPLY_STRING ? gr->element[i]->str : "";
+                if (!strcmp(f, "name")) name = gr->element[i + 1];
+                if (!strcmp(f, "pending")) pending = gr->element[i + 1];
+                if (!strcmp(f, "lag")) lag = gr->element[i + 1];
+            }
+            if (name && name->type == REDIS_REPLY_STRING && !strcmp(name->str, "seckill"))
+                *out = lag && lag->type == REDIS_REPLY_INTEGER ? int_of(pending, 0) + lag->integer
+                                                               : -1;
+        }
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* Adds one key set's figures (a whole unsegmented activity, or one
+ * segment) to a; xfer gets xout - xin (units lent, not yet received). */
+static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act *a, int64_t *xfer)
+{
+    redisReply *m, *x;
+    int rc = sk_redis_cmd(r, &m, "HMGET %s open initial released xin xout", k->meta);
+    if (rc < 0) return rc;
+    int exists = m->type == REDIS_REPLY_ARRAY && m->elements == 5 &&
+                 m->element[1]->type == REDIS_REPLY_STRING;
+    if (exists) {
+        a->open = a->open && int_of(m->element[0], 0) == 1;
+        a->initial += int_of(m->element[1], 0);
+        a->released += int_of(m->element[2], 0);
+        *xfer += int_of(m->element[4], 0) - int_of(m->element[3], 0);
+    } else {
+        a->exists = 0;
+        a->open = 0;
+    }
+    freeReplyObject(m);
+    if (!exists) return 0;
+    int64_t v[3] = {0, 0, 0}; /* stock, orders length, dlq length */
+    const char *fmt[3] = {"GET %s", "XLEN %s", "XLEN %s"};
+    const char *key[3] = {k->stock, k->orders, k->dlq};
+    for (int i = 0; i < 3; i++) {
+        rc = sk_redis_cmd(r, &x, fmt[i], key[i]);
+        if (rc < 0) return rc;
+        v[i] = int_of(x, 0);
+        freeReplyObject(x);
+    }
+    int64_t backlog;
+    rc = stream_backlog(r, k->orders, v[1], &backlog);
+    if (rc < 0) return rc;
+    a->remaining += v[0];
+    a->dlq += v[2];
+    a->backlog = a->backlog < 0 || backlog < 0 ? -1 : a->backlog + backlog;
+    return 0;
+}
+
+/* An activity's live figures from Redis (every segment's, summed). */
+static int sample_redis(sk_redis *r, struct sk_node_act *a)
+{
+    int segs = 1;
+    int rc = sk_seg_count(r, a->id, &segs);
+    if (rc < 0) return rc;
+    a->exists = 1;
+    a->open = 1;
+    a->initial = a->remaining = a->released = a->backlog = a->dlq = 0;
+    int64_t xfer = 0;
+    for (int i = 0; i < (segs > 1 ? segs : 1) && rc == 0; i++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, a->id, segs > 1 ? i : SK_SEG_NONE);
+        rc = sample_keys(r, &k, a, &xfer);
+    }
+    if (rc < 0) return rc;
+    /* units on their way between segments are neither sold nor on a shelf:
+     * counted as remaining (held + remaining + in transit == initial) */
+    a->remaining += xfer > 0 ? xfer : 0;
+    a->segments = segs;
+    struct sk_keys b;
+    sk_keys_for(&b, a->id);
+    redisReply *rep;
+    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms", b.meta);
+    if (rc < 0) return rc;
+    a->reconcile_drift =
+        rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[0], -1) : -1;
+    a->reconcile_ms =
+        rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[1], 0) : 0;
+    freeReplyObject(rep);
+    if (!a->exists) {
+        a->initial = a->remaining = 0;
+        a->backlog = 0;
+    }
+    return 0;
+}
+
+/* Live sales first, then the most recent: the rows worth a look. */
+static int act_order(const void *pa, const void *pb)
+{
+    const struct sk_activity *x = pa, *y = pb;
+    int64_t now = sk_wall_ms();
+    int lx = x->start_ms <= now && now < x->end_ms, ly = y->start_ms <= now && now < y->end_ms;
+    if (lx != ly) return ly - lx;
+    if (x->start_ms != y->start_ms) return x->start_ms < y->start_ms ? 1 : -1;
+    return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
+}
+
+void sk_sampler_pass(sk_sampler *s)
+{
+    struct sk_node_sample *smp = &s->smp;
+    memset(smp, 0, sizeof *smp);
+    struct sk_activity *acts = NULL;
+    size_t n = 0;
+    smp->db_ok = sk_store_activity_list(s->st, &acts, &n) == 0;
+    if (!smp->db_ok) copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+    if (n > 1) qsort(acts, n, sizeof *acts, act_order);
+    smp->n_acts = n > SK_NODE_ACTS ? SK_NODE_ACTS : (int32_t)n;
+    smp->more_acts = n > SK_NODE_ACTS ? (int32_t)(n - SK_NODE_ACTS) : 0;
+    smp->redis_ok = sk_redis_ensure(s->r) == 0;
+    for (int i = 0; i < smp->n_acts; i++) {
+        struct sk_node_act *a = &smp->acts[i];
+        const struct sk_activity *d = &acts[i];
+        a->id = d->id;
+        copy_text(a->name, sizeof a->name, d->name);
+        a->start_ms = d->start_ms;
+        a->end_ms = d->end_ms;
+        a->segments = d->segments;
+        a->db_stock = d->stock_db;
+        a->initial = d->stock;
+        a->remaining = d->stock;
+        a->reconcile_drift = -1;
+        if (smp->redis_ok && sample_redis(s->r, a) < 0) smp->redis_ok = 0;
+        if (!a->exists) a->initial = a->remaining = d->stock; /* not preheated: the definition */
+        struct sk_order_counts c;
+        if (smp->db_ok && sk_store_orders_count(s->st, d->id, &c) == 0) {
+            for (int k = 0; k < SK_NODE_NSTATUS && k < SK_ORDER_NSTATUS; k++) {
+                a->orders[k] = c.orders[k];
+                a->units[k] = c.units[k];
+            }
+        } else if (smp->db_ok) {
+            smp->db_ok = 0;
+            copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+        }
+    }
+    if (!smp->redis_ok) copy_text(smp->redis_err, sizeof smp->redis_err, s->r->errstr);
+    free(acts);
+    smp->sampled_ms = sk_wall_ms();
+    sk_node_sample_put(s->w, smp);
+    sk_node_proc_beat(&s->w->proc, smp->sampled_ms);
+}
+
+void sk_sampler_run(sk_sampler *s, int interval_ms)
+{
+    while (!atomic_load(&s->stop)) {
+        int64_t next = sk_mono_ms() + interval_ms;
+        sk_sampler_pass(s);
+        while (!atomic_load(&s->stop) && sk_mono_ms() < next) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/* ops_sampler.h - the figures of a node's activities that only Redis and
+ * the database know (stock left, order backlog, dead letters, orders by
+ * status, the last reconcile verdict), read once a second in the worker
+ * process and published in the node's shared segment (core/node_stats.h),
+ * where /metrics and the dashboard of every HTTP process read them without
+ * a round trip of their own.
+ *
+ * Cheap reads only: per key set one HMGET, GET, two XLEN and XINFO GROUPS
+ * (never the buyers hash), and one COUNT ... GROUP BY status per activity.
+ * At most SK_NODE_ACTS activities: those whose sale window holds now
+ * first, then the most recent ones.
+ *
+ * A sampler is one thread's object (its own Redis and store connections);
+ * sk_sampler_stop may be called from any thread or a signal handler. */
+#ifndef SK_OPS_SAMPLER_H
+#define SK_OPS_SAMPLER_H
+#include <stddef.h>
+
+#include "core/node_stats.h"
+
+typedef struct sk_sampler sk_sampler;
+
+/* Creates a sampler publishing into w (required): copies the URL and the
+ * spec, opens the store (migrations run), connects to Redis lazily.
+ * Returns 0, SK_EINVAL, SK_EDB or SK_ENOMEM (err says why). The caller owns
+ * *out: sk_sampler_free. */
+int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
+                   struct sk_node_worker *w, char *err, size_t cap);
+void sk_sampler_free(sk_sampler *s);
+
+/* One sample, published (Redis or database failures are published too: the
+ * health part says which failed). Also a sign of life of the worker slot. */
+void sk_sampler_pass(sk_sampler *s);
+
+/* A pass every interval_ms until sk_sampler_stop (seen within 50 ms). */
+void sk_sampler_run(sk_sampler *s, int interval_ms);
+void sk_sampler_stop(sk_sampler *s);
+
+#endif

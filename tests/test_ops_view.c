@@ -1,0 +1,547 @@
+/* test_ops_view.c - the operator's view of a node: /metrics sums every
+ * process of `seckill serve` (HTTP processes and the order worker) and never
+ * goes backwards when a process is killed and replaced; --ops-listen keeps
+ * the operations routes off the buyers' port; the dashboard, loaded by a
+ * real headless Chromium during a sale, shows what the engine reports. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
+ * process); the body into body (cap bytes, terminated). Returns the
+ * status, 0 when nothing came back. */
+static int get_big(int port, const char *path, char *body, size_t cap)
+{
+    char reqb[256];
+    int n = snprintf(reqb, sizeof reqb, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     path);
+    static char raw[1 << 20];
+    size_t got = sk_th_http_raw(port, reqb, (size_t)n, raw, sizeof raw, 5000);
+    body[0] = 0;
+    if (got < 12 || strncmp(raw, "HTTP/1.1 ", 9) != 0) return 0;
+    const char *b = strstr(raw, "\r\n\r\n");
+    if (b) snprintf(body, cap, "%s", b + 4);
+    return atoi(raw + 9);
+}
+
+/* Value of the sample `series` (exact name and labels) in Prometheus text;
+ * -1 when absent. */
+static long long sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; (p = strstr(p, series)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtoll(p + n + 1, NULL, 10);
+    return -1;
+}
+
+/* Every counter sample of a scrape (counter families, histogram buckets
+ * and counts) as "series value" lines, for comparing two scrapes. */
+struct samples {
+    char name[512][400];
+    double v[512];
+    int n;
+};
+static void counters_of(const char *text, struct samples *s)
+{
+    s->n = 0;
+    char type[32] = "";
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        if (!nl) break;
+        char l[400];
+        size_t len = (size_t)(nl - line) < sizeof l - 1 ? (size_t)(nl - line) : sizeof l - 1;
+        memcpy(l, line, len);
+        l[len] = 0;
+        line = nl + 1;
+        if (!strncmp(l, "# TYPE ", 7)) {
+            sscanf(l + 7, "%*s %31s", type);
+            continue;
+        }
+        if (l[0] == '#' || !l[0]) continue;
+        int counter = !strcmp(type, "counter") || (!strcmp(type, "histogram") &&
+                                                   (strstr(l, "_bucket{") || strstr(l, "_count ")));
+        char *sp = strrchr(l, ' ');
+        if (!counter || !sp || s->n >= 512) continue;
+        *sp = 0;
+        snprintf(s->name[s->n], sizeof s->name[0], "%s", l);
+        s->v[s->n++] = strtod(sp + 1, NULL);
+    }
+}
+
+/* Every counter of before is in after with a value at least as high. */
+static void check_not_lower(const struct samples *before, const struct samples *after)
+{
+    for (int i = 0; i < before->n; i++) {
+        int found = 0;
+        for (int j = 0; j < after->n && !found; j++)
+            if (!strcmp(before->name[i], after->name[j])) {
+                found = 1;
+                CHECK_MSG(after->v[j] >= before->v[i], "%s went back from %.0f to %.0f",
+                          before->name[i], before->v[i], after->v[j]);
+            }
+        CHECK_MSG(found, "%s vanished", before->name[i]);
+    }
+    CHECK(before->n > 20);
+}
+
+static int admin_post(int port, const char *path, const char *body, struct sk_th_resp *r)
+{
+    struct sk_th_http c;
+    sk_th_http_open(&c, port);
+    int st = sk_th_http_req(&c, "POST", path, "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n",
+                            body, r);
+    sk_th_http_close(&c);
+    return st;
+}
+
+/* Creates, preheats and opens activity id (window: now-1 min .. +1 h). */
+static void open_sale(int port, uint64_t id, long long stock, long long limit)
+{
+    char body[400], path[96];
+    struct sk_th_resp r;
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"ops sale %" PRIu64 "\",\"stock\":%lld,"
+             "\"per_user_limit\":%lld,\"start\":\"2020-01-01T00:00:00Z\","
+             "\"end\":\"2099-01-01T00:00:00Z\"}",
+             id, id, stock, limit);
+    CHECK_EQ(admin_post(port, "/api/v1/activities", body, &r), 201);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
+    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
+    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+}
+
+/* Purchases by users base+1..base+n over `conns` connections, each opened
+ * anew so the kernel spreads them over the processes sharing the port.
+ * Returns how many were accepted; every answer is a 200 or a 409. */
+static int buy_many(int port, uint64_t aid, uint64_t base, int n, int conns)
+{
+    int accepted = 0, per = (n + conns - 1) / conns;
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    for (int c = 0; c < conns; c++) {
+        struct sk_th_http h;
+        sk_th_http_open(&h, port);
+        for (int i = c * per; i < (c + 1) * per && i < n; i++) {
+            char hdr[64];
+            struct sk_th_resp r;
+            snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", base + (uint64_t)i + 1);
+            int st = sk_th_http_req(&h, "POST", path, hdr, "{\"quantity\":1}", &r);
+            CHECK_MSG(st == 200 || st == 409, "purchase answered %d: %s", st, r.body);
+            accepted += st == 200;
+        }
+        sk_th_http_close(&h);
+    }
+    return accepted;
+}
+
+/* Children of pid, from /proc. */
+static int children(pid_t pid, pid_t *out, int cap)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    int k = 0;
+    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
+        out[k++] = atoi(p);
+    return k;
+}
+
+/* Kills child `victim` of the supervisor with SIGKILL and waits until a new
+ * process has taken its place. */
+static void kill_and_wait_replacement(pid_t supervisor, pid_t victim, int want)
+{
+    CHECK_EQ(kill(victim, SIGKILL), 0);
+    int64_t deadline = sk_mono_ms() + 10000;
+    for (;;) {
+        pid_t now[8];
+        int m = children(supervisor, now, 8), gone = 1;
+        for (int i = 0; i < m; i++)
+            if (now[i] == victim) gone = 0;
+        if (m == want && gone) return;
+        CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)victim);
+        nap_ms(10);
+    }
+}
+
+/* The metric text of the node until cond(text) holds (bounded). */
+static const char *scrape_until(int port, int (*cond)(const char *, void *), void *arg)
+{
+    static char text[1 << 20];
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (;;) {
+        CHECK_EQ(get_big(port, "/metrics", text, sizeof text), 200);
+        if (cond(text, arg)) return text;
+        CHECK_MSG(sk_mono_ms() < deadline, "metrics never got there:\n%.3000s", text);
+        nap_ms(50);
+    }
+}
+
+struct want {
+    const char *series;
+    long long value;
+};
+static int has_value(const char *text, void *arg)
+{
+    const struct want *w = arg;
+    for (; w->series; w++)
+        if (sample(text, w->series) != w->value) return 0;
+    return 1;
+}
+
+SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
+{
+    struct sk_th_serve s;
+    const char *extra[] = {"--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 1000, 1);
+    int accepted = buy_many(s.port, aid, 0, 400, 16);
+    CHECK_EQ(accepted, 400);
+    /* every scrape, whichever process answers it, reports the node */
+    char act[96];
+    snprintf(act, sizeof act, "seckill_activity_admitted_units_total{activity=\"%" PRIu64 "\"}",
+             aid);
+    static char text[1 << 20];
+    for (int i = 0; i < 12; i++) {
+        CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+        CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
+        CHECK_EQ(sample(text, act), accepted);
+        CHECK_EQ(sample(text, "seckill_node_processes{kind=\"api\"}"), 2);
+    }
+    /* the worker's counters: every admitted order persisted */
+    struct want persisted[] = {{"seckill_orders_persisted_total", accepted}, {NULL, 0}};
+    struct samples before, after;
+    counters_of(scrape_until(s.port, has_value, persisted), &before);
+
+    /* kill each process in turn (two HTTP processes, then the worker): no
+     * counter of any scrape afterwards is lower than before */
+    pid_t kids[8];
+    CHECK_EQ(children(s.pid, kids, 8), 3);
+    for (int victim = 0; victim < 3; victim++) {
+        kill_and_wait_replacement(s.pid, kids[victim], 3); /* the first generation, each once */
+        int more = buy_many(s.port, aid, 1000 + (uint64_t)victim * 100, 20, 4);
+        CHECK_EQ(more, 20);
+        accepted += more;
+        for (int i = 0; i < 6; i++) {
+            CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+            CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
+            counters_of(text, &after);
+            check_not_lower(&before, &after);
+        }
+        struct want all[] = {{"seckill_orders_persisted_total", accepted},
+                             {"seckill_node_processes{kind=\"api\"}", 2},
+                             {"seckill_node_processes{kind=\"worker\"}", 1},
+                             {NULL, 0}};
+        counters_of(scrape_until(s.port, has_value, all), &after);
+        check_not_lower(&before, &after);
+        before = after;
+    }
+    CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+    CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"api\"}"), 4);
+    CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"worker\"}"), 2);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+SK_TEST(ops_worker_figures_appear_on_the_node_metrics)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 50, 1);
+    CHECK_EQ(buy_many(s.port, aid, 0, 80, 4), 50); /* 30 refused: sold out */
+    char rem[128], orders[128], backlog[128], dlq[128], sold[128];
+    snprintf(rem, sizeof rem, "seckill_activity_stock_remaining{activity=\"%" PRIu64 "\"}", aid);
+    snprintf(orders, sizeof orders,
+             "seckill_activity_orders{activity=\"%" PRIu64 "\",status=\"created\"}", aid);
+    snprintf(backlog, sizeof backlog, "seckill_activity_stream_backlog{activity=\"%" PRIu64 "\"}",
+             aid);
+    snprintf(dlq, sizeof dlq, "seckill_activity_dead_letters{activity=\"%" PRIu64 "\"}", aid);
+    snprintf(sold, sizeof sold,
+             "seckill_activity_refusals_total{activity=\"%" PRIu64 "\",reason=\"sold_out\"}", aid);
+    struct want w[] = {{"seckill_orders_persisted_total", 50},
+                       {"seckill_worker_batches_total", -2}, /* replaced below */
+                       {NULL, 0}};
+    w[1] = (struct want){rem, 0};
+    struct want w2[] = {{orders, 50}, {backlog, 0}, {dlq, 0}, {sold, 30}, {NULL, 0}};
+    const char *t = scrape_until(s.port, has_value, w);
+    t = scrape_until(s.port, has_value, w2);
+    CHECK(sample(t, "seckill_worker_batches_total") >= 1);
+    CHECK(sample(t, "seckill_worker_acked_total") == 50);
+    CHECK(sample(t, "seckill_sweeper_passes_total") >= 1);
+    CHECK_EQ(sample(t, "seckill_orders_dead_lettered_total"), 0);
+    CHECK(strstr(t, "# TYPE seckill_reconcile_runs_total counter\n") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+SK_TEST(ops_listen_serves_the_operations_routes_there_only)
+{
+    struct sk_th_serve s;
+    int ops = sk_th_free_port();
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
+    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 10, 1);
+    static char body[1 << 20];
+    const char *ops_routes[] = {"/metrics", "/healthz", "/readyz", "/", "/dashboard.json"};
+    for (size_t i = 0; i < sizeof ops_routes / sizeof ops_routes[0]; i++) {
+        for (int k = 0; k < 4; k++) { /* fresh connections: both processes */
+            CHECK_MSG(get_big(s.port, ops_routes[i], body, sizeof body) == 404,
+                      "%s answered on the buyers' port", ops_routes[i]);
+            CHECK_MSG(strstr(body, "\"not_found\"") != NULL, "%s", body);
+            CHECK_MSG(get_big(ops, ops_routes[i], body, sizeof body) == 200,
+                      "%s not on the ops port", ops_routes[i]);
+        }
+    }
+    /* the buyers' routes stay on the buyers' port only */
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
+    CHECK_EQ(get_big(s.port, path, body, sizeof body), 200);
+    CHECK_EQ(get_big(ops, path, body, sizeof body), 404);
+    CHECK_EQ(buy_many(s.port, aid, 0, 3, 1), 3);
+    struct sk_th_http h;
+    struct sk_th_resp r;
+    sk_th_http_open(&h, ops);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    CHECK_EQ(sk_th_http_req(&h, "POST", path, "X-User-Id: 99\r\n", "{}", &r), 404);
+    sk_th_http_close(&h);
+    /* what the buyers' port did shows on the ops port */
+    CHECK_EQ(get_big(ops, "/metrics", body, sizeof body), 200);
+    CHECK_EQ(sample(body, "seckill_admissions_total"), 3);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+
+    /* the same from the environment; a busy ops port fails the start */
+    char out[2048];
+    char env[96];
+    snprintf(env, sizeof env, "SECKILL_OPS_LISTEN=127.0.0.1:%d", s.port);
+    int busy = sk_th_free_port();
+    struct sk_th_serve s2;
+    const char *extra2[] = {"--ops-listen", addr, NULL};
+    sk_th_serve_start(&s2, sk_th_redis_url(), extra2);
+    char listen[64], db[400];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", busy);
+    snprintf(db, sizeof db, "sqlite:%s/busy.db", sk_th_tmpdir());
+    const char *args[] = {
+        "serve", "--listen", listen, "--ops-listen", addr, "--redis", sk_th_redis_url(),
+        "--db",  db,         NULL};
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    CHECK_MSG(rc == 1 && strstr(out, "ops listener") != NULL, "rc %d: %s", rc, out);
+    const char *const envs[] = {env, NULL};
+    const char *args2[] = {"serve",           "--listen", addr, "--redis",
+                           sk_th_redis_url(), "--db",     db,   NULL};
+    rc = sk_th_run_seckill(out, sizeof out, envs, args2); /* ops = listen's port: refused */
+    CHECK_MSG(rc != 0, "rc %d: %s", rc, out);
+    CHECK_EQ(sk_th_serve_stop(&s2, SIGTERM), 0);
+}
+
+/* ---- the dashboard in a real browser ------------------------------------ */
+
+/* Runs headless Chromium on url with --dump-dom; the DOM into out. */
+static void chromium_dump(const char *url, char *out, size_t cap)
+{
+    char dir[300], file[320], profile[340];
+    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
+    snprintf(file, sizeof file, "%s/dom.html", dir);
+    snprintf(profile, sizeof profile, "--user-data-dir=%s/chromium-profile", dir);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(fd, 1);
+        dup2(devnull, 2);
+        setenv("HOME", dir, 1);
+        execlp("chromium", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-quic", "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", profile,
+               "--virtual-time-budget=5000", "--dump-dom", url, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    int64_t deadline = sk_mono_ms() + 90000;
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (sk_mono_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            CHECK_MSG(0, "chromium did not finish in 90 s");
+        }
+        nap_ms(50);
+    }
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "chromium failed (exit %d; is the Debian package chromium installed? "
+              "scripts/deps.sh installs it)",
+              WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    FILE *f = fopen(file, "r");
+    CHECK(f != NULL);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    fclose(f);
+}
+
+/* The text of the element with id `id` in a DOM dump, digits only
+ * (thousands separators dropped); -1 when absent. */
+static long long dom_number(const char *dom, const char *id)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "id=\"%s\">", id);
+    const char *p = strstr(dom, pat);
+    if (!p) return -1;
+    p += strlen(pat);
+    long long v = 0;
+    int digits = 0;
+    for (; *p && *p != '<'; p++)
+        if (*p >= '0' && *p <= '9') {
+            v = v * 10 + (*p - '0');
+            digits++;
+        } else if (*p != ',') {
+            return -1;
+        }
+    return digits ? v : -1;
+}
+
+static int dashboard_caught_up(int ops, uint64_t aid, long long admitted)
+{
+    static char body[1 << 20];
+    if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
+    json_error_t e;
+    json_t *d = json_loads(body, 0, &e), *acts = json_object_get(d, "activities");
+    int ok = 0;
+    for (size_t i = 0; i < json_array_size(acts); i++) {
+        json_t *a = json_array_get(acts, i);
+        if ((uint64_t)json_integer_value(json_object_get(a, "id")) == aid)
+            ok = json_integer_value(json_object_get(a, "admitted")) == admitted;
+    }
+    json_decref(d);
+    return ok;
+}
+
+SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240)
+{
+    struct sk_th_serve s;
+    int ops = sk_th_free_port();
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
+    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 2500, 1);
+    int accepted = buy_many(s.port, aid, 0, 1234, 8);
+    CHECK_EQ(accepted, 1234);
+    /* the sale goes on; the worker's sampler catches up within a second */
+    int64_t deadline = sk_mono_ms() + 15000;
+    while (!dashboard_caught_up(ops, aid, accepted)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed %d admitted", accepted);
+        nap_ms(100);
+    }
+    /* what the engine reports: the admin stats route */
+    struct sk_th_http h;
+    struct sk_th_resp r;
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/stats", aid);
+    sk_th_http_open(&h, s.port);
+    CHECK_EQ(sk_th_http_req(&h, "GET", path, "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n",
+                            NULL, &r),
+             200);
+    sk_th_http_close(&h);
+    json_error_t e;
+    json_t *st = json_loads(r.body, 0, &e);
+    CHECK(st != NULL);
+    long long remaining = json_integer_value(json_object_get(st, "remaining"));
+    long long admitted = json_integer_value(json_object_get(st, "admitted"));
+    json_decref(st);
+    CHECK_EQ(admitted, accepted);
+    CHECK_EQ(remaining, 2500 - accepted);
+
+    static char dom[1 << 20];
+    char url[96], id[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
+    chromium_dump(url, dom, sizeof dom);
+    snprintf(id, sizeof id, "id=\"act-%" PRIu64 "-id\">#%" PRIu64 "<", aid, aid);
+    CHECK_MSG(strstr(dom, id) != NULL, "the page does not show activity %" PRIu64 ":\n%.2000s", aid,
+              dom);
+    snprintf(id, sizeof id, "act-%" PRIu64 "-remaining", aid);
+    CHECK_EQ(dom_number(dom, id), remaining);
+    snprintf(id, sizeof id, "act-%" PRIu64 "-admitted", aid);
+    CHECK_EQ(dom_number(dom, id), admitted);
+    /* thousands separators, as an operator reads them */
+    char shown[96];
+    snprintf(shown, sizeof shown, "id=\"act-%" PRIu64 "-admitted\">1,234<", aid);
+    CHECK_MSG(strstr(dom, shown) != NULL, "admitted not shown as 1,234");
+    /* the node's health and its processes are on the page */
+    CHECK(strstr(dom, "HTTP 2/2") != NULL);
+    CHECK(strstr(dom, "Order worker") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* `activity show --watch`: a frame every second until SIGINT, then exit 0. */
+SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 100, 1);
+    CHECK_EQ(buy_many(s.port, aid, 0, 7, 1), 7);
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(sk_th_seckill_bin(), "seckill", "activity", "show", "--redis", sk_th_redis_url(),
+              "--db", s.db, "--id", id, "--watch", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    static char out[65536];
+    size_t n = 0;
+    int64_t deadline = sk_mono_ms() + 15000;
+    /* two frames: the second one carries a rate */
+    while (!strstr(out, "admitted_per_s")) {
+        ssize_t got = read(fds[0], out + n, sizeof out - 1 - n);
+        if (got > 0) n += (size_t)got;
+        out[n] = 0;
+        CHECK_MSG(sk_mono_ms() < deadline, "no second frame:\n%s", out);
+        if (got <= 0) nap_ms(20);
+    }
+    CHECK_EQ(kill(pid, SIGINT), 0);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(fds[0]);
+    CHECK(strstr(out, "stock_remaining  93\n") != NULL);
+    CHECK(strstr(out, "admitted         7\n") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
