@@ -148,7 +148,9 @@ static void target_check_state(struct target *t)
     CHECK_EQ(field(&r, "remaining"), t->stock - t->bought);
     CHECK_EQ(field(&r, "admitted"), t->bought);
     CHECK_EQ(field(&r, "buyers"), t->bought);
-    CHECK_EQ(field(&r, "stream_length"), t->bought);
+    /* the order worker (role all) trims what it persisted every second, so
+     * the stream may hold fewer entries, never more */
+    CHECK(field(&r, "stream_length") <= t->bought);
 }
 
 /* stock_remaining of the public activity read. */

@@ -496,7 +496,7 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     snprintf(shown, sizeof shown, "id=\"act-%" PRIu64 "-admitted\">1,234<", aid);
     CHECK_MSG(strstr(dom, shown) != NULL, "admitted not shown as 1,234");
     /* the node's health and its processes are on the page */
-    CHECK(strstr(dom, "HTTP 2/2") != NULL);
+    CHECK(strstr(dom, "HTTP processes 2/2") != NULL);
     CHECK(strstr(dom, "Order worker") != NULL);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }

@@ -150,7 +150,7 @@ function renderHealth(d) {
   pill(h, 'Database', db.ok === null ? '' : db.ok ? 'ok' : 'bad', db.error || (db.ok === null ? 'no worker on this node' : ''));
   const httpP = d.processes.filter((p) => p.kind === 'http'), workerP = d.processes.filter((p) => p.kind === 'worker');
   const up = httpP.filter((p) => p.alive).length;
-  pill(h, 'HTTP ' + up + '/' + httpP.length, up === httpP.length ? 'ok' : up ? 'warn' : 'bad');
+  pill(h, 'HTTP processes ' + up + '/' + httpP.length, up === httpP.length ? 'ok' : up ? 'warn' : 'bad');
   if (workerP.length) pill(h, 'Order worker', workerP[0].alive ? 'ok' : 'bad');
   else pill(h, 'no order worker', 'warn');
   $('updated').textContent = 'updated ' + new Date(d.now_ms).toLocaleTimeString('en-GB') + ' · served by pid ' + d.served_by;
