@@ -22,6 +22,7 @@
 #include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
+#include "http/framing.h"
 #include "http/http_body.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -276,10 +277,30 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
     return c;
 }
 
+/* A request whose head frames or names its sender ambiguously
+ * (framing.h) is answered 400 and its connection closed after the answer:
+ * whatever followed it on the connection is never read as a request. */
+static int framing_or_reply(struct sk_app *app, h2o_req_t *req)
+{
+    h2o_socket_t *sock = req->conn && req->conn->callbacks->get_socket
+                             ? req->conn->callbacks->get_socket(req->conn)
+                             : NULL;
+    const char *why;
+    /* h2o leaves the current request's head at the start of the socket's
+     * input until the answer is sent (the body, if any, follows it). */
+    if (!sock || !sock->input || sk_framing_check(sock->input->bytes, sock->input->size, &why) >= 0)
+        return 0;
+    req->http1_is_persistent = 0;
+    sk_log(SK_LOG_DEBUG, "refused a request: %s", why);
+    sk_http_error(app, req, SK_ROUTE_COUNT, 400, "bad_request", why);
+    return 1;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct sk_app *app = ((struct app_handler *)self)->app;
     struct sk_route_match m;
+    if (framing_or_reply(app, req)) return 0;
     if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
         char msg[96];
         snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
