@@ -9,6 +9,7 @@
 #include <h2o.h>
 
 #include "http/config.h"
+#include "http/conns.h"
 #include "http/metrics.h"
 #include "http/router.h"
 #include "redis/redis_async.h"
@@ -32,7 +33,6 @@ struct sk_app {
     h2o_globalconf_t h2o_config;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
-    h2o_socket_t *listener;
     int listen_fd;
     sk_aredis *redis;
     sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
@@ -44,6 +44,7 @@ struct sk_app {
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
     size_t n_acts, cap_acts;
+    struct sk_conns conns; /* client connections: accept loop, cap, timeouts */
 };
 
 /* Route handlers: answer now or later; always return 0. */

@@ -325,15 +325,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     return route_fns[m.route](app, req, &m);
 }
 
-static void on_accept(h2o_socket_t *listener, const char *err)
-{
-    struct sk_app *app = listener->data;
-    if (err) return;
-    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (!sock) return;
-    h2o_accept(&app->accept_ctx, sock);
-}
-
 int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
 {
     char host[256];
@@ -374,11 +365,7 @@ int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err,
 static void start_drain(struct sk_app *app)
 {
     app->draining = 1;
-    if (app->listener) {
-        h2o_socket_read_stop(app->listener);
-        h2o_socket_close(app->listener);
-        app->listener = NULL;
-    }
+    sk_conns_unlisten(&app->conns);
     h2o_context_request_shutdown(&app->ctx);
     sk_log(SK_LOG_INFO, "draining: %d requests in flight", app->inflight);
 }
@@ -418,6 +405,16 @@ static void setup_h2o(struct sk_app *app)
     /* h2o answers bodies over its limit itself, in plain text; give it room
      * so that bodies up to twice max_body get our JSON 413 from on_req. */
     app->h2o_config.max_request_entity_size = 2 * (size_t)app->cfg.max_body;
+    /* HTTP/2 is off: h2o 2.2's cleartext HTTP/2 (the prior-knowledge
+     * preface and Upgrade: h2c) is untested here and predates the 2023
+     * Rapid Reset fix (README, "HTTP hardening"). */
+    app->h2o_config.http1.upgrade_to_http2 = 0;
+    /* h2o's request timeout bounds reading: a keep-alive wait, a head, a
+     * body. conns.c bounds writing with the same figure, and must see an
+     * idle connection whose last answers were never read before h2o
+     * closes it (a plain close would leave them to the kernel): h2o's
+     * bound is one second longer. */
+    app->h2o_config.http1.req_timeout = (uint64_t)app->cfg.io_timeout_s * 1000 + 1000;
     h2o_hostconf_t *host =
         h2o_config_register_host(&app->h2o_config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -454,11 +451,12 @@ static int connect_redis(struct sk_app *app)
 
 static void start_accepting(struct sk_app *app)
 {
-    app->listener =
-        h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
-    app->listener->data = app;
-    h2o_socket_read_start(app->listener, on_accept);
-    sk_log(SK_LOG_INFO, "listening on %s (pid %d)", app->cfg.listen, (int)getpid());
+    sk_conns_init(&app->conns, app->ctx.loop, &app->accept_ctx, app->listen_fd,
+                  app->cfg.max_connections, app->cfg.io_timeout_s,
+                  app->h2o_config.max_request_entity_size);
+    sk_conns_listen(&app->conns);
+    sk_log(SK_LOG_INFO, "listening on %s (pid %d, at most %lld connections, I/O timeout %d s)",
+           app->cfg.listen, (int)getpid(), app->conns.max, app->cfg.io_timeout_s);
 }
 
 /* While draining: 1 when the loop may stop (everything answered for
@@ -493,6 +491,7 @@ static void serve(struct sk_app *app)
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
+        sk_conns_tick(&app->conns);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
