@@ -109,6 +109,20 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len)
     return req->headers.entries[i].value.base;
 }
 
+static int peer_ip(h2o_req_t *req, struct sk_ip *ip);
+
+/* The buyer's token checked with the configured secrets (two during a
+ * rotation, told apart by the token's key id) and the lifetime bound. */
+static int hmac_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *uid)
+{
+    const struct sk_config *c = &app->cfg;
+    struct sk_auth_key keys[2] = {
+        {c->hmac_key_id, c->hmac_secret, strlen(c->hmac_secret)},
+        {c->hmac_key_id_prev, c->hmac_secret_prev, strlen(c->hmac_secret_prev)}};
+    return sk_auth_verify_token_keys(keys, c->hmac_secret_prev[0] ? 2 : 1, tok, tl,
+                                     sk_wall_ms() / 1000, c->hmac_max_ttl_s, uid);
+}
+
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid)
 {
     size_t len;
@@ -117,9 +131,7 @@ int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
         const char *tok;
         size_t tl;
         v = sk_http_header(req, "authorization", &len);
-        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
-            sk_auth_verify_token(app->cfg.hmac_secret, strlen(app->cfg.hmac_secret), tok, tl,
-                                 sk_wall_ms() / 1000, uid) < 0) {
+        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 || hmac_user(app, tok, tl, uid) < 0) {
             sk_metrics_refusal(app->metrics, "unauthorized");
             sk_http_error(app, req, route, 401, "unauthorized",
                           "a valid Authorization: Bearer <user token> is required");
