@@ -139,6 +139,16 @@ int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
         }
         return 0;
     }
+    /* With trusted proxies configured, only they may name the buyer: a
+     * client that reaches the port directly cannot act as anyone. */
+    struct sk_ip peer;
+    if (app->cfg.n_trusted_proxies > 0 &&
+        !(peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
+        sk_metrics_refusal(app->metrics, "unauthorized");
+        sk_http_error(app, req, route, 401, "unauthorized",
+                      "X-User-Id is accepted only from a trusted proxy");
+        return 1;
+    }
     v = sk_http_header(req, "x-user-id", &len);
     if (!v || sk_auth_parse_user_id(v, len, uid) < 0) {
         sk_metrics_refusal(app->metrics, "unauthorized");
