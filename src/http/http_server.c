@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
@@ -403,7 +404,8 @@ static int open_resources(struct sk_app *app)
     const struct sk_config *cfg = &app->cfg;
     char err[256];
     if (sk_store_open(&app->store, cfg->db, err, sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
+        char safe[sizeof cfg->db];
+        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg->db, safe, sizeof safe), err);
         free(app);
         return -1;
     }
@@ -458,7 +460,8 @@ static int connect_redis(struct sk_app *app)
     char err[256];
     if (sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
                       sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "redis %s: %s", cfg->redis, err);
+        char safe[sizeof cfg->redis];
+        sk_log(SK_LOG_ERROR, "redis %s: %s", sk_redact_url(cfg->redis, safe, sizeof safe), err);
         close(app->listen_fd);
         return -1;
     }
