@@ -78,6 +78,9 @@ int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rou
  * trusted_proxies, the right-most X-Forwarded-For address that is not.
  * Returns 1, or 0 (out "") when the connection has no IP peer. */
 int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
+/* The same address as the per-IP rate limit counts it: IPv6 clients by
+ * their /64 network (sk_ip_rate_prefix). */
+int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
 
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);

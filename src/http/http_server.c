@@ -178,10 +178,10 @@ static int peer_ip(h2o_req_t *req, struct sk_ip *ip)
     return sk_ip_parse(text, strlen(text), ip) == 0;
 }
 
-int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+/* The client's address (sk_http_client_ip), 0 when it has none. */
+static int client_ip(struct sk_app *app, h2o_req_t *req, struct sk_ip *out)
 {
     struct sk_ip ip;
-    out[0] = 0;
     if (!peer_ip(req, &ip)) return 0;
     /* Walk X-Forwarded-For right to left (last header first) while the hop
      * that wrote it is a trusted proxy: the first untrusted address is the
@@ -212,6 +212,25 @@ int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
         }
     }
 done:
+    *out = ip;
+    return 1;
+}
+
+int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+{
+    struct sk_ip ip;
+    out[0] = 0;
+    if (!client_ip(app, req, &ip)) return 0;
+    sk_ip_format(&ip, out);
+    return out[0] != 0;
+}
+
+int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+{
+    struct sk_ip ip;
+    out[0] = 0;
+    if (!client_ip(app, req, &ip)) return 0;
+    sk_ip_rate_prefix(&ip);
     sk_ip_format(&ip, out);
     return out[0] != 0;
 }
