@@ -28,30 +28,31 @@ static int names_a_secret(const char *k, size_t n)
     return 0;
 }
 
-/* The rest of a URL (path, query) or a key=value string: every value of a
- * key that names a password is replaced. */
-static void copy_params(struct out *o, const char *s)
+/* [s, end): the rest of a URL (path, query) or a key=value string: every
+ * value of a key that names a password is replaced. */
+static void copy_params(struct out *o, const char *s, const char *end)
 {
-    while (*s) {
+    while (s < end) {
         size_t key = 0;
-        while (s[key] && !is_sep(s[key]) && s[key] != '=')
+        while (s + key < end && !is_sep(s[key]) && s[key] != '=')
             key++;
-        if (s[key] != '=') { /* no value here: copy through the separator */
-            put(o, s, key + (s[key] ? 1 : 0));
-            s += key + (s[key] ? 1 : 0);
+        if (s + key == end || s[key] != '=') { /* no value here: copy through the separator */
+            size_t n = key + (s + key < end ? 1 : 0);
+            put(o, s, n);
+            s += n;
             continue;
         }
         put(o, s, key + 1);
         const char *v = s + key + 1;
         size_t vl = 0;
-        while (v[vl] && !is_sep(v[vl]) && v[vl] != '#')
+        while (v + vl < end && !is_sep(v[vl]) && v[vl] != '#')
             vl++;
         if (names_a_secret(s, key))
             put(o, SK_REDACTED, strlen(SK_REDACTED));
         else
             put(o, v, vl);
         s = v + vl;
-        if (*s) put(o, s++, 1);
+        if (s < end) put(o, s++, 1);
     }
 }
 
@@ -61,15 +62,14 @@ const char *sk_redact_url(const char *url, char *out, size_t cap)
     if (cap == 0) return out;
     out[0] = 0;
     if (!url) return out;
-    const char *rest = url, *scheme = strstr(url, "://");
+    const char *rest = url, *end = url + strlen(url), *scheme = strstr(url, "://");
     if (scheme) {
         const char *auth = scheme + 3;
-        /* the user info ends at the last '@' before the query: a password
-         * may hold '/' or '@' that its owner forgot to percent-encode */
-        size_t q = strcspn(auth, "?#");
-        const char *at = NULL;
-        for (const char *p = auth; p < auth + q; p++)
-            if (*p == '@') at = p;
+        /* The user info ends at the last '@': a password may hold '/', '?',
+         * '#' or '@' that its owner did not percent-encode, and parsers
+         * disagree on where it ends. An '@' later in the URL only hides
+         * more than needed. */
+        const char *at = strrchr(auth, '@');
         put(&o, url, (size_t)(auth - url));
         rest = auth;
         if (at) {
@@ -78,12 +78,12 @@ const char *sk_redact_url(const char *url, char *out, size_t cap)
                 put(&o, auth, (size_t)(colon - auth) + 1);
                 put(&o, SK_REDACTED, strlen(SK_REDACTED));
             } else {
-                put(&o, auth, (size_t)(at - auth));
+                copy_params(&o, auth, at); /* a user, or a query before the '@' */
             }
             rest = at;
         }
     }
-    copy_params(&o, rest);
+    copy_params(&o, rest, end);
     out[o.n] = 0;
     return out;
 }

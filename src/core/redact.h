@@ -14,9 +14,11 @@
 #define SK_REDACTED "***"
 
 /* Copies url into out (cap bytes, always terminated when cap > 0, cut if
- * longer) with the password of the user info and the value of every
- * parameter whose name contains "pass" (any case) replaced by
- * SK_REDACTED. NULL url gives "". Returns out. */
+ * longer) with the password of the user info (after the first ':' up to
+ * the last '@': parsers disagree on what a password may hold unencoded,
+ * so this hides the most) and the value of every parameter whose name
+ * contains "pass" (any case) replaced by SK_REDACTED. NULL url gives "".
+ * Returns out. */
 const char *sk_redact_url(const char *url, char *out, size_t cap);
 
 #endif

@@ -22,6 +22,12 @@ SK_TEST(redact_hides_passwords_in_user_info_and_parameters)
         /* a password with '/' or '@' its owner did not encode */
         {"postgres://app:a/b@c@h/db", "postgres://app:***@h/db"},
         {"postgres://app@h/db", "postgres://app@h/db"},
+        /* found by fuzz_redis_url: '#' or '?' in a password that the
+         * Redis URL parser takes as part of it */
+        {"redis://usgr:pxxxxxx#x$20ss@eq3[r15", "redis://usgr:***@eq3[r15"},
+        {"redis://:pw?s3cr3t@h:1", "redis://:***@h:1"},
+        /* an '@' in the query: a password parameter before it is hidden */
+        {"postgres://h/db?password=s3cr3t&user=a@b", "postgres://h/db?password=***&user=a@b"},
         {"redis://127.0.0.1:6379", "redis://127.0.0.1:6379"},
         {"sqlite:/var/lib/seckill/s.db", "sqlite:/var/lib/seckill/s.db"},
         {"", ""},
