@@ -33,6 +33,7 @@ enum { PAUSED_CAP = 1, PAUSED_FDS = 2 };
 /* File descriptors kept for everything but client connections (Redis,
  * the store, logs, the listener, the event loop). */
 #define FD_RESERVE 64
+#define FD_RAISE_TO 65536
 /* Connections looked at per search for an idle one (an approximate
  * least-recently-used choice, as Redis samples keys to evict). */
 #define IDLE_SAMPLE 32
@@ -57,7 +58,7 @@ struct sk_conn {
 
 long long sk_conns_default_max(long long fd_limit)
 {
-    if (fd_limit <= 0) return 1024;
+    if (fd_limit <= 0) return FD_RAISE_TO - FD_RESERVE; /* no limit */
     long long n = fd_limit > 2 * FD_RESERVE ? fd_limit - FD_RESERVE : fd_limit / 2;
     return n < 1 ? 1 : n;
 }
@@ -69,7 +70,15 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, h2o_accept_ctx_t *ac
     cs->loop = loop;
     cs->accept_ctx = accept_ctx;
     cs->listen_fd = listen_fd;
+    /* The soft fd limit up to the hard one (at most FD_RAISE_TO), as
+     * servers do: a shell's default 1024 would cap connections at 960. */
     struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < FD_RAISE_TO && rl.rlim_max > rl.rlim_cur) {
+        rl.rlim_cur =
+            rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_RAISE_TO ? FD_RAISE_TO : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     long long fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                         ? (long long)rl.rlim_cur
                         : 0;

@@ -62,8 +62,9 @@ struct sk_conns {
 };
 
 /* Sets cs up for the listening socket listen_fd (not yet polled).
- * max_connections 0 means the default: what the file-descriptor limit
- * (RLIMIT_NOFILE) leaves after a reserve for Redis, the store and logs.
+ * First raises the soft file-descriptor limit (RLIMIT_NOFILE) to the hard
+ * one, at most 65536. max_connections 0 means the default: what that
+ * limit leaves after a reserve for Redis, the store and logs.
  * max_entity: the largest request body h2o reads. */
 void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, h2o_accept_ctx_t *accept_ctx,
                    int listen_fd, long long max_connections, int io_timeout_s, size_t max_entity);
