@@ -95,11 +95,6 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, h2o_accept_ctx_t *ac
     cs->next_sweep_ms = sk_mono_ms() + SWEEP_EVERY_MS;
 }
 
-size_t sk_conns_open(const struct sk_conns *cs)
-{
-    return cs->n;
-}
-
 static size_t live(const struct sk_conns *cs)
 {
     return cs->n - cs->closing;

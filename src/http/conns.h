@@ -81,7 +81,4 @@ void sk_conns_unlisten(struct sk_conns *cs);
  * 100 ms checks every connection (progress, buffered bytes). */
 void sk_conns_tick(struct sk_conns *cs);
 
-/* Open connections (those shut down here but not yet freed included). */
-size_t sk_conns_open(const struct sk_conns *cs);
-
 #endif

@@ -1,7 +1,8 @@
 /* http_server.c - one event-loop process of `seckill serve`: h2o set-up,
- * the listener (SO_REUSEPORT, so N processes share a port), routing through
- * routes.def, reply helpers, the loop with end-of-pass batch flushing, and
- * graceful draining on SIGTERM. */
+ * the listening socket (SO_REUSEPORT, so N processes share a port; the
+ * connections on it are conns.c's), the request-head checks before
+ * routing through routes.def, reply helpers, the loop with end-of-pass
+ * batch flushing, and graceful draining on SIGTERM. */
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
