@@ -270,6 +270,17 @@ SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
 
 /* --------------------------------------------------------------- identity */
 
+static int log_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    if (f) fclose(f);
+    return found;
+}
+
 SK_TEST(with_trusted_proxies_x_user_id_from_any_other_peer_is_a_401)
 {
     struct srv v;
@@ -291,6 +302,29 @@ SK_TEST(with_trusted_proxies_x_user_id_from_any_other_peer_is_a_401)
     CHECK_EQ(stat_of(&v, id, "remaining"), 9);
     sells_exactly_its_stock(&v, 30, NULL);
     srv_stop(&v);
+    CHECK(!log_has(v.s.log, "anyone who can connect"));
+
+    /* Trusted-header mode on every address without a proxy list is warned
+     * about at start (a store that cannot open ends each run right after) */
+    char any[64], local[64], out[4096];
+    snprintf(any, sizeof any, "0.0.0.0:%d", sk_th_free_port());
+    snprintf(local, sizeof local, "127.0.0.1:%d", sk_th_free_port());
+    static const char dead_db[] = "postgres://127.0.0.1:1/x";
+    const struct {
+        const char *listen, *flag, *value;
+        int warned;
+    } starts[] = {
+        {any, NULL, NULL, 1},
+        {any, "--trusted-proxies", "10.0.0.2", 0},
+        {local, NULL, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) {
+        const char *args[12] = {"serve",  "--listen", starts[i].listen, "--db",          dead_db,
+                                "--role", "api",      starts[i].flag,   starts[i].value, NULL};
+        CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 1);
+        CHECK_MSG(!!strstr(out, "anyone who can connect") == starts[i].warned, "start %zu: %s", i,
+                  out);
+    }
 }
 
 /* ------------------------------------------------------------ slow readers */
