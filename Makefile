@@ -50,7 +50,8 @@ WEB       := $(sort $(wildcard web/*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
-.PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench
+.PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
+        fuzz fuzz-smoke
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
 # Build without touching apt when everything is there; `make deps` installs.
@@ -109,7 +110,7 @@ $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
 # T=word runs the tests whose name or file contains word; J=N runs N tests
 # at once; TIMEOUT=S is the per-test limit (a test may ask for more).
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
-test: all check-layers check-format
+test: all check-layers check-format fuzz-smoke
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
 
 # Unit tests only: no server is started (tests/unit/).
@@ -137,7 +138,46 @@ bench: all
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
 
+# Fuzzing (libFuzzer, clang): one target per parser of outside bytes in
+# tests/fuzz/fuzz_<target>.c, built with AddressSanitizer and UBSan into
+# build-fuzz/ with only the sources it needs. `make fuzz FUZZ_S=60` runs
+# each for FUZZ_S seconds from its seeds (tests/fuzz/corpus/<target>/; what
+# it learns stays in build-fuzz/corpus/); `make test` runs each for
+# FUZZ_SMOKE_S seconds, or skips them when clang is not installed.
+FUZZ_CC      ?= clang
+FUZZ_S       ?= 60
+FUZZ_SMOKE_S ?= 2
+FUZZ_BUILD   := build-fuzz
+FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TARGETS := framing http_body auth router config redis_url http_resp
+FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
+FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
+FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
+FUZZ_SRC_router    := src/http/router.c
+FUZZ_SRC_config    := src/http/config.c src/redis/redis_url.c src/core/log.c src/core/error.c
+FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/redact.c src/core/error.c
+FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c
+FUZZ_LIBS_http_body := -ljansson
+FUZZ_LIBS_auth      := -lcrypto
+FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
+
+.SECONDEXPANSION:
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $$(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $$(pkg-config --cflags jansson hiredis) -o $@ $< $(FUZZ_SRC_$*) \
+	    $(FUZZ_LIBS_$*)
+
+fuzz: $(FUZZ_BINS)
+	@sh scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_S) $(FUZZ_TARGETS)
+
+fuzz-smoke:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory $(FUZZ_BINS) && \
+	    sh scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_S) $(FUZZ_TARGETS); \
+	else echo "fuzz: $(FUZZ_CC) not installed, fuzzing skipped"; fi
+
 clean:
-	rm -rf build build-san build-tsan
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -10,6 +10,8 @@
  *   1 static reference (nginx)
  *   2 purchase admission path (an activity with a stock no run can drain)
  *   3 sold-out refusal path (an activity whose single unit is sold first)
+ *   3b the same with a fresh Idempotency-Key on every request (what a
+ *      client does to get past the local sold-out answer)
  *   4 serve's RSS (VmRSS) idle and its peak with 1,000 connections busy
  * and, when wrk is installed, wrk and `seckill load` on nginx with GET /,
  * to show whether the load generator is the limit. Quotes the service as
@@ -95,7 +97,14 @@ static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load", 
  * that other work on the machine during a phase shows */
 static pid_t cpu_pids[CPU_N];
 
-enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_STATIC_GET, PH_WRK, PH_COUNT };
+enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_SOLDOUT_KEYED, PH_STATIC_GET, PH_WRK, PH_COUNT };
+
+/* The purchase phases: quoted against the static reference, with CPU per
+ * request. */
+static int is_purchase_phase(int i)
+{
+    return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED;
+}
 
 static atomic_int interrupted;
 
@@ -111,7 +120,8 @@ static int usage(FILE *f)
     fprintf(f,
             "usage: seckill bench http [options]\n"
             "\n"
-            "Measures `seckill serve` (purchase admission and sold-out refusal paths) against\n"
+            "Measures `seckill serve` (purchase admission and sold-out refusal paths, the\n"
+            "latter also with a fresh Idempotency-Key per request) against\n"
             "a static reference (nginx, one worker, `return 200`) in the same run, with the\n"
             "in-process load generator, plus serve's RSS idle and with %d connections. Starts\n"
             "and stops its own redis-server, serve and nginx (all on free loopback ports).\n"
@@ -614,7 +624,7 @@ static void print_table(const struct report *R)
             continue;
         }
         char rt[16] = "", p999[16] = "-";
-        if ((i == PH_ADMIT || i == PH_SOLDOUT) && ph[PH_STATIC].ran)
+        if (is_purchase_phase(i) && ph[PH_STATIC].ran)
             snprintf(rt, sizeof rt, "%.2f", ratio(p, &ph[PH_STATIC]));
         if (i != PH_WRK) snprintf(p999, sizeof p999, "%.2f", (double)p->p999 / 1e3);
         printf("%-44s %12.0f %10.2f %10.2f %10s %8s%s%s\n", p->label, p->rps, (double)p->p50 / 1e3,
@@ -626,7 +636,7 @@ static void print_table(const struct report *R)
     printf("%-44s", "phase");
     for (int k = 0; k < CPU_N; k++)
         printf(" %7s", cpu_names[k]);
-    printf(" %7s %14s\n", "other", "serve us/req");
+    printf(" %7s %14s %14s\n", "other", "serve us/req", "redis us/req");
     int disturbed = 0;
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &ph[i];
@@ -637,8 +647,9 @@ static void print_table(const struct report *R)
         double other = other_cpu(p);
         printf(" %7.2f", other);
         if (other > 0.15) disturbed = 1;
-        if (i == PH_ADMIT || i == PH_SOLDOUT)
-            printf(" %14.1f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0);
+        if (is_purchase_phase(i))
+            printf(" %14.1f %14.2f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0,
+                   p->rps > 0 ? p->cpu[CPU_REDIS] / p->rps * 1e6 : 0);
         printf("\n");
     }
     if (disturbed)
@@ -782,6 +793,7 @@ int sk_bench_http(int argc, char **argv)
         [PH_STATIC] = {"static", "static reference (nginx return 200)"},
         [PH_ADMIT] = {"admission", "purchase, admitted (serve + Redis)"},
         [PH_SOLDOUT] = {"sold_out", "purchase, sold out (local fast path)"},
+        [PH_SOLDOUT_KEYED] = {"sold_out_keyed", "purchase, sold out, fresh Idempotency-Key"},
         [PH_STATIC_GET] = {"static_get_seckill_load", "nginx GET /, seckill load"},
         [PH_WRK] = {"static_get_wrk", "nginx GET /, wrk"},
     };
@@ -893,6 +905,14 @@ int sk_bench_http(int argc, char **argv)
         lo.user_base = 1000;
         /* every answer must be 409: run_phase checks the status of each */
         failed |= run_phase(&R.ph[PH_SOLDOUT], &lo, 409) < 0;
+    }
+    /* 3b: sold-out refusals of requests that each carry a key never used */
+    if (!interrupted) {
+        load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
+        lo.users = 100000000;
+        lo.user_base = 1000;
+        lo.idem_keys = 1;
+        failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
     if (!interrupted) {

@@ -1,10 +1,12 @@
 #!/bin/sh
 # deps.sh - install the Debian packages seckill needs to build, test and demo,
-# only when something is missing (a second run never calls apt).
+# only when something is missing (a second run never calls apt). clang and
+# its runtime (libclang-rt-dev: libFuzzer and the sanitizers) build the
+# fuzz targets that `make test` runs for a few seconds each.
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
       libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format
-      chromium fonts-dejavu-core"
+      chromium fonts-dejavu-core clang libclang-rt-dev"
 # chromium: the suite loads the dashboard in a real (headless) browser.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo).

@@ -297,7 +297,7 @@ SK_TEST(load_against_serve_with_a_wrong_secret_fails)
 {
     /* every request is a 401: the run measured nothing, and says so */
     struct sk_th_serve s;
-    const char *serve[] = {"--auth", "hmac", "--hmac-secret", "right", NULL};
+    const char *serve[] = {"--auth", "hmac", "--hmac-secret", "the-right-secret-16", NULL};
     sk_th_serve_start(&s, sk_th_redis_url(), serve);
     uint64_t id = sk_th_unique_id();
     create_open(s.port, id, 5, 1);

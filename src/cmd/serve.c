@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/node_stats.h"
+#include "core/redact.h"
 #include "core/sig.h"
 #include "core/vec.h"
 #include "engine/keys.h"
@@ -58,6 +59,10 @@ static int usage(FILE *f)
         "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
         "                     [--rate-ip-burst B] [--trusted-proxies CIDR,...] [--max-inflight N]\n"
         "                     [--ops-listen HOST:PORT]\n"
+        "                     [--io-timeout-s S] [--max-connections N]\n"
+        "                     [--admin-token-file F] [--hmac-secret-file F] [--hmac-key-id ID]\n"
+        "                     [--hmac-secret-prev S | --hmac-secret-prev-file F]\n"
+        "                     [--hmac-key-id-prev ID] [--hmac-max-ttl-s S]\n"
         "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
         "worker: the order worker only (persists admitted orders to the database).\n"
         "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
@@ -65,7 +70,19 @@ static int usage(FILE *f)
         "answer on --listen. /metrics and the dashboard report the whole node.\n"
         "Every option can also come from the config file (key = value, keys with\n"
         "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
-        "Precedence: flags, then the config file, then the environment.\n");
+        "Precedence: flags, then the config file, then the environment.\n"
+        "Secrets: flag values are visible to every local user in `ps` and\n"
+        "/proc/<pid>/cmdline. Pass --admin-token, --hmac-secret and --hmac-secret-prev\n"
+        "as files (--admin-token-file F: one line, chmod 600) or in the environment\n"
+        "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV).\n"
+        "HMAC secrets must be at least 16 bytes; tokens expiring more than\n"
+        "--hmac-max-ttl-s (default 86400) ahead are refused.\n"
+        "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
+        "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
+        "the gateway's addresses so no one else can.\n"
+        "--io-timeout-s (default 30): a connection that moves no byte for that long\n"
+        "is closed. --max-connections (default: from the file-descriptor limit): per\n"
+        "process; at the cap the longest idle keep-alive connection is closed.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -86,6 +103,54 @@ static int read_file(const char *path, char **out, size_t *len)
     if (!buf) return -1;
     *out = buf;
     *len = n;
+    return 0;
+}
+
+/* One secret out of a file: its first line (a trailing CR/LF and nothing
+ * else stripped), through the same checks as the flag. Warns when other
+ * users may read the file. Returns 0 or an exit code. */
+static int read_secret(struct sk_config *cfg, const char *key, const char *path)
+{
+    struct stat stt;
+    if (stat(path, &stt) == 0 && (stt.st_mode & 077))
+        sk_log(SK_LOG_WARN, "serve: %s is readable by other users (chmod 600 %s)", path, path);
+    char *buf;
+    size_t len;
+    if (read_file(path, &buf, &len) < 0)
+        return sk_cli_usage_error("serve: cannot read %s_file %s: %s", key, path,
+                                  errno ? strerror(errno) : "empty file");
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    char err[256];
+    int rc = 0;
+    if (len == 0 || len > 1024 || memchr(buf, 0, len) || memchr(buf, '\n', len))
+        rc = sk_cli_usage_error("serve: %s_file %s must hold the secret on one line", key, path);
+    else {
+        buf[len] = 0; /* read_file's buffer is larger than a 1 KiB file */
+        if (sk_config_set(cfg, key, buf, err, sizeof err) < 0)
+            rc = sk_cli_usage_error("serve: %s_file %s: %s", key, path, err);
+    }
+    memset(buf, 0, len);
+    free(buf);
+    return rc;
+}
+
+/* The *_file options name files holding secrets: read them now. */
+static int read_secret_files(struct sk_config *cfg)
+{
+    const struct {
+        const char *key;
+        char *path;
+    } f[] = {{"admin_token", cfg->admin_token_file},
+             {"hmac_secret", cfg->hmac_secret_file},
+             {"hmac_secret_prev", cfg->hmac_secret_prev_file}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!f[i].path[0]) continue;
+        char path[sizeof cfg->admin_token_file];
+        snprintf(path, sizeof path, "%s", f[i].path);
+        int rc = read_secret(cfg, f[i].key, path);
+        if (rc) return rc;
+    }
     return 0;
 }
 
@@ -117,8 +182,26 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
             return sk_cli_usage_error("serve: %s", err);
         i++;
     }
+    int rc = read_secret_files(cfg);
+    if (rc) return rc;
     if (sk_config_validate(cfg, err, sizeof err) < 0) return sk_cli_usage_error("serve: %s", err);
     return 0;
+}
+
+/* Trusted-header mode believes X-User-Id from whoever connects: say so
+ * loudly when the port is reachable from elsewhere and no proxy list
+ * keeps anyone else from naming the buyer. */
+static void warn_open_identity(const struct sk_config *cfg)
+{
+    if (cfg->role == SK_ROLE_WORKER || cfg->auth_hmac || cfg->n_trusted_proxies > 0) return;
+    static const char *const local[] = {"127.", "[::1]:", "localhost:"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if (strncmp(cfg->listen, local[i], strlen(local[i])) == 0) return;
+    sk_log(SK_LOG_WARN,
+           "serve: --auth trusted-header on %s without --trusted-proxies: anyone who can "
+           "connect can buy as any user by sending X-User-Id. Put a gateway in front and set "
+           "--trusted-proxies to its addresses, or use --auth hmac",
+           cfg->listen);
 }
 
 /* The order-pipeline process (--role all|worker): the order worker in the
@@ -396,6 +479,7 @@ int sk_cli_serve(int argc, char **argv)
     if (rc) return rc;
     enum sk_log_level lvl;
     if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
+    warn_open_identity(&cfg);
 
     char err[256];
     if (cfg.role != SK_ROLE_WORKER) {
@@ -419,7 +503,8 @@ int sk_cli_serve(int argc, char **argv)
      * happen here, not in N processes racing for the same file. */
     sk_store *store;
     if (sk_store_open(&store, cfg.db, err, sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "store %s: %s", cfg.db, err);
+        char safe[sizeof cfg.db];
+        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
         return SK_EXIT_FAIL;
     }
     sk_store_close(store);

@@ -552,7 +552,7 @@ static int quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *qty)
 
 /* The local sold-out fast path: 409 without asking Redis. A retry with an
  * Idempotency-Key must get its first answer, which only Redis knows: it
- * skips the fast path. */
+ * takes the keyed path below (probe_idem). */
 static int soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_act_cache *c,
                             const char *idem)
 {
@@ -581,27 +581,106 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
     return 1;
 }
 
+/* A purchase waiting for Redis (heap, owned by whoever answers it),
+ * counted in flight and guarded; NULL (answered 503) when out of memory. */
+static struct pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk_act_cache *ic,
+                                   const struct sk_purchase *pu)
+{
+    struct pending *p = malloc(sizeof *p);
+    if (!p) {
+        sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
+        return NULL;
+    }
+    p->p = *pu;
+    p->p.idem = pu->idem ? p->idem : NULL;
+    if (pu->idem) memcpy(p->idem, pu->idem, pu->idem_len);
+    /* the client IP only matters (and costs) when the per-IP limit is on */
+    p->p.ip =
+        app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, p->ip) ? p->ip : NULL;
+    if (ic) ic->inflight++;
+    sk_async_begin(app, &p->a, req, SK_ROUTE_purchase);
+    return p;
+}
+
+/* The home key set of a buyer: a segment of a segmented activity, else
+ * the activity's own. */
+static int home_of(const struct sk_act_cache *c, uint64_t user_id)
+{
+    return c && c->segments > 1 ? sk_seg_home(user_id, c->segments) : SK_SEG_NONE;
+}
+
 /* Queues the purchase in this pass's batch for its key set; 503 when out
  * of memory. */
 static void queue_purchase(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                            const struct sk_act_cache *c, struct sk_act_cache *ic,
                            const struct sk_purchase *pu)
 {
-    int seg = c && c->segments > 1 ? sk_seg_home(pu->user_id, c->segments) : SK_SEG_NONE;
-    struct sk_batch *b = batch_for(app, aid, seg);
-    struct pending *p = b ? malloc(sizeof *p) : NULL;
-    if (!p) {
+    struct sk_batch *b = batch_for(app, aid, home_of(c, pu->user_id));
+    if (!b) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         return;
     }
-    p->p = *pu;
-    p->p.idem = pu->idem ? p->idem : NULL;
-    if (pu->idem) memcpy(p->idem, pu->idem, pu->idem_len);
-    /* the client IP only matters (and costs) when the per-IP limit is on */
-    p->p.ip = app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip(app, req, p->ip) ? p->ip : NULL;
-    if (ic) ic->inflight++;
-    sk_async_begin(app, &p->a, req, SK_ROUTE_purchase);
-    b->items[b->n++] = p;
+    struct pending *p = pending_new(app, req, ic, pu);
+    if (p) b->items[b->n++] = p;
+}
+
+/* A purchase with an Idempotency-Key on an activity sold out here. Only a
+ * key that Redis accepted before may get another answer than sold_out
+ * (its first answer, which the admission call replays), and the buyer's
+ * home key set records every accepted key (idem: "user:key"). One HGET
+ * tells: no entry, sold out, answered here; an entry, the admission call
+ * as usual. A batch holding a key cannot take the admission script's
+ * one-GET sold-out exit, so without this every random key would cost a
+ * full admission (BENCHMARKS.md, "Keyed purchases after the sell-out"). */
+struct idem_probe {
+    struct sk_app *app;
+    uint64_t aid;
+    int seg;
+    struct pending *p;
+};
+
+static void on_idem_probe(void *data, redisReply *rep)
+{
+    struct idem_probe *pr = data;
+    struct sk_app *app = pr->app;
+    if (!rep || (rep->type != REDIS_REPLY_NIL && rep->type != REDIS_REPLY_STRING)) {
+        finish_one(app, pr->aid, pr->p, NULL, "redis is unreachable; try again");
+    } else if (rep->type == REDIS_REPLY_NIL) {
+        struct sk_admission ad = {.rc = SK_RC_SOLD_OUT};
+        sk_metrics_soldout_fastpath(app->metrics);
+        finish_one(app, pr->aid, pr->p, &ad, NULL);
+    } else {
+        /* a replay: sent with this pass's batches */
+        struct sk_batch *b = batch_for(app, pr->aid, pr->seg);
+        if (b)
+            b->items[b->n++] = pr->p;
+        else
+            finish_one(app, pr->aid, pr->p, NULL, "out of memory");
+    }
+    free(pr);
+}
+
+static void probe_idem(struct sk_app *app, h2o_req_t *req, uint64_t aid,
+                       const struct sk_act_cache *c, struct sk_act_cache *ic,
+                       const struct sk_purchase *pu)
+{
+    struct idem_probe *pr = malloc(sizeof *pr);
+    struct pending *p = pr ? pending_new(app, req, ic, pu) : NULL;
+    if (!p) {
+        if (!pr) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
+        free(pr);
+        return;
+    }
+    *pr = (struct idem_probe){app, aid, home_of(c, pu->user_id), p};
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, pr->seg);
+    char field[24 + SK_IDEM_MAX];
+    snprintf(field, sizeof field, "%" PRIu64 ":%.*s", pu->user_id, (int)pu->idem_len, pu->idem);
+    const char *argv[] = {"HGET", k.idem, field};
+    if (sk_aredis_command(app->redis, on_idem_probe, pr, 3, argv, NULL) < 0) {
+        finish_one(app, aid, p, NULL, "redis is unreachable; try again");
+        free(pr);
+    }
 }
 
 int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -618,7 +697,10 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     if (inflight_or_reply(app, req, m->id, &c, &ic)) return 0;
     pu.idem = idem;
     pu.idem_len = idem ? idem_len : 0;
-    queue_purchase(app, req, m->id, c, ic, &pu);
+    if (idem && c && c->sold_out)
+        probe_idem(app, req, m->id, c, ic, &pu);
+    else
+        queue_purchase(app, req, m->id, c, ic, &pu);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/node_stats.h"
 #include "http/config.h"
+#include "http/conns.h"
 #include "http/metrics.h"
 #include "http/router.h"
 #include "redis/redis_async.h"
@@ -33,7 +34,6 @@ struct sk_app {
     h2o_globalconf_t h2o_config;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
-    h2o_socket_t *listener;
     int listen_fd;
     /* --ops-listen: a second listener with its own h2o context on the same
      * loop, so a request knows which port it came in on */
@@ -56,6 +56,7 @@ struct sk_app {
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
     size_t n_acts, cap_acts;
+    struct sk_conns conns; /* client connections: accept loop, cap, timeouts */
 };
 
 /* Route handlers: answer now or later; always return 0. */
@@ -94,6 +95,9 @@ int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rou
  * trusted_proxies, the right-most X-Forwarded-For address that is not.
  * Returns 1, or 0 (out "") when the connection has no IP peer. */
 int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
+/* The same address as the per-IP rate limit counts it: IPv6 clients by
+ * their /64 network (sk_ip_rate_prefix). */
+int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
 
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);

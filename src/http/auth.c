@@ -45,16 +45,21 @@ static int mac_hex(const char *secret, size_t secret_len, const char *msg, size_
     return 0;
 }
 
-int sk_auth_verify_token(const char *secret, size_t secret_len, const char *tok, size_t len,
-                         int64_t now_unix, uint64_t *uid)
+/* Checks "<uid>.<exp>.<mac>" at tok + pre (pre bytes of "<kid>:" before
+ * it, covered by the MAC too): format, signature, expiry, and, when
+ * max_ttl_s > 0, an expiry at most max_ttl_s ahead of now. */
+static int check_token(const char *secret, size_t secret_len, const char *tok, size_t len,
+                       size_t pre, int64_t now_unix, int64_t max_ttl_s, uint64_t *uid)
 {
-    if (!secret || secret_len == 0 || !tok) return SK_EAUTH;
+    if (!secret || secret_len == 0 || !tok || pre > len) return SK_EAUTH;
+    const char *body = tok + pre;
+    size_t blen = len - pre;
     /* shortest: "1.1." + 64 hex */
-    if (len < 4 + SIG_HEX || len > SK_AUTH_TOKEN_MAX) return SK_EAUTH;
-    const char *d1 = memchr(tok, '.', len);
+    if (blen < 4 + SIG_HEX || blen > SK_AUTH_TOKEN_MAX) return SK_EAUTH;
+    const char *d1 = memchr(body, '.', blen);
     if (!d1) return SK_EAUTH;
-    size_t uid_len = (size_t)(d1 - tok);
-    const char *d2 = memchr(d1 + 1, '.', len - uid_len - 1);
+    size_t uid_len = (size_t)(d1 - body);
+    const char *d2 = memchr(d1 + 1, '.', blen - uid_len - 1);
     if (!d2) return SK_EAUTH;
     size_t exp_len = (size_t)(d2 - d1 - 1);
     size_t signed_len = (size_t)(d2 - tok);
@@ -62,7 +67,7 @@ int sk_auth_verify_token(const char *secret, size_t secret_len, const char *tok,
     const char *sig = d2 + 1;
 
     uint64_t u, e;
-    if (sk_num_u64_canonical(tok, uid_len, &u) < 0) return SK_EAUTH;
+    if (sk_num_u64_canonical(body, uid_len, &u) < 0) return SK_EAUTH;
     if (sk_num_u64_canonical(d1 + 1, exp_len, &e) < 0 || e > (uint64_t)INT64_MAX) return SK_EAUTH;
     for (size_t i = 0; i < SIG_HEX; i++) {
         char c = sig[i];
@@ -76,17 +81,67 @@ int sk_auth_verify_token(const char *secret, size_t secret_len, const char *tok,
     OPENSSL_cleanse(want, sizeof want);
     if (diff != 0) return SK_EAUTH;
     if (now_unix >= (int64_t)e) return SK_EAUTH; /* expired */
+    /* a token that lives longer than the policy allows never expires in
+     * practice: refused (no overflow: e <= INT64_MAX, now and ttl small) */
+    if (max_ttl_s > 0 && (int64_t)e - now_unix > max_ttl_s) return SK_EAUTH;
     *uid = u;
     return 0;
+}
+
+int sk_auth_verify_token(const char *secret, size_t secret_len, const char *tok, size_t len,
+                         int64_t now_unix, uint64_t *uid)
+{
+    return check_token(secret, secret_len, tok, len, 0, now_unix, 0, uid);
+}
+
+static int is_kid_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+}
+
+int sk_auth_verify_token_keys(const struct sk_auth_key *keys, size_t n, const char *tok, size_t len,
+                              int64_t now_unix, int64_t max_ttl_s, uint64_t *uid)
+{
+    if (!keys || !tok || len > SK_AUTH_KID_TOKEN_MAX) return SK_EAUTH;
+    /* "<kid>:" in front, or no key id at all (no ':' can follow a uid) */
+    size_t kl = 0;
+    while (kl < len && kl <= SK_AUTH_KID_MAX && is_kid_char(tok[kl]))
+        kl++;
+    size_t pre = 0;
+    if (kl < len && tok[kl] == ':') {
+        if (kl == 0 || kl > SK_AUTH_KID_MAX) return SK_EAUTH;
+        pre = kl + 1;
+    } else {
+        kl = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *id = keys[i].id ? keys[i].id : "";
+        if (strlen(id) != kl || memcmp(id, tok, kl) != 0) continue;
+        return check_token(keys[i].secret, keys[i].secret_len, tok, len, pre, now_unix, max_ttl_s,
+                           uid);
+    }
+    return SK_EAUTH; /* no key with that id */
 }
 
 int sk_auth_make_token(const char *secret, size_t secret_len, uint64_t uid, int64_t expiry,
                        char *out, size_t cap)
 {
+    return sk_auth_make_token_kid(NULL, secret, secret_len, uid, expiry, out, cap);
+}
+
+int sk_auth_make_token_kid(const char *kid, const char *secret, size_t secret_len, uint64_t uid,
+                           int64_t expiry, char *out, size_t cap)
+{
     if (cap > 0) out[0] = 0;
     if (!secret || secret_len == 0 || uid == 0 || expiry < 1) return SK_EINVAL;
-    char buf[SK_AUTH_TOKEN_MAX + 1];
-    int n = snprintf(buf, sizeof buf, "%llu.%lld.", (unsigned long long)uid, (long long)expiry);
+    size_t kl = kid ? strlen(kid) : 0;
+    if (kl > SK_AUTH_KID_MAX) return SK_EINVAL;
+    for (size_t i = 0; i < kl; i++)
+        if (!is_kid_char(kid[i])) return SK_EINVAL;
+    char buf[SK_AUTH_KID_TOKEN_MAX + 1];
+    int n = snprintf(buf, sizeof buf, "%s%s%llu.%lld.", kl ? kid : "", kl ? ":" : "",
+                     (unsigned long long)uid, (long long)expiry);
     if (n < 0 || (size_t)n + SIG_HEX >= sizeof buf) return SK_EINVAL;
     int rc = mac_hex(secret, secret_len, buf, (size_t)n - 1, buf + n);
     if (rc < 0) return rc;

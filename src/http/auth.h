@@ -1,10 +1,13 @@
 /* auth.h - buyer identity and admin credentials (bytes in, no I/O).
  *
  * Two buyer modes (README, HTTP API): `trusted-header` reads X-User-Id, `hmac` reads
- * "Authorization: Bearer <user_id>.<expiry_unix>.<hex HMAC-SHA256>", where
- * the MAC covers the exact bytes "<user_id>.<expiry_unix>" and is 64
- * lowercase hex digits. Nothing here allocates; every parser reads at most
- * len bytes and needs no terminator. */
+ * "Authorization: Bearer [<key id>:]<user_id>.<expiry_unix>.<hex HMAC-SHA256>",
+ * where the MAC covers the exact bytes before the last '.'
+ * ("[<key id>:]<user_id>.<expiry_unix>") and is 64 lowercase hex digits. The
+ * key id names the secret that signed the token, so two secrets can be
+ * accepted at once while a new one replaces an old one. Nothing here
+ * allocates; every parser reads at most len bytes and needs no
+ * terminator. */
 #ifndef SK_AUTH_H
 #define SK_AUTH_H
 #include <stddef.h>
@@ -13,6 +16,19 @@
 /* Longest token sk_auth_make_token writes, without the terminator:
  * 20-digit uid, '.', 19-digit expiry, '.', 64 hex digits. */
 #define SK_AUTH_TOKEN_MAX 105
+
+/* Longest key id: letters, digits, '_' and '-'. */
+#define SK_AUTH_KID_MAX 32
+/* Longest token with a key id ("<kid>:" and a token without one). */
+#define SK_AUTH_KID_TOKEN_MAX (SK_AUTH_KID_MAX + 1 + SK_AUTH_TOKEN_MAX)
+
+/* One secret a server accepts: id "" (or NULL) checks tokens without a
+ * key id. Not owned. */
+struct sk_auth_key {
+    const char *id;
+    const char *secret;
+    size_t secret_len;
+};
 
 /* X-User-Id value: canonical decimal in 1..UINT64_MAX (no sign, no spaces,
  * no leading zeros, nothing after the digits). Returns 0 or SK_EINVAL. */
@@ -25,6 +41,22 @@ int sk_auth_parse_user_id(const char *s, size_t len, uint64_t *uid);
  * answers 401 without telling which check failed. */
 int sk_auth_verify_token(const char *secret, size_t secret_len, const char *tok, size_t len,
                          int64_t now_unix, uint64_t *uid);
+
+/* Checks "[<kid>:]<uid>.<expiry>.<mac>" with the one of the n keys whose
+ * id is kid ("" when the token has none): format, signature, expiry as
+ * sk_auth_verify_token, and, when max_ttl_s > 0, an expiry no later than
+ * now_unix + max_ttl_s (a token for INT64_MAX never expires otherwise).
+ * An unknown key id is refused. Returns 0 with *uid set, or SK_EAUTH. */
+int sk_auth_verify_token_keys(const struct sk_auth_key *keys, size_t n, const char *tok, size_t len,
+                              int64_t now_unix, int64_t max_ttl_s, uint64_t *uid);
+
+/* Writes "<kid>:<uid>.<expiry>.<hex mac>" (kid NULL or "": the form
+ * without a key id, as sk_auth_make_token) into out; SK_AUTH_KID_TOKEN_MAX
+ * + 1 bytes always suffice. Returns the length, or SK_EINVAL (as below, or
+ * a kid over SK_AUTH_KID_MAX bytes or with other characters) or SK_ENOMEM
+ * (cap too small; out then holds "" when cap > 0). */
+int sk_auth_make_token_kid(const char *kid, const char *secret, size_t secret_len, uint64_t uid,
+                           int64_t expiry, char *out, size_t cap);
 
 /* Writes "<uid>.<expiry>.<hex mac>" and a terminator into out (cap bytes;
  * SK_AUTH_TOKEN_MAX + 1 always suffices). For tests and the load generator.

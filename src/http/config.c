@@ -165,7 +165,9 @@ static int set_admin_token(struct sk_config *c, const char *v, char *msg, size_t
             snprintf(msg, cap, "must be printable ASCII without spaces");
             return SK_EINVAL;
         }
-    return copy_str(c->admin_token, sizeof c->admin_token, v, msg, cap);
+    int rc = copy_str(c->admin_token, sizeof c->admin_token, v, msg, cap);
+    if (rc == 0) c->admin_token_file[0] = 0; /* the later source wins */
+    return rc;
 }
 
 static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -183,7 +185,9 @@ static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
 
 static int set_hmac_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    return copy_str(c->hmac_secret, sizeof c->hmac_secret, v, msg, cap);
+    int rc = copy_str(c->hmac_secret, sizeof c->hmac_secret, v, msg, cap);
+    if (rc == 0) c->hmac_secret_file[0] = 0;
+    return rc;
 }
 
 static int set_role(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -271,6 +275,102 @@ static int set_max_inflight(struct sk_config *c, const char *v, char *msg, size_
     return set_rate(&c->max_inflight, v, msg, cap);
 }
 
+static int set_io_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 86400, &n) < 0) {
+        snprintf(msg, cap, "must be a number of seconds between 1 and 86400");
+        return SK_EINVAL;
+    }
+    c->io_timeout_s = (int)n;
+    return 0;
+}
+
+static int set_max_connections(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (parse_range(v, 0, 10000000, &c->max_connections) < 0) {
+        snprintf(msg, cap,
+                 "must be a number between 0 (from the file-descriptor limit) and "
+                 "10000000");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+/* A path to a secret: the secret it replaces is cleared (the later source
+ * wins); "" clears the path. */
+static int set_secret_file(char *path, size_t pcap, char *secret, const char *v, char *msg,
+                           size_t cap)
+{
+    if (has_ctl(v)) {
+        snprintf(msg, cap, "must be a file path without control characters");
+        return SK_EINVAL;
+    }
+    int rc = copy_str(path, pcap, v, msg, cap);
+    if (rc == 0 && v[0]) secret[0] = 0;
+    return rc;
+}
+
+static int set_admin_token_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->admin_token_file, sizeof c->admin_token_file, c->admin_token, v, msg,
+                           cap);
+}
+
+static int set_hmac_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->hmac_secret_file, sizeof c->hmac_secret_file, c->hmac_secret, v, msg,
+                           cap);
+}
+
+static int set_hmac_secret_prev_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->hmac_secret_prev_file, sizeof c->hmac_secret_prev_file,
+                           c->hmac_secret_prev, v, msg, cap);
+}
+
+static int set_hmac_secret_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int rc = copy_str(c->hmac_secret_prev, sizeof c->hmac_secret_prev, v, msg, cap);
+    if (rc == 0) c->hmac_secret_prev_file[0] = 0;
+    return rc;
+}
+
+static int set_hmac_max_ttl(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (parse_range(v, 1, 31536000, &c->hmac_max_ttl_s) < 0) {
+        snprintf(msg, cap, "must be a number of seconds between 1 and 31536000");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+/* A key id: up to 32 letters, digits, '_' or '-' ("" for none). */
+static int set_key_id(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
+{
+    size_t n = strlen(v);
+    int ok = n < dcap;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+             (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
+    if (!ok) {
+        snprintf(msg, cap, "must be up to %zu letters, digits, '_' or '-'", dcap - 1);
+        return SK_EINVAL;
+    }
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+static int set_hmac_key_id(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_key_id(c->hmac_key_id, sizeof c->hmac_key_id, v, msg, cap);
+}
+
+static int set_hmac_key_id_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_key_id(c->hmac_key_id_prev, sizeof c->hmac_key_id_prev, v, msg, cap);
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -293,6 +393,11 @@ int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT])
 {
     if (!inet_ntop(ip->v6 ? AF_INET6 : AF_INET, ip->b, out, SK_IP_TEXT)) out[0] = 0;
+}
+
+void sk_ip_rate_prefix(struct sk_ip *ip)
+{
+    if (ip->v6) memset(ip->b + 8, 0, 8);
 }
 
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip)
@@ -379,6 +484,15 @@ static const struct {
     {"trusted_proxies", set_trusted_proxies},
     {"max_inflight", set_max_inflight},
     {"ops_listen", set_ops_listen},
+    {"io_timeout_s", set_io_timeout},
+    {"max_connections", set_max_connections},
+    {"admin_token_file", set_admin_token_file},
+    {"hmac_secret_file", set_hmac_secret_file},
+    {"hmac_max_ttl_s", set_hmac_max_ttl},
+    {"hmac_key_id", set_hmac_key_id},
+    {"hmac_secret_prev", set_hmac_secret_prev},
+    {"hmac_key_id_prev", set_hmac_key_id_prev},
+    {"hmac_secret_prev_file", set_hmac_secret_prev_file},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -403,6 +517,8 @@ void sk_config_defaults(struct sk_config *c)
     snprintf(c->log_level, sizeof c->log_level, "info");
     c->max_body = 65536;
     c->redis_timeout_ms = 1000;
+    c->io_timeout_s = 30;
+    c->hmac_max_ttl_s = 86400;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
@@ -599,10 +715,24 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     if (c->auth_hmac && !c->hmac_secret[0])
-        return sk_einval(
-            err, cap,
-            "auth=hmac needs hmac_secret (--hmac-secret, hmac_secret in the config file "
-            "or SECKILL_HMAC_SECRET)");
+        return sk_einval(err, cap,
+                         "auth=hmac needs hmac_secret (--hmac-secret-file, SECKILL_HMAC_SECRET, "
+                         "hmac_secret in the config file or --hmac-secret)");
+    if (c->auth_hmac && strlen(c->hmac_secret) < SK_CONFIG_SECRET_MIN)
+        return sk_einval(err, cap,
+                         "hmac_secret must be at least %d bytes (a random one: "
+                         "openssl rand -hex 32)",
+                         SK_CONFIG_SECRET_MIN);
+    if (c->auth_hmac && c->hmac_secret_prev[0] &&
+        strlen(c->hmac_secret_prev) < SK_CONFIG_SECRET_MIN)
+        return sk_einval(err, cap, "hmac_secret_prev must be at least %d bytes",
+                         SK_CONFIG_SECRET_MIN);
+    if (c->auth_hmac && c->hmac_secret_prev[0] && !strcmp(c->hmac_key_id, c->hmac_key_id_prev))
+        return sk_einval(err, cap,
+                         "hmac_key_id_prev must differ from hmac_key_id: a token's key id "
+                         "names the one secret that checks it");
+    if (c->auth_hmac && c->hmac_key_id_prev[0] && !c->hmac_secret_prev[0])
+        return sk_einval(err, cap, "hmac_key_id_prev is set but hmac_secret_prev is not");
     if (c->processes < 1 || c->processes > 64)
         return sk_einval(err, cap, "processes must be 1..64");
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");

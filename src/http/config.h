@@ -45,6 +45,23 @@
  *                     when set, /metrics, /healthz, /readyz, the dashboard (/)
  *                     and /dashboard.json answer there only, and 404 on
  *                     listen; "off" or "" turns it off
+ *   io_timeout_s      a connection that moves no byte reading or writing
+ *                     for this long is closed, 1..86400 (default 30)
+ *   max_connections   client connections per process, 0..10000000
+ *                     (default 0 = what the file-descriptor limit allows)
+ *   admin_token_file, hmac_secret_file, hmac_secret_prev_file
+ *                     a file holding the secret (one line; read by the
+ *                     caller, not here: the path is kept). Setting a
+ *                     secret clears its file and the other way round, so
+ *                     the source with the highest precedence wins.
+ *   hmac_max_ttl_s    a token expiring later than now + this is refused,
+ *                     1..31536000 (default 86400)
+ *   hmac_key_id       the id tokens signed with hmac_secret carry
+ *                     ("<id>:<user>.<exp>.<mac>"); empty (default): such
+ *                     tokens carry none ("<user>.<exp>.<mac>")
+ *   hmac_secret_prev, hmac_key_id_prev
+ *                     a second key accepted too (rotation); its id must
+ *                     differ from hmac_key_id
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -85,7 +102,19 @@ struct sk_config {
     int n_trusted_proxies;
     long long max_inflight;
     char ops_listen[256]; /* "" = no ops listener */
+    int io_timeout_s;
+    long long max_connections; /* 0: from the file-descriptor limit */
+    char admin_token_file[512];
+    char hmac_secret_file[512];
+    long long hmac_max_ttl_s;
+    char hmac_key_id[33]; /* SK_AUTH_KID_MAX bytes of [A-Za-z0-9_-], or "" */
+    char hmac_secret_prev[256];
+    char hmac_key_id_prev[33];
+    char hmac_secret_prev_file[512];
 };
+
+/* Shortest hmac_secret (and hmac_secret_prev) accepted. */
+#define SK_CONFIG_SECRET_MIN 16
 
 void sk_config_defaults(struct sk_config *c);
 
@@ -116,8 +145,9 @@ int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char 
  * as unset. */
 int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap);
 
-/* Cross-field checks after all sources are applied: auth = hmac needs an
- * hmac_secret. */
+/* Cross-field checks after all sources are applied (and the secret files
+ * read): auth = hmac needs an hmac_secret of at least SK_CONFIG_SECRET_MIN
+ * bytes; a second key needs its own id and the same length. */
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
 
 /* Parses len bytes of a textual IPv4 or IPv6 address: 0 or SK_EINVAL. */
@@ -125,6 +155,11 @@ int sk_ip_parse(const char *s, size_t len, struct sk_ip *out);
 /* Canonical text (inet_ntop; IPv4 for IPv4-mapped) into out (SK_IP_TEXT). */
 #define SK_IP_TEXT 46
 void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT]);
+/* The network the per-IP rate limit counts an address in: an IPv4
+ * address is itself; an IPv6 address keeps its first 64 bits (the /64 a
+ * site or a host gets, inside which a client can pick addresses at will),
+ * the rest zeroed. */
+void sk_ip_rate_prefix(struct sk_ip *ip);
 /* 1 when ip lies in one of the trusted_proxies. */
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip);
 

@@ -249,7 +249,8 @@ int sk_body_json_escape(const char *s, size_t len, char *out, size_t cap)
     static const char hex[] = "0123456789abcdef";
     const unsigned char *u = (const unsigned char *)s;
     size_t o = 0;
-    if (cap > 0) out[0] = 0;
+    if (cap == 0) return SK_ENOMEM; /* not even room for the terminator */
+    out[0] = 0;
 #define PUT(str, n)                                                                                \
     do {                                                                                           \
         if (o + (n) >= cap) goto nomem;                                                            \

@@ -1,7 +1,8 @@
 /* http_server.c - one event-loop process of `seckill serve`: h2o set-up,
- * the listener (SO_REUSEPORT, so N processes share a port), routing through
- * routes.def, reply helpers, the loop with end-of-pass batch flushing, and
- * graceful draining on SIGTERM. */
+ * the listening socket (SO_REUSEPORT, so N processes share a port; the
+ * connections on it are conns.c's), the request-head checks before
+ * routing through routes.def, reply helpers, the loop with end-of-pass
+ * batch flushing, and graceful draining on SIGTERM. */
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
@@ -20,10 +21,12 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/sig.h"
 #include "core/vec.h"
 #include "http/app.h"
 #include "http/auth.h"
+#include "http/framing.h"
 #include "http/http_body.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -126,6 +129,20 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len)
     return req->headers.entries[i].value.base;
 }
 
+static int peer_ip(h2o_req_t *req, struct sk_ip *ip);
+
+/* The buyer's token checked with the configured secrets (two during a
+ * rotation, told apart by the token's key id) and the lifetime bound. */
+static int hmac_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *uid)
+{
+    const struct sk_config *c = &app->cfg;
+    struct sk_auth_key keys[2] = {
+        {c->hmac_key_id, c->hmac_secret, strlen(c->hmac_secret)},
+        {c->hmac_key_id_prev, c->hmac_secret_prev, strlen(c->hmac_secret_prev)}};
+    return sk_auth_verify_token_keys(keys, c->hmac_secret_prev[0] ? 2 : 1, tok, tl,
+                                     sk_wall_ms() / 1000, c->hmac_max_ttl_s, uid);
+}
+
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid)
 {
     size_t len;
@@ -134,15 +151,23 @@ int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
         const char *tok;
         size_t tl;
         v = sk_http_header(req, "authorization", &len);
-        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
-            sk_auth_verify_token(app->cfg.hmac_secret, strlen(app->cfg.hmac_secret), tok, tl,
-                                 sk_wall_ms() / 1000, uid) < 0) {
+        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 || hmac_user(app, tok, tl, uid) < 0) {
             sk_metrics_refusal(app->metrics, "unauthorized");
             sk_http_error(app, req, route, 401, "unauthorized",
                           "a valid Authorization: Bearer <user token> is required");
             return 1;
         }
         return 0;
+    }
+    /* With trusted proxies configured, only they may name the buyer: a
+     * client that reaches the port directly cannot act as anyone. */
+    struct sk_ip peer;
+    if (app->cfg.n_trusted_proxies > 0 &&
+        !(peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
+        sk_metrics_refusal(app->metrics, "unauthorized");
+        sk_http_error(app, req, route, 401, "unauthorized",
+                      "X-User-Id is accepted only from a trusted proxy");
+        return 1;
     }
     v = sk_http_header(req, "x-user-id", &len);
     if (!v || sk_auth_parse_user_id(v, len, uid) < 0) {
@@ -172,10 +197,10 @@ static int peer_ip(h2o_req_t *req, struct sk_ip *ip)
     return sk_ip_parse(text, strlen(text), ip) == 0;
 }
 
-int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+/* The client's address (sk_http_client_ip), 0 when it has none. */
+static int client_ip(struct sk_app *app, h2o_req_t *req, struct sk_ip *out)
 {
     struct sk_ip ip;
-    out[0] = 0;
     if (!peer_ip(req, &ip)) return 0;
     /* Walk X-Forwarded-For right to left (last header first) while the hop
      * that wrote it is a trusted proxy: the first untrusted address is the
@@ -206,6 +231,25 @@ int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
         }
     }
 done:
+    *out = ip;
+    return 1;
+}
+
+int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+{
+    struct sk_ip ip;
+    out[0] = 0;
+    if (!client_ip(app, req, &ip)) return 0;
+    sk_ip_format(&ip, out);
+    return out[0] != 0;
+}
+
+int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
+{
+    struct sk_ip ip;
+    out[0] = 0;
+    if (!client_ip(app, req, &ip)) return 0;
+    sk_ip_rate_prefix(&ip);
     sk_ip_format(&ip, out);
     return out[0] != 0;
 }
@@ -294,11 +338,31 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
     return c;
 }
 
+/* A request whose head frames or names its sender ambiguously
+ * (framing.h) is answered 400 and its connection closed after the answer:
+ * whatever followed it on the connection is never read as a request. */
+static int framing_or_reply(struct sk_app *app, h2o_req_t *req)
+{
+    h2o_socket_t *sock = req->conn && req->conn->callbacks->get_socket
+                             ? req->conn->callbacks->get_socket(req->conn)
+                             : NULL;
+    const char *why;
+    /* h2o leaves the current request's head at the start of the socket's
+     * input until the answer is sent (the body, if any, follows it). */
+    if (!sock || !sock->input || sk_framing_check(sock->input->bytes, sock->input->size, &why) >= 0)
+        return 0;
+    req->http1_is_persistent = 0;
+    sk_log(SK_LOG_DEBUG, "refused a request: %s", why);
+    sk_http_error(app, req, SK_ROUTE_COUNT, 400, "bad_request", why);
+    return 1;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct sk_app *app = ((struct app_handler *)self)->app;
     int ops_port = ((struct app_handler *)self)->ops;
     struct sk_route_match m;
+    if (framing_or_reply(app, req)) return 0;
     if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
         char msg[96];
         snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
@@ -325,13 +389,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     return route_fns[m.route](app, req, &m);
 }
 
-static void on_accept(h2o_socket_t *listener, const char *err)
+/* The operations listener (--ops-listen): a few private connections, no
+ * cap; the buyers' listener is conns.c's. */
+static void on_ops_accept(h2o_socket_t *listener, const char *err)
 {
     struct sk_app *app = listener->data;
     if (err) return;
-    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (!sock) return;
-    h2o_accept(listener == app->ops_listener ? &app->ops_accept_ctx : &app->accept_ctx, sock);
+    h2o_socket_t *sock;
+    while ((sock = h2o_evloop_socket_accept(listener)) != NULL)
+        h2o_accept(&app->ops_accept_ctx, sock);
 }
 
 int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
@@ -374,11 +440,7 @@ int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err,
 static void start_drain(struct sk_app *app)
 {
     app->draining = 1;
-    if (app->listener) {
-        h2o_socket_read_stop(app->listener);
-        h2o_socket_close(app->listener);
-        app->listener = NULL;
-    }
+    sk_conns_unlisten(&app->conns);
     if (app->ops_listener) {
         h2o_socket_read_stop(app->ops_listener);
         h2o_socket_close(app->ops_listener);
@@ -400,7 +462,8 @@ static int open_resources(struct sk_app *app)
     const struct sk_config *cfg = &app->cfg;
     char err[256];
     if (sk_store_open(&app->store, cfg->db, err, sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
+        char safe[sizeof cfg->db];
+        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg->db, safe, sizeof safe), err);
         free(app);
         return -1;
     }
@@ -434,6 +497,16 @@ static void setup_conf(struct sk_app *app, h2o_globalconf_t *conf, int ops)
     /* h2o answers bodies over its limit itself, in plain text; give it room
      * so that bodies up to twice max_body get our JSON 413 from on_req. */
     conf->max_request_entity_size = 2 * (size_t)app->cfg.max_body;
+    /* HTTP/2 is off: h2o 2.2's cleartext HTTP/2 (the prior-knowledge
+     * preface and Upgrade: h2c) is untested here and predates the 2023
+     * Rapid Reset fix (README, "HTTP hardening"). */
+    conf->http1.upgrade_to_http2 = 0;
+    /* h2o's request timeout bounds reading: a keep-alive wait, a head, a
+     * body. conns.c bounds writing with the same figure, and must see an
+     * idle connection whose last answers were never read before h2o
+     * closes it (a plain close would leave them to the kernel): h2o's
+     * bound is one second longer. */
+    conf->http1.req_timeout = (uint64_t)app->cfg.io_timeout_s * 1000 + 1000;
     h2o_hostconf_t *host =
         h2o_config_register_host(conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -467,7 +540,8 @@ static int connect_redis(struct sk_app *app)
     char err[256];
     if (sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
                       sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "redis %s: %s", cfg->redis, err);
+        char safe[sizeof cfg->redis];
+        sk_log(SK_LOG_ERROR, "redis %s: %s", sk_redact_url(cfg->redis, safe, sizeof safe), err);
         close(app->listen_fd);
         if (app->ops_fd >= 0) close(app->ops_fd);
         return -1;
@@ -483,20 +557,24 @@ static int connect_redis(struct sk_app *app)
 
 static void start_accepting(struct sk_app *app)
 {
-    app->listener =
-        h2o_evloop_socket_create(app->ctx.loop, app->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
-    app->listener->data = app;
-    h2o_socket_read_start(app->listener, on_accept);
+    sk_conns_init(&app->conns, app->ctx.loop, &app->accept_ctx, app->listen_fd,
+                  app->cfg.max_connections, app->cfg.io_timeout_s,
+                  app->h2o_config.max_request_entity_size);
+    sk_conns_listen(&app->conns);
     if (app->ops_fd >= 0) {
         app->ops_listener =
             h2o_evloop_socket_create(app->ctx.loop, app->ops_fd, H2O_SOCKET_FLAG_DONT_READ);
         app->ops_listener->data = app;
-        h2o_socket_read_start(app->ops_listener, on_accept);
-        sk_log(SK_LOG_INFO, "listening on %s, operations on %s (pid %d)", app->cfg.listen,
-               app->cfg.ops_listen, (int)getpid());
+        h2o_socket_read_start(app->ops_listener, on_ops_accept);
+        sk_log(SK_LOG_INFO,
+               "listening on %s, operations on %s (pid %d, at most %lld connections, I/O "
+               "timeout %d s)",
+               app->cfg.listen, app->cfg.ops_listen, (int)getpid(), app->conns.max,
+               app->cfg.io_timeout_s);
         return;
     }
-    sk_log(SK_LOG_INFO, "listening on %s (pid %d)", app->cfg.listen, (int)getpid());
+    sk_log(SK_LOG_INFO, "listening on %s (pid %d, at most %lld connections, I/O timeout %d s)",
+           app->cfg.listen, (int)getpid(), app->conns.max, app->cfg.io_timeout_s);
 }
 
 /* While draining: 1 when the loop may stop (everything answered for
@@ -532,6 +610,7 @@ static void serve(struct sk_app *app)
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
+        sk_conns_tick(&app->conns);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;

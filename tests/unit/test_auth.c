@@ -407,3 +407,107 @@ SK_TEST(auth_parsers_survive_100000_random_and_mutated_inputs)
         free(p);
     }
 }
+
+/* ---- key ids and the lifetime bound ---- */
+
+static int verify_keys(const struct sk_auth_key *k, size_t n, const char *tok, int64_t now,
+                       int64_t ttl, uint64_t *u)
+{
+    size_t len = strlen(tok);
+    char *p = exact(tok, len);
+    int rc = sk_auth_verify_token_keys(k, n, p, len, now, ttl, u);
+    free(p);
+    return rc;
+}
+
+/* Vector from the OpenSSL CLI:
+ *   printf '%s' 'k2:42.1900000000' | openssl dgst -sha256 -hmac 'rotation-secret-0002' */
+SK_TEST(hmac_token_with_a_key_id_matches_the_openssl_cli_and_signs_the_id)
+{
+    char tok[SK_AUTH_KID_TOKEN_MAX + 1];
+    const char *sec = "rotation-secret-0002";
+    int n = sk_auth_make_token_kid("k2", sec, strlen(sec), 42, 1900000000, tok, sizeof tok);
+    CHECK_STR(tok, "k2:42.1900000000."
+                   "324973bff53ad239f1b83e24a29e8da6fa97786fe03404a2ca7762e34943ef33");
+    CHECK_EQ(n, (long long)strlen(tok));
+    struct sk_auth_key k[] = {{"k2", sec, strlen(sec)}};
+    uint64_t u = 0;
+    CHECK_EQ(verify_keys(k, 1, tok, 1800000000, 0, &u), 0);
+    CHECK(u == 42);
+    /* the id is covered by the MAC: renaming it breaks the token */
+    struct sk_auth_key k3[] = {{"k3", sec, strlen(sec)}};
+    tok[1] = '3';
+    CHECK_EQ(verify_keys(k3, 1, tok, 1800000000, 0, &u), SK_EAUTH);
+    /* no id: the same bytes as sk_auth_make_token */
+    char a[SK_AUTH_KID_TOKEN_MAX + 1], b[SK_AUTH_TOKEN_MAX + 1];
+    CHECK(sk_auth_make_token_kid(NULL, sec, strlen(sec), 7, 1900000000, a, sizeof a) > 0);
+    CHECK(sk_auth_make_token(sec, strlen(sec), 7, 1900000000, b, sizeof b) > 0);
+    CHECK_STR(a, b);
+    CHECK(sk_auth_make_token_kid("", sec, strlen(sec), 7, 1900000000, a, sizeof a) > 0);
+    CHECK_STR(a, b);
+    /* ids: at most SK_AUTH_KID_MAX of [A-Za-z0-9_-] */
+    CHECK_EQ(sk_auth_make_token_kid("a:b", sec, strlen(sec), 7, 1900000000, a, sizeof a),
+             SK_EINVAL);
+    CHECK_EQ(sk_auth_make_token_kid("012345678901234567890123456789012", sec, strlen(sec), 7,
+                                    1900000000, a, sizeof a),
+             SK_EINVAL);
+    int m = sk_auth_make_token_kid("01234567890123456789012345678901", sec, strlen(sec), UINT64_MAX,
+                                   INT64_MAX, a, sizeof a);
+    CHECK_EQ(m, SK_AUTH_KID_TOKEN_MAX); /* the longest fits exactly */
+    struct sk_auth_key kl[] = {{"01234567890123456789012345678901", sec, strlen(sec)}};
+    CHECK_EQ(verify_keys(kl, 1, a, 0, 0, &u), 0);
+}
+
+SK_TEST(hmac_rotation_accepts_both_keys_by_id_and_nothing_else)
+{
+    const char *old = "old-secret-of-16+", *cur = "new-secret-of-16+";
+    struct sk_auth_key keys[] = {{"2", cur, strlen(cur)}, {"", old, strlen(old)}};
+    char tok[SK_AUTH_KID_TOKEN_MAX + 1];
+    uint64_t u = 0;
+    /* new tokens carry id 2; old ones carry none and were signed with the old secret */
+    CHECK(sk_auth_make_token_kid("2", cur, strlen(cur), 11, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys, 2, tok, 1000, 0, &u), 0);
+    CHECK(u == 11);
+    CHECK(sk_auth_make_token(old, strlen(old), 12, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys, 2, tok, 1000, 0, &u), 0);
+    CHECK(u == 12);
+    /* the wrong secret for the id, an unknown id, the old key alone */
+    CHECK(sk_auth_make_token_kid("2", old, strlen(old), 13, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys, 2, tok, 1000, 0, &u), SK_EAUTH);
+    CHECK(sk_auth_make_token(cur, strlen(cur), 14, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys, 2, tok, 1000, 0, &u), SK_EAUTH);
+    CHECK(sk_auth_make_token_kid("9", cur, strlen(cur), 15, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys, 2, tok, 1000, 0, &u), SK_EAUTH);
+    CHECK(sk_auth_make_token_kid("2", cur, strlen(cur), 16, 2000, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(keys + 1, 1, tok, 1000, 0, &u), SK_EAUTH); /* old key dropped... */
+    CHECK_EQ(verify_keys(keys, 1, tok, 1000, 0, &u), 0);            /* ...new one kept */
+    /* malformed ids never reach a key */
+    const char *bad[] = {":1.2000.", "a b:1.2000.", "2::1.2000.", "2:2:1.2000."};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[256];
+        snprintf(t, sizeof t, "%s%.64s", bad[i], strrchr(tok, '.') + 1);
+        CHECK_MSG(verify_keys(keys, 2, t, 1000, 0, &u) == SK_EAUTH, "accepted %s", t);
+    }
+    CHECK(u == 16);
+}
+
+SK_TEST(hmac_token_living_longer_than_the_max_ttl_is_refused)
+{
+    const char *sec = "ttl-secret-0123456";
+    struct sk_auth_key k[] = {{"", sec, strlen(sec)}};
+    char tok[SK_AUTH_KID_TOKEN_MAX + 1];
+    uint64_t u = 0;
+    int64_t now = 1800000000;
+    CHECK(sk_auth_make_token(sec, strlen(sec), 5, now + 86400, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(k, 1, tok, now, 86400, &u), 0); /* exactly the bound */
+    CHECK_EQ(verify_keys(k, 1, tok, now - 1, 86400, &u), SK_EAUTH);
+    CHECK_EQ(verify_keys(k, 1, tok, now - 1, 0, &u), 0); /* 0: no bound */
+    /* the never-expiring token */
+    CHECK(sk_auth_make_token(sec, strlen(sec), 6, INT64_MAX, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(k, 1, tok, now, 86400, &u), SK_EAUTH);
+    CHECK_EQ(verify_keys(k, 1, tok, now, 31536000, &u), SK_EAUTH);
+    CHECK(u == 5);
+    /* expiry still applies */
+    CHECK(sk_auth_make_token(sec, strlen(sec), 7, now, tok, sizeof tok) > 0);
+    CHECK_EQ(verify_keys(k, 1, tok, now, 86400, &u), SK_EAUTH);
+}

@@ -362,7 +362,13 @@ SK_TEST(config_validate_requires_a_secret_for_hmac)
     set_ok(&c, "auth", "hmac");
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
     CHECK_MSG(strstr(err, "hmac_secret") != NULL, "%s", err);
+    /* a secret, and one of at least SK_CONFIG_SECRET_MIN bytes */
     set_ok(&c, "hmac_secret", "k");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "at least 16 bytes") != NULL && !strstr(err, "\"k\""), "%s", err);
+    set_ok(&c, "hmac_secret", "0123456789abcde");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    set_ok(&c, "hmac_secret", "0123456789abcdef");
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
     set_ok(&c, "hmac_secret", "");
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
@@ -461,4 +467,93 @@ SK_TEST(config_ops_listen_from_every_source_and_its_checks)
     set_ok(&c, "ops_listen", c.listen); /* the buyers' port itself: refused as a whole */
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
     CHECK(strstr(err, "ops_listen") != NULL);
+}
+SK_TEST(config_hardening_options_have_defaults_ranges_and_precedence)
+{
+    struct sk_config c;
+    char err[256];
+    sk_config_defaults(&c);
+    CHECK_EQ(c.io_timeout_s, 30);
+    CHECK_EQ(c.max_connections, 0);
+    CHECK_EQ(c.hmac_max_ttl_s, 86400);
+    CHECK_STR(c.hmac_key_id, "");
+    CHECK_STR(c.admin_token_file, "");
+    set_ok(&c, "io_timeout_s", "1");
+    set_ok(&c, "max_connections", "10000000");
+    set_ok(&c, "hmac_max_ttl_s", "31536000");
+    set_ok(&c, "hmac_key_id", "key_2-b");
+    CHECK_EQ(c.io_timeout_s, 1);
+    CHECK_EQ(c.max_connections, 10000000);
+    CHECK_EQ(c.hmac_max_ttl_s, 31536000);
+    CHECK_STR(c.hmac_key_id, "key_2-b");
+    set_bad("io_timeout_s", "0", "seconds");
+    set_bad("io_timeout_s", "86401", "seconds");
+    set_bad("max_connections", "-1", NULL);
+    set_bad("max_connections", "10000001", NULL);
+    set_bad("hmac_max_ttl_s", "0", NULL);
+    set_bad("hmac_key_id", "a:b", "letters");
+    set_bad("hmac_key_id", "012345678901234567890123456789012", "32");
+    set_bad("hmac_key_id_prev", "x y", "letters");
+    set_bad("admin_token_file", "/tmp/a\nb", "path");
+
+    /* a secret and its file: whichever is applied last wins (sources are
+     * applied lowest precedence first) */
+    sk_config_defaults(&c);
+    set_ok(&c, "admin_token", "from-env");
+    set_ok(&c, "admin_token_file", "/run/secrets/admin");
+    CHECK_STR(c.admin_token, "");
+    CHECK_STR(c.admin_token_file, "/run/secrets/admin");
+    set_ok(&c, "admin_token", "from-flag");
+    CHECK_STR(c.admin_token, "from-flag");
+    CHECK_STR(c.admin_token_file, "");
+    set_ok(&c, "hmac_secret", "s");
+    set_ok(&c, "hmac_secret_file", "/f");
+    CHECK_STR(c.hmac_secret, "");
+    set_ok(&c, "hmac_secret_prev", "p");
+    set_ok(&c, "hmac_secret_prev_file", "/g");
+    CHECK_STR(c.hmac_secret_prev, "");
+    set_ok(&c, "hmac_secret_prev", "p2");
+    CHECK_STR(c.hmac_secret_prev_file, "");
+
+    /* rotation: a second secret needs its own id and the same length */
+    sk_config_defaults(&c);
+    set_ok(&c, "auth", "hmac");
+    set_ok(&c, "hmac_secret", "current-secret-0001");
+    set_ok(&c, "hmac_key_id", "2");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "hmac_secret_prev", "short");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "hmac_secret_prev") && strstr(err, "16"), "%s", err);
+    set_ok(&c, "hmac_secret_prev", "previous-secret-01");
+    set_ok(&c, "hmac_key_id_prev", "2");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "differ") != NULL, "%s", err);
+    set_ok(&c, "hmac_key_id_prev", "");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "hmac_secret_prev", "");
+    set_ok(&c, "hmac_key_id_prev", "1");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "hmac_secret_prev is not") != NULL, "%s", err);
+}
+
+SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
+{
+    struct sk_ip ip;
+    char t[SK_IP_TEXT];
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"203.0.113.9", "203.0.113.9"},
+        {"::ffff:203.0.113.9", "203.0.113.9"},
+        {"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::"},
+        {"2001:db8:1:2::1", "2001:db8:1:2::"},
+        {"2001:db8:1:3::1", "2001:db8:1:3::"},
+        {"::1", "::"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(sk_ip_parse(cases[i].in, strlen(cases[i].in), &ip) == 0);
+        sk_ip_rate_prefix(&ip);
+        sk_ip_format(&ip, t);
+        CHECK_STR(t, cases[i].out);
+    }
 }

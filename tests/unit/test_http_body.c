@@ -539,6 +539,15 @@ SK_TEST(json_escape_reports_a_small_buffer)
     CHECK_EQ(sk_body_json_escape("abcdef\"", 7, out, sizeof out), SK_ENOMEM);
     CHECK_EQ(sk_body_json_escape("a", 1, NULL, 0), SK_ENOMEM);
     CHECK_EQ(sk_body_json_escape("", 0, out, 1), 0);
+    /* found by fuzz_http_body: an empty input into no room at all wrote
+     * the terminator past the buffer */
+    CHECK_EQ(sk_body_json_escape("", 0, NULL, 0), SK_ENOMEM);
+    char *none = malloc(1);
+    CHECK(none != NULL);
+    none[0] = 'x';
+    CHECK_EQ(sk_body_json_escape("", 0, none + 1, 0), SK_ENOMEM);
+    CHECK_EQ(none[0], 'x');
+    free(none);
 }
 
 SK_TEST(error_json_builds_the_spec_error_body)

@@ -73,6 +73,7 @@ struct sk_load_opts {
     int progress;       /* a line per second on stderr while it runs */
     char db[512];       /* --db: check every accepted order reached this store; "" off */
     int64_t db_wait_ms; /* how long the order pipeline may take (default 30 s) */
+    int idem_keys;      /* 1: every request carries an Idempotency-Key never used before */
 };
 
 struct sk_load_code {

@@ -136,6 +136,7 @@ struct worker {
     size_t nidle;
     double rate; /* open loop, this thread's share */
     uint64_t share, next_idx;
+    uint64_t idem_seq; /* --idempotency-keys: requests this thread keyed */
     int64_t armed_ns;
     uint64_t rng;
     int64_t end_ns;
@@ -302,6 +303,8 @@ static void send_request(struct conn *c, int64_t origin, int64_t now)
         p += 11;
         p += u64_dec(c->uid, p);
     }
+    if (run->o->idem_keys) /* "<thread>-<n>": unique in this run */
+        p += sprintf(p, "\r\nIdempotency-Key: %d-%" PRIu64, w->idx, ++w->idem_seq);
     memcpy(p, "\r\n\r\n", 4);
     p += 4;
     memcpy(p, run->body, run->body_len);
@@ -734,7 +737,7 @@ static int build_prefix(struct run *run, char *err, size_t cap)
         n = snprintf(run->prefix, sizeof run->prefix, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n",
                      o->method, path, o->host, o->port);
     /* the identity header and body must still fit the connection's buffer */
-    if (n < 0 || (size_t)n + 22 + SK_AUTH_TOKEN_MAX + 4 + run->body_len > WBUF_CAP) {
+    if (n < 0 || (size_t)n + 22 + SK_AUTH_TOKEN_MAX + 64 + 4 + run->body_len > WBUF_CAP) {
         sk_load_set_err(err, cap, "request too long (path %s)", path);
         return SK_EINVAL;
     }

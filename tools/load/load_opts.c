@@ -181,6 +181,7 @@ int sk_load_usage(FILE *f)
             "  --retry-ratio F     fraction of requests that reuse a user id already used\n"
             "                      (repeat buyers), 0..1 (default 0)\n"
             "  --quantity Q        units per purchase (default 1)\n"
+            "  --idempotency-keys  every request carries an Idempotency-Key never used before\n"
             "  --auth MODE         trusted-header (X-User-Id, default) or hmac (Bearer token)\n"
             "  --hmac-secret S     secret of --auth hmac\n"
             "checks:\n"
@@ -217,6 +218,10 @@ int sk_load_parse_args(struct sk_load_opts *o, int argc, char **argv, char *err,
         }
         if (!strcmp(a, "--quiet")) {
             o->progress = 0;
+            continue;
+        }
+        if (!strcmp(a, "--idempotency-keys")) {
+            o->idem_keys = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {

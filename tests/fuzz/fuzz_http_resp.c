@@ -1,0 +1,27 @@
+/* fuzz_http_resp.c - the load generator's HTTP/1.1 response parser
+ * (tools/load/http_resp.h) on any bytes: the first byte picks eof and
+ * HEAD, the rest is what arrived. */
+#include <string.h>
+
+#include "core/error.h"
+#include "fuzz.h"
+#include "tools/load/http_resp.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0) return 0;
+    int eof = data[0] & 1, head = (data[0] >> 1) & 1;
+    size_t len = size - 1;
+    char *buf = fuzz_copy(data + 1, len);
+    struct sk_load_resp r;
+    memset(&r, 0, sizeof r);
+    int rc = sk_load_parse_response(buf, len, eof, head, &r);
+    FUZZ_CHECK(rc == 0 || rc == 1 || rc == SK_EPROTO);
+    if (rc == 1) {
+        FUZZ_CHECK(r.status >= 200 && r.status <= 999);
+        FUZZ_CHECK(r.consumed <= len && r.body >= buf && r.body + r.body_len <= buf + len);
+        FUZZ_CHECK(r.keep_alive == 0 || r.keep_alive == 1);
+    }
+    free(buf);
+    return 0;
+}
