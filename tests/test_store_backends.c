@@ -126,7 +126,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 5 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 6 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -340,12 +340,14 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
 BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
 {
     /* What a binary that knew migrations 1..4 left behind: this binary's
-     * schema without migration 5's column, and rows written in that shape
-     * (13 columns: no segments). */
+     * schema without migration 5's column (nor migration 6's table), and
+     * rows written in that shape (13 columns: no segments). */
     sk_store_close(be_open(b));
     CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;"
-                               "DELETE FROM schema_migrations WHERE version = 5"
+                               "DROP TABLE redis_marks;"
+                               "DELETE FROM schema_migrations WHERE version >= 5"
                              : "ALTER TABLE activities DROP COLUMN segments;"
+                               "DROP TABLE redis_marks;"
                                "PRAGMA user_version = 4"),
              0);
     CHECK_EQ(be_int(b, b->pg ? "SELECT count(*) FROM information_schema.columns"
