@@ -10,6 +10,8 @@
 -- sloshing back. Lends only while the sale is open. The units leave this
 -- segment now and are recorded in xout under a fresh id; the borrower adds
 -- them to its own segment with that id (purchase_batch or xfer_in), once.
+-- A fenced segment (docs/recovery.md) lends nothing: its stock is being
+-- rebuilt and may be units already sold.
 local to, want = ARGV[1] or '', tonumber(ARGV[2] or '')
 if not string.find(to, '^%d+$') or not want or want < 1 or want % 1 ~= 0 then
   return {RC.BAD_ARGUMENT, 0, '', -1}
@@ -17,7 +19,8 @@ end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not stock then return {RC.UNKNOWN_ACTIVITY, 0, '', -1} end
 if stock <= 0 then return {RC.SOLD_OUT, 0, '', 0} end
-local m = redis.call('HMGET', KEYS[1], 'open', 'seg')
+local m = redis.call('HMGET', KEYS[1], 'open', 'seg', 'fence')
+if m[3] then return {RC.RECOVERING, 0, '', stock} end
 if m[1] ~= '1' then return {RC.CLOSED, 0, '', stock} end
 local take = math.floor(stock / 2)
 if take < want then take = want end

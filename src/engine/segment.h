@@ -37,7 +37,8 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
  * unknown), or -1 when none has stock. */
 int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip);
 /* 1 when a lender's refusal answers the borrowing purchases (the sale is
- * closed, or gone), 0 when it only means "look elsewhere" (sold out). */
+ * closed, or gone, or the lender is fenced while its stock is rebuilt),
+ * 0 when it only means "look elsewhere" (sold out). */
 int sk_seg_lend_refusal_final(int rc);
 /* A transfer.lua reply -> rc, units taken, id (cap SK_XFER_ID_MAX), stock
  * left at the lender. Returns 0 or SK_EPROTO. */
@@ -84,5 +85,9 @@ int sk_seg_state(sk_redis *r, uint64_t activity_id, int segments, struct sk_stoc
  * settled ones. *units: units it applied now. Safe at any time: applying
  * is idempotent per transfer id. */
 int sk_seg_settle(sk_redis *r, uint64_t activity_id, int segments, int64_t *units);
+/* The same; a transfer to a fenced segment (docs/recovery.md) is left in
+ * transit unless `recovering` (the recovery of that segment settles first). */
+int sk_seg_settle_opt(sk_redis *r, uint64_t activity_id, int segments, int recovering,
+                      int64_t *units);
 
 #endif
