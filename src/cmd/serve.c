@@ -27,6 +27,7 @@
 #include "engine/segment.h"
 #include "http/config.h"
 #include "http/http_server.h"
+#include "http/label_mem.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
@@ -354,6 +355,10 @@ int sk_cli_serve(int argc, char **argv)
         return SK_EXIT_FAIL;
     }
     sk_store_close(store);
+    /* The rollback guard's memory of key sets (docs/recovery.md), made
+     * before the fork so every HTTP process checks against the host's. */
+    if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)
+        sk_log(SK_LOG_WARN, "no shared memory for the rollback guard: each process keeps its own");
     if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
         return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
     if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg);
