@@ -484,10 +484,10 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
         int64_t remaining = st.exists ? st.remaining : o->act.stock;
         /* the rollback guard (docs/recovery.md) */
         char fence[48] = "null", why[480] = "null", esc[400];
-        if (st.fence[0] && sk_body_json_escape(st.fence, strlen(st.fence), esc, sizeof esc) == 0)
+        if (st.fence[0] && sk_body_json_escape(st.fence, strlen(st.fence), esc, sizeof esc) >= 0)
             snprintf(fence, sizeof fence, "\"%.40s\"", esc);
         if (st.fence[0] &&
-            sk_body_json_escape(st.fence_why, strlen(st.fence_why), esc, sizeof esc) == 0)
+            sk_body_json_escape(st.fence_why, strlen(st.fence_why), esc, sizeof esc) >= 0)
             snprintf(why, sizeof why, "\"%s\"", esc);
         int n = snprintf(
             body, sizeof body,

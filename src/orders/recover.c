@@ -445,6 +445,24 @@ static int resume_all(struct rec *c, int64_t over0)
     return 0;
 }
 
+/* Units sold twice before a fence failed their conditional DB stock
+ * update; once the key sets resume (the orders sold twice were cancelled,
+ * or nothing was oversold) the DB stock is recomputed from the orders, in
+ * one transaction with its audit row when it changed (as reconcile
+ * --repair does). A computed stock out of range (still oversold in the
+ * database) is left alone: reconcile reports it. */
+static void db_stock(sk_store *st, uint64_t id)
+{
+    int64_t before, after;
+    int rc = sk_store_db_stock_repair(st, id, sk_wall_ms(), &before, &after);
+    if (rc == 0 && before != after)
+        sk_log(SK_LOG_WARN, "recover: activity %" PRIu64 ": DB stock %" PRId64 " -> %" PRId64, id,
+               before, after);
+    else if (rc < 0 && rc != SK_ESTATE)
+        sk_log(SK_LOG_WARN, "recover: activity %" PRIu64 ": DB stock not checked: %s", id,
+               sk_store_errstr(st));
+}
+
 /* Segmented: a base meta that vanished is written again last (its
  * `segments` field routes purchases), with the switch as the database
  * records it. */
@@ -494,6 +512,7 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
                 return rc;
         }
         if ((rc = rebuild_base(&c)) < 0) return rc;
+        if (any && !rep->fenced_after) db_stock(st, id);
     }
     rep->ms = sk_mono_ms() - t0;
     return 0;
@@ -563,6 +582,7 @@ int sk_recover_oversold_retry(sk_store *st, sk_redis *r, const struct sk_activit
             sk_log(SK_LOG_ERROR, "recover: audit row not written: %s", sk_store_errstr(st));
         sk_log(SK_LOG_WARN, "recover: activity %" PRIu64 " %s: oversold covered; resumed", a->id,
                k->label);
+        db_stock(st, a->id);
     }
     return 0;
 }
