@@ -308,10 +308,13 @@ static int fence_all(struct rec *c)
         const char *why = ks->vanished ? "rebuild" : "rollback";
         int rc = sk_recovery_fence(c->r, &ks->k, why, ks->reason, now);
         if (rc < 0) return redis_fail(c, rc, "fence");
-        audit(c, ks, "recover_fence", "%s (%s): %s",
-              ks->before.fence[0] ? "found fenced" : "fenced", now, ks->reason);
-        sk_log(SK_LOG_WARN, "recover: activity %" PRIu64 " %s: fenced (%s): %s", c->a.id,
-               ks->k.label, now, ks->reason);
+        /* the reason of a fence found already says which and why */
+        if (ks->before.fence[0] && strcmp(ks->before.fence, "vanished"))
+            audit(c, ks, "recover_fence", "found %s", ks->reason);
+        else
+            audit(c, ks, "recover_fence", "fenced (%s): %s", now, ks->reason);
+        sk_log(SK_LOG_WARN, "recover: activity %" PRIu64 " %s: %s%s", c->a.id, ks->k.label,
+               ks->before.fence[0] ? "found " : "fenced: ", ks->reason);
     }
     return 0;
 }
