@@ -14,7 +14,8 @@
 
 #include "core/error.h"
 
-#define SLOTS 65536 /* key sets per host: 1.5 MiB */
+#define SLOT_BITS 16
+#define SLOTS (1u << SLOT_BITS) /* key sets per host: 1.5 MiB */
 #define PROBES 64
 #define TAG_BITS 20
 #define ADM_BITS (64 - TAG_BITS)
@@ -70,7 +71,8 @@ static uint64_t pack(int64_t epoch, int64_t adm)
 /* The slot of key (claimed when create), or NULL. */
 static struct slot *find(sk_labelmem *m, uint64_t key, int create)
 {
-    uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+    /* Fibonacci hashing: the high bits of the product are the well-mixed ones */
+    uint64_t h = (key * 0x9e3779b97f4a7c15ULL) >> (64 - SLOT_BITS);
     for (int i = 0; i < PROBES; i++) {
         struct slot *s = &m->s[(h + (uint64_t)i) % SLOTS];
         uint64_t k = atomic_load(&s->key);
