@@ -881,3 +881,45 @@ SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 
     }
     env_stop(&e);
 }
+
+SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_watermark_again)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400];
+    snprintf(db, sizeof db, "sqlite:%s/past.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 200, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r, aid, 1, 20);
+    struct keys_copy old;
+    copy_keys(r, &k, &old);
+    buy_range(r, aid, 21, 60);
+    struct worker_thread wt;
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    /* back to 20 admissions, then 70 more: the admission count (90) is
+     * past the database's watermark (60), but the ledger lacks its order */
+    restore_keys(r, &old);
+    buy_range(r, aid, 101, 170);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.adm, 90);
+    CHECK_EQ(mark_of(st, aid, k.label), 60);
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.held, 130); /* 20 + 40 put back + 70 */
+    CHECK_EQ(s.remaining, 70);
+    CHECK_EQ(s.oversold, 0);
+    CHECK_EQ(sale_audit_count(st, aid, "recover_replay"), 1);
+    CHECK_EQ(sale_db_orders(st, aid), 130);
+    char out[8192];
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}

@@ -731,6 +731,7 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     CHECK_STR(m[0].label, "61");
     CHECK_EQ(m[0].adm, 9);
     CHECK_EQ(m[0].activity_id, 61);
+    CHECK_STR(m[0].order_id, "61-1000-1"); /* the order of that number */
     CHECK_STR(m[1].label, "61.3");
     CHECK_EQ(m[1].adm, 2);
     free(m);
@@ -745,6 +746,7 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     CHECK_EQ(n, 3);
     CHECK_STR(m[0].label, "61");
     CHECK_EQ(m[0].adm, 12);
+    CHECK_STR(m[0].order_id, "61-1001-0");
     CHECK_STR(m[2].label, "62");
     CHECK_EQ(m[2].adm, 4);
     free(m);

@@ -236,6 +236,34 @@ int sk_recovery_ledger(sk_redis *r, const struct sk_keys *k, const char *const *
     return 0;
 }
 
+int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *const *oids, size_t n,
+                           int *has)
+{
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        has[i] = 1;
+        if (!oids[i] || !oids[i][0]) continue;
+        const char *argv[] = {"HEXISTS", ks[i].ledger, oids[i]};
+        int rc = sk_redis_append(r, 3, argv, NULL);
+        if (rc < 0) return rc;
+        sent++;
+    }
+    int err = 0;
+    for (size_t i = 0; i < n && sent; i++) {
+        if (!oids[i] || !oids[i][0]) continue;
+        redisReply *rep;
+        int rc = sk_redis_read(r, &rep);
+        if (rc < 0) return rc;
+        sent--;
+        if (rep->type == REDIS_REPLY_INTEGER)
+            has[i] = rep->integer != 0;
+        else
+            err = 1;
+        freeReplyObject(rep);
+    }
+    return err ? sk_stock_proto(r, "HEXISTS ledger") : 0;
+}
+
 /* The xin hash of segment s: every transfer id applied there. Caller frees
  * *out (freeReplyObject). */
 static int read_xin(sk_redis *r, uint64_t aid, int s, redisReply **out)

@@ -102,6 +102,13 @@ int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_res
 int sk_recovery_ledger(sk_redis *r, const struct sk_keys *k, const char *const *oids, size_t n,
                        int *state, uint64_t *user, int64_t *qty);
 
+/* Whether the ledger of each of n key sets holds one order id (pipelined
+ * HEXISTS; oids[i] NULL or "": not asked, has[i] 1): a key set whose
+ * ledger lacks an order the database holds has gone back in time, however
+ * many admissions it made since. */
+int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *const *oids,
+                           size_t n, int *has);
+
 /* Segments: transfers segment v lent that a receiver applied although v's
  * own meta does not know them (their number is above xseq, v's counter:
  * v went back in time after lending). *units: their units, *max_seq: the

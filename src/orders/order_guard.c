@@ -9,8 +9,10 @@
  *   - no definition while the database says the activity was preheated:
  *     the keys vanished (Redis restarted empty, or flushed): rebuild;
  *   - an admission count below the highest one the database holds (the
- *     watermark, raised in every persist transaction): Redis lost writes
- *     the database holds: replay;
+ *     watermark, raised in every persist transaction), or a ledger without
+ *     the order of that number (one more pipelined HEXISTS per key set: it
+ *     sees the loss even after the rolled-back Redis has admitted past the
+ *     watermark again): Redis lost writes the database holds: replay;
  *   - fenced by a buyer's call (its process saw admissions this Redis no
  *     longer has, or knew keys that vanished): replay, or rebuild;
  *   - fenced `oversold`: stock given back since pays the oversold units
@@ -50,13 +52,6 @@ static const struct sk_activity *find_activity(const struct sk_activity *acts, s
     for (size_t i = 0; i < n; i++)
         if (acts[i].id == id) return &acts[i];
     return NULL;
-}
-
-static int64_t watermark(const struct sk_mark *m, size_t n, const char *label)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(m[i].label, label)) return m[i].adm;
-    return 0;
 }
 
 static struct guard_hit *hit_for(struct guard_hit *hits, size_t *nh, uint64_t aid)
@@ -115,10 +110,11 @@ static size_t gather(const sk_worker *w, struct sk_keys *ks)
     return n;
 }
 
-/* One key set's verdict into hits; the cheap oversold retry runs here. */
+/* One key set's verdict into hits (has: its ledger holds the order of the
+ * watermark); the cheap oversold retry runs here. */
 static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_probe *p,
-                  const struct sk_activity *a, int64_t wm, int base, struct guard_hit *hits,
-                  size_t *nh)
+                  const struct sk_activity *a, int64_t wm, int has, int base,
+                  struct guard_hit *hits, size_t *nh)
 {
     int preheated = strcmp(a->state, "created") != 0;
     if (!strcmp(p->fence, "manual")) return;
@@ -128,7 +124,7 @@ static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_
             SK_WORKER_INC(w, recover_failures, 1);
         return;
     }
-    int need = p->fence[0] || (!p->present && preheated) || (p->present && p->adm < wm);
+    int need = p->fence[0] || (!p->present && preheated) || (p->present && (p->adm < wm || !has));
     if (base) need = preheated && (!p->present || p->segments < 2);
     if (!need) return;
     struct guard_hit *h = hit_for(hits, nh, a->id);
@@ -136,11 +132,57 @@ static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_
     if (k->seg >= 0) h->only[k->seg] = 1;
 }
 
+static const struct sk_mark *mark_of(const struct sk_mark *m, size_t n, const char *label)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(m[i].label, label)) return &m[i];
+    return NULL;
+}
+
+/* Probes every key set (and the ledger for the watermark's order), judges
+ * each, and recovers what needs it. */
+static int check(sk_worker *w, const struct sk_activity *acts, size_t na,
+                 const struct sk_mark *marks, size_t nm)
+{
+    size_t cap = 2 * w->ns;
+    struct sk_keys *ks = malloc(cap * sizeof *ks);
+    struct sk_keyset_probe *pr = malloc(cap * sizeof *pr);
+    const char **oids = malloc(cap * sizeof *oids);
+    int *has = malloc(cap * sizeof *has);
+    struct guard_hit *hits = malloc(w->ns * sizeof *hits);
+    int rc = ks && pr && oids && has && hits ? 0 : SK_ENOMEM;
+    size_t n = rc ? 0 : gather(w, ks), nh = 0;
+    if (rc == 0 && (rc = sk_recovery_probe(w->r, ks, n, pr)) < 0)
+        sk_worker_redis_fail(w, rc, "rollback guard");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sk_mark *m = mark_of(marks, nm, ks[i].label);
+        oids[i] = m && pr[i].present && i < w->ns ? m->order_id : NULL;
+    }
+    if (rc == 0 && (rc = sk_recovery_ledger_has(w->r, ks, oids, n, has)) < 0)
+        sk_worker_redis_fail(w, rc, "rollback guard");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sk_activity *a = find_activity(acts, na, ks[i].activity_id);
+        const struct sk_mark *m = mark_of(marks, nm, ks[i].label);
+        if (a) judge(w, &ks[i], &pr[i], a, m ? m->adm : 0, has[i], i >= w->ns, hits, &nh);
+    }
+    for (size_t i = 0; rc == 0 && i < nh && !atomic_load(&w->stop); i++)
+        recover(w, &hits[i]);
+    free(ks);
+    free(pr);
+    free(oids);
+    free(has);
+    free(hits);
+    return rc == SK_ENOMEM ? 0 : rc;
+}
+
 int sk_worker_guard(sk_worker *w)
 {
+    if (w->o.guard_ms <= 0 || w->ns == 0) return 0;
+    /* a dropped connection is made again now, so a restarted Redis is
+     * checked before anything else is read from it */
+    if (!w->r->c) sk_redis_ensure(w->r);
     int64_t now = sk_mono_ms();
     uint64_t moved = moved_count(w);
-    if (w->o.guard_ms <= 0 || w->ns == 0) return 0;
     if (now < w->guard_next_ms && w->r->connects == w->guard_connects && moved == w->guard_moved)
         return 0;
     w->guard_next_ms = now + w->o.guard_ms;
@@ -154,27 +196,11 @@ int sk_worker_guard(sk_worker *w)
         free(acts);
         return 0;
     }
-    struct sk_keys *ks = malloc(2 * w->ns * sizeof *ks);
-    struct sk_keyset_probe *pr = malloc(2 * w->ns * sizeof *pr);
-    struct guard_hit *hits = malloc(w->ns * sizeof *hits);
-    int rc = ks && pr && hits ? 0 : SK_ENOMEM;
-    size_t n = rc ? 0 : gather(w, ks), nh = 0;
-    if (rc == 0 && (rc = sk_recovery_probe(w->r, ks, n, pr)) < 0)
-        sk_worker_redis_fail(w, rc, "rollback guard");
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const struct sk_activity *a = find_activity(acts, na, ks[i].activity_id);
-        if (a)
-            judge(w, &ks[i], &pr[i], a, watermark(marks, nm, ks[i].label), i >= w->ns, hits, &nh);
-    }
-    for (size_t i = 0; rc == 0 && i < nh && !atomic_load(&w->stop); i++)
-        recover(w, &hits[i]);
+    int rc = check(w, acts, na, marks, nm);
     /* what this check ran with: a reconnect during it is covered by it */
     w->guard_connects = w->r->connects;
     w->guard_moved = moved_count(w);
-    free(ks);
-    free(pr);
-    free(hits);
     free(acts);
     free(marks);
-    return rc == SK_ENOMEM ? 0 : rc;
+    return rc;
 }

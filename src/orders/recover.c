@@ -13,7 +13,11 @@
 #include "core/log.h"
 #include "redis/stream_id.h"
 
-#define PAGE 1000 /* orders read from the store at once */
+/* Orders read from the store at once (a large page: on a PostgreSQL table
+ * filled faster than its statistics follow, every page may cost a sort of
+ * the whole activity), checked against the ledger in chunks of CHUNK. */
+#define PAGE 5000
+#define CHUNK 1000
 
 /* One recovery on its way: the activity, its key sets and the handles. */
 struct rec {
@@ -167,8 +171,8 @@ static void note_sid(struct sk_recover_ks *ks, const struct sk_order *o)
 static int classify(struct rec *c, struct sk_recover_ks *ks, const struct sk_order *page, size_t n,
                     struct sk_replay_order *out, size_t *nout, int count)
 {
-    const char *oids[PAGE];
-    size_t idx[PAGE], m = 0;
+    const char *oids[CHUNK];
+    size_t idx[CHUNK], m = 0;
     for (size_t i = 0; i < n; i++)
         if (ks_of(c, page[i].order_id) == ks) {
             idx[m] = i;
@@ -176,7 +180,7 @@ static int classify(struct rec *c, struct sk_recover_ks *ks, const struct sk_ord
         }
     if (nout) *nout = 0;
     if (m == 0) return 0;
-    int state[PAGE];
+    int state[CHUNK];
     int rc = sk_recovery_ledger(c->r, &ks->k, oids, m, state, NULL, NULL);
     if (rc < 0) return redis_fail(c, rc, "HMGET ledger");
     for (size_t j = 0; j < m; j++) {
@@ -207,7 +211,7 @@ static int classify(struct rec *c, struct sk_recover_ks *ks, const struct sk_ord
 static int scan_orders(struct rec *c, int replay)
 {
     struct sk_order *page = malloc(PAGE * sizeof *page);
-    struct sk_replay_order *put = malloc(PAGE * sizeof *put);
+    struct sk_replay_order *put = malloc(CHUNK * sizeof *put);
     char after[SK_STORE_ORDER_ID_MAX] = "";
     int rc = page && put ? 0 : fail(c, SK_ENOMEM, "out of memory");
     for (;;) {
@@ -222,13 +226,17 @@ static int scan_orders(struct rec *c, int replay)
             if (db_held(&page[i])) ks->db_held_units += page[i].quantity;
             note_sid(ks, &page[i]);
         }
-        for (size_t s = 0; rc == 0 && s < c->rep->n; s++) {
-            struct sk_recover_ks *ks = &c->rep->ks[s];
-            if (!ks->selected || (replay && !ks->needed)) continue;
-            size_t np = 0;
-            rc = classify(c, ks, page, n, replay ? put : NULL, &np, !replay);
-            if (rc == 0 && np && (rc = sk_recovery_replay(c->r, &ks->k, put, np, &ks->replay)) < 0)
-                rc = redis_fail(c, rc, "replay");
+        for (size_t at = 0; rc == 0 && at < n; at += CHUNK) {
+            size_t m = n - at < CHUNK ? n - at : CHUNK;
+            for (size_t s = 0; rc == 0 && s < c->rep->n; s++) {
+                struct sk_recover_ks *ks = &c->rep->ks[s];
+                if (!ks->selected || (replay && !ks->needed)) continue;
+                size_t np = 0;
+                rc = classify(c, ks, page + at, m, replay ? put : NULL, &np, !replay);
+                if (rc == 0 && np &&
+                    (rc = sk_recovery_replay(c->r, &ks->k, put, np, &ks->replay)) < 0)
+                    rc = redis_fail(c, rc, "replay");
+            }
         }
         snprintf(after, sizeof after, "%s", page[n - 1].order_id);
         if (rc < 0 || n < PAGE) break;

@@ -187,7 +187,10 @@ size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_m
             memcpy(out[nm].label, o->order_id, (size_t)ll);
             out[nm++].label[ll] = 0;
         }
-        if (o->adm_seq > out[k].adm) out[k].adm = o->adm_seq;
+        if (o->adm_seq > out[k].adm) {
+            out[k].adm = o->adm_seq;
+            snprintf(out[k].order_id, sizeof out[k].order_id, "%s", o->order_id);
+        }
     }
     return nm;
 }

@@ -277,8 +277,10 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
 struct sk_mark {
     char label[SK_STORE_LABEL_MAX]; /* "<activity>" or "<activity>.<segment>" */
     uint64_t activity_id;
-    int64_t adm;        /* highest admission number persisted */
-    int64_t updated_ms; /* when it last grew */
+    int64_t adm;                          /* highest admission number persisted */
+    int64_t updated_ms;                   /* when it last grew */
+    char order_id[SK_STORE_ORDER_ID_MAX]; /* the order of that number: a Redis whose
+                                             ledger lacks it lost persisted orders */
 };
 
 /* The marks of one activity (activity_id 0: all), ordered by label, as an

@@ -79,15 +79,16 @@ int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                          int (*read_status)(sk_store *st, const char *order_id, int *status));
 
 /* The marks a persist batch raises (store.h, migration 6): per key set
- * label of the batch, the highest adm_seq, into out (n entries room);
- * returns how many. Orders without adm_seq are left out. */
+ * label of the batch, the highest adm_seq and its order id, into out (n
+ * entries room); returns how many. Orders without adm_seq are left out. */
 size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
 /* The upsert of one mark, the same SQL on both backends ($ placeholders
  * for PostgreSQL, ? for SQLite): the mark only ever grows. */
-#define SK_STORE_MARK_UPSERT(p1, p2, p3, p4)                                                       \
-    "INSERT INTO redis_marks (label, activity_id, adm, updated_ms) VALUES (" p1 ", " p2 ", " p3    \
-    ", " p4 ") ON CONFLICT (label) DO UPDATE SET adm = excluded.adm,"                              \
-    " updated_ms = excluded.updated_ms WHERE excluded.adm > redis_marks.adm"
+#define SK_STORE_MARK_UPSERT(p1, p2, p3, p4, p5)                                                   \
+    "INSERT INTO redis_marks (label, activity_id, adm, updated_ms, order_id) VALUES (" p1 ", " p2  \
+    ", " p3 ", " p4 ", " p5 ") ON CONFLICT (label) DO UPDATE SET adm = excluded.adm,"              \
+    " updated_ms = excluded.updated_ms, order_id = excluded.order_id"                              \
+    " WHERE excluded.adm > redis_marks.adm"
 
 /* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
  * 0..initial, else 0; and the audit row's detail text. */

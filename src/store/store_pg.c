@@ -124,7 +124,8 @@ static const char *const migrations[] = {
     " label TEXT COLLATE \"C\" PRIMARY KEY CHECK (octet_length(label) BETWEEN 1 AND 31),"
     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
     " adm BIGINT NOT NULL CHECK (adm >= 0),"
-    " updated_ms BIGINT NOT NULL"
+    " updated_ms BIGINT NOT NULL,"
+    " order_id TEXT NOT NULL"
     ");"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
 };
@@ -911,9 +912,9 @@ static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, i
     int rc = 0;
     for (size_t i = 0; i < nm && rc == 0; i++) {
         struct num a = num_u64(m[i].activity_id), v = num_i64(m[i].adm), t = num_i64(now);
-        const char *p[] = {m[i].label, a.s, v.s, t.s};
+        const char *p[] = {m[i].label, a.s, v.s, t.s, m[i].order_id};
         PGresult *r;
-        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4"), 4, p);
+        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5"), 5, p);
         if (rc == 0) PQclear(r);
     }
     free(m);
@@ -1093,12 +1094,15 @@ static int pg_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct 
 static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
                           size_t limit, struct sk_order *out, size_t *n)
 {
-    /* order_id is COLLATE "C": the range compares bytes, as store.c wants */
+    /* order_id is COLLATE "C": the range compares bytes, as store.c wants;
+     * activity_id + 0: the primary-key range is the plan (on a freshly
+     * filled table the planner otherwise takes orders_activity_status and
+     * sorts the whole activity for every page) */
     struct num a = num_u64(activity_id), l = limit_arg(limit);
     const char *p[] = {lo, hi, a.s, l.s};
     return read_orders(st,
                        "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                       " WHERE order_id > $1 AND order_id < $2 AND activity_id = $3"
+                       " WHERE order_id > $1 AND order_id < $2 AND activity_id + 0 = $3"
                        " ORDER BY order_id LIMIT $4",
                        4, p, limit, out, n);
 }
@@ -1199,7 +1203,7 @@ static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **ou
     const char *p[] = {a.s};
     PGresult *r;
     if ((rc = run(st, &r, "list marks",
-                  "SELECT label, activity_id, adm, updated_ms FROM redis_marks"
+                  "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
                   " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label",
                   1, p)) != 0)
         return rc;
@@ -1214,6 +1218,7 @@ static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **ou
         arr[i].activity_id = (uint64_t)i64_at(r, i, 1);
         arr[i].adm = i64_at(r, i, 2);
         arr[i].updated_ms = i64_at(r, i, 3);
+        snprintf(arr[i].order_id, sizeof arr[i].order_id, "%s", PQgetvalue(r, i, 4));
     }
     PQclear(r);
     *out = arr;

@@ -46,7 +46,7 @@ static const char *const cached_sql[Q_COUNT] = {
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
-    [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?"),
+    [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?"),
 };
 _Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
                "store_int.h: sq[] too small");
@@ -135,13 +135,15 @@ static const char *const migrations[] = {
     " CHECK (segments >= 1);",
     /* 6: the rollback guard's watermark (docs/recovery.md): per key set
      * label ("<id>" or "<id>.<segment>"), the highest admission number of
-     * a persisted order, raised in the persist transaction. A Redis whose
-     * admission count is below it has lost writes the database holds. */
+     * a persisted order and that order's id, raised in the persist
+     * transaction. A Redis whose admission count is below it, or whose
+     * ledger lacks that order, has lost writes the database holds. */
     "CREATE TABLE redis_marks ("
     " label TEXT PRIMARY KEY CHECK (length(label) BETWEEN 1 AND 31),"
     " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
     " adm INTEGER NOT NULL CHECK (adm >= 0),"
-    " updated_ms INTEGER NOT NULL"
+    " updated_ms INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL"
     ") WITHOUT ROWID;"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
 };
@@ -544,6 +546,7 @@ static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, i
         sqlite3_bind_int64(s, 2, (sqlite3_int64)m[i].activity_id);
         sqlite3_bind_int64(s, 3, m[i].adm);
         sqlite3_bind_int64(s, 4, now);
+        sqlite3_bind_text(s, 5, m[i].order_id, -1, SQLITE_STATIC);
         if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "raise mark");
         sqlite3_reset(s);
     }
@@ -711,9 +714,12 @@ static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *lo
                               size_t limit, struct sk_order *out, size_t *n)
 {
     sqlite3_stmt *s;
+    /* +activity_id: the primary-key range is the plan; left to itself the
+     * planner picks orders_activity_status and sorts every row of the
+     * activity for each page (quadratic over a paged read of 100,000) */
     int rc = prepare(st, &s,
                      "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                     " WHERE order_id > ? AND order_id < ? AND activity_id = ?"
+                     " WHERE order_id > ? AND order_id < ? AND +activity_id = ?"
                      " ORDER BY order_id LIMIT ?");
     if (rc) return rc;
     sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
@@ -1001,7 +1007,7 @@ static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark 
 {
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
-                     "SELECT label, activity_id, adm, updated_ms FROM redis_marks"
+                     "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
                      " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
@@ -1020,6 +1026,8 @@ static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark 
         m->activity_id = (uint64_t)sqlite3_column_int64(s, 1);
         m->adm = sqlite3_column_int64(s, 2);
         m->updated_ms = sqlite3_column_int64(s, 3);
+        t = sqlite3_column_text(s, 4);
+        if (t) snprintf(m->order_id, sizeof m->order_id, "%s", (const char *)t);
     }
     if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list marks");
     sqlite3_finalize(s);
