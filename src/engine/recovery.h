@@ -106,8 +106,8 @@ int sk_recovery_ledger(sk_redis *r, const struct sk_keys *k, const char *const *
  * HEXISTS; oids[i] NULL or "": not asked, has[i] 1): a key set whose
  * ledger lacks an order the database holds has gone back in time, however
  * many admissions it made since. */
-int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *const *oids,
-                           size_t n, int *has);
+int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *const *oids, size_t n,
+                           int *has);
 
 /* Segments: transfers segment v lent that a receiver applied although v's
  * own meta does not know them (their number is above xseq, v's counter:
