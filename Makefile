@@ -122,6 +122,7 @@ bench: all
 	$(BUILD)/seckill bench http
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
+	$(BUILD)/seckill bench recover
 
 clean:
 	rm -rf build build-san build-tsan

@@ -9,7 +9,9 @@
 --       the switch as the database records it, '' keeps it), lent (units a
 --       receiver applied that this segment forgot lending, '' or 0), xseq
 --       (highest transfer number of this segment a receiver knows, '' or 0),
---       over (units to count oversold on top, '' or 0)
+--       over (units to count oversold on top, '' or 0), xout (the segment's
+--       xout counter lent was computed against: lent is applied only while
+--       it still reads so, once)
 -- Returns {rc, units still oversold, stock, 1 fence lifted | 0 kept,
 --          acknowledged admissions counted lost now, adm}
 --
@@ -22,13 +24,15 @@ local function num(v, digits)
   return tonumber(v)
 end
 local wm, lent, xseq, over_add = num(ARGV[1], 15), num(ARGV[4], 15), num(ARGV[5], 15), num(ARGV[6], 15)
+local xout_seen = num(ARGV[7], 15)
 local sid, open = ARGV[2] or '', ARGV[3] or ''
-if not wm or not lent or not xseq or not over_add or (ARGV[1] or '') == ''
+if not wm or not lent or not xseq or not over_add or not xout_seen or (ARGV[1] or '') == ''
    or (sid ~= '' and not string.match(sid, '^[0-9]+%-[0-9]+$')) or #sid > 41
-   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[7] then
+   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[8] then
   return {RC.BAD_ARGUMENT, 0, -1, 0, 0, 0}
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'fence', 'adm', 'fence_adm', 'oversold', 'xseq')
+local m = redis.call('HMGET', KEYS[1], 'initial', 'fence', 'adm', 'fence_adm', 'oversold', 'xseq',
+                     'xout')
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, -1, 0, 0, 0} end
 local adm0 = tonumber(m[3] or '0')
@@ -58,10 +62,10 @@ if sid ~= '' then
 end
 -- Transfers this segment lent and forgot (a receiver applied them): the
 -- units left here, and its transfer ids go on after the last one used.
--- Applied once: they are the ones numbered above this key set's xseq, and
--- xseq moves past them in the same call.
+-- Applied once: only while xout still reads what lent was computed
+-- against (a second recovery racing this one finds it moved).
 local over = tonumber(m[5] or '0') + over_add
-if lent > 0 and xseq > tonumber(m[6] or '0') then
+if lent > 0 and tonumber(m[7] or '0') == xout_seen then
   local take = math.min(stock, lent)
   stock, over = stock - take, over + lent - take
   redis.call('HINCRBY', KEYS[1], 'xout', lent)

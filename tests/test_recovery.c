@@ -470,15 +470,28 @@ struct keys_copy {
     int n;
 };
 
+/* Every key at once (MULTI), as a snapshot or a replica would hold them. */
 static void copy_keys(sk_redis *r, const struct sk_keys *k, struct keys_copy *c)
 {
     const char *names[] = {k->meta,     k->stock, k->buyers, k->ledger, k->orders,
                            k->released, k->idem,  k->xin,    k->xout};
     c->n = 9;
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "MULTI"), 0);
+    freeReplyObject(rep);
     for (int i = 0; i < c->n; i++) {
         c->names[i] = names[i];
-        CHECK_EQ(sk_redis_cmd(r, &c->dump[i], "DUMP %s", names[i]), 0);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "DUMP %s", names[i]), 0);
+        freeReplyObject(rep);
     }
+    CHECK_EQ(sk_redis_cmd(r, &rep, "EXEC"), 0);
+    CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)c->n);
+    for (int i = 0; i < c->n; i++) {
+        c->dump[i] = rep->element[i];
+        rep->element[i] = NULL;
+    }
+    rep->elements = 0;
+    freeReplyObject(rep);
 }
 
 /* Puts the copy back, every key at once (MULTI: a real rollback leaves a
@@ -918,6 +931,52 @@ SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_waterm
     CHECK_EQ(sale_audit_count(st, aid, "recover_replay"), 1);
     CHECK_EQ(sale_db_orders(st, aid), 130);
     char out[8192];
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}
+
+SK_TEST(recovery_a_segment_that_forgot_a_transfer_it_lent_gives_its_units_up)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400], out[8192];
+    snprintf(db, sizeof db, "sqlite:%s/lend.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 20, 2); /* 10 units per segment */
+    struct sk_keys k0;
+    sk_keys_seg(&k0, aid, 0);
+    struct keys_copy old;
+    copy_keys(r, &k0, &old);
+    int64_t taken;
+    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 4, &taken), 0);
+    CHECK_EQ(taken, 5); /* half of what the lender has */
+    /* segment 0 goes back to before it lent: its 5 units are counted twice */
+    restore_keys(r, &old);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.remaining, 25);
+    /* an operator fences it; the recovery takes the forgotten lend out */
+    char fence[SK_FENCE_MAX];
+    CHECK_EQ(sk_recovery_fence(r, &k0, "manual", "segment 0 restored from a copy", fence), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 0);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.remaining, 20);
+    CHECK_EQ(s.in_transit, 0);
+    struct sk_stock_state s0;
+    CHECK_EQ(sk_stock_state_keys(r, &k0, &s0), 0);
+    CHECK_EQ(s0.remaining, 5);
+    CHECK_EQ(s0.xout, 5);
+    CHECK_MSG(strstr(out, "segment 0"), "%s", out);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    /* its next transfer gets a number no receiver has seen */
+    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 1, &taken), 0);
+    CHECK(taken > 0);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.remaining, 20);
     CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
     sk_redis_free(r);
     sk_store_close(st);

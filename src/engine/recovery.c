@@ -187,11 +187,12 @@ int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_res
     snprintf(v[1], sizeof v[1], "%" PRId64, a->lent > 0 ? a->lent : 0);
     snprintf(v[2], sizeof v[2], "%" PRId64, a->xseq > 0 ? a->xseq : 0);
     snprintf(v[3], sizeof v[3], "%" PRId64, a->over > 0 ? a->over : 0);
+    snprintf(v[4], sizeof v[4], "%" PRId64, a->xout_seen > 0 ? a->xout_seen : 0);
     const char *open = a->open < 0 ? "" : a->open ? "1" : "0";
-    const char *args[] = {v[0], a->max_sid ? a->max_sid : "", open, v[1], v[2], v[3]};
+    const char *args[] = {v[0], a->max_sid ? a->max_sid : "", open, v[1], v[2], v[3], v[4]};
     const char *keys[] = {k->meta, k->stock, k->orders};
     int64_t out[6];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, 6, args, out, 6);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, 7, args, out, 6);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_OK) {
         snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,
@@ -301,6 +302,34 @@ int sk_recovery_lost_lends(sk_redis *r, uint64_t aid, int segments, int v, int64
         freeReplyObject(rep);
     }
     return 0;
+}
+
+int sk_recovery_transfer_sums(sk_redis *r, uint64_t aid, int segments, int v, int64_t *xin,
+                              int64_t *xout, int64_t *xout_v)
+{
+    *xin = *xout = *xout_v = 0;
+    for (int s = 0; s < segments; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, s);
+        const char *argv[] = {"HMGET", k.meta, "xin", "xout"};
+        int rc = sk_redis_append(r, 4, argv, NULL);
+        if (rc < 0) return rc;
+    }
+    int err = 0;
+    for (int s = 0; s < segments; s++) {
+        redisReply *rep;
+        int rc = sk_redis_read(r, &rep);
+        if (rc < 0) return rc;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            *xin += num_of(rep->element[0]);
+            *xout += num_of(rep->element[1]);
+            if (s == v) *xout_v = num_of(rep->element[1]);
+        } else {
+            err = 1;
+        }
+        freeReplyObject(rep);
+    }
+    return err ? sk_stock_proto(r, "HMGET xin xout") : 0;
 }
 
 int sk_recovery_forget_lends_to(sk_redis *r, uint64_t aid, int segments, int v, int64_t *units)

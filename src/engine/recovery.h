@@ -82,6 +82,7 @@ struct sk_resume_args {
     int64_t lent;        /* segment: units a receiver applied that it forgot lending */
     int64_t xseq;        /* segment: highest transfer number of it a receiver knows */
     int64_t over;        /* units to count oversold on top */
+    int64_t xout_seen;   /* segment: its xout counter lent was computed against */
 };
 
 struct sk_resume_result {
@@ -115,6 +116,13 @@ int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *co
  * highest transfer number of v any receiver knows (0 none). */
 int sk_recovery_lost_lends(sk_redis *r, uint64_t activity_id, int segments, int v, int64_t xseq,
                            int64_t *units, int64_t *max_seq);
+
+/* Segments: the sums of every segment's xin and xout counters (one
+ * pipelined round), and segment v's xout. After a settle nothing is in
+ * transit, so sum(xin) - sum(xout) > 0 are units applied by receivers that
+ * their lenders no longer count: a lender went back in time. */
+int sk_recovery_transfer_sums(sk_redis *r, uint64_t activity_id, int segments, int v, int64_t *xin,
+                              int64_t *xout, int64_t *xout_v);
 
 /* Segments: forgets the transfers other segments recorded as lent to v
  * (v's keys vanished: it is rebuilt with what its buyers hold, and a

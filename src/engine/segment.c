@@ -144,12 +144,16 @@ static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
     return err ? sk_stock_proto(r, "GET stock") : 0;
 }
 
-void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2])
+int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
+                     const char *args[4])
 {
     snprintf(buf[0], 24, "%d", to);
     snprintf(buf[1], 24, "%" PRId64, want);
-    args[0] = buf[0];
-    args[1] = buf[1];
+    snprintf(buf[2], 24, "%" PRId64, epoch);
+    snprintf(buf[3], 24, "%" PRId64, adm > 0 ? adm : 0);
+    for (int i = 0; i < 4; i++)
+        args[i] = buf[i];
+    return epoch > 0 ? 4 : 2;
 }
 
 int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken, char *id,
@@ -157,12 +161,12 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, from);
-    char a[2][24];
-    const char *args[2];
-    sk_seg_lend_args(to, want, a, args);
+    char a[4][24];
+    const char *args[4];
+    int nargs = sk_seg_lend_args(to, want, 0, 0, a, args);
     const char *keys[] = {k.meta, k.stock, k.xout};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;

@@ -66,8 +66,11 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
  * half is a purchase_batch call carrying the id, or sk_seg_settle. */
 int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken,
                 char *id, int *rc);
-/* transfer.lua's ARGV (shared with the async service). */
-void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2]);
+/* transfer.lua's ARGV (shared with the async service); epoch/adm: what the
+ * caller saw last of the lender (docs/recovery.md; epoch 0: nothing).
+ * Returns the count (2 or 4). */
+int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
+                     const char *args[4]);
 
 /* Moves units from segment `from` to segment `to`: the lending half
  * (transfer.lua), then the receiving half (xfer_in.lua). *taken: units

@@ -229,6 +229,7 @@ static void scan_start(struct seg_scan *sc)
 struct borrow {
     struct seg_scan sc; /* first: the scan's done callback casts back */
     int home, round;
+    int lender; /* the segment asked last */
     size_t n;
     struct pending **items;
     struct sk_admission *res; /* the last answer of each (a stock refusal) */
@@ -273,7 +274,8 @@ static void on_transfer(void *data, redisReply *rep)
         return;
     }
     if (sk_seg_lend_refusal_final(trc)) {
-        /* closed (or gone) since: that is the answer, not sold out */
+        /* closed (or gone, or fenced) since: that is the answer, not sold out */
+        if (trc == SK_RC_RECOVERING) sk_labelmem_forget(sk_labelmem_host(), bo->sc.aid, bo->lender);
         for (size_t i = 0; i < bo->n; i++)
             bo->res[i].rc = trc;
         bo->sc.f.failed = 1; /* not a sold-out verdict */
@@ -318,11 +320,15 @@ static void on_borrow_scanned(struct seg_scan *sc)
         want += bo->items[i]->p.quantity;
     struct sk_keys k;
     sk_keys_seg(&k, sc->aid, from);
-    char a[2][24];
-    const char *args[2];
-    sk_seg_lend_args(bo->home, want, a, args);
+    char a[4][24];
+    const char *args[4];
+    /* the lender is checked against this host's memory of it, like a home */
+    int64_t epoch, adm;
+    sk_labelmem_get(sk_labelmem_host(), sc->aid, from, &epoch, &adm);
+    int nargs = sk_seg_lend_args(bo->home, want, epoch, adm, a, args);
+    bo->lender = from;
     const char *keys[] = {k.meta, k.stock, k.xout};
-    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, on_transfer,
+    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, on_transfer,
                        bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");
 }

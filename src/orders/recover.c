@@ -392,17 +392,29 @@ static int rebuild(struct rec *c, int64_t *over0)
 
 /* Segments that went back in time may have forgotten transfers they lent:
  * their receivers know them (xin ids "<seg>-<n>" above the segment's own
- * counter). Read before the resume takes them out. */
-static int lost_lends(struct rec *c, size_t i, int64_t *lent, int64_t *xseq)
+ * counter). A segment that lent again before it was fenced reused some of
+ * those numbers, so when it is the only one recovered the counters decide
+ * too: after the settle nothing is in transit, and sum(xin) - sum(xout)
+ * are units receivers hold that no lender counts. Read before the resume
+ * takes them out (once: against the xout read here). */
+static int lost_lends(struct rec *c, size_t i, struct sk_resume_args *a)
 {
-    *lent = *xseq = 0;
+    a->lent = a->xseq = a->xout_seen = 0;
     if (c->rep->segments < 2) return 0;
     struct sk_recover_ks *ks = &c->rep->ks[i];
-    int64_t own = ks->rebuilt ? 0 : ks->before.xseq;
-    int rc = sk_recovery_lost_lends(c->r, c->a.id, c->rep->segments, (int)i, own, lent, xseq);
+    int64_t own = ks->rebuilt ? 0 : ks->before.xseq, xin, xout;
+    int rc =
+        sk_recovery_lost_lends(c->r, c->a.id, c->rep->segments, (int)i, own, &a->lent, &a->xseq);
+    if (rc == 0)
+        rc = sk_recovery_transfer_sums(c->r, c->a.id, c->rep->segments, (int)i, &xin, &xout,
+                                       &a->xout_seen);
     if (rc < 0) return redis_fail(c, rc, "read transfers");
-    if (ks->rebuilt) *lent = 0; /* rebuilt with no stock of its own to give back */
-    ks->lent_lost = *lent;
+    int alone = 1;
+    for (size_t j = 0; j < c->rep->n; j++)
+        alone &= j == i || !c->rep->ks[j].needed;
+    if (alone && xin - xout > a->lent) a->lent = xin - xout;
+    if (ks->rebuilt) a->lent = 0; /* rebuilt with no stock of its own to give back */
+    ks->lent_lost = a->lent;
     return 0;
 }
 
@@ -416,7 +428,7 @@ static int resume_all(struct rec *c, int64_t over0)
                                    .max_sid = ks->max_sid,
                                    .open = open,
                                    .over = i == 0 ? over0 : 0};
-        int rc = lost_lends(c, i, &a.lent, &a.xseq);
+        int rc = lost_lends(c, i, &a);
         if (rc == 0 && (rc = sk_recovery_resume(c->r, &ks->k, &a, &ks->resume)) < 0)
             rc = redis_fail(c, rc, "resume");
         if (rc < 0) return rc;
