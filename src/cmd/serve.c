@@ -240,9 +240,13 @@ static int run_order_worker(const struct sk_config *cfg)
     struct sk_sweeper_stats sw;
     sk_sweeper_stats(running_sweeper, &sw);
     sk_log(SK_LOG_INFO,
-           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu",
+           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu; "
+           "rollback guard: %llu recoveries, %llu orders replayed, %llu units oversold, %llu "
+           "acknowledged admissions lost",
            (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered,
-           (unsigned long long)sw.cancelled);
+           (unsigned long long)sw.cancelled, (unsigned long long)st.recoveries,
+           (unsigned long long)st.orders_replayed, (unsigned long long)st.units_oversold,
+           (unsigned long long)st.admissions_lost);
     sk_sweeper_free(running_sweeper);
     running_sweeper = NULL;
     sk_worker_free(running_worker);
