@@ -187,7 +187,7 @@ static void aof_file(const char *dir, const char *suffix, char *out, size_t cap)
     while ((de = readdir(dp))) {
         size_t l = strlen(de->d_name), sl = strlen(suffix);
         if (l > sl && !strcmp(de->d_name + l - sl, suffix))
-            snprintf(out, cap, "%s/%s", d, de->d_name);
+            snprintf(out, cap, "%.300s/%.250s", d, de->d_name);
     }
     closedir(dp);
     CHECK_MSG(out[0], "no *%s in %s", suffix, d);

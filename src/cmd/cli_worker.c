@@ -35,6 +35,9 @@ static int usage(FILE *f)
             "  --max-deliveries K     dead-letter a poison entry after K deliveries (default 5)\n"
             "  --no-trim              keep acknowledged entries in the streams\n"
             "  --once                 drain what is there, then exit\n"
+            "Every second (and after every reconnection) it also checks each activity\n"
+            "against the database: a Redis that lost writes the database holds is\n"
+            "fenced, rebuilt from the orders and resumed (docs/recovery.md).\n"
             "SIGTERM/SIGINT: finish the current batch, exit 0.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
