@@ -84,10 +84,10 @@ local function replay(user, idem, fresh)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
 
--- Redis TIME as unix microseconds (a number) and as the epoch text.
+-- Redis TIME as unix microseconds (a number) and the reply itself.
 local function time_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.format('%06d', tonumber(t[2]))
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
 end
 
 -- Fences the key set (a fence-only meta when its keys vanished: it expires,
@@ -125,7 +125,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
   end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm')
-  local gate, now_us, epoch_txt = RC.OK, 0, nil
+  local gate, now_us, t = RC.OK, 0, nil
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller must route
     -- to the buyer's segment; the qty slot says how many there are.
@@ -157,7 +157,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
   elseif m[1] ~= '1' then
     gate = RC.CLOSED
   else
-    now_us, epoch_txt = time_us()
+    now_us, t = time_us()
     local now = math.floor(now_us / 1000)
     if now < tonumber(m[2]) then gate = RC.NOT_STARTED
     elseif now >= tonumber(m[3]) then gate = RC.ENDED end
@@ -173,7 +173,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
   end
   -- A key set preheated before the guard existed gets its epoch now, once.
   if not epoch then
-    epoch = epoch_txt
+    epoch = t[1] .. string.format('%06d', tonumber(t[2]))
     redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
   local limit, maxq = tonumber(m[4]), tonumber(m[5])
