@@ -74,7 +74,9 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
                       char *fence)
 {
     const char *keys[] = {k->meta};
-    const char *args[] = {why, text ? text : ""};
+    char t[201]; /* fence.lua takes at most 200 bytes of text */
+    snprintf(t, sizeof t, "%s", text ? text : "");
+    const char *args[] = {why, t};
     redisReply *rep;
     int rc = sk_script_eval(r, SK_SCRIPT_FENCE, 1, keys, 2, args, NULL, &rep);
     if (rc == 0 && (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||

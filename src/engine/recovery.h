@@ -39,8 +39,8 @@ struct sk_keyset_probe {
  * cluster every node answers its own at once). */
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out);
 
-/* fence.lua: why "rollback" | "rebuild" | "manual", text at most 200
- * bytes. fence (SK_FENCE_MAX bytes, may be NULL): the fence in force after
+/* fence.lua: why "rollback" | "rebuild" | "manual", text (cut at 200
+ * bytes). fence (SK_FENCE_MAX bytes, may be NULL): the fence in force after
  * the call (an earlier one stays). SK_EINVAL for a refused argument. */
 int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, const char *text,
                       char *fence);

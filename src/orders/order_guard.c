@@ -23,6 +23,7 @@
  * While it runs the worker persists nothing else: the fenced key sets
  * admit nothing, and the others' orders wait in their streams. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,14 @@ static void recover(sk_worker *w, const struct guard_hit *h)
                h->aid, rep.ms, fenced, rep.orders_replayed, rep.lost, rep.oversold);
     }
     sk_recover_report_free(&rep);
+    /* A stream that went back in time brings back entries this consumer had
+     * acknowledged: pending again, they are read now, not after the
+     * claim-idle time (they are orders the database holds: duplicates). */
+    for (size_t i = 0; i < w->ns; i++)
+        if (w->s[i].aid == h->aid) {
+            w->s[i].history_due = 1;
+            snprintf(w->s[i].history_from, sizeof w->s[i].history_from, "0");
+        }
 }
 
 /* The key sets to look at: every followed stream's, and the base meta of
