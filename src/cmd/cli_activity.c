@@ -530,7 +530,10 @@ static int cmd_delete(struct ctx *c)
                                   a.id, events);
     /* Redis first: a store row without Redis keys can be preheated again,
      * while Redis keys without a row would greet a re-created id with stale
-     * stock. */
+     * stock. The row goes back to "created" before: the order worker's
+     * rollback guard would otherwise take the dropped keys of a preheated
+     * activity for keys Redis lost, and rebuild them (docs/recovery.md). */
+    if ((rc = sk_store_activity_set_state(c->st, a.id, "created")) < 0) return store_fail(c, rc);
     if (sk_stock_drop(c->r, a.id) < 0) return redis_fail(c);
     if ((rc = sk_store_activity_delete(c->st, a.id)) < 0) return store_fail(c, rc);
     printf("activity %" PRIu64 " deleted\n", a.id);
