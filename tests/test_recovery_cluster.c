@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "engine/keys.h"
@@ -31,6 +32,50 @@
 #include "support/sale_env.h"
 
 SK_TH_CLUSTER_USED
+
+/* The nodes this test freezes are the runner's: whatever happens to the
+ * test (a failed check, the runner's timeout killing its process group),
+ * they must run again, or every cluster test after it fails. A watcher in
+ * a session of its own waits for the test to end (its pipe closes) and
+ * continues them. */
+static void continue_at_exit(pid_t a, pid_t b)
+{
+    int fd[2];
+    CHECK_EQ(pipe(fd), 0);
+    pid_t w = fork();
+    CHECK(w >= 0);
+    if (w == 0) {
+        setsid();
+        close(fd[1]);
+        char c;
+        while (read(fd[0], &c, 1) > 0)
+            ;
+        kill(a, SIGCONT);
+        kill(b, SIGCONT);
+        _exit(0);
+    }
+    close(fd[0]); /* fd[1] stays open until this test's process ends */
+}
+
+/* The serve log's lines that say what happened, when the test failed. */
+static char serve_log[320];
+static int passed;
+
+static struct sale *failing_sale;
+
+static void dump_log_on_failure(void)
+{
+    if (!passed && failing_sale) sale_print(failing_sale, "at the failure");
+    FILE *f = passed || !serve_log[0] ? NULL : fopen(serve_log, "r");
+    char line[1024];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f) && n < 60)
+        if (!strstr(line, " info ") || strstr(line, "recover")) {
+            fputs(line, stdout);
+            n++;
+        }
+    if (f) fclose(f);
+}
 
 static void nap_ms(int ms)
 {
@@ -160,9 +205,13 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     pid_t mpid = (pid_t)info_num(master, "server", "process_id");
     pid_t rpid = (pid_t)info_num(replica, "server", "process_id");
     CHECK(mpid > 0 && rpid > 0);
+    continue_at_exit(mpid, rpid);
+    snprintf(serve_log, sizeof serve_log, "%s", v.log);
+    atexit(dump_log_on_failure);
 
     static struct sale s;
     sale_start(&s, v.port, aid, 100000, limit, SALE_THREADS);
+    failing_sale = &s;
     struct db_at_least want = {st, aid, 5000};
     sale_wait(db_has, &want, 60000, "5000 persisted orders");
     /* the replica falls behind: tens of MB of replication stream */
@@ -178,10 +227,15 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     CHECK_MSG(rep && rep->type == REDIS_REPLY_STATUS, "TAKEOVER: %s",
               rep && rep->str ? rep->str : "no reply");
     freeReplyObject(rep);
+    /* every live node knows the new owner (the frozen one cannot answer) */
     int64_t by = sk_mono_ms() + 30000;
-    while (owner_seen_by(replica, slot) != replica) {
-        CHECK_MSG(sk_mono_ms() < by, "the replica did not take slot %d over", slot);
-        nap_ms(10);
+    for (int i = 0; i < SK_TH_CLUSTER_NODES; i++) {
+        int port = sk_th_cluster_port(i);
+        while (port != master && owner_seen_by(port, slot) != replica) {
+            CHECK_MSG(sk_mono_ms() < by, "node %d does not see %d own slot %d", port, replica,
+                      slot);
+            nap_ms(10);
+        }
     }
     long at = atomic_load(&s.ok);
     void *arg[2] = {&s, (void *)(intptr_t)at};
@@ -209,4 +263,5 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     sale_wait(healthy_again, &master, 60000, "the old master back as a replica");
     sk_store_close(st);
     sk_redis_free(r);
+    passed = 1;
 }
