@@ -137,6 +137,7 @@ bench: all
 	$(BUILD)/seckill bench scrape
 	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
 	$(BUILD)/seckill bench cluster
+	$(BUILD)/seckill bench recover
 
 # Fuzzing (libFuzzer, clang): one target per parser of outside bytes in
 # tests/fuzz/fuzz_<target>.c, built with AddressSanitizer and UBSan into

@@ -1,5 +1,5 @@
 /* bench.c - `seckill bench`: the dispatcher to the benchmark programs
- * (bench_int.h): admission, cluster, http, persist, scrape, strategies. */
+ * (bench_int.h): admission, cluster, http, persist, recover, scrape, strategies. */
 #include "bench/bench.h"
 
 #include <stdio.h>
@@ -21,6 +21,7 @@ int sk_cli_bench(int argc, char **argv)
             "  http        seckill serve vs a static responder (nginx) over HTTP\n"
             "  scrape      admission latency with and without a /metrics scrape every second\n"
             "  persist     order worker: Redis stream -> SQLite, orders/s\n"
+            "  recover     a Redis gone back in time: time to the fence, replay orders/s\n"
             "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
             "\n`seckill bench <benchmark> --help` for its options.\n");
         return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
@@ -29,9 +30,10 @@ int sk_cli_bench(int argc, char **argv)
     if (!strcmp(argv[1], "http")) return sk_bench_http(argc - 1, argv + 1);
     if (!strcmp(argv[1], "scrape")) return sk_bench_scrape(argc - 1, argv + 1);
     if (!strcmp(argv[1], "persist")) return sk_bench_persist(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "recover")) return sk_bench_recover(argc - 1, argv + 1);
     if (!strcmp(argv[1], "strategies")) return sk_bench_strategies(argc - 1, argv + 1);
     if (!strcmp(argv[1], "cluster")) return sk_bench_cluster(argc - 1, argv + 1);
     return sk_cli_usage_error("bench: unknown benchmark '%s' (available: admission, cluster, http, "
-                              "persist, scrape, strategies)",
+                              "persist, recover, scrape, strategies)",
                               argv[1]);
 }

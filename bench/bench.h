@@ -1,6 +1,6 @@
 /* bench.h - `seckill bench`: the benchmark programs (bench.c dispatches to
- * bench_admission.c, bench_cluster.c, bench_http.c, bench_persist.c and
- * bench_strategies.c). Not part of the server's library. */
+ * bench_admission.c, bench_cluster.c, bench_http.c, bench_persist.c,
+ * bench_recover.c and bench_strategies.c). Not part of the server's library. */
 #ifndef SK_BENCH_H
 #define SK_BENCH_H
 

@@ -9,6 +9,7 @@ int sk_bench_admission(int argc, char **argv);  /* bench_admission.c */
 int sk_bench_cluster(int argc, char **argv);    /* bench_cluster.c */
 int sk_bench_http(int argc, char **argv);       /* bench_http.c */
 int sk_bench_persist(int argc, char **argv);    /* bench_persist.c */
+int sk_bench_recover(int argc, char **argv);    /* bench_recover.c */
 int sk_bench_strategies(int argc, char **argv); /* bench_strategies.c */
 int sk_bench_scrape(int argc, char **argv);     /* bench_scrape.c */
 

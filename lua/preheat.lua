@@ -3,23 +3,38 @@
 -- ARGV: activity_id initial limit max_qty start_ms end_ms force(0|1)
 --       [rl_rate rl_burst] (the activity's per-user rate limit, requests
 --       per second and burst; absent or 0 = none, the global one applies)
---       [seg seg_of] (this key set is segment seg of seg_of, docs/segments.md)
+--       [seg seg_of] (this key set is segment seg of seg_of, docs/segments.md;
+--       '' '' for none) [db_held] (units the database holds in orders not
+--       cancelled; '' or 0 for none)
 -- Returns {rc, stock}
 --
 -- Never overwrites live stock unless forced, and never while the switch is
 -- open. A forced preheat keeps what buyers already hold: the new stock is
 -- new_initial - held, refused if that would be negative.
+--
+-- Never writes a key set whose live state is being rebuilt (meta `fence`,
+-- docs/recovery.md), and never writes fresh stock where the database holds
+-- orders (db_held > 0: Redis lost the activity's keys): both answer
+-- RECOVERING, and the stock is rebuilt from the orders instead
+-- (`seckill activity recover`, or the order worker on its own).
 for i = 1, 7 do
   if not string.match(ARGV[i] or '', '^[0-9]+$') or #ARGV[i] > 15 then return {RC.BAD_ARGUMENT, 0} end
 end
-for i = 8, 11 do
-  if ARGV[i] and (not string.match(ARGV[i], '^[0-9]+$') or #ARGV[i] > 15) then return {RC.BAD_ARGUMENT, 0} end
+for i = 8, 12 do
+  if ARGV[i] and ARGV[i] ~= '' and (not string.match(ARGV[i], '^[0-9]+$') or #ARGV[i] > 15) then
+    return {RC.BAD_ARGUMENT, 0}
+  end
 end
-local rl_rate, rl_burst = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
+local function opt(i) return tonumber(ARGV[i] ~= nil and ARGV[i] ~= '' and ARGV[i] or '0') end
+local seg, seg_of = ARGV[10] or '', ARGV[11] or ''
+if (seg == '') ~= (seg_of == '') then return {RC.BAD_ARGUMENT, 0} end
+local rl_rate, rl_burst, db_held = opt(8), opt(9), opt(12)
 local initial, limit, maxq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local s, e, force = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
 if limit < 1 or maxq < 1 or e <= s then return {RC.BAD_ARGUMENT, 0} end
 local live = redis.call('GET', KEYS[2])
+if redis.call('HGET', KEYS[1], 'fence') then return {RC.RECOVERING, tonumber(live or '0')} end
+if not live and db_held > 0 then return {RC.RECOVERING, 0} end
 local stock = initial
 if live then
   if not force then return {RC.STOCK_LIVE, tonumber(live)} end
@@ -34,10 +49,14 @@ redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'initial', initial, 'limit', limit, 'max_qty', maxq,
            'start_ms', s, 'end_ms', e, 'open', '0')
 redis.call('HSETNX', KEYS[1], 'released', 0)
+-- The incarnation of the key set (docs/recovery.md): a forced preheat keeps
+-- it, only a delete and a new preheat (or a rebuild) make a new one.
+local t = redis.call('TIME')
+redis.call('HSETNX', KEYS[1], 'epoch', t[1] .. string.format('%06d', tonumber(t[2])))
 -- A segment's own stock is initial + xin - xout - held; a preheat restarts
 -- that count (the forced stock above is initial - held).
-if ARGV[10] and ARGV[11] then
-  redis.call('HSET', KEYS[1], 'seg', ARGV[10], 'seg_of', ARGV[11], 'xin', 0, 'xout', 0)
+if seg ~= '' then
+  redis.call('HSET', KEYS[1], 'seg', seg, 'seg_of', seg_of, 'xin', 0, 'xout', 0)
 end
 -- The activity's rate limit rides in meta, read by the admission call.
 if rl_rate > 0 then

@@ -15,5 +15,8 @@ if not (string.find(ARGV[1] or '', '^%d+$') or string.find(ARGV[1] or '', '^%d+%
    or not ARGV[2] or not ARGV[3] then
   return {RC.BAD_ARGUMENT, '', -1, 0}
 end
-local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1, {ips = {}})
+-- No memory of the key set here: the rollback guard's in-script check is
+-- the service's (purchase_batch); the fence itself applies to every call.
+local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1, {ips = {}},
+                            {epoch = '', adm = 0})
 return {out[1], out[2], left, out[3]}

@@ -1,7 +1,9 @@
 -- transfer.lua - the lending half of a stock transfer between segments
 -- (docs/segments.md): takes units from this segment for segment `to`.
 -- KEYS: meta stock xout (of the lending segment)
--- ARGV: to (segment index) want (units the borrower needs)
+-- ARGV: to (segment index) want (units the borrower needs) [epoch adm]
+--       (what the caller saw last of this segment, docs/recovery.md: the
+--       same epoch with a smaller admission count here fences it)
 -- Returns {rc, units taken, transfer id or '', stock left here}
 --
 -- Takes max(want, half of what is left), capped at what is left: a drained
@@ -10,14 +12,29 @@
 -- sloshing back. Lends only while the sale is open. The units leave this
 -- segment now and are recorded in xout under a fresh id; the borrower adds
 -- them to its own segment with that id (purchase_batch or xfer_in), once.
+-- A fenced segment (docs/recovery.md) lends nothing: its stock is being
+-- rebuilt and may be units already sold.
 local to, want = ARGV[1] or '', tonumber(ARGV[2] or '')
-if not string.find(to, '^%d+$') or not want or want < 1 or want % 1 ~= 0 then
+local mem_epoch, mem_adm = ARGV[3] or '', ARGV[4] or ''
+if not string.find(to, '^%d+$') or not want or want < 1 or want % 1 ~= 0
+   or not string.find(mem_epoch, '^%d*$') or #mem_epoch > 20 or not string.find(mem_adm, '^%d*$')
+   or #mem_adm > 15 or (mem_epoch == '') ~= (mem_adm == '') then
   return {RC.BAD_ARGUMENT, 0, '', -1}
 end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not stock then return {RC.UNKNOWN_ACTIVITY, 0, '', -1} end
 if stock <= 0 then return {RC.SOLD_OUT, 0, '', 0} end
-local m = redis.call('HMGET', KEYS[1], 'open', 'seg')
+local m = redis.call('HMGET', KEYS[1], 'open', 'seg', 'fence', 'epoch', 'adm')
+if m[3] then return {RC.RECOVERING, 0, '', stock} end
+if mem_epoch ~= '' and m[4] == mem_epoch and tonumber(m[5] or '0') < tonumber(mem_adm) then
+  -- this segment went back in time: what it would lend may be sold already
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[1], 'fence', 'rollback', 'fence_ms',
+             tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), 'fence_why',
+             'admission count ' .. (m[5] or '0') .. ' is behind the ' .. mem_adm ..
+             ' a borrower saw: Redis lost writes', 'fence_adm', mem_adm)
+  return {RC.RECOVERING, 0, '', stock}
+end
 if m[1] ~= '1' then return {RC.CLOSED, 0, '', stock} end
 local take = math.floor(stock / 2)
 if take < want then take = want end

@@ -32,7 +32,7 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
 {
     int64_t now = sk_wall_ms();
     struct sk_stock_def d = {sk_th_unique_id(), stock, limit, maxq, now + start_off,
-                             now + end_off,     0,     0,     1};
+                             now + end_off,     0,     0,     1,    0};
     int rc;
     int64_t left;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
@@ -95,9 +95,12 @@ SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
     CHECK_EQ(sk_redis_cmd(r, &rep, "XRANGE %s %s %s", k.orders, entry, entry), 0);
     CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
     redisReply *f = rep->element[0]->element[1];
-    CHECK_EQ(f->elements, 6);
+    CHECK_EQ(f->elements, 8);
     CHECK_STR(f->element[3]->str, "42");
     CHECK_STR(f->element[5]->str, "2");
+    /* the admission's number in the key set (docs/recovery.md): the first */
+    CHECK_STR(f->element[6]->str, "n");
+    CHECK_STR(f->element[7]->str, "1");
     freeReplyObject(rep);
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.held, 2);
@@ -302,7 +305,7 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1};
+    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0};
     int rc;
     int64_t stock;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &stock), 0);
@@ -331,10 +334,10 @@ SK_TEST(preheat_rejects_bad_definitions)
     sk_redis *r = connect_to(sk_th_redis_url());
     int64_t now = sk_wall_ms();
     struct sk_stock_def bad[] = {
-        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1},
-        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1},
-        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1},
-        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1},
+        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0},
+        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0},
+        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0},
+        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc;

@@ -126,7 +126,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 5 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 6 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -340,12 +340,14 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
 BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
 {
     /* What a binary that knew migrations 1..4 left behind: this binary's
-     * schema without migration 5's column, and rows written in that shape
-     * (13 columns: no segments). */
+     * schema without migration 5's column (nor migration 6's table), and
+     * rows written in that shape (13 columns: no segments). */
     sk_store_close(be_open(b));
     CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;"
-                               "DELETE FROM schema_migrations WHERE version = 5"
+                               "DROP TABLE redis_marks;"
+                               "DELETE FROM schema_migrations WHERE version >= 5"
                              : "ALTER TABLE activities DROP COLUMN segments;"
+                               "DROP TABLE redis_marks;"
                                "PRAGMA user_version = 4"),
              0);
     CHECK_EQ(be_int(b, b->pg ? "SELECT count(*) FROM information_schema.columns"
@@ -697,6 +699,72 @@ BACKEND_TEST(orders_persist_records_failed_stock_conditions_never_drops_them)
     CHECK_EQ(c.stock_failures, 1);
     CHECK_EQ(be_int(b, "SELECT count(*) FROM stock_failures WHERE db_stock IS NULL"), 1);
     CHECK_EQ(be_int(b, "SELECT db_stock FROM stock_failures WHERE activity_id = 7"), 2);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label)
+{
+    /* the rollback guard's watermark (docs/recovery.md, migration 6) */
+    sk_store *st = be_open(b);
+    struct sk_activity a;
+    valid_activity(&a, 61);
+    a.stock = 100;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    valid_activity(&a, 62);
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    struct sk_order o[5];
+    mk_order(&o[0], 61, 1000, 0, 1, 1);
+    o[0].adm_seq = 7;
+    mk_order(&o[1], 61, 1000, 1, 2, 1);
+    o[1].adm_seq = 9;
+    mk_order(&o[2], 61, 1000, 2, 3, 1); /* written before n existed: no number */
+    mk_order(&o[3], 62, 1000, 0, 1, 1);
+    o[3].adm_seq = 4;
+    mk_order(&o[4], 61, 1000, 3, 4, 1); /* segment 3 of activity 61 */
+    snprintf(o[4].order_id, sizeof o[4].order_id, "61.3-1000-3");
+    o[4].adm_seq = 2;
+    persist_ok(st, o, 5);
+    struct sk_mark *m;
+    size_t n;
+    CHECK_EQ(sk_store_marks_list(st, 61, &m, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK_STR(m[0].label, "61");
+    CHECK_EQ(m[0].adm, 9);
+    CHECK_EQ(m[0].activity_id, 61);
+    CHECK_STR(m[0].order_id, "61-1000-1"); /* the order of that number */
+    CHECK_STR(m[1].label, "61.3");
+    CHECK_EQ(m[1].adm, 2);
+    free(m);
+    /* a re-delivered or older batch never lowers it; a newer one raises it */
+    mk_order(&o[0], 61, 1000, 9, 9, 1);
+    o[0].adm_seq = 3;
+    persist_ok(st, o, 1);
+    mk_order(&o[1], 61, 1001, 0, 9, 1);
+    o[1].adm_seq = 12;
+    persist_ok(st, &o[1], 1);
+    CHECK_EQ(sk_store_marks_list(st, 0, &m, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_STR(m[0].label, "61");
+    CHECK_EQ(m[0].adm, 12);
+    CHECK_STR(m[0].order_id, "61-1001-0");
+    CHECK_STR(m[2].label, "62");
+    CHECK_EQ(m[2].adm, 4);
+    free(m);
+    /* an order's released_ms reads back (0 until marked) */
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.released_ms, 0);
+    int prev;
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 5000, &prev), 0);
+    CHECK_EQ(sk_store_order_mark_released(st, o[1].order_id, 6000), 0);
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.released_ms, 6000);
+    /* the activity's marks go with it */
+    CHECK_EQ(sk_store_activity_delete(st, 61), 0);
+    CHECK_EQ(sk_store_marks_list(st, 0, &m, &n), 0);
+    CHECK_EQ(n, 1);
+    CHECK_STR(m[0].label, "62");
+    free(m);
     sk_store_close(st);
 }
 

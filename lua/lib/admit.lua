@@ -7,6 +7,13 @@
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
 -- One activity (or one segment of it), one hash tag, one slot.
 --
+-- Rollback guard (docs/recovery.md): meta holds `epoch` (the key set's
+-- incarnation) and `adm` (orders ever admitted here; each stream entry
+-- carries its number as field `n`). A caller passes the (epoch, adm) it
+-- saw last; the same epoch with a smaller adm means Redis went back in
+-- time, and the call fences the key set (meta `fence`) before it sells
+-- anything. While `fence` is set every purchase is refused RECOVERING.
+--
 -- Invariant kept by every script: stock + sum(buyers) == initial, or for a
 -- segment (docs/segments.md) stock + sum(buyers) == initial + xin - xout.
 --
@@ -77,14 +84,31 @@ local function replay(user, idem, fresh)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
 
+-- Redis TIME as unix microseconds (a number) and the reply itself.
+local function time_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
+end
+
+-- Fences the key set (a fence-only meta when its keys vanished: it expires,
+-- since the activity may simply have been deleted; the order worker makes
+-- it permanent when it rebuilds). seen: the admission count the caller saw.
+local function fence_now(why, text, seen, vanished)
+  local now = math.floor(time_us() / 1000)
+  redis.call('HSET', KEYS[1], 'fence', why, 'fence_ms', now, 'fence_why', text, 'fence_adm', seen)
+  if vanished then redis.call('PEXPIRE', KEYS[1], 10000) end
+end
+
 -- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
 -- order. rl: the rate limits {u_rate, u_burst, ip_rate, ip_burst (strings,
 -- '0' = off), ips = {ip_i or ''}}; the activity's own per-user limit in
 -- meta (rl_rate, rl_burst) wins over u_rate/u_burst. Returns out = {rc_1,
 -- oid_1, qty_1, ...} (a RATE_LIMITED entry carries its retry-after in ms
--- in the qty slot) and the stock after (-1 when the call was refused
--- before the stock was read).
-local function admit_all(label, users, qtys, idems, n, rl)
+-- in the qty slot), the stock after (-1 when the call was refused before
+-- the stock was read), and the key set's epoch and admission count after
+-- the call (0, 0 when not read or when fenced). mem = {epoch ('' unknown),
+-- adm}: what the caller saw last (docs/recovery.md).
+local function admit_all(label, users, qtys, idems, n, rl, mem)
   local out, fresh = {}, {}
   -- label is "<ID>" or "<ID>.<seg>": the order id prefix; the stream's aid
   -- field is the activity id alone.
@@ -97,24 +121,43 @@ local function admit_all(label, users, qtys, idems, n, rl)
   -- Sold out: answer from the one GET (retries with a key may be replays).
   if stock == '0' and not any_idem then
     for i = 1, n do out[3 * i - 2] = RC.SOLD_OUT; out[3 * i - 1] = ''; out[3 * i] = 0 end
-    return out, 0
+    return out, 0, 0, 0
   end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments')
-  local gate, now_us = RC.OK, 0
+                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm')
+  local gate, now_us, t = RC.OK, 0, nil
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller must route
     -- to the buyer's segment; the qty slot says how many there are.
     for i = 1, n do out[3 * i - 2] = RC.SEGMENTED; out[3 * i - 1] = ''; out[3 * i] = tonumber(m[8]) end
-    return out, -1
+    return out, -1, 0, 0
   end
-  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
+  local epoch, adm = m[10], tonumber(m[11] or '0')
+  local same = mem.epoch ~= '' and mem.epoch == epoch
+  if m[9] then
+    gate = RC.RECOVERING
+    -- what callers saw of the lost suffix: the resume counts it and lifts
+    -- adm above it, so their memory does not fence the key set again
+    if same and mem.adm > tonumber(redis.call('HGET', KEYS[1], 'fence_adm') or '0') then
+      redis.call('HSET', KEYS[1], 'fence_adm', mem.adm)
+    end
+  elseif not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
     gate = RC.UNKNOWN_ACTIVITY
+    if mem.epoch ~= '' and not stock and redis.call('EXISTS', KEYS[1]) == 0 then
+      -- The caller knew this key set and it is gone (Redis restarted empty,
+      -- or flushed): fence it until the order worker rebuilds it.
+      fence_now('vanished', 'the keys vanished under a caller that knew epoch ' .. mem.epoch,
+                mem.adm, true)
+      gate = RC.RECOVERING
+    end
+  elseif same and adm < mem.adm then
+    fence_now('rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
+              ' a caller saw: Redis lost writes', mem.adm, false)
+    gate = RC.RECOVERING
   elseif m[1] ~= '1' then
     gate = RC.CLOSED
   else
-    local t = redis.call('TIME')
-    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now_us, t = time_us()
     local now = math.floor(now_us / 1000)
     if now < tonumber(m[2]) then gate = RC.NOT_STARTED
     elseif now >= tonumber(m[3]) then gate = RC.ENDED end
@@ -125,7 +168,13 @@ local function admit_all(label, users, qtys, idems, n, rl)
       if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
       else out[3 * i - 2] = gate; out[3 * i - 1] = ''; out[3 * i] = 0 end
     end
-    return out, -1
+    if gate == RC.RECOVERING then return out, -1, 0, 0 end
+    return out, -1, tonumber(epoch or '0') or 0, adm
+  end
+  -- A key set preheated before the guard existed gets its epoch now, once.
+  if not epoch then
+    epoch = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
   local limit, maxq = tonumber(m[4]), tonumber(m[5])
   stock = tonumber(stock)
@@ -137,7 +186,7 @@ local function admit_all(label, users, qtys, idems, n, rl)
   local ip_period, ip_burst = rl_params(rl.ip_rate, rl.ip_burst)
   local held = redis.call('HMGET', KEYS[3], unpack(users, 1, n))
   local counts, dirty, ledger, idemw = {}, {}, {}, {}
-  local sold = 0
+  local sold, nadm = 0, 0
   for i = 1, n do
     local u, qs, k = users[i], qtys[i], idems[i]
     local rc, oid, q = RC.OK, '', 0
@@ -186,8 +235,11 @@ local function admit_all(label, users, qtys, idems, n, rl)
           sold = sold + q
           if not counts[u] then dirty[#dirty + 1] = u end
           counts[u] = had + q
-          -- The stream entry id is the order id's unique part: no counter.
-          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q)
+          -- The stream entry id is the order id's unique part; n numbers the
+          -- admission (the order worker keeps the highest one persisted).
+          nadm = nadm + 1
+          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q,
+                                           'n', adm + nadm)
           -- The ledger lets release check the order is real and whose it
           -- is, even after its stream entry was persisted and trimmed.
           ledger[#ledger + 1] = oid
@@ -218,7 +270,8 @@ local function admit_all(label, users, qtys, idems, n, rl)
     end
     redis.call('HSET', KEYS[3], unpack(bw))
     redis.call('HSET', KEYS[6], unpack(ledger))
+    redis.call('HINCRBY', KEYS[1], 'adm', nadm)
   end
   if #idemw > 0 then redis.call('HSET', KEYS[5], unpack(idemw)) end
-  return out, stock
+  return out, stock, tonumber(epoch), adm + nadm
 end

@@ -1,5 +1,5 @@
-/* cli_activity.c - `seckill activity create|preheat|open|close|show|list|delete`,
- * the operator's view of an activity's lifecycle.
+/* cli_activity.c - `seckill activity create|preheat|open|close|show|list|
+ * delete|recover`, the operator's view of an activity's lifecycle.
  *
  * The store (SQLite) holds the definition; Redis holds the live stock and
  * the sale switch. Every argument is checked before anything is opened, so
@@ -23,6 +23,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
 
@@ -46,6 +47,7 @@ enum {
     O_FORCE,
     O_JSON,
     O_WATCH,
+    O_APPLY,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -70,6 +72,7 @@ static const struct {
     [O_FORCE] = {"--force", 0},
     [O_JSON] = {"--json", 0},
     [O_WATCH] = {"--watch", 0},
+    [O_APPLY] = {"--apply", 0},
 };
 
 struct ctx {
@@ -220,6 +223,13 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
         json_object_set_new(o, "stream_length", e ? json_integer(live->stream_len) : json_null());
         if (e && live->initial != a->stock)
             json_object_set_new(o, "redis_stock_initial", json_integer(live->initial));
+        /* the rollback guard (docs/recovery.md): shown even when only the
+         * fence is left of the live state */
+        json_object_set_new(o, "fence", live->fence[0] ? json_string(live->fence) : json_null());
+        json_object_set_new(o, "fence_why",
+                            live->fence[0] ? json_string(live->fence_why) : json_null());
+        json_object_set_new(o, "lost", json_integer(live->lost));
+        json_object_set_new(o, "oversold", json_integer(live->oversold));
     }
     return o;
 }
@@ -326,6 +336,36 @@ static int cmd_create(struct ctx *c)
     return emit(c, activity_json(&a, NULL, 0));
 }
 
+/* Runs the recovery of docs/recovery.md (apply or dry run), prints what it
+ * did. Exit 0: nothing to do, or done and selling again; 1: a dry run
+ * found work (or the activity stays fenced: oversold), or a failure. */
+static int run_recover(struct ctx *c, const char *actor, int apply)
+{
+    struct sk_recover_opts o = {.apply = apply, .actor = actor};
+    struct sk_recover_report rep;
+    char err[512];
+    int rc = sk_recover_activity(c->st, c->r, c->id, &o, &rep, err, sizeof err);
+    if (rc == SK_ENOTFOUND) {
+        sk_recover_report_free(&rep);
+        return sk_cli_usage_error("activity %s: %s", c->sc->name, err);
+    }
+    if (rc < 0) {
+        sk_recover_report_free(&rep);
+        return sk_cli_runtime_error("activity %s: %s", c->sc->name, err);
+    }
+    sk_recover_print(stdout, &rep);
+    int needed = rep.needed, fenced = rep.fenced_after;
+    sk_recover_report_free(&rep);
+    return (apply ? fenced : needed) ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+static int cmd_recover(struct ctx *c)
+{
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = open_redis(c)) != 0) return rc;
+    return run_recover(c, "operator", has(c, O_APPLY));
+}
+
 static int cmd_preheat(struct ctx *c)
 {
     struct sk_activity a;
@@ -334,10 +374,18 @@ static int cmd_preheat(struct ctx *c)
         return rc;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
+    /* units the database holds: keys gone with them are rebuilt, not
+     * written with the whole stock again (docs/recovery.md) */
+    d.db_held = a.stock - a.stock_db;
     int res;
     int64_t stock;
     if (sk_stock_preheat(c->r, &d, has(c, O_FORCE), &res, &stock) < 0) return redis_fail(c);
     switch (res) {
+    case SK_RC_RECOVERING:
+        printf("activity %" PRIu64 ": its live state is rebuilt from the database's orders, not "
+               "written again\n",
+               a.id);
+        return run_recover(c, "preheat", 1);
     case SK_RC_PREHEATED:
         if ((rc = sk_store_activity_set_state(c->st, a.id, "preheated")) < 0)
             return sk_cli_runtime_error("activity preheat: preheated in Redis but the database "
@@ -534,7 +582,10 @@ static int cmd_delete(struct ctx *c)
                                   a.id, events);
     /* Redis first: a store row without Redis keys can be preheated again,
      * while Redis keys without a row would greet a re-created id with stale
-     * stock. */
+     * stock. The row goes back to "created" before: the order worker's
+     * rollback guard would otherwise take the dropped keys of a preheated
+     * activity for keys Redis lost, and rebuild them (docs/recovery.md). */
+    if ((rc = sk_store_activity_set_state(c->st, a.id, "created")) < 0) return store_fail(c, rc);
     if (sk_stock_drop(c->r, a.id) < 0) return redis_fail(c);
     if ((rc = sk_store_activity_delete(c->st, a.id)) < 0) return store_fail(c, rc);
     printf("activity %" PRIu64 " deleted\n", a.id);
@@ -574,6 +625,8 @@ static const struct sub subs[] = {
      "usage: seckill activity preheat --id N [--force]\n"
      "Writes the stock and the sale window to Redis. A no-op when live stock\n"
      "exists; --force rewrites it (keeping what buyers hold) unless the sale is open.\n"
+     "When Redis lost the keys while the database holds orders, or the activity is\n"
+     "fenced, its live state is rebuilt from the orders instead (activity recover).\n"
      "  --id N               activity id\n"
      "  --force              rewrite live stock (refused while open)\n" COMMON_USAGE},
     {"open", COMMON | B(O_ID), B(O_ID), cmd_open,
@@ -595,6 +648,19 @@ static const struct sub subs[] = {
      "usage: seckill activity list [--json]\n"
      "Every activity, one line each, with its live state.\n"
      "  --json               print a JSON array of what `show --json` prints\n" COMMON_USAGE},
+    {"recover", COMMON | B(O_ID) | B(O_APPLY), B(O_ID), cmd_recover,
+     "usage: seckill activity recover --id N [--apply]\n"
+     "Compares the activity's live state in Redis with the orders in the database,\n"
+     "as the order worker does every second, and prints what a recovery would do per\n"
+     "key set: orders Redis lost (held, released), releases to apply again, the\n"
+     "stock after, units sold twice (oversold). Exit 0 when there is nothing to do,\n"
+     "1 when a recovery is needed. With --apply it runs it: fences the key sets\n"
+     "(purchases get 503 recovering), rebuilds vanished keys, replays the orders,\n"
+     "and resumes the sale unless units were sold twice (then it stays fenced,\n"
+     "exit 1). Every change writes an audit row. docs/recovery.md.\n"
+     "  --id N               activity id\n"
+     "  --apply              run the recovery (default: a dry run, nothing "
+     "written)\n" COMMON_USAGE},
     {"delete", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force]\n"
      "Removes the activity from the database and Redis. Refused while open, and\n"

@@ -35,6 +35,9 @@ static int usage(FILE *f)
             "  --max-deliveries K     dead-letter a poison entry after K deliveries (default 5)\n"
             "  --no-trim              keep acknowledged entries in the streams\n"
             "  --once                 drain what is there, then exit\n"
+            "Every second (and after every reconnection) it also checks each activity\n"
+            "against the database: a Redis that lost writes the database holds is\n"
+            "fenced, rebuilt from the orders and resumed (docs/recovery.md).\n"
             "SIGTERM/SIGINT: finish the current batch, exit 0.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
@@ -102,6 +105,13 @@ int sk_cli_worker(int argc, char **argv)
            "worker: exiting: persisted %" PRIu64 ", duplicates %" PRIu64 ", stock failures %" PRIu64
            ", dead-lettered %" PRIu64 ", claimed %" PRIu64 ", trimmed %" PRIu64,
            s.persisted, s.duplicates, s.stock_failures, s.dead_lettered, s.claimed, s.trimmed);
+    if (s.recoveries || s.recover_failures)
+        sk_log(SK_LOG_WARN,
+               "worker: rollback guard: %" PRIu64 " key set(s) fenced, %" PRIu64
+               " recoveries (%" PRIu64 " failed, retried), %" PRIu64 " orders replayed, %" PRIu64
+               " units oversold, %" PRIu64 " acknowledged admissions lost",
+               s.fences, s.recoveries, s.recover_failures, s.orders_replayed, s.units_oversold,
+               s.admissions_lost);
     if (rc) {
         int ret = sk_cli_runtime_error("worker: giving up: %s", sk_worker_errstr(w));
         g_worker = NULL;

@@ -30,6 +30,7 @@
 #include "engine/segment.h"
 #include "http/config.h"
 #include "http/http_server.h"
+#include "http/label_mem.h"
 #include "http/metrics.h"
 #include "orders/ops_sampler.h"
 #include "orders/order_worker.h"
@@ -366,9 +367,13 @@ static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *
     struct sk_sweeper_stats sw;
     sk_sweeper_stats(running_sweeper, &sw);
     sk_log(SK_LOG_INFO,
-           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu",
+           "order worker stopped: %llu persisted, %llu dead-lettered; sweeper cancelled %llu; "
+           "rollback guard: %llu recoveries, %llu orders replayed, %llu units oversold, %llu "
+           "acknowledged admissions lost",
            (unsigned long long)st.persisted, (unsigned long long)st.dead_lettered,
-           (unsigned long long)sw.cancelled);
+           (unsigned long long)sw.cancelled, (unsigned long long)st.recoveries,
+           (unsigned long long)st.orders_replayed, (unsigned long long)st.units_oversold,
+           (unsigned long long)st.admissions_lost);
     sk_sweeper_free(running_sweeper);
     running_sweeper = NULL;
     sk_worker_free(running_worker);
@@ -508,6 +513,10 @@ int sk_cli_serve(int argc, char **argv)
         return SK_EXIT_FAIL;
     }
     sk_store_close(store);
+    /* The rollback guard's memory of key sets (docs/recovery.md), made
+     * before the fork so every HTTP process checks against the host's. */
+    if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)
+        sk_log(SK_LOG_WARN, "no shared memory for the rollback guard: each process keeps its own");
     if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
         return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
     if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg, NULL);

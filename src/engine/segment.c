@@ -54,6 +54,15 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
     sum->xout += o->xout;
     sum->segments++;
     sum->in_transit = sum->xout - sum->xin;
+    if (!sum->fence[0] && o->fence[0]) {
+        memcpy(sum->fence, o->fence, sizeof sum->fence);
+        memcpy(sum->fence_why, o->fence_why, sizeof sum->fence_why);
+        sum->fence_ms = o->fence_ms;
+    }
+    sum->fenced += o->fenced;
+    sum->lost += o->lost;
+    sum->oversold += o->oversold;
+    sum->adm += o->adm;
 }
 
 int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip)
@@ -66,7 +75,10 @@ int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip)
 
 int sk_seg_lend_refusal_final(int rc)
 {
-    return rc == SK_RC_CLOSED || rc == SK_RC_UNKNOWN_ACTIVITY || rc == SK_RC_BAD_ARGUMENT;
+    /* a fenced lender (docs/recovery.md): its stock may be units already
+     * sold; the borrowers retry once it is rebuilt */
+    return rc == SK_RC_CLOSED || rc == SK_RC_UNKNOWN_ACTIVITY || rc == SK_RC_BAD_ARGUMENT ||
+           rc == SK_RC_RECOVERING;
 }
 
 int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *id, int64_t *left)
@@ -132,12 +144,16 @@ static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
     return err ? sk_stock_proto(r, "GET stock") : 0;
 }
 
-void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2])
+int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
+                     const char *args[4])
 {
     snprintf(buf[0], 24, "%d", to);
     snprintf(buf[1], 24, "%" PRId64, want);
-    args[0] = buf[0];
-    args[1] = buf[1];
+    snprintf(buf[2], 24, "%" PRId64, epoch);
+    snprintf(buf[3], 24, "%" PRId64, adm > 0 ? adm : 0);
+    for (int i = 0; i < 4; i++)
+        args[i] = buf[i];
+    return epoch > 0 ? 4 : 2;
 }
 
 int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken, char *id,
@@ -145,12 +161,12 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, from);
-    char a[2][24];
-    const char *args[2];
-    sk_seg_lend_args(to, want, a, args);
+    char a[4][24];
+    const char *args[4];
+    int nargs = sk_seg_lend_args(to, want, 0, 0, a, args);
     const char *keys[] = {k.meta, k.stock, k.xout};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -168,16 +184,23 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     return rc;
 }
 
-static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qty, int *applied)
+/* *applied: 1 applied now, 0 before, -1 refused because the receiver is
+ * fenced (docs/recovery.md; only `recovering` lets it in). */
+static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qty, int recovering,
+                   int *applied)
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, to);
     char q[24];
     snprintf(q, sizeof q, "%" PRId64, qty);
     const char *keys[] = {k.meta, k.stock, k.xin};
-    const char *args[] = {id, q};
+    const char *args[] = {id, q, "recover"};
     int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, 2, args, v, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, recovering ? 3 : 2, args, v, 2);
+    if (rc == 0 && v[0] == SK_RC_RECOVERING) {
+        *applied = -1;
+        return 0;
+    }
     if (rc == 0 && v[0] != SK_RC_TRANSFERRED) rc = sk_stock_proto(r, "xfer_in (refused)");
     if (rc == 0) *applied = (int)v[1];
     return rc;
@@ -189,7 +212,7 @@ int sk_seg_move(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     int rc = sk_seg_lend(r, aid, from, to, want, taken, id, NULL);
     if (rc < 0 || *taken == 0) return rc;
     int applied;
-    return xfer_in(r, aid, to, id, *taken, &applied);
+    return xfer_in(r, aid, to, id, *taken, 0, &applied);
 }
 
 static int refused_by_stock(int rc)
@@ -459,6 +482,14 @@ int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc
         sk_keys_seg(&k, d->id, s);
         struct sk_stock_state st;
         if ((rc = sk_stock_state_keys(r, &k, &st)) < 0) return rc;
+        /* a segment being rebuilt, or gone while the database holds orders:
+         * rebuilt from the orders instead (docs/recovery.md), before
+         * anything is written */
+        if (st.fenced || (!st.exists && d->db_held > 0)) {
+            *rc_out = SK_RC_RECOVERING;
+            if (stock) *stock = -1;
+            return 0;
+        }
         if (st.exists && st.open && force) {
             *rc_out = SK_RC_IS_OPEN;
             if (stock) *stock = st.remaining;
@@ -480,18 +511,19 @@ int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc
         /* forced: each segment keeps what its buyers hold, the rest is shared */
         sd.initial = force ? held[s] + sk_seg_share(d->initial - total_held, segs, s)
                            : sk_seg_share(d->initial, segs, s);
-        char a[9][24], extra[2][24];
-        const char *args[11];
-        sk_stock_preheat_args(&sd, force, a, args);
-        snprintf(extra[0], sizeof extra[0], "%d", s);
-        snprintf(extra[1], sizeof extra[1], "%d", segs);
-        args[9] = extra[0];
-        args[10] = extra[1];
+        char a[SK_PREHEAT_ARGC][24];
+        const char *args[SK_PREHEAT_ARGC];
+        int nargs = sk_stock_preheat_args(&sd, force, a, args);
+        snprintf(a[9], sizeof a[9], "%d", s);
+        snprintf(a[10], sizeof a[10], "%d", segs);
+        /* every segment was checked above: none is gone with orders held */
+        a[11][0] = 0;
         struct sk_keys k;
         sk_keys_seg(&k, d->id, s);
         const char *keys[] = {k.meta, k.stock, k.buyers};
         int64_t v[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 11, args, v, 2)) < 0) return rc;
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2)) < 0)
+            return rc;
         int prc = (int)v[0];
         sum += v[1];
         if (prc == SK_RC_PREHEATED)
@@ -557,6 +589,11 @@ int sk_seg_state(sk_redis *r, uint64_t aid, int segments, struct sk_stock_state 
 
 int sk_seg_settle(sk_redis *r, uint64_t aid, int segments, int64_t *units)
 {
+    return sk_seg_settle_opt(r, aid, segments, 0, units);
+}
+
+int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
+{
     *units = 0;
     for (int s = 0; s < segments; s++) {
         struct sk_keys k;
@@ -577,7 +614,8 @@ int sk_seg_settle(sk_redis *r, uint64_t aid, int segments, int64_t *units)
                 qty < 1)
                 continue; /* not ours to judge: left for an operator */
             int applied = 0;
-            if ((rc = xfer_in(r, aid, to, id->str, qty, &applied)) < 0) break;
+            if ((rc = xfer_in(r, aid, to, id->str, qty, recovering, &applied)) < 0) break;
+            if (applied < 0) continue; /* fenced receiver: its recovery settles it */
             if (applied) *units += qty;
             redisReply *d;
             if ((rc = sk_redis_cmd(r, &d, "HDEL %s %s", k.xout, id->str)) == 0) freeReplyObject(d);

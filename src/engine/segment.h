@@ -37,7 +37,8 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
  * unknown), or -1 when none has stock. */
 int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip);
 /* 1 when a lender's refusal answers the borrowing purchases (the sale is
- * closed, or gone), 0 when it only means "look elsewhere" (sold out). */
+ * closed, or gone, or the lender is fenced while its stock is rebuilt),
+ * 0 when it only means "look elsewhere" (sold out). */
 int sk_seg_lend_refusal_final(int rc);
 /* A transfer.lua reply -> rc, units taken, id (cap SK_XFER_ID_MAX), stock
  * left at the lender. Returns 0 or SK_EPROTO. */
@@ -65,8 +66,11 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
  * half is a purchase_batch call carrying the id, or sk_seg_settle. */
 int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken,
                 char *id, int *rc);
-/* transfer.lua's ARGV (shared with the async service). */
-void sk_seg_lend_args(int to, int64_t want, char buf[2][24], const char *args[2]);
+/* transfer.lua's ARGV (shared with the async service); epoch/adm: what the
+ * caller saw last of the lender (docs/recovery.md; epoch 0: nothing).
+ * Returns the count (2 or 4). */
+int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
+                     const char *args[4]);
 
 /* Moves units from segment `from` to segment `to`: the lending half
  * (transfer.lua), then the receiving half (xfer_in.lua). *taken: units
@@ -84,5 +88,9 @@ int sk_seg_state(sk_redis *r, uint64_t activity_id, int segments, struct sk_stoc
  * settled ones. *units: units it applied now. Safe at any time: applying
  * is idempotent per transfer id. */
 int sk_seg_settle(sk_redis *r, uint64_t activity_id, int segments, int64_t *units);
+/* The same; a transfer to a fenced segment (docs/recovery.md) is left in
+ * transit unless `recovering` (the recovery of that segment settles first). */
+int sk_seg_settle_opt(sk_redis *r, uint64_t activity_id, int segments, int recovering,
+                      int64_t *units);
 
 #endif

@@ -118,8 +118,15 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         int w = snprintf(num, sizeof num, "%" PRId64, h->xfer_qty > 0 ? h->xfer_qty : 0);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, 6);
     }
+    /* the caller's memory of the key set: "" "" when it knows nothing */
+    int known = h->epoch > 0 && h->adm >= 0;
+    for (int f = 0; rc == 0 && f < 2; f++) {
+        int w = known ? snprintf(num, sizeof num, "%" PRId64, f ? h->adm : h->epoch) : 0;
+        num[w] = 0;
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(7 + f));
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 7 + 4 * i;
+        size_t base = 9 + 4 * i;
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
         if (rc) break;
@@ -153,8 +160,9 @@ int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, cha
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining)
 {
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 1 ||
-        !is_int(rep->element[3 * n]))
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 3 ||
+        !is_int(rep->element[3 * n]) || !is_int(rep->element[3 * n + 1]) ||
+        !is_int(rep->element[3 * n + 2]))
         return SK_EPROTO;
     for (size_t i = 0; i < n; i++) {
         if (!is_int(rep->element[3 * i]) || !is_int(rep->element[3 * i + 2])) return SK_EPROTO;
@@ -163,6 +171,16 @@ int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *r
     }
     if (remaining) *remaining = rep->element[3 * n]->integer;
     return 0;
+}
+
+void sk_stock_batch_seen(const redisReply *rep, size_t n, int64_t *epoch, int64_t *adm)
+{
+    *epoch = *adm = 0;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 3 ||
+        !is_int(rep->element[3 * n + 1]) || !is_int(rep->element[3 * n + 2]))
+        return;
+    *epoch = rep->element[3 * n + 1]->integer;
+    *adm = rep->element[3 * n + 2]->integer;
 }
 
 int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase *p, size_t n,
@@ -256,8 +274,8 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     return 0;
 }
 
-int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
-                          const char *args[9])
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
+                          const char *args[SK_PREHEAT_ARGC])
 {
     int64_t nums[8] = {d->initial,
                        d->per_user_limit,
@@ -270,9 +288,11 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][2
     snprintf(buf[0], 24, "%" PRIu64, d->id);
     for (int i = 0; i < 8; i++)
         snprintf(buf[1 + i], 24, "%" PRId64, nums[i]);
-    for (int i = 0; i < 9; i++)
+    buf[9][0] = buf[10][0] = 0; /* seg, seg_of: not a segment */
+    snprintf(buf[11], 24, "%" PRId64, d->db_held > 0 ? d->db_held : 0);
+    for (int i = 0; i < SK_PREHEAT_ARGC; i++)
         args[i] = buf[i];
-    return 9;
+    return SK_PREHEAT_ARGC;
 }
 
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
@@ -281,8 +301,8 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
     if (d->segments > 1) return sk_seg_preheat(r, d, force, rc_out, stock);
     struct sk_keys k;
     sk_keys_for(&k, d->id);
-    char a[9][24];
-    const char *args[9];
+    char a[SK_PREHEAT_ARGC][24];
+    const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(d, force, a, args);
     const char *keys[] = {k.meta, k.stock, k.buyers};
     int64_t v[2];
@@ -311,15 +331,32 @@ int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
 }
 
 #define STATE_FIELDS 18
+#define GUARD_FIELDS 7 /* fence, fence_ms, fence_why, lost, oversold, adm, epoch */
+
+static int is_text(const redisReply *e)
+{
+    return e && e->type == REDIS_REPLY_STRING;
+}
+
+/* Copies a string reply into buf (cap bytes, truncated). */
+static void copy_text(char *buf, size_t cap, const redisReply *e)
+{
+    snprintf(buf, cap, "%.*s", (int)(e->len < cap ? e->len : cap - 1), e->str);
+}
 
 int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
 {
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != STATE_FIELDS) return SK_EPROTO;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != STATE_FIELDS + GUARD_FIELDS)
+        return SK_EPROTO;
     int64_t v[STATE_FIELDS];
     for (int i = 0; i < STATE_FIELDS; i++) {
         if (!is_int(rep->element[i])) return SK_EPROTO;
         v[i] = rep->element[i]->integer;
     }
+    redisReply *const *g = rep->element + STATE_FIELDS;
+    if (!is_text(g[0]) || !is_int(g[1]) || !is_text(g[2]) || !is_int(g[3]) || !is_int(g[4]) ||
+        !is_int(g[5]) || !is_int(g[6]))
+        return SK_EPROTO;
     *st = (struct sk_stock_state){.exists = (int)v[0],
                                   .open = (int)v[1],
                                   .initial = v[2],
@@ -338,7 +375,15 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
                                   .dlq = v[15],
                                   .xin = v[16],
                                   .xout = v[17],
-                                  .segments = 1};
+                                  .segments = 1,
+                                  .fence_ms = g[1]->integer,
+                                  .lost = g[3]->integer,
+                                  .oversold = g[4]->integer,
+                                  .adm = g[5]->integer,
+                                  .epoch = g[6]->integer};
+    copy_text(st->fence, sizeof st->fence, g[0]);
+    copy_text(st->fence_why, sizeof st->fence_why, g[2]);
+    st->fenced = st->fence[0] != 0;
     return 0;
 }
 

@@ -71,8 +71,8 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
  * purchase_batch arguments as strings in buf (cap bytes, at least
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
  * decoding of its reply. Both pure, no I/O. */
-#define SK_BATCH_ARGC(n) (7 + 4 * (n))
-#define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 5 * 22 + (n) * (22 + 22 + 2))
+#define SK_BATCH_ARGC(n) (9 + 4 * (n))
+#define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
 #define SK_XFER_ID_MAX 32
 
@@ -82,6 +82,11 @@ struct sk_batch_head {
     const struct sk_rate_limits *rl; /* NULL: none */
     const char *xfer_id;             /* a transfer to apply first (segments), or NULL */
     int64_t xfer_qty;
+    /* What the caller saw last of the key set (docs/recovery.md): its epoch
+     * and admission count, from an earlier reply (sk_stock_batch_seen); 0
+     * epoch = nothing known. Same epoch, smaller count in Redis: the call
+     * fences the key set and answers RECOVERING. */
+    int64_t epoch, adm;
 };
 int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
                              char *buf, size_t cap, const char **args, size_t *lens);
@@ -93,6 +98,9 @@ int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl
                            const char **args, size_t *lens);
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining);
+/* The key set's epoch and admission count after a purchase_batch call of n
+ * purchases (both 0 when the call did not read them, or was fenced). Pure. */
+void sk_stock_batch_seen(const redisReply *rep, size_t n, int64_t *epoch, int64_t *adm);
 
 /* Gives back an order's units once (to the segment the order id names). *rc: SK_RC_RELEASED,
  * ALREADY_RELEASED, UNKNOWN_ORDER (no such order, or not this user's, or another quantity),
@@ -106,16 +114,22 @@ struct sk_stock_def {
     int64_t start_ms, end_ms;            /* unix ms, [start, end) */
     int64_t rl_per_user_per_s, rl_burst; /* the activity's own rate limit, 0 = none */
     int64_t segments; /* stock segments (docs/segments.md); 0 or 1 = not segmented */
+    int64_t db_held;  /* units the database holds in orders (initial - DB stock): a
+                         preheat finding no live stock then refuses RECOVERING, the
+                         stock is rebuilt from the orders (docs/recovery.md) */
 };
 
 /* Writes stock and meta (d->segments > 1: every segment, then the base
  * meta; docs/segments.md). *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
- * BELOW_SOLD or BAD_ARGUMENT; *stock: the stock now in Redis. */
+ * BELOW_SOLD, BAD_ARGUMENT, or RECOVERING (the key set is fenced, or its
+ * keys are gone while d->db_held > 0: rebuild it, docs/recovery.md);
+ * *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 /* The preheat script's ARGV (shared with the async service): fills buf and
- * args, returns their count. */
-int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[9][24],
-                          const char *args[9]);
+ * args (not a segment: the seg/seg_of pair is empty), returns their count. */
+#define SK_PREHEAT_ARGC 12
+int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
+                          const char *args[SK_PREHEAT_ARGC]);
 
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
 int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);
@@ -133,6 +147,16 @@ struct sk_stock_state {
     int64_t xin, xout;       /* segment: units received from / lent to other segments */
     int64_t segments;        /* 1, or how many segments the figures above sum */
     int64_t in_transit;      /* segmented: units lent and not yet received (xout - xin) */
+    /* The rollback guard (docs/recovery.md); segmented: summed, and the
+     * fence of the first fenced segment. */
+    char fence[16];      /* "" none, rollback, vanished, rebuild, oversold, manual */
+    char fence_why[208]; /* what the detection saw */
+    int64_t fence_ms;    /* when the fence was set (unix ms) */
+    int64_t fenced;      /* key sets fenced (0 or 1; segmented: how many segments) */
+    int64_t lost;        /* acknowledged admissions counted lost (reached neither store) */
+    int64_t oversold;    /* units sold twice before a fence */
+    int64_t adm;         /* orders ever admitted (the key set's admission count) */
+    int64_t epoch;       /* the key set's incarnation (Redis TIME in us at its preheat) */
 };
 
 /* Live state, read by one script so the figures are from one instant (for

@@ -347,6 +347,9 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     const struct sk_activity a = o->act;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
+    /* units the database holds: Redis without the keys then refuses, the
+     * stock is rebuilt from the orders (docs/recovery.md) */
+    d.db_held = a.stock - a.stock_db;
     if (a.segments > 1) {
         /* S+1 scripts in order (each segment's preheat needs what its
          * buyers hold): the blocking client, on a route that is rare */
@@ -358,8 +361,8 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
-    char v[9][24];
-    const char *args[9];
+    char v[SK_PREHEAT_ARGC][24];
+    const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
     const char *keys[] = {k.meta, k.stock, k.buyers};
     if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) <
@@ -473,12 +476,19 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
         sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
     } else if (req) {
         const struct sk_stock_state st = *stp;
-        char refused[1024], body[2048], rat[SK_TIME_RFC3339_MAX] = "";
+        char refused[1024], body[3072], rat[SK_TIME_RFC3339_MAX] = "";
         if (st.reconcile_ms > 0) sk_time_format_rfc3339(st.reconcile_ms, rat, sizeof rat);
         if (sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0)
             snprintf(refused, sizeof refused, "{}");
         int64_t initial = st.exists ? st.initial : o->act.stock;
         int64_t remaining = st.exists ? st.remaining : o->act.stock;
+        /* the rollback guard (docs/recovery.md) */
+        char fence[48] = "null", why[480] = "null", esc[400];
+        if (st.fence[0] && sk_body_json_escape(st.fence, strlen(st.fence), esc, sizeof esc) >= 0)
+            snprintf(fence, sizeof fence, "\"%.40s\"", esc);
+        if (st.fence[0] &&
+            sk_body_json_escape(st.fence_why, strlen(st.fence_why), esc, sizeof esc) >= 0)
+            snprintf(why, sizeof why, "\"%s\"", esc);
         int n = snprintf(
             body, sizeof body,
             "{\"id\":%" PRIu64 ",\"preheated\":%s,\"open\":%s,\"stock_initial\":%" PRId64
@@ -486,10 +496,12 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
             ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64 ",\"stream_backlog\":%" PRId64
             ",\"dlq\":%" PRId64 ",\"db_stock\":%" PRId64 ",\"reconcile_drift\":%" PRId64
             ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64 ",\"in_transit\":%" PRId64
-            ",\"refused_this_process\":%s}",
+            ",\"fence\":%s,\"fence_why\":%s,\"fenced_key_sets\":%" PRId64 ",\"lost\":%" PRId64
+            ",\"oversold\":%" PRId64 ",\"refused_this_process\":%s}",
             o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false", initial, remaining,
             st.held, st.buyers, st.released, st.stream_len, st.backlog, st.dlq, o->act.stock_db,
-            st.reconcile_drift, rat, o->act.segments, st.in_transit, refused);
+            st.reconcile_drift, rat, o->act.segments, st.in_transit, fence, why, st.fenced, st.lost,
+            st.oversold, refused);
         sk_http_reply(o->app, req, o->a.route, 200, "application/json", body,
                       n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
     }

@@ -11,7 +11,13 @@
  * home cannot serve borrows: one read of every segment's stock in
  * parallel, a transfer from the fullest, and a re-admission at home with
  * the transfer applied, at most S rounds. Only when every segment was seen
- * empty is the activity sold out here. */
+ * empty is the activity sold out here.
+ *
+ * Rollback guard (docs/recovery.md): every call carries what this host saw
+ * last of the key set (its epoch and admission count, http/label_mem.h);
+ * a Redis behind that fences the key set in the same call, and a fenced
+ * key set answers 503 `recovering` with Retry-After until the order worker
+ * has rebuilt it from the database. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +34,7 @@
 #include "engine/stock.h"
 #include "http/app.h"
 #include "http/http_body.h"
+#include "http/label_mem.h"
 
 /* How often a sold-out activity is re-checked, so released stock sells. */
 #define SOLDOUT_RECHECK_MS 250
@@ -77,11 +84,24 @@ static void inflight_done(struct sk_app *app, uint64_t aid)
     if (c && c->inflight > 0) c->inflight--;
 }
 
+/* 503 recovering: the key set is fenced while its stock is rebuilt from the
+ * database; a retry in a second usually finds the sale going again. */
+static void reply_recovering(struct sk_app *app, h2o_req_t *req)
+{
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    sk_http_error(app, req, SK_ROUTE_purchase, sk_rc_http_status(SK_RC_RECOVERING),
+                  sk_rc_wire(SK_RC_RECOVERING), sk_rc_message(SK_RC_RECOVERING));
+}
+
 static void reply_admission(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                             const struct sk_admission *ad)
 {
     if (ad->rc == SK_RC_RATE_LIMITED) {
         reply_429(app, req, ad->rc, ad->retry_after_ms);
+        return;
+    }
+    if (ad->rc == SK_RC_RECOVERING) {
+        reply_recovering(app, req);
         return;
     }
     if (ad->rc == SK_RC_OK) {
@@ -214,6 +234,7 @@ static void scan_start(struct seg_scan *sc)
 struct borrow {
     struct seg_scan sc; /* first: the scan's done callback casts back */
     int home, round;
+    int lender; /* the segment asked last */
     size_t n;
     struct pending **items;
     struct sk_admission *res; /* the last answer of each (a stock refusal) */
@@ -258,7 +279,8 @@ static void on_transfer(void *data, redisReply *rep)
         return;
     }
     if (sk_seg_lend_refusal_final(trc)) {
-        /* closed (or gone) since: that is the answer, not sold out */
+        /* closed (or gone, or fenced) since: that is the answer, not sold out */
+        if (trc == SK_RC_RECOVERING) sk_labelmem_forget(sk_labelmem_host(), bo->sc.aid, bo->lender);
         for (size_t i = 0; i < bo->n; i++)
             bo->res[i].rc = trc;
         bo->sc.f.failed = 1; /* not a sold-out verdict */
@@ -303,11 +325,15 @@ static void on_borrow_scanned(struct seg_scan *sc)
         want += bo->items[i]->p.quantity;
     struct sk_keys k;
     sk_keys_seg(&k, sc->aid, from);
-    char a[2][24];
-    const char *args[2];
-    sk_seg_lend_args(bo->home, want, a, args);
+    char a[4][24];
+    const char *args[4];
+    /* the lender is checked against this host's memory of it, like a home */
+    int64_t epoch, adm;
+    sk_labelmem_get(sk_labelmem_host(), sc->aid, from, &epoch, &adm);
+    int nargs = sk_seg_lend_args(bo->home, want, epoch, adm, a, args);
+    bo->lender = from;
     const char *keys[] = {k.meta, k.stock, k.xout};
-    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, 2, args, NULL, on_transfer,
+    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, on_transfer,
                        bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");
 }
@@ -448,6 +474,25 @@ static void borrow_next(struct sk_batch *b, int segments, struct pending **more,
     }
 }
 
+/* The rollback guard's memory of the key set: raised by the reply; a
+ * fenced key set is forgotten, and the activity's sold-out mark dropped
+ * (its stock is about to be rebuilt). */
+static void note_key_set(struct sk_batch *b, const redisReply *rep, const struct sk_admission *res)
+{
+    int fenced = 0;
+    for (size_t i = 0; i < b->n && !fenced; i++)
+        fenced = res[i].rc == SK_RC_RECOVERING;
+    if (fenced) {
+        sk_labelmem_forget(sk_labelmem_host(), b->aid, b->seg);
+        struct sk_act_cache *c = sk_app_act(b->app, b->aid, 0);
+        if (c) c->sold_out = 0;
+        return;
+    }
+    int64_t epoch, adm;
+    sk_stock_batch_seen(rep, b->n, &epoch, &adm);
+    sk_labelmem_seen(sk_labelmem_host(), b->aid, b->seg, epoch, adm);
+}
+
 static void on_batch_reply(void *data, redisReply *rep)
 {
     struct sk_batch *b = data;
@@ -457,6 +502,7 @@ static void on_batch_reply(void *data, redisReply *rep)
     if (parse_or_fail(b, rep, res, &remaining)) return;
     sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
     sk_metrics_batch(app->metrics, b->n);
+    note_key_set(b, rep, res);
     if (reroute_if_segmented(b, res)) return;
     unknown_as_closed(b, res);
     struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
@@ -489,6 +535,7 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
                               .rl = &rl,
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
+    sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     if (buf && args && lens && sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0)
         rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
                             (int)argc, args, lens, on_batch_reply, b);

@@ -6,7 +6,8 @@
  * A pass over the followed activities:
  *   1. re-list activities (new ones get a consumer group per stream -- one
  *      stream, or one per segment of a segmented activity -- created at id 0
- *      with MKSTREAM so entries written before the group are consumed);
+ *      with MKSTREAM so entries written before the group are consumed), and
+ *      the rollback guard when it is due (order_guard.c);
  *   2. history: this consumer's own pending entries (left by a previous
  *      life of the same consumer name, or by a failed batch);
  *   3. XAUTOCLAIM: entries idle on any consumer longer than claim_idle_ms;
@@ -74,6 +75,7 @@ void sk_worker_opts_init(struct sk_worker_opts *o)
     o->max_deliveries = 5;
     o->relist_ms = 1000;
     o->trim = 1;
+    o->guard_ms = 1000;
 }
 
 static uint64_t env_u64(const char *name)
@@ -93,7 +95,7 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
         return SK_EINVAL;
     }
     if (o->batch < 1 || o->batch > 10000 || o->block_ms < 0 || o->claim_idle_ms < 0 ||
-        o->max_deliveries < 1 || o->relist_ms < 1) {
+        o->max_deliveries < 1 || o->relist_ms < 1 || o->guard_ms < 0) {
         if (err) snprintf(err, cap, "worker: option out of range");
         return SK_EINVAL;
     }
@@ -183,6 +185,12 @@ void sk_worker_stats(const sk_worker *w, struct sk_worker_stats *o)
     o->db_errors = atomic_load(&c->db_errors);
     o->redis_errors = atomic_load(&c->redis_errors);
     o->activities = atomic_load(&c->activities);
+    o->fences = atomic_load(&c->fences);
+    o->recoveries = atomic_load(&c->recoveries);
+    o->orders_replayed = atomic_load(&c->orders_replayed);
+    o->units_oversold = atomic_load(&c->units_oversold);
+    o->admissions_lost = atomic_load(&c->admissions_lost);
+    o->recover_failures = atomic_load(&c->recover_failures);
 }
 
 const char *sk_worker_errstr(const sk_worker *w)
@@ -282,14 +290,17 @@ static int parse_stream_id(const char *id, size_t len, int64_t *ms)
 }
 
 /* Entry -> order, or e->bad with the reason. The fields written by the
- * admission script are aid, uid, qty; unknown extra fields are tolerated
- * (a newer producer), a missing, repeated or malformed one is poison. */
+ * admission script are aid, uid, qty, and n (the admission's number in its
+ * key set, docs/recovery.md; entries written before it have none); unknown
+ * extra fields are tolerated (a newer producer), a missing, repeated or
+ * malformed one of the first three is poison. A malformed n only loses the
+ * watermark's news: the order is still an order. */
 static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_order *o)
 {
     const struct worker_stream *s = &w->s[e->si];
     const redisReply *f = e->fields;
-    const redisReply *val[3] = {NULL, NULL, NULL};
-    static const char *const names[3] = {"aid", "uid", "qty"};
+    const redisReply *val[4] = {NULL, NULL, NULL, NULL};
+    static const char *const names[4] = {"aid", "uid", "qty", "n"};
     char q[160];
     memset(o, 0, sizeof *o);
     if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) {
@@ -302,8 +313,9 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
             snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i / 2);
             goto bad;
         }
-        for (int j = 0; j < 3; j++) {
-            if (k->len != 3 || memcmp(k->str, names[j], 3) != 0) continue;
+        for (int j = 0; j < 4; j++) {
+            size_t nl = strlen(names[j]);
+            if (k->len != nl || memcmp(k->str, names[j], nl) != 0) continue;
             if (val[j]) {
                 snprintf(e->reason, sizeof e->reason, "field %s repeated", names[j]);
                 goto bad;
@@ -350,6 +362,10 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
     o->user_id = uid;
     o->quantity = (int64_t)qty;
     o->status = SK_ORDER_CREATED;
+    uint64_t seq;
+    if (val[3] && sk_num_u64_canonical(val[3]->str, val[3]->len, &seq) == 0 &&
+        seq <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000)
+        o->adm_seq = (int64_t)seq;
     return;
 bad:
     e->bad = 1;
@@ -776,6 +792,9 @@ static int pass(sk_worker *w, size_t *progress)
         if ((rc = sk_worker_relist(w)) != 0) return rc;
         w->next_relist_ms = now + w->o.relist_ms;
     }
+    /* Before anything is read: a Redis that went back in time is fenced
+     * and rebuilt first (docs/recovery.md). */
+    if ((rc = sk_worker_guard(w)) != 0) return rc;
     for (size_t i = 0; i < w->ns; i++)
         if (!w->s[i].group_ready && (rc = sk_worker_make_group(w, &w->s[i])) != 0) return rc;
     size_t got;

@@ -54,6 +54,10 @@ struct sk_worker_opts {
     struct sk_node_worker *node; /* NULL, or the node's worker slot (core/node_stats.h): every
                                     counter below is added there too, so the node's /metrics
                                     shows them; not owned */
+    /* The rollback guard checks every followed key set against the
+     * database this often (and at once after a reconnect or a MOVED);
+     * default 1000, 0 = off (docs/recovery.md). */
+    int guard_ms;
 };
 
 /* Fills o with the defaults (redis_url and db_spec NULL). */
@@ -75,6 +79,10 @@ struct sk_worker_stats {
     uint64_t redis_errors;   /* failed Redis calls (retried) */
     uint64_t activities;     /* streams followed now (one per segment of a segmented
                                 activity) */
+    /* The rollback guard (docs/recovery.md): key sets found behind the
+     * database, recoveries run, orders put back, units found sold twice,
+     * acknowledged admissions counted lost, recoveries that failed (retried). */
+    uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost, recover_failures;
 };
 
 typedef struct sk_worker sk_worker;

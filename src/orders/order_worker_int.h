@@ -4,7 +4,9 @@
  *   order_worker.c   the worker's life, and the batches: fetch (history,
  *                    claims, new entries), parse, persist, ack, poison
  *   order_streams.c  which streams it follows (the activity list, segment
- *                    detection, consumer groups) and their trimming */
+ *                    detection, consumer groups) and their trimming
+ *   order_guard.c    the rollback guard: key sets behind the database are
+ *                    fenced and rebuilt (orders/recover.h) */
 #ifndef SK_ORDER_WORKER_INT_H
 #define SK_ORDER_WORKER_INT_H
 #include <stdatomic.h>
@@ -35,6 +37,8 @@ struct worker_stream {
 struct worker_counters {
     _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
         acked, trimmed, deleted, db_errors, redis_errors, activities;
+    _Atomic uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost,
+        recover_failures;
 };
 
 struct worker_entry; /* one fetched stream entry, order_worker.c */
@@ -62,6 +66,11 @@ struct sk_worker {
      * at which to _exit(9), 0 = never. */
     uint64_t crash_before, crash_after, txns;
     int redis_down; /* logged once per outage */
+    /* The rollback guard (order_guard.c): when it runs next, and the
+     * connection count and MOVED count it last ran with. */
+    int64_t guard_next_ms;
+    unsigned guard_connects;
+    uint64_t guard_moved;
 };
 
 /* Adds n to counter `field` of w (atomic: sk_worker_stats reads them), and
@@ -92,5 +101,13 @@ void sk_worker_lost_group(sk_worker *w, struct worker_stream *s);
 /* Trims the acknowledged head of the streams whose turn it is (all of them
  * when `all`). */
 int sk_worker_trim_due(sk_worker *w, int all);
+
+/* (order_guard.c) The rollback guard, when it is due: every followed key
+ * set against the database's watermark and definition; a key set behind
+ * the database, vanished, or fenced by a buyer's call is recovered
+ * (orders/recover.h). Returns a Redis failure (the pass retries), 0
+ * otherwise (store failures and failed recoveries are logged, counted and
+ * retried at the next check). */
+int sk_worker_guard(sk_worker *w);
 
 #endif

@@ -349,7 +349,14 @@ static int read_base_initial(struct rec_run *u)
 static int check_redis(struct rec_ctx *c)
 {
     struct sk_reconcile_report *rep = c->rep;
-    int64_t held = c->rr->held, own = c->s.initial + c->s.xin - c->s.xout;
+    /* units sold twice before a fence are reported as oversold, not here */
+    int64_t held = c->rr->held, own = c->s.initial + c->s.xin - c->s.xout + c->s.oversold;
+    if (c->s.oversold > 0)
+        sk_reconcile_add_drift(rep, c->seg, SK_DRIFT_OVERSOLD, NULL,
+                               "%" PRId64 " unit(s) were sold twice before a rollback of Redis "
+                               "was fenced: buyers hold more than the stock; the sale stays "
+                               "fenced (docs/recovery.md)",
+                               c->s.oversold);
     if (c->s.stock + held != own) {
         if (c->seg < 0)
             sk_reconcile_add_drift(rep, c->seg, SK_DRIFT_REDIS_INVARIANT, NULL,
@@ -488,8 +495,15 @@ static int check(struct rec_run *u)
     db_drift(u, any);
     if (!any) return 0;
     initial_drift(u);
-    for (int i = 0; i < u->nseg; i++)
-        if (u->cs[i].s.present && (rc = check_redis(&u->cs[i])) != 0) return rc;
+    for (int i = 0; i < u->nseg; i++) {
+        const struct rec_snap *s = &u->cs[i].s;
+        if (s->fence[0])
+            sk_reconcile_add_drift(rep, u->nseg > 1 ? i : SK_SEG_NONE, SK_DRIFT_FENCED, NULL,
+                                   "purchases are fenced (%s) while the live state is rebuilt "
+                                   "from the database: %s",
+                                   s->fence, s->fence_why[0] ? s->fence_why : "no reason given");
+        if (s->present && (rc = check_redis(&u->cs[i])) != 0) return rc;
+    }
     if (rep->db.present) {
         if ((rc = merge_orders(u)) != 0) return rc;
         for (int i = 0; i < u->nseg; i++) {

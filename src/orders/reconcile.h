@@ -54,6 +54,10 @@ enum sk_drift_kind {
     SK_DRIFT_CANCELLED_NOT_RELEASED, /* cancelled in the DB, units still held in Redis */
     SK_DRIFT_RELEASED_NOT_CANCELLED, /* released in Redis, DB order still created */
     SK_DRIFT_PAID_RELEASED,          /* paid in the DB, released in Redis: serious */
+    SK_DRIFT_FENCED,                 /* purchases fenced while the key set is rebuilt from
+                                        the DB (docs/recovery.md) */
+    SK_DRIFT_OVERSOLD,               /* units sold twice before a rollback was fenced: buyers
+                                        hold more than the stock (docs/recovery.md) */
     SK_DRIFT_NKINDS
 };
 

@@ -76,6 +76,10 @@ struct rec_snap {
     int present;
     int64_t initial, stock, released_meta, dlq;
     int64_t xin, xout; /* segment counters (0 for an unsegmented activity) */
+    /* The rollback guard (docs/recovery.md): the fence ("" none) and what
+     * it says, units counted sold twice (stock + held == own + oversold). */
+    char fence[16], fence_why[208];
+    int64_t oversold;
     struct rec_uunits *buyers;
     size_t nb;
     struct rec_lentry *ledger; /* well-formed entries, sorted by order id */

@@ -129,14 +129,14 @@ int64_t sk_reconcile_opt_i64(const redisReply *v)
     return x;
 }
 
-/* Fills s from the replies of HMGET meta initial released xin xout, GET
- * stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
+/* Fills s from the replies of HMGET meta initial released xin xout fence
+ * fence_why oversold, GET stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
 static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, struct rec_snap *s)
 {
     memset(s, 0, sizeof *s);
     const redisReply *meta = rep[0], *stock = rep[1], *buyers = rep[2], *ledger = rep[3],
                      *dlq = rep[4];
-    if (meta->type != REDIS_REPLY_ARRAY || meta->elements != 4)
+    if (meta->type != REDIS_REPLY_ARRAY || meta->elements != 7)
         return sk_reconcile_proto_err(r, "HMGET", meta);
     if (stock->type != REDIS_REPLY_STRING && stock->type != REDIS_REPLY_NIL)
         return sk_reconcile_proto_err(r, "GET stock", stock);
@@ -152,6 +152,12 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
     s->released_meta = sk_reconcile_opt_i64(rel);
     s->xin = sk_reconcile_opt_i64(meta->element[2]);
     s->xout = sk_reconcile_opt_i64(meta->element[3]);
+    const redisReply *fe = meta->element[4], *fw = meta->element[5];
+    if (fe->type == REDIS_REPLY_STRING)
+        snprintf(s->fence, sizeof s->fence, "%.*s", (int)fe->len, fe->str);
+    if (fw->type == REDIS_REPLY_STRING)
+        snprintf(s->fence_why, sizeof s->fence_why, "%.*s", (int)fw->len, fw->str);
+    s->oversold = sk_reconcile_opt_i64(meta->element[6]);
     s->dlq = dlq->integer;
     size_t nb = buyers->elements / 2, nl = ledger->elements / 2;
     s->buyers = nb ? calloc(nb, sizeof *s->buyers) : NULL;
@@ -186,7 +192,8 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
     const struct sk_keys *k = kp;
     const char *a_multi[] = {"MULTI"};
     const char *a_watch[] = {"WATCH", k->meta, k->stock, k->buyers, k->ledger, k->released};
-    const char *a_meta[] = {"HMGET", k->meta, "initial", "released", "xin", "xout"};
+    const char *a_meta[] = {"HMGET", k->meta, "initial",   "released", "xin",
+                            "xout",  "fence", "fence_why", "oversold"};
     const char *a_stock[] = {"GET", k->stock};
     const char *a_buyers[] = {"HGETALL", k->buyers};
     const char *a_ledger[] = {"HGETALL", k->ledger};
@@ -194,7 +201,7 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
     const char *a_exec[] = {"EXEC"};
     struct rec_cmd cmds[] = {
         watch ? (struct rec_cmd){6, a_watch} : (struct rec_cmd){1, a_multi},
-        {6, a_meta},
+        {9, a_meta},
         {2, a_stock},
         {2, a_buyers},
         {2, a_ledger},

@@ -157,7 +157,8 @@ static void plan_stock(struct plan *p)
 {
     struct rec_ctx *c = p->c;
     struct rec_snap *s = &p->s;
-    int64_t own = s->initial + s->xin - s->xout;
+    /* units sold twice before a fence (docs/recovery.md) are held too */
+    int64_t own = s->initial + s->xin - s->xout + s->oversold;
     p->held = sk_reconcile_held_units(s);
     p->new_stock = -1;
     if (!s->present || s->stock + p->held == own) return;

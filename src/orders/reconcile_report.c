@@ -26,6 +26,8 @@ static const char *const drift_names[SK_DRIFT_NKINDS] = {
     [SK_DRIFT_CANCELLED_NOT_RELEASED] = "cancelled_not_released",
     [SK_DRIFT_RELEASED_NOT_CANCELLED] = "released_not_cancelled",
     [SK_DRIFT_PAID_RELEASED] = "paid_released",
+    [SK_DRIFT_FENCED] = "fenced",
+    [SK_DRIFT_OVERSOLD] = "oversold",
 };
 
 const char *sk_drift_name(int kind)

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/keys.h"
 
 static int is_pg_spec(const char *spec)
 {
@@ -166,6 +167,32 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
              "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
              " - units of orders not cancelled %" PRId64 ")",
              stock, expected, initial, initial - expected);
+}
+
+size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out)
+{
+    size_t nm = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sk_order *o = &orders[i];
+        uint64_t aid;
+        int seg;
+        int ll =
+            sk_keys_parse_label(o->order_id, strnlen(o->order_id, sizeof o->order_id), &aid, &seg);
+        if (o->adm_seq <= 0 || ll <= 0 || ll >= SK_STORE_LABEL_MAX) continue;
+        size_t k = 0;
+        while (k < nm && (strncmp(out[k].label, o->order_id, (size_t)ll) || out[k].label[ll]))
+            k++;
+        if (k == nm) {
+            out[nm] = (struct sk_mark){.activity_id = aid};
+            memcpy(out[nm].label, o->order_id, (size_t)ll);
+            out[nm++].label[ll] = 0;
+        }
+        if (o->adm_seq > out[k].adm) {
+            out[k].adm = o->adm_seq;
+            snprintf(out[k].order_id, sizeof out[k].order_id, "%s", o->order_id);
+        }
+    }
+    return nm;
 }
 
 /* ---- checks every backend relies on --------------------------------------- */
@@ -403,6 +430,13 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
     if (before) *before = b;
     if (after) *after = a;
     return 0;
+}
+
+int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    return DISPATCH(marks_list, activity_id, out, n);
 }
 
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,

@@ -53,7 +53,8 @@ int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n);
  * SK_EINVAL for another word, SK_ENOTFOUND when the id is absent. */
 int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state);
 
-/* Deletes one activity. SK_ENOTFOUND when the id is absent. */
+/* Deletes one activity, and its marks (sk_store_marks_list). SK_ENOTFOUND
+ * when the id is absent. */
 int sk_store_activity_delete(sk_store *st, uint64_t id);
 
 /* ---- Orders --------------------------------------------------------
@@ -99,6 +100,11 @@ struct sk_order {
     int64_t pay_deadline_ms; /* created_ms + the activity's pay_timeout_s */
     int64_t paid_ms;         /* 0 until paid */
     int64_t cancelled_ms;    /* 0 until cancelled */
+    int64_t released_ms;     /* 0 until the Redis release of a cancelled order is done */
+    int64_t adm_seq;         /* the admission's number in its key set (the stream entry's
+                                field n, docs/recovery.md); 0: none. Persisting keeps the
+                                highest per key set (sk_store_marks_list); not stored per
+                                order, reads give 0 */
 };
 
 /* What one sk_store_orders_persist call did. */
@@ -113,7 +119,7 @@ struct sk_persist_result {
 };
 
 /* Persists n orders (n may be 0) in ONE transaction. Reads order_id,
- * stream_id, activity_id, user_id, quantity and created_ms of each;
+ * stream_id, activity_id, user_id, quantity, created_ms and adm_seq of each;
  * status, deadlines and the other times are set here (status created,
  * pay_deadline_ms = created_ms + pay_timeout_s * 1000 of the activity, or
  * of SK_ACTIVITY_PAY_TIMEOUT_DEFAULT when the activity is not in the DB).
@@ -166,6 +172,11 @@ int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, in
  * number written. */
 int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
                             size_t *n);
+
+/* In the same transaction as the orders, the highest adm_seq of each key
+ * set label ("<activity>" or "<activity>.<segment>", the order id's
+ * prefix) is kept in the marks (migration 6): a Redis whose admission count
+ * is below it has gone back in time (docs/recovery.md). */
 
 /* Orders of one activity, ordered by order_id, starting after `after`
  * (NULL or "" = from the start), up to limit, into out (caller's array);
@@ -255,5 +266,26 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
  * SK_EINVAL for a malformed order. */
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
                            const char *audit_detail);
+
+/* ---- The rollback guard's watermark (docs/recovery.md, migration 6) -----
+ *
+ * Per key set label, the highest admission number (stream entry field n)
+ * of a persisted order, kept by sk_store_orders_persist. */
+
+#define SK_STORE_LABEL_MAX 32 /* == SK_LABEL_MAX of engine/keys.h */
+
+struct sk_mark {
+    char label[SK_STORE_LABEL_MAX]; /* "<activity>" or "<activity>.<segment>" */
+    uint64_t activity_id;
+    int64_t adm;                          /* highest admission number persisted */
+    int64_t updated_ms;                   /* when it last grew */
+    char order_id[SK_STORE_ORDER_ID_MAX]; /* the order of that number: a Redis whose
+                                             ledger lacks it lost persisted orders */
+};
+
+/* The marks of one activity (activity_id 0: all), ordered by label, as an
+ * array of *n entries allocated here: the caller frees *out with free()
+ * (NULL when *n is 0). */
+int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
 
 #endif

@@ -40,7 +40,7 @@ struct sk_stock_failure {
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
-    "paid_ms, cancelled_ms"
+    "paid_ms, cancelled_ms, released_ms"
 
 /* Sets st->errstr (printf-style) and returns code. */
 int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
@@ -77,6 +77,18 @@ int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
  * before), SK_ESTATE when not cancelled, SK_ENOTFOUND when absent. */
 int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                          int (*read_status)(sk_store *st, const char *order_id, int *status));
+
+/* The marks a persist batch raises (store.h, migration 6): per key set
+ * label of the batch, the highest adm_seq and its order id, into out (n
+ * entries room); returns how many. Orders without adm_seq are left out. */
+size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
+/* The upsert of one mark, the same SQL on both backends ($ placeholders
+ * for PostgreSQL, ? for SQLite): the mark only ever grows. */
+#define SK_STORE_MARK_UPSERT(p1, p2, p3, p4, p5)                                                   \
+    "INSERT INTO redis_marks (label, activity_id, adm, updated_ms, order_id) VALUES (" p1 ", " p2  \
+    ", " p3 ", " p4 ", " p5 ") ON CONFLICT (label) DO UPDATE SET adm = excluded.adm,"              \
+    " updated_ms = excluded.updated_ms, order_id = excluded.order_id"                              \
+    " WHERE excluded.adm > redis_marks.adm"
 
 /* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
  * 0..initial, else 0; and the audit row's detail text. */
@@ -136,6 +148,8 @@ struct sk_store_ops {
     /* o checked (shape, status created or cancelled), audit_detail not NULL */
     int (*order_restore)(sk_store *st, const struct sk_order *o, int64_t now_ms,
                          const char *audit_detail);
+    /* The rollback guard's marks (store.h, migration 6); *out NULL, *n 0. */
+    int (*marks_list)(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
 };
 
 #define SK_STORE_ERR_MAX 512

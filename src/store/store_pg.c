@@ -119,6 +119,15 @@ static const char *const migrations[] = {
     /* 5: stock segments (see the SQLite migration 5). */
     "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
     " CHECK (segments >= 1);",
+    /* 6: the rollback guard's watermark (see the SQLite migration 6). */
+    "CREATE TABLE redis_marks ("
+    " label TEXT COLLATE \"C\" PRIMARY KEY CHECK (octet_length(label) BETWEEN 1 AND 31),"
+    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+    " adm BIGINT NOT NULL CHECK (adm >= 0),"
+    " updated_ms BIGINT NOT NULL,"
+    " order_id TEXT NOT NULL"
+    ");"
+    "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -607,7 +616,14 @@ static int pg_activity_delete(sk_store *st, uint64_t id)
     if (rc) return rc;
     struct num n = num_u64(id);
     const char *p[] = {n.s};
-    return change_one(st, "DELETE FROM activities WHERE id = $1", 1, p, id, "delete activity");
+    rc = change_one(st, "DELETE FROM activities WHERE id = $1", 1, p, id, "delete activity");
+    if (rc) return rc;
+    /* a re-created id starts a new history: its old watermark would read as
+     * a Redis that went back in time */
+    PGresult *r;
+    rc = run(st, &r, "delete marks", "DELETE FROM redis_marks WHERE activity_id = $1", 1, p);
+    if (rc == 0) PQclear(r);
+    return rc;
 }
 
 static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
@@ -665,6 +681,7 @@ static void read_order(const PGresult *r, int row, struct sk_order *o)
     o->pay_deadline_ms = i64_at(r, row, 7);
     o->paid_ms = i64_at(r, row, 8); /* NULL reads as 0 */
     o->cancelled_ms = i64_at(r, row, 9);
+    o->released_ms = i64_at(r, row, 10);
 }
 
 /* A growing text buffer for array literals. */
@@ -885,6 +902,25 @@ static int finish_tx(sk_store *st, int rc, const char *what)
     return rc;
 }
 
+/* Raises the marks of the batch's key sets (store.h, migration 6): one
+ * statement per key set of the batch (usually one). */
+static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, int64_t now)
+{
+    struct sk_mark *m = malloc(n * sizeof *m);
+    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
+    size_t nm = sk_store_batch_marks(orders, n, m);
+    int rc = 0;
+    for (size_t i = 0; i < nm && rc == 0; i++) {
+        struct num a = num_u64(m[i].activity_id), v = num_i64(m[i].adm), t = num_i64(now);
+        const char *p[] = {m[i].label, a.s, v.s, t.s, m[i].order_id};
+        PGresult *r;
+        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5"), 5, p);
+        if (rc == 0) PQclear(r);
+    }
+    free(m);
+    return rc;
+}
+
 /* The body of the persist transaction (between BEGIN and COMMIT). */
 static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, char *inserted,
                       struct take *takes, struct sk_persist_result *res,
@@ -914,7 +950,7 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
         struct take *t = bsearch(&key, takes, nt, sizeof *takes, cmp_take);
         if (t && !t->ok) rc = take_stock_one(st, &orders[i], now, res, first);
     }
-    return rc;
+    return rc ? rc : upsert_marks(st, orders, n, now);
 }
 
 static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
@@ -1058,12 +1094,15 @@ static int pg_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct 
 static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
                           size_t limit, struct sk_order *out, size_t *n)
 {
-    /* order_id is COLLATE "C": the range compares bytes, as store.c wants */
+    /* order_id is COLLATE "C": the range compares bytes, as store.c wants;
+     * activity_id + 0: the primary-key range is the plan (on a freshly
+     * filled table the planner otherwise takes orders_activity_status and
+     * sorts the whole activity for every page) */
     struct num a = num_u64(activity_id), l = limit_arg(limit);
     const char *p[] = {lo, hi, a.s, l.s};
     return read_orders(st,
                        "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                       " WHERE order_id > $1 AND order_id < $2 AND activity_id = $3"
+                       " WHERE order_id > $1 AND order_id < $2 AND activity_id + 0 = $3"
                        " ORDER BY order_id LIMIT $4",
                        4, p, limit, out, n);
 }
@@ -1149,6 +1188,37 @@ static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **o
         arr[i].activity_id = (uint64_t)i64_at(r, i, 2);
         snprintf(arr[i].kind, sizeof arr[i].kind, "%s", PQgetvalue(r, i, 3));
         snprintf(arr[i].detail, sizeof arr[i].detail, "%s", PQgetvalue(r, i, 4));
+    }
+    PQclear(r);
+    *out = arr;
+    *n = (size_t)rows;
+    return 0;
+}
+
+static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    struct num a = num_u64(activity_id);
+    const char *p[] = {a.s};
+    PGresult *r;
+    if ((rc = run(st, &r, "list marks",
+                  "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
+                  " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label",
+                  1, p)) != 0)
+        return rc;
+    int rows = PQntuples(r);
+    struct sk_mark *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
+    if (rows && !arr) {
+        PQclear(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing marks");
+    }
+    for (int i = 0; i < rows; i++) {
+        snprintf(arr[i].label, sizeof arr[i].label, "%s", PQgetvalue(r, i, 0));
+        arr[i].activity_id = (uint64_t)i64_at(r, i, 1);
+        arr[i].adm = i64_at(r, i, 2);
+        arr[i].updated_ms = i64_at(r, i, 3);
+        snprintf(arr[i].order_id, sizeof arr[i].order_id, "%s", PQgetvalue(r, i, 4));
     }
     PQclear(r);
     *out = arr;
@@ -1318,6 +1388,7 @@ static const struct sk_store_ops pg_ops = {
     .db_stock_check = pg_db_stock_check,
     .db_stock_repair = pg_db_stock_repair,
     .order_restore = pg_order_restore,
+    .marks_list = pg_marks_list,
 };
 
 int sk_store_pg_open(sk_store *st, const char *url)

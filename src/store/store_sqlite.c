@@ -25,7 +25,15 @@
 
 /* Statements kept prepared on the handle (st->sq; the persist path runs
  * them per order, thousands of times a second). */
-enum { Q_PAY_TIMEOUT, Q_INSERT_ORDER, Q_TAKE_STOCK, Q_READ_STOCK, Q_INSERT_FAILURE, Q_COUNT };
+enum {
+    Q_PAY_TIMEOUT,
+    Q_INSERT_ORDER,
+    Q_TAKE_STOCK,
+    Q_READ_STOCK,
+    Q_INSERT_FAILURE,
+    Q_UPSERT_MARK,
+    Q_COUNT
+};
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
     /* ON CONFLICT names the key: only a re-delivered order id is skipped;
@@ -38,6 +46,7 @@ static const char *const cached_sql[Q_COUNT] = {
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
+    [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?"),
 };
 _Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
                "store_int.h: sq[] too small");
@@ -124,6 +133,19 @@ static const char *const migrations[] = {
      * upper bound (256) and segments <= stock are the C validation's. */
     "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
     " CHECK (segments >= 1);",
+    /* 6: the rollback guard's watermark (docs/recovery.md): per key set
+     * label ("<id>" or "<id>.<segment>"), the highest admission number of
+     * a persisted order and that order's id, raised in the persist
+     * transaction. A Redis whose admission count is below it, or whose
+     * ledger lacks that order, has lost writes the database holds. */
+    "CREATE TABLE redis_marks ("
+    " label TEXT PRIMARY KEY CHECK (length(label) BETWEEN 1 AND 31),"
+    " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
+    " adm INTEGER NOT NULL CHECK (adm >= 0),"
+    " updated_ms INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -367,7 +389,16 @@ static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *stat
 
 static int sqlite_activity_delete(sk_store *st, uint64_t id)
 {
-    return change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+    int rc = change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+    if (rc) return rc;
+    /* a re-created id starts a new history: its old watermark would read as
+     * a Redis that went back in time */
+    sqlite3_stmt *s;
+    if ((rc = prepare(st, &s, "DELETE FROM redis_marks WHERE activity_id = ?")) != 0) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "delete marks");
+    sqlite3_finalize(s);
+    return rc;
 }
 
 /* ---- Orders ---------------------------------------------------------- */
@@ -406,6 +437,7 @@ static void read_order(sqlite3_stmt *s, struct sk_order *o)
     o->pay_deadline_ms = sqlite3_column_int64(s, 7);
     o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
     o->cancelled_ms = sqlite3_column_int64(s, 9);
+    o->released_ms = sqlite3_column_int64(s, 10);
 }
 
 /* The activity's pay timeout in seconds into *secs; *found 0 (and the
@@ -500,6 +532,28 @@ static int rollback_keeping_err(sk_store *st, int rc)
     return rc;
 }
 
+/* Raises the marks of the batch's key sets (store.h, migration 6). */
+static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, int64_t now)
+{
+    struct sk_mark *m = malloc(n * sizeof *m);
+    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
+    size_t nm = sk_store_batch_marks(orders, n, m);
+    int rc = 0;
+    for (size_t i = 0; i < nm && rc == 0; i++) {
+        sqlite3_stmt *s;
+        if ((rc = cached(st, Q_UPSERT_MARK, &s)) != 0) break;
+        sqlite3_bind_text(s, 1, m[i].label, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)m[i].activity_id);
+        sqlite3_bind_int64(s, 3, m[i].adm);
+        sqlite3_bind_int64(s, 4, now);
+        sqlite3_bind_text(s, 5, m[i].order_id, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "raise mark");
+        sqlite3_reset(s);
+    }
+    free(m);
+    return rc;
+}
+
 static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
                                  struct sk_persist_result *res, struct sk_stock_failure *first)
 {
@@ -520,6 +574,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
         }
         rc = persist_one(st, o, timeout_s, now, res, first);
     }
+    if (rc == 0) rc = upsert_marks(st, orders, n, now);
     if (rc == 0) rc = exec(st, "COMMIT", "commit persist");
     if (rc) return sk_store_batch_rolled_back(st, rollback_keeping_err(st, rc), n);
     return 0;
@@ -659,9 +714,12 @@ static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *lo
                               size_t limit, struct sk_order *out, size_t *n)
 {
     sqlite3_stmt *s;
+    /* +activity_id: the primary-key range is the plan; left to itself the
+     * planner picks orders_activity_status and sorts every row of the
+     * activity for each page (quadratic over a paged read of 100,000) */
     int rc = prepare(st, &s,
                      "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                     " WHERE order_id > ? AND order_id < ? AND activity_id = ?"
+                     " WHERE order_id > ? AND order_id < ? AND +activity_id = ?"
                      " ORDER BY order_id LIMIT ?");
     if (rc) return rc;
     sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
@@ -945,6 +1003,43 @@ static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t 
     return 0;
 }
 
+static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
+                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    struct sk_mark *arr = NULL;
+    size_t len = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing marks");
+            break;
+        }
+        struct sk_mark *m = &arr[len++];
+        memset(m, 0, sizeof *m);
+        const unsigned char *t = sqlite3_column_text(s, 0);
+        if (t) snprintf(m->label, sizeof m->label, "%s", (const char *)t);
+        m->activity_id = (uint64_t)sqlite3_column_int64(s, 1);
+        m->adm = sqlite3_column_int64(s, 2);
+        m->updated_ms = sqlite3_column_int64(s, 3);
+        t = sqlite3_column_text(s, 4);
+        if (t) snprintf(m->order_id, sizeof m->order_id, "%s", (const char *)t);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list marks");
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
 /* The backend table (store_int.h); store.c dispatches through it. */
 static const struct sk_store_ops sqlite_ops = {
     .name = "sqlite",
@@ -971,6 +1066,7 @@ static const struct sk_store_ops sqlite_ops = {
     .db_stock_check = sqlite_db_stock_check,
     .db_stock_repair = sqlite_db_stock_repair,
     .order_restore = sqlite_order_restore,
+    .marks_list = sqlite_marks_list,
 };
 
 int sk_store_sqlite_open(sk_store *st, const char *path)

@@ -1,0 +1,94 @@
+-- replay.lua - puts database orders back into a key set that lost them
+-- (docs/recovery.md), idempotently: an order its ledger already knows is
+-- left alone, so a chunk may be sent twice.
+-- KEYS: meta stock buyers ledger released
+-- ARGV: label ("<ID>" or "<ID>.<seg>"), then per order (1..1000 of them):
+--       order_id user_id quantity kind, kind 'h' (held in the database:
+--       created, paid, or cancelled with its release still owed) or 'r'
+--       (cancelled and released in the database)
+-- Returns {rc, held orders put back, their units, released orders recorded,
+--          releases applied again, units that did not fit, stock after}
+--
+-- Held and unknown: ledger "user:qty", the buyer's count + qty, stock - qty.
+-- Released and unknown: ledger "user:qty:released" and the released set;
+-- the stock is unchanged (this Redis saw neither the admission nor the
+-- release). Released in the database but unmarked here (a release Redis
+-- lost): released again exactly as release.lua does. The stock never goes
+-- below 0: units that do not fit were sold twice before the fence, and are
+-- counted in meta `oversold` (stock + sum(buyers) == own + oversold).
+-- Only into a fenced key set; malformed arguments change nothing.
+local label = ARGV[1] or ''
+local n = (#ARGV - 1) / 4
+if n < 1 or n > 1000 or n ~= math.floor(n) or #label > 31
+   or not (string.find(label, '^%d+$') or string.find(label, '^%d+%.%d+$')) then
+  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1}
+end
+local pat = '^' .. string.gsub(label, '%.', '%%.') .. '%-%d+%-%d+$'
+local oids, users, qtys, kinds = {}, {}, {}, {}
+for i = 1, n do
+  local b = 4 * i - 2
+  local oid, u, q, k = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  if #oid > 63 or not string.find(oid, pat) or #u > 20 or not string.find(u, '^%d+$')
+     or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'r') then
+    return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1}
+  end
+  oids[i], users[i], qtys[i], kinds[i] = oid, u, tonumber(q), k
+end
+local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence')
+local stock = tonumber(redis.call('GET', KEYS[2]) or '')
+if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1} end
+if not m[4] then return redis.error_reply('replay: the key set is not fenced') end
+local own = tonumber(m[1]) + tonumber(m[2] or '0') - tonumber(m[3] or '0')
+local recs = redis.call('HMGET', KEYS[4], unpack(oids))
+local had = redis.call('HMGET', KEYS[3], unpack(users))
+local counts, dirty, seen, lw, rel = {}, {}, {}, {}, {}
+local held_n, held_u, rec_n, again_n, over, given = 0, 0, 0, 0, 0, 0
+local stock0 = stock
+local function set_count(u, v)
+  if counts[u] == nil then dirty[#dirty + 1] = u end
+  counts[u] = v
+end
+for i = 1, n do
+  local oid, u, q = oids[i], users[i], qtys[i]
+  if not seen[oid] then
+    seen[oid] = true
+    local cur = counts[u] or tonumber(had[i] or '0')
+    local rec = recs[i]
+    if kinds[i] == 'h' then
+      if not rec then
+        lw[#lw + 1] = oid
+        lw[#lw + 1] = u .. ':' .. q
+        set_count(u, cur + q)
+        if stock >= q then stock = stock - q else over = over + q - stock; stock = 0 end
+        held_n, held_u = held_n + 1, held_u + q
+      end
+    elseif not rec then
+      lw[#lw + 1] = oid
+      lw[#lw + 1] = u .. ':' .. q .. ':released'
+      rel[#rel + 1] = oid
+      rec_n = rec_n + 1
+    else
+      local ru, rq, mark = string.match(rec, '^([0-9]+):([0-9]+)(.*)$')
+      if mark == '' and ru == u and tonumber(rq) == q and cur >= q then
+        lw[#lw + 1] = oid
+        lw[#lw + 1] = rec .. ':released'
+        rel[#rel + 1] = oid
+        set_count(u, cur - q)
+        local give = q
+        if stock + give > own then give = own - stock end
+        if give < 0 then give = 0 end
+        stock, given, again_n = stock + give, given + give, again_n + 1
+      end
+    end
+  end
+end
+if #lw > 0 then redis.call('HSET', KEYS[4], unpack(lw)) end
+if #rel > 0 then redis.call('SADD', KEYS[5], unpack(rel)) end
+for j = 1, #dirty do
+  local u = dirty[j]
+  if counts[u] > 0 then redis.call('HSET', KEYS[3], u, counts[u]) else redis.call('HDEL', KEYS[3], u) end
+end
+if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
+if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
+if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
+return {RC.OK, held_n, held_u, rec_n, again_n, over, stock}

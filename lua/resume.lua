@@ -1,0 +1,89 @@
+-- resume.lua - ends the recovery of a key set (docs/recovery.md): lifts its
+-- admission count above what the database and the callers have seen, keeps
+-- new stream ids above every persisted one, takes out stock this segment
+-- lent and forgot, pays oversold units back from stock, and lifts the
+-- fence when nothing is oversold any more.
+-- KEYS: meta stock orders
+-- ARGV: watermark (highest admission number persisted), max_sid (greatest
+--       stream id of a persisted order, '' for none), open ('1' | '0' | '':
+--       the switch as the database records it, '' keeps it), lent (units a
+--       receiver applied that this segment forgot lending, '' or 0), xseq
+--       (highest transfer number of this segment a receiver knows, '' or 0),
+--       over (units to count oversold on top, '' or 0), xout (the segment's
+--       xout counter lent was computed against: lent is applied only while
+--       it still reads so, once)
+-- Returns {rc, units still oversold, stock, 1 fence lifted | 0 kept,
+--          acknowledged admissions counted lost now, adm}
+--
+-- lost: callers saw admission numbers up to fence_adm; the database holds
+-- up to the watermark and this Redis up to adm, so the numbers above both
+-- were answered 200 and reached neither (they cannot be rebuilt).
+local function num(v, digits)
+  if v == nil or v == '' then return 0 end
+  if #v > digits or not string.match(v, '^[0-9]+$') then return nil end
+  return tonumber(v)
+end
+local wm, lent, xseq, over_add = num(ARGV[1], 15), num(ARGV[4], 15), num(ARGV[5], 15), num(ARGV[6], 15)
+local xout_seen = num(ARGV[7], 15)
+local sid, open = ARGV[2] or '', ARGV[3] or ''
+if not wm or not lent or not xseq or not over_add or not xout_seen or (ARGV[1] or '') == ''
+   or (sid ~= '' and not string.match(sid, '^[0-9]+%-[0-9]+$')) or #sid > 41
+   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[8] then
+  return {RC.BAD_ARGUMENT, 0, -1, 0, 0, 0}
+end
+local m = redis.call('HMGET', KEYS[1], 'initial', 'fence', 'adm', 'fence_adm', 'oversold', 'xseq',
+                     'xout')
+local stock = tonumber(redis.call('GET', KEYS[2]) or '')
+if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, -1, 0, 0, 0} end
+local adm0 = tonumber(m[3] or '0')
+if not m[2] then return {RC.OK, tonumber(m[5] or '0'), stock, 1, 0, adm0} end
+-- Admission numbers: above the database's and every caller's.
+local seen, base = tonumber(m[4] or '0'), math.max(adm0, wm)
+local lost = seen > base and seen - base or 0
+local adm = math.max(base, seen)
+redis.call('HSET', KEYS[1], 'adm', adm)
+redis.call('HDEL', KEYS[1], 'fence_adm')
+if lost > 0 then redis.call('HINCRBY', KEYS[1], 'lost', lost) end
+-- Stream ids: a promoted replica's clock may run behind the old master's,
+-- and an order id used twice would be a new order the database drops as a
+-- duplicate. New entries get ids above every persisted one.
+if sid ~= '' then
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    redis.pcall('XGROUP', 'CREATE', KEYS[3], 'seckill', '0', 'MKSTREAM')
+  end
+  local info, last = redis.call('XINFO', 'STREAM', KEYS[3]), '0-0'
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then last = info[i + 1] end
+  end
+  local lms, lseq = string.match(last, '^([0-9]+)%-([0-9]+)$')
+  local sms, sseq = string.match(sid, '^([0-9]+)%-([0-9]+)$')
+  lms, lseq, sms, sseq = tonumber(lms), tonumber(lseq), tonumber(sms), tonumber(sseq)
+  if lms < sms or (lms == sms and lseq < sseq) then redis.call('XSETID', KEYS[3], sid) end
+end
+-- Transfers this segment lent and forgot (a receiver applied them): the
+-- units left here, and its transfer ids go on after the last one used.
+-- Applied once: only while xout still reads what lent was computed
+-- against (a second recovery racing this one finds it moved).
+local over = tonumber(m[5] or '0') + over_add
+if lent > 0 and tonumber(m[7] or '0') == xout_seen then
+  local take = math.min(stock, lent)
+  stock, over = stock - take, over + lent - take
+  redis.call('HINCRBY', KEYS[1], 'xout', lent)
+end
+if xseq > tonumber(m[6] or '0') then redis.call('HSET', KEYS[1], 'xseq', xseq) end
+-- Oversold units are paid back first from stock given back since (an
+-- operator cancelling orders sold twice, a payment timeout).
+if over > 0 and stock > 0 then
+  local take = math.min(stock, over)
+  stock, over = stock - take, over - take
+end
+redis.call('SET', KEYS[2], stock)
+redis.call('HSET', KEYS[1], 'oversold', over)
+if over > 0 then
+  redis.call('HSET', KEYS[1], 'fence', 'oversold', 'fence_why',
+             over .. ' unit(s) were sold twice before the fence; the sale stays stopped')
+  return {RC.OK, over, stock, 0, lost, adm}
+end
+redis.call('HDEL', KEYS[1], 'fence', 'fence_ms', 'fence_why')
+if open ~= '' then redis.call('HSET', KEYS[1], 'open', open) end
+return {RC.OK, 0, stock, 1, lost, adm}

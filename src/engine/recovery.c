@@ -1,0 +1,368 @@
+/* recovery.c - the Redis side of the rollback guard: probes, and the calls
+ * of fence.lua, rebuild.lua, replay.lua and resume.lua (design in
+ * docs/recovery.md). */
+#include "engine/recovery.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/segment.h"
+#include "engine/stock_int.h"
+#include "redis/script.h"
+
+static int64_t num_of(const redisReply *e)
+{
+    if (!e) return 0;
+    if (e->type == REDIS_REPLY_STRING) return strtoll(e->str, NULL, 10);
+    if (e->type == REDIS_REPLY_INTEGER) return e->integer;
+    return 0;
+}
+
+int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *hm[] = {"HMGET", ks[i].meta, "initial",  "adm",   "epoch",
+                            "xseq",  "oversold", "segments", "fence", "fence_why"};
+        const char *get[] = {"GET", ks[i].stock};
+        int rc = sk_redis_append(r, 10, hm, NULL);
+        if (rc == 0) rc = sk_redis_append(r, 2, get, NULL);
+        if (rc < 0) return rc;
+    }
+    int err = 0;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *m, *s;
+        int rc = sk_redis_read(r, &m);
+        if (rc < 0) return rc;
+        if ((rc = sk_redis_read(r, &s)) < 0) {
+            freeReplyObject(m);
+            return rc;
+        }
+        struct sk_keyset_probe *p = &out[i];
+        memset(p, 0, sizeof *p);
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 8) {
+            redisReply **e = m->element;
+            p->present = e[0]->type == REDIS_REPLY_STRING;
+            p->adm = num_of(e[1]);
+            p->epoch = num_of(e[2]);
+            p->xseq = num_of(e[3]);
+            p->oversold = num_of(e[4]);
+            p->segments = (int)num_of(e[5]);
+            if (e[6]->type == REDIS_REPLY_STRING)
+                snprintf(p->fence, sizeof p->fence, "%.*s", (int)e[6]->len, e[6]->str);
+            if (e[7]->type == REDIS_REPLY_STRING)
+                snprintf(p->fence_why, sizeof p->fence_why, "%.*s", (int)e[7]->len, e[7]->str);
+        } else {
+            err = 1;
+        }
+        if (s->type == REDIS_REPLY_STRING) {
+            p->has_stock = 1;
+            p->stock = strtoll(s->str, NULL, 10);
+        } else if (s->type != REDIS_REPLY_NIL) {
+            err = 1;
+        }
+        freeReplyObject(m);
+        freeReplyObject(s);
+    }
+    return err ? sk_stock_proto(r, "HMGET meta (probe)") : 0;
+}
+
+int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, const char *text,
+                      char *fence)
+{
+    const char *keys[] = {k->meta};
+    char t[201]; /* fence.lua takes at most 200 bytes of text */
+    snprintf(t, sizeof t, "%s", text ? text : "");
+    const char *args[] = {why, t};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_FENCE, 1, keys, 2, args, NULL, &rep);
+    if (rc == 0 && (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+                    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+                    rep->element[1]->type != REDIS_REPLY_STRING))
+        rc = sk_stock_proto(r, "fence");
+    if (rc == 0 && rep->element[0]->integer != SK_RC_OK) {
+        snprintf(r->errstr, sizeof r->errstr, "fence: refused the argument '%s'", why);
+        rc = r->err = SK_EINVAL;
+    }
+    if (rc == 0 && fence)
+        snprintf(fence, SK_FENCE_MAX, "%.*s", (int)rep->element[1]->len, rep->element[1]->str);
+    if (rep) freeReplyObject(rep);
+    return rc;
+}
+
+int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
+                        int64_t initial, int segments, int *rc_out)
+{
+    char a[10][24];
+    const char *args[10];
+    int64_t v[] = {initial,
+                   d->per_user_limit,
+                   d->max_per_order,
+                   d->start_ms,
+                   d->end_ms,
+                   d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
+                   d->rl_burst > 0 ? d->rl_burst : 0};
+    snprintf(a[0], sizeof a[0], "%" PRIu64, d->id);
+    for (int i = 0; i < 7; i++)
+        snprintf(a[1 + i], sizeof a[1 + i], "%" PRId64, v[i]);
+    a[8][0] = a[9][0] = 0;
+    if (segments > 1 && k->seg >= 0) {
+        snprintf(a[8], sizeof a[8], "%d", k->seg);
+        snprintf(a[9], sizeof a[9], "%d", segments);
+    }
+    for (int i = 0; i < 10; i++)
+        args[i] = a[i];
+    const char *keys[] = {k->meta, k->stock};
+    int64_t out[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 10, args, out, 2);
+    if (rc < 0) return rc;
+    if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
+        snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,
+                 sk_rc_message((int)out[0]));
+        return r->err = SK_EINVAL;
+    }
+    *rc_out = (int)out[0];
+    return 0;
+}
+
+/* One replay.lua call for o[0..n), n <= SK_REPLAY_CHUNK. */
+static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_replay_order *o,
+                        size_t n, struct sk_replay_result *res)
+{
+    size_t nargs = 1 + 4 * n;
+    const char **args = malloc(nargs * sizeof *args);
+    char(*num)[2][24] = malloc(n * sizeof *num);
+    if (!args || !num) {
+        free(args);
+        free(num);
+        return r->err = SK_ENOMEM;
+    }
+    args[0] = k->label;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(num[i][0], 24, "%" PRIu64, o[i].user_id);
+        snprintf(num[i][1], 24, "%" PRId64, o[i].quantity);
+        args[1 + 4 * i] = o[i].order_id;
+        args[2 + 4 * i] = num[i][0];
+        args[3 + 4 * i] = num[i][1];
+        args[4 + 4 * i] = o[i].released ? "r" : "h";
+    }
+    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released};
+    int64_t v[7];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REPLAY, 5, keys, (int)nargs, args, v, 7);
+    free(args);
+    free(num);
+    if (rc < 0) return rc;
+    if (v[0] != SK_RC_OK) {
+        snprintf(r->errstr, sizeof r->errstr, "replay into %s refused: %s", k->label,
+                 sk_rc_message((int)v[0]));
+        return r->err = SK_EINVAL;
+    }
+    res->held += v[1];
+    res->held_units += v[2];
+    res->released += v[3];
+    res->again += v[4];
+    res->oversold += v[5];
+    res->stock = v[6];
+    res->calls++;
+    return 0;
+}
+
+int sk_recovery_replay(sk_redis *r, const struct sk_keys *k, const struct sk_replay_order *o,
+                       size_t n, struct sk_replay_result *res)
+{
+    for (size_t at = 0; at < n; at += SK_REPLAY_CHUNK) {
+        size_t m = n - at < SK_REPLAY_CHUNK ? n - at : SK_REPLAY_CHUNK;
+        int rc = replay_chunk(r, k, o + at, m, res);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_resume_args *a,
+                       struct sk_resume_result *res)
+{
+    char v[5][24];
+    snprintf(v[0], sizeof v[0], "%" PRId64, a->watermark > 0 ? a->watermark : 0);
+    snprintf(v[1], sizeof v[1], "%" PRId64, a->lent > 0 ? a->lent : 0);
+    snprintf(v[2], sizeof v[2], "%" PRId64, a->xseq > 0 ? a->xseq : 0);
+    snprintf(v[3], sizeof v[3], "%" PRId64, a->over > 0 ? a->over : 0);
+    snprintf(v[4], sizeof v[4], "%" PRId64, a->xout_seen > 0 ? a->xout_seen : 0);
+    const char *open = a->open < 0 ? "" : a->open ? "1" : "0";
+    const char *args[] = {v[0], a->max_sid ? a->max_sid : "", open, v[1], v[2], v[3], v[4]};
+    const char *keys[] = {k->meta, k->stock, k->orders};
+    int64_t out[6];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, 7, args, out, 6);
+    if (rc < 0) return rc;
+    if (out[0] != SK_RC_OK) {
+        snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,
+                 sk_rc_message((int)out[0]));
+        return r->err = SK_EINVAL;
+    }
+    *res = (struct sk_resume_result){
+        .oversold = out[1], .stock = out[2], .resumed = (int)out[3], .lost = out[4], .adm = out[5]};
+    return 0;
+}
+
+int sk_recovery_ledger(sk_redis *r, const struct sk_keys *k, const char *const *oids, size_t n,
+                       int *state, uint64_t *user, int64_t *qty)
+{
+    if (n == 0) return 0;
+    if (n > 1000) return r->err = SK_EINVAL;
+    const char **argv = malloc((n + 2) * sizeof *argv);
+    if (!argv) return r->err = SK_ENOMEM;
+    argv[0] = "HMGET";
+    argv[1] = k->ledger;
+    memcpy(argv + 2, oids, n * sizeof *oids);
+    redisReply *rep;
+    int rc = sk_redis_command(r, &rep, (int)n + 2, argv, NULL);
+    free(argv);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
+        freeReplyObject(rep);
+        return sk_stock_proto(r, "HMGET ledger");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = rep->element[i];
+        unsigned long long u = 0;
+        long long q = 0;
+        int used = 0;
+        state[i] = 0;
+        if (e->type == REDIS_REPLY_STRING && sscanf(e->str, "%llu:%lld%n", &u, &q, &used) == 2)
+            state[i] = e->str[used] ? 2 : 1;
+        if (user) user[i] = (uint64_t)u;
+        if (qty) qty[i] = (int64_t)q;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+int sk_recovery_ledger_has(sk_redis *r, const struct sk_keys *ks, const char *const *oids, size_t n,
+                           int *has)
+{
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        has[i] = 1;
+        if (!oids[i] || !oids[i][0]) continue;
+        const char *argv[] = {"HEXISTS", ks[i].ledger, oids[i]};
+        int rc = sk_redis_append(r, 3, argv, NULL);
+        if (rc < 0) return rc;
+        sent++;
+    }
+    int err = 0;
+    for (size_t i = 0; i < n && sent; i++) {
+        if (!oids[i] || !oids[i][0]) continue;
+        redisReply *rep;
+        int rc = sk_redis_read(r, &rep);
+        if (rc < 0) return rc;
+        sent--;
+        if (rep->type == REDIS_REPLY_INTEGER)
+            has[i] = rep->integer != 0;
+        else
+            err = 1;
+        freeReplyObject(rep);
+    }
+    return err ? sk_stock_proto(r, "HEXISTS ledger") : 0;
+}
+
+/* The xin hash of segment s: every transfer id applied there. Caller frees
+ * *out (freeReplyObject). */
+static int read_xin(sk_redis *r, uint64_t aid, int s, redisReply **out)
+{
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, s);
+    int rc = sk_redis_cmd(r, out, "HGETALL %s", k.xin);
+    if (rc < 0) return rc;
+    if ((*out)->type != REDIS_REPLY_ARRAY || (*out)->elements % 2) {
+        freeReplyObject(*out);
+        return sk_stock_proto(r, "HGETALL xin");
+    }
+    return 0;
+}
+
+int sk_recovery_lost_lends(sk_redis *r, uint64_t aid, int segments, int v, int64_t xseq,
+                           int64_t *units, int64_t *max_seq)
+{
+    *units = *max_seq = 0;
+    for (int s = 0; s < segments; s++) {
+        if (s == v) continue;
+        redisReply *rep;
+        int rc = read_xin(r, aid, s, &rep);
+        if (rc < 0) return rc;
+        for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+            int from, used = 0;
+            long long seq;
+            const redisReply *id = rep->element[i], *q = rep->element[i + 1];
+            if (id->type != REDIS_REPLY_STRING || q->type != REDIS_REPLY_STRING ||
+                sscanf(id->str, "%d-%lld%n", &from, &seq, &used) != 2 || id->str[used] || from != v)
+                continue;
+            if (seq > *max_seq) *max_seq = seq;
+            if (seq > xseq) *units += strtoll(q->str, NULL, 10);
+        }
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+int sk_recovery_transfer_sums(sk_redis *r, uint64_t aid, int segments, int v, int64_t *xin,
+                              int64_t *xout, int64_t *xout_v)
+{
+    *xin = *xout = *xout_v = 0;
+    for (int s = 0; s < segments; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, s);
+        const char *argv[] = {"HMGET", k.meta, "xin", "xout"};
+        int rc = sk_redis_append(r, 4, argv, NULL);
+        if (rc < 0) return rc;
+    }
+    int err = 0;
+    for (int s = 0; s < segments; s++) {
+        redisReply *rep;
+        int rc = sk_redis_read(r, &rep);
+        if (rc < 0) return rc;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            *xin += num_of(rep->element[0]);
+            *xout += num_of(rep->element[1]);
+            if (s == v) *xout_v = num_of(rep->element[1]);
+        } else {
+            err = 1;
+        }
+        freeReplyObject(rep);
+    }
+    return err ? sk_stock_proto(r, "HMGET xin xout") : 0;
+}
+
+int sk_recovery_forget_lends_to(sk_redis *r, uint64_t aid, int segments, int v, int64_t *units)
+{
+    *units = 0;
+    for (int s = 0; s < segments; s++) {
+        if (s == v) continue;
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, s);
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "HGETALL %s", k.xout);
+        if (rc < 0) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
+            freeReplyObject(rep);
+            return sk_stock_proto(r, "HGETALL xout");
+        }
+        for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
+            int to;
+            long long q;
+            const redisReply *id = rep->element[i], *val = rep->element[i + 1];
+            if (id->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING ||
+                sscanf(val->str, "%d:%lld", &to, &q) != 2 || to != v)
+                continue;
+            redisReply *d;
+            if ((rc = sk_redis_cmd(r, &d, "HDEL %s %s", k.xout, id->str)) == 0) {
+                freeReplyObject(d);
+                *units += q;
+            }
+        }
+        freeReplyObject(rep);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,247 @@
+/* sale_env.c - HTTP sales and their invariants for the rollback tests
+ * (sale_env.h). */
+#include "support/sale_env.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "engine/activity.h"
+#include "engine/stock.h"
+#include "support/http_client.h"
+
+#define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int sale_admin(int port, const char *method, const char *path, const char *body, char *out,
+               size_t cap)
+{
+    struct sk_th_http c;
+    sk_th_http_open(&c, port);
+    struct sk_th_resp *r = malloc(sizeof *r);
+    CHECK(r);
+    int st = sk_th_http_req(&c, method, path, ADMIN_HDR, body, r);
+    if (out && cap) snprintf(out, cap, "%s", r->body);
+    free(r);
+    sk_th_http_close(&c);
+    return st;
+}
+
+void sale_wait_ready(int port)
+{
+    struct sk_th_http c;
+    sk_th_http_open(&c, port);
+    struct sk_th_resp *r = malloc(sizeof *r);
+    int64_t by = sk_mono_ms() + 15000;
+    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, r) != 200) {
+        CHECK_MSG(sk_mono_ms() < by, "/readyz: %d %s", r->status, r->body);
+        nap_ms(5);
+    }
+    free(r);
+    sk_th_http_close(&c);
+}
+
+uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int segments)
+{
+    if (!id) id = sk_th_unique_id();
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96], out[512];
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 7200) * 1000, end, sizeof end);
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"rollback\",\"stock\":%" PRId64
+             ",\"per_user_limit\":%" PRId64 ",\"start\":\"%s\",\"end\":\"%s\",\"segments\":%d}",
+             id, stock, limit, start, end, segments);
+    int st = sale_admin(port, "POST", "/api/v1/activities", body, out, sizeof out);
+    CHECK_MSG(st == 201, "create: %d %s", st, out);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
+    st = sale_admin(port, "POST", path, NULL, out, sizeof out);
+    CHECK_MSG(st == 200, "preheat: %d %s", st, out);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
+    st = sale_admin(port, "POST", path, NULL, out, sizeof out);
+    CHECK_MSG(st == 200, "open: %d %s", st, out);
+    return id;
+}
+
+/* One answer into the counts; 1 when the buyer should stop (sold out). */
+static int count_answer(struct sale *s, int st, const struct sk_th_resp *rp)
+{
+    if (st == 200) {
+        atomic_fetch_add(&s->ok, 1);
+        atomic_store(&s->last_ok_ms, (long)sk_mono_ms());
+    } else if (st == 409 && strstr(rp->body, "sold_out")) {
+        atomic_fetch_add(&s->sold_out, 1);
+        atomic_store(&s->sold_out_seen, 1);
+        return 1;
+    } else if (st == 409 && strstr(rp->body, "limit_exceeded")) {
+        atomic_fetch_add(&s->limit_exceeded, 1);
+    } else if (st == 503 && strstr(rp->body, "\"recovering\"")) {
+        char ra[16] = "";
+        if (sk_th_http_header(rp, "retry-after", ra, sizeof ra) < 0 || strcmp(ra, "1") != 0)
+            atomic_fetch_add(&s->bad_recovering, 1);
+        atomic_fetch_add(&s->recovering, 1);
+        long zero = 0;
+        atomic_compare_exchange_strong(&s->first_recovering_ms, &zero, (long)sk_mono_ms());
+    } else if (st == 503) {
+        atomic_fetch_add(&s->unavailable, 1); /* Redis unreachable: may have run */
+    } else if (st == 0) {
+        atomic_fetch_add(&s->lost, 1);
+    } else {
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&s->other_status, &zero, st))
+            snprintf(s->other_body, sizeof s->other_body, "%.200s", rp->body);
+        atomic_fetch_add(&s->other, 1);
+    }
+    return 0;
+}
+
+static void *buyer(void *arg)
+{
+    struct sale *s = arg;
+    struct sk_th_http c;
+    int open = sk_th_http_try_open(&c, s->port) == 0;
+    uint64_t seed = (uint64_t)(uintptr_t)&c ^ (uint64_t)sk_mono_us();
+    struct sk_th_resp *rp = malloc(sizeof *rp); /* 10 KB: off the thread's stack */
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", s->aid);
+    while (rp && !atomic_load(&s->stop)) {
+        if (!open && !(open = sk_th_http_try_open(&c, s->port) == 0)) {
+            nap_ms(5);
+            continue;
+        }
+        char h[64];
+        snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", 1 + sk_th_rng(&seed) % s->users);
+        int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
+        if (count_answer(s, st, rp)) break;
+        if (st == 0) {
+            sk_th_http_close(&c);
+            open = 0;
+        }
+    }
+    if (open) sk_th_http_close(&c);
+    free(rp);
+    return NULL;
+}
+
+void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit, int threads)
+{
+    memset(s, 0, sizeof *s);
+    s->port = port;
+    s->aid = aid;
+    s->users = users;
+    s->limit = limit;
+    s->nth = threads > SALE_THREADS ? SALE_THREADS : threads;
+    for (int i = 0; i < s->nth; i++)
+        CHECK_EQ(pthread_create(&s->th[i], NULL, buyer, s), 0);
+}
+
+void sale_stop(struct sale *s)
+{
+    atomic_store(&s->stop, 1);
+    for (int i = 0; i < s->nth; i++)
+        pthread_join(s->th[i], NULL);
+    s->nth = 0;
+    CHECK_MSG(atomic_load(&s->other) == 0, "%ld unexpected answers, first %d %s",
+              (long)atomic_load(&s->other), atomic_load(&s->other_status), s->other_body);
+    CHECK_EQ(atomic_load(&s->bad_recovering), 0);
+}
+
+void sale_print(const struct sale *s, const char *label)
+{
+    printf("    %s: 200 %ld, sold_out %ld, limit %ld, 503 recovering %ld, 503 other %ld, "
+           "lost %ld\n",
+           label, (long)atomic_load(&s->ok), (long)atomic_load(&s->sold_out),
+           (long)atomic_load(&s->limit_exceeded), (long)atomic_load(&s->recovering),
+           (long)atomic_load(&s->unavailable), (long)atomic_load(&s->lost));
+}
+
+void sale_wait(int (*cond)(void *), void *arg, int timeout_ms, const char *what)
+{
+    int64_t by = sk_mono_ms() + timeout_ms;
+    while (!cond(arg)) {
+        CHECK_MSG(sk_mono_ms() < by, "timed out waiting for %s", what);
+        nap_ms(5);
+    }
+}
+
+int64_t sale_db_orders(sk_store *st, uint64_t aid)
+{
+    struct sk_order_counts c;
+    CHECK_MSG(sk_store_orders_count(st, aid, &c) == 0, "count: %s", sk_store_errstr(st));
+    return c.orders[SK_ORDER_CREATED] + c.orders[SK_ORDER_PAID] + c.orders[SK_ORDER_CANCELLED];
+}
+
+void sale_wait_drained(sk_redis *r, uint64_t aid, int timeout_ms)
+{
+    int64_t by = sk_mono_ms() + timeout_ms;
+    for (;;) {
+        struct sk_stock_state st;
+        int rc = sk_stock_state(r, aid, &st);
+        if (rc == 0 && st.backlog == 0 && st.fenced == 0) return;
+        CHECK_MSG(sk_mono_ms() < by, "not drained: rc %d, backlog %lld, fenced %lld (%s)", rc,
+                  (long long)st.backlog, (long long)st.fenced, rc ? r->errstr : st.fence_why);
+        nap_ms(20);
+    }
+}
+
+int64_t sale_check_invariants(sk_store *st, sk_redis *r, const char *redis_url, const char *db_spec,
+                              uint64_t aid, int64_t stock, int64_t limit)
+{
+    struct sk_stock_state s;
+    CHECK_MSG(sk_stock_state(r, aid, &s) == 0, "state: %s", r->errstr);
+    CHECK_MSG(s.fenced == 0, "still fenced: %s %s", s.fence, s.fence_why);
+    CHECK_EQ(s.initial, stock);
+    CHECK_EQ(s.remaining + s.held + s.in_transit, s.initial);
+    CHECK(s.remaining >= 0);
+    /* the database: no oversell, nobody over the limit */
+    int64_t *per_user = calloc(SALE_MAX_USERS + 1, sizeof *per_user);
+    struct sk_order *page = malloc(1000 * sizeof *page);
+    CHECK(per_user && page);
+    char after[SK_STORE_ORDER_ID_MAX] = "";
+    int64_t held = 0;
+    size_t n;
+    do {
+        CHECK_EQ(sk_store_orders_list(st, aid, after, 1000, page, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+            if (page[i].status == SK_ORDER_CANCELLED) continue;
+            held += page[i].quantity;
+            CHECK(page[i].user_id <= SALE_MAX_USERS);
+            per_user[page[i].user_id] += page[i].quantity;
+            CHECK_MSG(per_user[page[i].user_id] <= limit, "user %" PRIu64 " holds %" PRId64,
+                      page[i].user_id, per_user[page[i].user_id]);
+        }
+        if (n) snprintf(after, sizeof after, "%s", page[n - 1].order_id);
+    } while (n == 1000);
+    free(per_user);
+    free(page);
+    CHECK_MSG(held <= stock, "oversold: the database holds %" PRId64 " units of %" PRId64, held,
+              stock);
+    /* drained: Redis holds what the database holds */
+    CHECK_EQ(s.held, held);
+    char out[4096], id[24];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    const char *args[] = {"reconcile", "--redis",    redis_url, "--db",
+                          db_spec,     "--activity", id,        NULL};
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    CHECK_MSG(rc == 0, "reconcile exit %d:\n%s", rc, out);
+    return held;
+}
+
+int sale_audit_count(sk_store *st, uint64_t aid, const char *kind)
+{
+    struct sk_audit *a;
+    size_t n;
+    CHECK_EQ(sk_store_audit_list(st, aid, &a, &n), 0);
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += !strcmp(a[i].kind, kind);
+    free(a);
+    return k;
+}

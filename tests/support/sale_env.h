@@ -1,0 +1,80 @@
+/* sale_env.h - an HTTP sale against a real `seckill serve`, for the tests
+ * of a Redis that goes back in time (test_recovery*.c): admin calls,
+ * buyer threads that count every answer by kind, and the invariants of
+ * docs/design.md checked on the database and Redis afterwards. */
+#ifndef SK_TEST_SALE_ENV_H
+#define SK_TEST_SALE_ENV_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "redis/redis_conn.h"
+#include "store/store.h"
+#include "support/harness.h"
+
+#define SALE_THREADS 6
+#define SALE_MAX_USERS 200000
+
+/* What the buyers got. */
+struct sale {
+    int port;
+    uint64_t aid;
+    uint32_t users;  /* buyers are 1..users */
+    int64_t limit;   /* per user */
+    int max_threads; /* SALE_THREADS unless smaller */
+    atomic_int stop; /* set to stop the buyers */
+    atomic_long ok;  /* 200 */
+    atomic_long sold_out, limit_exceeded;
+    atomic_long recovering;     /* 503 recovering with Retry-After */
+    atomic_long unavailable;    /* other 503 (Redis unreachable, ...) */
+    atomic_long lost;           /* no answer (connection closed) */
+    atomic_long other;          /* anything else: a test failure */
+    atomic_long bad_recovering; /* 503 recovering without Retry-After: 1 */
+    atomic_int other_status;
+    char other_body[256];
+    atomic_long last_ok_ms, first_recovering_ms;
+    atomic_int sold_out_seen;
+    pthread_t th[SALE_THREADS];
+    int nth;
+};
+
+/* An admin call; returns the status (the body in *out when not NULL). */
+int sale_admin(int port, const char *method, const char *path, const char *body, char *out,
+               size_t cap);
+/* Creates (id 0: a fresh one), preheats and opens an activity over the
+ * admin API: stock units, limit per user, segments (1 = not segmented),
+ * max_per_order = limit. Returns its id. */
+uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int segments);
+/* Waits until /readyz answers 200 (bounded). */
+void sale_wait_ready(int port);
+
+/* Starts threads buyers (at most SALE_THREADS) on the activity; each buys
+ * one unit at a time as a random user of 1..users until s->stop or the
+ * activity is sold out (409 sold_out). */
+void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit, int threads);
+void sale_stop(struct sale *s);
+/* The buyers' counts as one line. */
+void sale_print(const struct sale *s, const char *label);
+
+/* Waits (bounded by timeout_ms) until cond(arg) is true; fails the test
+ * with what otherwise. */
+void sale_wait(int (*cond)(void *), void *arg, int timeout_ms, const char *what);
+/* Orders of the activity in the database (all statuses). */
+int64_t sale_db_orders(sk_store *st, uint64_t aid);
+
+/* After the sale, once the order worker drained the streams: the orders
+ * that exist (database + Redis-only) never exceed the stock, no user holds
+ * more than limit in the database, Redis's stock + held == initial (no
+ * fence left), Redis holds what the database holds, and `seckill
+ * reconcile` says consistent. Returns the units sold. */
+int64_t sale_check_invariants(sk_store *st, sk_redis *r, const char *redis_url, const char *db_spec,
+                              uint64_t aid, int64_t stock, int64_t limit);
+
+/* Number of audit rows of kind for the activity. */
+int sale_audit_count(sk_store *st, uint64_t aid, const char *kind);
+
+/* Waits until every stream of the activity is acknowledged and nothing is
+ * fenced (the worker drained and resumed), bounded. */
+void sale_wait_drained(sk_redis *r, uint64_t aid, int timeout_ms);
+
+#endif

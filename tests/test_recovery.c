@@ -1,0 +1,984 @@
+/* test_recovery.c - a Redis that goes back in time never oversells
+ * (docs/recovery.md), on real servers: a standalone redis-server restarted
+ * empty, restarted from an `appendfsync everysec` AOF missing its last
+ * writes, and restored from an older RDB snapshot during an HTTP sale with
+ * the order worker running; the fence answering every purchase; a rollback
+ * of one segment; the oversold path; `seckill activity recover`; and the
+ * recovery scripts refusing malformed arguments. The cluster failover to a
+ * lagging replica is test_recovery_cluster.c. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/recovery.h"
+#include "engine/segment.h"
+#include "engine/stock.h"
+#include "orders/order_cancel.h"
+#include "orders/order_worker.h"
+#include "orders/recover.h"
+#include "redis/redis_conn.h"
+#include "redis/script.h"
+#include "store/store.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "support/sale_env.h"
+
+static sk_redis *connect_to(const char *url)
+{
+    sk_redis *r;
+    char err[256];
+    CHECK_MSG(sk_redis_new(&r, url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    return r;
+}
+
+static sk_store *open_store(const char *spec)
+{
+    sk_store *st;
+    char err[512];
+    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
+    return st;
+}
+
+static __attribute__((unused)) void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the standalone scenarios ------------------------------------------- */
+
+/* One scenario: a private redis-server, `seckill serve --role all` (HTTP
+ * processes and the order worker) on it, an activity, six buyers. */
+struct env {
+    struct sk_th_redis rs;
+    struct sk_th_serve v;
+    sk_store *st;
+    sk_redis *r;
+    uint64_t aid;
+    int64_t stock, limit;
+    struct sale s;
+};
+
+static void env_start(struct env *e, const char *const *redis_extra, const char *role,
+                      int64_t stock, int64_t limit, int segments)
+{
+    memset(e, 0, sizeof *e);
+    sk_th_redis_start(&e->rs, redis_extra);
+    const char *extra[] = {"--role", role, "--processes", "2", NULL};
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    sk_th_serve_start(&e->v, e->rs.url, extra);
+    sale_wait_ready(e->v.port);
+    e->stock = stock;
+    e->limit = limit;
+    e->aid = sale_activity(e->v.port, 0, stock, limit, segments);
+    e->st = open_store(e->v.db);
+    e->r = connect_to(e->rs.url);
+}
+
+static void env_stop(struct env *e)
+{
+    CHECK_EQ(sk_th_serve_stop(&e->v, SIGTERM), 0);
+    sk_redis_free(e->r);
+    sk_store_close(e->st);
+    sk_th_redis_stop(&e->rs, 1);
+}
+
+struct at_least {
+    sk_store *st;
+    uint64_t aid;
+    int64_t n;
+};
+
+static int db_has(void *arg)
+{
+    struct at_least *a = arg;
+    return sale_db_orders(a->st, a->aid) >= a->n;
+}
+
+static int sold_out(void *arg)
+{
+    return atomic_load(&((struct sale *)arg)->sold_out_seen);
+}
+
+static int ok_above(void *arg)
+{
+    struct sale *s = ((struct sale **)arg)[0];
+    long at = (long)(intptr_t)((struct sale **)arg)[1];
+    return atomic_load(&s->ok) > at;
+}
+
+/* Waits until the buyers got a 200 after the at-th. */
+static void wait_selling_again(struct sale *s, long at, int timeout_ms)
+{
+    void *arg[2] = {s, (void *)(intptr_t)at};
+    sale_wait(ok_above, arg, timeout_ms, "a 200 after the recovery");
+}
+
+static int ok_at_least(void *arg)
+{
+    struct sale *s = ((struct sale **)arg)[0];
+    return atomic_load(&s->ok) >= (long)(intptr_t)((struct sale **)arg)[1];
+}
+
+/* The sale's end: sold out, drained, every invariant, audit rows. */
+static void env_finish(struct env *e, const char *label)
+{
+    sale_wait(sold_out, &e->s, 120000, "the sale to sell out");
+    sale_stop(&e->s);
+    sale_print(&e->s, label);
+    sale_wait_drained(e->r, e->aid, 30000);
+    int64_t sold =
+        sale_check_invariants(e->st, e->r, e->rs.url, e->v.db, e->aid, e->stock, e->limit);
+    /* sold out: every unit is held by an order that exists (no undersell) */
+    CHECK_EQ(sold, e->stock);
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(e->r, e->aid, &st), 0);
+    CHECK_EQ(st.oversold, 0);
+    printf("    acknowledged admissions counted lost: %lld (200s %ld - units sold %lld = %lld "
+           "answered but lost)\n",
+           (long long)st.lost, (long)atomic_load(&e->s.ok), (long long)sold,
+           (long long)(atomic_load(&e->s.ok) - sold));
+}
+
+SK_TEST_T(recovery_redis_restarted_empty_is_fenced_rebuilt_from_the_orders_and_sells_again, 300)
+{
+    struct env e;
+    env_start(&e, NULL, "all", 30000, 3, 1);
+    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    struct at_least want = {e.st, e.aid, 4000};
+    sale_wait(db_has, &want, 60000, "4000 persisted orders");
+    /* Redis dies without persistence and comes back empty. */
+    sk_th_redis_stop(&e.rs, 1);
+    sk_th_redis_restart(&e.rs, NULL);
+    int64_t t0 = sk_mono_ms();
+    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
+    printf("    selling again %lld ms after the restart\n", (long long)(sk_mono_ms() - t0));
+    env_finish(&e, "restarted empty");
+    /* the buyers met the fence (503 recovering), never a closed sale */
+    CHECK(atomic_load(&e.s.recovering) > 0);
+    CHECK_EQ(sale_audit_count(e.st, e.aid, "recover_rebuild"), 1);
+    CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
+    CHECK(sale_audit_count(e.st, e.aid, "recover_resume") >= 1);
+    env_stop(&e);
+}
+
+/* The one file of an AOF directory whose name ends with suffix (Redis 7
+ * multi-part AOF: appendonlydir/appendonly.aof.N.incr.aof). */
+static void aof_file(const char *dir, const char *suffix, char *out, size_t cap)
+{
+    char d[400];
+    snprintf(d, sizeof d, "%s/appendonlydir", dir);
+    DIR *dp = opendir(d);
+    CHECK_MSG(dp, "no %s", d);
+    struct dirent *de;
+    out[0] = 0;
+    while ((de = readdir(dp))) {
+        size_t l = strlen(de->d_name), sl = strlen(suffix);
+        if (l > sl && !strcmp(de->d_name + l - sl, suffix))
+            snprintf(out, cap, "%.300s/%.250s", d, de->d_name);
+    }
+    closedir(dp);
+    CHECK_MSG(out[0], "no *%s in %s", suffix, d);
+}
+
+/* Where the stream entry of admission number n (its field n) was appended
+ * to the AOF file at path. */
+static int64_t aof_offset_of_admission(const char *path, int64_t n)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    struct stat sb;
+    CHECK_EQ(fstat(fileno(f), &sb), 0);
+    char *buf = malloc((size_t)sb.st_size + 1);
+    CHECK(buf && fread(buf, 1, (size_t)sb.st_size, f) == (size_t)sb.st_size);
+    fclose(f);
+    char pat[64], num[24];
+    snprintf(num, sizeof num, "%" PRId64, n);
+    snprintf(pat, sizeof pat, "$1\r\nn\r\n$%zu\r\n%s\r\n", strlen(num), num);
+    const char *at = memmem(buf, (size_t)sb.st_size, pat, strlen(pat));
+    CHECK_MSG(at, "admission %" PRId64 " not in %s", n, path);
+    int64_t off = at - buf;
+    free(buf);
+    return off;
+}
+
+SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_is_replayed, 300)
+{
+    const char *aof[] = {"--appendonly",
+                         "yes",
+                         "--appendfsync",
+                         "everysec",
+                         "--aof-load-truncated",
+                         "yes",
+                         "--auto-aof-rewrite-percentage",
+                         "0",
+                         NULL};
+    struct env e;
+    env_start(&e, aof, "all", 30000, 3, 1);
+    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    struct at_least want = {e.st, e.aid, 6000};
+    sale_wait(db_has, &want, 60000, "6000 persisted orders");
+    sk_th_redis_stop(&e.rs, 1); /* SIGKILL: nothing flushed */
+    /* The AOF misses its last writes: the tail of the incremental file is
+     * cut. A crash with appendfsync everysec loses up to a second; the cut
+     * is made where the admission numbered half the database's watermark
+     * was written, so the loss surely covers orders the database holds
+     * (the worker's detection) as well as admissions only buyers saw
+     * (serve's). */
+    char incr[600];
+    aof_file(e.rs.dir, ".incr.aof", incr, sizeof incr);
+    struct sk_mark *m;
+    size_t nm;
+    CHECK_EQ(sk_store_marks_list(e.st, e.aid, &m, &nm), 0);
+    CHECK_EQ(nm, 1);
+    int64_t wm = m[0].adm, cut = aof_offset_of_admission(incr, wm / 2);
+    free(m);
+    CHECK_EQ(truncate(incr, cut), 0);
+    sk_th_redis_restart(&e.rs, aof);
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(e.r, e.aid, &st), 0);
+    int64_t persisted = sale_db_orders(e.st, e.aid);
+    printf("    AOF cut at byte %lld: Redis came back with %lld admissions, the database holds "
+           "%lld orders (watermark %lld)\n",
+           (long long)cut, (long long)st.adm, (long long)persisted, (long long)wm);
+    CHECK(st.adm < wm);
+    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
+    env_finish(&e, "AOF cut");
+    CHECK(atomic_load(&e.s.recovering) > 0);
+    CHECK_EQ(sale_audit_count(e.st, e.aid, "recover_rebuild"), 0);
+    CHECK(sale_audit_count(e.st, e.aid, "recover_fence") >= 1);
+    CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
+    env_stop(&e);
+}
+
+/* An order worker in a thread of the test (its own connections). */
+struct worker_thread {
+    sk_worker *w;
+    pthread_t th;
+};
+
+static void *run_worker(void *arg)
+{
+    sk_worker_run(arg);
+    return NULL;
+}
+
+static void worker_start(struct worker_thread *t, const char *redis_url, const char *db, int once,
+                         int guard_ms)
+{
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = redis_url;
+    o.db_spec = db;
+    o.once = once;
+    o.guard_ms = guard_ms;
+    o.block_ms = 100;
+    char err[256];
+    CHECK_MSG(sk_worker_new(&t->w, &o, err, sizeof err) == 0, "%s", err);
+    if (once) {
+        CHECK_EQ(sk_worker_run(t->w), 0);
+        return;
+    }
+    CHECK_EQ(pthread_create(&t->th, NULL, run_worker, t->w), 0);
+}
+
+static void worker_stop(struct worker_thread *t, int once)
+{
+    if (!once) {
+        sk_worker_stop(t->w);
+        pthread_join(t->th, NULL);
+    }
+    sk_worker_free(t->w);
+    t->w = NULL;
+}
+
+static int fence_is(void *arg)
+{
+    struct env *e = arg;
+    struct sk_stock_state st;
+    return sk_stock_state(e->r, e->aid, &st) == 0 && !strcmp(st.fence, "rollback");
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    CHECK_EQ(system(cmd), 0);
+}
+
+SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buyer_then_replayed,
+          300)
+{
+    /* serve without its own worker: the only detection left once the
+     * worker is stopped is the admission script's, from serve's memory */
+    struct env e;
+    env_start(&e, NULL, "api", 30000, 3, 1);
+    struct worker_thread wt;
+    worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
+    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    struct at_least want = {e.st, e.aid, 3000};
+    sale_wait(db_has, &want, 60000, "3000 persisted orders");
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(e.r, &rep, "SAVE"), 0);
+    freeReplyObject(rep);
+    char dump[400], old[400];
+    snprintf(dump, sizeof dump, "%s/dump.rdb", e.rs.dir);
+    snprintf(old, sizeof old, "%s/dump.old", e.rs.dir);
+    copy_file(dump, old);
+    want.n = 8000;
+    sale_wait(db_has, &want, 60000, "8000 persisted orders");
+    worker_stop(&wt, 0);
+    sk_th_redis_stop(&e.rs, 1);
+    copy_file(old, dump); /* the restored backup */
+    sk_th_redis_restart(&e.rs, NULL);
+    /* the first purchase of a process that saw more fences the key set */
+    sale_wait(fence_is, &e, 30000, "the fence set by a buyer's call");
+    long at_fence = atomic_load(&e.s.ok);
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(e.r, e.aid, &st), 0);
+    long rec0 = atomic_load(&e.s.recovering);
+    /* fenced, with no worker: every purchase is refused (a burst of them) */
+    int64_t by = sk_mono_ms() + 20000;
+    while (atomic_load(&e.s.recovering) < rec0 + 300) {
+        CHECK_MSG(sk_mono_ms() < by, "no burst of 503 recovering");
+        nap_ms(5);
+    }
+    CHECK_EQ(atomic_load(&e.s.ok), at_fence);
+    struct sk_stock_state st2;
+    CHECK_EQ(sk_stock_state(e.r, e.aid, &st2), 0);
+    CHECK_EQ(st2.remaining, st.remaining);
+    CHECK_EQ(st2.adm, st.adm);
+    /* the worker comes back: it replays and the sale resumes */
+    worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
+    wait_selling_again(&e.s, at_fence, 30000);
+    env_finish(&e, "RDB restored");
+    worker_stop(&wt, 0);
+    CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
+    env_stop(&e);
+}
+
+SK_TEST_T(recovery_a_fence_answers_every_purchase_503_recovering_until_the_recovery_resumes, 300)
+{
+    struct env e;
+    env_start(&e, NULL, "all", 60000, 3, 1);
+    sale_start(&e.s, e.v.port, e.aid, 40000, e.limit, SALE_THREADS);
+    void *want[2] = {&e.s, (void *)(intptr_t)2000};
+    sale_wait(ok_at_least, want, 60000, "2000 admissions");
+    struct sk_keys k;
+    sk_keys_for(&k, e.aid);
+    char fence[SK_FENCE_MAX];
+    long rec0 = atomic_load(&e.s.recovering);
+    CHECK_EQ(sk_recovery_fence(e.r, &k, "manual", "a test holds the sale", fence), 0);
+    CHECK_STR(fence, "manual");
+    /* from here Redis admits nothing */
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(e.r, e.aid, &st), 0);
+    int64_t by = sk_mono_ms() + 20000;
+    while (atomic_load(&e.s.recovering) < rec0 + 100) {
+        CHECK_MSG(sk_mono_ms() < by, "no 503 recovering");
+        nap_ms(2);
+    }
+    /* every buyer has had its answers since: the 200s stop */
+    long ok0 = atomic_load(&e.s.ok);
+    while (atomic_load(&e.s.recovering) < rec0 + 600) {
+        CHECK_MSG(sk_mono_ms() < by, "no burst of 503 recovering");
+        nap_ms(5);
+    }
+    CHECK_MSG(atomic_load(&e.s.ok) == ok0, "%ld 200s while fenced", atomic_load(&e.s.ok) - ok0);
+    /* the worker leaves an operator's fence alone, and nothing was sold */
+    struct sk_stock_state st2;
+    CHECK_EQ(sk_stock_state(e.r, e.aid, &st2), 0);
+    CHECK_EQ(st2.remaining, st.remaining);
+    CHECK_EQ(st2.adm, st.adm);
+    CHECK_STR(st2.fence, "manual");
+    /* the stats route shows it */
+    char path[96], body[4096];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/stats", e.aid);
+    CHECK_EQ(sale_admin(e.v.port, "GET", path, NULL, body, sizeof body), 200);
+    CHECK_MSG(strstr(body, "\"fence\":\"manual\"") && strstr(body, "a test holds the sale"),
+              "stats: %s", body);
+    /* the operator lifts it: recover --apply (nothing to replay) */
+    char out[4096], id[24];
+    snprintf(id, sizeof id, "%" PRIu64, e.aid);
+    const char *args[] = {"activity", "recover", "--redis", e.rs.url,  "--db",
+                          e.v.db,     "--id",    id,        "--apply", NULL};
+    long ok_before = atomic_load(&e.s.ok);
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    CHECK_MSG(rc == 0, "recover exit %d:\n%s", rc, out);
+    CHECK_MSG(strstr(out, "resumed"), "%s", out);
+    wait_selling_again(&e.s, ok_before, 30000);
+    env_finish(&e, "fenced by hand");
+    env_stop(&e);
+}
+
+/* ---- the engine-level scenarios ----------------------------------------- */
+
+/* An open activity in the store and in Redis (stock units, limit 1). */
+static uint64_t engine_activity(sk_store *st, sk_redis *r, int64_t stock, int segments)
+{
+    struct sk_activity a;
+    sk_activity_init(&a);
+    a.id = sk_th_unique_id();
+    snprintf(a.name, sizeof a.name, "rollback");
+    a.stock = stock;
+    a.per_user_limit = 1;
+    a.start_ms = sk_wall_ms() - 60000;
+    a.end_ms = a.start_ms + 7200000;
+    a.created_ms = sk_wall_ms();
+    a.segments = segments;
+    sk_activity_apply_defaults(&a);
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    struct sk_stock_def d;
+    sk_activity_stock_def(&a, &d);
+    int rc;
+    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
+    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_stock_set_open(r, a.id, 1, &rc), 0);
+    CHECK_EQ(rc, SK_RC_OK);
+    CHECK_EQ(sk_store_activity_set_state(st, a.id, "open"), 0);
+    return a.id;
+}
+
+/* Users from..to buy one unit each through the blocking API (it passes no
+ * memory of the key set: the in-script check is not armed); all admitted. */
+static void buy_range(sk_redis *r, uint64_t aid, uint64_t from, uint64_t to)
+{
+    for (uint64_t u = from; u <= to; u++) {
+        struct sk_admission ad;
+        CHECK_EQ(sk_stock_purchase(r, aid, u, 1, &ad, NULL), 0);
+        CHECK_MSG(ad.rc == SK_RC_OK, "user %" PRIu64 ": %s", u, sk_rc_name(ad.rc));
+    }
+}
+
+/* A copy of every key of a key set (DUMP), to put back later: the Redis
+ * of that moment. */
+struct keys_copy {
+    const char *names[9];
+    redisReply *dump[9];
+    int n;
+};
+
+/* Every key at once (MULTI), as a snapshot or a replica would hold them. */
+static void copy_keys(sk_redis *r, const struct sk_keys *k, struct keys_copy *c)
+{
+    const char *names[] = {k->meta,     k->stock, k->buyers, k->ledger, k->orders,
+                           k->released, k->idem,  k->xin,    k->xout};
+    c->n = 9;
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "MULTI"), 0);
+    freeReplyObject(rep);
+    for (int i = 0; i < c->n; i++) {
+        c->names[i] = names[i];
+        CHECK_EQ(sk_redis_cmd(r, &rep, "DUMP %s", names[i]), 0);
+        freeReplyObject(rep);
+    }
+    CHECK_EQ(sk_redis_cmd(r, &rep, "EXEC"), 0);
+    CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)c->n);
+    for (int i = 0; i < c->n; i++) {
+        c->dump[i] = rep->element[i];
+        rep->element[i] = NULL;
+    }
+    rep->elements = 0;
+    freeReplyObject(rep);
+}
+
+/* Puts the copy back, every key at once (MULTI: a real rollback leaves a
+ * consistent earlier state, never half of one): Redis went back in time
+ * for this key set. */
+static void restore_keys(sk_redis *r, struct keys_copy *c)
+{
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "MULTI"), 0);
+    freeReplyObject(rep);
+    for (int i = 0; i < c->n; i++) {
+        if (c->dump[i]->type == REDIS_REPLY_STRING)
+            CHECK_EQ(sk_redis_cmd(r, &rep, "RESTORE %s 0 %b REPLACE", c->names[i], c->dump[i]->str,
+                                  c->dump[i]->len),
+                     0);
+        else
+            CHECK_EQ(sk_redis_cmd(r, &rep, "DEL %s", c->names[i]), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STATUS, "%s", rep->str);
+        freeReplyObject(rep);
+        freeReplyObject(c->dump[i]);
+    }
+    CHECK_EQ(sk_redis_cmd(r, &rep, "EXEC"), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)c->n, "EXEC failed");
+    for (int i = 0; i < c->n; i++)
+        CHECK_MSG(rep->element[i]->type != REDIS_REPLY_ERROR, "%s", rep->element[i]->str);
+    freeReplyObject(rep);
+}
+
+static int cli(char *out, size_t cap, const char *a0, const char *a1, const char *redis,
+               const char *db, uint64_t id, const char *extra)
+{
+    char ids[24];
+    snprintf(ids, sizeof ids, "%" PRIu64, id);
+    const char *args[12];
+    int n = 0;
+    args[n++] = a0;
+    if (a1 && *a1) args[n++] = a1;
+    args[n++] = "--redis";
+    args[n++] = redis;
+    args[n++] = "--db";
+    args[n++] = db;
+    args[n++] = strcmp(a0, "reconcile") ? "--id" : "--activity";
+    args[n++] = ids;
+    if (extra) args[n++] = extra;
+    args[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, args);
+}
+
+SK_TEST_T(recovery_units_sold_twice_before_the_fence_keep_the_sale_fenced_at_zero_stock, 120)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400], out[8192];
+    snprintf(db, sizeof db, "sqlite:%s/oversold.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 100, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r, aid, 1, 20);
+    struct keys_copy old;
+    copy_keys(r, &k, &old);
+    buy_range(r, aid, 21, 60);
+    struct worker_thread wt;
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 60);
+    /* Redis goes back to 20 sold; with every detection off (the blocking
+     * API passes no memory, the worker's guard is off) it sells the 40
+     * units the database already holds again, and 40 more */
+    restore_keys(r, &old);
+    buy_range(r, aid, 101, 180);
+    worker_start(&wt, rs.url, db, 1, 0);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 140);
+
+    /* the dry run says what the replay would do, and changes nothing */
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 1);
+    CHECK_MSG(strstr(out, "would put back 40 held order(s) (40 unit(s))") &&
+                  strstr(out, "oversold 40"),
+              "%s", out);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.held, 100);
+    /* the recovery: the 40 go back, they do not fit, the sale stays fenced */
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 1);
+    CHECK_MSG(strstr(out, "STILL FENCED"), "%s", out);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_STR(s.fence, "oversold");
+    CHECK_EQ(s.oversold, 40);
+    CHECK_EQ(s.remaining, 0); /* never negative */
+    CHECK_EQ(s.held, 140);
+    CHECK_EQ(sale_audit_count(st, aid, "recover_oversold"), 1);
+    struct sk_admission ad;
+    CHECK_EQ(sk_stock_purchase(r, aid, 999, 1, &ad, NULL), 0);
+    CHECK(ad.rc != SK_RC_OK);
+    /* reconcile says so, and show */
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 1);
+    CHECK_MSG(strstr(out, "DRIFT oversold") && strstr(out, "DRIFT fenced"), "%s", out);
+    CHECK_EQ(cli(out, sizeof out, "activity", "show", rs.url, db, aid, "--json"), 0);
+    CHECK_MSG(strstr(out, "\"oversold\": 40") && strstr(out, "\"fence\": \"oversold\""), "%s", out);
+
+    /* an operator cancels the 40 orders sold twice (refunds): the units
+     * given back pay the oversold units back, and the worker resumes */
+    struct sk_order page[200];
+    size_t n;
+    CHECK_EQ(sk_store_orders_list(st, aid, NULL, 200, page, &n), 0);
+    int cancelled = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (page[i].user_id < 101 || page[i].user_id > 140) continue;
+        struct sk_cancel_result cr;
+        CHECK_EQ(sk_order_cancel(st, r, page[i].order_id, 0, sk_wall_ms(), &cr), 0);
+        cancelled++;
+    }
+    CHECK_EQ(cancelled, 40);
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.oversold, 0);
+    CHECK_EQ(s.remaining, 0);
+    CHECK_EQ(s.held, 100);
+    CHECK(sale_audit_count(st, aid, "recover_resume") >= 1);
+    int rrc = cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL);
+    CHECK_MSG(rrc == 0, "reconcile exit %d:\n%s", rrc, out);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}
+
+/* Everything of a key set as one text, to see that a call changed nothing. */
+static void key_set_text(sk_redis *r, const struct sk_keys *k, char *out, size_t cap)
+{
+    const char *cmds[][2] = {{"HGETALL", k->meta},   {"GET", k->stock},
+                             {"HGETALL", k->buyers}, {"HGETALL", k->ledger},
+                             {"XLEN", k->orders},    {"SMEMBERS", k->released}};
+    size_t o = 0;
+    out[0] = 0;
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        redisReply *rep;
+        CHECK_EQ(sk_redis_command(r, &rep, 2, cmds[c], NULL), 0);
+        if (rep->type == REDIS_REPLY_ARRAY)
+            for (size_t i = 0; i < rep->elements && o < cap; i++)
+                o += (size_t)snprintf(out + o, cap - o, "%s,", rep->element[i]->str);
+        else if (rep->type == REDIS_REPLY_STRING && o < cap)
+            o += (size_t)snprintf(out + o, cap - o, "%s;", rep->str);
+        else if (rep->type == REDIS_REPLY_INTEGER && o < cap)
+            o += (size_t)snprintf(out + o, cap - o, "%lld;", rep->integer);
+        freeReplyObject(rep);
+    }
+}
+
+/* Runs script id on k's keys with args; returns the first integer of the
+ * reply (an error reply: -1). */
+static long long eval_rc(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
+                         int nargs, const char *const *args)
+{
+    redisReply *rep;
+    int rc = sk_script_eval(r, id, nkeys, keys, nargs, args, NULL, &rep);
+    long long v = -1;
+    if (rc == 0 && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER)
+        v = rep->element[0]->integer;
+    if (rep) freeReplyObject(rep);
+    return v;
+}
+
+SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
+{
+    sk_store *st = open_store("sqlite::memory:");
+    sk_redis *r = connect_to(sk_th_redis_url());
+    uint64_t aid = engine_activity(st, r, 50, 1);
+    buy_range(r, aid, 1, 3);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char before[8192], after[8192], oid[64];
+    key_set_text(r, &k, before, sizeof before);
+    snprintf(oid, sizeof oid, "%s-1-1", k.label);
+    const char *meta[] = {k.meta};
+    const char *fence_bad[][3] = {
+        {"bogus", "x", NULL}, {"", "x", NULL}, {"oversold", "x", NULL}, {"manual", "x", "extra"}};
+    for (size_t i = 0; i < 4; i++)
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_FENCE, 1, meta, fence_bad[i][2] ? 3 : 2, fence_bad[i]),
+                 SK_RC_BAD_ARGUMENT);
+    char long_text[260];
+    memset(long_text, 'x', sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = 0;
+    const char *fence_long[] = {"manual", long_text};
+    CHECK_EQ(eval_rc(r, SK_SCRIPT_FENCE, 1, meta, 2, fence_long), SK_RC_BAD_ARGUMENT);
+    const char *rkeys[] = {k.meta, k.stock, k.buyers, k.ledger, k.released};
+    const char *replay_bad[][5] = {
+        {"x1", oid, "1", "1", "h"},     {k.label, "9-1-1", "1", "1", "h"},
+        {k.label, oid, "u", "1", "h"},  {k.label, oid, "1", "0", "h"},
+        {k.label, oid, "1", "1", "x"},  {k.label, oid, "1", "1000000000", "h"},
+        {k.label, oid, "1", "-1", "r"},
+    };
+    for (size_t i = 0; i < sizeof replay_bad / sizeof replay_bad[0]; i++)
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 5, replay_bad[i]), SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 4, replay_bad[0]), SK_RC_BAD_ARGUMENT);
+    /* well formed, but the key set is not fenced: refused */
+    const char *replay_ok[] = {k.label, oid, "1", "1", "h"};
+    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 5, replay_ok), -1);
+    const char *skeys[] = {k.meta, k.stock, k.orders};
+    const char *resume_bad[][6] = {
+        {"", "", "", "", "", ""},
+        {"x", "", "", "", "", ""},
+        {"1", "1-", "", "", "", ""},
+        {"1", "", "2", "", "", ""},
+        {"1", "", "", "-1", "", ""},
+        {"1", "", "", "", "1e9", ""},
+        {"1", "", "", "", "", "9999999999999999"},
+    };
+    for (size_t i = 0; i < sizeof resume_bad / sizeof resume_bad[0]; i++)
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_RESUME, 3, skeys, 6, resume_bad[i]), SK_RC_BAD_ARGUMENT);
+    const char *bkeys[] = {k.meta, k.stock};
+    const char *rebuild_bad[][10] = {
+        {"1", "x", "1", "1", "0", "10", "0", "0", "", ""},
+        {"1", "10", "0", "1", "0", "10", "0", "0", "", ""},
+        {"1", "10", "1", "1", "10", "10", "0", "0", "", ""},
+        {"1", "10", "1", "1", "0", "10", "0", "0", "1", ""},
+        {"1", "10", "1", "1", "0", "10", "0", "0", "a", "4"},
+    };
+    for (size_t i = 0; i < sizeof rebuild_bad / sizeof rebuild_bad[0]; i++)
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_REBUILD, 2, bkeys, 10, rebuild_bad[i]), SK_RC_BAD_ARGUMENT);
+    /* the admission scripts' memory of the key set: malformed refused */
+    struct sk_batch_head h = {.label = k.label};
+    struct sk_purchase p = {.user_id = 77, .quantity = 1};
+    char buf[SK_BATCH_ARG_BYTES(1)];
+    const char *args[SK_BATCH_ARGC(1)];
+    size_t lens[SK_BATCH_ARGC(1)];
+    CHECK_EQ(sk_stock_batch_args_head(&h, &p, 1, buf, sizeof buf, args, lens), 0);
+    const char *keys7[SK_PURCHASE_NKEYS];
+    sk_keys_purchase(&k, keys7);
+    const char *mem_bad[][2] = {{"abc", "1"}, {"1", ""}, {"", "1"}, {"1", "x"}};
+    for (size_t i = 0; i < 4; i++) {
+        args[7] = mem_bad[i][0];
+        lens[7] = strlen(mem_bad[i][0]);
+        args[8] = mem_bad[i][1];
+        lens[8] = strlen(mem_bad[i][1]);
+        redisReply *rep;
+        CHECK_EQ(sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys7,
+                                (int)SK_BATCH_ARGC(1), args, lens, &rep),
+                 SK_ESCRIPT);
+        freeReplyObject(rep);
+    }
+    key_set_text(r, &k, after, sizeof after);
+    CHECK_STR(after, before);
+    sk_redis_free(r);
+    sk_store_close(st);
+}
+
+SK_TEST(recovery_cli_recover_dry_run_apply_and_a_preheat_of_vanished_keys_rebuild_them)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400], out[8192], before[8192], after[8192];
+    snprintf(db, sizeof db, "sqlite:%s/recover_cli.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 50, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r, aid, 1, 30);
+    struct worker_thread wt;
+    worker_start(&wt, rs.url, db, 1, 0);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 30);
+    /* Redis agrees with the database */
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 0);
+    CHECK_MSG(strstr(out, "nothing to recover"), "%s", out);
+    /* bad arguments: exit 2, nothing changed */
+    key_set_text(r, &k, before, sizeof before);
+    const char *bad[][8] = {
+        {"activity", "recover", "--redis", rs.url, "--db", db, NULL},
+        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "abc"},
+        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "0"},
+        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "999999999999"},
+        {"activity", "recover", "--redis", rs.url, "--db", db, "--bogus", NULL},
+        {"activity", "recover", "--redis", rs.url, "--db", db, "--apply=1", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *a[10];
+        int n = 0;
+        for (int j = 0; j < 8 && bad[i][j]; j++)
+            a[n++] = bad[i][j];
+        if (i > 0 && i < 4) a[n++] = "--apply";
+        a[n] = NULL;
+        int rc = sk_th_run_seckill(out, sizeof out, NULL, a);
+        CHECK_MSG(rc == 2, "case %zu: exit %d: %s", i, rc, out);
+    }
+    key_set_text(r, &k, after, sizeof after);
+    CHECK_STR(after, before);
+    /* the keys vanish: the dry run says what a rebuild would do, and
+     * writes nothing */
+    CHECK_EQ(sk_stock_drop(r, aid), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 1);
+    CHECK_MSG(strstr(out, "would rebuild") &&
+                  strstr(out, "would put back 30 held order(s) (30 unit(s))") &&
+                  strstr(out, "stock 20"),
+              "%s", out);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "EXISTS %s %s", k.meta, k.stock), 0);
+    CHECK_EQ(rep->integer, 0);
+    freeReplyObject(rep);
+    /* a preheat does not write the whole stock again: it rebuilds */
+    CHECK_EQ(cli(out, sizeof out, "activity", "preheat", rs.url, db, aid, NULL), 0);
+    CHECK_MSG(strstr(out, "rebuilt") && strstr(out, "resumed"), "%s", out);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.exists, 1);
+    CHECK_EQ(s.open, 1); /* as the database records it */
+    CHECK_EQ(s.remaining, 20);
+    CHECK_EQ(s.held, 30);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.adm, 30); /* above every number the database holds */
+    CHECK_EQ(sale_audit_count(st, aid, "recover_rebuild"), 1);
+    /* the buyers of before cannot buy again (limit 1), the rest sells */
+    struct sk_admission ad;
+    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &ad, NULL), 0);
+    CHECK_EQ(ad.rc, SK_RC_LIMIT_EXCEEDED);
+    buy_range(r, aid, 31, 50);
+    CHECK_EQ(sk_stock_purchase(r, aid, 51, 1, &ad, NULL), 0);
+    CHECK_EQ(ad.rc, SK_RC_SOLD_OUT);
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 50);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}
+
+/* The watermark of one key set label (0 when none). */
+static int64_t mark_of(sk_store *st, uint64_t aid, const char *label)
+{
+    struct sk_mark *m;
+    size_t n;
+    CHECK_EQ(sk_store_marks_list(st, aid, &m, &n), 0);
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(m[i].label, label)) v = m[i].adm;
+    free(m);
+    return v;
+}
+
+struct mark_above {
+    sk_store *st;
+    uint64_t aid;
+    const char *label;
+    int64_t at;
+};
+
+static int marked_above(void *arg)
+{
+    struct mark_above *m = arg;
+    return mark_of(m->st, m->aid, m->label) > m->at;
+}
+
+SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 300)
+{
+    struct env e;
+    env_start(&e, NULL, "all", 40000, 3, 4);
+    sale_start(&e.s, e.v.port, e.aid, 30000, e.limit, SALE_THREADS);
+    struct at_least want = {e.st, e.aid, 3000};
+    sale_wait(db_has, &want, 60000, "3000 persisted orders");
+    struct sk_keys k2;
+    sk_keys_seg(&k2, e.aid, 2);
+    struct sk_keyset_probe p;
+    CHECK_EQ(sk_recovery_probe(e.r, &k2, 1, &p), 0);
+    struct keys_copy old;
+    copy_keys(e.r, &k2, &old);
+    /* the database holds more of segment 2 than the copy does */
+    struct mark_above ma = {e.st, e.aid, k2.label, p.adm + 300};
+    sale_wait(marked_above, &ma, 60000, "segment 2's watermark past the copy");
+    restore_keys(e.r, &old); /* segment 2's master went back in time */
+    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
+    env_finish(&e, "one segment rolled back");
+    /* recovered: segment 2, and no other */
+    struct sk_audit *a;
+    size_t n;
+    CHECK_EQ(sk_store_audit_list(e.st, e.aid, &a, &n), 0);
+    int seg2 = 0, replays = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(a[i].kind, "recover_", 8) || !strcmp(a[i].kind, "recover_settle")) continue;
+        CHECK_MSG(!strncmp(a[i].detail, "segment 2: ", 11), "%s: %s", a[i].kind, a[i].detail);
+        seg2++;
+        replays += !strcmp(a[i].kind, "recover_replay");
+    }
+    free(a);
+    CHECK(seg2 >= 3);
+    CHECK(replays >= 1);
+    for (int s = 0; s < 4; s++) {
+        struct sk_keys ks;
+        sk_keys_seg(&ks, e.aid, s);
+        redisReply *rep;
+        CHECK_EQ(sk_redis_cmd(e.r, &rep, "HEXISTS %s fence_ms", ks.meta), 0);
+        CHECK_EQ(rep->integer, 0);
+        freeReplyObject(rep);
+    }
+    env_stop(&e);
+}
+
+SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_watermark_again)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400];
+    snprintf(db, sizeof db, "sqlite:%s/past.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 200, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r, aid, 1, 20);
+    struct keys_copy old;
+    copy_keys(r, &k, &old);
+    buy_range(r, aid, 21, 60);
+    struct worker_thread wt;
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    /* back to 20 admissions, then 70 more: the admission count (90) is
+     * past the database's watermark (60), but the ledger lacks its order */
+    restore_keys(r, &old);
+    buy_range(r, aid, 101, 170);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.adm, 90);
+    CHECK_EQ(mark_of(st, aid, k.label), 60);
+    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.held, 130); /* 20 + 40 put back + 70 */
+    CHECK_EQ(s.remaining, 70);
+    CHECK_EQ(s.oversold, 0);
+    CHECK_EQ(sale_audit_count(st, aid, "recover_replay"), 1);
+    CHECK_EQ(sale_db_orders(st, aid), 130);
+    char out[8192];
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}
+
+SK_TEST(recovery_a_segment_that_forgot_a_transfer_it_lent_gives_its_units_up)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char db[400], out[8192];
+    snprintf(db, sizeof db, "sqlite:%s/lend.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r = connect_to(rs.url);
+    uint64_t aid = engine_activity(st, r, 20, 2); /* 10 units per segment */
+    struct sk_keys k0;
+    sk_keys_seg(&k0, aid, 0);
+    struct keys_copy old;
+    copy_keys(r, &k0, &old);
+    int64_t taken;
+    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 4, &taken), 0);
+    CHECK_EQ(taken, 5); /* half of what the lender has */
+    /* segment 0 goes back to before it lent: its 5 units are counted twice */
+    restore_keys(r, &old);
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.remaining, 25);
+    /* an operator fences it; the recovery takes the forgotten lend out */
+    char fence[SK_FENCE_MAX];
+    CHECK_EQ(sk_recovery_fence(r, &k0, "manual", "segment 0 restored from a copy", fence), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 0);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.fenced, 0);
+    CHECK_EQ(s.remaining, 20);
+    CHECK_EQ(s.in_transit, 0);
+    struct sk_stock_state s0;
+    CHECK_EQ(sk_stock_state_keys(r, &k0, &s0), 0);
+    CHECK_EQ(s0.remaining, 5);
+    CHECK_EQ(s0.xout, 5);
+    CHECK_MSG(strstr(out, "segment 0"), "%s", out);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    /* its next transfer gets a number no receiver has seen */
+    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 1, &taken), 0);
+    CHECK(taken > 0);
+    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(s.remaining, 20);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    sk_redis_free(r);
+    sk_store_close(st);
+    sk_th_redis_stop(&rs, 1);
+}
