@@ -436,17 +436,20 @@ static void unknown_as_closed(struct sk_batch *b, struct sk_admission *res)
 static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, int segments,
                            struct pending **more, struct sk_admission *more_res)
 {
+    /* Counted before any answer leaves: a scrape made by a buyer who
+     * already has the 200 must see it. */
     size_t nmore = 0, admitted = 0;
+    for (size_t i = 0; i < b->n; i++)
+        admitted += res[i].rc == SK_RC_OK;
+    sk_metrics_admission(b->app->metrics, admitted);
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && refused_by_stock(res[i].rc)) {
             more_res[nmore] = res[i];
             more[nmore++] = b->items[i];
             continue;
         }
-        if (res[i].rc == SK_RC_OK) admitted++;
         finish_one(b->app, b->aid, b->items[i], &res[i], NULL);
     }
-    sk_metrics_admission(b->app->metrics, admitted);
     return nmore;
 }
 
