@@ -15,8 +15,10 @@
  * SECKILL_):
  *   listen            HOST:PORT, port 1..65535, IPv6 as [::1]:8080
  *                     (default 127.0.0.1:8080)
- *   redis             redis://[user:pass@]host[:port][/db] or
- *                     redis+cluster://... (default redis://127.0.0.1:6379)
+ *   redis             redis://[user:pass@]host[:port][/db],
+ *                     redis+cluster://..., redis+sentinel://..., or
+ *                     redis+unix://... (redis_url.h; default
+ *                     redis://127.0.0.1:6379)
  *   db                sqlite:PATH or postgres://... / postgresql://...
  *                     (default sqlite:seckill.db)
  *   processes         1..64 (default 1)
@@ -41,6 +43,13 @@
  *   max_inflight      purchases of one activity a process lets wait for
  *                     Redis at once; more get 429 busy at once (0..1000000,
  *                     default 0 = no cap)
+ *   sync_replicas     0..16 (default 0 = off): a purchase is answered 200
+ *                     only when WAIT says that many replicas acknowledged
+ *                     its admission; else 503 unconfirmed (docs/failover.md)
+ *   sync_timeout_ms   WAIT's timeout, 1..60000 (default 100)
+ *   redis_functions   on (default: the scripts as one Redis Functions
+ *                     library, FCALL, when the server has Functions) | off
+ *                     (EVALSHA)
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -80,6 +89,8 @@ struct sk_config {
     struct sk_cidr trusted_proxies[SK_CONFIG_PROXIES_MAX];
     int n_trusted_proxies;
     long long max_inflight;
+    int sync_replicas, sync_timeout_ms;
+    int redis_functions; /* 1: on, 0: off */
 };
 
 void sk_config_defaults(struct sk_config *c);
