@@ -3,7 +3,10 @@
  * reference lines (plain DECR from the same client, redis-benchmark on the
  * same script), reporting purchases/s and Redis CPU per purchase two ways:
  * INFO commandstats (the script's own time) and INFO cpu (the whole server,
- * network included). Every admitted phase is checked for oversell.
+ * network included). Every admitted phase is checked for oversell. The
+ * same phases run once more with FCALL of the Functions library instead of
+ * EVALSHA, and, on the private server, over its unix socket instead of
+ * loopback TCP; the comparisons are printed at the end.
  *
  * Load model: --conns threads, each with its own blocking connection,
  * keeping --pipeline calls in flight (read one reply, append one more;
@@ -63,7 +66,9 @@ struct sk_bench_phase {
     const char *id;    /* JSON name */
     const char *label; /* table name */
     enum sk_bench_kind kind;
-    int admit; /* 1: every purchase should be admitted; 0: sold out; -1: not a purchase */
+    int admit;     /* 1: every purchase should be admitted; 0: sold out; -1: not a purchase */
+    int fcall;     /* FCALL of the library instead of EVALSHA */
+    int unix_sock; /* over the private server's unix socket instead of TCP */
     int64_t total, batch;
     uint64_t aid;
     const char *rb_case; /* redis-benchmark: "admitted", "sold_out" or "decr" */
@@ -108,6 +113,24 @@ struct sk_bench_worker {
     size_t cap;
     const char **args;
     size_t *lens;
+};
+
+/* The phases, in the order they run and print. */
+enum {
+    PH_PURCHASE,
+    PH_BATCH,
+    PH_SOLDOUT,
+    PH_SOLDOUT_BATCH,
+    PH_FCALL_PURCHASE,
+    PH_FCALL_BATCH,
+    PH_FCALL_SOLDOUT,
+    PH_UNIX_PURCHASE,
+    PH_UNIX_BATCH,
+    PH_DECR,
+    PH_RB_ADMIT,
+    PH_RB_SOLDOUT,
+    PH_RB_DECR,
+    PH_COUNT
 };
 
 /* Set by SIGINT/SIGTERM, read by the workers: a lock-free atomic is both
@@ -217,11 +240,11 @@ static int is_overhead(const char *name)
            !strcmp(name, "client|setinfo") || !strcmp(name, "hello");
 }
 
-/* The command the phase sends (evalsha, or decr for the references). */
+/* The command the phase sends (evalsha or fcall, or decr for the references). */
 static const char *top_command(const struct sk_bench_phase *ph)
 {
-    return ph->kind == SK_BENCH_DECR || (ph->rb_case && !strcmp(ph->rb_case, "decr")) ? "decr"
-                                                                                      : "evalsha";
+    if (ph->kind == SK_BENCH_DECR || (ph->rb_case && !strcmp(ph->rb_case, "decr"))) return "decr";
+    return ph->fcall ? "fcall" : "evalsha";
 }
 
 static double cmd_us_per_purchase(const struct sk_bench_phase *ph)
@@ -404,6 +427,8 @@ static void pump(struct sk_bench_worker *w)
 static void *worker_main(void *arg)
 {
     struct sk_bench_worker *w = arg;
+    /* sk_script_append: FCALL (the library is loaded) or EVALSHA, as asked */
+    w->r->fn = w->run->ph->fcall ? SK_FN_ON : SK_FN_OFF;
     int ok = sk_redis_connect(w->r) == 0;
     if (!ok) worker_fail(w, "connect", w->r->errstr);
     pthread_barrier_wait(&w->run->bar); /* all connected: main resets stats */
@@ -767,7 +792,8 @@ static void summarize(const struct sk_bench_phase *ph, int n, struct sk_bench_su
         if (ph[i].checked && !ph[i].check_ok) s->checks_ok = 0;
         /* A failed reference line is reported, not fatal: ours still stand. */
         if (ph[i].error && ph[i].kind != SK_BENCH_RB) s->errors = 1;
-        if (!ph[i].ran || ph[i].kind == SK_BENCH_RB) continue;
+        /* the targets are the EVALSHA-over-TCP phases' (the variants are compared apart) */
+        if (!ph[i].ran || ph[i].kind == SK_BENCH_RB || ph[i].fcall || ph[i].unix_sock) continue;
         if (ph[i].kind == SK_BENCH_BATCH && ph[i].admit == 1)
             s->batch_us = cmd_us_per_purchase(&ph[i]);
         if (ph[i].kind == SK_BENCH_PURCHASE && ph[i].admit == 0)
@@ -777,6 +803,79 @@ static void summarize(const struct sk_bench_phase *ph, int n, struct sk_bench_su
     }
     s->batch_met = s->batch_us > 0 && s->batch_us <= SK_BENCH_TARGET_BATCH_US;
     s->soldout_met = s->soldout_us > 0 && s->soldout_us <= SK_BENCH_TARGET_SOLDOUT_US;
+}
+
+/* ---- FCALL vs EVALSHA, unix socket vs TCP ---- */
+
+/* Pairs of phases that differ in one thing: {reference, variant}. */
+static const int fcall_pairs[][2] = {
+    {PH_PURCHASE, PH_FCALL_PURCHASE}, {PH_BATCH, PH_FCALL_BATCH}, {PH_SOLDOUT, PH_FCALL_SOLDOUT}};
+static const int unix_pairs[][2] = {{PH_PURCHASE, PH_UNIX_PURCHASE}, {PH_BATCH, PH_UNIX_BATCH}};
+
+static int pair_ran(const struct sk_bench_phase *ph, const int *p)
+{
+    return ph[p[0]].ran && ph[p[1]].ran && ph[p[0]].purchases && ph[p[1]].purchases;
+}
+
+static void print_comparisons(const struct sk_bench_phase *ph)
+{
+    printf("\nFCALL vs EVALSHA, same case (Redis us per purchase: the command's own time, "
+           "INFO commandstats; the whole server, INFO cpu):\n");
+    for (size_t i = 0; i < sizeof fcall_pairs / sizeof fcall_pairs[0]; i++) {
+        const int *p = fcall_pairs[i];
+        if (!pair_ran(ph, p)) {
+            printf("  %-28s not measured\n", ph[p[0]].label);
+            continue;
+        }
+        double a = cmd_us_per_purchase(&ph[p[0]]), b = cmd_us_per_purchase(&ph[p[1]]);
+        double ca = cpu_us_per_purchase(&ph[p[0]]), cb = cpu_us_per_purchase(&ph[p[1]]);
+        printf("  %-28s evalsha %.2f  fcall %.2f  (x%.2f); server cpu %.2f vs %.2f (x%.2f)\n",
+               ph[p[0]].label, a, b, ratio(b, a), ca, cb, ratio(cb, ca));
+    }
+    printf("\nunix socket vs loopback TCP, same case (EVALSHA; purchases/s and the whole "
+           "server's CPU per purchase):\n");
+    for (size_t i = 0; i < sizeof unix_pairs / sizeof unix_pairs[0]; i++) {
+        const int *p = unix_pairs[i];
+        if (!pair_ran(ph, p)) {
+            printf("  %-28s not measured%s%s\n", ph[p[0]].label, ph[p[1]].note[0] ? ": " : "",
+                   ph[p[1]].note);
+            continue;
+        }
+        double ca = cpu_us_per_purchase(&ph[p[0]]), cb = cpu_us_per_purchase(&ph[p[1]]);
+        printf("  %-28s tcp %.0f/s  unix %.0f/s  (x%.2f); server cpu %.2f vs %.2f us (x%.2f)\n",
+               ph[p[0]].label, ph[p[0]].rate, ph[p[1]].rate, ratio(ph[p[1]].rate, ph[p[0]].rate),
+               ca, cb, ratio(cb, ca));
+    }
+}
+
+static json_t *comparisons_json(const struct sk_bench_phase *ph)
+{
+    json_t *c = json_object(), *f = json_array(), *u = json_array();
+    for (size_t i = 0; i < sizeof fcall_pairs / sizeof fcall_pairs[0]; i++) {
+        const int *p = fcall_pairs[i];
+        if (!pair_ran(ph, p)) continue;
+        json_t *e = json_object();
+        json_object_set_new(e, "case", json_string(ph[p[0]].id));
+        json_object_set_new(e, "evalsha_cmd_usec", json_real(cmd_us_per_purchase(&ph[p[0]])));
+        json_object_set_new(e, "fcall_cmd_usec", json_real(cmd_us_per_purchase(&ph[p[1]])));
+        json_object_set_new(e, "evalsha_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[0]])));
+        json_object_set_new(e, "fcall_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[1]])));
+        json_array_append_new(f, e);
+    }
+    for (size_t i = 0; i < sizeof unix_pairs / sizeof unix_pairs[0]; i++) {
+        const int *p = unix_pairs[i];
+        if (!pair_ran(ph, p)) continue;
+        json_t *e = json_object();
+        json_object_set_new(e, "case", json_string(ph[p[0]].id));
+        json_object_set_new(e, "tcp_purchases_per_s", json_real(ph[p[0]].rate));
+        json_object_set_new(e, "unix_purchases_per_s", json_real(ph[p[1]].rate));
+        json_object_set_new(e, "tcp_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[0]])));
+        json_object_set_new(e, "unix_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[1]])));
+        json_array_append_new(u, e);
+    }
+    json_object_set_new(c, "fcall_vs_evalsha", f);
+    json_object_set_new(c, "unix_vs_tcp", u);
+    return c;
 }
 
 static void print_table(const struct sk_bench_opts *o, const char *url, int spawned,
@@ -830,8 +929,8 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
         const struct sk_bench_cmdstat *in[SK_BENCH_MAX_STATS];
         int k = inner_stats(p, in, SK_BENCH_MAX_STATS);
         double total = cmd_us_per_purchase(p), inner = inner_total_us(p);
-        printf("  %-44s evalsha %.2f = commands %.2f + Lua/script overhead %.2f:", p->label, total,
-               inner, total - inner);
+        printf("  %-44s %s %.2f = commands %.2f + Lua/script overhead %.2f:", p->label,
+               top_command(p), total, inner, total - inner);
         for (int j = 0; j < k; j++)
             printf(" %s %.2f", in[j]->name, (double)in[j]->usec / (double)p->purchases);
         printf("\n");
@@ -851,6 +950,7 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
                s.soldout_batch_us);
     else
         printf("  sold-out refusal     <= %.1f us: not measured\n", SK_BENCH_TARGET_SOLDOUT_US);
+    print_comparisons(ph);
     printf("\nresult: %s\n",
            s.checks_ok && !s.errors ? "all checks passed" : "FAILED (see checks and notes above)");
 }
@@ -940,6 +1040,7 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
     json_object_set_new(t, "soldout_batch_usec", json_real(s.soldout_batch_us));
     json_object_set_new(t, "soldout_met", json_boolean(s.soldout_met));
     json_object_set_new(root, "targets", t);
+    json_object_set_new(root, "comparisons", comparisons_json(ph));
     json_object_set_new(root, "ok", json_boolean(s.checks_ok && !s.errors));
     char *txt = json_dumps(root, JSON_INDENT(2));
     if (txt) printf("%s\n", txt);
@@ -1027,18 +1128,6 @@ static int pick_ids(sk_redis *ctl, uint64_t *base, int count)
     return SK_EEXIST;
 }
 
-enum {
-    PH_PURCHASE,
-    PH_BATCH,
-    PH_SOLDOUT,
-    PH_SOLDOUT_BATCH,
-    PH_DECR,
-    PH_RB_ADMIT,
-    PH_RB_SOLDOUT,
-    PH_RB_DECR,
-    PH_COUNT
-};
-
 /* Entry point (argv[0] is "admission"). */
 int sk_bench_admission(int argc, char **argv)
 {
@@ -1091,7 +1180,7 @@ int sk_bench_admission(int argc, char **argv)
     have_ids = 1;
     snprintf(decr_key, sizeof decr_key, "sk:bench:decr:%" PRIu64, base);
 
-    /* {id, label, kind, admit, total, batch, rb_case, ref, ref_of} */
+    /* {id, label, kind, admit, total, batch, rb_case, ref, ref_of, fcall, unix} */
     const struct {
         const char *id, *label;
         enum sk_bench_kind kind;
@@ -1099,6 +1188,7 @@ int sk_bench_admission(int argc, char **argv)
         int64_t total, batch;
         const char *rb_case;
         int ref, ref_of; /* ref_of: our phase of the same case (for -n) */
+        int fcall, unix_sock;
     } plan[PH_COUNT] = {
         [PH_PURCHASE] = {"purchase", "purchase, admitted", SK_BENCH_PURCHASE, 1, o.stock, 1, NULL,
                          PH_RB_ADMIT},
@@ -1108,6 +1198,16 @@ int sk_bench_admission(int argc, char **argv)
                         NULL, PH_RB_SOLDOUT},
         [PH_SOLDOUT_BATCH] = {"purchase_batch_soldout", "purchase_batch, sold out", SK_BENCH_BATCH,
                               0, o.users, o.batch, NULL, PH_RB_SOLDOUT},
+        [PH_FCALL_PURCHASE] = {"purchase_fcall", "purchase, admitted, FCALL", SK_BENCH_PURCHASE, 1,
+                               o.stock, 1, NULL, PH_RB_ADMIT, 0, 1, 0},
+        [PH_FCALL_BATCH] = {"purchase_batch_fcall", "purchase_batch, admitted, FCALL",
+                            SK_BENCH_BATCH, 1, o.stock, o.batch, NULL, PH_RB_ADMIT, 0, 1, 0},
+        [PH_FCALL_SOLDOUT] = {"purchase_soldout_fcall", "purchase, sold out, FCALL",
+                              SK_BENCH_PURCHASE, 0, o.users, 1, NULL, PH_RB_SOLDOUT, 0, 1, 0},
+        [PH_UNIX_PURCHASE] = {"purchase_unix", "purchase, admitted, unix socket", SK_BENCH_PURCHASE,
+                              1, o.stock, 1, NULL, PH_RB_ADMIT, 0, 0, 1},
+        [PH_UNIX_BATCH] = {"purchase_batch_unix", "purchase_batch, admitted, unix socket",
+                           SK_BENCH_BATCH, 1, o.stock, o.batch, NULL, PH_RB_ADMIT, 0, 0, 1},
         [PH_DECR] = {"decr", "DECR (this client, same conns/depth)", SK_BENCH_DECR, -1, o.users, 1,
                      NULL, PH_RB_DECR},
         [PH_RB_ADMIT] = {"redis_benchmark_purchase", "redis-benchmark EVALSHA purchase, admitted",
@@ -1128,6 +1228,8 @@ int sk_bench_admission(int argc, char **argv)
         p->total = plan[i].total;
         p->batch = plan[i].batch;
         p->rb_case = plan[i].rb_case;
+        p->fcall = plan[i].fcall;
+        p->unix_sock = plan[i].unix_sock;
         p->ref = have_rb ? plan[i].ref : -1;
         p->aid = base + (uint64_t)i;
     }
@@ -1147,8 +1249,13 @@ int sk_bench_admission(int argc, char **argv)
                 snprintf(ph[i].note, sizeof ph[i].note, "redis-benchmark not on PATH");
             else
                 rb_phase(ctl, &o, &ph[i], decr_key);
+        } else if (ph[i].fcall && ctl->fn != SK_FN_ON) {
+            snprintf(ph[i].note, sizeof ph[i].note, "the server has no Redis Functions");
+        } else if (ph[i].unix_sock && !(spawned && sp.unix_url[0])) {
+            snprintf(ph[i].note, sizeof ph[i].note,
+                     "needs the private redis-server's unix socket (run without --redis)");
         } else {
-            run_phase(ctl, &o, url, &ph[i], decr_key);
+            run_phase(ctl, &o, ph[i].unix_sock ? sp.unix_url : url, &ph[i], decr_key);
         }
         /* A dead or broken server makes the rest meaningless. */
         if (ph[i].error && ph[i].kind != SK_BENCH_RB) break;
