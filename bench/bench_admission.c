@@ -52,6 +52,7 @@ struct sk_bench_opts {
     const char *url; /* NULL: start a private redis-server */
     int64_t stock, users, batch, pipeline, conns, duration_s;
     int64_t rate_user, rate_ip; /* global rate limits passed with each batch, 0 = off */
+    int64_t rounds;             /* the compared pairs run this many times, interleaved */
     int json;
 };
 
@@ -167,6 +168,9 @@ static int usage(FILE *f)
             "  --rate-user R   purchase_batch phases pass a per-user rate limit of R/s\n"
             "                  (burst R); users are unique, so it costs but never refuses\n"
             "  --rate-ip R     same, per client IP (each purchase a distinct IP)\n"
+            "  --rounds N      run the compared pairs (EVALSHA/FCALL, TCP/unix socket) N times\n"
+            "                  in all, interleaved, each on a fresh activity, and compare\n"
+            "                  their medians (1..15, default 1: a busy machine needs more)\n"
             "  --json          print one JSON object instead of the table\n"
             "\n"
             "exit status: 0 all checks passed, 1 a check failed or Redis failed, 2 bad usage\n",
@@ -807,10 +811,63 @@ static void summarize(const struct sk_bench_phase *ph, int n, struct sk_bench_su
 
 /* ---- FCALL vs EVALSHA, unix socket vs TCP ---- */
 
-/* Pairs of phases that differ in one thing: {reference, variant}. */
-static const int fcall_pairs[][2] = {
-    {PH_PURCHASE, PH_FCALL_PURCHASE}, {PH_BATCH, PH_FCALL_BATCH}, {PH_SOLDOUT, PH_FCALL_SOLDOUT}};
-static const int unix_pairs[][2] = {{PH_PURCHASE, PH_UNIX_PURCHASE}, {PH_BATCH, PH_UNIX_BATCH}};
+/* Pairs of phases that differ in one thing: {reference, variant}; the
+ * first NPAIRS_FCALL compare FCALL with EVALSHA, the rest the unix socket
+ * with TCP. */
+#define NPAIRS 5
+#define NPAIRS_FCALL 3
+#define SK_BENCH_MAX_ROUNDS 15
+static const int pairs[NPAIRS][2] = {{PH_PURCHASE, PH_FCALL_PURCHASE},
+                                     {PH_BATCH, PH_FCALL_BATCH},
+                                     {PH_SOLDOUT, PH_FCALL_SOLDOUT},
+                                     {PH_PURCHASE, PH_UNIX_PURCHASE},
+                                     {PH_BATCH, PH_UNIX_BATCH}};
+
+/* Each pair's figures over the rounds in which both sides ran: [pair][side][round]. */
+struct sk_bench_rounds {
+    int n[NPAIRS];
+    double cmd[NPAIRS][2][SK_BENCH_MAX_ROUNDS], cpu[NPAIRS][2][SK_BENCH_MAX_ROUNDS],
+        rate[NPAIRS][2][SK_BENCH_MAX_ROUNDS];
+};
+static struct sk_bench_rounds rounds;
+
+static void rounds_add(int k, const struct sk_bench_phase *a, const struct sk_bench_phase *b)
+{
+    int r = rounds.n[k];
+    if (r >= SK_BENCH_MAX_ROUNDS) return;
+    const struct sk_bench_phase *side[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        rounds.cmd[k][i][r] = cmd_us_per_purchase(side[i]);
+        rounds.cpu[k][i][r] = cpu_us_per_purchase(side[i]);
+        rounds.rate[k][i][r] = side[i]->rate;
+    }
+    rounds.n[k]++;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static double median(const double *v, int n)
+{
+    double t[SK_BENCH_MAX_ROUNDS];
+    if (n <= 0) return 0;
+    memcpy(t, v, sizeof *t * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The median ratio variant / reference over the rounds (per round, so a
+ * slow round weighs on both sides alike). */
+static double median_ratio(const double (*v)[SK_BENCH_MAX_ROUNDS], int n)
+{
+    double r[SK_BENCH_MAX_ROUNDS];
+    for (int i = 0; i < n; i++)
+        r[i] = v[0][i] > 0 ? v[1][i] / v[0][i] : 0;
+    return median(r, n);
+}
 
 static int pair_ran(const struct sk_bench_phase *ph, const int *p)
 {
@@ -819,59 +876,59 @@ static int pair_ran(const struct sk_bench_phase *ph, const int *p)
 
 static void print_comparisons(const struct sk_bench_phase *ph)
 {
-    printf("\nFCALL vs EVALSHA, same case (Redis us per purchase: the command's own time, "
-           "INFO commandstats; the whole server, INFO cpu):\n");
-    for (size_t i = 0; i < sizeof fcall_pairs / sizeof fcall_pairs[0]; i++) {
-        const int *p = fcall_pairs[i];
-        if (!pair_ran(ph, p)) {
-            printf("  %-28s not measured\n", ph[p[0]].label);
-            continue;
-        }
-        double a = cmd_us_per_purchase(&ph[p[0]]), b = cmd_us_per_purchase(&ph[p[1]]);
-        double ca = cpu_us_per_purchase(&ph[p[0]]), cb = cpu_us_per_purchase(&ph[p[1]]);
-        printf("  %-28s evalsha %.2f  fcall %.2f  (x%.2f); server cpu %.2f vs %.2f (x%.2f)\n",
-               ph[p[0]].label, a, b, ratio(b, a), ca, cb, ratio(cb, ca));
-    }
-    printf("\nunix socket vs loopback TCP, same case (EVALSHA; purchases/s and the whole "
-           "server's CPU per purchase):\n");
-    for (size_t i = 0; i < sizeof unix_pairs / sizeof unix_pairs[0]; i++) {
-        const int *p = unix_pairs[i];
-        if (!pair_ran(ph, p)) {
+    for (int k = 0; k < NPAIRS; k++) {
+        if (k == 0)
+            printf("\nFCALL vs EVALSHA, same case (Redis us per purchase: the command's own time, "
+                   "INFO commandstats; the whole server, INFO cpu):\n");
+        if (k == NPAIRS_FCALL)
+            printf("\nunix socket vs loopback TCP, same case (EVALSHA; purchases/s and the whole "
+                   "server's CPU per purchase):\n");
+        const int *p = pairs[k];
+        int n = rounds.n[k];
+        if (!n) {
             printf("  %-28s not measured%s%s\n", ph[p[0]].label, ph[p[1]].note[0] ? ": " : "",
                    ph[p[1]].note);
             continue;
         }
-        double ca = cpu_us_per_purchase(&ph[p[0]]), cb = cpu_us_per_purchase(&ph[p[1]]);
-        printf("  %-28s tcp %.0f/s  unix %.0f/s  (x%.2f); server cpu %.2f vs %.2f us (x%.2f)\n",
-               ph[p[0]].label, ph[p[0]].rate, ph[p[1]].rate, ratio(ph[p[1]].rate, ph[p[0]].rate),
-               ca, cb, ratio(cb, ca));
+        printf("  %-28s ", ph[p[0]].label);
+        if (k < NPAIRS_FCALL)
+            printf("evalsha %.2f  fcall %.2f  (x%.2f); server cpu %.2f vs %.2f (x%.2f)",
+                   median(rounds.cmd[k][0], n), median(rounds.cmd[k][1], n),
+                   median_ratio(rounds.cmd[k], n), median(rounds.cpu[k][0], n),
+                   median(rounds.cpu[k][1], n), median_ratio(rounds.cpu[k], n));
+        else
+            printf("tcp %.0f/s  unix %.0f/s  (x%.2f); server cpu %.2f vs %.2f us (x%.2f)",
+                   median(rounds.rate[k][0], n), median(rounds.rate[k][1], n),
+                   median_ratio(rounds.rate[k], n), median(rounds.cpu[k][0], n),
+                   median(rounds.cpu[k][1], n), median_ratio(rounds.cpu[k], n));
+        printf(n > 1 ? "  [median of %d rounds]\n" : "\n", n);
     }
 }
 
 static json_t *comparisons_json(const struct sk_bench_phase *ph)
 {
     json_t *c = json_object(), *f = json_array(), *u = json_array();
-    for (size_t i = 0; i < sizeof fcall_pairs / sizeof fcall_pairs[0]; i++) {
-        const int *p = fcall_pairs[i];
-        if (!pair_ran(ph, p)) continue;
+    for (int k = 0; k < NPAIRS; k++) {
+        int n = rounds.n[k];
+        if (!n) continue;
         json_t *e = json_object();
-        json_object_set_new(e, "case", json_string(ph[p[0]].id));
-        json_object_set_new(e, "evalsha_cmd_usec", json_real(cmd_us_per_purchase(&ph[p[0]])));
-        json_object_set_new(e, "fcall_cmd_usec", json_real(cmd_us_per_purchase(&ph[p[1]])));
-        json_object_set_new(e, "evalsha_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[0]])));
-        json_object_set_new(e, "fcall_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[1]])));
-        json_array_append_new(f, e);
-    }
-    for (size_t i = 0; i < sizeof unix_pairs / sizeof unix_pairs[0]; i++) {
-        const int *p = unix_pairs[i];
-        if (!pair_ran(ph, p)) continue;
-        json_t *e = json_object();
-        json_object_set_new(e, "case", json_string(ph[p[0]].id));
-        json_object_set_new(e, "tcp_purchases_per_s", json_real(ph[p[0]].rate));
-        json_object_set_new(e, "unix_purchases_per_s", json_real(ph[p[1]].rate));
-        json_object_set_new(e, "tcp_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[0]])));
-        json_object_set_new(e, "unix_cpu_usec", json_real(cpu_us_per_purchase(&ph[p[1]])));
-        json_array_append_new(u, e);
+        int fc = k < NPAIRS_FCALL;
+        json_object_set_new(e, "case", json_string(ph[pairs[k][0]].id));
+        json_object_set_new(e, "rounds", json_integer(n));
+        const char *names[2][2] = {{"evalsha", "fcall"}, {"tcp", "unix"}};
+        for (int i = 0; i < 2; i++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s_cmd_usec", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.cmd[k][i], n)));
+            snprintf(key, sizeof key, "%s_cpu_usec", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.cpu[k][i], n)));
+            snprintf(key, sizeof key, "%s_purchases_per_s", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.rate[k][i], n)));
+        }
+        json_object_set_new(e, "cmd_ratio", json_real(median_ratio(rounds.cmd[k], n)));
+        json_object_set_new(e, "cpu_ratio", json_real(median_ratio(rounds.cpu[k], n)));
+        json_object_set_new(e, "rate_ratio", json_real(median_ratio(rounds.rate[k], n)));
+        json_array_append_new(fc ? f : u, e);
     }
     json_object_set_new(c, "fcall_vs_evalsha", f);
     json_object_set_new(c, "unix_vs_tcp", u);
@@ -1065,6 +1122,7 @@ static int parse_opts(int argc, char **argv, struct sk_bench_opts *o, int *help)
         {"--duration", 1, 600, offsetof(struct sk_bench_opts, duration_s)},
         {"--rate-user", 0, 1000000, offsetof(struct sk_bench_opts, rate_user)},
         {"--rate-ip", 0, 1000000, offsetof(struct sk_bench_opts, rate_ip)},
+        {"--rounds", 1, 15, offsetof(struct sk_bench_opts, rounds)},
     };
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -1128,11 +1186,64 @@ static int pick_ids(sk_redis *ctl, uint64_t *base, int count)
     return SK_EEXIST;
 }
 
+/* Rounds 2..--rounds of the compared pairs, interleaved (reference,
+ * variant, next pair, ...), each phase on a fresh activity (ids from
+ * first); their figures go to rounds. Returns 1 when a repeated phase
+ * failed its check or errored (printed), else 0. */
+static int more_rounds(sk_redis *ctl, const struct sk_bench_opts *o,
+                       const struct sk_bench_phase *ph, uint64_t first, const char *url,
+                       const char *unix_url, const char *decr_key)
+{
+    int failed = 0;
+    uint64_t next = first;
+    for (int64_t r = 1; r < o->rounds && !sk_bench_interrupted; r++) {
+        if (!o->json)
+            fprintf(stderr,
+                    "seckill: bench admission: compared pairs, round %" PRId64 " of %" PRId64
+                    "...\n",
+                    r + 1, o->rounds);
+        for (int k = 0; k < NPAIRS && !sk_bench_interrupted; k++) {
+            if (!pair_ran(ph, pairs[k])) continue;
+            struct sk_bench_phase *two = calloc(2, sizeof *two);
+            if (!two) return 1;
+            for (int i = 0; i < 2; i++) {
+                const struct sk_bench_phase *t = &ph[pairs[k][i]];
+                struct sk_bench_phase *p = &two[i];
+                /* the plan of the phase, none of its results */
+                p->id = t->id;
+                p->label = t->label;
+                p->kind = t->kind;
+                p->admit = t->admit;
+                p->fcall = t->fcall;
+                p->unix_sock = t->unix_sock;
+                p->total = t->total;
+                p->batch = t->batch;
+                p->ref = -1;
+                p->aid = next++;
+                run_phase(ctl, o, p->unix_sock ? unix_url : url, p, decr_key);
+                if (p->error || (p->checked && !p->check_ok)) {
+                    fprintf(stderr, "seckill: bench admission: %s, round %" PRId64 ": %s %s\n",
+                            p->label, r + 1, p->note, p->check);
+                    failed = 1;
+                }
+            }
+            if (two[0].ran && two[1].ran && !failed) rounds_add(k, &two[0], &two[1]);
+            free(two);
+        }
+    }
+    return failed;
+}
+
 /* Entry point (argv[0] is "admission"). */
 int sk_bench_admission(int argc, char **argv)
 {
-    struct sk_bench_opts o = {
-        .stock = 200000, .users = 300000, .batch = 32, .pipeline = 16, .conns = 4, .duration_s = 5};
+    struct sk_bench_opts o = {.stock = 200000,
+                              .users = 300000,
+                              .batch = 32,
+                              .pipeline = 16,
+                              .conns = 4,
+                              .duration_s = 5,
+                              .rounds = 1};
     int help = 0;
     int urc = parse_opts(argc - 1, argv + 1, &o, &help);
     if (urc) return urc;
@@ -1162,6 +1273,8 @@ int sk_bench_admission(int argc, char **argv)
     char eb[200] = "";
     uint64_t base = 0;
     int have_ids = 0;
+    /* the main phases', then two per compared pair and extra round */
+    int nids = PH_COUNT + 2 * NPAIRS * (int)(o.rounds - 1);
     char decr_key[64];
     struct sk_bench_phase *ph = calloc(PH_COUNT, sizeof *ph);
     if (!ph) goto done;
@@ -1173,7 +1286,7 @@ int sk_bench_admission(int argc, char **argv)
     char version[64] = "unknown";
     if (sk_redis_connect(ctl) < 0 || sk_script_load_all(ctl) < 0 ||
         sk_redis_info_field(ctl, "server", "redis_version", version, sizeof version) < 0 ||
-        pick_ids(ctl, &base, PH_COUNT) < 0) {
+        pick_ids(ctl, &base, nids) < 0) {
         fprintf(stderr, "seckill: bench: %s\n", ctl->errstr);
         goto done;
     }
@@ -1260,6 +1373,10 @@ int sk_bench_admission(int argc, char **argv)
         /* A dead or broken server makes the rest meaningless. */
         if (ph[i].error && ph[i].kind != SK_BENCH_RB) break;
     }
+    for (int k = 0; k < NPAIRS; k++)
+        if (pair_ran(ph, pairs[k])) rounds_add(k, &ph[pairs[k][0]], &ph[pairs[k][1]]);
+    int extra_failed =
+        more_rounds(ctl, &o, ph, base + PH_COUNT, url, spawned ? sp.unix_url : "", decr_key);
     if (sk_bench_interrupted) fprintf(stderr, "seckill: bench: interrupted\n");
     if (o.json)
         print_json(&o, url, spawned, version, ph, PH_COUNT, PH_DECR);
@@ -1267,12 +1384,13 @@ int sk_bench_admission(int argc, char **argv)
         print_table(&o, url, spawned, version, ph, PH_COUNT, PH_DECR);
     struct sk_bench_summary s;
     summarize(ph, PH_COUNT, &s);
-    exit_code = s.checks_ok && !s.errors && !sk_bench_interrupted ? SK_EXIT_OK : SK_EXIT_FAIL;
+    exit_code = s.checks_ok && !s.errors && !extra_failed && !sk_bench_interrupted ? SK_EXIT_OK
+                                                                                   : SK_EXIT_FAIL;
 
 done:
     if (ctl && have_ids && ctl->c) {
         /* Leave an external server as it was (except its stats). */
-        for (int i = 0; i < PH_COUNT; i++)
+        for (int i = 0; i < nids; i++)
             sk_stock_drop(ctl, base + (uint64_t)i);
         redisReply *rep;
         if (sk_redis_cmd(ctl, &rep, "DEL %s", decr_key) == 0) freeReplyObject(rep);
