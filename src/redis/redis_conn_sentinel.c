@@ -16,6 +16,10 @@
  * uses: a master cut off from the others keeps its clients, and only the
  * Sentinels know it was replaced. */
 #define SN_CHECK_EVERY_MS 1000
+/* ... and when no Sentinel answered the last time: asking costs up to
+ * SN_TIMEOUT_MS per Sentinel, which the master's clients must not pay on
+ * every second. */
+#define SN_CHECK_UNREACHABLE_MS 10000
 /* A Sentinel that does not answer within this is passed over. */
 #define SN_TIMEOUT_MS 500
 
@@ -137,7 +141,7 @@ int sk_redis_sn_check(sk_redis *r)
     int rc = resolve(r, host, sizeof host, &port);
     if (rc < 0) {
         /* no Sentinel answers: keep the master we have, ask again later */
-        r->sn_check_ms = sk_mono_ms() + SN_CHECK_EVERY_MS;
+        r->sn_check_ms = sk_mono_ms() + SN_CHECK_UNREACHABLE_MS;
         return rc;
     }
     if (port != r->sn_port || strcmp(host, r->sn_host) != 0) {
