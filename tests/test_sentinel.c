@@ -293,7 +293,7 @@ static void sentinel_sale(int sync, struct fo_sale_result *res)
     struct sk_sentinel_spawn ss;
     sk_th_sentinel_start(&ss, 2, NULL);
     struct kill_ctx k = {&ss, -1, -1};
-    fo_sale(ss.url, sync, kill_master, &k, res);
+    fo_sale(ss.url, 0, sync, kill_master, &k, res);
     CHECK_EQ(res->master_port, ss.node[k.now].port); /* the checks read the promoted master */
     sk_th_sentinel_stop(&ss);
 }

@@ -336,14 +336,14 @@ SK_TEST_T(sync_replicas_cluster_sale_keeps_every_200_through_a_master_kill, 200)
     struct sk_cluster_spawn_opts o = {
         .masters = 3, .replicas = 1, .node_timeout_ms = CL_NODE_TIMEOUT_MS};
     CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
-    /* the activity the sale uses is the next unique id: its slot */
+    /* the fault kills the master of the sale's activity */
     struct cl_fault f = {&cl, -1, -1, -1};
-    uint64_t next = sk_th_unique_id() + 1;
+    uint64_t aid = sk_th_unique_id();
     char tag[32];
-    int tl = snprintf(tag, sizeof tag, "a%" PRIu64, next);
+    int tl = snprintf(tag, sizeof tag, "a%" PRIu64, aid);
     f.slot = sk_cluster_key_slot(tag, (size_t)tl);
     struct fo_sale_result res;
-    fo_sale(cl.url, 1, kill_cluster_master, &f, &res);
+    fo_sale(cl.url, aid, 1, kill_cluster_master, &f, &res);
     fo_sale_print("Redis Cluster, --sync-replicas 1", &res);
     printf("    # slot %d: master node %d (port %d) killed, node %d (port %d) promoted\n", f.slot,
            f.old, cl.port[f.old], f.now, cl.port[f.now]);

@@ -63,13 +63,13 @@ static void check_no_loss(const struct load *L, size_t n, const struct view *v,
     CHECK_EQ(res->over_limit, 0);
 }
 
-void fo_sale(const char *url, int sync, void (*fault)(void *arg), void *arg,
+void fo_sale(const char *url, uint64_t aid, int sync, void (*fault)(void *arg), void *arg,
              struct fo_sale_result *res)
 {
     alarm(TEST_ALARM_S);
     memset(res, 0, sizeof *res);
     sk_redis *r = redis_to(url);
-    uint64_t aid = sk_th_unique_id();
+    if (!aid) aid = sk_th_unique_id();
     open_activity(r, aid, FO_SALE_STOCK, FO_SALE_LIMIT, 1);
     const char *with_sync[] = {"--sync-replicas", "1", "--redis-timeout-ms", "500", NULL};
     const char *without[] = {"--redis-timeout-ms", "500", NULL};

@@ -17,7 +17,7 @@ struct fo_sale_result {
     int master_port; /* the master the checks read (the client followed it there) */
 };
 
-/* Opens an activity through url, starts `seckill serve --role api --redis
+/* Opens activity aid (0: a fresh id) through url, starts `seckill serve --role api --redis
  * url` (with --sync-replicas 1 when sync), runs 8 keep-alive buyers (every
  * user trying once more than the limit) and, once 300 purchases were
  * accepted, calls fault(arg), which breaks the master and returns when a
@@ -27,7 +27,7 @@ struct fo_sale_result {
  * is looked up in its ledger: with sync, each must be there, an order no
  * 200 announced must belong to a user answered 503, and no user got more
  * 200s than the limit; without, losses are only counted in res. */
-void fo_sale(const char *url, int sync, void (*fault)(void *arg), void *arg,
+void fo_sale(const char *url, uint64_t aid, int sync, void (*fault)(void *arg), void *arg,
              struct fo_sale_result *res);
 
 /* One line with the figures of res. */
