@@ -518,12 +518,13 @@ static int node_addr(sk_aredis *ar, char *err, size_t cap)
 {
     if (ar->url.port == 0) {
         struct sockaddr_un *sun = (struct sockaddr_un *)&ar->addr;
-        if (strlen(ar->url.host) >= sizeof sun->sun_path) {
+        size_t n = strlen(ar->url.host);
+        if (n >= sizeof sun->sun_path) {
             snprintf(err, cap, "socket path too long");
             return SK_EINVAL;
         }
         sun->sun_family = AF_UNIX;
-        snprintf(sun->sun_path, sizeof sun->sun_path, "%s", ar->url.host);
+        memcpy(sun->sun_path, ar->url.host, n + 1);
         ar->addrlen = sizeof *sun;
         return 0;
     }
