@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,12 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* A stream of n purchases (unique users from base) over 8 connections;
- * every one must be answered 200. Returns the tally. */
-static struct tally sell(int port, uint64_t aid, uint32_t base, size_t n)
+/* A stream of n purchases (unique users from base) over 8 connections
+ * (a client process, forked before during(arg) starts any thread: a fork
+ * of a threaded process must not start threads), and during(arg), when
+ * given, once the load runs; then the tally. */
+static struct tally sell_during(int port, uint64_t aid, uint32_t base, size_t n,
+                                void (*during)(void *arg), void *arg)
 {
     struct load *L = load_new(port, aid);
     L->stream = 1;
@@ -37,12 +41,18 @@ static struct tally sell(int port, uint64_t aid, uint32_t base, size_t n)
     L->n = n;
     pid_t pid;
     load_start(L, 1, 8, &pid);
+    if (during) during(arg);
     load_wait(L, 1, &pid);
     check_no_client_failures(L);
     struct tally t;
     tally_load(L, n, &t);
     load_free(L);
     return t;
+}
+
+static struct tally sell(int port, uint64_t aid, uint32_t base, size_t n)
+{
+    return sell_during(port, aid, base, n, NULL, NULL);
 }
 
 /* 1 when the server has our library (FUNCTION LIST LIBRARYNAME). */
@@ -57,7 +67,7 @@ static int has_library(sk_redis *r)
 
 struct flusher {
     const char *url;
-    volatile int stop;
+    atomic_int stop; /* set by the test, read by the flusher thread */
     int flushes;
 };
 
@@ -65,7 +75,7 @@ static void *flush_loop(void *arg)
 {
     struct flusher *f = arg;
     sk_redis *r = redis_to(f->url);
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         redisReply *rep;
         CHECK_EQ(sk_redis_cmd(r, &rep, "FUNCTION FLUSH"), 0);
         freeReplyObject(rep);
@@ -74,6 +84,17 @@ static void *flush_loop(void *arg)
     }
     sk_redis_free(r);
     return NULL;
+}
+
+struct flush_run {
+    struct flusher *f;
+    pthread_t *th;
+};
+
+static void start_flusher(void *arg)
+{
+    struct flush_run *fr = arg;
+    CHECK_EQ(pthread_create(fr->th, NULL, flush_loop, fr->f), 0);
 }
 
 SK_TEST_T(functions_serve_calls_fcall_and_a_function_flush_loop_loses_no_purchase, 120)
@@ -101,9 +122,8 @@ SK_TEST_T(functions_serve_calls_fcall_and_a_function_flush_loop_loses_no_purchas
      * and the library goes back */
     struct flusher f = {srv.url, 0, 0};
     pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, flush_loop, &f), 0);
-    t = sell(s.port, aid, 10001, 4000);
-    f.stop = 1;
+    t = sell_during(s.port, aid, 10001, 4000, start_flusher, &(struct flush_run){&f, &th});
+    atomic_store(&f.stop, 1);
     pthread_join(th, NULL);
     print_tally("4,000 purchases, FUNCTION FLUSH in a loop", &t);
     printf("    # %d flushes; Redis saw fcall %" PRId64 ", eval %" PRId64 ", function|load %" PRId64

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -351,7 +352,7 @@ SK_TEST(preheat_rejects_bad_definitions)
 struct flusher {
     const char *url;
     const char *cmd;
-    volatile int stop;
+    atomic_int stop; /* set by the test, read by the flusher thread */
     int flushes;
 };
 
@@ -359,7 +360,7 @@ static void *flush_loop(void *arg)
 {
     struct flusher *f = arg;
     sk_redis *r = connect_to(f->url);
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         redisReply *rep;
         CHECK_EQ(sk_redis_cmd(r, &rep, f->cmd), 0);
         freeReplyObject(rep);
@@ -392,7 +393,7 @@ static void flush_mid_run(const char *cmd, int fn)
             accepted += a.rc == SK_RC_OK;
         }
     }
-    f.stop = 1;
+    atomic_store(&f.stop, 1);
     pthread_join(t, NULL);
     CHECK_EQ(accepted, 3000);
     CHECK_MSG(f.flushes > 10, "only %d flushes happened", f.flushes);
