@@ -627,7 +627,9 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
 {
     const struct sk_redis_url *u = &ctl->url;
     char port[16], n[24], db[16], aid[SK_BENCH_U64], nkeys[8];
-    snprintf(port, sizeof port, "%d", u->port);
+    /* the server ctl is on: a Sentinel URL names the master it found */
+    const char *host = u->sentinel ? ctl->sn_host : u->host;
+    snprintf(port, sizeof port, "%d", u->sentinel ? ctl->sn_port : u->port);
     snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS);
     snprintf(n, sizeof n, "%" PRId64, ph->total);
     snprintf(db, sizeof db, "%d", u->db);
@@ -635,8 +637,8 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
     struct sk_keys k;
     sk_keys_for(&k, ph->aid);
     const char *argv[48] = {"redis-benchmark",
-                            "-h",
-                            u->host,
+                            u->unix_sock ? "-s" : "-h",
+                            host,
                             "-p",
                             port,
                             "--dbnum",
