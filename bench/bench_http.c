@@ -13,6 +13,10 @@
  *   3b the same with a fresh Idempotency-Key on every request (what a
  *      client does to get past the local sold-out answer)
  *   4 serve's RSS (VmRSS) idle and its peak with 1,000 connections busy
+ *   5 the admission path again with serve reaching Redis over loopback TCP
+ *     (the phases above use Redis's unix socket), and over the socket with
+ *     --sync-replicas 1 and one replica on this machine (a restart of serve
+ *     each; --no-variants skips them)
  * and, when wrk is installed, wrk and `seckill load` on nginx with GET /,
  * to show whether the load generator is the limit. Quotes the service as
  * ratios to the static reference and checks the issue's targets.
@@ -47,6 +51,7 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "redis/redis_conn.h"
 #include "tools/load/load.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/redis_spawn.h"
@@ -68,7 +73,7 @@
 struct opts {
     double duration_s;
     int64_t connections, threads;
-    int json, no_wrk;
+    int json, no_wrk, no_variants;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
 };
 
@@ -76,6 +81,11 @@ struct child {
     pid_t pid;
     int port;
 };
+
+/* Processes whose CPU time each phase reports. */
+enum { CPU_SERVE, CPU_REDIS, CPU_REPLICA, CPU_NGINX, CPU_LOAD, CPU_ALL, CPU_N };
+static const char *const cpu_names[CPU_N] = {"serve", "redis", "replica",
+                                             "nginx", "load",  "machine"};
 
 struct phase {
     const char *id, *label;
@@ -87,23 +97,31 @@ struct phase {
     json_t *detail; /* sk_load_json of the run, owned */
     /* CPU used during the phase, in cores (CPU seconds / wall seconds):
      * who is busy tells what limits the phase */
-    double cpu[5];
+    double cpu[CPU_N];
 };
 
-/* Processes whose CPU time each phase reports. */
-enum { CPU_SERVE, CPU_REDIS, CPU_NGINX, CPU_LOAD, CPU_ALL, CPU_N };
-static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load", "machine"};
 /* CPU_LOAD: this process (getrusage); CPU_ALL: every CPU (/proc/stat), so
  * that other work on the machine during a phase shows */
 static pid_t cpu_pids[CPU_N];
 
-enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_SOLDOUT_KEYED, PH_STATIC_GET, PH_WRK, PH_COUNT };
+enum {
+    PH_STATIC,
+    PH_ADMIT,
+    PH_SOLDOUT,
+    PH_SOLDOUT_KEYED,
+    PH_ADMIT_TCP,
+    PH_ADMIT_SYNC,
+    PH_STATIC_GET,
+    PH_WRK,
+    PH_COUNT
+};
 
 /* The purchase phases: quoted against the static reference, with CPU per
  * request. */
 static int is_purchase_phase(int i)
 {
-    return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED;
+    return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED || i == PH_ADMIT_TCP ||
+           i == PH_ADMIT_SYNC;
 }
 
 static atomic_int interrupted;
@@ -135,6 +153,8 @@ static int usage(FILE *f)
             "                    (orders stay in the Redis stream); all: serve as a full node\n"
             "                    (HTTP process + order worker); CPU and RSS add both up\n"
             "  --no-wrk          skip the wrk comparison on the static route\n"
+            "  --no-variants     skip the admission phases over loopback TCP and with\n"
+            "                    --sync-replicas 1 (serve reaches Redis over its unix socket)\n"
             "  --json            print one JSON object instead of the table\n"
             "\n"
             "exit status: 0 every phase ran and its answers checked out (targets are\n"
@@ -284,30 +304,21 @@ static int wait_ready(struct child *c, const char *path)
 }
 
 static int start_serve(struct child *c, const char *dir, const char *redis_url, const char *role,
-                       char *err, size_t cap)
+                       int sync_replicas, char *err, size_t cap)
 {
+    char sync[16];
+    snprintf(sync, sizeof sync, "%d", sync_replicas);
     char listen[64], db[400], log[400];
     c->port = sk_net_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
-    char *argv[] = {"/proc/self/exe",
-                    "serve",
-                    "--listen",
-                    listen,
-                    "--redis",
-                    (char *)redis_url,
-                    "--db",
-                    db,
-                    "--admin-token",
-                    ADMIN_TOKEN,
-                    "--processes",
-                    "1",
-                    "--role",
-                    (char *)role,
-                    "--log-level",
-                    "warn",
-                    NULL};
+    char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
+                    "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1", "--role",
+                    (char *)role, "--log-level", "warn", "--sync-replicas", sync,
+                    /* healthy, WAIT answers at the replica's ack; a generous
+                     * timeout keeps a busy machine from failing the phase */
+                    "--sync-timeout-ms", "1000", NULL};
     c->pid = spawn(argv, log);
     if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
@@ -574,7 +585,8 @@ static double ratio(const struct phase *a, const struct phase *ref)
 /* Cores used by processes other than ours during a phase. */
 static double other_cpu(const struct phase *p)
 {
-    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_NGINX] + p->cpu[CPU_LOAD];
+    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
+                  p->cpu[CPU_LOAD];
     double o = p->cpu[CPU_ALL] - ours;
     return o > 0 ? o : 0;
 }
@@ -656,6 +668,15 @@ static void print_table(const struct report *R)
         printf("WARNING: other processes used more than 0.15 cores during a phase: its figures "
                "are disturbed; run again on a quiet machine\n");
     if (!R->have_nginx) printf("\nstatic reference missing: %s\n", R->nginx_note);
+    if (ph[PH_ADMIT_TCP].ran || ph[PH_ADMIT_SYNC].ran) {
+        printf("\nadmission by Redis link, ratios to the admission phase (unix socket, no "
+               "--sync-replicas):\n");
+        for (int i = PH_ADMIT_TCP; i <= PH_ADMIT_SYNC; i++)
+            if (ph[i].ran)
+                printf("  %-56s x%.2f req/s, p99 %.2f ms (%.2f ms)\n", ph[i].label,
+                       ratio(&ph[i], &ph[PH_ADMIT]), (double)ph[i].p99 / 1e3,
+                       (double)ph[PH_ADMIT].p99 / 1e3);
+    }
     printf("\nserve RSS: %ld KiB at start, %ld KiB idle after the phases, %ld KiB peak with %d "
            "connections busy\n",
            R->rss_start, R->rss_idle, R->rss_peak, RSS_CONNS);
@@ -722,6 +743,12 @@ static void print_json(const struct report *R)
         json_object_set_new(j, "static_reference_missing", json_string(R->nginx_note));
     }
     if (R->ph[PH_WRK].ran) json_object_set_new(j, "load_x_wrk", json_real(R->load_vs_wrk));
+    if (R->ph[PH_ADMIT_TCP].ran)
+        json_object_set_new(j, "admission_tcp_x_unix",
+                            json_real(ratio(&R->ph[PH_ADMIT_TCP], &R->ph[PH_ADMIT])));
+    if (R->ph[PH_ADMIT_SYNC].ran)
+        json_object_set_new(j, "admission_sync1_x_unix",
+                            json_real(ratio(&R->ph[PH_ADMIT_SYNC], &R->ph[PH_ADMIT])));
     json_object_set_new(t, "admission_ratio_met",
                         R->have_nginx ? json_boolean(R->t_admit) : json_null());
     json_object_set_new(t, "admission_p99_met", json_boolean(R->t_admit_p99));
@@ -733,6 +760,63 @@ static void print_json(const struct report *R)
     if (s) printf("%s\n", s);
     free(s);
     json_decref(j);
+}
+
+/* ---- admission by Redis link ---- */
+
+/* A replica of redis on this machine, in sync and counted by WAIT; 0 or -1
+ * (why in note). */
+static int start_replica(struct sk_redis_spawn *replica, const struct sk_redis_spawn *redis,
+                         char *note, size_t cap)
+{
+    char port[16], err[160];
+    snprintf(port, sizeof port, "%d", redis->port);
+    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    if (sk_redis_spawn_start(replica, args) < 0) {
+        snprintf(note, cap, "replica: %.200s", replica->errstr);
+        return -1;
+    }
+    sk_redis *r;
+    if (sk_redis_new(&r, redis->url, 2000, 2000, err, sizeof err) < 0) {
+        snprintf(note, cap, "%.200s", err);
+        return -1;
+    }
+    /* the master streams to a fresh replica from its first acknowledgement
+     * (up to a second after the sync): until WAIT counts it */
+    int ok = 0;
+    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !interrupted;) {
+        redisReply *rep;
+        if (sk_redis_cmd(r, &rep, "SET seckill:bench:probe 1") == 0) freeReplyObject(rep);
+        if (sk_redis_cmd(r, &rep, "WAIT 1 100") == 0) {
+            ok = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+            freeReplyObject(rep);
+        } else {
+            sleep_ms(100);
+        }
+    }
+    sk_redis_free(r);
+    if (!ok) snprintf(note, cap, "the replica never acknowledged a write");
+    return ok ? 0 : -1;
+}
+
+/* Restarts serve on url with --sync-replicas sync and runs the admission
+ * phase into p (users from user_base). */
+static int admission_variant(struct phase *p, const struct opts *o, struct child *serve,
+                             const char *dir, const char *url, int sync, uint32_t user_base)
+{
+    char err[400];
+    stop_child(serve);
+    if (start_serve(serve, dir, url, o->role, sync, err, sizeof err) < 0) {
+        snprintf(p->note, sizeof p->note, "%.290s", err);
+        return -1;
+    }
+    cpu_pids[CPU_SERVE] = serve->pid;
+    struct sk_load_opts lo;
+    load_opts(&lo, o, serve->port, ACT_ADMIT);
+    lo.users = 100000000;
+    lo.user_base = user_base;
+    lo.limit = 1;
+    return run_phase(p, &lo, 200);
 }
 
 /* ---- the command ---- */
@@ -750,6 +834,8 @@ static int parse(struct opts *o, int argc, char **argv)
             o->json = 1;
         else if (!strcmp(a, "--no-wrk"))
             o->no_wrk = 1;
+        else if (!strcmp(a, "--no-variants"))
+            o->no_variants = 1;
         else if (i + 1 >= argc)
             return sk_cli_usage_error("bench http: bad option '%s'", a);
         else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
@@ -792,6 +878,9 @@ int sk_bench_http(int argc, char **argv)
     } names[PH_COUNT] = {
         [PH_STATIC] = {"static", "static reference (nginx return 200)"},
         [PH_ADMIT] = {"admission", "purchase, admitted (serve + Redis)"},
+        [PH_ADMIT_TCP] = {"admission_tcp", "purchase, admitted, Redis over loopback TCP"},
+        [PH_ADMIT_SYNC] = {"admission_sync_replicas_1",
+                           "purchase, admitted, --sync-replicas 1 (a local replica)"},
         [PH_SOLDOUT] = {"sold_out", "purchase, sold out (local fast path)"},
         [PH_SOLDOUT_KEYED] = {"sold_out_keyed", "purchase, sold out, fresh Idempotency-Key"},
         [PH_STATIC_GET] = {"static_get_seckill_load", "nginx GET /, seckill load"},
@@ -813,7 +902,7 @@ int sk_bench_http(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    struct sk_redis_spawn redis = {0};
+    struct sk_redis_spawn redis = {0}, replica = {0};
     struct child serve = {0}, nginx = {0};
     char dir[256] = "", err[400] = "", nginx_exe[512], wrk_exe[512];
     int exit_code = SK_EXIT_FAIL;
@@ -826,11 +915,15 @@ int sk_bench_http(int argc, char **argv)
     }
     if (!o.json)
         fprintf(stderr, "seckill: bench http: starting redis-server, serve, nginx in %s\n", dir);
-    if (sk_redis_spawn_start(&redis, NULL) < 0) {
+    /* a replica's first sync at once (the --sync-replicas phase) */
+    const char *rargs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    if (sk_redis_spawn_start(&redis, rargs) < 0) {
         snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
         goto done;
     }
-    if (start_serve(&serve, dir, redis.url, o.role, err, sizeof err) < 0) goto done;
+    /* Redis on this machine: serve reaches it over its unix socket */
+    const char *link = redis.unix_url[0] ? redis.unix_url : redis.url;
+    if (start_serve(&serve, dir, link, o.role, 0, err, sizeof err) < 0) goto done;
     R.rss_start = tree_rss_kib(serve.pid);
     cpu_pids[CPU_SERVE] = serve.pid;
     cpu_pids[CPU_REDIS] = redis.pid;
@@ -942,7 +1035,21 @@ int sk_bench_http(int argc, char **argv)
         R.rss_peak = s.peak > now_k ? s.peak : now_k;
         R.rss_ran = 1;
     }
-    /* 5: is the load generator the limit? wrk and seckill load, GET / on nginx */
+    /* 5: admission with serve on loopback TCP, then over the socket with
+     * --sync-replicas 1 and a replica on this machine */
+    if (!o.no_variants && !interrupted) {
+        failed |=
+            admission_variant(&R.ph[PH_ADMIT_TCP], &o, &serve, dir, redis.url, 0, 300000000) < 0;
+        if (!interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
+                                          sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
+            cpu_pids[CPU_REPLICA] = replica.pid;
+            failed |=
+                admission_variant(&R.ph[PH_ADMIT_SYNC], &o, &serve, dir, link, 1, 400000000) < 0;
+        } else {
+            failed = 1;
+        }
+    }
+    /* 6: is the load generator the limit? wrk and seckill load, GET / on nginx */
     if (R.have_wrk && !interrupted) {
         load_opts(&lo, &o, nginx.port, 0);
         snprintf(lo.path, sizeof lo.path, "/");
@@ -974,6 +1081,8 @@ done:
     if (err[0]) fprintf(stderr, "seckill: bench http: %s\n", err);
     stop_child(&nginx);
     stop_child(&serve);
+    if (replica.pid > 0 && sk_redis_spawn_stop(&replica) < 0)
+        fprintf(stderr, "seckill: bench http: %s\n", replica.errstr);
     if (redis.pid > 0 && sk_redis_spawn_stop(&redis) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
     for (int i = 0; i < PH_COUNT; i++)

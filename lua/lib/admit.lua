@@ -78,8 +78,15 @@ end
 local function replay(user, idem, fresh)
   if idem == nil or idem == '' then return nil end
   local k = user .. ':' .. idem
-  local prev = fresh[k] or redis.call('HGET', KEYS[5], k)
-  if not prev then return nil end
+  local prev = fresh[k]
+  if not prev then
+    prev = redis.call('HGET', KEYS[5], k)
+    if not prev then return nil end
+    -- Written again, unchanged: the replay is then a write of this call, so
+    -- a WAIT after it (--sync-replicas) also covers the first admission,
+    -- made on another connection (docs/failover.md).
+    redis.call('HSET', KEYS[5], k, prev)
+  end
   local sep = string.find(prev, ':', 1, true)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end

@@ -596,7 +596,8 @@ static int cmd_delete(struct ctx *c)
 
 #define COMMON (B(O_REDIS) | B(O_DB))
 #define COMMON_USAGE                                                                               \
-    "  --redis URL          redis://[user:pass@]host:port[/db]\n"                                  \
+    "  --redis URL          redis://[user:pass@]host:port[/db], redis+unix:///path.sock,\n"        \
+    "                       redis+sentinel://host:port,.../MASTER, redis+cluster://...\n"          \
     "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
     "  --db SPEC            sqlite:PATH (default $SECKILL_DB, else sqlite:seckill.db)\n"
 

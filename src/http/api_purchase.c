@@ -17,7 +17,13 @@
  * last of the key set (its epoch and admission count, http/label_mem.h);
  * a Redis behind that fences the key set in the same call, and a fenced
  * key set answers 503 `recovering` with Retry-After until the order worker
- * has rebuilt it from the database. */
+ * has rebuilt it from the database.
+ *
+ * Synchronous replicas (--sync-replicas N, docs/failover.md): admission
+ * calls and stock transfers go with sk_aredis_eval_wait, so the client
+ * sends WAIT after them and the answer comes with the replicas that
+ * acknowledged; an admission fewer than N acknowledged is answered 503
+ * unconfirmed (Retry-After), not 200. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +143,32 @@ static void finish_one(struct sk_app *app, uint64_t aid, struct pending *p,
         if (req) reply_admission(app, req, aid, ad);
     }
     free(p);
+}
+
+/* Admitted, but fewer replicas than --sync-replicas acknowledged it in
+ * time: a failover could take it back, so it is no promise yet. A retry
+ * with the same Idempotency-Key learns the truth (the same order once a
+ * WAIT confirms it, or a fresh attempt if the admission was lost). */
+static void finish_unconfirmed(struct sk_app *app, uint64_t aid, struct pending *p)
+{
+    inflight_done(app, aid);
+    h2o_req_t *req = sk_async_end(app, &p->a);
+    sk_metrics_refusal_extra(app->metrics, SK_MEXTRA_UNCONFIRMED);
+    sk_metrics_act_refusal_extra(app->metrics, aid, SK_MEXTRA_UNCONFIRMED);
+    if (req) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+        sk_http_error(app, req, SK_ROUTE_purchase, 503, "unconfirmed",
+                      "admitted, but not yet acknowledged by enough replicas to survive a "
+                      "failover; retry with the same Idempotency-Key to learn the outcome");
+    }
+    free(p);
+}
+
+/* 1 when the answer being delivered needs replicas it did not get
+ * (valid inside a callback of sk_aredis_eval_wait). */
+static int unconfirmed(struct sk_app *app)
+{
+    return app->cfg.sync_replicas > 0 && sk_aredis_acked(app->redis) < app->cfg.sync_replicas;
 }
 
 static void fail_items(struct sk_app *app, uint64_t aid, struct pending **items, size_t n,
@@ -278,6 +310,13 @@ static void on_transfer(void *data, redisReply *rep)
         borrow_fail(bo, "redis is unreachable; try again");
         return;
     }
+    if (trc == SK_RC_TRANSFERRED && taken > 0 && unconfirmed(app)) {
+        /* stock lent on a master whose replicas did not confirm: a
+         * failover could give it back to the lender, so it is not used
+         * (reconcile rolls a surviving transfer forward) */
+        borrow_fail(bo, "replicas did not confirm a stock transfer; try again");
+        return;
+    }
     if (sk_seg_lend_refusal_final(trc)) {
         /* closed (or gone, or fenced) since: that is the answer, not sold out */
         if (trc == SK_RC_RECOVERING) sk_labelmem_forget(sk_labelmem_host(), bo->sc.aid, bo->lender);
@@ -333,8 +372,8 @@ static void on_borrow_scanned(struct seg_scan *sc)
     int nargs = sk_seg_lend_args(bo->home, want, epoch, adm, a, args);
     bo->lender = from;
     const char *keys[] = {k.meta, k.stock, k.xout};
-    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, on_transfer,
-                       bo) < 0)
+    if (sk_aredis_eval_wait(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL,
+                            on_transfer, bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");
 }
 
@@ -437,10 +476,15 @@ static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, i
                            struct pending **more, struct sk_admission *more_res)
 {
     size_t nmore = 0, admitted = 0;
+    int unsure = unconfirmed(b->app);
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && refused_by_stock(res[i].rc)) {
             more_res[nmore] = res[i];
             more[nmore++] = b->items[i];
+            continue;
+        }
+        if (res[i].rc == SK_RC_OK && unsure) {
+            finish_unconfirmed(b->app, b->aid, b->items[i]);
             continue;
         }
         if (res[i].rc == SK_RC_OK) admitted++;
@@ -537,8 +581,8 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     if (buf && args && lens && sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0)
-        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                            (int)argc, args, lens, on_batch_reply, b);
+        rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                                 (int)argc, args, lens, on_batch_reply, b);
     free(buf);
     free(args);
     free(lens);

@@ -318,6 +318,7 @@ sk_redis *sk_app_redis_sync(struct sk_app *app)
             app->redis_sync = NULL;
             return NULL;
         }
+        if (!app->cfg.redis_functions) app->redis_sync->fn = SK_FN_OFF;
     }
     if (sk_redis_ensure(app->redis_sync) < 0) {
         sk_log(SK_LOG_WARN, "redis (blocking client): %s", app->redis_sync->errstr);
@@ -538,8 +539,11 @@ static int connect_redis(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
     char err[256];
-    if (sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
-                      sizeof err) < 0) {
+    struct sk_aredis_opts o = {.timeout_ms = cfg->redis_timeout_ms,
+                               .sync_replicas = cfg->sync_replicas,
+                               .sync_timeout_ms = cfg->sync_timeout_ms,
+                               .no_functions = !cfg->redis_functions};
+    if (sk_aredis_new_opts(&app->redis, app->ctx.loop, cfg->redis, &o, err, sizeof err) < 0) {
         char safe[sizeof cfg->redis];
         sk_log(SK_LOG_ERROR, "redis %s: %s", sk_redact_url(cfg->redis, safe, sizeof safe), err);
         close(app->listen_fd);

@@ -42,10 +42,9 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
 };
 
 static const char *const extra_names[SK_MEXTRA_COUNT] = {
-    [SK_MEXTRA_RATE_LIMITED] = "rate_limited",
-    [SK_MEXTRA_UNAUTHORIZED] = "unauthorized",
-    [SK_MEXTRA_BAD_REQUEST] = "bad_request",
-    [SK_MEXTRA_UNAVAILABLE] = "unavailable",
+    [SK_MEXTRA_RATE_LIMITED] = "rate_limited", [SK_MEXTRA_UNAUTHORIZED] = "unauthorized",
+    [SK_MEXTRA_BAD_REQUEST] = "bad_request",   [SK_MEXTRA_UNAVAILABLE] = "unavailable",
+    [SK_MEXTRA_UNCONFIRMED] = "unconfirmed",
 };
 
 static const char *const cluster_names[SK_AREDIS_REDIRECT_COUNT] = {

@@ -69,6 +69,7 @@ enum sk_metrics_extra {
     SK_MEXTRA_UNAUTHORIZED,
     SK_MEXTRA_BAD_REQUEST,
     SK_MEXTRA_UNAVAILABLE,
+    SK_MEXTRA_UNCONFIRMED, /* admitted, but fewer replicas than --sync-replicas acknowledged */
     SK_MEXTRA_COUNT
 };
 
@@ -105,7 +106,8 @@ void sk_metrics_admission(sk_metrics *m, uint64_t n);
 void sk_metrics_refusal_rc(sk_metrics *m, int rc);
 void sk_metrics_refusal_extra(sk_metrics *m, enum sk_metrics_extra e);
 /* By name: any wire code of codes.def or "rate_limited", "unauthorized",
- * "bad_request", "unavailable"; anything else counts as "other". */
+ * "bad_request", "unavailable", "unconfirmed"; anything else counts as
+ * "other". */
 void sk_metrics_refusal(sk_metrics *m, const char *reason);
 void sk_metrics_soldout_fastpath(sk_metrics *m);
 /* One Redis round trip; negative or NaN counts as 0, more than a day as a

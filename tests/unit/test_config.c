@@ -58,6 +58,9 @@ SK_TEST(config_defaults_match_the_spec)
     CHECK_STR(c.log_level, "info");
     CHECK_EQ(c.max_body, 65536);
     CHECK_EQ(c.redis_timeout_ms, 1000);
+    CHECK_EQ(c.sync_replicas, 0);
+    CHECK_EQ(c.sync_timeout_ms, 100);
+    CHECK_EQ(c.redis_functions, 1);
     char err[128];
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
 }
@@ -74,6 +77,10 @@ SK_TEST(config_set_accepts_valid_values_for_every_key)
     set_ok(&c, "redis", "redis://:pw@10.0.0.5:7000/2");
     CHECK_STR(c.redis, "redis://:pw@10.0.0.5:7000/2");
     set_ok(&c, "redis", "redis+cluster://10.0.0.1:7000,10.0.0.2:7000");
+    set_ok(&c, "redis", "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
+    CHECK_STR(c.redis, "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
+    set_ok(&c, "redis", "redis+unix:///run/redis.sock?db=2");
+    CHECK_STR(c.redis, "redis+unix:///run/redis.sock?db=2");
     set_ok(&c, "db", "sqlite:/var/lib/seckill/db.sqlite");
     set_ok(&c, "db", "postgres://u:p@db/seckill");
     set_ok(&c, "db", "postgresql://db/seckill");
@@ -101,6 +108,14 @@ SK_TEST(config_set_accepts_valid_values_for_every_key)
     CHECK_EQ(c.max_body, 1048576);
     set_ok(&c, "redis_timeout_ms", "250");
     CHECK_EQ(c.redis_timeout_ms, 250);
+    set_ok(&c, "sync_replicas", "2");
+    CHECK_EQ(c.sync_replicas, 2);
+    set_ok(&c, "sync_timeout_ms", "40");
+    CHECK_EQ(c.sync_timeout_ms, 40);
+    set_ok(&c, "redis_functions", "off");
+    CHECK_EQ(c.redis_functions, 0);
+    set_ok(&c, "redis_functions", "on");
+    CHECK_EQ(c.redis_functions, 1);
 }
 
 SK_TEST(config_set_rejects_bad_values_and_names_the_key)
@@ -125,6 +140,13 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"redis", "redis://", "host"},
         {"redis", "redis://h:99999", "port"},
         {"redis", "redis+cluster://", NULL},
+        {"redis", "redis+sentinel://h:26379", "MASTER_NAME"},
+        {"redis", "redis+unix://relative", "path"},
+        {"sync_replicas", "17", NULL},
+        {"sync_replicas", "-1", NULL},
+        {"sync_timeout_ms", "0", NULL},
+        {"sync_timeout_ms", "60001", NULL},
+        {"redis_functions", "yes", "on or off"},
         {"redis", "", "redis://"},
         {"db", "sqlite:", "sqlite:PATH"},
         {"db", "mysql://x", "sqlite:PATH"},
