@@ -289,7 +289,8 @@ static void cleanup(void)
         if (exit_hooks[i]) exit_hooks[i]();
     sk_th_redis_stop(&shared_redis, 1);
     char err[400];
-    if (sk_spawn_rmtree(root_dir, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
+    if (!getenv("SK_KEEP") && sk_spawn_rmtree(root_dir, err, sizeof err) < 0)
+        fprintf(stderr, "%s\n", err);
 }
 
 static void on_signal(int sig)
