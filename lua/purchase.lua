@@ -2,6 +2,7 @@
 -- per-user limit, then decrement + count + order event, all or nothing.
 -- KEYS: meta stock buyers orders idem ledger xin
 -- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
+--       [queue pass] (docs/waiting-room.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
 -- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
 -- segments}. Only the activity's own per-user rate limit (meta) applies
@@ -15,5 +16,6 @@ if not (string.find(ARGV[1] or '', '^%d+$') or string.find(ARGV[1] or '', '^%d+%
    or not ARGV[2] or not ARGV[3] then
   return {RC.BAD_ARGUMENT, '', -1, 0}
 end
-local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1, {ips = {}})
+local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1,
+                           {ips = {}, passes = {ARGV[5] or ''}})
 return {out[1], out[2], left, out[3]}

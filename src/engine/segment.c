@@ -430,6 +430,16 @@ static int write_base(sk_redis *r, const struct sk_stock_def *d)
     if (rc < 0) return rc;
     if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
     freeReplyObject(rep);
+    if (rc < 0) return rc;
+    /* The waiting room's queue lives under the base tag (docs/waiting-room.md). */
+    if (d->wr_rate > 0)
+        rc = sk_redis_cmd(r, &rep, "HSET %s wr_rate %" PRId64 " wr_ttl %" PRId64 " wr_seed %s",
+                          k.meta, d->wr_rate, d->wr_ttl_s, d->wr_seed);
+    else
+        rc = sk_redis_cmd(r, &rep, "HDEL %s wr_rate wr_ttl wr_seed", k.meta);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
+    freeReplyObject(rep);
     return rc;
 }
 
@@ -480,18 +490,20 @@ int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc
         /* forced: each segment keeps what its buyers hold, the rest is shared */
         sd.initial = force ? held[s] + sk_seg_share(d->initial - total_held, segs, s)
                            : sk_seg_share(d->initial, segs, s);
-        char a[9][24], extra[2][24];
-        const char *args[11];
-        sk_stock_preheat_args(&sd, force, a, args);
+        char a[SK_PREHEAT_ARGC][24], extra[2][24];
+        const char *args[SK_PREHEAT_ARGC];
+        int nargs = sk_stock_preheat_args(&sd, force, a, args);
         snprintf(extra[0], sizeof extra[0], "%d", s);
         snprintf(extra[1], sizeof extra[1], "%d", segs);
         args[9] = extra[0];
         args[10] = extra[1];
+        if (nargs < 11) nargs = 11;
         struct sk_keys k;
         sk_keys_seg(&k, d->id, s);
         const char *keys[] = {k.meta, k.stock, k.buyers};
         int64_t v[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, 11, args, v, 2)) < 0) return rc;
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2)) < 0)
+            return rc;
         int prc = (int)v[0];
         sum += v[1];
         if (prc == SK_RC_PREHEATED)

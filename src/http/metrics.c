@@ -32,6 +32,10 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_READYZ] = "readyz",
     [SK_MROUTE_METRICS] = "metrics",
     [SK_MROUTE_DASHBOARD] = "dashboard",
+    [SK_MROUTE_QUEUE_JOIN] = "queue_join",
+    [SK_MROUTE_QUEUE_POLL] = "queue_poll",
+    [SK_MROUTE_ADMIN_PACE_SET] = "admin_pace_set",
+    [SK_MROUTE_ADMIN_PACE_GET] = "admin_pace_get",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -69,6 +73,14 @@ struct sk_metrics {
     uint64_t batch_bucket[BATCH_BUCKETS + 1];
     uint64_t batch_sum;
     int64_t inflight;
+    /* the waiting room: pass events (issued, spent, expired) and the last
+     * queue figures seen per activity (id 0: a free slot) */
+    int queue_used;
+    uint64_t passes[3];
+    struct {
+        uint64_t id;
+        int64_t length, issued, rate, at_ms;
+    } queues[SK_METRICS_QUEUES];
     /* label table, the same in every registry of one binary */
     const char *reason_name[MAX_REASONS];
     int n_reasons, other_reason;
@@ -92,8 +104,12 @@ sk_metrics *sk_metrics_new(void)
      * code appended there shows up without touching this file), then the
      * extras, then "other". Two codes may share a wire name (SOLD_OUT and
      * INSUFFICIENT are both "sold_out"): one label. */
-    for (int rc = 0; rc < SK_RC_COUNT_; rc++)
-        m->rc_reason[rc] = sk_rc_http_status(rc) >= 400 ? reason_index(m, sk_rc_wire(rc)) : -1;
+    for (int rc = 0; rc < SK_RC_COUNT_; rc++) {
+        /* a value codes.def leaves unused is no label (sk_rc_name: UNKNOWN) */
+        int unused = strcmp(sk_rc_name(rc), "UNKNOWN") == 0;
+        m->rc_reason[rc] =
+            !unused && sk_rc_http_status(rc) >= 400 ? reason_index(m, sk_rc_wire(rc)) : -1;
+    }
     for (int e = 0; e < SK_MEXTRA_COUNT; e++)
         m->extra_reason[e] = reason_index(m, extra_names[e]);
     m->other_reason = reason_index(m, "other");
@@ -122,6 +138,10 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_readyz: return SK_MROUTE_READYZ;
     case SK_ROUTE_metrics: return SK_MROUTE_METRICS;
     case SK_ROUTE_dashboard: return SK_MROUTE_DASHBOARD;
+    case SK_ROUTE_queue_join: return SK_MROUTE_QUEUE_JOIN;
+    case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
+    case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
+    case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
     default: return SK_MROUTE_OTHER;
     }
 }
@@ -209,6 +229,53 @@ void sk_metrics_inflight(sk_metrics *m, int delta)
     m->inflight += delta;
 }
 
+static const char *const pass_events[3] = {"issued", "spent", "expired"};
+
+void sk_metrics_queue_passes(sk_metrics *m, uint64_t issued, uint64_t spent, uint64_t expired)
+{
+    m->queue_used = 1;
+    m->passes[0] += issued;
+    m->passes[1] += spent;
+    m->passes[2] += expired;
+}
+
+void sk_metrics_queue_seen(sk_metrics *m, uint64_t id, int64_t length, int64_t issued, int64_t rate,
+                           int64_t at_ms)
+{
+    if (id == 0) return;
+    m->queue_used = 1;
+    int slot = -1, free_slot = -1, oldest = 0;
+    for (int i = 0; i < SK_METRICS_QUEUES && slot < 0; i++) {
+        if (m->queues[i].id == id)
+            slot = i;
+        else if (!m->queues[i].id && free_slot < 0)
+            free_slot = i;
+        else if (m->queues[i].at_ms < m->queues[oldest].at_ms)
+            oldest = i;
+    }
+    if (slot >= 0 && m->queues[slot].at_ms > at_ms) return; /* older news */
+    if (slot < 0) slot = free_slot >= 0 ? free_slot : oldest;
+    m->queues[slot].id = id;
+    m->queues[slot].length = length;
+    m->queues[slot].issued = issued;
+    m->queues[slot].rate = rate;
+    m->queues[slot].at_ms = at_ms;
+}
+
+uint64_t sk_metrics_queue_passes_n(const sk_metrics *m, const char *event)
+{
+    for (int i = 0; i < 3; i++)
+        if (event && strcmp(event, pass_events[i]) == 0) return m->passes[i];
+    return 0;
+}
+
+int64_t sk_metrics_queue_length(const sk_metrics *m, uint64_t id)
+{
+    for (int i = 0; i < SK_METRICS_QUEUES; i++)
+        if (id && m->queues[i].id == id) return m->queues[i].length;
+    return -1;
+}
+
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status)
 {
     return m->requests[route_slot(route)][status_slot(status)];
@@ -265,6 +332,14 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         into->batch_bucket[b] += from->batch_bucket[b];
     into->batch_sum += from->batch_sum;
     into->inflight += from->inflight;
+    into->queue_used |= from->queue_used;
+    for (int i = 0; i < 3; i++)
+        into->passes[i] += from->passes[i];
+    for (int i = 0; i < SK_METRICS_QUEUES; i++)
+        if (from->queues[i].id)
+            sk_metrics_queue_seen(into, from->queues[i].id, from->queues[i].length,
+                                  from->queues[i].issued, from->queues[i].rate,
+                                  from->queues[i].at_ms);
     return 0;
 }
 
@@ -293,6 +368,32 @@ static void put(struct out *o, const char *fmt, ...)
 static void header(struct out *o, const char *name, const char *type, const char *help)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_queues(const sk_metrics *m, struct out *o)
+{
+    header(o, "seckill_queue_passes_total", "counter",
+           "Waiting-room passes this process handed out, saw spent by a purchase, found expired.");
+    for (int i = 0; i < 3; i++)
+        put(o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[i],
+            (unsigned long long)m->passes[i]);
+    static const char *const names[3][2] = {
+        {"seckill_queue_length", "Buyers in a waiting room's queue (Redis, as last seen)."},
+        {"seckill_queue_passes_issued",
+         "Places of a waiting room's queue holding a pass (Redis, as last seen)."},
+        {"seckill_queue_pace", "Passes per second of a waiting room (Redis, as last seen)."},
+    };
+    for (int f = 0; f < 3; f++) {
+        header(o, names[f][0], "gauge", names[f][1]);
+        for (int i = 0; i < SK_METRICS_QUEUES; i++) {
+            if (!m->queues[i].id) continue;
+            int64_t v = f == 0   ? m->queues[i].length
+                        : f == 1 ? m->queues[i].issued
+                                 : m->queues[i].rate;
+            put(o, "%s{activity=\"%llu\"} %lld\n", names[f][0], (unsigned long long)m->queues[i].id,
+                (long long)v);
+        }
+    }
 }
 
 int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
@@ -363,6 +464,8 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
+
+    if (m->queue_used) render_queues(m, &o);
 
     if (o.full) {
         buf[0] = 0;

@@ -17,7 +17,16 @@
  *   seckill_batch_size                            histogram, 1, 2, 4 .. 1024
  *   seckill_inflight_requests                     gauge
  *   seckill_redis_cluster_redirections_total{kind} counter (cluster clients only,
- *                                                 process-wide: see below) */
+ *                                                 process-wide: see below)
+ * and once this process answered a waiting-room request (docs/waiting-room.md):
+ *   seckill_queue_passes_total{event}             counter: issued (handed out by
+ *                                                 this process), spent (by its
+ *                                                 purchases), expired (found by it)
+ *   seckill_queue_length{activity}                gauge: buyers in the queue
+ *   seckill_queue_passes_issued{activity}         gauge: places holding a pass
+ *   seckill_queue_pace{activity}                  gauge: passes per second
+ * The three gauges are Redis's figures as this process last saw them (every
+ * process reports the same queue: merge keeps the newest, never a sum). */
 #ifndef SK_METRICS_H
 #define SK_METRICS_H
 #include <stddef.h>
@@ -42,6 +51,10 @@ enum sk_metrics_route {
     SK_MROUTE_READYZ,
     SK_MROUTE_METRICS,
     SK_MROUTE_DASHBOARD,
+    SK_MROUTE_QUEUE_JOIN,
+    SK_MROUTE_QUEUE_POLL,
+    SK_MROUTE_ADMIN_PACE_SET,
+    SK_MROUTE_ADMIN_PACE_GET,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
@@ -87,6 +100,18 @@ void sk_metrics_redis_rtt(sk_metrics *m, double seconds);
 void sk_metrics_batch(sk_metrics *m, size_t n);
 /* In-flight gauge: +1 when a request arrives, -1 when it is answered. */
 void sk_metrics_inflight(sk_metrics *m, int delta);
+/* Waiting-room passes this process saw handed out, spent, found expired. */
+void sk_metrics_queue_passes(sk_metrics *m, uint64_t issued, uint64_t spent, uint64_t expired);
+/* A queue figure from Redis (at_ms: when, any clock that only grows): its
+ * length, places holding a pass and pace. The registry keeps the last
+ * SK_METRICS_QUEUES activities seen, dropping the longest unseen. */
+#define SK_METRICS_QUEUES 16
+void sk_metrics_queue_seen(sk_metrics *m, uint64_t activity_id, int64_t length, int64_t issued,
+                           int64_t rate, int64_t at_ms);
+/* Readers for tests: passes by event ("issued", "spent", "expired"; 0 for
+ * another word) and the last length seen of an activity (-1: none). */
+uint64_t sk_metrics_queue_passes_n(const sk_metrics *m, const char *event);
+int64_t sk_metrics_queue_length(const sk_metrics *m, uint64_t activity_id);
 
 /* Readers, for the admin stats route and tests. */
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status);
