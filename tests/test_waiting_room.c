@@ -3,8 +3,8 @@
  * the start, arrival order after it, passes in place order, a pass that
  * expires and buys a place at the back, and the admission call refusing a
  * purchase without this buyer's valid unspent pass (unsegmented and
- * segmented). The HTTP side, two serve processes and the pace are in
- * test_waiting_room_http.c. */
+ * segmented, and on a Redis Cluster). The HTTP side, two serve processes
+ * and the pace are in test_waiting_room_http.c. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +19,10 @@
 #include "engine/queue.h"
 #include "engine/stock.h"
 #include "redis/script.h"
+#include "support/cluster_harness.h"
 #include "support/harness.h"
+
+SK_TH_CLUSTER_USED
 
 #define SEED_A "0123456789abcdef0123456789abcdef"
 #define SEED_B "fedcba9876543210fedcba9876543210"
@@ -479,5 +482,46 @@ SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
     }
     CHECK_EQ(sk_queue_pace(r, aid, 0, &st), 0);
     CHECK_EQ(st.rate, 100);
+    sk_redis_free(r);
+}
+
+/* On a Redis Cluster, with the stock in three segments spread over the
+ * masters: the queue lives in the base slot, each pass is checked and spent
+ * in its buyer's home segment's slot, and exactly the stock sells. */
+SK_TEST(wr_cluster_segmented_sale_sells_exactly_with_passes)
+{
+    sk_redis *r;
+    char err[128];
+    CHECK_MSG(sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
+    uint64_t aid = wr_activity(r, 20, 1, sk_wall_ms() - 1000, 100000, 60, SEED_A, 3);
+    int sold = 0;
+    for (uint64_t u = 1; u <= 40; u++) {
+        struct sk_queue_answer a = admitted(r, aid, u);
+        /* without a pass: refused (sold out first once every unit is gone) */
+        int rc = buy_with(r, aid, u, NULL, NULL, NULL);
+        CHECK_MSG(rc == SK_RC_NO_PASS || (rc == SK_RC_SOLD_OUT && sold == 20), "rc %d", rc);
+        rc = buy_with(r, aid, u, a.pass, NULL, NULL);
+        CHECK_MSG(rc == SK_RC_OK || rc == SK_RC_SOLD_OUT, "user %" PRIu64 ": rc %d", u, rc);
+        if (rc == SK_RC_OK) {
+            sold++;
+            /* spent (or, once every unit is gone, sold out first) */
+            rc = buy_with(r, aid, u, a.pass, NULL, NULL);
+            CHECK_MSG(rc == SK_RC_PASS_USED || (rc == SK_RC_SOLD_OUT && sold == 20),
+                      "spent pass: rc %d", rc);
+        }
+    }
+    CHECK_EQ(sold, 20);
+    struct sk_stock_state st;
+    CHECK_EQ(sk_stock_state(r, aid, &st), 0);
+    CHECK_EQ(st.segments, 3);
+    CHECK_EQ(st.remaining, 0);
+    CHECK_EQ(st.held, 20);
+    CHECK_EQ(st.remaining + st.held + st.in_transit, st.initial);
+    struct sk_queue_stats qs;
+    CHECK_EQ(sk_queue_pace(r, aid, 0, &qs), 0);
+    CHECK_EQ(qs.length, 40);
+    CHECK_EQ(qs.handed_out, 40);
+    CHECK_EQ(sk_stock_drop(r, aid), 0);
     sk_redis_free(r);
 }
