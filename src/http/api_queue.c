@@ -149,6 +149,11 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
 {
     struct sk_app *app = b->app;
     if (h->rc == SK_RC_SOLD_OUT) sk_purchase_mark_sold_out(app, b->aid);
+    if (h->rc == SK_RC_ENDED) {
+        /* nothing sells any more: stop reading its stock */
+        struct sk_act_cache *c = sk_app_act(app, b->aid, 0);
+        if (c) c->watch = 0;
+    }
     if (h->rc == SK_RC_OK && h->segments > 1) {
         struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
         if (c) {
