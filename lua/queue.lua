@@ -6,7 +6,7 @@
 -- Returns {rc, queue length, passes issued (the first that many places hold
 -- one), passes per second, ms until the start (0 once started), segments
 -- (1: none), then per buyer: rc (Q_WAITING, Q_ADMITTED, Q_USED, Q_EXPIRED
--- or a refusal), place (1 is the front; 0 before the start, when nothing is
+-- or a refusal: RECOVERING while the key set is fenced), place (1 is the front; 0 before the start, when nothing is
 -- drawn yet), pass expiry (unix ms, 0: none), pass ('' none), events (1: a
 -- pass was handed out by this call, 2: this call found the pass expired)}.
 -- rc is not OK when the whole call is refused (every buyer then has it).
@@ -27,7 +27,7 @@ if not string.find(aid, '^%d+$') or #aid > 15 or n < 1 or n ~= math.floor(n) the
   return redis.error_reply('queue: ARGV must be the activity id, then op/user pairs')
 end
 local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
-                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments')
+                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1}
@@ -44,6 +44,23 @@ local function all(rc)
   return out
 end
 
+-- A fenced key set is being rebuilt (docs/recovery.md): nobody joins and no
+-- pass is handed out until it resumes, and the pace stands still from the
+-- fence on (the count is rebased to what it was at the fence, at now), so
+-- no passes pile up for the moment it resumes. A vanished key set's
+-- fence-only meta holds nothing to freeze.
+if m[10] then
+  local start, rate = tonumber(m[2] or ''), tonumber(m[4] or '')
+  if start and rate and m[6] and now >= start then
+    local base, base_ms = tonumber(m[7] or '') or 0, tonumber(m[8] or '') or start
+    local upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now))
+    local a = base + math.floor((upto - base_ms) * rate / 1000)
+    local len = redis.call('ZCARD', KEYS[2])
+    if a > len then a = len end
+    redis.call('HSET', KEYS[1], 'wr_base', a, 'wr_base_ms', now)
+  end
+  return all(RC.RECOVERING)
+end
 if not m[2] or not m[3] then return all(RC.UNKNOWN_ACTIVITY) end
 if not m[4] or not m[5] or not m[6] then return all(RC.NO_WAITING_ROOM) end
 local start = tonumber(m[2])

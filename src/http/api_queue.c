@@ -105,6 +105,11 @@ static void reply_answer(struct sk_app *app, h2o_req_t *req, const struct qitem 
         /* fall through */
     default:
         sk_metrics_refusal_rc(app->metrics, a->rc);
+        /* a key set being rebuilt (docs/recovery.md): a retry in a second
+         * usually finds the queue going again */
+        if (a->rc == SK_RC_RECOVERING)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                           H2O_STRLIT("1"));
         sk_http_error(app, req, it->a.route, sk_rc_http_status(a->rc), sk_rc_wire(a->rc),
                       sk_rc_message(a->rc));
     }
@@ -132,13 +137,17 @@ static void fail_qbatch(struct sk_qbatch *b, const char *why)
     free(b);
 }
 
-/* Unknown to Redis but defined in the store: created, not preheated. A
- * buyer sees it as closed, as for purchases. Only ids Redis does not know
- * pay for this lookup. */
+/* Unknown to Redis but defined in the store: created, not preheated, and a
+ * buyer sees it as closed, as for purchases; or preheated (its keys
+ * vanished: Redis restarted empty, the order worker rebuilds them,
+ * docs/recovery.md), and the queue is back in a moment: recovering. Only
+ * ids Redis does not know pay for this lookup. */
 static int unknown_rc(struct sk_app *app, uint64_t aid)
 {
     struct sk_activity a;
-    return sk_store_activity_get(app->store, aid, &a) == 0 ? SK_RC_CLOSED : SK_RC_UNKNOWN_ACTIVITY;
+    if (sk_store_activity_get(app->store, aid, &a) != 0) return SK_RC_UNKNOWN_ACTIVITY;
+    return !strcmp(a.state, "open") || !strcmp(a.state, "preheated") ? SK_RC_RECOVERING
+                                                                     : SK_RC_CLOSED;
 }
 
 /* What the process keeps from a reply: the sold-out verdict (answered
