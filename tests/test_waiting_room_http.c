@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "core/clock.h"
 #include "engine/activity.h"
 #include "store/store.h"
@@ -542,6 +544,87 @@ SK_TEST_T(wr_http_invariants_hold_with_concurrent_buyers_and_their_passes, 120)
 SK_TEST_T(wr_http_invariants_hold_with_concurrent_buyers_of_a_segmented_sale, 120)
 {
     invariants(3);
+}
+
+/* ---- the node's figures ------------------------------------------------- */
+
+/* The waiting room's part of /dashboard.json for activity aid: 1 when the
+ * worker's sample lists it with a waiting room whose queue_length and
+ * handed_out_total are as given. */
+static int dashboard_shows(int port, uint64_t aid, long long length, long long handed)
+{
+    static char raw[1 << 20];
+    static const char dreq[] =
+        "GET /dashboard.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    size_t got = sk_th_http_raw(port, dreq, sizeof dreq - 1, raw, sizeof raw, 5000);
+    const char *b = got > 12 ? strstr(raw, "\r\n\r\n") : NULL;
+    if (!b || strncmp(raw, "HTTP/1.1 200", 12) != 0) return 0;
+    json_error_t e;
+    json_t *d = json_loads(b + 4, 0, &e), *acts = json_object_get(d, "activities");
+    int ok = 0;
+    for (size_t i = 0; i < json_array_size(acts); i++) {
+        json_t *a = json_array_get(acts, i);
+        if ((uint64_t)json_integer_value(json_object_get(a, "id")) != aid) continue;
+        json_t *w = json_object_get(a, "waiting_room");
+        ok = json_is_object(w) &&
+             json_integer_value(json_object_get(w, "queue_length")) == length &&
+             json_integer_value(json_object_get(w, "handed_out_total")) == handed &&
+             json_integer_value(json_object_get(w, "passes_per_s")) == 100000;
+    }
+    json_decref(d);
+    return ok;
+}
+
+#define NODE_BUYERS 200
+#define NODE_CONNS 8
+
+/* One node of two HTTP processes: buyers join over connections the kernel
+ * spreads over both, and whichever process answers the scrape, /metrics
+ * and /dashboard.json report every pass the node handed out (the counters
+ * summed over the processes) and the queue's length as Redis last told any
+ * of them (a gauge: the newest figure, not a sum). */
+SK_TEST_T(wr_http_node_figures_count_every_process_passes, 120)
+{
+    struct srv v;
+    const char *extra[] = {"--processes", "2", NULL};
+    srv_start(&v, extra);
+    uint64_t aid = sk_th_unique_id();
+    int64_t now = sk_wall_ms();
+    wr_ready(&v, aid, 10, 1, now - 1000, now + HOUR_MS, 100000, 60, 1);
+    for (int c = 0; c < NODE_CONNS; c++) {
+        struct sk_th_http h;
+        sk_th_http_open(&h, v.s.port);
+        for (int i = c; i < NODE_BUYERS; i += NODE_CONNS)
+            pass_of(&h, aid, 5000 + (uint64_t)i);
+        sk_th_http_close(&h);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue/pace", aid);
+    struct sk_th_resp r;
+    EXPECT_STATUS(admin(&v, "GET", path, NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "passes_handed_out"), NODE_BUYERS);
+    char series[128];
+    snprintf(series, sizeof series,
+             "seckill_activity_queue_passes_total{activity=\"%" PRIu64 "\",event=\"issued\"}", aid);
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (int i = 0; i < 4; i++) { /* fresh connections: either process answers */
+        CHECK_EQ(metric(&v, "seckill_queue_passes_total{event=\"issued\"}"), NODE_BUYERS);
+        CHECK_EQ(metric(&v, series), NODE_BUYERS);
+    }
+    /* the gauge: the newest Redis figure any process saw (a later reply
+     * than the last join's may take a millisecond to be the newest) */
+    snprintf(series, sizeof series, "seckill_queue_length{activity=\"%" PRIu64 "\"}", aid);
+    while (metric(&v, series) != NODE_BUYERS) {
+        CHECK_MSG(sk_mono_ms() < deadline, "queue length never %d", NODE_BUYERS);
+        EXPECT_STATUS(admin(&v, "GET", path, NULL, &r), &r, 200);
+        nap_ms(5);
+    }
+    /* the dashboard: the worker's sample lists the activity within a second */
+    while (!dashboard_shows(v.s.port, aid, NODE_BUYERS, NODE_BUYERS)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed the waiting room");
+        nap_ms(50);
+    }
+    srv_stop(&v);
 }
 
 /* ---- bad input ----------------------------------------------------------- */
