@@ -8,14 +8,14 @@
 -- started)}
 --
 -- A new pace keeps every pass issued so far: the count is rebased to what
--- it is at now, and grows at the new pace from there. Before the start only
--- the pace changes.
+-- it is at now (at the fence, while the key set is fenced), and grows at the
+-- new pace from there. Before the start only the pace changes.
 local new = ARGV[1] or ''
 if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
   return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_ttl', 'wr_seed', 'wr_base',
-                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired')
+                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms')
 if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0} end
 if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0} end
 local t = redis.call('TIME')
@@ -25,7 +25,10 @@ local len = redis.call('ZCARD', KEYS[2])
 local issued = 0
 if now >= start then
   local base, base_ms = tonumber(m[5] or '') or 0, tonumber(m[6] or '') or start
-  issued = base + math.floor((now - base_ms) * rate / 1000)
+  -- a fenced key set's pace stands still from the fence on (queue.lua)
+  local upto = now
+  if m[10] then upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now)) end
+  issued = base + math.floor((upto - base_ms) * rate / 1000)
   if issued > len then issued = len end
 end
 if new ~= '' then

@@ -171,6 +171,9 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
     char fence[SK_FENCE_MAX];
     CHECK_EQ(sk_recovery_fence(e.r, &k, "manual", "a test fences the sale", fence), 0);
     int64_t fenced_at = sk_wall_ms();
+    /* the operator's figures stand still too, polls or not */
+    struct sk_queue_stats fa, fb;
+    CHECK_EQ(sk_queue_pace(e.r, e.aid, 0, &fa), 0);
     /* two seconds of fence (20 passes' worth at 10/s), polled all along */
     int64_t last_poll = 0;
     while (sk_wall_ms() - fenced_at < 2000) {
@@ -183,6 +186,8 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
         CHECK_EQ(q1(e.r, e.aid, SK_QUEUE_JOIN, 999, NULL).rc, SK_RC_RECOVERING);
         nap_ms(50);
     }
+    CHECK_EQ(sk_queue_pace(e.r, e.aid, 0, &fb), 0);
+    CHECK_EQ(fb.issued, fa.issued);
     /* and no purchase goes through, pass or not */
     CHECK_EQ(buy_with(e.r, e.aid, users[0], ans[0].pass), SK_RC_RECOVERING);
     struct sk_recover_report rep;
