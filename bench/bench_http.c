@@ -17,6 +17,10 @@
  *     (the phases above use Redis's unix socket), and over the socket with
  *     --sync-replicas 1 and one replica on this machine (a restart of serve
  *     each; --no-variants skips them)
+ *   6 with --waiting-room, the waiting room's routes in the same run
+ *     (docs/waiting-room.md): joins before the start (the draw), joins after
+ * it, polls of the joined buyers, polls of a sold-out waiting room (from
+ * memory), each with the Redis CPU and the script time per request,
  * and, when wrk is installed, wrk and `seckill load` on nginx with GET /,
  * to show whether the load generator is the limit. Quotes the service as
  * ratios to the static reference and checks the issue's targets.
@@ -66,6 +70,9 @@
 #define BIG_STOCK 10000000
 #define ACT_ADMIT 1
 #define ACT_SOLDOUT 2
+#define ACT_Q_DRAW 3 /* a waiting room whose sale starts in 2098: every join is drawn */
+#define ACT_Q 4      /* a waiting room open since 2020 at 1 pass/s: joins queue, polls wait */
+#define ACT_Q_SOLD 5 /* a waiting room whose single unit is sold */
 #define RSS_CONNS 1000
 #define READY_MS 15000
 #define STOP_MS 10000
@@ -73,7 +80,7 @@
 struct opts {
     double duration_s;
     int64_t connections, threads;
-    int json, no_wrk, no_variants;
+    int json, no_wrk, no_variants, waiting_room;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
 };
 
@@ -98,6 +105,7 @@ struct phase {
     /* CPU used during the phase, in cores (CPU seconds / wall seconds):
      * who is busy tells what limits the phase */
     double cpu[CPU_N];
+    double script_us; /* Redis script time per request (INFO commandstats); -1: not read */
 };
 
 /* CPU_LOAD: this process (getrusage); CPU_ALL: every CPU (/proc/stat), so
@@ -111,6 +119,10 @@ enum {
     PH_SOLDOUT_KEYED,
     PH_ADMIT_TCP,
     PH_ADMIT_SYNC,
+    PH_Q_DRAW, /* --waiting-room: POST .../queue before the start */
+    PH_Q_JOIN, /* POST .../queue after the start */
+    PH_Q_POLL, /* GET .../queue of the buyers PH_Q_JOIN queued */
+    PH_Q_SOLD, /* GET .../queue of a sold-out waiting room */
     PH_STATIC_GET,
     PH_WRK,
     PH_COUNT
@@ -122,6 +134,11 @@ static int is_purchase_phase(int i)
 {
     return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED || i == PH_ADMIT_TCP ||
            i == PH_ADMIT_SYNC;
+}
+
+static int is_queue_phase(int i)
+{
+    return i >= PH_Q_DRAW && i <= PH_Q_SOLD;
 }
 
 static atomic_int interrupted;
@@ -155,6 +172,9 @@ static int usage(FILE *f)
             "  --no-wrk          skip the wrk comparison on the static route\n"
             "  --no-variants     skip the admission phases over loopback TCP and with\n"
             "                    --sync-replicas 1 (serve reaches Redis over its unix socket)\n"
+            "  --waiting-room    also the waiting room's routes: joins before and after the\n"
+            "                    start, polls, polls of a sold-out room, with the Redis CPU\n"
+            "                    and script time per request (docs/waiting-room.md)\n"
             "  --json            print one JSON object instead of the table\n"
             "\n"
             "exit status: 0 every phase ran and its answers checked out (targets are\n"
@@ -491,6 +511,26 @@ static void load_opts(struct sk_load_opts *lo, const struct opts *o, int port, u
     lo->progress = 0;
 }
 
+/* With --waiting-room: a connection to the run's Redis, for the script
+ * time of each phase (INFO commandstats). */
+static sk_redis *info_redis;
+
+/* Microseconds Redis spent in scripts so far (EVALSHA and EVAL); -1 when
+ * unknown. */
+static double script_usec(void)
+{
+    if (!info_redis) return -1;
+    const char *cmds[] = {"cmdstat_evalsha", "cmdstat_eval"};
+    double t = 0;
+    for (int i = 0; i < 2; i++) {
+        char v[256];
+        const char *u;
+        if (sk_redis_info_field(info_redis, "commandstats", cmds[i], v, sizeof v) < 0) continue;
+        if ((u = strstr(v, "usec=")) != NULL) t += strtod(u + 5, NULL);
+    }
+    return t;
+}
+
 /* Runs one load phase; fills p. Returns 0 when it ran and checked out. */
 static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expected_status)
 {
@@ -499,6 +539,7 @@ static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expecte
     p->ran = 1;
     p->expected_status = expected_status;
     double c0[CPU_N], c1[CPU_N];
+    double s0 = script_usec();
     cpu_snapshot(c0);
     int64_t t0 = sk_mono_us();
     if (sk_load_run(lo, &r, err, sizeof err) < 0) {
@@ -507,6 +548,8 @@ static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expecte
     }
     double wall = (double)(sk_mono_us() - t0) / 1e6;
     cpu_snapshot(c1);
+    double s1 = script_usec();
+    p->script_us = s0 >= 0 && s1 >= 0 && r.completed ? (s1 - s0) / (double)r.completed : -1;
     for (int i = 0; i < CPU_N; i++)
         p->cpu[i] = wall > 0 ? (c1[i] - c0[i]) / wall : 0;
     p->rps = r.rps;
@@ -619,6 +662,23 @@ static void evaluate(struct report *R)
     R->t_rss = R->rss_ran && R->rss_peak > 0 && R->rss_peak <= TARGET_RSS_KIB;
 }
 
+/* The waiting room's routes against the purchase path of the same run. */
+static void print_queue_table(const struct phase *ph)
+{
+    printf("\nwaiting room (docs/waiting-room.md), against the purchase path of this run:\n");
+    printf("%-44s %12s %8s %14s %14s %14s\n", "phase", "req/s", "x admit", "redis us/req",
+           "script us/req", "serve us/req");
+    const int rows[] = {PH_ADMIT, PH_Q_DRAW, PH_Q_JOIN, PH_Q_POLL, PH_Q_SOLD};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const struct phase *p = &ph[rows[k]];
+        if (!p->ran || p->rps <= 0) continue;
+        char script[16] = "-";
+        if (p->script_us >= 0) snprintf(script, sizeof script, "%.2f", p->script_us);
+        printf("%-44s %12.0f %8.2f %14.2f %14s %14.1f\n", p->label, p->rps, ratio(p, &ph[PH_ADMIT]),
+               p->cpu[CPU_REDIS] / p->rps * 1e6, script, p->cpu[CPU_SERVE] / p->rps * 1e6);
+    }
+}
+
 static void print_table(const struct report *R)
 {
     const struct phase *ph = R->ph;
@@ -631,6 +691,7 @@ static void print_table(const struct report *R)
            "x static");
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &ph[i];
+        if (is_queue_phase(i) && !R->o->waiting_room) continue;
         if (!p->ran) {
             printf("%-44s %12s   %s\n", p->label, "-", p->note[0] ? p->note : "not run");
             continue;
@@ -659,11 +720,12 @@ static void print_table(const struct report *R)
         double other = other_cpu(p);
         printf(" %7.2f", other);
         if (other > 0.15) disturbed = 1;
-        if (is_purchase_phase(i))
+        if (is_purchase_phase(i) || is_queue_phase(i))
             printf(" %14.1f %14.2f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0,
                    p->rps > 0 ? p->cpu[CPU_REDIS] / p->rps * 1e6 : 0);
         printf("\n");
     }
+    if (R->o->waiting_room) print_queue_table(ph);
     if (disturbed)
         printf("WARNING: other processes used more than 0.15 cores during a phase: its figures "
                "are disturbed; run again on a quiet machine\n");
@@ -711,7 +773,13 @@ static void print_json(const struct report *R)
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &R->ph[i];
         json_t *x = json_object();
+        if (is_queue_phase(i) && !R->o->waiting_room) {
+            json_decref(x);
+            continue;
+        }
         json_object_set_new(x, "ran", json_boolean(p->ran));
+        if (p->ran && p->script_us >= 0)
+            json_object_set_new(x, "redis_script_us_per_req", json_real(p->script_us));
         if (p->ran) {
             json_object_set_new(x, "ok", json_boolean(p->ok));
             json_object_set_new(x, "rps", json_real(p->rps));
@@ -819,6 +887,90 @@ static int admission_variant(struct phase *p, const struct opts *o, struct child
     return run_phase(p, &lo, 200);
 }
 
+/* ---- the waiting room ---- */
+
+/* The three waiting rooms (ACT_Q_*), the last one sold out: its one unit
+ * bought with its buyer's pass. 0, or -1 with err set. */
+static int setup_queues(int port, char *err, size_t cap)
+{
+    const struct {
+        int id;
+        long stock;
+        const char *start;
+        int rate;
+    } acts[] = {{ACT_Q_DRAW, BIG_STOCK, "2098-01-01T00:00:00Z", 1},
+                {ACT_Q, BIG_STOCK, "2020-01-01T00:00:00Z", 1},
+                {ACT_Q_SOLD, 1, "2020-01-01T00:00:00Z", 1000}};
+    char body[512], out[2048], path[128];
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"id\":%d,\"name\":\"bench queue\",\"stock\":%ld,\"per_user_limit\":1,"
+                 "\"start\":\"%s\",\"end\":\"2099-01-01T00:00:00Z\","
+                 "\"waiting_room\":{\"passes_per_s\":%d,\"pass_ttl_s\":3600}}",
+                 acts[i].id, acts[i].stock, acts[i].start, acts[i].rate);
+        int st = admin(port, "/api/v1/activities", body, out, sizeof out);
+        const char *steps[] = {"preheat", "open"};
+        for (int k = 0; st == 201 && k < 2; k++) {
+            snprintf(path, sizeof path, "/api/v1/activities/%d/%s", acts[i].id, steps[k]);
+            if (admin(port, path, NULL, out, sizeof out) != 200) st = -2;
+        }
+        if (st != 201) {
+            snprintf(err, cap, "waiting room %d set-up failed: %.300s", acts[i].id, out);
+            return -1;
+        }
+    }
+    /* the sold-out room: its first buyer gets a pass at once (an idle room)
+     * and buys the unit with it */
+    snprintf(path, sizeof path, "/api/v1/activities/%d/queue", ACT_Q_SOLD);
+    json_t *j = NULL;
+    char hdr[160];
+    int ok = http_call(port, "POST", path, "X-User-Id: 1\r\n", NULL, out, sizeof out) == 200 &&
+             (j = json_loads(out, 0, NULL)) != NULL && json_is_string(json_object_get(j, "pass"));
+    if (ok) {
+        snprintf(hdr, sizeof hdr, "X-User-Id: 1\r\nX-Queue-Pass: %s\r\n",
+                 json_string_value(json_object_get(j, "pass")));
+        char buy[128];
+        snprintf(buy, sizeof buy, "/api/v1/activities/%d/purchase", ACT_Q_SOLD);
+        ok = http_call(port, "POST", buy, hdr, "{\"quantity\":1}", out, sizeof out) == 200 &&
+             http_call(port, "GET", path, "X-User-Id: 2\r\n", NULL, out, sizeof out) == 200 &&
+             strstr(out, "sold_out") != NULL;
+    }
+    json_decref(j);
+    if (!ok) snprintf(err, cap, "could not sell out waiting room %d: %.300s", ACT_Q_SOLD, out);
+    return ok ? 0 : -1;
+}
+
+/* The waiting room's phases; returns nonzero when one failed. */
+static int queue_phases(struct report *R, const struct opts *o, int port)
+{
+    struct sk_load_opts lo;
+    int failed = 0;
+    const struct {
+        int ph, act;
+        const char *method;
+        uint64_t base;
+    } runs[] = {{PH_Q_DRAW, ACT_Q_DRAW, "POST", 300000000},
+                {PH_Q_JOIN, ACT_Q, "POST", 400000000},
+                {PH_Q_POLL, ACT_Q, "GET", 400000000},
+                {PH_Q_SOLD, ACT_Q_SOLD, "GET", 500000000}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !interrupted; i++) {
+        load_opts(&lo, o, port, (uint64_t)runs[i].act);
+        snprintf(lo.path, sizeof lo.path, "/api/v1/activities/{id}/queue");
+        snprintf(lo.method, sizeof lo.method, "%s", runs[i].method);
+        lo.user_base = runs[i].base;
+        /* polls ask for the buyers the join phase queued, each in turn and
+         * then at random; the others are new buyers every time */
+        lo.users = runs[i].ph == PH_Q_POLL ? R->ph[PH_Q_JOIN].completed : 100000000;
+        if (lo.users == 0) {
+            snprintf(R->ph[runs[i].ph].note, sizeof R->ph[runs[i].ph].note, "nobody joined");
+            failed = 1;
+            continue;
+        }
+        failed |= run_phase(&R->ph[runs[i].ph], &lo, 200) < 0;
+    }
+    return failed;
+}
+
 /* ---- the command ---- */
 
 static int parse(struct opts *o, int argc, char **argv)
@@ -836,6 +988,8 @@ static int parse(struct opts *o, int argc, char **argv)
             o->no_wrk = 1;
         else if (!strcmp(a, "--no-variants"))
             o->no_variants = 1;
+        else if (!strcmp(a, "--waiting-room"))
+            o->waiting_room = 1;
         else if (i + 1 >= argc)
             return sk_cli_usage_error("bench http: bad option '%s'", a);
         else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
@@ -883,6 +1037,10 @@ int sk_bench_http(int argc, char **argv)
                            "purchase, admitted, --sync-replicas 1 (a local replica)"},
         [PH_SOLDOUT] = {"sold_out", "purchase, sold out (local fast path)"},
         [PH_SOLDOUT_KEYED] = {"sold_out_keyed", "purchase, sold out, fresh Idempotency-Key"},
+        [PH_Q_DRAW] = {"queue_join_draw", "queue join before the start (the draw)"},
+        [PH_Q_JOIN] = {"queue_join", "queue join after the start (arrival order)"},
+        [PH_Q_POLL] = {"queue_poll", "queue poll, waiting (ZRANK)"},
+        [PH_Q_SOLD] = {"queue_poll_sold_out", "queue poll, sold out (from memory)"},
         [PH_STATIC_GET] = {"static_get_seckill_load", "nginx GET /, seckill load"},
         [PH_WRK] = {"static_get_wrk", "nginx GET /, wrk"},
     };
@@ -927,6 +1085,10 @@ int sk_bench_http(int argc, char **argv)
     R.rss_start = tree_rss_kib(serve.pid);
     cpu_pids[CPU_SERVE] = serve.pid;
     cpu_pids[CPU_REDIS] = redis.pid;
+    if (o.waiting_room && sk_redis_new(&info_redis, redis.url, 2000, 2000, err, sizeof err) < 0) {
+        info_redis = NULL;
+        goto done;
+    }
 
     /* the activities: one no run can drain, one sold out before it starts */
     char body[512], out[2048], path[128];
@@ -950,6 +1112,7 @@ int sk_bench_http(int argc, char **argv)
             goto done;
         }
     }
+    if (o.waiting_room && setup_queues(serve.port, err, sizeof err) < 0) goto done;
     snprintf(path, sizeof path, "/api/v1/activities/%d/purchase", ACT_SOLDOUT);
     if (http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
                   sizeof out) != 200 ||
@@ -1007,6 +1170,7 @@ int sk_bench_http(int argc, char **argv)
         lo.idem_keys = 1;
         failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
+    if (o.waiting_room && !interrupted) failed |= queue_phases(&R, &o, serve.port);
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
     if (!interrupted) {
         sleep_ms(500);
@@ -1049,7 +1213,7 @@ int sk_bench_http(int argc, char **argv)
             failed = 1;
         }
     }
-    /* 6: is the load generator the limit? wrk and seckill load, GET / on nginx */
+    /* 7: is the load generator the limit? wrk and seckill load, GET / on nginx */
     if (R.have_wrk && !interrupted) {
         load_opts(&lo, &o, nginx.port, 0);
         snprintf(lo.path, sizeof lo.path, "/");
@@ -1083,6 +1247,8 @@ done:
     stop_child(&serve);
     if (replica.pid > 0 && sk_redis_spawn_stop(&replica) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", replica.errstr);
+    if (info_redis) sk_redis_free(info_redis);
+    info_redis = NULL;
     if (redis.pid > 0 && sk_redis_spawn_stop(&redis) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
     for (int i = 0; i < PH_COUNT; i++)

@@ -32,8 +32,19 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                               int64_t start_off, int64_t end_off, int open)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(), stock, limit, maxq, now + start_off,
-                             now + end_off,     0,     0,     1,    0};
+    struct sk_stock_def d = {sk_th_unique_id(),
+                             stock,
+                             limit,
+                             maxq,
+                             now + start_off,
+                             now + end_off,
+                             0,
+                             0,
+                             1,
+                             0,
+                             0,
+                             0,
+                             ""};
     int rc;
     int64_t left;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
@@ -306,7 +317,7 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0};
+    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, ""};
     int rc;
     int64_t stock;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &stock), 0);
@@ -335,10 +346,10 @@ SK_TEST(preheat_rejects_bad_definitions)
     sk_redis *r = connect_to(sk_th_redis_url());
     int64_t now = sk_wall_ms();
     struct sk_stock_def bad[] = {
-        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0},
+        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0, 0, 0, ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc;

@@ -126,7 +126,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 6 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 7 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -337,16 +337,24 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
 }
 
+/* Migration 7's columns (the waiting room), for the tests that rebuild an
+ * older schema. */
+#define DROP_WR                                                                                    \
+    "ALTER TABLE activities DROP COLUMN wr_passes_per_s;"                                          \
+    "ALTER TABLE activities DROP COLUMN wr_pass_ttl_s;"                                            \
+    "ALTER TABLE activities DROP COLUMN wr_seed;"
+
 BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
 {
     /* What a binary that knew migrations 1..4 left behind: this binary's
-     * schema without migration 5's column (nor migration 6's table), and
-     * rows written in that shape (13 columns: no segments). */
+     * schema without migration 5's column (nor migration 6's table, nor
+     * migration 7's columns), and rows written in that shape (13 columns:
+     * no segments). */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;"
+    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
                                "DROP TABLE redis_marks;"
                                "DELETE FROM schema_migrations WHERE version >= 5"
-                             : "ALTER TABLE activities DROP COLUMN segments;"
+                             : "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
                                "DROP TABLE redis_marks;"
                                "PRAGMA user_version = 4"),
              0);
@@ -384,6 +392,32 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
         CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
     else
         CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
+}
+
+BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room)
+{
+    /* What a binary that knew migrations 1..6 left behind: no waiting room
+     * columns, rows of 14 values. */
+    sk_store_close(be_open(b));
+    CHECK_EQ(be_sql(b, b->pg ? DROP_WR "DELETE FROM schema_migrations WHERE version >= 7"
+                             : DROP_WR "PRAGMA user_version = 6"),
+             0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,"
+                       "0,0,2)"),
+             0);
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_get(st, 51, &got), 0);
+    CHECK_EQ(got.segments, 2);
+    CHECK_EQ(got.wr_passes_per_s, 0);
+    CHECK_EQ(got.wr_pass_ttl_s, 0);
+    CHECK_STR(got.wr_seed, "");
+    /* no waiting room: no pace to set */
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 51, 10), SK_ENOTFOUND);
+    sk_store_close(st);
 }
 
 /* ---- activities ---- */
@@ -507,28 +541,48 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     /* Hand-written SQL cannot store what the engine would refuse either. */
     sk_store_close(be_open(b));
     static const char *const bad[] = {
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1)", /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1)", /* above initial
-                                                                                     */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1)",   /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1)", /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1)", /* end = start
-                                                                                      */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1)",  /* state */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1)",   /* name */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1)",  /* id 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1)", /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1)", /* burst < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0)", /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1)", /* segments < 0
-                                                                                      */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL)", /* segments
-                                                                                        */
+        /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* stock above the initial stock */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
+        /* state */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
+        /* name */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* id 0 */
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* rate < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
+        /* burst < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
+        /* segments 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
+        /* segments < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
+        /* segments NULL */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
+        /* passes per second < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
+        /* pass TTL < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
+        /* a seed of 65 digits */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0')",
+        /* seed NULL */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1)"),
-             0);
+    CHECK_EQ(
+        be_sql(b,
+               "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
+        0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
@@ -1265,4 +1319,36 @@ SK_TEST(store_pg_fault_frozen_server_times_out_then_reconnects_after_thaw)
     CHECK_EQ(db_stock(st, 1), 1000 - 8);
     sk_store_close(st);
     sk_th_pg_stop(&pg);
+}
+
+BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    valid_activity(&a, 61);
+    a.wr_passes_per_s = SK_ACTIVITY_PASS_RATE_MAX;
+    a.wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_MAX;
+    memset(a.wr_seed, 'f', SK_ACTIVITY_SEED_MAX);
+    a.wr_seed[SK_ACTIVITY_SEED_MAX] = 0;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, SK_ACTIVITY_PASS_RATE_MAX);
+    CHECK_EQ(got.wr_pass_ttl_s, SK_ACTIVITY_PASS_TTL_MAX);
+    CHECK_STR(got.wr_seed, a.wr_seed);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, 7), 0);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, 7);
+    CHECK_EQ(got.wr_pass_ttl_s, SK_ACTIVITY_PASS_TTL_MAX); /* nothing else moves */
+    CHECK_STR(got.wr_seed, a.wr_seed);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, 0), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, SK_ACTIVITY_PASS_RATE_MAX + 1), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 999, 5), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, 7);
+    /* half a waiting room is refused */
+    valid_activity(&a, 62);
+    a.wr_passes_per_s = 5;
+    CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
+    CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);
+    sk_store_close(st);
 }

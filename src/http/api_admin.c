@@ -13,6 +13,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rand.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
@@ -63,7 +64,8 @@ static int activity_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route r
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "";
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "",
+                                                                                      wr[96] = "";
     sk_time_format_rfc3339(a->start_ms, start, sizeof start);
     sk_time_format_rfc3339(a->end_ms, end, sizeof end);
     if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
@@ -73,14 +75,19 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
         snprintf(rl, sizeof rl,
                  ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
                  a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
+    /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
+    if (a->wr_passes_per_s > 0)
+        snprintf(wr, sizeof wr,
+                 ",\"waiting_room\":{\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64 "}",
+                 a->wr_passes_per_s, a->wr_pass_ttl_s);
     int n =
         snprintf(body, sizeof body,
                  "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
                  "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
                  ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s}",
+                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s}",
                  a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
-                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl);
+                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr);
     sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
 }
 
@@ -244,6 +251,21 @@ int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     return 0;
 }
 
+/* The body's "waiting_room" into a, with a fresh seed when the body gives
+ * none; 503 (and nonzero) when the kernel gives no randomness. */
+static int waiting_room_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                                 const struct sk_body_activity *b, struct sk_activity *a)
+{
+    if (b->wr_passes_per_s <= 0) return 0;
+    a->wr_passes_per_s = b->wr_passes_per_s;
+    a->wr_pass_ttl_s = b->wr_pass_ttl_s;
+    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", b->wr_seed);
+    if (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
+        return 0;
+    sk_http_error(app, req, route, 503, "unavailable", "no randomness for the queue's seed");
+    return 1;
+}
+
 int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
@@ -267,6 +289,7 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.rl_per_user_per_s = b.rl_per_user_per_s;
     a.rl_burst = b.rl_burst;
     a.segments = b.segments;
+    if (waiting_room_or_reply(app, req, m->route, &b, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0) {

@@ -36,6 +36,7 @@
 #include "core/vec.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "engine/queue.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "http/app.h"
@@ -51,6 +52,8 @@ struct pending {
     struct sk_purchase p;
     char idem[SK_IDEM_MAX];
     char ip[SK_IP_TEXT];
+    char pass[SK_QUEUE_PASS_MAX]; /* X-Queue-Pass (docs/waiting-room.md) */
+    int64_t pass_exp_ms;
 };
 
 struct borrow;
@@ -136,10 +139,13 @@ static void finish_one(struct sk_app *app, uint64_t aid, struct pending *p,
         if (req) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", why);
     } else {
         if (ad->rc != SK_RC_OK) sk_metrics_refusal_rc(app->metrics, ad->rc);
-        if (ad->rc == SK_RC_OK)
+        if (ad->rc == SK_RC_OK) {
             sk_metrics_act_admitted(app->metrics, aid, ad->quantity);
-        else
+            /* a pass that bought: the waiting room's record says so too */
+            if (p->p.pass) sk_queue_spent(app, aid, p->p.user_id, p->pass_exp_ms);
+        } else {
             sk_metrics_act_refusal_rc(app->metrics, aid, ad->rc);
+        }
         if (req) reply_admission(app, req, aid, ad);
     }
     free(p);
@@ -205,6 +211,11 @@ static void mark_sold_out(struct sk_app *app, uint64_t aid)
         c->sold_out = 1;
         c->checked_ms = sk_mono_ms();
     }
+}
+
+void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t aid)
+{
+    mark_sold_out(app, aid);
 }
 
 /* ---- segments: reading every segment's stock at once ------------------- */
@@ -629,6 +640,19 @@ static int idem_or_reply(struct sk_app *app, h2o_req_t *req, const char **key, s
     return 1;
 }
 
+/* X-Queue-Pass, when given: it must look like a pass (the admission call
+ * says whether it is this buyer's valid one); anything else is a 400. */
+static int pass_or_reply(struct sk_app *app, h2o_req_t *req, const char **pass, size_t *len,
+                         int64_t *exp_ms)
+{
+    *pass = sk_http_header(req, "x-queue-pass", len);
+    if (!*pass || sk_queue_pass_wellformed(*pass, *len, exp_ms)) return 0;
+    sk_metrics_refusal(app->metrics, "bad_request");
+    sk_http_error(app, req, SK_ROUTE_purchase, 400, "bad_request",
+                  "X-Queue-Pass must be a pass as the queue handed it out");
+    return 1;
+}
+
 /* The body's quantity; a malformed body is answered 400. */
 static int quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *qty)
 {
@@ -675,7 +699,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
 /* A purchase waiting for Redis (heap, owned by whoever answers it),
  * counted in flight and guarded; NULL (answered 503) when out of memory. */
 static struct pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk_act_cache *ic,
-                                   const struct sk_purchase *pu)
+                                   const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct pending *p = malloc(sizeof *p);
     if (!p) {
@@ -685,6 +709,9 @@ static struct pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk
     p->p = *pu;
     p->p.idem = pu->idem ? p->idem : NULL;
     if (pu->idem) memcpy(p->idem, pu->idem, pu->idem_len);
+    p->p.pass = pu->pass ? p->pass : NULL;
+    if (pu->pass) memcpy(p->pass, pu->pass, pu->pass_len);
+    p->pass_exp_ms = pass_exp_ms;
     /* the client IP only matters (and costs) when the per-IP limit is on */
     p->p.ip =
         app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, p->ip) ? p->ip : NULL;
@@ -704,14 +731,14 @@ static int home_of(const struct sk_act_cache *c, uint64_t user_id)
  * of memory. */
 static void queue_purchase(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                            const struct sk_act_cache *c, struct sk_act_cache *ic,
-                           const struct sk_purchase *pu)
+                           const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct sk_batch *b = batch_for(app, aid, home_of(c, pu->user_id));
     if (!b) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         return;
     }
-    struct pending *p = pending_new(app, req, ic, pu);
+    struct pending *p = pending_new(app, req, ic, pu, pass_exp_ms);
     if (p) b->items[b->n++] = p;
 }
 
@@ -753,10 +780,10 @@ static void on_idem_probe(void *data, redisReply *rep)
 
 static void probe_idem(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                        const struct sk_act_cache *c, struct sk_act_cache *ic,
-                       const struct sk_purchase *pu)
+                       const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct idem_probe *pr = malloc(sizeof *pr);
-    struct pending *p = pr ? pending_new(app, req, ic, pu) : NULL;
+    struct pending *p = pr ? pending_new(app, req, ic, pu, pass_exp_ms) : NULL;
     if (!p) {
         if (!pr) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         free(pr);
@@ -779,9 +806,11 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     struct sk_purchase pu = {0};
     const char *idem;
     size_t idem_len;
+    int64_t pass_exp_ms = 0;
     if (sk_http_user_or_reply(app, req, SK_ROUTE_purchase, &pu.user_id)) return 0;
     if (quantity_or_reply(app, req, &pu.quantity)) return 0;
     if (idem_or_reply(app, req, &idem, &idem_len)) return 0;
+    if (pass_or_reply(app, req, &pu.pass, &pu.pass_len, &pass_exp_ms)) return 0;
     struct sk_act_cache *c = sk_app_act(app, m->id, 0), *ic;
     if (soldout_or_reply(app, req, c, idem)) return 0;
     if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
@@ -789,9 +818,9 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     pu.idem = idem;
     pu.idem_len = idem ? idem_len : 0;
     if (idem && c && c->sold_out)
-        probe_idem(app, req, m->id, c, ic, &pu);
+        probe_idem(app, req, m->id, c, ic, &pu, pass_exp_ms);
     else
-        queue_purchase(app, req, m->id, c, ic, &pu);
+        queue_purchase(app, req, m->id, c, ic, &pu, pass_exp_ms);
     return 0;
 }
 
@@ -803,14 +832,17 @@ struct stock_check {
 };
 
 /* Stock back above zero (a release), or the activity is gone: stop
- * answering locally. */
-static void recheck_done(struct sk_app *app, uint64_t id, int back)
+ * answering locally. A watched activity (a segmented waiting room) that a
+ * read saw empty everywhere is sold out here from now on (empty: 1 when
+ * the read saw every unit gone, 0 otherwise or when it failed). */
+static void recheck_done(struct sk_app *app, uint64_t id, int back, int empty)
 {
     struct sk_act_cache *c = sk_app_act(app, id, 0);
     if (!c) return;
     c->rechecking = 0;
     c->checked_ms = sk_mono_ms();
     if (back) c->sold_out = 0;
+    if (empty && c->watch) c->sold_out = 1;
 }
 
 static void on_stock_check(void *data, redisReply *rep)
@@ -818,7 +850,8 @@ static void on_stock_check(void *data, redisReply *rep)
     struct stock_check *chk = data;
     recheck_done(chk->app, chk->id,
                  rep && (rep->type == REDIS_REPLY_NIL ||
-                         (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)));
+                         (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)),
+                 0);
     free(chk);
 }
 
@@ -828,7 +861,7 @@ static void on_segments_checked(struct seg_scan *sc)
     int back = 0;
     for (int i = 0; !sc->f.failed && i < sc->segments; i++)
         back |= sc->stocks[i] != 0;
-    recheck_done(chk->app, chk->id, back);
+    recheck_done(chk->app, chk->id, back, !sc->f.failed && !back);
     free(chk);
 }
 
@@ -837,7 +870,9 @@ void sk_purchase_tick(struct sk_app *app)
     int64_t now = sk_mono_ms();
     for (size_t i = 0; i < app->n_acts; i++) {
         struct sk_act_cache *c = &app->acts[i];
-        if (!c->sold_out || c->rechecking || now - c->checked_ms < SOLDOUT_RECHECK_MS) continue;
+        if (!(c->sold_out || (c->watch && c->segments > 1)) || c->rechecking ||
+            now - c->checked_ms < SOLDOUT_RECHECK_MS)
+            continue;
         struct stock_check *chk = calloc(1, sizeof *chk);
         if (!chk) return;
         chk->app = app;

@@ -27,6 +27,9 @@ struct sk_act_cache {
     int64_t checked_ms; /* last sold-out check */
     int64_t inflight;   /* purchases queued or waiting for Redis (max_inflight) */
     int segments;       /* 0: not known yet (the first call tells), 1, or S > 1 */
+    int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
+                           while not sold out, so waiting buyers learn it (its queue's slot
+                           holds no stock; docs/waiting-room.md) */
 };
 
 struct sk_app {
@@ -56,7 +59,9 @@ struct sk_app {
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
     size_t n_acts, cap_acts;
-    struct sk_conns conns; /* client connections: accept loop, cap, timeouts */
+    struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
+    struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
+    size_t n_qopen, cap_qopen;
 };
 
 /* Route handlers: answer now or later; always return 0. */
@@ -76,6 +81,8 @@ int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */
@@ -115,6 +122,16 @@ sk_redis *sk_app_redis_sync(struct sk_app *app);
 void sk_purchase_flush(struct sk_app *app);
 /* Periodic: re-check sold-out activities so released stock sells again. */
 void sk_purchase_tick(struct sk_app *app);
+/* Marks an activity sold out in this process (the sold-out fast path; the
+ * tick re-checks it). */
+void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t activity_id);
+
+/* End of a loop pass: send the queue calls collected in it (api_queue.c). */
+void sk_queue_flush(struct sk_app *app);
+/* A purchase with the buyer's pass was admitted: the queue's record says
+ * so (the buyer's next poll answers "used"). Fire and forget. */
+void sk_queue_spent(struct sk_app *app, uint64_t activity_id, uint64_t user_id,
+                    int64_t pass_exp_ms);
 
 /* A request answered later (after a Redis reply). h2o 2.2 does not tell a
  * handler that the client left; instead a guard object lives in the

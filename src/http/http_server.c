@@ -59,6 +59,10 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_metrics] = sk_api_ops_metrics,
     [SK_ROUTE_dashboard] = sk_api_ops_dashboard,
     [SK_ROUTE_dashboard_data] = sk_api_ops_data,
+    [SK_ROUTE_queue_join] = sk_api_queue,
+    [SK_ROUTE_queue_poll] = sk_api_queue,
+    [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
+    [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */
@@ -587,7 +591,7 @@ static void start_accepting(struct sk_app *app)
 static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
 {
     int64_t now = sk_mono_ms();
-    int idle = app->inflight == 0 && app->n_open == 0;
+    int idle = app->inflight == 0 && app->n_open == 0 && app->n_qopen == 0;
     if (!idle)
         *idle_since = 0;
     else if (!*idle_since)
@@ -610,6 +614,7 @@ static void serve(struct sk_app *app)
     for (;;) {
         h2o_evloop_run(app->ctx.loop, 20);
         sk_purchase_flush(app);
+        sk_queue_flush(app);
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);

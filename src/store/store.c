@@ -395,6 +395,13 @@ int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
     return rc;
 }
 
+int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    if (rate < 1 || rate > SK_ACTIVITY_PASS_RATE_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "passes per second %" PRId64 " out of range", rate);
+    return DISPATCH(activity_set_pass_rate, id, rate);
+}
+
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     *out = NULL;

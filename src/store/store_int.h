@@ -37,7 +37,8 @@ struct sk_stock_failure {
  * order they read them. */
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
-    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments"
+    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms"
@@ -137,6 +138,8 @@ struct sk_store_ops {
     /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */
     int (*activity_set_db_stock)(sk_store *st, uint64_t id, int64_t stock);
     int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n); /* *out NULL, *n 0 */
+    /* rate >= 1; an activity without a waiting room is SK_ENOTFOUND */
+    int (*activity_set_pass_rate)(sk_store *st, uint64_t id, int64_t rate);
     /* Payment timeout and reconciliation (store.h, migration 3). */
     int (*order_mark_released)(sk_store *st, const char *order_id, int64_t now_ms);
     int (*orders_unreleased)(sk_store *st, const char *after, size_t limit, struct sk_order *out,

@@ -128,6 +128,13 @@ static const char *const migrations[] = {
     " order_id TEXT NOT NULL"
     ");"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
+    /* 7: the waiting room (see the SQLite migration 7). */
+    "ALTER TABLE activities ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0"
+    " CHECK (wr_passes_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0"
+    " CHECK (wr_pass_ttl_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
+    " CHECK (octet_length(wr_seed) <= 64);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -500,6 +507,9 @@ static void read_row(const PGresult *r, int row, struct sk_activity *a)
     a->rl_per_user_per_s = i64_at(r, row, 11);
     a->rl_burst = i64_at(r, row, 12);
     a->segments = i64_at(r, row, 13);
+    a->wr_passes_per_s = i64_at(r, row, 14);
+    a->wr_pass_ttl_s = i64_at(r, row, 15);
+    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", PQgetvalue(r, row, 16));
 }
 
 /* Decimal text of a number, for a text parameter. */
@@ -533,15 +543,16 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
                mpo = num_i64(v->max_per_order), s = num_i64(v->start_ms), e = num_i64(v->end_ms),
                pay = num_i64(v->pay_timeout_s), cr = num_i64(v->created_ms),
                rlr = num_i64(v->rl_per_user_per_s), rlb = num_i64(v->rl_burst),
-               seg = num_i64(v->segments);
-    const char *p[] = {id.s,  v->name,  stock.s, lim.s, mpo.s, s.s,  e.s,
-                       pay.s, v->state, cr.s,    rlr.s, rlb.s, seg.s};
+               seg = num_i64(v->segments), wrr = num_i64(v->wr_passes_per_s),
+               wrt = num_i64(v->wr_pass_ttl_s);
+    const char *p[] = {id.s,     v->name, stock.s, lim.s, mpo.s, s.s,   e.s,   pay.s,
+                       v->state, cr.s,    rlr.s,   rlb.s, seg.s, wrr.s, wrt.s, v->wr_seed};
     rc = run(st, NULL, "insert activity",
              "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
              " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-             " rl_per_user_per_s, rl_burst, segments)"
-             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-             13, p);
+             " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed)"
+             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             16, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     return rc;
@@ -635,6 +646,18 @@ static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
     /* a CHECK failure: store.c says which */
     return change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
                       "set DB stock");
+}
+
+static int pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    struct num r = num_i64(rate), n = num_u64(id);
+    const char *p[] = {r.s, n.s};
+    return change_one(st,
+                      "UPDATE activities SET wr_passes_per_s = $1 WHERE id = $2 AND"
+                      " wr_passes_per_s > 0",
+                      2, p, id, "set pass rate");
 }
 
 static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
@@ -1382,6 +1405,7 @@ static const struct sk_store_ops pg_ops = {
     .audit_add = pg_audit_add,
     .audit_list = pg_audit_list,
     .activity_set_db_stock = pg_activity_set_db_stock,
+    .activity_set_pass_rate = pg_activity_set_pass_rate,
     .activity_ids = pg_activity_ids,
     .order_mark_released = pg_order_mark_released,
     .orders_unreleased = pg_orders_unreleased,

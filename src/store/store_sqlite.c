@@ -146,6 +146,15 @@ static const char *const migrations[] = {
     " order_id TEXT NOT NULL"
     ") WITHOUT ROWID;"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
+    /* 7: the waiting room (docs/waiting-room.md): passes per second (0 =
+     * none), a pass's lifetime, the draw's secret seed (hex, '' = none).
+     * Existing rows get no waiting room. */
+    "ALTER TABLE activities ADD COLUMN wr_passes_per_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (wr_passes_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (wr_pass_ttl_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
+    " CHECK (length(wr_seed) <= 64);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -285,6 +294,10 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
     a->rl_burst = sqlite3_column_int64(s, 12);
     a->segments = sqlite3_column_int64(s, 13);
+    a->wr_passes_per_s = sqlite3_column_int64(s, 14);
+    a->wr_pass_ttl_s = sqlite3_column_int64(s, 15);
+    const unsigned char *seed = sqlite3_column_text(s, 16);
+    if (seed) snprintf(a->wr_seed, sizeof a->wr_seed, "%s", (const char *)seed);
 }
 
 static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
@@ -293,8 +306,9 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     int rc = prepare(st, &s,
                      "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
                      " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                     " rl_per_user_per_s, rl_burst, segments)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                     " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
+                     " wr_seed)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)v->id);
     sqlite3_bind_text(s, 2, v->name, -1, SQLITE_TRANSIENT);
@@ -310,6 +324,9 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     sqlite3_bind_int64(s, 12, v->rl_per_user_per_s);
     sqlite3_bind_int64(s, 13, v->rl_burst);
     sqlite3_bind_int64(s, 14, v->segments);
+    sqlite3_bind_int64(s, 15, v->wr_passes_per_s);
+    sqlite3_bind_int64(s, 16, v->wr_pass_ttl_s);
+    sqlite3_bind_text(s, 17, v->wr_seed, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert activity");
         if (rc == SK_EEXIST)
@@ -833,6 +850,23 @@ static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock
     return rc;
 }
 
+static int sqlite_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
+                     " wr_passes_per_s > 0");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, rate);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = db_err(st, "set pass rate");
+    else if (sqlite3_changes(st->db) == 0)
+        rc = sk_store_no_activity(st, id);
+    sqlite3_finalize(s);
+    return rc;
+}
+
 static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     sqlite3_stmt *s;
@@ -1060,6 +1094,7 @@ static const struct sk_store_ops sqlite_ops = {
     .audit_add = sqlite_audit_add,
     .audit_list = sqlite_audit_list,
     .activity_set_db_stock = sqlite_activity_set_db_stock,
+    .activity_set_pass_rate = sqlite_activity_set_pass_rate,
     .activity_ids = sqlite_activity_ids,
     .order_mark_released = sqlite_order_mark_released,
     .orders_unreleased = sqlite_orders_unreleased,
