@@ -93,17 +93,17 @@ static int ok_above(void *arg)
 /* What one run saw. */
 struct run {
     int64_t stock, limit, sold;
-    long long lag_bytes;          /* replication stream written after the cut */
-    int64_t adm_cut;              /* the key set's admission count at the cut */
-    int64_t persisted_after_cut;  /* orders admitted after the cut and persisted */
-    int64_t ms[5];                /* start, cut, kill, promoted, end (mono ms) */
-    long ok_cut, ok_kill;         /* 200s when the replicas were cut, when the master died */
+    long long lag_bytes;           /* replication stream written after the cut */
+    int64_t adm_cut;               /* the key set's admission count at the cut */
+    int64_t persisted_after_cut;   /* orders admitted after the cut and persisted */
+    int64_t ms[5];                 /* start, cut, kill, promoted, end (mono ms) */
+    long ok_cut, ok_kill;          /* 200s when the replicas were cut, when the master died */
     long refused_cut, refused_end; /* 503s other than recovering, and no answers */
-    long long replayed;           /* held orders the guard put back */
-    long missing_200s;            /* 200s whose order does not exist afterwards */
+    long long replayed;            /* held orders the guard put back */
+    long missing_200s;             /* 200s whose order does not exist afterwards */
     char first_missing[SK_STORE_ORDER_ID_MAX];
     struct sk_stock_state end;
-    int64_t fence_to_sale_ms;     /* from the failover to the first 200 after it */
+    int64_t fence_to_sale_ms; /* from the failover to the first 200 after it */
 };
 
 static long refused(const struct sale *s)
@@ -125,8 +125,9 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     const char *plain[] = {"--role", "all", "--processes", "2", NULL};
     /* WAIT's timeout short: while the replicas are cut every admission
      * waits it out, and the lag must still grow by tens of thousands */
-    const char *synced[] = {"--role",          "all", "--processes", "2", "--sync-replicas", "1",
-                            "--sync-timeout-ms", "2", NULL};
+    const char *synced[] = {
+        "--role", "all", "--processes", "2", "--sync-replicas", "1", "--sync-timeout-ms",
+        "2",      NULL};
     struct sk_th_serve v;
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     sk_th_serve_start(&v, ss.url, sync ? synced : plain);
@@ -207,11 +208,13 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     CHECK_EQ(out->end.oversold, 0);
     CHECK_STR(out->end.fence, "");
     printf("    %lld KB of replication stream after the cut, %" PRId64
-           " orders admitted and persisted after it (admission count %" PRId64 " at the cut); %lld put back from the database; first 200 %" PRId64
+           " orders admitted and persisted after it (admission count %" PRId64
+           " at the cut); %lld put back from the database; first 200 %" PRId64
            " ms after the promotion; %lld acknowledged admissions counted lost, %ld 200s whose "
            "order does not exist; %" PRId64 " units sold of %" PRId64 "\n",
-           out->lag_bytes >> 10, out->persisted_after_cut, out->adm_cut, out->replayed, out->fence_to_sale_ms,
-           (long long)out->end.lost, out->missing_200s, out->sold, out->stock);
+           out->lag_bytes >> 10, out->persisted_after_cut, out->adm_cut, out->replayed,
+           out->fence_to_sale_ms, (long long)out->end.lost, out->missing_200s, out->sold,
+           out->stock);
     printf("    phases: %" PRId64 " ms selling, %" PRId64 " ms cut off, %" PRId64
            " ms to the promotion, %" PRId64 " ms selling after it\n",
            out->ms[1] - out->ms[0], out->ms[2] - out->ms[1], out->ms[3] - out->ms[2],
@@ -237,8 +240,7 @@ SK_TEST_T(recovery_sentinel_failover_to_a_lagging_replica_is_fenced_replayed_and
     passed = 1;
 }
 
-SK_TEST_T(recovery_sentinel_failover_with_sync_replicas_loses_no_200_and_replays_only_refused,
-          400)
+SK_TEST_T(recovery_sentinel_failover_with_sync_replicas_loses_no_200_and_replays_only_refused, 400)
 {
     struct run run;
     failover_sale(1, 10000, &run);
