@@ -64,7 +64,9 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
  * backend made by a conditional update: hit is what the update returned
  * (1 matched, 0 did not, or a negative code). *before is created when it
  * matched, else the status read_status reads now (statuses never go back
- * to created); SK_ENOTFOUND when the order is absent. */
+ * to created); SK_ENOTFOUND when the order is absent. The backend holds a
+ * lock from the update to that read: an order inserted in between would
+ * read as created although the update changed nothing. */
 int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
                             int (*read_status)(sk_store *st, const char *order_id, int *status));
 

@@ -985,23 +985,54 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
     return hit != 0;
 }
 
-/* created -> another status at now; *before is the status the order had:
- * created when this call changed it (the conditional update decides, so of
- * two racing transitions one wins), else the status read afterwards by a
- * second statement (READ COMMITTED: it sees the winner's commit). */
+/* created -> another status at now, in one statement that decides and
+ * reports together. sql locks the order's row first (SELECT ... FOR
+ * UPDATE: in READ COMMITTED it waits for a racing transition and then
+ * reads the row's newest version), changes it only when that status is
+ * created, and returns one row (the locked status, the rows changed) or
+ * none when there is no order. *before: created when this call changed it,
+ * else the status it found. A miss followed by a second read would not do:
+ * an order inserted between the two (the worker persisting it) would read
+ * as created although this call changed nothing. */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
-    int hit = update_order(st, sql, now, order_id, "update order status");
-    return sk_store_transition_end(st, hit, order_id, before, read_status);
+    struct num t = num_i64(now);
+    const char *p[] = {t.s, order_id};
+    PGresult *r;
+    int rc = run(st, &r, "update order status", sql, 2, p);
+    if (rc) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return sk_store_no_order(st, order_id);
+    }
+    int found = status_at(r, 0, 0);
+    long hit = strtol(PQgetvalue(r, 0, 1), NULL, 10);
+    PQclear(r);
+    if (hit == 1 && found == SK_ORDER_CREATED) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    if (hit != 0 || found == SK_ORDER_CREATED) /* the lock makes this impossible */
+        return sk_store_set_err(st, SK_EDB, "postgres %s: order %.80s: inconsistent status change",
+                                st->pg_where, order_id);
+    *before = found;
+    return 0;
 }
+
+/* The row lock and the status found, shared by pay and cancel ($2 the
+ * order id); cur is read twice, so it is evaluated once. */
+#define LOCK_ORDER                                                                                 \
+    "WITH cur AS (SELECT order_id, status FROM orders WHERE order_id = $2 FOR UPDATE)"
 
 static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
     int rc = enter(st);
     if (rc) return rc;
     return transition(st, order_id,
-                      "UPDATE orders SET status = 'paid', paid_ms = $1"
-                      " WHERE order_id = $2 AND status = 'created'",
+                      LOCK_ORDER ", u AS (UPDATE orders o SET status = 'paid', paid_ms = $1"
+                                 " FROM cur WHERE o.order_id = cur.order_id"
+                                 " AND cur.status = 'created' RETURNING 1)"
+                                 " SELECT cur.status, (SELECT count(*) FROM u) FROM cur",
                       now_ms, before);
 }
 
@@ -1011,16 +1042,16 @@ static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, i
     if (rc) return rc;
     /* One statement: the status change and the DB stock credit (capped at
      * the initial stock) commit together (store.h), so the units go back
-     * exactly once, with the winning cancel. The SELECT yields one row when
-     * this call changed the order. */
+     * exactly once, with the winning cancel. */
     return transition(st, order_id,
-                      "WITH c AS (UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
-                      " WHERE order_id = $2 AND status = 'created'"
-                      " RETURNING activity_id, quantity),"
+                      LOCK_ORDER
+                      ", c AS (UPDATE orders o SET status = 'cancelled', cancelled_ms = $1"
+                      " FROM cur WHERE o.order_id = cur.order_id"
+                      " AND cur.status = 'created' RETURNING o.activity_id, o.quantity),"
                       " s AS (UPDATE activities a"
                       " SET stock = LEAST(a.stock_initial, a.stock + c.quantity)"
                       " FROM c WHERE a.id = c.activity_id RETURNING a.id)"
-                      " SELECT 1 FROM c",
+                      " SELECT cur.status, (SELECT count(*) FROM c) FROM cur",
                       now_ms, before);
 }
 

@@ -576,7 +576,11 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
 }
 
 /* created -> to_status at now; *before is the status the order had (the
- * conditional update decides, so of two racing transitions one wins). */
+ * conditional update decides, so of two racing transitions one wins). The
+ * caller holds the write lock (BEGIN IMMEDIATE) from before the update to
+ * after the read of a miss, so no writer (the worker inserting the order)
+ * comes in between: a miss read as created would report a change that did
+ * not happen. */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     int hit = update_order(st, sql, now, order_id, "update order status");
@@ -585,10 +589,15 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
 
 static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    return transition(st, order_id,
-                      "UPDATE orders SET status = 'paid', paid_ms = ?"
-                      " WHERE order_id = ? AND status = 'created'",
-                      now_ms, before);
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin pay");
+    if (rc) return rc;
+    rc = transition(st, order_id,
+                    "UPDATE orders SET status = 'paid', paid_ms = ?"
+                    " WHERE order_id = ? AND status = 'created'",
+                    now_ms, before);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit pay");
+    if (rc) return rollback_keeping_err(st, rc);
+    return 0;
 }
 
 /* Gives the units of a cancelled order back to its activity's DB stock,
