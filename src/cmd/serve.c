@@ -132,6 +132,16 @@ static void on_worker_signal(int sig)
     atomic_store(&reconcile_stop, 1);
 }
 
+/* See spawn. */
+static void unblock_stop_signals(void)
+{
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+}
+
 static void *sweeper_thread(void *arg)
 {
     if (sk_sweeper_run(arg) < 0) sk_log(SK_LOG_ERROR, "sweeper: %s", sk_sweeper_errstr(arg));
@@ -223,6 +233,7 @@ static int run_order_worker(const struct sk_config *cfg)
     struct sigaction sa = {.sa_handler = on_worker_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    unblock_stop_signals(); /* one that came during the start is handled now */
     pthread_t sweeper, reconciler;
     int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
     int have_reconciler = pthread_create(&reconciler, NULL, reconcile_thread, (void *)cfg) == 0;
@@ -251,8 +262,17 @@ static int run_order_worker(const struct sk_config *cfg)
 
 enum proc_kind { PROC_API, PROC_WORKER };
 
+/* A child is forked with SIGTERM and SIGINT blocked and unblocks them once
+ * its own handlers are in place (sk_server_run, run_order_worker): a stop
+ * sent while it starts waits for them instead of running the supervisor's
+ * inherited handler (lost) or the default action (a "crash"). */
 static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
 {
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, &old);
     pid_t pid = fork();
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
@@ -262,6 +282,7 @@ static pid_t spawn(const struct sk_config *cfg, enum proc_kind kind)
         exit(kind == PROC_API ? (sk_server_run(cfg) ? SK_EXIT_FAIL : SK_EXIT_OK)
                               : run_order_worker(cfg));
     }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     return pid;
 }
 

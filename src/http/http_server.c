@@ -490,6 +490,13 @@ int sk_server_run(const struct sk_config *cfg)
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* serve's supervisor forks with them blocked: a stop sent during the
+     * fork is handled now */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     if (open_resources(app) < 0) return 1;
     setup_h2o(app);
     if (connect_redis(app) < 0) return 1;
