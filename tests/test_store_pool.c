@@ -335,6 +335,44 @@ POOL_TEST(the_queue_is_bounded_and_free_completes_what_waits)
     CHECK(!stored(spec, 4004));
 }
 
+POOL_TEST(a_full_queue_first_drops_the_jobs_whose_deadline_passed)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 1, 2);
+    atomic_int done = 0;
+    struct gate g;
+    gate_init(&g, &done);
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
+    wait_inside(&g.inside, 1);
+    struct insert_job late[2], fresh = {.id = 5003, .done_count = &done, .owner = pthread_self()};
+    for (int i = 0; i < 2; i++) {
+        late[i] = (struct insert_job){
+            .id = 5001 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        CHECK_EQ(
+            sk_store_pool_submit(p, sk_mono_ms() + 30, insert_run, insert_done, &late[i], NULL), 0);
+    }
+    int64_t until = sk_mono_ms() + 40;
+    while (sk_mono_ms() < until) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* full, but both waiting jobs are past their deadline: they make room */
+    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &fresh, NULL), 0);
+    drain_until(p, &done, 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(late[i].done_calls, 1);
+        CHECK_EQ(late[i].rc, SK_ETIMEDOUT);
+    }
+    gate_open(&g);
+    drain_until(p, &done, 4);
+    CHECK_EQ(fresh.rc, 0);
+    CHECK_EQ(late[0].ran + late[1].ran, 0);
+    sk_store_pool_free(p);
+    gate_close(&g);
+    CHECK(!stored(spec, 5001));
+    CHECK(stored(spec, 5003));
+}
+
 SK_TEST(store_pool_refuses_bad_sizes_and_an_unopenable_store)
 {
     sk_store_pool *p;

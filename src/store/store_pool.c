@@ -240,6 +240,25 @@ int sk_store_pool_fd(const sk_store_pool *p)
     return p->efd;
 }
 
+/* Under mu, with the queue full: the jobs whose deadline passed while
+ * they waited leave it now (their done gets SK_ETIMEDOUT) instead of
+ * holding places until a thread comes by: with every thread stuck (a
+ * frozen database) they would otherwise fill the queue for good. Returns
+ * 1 when the eventfd must be written. */
+static int expire_waiting_locked(sk_store_pool *p)
+{
+    int64_t now = sk_mono_ms();
+    int wake = 0;
+    for (struct sk_store_job *j = p->queue.head, *next; j; j = next) {
+        next = j->next;
+        if (!j->deadline_ms || now < j->deadline_ms) continue;
+        list_unlink(&p->queue, j);
+        p->stats.expired++;
+        wake |= complete_locked(p, j, SK_ETIMEDOUT);
+    }
+    return wake;
+}
+
 int sk_store_pool_submit(sk_store_pool *p, int64_t deadline_ms, sk_store_run_fn run,
                          sk_store_done_fn done, void *arg, sk_store_job **job)
 {
@@ -249,7 +268,8 @@ int sk_store_pool_submit(sk_store_pool *p, int64_t deadline_ms, sk_store_run_fn 
     *j = (struct sk_store_job){
         .run = run, .done = done, .arg = arg, .deadline_ms = deadline_ms, .state = J_QUEUED};
     pthread_mutex_lock(&p->mu);
-    int rc = 0;
+    int rc = 0, wake = 0;
+    if (!p->stopping && p->queue.n >= (size_t)p->queue_max) wake = expire_waiting_locked(p);
     if (p->stopping) {
         rc = SK_ESTATE;
     } else if (p->queue.n >= (size_t)p->queue_max) {
@@ -261,6 +281,7 @@ int sk_store_pool_submit(sk_store_pool *p, int64_t deadline_ms, sk_store_run_fn 
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
+    if (wake) wake_owner(p);
     if (rc) {
         free(j);
         return rc;

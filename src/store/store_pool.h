@@ -15,10 +15,12 @@
  * completion order. done runs exactly once for every job submit accepted.
  *
  * Deadlines: a job is never started after its deadline. A thread that
- * takes a job whose deadline passed while it waited does not run it, and
- * sk_store_pool_cancel takes a job out of the queue; either way done gets
- * SK_ETIMEDOUT without run having been called, so nothing changed in the
- * store. A job already running is never interrupted: it completes (the
+ * takes a job whose deadline passed while it waited does not run it,
+ * sk_store_pool_cancel takes a job out of the queue, and a submit that
+ * finds the queue full first drops the jobs whose deadline passed (so
+ * late jobs do not hold places while every thread is stuck); either way
+ * done gets SK_ETIMEDOUT without run having been called, so nothing
+ * changed in the store. A job already running is never interrupted: it completes (the
  * store bounds its own calls) and done gets what run returned.
  *
  * Threads: submit, cancel, drain, stats and free are the owner's (one
