@@ -253,6 +253,39 @@ static int set_max_inflight(struct sk_config *c, const char *v, char *msg, size_
     return set_rate(&c->max_inflight, v, msg, cap);
 }
 
+static int set_db_pool(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 64, &n) < 0) {
+        snprintf(msg, cap, "must be a number of threads between 1 and 64");
+        return SK_EINVAL;
+    }
+    c->db_pool = (int)n;
+    return 0;
+}
+
+static int set_db_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->db_timeout_ms = (int)n;
+    return 0;
+}
+
+static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 1000000, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 1 and 1000000");
+        return SK_EINVAL;
+    }
+    c->db_queue_max = (int)n;
+    return 0;
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -360,6 +393,9 @@ static const struct {
     {"rate_ip_burst", set_rate_ip_burst},
     {"trusted_proxies", set_trusted_proxies},
     {"max_inflight", set_max_inflight},
+    {"db_pool", set_db_pool},
+    {"db_timeout_ms", set_db_timeout},
+    {"db_queue_max", set_db_queue_max},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -384,6 +420,9 @@ void sk_config_defaults(struct sk_config *c)
     snprintf(c->log_level, sizeof c->log_level, "info");
     c->max_body = 65536;
     c->redis_timeout_ms = 1000;
+    c->db_pool = 2;
+    c->db_timeout_ms = 1000;
+    c->db_queue_max = 1024;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)

@@ -41,6 +41,14 @@
  *   max_inflight      purchases of one activity a process lets wait for
  *                     Redis at once; more get 429 busy at once (0..1000000,
  *                     default 0 = no cap)
+ *   db_pool           database threads (and connections) per HTTP process,
+ *                     1..64 (default 2): the event loop never calls the
+ *                     database itself (docs/design.md)
+ *   db_timeout_ms     how long a request waits for the database, 1..600000
+ *                     (default 1000); then 503 unavailable with Retry-After
+ *   db_queue_max      database calls that may wait for a thread per HTTP
+ *                     process, 1..1000000 (default 1024); more get
+ *                     503 busy at once
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -80,6 +88,7 @@ struct sk_config {
     struct sk_cidr trusted_proxies[SK_CONFIG_PROXIES_MAX];
     int n_trusted_proxies;
     long long max_inflight;
+    int db_pool, db_timeout_ms, db_queue_max;
 };
 
 void sk_config_defaults(struct sk_config *c);
