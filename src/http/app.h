@@ -45,6 +45,8 @@ struct sk_db_health {
     int64_t next_ms;     /* when the next one is due */
     char why[200];       /* the last failure */
     char probe_err[200]; /* written by the probe on its pool thread, read in its done */
+    int64_t log_next_ms; /* failed calls are logged at most once in a while */
+    uint64_t log_quiet;  /* failed calls not logged since the last line */
 };
 
 struct sk_app {

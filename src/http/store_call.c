@@ -78,10 +78,32 @@ int64_t sk_store_deadline(const struct sk_app *app)
     return sk_mono_ms() + app->cfg.db_timeout_ms;
 }
 
+/* One warning line per LOG_EVERY_MS at most: a frozen database under
+ * load would otherwise write a line per request (and the loop would wait
+ * for stderr). */
+#define LOG_EVERY_MS 5000
+
+static void log_failure(struct sk_app *app, const char *detail)
+{
+    struct sk_db_health *h = &app->db;
+    int64_t now = sk_mono_ms();
+    if (now < h->log_next_ms) {
+        h->log_quiet++;
+        return;
+    }
+    if (h->log_quiet)
+        sk_log(SK_LOG_WARN, "store: %s (and %" PRIu64 " more failed calls in the last %d s)",
+               detail, h->log_quiet, LOG_EVERY_MS / 1000);
+    else
+        sk_log(SK_LOG_WARN, "store: %s", detail);
+    h->log_quiet = 0;
+    h->log_next_ms = now + LOG_EVERY_MS;
+}
+
 void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                             const char *detail)
 {
-    if (detail && *detail) sk_log(SK_LOG_WARN, "store: %s", detail);
+    if (detail && *detail) log_failure(app, detail);
     sk_metrics_refusal(app->metrics, "unavailable");
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
     sk_http_error(app, req, route, 503, "unavailable", "database unavailable; try again");
