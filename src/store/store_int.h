@@ -153,9 +153,10 @@ struct sk_store {
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;
-            char pg_where[192]; /* host:port/dbname, never the password */
-            int pg_timeout_ms;  /* client-side bound of one statement */
-            int pg_broken;      /* reset the connection on the next call */
+            char pg_where[192];   /* host:port/dbname, never the password */
+            int pg_timeout_ms;    /* client-side bound of one statement */
+            int pg_broken;        /* reset the connection on the next call */
+            unsigned pg_prepared; /* statements prepared on this session (bit per PGQ_*) */
         };
     };
 };
