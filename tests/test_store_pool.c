@@ -4,8 +4,8 @@
  * eventfd; a job whose deadline passed while it waited never runs (the
  * store shows it); a queued job can be cancelled, a running one cannot;
  * the queue is bounded (SK_EBUSY); free waits for the running job and
- * completes the rest. A "gate" job that holds a pool thread until the test
- * opens it stands in for a slow database: real threads, real stores. */
+ * completes the rest; the pool's threads run at a lower priority. A "gate" job that holds a pool
+ * thread until the test opens it stands in for a slow database: real threads, real stores. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +130,7 @@ struct gate {
     atomic_int inside;
     atomic_int *done_count;
     int rc;
+    atomic_int nice; /* the pool thread's nice level, seen from inside */
 };
 
 static void gate_init(struct gate *g, atomic_int *done_count)
@@ -142,6 +145,7 @@ static int gate_run(sk_store *st, void *arg)
 {
     (void)st;
     struct gate *g = arg;
+    atomic_store(&g->nice, getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid)));
     atomic_fetch_add(&g->inside, 1);
     struct pollfd pf = {.fd = g->fds[0], .events = POLLIN};
     return poll(&pf, 1, 20000) == 1 ? 0 : SK_ETIMEDOUT;
@@ -202,6 +206,9 @@ POOL_TEST(runs_every_job_once_concurrently_and_completes_on_the_owner_thread)
     for (int i = 0; i < 3; i++)
         CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
     wait_inside(&g.inside, 3);
+    /* the pool threads run behind the owner */
+    int base = getpriority(PRIO_PROCESS, 0);
+    CHECK_EQ(atomic_load(&g.nice), base + SK_STORE_POOL_NICE > 19 ? 19 : base + SK_STORE_POOL_NICE);
     for (int i = 0; i < 3; i++)
         gate_open(&g);
     drain_until(p, &done, 3);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -101,11 +103,26 @@ static void wake_owner(sk_store_pool *p)
     }
 }
 
+/* Pool threads run behind their owner: under contention for the CPU the
+ * owner's thread (an event loop answering purchases) goes first, and the
+ * store calls, which wait for a database anyway, take what is left. Only
+ * ever lowers the priority (no privilege needed); best effort. */
+static void lower_priority(void)
+{
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, tid);
+    if (cur == -1 && errno) return;
+    int want = cur + SK_STORE_POOL_NICE > 19 ? 19 : cur + SK_STORE_POOL_NICE;
+    setpriority(PRIO_PROCESS, tid, want); /* Linux: per thread */
+}
+
 static void *worker_main(void *argp)
 {
     struct worker_arg wa = *(struct worker_arg *)argp;
     free(argp);
     sk_store_pool *p = wa.p;
+    lower_priority();
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->queue.head && !p->stopping)

@@ -24,7 +24,9 @@
  * store bounds its own calls) and done gets what run returned.
  *
  * Threads: submit, cancel, drain, stats and free are the owner's (one
- * thread); run is called on a pool thread, one job at a time per handle. */
+ * thread); run is called on a pool thread, one job at a time per handle.
+ * Pool threads run SK_STORE_POOL_NICE nice levels below the process: when
+ * the CPU is short, the owner's thread goes first. */
 #ifndef SK_STORE_POOL_H
 #define SK_STORE_POOL_H
 #include <stddef.h>
@@ -44,6 +46,7 @@ typedef int (*sk_store_run_fn)(sk_store *st, void *arg);
 typedef void (*sk_store_done_fn)(void *arg, int rc);
 
 #define SK_STORE_POOL_THREADS_MAX 64
+#define SK_STORE_POOL_NICE 10
 
 /* Opens `threads` (1..SK_STORE_POOL_THREADS_MAX) handles on spec, one per
  * thread, and starts the threads; queue_max >= 1 jobs may wait. Opening
