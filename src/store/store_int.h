@@ -149,7 +149,7 @@ struct sk_store {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;
             char path[512];
-            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path) */
+            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path, hot reads) */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;

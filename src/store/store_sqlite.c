@@ -25,7 +25,16 @@
 
 /* Statements kept prepared on the handle (st->sq; the persist path runs
  * them per order, thousands of times a second). */
-enum { Q_PAY_TIMEOUT, Q_INSERT_ORDER, Q_TAKE_STOCK, Q_READ_STOCK, Q_INSERT_FAILURE, Q_COUNT };
+enum {
+    Q_PAY_TIMEOUT,
+    Q_INSERT_ORDER,
+    Q_TAKE_STOCK,
+    Q_READ_STOCK,
+    Q_INSERT_FAILURE,
+    Q_ORDER_GET,
+    Q_ACTIVITY_GET,
+    Q_COUNT
+};
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
     /* ON CONFLICT names the key: only a re-delivered order id is skipped;
@@ -38,6 +47,9 @@ static const char *const cached_sql[Q_COUNT] = {
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
+    /* the HTTP processes' hot reads: an order poll, an activity read */
+    [Q_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?",
+    [Q_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
 };
 _Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
                "store_int.h: sq[] too small");
@@ -297,10 +309,12 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
+static int cached(sk_store *st, int which, sqlite3_stmt **out);
+
 static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?");
+    int rc = cached(st, Q_ACTIVITY_GET, &s);
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
@@ -310,7 +324,7 @@ static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *ou
         rc = sk_store_no_activity(st, id);
     else
         rc = db_err(st, "read activity");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
@@ -528,7 +542,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
 static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?");
+    int rc = cached(st, Q_ORDER_GET, &s);
     if (rc) return rc;
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
@@ -538,7 +552,7 @@ static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order 
         rc = sk_store_no_order(st, order_id);
     else
         rc = db_err(st, "read order");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
