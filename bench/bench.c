@@ -18,7 +18,8 @@ int sk_cli_bench(int argc, char **argv)
             "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
             "  admission   purchase and purchase_batch scripts against Redis\n"
             "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
-            "  http        seckill serve vs a static responder (nginx) over HTTP\n"
+            "  http        seckill serve vs a static responder (nginx) over HTTP; purchases\n"
+            "              while buyers poll their orders (SQLite, PostgreSQL, frozen DB)\n"
             "  persist     order worker: Redis stream -> SQLite, orders/s\n"
             "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
             "\n`seckill bench <benchmark> --help` for its options.\n");
