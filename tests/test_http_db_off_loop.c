@@ -533,6 +533,11 @@ SK_TEST_T(sqlite_held_by_a_writer_pay_and_cancel_answer_503_in_time_and_purchase
     CHECK_EQ(remaining(&c, aid), left - 20);
     CHECK_EQ(order_op(&c, oid[1], "cancel", 22, &r), 200);
     CHECK_EQ(remaining(&c, aid), left - 20 + 1);
+    /* That cancel's released mark goes to the pool after its answer; a
+     * read queued behind it (one thread, in order) says it is done, so
+     * the cancel below is the call the only thread runs. */
+    order_status(&c, oid[1], 22, st, sizeof st);
+    CHECK_STR(st, "cancelled");
 
     /* A cancel that was running at its deadline: 503 to the buyer, then it
      * completes, and its units go back exactly once. */
