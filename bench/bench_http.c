@@ -50,6 +50,8 @@
 
 #include <jansson.h>
 
+#include "bench/bench_child.h"
+#include "bench/bench_http_mixed.h"
 #include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
@@ -74,19 +76,15 @@
 #define ACT_Q 4      /* a waiting room open since 2020 at 1 pass/s: joins queue, polls wait */
 #define ACT_Q_SOLD 5 /* a waiting room whose single unit is sold */
 #define RSS_CONNS 1000
-#define READY_MS 15000
-#define STOP_MS 10000
 
 struct opts {
     double duration_s;
     int64_t connections, threads;
     int json, no_wrk, no_variants, waiting_room;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
-};
-
-struct child {
-    pid_t pid;
-    int port;
+    int mixed;        /* 0 none, 1 after the phases above, 2 only the mixed phase */
+    int mixed_sqlite, mixed_pg;
+    int64_t purchase_rate, poll_rate, pay_rate;
 };
 
 /* Processes whose CPU time each phase reports. */
@@ -177,9 +175,21 @@ static int usage(FILE *f)
             "                    and script time per request (docs/waiting-room.md)\n"
             "  --json            print one JSON object instead of the table\n"
             "\n"
+            "mixed phase (after the phases above): purchases at a fixed rate alone, then while\n"
+            "buyers poll GET /api/v1/orders/{id} and pay, all open loop; the order reads/s of\n"
+            "each store; on PostgreSQL also purchases and polls while the database is frozen\n"
+            "(SIGSTOP). serve runs with --role all, SQLite and a private PostgreSQL server.\n"
+            "  --mixed-only      run only the mixed phase\n"
+            "  --no-mixed        skip the mixed phase\n"
+            "  --mixed-stores S  sqlite, postgres or sqlite,postgres (default)\n"
+            "  --purchase-rate R purchases/s (default %d)\n"
+            "  --poll-rate R     order polls/s (default %d)\n"
+            "  --pay-rate R      payments/s (default %d)\n"
+            "\n"
             "exit status: 0 every phase ran and its answers checked out (targets are\n"
             "reported, not enforced), 1 a phase failed, 2 bad usage\n",
-            RSS_CONNS, SK_LOAD_MAX_CONNS);
+            RSS_CONNS, SK_LOAD_MAX_CONNS, SK_BENCH_MIXED_PURCHASE_RATE, SK_BENCH_MIXED_POLL_RATE,
+            SK_BENCH_MIXED_PAY_RATE);
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -204,127 +214,14 @@ static int find_exe(const char *name, char *out, size_t cap)
     return -1;
 }
 
-/* ---- a blocking one-shot HTTP client for set-up calls ---- */
-
-/* Sends one request on a fresh connection and reads the answer (5 s
- * limit). body may be NULL. Returns the status (> 0) or -1; the answer's
- * body goes to out (cap bytes, terminated). */
-static int http_call(int port, const char *method, const char *path, const char *headers,
-                     const char *body, char *out, size_t cap)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    char req[2048];
-    size_t bl = body ? strlen(body) : 0;
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     method, path, port, headers ? headers : "", bl, body ? body : "");
-    if (n < 0 || (size_t)n >= sizeof req || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        close(fd);
-        return -1;
-    }
-    char buf[16384];
-    size_t len = 0;
-    int status = -1;
-    for (;;) {
-        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
-        if (got < 0 && errno == EINTR) continue;
-        int eof = got <= 0;
-        if (got > 0) len += (size_t)got;
-        struct sk_load_resp r;
-        int rc = sk_load_parse_response(buf, len, eof, !strcmp(method, "HEAD"), &r);
-        if (rc == 1) {
-            status = r.status;
-            if (cap) snprintf(out, cap, "%.*s", (int)r.body_len, r.body);
-            break;
-        }
-        if (rc < 0 || eof || len == sizeof buf - 1) break;
-    }
-    close(fd);
-    return status;
-}
-
 static int admin(int port, const char *path, const char *body, char *out, size_t cap)
 {
-    return http_call(port, "POST", path, "Authorization: Bearer " ADMIN_TOKEN "\r\n", body, out,
-                     cap);
+    return sk_bench_http_call(port, "POST", path, "Authorization: Bearer " ADMIN_TOKEN "\r\n", body,
+                              out, cap);
 }
 
-/* ---- children ---- */
-
-/* fork + exec argv with stdout/stderr into log; dies with this thread. */
-static pid_t spawn(char *const *argv, const char *log)
-{
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    if (devnull >= 0) dup2(devnull, 0);
-    /* the parent ignores or catches these; the child starts clean */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    execv(argv[0], argv);
-    _exit(127);
-}
-
-/* SIGTERM, wait at most STOP_MS, then SIGKILL; always reaps. */
-static void stop_child(struct child *c)
-{
-    if (c->pid <= 0) return;
-    kill(c->pid, SIGTERM);
-    int64_t deadline = sk_mono_ms() + STOP_MS;
-    for (;;) {
-        pid_t r = waitpid(c->pid, NULL, WNOHANG);
-        if (r == c->pid || (r < 0 && errno != EINTR)) break;
-        if (sk_mono_ms() > deadline) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, NULL, 0);
-            break;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    c->pid = 0;
-}
-
-/* Waits until GET path answers 200 (bounded); 0 or -1 (exited, timed out). */
-static int wait_ready(struct child *c, const char *path)
-{
-    int64_t deadline = sk_mono_ms() + READY_MS;
-    while (!interrupted) {
-        char body[256];
-        if (http_call(c->port, "GET", path, NULL, NULL, body, sizeof body) == 200) return 0;
-        if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
-            c->pid = 0;
-            return -1;
-        }
-        if (sk_mono_ms() > deadline) return -1;
-        sleep_ms(20);
-    }
-    return -1;
-}
-
-static int start_serve(struct child *c, const char *dir, const char *redis_url, const char *role,
-                       int sync_replicas, char *err, size_t cap)
+static int start_serve(struct sk_bench_child *c, const char *dir, const char *redis_url,
+                       const char *role, int sync_replicas, char *err, size_t cap)
 {
     char sync[16];
     snprintf(sync, sizeof sync, "%d", sync_replicas);
@@ -339,15 +236,16 @@ static int start_serve(struct child *c, const char *dir, const char *redis_url, 
                     /* healthy, WAIT answers at the replica's ack; a generous
                      * timeout keeps a busy machine from failing the phase */
                     "--sync-timeout-ms", "1000", NULL};
-    c->pid = spawn(argv, log);
-    if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
+    c->pid = sk_bench_spawn(argv, log);
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &interrupted) < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
         return -1;
     }
     return 0;
 }
 
-static int start_nginx(struct child *c, const char *exe, const char *dir, char *err, size_t cap)
+static int start_nginx(struct sk_bench_child *c, const char *exe, const char *dir, char *err,
+                       size_t cap)
 {
     char conf[400], log[400], elog[400];
     snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
@@ -376,8 +274,8 @@ static int start_nginx(struct child *c, const char *exe, const char *dir, char *
             dir, elog, dir, dir, dir, dir, dir, c->port);
     fclose(f);
     char *argv[] = {(char *)exe, "-p", (char *)dir, "-e", elog, "-c", conf, NULL};
-    c->pid = spawn(argv, log);
-    if (c->pid < 0 || wait_ready(c, "/") < 0) {
+    c->pid = sk_bench_spawn(argv, log);
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &interrupted) < 0) {
         snprintf(err, cap, "nginx did not start (see %.150s and %.150s)", log, elog);
         return -1;
     }
@@ -582,7 +480,7 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
     snprintf(log, sizeof log, "%s/wrk.out", dir);
     char *argv[] = {(char *)wrk, "-t", threads, "-c", conns, "-d", dur, "--latency", url, NULL};
-    struct child c = {spawn(argv, log), 0};
+    struct sk_bench_child c = {sk_bench_spawn(argv, log), 0};
     p->ran = 1;
     int st = 0;
     int64_t deadline = sk_mono_ms() + (int64_t)(o->duration_s * 1000) + 15000;
@@ -590,7 +488,7 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
         pid_t r = waitpid(c.pid, &st, WNOHANG);
         if (r == c.pid) break;
         if (interrupted || sk_mono_ms() > deadline) {
-            stop_child(&c);
+            sk_bench_child_stop(&c);
             snprintf(p->note, sizeof p->note, "wrk %s", interrupted ? "interrupted" : "timed out");
             return -1;
         }
@@ -648,6 +546,7 @@ struct report {
     char machine[256];
     double admit_ratio, soldout_ratio, load_vs_wrk;
     int t_admit, t_admit_p99, t_soldout, t_rss;
+    json_t *mixed; /* the mixed phase's figures (bench_http_mixed.h), owned */
 };
 
 static void evaluate(struct report *R)
@@ -824,6 +723,7 @@ static void print_json(const struct report *R)
                         R->have_nginx ? json_boolean(R->t_soldout) : json_null());
     json_object_set_new(t, "rss_met", json_boolean(R->t_rss));
     json_object_set_new(j, "targets", t);
+    if (R->mixed) json_object_set(j, "mixed", R->mixed);
     char *s = json_dumps(j, JSON_INDENT(2));
     if (s) printf("%s\n", s);
     free(s);
@@ -869,11 +769,11 @@ static int start_replica(struct sk_redis_spawn *replica, const struct sk_redis_s
 
 /* Restarts serve on url with --sync-replicas sync and runs the admission
  * phase into p (users from user_base). */
-static int admission_variant(struct phase *p, const struct opts *o, struct child *serve,
+static int admission_variant(struct phase *p, const struct opts *o, struct sk_bench_child *serve,
                              const char *dir, const char *url, int sync, uint32_t user_base)
 {
     char err[400];
-    stop_child(serve);
+    sk_bench_child_stop(serve);
     if (start_serve(serve, dir, url, o->role, sync, err, sizeof err) < 0) {
         snprintf(p->note, sizeof p->note, "%.290s", err);
         return -1;
@@ -924,15 +824,18 @@ static int setup_queues(int port, char *err, size_t cap)
     snprintf(path, sizeof path, "/api/v1/activities/%d/queue", ACT_Q_SOLD);
     json_t *j = NULL;
     char hdr[160];
-    int ok = http_call(port, "POST", path, "X-User-Id: 1\r\n", NULL, out, sizeof out) == 200 &&
-             (j = json_loads(out, 0, NULL)) != NULL && json_is_string(json_object_get(j, "pass"));
+    int ok =
+        sk_bench_http_call(port, "POST", path, "X-User-Id: 1\r\n", NULL, out, sizeof out) == 200 &&
+        (j = json_loads(out, 0, NULL)) != NULL && json_is_string(json_object_get(j, "pass"));
     if (ok) {
         snprintf(hdr, sizeof hdr, "X-User-Id: 1\r\nX-Queue-Pass: %s\r\n",
                  json_string_value(json_object_get(j, "pass")));
         char buy[128];
         snprintf(buy, sizeof buy, "/api/v1/activities/%d/purchase", ACT_Q_SOLD);
-        ok = http_call(port, "POST", buy, hdr, "{\"quantity\":1}", out, sizeof out) == 200 &&
-             http_call(port, "GET", path, "X-User-Id: 2\r\n", NULL, out, sizeof out) == 200 &&
+        ok = sk_bench_http_call(port, "POST", buy, hdr, "{\"quantity\":1}", out, sizeof out) ==
+                 200 &&
+             sk_bench_http_call(port, "GET", path, "X-User-Id: 2\r\n", NULL, out, sizeof out) ==
+                 200 &&
              strstr(out, "sold_out") != NULL;
     }
     json_decref(j);
@@ -979,6 +882,11 @@ static int parse(struct opts *o, int argc, char **argv)
     o->connections = 200;
     o->threads = 1;
     o->role = "api";
+    o->mixed = 1;
+    o->mixed_sqlite = o->mixed_pg = 1;
+    o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
+    o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
+    o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t n;
@@ -990,6 +898,25 @@ static int parse(struct opts *o, int argc, char **argv)
             o->no_variants = 1;
         else if (!strcmp(a, "--waiting-room"))
             o->waiting_room = 1;
+        else if (!strcmp(a, "--mixed-only"))
+            o->mixed = 2;
+        else if (!strcmp(a, "--no-mixed"))
+            o->mixed = 0;
+        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") &&
+                 (!strcmp(argv[i + 1], "sqlite") || !strcmp(argv[i + 1], "postgres") ||
+                  !strcmp(argv[i + 1], "sqlite,postgres"))) {
+            o->mixed_sqlite = strstr(argv[i + 1], "sqlite") != NULL;
+            o->mixed_pg = strstr(argv[i + 1], "postgres") != NULL;
+            i++;
+        } else if (i + 1 < argc && !strcmp(a, "--purchase-rate") &&
+                   sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->purchase_rate) == 0)
+            i++;
+        else if (i + 1 < argc && !strcmp(a, "--poll-rate") &&
+                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->poll_rate) == 0)
+            i++;
+        else if (i + 1 < argc && !strcmp(a, "--pay-rate") &&
+                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->pay_rate) == 0)
+            i++;
         else if (i + 1 >= argc)
             return sk_cli_usage_error("bench http: bad option '%s'", a);
         else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
@@ -1061,7 +988,7 @@ int sk_bench_http(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct sk_redis_spawn redis = {0}, replica = {0};
-    struct child serve = {0}, nginx = {0};
+    struct sk_bench_child serve = {0}, nginx = {0};
     char dir[256] = "", err[400] = "", nginx_exe[512], wrk_exe[512];
     int exit_code = SK_EXIT_FAIL;
     const char *tmp = getenv("TMPDIR");
@@ -1079,6 +1006,8 @@ int sk_bench_http(int argc, char **argv)
         snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
         goto done;
     }
+    int failed = 0;
+    if (o.mixed == 2) goto mixed;
     /* Redis on this machine: serve reaches it over its unix socket */
     const char *link = redis.unix_url[0] ? redis.unix_url : redis.url;
     if (start_serve(&serve, dir, link, o.role, 0, err, sizeof err) < 0) goto done;
@@ -1114,10 +1043,10 @@ int sk_bench_http(int argc, char **argv)
     }
     if (o.waiting_room && setup_queues(serve.port, err, sizeof err) < 0) goto done;
     snprintf(path, sizeof path, "/api/v1/activities/%d/purchase", ACT_SOLDOUT);
-    if (http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
-                  sizeof out) != 200 ||
-        http_call(serve.port, "POST", path, "X-User-Id: 2\r\n", "{\"quantity\":1}", out,
-                  sizeof out) != 409) {
+    if (sk_bench_http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
+                           sizeof out) != 200 ||
+        sk_bench_http_call(serve.port, "POST", path, "X-User-Id: 2\r\n", "{\"quantity\":1}", out,
+                           sizeof out) != 409) {
         snprintf(err, sizeof err, "could not sell out activity %d: %.300s", ACT_SOLDOUT, out);
         goto done;
     }
@@ -1135,7 +1064,6 @@ int sk_bench_http(int argc, char **argv)
     R.have_wrk = !o.no_wrk && R.have_nginx && find_exe("wrk", wrk_exe, sizeof wrk_exe) == 0;
 
     struct sk_load_opts lo;
-    int failed = 0;
     if (!o.json)
         fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
     /* 1: static reference, same request bytes as a purchase */
@@ -1235,16 +1163,41 @@ int sk_bench_http(int argc, char **argv)
         goto done;
     }
     evaluate(&R);
-    if (o.json)
+    if (!o.json) print_table(&R);
+    sk_bench_child_stop(&nginx);
+    sk_bench_child_stop(&serve);
+mixed:
+    if (o.mixed && !interrupted) {
+        struct sk_bench_mixed_opts mo = {.duration_s = o.duration_s,
+                                         .purchase_rate = (double)o.purchase_rate,
+                                         .poll_rate = (double)o.poll_rate,
+                                         .pay_rate = (double)o.pay_rate,
+                                         .sqlite = o.mixed_sqlite,
+                                         .pg = o.mixed_pg,
+                                         .json = o.json,
+                                         .dir = dir,
+                                         .redis_url = redis.url,
+                                         .redis_pid = redis.pid,
+                                         .interrupted = &interrupted};
+        failed |= sk_bench_http_mixed(&mo, &R.mixed) < 0;
+    }
+    if (interrupted) {
+        snprintf(err, sizeof err, "interrupted");
+        goto done;
+    }
+    if (o.json && o.mixed == 2) {
+        char *js = R.mixed ? json_dumps(R.mixed, JSON_INDENT(2)) : NULL;
+        if (js) printf("%s\n", js);
+        free(js);
+    } else if (o.json) {
         print_json(&R);
-    else
-        print_table(&R);
+    }
     exit_code = failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 
 done:
     if (err[0]) fprintf(stderr, "seckill: bench http: %s\n", err);
-    stop_child(&nginx);
-    stop_child(&serve);
+    sk_bench_child_stop(&nginx);
+    sk_bench_child_stop(&serve);
     if (replica.pid > 0 && sk_redis_spawn_stop(&replica) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", replica.errstr);
     if (info_redis) sk_redis_free(info_redis);
@@ -1253,6 +1206,7 @@ done:
         fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
     for (int i = 0; i < PH_COUNT; i++)
         json_decref(R.ph[i].detail);
+    json_decref(R.mixed);
     /* keep the logs when something failed, so there is something to read */
     if (dir[0] && (exit_code == SK_EXIT_OK || interrupted))
         rm_rf(dir);

@@ -8,11 +8,14 @@
  * the CLI end to end with --db postgres://, and faults (server stopped,
  * server frozen) on a private cluster. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -505,6 +508,41 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
     sk_store_close(st);
 }
 
+/* An id beyond what SQL's bigint holds is a valid uint64 but no activity:
+ * "not found" (an HTTP 404), never a database error (PostgreSQL refuses to
+ * cast the parameter). */
+BACKEND_TEST(activity_ids_beyond_bigint_are_not_found_not_errors)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 7, 100, 1800);
+    const uint64_t ids[] = {(uint64_t)INT64_MAX + 1, 12345678901234567890ULL, UINT64_MAX};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        struct sk_activity a;
+        int64_t s1, s2;
+        CHECK_EQ(sk_store_activity_get(st, ids[i], &a), SK_ENOTFOUND);
+        CHECK_MSG(strstr(sk_store_errstr(st), "not found") != NULL, "%s", sk_store_errstr(st));
+        CHECK_EQ(sk_store_activity_set_state(st, ids[i], "open"), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_activity_set_db_stock(st, ids[i], 1), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_db_stock_check(st, ids[i], &s1, &s2), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_db_stock_repair(st, ids[i], 1, &s1, &s2), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_activity_delete(st, ids[i]), SK_ENOTFOUND);
+        struct sk_order_counts c;
+        c.orders[0] = 99;
+        CHECK_EQ(sk_store_orders_count(st, ids[i], &c), 0);
+        CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
+        struct sk_order o[2];
+        size_t n = 9;
+        CHECK_EQ(sk_store_orders_list(st, ids[i], NULL, 2, o, &n), 0);
+        CHECK_EQ(n, 0);
+        struct sk_audit *au;
+        CHECK_EQ(sk_store_audit_list(st, ids[i], &au, &n), 0);
+        CHECK_EQ(n, 0);
+    }
+    /* the real one is untouched and the handle still works */
+    CHECK_EQ(db_stock(st, 7), 100);
+    sk_store_close(st);
+}
+
 BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
 {
     sk_store *st = be_open(b);
@@ -942,6 +980,117 @@ BACKEND_TEST(orders_racing_pay_and_cancel_have_exactly_one_winner)
     CHECK_EQ(c.orders[SK_ORDER_PAID], pays);
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], cancels);
     sk_store_close(st);
+}
+
+/* A pay or cancel that arrives while the order worker is inserting the
+ * order: the call either finds no order (SK_ENOTFOUND: nothing changed) or
+ * decides on the row it changed. Before the status decision was one step
+ * with the update, a miss (no row yet) followed by a separate read (the row
+ * inserted meanwhile, still created) reported "paid" / "this call
+ * cancelled it" although nothing had changed. */
+#define INSERT_RACES 150
+
+struct insert_race {
+    const struct be *b;
+    int cancel;             /* 0 pay, 1 cancel */
+    atomic_int round;       /* the order the caller should hammer; -1 stop */
+    atomic_int calling;     /* the caller reached round r (it is calling) */
+    int rc[INSERT_RACES];   /* the caller's first answer other than SK_ENOTFOUND */
+    int prev[INSERT_RACES]; /* its status out */
+};
+
+static void insert_race_id(char *id, size_t cap, int k)
+{
+    snprintf(id, cap, "6-200-%d", k);
+}
+
+/* The caller: for each round, pays (or cancels) the order of that round in
+ * a tight loop until the answer is something other than "not found". */
+static void *insert_race_caller(void *arg)
+{
+    struct insert_race *x = arg;
+    char err[512];
+    sk_store *st;
+    if (sk_store_open(&st, x->b->spec, err, sizeof err) != 0) return NULL;
+    for (int k = 0; k < INSERT_RACES; k++) {
+        while (atomic_load(&x->round) < k) {
+        }
+        char id[64];
+        insert_race_id(id, sizeof id, k);
+        int rc, s = -1;
+        int64_t until = sk_mono_ms() + 10000;
+        for (;;) {
+            atomic_store(&x->calling, k);
+            rc = x->cancel ? sk_store_order_cancel(st, id, 9000, &s)
+                           : sk_store_order_pay(st, id, 9000, &s);
+            if ((rc != SK_ENOTFOUND && rc != SK_ETIMEDOUT) || sk_mono_ms() >= until) break;
+            /* SQLite has one writer at a time and its busy handler backs
+             * off in milliseconds: leave the persister a gap now and then,
+             * or it starves behind this loop */
+            if (!x->b->pg) {
+                struct timespec ts = {0, 100 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        x->rc[k] = rc;
+        x->prev[k] = s;
+    }
+    sk_store_close(st);
+    return NULL;
+}
+
+static void insert_race(const struct be *b, int cancel)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 6, 1000, 1800);
+    struct insert_race *x = calloc(1, sizeof *x);
+    CHECK(x != NULL);
+    x->b = b;
+    x->cancel = cancel;
+    atomic_init(&x->round, -1);
+    atomic_init(&x->calling, -1);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, insert_race_caller, x), 0);
+    for (int k = 0; k < INSERT_RACES; k++) {
+        atomic_store(&x->round, k);
+        int64_t until = sk_mono_ms() + 10000;
+        while (atomic_load(&x->calling) < k)
+            CHECK_MSG(sk_mono_ms() < until, "the caller did not start round %d", k);
+        struct sk_order o;
+        mk_order(&o, 6, 200, k, (uint64_t)k + 1, 1);
+        persist_ok(st, &o, 1); /* lands somewhere in the caller's loop */
+    }
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    int changed = 0;
+    for (int k = 0; k < INSERT_RACES; k++) {
+        char id[64];
+        insert_race_id(id, sizeof id, k);
+        struct sk_order got;
+        CHECK_EQ(sk_store_order_get(st, id, &got), 0);
+        CHECK_MSG(x->rc[k] == 0, "round %d: %d %s", k, x->rc[k], sk_strerror(x->rc[k]));
+        /* It answered after the row existed: the row is what it said. */
+        int want = cancel ? SK_ORDER_CANCELLED : SK_ORDER_PAID;
+        CHECK_MSG(got.status == want, "round %d: the call said %s (before: %s) but the order is %s",
+                  k, cancel ? "cancelled" : "paid", sk_order_status_name(x->prev[k]),
+                  sk_order_status_name(got.status));
+        if (cancel) CHECK_EQ(x->prev[k], SK_ORDER_CREATED); /* the only caller: it won */
+        changed++;
+    }
+    CHECK_EQ(changed, INSERT_RACES);
+    /* Every cancel gave its unit back once; pays take nothing back. */
+    CHECK_EQ(db_stock(st, 6), cancel ? 1000 : 1000 - INSERT_RACES);
+    free(x);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_pay_racing_the_insert_reports_only_what_it_changed)
+{
+    insert_race(b, 0);
+}
+
+BACKEND_TEST(orders_cancel_racing_the_insert_reports_only_what_it_changed)
+{
+    insert_race(b, 1);
 }
 
 BACKEND_TEST(orders_expired_lists_unpaid_past_their_deadline_oldest_first)

@@ -39,6 +39,7 @@
 #include "engine/queue.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
+#include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
 #include "http/label_mem.h"
@@ -206,7 +207,7 @@ static struct sk_batch *batch_new(struct sk_app *app, uint64_t aid, int seg)
 
 static void mark_sold_out(struct sk_app *app, uint64_t aid)
 {
-    struct sk_act_cache *c = sk_app_act(app, aid, 1);
+    struct sk_act_cache *c = sk_app_act(app, aid, SK_ACT_KNOWN);
     if (c && !c->sold_out) {
         c->sold_out = 1;
         c->checked_ms = sk_mono_ms();
@@ -454,7 +455,7 @@ static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *r
         return 0;
     int segments = (int)res[0].quantity;
     struct sk_app *app = b->app;
-    struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
+    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_KNOWN);
     if (c) c->segments = segments;
     for (size_t i = 0; i < b->n; i++) {
         struct pending *p = b->items[i];
@@ -468,16 +469,46 @@ static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *r
     return 1;
 }
 
+static void finish_batch(struct sk_batch *b, const struct sk_admission *res, int64_t remaining);
+
+/* A batch Redis answered UNKNOWN_ACTIVITY, waiting for the definitions
+ * cache (heap; owns nothing but itself). */
+struct unknown_wait {
+    struct sk_batch *b;
+    int64_t remaining;
+    struct sk_admission res[]; /* b->n */
+};
+
+static void on_unknown_definition(struct sk_app *app, void *arg, int rc,
+                                  const struct sk_activity *a)
+{
+    (void)app;
+    (void)a;
+    struct unknown_wait *w = arg;
+    /* defined in the store: created, not preheated; anything else (not
+     * defined, or the store did not answer in time) stays unknown */
+    if (rc == 0)
+        for (size_t i = 0; i < w->b->n; i++)
+            if (w->res[i].rc == SK_RC_UNKNOWN_ACTIVITY) w->res[i].rc = SK_RC_CLOSED;
+    finish_batch(w->b, w->res, w->remaining);
+    free(w);
+}
+
 /* Unknown to Redis but defined in the store: created, not preheated. A
  * buyer sees it as closed, as GET /activities/{id} says. Only ids Redis
- * does not know pay for this lookup. */
-static void unknown_as_closed(struct sk_batch *b, struct sk_admission *res)
+ * does not know pay for this lookup, and it goes through this process's
+ * definitions cache (act_defs.h): the answer waits for the store, off the
+ * loop, only on a miss. Returns 1 when the batch finishes later. */
+static int unknown_as_closed(struct sk_batch *b, const struct sk_admission *res, int64_t remaining)
 {
-    if (res[0].rc != SK_RC_UNKNOWN_ACTIVITY) return;
-    struct sk_activity a;
-    if (sk_store_activity_get(b->app->store, b->aid, &a) != 0) return;
-    for (size_t i = 0; i < b->n; i++)
-        if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
+    if (res[0].rc != SK_RC_UNKNOWN_ACTIVITY) return 0;
+    struct unknown_wait *w = malloc(sizeof *w + b->n * sizeof *res);
+    if (!w) return 0; /* answered as unknown */
+    w->b = b;
+    w->remaining = remaining;
+    memcpy(w->res, res, b->n * sizeof *res);
+    sk_act_defs_lookup(b->app, b->aid, on_unknown_definition, w);
+    return 1;
 }
 
 /* Answers the purchases of the batch, except a segment's stock refusals
@@ -559,7 +590,19 @@ static void on_batch_reply(void *data, redisReply *rep)
     sk_metrics_batch(app->metrics, b->n);
     note_key_set(b, rep, res);
     if (reroute_if_segmented(b, res)) return;
-    unknown_as_closed(b, res);
+    /* Redis vouched for the activity: its entry is kept when ids a client
+     * made up crowd the table */
+    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_FIND);
+    if (c && !c->confirmed && res[0].rc != SK_RC_UNKNOWN_ACTIVITY)
+        sk_app_act(app, b->aid, SK_ACT_KNOWN);
+    if (unknown_as_closed(b, res, remaining)) return;
+    finish_batch(b, res, remaining);
+}
+
+/* Answers the batch (and starts or continues its borrowing); frees b. */
+static void finish_batch(struct sk_batch *b, const struct sk_admission *res, int64_t remaining)
+{
+    struct sk_app *app = b->app;
     struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
     int segments = b->borrow ? b->borrow->sc.segments : c ? c->segments : 0;
     struct pending *more[SK_BATCH_MAX];
@@ -688,7 +731,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
 {
     *ic = NULL;
     if (app->cfg.max_inflight <= 0) return 0;
-    *c = *ic = sk_app_act(app, aid, 1);
+    *c = *ic = sk_app_act(app, aid, SK_ACT_MAKE);
     if (!*ic || (*ic)->inflight < app->cfg.max_inflight) return 0;
     sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
     sk_metrics_act_refusal_rc(app->metrics, aid, SK_RC_BUSY);

@@ -21,8 +21,10 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/queue.h"
+#include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
+#include "http/store_call.h"
 
 /* One join or poll waiting for its batch's answer (heap; owned by the
  * batch). */
@@ -141,13 +143,13 @@ static void fail_qbatch(struct sk_qbatch *b, const char *why)
  * buyer sees it as closed, as for purchases; or preheated (its keys
  * vanished: Redis restarted empty, the order worker rebuilds them,
  * docs/recovery.md), and the queue is back in a moment: recovering. Only
- * ids Redis does not know pay for this lookup. */
-static int unknown_rc(struct sk_app *app, uint64_t aid)
+ * ids Redis does not know pay for this lookup, and it goes through this
+ * process's definitions cache (act_defs.h): off the loop on a miss. */
+static int unknown_rc(int rc, const struct sk_activity *a)
 {
-    struct sk_activity a;
-    if (sk_store_activity_get(app->store, aid, &a) != 0) return SK_RC_UNKNOWN_ACTIVITY;
-    return !strcmp(a.state, "open") || !strcmp(a.state, "preheated") ? SK_RC_RECOVERING
-                                                                     : SK_RC_CLOSED;
+    if (rc != 0) return SK_RC_UNKNOWN_ACTIVITY;
+    return !strcmp(a->state, "open") || !strcmp(a->state, "preheated") ? SK_RC_RECOVERING
+                                                                       : SK_RC_CLOSED;
 }
 
 /* What the process keeps from a reply: the sold-out verdict (answered
@@ -180,6 +182,37 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
     sk_metrics_queue_seen(app->metrics, b->aid, h->length, h->issued, h->rate, sk_wall_ms());
 }
 
+/* The answers of a batch, once known. Takes b and a. */
+static void finish_qbatch(struct sk_qbatch *b, const struct sk_queue_head *h,
+                          struct sk_queue_answer *a)
+{
+    learn(b, h, a);
+    for (size_t i = 0; i < b->n; i++)
+        finish(b->app, b->items[i], h, &a[i], NULL);
+    free(a);
+    free(b);
+}
+
+/* A batch Redis answered UNKNOWN_ACTIVITY, waiting for the definition
+ * (heap; owns b and a). */
+struct qunknown {
+    struct sk_qbatch *b;
+    struct sk_queue_head h;
+    struct sk_queue_answer *a;
+};
+
+static void on_unknown_definition(struct sk_app *app, void *arg, int rc,
+                                  const struct sk_activity *def)
+{
+    (void)app;
+    struct qunknown *w = arg;
+    int code = unknown_rc(rc, def);
+    for (size_t i = 0; i < w->b->n; i++)
+        w->a[i].rc = code;
+    finish_qbatch(w->b, &w->h, w->a);
+    free(w);
+}
+
 static void on_queue_reply(void *data, redisReply *rep)
 {
     struct sk_qbatch *b = data;
@@ -193,16 +226,15 @@ static void on_queue_reply(void *data, redisReply *rep)
         return;
     }
     sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
-    if (h.rc == SK_RC_UNKNOWN_ACTIVITY) {
-        int rc = unknown_rc(app, b->aid);
-        for (size_t i = 0; i < b->n; i++)
-            a[i].rc = rc;
+    struct qunknown *w = h.rc == SK_RC_UNKNOWN_ACTIVITY ? malloc(sizeof *w) : NULL;
+    if (w) {
+        w->b = b;
+        w->h = h;
+        w->a = a;
+        sk_act_defs_lookup(app, b->aid, on_unknown_definition, w);
+        return;
     }
-    learn(b, &h, a);
-    for (size_t i = 0; i < b->n; i++)
-        finish(app, b->items[i], &h, &a[i], NULL);
-    free(a);
-    free(b);
+    finish_qbatch(b, &h, a); /* out of memory for the wait: answered as unknown */
 }
 
 static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
@@ -332,12 +364,15 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
 
 /* ---- admin: the pace ----------------------------------------------------- */
 
-/* A pace request waiting on Redis. */
+/* A pace request: its definition (this process's cache), Redis, then the
+ * store when the pace changed (heap; owned by the step running). */
 struct pace_op {
     struct sk_async_req a;
     struct sk_app *app;
     uint64_t id;
     int64_t new_rate; /* 0: read only */
+    struct sk_queue_stats st;
+    char err[256]; /* the store's failure, for the log line on the loop */
 };
 
 static void reply_stats(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
@@ -355,31 +390,98 @@ static void reply_stats(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
 
+static int pace_store_run(sk_store *st, void *ctx)
+{
+    struct pace_op *o = ctx;
+    int rc = sk_store_activity_set_pass_rate(st, o->id, o->new_rate);
+    if (rc < 0) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    return rc;
+}
+
+static void pace_store_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct pace_op *o = ctx;
+    if (rc == 0) {
+        sk_act_defs_forget(app, o->id); /* the next read sees the new pace */
+        if (req) reply_stats(app, req, o->a.route, o->id, &o->st);
+    } else if (req) {
+        /* Redis paces at the new rate already; the definition did not follow */
+        sk_http_error(app, req, o->a.route, 503, "unavailable",
+                      "the new pace is live but the database did not store it; send it again");
+    }
+    if (rc < 0) sk_log(SK_LOG_ERROR, "store: pace of %" PRIu64 ": %s", o->id, o->err);
+    free(o);
+}
+
+/* A client that left still gets its new pace stored. */
+static void pace_store_bg_done(void *arg, int rc)
+{
+    pace_store_done(((struct pace_op *)arg)->app, NULL, arg, rc);
+}
+
 static void on_pace(void *data, redisReply *rep)
 {
     struct pace_op *o = data;
     struct sk_app *app = o->app;
     h2o_req_t *req = sk_async_end(app, &o->a);
-    struct sk_queue_stats st;
+    enum sk_route route = o->a.route;
+    int ok = rep && sk_queue_stats_parse(rep, &o->st) == 0 && o->st.rc == SK_RC_OK;
+    if (ok)
+        sk_metrics_queue_seen(app->metrics, o->id, o->st.length, o->st.issued, o->st.rate,
+                              sk_wall_ms());
+    if (ok && o->new_rate > 0) {
+        /* the store follows Redis, off the loop */
+        if (req)
+            sk_store_call(app, req, route, pace_store_run, pace_store_done, o);
+        else if (sk_store_bg(app, 0, pace_store_run, pace_store_bg_done, o) < 0)
+            free(o);
+        return;
+    }
+    if (!req) {
+        /* the client left */
+    } else if (ok) {
+        reply_stats(app, req, route, o->id, &o->st);
+    } else if (!rep || sk_queue_stats_parse(rep, &o->st) < 0) {
+        sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
+    } else if (o->st.rc == SK_RC_UNKNOWN_ACTIVITY) {
+        sk_http_error(app, req, route, 409, "not_preheated", "preheat the activity first");
+    } else {
+        sk_http_error(app, req, route, sk_rc_http_status(o->st.rc), sk_rc_wire(o->st.rc),
+                      sk_rc_message(o->st.rc));
+    }
+    free(o);
+}
+
+/* The definition (act_defs.h: from memory, or read off the loop): only an
+ * activity with a waiting room has a pace; then Redis. */
+static void on_pace_definition(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct pace_op *o = arg;
+    if (rc == 0 && a->wr_passes_per_s > 0 && o->a.req && sk_aredis_ready(app->redis)) {
+        struct sk_keys k;
+        sk_keys_for(&k, o->id);
+        char r[24] = "";
+        if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
+        const char *keys[] = {k.meta, k.wr_q};
+        const char *args[] = {r};
+        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, 2, keys, 1, args, NULL, on_pace, o) <
+            0)
+            on_pace(o, NULL);
+        return;
+    }
+    h2o_req_t *req = sk_async_end(app, &o->a);
     enum sk_route route = o->a.route;
     if (!req) {
-        /* the client left; a new pace stands in Redis */
-    } else if (!rep || sk_queue_stats_parse(rep, &st) < 0) {
-        sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
-    } else if (st.rc == SK_RC_UNKNOWN_ACTIVITY) {
-        sk_http_error(app, req, route, 409, "not_preheated", "preheat the activity first");
-    } else if (st.rc != SK_RC_OK) {
-        sk_http_error(app, req, route, sk_rc_http_status(st.rc), sk_rc_wire(st.rc),
-                      sk_rc_message(st.rc));
-    } else if (o->new_rate > 0 &&
-               sk_store_activity_set_pass_rate(app->store, o->id, o->new_rate) < 0) {
-        /* Redis paces at the new rate already; the definition did not follow */
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, route, 503, "unavailable",
-                      "the new pace is live but the database did not store it; send it again");
+        /* the client left */
+    } else if (rc == SK_ENOTFOUND) {
+        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
+    } else if (rc < 0) {
+        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    } else if (a->wr_passes_per_s <= 0) {
+        sk_http_error(app, req, route, 404, "no_waiting_room",
+                      sk_rc_message(SK_RC_NO_WAITING_ROOM));
     } else {
-        sk_metrics_queue_seen(app->metrics, o->id, st.length, st.issued, st.rate, sk_wall_ms());
-        reply_stats(app, req, route, o->id, &st);
+        sk_http_redis_or_reply(app, req, route);
     }
     free(o);
 }
@@ -395,23 +497,6 @@ int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_
         sk_http_error(app, req, m->route, 400, "bad_request", err);
         return 0;
     }
-    struct sk_activity a;
-    int src = sk_store_activity_get(app->store, m->id, &a);
-    if (src == SK_ENOTFOUND) {
-        sk_http_error(app, req, m->route, 404, "unknown_activity", "no such activity");
-        return 0;
-    }
-    if (src < 0) {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
-        return 0;
-    }
-    if (a.wr_passes_per_s <= 0) {
-        sk_http_error(app, req, m->route, 404, "no_waiting_room",
-                      sk_rc_message(SK_RC_NO_WAITING_ROOM));
-        return 0;
-    }
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
     struct pace_op *o = calloc(1, sizeof *o);
     if (!o) {
         sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
@@ -421,13 +506,6 @@ int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_
     o->id = m->id;
     o->new_rate = rate;
     sk_async_begin(app, &o->a, req, m->route);
-    struct sk_keys k;
-    sk_keys_for(&k, m->id);
-    char r[24] = "";
-    if (rate > 0) snprintf(r, sizeof r, "%" PRId64, rate);
-    const char *keys[] = {k.meta, k.wr_q};
-    const char *args[] = {r};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, 2, keys, 1, args, NULL, on_pace, o) < 0)
-        on_pace(o, NULL);
+    sk_act_defs_lookup(app, m->id, on_pace_definition, o);
     return 0;
 }

@@ -15,9 +15,10 @@
 #include "http/router.h"
 #include "redis/redis_async.h"
 #include "redis/redis_conn.h"
-#include "store/store.h"
+#include "store/store_pool.h"
 
 struct sk_batch;
+struct sk_act_defs;
 
 /* What this process knows about one activity without asking Redis. */
 struct sk_act_cache {
@@ -30,6 +31,27 @@ struct sk_act_cache {
     int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
                            while not sold out, so waiting buyers learn it (its queue's slot
                            holds no stock; docs/waiting-room.md) */
+    int confirmed;      /* Redis answered for it as an existing activity */
+    int64_t used_ms;    /* last lookup: the idle one used longest ago is evicted */
+};
+
+/* At most this many activities are tracked per process; of them at most
+ * SK_ACTS_UNCONFIRMED_MAX not yet confirmed by Redis (ids a client sent
+ * that may not exist): those never push a confirmed one out. */
+#define SK_ACTS_MAX 4096
+#define SK_ACTS_UNCONFIRMED_MAX 512
+
+/* /readyz's view of the database: refreshed by a probe on the store pool
+ * (store_call.h), never by the request. */
+struct sk_db_health {
+    int ok;              /* the last probe's answer */
+    int probing;         /* a probe is queued or running */
+    int64_t probe_since; /* when it was queued (sk_mono_ms) */
+    int64_t next_ms;     /* when the next one is due */
+    char why[200];       /* the last failure */
+    char probe_err[200]; /* written by the probe on its pool thread, read in its done */
+    int64_t log_next_ms; /* failed calls are logged at most once in a while */
+    uint64_t log_quiet;  /* failed calls not logged since the last line */
 };
 
 struct sk_app {
@@ -52,16 +74,20 @@ struct sk_app {
     sk_aredis *redis;
     sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
     sk_metrics *metrics;
-    sk_store *store;
+    sk_store_pool *pool;       /* the database, off the loop (store_call.h) */
+    h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
+    h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
+    struct sk_db_health db;
+    struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
     int inflight;                   /* requests accepted, not yet answered */
     int draining;                   /* SIGTERM: no new connections */
     struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
-    size_t n_acts, cap_acts;
     struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
     struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
     size_t n_qopen, cap_qopen;
+    size_t n_acts, cap_acts, n_acts_unconfirmed;
 };
 
 /* Route handlers: answer now or later; always return 0. */
@@ -109,7 +135,14 @@ int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEX
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
 
-/* The cache entry of an activity, created on demand (NULL when full). */
+/* The cache entry of an activity. create: SK_ACT_FIND looks only;
+ * SK_ACT_MAKE creates it unconfirmed when absent (the id may not exist);
+ * SK_ACT_KNOWN creates or marks it confirmed (Redis answered for it). When
+ * the table is full an idle entry is evicted: an unconfirmed one first; a
+ * confirmed one (the one used longest ago) only to make room for another
+ * confirmed one. NULL when absent, or when no room can be made. Creating
+ * may move the entries: pointers from before are stale. */
+enum { SK_ACT_FIND = 0, SK_ACT_MAKE = 1, SK_ACT_KNOWN = 2 };
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
 
 /* The blocking Redis client of this process, connected on first use, for

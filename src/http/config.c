@@ -410,6 +410,39 @@ static int set_redis_functions(struct sk_config *c, const char *v, char *msg, si
     return 0;
 }
 
+static int set_db_pool(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 64, &n) < 0) {
+        snprintf(msg, cap, "must be a number of threads between 1 and 64");
+        return SK_EINVAL;
+    }
+    c->db_pool = (int)n;
+    return 0;
+}
+
+static int set_db_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->db_timeout_ms = (int)n;
+    return 0;
+}
+
+static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 1000000, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 1 and 1000000");
+        return SK_EINVAL;
+    }
+    c->db_queue_max = (int)n;
+    return 0;
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -535,6 +568,9 @@ static const struct {
     {"sync_replicas", set_sync_replicas},
     {"sync_timeout_ms", set_sync_timeout},
     {"redis_functions", set_redis_functions},
+    {"db_pool", set_db_pool},
+    {"db_timeout_ms", set_db_timeout},
+    {"db_queue_max", set_db_queue_max},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -563,6 +599,9 @@ void sk_config_defaults(struct sk_config *c)
     c->hmac_max_ttl_s = 86400;
     c->sync_timeout_ms = 100;
     c->redis_functions = 1;
+    c->db_pool = 2;
+    c->db_timeout_ms = 1000;
+    c->db_queue_max = 1024;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)

@@ -71,6 +71,14 @@
  *   redis_functions   on (default: the scripts as one Redis Functions
  *                     library, FCALL, when the server has Functions) | off
  *                     (EVALSHA)
+ *   db_pool           database threads (and connections) per HTTP process,
+ *                     1..64 (default 2): the event loop never calls the
+ *                     database itself (docs/design.md)
+ *   db_timeout_ms     how long a request waits for the database, 1..600000
+ *                     (default 1000); then 503 unavailable with Retry-After
+ *   db_queue_max      database calls that may wait for a thread per HTTP
+ *                     process, 1..1000000 (default 1024); more get
+ *                     503 busy at once
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -122,6 +130,7 @@ struct sk_config {
     char hmac_secret_prev_file[512];
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
+    int db_pool, db_timeout_ms, db_queue_max;
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */

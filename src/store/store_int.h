@@ -65,7 +65,9 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
  * backend made by a conditional update: hit is what the update returned
  * (1 matched, 0 did not, or a negative code). *before is created when it
  * matched, else the status read_status reads now (statuses never go back
- * to created); SK_ENOTFOUND when the order is absent. */
+ * to created); SK_ENOTFOUND when the order is absent. The backend holds a
+ * lock from the update to that read: an order inserted in between would
+ * read as created although the update changed nothing. */
 int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
                             int (*read_status)(sk_store *st, const char *order_id, int *status));
 
@@ -164,13 +166,14 @@ struct sk_store {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;
             char path[512];
-            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path) */
+            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path, hot reads) */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;
-            char pg_where[192]; /* host:port/dbname, never the password */
-            int pg_timeout_ms;  /* client-side bound of one statement */
-            int pg_broken;      /* reset the connection on the next call */
+            char pg_where[192];   /* host:port/dbname, never the password */
+            int pg_timeout_ms;    /* client-side bound of one statement */
+            int pg_broken;        /* reset the connection on the next call */
+            unsigned pg_prepared; /* statements prepared on this session (bit per PGQ_*) */
         };
     };
 };

@@ -32,6 +32,8 @@ enum {
     Q_READ_STOCK,
     Q_INSERT_FAILURE,
     Q_UPSERT_MARK,
+    Q_ORDER_GET,
+    Q_ACTIVITY_GET,
     Q_COUNT
 };
 static const char *const cached_sql[Q_COUNT] = {
@@ -47,6 +49,9 @@ static const char *const cached_sql[Q_COUNT] = {
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
     [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?"),
+    /* the HTTP processes' hot reads: an order poll, an activity read */
+    [Q_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?",
+    [Q_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
 };
 _Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
                "store_int.h: sq[] too small");
@@ -336,10 +341,12 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
+static int cached(sk_store *st, int which, sqlite3_stmt **out);
+
 static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?");
+    int rc = cached(st, Q_ACTIVITY_GET, &s);
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
@@ -349,7 +356,7 @@ static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *ou
         rc = sk_store_no_activity(st, id);
     else
         rc = db_err(st, "read activity");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
@@ -600,7 +607,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
 static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?");
+    int rc = cached(st, Q_ORDER_GET, &s);
     if (rc) return rc;
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
@@ -610,7 +617,7 @@ static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order 
         rc = sk_store_no_order(st, order_id);
     else
         rc = db_err(st, "read order");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
@@ -648,7 +655,11 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
 }
 
 /* created -> to_status at now; *before is the status the order had (the
- * conditional update decides, so of two racing transitions one wins). */
+ * conditional update decides, so of two racing transitions one wins). The
+ * caller holds the write lock (BEGIN IMMEDIATE) from before the update to
+ * after the read of a miss, so no writer (the worker inserting the order)
+ * comes in between: a miss read as created would report a change that did
+ * not happen. */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     int hit = update_order(st, sql, now, order_id, "update order status");
@@ -657,10 +668,15 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
 
 static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    return transition(st, order_id,
-                      "UPDATE orders SET status = 'paid', paid_ms = ?"
-                      " WHERE order_id = ? AND status = 'created'",
-                      now_ms, before);
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin pay");
+    if (rc) return rc;
+    rc = transition(st, order_id,
+                    "UPDATE orders SET status = 'paid', paid_ms = ?"
+                    " WHERE order_id = ? AND status = 'created'",
+                    now_ms, before);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit pay");
+    if (rc) return rollback_keeping_err(st, rc);
+    return 0;
 }
 
 /* Gives the units of a cancelled order back to its activity's DB stock,

@@ -579,3 +579,48 @@ SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
         CHECK_STR(t, cases[i].out);
     }
 }
+
+SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_EQ(c.db_pool, 2);
+    CHECK_EQ(c.db_timeout_ms, 1000);
+    CHECK_EQ(c.db_queue_max, 1024);
+    set_ok(&c, "db_pool", "64");
+    CHECK_EQ(c.db_pool, 64);
+    set_ok(&c, "db_timeout_ms", "600000");
+    CHECK_EQ(c.db_timeout_ms, 600000);
+    set_ok(&c, "db_queue_max", "1");
+    CHECK_EQ(c.db_queue_max, 1);
+    set_bad("db_pool", "0", "between 1 and 64");
+    set_bad("db_pool", "65", "between 1 and 64");
+    set_bad("db_timeout_ms", "0", "milliseconds");
+    set_bad("db_timeout_ms", "600001", "milliseconds");
+    set_bad("db_queue_max", "0", "between 1 and 1000000");
+    set_bad("db_queue_max", "1000001", NULL);
+    set_bad("db_queue_max", "-5", NULL);
+    char err[256];
+    CHECK_EQ(sk_config_set_flag(&c, "db-pool", "3", err, sizeof err), 0);
+    CHECK_EQ(c.db_pool, 3);
+    CHECK_EQ(sk_config_set_flag(&c, "db-timeout-ms", "250", err, sizeof err), 0);
+    CHECK_EQ(c.db_timeout_ms, 250);
+    CHECK_EQ(sk_config_set_flag(&c, "db-queue-max", "77", err, sizeof err), 0);
+    CHECK_EQ(c.db_queue_max, 77);
+    CHECK_EQ(
+        file(&c, "db_pool = 5\ndb-timeout-ms = 40 # short\ndb_queue_max = 9\n", err, sizeof err),
+        0);
+    CHECK_EQ(c.db_pool, 5);
+    CHECK_EQ(c.db_timeout_ms, 40);
+    CHECK_EQ(c.db_queue_max, 9);
+    char *env[] = {"SECKILL_DB_POOL=7", "SECKILL_DB_TIMEOUT_MS=70", "SECKILL_DB_QUEUE_MAX=700",
+                   NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ(c.db_pool, 7);
+    CHECK_EQ(c.db_timeout_ms, 70);
+    CHECK_EQ(c.db_queue_max, 700);
+    char *bad_env[] = {"SECKILL_DB_POOL=100", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, bad_env, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "SECKILL_DB_POOL") != NULL, "%s", err);
+    CHECK_EQ(c.db_pool, 7);
+}
