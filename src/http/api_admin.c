@@ -36,9 +36,11 @@ struct op {
     uint64_t id;
     struct sk_activity act;
     int force;
-    op_next_fn next; /* what follows the definition read */
-    char state[16];  /* the state to record after a switch or preheat */
-    char err[256];   /* the store's failure, for the log line on the loop */
+    op_next_fn next;         /* what follows the definition read */
+    char state[16];          /* the state to record after a switch or preheat */
+    struct sk_stock_def def; /* a segmented preheat's, for its pool thread */
+    int prc;                 /* its answer (an SK_RC_* code, or -1) */
+    char err[256];           /* the store's failure, for the log line on the loop */
 };
 
 static struct op *op_alloc(struct sk_app *app, h2o_req_t *req, enum sk_route route)
@@ -489,6 +491,47 @@ static void on_preheat(void *data, redisReply *rep)
 
 static void preheat_next(struct op *o);
 
+/* A segmented preheat is S+1 scripts in order (each segment's preheat
+ * needs what its buyers hold): it runs on a pool thread with a blocking
+ * Redis client of its own, never on the event loop. The route is rare, so
+ * the connection is made per call. Always returns 0: the answer is o->prc. */
+static int seg_preheat_run(sk_store *st, void *ctx)
+{
+    (void)st;
+    struct op *o = ctx;
+    const struct sk_config *cfg = &o->app->cfg; /* read-only after start */
+    sk_redis *r;
+    o->prc = -1;
+    if (sk_redis_new(&r, cfg->redis, cfg->redis_timeout_ms, cfg->redis_timeout_ms, o->err,
+                     sizeof o->err) < 0)
+        return 0;
+    if (!cfg->redis_functions) r->fn = SK_FN_OFF;
+    if (sk_stock_preheat(r, &o->def, o->force, &o->prc, NULL) < 0) {
+        snprintf(o->err, sizeof o->err, "%s", r->errstr);
+        o->prc = -1;
+    }
+    sk_redis_free(r);
+    return 0;
+}
+
+static void seg_preheat_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct op *o = ctx;
+    if (rc == 0 && o->prc < 0) sk_log(SK_LOG_ERROR, "preheat of %" PRIu64 ": %s", o->id, o->err);
+    if (req && rc < 0) {
+        sk_http_db_error(app, req, o->route, rc, "preheat: no pool thread in time");
+    } else if (req) {
+        sk_async_begin(app, &o->a, req, o->route);
+        reply_preheat(o, o->prc);
+        return;
+    } else if (rc == 0 && o->prc == SK_RC_PREHEATED) {
+        /* the client left or was answered 503: the preheat happened all the same */
+        snprintf(o->state, sizeof o->state, "preheated");
+        if (sk_store_bg(app, 0, state_run, state_bg_done, o) == 0) return;
+    }
+    free(o);
+}
+
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     int force;
@@ -514,12 +557,12 @@ static void preheat_next(struct op *o)
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
     if (a.segments > 1) {
-        /* S+1 scripts in order (each segment's preheat needs what its
-         * buyers hold): the blocking client, on a route that is rare */
-        int prc;
-        sk_redis *r = sk_app_redis_sync(app);
-        if (!r || sk_stock_preheat(r, &d, force, &prc, NULL) < 0) prc = -1;
-        reply_preheat(o, prc);
+        h2o_req_t *req = op_end(o);
+        o->def = d;
+        if (req)
+            sk_store_call(app, req, o->route, seg_preheat_run, seg_preheat_done, o);
+        else
+            free(o);
         return;
     }
     struct sk_keys k;

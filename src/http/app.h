@@ -72,7 +72,6 @@ struct sk_app {
     int own_node;              /* 1: node made by this process, freed at exit */
     struct sk_node_proc *proc; /* this process's slot header */
     sk_aredis *redis;
-    sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
     sk_metrics *metrics;
     sk_store_pool *pool;       /* the database, off the loop (store_call.h) */
     h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
@@ -144,12 +143,6 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
  * may move the entries: pointers from before are stale. */
 enum { SK_ACT_FIND = 0, SK_ACT_MAKE = 1, SK_ACT_KNOWN = 2 };
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
-
-/* The blocking Redis client of this process, connected on first use, for
- * admin operations of several dependent steps (a segmented preheat or
- * switch: S+1 scripts). It blocks the event loop for those round trips;
- * purchases never use it. NULL (and logged) when it cannot connect. */
-sk_redis *sk_app_redis_sync(struct sk_app *app);
 
 /* End of a loop pass: send the batches collected in it. */
 void sk_purchase_flush(struct sk_app *app);

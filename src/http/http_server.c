@@ -314,25 +314,6 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
     return a->req;
 }
 
-sk_redis *sk_app_redis_sync(struct sk_app *app)
-{
-    if (!app->redis_sync) {
-        char err[200];
-        if (sk_redis_new(&app->redis_sync, app->cfg.redis, app->cfg.redis_timeout_ms,
-                         app->cfg.redis_timeout_ms, err, sizeof err) < 0) {
-            sk_log(SK_LOG_ERROR, "redis (blocking client): %s", err);
-            app->redis_sync = NULL;
-            return NULL;
-        }
-        if (!app->cfg.redis_functions) app->redis_sync->fn = SK_FN_OFF;
-    }
-    if (sk_redis_ensure(app->redis_sync) < 0) {
-        sk_log(SK_LOG_WARN, "redis (blocking client): %s", app->redis_sync->errstr);
-        return NULL;
-    }
-    return app->redis_sync;
-}
-
 /* Nothing waits on the entry: it may go. */
 static int act_idle(const struct sk_act_cache *c)
 {
@@ -716,7 +697,6 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sk_act_defs_free(app, app->defs);
     app->defs = NULL;
     sk_aredis_free(app->redis);
-    if (app->redis_sync) sk_redis_free(app->redis_sync);
     sk_metrics_free(app->metrics);
     if (app->own_node) sk_node_free(app->node);
     /* h2o's context cannot be disposed while client connections are still
