@@ -3,7 +3,10 @@
  * reference lines (plain DECR from the same client, redis-benchmark on the
  * same script), reporting purchases/s and Redis CPU per purchase two ways:
  * INFO commandstats (the script's own time) and INFO cpu (the whole server,
- * network included). Every admitted phase is checked for oversell.
+ * network included). Every admitted phase is checked for oversell. The
+ * same phases run once more with FCALL of the Functions library instead of
+ * EVALSHA, and, on the private server, over its unix socket instead of
+ * loopback TCP; the comparisons are printed at the end.
  *
  * Load model: --conns threads, each with its own blocking connection,
  * keeping --pipeline calls in flight (read one reply, append one more;
@@ -49,6 +52,7 @@ struct sk_bench_opts {
     const char *url; /* NULL: start a private redis-server */
     int64_t stock, users, batch, pipeline, conns, duration_s;
     int64_t rate_user, rate_ip; /* global rate limits passed with each batch, 0 = off */
+    int64_t rounds;             /* the compared pairs run this many times, interleaved */
     int json;
 };
 
@@ -63,7 +67,9 @@ struct sk_bench_phase {
     const char *id;    /* JSON name */
     const char *label; /* table name */
     enum sk_bench_kind kind;
-    int admit; /* 1: every purchase should be admitted; 0: sold out; -1: not a purchase */
+    int admit;     /* 1: every purchase should be admitted; 0: sold out; -1: not a purchase */
+    int fcall;     /* FCALL of the library instead of EVALSHA */
+    int unix_sock; /* over the private server's unix socket instead of TCP */
     int64_t total, batch;
     uint64_t aid;
     const char *rb_case; /* redis-benchmark: "admitted", "sold_out" or "decr" */
@@ -110,6 +116,24 @@ struct sk_bench_worker {
     size_t *lens;
 };
 
+/* The phases, in the order they run and print. */
+enum {
+    PH_PURCHASE,
+    PH_BATCH,
+    PH_SOLDOUT,
+    PH_SOLDOUT_BATCH,
+    PH_FCALL_PURCHASE,
+    PH_FCALL_BATCH,
+    PH_FCALL_SOLDOUT,
+    PH_UNIX_PURCHASE,
+    PH_UNIX_BATCH,
+    PH_DECR,
+    PH_RB_ADMIT,
+    PH_RB_SOLDOUT,
+    PH_RB_DECR,
+    PH_COUNT
+};
+
 /* Set by SIGINT/SIGTERM, read by the workers: a lock-free atomic is both
  * signal-safe and race-free across threads. */
 static atomic_int sk_bench_interrupted;
@@ -144,6 +168,9 @@ static int usage(FILE *f)
             "  --rate-user R   purchase_batch phases pass a per-user rate limit of R/s\n"
             "                  (burst R); users are unique, so it costs but never refuses\n"
             "  --rate-ip R     same, per client IP (each purchase a distinct IP)\n"
+            "  --rounds N      run the compared pairs (EVALSHA/FCALL, TCP/unix socket) N times\n"
+            "                  in all, interleaved, each on a fresh activity, and compare\n"
+            "                  their medians (1..15, default 1: a busy machine needs more)\n"
             "  --json          print one JSON object instead of the table\n"
             "\n"
             "exit status: 0 all checks passed, 1 a check failed or Redis failed, 2 bad usage\n",
@@ -217,11 +244,11 @@ static int is_overhead(const char *name)
            !strcmp(name, "client|setinfo") || !strcmp(name, "hello");
 }
 
-/* The command the phase sends (evalsha, or decr for the references). */
+/* The command the phase sends (evalsha or fcall, or decr for the references). */
 static const char *top_command(const struct sk_bench_phase *ph)
 {
-    return ph->kind == SK_BENCH_DECR || (ph->rb_case && !strcmp(ph->rb_case, "decr")) ? "decr"
-                                                                                      : "evalsha";
+    if (ph->kind == SK_BENCH_DECR || (ph->rb_case && !strcmp(ph->rb_case, "decr"))) return "decr";
+    return ph->fcall ? "fcall" : "evalsha";
 }
 
 static double cmd_us_per_purchase(const struct sk_bench_phase *ph)
@@ -404,6 +431,8 @@ static void pump(struct sk_bench_worker *w)
 static void *worker_main(void *arg)
 {
     struct sk_bench_worker *w = arg;
+    /* sk_script_append: FCALL (the library is loaded) or EVALSHA, as asked */
+    w->r->fn = w->run->ph->fcall ? SK_FN_ON : SK_FN_OFF;
     int ok = sk_redis_connect(w->r) == 0;
     if (!ok) worker_fail(w, "connect", w->r->errstr);
     pthread_barrier_wait(&w->run->bar); /* all connected: main resets stats */
@@ -598,7 +627,9 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
 {
     const struct sk_redis_url *u = &ctl->url;
     char port[16], n[24], db[16], aid[SK_BENCH_U64], nkeys[8];
-    snprintf(port, sizeof port, "%d", u->port);
+    /* the server ctl is on: a Sentinel URL names the master it found */
+    const char *host = u->sentinel ? ctl->sn_host : u->host;
+    snprintf(port, sizeof port, "%d", u->sentinel ? ctl->sn_port : u->port);
     snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS);
     snprintf(n, sizeof n, "%" PRId64, ph->total);
     snprintf(db, sizeof db, "%d", u->db);
@@ -606,8 +637,8 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
     struct sk_keys k;
     sk_keys_for(&k, ph->aid);
     const char *argv[48] = {"redis-benchmark",
-                            "-h",
-                            u->host,
+                            u->unix_sock ? "-s" : "-h",
+                            host,
                             "-p",
                             port,
                             "--dbnum",
@@ -767,7 +798,8 @@ static void summarize(const struct sk_bench_phase *ph, int n, struct sk_bench_su
         if (ph[i].checked && !ph[i].check_ok) s->checks_ok = 0;
         /* A failed reference line is reported, not fatal: ours still stand. */
         if (ph[i].error && ph[i].kind != SK_BENCH_RB) s->errors = 1;
-        if (!ph[i].ran || ph[i].kind == SK_BENCH_RB) continue;
+        /* the targets are the EVALSHA-over-TCP phases' (the variants are compared apart) */
+        if (!ph[i].ran || ph[i].kind == SK_BENCH_RB || ph[i].fcall || ph[i].unix_sock) continue;
         if (ph[i].kind == SK_BENCH_BATCH && ph[i].admit == 1)
             s->batch_us = cmd_us_per_purchase(&ph[i]);
         if (ph[i].kind == SK_BENCH_PURCHASE && ph[i].admit == 0)
@@ -777,6 +809,132 @@ static void summarize(const struct sk_bench_phase *ph, int n, struct sk_bench_su
     }
     s->batch_met = s->batch_us > 0 && s->batch_us <= SK_BENCH_TARGET_BATCH_US;
     s->soldout_met = s->soldout_us > 0 && s->soldout_us <= SK_BENCH_TARGET_SOLDOUT_US;
+}
+
+/* ---- FCALL vs EVALSHA, unix socket vs TCP ---- */
+
+/* Pairs of phases that differ in one thing: {reference, variant}; the
+ * first NPAIRS_FCALL compare FCALL with EVALSHA, the rest the unix socket
+ * with TCP. */
+#define NPAIRS 5
+#define NPAIRS_FCALL 3
+#define SK_BENCH_MAX_ROUNDS 15
+static const int pairs[NPAIRS][2] = {{PH_PURCHASE, PH_FCALL_PURCHASE},
+                                     {PH_BATCH, PH_FCALL_BATCH},
+                                     {PH_SOLDOUT, PH_FCALL_SOLDOUT},
+                                     {PH_PURCHASE, PH_UNIX_PURCHASE},
+                                     {PH_BATCH, PH_UNIX_BATCH}};
+
+/* Each pair's figures over the rounds in which both sides ran: [pair][side][round]. */
+struct sk_bench_rounds {
+    int n[NPAIRS];
+    double cmd[NPAIRS][2][SK_BENCH_MAX_ROUNDS], cpu[NPAIRS][2][SK_BENCH_MAX_ROUNDS],
+        rate[NPAIRS][2][SK_BENCH_MAX_ROUNDS];
+};
+static struct sk_bench_rounds rounds;
+
+static void rounds_add(int k, const struct sk_bench_phase *a, const struct sk_bench_phase *b)
+{
+    int r = rounds.n[k];
+    if (r >= SK_BENCH_MAX_ROUNDS) return;
+    const struct sk_bench_phase *side[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        rounds.cmd[k][i][r] = cmd_us_per_purchase(side[i]);
+        rounds.cpu[k][i][r] = cpu_us_per_purchase(side[i]);
+        rounds.rate[k][i][r] = side[i]->rate;
+    }
+    rounds.n[k]++;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static double median(const double *v, int n)
+{
+    double t[SK_BENCH_MAX_ROUNDS];
+    if (n <= 0) return 0;
+    memcpy(t, v, sizeof *t * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The median ratio variant / reference over the rounds (per round, so a
+ * slow round weighs on both sides alike). */
+static double median_ratio(const double (*v)[SK_BENCH_MAX_ROUNDS], int n)
+{
+    double r[SK_BENCH_MAX_ROUNDS];
+    for (int i = 0; i < n; i++)
+        r[i] = v[0][i] > 0 ? v[1][i] / v[0][i] : 0;
+    return median(r, n);
+}
+
+static int pair_ran(const struct sk_bench_phase *ph, const int *p)
+{
+    return ph[p[0]].ran && ph[p[1]].ran && ph[p[0]].purchases && ph[p[1]].purchases;
+}
+
+static void print_comparisons(const struct sk_bench_phase *ph)
+{
+    for (int k = 0; k < NPAIRS; k++) {
+        if (k == 0)
+            printf("\nFCALL vs EVALSHA, same case (Redis us per purchase: the command's own time, "
+                   "INFO commandstats; the whole server, INFO cpu):\n");
+        if (k == NPAIRS_FCALL)
+            printf("\nunix socket vs loopback TCP, same case (EVALSHA; purchases/s and the whole "
+                   "server's CPU per purchase):\n");
+        const int *p = pairs[k];
+        int n = rounds.n[k];
+        if (!n) {
+            printf("  %-28s not measured%s%s\n", ph[p[0]].label, ph[p[1]].note[0] ? ": " : "",
+                   ph[p[1]].note);
+            continue;
+        }
+        printf("  %-28s ", ph[p[0]].label);
+        if (k < NPAIRS_FCALL)
+            printf("evalsha %.2f  fcall %.2f  (x%.2f); server cpu %.2f vs %.2f (x%.2f)",
+                   median(rounds.cmd[k][0], n), median(rounds.cmd[k][1], n),
+                   median_ratio(rounds.cmd[k], n), median(rounds.cpu[k][0], n),
+                   median(rounds.cpu[k][1], n), median_ratio(rounds.cpu[k], n));
+        else
+            printf("tcp %.0f/s  unix %.0f/s  (x%.2f); server cpu %.2f vs %.2f us (x%.2f)",
+                   median(rounds.rate[k][0], n), median(rounds.rate[k][1], n),
+                   median_ratio(rounds.rate[k], n), median(rounds.cpu[k][0], n),
+                   median(rounds.cpu[k][1], n), median_ratio(rounds.cpu[k], n));
+        printf(n > 1 ? "  [median of %d rounds]\n" : "\n", n);
+    }
+}
+
+static json_t *comparisons_json(const struct sk_bench_phase *ph)
+{
+    json_t *c = json_object(), *f = json_array(), *u = json_array();
+    for (int k = 0; k < NPAIRS; k++) {
+        int n = rounds.n[k];
+        if (!n) continue;
+        json_t *e = json_object();
+        int fc = k < NPAIRS_FCALL;
+        json_object_set_new(e, "case", json_string(ph[pairs[k][0]].id));
+        json_object_set_new(e, "rounds", json_integer(n));
+        const char *names[2][2] = {{"evalsha", "fcall"}, {"tcp", "unix"}};
+        for (int i = 0; i < 2; i++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s_cmd_usec", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.cmd[k][i], n)));
+            snprintf(key, sizeof key, "%s_cpu_usec", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.cpu[k][i], n)));
+            snprintf(key, sizeof key, "%s_purchases_per_s", names[!fc][i]);
+            json_object_set_new(e, key, json_real(median(rounds.rate[k][i], n)));
+        }
+        json_object_set_new(e, "cmd_ratio", json_real(median_ratio(rounds.cmd[k], n)));
+        json_object_set_new(e, "cpu_ratio", json_real(median_ratio(rounds.cpu[k], n)));
+        json_object_set_new(e, "rate_ratio", json_real(median_ratio(rounds.rate[k], n)));
+        json_array_append_new(fc ? f : u, e);
+    }
+    json_object_set_new(c, "fcall_vs_evalsha", f);
+    json_object_set_new(c, "unix_vs_tcp", u);
+    return c;
 }
 
 static void print_table(const struct sk_bench_opts *o, const char *url, int spawned,
@@ -830,8 +988,8 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
         const struct sk_bench_cmdstat *in[SK_BENCH_MAX_STATS];
         int k = inner_stats(p, in, SK_BENCH_MAX_STATS);
         double total = cmd_us_per_purchase(p), inner = inner_total_us(p);
-        printf("  %-44s evalsha %.2f = commands %.2f + Lua/script overhead %.2f:", p->label, total,
-               inner, total - inner);
+        printf("  %-44s %s %.2f = commands %.2f + Lua/script overhead %.2f:", p->label,
+               top_command(p), total, inner, total - inner);
         for (int j = 0; j < k; j++)
             printf(" %s %.2f", in[j]->name, (double)in[j]->usec / (double)p->purchases);
         printf("\n");
@@ -851,6 +1009,7 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
                s.soldout_batch_us);
     else
         printf("  sold-out refusal     <= %.1f us: not measured\n", SK_BENCH_TARGET_SOLDOUT_US);
+    print_comparisons(ph);
     printf("\nresult: %s\n",
            s.checks_ok && !s.errors ? "all checks passed" : "FAILED (see checks and notes above)");
 }
@@ -940,6 +1099,7 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
     json_object_set_new(t, "soldout_batch_usec", json_real(s.soldout_batch_us));
     json_object_set_new(t, "soldout_met", json_boolean(s.soldout_met));
     json_object_set_new(root, "targets", t);
+    json_object_set_new(root, "comparisons", comparisons_json(ph));
     json_object_set_new(root, "ok", json_boolean(s.checks_ok && !s.errors));
     char *txt = json_dumps(root, JSON_INDENT(2));
     if (txt) printf("%s\n", txt);
@@ -964,6 +1124,7 @@ static int parse_opts(int argc, char **argv, struct sk_bench_opts *o, int *help)
         {"--duration", 1, 600, offsetof(struct sk_bench_opts, duration_s)},
         {"--rate-user", 0, 1000000, offsetof(struct sk_bench_opts, rate_user)},
         {"--rate-ip", 0, 1000000, offsetof(struct sk_bench_opts, rate_ip)},
+        {"--rounds", 1, 15, offsetof(struct sk_bench_opts, rounds)},
     };
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -1027,23 +1188,64 @@ static int pick_ids(sk_redis *ctl, uint64_t *base, int count)
     return SK_EEXIST;
 }
 
-enum {
-    PH_PURCHASE,
-    PH_BATCH,
-    PH_SOLDOUT,
-    PH_SOLDOUT_BATCH,
-    PH_DECR,
-    PH_RB_ADMIT,
-    PH_RB_SOLDOUT,
-    PH_RB_DECR,
-    PH_COUNT
-};
+/* Rounds 2..--rounds of the compared pairs, interleaved (reference,
+ * variant, next pair, ...), each phase on a fresh activity (ids from
+ * first); their figures go to rounds. Returns 1 when a repeated phase
+ * failed its check or errored (printed), else 0. */
+static int more_rounds(sk_redis *ctl, const struct sk_bench_opts *o,
+                       const struct sk_bench_phase *ph, uint64_t first, const char *url,
+                       const char *unix_url, const char *decr_key)
+{
+    int failed = 0;
+    uint64_t next = first;
+    for (int64_t r = 1; r < o->rounds && !sk_bench_interrupted; r++) {
+        if (!o->json)
+            fprintf(stderr,
+                    "seckill: bench admission: compared pairs, round %" PRId64 " of %" PRId64
+                    "...\n",
+                    r + 1, o->rounds);
+        for (int k = 0; k < NPAIRS && !sk_bench_interrupted; k++) {
+            if (!pair_ran(ph, pairs[k])) continue;
+            struct sk_bench_phase *two = calloc(2, sizeof *two);
+            if (!two) return 1;
+            for (int i = 0; i < 2; i++) {
+                const struct sk_bench_phase *t = &ph[pairs[k][i]];
+                struct sk_bench_phase *p = &two[i];
+                /* the plan of the phase, none of its results */
+                p->id = t->id;
+                p->label = t->label;
+                p->kind = t->kind;
+                p->admit = t->admit;
+                p->fcall = t->fcall;
+                p->unix_sock = t->unix_sock;
+                p->total = t->total;
+                p->batch = t->batch;
+                p->ref = -1;
+                p->aid = next++;
+                run_phase(ctl, o, p->unix_sock ? unix_url : url, p, decr_key);
+                if (p->error || (p->checked && !p->check_ok)) {
+                    fprintf(stderr, "seckill: bench admission: %s, round %" PRId64 ": %s %s\n",
+                            p->label, r + 1, p->note, p->check);
+                    failed = 1;
+                }
+            }
+            if (two[0].ran && two[1].ran && !failed) rounds_add(k, &two[0], &two[1]);
+            free(two);
+        }
+    }
+    return failed;
+}
 
 /* Entry point (argv[0] is "admission"). */
 int sk_bench_admission(int argc, char **argv)
 {
-    struct sk_bench_opts o = {
-        .stock = 200000, .users = 300000, .batch = 32, .pipeline = 16, .conns = 4, .duration_s = 5};
+    struct sk_bench_opts o = {.stock = 200000,
+                              .users = 300000,
+                              .batch = 32,
+                              .pipeline = 16,
+                              .conns = 4,
+                              .duration_s = 5,
+                              .rounds = 1};
     int help = 0;
     int urc = parse_opts(argc - 1, argv + 1, &o, &help);
     if (urc) return urc;
@@ -1073,6 +1275,8 @@ int sk_bench_admission(int argc, char **argv)
     char eb[200] = "";
     uint64_t base = 0;
     int have_ids = 0;
+    /* the main phases', then two per compared pair and extra round */
+    int nids = PH_COUNT + 2 * NPAIRS * (int)(o.rounds - 1);
     char decr_key[64];
     struct sk_bench_phase *ph = calloc(PH_COUNT, sizeof *ph);
     if (!ph) goto done;
@@ -1084,14 +1288,14 @@ int sk_bench_admission(int argc, char **argv)
     char version[64] = "unknown";
     if (sk_redis_connect(ctl) < 0 || sk_script_load_all(ctl) < 0 ||
         sk_redis_info_field(ctl, "server", "redis_version", version, sizeof version) < 0 ||
-        pick_ids(ctl, &base, PH_COUNT) < 0) {
+        pick_ids(ctl, &base, nids) < 0) {
         fprintf(stderr, "seckill: bench: %s\n", ctl->errstr);
         goto done;
     }
     have_ids = 1;
     snprintf(decr_key, sizeof decr_key, "sk:bench:decr:%" PRIu64, base);
 
-    /* {id, label, kind, admit, total, batch, rb_case, ref, ref_of} */
+    /* {id, label, kind, admit, total, batch, rb_case, ref, ref_of, fcall, unix} */
     const struct {
         const char *id, *label;
         enum sk_bench_kind kind;
@@ -1099,6 +1303,7 @@ int sk_bench_admission(int argc, char **argv)
         int64_t total, batch;
         const char *rb_case;
         int ref, ref_of; /* ref_of: our phase of the same case (for -n) */
+        int fcall, unix_sock;
     } plan[PH_COUNT] = {
         [PH_PURCHASE] = {"purchase", "purchase, admitted", SK_BENCH_PURCHASE, 1, o.stock, 1, NULL,
                          PH_RB_ADMIT},
@@ -1108,6 +1313,16 @@ int sk_bench_admission(int argc, char **argv)
                         NULL, PH_RB_SOLDOUT},
         [PH_SOLDOUT_BATCH] = {"purchase_batch_soldout", "purchase_batch, sold out", SK_BENCH_BATCH,
                               0, o.users, o.batch, NULL, PH_RB_SOLDOUT},
+        [PH_FCALL_PURCHASE] = {"purchase_fcall", "purchase, admitted, FCALL", SK_BENCH_PURCHASE, 1,
+                               o.stock, 1, NULL, PH_RB_ADMIT, 0, 1, 0},
+        [PH_FCALL_BATCH] = {"purchase_batch_fcall", "purchase_batch, admitted, FCALL",
+                            SK_BENCH_BATCH, 1, o.stock, o.batch, NULL, PH_RB_ADMIT, 0, 1, 0},
+        [PH_FCALL_SOLDOUT] = {"purchase_soldout_fcall", "purchase, sold out, FCALL",
+                              SK_BENCH_PURCHASE, 0, o.users, 1, NULL, PH_RB_SOLDOUT, 0, 1, 0},
+        [PH_UNIX_PURCHASE] = {"purchase_unix", "purchase, admitted, unix socket", SK_BENCH_PURCHASE,
+                              1, o.stock, 1, NULL, PH_RB_ADMIT, 0, 0, 1},
+        [PH_UNIX_BATCH] = {"purchase_batch_unix", "purchase_batch, admitted, unix socket",
+                           SK_BENCH_BATCH, 1, o.stock, o.batch, NULL, PH_RB_ADMIT, 0, 0, 1},
         [PH_DECR] = {"decr", "DECR (this client, same conns/depth)", SK_BENCH_DECR, -1, o.users, 1,
                      NULL, PH_RB_DECR},
         [PH_RB_ADMIT] = {"redis_benchmark_purchase", "redis-benchmark EVALSHA purchase, admitted",
@@ -1128,6 +1343,8 @@ int sk_bench_admission(int argc, char **argv)
         p->total = plan[i].total;
         p->batch = plan[i].batch;
         p->rb_case = plan[i].rb_case;
+        p->fcall = plan[i].fcall;
+        p->unix_sock = plan[i].unix_sock;
         p->ref = have_rb ? plan[i].ref : -1;
         p->aid = base + (uint64_t)i;
     }
@@ -1147,12 +1364,21 @@ int sk_bench_admission(int argc, char **argv)
                 snprintf(ph[i].note, sizeof ph[i].note, "redis-benchmark not on PATH");
             else
                 rb_phase(ctl, &o, &ph[i], decr_key);
+        } else if (ph[i].fcall && ctl->fn != SK_FN_ON) {
+            snprintf(ph[i].note, sizeof ph[i].note, "the server has no Redis Functions");
+        } else if (ph[i].unix_sock && !(spawned && sp.unix_url[0])) {
+            snprintf(ph[i].note, sizeof ph[i].note,
+                     "needs the private redis-server's unix socket (run without --redis)");
         } else {
-            run_phase(ctl, &o, url, &ph[i], decr_key);
+            run_phase(ctl, &o, ph[i].unix_sock ? sp.unix_url : url, &ph[i], decr_key);
         }
         /* A dead or broken server makes the rest meaningless. */
         if (ph[i].error && ph[i].kind != SK_BENCH_RB) break;
     }
+    for (int k = 0; k < NPAIRS; k++)
+        if (pair_ran(ph, pairs[k])) rounds_add(k, &ph[pairs[k][0]], &ph[pairs[k][1]]);
+    int extra_failed =
+        more_rounds(ctl, &o, ph, base + PH_COUNT, url, spawned ? sp.unix_url : "", decr_key);
     if (sk_bench_interrupted) fprintf(stderr, "seckill: bench: interrupted\n");
     if (o.json)
         print_json(&o, url, spawned, version, ph, PH_COUNT, PH_DECR);
@@ -1160,12 +1386,13 @@ int sk_bench_admission(int argc, char **argv)
         print_table(&o, url, spawned, version, ph, PH_COUNT, PH_DECR);
     struct sk_bench_summary s;
     summarize(ph, PH_COUNT, &s);
-    exit_code = s.checks_ok && !s.errors && !sk_bench_interrupted ? SK_EXIT_OK : SK_EXIT_FAIL;
+    exit_code = s.checks_ok && !s.errors && !extra_failed && !sk_bench_interrupted ? SK_EXIT_OK
+                                                                                   : SK_EXIT_FAIL;
 
 done:
     if (ctl && have_ids && ctl->c) {
         /* Leave an external server as it was (except its stats). */
-        for (int i = 0; i < PH_COUNT; i++)
+        for (int i = 0; i < nids; i++)
             sk_stock_drop(ctl, base + (uint64_t)i);
         redisReply *rep;
         if (sk_redis_cmd(ctl, &rep, "DEL %s", decr_key) == 0) freeReplyObject(rep);

@@ -13,6 +13,14 @@
  *   3b the same with a fresh Idempotency-Key on every request (what a
  *      client does to get past the local sold-out answer)
  *   4 serve's RSS (VmRSS) idle and its peak with 1,000 connections busy
+ *   5 the admission path again with serve reaching Redis over loopback TCP
+ *     (the phases above use Redis's unix socket), and over the socket with
+ *     --sync-replicas 1 and one replica on this machine (a restart of serve
+ *     each; --no-variants skips them)
+ *   6 with --waiting-room, the waiting room's routes in the same run
+ *     (docs/waiting-room.md): joins before the start (the draw), joins after
+ * it, polls of the joined buyers, polls of a sold-out waiting room (from
+ * memory), each with the Redis CPU and the script time per request,
  * and, when wrk is installed, wrk and `seckill load` on nginx with GET /,
  * to show whether the load generator is the limit. Quotes the service as
  * ratios to the static reference and checks the issue's targets.
@@ -42,11 +50,14 @@
 
 #include <jansson.h>
 
+#include "bench/bench_child.h"
+#include "bench/bench_http_mixed.h"
 #include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "redis/redis_conn.h"
 #include "tools/load/load.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/redis_spawn.h"
@@ -61,21 +72,25 @@
 #define BIG_STOCK 10000000
 #define ACT_ADMIT 1
 #define ACT_SOLDOUT 2
+#define ACT_Q_DRAW 3 /* a waiting room whose sale starts in 2098: every join is drawn */
+#define ACT_Q 4      /* a waiting room open since 2020 at 1 pass/s: joins queue, polls wait */
+#define ACT_Q_SOLD 5 /* a waiting room whose single unit is sold */
 #define RSS_CONNS 1000
-#define READY_MS 15000
-#define STOP_MS 10000
 
 struct opts {
     double duration_s;
     int64_t connections, threads;
-    int json, no_wrk;
+    int json, no_wrk, no_variants, waiting_room;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
+    int mixed;        /* 0 none, 1 after the phases above, 2 only the mixed phase */
+    int mixed_sqlite, mixed_pg;
+    int64_t purchase_rate, poll_rate, pay_rate;
 };
 
-struct child {
-    pid_t pid;
-    int port;
-};
+/* Processes whose CPU time each phase reports. */
+enum { CPU_SERVE, CPU_REDIS, CPU_REPLICA, CPU_NGINX, CPU_LOAD, CPU_ALL, CPU_N };
+static const char *const cpu_names[CPU_N] = {"serve", "redis", "replica",
+                                             "nginx", "load",  "machine"};
 
 struct phase {
     const char *id, *label;
@@ -87,23 +102,41 @@ struct phase {
     json_t *detail; /* sk_load_json of the run, owned */
     /* CPU used during the phase, in cores (CPU seconds / wall seconds):
      * who is busy tells what limits the phase */
-    double cpu[5];
+    double cpu[CPU_N];
+    double script_us; /* Redis script time per request (INFO commandstats); -1: not read */
 };
 
-/* Processes whose CPU time each phase reports. */
-enum { CPU_SERVE, CPU_REDIS, CPU_NGINX, CPU_LOAD, CPU_ALL, CPU_N };
-static const char *const cpu_names[CPU_N] = {"serve", "redis", "nginx", "load", "machine"};
 /* CPU_LOAD: this process (getrusage); CPU_ALL: every CPU (/proc/stat), so
  * that other work on the machine during a phase shows */
 static pid_t cpu_pids[CPU_N];
 
-enum { PH_STATIC, PH_ADMIT, PH_SOLDOUT, PH_SOLDOUT_KEYED, PH_STATIC_GET, PH_WRK, PH_COUNT };
+enum {
+    PH_STATIC,
+    PH_ADMIT,
+    PH_SOLDOUT,
+    PH_SOLDOUT_KEYED,
+    PH_ADMIT_TCP,
+    PH_ADMIT_SYNC,
+    PH_Q_DRAW, /* --waiting-room: POST .../queue before the start */
+    PH_Q_JOIN, /* POST .../queue after the start */
+    PH_Q_POLL, /* GET .../queue of the buyers PH_Q_JOIN queued */
+    PH_Q_SOLD, /* GET .../queue of a sold-out waiting room */
+    PH_STATIC_GET,
+    PH_WRK,
+    PH_COUNT
+};
 
 /* The purchase phases: quoted against the static reference, with CPU per
  * request. */
 static int is_purchase_phase(int i)
 {
-    return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED;
+    return i == PH_ADMIT || i == PH_SOLDOUT || i == PH_SOLDOUT_KEYED || i == PH_ADMIT_TCP ||
+           i == PH_ADMIT_SYNC;
+}
+
+static int is_queue_phase(int i)
+{
+    return i >= PH_Q_DRAW && i <= PH_Q_SOLD;
 }
 
 static atomic_int interrupted;
@@ -135,11 +168,28 @@ static int usage(FILE *f)
             "                    (orders stay in the Redis stream); all: serve as a full node\n"
             "                    (HTTP process + order worker); CPU and RSS add both up\n"
             "  --no-wrk          skip the wrk comparison on the static route\n"
+            "  --no-variants     skip the admission phases over loopback TCP and with\n"
+            "                    --sync-replicas 1 (serve reaches Redis over its unix socket)\n"
+            "  --waiting-room    also the waiting room's routes: joins before and after the\n"
+            "                    start, polls, polls of a sold-out room, with the Redis CPU\n"
+            "                    and script time per request (docs/waiting-room.md)\n"
             "  --json            print one JSON object instead of the table\n"
+            "\n"
+            "mixed phase (after the phases above): purchases at a fixed rate alone, then while\n"
+            "buyers poll GET /api/v1/orders/{id} and pay, all open loop; the order reads/s of\n"
+            "each store; on PostgreSQL also purchases and polls while the database is frozen\n"
+            "(SIGSTOP). serve runs with --role all, SQLite and a private PostgreSQL server.\n"
+            "  --mixed-only      run only the mixed phase\n"
+            "  --no-mixed        skip the mixed phase\n"
+            "  --mixed-stores S  sqlite, postgres or sqlite,postgres (default)\n"
+            "  --purchase-rate R purchases/s (default %d)\n"
+            "  --poll-rate R     order polls/s (default %d)\n"
+            "  --pay-rate R      payments/s (default %d)\n"
             "\n"
             "exit status: 0 every phase ran and its answers checked out (targets are\n"
             "reported, not enforced), 1 a phase failed, 2 bad usage\n",
-            RSS_CONNS, SK_LOAD_MAX_CONNS);
+            RSS_CONNS, SK_LOAD_MAX_CONNS, SK_BENCH_MIXED_PURCHASE_RATE, SK_BENCH_MIXED_POLL_RATE,
+            SK_BENCH_MIXED_PAY_RATE);
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -164,159 +214,38 @@ static int find_exe(const char *name, char *out, size_t cap)
     return -1;
 }
 
-/* ---- a blocking one-shot HTTP client for set-up calls ---- */
-
-/* Sends one request on a fresh connection and reads the answer (5 s
- * limit). body may be NULL. Returns the status (> 0) or -1; the answer's
- * body goes to out (cap bytes, terminated). */
-static int http_call(int port, const char *method, const char *path, const char *headers,
-                     const char *body, char *out, size_t cap)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return -1;
-    }
-    char req[2048];
-    size_t bl = body ? strlen(body) : 0;
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     method, path, port, headers ? headers : "", bl, body ? body : "");
-    if (n < 0 || (size_t)n >= sizeof req || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        close(fd);
-        return -1;
-    }
-    char buf[16384];
-    size_t len = 0;
-    int status = -1;
-    for (;;) {
-        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
-        if (got < 0 && errno == EINTR) continue;
-        int eof = got <= 0;
-        if (got > 0) len += (size_t)got;
-        struct sk_load_resp r;
-        int rc = sk_load_parse_response(buf, len, eof, !strcmp(method, "HEAD"), &r);
-        if (rc == 1) {
-            status = r.status;
-            if (cap) snprintf(out, cap, "%.*s", (int)r.body_len, r.body);
-            break;
-        }
-        if (rc < 0 || eof || len == sizeof buf - 1) break;
-    }
-    close(fd);
-    return status;
-}
-
 static int admin(int port, const char *path, const char *body, char *out, size_t cap)
 {
-    return http_call(port, "POST", path, "Authorization: Bearer " ADMIN_TOKEN "\r\n", body, out,
-                     cap);
+    return sk_bench_http_call(port, "POST", path, "Authorization: Bearer " ADMIN_TOKEN "\r\n", body,
+                              out, cap);
 }
 
-/* ---- children ---- */
-
-/* fork + exec argv with stdout/stderr into log; dies with this thread. */
-static pid_t spawn(char *const *argv, const char *log)
+static int start_serve(struct sk_bench_child *c, const char *dir, const char *redis_url,
+                       const char *role, int sync_replicas, char *err, size_t cap)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    if (devnull >= 0) dup2(devnull, 0);
-    /* the parent ignores or catches these; the child starts clean */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    execv(argv[0], argv);
-    _exit(127);
-}
-
-/* SIGTERM, wait at most STOP_MS, then SIGKILL; always reaps. */
-static void stop_child(struct child *c)
-{
-    if (c->pid <= 0) return;
-    kill(c->pid, SIGTERM);
-    int64_t deadline = sk_mono_ms() + STOP_MS;
-    for (;;) {
-        pid_t r = waitpid(c->pid, NULL, WNOHANG);
-        if (r == c->pid || (r < 0 && errno != EINTR)) break;
-        if (sk_mono_ms() > deadline) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, NULL, 0);
-            break;
-        }
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    c->pid = 0;
-}
-
-/* Waits until GET path answers 200 (bounded); 0 or -1 (exited, timed out). */
-static int wait_ready(struct child *c, const char *path)
-{
-    int64_t deadline = sk_mono_ms() + READY_MS;
-    while (!interrupted) {
-        char body[256];
-        if (http_call(c->port, "GET", path, NULL, NULL, body, sizeof body) == 200) return 0;
-        if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
-            c->pid = 0;
-            return -1;
-        }
-        if (sk_mono_ms() > deadline) return -1;
-        sleep_ms(20);
-    }
-    return -1;
-}
-
-static int start_serve(struct child *c, const char *dir, const char *redis_url, const char *role,
-                       char *err, size_t cap)
-{
+    char sync[16];
+    snprintf(sync, sizeof sync, "%d", sync_replicas);
     char listen[64], db[400], log[400];
     c->port = sk_net_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
-    char *argv[] = {"/proc/self/exe",
-                    "serve",
-                    "--listen",
-                    listen,
-                    "--redis",
-                    (char *)redis_url,
-                    "--db",
-                    db,
-                    "--admin-token",
-                    ADMIN_TOKEN,
-                    "--processes",
-                    "1",
-                    "--role",
-                    (char *)role,
-                    "--log-level",
-                    "warn",
-                    NULL};
-    c->pid = spawn(argv, log);
-    if (c->pid < 0 || wait_ready(c, "/healthz") < 0) {
+    char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
+                    "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1", "--role",
+                    (char *)role, "--log-level", "warn", "--sync-replicas", sync,
+                    /* healthy, WAIT answers at the replica's ack; a generous
+                     * timeout keeps a busy machine from failing the phase */
+                    "--sync-timeout-ms", "1000", NULL};
+    c->pid = sk_bench_spawn(argv, log);
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &interrupted) < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
         return -1;
     }
     return 0;
 }
 
-static int start_nginx(struct child *c, const char *exe, const char *dir, char *err, size_t cap)
+static int start_nginx(struct sk_bench_child *c, const char *exe, const char *dir, char *err,
+                       size_t cap)
 {
     char conf[400], log[400], elog[400];
     snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
@@ -345,8 +274,8 @@ static int start_nginx(struct child *c, const char *exe, const char *dir, char *
             dir, elog, dir, dir, dir, dir, dir, c->port);
     fclose(f);
     char *argv[] = {(char *)exe, "-p", (char *)dir, "-e", elog, "-c", conf, NULL};
-    c->pid = spawn(argv, log);
-    if (c->pid < 0 || wait_ready(c, "/") < 0) {
+    c->pid = sk_bench_spawn(argv, log);
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &interrupted) < 0) {
         snprintf(err, cap, "nginx did not start (see %.150s and %.150s)", log, elog);
         return -1;
     }
@@ -480,6 +409,26 @@ static void load_opts(struct sk_load_opts *lo, const struct opts *o, int port, u
     lo->progress = 0;
 }
 
+/* With --waiting-room: a connection to the run's Redis, for the script
+ * time of each phase (INFO commandstats). */
+static sk_redis *info_redis;
+
+/* Microseconds Redis spent in scripts so far (EVALSHA and EVAL); -1 when
+ * unknown. */
+static double script_usec(void)
+{
+    if (!info_redis) return -1;
+    const char *cmds[] = {"cmdstat_evalsha", "cmdstat_eval"};
+    double t = 0;
+    for (int i = 0; i < 2; i++) {
+        char v[256];
+        const char *u;
+        if (sk_redis_info_field(info_redis, "commandstats", cmds[i], v, sizeof v) < 0) continue;
+        if ((u = strstr(v, "usec=")) != NULL) t += strtod(u + 5, NULL);
+    }
+    return t;
+}
+
 /* Runs one load phase; fills p. Returns 0 when it ran and checked out. */
 static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expected_status)
 {
@@ -488,6 +437,7 @@ static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expecte
     p->ran = 1;
     p->expected_status = expected_status;
     double c0[CPU_N], c1[CPU_N];
+    double s0 = script_usec();
     cpu_snapshot(c0);
     int64_t t0 = sk_mono_us();
     if (sk_load_run(lo, &r, err, sizeof err) < 0) {
@@ -496,6 +446,8 @@ static int run_phase(struct phase *p, const struct sk_load_opts *lo, int expecte
     }
     double wall = (double)(sk_mono_us() - t0) / 1e6;
     cpu_snapshot(c1);
+    double s1 = script_usec();
+    p->script_us = s0 >= 0 && s1 >= 0 && r.completed ? (s1 - s0) / (double)r.completed : -1;
     for (int i = 0; i < CPU_N; i++)
         p->cpu[i] = wall > 0 ? (c1[i] - c0[i]) / wall : 0;
     p->rps = r.rps;
@@ -528,7 +480,7 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
     snprintf(log, sizeof log, "%s/wrk.out", dir);
     char *argv[] = {(char *)wrk, "-t", threads, "-c", conns, "-d", dur, "--latency", url, NULL};
-    struct child c = {spawn(argv, log), 0};
+    struct sk_bench_child c = {sk_bench_spawn(argv, log), 0};
     p->ran = 1;
     int st = 0;
     int64_t deadline = sk_mono_ms() + (int64_t)(o->duration_s * 1000) + 15000;
@@ -536,7 +488,7 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
         pid_t r = waitpid(c.pid, &st, WNOHANG);
         if (r == c.pid) break;
         if (interrupted || sk_mono_ms() > deadline) {
-            stop_child(&c);
+            sk_bench_child_stop(&c);
             snprintf(p->note, sizeof p->note, "wrk %s", interrupted ? "interrupted" : "timed out");
             return -1;
         }
@@ -574,7 +526,8 @@ static double ratio(const struct phase *a, const struct phase *ref)
 /* Cores used by processes other than ours during a phase. */
 static double other_cpu(const struct phase *p)
 {
-    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_NGINX] + p->cpu[CPU_LOAD];
+    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
+                  p->cpu[CPU_LOAD];
     double o = p->cpu[CPU_ALL] - ours;
     return o > 0 ? o : 0;
 }
@@ -593,6 +546,7 @@ struct report {
     char machine[256];
     double admit_ratio, soldout_ratio, load_vs_wrk;
     int t_admit, t_admit_p99, t_soldout, t_rss;
+    json_t *mixed; /* the mixed phase's figures (bench_http_mixed.h), owned */
 };
 
 static void evaluate(struct report *R)
@@ -607,6 +561,23 @@ static void evaluate(struct report *R)
     R->t_rss = R->rss_ran && R->rss_peak > 0 && R->rss_peak <= TARGET_RSS_KIB;
 }
 
+/* The waiting room's routes against the purchase path of the same run. */
+static void print_queue_table(const struct phase *ph)
+{
+    printf("\nwaiting room (docs/waiting-room.md), against the purchase path of this run:\n");
+    printf("%-44s %12s %8s %14s %14s %14s\n", "phase", "req/s", "x admit", "redis us/req",
+           "script us/req", "serve us/req");
+    const int rows[] = {PH_ADMIT, PH_Q_DRAW, PH_Q_JOIN, PH_Q_POLL, PH_Q_SOLD};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const struct phase *p = &ph[rows[k]];
+        if (!p->ran || p->rps <= 0) continue;
+        char script[16] = "-";
+        if (p->script_us >= 0) snprintf(script, sizeof script, "%.2f", p->script_us);
+        printf("%-44s %12.0f %8.2f %14.2f %14s %14.1f\n", p->label, p->rps, ratio(p, &ph[PH_ADMIT]),
+               p->cpu[CPU_REDIS] / p->rps * 1e6, script, p->cpu[CPU_SERVE] / p->rps * 1e6);
+    }
+}
+
 static void print_table(const struct report *R)
 {
     const struct phase *ph = R->ph;
@@ -619,6 +590,7 @@ static void print_table(const struct report *R)
            "x static");
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &ph[i];
+        if (is_queue_phase(i) && !R->o->waiting_room) continue;
         if (!p->ran) {
             printf("%-44s %12s   %s\n", p->label, "-", p->note[0] ? p->note : "not run");
             continue;
@@ -647,15 +619,25 @@ static void print_table(const struct report *R)
         double other = other_cpu(p);
         printf(" %7.2f", other);
         if (other > 0.15) disturbed = 1;
-        if (is_purchase_phase(i))
+        if (is_purchase_phase(i) || is_queue_phase(i))
             printf(" %14.1f %14.2f", p->rps > 0 ? p->cpu[CPU_SERVE] / p->rps * 1e6 : 0,
                    p->rps > 0 ? p->cpu[CPU_REDIS] / p->rps * 1e6 : 0);
         printf("\n");
     }
+    if (R->o->waiting_room) print_queue_table(ph);
     if (disturbed)
         printf("WARNING: other processes used more than 0.15 cores during a phase: its figures "
                "are disturbed; run again on a quiet machine\n");
     if (!R->have_nginx) printf("\nstatic reference missing: %s\n", R->nginx_note);
+    if (ph[PH_ADMIT_TCP].ran || ph[PH_ADMIT_SYNC].ran) {
+        printf("\nadmission by Redis link, ratios to the admission phase (unix socket, no "
+               "--sync-replicas):\n");
+        for (int i = PH_ADMIT_TCP; i <= PH_ADMIT_SYNC; i++)
+            if (ph[i].ran)
+                printf("  %-56s x%.2f req/s, p99 %.2f ms (%.2f ms)\n", ph[i].label,
+                       ratio(&ph[i], &ph[PH_ADMIT]), (double)ph[i].p99 / 1e3,
+                       (double)ph[PH_ADMIT].p99 / 1e3);
+    }
     printf("\nserve RSS: %ld KiB at start, %ld KiB idle after the phases, %ld KiB peak with %d "
            "connections busy\n",
            R->rss_start, R->rss_idle, R->rss_peak, RSS_CONNS);
@@ -690,7 +672,13 @@ static void print_json(const struct report *R)
     for (int i = 0; i < PH_COUNT; i++) {
         const struct phase *p = &R->ph[i];
         json_t *x = json_object();
+        if (is_queue_phase(i) && !R->o->waiting_room) {
+            json_decref(x);
+            continue;
+        }
         json_object_set_new(x, "ran", json_boolean(p->ran));
+        if (p->ran && p->script_us >= 0)
+            json_object_set_new(x, "redis_script_us_per_req", json_real(p->script_us));
         if (p->ran) {
             json_object_set_new(x, "ok", json_boolean(p->ok));
             json_object_set_new(x, "rps", json_real(p->rps));
@@ -722,6 +710,12 @@ static void print_json(const struct report *R)
         json_object_set_new(j, "static_reference_missing", json_string(R->nginx_note));
     }
     if (R->ph[PH_WRK].ran) json_object_set_new(j, "load_x_wrk", json_real(R->load_vs_wrk));
+    if (R->ph[PH_ADMIT_TCP].ran)
+        json_object_set_new(j, "admission_tcp_x_unix",
+                            json_real(ratio(&R->ph[PH_ADMIT_TCP], &R->ph[PH_ADMIT])));
+    if (R->ph[PH_ADMIT_SYNC].ran)
+        json_object_set_new(j, "admission_sync1_x_unix",
+                            json_real(ratio(&R->ph[PH_ADMIT_SYNC], &R->ph[PH_ADMIT])));
     json_object_set_new(t, "admission_ratio_met",
                         R->have_nginx ? json_boolean(R->t_admit) : json_null());
     json_object_set_new(t, "admission_p99_met", json_boolean(R->t_admit_p99));
@@ -729,10 +723,155 @@ static void print_json(const struct report *R)
                         R->have_nginx ? json_boolean(R->t_soldout) : json_null());
     json_object_set_new(t, "rss_met", json_boolean(R->t_rss));
     json_object_set_new(j, "targets", t);
+    if (R->mixed) json_object_set(j, "mixed", R->mixed);
     char *s = json_dumps(j, JSON_INDENT(2));
     if (s) printf("%s\n", s);
     free(s);
     json_decref(j);
+}
+
+/* ---- admission by Redis link ---- */
+
+/* A replica of redis on this machine, in sync and counted by WAIT; 0 or -1
+ * (why in note). */
+static int start_replica(struct sk_redis_spawn *replica, const struct sk_redis_spawn *redis,
+                         char *note, size_t cap)
+{
+    char port[16], err[160];
+    snprintf(port, sizeof port, "%d", redis->port);
+    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    if (sk_redis_spawn_start(replica, args) < 0) {
+        snprintf(note, cap, "replica: %.200s", replica->errstr);
+        return -1;
+    }
+    sk_redis *r;
+    if (sk_redis_new(&r, redis->url, 2000, 2000, err, sizeof err) < 0) {
+        snprintf(note, cap, "%.200s", err);
+        return -1;
+    }
+    /* the master streams to a fresh replica from its first acknowledgement
+     * (up to a second after the sync): until WAIT counts it */
+    int ok = 0;
+    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !interrupted;) {
+        redisReply *rep;
+        if (sk_redis_cmd(r, &rep, "SET seckill:bench:probe 1") == 0) freeReplyObject(rep);
+        if (sk_redis_cmd(r, &rep, "WAIT 1 100") == 0) {
+            ok = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+            freeReplyObject(rep);
+        } else {
+            sleep_ms(100);
+        }
+    }
+    sk_redis_free(r);
+    if (!ok) snprintf(note, cap, "the replica never acknowledged a write");
+    return ok ? 0 : -1;
+}
+
+/* Restarts serve on url with --sync-replicas sync and runs the admission
+ * phase into p (users from user_base). */
+static int admission_variant(struct phase *p, const struct opts *o, struct sk_bench_child *serve,
+                             const char *dir, const char *url, int sync, uint32_t user_base)
+{
+    char err[400];
+    sk_bench_child_stop(serve);
+    if (start_serve(serve, dir, url, o->role, sync, err, sizeof err) < 0) {
+        snprintf(p->note, sizeof p->note, "%.290s", err);
+        return -1;
+    }
+    cpu_pids[CPU_SERVE] = serve->pid;
+    struct sk_load_opts lo;
+    load_opts(&lo, o, serve->port, ACT_ADMIT);
+    lo.users = 100000000;
+    lo.user_base = user_base;
+    lo.limit = 1;
+    return run_phase(p, &lo, 200);
+}
+
+/* ---- the waiting room ---- */
+
+/* The three waiting rooms (ACT_Q_*), the last one sold out: its one unit
+ * bought with its buyer's pass. 0, or -1 with err set. */
+static int setup_queues(int port, char *err, size_t cap)
+{
+    const struct {
+        int id;
+        long stock;
+        const char *start;
+        int rate;
+    } acts[] = {{ACT_Q_DRAW, BIG_STOCK, "2098-01-01T00:00:00Z", 1},
+                {ACT_Q, BIG_STOCK, "2020-01-01T00:00:00Z", 1},
+                {ACT_Q_SOLD, 1, "2020-01-01T00:00:00Z", 1000}};
+    char body[512], out[2048], path[128];
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"id\":%d,\"name\":\"bench queue\",\"stock\":%ld,\"per_user_limit\":1,"
+                 "\"start\":\"%s\",\"end\":\"2099-01-01T00:00:00Z\","
+                 "\"waiting_room\":{\"passes_per_s\":%d,\"pass_ttl_s\":3600}}",
+                 acts[i].id, acts[i].stock, acts[i].start, acts[i].rate);
+        int st = admin(port, "/api/v1/activities", body, out, sizeof out);
+        const char *steps[] = {"preheat", "open"};
+        for (int k = 0; st == 201 && k < 2; k++) {
+            snprintf(path, sizeof path, "/api/v1/activities/%d/%s", acts[i].id, steps[k]);
+            if (admin(port, path, NULL, out, sizeof out) != 200) st = -2;
+        }
+        if (st != 201) {
+            snprintf(err, cap, "waiting room %d set-up failed: %.300s", acts[i].id, out);
+            return -1;
+        }
+    }
+    /* the sold-out room: its first buyer gets a pass at once (an idle room)
+     * and buys the unit with it */
+    snprintf(path, sizeof path, "/api/v1/activities/%d/queue", ACT_Q_SOLD);
+    json_t *j = NULL;
+    char hdr[160];
+    int ok =
+        sk_bench_http_call(port, "POST", path, "X-User-Id: 1\r\n", NULL, out, sizeof out) == 200 &&
+        (j = json_loads(out, 0, NULL)) != NULL && json_is_string(json_object_get(j, "pass"));
+    if (ok) {
+        snprintf(hdr, sizeof hdr, "X-User-Id: 1\r\nX-Queue-Pass: %s\r\n",
+                 json_string_value(json_object_get(j, "pass")));
+        char buy[128];
+        snprintf(buy, sizeof buy, "/api/v1/activities/%d/purchase", ACT_Q_SOLD);
+        ok = sk_bench_http_call(port, "POST", buy, hdr, "{\"quantity\":1}", out, sizeof out) ==
+                 200 &&
+             sk_bench_http_call(port, "GET", path, "X-User-Id: 2\r\n", NULL, out, sizeof out) ==
+                 200 &&
+             strstr(out, "sold_out") != NULL;
+    }
+    json_decref(j);
+    if (!ok) snprintf(err, cap, "could not sell out waiting room %d: %.300s", ACT_Q_SOLD, out);
+    return ok ? 0 : -1;
+}
+
+/* The waiting room's phases; returns nonzero when one failed. */
+static int queue_phases(struct report *R, const struct opts *o, int port)
+{
+    struct sk_load_opts lo;
+    int failed = 0;
+    const struct {
+        int ph, act;
+        const char *method;
+        uint64_t base;
+    } runs[] = {{PH_Q_DRAW, ACT_Q_DRAW, "POST", 300000000},
+                {PH_Q_JOIN, ACT_Q, "POST", 400000000},
+                {PH_Q_POLL, ACT_Q, "GET", 400000000},
+                {PH_Q_SOLD, ACT_Q_SOLD, "GET", 500000000}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !interrupted; i++) {
+        load_opts(&lo, o, port, (uint64_t)runs[i].act);
+        snprintf(lo.path, sizeof lo.path, "/api/v1/activities/{id}/queue");
+        snprintf(lo.method, sizeof lo.method, "%s", runs[i].method);
+        lo.user_base = runs[i].base;
+        /* polls ask for the buyers the join phase queued, each in turn and
+         * then at random; the others are new buyers every time */
+        lo.users = runs[i].ph == PH_Q_POLL ? R->ph[PH_Q_JOIN].completed : 100000000;
+        if (lo.users == 0) {
+            snprintf(R->ph[runs[i].ph].note, sizeof R->ph[runs[i].ph].note, "nobody joined");
+            failed = 1;
+            continue;
+        }
+        failed |= run_phase(&R->ph[runs[i].ph], &lo, 200) < 0;
+    }
+    return failed;
 }
 
 /* ---- the command ---- */
@@ -743,6 +882,11 @@ static int parse(struct opts *o, int argc, char **argv)
     o->connections = 200;
     o->threads = 1;
     o->role = "api";
+    o->mixed = 1;
+    o->mixed_sqlite = o->mixed_pg = 1;
+    o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
+    o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
+    o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int64_t n;
@@ -750,6 +894,29 @@ static int parse(struct opts *o, int argc, char **argv)
             o->json = 1;
         else if (!strcmp(a, "--no-wrk"))
             o->no_wrk = 1;
+        else if (!strcmp(a, "--no-variants"))
+            o->no_variants = 1;
+        else if (!strcmp(a, "--waiting-room"))
+            o->waiting_room = 1;
+        else if (!strcmp(a, "--mixed-only"))
+            o->mixed = 2;
+        else if (!strcmp(a, "--no-mixed"))
+            o->mixed = 0;
+        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") &&
+                 (!strcmp(argv[i + 1], "sqlite") || !strcmp(argv[i + 1], "postgres") ||
+                  !strcmp(argv[i + 1], "sqlite,postgres"))) {
+            o->mixed_sqlite = strstr(argv[i + 1], "sqlite") != NULL;
+            o->mixed_pg = strstr(argv[i + 1], "postgres") != NULL;
+            i++;
+        } else if (i + 1 < argc && !strcmp(a, "--purchase-rate") &&
+                   sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->purchase_rate) == 0)
+            i++;
+        else if (i + 1 < argc && !strcmp(a, "--poll-rate") &&
+                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->poll_rate) == 0)
+            i++;
+        else if (i + 1 < argc && !strcmp(a, "--pay-rate") &&
+                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->pay_rate) == 0)
+            i++;
         else if (i + 1 >= argc)
             return sk_cli_usage_error("bench http: bad option '%s'", a);
         else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
@@ -792,8 +959,15 @@ int sk_bench_http(int argc, char **argv)
     } names[PH_COUNT] = {
         [PH_STATIC] = {"static", "static reference (nginx return 200)"},
         [PH_ADMIT] = {"admission", "purchase, admitted (serve + Redis)"},
+        [PH_ADMIT_TCP] = {"admission_tcp", "purchase, admitted, Redis over loopback TCP"},
+        [PH_ADMIT_SYNC] = {"admission_sync_replicas_1",
+                           "purchase, admitted, --sync-replicas 1 (a local replica)"},
         [PH_SOLDOUT] = {"sold_out", "purchase, sold out (local fast path)"},
         [PH_SOLDOUT_KEYED] = {"sold_out_keyed", "purchase, sold out, fresh Idempotency-Key"},
+        [PH_Q_DRAW] = {"queue_join_draw", "queue join before the start (the draw)"},
+        [PH_Q_JOIN] = {"queue_join", "queue join after the start (arrival order)"},
+        [PH_Q_POLL] = {"queue_poll", "queue poll, waiting (ZRANK)"},
+        [PH_Q_SOLD] = {"queue_poll_sold_out", "queue poll, sold out (from memory)"},
         [PH_STATIC_GET] = {"static_get_seckill_load", "nginx GET /, seckill load"},
         [PH_WRK] = {"static_get_wrk", "nginx GET /, wrk"},
     };
@@ -813,8 +987,8 @@ int sk_bench_http(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    struct sk_redis_spawn redis = {0};
-    struct child serve = {0}, nginx = {0};
+    struct sk_redis_spawn redis = {0}, replica = {0};
+    struct sk_bench_child serve = {0}, nginx = {0};
     char dir[256] = "", err[400] = "", nginx_exe[512], wrk_exe[512];
     int exit_code = SK_EXIT_FAIL;
     const char *tmp = getenv("TMPDIR");
@@ -826,14 +1000,24 @@ int sk_bench_http(int argc, char **argv)
     }
     if (!o.json)
         fprintf(stderr, "seckill: bench http: starting redis-server, serve, nginx in %s\n", dir);
-    if (sk_redis_spawn_start(&redis, NULL) < 0) {
+    /* a replica's first sync at once (the --sync-replicas phase) */
+    const char *rargs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    if (sk_redis_spawn_start(&redis, rargs) < 0) {
         snprintf(err, sizeof err, "redis-server: %s", redis.errstr);
         goto done;
     }
-    if (start_serve(&serve, dir, redis.url, o.role, err, sizeof err) < 0) goto done;
+    int failed = 0;
+    if (o.mixed == 2) goto mixed;
+    /* Redis on this machine: serve reaches it over its unix socket */
+    const char *link = redis.unix_url[0] ? redis.unix_url : redis.url;
+    if (start_serve(&serve, dir, link, o.role, 0, err, sizeof err) < 0) goto done;
     R.rss_start = tree_rss_kib(serve.pid);
     cpu_pids[CPU_SERVE] = serve.pid;
     cpu_pids[CPU_REDIS] = redis.pid;
+    if (o.waiting_room && sk_redis_new(&info_redis, redis.url, 2000, 2000, err, sizeof err) < 0) {
+        info_redis = NULL;
+        goto done;
+    }
 
     /* the activities: one no run can drain, one sold out before it starts */
     char body[512], out[2048], path[128];
@@ -857,11 +1041,12 @@ int sk_bench_http(int argc, char **argv)
             goto done;
         }
     }
+    if (o.waiting_room && setup_queues(serve.port, err, sizeof err) < 0) goto done;
     snprintf(path, sizeof path, "/api/v1/activities/%d/purchase", ACT_SOLDOUT);
-    if (http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
-                  sizeof out) != 200 ||
-        http_call(serve.port, "POST", path, "X-User-Id: 2\r\n", "{\"quantity\":1}", out,
-                  sizeof out) != 409) {
+    if (sk_bench_http_call(serve.port, "POST", path, "X-User-Id: 1\r\n", "{\"quantity\":1}", out,
+                           sizeof out) != 200 ||
+        sk_bench_http_call(serve.port, "POST", path, "X-User-Id: 2\r\n", "{\"quantity\":1}", out,
+                           sizeof out) != 409) {
         snprintf(err, sizeof err, "could not sell out activity %d: %.300s", ACT_SOLDOUT, out);
         goto done;
     }
@@ -879,7 +1064,6 @@ int sk_bench_http(int argc, char **argv)
     R.have_wrk = !o.no_wrk && R.have_nginx && find_exe("wrk", wrk_exe, sizeof wrk_exe) == 0;
 
     struct sk_load_opts lo;
-    int failed = 0;
     if (!o.json)
         fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
     /* 1: static reference, same request bytes as a purchase */
@@ -914,6 +1098,7 @@ int sk_bench_http(int argc, char **argv)
         lo.idem_keys = 1;
         failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
+    if (o.waiting_room && !interrupted) failed |= queue_phases(&R, &o, serve.port);
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
     if (!interrupted) {
         sleep_ms(500);
@@ -942,7 +1127,21 @@ int sk_bench_http(int argc, char **argv)
         R.rss_peak = s.peak > now_k ? s.peak : now_k;
         R.rss_ran = 1;
     }
-    /* 5: is the load generator the limit? wrk and seckill load, GET / on nginx */
+    /* 5: admission with serve on loopback TCP, then over the socket with
+     * --sync-replicas 1 and a replica on this machine */
+    if (!o.no_variants && !interrupted) {
+        failed |=
+            admission_variant(&R.ph[PH_ADMIT_TCP], &o, &serve, dir, redis.url, 0, 300000000) < 0;
+        if (!interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
+                                          sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
+            cpu_pids[CPU_REPLICA] = replica.pid;
+            failed |=
+                admission_variant(&R.ph[PH_ADMIT_SYNC], &o, &serve, dir, link, 1, 400000000) < 0;
+        } else {
+            failed = 1;
+        }
+    }
+    /* 7: is the load generator the limit? wrk and seckill load, GET / on nginx */
     if (R.have_wrk && !interrupted) {
         load_opts(&lo, &o, nginx.port, 0);
         snprintf(lo.path, sizeof lo.path, "/");
@@ -964,20 +1163,50 @@ int sk_bench_http(int argc, char **argv)
         goto done;
     }
     evaluate(&R);
-    if (o.json)
+    if (!o.json) print_table(&R);
+    sk_bench_child_stop(&nginx);
+    sk_bench_child_stop(&serve);
+mixed:
+    if (o.mixed && !interrupted) {
+        struct sk_bench_mixed_opts mo = {.duration_s = o.duration_s,
+                                         .purchase_rate = (double)o.purchase_rate,
+                                         .poll_rate = (double)o.poll_rate,
+                                         .pay_rate = (double)o.pay_rate,
+                                         .sqlite = o.mixed_sqlite,
+                                         .pg = o.mixed_pg,
+                                         .json = o.json,
+                                         .dir = dir,
+                                         .redis_url = redis.url,
+                                         .redis_pid = redis.pid,
+                                         .interrupted = &interrupted};
+        failed |= sk_bench_http_mixed(&mo, &R.mixed) < 0;
+    }
+    if (interrupted) {
+        snprintf(err, sizeof err, "interrupted");
+        goto done;
+    }
+    if (o.json && o.mixed == 2) {
+        char *js = R.mixed ? json_dumps(R.mixed, JSON_INDENT(2)) : NULL;
+        if (js) printf("%s\n", js);
+        free(js);
+    } else if (o.json) {
         print_json(&R);
-    else
-        print_table(&R);
+    }
     exit_code = failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 
 done:
     if (err[0]) fprintf(stderr, "seckill: bench http: %s\n", err);
-    stop_child(&nginx);
-    stop_child(&serve);
+    sk_bench_child_stop(&nginx);
+    sk_bench_child_stop(&serve);
+    if (replica.pid > 0 && sk_redis_spawn_stop(&replica) < 0)
+        fprintf(stderr, "seckill: bench http: %s\n", replica.errstr);
+    if (info_redis) sk_redis_free(info_redis);
+    info_redis = NULL;
     if (redis.pid > 0 && sk_redis_spawn_stop(&redis) < 0)
         fprintf(stderr, "seckill: bench http: %s\n", redis.errstr);
     for (int i = 0; i < PH_COUNT; i++)
         json_decref(R.ph[i].detail);
+    json_decref(R.mixed);
     /* keep the logs when something failed, so there is something to read */
     if (dir[0] && (exit_code == SK_EXIT_OK || interrupted))
         rm_rf(dir);

@@ -6,6 +6,9 @@
 --       [seg seg_of] (this key set is segment seg of seg_of, docs/segments.md;
 --       '' '' for none) [db_held] (units the database holds in orders not
 --       cancelled; '' or 0 for none)
+--       [wr_rate wr_ttl wr_seed] (the waiting room, docs/waiting-room.md:
+--       passes per second, a pass's lifetime in s, the draw's seed in hex;
+--       absent or '' = none; the queue's own state is left alone)
 -- Returns {rc, stock}
 --
 -- Never overwrites live stock unless forced, and never while the switch is
@@ -20,7 +23,7 @@
 for i = 1, 7 do
   if not string.match(ARGV[i] or '', '^[0-9]+$') or #ARGV[i] > 15 then return {RC.BAD_ARGUMENT, 0} end
 end
-for i = 8, 12 do
+for i = 8, 14 do
   if ARGV[i] and ARGV[i] ~= '' and (not string.match(ARGV[i], '^[0-9]+$') or #ARGV[i] > 15) then
     return {RC.BAD_ARGUMENT, 0}
   end
@@ -29,6 +32,11 @@ local function opt(i) return tonumber(ARGV[i] ~= nil and ARGV[i] ~= '' and ARGV[
 local seg, seg_of = ARGV[10] or '', ARGV[11] or ''
 if (seg == '') ~= (seg_of == '') then return {RC.BAD_ARGUMENT, 0} end
 local rl_rate, rl_burst, db_held = opt(8), opt(9), opt(12)
+local wr_seed = ARGV[15] or ''
+if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
+                      or opt(13) < 1 or opt(14) < 1) then
+  return {RC.BAD_ARGUMENT, 0}
+end
 local initial, limit, maxq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local s, e, force = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
 if limit < 1 or maxq < 1 or e <= s then return {RC.BAD_ARGUMENT, 0} end
@@ -57,6 +65,13 @@ redis.call('HSETNX', KEYS[1], 'epoch', t[1] .. string.format('%06d', tonumber(t[
 -- that count (the forced stock above is initial - held).
 if seg ~= '' then
   redis.call('HSET', KEYS[1], 'seg', seg, 'seg_of', seg_of, 'xin', 0, 'xout', 0)
+end
+-- The waiting room: every key set carries the seed (the admission call checks
+-- passes with it); the queue itself is the base key set's.
+if wr_seed ~= '' then
+  redis.call('HSET', KEYS[1], 'wr_rate', ARGV[13], 'wr_ttl', ARGV[14], 'wr_seed', wr_seed)
+else
+  redis.call('HDEL', KEYS[1], 'wr_rate', 'wr_ttl', 'wr_seed')
 end
 -- The activity's rate limit rides in meta, read by the admission call.
 if rl_rate > 0 then

@@ -2,6 +2,7 @@
 -- per-user limit, then decrement + count + order event, all or nothing.
 -- KEYS: meta stock buyers orders idem ledger xin
 -- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
+--       [queue pass] (docs/waiting-room.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
 -- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
 -- segments}. Only the activity's own per-user rate limit (meta) applies
@@ -17,6 +18,6 @@ if not (string.find(ARGV[1] or '', '^%d+$') or string.find(ARGV[1] or '', '^%d+%
 end
 -- No memory of the key set here: the rollback guard's in-script check is
 -- the service's (purchase_batch); the fence itself applies to every call.
-local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1, {ips = {}},
-                            {epoch = '', adm = 0})
+local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1,
+                            {ips = {}, passes = {ARGV[5] or ''}}, {epoch = '', adm = 0})
 return {out[1], out[2], left, out[3]}

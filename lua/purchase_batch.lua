@@ -10,18 +10,19 @@
 --       once), epoch and adm (what this caller saw last of the key set,
 --       '' and '' when it knows nothing: the rollback guard of
 --       docs/recovery.md), then per purchase: user_id, quantity,
---       idempotency_key ('' for none), client_ip ('' for none)
+--       idempotency_key ('' for none), client_ip ('' for none), queue pass
+--       ('' for none; docs/waiting-room.md)
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read),
 -- epoch, adm (the key set's after the call; 0, 0 when not read)};
 -- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a
 -- SEGMENTED entry the number of segments.
 --#include "lib/admit.lua"
 --#include "lib/xfer.lua"
-local n = (#ARGV - 9) / 4
+local n = (#ARGV - 9) / 5
 if n < 1 or n ~= math.floor(n) or not (string.find(ARGV[1], '^%d+$') or string.find(ARGV[1], '^%d+%.%d+$'))
    or not string.find(ARGV[8], '^%d*$') or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$')
    or #ARGV[9] > 15 or (ARGV[8] == '') ~= (ARGV[9] == '') then
-  return redis.error_reply('purchase_batch: ARGV must be label, 4 rate limits, xfer id and qty, epoch and adm, then user/qty/key/ip quads')
+  return redis.error_reply('purchase_batch: ARGV must be label, 4 rate limits, xfer id and qty, epoch and adm, then user/qty/key/ip/pass quints')
 end
 local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 -- A fenced segment takes no stock in: the transfer stays in transit and the
@@ -30,13 +31,15 @@ if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
   xfer_in(KEYS[1], KEYS[2], KEYS[7], xid, xqty)
 end
 local users, qtys, idems = {}, {}, {}
-local rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5], ips = {}}
+local rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5], ips = {},
+            passes = {}}
 for i = 1, n do
-  local b = 4 * i + 6
+  local b = 5 * i + 5
   users[i] = ARGV[b]
   qtys[i] = ARGV[b + 1]
   idems[i] = ARGV[b + 2]
   rl.ips[i] = ARGV[b + 3]
+  rl.passes[i] = ARGV[b + 4]
 end
 local out, left, epoch, adm = admit_all(ARGV[1], users, qtys, idems, n, rl,
                                        {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0})

@@ -1264,3 +1264,72 @@ SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
     CHECK_MSG(strstr(out, "--segments needs a value") != NULL, "output: %s", out);
     check_nothing_written(&e, aid);
 }
+
+SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis)
+{
+    struct env e;
+    env_init(&e);
+    char id[24], id2[24], out[4096];
+    uint64_t aid = sk_th_unique_id(), aid2 = sk_th_unique_id();
+    id_str(id, sizeof id, aid);
+    id_str(id2, sizeof id2, aid2);
+    static const struct {
+        const char *a, *b, *want;
+    } bad[] = {
+        {"--pass-ttl=60", NULL, "--pass-ttl and --queue-seed need --passes-per-s"},
+        {"--queue-seed=00112233445566778899aabbccddeeff", NULL, "need --passes-per-s"},
+        {"--passes-per-s=0", NULL, "--passes-per-s must be between 1 and 1000000"},
+        {"--passes-per-s=1000001", NULL, "--passes-per-s must be between 1 and 1000000"},
+        {"--passes-per-s=5", "--pass-ttl=0", "pass TTL must be between 1 and 86400"},
+        {"--passes-per-s=5", "--pass-ttl=86401", "pass TTL must be between 1 and 86400"},
+        {"--passes-per-s=5", "--queue-seed=0011", "--queue-seed must be 16 to 64 lowercase hex"},
+        {"--passes-per-s=5", "--queue-seed=00112233445566778899AABBCCDDEEFF", "lowercase hex"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = bad[i].b ? CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5",
+                                "--limit", "1", bad[i].a, bad[i].b)
+                          : CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5",
+                                "--limit", "1", bad[i].a);
+        CHECK_MSG(rc == 2, "%s: exit %d: %s", bad[i].a, rc, out);
+        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", bad[i].a,
+                  bad[i].want, out);
+    }
+    check_nothing_written(&e, aid);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "wr", "--stock", "5", "--limit", "1",
+                 "--passes-per-s", "20", "--pass-ttl", "90", "--queue-seed",
+                 "00112233445566778899aabbccddeeff", "--json"),
+             0);
+    json_t *o = json_loads(out, 0, NULL);
+    CHECK_MSG(o != NULL, "create --json: %s", out);
+    CHECK_EQ(jint(o, "passes_per_s"), 20);
+    CHECK_EQ(jint(o, "pass_ttl_s"), 90);
+    CHECK_STR(jstr(o, "queue_seed"), "00112233445566778899aabbccddeeff");
+    json_decref(o);
+    /* without a seed one is drawn, without a TTL it is 300 s */
+    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "wr", "--stock", "5", "--limit", "1",
+                 "--passes-per-s", "3"),
+             0);
+    struct sk_activity a, a2;
+    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, aid2, &a2), 0);
+    CHECK_EQ(a.wr_passes_per_s, 20);
+    CHECK_EQ(a.wr_pass_ttl_s, 90);
+    CHECK_STR(a.wr_seed, "00112233445566778899aabbccddeeff");
+    CHECK_EQ(a2.wr_pass_ttl_s, 300);
+    CHECK_EQ(strlen(a2.wr_seed), 32);
+    CHECK(strcmp(a2.wr_seed, a.wr_seed) != 0);
+    run_ok(&e, "preheat", id);
+    sk_redis *r = redis_of(e.redis);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "HMGET %s wr_rate wr_ttl wr_seed", k.meta), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str && rep->element[1]->str &&
+                  rep->element[2]->str,
+              "waiting room not in meta");
+    CHECK_STR(rep->element[0]->str, "20");
+    CHECK_STR(rep->element[1]->str, "90");
+    CHECK_STR(rep->element[2]->str, "00112233445566778899aabbccddeeff");
+    freeReplyObject(rep);
+    sk_redis_free(r);
+}

@@ -427,6 +427,59 @@ static long long dom_number(const char *dom, const char *id)
     return digits ? v : -1;
 }
 
+/* An open sale with a waiting room (1,000 passes/s) whose buyers
+ * base+1..base+n joined the queue; returns once the last of them has its
+ * pass (bounded). */
+static void open_queue(int port, uint64_t id, uint64_t base, int n)
+{
+    char body[400], path[96];
+    struct sk_th_resp r;
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"ops queue %" PRIu64 "\",\"stock\":100,"
+             "\"per_user_limit\":1,\"start\":\"2020-01-01T00:00:00Z\","
+             "\"end\":\"2099-01-01T00:00:00Z\",\"waiting_room\":{\"passes_per_s\":1000}}",
+             id, id);
+    CHECK_EQ(admin_post(port, "/api/v1/activities", body, &r), 201);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
+    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
+    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", id);
+    struct sk_th_http h;
+    sk_th_http_open(&h, port);
+    char hdr[64];
+    for (int i = 1; i <= n; i++) {
+        snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", base + (uint64_t)i);
+        CHECK_EQ(sk_th_http_req(&h, "POST", path, hdr, NULL, &r), 200);
+    }
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (!strstr(r.body, "\"admitted\"")) {
+        CHECK_MSG(sk_mono_ms() < deadline, "the last buyer got no pass: %s", r.body);
+        nap_ms(5);
+        CHECK_EQ(sk_th_http_req(&h, "GET", path, hdr, NULL, &r), 200);
+    }
+    sk_th_http_close(&h);
+}
+
+/* 1 when dashboard.json shows activity aid's waiting room with that many
+ * buyers in its queue. */
+static int dashboard_queue_is(int ops, uint64_t aid, long long length)
+{
+    static char body[1 << 20];
+    if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
+    json_error_t e;
+    json_t *d = json_loads(body, 0, &e), *acts = json_object_get(d, "activities");
+    int ok = 0;
+    for (size_t i = 0; i < json_array_size(acts); i++) {
+        json_t *a = json_array_get(acts, i);
+        json_t *w = json_object_get(a, "waiting_room");
+        if ((uint64_t)json_integer_value(json_object_get(a, "id")) == aid)
+            ok = json_integer_value(json_object_get(w, "queue_length")) == length;
+    }
+    json_decref(d);
+    return ok;
+}
+
 static int dashboard_caught_up(int ops, uint64_t aid, long long admitted)
 {
     static char body[1 << 20];
@@ -455,9 +508,12 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     open_sale(s.port, aid, 2500, 1);
     int accepted = buy_many(s.port, aid, 0, 1234, 8);
     CHECK_EQ(accepted, 1234);
+    /* and a sale with a waiting room: 37 buyers in its queue */
+    uint64_t qid = sk_th_unique_id();
+    open_queue(s.port, qid, 7000, 37);
     /* the sale goes on; the worker's sampler catches up within a second */
     int64_t deadline = sk_mono_ms() + 15000;
-    while (!dashboard_caught_up(ops, aid, accepted)) {
+    while (!dashboard_caught_up(ops, aid, accepted) || !dashboard_queue_is(ops, qid, 37)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed %d admitted", accepted);
         nap_ms(100);
     }
@@ -495,6 +551,11 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     char shown[96];
     snprintf(shown, sizeof shown, "id=\"act-%" PRIu64 "-admitted\">1,234<", aid);
     CHECK_MSG(strstr(dom, shown) != NULL, "admitted not shown as 1,234");
+    /* the waiting room's line, only for the activity that has one */
+    snprintf(id, sizeof id, "act-%" PRIu64 "-wr-queue", qid);
+    CHECK_EQ(dom_number(dom, id), 37);
+    snprintf(id, sizeof id, "act-%" PRIu64 "-wr-queue", aid);
+    CHECK_EQ(dom_number(dom, id), -1);
     /* the node's health and its processes are on the page */
     CHECK(strstr(dom, "HTTP processes 2/2") != NULL);
     CHECK(strstr(dom, "Order worker") != NULL);

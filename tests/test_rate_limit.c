@@ -65,8 +65,19 @@ static void wait_until(int64_t t_ms)
 static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64_t rl_burst)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(), stock,   1000,     10, now - 1000,
-                             now + 3600000,     rl_rate, rl_burst, 1,  0};
+    struct sk_stock_def d = {sk_th_unique_id(),
+                             stock,
+                             1000,
+                             10,
+                             now - 1000,
+                             now + 3600000,
+                             rl_rate,
+                             rl_burst,
+                             1,
+                             0,
+                             0,
+                             0,
+                             ""};
     int rc;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
     CHECK_EQ(rc, SK_RC_PREHEATED);

@@ -717,6 +717,16 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
     };
     for (size_t i = 0; i < sizeof rebuild_bad / sizeof rebuild_bad[0]; i++)
         CHECK_EQ(eval_rc(r, SK_SCRIPT_REBUILD, 2, bkeys, 10, rebuild_bad[i]), SK_RC_BAD_ARGUMENT);
+    /* the waiting room's three (docs/waiting-room.md): all or none */
+    const char *rebuild_wr_bad[][13] = {
+        {"1", "10", "1", "1", "0", "10", "0", "0", "", "", "5", "60", ""},
+        {"1", "10", "1", "1", "0", "10", "0", "0", "", "", "0", "60", "0123456789abcdef"},
+        {"1", "10", "1", "1", "0", "10", "0", "0", "", "", "5", "x", "0123456789abcdef"},
+        {"1", "10", "1", "1", "0", "10", "0", "0", "", "", "5", "60", "0123456789ABCDEF"},
+    };
+    for (size_t i = 0; i < sizeof rebuild_wr_bad / sizeof rebuild_wr_bad[0]; i++)
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_REBUILD, 2, bkeys, 13, rebuild_wr_bad[i]),
+                 SK_RC_BAD_ARGUMENT);
     /* the admission scripts' memory of the key set: malformed refused */
     struct sk_batch_head h = {.label = k.label};
     struct sk_purchase p = {.user_id = 77, .quantity = 1};

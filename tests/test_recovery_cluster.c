@@ -167,21 +167,6 @@ static int ok_above(void *arg)
     return atomic_load(&s->ok) > (long)(intptr_t)((struct sale **)arg)[1];
 }
 
-/* Held orders the recoveries put back (their audit rows say). */
-static long long replayed_held(sk_store *st, uint64_t aid)
-{
-    struct sk_audit *a;
-    size_t n;
-    CHECK_EQ(sk_store_audit_list(st, aid, &a, &n), 0);
-    long long held = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *p = strstr(a[i].detail, "replayed: ");
-        if (!strcmp(a[i].kind, "recover_replay") && p) held += strtoll(p + 10, NULL, 10);
-    }
-    free(a);
-    return held;
-}
-
 SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_never_oversells,
           400)
 {
@@ -247,7 +232,7 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     sale_print(&s, "failover to a lagging replica");
     sale_wait_drained(r, aid, 60000);
     int64_t sold = sale_check_invariants(st, r, sk_th_cluster_url(), v.db, aid, stock, limit);
-    long long held = replayed_held(st, aid);
+    long long held = sale_replayed_held(st, aid);
     struct sk_stock_state sst;
     CHECK_EQ(sk_stock_state(r, aid, &sst), 0);
     printf("    replica %lld MB behind; the promoted master had forgotten persisted orders: %lld "

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,8 +32,19 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                               int64_t start_off, int64_t end_off, int open)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(), stock, limit, maxq, now + start_off,
-                             now + end_off,     0,     0,     1,    0};
+    struct sk_stock_def d = {sk_th_unique_id(),
+                             stock,
+                             limit,
+                             maxq,
+                             now + start_off,
+                             now + end_off,
+                             0,
+                             0,
+                             1,
+                             0,
+                             0,
+                             0,
+                             ""};
     int rc;
     int64_t left;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
@@ -305,7 +317,7 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0};
+    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, ""};
     int rc;
     int64_t stock;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &stock), 0);
@@ -334,10 +346,10 @@ SK_TEST(preheat_rejects_bad_definitions)
     sk_redis *r = connect_to(sk_th_redis_url());
     int64_t now = sk_wall_ms();
     struct sk_stock_def bad[] = {
-        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0},
-        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0},
+        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0, 0, 0, ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc;
@@ -348,11 +360,13 @@ SK_TEST(preheat_rejects_bad_definitions)
     sk_redis_free(r);
 }
 
-/* SCRIPT FLUSH from a second connection while purchases run: every purchase
- * must still get a proper answer (the registry reloads on NOSCRIPT). */
+/* SCRIPT FLUSH (or FUNCTION FLUSH) from a second connection while
+ * purchases run: every purchase must still get a proper answer (the
+ * registry resends a missing script as EVAL and loads it again). */
 struct flusher {
     const char *url;
-    volatile int stop;
+    const char *cmd;
+    atomic_int stop; /* set by the test, read by the flusher thread */
     int flushes;
 };
 
@@ -360,9 +374,9 @@ static void *flush_loop(void *arg)
 {
     struct flusher *f = arg;
     sk_redis *r = connect_to(f->url);
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         redisReply *rep;
-        CHECK_EQ(sk_redis_cmd(r, &rep, "SCRIPT FLUSH"), 0);
+        CHECK_EQ(sk_redis_cmd(r, &rep, f->cmd), 0);
         freeReplyObject(rep);
         f->flushes++;
     }
@@ -370,13 +384,15 @@ static void *flush_loop(void *arg)
     return NULL;
 }
 
-SK_TEST(script_flush_mid_run_is_recovered_without_a_failed_purchase)
+/* fn: how the buyer calls the scripts (SK_FN_OFF: EVALSHA, else FCALL). */
+static void flush_mid_run(const char *cmd, int fn)
 {
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
     sk_redis *r = connect_to(srv.url);
+    r->fn = fn;
     uint64_t aid = open_activity(r, 3000, 1, 1);
-    struct flusher f = {srv.url, 0, 0};
+    struct flusher f = {srv.url, cmd, 0, 0};
     pthread_t t;
     pthread_create(&t, NULL, flush_loop, &f);
     int accepted = 0;
@@ -391,13 +407,29 @@ SK_TEST(script_flush_mid_run_is_recovered_without_a_failed_purchase)
             accepted += a.rc == SK_RC_OK;
         }
     }
-    f.stop = 1;
+    atomic_store(&f.stop, 1);
     pthread_join(t, NULL);
     CHECK_EQ(accepted, 3000);
     CHECK_MSG(f.flushes > 10, "only %d flushes happened", f.flushes);
     CHECK_EQ(state_of(r, aid).remaining, 0);
+    /* the calls went the way asked (a flush must not turn FCALL off) */
+    char calls[64];
+    const char *want = fn == SK_FN_OFF ? "cmdstat_evalsha" : "cmdstat_fcall";
+    CHECK_EQ(sk_redis_info_field(r, "commandstats", want, calls, sizeof calls), 0);
+    CHECK_MSG(strtoll(calls + 6, NULL, 10) > 1000, "%s: %s", want, calls);
+    if (fn != SK_FN_OFF) CHECK_EQ(r->fn, SK_FN_ON);
     sk_redis_free(r);
     sk_th_redis_stop(&srv, 0);
+}
+
+SK_TEST(script_flush_mid_run_is_recovered_without_a_failed_purchase)
+{
+    flush_mid_run("SCRIPT FLUSH", SK_FN_OFF);
+}
+
+SK_TEST(function_flush_mid_run_is_recovered_without_a_failed_purchase)
+{
+    flush_mid_run("FUNCTION FLUSH", SK_FN_AUTO);
 }
 
 SK_TEST(unreachable_redis_is_a_clear_error_within_the_timeout)

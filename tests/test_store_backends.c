@@ -8,11 +8,14 @@
  * the CLI end to end with --db postgres://, and faults (server stopped,
  * server frozen) on a private cluster. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -126,7 +129,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 6 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 7 /* what this binary applies; both backends agree */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -337,16 +340,24 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
 }
 
+/* Migration 7's columns (the waiting room), for the tests that rebuild an
+ * older schema. */
+#define DROP_WR                                                                                    \
+    "ALTER TABLE activities DROP COLUMN wr_passes_per_s;"                                          \
+    "ALTER TABLE activities DROP COLUMN wr_pass_ttl_s;"                                            \
+    "ALTER TABLE activities DROP COLUMN wr_seed;"
+
 BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
 {
     /* What a binary that knew migrations 1..4 left behind: this binary's
-     * schema without migration 5's column (nor migration 6's table), and
-     * rows written in that shape (13 columns: no segments). */
+     * schema without migration 5's column (nor migration 6's table, nor
+     * migration 7's columns), and rows written in that shape (13 columns:
+     * no segments). */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;"
+    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
                                "DROP TABLE redis_marks;"
                                "DELETE FROM schema_migrations WHERE version >= 5"
-                             : "ALTER TABLE activities DROP COLUMN segments;"
+                             : "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
                                "DROP TABLE redis_marks;"
                                "PRAGMA user_version = 4"),
              0);
@@ -384,6 +395,32 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
         CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
     else
         CHECK_EQ(be_int(b, "PRAGMA user_version"), N_MIGRATIONS);
+}
+
+BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room)
+{
+    /* What a binary that knew migrations 1..6 left behind: no waiting room
+     * columns, rows of 14 values. */
+    sk_store_close(be_open(b));
+    CHECK_EQ(be_sql(b, b->pg ? DROP_WR "DELETE FROM schema_migrations WHERE version >= 7"
+                             : DROP_WR "PRAGMA user_version = 6"),
+             0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,"
+                       "0,0,2)"),
+             0);
+    sk_store *st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_activity got;
+    CHECK_EQ(sk_store_activity_get(st, 51, &got), 0);
+    CHECK_EQ(got.segments, 2);
+    CHECK_EQ(got.wr_passes_per_s, 0);
+    CHECK_EQ(got.wr_pass_ttl_s, 0);
+    CHECK_STR(got.wr_seed, "");
+    /* no waiting room: no pace to set */
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 51, 10), SK_ENOTFOUND);
+    sk_store_close(st);
 }
 
 /* ---- activities ---- */
@@ -471,6 +508,41 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
     sk_store_close(st);
 }
 
+/* An id beyond what SQL's bigint holds is a valid uint64 but no activity:
+ * "not found" (an HTTP 404), never a database error (PostgreSQL refuses to
+ * cast the parameter). */
+BACKEND_TEST(activity_ids_beyond_bigint_are_not_found_not_errors)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 7, 100, 1800);
+    const uint64_t ids[] = {(uint64_t)INT64_MAX + 1, 12345678901234567890ULL, UINT64_MAX};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        struct sk_activity a;
+        int64_t s1, s2;
+        CHECK_EQ(sk_store_activity_get(st, ids[i], &a), SK_ENOTFOUND);
+        CHECK_MSG(strstr(sk_store_errstr(st), "not found") != NULL, "%s", sk_store_errstr(st));
+        CHECK_EQ(sk_store_activity_set_state(st, ids[i], "open"), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_activity_set_db_stock(st, ids[i], 1), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_db_stock_check(st, ids[i], &s1, &s2), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_db_stock_repair(st, ids[i], 1, &s1, &s2), SK_ENOTFOUND);
+        CHECK_EQ(sk_store_activity_delete(st, ids[i]), SK_ENOTFOUND);
+        struct sk_order_counts c;
+        c.orders[0] = 99;
+        CHECK_EQ(sk_store_orders_count(st, ids[i], &c), 0);
+        CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
+        struct sk_order o[2];
+        size_t n = 9;
+        CHECK_EQ(sk_store_orders_list(st, ids[i], NULL, 2, o, &n), 0);
+        CHECK_EQ(n, 0);
+        struct sk_audit *au;
+        CHECK_EQ(sk_store_audit_list(st, ids[i], &au, &n), 0);
+        CHECK_EQ(n, 0);
+    }
+    /* the real one is untouched and the handle still works */
+    CHECK_EQ(db_stock(st, 7), 100);
+    sk_store_close(st);
+}
+
 BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
 {
     sk_store *st = be_open(b);
@@ -507,28 +579,48 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     /* Hand-written SQL cannot store what the engine would refuse either. */
     sk_store_close(be_open(b));
     static const char *const bad[] = {
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1)", /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1)", /* above initial
-                                                                                     */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1)",   /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1)", /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1)", /* end = start
-                                                                                      */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1)",  /* state */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1)",   /* name */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1)",  /* id 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1)", /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1)", /* burst < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0)", /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1)", /* segments < 0
-                                                                                      */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL)", /* segments
-                                                                                        */
+        /* stock < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* stock above the initial stock */
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* initial 0 */
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* limit 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* end = start */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
+        /* state */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
+        /* name */
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* id 0 */
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        /* rate < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
+        /* burst < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
+        /* segments 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
+        /* segments < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
+        /* segments NULL */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
+        /* passes per second < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
+        /* pass TTL < 0 */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
+        /* a seed of 65 digits */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0')",
+        /* seed NULL */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1)"),
-             0);
+    CHECK_EQ(
+        be_sql(b,
+               "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
+        0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
@@ -888,6 +980,117 @@ BACKEND_TEST(orders_racing_pay_and_cancel_have_exactly_one_winner)
     CHECK_EQ(c.orders[SK_ORDER_PAID], pays);
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], cancels);
     sk_store_close(st);
+}
+
+/* A pay or cancel that arrives while the order worker is inserting the
+ * order: the call either finds no order (SK_ENOTFOUND: nothing changed) or
+ * decides on the row it changed. Before the status decision was one step
+ * with the update, a miss (no row yet) followed by a separate read (the row
+ * inserted meanwhile, still created) reported "paid" / "this call
+ * cancelled it" although nothing had changed. */
+#define INSERT_RACES 150
+
+struct insert_race {
+    const struct be *b;
+    int cancel;             /* 0 pay, 1 cancel */
+    atomic_int round;       /* the order the caller should hammer; -1 stop */
+    atomic_int calling;     /* the caller reached round r (it is calling) */
+    int rc[INSERT_RACES];   /* the caller's first answer other than SK_ENOTFOUND */
+    int prev[INSERT_RACES]; /* its status out */
+};
+
+static void insert_race_id(char *id, size_t cap, int k)
+{
+    snprintf(id, cap, "6-200-%d", k);
+}
+
+/* The caller: for each round, pays (or cancels) the order of that round in
+ * a tight loop until the answer is something other than "not found". */
+static void *insert_race_caller(void *arg)
+{
+    struct insert_race *x = arg;
+    char err[512];
+    sk_store *st;
+    if (sk_store_open(&st, x->b->spec, err, sizeof err) != 0) return NULL;
+    for (int k = 0; k < INSERT_RACES; k++) {
+        while (atomic_load(&x->round) < k) {
+        }
+        char id[64];
+        insert_race_id(id, sizeof id, k);
+        int rc, s = -1;
+        int64_t until = sk_mono_ms() + 10000;
+        for (;;) {
+            atomic_store(&x->calling, k);
+            rc = x->cancel ? sk_store_order_cancel(st, id, 9000, &s)
+                           : sk_store_order_pay(st, id, 9000, &s);
+            if ((rc != SK_ENOTFOUND && rc != SK_ETIMEDOUT) || sk_mono_ms() >= until) break;
+            /* SQLite has one writer at a time and its busy handler backs
+             * off in milliseconds: leave the persister a gap now and then,
+             * or it starves behind this loop */
+            if (!x->b->pg) {
+                struct timespec ts = {0, 100 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        x->rc[k] = rc;
+        x->prev[k] = s;
+    }
+    sk_store_close(st);
+    return NULL;
+}
+
+static void insert_race(const struct be *b, int cancel)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 6, 1000, 1800);
+    struct insert_race *x = calloc(1, sizeof *x);
+    CHECK(x != NULL);
+    x->b = b;
+    x->cancel = cancel;
+    atomic_init(&x->round, -1);
+    atomic_init(&x->calling, -1);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, insert_race_caller, x), 0);
+    for (int k = 0; k < INSERT_RACES; k++) {
+        atomic_store(&x->round, k);
+        int64_t until = sk_mono_ms() + 10000;
+        while (atomic_load(&x->calling) < k)
+            CHECK_MSG(sk_mono_ms() < until, "the caller did not start round %d", k);
+        struct sk_order o;
+        mk_order(&o, 6, 200, k, (uint64_t)k + 1, 1);
+        persist_ok(st, &o, 1); /* lands somewhere in the caller's loop */
+    }
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    int changed = 0;
+    for (int k = 0; k < INSERT_RACES; k++) {
+        char id[64];
+        insert_race_id(id, sizeof id, k);
+        struct sk_order got;
+        CHECK_EQ(sk_store_order_get(st, id, &got), 0);
+        CHECK_MSG(x->rc[k] == 0, "round %d: %d %s", k, x->rc[k], sk_strerror(x->rc[k]));
+        /* It answered after the row existed: the row is what it said. */
+        int want = cancel ? SK_ORDER_CANCELLED : SK_ORDER_PAID;
+        CHECK_MSG(got.status == want, "round %d: the call said %s (before: %s) but the order is %s",
+                  k, cancel ? "cancelled" : "paid", sk_order_status_name(x->prev[k]),
+                  sk_order_status_name(got.status));
+        if (cancel) CHECK_EQ(x->prev[k], SK_ORDER_CREATED); /* the only caller: it won */
+        changed++;
+    }
+    CHECK_EQ(changed, INSERT_RACES);
+    /* Every cancel gave its unit back once; pays take nothing back. */
+    CHECK_EQ(db_stock(st, 6), cancel ? 1000 : 1000 - INSERT_RACES);
+    free(x);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_pay_racing_the_insert_reports_only_what_it_changed)
+{
+    insert_race(b, 0);
+}
+
+BACKEND_TEST(orders_cancel_racing_the_insert_reports_only_what_it_changed)
+{
+    insert_race(b, 1);
 }
 
 BACKEND_TEST(orders_expired_lists_unpaid_past_their_deadline_oldest_first)
@@ -1265,4 +1468,36 @@ SK_TEST(store_pg_fault_frozen_server_times_out_then_reconnects_after_thaw)
     CHECK_EQ(db_stock(st, 1), 1000 - 8);
     sk_store_close(st);
     sk_th_pg_stop(&pg);
+}
+
+BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    valid_activity(&a, 61);
+    a.wr_passes_per_s = SK_ACTIVITY_PASS_RATE_MAX;
+    a.wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_MAX;
+    memset(a.wr_seed, 'f', SK_ACTIVITY_SEED_MAX);
+    a.wr_seed[SK_ACTIVITY_SEED_MAX] = 0;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, SK_ACTIVITY_PASS_RATE_MAX);
+    CHECK_EQ(got.wr_pass_ttl_s, SK_ACTIVITY_PASS_TTL_MAX);
+    CHECK_STR(got.wr_seed, a.wr_seed);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, 7), 0);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, 7);
+    CHECK_EQ(got.wr_pass_ttl_s, SK_ACTIVITY_PASS_TTL_MAX); /* nothing else moves */
+    CHECK_STR(got.wr_seed, a.wr_seed);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, 0), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 61, SK_ACTIVITY_PASS_RATE_MAX + 1), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_pass_rate(st, 999, 5), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
+    CHECK_EQ(got.wr_passes_per_s, 7);
+    /* half a waiting room is refused */
+    valid_activity(&a, 62);
+    a.wr_passes_per_s = 5;
+    CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
+    CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);
+    sk_store_close(st);
 }

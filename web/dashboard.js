@@ -217,6 +217,11 @@ function makeCard(a) {
     reconcile: stat(grid, 'Last reconcile', p + 'reconcile'),
   };
   c.append(grid);
+  // The waiting room (docs/waiting-room.md), for an activity that has one.
+  const wr = el('div', 'wr');
+  wr.id = p + 'wr';
+  wr.hidden = true;
+  c.append(wr);
   const charts = el('div', 'charts');
   const mk = (title) => {
     const box = el('div', 'chart'), t = el('div', 't'), cv = el('canvas'), lg = el('div', 'legend');
@@ -227,7 +232,33 @@ function makeCard(a) {
   };
   const adm = mk('Admissions/s'), ref = mk('Refusals/s by reason');
   c.append(charts);
-  return { c, badge, name, fill, label, v, adm, ref };
+  return { c, badge, name, fill, label, v, wr, adm, ref };
+}
+
+// One line: the queue as the newest Redis reply showed it, and the passes
+// per second handed out over the last sample, all processes.
+function renderWaitingRoom(card, a) {
+  const w = a.waiting_room;
+  card.wr.hidden = !w;
+  if (!w) return;
+  const p = 'act-' + a.id + '-wr-';
+  const part = (key, id, value) => {
+    const s = el('span', 'part');
+    s.append(key + ' ');
+    const b = el('b', '', value);
+    b.id = p + id;
+    s.append(b);
+    return s;
+  };
+  const handed = lastRate((x) => { const y = actOf(x, a.id); return y && y.waiting_room ? y.waiting_room.handed_out_total : null; });
+  card.wr.textContent = '';
+  card.wr.append(el('span', 'k', 'Waiting room'),
+    part('in queue', 'queue', fmt(w.queue_length)),
+    part('places with a pass', 'issued', fmt(w.passes_issued)),
+    part('pace', 'pace', fmt(w.passes_per_s) + '/s'),
+    part('handed out/s', 'rate', fmtRate(handed)),
+    part('spent', 'spent', fmt(w.spent_total)),
+    part('expired', 'expired', fmt(w.expired_total)));
 }
 
 function renderActivity(card, a, d) {
@@ -257,6 +288,7 @@ function renderActivity(card, a, d) {
     v.reconcile.className = 'v ' + (a.reconcile_differences === 0 ? 'ok' : 'bad');
     v.reconcile.title = fmtAgo(a.reconcile_ms, d.now_ms);
   }
+  renderWaitingRoom(card, a);
   const now = d.now_ms / 1000;
   drawChart(card.adm.cv, [{ color: '#3fb950',
     pts: rates((x) => { const y = actOf(x, a.id); return y ? y.admitted_units_total : null; }) }], now);

@@ -32,6 +32,7 @@
 -- limiter and purchase when on.
 local RL_PREFIX = string.sub(KEYS[1], 1, -5) .. 'rl:' -- KEYS[1] is sk:{a<ID>}:meta
 local RL_SLACK_US = 5000
+--#include "lib/pass.lua"
 
 -- One GCRA check of key at now_us (period_us between requests, burst
 -- requests at once). Returns 0 and the new TAT when allowed, or the wait
@@ -78,8 +79,15 @@ end
 local function replay(user, idem, fresh)
   if idem == nil or idem == '' then return nil end
   local k = user .. ':' .. idem
-  local prev = fresh[k] or redis.call('HGET', KEYS[5], k)
-  if not prev then return nil end
+  local prev = fresh[k]
+  if not prev then
+    prev = redis.call('HGET', KEYS[5], k)
+    if not prev then return nil end
+    -- Written again, unchanged: the replay is then a write of this call, so
+    -- a WAIT after it (--sync-replicas) also covers the first admission,
+    -- made on another connection (docs/failover.md).
+    redis.call('HSET', KEYS[5], k, prev)
+  end
   local sep = string.find(prev, ':', 1, true)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
@@ -101,7 +109,8 @@ end
 
 -- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
 -- order. rl: the rate limits {u_rate, u_burst, ip_rate, ip_burst (strings,
--- '0' = off), ips = {ip_i or ''}}; the activity's own per-user limit in
+-- '0' = off), ips = {ip_i or ''}} and the queue passes {passes = {pass_i
+-- or ''}} (lib/pass.lua); the activity's own per-user limit in
 -- meta (rl_rate, rl_burst) wins over u_rate/u_burst. Returns out = {rc_1,
 -- oid_1, qty_1, ...} (a RATE_LIMITED entry carries its retry-after in ms
 -- in the qty slot), the stock after (-1 when the call was refused before
@@ -176,6 +185,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     epoch = t[1] .. string.format('%06d', tonumber(t[2]))
     redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
+  local wr = wr_gate(aid, now_us) -- nil: no waiting room (docs/waiting-room.md)
   local limit, maxq = tonumber(m[4]), tonumber(m[5])
   stock = tonumber(stock)
   -- Limiters are checked after the gate: a closed or not yet open sale
@@ -196,6 +206,8 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     if #u > 20 or not string.find(u, '^%d+$') or #k > 64 or #ip > 45
        or not string.find(ip, '^[%x:.]*$') then
       rc = RC.BAD_ARGUMENT
+    elseif wr and wr_refused(wr, u, rl.passes and rl.passes[i], k ~= '' and replay(u, k, fresh)) then
+      rc = wr.why -- refused before any limiter is charged: it changes nothing
     else
       -- Every request that reaches admission counts, retries included,
       -- except one refused for lack of stock (charged below): a segment
@@ -235,6 +247,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
           sold = sold + q
           if not counts[u] then dirty[#dirty + 1] = u end
           counts[u] = had + q
+          if wr then wr_spend(wr, u) end
           -- The stream entry id is the order id's unique part; n numbers the
           -- admission (the order worker keeps the highest one persisted).
           nadm = nadm + 1

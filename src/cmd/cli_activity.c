@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/codes.h"
 #include "core/error.h"
+#include "core/rand.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
@@ -44,6 +45,9 @@ enum {
     O_RATE,
     O_BURST,
     O_SEGMENTS,
+    O_PASSES,
+    O_PASS_TTL,
+    O_QUEUE_SEED,
     O_FORCE,
     O_JSON,
     O_WATCH,
@@ -69,6 +73,9 @@ static const struct {
     [O_RATE] = {"--rate-per-user-per-s", 1},
     [O_BURST] = {"--rate-burst", 1},
     [O_SEGMENTS] = {"--segments", 1},
+    [O_PASSES] = {"--passes-per-s", 1},
+    [O_PASS_TTL] = {"--pass-ttl", 1},
+    [O_QUEUE_SEED] = {"--queue-seed", 1},
     [O_FORCE] = {"--force", 0},
     [O_JSON] = {"--json", 0},
     [O_WATCH] = {"--watch", 0},
@@ -206,6 +213,12 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
     json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
     json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
     json_object_set_new(o, "segments", json_integer(a->segments));
+    if (a->wr_passes_per_s > 0) {
+        /* the operator's view: the seed reproduces the queue's draw */
+        json_object_set_new(o, "passes_per_s", json_integer(a->wr_passes_per_s));
+        json_object_set_new(o, "pass_ttl_s", json_integer(a->wr_pass_ttl_s));
+        json_object_set_new(o, "queue_seed", json_string(a->wr_seed));
+    }
     json_object_set_new(o, "db_stock", json_integer(a->stock_db));
     json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
     if (live) {
@@ -295,6 +308,34 @@ static int parse_time(const struct ctx *c, int o, int64_t now, int64_t base, int
     return 0;
 }
 
+/* --passes-per-s R [--pass-ttl S] [--queue-seed HEX]: the waiting room
+ * (docs/waiting-room.md); without a seed a fresh one is drawn. Ranges are
+ * sk_activity_validate's. */
+static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
+{
+    int rc;
+    if ((has(c, O_PASS_TTL) || has(c, O_QUEUE_SEED)) && !has(c, O_PASSES))
+        return sk_cli_usage_error("activity create: --pass-ttl and --queue-seed need "
+                                  "--passes-per-s");
+    if (!has(c, O_PASSES)) return 0;
+    if ((rc = parse_count(c, O_PASSES, &a->wr_passes_per_s)) != 0) return rc;
+    if (a->wr_passes_per_s < 1 || a->wr_passes_per_s > SK_ACTIVITY_PASS_RATE_MAX)
+        return sk_cli_usage_error("activity create: --passes-per-s must be between 1 and %d",
+                                  SK_ACTIVITY_PASS_RATE_MAX);
+    if (has(c, O_PASS_TTL) && (rc = parse_count(c, O_PASS_TTL, &a->wr_pass_ttl_s)) != 0) return rc;
+    if (has(c, O_QUEUE_SEED)) {
+        const char *seed = c->val[O_QUEUE_SEED];
+        if (!sk_activity_seed_valid(seed, strlen(seed)))
+            return sk_cli_usage_error("activity create: --queue-seed must be %d to %d lowercase "
+                                      "hex digits",
+                                      SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
+        snprintf(a->wr_seed, sizeof a->wr_seed, "%s", seed);
+    } else if (sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) < 0) {
+        return sk_cli_runtime_error("activity create: no randomness for the queue seed");
+    }
+    return 0;
+}
+
 static int cmd_create(struct ctx *c)
 {
     struct sk_activity a;
@@ -317,6 +358,7 @@ static int cmd_create(struct ctx *c)
         return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
     /* Range (1..256) and segments <= stock: sk_activity_validate below. */
     if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
+    if ((rc = parse_waiting_room(c, &a)) != 0) return rc;
     int64_t now = sk_wall_ms();
     a.start_ms = now;
     if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
@@ -596,14 +638,16 @@ static int cmd_delete(struct ctx *c)
 
 #define COMMON (B(O_REDIS) | B(O_DB))
 #define COMMON_USAGE                                                                               \
-    "  --redis URL          redis://[user:pass@]host:port[/db]\n"                                  \
+    "  --redis URL          redis://[user:pass@]host:port[/db], redis+unix:///path.sock,\n"        \
+    "                       redis+sentinel://host:port,.../MASTER, redis+cluster://...\n"          \
     "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
     "  --db SPEC            sqlite:PATH (default $SECKILL_DB, else sqlite:seckill.db)\n"
 
 static const struct sub subs[] = {
     {"create",
      COMMON | B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) |
-         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_JSON),
+         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_PASSES) |
+         B(O_PASS_TTL) | B(O_QUEUE_SEED) | B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -620,6 +664,14 @@ static const struct sub subs[] = {
      "  --rate-burst B       its burst (default: one second's worth)\n"
      "  --segments S         split the stock over S Redis hash tags, 1..256, at most\n"
      "                       --stock (default 1; docs/segments.md)\n"
+     "  --passes-per-s R     put a waiting room in front of the sale: buyers queue\n"
+     "                       (POST .../queue), those who join before the start in a\n"
+     "                       random order, and R passes a second go out in queue\n"
+     "                       order; a purchase needs its buyer's pass, 1..1000000\n"
+     "                       (docs/waiting-room.md)\n"
+     "  --pass-ttl S         how long a pass may be used, 1..86400 s (default 300)\n"
+     "  --queue-seed HEX     the draw's secret seed, 16..64 lowercase hex digits (the\n"
+     "                       same seed gives the same order; default: a random one)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
     {"preheat", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"

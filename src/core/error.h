@@ -16,7 +16,8 @@
     X(ESTATE, -8, "not allowed in the current state")                                              \
     X(EDB, -9, "database error")                                                                   \
     X(EAUTH, -10, "authentication failed")                                                         \
-    X(ESCRIPT, -11, "script error")
+    X(ESCRIPT, -11, "script error")                                                                \
+    X(EBUSY, -12, "busy: too many calls waiting")
 
 enum sk_err {
 #define SK_ERR_ENUM(name, val, msg) SK_##name = val,

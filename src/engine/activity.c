@@ -18,6 +18,7 @@ void sk_activity_init(struct sk_activity *a)
     a->max_per_order = SK_ACTIVITY_UNSET;
     a->pay_timeout_s = SK_ACTIVITY_UNSET;
     a->segments = SK_ACTIVITY_UNSET;
+    a->wr_pass_ttl_s = SK_ACTIVITY_UNSET;
     snprintf(a->state, sizeof a->state, "created");
 }
 
@@ -26,6 +27,37 @@ void sk_activity_apply_defaults(struct sk_activity *a)
     if (a->max_per_order == SK_ACTIVITY_UNSET) a->max_per_order = a->per_user_limit;
     if (a->pay_timeout_s == SK_ACTIVITY_UNSET) a->pay_timeout_s = SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
     if (a->segments == SK_ACTIVITY_UNSET) a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
+    if (a->wr_pass_ttl_s == SK_ACTIVITY_UNSET)
+        a->wr_pass_ttl_s = a->wr_passes_per_s > 0 ? SK_ACTIVITY_PASS_TTL_DEFAULT : 0;
+}
+
+int sk_activity_seed_valid(const char *s, size_t len)
+{
+    if (len < SK_ACTIVITY_SEED_MIN || len > SK_ACTIVITY_SEED_MAX) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* The waiting room's fields: all set (rate, TTL, seed) or all empty. */
+static int validate_waiting_room(const struct sk_activity *a, char *err, size_t cap)
+{
+    size_t sl = strnlen(a->wr_seed, sizeof a->wr_seed);
+    if (a->wr_passes_per_s < 0 || a->wr_passes_per_s > SK_ACTIVITY_PASS_RATE_MAX)
+        return sk_einval(err, cap, "passes per second must be between 1 and %d (got %lld)",
+                         SK_ACTIVITY_PASS_RATE_MAX, (long long)a->wr_passes_per_s);
+    if (a->wr_passes_per_s == 0) {
+        if (a->wr_pass_ttl_s != 0 || sl != 0)
+            return sk_einval(err, cap, "a pass TTL or a queue seed needs passes per second");
+        return 0;
+    }
+    if (a->wr_pass_ttl_s < 1 || a->wr_pass_ttl_s > SK_ACTIVITY_PASS_TTL_MAX)
+        return sk_einval(err, cap, "pass TTL must be between 1 and %d seconds (got %lld)",
+                         SK_ACTIVITY_PASS_TTL_MAX, (long long)a->wr_pass_ttl_s);
+    if (sl >= sizeof a->wr_seed || !sk_activity_seed_valid(a->wr_seed, sl))
+        return sk_einval(err, cap, "queue seed must be %d to %d lowercase hex digits",
+                         SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
+    return 0;
 }
 
 int sk_activity_state_valid(const char *s)
@@ -119,6 +151,7 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
                          "segments (%lld) must not exceed the stock (%lld): each segment needs "
                          "at least one unit",
                          (long long)a->segments, (long long)a->stock);
+    if (validate_waiting_room(a, err, cap) < 0) return SK_EINVAL;
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
         return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
@@ -136,6 +169,11 @@ void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
     d->rl_per_user_per_s = a->rl_per_user_per_s;
     d->rl_burst = a->rl_burst;
     d->segments = a->segments;
+    if (a->wr_passes_per_s > 0) {
+        d->wr_rate = a->wr_passes_per_s;
+        d->wr_ttl_s = a->wr_pass_ttl_s;
+        snprintf(d->wr_seed, sizeof d->wr_seed, "%s", a->wr_seed);
+    }
 }
 
 const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,

@@ -24,6 +24,15 @@ struct sk_stock_def;
 /* Stock segments (docs/segments.md): 1..this, default 1 (not segmented). */
 #define SK_ACTIVITY_SEGMENTS_MAX 256
 #define SK_ACTIVITY_SEGMENTS_DEFAULT 1
+/* Waiting room (docs/waiting-room.md): passes per second 1..this (0 = no
+ * waiting room), a pass's lifetime in seconds, and the draw's secret seed
+ * (lowercase hex, generated at create when not given). */
+#define SK_ACTIVITY_PASS_RATE_MAX 1000000
+#define SK_ACTIVITY_PASS_TTL_DEFAULT 300
+#define SK_ACTIVITY_PASS_TTL_MAX 86400
+#define SK_ACTIVITY_SEED_MIN 16 /* hex digits */
+#define SK_ACTIVITY_SEED_MAX 64
+#define SK_ACTIVITY_SEED_BYTES 16 /* a generated seed: 32 hex digits */
 /* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
 #define SK_TIME_MAX_MS 253402300799999LL
 /* "Not given": lets a caller tell an omitted field (default applies) from
@@ -41,23 +50,32 @@ struct sk_activity {
     int64_t rl_burst;          /* its burst; 0 with a rate = one second's worth */
     int64_t segments;          /* stock split over this many Redis hash tags, 1..256
                                   (docs/segments.md); 1 = not segmented; <= stock */
+    int64_t wr_passes_per_s;   /* waiting room: passes handed out per second; 0 = none */
+    int64_t wr_pass_ttl_s;     /* how long a pass may be used */
+    char wr_seed[SK_ACTIVITY_SEED_MAX + 1]; /* the draw's secret (hex), "" without a waiting
+                                               room; never shown to buyers */
     int64_t created_ms;
     int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
                                           the store, ignored on insert (starts at stock) */
     char state[SK_ACTIVITY_STATE_MAX]; /* "created"|"preheated"|"open"|"closed" */
 };
 
-/* Zeroes *a, marks max_per_order, pay_timeout_s and segments
- * SK_ACTIVITY_UNSET and the state "created". */
+/* Zeroes *a, marks max_per_order, pay_timeout_s, segments and
+ * wr_pass_ttl_s SK_ACTIVITY_UNSET and the state "created". */
 void sk_activity_init(struct sk_activity *a);
 
 /* Replaces unset fields by their defaults: max_per_order = per_user_limit,
- * pay_timeout_s = 1800, segments = 1. */
+ * pay_timeout_s = 1800, segments = 1, wr_pass_ttl_s = 300 with a waiting
+ * room (0 without). A missing seed is the caller's to draw (core/rand.h). */
 void sk_activity_apply_defaults(struct sk_activity *a);
 
 /* Checks every field. Returns 0, or SK_EINVAL with the first problem as one
  * human line in err (cap bytes; err may be NULL). */
 int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap);
+
+/* 1 when s (len bytes) is a seed sk_activity_validate accepts: 16..64
+ * lowercase hex digits. */
+int sk_activity_seed_valid(const char *s, size_t len);
 
 /* 1 when s is one of the four stored states. */
 int sk_activity_state_valid(const char *s);

@@ -29,6 +29,9 @@ void sk_keys_seg(struct sk_keys *k, uint64_t id, int seg)
     snprintf(k->dlq, sizeof k->dlq, "sk:{%s}:dlq", tag);
     snprintf(k->xout, sizeof k->xout, "sk:{%s}:xout", tag);
     snprintf(k->xin, sizeof k->xin, "sk:{%s}:xin", tag);
+    snprintf(k->wr_q, sizeof k->wr_q, "sk:{%s}:wr:q", tag);
+    snprintf(k->wr_pass, sizeof k->wr_pass, "sk:{%s}:wr:pass", tag);
+    snprintf(k->wr_spent, sizeof k->wr_spent, "sk:{%s}:wr:spent", tag);
 }
 
 void sk_keys_for(struct sk_keys *k, uint64_t id)
@@ -84,4 +87,12 @@ void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEY
     keys[4] = k->idem;
     keys[5] = k->ledger;
     keys[6] = k->xin;
+}
+
+void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
+{
+    keys[0] = k->meta;
+    keys[1] = k->wr_q;
+    keys[2] = k->wr_pass;
+    keys[3] = k->stock;
 }

@@ -29,6 +29,11 @@ struct sk_keys {
     char dlq[SK_KEY_MAX];      /* stream: order events the worker gave up on */
     char xout[SK_KEY_MAX];     /* hash: transfer id -> "to:qty:ms" (stock lent, segments) */
     char xin[SK_KEY_MAX];      /* hash: transfer id -> qty (stock received, segments) */
+    char wr_q[SK_KEY_MAX];     /* zset: the waiting room's queue, user -> draw or arrival
+                                  (base key set only; docs/waiting-room.md) */
+    char wr_pass[SK_KEY_MAX];  /* hash: user -> expiry of the pass handed out ("s"/"x"
+                                  prefix: spent / seen expired; base key set only) */
+    char wr_spent[SK_KEY_MAX]; /* hash: user -> expiry of the pass a purchase spent */
     char label[SK_LABEL_MAX];  /* "<ID>" or "<ID>.<seg>": order id prefix, script ARGV[1] */
     uint64_t activity_id;
     int seg; /* segment index, or SK_SEG_NONE */
@@ -50,5 +55,9 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  * place that knows it, so callers cannot drift from the scripts. */
 #define SK_PURCHASE_NKEYS 7
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
+
+/* The KEYS of queue.lua (meta q pass stock), of the base key set. */
+#define SK_QUEUE_NKEYS 4
+void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);
 
 #endif

@@ -96,8 +96,8 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc_out)
 {
-    char a[10][24];
-    const char *args[10];
+    char a[12][24];
+    const char *args[13];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -113,11 +113,18 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
         snprintf(a[8], sizeof a[8], "%d", k->seg);
         snprintf(a[9], sizeof a[9], "%d", segments);
     }
-    for (int i = 0; i < 10; i++)
+    /* the waiting room: every key set checks passes with its seed */
+    a[10][0] = a[11][0] = 0;
+    if (d->wr_rate > 0) {
+        snprintf(a[10], sizeof a[10], "%" PRId64, d->wr_rate);
+        snprintf(a[11], sizeof a[11], "%" PRId64, d->wr_ttl_s);
+    }
+    for (int i = 0; i < 12; i++)
         args[i] = a[i];
+    args[12] = d->wr_rate > 0 ? d->wr_seed : "";
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 10, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13, args, out, 2);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
         snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,

@@ -453,6 +453,16 @@ static int write_base(sk_redis *r, const struct sk_stock_def *d)
     if (rc < 0) return rc;
     if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
     freeReplyObject(rep);
+    if (rc < 0) return rc;
+    /* The waiting room's queue lives under the base tag (docs/waiting-room.md). */
+    if (d->wr_rate > 0)
+        rc = sk_redis_cmd(r, &rep, "HSET %s wr_rate %" PRId64 " wr_ttl %" PRId64 " wr_seed %s",
+                          k.meta, d->wr_rate, d->wr_ttl_s, d->wr_seed);
+    else
+        rc = sk_redis_cmd(r, &rep, "HDEL %s wr_rate wr_ttl wr_seed", k.meta);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
+    freeReplyObject(rep);
     return rc;
 }
 

@@ -55,10 +55,11 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
     const char *keys[SK_PURCHASE_NKEYS];
     sk_keys_purchase(&k, keys);
-    const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : ""};
-    size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0};
+    const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : "", p->pass ? p->pass : ""};
+    size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0,
+                     p->pass ? p->pass_len : 0};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 4, args, lens, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 5, args, lens, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -126,7 +127,7 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(7 + f));
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 9 + 4 * i;
+        size_t base = 9 + 5 * i;
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
         if (rc) break;
@@ -137,6 +138,8 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
         args[base + 3] = p[i].ip ? p[i].ip : "";
         lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
+        args[base + 4] = p[i].pass ? p[i].pass : "";
+        lens[base + 4] = p[i].pass ? p[i].pass_len : 0;
     }
     return rc;
 }
@@ -292,6 +295,15 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
     snprintf(buf[11], 24, "%" PRId64, d->db_held > 0 ? d->db_held : 0);
     for (int i = 0; i < SK_PREHEAT_ARGC; i++)
         args[i] = buf[i];
+    /* the waiting room: passes per second, pass TTL, seed (docs/waiting-room.md);
+       empty without one */
+    buf[12][0] = buf[13][0] = 0;
+    args[14] = "";
+    if (d->wr_rate > 0) {
+        snprintf(buf[12], 24, "%" PRId64, d->wr_rate);
+        snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
+        args[14] = d->wr_seed;
+    }
     return SK_PREHEAT_ARGC;
 }
 
@@ -413,8 +425,9 @@ int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
     const struct sk_keys *k = kp;
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s", k->meta, k->stock, k->buyers,
-                          k->orders, k->released, k->idem, k->ledger, k->xout, k->xin);
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
+                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin,
+                          k->wr_q, k->wr_pass, k->wr_spent);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);

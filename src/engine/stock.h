@@ -29,8 +29,10 @@ struct sk_purchase {
     int64_t quantity;
     const char *idem; /* Idempotency-Key or NULL; not owned */
     size_t idem_len;
-    const char *ip; /* client IP (terminated, hex digits ':' '.') for the per-IP
-                       limit, or NULL; not owned */
+    const char *ip;   /* client IP (terminated, hex digits ':' '.') for the per-IP
+                         limit, or NULL; not owned */
+    const char *pass; /* the buyer's queue pass (docs/waiting-room.md) or NULL; not owned */
+    size_t pass_len;
 };
 
 struct sk_admission {
@@ -71,7 +73,7 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
  * purchase_batch arguments as strings in buf (cap bytes, at least
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
  * decoding of its reply. Both pure, no I/O. */
-#define SK_BATCH_ARGC(n) (9 + 4 * (n))
+#define SK_BATCH_ARGC(n) (9 + 5 * (n))
 #define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
 #define SK_XFER_ID_MAX 32
@@ -113,10 +115,13 @@ struct sk_stock_def {
     int64_t initial, per_user_limit, max_per_order;
     int64_t start_ms, end_ms;            /* unix ms, [start, end) */
     int64_t rl_per_user_per_s, rl_burst; /* the activity's own rate limit, 0 = none */
-    int64_t segments; /* stock segments (docs/segments.md); 0 or 1 = not segmented */
-    int64_t db_held;  /* units the database holds in orders (initial - DB stock): a
-                         preheat finding no live stock then refuses RECOVERING, the
-                         stock is rebuilt from the orders (docs/recovery.md) */
+    int64_t segments;          /* stock segments (docs/segments.md); 0 or 1 = not segmented */
+    int64_t db_held;           /* units the database holds in orders (initial - DB stock): a
+                                  preheat finding no live stock then refuses RECOVERING, the
+                                  stock is rebuilt from the orders (docs/recovery.md) */
+    int64_t wr_rate, wr_ttl_s; /* waiting room (docs/waiting-room.md): passes per second
+                                  and a pass's lifetime; wr_rate 0 = none */
+    char wr_seed[65];          /* its draw seed (hex) */
 };
 
 /* Writes stock and meta (d->segments > 1: every segment, then the base
@@ -126,8 +131,10 @@ struct sk_stock_def {
  * *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 /* The preheat script's ARGV (shared with the async service): fills buf and
- * args (not a segment: the seg/seg_of pair is empty), returns their count. */
-#define SK_PREHEAT_ARGC 12
+ * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
+ * three fields are empty, else args[14] points at d->wr_seed), returns
+ * their count. */
+#define SK_PREHEAT_ARGC 15
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
 

@@ -1,7 +1,9 @@
 /* api_admin.c - the activity read route, the admin routes (create,
  * preheat, open, close, stats) and the health routes (healthz, readyz; the
- * node's metrics and dashboard are ops_view.c). Definitions live in the store; live state comes
- * from Redis through the state script. */
+ * node's metrics and dashboard are ops_view.c). Definitions live in the
+ * store, read and written off the event loop (store_call.h; the read route
+ * through this process's cache, act_defs.h); live state comes from Redis
+ * through the state script. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,22 +15,35 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rand.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
+#include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
+#include "http/store_call.h"
 
-/* An admin or read request waiting on Redis. */
+/* An activity read or admin request: its store steps run on the pool
+ * (store_call.h), its Redis steps on the loop. */
+struct op;
+typedef void (*op_next_fn)(struct op *o);
 struct op {
-    struct sk_async_req a;
+    struct sk_async_req a; /* begun while a Redis step holds the request */
     struct sk_app *app;
+    enum sk_route route;
+    uint64_t id;
     struct sk_activity act;
     int force;
+    op_next_fn next;         /* what follows the definition read */
+    char state[16];          /* the state to record after a switch or preheat */
+    struct sk_stock_def def; /* a segmented preheat's, for its pool thread */
+    int prc;                 /* its answer (an SK_RC_* code, or -1) */
+    char err[256];           /* the store's failure, for the log line on the loop */
 };
 
-static struct op *op_new(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+static struct op *op_alloc(struct sk_app *app, h2o_req_t *req, enum sk_route route)
 {
     struct op *o = calloc(1, sizeof *o);
     if (!o) {
@@ -36,7 +51,14 @@ static struct op *op_new(struct sk_app *app, h2o_req_t *req, enum sk_route route
         return NULL;
     }
     o->app = app;
-    sk_async_begin(app, &o->a, req, route);
+    o->route = route;
+    return o;
+}
+
+static struct op *op_new(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct op *o = op_alloc(app, req, route);
+    if (o) sk_async_begin(app, &o->a, req, route);
     return o;
 }
 
@@ -46,24 +68,19 @@ static h2o_req_t *op_end(struct op *o)
     return sk_async_end(o->app, &o->a);
 }
 
-static int activity_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
-                             struct sk_activity *out)
+/* The store's failure text, kept for the log line on the loop. */
+static int keep_err(struct op *o, sk_store *st, int rc)
 {
-    int rc = sk_store_activity_get(app->store, id, out);
-    if (rc == 0) return 0;
-    if (rc == SK_ENOTFOUND) {
-        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
-    } else {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, route, 503, "unavailable", "database unavailable");
-    }
-    return 1;
+    if (rc < 0 && rc != SK_ENOTFOUND && rc != SK_EEXIST)
+        snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    return rc;
 }
 
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "";
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "",
+                                                                                      wr[96] = "";
     sk_time_format_rfc3339(a->start_ms, start, sizeof start);
     sk_time_format_rfc3339(a->end_ms, end, sizeof end);
     if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
@@ -73,14 +90,19 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
         snprintf(rl, sizeof rl,
                  ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
                  a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
+    /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
+    if (a->wr_passes_per_s > 0)
+        snprintf(wr, sizeof wr,
+                 ",\"waiting_room\":{\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64 "}",
+                 a->wr_passes_per_s, a->wr_pass_ttl_s);
     int n =
         snprintf(body, sizeof body,
                  "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
                  "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
                  ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s}",
+                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s}",
                  a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
-                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl);
+                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr);
     sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
 }
 
@@ -194,9 +216,9 @@ static void state_for_activity_done(struct op *o, const struct sk_stock_state *s
     h2o_req_t *req = op_end(o);
     if (req) {
         if (!st)
-            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+            sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
         else
-            reply_activity(o->app, req, o->a.route, o->a.route == SK_ROUTE_admin_create ? 201 : 200,
+            reply_activity(o->app, req, o->route, o->route == SK_ROUTE_admin_create ? 201 : 200,
                            &o->act, st);
     }
     free(o);
@@ -223,25 +245,116 @@ static void answer_with_state(struct op *o)
         on_state_for_activity(o, NULL);
 }
 
-/* The activity of the route, Redis ready, and an op waiting for Redis
- * with it: the start of every route that reads or changes an activity's
- * live state. NULL when a reply was already sent. */
-static struct op *activity_op_or_reply(struct sk_app *app, h2o_req_t *req,
-                                       const struct sk_route_match *m)
+static int activity_read_run(sk_store *st, void *ctx)
 {
-    struct sk_activity a;
-    if (activity_or_reply(app, req, m->route, m->id, &a)) return NULL;
-    if (sk_http_redis_or_reply(app, req, m->route)) return NULL;
-    struct op *o = op_new(app, req, m->route);
-    if (o) o->act = a;
-    return o;
+    struct op *o = ctx;
+    return keep_err(o, st, sk_store_activity_get(st, o->id, &o->act));
+}
+
+/* The definition, fresh from the store (it is cached for the read route
+ * too); then Redis must be ready and o->next continues, holding the
+ * request. */
+static void activity_read_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct op *o = ctx;
+    if (rc == 0) sk_act_defs_put(app, &o->act);
+    if (!req) {
+        free(o);
+        return;
+    }
+    if (rc == SK_ENOTFOUND) {
+        sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
+    } else if (rc < 0) {
+        sk_http_db_error(app, req, o->route, rc, o->err);
+    } else if (!sk_http_redis_or_reply(app, req, o->route)) {
+        sk_async_begin(app, &o->a, req, o->route);
+        o->next(o);
+        return;
+    }
+    free(o);
+}
+
+/* The start of every admin route that reads or changes an activity's live
+ * state: its definition from the store, off the loop, then next(o). Takes
+ * o. */
+static void activity_then(struct sk_app *app, h2o_req_t *req, struct op *o, op_next_fn next)
+{
+    o->next = next;
+    if (o->id > SK_ACTIVITY_ID_MAX) { /* can never be created: no database trip */
+        sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
+        free(o);
+        return;
+    }
+    sk_store_call(app, req, o->route, activity_read_run, activity_read_done, o);
+}
+
+/* The read route: the definition from this process's cache (act_defs.h),
+ * read off the loop on a miss; the live state from Redis. */
+static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct op *o = arg;
+    if (rc == 0 && o->a.req && sk_aredis_ready(app->redis)) {
+        o->act = *a;
+        answer_with_state(o);
+        return;
+    }
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        if (rc == SK_ENOTFOUND)
+            sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
+        else if (rc < 0)
+            sk_http_db_error(app, req, o->route, rc, "activity read: no answer in time");
+        else
+            sk_http_redis_or_reply(app, req, o->route);
+    }
+    free(o);
 }
 
 int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    struct op *o = activity_op_or_reply(app, req, m);
-    if (o) answer_with_state(o);
+    struct op *o = op_new(app, req, m->route);
+    if (!o) return 0;
+    o->id = m->id;
+    sk_act_defs_lookup(app, m->id, on_activity_def, o);
     return 0;
+}
+
+/* The body's "waiting_room" into a, with a fresh seed when the body gives
+ * none; 503 (and nonzero) when the kernel gives no randomness. */
+static int waiting_room_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                                 const struct sk_body_activity *b, struct sk_activity *a)
+{
+    if (b->wr_passes_per_s <= 0) return 0;
+    a->wr_passes_per_s = b->wr_passes_per_s;
+    a->wr_pass_ttl_s = b->wr_pass_ttl_s;
+    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", b->wr_seed);
+    if (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
+        return 0;
+    sk_http_error(app, req, route, 503, "unavailable", "no randomness for the queue's seed");
+    return 1;
+}
+
+static int create_run(sk_store *st, void *ctx)
+{
+    struct op *o = ctx;
+    return keep_err(o, st, sk_store_activity_insert(st, &o->act));
+}
+
+static void create_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct op *o = ctx;
+    if (rc == 0) sk_act_defs_put(app, &o->act); /* no longer unknown here */
+    if (req) {
+        struct sk_stock_state none = {0};
+        if (rc == SK_EEXIST)
+            sk_http_error(app, req, o->route, 409, "already_exists",
+                          "an activity with this id exists");
+        else if (rc < 0)
+            sk_http_db_error(app, req, o->route, rc, o->err);
+        else
+            reply_activity(app, req, o->route, 201, &o->act, &none);
+    }
+    free(o);
 }
 
 int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -267,24 +380,17 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.rl_per_user_per_s = b.rl_per_user_per_s;
     a.rl_burst = b.rl_burst;
     a.segments = b.segments;
+    if (waiting_room_or_reply(app, req, m->route, &b, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request", err);
         return 0;
     }
-    int rc = sk_store_activity_insert(app->store, &a);
-    if (rc == SK_EEXIST) {
-        sk_http_error(app, req, m->route, 409, "already_exists", "an activity with this id exists");
-        return 0;
-    }
-    if (rc < 0) {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
-        return 0;
-    }
-    struct sk_stock_state none = {0};
-    reply_activity(app, req, m->route, 201, &a, &none);
+    struct op *o = op_alloc(app, req, m->route);
+    if (!o) return 0;
+    o->act = a;
+    sk_store_call(app, req, m->route, create_run, create_done, o);
     return 0;
 }
 
@@ -304,25 +410,71 @@ static int force_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
     return 1;
 }
 
+static int state_run(sk_store *st, void *ctx)
+{
+    struct op *o = ctx;
+    return keep_err(o, st, sk_store_activity_set_state(st, o->act.id, o->state));
+}
+
+/* The stored state follows Redis; a failure is logged, not the answer
+ * (Redis decides what buyers see; reconcile and the next switch settle
+ * the stored word). */
+static void state_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct op *o = ctx;
+    if (rc < 0)
+        sk_log(SK_LOG_WARN, "store: activity %" PRIu64 " state %s: %s", o->act.id, o->state,
+               o->err[0] ? o->err : sk_strerror(rc));
+    if (rc == 0) {
+        snprintf(o->act.state, sizeof o->act.state, "%s", o->state);
+        sk_act_defs_put(app, &o->act);
+    }
+    if (!req) {
+        free(o);
+        return;
+    }
+    sk_async_begin(app, &o->a, req, o->route);
+    answer_with_state(o);
+}
+
+static void state_bg_done(void *arg, int rc)
+{
+    state_done(((struct op *)arg)->app, NULL, arg, rc);
+}
+
+/* Records the state Redis now has in the store (off the loop), then
+ * answers with the live state. Takes o (a begun). */
+static void record_state_then_answer(struct op *o, const char *state)
+{
+    struct sk_app *app = o->app;
+    snprintf(o->state, sizeof o->state, "%s", state);
+    h2o_req_t *req = op_end(o);
+    if (req) {
+        sk_store_call(app, req, o->route, state_run, state_done, o);
+    } else if (sk_store_bg(app, 0, state_run, state_bg_done, o) < 0) {
+        free(o); /* the client left: still recorded, when the pool takes it */
+    }
+}
+
 static void reply_preheat(struct op *o, int rc)
 {
     if (rc == SK_RC_PREHEATED || rc == SK_RC_STOCK_LIVE) {
-        if (rc == SK_RC_PREHEATED &&
-            sk_store_activity_set_state(o->app->store, o->act.id, "preheated") < 0)
-            sk_log(SK_LOG_WARN, "store: %s", sk_store_errstr(o->app->store));
         /* a forced preheat may have changed how much is left: drop the
          * local sold-out mark */
-        struct sk_act_cache *c = sk_app_act(o->app, o->act.id, 0);
+        struct sk_act_cache *c = sk_app_act(o->app, o->act.id, SK_ACT_FIND);
         if (c) c->sold_out = 0;
-        answer_with_state(o);
+        if (rc == SK_RC_PREHEATED)
+            record_state_then_answer(o, "preheated");
+        else
+            answer_with_state(o);
         return;
     }
     h2o_req_t *req = op_end(o);
     if (req) {
         if (rc < 0)
-            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+            sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
         else
-            sk_http_error(o->app, req, o->a.route, sk_rc_http_status(rc), sk_rc_wire(rc),
+            sk_http_error(o->app, req, o->route, sk_rc_http_status(rc), sk_rc_wire(rc),
                           sk_rc_message(rc));
     }
     free(o);
@@ -337,27 +489,81 @@ static void on_preheat(void *data, redisReply *rep)
     reply_preheat(data, rc);
 }
 
+static void preheat_next(struct op *o);
+
+/* A segmented preheat is S+1 scripts in order (each segment's preheat
+ * needs what its buyers hold): it runs on a pool thread with a blocking
+ * Redis client of its own, never on the event loop. The route is rare, so
+ * the connection is made per call. Always returns 0: the answer is o->prc. */
+static int seg_preheat_run(sk_store *st, void *ctx)
+{
+    (void)st;
+    struct op *o = ctx;
+    const struct sk_config *cfg = &o->app->cfg; /* read-only after start */
+    sk_redis *r;
+    o->prc = -1;
+    if (sk_redis_new(&r, cfg->redis, cfg->redis_timeout_ms, cfg->redis_timeout_ms, o->err,
+                     sizeof o->err) < 0)
+        return 0;
+    if (!cfg->redis_functions) r->fn = SK_FN_OFF;
+    if (sk_stock_preheat(r, &o->def, o->force, &o->prc, NULL) < 0) {
+        snprintf(o->err, sizeof o->err, "%s", r->errstr);
+        o->prc = -1;
+    }
+    sk_redis_free(r);
+    return 0;
+}
+
+static void seg_preheat_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct op *o = ctx;
+    if (rc == 0 && o->prc < 0) sk_log(SK_LOG_ERROR, "preheat of %" PRIu64 ": %s", o->id, o->err);
+    if (req && rc < 0) {
+        sk_http_db_error(app, req, o->route, rc, "preheat: no pool thread in time");
+    } else if (req) {
+        sk_async_begin(app, &o->a, req, o->route);
+        reply_preheat(o, o->prc);
+        return;
+    } else if (rc == 0 && o->prc == SK_RC_PREHEATED) {
+        /* the client left or was answered 503: the preheat happened all the same */
+        snprintf(o->state, sizeof o->state, "preheated");
+        if (sk_store_bg(app, 0, state_run, state_bg_done, o) == 0) return;
+    }
+    free(o);
+}
+
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     int force;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
     if (force_or_reply(app, req, m->route, &force)) return 0;
-    struct op *o = activity_op_or_reply(app, req, m);
+    struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
+    o->id = m->id;
+    o->force = force;
+    activity_then(app, req, o, preheat_next);
+    return 0;
+}
+
+/* With the definition read and Redis ready. */
+static void preheat_next(struct op *o)
+{
+    struct sk_app *app = o->app;
     const struct sk_activity a = o->act;
+    int force = o->force;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
     /* units the database holds: Redis without the keys then refuses, the
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
     if (a.segments > 1) {
-        /* S+1 scripts in order (each segment's preheat needs what its
-         * buyers hold): the blocking client, on a route that is rare */
-        int prc;
-        sk_redis *r = sk_app_redis_sync(app);
-        if (!r || sk_stock_preheat(r, &d, force, &prc, NULL) < 0) prc = -1;
-        reply_preheat(o, prc);
-        return 0;
+        h2o_req_t *req = op_end(o);
+        o->def = d;
+        if (req)
+            sk_store_call(app, req, o->route, seg_preheat_run, seg_preheat_done, o);
+        else
+            free(o);
+        return;
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
@@ -368,25 +574,21 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) <
         0)
         on_preheat(o, NULL);
-    return 0;
 }
 
 static void reply_switch(struct op *o, int rc)
 {
     if (rc == SK_RC_OK) {
-        const char *state = o->a.route == SK_ROUTE_admin_open ? "open" : "closed";
-        if (sk_store_activity_set_state(o->app->store, o->act.id, state) < 0)
-            sk_log(SK_LOG_WARN, "store: %s", sk_store_errstr(o->app->store));
-        answer_with_state(o);
+        record_state_then_answer(o, o->route == SK_ROUTE_admin_open ? "open" : "closed");
         return;
     }
     h2o_req_t *req = op_end(o);
     if (req) {
         if (rc == SK_RC_UNKNOWN_ACTIVITY)
-            sk_http_error(o->app, req, o->a.route, 409, "not_preheated",
+            sk_http_error(o->app, req, o->route, 409, "not_preheated",
                           "preheat the activity before opening or closing it");
         else
-            sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+            sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
     }
     free(o);
 }
@@ -450,22 +652,30 @@ static void seg_switch(struct op *o, int segments, int open)
     sk_fanout_end(&so->f);
 }
 
-int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+/* With the definition read and Redis ready. */
+static void switch_next(struct op *o)
 {
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    struct op *o = activity_op_or_reply(app, req, m);
-    if (!o) return 0;
     const struct sk_activity a = o->act;
+    int open = o->route == SK_ROUTE_admin_open;
     if (a.segments > 1) {
-        seg_switch(o, (int)a.segments, m->route == SK_ROUTE_admin_open);
-        return 0;
+        seg_switch(o, (int)a.segments, open);
+        return;
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
     const char *keys[] = {k.meta};
-    const char *args[] = {m->route == SK_ROUTE_admin_open ? "1" : "0"};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_switch, o) < 0)
+    const char *args[] = {open ? "1" : "0"};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_switch, o) < 0)
         on_switch(o, NULL);
+}
+
+int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct op *o = op_alloc(app, req, m->route);
+    if (!o) return 0;
+    o->id = m->id;
+    activity_then(app, req, o, switch_next);
     return 0;
 }
 
@@ -473,7 +683,7 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
 {
     h2o_req_t *req = op_end(o);
     if (req && !stp) {
-        sk_http_error(o->app, req, o->a.route, 503, "unavailable", "redis is unreachable");
+        sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
     } else if (req) {
         const struct sk_stock_state st = *stp;
         char refused[1024], body[3072], rat[SK_TIME_RFC3339_MAX] = "";
@@ -502,7 +712,7 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
             st.held, st.buyers, st.released, st.stream_len, st.backlog, st.dlq, o->act.stock_db,
             st.reconcile_drift, rat, o->act.segments, st.in_transit, fence, why, st.fenced, st.lost,
             st.oversold, refused);
-        sk_http_reply(o->app, req, o->a.route, 200, "application/json", body,
+        sk_http_reply(o->app, req, o->route, 200, "application/json", body,
                       n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
     }
     free(o);
@@ -514,21 +724,28 @@ static void on_stats(void *data, redisReply *rep)
     stats_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
 }
 
-int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+/* With the definition (and its DB stock) read and Redis ready. */
+static void stats_next(struct op *o)
 {
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    struct op *o = activity_op_or_reply(app, req, m);
-    if (!o) return 0;
     const struct sk_activity a = o->act;
     if (a.segments > 1) {
         seg_state_read(o, stats_done, 0);
-        return 0;
+        return;
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_stats, o) < 0)
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_stats, o) < 0)
         on_stats(o, NULL);
+}
+
+int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct op *o = op_alloc(app, req, m->route);
+    if (!o) return 0;
+    o->id = m->id;
+    activity_then(app, req, o, stats_next);
     return 0;
 }
 
@@ -540,13 +757,13 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
                       H2O_STRLIT("{\"status\":\"ok\"}"));
         return 0;
     case SK_ROUTE_readyz: {
-        int version = 0;
+        /* the database's last known health (store_call.h): never a wait */
+        char msg[320];
         if (!sk_aredis_ready(app->redis)) {
-            char msg[200];
             snprintf(msg, sizeof msg, "redis not ready: %s", sk_aredis_errstr(app->redis));
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
-        } else if (sk_store_schema_version(app->store, &version) < 0) {
-            sk_http_error(app, req, m->route, 503, "unavailable", "database not reachable");
+        } else if (!sk_store_health(app, msg, sizeof msg)) {
+            sk_http_error(app, req, m->route, 503, "unavailable", msg);
         } else {
             sk_http_reply(app, req, m->route, 200, "application/json",
                           H2O_STRLIT("{\"status\":\"ready\"}"));

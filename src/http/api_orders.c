@@ -14,16 +14,29 @@
 #include "core/log.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "http/act_defs.h"
 #include "http/app.h"
+#include "http/store_call.h"
 #include "orders/order_cancel.h"
 
-/* A request waiting on Redis (ledger lookup or release). */
+/* One order request, from the route to its answer: the store step on the
+ * pool (store_call.h), then, when the database does not have the order,
+ * the ledger in Redis, or after a cancel this request won, the release in
+ * Redis and the mark in the store (after the answer). */
 struct order_op {
-    struct sk_async_req a;
+    struct sk_async_req a; /* the Redis steps */
     struct sk_app *app;
+    enum sk_route route;
     uint64_t uid;
-    struct sk_order o;          /* queued: order_id, activity_id, created_ms from the id */
+    struct sk_order id;         /* from the path: order_id, activity_id, created_ms */
+    struct sk_order o;          /* the database's row */
     struct sk_cancel_result cr; /* cancel: the order and what the DB step did */
+    int foreign;                /* the row is another buyer's */
+    int ledger_released;        /* the ledger marks it released: cancelled */
+    int waiting;                /* a is begun: a Redis step holds the request */
+    int release_rc;             /* cancel: the release script's answer */
+    int64_t given, now_ms;
+    char err[256]; /* the store's failure, for the log line on the loop */
 };
 
 /* "<activity>-<ms>-<seq>", or "<activity>.<seg>-<ms>-<seq>" for an order of
@@ -88,114 +101,196 @@ static void queued_conflict(struct sk_app *app, h2o_req_t *req, enum sk_route ro
                   "the order is still being recorded; retry in a moment");
 }
 
+/* The store's failure text, kept for the log line on the loop. */
+static int keep_err(struct order_op *op, sk_store *st, int rc)
+{
+    if (rc < 0 && rc != SK_ENOTFOUND && rc != SK_ESTATE)
+        snprintf(op->err, sizeof op->err, "%s", sk_store_errstr(st));
+    return rc;
+}
+
+/* A queued order: its pay deadline needs the activity's timeout, which
+ * the definitions cache knows (or reads off the loop). */
+static void on_ledger_activity(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct order_op *op = arg;
+    if (rc == 0) op->id.pay_deadline_ms = op->id.created_ms + a->pay_timeout_s * 1000;
+    h2o_req_t *req = sk_async_end(app, &op->a);
+    if (req)
+        reply_order(app, req, op->route, &op->id, op->ledger_released ? "cancelled" : "queued");
+    free(op);
+}
+
 /* The ledger answer for an order the database does not have (yet). */
 static void on_ledger(void *data, redisReply *rep)
 {
     struct order_op *op = data;
     struct sk_app *app = op->app;
+    uint64_t user = 0;
+    long long qty = 0;
+    char mark[16] = "";
+    int ok = rep && rep->type == REDIS_REPLY_STRING &&
+             sscanf(rep->str, "%" SCNu64 ":%lld%15s", &user, &qty, mark) >= 2;
+    if (rep && ok && user == op->uid && op->route == SK_ROUTE_order_get && op->a.req) {
+        op->id.user_id = user;
+        op->id.quantity = qty;
+        op->ledger_released = mark[0] != 0; /* released in Redis: cancelled */
+        sk_act_defs_lookup(app, op->id.activity_id, on_ledger_activity, op);
+        return;
+    }
     h2o_req_t *req = sk_async_end(app, &op->a);
     if (req) {
-        uint64_t user = 0;
-        long long qty = 0;
-        char mark[16] = "";
-        int ok = rep && rep->type == REDIS_REPLY_STRING &&
-                 sscanf(rep->str, "%" SCNu64 ":%lld%15s", &user, &qty, mark) >= 2;
-        if (!rep) {
-            sk_http_error(app, req, op->a.route, 503, "unavailable", "redis is unreachable");
-        } else if (!ok || user != op->uid) {
-            not_found(app, req, op->a.route);
-        } else if (op->a.route != SK_ROUTE_order_get) {
-            queued_conflict(app, req, op->a.route);
-        } else {
-            op->o.user_id = user;
-            op->o.quantity = qty;
-            struct sk_activity a;
-            if (sk_store_activity_get(app->store, op->o.activity_id, &a) == 0)
-                op->o.pay_deadline_ms = op->o.created_ms + a.pay_timeout_s * 1000;
-            reply_order(app, req, op->a.route, &op->o, mark[0] ? "cancelled" : "queued");
-        }
+        if (!rep)
+            sk_http_error(app, req, op->route, 503, "unavailable", "redis is unreachable");
+        else if (!ok || user != op->uid)
+            not_found(app, req, op->route);
+        else
+            queued_conflict(app, req, op->route);
     }
     free(op);
 }
 
-static void ask_ledger(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t uid,
-                       const struct sk_order *o)
+/* Not in the database: queued in the stream, or no such order. Takes op. */
+static void ask_ledger(struct sk_app *app, h2o_req_t *req, struct order_op *op)
 {
-    if (sk_http_redis_or_reply(app, req, route)) return;
-    struct order_op *op = calloc(1, sizeof *op);
-    if (!op) {
-        sk_http_error(app, req, route, 503, "unavailable", "out of memory");
+    if (sk_http_redis_or_reply(app, req, op->route)) {
+        free(op);
         return;
     }
-    op->app = app;
-    op->uid = uid;
-    op->o = *o;
-    sk_async_begin(app, &op->a, req, route);
+    sk_async_begin(app, &op->a, req, op->route);
     /* the ledger of the order's own key set (its segment, if any) */
     struct sk_keys k;
-    if (sk_keys_for_order(&k, o->order_id) < 0) sk_keys_for(&k, o->activity_id);
-    const char *argv[] = {"HGET", k.ledger, o->order_id};
+    if (sk_keys_for_order(&k, op->id.order_id) < 0) sk_keys_for(&k, op->id.activity_id);
+    const char *argv[] = {"HGET", k.ledger, op->id.order_id};
     if (sk_aredis_command(app->redis, on_ledger, op, 3, argv, NULL) < 0) on_ledger(op, NULL);
 }
 
-/* Validates the id and the buyer and reads the order: 1 when the request
- * was answered (or handed to Redis), 0 with *o filled from the database. */
-static int order_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m,
-                          uint64_t *uid, struct sk_order *o)
+/* Validates the buyer and the id; a new op for them, or NULL when the
+ * request was answered. */
+static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
+                                          const struct sk_route_match *m)
 {
-    if (sk_http_user_or_reply(app, req, m->route, uid)) return 1;
+    uint64_t uid;
+    if (sk_http_user_or_reply(app, req, m->route, &uid)) return NULL;
     struct sk_order id;
     if (parse_order_id(m, &id) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request",
                       "order id must look like <activity>[.<segment>]-<ms>-<seq>");
+        return NULL;
+    }
+    struct order_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+        return NULL;
+    }
+    op->app = app;
+    op->route = m->route;
+    op->uid = uid;
+    op->id = id;
+    return op;
+}
+
+/* The end of the store step common to GET and pay: an absent order goes
+ * to the ledger, a failure is a 503, another buyer's order a 404. 1 when
+ * that answered (op taken), 0 when the row is the buyer's. */
+static int row_or_reply(struct sk_app *app, h2o_req_t *req, struct order_op *op, int rc)
+{
+    if (!req) {
+        free(op);
         return 1;
     }
-    int rc = sk_store_order_get(app->store, id.order_id, o);
     if (rc == SK_ENOTFOUND) {
-        ask_ledger(app, req, m->route, *uid, &id);
+        ask_ledger(app, req, op);
         return 1;
     }
-    if (rc < 0) {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
+    if (rc < 0 && rc != SK_ESTATE) {
+        sk_http_db_error(app, req, op->route, rc, op->err);
+        free(op);
         return 1;
     }
-    if (o->user_id != *uid) {
-        not_found(app, req, m->route);
+    if (op->foreign) {
+        not_found(app, req, op->route);
+        free(op);
         return 1;
     }
     return 0;
+}
+
+static int order_get_run(sk_store *st, void *ctx)
+{
+    struct order_op *op = ctx;
+    int rc = keep_err(op, st, sk_store_order_get(st, op->id.order_id, &op->o));
+    if (rc == 0) op->foreign = op->o.user_id != op->uid;
+    return rc;
+}
+
+static void order_get_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct order_op *op = ctx;
+    if (row_or_reply(app, req, op, rc)) return;
+    reply_order(app, req, op->route, &op->o, sk_order_status_name(op->o.status));
+    free(op);
 }
 
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    uint64_t uid;
-    struct sk_order o;
-    if (order_or_reply(app, req, m, &uid, &o)) return 0;
-    reply_order(app, req, m->route, &o, sk_order_status_name(o.status));
+    struct order_op *op = order_op_or_reply(app, req, m);
+    if (op) sk_store_call(app, req, m->route, order_get_run, order_get_done, op);
     return 0;
+}
+
+/* Reads the order, pays it when it is the buyer's, reads it again: one
+ * trip to the pool. */
+static int order_pay_run(sk_store *st, void *ctx)
+{
+    struct order_op *op = ctx;
+    int rc = keep_err(op, st, sk_store_order_get(st, op->id.order_id, &op->o));
+    if (rc) return rc;
+    op->foreign = op->o.user_id != op->uid;
+    if (op->foreign) return 0;
+    int status;
+    rc = keep_err(op, st, sk_store_order_pay(st, op->id.order_id, sk_wall_ms(), &status));
+    if (rc == SK_ENOTFOUND) rc = SK_EDB; /* it was there a moment ago */
+    if (rc) return rc;
+    return keep_err(op, st, sk_store_order_get(st, op->id.order_id, &op->o));
+}
+
+static void order_pay_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct order_op *op = ctx;
+    if (row_or_reply(app, req, op, rc)) return;
+    if (rc == SK_ESTATE) /* a late payment must not revive stock that was given back */
+        sk_http_error(app, req, op->route, 409, "order_cancelled",
+                      "the order was cancelled (payment timeout or buyer); it cannot be paid");
+    else
+        reply_order(app, req, op->route, &op->o, sk_order_status_name(op->o.status));
+    free(op);
 }
 
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    uint64_t uid;
-    struct sk_order o;
-    if (order_or_reply(app, req, m, &uid, &o)) return 0;
-    int status = o.status;
-    int rc = sk_store_order_pay(app->store, o.order_id, sk_wall_ms(), &status);
-    if (rc == SK_ESTATE) {
-        /* a late payment must not revive stock that was given back */
-        sk_http_error(app, req, m->route, 409, "order_cancelled",
-                      "the order was cancelled (payment timeout or buyer); it cannot be paid");
-        return 0;
-    }
-    if (rc < 0 || sk_store_order_get(app->store, o.order_id, &o) < 0) {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
-        return 0;
-    }
-    reply_order(app, req, m->route, &o, sk_order_status_name(o.status));
+    struct order_op *op = order_op_or_reply(app, req, m);
+    if (op) sk_store_call(app, req, m->route, order_pay_run, order_pay_done, op);
     return 0;
+}
+
+/* The release is done (or owed): the database learns it off the loop,
+ * after the answer. A mark that does not happen only costs the sweeper a
+ * release that answers ALREADY_RELEASED. */
+static int mark_run(sk_store *st, void *arg)
+{
+    struct order_op *op = arg;
+    return keep_err(op, st,
+                    sk_order_release_done(st, &op->cr, op->release_rc, op->given, op->now_ms));
+}
+
+static void mark_done(void *arg, int rc)
+{
+    struct order_op *op = arg;
+    if (rc < 0)
+        sk_log(SK_LOG_WARN, "cancel %s: released, not marked in the DB (the sweeper will): %s",
+               op->cr.order.order_id, op->err[0] ? op->err : sk_strerror(rc));
+    free(op);
 }
 
 /* The release after a cancel this request won. The cancellation is already
@@ -213,73 +308,87 @@ static void on_release(void *data, redisReply *rep)
         rc = (int)rep->element[0]->integer;
         given = rep->element[1]->integer;
     }
-    if (sk_order_release_done(app->store, &op->cr, rc, given, sk_wall_ms()) < 0)
-        sk_log(SK_LOG_WARN, "store: %s", sk_store_errstr(app->store));
-    if (op->cr.release_pending)
+    int released = rc == SK_RC_RELEASED || rc == SK_RC_ALREADY_RELEASED;
+    if (!released)
         sk_log(SK_LOG_WARN, "release of cancelled order %s: %s; the sweeper will retry",
                op->cr.order.order_id, rep ? sk_rc_name(rc) : "redis unreachable");
     /* released stock sells again: forget the local sold-out mark */
-    struct sk_act_cache *c = sk_app_act(app, op->cr.order.activity_id, 0);
+    struct sk_act_cache *c = sk_app_act(app, op->cr.order.activity_id, SK_ACT_FIND);
     if (c && given > 0) c->sold_out = 0;
-    h2o_req_t *req = sk_async_end(app, &op->a);
+    h2o_req_t *req = op->waiting ? sk_async_end(app, &op->a) : NULL;
     if (req) {
         op->cr.order.status = SK_ORDER_CANCELLED;
-        reply_order(app, req, op->a.route, &op->cr.order, "cancelled");
+        reply_order(app, req, op->route, &op->cr.order, "cancelled");
     }
+    op->release_rc = rc;
+    op->given = given;
+    op->now_ms = sk_wall_ms();
+    op->err[0] = 0;
+    if (!released || sk_store_bg(app, 0, mark_run, mark_done, op) < 0) free(op);
+}
+
+/* The Redis release owed by the cancel this request won (req NULL: the
+ * client left; the units still go back). Takes op. */
+static void release(struct sk_app *app, h2o_req_t *req, struct order_op *op)
+{
+    struct sk_cancel_result *cr = &op->cr;
+    if (req) {
+        sk_async_begin(app, &op->a, req, op->route);
+        op->waiting = 1;
+    }
+    /* released where it was admitted: the key set its id names (release.lua
+     * refuses an id that does not start with the label) */
+    struct sk_keys k;
+    if (sk_keys_for_order(&k, cr->order.order_id) < 0 || k.activity_id != cr->order.activity_id)
+        sk_keys_for(&k, cr->order.activity_id);
+    char user[24], qty[24];
+    snprintf(user, sizeof user, "%" PRIu64, cr->order.user_id);
+    snprintf(qty, sizeof qty, "%" PRId64, cr->order.quantity);
+    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
+    const char *args[] = {k.label, cr->order.order_id, user, qty};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, 5, keys, 4, args, NULL, on_release, op) < 0)
+        on_release(op, NULL);
+}
+
+static int order_cancel_run(sk_store *st, void *ctx)
+{
+    struct order_op *op = ctx;
+    return keep_err(op, st,
+                    sk_order_cancel_db(st, op->id.order_id, op->uid, sk_wall_ms(), &op->cr));
+}
+
+static void order_cancel_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct order_op *op = ctx;
+    struct sk_cancel_result *cr = &op->cr;
+    if (rc == 0 && cr->must_release) { /* this call cancelled it: release, client or not */
+        release(app, req, op);
+        return;
+    }
+    if (rc == SK_ENOTFOUND || !req) { /* not persisted yet (queued), or not this buyer's */
+        row_or_reply(app, req, op, SK_ENOTFOUND);
+        return;
+    }
+    if (rc == SK_ESTATE) {
+        sk_http_error(app, req, op->route, 409, "order_paid",
+                      "the order is paid; it cannot be cancelled");
+        free(op);
+        return;
+    }
+    if (rc < 0) {
+        sk_http_db_error(app, req, op->route, rc, op->err);
+        free(op);
+        return;
+    }
+    /* cancelled before: released then, not again */
+    cr->order.status = SK_ORDER_CANCELLED;
+    reply_order(app, req, op->route, &cr->order, "cancelled");
     free(op);
 }
 
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    uint64_t uid;
-    struct sk_order id;
-    if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
-    if (parse_order_id(m, &id) < 0) {
-        sk_http_error(app, req, m->route, 400, "bad_request",
-                      "order id must look like <activity>[.<segment>]-<ms>-<seq>");
-        return 0;
-    }
-    struct sk_cancel_result cr;
-    int rc = sk_order_cancel_db(app->store, id.order_id, uid, sk_wall_ms(), &cr);
-    if (rc == SK_ENOTFOUND) { /* not persisted yet (queued), or not this buyer's */
-        ask_ledger(app, req, m->route, uid, &id);
-        return 0;
-    }
-    if (rc == SK_ESTATE) {
-        sk_http_error(app, req, m->route, 409, "order_paid",
-                      "the order is paid; it cannot be cancelled");
-        return 0;
-    }
-    if (rc < 0) {
-        sk_log(SK_LOG_ERROR, "store: %s", sk_store_errstr(app->store));
-        sk_http_error(app, req, m->route, 503, "unavailable", "database unavailable");
-        return 0;
-    }
-    cr.order.status = SK_ORDER_CANCELLED;
-    if (!cr.must_release) { /* cancelled before: released then, not again */
-        reply_order(app, req, m->route, &cr.order, "cancelled");
-        return 0;
-    }
-    struct order_op *op = calloc(1, sizeof *op);
-    if (!op) { /* the sweeper owes the release */
-        reply_order(app, req, m->route, &cr.order, "cancelled");
-        return 0;
-    }
-    op->app = app;
-    op->uid = uid;
-    op->cr = cr;
-    sk_async_begin(app, &op->a, req, m->route);
-    /* released where it was admitted: the key set its id names (release.lua
-     * refuses an id that does not start with the label) */
-    struct sk_keys k;
-    if (sk_keys_for_order(&k, cr.order.order_id) < 0 || k.activity_id != cr.order.activity_id)
-        sk_keys_for(&k, cr.order.activity_id);
-    char user[24], qty[24];
-    snprintf(user, sizeof user, "%" PRIu64, cr.order.user_id);
-    snprintf(qty, sizeof qty, "%" PRId64, cr.order.quantity);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
-    const char *args[] = {k.label, cr.order.order_id, user, qty};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, 5, keys, 4, args, NULL, on_release, op) < 0)
-        on_release(op, NULL);
+    struct order_op *op = order_op_or_reply(app, req, m);
+    if (op) sk_store_call(app, req, m->route, order_cancel_run, order_cancel_done, op);
     return 0;
 }

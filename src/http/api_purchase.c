@@ -17,7 +17,13 @@
  * last of the key set (its epoch and admission count, http/label_mem.h);
  * a Redis behind that fences the key set in the same call, and a fenced
  * key set answers 503 `recovering` with Retry-After until the order worker
- * has rebuilt it from the database. */
+ * has rebuilt it from the database.
+ *
+ * Synchronous replicas (--sync-replicas N, docs/failover.md): admission
+ * calls and stock transfers go with sk_aredis_eval_wait, so the client
+ * sends WAIT after them and the answer comes with the replicas that
+ * acknowledged; an admission fewer than N acknowledged is answered 503
+ * unconfirmed (Retry-After), not 200. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +36,10 @@
 #include "core/vec.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "engine/queue.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
+#include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
 #include "http/label_mem.h"
@@ -45,6 +53,8 @@ struct pending {
     struct sk_purchase p;
     char idem[SK_IDEM_MAX];
     char ip[SK_IP_TEXT];
+    char pass[SK_QUEUE_PASS_MAX]; /* X-Queue-Pass (docs/waiting-room.md) */
+    int64_t pass_exp_ms;
 };
 
 struct borrow;
@@ -130,13 +140,42 @@ static void finish_one(struct sk_app *app, uint64_t aid, struct pending *p,
         if (req) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", why);
     } else {
         if (ad->rc != SK_RC_OK) sk_metrics_refusal_rc(app->metrics, ad->rc);
-        if (ad->rc == SK_RC_OK)
+        if (ad->rc == SK_RC_OK) {
             sk_metrics_act_admitted(app->metrics, aid, ad->quantity);
-        else
+            /* a pass that bought: the waiting room's record says so too */
+            if (p->p.pass) sk_queue_spent(app, aid, p->p.user_id, p->pass_exp_ms);
+        } else {
             sk_metrics_act_refusal_rc(app->metrics, aid, ad->rc);
+        }
         if (req) reply_admission(app, req, aid, ad);
     }
     free(p);
+}
+
+/* Admitted, but fewer replicas than --sync-replicas acknowledged it in
+ * time: a failover could take it back, so it is no promise yet. A retry
+ * with the same Idempotency-Key learns the truth (the same order once a
+ * WAIT confirms it, or a fresh attempt if the admission was lost). */
+static void finish_unconfirmed(struct sk_app *app, uint64_t aid, struct pending *p)
+{
+    inflight_done(app, aid);
+    h2o_req_t *req = sk_async_end(app, &p->a);
+    sk_metrics_refusal_extra(app->metrics, SK_MEXTRA_UNCONFIRMED);
+    sk_metrics_act_refusal_extra(app->metrics, aid, SK_MEXTRA_UNCONFIRMED);
+    if (req) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+        sk_http_error(app, req, SK_ROUTE_purchase, 503, "unconfirmed",
+                      "admitted, but not yet acknowledged by enough replicas to survive a "
+                      "failover; retry with the same Idempotency-Key to learn the outcome");
+    }
+    free(p);
+}
+
+/* 1 when the answer being delivered needs replicas it did not get
+ * (valid inside a callback of sk_aredis_eval_wait). */
+static int unconfirmed(struct sk_app *app)
+{
+    return app->cfg.sync_replicas > 0 && sk_aredis_acked(app->redis) < app->cfg.sync_replicas;
 }
 
 static void fail_items(struct sk_app *app, uint64_t aid, struct pending **items, size_t n,
@@ -168,11 +207,16 @@ static struct sk_batch *batch_new(struct sk_app *app, uint64_t aid, int seg)
 
 static void mark_sold_out(struct sk_app *app, uint64_t aid)
 {
-    struct sk_act_cache *c = sk_app_act(app, aid, 1);
+    struct sk_act_cache *c = sk_app_act(app, aid, SK_ACT_KNOWN);
     if (c && !c->sold_out) {
         c->sold_out = 1;
         c->checked_ms = sk_mono_ms();
     }
+}
+
+void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t aid)
+{
+    mark_sold_out(app, aid);
 }
 
 /* ---- segments: reading every segment's stock at once ------------------- */
@@ -278,6 +322,13 @@ static void on_transfer(void *data, redisReply *rep)
         borrow_fail(bo, "redis is unreachable; try again");
         return;
     }
+    if (trc == SK_RC_TRANSFERRED && taken > 0 && unconfirmed(app)) {
+        /* stock lent on a master whose replicas did not confirm: a
+         * failover could give it back to the lender, so it is not used
+         * (reconcile rolls a surviving transfer forward) */
+        borrow_fail(bo, "replicas did not confirm a stock transfer; try again");
+        return;
+    }
     if (sk_seg_lend_refusal_final(trc)) {
         /* closed (or gone, or fenced) since: that is the answer, not sold out */
         if (trc == SK_RC_RECOVERING) sk_labelmem_forget(sk_labelmem_host(), bo->sc.aid, bo->lender);
@@ -333,8 +384,8 @@ static void on_borrow_scanned(struct seg_scan *sc)
     int nargs = sk_seg_lend_args(bo->home, want, epoch, adm, a, args);
     bo->lender = from;
     const char *keys[] = {k.meta, k.stock, k.xout};
-    if (sk_aredis_eval(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, on_transfer,
-                       bo) < 0)
+    if (sk_aredis_eval_wait(sc->app->redis, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL,
+                            on_transfer, bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");
 }
 
@@ -404,7 +455,7 @@ static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *r
         return 0;
     int segments = (int)res[0].quantity;
     struct sk_app *app = b->app;
-    struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
+    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_KNOWN);
     if (c) c->segments = segments;
     for (size_t i = 0; i < b->n; i++) {
         struct pending *p = b->items[i];
@@ -418,16 +469,46 @@ static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *r
     return 1;
 }
 
+static void finish_batch(struct sk_batch *b, const struct sk_admission *res, int64_t remaining);
+
+/* A batch Redis answered UNKNOWN_ACTIVITY, waiting for the definitions
+ * cache (heap; owns nothing but itself). */
+struct unknown_wait {
+    struct sk_batch *b;
+    int64_t remaining;
+    struct sk_admission res[]; /* b->n */
+};
+
+static void on_unknown_definition(struct sk_app *app, void *arg, int rc,
+                                  const struct sk_activity *a)
+{
+    (void)app;
+    (void)a;
+    struct unknown_wait *w = arg;
+    /* defined in the store: created, not preheated; anything else (not
+     * defined, or the store did not answer in time) stays unknown */
+    if (rc == 0)
+        for (size_t i = 0; i < w->b->n; i++)
+            if (w->res[i].rc == SK_RC_UNKNOWN_ACTIVITY) w->res[i].rc = SK_RC_CLOSED;
+    finish_batch(w->b, w->res, w->remaining);
+    free(w);
+}
+
 /* Unknown to Redis but defined in the store: created, not preheated. A
  * buyer sees it as closed, as GET /activities/{id} says. Only ids Redis
- * does not know pay for this lookup. */
-static void unknown_as_closed(struct sk_batch *b, struct sk_admission *res)
+ * does not know pay for this lookup, and it goes through this process's
+ * definitions cache (act_defs.h): the answer waits for the store, off the
+ * loop, only on a miss. Returns 1 when the batch finishes later. */
+static int unknown_as_closed(struct sk_batch *b, const struct sk_admission *res, int64_t remaining)
 {
-    if (res[0].rc != SK_RC_UNKNOWN_ACTIVITY) return;
-    struct sk_activity a;
-    if (sk_store_activity_get(b->app->store, b->aid, &a) != 0) return;
-    for (size_t i = 0; i < b->n; i++)
-        if (res[i].rc == SK_RC_UNKNOWN_ACTIVITY) res[i].rc = SK_RC_CLOSED;
+    if (res[0].rc != SK_RC_UNKNOWN_ACTIVITY) return 0;
+    struct unknown_wait *w = malloc(sizeof *w + b->n * sizeof *res);
+    if (!w) return 0; /* answered as unknown */
+    w->b = b;
+    w->remaining = remaining;
+    memcpy(w->res, res, b->n * sizeof *res);
+    sk_act_defs_lookup(b->app, b->aid, on_unknown_definition, w);
+    return 1;
 }
 
 /* Answers the purchases of the batch, except a segment's stock refusals
@@ -439,13 +520,18 @@ static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, i
     /* Counted before any answer leaves: a scrape made by a buyer who
      * already has the 200 must see it. */
     size_t nmore = 0, admitted = 0;
+    int unsure = unconfirmed(b->app);
     for (size_t i = 0; i < b->n; i++)
-        admitted += res[i].rc == SK_RC_OK;
+        admitted += res[i].rc == SK_RC_OK && !unsure;
     sk_metrics_admission(b->app->metrics, admitted);
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && refused_by_stock(res[i].rc)) {
             more_res[nmore] = res[i];
             more[nmore++] = b->items[i];
+            continue;
+        }
+        if (res[i].rc == SK_RC_OK && unsure) {
+            finish_unconfirmed(b->app, b->aid, b->items[i]);
             continue;
         }
         finish_one(b->app, b->aid, b->items[i], &res[i], NULL);
@@ -507,7 +593,19 @@ static void on_batch_reply(void *data, redisReply *rep)
     sk_metrics_batch(app->metrics, b->n);
     note_key_set(b, rep, res);
     if (reroute_if_segmented(b, res)) return;
-    unknown_as_closed(b, res);
+    /* Redis vouched for the activity: its entry is kept when ids a client
+     * made up crowd the table */
+    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_FIND);
+    if (c && !c->confirmed && res[0].rc != SK_RC_UNKNOWN_ACTIVITY)
+        sk_app_act(app, b->aid, SK_ACT_KNOWN);
+    if (unknown_as_closed(b, res, remaining)) return;
+    finish_batch(b, res, remaining);
+}
+
+/* Answers the batch (and starts or continues its borrowing); frees b. */
+static void finish_batch(struct sk_batch *b, const struct sk_admission *res, int64_t remaining)
+{
+    struct sk_app *app = b->app;
     struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
     int segments = b->borrow ? b->borrow->sc.segments : c ? c->segments : 0;
     struct pending *more[SK_BATCH_MAX];
@@ -540,8 +638,8 @@ static void send_batch(struct sk_app *app, struct sk_batch *b)
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     if (buf && args && lens && sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0)
-        rc = sk_aredis_eval(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                            (int)argc, args, lens, on_batch_reply, b);
+        rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
+                                 (int)argc, args, lens, on_batch_reply, b);
     free(buf);
     free(args);
     free(lens);
@@ -588,6 +686,19 @@ static int idem_or_reply(struct sk_app *app, h2o_req_t *req, const char **key, s
     return 1;
 }
 
+/* X-Queue-Pass, when given: it must look like a pass (the admission call
+ * says whether it is this buyer's valid one); anything else is a 400. */
+static int pass_or_reply(struct sk_app *app, h2o_req_t *req, const char **pass, size_t *len,
+                         int64_t *exp_ms)
+{
+    *pass = sk_http_header(req, "x-queue-pass", len);
+    if (!*pass || sk_queue_pass_wellformed(*pass, *len, exp_ms)) return 0;
+    sk_metrics_refusal(app->metrics, "bad_request");
+    sk_http_error(app, req, SK_ROUTE_purchase, 400, "bad_request",
+                  "X-Queue-Pass must be a pass as the queue handed it out");
+    return 1;
+}
+
 /* The body's quantity; a malformed body is answered 400. */
 static int quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *qty)
 {
@@ -623,7 +734,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
 {
     *ic = NULL;
     if (app->cfg.max_inflight <= 0) return 0;
-    *c = *ic = sk_app_act(app, aid, 1);
+    *c = *ic = sk_app_act(app, aid, SK_ACT_MAKE);
     if (!*ic || (*ic)->inflight < app->cfg.max_inflight) return 0;
     sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
     sk_metrics_act_refusal_rc(app->metrics, aid, SK_RC_BUSY);
@@ -634,7 +745,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
 /* A purchase waiting for Redis (heap, owned by whoever answers it),
  * counted in flight and guarded; NULL (answered 503) when out of memory. */
 static struct pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk_act_cache *ic,
-                                   const struct sk_purchase *pu)
+                                   const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct pending *p = malloc(sizeof *p);
     if (!p) {
@@ -644,6 +755,9 @@ static struct pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk
     p->p = *pu;
     p->p.idem = pu->idem ? p->idem : NULL;
     if (pu->idem) memcpy(p->idem, pu->idem, pu->idem_len);
+    p->p.pass = pu->pass ? p->pass : NULL;
+    if (pu->pass) memcpy(p->pass, pu->pass, pu->pass_len);
+    p->pass_exp_ms = pass_exp_ms;
     /* the client IP only matters (and costs) when the per-IP limit is on */
     p->p.ip =
         app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, p->ip) ? p->ip : NULL;
@@ -663,14 +777,14 @@ static int home_of(const struct sk_act_cache *c, uint64_t user_id)
  * of memory. */
 static void queue_purchase(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                            const struct sk_act_cache *c, struct sk_act_cache *ic,
-                           const struct sk_purchase *pu)
+                           const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct sk_batch *b = batch_for(app, aid, home_of(c, pu->user_id));
     if (!b) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         return;
     }
-    struct pending *p = pending_new(app, req, ic, pu);
+    struct pending *p = pending_new(app, req, ic, pu, pass_exp_ms);
     if (p) b->items[b->n++] = p;
 }
 
@@ -712,10 +826,10 @@ static void on_idem_probe(void *data, redisReply *rep)
 
 static void probe_idem(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                        const struct sk_act_cache *c, struct sk_act_cache *ic,
-                       const struct sk_purchase *pu)
+                       const struct sk_purchase *pu, int64_t pass_exp_ms)
 {
     struct idem_probe *pr = malloc(sizeof *pr);
-    struct pending *p = pr ? pending_new(app, req, ic, pu) : NULL;
+    struct pending *p = pr ? pending_new(app, req, ic, pu, pass_exp_ms) : NULL;
     if (!p) {
         if (!pr) sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         free(pr);
@@ -738,9 +852,11 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     struct sk_purchase pu = {0};
     const char *idem;
     size_t idem_len;
+    int64_t pass_exp_ms = 0;
     if (sk_http_user_or_reply(app, req, SK_ROUTE_purchase, &pu.user_id)) return 0;
     if (quantity_or_reply(app, req, &pu.quantity)) return 0;
     if (idem_or_reply(app, req, &idem, &idem_len)) return 0;
+    if (pass_or_reply(app, req, &pu.pass, &pu.pass_len, &pass_exp_ms)) return 0;
     struct sk_act_cache *c = sk_app_act(app, m->id, 0), *ic;
     if (soldout_or_reply(app, req, c, idem)) return 0;
     if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
@@ -748,9 +864,9 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     pu.idem = idem;
     pu.idem_len = idem ? idem_len : 0;
     if (idem && c && c->sold_out)
-        probe_idem(app, req, m->id, c, ic, &pu);
+        probe_idem(app, req, m->id, c, ic, &pu, pass_exp_ms);
     else
-        queue_purchase(app, req, m->id, c, ic, &pu);
+        queue_purchase(app, req, m->id, c, ic, &pu, pass_exp_ms);
     return 0;
 }
 
@@ -762,14 +878,17 @@ struct stock_check {
 };
 
 /* Stock back above zero (a release), or the activity is gone: stop
- * answering locally. */
-static void recheck_done(struct sk_app *app, uint64_t id, int back)
+ * answering locally. A watched activity (a segmented waiting room) that a
+ * read saw empty everywhere is sold out here from now on (empty: 1 when
+ * the read saw every unit gone, 0 otherwise or when it failed). */
+static void recheck_done(struct sk_app *app, uint64_t id, int back, int empty)
 {
     struct sk_act_cache *c = sk_app_act(app, id, 0);
     if (!c) return;
     c->rechecking = 0;
     c->checked_ms = sk_mono_ms();
     if (back) c->sold_out = 0;
+    if (empty && c->watch) c->sold_out = 1;
 }
 
 static void on_stock_check(void *data, redisReply *rep)
@@ -777,7 +896,8 @@ static void on_stock_check(void *data, redisReply *rep)
     struct stock_check *chk = data;
     recheck_done(chk->app, chk->id,
                  rep && (rep->type == REDIS_REPLY_NIL ||
-                         (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)));
+                         (rep->type == REDIS_REPLY_STRING && strtoll(rep->str, NULL, 10) > 0)),
+                 0);
     free(chk);
 }
 
@@ -787,7 +907,7 @@ static void on_segments_checked(struct seg_scan *sc)
     int back = 0;
     for (int i = 0; !sc->f.failed && i < sc->segments; i++)
         back |= sc->stocks[i] != 0;
-    recheck_done(chk->app, chk->id, back);
+    recheck_done(chk->app, chk->id, back, !sc->f.failed && !back);
     free(chk);
 }
 
@@ -796,7 +916,9 @@ void sk_purchase_tick(struct sk_app *app)
     int64_t now = sk_mono_ms();
     for (size_t i = 0; i < app->n_acts; i++) {
         struct sk_act_cache *c = &app->acts[i];
-        if (!c->sold_out || c->rechecking || now - c->checked_ms < SOLDOUT_RECHECK_MS) continue;
+        if (!(c->sold_out || (c->watch && c->segments > 1)) || c->rechecking ||
+            now - c->checked_ms < SOLDOUT_RECHECK_MS)
+            continue;
         struct stock_check *chk = calloc(1, sizeof *chk);
         if (!chk) return;
         chk->app = app;

@@ -15,9 +15,10 @@
 #include "http/router.h"
 #include "redis/redis_async.h"
 #include "redis/redis_conn.h"
-#include "store/store.h"
+#include "store/store_pool.h"
 
 struct sk_batch;
+struct sk_act_defs;
 
 /* What this process knows about one activity without asking Redis. */
 struct sk_act_cache {
@@ -27,6 +28,30 @@ struct sk_act_cache {
     int64_t checked_ms; /* last sold-out check */
     int64_t inflight;   /* purchases queued or waiting for Redis (max_inflight) */
     int segments;       /* 0: not known yet (the first call tells), 1, or S > 1 */
+    int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
+                           while not sold out, so waiting buyers learn it (its queue's slot
+                           holds no stock; docs/waiting-room.md) */
+    int confirmed;      /* Redis answered for it as an existing activity */
+    int64_t used_ms;    /* last lookup: the idle one used longest ago is evicted */
+};
+
+/* At most this many activities are tracked per process; of them at most
+ * SK_ACTS_UNCONFIRMED_MAX not yet confirmed by Redis (ids a client sent
+ * that may not exist): those never push a confirmed one out. */
+#define SK_ACTS_MAX 4096
+#define SK_ACTS_UNCONFIRMED_MAX 512
+
+/* /readyz's view of the database: refreshed by a probe on the store pool
+ * (store_call.h), never by the request. */
+struct sk_db_health {
+    int ok;              /* the last probe's answer */
+    int probing;         /* a probe is queued or running */
+    int64_t probe_since; /* when it was queued (sk_mono_ms) */
+    int64_t next_ms;     /* when the next one is due */
+    char why[200];       /* the last failure */
+    char probe_err[200]; /* written by the probe on its pool thread, read in its done */
+    int64_t log_next_ms; /* failed calls are logged at most once in a while */
+    uint64_t log_quiet;  /* failed calls not logged since the last line */
 };
 
 struct sk_app {
@@ -47,16 +72,21 @@ struct sk_app {
     int own_node;              /* 1: node made by this process, freed at exit */
     struct sk_node_proc *proc; /* this process's slot header */
     sk_aredis *redis;
-    sk_redis *redis_sync; /* blocking client for rare multi-step admin calls; lazy */
     sk_metrics *metrics;
-    sk_store *store;
+    sk_store_pool *pool;       /* the database, off the loop (store_call.h) */
+    h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
+    h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
+    struct sk_db_health db;
+    struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
     int inflight;                   /* requests accepted, not yet answered */
     int draining;                   /* SIGTERM: no new connections */
     struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
-    size_t n_acts, cap_acts;
-    struct sk_conns conns; /* client connections: accept loop, cap, timeouts */
+    struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
+    struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
+    size_t n_qopen, cap_qopen;
+    size_t n_acts, cap_acts, n_acts_unconfirmed;
 };
 
 /* Route handlers: answer now or later; always return 0. */
@@ -76,6 +106,8 @@ int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */
@@ -102,19 +134,30 @@ int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEX
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
 
-/* The cache entry of an activity, created on demand (NULL when full). */
+/* The cache entry of an activity. create: SK_ACT_FIND looks only;
+ * SK_ACT_MAKE creates it unconfirmed when absent (the id may not exist);
+ * SK_ACT_KNOWN creates or marks it confirmed (Redis answered for it). When
+ * the table is full an idle entry is evicted: an unconfirmed one first; a
+ * confirmed one (the one used longest ago) only to make room for another
+ * confirmed one. NULL when absent, or when no room can be made. Creating
+ * may move the entries: pointers from before are stale. */
+enum { SK_ACT_FIND = 0, SK_ACT_MAKE = 1, SK_ACT_KNOWN = 2 };
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
-
-/* The blocking Redis client of this process, connected on first use, for
- * admin operations of several dependent steps (a segmented preheat or
- * switch: S+1 scripts). It blocks the event loop for those round trips;
- * purchases never use it. NULL (and logged) when it cannot connect. */
-sk_redis *sk_app_redis_sync(struct sk_app *app);
 
 /* End of a loop pass: send the batches collected in it. */
 void sk_purchase_flush(struct sk_app *app);
 /* Periodic: re-check sold-out activities so released stock sells again. */
 void sk_purchase_tick(struct sk_app *app);
+/* Marks an activity sold out in this process (the sold-out fast path; the
+ * tick re-checks it). */
+void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t activity_id);
+
+/* End of a loop pass: send the queue calls collected in it (api_queue.c). */
+void sk_queue_flush(struct sk_app *app);
+/* A purchase with the buyer's pass was admitted: the queue's record says
+ * so (the buyer's next poll answers "used"). Fire and forget. */
+void sk_queue_spent(struct sk_app *app, uint64_t activity_id, uint64_t user_id,
+                    int64_t pass_exp_ms);
 
 /* A request answered later (after a Redis reply). h2o 2.2 does not tell a
  * handler that the client left; instead a guard object lives in the

@@ -115,7 +115,8 @@ static int starts_with(const char *s, const char *prefix)
 
 static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    if (starts_with(v, "redis://")) {
+    if (starts_with(v, "redis://") || starts_with(v, "redis+sentinel://") ||
+        starts_with(v, "redis+unix://")) {
         struct sk_redis_url u;
         char e[160];
         if (sk_redis_url_parse(&u, v, strlen(v), e, sizeof e) < 0) {
@@ -129,7 +130,9 @@ static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
             return SK_EINVAL;
         }
     } else {
-        snprintf(msg, cap, "must start with redis:// or redis+cluster://");
+        snprintf(msg, cap,
+                 "must start with redis://, redis+cluster://, redis+sentinel:// or "
+                 "redis+unix://");
         return SK_EINVAL;
     }
     return copy_str(c->redis, sizeof c->redis, v, msg, cap);
@@ -371,6 +374,75 @@ static int set_hmac_key_id_prev(struct sk_config *c, const char *v, char *msg, s
     return set_key_id(c->hmac_key_id_prev, sizeof c->hmac_key_id_prev, v, msg, cap);
 }
 
+static int set_sync_replicas(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 0, 16, &n) < 0) {
+        snprintf(msg, cap, "must be a number of replicas between 0 (off) and 16");
+        return SK_EINVAL;
+    }
+    c->sync_replicas = (int)n;
+    return 0;
+}
+
+static int set_sync_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    /* WAIT 0 would wait for ever: at least 1 ms */
+    if (parse_range(v, 1, 60000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 60000");
+        return SK_EINVAL;
+    }
+    c->sync_timeout_ms = (int)n;
+    return 0;
+}
+
+static int set_redis_functions(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (strcmp(v, "on") == 0)
+        c->redis_functions = 1;
+    else if (strcmp(v, "off") == 0)
+        c->redis_functions = 0;
+    else {
+        snprintf(msg, cap, "must be on or off");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+static int set_db_pool(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 64, &n) < 0) {
+        snprintf(msg, cap, "must be a number of threads between 1 and 64");
+        return SK_EINVAL;
+    }
+    c->db_pool = (int)n;
+    return 0;
+}
+
+static int set_db_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->db_timeout_ms = (int)n;
+    return 0;
+}
+
+static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 1000000, &n) < 0) {
+        snprintf(msg, cap, "must be a number between 1 and 1000000");
+        return SK_EINVAL;
+    }
+    c->db_queue_max = (int)n;
+    return 0;
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -493,6 +565,12 @@ static const struct {
     {"hmac_secret_prev", set_hmac_secret_prev},
     {"hmac_key_id_prev", set_hmac_key_id_prev},
     {"hmac_secret_prev_file", set_hmac_secret_prev_file},
+    {"sync_replicas", set_sync_replicas},
+    {"sync_timeout_ms", set_sync_timeout},
+    {"redis_functions", set_redis_functions},
+    {"db_pool", set_db_pool},
+    {"db_timeout_ms", set_db_timeout},
+    {"db_queue_max", set_db_queue_max},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -519,6 +597,11 @@ void sk_config_defaults(struct sk_config *c)
     c->redis_timeout_ms = 1000;
     c->io_timeout_s = 30;
     c->hmac_max_ttl_s = 86400;
+    c->sync_timeout_ms = 100;
+    c->redis_functions = 1;
+    c->db_pool = 2;
+    c->db_timeout_ms = 1000;
+    c->db_queue_max = 1024;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)

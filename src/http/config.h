@@ -15,8 +15,10 @@
  * SECKILL_):
  *   listen            HOST:PORT, port 1..65535, IPv6 as [::1]:8080
  *                     (default 127.0.0.1:8080)
- *   redis             redis://[user:pass@]host[:port][/db] or
- *                     redis+cluster://... (default redis://127.0.0.1:6379)
+ *   redis             redis://[user:pass@]host[:port][/db],
+ *                     redis+cluster://..., redis+sentinel://..., or
+ *                     redis+unix://... (redis_url.h; default
+ *                     redis://127.0.0.1:6379)
  *   db                sqlite:PATH or postgres://... / postgresql://...
  *                     (default sqlite:seckill.db)
  *   processes         1..64 (default 1)
@@ -62,6 +64,21 @@
  *   hmac_secret_prev, hmac_key_id_prev
  *                     a second key accepted too (rotation); its id must
  *                     differ from hmac_key_id
+ *   sync_replicas     0..16 (default 0 = off): a purchase is answered 200
+ *                     only when WAIT says that many replicas acknowledged
+ *                     its admission; else 503 unconfirmed (docs/failover.md)
+ *   sync_timeout_ms   WAIT's timeout, 1..60000 (default 100)
+ *   redis_functions   on (default: the scripts as one Redis Functions
+ *                     library, FCALL, when the server has Functions) | off
+ *                     (EVALSHA)
+ *   db_pool           database threads (and connections) per HTTP process,
+ *                     1..64 (default 2): the event loop never calls the
+ *                     database itself (docs/design.md)
+ *   db_timeout_ms     how long a request waits for the database, 1..600000
+ *                     (default 1000); then 503 unavailable with Retry-After
+ *   db_queue_max      database calls that may wait for a thread per HTTP
+ *                     process, 1..1000000 (default 1024); more get
+ *                     503 busy at once
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -111,6 +128,9 @@ struct sk_config {
     char hmac_secret_prev[256];
     char hmac_key_id_prev[33];
     char hmac_secret_prev_file[512];
+    int sync_replicas, sync_timeout_ms;
+    int redis_functions; /* 1: on, 0: off */
+    int db_pool, db_timeout_ms, db_queue_max;
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */

@@ -10,6 +10,7 @@
 
 #include "engine/activity.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -163,6 +164,38 @@ static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err,
     return 0;
 }
 
+/* Optional "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": S}. */
+static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *wr = json_object_get(root, "waiting_room");
+    if (!wr) return 0;
+    if (!json_is_object(wr))
+        return sk_einval(err, cap,
+                         "waiting_room must be an object {\"passes_per_s\":R,\"pass_ttl_s\":T}");
+    a->wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_DEFAULT;
+    json_t *seed = json_object_get(wr, "seed");
+    char inner[160] = "";
+    if (require_int(wr, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, &a->wr_passes_per_s, inner,
+                    sizeof inner) < 0 ||
+        get_int(wr, "pass_ttl_s", 1, SK_ACTIVITY_PASS_TTL_MAX, &a->wr_pass_ttl_s, inner,
+                sizeof inner) < 0) {
+    } else if (seed && (!json_is_string(seed) || json_string_length(seed) > SK_ACTIVITY_SEED_MAX)) {
+        snprintf(inner, sizeof inner, "seed must be a string of %d to %d hex digits",
+                 SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
+    } else {
+        size_t n = seed ? json_string_length(seed) : 0;
+        for (size_t i = 0; i < n; i++) /* kept in lower case: one seed, one spelling */
+            a->wr_seed[i] = (char)tolower((unsigned char)json_string_value(seed)[i]);
+        a->wr_seed[n] = 0;
+        if (!seed || sk_activity_seed_valid(a->wr_seed, n)) return 0;
+        snprintf(inner, sizeof inner, "seed must be a string of %d to %d hex digits",
+                 SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
+    }
+    a->wr_passes_per_s = a->wr_pass_ttl_s = 0;
+    a->wr_seed[0] = 0;
+    return sk_einval(err, cap, "waiting_room: %s", inner);
+}
+
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
     int64_t id;
@@ -199,6 +232,7 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
     if (get_int(root, "segments", 1, SK_ACTIVITY_SEGMENTS_MAX, &a->segments, err, cap) < 0)
         return SK_EINVAL;
+    if (parse_waiting_room(root, a, err, cap) < 0) return SK_EINVAL;
     return parse_rate_limit(root, a, err, cap);
 }
 
@@ -215,6 +249,21 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
     json_decref(root);
     if (rc < 0) memset(out, 0, sizeof *out);
     return rc;
+}
+
+int sk_body_queue_pace(const char *buf, size_t len, int64_t *rate, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"passes_per_s\":R}");
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    int64_t r = 0;
+    rc = require_int(root, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, &r, err, cap);
+    json_decref(root);
+    if (rc < 0) return rc;
+    *rate = r;
+    return 0;
 }
 
 /* ---- escaping ------------------------------------------------------------ */

@@ -54,12 +54,23 @@ struct sk_body_activity {
     /* optional "segments": S, an integer in 1..SK_ACTIVITY_SEGMENTS_MAX,
      * default 1 (docs/segments.md); S <= stock is sk_activity_validate's */
     int64_t segments;
+    /* optional "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": "hex"}
+     * (docs/waiting-room.md): R required in 1..SK_ACTIVITY_PASS_RATE_MAX, T
+     * optional (default SK_ACTIVITY_PASS_TTL_DEFAULT) in 1..
+     * SK_ACTIVITY_PASS_TTL_MAX, seed optional (16..64 hex digits, kept in lower
+     * case; "" = draw one); all 0 / "" when absent */
+    int64_t wr_passes_per_s, wr_pass_ttl_s;
+    char wr_seed[SK_ACTIVITY_SEED_MAX + 1];
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out
  * is zeroed and err names the offending field. */
 int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity *out, char *err,
                             size_t cap);
+
+/* POST /api/v1/activities/{id}/queue/pace (admin): {"passes_per_s": R},
+ * R in 1..SK_ACTIVITY_PASS_RATE_MAX, required. */
+int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char *err, size_t cap);
 
 /* Escapes len bytes of s for use between the quotes of a JSON string
  * (the quotes are not written): " \ and control bytes are escaped, so are

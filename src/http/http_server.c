@@ -24,10 +24,12 @@
 #include "core/redact.h"
 #include "core/sig.h"
 #include "core/vec.h"
+#include "http/act_defs.h"
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/framing.h"
 #include "http/http_body.h"
+#include "http/store_call.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -59,6 +61,10 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_metrics] = sk_api_ops_metrics,
     [SK_ROUTE_dashboard] = sk_api_ops_dashboard,
     [SK_ROUTE_dashboard_data] = sk_api_ops_data,
+    [SK_ROUTE_queue_join] = sk_api_queue,
+    [SK_ROUTE_queue_poll] = sk_api_queue,
+    [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
+    [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */
@@ -308,33 +314,59 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
     return a->req;
 }
 
-sk_redis *sk_app_redis_sync(struct sk_app *app)
+/* Nothing waits on the entry: it may go. */
+static int act_idle(const struct sk_act_cache *c)
 {
-    if (!app->redis_sync) {
-        char err[200];
-        if (sk_redis_new(&app->redis_sync, app->cfg.redis, app->cfg.redis_timeout_ms,
-                         app->cfg.redis_timeout_ms, err, sizeof err) < 0) {
-            sk_log(SK_LOG_ERROR, "redis (blocking client): %s", err);
-            app->redis_sync = NULL;
-            return NULL;
+    return c->inflight == 0 && !c->rechecking;
+}
+
+/* Room for one more entry (confirmed or not): evicts an idle unconfirmed
+ * entry, or for a confirmed newcomer the idle confirmed one used longest
+ * ago. Unknown ids a client makes up are only ever unconfirmed, so they
+ * push out each other, never an activity Redis vouched for. 0 or -1. */
+static int act_room(struct sk_app *app, int confirmed)
+{
+    int full = app->n_acts >= SK_ACTS_MAX;
+    if (!full && (confirmed || app->n_acts_unconfirmed < SK_ACTS_UNCONFIRMED_MAX)) return 0;
+    size_t victim = SIZE_MAX;
+    for (size_t i = 0; i < app->n_acts; i++) {
+        const struct sk_act_cache *c = &app->acts[i];
+        if (!act_idle(c)) continue;
+        if (!c->confirmed) {
+            victim = i;
+            break;
         }
+        if (confirmed && (victim == SIZE_MAX || c->used_ms < app->acts[victim].used_ms)) victim = i;
     }
-    if (sk_redis_ensure(app->redis_sync) < 0) {
-        sk_log(SK_LOG_WARN, "redis (blocking client): %s", app->redis_sync->errstr);
-        return NULL;
-    }
-    return app->redis_sync;
+    if (victim == SIZE_MAX) return -1;
+    if (!app->acts[victim].confirmed) app->n_acts_unconfirmed--;
+    app->acts[victim] = app->acts[--app->n_acts];
+    return 0;
 }
 
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
 {
-    for (size_t i = 0; i < app->n_acts; i++)
-        if (app->acts[i].id == id) return &app->acts[i];
-    if (!create || app->n_acts >= 4096) return NULL;
+    uint64_t now = h2o_now(app->ctx.loop);
+    for (size_t i = 0; i < app->n_acts; i++) {
+        struct sk_act_cache *c = &app->acts[i];
+        if (c->id != id) continue;
+        if (create == SK_ACT_KNOWN && !c->confirmed) {
+            c->confirmed = 1;
+            app->n_acts_unconfirmed--;
+        }
+        c->used_ms = (int64_t)now;
+        return c;
+    }
+    if (create == SK_ACT_FIND) return NULL;
+    int confirmed = create == SK_ACT_KNOWN;
+    if (act_room(app, confirmed) < 0) return NULL;
     if (SK_VEC_RESERVE(app->acts, app->cap_acts, app->n_acts + 1, 16)) return NULL;
     struct sk_act_cache *c = &app->acts[app->n_acts++];
     memset(c, 0, sizeof *c);
     c->id = id;
+    c->confirmed = confirmed;
+    c->used_ms = (int64_t)now;
+    if (!confirmed) app->n_acts_unconfirmed++;
     return c;
 }
 
@@ -455,21 +487,17 @@ static void start_drain(struct sk_app *app)
 static struct sk_app
     *volatile running_app; /* volatile: a never-read static store would be optimised away */
 
-/* The store, the metrics and the listening socket. On failure: logged,
- * what was made released (app included), -1. */
+/* The metrics, the activity definitions cache and the listening socket.
+ * On failure: logged, what was made released (app included), -1. */
 static int open_resources(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
-    char err[256];
-    if (sk_store_open(&app->store, cfg->db, err, sizeof err) < 0) {
-        char safe[sizeof cfg->db];
-        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg->db, safe, sizeof safe), err);
-        free(app);
-        return -1;
-    }
+    char err[256] = "out of memory";
     app->metrics = sk_metrics_attach(sk_node_api_mem(app->node, app->slot));
+    app->defs = sk_act_defs_new();
     app->ops_fd = -1;
-    app->listen_fd = sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err);
+    app->listen_fd =
+        app->metrics && app->defs ? sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err) : -1;
     if (app->listen_fd >= 0 && cfg->ops_listen[0]) {
         app->ops_fd = sk_server_listen_fd(cfg->ops_listen, 256, 1, err, sizeof err);
         if (app->ops_fd < 0) {
@@ -477,9 +505,9 @@ static int open_resources(struct sk_app *app)
             app->listen_fd = -1;
         }
     }
-    if (app->listen_fd < 0 || !app->metrics) {
+    if (app->listen_fd < 0) {
         sk_log(SK_LOG_ERROR, "%s", app->metrics ? err : "no slot for the metrics");
-        sk_store_close(app->store);
+        sk_act_defs_free(app, app->defs);
         if (app->own_node) sk_node_free(app->node);
         free(app);
         return -1;
@@ -538,8 +566,11 @@ static int connect_redis(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
     char err[256];
-    if (sk_aredis_new(&app->redis, app->ctx.loop, cfg->redis, cfg->redis_timeout_ms, err,
-                      sizeof err) < 0) {
+    struct sk_aredis_opts o = {.timeout_ms = cfg->redis_timeout_ms,
+                               .sync_replicas = cfg->sync_replicas,
+                               .sync_timeout_ms = cfg->sync_timeout_ms,
+                               .no_functions = !cfg->redis_functions};
+    if (sk_aredis_new_opts(&app->redis, app->ctx.loop, cfg->redis, &o, err, sizeof err) < 0) {
         char safe[sizeof cfg->redis];
         sk_log(SK_LOG_ERROR, "redis %s: %s", sk_redact_url(cfg->redis, safe, sizeof safe), err);
         close(app->listen_fd);
@@ -583,7 +614,7 @@ static void start_accepting(struct sk_app *app)
 static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
 {
     int64_t now = sk_mono_ms();
-    int idle = app->inflight == 0 && app->n_open == 0;
+    int idle = app->inflight == 0 && app->n_open == 0 && app->n_qopen == 0;
     if (!idle)
         *idle_since = 0;
     else if (!*idle_since)
@@ -606,11 +637,13 @@ static void serve(struct sk_app *app)
     for (;;) {
         h2o_evloop_run(app->ctx.loop, 20);
         sk_purchase_flush(app);
+        sk_queue_flush(app);
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
         sk_conns_tick(&app->conns);
+        sk_store_health_tick(app);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
@@ -648,14 +681,22 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sk_sig_unblock_stop();
     if (open_resources(app) < 0) return 1;
     setup_h2o(app);
+    /* the store's threads start here, after the fork, with their own
+     * connections */
+    if (sk_store_calls_init(app) < 0) {
+        close(app->listen_fd);
+        return 1;
+    }
     if (connect_redis(app) < 0) return 1;
     start_accepting(app);
     serve(app);
     int left = app->inflight;
     sk_log(left ? SK_LOG_ERROR : SK_LOG_INFO, "stopped, %d requests unanswered", left);
+    /* the store first: its last completions may still answer or use Redis */
+    sk_store_calls_free(app);
+    sk_act_defs_free(app, app->defs);
+    app->defs = NULL;
     sk_aredis_free(app->redis);
-    if (app->redis_sync) sk_redis_free(app->redis_sync);
-    sk_store_close(app->store);
     sk_metrics_free(app->metrics);
     if (app->own_node) sk_node_free(app->node);
     /* h2o's context cannot be disposed while client connections are still

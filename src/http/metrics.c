@@ -38,14 +38,17 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_METRICS] = "metrics",
     [SK_MROUTE_DASHBOARD] = "dashboard",
     [SK_MROUTE_DASHBOARD_DATA] = "dashboard_data",
+    [SK_MROUTE_QUEUE_JOIN] = "queue_join",
+    [SK_MROUTE_QUEUE_POLL] = "queue_poll",
+    [SK_MROUTE_ADMIN_PACE_SET] = "admin_pace_set",
+    [SK_MROUTE_ADMIN_PACE_GET] = "admin_pace_get",
     [SK_MROUTE_OTHER] = "other",
 };
 
 static const char *const extra_names[SK_MEXTRA_COUNT] = {
-    [SK_MEXTRA_RATE_LIMITED] = "rate_limited",
-    [SK_MEXTRA_UNAUTHORIZED] = "unauthorized",
-    [SK_MEXTRA_BAD_REQUEST] = "bad_request",
-    [SK_MEXTRA_UNAVAILABLE] = "unavailable",
+    [SK_MEXTRA_RATE_LIMITED] = "rate_limited", [SK_MEXTRA_UNAUTHORIZED] = "unauthorized",
+    [SK_MEXTRA_BAD_REQUEST] = "bad_request",   [SK_MEXTRA_UNAVAILABLE] = "unavailable",
+    [SK_MEXTRA_UNCONFIRMED] = "unconfirmed",
 };
 
 static const char *const cluster_names[SK_AREDIS_REDIRECT_COUNT] = {
@@ -89,8 +92,12 @@ static void init_labels(sk_metrics *m)
      * code appended there shows up without touching this file), then the
      * extras, then "other". Two codes may share a wire name (SOLD_OUT and
      * INSUFFICIENT are both "sold_out"): one label. */
-    for (int rc = 0; rc < SK_RC_COUNT_; rc++)
-        m->rc_reason[rc] = sk_rc_http_status(rc) >= 400 ? reason_index(m, sk_rc_wire(rc)) : -1;
+    for (int rc = 0; rc < SK_RC_COUNT_; rc++) {
+        /* a value codes.def leaves unused is no label (sk_rc_name: UNKNOWN) */
+        int unused = strcmp(sk_rc_name(rc), "UNKNOWN") == 0;
+        m->rc_reason[rc] =
+            !unused && sk_rc_http_status(rc) >= 400 ? reason_index(m, sk_rc_wire(rc)) : -1;
+    }
     for (int e = 0; e < SK_MEXTRA_COUNT; e++)
         m->extra_reason[e] = reason_index(m, extra_names[e]);
     m->other_reason = reason_index(m, "other");
@@ -147,6 +154,10 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_metrics: return SK_MROUTE_METRICS;
     case SK_ROUTE_dashboard: return SK_MROUTE_DASHBOARD;
     case SK_ROUTE_dashboard_data: return SK_MROUTE_DASHBOARD_DATA;
+    case SK_ROUTE_queue_join: return SK_MROUTE_QUEUE_JOIN;
+    case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
+    case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
+    case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
     default: return SK_MROUTE_OTHER;
     }
 }
@@ -301,6 +312,42 @@ void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_e
     a->refusals[(unsigned)e < SK_MEXTRA_COUNT ? m->extra_reason[e] : m->other_reason]++;
 }
 
+static const char *const pass_events[SK_MQ_EVENTS] = {"issued", "spent", "expired"};
+
+void sk_metrics_queue_passes(sk_metrics *m, uint64_t aid, uint64_t issued, uint64_t spent,
+                             uint64_t expired)
+{
+    const uint64_t ev[SK_MQ_EVENTS] = {issued, spent, expired};
+    struct sk_metrics_act *a = act_row(m, aid, 1);
+    m->queue_used = 1;
+    for (int i = 0; i < SK_MQ_EVENTS; i++) {
+        m->passes[i] += ev[i];
+        if (a) a->passes[i] += ev[i];
+    }
+    if (a) a->used = ++m->act_clock;
+}
+
+/* A newer queue observation replaces an older one (gauges: never summed). */
+static void queue_put(struct sk_metrics_act *a, int64_t length, int64_t issued, int64_t rate,
+                      int64_t at_ms)
+{
+    if (at_ms < a->q_at_ms) return;
+    a->q_length = length;
+    a->q_issued = issued;
+    a->q_rate = rate;
+    a->q_at_ms = at_ms > 0 ? at_ms : 1;
+}
+
+void sk_metrics_queue_seen(sk_metrics *m, uint64_t aid, int64_t length, int64_t issued,
+                           int64_t rate, int64_t at_ms)
+{
+    struct sk_metrics_act *a = act_row(m, aid, 1);
+    if (!a) return;
+    m->queue_used = 1;
+    a->used = ++m->act_clock;
+    queue_put(a, length, issued, rate, at_ms);
+}
+
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status)
 {
     return m->requests[route_slot(route)][status_slot(status)];
@@ -340,6 +387,28 @@ uint64_t sk_metrics_act_refusals(const sk_metrics *m, uint64_t aid, const char *
     const struct sk_metrics_act *a = act_find(m, aid);
     int i = find_reason(m, reason);
     return a && i >= 0 ? a->refusals[i] : 0;
+}
+
+static int pass_event(const char *event)
+{
+    for (int i = 0; event && i < SK_MQ_EVENTS; i++)
+        if (strcmp(event, pass_events[i]) == 0) return i;
+    return -1;
+}
+
+uint64_t sk_metrics_queue_passes_n(const sk_metrics *m, uint64_t aid, const char *event)
+{
+    int e = pass_event(event);
+    if (e < 0) return 0;
+    if (!aid) return m->passes[e];
+    const struct sk_metrics_act *a = act_find(m, aid);
+    return a ? a->passes[e] : 0;
+}
+
+int64_t sk_metrics_queue_length(const sk_metrics *m, uint64_t aid)
+{
+    const struct sk_metrics_act *a = act_find(m, aid);
+    return a && a->q_at_ms ? a->q_length : -1;
 }
 
 int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap)
@@ -397,7 +466,13 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         t->admissions += f->admissions;
         for (int r = 0; r < from->n_reasons; r++)
             t->refusals[r] += f->refusals[r];
+        for (int e = 0; e < SK_MQ_EVENTS; e++)
+            t->passes[e] += f->passes[e];
+        if (f->q_at_ms) queue_put(t, f->q_length, f->q_issued, f->q_rate, f->q_at_ms);
     }
+    into->queue_used |= from->queue_used;
+    for (int e = 0; e < SK_MQ_EVENTS; e++)
+        into->passes[e] += from->passes[e];
     return 0;
 }
 
@@ -455,6 +530,37 @@ static int sorted_rows(const sk_metrics *m, const struct sk_metrics_act **rows)
     return n;
 }
 
+/* The waiting rooms: pass events per activity (counters) and each queue as
+ * last seen (gauges: the newest observation, never a sum). */
+static void render_queues(const struct sk_metrics_act *const *rows, int n, struct out *o)
+{
+    header(o, "seckill_activity_queue_passes_total", "counter",
+           "Waiting-room passes handed out, spent by a purchase, found expired, by activity.");
+    for (int i = 0; i < n; i++) {
+        const struct sk_metrics_act *a = rows[i];
+        if (!a->q_at_ms && !a->passes[0] && !a->passes[1] && !a->passes[2]) continue;
+        for (int e = 0; e < SK_MQ_EVENTS; e++)
+            put(o, "seckill_activity_queue_passes_total{activity=\"%llu\",event=\"%s\"} %llu\n",
+                (unsigned long long)a->id, pass_events[e], (unsigned long long)a->passes[e]);
+    }
+    static const char *const names[3][2] = {
+        {"seckill_queue_length", "Buyers in a waiting room's queue (Redis, as last seen)."},
+        {"seckill_queue_passes_issued",
+         "Places of a waiting room's queue holding a pass (Redis, as last seen)."},
+        {"seckill_queue_pace", "Passes per second of a waiting room (Redis, as last seen)."},
+    };
+    for (int f = 0; f < 3; f++) {
+        header(o, names[f][0], "gauge", names[f][1]);
+        for (int i = 0; i < n; i++) {
+            const struct sk_metrics_act *a = rows[i];
+            if (!a->q_at_ms) continue;
+            int64_t v = f == 0 ? a->q_length : f == 1 ? a->q_issued : a->q_rate;
+            put(o, "%s{activity=\"%llu\"} %lld\n", names[f][0], (unsigned long long)a->id,
+                (long long)v);
+        }
+    }
+}
+
 static void render_acts(const sk_metrics *m, struct out *o)
 {
     const struct sk_metrics_act *rows[SK_METRICS_ACTS];
@@ -472,6 +578,7 @@ static void render_acts(const sk_metrics *m, struct out *o)
                 put(o, "seckill_activity_refusals_total{activity=\"%llu\",reason=\"%s\"} %llu\n",
                     (unsigned long long)rows[i]->id, m->reason_name[r],
                     (unsigned long long)rows[i]->refusals[r]);
+    if (m->queue_used) render_queues(rows, n, o);
 }
 
 static void render_registry(const sk_metrics *m, struct out *o_)
@@ -552,6 +659,13 @@ static void render_registry(const sk_metrics *m, struct out *o_)
             put(&o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n",
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
+    }
+    if (m->queue_used) {
+        header(&o, "seckill_queue_passes_total", "counter",
+               "Waiting-room passes handed out, spent by a purchase, found expired.");
+        for (int e = 0; e < SK_MQ_EVENTS; e++)
+            put(&o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[e],
+                (unsigned long long)m->passes[e]);
     }
     render_acts(m, &o);
     *o_ = o;

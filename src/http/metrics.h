@@ -21,6 +21,18 @@
  *                                                 process-wide: see below)
  *   seckill_activity_admitted_units_total{activity}   counter \ per activity, at most
  *   seckill_activity_refusals_total{activity,reason}  counter / SK_METRICS_ACTS of them
+ * and once a process answered a waiting-room request (docs/waiting-room.md):
+ *   seckill_queue_passes_total{event}             counter: issued (handed out),
+ *                                                 spent (by a purchase), expired
+ *                                                 (found expired unspent)
+ *   seckill_activity_queue_passes_total{activity,event}  counter: the same per
+ *                                                 activity (in its row)
+ *   seckill_queue_length{activity}                gauge: buyers in the queue
+ *   seckill_queue_passes_issued{activity}         gauge: places holding a pass
+ *   seckill_queue_pace{activity}                  gauge: passes per second
+ * The three gauges are Redis's figures as a reply last showed them: every
+ * process sees the same queue, so the node reports the newest observation
+ * of any process (never a sum); the pass counters are summed like the rest.
  *
  * A node (`seckill serve` with its HTTP processes and order worker) keeps
  * one registry per HTTP process in a slot of its shared segment
@@ -59,6 +71,10 @@ enum sk_metrics_route {
     SK_MROUTE_METRICS,
     SK_MROUTE_DASHBOARD,
     SK_MROUTE_DASHBOARD_DATA,
+    SK_MROUTE_QUEUE_JOIN,
+    SK_MROUTE_QUEUE_POLL,
+    SK_MROUTE_ADMIN_PACE_SET,
+    SK_MROUTE_ADMIN_PACE_GET,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
@@ -69,6 +85,7 @@ enum sk_metrics_extra {
     SK_MEXTRA_UNAUTHORIZED,
     SK_MEXTRA_BAD_REQUEST,
     SK_MEXTRA_UNAVAILABLE,
+    SK_MEXTRA_UNCONFIRMED, /* admitted, but fewer replicas than --sync-replicas acknowledged */
     SK_MEXTRA_COUNT
 };
 
@@ -105,7 +122,8 @@ void sk_metrics_admission(sk_metrics *m, uint64_t n);
 void sk_metrics_refusal_rc(sk_metrics *m, int rc);
 void sk_metrics_refusal_extra(sk_metrics *m, enum sk_metrics_extra e);
 /* By name: any wire code of codes.def or "rate_limited", "unauthorized",
- * "bad_request", "unavailable"; anything else counts as "other". */
+ * "bad_request", "unavailable", "unconfirmed"; anything else counts as
+ * "other". */
 void sk_metrics_refusal(sk_metrics *m, const char *reason);
 void sk_metrics_soldout_fastpath(sk_metrics *m);
 /* One Redis round trip; negative or NaN counts as 0, more than a day as a
@@ -127,6 +145,18 @@ void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units);
 void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc);
 void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_extra e);
 
+/* The waiting room (docs/waiting-room.md), per activity (counts the
+ * activity: only a queue call Redis answered calls these). Passes this
+ * process handed out, saw spent by a purchase, found expired; they add to
+ * the node totals too. */
+void sk_metrics_queue_passes(sk_metrics *m, uint64_t aid, uint64_t issued, uint64_t spent,
+                             uint64_t expired);
+/* The queue's figures from a Redis reply, seen at at_ms (wall clock): its
+ * length, places holding a pass and pace. Gauges: a newer observation
+ * replaces an older one, merge keeps the newest. */
+void sk_metrics_queue_seen(sk_metrics *m, uint64_t aid, int64_t length, int64_t issued,
+                           int64_t rate, int64_t at_ms);
+
 /* Readers, for the admin stats route and tests. */
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status);
 uint64_t sk_metrics_admissions(const sk_metrics *m);
@@ -138,6 +168,11 @@ int64_t sk_metrics_inflight_now(const sk_metrics *m);
  * 0 when the activity is not counted. */
 uint64_t sk_metrics_act_admitted_units(const sk_metrics *m, uint64_t aid);
 uint64_t sk_metrics_act_refusals(const sk_metrics *m, uint64_t aid, const char *reason);
+/* Waiting-room passes by event ("issued", "spent", "expired"; 0 for another
+ * word): of activity aid, or of every activity when aid is 0. The last
+ * queue length seen of an activity (-1: none). */
+uint64_t sk_metrics_queue_passes_n(const sk_metrics *m, uint64_t aid, const char *event);
+int64_t sk_metrics_queue_length(const sk_metrics *m, uint64_t aid);
 /* Refusal counts as one JSON object, every reason label in render order:
  * {"sold_out":3,"limit_exceeded":0,...}. Writes a terminator; returns the
  * length, or SK_ENOMEM when cap is too small (buf then holds "" when

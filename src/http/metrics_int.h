@@ -18,6 +18,8 @@
 #define SK_MRTT_BUCKETS 14
 #define SK_MBATCH_BUCKETS 11 /* le 1, 2, 4, ..., 1024 */
 #define SK_MLAT_BUCKETS 15
+/* Waiting-room pass events: issued (handed out), spent, expired. */
+#define SK_MQ_EVENTS 3
 
 /* Upper bounds of the purchase latency and Redis round-trip buckets, in
  * seconds. */
@@ -30,6 +32,11 @@ struct sk_metrics_act {
     uint64_t used; /* the registry's clock at the last update: the oldest row is reused */
     uint64_t admitted_units, admissions;
     uint64_t refusals[SK_MMAX_REASONS];
+    /* the waiting room (docs/waiting-room.md): pass events (counters), and
+     * the queue as a Redis reply last showed it (gauges, q_at_ms the wall
+     * clock then; 0: never seen) */
+    uint64_t passes[SK_MQ_EVENTS];
+    int64_t q_length, q_issued, q_rate, q_at_ms;
 };
 
 struct sk_metrics {
@@ -46,7 +53,9 @@ struct sk_metrics {
     double lat_sum;
     int64_t inflight;
     uint64_t act_clock;
-    int act_hint; /* the row of the last update */
+    int act_hint;                  /* the row of the last update */
+    uint64_t passes[SK_MQ_EVENTS]; /* waiting-room pass events, every activity */
+    int queue_used;                /* 1 once a waiting-room figure was counted */
     struct sk_metrics_act acts[SK_METRICS_ACTS];
     /* label table, the same in every registry of one binary */
     const char *reason_name[SK_MMAX_REASONS];

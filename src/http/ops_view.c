@@ -128,6 +128,22 @@ static json_t *worker(const struct sk_node_worker *w)
 
 static const char *const status_names[SK_NODE_NSTATUS] = {"created", "paid", "cancelled"};
 
+/* The waiting room of an activity as the HTTP processes saw it
+ * (docs/waiting-room.md): the queue's figures of the newest Redis reply
+ * any of them had, and the node's pass counters. */
+static json_t *waiting_room(const struct sk_metrics_act *row)
+{
+    json_t *w = json_object();
+    json_object_set_new(w, "queue_length", json_integer(row->q_length));
+    json_object_set_new(w, "passes_issued", json_integer(row->q_issued));
+    json_object_set_new(w, "passes_per_s", json_integer(row->q_rate));
+    json_object_set_new(w, "seen_ms", json_integer(row->q_at_ms));
+    json_object_set_new(w, "handed_out_total", u64(row->passes[0]));
+    json_object_set_new(w, "spent_total", u64(row->passes[1]));
+    json_object_set_new(w, "expired_total", u64(row->passes[2]));
+    return w;
+}
+
 /* One activity: the worker's sample (Redis and the database) and the HTTP
  * processes' counters (row, NULL when none counted it). */
 static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
@@ -164,6 +180,7 @@ static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
     json_object_set_new(o, "admitted_units_total", u64(row ? row->admitted_units : 0));
     json_object_set_new(o, "admissions_total", u64(row ? row->admissions : 0));
     json_object_set_new(o, "refusals", refusals(sum, row ? row->refusals : none));
+    json_object_set_new(o, "waiting_room", row && row->q_at_ms ? waiting_room(row) : json_null());
     return o;
 }
 

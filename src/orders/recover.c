@@ -503,6 +503,14 @@ static int rebuild_base(struct rec *c)
                      c->a.max_per_order, c->a.start_ms, c->a.end_ms, !strcmp(c->a.state, "open"));
     if (rc < 0) return redis_fail(c, rc, "HSET base meta");
     freeReplyObject(rep);
+    /* the waiting room's meta: its queue lives under the base tag
+     * (docs/waiting-room.md); the queue itself starts empty */
+    if (c->a.wr_passes_per_s > 0) {
+        rc = sk_redis_cmd(c->r, &rep, "HSET %s wr_rate %" PRId64 " wr_ttl %" PRId64 " wr_seed %s",
+                          c->base.meta, c->a.wr_passes_per_s, c->a.wr_pass_ttl_s, c->a.wr_seed);
+        if (rc < 0) return redis_fail(c, rc, "HSET base meta");
+        freeReplyObject(rep);
+    }
     c->rep->base_rebuilt = 1;
     c->rep->needed = 1;
     audit(c, NULL, "recover_rebuild", "base meta of %d segments written again", c->rep->segments);

@@ -1,7 +1,9 @@
 /* redis_async.c - pipelined Redis client over h2o sockets + hiredis reader
- * (redis_async.h). A cluster client is a front over one such client per
- * master (redis_async_cluster.c, redis_async_int.h): every call below
- * hands it over when ar->cl is set. */
+ * (redis_async.h): TCP or a unix socket, scripts as FCALL of the library or
+ * EVALSHA, WAIT after confirmed writes. A cluster client is a front over
+ * one such client per master (redis_async_cluster.c), a Sentinel client a
+ * front over the master's (redis_async_sentinel.c; redis_async_int.h):
+ * every call below hands it over when ar->cl or ar->sn is set. */
 #include "redis/redis_async.h"
 
 #include <netdb.h>
@@ -9,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/vec.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_url.h"
@@ -19,16 +23,33 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
+#define SYNC_TIMEOUT_MS 100
 
 /* One command waiting for its answer. */
 struct ar_entry {
     sk_aredis_cb cb;
     void *data;
     int64_t sent_us;
-    char *evalsha; /* retained EVALSHA bytes, to resend as EVAL on NOSCRIPT */
+    char *evalsha; /* retained EVALSHA/FCALL bytes, to resend as EVAL when missing */
     size_t evalsha_len;
-    int script; /* script id for evalsha, -1 otherwise */
+    int script;  /* script id for evalsha, -1 otherwise */
+    int confirm; /* the answer waits for the next WAIT */
 };
+
+/* An answer of a confirmed command, held until the WAIT after it answers. */
+struct ar_held {
+    sk_aredis_cb cb;
+    void *data;
+    redisReply *rep;
+    int64_t rtt_us;
+};
+
+void sk_aredis_opts_fill(struct sk_aredis_opts *o)
+{
+    if (o->timeout_ms <= 0) o->timeout_ms = 1000;
+    if (o->sync_replicas < 0) o->sync_replicas = 0;
+    if (o->sync_timeout_ms <= 0) o->sync_timeout_ms = SYNC_TIMEOUT_MS;
+}
 
 static int buf_reserve(struct ar_buf *b, size_t more)
 {
@@ -110,8 +131,22 @@ static void connection_lost(sk_aredis *ar, const char *why)
     if (ar->backoff_ms > BACKOFF_MAX_MS) ar->backoff_ms = BACKOFF_MAX_MS;
     set_state(ar, AR_DOWN);
     ar->next_try_ms = sk_mono_ms() + ar->backoff_ms;
+    ar->unwaited = 0;
+    ar->wait_inflight = 0;
+    ar->fn_reloading = 0;
+    ar->acked = -1;
     /* Fail waiters after the state is DOWN, so callbacks that try to send
-     * again are refused instead of queueing on a dead socket. */
+     * again are refused instead of queueing on a dead socket. Held answers
+     * first: their commands ran, but no WAIT vouched for them. */
+    struct ar_held *h = ar->held;
+    size_t nh = ar->nheld;
+    ar->held = NULL;
+    ar->nheld = ar->capheld = 0;
+    for (size_t i = 0; i < nh; i++) {
+        freeReplyObject(h[i].rep);
+        if (h[i].cb) h[i].cb(h[i].data, NULL);
+    }
+    free(h);
     while (ar->count) {
         struct ar_entry e = fifo_pop(ar);
         free(e.evalsha);
@@ -120,11 +155,35 @@ static void connection_lost(sk_aredis *ar, const char *why)
 }
 
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
-                      const size_t *lens, int script)
+                      const size_t *lens, int script, int confirm)
 {
     size_t start = ar->out.len;
-    if (encode(&ar->out, argc, argv, lens) < 0) return SK_ENOMEM;
-    struct ar_entry e = {cb, data, sk_mono_us(), NULL, 0, script};
+    int rc;
+    if (script >= 0 && ar->fn && argc >= 2) {
+        /* the same layout: FCALL <name> numkeys keys... args... */
+        const char *sv[64];
+        size_t sl[64];
+        const char **a = argc <= 64 ? sv : malloc(sizeof *a * (size_t)argc);
+        size_t *l = argc <= 64 ? sl : malloc(sizeof *l * (size_t)argc);
+        rc = SK_ENOMEM;
+        if (a && l) {
+            for (int i = 2; i < argc; i++) {
+                a[i] = argv[i];
+                l[i] = lens ? lens[i] : strlen(argv[i]);
+            }
+            a[0] = "FCALL";
+            l[0] = 5;
+            a[1] = sk_script_fname((enum sk_script_id)script);
+            l[1] = strlen(a[1]);
+            rc = encode(&ar->out, argc, a, l);
+        }
+        if (a != sv) free(a);
+        if (l != sl) free(l);
+    } else {
+        rc = encode(&ar->out, argc, argv, lens);
+    }
+    if (rc < 0) return SK_ENOMEM;
+    struct ar_entry e = {cb, data, sk_mono_us(), NULL, 0, script, confirm};
     if (script >= 0) {
         e.evalsha_len = ar->out.len - start;
         e.evalsha = malloc(e.evalsha_len);
@@ -132,6 +191,7 @@ int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
         memcpy(e.evalsha, ar->out.p + start, e.evalsha_len);
     }
     if (fifo_push(ar, &e) < 0) goto oom;
+    if (confirm) ar->unwaited++;
     return 0;
 oom:
     free(e.evalsha);
@@ -139,16 +199,26 @@ oom:
     return SK_ENOMEM;
 }
 
-/* Rewrites retained "*N $7 EVALSHA $40 <sha> rest" as "*N $4 EVAL $len <text> rest". */
+/* Past one RESP bulk string "$L\r\n<L bytes>\r\n" at p, or NULL. */
+static const char *skip_bulk(const char *p, const char *end)
+{
+    if (p >= end || *p != '$') return NULL;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl) return NULL;
+    long l = strtol(p + 1, NULL, 10);
+    if (l < 0 || end - (nl + 1) < l + 2) return NULL;
+    return nl + 1 + l + 2;
+}
+
+/* Rewrites retained "*N $7 EVALSHA $40 <sha> rest" (or "FCALL <name>") as
+ * "*N $4 EVAL $len <text> rest". */
 static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 {
     const char *p = e->evalsha, *end = p + e->evalsha_len;
     const char *nl = memchr(p, '\n', (size_t)(end - p)); /* after *N */
-    const char *marker = "$7\r\nEVALSHA\r\n$40\r\n";
-    size_t ml = strlen(marker);
-    if (!nl || (size_t)(end - nl - 1) < ml + 42 || memcmp(nl + 1, marker, ml) != 0)
-        return SK_EPROTO;
-    const char *rest = nl + 1 + ml + 42; /* sha + CRLF */
+    const char *rest = nl ? skip_bulk(nl + 1, end) : NULL;
+    if (rest) rest = skip_bulk(rest, end); /* the command and the sha or name */
+    if (!rest) return SK_EPROTO;
     const char *text = sk_script_text((enum sk_script_id)e->script);
     char hdr[48];
     int hl = snprintf(hdr, sizeof hdr, "$4\r\nEVAL\r\n$%zu\r\n", strlen(text));
@@ -156,8 +226,79 @@ static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
         buf_append(&ar->out, hdr, (size_t)hl) < 0 || buf_append(&ar->out, text, strlen(text)) < 0 ||
         buf_append(&ar->out, "\r\n", 2) < 0 || buf_append(&ar->out, rest, (size_t)(end - rest)) < 0)
         return SK_ENOMEM;
-    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1};
-    return fifo_push(ar, &again);
+    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1, e->confirm};
+    if (fifo_push(ar, &again) < 0) return SK_ENOMEM;
+    if (e->confirm) ar->unwaited++;
+    return 0;
+}
+
+static void enqueue_scripts(sk_aredis *ar);
+
+/* FUNCTION LOAD answered: the library is there (a string, or "already
+ * exists": the name carries a hash of its text), or the server cannot
+ * take it and scripts go as EVALSHA. */
+static void on_fn_load(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    if (!rep) return;
+    int was = ar->fn, reload = ar->fn_reloading;
+    ar->fn_reloading = 0;
+    ar->fn = rep->type == REDIS_REPLY_STRING ||
+             (rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "already exists"));
+    if (!ar->fn && !reload) {
+        if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "ERR unknown command", 19) != 0)
+            sk_log(SK_LOG_WARN, "redis %.64s:%d: FUNCTION LOAD refused (%.120s); using EVALSHA",
+                   ar->url.host, ar->url.port, rep->str);
+        enqueue_scripts(ar);
+    } else if (!ar->fn && was) {
+        sk_log(SK_LOG_WARN,
+               "redis %.64s:%d: library lost and not loaded again (%.120s); using "
+               "EVALSHA",
+               ar->url.host, ar->url.port, rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    }
+}
+
+static void load_library(sk_aredis *ar)
+{
+    const char *a[] = {"FUNCTION", "LOAD", sk_script_library};
+    sk_aredis_enqueue(ar, on_fn_load, ar, 3, a, NULL, -1, 0);
+}
+
+/* The WAIT after confirmed commands answered: every answer held before it
+ * is delivered with its count (0 when WAIT failed, e.g. on a replica). */
+static void on_wait(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    ar->wait_inflight = 0;
+    if (!rep) return; /* connection lost: connection_lost fails the held ones */
+    int acked = rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0;
+    size_t n = ar->nheld;
+    struct ar_held *h = ar->held;
+    /* taken out first: a callback may send, or even lose the connection */
+    ar->held = NULL;
+    ar->nheld = ar->capheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        ar->acked = acked;
+        ar->rtt_us = h[i].rtt_us;
+        if (h[i].cb) h[i].cb(h[i].data, h[i].rep);
+        freeReplyObject(h[i].rep);
+    }
+    ar->acked = -1;
+    free(h);
+}
+
+/* Keeps the answer of a confirmed command for the next WAIT; when that
+ * cannot be, it is delivered at once as not acknowledged. */
+static void hold(sk_aredis *ar, const struct ar_entry *e, redisReply *r, int64_t rtt)
+{
+    if (SK_VEC_RESERVE(ar->held, ar->capheld, ar->nheld + 1, 64)) {
+        ar->acked = 0;
+        if (e->cb) e->cb(e->data, r);
+        ar->acked = -1;
+        freeReplyObject(r);
+        return;
+    }
+    ar->held[ar->nheld++] = (struct ar_held){e->cb, e->data, r, rtt};
 }
 
 static void on_read(h2o_socket_t *sock, const char *err)
@@ -180,6 +321,13 @@ static void on_read(h2o_socket_t *sock, const char *err)
             return;
         }
         if (!rep) break;
+        if (!ar->count && ar->push_cb) {
+            /* a message of a subscription: no command asked for it */
+            ar->push_cb(ar->push_data, rep);
+            freeReplyObject(rep);
+            if (ar->state == AR_DOWN) return;
+            continue;
+        }
         if (!ar->count) {
             freeReplyObject(rep);
             connection_lost(ar, "reply without a command");
@@ -188,12 +336,28 @@ static void on_read(h2o_socket_t *sock, const char *err)
         struct ar_entry e = fifo_pop(ar);
         redisReply *r = rep;
         if (e.evalsha && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
+            /* never ran: EVAL with the text runs it; the library goes
+             * back for the next calls (FUNCTION FLUSH, a restart) */
+            if (ar->fn && strncmp(r->str, "ERR unknown command", 19) == 0) {
+                ar->fn = 0;
+            } else if (ar->fn && !ar->fn_reloading) {
+                ar->fn_reloading = 1;
+                load_library(ar);
+            }
             free(e.evalsha);
             freeReplyObject(r);
             continue;
         }
         free(e.evalsha);
-        ar->rtt_us = sk_mono_us() - e.sent_us;
+        int64_t rtt = sk_mono_us() - e.sent_us;
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0) ar->readonly++;
+        if (e.confirm && ar->opts.sync_replicas > 0) {
+            hold(ar, &e, r, rtt);
+            if (ar->state == AR_DOWN) return; /* delivered at once, and it failed */
+            continue;
+        }
+        ar->rtt_us = rtt;
+        ar->acked = -1;
         if (e.cb) e.cb(e.data, r);
         freeReplyObject(r);
         if (ar->state == AR_DOWN) return; /* a callback hit a failure path */
@@ -221,7 +385,26 @@ void sk_aredis_flush(sk_aredis *ar)
         sk_aredis_cl_flush(ar);
         return;
     }
-    if (!ar->sock || ar->write_busy || ar->out.len == 0 || ar->state < AR_HANDSHAKE) return;
+    if (ar->sn) {
+        sk_aredis *m = sk_aredis_sn_master(ar);
+        if (m) sk_aredis_flush(m);
+        return;
+    }
+    if (!ar->sock || ar->state < AR_HANDSHAKE) return;
+    if (ar->unwaited && !ar->wait_inflight && ar->state == AR_READY) {
+        /* One WAIT covers every write of this connection before it; while
+         * it waits, the next commands queue behind it and the next WAIT
+         * covers them all: at most one in flight. */
+        char n[16], ms[16];
+        snprintf(n, sizeof n, "%d", ar->opts.sync_replicas);
+        snprintf(ms, sizeof ms, "%d", ar->opts.sync_timeout_ms);
+        if (sk_aredis_enqueue(ar, on_wait, ar, 3, (const char *const[]){"WAIT", n, ms}, NULL, -1,
+                              0) == 0) {
+            ar->unwaited = 0;
+            ar->wait_inflight = 1;
+        }
+    }
+    if (ar->write_busy || ar->out.len == 0) return;
     struct ar_buf t = ar->writing;
     ar->writing = ar->out;
     ar->out = t;
@@ -253,6 +436,33 @@ static void on_handshake_done(void *data, redisReply *rep)
     ar->connects++;
 }
 
+/* A Sentinel's master must say ROLE master: a stale answer (a failover
+ * under way) or a demoted master is left at once. */
+static void on_role(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    if (!rep || ar->state != AR_HANDSHAKE) return;
+    const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+                               rep->element[0]->type == REDIS_REPLY_STRING
+                           ? rep->element[0]->str
+                           : "unknown";
+    if (strcmp(role, "master") != 0) {
+        char why[96];
+        snprintf(why, sizeof why, "not a master (ROLE %.40s)", role);
+        connection_lost(ar, why);
+    }
+}
+
+/* SCRIPT LOAD of every embedded script (EVALSHA finds them at once; a miss
+ * would be resent as EVAL anyway). */
+static void enqueue_scripts(sk_aredis *ar)
+{
+    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
+        const char *a[] = {"SCRIPT", "LOAD", sk_script_text((enum sk_script_id)i)};
+        sk_aredis_enqueue(ar, on_handshake, ar, 3, a, NULL, -1, 0);
+    }
+}
+
 static void on_connect(h2o_socket_t *sock, const char *err)
 {
     sk_aredis *ar = sock->data;
@@ -263,24 +473,30 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     }
     set_state(ar, AR_HANDSHAKE);
     h2o_socket_read_start(sock, on_read);
-    if (ar->url.pass[0]) {
+    ar->fn = 0;
+    if (ar->url.pass[0] && ar->role != AR_SENTINEL) {
         const char *a3[] = {"AUTH", ar->url.user, ar->url.pass};
         if (ar->url.user[0])
-            sk_aredis_enqueue(ar, on_handshake, ar, 3, a3, NULL, -1);
+            sk_aredis_enqueue(ar, on_handshake, ar, 3, a3, NULL, -1, 0);
         else
             sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"AUTH", ar->url.pass},
-                              NULL, -1);
+                              NULL, -1, 0);
     }
-    if (ar->url.db) {
+    if (ar->url.db && ar->role != AR_SENTINEL) {
         char db[16];
         snprintf(db, sizeof db, "%d", ar->url.db);
-        sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"SELECT", db}, NULL, -1);
+        sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"SELECT", db}, NULL, -1,
+                          0);
     }
-    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
-        const char *a[] = {"SCRIPT", "LOAD", sk_script_text((enum sk_script_id)i)};
-        sk_aredis_enqueue(ar, on_handshake, ar, 3, a, NULL, -1);
+    if (ar->role == AR_MASTER)
+        sk_aredis_enqueue(ar, on_role, ar, 1, (const char *const[]){"ROLE"}, NULL, -1, 0);
+    if (ar->role != AR_SENTINEL) {
+        if (ar->opts.no_functions)
+            enqueue_scripts(ar);
+        else
+            load_library(ar); /* its answer loads the scripts when it fails */
     }
-    sk_aredis_enqueue(ar, on_handshake_done, ar, 1, (const char *const[]){"PING"}, NULL, -1);
+    sk_aredis_enqueue(ar, on_handshake_done, ar, 1, (const char *const[]){"PING"}, NULL, -1, 0);
     sk_aredis_flush(ar);
 }
 
@@ -296,27 +512,54 @@ static void start_connect(sk_aredis *ar)
 }
 
 /* One single-node client for an already parsed URL (also a cluster's node). */
-int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
-                       int timeout_ms, char *err, size_t cap)
+/* The address to connect to: the unix socket's path (port 0), or host:port
+ * resolved now (blocking, once). */
+static int node_addr(sk_aredis *ar, char *err, size_t cap)
 {
-    *out = NULL;
-    sk_aredis *ar = calloc(1, sizeof *ar);
-    if (!ar) return SK_ENOMEM;
-    ar->url = *u;
+    if (ar->url.port == 0) {
+        struct sockaddr_un *sun = (struct sockaddr_un *)&ar->addr;
+        size_t n = strlen(ar->url.host);
+        if (n >= sizeof sun->sun_path) {
+            snprintf(err, cap, "socket path too long");
+            return SK_EINVAL;
+        }
+        sun->sun_family = AF_UNIX;
+        memcpy(sun->sun_path, ar->url.host, n + 1);
+        ar->addrlen = sizeof *sun;
+        return 0;
+    }
     char port[8];
     snprintf(port, sizeof port, "%d", ar->url.port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
     int gai = getaddrinfo(ar->url.host, port, &hints, &res);
     if (gai) {
         snprintf(err, cap, "cannot resolve %s: %s", ar->url.host, gai_strerror(gai));
-        free(ar);
         return SK_EINVAL;
     }
     memcpy(&ar->addr, res->ai_addr, res->ai_addrlen);
     ar->addrlen = res->ai_addrlen;
     freeaddrinfo(res);
+    return 0;
+}
+
+int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
+                       const struct sk_aredis_opts *o, enum ar_role role, char *err, size_t cap)
+{
+    *out = NULL;
+    sk_aredis *ar = calloc(1, sizeof *ar);
+    if (!ar) return SK_ENOMEM;
+    ar->url = *u;
+    ar->role = role;
+    if (o) ar->opts = *o;
+    sk_aredis_opts_fill(&ar->opts);
+    if (role == AR_SENTINEL) ar->opts.sync_replicas = 0;
+    ar->acked = -1;
+    if (node_addr(ar, err, cap) < 0) {
+        free(ar);
+        return SK_EINVAL;
+    }
     ar->loop = loop;
-    ar->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    ar->timeout_ms = ar->opts.timeout_ms;
     ar->reader = redisReaderCreate();
     if (!ar->reader) {
         free(ar);
@@ -328,25 +571,35 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
     return 0;
 }
 
-int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
-                  size_t cap)
+int sk_aredis_new_opts(sk_aredis **out, h2o_loop_t *loop, const char *url,
+                       const struct sk_aredis_opts *o, char *err, size_t cap)
 {
     *out = NULL;
     struct sk_redis_url u;
     if (sk_redis_url_parse(&u, url, strlen(url), err, cap) < 0) return SK_EINVAL;
-    if (!u.cluster) return sk_aredis_node_new(out, loop, &u, timeout_ms, err, cap);
+    if (!u.cluster && !u.sentinel) return sk_aredis_node_new(out, loop, &u, o, AR_DATA, err, cap);
     sk_aredis *ar = calloc(1, sizeof *ar);
     if (!ar) return SK_ENOMEM;
     ar->url = u;
     ar->loop = loop;
-    ar->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
-    int rc = sk_aredis_cl_new(ar);
+    if (o) ar->opts = *o;
+    sk_aredis_opts_fill(&ar->opts);
+    ar->timeout_ms = ar->opts.timeout_ms;
+    ar->acked = -1;
+    int rc = u.cluster ? sk_aredis_cl_new(ar) : sk_aredis_sn_new(ar);
     if (rc < 0) {
         free(ar);
         return rc;
     }
     *out = ar;
     return 0;
+}
+
+int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
+                  size_t cap)
+{
+    struct sk_aredis_opts o = {.timeout_ms = timeout_ms};
+    return sk_aredis_new_opts(out, loop, url, &o, err, cap);
 }
 
 void sk_aredis_free(sk_aredis *ar)
@@ -356,48 +609,92 @@ void sk_aredis_free(sk_aredis *ar)
         sk_aredis_cl_free(ar);
         return;
     }
+    if (ar->sn) {
+        sk_aredis_sn_free(ar);
+        return;
+    }
     connection_lost(ar, "closed");
     redisReaderFree(ar->reader);
     free(ar->out.p);
     free(ar->writing.p);
     free(ar->fifo);
+    free(ar->held);
     free(ar);
 }
 
 int sk_aredis_ready(const sk_aredis *ar)
 {
-    return ar->cl ? sk_aredis_cl_ready(ar) : ar->state == AR_READY;
+    if (ar->cl) return sk_aredis_cl_ready(ar);
+    if (ar->sn) return sk_aredis_sn_master(ar) != NULL;
+    return ar->state == AR_READY;
 }
 size_t sk_aredis_pending(const sk_aredis *ar)
 {
-    return ar->cl ? sk_aredis_cl_pending(ar) : ar->count;
+    if (ar->cl) return sk_aredis_cl_pending(ar);
+    if (ar->sn) {
+        const sk_aredis *m = sk_aredis_sn_master(ar);
+        return m ? m->count + m->nheld : 0;
+    }
+    return ar->count + ar->nheld;
 }
 const char *sk_aredis_errstr(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_errstr(ar);
+    if (ar->sn) return sk_aredis_sn_errstr(ar);
     return ar->errstr[0] ? ar->errstr : "ready";
 }
 int64_t sk_aredis_rtt_us(const sk_aredis *ar)
 {
+    if (ar->sn) {
+        const sk_aredis *m = sk_aredis_sn_master(ar);
+        return m ? m->rtt_us : 0;
+    }
     return ar->rtt_us;
+}
+int sk_aredis_acked(const sk_aredis *ar)
+{
+    if (ar->sn) {
+        const sk_aredis *m = sk_aredis_sn_master(ar);
+        return m ? m->acked : -1;
+    }
+    return ar->acked;
 }
 unsigned sk_aredis_connects(const sk_aredis *ar)
 {
-    return ar->cl ? sk_aredis_cl_connects(ar) : ar->connects;
+    if (ar->cl) return sk_aredis_cl_connects(ar);
+    if (ar->sn) return sk_aredis_sn_connects(ar);
+    return ar->connects;
+}
+int sk_aredis_uses_functions(const sk_aredis *ar)
+{
+    if (ar->cl) return sk_aredis_cl_functions(ar);
+    if (ar->sn) {
+        const sk_aredis *m = sk_aredis_sn_master(ar);
+        return m && m->fn;
+    }
+    return ar->state == AR_READY && ar->fn;
 }
 
 int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens)
 {
-    if (ar->cl) return sk_aredis_cl_submit(ar, argc, argv, lens, -1, cb, data);
+    if (ar->cl) return sk_aredis_cl_submit(ar, argc, argv, lens, -1, 0, cb, data);
+    if (ar->sn) {
+        sk_aredis *m = sk_aredis_sn_master(ar);
+        return m ? sk_aredis_command(m, cb, data, argc, argv, lens) : SK_EIO;
+    }
     if (ar->state != AR_READY) return SK_EIO;
-    return sk_aredis_enqueue(ar, cb, data, argc, argv, lens, -1);
+    return sk_aredis_enqueue(ar, cb, data, argc, argv, lens, -1, 0);
 }
 
-int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
-                   int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
-                   void *data)
+static int eval_common(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                       int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                       void *data, int confirm)
 {
+    if (ar->sn) {
+        ar = sk_aredis_sn_master(ar);
+        if (!ar) return SK_EIO;
+    }
     if (!ar->cl && ar->state != AR_READY) return SK_EIO;
     if (nkeys < 0 || nargs < 0 || nkeys > 16) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
@@ -409,12 +706,27 @@ int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *c
     if (argv && lens) {
         char nk[16];
         sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, nk);
-        rc = ar->cl ? sk_aredis_cl_submit(ar, argc, argv, lens, (int)id, cb, data)
-                    : sk_aredis_enqueue(ar, cb, data, argc, argv, lens, (int)id);
+        rc = ar->cl ? sk_aredis_cl_submit(ar, argc, argv, lens, (int)id, confirm, cb, data)
+                    : sk_aredis_enqueue(ar, cb, data, argc, argv, lens, (int)id, confirm);
     }
     if (argv != sv) free(argv);
     if (lens != sl) free(lens);
     return rc;
+}
+
+int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                   int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                   void *data)
+{
+    return eval_common(ar, id, nkeys, keys, nargs, args, arglens, cb, data, 0);
+}
+
+int sk_aredis_eval_wait(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                        int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                        void *data)
+{
+    return eval_common(ar, id, nkeys, keys, nargs, args, arglens, cb, data,
+                       ar->opts.sync_replicas > 0);
 }
 
 void sk_aredis_tick(sk_aredis *ar)
@@ -423,7 +735,15 @@ void sk_aredis_tick(sk_aredis *ar)
         sk_aredis_cl_tick(ar);
         return;
     }
+    if (ar->sn) {
+        sk_aredis_sn_tick(ar);
+        return;
+    }
     int64_t now = sk_mono_ms();
+    /* a command may wait behind a WAIT that waits its timeout, and then for
+     * its own WAIT */
+    int64_t allow =
+        ar->timeout_ms + (ar->opts.sync_replicas > 0 ? 2 * ar->opts.sync_timeout_ms : 0);
     switch (ar->state) {
     case AR_DOWN:
         if (now >= ar->next_try_ms) start_connect(ar);
@@ -433,7 +753,7 @@ void sk_aredis_tick(sk_aredis *ar)
         if (now - ar->state_since_ms > ar->timeout_ms) connection_lost(ar, "connect timed out");
         break;
     case AR_READY:
-        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > ar->timeout_ms)
+        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > allow)
             connection_lost(ar, "reply timed out");
         break;
     }

@@ -6,11 +6,13 @@
  * process; every command is pipelined on it, answers come back in order.
  *
  * Life of a connection: DOWN -> CONNECTING -> HANDSHAKE (AUTH, SELECT,
- * SCRIPT LOAD of every embedded script) -> READY. Commands are taken only
- * when READY; anything in flight when the connection is lost or a reply is
- * late (timeout) is failed with a NULL reply, and sk_aredis_tick reconnects
- * with exponential backoff. A cluster client is a front over one such
- * client per master (see sk_aredis_new). */
+ * ROLE for a Sentinel's master, FUNCTION LOAD of the script library, or
+ * SCRIPT LOAD of every embedded script when the server has no Functions)
+ * -> READY. Commands are taken only when READY; anything in flight when the
+ * connection is lost or a reply is late (timeout) is failed with a NULL
+ * reply, and sk_aredis_tick reconnects with exponential backoff. A cluster
+ * client is a front over one such client per master, a Sentinel client a
+ * front over one for the master it was told of (see sk_aredis_new). */
 #ifndef SK_REDIS_ASYNC_H
 #define SK_REDIS_ASYNC_H
 #include <stddef.h>
@@ -24,6 +26,14 @@
 
 typedef struct sk_aredis sk_aredis;
 
+/* Options of a client; zero fields take the defaults. */
+struct sk_aredis_opts {
+    int timeout_ms;      /* reply timeout (default 1000) */
+    int sync_replicas;   /* > 0: answers of sk_aredis_eval_wait wait for WAIT sync_replicas */
+    int sync_timeout_ms; /* WAIT's timeout in ms (default 100) */
+    int no_functions;    /* 1: EVALSHA only, no FUNCTION LOAD / FCALL */
+};
+
 /* Reply callback. rep is NULL when no answer will come (not connected,
  * connection lost, timed out): a command that failed this way may or may
  * not have run. rep belongs to the client and is freed after the callback
@@ -31,7 +41,14 @@ typedef struct sk_aredis sk_aredis;
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
 
 /* Allocates a client for url on loop; resolves the host now (blocking,
- * once) and starts connecting. redis+cluster://seeds gives a cluster client
+ * once) and starts connecting. redis+unix:// connects to the socket.
+ * redis+sentinel://sentinels/NAME gives a Sentinel client: it asks a
+ * Sentinel for the master (SENTINEL get-master-addr-by-name, on the loop,
+ * never blocking), connects to it and checks ROLE, listens for
+ * +switch-master, and asks again when the master's connection is lost or a
+ * command meets READONLY; commands in flight on a master it leaves fail
+ * (NULL), and while no master is ready commands are refused (SK_EIO).
+ * redis+cluster://seeds gives a cluster client
  * with the same contract: one connection per master, commands routed by the
  * slot of their first key, MOVED/ASK/TRYAGAIN followed with the same
  * callback (and counted on /metrics, metrics.h), the slot map read with a short blocking CLUSTER
@@ -39,6 +56,11 @@ typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
  * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
                   size_t cap);
+/* The same with options (o may be NULL: the defaults). With
+ * o->sync_replicas > 0 every reply timeout also allows for the WAITs ahead
+ * of the command (2 x sync_timeout_ms). */
+int sk_aredis_new_opts(sk_aredis **out, h2o_loop_t *loop, const char *url,
+                       const struct sk_aredis_opts *o, char *err, size_t cap);
 /* Closes the connection and fails every pending command (callbacks run). */
 void sk_aredis_free(sk_aredis *ar);
 
@@ -63,6 +85,24 @@ int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
 int sk_aredis_eval(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
                    int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
                    void *data);
+
+/* sk_aredis_eval for a write that must reach replicas before it is
+ * answered: with sync_replicas > 0 the client sends `WAIT sync_replicas
+ * sync_timeout_ms` on the same connection after the commands of the pass
+ * (one WAIT in flight per connection: commands sent while one waits are
+ * covered by the next), and holds each answer until that WAIT answers.
+ * Inside the callback sk_aredis_acked() says how many replicas
+ * acknowledged every write before it (WAIT is not consensus: see
+ * docs/failover.md). Without sync_replicas it is sk_aredis_eval. */
+int sk_aredis_eval_wait(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
+                        int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
+                        void *data);
+/* Valid inside a callback: the replicas that acknowledged (WAIT's answer,
+ * 0 when WAIT failed), or -1 when no WAIT ran for this answer. */
+int sk_aredis_acked(const sk_aredis *ar);
+/* 1 when scripts go as FCALL (the server, or every ready master, took the
+ * library). */
+int sk_aredis_uses_functions(const sk_aredis *ar);
 
 /* Hands everything queued to the socket: call once at the end of each
  * event-loop pass, so commands of one pass leave in one write. */

@@ -29,7 +29,7 @@ struct cl_cmd {
     sk_aredis *node; /* where it was last sent (for rtt) */
     sk_aredis_cb cb;
     void *data;
-    int argc, script, slot, hops, retries;
+    int argc, script, confirm, slot, hops, retries;
     int ask_node;   /* >= 0: ASKING + the command go there next */
     int64_t due_ms; /* parked: not before */
     struct cl_cmd *next;
@@ -61,7 +61,7 @@ static sk_aredis *cl_node(sk_aredis *ar, int i)
     u.db = 0;
     u.nseeds = 1;
     char err[128];
-    if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, ar->timeout_ms, err, sizeof err) < 0) {
+    if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, &ar->opts, AR_DATA, err, sizeof err) < 0) {
         snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
                  u.port, err);
         cl->stats.node_errors++;
@@ -159,9 +159,9 @@ static int cl_send(struct cl_cmd *c)
     sk_aredis *n = cl_target(c->front, c);
     if (!n) return SK_EIO;
     if (c->ask_node >= 0 &&
-        sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1) < 0)
+        sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1, 0) < 0)
         return SK_ENOMEM;
-    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script);
+    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script, c->confirm);
     if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
     c->ask_node = -1;
     c->node = n;
@@ -173,6 +173,8 @@ static void cl_deliver(struct cl_cmd *c, redisReply *rep)
 {
     sk_aredis *ar = c->front;
     if (rep && c->node) ar->rtt_us = c->node->rtt_us;
+    /* the node's WAIT count for this answer (NULL answers: none) */
+    ar->acked = rep && c->node ? c->node->acked : -1;
     sk_aredis_cb cb = c->cb;
     void *data = c->data;
     free(c);
@@ -280,7 +282,7 @@ static void cl_on_reply(void *data, redisReply *rep)
 }
 
 int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
-                        int script, sk_aredis_cb cb, void *data)
+                        int script, int confirm, sk_aredis_cb cb, void *data)
 {
     struct ar_cluster *cl = ar->cl;
     if (cl->closing || argc <= 0) return SK_EIO;
@@ -297,6 +299,7 @@ int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const 
     c->data = data;
     c->argc = argc;
     c->script = script;
+    c->confirm = confirm;
     c->argv = (const char **)(c + 1);
     c->lens = (size_t *)(c->argv + argc);
     char *p = (char *)(c->lens + argc);
@@ -375,6 +378,18 @@ const char *sk_aredis_cl_errstr(const sk_aredis *ar)
         if (cl->node[i]->state != AR_READY) return sk_aredis_errstr(cl->node[i]);
     }
     return "ready";
+}
+
+int sk_aredis_cl_functions(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    int masters = 0;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        if (!cl->node[i] || cl->node[i]->state != AR_READY || !cl->node[i]->fn) return 0;
+        masters++;
+    }
+    return masters > 0;
 }
 
 unsigned sk_aredis_cl_connects(const sk_aredis *ar)

@@ -1,6 +1,8 @@
 /* redis_async_int.h - what the async client's files share: the single-node
- * client (redis_async.c) and the cluster front over one such client per
- * master (redis_async_cluster.c). Callers use redis_async.h only. */
+ * client (redis_async.c), the cluster front over one such client per
+ * master (redis_async_cluster.c) and the Sentinel front over one client for
+ * the master and two for a Sentinel (redis_async_sentinel.c). Callers use
+ * redis_async.h only. */
 #ifndef SK_REDIS_ASYNC_INT_H
 #define SK_REDIS_ASYNC_INT_H
 #include <stddef.h>
@@ -12,19 +14,30 @@
 
 enum ar_state { AR_DOWN, AR_CONNECTING, AR_HANDSHAKE, AR_READY };
 
+/* What a single-node client is for. */
+enum ar_role {
+    AR_DATA,     /* a master with our data: scripts loaded, ROLE not asked */
+    AR_MASTER,   /* the same, and the handshake checks ROLE is master (Sentinel) */
+    AR_SENTINEL, /* a Sentinel: PING only, no scripts, no SELECT */
+};
+
 struct ar_buf {
     char *p;
     size_t len, cap;
 };
 
-struct ar_entry;   /* one command waiting for its answer, redis_async.c */
-struct ar_cluster; /* the cluster front's state, redis_async_cluster.c */
+struct ar_entry;    /* one command waiting for its answer, redis_async.c */
+struct ar_held;     /* an answer waiting for the WAIT after it, redis_async.c */
+struct ar_cluster;  /* the cluster front's state, redis_async_cluster.c */
+struct ar_sentinel; /* the Sentinel front's state, redis_async_sentinel.c */
 
 struct sk_aredis {
     h2o_loop_t *loop;
     h2o_socket_t *sock;
     enum ar_state state;
+    enum ar_role role;
     struct sk_redis_url url;
+    struct sk_aredis_opts opts; /* defaults filled in */
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int timeout_ms;
@@ -38,20 +51,38 @@ struct sk_aredis {
     int64_t rtt_us;
     unsigned connects;
     char errstr[160];
-    struct ar_cluster *cl; /* non-NULL: a cluster front, the fields above unused */
+    /* Functions: 1 once this server holds the library (calls go as FCALL) */
+    int fn, fn_reloading;
+    /* WAIT (opts.sync_replicas > 0): confirmed commands sent since the last
+     * WAIT, whether one is in flight, and the answers held for it */
+    size_t unwaited;
+    int wait_inflight;
+    struct ar_held *held;
+    size_t nheld, capheld;
+    int acked;         /* for the callback being run: WAIT's count, -1 none */
+    unsigned readonly; /* READONLY answers seen (a demoted master) */
+    /* replies that answer no command (pub/sub messages); NULL: an error */
+    sk_aredis_cb push_cb;
+    void *push_data;
+    struct ar_cluster *cl;  /* non-NULL: a cluster front, the fields above unused */
+    struct ar_sentinel *sn; /* non-NULL: a Sentinel front, likewise */
 };
 
 /* (redis_async.c) One single-node client for an already parsed URL (also
- * a cluster's node): resolves the host (blocking) and starts connecting.
- * The caller frees *out with sk_aredis_free. 0, SK_EINVAL (reason in err)
- * or SK_ENOMEM. */
+ * a cluster's node, a Sentinel front's master or Sentinel): resolves the
+ * host (blocking, or a unix socket path) and starts connecting. The caller
+ * frees *out with sk_aredis_free. 0, SK_EINVAL (reason in err) or
+ * SK_ENOMEM. */
 int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
-                       int timeout_ms, char *err, size_t cap);
+                       const struct sk_aredis_opts *o, enum ar_role role, char *err, size_t cap);
 /* Queues a command on a single-node client whatever its state (script >= 0:
- * an EVALSHA of that script, kept for a NOSCRIPT resend). 0 (cb will run)
- * or SK_ENOMEM. */
+ * an EVALSHA of that script, sent as FCALL when the server has the
+ * library and kept for a resend as EVAL; confirm: held for a WAIT). 0 (cb
+ * will run) or SK_ENOMEM. */
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
-                      const size_t *lens, int script);
+                      const size_t *lens, int script, int confirm);
+/* Fills defaults into o (timeouts). */
+void sk_aredis_opts_fill(struct sk_aredis_opts *o);
 
 /* (redis_async_cluster.c) The calls of redis_async.h for a cluster front
  * (ar->cl set). sk_aredis_cl_new sets ar->cl and reads the slot map (an
@@ -59,12 +90,24 @@ int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
 int sk_aredis_cl_new(sk_aredis *ar);
 void sk_aredis_cl_free(sk_aredis *ar);
 int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
-                        int script, sk_aredis_cb cb, void *data);
+                        int script, int confirm, sk_aredis_cb cb, void *data);
 int sk_aredis_cl_ready(const sk_aredis *ar);
 size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);
+int sk_aredis_cl_functions(const sk_aredis *ar);
 void sk_aredis_cl_flush(sk_aredis *ar);
 void sk_aredis_cl_tick(sk_aredis *ar);
+
+/* (redis_async_sentinel.c) The same for a Sentinel front (ar->sn set):
+ * sk_aredis_sn_new starts asking the Sentinels (an unreachable one is not
+ * an error); sk_aredis_sn_master is the master's client when it is ready,
+ * else NULL; sk_aredis_sn_free frees ar too. */
+int sk_aredis_sn_new(sk_aredis *ar);
+void sk_aredis_sn_free(sk_aredis *ar);
+sk_aredis *sk_aredis_sn_master(const sk_aredis *ar);
+const char *sk_aredis_sn_errstr(const sk_aredis *ar);
+unsigned sk_aredis_sn_connects(const sk_aredis *ar);
+void sk_aredis_sn_tick(sk_aredis *ar);
 
 #endif

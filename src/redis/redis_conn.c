@@ -1,7 +1,9 @@
 /* redis_conn.c - blocking hiredis connection with timeouts and backoff
  * (redis_conn.h). A redis+cluster:// handle is served by
  * redis_conn_cluster.c (redis_conn_int.h): every call below hands it over
- * when r->cl is set, so the redis:// path pays one pointer test. */
+ * when r->cl is set, so the redis:// path pays one pointer test. A
+ * redis+sentinel:// handle finds its master through redis_conn_sentinel.c
+ * and is otherwise a plain one. */
 #include "redis/redis_conn.h"
 
 #include <errno.h>
@@ -77,6 +79,7 @@ void sk_redis_free(sk_redis *r)
     if (!r) return;
     sk_redis_disconnect(r);
     sk_redis_cl_free(r);
+    sk_redis_sn_free(r);
     free(r);
 }
 
@@ -85,9 +88,10 @@ static int io_err(sk_redis *r, const char *what)
 {
     int timeout = r->c && r->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
     int e = timeout ? SK_ETIMEDOUT : SK_EIO;
-    sk_redis_set_err(r, e, "redis %s:%d: %s: %s", r->url.host, r->url.port, what,
-                     timeout ? "timed out"
-                             : (r->c && r->c->errstr[0] ? r->c->errstr : "connection lost"));
+    int sn = r->url.sentinel;
+    sk_redis_set_err(
+        r, e, "redis %s:%d: %s: %s", sn ? r->sn_host : r->url.host, sn ? r->sn_port : r->url.port,
+        what, timeout ? "timed out" : (r->c && r->c->errstr[0] ? r->c->errstr : "connection lost"));
     sk_redis_disconnect(r);
     return e;
 }
@@ -114,7 +118,8 @@ static int simple(sk_redis *r, redisContext *c, const char *what, int argc, cons
 int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **out)
 {
     *out = NULL;
-    redisContext *c = redisConnectWithTimeout(host, port, tv_ms(r->connect_timeout_ms));
+    redisContext *c = port == 0 ? redisConnectUnixWithTimeout(host, tv_ms(r->connect_timeout_ms))
+                                : redisConnectWithTimeout(host, port, tv_ms(r->connect_timeout_ms));
     if (!c || c->err) {
         sk_redis_set_err(r, SK_EIO, "cannot connect to redis %s:%d: %s", host, port,
                          c ? c->errstr : "out of memory");
@@ -146,7 +151,9 @@ int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **ou
 int sk_redis_connect(sk_redis *r)
 {
     sk_redis_disconnect(r);
-    int rc = r->cl ? sk_redis_cl_connect(r) : sk_redis_open_ctx(r, r->url.host, r->url.port, &r->c);
+    int rc = r->cl             ? sk_redis_cl_connect(r)
+             : r->url.sentinel ? sk_redis_sn_connect(r)
+                               : sk_redis_open_ctx(r, r->url.host, r->url.port, &r->c);
     if (rc < 0) return rc;
     r->connects++;
     r->backoff_ms = 0;
@@ -158,6 +165,10 @@ int sk_redis_connect(sk_redis *r)
 int sk_redis_ensure(sk_redis *r)
 {
     if (r->cl) return sk_redis_cl_ensure(r);
+    if (r->c && r->url.sentinel) {
+        int rc = sk_redis_sn_check(r); /* may drop r->c: the master moved */
+        if (rc < 0 && !r->c) return rc;
+    }
     if (r->c) return 0;
     int64_t now = sk_mono_ms();
     if (r->backoff_ms && now < r->next_try_ms)
@@ -174,13 +185,23 @@ int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv,
 {
     *out = NULL;
     if (r->cl) return sk_redis_cl_command(r, out, argc, argv, lens);
-    int rc = sk_redis_ensure(r);
-    if (rc < 0) return rc;
-    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
-    if (!rep) return io_err(r, argv[0]);
-    *out = rep;
-    r->err = 0;
-    return 0;
+    for (int tries = 0;; tries++) {
+        int rc = sk_redis_ensure(r);
+        if (rc < 0) return rc;
+        redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+        if (!rep) return io_err(r, argv[0]);
+        if (r->url.sentinel && tries == 0 && sk_redis_is_readonly(rep)) {
+            /* a demoted master: it refused, so nothing ran; ask the
+             * Sentinels again and send it once more */
+            freeReplyObject(rep);
+            sk_redis_disconnect(r);
+            r->backoff_ms = 0;
+            continue;
+        }
+        *out = rep;
+        r->err = 0;
+        return 0;
+    }
 }
 
 int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
@@ -199,6 +220,10 @@ int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
     redisReply *rep = redisvCommand(r->c, fmt, ap);
     va_end(ap);
     if (!rep) return io_err(r, "command");
+    if (r->url.sentinel && sk_redis_is_readonly(rep)) {
+        sk_redis_disconnect(r); /* the next command asks the Sentinels */
+        r->backoff_ms = 0;
+    }
     *out = rep;
     r->err = 0;
     return 0;
@@ -220,6 +245,8 @@ int sk_redis_read(sk_redis *r, redisReply **out)
     if (!r->c) return sk_redis_set_err(r, SK_EIO, "redis connection lost");
     void *rep = NULL;
     if (redisGetReply(r->c, &rep) != REDIS_OK || !rep) return io_err(r, "read reply");
+    /* mid-pipeline the connection stays; the next ensure asks the Sentinels */
+    if (r->url.sentinel && sk_redis_is_readonly(rep)) r->sn_check_ms = 0;
     *out = rep;
     return 0;
 }

@@ -13,6 +13,13 @@
 
 struct sk_rcluster; /* cluster state, redis_conn_cluster.c */
 
+/* How the embedded scripts are called (script.h). */
+enum sk_redis_fn {
+    SK_FN_AUTO = 0, /* FCALL; the first miss tells: EVAL and FUNCTION LOAD, or EVALSHA for good */
+    SK_FN_OFF,      /* EVALSHA only (a server without Functions, or asked so) */
+    SK_FN_ON        /* FCALL: the library was loaded on this server */
+};
+
 typedef struct sk_redis {
     redisContext *c; /* NULL while disconnected */
     struct sk_redis_url url;
@@ -22,6 +29,14 @@ typedef struct sk_redis {
     int backoff_ms;      /* current reconnect backoff, 0 when connected */
     int64_t next_try_ms; /* monotonic ms before which no reconnect is tried */
     unsigned connects;   /* successful (re)connects so far */
+    int fn;              /* enum sk_redis_fn; the caller may set SK_FN_OFF */
+    /* redis+sentinel:// only: a connection to the Sentinel asked last, and
+     * when the master's address is asked again (redis_conn_sentinel.c) */
+    redisContext *sn;
+    int sn_cur;
+    int64_t sn_check_ms;
+    char sn_host[256]; /* the master in use (or last tried), as the Sentinels named it */
+    int sn_port;
     /* redis+cluster:// only (NULL for redis://, whose path never looks at
      * it): slot map, one connection per master, the pipeline queue. In
      * cluster mode c is a borrowed alias of one master's connection (so
@@ -31,6 +46,13 @@ typedef struct sk_redis {
 
 /* Parses url and allocates a handle (caller frees with sk_redis_free); does
  * not connect: the first command does. Timeouts <= 0 mean 1000 ms.
+ * redis+unix:// connects to the socket. redis+sentinel:// asks the
+ * Sentinels in turn (SENTINEL get-master-addr-by-name) for the master,
+ * connects to it and checks with ROLE that it is one; the address is asked
+ * again on every connect, at most a second after the last time while
+ * connected (a master that moved is left for the new one), and after a
+ * READONLY answer (the command, which never ran, is sent once more to the
+ * new master; see redis_conn_sentinel.c).
  * Returns 0, SK_EINVAL (bad URL, reason in errstr when errbuf given) or SK_ENOMEM. */
 int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
                  char *errbuf, size_t errcap);
@@ -64,7 +86,7 @@ int sk_redis_read(sk_redis *r, redisReply **out);
  * command never ran, so the resend cannot act twice), TRYAGAIN and
  * CLUSTERDOWN are waited out (bounded), and the slot map is re-read with
  * CLUSTER SLOTS after a MOVED or a lost node. Keyless commands: SCRIPT,
- * CONFIG and FLUSH* go to every master (the first error reply wins, else
+ * FUNCTION, CONFIG and FLUSH* go to every master (the first error reply wins, else
  * the first master's reply); MULTI/EXEC/DISCARD/UNWATCH go to the node of
  * the last keyed command (so WATCH ... MULTI ... EXEC stays on one node);
  * anything else (PING, INFO, TIME) to one master. XREAD/XREADGROUP naming

@@ -178,13 +178,13 @@ static int cl_kind_of(int argc, const char **argv, const size_t *lens, int slot)
 {
     if (slot >= 0) return K_KEYED;
     if (argc < 1) return K_ANY;
-    static const char *const all[] = {"SCRIPT", "CONFIG", "FLUSHALL", "FLUSHDB"};
+    static const char *const all[] = {"SCRIPT", "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION"};
     static const char *const sticky[] = {"MULTI", "EXEC", "DISCARD", "UNWATCH"};
     size_t l = lens ? lens[0] : strlen(argv[0]);
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (l == strlen(all[i]) && strncasecmp(argv[0], all[i], l) == 0) return K_ALL;
+    for (size_t i = 0; i < sizeof sticky / sizeof sticky[0]; i++)
         if (l == strlen(sticky[i]) && strncasecmp(argv[0], sticky[i], l) == 0) return K_STICKY;
-    }
     return K_ANY;
 }
 

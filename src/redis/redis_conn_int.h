@@ -13,8 +13,9 @@
 /* r->errstr, printf-style, and r->err = err; returns err. */
 int sk_redis_set_err(sk_redis *r, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* TCP connect + timeouts + AUTH + SELECT to host:port: 0 with *out set
- * (the caller owns it: redisFree), or an error with r->errstr. */
+/* TCP connect (port 0: host is a unix socket path) + timeouts + AUTH +
+ * SELECT to host:port: 0 with *out set (the caller owns it: redisFree), or
+ * an error with r->errstr. */
 int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **out);
 /* After a failed (re)connect at now (monotonic ms): the next backoff
  * (doubling, 50 ms .. 2 s) and the time before which none is tried. */
@@ -33,5 +34,16 @@ int sk_redis_cl_command(sk_redis *r, redisReply **out, int argc, const char **ar
 int sk_redis_cl_vcmd(sk_redis *r, redisReply **out, const char *fmt, va_list ap);
 int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
 int sk_redis_cl_read(sk_redis *r, redisReply **out);
+
+/* The Sentinel half (redis_conn_sentinel.c), for a redis+sentinel:// handle:
+ * sk_redis_sn_connect resolves the master and connects to it (r->c, ROLE
+ * checked); sk_redis_sn_check asks again when due and drops r->c when the
+ * master moved (0, or the error of asking); sk_redis_sn_free closes the
+ * Sentinel connection. sk_redis_is_readonly: 1 when rep is a READONLY
+ * error (a replica refused a write: the command never ran). */
+int sk_redis_sn_connect(sk_redis *r);
+int sk_redis_sn_check(sk_redis *r);
+void sk_redis_sn_free(sk_redis *r);
+int sk_redis_is_readonly(const redisReply *rep);
 
 #endif

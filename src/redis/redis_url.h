@@ -1,5 +1,10 @@
-/* redis_url.h - parse redis://[user:pass@]host[:port][/db] and
- * redis+cluster://[user:pass@]host[:port][,host[:port]...][/0] (bytes in, no I/O). */
+/* redis_url.h - parse the Redis URLs (bytes in, no I/O):
+ *   redis://[user:pass@]host[:port][/db]
+ *   redis+cluster://[user:pass@]host[:port][,host[:port]...][/0]
+ *   redis+sentinel://[user:pass@]host[:port][,host[:port]...]/MASTER_NAME[/db]
+ *       (the hosts are Sentinels, default port 26379; the credentials and db
+ *       are the master's: the Sentinels are asked without AUTH)
+ *   redis+unix://[user:pass@]/path/to/redis.sock[?db=N] */
 #ifndef SK_REDIS_URL_H
 #define SK_REDIS_URL_H
 #include <stddef.h>
@@ -12,13 +17,17 @@ struct sk_redis_url_seed {
 };
 
 struct sk_redis_url {
-    char host[256]; /* name or address; IPv6 without brackets */
-    int port;       /* default 6379 */
-    char user[128]; /* empty: no ACL user (AUTH pass) */
-    char pass[256]; /* empty: no AUTH */
-    int db;         /* SELECT index, default 0 (a cluster has only 0) */
-    int cluster;    /* 1 for redis+cluster:// */
-    int nseeds;     /* cluster: seed nodes (seeds[0] is also host/port); 1 otherwise */
+    char host[256];        /* name or address; IPv6 without brackets */
+    int port;              /* default 6379 */
+    char user[128];        /* empty: no ACL user (AUTH pass) */
+    char pass[256];        /* empty: no AUTH */
+    int db;                /* SELECT index, default 0 (a cluster has only 0) */
+    int cluster;           /* 1 for redis+cluster:// */
+    int sentinel;          /* 1 for redis+sentinel://: seeds are the Sentinels */
+    int unix_sock;         /* 1 for redis+unix://: host is the socket's path, port 0 */
+    char master_name[128]; /* redis+sentinel://: the name the Sentinels monitor */
+    int nseeds; /* cluster: seed nodes, sentinel: Sentinels (seeds[0] is also host/port); 1
+                   otherwise */
     struct sk_redis_url_seed seeds[SK_REDIS_URL_MAX_SEEDS];
 };
 

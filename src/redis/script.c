@@ -1,5 +1,6 @@
-/* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, EVALSHA with a
- * transparent EVAL fallback on NOSCRIPT. */
+/* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, the Functions
+ * library (FUNCTION LOAD, FCALL), EVALSHA, and a transparent EVAL fallback
+ * when the server lacks the script or the library. */
 #include "redis/script.h"
 
 #include <pthread.h>
@@ -42,6 +43,10 @@ const char *sk_script_text(enum sk_script_id id)
 {
     return sk_script_sources[id].text;
 }
+const char *sk_script_fname(enum sk_script_id id)
+{
+    return sk_script_fnames[id];
+}
 
 static int load_one(sk_redis *r, enum sk_script_id id)
 {
@@ -59,18 +64,58 @@ static int load_one(sk_redis *r, enum sk_script_id id)
     return 0;
 }
 
+/* "ERR unknown command 'FCALL'..." or "... 'FUNCTION'...": a server
+ * without Functions (before 7.0). */
+static int no_functions(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "ERR unknown command", 19) == 0 &&
+           (strstr(rep->str, "FCALL") || strstr(rep->str, "fcall") ||
+            strstr(rep->str, "FUNCTION") || strstr(rep->str, "function"));
+}
+
+int sk_script_load_library(sk_redis *r)
+{
+    redisReply *rep;
+    const char *argv[] = {"FUNCTION", "LOAD", sk_script_library};
+    int rc = sk_redis_command(r, &rep, 3, argv, NULL);
+    if (rc < 0) return rc;
+    /* The name carries a hash of the text: "already exists" is our library
+     * (and costs the server no compile, where REPLACE would). */
+    if (rep->type == REDIS_REPLY_STRING ||
+        (rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "already exists"))) {
+        rc = 0;
+    } else if (no_functions(rep)) {
+        rc = SK_ENOTFOUND;
+    } else {
+        snprintf(r->errstr, sizeof r->errstr, "FUNCTION LOAD: %.200s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = r->err = SK_ESCRIPT;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
 int sk_script_load_all(sk_redis *r)
 {
     for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
         int rc = load_one(r, (enum sk_script_id)i);
         if (rc < 0) return rc;
     }
-    return 0;
+    if (r->fn == SK_FN_OFF) return 0;
+    int rc = sk_script_load_library(r);
+    if (rc == SK_ENOTFOUND) {
+        r->fn = SK_FN_OFF;
+        return 0;
+    }
+    if (rc == 0) r->fn = SK_FN_ON;
+    return rc;
 }
 
 int sk_script_is_noscript(const redisReply *rep)
 {
-    return rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
+    return rep && rep->type == REDIS_REPLY_ERROR &&
+           (strncmp(rep->str, "NOSCRIPT", 8) == 0 ||
+            strncmp(rep->str, "ERR Function not found", 22) == 0 || no_functions(rep));
 }
 
 void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
@@ -93,10 +138,11 @@ void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *key
     }
 }
 
-/* EVALSHA argv in heap arrays (caller frees both); returns argc. */
+/* EVALSHA (or FCALL when fcall) argv in heap arrays (caller frees both);
+ * returns argc. */
 static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
-                      const char *const *args, const size_t *arglens, const char ***argv_out,
-                      size_t **lens_out, char numkeys[16])
+                      const char *const *args, const size_t *arglens, int fcall,
+                      const char ***argv_out, size_t **lens_out, char numkeys[16])
 {
     if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
@@ -108,6 +154,12 @@ static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, 
         return SK_ENOMEM;
     }
     sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, numkeys);
+    if (fcall) {
+        argv[0] = "FCALL";
+        argv[1] = sk_script_fname(id);
+        lens[0] = 5;
+        lens[1] = strlen(argv[1]);
+    }
     *argv_out = argv;
     *lens_out = lens;
     return argc;
@@ -119,7 +171,8 @@ int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *c
     const char **argv;
     size_t *lens;
     char nk[16];
-    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
+    int argc =
+        build_argv(id, nkeys, keys, nargs, args, arglens, r->fn != SK_FN_OFF, &argv, &lens, nk);
     if (argc < 0) return argc;
     int rc = sk_redis_append(r, argc, argv, lens);
     free(argv);
@@ -134,13 +187,20 @@ int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *con
     const char **argv;
     size_t *lens;
     char nk[16];
-    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, &argv, &lens, nk);
+    int fcall = r->fn != SK_FN_OFF;
+    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, fcall, &argv, &lens, nk);
     if (argc < 0) return argc;
     redisReply *rep = NULL;
     int rc = sk_redis_command(r, &rep, argc, argv, lens);
+    int reload = 0;
     if (rc == 0 && sk_script_is_noscript(rep)) {
         /* EVAL with the text runs it and caches it in one step, so even a
-         * flush racing a SCRIPT LOAD cannot make the retry miss. */
+         * flush racing a SCRIPT LOAD or FUNCTION LOAD cannot make the retry
+         * miss; the library is loaded again afterwards for the next call. */
+        if (fcall && no_functions(rep))
+            r->fn = SK_FN_OFF;
+        else
+            reload = fcall;
         freeReplyObject(rep);
         rep = NULL;
         argv[0] = "EVAL";
@@ -152,6 +212,12 @@ int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *con
     free(argv);
     free(lens);
     if (rc < 0) return rc;
+    if (reload) {
+        /* a failed load leaves FCALL on: the next call tries again */
+        int lrc = sk_script_load_library(r);
+        if (lrc == SK_ENOTFOUND) r->fn = SK_FN_OFF;
+        if (lrc == 0) r->fn = SK_FN_ON;
+    }
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(r->errstr, sizeof r->errstr, "script %s: %s", sk_script_name(id), rep->str);
         *out = rep;

@@ -1,7 +1,12 @@
 /* script.h - the script registry: every lua/NAME.lua file is embedded into the
- * binary at build time (tools/gen_scripts.c), called with EVALSHA by its
- * SHA1; on NOSCRIPT (Redis restart, failover, SCRIPT FLUSH) the call is
- * retried once as EVAL with the text, which also caches it again. */
+ * binary at build time (tools/gen_scripts.c), both as a script (EVALSHA by
+ * its SHA1) and as a function of one Redis Functions library (FCALL by its
+ * name). A server with Functions gets the library (FUNCTION LOAD) and FCALL;
+ * otherwise EVALSHA. When the server lacks the script or the library
+ * (NOSCRIPT or "Function not found": a restart, a failover, SCRIPT or
+ * FUNCTION FLUSH) the call is retried once as EVAL with the text, which runs
+ * it whatever happens meanwhile (a second flush cannot make it miss), and
+ * the library is loaded again for the next call. */
 #ifndef SK_SCRIPT_H
 #define SK_SCRIPT_H
 #include <stddef.h>
@@ -14,27 +19,43 @@ const char *sk_script_name(enum sk_script_id id);
 const char *sk_script_sha(enum sk_script_id id);
 const char *sk_script_text(enum sk_script_id id);
 
-/* SCRIPT LOAD of every embedded script: 0 or a connection/protocol error. */
-int sk_script_load_all(sk_redis *r);
+/* The FCALL name of a script in the library (static). */
+const char *sk_script_fname(enum sk_script_id id);
 
-/* EVALSHA id with nkeys keys then nargs args (lens may be NULL for C
- * strings). On NOSCRIPT retries once with EVAL: a NOSCRIPT reply means the
- * script never ran, so the retry cannot act twice. *out is the
+/* SCRIPT LOAD of every embedded script, and FUNCTION LOAD of the library
+ * unless r->fn is SK_FN_OFF (r->fn becomes SK_FN_ON when the server took
+ * it or already had it, SK_FN_OFF when it has no Functions): 0 or a
+ * connection/protocol error. */
+int sk_script_load_all(sk_redis *r);
+/* FUNCTION LOAD of the library: 0 (loaded, or there already: the name
+ * carries a hash of the text), SK_ENOTFOUND (no Functions on this server),
+ * or an error (r->errstr). */
+int sk_script_load_library(sk_redis *r);
+
+/* FCALL (r->fn not SK_FN_OFF) or EVALSHA of id with nkeys keys then nargs
+ * args (lens may be NULL for C strings). When the server lacks it, retries
+ * once with EVAL: such a reply means the script never ran, so the retry
+ * cannot act twice. A server without Functions turns r->fn to SK_FN_OFF. *out is the
  * reply (caller frees with freeReplyObject); a Lua error comes back as a
  * REDIS_REPLY_ERROR reply and SK_ESCRIPT with the text in r->errstr. */
 int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
                    const char *const *args, const size_t *arglens, redisReply **out);
 
-/* Pipelined form: appends EVALSHA to r's output buffer. Replies are read
- * with sk_redis_read; a pipelined caller handles NOSCRIPT itself (load all
- * scripts first, see sk_script_is_noscript). */
+/* Pipelined form: appends FCALL (r->fn not SK_FN_OFF) or EVALSHA to r's
+ * output buffer. Replies are read with sk_redis_read; a pipelined caller
+ * handles a missing script itself (load all scripts first, see
+ * sk_script_is_noscript). */
 int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
                      int nargs, const char *const *args, const size_t *arglens);
+/* 1 when rep says the server lacks the script or function, so it never ran:
+ * NOSCRIPT, "Function not found", or FCALL unknown (no Functions). */
 int sk_script_is_noscript(const redisReply *rep);
 
 /* EVALSHA <sha> <nkeys> keys... args... into caller arrays of 3 + nkeys +
  * nargs entries (argv points into keys/args and numkeys: keep them alive);
- * arglens NULL means C strings. For callers with their own transport. */
+ * arglens NULL means C strings. For callers with their own transport
+ * (redis_async.c turns it into FCALL <name> ... when the server has the
+ * library: the same layout). */
 void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
                          const char *const *args, const size_t *arglens, const char **argv,
                          size_t *lens, char numkeys[16]);

@@ -234,6 +234,14 @@ static void log_stock_failures(size_t n, const struct sk_stock_failure *ff)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+/* An id no SQL bigint can hold (>= 2^63): no such activity. Checked here
+ * so that every backend answers "not found" instead of failing to bind or
+ * cast it (PostgreSQL refuses the parameter). */
+static int id_beyond_sql(uint64_t id)
+{
+    return id > (uint64_t)INT64_MAX;
+}
+
 /* A backend without the function: a clear refusal, not a crash. */
 static int unsupported(sk_store *st, const char *what)
 {
@@ -263,6 +271,7 @@ int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
 
 int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     return DISPATCH(activity_get, id, out);
 }
 
@@ -278,11 +287,13 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
     if (!state || !sk_activity_state_valid(state))
         return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
                                 state ? state : "(null)");
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     return DISPATCH(activity_set_state, id, state);
 }
 
 int sk_store_activity_delete(sk_store *st, uint64_t id)
 {
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     return DISPATCH(activity_delete, id);
 }
 
@@ -351,7 +362,7 @@ int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, 
 {
     *n = 0;
     st->errstr[0] = 0;
-    if (limit == 0) return 0;
+    if (limit == 0 || id_beyond_sql(activity_id)) return 0;
     /* The ids of one activity all start "<id>-", or "<id>.<seg>-" for a
      * segmented one (docs/segments.md): a primary-key range scan between
      * "<id>-" and "<id>/" ('-' < '.' < '/' < digits, so "<id><digit>..."
@@ -366,6 +377,10 @@ int sk_store_orders_list(sk_store *st, uint64_t activity_id, const char *after, 
 int sk_store_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
 {
     memset(out, 0, sizeof *out);
+    if (id_beyond_sql(activity_id)) {
+        st->errstr[0] = 0;
+        return 0;
+    }
     return DISPATCH(orders_count, activity_id, out);
 }
 
@@ -381,18 +396,30 @@ int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **ou
 {
     *out = NULL;
     *n = 0;
+    if (id_beyond_sql(activity_id)) {
+        st->errstr[0] = 0;
+        return 0;
+    }
     return DISPATCH(audit_list, activity_id, out, n);
 }
 
 int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
     if (stock < 0) return sk_store_set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     int rc = DISPATCH(activity_set_db_stock, id, stock);
     if (rc == SK_EINVAL) /* the CHECK stock <= stock_initial */
         sk_store_set_err(st, rc,
                          "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
                          stock, id);
     return rc;
+}
+
+int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    if (rate < 1 || rate > SK_ACTIVITY_PASS_RATE_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "passes per second %" PRId64 " out of range", rate);
+    return DISPATCH(activity_set_pass_rate, id, rate);
 }
 
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
@@ -418,6 +445,7 @@ int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, st
 
 int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
 {
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     return DISPATCH(db_stock_check, id, stock, expected);
 }
 
@@ -425,6 +453,7 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
                              int64_t *after)
 {
     int64_t b = 0, a = 0;
+    if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
     int rc = DISPATCH(db_stock_repair, id, now_ms, &b, &a);
     if (rc) return rc;
     if (before) *before = b;

@@ -216,6 +216,12 @@ int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **ou
  * stock < 0 or above the initial stock, SK_ENOTFOUND when absent. */
 int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock);
 
+/* Sets the waiting room's pace (passes per second, 1..
+ * SK_ACTIVITY_PASS_RATE_MAX) of an activity that has one
+ * (docs/waiting-room.md). SK_EINVAL out of range, SK_ENOTFOUND when the id
+ * is absent or the activity has no waiting room. */
+int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate);
+
 /* Every activity id, ascending, as an array of *n ids allocated here: the
  * caller frees *out with free() (NULL when *n is 0). */
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);

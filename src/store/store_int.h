@@ -37,7 +37,8 @@ struct sk_stock_failure {
  * order they read them. */
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
-    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments"
+    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms"
@@ -64,7 +65,9 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
  * backend made by a conditional update: hit is what the update returned
  * (1 matched, 0 did not, or a negative code). *before is created when it
  * matched, else the status read_status reads now (statuses never go back
- * to created); SK_ENOTFOUND when the order is absent. */
+ * to created); SK_ENOTFOUND when the order is absent. The backend holds a
+ * lock from the update to that read: an order inserted in between would
+ * read as created although the update changed nothing. */
 int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
                             int (*read_status)(sk_store *st, const char *order_id, int *status));
 
@@ -137,6 +140,8 @@ struct sk_store_ops {
     /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */
     int (*activity_set_db_stock)(sk_store *st, uint64_t id, int64_t stock);
     int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n); /* *out NULL, *n 0 */
+    /* rate >= 1; an activity without a waiting room is SK_ENOTFOUND */
+    int (*activity_set_pass_rate)(sk_store *st, uint64_t id, int64_t rate);
     /* Payment timeout and reconciliation (store.h, migration 3). */
     int (*order_mark_released)(sk_store *st, const char *order_id, int64_t now_ms);
     int (*orders_unreleased)(sk_store *st, const char *after, size_t limit, struct sk_order *out,
@@ -161,13 +166,14 @@ struct sk_store {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;
             char path[512];
-            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path) */
+            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path, hot reads) */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;
-            char pg_where[192]; /* host:port/dbname, never the password */
-            int pg_timeout_ms;  /* client-side bound of one statement */
-            int pg_broken;      /* reset the connection on the next call */
+            char pg_where[192];   /* host:port/dbname, never the password */
+            int pg_timeout_ms;    /* client-side bound of one statement */
+            int pg_broken;        /* reset the connection on the next call */
+            unsigned pg_prepared; /* statements prepared on this session (bit per PGQ_*) */
         };
     };
 };

@@ -14,6 +14,9 @@
  * Statements are sent with PQsendQueryParams (text parameters, one
  * statement) or PQsendQuery (several statements, migrations), the socket in
  * non-blocking mode, and the answer awaited with poll() against a deadline.
+ * The two reads the HTTP processes make most (an order, an activity) are
+ * prepared once per session instead: the server parses and plans them
+ * once (measured: half of PostgreSQL's CPU per order poll).
  *
  * Schema: migrations applied in order at open, each in its own transaction
  * holding a transaction-level advisory lock, so concurrent openers apply
@@ -128,6 +131,13 @@ static const char *const migrations[] = {
     " order_id TEXT NOT NULL"
     ");"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
+    /* 7: the waiting room (see the SQLite migration 7). */
+    "ALTER TABLE activities ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0"
+    " CHECK (wr_passes_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0"
+    " CHECK (wr_pass_ttl_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
+    " CHECK (octet_length(wr_seed) <= 64);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -208,6 +218,18 @@ static int wait_fd(sk_store *st, short ev, int64_t deadline)
     }
 }
 
+/* Statements prepared once per session (the hot reads of the HTTP
+ * processes: an order poll, an activity read): the server parses and
+ * plans them once instead of on every call. */
+enum { PGQ_ORDER_GET, PGQ_ACTIVITY_GET, PGQ_COUNT };
+static const char *const pgq_name[PGQ_COUNT] = {"sk_order_get", "sk_activity_get"};
+static const char *const pgq_sql[PGQ_COUNT] = {
+    [PGQ_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = $1",
+    [PGQ_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = $1",
+};
+
+static int await_result(sk_store *st, PGresult **out, const char *what);
+
 /* Runs one command string and returns its last result (caller PQclears it;
  * out may be NULL). nparams == 0 sends it by the simple protocol, so it may
  * hold several statements; otherwise one statement with text parameters.
@@ -224,6 +246,37 @@ static int run(sk_store *st, PGresult **out, const char *what, const char *sql, 
     int sent = nparams ? PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0)
                        : PQsendQuery(c, sql);
     if (!sent) return conn_err(st, what);
+    return await_result(st, out, what);
+}
+
+/* Runs prepared statement q (one text parameter set), preparing it on
+ * this session first when needed; as run otherwise. */
+static int run_prepared(sk_store *st, PGresult **out, const char *what, int q, int nparams,
+                        const char *const *params)
+{
+    if (out) *out = NULL;
+    if (st->pg_broken)
+        return sk_store_set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
+    if (!(st->pg_prepared & (1u << q))) {
+        if (!PQsendPrepare(st->pg, pgq_name[q], pgq_sql[q], nparams, NULL))
+            return conn_err(st, what);
+        int rc = await_result(st, NULL, what);
+        if (rc) return rc;
+        st->pg_prepared |= 1u << q;
+    }
+    if (!PQsendQueryPrepared(st->pg, pgq_name[q], nparams, params, NULL, NULL, 0))
+        return conn_err(st, what);
+    int rc = await_result(st, out, what);
+    /* A failed read by key is the session's trouble (a timeout, or a plan
+     * the schema changed under): start the next call on a fresh one. */
+    if (rc) st->pg_broken = 1;
+    return rc;
+}
+
+/* The rest of run: flushes what was sent and collects the results. */
+static int await_result(sk_store *st, PGresult **out, const char *what)
+{
+    PGconn *c = st->pg;
     int64_t deadline = sk_mono_ms() + st->pg_timeout_ms;
     int f;
     while ((f = PQflush(c)) == 1) {
@@ -304,6 +357,7 @@ static int reconnect(sk_store *st)
     }
     PQsetnonblocking(st->pg, 1);
     st->pg_broken = 0;
+    st->pg_prepared = 0; /* a new session: nothing prepared on it */
     return 0;
 }
 
@@ -500,6 +554,9 @@ static void read_row(const PGresult *r, int row, struct sk_activity *a)
     a->rl_per_user_per_s = i64_at(r, row, 11);
     a->rl_burst = i64_at(r, row, 12);
     a->segments = i64_at(r, row, 13);
+    a->wr_passes_per_s = i64_at(r, row, 14);
+    a->wr_pass_ttl_s = i64_at(r, row, 15);
+    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", PQgetvalue(r, row, 16));
 }
 
 /* Decimal text of a number, for a text parameter. */
@@ -533,15 +590,16 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
                mpo = num_i64(v->max_per_order), s = num_i64(v->start_ms), e = num_i64(v->end_ms),
                pay = num_i64(v->pay_timeout_s), cr = num_i64(v->created_ms),
                rlr = num_i64(v->rl_per_user_per_s), rlb = num_i64(v->rl_burst),
-               seg = num_i64(v->segments);
-    const char *p[] = {id.s,  v->name,  stock.s, lim.s, mpo.s, s.s,  e.s,
-                       pay.s, v->state, cr.s,    rlr.s, rlb.s, seg.s};
+               seg = num_i64(v->segments), wrr = num_i64(v->wr_passes_per_s),
+               wrt = num_i64(v->wr_pass_ttl_s);
+    const char *p[] = {id.s,     v->name, stock.s, lim.s, mpo.s, s.s,   e.s,   pay.s,
+                       v->state, cr.s,    rlr.s,   rlb.s, seg.s, wrr.s, wrt.s, v->wr_seed};
     rc = run(st, NULL, "insert activity",
              "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
              " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-             " rl_per_user_per_s, rl_burst, segments)"
-             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-             13, p);
+             " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed)"
+             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             16, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     return rc;
@@ -554,9 +612,7 @@ static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     struct num n = num_u64(id);
     const char *p[] = {n.s};
     PGresult *r;
-    if ((rc = run(st, &r, "read activity",
-                  "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = $1", 1, p)) != 0)
-        return rc;
+    if ((rc = run_prepared(st, &r, "read activity", PGQ_ACTIVITY_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
         read_row(r, 0, out);
     else
@@ -635,6 +691,18 @@ static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
     /* a CHECK failure: store.c says which */
     return change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
                       "set DB stock");
+}
+
+static int pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    int rc = enter(st);
+    if (rc) return rc;
+    struct num r = num_i64(rate), n = num_u64(id);
+    const char *p[] = {r.s, n.s};
+    return change_one(st,
+                      "UPDATE activities SET wr_passes_per_s = $1 WHERE id = $2 AND"
+                      " wr_passes_per_s > 0",
+                      2, p, id, "set pass rate");
 }
 
 static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
@@ -979,9 +1047,7 @@ static int pg_order_get(sk_store *st, const char *order_id, struct sk_order *out
     if (rc) return rc;
     const char *p[] = {order_id};
     PGresult *r;
-    if ((rc = run(st, &r, "read order",
-                  "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = $1", 1, p)) != 0)
-        return rc;
+    if ((rc = run_prepared(st, &r, "read order", PGQ_ORDER_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
         read_order(r, 0, out);
     else
@@ -1021,23 +1087,54 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
     return hit != 0;
 }
 
-/* created -> another status at now; *before is the status the order had:
- * created when this call changed it (the conditional update decides, so of
- * two racing transitions one wins), else the status read afterwards by a
- * second statement (READ COMMITTED: it sees the winner's commit). */
+/* created -> another status at now, in one statement that decides and
+ * reports together. sql locks the order's row first (SELECT ... FOR
+ * UPDATE: in READ COMMITTED it waits for a racing transition and then
+ * reads the row's newest version), changes it only when that status is
+ * created, and returns one row (the locked status, the rows changed) or
+ * none when there is no order. *before: created when this call changed it,
+ * else the status it found. A miss followed by a second read would not do:
+ * an order inserted between the two (the worker persisting it) would read
+ * as created although this call changed nothing. */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
-    int hit = update_order(st, sql, now, order_id, "update order status");
-    return sk_store_transition_end(st, hit, order_id, before, read_status);
+    struct num t = num_i64(now);
+    const char *p[] = {t.s, order_id};
+    PGresult *r;
+    int rc = run(st, &r, "update order status", sql, 2, p);
+    if (rc) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return sk_store_no_order(st, order_id);
+    }
+    int found = status_at(r, 0, 0);
+    long hit = strtol(PQgetvalue(r, 0, 1), NULL, 10);
+    PQclear(r);
+    if (hit == 1 && found == SK_ORDER_CREATED) {
+        *before = SK_ORDER_CREATED;
+        return 0;
+    }
+    if (hit != 0 || found == SK_ORDER_CREATED) /* the lock makes this impossible */
+        return sk_store_set_err(st, SK_EDB, "postgres %s: order %.80s: inconsistent status change",
+                                st->pg_where, order_id);
+    *before = found;
+    return 0;
 }
+
+/* The row lock and the status found, shared by pay and cancel ($2 the
+ * order id); cur is read twice, so it is evaluated once. */
+#define LOCK_ORDER                                                                                 \
+    "WITH cur AS (SELECT order_id, status FROM orders WHERE order_id = $2 FOR UPDATE)"
 
 static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
     int rc = enter(st);
     if (rc) return rc;
     return transition(st, order_id,
-                      "UPDATE orders SET status = 'paid', paid_ms = $1"
-                      " WHERE order_id = $2 AND status = 'created'",
+                      LOCK_ORDER ", u AS (UPDATE orders o SET status = 'paid', paid_ms = $1"
+                                 " FROM cur WHERE o.order_id = cur.order_id"
+                                 " AND cur.status = 'created' RETURNING 1)"
+                                 " SELECT cur.status, (SELECT count(*) FROM u) FROM cur",
                       now_ms, before);
 }
 
@@ -1047,16 +1144,16 @@ static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, i
     if (rc) return rc;
     /* One statement: the status change and the DB stock credit (capped at
      * the initial stock) commit together (store.h), so the units go back
-     * exactly once, with the winning cancel. The SELECT yields one row when
-     * this call changed the order. */
+     * exactly once, with the winning cancel. */
     return transition(st, order_id,
-                      "WITH c AS (UPDATE orders SET status = 'cancelled', cancelled_ms = $1"
-                      " WHERE order_id = $2 AND status = 'created'"
-                      " RETURNING activity_id, quantity),"
+                      LOCK_ORDER
+                      ", c AS (UPDATE orders o SET status = 'cancelled', cancelled_ms = $1"
+                      " FROM cur WHERE o.order_id = cur.order_id"
+                      " AND cur.status = 'created' RETURNING o.activity_id, o.quantity),"
                       " s AS (UPDATE activities a"
                       " SET stock = LEAST(a.stock_initial, a.stock + c.quantity)"
                       " FROM c WHERE a.id = c.activity_id RETURNING a.id)"
-                      " SELECT 1 FROM c",
+                      " SELECT cur.status, (SELECT count(*) FROM c) FROM cur",
                       now_ms, before);
 }
 
@@ -1382,6 +1479,7 @@ static const struct sk_store_ops pg_ops = {
     .audit_add = pg_audit_add,
     .audit_list = pg_audit_list,
     .activity_set_db_stock = pg_activity_set_db_stock,
+    .activity_set_pass_rate = pg_activity_set_pass_rate,
     .activity_ids = pg_activity_ids,
     .order_mark_released = pg_order_mark_released,
     .orders_unreleased = pg_orders_unreleased,

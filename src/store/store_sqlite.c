@@ -32,6 +32,8 @@ enum {
     Q_READ_STOCK,
     Q_INSERT_FAILURE,
     Q_UPSERT_MARK,
+    Q_ORDER_GET,
+    Q_ACTIVITY_GET,
     Q_COUNT
 };
 static const char *const cached_sql[Q_COUNT] = {
@@ -47,6 +49,9 @@ static const char *const cached_sql[Q_COUNT] = {
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
     [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?"),
+    /* the HTTP processes' hot reads: an order poll, an activity read */
+    [Q_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?",
+    [Q_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
 };
 _Static_assert(Q_COUNT <= sizeof((struct sk_store *)0)->sq / sizeof(sqlite3_stmt *),
                "store_int.h: sq[] too small");
@@ -146,6 +151,15 @@ static const char *const migrations[] = {
     " order_id TEXT NOT NULL"
     ") WITHOUT ROWID;"
     "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
+    /* 7: the waiting room (docs/waiting-room.md): passes per second (0 =
+     * none), a pass's lifetime, the draw's secret seed (hex, '' = none).
+     * Existing rows get no waiting room. */
+    "ALTER TABLE activities ADD COLUMN wr_passes_per_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (wr_passes_per_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (wr_pass_ttl_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
+    " CHECK (length(wr_seed) <= 64);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -285,6 +299,10 @@ static void read_row(sqlite3_stmt *s, struct sk_activity *a)
     a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
     a->rl_burst = sqlite3_column_int64(s, 12);
     a->segments = sqlite3_column_int64(s, 13);
+    a->wr_passes_per_s = sqlite3_column_int64(s, 14);
+    a->wr_pass_ttl_s = sqlite3_column_int64(s, 15);
+    const unsigned char *seed = sqlite3_column_text(s, 16);
+    if (seed) snprintf(a->wr_seed, sizeof a->wr_seed, "%s", (const char *)seed);
 }
 
 static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
@@ -293,8 +311,9 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     int rc = prepare(st, &s,
                      "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
                      " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                     " rl_per_user_per_s, rl_burst, segments)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                     " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
+                     " wr_seed)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)v->id);
     sqlite3_bind_text(s, 2, v->name, -1, SQLITE_TRANSIENT);
@@ -310,6 +329,9 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     sqlite3_bind_int64(s, 12, v->rl_per_user_per_s);
     sqlite3_bind_int64(s, 13, v->rl_burst);
     sqlite3_bind_int64(s, 14, v->segments);
+    sqlite3_bind_int64(s, 15, v->wr_passes_per_s);
+    sqlite3_bind_int64(s, 16, v->wr_pass_ttl_s);
+    sqlite3_bind_text(s, 17, v->wr_seed, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert activity");
         if (rc == SK_EEXIST)
@@ -319,10 +341,12 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
+static int cached(sk_store *st, int which, sqlite3_stmt **out);
+
 static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?");
+    int rc = cached(st, Q_ACTIVITY_GET, &s);
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
@@ -332,7 +356,7 @@ static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *ou
         rc = sk_store_no_activity(st, id);
     else
         rc = db_err(st, "read activity");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
@@ -583,7 +607,7 @@ static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, si
 static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?");
+    int rc = cached(st, Q_ORDER_GET, &s);
     if (rc) return rc;
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
@@ -593,7 +617,7 @@ static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order 
         rc = sk_store_no_order(st, order_id);
     else
         rc = db_err(st, "read order");
-    sqlite3_finalize(s);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
     return rc;
 }
 
@@ -631,7 +655,11 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
 }
 
 /* created -> to_status at now; *before is the status the order had (the
- * conditional update decides, so of two racing transitions one wins). */
+ * conditional update decides, so of two racing transitions one wins). The
+ * caller holds the write lock (BEGIN IMMEDIATE) from before the update to
+ * after the read of a miss, so no writer (the worker inserting the order)
+ * comes in between: a miss read as created would report a change that did
+ * not happen. */
 static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
 {
     int hit = update_order(st, sql, now, order_id, "update order status");
@@ -640,10 +668,15 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
 
 static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    return transition(st, order_id,
-                      "UPDATE orders SET status = 'paid', paid_ms = ?"
-                      " WHERE order_id = ? AND status = 'created'",
-                      now_ms, before);
+    int rc = exec(st, "BEGIN IMMEDIATE", "begin pay");
+    if (rc) return rc;
+    rc = transition(st, order_id,
+                    "UPDATE orders SET status = 'paid', paid_ms = ?"
+                    " WHERE order_id = ? AND status = 'created'",
+                    now_ms, before);
+    if (rc == 0) rc = exec(st, "COMMIT", "commit pay");
+    if (rc) return rollback_keeping_err(st, rc);
+    return 0;
 }
 
 /* Gives the units of a cancelled order back to its activity's DB stock,
@@ -827,6 +860,23 @@ static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock
     sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
     if (sqlite3_step(s) != SQLITE_DONE)
         rc = db_err(st, "set DB stock"); /* a CHECK failure: store.c says which */
+    else if (sqlite3_changes(st->db) == 0)
+        rc = sk_store_no_activity(st, id);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int sqlite_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, &s,
+                     "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
+                     " wr_passes_per_s > 0");
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, rate);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        rc = db_err(st, "set pass rate");
     else if (sqlite3_changes(st->db) == 0)
         rc = sk_store_no_activity(st, id);
     sqlite3_finalize(s);
@@ -1060,6 +1110,7 @@ static const struct sk_store_ops sqlite_ops = {
     .audit_add = sqlite_audit_add,
     .audit_list = sqlite_audit_list,
     .activity_set_db_stock = sqlite_activity_set_db_stock,
+    .activity_set_pass_rate = sqlite_activity_set_pass_rate,
     .activity_ids = sqlite_activity_ids,
     .order_mark_released = sqlite_order_mark_released,
     .orders_unreleased = sqlite_orders_unreleased,

@@ -15,8 +15,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = sk_redis_url_parse(&u, buf, size, err, sizeof err);
     FUZZ_CHECK(rc == 0 || (rc == SK_EINVAL && err[0]));
     if (rc == 0) {
-        FUZZ_CHECK(u.host[0] && u.port >= 1 && u.port <= 65535);
+        /* a unix socket's host is its path and its port 0 */
+        FUZZ_CHECK(u.host[0] && (u.unix_sock ? u.port == 0 : u.port >= 1 && u.port <= 65535));
         FUZZ_CHECK(u.nseeds >= 1 && u.nseeds <= SK_REDIS_URL_MAX_SEEDS);
+        FUZZ_CHECK(u.cluster + u.sentinel + u.unix_sock <= 1);
+        FUZZ_CHECK(u.sentinel ? u.master_name[0] != 0 : u.master_name[0] == 0);
+        for (int i = 0; i < u.nseeds; i++)
+            FUZZ_CHECK(u.unix_sock ||
+                       (u.seeds[i].host[0] && u.seeds[i].port >= 1 && u.seeds[i].port <= 65535));
         FUZZ_CHECK(memchr(u.pass, 0, sizeof u.pass) && memchr(u.user, 0, sizeof u.user));
         FUZZ_CHECK(u.cluster ? u.db == 0 : u.db >= 0);
     }

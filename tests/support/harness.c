@@ -101,6 +101,7 @@ static void to_spawn(const struct sk_th_redis *t, struct sk_redis_spawn *s)
     s->port = t->port;
     snprintf(s->dir, sizeof s->dir, "%s", t->dir);
     snprintf(s->url, sizeof s->url, "%s", t->url);
+    snprintf(s->unix_url, sizeof s->unix_url, "%s", t->unix_url);
 }
 
 static void from_spawn(const struct sk_redis_spawn *s, struct sk_th_redis *t)
@@ -109,6 +110,7 @@ static void from_spawn(const struct sk_redis_spawn *s, struct sk_th_redis *t)
     t->port = s->port;
     snprintf(t->dir, sizeof t->dir, "%s", s->dir);
     snprintf(t->url, sizeof t->url, "%s", s->url);
+    snprintf(t->unix_url, sizeof t->unix_url, "%s", s->unix_url);
 }
 
 void sk_th_redis_start(struct sk_th_redis *t, const char *const *extra)
@@ -287,7 +289,8 @@ static void cleanup(void)
         if (exit_hooks[i]) exit_hooks[i]();
     sk_th_redis_stop(&shared_redis, 1);
     char err[400];
-    if (sk_spawn_rmtree(root_dir, err, sizeof err) < 0) fprintf(stderr, "%s\n", err);
+    if (!getenv("SK_KEEP") && sk_spawn_rmtree(root_dir, err, sizeof err) < 0)
+        fprintf(stderr, "%s\n", err);
 }
 
 static void on_signal(int sig)

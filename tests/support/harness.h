@@ -65,6 +65,7 @@ struct sk_th_redis {
     int port;
     char dir[256];
     char url[128];
+    char unix_url[160]; /* redis+unix:// of its socket ("" when the path was too long) */
 };
 
 /* Starts redis-server on a free port in a fresh temporary directory, with

@@ -5,9 +5,9 @@
  *
  * The names are short and carry no sk_th_ prefix on purpose: the tests
  * read as the API they check and moved between the two files unchanged.
- * Only those two files include this header. Every check fails the running
- * test (sk_th_fail) with the file and line of the caller where it takes
- * them (the macros). */
+ * Only those two files and test_waiting_room_http.c include this header.
+ * Every check fails the running test (sk_th_fail) with the file and line
+ * of the caller where it takes them (the macros). */
 #ifndef SK_TEST_HTTP_API_H
 #define SK_TEST_HTTP_API_H
 #include <stddef.h>

@@ -384,6 +384,8 @@ void tally_load(const struct load *L, size_t n, struct tally *t)
             t->sold_out++;
         } else if (q->status == 409 && !strcmp(q->err, "limit_exceeded")) {
             t->limit++;
+        } else if (q->status == 503 && !strcmp(q->err, "unconfirmed")) {
+            t->unconfirmed++;
         } else if (q->status == 503 && !strcmp(q->err, "unavailable")) {
             if (!t->s503++)
                 snprintf(t->example_503, sizeof t->example_503, "user %" PRIu32 ": 503 %s", q->user,
@@ -409,10 +411,10 @@ void print_tally(const char *what, const struct tally *t)
         t->last_done_us > t->first_send_us ? (double)(t->last_done_us - t->first_send_us) / 1e6 : 0;
     printf("    # %s: %d answered in %.3f s (%.0f req/s), latency p50 %.2f ms p99 %.2f ms "
            "max %.2f ms; 200 %d (%d units), 409 sold_out %d, 409 limit_exceeded %d, 503 %d, "
-           "other %d; unanswered %d, send failed %d, refused %d\n",
+           "503 unconfirmed %d, other %d; unanswered %d, send failed %d, refused %d\n",
            what, t->answered, secs, secs > 0 ? t->answered / secs : 0, t->p50_us / 1e3,
            t->p99_us / 1e3, t->max_lat_us / 1e3, t->ok, t->units, t->sold_out, t->limit, t->s503,
-           t->other, t->unanswered, t->send_failed, t->no_connect);
+           t->unconfirmed, t->other, t->unanswered, t->send_failed, t->no_connect);
     fflush(stdout);
 }
 

@@ -10,7 +10,8 @@
  * the load, and the test process checks after reaping them.
  *
  * The names are short and carry no sk_th_ prefix on purpose: the tests
- * moved between the two files unchanged. Only those two files include
+ * moved between the two files unchanged. Those two files and the failover
+ * tests (test_sentinel.c, test_sync_replicas.c, test_functions.c) include
  * this header. */
 #ifndef SK_TEST_HTTP_LOAD_ENV_H
 #define SK_TEST_HTTP_LOAD_ENV_H
@@ -112,6 +113,7 @@ void check_no_client_failures(struct load *L);
 
 struct tally {
     int attempted, answered, ok, units, sold_out, limit, s503, other, bad_body;
+    int unconfirmed; /* 503 unconfirmed (--sync-replicas): admitted, not acknowledged */
     int unanswered, send_failed, timeouts, bad, no_connect;
     int64_t first_send_us, last_done_us, max_lat_us, p50_us, p99_us;
     char other_example[160], example_503[160];

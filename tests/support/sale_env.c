@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "support/http_client.h"
@@ -70,12 +71,26 @@ uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int 
     return id;
 }
 
+/* The order id of a 200 into the recorded ones (a slot past ids_cap is
+ * only counted: sale_ids_missing fails the test then). */
+static void record_id(struct sale *s, const struct sk_th_resp *rp)
+{
+    long i = atomic_fetch_add(&s->nids, 1);
+    if ((size_t)i >= s->ids_cap) return;
+    const char *p = strstr(rp->body, "\"order_id\":\"");
+    size_t n = p ? strcspn(p + 12, "\"") : 0;
+    if (n >= SK_STORE_ORDER_ID_MAX) n = 0;
+    if (n) memcpy(s->ids[i], p + 12, n);
+    s->ids[i][n] = 0; /* "": a 200 without an order id, which the check reports */
+}
+
 /* One answer into the counts; 1 when the buyer should stop (sold out). */
 static int count_answer(struct sale *s, int st, const struct sk_th_resp *rp)
 {
     if (st == 200) {
         atomic_fetch_add(&s->ok, 1);
         atomic_store(&s->last_ok_ms, (long)sk_mono_ms());
+        if (s->ids) record_id(s, rp);
     } else if (st == 409 && strstr(rp->body, "sold_out")) {
         atomic_fetch_add(&s->sold_out, 1);
         atomic_store(&s->sold_out_seen, 1);
@@ -120,6 +135,7 @@ static void *buyer(void *arg)
         snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", 1 + sk_th_rng(&seed) % s->users);
         int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
         if (count_answer(s, st, rp)) break;
+        if (st == 503 && s->backoff_ms) nap_ms(s->backoff_ms);
         if (st == 0) {
             sk_th_http_close(&c);
             open = 0;
@@ -132,7 +148,19 @@ static void *buyer(void *arg)
 
 void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit, int threads)
 {
+    sale_start_recording(s, port, aid, users, limit, threads, 0, 0);
+}
+
+void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit,
+                          int threads, size_t max_ids, int backoff_ms)
+{
     memset(s, 0, sizeof *s);
+    s->backoff_ms = backoff_ms;
+    if (max_ids) {
+        s->ids = malloc(max_ids * sizeof *s->ids);
+        CHECK(s->ids);
+        s->ids_cap = max_ids;
+    }
     s->port = port;
     s->aid = aid;
     s->users = users;
@@ -151,6 +179,28 @@ void sale_stop(struct sale *s)
     CHECK_MSG(atomic_load(&s->other) == 0, "%ld unexpected answers, first %d %s",
               (long)atomic_load(&s->other), atomic_load(&s->other_status), s->other_body);
     CHECK_EQ(atomic_load(&s->bad_recovering), 0);
+}
+
+long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap)
+{
+    long n = atomic_load(&s->nids), missing = 0;
+    CHECK_MSG((size_t)n <= s->ids_cap, "%ld 200s, room to record %zu", n, s->ids_cap);
+    if (cap) first[0] = 0;
+    for (long i = 0; i < n; i++) {
+        struct sk_order o;
+        int rc = s->ids[i][0] ? sk_store_order_get(st, s->ids[i], &o) : SK_ENOTFOUND;
+        CHECK_MSG(rc == 0 || rc == SK_ENOTFOUND, "order %s: %s", s->ids[i], sk_store_errstr(st));
+        if (rc == 0) continue;
+        if (!missing++ && cap) snprintf(first, cap, "%s", s->ids[i][0] ? s->ids[i] : "(none)");
+    }
+    return missing;
+}
+
+void sale_ids_free(struct sale *s)
+{
+    free(s->ids);
+    s->ids = NULL;
+    s->ids_cap = 0;
 }
 
 void sale_print(const struct sale *s, const char *label)
@@ -244,4 +294,18 @@ int sale_audit_count(sk_store *st, uint64_t aid, const char *kind)
         k += !strcmp(a[i].kind, kind);
     free(a);
     return k;
+}
+
+long long sale_replayed_held(sk_store *st, uint64_t aid)
+{
+    struct sk_audit *a;
+    size_t n;
+    CHECK_EQ(sk_store_audit_list(st, aid, &a, &n), 0);
+    long long held = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = strstr(a[i].detail, "replayed: ");
+        if (!strcmp(a[i].kind, "recover_replay") && p) held += strtoll(p + 10, NULL, 10);
+    }
+    free(a);
+    return held;
 }

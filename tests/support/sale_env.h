@@ -36,6 +36,11 @@ struct sale {
     atomic_int sold_out_seen;
     pthread_t th[SALE_THREADS];
     int nth;
+    /* sale_start_recording: the order id of every 200 (up to ids_cap) */
+    char (*ids)[SK_STORE_ORDER_ID_MAX];
+    size_t ids_cap;
+    atomic_long nids;
+    int backoff_ms; /* after a 503 (sale_start_recording) */
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */
@@ -52,7 +57,19 @@ void sale_wait_ready(int port);
  * one unit at a time as a random user of 1..users until s->stop or the
  * activity is sold out (409 sold_out). */
 void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit, int threads);
+/* The same, and the order id of every 200 is kept (up to max_ids; more
+ * fail the test at sale_ids_missing; sale_ids_free releases them), and a
+ * buyer answered 503 waits backoff_ms before its next purchase (as a
+ * client honouring Retry-After would, though shorter: a failover that
+ * takes seconds is not spent answering millions of 503s to buyers in a
+ * loop, which would starve the Sentinels of the 2 cores). */
+void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit,
+                          int threads, size_t max_ids, int backoff_ms);
 void sale_stop(struct sale *s);
+/* How many of the recorded 200s' orders the database does not hold (the
+ * first such id into first, cap bytes, "" when none). */
+long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap);
+void sale_ids_free(struct sale *s);
 /* The buyers' counts as one line. */
 void sale_print(const struct sale *s, const char *label);
 
@@ -72,6 +89,9 @@ int64_t sale_check_invariants(sk_store *st, sk_redis *r, const char *redis_url, 
 
 /* Number of audit rows of kind for the activity. */
 int sale_audit_count(sk_store *st, uint64_t aid, const char *kind);
+/* Held orders the recoveries of the activity put back into Redis (the sum
+ * their recover_replay audit rows give). */
+long long sale_replayed_held(sk_store *st, uint64_t aid);
 
 /* Waits until every stream of the activity is acknowledged and nothing is
  * fenced (the worker drained and resumed), bounded. */

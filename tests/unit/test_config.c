@@ -58,6 +58,9 @@ SK_TEST(config_defaults_match_the_spec)
     CHECK_STR(c.log_level, "info");
     CHECK_EQ(c.max_body, 65536);
     CHECK_EQ(c.redis_timeout_ms, 1000);
+    CHECK_EQ(c.sync_replicas, 0);
+    CHECK_EQ(c.sync_timeout_ms, 100);
+    CHECK_EQ(c.redis_functions, 1);
     char err[128];
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
 }
@@ -74,6 +77,10 @@ SK_TEST(config_set_accepts_valid_values_for_every_key)
     set_ok(&c, "redis", "redis://:pw@10.0.0.5:7000/2");
     CHECK_STR(c.redis, "redis://:pw@10.0.0.5:7000/2");
     set_ok(&c, "redis", "redis+cluster://10.0.0.1:7000,10.0.0.2:7000");
+    set_ok(&c, "redis", "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
+    CHECK_STR(c.redis, "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
+    set_ok(&c, "redis", "redis+unix:///run/redis.sock?db=2");
+    CHECK_STR(c.redis, "redis+unix:///run/redis.sock?db=2");
     set_ok(&c, "db", "sqlite:/var/lib/seckill/db.sqlite");
     set_ok(&c, "db", "postgres://u:p@db/seckill");
     set_ok(&c, "db", "postgresql://db/seckill");
@@ -101,6 +108,14 @@ SK_TEST(config_set_accepts_valid_values_for_every_key)
     CHECK_EQ(c.max_body, 1048576);
     set_ok(&c, "redis_timeout_ms", "250");
     CHECK_EQ(c.redis_timeout_ms, 250);
+    set_ok(&c, "sync_replicas", "2");
+    CHECK_EQ(c.sync_replicas, 2);
+    set_ok(&c, "sync_timeout_ms", "40");
+    CHECK_EQ(c.sync_timeout_ms, 40);
+    set_ok(&c, "redis_functions", "off");
+    CHECK_EQ(c.redis_functions, 0);
+    set_ok(&c, "redis_functions", "on");
+    CHECK_EQ(c.redis_functions, 1);
 }
 
 SK_TEST(config_set_rejects_bad_values_and_names_the_key)
@@ -125,6 +140,13 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"redis", "redis://", "host"},
         {"redis", "redis://h:99999", "port"},
         {"redis", "redis+cluster://", NULL},
+        {"redis", "redis+sentinel://h:26379", "MASTER_NAME"},
+        {"redis", "redis+unix://relative", "path"},
+        {"sync_replicas", "17", NULL},
+        {"sync_replicas", "-1", NULL},
+        {"sync_timeout_ms", "0", NULL},
+        {"sync_timeout_ms", "60001", NULL},
+        {"redis_functions", "yes", "on or off"},
         {"redis", "", "redis://"},
         {"db", "sqlite:", "sqlite:PATH"},
         {"db", "mysql://x", "sqlite:PATH"},
@@ -556,4 +578,49 @@ SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
         sk_ip_format(&ip, t);
         CHECK_STR(t, cases[i].out);
     }
+}
+
+SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_EQ(c.db_pool, 2);
+    CHECK_EQ(c.db_timeout_ms, 1000);
+    CHECK_EQ(c.db_queue_max, 1024);
+    set_ok(&c, "db_pool", "64");
+    CHECK_EQ(c.db_pool, 64);
+    set_ok(&c, "db_timeout_ms", "600000");
+    CHECK_EQ(c.db_timeout_ms, 600000);
+    set_ok(&c, "db_queue_max", "1");
+    CHECK_EQ(c.db_queue_max, 1);
+    set_bad("db_pool", "0", "between 1 and 64");
+    set_bad("db_pool", "65", "between 1 and 64");
+    set_bad("db_timeout_ms", "0", "milliseconds");
+    set_bad("db_timeout_ms", "600001", "milliseconds");
+    set_bad("db_queue_max", "0", "between 1 and 1000000");
+    set_bad("db_queue_max", "1000001", NULL);
+    set_bad("db_queue_max", "-5", NULL);
+    char err[256];
+    CHECK_EQ(sk_config_set_flag(&c, "db-pool", "3", err, sizeof err), 0);
+    CHECK_EQ(c.db_pool, 3);
+    CHECK_EQ(sk_config_set_flag(&c, "db-timeout-ms", "250", err, sizeof err), 0);
+    CHECK_EQ(c.db_timeout_ms, 250);
+    CHECK_EQ(sk_config_set_flag(&c, "db-queue-max", "77", err, sizeof err), 0);
+    CHECK_EQ(c.db_queue_max, 77);
+    CHECK_EQ(
+        file(&c, "db_pool = 5\ndb-timeout-ms = 40 # short\ndb_queue_max = 9\n", err, sizeof err),
+        0);
+    CHECK_EQ(c.db_pool, 5);
+    CHECK_EQ(c.db_timeout_ms, 40);
+    CHECK_EQ(c.db_queue_max, 9);
+    char *env[] = {"SECKILL_DB_POOL=7", "SECKILL_DB_TIMEOUT_MS=70", "SECKILL_DB_QUEUE_MAX=700",
+                   NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ(c.db_pool, 7);
+    CHECK_EQ(c.db_timeout_ms, 70);
+    CHECK_EQ(c.db_queue_max, 700);
+    char *bad_env[] = {"SECKILL_DB_POOL=100", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, bad_env, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "SECKILL_DB_POOL") != NULL, "%s", err);
+    CHECK_EQ(c.db_pool, 7);
 }

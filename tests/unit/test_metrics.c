@@ -480,3 +480,53 @@ SK_TEST(metrics_per_activity_rows_count_only_known_activities_and_stay_bounded)
     sk_metrics_free(b);
     sk_metrics_free(m);
 }
+
+/* The waiting room's series (docs/waiting-room.md) in the node-wide scheme:
+ * pass counters are summed over the processes' registries, per activity and
+ * in total; the queue's gauges (length, places holding a pass, pace) are
+ * Redis's figures as some process last saw them, so merge keeps the newest
+ * observation and never adds them up. Without a waiting room nothing of it
+ * is rendered. */
+SK_TEST(metrics_waiting_room_passes_sum_and_queue_gauges_keep_the_newest)
+{
+    sk_metrics *a = sk_metrics_new(), *b = sk_metrics_new(), *none = sk_metrics_new();
+    sk_metrics_act_admitted(none, 7, 1);
+    const char *t0 = render(none);
+    CHECK(strstr(t0, "seckill_queue") == NULL && strstr(t0, "_queue_passes") == NULL);
+    sk_metrics_queue_passes(a, 7, 3, 0, 1);
+    sk_metrics_queue_passes(b, 7, 2, 1, 0);
+    sk_metrics_queue_passes(b, 8, 5, 0, 0);
+    sk_metrics_queue_seen(a, 7, 100, 10, 5, 2000);
+    sk_metrics_queue_seen(a, 7, 1, 1, 1, 1999); /* older news: ignored */
+    sk_metrics_queue_seen(b, 7, 90, 8, 5, 1000);
+    sk_metrics_queue_seen(b, 8, 40, 5, 50, 1500);
+    CHECK_EQ(sk_metrics_queue_length(a, 7), 100);
+    CHECK_EQ(sk_metrics_merge(a, b), 0);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 0, "issued"), 10);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 0, "spent"), 1);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 0, "expired"), 1);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 7, "issued"), 5);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 8, "issued"), 5);
+    CHECK_EQ(sk_metrics_queue_passes_n(a, 7, "bought"), 0);
+    CHECK_EQ(sk_metrics_queue_length(a, 7), 100); /* the newest, not 190 */
+    CHECK_EQ(sk_metrics_queue_length(a, 8), 40);
+    CHECK_EQ(sk_metrics_queue_length(a, 9), -1);
+    const char *t = render(a);
+    CHECK_LINE(t, "seckill_queue_passes_total{event=\"issued\"} 10");
+    CHECK_LINE(t, "seckill_queue_passes_total{event=\"expired\"} 1");
+    CHECK_LINE(t, "seckill_activity_queue_passes_total{activity=\"7\",event=\"spent\"} 1");
+    CHECK_LINE(t, "seckill_activity_queue_passes_total{activity=\"8\",event=\"issued\"} 5");
+    CHECK_LINE(t, "seckill_queue_length{activity=\"7\"} 100");
+    CHECK_LINE(t, "seckill_queue_passes_issued{activity=\"7\"} 10");
+    CHECK_LINE(t, "seckill_queue_pace{activity=\"8\"} 50");
+    /* the other way round: still the newest */
+    sk_metrics *c = sk_metrics_new();
+    sk_metrics_queue_seen(c, 7, 90, 8, 5, 1000);
+    CHECK_EQ(sk_metrics_merge(c, a), 0);
+    CHECK_EQ(sk_metrics_queue_length(c, 7), 100);
+    CHECK_EQ(sk_metrics_queue_passes_n(c, 0, "issued"), 10);
+    sk_metrics_free(a);
+    sk_metrics_free(b);
+    sk_metrics_free(c);
+    sk_metrics_free(none);
+}

@@ -66,3 +66,71 @@ SK_TEST(redis_url_rejects_malformed_input_with_a_reason)
     CHECK_EQ(u.port, 12);
     CHECK_EQ(u.db, 0);
 }
+
+SK_TEST(redis_url_parses_sentinels_master_name_credentials_and_db)
+{
+    struct sk_redis_url u = parse_ok("redis+sentinel://10.0.0.1,10.0.0.2:26380,[::1]/mymaster");
+    CHECK(u.sentinel);
+    CHECK(!u.cluster);
+    CHECK_EQ(u.nseeds, 3);
+    CHECK_STR(u.seeds[0].host, "10.0.0.1");
+    CHECK_EQ(u.seeds[0].port, 26379); /* a Sentinel's default port */
+    CHECK_STR(u.seeds[1].host, "10.0.0.2");
+    CHECK_EQ(u.seeds[1].port, 26380);
+    CHECK_STR(u.seeds[2].host, "::1");
+    CHECK_STR(u.master_name, "mymaster");
+    CHECK_EQ(u.db, 0);
+    CHECK_STR(u.pass, "");
+    u = parse_ok("redis+sentinel://app:s%40cret@s1:26379,s2:26379/shop.main-1/3");
+    CHECK_STR(u.user, "app");
+    CHECK_STR(u.pass, "s@cret");
+    CHECK_STR(u.master_name, "shop.main-1");
+    CHECK_EQ(u.db, 3);
+    CHECK_EQ(u.nseeds, 2);
+    /* a plain URL is still one host */
+    u = parse_ok("redis://h:1");
+    CHECK(!u.sentinel && !u.unix_sock);
+    CHECK_STR(u.master_name, "");
+}
+
+SK_TEST(redis_url_parses_unix_sockets_with_credentials_and_db)
+{
+    struct sk_redis_url u = parse_ok("redis+unix:///var/run/redis/redis.sock");
+    CHECK(u.unix_sock);
+    CHECK_STR(u.host, "/var/run/redis/redis.sock");
+    CHECK_EQ(u.port, 0);
+    CHECK_EQ(u.db, 0);
+    u = parse_ok("redis+unix://:pw@/tmp/r.sock?db=7");
+    CHECK_STR(u.host, "/tmp/r.sock");
+    CHECK_STR(u.pass, "pw");
+    CHECK_EQ(u.db, 7);
+    u = parse_ok("redis+unix://alice:p%3Aw@/tmp/r.sock");
+    CHECK_STR(u.user, "alice");
+    CHECK_STR(u.pass, "p:w");
+}
+
+SK_TEST(redis_url_rejects_malformed_sentinel_and_unix_urls)
+{
+    char longpath[160] = "redis+unix:///";
+    memset(longpath + strlen(longpath), 'a', 110);
+    const char *bad[] = {"redis+sentinel://h:26379",
+                         "redis+sentinel://h:26379/",
+                         "redis+sentinel://h:26379/a?b",
+                         "redis+sentinel://h:26379/m/x",
+                         "redis+sentinel://h:0/m",
+                         "redis+sentinel://,h/m",
+                         "redis+unix://",
+                         "redis+unix://relative.sock",
+                         "redis+unix:///",
+                         "redis+unix://pw@/tmp/r.sock",
+                         "redis+unix:///tmp/r.sock?db=x",
+                         "redis+unix:///tmp/r.sock?timeout=1",
+                         longpath};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct sk_redis_url u;
+        char err[128] = "";
+        CHECK_MSG(sk_redis_url_parse(&u, bad[i], strlen(bad[i]), err, sizeof err) == SK_EINVAL,
+                  "accepted \"%s\"", bad[i]);
+        CHECK_MSG(err[0] != 0, "no reason for \"%s\"", bad[i]);
+    }
+}

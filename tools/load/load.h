@@ -47,6 +47,14 @@
 
 enum sk_load_auth { SK_LOAD_AUTH_HEADER, SK_LOAD_AUTH_HMAC };
 
+/* One request target of a run built in code (the benchmarks): a path and
+ * the user it is sent as (an order poll: the order's own buyer). */
+#define SK_LOAD_TARGET_PATH_MAX 128
+struct sk_load_target {
+    char path[SK_LOAD_TARGET_PATH_MAX];
+    uint64_t user;
+};
+
 /* Options. Plain data: strings are copied in, nothing to free. */
 struct sk_load_opts {
     char host[64]; /* IPv4 literal from --url ("localhost" -> 127.0.0.1) */
@@ -74,6 +82,12 @@ struct sk_load_opts {
     char db[512];       /* --db: check every accepted order reached this store; "" off */
     int64_t db_wait_ms; /* how long the order pipeline may take (default 30 s) */
     int idem_keys;      /* 1: every request carries an Idempotency-Key never used before */
+    /* Code only (no flag): when n_targets > 0, the requests go to the
+     * targets in turn, each with its own path and user (path and the
+     * users options are not used). The array is the caller's and must
+     * outlive the run. */
+    const struct sk_load_target *targets;
+    size_t n_targets;
 };
 
 struct sk_load_code {

@@ -111,9 +111,10 @@ struct run {
     size_t body_len;
     int head, order_check;
     int64_t start_ns, deadline_ns, expiry;
-    atomic_llong budget;      /* sends left (closed loop with --requests) */
-    atomic_ullong next_fresh; /* next fresh user index, 0-based */
-    atomic_ullong progress;   /* answers so far, all threads */
+    atomic_llong budget;       /* sends left (closed loop with --requests) */
+    atomic_ullong next_fresh;  /* next fresh user index, 0-based */
+    atomic_ullong next_target; /* o->targets: the next one to send */
+    atomic_ullong progress;    /* answers so far, all threads */
     atomic_int running;
     /* connect phase: workers connect, report, and wait for `go`; the
      * starter sets the clock in between, so no request is timed before the
@@ -284,14 +285,36 @@ static uint64_t pick_user(struct worker *w, int *fresh)
     return o->user_base + 1 + xorshift(&w->rng) % o->users;
 }
 
+/* The request line and fixed headers for a target: its own path. */
+static size_t target_prefix(const struct run *run, const struct sk_load_target *t, char *out)
+{
+    const struct sk_load_opts *o = run->o;
+    int n = run->body_len
+                ? snprintf(out, WBUF_CAP,
+                           "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                           "Content-Length: %zu\r\n",
+                           o->method, t->path, o->host, o->port, run->body_len)
+                : snprintf(out, WBUF_CAP, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n", o->method, t->path,
+                           o->host, o->port);
+    return n > 0 ? (size_t)n : 0;
+}
+
 static void send_request(struct conn *c, int64_t origin, int64_t now)
 {
     struct worker *w = c->w;
     struct run *run = w->run;
-    c->uid = pick_user(w, &c->fresh);
     char *p = c->wbuf;
-    memcpy(p, run->prefix, run->prefix_len);
-    p += run->prefix_len;
+    if (run->o->n_targets) {
+        uint64_t k = atomic_fetch_add_explicit(&run->next_target, 1, memory_order_relaxed);
+        const struct sk_load_target *t = &run->o->targets[k % run->o->n_targets];
+        c->uid = t->user;
+        c->fresh = 0;
+        p += target_prefix(run, t, p);
+    } else {
+        c->uid = pick_user(w, &c->fresh);
+        memcpy(p, run->prefix, run->prefix_len);
+        p += run->prefix_len;
+    }
     if (run->o->auth == SK_LOAD_AUTH_HMAC) {
         memcpy(p, "Authorization: Bearer ", 22);
         p += 22;
@@ -824,6 +847,7 @@ int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *er
     r->order_check = run->order_check;
     atomic_init(&run->budget, o->requests);
     atomic_init(&run->next_fresh, 0);
+    atomic_init(&run->next_target, 0);
     atomic_init(&run->progress, 0);
     run->expiry = sk_wall_ms() / 1000 + TOKEN_TTL_S;
     int nthreads = (int)o->threads;

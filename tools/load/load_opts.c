@@ -116,6 +116,18 @@ int sk_load_opts_check(struct sk_load_opts *o, char *err, size_t cap)
         sk_load_set_err(err, cap, "--activity ID is required for path %s", o->path);
         return SK_EINVAL;
     }
+    for (size_t i = 0; i < o->n_targets; i++) {
+        const char *t = o->targets[i].path;
+        size_t n = strnlen(t, SK_LOAD_TARGET_PATH_MAX);
+        int ok = n > 0 && n < SK_LOAD_TARGET_PATH_MAX && t[0] == '/';
+        for (size_t k = 0; ok && k < n; k++)
+            ok = (unsigned char)t[k] > 0x20 && (unsigned char)t[k] < 0x7f;
+        if (!ok) {
+            sk_load_set_err(err, cap, "target %zu: path must be visible ASCII starting with '/'",
+                            i);
+            return SK_EINVAL;
+        }
+    }
     if (!o->method[0]) {
         sk_load_set_err(err, cap, "--method must not be empty");
         return SK_EINVAL;

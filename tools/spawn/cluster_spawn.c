@@ -278,6 +278,41 @@ static int form(struct sk_cluster_spawn *s)
     return 0;
 }
 
+/* A node's command line into argv (32 + SK_CSPAWN_MAX_EXTRA entries),
+ * pointing into f (filled in by start_node) and timeout. */
+static int node_argv(struct sk_cluster_spawn *s, int node_timeout_ms, const char *const *extra,
+                     struct node_files *f, char timeout[16], const char **argv)
+{
+    snprintf(timeout, 16, "%d", node_timeout_ms ? node_timeout_ms : SK_CSPAWN_NODE_TIMEOUT_MS);
+    const char *base[] = {"redis-server", "--port", f->port, "--bind", "127.0.0.1", "--dir", f->dir,
+                          "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                          "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", timeout,
+                          /* a replica's first sync at once, not
+                           * after 5 s of waiting for more */
+                          "--repl-diskless-sync-delay", "0", "--logfile", f->log, "--daemonize",
+                          "no"};
+    memcpy(argv, base, sizeof base);
+    return sk_spawn_args(argv, sizeof base / sizeof *base, 32 + SK_CSPAWN_MAX_EXTRA, NULL, extra,
+                         "redis-server arguments", s->errstr, sizeof s->errstr);
+}
+
+int sk_cluster_spawn_restart_node(struct sk_cluster_spawn *s, int i, int node_timeout_ms,
+                                  const char *const *extra_args)
+{
+    if (i < 0 || i >= s->nodes || !s->dir[0])
+        return fail(s, SK_EINVAL, "no node %d in this cluster", i);
+    if (s->pid[i] > 0) {
+        sk_spawn_stop(s->pid[i], SIGTERM, SK_CSPAWN_STOP_MS);
+        s->pid[i] = 0;
+    }
+    struct node_files f;
+    char timeout[16];
+    const char *argv[32 + SK_CSPAWN_MAX_EXTRA];
+    int rc = node_argv(s, node_timeout_ms, extra_args, &f, timeout, argv);
+    if (rc == 0) rc = start_node(s, i, argv, &f);
+    return rc == SK_EEXIST ? fail(s, SK_EIO, "port %d of node %d was taken", s->port[i], i) : rc;
+}
+
 static void kill_nodes(struct sk_cluster_spawn *s)
 {
     /* All told at once, so they stop side by side, not one after another;
@@ -300,17 +335,8 @@ int sk_cluster_spawn_start_opts(struct sk_cluster_spawn *s, const struct sk_clus
                     o->masters, o->replicas, SK_CLUSTER_SPAWN_MAX);
     struct node_files f; /* filled in for each node by start_node */
     char timeout[16];
-    snprintf(timeout, sizeof timeout, "%d",
-             o->node_timeout_ms ? o->node_timeout_ms : SK_CSPAWN_NODE_TIMEOUT_MS);
-    const char *argv[32 + SK_CSPAWN_MAX_EXTRA] = {
-        "redis-server", "--port", f.port, "--bind", "127.0.0.1", "--dir", f.dir, "--save", "",
-        "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-        "--cluster-node-timeout", timeout,
-        /* a replica's first sync at once, not
-         * after 5 s of waiting for more */
-        "--repl-diskless-sync-delay", "0", "--logfile", f.log, "--daemonize", "no"};
-    int rc = sk_spawn_args(argv, 23, sizeof argv / sizeof *argv, NULL, o->extra_args,
-                           "redis-server arguments", s->errstr, sizeof s->errstr);
+    const char *argv[32 + SK_CSPAWN_MAX_EXTRA];
+    int rc = node_argv(s, o->node_timeout_ms, o->extra_args, &f, timeout, argv);
     if (rc == 0)
         rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-cluster", 16, s->errstr,
                              sizeof s->errstr);

@@ -57,6 +57,15 @@ int sk_cluster_spawn_start_opts(struct sk_cluster_spawn *s, const struct sk_clus
 /* n masters, no replicas, node timeout 5000 ms: sk_cluster_spawn_start_opts. */
 int sk_cluster_spawn_start(struct sk_cluster_spawn *s, int n, const char *const *extra_args);
 
+/* Starts node i again (after the caller ended it: s->pid[i] 0) on its port
+ * and directory with the same command line as at the start (node_timeout_ms
+ * and extra_args as given there), and waits until it answers PING. With its
+ * nodes.conf it rejoins the cluster; a master that was failed over comes
+ * back as a replica of its successor (empty: no persistence, it syncs).
+ * Ownership as for the start. Returns 0, SK_EIO or SK_EINVAL (s->errstr). */
+int sk_cluster_spawn_restart_node(struct sk_cluster_spawn *s, int i, int node_timeout_ms,
+                                  const char *const *extra_args);
+
 /* The plain redis:// URL of node i (for per-node INFO), into out. */
 void sk_cluster_spawn_node_url(const struct sk_cluster_spawn *s, int i, char *out, size_t cap);
 

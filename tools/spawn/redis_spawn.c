@@ -46,10 +46,21 @@ static int pings(void *arg)
 static int launch(struct sk_redis_spawn *s, const char *const *extra_args, int pick)
 {
     char port[16], logpath[300], errpath[300]; /* filled in below */
-    const char *argv[16 + SK_RSPAWN_MAX_EXTRA] = {
+    const char *argv[24 + SK_RSPAWN_MAX_EXTRA] = {
         "redis-server", "--port", port,        "--bind", "127.0.0.1",   "--dir", s->dir,
         "--save",       "",       "--logfile", logpath,  "--daemonize", "no"};
-    int rc = sk_spawn_args(argv, 13, sizeof argv / sizeof *argv, NULL, extra_args,
+    size_t at = 13;
+    /* a unix socket too, for clients on this machine (sun_path: 108 bytes) */
+    int n = snprintf(s->sock, sizeof s->sock, "%s/redis.sock", s->dir);
+    if (n > 0 && n < 100 && (size_t)n < sizeof s->sock) {
+        argv[at++] = "--unixsocket";
+        argv[at++] = s->sock;
+        argv[at++] = "--unixsocketperm";
+        argv[at++] = "700";
+    } else {
+        s->sock[0] = 0;
+    }
+    int rc = sk_spawn_args(argv, at, sizeof argv / sizeof *argv, NULL, extra_args,
                            "redis-server arguments", s->errstr, sizeof s->errstr);
     if (rc < 0) return rc;
     snprintf(logpath, sizeof logpath, "%s/redis.log", s->dir);
@@ -73,7 +84,10 @@ static int launch(struct sk_redis_spawn *s, const char *const *extra_args, int p
         rc = sk_spawn_start(&cmd, &s->pid, s->errstr, sizeof s->errstr);
     }
     if (rc == SK_EEXIST) rc = SK_EIO; /* errstr set by the last try */
-    if (rc == 0) snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    if (rc == 0) {
+        snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+        if (s->sock[0]) snprintf(s->unix_url, sizeof s->unix_url, "redis+unix://%s", s->sock);
+    }
     return rc;
 }
 
@@ -112,5 +126,6 @@ int sk_redis_spawn_stop(struct sk_redis_spawn *s)
     int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
     s->dir[0] = 0;
     s->url[0] = 0;
+    s->unix_url[0] = 0;
     return rc;
 }

@@ -9,15 +9,19 @@
 #include <sys/types.h>
 
 struct sk_redis_spawn {
-    pid_t pid;        /* redis-server, 0 when not running */
-    int port;         /* 127.0.0.1 port it listens on */
-    char dir[256];    /* its working directory (log, any RDB/AOF files) */
-    char url[128];    /* "redis://127.0.0.1:<port>", for sk_redis_new */
-    char errstr[256]; /* detail of the last failure */
+    pid_t pid;          /* redis-server, 0 when not running */
+    int port;           /* 127.0.0.1 port it listens on */
+    char dir[256];      /* its working directory (log, any RDB/AOF files) */
+    char url[128];      /* "redis://127.0.0.1:<port>", for sk_redis_new */
+    char sock[128];     /* its unix socket, dir/redis.sock ("" when the path would not fit) */
+    char unix_url[160]; /* "redis+unix://<sock>" ("" without a socket) */
+    char errstr[256];   /* detail of the last failure */
 };
 
 /* Starts `redis-server --port P --bind 127.0.0.1 --dir D --save ""
- * --logfile D/redis.log --daemonize no` plus extra_args (NULL-terminated
+ * --logfile D/redis.log --daemonize no --unixsocket D/redis.sock
+ * --unixsocketperm 700` (no socket when D is too long for one) plus
+ * extra_args (NULL-terminated
  * "--name", "value" strings, may be NULL; copied, the caller keeps them),
  * in a directory made with mkdtemp under $TMPDIR or /tmp, and waits (at
  * most 10 s) until it is ready: any answer to PING but LOADING (an AOF or

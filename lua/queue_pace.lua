@@ -1,0 +1,43 @@
+-- queue_pace.lua - the figures of an activity's waiting room, and a new pace
+-- for it while the sale runs (docs/waiting-room.md).
+-- KEYS: meta q (the base key set)
+-- ARGV: new passes per second ('' to only read)
+-- Returns {rc (OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY, BAD_ARGUMENT), passes
+-- per second (after the call), pass TTL s, queue length, places holding a
+-- pass, passes handed out, spent, found expired, ms until the start (0 once
+-- started)}
+--
+-- A new pace keeps every pass issued so far: the count is rebased to what
+-- it is at now (at the fence, while the key set is fenced), and grows at the
+-- new pace from there. Before the start only the pace changes.
+local new = ARGV[1] or ''
+if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
+  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, 0, 0, 0}
+end
+local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_ttl', 'wr_seed', 'wr_base',
+                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms')
+if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0} end
+if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local start, rate = tonumber(m[1]), tonumber(m[2])
+local len = redis.call('ZCARD', KEYS[2])
+local issued = 0
+if now >= start then
+  local base, base_ms = tonumber(m[5] or '') or 0, tonumber(m[6] or '') or start
+  -- a fenced key set's pace stands still from the fence on (queue.lua)
+  local upto = now
+  if m[10] then upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now)) end
+  issued = base + math.floor((upto - base_ms) * rate / 1000)
+  if issued > len then issued = len end
+end
+if new ~= '' then
+  rate = tonumber(new)
+  if now >= start then
+    redis.call('HSET', KEYS[1], 'wr_rate', new, 'wr_base', issued, 'wr_base_ms', now)
+  else
+    redis.call('HSET', KEYS[1], 'wr_rate', new)
+  end
+end
+return {RC.OK, rate, tonumber(m[3] or '') or 0, len, issued, tonumber(m[7] or '') or 0,
+        tonumber(m[8] or '') or 0, tonumber(m[9] or '') or 0, now < start and start - now or 0}

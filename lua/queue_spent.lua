@@ -1,0 +1,14 @@
+-- queue_spent.lua - marks a buyer's pass spent in the waiting room's own
+-- record (docs/waiting-room.md), after a purchase with it was admitted, so
+-- the buyer's next poll says "used". The admission call's record in the key
+-- set that admitted it (wr:spent) is what refuses a second purchase; this
+-- one is for the buyer and the figures.
+-- KEYS: meta pass (the base key set)
+-- ARGV: user_id, the pass's expiry (unix ms)
+-- Returns {1 marked now, 0 not the pass handed out (or marked before)}
+local u, e = ARGV[1] or '', ARGV[2] or ''
+if not string.find(u, '^%d+$') or not string.find(e, '^%d+$') then return {0} end
+if redis.call('HGET', KEYS[2], u) ~= e then return {0} end
+redis.call('HSET', KEYS[2], u, 's' .. e)
+redis.call('HINCRBY', KEYS[1], 'wr_spent', 1)
+return {1}

@@ -1,0 +1,511 @@
+/* api_queue.c - the waiting room's routes (docs/waiting-room.md):
+ * POST /api/v1/activities/{id}/queue (join) and GET (poll) for buyers, and
+ * the admin pace routes (GET and POST .../queue/pace).
+ *
+ * Joins and polls of one activity that arrive in one event-loop pass go
+ * to Redis as one queue.lua call, sent at the end of the pass like the
+ * purchase batches (no timer). A poll costs Redis one ZRANK (O(log n)) and
+ * a few O(1) reads; once an activity is sold out this process answers its
+ * polls from memory (the purchase path's sold-out verdict, re-checked every
+ * 250 ms), so waiting buyers learn it at once and cost Redis nothing. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/vec.h"
+#include "engine/activity.h"
+#include "engine/keys.h"
+#include "engine/queue.h"
+#include "http/act_defs.h"
+#include "http/app.h"
+#include "http/http_body.h"
+#include "http/store_call.h"
+
+/* One join or poll waiting for its batch's answer (heap; owned by the
+ * batch). */
+struct qitem {
+    struct sk_async_req a;
+    uint64_t user;
+    char op;
+};
+
+struct sk_qbatch {
+    struct sk_app *app;
+    uint64_t aid;
+    size_t n;
+    struct qitem *items[SK_QUEUE_BATCH_MAX];
+};
+
+/* ---- answers ------------------------------------------------------------- */
+
+static int is_join(const struct qitem *it)
+{
+    return it->op == SK_QUEUE_JOIN;
+}
+
+static void reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, const char *body,
+                       int n)
+{
+    sk_http_reply(app, req, route, 200, "application/json", body,
+                  n > 0 && (size_t)n < 512 ? (size_t)n : 0);
+}
+
+/* A waiting buyer: where, how long, when to ask again. Before the start
+ * the place is not drawn yet: position and place are null. */
+static void reply_waiting(struct sk_app *app, h2o_req_t *req, const struct qitem *it,
+                          const struct sk_queue_head *h, const struct sk_queue_answer *a)
+{
+    char body[512], pos[64];
+    int64_t eta = sk_queue_eta_ms(h, a);
+    if (h->starts_in_ms > 0)
+        snprintf(pos, sizeof pos, "\"position\":null,\"place\":null");
+    else
+        snprintf(pos, sizeof pos, "\"position\":%" PRId64 ",\"place\":%" PRId64,
+                 sk_queue_position(h, a), a->place);
+    int n = snprintf(body, sizeof body,
+                     "{\"state\":\"waiting\",%s,\"eta_s\":%" PRId64 ",\"poll_after_ms\":%" PRId64
+                     ",\"queue_length\":%" PRId64 ",\"starts_in_ms\":%" PRId64 "}",
+                     pos, (eta + 999) / 1000, sk_queue_poll_after_ms(h, a, it->user), h->length,
+                     h->starts_in_ms);
+    reply_json(app, req, it->a.route, body, n);
+}
+
+static void reply_answer(struct sk_app *app, h2o_req_t *req, const struct qitem *it,
+                         const struct sk_queue_head *h, const struct sk_queue_answer *a)
+{
+    char body[512], at[SK_TIME_RFC3339_MAX];
+    int n;
+    switch (a->rc) {
+    case SK_RC_Q_WAITING: reply_waiting(app, req, it, h, a); return;
+    case SK_RC_Q_ADMITTED:
+        sk_time_format_rfc3339(a->pass_exp_ms, at, sizeof at);
+        n = snprintf(body, sizeof body,
+                     "{\"state\":\"admitted\",\"pass\":\"%s\",\"pass_expires_at\":\"%s\","
+                     "\"place\":%" PRId64 "}",
+                     a->pass, at, a->place);
+        reply_json(app, req, it->a.route, body, n);
+        return;
+    case SK_RC_Q_USED:
+    case SK_RC_Q_EXPIRED:
+        n = snprintf(body, sizeof body,
+                     "{\"state\":\"%s\",\"place\":%" PRId64 ",\"message\":\"%s\"}",
+                     sk_rc_wire(a->rc), a->place, sk_rc_message(a->rc));
+        reply_json(app, req, it->a.route, body, n);
+        return;
+    case SK_RC_SOLD_OUT:
+        /* a poll learns it as a state; a join is refused as a purchase is */
+        if (!is_join(it)) {
+            static const char sold[] = "{\"state\":\"sold_out\"}";
+            reply_json(app, req, it->a.route, sold, (int)sizeof sold - 1);
+            return;
+        }
+        /* fall through */
+    default:
+        sk_metrics_refusal_rc(app->metrics, a->rc);
+        /* a key set being rebuilt (docs/recovery.md): a retry in a second
+         * usually finds the queue going again */
+        if (a->rc == SK_RC_RECOVERING)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                           H2O_STRLIT("1"));
+        sk_http_error(app, req, it->a.route, sk_rc_http_status(a->rc), sk_rc_wire(a->rc),
+                      sk_rc_message(a->rc));
+    }
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+static void finish(struct sk_app *app, struct qitem *it, const struct sk_queue_head *h,
+                   const struct sk_queue_answer *a, const char *why)
+{
+    h2o_req_t *req = sk_async_end(app, &it->a);
+    if (req && why) {
+        sk_metrics_refusal(app->metrics, "unavailable");
+        sk_http_error(app, req, it->a.route, 503, "unavailable", why);
+    } else if (req) {
+        reply_answer(app, req, it, h, a);
+    }
+    free(it);
+}
+
+static void fail_qbatch(struct sk_qbatch *b, const char *why)
+{
+    for (size_t i = 0; i < b->n; i++)
+        finish(b->app, b->items[i], NULL, NULL, why);
+    free(b);
+}
+
+/* Unknown to Redis but defined in the store: created, not preheated, and a
+ * buyer sees it as closed, as for purchases; or preheated (its keys
+ * vanished: Redis restarted empty, the order worker rebuilds them,
+ * docs/recovery.md), and the queue is back in a moment: recovering. Only
+ * ids Redis does not know pay for this lookup, and it goes through this
+ * process's definitions cache (act_defs.h): off the loop on a miss. */
+static int unknown_rc(int rc, const struct sk_activity *a)
+{
+    if (rc != 0) return SK_RC_UNKNOWN_ACTIVITY;
+    return !strcmp(a->state, "open") || !strcmp(a->state, "preheated") ? SK_RC_RECOVERING
+                                                                       : SK_RC_CLOSED;
+}
+
+/* What the process keeps from a reply: the sold-out verdict (answered
+ * from memory from now on), the segment count (a segmented waiting room's
+ * stock is watched so its buyers learn a sell-out), the figures. */
+static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
+                  const struct sk_queue_answer *a)
+{
+    struct sk_app *app = b->app;
+    if (h->rc == SK_RC_SOLD_OUT) sk_purchase_mark_sold_out(app, b->aid);
+    if (h->rc == SK_RC_ENDED) {
+        /* nothing sells any more: stop reading its stock */
+        struct sk_act_cache *c = sk_app_act(app, b->aid, 0);
+        if (c) c->watch = 0;
+    }
+    if (h->rc == SK_RC_OK && h->segments > 1) {
+        struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
+        if (c) {
+            c->segments = (int)h->segments;
+            c->watch = 1;
+        }
+    }
+    if (h->rc != SK_RC_OK) return;
+    uint64_t issued = 0, expired = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        issued += (a[i].events & SK_QUEUE_EV_ISSUED) != 0;
+        expired += (a[i].events & SK_QUEUE_EV_EXPIRED) != 0;
+    }
+    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0, expired);
+    sk_metrics_queue_seen(app->metrics, b->aid, h->length, h->issued, h->rate, sk_wall_ms());
+}
+
+/* The answers of a batch, once known. Takes b and a. */
+static void finish_qbatch(struct sk_qbatch *b, const struct sk_queue_head *h,
+                          struct sk_queue_answer *a)
+{
+    learn(b, h, a);
+    for (size_t i = 0; i < b->n; i++)
+        finish(b->app, b->items[i], h, &a[i], NULL);
+    free(a);
+    free(b);
+}
+
+/* A batch Redis answered UNKNOWN_ACTIVITY, waiting for the definition
+ * (heap; owns b and a). */
+struct qunknown {
+    struct sk_qbatch *b;
+    struct sk_queue_head h;
+    struct sk_queue_answer *a;
+};
+
+static void on_unknown_definition(struct sk_app *app, void *arg, int rc,
+                                  const struct sk_activity *def)
+{
+    (void)app;
+    struct qunknown *w = arg;
+    int code = unknown_rc(rc, def);
+    for (size_t i = 0; i < w->b->n; i++)
+        w->a[i].rc = code;
+    finish_qbatch(w->b, &w->h, w->a);
+    free(w);
+}
+
+static void on_queue_reply(void *data, redisReply *rep)
+{
+    struct sk_qbatch *b = data;
+    struct sk_app *app = b->app;
+    struct sk_queue_head h;
+    struct sk_queue_answer *a = malloc(b->n * sizeof *a);
+    if (!rep || !a || sk_queue_parse(rep, b->n, &h, a) < 0) {
+        if (rep && rep->type == REDIS_REPLY_ERROR) sk_log(SK_LOG_ERROR, "queue: %.200s", rep->str);
+        free(a);
+        fail_qbatch(b, rep ? "queue call failed; try again" : "redis is unreachable; try again");
+        return;
+    }
+    sk_metrics_redis_rtt(app->metrics, (double)sk_aredis_rtt_us(app->redis) / 1e6);
+    struct qunknown *w = h.rc == SK_RC_UNKNOWN_ACTIVITY ? malloc(sizeof *w) : NULL;
+    if (w) {
+        w->b = b;
+        w->h = h;
+        w->a = a;
+        sk_act_defs_lookup(app, b->aid, on_unknown_definition, w);
+        return;
+    }
+    finish_qbatch(b, &h, a); /* out of memory for the wait: answered as unknown */
+}
+
+static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
+{
+    size_t argc = SK_QUEUE_ARGC(b->n), cap = SK_QUEUE_ARG_BYTES(b->n);
+    char ops[SK_QUEUE_BATCH_MAX];
+    uint64_t users[SK_QUEUE_BATCH_MAX];
+    for (size_t i = 0; i < b->n; i++) {
+        ops[i] = b->items[i]->op;
+        users[i] = b->items[i]->user;
+    }
+    char *buf = malloc(cap);
+    const char **args = malloc(argc * sizeof *args);
+    size_t *lens = malloc(argc * sizeof *lens);
+    int rc = SK_ENOMEM;
+    if (buf && args && lens && sk_queue_args(b->aid, ops, users, b->n, buf, cap, args, lens) == 0) {
+        struct sk_keys k;
+        sk_keys_for(&k, b->aid);
+        const char *keys[SK_QUEUE_NKEYS];
+        sk_keys_queue(&k, keys);
+        rc = sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, (int)argc, args,
+                            lens, on_queue_reply, b);
+    }
+    free(buf);
+    free(args);
+    free(lens);
+    if (rc < 0) fail_qbatch(b, "redis is unreachable; try again");
+}
+
+void sk_queue_flush(struct sk_app *app)
+{
+    for (size_t i = 0; i < app->n_qopen; i++)
+        send_qbatch(app, app->open_queue[i]);
+    app->n_qopen = 0;
+}
+
+/* The open batch of this pass for an activity; a full one is sent first. */
+static struct sk_qbatch *qbatch_for(struct sk_app *app, uint64_t aid)
+{
+    for (size_t i = 0; i < app->n_qopen; i++) {
+        struct sk_qbatch *b = app->open_queue[i];
+        if (b->aid != aid) continue;
+        if (b->n < SK_QUEUE_BATCH_MAX) return b;
+        send_qbatch(app, b);
+        app->open_queue[i] = app->open_queue[--app->n_qopen];
+        break;
+    }
+    if (SK_VEC_RESERVE(app->open_queue, app->cap_qopen, app->n_qopen + 1, 8)) return NULL;
+    struct sk_qbatch *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    b->app = app;
+    b->aid = aid;
+    b->n = 0;
+    app->open_queue[app->n_qopen++] = b;
+    return b;
+}
+
+/* ---- buyer routes -------------------------------------------------------- */
+
+/* Sold out, known here: a poll says so at once, a join is refused, and
+ * neither asks Redis. */
+static int sold_out_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    const struct sk_act_cache *c = sk_app_act(app, m->id, 0);
+    if (!c || !c->sold_out) return 0;
+    if (m->route == SK_ROUTE_queue_poll) {
+        sk_http_reply(app, req, m->route, 200, "application/json",
+                      H2O_STRLIT("{\"state\":\"sold_out\"}"));
+    } else {
+        sk_metrics_refusal_rc(app->metrics, SK_RC_SOLD_OUT);
+        sk_http_error(app, req, m->route, 409, "sold_out", sk_rc_message(SK_RC_SOLD_OUT));
+    }
+    return 1;
+}
+
+int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    uint64_t uid;
+    if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
+    if (sold_out_or_reply(app, req, m)) return 0;
+    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
+    struct sk_qbatch *b = qbatch_for(app, m->id);
+    struct qitem *it = b ? malloc(sizeof *it) : NULL;
+    if (!it) {
+        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+        return 0;
+    }
+    it->user = uid;
+    it->op = m->route == SK_ROUTE_queue_join ? SK_QUEUE_JOIN : SK_QUEUE_POLL;
+    sk_async_begin(app, &it->a, req, m->route);
+    b->items[b->n++] = it;
+    return 0;
+}
+
+/* ---- the spent note ------------------------------------------------------ */
+
+struct spent_note {
+    struct sk_app *app;
+    uint64_t aid;
+};
+
+static void on_spent(void *data, redisReply *rep)
+{
+    struct spent_note *sn = data;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1)
+        sk_metrics_queue_passes(sn->app->metrics, sn->aid, 0, 1, 0);
+    free(sn);
+}
+
+void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_ms)
+{
+    struct spent_note *sn = malloc(sizeof *sn);
+    if (!sn) return;
+    sn->app = app;
+    sn->aid = aid;
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char a[2][24];
+    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
+    snprintf(a[1], sizeof a[1], "%" PRId64, exp_ms);
+    const char *keys[] = {k.meta, k.wr_pass};
+    const char *args[] = {a[0], a[1]};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, keys, 2, args, NULL, on_spent, sn) < 0)
+        free(sn);
+}
+
+/* ---- admin: the pace ----------------------------------------------------- */
+
+/* A pace request: its definition (this process's cache), Redis, then the
+ * store when the pace changed (heap; owned by the step running). */
+struct pace_op {
+    struct sk_async_req a;
+    struct sk_app *app;
+    uint64_t id;
+    int64_t new_rate; /* 0: read only */
+    struct sk_queue_stats st;
+    char err[256]; /* the store's failure, for the log line on the loop */
+};
+
+static void reply_stats(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
+                        const struct sk_queue_stats *st)
+{
+    char body[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"id\":%" PRIu64 ",\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64
+                     ",\"queue_length\":%" PRId64 ",\"passes_issued\":%" PRId64
+                     ",\"passes_handed_out\":%" PRId64 ",\"passes_spent\":%" PRId64
+                     ",\"passes_expired\":%" PRId64 ",\"starts_in_ms\":%" PRId64 "}",
+                     id, st->rate, st->ttl_s, st->length, st->issued, st->handed_out, st->spent,
+                     st->expired, st->starts_in_ms);
+    sk_http_reply(app, req, route, 200, "application/json", body,
+                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+}
+
+static int pace_store_run(sk_store *st, void *ctx)
+{
+    struct pace_op *o = ctx;
+    int rc = sk_store_activity_set_pass_rate(st, o->id, o->new_rate);
+    if (rc < 0) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    return rc;
+}
+
+static void pace_store_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+{
+    struct pace_op *o = ctx;
+    if (rc == 0) {
+        sk_act_defs_forget(app, o->id); /* the next read sees the new pace */
+        if (req) reply_stats(app, req, o->a.route, o->id, &o->st);
+    } else if (req) {
+        /* Redis paces at the new rate already; the definition did not follow */
+        sk_http_error(app, req, o->a.route, 503, "unavailable",
+                      "the new pace is live but the database did not store it; send it again");
+    }
+    if (rc < 0) sk_log(SK_LOG_ERROR, "store: pace of %" PRIu64 ": %s", o->id, o->err);
+    free(o);
+}
+
+/* A client that left still gets its new pace stored. */
+static void pace_store_bg_done(void *arg, int rc)
+{
+    pace_store_done(((struct pace_op *)arg)->app, NULL, arg, rc);
+}
+
+static void on_pace(void *data, redisReply *rep)
+{
+    struct pace_op *o = data;
+    struct sk_app *app = o->app;
+    h2o_req_t *req = sk_async_end(app, &o->a);
+    enum sk_route route = o->a.route;
+    int ok = rep && sk_queue_stats_parse(rep, &o->st) == 0 && o->st.rc == SK_RC_OK;
+    if (ok)
+        sk_metrics_queue_seen(app->metrics, o->id, o->st.length, o->st.issued, o->st.rate,
+                              sk_wall_ms());
+    if (ok && o->new_rate > 0) {
+        /* the store follows Redis, off the loop */
+        if (req)
+            sk_store_call(app, req, route, pace_store_run, pace_store_done, o);
+        else if (sk_store_bg(app, 0, pace_store_run, pace_store_bg_done, o) < 0)
+            free(o);
+        return;
+    }
+    if (!req) {
+        /* the client left */
+    } else if (ok) {
+        reply_stats(app, req, route, o->id, &o->st);
+    } else if (!rep || sk_queue_stats_parse(rep, &o->st) < 0) {
+        sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
+    } else if (o->st.rc == SK_RC_UNKNOWN_ACTIVITY) {
+        sk_http_error(app, req, route, 409, "not_preheated", "preheat the activity first");
+    } else {
+        sk_http_error(app, req, route, sk_rc_http_status(o->st.rc), sk_rc_wire(o->st.rc),
+                      sk_rc_message(o->st.rc));
+    }
+    free(o);
+}
+
+/* The definition (act_defs.h: from memory, or read off the loop): only an
+ * activity with a waiting room has a pace; then Redis. */
+static void on_pace_definition(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct pace_op *o = arg;
+    if (rc == 0 && a->wr_passes_per_s > 0 && o->a.req && sk_aredis_ready(app->redis)) {
+        struct sk_keys k;
+        sk_keys_for(&k, o->id);
+        char r[24] = "";
+        if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
+        const char *keys[] = {k.meta, k.wr_q};
+        const char *args[] = {r};
+        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, 2, keys, 1, args, NULL, on_pace, o) <
+            0)
+            on_pace(o, NULL);
+        return;
+    }
+    h2o_req_t *req = sk_async_end(app, &o->a);
+    enum sk_route route = o->a.route;
+    if (!req) {
+        /* the client left */
+    } else if (rc == SK_ENOTFOUND) {
+        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
+    } else if (rc < 0) {
+        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    } else if (a->wr_passes_per_s <= 0) {
+        sk_http_error(app, req, route, 404, "no_waiting_room",
+                      sk_rc_message(SK_RC_NO_WAITING_ROOM));
+    } else {
+        sk_http_redis_or_reply(app, req, route);
+    }
+    free(o);
+}
+
+int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    int64_t rate = 0;
+    char err[200];
+    if (m->route == SK_ROUTE_admin_pace_set &&
+        sk_body_queue_pace(req->entity.base, req->entity.base ? req->entity.len : 0, &rate, err,
+                           sizeof err) < 0) {
+        sk_http_error(app, req, m->route, 400, "bad_request", err);
+        return 0;
+    }
+    struct pace_op *o = calloc(1, sizeof *o);
+    if (!o) {
+        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+        return 0;
+    }
+    o->app = app;
+    o->id = m->id;
+    o->new_rate = rate;
+    sk_async_begin(app, &o->a, req, m->route);
+    sk_act_defs_lookup(app, m->id, on_pace_definition, o);
+    return 0;
+}

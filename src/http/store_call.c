@@ -1,0 +1,247 @@
+/* store_call.c - the HTTP process's store calls (store_call.h): the pool
+ * on h2o's loop, the per-request deadline, and the health probe behind
+ * /readyz. */
+#include "http/store_call.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+/* How often /readyz's answer is refreshed. */
+#define HEALTH_EVERY_MS 1000
+
+/* A request waiting for its store work. */
+struct call {
+    struct sk_async_req a;
+    struct sk_app *app;
+    h2o_timeout_entry_t deadline; /* on app->db_deadline */
+    sk_store_job *job;
+    sk_call_run_fn run;
+    sk_call_done_fn done;
+    void *ctx;
+    int answered; /* the deadline answered the request */
+};
+
+static void on_pool_ready(h2o_socket_t *sock, const char *err)
+{
+    struct sk_app *app = sock->data;
+    (void)err;
+    sk_store_pool_drain(app->pool);
+}
+
+int sk_store_calls_init(struct sk_app *app)
+{
+    const struct sk_config *cfg = &app->cfg;
+    char err[512];
+    if (sk_store_pool_new(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err, sizeof err) <
+        0) {
+        sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
+        return -1;
+    }
+    /* h2o closes the fd it watches: give it its own */
+    int fd = dup(sk_store_pool_fd(app->pool));
+    if (fd < 0) {
+        sk_log(SK_LOG_ERROR, "store pool: cannot watch its eventfd");
+        sk_store_pool_free(app->pool);
+        app->pool = NULL;
+        return -1;
+    }
+    app->pool_sock = h2o_evloop_socket_create(app->ctx.loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    app->pool_sock->data = app;
+    h2o_socket_read_start(app->pool_sock, on_pool_ready);
+    h2o_timeout_init(app->ctx.loop, &app->db_deadline, (uint64_t)cfg->db_timeout_ms);
+    app->db.ok = 1; /* the pool just opened every handle */
+    app->db.next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
+    return 0;
+}
+
+void sk_store_calls_free(struct sk_app *app)
+{
+    if (app->pool_sock) {
+        h2o_socket_read_stop(app->pool_sock);
+        h2o_socket_close(app->pool_sock);
+        app->pool_sock = NULL;
+    }
+    sk_store_pool *p = app->pool;
+    sk_store_pool_free(p); /* runs the last completions: app->pool still set */
+    app->pool = NULL;
+}
+
+int64_t sk_store_deadline(const struct sk_app *app)
+{
+    return sk_mono_ms() + app->cfg.db_timeout_ms;
+}
+
+/* One warning line per LOG_EVERY_MS at most: a frozen database under
+ * load would otherwise write a line per request (and the loop would wait
+ * for stderr). */
+#define LOG_EVERY_MS 5000
+
+static void log_failure(struct sk_app *app, const char *detail)
+{
+    struct sk_db_health *h = &app->db;
+    int64_t now = sk_mono_ms();
+    if (now < h->log_next_ms) {
+        h->log_quiet++;
+        return;
+    }
+    if (h->log_quiet)
+        sk_log(SK_LOG_WARN, "store: %s (and %" PRIu64 " more failed calls in the last %d s)",
+               detail, h->log_quiet, LOG_EVERY_MS / 1000);
+    else
+        sk_log(SK_LOG_WARN, "store: %s", detail);
+    h->log_quiet = 0;
+    h->log_next_ms = now + LOG_EVERY_MS;
+}
+
+void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                            const char *detail)
+{
+    if (detail && *detail) log_failure(app, detail);
+    sk_metrics_refusal(app->metrics, "unavailable");
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    sk_http_error(app, req, route, 503, "unavailable", "database unavailable; try again");
+}
+
+void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
+                      const char *detail)
+{
+    if (rc != SK_EBUSY) {
+        sk_http_db_unavailable(app, req, route, detail);
+        return;
+    }
+    sk_metrics_refusal(app->metrics, "unavailable");
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    sk_http_error(app, req, route, 503, "busy", "too many database calls waiting; try again");
+}
+
+static int call_run(sk_store *st, void *arg)
+{
+    struct call *c = arg;
+    return c->run(st, c->ctx);
+}
+
+static void call_done(void *arg, int rc)
+{
+    struct call *c = arg;
+    if (h2o_timeout_is_linked(&c->deadline)) h2o_timeout_unlink(&c->deadline);
+    /* after the deadline the buyer has the 503: this answer goes nowhere */
+    h2o_req_t *req = c->answered ? NULL : sk_async_end(c->app, &c->a);
+    c->done(c->app, req, c->ctx, rc);
+    free(c);
+}
+
+/* The deadline: answer now; a call still queued never runs. */
+static void on_call_deadline(h2o_timeout_entry_t *entry)
+{
+    struct call *c = (struct call *)((char *)entry - offsetof(struct call, deadline));
+    struct sk_app *app = c->app;
+    sk_store_pool_cancel(app->pool, c->job); /* its completion frees c either way */
+    c->answered = 1;
+    h2o_req_t *req = sk_async_end(app, &c->a);
+    if (req) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "no answer within %d ms (--db-timeout-ms)",
+                 app->cfg.db_timeout_ms);
+        sk_http_db_unavailable(app, req, c->a.route, msg);
+    }
+}
+
+int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_call_run_fn run,
+                  sk_call_done_fn done, void *ctx)
+{
+    struct call *c = ctx ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        free(ctx);
+        sk_http_error(app, req, route, 503, "unavailable", "out of memory");
+        return -1;
+    }
+    *c = (struct call){.app = app, .run = run, .done = done, .ctx = ctx};
+    int rc =
+        sk_store_pool_submit(app->pool, sk_store_deadline(app), call_run, call_done, c, &c->job);
+    if (rc < 0) {
+        free(ctx);
+        free(c);
+        sk_http_db_error(app, req, route, rc, rc == SK_EBUSY ? NULL : sk_strerror(rc));
+        return -1;
+    }
+    sk_async_begin(app, &c->a, req, route);
+    c->deadline.cb = on_call_deadline;
+    h2o_timeout_link(app->ctx.loop, &app->db_deadline, &c->deadline);
+    return 0;
+}
+
+int sk_store_bg(struct sk_app *app, int64_t deadline_ms, sk_store_run_fn run, sk_store_done_fn done,
+                void *arg)
+{
+    if (!app->pool) return SK_ESTATE;
+    return sk_store_pool_submit(app->pool, deadline_ms, run, done, arg, NULL);
+}
+
+/* ---- /readyz: the last known health --------------------------------------- */
+
+static int health_run(sk_store *st, void *arg)
+{
+    struct sk_app *app = arg;
+    int version;
+    int rc = sk_store_schema_version(st, &version);
+    /* only this job writes probe_err, and the loop reads it in its done */
+    snprintf(app->db.probe_err, sizeof app->db.probe_err, "%s", rc ? sk_store_errstr(st) : "");
+    return rc;
+}
+
+static void health_done(void *arg, int rc)
+{
+    struct sk_app *app = arg;
+    struct sk_db_health *h = &app->db;
+    h->probing = 0;
+    h->next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
+    int was = h->ok;
+    h->ok = rc == 0;
+    if (rc)
+        snprintf(h->why, sizeof h->why, "%s",
+                 rc == SK_ETIMEDOUT && !h->probe_err[0] ? "no answer in time" : h->probe_err);
+    if (was != h->ok)
+        sk_log(h->ok ? SK_LOG_INFO : SK_LOG_WARN, "database %s%s%s",
+               h->ok ? "reachable again" : "unreachable", h->ok ? "" : ": ", h->ok ? "" : h->why);
+}
+
+void sk_store_health_tick(struct sk_app *app)
+{
+    struct sk_db_health *h = &app->db;
+    int64_t now = sk_mono_ms();
+    if (!app->pool || h->probing || now < h->next_ms) return;
+    h->probe_err[0] = 0;
+    int rc = sk_store_bg(app, now + app->cfg.db_timeout_ms, health_run, health_done, app);
+    if (rc < 0) {
+        h->ok = 0;
+        h->next_ms = now + HEALTH_EVERY_MS;
+        snprintf(h->why, sizeof h->why, "%s",
+                 rc == SK_EBUSY ? "too many database calls waiting" : sk_strerror(rc));
+        return;
+    }
+    h->probing = 1;
+    h->probe_since = now;
+}
+
+int sk_store_health(struct sk_app *app, char *why, size_t cap)
+{
+    const struct sk_db_health *h = &app->db;
+    int64_t waited = h->probing ? sk_mono_ms() - h->probe_since : 0;
+    if (waited > app->cfg.db_timeout_ms) {
+        snprintf(why, cap, "database not answering (probe waiting %" PRId64 " ms)", waited);
+        return 0;
+    }
+    if (!h->ok) {
+        snprintf(why, cap, "database not reachable: %s", h->why);
+        return 0;
+    }
+    if (cap) why[0] = 0;
+    return 1;
+}

@@ -1,0 +1,64 @@
+/* sentinel_harness.c - a test's own master, replicas and Sentinels, started
+ * by tools/spawn/sentinel_spawn.c (see sentinel_harness.h). */
+#include "support/sentinel_harness.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "support/harness.h"
+
+void sk_th_sentinel_start(struct sk_sentinel_spawn *s, int replicas, const char *const *extra)
+{
+    struct sk_sentinel_spawn_opts o = {.replicas = replicas, .extra_args = extra};
+    if (sk_sentinel_spawn_start(s, &o) < 0)
+        sk_th_fail(__FILE__, __LINE__, "sentinel setup: %s", s->errstr);
+}
+
+int sk_th_sentinel_master(struct sk_sentinel_spawn *s)
+{
+    int m = sk_sentinel_spawn_master(s);
+    if (m < 0) sk_th_fail(__FILE__, __LINE__, "no sentinel names a master of ours");
+    return m;
+}
+
+int sk_th_sentinel_kill_master(struct sk_sentinel_spawn *s)
+{
+    int m = sk_th_sentinel_master(s);
+    pid_t pid = s->node[m].pid;
+    if (pid <= 0) sk_th_fail(__FILE__, __LINE__, "master (node %d) is not running", m);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    s->node[m].pid = 0;
+    return m;
+}
+
+int sk_th_sentinel_await_failover(struct sk_sentinel_spawn *s, int old)
+{
+    int n = sk_sentinel_spawn_wait_failover(s, old, 30000);
+    if (n < 0) sk_th_fail(__FILE__, __LINE__, "%s", s->errstr);
+    return n;
+}
+
+redisReply *sk_th_sentinel_cmd(const struct sk_sentinel_spawn *s, int i, const char *fmt, ...)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->node[i].port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+void sk_th_sentinel_stop(struct sk_sentinel_spawn *s)
+{
+    if (sk_sentinel_spawn_stop(s) < 0) fprintf(stderr, "# sentinel stop: %s\n", s->errstr);
+}

@@ -1,0 +1,400 @@
+/* test_store_pool.c - the store thread pool (store_pool.h) on both
+ * backends: jobs run on the pool's own handles, concurrently, and their
+ * completions come back once each on the owner's thread through the
+ * eventfd; a job whose deadline passed while it waited never runs (the
+ * store shows it); a queued job can be cancelled, a running one cannot;
+ * the queue is bounded (SK_EBUSY); free waits for the running job and
+ * completes the rest; the pool's threads run at a lower priority. A "gate" job that holds a pool
+ * thread until the test opens it stands in for a slow database: real threads, real stores. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/activity.h"
+#include "store/store.h"
+#include "store/store_pool.h"
+#include "support/harness.h"
+#include "support/pg_harness.h"
+
+SK_TH_PG_USED
+
+/* A fresh database of one backend: what sk_store_open takes. */
+static void fresh_spec(int pg, char *spec, size_t cap)
+{
+    if (pg) {
+        sk_th_pg_fresh_db(spec, cap);
+    } else {
+        static int n;
+        snprintf(spec, cap, "sqlite:%s/pool%d.db", sk_th_tmpdir(), n++);
+    }
+}
+
+#define POOL_TEST(name)                                                                            \
+    static void name(const char *spec, int pg);                                                    \
+    SK_TEST(store_pool_sqlite_##name)                                                              \
+    {                                                                                              \
+        char spec[400];                                                                            \
+        fresh_spec(0, spec, sizeof spec);                                                          \
+        name(spec, 0);                                                                             \
+    }                                                                                              \
+    SK_TEST(store_pool_pg_##name)                                                                  \
+    {                                                                                              \
+        char spec[400];                                                                            \
+        fresh_spec(1, spec, sizeof spec);                                                          \
+        name(spec, 1);                                                                             \
+    }                                                                                              \
+    static void name(const char *spec, int pg)
+
+static sk_store_pool *pool_new(const char *spec, int threads, int queue_max)
+{
+    sk_store_pool *p;
+    char err[512];
+    int rc = sk_store_pool_new(&p, spec, threads, queue_max, err, sizeof err);
+    CHECK_MSG(rc == 0, "pool: %d %s", rc, err);
+    return p;
+}
+
+/* Waits on the pool's fd and drains until *count reaches want (bounded). */
+static void drain_until(sk_store_pool *p, atomic_int *count, int want)
+{
+    int64_t until = sk_mono_ms() + 20000;
+    while (atomic_load(count) < want) {
+        int64_t left = until - sk_mono_ms();
+        CHECK_MSG(left > 0, "only %d of %d completions came back", atomic_load(count), want);
+        struct pollfd pf = {.fd = sk_store_pool_fd(p), .events = POLLIN};
+        poll(&pf, 1, (int)(left > 1000 ? 1000 : left));
+        sk_store_pool_drain(p);
+    }
+}
+
+static void activity_def(struct sk_activity *a, uint64_t id)
+{
+    sk_activity_init(a);
+    a->id = id;
+    snprintf(a->name, sizeof a->name, "pool %" PRIu64, id);
+    a->stock = 10;
+    a->per_user_limit = 1;
+    a->start_ms = 1795946400000;
+    a->end_ms = a->start_ms + 3600 * 1000;
+    a->created_ms = 1795940000000;
+    sk_activity_apply_defaults(a);
+}
+
+/* ---- jobs ---- */
+
+/* Inserts activity id and reads it back. */
+struct insert_job {
+    uint64_t id;
+    atomic_int *done_count;
+    pthread_t owner;
+    int ran, rc, done_calls, done_on_owner;
+};
+
+static int insert_run(sk_store *st, void *arg)
+{
+    struct insert_job *j = arg;
+    j->ran++;
+    struct sk_activity a, got;
+    activity_def(&a, j->id);
+    int rc = sk_store_activity_insert(st, &a);
+    if (rc == 0) rc = sk_store_activity_get(st, j->id, &got);
+    if (rc == 0 && got.id != j->id) rc = SK_EPROTO;
+    return rc;
+}
+
+static void insert_done(void *arg, int rc)
+{
+    struct insert_job *j = arg;
+    j->rc = rc;
+    j->done_calls++;
+    j->done_on_owner = pthread_equal(pthread_self(), j->owner);
+    atomic_fetch_add(j->done_count, 1);
+}
+
+/* Holds its pool thread until the test writes to the pipe (at most 20 s);
+ * `inside` says it started; several gates meeting prove threads run at
+ * once. */
+struct gate {
+    int fds[2];
+    atomic_int inside;
+    atomic_int *done_count;
+    int rc;
+    atomic_int nice; /* the pool thread's nice level, seen from inside */
+};
+
+static void gate_init(struct gate *g, atomic_int *done_count)
+{
+    CHECK_EQ(pipe(g->fds), 0);
+    atomic_init(&g->inside, 0);
+    g->done_count = done_count;
+    g->rc = 1;
+}
+
+static int gate_run(sk_store *st, void *arg)
+{
+    (void)st;
+    struct gate *g = arg;
+    atomic_store(&g->nice, getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid)));
+    atomic_fetch_add(&g->inside, 1);
+    struct pollfd pf = {.fd = g->fds[0], .events = POLLIN};
+    return poll(&pf, 1, 20000) == 1 ? 0 : SK_ETIMEDOUT;
+}
+
+static void gate_done(void *arg, int rc)
+{
+    struct gate *g = arg;
+    g->rc = rc;
+    atomic_fetch_add(g->done_count, 1);
+}
+
+static void gate_open(struct gate *g)
+{
+    CHECK_EQ(write(g->fds[1], "x", 1), 1);
+}
+
+static void gate_close(struct gate *g)
+{
+    close(g->fds[0]);
+    close(g->fds[1]);
+}
+
+static void wait_inside(atomic_int *inside, int want)
+{
+    int64_t until = sk_mono_ms() + 10000;
+    while (atomic_load(inside) < want) {
+        CHECK_MSG(sk_mono_ms() < until, "%d of %d gates entered", atomic_load(inside), want);
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int stored(const char *spec, uint64_t id)
+{
+    sk_store *st;
+    char err[512];
+    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "open: %s", err);
+    struct sk_activity a;
+    int rc = sk_store_activity_get(st, id, &a);
+    sk_store_close(st);
+    CHECK_MSG(rc == 0 || rc == SK_ENOTFOUND, "get %" PRIu64 ": %d", id, rc);
+    return rc == 0;
+}
+
+/* ---- tests ---- */
+
+#define MANY 300
+
+POOL_TEST(runs_every_job_once_concurrently_and_completes_on_the_owner_thread)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 3, 1000);
+    atomic_int done = 0;
+    /* three gates at once: only three threads can hold them together */
+    struct gate g;
+    gate_init(&g, &done);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
+    wait_inside(&g.inside, 3);
+    /* the pool threads run behind the owner */
+    int base = getpriority(PRIO_PROCESS, 0);
+    CHECK_EQ(atomic_load(&g.nice), base + SK_STORE_POOL_NICE > 19 ? 19 : base + SK_STORE_POOL_NICE);
+    for (int i = 0; i < 3; i++)
+        gate_open(&g);
+    drain_until(p, &done, 3);
+    CHECK_EQ(g.rc, 0);
+    gate_close(&g);
+
+    atomic_store(&done, 0);
+    struct insert_job *jobs = calloc(MANY, sizeof *jobs);
+    CHECK(jobs != NULL);
+    for (int i = 0; i < MANY; i++) {
+        jobs[i] = (struct insert_job){
+            .id = 1000 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &jobs[i], NULL), 0);
+    }
+    drain_until(p, &done, MANY);
+    for (int i = 0; i < MANY; i++) {
+        CHECK_EQ(jobs[i].ran, 1);
+        CHECK_EQ(jobs[i].done_calls, 1);
+        CHECK_MSG(jobs[i].rc == 0, "job %d: %d", i, jobs[i].rc);
+        CHECK(jobs[i].done_on_owner);
+    }
+    struct sk_store_pool_stats s;
+    sk_store_pool_stats(p, &s);
+    CHECK_EQ(s.submitted, MANY + 3);
+    CHECK_EQ(s.ran, MANY + 3);
+    CHECK_EQ(s.expired, 0);
+    CHECK_EQ(s.queued, 0);
+    CHECK_EQ(s.threads, 3);
+    sk_store_pool_free(p);
+    /* the rows are in the database, seen from another connection */
+    CHECK(stored(spec, 1000));
+    CHECK(stored(spec, 1000 + MANY - 1));
+    free(jobs);
+}
+
+POOL_TEST(a_job_whose_deadline_passes_in_the_queue_never_runs)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 1, 10);
+    atomic_int done = 0;
+    struct gate g;
+    gate_init(&g, &done);
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
+    wait_inside(&g.inside, 1);
+    /* queued behind the gate with a deadline 50 ms away, and one without */
+    struct insert_job late = {.id = 2001, .done_count = &done, .owner = pthread_self()};
+    struct insert_job patient = {.id = 2002, .done_count = &done, .owner = pthread_self()};
+    CHECK_EQ(sk_store_pool_submit(p, sk_mono_ms() + 50, insert_run, insert_done, &late, NULL), 0);
+    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &patient, NULL), 0);
+    int64_t until = sk_mono_ms() + 60;
+    while (sk_mono_ms() < until) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    gate_open(&g);
+    drain_until(p, &done, 3);
+    CHECK_EQ(g.rc, 0);
+    CHECK_EQ(late.ran, 0);
+    CHECK_EQ(late.done_calls, 1);
+    CHECK_EQ(late.rc, SK_ETIMEDOUT);
+    CHECK_EQ(patient.ran, 1);
+    CHECK_EQ(patient.rc, 0);
+    struct sk_store_pool_stats s;
+    sk_store_pool_stats(p, &s);
+    CHECK_EQ(s.expired, 1);
+    sk_store_pool_free(p);
+    gate_close(&g);
+    CHECK(!stored(spec, 2001)); /* nothing changed for the late one */
+    CHECK(stored(spec, 2002));
+}
+
+POOL_TEST(cancel_takes_a_queued_job_out_and_leaves_a_running_one_alone)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 1, 10);
+    atomic_int done = 0;
+    struct gate g;
+    gate_init(&g, &done);
+    sk_store_job *running, *queued;
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, &running), 0);
+    wait_inside(&g.inside, 1);
+    struct insert_job j = {.id = 3001, .done_count = &done, .owner = pthread_self()};
+    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j, &queued), 0);
+    CHECK_EQ(sk_store_pool_cancel(p, queued), 1);
+    CHECK_EQ(sk_store_pool_cancel(p, running), 0);
+    drain_until(p, &done, 1); /* the cancelled one completes at once */
+    CHECK_EQ(j.done_calls, 1);
+    CHECK_EQ(j.rc, SK_ETIMEDOUT);
+    CHECK_EQ(g.rc, 1); /* the gate is still running */
+    gate_open(&g);
+    drain_until(p, &done, 2);
+    CHECK_EQ(g.rc, 0);
+    CHECK_EQ(j.ran, 0);
+    sk_store_pool_free(p);
+    gate_close(&g);
+    CHECK(!stored(spec, 3001));
+}
+
+POOL_TEST(the_queue_is_bounded_and_free_completes_what_waits)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 1, 3);
+    atomic_int done = 0;
+    struct gate g;
+    gate_init(&g, &done);
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
+    wait_inside(&g.inside, 1);
+    struct insert_job j[4];
+    for (int i = 0; i < 4; i++)
+        j[i] = (struct insert_job){
+            .id = 4001 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[i], NULL), 0);
+    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[3], NULL), SK_EBUSY);
+    struct sk_store_pool_stats s;
+    sk_store_pool_stats(p, &s);
+    CHECK_EQ(s.queued, 3);
+    CHECK_EQ(s.running, 1);
+    CHECK_EQ(s.rejected, 1);
+    /* free while the gate runs and three wait: it waits for the gate, the
+     * three never run, every done runs once */
+    gate_open(&g);
+    sk_store_pool_free(p);
+    CHECK_EQ(g.rc, 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(j[i].done_calls, 1);
+        CHECK(j[i].ran == 0 ? j[i].rc == SK_ETIMEDOUT : j[i].rc == 0);
+    }
+    CHECK_EQ(j[3].done_calls, 0); /* refused: never its done */
+    gate_close(&g);
+    CHECK(!stored(spec, 4004));
+}
+
+POOL_TEST(a_full_queue_first_drops_the_jobs_whose_deadline_passed)
+{
+    (void)pg;
+    sk_store_pool *p = pool_new(spec, 1, 2);
+    atomic_int done = 0;
+    struct gate g;
+    gate_init(&g, &done);
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
+    wait_inside(&g.inside, 1);
+    struct insert_job late[2], fresh = {.id = 5003, .done_count = &done, .owner = pthread_self()};
+    for (int i = 0; i < 2; i++) {
+        late[i] = (struct insert_job){
+            .id = 5001 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        CHECK_EQ(
+            sk_store_pool_submit(p, sk_mono_ms() + 30, insert_run, insert_done, &late[i], NULL), 0);
+    }
+    int64_t until = sk_mono_ms() + 40;
+    while (sk_mono_ms() < until) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* full, but both waiting jobs are past their deadline: they make room */
+    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &fresh, NULL), 0);
+    drain_until(p, &done, 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(late[i].done_calls, 1);
+        CHECK_EQ(late[i].rc, SK_ETIMEDOUT);
+    }
+    gate_open(&g);
+    drain_until(p, &done, 4);
+    CHECK_EQ(fresh.rc, 0);
+    CHECK_EQ(late[0].ran + late[1].ran, 0);
+    sk_store_pool_free(p);
+    gate_close(&g);
+    CHECK(!stored(spec, 5001));
+    CHECK(stored(spec, 5003));
+}
+
+SK_TEST(store_pool_refuses_bad_sizes_and_an_unopenable_store)
+{
+    sk_store_pool *p;
+    char err[512], spec[400];
+    fresh_spec(0, spec, sizeof spec);
+    CHECK_EQ(sk_store_pool_new(&p, spec, 0, 10, err, sizeof err), SK_EINVAL);
+    CHECK(p == NULL);
+    CHECK_EQ(sk_store_pool_new(&p, spec, 1, 0, err, sizeof err), SK_EINVAL);
+    CHECK_EQ(sk_store_pool_new(&p, spec, SK_STORE_POOL_THREADS_MAX + 1, 1, err, sizeof err),
+             SK_EINVAL);
+    char dead[200];
+    snprintf(dead, sizeof dead, "postgres://u:pw@127.0.0.1:%d/x?connect_timeout=2",
+             sk_th_free_port());
+    CHECK_EQ(sk_store_pool_new(&p, dead, 2, 10, err, sizeof err), SK_EDB);
+    CHECK(p == NULL);
+    CHECK_MSG(strstr(err, "cannot connect") != NULL, "%s", err);
+    CHECK_EQ(sk_store_pool_new(&p, "mysql://x", 2, 10, err, sizeof err), SK_EINVAL);
+}

@@ -1,0 +1,398 @@
+/* test_sync_replicas.c - `seckill serve --sync-replicas N` on real servers:
+ * a purchase is 200 only when WAIT says N replicas acknowledged it; else
+ * 503 unconfirmed with Retry-After, counted on /metrics, and the buyer's
+ * retry with the same Idempotency-Key tells the truth: the same order once
+ * a replica has it, a fresh purchase when a failover lost it (once the
+ * rollback guard, which saw the lost admission, has resumed the sale). Then the
+ * same sale through a master kill as test_sentinel.c, on a Redis Cluster
+ * (3 masters + 3 replicas, the killed master's replica promoted). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "redis/redis_cluster.h"
+#include "redis/redis_conn.h"
+#include "support/failover_sale.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "support/http_load_env.h"
+#include "support/sale_env.h"
+#include "support/sentinel_harness.h"
+#include "tools/spawn/cluster_spawn.h"
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* One purchase of a unit by user with an Idempotency-Key; the status. */
+static int buy(struct sk_th_http *c, uint64_t aid, unsigned user, const char *key,
+               struct sk_th_resp *rp)
+{
+    char path[96], h[160];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    snprintf(h, sizeof h, "X-User-Id: %u\r\nIdempotency-Key: %s\r\n", user, key);
+    return sk_th_http_req(c, "POST", path, h, "{\"quantity\":1}", rp);
+}
+
+/* The "order_id" of a 200 body into out. */
+static void order_id(const struct sk_th_resp *rp, char *out, size_t cap)
+{
+    const char *p = strstr(rp->body, "\"order_id\":\"");
+    CHECK_MSG(p, "no order id in %s", rp->body);
+    p += 12;
+    size_t n = strcspn(p, "\"");
+    CHECK(n < cap);
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+/* What the idempotency hash of aid holds for user:key on the server at
+ * port ("" when nothing): "qty:order_id". */
+static void idem_on(int port, uint64_t aid, unsigned user, const char *key, char *out, size_t cap)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    CHECK(c && !c->err);
+    redisReply *r = redisCommand(c, "HGET %s %u:%s", k.idem, user, key);
+    CHECK(r);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* 503 unconfirmed with Retry-After: 1. */
+static void expect_unconfirmed(int st, const struct sk_th_resp *rp)
+{
+    CHECK_MSG(st == 503 && strstr(rp->body, "\"unconfirmed\""), "%d %s", st, rp->body);
+    char ra[16];
+    CHECK_EQ(sk_th_http_header(rp, "retry-after", ra, sizeof ra), 0);
+    CHECK_STR(ra, "1");
+}
+
+/* INFO replication of the server at port holds s. */
+static int info_has(int port, const char *s)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return 0;
+    }
+    redisReply *r = redisCommand(c, "INFO replication");
+    int has = r && r->type == REDIS_REPLY_STRING && strstr(r->str, s);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return has;
+}
+
+/* The replica at port has its link up. */
+static int link_up(int port)
+{
+    return info_has(port, "master_link_status:up");
+}
+
+/* A write and WAIT 1 through r count a replica: the master streams to a
+ * replica only from its first acknowledgement after the sync (up to a
+ * second after its link is up, though INFO says online already). */
+static int wait_counts(sk_redis *r)
+{
+    redisReply *rep;
+    if (sk_redis_cmd(r, &rep, "SET seckill:test:probe 1") < 0) return 0;
+    freeReplyObject(rep);
+    if (sk_redis_cmd(r, &rep, "WAIT 1 100") < 0) return 0;
+    int ok = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    freeReplyObject(rep);
+    return ok;
+}
+
+SK_TEST_T(sync_replicas_answer_503_unconfirmed_until_a_replica_acknowledges, 120)
+{
+    struct sk_th_redis m, rp;
+    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    sk_th_redis_start(&m, margs);
+    char mport[16];
+    snprintf(mport, sizeof mport, "%d", m.port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
+    sk_th_redis_start(&rp, rargs);
+    sk_redis *r = redis_to(m.url);
+    CHECK_MSG(POLL_UNTIL(link_up(rp.port) && wait_counts(r), 10000), "replica not in sync");
+    uint64_t aid = sk_th_unique_id();
+    open_activity(r, aid, 100, 1, 1);
+    struct sk_th_serve s;
+    const char *extra[] = {"--sync-replicas", "1", "--sync-timeout-ms", "50", NULL};
+    serve_start(&s, m.url, extra);
+    struct sk_th_http c;
+    sk_th_http_open(&c, s.port);
+    struct sk_th_resp *resp = malloc(sizeof *resp);
+    CHECK(resp);
+
+    /* a replica acknowledges: 200 */
+    int st = buy(&c, aid, 1, "k1", resp);
+    CHECK_MSG(st == 200, "%d %s", st, resp->body);
+    int64_t waits = cmd_calls(r, "wait");
+    CHECK_MSG(waits >= 1, "no WAIT sent");
+
+    /* the replica stopped: admitted on the master, but no promise */
+    kill(rp.pid, SIGSTOP);
+    int64_t t0 = sk_mono_ms();
+    st = buy(&c, aid, 2, "k2", resp);
+    int64_t took = sk_mono_ms() - t0;
+    expect_unconfirmed(st, resp);
+    CHECK_MSG(took < 1000, "the unconfirmed answer took %lld ms", (long long)took);
+    CHECK_EQ(metric(s.port, "seckill_refusals_total{reason=\"unconfirmed\"}"), 1);
+    char first[80];
+    idem_on(m.port, aid, 2, "k2", first, sizeof first);
+    CHECK_MSG(!strncmp(first, "1:", 2), "the admission is not on the master: \"%s\"", first);
+    /* the retry while the replica still sleeps: still no promise, and not
+     * a second purchase */
+    expect_unconfirmed(buy(&c, aid, 2, "k2", resp), resp);
+    struct sk_stock_state ss;
+    CHECK_EQ(sk_stock_state(r, aid, &ss), 0);
+    CHECK_EQ(ss.held, 2);
+
+    /* the replica catches up: the retry is the first answer, confirmed */
+    kill(rp.pid, SIGCONT);
+    int64_t deadline = sk_mono_ms() + 10000;
+    while ((st = buy(&c, aid, 2, "k2", resp)) == 503 && sk_mono_ms() < deadline)
+        pause_ms(20);
+    CHECK_MSG(st == 200, "retry after the replica came back: %d %s", st, resp->body);
+    char oid[80];
+    order_id(resp, oid, sizeof oid);
+    CHECK_STR(oid, first + 2);
+    CHECK_EQ(sk_stock_state(r, aid, &ss), 0);
+    CHECK_EQ(ss.held, 2);
+    CHECK_EQ(ss.stream_len, 2);
+    CHECK_EQ(ss.remaining, 98);
+    printf("    # unconfirmed answer in %lld ms; WAITs sent %lld\n", (long long)took,
+           (long long)cmd_calls(r, "wait"));
+    sk_th_http_close(&c);
+    stop_server(&s);
+
+    /* without --sync-replicas no WAIT is sent */
+    waits = cmd_calls(r, "wait");
+    serve_start(&s, m.url, NULL);
+    sk_th_http_open(&c, s.port);
+    CHECK_EQ(buy(&c, aid, 3, "k3", resp), 200);
+    CHECK_EQ(cmd_calls(r, "wait"), waits);
+    sk_th_http_close(&c);
+    stop_server(&s);
+    free(resp);
+    sk_redis_free(r);
+    sk_th_redis_stop(&rp, 1);
+    sk_th_redis_stop(&m, 1);
+}
+
+static void *run_worker(void *arg)
+{
+    sk_worker_run(arg);
+    return NULL;
+}
+
+SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 150)
+{
+    struct sk_sentinel_spawn ss;
+    sk_th_sentinel_start(&ss, 2, NULL);
+    sk_redis *r = redis_to(ss.url);
+    struct sk_th_serve s;
+    const char *extra[] = {"--sync-replicas", "1", "--sync-timeout-ms", "50", NULL};
+    serve_start(&s, ss.url, extra);
+    /* in the database too: the rollback guard's recovery below needs the
+     * activity's definition and its switch */
+    uint64_t aid = sale_activity(s.port, 0, 100, 1, 1);
+    struct sk_th_http c;
+    sk_th_http_open(&c, s.port);
+    struct sk_th_resp *resp = malloc(sizeof *resp);
+    CHECK(resp);
+    CHECK_EQ(buy(&c, aid, 1, "k1", resp), 200);
+    char oid1[80];
+    order_id(resp, oid1, sizeof oid1);
+
+    /* both replicas stopped and cut off (a stopped replica's socket would
+     * still take the stream into its kernel buffer): user 2's purchase
+     * exists on the master only */
+    int m = sk_th_sentinel_master(&ss);
+    for (int i = 0; i < ss.nodes; i++)
+        if (i != m) kill(ss.node[i].pid, SIGSTOP);
+    redisReply *kr = sk_th_sentinel_cmd(&ss, m, "CLIENT KILL TYPE replica");
+    CHECK_MSG(kr && kr->type == REDIS_REPLY_INTEGER && kr->integer == 2, "CLIENT KILL: %s",
+              kr && kr->str ? kr->str : "?");
+    freeReplyObject(kr);
+    expect_unconfirmed(buy(&c, aid, 2, "k2", resp), resp);
+    char lost[80];
+    idem_on(ss.node[m].port, aid, 2, "k2", lost, sizeof lost);
+    CHECK_MSG(!strncmp(lost, "1:", 2), "the admission is not on the master: \"%s\"", lost);
+
+    /* the master dies with it; a replica that never saw it is promoted */
+    sk_th_sentinel_kill_master(&ss);
+    for (int i = 0; i < ss.nodes; i++)
+        if (i != m) kill(ss.node[i].pid, SIGCONT);
+    int now = sk_th_sentinel_await_failover(&ss, m);
+
+    /* serve saw the lost admission (its answer was a 503 unconfirmed, but
+     * its admission count came back): the promoted master is behind that,
+     * so the first call fences the key set (docs/recovery.md) until the
+     * order worker has compared it with the database and resumed it. The
+     * worker starts only now: it never persisted the lost admission, which
+     * is thus lost for good (and does not keep its stream entries trimmed,
+     * so the stream can be compared with the ledger below). */
+    struct sk_worker_opts wo;
+    sk_worker_opts_init(&wo);
+    wo.redis_url = ss.url;
+    wo.db_spec = s.db;
+    wo.trim = 0;
+    wo.block_ms = 100;
+    sk_worker *w;
+    char werr[256];
+    CHECK_MSG(sk_worker_new(&w, &wo, werr, sizeof werr) == 0, "%s", werr);
+    pthread_t wth;
+    CHECK_EQ(pthread_create(&wth, NULL, run_worker, w), 0);
+
+    /* the retry learns the truth: the first admission is gone, so this is
+     * a fresh purchase (a new order), confirmed by the other replica */
+    int st, recovering = 0;
+    int64_t deadline = sk_mono_ms() + 20000;
+    while ((st = buy(&c, aid, 2, "k2", resp)) == 503 && sk_mono_ms() < deadline) {
+        recovering += strstr(resp->body, "\"recovering\"") != NULL;
+        pause_ms(50);
+    }
+    CHECK_MSG(st == 200, "retry after the failover: %d %s", st, resp->body);
+    CHECK_MSG(recovering > 0, "the rollback guard never fenced the key set");
+    char oid2[80];
+    order_id(resp, oid2, sizeof oid2);
+    CHECK_MSG(strcmp(oid2, lost + 2) != 0, "the lost order %s came back", oid2);
+    /* user 1's purchase was confirmed: it survived, and its retry is it */
+    CHECK_EQ(buy(&c, aid, 1, "k1", resp), 200);
+    char again[80];
+    order_id(resp, again, sizeof again);
+    CHECK_STR(again, oid1);
+    /* the promoted master: both orders, not the lost one */
+    CHECK_EQ(sk_redis_connect(r), 0);
+    CHECK_EQ(r->sn_port, ss.node[now].port);
+    struct view v;
+    view_load(r, aid, &v);
+    check_invariants(&v, 100, 1);
+    CHECK_EQ(v.nlg, 2);
+    CHECK(ledger_find(&v, oid1) && ledger_find(&v, oid2));
+    CHECK(!ledger_find(&v, lost + 2));
+    view_free(&v);
+    /* the guard counted it lost (from the admission count serve saw: an
+     * unconfirmed admission counts too) and resumed the sale */
+    struct sk_stock_state sst;
+    CHECK_EQ(sk_stock_state(r, aid, &sst), 0);
+    CHECK_STR(sst.fence, "");
+    CHECK_EQ(sst.lost, 1);
+    sk_worker_stop(w);
+    pthread_join(wth, NULL);
+    struct sk_worker_stats ws;
+    sk_worker_stats(w, &ws);
+    CHECK_EQ(ws.recoveries, 1);
+    CHECK_EQ(ws.orders_replayed, 0);
+    sk_worker_free(w);
+    printf("    # lost %s on the killed master; %d answers 503 recovering; the retry bought %s on "
+           "the promoted one\n",
+           lost + 2, recovering, oid2);
+    sk_th_http_close(&c);
+    free(resp);
+    stop_server(&s);
+    sk_redis_free(r);
+    sk_th_sentinel_stop(&ss);
+}
+
+/* ---- the same sale through a master kill on a Redis Cluster -------------- */
+
+#define CL_NODE_TIMEOUT_MS 2000
+
+struct cl_fault {
+    struct sk_cluster_spawn *cl;
+    int slot, old, now; /* node indexes */
+};
+
+/* The node whose port is the master of slot in node i's view, or -1. */
+static int owner_seen_by(const struct sk_cluster_spawn *cl, int i, int slot)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", cl->port[i], tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return -1;
+    }
+    redisSetTimeout(c, tv);
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    int port = -1;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        const redisReply *e = r->element[k];
+        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            port = (int)e->element[2]->element[1]->integer;
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    for (int n = 0; n < cl->nodes; n++)
+        if (cl->port[n] == port) return n;
+    return -1;
+}
+
+/* A master other than old serves slot for every node alive. */
+static int promoted(struct cl_fault *f)
+{
+    int agreed = -1;
+    for (int i = 0; i < f->cl->nodes; i++) {
+        if (f->cl->pid[i] <= 0) continue;
+        int o = owner_seen_by(f->cl, i, f->slot);
+        if (o < 0 || o == f->old || (agreed >= 0 && o != agreed)) return 0;
+        agreed = o;
+    }
+    f->now = agreed;
+    return agreed >= 0;
+}
+
+/* SIGKILL of the slot's master; back when its replica serves the slot
+ * everywhere and the killed node is up again as that replica's replica
+ * (so WAIT 1 can be satisfied on the promoted master). */
+static void kill_cluster_master(void *arg)
+{
+    struct cl_fault *f = arg;
+    f->old = owner_seen_by(f->cl, 0, f->slot);
+    CHECK_MSG(f->old >= 0, "no master for slot %d", f->slot);
+    pid_t pid = f->cl->pid[f->old];
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    f->cl->pid[f->old] = 0;
+    CHECK_MSG(POLL_UNTIL(promoted(f), 30000), "slot %d not failed over", f->slot);
+    CHECK_MSG(sk_cluster_spawn_restart_node(f->cl, f->old, CL_NODE_TIMEOUT_MS, NULL) == 0, "%s",
+              f->cl->errstr);
+    CHECK_MSG(POLL_UNTIL(link_up(f->cl->port[f->old]), 30000),
+              "the killed master did not come back as a replica");
+}
+
+SK_TEST_T(sync_replicas_cluster_sale_keeps_every_200_through_a_master_kill, 200)
+{
+    struct sk_cluster_spawn cl;
+    struct sk_cluster_spawn_opts o = {
+        .masters = 3, .replicas = 1, .node_timeout_ms = CL_NODE_TIMEOUT_MS};
+    CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
+    /* the fault kills the master of the sale's activity */
+    struct cl_fault f = {&cl, -1, -1, -1};
+    uint64_t aid = sk_th_unique_id();
+    char tag[32];
+    int tl = snprintf(tag, sizeof tag, "a%" PRIu64, aid);
+    f.slot = sk_cluster_key_slot(tag, (size_t)tl);
+    struct fo_sale_result res;
+    fo_sale(cl.url, aid, 1, kill_cluster_master, &f, &res);
+    fo_sale_print("Redis Cluster, --sync-replicas 1", &res);
+    printf("    # slot %d: master node %d (port %d) killed, node %d (port %d) promoted\n", f.slot,
+           f.old, cl.port[f.old], f.now, cl.port[f.now]);
+    sk_cluster_spawn_stop(&cl);
+}
