@@ -284,69 +284,12 @@ static int start_nginx(struct sk_bench_child *c, const char *exe, const char *di
 
 /* ---- measurements ---- */
 
-/* CPU seconds (user + system) of pid so far; 0 when unknown. */
-static double cpu_seconds(pid_t pid)
-{
-    if (pid <= 0) return 0;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* fields after the command name, which may contain spaces: from the
-     * last ')' on, utime and stime are the 12th and 13th */
-    const char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* pid and its children (serve with --role all is a supervisor with an API
- * process and an order-worker process); returns how many are in out. */
-static int with_children(pid_t pid, pid_t *out, int cap)
-{
-    int n = 0;
-    if (pid <= 0 || cap < 1) return 0;
-    out[n++] = pid;
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (d && (e = readdir(d)) && n < cap) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *p = strrchr(buf, ')');
-        int ppid;
-        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)pid)
-            out[n++] = (pid_t)atoi(e->d_name);
-    }
-    if (d) closedir(d);
-    return n;
-}
-
-static double tree_cpu_seconds(pid_t root)
-{
-    pid_t ps[16];
-    int n = with_children(root, ps, 16);
-    double t = 0;
-    for (int i = 0; i < n; i++)
-        t += cpu_seconds(ps[i]);
-    return t;
-}
-
 static void cpu_snapshot(double out[CPU_N])
 {
     for (int i = 0; i < CPU_N; i++)
         out[i] = i == CPU_LOAD  ? sk_bench_self_cpu_seconds()
                  : i == CPU_ALL ? sk_bench_machine_cpu_seconds()
-                                : tree_cpu_seconds(cpu_pids[i]);
+                                : sk_bench_tree_cpu_seconds(cpu_pids[i]);
 }
 
 static long rss_kib(pid_t pid);
@@ -355,7 +298,7 @@ static long rss_kib(pid_t pid);
 static long tree_rss_kib(pid_t root)
 {
     pid_t ps[16];
-    int n = with_children(root, ps, 16);
+    int n = sk_bench_with_children(root, ps, 16);
     long t = 0;
     for (int i = 0; i < n; i++) {
         long k = rss_kib(ps[i]);

@@ -82,35 +82,6 @@ struct store_run {
     char note[300];
 };
 
-/* CPU seconds of pid and its children (serve --role all: the supervisor,
- * the HTTP process and the order worker). */
-static double tree_cpu(pid_t root)
-{
-    double t = 0;
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (root > 0 && d && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], buf[1024];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *p = strrchr(buf, ')');
-        int ppid;
-        unsigned long long ut = 0, st = 0;
-        if (!p || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ppid, &ut,
-                         &st) != 3)
-            continue;
-        if (atoi(e->d_name) == (int)root || ppid == (int)root)
-            t += (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-    }
-    if (d) closedir(d);
-    return t;
-}
-
 struct cpu_mark {
     double c[C_N];
     int64_t us;
@@ -118,8 +89,8 @@ struct cpu_mark {
 
 static void cpu_mark(struct cpu_mark *m, pid_t serve, pid_t redis, const struct sk_pg_spawn *pg)
 {
-    m->c[C_SERVE] = tree_cpu(serve);
-    m->c[C_REDIS] = tree_cpu(redis);
+    m->c[C_SERVE] = sk_bench_tree_cpu_seconds(serve);
+    m->c[C_REDIS] = sk_bench_tree_cpu_seconds(redis);
     m->c[C_PG] = pg ? sk_pg_spawn_cpu_seconds(pg) : 0;
     m->c[C_LOAD] = sk_bench_self_cpu_seconds();
     m->c[C_ALL] = sk_bench_machine_cpu_seconds();
@@ -329,24 +300,10 @@ static int buy_orders(int port, uint64_t aid, struct sk_load_target *polls,
 /* SIGSTOP (or SIGCONT) to the postmaster and every process it started. */
 static void pg_signal_all(pid_t root, int sig)
 {
-    kill(root, sig);
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *p = strrchr(buf, ')');
-        int ppid;
-        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)root)
-            kill((pid_t)atoi(e->d_name), sig);
-    }
-    if (d) closedir(d);
+    pid_t ps[64];
+    int n = sk_bench_with_children(root, ps, 64);
+    for (int i = 0; i < n; i++)
+        kill(ps[i], sig);
 }
 
 /* ---- one store ---- */

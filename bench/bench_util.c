@@ -3,6 +3,7 @@
  * the machine, a Redis server) and the CPU model for the reports. */
 #include "bench/bench_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -165,4 +166,58 @@ void sk_bench_cpu_model(char *out, size_t cap)
         }
     }
     fclose(f);
+}
+
+double sk_bench_pid_cpu_seconds(pid_t pid)
+{
+    if (pid <= 0) return 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* fields after the command name, which may contain spaces: from the
+     * last ')' on, utime and stime are the 12th and 13th */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+int sk_bench_with_children(pid_t pid, pid_t *out, int cap)
+{
+    int n = 0;
+    if (pid <= 0 || cap < 1) return 0;
+    out[n++] = pid;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < cap) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *p = strrchr(buf, ')');
+        int ppid;
+        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)pid)
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+double sk_bench_tree_cpu_seconds(pid_t root)
+{
+    pid_t ps[16];
+    int n = sk_bench_with_children(root, ps, 16);
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += sk_bench_pid_cpu_seconds(ps[i]);
+    return t;
 }

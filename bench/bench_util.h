@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "redis/redis_conn.h"
 
@@ -22,6 +23,14 @@ int sk_bench_redis_benchmark(const char *const *args, int64_t limit_ms, const at
 double sk_bench_self_cpu_seconds(void);
 double sk_bench_machine_cpu_seconds(void);
 double sk_bench_redis_cpu_seconds(sk_redis *r);
+
+/* CPU seconds (user + system) of pid so far (0 when unknown); pid and its
+ * direct children into out (at most cap; serve --role all is a supervisor
+ * with HTTP processes and an order worker), returning how many; the CPU
+ * seconds of pid and its children. */
+double sk_bench_pid_cpu_seconds(pid_t pid);
+int sk_bench_with_children(pid_t pid, pid_t *out, int cap);
+double sk_bench_tree_cpu_seconds(pid_t root);
 
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);

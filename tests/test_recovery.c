@@ -95,35 +95,16 @@ static void env_stop(struct env *e)
     sk_th_redis_stop(&e->rs, 1);
 }
 
-struct at_least {
-    sk_store *st;
-    uint64_t aid;
-    int64_t n;
-};
-
-static int db_has(void *arg)
-{
-    struct at_least *a = arg;
-    return sale_db_orders(a->st, a->aid) >= a->n;
-}
-
 static int sold_out(void *arg)
 {
     return atomic_load(&((struct sale *)arg)->sold_out_seen);
 }
 
-static int ok_above(void *arg)
-{
-    struct sale *s = ((struct sale **)arg)[0];
-    long at = (long)(intptr_t)((struct sale **)arg)[1];
-    return atomic_load(&s->ok) > at;
-}
-
 /* Waits until the buyers got a 200 after the at-th. */
 static void wait_selling_again(struct sale *s, long at, int timeout_ms)
 {
-    void *arg[2] = {s, (void *)(intptr_t)at};
-    sale_wait(ok_above, arg, timeout_ms, "a 200 after the recovery");
+    struct sale_ok_want arg = {s, at};
+    sale_wait(sale_ok_above, &arg, timeout_ms, "a 200 after the recovery");
 }
 
 static int ok_at_least(void *arg)
@@ -157,8 +138,8 @@ SK_TEST_T(recovery_redis_restarted_empty_is_fenced_rebuilt_from_the_orders_and_s
     struct env e;
     env_start(&e, NULL, "all", 30000, 3, 1);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    struct at_least want = {e.st, e.aid, 4000};
-    sale_wait(db_has, &want, 60000, "4000 persisted orders");
+    struct sale_db_want want = {e.st, e.aid, 4000};
+    sale_wait(sale_db_has, &want, 60000, "4000 persisted orders");
     /* Redis dies without persistence and comes back empty. */
     sk_th_redis_stop(&e.rs, 1);
     sk_th_redis_restart(&e.rs, NULL);
@@ -228,8 +209,8 @@ SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_
     struct env e;
     env_start(&e, aof, "all", 30000, 3, 1);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    struct at_least want = {e.st, e.aid, 6000};
-    sale_wait(db_has, &want, 60000, "6000 persisted orders");
+    struct sale_db_want want = {e.st, e.aid, 6000};
+    sale_wait(sale_db_has, &want, 60000, "6000 persisted orders");
     sk_th_redis_stop(&e.rs, 1); /* SIGKILL: nothing flushed */
     /* The AOF misses its last writes: the tail of the incremental file is
      * cut. A crash with appendfsync everysec loses up to a second; the cut
@@ -328,8 +309,8 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     struct worker_thread wt;
     worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    struct at_least want = {e.st, e.aid, 3000};
-    sale_wait(db_has, &want, 60000, "3000 persisted orders");
+    struct sale_db_want want = {e.st, e.aid, 3000};
+    sale_wait(sale_db_has, &want, 60000, "3000 persisted orders");
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e.r, &rep, "SAVE"), 0);
     freeReplyObject(rep);
@@ -338,7 +319,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     snprintf(old, sizeof old, "%s/dump.old", e.rs.dir);
     copy_file(dump, old);
     want.n = 8000;
-    sale_wait(db_has, &want, 60000, "8000 persisted orders");
+    sale_wait(sale_db_has, &want, 60000, "8000 persisted orders");
     worker_stop(&wt, 0);
     sk_th_redis_stop(&e.rs, 1);
     copy_file(old, dump); /* the restored backup */
@@ -866,8 +847,8 @@ SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 
     struct env e;
     env_start(&e, NULL, "all", 40000, 3, 4);
     sale_start(&e.s, e.v.port, e.aid, 30000, e.limit, SALE_THREADS);
-    struct at_least want = {e.st, e.aid, 3000};
-    sale_wait(db_has, &want, 60000, "3000 persisted orders");
+    struct sale_db_want want = {e.st, e.aid, 3000};
+    sale_wait(sale_db_has, &want, 60000, "3000 persisted orders");
     struct sk_keys k2;
     sk_keys_seg(&k2, e.aid, 2);
     struct sk_keyset_probe p;

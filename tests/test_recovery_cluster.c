@@ -149,24 +149,6 @@ static int healthy_again(void *arg)
     return ok;
 }
 
-struct db_at_least {
-    sk_store *st;
-    uint64_t aid;
-    int64_t n;
-};
-
-static int db_has(void *arg)
-{
-    struct db_at_least *d = arg;
-    return sale_db_orders(d->st, d->aid) >= d->n;
-}
-
-static int ok_above(void *arg)
-{
-    struct sale *s = ((struct sale **)arg)[0];
-    return atomic_load(&s->ok) > (long)(intptr_t)((struct sale **)arg)[1];
-}
-
 SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_never_oversells,
           400)
 {
@@ -197,14 +179,14 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     static struct sale s;
     sale_start(&s, v.port, aid, 100000, limit, SALE_THREADS);
     failing_sale = &s;
-    struct db_at_least want = {st, aid, 5000};
-    sale_wait(db_has, &want, 60000, "5000 persisted orders");
+    struct sale_db_want want = {st, aid, 5000};
+    sale_wait(sale_db_has, &want, 60000, "5000 persisted orders");
     /* the replica falls behind: tens of MB of replication stream */
     struct lag l = {master, info_num(master, "replication", "master_repl_offset"), 24 << 20};
     CHECK_EQ(kill(rpid, SIGSTOP), 0);
     sale_wait(lagging, &l, 120000, "the replica 24 MB behind");
     want.n = sale_db_orders(st, aid) + 20000;
-    sale_wait(db_has, &want, 120000, "20000 more persisted orders");
+    sale_wait(sale_db_has, &want, 120000, "20000 more persisted orders");
     /* the master dies (frozen), the replica is continued and promoted */
     CHECK_EQ(kill(mpid, SIGSTOP), 0);
     CHECK_EQ(kill(rpid, SIGCONT), 0);
@@ -223,11 +205,11 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
         }
     }
     long at = atomic_load(&s.ok);
-    void *arg[2] = {&s, (void *)(intptr_t)at};
-    sale_wait(ok_above, arg, 60000, "a 200 after the failover");
+    struct sale_ok_want arg = {&s, at};
+    sale_wait(sale_ok_above, &arg, 60000, "a 200 after the failover");
     /* sell on for a while after the recovery, then stop and check */
-    arg[1] = (void *)(intptr_t)(at + 5000);
-    sale_wait(ok_above, arg, 60000, "5000 more 200s after the failover");
+    arg.n = at + 5000;
+    sale_wait(sale_ok_above, &arg, 60000, "5000 more 200s after the failover");
     sale_stop(&s);
     sale_print(&s, "failover to a lagging replica");
     sale_wait_drained(r, aid, 60000);

@@ -72,24 +72,6 @@ static long long info_num(const struct sk_sentinel_spawn *ss, int i, const char 
     return v;
 }
 
-struct db_at_least {
-    sk_store *st;
-    uint64_t aid;
-    int64_t n;
-};
-
-static int db_has(void *arg)
-{
-    struct db_at_least *d = arg;
-    return sale_db_orders(d->st, d->aid) >= d->n;
-}
-
-static int ok_above(void *arg)
-{
-    struct sale *s = ((struct sale **)arg)[0];
-    return atomic_load(&s->ok) > (long)(intptr_t)((struct sale **)arg)[1];
-}
-
 /* What one run saw. */
 struct run {
     int64_t stock, limit, sold;
@@ -147,8 +129,8 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     static struct sale s;
     sale_start_recording(&s, v.port, aid, 100000, out->limit, SALE_THREADS, 400000, 2);
     failing_sale = &s;
-    struct db_at_least want = {st, aid, 5000};
-    sale_wait(db_has, &want, 60000, "5000 persisted orders");
+    struct sale_db_want want = {st, aid, 5000};
+    sale_wait(sale_db_has, &want, 60000, "5000 persisted orders");
 
     /* the replicas stop and are cut off: from here on the master alone
      * holds what it admits */
@@ -169,7 +151,7 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     /* every order admitted up to the cut, and after_cut more, persisted:
      * the replicas never saw those after_cut */
     want.n = cut.adm + after_cut;
-    sale_wait(db_has, &want, 180000, "the orders admitted after the cut, persisted");
+    sale_wait(sale_db_has, &want, 180000, "the orders admitted after the cut, persisted");
     out->persisted_after_cut = sale_db_orders(st, aid) - cut.adm;
     out->lag_bytes = info_num(&ss, m, "replication", "master_repl_offset") - cut_offset;
 
@@ -182,12 +164,12 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     sk_th_sentinel_await_failover(&ss, m);
     int64_t t_promoted = out->ms[3] = sk_mono_ms();
     long at = atomic_load(&s.ok);
-    void *arg[2] = {&s, (void *)(intptr_t)at};
-    sale_wait(ok_above, arg, 60000, "a 200 after the failover");
+    struct sale_ok_want arg = {&s, at};
+    sale_wait(sale_ok_above, &arg, 60000, "a 200 after the failover");
     out->fence_to_sale_ms = sk_mono_ms() - t_promoted;
     /* sell on for a while after the recovery, then stop and check */
-    arg[1] = (void *)(intptr_t)(at + 3000);
-    sale_wait(ok_above, arg, 120000, "3000 more 200s after the failover");
+    arg.n = at + 3000;
+    sale_wait(sale_ok_above, &arg, 120000, "3000 more 200s after the failover");
     sale_stop(&s);
     out->ms[4] = sk_mono_ms();
     out->refused_end = refused(&s);

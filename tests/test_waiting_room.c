@@ -21,6 +21,7 @@
 #include "redis/script.h"
 #include "support/cluster_harness.h"
 #include "support/harness.h"
+#include "support/queue_env.h"
 
 SK_TH_CLUSTER_USED
 
@@ -62,33 +63,6 @@ static uint64_t wr_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t s
     CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
     CHECK_EQ(rc, SK_RC_OK);
     return d.id;
-}
-
-/* One buyer's join or poll. */
-static struct sk_queue_answer q1(sk_redis *r, uint64_t aid, char op, uint64_t uid,
-                                 struct sk_queue_head *h)
-{
-    struct sk_queue_head tmp;
-    struct sk_queue_answer a;
-    if (!h) h = &tmp;
-    int rc = sk_queue_call(r, aid, &op, &uid, 1, h, &a);
-    CHECK_MSG(rc == 0, "queue call: %s (%s)", sk_strerror(rc), r->errstr);
-    return a;
-}
-
-/* uid joins and polls until it has a pass (bounded): at a high pace that
- * is at once or within a few ms. */
-static struct sk_queue_answer admitted(sk_redis *r, uint64_t aid, uint64_t uid)
-{
-    int64_t deadline = sk_mono_ms() + 5000;
-    struct sk_queue_answer a = q1(r, aid, SK_QUEUE_JOIN, uid, NULL);
-    while (a.rc != SK_RC_Q_ADMITTED) {
-        CHECK_MSG(a.rc == SK_RC_Q_WAITING, "user %" PRIu64 ": rc %d", uid, a.rc);
-        CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " got no pass within 5 s", uid);
-        nap_ms(2);
-        a = q1(r, aid, SK_QUEUE_POLL, uid, NULL);
-    }
-    return a;
 }
 
 /* n buyers users[0..n) join (or poll) in that order, 500 to a call. */
@@ -231,7 +205,7 @@ SK_TEST(wr_queue_refusals_change_nothing)
     sk_redis *r = connect_to(sk_th_redis_url());
     uint64_t aid = wr_activity(r, 10, 1, sk_wall_ms() - 1000, 5, 60, SEED_A, 1);
     struct sk_queue_head h;
-    CHECK_EQ(q1(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
     CHECK_EQ(h.length, 0);
     /* no waiting room */
     struct sk_stock_def d = {.id = sk_th_unique_id(),
@@ -243,15 +217,15 @@ SK_TEST(wr_queue_refusals_change_nothing)
                              .segments = 1};
     int rc;
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(q1(r, d.id, SK_QUEUE_JOIN, 7, &h).rc, SK_RC_NO_WAITING_ROOM);
+    CHECK_EQ(queue_one(r, d.id, SK_QUEUE_JOIN, 7, &h).rc, SK_RC_NO_WAITING_ROOM);
     CHECK_EQ(h.rc, SK_RC_NO_WAITING_ROOM);
     /* never preheated */
-    CHECK_EQ(q1(r, sk_th_unique_id(), SK_QUEUE_JOIN, 7, &h).rc, SK_RC_UNKNOWN_ACTIVITY);
+    CHECK_EQ(queue_one(r, sk_th_unique_id(), SK_QUEUE_JOIN, 7, &h).rc, SK_RC_UNKNOWN_ACTIVITY);
     /* closed */
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
-    CHECK_EQ(q1(r, aid, SK_QUEUE_JOIN, 7, &h).rc, SK_RC_CLOSED);
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_JOIN, 7, &h).rc, SK_RC_CLOSED);
     CHECK_EQ(sk_stock_set_open(r, aid, 1, &rc), 0);
-    CHECK_EQ(q1(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
     /* a malformed call is an error, not an answer */
     const char *keys[4];
     struct sk_keys k;
@@ -265,7 +239,7 @@ SK_TEST(wr_queue_refusals_change_nothing)
     CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad_user, NULL, &rep), 0);
     CHECK_EQ(rep->element[6]->integer, SK_RC_BAD_ARGUMENT);
     freeReplyObject(rep);
-    CHECK_EQ(q1(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
     CHECK_EQ(h.length, 0);
     sk_redis_free(r);
 }
@@ -295,7 +269,7 @@ SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
     CHECK_MSG(admitted <= 2, "%d passes at once: the idle time was banked", admitted);
     CHECK_EQ(h.issued, admitted);
     /* a waiting buyer's position and estimate follow from the head */
-    struct sk_queue_answer last = q1(r, aid, SK_QUEUE_POLL, users[49], &h);
+    struct sk_queue_answer last = queue_one(r, aid, SK_QUEUE_POLL, users[49], &h);
     CHECK_EQ(last.rc, SK_RC_Q_WAITING);
     CHECK_EQ(sk_queue_position(&h, &last), 50 - h.issued);
     CHECK_EQ(sk_queue_eta_ms(&h, &last), (50 - h.issued) * 1000);
@@ -305,15 +279,15 @@ SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
      * never after the third: whenever the third has one, so has the second */
     int64_t deadline = sk_mono_ms() + 5000;
     for (;;) {
-        int third = q1(r, aid, SK_QUEUE_POLL, users[2], NULL).rc == SK_RC_Q_ADMITTED;
-        int second = q1(r, aid, SK_QUEUE_POLL, users[1], &h).rc == SK_RC_Q_ADMITTED;
+        int third = queue_one(r, aid, SK_QUEUE_POLL, users[2], NULL).rc == SK_RC_Q_ADMITTED;
+        int second = queue_one(r, aid, SK_QUEUE_POLL, users[1], &h).rc == SK_RC_Q_ADMITTED;
         CHECK_MSG(!third || second, "the third place had a pass before the second");
         if (second) break;
         CHECK_MSG(sk_mono_ms() < deadline, "the second place got no pass within 5 s");
         nap_ms(20);
     }
     /* the pass a buyer sees again is the same one */
-    struct sk_queue_answer again = q1(r, aid, SK_QUEUE_JOIN, users[0], NULL);
+    struct sk_queue_answer again = queue_one(r, aid, SK_QUEUE_JOIN, users[0], NULL);
     CHECK_EQ(again.rc, SK_RC_Q_ADMITTED);
     CHECK_STR(again.pass, ans[0].pass);
     CHECK_EQ(again.pass_exp_ms, ans[0].pass_exp_ms);
@@ -335,9 +309,9 @@ static void pass_rules(int segments)
     sk_redis *r = connect_to(sk_th_redis_url());
     uint64_t aid = wr_activity(r, 10, 2, sk_wall_ms() - 1000, 1000, 2, SEED_A, segments);
     uint64_t other = wr_activity(r, 10, 2, sk_wall_ms() - 1000, 1000, 2, SEED_A, segments);
-    struct sk_queue_answer a = admitted(r, aid, 11);
-    struct sk_queue_answer b = admitted(r, aid, 12);
-    struct sk_queue_answer o = admitted(r, other, 11);
+    struct sk_queue_answer a = queue_admitted(r, aid, 11);
+    struct sk_queue_answer b = queue_admitted(r, aid, 12);
+    struct sk_queue_answer o = queue_admitted(r, other, 11);
     struct sk_stock_state st0, st;
     CHECK_EQ(sk_stock_state(r, aid, &st0), 0);
     char forged[SK_QUEUE_PASS_MAX];
@@ -376,7 +350,7 @@ static void pass_rules(int segments)
     CHECK_EQ(st.remaining, st0.remaining - 1);
     CHECK_EQ(st.held, 1);
     /* two purchases of one pass in one call: one buys */
-    struct sk_queue_answer c = admitted(r, aid, 13);
+    struct sk_queue_answer c = queue_admitted(r, aid, 13);
     struct sk_purchase two[2] = {
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)},
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)}};
@@ -407,24 +381,24 @@ SK_TEST(wr_expired_pass_rejoins_at_the_back_without_a_free_pass)
     sk_redis *r = connect_to(sk_th_redis_url());
     uint64_t aid = wr_activity(r, 100, 1, sk_wall_ms() - 1000, 1, 1, SEED_A, 1);
     struct sk_queue_head h;
-    struct sk_queue_answer a = q1(r, aid, SK_QUEUE_JOIN, 21, &h);
+    struct sk_queue_answer a = queue_one(r, aid, SK_QUEUE_JOIN, 21, &h);
     CHECK_EQ(a.rc, SK_RC_Q_ADMITTED);
     CHECK_EQ(a.events, SK_QUEUE_EV_ISSUED);
     for (uint64_t u = 22; u <= 24; u++)
-        CHECK_EQ(q1(r, aid, SK_QUEUE_JOIN, u, NULL).rc, SK_RC_Q_WAITING);
+        CHECK_EQ(queue_one(r, aid, SK_QUEUE_JOIN, u, NULL).rc, SK_RC_Q_WAITING);
     /* wait for the pass to expire (1 s), then see it so */
     wait_redis_past(r, a.pass_exp_ms);
-    struct sk_queue_answer e = q1(r, aid, SK_QUEUE_POLL, 21, &h);
+    struct sk_queue_answer e = queue_one(r, aid, SK_QUEUE_POLL, 21, &h);
     CHECK_EQ(e.rc, SK_RC_Q_EXPIRED);
     CHECK_EQ(e.events, SK_QUEUE_EV_EXPIRED);
-    CHECK_EQ(q1(r, aid, SK_QUEUE_POLL, 21, NULL).events, 0); /* counted once */
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 21, NULL).events, 0); /* counted once */
     /* join again: the back of the queue, the others keep their order */
-    struct sk_queue_answer back = q1(r, aid, SK_QUEUE_JOIN, 21, &h);
+    struct sk_queue_answer back = queue_one(r, aid, SK_QUEUE_JOIN, 21, &h);
     CHECK_EQ(h.length, 4);
     CHECK_EQ(back.place, 4);
-    struct sk_queue_answer b24 = q1(r, aid, SK_QUEUE_POLL, 24, NULL);
-    struct sk_queue_answer b23 = q1(r, aid, SK_QUEUE_POLL, 23, NULL);
-    struct sk_queue_answer b22 = q1(r, aid, SK_QUEUE_POLL, 22, NULL);
+    struct sk_queue_answer b24 = queue_one(r, aid, SK_QUEUE_POLL, 24, NULL);
+    struct sk_queue_answer b23 = queue_one(r, aid, SK_QUEUE_POLL, 23, NULL);
+    struct sk_queue_answer b22 = queue_one(r, aid, SK_QUEUE_POLL, 22, NULL);
     CHECK_EQ(b22.place, 1);
     CHECK_EQ(b23.place, 2);
     CHECK_EQ(b24.place, 3);
@@ -497,7 +471,7 @@ SK_TEST(wr_cluster_segmented_sale_sells_exactly_with_passes)
     uint64_t aid = wr_activity(r, 20, 1, sk_wall_ms() - 1000, 100000, 60, SEED_A, 3);
     int sold = 0;
     for (uint64_t u = 1; u <= 40; u++) {
-        struct sk_queue_answer a = admitted(r, aid, u);
+        struct sk_queue_answer a = queue_admitted(r, aid, u);
         /* without a pass: refused (sold out first once every unit is gone) */
         int rc = buy_with(r, aid, u, NULL, NULL, NULL);
         CHECK_MSG(rc == SK_RC_NO_PASS || (rc == SK_RC_SOLD_OUT && sold == 20), "rc %d", rc);

@@ -25,6 +25,7 @@
 #include "store/store.h"
 #include "support/harness.h"
 #include "support/http_api.h"
+#include "support/queue_env.h"
 
 #define SEED "00112233445566778899aabbccddeeff"
 
@@ -82,32 +83,6 @@ static void wenv_stop(struct wenv *e)
     sk_redis_free(e->r);
     sk_store_close(e->st);
     sk_th_redis_stop(&e->rs, 1);
-}
-
-/* One buyer's join or poll. */
-static struct sk_queue_answer q1(sk_redis *r, uint64_t aid, char op, uint64_t uid,
-                                 struct sk_queue_head *h)
-{
-    struct sk_queue_head tmp;
-    struct sk_queue_answer a;
-    if (!h) h = &tmp;
-    int rc = sk_queue_call(r, aid, &op, &uid, 1, h, &a);
-    CHECK_MSG(rc == 0, "queue call: %s (%s)", sk_strerror(rc), r->errstr);
-    return a;
-}
-
-/* uid joins and polls until it has a pass (bounded). */
-static struct sk_queue_answer admitted(sk_redis *r, uint64_t aid, uint64_t uid)
-{
-    int64_t deadline = sk_mono_ms() + 5000;
-    struct sk_queue_answer a = q1(r, aid, SK_QUEUE_JOIN, uid, NULL);
-    while (a.rc != SK_RC_Q_ADMITTED) {
-        CHECK_MSG(a.rc == SK_RC_Q_WAITING, "user %" PRIu64 ": rc %d", uid, a.rc);
-        CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " got no pass within 5 s", uid);
-        nap_ms(2);
-        a = q1(r, aid, SK_QUEUE_POLL, uid, NULL);
-    }
-    return a;
 }
 
 static int buy_with(sk_redis *r, uint64_t aid, uint64_t uid, const char *pass)
@@ -178,12 +153,12 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
     int64_t last_poll = 0;
     while (sk_wall_ms() - fenced_at < 2000) {
         last_poll = sk_wall_ms();
-        struct sk_queue_answer a = q1(e.r, e.aid, SK_QUEUE_POLL, users[29], &h);
+        struct sk_queue_answer a = queue_one(e.r, e.aid, SK_QUEUE_POLL, users[29], &h);
         CHECK_EQ(h.rc, SK_RC_RECOVERING);
         CHECK_EQ(a.rc, SK_RC_RECOVERING);
         CHECK_EQ(a.pass[0], 0);
         /* a newcomer does not get in either */
-        CHECK_EQ(q1(e.r, e.aid, SK_QUEUE_JOIN, 999, NULL).rc, SK_RC_RECOVERING);
+        CHECK_EQ(queue_one(e.r, e.aid, SK_QUEUE_JOIN, 999, NULL).rc, SK_RC_RECOVERING);
         nap_ms(50);
     }
     CHECK_EQ(sk_queue_pace(e.r, e.aid, 0, &fb), 0);
@@ -207,7 +182,7 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
               st1.issued, st0.issued, allowed);
     /* the queue goes on: the front buys with its pass, the pace moves */
     CHECK_EQ(buy_with(e.r, e.aid, users[0], ans[0].pass), SK_RC_OK);
-    struct sk_queue_answer b = admitted(e.r, e.aid, users[(size_t)st1.issued]);
+    struct sk_queue_answer b = queue_admitted(e.r, e.aid, users[(size_t)st1.issued]);
     CHECK_EQ(b.place, st1.issued + 1);
     wenv_stop(&e);
 }
@@ -223,8 +198,8 @@ static void vanished_keys_keep_the_waiting_room(int segments)
 {
     struct wenv e;
     wenv_start(&e, segments > 1 ? "wr_vanish_seg" : "wr_vanish", 50, 1000, segments);
-    struct sk_queue_answer a1 = admitted(e.r, e.aid, 1);
-    struct sk_queue_answer a2 = admitted(e.r, e.aid, 2);
+    struct sk_queue_answer a1 = queue_admitted(e.r, e.aid, 1);
+    struct sk_queue_answer a2 = queue_admitted(e.r, e.aid, 2);
     CHECK_EQ(buy_with(e.r, e.aid, 1, a1.pass), SK_RC_OK);
     persist(&e);
     CHECK_EQ(sk_stock_drop(e.r, e.aid), 0);
@@ -265,7 +240,7 @@ static void vanished_keys_keep_the_waiting_room(int segments)
     /* a pass of before buys */
     CHECK_EQ(buy_with(e.r, e.aid, 2, a2.pass), SK_RC_OK);
     /* the queue starts again: a new joiner is at its front */
-    struct sk_queue_answer a4 = admitted(e.r, e.aid, 4);
+    struct sk_queue_answer a4 = queue_admitted(e.r, e.aid, 4);
     CHECK_EQ(a4.place, 1);
     CHECK_EQ(buy_with(e.r, e.aid, 4, a4.pass), SK_RC_OK);
     CHECK_EQ(sk_stock_state(e.r, e.aid, &st), 0);

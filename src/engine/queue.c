@@ -200,17 +200,23 @@ int sk_queue_pace(sk_redis *r, uint64_t aid, int64_t new_rate, struct sk_queue_s
     return rc;
 }
 
+void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t aid, uint64_t uid, int64_t exp_ms)
+{
+    sk_keys_for(&c->k, aid);
+    snprintf(c->a[0], sizeof c->a[0], "%" PRIu64, uid);
+    snprintf(c->a[1], sizeof c->a[1], "%" PRId64, exp_ms);
+    c->keys[0] = c->k.meta;
+    c->keys[1] = c->k.wr_pass;
+    c->args[0] = c->a[0];
+    c->args[1] = c->a[1];
+}
+
 int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms, int *marked)
 {
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    char a[2][24];
-    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
-    snprintf(a[1], sizeof a[1], "%" PRId64, exp_ms);
-    const char *keys[] = {k.meta, k.wr_pass};
-    const char *args[] = {a[0], a[1]};
+    struct sk_queue_spent_call c;
+    sk_queue_spent_call(&c, aid, uid, exp_ms);
     int64_t v[1];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 2, keys, 2, args, v, 1);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, v, 1);
     if (rc == 0 && marked) *marked = (int)v[0];
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/keys.h"
 #include "redis/redis_conn.h"
 
 /* Longest queue call (joins and polls of one activity in one script call). */
@@ -101,6 +102,17 @@ int sk_queue_call(sk_redis *r, uint64_t activity_id, const char *ops, const uint
                   size_t n, struct sk_queue_head *h, struct sk_queue_answer *a);
 /* The figures, and with new_rate > 0 a new pace (passes per second). */
 int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk_queue_stats *st);
+/* The keys and arguments of queue_spent.lua for user_id's pass expiring
+ * at pass_exp_ms, in c (its pointers point into c: use it where it is
+ * filled, do not copy it). */
+struct sk_queue_spent_call {
+    struct sk_keys k;
+    char a[2][24];
+    const char *keys[2];
+    const char *args[2];
+};
+void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t activity_id, uint64_t user_id,
+                         int64_t pass_exp_ms);
 /* Marks a pass spent in the queue's record (queue_spent.lua): *marked 1
  * when it was the pass handed out to user_id. */
 int sk_queue_note_spent(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t pass_exp_ms,

@@ -351,14 +351,10 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
     if (!sn) return;
     sn->app = app;
     sn->aid = aid;
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    char a[2][24];
-    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
-    snprintf(a[1], sizeof a[1], "%" PRId64, exp_ms);
-    const char *keys[] = {k.meta, k.wr_pass};
-    const char *args[] = {a[0], a[1]};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, keys, 2, args, NULL, on_spent, sn) < 0)
+    struct sk_queue_spent_call c;
+    sk_queue_spent_call(&c, aid, uid, exp_ms);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, NULL, on_spent,
+                       sn) < 0)
         free(sn);
 }
 

@@ -118,6 +118,9 @@ static void connection_lost(sk_aredis *ar, const char *why)
 {
     snprintf(ar->errstr, sizeof ar->errstr, "redis %.64s:%d: %.80s", ar->url.host, ar->url.port,
              why);
+    /* an operator sees each loss of a working connection once, not every
+     * failed attempt after it */
+    if (ar->state == AR_READY) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
     if (ar->sock) {
         ar->sock->data = NULL;
         h2o_socket_close(ar->sock);
@@ -432,6 +435,8 @@ static void on_handshake_done(void *data, redisReply *rep)
     if (!rep || ar->state != AR_HANDSHAKE) return;
     set_state(ar, AR_READY);
     ar->backoff_ms = 0;
+    if (ar->connects > 0)
+        sk_log(SK_LOG_INFO, "redis %.64s:%d: ready again", ar->url.host, ar->url.port);
     ar->errstr[0] = 0;
     ar->connects++;
 }
@@ -613,6 +618,7 @@ void sk_aredis_free(sk_aredis *ar)
         sk_aredis_sn_free(ar);
         return;
     }
+    set_state(ar, AR_DOWN); /* closed on purpose: not logged as a loss */
     connection_lost(ar, "closed");
     redisReaderFree(ar->reader);
     free(ar->out.p);

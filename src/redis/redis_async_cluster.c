@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "redis/redis_async.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_cluster.h"
@@ -46,6 +47,7 @@ struct ar_cluster {
     int64_t next_refresh_ms;
     struct sk_cluster_stats stats;
     char errstr[256];
+    char masters_seen[256]; /* the masters of the last map read, as logged */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -127,8 +129,21 @@ static void cl_refresh(sk_aredis *ar)
     cl->stale = 0;
     cl->prefer = -1;
     cl->stats.refreshes++;
-    for (int i = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i)) cl_node(ar, i);
+    char masters[256];
+    size_t n = 0;
+    masters[0] = 0;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        cl_node(ar, i);
+        int w = snprintf(masters + n, sizeof masters - n, "%s%.64s:%d", n ? " " : "",
+                         cl->map.nodes[i].host, cl->map.nodes[i].port);
+        if (w > 0 && (size_t)w < sizeof masters - n) n += (size_t)w;
+    }
+    /* a failover or reshard shows in the log once, not at every re-read */
+    if (strcmp(masters, cl->masters_seen) != 0) {
+        sk_log(SK_LOG_INFO, "redis cluster: masters %s", masters);
+        memcpy(cl->masters_seen, masters, sizeof masters);
+    }
 }
 
 /* The ready node c goes to (its ASK target, its slot's master, or any

@@ -13,6 +13,7 @@
 #include "redis/redis_cluster.h"
 #include "support/harness.h"
 #include "tools/spawn/cluster_spawn.h"
+#include "tools/spawn/redis_spawn.h"
 
 #define N SK_TH_CLUSTER_NODES
 
@@ -34,18 +35,10 @@ static void pause_ms(long ms)
 
 redisReply *sk_th_cluster_cmd(int port, const char *fmt, ...)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = sk_redis_spawn_vcmd(port, 2000, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return r;
 }
 

@@ -309,3 +309,15 @@ long long sale_replayed_held(sk_store *st, uint64_t aid)
     free(a);
     return held;
 }
+
+int sale_db_has(void *arg)
+{
+    const struct sale_db_want *w = arg;
+    return sale_db_orders(w->st, w->aid) >= w->n;
+}
+
+int sale_ok_above(void *arg)
+{
+    const struct sale_ok_want *w = arg;
+    return atomic_load(&w->s->ok) > w->n;
+}

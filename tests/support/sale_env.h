@@ -70,6 +70,20 @@ void sale_stop(struct sale *s);
  * first such id into first, cap bytes, "" when none). */
 long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap);
 void sale_ids_free(struct sale *s);
+/* sale_wait conditions: the database holds at least n orders of the
+ * activity (sale_db_has, arg a struct sale_db_want); the buyers got more
+ * than n 200s (sale_ok_above, arg a struct sale_ok_want). */
+struct sale_db_want {
+    sk_store *st;
+    uint64_t aid;
+    int64_t n;
+};
+int sale_db_has(void *arg);
+struct sale_ok_want {
+    struct sale *s;
+    long n;
+};
+int sale_ok_above(void *arg);
 /* The buyers' counts as one line. */
 void sale_print(const struct sale *s, const char *label);
 

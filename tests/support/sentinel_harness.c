@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "support/harness.h"
+#include "tools/spawn/redis_spawn.h"
 
 void sk_th_sentinel_start(struct sk_sentinel_spawn *s, int replicas, const char *const *extra)
 {
@@ -43,18 +44,10 @@ int sk_th_sentinel_await_failover(struct sk_sentinel_spawn *s, int old)
 
 redisReply *sk_th_sentinel_cmd(const struct sk_sentinel_spawn *s, int i, const char *fmt, ...)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->node[i].port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = sk_redis_spawn_vcmd(s->node[i].port, 2000, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return r;
 }
 

@@ -129,3 +129,26 @@ int sk_redis_spawn_stop(struct sk_redis_spawn *s)
     s->unix_url[0] = 0;
     return rc;
 }
+
+redisReply *sk_redis_spawn_vcmd(int port, int timeout_ms, const char *fmt, va_list ap)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    redisFree(c);
+    return r;
+}
+
+redisReply *sk_redis_spawn_cmd(int port, int timeout_ms, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = sk_redis_spawn_vcmd(port, timeout_ms, fmt, ap);
+    va_end(ap);
+    return r;
+}

@@ -6,6 +6,7 @@
  * directory, so an AOF or RDB file written there is loaded again. */
 #ifndef SK_REDIS_SPAWN_H
 #define SK_REDIS_SPAWN_H
+#include <stdarg.h>
 #include <sys/types.h>
 
 struct sk_redis_spawn {
@@ -57,5 +58,11 @@ int sk_redis_spawn_restart(struct sk_redis_spawn *s, const char *const *extra_ar
  * everything in it. Safe on a stopped or zeroed s. Returns 0, or SK_EIO
  * when the directory could not be removed (s->errstr). */
 int sk_redis_spawn_stop(struct sk_redis_spawn *s);
+
+/* One command on 127.0.0.1:port over a fresh connection, connect and
+ * reply bounded by timeout_ms; NULL on an I/O error. The caller frees the
+ * reply (freeReplyObject). */
+struct redisReply *sk_redis_spawn_cmd(int port, int timeout_ms, const char *fmt, ...);
+struct redisReply *sk_redis_spawn_vcmd(int port, int timeout_ms, const char *fmt, va_list ap);
 
 #endif

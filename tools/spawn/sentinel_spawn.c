@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "tools/spawn/netutil.h"
+#include "tools/spawn/redis_spawn.h"
 #include "tools/spawn/spawn.h"
 
 #define SK_SSPAWN_READY_MS 30000
@@ -36,18 +37,10 @@ static void pause_ms(long ms)
  * error. Caller frees the reply. */
 static redisReply *cmd_at(int port, const char *fmt, ...)
 {
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
     va_list ap;
     va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
+    redisReply *r = sk_redis_spawn_vcmd(port, 1000, fmt, ap);
     va_end(ap);
-    redisFree(c);
     return r;
 }
 
