@@ -57,26 +57,6 @@ static void continue_at_exit(pid_t a, pid_t b)
     close(fd[0]); /* fd[1] stays open until this test's process ends */
 }
 
-/* The serve log's lines that say what happened, when the test failed. */
-static char serve_log[320];
-static int passed;
-
-static struct sale *failing_sale;
-
-static void dump_log_on_failure(void)
-{
-    if (!passed && failing_sale) sale_print(failing_sale, "at the failure");
-    FILE *f = passed || !serve_log[0] ? NULL : fopen(serve_log, "r");
-    char line[1024];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f) && n < 60)
-        if (!strstr(line, " info ") || strstr(line, "recover")) {
-            fputs(line, stdout);
-            n++;
-        }
-    if (f) fclose(f);
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -173,12 +153,11 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     pid_t rpid = (pid_t)info_num(replica, "server", "process_id");
     CHECK(mpid > 0 && rpid > 0);
     continue_at_exit(mpid, rpid);
-    snprintf(serve_log, sizeof serve_log, "%s", v.log);
-    atexit(dump_log_on_failure);
+    sale_log_on_failure(v.log, v.port);
 
     static struct sale s;
     sale_start(&s, v.port, aid, 100000, limit, SALE_THREADS);
-    failing_sale = &s;
+    sale_log_sale(&s);
     struct sale_db_want want = {st, aid, 5000};
     sale_wait(sale_db_has, &want, 60000, "5000 persisted orders");
     /* the replica falls behind: tens of MB of replication stream */
@@ -230,5 +209,5 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     sale_wait(healthy_again, &master, 60000, "the old master back as a replica");
     sk_store_close(st);
     sk_redis_free(r);
-    passed = 1;
+    sale_log_passed();
 }

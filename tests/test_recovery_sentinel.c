@@ -37,25 +37,6 @@
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
 
-/* The serve log's lines that say what happened, when the test failed. */
-static char serve_log[320];
-static int passed;
-static struct sale *failing_sale;
-
-static void dump_log_on_failure(void)
-{
-    if (!passed && failing_sale) sale_print(failing_sale, "at the failure");
-    FILE *f = passed || !serve_log[0] ? NULL : fopen(serve_log, "r");
-    char line[1024];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f) && n < 60)
-        if (!strstr(line, " info ") || strstr(line, "recover")) {
-            fputs(line, stdout);
-            n++;
-        }
-    if (f) fclose(f);
-}
-
 /* A numeric field of INFO <section> of node i, -1 when absent. */
 static long long info_num(const struct sk_sentinel_spawn *ss, int i, const char *section,
                           const char *field)
@@ -113,8 +94,7 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
     struct sk_th_serve v;
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     sk_th_serve_start(&v, ss.url, sync ? synced : plain);
-    snprintf(serve_log, sizeof serve_log, "%s", v.log);
-    atexit(dump_log_on_failure);
+    sale_log_on_failure(v.log, v.port);
     sale_wait_ready(v.port);
     out->ms[0] = sk_mono_ms();
     out->stock = 200000;
@@ -128,7 +108,7 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
 
     static struct sale s;
     sale_start_recording(&s, v.port, aid, 100000, out->limit, SALE_THREADS, 400000, 2);
-    failing_sale = &s;
+    sale_log_sale(&s);
     struct sale_db_want want = {st, aid, 5000};
     sale_wait(sale_db_has, &want, 60000, "5000 persisted orders");
 
@@ -204,7 +184,7 @@ static void failover_sale(int sync, int64_t after_cut, struct run *out)
 
     CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
     sale_ids_free(&s);
-    failing_sale = NULL;
+    sale_log_sale(NULL);
     sk_store_close(st);
     sk_redis_free(r);
     sk_th_sentinel_stop(&ss);
@@ -219,7 +199,7 @@ SK_TEST_T(recovery_sentinel_failover_to_a_lagging_replica_is_fenced_replayed_and
      * never received (the link was cut before they were written) */
     CHECK(run.persisted_after_cut >= 20000);
     CHECK(run.replayed >= 20000);
-    passed = 1;
+    sale_log_passed();
 }
 
 SK_TEST_T(recovery_sentinel_failover_with_sync_replicas_loses_no_200_and_replays_only_refused, 400)
@@ -241,5 +221,5 @@ SK_TEST_T(recovery_sentinel_failover_with_sync_replicas_loses_no_200_and_replays
     CHECK_MSG(run.replayed <= run.refused_end - run.refused_cut,
               "%lld put back, only %ld purchases answered 503 since the cut", run.replayed,
               run.refused_end - run.refused_cut);
-    passed = 1;
+    sale_log_passed();
 }

@@ -84,6 +84,13 @@ struct sale_ok_want {
     long n;
 };
 int sale_ok_above(void *arg);
+/* When the test's process exits before sale_log_passed: the counts of
+ * the sale last given to sale_log_sale (if any), serve's /readyz on port,
+ * and the first 60 lines of the serve log worth reading (warnings,
+ * errors, recovery, Redis links). */
+void sale_log_on_failure(const char *serve_log, int port);
+void sale_log_sale(struct sale *s);
+void sale_log_passed(void);
 /* The buyers' counts as one line. */
 void sale_print(const struct sale *s, const char *label);
 
