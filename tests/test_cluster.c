@@ -22,7 +22,10 @@
 #include "redis/script.h"
 #include "support/cluster_harness.h"
 #include "support/harness.h"
+#include "support/http_api.h"
 #include "support/http_client.h"
+#include "tools/spawn/cluster_spawn.h"
+#include "tools/spawn/redis_spawn.h"
 
 SK_TH_CLUSTER_USED
 
@@ -700,4 +703,79 @@ SK_TEST(cluster_serve_survives_a_slot_migration_during_an_http_sale)
            "lost %ld\n",
            slot, from, to, moved, ask, tryagain, (long)atomic_load(&s.n503),
            (long)atomic_load(&s.lost));
+}
+
+/* ---- a map with a slot nobody serves ---- */
+
+static int buy_status(struct srv *v, uint64_t aid, uint64_t uid, struct sk_th_resp *r)
+{
+    return buy(v, aid, uid, NULL, r);
+}
+
+/* A view read mid-failover can give the activity's slot no master (the
+ * old one's slots dropped, the new one not yet known). Made for real on a
+ * one-master cluster of its own: CLUSTER DELSLOTS takes the slot away,
+ * serve must say it is not ready (and why), and once the slot is served
+ * again (ADDSLOTS) it must sell again by itself: no command is ever sent
+ * for a slot without a master, so nothing but serve's own re-reading can
+ * bring it back. Found by the Cluster rollback test, whose serve answered
+ * 503 for a minute after a failover while /readyz said ready. */
+SK_TEST_T(cluster_serve_sells_again_after_a_slot_had_no_master_in_its_map, 120)
+{
+    struct sk_cluster_spawn cl;
+    struct sk_cluster_spawn_opts o = {.masters = 1, .replicas = 0};
+    CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
+    sanitizer_exit_code_0();
+    struct srv v;
+    const char *extra[] = {"--role", "api", "--processes", "1", NULL};
+    sk_th_serve_start(&v.s, cl.url, extra);
+    sk_th_http_open(&v.c, v.s.port);
+    uint64_t aid = sk_th_unique_id();
+    ready_act(&v, aid, 1000, 1000, 1, W_NOW);
+    struct sk_th_resp r;
+    uint64_t uid = 1;
+    long ok = 0;
+    EXPECT_STATUS(buy_status(&v, aid, uid++, &r), &r, 200);
+    ok++;
+
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    int slot = sk_cluster_key_slot(k.meta, strlen(k.meta));
+    redisReply *rep = sk_redis_spawn_cmd(cl.port[0], 2000, "CLUSTER DELSLOTS %d", slot);
+    CHECK_MSG(rep && rep->type == REDIS_REPLY_STATUS, "DELSLOTS: %s",
+              rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    /* purchases fail (the cluster is down without the slot) until serve
+     * has read the map with the gap: then /readyz says so */
+    int64_t by = sk_mono_ms() + 20000;
+    int ready_st = 200;
+    while (ready_st == 200 || !strstr(r.body, "no master")) {
+        CHECK_MSG(sk_mono_ms() < by, "readyz still %d '%s' with slot %d unserved", ready_st, r.body,
+                  slot);
+        int st = buy_status(&v, aid, uid++, &r);
+        CHECK_MSG(st == 503 || st == 200, "purchase answered %d: %s", st, r.body);
+        ok += st == 200;
+        ready_st = req(&v, "GET", "/readyz", NULL, NULL, &r);
+    }
+
+    rep = sk_redis_spawn_cmd(cl.port[0], 2000, "CLUSTER ADDSLOTS %d", slot);
+    CHECK_MSG(rep && rep->type == REDIS_REPLY_STATUS, "ADDSLOTS: %s",
+              rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    /* nothing else happens: serve must find the slot served by itself */
+    by = sk_mono_ms() + 30000;
+    int st;
+    while ((st = buy_status(&v, aid, uid++, &r)) != 200) {
+        CHECK_MSG(st == 503, "purchase answered %d: %s", st, r.body);
+        CHECK_MSG(sk_mono_ms() < by, "no 200 within 30 s of the slot being served again: %s",
+                  r.body);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ok++;
+    EXPECT_STATUS(req(&v, "GET", "/readyz", NULL, NULL, &r), &r, 200);
+    /* every 200 took a unit, and nothing else did */
+    CHECK_EQ(remaining(&v, aid), 1000 - ok);
+    srv_stop(&v);
+    sk_cluster_spawn_stop(&cl);
 }

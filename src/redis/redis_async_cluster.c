@@ -48,6 +48,7 @@ struct ar_cluster {
     struct sk_cluster_stats stats;
     char errstr[256];
     char masters_seen[256]; /* the masters of the last map read, as logged */
+    int uncovered;          /* slots the last map read gave no master */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -126,9 +127,26 @@ static void cl_refresh(sk_aredis *ar)
         ok = cl_fetch(ar, ar->url.seeds[i].host, ar->url.seeds[i].port) == 0;
     cl->next_refresh_ms = sk_mono_ms() + (ok ? CL_REFRESH_MIN_MS : CL_REFRESH_FAIL_MS);
     if (!ok) return;
-    cl->stale = 0;
     cl->prefer = -1;
     cl->stats.refreshes++;
+    /* A map with slots nobody serves is a view caught mid-failover (the
+     * old master's slots dropped, the new one not yet known) or a cluster
+     * missing masters: read it again until it is whole. Nothing else would
+     * trigger the read: no command is sent for a slot without a master,
+     * so no MOVED or lost reply ever comes back for it. */
+    int uncovered = 0;
+    for (int s = 0; s < SK_CLUSTER_SLOTS; s++)
+        uncovered += sk_cluster_map_owner(&cl->map, s) < 0;
+    if (uncovered && !cl->uncovered)
+        sk_log(SK_LOG_WARN, "redis cluster: %d slots have no master in the map; reading it again",
+               uncovered);
+    cl->uncovered = uncovered;
+    cl->stale = uncovered > 0;
+    if (uncovered) {
+        cl->next_refresh_ms = sk_mono_ms() + CL_REFRESH_FAIL_MS;
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster: %d slots have no master",
+                 uncovered);
+    }
     char masters[256];
     size_t n = 0;
     masters[0] = 0;
@@ -364,7 +382,7 @@ void sk_aredis_cl_free(sk_aredis *ar)
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded) return 0;
+    if (!cl->map.loaded || cl->uncovered) return 0;
     int masters = 0;
     for (int i = 0; i < cl->map.nnodes; i++) {
         if (!sk_cluster_map_is_master(&cl->map, i)) continue;
@@ -386,7 +404,7 @@ size_t sk_aredis_cl_pending(const sk_aredis *ar)
 const char *sk_aredis_cl_errstr(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded) return cl->errstr;
+    if (!cl->map.loaded || cl->uncovered) return cl->errstr;
     for (int i = 0; i < cl->map.nnodes; i++) {
         if (!sk_cluster_map_is_master(&cl->map, i)) continue;
         if (!cl->node[i]) return cl->errstr;
