@@ -20,27 +20,35 @@
 #include "tools/spawn/redis_spawn.h"
 #include "tools/spawn/spawn.h"
 
-#define MAX_TESTS 512
-
-static struct {
+/* Every registered test (constructors run before main); grows as needed:
+ * a fixed table once dropped the tests past its size without a word. */
+static struct test {
     const char *name, *file;
     sk_test_fn fn;
     int timeout_s; /* 0: the run's default */
-} tests[MAX_TESTS];
-static int ntests;
+} * tests;
+static int ntests, cap_tests;
 static char root_dir[256];
 static struct sk_th_redis shared_redis;
 static unsigned tmp_counter, id_counter;
 
 void sk_test_register(const char *name, sk_test_fn fn, const char *file, int timeout_s)
 {
-    if (ntests < MAX_TESTS) {
-        tests[ntests].name = name;
-        tests[ntests].file = file;
-        tests[ntests].fn = fn;
-        tests[ntests].timeout_s = timeout_s;
-        ntests++;
+    if (ntests == cap_tests) {
+        int cap = cap_tests ? cap_tests * 2 : 256;
+        struct test *t = realloc(tests, (size_t)cap * sizeof *t);
+        if (!t) {
+            fprintf(stderr, "out of memory registering test %s\n", name);
+            abort();
+        }
+        tests = t;
+        cap_tests = cap;
     }
+    tests[ntests].name = name;
+    tests[ntests].file = file;
+    tests[ntests].fn = fn;
+    tests[ntests].timeout_s = timeout_s;
+    ntests++;
 }
 
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
@@ -397,7 +405,8 @@ int main(int argc, char **argv)
             filter = argv[i];
     }
     if (jobs < 1 || jobs > 64 || timeout_s < 1) return usage();
-    int selected[MAX_TESTS], nsel = 0, skipped = 0;
+    int *selected = calloc((size_t)(ntests ? ntests : 1), sizeof *selected), nsel = 0, skipped = 0;
+    if (!selected) return 2;
     for (int i = 0; i < ntests; i++) {
         int match = !filter || strstr(tests[i].name, filter) || strstr(tests[i].file, filter);
         if (match && unit_only && !strstr(tests[i].file, "/unit/")) match = 0;
