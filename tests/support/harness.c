@@ -418,6 +418,7 @@ int main(int argc, char **argv)
     if (list) {
         for (int i = 0; i < nsel; i++)
             printf("%s\n", tests[selected[i]].name);
+        free(selected);
         return 0;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -476,6 +477,7 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     free(run);
+    free(selected);
     printf("%d passed, %d failed", passed, failed);
     if (skipped) printf(", %d skipped", skipped);
     printf("\n");
