@@ -24,6 +24,7 @@
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
+#include "support/http_load_env.h"
 #include "tools/spawn/cluster_spawn.h"
 #include "tools/spawn/redis_spawn.h"
 
@@ -160,23 +161,6 @@ static int activity_slot(uint64_t id)
     return sk_cluster_key_slot(tag, (size_t)tl);
 }
 
-static void open_sale(sk_redis *r, uint64_t id, int64_t stock, int64_t limit)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = id,
-                             .initial = stock,
-                             .per_user_limit = limit,
-                             .max_per_order = limit,
-                             .start_ms = now - 1000,
-                             .end_ms = now + 3600000};
-    int rc;
-    int64_t left;
-    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &left) == 0, "preheat: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-}
-
 SK_TEST(cluster_blocking_client_routes_keys_scripts_pipelines_and_split_reads)
 {
     sk_redis *r = connect_cluster();
@@ -224,7 +208,7 @@ SK_TEST(cluster_blocking_client_routes_keys_scripts_pipelines_and_split_reads)
     uint64_t ids[3];
     ids_on_masters(r, ids, 3);
     for (int i = 0; i < 3; i++) {
-        open_sale(r, ids[i], 5, 1);
+        open_activity(r, ids[i], 5, 1, 1);
         struct sk_admission a;
         int64_t left;
         CHECK_EQ(sk_stock_purchase(r, ids[i], 7, 1, &a, &left), 0);
@@ -322,7 +306,7 @@ static void sale_start(struct sale *s, sk_redis *r, pthread_t *th, int64_t stock
     s->stock = stock;
     ids_on_masters(r, s->ids, SALE_ACTIVITIES);
     for (int i = 0; i < SALE_ACTIVITIES; i++)
-        open_sale(r, s->ids[i], stock, SALE_LIMIT);
+        open_activity(r, s->ids[i], stock, SALE_LIMIT, SALE_LIMIT);
     for (int i = 0; i < SALE_THREADS; i++)
         CHECK_EQ(pthread_create(&th[i], NULL, buyer, s), 0);
 }
@@ -505,7 +489,7 @@ static void hsale_start(struct hsale *s, struct sk_th_serve *v, sk_redis *r, pth
     memset(s, 0, sizeof *s);
     ids_on_masters(r, s->ids, SALE_ACTIVITIES);
     for (int i = 0; i < SALE_ACTIVITIES; i++)
-        open_sale(r, s->ids[i], stock, SALE_LIMIT);
+        open_activity(r, s->ids[i], stock, SALE_LIMIT, SALE_LIMIT);
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     const char *extra[] = {"--role", "api", NULL};
     sk_th_serve_start(v, sk_th_cluster_url(), extra);

@@ -39,11 +39,12 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "support/harness.h"
+#include "support/http_load_env.h"
 
 /* Bounded waits: a stuck worker is killed by its alarm, a stuck test by its
  * own, so a deadlock fails the test instead of hanging the run. */
 #define WORKER_ALARM_S 120
-#define TEST_ALARM_S 200
+#define CONC_ALARM_S 200
 #define CONNECT_MS 2000
 #define COMMAND_MS 5000
 
@@ -528,25 +529,6 @@ static void raise_fd_limit(void)
     }
 }
 
-/* Preheats aid (window opened a second ago, closing in an hour) and opens it. */
-static void open_activity(sk_redis *r, uint64_t aid, int64_t initial, int64_t limit, int64_t maxq)
-{
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = aid,
-                             .initial = initial,
-                             .per_user_limit = limit,
-                             .max_per_order = maxq,
-                             .start_ms = now - 1000,
-                             .end_ms = now + 3600000};
-    int rc;
-    int64_t stock;
-    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &stock) == 0, "preheat: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(stock, initial);
-    CHECK_MSG(sk_stock_set_open(r, aid, 1, &rc) == 0, "open: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_OK);
-}
-
 static int64_t get_int(sk_redis *r, const char *key)
 {
     redisReply *rep;
@@ -764,7 +746,7 @@ static void engine_big_load(struct big_figures *f)
 
 SK_TEST(purchases_from_400_connections_admit_exactly_the_stock)
 {
-    alarm(TEST_ALARM_S);
+    alarm(CONC_ALARM_S);
     raise_fd_limit();
     struct big_figures f;
     engine_big_load(&f);
@@ -779,7 +761,7 @@ SK_TEST(purchases_from_400_connections_admit_exactly_the_stock)
 SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
 {
     enum { PROCS = 4, THREADS = 25, RELEASERS = 6, STOCK = 500, USERS = 1500, PER = 50 };
-    alarm(TEST_ALARM_S);
+    alarm(CONC_ALARM_S);
     raise_fd_limit();
     struct arena *A = arena_new();
     sk_redis *r = connect_or_fail();
@@ -909,7 +891,7 @@ static int64_t naive_big_load(int64_t *final_stock)
 
 SK_TEST(naive_check_then_act_oversells_under_the_same_load)
 {
-    alarm(TEST_ALARM_S);
+    alarm(CONC_ALARM_S);
     raise_fd_limit();
     int64_t naive_left;
     int64_t naive_sold = naive_big_load(&naive_left);
@@ -926,7 +908,7 @@ SK_TEST(naive_check_then_act_oversells_under_the_same_load)
 SK_TEST(per_user_limit_holds_when_one_user_hammers_from_many_connections)
 {
     enum { HOT_USER = 4242 };
-    alarm(TEST_ALARM_S);
+    alarm(CONC_ALARM_S);
     raise_fd_limit();
     struct arena *A = arena_new();
     sk_redis *r = connect_or_fail();

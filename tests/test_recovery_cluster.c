@@ -94,20 +94,6 @@ static int replica_of(int port)
     return rp;
 }
 
-/* Port of the master of slot in the view of the node at port, -1. */
-static int owner_seen_by(int port, int slot)
-{
-    redisReply *r = sk_th_cluster_cmd(port, "CLUSTER SLOTS");
-    int owner = -1;
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            owner = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    return owner;
-}
-
 struct lag {
     int master;
     long long from, bytes;
@@ -177,7 +163,7 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
     int64_t by = sk_mono_ms() + 30000;
     for (int i = 0; i < SK_TH_CLUSTER_NODES; i++) {
         int port = sk_th_cluster_port(i);
-        while (port != master && owner_seen_by(port, slot) != replica) {
+        while (port != master && sk_th_cluster_owner_seen_by(port, slot) != replica) {
             CHECK_MSG(sk_mono_ms() < by, "node %d does not see %d own slot %d", port, replica,
                       slot);
             nap_ms(10);

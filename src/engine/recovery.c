@@ -341,35 +341,26 @@ int sk_recovery_transfer_sums(sk_redis *r, uint64_t aid, int segments, int v, in
     return err ? sk_stock_proto(r, "HMGET xin xout") : 0;
 }
 
+struct forget {
+    int v;
+    int64_t units;
+};
+
+static int forget_one(sk_redis *r, uint64_t aid, const char *id, int to, int64_t qty, void *arg)
+{
+    (void)r, (void)aid, (void)id;
+    struct forget *f = arg;
+    if (to != f->v) return 0;
+    f->units += qty;
+    return 1;
+}
+
 int sk_recovery_forget_lends_to(sk_redis *r, uint64_t aid, int segments, int v, int64_t *units)
 {
-    *units = 0;
-    for (int s = 0; s < segments; s++) {
-        if (s == v) continue;
-        struct sk_keys k;
-        sk_keys_seg(&k, aid, s);
-        redisReply *rep;
-        int rc = sk_redis_cmd(r, &rep, "HGETALL %s", k.xout);
-        if (rc < 0) return rc;
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
-            freeReplyObject(rep);
-            return sk_stock_proto(r, "HGETALL xout");
-        }
-        for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
-            int to;
-            long long q;
-            const redisReply *id = rep->element[i], *val = rep->element[i + 1];
-            if (id->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING ||
-                sscanf(val->str, "%d:%lld", &to, &q) != 2 || to != v)
-                continue;
-            redisReply *d;
-            if ((rc = sk_redis_cmd(r, &d, "HDEL %s %s", k.xout, id->str)) == 0) {
-                freeReplyObject(d);
-                *units += q;
-            }
-        }
-        freeReplyObject(rep);
-        if (rc < 0) return rc;
-    }
-    return 0;
+    struct forget f = {v, 0};
+    int rc = 0;
+    for (int s = 0; s < segments && rc == 0; s++)
+        if (s != v) rc = sk_seg_xout_each(r, aid, s, forget_one, &f);
+    *units = f.units;
+    return rc;
 }

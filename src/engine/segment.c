@@ -602,36 +602,61 @@ int sk_seg_settle(sk_redis *r, uint64_t aid, int segments, int64_t *units)
     return sk_seg_settle_opt(r, aid, segments, 0, units);
 }
 
-int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
+int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void *arg)
 {
-    *units = 0;
-    for (int s = 0; s < segments; s++) {
-        struct sk_keys k;
-        sk_keys_seg(&k, aid, s);
-        redisReply *rep;
-        int rc = sk_redis_cmd(r, &rep, "HGETALL %s", k.xout);
-        if (rc < 0) return rc;
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
-            freeReplyObject(rep);
-            return sk_stock_proto(r, "HGETALL xout");
-        }
-        for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
-            const redisReply *id = rep->element[i], *v = rep->element[i + 1];
-            int to;
-            int64_t qty;
-            if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-                sscanf(v->str, "%d:%" SCNd64, &to, &qty) != 2 || to < 0 || to >= segments ||
-                qty < 1)
-                continue; /* not ours to judge: left for an operator */
-            int applied = 0;
-            if ((rc = xfer_in(r, aid, to, id->str, qty, recovering, &applied)) < 0) break;
-            if (applied < 0) continue; /* fenced receiver: its recovery settles it */
-            if (applied) *units += qty;
+    struct sk_keys k;
+    sk_keys_seg(&k, aid, seg);
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "HGETALL %s", k.xout);
+    if (rc < 0) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
+        freeReplyObject(rep);
+        return sk_stock_proto(r, "HGETALL xout");
+    }
+    for (size_t i = 0; rc == 0 && i + 1 < rep->elements; i += 2) {
+        const redisReply *id = rep->element[i], *v = rep->element[i + 1];
+        int to;
+        int64_t qty;
+        if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+            sscanf(v->str, "%d:%" SCNd64, &to, &qty) != 2)
+            continue; /* not ours to judge: left for an operator */
+        int del = fn(r, aid, id->str, to, qty, arg);
+        if (del < 0) {
+            rc = del;
+        } else if (del) {
             redisReply *d;
             if ((rc = sk_redis_cmd(r, &d, "HDEL %s %s", k.xout, id->str)) == 0) freeReplyObject(d);
         }
-        freeReplyObject(rep);
-        if (rc < 0) return rc;
     }
-    return 0;
+    freeReplyObject(rep);
+    return rc;
+}
+
+struct settle {
+    int segments, recovering;
+    int64_t units;
+};
+
+/* A lending half found: its receiving half applied (at most once), then
+ * the record goes. */
+static int settle_one(sk_redis *r, uint64_t aid, const char *id, int to, int64_t qty, void *arg)
+{
+    struct settle *st = arg;
+    if (to < 0 || to >= st->segments || qty < 1) return 0; /* left for an operator */
+    int applied = 0;
+    int rc = xfer_in(r, aid, to, id, qty, st->recovering, &applied);
+    if (rc < 0) return rc;
+    if (applied < 0) return 0; /* fenced receiver: its recovery settles it */
+    if (applied) st->units += qty;
+    return 1;
+}
+
+int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
+{
+    struct settle st = {segments, recovering, 0};
+    int rc = 0;
+    for (int s = 0; s < segments && rc == 0; s++)
+        rc = sk_seg_xout_each(r, aid, s, settle_one, &st);
+    *units = st.units;
+    return rc;
 }

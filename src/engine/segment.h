@@ -83,6 +83,13 @@ int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc
 int sk_seg_set_open(sk_redis *r, uint64_t activity_id, int segments, int open, int *rc);
 int sk_seg_state(sk_redis *r, uint64_t activity_id, int segments, struct sk_stock_state *st);
 
+/* Every entry of segment seg's lending record (xout: transfer id ->
+ * "<to>:<units>") that parses, in turn: fn answers 1 to delete it (HDEL),
+ * 0 to keep it, or a negative code to stop. Returns 0 or the first
+ * failure (fn's, Redis's, or SK_EPROTO for a reply that is not a hash). */
+typedef int (*sk_seg_xout_fn)(sk_redis *r, uint64_t activity_id, const char *id, int to,
+                              int64_t units, void *arg);
+int sk_seg_xout_each(sk_redis *r, uint64_t activity_id, int seg, sk_seg_xout_fn fn, void *arg);
 /* Rolls forward every transfer that left a lender and was never applied
  * at its receiver (a borrower died between the two calls), and forgets
  * settled ones. *units: units it applied now. Safe at any time: applying

@@ -48,7 +48,7 @@ struct ar_cluster {
     struct sk_cluster_stats stats;
     char errstr[256];
     char masters_seen[256]; /* the masters of the last map read, as logged */
-    int uncovered;          /* slots the last map read gave no master */
+    int gap_logged;         /* the map's slots without a master were logged */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -134,13 +134,11 @@ static void cl_refresh(sk_aredis *ar)
      * missing masters: read it again until it is whole. Nothing else would
      * trigger the read: no command is sent for a slot without a master,
      * so no MOVED or lost reply ever comes back for it. */
-    int uncovered = 0;
-    for (int s = 0; s < SK_CLUSTER_SLOTS; s++)
-        uncovered += sk_cluster_map_owner(&cl->map, s) < 0;
-    if (uncovered && !cl->uncovered)
+    int uncovered = cl->map.uncovered;
+    if (uncovered && !cl->gap_logged)
         sk_log(SK_LOG_WARN, "redis cluster: %d slots have no master in the map; reading it again",
                uncovered);
-    cl->uncovered = uncovered;
+    cl->gap_logged = uncovered > 0;
     cl->stale = uncovered > 0;
     if (uncovered) {
         cl->next_refresh_ms = sk_mono_ms() + CL_REFRESH_FAIL_MS;
@@ -382,7 +380,7 @@ void sk_aredis_cl_free(sk_aredis *ar)
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded || cl->uncovered) return 0;
+    if (!cl->map.loaded || cl->map.uncovered) return 0;
     int masters = 0;
     for (int i = 0; i < cl->map.nnodes; i++) {
         if (!sk_cluster_map_is_master(&cl->map, i)) continue;
@@ -404,7 +402,7 @@ size_t sk_aredis_cl_pending(const sk_aredis *ar)
 const char *sk_aredis_cl_errstr(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded || cl->uncovered) return cl->errstr;
+    if (!cl->map.loaded || cl->map.uncovered) return cl->errstr;
     for (int i = 0; i < cl->map.nnodes; i++) {
         if (!sk_cluster_map_is_master(&cl->map, i)) continue;
         if (!cl->node[i]) return cl->errstr;

@@ -142,6 +142,7 @@ void sk_cluster_map_init(struct sk_cluster_map *m)
     memset(m, 0, sizeof *m);
     for (int i = 0; i < SK_CLUSTER_SLOTS; i++)
         m->slot_node[i] = SK_CLUSTER_NO_NODE;
+    m->uncovered = SK_CLUSTER_SLOTS;
 }
 
 int sk_cluster_map_node(struct sk_cluster_map *m, const char *host, int port)
@@ -159,8 +160,13 @@ int sk_cluster_map_node(struct sk_cluster_map *m, const char *host, int port)
 static void recount(struct sk_cluster_map *m)
 {
     memset(m->master, 0, sizeof m->master);
-    for (int s = 0; s < SK_CLUSTER_SLOTS; s++)
-        if (m->slot_node[s] != SK_CLUSTER_NO_NODE) m->master[m->slot_node[s]] = 1;
+    m->uncovered = 0;
+    for (int s = 0; s < SK_CLUSTER_SLOTS; s++) {
+        if (m->slot_node[s] != SK_CLUSTER_NO_NODE)
+            m->master[m->slot_node[s]] = 1;
+        else
+            m->uncovered++;
+    }
 }
 
 int sk_cluster_map_apply(struct sk_cluster_map *m, const redisReply *r, const char *default_host)
@@ -200,6 +206,7 @@ int sk_cluster_map_apply(struct sk_cluster_map *m, const redisReply *r, const ch
 void sk_cluster_map_set(struct sk_cluster_map *m, int slot, int node)
 {
     if (slot < 0 || slot >= SK_CLUSTER_SLOTS || node < 0 || node >= m->nnodes) return;
+    if (m->slot_node[slot] == SK_CLUSTER_NO_NODE) m->uncovered--;
     m->slot_node[slot] = (uint16_t)node;
     m->master[node] = 1;
     m->epoch++;

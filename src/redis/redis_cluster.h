@@ -54,6 +54,7 @@ struct sk_cluster_map {
     struct sk_cluster_node nodes[SK_CLUSTER_MAX_NODES];
     int nnodes;
     unsigned char master[SK_CLUSTER_MAX_NODES]; /* owns a slot (recomputed on apply) */
+    int uncovered;                              /* slots with no owner (recomputed on apply) */
     int loaded;                                 /* a CLUSTER SLOTS answer was applied */
     unsigned epoch;                             /* bumped on every change */
 };

@@ -84,8 +84,7 @@ int sk_th_cluster_port(int i)
     return cl.port[i];
 }
 
-/* Port of the master of slot in the CLUSTER SLOTS answer of node port. */
-static int owner_seen_by(int port, int slot)
+int sk_th_cluster_owner_seen_by(int port, int slot)
 {
     redisReply *r = sk_th_cluster_cmd(port, "CLUSTER SLOTS");
     int owner = -1;
@@ -101,7 +100,7 @@ static int owner_seen_by(int port, int slot)
 int sk_th_cluster_master_of(int slot)
 {
     for (int i = 0; i < N; i++) {
-        int o = owner_seen_by(cl.port[i], slot);
+        int o = sk_th_cluster_owner_seen_by(cl.port[i], slot);
         if (o > 0) return o;
     }
     return -1;
@@ -135,7 +134,7 @@ static int replica_of(int port)
 static int everyone_sees(int slot, int port)
 {
     for (int i = 0; i < N; i++)
-        if (owner_seen_by(cl.port[i], slot) != port) return 0;
+        if (sk_th_cluster_owner_seen_by(cl.port[i], slot) != port) return 0;
     return 1;
 }
 

@@ -36,6 +36,9 @@ redisReply *sk_th_cluster_cmd(int port, const char *fmt, ...);
 /* Port of the master serving slot right now (asked of every node until one
  * answers), or -1. */
 int sk_th_cluster_master_of(int slot);
+/* Port of the master of slot in the CLUSTER SLOTS answer of the node at
+ * port, -1 when it names none. */
+int sk_th_cluster_owner_seen_by(int port, int slot);
 
 /* CLUSTER FAILOVER on a replica of the master of slot, then waits (bounded,
  * by polling) until that replica is the master of slot in every node's
