@@ -63,9 +63,9 @@ deps:
 # The Lua scripts, embedded. The header only names the scripts and is
 # rewritten only when that list changes, so a .lua edit recompiles the
 # generated .c alone.
-$(BUILD)/gen/gen_scripts: tools/gen_scripts.c src/core/codes.def
+$(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -o $@ $<
+	$(CC) -O1 -I. -o $@ tools/gen_scripts.c tools/gen_emit.c
 $(BUILD)/gen/scripts_gen.c: $(BUILD)/gen/gen_scripts $(LUA) $(LUA_LIB)
 	$(BUILD)/gen/gen_scripts $@ $(GEN_H) lua $(LUA)
 $(GEN_H): $(BUILD)/gen/scripts_gen.c
@@ -73,9 +73,9 @@ $(GEN_O): $(BUILD)/gen/scripts_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
 
 # The dashboard (web/), one self-contained page embedded the same way.
-$(BUILD)/gen/gen_web: tools/gen_web.c
+$(BUILD)/gen/gen_web: tools/gen_web.c tools/gen_emit.c tools/gen_emit.h
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -o $@ $<
+	$(CC) -O1 -I. -o $@ tools/gen_web.c tools/gen_emit.c
 $(BUILD)/gen/web_gen.c: $(BUILD)/gen/gen_web $(WEB)
 	$(BUILD)/gen/gen_web $@ $(WEB_H) web/dashboard.html
 $(WEB_H): $(BUILD)/gen/web_gen.c

@@ -21,6 +21,7 @@
 #include "orders/order_worker.h"
 #include "redis/redis_cluster.h"
 #include "redis/redis_conn.h"
+#include "support/cluster_harness.h"
 #include "support/failover_sale.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -323,22 +324,7 @@ struct cl_fault {
 /* The node whose port is the master of slot in node i's view, or -1. */
 static int owner_seen_by(const struct sk_cluster_spawn *cl, int i, int slot)
 {
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", cl->port[i], tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return -1;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
-    int port = -1;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        const redisReply *e = r->element[k];
-        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    redisFree(c);
+    int port = sk_th_cluster_owner_seen_by(cl->port[i], slot);
     for (int n = 0; n < cl->nodes; n++)
         if (cl->port[n] == port) return n;
     return -1;

@@ -13,30 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void die(const char *what, const char *arg)
-{
-    fprintf(stderr, "gen_scripts: %s: %s\n", what, arg);
-    exit(1);
-}
-
-static void emit_c_string_line(FILE *out, const char *line, size_t n)
-{
-    fputs("    \"", out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)line[i];
-        if (c == '\\' || c == '"')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 32 || c > 126)
-            fprintf(out, "\\%03o", c);
-        else
-            fputc(c, out);
-    }
-    fputs("\"\n", out);
-}
+#include "tools/gen_emit.h"
 
 /* Value of result code `name` (n bytes) from codes.def, or -1. */
 static int rc_value(const char *name, size_t n)
@@ -73,7 +50,7 @@ static void substitute_codes(const char *path, char *line, size_t cap)
         out[o++] = *p++;
     }
     out[o] = 0;
-    if (o >= cap) die("line too long", path);
+    if (o >= cap) gen_die("gen_scripts", "line too long", path);
     memcpy(line, out, o + 1);
 }
 
@@ -81,16 +58,16 @@ static void substitute_codes(const char *path, char *line, size_t cap)
  * result codes substituted. */
 static void expand_file(FILE *out, const char *dir, const char *path, int depth)
 {
-    if (depth > 4) die("include nesting too deep", path);
+    if (depth > 4) gen_die("gen_scripts", "include nesting too deep", path);
     FILE *in = fopen(path, "r");
-    if (!in) die("cannot open", path);
+    if (!in) gen_die("gen_scripts", "cannot open", path);
     char line[4096];
     while (fgets(line, sizeof line, in)) {
         const char *inc = "--#include \"";
         if (strncmp(line, inc, strlen(inc)) == 0) {
             char *name = line + strlen(inc);
             char *q = strchr(name, '"');
-            if (!q) die("bad include line", path);
+            if (!q) gen_die("gen_scripts", "bad include line", path);
             *q = 0;
             char sub[1024];
             snprintf(sub, sizeof sub, "%s/%s", dir, name);
@@ -109,7 +86,7 @@ static void emit_c_text(FILE *out, const char *text)
     while (*text) {
         const char *nl = strchr(text, '\n');
         size_t n = nl ? (size_t)(nl - text + 1) : strlen(text);
-        emit_c_string_line(out, text, n);
+        gen_emit_literal(out, text, n, 0);
         text += n;
     }
 }
@@ -152,7 +129,7 @@ static int same_content(const char *path, const char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-    if (argc < 5) die("usage", "gen_scripts OUT.c OUT.h LUA_DIR script.lua...");
+    if (argc < 5) gen_die("gen_scripts", "usage", "gen_scripts OUT.c OUT.h LUA_DIR script.lua...");
     /* The header is built in memory and written only when it changed: it
      * names the scripts, not their text, so a .lua edit leaves it (and
      * every object that includes it) untouched and rebuilds only the
@@ -160,7 +137,7 @@ int main(int argc, char **argv)
     char *hbuf = NULL;
     size_t hlen = 0;
     FILE *c = fopen(argv[1], "w"), *h = open_memstream(&hbuf, &hlen);
-    if (!c || !h) die("cannot write", argv[1]);
+    if (!c || !h) gen_die("gen_scripts", "cannot write", argv[1]);
     const char *dir = argv[3];
     int n = argc - 4;
 
@@ -190,14 +167,14 @@ int main(int argc, char **argv)
      * FCALL) named after a hash of every text, so two builds with
      * different scripts never call each other's functions. */
     char **texts = calloc((size_t)n, sizeof *texts);
-    if (!texts) die("out of memory", argv[1]);
+    if (!texts) gen_die("gen_scripts", "out of memory", argv[1]);
     unsigned long long hash = 14695981039346656037ULL;
     for (int i = 0; i < n; i++) {
         size_t tl = 0;
         FILE *m = open_memstream(&texts[i], &tl);
-        if (!m) die("out of memory", argv[4 + i]);
+        if (!m) gen_die("gen_scripts", "out of memory", argv[4 + i]);
         expand_file(m, dir, argv[4 + i], 0);
-        if (fclose(m)) die("out of memory", argv[4 + i]);
+        if (fclose(m)) gen_die("gen_scripts", "out of memory", argv[4 + i]);
         hash = fnv1a(hash, texts[i]);
     }
     char tag[16];
@@ -228,19 +205,20 @@ int main(int argc, char **argv)
         script_name(argv[4 + i], name, sizeof name);
         snprintf(head, sizeof head, "redis.register_function('sk_%s_%s', function(KEYS, ARGV)\n",
                  name, tag);
-        emit_c_string_line(c, head, strlen(head));
+        gen_emit_literal(c, head, strlen(head), 0);
         emit_c_text(c, texts[i]);
         size_t tl = strlen(texts[i]);
         const char *tail = tl && texts[i][tl - 1] == '\n' ? "end)\n" : "\nend)\n";
-        emit_c_string_line(c, tail, strlen(tail));
+        gen_emit_literal(c, tail, strlen(tail), 0);
         free(texts[i]);
     }
     fputs(";\n", c);
     free(texts);
-    if (fclose(c) || fclose(h)) die("write failed", argv[1]);
+    if (fclose(c) || fclose(h)) gen_die("gen_scripts", "write failed", argv[1]);
     if (!same_content(argv[2], hbuf, hlen)) {
         FILE *hf = fopen(argv[2], "w");
-        if (!hf || fwrite(hbuf, 1, hlen, hf) != hlen || fclose(hf)) die("cannot write", argv[2]);
+        if (!hf || fwrite(hbuf, 1, hlen, hf) != hlen || fclose(hf))
+            gen_die("gen_scripts", "cannot write", argv[2]);
     }
     free(hbuf);
     return 0;
