@@ -950,8 +950,8 @@ SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
 {
     char out[4096], id[24];
     id_str(id, sizeof id, sk_th_unique_id());
-    const char *args[] = {"activity",        "show", "--id",         id,  "--redis",
-                          sk_th_redis_url(), "--db", "mysql://h/db", NULL};
+    const char *args[] = {"activity",        "show", "--id",           id,  "--redis",
+                          sk_th_redis_url(), "--db", "mongodb://h/db", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
     CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
 }

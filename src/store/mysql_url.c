@@ -75,8 +75,7 @@ static int parse_param(struct sk_mysql_url *u, const char *p, const char *e, cha
     return 0;
 }
 
-int sk_mysql_url_parse(struct sk_mysql_url *u, const char *s, size_t len, char *err,
-                       size_t errcap)
+int sk_mysql_url_parse(struct sk_mysql_url *u, const char *s, size_t len, char *err, size_t errcap)
 {
     memset(u, 0, sizeof *u);
     u->port = SK_MYSQL_PORT_DEFAULT;

@@ -36,18 +36,17 @@ struct sk_mysql_url {
     char password[256]; /* "" : none */
     char host[256];     /* "" only with socket */
     int port;
-    char socket[108];   /* "" : TCP (sun_path holds 108 bytes) */
-    char dbname[65];    /* never "" */
-    int timeout_s;      /* connect_timeout, default SK_MYSQL_TIMEOUT_DEFAULT_S */
-    int ssl_mode;       /* enum sk_mysql_ssl */
-    char ssl_ca[256];   /* "" : none */
+    char socket[108]; /* "" : TCP (sun_path holds 108 bytes) */
+    char dbname[65];  /* never "" */
+    int timeout_s;    /* connect_timeout, default SK_MYSQL_TIMEOUT_DEFAULT_S */
+    int ssl_mode;     /* enum sk_mysql_ssl */
+    char ssl_ca[256]; /* "" : none */
 };
 
 /* Parses len bytes of s (mysql:// or mariadb://) into *u (the caller's).
  * Returns 0, or SK_EINVAL with a reason in err (errcap bytes) that holds
  * no part of the URL. */
-int sk_mysql_url_parse(struct sk_mysql_url *u, const char *s, size_t len, char *err,
-                       size_t errcap);
+int sk_mysql_url_parse(struct sk_mysql_url *u, const char *s, size_t len, char *err, size_t errcap);
 
 /* 1 when spec names this backend (starts with mysql:// or mariadb://). */
 int sk_mysql_url_is(const char *spec);

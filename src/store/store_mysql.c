@@ -169,8 +169,7 @@ static int migrate_locked(sk_store *st)
         if (rc == 0) {
             char rec[160];
             snprintf(rec, sizeof rec,
-                     "INSERT INTO schema_migrations (version, applied_ms) VALUES (%d, %" PRId64
-                     ")",
+                     "INSERT INTO schema_migrations (version, applied_ms) VALUES (%d, %" PRId64 ")",
                      v + 1, sk_wall_ms());
             rc = sk_my_cmd(st, "record migration", rec);
         }
@@ -254,11 +253,10 @@ static int my_activity_insert(sk_store *st, const struct sk_activity *v)
                    v->stock, v->stock, v->per_user_limit, v->max_per_order, v->start_ms, v->end_ms,
                    v->pay_timeout_s);
     sk_my_sql_str(st, &b, v->state, strlen(v->state));
-    sk_my_sql_addf(&b,
-                   ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                   ", ",
-                   v->created_ms, v->rl_per_user_per_s, v->rl_burst, v->segments,
-                   v->wr_passes_per_s, v->wr_pass_ttl_s);
+    sk_my_sql_addf(
+        &b, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", ",
+        v->created_ms, v->rl_per_user_per_s, v->rl_burst, v->segments, v->wr_passes_per_s,
+        v->wr_pass_ttl_s);
     sk_my_sql_str(st, &b, v->wr_seed, strlen(v->wr_seed));
     sk_my_sql_add(&b, ")");
     rc = sk_my_run_sql(st, "insert activity", &b, NULL, NULL, 0);
@@ -296,8 +294,8 @@ static int my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     int rc = sk_my_enter(st);
     if (rc) return rc;
     char sql[400];
-    snprintf(sql, sizeof sql, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = %" PRIu64,
-             id);
+    snprintf(sql, sizeof sql,
+             "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = %" PRIu64, id);
     struct sk_activity *a;
     size_t n;
     if ((rc = read_activities(st, "read activity", sql, &a, &n)) != 0) return rc;
@@ -382,8 +380,7 @@ static int my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     if (rc) return rc;
     MYSQL_RES *r;
     static const char sql[] = "SELECT id FROM activities ORDER BY id";
-    if ((rc = sk_my_run(st, "list activity ids", sql, sizeof sql - 1, &r, NULL, 0)) != 0)
-        return rc;
+    if ((rc = sk_my_run(st, "list activity ids", sql, sizeof sql - 1, &r, NULL, 0)) != 0) return rc;
     size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
     uint64_t *arr = rows ? malloc(rows * sizeof *arr) : NULL;
     if (rows && !arr) {

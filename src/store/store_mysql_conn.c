@@ -73,8 +73,7 @@ static int code_of(unsigned e, const char *sqlstate)
     case ER_LOCK_WAIT_TIMEOUT:
     case ER_LOCK_DEADLOCK:
     case ER_STATEMENT_TIMEOUT:
-    case 3024: /* MySQL's ER_QUERY_TIMEOUT (max_execution_time) */
-        return SK_ETIMEDOUT;
+    case 3024: /* MySQL's ER_QUERY_TIMEOUT (max_execution_time) */ return SK_ETIMEDOUT;
     default: break;
     }
     if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) return SK_EDB;
@@ -102,8 +101,7 @@ static int fail(sk_store *st, const char *what, int64_t t0)
     int code = code_of(e, mysql_sqlstate(st->my));
     if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) st->my_broken = 1;
     int timeout_ms = st->my_url->timeout_s * 1000;
-    if ((e == CR_SERVER_LOST || e == CR_SERVER_GONE_ERROR) &&
-        sk_mono_ms() - t0 >= timeout_ms - 100)
+    if ((e == CR_SERVER_LOST || e == CR_SERVER_GONE_ERROR) && sk_mono_ms() - t0 >= timeout_ms - 100)
         return sk_store_set_err(st, SK_EDB,
                                 "mysql %s: %s: no answer within %d ms (server down or frozen)",
                                 st->my_where, what, timeout_ms);
@@ -138,8 +136,8 @@ static void tune_socket(sk_store *st)
 /* Library options from the URL (before mysql_real_connect). */
 static void set_options(MYSQL *m, const struct sk_mysql_url *u)
 {
-    unsigned t = (unsigned)u->timeout_s, proto = u->socket[0] ? MYSQL_PROTOCOL_SOCKET
-                                                               : MYSQL_PROTOCOL_TCP;
+    unsigned t = (unsigned)u->timeout_s,
+             proto = u->socket[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
     my_bool off = 0, on = 1;
     unsigned infile = 0;
     mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
@@ -168,8 +166,7 @@ static int setup_session(sk_store *st)
              "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';"
              "SET SESSION innodb_lock_wait_timeout = %d;"
              "SET SESSION %s",
-             t > 1 ? t - 1 : 1,
-             st->my_mariadb ? "max_statement_time = " : "max_execution_time = ");
+             t > 1 ? t - 1 : 1, st->my_mariadb ? "max_statement_time = " : "max_execution_time = ");
     size_t n = strlen(sql);
     if (st->my_mariadb)
         snprintf(sql + n, sizeof sql - n, "%d.5", t - 1);
@@ -189,8 +186,8 @@ static int open_session(sk_store *st, const char *what)
     unsigned long flags = CLIENT_FOUND_ROWS | CLIENT_MULTI_STATEMENTS;
     if (!mysql_real_connect(st->my, u->socket[0] ? "localhost" : u->host,
                             u->user[0] ? u->user : NULL, u->password, u->dbname,
-                            u->socket[0] ? 0 : (unsigned)u->port,
-                            u->socket[0] ? u->socket : NULL, flags)) {
+                            u->socket[0] ? 0 : (unsigned)u->port, u->socket[0] ? u->socket : NULL,
+                            flags)) {
         char line[320];
         message(st->my, line, sizeof line);
         st->my_broken = 1;

@@ -232,8 +232,9 @@ static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *o
     if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
     size_t nm = sk_store_batch_marks(orders, n, m);
     for (size_t i = 0; i < nm; i++) {
-        sk_my_sql_add(b, i ? ",(" : "; INSERT INTO redis_marks (label, activity_id, adm,"
-                                    " updated_ms, order_id) VALUES (");
+        sk_my_sql_add(b, i ? ",("
+                           : "; INSERT INTO redis_marks (label, activity_id, adm,"
+                             " updated_ms, order_id) VALUES (");
         add_id(st, b, m[i].label);
         sk_my_sql_addf(b, ",%" PRIu64 ",%" PRId64 ",%" PRId64 ",", m[i].activity_id, m[i].adm, now);
         add_id(st, b, m[i].order_id);
@@ -578,8 +579,9 @@ static void add_audit(sk_store *st, struct sk_my_sql *b, int64_t at_ms, uint64_t
     if (dl == SK_STORE_AUDIT_DETAIL_MAX - 1)
         while (dl > 0 && ((unsigned char)detail[dl] & 0xC0) == 0x80)
             dl--;
-    sk_my_sql_addf(b, "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (%" PRId64
-                      ", %" PRIu64 ", ",
+    sk_my_sql_addf(b,
+                   "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (%" PRId64
+                   ", %" PRIu64 ", ",
                    at_ms, activity_id);
     sk_my_sql_str(st, b, kind, strlen(kind));
     sk_my_sql_add(b, ", ");
@@ -743,10 +745,9 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
      * READ COMMITTED reads the newest committed rows) sees every one that
      * committed before. */
     struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b,
-                   "START TRANSACTION; SELECT stock FROM activities WHERE id = %" PRIu64
-                   " FOR UPDATE",
-                   id);
+    sk_my_sql_addf(
+        &b, "START TRANSACTION; SELECT stock FROM activities WHERE id = %" PRIu64 " FOR UPDATE",
+        id);
     MYSQL_RES *r;
     size_t rows;
     int rc = read_rows(st, "lock activity", &b, &r, &rows);

@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(u.dbname[0] && (u.host[0] || u.socket[0]));
         FUZZ_CHECK(u.port >= 1 && u.port <= 65535);
         FUZZ_CHECK(u.timeout_s >= 1 && u.timeout_s <= 3600);
-        FUZZ_CHECK(u.ssl_mode >= SK_MYSQL_SSL_DISABLED && u.ssl_mode <= SK_MYSQL_SSL_VERIFY_IDENTITY);
+        FUZZ_CHECK(u.ssl_mode >= SK_MYSQL_SSL_DISABLED &&
+                   u.ssl_mode <= SK_MYSQL_SSL_VERIFY_IDENTITY);
         FUZZ_CHECK(u.socket[0] == 0 || u.socket[0] == '/');
         FUZZ_CHECK(memchr(u.password, 0, sizeof u.password) && memchr(u.user, 0, sizeof u.user));
         char where[192];

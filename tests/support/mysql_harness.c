@@ -100,6 +100,12 @@ const char *sk_th_my_url(void)
     return shared.srv.url;
 }
 
+const char *sk_th_my_socket(void)
+{
+    sk_th_my_url();
+    return shared.srv.sock;
+}
+
 /* A connection to the database of url (multi-statements on). */
 static MYSQL *connect_url(const char *url)
 {
@@ -123,8 +129,7 @@ void sk_th_my_create_db(const struct sk_th_my *m, const char *name, char *url_ou
     MYSQL *c = connect_url(m->srv.url);
     char sql[160];
     snprintf(sql, sizeof sql, "CREATE DATABASE `%s`", name);
-    if (mysql_query(c, sql) != 0)
-        sk_th_fail(__FILE__, __LINE__, "%s: %s", sql, mysql_error(c));
+    if (mysql_query(c, sql) != 0) sk_th_fail(__FILE__, __LINE__, "%s: %s", sql, mysql_error(c));
     mysql_close(c);
     snprintf(url_out, cap, "mysql://root@127.0.0.1:%d/%s", m->srv.port, name);
 }
@@ -191,7 +196,8 @@ long long sk_th_my_int(const char *url, const char *sql)
 void sk_th_my_start(struct sk_th_my *m)
 {
     char err[600];
-    if (start(m, err, sizeof err) < 0) sk_th_fail(__FILE__, __LINE__, "MariaDB test server: %s", err);
+    if (start(m, err, sizeof err) < 0)
+        sk_th_fail(__FILE__, __LINE__, "MariaDB test server: %s", err);
 }
 
 void sk_th_my_stop(struct sk_th_my *m)

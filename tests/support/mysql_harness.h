@@ -36,6 +36,9 @@ struct sk_th_my {
  * need. Fails the test when it could not start. */
 const char *sk_th_my_url(void);
 
+/* The unix socket of the shared server (started on first need). */
+const char *sk_th_my_socket(void);
+
 /* Creates a fresh, empty database t<n> on the shared server and writes
  * its mysql:// URL into url_out (cap bytes). */
 void sk_th_my_fresh_db(char *url_out, size_t cap);

@@ -95,8 +95,8 @@ static int accepts(void *sock)
 
 /* One attempt on s->port: 0 ready, SK_EEXIST port taken, another code on
  * anything else. */
-static int try_launch(struct sk_mysql_spawn *s, const char *const *argv, char *port_arg,
-                      size_t cap, const struct my_paths *p)
+static int try_launch(struct sk_mysql_spawn *s, const char *const *argv, char *port_arg, size_t cap,
+                      const struct my_paths *p)
 {
     snprintf(port_arg, cap, "--port=%d", s->port);
     struct sk_spawn_cmd cmd = {.argv = argv,
@@ -128,8 +128,8 @@ static int undo(struct sk_mysql_spawn *s, int rc)
 
 static int make_dir(struct sk_mysql_spawn *s)
 {
-    int rc = sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-mysql", 32, s->errstr,
-                             sizeof s->errstr);
+    int rc =
+        sk_spawn_tmpdir(s->dir, sizeof s->dir, "seckill-mysql", 32, s->errstr, sizeof s->errstr);
     if (rc == 0) snprintf(s->sock, sizeof s->sock, "%s/sock", s->dir);
     return rc;
 }

@@ -12,12 +12,12 @@
 #include <sys/types.h>
 
 struct sk_mysql_spawn {
-    pid_t pid;         /* mariadbd, 0 when not running */
-    int port;          /* 127.0.0.1 port, 0 before the first launch */
-    char dir[256];     /* data/, sock, install.log, mariadbd.log */
-    char sock[300];    /* its unix socket */
-    char url[200];     /* mysql://root@127.0.0.1:<port>/mysql */
-    char errstr[512];  /* detail of the last failure */
+    pid_t pid;        /* mariadbd, 0 when not running */
+    int port;         /* 127.0.0.1 port, 0 before the first launch */
+    char dir[256];    /* data/, sock, install.log, mariadbd.log */
+    char sock[300];   /* its unix socket */
+    char url[200];    /* mysql://root@127.0.0.1:<port>/mysql */
+    char errstr[512]; /* detail of the last failure */
 };
 
 /* sk_mysql_spawn_init, then sk_mysql_spawn_launch with settings.
