@@ -12,13 +12,13 @@
 #include <jansson.h>
 
 struct sk_bench_mixed_opts {
-    double duration_s;    /* per measured phase */
-    double purchase_rate; /* open loop, purchases/s */
-    double poll_rate;     /* open loop, GET /api/v1/orders/{id} per s */
-    double pay_rate;      /* open loop, POST .../pay per s */
+    double duration_s;     /* per measured phase */
+    double purchase_rate;  /* open loop, purchases/s */
+    double poll_rate;      /* open loop, GET /api/v1/orders/{id} per s */
+    double pay_rate;       /* open loop, POST .../pay per s */
     int sqlite, pg, mysql; /* which stores */
-    int json;             /* no table on stdout */
-    const char *dir;      /* a temporary directory of the run (logs, SQLite file) */
+    int json;              /* no table on stdout */
+    const char *dir;       /* a temporary directory of the run (logs, SQLite file) */
     const char *redis_url;
     pid_t redis_pid; /* for its CPU time */
     const atomic_int *interrupted;

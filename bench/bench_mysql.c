@@ -19,8 +19,8 @@ struct st_mysql *sk_bench_my_connect(const char *url, char *err, size_t cap)
         snprintf(err, cap, "out of memory");
         return NULL;
     }
-    unsigned t = (unsigned)u.timeout_s * 6, proto = u.socket[0] ? MYSQL_PROTOCOL_SOCKET
-                                                                 : MYSQL_PROTOCOL_TCP;
+    unsigned t = (unsigned)u.timeout_s * 6,
+             proto = u.socket[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
     mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
     mysql_options(m, MYSQL_OPT_PROTOCOL, &proto);
     mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");

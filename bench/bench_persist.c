@@ -79,10 +79,10 @@ struct backend {
     int pg, my;
     const char *name; /* "SQLite" | "PostgreSQL" | "MariaDB" */
     double target;
-    char url[1024];  /* PostgreSQL: the database the schemas go in */
-    PGconn *admin;   /* PostgreSQL: creates and drops the phase schemas */
-    char schema[64]; /* PostgreSQL: the phase's schema, "" when none;
-                        MariaDB: the phase's database */
+    char url[1024];            /* PostgreSQL: the database the schemas go in */
+    PGconn *admin;             /* PostgreSQL: creates and drops the phase schemas */
+    char schema[64];           /* PostgreSQL: the phase's schema, "" when none;
+                                  MariaDB: the phase's database */
     struct st_mysql *my_admin; /* MariaDB: creates and drops the phase databases */
 };
 
@@ -410,26 +410,26 @@ static const char *fs_name(const char *dir)
 
 static int usage(FILE *f)
 {
-    fprintf(f,
-            "usage: seckill bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
-            "                             [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
-            "                             [--pg-set NAME=VALUE]... [--my-set NAME=VALUE]...\n"
-            "  Orders persisted per second from a pre-filled stream into SQLite, PostgreSQL\n"
-            "  and MariaDB.\n"
-            "  --db SPEC         sqlite, postgres or mysql: that store only (the servers private);\n"
-            "                    postgres://... or mysql://...: that server only (a schema or a\n"
-            "                    database per phase is created and dropped); default: SQLite and\n"
-            "                    private PostgreSQL and MariaDB servers started for the run\n"
-            "  --rows N          entries in the stream for the batched phases (default 100000)\n"
-            "  --batch B         worker batch = entries per transaction (default 500)\n"
-            "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
-            "  --dir DIR         where the SQLite files go (default $TMPDIR or /tmp)\n"
-            "  --pg-set N=V      a setting of the private server (repeatable), e.g.\n"
-            "                    synchronous_commit=off; default: PostgreSQL's own\n"
-            "                    (fsync=on, synchronous_commit=on)\n"
-            "  --my-set N=V      a setting of the private MariaDB (repeatable), e.g.\n"
-            "                    innodb_flush_log_at_trx_commit=2; default: MariaDB's own\n"
-            "                    (innodb_flush_log_at_trx_commit=1, doublewrite on)\n");
+    fprintf(
+        f, "usage: seckill bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
+           "                             [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
+           "                             [--pg-set NAME=VALUE]... [--my-set NAME=VALUE]...\n"
+           "  Orders persisted per second from a pre-filled stream into SQLite, PostgreSQL\n"
+           "  and MariaDB.\n"
+           "  --db SPEC         sqlite, postgres or mysql: that store only (the servers private);\n"
+           "                    postgres://... or mysql://...: that server only (a schema or a\n"
+           "                    database per phase is created and dropped); default: SQLite and\n"
+           "                    private PostgreSQL and MariaDB servers started for the run\n"
+           "  --rows N          entries in the stream for the batched phases (default 100000)\n"
+           "  --batch B         worker batch = entries per transaction (default 500)\n"
+           "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
+           "  --dir DIR         where the SQLite files go (default $TMPDIR or /tmp)\n"
+           "  --pg-set N=V      a setting of the private server (repeatable), e.g.\n"
+           "                    synchronous_commit=off; default: PostgreSQL's own\n"
+           "                    (fsync=on, synchronous_commit=on)\n"
+           "  --my-set N=V      a setting of the private MariaDB (repeatable), e.g.\n"
+           "                    innodb_flush_log_at_trx_commit=2; default: MariaDB's own\n"
+           "                    (innodb_flush_log_at_trx_commit=1, doublewrite on)\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 

@@ -338,8 +338,8 @@ static int buy_my(struct sk_bench_sw *w, uint64_t user)
 {
     int rc = my_q(w, "START TRANSACTION", "START TRANSACTION");
     if (rc < 0) return rc;
-    if ((rc = my_q(w, "UPDATE items SET stock = stock - 1 WHERE id = 1 AND stock >= 1",
-                   "UPDATE")) < 0) {
+    if ((rc = my_q(w, "UPDATE items SET stock = stock - 1 WHERE id = 1 AND stock >= 1", "UPDATE")) <
+        0) {
         mysql_query(w->my, "ROLLBACK");
         return rc;
     }

@@ -116,8 +116,7 @@ struct sk_bench_sctx {
     char tmpdir[256]; /* SQLite's */
     char sqlite_path[300];
     sk_redis *ctl;
-    char redis_version[64], pg_version[64], pg_durability[64], my_version[64],
-        my_durability[96];
+    char redis_version[64], pg_version[64], pg_durability[64], my_version[64], my_durability[96];
     char lock_sha[48];
     struct sk_bench_strat s[SID_COUNT];
     struct sk_bench_ref ref[REF_COUNT];

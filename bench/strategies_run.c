@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench_util.h"
 #include "bench/bench_mysql.h"
+#include "bench/bench_util.h"
 #include "bench/strategies_int.h"
 #include "core/clock.h"
 #include "core/codes.h"

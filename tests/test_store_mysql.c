@@ -118,15 +118,15 @@ SK_TEST(store_mysql_open_errors_are_clear_bounded_and_never_echo_the_password)
 
     /* malformed: usage errors, the URL not repeated */
     static const char *const bad[] = {
-        "mysql://u:s3cr3t@127.0.0.1:3306",                      /* no database */
-        "mysql://u:s3cr3t@127.0.0.1:99999/db",                  /* port */
-        "mysql://u:s3cr3t%zz@127.0.0.1/db",                     /* escape */
-        "mysql://u:s3cr3t@127.0.0.1/db?nosuchoption=1",         /* parameter */
-        "mysql://u:s3cr3t@127.0.0.1/db?connect_timeout=0",      /* range */
-        "mysql://u:s3cr3t@127.0.0.1/db?ssl-mode=sometimes",     /* word */
-        "mysql://u:s3cr3t@/db",                                 /* no host, no socket */
-        "mysql://u:s3cr3t@127.0.0.1/db?socket=relative/path",   /* socket */
-        "mariadb://u:s3cr3t@127.0.0.1/d`b",                     /* name */
+        "mysql://u:s3cr3t@127.0.0.1:3306",                    /* no database */
+        "mysql://u:s3cr3t@127.0.0.1:99999/db",                /* port */
+        "mysql://u:s3cr3t%zz@127.0.0.1/db",                   /* escape */
+        "mysql://u:s3cr3t@127.0.0.1/db?nosuchoption=1",       /* parameter */
+        "mysql://u:s3cr3t@127.0.0.1/db?connect_timeout=0",    /* range */
+        "mysql://u:s3cr3t@127.0.0.1/db?ssl-mode=sometimes",   /* word */
+        "mysql://u:s3cr3t@/db",                               /* no host, no socket */
+        "mysql://u:s3cr3t@127.0.0.1/db?socket=relative/path", /* socket */
+        "mariadb://u:s3cr3t@127.0.0.1/d`b",                   /* name */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_MSG(sk_store_open(&st, bad[i], err, sizeof err) == SK_EINVAL, "%s", bad[i]);
@@ -171,8 +171,8 @@ SK_TEST(store_mysql_cli_works_end_to_end_and_refuses_bad_servers_with_clear_exit
     sk_th_my_fresh_db(db, sizeof db);
     uint64_t aid = sk_th_unique_id();
     snprintf(id, sizeof id, "%" PRIu64, aid);
-    int rc = CLI(db, out, "activity", "create", "--id", id, "--name", "MySQL sale", "--stock",
-                 "30", "--limit", "2", "--start", "now", "--end", "+1h");
+    int rc = CLI(db, out, "activity", "create", "--id", id, "--name", "MySQL sale", "--stock", "30",
+                 "--limit", "2", "--start", "now", "--end", "+1h");
     CHECK_MSG(rc == 0, "create exit %d: %s", rc, out);
     CHECK_EQ(CLI(db, out, "activity", "create", "--id", id, "--name", "again", "--stock", "1",
                  "--limit", "1", "--start", "now", "--end", "+1h"),
@@ -210,11 +210,12 @@ SK_TEST(store_mysql_cli_works_end_to_end_and_refuses_bad_servers_with_clear_exit
             {"activity", "list", NULL}, {"worker", "--once", NULL}, {"reconcile", NULL, NULL}};
         for (size_t k = 0; k < 3; k++) {
             const char *args[6] = {cmds[k][0], cmds[k][1], cmds[k][2]};
-            rc = cli(cases[i].db, out, sizeof out, args[1] ? args : (const char *const[]){args[0], NULL});
+            rc = cli(cases[i].db, out, sizeof out,
+                     args[1] ? args : (const char *const[]){args[0], NULL});
             CHECK_MSG(rc == 1, "%s %s: exit %d: %s", cmds[k][0], cases[i].db, rc, out);
             CHECK_MSG(strstr(out, cases[i].want), "%s: %s", cmds[k][0], out);
-            CHECK_MSG(!strstr(out, "pw5ecret") && !strstr(out, "g00d-pass"),
-                      "password printed: %s", out);
+            CHECK_MSG(!strstr(out, "pw5ecret") && !strstr(out, "g00d-pass"), "password printed: %s",
+                      out);
         }
         CHECK_MSG(sk_mono_ms() - t0 < 15000, "%s took %lld ms", cases[i].db,
                   (long long)(sk_mono_ms() - t0));
