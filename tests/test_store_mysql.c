@@ -571,17 +571,20 @@ SK_TEST_T(store_mysql_rollback_guard_replays_from_mariadb_after_redis_lost_its_d
     const char *extra[] = {"--db", db, "--role", "all", "--processes", "2", NULL};
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     sk_th_serve_start(&v, rs.url, extra);
+    sale_log_on_failure(v.log, v.port);
     sale_wait_ready(v.port);
-    const int64_t stock = 6000, limit = 3;
+    const int64_t stock = 30000, limit = 3;
     uint64_t aid = sale_activity(v.port, 0, stock, limit, 1);
     sk_store *st = open_ok(db);
     sk_redis *r;
     char err[256];
     CHECK_MSG(sk_redis_new(&r, rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
     struct sale s;
-    sale_start(&s, v.port, aid, 5000, limit, SALE_THREADS);
-    struct sale_db_want want = {st, aid, 1500};
-    sale_wait(sale_db_has, &want, 60000, "1500 orders in MariaDB");
+    sale_start(&s, v.port, aid, 20000, limit, SALE_THREADS);
+    sale_log_sale(&s);
+    /* early in the sale: most of the stock still to sell */
+    struct sale_db_want want = {st, aid, 4000};
+    sale_wait(sale_db_has, &want, 60000, "4000 orders in MariaDB");
     sk_th_redis_stop(&rs, 1); /* no persistence: it comes back empty */
     sk_th_redis_restart(&rs, NULL);
     struct sale_ok_want again = {&s, atomic_load(&s.ok)};
@@ -596,6 +599,7 @@ SK_TEST_T(store_mysql_rollback_guard_replays_from_mariadb_after_redis_lost_its_d
     CHECK_EQ(sale_audit_count(st, aid, "recover_rebuild"), 1);
     CHECK(sale_audit_count(st, aid, "recover_replay") >= 1);
     CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
+    sale_log_passed();
     sk_redis_free(r);
     sk_store_close(st);
     sk_th_redis_stop(&rs, 1);
