@@ -28,7 +28,7 @@ endif
 CFLAGS   ?= $(OPT)
 
 WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
-PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 SK_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \
@@ -151,13 +151,15 @@ FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := framing http_body auth router config redis_url http_resp
+FUZZ_TARGETS := framing http_body auth router config redis_url http_resp mysql_url
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
-FUZZ_SRC_config    := src/http/config.c src/redis/redis_url.c src/core/log.c src/core/error.c
-FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/redact.c src/core/error.c
+FUZZ_SRC_config    := src/http/config.c src/redis/redis_url.c src/core/url.c src/core/log.c \
+                      src/core/error.c
+FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/redact.c src/core/error.c
+FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/redact.c src/core/error.c
 FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
 FUZZ_LIBS_auth      := -lcrypto

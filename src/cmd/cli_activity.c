@@ -641,7 +641,8 @@ static int cmd_delete(struct ctx *c)
     "  --redis URL          redis://[user:pass@]host:port[/db], redis+unix:///path.sock,\n"        \
     "                       redis+sentinel://host:port,.../MASTER, redis+cluster://...\n"          \
     "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
-    "  --db SPEC            sqlite:PATH (default $SECKILL_DB, else sqlite:seckill.db)\n"
+    "  --db SPEC            sqlite:PATH, postgres://... or mysql://... (default\n"                 \
+    "                       $SECKILL_DB, else sqlite:seckill.db)\n"
 
 static const struct sub subs[] = {
     {"create",

@@ -51,8 +51,8 @@ static int usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db "
-        "sqlite:PATH|postgres://...]\n"
+        "usage: seckill serve [--listen HOST:PORT] [--redis URL]\n"
+        "                     [--db sqlite:PATH|postgres://...|mysql://...]\n"
         "                     [--processes N] [--admin-token T]\n"
         "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
         "                     [--config FILE] [--log-level debug|info|warn|error]\n"

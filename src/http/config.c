@@ -141,9 +141,10 @@ static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
 static int set_db(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     int ok = (starts_with(v, "sqlite:") && v[7]) || (starts_with(v, "postgres://") && v[11]) ||
-             (starts_with(v, "postgresql://") && v[13]);
+             (starts_with(v, "postgresql://") && v[13]) || (starts_with(v, "mysql://") && v[8]) ||
+             (starts_with(v, "mariadb://") && v[10]);
     if (!ok || has_ctl(v)) {
-        snprintf(msg, cap, "must be sqlite:PATH or postgres://...");
+        snprintf(msg, cap, "must be sqlite:PATH, postgres://... or mysql://...");
         return SK_EINVAL;
     }
     return copy_str(c->db, sizeof c->db, v, msg, cap);

@@ -19,7 +19,8 @@
  *                     redis+cluster://..., redis+sentinel://..., or
  *                     redis+unix://... (redis_url.h; default
  *                     redis://127.0.0.1:6379)
- *   db                sqlite:PATH or postgres://... / postgresql://...
+ *   db                sqlite:PATH, postgres://... / postgresql://..., or
+ *                     mysql://... / mariadb://...
  *                     (default sqlite:seckill.db)
  *   processes         1..64 (default 1)
  *   admin_token       printable ASCII, no spaces; empty (the default) means

@@ -149,7 +149,7 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"redis_functions", "yes", "on or off"},
         {"redis", "", "redis://"},
         {"db", "sqlite:", "sqlite:PATH"},
-        {"db", "mysql://x", "sqlite:PATH"},
+        {"db", "mongodb://x", "sqlite:PATH"},
         {"db", "postgres://", NULL},
         {"db", "sqlite:a\nb", NULL},
         {"processes", "0", "between 1 and 64"},
