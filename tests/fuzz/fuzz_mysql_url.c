@@ -22,11 +22,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    u.ssl_mode <= SK_MYSQL_SSL_VERIFY_IDENTITY);
         FUZZ_CHECK(u.socket[0] == 0 || u.socket[0] == '/');
         FUZZ_CHECK(memchr(u.password, 0, sizeof u.password) && memchr(u.user, 0, sizeof u.user));
-        char where[192];
+        /* where never depends on the password: the same text with another
+         * password (a substring test would trip on a password that is also
+         * the port's digits) */
+        char where[192], where2[192];
+        struct sk_mysql_url other = u;
+        memset(other.password, 'x', sizeof other.password - 1);
+        other.password[sizeof other.password - 1] = 0;
         sk_mysql_url_where(&u, where, sizeof where);
-        if (strlen(u.password) >= 4 && !strstr(u.dbname, u.password) &&
-            !strstr(u.host, u.password) && !strstr(u.socket, u.password))
-            FUZZ_CHECK(strstr(where, u.password) == NULL);
+        sk_mysql_url_where(&other, where2, sizeof where2);
+        FUZZ_CHECK(strcmp(where, where2) == 0);
     } else {
         /* a refusal never repeats the user info (the password is in it),
          * unless the same text is also a parameter's name, which is named */
