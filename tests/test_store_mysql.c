@@ -582,11 +582,14 @@ SK_TEST_T(store_mysql_rollback_guard_replays_from_mariadb_after_redis_lost_its_d
     struct sale s;
     sale_start(&s, v.port, aid, 20000, limit, SALE_THREADS);
     sale_log_sale(&s);
-    /* early in the sale: most of the stock still to sell */
+    /* early in the sale: most of the stock still to sell (the buyers hold
+     * at 8000 so a slow persist cannot let the sale sell out first) */
+    sale_hold_at(&s, 8000);
     struct sale_db_want want = {st, aid, 4000};
     sale_wait(sale_db_has, &want, 60000, "4000 orders in MariaDB");
     sk_th_redis_stop(&rs, 1); /* no persistence: it comes back empty */
     sk_th_redis_restart(&rs, NULL);
+    sale_hold_at(&s, 0);
     struct sale_ok_want again = {&s, atomic_load(&s.ok)};
     sale_wait(sale_ok_above, &again, 30000, "a 200 after the recovery");
     sale_wait(sold_out, &s, 120000, "the sale to sell out");
