@@ -51,7 +51,7 @@ WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
-        fuzz fuzz-smoke
+        fuzz fuzz-smoke buyer-shots
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
 # Build without touching apt when everything is there; `make deps` installs.
@@ -117,6 +117,13 @@ test: all check-layers check-format fuzz-smoke
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
+
+# Screenshots of the buyer's page in each state at phone and desktop width
+# (docs/buyer/), taken by its browser tests.
+buyer-shots: all
+	mkdir -p docs/buyer
+	SECKILL_SHOTS=$(abspath docs/buyer) SECKILL_BIN=$(abspath $(BUILD)/seckill) \
+	    $(BUILD)/seckill-tests buyer_page
 
 check-layers:
 	@sh scripts/check-layers.sh

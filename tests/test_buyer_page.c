@@ -196,9 +196,9 @@ SK_TEST(buyer_page_is_served_cacheable_and_self_contained_with_clock_and_live_re
     snprintf(hdr, sizeof hdr, "If-None-Match: %s\r\n", etag);
     CHECK_EQ(raw_get(s.port, "/sale/1", hdr, raw, sizeof raw, &body, &blen), 304);
     CHECK_EQ(blen, 0);
-    CHECK_EQ(raw_get(s.port, "/sale/1", "If-None-Match: \"other\"\r\n", raw, sizeof raw, &body,
-                     &blen),
-             200);
+    CHECK_EQ(
+        raw_get(s.port, "/sale/1", "If-None-Match: \"other\"\r\n", raw, sizeof raw, &body, &blen),
+        200);
     struct sk_th_resp r;
     CHECK_EQ(req(s.port, "GET", "/sale/0", NULL, NULL, &r), 400);
     CHECK_EQ(req(s.port, "GET", "/sale/x1", NULL, NULL, &r), 400);
@@ -306,11 +306,11 @@ SK_TEST(buyer_api_cors_answers_named_origins_only_and_is_off_by_default)
                             {"ftp://x", "http:// or https://"},
                             {"https://a.example:70000", "port"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *args[] = {"serve", "--cors-origins", bad[i][0], "--listen", "127.0.0.1:1",
-                              NULL};
+        const char *args[] = {"serve",    "--cors-origins", bad[i][0],
+                              "--listen", "127.0.0.1:1",    NULL};
         int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
-        CHECK_MSG(rc == 2 && strstr(out, "cors_origins") && strstr(out, bad[i][1]),
-                  "%s: rc %d: %s", bad[i][0], rc, out);
+        CHECK_MSG(rc == 2 && strstr(out, "cors_origins") && strstr(out, bad[i][1]), "%s: rc %d: %s",
+                  bad[i][0], rc, out);
     }
 
     const char *extra[] = {"--cors-origins", "https://Shop.Example, http://127.0.0.1:8000", NULL};
@@ -329,7 +329,8 @@ SK_TEST(buyer_api_cors_answers_named_origins_only_and_is_off_by_default)
              401);
     CHECK_STR(acao, "http://127.0.0.1:8000"); /* refusals are readable too */
     /* another origin gets no CORS header at all (but the Vary) */
-    const char *others[] = {"Origin: https://evil.example\r\n", "Origin: https://shop.example.evil\r\n",
+    const char *others[] = {"Origin: https://evil.example\r\n",
+                            "Origin: https://shop.example.evil\r\n",
                             "Origin: http://shop.example\r\n", "Origin: null\r\n", ""};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         CHECK_EQ(cors_req(s.port, "GET", "/api/v1/time", others[i], &r, acao, sizeof acao), 200);
@@ -362,7 +363,8 @@ SK_TEST(buyer_api_cors_answers_named_origins_only_and_is_off_by_default)
     } refused[] = {
         {"Origin: https://evil.example\r\nAccess-Control-Request-Method: POST\r\n", "origin"},
         {"Access-Control-Request-Method: POST\r\n", "origin"},
-        {"Origin: https://shop.example\r\nAccess-Control-Request-Method: DELETE\r\n", "GET and POST"},
+        {"Origin: https://shop.example\r\nAccess-Control-Request-Method: DELETE\r\n",
+         "GET and POST"},
         {"Origin: https://shop.example\r\nAccess-Control-Request-Method: POST\r\n"
          "Access-Control-Request-Headers: x-admin\r\n",
          "header"},
@@ -385,8 +387,9 @@ SK_TEST(buyer_page_export_writes_one_file_calling_the_named_api)
     char parent[420];
     snprintf(parent, sizeof parent, "%s/cdn", tmp);
     CHECK(mkdir(parent, 0755) == 0);
-    const char *args[] = {"activity",   "page", "--id", "4242", "--out", dir, "--api-base",
-                          "https://API.shop.example:8443/", NULL};
+    const char *args[] = {"activity", "page", "--id",       "4242",
+                          "--out",    dir,    "--api-base", "https://API.shop.example:8443/",
+                          NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0 && strstr(out, "index.html"), "rc %d: %s", rc, out);
     snprintf(file, sizeof file, "%s/index.html", dir);
@@ -407,8 +410,8 @@ SK_TEST(buyer_page_export_writes_one_file_calling_the_named_api)
     const char *bases[] = {"javascript:alert(1)", "https://x.example/\"><script>", "http://",
                            "https://a b", "https://x.example;connect-src *"};
     for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
-        const char *a2[] = {"activity", "page", "--id", "1", "--out", dir, "--api-base", bases[i],
-                            NULL};
+        const char *a2[] = {"activity", "page",       "--id",   "1", "--out",
+                            dir,        "--api-base", bases[i], NULL};
         rc = sk_th_run_seckill(out, sizeof out, NULL, a2);
         CHECK_MSG(rc == 2 && strstr(out, "--api-base"), "%s: rc %d: %s", bases[i], rc, out);
         CHECK(access(dir, F_OK) != 0);
@@ -555,8 +558,8 @@ SK_TEST_T(buyer_page_counts_down_on_the_servers_clock_and_sends_no_purchase_befo
     }
     CHECK_STR(text, "lang");
     sk_cdp_key(&b, &p, "Enter");
-    CHECK(sk_cdp_wait(&b, &p, "document.getElementById('status').textContent === 'Starts in'",
-                      3000));
+    CHECK(
+        sk_cdp_wait(&b, &p, "document.getElementById('status').textContent === 'Starts in'", 3000));
     shot(&b, &p, "1-countdown-en", 360, 740, 1);
 
     /* the button lights up at the start, not before; nothing was sent */
@@ -599,8 +602,8 @@ SK_TEST_T(buyer_page_counts_down_on_the_servers_clock_and_sends_no_purchase_befo
     /* the focus moved to pay: Enter pays */
     CHECK(sk_cdp_wait(&b, &p, "document.activeElement === document.getElementById('pay')", 3000));
     sk_cdp_key(&b, &p, "Enter");
-    CHECK(sk_cdp_wait(&b, &p, "document.getElementById('status').textContent === 'Paid. Thank you!'",
-                      10000));
+    CHECK(sk_cdp_wait(
+        &b, &p, "document.getElementById('status').textContent === 'Paid. Thank you!'", 10000));
     char st[64];
     CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
     CHECK_STR(st, "paid");
@@ -668,7 +671,8 @@ static int check_queue_pace(struct sk_cdp *b, const struct sk_cdp_page *p)
         const char *rid = json_string_value(json_object_get(polls[i], "requestId"));
         json_t *done = event_for(b, p, "Network.loadingFinished", rid);
         if (!done) continue;
-        json_t *body = sk_cdp_call(b, p, "Network.getResponseBody", json_pack("{s:s}", "requestId", rid));
+        json_t *body =
+            sk_cdp_call(b, p, "Network.getResponseBody", json_pack("{s:s}", "requestId", rid));
         json_error_t e;
         json_t *ans = json_loads(json_string_value(json_object_get(body, "body")), 0, &e);
         json_decref(body);
@@ -900,13 +904,13 @@ SK_TEST_T(buyer_page_retries_a_503_with_the_same_key_and_buys_exactly_once, 240)
     CHECK(key && strlen(key) == 32);
     int answered_503 = 0;
     for (int i = 0; i < n; i++) {
-        CHECK_MSG(!strcmp(header_of(sent[i], "Idempotency-Key"), key), "attempt %d used another key",
-                  i);
+        CHECK_MSG(!strcmp(header_of(sent[i], "Idempotency-Key"), key),
+                  "attempt %d used another key", i);
         json_t *resp = event_for(&b, &p, "Network.responseReceived",
                                  json_string_value(json_object_get(sent[i], "requestId")));
-        long long st = resp ? json_integer_value(
-                                  json_object_get(json_object_get(resp, "response"), "status"))
-                            : 0;
+        long long st =
+            resp ? json_integer_value(json_object_get(json_object_get(resp, "response"), "status"))
+                 : 0;
         answered_503 += st == 503;
         if (i == n - 1) CHECK_EQ(st, 200);
     }

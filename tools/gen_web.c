@@ -129,10 +129,11 @@ int main(int argc, char **argv)
                 "    \"\";\nconst size_t sk_web_%.*s_html_len = sizeof sk_web_%.*s_html - 1;\n"
                 "const char sk_web_%.*s_etag[] = \"\\\"%016" PRIx64 "\\\"\";\n",
                 nl, argv[i], nl, argv[i], nl, argv[i], fnv1a(b.p, b.n));
-        fprintf(h,
-                "/* %s, self-contained */\nextern const char sk_web_%.*s_html[];\n"
-                "extern const size_t sk_web_%.*s_html_len;\nextern const char sk_web_%.*s_etag[];\n",
-                eq + 1, nl, argv[i], nl, argv[i], nl, argv[i]);
+        fprintf(
+            h,
+            "/* %s, self-contained */\nextern const char sk_web_%.*s_html[];\n"
+            "extern const size_t sk_web_%.*s_html_len;\nextern const char sk_web_%.*s_etag[];\n",
+            eq + 1, nl, argv[i], nl, argv[i], nl, argv[i]);
         free(b.p);
     }
     fputs("#endif\n", h);

@@ -678,8 +678,9 @@ static int cmd_page(struct ctx *c)
         return sk_cli_runtime_error("activity page: cannot write %s: %s", path, strerror(e));
     }
     printf("wrote %s (%zu bytes): the sale page of activity %" PRIu64 ", calling %s\n", path, len,
-           c->id, c->val[O_API_BASE] && c->val[O_API_BASE][0] ? c->val[O_API_BASE]
-                                                              : "the API on its own origin");
+           c->id,
+           c->val[O_API_BASE] && c->val[O_API_BASE][0] ? c->val[O_API_BASE]
+                                                       : "the API on its own origin");
     return SK_EXIT_OK;
 }
 

@@ -47,11 +47,8 @@ static const struct {
     {"open", 0, 4000},       /* on sale: a sell-out reaches every page within about this */
     {"open", 1, 15000},      /* sold out: unpaid orders may still give stock back */
     {"scheduled", 0, 15000}, /* the countdown runs on the page, from the server's clock */
-    {"scheduled", 1, 15000},
-    {"closed", 0, 15000}, /* the operator may open it */
-    {"closed", 1, 15000},
-    {"ended", 0, 0},
-    {"ended", 1, 0},
+    {"scheduled", 1, 15000}, {"closed", 0, 15000}, /* the operator may open it */
+    {"closed", 1, 15000},    {"ended", 0, 0},      {"ended", 1, 0},
 };
 
 /* What a page sees of an activity. */

@@ -125,8 +125,7 @@ int sk_api_sale_live(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
  * during the call; SK_ENOTFOUND; SK_EIO (Redis not ready or no answer);
  * another store code (act_defs.h). api_admin.c. */
 typedef void (*sk_activity_peek_cb)(struct sk_app *app, void *arg, int rc,
-                                    const struct sk_activity *def,
-                                    const struct sk_stock_state *st);
+                                    const struct sk_activity *def, const struct sk_stock_state *st);
 void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg);
 
 /* Replies (body copied into the request's pool) and counts the request in

@@ -28,7 +28,8 @@ static int origin_norm(const char *s, size_t n, char *out, size_t cap, char *err
     if (s[i] == '[') { /* [IPv6] */
         while (i < n && s[i] != ']') {
             char c = lower(s[i]);
-            if (i > hs && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.'))
+            if (i > hs &&
+                !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.'))
                 return sk_einval(err, ecap, "bad IPv6 host in an origin"), -1;
             i++;
         }
@@ -119,8 +120,8 @@ int sk_cors_allowed(const char *list, const char *origin, size_t len)
 /* 1 when the n bytes at s name an allowed request header (no case). */
 static int header_ok(const char *s, size_t n)
 {
-    static const char *const ok[] = {"content-type", "idempotency-key", "x-queue-pass",
-                                     "x-user-id", "authorization"};
+    static const char *const ok[] = {"content-type", "idempotency-key", "x-queue-pass", "x-user-id",
+                                     "authorization"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         if (strlen(ok[i]) != n) continue;
         size_t k = 0;
@@ -136,8 +137,8 @@ enum sk_cors_verdict sk_cors_preflight(const char *list, const char *origin, siz
                                        size_t hlen)
 {
     if (!sk_cors_allowed(list, origin, olen)) return SK_CORS_BAD_ORIGIN;
-    if (!method || !((mlen == 3 && !memcmp(method, "GET", 3)) ||
-                     (mlen == 4 && !memcmp(method, "POST", 4))))
+    if (!method ||
+        !((mlen == 3 && !memcmp(method, "GET", 3)) || (mlen == 4 && !memcmp(method, "POST", 4))))
         return SK_CORS_BAD_METHOD;
     for (size_t i = 0; headers && i < hlen;) {
         while (i < hlen && (headers[i] == ' ' || headers[i] == ',' || headers[i] == '\t'))
@@ -156,8 +157,7 @@ const char *sk_cors_verdict_text(enum sk_cors_verdict v)
     case SK_CORS_OK: return "allowed";
     case SK_CORS_BAD_ORIGIN: return "this origin may not call the API (cors_origins)";
     case SK_CORS_BAD_METHOD: return "only GET and POST may be asked for";
-    case SK_CORS_BAD_HEADERS:
-        return "a requested header is not one of " SK_CORS_ALLOW_HEADERS;
+    case SK_CORS_BAD_HEADERS: return "a requested header is not one of " SK_CORS_ALLOW_HEADERS;
     }
     return "refused";
 }

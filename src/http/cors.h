@@ -17,7 +17,8 @@
 
 /* What a preflight may ask for, and what a page may read of a reply. */
 #define SK_CORS_ALLOW_METHODS "GET, POST"
-#define SK_CORS_ALLOW_HEADERS "Content-Type, Idempotency-Key, X-Queue-Pass, X-User-Id, Authorization"
+#define SK_CORS_ALLOW_HEADERS                                                                      \
+    "Content-Type, Idempotency-Key, X-Queue-Pass, X-User-Id, Authorization"
 #define SK_CORS_EXPOSE_HEADERS "Retry-After, Date, ETag"
 #define SK_CORS_MAX_AGE_S "600"
 

@@ -45,12 +45,10 @@ int sk_cors_preflight_or_reply(struct sk_app *app, h2o_req_t *req)
         sk_http_error(app, req, SK_ROUTE_COUNT, 403, "cors_refused", sk_cors_verdict_text(v));
         return 1;
     }
-    h2o_add_header_by_str(&req->pool, &req->res.headers,
-                          H2O_STRLIT("access-control-allow-methods"), 0, NULL,
-                          H2O_STRLIT(SK_CORS_ALLOW_METHODS));
-    h2o_add_header_by_str(&req->pool, &req->res.headers,
-                          H2O_STRLIT("access-control-allow-headers"), 0, NULL,
-                          H2O_STRLIT(SK_CORS_ALLOW_HEADERS));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-methods"),
+                          0, NULL, H2O_STRLIT(SK_CORS_ALLOW_METHODS));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"),
+                          0, NULL, H2O_STRLIT(SK_CORS_ALLOW_HEADERS));
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-max-age"), 0,
                           NULL, H2O_STRLIT(SK_CORS_MAX_AGE_S));
     sk_http_reply(app, req, SK_ROUTE_COUNT, 204, NULL, "", 0);

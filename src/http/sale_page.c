@@ -62,8 +62,7 @@ int sk_sale_page_build(uint64_t id, const char *api_base, char **out, size_t *le
 {
     char base[SK_SALE_API_BASE_MAX] = "", origin[SK_SALE_API_BASE_MAX] = "";
     if (id < 1) return sk_einval(err, cap, "the activity id must be positive");
-    if (api_base && api_base[0] &&
-        check_base(api_base, base, origin, sizeof base, err, cap) < 0)
+    if (api_base && api_base[0] && check_base(api_base, base, origin, sizeof base, err, cap) < 0)
         return SK_EINVAL;
     const char *page = sk_web_sale_html;
     const char *ct = strstr(page, config_tag), *cs = strstr(page, csp_connect);

@@ -195,12 +195,11 @@ static void call_void(struct sk_cdp *b, const struct sk_cdp_page *p, const char 
     json_decref(sk_cdp_call(b, p, method, params));
 }
 
-void sk_cdp_resize(struct sk_cdp *b, const struct sk_cdp_page *p, int width, int height,
-                   int mobile)
+void sk_cdp_resize(struct sk_cdp *b, const struct sk_cdp_page *p, int width, int height, int mobile)
 {
     call_void(b, p, "Emulation.setDeviceMetricsOverride",
-              json_pack("{s:i,s:i,s:i,s:b}", "width", width, "height", height,
-                        "deviceScaleFactor", 1, "mobile", mobile));
+              json_pack("{s:i,s:i,s:i,s:b}", "width", width, "height", height, "deviceScaleFactor",
+                        1, "mobile", mobile));
     call_void(b, p, "Emulation.setTouchEmulationEnabled", json_pack("{s:b}", "enabled", mobile));
 }
 
@@ -214,7 +213,8 @@ void sk_cdp_page_open(struct sk_cdp *b, struct sk_cdp_page *p, const char *url, 
                       int height, int mobile, const char *lang, const char *init_script)
 {
     memset(p, 0, sizeof *p);
-    json_t *r = sk_cdp_call(b, NULL, "Target.createTarget", json_pack("{s:s}", "url", "about:blank"));
+    json_t *r =
+        sk_cdp_call(b, NULL, "Target.createTarget", json_pack("{s:s}", "url", "about:blank"));
     snprintf(p->target, sizeof p->target, "%s", json_string_value(json_object_get(r, "targetId")));
     json_decref(r);
     r = sk_cdp_call(b, NULL, "Target.attachToTarget",
@@ -282,8 +282,8 @@ int sk_cdp_wait(struct sk_cdp *b, const struct sk_cdp_page *p, const char *expr,
 {
     int64_t deadline = sk_mono_ms() + timeout_ms;
     char wrapped[2048];
-    snprintf(wrapped, sizeof wrapped, "(() => { try { return !!(%s); } catch (e) { return false; } })()",
-             expr);
+    snprintf(wrapped, sizeof wrapped,
+             "(() => { try { return !!(%s); } catch (e) { return false; } })()", expr);
     for (;;) {
         json_t *v = sk_cdp_eval(b, p, wrapped);
         int ok = json_is_true(v);
@@ -302,7 +302,8 @@ void sk_cdp_click(struct sk_cdp *b, const struct sk_cdp_page *p, const char *css
              " return [r.x + r.width / 2, r.y + r.height / 2]; })()",
              css);
     json_t *xy = sk_cdp_eval(b, p, expr);
-    double x = json_number_value(json_array_get(xy, 0)), y = json_number_value(json_array_get(xy, 1));
+    double x = json_number_value(json_array_get(xy, 0)),
+           y = json_number_value(json_array_get(xy, 1));
     json_decref(xy);
     const char *kinds[] = {"mouseMoved", "mousePressed", "mouseReleased"};
     for (int i = 0; i < 3; i++)

@@ -19,7 +19,7 @@
       closed: '活动尚未开放', closed_d: '开放后此页会自动更新。',
       countdown: '距开始还有', countdown_d: '按钮将在开始时自动亮起。',
       open: '正在抢购', open_d: '每次点击只提交一次，不会重复下单。',
-      buy: '立即抢购', buy_wait: '即将开始', buy_sending: '提交中…', buy_again: '重试',
+      buy: '立即抢购', buy_wait: '即将开始', buy_sending: '提交中…', buy_again: '重试', buy_queue: '排队中…',
       queue_before: '已排队，开始时随机抽签排位', queue_before_d: '提前到达不会更靠前；请保持此页打开。',
       queue_wait: '排队中', queue_wait_d: '页面会按服务器给出的间隔自动刷新，请勿频繁刷新。',
       q_pos: '前方位置', q_eta: '预计等待', q_place: '排位号',
@@ -52,6 +52,7 @@
       countdown: 'Starts in', countdown_d: 'The button lights up at the start.',
       open: 'On sale now', open_d: 'One click sends one order, never two.',
       buy: 'Buy now', buy_wait: 'Starting soon', buy_sending: 'Sending…', buy_again: 'Try again',
+      buy_queue: 'Waiting for your turn…',
       queue_before: 'You are in line; places are drawn at the start',
       queue_before_d: 'Arriving early does not put you ahead. Keep this page open.',
       queue_wait: 'You are in line', queue_wait_d: 'This page refreshes itself at the pace the server asks; no need to reload.',
@@ -315,6 +316,7 @@
         save();
         announce(t('accepted') + ' ' + t('processing'));
         pollOrder(0);
+        later('live', 300, pollLive); /* the stock it shows went down by one */
         return;
       }
       if (r.status === 0 || r.status === 429 || r.status === 503) {
@@ -483,8 +485,12 @@
     var rejoin = hasRoom() && !o && (S.queueState === 'expired' || (S.refusal && S.refusal.code === 'no_pass'));
     buy.hidden = !!o;
     buy.disabled = rejoin ? false : !canBuy();
+    var st = state(), soldOut = v && (v.sold_out || S.queueState === 'sold_out');
     buy.textContent = rejoin ? t('join_again') : S.buying ? t('buy_sending')
-      : state() === 'scheduled' || state() === 'closed' ? t('buy_wait') : S.refusal && S.refusal.code === 'gave_up' ? t('buy_again') : t('buy');
+      : st === 'ended' ? t('ended') : soldOut ? t('sold_out')
+      : st === 'scheduled' || st === 'closed' ? t('buy_wait')
+      : hasRoom() && !S.pass ? t('buy_queue')
+      : S.refusal && S.refusal.code === 'gave_up' ? t('buy_again') : t('buy');
     buy.dataset.action = rejoin ? 'join' : 'buy';
     var act = o && o.status === 'created' && o.deadline > serverNow();
     $('order-actions').hidden = !act;
