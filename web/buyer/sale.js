@@ -214,6 +214,10 @@
       if (r.status === 200 && r.body) {
         S.view = r.body;
         S.unknown = false;
+        if (S.queueState === 'refused' && (r.body.state === 'open' || r.body.state === 'scheduled')) {
+          S.queueState = '';
+          S.refusal = null;
+        }
         render();
         var p = r.body.poll_after_ms;
         if (p > 0) later('live', (document.hidden ? 4 : 1) * p * (1 + Math.random() * 0.2), pollLive);
@@ -244,8 +248,7 @@
   /* Joins when the room takes buyers and this buyer has no pass, order or poll going. */
   function queueStep() {
     var s = state();
-    if (!hasRoom() || S.order || S.pass || S.queueState === 'joining' || S.queueState === 'waiting' ||
-        S.queueState === 'expired' || S.queueState === 'used' || (s !== 'scheduled' && s !== 'open') ||
+    if (!hasRoom() || S.order || S.pass || S.queueState !== '' || (s !== 'scheduled' && s !== 'open') ||
         S.view.sold_out) return;
     join();
   }
@@ -274,7 +277,8 @@
       S.queueState = '';
       later('queue', backoff(0), queueStep); /* the line was lost (docs/waiting-room.md): join again */
     } else if (r.status === 403) {
-      S.queueState = '';
+      /* closed or ended: the live read's pace decides when to try again */
+      S.queueState = 'refused';
       S.refusal = { code: b.error || 'closed' };
     } else {
       /* 429, 503, network: ask again no sooner than told */
@@ -504,7 +508,6 @@
    * exactly (the button lights up then, not up to a second later). */
   function tick() {
     render();
-    queueStep();
     var now = serverNow(), next = 1000 - (now % 1000);
     var st = startMs() + (isFinite(clock.rtt) ? clock.rtt / 2 : 0);
     if (st > now && st - now < next) next = st - now + 1;
