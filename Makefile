@@ -46,12 +46,12 @@ TEST_SRC  := $(sort $(wildcard tests/*.c tests/unit/*.c tests/support/*.c))
 obj        = $(patsubst %.c,$(BUILD)/%.o,$(1))
 GEN_H     := $(BUILD)/gen/scripts_gen.h
 GEN_O     := $(BUILD)/gen/scripts_gen.o
-WEB       := $(sort $(wildcard web/*))
+WEB       := $(sort $(wildcard web/*.* web/buyer/*.*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
-        fuzz fuzz-smoke
+        fuzz fuzz-smoke buyer-shots
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
 # Build without touching apt when everything is there; `make deps` installs.
@@ -72,12 +72,13 @@ $(GEN_H): $(BUILD)/gen/scripts_gen.c
 $(GEN_O): $(BUILD)/gen/scripts_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
 
-# The dashboard (web/), one self-contained page embedded the same way.
+# The pages (web/: the dashboard; web/buyer/: the buyer's sale page), each
+# one self-contained page embedded the same way.
 $(BUILD)/gen/gen_web: tools/gen_web.c tools/gen_emit.c tools/gen_emit.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_web.c tools/gen_emit.c
 $(BUILD)/gen/web_gen.c: $(BUILD)/gen/gen_web $(WEB)
-	$(BUILD)/gen/gen_web $@ $(WEB_H) web/dashboard.html
+	$(BUILD)/gen/gen_web $@ $(WEB_H) dashboard=web/dashboard.html sale=web/buyer/sale.html
 $(WEB_H): $(BUILD)/gen/web_gen.c
 $(WEB_O): $(BUILD)/gen/web_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
@@ -117,6 +118,13 @@ test: all check-layers check-format fuzz-smoke
 test-unit: all
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
 
+# Screenshots of the buyer's page in each state at phone and desktop width
+# (docs/buyer/), taken by its browser tests.
+buyer-shots: all
+	mkdir -p docs/buyer
+	SECKILL_SHOTS=$(abspath docs/buyer) SECKILL_BIN=$(abspath $(BUILD)/seckill) \
+	    $(BUILD)/seckill-tests buyer_page
+
 check-layers:
 	@sh scripts/check-layers.sh
 
@@ -151,13 +159,14 @@ FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := framing http_body auth router config redis_url http_resp mysql_url
+FUZZ_TARGETS := framing http_body auth router config redis_url http_resp mysql_url cors
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
-FUZZ_SRC_config    := src/http/config.c src/redis/redis_url.c src/core/url.c src/core/log.c \
-                      src/core/error.c
+FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
+                      src/core/log.c src/core/error.c
+FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
 FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/redact.c src/core/error.c
 FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/redact.c src/core/error.c
 FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c

@@ -6,8 +6,11 @@
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
       libpq-dev postgresql libmariadb-dev mariadb-server libjansson-dev libssl-dev
-      libh2o-evloop-dev clang-format chromium fonts-dejavu-core clang libclang-rt-dev"
-# chromium: the suite loads the dashboard in a real (headless) browser.
+      libh2o-evloop-dev clang-format chromium fonts-dejavu-core fonts-wqy-microhei clang
+      libclang-rt-dev"
+# chromium: the suite loads the dashboard and the buyer's page in a real
+# (headless) browser; fonts-wqy-microhei draws the page's Chinese text in
+# its screenshots.
 # mariadb-server: the suite runs private mariadbd servers of its own; the
 # package's service is kept from starting (policy-rc.d below).
 # `deps.sh bench`: also the reference servers and tools the benchmarks use

@@ -67,6 +67,7 @@ static int usage(FILE *f)
         "                     [--sync-replicas N] [--sync-timeout-ms MS] [--redis-functions "
         "on|off]\n"
         "                     [--db-pool N] [--db-timeout-ms MS] [--db-queue-max N]\n"
+        "                     [--cors-origins ORIGIN,...]\n"
         "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
         "worker: the order worker only (persists admitted orders to the database).\n"
         "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
@@ -100,7 +101,10 @@ static int usage(FILE *f)
         "the gateway's addresses so no one else can.\n"
         "--io-timeout-s (default 30): a connection that moves no byte for that long\n"
         "is closed. --max-connections (default: from the file-descriptor limit): per\n"
-        "process; at the cap the longest idle keep-alive connection is closed.\n");
+        "process; at the cap the longest idle keep-alive connection is closed.\n"
+        "--cors-origins https://www.shop.example,... (default: none, CORS off): pages\n"
+        "from these origins may call /api/ from a browser (the buyer's page on a CDN:\n"
+        "seckill activity page). GET /sale/ID is the buyer's page itself.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 

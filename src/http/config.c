@@ -444,6 +444,11 @@ static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_
     return 0;
 }
 
+static int set_cors_origins(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return sk_cors_parse_list(v, c->cors_origins, sizeof c->cors_origins, msg, cap);
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -572,6 +577,7 @@ static const struct {
     {"db_pool", set_db_pool},
     {"db_timeout_ms", set_db_timeout},
     {"db_queue_max", set_db_queue_max},
+    {"cors_origins", set_cors_origins},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

@@ -80,6 +80,9 @@
  *   db_queue_max      database calls that may wait for a thread per HTTP
  *                     process, 1..1000000 (default 1024); more get
  *                     503 busy at once
+ *   cors_origins      origins (scheme://host[:port], comma-separated, at
+ *                     most 16) whose pages may call /api/ from a browser
+ *                     (cors.h); "" (the default) or "off": CORS off
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -88,6 +91,8 @@
 #ifndef SK_CONFIG_H
 #define SK_CONFIG_H
 #include <stddef.h>
+
+#include "http/cors.h"
 
 enum sk_config_role { SK_ROLE_ALL, SK_ROLE_API, SK_ROLE_WORKER };
 
@@ -132,6 +137,7 @@ struct sk_config {
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
     int db_pool, db_timeout_ms, db_queue_max;
+    char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */

@@ -27,6 +27,7 @@
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/auth.h"
+#include "http/cors_http.h"
 #include "http/framing.h"
 #include "http/http_body.h"
 #include "http/store_call.h"
@@ -65,6 +66,9 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_queue_poll] = sk_api_queue,
     [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
     [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
+    [SK_ROUTE_sale_page] = sk_api_sale_page,
+    [SK_ROUTE_sale_live] = sk_api_sale_live,
+    [SK_ROUTE_sale_time] = sk_api_sale_time,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */
@@ -79,6 +83,8 @@ static const char *reason_of(int status)
     switch (status) {
     case 200: return "OK";
     case 201: return "Created";
+    case 204: return "No Content";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -97,8 +103,10 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 {
     req->res.status = status;
     req->res.reason = reason_of(status);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
-                   strlen(content_type));
+    if (content_type)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
+                       strlen(content_type));
+    sk_cors_reply_headers(app, req);
     if (app->draining)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL,
                        H2O_STRLIT("close"));
@@ -401,6 +409,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
         return 0;
     }
+    if (sk_cors_preflight_or_reply(app, req)) return 0;
     sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
     /* with an ops port, each port knows only its own routes */
     if (app->ops_fd >= 0 && m.status != 404 && is_ops_route(m.route) != ops_port) m.status = 404;

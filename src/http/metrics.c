@@ -42,6 +42,9 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_QUEUE_POLL] = "queue_poll",
     [SK_MROUTE_ADMIN_PACE_SET] = "admin_pace_set",
     [SK_MROUTE_ADMIN_PACE_GET] = "admin_pace_get",
+    [SK_MROUTE_SALE_PAGE] = "sale_page",
+    [SK_MROUTE_SALE_LIVE] = "sale_live",
+    [SK_MROUTE_SALE_TIME] = "sale_time",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -158,6 +161,9 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
     case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
     case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
+    case SK_ROUTE_sale_page: return SK_MROUTE_SALE_PAGE;
+    case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
+    case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
     default: return SK_MROUTE_OTHER;
     }
 }

@@ -1,6 +1,7 @@
 /* harness.c - test runner, throwaway redis-servers and `seckill serve`
  * processes (started with tools/spawn/), and CLI runner. */
 #include "support/harness.h"
+#include "support/http_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +87,18 @@ uint64_t sk_th_unique_id(void)
 }
 
 static int unit_only; /* --unit: no shared redis-server */
+
+long long sk_th_redis_calls(int port, const char *cmd)
+{
+    static char raw[1 << 16];
+    const char q[] = "INFO commandstats\r\nQUIT\r\n";
+    size_t n = sk_th_http_raw(port, q, sizeof q - 1, raw, sizeof raw - 1, 3000);
+    raw[n] = 0;
+    char pat[64];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(raw, pat);
+    return p ? atoll(p + strlen(pat)) : 0;
+}
 
 const char *sk_th_redis_url(void)
 {

@@ -81,6 +81,10 @@ void sk_th_redis_stop(struct sk_th_redis *s, int hard);
  * a running one gracefully first, and waits until it has loaded them. */
 void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra);
 
+/* Calls Redis on 127.0.0.1:port served of command cmd (lower case, as
+ * INFO commandstats names it: "evalsha", "fcall", "hget"), 0 when none. */
+long long sk_th_redis_calls(int port, const char *cmd);
+
 /* URL of the run's shared redis-server. Tests use their own activity ids so
  * they do not disturb each other. */
 const char *sk_th_redis_url(void);
