@@ -40,7 +40,7 @@ struct sale {
     char (*ids)[SK_STORE_ORDER_ID_MAX];
     size_t ids_cap;
     atomic_long nids;
-    int backoff_ms; /* after a 503 (sale_start_recording) */
+    int backoff_ms;      /* after a 503 (sale_start_recording) */
     atomic_long hold_at; /* sale_hold_at: buyers wait while ok >= hold_at (0: never) */
 };
 
