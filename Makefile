@@ -26,6 +26,9 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 CFLAGS   ?= $(OPT)
+# The release, from the VERSION file (`seckill --version`, the Debian
+# package's version: debian/changelog must name the same).
+VERSION  := $(shell cat VERSION 2>/dev/null || echo unknown)
 
 WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
 PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
@@ -100,6 +103,8 @@ $(BUILD)/libseckill-bench.a: $(call obj,$(BENCH_SRC))
 # Archives in dependency order: cmd and bench use tools, all use the library.
 BIN_LIBS := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-tools.a \
             $(BUILD)/libseckill.a
+$(BUILD)/src/cmd/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
+$(BUILD)/src/cmd/main.o: VERSION
 $(BUILD)/seckill: $(BUILD)/src/cmd/main.o $(BIN_LIBS)
 	$(CC) $(SK_CFLAGS) -o $@ $< $(BIN_LIBS) $(LDLIBS)
 $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)

@@ -78,6 +78,7 @@ struct sk_app {
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
     struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
+    struct sk_jwt_keys *jwt;        /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                   /* requests accepted, not yet answered */
     int draining;                   /* SIGTERM: no new connections */
     struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
