@@ -84,7 +84,8 @@ static int admin(struct sk_th_http *h, const char *token, const char *method, co
 
 SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 120)
 {
-    const char *dir = sk_th_tmpdir();
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
     char conf[400], tok[400], log[400], db[400], listen[64], body[400], path[128];
     snprintf(conf, sizeof conf, "%s/seckill.conf", dir);
     snprintf(tok, sizeof tok, "%s/admin.token", dir);
@@ -102,7 +103,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
              "io_timeout_s = 30\n",
              tok);
     write_file(conf, text);
-    const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", listen, "--redis",
+    const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", listen,     "--redis",
                           sk_th_redis_url(),   "--db",  db,         "--config", conf,
                           "--processes",       "2",     NULL};
     struct sk_spawn_cmd cmd = {.argv = argv,
@@ -169,8 +170,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     CHECK_MSG(!strstr(first, "admin-token-two"), "a secret in the log: %s", first);
 
     /* the same connection: old token refused, new one accepted */
-    CHECK_EQ(admin(&c, "admin-token-one-0123456789", "GET", "/api/v1/activities/1/stats", NULL,
-                   &r),
+    CHECK_EQ(admin(&c, "admin-token-one-0123456789", "GET", "/api/v1/activities/1/stats", NULL, &r),
              401);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/stats", aid);
     CHECK_EQ(admin(&c, "admin-token-two-0123456789", "GET", path, NULL, &r), 200);

@@ -64,8 +64,8 @@ static pid_t serve_notified(const struct notify_sock *n, const char *watchdog_us
     char listen[64], db[400];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(db, sizeof db, "sqlite:%s/notify.db", sk_th_tmpdir());
-    const char *argv[32] = {sk_th_seckill_bin(), "serve", "--listen", listen, "--redis", redis,
-                            "--db", db};
+    const char *argv[32] = {sk_th_seckill_bin(), "serve", "--listen", listen,
+                            "--redis",           redis,   "--db",     db};
     int a = 8;
     for (int i = 0; extra && extra[i] && a < 30; i++)
         argv[a++] = extra[i];
@@ -124,7 +124,7 @@ SK_TEST_T(systemd_ready_only_once_redis_answers_then_stopping_at_sigterm, 120)
     char opsaddr[64], log[400];
     snprintf(opsaddr, sizeof opsaddr, "127.0.0.1:%d", ops);
     const char *extra[] = {"--processes", "2", "--ops-listen", opsaddr, "--redis-timeout-ms",
-                           "300", NULL};
+                           "300",         NULL};
     pid_t pid = serve_notified(&n, NULL, port, rs.url, extra, log, sizeof log);
     char msg[4096];
     int waiting_seen = 0;

@@ -290,8 +290,8 @@ static int reload_config(int argc, char **argv, struct sk_config *running,
         sk_log(SK_LOG_INFO, "reload: nothing changed");
     else
         sk_log(fixed[0] ? SK_LOG_WARN : SK_LOG_INFO, "reload: applied: %s%s%s%s",
-               live[0] ? live : "none", fixed[0] ? "; not applied (needs a restart): " : "",
-               fixed, fixed[0] ? "" : "");
+               live[0] ? live : "none", fixed[0] ? "; not applied (needs a restart): " : "", fixed,
+               fixed[0] ? "" : "");
     return 0;
 }
 

@@ -122,8 +122,8 @@ void sk_svc_notify_tick(struct sk_svc_notify *sn, sk_node *node, const pid_t *pi
     int all = bits | worker_bits;
     int off = snprintf(text, sizeof text, "%s", sn->ready_sent ? "degraded: " : "");
     if (waiting_http)
-        off += snprintf(text + off, sizeof text - (size_t)off, "%d of %d HTTP process%s %s", waiting_http,
-                        n_api, n_api == 1 ? "" : "es", sk_svc_notify_wait_text(bits));
+        off += snprintf(text + off, sizeof text - (size_t)off, "%d of %d HTTP process%s %s",
+                        waiting_http, n_api, n_api == 1 ? "" : "es", sk_svc_notify_wait_text(bits));
     if (worker_bits && off < (int)sizeof text)
         off += snprintf(text + off, sizeof text - (size_t)off, "%sorder worker %s",
                         waiting_http ? "; " : "", sk_svc_notify_wait_text(worker_bits));

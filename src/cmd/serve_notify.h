@@ -19,15 +19,15 @@
 #include "http/config.h"
 
 struct sk_svc_notify {
-    int enabled;       /* $NOTIFY_SOCKET set */
-    int ready_sent;    /* READY=1 sent (again after a reload) */
-    int hold;          /* a reload is being applied: no READY=1 yet */
-    uint64_t wd_ms;    /* the watchdog interval, 0: none */
-    int64_t next_wd;   /* when the next ping is due (sk_mono_ms) */
-    int64_t stale_ms;  /* a process whose last sign of life is older is hung */
-    int wd_quiet;      /* pings withheld: the hung process was logged */
-    char status[512];  /* the last STATUS= sent */
-    char redis[512];   /* the URLs as logs show them (passwords redacted) */
+    int enabled;      /* $NOTIFY_SOCKET set */
+    int ready_sent;   /* READY=1 sent (again after a reload) */
+    int hold;         /* a reload is being applied: no READY=1 yet */
+    uint64_t wd_ms;   /* the watchdog interval, 0: none */
+    int64_t next_wd;  /* when the next ping is due (sk_mono_ms) */
+    int64_t stale_ms; /* a process whose last sign of life is older is hung */
+    int wd_quiet;     /* pings withheld: the hung process was logged */
+    char status[512]; /* the last STATUS= sent */
+    char redis[512];  /* the URLs as logs show them (passwords redacted) */
     char db[512];
     char listen[256];
 };

@@ -3,8 +3,8 @@
 #include "core/sd_notify.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -136,8 +136,7 @@ static EVP_PKEY *ec_key(json_t *o, char *err, size_t cap)
     memcpy(pt + 33, y, 32);
     EVP_PKEY *pkey = NULL;
     OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
-    if (bld &&
-        OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) &&
+    if (bld && OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) &&
         OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, pt, sizeof pt))
         pkey = from_params("EC", bld);
     OSSL_PARAM_BLD_free(bld);
@@ -245,8 +244,7 @@ int sk_jwt_keys_parse(sk_jwt_keys **out, const char *text, size_t len, char *err
     json_t *keys = json_object_get(doc, "keys");
     if (!json_is_array(keys)) {
         json_decref(doc);
-        return sk_einval(err, cap, "not a JWK Set: %s",
-                         doc ? "no \"keys\" array" : "not JSON");
+        return sk_einval(err, cap, "not a JWK Set: %s", doc ? "no \"keys\" array" : "not JSON");
     }
     sk_jwt_keys *ks = calloc(1, sizeof *ks);
     if (!ks) {
@@ -380,8 +378,8 @@ static int aud_ok(json_t *claims, const char *want)
     if (json_is_string(aud)) return !strcmp(json_string_value(aud), want);
     size_t i;
     json_t *x;
-    json_array_foreach(aud, i, x) if (json_is_string(x) && !strcmp(json_string_value(x), want))
-        return 1;
+    json_array_foreach(aud, i,
+                       x) if (json_is_string(x) && !strcmp(json_string_value(x), want)) return 1;
     return 0;
 }
 

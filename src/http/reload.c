@@ -11,7 +11,9 @@
 #include "http/app.h"
 
 #define F(key, field, live, hook)                                                                  \
-    {key, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field), live, hook}
+    {                                                                                              \
+        key, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field), live, hook \
+    }
 #define LIVE(key, field) F(key, field, 1, SK_RELOAD_COPY)
 #define FIXED(key, field) F(key, field, 0, SK_RELOAD_COPY)
 
@@ -183,7 +185,7 @@ int sk_reload_tick_app(struct sk_app *app, int started)
 {
     struct sk_reload_area *a = the_area;
     if (!a || atomic_load_explicit(&a->gen, memory_order_acquire) == applied_gen) return 0;
-    static struct sk_config cfg;  /* one loop per process */
+    static struct sk_config cfg; /* one loop per process */
     static char jwks[SK_JWKS_MAX];
     size_t jl = 0;
     uint64_t gen = sk_reload_read(a, &cfg, jwks, &jl);

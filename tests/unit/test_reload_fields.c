@@ -40,9 +40,9 @@ SK_TEST(reload_fields_name_real_options_and_the_documented_live_ones)
         sk_config_set(&c, sk_reload_fields[i].key, "\x01", err, sizeof err);
         CHECK_MSG(strncmp(err, "unknown option", 14) != 0, "%s: %s", sk_reload_fields[i].key, err);
     }
-    static const char *const live[] = {"log_level",   "rate_per_user_per_s", "rate_burst",
-                                       "trusted_proxies", "admin_token",   "hmac_secret",
-                                       "jwks_file",   "max_connections"};
+    static const char *const live[] = {"log_level",       "rate_per_user_per_s", "rate_burst",
+                                       "trusted_proxies", "admin_token",         "hmac_secret",
+                                       "jwks_file",       "max_connections"};
     static const char *const fixed[] = {"listen", "redis", "db", "processes", "auth", "role"};
     for (size_t i = 0; i < sk_reload_nfields; i++) {
         for (size_t j = 0; j < sizeof live / sizeof live[0]; j++)
