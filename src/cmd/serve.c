@@ -35,6 +35,7 @@
 #include "http/http_server.h"
 #include "http/label_mem.h"
 #include "http/metrics.h"
+#include "http/ops_history.h"
 #include "http/reload.h"
 #include "orders/ops_sampler.h"
 #include "orders/order_worker.h"
@@ -724,6 +725,9 @@ int sk_cli_serve(int argc, char **argv)
         return SK_EXIT_FAIL;
     }
     sk_reload_set_area(area);
+    /* the dashboard's last minutes, shared by the node's HTTP processes */
+    sk_ops_history *hist;
+    if (cfg.role != SK_ROLE_WORKER && sk_ops_history_new(&hist) == 0) sk_ops_history_set(hist);
     sk_reload_publish(area, &cfg, jwks_text, jwks_len);
     /* Under systemd the supervisor always runs: it is the one that speaks
      * to systemd for the node. */

@@ -104,6 +104,9 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
 int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* Once per loop pass: the first HTTP process adds a second's sample to the
+ * dashboard's history (ops_history.h). */
+void sk_ops_view_tick(struct sk_app *app);
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);

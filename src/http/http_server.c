@@ -662,6 +662,7 @@ static void serve(struct sk_app *app)
                                             (app->db.ok ? 0 : SK_NODE_WAIT_DB));
         sk_conns_tick(&app->conns);
         sk_reload_tick_app(app, 1);
+        sk_ops_view_tick(app);
         sk_store_health_tick(app);
         if (stop_requested && !app->draining) {
             start_drain(app);
