@@ -107,7 +107,7 @@ static long long act_value(const struct hist_sample *s, uint64_t id, int what, i
         if (*row < 0) return -1;
     }
     const struct hist_act *a = &s->acts[*row];
-    return what == -1 ? (long long)a->admitted_units
+    return what == -1   ? (long long)a->admitted_units
            : what == -2 ? (long long)a->handed_out
                         : (long long)a->refusals[what];
 }
