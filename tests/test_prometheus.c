@@ -95,7 +95,8 @@ static double query(int port, const char *q)
     json_t *res = json_object_get(json_object_get(d, "data"), "result");
     double v = -1;
     if (json_array_size(res) > 0) {
-        const char *s = json_string_value(json_array_get(json_object_get(json_array_get(res, 0), "value"), 1));
+        const char *s =
+            json_string_value(json_array_get(json_object_get(json_array_get(res, 0), "value"), 1));
         if (s) v = atof(s);
     }
     json_decref(d);
@@ -176,9 +177,8 @@ SK_TEST_T(prometheus_server_scrapes_a_live_node_and_loads_the_rules, 180)
     int64_t deadline = sk_mono_ms() + 30000;
     double up = -1, admitted = -1, redis_up = -1;
     char q[160];
-    snprintf(q, sizeof q, "seckill_activity_admitted_units_total%%7Bactivity%%3D%%22%" PRIu64
-                          "%%22%%7D",
-             aid);
+    snprintf(q, sizeof q,
+             "seckill_activity_admitted_units_total%%7Bactivity%%3D%%22%" PRIu64 "%%22%%7D", aid);
     while (up != 1 || admitted != 7 || redis_up != 1) {
         CHECK_MSG(sk_mono_ms() < deadline,
                   "Prometheus did not get the node's series: up %g, admitted %g, redis_up %g "
