@@ -74,11 +74,13 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
              "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1", root(), dest,
              sk_th_seckill_bin());
     CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
-    static const char *const files[] = {
-        "/usr/bin/seckill",         "/usr/share/man/man1/seckill.1",
-        "/usr/share/man/man5/seckill.conf.5", "/etc/seckill/seckill.conf",
-        "/usr/lib/systemd/system/seckill.service",
-        "/usr/share/seckill/prometheus/seckill-rules.yml", "/usr/share/seckill/openapi.yaml"};
+    static const char *const files[] = {"/usr/bin/seckill",
+                                        "/usr/share/man/man1/seckill.1",
+                                        "/usr/share/man/man5/seckill.conf.5",
+                                        "/etc/seckill/seckill.conf",
+                                        "/usr/lib/systemd/system/seckill.service",
+                                        "/usr/share/seckill/prometheus/seckill-rules.yml",
+                                        "/usr/share/seckill/openapi.yaml"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         CHECK_MSG(exists(dest, files[i]), "%s was not installed", files[i]);
     /* the installed binary and its version */
@@ -100,16 +102,26 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
     /* every flag of every --help */
-    static const char *const helps[] = {"serve",           "worker",
-                                        "reconcile",       "load",
-                                        "demo",            "activity create",
-                                        "activity preheat", "activity open",
-                                        "activity close",  "activity show",
-                                        "activity list",   "activity delete",
-                                        "activity recover", "bench admission",
-                                        "bench cluster",   "bench http",
-                                        "bench scrape",    "bench persist",
-                                        "bench recover",   "bench strategies"};
+    static const char *const helps[] = {"serve",
+                                        "worker",
+                                        "reconcile",
+                                        "load",
+                                        "demo",
+                                        "activity create",
+                                        "activity preheat",
+                                        "activity open",
+                                        "activity close",
+                                        "activity show",
+                                        "activity list",
+                                        "activity delete",
+                                        "activity recover",
+                                        "bench admission",
+                                        "bench cluster",
+                                        "bench http",
+                                        "bench scrape",
+                                        "bench persist",
+                                        "bench recover",
+                                        "bench strategies"};
     for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
         run_out(cmd, out, sizeof out);
@@ -152,13 +164,16 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     CHECK_MSG(strstr(out, "processes: must be") && !strstr(out, "line "), "%s", out);
 
     /* the unit, with its ExecStart pointing into the staging root */
-    snprintf(cmd, sizeof cmd,
-             "sed 's|/usr/bin/seckill|%s/usr/bin/seckill|' %s/usr/lib/systemd/system/seckill.service "
-             "> %s/seckill.service && systemd-analyze verify --man=no %s/seckill.service 2>&1",
-             dest, dest, dest, dest);
+    snprintf(
+        cmd, sizeof cmd,
+        "sed 's|/usr/bin/seckill|%s/usr/bin/seckill|' %s/usr/lib/systemd/system/seckill.service "
+        "> %s/seckill.service && systemd-analyze verify --man=no %s/seckill.service 2>&1",
+        dest, dest, dest, dest);
     CHECK_MSG(run_out(cmd, out, sizeof out) == 0 && out[0] == 0, "systemd-analyze verify:\n%s",
               out);
-    snprintf(cmd, sizeof cmd, "grep -E '^(Type|NotifyAccess|WatchdogSec|ExecReload)=' %s/usr/lib/systemd/system/seckill.service",
+    snprintf(cmd, sizeof cmd,
+             "grep -E '^(Type|NotifyAccess|WatchdogSec|ExecReload)=' "
+             "%s/usr/lib/systemd/system/seckill.service",
              dest);
     run_out(cmd, out, sizeof out);
     CHECK_MSG(strstr(out, "Type=notify\n") && strstr(out, "WatchdogSec=") &&
