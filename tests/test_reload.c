@@ -210,3 +210,57 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     CHECK_EQ(rc, 0);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
 }
+
+/* A lone process (--role api, one process, no systemd): no supervisor, so
+ * a thread of its own takes SIGHUP and reads the file; the event loop
+ * applies it. */
+SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
+    char conf[400], log[400], db[400], listen[64], text[400];
+    snprintf(conf, sizeof conf, "%s/lone.conf", dir);
+    snprintf(log, sizeof log, "%s/lone.log", dir);
+    snprintf(db, sizeof db, "sqlite:%s/lone.db", dir);
+    int port = sk_th_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    write_file(conf, "admin_token = lone-token-one-0123\n");
+    const char *argv[] = {
+        sk_th_seckill_bin(), "serve", "--listen", listen, "--redis", sk_th_redis_url(), "--db", db,
+        "--config",          conf,    "--role",   "api",  NULL};
+    struct sk_spawn_cmd cmd = {.argv = argv,
+                               .err = log,
+                               .flags = SK_SPAWN_PDEATHSIG,
+                               .name = "seckill serve",
+                               .ready = healthy,
+                               .arg = &port,
+                               .ready_ms = 15000,
+                               .poll_ms = 10,
+                               .stop_sig = SIGKILL,
+                               .stop_ms = 1000};
+    pid_t pid;
+    char err[400];
+    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
+    struct sk_th_http c;
+    struct sk_th_resp r;
+    sk_th_http_open(&c, port);
+    int before = local_port(c.fd);
+    CHECK_EQ(admin(&c, "lone-token-one-0123", "GET", "/api/v1/activities/1/stats", NULL, &r) != 401,
+             1);
+    snprintf(text, sizeof text, "admin_token = lone-token-two-0123\nlisten = 127.0.0.1:1\n");
+    write_file(conf, text);
+    CHECK_EQ(kill(pid, SIGHUP), 0);
+    wait_log(log, "reload: applied: admin_token", 1);
+    /* listen came from the flag: the file's is overridden, not a change */
+    CHECK(strstr(log_text(log), "needs a restart") == NULL);
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (admin(&c, "lone-token-two-0123", "GET", "/api/v1/activities/1/stats", NULL, &r) == 401)
+        CHECK_MSG(sk_mono_ms() < deadline, "the new token never applied");
+    CHECK_EQ(admin(&c, "lone-token-one-0123", "GET", "/api/v1/activities/1/stats", NULL, &r), 401);
+    CHECK_EQ(local_port(c.fd), before);
+    sk_th_http_close(&c);
+    kill(pid, SIGTERM);
+    int st;
+    CHECK_EQ(sk_spawn_wait(&pid, NULL, NULL, 20000, 5, &st), 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
+}

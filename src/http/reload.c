@@ -71,6 +71,16 @@ int sk_reload_area_new(struct sk_reload_area **out)
         return SK_EIO;
     }
     *out = p; /* zero pages: generation 0 */
+    pthread_mutexattr_t at;
+    pthread_mutexattr_init(&at);
+    pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    int rc = pthread_mutex_init(&(*out)->lock, &at);
+    pthread_mutexattr_destroy(&at);
+    if (rc) {
+        munmap(p, sizeof **out);
+        *out = NULL;
+        return SK_EIO;
+    }
     return 0;
 }
 
@@ -91,39 +101,29 @@ struct sk_reload_area *sk_reload_area_get(void)
     return the_area;
 }
 
-/* A sequence lock, as the node's sample (core/node_stats.c): the writer
- * makes seq odd, writes, makes it even; a reader keeps a copy only when it
- * saw the same even number before and after. */
 void sk_reload_publish(struct sk_reload_area *a, const struct sk_config *cfg, const char *jwks,
                        size_t jwks_len)
 {
     if (jwks_len > sizeof a->jwks) jwks_len = 0;
-    uint32_t q = atomic_load_explicit(&a->seq, memory_order_relaxed);
-    atomic_store_explicit(&a->seq, q + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    pthread_mutex_lock(&a->lock);
     a->cfg = *cfg;
     if (jwks_len) memcpy(a->jwks, jwks, jwks_len);
     a->jwks_len = jwks_len;
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&a->seq, q + 2, memory_order_relaxed);
     atomic_fetch_add(&a->gen, 1);
+    pthread_mutex_unlock(&a->lock);
 }
 
 uint64_t sk_reload_read(struct sk_reload_area *a, struct sk_config *cfg, char *jwks,
                         size_t *jwks_len)
 {
-    for (;;) {
-        uint64_t gen = atomic_load(&a->gen);
-        uint32_t s = atomic_load_explicit(&a->seq, memory_order_acquire);
-        if (s & 1) continue;
-        *cfg = a->cfg;
-        size_t n = a->jwks_len <= SK_JWKS_MAX ? a->jwks_len : 0;
-        memcpy(jwks, a->jwks, n);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&a->seq, memory_order_relaxed) != s) continue;
-        *jwks_len = n;
-        return gen;
-    }
+    pthread_mutex_lock(&a->lock);
+    uint64_t gen = atomic_load(&a->gen);
+    *cfg = a->cfg;
+    size_t n = a->jwks_len <= SK_JWKS_MAX ? a->jwks_len : 0;
+    memcpy(jwks, a->jwks, n);
+    *jwks_len = n;
+    pthread_mutex_unlock(&a->lock);
+    return gen;
 }
 
 /* Appends key to a comma list, once. */

@@ -19,6 +19,7 @@
  * restart: the log line of a reload names each one that changed. */
 #ifndef SK_RELOAD_H
 #define SK_RELOAD_H
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,7 +47,9 @@ extern const size_t sk_reload_nfields;
 
 struct sk_reload_area {
     _Atomic uint64_t gen; /* bumped after each publish; 0: nothing published */
-    _Atomic uint32_t seq; /* odd while being written */
+    /* process-shared: the publisher and the readers of one publication
+     * (a reader takes it once per reload, never per loop pass) */
+    pthread_mutex_t lock;
     struct sk_config cfg;
     size_t jwks_len;
     char jwks[SK_JWKS_MAX];
