@@ -41,7 +41,7 @@ static void notify_open(struct notify_sock *n)
     CHECK(n->fd >= 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     CHECK(strlen(n->path) < sizeof sa.sun_path);
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", n->path);
+    memcpy(sa.sun_path, n->path, strlen(n->path) + 1); /* length checked above */
     CHECK_EQ(bind(n->fd, (struct sockaddr *)&sa, sizeof sa), 0);
 }
 
