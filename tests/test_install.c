@@ -13,23 +13,6 @@
 
 #include "support/harness.h"
 
-static const char *root(void)
-{
-    static char path[512];
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(path, sizeof path, "%.*s/..", slash ? (int)(slash - f) : 1, slash ? f : ".");
-    return path;
-}
-
-static int run_out(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    return pclose(p);
-}
-
 static int exists(const char *dir, const char *rel)
 {
     char p[800];
@@ -71,9 +54,9 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     static char out[1 << 18], man[1 << 18];
     snprintf(dest, sizeof dest, "%s/stage", sk_th_tmpdir());
     snprintf(cmd, sizeof cmd,
-             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1", root(), dest,
-             sk_th_seckill_bin());
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1",
+             sk_th_source_root(), dest, sk_th_seckill_bin());
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
     static const char *const files[] = {"/usr/bin/seckill",
                                         "/usr/share/man/man1/seckill.1",
                                         "/usr/share/man/man5/seckill.conf.5",
@@ -85,11 +68,11 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
         CHECK_MSG(exists(dest, files[i]), "%s was not installed", files[i]);
     /* the installed binary and its version */
     char ver[64] = "";
-    snprintf(cmd, sizeof cmd, "cat %s/VERSION", root());
-    run_out(cmd, ver, sizeof ver);
+    snprintf(cmd, sizeof cmd, "cat %s/VERSION", sk_th_source_root());
+    sk_th_sh(cmd, ver, sizeof ver);
     ver[strcspn(ver, "\n")] = 0;
     snprintf(cmd, sizeof cmd, "%s/usr/bin/seckill --version", dest);
-    CHECK_EQ(run_out(cmd, out, sizeof out), 0);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
     char want[96];
     snprintf(want, sizeof want, "seckill %s\n", ver);
     CHECK_STR(out, want);
@@ -97,7 +80,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     /* the pages render, without groff warnings */
     snprintf(cmd, sizeof cmd,
              "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill.1 2>&1", dest);
-    CHECK_EQ(run_out(cmd, man, sizeof man), 0);
+    CHECK_EQ(sk_th_sh(cmd, man, sizeof man), 0);
     CHECK_MSG(strstr(man, "SECKILL(1)") && !strstr(man, "warning:"), "%.3000s", man);
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
@@ -124,7 +107,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
                                         "bench strategies"};
     for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
-        run_out(cmd, out, sizeof out);
+        sk_th_sh(cmd, out, sizeof out);
         CHECK_MSG(strstr(out, "usage") != NULL, "%s --help: %.200s", helps[i], out);
         flags_in(helps[i], out, man);
         /* and every sub-command has its section */
@@ -137,13 +120,13 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     snprintf(cmd, sizeof cmd,
              "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man5/seckill.conf.5 2>&1",
              dest);
-    CHECK_EQ(run_out(cmd, conf5, sizeof conf5), 0);
+    CHECK_EQ(sk_th_sh(cmd, conf5, sizeof conf5), 0);
     CHECK_MSG(strstr(conf5, "SECKILL.CONF(5)") && !strstr(conf5, "warning:"), "%.3000s", conf5);
     snprintf(cmd, sizeof cmd, "cat %s/etc/seckill/seckill.conf", dest);
-    run_out(cmd, example, sizeof example);
+    sk_th_sh(cmd, example, sizeof example);
     /* every serve option, as a key, in both */
     snprintf(cmd, sizeof cmd, "%s serve --help 2>&1", sk_th_seckill_bin());
-    run_out(cmd, out, sizeof out);
+    sk_th_sh(cmd, out, sizeof out);
     for (const char *p = out; (p = strstr(p, "--")) != NULL;) {
         const char *e = p + 2;
         char key[64];
@@ -160,7 +143,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
      * the bad flag given after it (the file is read first) */
     snprintf(cmd, sizeof cmd, "%s serve --config %s/etc/seckill/seckill.conf --processes 0 2>&1",
              sk_th_seckill_bin(), dest);
-    CHECK_EQ(run_out(cmd, out, sizeof out) >> 8, 2);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out) >> 8, 2);
     CHECK_MSG(strstr(out, "processes: must be") && !strstr(out, "line "), "%s", out);
 
     /* the unit, with its ExecStart pointing into the staging root */
@@ -169,25 +152,25 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
         "sed 's|/usr/bin/seckill|%s/usr/bin/seckill|' %s/usr/lib/systemd/system/seckill.service "
         "> %s/seckill.service && systemd-analyze verify --man=no %s/seckill.service 2>&1",
         dest, dest, dest, dest);
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0 && out[0] == 0, "systemd-analyze verify:\n%s",
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0 && out[0] == 0, "systemd-analyze verify:\n%s",
               out);
     snprintf(cmd, sizeof cmd,
              "grep -E '^(Type|NotifyAccess|WatchdogSec|ExecReload)=' "
              "%s/usr/lib/systemd/system/seckill.service",
              dest);
-    run_out(cmd, out, sizeof out);
+    sk_th_sh(cmd, out, sizeof out);
     CHECK_MSG(strstr(out, "Type=notify\n") && strstr(out, "WatchdogSec=") &&
                   strstr(out, "ExecReload=/bin/kill -HUP $MAINPID"),
               "%s", out);
 
     /* install again: an edited config stays */
     snprintf(cmd, sizeof cmd, "echo 'log_level = warn' >> %s/etc/seckill/seckill.conf", dest);
-    CHECK_EQ(run_out(cmd, out, sizeof out), 0);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
     snprintf(cmd, sizeof cmd,
              "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1 && "
              "make -s -C %s uninstall DESTDIR=%s PREFIX=/usr 2>&1",
-             root(), dest, sk_th_seckill_bin(), root(), dest);
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "%s", out);
+             sk_th_source_root(), dest, sk_th_seckill_bin(), sk_th_source_root(), dest);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (strcmp(files[i], "/etc/seckill/seckill.conf"))
             CHECK_MSG(!exists(dest, files[i]), "%s was not uninstalled", files[i]);

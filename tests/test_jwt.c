@@ -21,13 +21,11 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 
-/* The tool's path: next to this file in the source tree. */
+/* The tool's path in the source tree. */
 static const char *tool(void)
 {
-    static char path[512];
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(path, sizeof path, "%.*s/jwt/jwt_tool.py", slash ? (int)(slash - f) : 1,
-             slash ? f : ".");
+    static char path[600];
+    snprintf(path, sizeof path, "%s/tests/jwt/jwt_tool.py", sk_th_source_root());
     return path;
 }
 

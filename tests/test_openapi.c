@@ -12,29 +12,11 @@
 
 #include "support/harness.h"
 
-/* The tree's root, from this file's place in it. */
-static const char *root(void)
-{
-    static char path[512];
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(path, sizeof path, "%.*s/..", slash ? (int)(slash - f) : 1, slash ? f : ".");
-    return path;
-}
-
-static int run_out(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    return pclose(p);
-}
-
 static void npm_dir(char *out, size_t cap)
 {
     char cmd[800];
-    snprintf(cmd, sizeof cmd, "sh %s/scripts/npm-tools.sh 2>&1", root());
-    int rc = run_out(cmd, out, cap);
+    snprintf(cmd, sizeof cmd, "sh %s/scripts/npm-tools.sh 2>&1", sk_th_source_root());
+    int rc = sk_th_sh(cmd, out, cap);
     CHECK_MSG(rc == 0, "npm-tools.sh failed: %s", out);
     out[strcspn(out, "\n")] = 0;
     char *last = strrchr(out, '\n');
@@ -47,8 +29,8 @@ SK_TEST_T(openapi_document_lints_and_covers_every_route_and_contract_answer, 600
     static char out[1 << 16];
     npm_dir(npm, sizeof npm);
     snprintf(cmd, sizeof cmd, "%s/node_modules/.bin/redocly lint %s/docs/openapi.yaml 2>&1", npm,
-             root());
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "redocly lint:\n%s", out);
+             sk_th_source_root());
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "redocly lint:\n%s", out);
     CHECK_MSG(strstr(out, "Your API description is valid") && !strstr(out, "You have "),
               "redocly lint warns:\n%s", out);
 
@@ -63,14 +45,14 @@ SK_TEST_T(openapi_document_lints_and_covers_every_route_and_contract_answer, 600
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(cmd, sizeof cmd, "SK_TH_RECORD_ANSWERS=%s %s -j 2 %s 2>&1", answers, self,
                  files[i]);
-        int rc = run_out(cmd, out, sizeof out);
+        int rc = sk_th_sh(cmd, out, sizeof out);
         CHECK_MSG(rc == 0, "%s failed under recording:\n%s", files[i], out);
     }
     snprintf(cmd, sizeof cmd,
              "node %s/tests/openapi/validate.mjs %s %s/docs/openapi.yaml %s/src/http/routes.def "
              "%s 2>&1",
-             root(), npm, root(), root(), answers);
-    int rc = run_out(cmd, out, sizeof out);
+             sk_th_source_root(), npm, sk_th_source_root(), sk_th_source_root(), answers);
+    int rc = sk_th_sh(cmd, out, sizeof out);
     printf("    # %.*s\n", (int)strcspn(out, "\n"), out);
     CHECK_MSG(rc == 0, "the answers do not match docs/openapi.yaml:\n%s", out);
 }

@@ -18,40 +18,29 @@
 #include "support/http_client.h"
 #include "tools/spawn/spawn.h"
 
-/* contrib/prometheus/, from this file's place in the tree. */
+/* contrib/prometheus/ of the tree. */
 static const char *rules_dir(void)
 {
-    static char path[512];
-    const char *f = __FILE__, *slash = strrchr(f, '/');
-    snprintf(path, sizeof path, "%.*s/../contrib/prometheus", slash ? (int)(slash - f) : 1,
-             slash ? f : ".");
+    static char path[600];
+    snprintf(path, sizeof path, "%s/contrib/prometheus", sk_th_source_root());
     return path;
-}
-
-static int run_out(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    return pclose(p);
 }
 
 SK_TEST(prometheus_rules_pass_promtool_check_and_unit_tests)
 {
     char cmd[1200], out[16384];
     snprintf(cmd, sizeof cmd, "promtool check rules %s/seckill-rules.yml 2>&1", rules_dir());
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
     CHECK_MSG(strstr(out, "SUCCESS: 10 rules found") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "promtool test rules %s/seckill-rules.test.yml 2>&1", rules_dir());
-    CHECK_MSG(run_out(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
     CHECK_MSG(strstr(out, "SUCCESS") != NULL, "%s", out);
     /* every alert of the rules file has a test */
     static char rules[65536], tests[65536];
     snprintf(cmd, sizeof cmd, "cat %s/seckill-rules.yml", rules_dir());
-    run_out(cmd, rules, sizeof rules);
+    sk_th_sh(cmd, rules, sizeof rules);
     snprintf(cmd, sizeof cmd, "cat %s/seckill-rules.test.yml", rules_dir());
-    run_out(cmd, tests, sizeof tests);
+    sk_th_sh(cmd, tests, sizeof tests);
     int n = 0;
     for (const char *p = rules; (p = strstr(p, "- alert: ")) != NULL; n++) {
         p += 9;

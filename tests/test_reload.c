@@ -74,6 +74,34 @@ static void wait_log(const char *path, const char *needle, int nth)
     }
 }
 
+/* serve with argv (its stderr to log) until /healthz answers on port. */
+static pid_t start_serve(const char *const *argv, const char *log, int *port)
+{
+    struct sk_spawn_cmd cmd = {.argv = argv,
+                               .err = log,
+                               .flags = SK_SPAWN_PDEATHSIG,
+                               .name = "seckill serve",
+                               .ready = healthy,
+                               .arg = port,
+                               .ready_ms = 15000,
+                               .poll_ms = 10,
+                               .stop_sig = SIGKILL,
+                               .stop_ms = 1000};
+    pid_t pid;
+    char err[400];
+    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
+    return pid;
+}
+
+/* SIGTERM: a graceful stop, exit 0. */
+static void stop_serve(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int st;
+    CHECK_EQ(sk_spawn_wait(&pid, NULL, NULL, 20000, 5, &st), 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
+}
+
 static int admin(struct sk_th_http *h, const char *token, const char *method, const char *path,
                  const char *body, struct sk_th_resp *r)
 {
@@ -106,19 +134,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", listen,     "--redis",
                           sk_th_redis_url(),   "--db",  db,         "--config", conf,
                           "--processes",       "2",     NULL};
-    struct sk_spawn_cmd cmd = {.argv = argv,
-                               .err = log,
-                               .flags = SK_SPAWN_PDEATHSIG,
-                               .name = "seckill serve",
-                               .ready = healthy,
-                               .arg = &port,
-                               .ready_ms = 15000,
-                               .poll_ms = 10,
-                               .stop_sig = SIGKILL,
-                               .stop_ms = 1000};
-    pid_t pid;
-    char err[400];
-    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
+    pid_t pid = start_serve(argv, log, &port);
 
     /* a sale, made with the first token, on a connection that stays open */
     struct sk_th_http c;
@@ -205,10 +221,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     CHECK_EQ(local_port(c.fd), before);
     sk_th_http_close(&c);
 
-    kill(pid, SIGTERM);
-    int st, rc = sk_spawn_wait(&pid, NULL, NULL, 20000, 5, &st);
-    CHECK_EQ(rc, 0);
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
+    stop_serve(pid);
 }
 
 /* A lone process (--role api, one process, no systemd): no supervisor, so
@@ -228,19 +241,7 @@ SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
     const char *argv[] = {
         sk_th_seckill_bin(), "serve", "--listen", listen, "--redis", sk_th_redis_url(), "--db", db,
         "--config",          conf,    "--role",   "api",  NULL};
-    struct sk_spawn_cmd cmd = {.argv = argv,
-                               .err = log,
-                               .flags = SK_SPAWN_PDEATHSIG,
-                               .name = "seckill serve",
-                               .ready = healthy,
-                               .arg = &port,
-                               .ready_ms = 15000,
-                               .poll_ms = 10,
-                               .stop_sig = SIGKILL,
-                               .stop_ms = 1000};
-    pid_t pid;
-    char err[400];
-    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
+    pid_t pid = start_serve(argv, log, &port);
     struct sk_th_http c;
     struct sk_th_resp r;
     sk_th_http_open(&c, port);
@@ -259,8 +260,5 @@ SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
     CHECK_EQ(admin(&c, "lone-token-one-0123", "GET", "/api/v1/activities/1/stats", NULL, &r), 401);
     CHECK_EQ(local_port(c.fd), before);
     sk_th_http_close(&c);
-    kill(pid, SIGTERM);
-    int st;
-    CHECK_EQ(sk_spawn_wait(&pid, NULL, NULL, 20000, 5, &st), 0);
-    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
+    stop_serve(pid);
 }

@@ -175,22 +175,6 @@ SK_TEST_T(systemd_ready_only_once_redis_answers_then_stopping_at_sigterm, 120)
     sk_th_redis_stop(&rs, 1);
 }
 
-/* Children of pid (the kernel lists them per thread). */
-static int children(pid_t pid, pid_t *out, int cap)
-{
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    buf[got] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
-}
-
 /* Waits (bounded by ms) for a gap of at least gap_ms without WATCHDOG=1;
  * returns the number of pings seen meanwhile, or -1 when no gap came. */
 static int watchdog_gap(struct notify_sock *n, int gap_ms, int ms)
@@ -237,7 +221,7 @@ SK_TEST_T(systemd_watchdog_pings_stop_while_an_event_loop_hangs, 120)
     int pings = watchdog_pings(&n, 3000);
     CHECK_MSG(pings >= 4 && pings <= 8, "%d pings in 3 s with WATCHDOG_USEC=1000000", pings);
     pid_t kids[8];
-    int k = children(pid, kids, 8);
+    int k = sk_th_children(pid, kids, 8);
     CHECK_EQ(k, 2);
     CHECK_EQ(kill(kids[1], SIGSTOP), 0); /* its event loop makes no more passes */
     /* a hung process is one silent for 3 s: the pings stop */
