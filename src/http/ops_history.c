@@ -1,6 +1,7 @@
 /* ops_history.c - the dashboard's ring of the last minutes (ops_history.h). */
 #include "http/ops_history.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +17,16 @@ struct hist_act {
 };
 
 struct hist_sample {
-    _Atomic uint32_t seq; /* odd while written; 0: never written */
-    int64_t t_ms;
+    int64_t t_ms; /* 0: never written */
     uint64_t admissions, refusals;
     struct hist_act acts[SK_METRICS_ACTS];
 };
 
 struct sk_ops_history {
-    _Atomic uint64_t written; /* samples ever written: the next goes to written % N */
+    /* process-shared: held by the writer for one sample's copy (~12 KB, once
+     * a second) and by a reader for the whole ring (a page's first poll) */
+    pthread_mutex_t lock;
+    uint64_t written; /* samples ever written: the next goes to written % N */
     const char *reason_name[SK_MMAX_REASONS]; /* static strings of the binary */
     int n_reasons;
     struct hist_sample s[SK_HIST_SAMPLES];
@@ -33,7 +36,18 @@ int sk_ops_history_new(sk_ops_history **out)
 {
     void *p = mmap(NULL, sizeof **out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     *out = p == MAP_FAILED ? NULL : p;
-    return *out ? 0 : SK_EIO;
+    if (!*out) return SK_EIO;
+    pthread_mutexattr_t at;
+    pthread_mutexattr_init(&at);
+    pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    int rc = pthread_mutex_init(&(*out)->lock, &at);
+    pthread_mutexattr_destroy(&at);
+    if (rc) {
+        munmap(p, sizeof **out);
+        *out = NULL;
+        return SK_EIO;
+    }
+    return 0;
 }
 
 void sk_ops_history_free(sk_ops_history *h)
@@ -57,11 +71,9 @@ void sk_ops_history_record(sk_ops_history *h, sk_node *node, int64_t now_ms)
 {
     sk_metrics *m = sk_metrics_node_sum(node);
     if (!m) return;
-    uint64_t w = atomic_load_explicit(&h->written, memory_order_relaxed);
+    pthread_mutex_lock(&h->lock);
+    uint64_t w = h->written;
     struct hist_sample *s = &h->s[w % SK_HIST_SAMPLES];
-    uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
-    atomic_store_explicit(&s->seq, q | 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
     s->t_ms = now_ms;
     s->admissions = m->admissions;
     s->refusals = 0;
@@ -79,21 +91,9 @@ void sk_ops_history_record(sk_ops_history *h, sk_node *node, int64_t now_ms)
         memcpy(h->reason_name, m->reason_name, sizeof h->reason_name);
         h->n_reasons = m->n_reasons;
     }
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->seq, (q | 1) + 1, memory_order_relaxed);
-    atomic_store_explicit(&h->written, w + 1, memory_order_release);
+    h->written = w + 1;
+    pthread_mutex_unlock(&h->lock);
     sk_metrics_free(m);
-}
-
-/* A consistent copy of sample i into out: 1, or 0 (being written, empty). */
-static int copy_sample(const sk_ops_history *h, size_t i, struct hist_sample *out)
-{
-    struct hist_sample *s = (struct hist_sample *)&h->s[i];
-    uint32_t a = atomic_load_explicit(&s->seq, memory_order_acquire);
-    if (a == 0 || (a & 1)) return 0;
-    memcpy((char *)out + sizeof out->seq, (char *)s + sizeof s->seq, sizeof *s - sizeof s->seq);
-    atomic_thread_fence(memory_order_acquire);
-    return atomic_load_explicit(&s->seq, memory_order_relaxed) == a;
 }
 
 /* The value of a counter of activity id in sample s, or -1 when s has no
@@ -134,23 +134,30 @@ static json_t *series(const struct hist_sample *v, size_t n, uint64_t id, int wh
     return arr;
 }
 
-json_t *sk_ops_history_json(const sk_ops_history *h)
+json_t *sk_ops_history_json(sk_ops_history *h)
 {
     json_t *d = json_object(), *t = json_array(), *adm = json_array(), *ref = json_array(),
            *acts = json_array();
     json_object_set_new(d, "every_ms", json_integer(SK_HIST_EVERY_MS));
-    uint64_t w = h ? atomic_load_explicit(&h->written, memory_order_acquire) : 0;
-    uint64_t first = w > SK_HIST_SAMPLES ? w - SK_HIST_SAMPLES : 0;
     /* large: static, touched only when a page asks (one loop per process) */
     static struct hist_sample v[SK_HIST_SAMPLES];
     size_t n = 0;
-    for (uint64_t k = first; k < w; k++)
-        if (copy_sample(h, k % SK_HIST_SAMPLES, &v[n])) {
-            json_array_append_new(t, json_integer(v[n].t_ms));
-            json_array_append_new(adm, json_integer((json_int_t)v[n].admissions));
-            json_array_append_new(ref, json_integer((json_int_t)v[n].refusals));
-            n++;
-        }
+    int nr = 0;
+    const char *names[SK_MMAX_REASONS];
+    if (h) {
+        pthread_mutex_lock(&h->lock);
+        nr = h->n_reasons;
+        memcpy(names, h->reason_name, sizeof names);
+        uint64_t w = h->written, first = w > SK_HIST_SAMPLES ? w - SK_HIST_SAMPLES : 0;
+        for (uint64_t k = first; k < w; k++)
+            v[n++] = h->s[k % SK_HIST_SAMPLES];
+        pthread_mutex_unlock(&h->lock);
+    }
+    for (size_t k = 0; k < n; k++) {
+        json_array_append_new(t, json_integer(v[k].t_ms));
+        json_array_append_new(adm, json_integer((json_int_t)v[k].admissions));
+        json_array_append_new(ref, json_integer((json_int_t)v[k].refusals));
+    }
     /* the activities of the newest sample, then any older ones */
     uint64_t ids[SK_METRICS_ACTS * 2];
     size_t nid = 0;
@@ -168,9 +175,9 @@ json_t *sk_ops_history_json(const sk_ops_history *h)
         json_object_set_new(a, "admitted_units_total", series(v, n, ids[j], -1, 1));
         json_t *p = series(v, n, ids[j], -2, 0);
         json_object_set_new(a, "handed_out_total", p ? p : json_null());
-        for (int r = 0; r < h->n_reasons; r++) {
+        for (int r = 0; r < nr; r++) {
             json_t *x = series(v, n, ids[j], r, 0);
-            if (x) json_object_set_new(rf, h->reason_name[r], x);
+            if (x) json_object_set_new(rf, names[r], x);
         }
         json_object_set_new(a, "refusals", rf);
         json_array_append_new(acts, a);

@@ -7,9 +7,9 @@
  * draws the minutes before it was opened, not only what it polled since.
  *
  * One writer (HTTP slot 0; a restarted one goes on in the same ring), any
- * number of readers; each sample is published under its own sequence
- * number, so a reader skips the one sample being written. No locks, no
- * system call, no allocation after sk_ops_history_new. */
+ * number of readers, under a process-shared mutex held for a copy only
+ * (the writer: one sample, once a second; a reader: the ring, once per
+ * page load). No allocation after sk_ops_history_new. */
 #ifndef SK_OPS_HISTORY_H
 #define SK_OPS_HISTORY_H
 #include <stdint.h>
@@ -43,6 +43,6 @@ void sk_ops_history_record(sk_ops_history *h, sk_node *node, int64_t now_ms);
  * activity's arrays have null where a sample did not count it. A series
  * that never changed in the window (a reason nobody was refused for, no
  * waiting room) is left out: at most 64 activities. */
-json_t *sk_ops_history_json(const sk_ops_history *h);
+json_t *sk_ops_history_json(sk_ops_history *h);
 
 #endif
