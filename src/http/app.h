@@ -81,6 +81,7 @@ struct sk_app {
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
     struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
+    struct sk_jwt_keys *jwt;        /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                   /* requests accepted, not yet answered */
     int draining;                   /* SIGTERM: no new connections */
     struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
@@ -107,6 +108,9 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
 int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* Once per loop pass: the first HTTP process adds a second's sample to the
+ * dashboard's history (ops_history.h). */
+void sk_ops_view_tick(struct sk_app *app);
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);

@@ -733,6 +733,18 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
         put(o, "%s %llu\n", sk_node_wc_name((enum sk_node_wc)c),
             (unsigned long long)sk_node_wc_get(w, (enum sk_node_wc)c));
     }
+    if (smp->sampled_ms) {
+        /* what alerting needs: reachability as the worker's last sample saw it */
+        header(o, "seckill_redis_up", "gauge",
+               "1 when the order worker's last sample (once a second) reached Redis.");
+        put(o, "seckill_redis_up %d\n", smp->redis_ok ? 1 : 0);
+        header(o, "seckill_database_up", "gauge",
+               "1 when the order worker's last sample reached the database.");
+        put(o, "seckill_database_up %d\n", smp->db_ok ? 1 : 0);
+        header(o, "seckill_sample_timestamp_seconds", "gauge",
+               "When the order worker last sampled Redis and the database (unix time).");
+        put(o, "seckill_sample_timestamp_seconds %lld\n", (long long)(smp->sampled_ms / 1000));
+    }
     if (!smp->sampled_ms || smp->n_acts == 0) return;
     static const struct {
         const char *name, *help;

@@ -496,3 +496,35 @@ int main(int argc, char **argv)
     printf("\n");
     return failed ? 1 : 0;
 }
+
+const char *sk_th_source_root(void)
+{
+    static char path[512];
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    snprintf(path, sizeof path, "%.*s/../..", slash ? (int)(slash - f) : 1, slash ? f : ".");
+    return path;
+}
+
+int sk_th_sh(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) sk_th_fail(__FILE__, __LINE__, "popen %s failed", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    return pclose(p);
+}
+
+int sk_th_children(pid_t pid, pid_t *out, int cap)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    int k = 0;
+    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
+        out[k++] = atoi(p);
+    return k;
+}

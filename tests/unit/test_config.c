@@ -162,7 +162,7 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"admin_token", "has space", "printable"},
         {"admin_token", "tab\there", "printable"},
         {"admin_token", "caf\xc3\xa9", "printable"},
-        {"auth", "HMAC", "trusted-header or hmac"},
+        {"auth", "HMAC", "trusted-header, hmac or jwt"},
         {"auth", "", NULL},
         {"role", "both", "all, api or worker"},
         {"log_level", "loud", "debug"},
