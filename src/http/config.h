@@ -148,11 +148,11 @@ struct sk_config {
     int redis_functions; /* 1: on, 0: off */
     int db_pool, db_timeout_ms, db_queue_max;
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
-    char jwks_file[512];     /* auth=jwt: the JSON Web Key Set (read by the caller) */
-    char jwt_issuer[256];    /* "" = any issuer */
-    char jwt_audience[256];  /* "" = any audience */
-    char jwt_user_claim[64]; /* default "sub" */
-    int jwt_leeway_s;        /* clock skew allowed on exp, nbf and iat */
+    char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
+    char jwt_issuer[256];                /* "" = any issuer */
+    char jwt_audience[256];              /* "" = any audience */
+    char jwt_user_claim[64];             /* default "sub" */
+    int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */
