@@ -727,8 +727,9 @@ static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct 
     buy_ids(&e, aid, 1, BEFORE, ids);
     CHECK_MSG(wait_rows(&e, aid, BEFORE), "orders not persisted while the server is up");
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE), "not acked");
-    /* The stream id of the last of them (an order id is "<aid>-<id>"). */
-    const char *last = strchr(ids[BEFORE - 1], '-') + 1;
+    /* The stream id of the last of them. */
+    char last[64];
+    sk_th_order_sid(ids[BEFORE - 1], last, sizeof last);
 
     outage(&pg);
     struct sk_worker_stats s0;

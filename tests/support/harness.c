@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "engine/order_id.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/redis_spawn.h"
 #include "tools/spawn/spawn.h"
@@ -482,4 +483,11 @@ int main(int argc, char **argv)
     if (skipped) printf(", %d skipped", skipped);
     printf("\n");
     return failed ? 1 : 0;
+}
+
+void sk_th_order_sid(const char *order_id, char *sid, size_t cap)
+{
+    struct sk_oid id;
+    CHECK_MSG(sk_oid_parse(order_id, strlen(order_id), &id) == 0, "not an order id: %s", order_id);
+    snprintf(sid, cap, "%llu-%llu", (unsigned long long)id.sid.ms, (unsigned long long)id.sid.seq);
 }

@@ -88,6 +88,10 @@ const char *sk_th_redis_url(void);
 /* A fresh activity id no other test in this run uses. */
 uint64_t sk_th_unique_id(void);
 
+/* The stream entry id inside an order id (engine/order_id.h) into sid (cap
+ * bytes); fails the test when order_id is not one. */
+void sk_th_order_sid(const char *order_id, char *sid, size_t cap);
+
 /* A fresh temporary directory (removed at exit of the runner). The runner
  * also points $TMPDIR at its temporary root, so the spawners' directories
  * go there too. */
