@@ -930,6 +930,138 @@ SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 
     env_stop(&e);
 }
 
+/* Users from..to buy one unit each on r; their order ids into ids[0..]. */
+static void buy_range_ids(sk_redis *r, uint64_t aid, uint64_t from, uint64_t to,
+                          char (*ids)[SK_STORE_ORDER_ID_MAX])
+{
+    for (uint64_t u = from; u <= to; u++) {
+        struct sk_admission ad;
+        CHECK_EQ(sk_stock_purchase(r, aid, u, 1, &ad, NULL), 0);
+        CHECK_MSG(ad.rc == SK_RC_OK, "user %" PRIu64 ": %s", u, sk_rc_name(ad.rc));
+        snprintf(ids[u - from], SK_STORE_ORDER_ID_MAX, "%s", ad.order_id);
+    }
+}
+
+static void redis_ok(sk_redis *r, const char *fmt, const char *a, const char *b)
+{
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, fmt, a, b), 0);
+    CHECK_MSG(rep->type != REDIS_REPLY_ERROR, "%s", rep->str);
+    freeReplyObject(rep);
+}
+
+SK_TEST_T(recovery_two_masters_that_diverged_share_no_order_id_and_the_merge_keeps_the_limit, 120)
+{
+    /* a master and its replica, in sync */
+    struct sk_th_redis m, rp;
+    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    sk_th_redis_start(&m, margs);
+    char mport[16];
+    snprintf(mport, sizeof mport, "%d", m.port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
+    sk_th_redis_start(&rp, rargs);
+    char db[400];
+    snprintf(db, sizeof db, "sqlite:%s/diverged.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r1 = connect_to(m.url), *r2 = connect_to(rp.url);
+    uint64_t aid = engine_activity(st, r1, 100, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r1, aid, 1, 10);
+    redisReply *rep;
+    int64_t by = sk_mono_ms() + 10000;
+    for (;;) {
+        CHECK_EQ(sk_redis_cmd(r1, &rep, "WAIT 1 100"), 0);
+        int synced = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        freeReplyObject(rep);
+        if (synced) break;
+        CHECK_MSG(sk_mono_ms() < by, "the replica never acknowledged");
+    }
+    /* the split: the replica is promoted (a new replication id) while the
+     * old master goes on, and both streams go on from the same id on the
+     * same clock (XSETID to one future id: the same entry ids on both) */
+    CHECK_EQ(sk_redis_cmd(r2, &rep, "REPLICAOF NO ONE"), 0);
+    freeReplyObject(rep);
+    redis_ok(r1, "XSETID %s %s", k.orders, "9000000000000-0");
+    redis_ok(r2, "XSETID %s %s", k.orders, "9000000000000-0");
+    static char old_ids[20][SK_STORE_ORDER_ID_MAX], new_ids[20][SK_STORE_ORDER_ID_MAX];
+    buy_range_ids(r1, aid, 11, 30, old_ids); /* the old master, cut off */
+    buy_range_ids(r2, aid, 21, 40, new_ids); /* the promoted one; users 21..30 on both */
+    int same_entry = 0;
+    for (int i = 0; i < 20; i++)
+        for (int j = 0; j < 20; j++) {
+            char a[64], b[64];
+            sk_th_order_sid(old_ids[i], a, sizeof a);
+            sk_th_order_sid(new_ids[j], b, sizeof b);
+            same_entry += !strcmp(a, b);
+            CHECK_MSG(strcmp(old_ids[i], new_ids[j]) != 0, "order id %s on both", old_ids[i]);
+        }
+    CHECK_EQ(same_entry, 20);
+
+    /* a worker on each persists what it sees: 50 orders, none taken for a
+     * re-delivery of another, no conflict (the 10 from before the split are
+     * on both: re-deliveries) */
+    struct worker_thread wt;
+    worker_start(&wt, m.url, db, 1, 0);
+    worker_stop(&wt, 1);
+    worker_start(&wt, rp.url, db, 1, 0);
+    struct sk_worker_stats ws;
+    sk_worker_stats(wt.w, &ws);
+    CHECK_EQ(ws.duplicates, 10);
+    CHECK_EQ(ws.conflicts, 0);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 50);
+    struct sk_mark *marks;
+    size_t nm;
+    CHECK_EQ(sk_store_marks_list(st, aid, &marks, &nm), 0);
+    CHECK_EQ(nm, 2); /* one per branch */
+    free(marks);
+
+    /* the merge: the worker follows the promoted master; its ledger lacks
+     * the old master's last persisted order (although its admission count
+     * is as high): the histories diverged. The old master's 20 go back,
+     * but users 21..30 bought here too (limit 1): theirs do not fit and are
+     * refused (cancelled), never a user over the limit */
+    worker_start(&wt, rp.url, db, 1, 1000);
+    sk_worker_stats(wt.w, &ws);
+    CHECK_EQ(ws.recoveries, 1);
+    CHECK_EQ(ws.orders_refused, 10);
+    worker_stop(&wt, 1);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, aid, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 10);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 40);
+    for (int i = 10; i < 20; i++) {
+        struct sk_order o;
+        CHECK_EQ(sk_store_order_get(st, old_ids[i], &o), 0);
+        CHECK_EQ(o.status, SK_ORDER_CANCELLED);
+    }
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r2, aid, &s), 0);
+    CHECK_STR(s.fence, "");
+    CHECK_EQ(s.held, 40);
+    CHECK_EQ(s.remaining, 60);
+    char out[8192];
+    int rrc = cli(out, sizeof out, "reconcile", "", rp.url, db, aid, NULL);
+    CHECK_MSG(rrc == 0, "reconcile exit %d:\n%s", rrc, out);
+    /* an admission under an id the database holds for another one (ids made
+     * before branches could): a conflict, recorded, reported, not inserted */
+    struct sk_order dup;
+    CHECK_EQ(sk_store_order_get(st, new_ids[0], &dup), 0);
+    dup.user_id = 999;
+    struct sk_persist_result pr;
+    CHECK_EQ(sk_store_orders_persist(st, &dup, 1, &pr), 0);
+    CHECK_EQ(pr.conflicts, 1);
+    CHECK_EQ(pr.inserted + pr.duplicates, 0);
+    rrc = cli(out, sizeof out, "reconcile", "", rp.url, db, aid, NULL);
+    CHECK_MSG(rrc == 1 && strstr(out, "order_conflict"), "reconcile exit %d:\n%s", rrc, out);
+    sk_redis_free(r1);
+    sk_redis_free(r2);
+    sk_store_close(st);
+    sk_th_redis_stop(&rp, 1);
+    sk_th_redis_stop(&m, 1);
+}
+
 SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_watermark_again)
 {
     struct sk_th_redis rs;
