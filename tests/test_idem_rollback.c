@@ -181,8 +181,8 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
 {
     struct sk_sentinel_spawn ss;
     sk_th_sentinel_start(&ss, 2, NULL);
-    const char *extra[] = {"--role", "api", "--sync-replicas", "1", "--sync-timeout-ms", "50",
-                           NULL};
+    const char *extra[] = {"--role", "api", "--sync-replicas", "1", "--sync-timeout-ms",
+                           "50",     NULL};
     struct sk_th_serve v;
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     sk_th_serve_start(&v, ss.url, extra);
