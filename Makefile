@@ -51,7 +51,7 @@ WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
-        fuzz fuzz-smoke
+        fuzz fuzz-smoke partitions
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
 # Build without touching apt when everything is there; `make deps` installs.
@@ -112,6 +112,12 @@ $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
 test: all check-layers check-format fuzz-smoke
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
+
+# The network partition tests (tests/test_partitions.c): hosts in network
+# namespaces of their own, cut with nft; root only, a few minutes; not part
+# of `make test`, run by .ci/run.
+partitions: all
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all

@@ -6,8 +6,10 @@
 set -e
 PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
       libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format
-      chromium fonts-dejavu-core clang libclang-rt-dev"
+      chromium fonts-dejavu-core clang libclang-rt-dev iproute2 nftables"
 # chromium: the suite loads the dashboard in a real (headless) browser.
+# iproute2, nftables: the partition tests (`make partitions`) build hosts in
+# network namespaces of their own and cut links with nft rules.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo).
 [ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"

@@ -34,9 +34,10 @@
 
 #include "redis/redis_url.h"
 
-#define SK_SENTINELS_POLL_MS 500    /* every Sentinel asked, the master's ROLE, this often */
-#define SK_SENTINELS_FAST_MS 100    /* ... while no master is ready */
-#define SK_SENTINELS_LEASE_MS 2000  /* an answer counts this long; a master no majority
+#define SK_SENTINELS_POLL_MS 500 /* every Sentinel asked, the master's ROLE, this often */
+#define SK_SENTINELS_FAST_MS 100 /* ... while no master is ready */
+#define SK_SENTINELS_LEASE_MS                                                                      \
+    2000                            /* an answer counts this long; a master no majority            \
                                        named for this long is left */
 #define SK_SENTINELS_TIMEOUT_MS 500 /* a Sentinel's answer (the transports' bound) */
 
@@ -49,8 +50,8 @@ enum sk_sentinels_verdict {
 
 /* What one Sentinel said last. */
 struct sk_sentinels_peer {
-    int answered;  /* 1: it answered at at_ms (named a master, or does not know the name) */
-    int named;     /* 1: it named host:port in epoch */
+    int answered; /* 1: it answered at at_ms (named a master, or does not know the name) */
+    int named;    /* 1: it named host:port in epoch */
     char host[256];
     int port;
     int64_t epoch;

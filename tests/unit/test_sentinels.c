@@ -28,10 +28,11 @@ static redisReply *master_is(const char *ip, int port, int epoch)
     char b[512], p[16], e[16];
     snprintf(p, sizeof p, "%d", port);
     snprintf(e, sizeof e, "%d", epoch);
-    snprintf(b, sizeof b,
-             "*10\r\n$4\r\nname\r\n$7\r\nseckill\r\n$2\r\nip\r\n$%zu\r\n%s\r\n$4\r\nport\r\n$%zu\r\n%"
-             "s\r\n$5\r\nflags\r\n$6\r\nmaster\r\n$12\r\nconfig-epoch\r\n$%zu\r\n%s\r\n",
-             strlen(ip), ip, strlen(p), p, strlen(e), e);
+    snprintf(
+        b, sizeof b,
+        "*10\r\n$4\r\nname\r\n$7\r\nseckill\r\n$2\r\nip\r\n$%zu\r\n%s\r\n$4\r\nport\r\n$%zu\r\n%"
+        "s\r\n$5\r\nflags\r\n$6\r\nmaster\r\n$12\r\nconfig-epoch\r\n$%zu\r\n%s\r\n",
+        strlen(ip), ip, strlen(p), p, strlen(e), e);
     return resp(b);
 }
 
