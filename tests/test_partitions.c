@@ -141,7 +141,8 @@ static pid_t start_in(struct site *s, int h, const char *name, const char *const
                              .stop_ms = 1000};
     pid_t pid = 0;
     sk_th_netlab_enter(&s->lab, h);
-    int rc = ready ? sk_spawn_start(&c, &pid, err, sizeof err) : sk_spawn_exec(&c, &pid, err, sizeof err);
+    int rc = ready ? sk_spawn_start(&c, &pid, err, sizeof err)
+                   : sk_spawn_exec(&c, &pid, err, sizeof err);
     sk_th_netlab_enter(&s->lab, H_OPS);
     CHECK_MSG(rc == 0, "%s in %s: %s", name, host_names[h], err);
     return pid;
@@ -189,10 +190,27 @@ static void start_redis(struct site *s)
         snprintf(d, sizeof d, "%s/redis%d", s->dir, i);
         CHECK_EQ(mkdir(d, 0700), 0);
         snprintf(name, sizeof name, "redis-%s", host_names[H_A + i]);
-        const char *argv[24] = {"redis-server", "--port", "6379", "--bind", addr(s, H_A + i),
-                                "127.0.0.1", "--dir", d, "--save", "", "--appendonly", "no",
-                                "--protected-mode", "no", "--repl-diskless-sync", "yes",
-                                "--repl-diskless-sync-delay", "0", "--hz", "100", NULL};
+        const char *argv[24] = {"redis-server",
+                                "--port",
+                                "6379",
+                                "--bind",
+                                addr(s, H_A + i),
+                                "127.0.0.1",
+                                "--dir",
+                                d,
+                                "--save",
+                                "",
+                                "--appendonly",
+                                "no",
+                                "--protected-mode",
+                                "no",
+                                "--repl-diskless-sync",
+                                "yes",
+                                "--repl-diskless-sync-delay",
+                                "0",
+                                "--hz",
+                                "100",
+                                NULL};
         if (i > 0) {
             argv[20] = "--replicaof";
             argv[21] = addr(s, H_A);
@@ -240,9 +258,8 @@ static void start_redis(struct site *s)
         CHECK_MSG(sk_mono_ms() < by, "sentinel %d does not know the others", i + 1);
         nap_ms(50);
     }
-    snprintf(s->redis_url, sizeof s->redis_url,
-             "redis+sentinel://%s:%d,%s:%d,%s:%d/seckill", addr(s, H_A), SENTINEL_PORT,
-             addr(s, H_B), SENTINEL_PORT, addr(s, H_C), SENTINEL_PORT);
+    snprintf(s->redis_url, sizeof s->redis_url, "redis+sentinel://%s:%d,%s:%d,%s:%d/seckill",
+             addr(s, H_A), SENTINEL_PORT, addr(s, H_B), SENTINEL_PORT, addr(s, H_C), SENTINEL_PORT);
 }
 
 /* PostgreSQL in db, reachable over the lab's network (trust from it). */
@@ -340,8 +357,7 @@ static void wait_both_selling(struct site *s, int ms, const char *what)
     int64_t by = sk_mono_ms() + ms;
     while (!both_selling(s, at)) {
         CHECK_MSG(sk_mono_ms() < by, "%s: v1 %ld 200s, v2 %ld (logs in %s)", what,
-                  atomic_load(&s->sale[0].ok) - at[0], atomic_load(&s->sale[1].ok) - at[1],
-                  s->dir);
+                  atomic_load(&s->sale[0].ok) - at[0], atomic_load(&s->sale[1].ok) - at[1], s->dir);
         nap_ms(20);
     }
 }
@@ -402,8 +418,8 @@ static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_
     CHECK_MSG(verdict.ok, "%s: %s", label, verdict.first);
     char out[4096], id[24];
     snprintf(id, sizeof id, "%" PRIu64, s->aid);
-    const char *args[] = {"reconcile", "--redis", s->redis_url, "--db",
-                          s->db_url,   "--activity", id,       NULL};
+    const char *args[] = {"reconcile", "--redis",    s->redis_url, "--db",
+                          s->db_url,   "--activity", id,           NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "%s: reconcile exit %d:\n%s", label, rc, out);
 }

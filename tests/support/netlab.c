@@ -64,8 +64,7 @@ static int find(const char *prog, char *path, size_t cap)
     return -1;
 }
 
-int sk_th_netlab_run(struct sk_th_netlab *l, int i, const char *const *argv, char *out,
-                     size_t cap)
+int sk_th_netlab_run(struct sk_th_netlab *l, int i, const char *const *argv, char *out, size_t cap)
 {
     char prog[128];
     if (find(argv[0], prog, sizeof prog) < 0) return -1;
@@ -157,8 +156,8 @@ void sk_th_netlab_start(struct sk_th_netlab *l, const char *const *names, int n)
         snprintf(pid, sizeof pid, "%d", (int)h->holder);
         snprintf(cidr, sizeof cidr, "%s/24", h->addr);
         must(l, -2,
-             (const char *const[]){"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0",
-                                   "netns", pid, NULL});
+             (const char *const[]){"ip", "link", "add", port, "type", "veth", "peer", "name",
+                                   "eth0", "netns", pid, NULL});
         must(l, -2, (const char *const[]){"ip", "link", "set", port, "master", "br0", NULL});
         must(l, -2, (const char *const[]){"ip", "link", "set", port, "up", NULL});
         must(l, i, (const char *const[]){"ip", "link", "set", "lo", "up", NULL});

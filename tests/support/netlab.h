@@ -64,8 +64,7 @@ void sk_th_netlab_heal(struct sk_th_netlab *l, int i);
 /* Runs argv (a NULL-terminated command: ip, nft) inside host i (-2: the
  * bridge's namespace); its output into out (cap bytes, may be NULL).
  * Returns its exit status (-1: it could not be run). */
-int sk_th_netlab_run(struct sk_th_netlab *l, int i, const char *const *argv, char *out,
-                     size_t cap);
+int sk_th_netlab_run(struct sk_th_netlab *l, int i, const char *const *argv, char *out, size_t cap);
 
 /* Ends the holders (the namespaces go once nothing else is in them: stop
  * the servers first), closes the descriptors. Safe on a zeroed l. */
