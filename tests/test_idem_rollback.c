@@ -105,17 +105,24 @@ static int held_of(sk_store *st, uint64_t aid, uint64_t u, char *held_oid, size_
     return held;
 }
 
+/* serve on url with extra, ready, and a fresh activity of 100 units, one
+ * per buyer, over its admin API (so in its database too). */
+static uint64_t serve_sale(struct sk_th_serve *v, const char *url, const char *const *extra)
+{
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    sk_th_serve_start(v, url, extra);
+    sale_log_on_failure(v->log, v->port);
+    sale_wait_ready(v->port);
+    return sale_activity(v->port, 0, 100, 1, 1);
+}
+
 SK_TEST_T(idem_retry_after_redis_restarted_empty_answers_the_first_order, 120)
 {
     struct sk_th_redis rs;
     sk_th_redis_start(&rs, NULL);
     const char *extra[] = {"--role", "all", NULL};
     struct sk_th_serve v;
-    setenv("LSAN_OPTIONS", "exitcode=0", 1);
-    sk_th_serve_start(&v, rs.url, extra);
-    sale_log_on_failure(v.log, v.port);
-    sale_wait_ready(v.port);
-    uint64_t aid = sale_activity(v.port, 0, 100, 1, 1);
+    uint64_t aid = serve_sale(&v, rs.url, extra);
     sk_store *st = open_store(v.db);
     char oid1[80], again[80];
     int rc = buy_until(v.port, aid, 1, "first-try", oid1, sizeof oid1, NULL);
@@ -184,11 +191,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
     const char *extra[] = {"--role", "api", "--sync-replicas", "1", "--sync-timeout-ms",
                            "50",     NULL};
     struct sk_th_serve v;
-    setenv("LSAN_OPTIONS", "exitcode=0", 1);
-    sk_th_serve_start(&v, ss.url, extra);
-    sale_log_on_failure(v.log, v.port);
-    sale_wait_ready(v.port);
-    uint64_t aid = sale_activity(v.port, 0, 100, 1, 1);
+    uint64_t aid = serve_sale(&v, ss.url, extra);
     sk_store *st = open_store(v.db);
     struct worker_thread wt;
     worker_start(&wt, ss.url, v.db);

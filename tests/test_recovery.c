@@ -954,12 +954,7 @@ SK_TEST_T(recovery_two_masters_that_diverged_share_no_order_id_and_the_merge_kee
 {
     /* a master and its replica, in sync */
     struct sk_th_redis m, rp;
-    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
-    sk_th_redis_start(&m, margs);
-    char mport[16];
-    snprintf(mport, sizeof mport, "%d", m.port);
-    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
-    sk_th_redis_start(&rp, rargs);
+    sk_th_redis_start_pair(&m, &rp);
     char db[400];
     snprintf(db, sizeof db, "sqlite:%s/diverged.db", sk_th_tmpdir());
     sk_store *st = open_store(db);

@@ -130,6 +130,16 @@ void sk_th_redis_start(struct sk_th_redis *t, const char *const *extra)
     from_spawn(&s, t);
 }
 
+void sk_th_redis_start_pair(struct sk_th_redis *m, struct sk_th_redis *rp)
+{
+    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    sk_th_redis_start(m, margs);
+    char mport[16];
+    snprintf(mport, sizeof mport, "%d", m->port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
+    sk_th_redis_start(rp, rargs);
+}
+
 void sk_th_redis_restart(struct sk_th_redis *t, const char *const *extra)
 {
     struct sk_redis_spawn s;

@@ -73,6 +73,9 @@ struct sk_th_redis {
  * waits until it answers PING (LOADING: not yet). Fails the test when it
  * cannot. */
 void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra);
+/* A master (diskless sync without delay) and one replica of it, started
+ * (not yet waited for in sync). */
+void sk_th_redis_start_pair(struct sk_th_redis *master, struct sk_th_redis *replica);
 /* SIGKILL (hard) or SIGTERM and a bounded wait; the port and the directory
  * (with any AOF/RDB files) stay for sk_th_redis_restart, and the directory
  * goes with the runner's temporary root. */
