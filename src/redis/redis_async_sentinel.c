@@ -150,13 +150,16 @@ static void on_subscribed(void *data, redisReply *rep)
     (void)rep; /* lost or refused: the tick subscribes again after a reconnect */
 }
 
+/* The master's ROLE. Runs inside the master's client: it only notes the
+ * answer, and the tick's act() leaves the master (freeing a client from
+ * its own callback would pull it from under its read loop). */
 static void on_role(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
     struct ar_sentinel *sn = ar->sn;
     sn->role_asking = 0;
     if (!rep || sn->closing) return; /* connection lost: the master's client handles that */
-    if (sk_sentinels_role(&sn->v, rep)) act(ar);
+    sk_sentinels_role(&sn->v, rep);
 }
 
 int sk_aredis_sn_new(sk_aredis *ar)

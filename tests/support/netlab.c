@@ -179,7 +179,7 @@ int sk_th_netlab_fd(const struct sk_th_netlab *l, int i)
 
 void sk_th_netlab_cut(struct sk_th_netlab *l, int i, const int *peers, int np)
 {
-    char set[SK_TH_NETLAB_MAX * 18] = "";
+    char set[SK_TH_NETLAB_MAX * 26] = "";
     for (int k = 0; k < np; k++)
         snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s", k ? ", " : "",
                  l->host[peers[k]].addr);

@@ -28,7 +28,7 @@
 
 struct sk_th_netlab_host {
     char name[16];
-    char addr[16]; /* 10.77.0.<i+1> */
+    char addr[24]; /* 10.77.0.<i+1> */
     pid_t holder;  /* the process holding the namespace */
     int fd;        /* /proc/<holder>/ns/net */
 };
