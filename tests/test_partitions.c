@@ -49,6 +49,7 @@
 #include "store/store.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/http_load_env.h"
 #include "support/netlab.h"
 #include "support/promise_check.h"
 #include "support/sale_env.h"
@@ -424,6 +425,15 @@ static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_
     CHECK_MSG(rc == 0, "%s: reconcile exit %d:\n%s", label, rc, out);
 }
 
+/* A seckill log holds no sanitizer report and no crash (check_server_log). */
+static void clean_log(const struct site *s, const char *name)
+{
+    struct sk_th_serve logged;
+    memset(&logged, 0, sizeof logged);
+    snprintf(logged.log, sizeof logged.log, "%s/%s.log", s->dir, name);
+    check_server_log(&logged);
+}
+
 static void site_stop(struct site *s)
 {
     for (int v = 0; v < 2; v++) {
@@ -431,6 +441,9 @@ static void site_stop(struct site *s)
         sk_spawn_stop(s->serve[v], SIGTERM, 5000);
     }
     sk_spawn_stop(s->worker, SIGTERM, 5000);
+    clean_log(s, "serve-v1");
+    clean_log(s, "serve-v2");
+    clean_log(s, "worker");
     for (int i = 0; i < 3; i++) {
         sk_spawn_stop(s->sentinel[i], SIGTERM, 2000);
         sk_spawn_stop(s->redis[i], SIGTERM, 2000);
