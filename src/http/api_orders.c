@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "engine/order_id.h"
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/store_call.h"
@@ -39,38 +40,20 @@ struct order_op {
     char err[256]; /* the store's failure, for the log line on the loop */
 };
 
-/* "<activity>-<ms>-<seq>", or "<activity>.<seg>-<ms>-<seq>" for an order of
- * segment seg of a segmented activity (docs/segments.md): digits, one
- * optional dot in the label, two dashes, so it is safe as a key and in
- * JSON. Anything else is the caller's mistake (400). */
+/* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>]", digits,
+ * one optional dot in the label, a hex branch), so it is safe as a key and
+ * in JSON. Anything else is the caller's mistake (400). */
 static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
 {
     memset(o, 0, sizeof *o);
     if (m->param_len == 0 || m->param_len >= sizeof o->order_id) return SK_EINVAL;
-    uint64_t aid;
-    int seg;
-    int ll = sk_keys_parse_label(m->param, m->param_len, &aid, &seg);
-    if (ll < 0 || seg >= SK_ACTIVITY_SEGMENTS_MAX) return SK_EINVAL;
-    /* the stream id after the label: "-<ms>-<seq>" */
-    int dashes = 0;
-    size_t run = 0;
-    for (size_t i = (size_t)ll; i < m->param_len; i++) {
-        char c = m->param[i];
-        if (c == '-') {
-            if (i > (size_t)ll && run == 0) return SK_EINVAL;
-            dashes++;
-            run = 0;
-        } else if (c >= '0' && c <= '9' && run < 20) {
-            run++;
-        } else {
-            return SK_EINVAL;
-        }
-    }
-    if (dashes != 2 || run == 0) return SK_EINVAL;
+    struct sk_oid id;
+    if (sk_oid_parse(m->param, m->param_len, &id) < 0 || id.seg >= SK_ACTIVITY_SEGMENTS_MAX)
+        return SK_EINVAL;
     memcpy(o->order_id, m->param, m->param_len);
     o->order_id[m->param_len] = 0;
-    o->activity_id = aid;
-    o->created_ms = strtoll(o->order_id + ll + 1, NULL, 10);
+    o->activity_id = id.activity_id;
+    o->created_ms = id.sid.ms > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)id.sid.ms;
     return 0;
 }
 
