@@ -44,7 +44,7 @@ struct sale {
     atomic_long nids;
     int backoff_ms;      /* after a 503 (sale_start_recording) */
     atomic_long hold_at; /* sale_hold_at: buyers wait while ok >= hold_at (0: never) */
-    int netns_fd;   /* the buyers' network namespace (sale_start_in), -1: ours */
+    int netns_fd;        /* the buyers' network namespace (sale_start_in), -1: ours */
     /* the longest time without a 200 since sale_gap_reset, and when it ended */
     atomic_long max_gap_ms, gap_end_ms;
 };
