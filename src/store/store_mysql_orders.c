@@ -292,14 +292,13 @@ static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *o
     return 0;
 }
 
-/* The order id conflicts of the batch (conflict[i] set) appended to b:
- * what each admission was, for the operator (store.h). */
-static void add_conflicts(sk_store *st, struct sk_my_sql *b, const struct batch *bt,
-                          const char *conflict, int64_t now)
+/* The order id conflicts of the batch (bt->conflict) appended to b: what
+ * each admission was, for the operator (store.h). */
+static void add_conflicts(sk_store *st, struct sk_my_sql *b, const struct batch *bt, int64_t now)
 {
     int any = 0;
     for (size_t i = 0; i < bt->n; i++) {
-        if (!conflict[i]) continue;
+        if (!bt->conflict[i]) continue;
         const struct sk_order *o = &bt->o[i];
         if (!any++) {
             add_sep(b);
@@ -320,7 +319,7 @@ static void add_conflicts(sk_store *st, struct sk_my_sql *b, const struct batch 
 /* Step 3: the summed conditional update per activity, the marks and the
  * conflicts, one round trip; takes[k].ok says which activities had
  * enough DB stock. */
-static int take_stock_and_mark(sk_store *st, struct batch *bt, const char *conflict, int64_t now)
+static int take_stock_and_mark(sk_store *st, struct batch *bt, int64_t now)
 {
     struct sk_my_sql b = {0};
     size_t nu = 0;
@@ -335,7 +334,7 @@ static int take_stock_and_mark(sk_store *st, struct batch *bt, const char *confl
         nu++;
     }
     int rc = add_marks(st, &b, bt->o, bt->n, now);
-    if (rc == 0) add_conflicts(st, &b, bt, conflict, now);
+    if (rc == 0) add_conflicts(st, &b, bt, now);
     if (rc || !b.p) {
         sk_my_sql_free(&b);
         return rc;
@@ -423,7 +422,7 @@ static int persist_round(sk_store *st, struct batch *bt, int round, struct sk_pe
         find_take(bt->takes, bt->nt, o->activity_id)->units += o->quantity;
     }
     int64_t now = sk_wall_ms();
-    if ((rc = take_stock_and_mark(st, bt, bt->conflict, now)) != 0) return rc;
+    if ((rc = take_stock_and_mark(st, bt, now)) != 0) return rc;
     for (size_t i = 0; i < bt->n && rc == 0; i++) {
         if (!bt->inserted[i]) continue;
         if (!find_take(bt->takes, bt->nt, bt->o[i].activity_id)->ok)
