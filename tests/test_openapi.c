@@ -20,7 +20,8 @@ static void npm_dir(char *out, size_t cap)
     CHECK_MSG(rc == 0, "npm-tools.sh failed: %s", out);
     /* npm's own messages (stderr) come first; the folder is the last line */
     size_t n = strlen(out);
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r')) out[--n] = 0;
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        out[--n] = 0;
     char *last = strrchr(out, '\n');
     if (last) memmove(out, last + 1, strlen(last + 1) + 1);
     CHECK_MSG(out[0] == '/', "npm-tools.sh printed no folder: %s", out);
