@@ -161,12 +161,16 @@ static int check(sk_worker *w, const struct sk_activity *acts, size_t na,
     struct guard_hit *hits = malloc(w->ns * sizeof *hits);
     int rc = ks && pr && oids && has && hits ? 0 : SK_ENOMEM;
     size_t n = rc ? 0 : gather(w, ks), nh = 0;
+    if (n > 1) sk_worker_test_pause(w, "probe");
     if (rc == 0 && (rc = sk_recovery_probe(w->r, ks, n, pr)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
+    size_t looked = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct sk_mark *m = mark_of(marks, nm, ks[i].label);
         oids[i] = m && pr[i].present && i < w->ns ? m->order_id : NULL;
+        looked += oids[i] && oids[i][0];
     }
+    if (looked > 1) sk_worker_test_pause(w, "ledger");
     if (rc == 0 && (rc = sk_recovery_ledger_has(w->r, ks, oids, n, has)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
     for (size_t i = 0; rc == 0 && i < n; i++) {

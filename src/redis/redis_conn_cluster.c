@@ -461,9 +461,16 @@ static int q_push(sk_redis *r, int argc, const char **argv, const size_t *lens)
 
 int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
 {
-    int rc = sk_redis_cl_ensure(r);
+    /* queued only: routing waits for the first read, so a pipeline under
+     * way needs no map and no connection yet */
+    int rc = r->cl->nq ? 0 : sk_redis_cl_ensure(r);
     if (rc < 0) return rc;
     return q_push(r, argc, argv, lens);
+}
+
+void sk_redis_cl_pipe_drop(sk_redis *r)
+{
+    q_reset(r->cl);
 }
 
 /* Unit [b, e) of the queue: its slot (first keyed command) and kind. */
@@ -667,7 +674,7 @@ static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **
     redisReply **reps = calloc((size_t)parts, sizeof *reps);
     if (!merged || !reps) rc = sk_redis_set_err(r, SK_ENOMEM, "out of memory");
     for (int i = 0; i < parts; i++) {
-        int e = sk_redis_read(r, &reps[i]);
+        int e = sk_redis_cl_read(r, &reps[i]); /* every part, failed or not: the queue empties */
         if (e < 0 && !rc) rc = e;
         if (reps[i] && reps[i]->type == REDIS_REPLY_ARRAY)
             total += reps[i]->elements;
