@@ -77,9 +77,8 @@ static void read_is(sk_redis *r, const char *want)
 {
     redisReply *rep;
     CHECK_MSG(sk_redis_read(r, &rep) == 0, "read: %s", r->errstr);
-    CHECK_MSG(rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, want),
-              "read %s, expected %s", rep->type == REDIS_REPLY_STRING ? rep->str : "(not a string)",
-              want);
+    CHECK_MSG(rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, want), "read %s, expected %s",
+              rep->type == REDIS_REPLY_STRING ? rep->str : "(not a string)", want);
     freeReplyObject(rep);
 }
 
@@ -174,7 +173,8 @@ SK_TEST(pipeline_cluster_client_a_frozen_master_ends_the_pipeline_and_nothing_is
     for (int i = 0; i < 1000 && n2 < 0; i++) {
         char k[32];
         snprintf(k, sizeof k, "pf:%d", i);
-        int owner = sk_cluster_map_owner(sk_redis_cluster_map(r), sk_cluster_key_slot(k, strlen(k)));
+        int owner =
+            sk_cluster_map_owner(sk_redis_cluster_map(r), sk_cluster_key_slot(k, strlen(k)));
         if (n1 < 0) {
             snprintf(k1, sizeof k1, "%s", k);
             n1 = owner;
@@ -233,7 +233,8 @@ static int master_node(const struct pf_run *u, uint64_t aid, int seen_by)
 {
     char tag[32];
     int tl = snprintf(tag, sizeof tag, "a%" PRIu64, aid);
-    int port = sk_th_cluster_owner_seen_by(u->cl.port[seen_by], sk_cluster_key_slot(tag, (size_t)tl));
+    int port =
+        sk_th_cluster_owner_seen_by(u->cl.port[seen_by], sk_cluster_key_slot(tag, (size_t)tl));
     for (int i = 0; i < u->cl.nodes; i++)
         if (u->cl.port[i] == port) return i;
     return -1;
@@ -299,7 +300,8 @@ static void buy(struct pf_run *u, int which, uint64_t first)
 static void pf_setup(struct pf_run *u)
 {
     memset(u, 0, sizeof *u);
-    struct sk_cluster_spawn_opts o = {.masters = 3, .replicas = 1, .node_timeout_ms = NODE_TIMEOUT_MS};
+    struct sk_cluster_spawn_opts o = {
+        .masters = 3, .replicas = 1, .node_timeout_ms = NODE_TIMEOUT_MS};
     CHECK_MSG(sk_cluster_spawn_start_opts(&u->cl, &o) == 0, "cluster: %s", u->cl.errstr);
     sk_th_env_init(&u->e, 0, "pf.db", u->cl.url);
     u->aid[0] = sk_th_env_activity(&u->e, 1000, 1, 1, 3600);
@@ -327,21 +329,10 @@ static void worker_start(struct pf_run *u, const char *step, int max_deliveries)
     snprintf(u->log, sizeof u->log, "%s/worker-%s.log", sk_th_tmpdir(), step);
     char md[16];
     snprintf(md, sizeof md, "%d", max_deliveries);
-    const char *argv[] = {sk_th_seckill_bin(),
-                          "worker",
-                          "--redis",
-                          u->cl.url,
-                          "--db",
-                          u->e.spec,
-                          "--consumer",
-                          "pf-worker",
-                          "--block-ms",
-                          "200",
-                          "--claim-idle-ms",
-                          "60000",
-                          "--max-deliveries",
-                          md,
-                          NULL};
+    const char *argv[] = {
+        sk_th_seckill_bin(), "worker",     "--redis",          u->cl.url,    "--db",
+        u->e.spec,           "--consumer", "pf-worker",        "--block-ms", "200",
+        "--claim-idle-ms",   "60000",      "--max-deliveries", md,           NULL};
     setenv("SECKILL_TEST_PAUSE_AT", step, 1);
     struct sk_spawn_cmd c = {
         .argv = argv, .out = u->log, .err = u->log, .flags = SK_SPAWN_PDEATHSIG};
@@ -408,7 +399,8 @@ static void heal_buy_and_check(struct pf_run *u, const char *step, int64_t t_fau
         }
         struct sk_order_counts c;
         CHECK_EQ(sk_store_orders_count(u->e.st, u->aid[w], &c), 0);
-        CHECK_EQ(c.orders[SK_ORDER_CREATED] + c.orders[SK_ORDER_PAID] + c.orders[SK_ORDER_CANCELLED],
+        CHECK_EQ(c.orders[SK_ORDER_CREATED] + c.orders[SK_ORDER_PAID] +
+                     c.orders[SK_ORDER_CANCELLED],
                  (int64_t)u->nb[w]);
         /* nothing left pending in the group */
         struct sk_keys k;
@@ -438,9 +430,10 @@ static void heal_buy_and_check(struct pf_run *u, const char *step, int64_t t_fau
         int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
         CHECK_MSG(rc == 0, "reconcile exit %d:\n%s", rc, out);
     }
-    printf("    # %s: master node %d SIGKILLed with the step in its socket; %zu + %zu orders in the "
-           "database %lld ms after the kill\n",
-           step, u->victim, u->nb[0], u->nb[1], (long long)took);
+    printf(
+        "    # %s: master node %d SIGKILLed with the step in its socket; %zu + %zu orders in the "
+        "database %lld ms after the kill\n",
+        step, u->victim, u->nb[0], u->nb[1], (long long)took);
 }
 
 static void pf_done(struct pf_run *u)
@@ -551,15 +544,16 @@ SK_TEST_T(pipeline_worker_rereads_its_own_pending_entries_after_a_failed_read, 1
     static struct sk_th_bought b[2][BUY_EACH];
     char log[400];
     snprintf(log, sizeof log, "%s/worker-reread.log", sk_th_tmpdir());
-    const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis", s.url, "--db", e.spec,
-                          "--block-ms", "200", "--claim-idle-ms", "60000", NULL};
+    const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis",         s.url,   "--db", e.spec,
+                          "--block-ms",        "200",    "--claim-idle-ms", "60000", NULL};
     setenv("SECKILL_TEST_PAUSE_AT", "xread", 1);
     struct sk_spawn_cmd c = {.argv = argv, .out = log, .err = log, .flags = SK_SPAWN_PDEATHSIG};
     pid_t wp;
     char err[256];
     CHECK_MSG(sk_spawn_exec(&c, &wp, err, sizeof err) == 0, "worker: %s", err);
     unsetenv("SECKILL_TEST_PAUSE_AT");
-    CHECK_MSG(sk_th_proc_wait_stopped(wp, 30000), "the worker never reached its read (log %s)", log);
+    CHECK_MSG(sk_th_proc_wait_stopped(wp, 30000), "the worker never reached its read (log %s)",
+              log);
     /* orders arrive while it is paused: its XREADGROUP will take them */
     for (int w = 0; w < 2; w++)
         CHECK_EQ(sk_th_env_buy_users(&e, aid[w], 1, BUY_EACH, 1, 10, b[w]), BUY_EACH);
@@ -572,8 +566,8 @@ SK_TEST_T(pipeline_worker_rereads_its_own_pending_entries_after_a_failed_read, 1
     int64_t t_thaw = sk_mono_ms();
     kill(s.pid, SIGCONT);
     sk_redis_disconnect(e.r);
-    WAIT_FOR(db_orders(&e, aid[0]) == BUY_EACH && db_orders(&e, aid[1]) == BUY_EACH,
-             30000, "orders still not persisted (log %s)", log);
+    WAIT_FOR(db_orders(&e, aid[0]) == BUY_EACH && db_orders(&e, aid[1]) == BUY_EACH, 30000,
+             "orders still not persisted (log %s)", log);
     int64_t took = sk_mono_ms() - t_thaw;
     CHECK_MSG(took < CLAIM_IDLE_MS / 2, "%lld ms", (long long)took);
     for (int w = 0; w < 2; w++)

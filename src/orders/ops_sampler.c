@@ -34,6 +34,11 @@ struct sk_sampler {
     struct sk_node_worker *w;
     atomic_int stop;
     struct sk_node_sample smp; /* built here, then published whole */
+    /* The activity list last read: while the database cannot be read, the
+     * Redis figures (the backlog and its age above all) go on being
+     * sampled for the activities it knew. */
+    struct sk_activity *acts;
+    size_t nacts;
 };
 
 int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
@@ -65,6 +70,7 @@ void sk_sampler_free(sk_sampler *s)
     if (!s) return;
     sk_redis_free(s->r);
     sk_store_close(s->st);
+    free(s->acts);
     free(s);
 }
 
@@ -177,7 +183,15 @@ void sk_sampler_pass(sk_sampler *s)
     struct sk_activity *acts = NULL;
     size_t n = 0;
     smp->db_ok = sk_store_activity_list(s->st, &acts, &n) == 0;
-    if (!smp->db_ok) copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+    if (smp->db_ok) {
+        free(s->acts);
+        s->acts = acts;
+        s->nacts = n;
+    } else {
+        copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+        acts = s->acts;
+        n = s->nacts;
+    }
     if (n > 1) qsort(acts, n, sizeof *acts, act_order);
     smp->n_acts = n > SK_NODE_ACTS ? SK_NODE_ACTS : (int32_t)n;
     smp->more_acts = n > SK_NODE_ACTS ? (int32_t)(n - SK_NODE_ACTS) : 0;
@@ -212,7 +226,6 @@ void sk_sampler_pass(sk_sampler *s)
         }
     }
     if (!smp->redis_ok) copy_text(smp->redis_err, sizeof smp->redis_err, s->r->errstr);
-    free(acts);
     smp->sampled_ms = sk_wall_ms();
     sk_node_sample_put(s->w, smp);
     sk_node_proc_beat(&s->w->proc, smp->sampled_ms);

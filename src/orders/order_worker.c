@@ -562,6 +562,8 @@ static void crash_point(uint64_t at, uint64_t txn)
     }
 }
 
+static void stall_check(sk_worker *w, int64_t now);
+
 /* Persists the valid orders (w->orders[0..no)) of the fetch in one
  * transaction, with bounded retries. A row the store refuses (SK_EINVAL)
  * is isolated by persisting row by row and becomes poison. */
@@ -607,6 +609,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
         sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", no, attempt,
                DB_ATTEMPTS, w->errstr);
         if (attempt >= DB_ATTEMPTS || atomic_load(&w->stop)) return rc;
+        stall_check(w, sk_mono_ms()); /* a long outage is told while it lasts */
         nap(w, backoff);
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     }
