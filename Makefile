@@ -50,7 +50,7 @@ WEB       := $(sort $(wildcard web/*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
-.PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
+.PHONY: all deps deps-check test test-unit chaos demo clean format check-format check-layers bench \
         fuzz fuzz-smoke
 all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
 
@@ -112,6 +112,20 @@ $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
 test: all check-layers check-format fuzz-smoke
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
+
+# The nemesis (tests/test_chaos.c, docs/failover.md): a sale under a seeded
+# random mix of faults on each topology, then the checker. CHAOS_SEED=N
+# repeats a schedule (a fresh seed is printed otherwise), CHAOS_S=S its
+# length (default 120), CHAOS_TOPO=sentinel|cluster|all (default all),
+# CHAOS_STORE=postgres|sqlite (default postgres).
+CHAOS_TOPO ?= all
+CHAOS_S    ?= 120
+CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_cluster,chaos_))
+chaos: all
+	@case "$(CHAOS_TOPO)" in sentinel|cluster|all) ;; *) echo "CHAOS_TOPO=$(CHAOS_TOPO): sentinel, cluster or all" >&2; exit 2;; esac
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) CHAOS_SEED=$(CHAOS_SEED) CHAOS_S=$(CHAOS_S) \
+	  CHAOS_STORE=$(CHAOS_STORE) $(BUILD)/seckill-tests --timeout $$(( $(CHAOS_S) + 400 )) \
+	  $(CHAOS_FILTER)
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all

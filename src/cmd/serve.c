@@ -412,6 +412,8 @@ static pid_t spawn(const struct sk_config *cfg, sk_node *node, int slot, enum pr
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+        /* ps, top and /proc/<pid>/comm tell the processes of a node apart */
+        prctl(PR_SET_NAME, kind == PROC_API ? "seckill-api" : "seckill-worker");
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         exit(kind == PROC_API ? (sk_server_run_in(cfg, node, slot) ? SK_EXIT_FAIL : SK_EXIT_OK)

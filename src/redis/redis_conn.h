@@ -117,9 +117,10 @@ int sk_redis_read(sk_redis *r, redisReply **out);
  * the first master's reply); MULTI/EXEC/DISCARD/UNWATCH go to the node of
  * the last keyed command (so WATCH ... MULTI ... EXEC stays on one node);
  * anything else (PING, INFO, TIME) to one master. XREAD/XREADGROUP naming
- * streams on several nodes is split into one call per node, sent together,
- * and the replies merged (a BLOCK then waits on every node at once, so an
- * idle node holds the answer up to BLOCK ms). Pipelines: appended commands
+ * streams of several slots is split into one call per slot (a node refuses
+ * two slots in one command), sent together, and the replies merged (a
+ * BLOCK then waits on every call at once, so an idle stream holds the
+ * answer up to BLOCK ms). Pipelines: appended commands
  * are queued and sent to their nodes at the first read (a MULTI...EXEC run
  * goes to one node as a unit); replies come back in append order. See
  * docs/cluster.md. */

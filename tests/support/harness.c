@@ -25,7 +25,8 @@
 static struct test {
     const char *name, *file;
     sk_test_fn fn;
-    int timeout_s; /* 0: the run's default */
+    int timeout_s;  /* 0: the run's default */
+    int on_request; /* selected only by a filter that is a prefix of its name */
 } * tests;
 static int ntests, cap_tests;
 static char root_dir[256];
@@ -48,7 +49,14 @@ void sk_test_register(const char *name, sk_test_fn fn, const char *file, int tim
     tests[ntests].file = file;
     tests[ntests].fn = fn;
     tests[ntests].timeout_s = timeout_s;
+    tests[ntests].on_request = 0;
     ntests++;
+}
+
+void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *file)
+{
+    sk_test_register(name, fn, file, 0);
+    tests[ntests - 1].on_request = 1;
 }
 
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
@@ -409,6 +417,9 @@ int main(int argc, char **argv)
     if (!selected) return 2;
     for (int i = 0; i < ntests; i++) {
         int match = !filter || strstr(tests[i].name, filter) || strstr(tests[i].file, filter);
+        if (tests[i].on_request)
+            match =
+                filter && strlen(filter) >= 5 && !strncmp(tests[i].name, filter, strlen(filter));
         if (match && unit_only && !strstr(tests[i].file, "/unit/")) match = 0;
         if (match)
             selected[nsel++] = i;

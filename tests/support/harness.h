@@ -31,6 +31,18 @@ void sk_test_register(const char *name, sk_test_fn fn, const char *file, int tim
     static void name(void)
 #define SK_TEST(name) SK_TEST_T(name, 0)
 
+/* SK_TEST_ON_REQUEST(name): a test the run skips unless asked for by name
+ * (the filter is a prefix of its name): the nemesis (`make chaos`), minutes
+ * long, is not part of `make test`. */
+void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *file);
+#define SK_TEST_ON_REQUEST(name)                                                                   \
+    static void name(void);                                                                        \
+    __attribute__((constructor)) static void sk_reg_##name(void)                                   \
+    {                                                                                              \
+        sk_test_register_on_request(#name, name, __FILE__);                                        \
+    }                                                                                              \
+    static void name(void)
+
 /* Fails the running test (prints where and why, exits the test's child). */
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
