@@ -120,7 +120,7 @@ test: all check-layers check-format fuzz-smoke
 # CHAOS_STORE=postgres|sqlite (default postgres).
 CHAOS_TOPO ?= all
 CHAOS_S    ?= 120
-CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_cluster,chaos_))
+CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_nemesis_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_nemesis_cluster,chaos_nemesis))
 chaos: all
 	@case "$(CHAOS_TOPO)" in sentinel|cluster|all) ;; *) echo "CHAOS_TOPO=$(CHAOS_TOPO): sentinel, cluster or all" >&2; exit 2;; esac
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) CHAOS_SEED=$(CHAOS_SEED) CHAOS_S=$(CHAOS_S) \

@@ -645,12 +645,12 @@ static void chaos_run(int cluster)
     free(c);
 }
 
-SK_TEST_ON_REQUEST(chaos_sentinel)
+SK_TEST_ON_REQUEST(chaos_nemesis_sentinel)
 {
     chaos_run(0);
 }
 
-SK_TEST_ON_REQUEST(chaos_cluster)
+SK_TEST_ON_REQUEST(chaos_nemesis_cluster)
 {
     chaos_run(1);
 }
