@@ -117,14 +117,15 @@ test: all check-layers check-format fuzz-smoke
 # random mix of faults on each topology, then the checker. CHAOS_SEED=N
 # repeats a schedule (a fresh seed is printed otherwise), CHAOS_S=S its
 # length (default 120), CHAOS_TOPO=sentinel|cluster|all (default all),
-# CHAOS_STORE=postgres|sqlite (default postgres).
+# CHAOS_STORE=postgres|sqlite (default postgres); CHAOS_KINDS=id,... only those
+# faults (master_kill, lag_failover, db_freeze, ...: tests/test_chaos.c).
 CHAOS_TOPO ?= all
 CHAOS_S    ?= 120
 CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_nemesis_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_nemesis_cluster,chaos_nemesis))
 chaos: all
 	@case "$(CHAOS_TOPO)" in sentinel|cluster|all) ;; *) echo "CHAOS_TOPO=$(CHAOS_TOPO): sentinel, cluster or all" >&2; exit 2;; esac
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) CHAOS_SEED=$(CHAOS_SEED) CHAOS_S=$(CHAOS_S) \
-	  CHAOS_STORE=$(CHAOS_STORE) $(BUILD)/seckill-tests --timeout $$(( $(CHAOS_S) + 400 )) \
+	  CHAOS_STORE=$(CHAOS_STORE) CHAOS_KINDS=$(CHAOS_KINDS) $(BUILD)/seckill-tests --timeout $$(( $(CHAOS_S) + 400 )) \
 	  $(CHAOS_FILTER)
 
 # Unit tests only: no server is started (tests/unit/).

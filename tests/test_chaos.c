@@ -16,7 +16,9 @@
  * is drawn and printed otherwise): a fault every 4-8 s for CHAOS_S seconds
  * (default 120): SIGKILL or SIGSTOP+SIGCONT of a master, of a replica, of
  * an HTTP process, of the order worker; the database stopped and started
- * again, or frozen (SIGSTOP of every process of it) and thawed. Killed
+ * again, or frozen (SIGSTOP of every process of it) and thawed; a failover
+ * to a lagging replica (the replicas frozen 1-2 s while the master admits,
+ * unconfirmed, then the master killed). Killed
  * Redis nodes come back on their port and data; killed serve processes
  * are replaced by their supervisor. At most one Redis fault at a time (a
  * second one while one lasts is skipped and logged), so the topology can
@@ -60,8 +62,8 @@
 #define USERS 200000
 #define LIMIT 2
 
-static const char *const redis_extra[] = {"--appendonly", "yes", "--appendfsync", "always",
-                                          "--hz",         "100", NULL};
+static const char *const redis_extra[] = {"--appendonly", "yes", "--appendfsync", "always", "--hz",
+                                          "100",          NULL};
 
 static void nap_ms(int ms)
 {
@@ -82,23 +84,29 @@ enum fault_kind {
     F_WORKER_STOP,
     F_DB_STOP,
     F_DB_FREEZE,
+    F_LAG_FAILOVER,
     F_KINDS
 };
 
-static const struct {
-    const char *name;
+static struct {
+    const char *id, *name;
     int weight, min_ms, max_ms; /* how long it lasts (a kill: until the restart) */
 } kinds[F_KINDS] = {
-    [F_MASTER_KILL] = {"SIGKILL of a Redis master", 3, 3000, 8000},
-    [F_MASTER_STOP] = {"SIGSTOP of a Redis master", 2, 500, 5000},
-    [F_REPLICA_KILL] = {"SIGKILL of a Redis replica", 1, 1000, 5000},
-    [F_REPLICA_STOP] = {"SIGSTOP of a Redis replica", 1, 500, 4000},
-    [F_API_KILL] = {"SIGKILL of an HTTP process", 2, 0, 0},
-    [F_API_STOP] = {"SIGSTOP of an HTTP process", 1, 500, 3000},
-    [F_WORKER_KILL] = {"SIGKILL of the order worker", 2, 0, 0},
-    [F_WORKER_STOP] = {"SIGSTOP of the order worker", 1, 500, 5000},
-    [F_DB_STOP] = {"database stopped", 1, 1000, 5000},
-    [F_DB_FREEZE] = {"database frozen", 1, 500, 5000},
+    [F_MASTER_KILL] = {"master_kill", "SIGKILL of a Redis master", 3, 3000, 8000},
+    [F_MASTER_STOP] = {"master_stop", "SIGSTOP of a Redis master", 2, 500, 5000},
+    [F_REPLICA_KILL] = {"replica_kill", "SIGKILL of a Redis replica", 1, 1000, 5000},
+    [F_REPLICA_STOP] = {"replica_stop", "SIGSTOP of a Redis replica", 1, 500, 4000},
+    [F_API_KILL] = {"api_kill", "SIGKILL of an HTTP process", 2, 0, 0},
+    [F_API_STOP] = {"api_stop", "SIGSTOP of an HTTP process", 1, 500, 3000},
+    [F_WORKER_KILL] = {"worker_kill", "SIGKILL of the order worker", 2, 0, 0},
+    [F_WORKER_STOP] = {"worker_stop", "SIGSTOP of the order worker", 1, 500, 5000},
+    [F_DB_STOP] = {"db_stop", "database stopped", 1, 1000, 5000},
+    [F_DB_FREEZE] = {"db_freeze", "database frozen", 1, 500, 5000},
+    /* the replicas frozen and their links cut for 1-2 s (the master goes on
+     * admitting, unconfirmed), then the master killed and the replicas
+     * continued: a failover to a replica that lacks the last writes (the
+     * rollback guard's case) */
+    [F_LAG_FAILOVER] = {"lag_failover", "failover to a lagging replica", 2, 3000, 8000},
 };
 
 struct fault {
@@ -106,6 +114,22 @@ struct fault {
     int kind, dur_ms;
     uint64_t pick; /* which of the candidates, when due */
 };
+
+/* CHAOS_KINDS=id,id...: only those kinds (to chase one finding); the
+ * weights of the others become 0. */
+static void restrict_kinds(const char *list)
+{
+    if (!list || !*list) return;
+    int any = 0;
+    for (int k = 0; k < F_KINDS; k++) {
+        const char *p = strstr(list, kinds[k].id);
+        size_t l = strlen(kinds[k].id);
+        int on = p && (p == list || p[-1] == ',') && (p[l] == 0 || p[l] == ',');
+        if (!on) kinds[k].weight = 0;
+        any |= on;
+    }
+    CHECK_MSG(any, "CHAOS_KINDS=%s names no fault kind", list);
+}
 
 static size_t plan(uint64_t seed, int duration_s, struct fault *f, size_t cap)
 {
@@ -155,7 +179,14 @@ struct chaos {
         int kind, node;
         pid_t pid;
         int64_t heal_at;
+        int log; /* its entry in done[] */
     } act[16];
+    /* every fault applied: its kind (as planned) and when it began and healed (wall) */
+    struct done_fault {
+        int kind;
+        int64_t from, to;
+    } done[MAX_FAULTS];
+    int ndone;
     int nact;
     int redis_busy, db_busy; /* a Redis fault, a database fault lasts */
     size_t applied, skipped;
@@ -195,7 +226,8 @@ static void node_role(const struct chaos *c, int i, char *out, size_t cap)
 {
     out[0] = 0;
     redisReply *r = sk_redis_spawn_cmd(node_port(c, i), 300, "ROLE");
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_STRING)
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements &&
+        r->element[0]->type == REDIS_REPLY_STRING)
         snprintf(out, cap, "%s", r->element[0]->str);
     if (r) freeReplyObject(r);
 }
@@ -218,10 +250,27 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
     char listen[32], ops[32];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", p->port);
     snprintf(ops, sizeof ops, "127.0.0.1:%d", p->ops);
-    const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", listen, "--ops-listen", ops,
-                          "--redis", c->url, "--db", c->db.spec, "--admin-token",
-                          SK_TH_ADMIN_TOKEN, "--role", p->role, "--processes", "2",
-                          "--sync-replicas", "1", "--redis-timeout-ms", "1000", NULL};
+    const char *argv[] = {sk_th_seckill_bin(),
+                          "serve",
+                          "--listen",
+                          listen,
+                          "--ops-listen",
+                          ops,
+                          "--redis",
+                          c->url,
+                          "--db",
+                          c->db.spec,
+                          "--admin-token",
+                          SK_TH_ADMIN_TOKEN,
+                          "--role",
+                          p->role,
+                          "--processes",
+                          "2",
+                          "--sync-replicas",
+                          "1",
+                          "--redis-timeout-ms",
+                          "1000",
+                          NULL};
     struct sk_spawn_cmd cmd = {
         .argv = argv, .out = p->log, .err = p->log, .flags = SK_SPAWN_PDEATHSIG};
     char err[256];
@@ -262,10 +311,19 @@ static int children(const struct serve_proc *p, const char *want, pid_t *out, in
 
 /* ---- faults -------------------------------------------------------------------- */
 
-static void remember(struct chaos *c, int kind, int node, pid_t pid, int dur_ms)
+/* A fault that began now, of planned kind: its entry in c->done. */
+static int log_fault(struct chaos *c, int kind)
+{
+    CHECK(c->ndone < MAX_FAULTS);
+    c->done[c->ndone] = (struct done_fault){kind, sk_wall_ms(), sk_wall_ms()};
+    c->applied++;
+    return c->ndone++;
+}
+
+static void remember(struct chaos *c, int kind, int node, pid_t pid, int dur_ms, int log)
 {
     CHECK(c->nact < 16);
-    c->act[c->nact++] = (struct active){kind, node, pid, sk_mono_ms() + dur_ms};
+    c->act[c->nact++] = (struct active){kind, node, pid, sk_mono_ms() + dur_ms, log};
 }
 
 /* Candidates: running data nodes of role (masters or replicas) that answer. */
@@ -281,13 +339,73 @@ static int redis_candidates(struct chaos *c, const char *role, int *out)
     return n;
 }
 
+static int node_of_port(const struct chaos *c, int port)
+{
+    for (int i = 0; i < nnodes(c); i++)
+        if (node_port(c, i) == port) return i;
+    return -1;
+}
+
+/* The master's replicas (running) into out. */
+static int replicas_of(struct chaos *c, int m, int *out)
+{
+    int n = 0;
+    if (c->cluster) {
+        int rp = sk_th_cluster_replica_of(node_port(c, m));
+        int r = rp > 0 ? node_of_port(c, rp) : -1;
+        if (r >= 0 && *node_pid(c, r) > 0) out[n++] = r;
+        return n;
+    }
+    for (int i = 0; i < nnodes(c); i++)
+        if (i != m && *node_pid(c, i) > 0) out[n++] = i;
+    return n;
+}
+
+static void lag_failover(struct chaos *c, const struct fault *f)
+{
+    int cand[16], reps[16];
+    int n = redis_candidates(c, "master", cand);
+    int m = n ? cand[f->pick % (uint64_t)n] : -1;
+    int nr = m >= 0 ? replicas_of(c, m, reps) : 0;
+    if (!nr) {
+        SAY(c, "skipped: %s (no master with a running replica)", kinds[F_LAG_FAILOVER].name);
+        c->skipped++;
+        return;
+    }
+    int lag_ms = 1000 + (int)((f->pick >> 16) % 1001);
+    int li = log_fault(c, F_LAG_FAILOVER);
+    for (int i = 0; i < nr; i++)
+        kill(*node_pid(c, reps[i]), SIGSTOP);
+    /* a frozen replica's kernel buffer would take the stream in and hand it
+     * over when continued: the link is cut, so what follows is missing */
+    redisReply *r = sk_redis_spawn_cmd(node_port(c, m), 1000, "CLIENT KILL TYPE replica");
+    if (r) freeReplyObject(r);
+    SAY(c, "%s: replicas of node %d (port %d) frozen and cut off for %.1f s",
+        kinds[F_LAG_FAILOVER].name, m, node_port(c, m), lag_ms / 1000.0);
+    nap_ms(lag_ms);
+    pid_t pid = *node_pid(c, m);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    *node_pid(c, m) = 0;
+    for (int i = 0; i < nr; i++)
+        kill(*node_pid(c, reps[i]), SIGCONT);
+    c->redis_busy = 1;
+    remember(c, F_MASTER_KILL, m, pid, f->dur_ms, li);
+    SAY(c, "  node %d killed, its replicas continued; back in %.1f s", m, f->dur_ms / 1000.0);
+}
+
 static void apply(struct chaos *c, const struct fault *f)
 {
     int k = f->kind;
-    int redis = k <= F_REPLICA_STOP, dbf = k == F_DB_STOP || k == F_DB_FREEZE;
+    int redis = k <= F_REPLICA_STOP || k == F_LAG_FAILOVER,
+        dbf = k == F_DB_STOP || k == F_DB_FREEZE;
     if ((redis && c->redis_busy) || (dbf && c->db_busy)) {
         SAY(c, "skipped: %s (one lasts already)", kinds[k].name);
         c->skipped++;
+        return;
+    }
+    if (k == F_LAG_FAILOVER) {
+        lag_failover(c, f);
         return;
     }
     if (redis) {
@@ -300,6 +418,7 @@ static void apply(struct chaos *c, const struct fault *f)
         }
         int i = cand[f->pick % (uint64_t)n];
         pid_t pid = *node_pid(c, i);
+        int li = log_fault(c, k);
         if (k == F_MASTER_KILL || k == F_REPLICA_KILL) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
@@ -308,17 +427,18 @@ static void apply(struct chaos *c, const struct fault *f)
             kill(pid, SIGSTOP);
         }
         c->redis_busy = 1;
-        remember(c, k, i, pid, f->dur_ms);
+        remember(c, k, i, pid, f->dur_ms, li);
         SAY(c, "%s: node %d (port %d) for %.1f s", kinds[k].name, i, node_port(c, i),
             f->dur_ms / 1000.0);
     } else if (k == F_DB_STOP || k == F_DB_FREEZE) {
         int stop = k == F_DB_STOP && chaos_store_can_stop(&c->db);
+        int li = log_fault(c, stop ? F_DB_STOP : F_DB_FREEZE);
         if (stop)
             chaos_store_stop(&c->db);
         else
             chaos_store_freeze(&c->db, 1);
         c->db_busy = 1;
-        remember(c, stop ? F_DB_STOP : F_DB_FREEZE, -1, 0, f->dur_ms);
+        remember(c, stop ? F_DB_STOP : F_DB_FREEZE, -1, 0, f->dur_ms, li);
         SAY(c, "%s (%s) for %.1f s", kinds[stop ? F_DB_STOP : F_DB_FREEZE].name,
             chaos_store_name(c->db.kind), f->dur_ms / 1000.0);
     } else {
@@ -332,22 +452,23 @@ static void apply(struct chaos *c, const struct fault *f)
             return;
         }
         pid_t pid = ch[(f->pick >> 8) % (uint64_t)n];
+        int li = log_fault(c, k);
         if (k == F_API_KILL || k == F_WORKER_KILL) {
             kill(pid, SIGKILL);
             SAY(c, "%s: pid %d of %s (its supervisor starts another)", kinds[k].name, (int)pid,
                 p->name);
         } else {
             kill(pid, SIGSTOP);
-            remember(c, k, -1, pid, f->dur_ms);
+            remember(c, k, -1, pid, f->dur_ms, li);
             SAY(c, "%s: pid %d of %s for %.1f s", kinds[k].name, (int)pid, p->name,
                 f->dur_ms / 1000.0);
         }
     }
-    c->applied++;
 }
 
 static void heal_one(struct chaos *c, const struct active *a)
 {
+    c->done[a->log].to = sk_wall_ms();
     switch (a->kind) {
     case F_MASTER_KILL:
     case F_REPLICA_KILL:
@@ -371,9 +492,7 @@ static void heal_one(struct chaos *c, const struct active *a)
         c->db_busy = 0;
         SAY(c, "database thawed");
         break;
-    default:
-        kill(a->pid, SIGCONT);
-        SAY(c, "pid %d continued", (int)a->pid);
+    default: kill(a->pid, SIGCONT); SAY(c, "pid %d continued", (int)a->pid);
     }
 }
 
@@ -407,6 +526,68 @@ static void sample_age(struct chaos *c)
     }
 }
 
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* What buyers saw in each kind of fault: the longest time without a 200
+ * around it (from its start to a second after it healed), for the
+ * activity hit hardest and for the one hit least, and the answers given
+ * meanwhile that were not definite. */
+static void fault_table(const struct chaos *c, const struct chaos_ledger *L)
+{
+    size_t n = atomic_load(&((struct chaos_ledger *)L)->n);
+    if (n > L->cap) n = L->cap;
+    int64_t *t[3];
+    size_t m[3] = {0, 0, 0};
+    for (size_t a = 0; a < c->nacts; a++) {
+        t[a] = malloc((n ? n : 1) * sizeof *t[a]);
+        CHECK(t[a]);
+        for (size_t i = 0; i < n; i++)
+            if (L->a[i].status == 200 && L->a[i].aid == c->acts[a].id)
+                t[a][m[a]++] = L->a[i].t_done_ms;
+        qsort(t[a], m[a], sizeof *t[a], cmp_i64);
+    }
+    printf("    # per fault kind: times, longest without a 200 around it (worst activity / best "
+           "activity), answers meanwhile: 503 unavailable / unconfirmed / recovering, none\n");
+    for (int k = 0; k < F_KINDS; k++) {
+        int times = 0;
+        int64_t worst = 0, best = 0;
+        long un = 0, uc = 0, rec = 0, none = 0;
+        for (int d = 0; d < c->ndone; d++) {
+            if (c->done[d].kind != k) continue;
+            times++;
+            int64_t from = c->done[d].from, to = c->done[d].to + 1000;
+            int64_t lo = -1, hi = 0;
+            for (size_t a = 0; a < c->nacts; a++) {
+                int64_t g = 0;
+                for (size_t i = 1; i < m[a]; i++)
+                    if (t[a][i] > from && t[a][i - 1] < to && t[a][i] - t[a][i - 1] > g)
+                        g = t[a][i] - t[a][i - 1];
+                if (g > hi) hi = g;
+                if (lo < 0 || g < lo) lo = g;
+            }
+            if (hi > worst) worst = hi;
+            if (lo > best) best = lo;
+            for (size_t i = 0; i < n; i++) {
+                const struct chaos_answer *x = &L->a[i];
+                if (x->t_done_ms < from || x->t_done_ms > to) continue;
+                un += x->status == 503 && !strcmp(x->err, "unavailable");
+                uc += x->status == 503 && !strcmp(x->err, "unconfirmed");
+                rec += x->status == 503 && !strcmp(x->err, "recovering");
+                none += x->status == 0;
+            }
+        }
+        if (times)
+            printf("    #   %-30s %2d x  %5.2f s / %5.2f s   %ld / %ld / %ld, %ld\n", kinds[k].name,
+                   times, (double)worst / 1000, (double)best / 1000, un, uc, rec, none);
+    }
+    for (size_t a = 0; a < c->nacts; a++)
+        free(t[a]);
+}
+
 /* Until every stream is acknowledged and nothing is fenced (bounded): 1;
  * 0 with what is left printed (the checker still runs: it says what the
  * database lacks). */
@@ -433,8 +614,9 @@ static int drain(struct chaos *c, sk_redis *r, int ms)
         sk_keys_for(&k, c->acts[i].id);
         struct sk_backlog b;
         int brc = sk_backlog_read(r, k.orders, "seckill", &b);
-        SAY(c, "NOT DRAINED: activity %" PRIu64 ": state rc %d backlog %lld fenced %lld (%s %s); "
-               "backlog script rc %d: %lld waiting, %lld pending, oldest %lld ms",
+        SAY(c,
+            "NOT DRAINED: activity %" PRIu64 ": state rc %d backlog %lld fenced %lld (%s %s); "
+            "backlog script rc %d: %lld waiting, %lld pending, oldest %lld ms",
             c->acts[i].id, rc, (long long)st.backlog, (long long)st.fenced, st.fence, st.fence_why,
             brc, (long long)b.entries, (long long)b.pending, (long long)b.age_ms);
         redisReply *g;
@@ -512,6 +694,7 @@ static void chaos_run(int cluster)
            c->seed, cluster ? "cluster" : "sentinel", c->duration_s, chaos_store_name(kind),
            c->seed, cluster ? "cluster" : "sentinel");
     static struct fault f[MAX_FAULTS];
+    restrict_kinds(getenv("CHAOS_KINDS"));
     size_t nf = plan(c->seed, c->duration_s, f, MAX_FAULTS);
 
     if (cluster) {
@@ -541,10 +724,11 @@ static void chaos_run(int cluster)
         char tag[32];
         int tl = snprintf(tag, sizeof tag, "a%" PRIu64, c->acts[i].id);
         if (cluster)
-            printf("    # activity %" PRIu64 " (stock %" PRId64 ") on the master of slot %d, port "
-                   "%d\n",
-                   c->acts[i].id, stocks[i], sk_cluster_key_slot(tag, (size_t)tl),
-                   sk_th_cluster_owner_seen_by(c->cl.port[0], sk_cluster_key_slot(tag, (size_t)tl)));
+            printf(
+                "    # activity %" PRIu64 " (stock %" PRId64 ") on the master of slot %d, port "
+                "%d\n",
+                c->acts[i].id, stocks[i], sk_cluster_key_slot(tag, (size_t)tl),
+                sk_th_cluster_owner_seen_by(c->cl.port[0], sk_cluster_key_slot(tag, (size_t)tl)));
     }
     c->nacts = 3;
     printf("    # %zu faults planned over %d s\n", nf, c->duration_s);
@@ -623,6 +807,7 @@ static void chaos_run(int cluster)
     chaos_report_print(stdout, &rep);
     printf("    # oldest unpersisted order seen on /metrics during the run: %.1f s\n",
            c->max_age_s);
+    fault_table(c, &L);
     check_logs(c);
     CHECK_MSG(drained, "the worker did not drain (CHAOS_SEED=%" PRIu64 ")", c->seed);
     CHECK_MSG(chaos_report_ok(&rep), "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 ")",

@@ -169,7 +169,7 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
     record(&f, 50, 5000, 200, NULL, a.order_id, 1);
     sk_th_env_persist(&f.e, "check-test", -1);
     run(&f, &rep, 0);
-    CHECK_EQ(rep.found[CF_KEY_TWICE], 1);   /* two orders, one key */
-    CHECK_EQ(rep.found[CF_OVER_LIMIT], 1);  /* two units, limit 1 */
+    CHECK_EQ(rep.found[CF_KEY_TWICE], 1);  /* two orders, one key */
+    CHECK_EQ(rep.found[CF_OVER_LIMIT], 1); /* two units, limit 1 */
     done(&f);
 }

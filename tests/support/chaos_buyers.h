@@ -21,13 +21,13 @@ struct chaos_buyers_opts {
     int nports;
     const struct chaos_activity *acts;
     size_t nacts;
-    int threads;       /* <= CHAOS_MAX_BUYERS */
-    uint32_t users;    /* buyers are users 1..users */
-    int max_qty;       /* each purchase asks 1..max_qty units */
+    int threads;    /* <= CHAOS_MAX_BUYERS */
+    uint32_t users; /* buyers are users 1..users */
+    int max_qty;    /* each purchase asks 1..max_qty units */
     uint64_t seed;
-    int think_us;      /* pause between purchases */
-    int max_attempts;  /* tries per key */
-    int backoff_ms;    /* before a retry (times the attempt number) */
+    int think_us;     /* pause between purchases */
+    int max_attempts; /* tries per key */
+    int backoff_ms;   /* before a retry (times the attempt number) */
     struct chaos_ledger *ledger;
 };
 

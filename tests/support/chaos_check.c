@@ -71,6 +71,16 @@ static void found(struct chaos_report *r, int kind, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The first example of kind is about user of activity aid (its detail is
+ * filled in at the end). */
+static void about(struct chaos_report *r, int kind, uint64_t aid, uint64_t user)
+{
+    if (r->found[kind] == 1 && !r->ex_user[kind]) {
+        r->ex_aid[kind] = aid;
+        r->ex_user[kind] = user;
+    }
+}
+
 /* ---- the database's orders ----------------------------------------------- */
 
 struct dbo {
@@ -177,9 +187,9 @@ static int cmp_time(const void *x, const void *y)
 struct ustat {
     uint64_t aid;
     uint32_t user;
-    long keys;  /* distinct keys with an attempt that may have run */
-    int doubt;  /* an attempt that may have run without a definite answer */
-    long ok;    /* distinct 200 order ids */
+    long keys; /* distinct keys with an attempt that may have run */
+    int doubt; /* an attempt that may have run without a definite answer */
+    long ok;   /* distinct 200 order ids */
 };
 
 static int cmp_ustat(const void *x, const void *y)
@@ -301,11 +311,13 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
         const struct chaos_answer *x = &a[ix[k]];
         if (k > 0) {
             const struct chaos_answer *p = &a[ix[k - 1]];
-            if (!strcmp(p->oid, x->oid) && p->key != x->key)
+            if (!strcmp(p->oid, x->oid) && p->key != x->key) {
                 found(out, CF_ID_REUSED,
                       "order %s answered to user %" PRIu32 " (key %016" PRIx64 ") and user %" PRIu32
                       " (key %016" PRIx64 ")",
                       x->oid, p->user, p->key, x->user, x->key);
+                about(out, CF_ID_REUSED, x->aid, x->user);
+            }
             if (!strcmp(p->oid, x->oid)) continue; /* the same order answered again */
         }
         struct dbo *d = find_dbo(db, ndb, x->oid);
@@ -314,14 +326,17 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   "order %s (user %" PRIu32 ", activity %" PRIu64 ", %d unit(s), serve %d) is "
                   "not in the database",
                   x->oid, x->user, x->aid, x->qty, x->serve);
+            about(out, CF_MISSING, x->aid, x->user);
             continue;
         }
         d->announced = 1;
-        if (d->user != x->user || d->aid != x->aid || d->qty != x->qty)
+        if (d->user != x->user || d->aid != x->aid || d->qty != x->qty) {
             found(out, CF_MISMATCH,
                   "order %s was answered to user %" PRIu32 " for %d unit(s) of %" PRIu64
                   "; the database holds user %" PRIu64 ", %" PRId64 " unit(s) of %" PRIu64,
                   x->oid, x->user, x->qty, x->aid, d->user, d->qty, d->aid);
+            about(out, CF_MISMATCH, x->aid, x->user);
+        }
     }
 
     /* per user and activity: keys, doubt, and one order id per key */
@@ -337,17 +352,18 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
             uint64_t key = a[ix[e]].key;
             int may = 0;
             const char *oid = NULL;
-            for (; e < n && a[ix[e]].aid == u.aid && a[ix[e]].user == u.user &&
-                   a[ix[e]].key == key;
+            for (; e < n && a[ix[e]].aid == u.aid && a[ix[e]].user == u.user && a[ix[e]].key == key;
                  e++) {
                 const struct chaos_answer *x = &a[ix[e]];
                 may |= x->sent;
                 u.doubt |= in_doubt(x);
                 if (x->status != 200) continue;
-                if (oid && strcmp(oid, x->oid))
+                if (oid && strcmp(oid, x->oid)) {
                     found(out, CF_KEY_TWICE,
                           "key %016" PRIx64 " of user %" PRIu32 " was answered orders %s and %s",
                           key, u.user, oid, x->oid);
+                    about(out, CF_KEY_TWICE, u.aid, u.user);
+                }
                 if (!oid || strcmp(oid, x->oid)) u.ok++;
                 oid = x->oid;
             }
@@ -381,13 +397,15 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                     struct ustat key = {.aid = d->aid, .user = (uint32_t)d->user};
                     const struct ustat *s =
                         nus ? bsearch(&key, us, nus, sizeof *us, cmp_ustat) : NULL;
-                    if (s && s->doubt)
+                    if (s && s->doubt) {
                         out->maybe_orders++;
-                    else
+                    } else {
                         found(out, CF_PHANTOM,
                               "order %s (user %" PRIu64 ", activity %" PRIu64
                               ") was never answered 200, and its user had no attempt in doubt",
                               d->oid, d->user, d->aid);
+                        about(out, CF_PHANTOM, d->aid, d->user);
+                    }
                 }
             }
             uu[nuu++] = u;
@@ -397,19 +415,23 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
     for (size_t i = 0; i < nuu; i++) {
         int ai = act_index(in, uu[i].aid);
         int64_t limit = ai >= 0 ? in->acts[ai].limit : 0;
-        if (uu[i].units > limit)
+        if (uu[i].units > limit) {
             found(out, CF_OVER_LIMIT,
-                  "user %" PRIu64 " holds %" PRId64 " unit(s) of activity %" PRIu64 " (limit %" PRId64
-                  ")",
+                  "user %" PRIu64 " holds %" PRId64 " unit(s) of activity %" PRIu64
+                  " (limit %" PRId64 ")",
                   uu[i].user, uu[i].units, uu[i].aid, limit);
+            about(out, CF_OVER_LIMIT, uu[i].aid, uu[i].user);
+        }
         struct ustat key = {.aid = uu[i].aid, .user = (uint32_t)uu[i].user};
         const struct ustat *s = nus ? bsearch(&key, us, nus, sizeof *us, cmp_ustat) : NULL;
         long keys = s ? s->keys : 0;
-        if (uu[i].orders > keys)
+        if (uu[i].orders > keys) {
             found(out, CF_KEY_TWICE,
                   "user %" PRIu64 " holds %" PRId64 " order(s) of activity %" PRIu64
                   " from %ld key(s) that may have bought",
                   uu[i].user, uu[i].orders, uu[i].aid, keys);
+            about(out, CF_KEY_TWICE, uu[i].aid, uu[i].user);
+        }
         if (ai >= 0 && ai < CHAOS_MAX_ACTS) {
             out->act[ai].db_orders += uu[i].orders;
             out->act[ai].db_units += uu[i].units;
@@ -424,8 +446,8 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
     for (size_t i = 0; i < out->nacts; i++) {
         struct chaos_act_report *ar = &out->act[i];
         if (ar->db_units > ar->stock)
-            found(out, CF_OVERSOLD, "activity %" PRIu64 ": the database holds %" PRId64
-                                    " unit(s) of %" PRId64,
+            found(out, CF_OVERSOLD,
+                  "activity %" PRIu64 ": the database holds %" PRId64 " unit(s) of %" PRId64,
                   ar->id, ar->db_units, ar->stock);
         struct sk_stock_state s;
         if ((rc = sk_stock_state(in->r, ar->id, &s)) < 0) {
@@ -444,7 +466,8 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   ar->id, s.remaining, s.held, s.in_transit, s.initial, ar->stock);
         if (s.held != ar->db_units)
             found(out, CF_STOCK,
-                  "activity %" PRIu64 ": Redis holds %" PRId64 " unit(s) for buyers, the database %" PRId64,
+                  "activity %" PRIu64 ": Redis holds %" PRId64
+                  " unit(s) for buyers, the database %" PRId64,
                   ar->id, s.held, ar->db_units);
         if (s.fenced)
             found(out, CF_FENCED, "activity %" PRIu64 ": fenced (%s: %s)", ar->id, s.fence,
@@ -490,6 +513,28 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
             found(out, CF_RECONCILE, "activity %s: exit %d: %.240s", id, ex, d ? d : text);
         }
     }
+    /* the story of each example's user */
+    for (int kind = 0; kind < CF_COUNT; kind++) {
+        if (!out->ex_user[kind]) continue;
+        char *d = out->detail[kind];
+        size_t cap = sizeof out->detail[kind], o = 0;
+        for (size_t i = 0; i < n && o + 200 < cap; i++) {
+            const struct chaos_answer *x = &a[i];
+            if (x->aid != out->ex_aid[kind] || x->user != out->ex_user[kind]) continue;
+            o += (size_t)snprintf(d + o, cap - o,
+                                  "      attempt at %+.3f s: key %016" PRIx64 " #%d, %d unit(s), "
+                                  "%s: %d %s %s%s\n",
+                                  (double)(x->t_send_ms - in->start_ms) / 1000, x->key, x->attempt,
+                                  x->qty, x->serve < out->nserves ? out->serve_name[x->serve] : "?",
+                                  x->status, x->err, x->oid, x->sent ? "" : " (not sent)");
+        }
+        for (size_t i = 0; i < ndb && o + 200 < cap; i++)
+            if (db[i].aid == out->ex_aid[kind] && db[i].user == out->ex_user[kind])
+                o += (size_t)snprintf(d + o, cap - o,
+                                      "      in the database: %s, %" PRId64 " unit(s), %s%s\n",
+                                      db[i].oid, db[i].qty, sk_order_status_name(db[i].status),
+                                      db[i].announced ? "" : ", never answered 200");
+    }
     rc = 0;
 done:
     free(ix);
@@ -523,8 +568,8 @@ void chaos_report_print(FILE *f, const struct chaos_report *r)
                 "units), 409 %ld, 503 %ld, no answer %ld; database %" PRId64 " orders %" PRId64
                 " units; Redis remaining %" PRId64 " held %" PRId64
                 "; longest without a 200 %.2f s (from %+.1f s); last 200 at %+.1f s\n",
-                a->id, a->stock, a->limit, a->ok200, a->units200, a->refused, a->s503,
-                a->no_answer, a->db_orders, a->db_units, a->redis_remaining, a->redis_held,
+                a->id, a->stock, a->limit, a->ok200, a->units200, a->refused, a->s503, a->no_answer,
+                a->db_orders, a->db_units, a->redis_remaining, a->redis_held,
                 (double)a->gap_ms / 1000, (double)a->gap_at_ms / 1000,
                 (double)a->last_ok_ms / 1000);
     }
@@ -533,8 +578,10 @@ void chaos_report_print(FILE *f, const struct chaos_report *r)
                 r->serve_name[s], r->serve_ok[s], (double)r->serve_gap_ms[s] / 1000,
                 (double)r->serve_gap_at_ms[s] / 1000);
     for (int k = 0; k < CF_COUNT; k++)
-        if (r->found[k])
+        if (r->found[k]) {
             fprintf(f, "    # FOUND %s: %zu, e.g. %s\n", chaos_finding_name(k), r->found[k],
                     r->example[k]);
+            fputs(r->detail[k], f);
+        }
     if (chaos_report_ok(r)) fprintf(f, "    # every promise kept\n");
 }

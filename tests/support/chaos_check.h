@@ -40,16 +40,16 @@
 /* One attempt of a buyer, as answered. */
 struct chaos_answer {
     uint64_t aid;
-    uint64_t key;  /* the Idempotency-Key (rendered "c<hex>"); one per intended purchase */
+    uint64_t key; /* the Idempotency-Key (rendered "c<hex>"); one per intended purchase */
     uint32_t user;
-    int16_t qty;    /* asked */
-    int16_t status; /* HTTP status; 0: no answer (not sent, connection lost, timed out) */
-    uint8_t serve;  /* which serve process it went to (index into the caller's list) */
+    int16_t qty;     /* asked */
+    int16_t status;  /* HTTP status; 0: no answer (not sent, connection lost, timed out) */
+    uint8_t serve;   /* which serve process it went to (index into the caller's list) */
     uint8_t attempt; /* 1 for the first try with this key */
     uint8_t sent;    /* the request was written in full (0: it cannot have run) */
     uint8_t bad;     /* the answer broke the HTTP contract (unparseable, wrong fields) */
     char err[16];    /* "error" of a refusal ("sold_out", "unconfirmed", ...) */
-    char oid[SK_ORDER_ID_MAX]; /* the order id of a 200 */
+    char oid[SK_ORDER_ID_MAX];    /* the order id of a 200 */
     int64_t t_send_ms, t_done_ms; /* wall clock */
 };
 
@@ -79,14 +79,14 @@ struct chaos_input {
     const struct chaos_ledger *ledger;
     const struct chaos_activity *acts;
     size_t nacts;
-    int nserves;        /* serve indexes of the ledger are 0..nserves-1 */
-    const char *const *serve_names; /* for the report, nserves entries (NULL: "serve <i>") */
-    sk_store *st;       /* the database, read directly */
-    sk_redis *r;        /* Redis, after the drain */
+    int nserves;                     /* serve indexes of the ledger are 0..nserves-1 */
+    const char *const *serve_names;  /* for the report, nserves entries (NULL: "serve <i>") */
+    sk_store *st;                    /* the database, read directly */
+    sk_redis *r;                     /* Redis, after the drain */
     const char *redis_url, *db_spec; /* for `seckill reconcile` */
-    int64_t start_ms;   /* when the sale began (wall clock; report times are relative to it) */
-    int64_t healed_ms;  /* when the last fault healed (wall clock) */
-    int stale_after_s;  /* reconcile's bound (0: 30) */
+    int64_t start_ms;  /* when the sale began (wall clock; report times are relative to it) */
+    int64_t healed_ms; /* when the last fault healed (wall clock) */
+    int stale_after_s; /* reconcile's bound (0: 30) */
 };
 
 enum chaos_finding {
@@ -123,6 +123,10 @@ struct chaos_report {
     long maybe_orders;                         /* orders no 200 announced, from users in doubt */
     size_t found[CF_COUNT];
     char example[CF_COUNT][320];
+    /* for the first example of a kind about one user: that user's attempts
+     * in the activity and their orders in the database, one per line */
+    uint64_t ex_aid[CF_COUNT], ex_user[CF_COUNT];
+    char detail[CF_COUNT][2048];
     size_t nacts;
     struct chaos_act_report act[CHAOS_MAX_ACTS];
     int nserves;

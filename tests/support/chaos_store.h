@@ -14,7 +14,7 @@ enum chaos_store_kind { CHAOS_STORE_POSTGRES, CHAOS_STORE_SQLITE, CHAOS_STORE_KI
 
 struct chaos_store {
     enum chaos_store_kind kind;
-    char spec[420];    /* what --db takes */
+    char spec[420];     /* what --db takes */
     struct sk_th_pg pg; /* PostgreSQL */
     char path[400];     /* SQLite */
     sqlite3 *lock;      /* SQLite: the connection holding the write lock while frozen */
