@@ -273,7 +273,6 @@ static void *loading_loop(void *arg)
     }
     atomic_store(&w->functions_after, sk_aredis_uses_functions(ar));
     sk_aredis_free(ar);
-    h2o_evloop_destroy(loop);
     return NULL;
 }
 
