@@ -48,6 +48,7 @@
 #include "support/cluster_harness.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
 #include "tools/spawn/cluster_spawn.h"
@@ -191,6 +192,7 @@ struct chaos {
     int redis_busy, db_busy; /* a Redis fault, a database fault lasts */
     size_t applied, skipped;
     double max_age_s; /* the oldest unpersisted order, as /metrics showed it */
+    int age_told;
 };
 
 static double rel_s(const struct chaos *c)
@@ -290,23 +292,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
 /* Children of serve p whose name (comm) is want ("seckill-api", ...). */
 static int children(const struct serve_proc *p, const char *want, pid_t *out, int cap)
 {
-    char path[96], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p->pid, (int)p->pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *s = strtok(buf, " \n"); s && k < cap; s = strtok(NULL, " \n")) {
-        char cp[64], comm[32] = "";
-        snprintf(cp, sizeof cp, "/proc/%s/comm", s);
-        FILE *g = fopen(cp, "r");
-        if (g && fgets(comm, sizeof comm, g)) comm[strcspn(comm, "\n")] = 0;
-        if (g) fclose(g);
-        if (!strcmp(comm, want)) out[k++] = atoi(s);
-    }
-    return k;
+    return sk_th_proc_children(p->pid, want, out, cap);
 }
 
 /* ---- faults -------------------------------------------------------------------- */
@@ -518,12 +504,47 @@ static void sample_age(struct chaos *c)
     size_t n = sk_th_http_raw(c->sv[0].ops, req, sizeof req - 1, text, sizeof text - 1, 500);
     text[n] = 0;
     const char *key = "seckill_activity_oldest_unpersisted_seconds{";
+    double now_max = 0;
     for (const char *p = text; (p = strstr(p, key)) != NULL; p++) {
         const char *v = strchr(p, ' ');
         if (!v) break;
         double a = strtod(v + 1, NULL);
-        if (a > c->max_age_s) c->max_age_s = a;
+        if (a > now_max) now_max = a;
     }
+    if (now_max > c->max_age_s) c->max_age_s = now_max;
+    /* a long wait is told when it begins and when it ends, to set it
+     * against the faults */
+    if (now_max >= 10 && !c->age_told) {
+        SAY(c, "orders wait: the oldest unpersisted order is %.1f s old", now_max);
+        c->age_told = 1;
+    } else if (now_max < 2 && c->age_told) {
+        SAY(c, "orders persisted again (oldest unpersisted %.1f s)", now_max);
+        c->age_told = 0;
+    }
+}
+
+/* The worker's and the recovery's warnings and errors from serve A's log
+ * (the last 60, retries of one database outage counted as one): what the
+ * run looked like from the pipeline's side. */
+static void worker_story(const struct chaos *c)
+{
+    FILE *f = fopen(c->sv[0].log, "r");
+    if (!f) return;
+    static char keep[60][512];
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if ((!strstr(line, " warn ") && !strstr(line, " error ")) ||
+            (!strstr(line, "worker") && !strstr(line, "recover")))
+            continue;
+        if (strstr(line, "not persisted (attempt") && !strstr(line, "attempt 1/")) continue;
+        if (strstr(line, "list activities:")) continue;
+        snprintf(keep[n % 60], sizeof keep[0], "%.500s", line);
+        n++;
+    }
+    fclose(f);
+    for (int i = n > 60 ? n - 60 : 0; i < n; i++)
+        printf("    | %s", keep[i % 60]);
 }
 
 static int cmp_i64(const void *x, const void *y)
@@ -808,6 +829,7 @@ static void chaos_run(int cluster)
     printf("    # oldest unpersisted order seen on /metrics during the run: %.1f s\n",
            c->max_age_s);
     fault_table(c, &L);
+    worker_story(c);
     check_logs(c);
     CHECK_MSG(drained, "the worker did not drain (CHAOS_SEED=%" PRIu64 ")", c->seed);
     CHECK_MSG(chaos_report_ok(&rep), "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 ")",

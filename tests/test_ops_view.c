@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 static void nap_ms(int ms)
 {
@@ -160,17 +161,7 @@ static int buy_many(int port, uint64_t aid, uint64_t base, int n, int conns)
 /* Children of pid, from /proc. */
 static int children(pid_t pid, pid_t *out, int cap)
 {
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
+    return sk_th_proc_children(pid, NULL, out, cap);
 }
 
 /* Kills child `victim` of the supervisor with SIGKILL and waits until a new

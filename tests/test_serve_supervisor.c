@@ -13,21 +13,12 @@
 #include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
-/* Children of pid, from /proc (the kernel lists them per thread). */
+/* Children of pid, from /proc. */
 static int children(pid_t pid, pid_t *out, int cap)
 {
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
+    return sk_th_proc_children(pid, NULL, out, cap);
 }
 
 static int has(const pid_t *v, int n, pid_t x)

@@ -503,6 +503,7 @@ static void q_flush(sk_redis *r)
 {
     struct sk_rcluster *cl = r->cl;
     size_t b0 = cl->sent;
+    r->errstr[0] = 0; /* what a failure below writes is what its reads report */
     int sent_to[SK_CLUSTER_MAX_NODES] = {0};
     int *node_of = malloc(sizeof *node_of * (cl->nq - b0));
     if (!node_of) {
@@ -617,7 +618,9 @@ int sk_redis_cl_read(sk_redis *r, redisReply **out)
     it->rep = NULL;
     if (cl->rd == cl->nq) cl->nq = cl->sent = cl->rd = 0;
     if (rc < 0) {
-        if (r->err == 0) sk_redis_set_err(r, rc, "redis cluster: command lost");
+        /* the node's failure, as q_flush or cl_exec_unit wrote it */
+        if (!r->errstr[0]) sk_redis_set_err(r, rc, "redis cluster: command lost");
+        r->err = rc;
         return rc;
     }
     r->err = 0;

@@ -23,6 +23,31 @@ char sk_th_proc_state(pid_t pid)
     return p && p[1] == ' ' ? p[2] : 0;
 }
 
+int sk_th_proc_children(pid_t pid, const char *comm, pid_t *out, int cap)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    int k = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(buf, " \n", &save); p && k < cap; p = strtok_r(NULL, " \n", &save)) {
+        if (comm) {
+            char cp[64], name[32] = "";
+            snprintf(cp, sizeof cp, "/proc/%s/comm", p);
+            FILE *g = fopen(cp, "r");
+            if (g && fgets(name, sizeof name, g)) name[strcspn(name, "\n")] = 0;
+            if (g) fclose(g);
+            if (strcmp(name, comm) != 0) continue;
+        }
+        out[k++] = atoi(p);
+    }
+    return k;
+}
+
 int sk_th_proc_wait_stopped(pid_t pid, int ms)
 {
     int64_t by = sk_mono_ms() + ms;

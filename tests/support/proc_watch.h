@@ -12,6 +12,11 @@
  * when the process is gone. */
 char sk_th_proc_state(pid_t pid);
 
+/* The children of pid (the kernel lists them per thread: the main
+ * thread's), those named comm (/proc/<child>/comm, e.g. "seckill-api")
+ * when comm is not NULL, into out (at most cap); returns how many. */
+int sk_th_proc_children(pid_t pid, const char *comm, pid_t *out, int cap);
+
 /* Waits (bounded by ms) until pid is stopped; 1 when it is, 0 on timeout. */
 int sk_th_proc_wait_stopped(pid_t pid, int ms);
 
