@@ -232,40 +232,6 @@ SK_TEST(cluster_blocking_client_routes_keys_scripts_pipelines_and_split_reads)
     CHECK_EQ(sk_redis_command(r, &rep, 13, argv, NULL), 0);
     CHECK_EQ(rep->type, REDIS_REPLY_NIL);
     freeReplyObject(rep);
-    /* two streams of two slots on one master: one call each (one command
-     * would be refused CROSSSLOT), and with BLOCK the read waits once */
-    uint64_t same = 0;
-    char t0[32];
-    int l0 = snprintf(t0, sizeof t0, "a%llu", (unsigned long long)ids[0]);
-    int owner0 = sk_cluster_map_owner(sk_redis_cluster_map(r), sk_cluster_key_slot(t0, (size_t)l0));
-    while (!same) {
-        uint64_t id = sk_th_unique_id();
-        char t[32];
-        int l = snprintf(t, sizeof t, "a%llu", (unsigned long long)id);
-        if (sk_cluster_map_owner(sk_redis_cluster_map(r), sk_cluster_key_slot(t, (size_t)l)) ==
-            owner0)
-            same = id;
-    }
-    open_activity(r, same, 5, 1, 1);
-    struct sk_admission sa;
-    CHECK_EQ(sk_stock_purchase(r, same, 8, 1, &sa, NULL), 0);
-    CHECK_EQ(sk_stock_purchase(r, ids[0], 8, 1, &sa, NULL), 0);
-    struct sk_keys ks;
-    sk_keys_for(&ks, same);
-    CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s g 0", ks.orders), 0);
-    freeReplyObject(rep);
-    const char *two[] = {"XREADGROUP", "GROUP",     "g",       "c", "BLOCK", "300",
-                         "STREAMS",    k[0].orders, ks.orders, ">", ">"};
-    CHECK_EQ(sk_redis_command(r, &rep, 11, two, NULL), 0);
-    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY, "XREADGROUP: %s", rep->str ? rep->str : "?");
-    CHECK_EQ(rep->elements, 2);
-    freeReplyObject(rep);
-    int64_t t_block = sk_mono_ms();
-    CHECK_EQ(sk_redis_command(r, &rep, 11, two, NULL), 0);
-    CHECK_EQ(rep->type, REDIS_REPLY_NIL);
-    freeReplyObject(rep);
-    CHECK(sk_mono_ms() - t_block < 550); /* one BLOCK of 300 ms, not two */
-    sk_stock_drop(r, same);
     for (int i = 0; i < 3; i++)
         sk_stock_drop(r, ids[i]);
     sk_redis_free(r);

@@ -217,6 +217,60 @@ SK_TEST(pipeline_cluster_client_a_frozen_master_ends_the_pipeline_and_nothing_is
     sk_cluster_spawn_stop(&cl);
 }
 
+/* XREADGROUP over two streams of two slots that one master owns: a node
+ * refuses two slots in one command (CROSSSLOT), so the client sends one
+ * call per slot; with BLOCK an idle read waits once, not once per call.
+ * (Before, it sent them as one command: every read of the worker failed,
+ * and those orders were never persisted.) */
+SK_TEST(pipeline_cluster_client_splits_a_read_of_two_slots_on_one_master)
+{
+    struct sk_cluster_spawn cl;
+    struct sk_cluster_spawn_opts o = {.masters = 3, .replicas = 0, .node_timeout_ms = 5000};
+    CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
+    sk_redis *r;
+    char err[256];
+    CHECK_EQ(sk_redis_new(&r, cl.url, 1000, 2000, err, sizeof err), 0);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "PING"), 0);
+    freeReplyObject(rep);
+    char s1[32] = "", s2[32] = "";
+    int owner = -1, slot1 = -1;
+    for (int i = 0; i < 10000 && !s2[0]; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "{pf%d}:orders", i);
+        int slot = sk_cluster_key_slot(k, strlen(k));
+        int n = sk_cluster_map_owner(sk_redis_cluster_map(r), slot);
+        if (!s1[0]) {
+            snprintf(s1, sizeof s1, "%s", k);
+            owner = n;
+            slot1 = slot;
+        } else if (n == owner && slot != slot1) {
+            snprintf(s2, sizeof s2, "%s", k);
+        }
+    }
+    CHECK(s2[0]);
+    const char *streams[] = {s1, s2};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sk_redis_cmd(r, &rep, "XADD %s * a %d", streams[i], i), 0);
+        freeReplyObject(rep);
+        CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s g 0", streams[i]), 0);
+        freeReplyObject(rep);
+    }
+    const char *two[] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "300",
+                         "STREAMS",    s1,      s2,  ">", ">"};
+    CHECK_EQ(sk_redis_command(r, &rep, 11, two, NULL), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY, "XREADGROUP: %s", rep->str ? rep->str : "?");
+    CHECK_EQ(rep->elements, 2);
+    freeReplyObject(rep);
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_redis_command(r, &rep, 11, two, NULL), 0);
+    CHECK_EQ(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    CHECK(sk_mono_ms() - t0 < 550); /* one BLOCK of 300 ms, not two */
+    sk_redis_free(r);
+    sk_cluster_spawn_stop(&cl);
+}
+
 /* ---- the worker's steps under a master kill --------------------------------- */
 
 struct pf_run {
