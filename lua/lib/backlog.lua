@@ -7,7 +7,7 @@
 -- master had long delivered. What is undelivered is what lies after the
 -- last-delivered id: counted up to BACKLOG_EXACT entries (a bounded
 -- XRANGE), the lag (capped at the stream's length) beyond that.
-local BACKLOG_EXACT = 1000
+local BACKLOG_EXACT = 100
 
 local function backlog_ms_of(id)
   return tonumber(string.match(id, '^(%d+)'))
