@@ -830,6 +830,12 @@ static void chaos_run(int cluster)
            c->max_age_s);
     fault_table(c, &L);
     worker_story(c);
+    const char *keep = getenv("CHAOS_KEEP"); /* a directory: the serve logs are copied there */
+    for (int sv = 0; keep && *keep && sv < 2; sv++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s/serve-%c.log'", c->sv[sv].log, keep, 'A' + sv);
+        if (system(cmd) != 0) printf("    # could not keep %s\n", c->sv[sv].log);
+    }
     check_logs(c);
     CHECK_MSG(drained, "the worker did not drain (CHAOS_SEED=%" PRIu64 ")", c->seed);
     CHECK_MSG(chaos_report_ok(&rep), "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 ")",
