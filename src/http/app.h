@@ -58,14 +58,11 @@ struct sk_app {
     struct sk_config cfg;
     h2o_globalconf_t h2o_config;
     h2o_context_t ctx;
-    h2o_accept_ctx_t accept_ctx;
     int listen_fd;
-    /* --ops-listen: a second listener with its own h2o context on the same
-     * loop, so a request knows which port it came in on */
+    /* --ops-listen: a second listener whose handler knows it is the
+     * operations port (its own h2o configuration, the same context) */
     h2o_globalconf_t ops_config;
-    h2o_context_t ops_ctx;
-    h2o_accept_ctx_t ops_accept_ctx;
-    h2o_socket_t *ops_listener;
+    struct sk_conns ops_conns;
     int ops_fd;                /* -1: no ops listener */
     sk_node *node;             /* the node's shared figures (a private one for a lone process) */
     int slot;                  /* this process's HTTP slot in node */
