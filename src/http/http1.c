@@ -465,24 +465,36 @@ static void after_step(struct sk_h1conn *c)
     }
 }
 
-void sk_h1_step(struct sk_h1conn *c)
+/* Serves what the input holds until a request waits for its handler or
+ * more bytes, or the answers pile up (1: go on once they are written). */
+static int serve_input(struct sk_h1conn *c)
 {
-    if (c->in_step) return;
-    c->in_step = 1;
     for (;;) {
-        if (c->state == SK_H1_ANSWERED && !finish(c)) break;
+        if (c->state == SK_H1_ANSWERED && !finish(c)) return 0;
         if (c->state == SK_H1_BUSY || c->state == SK_H1_LINGER) {
             if (c->more_to_pull && c->out->size == 0 && c->state == SK_H1_BUSY) {
                 c->more_to_pull = 0;
                 h2o_proceed_response(&c->req);
                 continue;
             }
-            break;
+            return 0;
         }
-        if (c->out->size > OUT_HIGH || !take(c)) break;
+        if (c->out->size > OUT_HIGH) return 1;
+        if (!take(c)) return 0;
     }
+}
+
+void sk_h1_step(struct sk_h1conn *c)
+{
+    if (c->in_step) return;
+    c->in_step = 1;
+    int more;
+    do {
+        more = serve_input(c);
+        if (flush(c) < 0) return; /* closed (and freed) */
+        /* all written at once: nothing else would wake this connection */
+    } while (more && !c->write_wait);
     c->in_step = 0;
-    if (flush(c) < 0) return;
     after_step(c);
 }
 

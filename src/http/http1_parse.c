@@ -146,7 +146,8 @@ int sk_h1_parse_head(const char *buf, size_t len, size_t last_len, uint64_t max_
                           "the request line and headers are over 16384 bytes");
         return SK_H1_INCOMPLETE;
     }
-    if (rc < 0) return refuse(r, 400, "bad_request", "malformed HTTP/1.1 request line or header");
+    if (rc < 0 || h->method_len == 0 || h->path_len == 0)
+        return refuse(r, 400, "bad_request", "malformed HTTP/1.1 request line or header");
     h->len = (size_t)rc;
     h->n_fields = nf;
     const char *why;
