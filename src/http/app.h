@@ -19,6 +19,7 @@
 
 struct sk_batch;
 struct sk_act_defs;
+struct sk_order_marks;
 
 /* What this process knows about one activity without asking Redis. */
 struct sk_act_cache {
@@ -52,6 +53,10 @@ struct sk_db_health {
     char probe_err[200]; /* written by the probe on its pool thread, read in its done */
     int64_t log_next_ms; /* failed calls are logged at most once in a while */
     uint64_t log_quiet;  /* failed calls not logged since the last line */
+    /* what an order poll may expect of the pool (store_call.h) */
+    int64_t call_us;        /* recent time a call runs on a pool thread (moving average of
+                               times capped at --db-poll-wait-ms; 0: none yet) */
+    h2o_linklist_t waiting; /* polls waiting for the database, oldest first */
 };
 
 struct sk_app {
@@ -74,10 +79,11 @@ struct sk_app {
     h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
-    struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
-    int inflight;                   /* requests accepted, not yet answered */
-    int draining;                   /* SIGTERM: no new connections */
-    struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
+    struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
+    struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
+    int inflight;                       /* requests accepted, not yet answered */
+    int draining;                       /* SIGTERM: no new connections */
+    struct sk_batch **open_batches;     /* purchases of this loop pass, per activity */
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
     struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */

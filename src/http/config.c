@@ -443,6 +443,17 @@ static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_
     return 0;
 }
 
+static int set_db_poll_wait(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->db_poll_wait_ms = (int)n;
+    return 0;
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -571,6 +582,7 @@ static const struct {
     {"db_pool", set_db_pool},
     {"db_timeout_ms", set_db_timeout},
     {"db_queue_max", set_db_queue_max},
+    {"db_poll_wait_ms", set_db_poll_wait},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -602,6 +614,7 @@ void sk_config_defaults(struct sk_config *c)
     c->db_pool = 2;
     c->db_timeout_ms = 1000;
     c->db_queue_max = 1024;
+    c->db_poll_wait_ms = 100;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)

@@ -79,6 +79,10 @@
  *   db_queue_max      database calls that may wait for a thread per HTTP
  *                     process, 1..1000000 (default 1024); more get
  *                     503 busy at once
+ *   db_poll_wait_ms   the longest an order poll (GET /api/v1/orders/{id})
+ *                     may wait for the database, 1..600000 (default 100):
+ *                     one the pool would not finish in time gets 503
+ *                     busy with Retry-After at once, never a queue place
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -130,7 +134,7 @@ struct sk_config {
     char hmac_secret_prev_file[512];
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
-    int db_pool, db_timeout_ms, db_queue_max;
+    int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */

@@ -399,14 +399,15 @@ static int finish(struct sk_h1conn *c)
     return 0;
 }
 
-/* Writes what the output buffer holds (one send; a partial one waits for
+/* Writes what the output buffer holds (one write; a partial one waits for
  * the socket to be writable). -1 when the connection broke and was
  * closed. */
 static int flush(struct sk_h1conn *c)
 {
     while (c->out->size > 0 && !c->write_wait) {
-        ssize_t n = send(h2o_socket_get_fd(c->sock), c->out->bytes, c->out->size,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* write(2), not send(2): counted in /proc/PID/io like every
+         * server's writes (the process ignores SIGPIPE) */
+        ssize_t n = write(h2o_socket_get_fd(c->sock), c->out->bytes, c->out->size);
         if (n > 0) {
             int all = (size_t)n == c->out->size;
             c->bytes_out += (uint64_t)n;

@@ -7,7 +7,7 @@
  * two to four per admitted request. Here a connection is registered for
  * reading once and stays so: bytes that arrive while a request waits for
  * Redis are buffered (pipelining), each answer is written with one
- * send(2) straight from the connection's output buffer, and epoll is
+ * write(2) straight from the connection's output buffer, and epoll is
  * touched again only when the kernel refuses bytes (a slow reader) or a
  * client sends far ahead of its answers (reading pauses; backpressure).
  *

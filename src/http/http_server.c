@@ -29,6 +29,7 @@
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/http_body.h"
+#include "http/order_marks.h"
 #include "http/store_call.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -696,6 +697,7 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sk_act_defs_free(app, app->defs);
     app->defs = NULL;
     sk_aredis_free(app->redis);
+    sk_order_marks_free(app);
     sk_metrics_free(app->metrics);
     if (app->own_node) sk_node_free(app->node);
     /* h2o's context cannot be disposed while client connections are still
