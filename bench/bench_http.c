@@ -661,9 +661,12 @@ static void print_table(const struct report *R)
         printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
                (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
     }
-    if (R->admit_sysc >= 0)
+    if (R->admit_sysc >= 0 && R->static_sysc >= 0)
         printf("  syscalls per admission <= %.1f:    %.2f (nginx %.2f per request)  %s\n",
                TARGET_SYSCALLS, R->admit_sysc, R->static_sysc, met(R->t_sysc));
+    else if (R->admit_sysc >= 0)
+        printf("  syscalls per admission <= %.1f:    %.2f  %s\n", TARGET_SYSCALLS, R->admit_sysc,
+               met(R->t_sysc));
     printf("  RSS <= 64 MiB at %d connections:  %.1f MiB  %s\n", RSS_CONNS,
            (double)R->rss_peak / 1024.0, met(R->t_rss));
 }

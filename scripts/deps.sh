@@ -9,8 +9,9 @@ PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqli
       chromium fonts-dejavu-core clang libclang-rt-dev"
 # chromium: the suite loads the dashboard in a real (headless) browser.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
-# (not needed by make test or make demo).
-[ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"
+# (not needed by make test or make demo; linux-perf: `bench http` counts
+# system calls per request with perf stat).
+[ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox linux-perf"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

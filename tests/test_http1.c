@@ -53,16 +53,6 @@ static int dial(int port)
     return dial_buf(port, 0);
 }
 
-static void send_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        CHECK_MSG(w > 0, "send: %s", strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 /* Everything until the server closes (*closed = 1) or nothing comes for
  * timeout_ms; at most step bytes per recv. Heap buffer of *len bytes
  * (caller frees). */
@@ -160,7 +150,7 @@ SK_TEST(pipelined_requests_are_answered_in_order_whatever_waits_for_redis)
                           "GET /api/v1/activities/%" PRIu64 " HTTP/1.1\r\n\r\n", id);
     n += (size_t)purchase_req(reqs + n, sizeof reqs - n, id, 505, NULL, "Connection: close\r\n");
     int fd = dial(v.s.port), closed;
-    send_all(fd, reqs, n);
+    sk_th_send_all(fd, reqs, n);
     size_t len;
     char *out = read_all(fd, 65536, 10000, &len, &closed);
     close(fd);
@@ -183,7 +173,7 @@ SK_TEST(pipelined_requests_are_answered_in_order_whatever_waits_for_redis)
         n += (size_t)purchase_req(reqs + n, sizeof reqs - n, id, 600 + (uint64_t)i, NULL,
                                   i == 49 ? "Connection: close\r\n" : NULL);
     fd = dial(v.s.port);
-    send_all(fd, reqs, n);
+    sk_th_send_all(fd, reqs, n);
     out = read_all(fd, 65536, 10000, &len, &closed);
     close(fd);
     off = 0;
@@ -222,7 +212,7 @@ SK_TEST_T(answers_larger_than_the_socket_buffers_reach_a_slow_reader_whole_and_i
     /* the reference: the dashboard page read by a plain client */
     static const char page_req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     int fd = dial(v.s.port), closed;
-    send_all(fd, page_req, sizeof page_req - 1);
+    sk_th_send_all(fd, page_req, sizeof page_req - 1);
     size_t len;
     char *ref = NULL;
     struct one page = {0};
@@ -248,7 +238,7 @@ SK_TEST_T(answers_larger_than_the_socket_buffers_reach_a_slow_reader_whole_and_i
     n += (size_t)snprintf(reqs + n, sizeof reqs - n,
                           "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n");
     fd = dial_buf(v.s.port, 4096);
-    send_all(fd, reqs, n);
+    sk_th_send_all(fd, reqs, n);
     /* meanwhile everyone else is served */
     struct sk_th_resp r;
     for (int i = 0; i < 3; i++)
@@ -299,14 +289,14 @@ SK_TEST_T(clients_that_leave_mid_request_change_nothing_and_sent_purchases_stand
     for (int i = 0; i < 40; i++) {
         int fd = dial(v.s.port);
         int n = purchase_req(buf, sizeof buf, id, 100 + (uint64_t)i, "{\"quantity\":1}", NULL);
-        send_all(fd, buf, i % 2 ? (size_t)n - 9 : (size_t)n / 3);
+        sk_th_send_all(fd, buf, i % 2 ? (size_t)n - 9 : (size_t)n / 3);
         close(fd);
     }
     /* a whole purchase, then gone at once: it was sent, so it stands */
     for (int i = 0; i < 40; i++) {
         int fd = dial(v.s.port);
         int n = purchase_req(buf, sizeof buf, id, 200 + (uint64_t)i, NULL, NULL);
-        send_all(fd, buf, (size_t)n);
+        sk_th_send_all(fd, buf, (size_t)n);
         close(fd);
     }
     /* purchases waiting for a stopped Redis when their clients reset the
@@ -318,7 +308,7 @@ SK_TEST_T(clients_that_leave_mid_request_change_nothing_and_sent_purchases_stand
     for (int i = 0; i < 40; i++) {
         fds[i] = dial(v.s.port);
         int n = purchase_req(buf, sizeof buf, id, 300 + (uint64_t)i, NULL, NULL);
-        send_all(fds[i], buf, (size_t)n);
+        sk_th_send_all(fds[i], buf, (size_t)n);
     }
     /* the server has read them all when it answers a request sent after
      * them on a connection of its own (it reads in arrival order) */
@@ -365,7 +355,7 @@ static char *big_body(size_t n)
 static void send_pieces(int fd, const char *p, size_t n, size_t step)
 {
     for (size_t off = 0, k = 0; off < n; off += step, k++) {
-        send_all(fd, p + off, n - off < step ? n - off : step);
+        sk_th_send_all(fd, p + off, n - off < step ? n - off : step);
         if (k % 32 == 31) pause_ms(1);
     }
 }
@@ -406,17 +396,17 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
                   "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 2\r\nTransfer-Encoding: chunked\r\n"
                   "Connection: close\r\n\r\n",
                   purchase_path(id));
-    send_all(fd, head, (size_t)hn);
+    sk_th_send_all(fd, head, (size_t)hn);
     for (size_t off = 0, k = 0; off < MAX; off += 100, k++) {
         size_t c = MAX - off < 100 ? MAX - off : 100;
         char sz[16];
         int sl = snprintf(sz, sizeof sz, "%zx\r\n", c);
-        send_all(fd, sz, (size_t)sl);
-        send_all(fd, body + off, c);
-        send_all(fd, "\r\n", 2);
+        sk_th_send_all(fd, sz, (size_t)sl);
+        sk_th_send_all(fd, body + off, c);
+        sk_th_send_all(fd, "\r\n", 2);
         if (k % 32 == 31) pause_ms(1);
     }
-    send_all(fd, "0\r\n\r\n", 5);
+    sk_th_send_all(fd, "0\r\n\r\n", 5);
     CHECK_MSG(answer_status(fd, out, sizeof out) == 200, "%s", out);
     close(fd);
     /* Expect: 100-continue: the body only after the interim answer */
@@ -425,7 +415,7 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
                   "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 3\r\nContent-Length: %d\r\n"
                   "Expect: 100-continue\r\nConnection: close\r\n\r\n",
                   purchase_path(id), MAX);
-    send_all(fd, head, (size_t)hn);
+    sk_th_send_all(fd, head, (size_t)hn);
     char cont[64] = "";
     ssize_t got = recv(fd, cont, sizeof cont - 1, 0);
     CHECK_MSG(got == 25 && !strncmp(cont, "HTTP/1.1 100 Continue\r\n\r\n", 25), "got '%s'", cont);
@@ -439,7 +429,7 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
                  "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
                  "%x\r\n",
                  purchase_path(id), MAX + 1);
-    send_all(fd, head, (size_t)hn);
+    sk_th_send_all(fd, head, (size_t)hn);
     char *over = big_body(MAX + 1);
     send_pieces(fd, over, MAX + 1, 1000);
     (void)!send(fd, "\r\n0\r\n\r\n", 7, MSG_NOSIGNAL);
@@ -478,7 +468,7 @@ SK_TEST(keep_alive_follows_the_version_and_the_connection_header)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int fd = dial(v.s.port);
-        send_all(fd, cases[i].req, strlen(cases[i].req));
+        sk_th_send_all(fd, cases[i].req, strlen(cases[i].req));
         char out[2048];
         ssize_t got = recv(fd, out, sizeof out - 1, 0);
         CHECK(got > 0);
@@ -488,7 +478,7 @@ SK_TEST(keep_alive_follows_the_version_and_the_connection_header)
                   "case %zu: %s", i, out);
         if (cases[i].stays) {
             /* a second request on the same connection */
-            send_all(fd, cases[i].req, strlen(cases[i].req));
+            sk_th_send_all(fd, cases[i].req, strlen(cases[i].req));
             got = recv(fd, out, sizeof out - 1, 0);
             CHECK_MSG(got > 12 && strncmp(out, "HTTP/1.1 200 ", 13) == 0, "case %zu again", i);
         } else {
@@ -501,7 +491,7 @@ SK_TEST(keep_alive_follows_the_version_and_the_connection_header)
     static const char head2[] = "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
                                 "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n";
     int fd = dial(v.s.port), closed;
-    send_all(fd, head2, sizeof head2 - 1);
+    sk_th_send_all(fd, head2, sizeof head2 - 1);
     size_t len;
     char *out = read_all(fd, 65536, 3000, &len, &closed);
     close(fd);
@@ -521,7 +511,7 @@ SK_TEST(a_head_that_trickles_in_is_closed_after_the_read_timeout)
     srv_start(&v, extra);
     int fd = dial(v.s.port);
     static const char start[] = "GET /healthz HTTP/1.1\r\nX-Slow: ";
-    send_all(fd, start, sizeof start - 1);
+    sk_th_send_all(fd, start, sizeof start - 1);
     int64_t t0 = sk_mono_ms();
     int gone = 0;
     /* a byte every 100 ms: each gap far below the timeout, the whole not */

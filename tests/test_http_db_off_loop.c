@@ -304,19 +304,34 @@ static int cmp_oid(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
+/* A private PostgreSQL database (name; its URL in base) and a serve on it
+ * (connect_timeout=2: the store's own bound) with flags after --db,
+ * ready; c connected to it. */
+static void pg_serve(struct sk_th_pg *pg, const char *name, char base[200],
+                     const char *const *flags, struct sk_th_serve *s, struct sk_th_http *c)
+{
+    static char url[260];
+    sk_th_pg_start(pg);
+    sk_th_pg_create_db(pg, name, base, 200);
+    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
+    const char *extra[16] = {"--db", url};
+    int n = 2;
+    for (int i = 0; flags[i] && n < 15; i++)
+        extra[n++] = flags[i];
+    extra[n] = NULL;
+    sk_th_serve_start(s, sk_th_redis_url(), extra);
+    sk_th_http_open(c, s->port);
+    wait_status(c, "/readyz", 200, 15000);
+}
+
 SK_TEST_T(pg_frozen_purchases_answer_order_reads_503_readyz_at_once_and_nothing_is_lost, 240)
 {
     struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
-    char base[200], url[260];
-    sk_th_pg_create_db(&pg, "offloop", base, sizeof base);
-    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
+    char base[200];
     struct sk_th_serve s;
-    const char *extra[] = {"--db", url, "--role", "all", "--db-timeout-ms", "400", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
     struct sk_th_http c;
-    sk_th_http_open(&c, s.port);
-    wait_status(&c, "/readyz", 200, 15000);
+    const char *flags[] = {"--role", "all", "--db-timeout-ms", "400", NULL};
+    pg_serve(&pg, "offloop", base, flags, &s, &c);
     const int stock = 1000000;
     struct frozen_run *x = calloc(1, sizeof *x);
     CHECK(x != NULL);
@@ -735,19 +750,14 @@ static int poll_order(struct sk_th_http *c, const char *oid, uint64_t uid, struc
 
 SK_TEST_T(polls_of_orders_not_persisted_yet_are_answered_from_redis_with_the_database_frozen, 120)
 {
-    struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
-    char base[200], url[260];
-    sk_th_pg_create_db(&pg, "pollsq", base, sizeof base);
-    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
     /* no order worker: nothing is ever persisted; a poll that waited for
      * the frozen database would take the 3 s deadline */
+    struct sk_th_pg pg;
+    char base[200];
     struct sk_th_serve s;
-    const char *extra[] = {"--db", url, "--role", "api", "--db-timeout-ms", "3000", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
     struct sk_th_http c;
-    sk_th_http_open(&c, s.port);
-    wait_status(&c, "/readyz", 200, 15000);
+    const char *flags[] = {"--role", "api", "--db-timeout-ms", "3000", NULL};
+    pg_serve(&pg, "pollsq", base, flags, &s, &c);
     uint64_t aid = activity(&c, 100);
     sk_th_pg_freeze(&pg, 1);
     char oid[3][64];
@@ -776,17 +786,12 @@ SK_TEST_T(polls_of_orders_not_persisted_yet_are_answered_from_redis_with_the_dat
 SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_served_again, 120)
 {
     struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
-    char base[200], url[260];
-    sk_th_pg_create_db(&pg, "pollsdb", base, sizeof base);
-    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
+    char base[200];
     struct sk_th_serve s;
-    const char *extra[] = {
-        "--db", url, "--role", "all", "--db-timeout-ms", "3000", "--db-poll-wait-ms", "100", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
     struct sk_th_http c;
-    sk_th_http_open(&c, s.port);
-    wait_status(&c, "/readyz", 200, 15000);
+    const char *flags[] = {"--role", "all", "--db-timeout-ms", "3000", "--db-poll-wait-ms",
+                           "100",    NULL};
+    pg_serve(&pg, "pollsdb", base, flags, &s, &c);
     uint64_t aid = activity(&c, 100);
     char oid[4][64];
     struct sk_th_resp r;
