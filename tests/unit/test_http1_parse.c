@@ -17,10 +17,18 @@ static int parse_n(const char *bytes, size_t n, uint64_t max_body)
     CHECK(p != NULL);
     memcpy(p, bytes, n);
     int rc = sk_h1_parse_head(p, n, 0, max_body, &h, &r);
-    /* keep the pointers meaningful for the checks: compare as offsets */
+    /* the pointers into the copy, moved to the caller's bytes (the copy
+     * is freed below) */
     if (rc == SK_H1_OK) {
-        h.method = bytes + (h.method - p);
-        h.path = bytes + (h.path - p);
+#define MOVE(ptr) ((ptr) = (ptr) ? bytes + ((ptr) - p) : NULL)
+        MOVE(h.method);
+        MOVE(h.path);
+        MOVE(h.host);
+        for (size_t i = 0; i < h.n_fields; i++) {
+            MOVE(h.fields[i].name);
+            MOVE(h.fields[i].value);
+        }
+#undef MOVE
     }
     free(p);
     return rc;
