@@ -373,8 +373,10 @@ static void on_response(struct conn *c, const struct sk_load_resp *r, int64_t no
     const struct sk_load_opts *o = w->run->o;
     int64_t lat = now - c->origin_ns;
     sk_hist_record(&res->latency, lat > 0 ? (uint64_t)(lat / 1000) : 0);
-    if (r->status == 429 || r->status == 503)
-        sk_hist_record(&res->latency_busy, lat > 0 ? (uint64_t)(lat / 1000) : 0);
+    if (r->status == 429 || r->status == 503) { /* how fast the server refused, from the send */
+        int64_t sent = now - c->sent_ns;
+        sk_hist_record(&res->latency_busy, sent > 0 ? (uint64_t)(sent / 1000) : 0);
+    }
     res->completed++;
     atomic_fetch_add_explicit(&w->run->progress, 1, memory_order_relaxed);
     if (r->status < 600)
