@@ -20,7 +20,7 @@ static int parse_n(const char *bytes, size_t n, uint64_t max_body)
     /* the pointers into the copy, moved to the caller's bytes (the copy
      * is freed below) */
     if (rc == SK_H1_OK) {
-#define MOVE(ptr) ((ptr) = (ptr) ? bytes + ((ptr) - p) : NULL)
+#define MOVE(ptr) ((ptr) = (ptr) ? bytes + ((ptr)-p) : NULL)
         MOVE(h.method);
         MOVE(h.path);
         MOVE(h.host);
