@@ -26,9 +26,12 @@ SANFLAGS :=
 OPT      := -O2 -g
 endif
 CFLAGS   ?= $(OPT)
+# The release, from the VERSION file (`seckill --version`, the Debian
+# package's version: debian/changelog must name the same).
+VERSION  := $(shell cat VERSION 2>/dev/null || echo unknown)
 
 WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
-PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 SK_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \
@@ -46,15 +49,20 @@ TEST_SRC  := $(sort $(wildcard tests/*.c tests/unit/*.c tests/support/*.c))
 obj        = $(patsubst %.c,$(BUILD)/%.o,$(1))
 GEN_H     := $(BUILD)/gen/scripts_gen.h
 GEN_O     := $(BUILD)/gen/scripts_gen.o
-WEB       := $(sort $(wildcard web/*))
+WEB       := $(sort $(wildcard web/*.* web/buyer/*.*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
-.PHONY: all deps deps-check test test-unit demo clean format check-format check-layers bench \
-        fuzz fuzz-smoke
-all: deps-check $(BUILD)/seckill $(BUILD)/seckill-tests
+.PHONY: all deps deps-check deps-build test test-unit demo clean format check-format check-layers \
+        bench fuzz fuzz-smoke buyer-shots install install-only uninstall deb package-test
+# A plain `make` needs the build dependencies only (SK_NO_DEPS=1: not even
+# a look at them: the Debian package build, whose tools checked them).
+all: $(if $(SK_NO_DEPS),,deps-build) $(BUILD)/seckill $(BUILD)/seckill-tests
 
-# Build without touching apt when everything is there; `make deps` installs.
+# Without touching apt when everything is there; `make deps` installs what
+# the tests, the demo and the package test need too.
+deps-build:
+	@sh scripts/deps.sh build
 deps-check:
 	@sh scripts/deps.sh
 deps:
@@ -72,12 +80,13 @@ $(GEN_H): $(BUILD)/gen/scripts_gen.c
 $(GEN_O): $(BUILD)/gen/scripts_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
 
-# The dashboard (web/), one self-contained page embedded the same way.
+# The pages (web/: the dashboard; web/buyer/: the buyer's sale page), each
+# one self-contained page embedded the same way.
 $(BUILD)/gen/gen_web: tools/gen_web.c tools/gen_emit.c tools/gen_emit.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_web.c tools/gen_emit.c
 $(BUILD)/gen/web_gen.c: $(BUILD)/gen/gen_web $(WEB)
-	$(BUILD)/gen/gen_web $@ $(WEB_H) web/dashboard.html
+	$(BUILD)/gen/gen_web $@ $(WEB_H) dashboard=web/dashboard.html sale=web/buyer/sale.html
 $(WEB_H): $(BUILD)/gen/web_gen.c
 $(WEB_O): $(BUILD)/gen/web_gen.c
 	$(CC) $(SK_CFLAGS) -c -o $@ $<
@@ -100,22 +109,31 @@ $(BUILD)/libseckill-bench.a: $(call obj,$(BENCH_SRC))
 # Archives in dependency order: cmd and bench use tools, all use the library.
 BIN_LIBS := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-tools.a \
             $(BUILD)/libseckill.a
+$(BUILD)/src/cmd/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
+$(BUILD)/src/cmd/main.o: VERSION
 $(BUILD)/seckill: $(BUILD)/src/cmd/main.o $(BIN_LIBS)
-	$(CC) $(SK_CFLAGS) -o $@ $< $(BIN_LIBS) $(LDLIBS)
+	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $< $(BIN_LIBS) $(LDLIBS)
 $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
-	$(CC) $(SK_CFLAGS) -o $@ $(call obj,$(TEST_SRC)) $(BIN_LIBS) $(LDLIBS)
+	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $(call obj,$(TEST_SRC)) $(BIN_LIBS) $(LDLIBS)
 
 # The whole suite: one runner; it starts its own redis-server (and other
 # servers) on private ports in a temporary directory and stops them.
 # T=word runs the tests whose name or file contains word; J=N runs N tests
 # at once; TIMEOUT=S is the per-test limit (a test may ask for more).
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
-test: all check-layers check-format fuzz-smoke
+test: deps-check all check-layers check-format fuzz-smoke
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
+
+# Screenshots of the buyer's page in each state at phone and desktop width
+# (docs/buyer/), taken by its browser tests.
+buyer-shots: all
+	mkdir -p docs/buyer
+	SECKILL_SHOTS=$(abspath docs/buyer) SECKILL_BIN=$(abspath $(BUILD)/seckill) \
+	    $(BUILD)/seckill-tests buyer_page
 
 check-layers:
 	@sh scripts/check-layers.sh
@@ -126,8 +144,66 @@ check-format:
 format:
 	clang-format -i $(FORMAT_FILES)
 
-demo: all
+demo: deps-check all
 	$(BUILD)/seckill demo $(DEMO_ARGS)
+
+# ---- installing ---------------------------------------------------------------
+# `make install` (PREFIX=/usr/local, DESTDIR for staging): the binary, the
+# man pages, an example config (never over an existing one), the systemd
+# unit (disabled: nothing is enabled or started), the Prometheus alert
+# rules and the OpenAPI document. install-only copies without building
+# (INSTALL_BIN: which binary, default $(BUILD)/seckill).
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+DATADIR     ?= $(PREFIX)/share
+MANDIR      ?= $(DATADIR)/man
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+INSTALL_BIN ?= $(BUILD)/seckill
+SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
+            -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g'
+install: all install-only
+install-only:
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	    $(DESTDIR)$(SYSCONFDIR)/seckill $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(DATADIR)/seckill/prometheus
+	install -m 755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/seckill
+	$(SUBST) man/seckill.1.in > $(DESTDIR)$(MANDIR)/man1/seckill.1
+	$(SUBST) man/seckill.conf.5.in > $(DESTDIR)$(MANDIR)/man5/seckill.conf.5
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/seckill.1 $(DESTDIR)$(MANDIR)/man5/seckill.conf.5
+	$(SUBST) contrib/systemd/seckill.service.in > $(DESTDIR)$(UNITDIR)/seckill.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/seckill.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf ] || \
+	    install -m 644 etc/seckill.conf $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf
+	install -m 644 contrib/prometheus/seckill-rules.yml $(DESTDIR)$(DATADIR)/seckill/prometheus/
+	install -m 644 docs/openapi.yaml $(DESTDIR)$(DATADIR)/seckill/openapi.yaml
+# The config stays when it was edited (it is the operator's).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/seckill $(DESTDIR)$(MANDIR)/man1/seckill.1 \
+	    $(DESTDIR)$(MANDIR)/man5/seckill.conf.5 $(DESTDIR)$(UNITDIR)/seckill.service \
+	    $(DESTDIR)$(DATADIR)/seckill/prometheus/seckill-rules.yml \
+	    $(DESTDIR)$(DATADIR)/seckill/openapi.yaml
+	-rmdir $(DESTDIR)$(DATADIR)/seckill/prometheus $(DESTDIR)$(DATADIR)/seckill 2>/dev/null
+	if cmp -s etc/seckill.conf $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf; then \
+	    rm -f $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf; \
+	    rmdir $(DESTDIR)$(SYSCONFDIR)/seckill 2>/dev/null || true; fi
+
+# The Debian package, with Debian's own tools, from a clean copy of the
+# tree (the files git knows, committed or not) in build-deb/: the .deb
+# lands there, never beside the source folder.
+DEB_DIR := build-deb
+deb:
+	@sh scripts/deps.sh package
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/seckill-$(VERSION)
+	git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(DEB_DIR)/seckill-$(VERSION)
+	cd $(DEB_DIR)/seckill-$(VERSION) && dpkg-buildpackage -us -uc -b
+	@ls -1 $(DEB_DIR)/*.deb
+
+# What is too slow for every `make test`: the package built and installed
+# into a throwaway root, lintian, the installed unit checked
+# (scripts/package-test.sh; about a minute on 2 cores).
+package-test: deb
+	sh scripts/package-test.sh $(DEB_DIR) $(VERSION)
 
 bench: all
 	@sh scripts/deps.sh bench
@@ -151,16 +227,22 @@ FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := framing http1_parse http_body auth router config redis_url http_resp
+FUZZ_TARGETS := framing http1_parse http_body auth router config redis_url http_resp mysql_url cors \
+                jwt
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
-FUZZ_SRC_config    := src/http/config.c src/redis/redis_url.c src/core/log.c src/core/error.c
-FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/redact.c src/core/error.c
+FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
+                      src/core/log.c src/core/error.c
+FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
+FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/redact.c src/core/error.c
+FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/redact.c src/core/error.c
 FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c
+FUZZ_SRC_jwt       := src/http/auth_jwt.c src/core/num.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
+FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto
 # picohttpparser, as libh2o exports it
 FUZZ_LIBS_http1_parse := -lh2o-evloop
@@ -182,6 +264,6 @@ fuzz-smoke:
 	else echo "fuzz: $(FUZZ_CC) not installed, fuzzing skipped"; fi
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz
+	rm -rf build build-san build-tsan build-fuzz build-deb
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -89,7 +89,7 @@ struct opts {
     int json, no_wrk, no_variants, waiting_room, no_syscalls;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
     int mixed;        /* 0 none, 1 after the phases above, 2 only the mixed phase */
-    int mixed_sqlite, mixed_pg;
+    int mixed_sqlite, mixed_pg, mixed_mysql;
     int64_t purchase_rate, poll_rate, pay_rate;
 };
 
@@ -196,7 +196,8 @@ static int usage(FILE *f)
             "(SIGSTOP). serve runs with --role all, SQLite and a private PostgreSQL server.\n"
             "  --mixed-only      run only the mixed phase\n"
             "  --no-mixed        skip the mixed phase\n"
-            "  --mixed-stores S  sqlite, postgres or sqlite,postgres (default)\n"
+            "  --mixed-stores S  a comma list of sqlite, postgres, mariadb (default:\n"
+            "                    sqlite,postgres,mariadb)\n"
             "  --purchase-rate R purchases/s (default %d)\n"
             "  --poll-rate R     order polls/s (default %d)\n"
             "  --pay-rate R      payments/s (default %d)\n"
@@ -901,6 +902,22 @@ static int queue_phases(struct report *R, const struct opts *o, int port)
 
 /* ---- the command ---- */
 
+/* A --mixed-stores list: comma-separated sqlite, postgres, mariadb (or
+ * mysql), at least one. */
+static int stores_ok(const char *v)
+{
+    if (!*v) return 0;
+    for (const char *p = v; *p;) {
+        size_t n = strcspn(p, ",");
+        if (!((n == 6 && !strncmp(p, "sqlite", 6)) || (n == 8 && !strncmp(p, "postgres", 8)) ||
+              (n == 7 && !strncmp(p, "mariadb", 7)) || (n == 5 && !strncmp(p, "mysql", 5))))
+            return 0;
+        p += n;
+        if (*p == ',' && *++p == 0) return 0;
+    }
+    return 1;
+}
+
 static int parse(struct opts *o, int argc, char **argv)
 {
     o->duration_s = 8;
@@ -908,7 +925,7 @@ static int parse(struct opts *o, int argc, char **argv)
     o->threads = 1;
     o->role = "api";
     o->mixed = 1;
-    o->mixed_sqlite = o->mixed_pg = 1;
+    o->mixed_sqlite = o->mixed_pg = o->mixed_mysql = 1;
     o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
     o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
     o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
@@ -929,11 +946,10 @@ static int parse(struct opts *o, int argc, char **argv)
             o->mixed = 2;
         else if (!strcmp(a, "--no-mixed"))
             o->mixed = 0;
-        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") &&
-                 (!strcmp(argv[i + 1], "sqlite") || !strcmp(argv[i + 1], "postgres") ||
-                  !strcmp(argv[i + 1], "sqlite,postgres"))) {
+        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") && stores_ok(argv[i + 1])) {
             o->mixed_sqlite = strstr(argv[i + 1], "sqlite") != NULL;
             o->mixed_pg = strstr(argv[i + 1], "postgres") != NULL;
+            o->mixed_mysql = strstr(argv[i + 1], "mariadb") || strstr(argv[i + 1], "mysql");
             i++;
         } else if (i + 1 < argc && !strcmp(a, "--purchase-rate") &&
                    sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->purchase_rate) == 0)
@@ -1207,6 +1223,7 @@ mixed:
                                          .pay_rate = (double)o.pay_rate,
                                          .sqlite = o.mixed_sqlite,
                                          .pg = o.mixed_pg,
+                                         .mysql = o.mixed_mysql,
                                          .json = o.json,
                                          .dir = dir,
                                          .redis_url = redis.url,

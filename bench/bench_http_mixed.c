@@ -1,7 +1,8 @@
 /* bench_http_mixed.c - the mixed phase of `seckill bench http`
  * (bench_http_mixed.h).
  *
- * Per store (SQLite file, or a private PostgreSQL server started here):
+ * Per store (SQLite file, or a private PostgreSQL or MariaDB server
+ * started here):
  * one `seckill serve --role all --processes 1` (an HTTP process and the
  * order worker, so polled orders are in the database), an activity no
  * run can drain, and N orders bought and persisted first: the polled and
@@ -12,9 +13,9 @@
  *     the database cannot take in time may be refused (503 busy with
  *     Retry-After), and how fast those refusals come is reported
  *   3 order reads alone, closed loop: the reads/s this store serves
- *   4 (PostgreSQL) purchases and polls while every PostgreSQL process is
- *     stopped (SIGSTOP): purchases must not notice, polls answer 503 at
- *     --db-timeout-ms
+ *   4 (PostgreSQL, MariaDB) purchases and polls while every process of
+ *     the database server is stopped (SIGSTOP): purchases must not
+ *     notice, polls answer 503 at --db-timeout-ms
  * Open loop: latency counts from the intended send time, so a stalled
  * server cannot hide its stall (load.h). All load runs of a phase run in
  * this process at once, each in its own thread. */
@@ -35,6 +36,7 @@
 #include "core/clock.h"
 #include "core/histogram.h"
 #include "tools/load/load.h"
+#include "tools/spawn/mysql_spawn.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/pg_spawn.h"
 
@@ -72,7 +74,7 @@ static const char *const m_labels[M_N] = {"purchases alone",
 /* CPU in cores (CPU seconds / wall seconds) during a phase: who is busy
  * tells what limits it, and "other" shows a disturbed machine. */
 enum { C_SERVE, C_REDIS, C_PG, C_LOAD, C_ALL, C_N };
-static const char *const c_names[C_N] = {"serve", "redis", "postgres", "load", "machine"};
+static const char *const c_names[C_N] = {"serve", "redis", "database", "load", "machine"};
 enum { P_ALONE, P_MIXED, P_READS, P_FROZEN, P_N };
 static const char *const p_labels[P_N] = {"purchases alone", "purchases + polls + pays",
                                           "order reads alone", "database frozen"};
@@ -91,11 +93,12 @@ struct cpu_mark {
     int64_t us;
 };
 
-static void cpu_mark(struct cpu_mark *m, pid_t serve, pid_t redis, const struct sk_pg_spawn *pg)
+/* db: the database server's process (its children too), 0 for SQLite. */
+static void cpu_mark(struct cpu_mark *m, pid_t serve, pid_t redis, pid_t db)
 {
     m->c[C_SERVE] = sk_bench_tree_cpu_seconds(serve);
     m->c[C_REDIS] = sk_bench_tree_cpu_seconds(redis);
-    m->c[C_PG] = pg ? sk_pg_spawn_cpu_seconds(pg) : 0;
+    m->c[C_PG] = db ? sk_bench_tree_cpu_seconds(db) : 0;
     m->c[C_LOAD] = sk_bench_self_cpu_seconds();
     m->c[C_ALL] = sk_bench_machine_cpu_seconds();
     m->us = sk_mono_us();
@@ -301,10 +304,11 @@ static int buy_orders(int port, uint64_t aid, struct sk_load_target *polls,
     return -1;
 }
 
-/* ---- freezing PostgreSQL ---- */
+/* ---- freezing the database server ---- */
 
-/* SIGSTOP (or SIGCONT) to the postmaster and every process it started. */
-static void pg_signal_all(pid_t root, int sig)
+/* SIGSTOP (or SIGCONT) to the server and every process it started (the
+ * postmaster's backends; mariadbd is one process). */
+static void db_signal_all(pid_t root, int sig)
 {
     pid_t ps[64];
     int n = sk_bench_with_children(root, ps, 64);
@@ -316,12 +320,12 @@ static void pg_signal_all(pid_t root, int sig)
 
 static int run_phases(struct store_run *s, const struct sk_bench_mixed_opts *o,
                       const struct sk_bench_child *serve, const struct sk_load_target *polls,
-                      const struct sk_load_target *pays, const struct sk_pg_spawn *pg)
+                      const struct sk_load_target *pays, pid_t db)
 {
     struct load_job j[3];
     struct cpu_mark c0, c1;
     int port = serve->port;
-#define MARK(m) cpu_mark(&(m), serve->pid, o->redis_pid, pg)
+#define MARK(m) cpu_mark(&(m), serve->pid, o->redis_pid, db)
     /* 1: purchases alone */
     purchase_job(&j[0], o, port, s->aid, 1000000000, &s->m[M_ALONE]);
     MARK(c0);
@@ -352,9 +356,9 @@ static int run_phases(struct store_run *s, const struct sk_bench_mixed_opts *o,
     job_join(&j[0]);
     MARK(c1);
     cpu_phase(s, P_READS, &c0, &c1);
-    if (!pg || atomic_load(o->interrupted)) return 0;
-    /* 4: PostgreSQL frozen */
-    pg_signal_all(pg->pid, SIGSTOP);
+    if (!db || atomic_load(o->interrupted)) return 0;
+    /* 4: the database server frozen */
+    db_signal_all(db, SIGSTOP);
     purchase_job(&j[0], o, port, s->aid, 3000000000, &s->m[M_FROZEN_BUY]);
     target_job(&j[1], o, port, polls, N_ORDERS, "GET", o->poll_rate, POLL_CONNS,
                &s->m[M_FROZEN_POLL]);
@@ -366,14 +370,16 @@ static int run_phases(struct store_run *s, const struct sk_bench_mixed_opts *o,
         job_join(&j[i]);
     MARK(c1);
     cpu_phase(s, P_FROZEN, &c0, &c1);
-    pg_signal_all(pg->pid, SIGCONT);
+    db_signal_all(db, SIGCONT);
 #undef MARK
     return 0;
 }
 
-static int run_store(struct store_run *s, const struct sk_bench_mixed_opts *o, int pg)
+/* kind: 0 SQLite, 1 PostgreSQL, 2 MariaDB (a private server each). */
+static int run_store(struct store_run *s, const struct sk_bench_mixed_opts *o, int kind)
 {
     struct sk_pg_spawn pgs = {0};
+    struct sk_mysql_spawn mys = {0};
     struct sk_bench_child serve = {0};
     struct sk_load_target *polls = calloc(N_ORDERS, sizeof *polls);
     struct sk_load_target *pays = calloc(N_ORDERS, sizeof *pays);
@@ -383,12 +389,18 @@ static int run_store(struct store_run *s, const struct sk_bench_mixed_opts *o, i
         snprintf(err, sizeof err, "out of memory");
         goto done;
     }
-    if (pg) {
+    if (kind == 1) {
         if (sk_pg_spawn_start(&pgs, NULL) < 0) {
             snprintf(err, sizeof err, "PostgreSQL: %.300s", pgs.errstr);
             goto done;
         }
         snprintf(db, sizeof db, "%s", pgs.url);
+    } else if (kind == 2) {
+        if (sk_mysql_spawn_start(&mys, NULL) < 0) {
+            snprintf(err, sizeof err, "MariaDB: %.300s", mys.errstr);
+            goto done;
+        }
+        snprintf(db, sizeof db, "%s", mys.url);
     } else {
         snprintf(db, sizeof db, "sqlite:%s/mixed.db", o->dir);
     }
@@ -399,8 +411,9 @@ static int run_store(struct store_run *s, const struct sk_bench_mixed_opts *o, i
     if (!o->json)
         fprintf(stderr, "seckill: bench http: mixed phase on %s, %.0f s per phase...\n", s->name,
                 o->duration_s);
-    rc = run_phases(s, o, &serve, polls, pays, pg ? &pgs : NULL);
-    if (pg && rc == 0) {
+    pid_t dbpid = kind == 1 ? pgs.pid : kind == 2 ? mys.pid : 0;
+    rc = run_phases(s, o, &serve, polls, pays, dbpid);
+    if (dbpid && rc == 0) {
         /* after the thaw the node must recover on its own */
         if (sk_bench_child_wait_ready(&serve, "/readyz", o->interrupted) < 0) {
             snprintf(err, sizeof err, "serve did not become ready after the thaw");
@@ -411,6 +424,7 @@ done:
     if (err[0]) snprintf(s->note, sizeof s->note, "%.290s", err);
     sk_bench_child_stop(&serve);
     if (pgs.pid && sk_pg_spawn_stop(&pgs) < 0) fprintf(stderr, "seckill: %s\n", pgs.errstr);
+    if (mys.pid && sk_mysql_spawn_stop(&mys) < 0) fprintf(stderr, "seckill: %s\n", mys.errstr);
     free(polls);
     free(pays);
     return rc;
@@ -530,13 +544,14 @@ static json_t *to_json(const struct sk_bench_mixed_opts *o, const struct store_r
 
 int sk_bench_http_mixed(const struct sk_bench_mixed_opts *o, json_t **out)
 {
-    struct store_run runs[2];
-    int n = 0, failed = 0;
+    struct store_run runs[3];
+    int kinds[3], n = 0, failed = 0;
     memset(runs, 0, sizeof runs);
-    if (o->sqlite) runs[n++] = (struct store_run){.name = "sqlite", .aid = 1001};
-    if (o->pg) runs[n++] = (struct store_run){.name = "postgres", .aid = 1002};
+    if (o->sqlite) kinds[n] = 0, runs[n++] = (struct store_run){.name = "sqlite", .aid = 1001};
+    if (o->pg) kinds[n] = 1, runs[n++] = (struct store_run){.name = "postgres", .aid = 1002};
+    if (o->mysql) kinds[n] = 2, runs[n++] = (struct store_run){.name = "mariadb", .aid = 1003};
     for (int r = 0; r < n && !atomic_load(o->interrupted); r++) {
-        if (run_store(&runs[r], o, !strcmp(runs[r].name, "postgres")) < 0) {
+        if (run_store(&runs[r], o, kinds[r]) < 0) {
             failed = 1;
             fprintf(stderr, "seckill: bench http: mixed phase on %s: %s\n", runs[r].name,
                     runs[r].note[0] ? runs[r].note : "interrupted");

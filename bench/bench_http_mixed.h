@@ -1,8 +1,8 @@
 /* bench_http_mixed.h - the mixed phase of `seckill bench http`
  * (bench_http_mixed.c): purchases at a fixed rate alone, then while buyers
- * poll their orders and pay at fixed rates, on SQLite and on PostgreSQL;
- * the order reads/s each store serves; and, on PostgreSQL, purchases and
- * polls while the database is frozen (SIGSTOP). */
+ * poll their orders and pay at fixed rates, on SQLite, PostgreSQL and
+ * MariaDB; the order reads/s each store serves; and, on the servers,
+ * purchases and polls while the database is frozen (SIGSTOP). */
 #ifndef SK_BENCH_HTTP_MIXED_H
 #define SK_BENCH_HTTP_MIXED_H
 #include <stdatomic.h>
@@ -12,13 +12,13 @@
 #include <jansson.h>
 
 struct sk_bench_mixed_opts {
-    double duration_s;    /* per measured phase */
-    double purchase_rate; /* open loop, purchases/s */
-    double poll_rate;     /* open loop, GET /api/v1/orders/{id} per s */
-    double pay_rate;      /* open loop, POST .../pay per s */
-    int sqlite, pg;       /* which stores */
-    int json;             /* no table on stdout */
-    const char *dir;      /* a temporary directory of the run (logs, SQLite file) */
+    double duration_s;     /* per measured phase */
+    double purchase_rate;  /* open loop, purchases/s */
+    double poll_rate;      /* open loop, GET /api/v1/orders/{id} per s */
+    double pay_rate;       /* open loop, POST .../pay per s */
+    int sqlite, pg, mysql; /* which stores */
+    int json;              /* no table on stdout */
+    const char *dir;       /* a temporary directory of the run (logs, SQLite file) */
     const char *redis_url;
     pid_t redis_pid; /* for its CPU time */
     const atomic_int *interrupted;

@@ -1,6 +1,13 @@
 /* bench_persist.c - `seckill bench persist`: orders persisted per second
- * from a pre-filled Redis stream into SQLite and PostgreSQL by the order
- * worker.
+ * from a pre-filled Redis stream into SQLite, PostgreSQL and MariaDB by
+ * the order worker.
+ *
+ * MariaDB: a private mariadbd started for the run (mysql_spawn.h: the
+ * server's default durability, innodb_flush_log_at_trx_commit=1 and the
+ * doublewrite buffer on, no binary log, unless --my-set says otherwise), or
+ * --db mysql://... for that server; every phase gets a database of its own,
+ * dropped when the phase ends. --db mysql / --db postgres: that private
+ * server only.
  *
  * Backends: without --db, SQLite (a file per phase in --dir, WAL,
  * synchronous=FULL as shipped) and a private PostgreSQL server started for
@@ -35,6 +42,7 @@
 #include <sqlite3.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_mysql.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -44,38 +52,45 @@
 #include "engine/keys.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "store/mysql_url.h"
 #include "store/store.h"
+#include "tools/spawn/mysql_spawn.h"
 #include "tools/spawn/pg_spawn.h"
 #include "tools/spawn/redis_spawn.h"
 
 /* Targets (BENCHMARKS.md), 2-core machine, batched. */
 #define TARGET_SQLITE_PER_S 10000.0
 #define TARGET_PG_PER_S 20000.0
+#define TARGET_MY_PER_S 20000.0
 #define MAX_PG_SET 16
 #define NPHASES 4
 
 struct opts {
     int64_t rows, batch, per_row_rows;
     const char *dir;
-    const char *db;                     /* NULL: both; "sqlite"; or a postgres:// URL */
-    const char *pg_set[MAX_PG_SET + 1]; /* settings of the private server */
-    int npg_set;
+    const char *db; /* NULL: all; "sqlite", "postgres", "mysql"; or a postgres:// / mysql:// URL */
+    const char *pg_set[MAX_PG_SET + 1]; /* settings of the private servers */
+    const char *my_set[MAX_PG_SET + 1];
+    int npg_set, nmy_set;
 };
 
 /* One backend under test. */
 struct backend {
-    int pg;
-    const char *name; /* "SQLite" | "PostgreSQL" */
+    int pg, my;
+    const char *name; /* "SQLite" | "PostgreSQL" | "MariaDB" */
     double target;
-    char url[1024];  /* PostgreSQL: the database the schemas go in */
-    PGconn *admin;   /* PostgreSQL: creates and drops the phase schemas */
-    char schema[64]; /* PostgreSQL: the phase's schema, "" when none */
+    char url[1024];            /* PostgreSQL: the database the schemas go in */
+    PGconn *admin;             /* PostgreSQL: creates and drops the phase schemas */
+    char schema[64];           /* PostgreSQL: the phase's schema, "" when none;
+                                  MariaDB: the phase's database */
+    struct st_mysql *my_admin; /* MariaDB: creates and drops the phase databases */
 };
 
 struct ctx {
     struct opts o;
     struct sk_redis_spawn sp;
     struct sk_pg_spawn pgs;
+    struct sk_mysql_spawn mys;
     sk_redis *r;
     char dir[512];
     int phase;
@@ -112,6 +127,12 @@ static int pg_exec(struct backend *b, const char *sql)
 
 static void pg_drop_schema(struct backend *b)
 {
+    if (b->my && b->schema[0] && b->my_admin) {
+        char sql[128], err[256];
+        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", b->schema);
+        if (sk_bench_my_exec(b->my_admin, sql, err, sizeof err)) fail("%s", err);
+        b->schema[0] = 0;
+    }
     if (!b->pg || !b->schema[0]) return;
     char sql[128];
     snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", b->schema);
@@ -153,12 +174,31 @@ static int pg_connect(struct backend *b)
     return 0;
 }
 
+/* MariaDB: connects the admin session and prints the server's settings. */
+static int my_connect(struct backend *b)
+{
+    char err[512], what[512];
+    if (!(b->my_admin = sk_bench_my_connect(b->url, err, sizeof err))) return fail("%s", err);
+    sk_bench_my_describe(b->my_admin, what, sizeof what);
+    printf("  MariaDB %s\n", what);
+    return 0;
+}
+
 /* A fresh store for one phase, with one activity of `stock`. */
 static int fresh_store(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
                        uint64_t *aid, sk_store **st)
 {
     c->phase++;
-    if (b->pg) {
+    if (b->my) {
+        snprintf(b->schema, sizeof b->schema, "seckill_bench_%ld_%d", (long)getpid(), c->phase);
+        char sql[128], err[256];
+        snprintf(sql, sizeof sql, "CREATE DATABASE %s", b->schema);
+        if (sk_bench_my_exec(b->my_admin, sql, err, sizeof err)) {
+            b->schema[0] = 0;
+            return fail("%s", err);
+        }
+        if (sk_bench_my_url_with_db(b->url, b->schema, spec, cap)) return fail("URL too long");
+    } else if (b->pg) {
         snprintf(b->schema, sizeof b->schema, "seckill_bench_%ld_%d", (long)getpid(), c->phase);
         char sql[128];
         snprintf(sql, sizeof sql, "CREATE SCHEMA %s", b->schema);
@@ -370,20 +410,26 @@ static const char *fs_name(const char *dir)
 
 static int usage(FILE *f)
 {
-    fprintf(f,
-            "usage: seckill bench persist [--db sqlite|postgres://...] [--rows N] [--batch B]\n"
-            "                             [--per-row-rows M] [--dir DIR] [--pg-set NAME=VALUE]...\n"
-            "  Orders persisted per second from a pre-filled stream into SQLite and PostgreSQL.\n"
-            "  --db SPEC         sqlite: SQLite only; postgres://...: that server only (a schema\n"
-            "                    per phase is created in its database and dropped); default:\n"
-            "                    SQLite and a private PostgreSQL server started for the run\n"
-            "  --rows N          entries in the stream for the batched phases (default 100000)\n"
-            "  --batch B         worker batch = entries per transaction (default 500)\n"
-            "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
-            "  --dir DIR         where the SQLite files go (default $TMPDIR or /tmp)\n"
-            "  --pg-set N=V      a setting of the private server (repeatable), e.g.\n"
-            "                    synchronous_commit=off; default: PostgreSQL's own\n"
-            "                    (fsync=on, synchronous_commit=on)\n");
+    fprintf(
+        f, "usage: seckill bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
+           "                             [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
+           "                             [--pg-set NAME=VALUE]... [--my-set NAME=VALUE]...\n"
+           "  Orders persisted per second from a pre-filled stream into SQLite, PostgreSQL\n"
+           "  and MariaDB.\n"
+           "  --db SPEC         sqlite, postgres or mysql: that store only (the servers private);\n"
+           "                    postgres://... or mysql://...: that server only (a schema or a\n"
+           "                    database per phase is created and dropped); default: SQLite and\n"
+           "                    private PostgreSQL and MariaDB servers started for the run\n"
+           "  --rows N          entries in the stream for the batched phases (default 100000)\n"
+           "  --batch B         worker batch = entries per transaction (default 500)\n"
+           "  --per-row-rows M  entries for the batch-1 phases (default 5000)\n"
+           "  --dir DIR         where the SQLite files go (default $TMPDIR or /tmp)\n"
+           "  --pg-set N=V      a setting of the private server (repeatable), e.g.\n"
+           "                    synchronous_commit=off; default: PostgreSQL's own\n"
+           "                    (fsync=on, synchronous_commit=on)\n"
+           "  --my-set N=V      a setting of the private MariaDB (repeatable), e.g.\n"
+           "                    innodb_flush_log_at_trx_commit=2; default: MariaDB's own\n"
+           "                    (innodb_flush_log_at_trx_commit=1, doublewrite on)\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -408,9 +454,11 @@ static int parse_args(struct opts *o, int argc, char **argv)
         } else if (!strcmp(a, "--dir")) {
             o->dir = v;
         } else if (!strcmp(a, "--db")) {
-            if (strcmp(v, "sqlite") != 0 && strncmp(v, "postgres://", 11) != 0 &&
-                strncmp(v, "postgresql://", 13) != 0)
-                return sk_cli_usage_error("bench persist: --db: expected sqlite or postgres://...");
+            if (strcmp(v, "sqlite") != 0 && strcmp(v, "postgres") != 0 && strcmp(v, "mysql") &&
+                strncmp(v, "postgres://", 11) != 0 && strncmp(v, "postgresql://", 13) != 0 &&
+                !sk_mysql_url_is(v))
+                return sk_cli_usage_error("bench persist: --db: expected sqlite, postgres, mysql, "
+                                          "postgres://... or mysql://...");
             if (strstr(v, "options=") || strlen(v) > 900)
                 return sk_cli_usage_error(
                     "bench persist: --db: the URL must be shorter than 900 bytes and carry no "
@@ -421,12 +469,18 @@ static int parse_args(struct opts *o, int argc, char **argv)
                 return sk_cli_usage_error("bench persist: --pg-set: NAME=VALUE, at most %d",
                                           MAX_PG_SET);
             o->pg_set[o->npg_set++] = v;
+        } else if (!strcmp(a, "--my-set")) {
+            if (!strchr(v, '=') || o->nmy_set >= MAX_PG_SET)
+                return sk_cli_usage_error("bench persist: --my-set: NAME=VALUE, at most %d",
+                                          MAX_PG_SET);
+            o->my_set[o->nmy_set++] = v;
         } else {
             return sk_cli_usage_error("bench persist: unknown option %s", a);
         }
     }
-    if (o->npg_set && o->db)
-        return sk_cli_usage_error("bench persist: --pg-set is for the private server (no --db)");
+    if ((o->npg_set || o->nmy_set) && o->db && strstr(o->db, "://"))
+        return sk_cli_usage_error("bench persist: --pg-set and --my-set are for the private "
+                                  "servers (no --db URL)");
     return 0;
 }
 
@@ -442,10 +496,13 @@ int sk_bench_persist(int argc, char **argv)
     int prc = parse_args(&c.o, argc, argv);
     if (prc == -1) return SK_EXIT_OK; /* --help */
     if (prc) return prc;
-    int want_sqlite = !c.o.db || !strcmp(c.o.db, "sqlite");
-    int want_pg = !c.o.db || strcmp(c.o.db, "sqlite") != 0;
+    const char *db = c.o.db;
+    int want_sqlite = !db || !strcmp(db, "sqlite");
+    int want_my = !db || !strcmp(db, "mysql") || sk_mysql_url_is(db);
+    int want_pg = !db || !strcmp(db, "postgres") || !strncmp(db, "postgres", 8);
+    int pg_url = db && strstr(db, "://") && want_pg, my_url = db && sk_mysql_url_is(db);
 
-    struct backend be[2];
+    struct backend be[3];
     memset(be, 0, sizeof be);
     int nbe = 0;
     if (want_sqlite) be[nbe++] = (struct backend){.name = "SQLite", .target = TARGET_SQLITE_PER_S};
@@ -453,7 +510,7 @@ int sk_bench_persist(int argc, char **argv)
     if (want_pg) {
         struct backend *b = &be[nbe];
         *b = (struct backend){.pg = 1, .name = "PostgreSQL", .target = TARGET_PG_PER_S};
-        if (c.o.db) {
+        if (pg_url) {
             snprintf(b->url, sizeof b->url, "%s", c.o.db);
             nbe++;
         } else if (sk_pg_spawn_start(&c.pgs, c.o.pg_set) == 0) {
@@ -464,6 +521,22 @@ int sk_bench_persist(int argc, char **argv)
             snprintf(pg_note, sizeof pg_note, "PostgreSQL skipped: no private server: %s",
                      c.pgs.errstr);
             fprintf(stderr, "seckill: bench persist: %s\n", pg_note);
+        }
+    }
+    char my_note[600] = "";
+    if (want_my) {
+        struct backend *b = &be[nbe];
+        *b = (struct backend){.my = 1, .name = "MariaDB", .target = TARGET_MY_PER_S};
+        if (my_url) {
+            snprintf(b->url, sizeof b->url, "%s", db);
+            nbe++;
+        } else if (sk_mysql_spawn_start(&c.mys, c.o.my_set) == 0) {
+            snprintf(b->url, sizeof b->url, "%s", c.mys.url);
+            nbe++;
+        } else {
+            snprintf(my_note, sizeof my_note, "MariaDB skipped: no private server: %s",
+                     c.mys.errstr);
+            fprintf(stderr, "seckill: bench persist: %s\n", my_note);
         }
     }
 
@@ -498,6 +571,13 @@ int sk_bench_persist(int argc, char **argv)
         printf("  SQLite %s (WAL, synchronous=FULL) on %s (%s)\n", sqlite3_libversion(), c.o.dir,
                fs_name(c.dir));
     for (int i = 0; i < nbe; i++) {
+        if (be[i].my) {
+            if ((rc = my_connect(&be[i])) != 0) goto out;
+            if (c.mys.pid)
+                printf("  (private server started for this run, data in %s (%s))\n", c.mys.dir,
+                       fs_name(c.mys.dir));
+            continue;
+        }
         if (!be[i].pg) continue;
         if ((rc = pg_connect(&be[i])) != 0) goto out;
         if (c.pgs.pid)
@@ -505,9 +585,10 @@ int sk_bench_persist(int argc, char **argv)
                    fs_name(c.pgs.dir));
     }
     if (pg_note[0]) printf("  %s\n", pg_note);
+    if (my_note[0]) printf("  %s\n", my_note);
     fflush(stdout);
 
-    double rate[2] = {0, 0};
+    double rate[3] = {0, 0, 0};
     for (int i = 0; i < nbe && !rc; i++)
         rc = run_backend(&c, &be[i], &rate[i]);
     if (!rc) {
@@ -522,7 +603,13 @@ out:
             pg_drop_schema(&be[i]);
             PQfinish(be[i].admin);
         }
+        if (be[i].my_admin) {
+            pg_drop_schema(&be[i]);
+            sk_bench_my_close(be[i].my_admin);
+        }
     }
+    if (c.mys.pid && sk_mysql_spawn_stop(&c.mys) < 0)
+        fprintf(stderr, "seckill: %s\n", c.mys.errstr);
     sk_redis_free(c.r);
     if (c.sp.pid && sk_redis_spawn_stop(&c.sp) < 0) fprintf(stderr, "seckill: %s\n", c.sp.errstr);
     if (c.pgs.pid && sk_pg_spawn_stop(&c.pgs) < 0) fprintf(stderr, "seckill: %s\n", c.pgs.errstr);

@@ -57,6 +57,7 @@
 #include <libpq-fe.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_mysql.h"
 #include "bench/chart.h"
 #include "bench/strategies_int.h"
 #include "core/cli.h"
@@ -74,6 +75,7 @@ static const char sk_bench_release_lua[] =
 const struct sk_bench_sdesc sk_bench_sdef[SID_COUNT] = {
     [SID_NAIVE] = {"naive", "naive GET/SET (Redis)", "redis"},
     [SID_PG] = {"pg", "DB conditional UPDATE (PostgreSQL)", "postgresql"},
+    [SID_MYSQL] = {"mysql", "DB conditional UPDATE (MariaDB)", "mariadb"},
     [SID_SQLITE] = {"sqlite", "DB conditional UPDATE (SQLite)", "sqlite"},
     [SID_WATCH] = {"watch", "Redis WATCH/MULTI/EXEC + retry", "redis"},
     [SID_LOCK] = {"lock", "Redis lock SET NX PX + release", "redis"},
@@ -261,6 +263,22 @@ static int start_servers(struct sk_bench_sctx *c)
     if (rep->type == REDIS_REPLY_STRING) snprintf(c->lock_sha, sizeof c->lock_sha, "%s", rep->str);
     freeReplyObject(rep);
 
+    snprintf(c->my_durability, sizeof c->my_durability, "-");
+    if (sk_mysql_spawn_start(&c->my, NULL) < 0) {
+        snprintf(c->my_err, sizeof c->my_err, "%.290s", c->my.errstr);
+    } else {
+        c->have_my = 1;
+        char err[256], what[512];
+        struct st_mysql *m = sk_bench_my_connect(c->my.url, err, sizeof err);
+        if (m) {
+            sk_bench_my_describe(m, what, sizeof what);
+            snprintf(c->my_version, sizeof c->my_version, "%.*s", (int)strcspn(what, "-:"), what);
+            long long f = sk_bench_my_int(m, "SELECT @@innodb_flush_log_at_trx_commit");
+            snprintf(c->my_durability, sizeof c->my_durability,
+                     "innodb_flush_log_at_trx_commit=%lld, no binlog", f);
+            sk_bench_my_close(m);
+        }
+    }
     snprintf(c->pg_durability, sizeof c->pg_durability, "-");
     if (sk_pg_spawn_start(&c->pg, NULL) < 0) {
         snprintf(c->pg_err, sizeof c->pg_err, "%.290s", c->pg.errstr);
@@ -286,6 +304,8 @@ static void stop_servers(struct sk_bench_sctx *c)
 {
     sk_redis_free(c->ctl);
     c->ctl = NULL;
+    if (c->have_my && sk_mysql_spawn_stop(&c->my) < 0)
+        fprintf(stderr, "seckill: bench strategies: %s\n", c->my.errstr);
     if (c->have_pg && sk_pg_spawn_stop(&c->pg) < 0)
         fprintf(stderr, "seckill: bench strategies: %s\n", c->pg.errstr);
     if (c->have_redis && sk_redis_spawn_stop(&c->rs) < 0)

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <mysql.h>
+
+#include "bench/bench_mysql.h"
 #include "bench/strategies_int.h"
 #include "core/clock.h"
 #include "core/codes.h"
@@ -321,6 +324,42 @@ static int buy_pg(struct sk_bench_sw *w, uint64_t user)
     return rc < 0 ? rc : OUT_ADMITTED;
 }
 
+/* The seeds' own strategy on the seeds' own database: the same
+ * transaction on MariaDB (InnoDB row lock on the one hot row until
+ * COMMIT and its redo log flush). Text protocol, as the seeds' JDBC. */
+static int my_q(struct sk_bench_sw *w, const char *sql, const char *what)
+{
+    if (mysql_query(w->my, sql) == 0) return 0;
+    werr(w, SK_EDB, what, mysql_error(w->my));
+    return SK_EDB;
+}
+
+static int buy_my(struct sk_bench_sw *w, uint64_t user)
+{
+    int rc = my_q(w, "START TRANSACTION", "START TRANSACTION");
+    if (rc < 0) return rc;
+    if ((rc = my_q(w, "UPDATE items SET stock = stock - 1 WHERE id = 1 AND stock >= 1", "UPDATE")) <
+        0) {
+        mysql_query(w->my, "ROLLBACK");
+        return rc;
+    }
+    if (mysql_affected_rows(w->my) == 0) {
+        rc = my_q(w, "ROLLBACK", "ROLLBACK");
+        return rc < 0 ? rc : OUT_SOLD_OUT;
+    }
+    char sql[96];
+    snprintf(sql, sizeof sql, "INSERT INTO orders (user_id, item_id) VALUES (%" PRIu64 ", 1)",
+             user);
+    if (mysql_query(w->my, sql) != 0) {
+        int dup = mysql_errno(w->my) == 1062; /* ER_DUP_ENTRY: the per-user limit */
+        if (!dup) werr(w, SK_EDB, "INSERT", mysql_error(w->my));
+        rc = my_q(w, "ROLLBACK", "ROLLBACK");
+        return !dup ? SK_EDB : rc < 0 ? rc : OUT_LIMIT;
+    }
+    rc = my_q(w, "COMMIT", "COMMIT");
+    return rc < 0 ? rc : OUT_ADMITTED;
+}
+
 static int sq_step(sqlite3_stmt *q)
 {
     sqlite3_reset(q);
@@ -393,6 +432,14 @@ static int worker_connect(struct sk_bench_sw *w)
         PQclear(r2);
         return ok ? 0 : werr(w, SK_EDB, "prepare", PQerrorMessage(w->pg));
     }
+    case SID_MYSQL: {
+        w->my = sk_bench_my_connect(c->my.url, eb, sizeof eb);
+        if (!w->my) return werr(w, SK_EDB, "connect", eb);
+        char sql[96];
+        snprintf(sql, sizeof sql, "SET SESSION innodb_lock_wait_timeout = %d",
+                 SK_BENCH_PG_STATEMENT_TIMEOUT_MS / 1000);
+        return my_q(w, sql, "session");
+    }
     case SID_SQLITE: {
         /* One connection per thread: NOMUTEX skips the per-call mutex. */
         if (sqlite3_open_v2(c->sqlite_path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
@@ -426,6 +473,8 @@ void sk_bench_strat_client_close(struct sk_bench_sw *w)
 {
     sk_redis_free(w->r);
     if (w->pg) PQfinish(w->pg);
+    sk_bench_my_close(w->my);
+    w->my = NULL;
     sqlite3_finalize(w->q_begin); /* NULL is a no-op */
     sqlite3_finalize(w->q_upd);
     sqlite3_finalize(w->q_ins);
@@ -478,6 +527,7 @@ static void pump(struct sk_bench_sw *w)
         switch (run->sid) {
         case SID_NAIVE: rc = outs[0] = buy_naive(w, users[first]); break;
         case SID_PG: rc = outs[0] = buy_pg(w, users[first]); break;
+        case SID_MYSQL: rc = outs[0] = buy_my(w, users[first]); break;
         case SID_SQLITE: rc = outs[0] = buy_sqlite(w, users[first]); break;
         case SID_WATCH: rc = outs[0] = buy_watch(w, users[first]); break;
         case SID_LOCK: rc = outs[0] = buy_lock(w, users[first]); break;

@@ -19,6 +19,7 @@
 #include "core/histogram.h"
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
+#include "tools/spawn/mysql_spawn.h"
 #include "tools/spawn/pg_spawn.h"
 #include "tools/spawn/redis_spawn.h"
 
@@ -57,6 +58,7 @@ struct sk_bench_sopts {
 enum sk_bench_sid {
     SID_NAIVE,
     SID_PG,
+    SID_MYSQL,
     SID_SQLITE,
     SID_WATCH,
     SID_LOCK,
@@ -108,12 +110,13 @@ struct sk_bench_sctx {
     uint64_t *users; /* the demand: user id of request i */
     struct sk_redis_spawn rs;
     struct sk_pg_spawn pg;
-    int have_redis, have_pg;
-    char pg_err[300];
+    struct sk_mysql_spawn my;
+    int have_redis, have_pg, have_my;
+    char pg_err[300], my_err[300];
     char tmpdir[256]; /* SQLite's */
     char sqlite_path[300];
     sk_redis *ctl;
-    char redis_version[64], pg_version[64], pg_durability[64];
+    char redis_version[64], pg_version[64], pg_durability[64], my_version[64], my_durability[96];
     char lock_sha[48];
     struct sk_bench_strat s[SID_COUNT];
     struct sk_bench_ref ref[REF_COUNT];
@@ -138,6 +141,7 @@ struct sk_bench_sw {
     int idx;
     sk_redis *r;
     PGconn *pg;
+    struct st_mysql *my;
     sqlite3 *db;
     sqlite3_stmt *q_begin, *q_upd, *q_ins, *q_commit, *q_rollback;
     struct sk_purchase *p;

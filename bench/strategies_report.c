@@ -79,6 +79,7 @@ static json_t *strat_json(const struct sk_bench_sctx *c, enum sk_bench_sid sid, 
     json_object_set_new(j, "limit_violations", json_integer(s->limit_violations));
     json_object_set_new(j, "server",
                         json_string(sid == SID_PG       ? "postgres (all processes)"
+                                    : sid == SID_MYSQL  ? "mariadbd"
                                     : sid == SID_SQLITE ? "this process (SQLite in-process)"
                                                         : "redis-server"));
     json_object_set_new(j, "server_cpu_s", json_real(s->server_cpu_s));
@@ -134,6 +135,8 @@ json_t *sk_bench_strat_json(const struct sk_bench_sctx *c, int ok)
     json_object_set_new(sw, "redis_persistence", json_string("none"));
     json_object_set_new(sw, "postgresql", json_string(c->pg_version));
     json_object_set_new(sw, "postgresql_durability", json_string(c->pg_durability));
+    json_object_set_new(sw, "mariadb", json_string(c->my_version));
+    json_object_set_new(sw, "mariadb_durability", json_string(c->my_durability));
     json_object_set_new(sw, "sqlite", json_string(sqlite3_libversion()));
     json_object_set_new(sw, "sqlite_mode", json_string("WAL, synchronous=FULL"));
     json_object_set_new(root, "software", sw);
@@ -202,10 +205,10 @@ void sk_bench_strat_print(const struct sk_bench_sctx *c, const json_t *root)
            (long long)json_integer_value(json_object_get(m, "cpus")),
            json_string_value(json_object_get(m, "cpu_model")),
            json_string_value(json_object_get(m, "kernel")));
-    printf("  redis-server %s (private, no persistence); PostgreSQL %s (private, %s); SQLite %s "
-           "(WAL, synchronous=FULL)\n\n",
+    printf("  redis-server %s (private, no persistence); PostgreSQL %s (private, %s); MariaDB %s "
+           "(private, %s); SQLite %s (WAL, synchronous=FULL)\n\n",
            c->redis_version, c->pg_version[0] ? c->pg_version : "-", c->pg_durability,
-           sqlite3_libversion());
+           c->my_version[0] ? c->my_version : "-", c->my_durability, sqlite3_libversion());
     double limit = c->ref[REF_SAME].ran ? c->ref[REF_SAME].rps : 0;
     printf("  %-36s %9s %7s %9s %7s %7s %7s %8s %6s %8s %9s %7s %7s\n", "strategy", "req/s",
            "x limit", "sales/s", "sold in", "p50 ms", "p99 ms", "p99.9 ms", "sold", "oversold",

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/bench_mysql.h"
 #include "bench/bench_util.h"
 #include "bench/strategies_int.h"
 #include "core/clock.h"
@@ -122,6 +123,25 @@ static int sq_exec(sqlite3 *db, const char *sql, char *err, size_t cap)
     return SK_EDB;
 }
 
+/* The same tables on MariaDB (InnoDB, as the seeds have them). */
+static int setup_my(struct sk_bench_sctx *c, char *err, size_t cap)
+{
+    struct st_mysql *m = sk_bench_my_connect(c->my.url, err, cap);
+    if (!m) return SK_EDB;
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "DROP TABLE IF EXISTS orders, items;"
+             "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL) ENGINE=InnoDB;"
+             "CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, user_id bigint NOT NULL"
+             " UNIQUE, item_id int NOT NULL, created_at timestamp(6) NOT NULL DEFAULT"
+             " CURRENT_TIMESTAMP(6)) ENGINE=InnoDB;"
+             "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")",
+             c->o.stock);
+    int rc = sk_bench_my_exec(m, sql, err, cap) == 0 ? 0 : SK_EDB;
+    sk_bench_my_close(m);
+    return rc;
+}
+
 static int setup_sqlite(struct sk_bench_sctx *c, char *err, size_t cap)
 {
     snprintf(c->sqlite_path, sizeof c->sqlite_path, "%s/strategies.db", c->tmpdir);
@@ -220,6 +240,20 @@ static int verify_pg(struct sk_bench_sctx *c, struct sk_bench_strat *s)
     return rc;
 }
 
+static int verify_my(struct sk_bench_sctx *c, struct sk_bench_strat *s)
+{
+    char err[256];
+    struct st_mysql *m = sk_bench_my_connect(c->my.url, err, sizeof err);
+    if (!m) return SK_EDB;
+    s->stock_left = sk_bench_my_int(m, "SELECT stock FROM items WHERE id = 1");
+    s->sold = sk_bench_my_int(m, "SELECT count(*) FROM orders");
+    long long users = sk_bench_my_int(m, "SELECT count(DISTINCT user_id) FROM orders");
+    sk_bench_my_close(m);
+    if (s->sold < 0 || users < 0) return SK_EDB;
+    s->limit_violations = s->sold - users;
+    return 0;
+}
+
 static int verify_sqlite(struct sk_bench_sctx *c, struct sk_bench_strat *s)
 {
     sqlite3 *db = NULL;
@@ -249,6 +283,7 @@ static int setup_strategy(struct sk_bench_sctx *c, struct sk_bench_srun *run,
     int rc;
     switch (run->sid) {
     case SID_PG: rc = setup_pg(c, s->note, sizeof s->note); break;
+    case SID_MYSQL: rc = setup_my(c, s->note, sizeof s->note); break;
     case SID_SQLITE: rc = setup_sqlite(c, s->note, sizeof s->note); break;
     case SID_LUA:
     case SID_SEGMENTED:
@@ -293,10 +328,11 @@ static struct sk_bench_sw *new_clients(struct sk_bench_srun *run, size_t nw)
  * it runs in this process). */
 static double server_cpu(struct sk_bench_sctx *c, enum sk_bench_sid sid)
 {
-    int redis_side = sid != SID_PG && sid != SID_SQLITE;
-    return redis_side      ? sk_bench_redis_cpu_seconds(c->ctl)
-           : sid == SID_PG ? sk_pg_spawn_cpu_seconds(&c->pg)
-                           : 0;
+    int redis_side = sid != SID_PG && sid != SID_MYSQL && sid != SID_SQLITE;
+    return redis_side         ? sk_bench_redis_cpu_seconds(c->ctl)
+           : sid == SID_PG    ? sk_pg_spawn_cpu_seconds(&c->pg)
+           : sid == SID_MYSQL ? sk_bench_pid_cpu_seconds(c->my.pid)
+                              : 0;
 }
 
 /* Adds a finished client's counts to s, then closes it; *last_admit moves
@@ -327,6 +363,7 @@ static void judge(struct sk_bench_sctx *c, struct sk_bench_srun *run, struct sk_
     int rc;
     switch (sid) {
     case SID_PG: rc = verify_pg(c, s); break;
+    case SID_MYSQL: rc = verify_my(c, s); break;
     case SID_SQLITE: rc = verify_sqlite(c, s); break;
     case SID_LUA:
     case SID_SEGMENTED:
@@ -373,6 +410,11 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     if (sid == SID_PG && !c->have_pg) {
         s->status = ST_SKIPPED;
         snprintf(s->note, sizeof s->note, "PostgreSQL not available: %.200s", c->pg_err);
+        return;
+    }
+    if (sid == SID_MYSQL && !c->have_my) {
+        s->status = ST_SKIPPED;
+        snprintf(s->note, sizeof s->note, "MariaDB not available: %.200s", c->my_err);
         return;
     }
     if (setup_strategy(c, &run, s) < 0) {

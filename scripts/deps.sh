@@ -4,13 +4,29 @@
 # its runtime (libclang-rt-dev: libFuzzer and the sanitizers) build the
 # fuzz targets that `make test` runs for a few seconds each.
 set -e
-PKGS="build-essential pkg-config redis-server redis-tools libhiredis-dev libsqlite3-dev
-      libpq-dev postgresql libjansson-dev libssl-dev libh2o-evloop-dev clang-format
-      chromium fonts-dejavu-core clang libclang-rt-dev"
-# chromium: the suite loads the dashboard in a real (headless) browser.
+BUILD_PKGS="build-essential pkg-config libhiredis-dev libsqlite3-dev libpq-dev libmariadb-dev
+            libjansson-dev libssl-dev libh2o-evloop-dev"
+# `deps.sh package`: Debian's packaging tools (make deb, make package-test).
+PACKAGE_PKGS="dpkg-dev debhelper fakeroot lintian man-db"
+PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-format
+      chromium fonts-dejavu-core fonts-wqy-microhei clang libclang-rt-dev prometheus nodejs
+      python3 openssl systemd man-db $PACKAGE_PKGS"
+# chromium: the suite loads the dashboard and the buyer's page in a real
+# (headless) browser; fonts-wqy-microhei draws the page's Chinese text in
+# its screenshots.
+# mariadb-server: the suite runs private mariadbd servers of its own.
+# prometheus: its promtool checks the alert rules, a real server scrapes a
+# node. nodejs/npm: the OpenAPI linter and schema validator (npm packages
+# installed at test time into build/npm, never at build time). python3 and
+# openssl: tokens made independently of the code under test.
+# `deps.sh build`: what a plain `make` needs, nothing more.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo; linux-perf: `bench http` counts
 # system calls per request with perf stat).
+# npm: Debian's package, unless the installed nodejs brought its own
+[ -z "${1:-}" ] && ! command -v npm >/dev/null 2>&1 && PKGS="$PKGS npm"
+[ "${1:-}" = build ] && PKGS="$BUILD_PKGS"
+[ "${1:-}" = package ] && PKGS="$BUILD_PKGS $PACKAGE_PKGS"
 [ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox linux-perf"
 missing=""
 for p in $PKGS; do
@@ -26,6 +42,16 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Packages' own services (redis-server, postgresql, mariadb, prometheus)
+# are not started: the tests start private servers on free ports. A
+# policy-rc.d that exits 101 says so to invoke-rc.d, for this install only;
+# one that was already there is kept and put back.
+policy=/usr/sbin/policy-rc.d
+saved=""
+if [ -e "$policy" ]; then saved=$(mktemp); cp -p "$policy" "$saved"; fi
+printf '#!/bin/sh\nexit 101\n' > "$policy"
+chmod 755 "$policy"
+restore() { if [ -n "$saved" ]; then mv "$saved" "$policy"; else rm -f "$policy"; fi; }
+trap restore EXIT
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing
-# The Debian package starts a system redis on 6379; seckill never uses it.

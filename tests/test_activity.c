@@ -486,13 +486,15 @@ SK_TEST(activity_time_arg_takes_now_and_relative_offsets)
  * and PostgreSQL in test_store_backends.c. What stays here: the spec. */
 SK_TEST(activity_store_rejects_unknown_and_empty_specs)
 {
-    static const char *const specs[] = {"mysql://u:secret@h/db", "sqlite:", "", "seckill.db"};
+    static const char *const specs[] = {"mongodb://u:secret@h/db", "mysql://u:secret@h",
+                                        "sqlite:", "", "seckill.db"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         sk_store *st = (sk_store *)1;
         char err[256] = "";
         CHECK_MSG(sk_store_open(&st, specs[i], err, sizeof err) == SK_EINVAL, "spec %s", specs[i]);
         CHECK(st == NULL);
         CHECK(err[0] != 0);
+        CHECK_MSG(!strstr(err, "secret"), "the password echoed: %s", err);
     }
     sk_store *st;
     char err[256];
@@ -950,8 +952,8 @@ SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
 {
     char out[4096], id[24];
     id_str(id, sizeof id, sk_th_unique_id());
-    const char *args[] = {"activity",        "show", "--id",         id,  "--redis",
-                          sk_th_redis_url(), "--db", "mysql://h/db", NULL};
+    const char *args[] = {"activity",        "show", "--id",           id,  "--redis",
+                          sk_th_redis_url(), "--db", "mongodb://h/db", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
     CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
 }

@@ -67,7 +67,7 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     CHECK(json_is_true(json_object_get(cf, "quick")));
     CHECK(jint(cf, "users") > stock); /* demand exceeds stock: undersold is defined */
 
-    const char *want[] = {"naive", "pg",  "sqlite",    "watch",
+    const char *want[] = {"naive", "pg",  "mysql",     "sqlite",   "watch",
                           "lock",  "lua", "lua_batch", "segmented"};
     const json_t *arr = json_object_get(root, "strategies");
     CHECK_EQ(json_array_size(arr), sizeof want / sizeof want[0]);

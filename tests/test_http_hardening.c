@@ -811,18 +811,6 @@ SK_TEST(hmac_secret_length_token_lifetime_and_key_rotation_over_http)
 
 /* ---------------------------------------------- keyed purchases, sold out */
 
-static long long commandstat(sk_redis *rc, const char *cmd)
-{
-    redisReply *r;
-    CHECK(sk_redis_cmd(rc, &r, "INFO commandstats") == 0 && r->type == REDIS_REPLY_STRING);
-    char pat[64];
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, pat);
-    long long n = p ? atoll(p + strlen(pat)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 SK_TEST(keyed_purchases_after_the_sell_out_skip_the_admission_call_but_keep_replays)
 {
     struct sk_th_redis rs;
@@ -837,11 +825,8 @@ SK_TEST(keyed_purchases_after_the_sell_out_skip_the_admission_call_but_keep_repl
     CHECK_EQ(buy(&v, id, "X-User-Id: 2\r\n", &r), 200);
     CHECK_EQ(buy(&v, id, "X-User-Id: 3\r\nIdempotency-Key: k3\r\n", &r), 200);
     CHECK_EQ(buy(&v, id, "X-User-Id: 4\r\n", &r), 409); /* sold out, seen by the server */
-    sk_redis *rc;
-    char err[200];
-    CHECK_MSG(sk_redis_new(&rc, rs.url, 2000, 2000, err, sizeof err) == 0, "%s", err);
-    long long eval0 = commandstat(rc, "evalsha") + commandstat(rc, "eval");
-    long long hget0 = commandstat(rc, "hget");
+    long long eval0 = sk_th_redis_calls(rs.port, "evalsha") + sk_th_redis_calls(rs.port, "eval");
+    long long hget0 = sk_th_redis_calls(rs.port, "hget");
     /* 200 purchases with keys nobody used before: sold out, no admission */
     for (int i = 0; i < 200; i++) {
         char h[128];
@@ -849,8 +834,8 @@ SK_TEST(keyed_purchases_after_the_sell_out_skip_the_admission_call_but_keep_repl
         CHECK_EQ(buy(&v, id, h, &r), 409);
         CHECK_MSG(strstr(r.body, "\"sold_out\"") != NULL, "%s", r.body);
     }
-    CHECK_EQ(commandstat(rc, "evalsha") + commandstat(rc, "eval"), eval0);
-    CHECK_EQ(commandstat(rc, "hget") - hget0, 200);
+    CHECK_EQ(sk_th_redis_calls(rs.port, "evalsha") + sk_th_redis_calls(rs.port, "eval"), eval0);
+    CHECK_EQ(sk_th_redis_calls(rs.port, "hget") - hget0, 200);
     /* a retry of an accepted purchase still gets its first answer */
     CHECK_EQ(buy(&v, id, "X-User-Id: 1\r\nIdempotency-Key: first-try\r\n", &r), 200);
     CHECK_STR(r.body, order);
@@ -858,7 +843,6 @@ SK_TEST(keyed_purchases_after_the_sell_out_skip_the_admission_call_but_keep_repl
     CHECK_EQ(buy(&v, id, "X-User-Id: 2\r\nIdempotency-Key: first-try\r\n", &r), 409);
     CHECK_EQ(stat_of(&v, id, "admitted"), 3);
     CHECK_EQ(stat_of(&v, id, "remaining"), 0);
-    sk_redis_free(rc);
     srv_stop(&v);
     sk_th_redis_stop(&rs, 1);
 }

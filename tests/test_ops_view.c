@@ -606,3 +606,89 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
     CHECK(strstr(out, "admitted         7\n") != NULL);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
+
+/* The dashboard remembers: opened in the middle of a sale, the page draws
+ * the seconds before it was opened (the node's history, sent with its
+ * first answer), not only what it polled itself. Chromium's virtual time
+ * budget (5 s) lets the page poll a few times at most: a line that spans
+ * ten seconds or more came from the server. */
+SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 240)
+{
+    struct sk_th_serve s;
+    int ops = sk_th_free_port();
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
+    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 1000000, 1);
+    /* the sale: a buyer process, 50 new buyers every 100 ms, until stopped */
+    pid_t buyer = fork();
+    CHECK(buyer >= 0);
+    if (buyer == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (uint64_t base = 0;; base += 50) {
+            buy_many(s.port, aid, base, 50, 2);
+            nap_ms(100);
+        }
+    }
+    /* the node's history has twelve seconds of the sale */
+    static char body[1 << 20];
+    int64_t deadline = sk_mono_ms() + 60000;
+    json_t *h = NULL;
+    for (;;) {
+        CHECK_MSG(sk_mono_ms() < deadline, "no 12 s of history: %.500s", body);
+        nap_ms(250);
+        if (get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200) continue;
+        json_error_t e;
+        json_t *d = json_loads(body, 0, &e);
+        json_t *acts = json_object_get(json_object_get(d, "history"), "activities");
+        json_t *u = NULL;
+        for (size_t i = 0; i < json_array_size(acts); i++)
+            if ((uint64_t)json_integer_value(json_object_get(json_array_get(acts, i), "id")) == aid)
+                u = json_object_get(json_array_get(acts, i), "admitted_units_total");
+        size_t n = json_array_size(u);
+        if (n >= 12 && json_integer_value(json_array_get(u, n - 1)) -
+                               json_integer_value(json_array_get(u, n - 12)) >
+                           0) {
+            h = d;
+            break;
+        }
+        json_decref(d);
+    }
+    /* a sample a second, oldest first, counters that never go back */
+    json_t *hist = json_object_get(h, "history");
+    json_t *t = json_object_get(hist, "t_ms"), *adm = json_object_get(hist, "admissions");
+    CHECK_EQ(json_array_size(t), json_array_size(adm));
+    for (size_t i = 1; i < json_array_size(t); i++) {
+        long long dt =
+            json_integer_value(json_array_get(t, i)) - json_integer_value(json_array_get(t, i - 1));
+        CHECK_MSG(dt >= 900 && dt <= 2000, "samples %lld ms apart", dt);
+        CHECK(json_integer_value(json_array_get(adm, i)) >=
+              json_integer_value(json_array_get(adm, i - 1)));
+    }
+    json_decref(h);
+    /* a plain poll carries no history */
+    CHECK_EQ(get_big(ops, "/dashboard.json", body, sizeof body), 200);
+    CHECK(strstr(body, "\"history\"") == NULL);
+
+    static char dom[1 << 20];
+    char url[96], id[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
+    chromium_dump(url, dom, sizeof dom); /* the sale goes on meanwhile */
+    kill(buyer, SIGKILL);
+    waitpid(buyer, NULL, 0);
+    snprintf(id, sizeof id, "id=\"act-%" PRIu64 "-adm-chart\"", aid);
+    const char *cv = strstr(dom, id);
+    CHECK_MSG(cv != NULL, "no admissions chart for %" PRIu64 ":\n%.2000s", aid, dom);
+    const char *end = strchr(cv, '>');
+    char tag[400];
+    snprintf(tag, sizeof tag, "%.*s", (int)(end - cv), cv);
+    const char *pts = strstr(tag, "data-points=\""), *span = strstr(tag, "data-span=\""),
+               *max = strstr(tag, "data-max=\"");
+    CHECK_MSG(pts && span && max, "%s", tag);
+    int npts = atoi(pts + 13), nspan = atoi(span + 11), vmax = atoi(max + 10);
+    CHECK_MSG(npts >= 10 && nspan >= 10, "the line has %d points over %d s: %s", npts, nspan, tag);
+    CHECK_MSG(vmax > 0, "a flat line although the sale sold: %s", tag);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}

@@ -1,7 +1,8 @@
 /* test_order_worker.c - the order worker against the run's real Redis and a
  * real database. Each behaviour is written once and runs on both backends:
- * worker_sqlite_<name> on a fresh SQLite file, worker_pg_<name> on a fresh
- * database of the run's PostgreSQL cluster. The behaviours: exactly once
+ * worker_sqlite_<name> on a fresh SQLite file, worker_pg_<name> and
+ * worker_mysql_<name> on a fresh database of the run's PostgreSQL cluster
+ * and MariaDB server. The behaviours: exactly once
  * after a 1,000-unit sale bought by several processes, kill -9 before and
  * after the commit, poison entries to the dead-letter stream, activities
  * created while it runs, a failed conditional stock update, XAUTOCLAIM of a
@@ -9,7 +10,8 @@
  * entry, the worker on a thread, and Redis kill -9 with AOF.
  *
  * Backend-specific: a locked SQLite database (SQLite only); PostgreSQL
- * stopped, and frozen, under a running worker (a private cluster each).
+ * stopped, and frozen, and MariaDB stopped, frozen and killed -9, under a
+ * running worker (a private server each).
  * The store's own calls are tested in test_store_backends.c.
  *
  * No test sleeps for timing: every wait polls for its condition, bounded. */
@@ -39,9 +41,11 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/harness.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 /* ---- helpers ---- */
 
@@ -648,7 +652,7 @@ SK_TEST(worker_pg_persists_orders_across_redis_kill_9_with_aof_always)
     redis_kill_9_with_aof_always(1);
 }
 
-/* ---- PostgreSQL unavailable under a running worker ---- */
+/* ---- the database server unavailable under a running worker ---- */
 
 /* What Redis holds of the entries after `after` (an entry id) in one
  * consistent read (MULTI): *total of them are in the stream, *delivered of
@@ -699,22 +703,44 @@ static void backlog(struct sk_th_env *e, uint64_t aid, const char *after, long l
     freeReplyObject(rep);
 }
 
-/* A worker on a thread over a private cluster; 20 orders persisted while
- * the server is up; then `outage` (stop or freeze) while 30 more are
+/* A private database server of either kind, for the outage tests. */
+struct db_server {
+    int my; /* MariaDB, else PostgreSQL */
+    struct sk_th_pg pg;
+    struct sk_th_my m;
+};
+
+static void server_start(struct db_server *s, int my)
+{
+    memset(s, 0, sizeof *s);
+    s->my = my;
+    if (my)
+        sk_th_my_start(&s->m);
+    else
+        sk_th_pg_start(&s->pg);
+}
+
+/* A worker on a thread over a private server; 20 orders persisted while
+ * the server is up; then `outage` (stop, freeze or kill) while 30 more are
  * admitted: the worker keeps failing, nothing of them is acknowledged,
  * every one stays in the stream (pending or not yet delivered); then
  * `recover`: all 50 land exactly once, DB stock == initial - sold, nothing
  * dead-lettered. */
-static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct sk_th_pg *))
+static void db_outage(int my, void (*outage)(struct db_server *),
+                      void (*recover)(struct db_server *))
 {
-    struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
+    struct db_server srv;
+    server_start(&srv, my);
     struct sk_th_env e;
     memset(&e, 0, sizeof e);
     e.pg = 1;
+    e.my = my;
     snprintf(e.dir, sizeof e.dir, "%s", sk_th_tmpdir());
     char base[200];
-    sk_th_pg_create_db(&pg, "outage", base, sizeof base);
+    if (my)
+        sk_th_my_create_db(&srv.m, "outage", base, sizeof base);
+    else
+        sk_th_pg_create_db(&srv.pg, "outage", base, sizeof base);
     /* connect_timeout=2: every wait for the server is bounded by ~2 s. */
     snprintf(e.spec, sizeof e.spec, "%s?connect_timeout=2", base);
     sk_th_env_open(&e, sk_th_redis_url());
@@ -730,7 +756,7 @@ static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct 
     /* The stream id of the last of them (an order id is "<aid>-<id>"). */
     const char *last = strchr(ids[BEFORE - 1], '-') + 1;
 
-    outage(&pg);
+    outage(&srv);
     struct sk_worker_stats s0;
     sk_worker_stats(w, &s0);
     buy_ids(&e, aid, 1000, DURING, ids + BEFORE);
@@ -750,7 +776,7 @@ static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct 
     CHECK_EQ(total, DURING);
     CHECK_EQ(pend, delivered);
 
-    recover(&pg);
+    recover(&srv);
     CHECK_MSG(wait_rows(&e, aid, BEFORE + DURING), "not drained after the server came back");
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE + DURING), "not acked");
     CHECK_EQ(pending(&e, aid), 0);
@@ -776,29 +802,48 @@ static void db_outage(void (*outage)(struct sk_th_pg *), void (*recover)(struct 
     sk_keys_for(&k, aid);
     CHECK_EQ(xlen(&e, k.dlq), 0);
     sk_th_env_done(&e);
-    sk_th_pg_stop(&pg);
+    if (my)
+        sk_mysql_spawn_stop(&srv.m.srv);
+    else
+        sk_th_pg_stop(&srv.pg);
 }
 
-static void pg_stop(struct sk_th_pg *pg)
+static void db_stop(struct db_server *s)
 {
-    sk_th_pg_stop(pg);
+    if (s->my)
+        sk_th_my_stop(&s->m);
+    else
+        sk_th_pg_stop(&s->pg);
 }
-static void pg_start_again(struct sk_th_pg *pg)
+static void db_start_again(struct db_server *s)
 {
-    sk_th_pg_restart(pg);
+    if (s->my)
+        sk_th_my_restart(&s->m);
+    else
+        sk_th_pg_restart(&s->pg);
 }
-static void pg_freeze(struct sk_th_pg *pg)
+static void db_freeze(struct db_server *s)
 {
-    sk_th_pg_freeze(pg, 1);
+    if (s->my)
+        sk_th_my_freeze(&s->m, 1);
+    else
+        sk_th_pg_freeze(&s->pg, 1);
 }
-static void pg_thaw(struct sk_th_pg *pg)
+static void db_thaw(struct db_server *s)
 {
-    sk_th_pg_freeze(pg, 0);
+    if (s->my)
+        sk_th_my_freeze(&s->m, 0);
+    else
+        sk_th_pg_freeze(&s->pg, 0);
+}
+static void db_kill_9(struct db_server *s)
+{
+    sk_th_my_kill(&s->m); /* MariaDB only: InnoDB recovers at the next start */
 }
 
 SK_TEST(worker_pg_waits_while_postgresql_is_stopped_and_drains_when_it_returns)
 {
-    db_outage(pg_stop, pg_start_again);
+    db_outage(0, db_stop, db_start_again);
 }
 
 /* Frozen (SIGSTOP): connections hang instead of failing; every call is cut
@@ -806,7 +851,25 @@ SK_TEST(worker_pg_waits_while_postgresql_is_stopped_and_drains_when_it_returns)
  * committed: its re-delivery is a duplicate, never a second row. */
 SK_TEST(worker_pg_waits_while_postgresql_is_frozen_and_drains_when_it_thaws)
 {
-    db_outage(pg_freeze, pg_thaw);
+    db_outage(0, db_freeze, db_thaw);
+}
+
+SK_TEST(worker_mysql_waits_while_mariadb_is_stopped_and_drains_when_it_returns)
+{
+    db_outage(1, db_stop, db_start_again);
+}
+
+SK_TEST(worker_mysql_waits_while_mariadb_is_frozen_and_drains_when_it_thaws)
+{
+    db_outage(1, db_freeze, db_thaw);
+}
+
+/* SIGKILL mid-sale, restarted on the same data directory: InnoDB's crash
+ * recovery keeps every committed batch (the worker acknowledged only
+ * those) and drops the one in flight, which the worker sends again. */
+SK_TEST(worker_mysql_waits_while_mariadb_is_killed_9_and_drains_after_its_crash_recovery)
+{
+    db_outage(1, db_kill_9, db_start_again);
 }
 
 SK_TEST(worker_cli_refuses_bad_options_with_exit_2)

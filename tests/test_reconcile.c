@@ -32,10 +32,12 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/harness.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 #include "support/reconcile_env.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {

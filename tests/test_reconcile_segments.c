@@ -38,10 +38,12 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/harness.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 #include "support/reconcile_env.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 #define SEGS 4
 

@@ -38,9 +38,11 @@
 #include "support/backend_env.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 #define SEGS 4
 

@@ -14,22 +14,6 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 
-/* Children of pid, from /proc (the kernel lists them per thread). */
-static int children(pid_t pid, pid_t *out, int cap)
-{
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
-}
-
 static int has(const pid_t *v, int n, pid_t x)
 {
     for (int i = 0; i < n; i++)
@@ -45,7 +29,7 @@ SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
     pid_t before[8];
     int n = 0;
     int64_t deadline = sk_mono_ms() + 5000;
-    while ((n = children(s.pid, before, 8)) < 3) { /* 2 HTTP + 1 order worker */
+    while ((n = sk_th_children(s.pid, before, 8)) < 3) { /* 2 HTTP + 1 order worker */
         CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -57,7 +41,7 @@ SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
         int m;
         deadline = sk_mono_ms() + 5000;
         for (;;) { /* a new process takes the dead one's place */
-            m = children(s.pid, now, 8);
+            m = sk_th_children(s.pid, now, 8);
             if (m == 3 && !has(now, m, before[victim])) break;
             CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)before[victim]);
             struct timespec ts = {0, 10 * 1000 * 1000};
@@ -95,7 +79,7 @@ SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
         pid_t before[8], now[8];
         int n = 0, m = 0;
         int64_t deadline = sk_mono_ms() + 5000;
-        while ((n = children(s.pid, before, 8)) < 2) { /* 1 HTTP + 1 order worker */
+        while ((n = sk_th_children(s.pid, before, 8)) < 2) { /* 1 HTTP + 1 order worker */
             CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -104,7 +88,7 @@ SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
         kill(victim, SIGKILL);
         deadline = sk_mono_ms() + 5000;
         for (;;) { /* the replacement exists: stop the node at once */
-            m = children(s.pid, now, 8);
+            m = sk_th_children(s.pid, now, 8);
             int fresh = 0;
             for (int i = 0; i < m; i++)
                 if (!has(before, n, now[i])) fresh = 1;

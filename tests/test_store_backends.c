@@ -1,12 +1,14 @@
-/* test_store_backends.c - the store (store.h) against both backends.
+/* test_store_backends.c - the store (store.h) against every backend.
  *
  * Every behaviour below is written once, against the interface, and runs
- * twice: store_sqlite_<name> on a fresh SQLite file, store_pg_<name> on a
- * fresh database of the run's PostgreSQL cluster. Checks that need to look
- * under the interface (constraints, schema version rows) go through raw
- * SQL of the backend (be_sql). Then PostgreSQL-only tests: open errors,
- * the CLI end to end with --db postgres://, and faults (server stopped,
- * server frozen) on a private cluster. */
+ * three times: store_sqlite_<name> on a fresh SQLite file, store_pg_<name>
+ * on a fresh database of the run's PostgreSQL cluster, store_mysql_<name>
+ * on a fresh database of the run's MariaDB server. Checks that need to
+ * look under the interface (constraints, schema version rows) go through
+ * raw SQL of the backend (be_sql). Then PostgreSQL-only tests: open
+ * errors, the CLI end to end with --db postgres://, and faults (server
+ * stopped, server frozen) on a private cluster; the MariaDB ones are in
+ * test_store_mysql.c. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,24 +29,32 @@
 #include "engine/activity.h"
 #include "store/store.h"
 #include "support/harness.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 /* ---- backends ---- */
 
 /* A fresh, empty database of one backend. */
 struct be {
-    int pg;
+    int pg;         /* a server backend (PostgreSQL or MariaDB): schema_migrations */
+    int my;         /* MariaDB */
     char path[400]; /* SQLite file */
     char spec[420]; /* what sk_store_open takes */
 };
 
-static void be_fresh(struct be *b, int pg)
+enum { BE_SQLITE, BE_PG, BE_MYSQL };
+
+static void be_fresh(struct be *b, int kind)
 {
     memset(b, 0, sizeof *b);
-    b->pg = pg;
-    if (pg) {
+    b->pg = kind != BE_SQLITE;
+    b->my = kind == BE_MYSQL;
+    if (b->my) {
+        sk_th_my_fresh_db(b->spec, sizeof b->spec);
+    } else if (b->pg) {
         sk_th_pg_fresh_db(b->spec, sizeof b->spec);
     } else {
         snprintf(b->path, sizeof b->path, "%s/s.db", sk_th_tmpdir());
@@ -64,6 +74,7 @@ static sk_store *be_open(const struct be *b)
  * failure. */
 static int be_sql(const struct be *b, const char *sql)
 {
+    if (b->my) return sk_th_my_sql(b->spec, sql);
     if (!b->pg) {
         sqlite3 *db;
         CHECK_EQ(sqlite3_open(b->path, &db), SQLITE_OK);
@@ -88,6 +99,7 @@ static int be_sql(const struct be *b, const char *sql)
 static long long be_int(const struct be *b, const char *sql)
 {
     long long v = -1;
+    if (b->my) return sk_th_my_int(b->spec, sql);
     if (!b->pg) {
         sqlite3 *db;
         sqlite3_stmt *s;
@@ -116,20 +128,26 @@ static long long be_int(const struct be *b, const char *sql)
     SK_TEST(store_sqlite_##name)                                                                   \
     {                                                                                              \
         struct be b;                                                                               \
-        be_fresh(&b, 0);                                                                           \
+        be_fresh(&b, BE_SQLITE);                                                                   \
         name(&b);                                                                                  \
     }                                                                                              \
     SK_TEST(store_pg_##name)                                                                       \
     {                                                                                              \
         struct be b;                                                                               \
-        be_fresh(&b, 1);                                                                           \
+        be_fresh(&b, BE_PG);                                                                       \
+        name(&b);                                                                                  \
+    }                                                                                              \
+    SK_TEST(store_mysql_##name)                                                                    \
+    {                                                                                              \
+        struct be b;                                                                               \
+        be_fresh(&b, BE_MYSQL);                                                                    \
         name(&b);                                                                                  \
     }                                                                                              \
     static void name(const struct be *b)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 7 /* what this binary applies; both backends agree */
+#define N_MIGRATIONS 7 /* what this binary applies; every backend agrees */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -361,10 +379,13 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
                                "DROP TABLE redis_marks;"
                                "PRAGMA user_version = 4"),
              0);
-    CHECK_EQ(be_int(b, b->pg ? "SELECT count(*) FROM information_schema.columns"
-                               " WHERE table_name = 'activities' AND column_name = 'segments'"
-                             : "SELECT count(*) FROM pragma_table_info('activities')"
-                               " WHERE name = 'segments'"),
+    CHECK_EQ(be_int(b, b->my   ? "SELECT count(*) FROM information_schema.columns"
+                                 " WHERE table_schema = DATABASE() AND table_name = 'activities'"
+                                 " AND column_name = 'segments'"
+                       : b->pg ? "SELECT count(*) FROM information_schema.columns"
+                                 " WHERE table_name = 'activities' AND column_name = 'segments'"
+                               : "SELECT count(*) FROM pragma_table_info('activities')"
+                                 " WHERE name = 'segments'"),
              0);
     CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,"
                        "5,2)"),

@@ -28,9 +28,11 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/harness.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
 SK_TH_PG_USED
+SK_TH_MY_USED
 
 #define PAY_TIMEOUT_S 60
 

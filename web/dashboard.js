@@ -1,7 +1,10 @@
 // dashboard.js - the operator's view of a live sale. Polls dashboard.json
 // (same origin, nothing else) every second and keeps the last minutes of
 // samples in memory for the charts: rates are differences of the node's
-// counters between two samples, so every process's work is in them.
+// counters between two samples, so every process's work is in them. The
+// first poll asks for the node's own history (?history=1: a sample a
+// second for the last five minutes, kept by the server), so a page opened
+// mid-sale draws the minutes before it was opened.
 'use strict';
 
 const POLL_MS = 1000;
@@ -58,11 +61,12 @@ function quantile(le, counts, q) {
   return le[le.length - 1];
 }
 function histSince(key, seconds) {
-  if (history.length < 2) return null;
-  const last = history[history.length - 1];
-  let first = history[0];
-  for (const h of history) if (last.t - h.t <= seconds) { first = h; break; }
-  if (first === last) first = history[history.length - 2];
+  const full = history.filter((h) => h.d.totals[key]); // the server's history has no histograms
+  if (full.length < 2) return null;
+  const last = full[full.length - 1];
+  let first = full[0];
+  for (const h of full) if (last.t - h.t <= seconds) { first = h; break; }
+  if (first === last) first = full[full.length - 2];
   const a = first.d.totals[key], b = last.d.totals[key];
   return { le: b.le, counts: b.counts.map((c, i) => Math.max(0, c - (a.counts[i] || 0))) };
 }
@@ -72,7 +76,7 @@ function rates(get) {
   const pts = [];
   for (let i = 1; i < history.length; i++) {
     const a = get(history[i - 1].d), b = get(history[i].d), dt = history[i].t - history[i - 1].t;
-    if (a === null || b === null || dt <= 0) continue;
+    if (a == null || b == null || dt <= 0) continue; // null or undefined: not counted then
     pts.push([history[i].t, Math.max(0, b - a) / dt]);
   }
   return pts;
@@ -90,6 +94,15 @@ function niceMax(v) {
   return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
 }
 function drawChart(canvas, series, now) {
+  // what is drawn, for a reader of the DOM (the browser test): points in
+  // the window, the seconds they span, the largest value
+  let npts = 0, tmin = Infinity, tmax = -Infinity, vmax = 0;
+  for (const s of series) for (const [t, v] of s.pts) if (t >= now - WINDOW_S) {
+    npts++; tmin = Math.min(tmin, t); tmax = Math.max(tmax, t); vmax = Math.max(vmax, v);
+  }
+  canvas.dataset.points = npts;
+  canvas.dataset.span = npts ? Math.round(tmax - tmin) : 0;
+  canvas.dataset.max = Math.round(vmax);
   const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth || 400, h = canvas.clientHeight || 150;
   canvas.width = w * dpr; canvas.height = h * dpr;
   const g = canvas.getContext('2d');
@@ -231,6 +244,8 @@ function makeCard(a) {
     return { cv, lg };
   };
   const adm = mk('Admissions/s'), ref = mk('Refusals/s by reason');
+  adm.cv.id = p + 'adm-chart';
+  ref.cv.id = p + 'ref-chart';
   c.append(charts);
   return { c, badge, name, fill, label, v, wr, adm, ref };
 }
@@ -354,11 +369,31 @@ function render(d) {
   renderProcs(d);
 }
 
+// The server's history (columns of counters) as documents of the shape
+// the charts read, oldest first, each older than the answer it came with.
+function seed(h, now_ms) {
+  for (let k = 0; k < h.t_ms.length; k++) {
+    if (h.t_ms[k] >= now_ms) continue;
+    const acts = h.activities.map((a) => {
+      const refusals = {};
+      for (const [reason, v] of Object.entries(a.refusals)) refusals[reason] = v[k];
+      return { id: a.id, admitted_units_total: a.admitted_units_total[k], refusals,
+               waiting_room: a.handed_out_total ? { handed_out_total: a.handed_out_total[k] } : null };
+    });
+    history.push({ t: h.t_ms[k] / 1000,
+                   d: { now_ms: h.t_ms[k], totals: { admissions: h.admissions[k], refusals: { all: h.refusals[k] } }, activities: acts } });
+  }
+}
+
+let seeded = false;
 async function poll() {
   try {
-    const r = await fetch('dashboard.json', { cache: 'no-store' });
+    const r = await fetch(seeded ? 'dashboard.json' : 'dashboard.json?history=1', { cache: 'no-store' });
     if (!r.ok) throw new Error('HTTP ' + r.status);
     const d = await r.json();
+    if (!seeded && d.history) seed(d.history, d.now_ms);
+    seeded = true;
+    delete d.history;
     history.push({ t: d.now_ms / 1000, d });
     while (history.length > 2 && history[history.length - 1].t - history[0].t > WINDOW_S + 5) history.shift();
     render(d);

@@ -1,15 +1,18 @@
 /* cli_activity.c - `seckill activity create|preheat|open|close|show|list|
- * delete|recover`, the operator's view of an activity's lifecycle.
+ * delete|recover|page`, the operator's view of an activity's lifecycle
+ * (and its buyer's page, exported for a CDN).
  *
  * The store (SQLite) holds the definition; Redis holds the live stock and
  * the sale switch. Every argument is checked before anything is opened, so
  * a usage error (exit 2) never changes state; an unreachable server is
  * exit 1 within the connection timeout. */
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +27,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "http/sale_page.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
@@ -52,6 +56,8 @@ enum {
     O_JSON,
     O_WATCH,
     O_APPLY,
+    O_OUT,
+    O_API_BASE,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -80,6 +86,8 @@ static const struct {
     [O_JSON] = {"--json", 0},
     [O_WATCH] = {"--watch", 0},
     [O_APPLY] = {"--apply", 0},
+    [O_OUT] = {"--out", 1},
+    [O_API_BASE] = {"--api-base", 1},
 };
 
 struct ctx {
@@ -637,11 +645,51 @@ static int cmd_delete(struct ctx *c)
 /* ---- dispatch ---- */
 
 #define COMMON (B(O_REDIS) | B(O_DB))
+/* The buyer's page for a CDN: DIR/index.html, self-contained; written
+ * under a temporary name and renamed, so an edge never serves half a
+ * file. Touches neither Redis nor the database. */
+static int cmd_page(struct ctx *c)
+{
+    char *page, err[256];
+    size_t len;
+    int rc = sk_sale_page_build(c->id, c->val[O_API_BASE], &page, &len, err, sizeof err);
+    if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
+    if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
+    const char *dir = c->val[O_OUT];
+    char path[4096], tmp[4200];
+    if (!dir[0] || snprintf(path, sizeof path, "%s/index.html", dir) >= (int)sizeof path) {
+        free(page);
+        return sk_cli_usage_error("activity page: --out must name a directory");
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        free(page);
+        return sk_cli_runtime_error("activity page: cannot make %s: %s", dir, strerror(e));
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int ok = f && fwrite(page, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) < 0) ok = 0;
+    int e = errno;
+    free(page);
+    if (!ok) {
+        unlink(tmp);
+        return sk_cli_runtime_error("activity page: cannot write %s: %s", path, strerror(e));
+    }
+    printf("wrote %s (%zu bytes): the sale page of activity %" PRIu64 ", calling %s\n", path, len,
+           c->id,
+           c->val[O_API_BASE] && c->val[O_API_BASE][0] ? c->val[O_API_BASE]
+                                                       : "the API on its own origin");
+    return SK_EXIT_OK;
+}
+
 #define COMMON_USAGE                                                                               \
     "  --redis URL          redis://[user:pass@]host:port[/db], redis+unix:///path.sock,\n"        \
     "                       redis+sentinel://host:port,.../MASTER, redis+cluster://...\n"          \
     "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
-    "  --db SPEC            sqlite:PATH (default $SECKILL_DB, else sqlite:seckill.db)\n"
+    "  --db SPEC            sqlite:PATH, postgres://... or mysql://... (default\n"                 \
+    "                       $SECKILL_DB, else sqlite:seckill.db)\n"
 
 static const struct sub subs[] = {
     {"create",
@@ -713,6 +761,17 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
+    {"page", B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL]\n"
+     "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
+     "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
+     "The page calls the API at --api-base; seckill serve must then name the page's\n"
+     "origin in --cors-origins. Without --api-base it calls its own origin (a CDN that\n"
+     "forwards /api/ to seckill serve). `seckill serve` also sends this page itself\n"
+     "at GET /sale/N. Reads neither Redis nor the database.\n"
+     "  --id N               activity id\n"
+     "  --out DIR            directory to write index.html into (made if missing)\n"
+     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
     {"delete", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force]\n"
      "Removes the activity from the database and Redis. Refused while open, and\n"

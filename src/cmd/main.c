@@ -1,4 +1,7 @@
 /* main.c - the seckill binary: dispatches to sub-commands. */
+#ifndef SK_VERSION
+#define SK_VERSION "unknown" /* the Makefile passes the VERSION file's */
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +31,7 @@ static int usage(FILE *f)
     fprintf(f, "usage: seckill <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n`seckill <command> --help` for a command's options.\n");
+    fprintf(f, "\n`seckill <command> --help` for a command's options; `seckill --version`.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -37,6 +40,10 @@ int main(int argc, char **argv)
     if (argc < 2) return usage(stderr);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
         return usage(stdout);
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("seckill %s\n", SK_VERSION);
+        return SK_EXIT_OK;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "seckill: unknown command '%s'\n", argv[1]);

@@ -19,19 +19,24 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/serve_notify.h"
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/node_stats.h"
 #include "core/redact.h"
+#include "core/sd_notify.h"
 #include "core/sig.h"
 #include "core/vec.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
+#include "http/auth_jwt.h"
 #include "http/config.h"
 #include "http/http_server.h"
 #include "http/label_mem.h"
 #include "http/metrics.h"
+#include "http/ops_history.h"
+#include "http/reload.h"
 #include "orders/ops_sampler.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
@@ -40,21 +45,28 @@
 
 extern char **environ;
 
-static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_signal, got_hup;
 
 static void on_signal(int sig)
 {
-    got_signal = sig;
+    if (sig == SIGHUP)
+        got_hup = 1;
+    else
+        got_signal = sig;
 }
+
+/* The JWT key set's text as the last (re)load read it. */
+static char jwks_text[SK_JWKS_MAX];
+static size_t jwks_len;
 
 static int usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: seckill serve [--listen HOST:PORT] [--redis URL] [--db "
-        "sqlite:PATH|postgres://...]\n"
+        "usage: seckill serve [--listen HOST:PORT] [--redis URL]\n"
+        "                     [--db sqlite:PATH|postgres://...|mysql://...]\n"
         "                     [--processes N] [--admin-token T]\n"
-        "                     [--auth trusted-header|hmac] [--hmac-secret S]\n"
+        "                     [--auth trusted-header|hmac|jwt] [--hmac-secret S]\n"
         "                     [--config FILE] [--log-level debug|info|warn|error]\n"
         "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
         "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
@@ -68,6 +80,9 @@ static int usage(FILE *f)
         "on|off]\n"
         "                     [--db-pool N] [--db-timeout-ms MS] [--db-queue-max N]\n"
         "                     [--db-poll-wait-ms MS]\n"
+        "                     [--cors-origins ORIGIN,...]\n"
+        "                     [--jwks-file F] [--jwt-issuer ISS] [--jwt-audience AUD]\n"
+        "                     [--jwt-user-claim NAME] [--jwt-leeway-s S]\n"
         "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
         "worker: the order worker only (persists admitted orders to the database).\n"
         "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
@@ -102,9 +117,24 @@ static int usage(FILE *f)
         "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
         "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
         "the gateway's addresses so no one else can.\n"
+        "--auth jwt: buyers send Authorization: Bearer <JSON Web Token> signed by your\n"
+        "identity provider (RS256, ES256 or EdDSA) with a key of --jwks-file (a JWK Set;\n"
+        "kid selects the key); exp is required, exp/nbf/iat allow --jwt-leeway-s\n"
+        "(default 30) of clock skew; --jwt-issuer and --jwt-audience, when set, must\n"
+        "match iss and aud; the buyer is --jwt-user-claim (default sub): an integer,\n"
+        "or a string of decimal digits, 1..2^64-1.\n"
+        "SIGHUP reloads the config file and the files it names (secrets, the key set):\n"
+        "log level, rate limits, trusted proxies, admin token, HMAC and JWT keys and\n"
+        "--max-connections change at once, without dropping a connection; the log\n"
+        "names every other changed setting, which needs a restart.\n"
+        "Under systemd (Type=notify): READY=1 once every process reached Redis and the\n"
+        "database, STATUS= while waiting, STOPPING=1 at a drain, WATCHDOG=1 pings.\n"
         "--io-timeout-s (default 30): a connection that moves no byte for that long\n"
         "is closed. --max-connections (default: from the file-descriptor limit): per\n"
-        "process; at the cap the longest idle keep-alive connection is closed.\n");
+        "process; at the cap the longest idle keep-alive connection is closed.\n"
+        "--cors-origins https://www.shop.example,... (default: none, CORS off): pages\n"
+        "from these origins may call /api/ from a browser (the buyer's page on a CDN:\n"
+        "seckill activity page). GET /sale/ID is the buyer's page itself.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -176,6 +206,36 @@ static int read_secret_files(struct sk_config *cfg)
     return 0;
 }
 
+/* auth=jwt: the key set named by jwks_file, read and checked (a key set
+ * the processes could not use is refused here). Returns 0 or an exit
+ * code; the text goes to jwks_text. */
+static int read_jwks(const struct sk_config *cfg)
+{
+    jwks_len = 0;
+    if (!cfg->auth_jwt) return 0;
+    char *buf;
+    size_t len;
+    if (read_file(cfg->jwks_file, &buf, &len) < 0)
+        return sk_cli_usage_error("serve: cannot read jwks_file %s: %s", cfg->jwks_file,
+                                  errno ? strerror(errno) : "empty file");
+    char err[256];
+    sk_jwt_keys *k;
+    int rc = 0;
+    if (len > sizeof jwks_text)
+        rc = sk_cli_usage_error("serve: jwks_file %s: larger than %d bytes", cfg->jwks_file,
+                                SK_JWKS_MAX);
+    else if (sk_jwt_keys_parse(&k, buf, len, err, sizeof err) < 0)
+        rc = sk_cli_usage_error("serve: jwks_file %s: %s", cfg->jwks_file, err);
+    else {
+        sk_log(SK_LOG_INFO, "auth jwt: %zu key(s) from %s", sk_jwt_keys_count(k), cfg->jwks_file);
+        sk_jwt_keys_free(k);
+        memcpy(jwks_text, buf, len);
+        jwks_len = len;
+    }
+    free(buf);
+    return rc;
+}
+
 /* Builds the configuration; returns 0 or an exit code. */
 static int load_config(int argc, char **argv, struct sk_config *cfg)
 {
@@ -207,7 +267,96 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
     int rc = read_secret_files(cfg);
     if (rc) return rc;
     if (sk_config_validate(cfg, err, sizeof err) < 0) return sk_cli_usage_error("serve: %s", err);
+    return read_jwks(cfg);
+}
+
+/* SIGHUP: the config again (the same flags, which still win), the files
+ * it names too. A configuration that does not load changes nothing. The
+ * live settings go into running and to every process (http/reload.h); the
+ * others are named in the log line and wait for a restart. Returns 0, or
+ * -1 when the new configuration was refused. */
+static int reload_config(int argc, char **argv, struct sk_config *running,
+                         struct sk_reload_area *area)
+{
+    static char old_jwks[SK_JWKS_MAX];
+    size_t old_len = jwks_len;
+    memcpy(old_jwks, jwks_text, old_len);
+    static struct sk_config next; /* large; one reloader at a time */
+    if (load_config(argc, argv, &next) != 0) {
+        memcpy(jwks_text, old_jwks, old_len);
+        jwks_len = old_len;
+        sk_log(SK_LOG_ERROR, "reload: the new configuration was refused (above); nothing changed");
+        return -1;
+    }
+    int keys_changed = jwks_len != old_len || memcmp(jwks_text, old_jwks, old_len) != 0;
+    char live[1024], fixed[1024];
+    int n = sk_reload_diff(running, &next, keys_changed, live, fixed, sizeof live);
+    sk_reload_copy_live(running, &next);
+    enum sk_log_level lvl;
+    if (sk_log_parse_level(running->log_level, &lvl) == 0) sk_log_set_level(lvl);
+    sk_reload_publish(area, running, jwks_text, jwks_len);
+    if (n == 0)
+        sk_log(SK_LOG_INFO, "reload: nothing changed");
+    else
+        sk_log(fixed[0] ? SK_LOG_WARN : SK_LOG_INFO, "reload: applied: %s%s%s%s",
+               live[0] ? live : "none", fixed[0] ? "; not applied (needs a restart): " : "", fixed,
+               fixed[0] ? "" : "");
     return 0;
+}
+
+/* A lone process (no supervisor): SIGHUP is blocked in every thread and
+ * taken here, so the file is read off the event loop. */
+struct reloader_args {
+    int argc;
+    char **argv;
+    struct sk_config *cfg;
+};
+
+static void *reloader_thread(void *arg)
+{
+    struct reloader_args *a = arg;
+    static struct sk_config running;
+    running = *a->cfg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    for (;;) {
+        int sig;
+        if (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+            reload_config(a->argc, a->argv, &running, sk_reload_area_get());
+    }
+    return NULL;
+}
+
+static void start_reloader(int argc, char **argv, struct sk_config *cfg)
+{
+    static struct reloader_args a;
+    a = (struct reloader_args){argc, argv, cfg};
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread made from now on too */
+    pthread_t t;
+    if (pthread_create(&t, NULL, reloader_thread, &a) == 0)
+        pthread_detach(t);
+    else
+        sk_log(SK_LOG_WARN, "no reload thread: SIGHUP is ignored");
+}
+
+/* The worker process applies the live settings it uses (the log level)
+ * from its reconcile thread. */
+static void worker_reload_tick(void)
+{
+    static uint64_t applied;
+    static struct sk_config now, next;
+    static char keys[SK_JWKS_MAX];
+    struct sk_reload_area *a = sk_reload_area_get();
+    if (!a || atomic_load(&a->gen) == applied) return;
+    size_t kl;
+    applied = sk_reload_read(a, &next, keys, &kl);
+    snprintf(now.log_level, sizeof now.log_level, "%s", "");
+    sk_reload_apply(&now, &next, NULL, NULL);
+    atomic_store(&a->applied[SK_RELOAD_SLOTS - 2], applied);
 }
 
 /* Trusted-header mode believes X-User-Id from whoever connects: say so
@@ -329,6 +478,7 @@ static void *reconcile_thread(void *arg)
             reconcile_all(cfg);
             next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
         }
+        worker_reload_tick();
         struct timespec ts = {0, 100 * 1000 * 1000}; /* a stop is seen within 0.1 s */
         nanosleep(&ts, NULL);
     }
@@ -418,19 +568,36 @@ static pid_t spawn(const struct sk_config *cfg, sk_node *node, int slot, enum pr
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_IGN); /* the supervisor reloads; a hangup is not a death */
         exit(kind == PROC_API ? (sk_server_run_in(cfg, node, slot) ? SK_EXIT_FAIL : SK_EXIT_OK)
                               : run_order_worker(cfg, sk_node_worker(node)));
     }
     return pid;
 }
 
+/* A reload in progress: every running process has applied generation gen
+ * (or 2 s passed: a process stuck in its start-up applies it when it gets
+ * there). */
+static int reload_applied(struct sk_reload_area *area, uint64_t gen, const pid_t *pids, int n_api,
+                          int n, int64_t since)
+{
+    if (sk_mono_ms() - since > 2000) return 1;
+    for (int i = 0; i < n; i++) {
+        int idx = i < n_api ? i : SK_RELOAD_SLOTS - 2;
+        if (pids[i] > 0 && atomic_load(&area->applied[idx]) < gen) return 0;
+    }
+    return 1;
+}
+
 /* Runs the API processes and the order worker process that the role asks
- * for, restarts any that crash, forwards SIGTERM/SIGINT. */
-static int supervise(const struct sk_config *cfg)
+ * for, restarts any that crash, forwards SIGTERM/SIGINT, reloads on
+ * SIGHUP, and tells systemd how the node is (cmd/serve_notify.h). */
+static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_reload_area *area)
 {
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     int n_api = cfg->role == SK_ROLE_WORKER ? 0 : (int)cfg->processes;
     int n = n_api + (cfg->role == SK_ROLE_API ? 0 : 1);
     /* The node's figures: made before any fork, so every process (and a
@@ -445,19 +612,39 @@ static int supervise(const struct sk_config *cfg)
         sk_node_free(node);
         return SK_EXIT_FAIL;
     }
+    struct sk_svc_notify sn;
+    sk_svc_notify_init(&sn, cfg);
     for (int i = 0; i < n; i++)
         pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
     int failed = 0, alive = n, stopping = 0;
-    int64_t kill_at = 0;
+    int64_t kill_at = 0, reload_since = 0;
+    uint64_t reload_gen = 0;
     while (alive > 0) {
         if (got_signal && !stopping) {
             stopping = 1;
+            sk_svc_notify_stopping(&sn);
             /* children drain within 10 s; past 15 s something is stuck */
             kill_at = sk_mono_ms() + 15000;
             sk_log(SK_LOG_INFO, "stopping %d processes", alive);
             for (int i = 0; i < n; i++)
                 if (pids[i] > 0) kill(pids[i], SIGTERM);
         }
+        if (got_hup && !stopping) {
+            got_hup = 0;
+            sk_svc_notify_reloading(&sn);
+            if (reload_config(argc, argv, cfg, area) == 0) {
+                reload_gen = atomic_load(&area->gen);
+                reload_since = sk_mono_ms();
+            } else {
+                sk_svc_notify_reloaded(&sn);
+            }
+        }
+        if (reload_gen && reload_applied(area, reload_gen, pids, n_api, n, reload_since)) {
+            sk_log(SK_LOG_INFO, "reload: every process runs the new settings");
+            reload_gen = 0;
+            sk_svc_notify_reloaded(&sn);
+        }
+        if (!stopping) sk_svc_notify_tick(&sn, node, pids, n_api, n);
         if (stopping && kill_at && sk_mono_ms() > kill_at) {
             for (int i = 0; i < n; i++)
                 if (pids[i] > 0) {
@@ -538,8 +725,28 @@ int sk_cli_serve(int argc, char **argv)
      * before the fork so every HTTP process checks against the host's. */
     if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)
         sk_log(SK_LOG_WARN, "no shared memory for the rollback guard: each process keeps its own");
-    if (cfg.role == SK_ROLE_API && cfg.processes <= 1)
+    /* What a SIGHUP changes reaches every process through this area, made
+     * before the fork (http/reload.h); the key set travels in it too. */
+    struct sk_reload_area *area;
+    if (sk_reload_area_new(&area) < 0) {
+        sk_log(SK_LOG_ERROR, "cannot map the reload area");
+        return SK_EXIT_FAIL;
+    }
+    sk_reload_set_area(area);
+    /* the dashboard's last minutes, shared by the node's HTTP processes */
+    sk_ops_history *hist;
+    if (cfg.role != SK_ROLE_WORKER && sk_ops_history_new(&hist) == 0) sk_ops_history_set(hist);
+    sk_reload_publish(area, &cfg, jwks_text, jwks_len);
+    /* Under systemd the supervisor always runs: it is the one that speaks
+     * to systemd for the node. */
+    int lone = !sk_sd_notify_enabled();
+    if (lone && cfg.role == SK_ROLE_API && cfg.processes <= 1) {
+        start_reloader(argc, argv, &cfg);
         return sk_server_run(&cfg) ? SK_EXIT_FAIL : SK_EXIT_OK;
-    if (cfg.role == SK_ROLE_WORKER) return run_order_worker(&cfg, NULL);
-    return supervise(&cfg);
+    }
+    if (lone && cfg.role == SK_ROLE_WORKER) {
+        start_reloader(argc, argv, &cfg);
+        return run_order_worker(&cfg, NULL);
+    }
+    return supervise(argc, argv, &cfg, area);
 }

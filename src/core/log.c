@@ -2,6 +2,7 @@
 #include "core/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -9,12 +10,13 @@
 
 #include "core/error.h"
 
-static enum sk_log_level min_level = SK_LOG_INFO;
+/* atomic: a reload sets it while other threads log */
+static _Atomic int min_level = SK_LOG_INFO;
 static const char *names[] = {"debug", "info", "warn", "error"};
 
 void sk_log_set_level(enum sk_log_level l)
 {
-    min_level = l;
+    atomic_store_explicit(&min_level, (int)l, memory_order_relaxed);
 }
 
 int sk_log_parse_level(const char *s, enum sk_log_level *out)
@@ -29,7 +31,7 @@ int sk_log_parse_level(const char *s, enum sk_log_level *out)
 
 void sk_log(enum sk_log_level l, const char *fmt, ...)
 {
-    if (l < min_level) return;
+    if ((int)l < atomic_load_explicit(&min_level, memory_order_relaxed)) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;

@@ -98,6 +98,12 @@ void sk_node_proc_start(struct sk_node_proc *p, enum sk_node_kind kind)
     atomic_fetch_add(&p->starts, 1);
     atomic_store(&p->started_ms, now);
     atomic_store(&p->beat_ms, now);
+    atomic_store(&p->waiting, SK_NODE_WAIT_START);
+}
+
+void sk_node_proc_waiting(struct sk_node_proc *p, int bits)
+{
+    if (p) atomic_store_explicit(&p->waiting, bits, memory_order_relaxed);
 }
 
 void sk_node_proc_beat(struct sk_node_proc *p, int64_t now_ms)

@@ -32,6 +32,15 @@ struct sk_node_proc {
     _Atomic uint64_t starts;    /* processes that wrote the slot: starts - 1 restarts */
     _Atomic int64_t started_ms; /* wall clock, when the current one started */
     _Atomic int64_t beat_ms;    /* wall clock, its last sign of life */
+    _Atomic int waiting;        /* SK_NODE_WAIT_* bits: what it still waits for (0: ready) */
+};
+
+/* What a process waits for before it can serve (the supervisor's
+ * readiness, cmd/serve_notify.h). */
+enum {
+    SK_NODE_WAIT_START = 1, /* still starting: listeners not bound yet */
+    SK_NODE_WAIT_REDIS = 2, /* Redis not reached (or its scripts not loaded) */
+    SK_NODE_WAIT_DB = 4     /* the database not reached */
 };
 
 /* The worker process's counters, named in worker_counters.def. */
@@ -109,6 +118,9 @@ struct sk_node_worker *sk_node_worker(sk_node *n);
 void sk_node_proc_start(struct sk_node_proc *p, enum sk_node_kind kind);
 /* A sign of life (the wall clock now); cheap enough for every loop pass. */
 void sk_node_proc_beat(struct sk_node_proc *p, int64_t now_ms);
+/* What the process still waits for (SK_NODE_WAIT_* bits; start sets
+ * SK_NODE_WAIT_START). p NULL: nothing. */
+void sk_node_proc_waiting(struct sk_node_proc *p, int bits);
 
 /* Worker counters: add to a counter, set a gauge. w NULL: nothing. */
 static inline void sk_node_wc_add(struct sk_node_worker *w, enum sk_node_wc c, uint64_t n)

@@ -245,6 +245,62 @@ static void answer_with_state(struct op *o)
         on_state_for_activity(o, NULL);
 }
 
+/* ---- the buyer's view without a request (sk_activity_peek) ------------- */
+
+struct peek_op {
+    struct op o; /* first: seg_state_read's done gets o back */
+    sk_activity_peek_cb cb;
+    void *arg;
+};
+
+static void peek_state_done(struct op *o, const struct sk_stock_state *st)
+{
+    struct peek_op *p = (struct peek_op *)o;
+    p->cb(o->app, p->arg, st ? 0 : SK_EIO, &o->act, st);
+    free(p);
+}
+
+static void on_peek(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    peek_state_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
+}
+
+static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct peek_op *p = arg;
+    if (rc == 0 && !sk_aredis_ready(app->redis)) rc = SK_EIO;
+    if (rc < 0) {
+        p->cb(app, p->arg, rc, a, NULL);
+        free(p);
+        return;
+    }
+    p->o.act = *a;
+    if (a->segments > 1) {
+        seg_state_read(&p->o, peek_state_done, 1);
+        return;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a->id);
+    const char *keys[] = {k.meta, k.stock};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_peek, &p->o) < 0)
+        on_peek(&p->o, NULL);
+}
+
+void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg)
+{
+    struct peek_op *p = calloc(1, sizeof *p);
+    if (!p) {
+        cb(app, arg, SK_ENOMEM, NULL, NULL);
+        return;
+    }
+    p->o.app = app;
+    p->o.id = id;
+    p->cb = cb;
+    p->arg = arg;
+    sk_act_defs_lookup(app, id, on_peek_def, p);
+}
+
 static int activity_read_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;

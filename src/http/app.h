@@ -20,6 +20,9 @@
 struct sk_batch;
 struct sk_act_defs;
 struct sk_order_marks;
+struct sk_sale_live;
+struct sk_stock_state;
+struct sk_activity;
 
 /* What this process knows about one activity without asking Redis. */
 struct sk_act_cache {
@@ -81,6 +84,7 @@ struct sk_app {
     struct sk_db_health db;
     struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
     struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
+    struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                       /* requests accepted, not yet answered */
     int draining;                       /* SIGTERM: no new connections */
     struct sk_batch **open_batches;     /* purchases of this loop pass, per activity */
@@ -90,6 +94,7 @@ struct sk_app {
     struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
     size_t n_qopen, cap_qopen;
     size_t n_acts, cap_acts, n_acts_unconfirmed;
+    struct sk_sale_live *sale; /* the buyer's page's live reads (api_sale.c) */
 };
 
 /* Route handlers: answer now or later; always return 0. */
@@ -106,11 +111,29 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
 int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* Once per loop pass: the first HTTP process adds a second's sample to the
+ * dashboard's history (ops_history.h). */
+void sk_ops_view_tick(struct sk_app *app);
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
 int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* api_sale.c: the buyer's page (GET /sale/{id}), the server's clock
+ * (GET /api/v1/time) and the page's cheap live read (GET .../live). */
+int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_sale_time(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+int sk_api_sale_live(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+
+/* An activity as a buyer sees it, without holding a request: the
+ * definition (this process's cache, act_defs.h) and the live state read
+ * with peek.lua (exists, open, stock; every segment's summed). cb runs
+ * once on the loop, maybe before this returns: rc 0 with def and st valid
+ * during the call; SK_ENOTFOUND; SK_EIO (Redis not ready or no answer);
+ * another store code (act_defs.h). api_admin.c. */
+typedef void (*sk_activity_peek_cb)(struct sk_app *app, void *arg, int rc,
+                                    const struct sk_activity *def, const struct sk_stock_state *st);
+void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */

@@ -141,9 +141,10 @@ static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
 static int set_db(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     int ok = (starts_with(v, "sqlite:") && v[7]) || (starts_with(v, "postgres://") && v[11]) ||
-             (starts_with(v, "postgresql://") && v[13]);
+             (starts_with(v, "postgresql://") && v[13]) || (starts_with(v, "mysql://") && v[8]) ||
+             (starts_with(v, "mariadb://") && v[10]);
     if (!ok || has_ctl(v)) {
-        snprintf(msg, cap, "must be sqlite:PATH or postgres://...");
+        snprintf(msg, cap, "must be sqlite:PATH, postgres://... or mysql://...");
         return SK_EINVAL;
     }
     return copy_str(c->db, sizeof c->db, v, msg, cap);
@@ -176,11 +177,15 @@ static int set_admin_token(struct sk_config *c, const char *v, char *msg, size_t
 static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     if (strcmp(v, "trusted-header") == 0)
-        c->auth_hmac = 0;
-    else if (strcmp(v, "hmac") == 0)
+        c->auth_hmac = c->auth_jwt = 0;
+    else if (strcmp(v, "hmac") == 0) {
         c->auth_hmac = 1;
-    else {
-        snprintf(msg, cap, "must be trusted-header or hmac");
+        c->auth_jwt = 0;
+    } else if (strcmp(v, "jwt") == 0) {
+        c->auth_hmac = 0;
+        c->auth_jwt = 1;
+    } else {
+        snprintf(msg, cap, "must be trusted-header, hmac or jwt");
         return SK_EINVAL;
     }
     return 0;
@@ -454,6 +459,60 @@ static int set_db_poll_wait(struct sk_config *c, const char *v, char *msg, size_
     return 0;
 }
 
+static int set_cors_origins(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return sk_cors_parse_list(v, c->cors_origins, sizeof c->cors_origins, msg, cap);
+}
+
+static int set_jwks_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (has_ctl(v)) {
+        snprintf(msg, cap, "must be a file path without control characters");
+        return SK_EINVAL;
+    }
+    return copy_str(c->jwks_file, sizeof c->jwks_file, v, msg, cap);
+}
+
+/* A claim value to match: printable, no control characters. */
+static int set_claim(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
+{
+    if (has_ctl(v)) {
+        snprintf(msg, cap, "must not hold control characters");
+        return SK_EINVAL;
+    }
+    return copy_str(dst, dcap, v, msg, cap);
+}
+
+static int set_jwt_issuer(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_claim(c->jwt_issuer, sizeof c->jwt_issuer, v, msg, cap);
+}
+
+static int set_jwt_audience(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_claim(c->jwt_audience, sizeof c->jwt_audience, v, msg, cap);
+}
+
+static int set_jwt_user_claim(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (!v[0] || has_ctl(v)) {
+        snprintf(msg, cap, "must name a claim (e.g. sub)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->jwt_user_claim, sizeof c->jwt_user_claim, v, msg, cap);
+}
+
+static int set_jwt_leeway(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 0, 300, &n) < 0) {
+        snprintf(msg, cap, "must be a number of seconds between 0 and 300");
+        return SK_EINVAL;
+    }
+    c->jwt_leeway_s = (int)n;
+    return 0;
+}
+
 int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
 {
     char buf[64];
@@ -583,6 +642,12 @@ static const struct {
     {"db_timeout_ms", set_db_timeout},
     {"db_queue_max", set_db_queue_max},
     {"db_poll_wait_ms", set_db_poll_wait},
+    {"cors_origins", set_cors_origins},
+    {"jwks_file", set_jwks_file},
+    {"jwt_issuer", set_jwt_issuer},
+    {"jwt_audience", set_jwt_audience},
+    {"jwt_user_claim", set_jwt_user_claim},
+    {"jwt_leeway_s", set_jwt_leeway},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -615,6 +680,8 @@ void sk_config_defaults(struct sk_config *c)
     c->db_timeout_ms = 1000;
     c->db_queue_max = 1024;
     c->db_poll_wait_ms = 100;
+    snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
+    c->jwt_leeway_s = 30;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
@@ -829,6 +896,8 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
                          "names the one secret that checks it");
     if (c->auth_hmac && c->hmac_key_id_prev[0] && !c->hmac_secret_prev[0])
         return sk_einval(err, cap, "hmac_key_id_prev is set but hmac_secret_prev is not");
+    if (c->auth_jwt && !c->jwks_file[0])
+        return sk_einval(err, cap, "auth=jwt needs jwks_file (--jwks-file F: a JSON Web Key Set)");
     if (c->processes < 1 || c->processes > 64)
         return sk_einval(err, cap, "processes must be 1..64");
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
@@ -839,7 +908,7 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
 
 const char *sk_config_auth_name(const struct sk_config *c)
 {
-    return c->auth_hmac ? "hmac" : "trusted-header";
+    return c->auth_jwt ? "jwt" : c->auth_hmac ? "hmac" : "trusted-header";
 }
 
 const char *sk_config_role_name(enum sk_config_role r)

@@ -19,12 +19,13 @@
  *                     redis+cluster://..., redis+sentinel://..., or
  *                     redis+unix://... (redis_url.h; default
  *                     redis://127.0.0.1:6379)
- *   db                sqlite:PATH or postgres://... / postgresql://...
+ *   db                sqlite:PATH, postgres://... / postgresql://..., or
+ *                     mysql://... / mariadb://...
  *                     (default sqlite:seckill.db)
  *   processes         1..64 (default 1)
  *   admin_token       printable ASCII, no spaces; empty (the default) means
  *                     no admin token: every admin route answers 401
- *   auth              trusted-header (default) | hmac
+ *   auth              trusted-header (default) | hmac | jwt
  *   hmac_secret       required (non-empty) when auth = hmac
  *   role              all (default) | api | worker
  *   log_level         debug | info (default) | warn | error
@@ -76,6 +77,15 @@
  *                     database itself (docs/design.md)
  *   db_timeout_ms     how long a request waits for the database, 1..600000
  *                     (default 1000); then 503 unavailable with Retry-After
+ *   jwks_file         auth = jwt: a JSON Web Key Set file (RS256, ES256,
+ *                     EdDSA public keys; read by the caller, not here)
+ *   jwt_issuer        the "iss" a token must carry ("" = any)
+ *   jwt_audience      a value its "aud" must hold ("" = any)
+ *   jwt_user_claim    the claim naming the buyer (default sub): a JSON
+ *                     integer 1..2^63-1 or a canonical decimal string
+ *                     1..2^64-1
+ *   jwt_leeway_s      clock skew allowed on exp, nbf and iat, 0..300
+ *                     (default 30)
  *   db_queue_max      database calls that may wait for a thread per HTTP
  *                     process, 1..1000000 (default 1024); more get
  *                     503 busy at once
@@ -83,6 +93,9 @@
  *                     may wait for the database, 1..600000 (default 100):
  *                     one the pool would not finish in time gets 503
  *                     busy with Retry-After at once, never a queue place
+ *   cors_origins      origins (scheme://host[:port], comma-separated, at
+ *                     most 16) whose pages may call /api/ from a browser
+ *                     (cors.h); "" (the default) or "off": CORS off
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -91,6 +104,8 @@
 #ifndef SK_CONFIG_H
 #define SK_CONFIG_H
 #include <stddef.h>
+
+#include "http/cors.h"
 
 enum sk_config_role { SK_ROLE_ALL, SK_ROLE_API, SK_ROLE_WORKER };
 
@@ -113,6 +128,7 @@ struct sk_config {
     int processes;
     char admin_token[256]; /* "" = admin API disabled */
     int auth_hmac;         /* 0: auth=trusted-header (X-User-Id), 1: auth=hmac */
+    int auth_jwt;          /* 1: auth=jwt (auth_hmac is 0 then) */
     char hmac_secret[256];
     enum sk_config_role role;
     char log_level[16]; /* validated by sk_log_parse_level (log.h) */
@@ -135,6 +151,12 @@ struct sk_config {
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
     int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
+    char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
+    char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
+    char jwt_issuer[256];                /* "" = any issuer */
+    char jwt_audience[256];              /* "" = any audience */
+    char jwt_user_claim[64];             /* default "sub" */
+    int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
 };
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */

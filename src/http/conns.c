@@ -56,6 +56,22 @@ long long sk_conns_default_max(long long fd_limit)
     return n < 1 ? 1 : n;
 }
 
+/* The cap for a configured max_connections (0: from the fd limit). */
+static long long cap_for(long long max_connections)
+{
+    struct rlimit rl;
+    long long fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                        ? (long long)rl.rlim_cur
+                        : 0;
+    long long fit = sk_conns_default_max(fds);
+    if (max_connections > fit)
+        sk_log(SK_LOG_WARN,
+               "max_connections %lld is more than the file-descriptor limit (%lld) leaves room "
+               "for (%lld): past that, accepting pauses briefly and idle connections are closed",
+               max_connections, fds, fit);
+    return max_connections > 0 ? max_connections : fit;
+}
+
 void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conns_app *app,
                    int listen_fd, long long max_connections, int io_timeout_s, uint64_t max_body)
 {
@@ -73,16 +89,7 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conn
             rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_RAISE_TO ? FD_RAISE_TO : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    long long fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-                        ? (long long)rl.rlim_cur
-                        : 0;
-    long long fit = sk_conns_default_max(fds);
-    cs->max = max_connections > 0 ? max_connections : fit;
-    if (max_connections > fit)
-        sk_log(SK_LOG_WARN,
-               "max_connections %lld is more than the file-descriptor limit (%lld) leaves room "
-               "for (%lld): past that, accepting pauses briefly and idle connections are closed",
-               max_connections, fds, fit);
+    cs->max = cap_for(max_connections);
     cs->io_timeout_ms = (int64_t)io_timeout_s * 1000;
     cs->max_body = max_body;
     /* a whole request (head and the largest body, twice over) and the next head */
@@ -110,6 +117,12 @@ static void resume_accepting(struct sk_conns *cs)
     if (!cs->paused) return;
     cs->paused = 0;
     if (cs->listener) h2o_socket_read_start(cs->listener, on_accept);
+}
+
+void sk_conns_set_max(struct sk_conns *cs, long long max_connections)
+{
+    cs->max = cap_for(max_connections);
+    if (cs->paused == PAUSED_CAP && live(cs) < (size_t)cs->max) resume_accepting(cs);
 }
 
 void sk_conns_forget(struct sk_conns *cs, struct sk_h1conn *c)

@@ -73,6 +73,9 @@ struct sk_conns {
 void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conns_app *app,
                    int listen_fd, long long max_connections, int io_timeout_s, uint64_t max_body);
 
+/* A new cap (a reload): open connections stay, even above it; accepting
+ * resumes when the cap paused it and there is room now. */
+void sk_conns_set_max(struct sk_conns *cs, long long max_connections);
 /* The default of max_connections for a file-descriptor limit. */
 long long sk_conns_default_max(long long fd_limit);
 

@@ -28,8 +28,11 @@
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/auth.h"
+#include "http/auth_jwt.h"
+#include "http/cors_http.h"
 #include "http/http_body.h"
 #include "http/order_marks.h"
+#include "http/reload.h"
 #include "http/store_call.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -66,6 +69,9 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_queue_poll] = sk_api_queue,
     [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
     [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
+    [SK_ROUTE_sale_page] = sk_api_sale_page,
+    [SK_ROUTE_sale_live] = sk_api_sale_live,
+    [SK_ROUTE_sale_time] = sk_api_sale_time,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */
@@ -80,6 +86,8 @@ static const char *reason_of(int status)
     switch (status) {
     case 200: return "OK";
     case 201: return "Created";
+    case 204: return "No Content";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -98,8 +106,10 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 {
     req->res.status = status;
     req->res.reason = reason_of(status);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
-                   strlen(content_type));
+    if (content_type)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
+                       strlen(content_type));
+    sk_cors_reply_headers(app, req);
     if (app->draining)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL,
                        H2O_STRLIT("close"));
@@ -150,15 +160,27 @@ static int hmac_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *u
                                      sk_wall_ms() / 1000, c->hmac_max_ttl_s, uid);
 }
 
+/* The buyer's JSON Web Token checked with the key set (auth_jwt.h). */
+static int jwt_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *uid)
+{
+    const struct sk_config *c = &app->cfg;
+    struct sk_jwt_policy p = {c->jwt_issuer, c->jwt_audience, c->jwt_user_claim, c->jwt_leeway_s};
+    const char *why;
+    int rc = sk_jwt_verify(app->jwt, &p, tok, tl, sk_wall_ms() / 1000, uid, &why);
+    if (rc < 0) sk_log(SK_LOG_DEBUG, "refused a token: %s", why);
+    return rc;
+}
+
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid)
 {
     size_t len;
     const char *v;
-    if (app->cfg.auth_hmac) {
+    if (app->cfg.auth_hmac || app->cfg.auth_jwt) {
         const char *tok;
         size_t tl;
         v = sk_http_header(req, "authorization", &len);
-        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 || hmac_user(app, tok, tl, uid) < 0) {
+        if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
+            (app->cfg.auth_jwt ? jwt_user(app, tok, tl, uid) : hmac_user(app, tok, tl, uid)) < 0) {
             sk_metrics_refusal(app->metrics, "unauthorized");
             sk_http_error(app, req, route, 401, "unauthorized",
                           "a valid Authorization: Bearer <user token> is required");
@@ -396,6 +418,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
         return 0;
     }
+    if (sk_cors_preflight_or_reply(app, req)) return 0;
     sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
     /* with an ops port, each port knows only its own routes */
     if (app->ops_fd >= 0 && m.status != 404 && is_ops_route(m.route) != ops_port) m.status = 404;
@@ -540,6 +563,7 @@ static int connect_redis(struct sk_app *app)
     }
     int64_t ready_by = sk_mono_ms() + cfg->redis_timeout_ms;
     while (!sk_aredis_ready(app->redis) && sk_mono_ms() < ready_by && !stop_requested) {
+        sk_node_proc_beat(app->proc, sk_wall_ms()); /* waiting is not hanging */
         h2o_evloop_run(app->ctx.loop, 10);
         sk_aredis_flush(app->redis);
         sk_aredis_tick(app->redis);
@@ -641,8 +665,13 @@ static void serve(struct sk_app *app)
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
+        /* readiness, for the supervisor's READY=1 (cmd/serve_notify.h) */
+        sk_node_proc_waiting(app->proc, (sk_aredis_ready(app->redis) ? 0 : SK_NODE_WAIT_REDIS) |
+                                            (app->db.ok ? 0 : SK_NODE_WAIT_DB));
         sk_conns_tick(&app->conns);
         if (app->ops_fd >= 0) sk_conns_tick(&app->ops_conns);
+        sk_reload_tick_app(app, 1);
+        sk_ops_view_tick(app);
         sk_store_health_tick(app);
         if (stop_requested && !app->draining) {
             start_drain(app);
@@ -680,6 +709,12 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sigaction(SIGINT, &sa, NULL);
     sk_sig_unblock_stop();
     if (open_resources(app) < 0) return 1;
+    /* the settings a reload may have changed since the fork, and the key set */
+    sk_reload_tick_app(app, 0);
+    if (app->cfg.auth_jwt && !app->jwt) {
+        sk_log(SK_LOG_ERROR, "auth=jwt without a key set");
+        return 1;
+    }
     setup_h2o(app);
     /* the store's threads start here, after the fork, with their own
      * connections */

@@ -42,6 +42,9 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_QUEUE_POLL] = "queue_poll",
     [SK_MROUTE_ADMIN_PACE_SET] = "admin_pace_set",
     [SK_MROUTE_ADMIN_PACE_GET] = "admin_pace_get",
+    [SK_MROUTE_SALE_PAGE] = "sale_page",
+    [SK_MROUTE_SALE_LIVE] = "sale_live",
+    [SK_MROUTE_SALE_TIME] = "sale_time",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -158,6 +161,9 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
     case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
     case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
+    case SK_ROUTE_sale_page: return SK_MROUTE_SALE_PAGE;
+    case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
+    case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
     default: return SK_MROUTE_OTHER;
     }
 }
@@ -726,6 +732,18 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
                sk_node_wc_help((enum sk_node_wc)c));
         put(o, "%s %llu\n", sk_node_wc_name((enum sk_node_wc)c),
             (unsigned long long)sk_node_wc_get(w, (enum sk_node_wc)c));
+    }
+    if (smp->sampled_ms) {
+        /* what alerting needs: reachability as the worker's last sample saw it */
+        header(o, "seckill_redis_up", "gauge",
+               "1 when the order worker's last sample (once a second) reached Redis.");
+        put(o, "seckill_redis_up %d\n", smp->redis_ok ? 1 : 0);
+        header(o, "seckill_database_up", "gauge",
+               "1 when the order worker's last sample reached the database.");
+        put(o, "seckill_database_up %d\n", smp->db_ok ? 1 : 0);
+        header(o, "seckill_sample_timestamp_seconds", "gauge",
+               "When the order worker last sampled Redis and the database (unix time).");
+        put(o, "seckill_sample_timestamp_seconds %lld\n", (long long)(smp->sampled_ms / 1000));
     }
     if (!smp->sampled_ms || smp->n_acts == 0) return;
     static const struct {

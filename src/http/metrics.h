@@ -75,6 +75,9 @@ enum sk_metrics_route {
     SK_MROUTE_QUEUE_POLL,
     SK_MROUTE_ADMIN_PACE_SET,
     SK_MROUTE_ADMIN_PACE_GET,
+    SK_MROUTE_SALE_PAGE,
+    SK_MROUTE_SALE_LIVE,
+    SK_MROUTE_SALE_TIME,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };

@@ -20,6 +20,7 @@
 #include "engine/activity.h"
 #include "http/app.h"
 #include "http/metrics_int.h"
+#include "http/ops_history.h"
 #include "web_gen.h"
 
 int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -225,6 +226,26 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
     return d;
 }
 
+void sk_ops_view_tick(struct sk_app *app)
+{
+    static int64_t next_ms;
+    sk_ops_history *h = sk_ops_history_get();
+    if (!h || app->slot != 0) return; /* one writer per node */
+    int64_t now = sk_mono_ms();
+    if (now < next_ms) return;
+    next_ms = now + SK_HIST_EVERY_MS;
+    sk_ops_history_record(h, app->node, sk_wall_ms());
+}
+
+/* ?history=1 in the query: the page's first request. */
+static int wants_history(const h2o_req_t *req)
+{
+    if (req->query_at == SIZE_MAX) return 0;
+    const char *q = req->path.base + req->query_at;
+    size_t n = req->path.len - req->query_at;
+    return memmem(q, n, "history=1", 9) != NULL;
+}
+
 int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     sk_metrics *sum = sk_metrics_node_sum(app->node);
@@ -234,6 +255,8 @@ int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     if (sum && smp) {
         sk_node_sample_get(sk_node_worker(app->node), smp);
         d = dashboard(app, sum, smp);
+        if (d && wants_history(req) && sk_ops_history_get())
+            json_object_set_new(d, "history", sk_ops_history_json(sk_ops_history_get()));
         text = d ? json_dumps(d, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     }
     if (text) {

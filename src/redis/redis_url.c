@@ -7,80 +7,12 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/url.h"
 
 static int fail(char *err, size_t cap, const char *msg)
 {
     if (cap) snprintf(err, cap, "%s", msg);
     return SK_EINVAL;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Copies [s, s+n) into dst (cap bytes) decoding %XX. -1 on bad escape/overflow. */
-static int copy_decoded(char *dst, size_t cap, const char *s, size_t n)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= n) return -1;
-            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
-            if (h < 0 || l < 0) return -1;
-            c = (char)(h * 16 + l);
-            i += 2;
-        }
-        if (c == 0 || o + 1 >= cap) return -1;
-        dst[o++] = c;
-    }
-    dst[o] = 0;
-    return 0;
-}
-
-/* Decimal in [lo, hi] from exactly [s, s+n); -1 when not. */
-static long parse_num(const char *s, size_t n, long lo, long hi)
-{
-    if (n == 0 || n > 9) return -1;
-    long v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return (v < lo || v > hi) ? -1 : v;
-}
-
-/* One host[:port] or [v6]:port of [p, end) into host/port. */
-static int parse_hostport(const char *p, const char *end, char *host, size_t hostcap, int *port,
-                          char *err, size_t errcap)
-{
-    const char *hs = p, *he;
-    if (p < end && *p == '[') { /* [IPv6]:port */
-        const char *rb = memchr(p, ']', (size_t)(end - p));
-        if (!rb) return fail(err, errcap, "unterminated [IPv6] host");
-        hs = p + 1;
-        he = rb;
-        p = rb + 1;
-    } else {
-        he = memchr(p, ':', (size_t)(end - p));
-        if (!he) he = end;
-        p = he;
-    }
-    if (he == hs) return fail(err, errcap, "missing host");
-    if ((size_t)(he - hs) >= hostcap) return fail(err, errcap, "host too long");
-    memcpy(host, hs, (size_t)(he - hs));
-    host[he - hs] = 0;
-    if (p < end) {
-        if (*p != ':') return fail(err, errcap, "unexpected characters after host");
-        long v = parse_num(p + 1, (size_t)(end - p - 1), 1, 65535);
-        if (v < 0) return fail(err, errcap, "port must be 1-65535");
-        *port = (int)v;
-    }
-    return 0;
 }
 
 /* user:pass of [p, at) into u: 0 or SK_EINVAL. */
@@ -89,8 +21,8 @@ static int parse_creds(struct sk_redis_url *u, const char *p, const char *at, ch
 {
     const char *colon = memchr(p, ':', (size_t)(at - p));
     if (!colon) return fail(err, errcap, "credentials must be user:password or :password");
-    if (copy_decoded(u->user, sizeof u->user, p, (size_t)(colon - p)) < 0 ||
-        copy_decoded(u->pass, sizeof u->pass, colon + 1, (size_t)(at - colon - 1)) < 0)
+    if (sk_url_decode(u->user, sizeof u->user, p, (size_t)(colon - p)) < 0 ||
+        sk_url_decode(u->pass, sizeof u->pass, colon + 1, (size_t)(at - colon - 1)) < 0)
         return fail(err, errcap, "bad or too long user or password");
     return 0;
 }
@@ -118,7 +50,7 @@ static int parse_unix(struct sk_redis_url *u, const char *p, const char *end, ch
     if (q) {
         if (end - q < 5 || memcmp(q, "?db=", 4) != 0)
             return fail(err, errcap, "the only parameter is ?db=N");
-        long db = parse_num(q + 4, (size_t)(end - q - 4), 0, 100000);
+        long db = sk_url_num(q + 4, (size_t)(end - q - 4), 0, 100000);
         if (db < 0) return fail(err, errcap, "database must be a number");
         u->db = (int)db;
     }
@@ -141,7 +73,7 @@ static int parse_master(struct sk_redis_url *u, const char *p, const char *end, 
     memcpy(u->master_name, p, (size_t)(ne - p));
     u->master_name[ne - p] = 0;
     if (slash && slash + 1 < end) {
-        long db = parse_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
+        long db = sk_url_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
         if (db < 0) return fail(err, errcap, "database must be a number");
         u->db = (int)db;
     }
@@ -196,7 +128,7 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
         if (u->nseeds == SK_REDIS_URL_MAX_SEEDS) return fail(err, errcap, "too many seed nodes");
         struct sk_redis_url_seed *sd = &u->seeds[u->nseeds];
         sd->port = def_port;
-        int rc = parse_hostport(p, he, sd->host, sizeof sd->host, &sd->port, err, errcap);
+        int rc = sk_url_hostport(p, he, sd->host, sizeof sd->host, &sd->port, err, errcap);
         if (rc < 0) return rc;
         u->nseeds++;
         if (!comma) break;
@@ -210,7 +142,7 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
         return parse_master(u, slash + 1, end, err, errcap);
     }
     if (slash && slash + 1 < end) {
-        long db = parse_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
+        long db = sk_url_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
         if (db < 0) return fail(err, errcap, "database must be a number");
         if (u->cluster && db != 0) return fail(err, errcap, "a cluster has only database 0");
         u->db = (int)db;

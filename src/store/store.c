@@ -5,8 +5,9 @@
  * share (errors, status words, stock-failure and repair bookkeeping).
  *
  * "sqlite:PATH" -> store_sqlite.c, "postgres://..." or "postgresql://..."
- * -> store_pg.c. The spec is echoed in messages only when it cannot hold a
- * password (a postgres URL may). */
+ * -> store_pg.c, "mysql://..." or "mariadb://..." -> store_mysql*.c. The
+ * spec is echoed in messages only when it cannot hold a password (a
+ * postgres or mysql URL may). */
 #include "store/store_int.h"
 
 #include <inttypes.h>
@@ -18,6 +19,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/keys.h"
+#include "store/mysql_url.h"
 
 static int is_pg_spec(const char *spec)
 {
@@ -31,18 +33,23 @@ int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
     int rc = 0;
     if (!spec || !*spec) {
         rc = SK_EINVAL;
-        if (err) snprintf(err, cap, "empty database spec (expected sqlite:PATH or postgres://...)");
+        if (err) snprintf(err, cap, "empty database spec (expected " SK_STORE_SPECS ")");
     } else if (is_pg_spec(spec)) {
         if (strlen(spec) > 4096) {
             rc = SK_EINVAL;
             if (err) snprintf(err, cap, "postgres URL too long");
         }
+    } else if (sk_mysql_url_is(spec)) {
+        if (strlen(spec) > SK_MYSQL_URL_MAX) {
+            rc = SK_EINVAL;
+            if (err) snprintf(err, cap, "mysql URL too long");
+        }
     } else if (strncmp(spec, "sqlite:", 7) != 0) {
         rc = SK_EINVAL;
+        /* the scheme only: an unknown URL may still carry a password */
         if (err)
-            snprintf(err, cap,
-                     "unknown database spec '%.200s' (expected sqlite:PATH or postgres://...)",
-                     spec);
+            snprintf(err, cap, "unknown database spec '%.*s...' (expected " SK_STORE_SPECS ")",
+                     (int)strcspn(spec, ":/@?"), spec);
     } else if (!spec[7]) {
         rc = SK_EINVAL;
         if (err) snprintf(err, cap, "database spec 'sqlite:' has no path");
@@ -56,7 +63,9 @@ int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
         if (err) snprintf(err, cap, "out of memory");
         return SK_ENOMEM;
     }
-    rc = is_pg_spec(spec) ? sk_store_pg_open(st, spec) : sk_store_sqlite_open(st, spec + 7);
+    rc = is_pg_spec(spec)        ? sk_store_pg_open(st, spec)
+         : sk_mysql_url_is(spec) ? sk_store_mysql_open(st, spec)
+                                 : sk_store_sqlite_open(st, spec + 7);
     if (rc) {
         if (err) snprintf(err, cap, "%s", st->errstr);
         sk_store_close(st);

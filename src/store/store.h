@@ -1,12 +1,12 @@
 /* store.h - the durable store: activity definitions, orders, audit rows.
  *
  * One interface, several backends chosen by the spec string: "sqlite:PATH"
- * (store_sqlite.c) and "postgres://..." / "postgresql://..." (store_pg.c,
- * libpq). The handle is opaque so a backend can be added without changing
- * callers. BACKEND AUTHORS: store.c dispatches every call through the table
- * of store_int.h; a new function here needs a member in struct
- * sk_store_ops, a dispatcher in store.c and a STATIC implementation in each
- * backend (not a public sk_store_* function in store_sqlite.c).
+ * (store_sqlite.c), "postgres://..." / "postgresql://..." (store_pg.c,
+ * libpq) and "mysql://..." / "mariadb://..." (store_mysql*.c, MariaDB
+ * Connector/C; the URL: store/mysql_url.h). The handle is opaque so a backend can be added without
+ * changing callers. BACKEND AUTHORS: store.c dispatches every call through the table of
+ * store_int.h; a new function here needs a member in struct sk_store_ops, a dispatcher in store.c
+ * and a STATIC implementation in each backend (not a public sk_store_* function in store_sqlite.c).
  *
  * Calls return 0 or a negative SK_E* code; the detail of the last failure
  * is sk_store_errstr(st). A handle is used by one thread at a time. */
@@ -18,6 +18,9 @@
 #include "engine/activity.h"
 
 typedef struct sk_store sk_store;
+
+/* The spec forms, for usage and error text. */
+#define SK_STORE_SPECS "sqlite:PATH, postgres://... or mysql://..."
 
 /* Opens (creating when needed) the store named by spec and brings its schema
  * up to date (migrations run here, each in its own transaction). On failure

@@ -11,8 +11,8 @@
  * cancelled, refused). A backend keeps only what differs: its SQL dialect
  * and its driver calls. A new store.h function therefore needs: a member
  * here, a dispatcher in store.c, and a static implementation in
- * store_sqlite.c and store_pg.c (a NULL member makes the dispatcher fail
- * with SK_EINVAL "not supported").
+ * store_sqlite.c, store_pg.c and store_mysql*.c (a NULL member makes the
+ * dispatcher fail with SK_EINVAL "not supported").
  *
  * The handle keeps the backends' fields in an anonymous union so the SQLite
  * code reads st->db / st->path as it always did. */
@@ -23,6 +23,8 @@
 struct sqlite3;
 struct sqlite3_stmt;
 struct pg_conn;
+struct st_mysql;
+struct sk_mysql_url;
 
 /* The first failed conditional stock update of a persist batch; the
  * backends fill it (sk_store_count_stock_failure) and store.c logs it. */
@@ -85,8 +87,9 @@ int sk_store_release_end(sk_store *st, int hit, const char *order_id,
  * label of the batch, the highest adm_seq and its order id, into out (n
  * entries room); returns how many. Orders without adm_seq are left out. */
 size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
-/* The upsert of one mark, the same SQL on both backends ($ placeholders
- * for PostgreSQL, ? for SQLite): the mark only ever grows. */
+/* The upsert of one mark, the same SQL on SQLite and PostgreSQL ($
+ * placeholders for PostgreSQL, ? for SQLite; MySQL has its own, store_mysql_orders.c):
+ * the mark only ever grows. */
 #define SK_STORE_MARK_UPSERT(p1, p2, p3, p4, p5)                                                   \
     "INSERT INTO redis_marks (label, activity_id, adm, updated_ms, order_id) VALUES (" p1 ", " p2  \
     ", " p3 ", " p4 ", " p5 ") ON CONFLICT (label) DO UPDATE SET adm = excluded.adm,"              \
@@ -102,7 +105,7 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
 /* Backend functions. store.c clears st->errstr before each call and does
  * the checks named on a member; a backend sets st->errstr on failure. */
 struct sk_store_ops {
-    const char *name;            /* "sqlite" | "postgres", for messages */
+    const char *name;            /* "sqlite" | "postgres" | "mysql", for messages */
     void (*close)(sk_store *st); /* releases backend resources, not st */
     int (*schema_version)(sk_store *st, int *version);
     /* a passed sk_activity_validate, its state is set */
@@ -175,6 +178,14 @@ struct sk_store {
             int pg_broken;        /* reset the connection on the next call */
             unsigned pg_prepared; /* statements prepared on this session (bit per PGQ_*) */
         };
+        struct { /* store_mysql*.c */
+            struct st_mysql *my;
+            struct sk_mysql_url *my_url; /* kept for reconnects (holds the password) */
+            char my_where[192];          /* host:port/dbname, never the password */
+            int my_broken;               /* reconnect on the next call */
+            int my_mariadb;              /* the server is MariaDB (else MySQL) */
+            unsigned long my_version;    /* the server's, e.g. 101119 for 10.11.19 */
+        };
     };
 };
 
@@ -183,5 +194,6 @@ struct sk_store {
  * st->ops->close (when st->ops is set) and frees st. */
 int sk_store_sqlite_open(sk_store *st, const char *path);
 int sk_store_pg_open(sk_store *st, const char *url);
+int sk_store_mysql_open(sk_store *st, const char *url);
 
 #endif

@@ -13,6 +13,7 @@
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "orders/order_worker.h"
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
 void sk_th_env_open(struct sk_th_env *e, const char *redis_url)
@@ -25,12 +26,15 @@ void sk_th_env_open(struct sk_th_env *e, const char *redis_url)
     CHECK_MSG(sk_redis_new(&e->r, redis_url, 1000, 5000, err, sizeof err) == 0, "redis: %s", err);
 }
 
-void sk_th_env_init(struct sk_th_env *e, int pg, const char *file, const char *redis_url)
+void sk_th_env_init(struct sk_th_env *e, int kind, const char *file, const char *redis_url)
 {
     memset(e, 0, sizeof *e);
-    e->pg = pg;
+    e->pg = kind != SK_TH_SQLITE;
+    e->my = kind == SK_TH_MYSQL;
     snprintf(e->dir, sizeof e->dir, "%s", sk_th_tmpdir());
-    if (pg) {
+    if (e->my) {
+        sk_th_my_fresh_db(e->spec, sizeof e->spec);
+    } else if (e->pg) {
         sk_th_pg_fresh_db(e->spec, sizeof e->spec);
     } else {
         snprintf(e->path, sizeof e->path, "%s/%s", e->dir, file);

@@ -1,7 +1,8 @@
 /* backend_env.h - the fixture the order-pipeline tests share: a fresh
- * database on one backend (SQLite file or a fresh PostgreSQL database on
- * the run's shared cluster) plus a Redis connection, and a macro that
- * writes a behaviour once and registers it for both backends. */
+ * database on one backend (SQLite file, or a fresh database on the run's
+ * shared PostgreSQL cluster or MariaDB server) plus a Redis connection,
+ * and a macro that writes a behaviour once and registers it for every
+ * backend. */
 #ifndef SK_TEST_BACKEND_ENV_H
 #define SK_TEST_BACKEND_ENV_H
 #include <stddef.h>
@@ -12,8 +13,12 @@
 #include "store/store.h"
 #include "support/harness.h"
 
+/* Backends, for sk_th_env_init. */
+enum { SK_TH_SQLITE = 0, SK_TH_PG = 1, SK_TH_MYSQL = 2 };
+
 struct sk_th_env {
-    int pg;         /* 0 SQLite, 1 PostgreSQL */
+    int pg;         /* a server backend: PostgreSQL or MariaDB (0: SQLite) */
+    int my;         /* MariaDB */
     char dir[320];  /* a fresh temporary directory */
     char path[400]; /* the SQLite file (SQLite only) */
     char spec[420]; /* what sk_store_open and --db take */
@@ -22,9 +27,10 @@ struct sk_th_env {
     sk_redis *r;
 };
 
-/* Fresh database named file (SQLite: <dir>/<file>) or a fresh PostgreSQL
- * database, and a connection to redis_url. Log level: warnings. */
-void sk_th_env_init(struct sk_th_env *e, int pg, const char *file, const char *redis_url);
+/* Fresh database of backend kind (SK_TH_*): SQLite <dir>/<file>, or a
+ * fresh database on the shared server, and a connection to redis_url.
+ * Log level: warnings. */
+void sk_th_env_init(struct sk_th_env *e, int kind, const char *file, const char *redis_url);
 /* Opens e->spec and redis_url again (after sk_th_env_done, or a restart). */
 void sk_th_env_open(struct sk_th_env *e, const char *redis_url);
 void sk_th_env_done(struct sk_th_env *e);
@@ -63,20 +69,29 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
 void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms);
 
 /* SK_BACKEND_TEST(prefix, file, name): static void name(struct sk_th_env *)
- * runs as <prefix>_sqlite_<name> and <prefix>_pg_<name>. */
+ * runs as <prefix>_sqlite_<name>, <prefix>_pg_<name> and
+ * <prefix>_mysql_<name> (a file using it says SK_TH_PG_USED and
+ * SK_TH_MY_USED). */
 #define SK_BACKEND_TEST(prefix, file, name)                                                        \
     static void name(struct sk_th_env *e);                                                         \
     SK_TEST(prefix##_sqlite_##name)                                                                \
     {                                                                                              \
         struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, 0, file, sk_th_redis_url());                                            \
+        sk_th_env_init(&e, SK_TH_SQLITE, file, sk_th_redis_url());                                 \
         name(&e);                                                                                  \
         sk_th_env_done(&e);                                                                        \
     }                                                                                              \
     SK_TEST(prefix##_pg_##name)                                                                    \
     {                                                                                              \
         struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, 1, file, sk_th_redis_url());                                            \
+        sk_th_env_init(&e, SK_TH_PG, file, sk_th_redis_url());                                     \
+        name(&e);                                                                                  \
+        sk_th_env_done(&e);                                                                        \
+    }                                                                                              \
+    SK_TEST(prefix##_mysql_##name)                                                                 \
+    {                                                                                              \
+        struct sk_th_env e;                                                                        \
+        sk_th_env_init(&e, SK_TH_MYSQL, file, sk_th_redis_url());                                  \
         name(&e);                                                                                  \
         sk_th_env_done(&e);                                                                        \
     }                                                                                              \

@@ -1,6 +1,7 @@
 /* harness.c - test runner, throwaway redis-servers and `seckill serve`
  * processes (started with tools/spawn/), and CLI runner. */
 #include "support/harness.h"
+#include "support/http_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +87,18 @@ uint64_t sk_th_unique_id(void)
 }
 
 static int unit_only; /* --unit: no shared redis-server */
+
+long long sk_th_redis_calls(int port, const char *cmd)
+{
+    static char raw[1 << 16];
+    const char q[] = "INFO commandstats\r\nQUIT\r\n";
+    size_t n = sk_th_http_raw(port, q, sizeof q - 1, raw, sizeof raw - 1, 3000);
+    raw[n] = 0;
+    char pat[64];
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(raw, pat);
+    return p ? atoll(p + strlen(pat)) : 0;
+}
 
 const char *sk_th_redis_url(void)
 {
@@ -482,4 +495,36 @@ int main(int argc, char **argv)
     if (skipped) printf(", %d skipped", skipped);
     printf("\n");
     return failed ? 1 : 0;
+}
+
+const char *sk_th_source_root(void)
+{
+    static char path[512];
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    snprintf(path, sizeof path, "%.*s/../..", slash ? (int)(slash - f) : 1, slash ? f : ".");
+    return path;
+}
+
+int sk_th_sh(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) sk_th_fail(__FILE__, __LINE__, "popen %s failed", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    return pclose(p);
+}
+
+int sk_th_children(pid_t pid, pid_t *out, int cap)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    int k = 0;
+    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
+        out[k++] = atoi(p);
+    return k;
 }

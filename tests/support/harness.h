@@ -81,6 +81,10 @@ void sk_th_redis_stop(struct sk_th_redis *s, int hard);
  * a running one gracefully first, and waits until it has loaded them. */
 void sk_th_redis_restart(struct sk_th_redis *s, const char *const *extra);
 
+/* Calls Redis on 127.0.0.1:port served of command cmd (lower case, as
+ * INFO commandstats names it: "evalsha", "fcall", "hget"), 0 when none. */
+long long sk_th_redis_calls(int port, const char *cmd);
+
 /* URL of the run's shared redis-server. Tests use their own activity ids so
  * they do not disturb each other. */
 const char *sk_th_redis_url(void);
@@ -130,6 +134,16 @@ uint64_t sk_th_rng(uint64_t *state);
  * Requires (nusers - nhot) + nhot * hot_reps <= n. */
 void sk_th_buyers(uint32_t *users, size_t n, uint32_t nusers, uint32_t nhot, uint32_t hot_reps,
                   uint64_t *seed);
+
+/* The source tree's root ("tests/support/.." as this file was compiled:
+ * the suite runs from the tree, make test's folder). */
+const char *sk_th_source_root(void);
+/* Runs cmd with /bin/sh; what it prints on stdout into out (cap bytes,
+ * terminated). Returns the wait status (0: exit 0). */
+int sk_th_sh(const char *cmd, char *out, size_t cap);
+/* The children of pid (from /proc; the kernel lists them per thread): at
+ * most cap into out, returns how many. */
+int sk_th_children(pid_t pid, pid_t *out, int cap);
 
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);

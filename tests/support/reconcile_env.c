@@ -14,9 +14,14 @@
 #include "engine/stock.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "support/mysql_harness.h"
 
 void sk_th_be_sql(struct sk_th_env *e, const char *sql)
 {
+    if (e->my) {
+        CHECK_MSG(sk_th_my_sql(e->spec, sql) == 0, "%s", sql);
+        return;
+    }
     if (!e->pg) {
         sqlite3 *db;
         CHECK_EQ(sqlite3_open(e->path, &db), SQLITE_OK);

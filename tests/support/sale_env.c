@@ -127,6 +127,11 @@ static void *buyer(void *arg)
     char path[128];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", s->aid);
     while (rp && !atomic_load(&s->stop)) {
+        long hold = atomic_load(&s->hold_at);
+        if (hold && atomic_load(&s->ok) >= hold) {
+            nap_ms(2);
+            continue;
+        }
         if (!open && !(open = sk_th_http_try_open(&c, s->port) == 0)) {
             nap_ms(5);
             continue;
@@ -168,6 +173,11 @@ void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users
     s->nth = threads > SALE_THREADS ? SALE_THREADS : threads;
     for (int i = 0; i < s->nth; i++)
         CHECK_EQ(pthread_create(&s->th[i], NULL, buyer, s), 0);
+}
+
+void sale_hold_at(struct sale *s, long n)
+{
+    atomic_store(&s->hold_at, n);
 }
 
 void sale_stop(struct sale *s)

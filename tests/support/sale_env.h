@@ -40,7 +40,8 @@ struct sale {
     char (*ids)[SK_STORE_ORDER_ID_MAX];
     size_t ids_cap;
     atomic_long nids;
-    int backoff_ms; /* after a 503 (sale_start_recording) */
+    int backoff_ms;      /* after a 503 (sale_start_recording) */
+    atomic_long hold_at; /* sale_hold_at: buyers wait while ok >= hold_at (0: never) */
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */
@@ -66,6 +67,9 @@ void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t 
 void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit,
                           int threads, size_t max_ids, int backoff_ms);
 void sale_stop(struct sale *s);
+/* Buyers send no purchase while at least n 200s were counted (0 lifts the
+ * hold): a fault then lands mid-sale however fast the sale runs. */
+void sale_hold_at(struct sale *s, long n);
 /* How many of the recorded 200s' orders the database does not hold (the
  * first such id into first, cap bytes, "" when none). */
 long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap);

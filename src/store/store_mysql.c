@@ -1,0 +1,441 @@
+/* store_mysql.c - the MySQL / MariaDB backend of store.h: the schema, the
+ * activities, the ops table and the open. Same tables, constraints and
+ * meaning as store_pg.c; the session is store_mysql_conn.c's, the orders
+ * store_mysql_orders.c's.
+ *
+ * Schema: migrations applied in order at open, numbered as in the other
+ * backends (same count, same meaning: schema versions compare across
+ * backends); schema_migrations has one row per applied step. MySQL's DDL
+ * is not transactional (each statement commits), so concurrent openers
+ * are serialized by a named lock (GET_LOCK, per database) held for the
+ * whole check-and-apply, each step is one ALTER TABLE (atomic in InnoDB)
+ * or CREATE TABLE IF NOT EXISTS statements (a step cut short is applied
+ * again whole), and its row is written after it.
+ *
+ * Types: ids (order, stream, label) are VARBINARY: compared and sorted as
+ * bytes, like SQLite and PostgreSQL's COLLATE "C", so the "<activity>-"
+ * prefix range scan and paging order hold, and no PAD SPACE collation can
+ * make "1-2" equal "1-2 ". Text is utf8mb4 with its binary collation.
+ * CHECK constraints repeat the C validation (enforced since MariaDB 10.2.1
+ * and MySQL 8.0.16). PostgreSQL's partial index of the orders owing a
+ * Redis release becomes an indexed virtual column that is NULL for every
+ * other order, so the scan after the NULLs touches only those. */
+#include "store/store_mysql_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "store/mysql_url.h"
+
+#define TABLE_OPTS " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+
+/* Schema migrations, applied in order; entry i takes the version from i to
+ * i + 1. Append only, and in step with store_sqlite.c and store_pg.c.
+ * Checks that name only their own column are column checks (dropped with
+ * the column); the others are named table checks. */
+static const char *const migrations[] = {
+    /* 1: activity definitions. */
+    "CREATE TABLE IF NOT EXISTS activities ("
+    " id BIGINT NOT NULL PRIMARY KEY CHECK (id >= 1),"
+    " name VARCHAR(127) NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 127),"
+    " stock_initial BIGINT NOT NULL CHECK (stock_initial >= 1),"
+    " stock BIGINT NOT NULL,"
+    " per_user_limit BIGINT NOT NULL CHECK (per_user_limit >= 1),"
+    " max_per_order BIGINT NOT NULL CHECK (max_per_order >= 1),"
+    " start_ms BIGINT NOT NULL CHECK (start_ms >= 0),"
+    " end_ms BIGINT NOT NULL,"
+    " pay_timeout_s BIGINT NOT NULL CHECK (pay_timeout_s >= 1),"
+    " state VARCHAR(16) NOT NULL DEFAULT 'created'"
+    "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
+    " created_ms BIGINT NOT NULL,"
+    " CONSTRAINT activities_stock CHECK (stock >= 0 AND stock <= stock_initial),"
+    " CONSTRAINT activities_window CHECK (end_ms > start_ms)"
+    ")" TABLE_OPTS,
+    /* 2: orders, failed conditional stock updates, audit (see the SQLite
+     * migration 2 for the why of each). */
+    "CREATE TABLE IF NOT EXISTS orders ("
+    " order_id VARBINARY(63) NOT NULL PRIMARY KEY CHECK (octet_length(order_id) >= 1),"
+    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+    " user_id BIGINT NOT NULL,"
+    " quantity BIGINT NOT NULL CHECK (quantity >= 1),"
+    " status VARCHAR(16) NOT NULL DEFAULT 'created'"
+    "  CHECK (status IN ('created', 'paid', 'cancelled')),"
+    " created_ms BIGINT NOT NULL,"
+    " pay_deadline_ms BIGINT NOT NULL,"
+    " paid_ms BIGINT NULL,"
+    " cancelled_ms BIGINT NULL,"
+    " stream_id VARBINARY(47) NOT NULL,"
+    " INDEX orders_status_deadline (status, pay_deadline_ms),"
+    " INDEX orders_activity_status (activity_id, status)"
+    ")" TABLE_OPTS ";"
+    "CREATE TABLE IF NOT EXISTS stock_failures ("
+    " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+    " at_ms BIGINT NOT NULL,"
+    " activity_id BIGINT NOT NULL,"
+    " order_id VARBINARY(63) NOT NULL,"
+    " quantity BIGINT NOT NULL,"
+    " db_stock BIGINT NULL,"
+    " INDEX stock_failures_activity (activity_id)"
+    ")" TABLE_OPTS ";"
+    "CREATE TABLE IF NOT EXISTS audit ("
+    " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+    " at_ms BIGINT NOT NULL,"
+    " activity_id BIGINT NOT NULL,"
+    " kind VARCHAR(63) NOT NULL,"
+    " detail TEXT NOT NULL,"
+    " INDEX audit_activity (activity_id, id)"
+    ")" TABLE_OPTS,
+    /* 3: released_ms (see the SQLite migration 3); release_due is the
+     * order id of a cancelled order still owing its release, else NULL:
+     * its index plays the partial index's part. */
+    "ALTER TABLE orders ADD COLUMN released_ms BIGINT NULL,"
+    " ADD COLUMN release_due VARBINARY(63) AS"
+    "  (CASE WHEN status = 'cancelled' AND released_ms IS NULL THEN order_id END) VIRTUAL,"
+    " ADD INDEX orders_unreleased (release_due)",
+    /* 4: the activity's own per-user rate limit (see the SQLite migration 4). */
+    "ALTER TABLE activities"
+    " ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0 CHECK (rl_per_user_per_s >= 0),"
+    " ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0 CHECK (rl_burst >= 0)",
+    /* 5: stock segments (see the SQLite migration 5). */
+    "ALTER TABLE activities ADD COLUMN segments INT NOT NULL DEFAULT 1 CHECK (segments >= 1)",
+    /* 6: the rollback guard's watermark (see the SQLite migration 6). */
+    "CREATE TABLE IF NOT EXISTS redis_marks ("
+    " label VARBINARY(31) NOT NULL PRIMARY KEY CHECK (octet_length(label) >= 1),"
+    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+    " adm BIGINT NOT NULL CHECK (adm >= 0),"
+    " updated_ms BIGINT NOT NULL,"
+    " order_id VARBINARY(63) NOT NULL,"
+    " INDEX redis_marks_activity (activity_id)"
+    ")" TABLE_OPTS,
+    /* 7: the waiting room (see the SQLite migration 7). */
+    "ALTER TABLE activities"
+    " ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_passes_per_s >= 0),"
+    " ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_pass_ttl_s >= 0),"
+    " ADD COLUMN wr_seed VARCHAR(255) NOT NULL DEFAULT '' CHECK (octet_length(wr_seed) <= 64)",
+};
+#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+/* ---- schema ---- */
+
+/* One integer from the first row of sql; *found 0 when there is no row
+ * (found may be NULL: then no row is an error). */
+static int read_int(sk_store *st, const char *what, const char *sql, int64_t *v, int *found)
+{
+    MYSQL_RES *r;
+    int rc = sk_my_run(st, what, sql, strlen(sql), &r, NULL, 0);
+    if (rc) return rc;
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    if (found) *found = row != NULL;
+    if (row)
+        *v = sk_my_i64(row, 0);
+    else if (!found)
+        rc = sk_store_set_err(st, SK_EDB, "mysql %s: %s: no row", st->my_where, what);
+    if (r) mysql_free_result(r);
+    return rc;
+}
+
+static int read_version(sk_store *st, int *version)
+{
+    int64_t v = 0;
+    int rc = read_int(st, "read schema version",
+                      "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &v, NULL);
+    if (rc == 0) *version = (int)v;
+    return rc;
+}
+
+/* The lock of this database's migrations: its name holds the database's
+ * hash so other databases on the server migrate at the same time. */
+#define MIGRATION_LOCK "CONCAT('seckill.migrate.', SHA1(DATABASE()))"
+
+/* With the lock held: applies the missing steps. */
+static int migrate_locked(sk_store *st)
+{
+    int rc = sk_my_cmd(st, "create schema_migrations",
+                       "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                       " version INT NOT NULL PRIMARY KEY, applied_ms BIGINT NOT NULL)" TABLE_OPTS);
+    int v = 0;
+    if (rc == 0) rc = read_version(st, &v);
+    if (rc == 0 && v > N_MIGRATIONS)
+        return sk_store_set_err(
+            st, SK_EDB,
+            "mysql %s: schema version %d is newer than this binary (%d); upgrade seckill",
+            st->my_where, v, N_MIGRATIONS);
+    for (; rc == 0 && v < N_MIGRATIONS; v++) {
+        rc = sk_my_cmd(st, "migration", migrations[v]);
+        if (rc == 0) {
+            char rec[160];
+            snprintf(rec, sizeof rec,
+                     "INSERT INTO schema_migrations (version, applied_ms) VALUES (%d, %" PRId64 ")",
+                     v + 1, sk_wall_ms());
+            rc = sk_my_cmd(st, "record migration", rec);
+        }
+        if (rc) {
+            char why[sizeof st->errstr];
+            snprintf(why, sizeof why, "%s", st->errstr);
+            return sk_store_set_err(st, SK_EDB, "%.400s (schema migration %d failed)", why, v + 1);
+        }
+    }
+    return rc;
+}
+
+static int migrate(sk_store *st)
+{
+    /* wait for another opener at most just under the read timeout */
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT GET_LOCK(" MIGRATION_LOCK ", %d)",
+             st->my_url->timeout_s > 1 ? st->my_url->timeout_s - 1 : 1);
+    int64_t got = 0;
+    int rc = read_int(st, "take the migration lock", sql, &got, NULL);
+    if (rc == 0 && got != 1)
+        return sk_store_set_err(st, SK_ETIMEDOUT,
+                                "mysql %s: another process holds the migration lock", st->my_where);
+    if (rc) return rc;
+    rc = migrate_locked(st);
+    if (!st->my_broken) {
+        char keep[sizeof st->errstr];
+        memcpy(keep, st->errstr, sizeof keep);
+        sk_my_cmd(st, "release the migration lock", "DO RELEASE_LOCK(" MIGRATION_LOCK ")");
+        memcpy(st->errstr, keep, sizeof keep);
+    }
+    return rc;
+}
+
+static int my_schema_version(sk_store *st, int *version)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    return read_version(st, version);
+}
+
+/* ---- activities ---- */
+
+static void read_row(MYSQL_RES *res, MYSQL_ROW r, struct sk_activity *a)
+{
+    memset(a, 0, sizeof *a);
+    a->id = (uint64_t)sk_my_i64(r, 0);
+    sk_my_text(res, r, 1, a->name, sizeof a->name);
+    a->stock = sk_my_i64(r, 2);
+    a->stock_db = sk_my_i64(r, 3);
+    a->per_user_limit = sk_my_i64(r, 4);
+    a->max_per_order = sk_my_i64(r, 5);
+    a->start_ms = sk_my_i64(r, 6);
+    a->end_ms = sk_my_i64(r, 7);
+    a->pay_timeout_s = sk_my_i64(r, 8);
+    sk_my_text(res, r, 9, a->state, sizeof a->state);
+    a->created_ms = sk_my_i64(r, 10);
+    a->rl_per_user_per_s = sk_my_i64(r, 11);
+    a->rl_burst = sk_my_i64(r, 12);
+    a->segments = sk_my_i64(r, 13);
+    a->wr_passes_per_s = sk_my_i64(r, 14);
+    a->wr_pass_ttl_s = sk_my_i64(r, 15);
+    sk_my_text(res, r, 16, a->wr_seed, sizeof a->wr_seed);
+}
+
+static int my_activity_insert(sk_store *st, const struct sk_activity *v)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    struct sk_my_sql b = {0};
+    sk_my_sql_addf(&b,
+                   "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
+                   " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
+                   " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
+                   " wr_seed) VALUES (%" PRIu64 ", ",
+                   v->id);
+    sk_my_sql_str(st, &b, v->name, strlen(v->name));
+    sk_my_sql_addf(&b,
+                   ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                   ", %" PRId64 ", ",
+                   v->stock, v->stock, v->per_user_limit, v->max_per_order, v->start_ms, v->end_ms,
+                   v->pay_timeout_s);
+    sk_my_sql_str(st, &b, v->state, strlen(v->state));
+    sk_my_sql_addf(
+        &b, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", ",
+        v->created_ms, v->rl_per_user_per_s, v->rl_burst, v->segments, v->wr_passes_per_s,
+        v->wr_pass_ttl_s);
+    sk_my_sql_str(st, &b, v->wr_seed, strlen(v->wr_seed));
+    sk_my_sql_add(&b, ")");
+    rc = sk_my_run_sql(st, "insert activity", &b, NULL, NULL, 0);
+    sk_my_sql_free(&b);
+    if (rc == SK_EEXIST)
+        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
+    return rc;
+}
+
+/* Runs sql and reads its activity rows into a new array (*out, *n; the
+ * caller frees it; NULL when none). */
+static int read_activities(sk_store *st, const char *what, const char *sql,
+                           struct sk_activity **out, size_t *n)
+{
+    MYSQL_RES *r;
+    int rc = sk_my_run(st, what, sql, strlen(sql), &r, NULL, 0);
+    if (rc) return rc;
+    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
+    struct sk_activity *arr = rows ? calloc(rows, sizeof *arr) : NULL;
+    if (rows && !arr) {
+        mysql_free_result(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activities");
+    }
+    size_t k = 0;
+    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
+        read_row(r, row, &arr[k]);
+    if (r) mysql_free_result(r);
+    *out = arr;
+    *n = k;
+    return 0;
+}
+
+static int my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = %" PRIu64, id);
+    struct sk_activity *a;
+    size_t n;
+    if ((rc = read_activities(st, "read activity", sql, &a, &n)) != 0) return rc;
+    if (n == 1)
+        *out = a[0];
+    else
+        rc = sk_store_no_activity(st, id);
+    free(a);
+    return rc;
+}
+
+static int my_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    return read_activities(st, "list activities",
+                           "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", out,
+                           n);
+}
+
+/* Runs a one-row UPDATE/DELETE; SK_ENOTFOUND when no row matched. */
+static int change_one(sk_store *st, struct sk_my_sql *b, uint64_t id, const char *what)
+{
+    long long hit = 0;
+    int rc = sk_my_run_sql(st, what, b, NULL, &hit, 1);
+    sk_my_sql_free(b);
+    if (rc == 0 && hit == 0) rc = sk_store_no_activity(st, id);
+    return rc;
+}
+
+static int my_activity_set_state(sk_store *st, uint64_t id, const char *state)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    struct sk_my_sql b = {0};
+    sk_my_sql_add(&b, "UPDATE activities SET state = ");
+    sk_my_sql_str(st, &b, state, strlen(state));
+    sk_my_sql_addf(&b, " WHERE id = %" PRIu64, id);
+    return change_one(st, &b, id, "update activity state");
+}
+
+static int my_activity_delete(sk_store *st, uint64_t id)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    struct sk_my_sql b = {0};
+    sk_my_sql_addf(&b, "DELETE FROM activities WHERE id = %" PRIu64, id);
+    if ((rc = change_one(st, &b, id, "delete activity")) != 0) return rc;
+    /* a re-created id starts a new history: its old watermark would read as
+     * a Redis that went back in time */
+    sk_my_sql_addf(&b, "DELETE FROM redis_marks WHERE activity_id = %" PRIu64, id);
+    rc = sk_my_run_sql(st, "delete marks", &b, NULL, NULL, 0);
+    sk_my_sql_free(&b);
+    return rc;
+}
+
+static int my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    struct sk_my_sql b = {0};
+    /* a CHECK failure: store.c says which */
+    sk_my_sql_addf(&b, "UPDATE activities SET stock = %" PRId64 " WHERE id = %" PRIu64, stock, id);
+    return change_one(st, &b, id, "set DB stock");
+}
+
+static int my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    struct sk_my_sql b = {0};
+    sk_my_sql_addf(&b,
+                   "UPDATE activities SET wr_passes_per_s = %" PRId64 " WHERE id = %" PRIu64
+                   " AND wr_passes_per_s > 0",
+                   rate, id);
+    return change_one(st, &b, id, "set pass rate");
+}
+
+static int my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    MYSQL_RES *r;
+    static const char sql[] = "SELECT id FROM activities ORDER BY id";
+    if ((rc = sk_my_run(st, "list activity ids", sql, sizeof sql - 1, &r, NULL, 0)) != 0) return rc;
+    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
+    uint64_t *arr = rows ? malloc(rows * sizeof *arr) : NULL;
+    if (rows && !arr) {
+        mysql_free_result(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activity ids");
+    }
+    size_t k = 0;
+    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
+        arr[k] = (uint64_t)sk_my_i64(row, 0);
+    if (r) mysql_free_result(r);
+    *out = arr;
+    *n = k;
+    return 0;
+}
+
+/* ---- table and open ---- */
+
+static void my_close(sk_store *st)
+{
+    sk_my_disconnect(st);
+}
+
+static const struct sk_store_ops my_ops = {
+    .name = "mysql",
+    .close = my_close,
+    .schema_version = my_schema_version,
+    .activity_insert = my_activity_insert,
+    .activity_get = my_activity_get,
+    .activity_list = my_activity_list,
+    .activity_set_state = my_activity_set_state,
+    .activity_delete = my_activity_delete,
+    .orders_persist = sk_my_orders_persist,
+    .order_get = sk_my_order_get,
+    .order_pay = sk_my_order_pay,
+    .order_cancel = sk_my_order_cancel,
+    .orders_expired = sk_my_orders_expired,
+    .orders_list = sk_my_orders_list,
+    .orders_count = sk_my_orders_count,
+    .audit_add = sk_my_audit_add,
+    .audit_list = sk_my_audit_list,
+    .activity_set_db_stock = my_activity_set_db_stock,
+    .activity_set_pass_rate = my_activity_set_pass_rate,
+    .activity_ids = my_activity_ids,
+    .order_mark_released = sk_my_order_mark_released,
+    .orders_unreleased = sk_my_orders_unreleased,
+    .db_stock_check = sk_my_db_stock_check,
+    .db_stock_repair = sk_my_db_stock_repair,
+    .order_restore = sk_my_order_restore,
+    .marks_list = sk_my_marks_list,
+};
+
+int sk_store_mysql_open(sk_store *st, const char *url)
+{
+    st->ops = &my_ops;
+    int rc = sk_my_connect(st, url);
+    if (rc == 0) rc = migrate(st);
+    return rc;
+}

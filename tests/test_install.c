@@ -1,0 +1,178 @@
+/* test_install.c - `make install` into a staging root (DESTDIR; never the
+ * machine's /usr): the files land where they should, the installed binary
+ * says its version, `man -l` renders both pages and seckill(1) names every
+ * flag of every sub-command's --help, seckill.conf(5) and the example
+ * config name every serve option, the installed unit passes
+ * `systemd-analyze verify`, and `make uninstall` removes what install put
+ * there. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support/harness.h"
+
+static int exists(const char *dir, const char *rel)
+{
+    char p[800];
+    struct stat st;
+    snprintf(p, sizeof p, "%s%s", dir, rel);
+    return stat(p, &st) == 0;
+}
+
+/* Every "--flag" in text must be in man (rendered, hyphens plain). */
+static void flags_in(const char *what, const char *text, const char *man)
+{
+    for (const char *p = text; (p = strstr(p, "--")) != NULL;) {
+        const char *e = p + 2;
+        while ((*e >= 'a' && *e <= 'z') || (*e >= '0' && *e <= '9') || *e == '-')
+            e++;
+        if (e - p > 2) {
+            char flag[64], pat[80];
+            snprintf(flag, sizeof flag, "%.*s", (int)(e - p), p);
+            snprintf(pat, sizeof pat, "%s", flag);
+            /* as a whole word: followed by a non-flag character */
+            int found = 0;
+            for (const char *m = man; (m = strstr(m, pat)) != NULL; m++) {
+                char after = m[strlen(pat)];
+                if (!((after >= 'a' && after <= 'z') || (after >= '0' && after <= '9') ||
+                      after == '-')) {
+                    found = 1;
+                    break;
+                }
+            }
+            CHECK_MSG(found, "%s: %s is not in seckill(1)", what, flag);
+        }
+        p = e;
+    }
+}
+
+SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180)
+{
+    char dest[400], cmd[2000];
+    static char out[1 << 18], man[1 << 18];
+    snprintf(dest, sizeof dest, "%s/stage", sk_th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1",
+             sk_th_source_root(), dest, sk_th_seckill_bin());
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    static const char *const files[] = {"/usr/bin/seckill",
+                                        "/usr/share/man/man1/seckill.1",
+                                        "/usr/share/man/man5/seckill.conf.5",
+                                        "/etc/seckill/seckill.conf",
+                                        "/usr/lib/systemd/system/seckill.service",
+                                        "/usr/share/seckill/prometheus/seckill-rules.yml",
+                                        "/usr/share/seckill/openapi.yaml"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        CHECK_MSG(exists(dest, files[i]), "%s was not installed", files[i]);
+    /* the installed binary and its version */
+    char ver[64] = "";
+    snprintf(cmd, sizeof cmd, "cat %s/VERSION", sk_th_source_root());
+    sk_th_sh(cmd, ver, sizeof ver);
+    ver[strcspn(ver, "\n")] = 0;
+    snprintf(cmd, sizeof cmd, "%s/usr/bin/seckill --version", dest);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    char want[96];
+    snprintf(want, sizeof want, "seckill %s\n", ver);
+    CHECK_STR(out, want);
+
+    /* the pages render, without groff warnings */
+    snprintf(cmd, sizeof cmd,
+             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill.1 2>&1", dest);
+    CHECK_EQ(sk_th_sh(cmd, man, sizeof man), 0);
+    CHECK_MSG(strstr(man, "SECKILL(1)") && !strstr(man, "warning:"), "%.3000s", man);
+    snprintf(want, sizeof want, "seckill %s", ver);
+    CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
+    /* every flag of every --help */
+    static const char *const helps[] = {"serve",
+                                        "worker",
+                                        "reconcile",
+                                        "load",
+                                        "demo",
+                                        "activity create",
+                                        "activity preheat",
+                                        "activity open",
+                                        "activity close",
+                                        "activity show",
+                                        "activity list",
+                                        "activity delete",
+                                        "activity recover",
+                                        "bench admission",
+                                        "bench cluster",
+                                        "bench http",
+                                        "bench scrape",
+                                        "bench persist",
+                                        "bench recover",
+                                        "bench strategies"};
+    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
+        sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(strstr(out, "usage") != NULL, "%s --help: %.200s", helps[i], out);
+        flags_in(helps[i], out, man);
+        /* and every sub-command has its section */
+        char sub[64];
+        snprintf(sub, sizeof sub, "%s", helps[i]);
+        char *sp = strchr(sub, ' ');
+        if (sp) CHECK_MSG(strstr(man, sp + 1) != NULL, "no section for %s", helps[i]);
+    }
+    static char conf5[1 << 16], example[1 << 16];
+    snprintf(cmd, sizeof cmd,
+             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man5/seckill.conf.5 2>&1",
+             dest);
+    CHECK_EQ(sk_th_sh(cmd, conf5, sizeof conf5), 0);
+    CHECK_MSG(strstr(conf5, "SECKILL.CONF(5)") && !strstr(conf5, "warning:"), "%.3000s", conf5);
+    snprintf(cmd, sizeof cmd, "cat %s/etc/seckill/seckill.conf", dest);
+    sk_th_sh(cmd, example, sizeof example);
+    /* every serve option, as a key, in both */
+    snprintf(cmd, sizeof cmd, "%s serve --help 2>&1", sk_th_seckill_bin());
+    sk_th_sh(cmd, out, sizeof out);
+    for (const char *p = out; (p = strstr(p, "--")) != NULL;) {
+        const char *e = p + 2;
+        char key[64];
+        size_t k = 0;
+        while (((*e >= 'a' && *e <= 'z') || (*e >= '0' && *e <= '9') || *e == '-') && k < 63)
+            key[k++] = *e == '-' ? '_' : *e, e++;
+        key[k] = 0;
+        p = e;
+        if (k == 0 || !strcmp(key, "config") || !strcmp(key, "help")) continue;
+        CHECK_MSG(strstr(conf5, key) != NULL, "%s is not in seckill.conf(5)", key);
+        CHECK_MSG(strstr(example, key) != NULL, "%s is not in the example config", key);
+    }
+    /* the example config loads as it is installed: the only complaint is
+     * the bad flag given after it (the file is read first) */
+    snprintf(cmd, sizeof cmd, "%s serve --config %s/etc/seckill/seckill.conf --processes 0 2>&1",
+             sk_th_seckill_bin(), dest);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out) >> 8, 2);
+    CHECK_MSG(strstr(out, "processes: must be") && !strstr(out, "line "), "%s", out);
+
+    /* the unit, with its ExecStart pointing into the staging root */
+    snprintf(
+        cmd, sizeof cmd,
+        "sed 's|/usr/bin/seckill|%s/usr/bin/seckill|' %s/usr/lib/systemd/system/seckill.service "
+        "> %s/seckill.service && systemd-analyze verify --man=no %s/seckill.service 2>&1",
+        dest, dest, dest, dest);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0 && out[0] == 0, "systemd-analyze verify:\n%s",
+              out);
+    snprintf(cmd, sizeof cmd,
+             "grep -E '^(Type|NotifyAccess|WatchdogSec|ExecReload)=' "
+             "%s/usr/lib/systemd/system/seckill.service",
+             dest);
+    sk_th_sh(cmd, out, sizeof out);
+    CHECK_MSG(strstr(out, "Type=notify\n") && strstr(out, "WatchdogSec=") &&
+                  strstr(out, "ExecReload=/bin/kill -HUP $MAINPID"),
+              "%s", out);
+
+    /* install again: an edited config stays */
+    snprintf(cmd, sizeof cmd, "echo 'log_level = warn' >> %s/etc/seckill/seckill.conf", dest);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd,
+             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1 && "
+             "make -s -C %s uninstall DESTDIR=%s PREFIX=/usr 2>&1",
+             sk_th_source_root(), dest, sk_th_seckill_bin(), sk_th_source_root(), dest);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (strcmp(files[i], "/etc/seckill/seckill.conf"))
+            CHECK_MSG(!exists(dest, files[i]), "%s was not uninstalled", files[i]);
+    CHECK_MSG(exists(dest, "/etc/seckill/seckill.conf"), "uninstall removed an edited config");
+}
