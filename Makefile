@@ -54,7 +54,8 @@ WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check deps-build test test-unit demo clean format check-format check-layers \
-        bench fuzz fuzz-smoke buyer-shots install install-only uninstall deb package-test
+        bench fuzz fuzz-smoke buyer-shots install install-only uninstall deb package-test \
+        partitions
 # A plain `make` needs the build dependencies only (SK_NO_DEPS=1: not even
 # a look at them: the Debian package build, whose tools checked them).
 all: $(if $(SK_NO_DEPS),,deps-build) $(BUILD)/seckill $(BUILD)/seckill-tests
@@ -123,6 +124,12 @@ $(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
 test: deps-check all check-layers check-format fuzz-smoke
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
+
+# The network partition tests (tests/test_partitions.c): hosts in network
+# namespaces of their own, cut with nft; root only, a few minutes; not part
+# of `make test`, run by .ci/run.
+partitions: deps-check all
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all
@@ -228,7 +235,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse http_body auth router config redis_url http_resp mysql_url cors \
-                jwt
+                jwt order_id
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
@@ -241,6 +248,8 @@ FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/redact.c src
 FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/redact.c src/core/error.c
 FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c
 FUZZ_SRC_jwt       := src/http/auth_jwt.c src/core/num.c src/core/error.c
+FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_id.c src/core/num.c \
+                      src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto

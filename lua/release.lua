@@ -9,11 +9,12 @@
 -- a second release is refused. Stock + sum(buyers) == initial holds, and
 -- the cap at initial (for a segment: initial + xin - xout, what it owns)
 -- is a second belt.
+--#include "lib/oid.lua"
 local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if not (string.match(aid or '', '^[0-9]+$') or string.match(aid or '', '^[0-9]+%.[0-9]+$'))
    or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
-   or not string.match(oid or '', '^' .. string.gsub(aid, '%.', '%%.') .. '%-[0-9]+%-[0-9]+$') then
+   or not oid_ok(aid, oid) then
   return {RC.BAD_ARGUMENT, 0}
 end
 local q = tonumber(qs)

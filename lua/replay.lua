@@ -1,48 +1,64 @@
 -- replay.lua - puts database orders back into a key set that lost them
 -- (docs/recovery.md), idempotently: an order its ledger already knows is
 -- left alone, so a chunk may be sent twice.
--- KEYS: meta stock buyers ledger released
+-- KEYS: meta stock buyers ledger released idem
 -- ARGV: label ("<ID>" or "<ID>.<seg>"), then per order (1..1000 of them):
---       order_id user_id quantity kind, kind 'h' (held in the database:
---       created, paid, or cancelled with its release still owed) or 'r'
---       (cancelled and released in the database)
+--       order_id user_id quantity kind idempotency_key ('' none), kind 'h'
+--       (held in the database: created, or cancelled with its release
+--       still owed), 'p' (held and paid) or 'r' (cancelled and released in
+--       the database)
 -- Returns {rc, held orders put back, their units, released orders recorded,
---          releases applied again, units that did not fit, stock after}
+--          releases applied again, units that did not fit, stock after,
+--          orders refused, their units, paid orders put back over their
+--          buyer's limit, idempotency records put back, then the 1-based
+--          positions in ARGV's order list of the refused orders}
 --
--- Held and unknown: ledger "user:qty", the buyer's count + qty, stock - qty.
+-- Held and unknown: ledger "user:qty", the buyer's count + qty, stock - qty,
+-- and its Idempotency-Key's record (so a retry with the key answers it).
+-- But this Redis's own history won over the one that was lost: a held
+-- order that does not fit it - its buyer's key already bought another order
+-- here, or its units would take the buyer over the limit, or the stock
+-- below 0 - is refused (not written; the caller cancels it in the
+-- database: under --sync-replicas such an order was never answered 200).
+-- A paid order is never refused: it goes back, and units that do not fit
+-- are counted in meta `oversold` (stock + sum(buyers) == own + oversold).
 -- Released and unknown: ledger "user:qty:released" and the released set;
 -- the stock is unchanged (this Redis saw neither the admission nor the
 -- release). Released in the database but unmarked here (a release Redis
--- lost): released again exactly as release.lua does. The stock never goes
--- below 0: units that do not fit were sold twice before the fence, and are
--- counted in meta `oversold` (stock + sum(buyers) == own + oversold).
+-- lost): released again exactly as release.lua does.
 -- Only into a fenced key set; malformed arguments change nothing.
+--#include "lib/oid.lua"
 local label = ARGV[1] or ''
-local n = (#ARGV - 1) / 4
+local n = (#ARGV - 1) / 5
 if n < 1 or n > 1000 or n ~= math.floor(n) or #label > 31
    or not (string.find(label, '^%d+$') or string.find(label, '^%d+%.%d+$')) then
-  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1}
+  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
 end
-local pat = '^' .. string.gsub(label, '%.', '%%.') .. '%-%d+%-%d+$'
-local oids, users, qtys, kinds = {}, {}, {}, {}
+local oids, users, qtys, kinds, ikeys = {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 4 * i - 2
-  local oid, u, q, k = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-  if #oid > 63 or not string.find(oid, pat) or #u > 20 or not string.find(u, '^%d+$')
-     or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'r') then
-    return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1}
+  local b = 5 * i - 3
+  local oid, u, q, k, key = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  if not oid_ok(label, oid) or #u > 20 or not string.find(u, '^%d+$')
+     or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'p' and k ~= 'r')
+     or #key > 64 then
+    return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
   end
-  oids[i], users[i], qtys[i], kinds[i] = oid, u, tonumber(q), k
+  oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence')
+local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence', 'limit')
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
-if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1} end
+if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0} end
 if not m[4] then return redis.error_reply('replay: the key set is not fenced') end
 local own = tonumber(m[1]) + tonumber(m[2] or '0') - tonumber(m[3] or '0')
+local limit = tonumber(m[5] or '')
 local recs = redis.call('HMGET', KEYS[4], unpack(oids))
 local had = redis.call('HMGET', KEYS[3], unpack(users))
-local counts, dirty, seen, lw, rel = {}, {}, {}, {}, {}
+local ik = {}
+for i = 1, n do ik[i] = users[i] .. ':' .. (ikeys[i] ~= '' and ikeys[i] or '-') end
+local idem = redis.call('HMGET', KEYS[6], unpack(ik))
+local counts, dirty, seen, lw, rel, iw, fresh, refused = {}, {}, {}, {}, {}, {}, {}, {}
 local held_n, held_u, rec_n, again_n, over, given = 0, 0, 0, 0, 0, 0
+local ref_u, paid_over, idem_n = 0, 0, 0
 local stock0 = stock
 local function set_count(u, v)
   if counts[u] == nil then dirty[#dirty + 1] = u end
@@ -54,13 +70,31 @@ for i = 1, n do
     seen[oid] = true
     local cur = counts[u] or tonumber(had[i] or '0')
     local rec = recs[i]
-    if kinds[i] == 'h' then
+    if kinds[i] ~= 'r' then
       if not rec then
-        lw[#lw + 1] = oid
-        lw[#lw + 1] = u .. ':' .. q
-        set_count(u, cur + q)
-        if stock >= q then stock = stock - q else over = over + q - stock; stock = 0 end
-        held_n, held_u = held_n + 1, held_u + q
+        -- what this Redis's history says against it
+        local prev = ikeys[i] ~= '' and (fresh[ik[i]] or idem[i]) or nil
+        local pq = prev and string.match(prev, '^[0-9]+:(.*)$')
+        local why = (pq and pq ~= oid and 'key') or (limit and cur + q > limit and 'limit')
+                    or (stock < q and 'stock') or nil
+        if why and kinds[i] == 'h' then
+          refused[#refused + 1] = i
+          ref_u = ref_u + q
+        else
+          lw[#lw + 1] = oid
+          lw[#lw + 1] = u .. ':' .. q
+          set_count(u, cur + q)
+          if stock >= q then stock = stock - q else over = over + q - stock; stock = 0 end
+          held_n, held_u = held_n + 1, held_u + q
+          if why == 'limit' then paid_over = paid_over + 1 end
+          if ikeys[i] ~= '' and not prev then
+            local v = q .. ':' .. oid
+            fresh[ik[i]] = v
+            iw[#iw + 1] = ik[i]
+            iw[#iw + 1] = v
+            idem_n = idem_n + 1
+          end
+        end
       end
     elseif not rec then
       lw[#lw + 1] = oid
@@ -84,6 +118,7 @@ for i = 1, n do
 end
 if #lw > 0 then redis.call('HSET', KEYS[4], unpack(lw)) end
 if #rel > 0 then redis.call('SADD', KEYS[5], unpack(rel)) end
+if #iw > 0 then redis.call('HSET', KEYS[6], unpack(iw)) end
 for j = 1, #dirty do
   local u = dirty[j]
   if counts[u] > 0 then redis.call('HSET', KEYS[3], u, counts[u]) else redis.call('HDEL', KEYS[3], u) end
@@ -91,4 +126,6 @@ end
 if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
 if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
 if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
-return {RC.OK, held_n, held_u, rec_n, again_n, over, stock}
+local out = {RC.OK, held_n, held_u, rec_n, again_n, over, stock, #refused, ref_u, paid_over, idem_n}
+for j = 1, #refused do out[#out + 1] = refused[j] end
+return out

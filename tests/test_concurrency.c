@@ -583,7 +583,8 @@ static void check_stream_entry(sk_redis *r, uint64_t aid, const struct attempt *
     size_t pl = strlen(prefix);
     CHECK_MSG(strncmp(a->order_id, prefix, pl) == 0, "order id %s lacks prefix %s", a->order_id,
               prefix);
-    const char *sid = a->order_id + pl;
+    char sid[64];
+    sk_th_order_sid(a->order_id, sid, sizeof sid);
     redisReply *rep;
     CHECK_MSG(sk_redis_cmd(r, &rep, "XRANGE %s %s %s", k.orders, sid, sid) == 0, "XRANGE: %s",
               r->errstr);

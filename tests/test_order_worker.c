@@ -753,8 +753,9 @@ static void db_outage(int my, void (*outage)(struct db_server *),
     buy_ids(&e, aid, 1, BEFORE, ids);
     CHECK_MSG(wait_rows(&e, aid, BEFORE), "orders not persisted while the server is up");
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE), "not acked");
-    /* The stream id of the last of them (an order id is "<aid>-<id>"). */
-    const char *last = strchr(ids[BEFORE - 1], '-') + 1;
+    /* The stream id of the last of them. */
+    char last[64];
+    sk_th_order_sid(ids[BEFORE - 1], last, sizeof last);
 
     outage(&srv);
     struct sk_worker_stats s0;

@@ -521,7 +521,21 @@ static int cli(char *out, size_t cap, const char *a0, const char *a1, const char
     return sk_th_run_seckill(out, cap, NULL, args);
 }
 
-SK_TEST_T(recovery_units_sold_twice_before_the_fence_keep_the_sale_fenced_at_zero_stock, 120)
+/* The order of user u among the activity's orders in the store, or fails. */
+static void order_of_user(sk_store *st, uint64_t aid, uint64_t u, struct sk_order *out)
+{
+    struct sk_order page[200];
+    size_t n;
+    CHECK_EQ(sk_store_orders_list(st, aid, NULL, 200, page, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        if (page[i].user_id == u) {
+            *out = page[i];
+            return;
+        }
+    CHECK_MSG(0, "no order of user %" PRIu64, u);
+}
+
+SK_TEST_T(recovery_orders_that_do_not_fit_the_surviving_history_are_refused_paid_ones_oversold, 120)
 {
     struct sk_th_redis rs;
     sk_th_redis_start(&rs, NULL);
@@ -548,25 +562,50 @@ SK_TEST_T(recovery_units_sold_twice_before_the_fence_keep_the_sale_fenced_at_zer
     worker_start(&wt, rs.url, db, 1, 0);
     worker_stop(&wt, 1);
     CHECK_EQ(sale_db_orders(st, aid), 140);
+    /* 10 of the 40 the rolled-back Redis lost were paid meanwhile */
+    for (uint64_t u = 21; u <= 30; u++) {
+        struct sk_order o;
+        order_of_user(st, aid, u, &o);
+        int status;
+        CHECK_EQ(sk_store_order_pay(st, o.order_id, sk_wall_ms(), &status), 0);
+    }
 
     /* the dry run says what the replay would do, and changes nothing */
     CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 1);
     CHECK_MSG(strstr(out, "would put back 40 held order(s) (40 unit(s))") &&
-                  strstr(out, "oversold 40"),
+                  strstr(out, "refuse about 30 unit(s)") && strstr(out, "oversold 10"),
               "%s", out);
     struct sk_stock_state s;
     CHECK_EQ(sk_stock_state(r, aid, &s), 0);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.held, 100);
-    /* the recovery: the 40 go back, they do not fit, the sale stays fenced */
+    /* the recovery: this Redis's own history (the 80 it sold since) wins;
+     * the 30 unpaid orders it lost do not fit (no stock left): refused,
+     * cancelled in the database; the 10 paid ones go back whatever
+     * happens, sold twice: the sale stays fenced */
     CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 1);
-    CHECK_MSG(strstr(out, "STILL FENCED"), "%s", out);
+    CHECK_MSG(strstr(out, "STILL FENCED") && strstr(out, "refused 30 unpaid order(s)"), "%s", out);
     CHECK_EQ(sk_stock_state(r, aid, &s), 0);
     CHECK_STR(s.fence, "oversold");
-    CHECK_EQ(s.oversold, 40);
+    CHECK_EQ(s.oversold, 10);
     CHECK_EQ(s.remaining, 0); /* never negative */
-    CHECK_EQ(s.held, 140);
+    CHECK_EQ(s.held, 110);
     CHECK_EQ(sale_audit_count(st, aid, "recover_oversold"), 1);
+    CHECK_EQ(sale_audit_count(st, aid, "recover_refuse"), 1);
+    for (uint64_t u = 31; u <= 60; u++) {
+        struct sk_order o;
+        order_of_user(st, aid, u, &o);
+        CHECK_MSG(o.status == SK_ORDER_CANCELLED && o.released_ms > 0, "user %" PRIu64 ": %s", u,
+                  sk_order_status_name(o.status));
+        redisReply *rep;
+        CHECK_EQ(sk_redis_cmd(r, &rep, "HGET %s %s", k.ledger, o.order_id), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STRING && strstr(rep->str, ":released"), "%s",
+                  rep->str ? rep->str : "nil");
+        freeReplyObject(rep);
+    }
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, aid, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 30);
     struct sk_admission ad;
     CHECK_EQ(sk_stock_purchase(r, aid, 999, 1, &ad, NULL), 0);
     CHECK(ad.rc != SK_RC_OK);
@@ -574,21 +613,19 @@ SK_TEST_T(recovery_units_sold_twice_before_the_fence_keep_the_sale_fenced_at_zer
     CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 1);
     CHECK_MSG(strstr(out, "DRIFT oversold") && strstr(out, "DRIFT fenced"), "%s", out);
     CHECK_EQ(cli(out, sizeof out, "activity", "show", rs.url, db, aid, "--json"), 0);
-    CHECK_MSG(strstr(out, "\"oversold\": 40") && strstr(out, "\"fence\": \"oversold\""), "%s", out);
+    CHECK_MSG(strstr(out, "\"oversold\": 10") && strstr(out, "\"fence\": \"oversold\""), "%s", out);
 
-    /* an operator cancels the 40 orders sold twice (refunds): the units
+    /* an operator cancels 10 of the orders sold twice (refunds): the units
      * given back pay the oversold units back, and the worker resumes */
-    struct sk_order page[200];
-    size_t n;
-    CHECK_EQ(sk_store_orders_list(st, aid, NULL, 200, page, &n), 0);
     int cancelled = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (page[i].user_id < 101 || page[i].user_id > 140) continue;
+    for (uint64_t u = 101; u <= 110; u++) {
+        struct sk_order o;
+        order_of_user(st, aid, u, &o);
         struct sk_cancel_result cr;
-        CHECK_EQ(sk_order_cancel(st, r, page[i].order_id, 0, sk_wall_ms(), &cr), 0);
+        CHECK_EQ(sk_order_cancel(st, r, o.order_id, 0, sk_wall_ms(), &cr), 0);
         cancelled++;
     }
-    CHECK_EQ(cancelled, 40);
+    CHECK_EQ(cancelled, 10);
     worker_start(&wt, rs.url, db, 1, 1000);
     worker_stop(&wt, 1);
     CHECK_EQ(sk_stock_state(r, aid, &s), 0);
@@ -663,19 +700,26 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
     long_text[sizeof long_text - 1] = 0;
     const char *fence_long[] = {"manual", long_text};
     CHECK_EQ(eval_rc(r, SK_SCRIPT_FENCE, 1, meta, 2, fence_long), SK_RC_BAD_ARGUMENT);
-    const char *rkeys[] = {k.meta, k.stock, k.buyers, k.ledger, k.released};
-    const char *replay_bad[][5] = {
-        {"x1", oid, "1", "1", "h"},     {k.label, "9-1-1", "1", "1", "h"},
-        {k.label, oid, "u", "1", "h"},  {k.label, oid, "1", "0", "h"},
-        {k.label, oid, "1", "1", "x"},  {k.label, oid, "1", "1000000000", "h"},
-        {k.label, oid, "1", "-1", "r"},
+    const char *rkeys[] = {k.meta, k.stock, k.buyers, k.ledger, k.released, k.idem};
+    char oid_b[80], oid_bad_b[80], key65[66];
+    snprintf(oid_b, sizeof oid_b, "%s-1-1-0a1b2c3d", k.label);
+    snprintf(oid_bad_b, sizeof oid_bad_b, "%s-1-1-0A1B2C3D", k.label);
+    memset(key65, 'k', 65);
+    key65[65] = 0;
+    const char *replay_bad[][6] = {
+        {"x1", oid, "1", "1", "h", ""},       {k.label, "9-1-1", "1", "1", "h", ""},
+        {k.label, oid, "u", "1", "h", ""},    {k.label, oid, "1", "0", "h", ""},
+        {k.label, oid, "1", "1", "x", ""},    {k.label, oid, "1", "1000000000", "h", ""},
+        {k.label, oid, "1", "-1", "r", ""},   {k.label, oid_bad_b, "1", "1", "h", ""},
+        {k.label, oid, "1", "1", "p", key65},
     };
     for (size_t i = 0; i < sizeof replay_bad / sizeof replay_bad[0]; i++)
-        CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 5, replay_bad[i]), SK_RC_BAD_ARGUMENT);
-    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 4, replay_bad[0]), SK_RC_BAD_ARGUMENT);
-    /* well formed, but the key set is not fenced: refused */
-    const char *replay_ok[] = {k.label, oid, "1", "1", "h"};
-    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 5, rkeys, 5, replay_ok), -1);
+        CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 6, rkeys, 6, replay_bad[i]), SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 6, rkeys, 5, replay_bad[0]), SK_RC_BAD_ARGUMENT);
+    /* well formed (with a branch, paid, a key), but the key set is not
+     * fenced: refused */
+    const char *replay_ok[] = {k.label, oid_b, "1", "1", "p", "key-1"};
+    CHECK_EQ(eval_rc(r, SK_SCRIPT_REPLAY, 6, rkeys, 6, replay_ok), -1);
     const char *skeys[] = {k.meta, k.stock, k.orders};
     const char *resume_bad[][6] = {
         {"", "", "", "", "", ""},
@@ -884,6 +928,133 @@ SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 
         freeReplyObject(rep);
     }
     env_stop(&e);
+}
+
+/* Users from..to buy one unit each on r; their order ids into ids[0..]. */
+static void buy_range_ids(sk_redis *r, uint64_t aid, uint64_t from, uint64_t to,
+                          char (*ids)[SK_STORE_ORDER_ID_MAX])
+{
+    for (uint64_t u = from; u <= to; u++) {
+        struct sk_admission ad;
+        CHECK_EQ(sk_stock_purchase(r, aid, u, 1, &ad, NULL), 0);
+        CHECK_MSG(ad.rc == SK_RC_OK, "user %" PRIu64 ": %s", u, sk_rc_name(ad.rc));
+        snprintf(ids[u - from], SK_STORE_ORDER_ID_MAX, "%s", ad.order_id);
+    }
+}
+
+static void redis_ok(sk_redis *r, const char *fmt, const char *a, const char *b)
+{
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, fmt, a, b), 0);
+    CHECK_MSG(rep->type != REDIS_REPLY_ERROR, "%s", rep->str);
+    freeReplyObject(rep);
+}
+
+SK_TEST_T(recovery_two_masters_that_diverged_share_no_order_id_and_the_merge_keeps_the_limit, 120)
+{
+    /* a master and its replica, in sync */
+    struct sk_th_redis m, rp;
+    sk_th_redis_start_pair(&m, &rp);
+    char db[400];
+    snprintf(db, sizeof db, "sqlite:%s/diverged.db", sk_th_tmpdir());
+    sk_store *st = open_store(db);
+    sk_redis *r1 = connect_to(m.url), *r2 = connect_to(rp.url);
+    uint64_t aid = engine_activity(st, r1, 100, 1);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    buy_range(r1, aid, 1, 10);
+    redisReply *rep;
+    int64_t by = sk_mono_ms() + 10000;
+    for (;;) {
+        CHECK_EQ(sk_redis_cmd(r1, &rep, "WAIT 1 100"), 0);
+        int synced = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        freeReplyObject(rep);
+        if (synced) break;
+        CHECK_MSG(sk_mono_ms() < by, "the replica never acknowledged");
+    }
+    /* the split: the replica is promoted (a new replication id) while the
+     * old master goes on, and both streams go on from the same id on the
+     * same clock (XSETID to one future id: the same entry ids on both) */
+    CHECK_EQ(sk_redis_cmd(r2, &rep, "REPLICAOF NO ONE"), 0);
+    freeReplyObject(rep);
+    redis_ok(r1, "XSETID %s %s", k.orders, "9000000000000-0");
+    redis_ok(r2, "XSETID %s %s", k.orders, "9000000000000-0");
+    static char old_ids[20][SK_STORE_ORDER_ID_MAX], new_ids[20][SK_STORE_ORDER_ID_MAX];
+    buy_range_ids(r1, aid, 11, 30, old_ids); /* the old master, cut off */
+    buy_range_ids(r2, aid, 21, 40, new_ids); /* the promoted one; users 21..30 on both */
+    int same_entry = 0;
+    for (int i = 0; i < 20; i++)
+        for (int j = 0; j < 20; j++) {
+            char a[64], b[64];
+            sk_th_order_sid(old_ids[i], a, sizeof a);
+            sk_th_order_sid(new_ids[j], b, sizeof b);
+            same_entry += !strcmp(a, b);
+            CHECK_MSG(strcmp(old_ids[i], new_ids[j]) != 0, "order id %s on both", old_ids[i]);
+        }
+    CHECK_EQ(same_entry, 20);
+
+    /* a worker on each persists what it sees: 50 orders, none taken for a
+     * re-delivery of another, no conflict (the 10 from before the split are
+     * on both: re-deliveries) */
+    struct worker_thread wt;
+    worker_start(&wt, m.url, db, 1, 0);
+    worker_stop(&wt, 1);
+    worker_start(&wt, rp.url, db, 1, 0);
+    struct sk_worker_stats ws;
+    sk_worker_stats(wt.w, &ws);
+    CHECK_EQ(ws.duplicates, 10);
+    CHECK_EQ(ws.conflicts, 0);
+    worker_stop(&wt, 1);
+    CHECK_EQ(sale_db_orders(st, aid), 50);
+    struct sk_mark *marks;
+    size_t nm;
+    CHECK_EQ(sk_store_marks_list(st, aid, &marks, &nm), 0);
+    CHECK_EQ(nm, 2); /* one per branch */
+    free(marks);
+
+    /* the merge: the worker follows the promoted master; its ledger lacks
+     * the old master's last persisted order (although its admission count
+     * is as high): the histories diverged. The old master's 20 go back,
+     * but users 21..30 bought here too (limit 1): theirs do not fit and are
+     * refused (cancelled), never a user over the limit */
+    worker_start(&wt, rp.url, db, 1, 1000);
+    sk_worker_stats(wt.w, &ws);
+    CHECK_EQ(ws.recoveries, 1);
+    CHECK_EQ(ws.orders_refused, 10);
+    worker_stop(&wt, 1);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, aid, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 10);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 40);
+    for (int i = 10; i < 20; i++) {
+        struct sk_order o;
+        CHECK_EQ(sk_store_order_get(st, old_ids[i], &o), 0);
+        CHECK_EQ(o.status, SK_ORDER_CANCELLED);
+    }
+    struct sk_stock_state s;
+    CHECK_EQ(sk_stock_state(r2, aid, &s), 0);
+    CHECK_STR(s.fence, "");
+    CHECK_EQ(s.held, 40);
+    CHECK_EQ(s.remaining, 60);
+    char out[8192];
+    int rrc = cli(out, sizeof out, "reconcile", "", rp.url, db, aid, NULL);
+    CHECK_MSG(rrc == 0, "reconcile exit %d:\n%s", rrc, out);
+    /* an admission under an id the database holds for another one (ids made
+     * before branches could): a conflict, recorded, reported, not inserted */
+    struct sk_order dup;
+    CHECK_EQ(sk_store_order_get(st, new_ids[0], &dup), 0);
+    dup.user_id = 999;
+    struct sk_persist_result pr;
+    CHECK_EQ(sk_store_orders_persist(st, &dup, 1, &pr), 0);
+    CHECK_EQ(pr.conflicts, 1);
+    CHECK_EQ(pr.inserted + pr.duplicates, 0);
+    rrc = cli(out, sizeof out, "reconcile", "", rp.url, db, aid, NULL);
+    CHECK_MSG(rrc == 1 && strstr(out, "order_conflict"), "reconcile exit %d:\n%s", rrc, out);
+    sk_redis_free(r1);
+    sk_redis_free(r2);
+    sk_store_close(st);
+    sk_th_redis_stop(&rp, 1);
+    sk_th_redis_stop(&m, 1);
 }
 
 SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_watermark_again)

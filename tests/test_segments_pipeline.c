@@ -141,9 +141,10 @@ static void check_persisted(struct sk_th_env *e, uint64_t aid, struct sk_th_boug
         CHECK_EQ(o.status, SK_ORDER_CREATED);
         /* admitted (after borrowing, if any) in the buyer's home segment */
         CHECK_EQ(seg_of(b[i].oid, aid), sk_seg_home(b[i].uid, SEGS));
-        /* the order id is the label and the stream entry id */
-        CHECK_MSG(!strcmp(strchr(b[i].oid, '-') + 1, o.stream_id), "%s vs stream id %s", b[i].oid,
-                  o.stream_id);
+        /* the order id is the label, the stream entry id and the branch */
+        char sid[64];
+        sk_th_order_sid(b[i].oid, sid, sizeof sid);
+        CHECK_MSG(!strcmp(sid, o.stream_id), "%s vs stream id %s", b[i].oid, o.stream_id);
         units += b[i].qty;
     }
     qsort(b, n, sizeof *b, cmp_oid);

@@ -4,24 +4,31 @@
  * with SENTINEL FAILOVER. The blocking client (CLI, order worker, sweeper,
  * reconcile) follows the promoted replica; `seckill serve` follows it over
  * HTTP, and with --sync-replicas 1 no purchase answered 200 is lost by the
- * failover (without it, the figure of lost ones is printed). */
+ * failover (without it, the figure of lost ones is printed). A master
+ * stopped past its failover and continued is never admitted on again
+ * (redis/sentinels.h's bound), by serve nor by the blocking client. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/keys.h"
+#include "engine/order_id.h"
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
 #include "redis/redis_conn.h"
+#include "redis/sentinels.h"
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/failover_sale.h"
@@ -312,4 +319,190 @@ SK_TEST_T(sentinel_sale_without_sync_replicas_reports_the_200s_a_failover_lost, 
     /* a figure, not an assertion: asynchronous replication may lose the
      * last writes before the kill, or none */
     fo_sale_print("Sentinel, no --sync-replicas", &res);
+}
+
+/* ---- a master stopped past its failover, then continued ----------------- */
+
+/* The branch of node i (engine/order_id.h: the first hex digits of its
+ * replication id), into out. */
+static void branch_of(struct sk_sentinel_spawn *ss, int i, char *out, size_t cap)
+{
+    redisReply *rep = sk_th_sentinel_cmd(ss, i, "INFO replication");
+    CHECK(rep && rep->type == REDIS_REPLY_STRING);
+    const char *p = strstr(rep->str, "master_replid:");
+    CHECK(p);
+    snprintf(out, cap, "%.*s", SK_OID_BRANCH_LEN, p + 14);
+    freeReplyObject(rep);
+}
+
+/* A blocking client writing in a loop, in a process of its own (the test
+ * forks load clients later: no thread of its own may run then): every
+ * write that succeeded, with when and on which master, in shared memory. */
+struct writer {
+    const char *url;
+    atomic_int stop;
+    int old_port;
+    _Atomic int64_t after_us; /* writes to old_port sent after this are late */
+    atomic_long ok, late, to_old;
+};
+
+static void writer_run(struct writer *w)
+{
+    sk_redis *r;
+    char err[256];
+    if (sk_redis_new(&r, w->url, 300, 300, err, sizeof err) < 0) return;
+    while (!atomic_load(&w->stop)) {
+        int64_t t = sk_mono_us();
+        redisReply *rep;
+        if (sk_redis_cmd(r, &rep, "INCR seckill:test:writer") == 0) {
+            if (rep->type == REDIS_REPLY_INTEGER) {
+                atomic_fetch_add(&w->ok, 1);
+                if (r->sn_port == w->old_port) {
+                    atomic_fetch_add(&w->to_old, 1);
+                    if (t > atomic_load(&w->after_us)) atomic_fetch_add(&w->late, 1);
+                }
+            }
+            freeReplyObject(rep);
+        } else {
+            pause_ms(5);
+        }
+    }
+    sk_redis_free(r);
+}
+
+SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150)
+{
+    struct sk_sentinel_spawn ss;
+    sk_th_sentinel_start(&ss, 2, NULL);
+    sk_redis *r = redis_to(ss.url);
+    uint64_t aid = sk_th_unique_id();
+    open_activity(r, aid, 150000, 1, 1);
+    const char *extra[] = {"--redis-timeout-ms", "500", NULL};
+    struct sk_th_serve s;
+    serve_start(&s, ss.url, extra);
+    struct load *L = load_new(s.port, aid);
+    L->n = MAX_RECS;
+    for (size_t i = 0; i < L->n; i++)
+        L->recs[i] = (struct rec){.user = 1 + (uint32_t)i, .qty = 1};
+    L->think_us = 2000;
+    pid_t pids[2];
+    load_start(L, 2, 4, pids);
+    CHECK_MSG(POLL_UNTIL(atomic_load(&L->accepted) >= 300, 15000), "no load (log %s)", s.log);
+    int old = sk_th_sentinel_master(&ss);
+    char old_branch[16];
+    branch_of(&ss, old, old_branch, sizeof old_branch);
+    struct writer *wp =
+        mmap(NULL, sizeof *wp, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(wp != MAP_FAILED); /* zero-filled */
+    wp->url = ss.url;
+    wp->old_port = ss.node[old].port;
+    atomic_store(&wp->after_us, INT64_MAX);
+    pid_t wpid = fork();
+    CHECK(wpid >= 0);
+    if (wpid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        writer_run(wp);
+        _exit(0);
+    }
+    CHECK(POLL_UNTIL(atomic_load(&wp->ok) > 10, 5000));
+
+    /* stopped, and with it the first Sentinel of the URL: its clients'
+     * commands time out, the other two Sentinels promote a replica; both
+     * stay stopped two seconds past that, then go on, the master still
+     * believing it is one and the Sentinel still naming it (an epoch
+     * behind) until the others' news reaches them */
+    int64_t t_stop = sk_mono_us();
+    CHECK_EQ(kill(ss.node[old].pid, SIGSTOP), 0);
+    CHECK_EQ(kill(ss.spid[0], SIGSTOP), 0);
+    pid_t s0 = ss.spid[0];
+    ss.spid[0] = 0; /* the promotion as the two others see it */
+    int now = sk_th_sentinel_await_failover(&ss, old);
+    ss.spid[0] = s0;
+    int64_t t_promoted = sk_mono_us();
+    /* the bound (redis/sentinels.h): a majority names the new master */
+    const int64_t bound_us = (SK_SENTINELS_POLL_MS + SK_SENTINELS_TIMEOUT_MS) * 1000LL;
+    atomic_store(&wp->after_us, t_promoted + bound_us);
+    pause_ms(2000);
+    CHECK_EQ(kill(ss.node[old].pid, SIGCONT), 0);
+    CHECK_EQ(kill(ss.spid[0], SIGCONT), 0);
+    int64_t t_cont = sk_mono_us();
+    /* a serve process that starts now asks the Sentinels afresh: the first
+     * of the URL names the old master */
+    struct sk_th_serve s2;
+    sk_th_serve_start(&s2, ss.url,
+                      (const char *const[]){"--role", "api", "--redis-timeout-ms", "500", NULL});
+    struct load *L2 = load_new(s2.port, aid);
+    L2->n = MAX_RECS;
+    for (size_t i = 0; i < L2->n; i++)
+        L2->recs[i] = (struct rec){.user = MAX_RECS + 1 + (uint32_t)i, .qty = 1};
+    L2->think_us = 2000;
+    pid_t pids2[1];
+    load_start(L2, 1, 4, pids2);
+    int base = atomic_load(&L->accepted);
+    CHECK_MSG(POLL_UNTIL(atomic_load(&L->accepted) >= base + 300, 30000),
+              "serve did not admit after the old master came back (log %s)", s.log);
+    if (!POLL_UNTIL(atomic_load(&L2->accepted) >= 300, 30000)) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "grep -v ' info worker' %s | tail -25", s2.log);
+        if (system(cmd) != 0) printf("    (no log)\n");
+        CHECK_MSG(0, "the second serve did not admit: %d 200s (log %s)", atomic_load(&L2->accepted),
+                  s2.log);
+    }
+    pause_ms(3000); /* the old master meanwhile: demoted by the Sentinels */
+    atomic_store(&L->stop, 1);
+    atomic_store(&L2->stop, 1);
+    load_wait(L, 2, pids);
+    load_wait(L2, 1, pids2);
+    check_no_client_failures(L2);
+    atomic_store(&wp->stop, 1);
+    waitpid(wpid, NULL, 0);
+    check_no_client_failures(L);
+
+    /* every 200 names the branch of the master that admitted it */
+    long old_before = 0, old_after_promotion = 0, late = 0, new_after = 0;
+    int64_t last_old_us = 0;
+    for (size_t k = 0; k < 2 * (size_t)MAX_RECS; k++) {
+        const struct load *LL = k < MAX_RECS ? L : L2;
+        size_t i = k % MAX_RECS, n = atomic_load(&((struct load *)LL)->next);
+        if (i >= n || i >= LL->n) continue;
+        const struct rec *q = &LL->recs[i];
+        if (q->outcome != OUT_ANSWERED || q->status != 200) continue;
+        struct sk_oid id;
+        CHECK_MSG(sk_oid_parse(q->oid, strlen(q->oid), &id) == 0, "order id %s", q->oid);
+        if (!strcmp(id.branch, old_branch)) {
+            if (q->t_send_us < t_stop) old_before++;
+            if (q->t_send_us >= t_promoted) old_after_promotion++;
+            if (q->t_send_us > t_promoted + bound_us) late++;
+            if (q->t_done_us > last_old_us) last_old_us = q->t_done_us;
+        } else if (q->t_send_us >= t_promoted) {
+            new_after++;
+        }
+    }
+    printf("    # master %d stopped; node %d promoted %" PRId64 " ms later, continued %" PRId64
+           " ms after that; 200s on the old master: %ld before the stop, %ld sent after the "
+           "promotion, %ld past the bound of %" PRId64 " ms (the last answered %" PRId64
+           " ms after the stop); %ld 200s on the new one; blocking client: %ld writes, %ld to "
+           "the old master, %ld late\n",
+           old, now, (t_promoted - t_stop) / 1000, (t_cont - t_promoted) / 1000, old_before,
+           old_after_promotion, late, bound_us / 1000, (last_old_us - t_stop) / 1000, new_after,
+           atomic_load(&wp->ok), atomic_load(&wp->to_old), atomic_load(&wp->late));
+    long w_late = atomic_load(&wp->late);
+    munmap(wp, sizeof *wp);
+    CHECK(old_before > 0); /* the branch names the old master: the check sees it */
+    CHECK(new_after > 0);
+    CHECK_EQ(late, 0);
+    CHECK_EQ(w_late, 0);
+    /* what the promoted master holds is consistent */
+    CHECK_MSG(sk_redis_connect(r) == 0, "redis: %s", r->errstr);
+    CHECK_EQ(r->sn_port, ss.node[now].port);
+    struct view v;
+    view_load(r, aid, &v);
+    check_invariants(&v, 150000, 1);
+    view_free(&v);
+    stop_server(&s2);
+    stop_server(&s);
+    load_free(L2);
+    load_free(L);
+    sk_redis_free(r);
+    sk_th_sentinel_stop(&ss);
 }

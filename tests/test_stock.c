@@ -103,16 +103,21 @@ SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;
-    const char *entry = a.order_id + strlen(prefix);
+    char entry[64];
+    sk_th_order_sid(a.order_id, entry, sizeof entry);
     CHECK_EQ(sk_redis_cmd(r, &rep, "XRANGE %s %s %s", k.orders, entry, entry), 0);
     CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
     redisReply *f = rep->element[0]->element[1];
-    CHECK_EQ(f->elements, 8);
+    CHECK_EQ(f->elements, 10);
     CHECK_STR(f->element[3]->str, "42");
     CHECK_STR(f->element[5]->str, "2");
     /* the admission's number in the key set (docs/recovery.md): the first */
     CHECK_STR(f->element[6]->str, "n");
     CHECK_STR(f->element[7]->str, "1");
+    /* the admitting server's branch, the order id's end (order_id.h) */
+    CHECK_STR(f->element[8]->str, "b");
+    CHECK_EQ(strlen(f->element[9]->str), 8);
+    CHECK_MSG(strstr(a.order_id, f->element[9]->str), "%s", a.order_id);
     freeReplyObject(rep);
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.held, 2);

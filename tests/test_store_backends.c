@@ -147,7 +147,7 @@ static long long be_int(const struct be *b, const char *sql)
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 7 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 8 /* what this binary applies; every backend agrees */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -358,8 +358,18 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
 }
 
-/* Migration 7's columns (the waiting room), for the tests that rebuild an
- * older schema. */
+/* Migration 8 undone (idempotency keys, order conflicts; the marks' branch
+ * only when the marks stay), and migration 7's columns (the waiting room),
+ * for the tests that rebuild an older schema. */
+#define UNDO_8_SQLITE "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
+#define UNDO_8_PG UNDO_8_SQLITE
+#define UNDO_8_BRANCH_SQLITE                                                                       \
+    "DROP TABLE redis_marks; CREATE TABLE redis_marks (label TEXT PRIMARY KEY,"                    \
+    " activity_id INTEGER NOT NULL, adm INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"            \
+    " order_id TEXT NOT NULL) WITHOUT ROWID;"
+#define UNDO_8_BRANCH_PG                                                                           \
+    "ALTER TABLE redis_marks DROP CONSTRAINT redis_marks_pkey;"                                    \
+    "ALTER TABLE redis_marks DROP COLUMN branch; ALTER TABLE redis_marks ADD PRIMARY KEY (label);"
 #define DROP_WR                                                                                    \
     "ALTER TABLE activities DROP COLUMN wr_passes_per_s;"                                          \
     "ALTER TABLE activities DROP COLUMN wr_pass_ttl_s;"                                            \
@@ -372,12 +382,12 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
      * migration 7's columns), and rows written in that shape (13 columns:
      * no segments). */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                               "DROP TABLE redis_marks;"
-                               "DELETE FROM schema_migrations WHERE version >= 5"
-                             : "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                               "DROP TABLE redis_marks;"
-                               "PRAGMA user_version = 4"),
+    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                         "DROP TABLE redis_marks;"
+                                         "DELETE FROM schema_migrations WHERE version >= 5"
+                             : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                             "DROP TABLE redis_marks;"
+                                             "PRAGMA user_version = 4"),
              0);
     CHECK_EQ(be_int(b, b->my   ? "SELECT count(*) FROM information_schema.columns"
                                  " WHERE table_schema = DATABASE() AND table_name = 'activities'"
@@ -423,8 +433,10 @@ BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room
     /* What a binary that knew migrations 1..6 left behind: no waiting room
      * columns, rows of 14 values. */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? DROP_WR "DELETE FROM schema_migrations WHERE version >= 7"
-                             : DROP_WR "PRAGMA user_version = 6"),
+    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
+                           "DELETE FROM schema_migrations WHERE version >= 7"
+                             : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR
+                           "PRAGMA user_version = 6"),
              0);
     CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,"
                        "0,0,2)"),
@@ -441,6 +453,44 @@ BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room
     CHECK_STR(got.wr_seed, "");
     /* no waiting room: no pace to set */
     CHECK_EQ(sk_store_activity_set_pass_rate(st, 51, 10), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(upgrades_a_version_7_database_keeping_its_orders_and_marks)
+{
+    /* What a binary that knew migrations 1..7 left behind: orders without
+     * an idempotency key, one mark per label (no branch), no conflicts
+     * table. */
+    sk_store *st = be_open(b);
+    add_activity(st, 71, 100, 1800);
+    struct sk_order o;
+    mk_order(&o, 71, 1000, 0, 5, 1);
+    o.adm_seq = 3;
+    persist_ok(st, &o, 1);
+    sk_store_close(st);
+    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG
+                           "DELETE FROM schema_migrations WHERE version >= 8"
+                             : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE
+                           "INSERT INTO redis_marks VALUES ('71', 71, 3, 0, '71-1000-0');"
+                           "PRAGMA user_version = 7"),
+             0);
+    st = be_open(b);
+    int v = -1;
+    CHECK_EQ(sk_store_schema_version(st, &v), 0);
+    CHECK_EQ(v, N_MIGRATIONS);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
+    CHECK_STR(got.idem_key, "");
+    CHECK_EQ(got.user_id, 5);
+    struct sk_mark *m;
+    size_t n;
+    CHECK_EQ(sk_store_marks_list(st, 71, &m, &n), 0);
+    CHECK_EQ(n, 1);
+    CHECK_STR(m[0].label, "71");
+    CHECK_STR(m[0].branch, "");
+    CHECK_EQ(m[0].adm, 3);
+    CHECK_STR(m[0].order_id, "71-1000-0");
+    free(m);
     sk_store_close(st);
 }
 
@@ -877,6 +927,91 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     CHECK_EQ(sk_store_marks_list(st, 0, &m, &n), 0);
     CHECK_EQ(n, 1);
     CHECK_STR(m[0].label, "62");
+    free(m);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_keep_their_idempotency_key_and_a_reused_id_is_a_recorded_conflict)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 81, 100, 1800);
+    struct sk_order o[4];
+    mk_order(&o[0], 81, 1000, 0, 1, 1);
+    snprintf(o[0].idem_key, sizeof o[0].idem_key, "k-'\"\\{x,y}");
+    mk_order(&o[1], 81, 1000, 1, 2, 2); /* no key */
+    struct sk_persist_result r = persist_ok(st, o, 2);
+    CHECK_EQ(r.inserted, 2);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_STR(got.idem_key, "k-'\"\\{x,y}");
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_STR(got.idem_key, "");
+    size_t n;
+    struct sk_order page[4];
+    CHECK_EQ(sk_store_orders_list(st, 81, NULL, 4, page, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK_STR(page[0].idem_key, "k-'\"\\{x,y}");
+    /* the same id again, the same admission: a re-delivery; the same id for
+     * another user or quantity (two histories that diverged): a conflict,
+     * counted and recorded, never a silent duplicate, nothing changed */
+    o[2] = o[0];
+    o[3] = o[1];
+    o[3].user_id = 9;
+    r = persist_ok(st, &o[2], 2);
+    CHECK_EQ(r.inserted, 0);
+    CHECK_EQ(r.duplicates, 1);
+    CHECK_EQ(r.conflicts, 1);
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.user_id, 2);
+    CHECK_EQ(db_stock(st, 81), 97);
+    o[3].user_id = 2;
+    o[3].quantity = 1;
+    r = persist_ok(st, &o[3], 1);
+    CHECK_EQ(r.conflicts, 1);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 81, &c), 0);
+    CHECK_EQ(c.conflicts, 2);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], 2);
+    /* a key that is not visible ASCII is refused, nothing written */
+    mk_order(&o[0], 81, 1000, 5, 3, 1);
+    snprintf(o[0].idem_key, sizeof o[0].idem_key, "a b");
+    CHECK_EQ(sk_store_orders_persist(st, o, 1, &r), SK_EINVAL);
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(marks_are_kept_per_label_and_branch)
+{
+    sk_store *st = be_open(b);
+    add_activity(st, 82, 100, 1800);
+    struct sk_order o[4];
+    mk_order(&o[0], 82, 1000, 0, 1, 1); /* before branches */
+    o[0].adm_seq = 5;
+    mk_order(&o[1], 82, 1000, 1, 2, 1);
+    snprintf(o[1].order_id, sizeof o[1].order_id, "82-1000-1-0a1b2c3d");
+    o[1].adm_seq = 7;
+    mk_order(&o[2], 82, 1000, 1, 3, 1); /* the same entry id on another branch */
+    snprintf(o[2].order_id, sizeof o[2].order_id, "82-1000-1-ffee0011");
+    o[2].adm_seq = 6;
+    mk_order(&o[3], 82, 1000, 2, 4, 1);
+    snprintf(o[3].order_id, sizeof o[3].order_id, "82-1000-2-0a1b2c3d");
+    o[3].adm_seq = 8;
+    struct sk_persist_result r = persist_ok(st, o, 4);
+    CHECK_EQ(r.inserted, 4);
+    struct sk_mark *m;
+    size_t n;
+    CHECK_EQ(sk_store_marks_list(st, 82, &m, &n), 0);
+    CHECK_EQ(n, 3);
+    CHECK_STR(m[0].branch, "");
+    CHECK_EQ(m[0].adm, 5);
+    CHECK_STR(m[1].branch, "0a1b2c3d");
+    CHECK_EQ(m[1].adm, 8);
+    CHECK_STR(m[1].order_id, "82-1000-2-0a1b2c3d");
+    CHECK_STR(m[2].branch, "ffee0011");
+    CHECK_EQ(m[2].adm, 6);
+    CHECK_STR(m[2].order_id, "82-1000-1-ffee0011");
+    for (size_t i = 0; i < n; i++)
+        CHECK_STR(m[i].label, "82");
     free(m);
     sk_store_close(st);
 }

@@ -122,12 +122,7 @@ static int wait_counts(sk_redis *r)
 SK_TEST_T(sync_replicas_answer_503_unconfirmed_until_a_replica_acknowledges, 120)
 {
     struct sk_th_redis m, rp;
-    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
-    sk_th_redis_start(&m, margs);
-    char mport[16];
-    snprintf(mport, sizeof mport, "%d", m.port);
-    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
-    sk_th_redis_start(&rp, rargs);
+    sk_th_redis_start_pair(&m, &rp);
     sk_redis *r = redis_to(m.url);
     CHECK_MSG(POLL_UNTIL(link_up(rp.port) && wait_counts(r), 10000), "replica not in sync");
     uint64_t aid = sk_th_unique_id();

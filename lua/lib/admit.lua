@@ -92,6 +92,14 @@ local function replay(user, idem, fresh)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
 
+-- This server's branch: the first 8 hex digits of its replication id (a
+-- promoted replica draws a new one; a restart may too), or '' when INFO
+-- does not say. Read once per call, and only by a call that admits.
+local function branch_of()
+  local info = redis.call('INFO', 'replication')
+  return string.match(info, 'master_replid:(%x%x%x%x%x%x%x%x)') or ''
+end
+
 -- Redis TIME as unix microseconds (a number) and the reply itself.
 local function time_us()
   local t = redis.call('TIME')
@@ -196,7 +204,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
   local ip_period, ip_burst = rl_params(rl.ip_rate, rl.ip_burst)
   local held = redis.call('HMGET', KEYS[3], unpack(users, 1, n))
   local counts, dirty, ledger, idemw = {}, {}, {}, {}
-  local sold, nadm = 0, 0
+  local sold, nadm, branch = 0, 0, nil
   for i = 1, n do
     local u, qs, k = users[i], qtys[i], idems[i]
     local rc, oid, q = RC.OK, '', 0
@@ -248,11 +256,19 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
           if not counts[u] then dirty[#dirty + 1] = u end
           counts[u] = had + q
           if wr then wr_spend(wr, u) end
-          -- The stream entry id is the order id's unique part; n numbers the
-          -- admission (the order worker keeps the highest one persisted).
+          -- The order id is the stream entry id and this server's branch
+          -- (order_id.h): two masters admitting after a split hand out the
+          -- same entry ids, never the same branch. n numbers the admission
+          -- (the order worker keeps the highest one persisted), b and k
+          -- travel to the database with it (the Idempotency-Key is put back
+          -- with the order after a rollback: docs/recovery.md).
           nadm = nadm + 1
-          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q,
-                                           'n', adm + nadm)
+          if not branch then branch = branch_of() end
+          local ev = {'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm}
+          if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
+          if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
+          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', unpack(ev))
+          if branch ~= '' then oid = oid .. '-' .. branch end
           -- The ledger lets release check the order is real and whose it
           -- is, even after its stream entry was persisted and trimmed.
           ledger[#ledger + 1] = oid

@@ -103,16 +103,18 @@ int sk_cli_worker(int argc, char **argv)
     struct sk_worker_stats s;
     sk_worker_stats(w, &s);
     sk_log(SK_LOG_INFO,
-           "worker: exiting: persisted %" PRIu64 ", duplicates %" PRIu64 ", stock failures %" PRIu64
-           ", dead-lettered %" PRIu64 ", claimed %" PRIu64 ", trimmed %" PRIu64,
-           s.persisted, s.duplicates, s.stock_failures, s.dead_lettered, s.claimed, s.trimmed);
+           "worker: exiting: persisted %" PRIu64 ", duplicates %" PRIu64 ", conflicts %" PRIu64
+           ", stock failures %" PRIu64 ", dead-lettered %" PRIu64 ", claimed %" PRIu64
+           ", trimmed %" PRIu64,
+           s.persisted, s.duplicates, s.conflicts, s.stock_failures, s.dead_lettered, s.claimed,
+           s.trimmed);
     if (s.recoveries || s.recover_failures)
         sk_log(SK_LOG_WARN,
                "worker: rollback guard: %" PRIu64 " key set(s) fenced, %" PRIu64
                " recoveries (%" PRIu64 " failed, retried), %" PRIu64 " orders replayed, %" PRIu64
-               " units oversold, %" PRIu64 " acknowledged admissions lost",
-               s.fences, s.recoveries, s.recover_failures, s.orders_replayed, s.units_oversold,
-               s.admissions_lost);
+               " refused, %" PRIu64 " units oversold, %" PRIu64 " acknowledged admissions lost",
+               s.fences, s.recoveries, s.recover_failures, s.orders_replayed, s.orders_refused,
+               s.units_oversold, s.admissions_lost);
     if (rc) {
         int ret = sk_cli_runtime_error("worker: giving up: %s", sk_worker_errstr(w));
         g_worker = NULL;

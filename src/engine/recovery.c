@@ -135,11 +135,13 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     return 0;
 }
 
-/* One replay.lua call for o[0..n), n <= SK_REPLAY_CHUNK. */
+/* One replay.lua call for o[0..n), n <= SK_REPLAY_CHUNK; the refused ones'
+ * indexes, plus base, into refused. */
 static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_replay_order *o,
-                        size_t n, struct sk_replay_result *res)
+                        size_t n, struct sk_replay_result *res, size_t base, size_t *refused,
+                        size_t *nrefused)
 {
-    size_t nargs = 1 + 4 * n;
+    size_t nargs = 1 + 5 * n;
     const char **args = malloc(nargs * sizeof *args);
     char(*num)[2][24] = malloc(n * sizeof *num);
     if (!args || !num) {
@@ -151,38 +153,66 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
     for (size_t i = 0; i < n; i++) {
         snprintf(num[i][0], 24, "%" PRIu64, o[i].user_id);
         snprintf(num[i][1], 24, "%" PRId64, o[i].quantity);
-        args[1 + 4 * i] = o[i].order_id;
-        args[2 + 4 * i] = num[i][0];
-        args[3 + 4 * i] = num[i][1];
-        args[4 + 4 * i] = o[i].released ? "r" : "h";
+        args[1 + 5 * i] = o[i].order_id;
+        args[2 + 5 * i] = num[i][0];
+        args[3 + 5 * i] = num[i][1];
+        args[4 + 5 * i] = o[i].released ? "r" : o[i].paid ? "p" : "h";
+        args[5 + 5 * i] = o[i].idem_key ? o[i].idem_key : "";
     }
-    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released};
-    int64_t v[7];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REPLAY, 5, keys, (int)nargs, args, v, 7);
+    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_REPLAY, 6, keys, (int)nargs, args, NULL, &rep);
     free(args);
     free(num);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        if (rep) freeReplyObject(rep);
+        return rc;
+    }
+    int64_t v[11];
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 11;
+    for (size_t i = 0; ok && i < rep->elements; i++)
+        ok = rep->element[i]->type == REDIS_REPLY_INTEGER;
+    for (size_t i = 0; ok && i < 11; i++)
+        v[i] = rep->element[i]->integer;
+    if (ok && v[0] == SK_RC_OK) ok = rep->elements == 11 + (size_t)v[7];
+    if (!ok) {
+        freeReplyObject(rep);
+        return sk_stock_proto(r, "replay");
+    }
     if (v[0] != SK_RC_OK) {
+        freeReplyObject(rep);
         snprintf(r->errstr, sizeof r->errstr, "replay into %s refused: %s", k->label,
                  sk_rc_message((int)v[0]));
         return r->err = SK_EINVAL;
     }
+    for (size_t j = 11; j < rep->elements; j++) {
+        long long at = rep->element[j]->integer;
+        if (at < 1 || (size_t)at > n || !refused) continue;
+        refused[(*nrefused)++] = base + (size_t)at - 1;
+    }
+    freeReplyObject(rep);
     res->held += v[1];
     res->held_units += v[2];
     res->released += v[3];
     res->again += v[4];
     res->oversold += v[5];
     res->stock = v[6];
+    res->refused += v[7];
+    res->refused_units += v[8];
+    res->paid_over_limit += v[9];
+    res->idem_restored += v[10];
     res->calls++;
     return 0;
 }
 
 int sk_recovery_replay(sk_redis *r, const struct sk_keys *k, const struct sk_replay_order *o,
-                       size_t n, struct sk_replay_result *res)
+                       size_t n, struct sk_replay_result *res, size_t *refused, size_t *nrefused)
 {
+    if (nrefused) *nrefused = 0;
+    size_t dummy = 0;
     for (size_t at = 0; at < n; at += SK_REPLAY_CHUNK) {
         size_t m = n - at < SK_REPLAY_CHUNK ? n - at : SK_REPLAY_CHUNK;
-        int rc = replay_chunk(r, k, o + at, m, res);
+        int rc = replay_chunk(r, k, o + at, m, res, at, refused, nrefused ? nrefused : &dummy);
         if (rc < 0) return rc;
     }
     return 0;

@@ -54,26 +54,36 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
 
 /* One database order to put back. */
 struct sk_replay_order {
-    const char *order_id; /* "<label>-<stream id>" of this key set */
+    const char *order_id; /* an order id of this key set (order_id.h) */
     uint64_t user_id;
     int64_t quantity;
-    int released; /* 1: cancelled and released in the database; 0: held */
+    int released;         /* 1: cancelled and released in the database; 0: held */
+    int paid;             /* held and paid: never refused */
+    const char *idem_key; /* its Idempotency-Key, "" or NULL none */
 };
 
 /* What replay.lua did (sums over the calls). */
 struct sk_replay_result {
-    int64_t held, held_units; /* held orders put back, their units */
-    int64_t released;         /* released orders recorded */
-    int64_t again;            /* releases Redis had lost, applied again */
-    int64_t oversold;         /* units that did not fit (sold twice) */
-    int64_t stock;            /* stock after the last call */
+    int64_t held, held_units;       /* held orders put back, their units */
+    int64_t released;               /* released orders recorded */
+    int64_t again;                  /* releases Redis had lost, applied again */
+    int64_t oversold;               /* units that did not fit (sold twice: paid orders) */
+    int64_t stock;                  /* stock after the last call */
+    int64_t refused, refused_units; /* held unpaid orders this Redis's history refused */
+    int64_t paid_over_limit;        /* paid orders put back over their buyer's limit */
+    int64_t idem_restored;          /* Idempotency-Key records put back */
     int64_t calls;
 };
 
 /* replay.lua over o[0..n) in chunks of SK_REPLAY_CHUNK, adding into *res
- * (zero it first). SK_EINVAL when the script refused an argument. */
+ * (zero it first). A held, unpaid order that does not fit this Redis's own
+ * history (its buyer's Idempotency-Key bought another order here, or its
+ * units would take the buyer past the limit or the stock below 0) is not
+ * written: its index into o goes to refused[*nrefused++] (refused has room
+ * for n; may be NULL when the caller knows none can be). SK_EINVAL when
+ * the script refused an argument. */
 int sk_recovery_replay(sk_redis *r, const struct sk_keys *k, const struct sk_replay_order *o,
-                       size_t n, struct sk_replay_result *res);
+                       size_t n, struct sk_replay_result *res, size_t *refused, size_t *nrefused);
 
 struct sk_resume_args {
     int64_t watermark;   /* highest admission number the database holds */

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "engine/order_id.h"
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/order_marks.h"
@@ -43,46 +44,28 @@ struct order_op {
     int foreign;                /* the row is another buyer's */
     int ledger_released;        /* the ledger marks it released: cancelled */
     int waiting;                /* a is begun: a Redis step holds the request */
-    int has_entry;              /* entry: the order's stream entry, from its id */
-    struct sk_entry_id entry;
-    int release_rc; /* cancel: the release script's answer */
+    struct sk_oid oid;          /* the id's parts: its stream entry, its branch */
+    int release_rc;             /* cancel: the release script's answer */
     int64_t given, now_ms;
     char err[256]; /* the store's failure, for the log line on the loop */
 };
 
-/* "<activity>-<ms>-<seq>", or "<activity>.<seg>-<ms>-<seq>" for an order of
- * segment seg of a segmented activity (docs/segments.md): digits, one
- * optional dot in the label, two dashes, so it is safe as a key and in
- * JSON. Anything else is the caller's mistake (400). */
-static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
+/* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>]", digits,
+ * one optional dot in the label, a hex branch), so it is safe as a key and
+ * in JSON. Anything else is the caller's mistake (400). */
+static int parse_order_id(const struct sk_route_match *m, struct sk_order *o, struct sk_oid *oid)
 {
     memset(o, 0, sizeof *o);
     if (m->param_len == 0 || m->param_len >= sizeof o->order_id) return SK_EINVAL;
-    uint64_t aid;
-    int seg;
-    int ll = sk_keys_parse_label(m->param, m->param_len, &aid, &seg);
-    if (ll < 0 || seg >= SK_ACTIVITY_SEGMENTS_MAX) return SK_EINVAL;
-    /* the stream id after the label: "-<ms>-<seq>" */
-    int dashes = 0;
-    size_t run = 0;
-    for (size_t i = (size_t)ll; i < m->param_len; i++) {
-        char c = m->param[i];
-        if (c == '-') {
-            if (i > (size_t)ll && run == 0) return SK_EINVAL;
-            dashes++;
-            run = 0;
-        } else if (c >= '0' && c <= '9' && run < 20) {
-            run++;
-        } else {
-            return SK_EINVAL;
-        }
-    }
-    if (dashes != 2 || run == 0) return SK_EINVAL;
+    struct sk_oid id;
+    if (sk_oid_parse(m->param, m->param_len, &id) < 0 || id.seg >= SK_ACTIVITY_SEGMENTS_MAX)
+        return SK_EINVAL;
     memcpy(o->order_id, m->param, m->param_len);
     o->order_id[m->param_len] = 0;
-    o->activity_id = aid;
-    o->created_ms = strtoll(o->order_id + ll + 1, NULL, 10);
-    return ll;
+    o->activity_id = id.activity_id;
+    o->created_ms = id.sid.ms > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)id.sid.ms;
+    *oid = id;
+    return 0;
 }
 
 /* The key set of an order (its segment's, if any). */
@@ -202,8 +185,8 @@ static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return NULL;
     struct sk_order id;
-    int ll = parse_order_id(m, &id);
-    if (ll < 0) {
+    struct sk_oid oid;
+    if (parse_order_id(m, &id, &oid) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request",
                       "order id must look like <activity>[.<segment>]-<ms>-<seq>");
         return NULL;
@@ -217,8 +200,7 @@ static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
     op->route = m->route;
     op->uid = uid;
     op->id = id;
-    const char *e = id.order_id + ll + 1; /* "<ms>-<seq>" after the label */
-    op->has_entry = sk_entry_id_parse(e, strlen(e), &op->entry) == 0;
+    op->oid = oid;
     return op;
 }
 
@@ -285,7 +267,7 @@ static void on_state(void *data, redisReply *rep)
     struct sk_app *app = op->app;
     struct sk_keys k;
     keys_of(op, &k);
-    if (sk_order_marks_note(app, &k, rep, &op->entry) == SK_ORDER_QUEUED &&
+    if (sk_order_marks_note(app, &k, rep, &op->oid.sid) == SK_ORDER_QUEUED &&
         rep->element[0]->type == REDIS_REPLY_STRING) {
         ledger_answer(app, op, rep->element[0]);
         return;
@@ -300,15 +282,16 @@ int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
     struct sk_keys k;
     keys_of(op, &k);
     /* known persisted (the figures of an earlier poll): the database's */
-    if (!op->has_entry || !sk_aredis_ready(app->redis) ||
-        sk_order_marks_persisted(app, &k, &op->entry)) {
+    if (!sk_aredis_ready(app->redis) || sk_order_marks_persisted(app, &k, &op->oid.sid)) {
         db_get(app, req, op);
         return 0;
     }
     sk_async_begin(app, &op->a, req, op->route);
     const char *keys[] = {k.ledger, k.orders};
-    const char *args[] = {op->id.order_id, SK_WORKER_GROUP};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 2, args, NULL, on_state, op) < 0)
+    char entry[48];
+    snprintf(entry, sizeof entry, "%" PRIu64 "-%" PRIu64, op->oid.sid.ms, op->oid.sid.seq);
+    const char *args[] = {op->id.order_id, SK_WORKER_GROUP, entry, op->oid.branch};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 4, args, NULL, on_state, op) < 0)
         on_state(op, NULL);
     return 0;
 }

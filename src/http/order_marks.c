@@ -12,42 +12,14 @@ enum { MK_EMPTY, MK_NO_STREAM, MK_NO_GROUP, MK_GROUP };
 struct mark {
     char label[SK_LABEL_MAX]; /* the key set ("" when the slot is free) */
     int state;
-    struct sk_entry_id ld;     /* last delivered */
-    struct sk_entry_id oldest; /* oldest pending (pending > 0) */
+    struct sk_sid ld;     /* last delivered */
+    struct sk_sid oldest; /* oldest pending (pending > 0) */
     uint64_t pending;
 };
 
 struct sk_order_marks {
     struct mark slot[SK_ORDER_MARKS_SLOTS];
 };
-
-int sk_entry_id_parse(const char *s, size_t len, struct sk_entry_id *id)
-{
-    uint64_t v[2] = {0, 0};
-    int part = 0;
-    size_t digits = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '-' && part == 0 && digits) {
-            part = 1;
-            digits = 0;
-        } else if (s[i] >= '0' && s[i] <= '9' && digits < 19) {
-            v[part] = v[part] * 10 + (uint64_t)(s[i] - '0');
-            digits++;
-        } else {
-            return -1;
-        }
-    }
-    if (part != 1 || !digits) return -1;
-    id->ms = v[0];
-    id->seq = v[1];
-    return 0;
-}
-
-static int cmp(const struct sk_entry_id *a, const struct sk_entry_id *b)
-{
-    if (a->ms != b->ms) return a->ms < b->ms ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
 
 static struct mark *slot_for(struct sk_app *app, const struct sk_keys *k, int make)
 {
@@ -67,38 +39,38 @@ static struct mark *slot_for(struct sk_app *app, const struct sk_keys *k, int ma
     return m;
 }
 
-static enum sk_order_mark verdict(const struct mark *m, const struct sk_entry_id *e)
+static enum sk_order_mark verdict(const struct mark *m, const struct sk_sid *e)
 {
     switch (m->state) {
     case MK_NO_GROUP: return SK_ORDER_QUEUED; /* the worker never read this stream */
     case MK_GROUP:
-        if (cmp(e, &m->ld) > 0) return SK_ORDER_QUEUED; /* not delivered yet */
-        if (m->pending == 0 || cmp(e, &m->oldest) < 0) return SK_ORDER_PERSISTED;
+        if (sk_sid_cmp(*e, m->ld) > 0) return SK_ORDER_QUEUED; /* not delivered yet */
+        if (m->pending == 0 || sk_sid_cmp(*e, m->oldest) < 0) return SK_ORDER_PERSISTED;
         return SK_ORDER_ASK_DB; /* delivered, maybe not committed */
     default: return SK_ORDER_ASK_DB;
     }
 }
 
-int sk_order_marks_persisted(struct sk_app *app, const struct sk_keys *k,
-                             const struct sk_entry_id *e)
+int sk_order_marks_persisted(struct sk_app *app, const struct sk_keys *k, const struct sk_sid *e)
 {
     const struct mark *m = slot_for(app, k, 0);
     return m && verdict(m, e) == SK_ORDER_PERSISTED;
 }
 
 enum sk_order_mark sk_order_marks_note(struct sk_app *app, const struct sk_keys *k,
-                                       const redisReply *rep, const struct sk_entry_id *e)
+                                       const redisReply *rep, const struct sk_sid *e)
 {
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 ||
-        rep->element[1]->type != REDIS_REPLY_INTEGER)
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 6 ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER ||
+        rep->element[5]->type != REDIS_REPLY_INTEGER)
         return SK_ORDER_ASK_DB;
     long long st = rep->element[1]->integer;
     const redisReply *ld = rep->element[2], *np = rep->element[3], *old = rep->element[4];
     struct mark got = {.state = st == 0 ? MK_NO_STREAM : st == 1 ? MK_NO_GROUP : MK_GROUP};
     if (st == 2) {
         if (ld->type != REDIS_REPLY_STRING || np->type != REDIS_REPLY_INTEGER ||
-            old->type != REDIS_REPLY_STRING || sk_entry_id_parse(ld->str, ld->len, &got.ld) < 0 ||
-            (np->integer > 0 && sk_entry_id_parse(old->str, old->len, &got.oldest) < 0))
+            old->type != REDIS_REPLY_STRING || sk_sid_parse(ld->str, ld->len, &got.ld) < 0 ||
+            (np->integer > 0 && sk_sid_parse(old->str, old->len, &got.oldest) < 0))
             return SK_ORDER_ASK_DB;
         got.pending = (uint64_t)np->integer;
     } else if (st != 0 && st != 1) {
@@ -109,7 +81,9 @@ enum sk_order_mark sk_order_marks_note(struct sk_app *app, const struct sk_keys 
         memcpy(got.label, m->label, sizeof got.label);
         *m = got;
     }
-    return verdict(&got, e);
+    enum sk_order_mark v = verdict(&got, e);
+    /* queued only for an entry this stream holds as this order's */
+    return v == SK_ORDER_QUEUED && rep->element[5]->integer != 1 ? SK_ORDER_ASK_DB : v;
 }
 
 void sk_order_marks_free(struct sk_app *app)

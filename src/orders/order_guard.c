@@ -10,9 +10,12 @@
  *     the keys vanished (Redis restarted empty, or flushed): rebuild;
  *   - an admission count below the highest one the database holds (the
  *     watermark, raised in every persist transaction), or a ledger without
- *     the order of that number (one more pipelined HEXISTS per key set: it
- *     sees the loss even after the rolled-back Redis has admitted past the
- *     watermark again): Redis lost writes the database holds: replay;
+ *     the order of the highest number of one of the branches the database
+ *     holds orders of (one more pipelined HEXISTS per key set and branch:
+ *     it sees the loss even after the rolled-back Redis has admitted past
+ *     the watermark again, and a Redis that followed another history after
+ *     a split, whose admission numbers overlap the lost one's): Redis lacks
+ *     orders the database holds: replay;
  *   - fenced by a buyer's call (its process saw admissions this Redis no
  *     longer has, or knew keys that vanished): replay, or rebuild;
  *   - fenced `oversold`: stock given back since pays the oversold units
@@ -85,11 +88,12 @@ static void recover(sk_worker *w, const struct guard_hit *h)
         SK_WORKER_INC(w, orders_replayed, rep.orders_replayed);
         SK_WORKER_INC(w, units_oversold, rep.oversold);
         SK_WORKER_INC(w, admissions_lost, rep.lost);
+        SK_WORKER_INC(w, orders_refused, rep.refused);
         sk_log(SK_LOG_WARN,
                "worker: activity %" PRIu64 " recovered in %" PRId64 " ms: %zu key set(s), %" PRId64
-               " order(s) replayed, %" PRId64 " acknowledged admission(s) lost, %" PRId64
-               " unit(s) oversold",
-               h->aid, rep.ms, fenced, rep.orders_replayed, rep.lost, rep.oversold);
+               " order(s) replayed, %" PRId64 " refused (cancelled: they did not fit), %" PRId64
+               " acknowledged admission(s) lost, %" PRId64 " unit(s) oversold",
+               h->aid, rep.ms, fenced, rep.orders_replayed, rep.refused, rep.lost, rep.oversold);
     }
     sk_recover_report_free(&rep);
     /* A stream that went back in time brings back entries this consumer had
@@ -141,45 +145,64 @@ static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_
     if (k->seg >= 0) h->only[k->seg] = 1;
 }
 
-static const struct sk_mark *mark_of(const struct sk_mark *m, size_t n, const char *label)
+/* The watermark of a label: the highest admission number of its marks
+ * (one per branch). */
+static int64_t watermark_of(const struct sk_mark *m, size_t n, const char *label)
 {
+    int64_t wm = 0;
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(m[i].label, label)) return &m[i];
-    return NULL;
+        if (!strcmp(m[i].label, label) && m[i].adm > wm) wm = m[i].adm;
+    return wm;
 }
 
-/* Probes every key set (and the ledger for the watermark's order), judges
- * each, and recovers what needs it. */
+/* Probes every key set, and the ledger for the order of every branch mark
+ * of each, judges each, and recovers what needs it. */
 static int check(sk_worker *w, const struct sk_activity *acts, size_t na,
                  const struct sk_mark *marks, size_t nm)
 {
     size_t cap = 2 * w->ns;
     struct sk_keys *ks = malloc(cap * sizeof *ks);
     struct sk_keyset_probe *pr = malloc(cap * sizeof *pr);
-    const char **oids = malloc(cap * sizeof *oids);
     int *has = malloc(cap * sizeof *has);
+    /* one ledger question per (key set, branch mark) */
+    struct sk_keys *qk = malloc((nm + 1) * sizeof *qk);
+    const char **qo = malloc((nm + 1) * sizeof *qo);
+    size_t *qi = malloc((nm + 1) * sizeof *qi);
+    int *qh = malloc((nm + 1) * sizeof *qh);
     struct guard_hit *hits = malloc(w->ns * sizeof *hits);
-    int rc = ks && pr && oids && has && hits ? 0 : SK_ENOMEM;
-    size_t n = rc ? 0 : gather(w, ks), nh = 0;
+    int rc = ks && pr && has && qk && qo && qi && qh && hits ? 0 : SK_ENOMEM;
+    size_t n = rc ? 0 : gather(w, ks), nh = 0, nq = 0;
     if (rc == 0 && (rc = sk_recovery_probe(w->r, ks, n, pr)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const struct sk_mark *m = mark_of(marks, nm, ks[i].label);
-        oids[i] = m && pr[i].present && i < w->ns ? m->order_id : NULL;
+        has[i] = 1;
+        if (!pr[i].present || i >= w->ns) continue;
+        for (size_t j = 0; j < nm && nq < nm; j++)
+            if (!strcmp(marks[j].label, ks[i].label)) {
+                qk[nq] = ks[i];
+                qo[nq] = marks[j].order_id;
+                qi[nq++] = i;
+            }
     }
-    if (rc == 0 && (rc = sk_recovery_ledger_has(w->r, ks, oids, n, has)) < 0)
+    if (rc == 0 && nq && (rc = sk_recovery_ledger_has(w->r, qk, qo, nq, qh)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
+    for (size_t q = 0; rc == 0 && q < nq; q++)
+        has[qi[q]] &= qh[q];
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct sk_activity *a = find_activity(acts, na, ks[i].activity_id);
-        const struct sk_mark *m = mark_of(marks, nm, ks[i].label);
-        if (a) judge(w, &ks[i], &pr[i], a, m ? m->adm : 0, has[i], i >= w->ns, hits, &nh);
+        if (a)
+            judge(w, &ks[i], &pr[i], a, watermark_of(marks, nm, ks[i].label), has[i], i >= w->ns,
+                  hits, &nh);
     }
     for (size_t i = 0; rc == 0 && i < nh && !atomic_load(&w->stop); i++)
         recover(w, &hits[i]);
     free(ks);
     free(pr);
-    free(oids);
     free(has);
+    free(qk);
+    free(qo);
+    free(qi);
+    free(qh);
     free(hits);
     return rc == SK_ENOMEM ? 0 : rc;
 }

@@ -34,6 +34,7 @@
 #include "core/num.h"
 #include "core/vec.h"
 #include "engine/activity.h"
+#include "engine/order_id.h"
 #include "orders/order_worker_int.h"
 #include "redis/stream_id.h"
 
@@ -191,6 +192,8 @@ void sk_worker_stats(const sk_worker *w, struct sk_worker_stats *o)
     o->units_oversold = atomic_load(&c->units_oversold);
     o->admissions_lost = atomic_load(&c->admissions_lost);
     o->recover_failures = atomic_load(&c->recover_failures);
+    o->conflicts = atomic_load(&c->conflicts);
+    o->orders_refused = atomic_load(&c->orders_refused);
 }
 
 const char *sk_worker_errstr(const sk_worker *w)
@@ -290,17 +293,21 @@ static int parse_stream_id(const char *id, size_t len, int64_t *ms)
 }
 
 /* Entry -> order, or e->bad with the reason. The fields written by the
- * admission script are aid, uid, qty, and n (the admission's number in its
- * key set, docs/recovery.md; entries written before it have none); unknown
- * extra fields are tolerated (a newer producer), a missing, repeated or
- * malformed one of the first three is poison. A malformed n only loses the
- * watermark's news: the order is still an order. */
+ * admission script are aid, uid, qty, n (the admission's number in its key
+ * set, docs/recovery.md), b (the admitting server's branch, part of the
+ * order id: engine/order_id.h) and k (the purchase's Idempotency-Key, when
+ * it had one); entries written before them have none. Unknown extra fields
+ * are tolerated (a newer producer), a missing, repeated or malformed one of
+ * the first three is poison, and so is a malformed b (the order id would
+ * not be the one its buyer was given). A malformed n only loses the
+ * watermark's news, a malformed k the key's record after a rollback: the
+ * order is still an order. */
 static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_order *o)
 {
     const struct worker_stream *s = &w->s[e->si];
     const redisReply *f = e->fields;
-    const redisReply *val[4] = {NULL, NULL, NULL, NULL};
-    static const char *const names[4] = {"aid", "uid", "qty", "n"};
+    const redisReply *val[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    static const char *const names[6] = {"aid", "uid", "qty", "n", "b", "k"};
     char q[160];
     memset(o, 0, sizeof *o);
     if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) {
@@ -313,7 +320,7 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
             snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i / 2);
             goto bad;
         }
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 6; j++) {
             size_t nl = strlen(names[j]);
             if (k->len != nl || memcmp(k->str, names[j], nl) != 0) continue;
             if (val[j]) {
@@ -349,11 +356,16 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
         snprintf(e->reason, sizeof e->reason, "entry id is not a stream id");
         goto bad;
     }
-    /* "<label>-<stream id>": the label names the segment ("<ID>.<seg>"), so
-     * the order id alone finds the order's key set (sk_keys_for_order). */
-    int len =
-        snprintf(o->order_id, sizeof o->order_id, "%s-%.*s", s->k.label, (int)e->idlen, e->id);
-    if (len < 0 || (size_t)len >= sizeof o->order_id) {
+    if (val[4] && !sk_oid_branch_ok(val[4]->str, val[4]->len)) {
+        quote(q, sizeof q, val[4]->str, val[4]->len);
+        snprintf(e->reason, sizeof e->reason, "field b '%s' is not a branch", q);
+        goto bad;
+    }
+    /* "<label>-<stream id>-<branch>": the label names the segment
+     * ("<ID>.<seg>"), so the order id alone finds the order's key set
+     * (sk_keys_for_order). */
+    if (sk_oid_format(o->order_id, sizeof o->order_id, s->k.label, e->id, e->idlen,
+                      val[4] ? val[4]->str : NULL, val[4] ? val[4]->len : 0) < 0) {
         snprintf(e->reason, sizeof e->reason, "order id does not fit");
         goto bad;
     }
@@ -366,6 +378,12 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
     if (val[3] && sk_num_u64_canonical(val[3]->str, val[3]->len, &seq) == 0 &&
         seq <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000)
         o->adm_seq = (int64_t)seq;
+    if (val[5] && val[5]->len >= 1 && val[5]->len < sizeof o->idem_key) {
+        int visible = 1;
+        for (size_t i = 0; i < val[5]->len; i++)
+            visible &= val[5]->str[i] >= 0x21 && val[5]->str[i] <= 0x7e;
+        if (visible) memcpy(o->idem_key, val[5]->str, val[5]->len);
+    }
     return;
 bad:
     e->bad = 1;
@@ -552,6 +570,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
             INC(batches, 1);
             INC(persisted, res.inserted);
             INC(duplicates, res.duplicates);
+            INC(conflicts, res.conflicts);
             INC(stock_failures, res.stock_failures);
             return 0;
         }
@@ -572,6 +591,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
                 INC(batches, 1);
                 INC(persisted, res.inserted);
                 INC(duplicates, res.duplicates);
+                INC(conflicts, res.conflicts);
                 INC(stock_failures, res.stock_failures);
             }
             if (rc == 0 || rc == SK_EINVAL) return 0;

@@ -83,6 +83,9 @@ struct sk_worker_stats {
      * database, recoveries run, orders put back, units found sold twice,
      * acknowledged admissions counted lost, recoveries that failed (retried). */
     uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost, recover_failures;
+    uint64_t conflicts;      /* order ids the database held for another admission */
+    uint64_t orders_refused; /* unpaid orders a recovery cancelled: they did not fit the
+                                surviving history (docs/recovery.md) */
 };
 
 typedef struct sk_worker sk_worker;

@@ -38,7 +38,7 @@ struct worker_counters {
     _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
         acked, trimmed, deleted, db_errors, redis_errors, activities;
     _Atomic uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost,
-        recover_failures;
+        recover_failures, conflicts, orders_refused;
 };
 
 struct worker_entry; /* one fetched stream entry, order_worker.c */

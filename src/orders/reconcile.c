@@ -436,6 +436,13 @@ static void db_drift(struct rec_run *u, int any)
         sk_reconcile_add_drift(
             rep, SK_SEG_NONE, SK_DRIFT_DB_MISSING, NULL,
             "Redis has live state for the activity but the DB has no activity row");
+    if (rep->db.counts.conflicts)
+        sk_reconcile_add_drift(
+            rep, SK_SEG_NONE, SK_DRIFT_ORDER_CONFLICT, NULL,
+            "%" PRId64 " admission(s) came with an order id the DB already held for another "
+            "admission (two Redis histories that diverged); they are in the table "
+            "order_conflicts, not in orders: an operator must settle them",
+            rep->db.counts.conflicts);
     if (rep->db.present && rep->db.stock != rep->db.stock_expected) {
         const struct sk_order_counts *k = &rep->db.counts;
         char why[128] = "";

@@ -58,6 +58,9 @@ enum sk_drift_kind {
                                         the DB (docs/recovery.md) */
     SK_DRIFT_OVERSOLD,               /* units sold twice before a rollback was fenced: buyers
                                         hold more than the stock (docs/recovery.md) */
+    SK_DRIFT_ORDER_CONFLICT,         /* admissions whose order id the DB held for another
+                                        one (two histories that diverged), recorded in
+                                        order_conflicts and never inserted */
     SK_DRIFT_NKINDS
 };
 

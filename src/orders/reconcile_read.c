@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/num.h"
 #include "core/vec.h"
+#include "engine/order_id.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile_int.h"
 
@@ -81,7 +82,8 @@ int sk_reconcile_cmp_uunits(const void *a, const void *b)
 }
 
 /* Parses one ledger field/value pair of the key set labelled label ("<ID>"
- * or "<ID>.<seg>": its order ids are "<label>-<stream id>") into *e: 0, or
+ * or "<ID>.<seg>": its order ids are "<label>-<stream id>[-<branch>]",
+ * engine/order_id.h) into *e: 0, or
  * -1 when malformed. */
 static int parse_lentry(const char *label, const redisReply *k, const redisReply *v,
                         struct rec_lentry *e)
@@ -90,10 +92,11 @@ static int parse_lentry(const char *label, const redisReply *k, const redisReply
     if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
     if (k->len == 0 || k->len >= sizeof e->oid) return -1;
     memcpy(e->oid, k->str, k->len);
-    char prefix[SK_LABEL_MAX + 2];
-    int pl = snprintf(prefix, sizeof prefix, "%s-", label);
-    if (strncmp(e->oid, prefix, (size_t)pl) != 0) return -1;
-    if (sk_sid_parse(e->oid + pl, k->len - (size_t)pl, &e->sid)) return -1;
+    struct sk_oid id;
+    size_t ll = strlen(label);
+    if (sk_oid_parse(e->oid, k->len, &id) < 0 || id.label_len != ll || memcmp(e->oid, label, ll))
+        return -1;
+    e->sid = id.sid;
     const char *s = v->str, *end = v->str + v->len;
     const char *c1 = memchr(s, ':', v->len);
     if (!c1) return -1;

@@ -28,6 +28,7 @@ static const char *const drift_names[SK_DRIFT_NKINDS] = {
     [SK_DRIFT_PAID_RELEASED] = "paid_released",
     [SK_DRIFT_FENCED] = "fenced",
     [SK_DRIFT_OVERSOLD] = "oversold",
+    [SK_DRIFT_ORDER_CONFLICT] = "order_conflict",
 };
 
 const char *sk_drift_name(int kind)

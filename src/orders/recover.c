@@ -130,9 +130,11 @@ static int look(struct rec *c)
     size_t nm;
     if ((rc = sk_store_marks_list(c->st, c->a.id, &marks, &nm)) < 0)
         return store_fail(c, rc, "marks");
+    /* one mark per branch: the highest admission number of any */
     for (size_t i = 0; i < nm; i++)
         for (size_t j = 0; j < rep->n; j++)
-            if (!strcmp(marks[i].label, rep->ks[j].k.label)) rep->ks[j].watermark = marks[i].adm;
+            if (!strcmp(marks[i].label, rep->ks[j].k.label) && marks[i].adm > rep->ks[j].watermark)
+                rep->ks[j].watermark = marks[i].adm;
     free(marks);
     return 0;
 }
@@ -181,14 +183,23 @@ static int classify(struct rec *c, struct sk_recover_ks *ks, const struct sk_ord
     if (nout) *nout = 0;
     if (m == 0) return 0;
     int state[CHUNK];
-    int rc = sk_recovery_ledger(c->r, &ks->k, oids, m, state, NULL, NULL);
+    uint64_t luser[CHUNK];
+    int64_t lqty[CHUNK];
+    int rc = sk_recovery_ledger(c->r, &ks->k, oids, m, state, luser, lqty);
     if (rc < 0) return redis_fail(c, rc, "HMGET ledger");
     for (size_t j = 0; j < m; j++) {
         const struct sk_order *o = &page[idx[j]];
         int held = db_held(o), put = 0;
+        if (state[j] && (luser[j] != o->user_id || lqty[j] != o->quantity)) {
+            /* the ledger holds another admission under this id: it cannot
+             * be put back (its units are that one's); reported */
+            if (count) ks->conflicts++;
+            continue;
+        }
         if (held && state[j] == 0) {
             put = 1;
             if (count) ks->missing_held++, ks->missing_held_units += o->quantity;
+            if (count && o->status == SK_ORDER_PAID) ks->missing_paid_units += o->quantity;
         } else if (!held && state[j] == 0) {
             put = 1;
             if (count) ks->missing_released++;
@@ -200,8 +211,63 @@ static int classify(struct rec *c, struct sk_recover_ks *ks, const struct sk_ord
             out[(*nout)++] = (struct sk_replay_order){.order_id = o->order_id,
                                                       .user_id = o->user_id,
                                                       .quantity = o->quantity,
-                                                      .released = !held};
+                                                      .released = !held,
+                                                      .paid = o->status == SK_ORDER_PAID,
+                                                      .idem_key = o->idem_key};
     }
+    return 0;
+}
+
+/* Held unpaid orders the replay refused (they did not fit the history this
+ * Redis kept: replay.lua) are cancelled in the database, their units back
+ * to the DB stock, and marked released (Redis never held them); then
+ * recorded in the ledger as released, so they are never put back. One
+ * paid meanwhile goes back as paid (a paid order is never refused). */
+static int settle_refused(struct rec *c, struct sk_recover_ks *ks, struct sk_replay_order *put,
+                          const size_t *refused, size_t nref)
+{
+    struct sk_replay_order again[CHUNK];
+    size_t na = 0;
+    int64_t now = sk_wall_ms();
+    char first[SK_STORE_ORDER_ID_MAX] = "";
+    for (size_t j = 0; j < nref; j++) {
+        struct sk_replay_order *o = &put[refused[j]];
+        int prev = -1;
+        int rc = sk_store_order_cancel(c->st, o->order_id, now, &prev);
+        if (rc == SK_ESTATE) {
+            again[na] = *o;
+            again[na++].paid = 1;
+            continue;
+        }
+        if (rc < 0) return store_fail(c, rc, "cancel a refused order");
+        if ((rc = sk_store_order_mark_released(c->st, o->order_id, now)) < 0)
+            return store_fail(c, rc, "mark a refused order released");
+        again[na] = *o;
+        again[na++].released = 1;
+        if (prev == SK_ORDER_CREATED) {
+            ks->refused_cancelled++;
+            ks->refused_units_after += o->quantity;
+            if (!first[0]) snprintf(first, sizeof first, "%s", o->order_id);
+        }
+    }
+    if (na) {
+        struct sk_replay_result r2;
+        memset(&r2, 0, sizeof r2);
+        int rc = sk_recovery_replay(c->r, &ks->k, again, na, &r2, NULL, NULL);
+        if (rc < 0) return redis_fail(c, rc, "replay");
+        ks->replay.held += r2.held; /* paid meanwhile: put back */
+        ks->replay.held_units += r2.held_units;
+        ks->replay.oversold += r2.oversold;
+        ks->replay.paid_over_limit += r2.paid_over_limit;
+        ks->replay.idem_restored += r2.idem_restored;
+        ks->replay.stock = r2.stock;
+    }
+    if (first[0])
+        audit(c, ks, "recover_refuse",
+              "%zu unpaid order(s) the database held did not fit the history this Redis kept "
+              "(the buyer's Idempotency-Key had bought another order, or the per-user limit or "
+              "the stock was reached): cancelled, units back; first %s",
+              nref, first);
     return 0;
 }
 
@@ -212,8 +278,9 @@ static int scan_orders(struct rec *c, int replay)
 {
     struct sk_order *page = malloc(PAGE * sizeof *page);
     struct sk_replay_order *put = malloc(CHUNK * sizeof *put);
+    size_t *refused = malloc(CHUNK * sizeof *refused);
     char after[SK_STORE_ORDER_ID_MAX] = "";
-    int rc = page && put ? 0 : fail(c, SK_ENOMEM, "out of memory");
+    int rc = page && put && refused ? 0 : fail(c, SK_ENOMEM, "out of memory");
     for (;;) {
         size_t n = 0;
         if (rc == 0 && (rc = sk_store_orders_list(c->st, c->a.id, after, PAGE, page, &n)) < 0)
@@ -231,11 +298,13 @@ static int scan_orders(struct rec *c, int replay)
             for (size_t s = 0; rc == 0 && s < c->rep->n; s++) {
                 struct sk_recover_ks *ks = &c->rep->ks[s];
                 if (!ks->selected || (replay && !ks->needed)) continue;
-                size_t np = 0;
+                size_t np = 0, nref = 0;
                 rc = classify(c, ks, page + at, m, replay ? put : NULL, &np, !replay);
                 if (rc == 0 && np &&
-                    (rc = sk_recovery_replay(c->r, &ks->k, put, np, &ks->replay)) < 0)
+                    (rc = sk_recovery_replay(c->r, &ks->k, put, np, &ks->replay, refused, &nref)) <
+                        0)
                     rc = redis_fail(c, rc, "replay");
+                if (rc == 0 && nref) rc = settle_refused(c, ks, put, refused, nref);
             }
         }
         snprintf(after, sizeof after, "%s", page[n - 1].order_id);
@@ -243,6 +312,7 @@ static int scan_orders(struct rec *c, int replay)
     }
     free(page);
     free(put);
+    free(refused);
     return rc;
 }
 
@@ -291,17 +361,21 @@ static void estimate(struct rec *c)
         struct sk_recover_ks *ks = &c->rep->ks[i];
         int64_t stock;
         if (ks->vanished) {
-            int64_t share = c->rep->segments == 1 ? c->a.stock
-                            : all_gone
-                                ? sk_seg_share(c->a.stock - held_total, c->rep->segments, (int)i) +
-                                      ks->db_held_units
-                                : ks->db_held_units;
-            stock = share - ks->missing_held_units;
+            stock = c->rep->segments == 1 ? c->a.stock
+                    : all_gone ? sk_seg_share(c->a.stock - held_total, c->rep->segments, (int)i) +
+                                     ks->db_held_units
+                               : ks->db_held_units;
         } else {
-            stock = ks->before.stock - ks->missing_held_units;
+            stock = ks->before.stock;
         }
+        /* paid orders go back whatever happens; unpaid ones only as far as
+         * the stock goes (replay.lua) */
+        stock -= ks->missing_paid_units;
         ks->oversold_after = ks->before.oversold + (stock < 0 ? -stock : 0);
-        ks->stock_after = stock < 0 ? 0 : stock;
+        if (stock < 0) stock = 0;
+        int64_t unpaid = ks->missing_held_units - ks->missing_paid_units;
+        ks->refused_units_after = unpaid > stock ? unpaid - stock : 0;
+        ks->stock_after = unpaid > stock ? 0 : stock - unpaid;
     }
 }
 
@@ -437,13 +511,20 @@ static int resume_all(struct rec *c, int64_t over0)
         ks->oversold_after = ks->resume.oversold;
         c->rep->orders_replayed += p->held + p->released + p->again;
         c->rep->lost += ks->resume.lost;
+        c->rep->refused += ks->refused_cancelled;
+        c->rep->conflicts += ks->conflicts;
         audit(c, ks, "recover_replay",
               "replayed: %" PRId64 " held order(s) put back (%" PRId64 " unit(s)), %" PRId64
               " released order(s) recorded, %" PRId64 " release(s) applied again, %" PRId64
-              " unit(s) did not fit; %" PRId64 " acknowledged admission(s) lost; %" PRId64
+              " unit(s) did not fit; %" PRId64 " unpaid order(s) refused (cancelled); %" PRId64
+              " Idempotency-Key record(s) put back; %" PRId64
+              " paid order(s) over the limit; %" PRId64
+              " order id(s) the ledger holds for another admission; %" PRId64
+              " acknowledged admission(s) lost; %" PRId64
               " unit(s) of forgotten transfers; stock now %" PRId64,
-              p->held, p->held_units, p->released, p->again, p->oversold, ks->resume.lost,
-              ks->lent_lost, ks->resume.stock);
+              p->held, p->held_units, p->released, p->again, p->oversold, ks->refused_cancelled,
+              p->idem_restored, p->paid_over_limit, ks->conflicts, ks->resume.lost, ks->lent_lost,
+              ks->resume.stock);
         if (ks->resume.resumed) {
             audit(c, ks, "recover_resume", "fence lifted, switch %s, admission count %" PRId64,
                   open ? "open" : "closed", ks->resume.adm);
@@ -568,13 +649,22 @@ void sk_recover_print(FILE *f, const struct sk_recover_report *rep)
         int64_t units = rep->apply ? ks->replay.held_units : ks->missing_held_units;
         int64_t rel = rep->apply ? ks->replay.released : ks->missing_released;
         int64_t again = rep->apply ? ks->replay.again : ks->releases_again;
+        char refused[160];
+        if (rep->apply)
+            snprintf(refused, sizeof refused,
+                     ", refused %" PRId64 " unpaid order(s) that did not fit (cancelled)",
+                     ks->refused_cancelled);
+        else
+            snprintf(refused, sizeof refused,
+                     ", refuse about %" PRId64 " unit(s) of unpaid orders that do not fit",
+                     ks->refused_units_after);
         fprintf(f,
                 "activity %" PRIu64 ": %s%s; admission count %" PRId64 ", database %" PRId64
-                "; %s%sput back %" PRId64 " held order(s) (%" PRId64 " unit(s)), record %" PRId64
+                "; %s%sput back %" PRId64 " held order(s) (%" PRId64 " unit(s))%s, record %" PRId64
                 " released, release %" PRId64 " again: stock %" PRId64 ", oversold %" PRId64 "%s\n",
                 rep->id, seg, ks->reason, ks->before.adm, ks->watermark,
                 ks->vanished ? (rep->apply ? "rebuilt, " : "would rebuild, ") : "", verb, held,
-                units, rel, again, ks->stock_after, ks->oversold_after,
+                units, refused, rel, again, ks->stock_after, ks->oversold_after,
                 rep->apply ? (ks->resume.resumed ? "; resumed" : "; STILL FENCED") : "");
     }
     if (rep->base_rebuilt)
@@ -586,9 +676,9 @@ void sk_recover_print(FILE *f, const struct sk_recover_report *rep)
     else if (rep->apply)
         fprintf(f,
                 "activity %" PRIu64 ": recovered in %" PRId64 " ms: %" PRId64
-                " order(s) replayed, %" PRId64 " acknowledged admission(s) lost, %" PRId64
-                " unit(s) oversold%s\n",
-                rep->id, rep->ms, rep->orders_replayed, rep->lost, rep->oversold,
+                " order(s) replayed, %" PRId64 " refused, %" PRId64
+                " acknowledged admission(s) lost, %" PRId64 " unit(s) oversold%s\n",
+                rep->id, rep->ms, rep->orders_replayed, rep->refused, rep->lost, rep->oversold,
                 rep->fenced_after ? "; the sale stays fenced" : "");
     else
         fprintf(f, "activity %" PRIu64 ": a recovery is needed (--apply runs it)\n", rep->id);

@@ -50,9 +50,16 @@ struct sk_recover_ks {
     char max_sid[SK_STORE_STREAM_ID_MAX];
     /* the orders Redis does not know (dry run: found; apply: put back) */
     int64_t missing_held, missing_held_units, missing_released, releases_again;
+    int64_t missing_paid_units;  /* of missing_held_units, the paid orders' (never refused) */
+    int64_t refused_units_after; /* dry run: unpaid units estimated not to fit the stock
+                                    (limits and keys are the apply's to find); apply: the
+                                    refused orders' units */
     int rebuilt;
     int64_t rebuilt_initial;
-    int64_t lent_lost; /* segment: units it forgot lending */
+    int64_t lent_lost;         /* segment: units it forgot lending */
+    int64_t conflicts;         /* database orders whose id the ledger holds for another admission */
+    int64_t refused_cancelled; /* held unpaid orders that did not fit this Redis's history:
+                                  cancelled in the database (replay.lua) */
     struct sk_replay_result replay;
     struct sk_resume_result resume;
     int64_t stock_after, oversold_after; /* dry run: estimated; apply: the result */
@@ -68,7 +75,9 @@ struct sk_recover_report {
     int base_rebuilt;         /* segmented: the base meta was written again */
     int fenced_after;         /* key sets still fenced after an apply (oversold) */
     int64_t orders_replayed, oversold, lost, settled_units, forgotten_units;
-    int64_t ms; /* how long it took */
+    int64_t refused;   /* unpaid orders cancelled because they did not fit */
+    int64_t conflicts; /* order ids the ledger holds for another admission */
+    int64_t ms;        /* how long it took */
 };
 
 /* Recovers activity id (sk_recover_opts). Returns 0 with *rep filled

@@ -1,18 +1,16 @@
 /* redis_async_sentinel.c - the async client's Redis Sentinel front
- * (redis+sentinel://, see sk_aredis_new and docs/failover.md).
+ * (redis+sentinel://, see sk_aredis_new and docs/failover.md): the
+ * transport of redis/sentinels.h on the event loop (nothing here blocks).
  *
- * A front over three single-node clients, all on the event loop (nothing
- * here blocks): one to a Sentinel that answers SENTINEL
- * get-master-addr-by-name, one to the same Sentinel subscribed to
- * +switch-master, and one to the master it named (ROLE checked in its
- * handshake). The master is asked for again while its client is down (a
- * crash: the Sentinels name the promoted replica once they agree), after a
- * READONLY answer (a demoted master), and at once on +switch-master. A
- * Sentinel that cannot be reached is left for the next one of the URL.
- * Commands go to the master's client unchanged; when the master changes,
- * the old client is freed, which fails everything in flight on it (NULL
- * answers: the caller answers 503), and until the new one is ready commands
- * are refused (SK_EIO). */
+ * Single-node clients, all on the loop: per Sentinel of the URL one that is
+ * asked SENTINEL MASTER every round and one subscribed to +switch-master
+ * (so an announcement from any of them moves at once), and one to the
+ * master the decision names (ROLE checked in its handshake, and asked
+ * again every round). Commands go to the master's client unchanged; when
+ * the decision leaves a master (another one named, no majority heard for
+ * the lease, ROLE or READONLY says replica), its client is freed, which
+ * fails everything in flight on it (NULL answers: the caller answers 503),
+ * and until a master is ready again commands are refused (SK_EIO). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,27 +20,30 @@
 #include "core/log.h"
 #include "redis/redis_async.h"
 #include "redis/redis_async_int.h"
+#include "redis/sentinels.h"
 
-#define SN_ASK_EVERY_MS 100 /* while no master is ready */
-#define SN_ROTATE_MS 200    /* before leaving a Sentinel that is down */
-#define SN_TIMEOUT_MS 1000  /* a Sentinel's answers */
+struct ar_sentinel;
 
-struct ar_sentinel {
-    int cur;          /* the Sentinel used: url.seeds[cur] */
-    sk_aredis *query; /* SENTINEL get-master-addr-by-name */
-    sk_aredis *sub;   /* SUBSCRIBE +switch-master */
-    unsigned sub_at;  /* sub->connects when it last subscribed */
-    sk_aredis *master;
-    char host[256];
-    int port;
-    int asking, rotate;
-    int64_t next_ask_ms, next_rotate_ms;
-    unsigned readonly_seen, old_connects, switches;
-    int closing;
-    char errstr[256];
+/* The callback data of one Sentinel's clients. */
+struct ar_peer {
+    sk_aredis *ar; /* the front */
+    int i;         /* url.seeds[i] */
+    sk_aredis *query, *sub;
+    unsigned sub_at; /* sub->connects when it last subscribed */
+    int asking;
 };
 
-static void on_switch_message(void *data, redisReply *rep);
+struct ar_sentinel {
+    struct sk_sentinels v;
+    struct ar_peer peer[SK_REDIS_URL_MAX_SEEDS];
+    sk_aredis *master;
+    char host[256]; /* the master's client's address */
+    int port;
+    int64_t chosen_ms; /* when the decision named it */
+    int role_asking;
+    unsigned readonly_seen, old_connects, switches;
+    int closing;
+};
 
 /* A client for Sentinel i of the URL. */
 static sk_aredis *sentinel_client(sk_aredis *ar, int i)
@@ -53,34 +54,14 @@ static sk_aredis *sentinel_client(sk_aredis *ar, int i)
     u.sentinel = 0;
     u.nseeds = 1;
     u.db = 0;
-    struct sk_aredis_opts o = {
-        .timeout_ms = ar->opts.timeout_ms < SN_TIMEOUT_MS ? ar->opts.timeout_ms : SN_TIMEOUT_MS};
+    struct sk_aredis_opts o = {.timeout_ms = ar->opts.timeout_ms < SK_SENTINELS_TIMEOUT_MS
+                                                 ? ar->opts.timeout_ms
+                                                 : SK_SENTINELS_TIMEOUT_MS};
     sk_aredis *c = NULL;
     char err[128];
     if (sk_aredis_node_new(&c, ar->loop, &u, &o, AR_SENTINEL, err, sizeof err) < 0)
-        snprintf(ar->sn->errstr, sizeof ar->sn->errstr, "sentinel %.64s:%d: %.100s", u.host, u.port,
-                 err);
+        sk_log(SK_LOG_WARN, "sentinel %.64s:%d: %.100s", u.host, u.port, err);
     return c;
-}
-
-/* Drops the Sentinel clients and opens them to Sentinel i. */
-static void use_sentinel(sk_aredis *ar, int i)
-{
-    struct ar_sentinel *sn = ar->sn;
-    sk_aredis *q = sn->query, *s = sn->sub;
-    sn->query = sn->sub = NULL;
-    sn->asking = 0;
-    sk_aredis_free(q);
-    sk_aredis_free(s);
-    sn->cur = i;
-    sn->query = sentinel_client(ar, i);
-    sn->sub = sentinel_client(ar, i);
-    sn->sub_at = 0;
-    if (sn->sub) {
-        sn->sub->push_cb = on_switch_message;
-        sn->sub->push_data = ar;
-    }
-    sn->next_rotate_ms = sk_mono_ms() + SN_ROTATE_MS;
 }
 
 /* Leaves the master's client (its commands in flight fail) and, when host
@@ -90,6 +71,8 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
     struct ar_sentinel *sn = ar->sn;
     sk_aredis *old = sn->master;
     sn->master = NULL;
+    sn->role_asking = 0;
+    sk_sentinels_dropped(&sn->v);
     if (old) {
         sn->old_connects += old->connects;
         sk_aredis_free(old);
@@ -102,11 +85,12 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
     u.nseeds = 1;
     snprintf(sn->host, sizeof sn->host, "%s", host);
     sn->port = port;
+    sn->chosen_ms = sk_mono_ms();
     sn->readonly_seen = 0;
     char err[128];
     if (sk_aredis_node_new(&sn->master, ar->loop, &u, &ar->opts, AR_MASTER, err, sizeof err) < 0) {
         sn->master = NULL;
-        snprintf(sn->errstr, sizeof sn->errstr, "master %.64s at %.64s:%d: %.100s",
+        snprintf(sn->v.why, sizeof sn->v.why, "master %.64s at %.64s:%d: %.100s",
                  ar->url.master_name, host, port, err);
         return;
     }
@@ -114,49 +98,50 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
     sk_log(SK_LOG_INFO, "sentinel: master %s is %s:%d", ar->url.master_name, host, port);
 }
 
-/* 1 when host:port is the master in use. */
-static int same_master(const struct ar_sentinel *sn, const char *host, int port)
+/* The decision, carried out. */
+static void act(sk_aredis *ar)
 {
-    return sn->master && sn->port == port && strcmp(sn->host, host) == 0;
-}
-
-static void on_master_addr(void *data, redisReply *rep)
-{
-    sk_aredis *ar = data;
     struct ar_sentinel *sn = ar->sn;
-    sn->asking = 0;
-    if (!rep || sn->closing) return; /* the Sentinel went away: the tick moves on */
-    const struct sk_redis_url_seed *sd = &ar->url.seeds[sn->cur];
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-        rep->element[0]->type != REDIS_REPLY_STRING ||
-        rep->element[1]->type != REDIS_REPLY_STRING) {
-        snprintf(sn->errstr, sizeof sn->errstr, "sentinel %.64s:%d: %s %.60s", sd->host, sd->port,
-                 rep->type == REDIS_REPLY_NIL ? "does not know master" : "odd answer for master",
-                 ar->url.master_name);
-        sn->rotate = 1; /* another Sentinel may know it (not from here: this is its callback) */
-        return;
+    if (sn->closing) return;
+    int64_t now = sk_mono_ms();
+    /* a master client whose handshake passed (ROLE master) is the one in
+     * use, as named when it was chosen */
+    if (sn->master && sn->master->state == AR_READY && !sn->v.in_use &&
+        sn->master->readonly == sn->readonly_seen)
+        sk_sentinels_using(&sn->v, sn->host, sn->port, sn->chosen_ms);
+    char host[256];
+    int port = 0;
+    switch (sk_sentinels_decide(&sn->v, now, host, sizeof host, &port)) {
+    case SK_SN_USE:
+        /* a client already opening to it (its handshake not done yet) stays */
+        if (!sn->master || sn->port != port || strcmp(sn->host, host)) switch_to(ar, host, port);
+        break;
+    case SK_SN_LEAVE:
+        if (sn->master)
+            sk_log(SK_LOG_WARN, "sentinel: leaving %s:%d: %s", sn->host, sn->port, sn->v.why);
+        switch_to(ar, NULL, 0);
+        break;
+    case SK_SN_KEEP:
+    case SK_SN_WAIT: break;
     }
-    int port = atoi(rep->element[1]->str);
-    if (port <= 0 || port > 65535) return;
-    if (!same_master(sn, rep->element[0]->str, port)) switch_to(ar, rep->element[0]->str, port);
 }
 
-/* "+switch-master" messages: "<name> <old ip> <old port> <new ip> <new port>". */
+static void on_answer(void *data, redisReply *rep)
+{
+    struct ar_peer *p = data;
+    sk_aredis *ar = p->ar;
+    p->asking = 0;
+    if (ar->sn->closing) return;
+    sk_sentinels_answer(&ar->sn->v, p->i, rep, sk_mono_ms());
+    act(ar);
+}
+
 static void on_switch_message(void *data, redisReply *rep)
 {
-    sk_aredis *ar = data;
-    struct ar_sentinel *sn = ar->sn;
-    if (sn->closing || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
-        rep->element[0]->type != REDIS_REPLY_STRING || strcmp(rep->element[0]->str, "message") ||
-        rep->element[2]->type != REDIS_REPLY_STRING)
-        return;
-    char name[128], oldh[256], newh[256];
-    int oldp, newp;
-    if (sscanf(rep->element[2]->str, "%127s %255s %d %255s %d", name, oldh, &oldp, newh, &newp) !=
-            5 ||
-        strcmp(name, ar->url.master_name) != 0 || newp <= 0 || newp > 65535)
-        return;
-    if (!same_master(sn, newh, newp)) switch_to(ar, newh, newp);
+    struct ar_peer *p = data;
+    sk_aredis *ar = p->ar;
+    if (ar->sn->closing) return;
+    if (sk_sentinels_message(&ar->sn->v, p->i, rep, sk_mono_ms())) act(ar);
 }
 
 static void on_subscribed(void *data, redisReply *rep)
@@ -165,14 +150,35 @@ static void on_subscribed(void *data, redisReply *rep)
     (void)rep; /* lost or refused: the tick subscribes again after a reconnect */
 }
 
+/* The master's ROLE. Runs inside the master's client: it only notes the
+ * answer, and the tick's act() leaves the master (freeing a client from
+ * its own callback would pull it from under its read loop). */
+static void on_role(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    struct ar_sentinel *sn = ar->sn;
+    sn->role_asking = 0;
+    if (!rep || sn->closing) return; /* connection lost: the master's client handles that */
+    sk_sentinels_role(&sn->v, rep);
+}
+
 int sk_aredis_sn_new(sk_aredis *ar)
 {
     struct ar_sentinel *sn = calloc(1, sizeof *sn);
     if (!sn) return SK_ENOMEM;
     ar->sn = sn;
-    snprintf(sn->errstr, sizeof sn->errstr, "asking the sentinels for master %.100s",
-             ar->url.master_name);
-    use_sentinel(ar, 0);
+    sk_sentinels_init(&sn->v, &ar->url, sk_mono_ms());
+    for (int i = 0; i < sn->v.n; i++) {
+        struct ar_peer *p = &sn->peer[i];
+        p->ar = ar;
+        p->i = i;
+        p->query = sentinel_client(ar, i);
+        p->sub = sentinel_client(ar, i);
+        if (p->sub) {
+            p->sub->push_cb = on_switch_message;
+            p->sub->push_data = p;
+        }
+    }
     return 0;
 }
 
@@ -181,24 +187,27 @@ void sk_aredis_sn_free(sk_aredis *ar)
     struct ar_sentinel *sn = ar->sn;
     sn->closing = 1;
     switch_to(ar, NULL, 0);
-    sk_aredis_free(sn->query);
-    sk_aredis_free(sn->sub);
+    for (int i = 0; i < sn->v.n; i++) {
+        sk_aredis_free(sn->peer[i].query);
+        sk_aredis_free(sn->peer[i].sub);
+    }
     free(sn);
     free(ar);
 }
 
 sk_aredis *sk_aredis_sn_master(const sk_aredis *ar)
 {
-    sk_aredis *m = ar->sn->master;
-    return m && m->state == AR_READY ? m : NULL;
+    const struct ar_sentinel *sn = ar->sn;
+    sk_aredis *m = sn->master;
+    return m && m->state == AR_READY && sn->v.in_use ? m : NULL;
 }
 
 const char *sk_aredis_sn_errstr(const sk_aredis *ar)
 {
     const struct ar_sentinel *sn = ar->sn;
-    if (sn->master && sn->master->state == AR_READY) return "ready";
+    if (sk_aredis_sn_master(ar)) return "ready";
     if (sn->master && sn->master->errstr[0]) return sn->master->errstr;
-    return sn->errstr;
+    return sn->v.why;
 }
 
 unsigned sk_aredis_sn_connects(const sk_aredis *ar)
@@ -212,35 +221,48 @@ void sk_aredis_sn_tick(sk_aredis *ar)
     struct ar_sentinel *sn = ar->sn;
     int64_t now = sk_mono_ms();
     if (sn->master) sk_aredis_tick(sn->master);
-    if (sn->query) sk_aredis_tick(sn->query);
-    if (sn->sub) sk_aredis_tick(sn->sub);
-    /* a Sentinel that is down (or could not be made) is left for the next */
-    if ((sn->rotate || !sn->query || sn->query->state == AR_DOWN) && now >= sn->next_rotate_ms) {
-        sn->rotate = 0;
-        use_sentinel(ar, (sn->cur + 1) % ar->url.nseeds);
-    }
-    if (sn->sub && sn->sub->state == AR_READY && sn->sub->connects != sn->sub_at) {
-        sn->sub_at = sn->sub->connects;
-        if (sk_aredis_command(sn->sub, on_subscribed, ar, 2,
-                              (const char *const[]){"SUBSCRIBE", "+switch-master"}, NULL) == 0)
-            sk_aredis_flush(sn->sub);
+    for (int i = 0; i < sn->v.n; i++) {
+        struct ar_peer *p = &sn->peer[i];
+        if (p->query) sk_aredis_tick(p->query);
+        if (p->sub) sk_aredis_tick(p->sub);
+        if (p->sub && p->sub->state == AR_READY && p->sub->connects != p->sub_at) {
+            const char *argv[2];
+            sk_sentinels_subscribe(argv);
+            p->sub_at = p->sub->connects;
+            if (sk_aredis_command(p->sub, on_subscribed, p, 2, argv, NULL) == 0)
+                sk_aredis_flush(p->sub);
+        }
     }
     /* a demoted master answers READONLY: leave it (its commands never ran) */
     if (sn->master && sn->master->readonly != sn->readonly_seen) {
         sn->readonly_seen = sn->master->readonly;
-        snprintf(sn->errstr, sizeof sn->errstr, "master %.64s at %.64s:%d answered READONLY",
-                 ar->url.master_name, sn->host, sn->port);
-        switch_to(ar, NULL, 0);
-        sn->next_ask_ms = 0;
+        sk_sentinels_demoted(&sn->v, "answered READONLY");
     }
-    int want = !sn->master || sn->master->state == AR_DOWN;
-    if (want && !sn->asking && now >= sn->next_ask_ms && sn->query &&
-        sn->query->state == AR_READY) {
-        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", ar->url.master_name};
-        if (sk_aredis_command(sn->query, on_master_addr, ar, 3, argv, NULL) == 0) {
-            sn->asking = 1;
-            sk_aredis_flush(sn->query);
+    if (sk_sentinels_due(&sn->v, now)) {
+        sk_sentinels_round(&sn->v, now, !sk_aredis_sn_master(ar));
+        const char *q[3];
+        sk_sentinels_query(&sn->v, q);
+        for (int i = 0; i < sn->v.n; i++) {
+            struct ar_peer *p = &sn->peer[i];
+            if (p->asking) continue; /* its answer is due by its client's timeout */
+            if (!p->query || p->query->state != AR_READY) {
+                sk_sentinels_answer(&sn->v, i, NULL, now); /* unreachable now */
+                continue;
+            }
+            if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
+                p->asking = 1;
+                sk_aredis_flush(p->query);
+            }
         }
-        sn->next_ask_ms = now + SN_ASK_EVERY_MS;
+        /* the master's ROLE: a master demoted under its clients without a
+         * write (no READONLY yet) is left too */
+        sk_aredis *m = sk_aredis_sn_master(ar);
+        const char *role[1];
+        sk_sentinels_role_query(role);
+        if (m && !sn->role_asking && sk_aredis_command(m, on_role, ar, 1, role, NULL) == 0) {
+            sn->role_asking = 1;
+            sk_aredis_flush(m);
+        }
     }
+    act(ar);
 }

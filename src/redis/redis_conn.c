@@ -72,6 +72,7 @@ void sk_redis_disconnect(sk_redis *r)
         redisFree(r->c);
         r->c = NULL;
     }
+    if (r) r->sn_unread = 0;
 }
 
 void sk_redis_free(sk_redis *r)
@@ -166,7 +167,7 @@ int sk_redis_ensure(sk_redis *r)
 {
     if (r->cl) return sk_redis_cl_ensure(r);
     if (r->c && r->url.sentinel) {
-        int rc = sk_redis_sn_check(r); /* may drop r->c: the master moved */
+        int rc = sk_redis_sn_check(r); /* may drop r->c: a master to leave */
         if (rc < 0 && !r->c) return rc;
     }
     if (r->c) return 0;
@@ -193,6 +194,7 @@ int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv,
         if (r->url.sentinel && tries == 0 && sk_redis_is_readonly(rep)) {
             /* a demoted master: it refused, so nothing ran; ask the
              * Sentinels again and send it once more */
+            sk_redis_sn_readonly(r, rep);
             freeReplyObject(rep);
             sk_redis_disconnect(r);
             r->backoff_ms = 0;
@@ -221,6 +223,7 @@ int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
     va_end(ap);
     if (!rep) return io_err(r, "command");
     if (r->url.sentinel && sk_redis_is_readonly(rep)) {
+        sk_redis_sn_readonly(r, rep);
         sk_redis_disconnect(r); /* the next command asks the Sentinels */
         r->backoff_ms = 0;
     }
@@ -235,6 +238,7 @@ int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens
     int rc = sk_redis_ensure(r);
     if (rc < 0) return rc;
     if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK) return io_err(r, "append");
+    r->sn_unread++;
     return 0;
 }
 
@@ -245,8 +249,9 @@ int sk_redis_read(sk_redis *r, redisReply **out)
     if (!r->c) return sk_redis_set_err(r, SK_EIO, "redis connection lost");
     void *rep = NULL;
     if (redisGetReply(r->c, &rep) != REDIS_OK || !rep) return io_err(r, "read reply");
+    if (r->sn_unread) r->sn_unread--;
     /* mid-pipeline the connection stays; the next ensure asks the Sentinels */
-    if (r->url.sentinel && sk_redis_is_readonly(rep)) r->sn_check_ms = 0;
+    if (r->url.sentinel) sk_redis_sn_readonly(r, rep);
     *out = rep;
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "redis/redis_url.h"
 
 struct sk_rcluster; /* cluster state, redis_conn_cluster.c */
+struct sk_rsn;      /* Sentinel state, redis_conn_sentinel.c */
 
 /* How the embedded scripts are called (script.h). */
 enum sk_redis_fn {
@@ -30,11 +31,11 @@ typedef struct sk_redis {
     int64_t next_try_ms; /* monotonic ms before which no reconnect is tried */
     unsigned connects;   /* successful (re)connects so far */
     int fn;              /* enum sk_redis_fn; the caller may set SK_FN_OFF */
-    /* redis+sentinel:// only: a connection to the Sentinel asked last, and
-     * when the master's address is asked again (redis_conn_sentinel.c) */
-    redisContext *sn;
-    int sn_cur;
-    int64_t sn_check_ms;
+    /* redis+sentinel:// only: what the Sentinels said and a connection to
+     * each (redis_conn_sentinel.c); the replies still owed on c (a
+     * pipeline: the Sentinels are asked only between exchanges) */
+    struct sk_rsn *sn;
+    unsigned sn_unread;
     char sn_host[256]; /* the master in use (or last tried), as the Sentinels named it */
     int sn_port;
     /* redis+cluster:// only (NULL for redis://, whose path never looks at
@@ -47,12 +48,13 @@ typedef struct sk_redis {
 /* Parses url and allocates a handle (caller frees with sk_redis_free); does
  * not connect: the first command does. Timeouts <= 0 mean 1000 ms.
  * redis+unix:// connects to the socket. redis+sentinel:// asks the
- * Sentinels in turn (SENTINEL get-master-addr-by-name) for the master,
- * connects to it and checks with ROLE that it is one; the address is asked
- * again on every connect, at most a second after the last time while
- * connected (a master that moved is left for the new one), and after a
- * READONLY answer (the command, which never ran, is sent once more to the
- * new master; see redis_conn_sentinel.c).
+ * Sentinels (all of them at once) which master a majority names in the
+ * newest epoch, connects to it and checks with ROLE that it is one; while
+ * connected they are asked again, and the master's ROLE, every
+ * SK_SENTINELS_POLL_MS between exchanges (a master they replaced, one no
+ * majority has named for SK_SENTINELS_LEASE_MS, or one that is a replica
+ * now is left), and after a READONLY answer (the command, which never ran,
+ * is sent once more to the new master). The rule is redis/sentinels.h's.
  * Returns 0, SK_EINVAL (bad URL, reason in errstr when errbuf given) or SK_ENOMEM. */
 int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
                  char *errbuf, size_t errcap);

@@ -36,13 +36,16 @@ int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *l
 int sk_redis_cl_read(sk_redis *r, redisReply **out);
 
 /* The Sentinel half (redis_conn_sentinel.c), for a redis+sentinel:// handle:
- * sk_redis_sn_connect resolves the master and connects to it (r->c, ROLE
- * checked); sk_redis_sn_check asks again when due and drops r->c when the
- * master moved (0, or the error of asking); sk_redis_sn_free closes the
- * Sentinel connection. sk_redis_is_readonly: 1 when rep is a READONLY
- * error (a replica refused a write: the command never ran). */
+ * sk_redis_sn_connect asks the Sentinels and connects to the master a
+ * majority names (r->c, ROLE checked); sk_redis_sn_check, between
+ * exchanges, asks again when due (and the master's ROLE) and drops r->c
+ * when the master must be left (0, or why: r->errstr); sk_redis_sn_readonly
+ * notes a READONLY answer; sk_redis_sn_free closes the Sentinel
+ * connections. sk_redis_is_readonly: 1 when rep is a READONLY error (a
+ * replica refused a write: the command never ran). */
 int sk_redis_sn_connect(sk_redis *r);
 int sk_redis_sn_check(sk_redis *r);
+void sk_redis_sn_readonly(sk_redis *r, const redisReply *rep);
 void sk_redis_sn_free(sk_redis *r);
 int sk_redis_is_readonly(const redisReply *rep);
 

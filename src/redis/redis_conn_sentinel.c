@@ -1,152 +1,234 @@
 /* redis_conn_sentinel.c - the blocking client's Redis Sentinel half
- * (redis+sentinel://, see redis_conn.h and docs/failover.md): the master's
- * address from the Sentinels (SENTINEL get-master-addr-by-name, each
- * Sentinel in turn), ROLE checked after connecting, and the address asked
- * again while connected so that a master that moved is left. */
+ * (redis+sentinel://, see redis_conn.h and docs/failover.md): the
+ * transport of redis/sentinels.h. Every Sentinel of the URL is asked at
+ * once over a connection of its own (non-blocking sockets, one poll() with
+ * one deadline, so an unreachable Sentinel costs SK_SENTINELS_TIMEOUT_MS
+ * per round, not that per Sentinel); sentinels.h decides, this file
+ * connects, checks ROLE, and drops the master it must leave. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "redis/redis_conn.h"
 #include "redis/redis_conn_int.h"
+#include "redis/sentinels.h"
 
-/* How often a connected client asks whether the master is still the one it
- * uses: a master cut off from the others keeps its clients, and only the
- * Sentinels know it was replaced. */
-#define SN_CHECK_EVERY_MS 1000
-/* ... and when no Sentinel answered the last time: asking costs up to
- * SN_TIMEOUT_MS per Sentinel, which the master's clients must not pay on
- * every second. */
-#define SN_CHECK_UNREACHABLE_MS 10000
-/* A Sentinel that does not answer within this is passed over. */
-#define SN_TIMEOUT_MS 500
+/* A Sentinel that could not be reached is tried again after this. */
+#define SN_RETRY_MS 1000
+
+struct sk_rsn {
+    struct sk_sentinels v;
+    redisContext *c[SK_REDIS_URL_MAX_SEEDS]; /* non-blocking, NULL when not connected */
+    int up[SK_REDIS_URL_MAX_SEEDS];          /* its connect completed */
+    int64_t retry_ms[SK_REDIS_URL_MAX_SEEDS];
+};
 
 int sk_redis_is_readonly(const redisReply *rep)
 {
     return rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "READONLY", 8) == 0;
 }
 
+static void drop_peer(struct sk_rsn *sn, int i, int64_t now)
+{
+    if (sn->c[i]) redisFree(sn->c[i]);
+    sn->c[i] = NULL;
+    sn->up[i] = 0;
+    sn->retry_ms[i] = now + SN_RETRY_MS;
+}
+
 void sk_redis_sn_free(sk_redis *r)
 {
-    if (r->sn) redisFree(r->sn);
+    if (!r->sn) return;
+    for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++)
+        if (r->sn->c[i]) redisFree(r->sn->c[i]);
+    free(r->sn);
     r->sn = NULL;
 }
 
-/* One Sentinel's view: 0 with host/port, SK_ENOTFOUND (it does not know the
- * name), or SK_EIO (unreachable, or an odd answer; r->errstr). */
-static int ask_one(sk_redis *r, int i, char *host, size_t cap, int *port)
+static struct sk_rsn *state(sk_redis *r)
 {
-    const struct sk_redis_url_seed *sd = &r->url.seeds[i];
-    if (!r->sn || r->sn_cur != i) {
-        sk_redis_sn_free(r);
-        int ms = r->connect_timeout_ms < SN_TIMEOUT_MS ? r->connect_timeout_ms : SN_TIMEOUT_MS;
-        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-        redisContext *c = redisConnectWithTimeout(sd->host, sd->port, tv);
-        if (!c || c->err) {
-            sk_redis_set_err(r, SK_EIO, "sentinel %s:%d: %s", sd->host, sd->port,
-                             c ? c->errstr : "out of memory");
-            if (c) redisFree(c);
-            return SK_EIO;
+    if (!r->sn && (r->sn = calloc(1, sizeof *r->sn)) != NULL)
+        sk_sentinels_init(&r->sn->v, &r->url, sk_mono_ms());
+    return r->sn;
+}
+
+/* One round: the question to every Sentinel at once, each answer (or its
+ * absence by the deadline) handed to the decision. */
+static void ask_all(sk_redis *r, struct sk_rsn *sn)
+{
+    int64_t now = sk_mono_ms();
+    sk_sentinels_round(&sn->v, now, !r->c);
+    const char *q[3];
+    sk_sentinels_query(&sn->v, q);
+    int n = sn->v.n, pending[SK_REDIS_URL_MAX_SEEDS] = {0}, written[SK_REDIS_URL_MAX_SEEDS] = {0};
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        const struct sk_redis_url_seed *sd = &r->url.seeds[i];
+        if (!sn->c[i]) {
+            if (now < sn->retry_ms[i]) {
+                sk_sentinels_answer(&sn->v, i, NULL, now);
+                continue;
+            }
+            sn->c[i] = redisConnectNonBlock(sd->host, sd->port);
+            sn->up[i] = 0;
+            if (!sn->c[i] || sn->c[i]->err) {
+                drop_peer(sn, i, now);
+                sk_sentinels_answer(&sn->v, i, NULL, now);
+                continue;
+            }
         }
-        redisSetTimeout(c, tv);
-        r->sn = c;
-        r->sn_cur = i;
+        if (redisAppendCommandArgv(sn->c[i], 3, q, NULL) != REDIS_OK) {
+            drop_peer(sn, i, now);
+            sk_sentinels_answer(&sn->v, i, NULL, now);
+            continue;
+        }
+        pending[i] = 1;
+        left++;
     }
-    redisReply *rep =
-        redisCommand(r->sn, "SENTINEL get-master-addr-by-name %s", r->url.master_name);
+    int ms = r->connect_timeout_ms < SK_SENTINELS_TIMEOUT_MS ? r->connect_timeout_ms
+                                                             : SK_SENTINELS_TIMEOUT_MS;
+    int64_t deadline = now + ms;
+    while (left > 0) {
+        struct pollfd fds[SK_REDIS_URL_MAX_SEEDS];
+        int who[SK_REDIS_URL_MAX_SEEDS], k = 0;
+        for (int i = 0; i < n; i++)
+            if (pending[i]) {
+                fds[k] = (struct pollfd){.fd = sn->c[i]->fd,
+                                         .events = POLLIN | (written[i] ? 0 : POLLOUT)};
+                who[k++] = i;
+            }
+        int64_t wait = deadline - sk_mono_ms();
+        if (wait <= 0) break;
+        int got = poll(fds, (nfds_t)k, (int)wait);
+        if (got < 0 && errno != EINTR) break;
+        for (int j = 0; j < k && got > 0; j++) {
+            int i = who[j], fail = 0;
+            short ev = fds[j].revents;
+            redisContext *c = sn->c[i];
+            if (!ev) continue;
+            if ((ev & (POLLERR | POLLHUP | POLLNVAL)) && !(ev & POLLIN)) fail = 1;
+            if (!fail && !sn->up[i] && (ev & POLLOUT)) {
+                int err = 0;
+                socklen_t el = sizeof err;
+                fail = getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err != 0;
+                sn->up[i] = !fail;
+            }
+            if (!fail && sn->up[i] && !written[i] && (ev & POLLOUT))
+                fail = redisBufferWrite(c, &written[i]) != REDIS_OK;
+            void *rep = NULL;
+            if (!fail && (ev & POLLIN))
+                fail = redisBufferRead(c) != REDIS_OK || redisGetReply(c, &rep) != REDIS_OK;
+            if (fail || rep) {
+                int64_t t = sk_mono_ms();
+                sk_sentinels_answer(&sn->v, i, rep, t);
+                if (rep) freeReplyObject(rep);
+                if (fail) drop_peer(sn, i, t);
+                pending[i] = 0;
+                left--;
+            }
+        }
+    }
+    /* no answer in time: that Sentinel's connection is of no more use (a
+     * late reply would answer the next question) */
+    for (int i = 0; i < n; i++)
+        if (pending[i]) {
+            sk_sentinels_answer(&sn->v, i, NULL, sk_mono_ms());
+            drop_peer(sn, i, sk_mono_ms());
+        }
+}
+
+/* ROLE of the master on r->c (between exchanges only): the decision hears
+ * it. */
+static void ask_role(sk_redis *r, struct sk_rsn *sn)
+{
+    const char *argv[1];
+    sk_sentinels_role_query(argv);
+    redisReply *rep = redisCommandArgv(r->c, 1, argv, NULL);
     if (!rep) {
-        sk_redis_set_err(r, SK_EIO, "sentinel %s:%d: %s", sd->host, sd->port,
-                         r->sn->errstr[0] ? r->sn->errstr : "connection lost");
-        sk_redis_sn_free(r);
-        return SK_EIO;
+        sk_redis_disconnect(r); /* the next command reconnects, or says why not */
+        sk_sentinels_dropped(&sn->v);
+        return;
     }
-    int rc = 0;
-    if (rep->type == REDIS_REPLY_NIL) {
-        rc = sk_redis_set_err(r, SK_ENOTFOUND, "sentinel %s:%d does not know master %s", sd->host,
-                              sd->port, r->url.master_name);
-    } else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-               rep->element[0]->type != REDIS_REPLY_STRING ||
-               rep->element[1]->type != REDIS_REPLY_STRING ||
-               (*port = atoi(rep->element[1]->str)) <= 0 || *port > 65535) {
-        rc = sk_redis_set_err(r, SK_EIO, "sentinel %s:%d: unexpected answer for master %s",
-                              sd->host, sd->port, r->url.master_name);
-    } else {
-        snprintf(host, cap, "%s", rep->element[0]->str);
-    }
+    sk_sentinels_role(&sn->v, rep);
     freeReplyObject(rep);
-    return rc;
 }
 
-/* The master's address from the first Sentinel that knows it, starting
- * with the one asked last. */
-static int resolve(sk_redis *r, char *host, size_t cap, int *port)
+/* Connects to host:port, named by a majority at named_ms, and checks it
+ * says ROLE master. */
+static int open_master(sk_redis *r, struct sk_rsn *sn, const char *host, int port, int64_t named_ms)
 {
-    int rc = SK_EIO, n = r->url.nseeds;
-    for (int k = 0; k < n; k++) {
-        int i = (r->sn_cur + k) % n;
-        rc = ask_one(r, i, host, cap, port);
-        if (rc == 0) {
-            r->sn_check_ms = sk_mono_ms() + SN_CHECK_EVERY_MS;
-            return 0;
-        }
-        if (rc == SK_EIO && r->sn_cur == i) sk_redis_sn_free(r);
-    }
-    return rc == SK_ENOTFOUND ? SK_EIO : rc;
-}
-
-/* 1 when the server on c says ROLE master. */
-static int is_master(sk_redis *r, redisContext *c)
-{
-    redisReply *rep = redisCommand(c, "ROLE");
+    snprintf(r->sn_host, sizeof r->sn_host, "%s", host);
+    r->sn_port = port;
+    redisContext *c;
+    int rc = sk_redis_open_ctx(r, host, port, &c);
+    if (rc < 0) return rc;
+    const char *argv[1];
+    sk_sentinels_role_query(argv);
+    redisReply *rep = redisCommandArgv(c, 1, argv, NULL);
     int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
              rep->element[0]->type == REDIS_REPLY_STRING && !strcmp(rep->element[0]->str, "master");
-    if (!ok)
-        sk_redis_set_err(r, SK_EIO, "redis %s:%d, named master %s by the sentinels, is %s",
-                         r->sn_host, r->sn_port, r->url.master_name,
+    if (!ok) {
+        /* the Sentinels' view is stale (a failover under way): not yet */
+        sk_redis_set_err(r, SK_EIO, "redis %s:%d, named master %s by the sentinels, is %s", host,
+                         port, r->url.master_name,
                          !rep ? "unreachable"
                          : rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
                                  rep->element[0]->type == REDIS_REPLY_STRING
                              ? rep->element[0]->str
                              : "not a master");
-    if (rep) freeReplyObject(rep);
-    return ok;
+        if (rep) freeReplyObject(rep);
+        redisFree(c);
+        return r->err;
+    }
+    freeReplyObject(rep);
+    r->c = c;
+    r->sn_unread = 0;
+    sk_sentinels_using(&sn->v, host, port, named_ms);
+    return 0;
 }
 
 int sk_redis_sn_connect(sk_redis *r)
 {
+    struct sk_rsn *sn = state(r);
+    if (!sn) return sk_redis_set_err(r, SK_ENOMEM, "out of memory");
+    sk_sentinels_dropped(&sn->v); /* r->c is gone: nothing in use */
     char host[256];
     int port = 0;
-    int rc = resolve(r, host, sizeof host, &port);
-    if (rc < 0) return rc;
-    snprintf(r->sn_host, sizeof r->sn_host, "%s", host);
-    r->sn_port = port;
-    redisContext *c;
-    if ((rc = sk_redis_open_ctx(r, host, port, &c)) < 0) return rc;
-    if (!is_master(r, c)) {
-        /* the Sentinels' view is stale (a failover under way): not yet */
-        redisFree(c);
-        return r->err;
-    }
-    r->c = c;
-    return 0;
+    ask_all(r, sn);
+    int64_t t = sk_mono_ms();
+    enum sk_sentinels_verdict v = sk_sentinels_decide(&sn->v, t, host, sizeof host, &port);
+    if (v != SK_SN_USE) return sk_redis_set_err(r, SK_EIO, "%s", sn->v.why);
+    return open_master(r, sn, host, port, t);
 }
 
 int sk_redis_sn_check(sk_redis *r)
 {
-    if (sk_mono_ms() < r->sn_check_ms) return 0;
+    struct sk_rsn *sn = r->sn;
+    int64_t now = sk_mono_ms();
+    if (!sn || !r->c || r->sn_unread || !sk_sentinels_due(&sn->v, now)) return 0;
+    ask_all(r, sn);
+    ask_role(r, sn);
     char host[256];
     int port = 0;
-    int rc = resolve(r, host, sizeof host, &port);
-    if (rc < 0) {
-        /* no Sentinel answers: keep the master we have, ask again later */
-        r->sn_check_ms = sk_mono_ms() + SN_CHECK_UNREACHABLE_MS;
-        return rc;
-    }
-    if (port != r->sn_port || strcmp(host, r->sn_host) != 0) {
-        sk_redis_disconnect(r);
-        r->backoff_ms = 0; /* connect to the new one now */
-    }
-    return 0;
+    enum sk_sentinels_verdict v =
+        sk_sentinels_decide(&sn->v, sk_mono_ms(), host, sizeof host, &port);
+    if (v == SK_SN_KEEP) return 0;
+    /* a master it must leave: the next command connects to the one the
+     * majority names (at once), or fails until one does */
+    if (r->c) sk_log(SK_LOG_WARN, "sentinel: leaving %s:%d: %s", r->sn_host, r->sn_port, sn->v.why);
+    sk_redis_disconnect(r);
+    sk_sentinels_dropped(&sn->v);
+    r->backoff_ms = 0;
+    return v == SK_SN_USE ? 0 : sk_redis_set_err(r, SK_EIO, "%s", sn->v.why);
+}
+
+void sk_redis_sn_readonly(sk_redis *r, const redisReply *rep)
+{
+    if (r->sn && sk_sentinels_readonly(&r->sn->v, rep)) r->sn->v.next_poll_ms = 0;
 }

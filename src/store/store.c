@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/keys.h"
+#include "engine/order_id.h"
 #include "store/mysql_url.h"
 
 static int is_pg_spec(const char *spec)
@@ -183,18 +184,19 @@ size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_m
     size_t nm = 0;
     for (size_t i = 0; i < n; i++) {
         const struct sk_order *o = &orders[i];
-        uint64_t aid;
-        int seg;
-        int ll =
-            sk_keys_parse_label(o->order_id, strnlen(o->order_id, sizeof o->order_id), &aid, &seg);
-        if (o->adm_seq <= 0 || ll <= 0 || ll >= SK_STORE_LABEL_MAX) continue;
-        size_t k = 0;
-        while (k < nm && (strncmp(out[k].label, o->order_id, (size_t)ll) || out[k].label[ll]))
+        struct sk_oid id;
+        if (o->adm_seq <= 0 ||
+            sk_oid_parse(o->order_id, strnlen(o->order_id, sizeof o->order_id), &id) < 0)
+            continue;
+        size_t ll = id.label_len, k = 0;
+        while (k < nm && (strncmp(out[k].label, o->order_id, ll) || out[k].label[ll] ||
+                          strcmp(out[k].branch, id.branch)))
             k++;
         if (k == nm) {
-            out[nm] = (struct sk_mark){.activity_id = aid};
-            memcpy(out[nm].label, o->order_id, (size_t)ll);
-            out[nm++].label[ll] = 0;
+            out[nm] = (struct sk_mark){.activity_id = id.activity_id};
+            memcpy(out[nm].label, o->order_id, ll);
+            out[nm].label[ll] = 0;
+            snprintf(out[nm++].branch, sizeof out[k].branch, "%s", id.branch);
         }
         if (o->adm_seq > out[k].adm) {
             out[k].adm = o->adm_seq;
@@ -202,6 +204,12 @@ size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_m
         }
     }
     return nm;
+}
+
+int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
+                         int64_t quantity)
+{
+    return o->activity_id != activity_id || o->user_id != user_id || o->quantity != quantity;
 }
 
 /* ---- checks every backend relies on --------------------------------------- */
@@ -222,6 +230,14 @@ static int check_order(sk_store *st, const struct sk_order *o, size_t i)
                                 o->quantity);
     if (o->created_ms < 0 || o->created_ms > SK_TIME_MAX_MS)
         return sk_store_set_err(st, SK_EINVAL, "order %s: bad created time", o->order_id);
+    size_t kl = strnlen(o->idem_key, sizeof o->idem_key);
+    if (kl >= sizeof o->idem_key)
+        return sk_store_set_err(st, SK_EINVAL, "order %s: unterminated idempotency key",
+                                o->order_id);
+    for (size_t k = 0; k < kl; k++)
+        if (o->idem_key[k] < 0x21 || o->idem_key[k] > 0x7e)
+            return sk_store_set_err(st, SK_EINVAL, "order %s: idempotency key not visible ASCII",
+                                    o->order_id);
     return 0;
 }
 
@@ -321,6 +337,12 @@ int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t 
     int rc = DISPATCH(orders_persist, orders, n, &r, &first);
     if (rc) return rc;
     if (r.stock_failures) log_stock_failures(r.stock_failures, &first);
+    if (r.conflicts)
+        sk_log(SK_LOG_ERROR,
+               "store: %zu order id(s) of the batch already held by another admission (two "
+               "histories that diverged): not inserted, recorded in order_conflicts; run "
+               "reconcile",
+               r.conflicts);
     if (res) *res = r;
     return 0;
 }

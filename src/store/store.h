@@ -74,6 +74,7 @@ int sk_store_activity_delete(sk_store *st, uint64_t id);
 #define SK_STORE_STREAM_ID_MAX 48 /* "<ms>-<seq>", two 20-digit numbers */
 #define SK_STORE_AUDIT_KIND_MAX 64
 #define SK_STORE_AUDIT_DETAIL_MAX 512
+#define SK_STORE_IDEM_KEY_MAX 65 /* an Idempotency-Key: 1..64 visible ASCII bytes */
 
 enum sk_order_status {
     SK_ORDER_CREATED = 0,
@@ -92,7 +93,7 @@ static inline const char *sk_order_status_name(int status)
 }
 
 struct sk_order {
-    char order_id[SK_STORE_ORDER_ID_MAX];   /* "<activity>-<stream id>" */
+    char order_id[SK_STORE_ORDER_ID_MAX]; /* engine/order_id.h: "<label>-<stream id>[-<branch>]" */
     char stream_id[SK_STORE_STREAM_ID_MAX]; /* the Redis stream entry id */
     uint64_t activity_id;
     uint64_t user_id;        /* 1..UINT64_MAX; SQL has no unsigned 64-bit type, so
@@ -108,6 +109,9 @@ struct sk_order {
                                 field n, docs/recovery.md); 0: none. Persisting keeps the
                                 highest per key set (sk_store_marks_list); not stored per
                                 order, reads give 0 */
+    char idem_key[SK_STORE_IDEM_KEY_MAX]; /* the purchase's Idempotency-Key, "" none
+                                             (migration 8): a recovery puts its record
+                                             back with the order (docs/recovery.md) */
 };
 
 /* What one sk_store_orders_persist call did. */
@@ -119,16 +123,23 @@ struct sk_persist_result {
                                 the activity is not in the DB) */
     int64_t units;           /* units of the inserted orders */
     int64_t units_unstocked; /* units of the stock_failures orders */
+    size_t conflicts;        /* order ids already present for another activity, user or
+                                quantity: a different admission under the same id (two
+                                histories that diverged); not inserted, recorded in
+                                order_conflicts (migration 8), never a silent duplicate */
 };
 
 /* Persists n orders (n may be 0) in ONE transaction. Reads order_id,
- * stream_id, activity_id, user_id, quantity, created_ms and adm_seq of each;
+ * stream_id, activity_id, user_id, quantity, created_ms, adm_seq and
+ * idem_key of each;
  * status, deadlines and the other times are set here (status created,
  * pay_deadline_ms = created_ms + pay_timeout_s * 1000 of the activity, or
  * of SK_ACTIVITY_PAY_TIMEOUT_DEFAULT when the activity is not in the DB).
  *
  * For each order: INSERT (an existing order_id is a duplicate: skipped and
- * counted); for each newly inserted one:
+ * counted, unless the row holds another activity, user or quantity: then a
+ * conflict, counted and recorded in the same transaction); for each newly
+ * inserted one:
  *   UPDATE activities SET stock = stock - q WHERE id = ? AND stock >= q.
  * When that condition fails the order row IS still inserted - Redis, the
  * authority on admission, accepted it and the buyer holds an order id - the
@@ -178,8 +189,10 @@ int sk_store_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct s
 
 /* In the same transaction as the orders, the highest adm_seq of each key
  * set label ("<activity>" or "<activity>.<segment>", the order id's
- * prefix) is kept in the marks (migration 6): a Redis whose admission count
- * is below it has gone back in time (docs/recovery.md). */
+ * prefix) and branch (its suffix, "" for an id without one) is kept in the
+ * marks (migrations 6 and 8): a Redis whose admission count is below it, or
+ * whose ledger lacks the mark's order, has gone back in time or followed
+ * another history (docs/recovery.md). */
 
 /* Orders of one activity, ordered by order_id, starting after `after`
  * (NULL or "" = from the start), up to limit, into out (caller's array);
@@ -192,6 +205,7 @@ struct sk_order_counts {
     int64_t units[SK_ORDER_NSTATUS];  /* sum of quantity by status */
     int64_t stock_failures;           /* recorded failed conditional stock updates */
     int64_t stock_failure_units;      /* their units */
+    int64_t conflicts;                /* recorded order id conflicts (sk_persist_result) */
 };
 
 /* Counts of one activity (all zero when it has no orders). */
@@ -276,15 +290,20 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
                            const char *audit_detail);
 
-/* ---- The rollback guard's watermark (docs/recovery.md, migration 6) -----
+/* ---- The rollback guard's watermark (docs/recovery.md, migrations 6, 8) --
  *
- * Per key set label, the highest admission number (stream entry field n)
- * of a persisted order, kept by sk_store_orders_persist. */
+ * Per key set label and branch (engine/order_id.h), the highest admission
+ * number (stream entry field n) of a persisted order, kept by
+ * sk_store_orders_persist. Admission numbers of two branches that diverged
+ * overlap, so each branch has its own mark: a Redis must hold the mark's
+ * order of every branch, or it lacks persisted orders. */
 
-#define SK_STORE_LABEL_MAX 32 /* == SK_LABEL_MAX of engine/keys.h */
+#define SK_STORE_LABEL_MAX 32  /* == SK_LABEL_MAX of engine/keys.h */
+#define SK_STORE_BRANCH_MAX 16 /* > SK_OID_BRANCH_LEN of engine/order_id.h */
 
 struct sk_mark {
-    char label[SK_STORE_LABEL_MAX]; /* "<activity>" or "<activity>.<segment>" */
+    char label[SK_STORE_LABEL_MAX];   /* "<activity>" or "<activity>.<segment>" */
+    char branch[SK_STORE_BRANCH_MAX]; /* the orders' branch, "" for ids without one */
     uint64_t activity_id;
     int64_t adm;                          /* highest admission number persisted */
     int64_t updated_ms;                   /* when it last grew */
@@ -292,7 +311,8 @@ struct sk_mark {
                                              ledger lacks it lost persisted orders */
 };
 
-/* The marks of one activity (activity_id 0: all), ordered by label, as an
+/* The marks of one activity (activity_id 0: all), ordered by label and
+ * branch (one row per pair), as an
  * array of *n entries allocated here: the caller frees *out with free()
  * (NULL when *n is 0). */
 int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);

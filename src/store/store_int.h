@@ -43,7 +43,7 @@ struct sk_stock_failure {
     "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
-    "paid_ms, cancelled_ms, released_ms"
+    "paid_ms, cancelled_ms, released_ms, idem_key"
 
 /* Sets st->errstr (printf-style) and returns code. */
 int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
@@ -83,18 +83,23 @@ int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
 int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                          int (*read_status)(sk_store *st, const char *order_id, int *status));
 
-/* The marks a persist batch raises (store.h, migration 6): per key set
- * label of the batch, the highest adm_seq and its order id, into out (n
- * entries room); returns how many. Orders without adm_seq are left out. */
+/* The marks a persist batch raises (store.h, migrations 6 and 8): per key
+ * set label and branch of the batch, the highest adm_seq and its order id,
+ * into out (n entries room); returns how many. Orders without adm_seq are
+ * left out. */
 size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
 /* The upsert of one mark, the same SQL on SQLite and PostgreSQL ($
- * placeholders for PostgreSQL, ? for SQLite; MySQL has its own, store_mysql_orders.c):
- * the mark only ever grows. */
-#define SK_STORE_MARK_UPSERT(p1, p2, p3, p4, p5)                                                   \
-    "INSERT INTO redis_marks (label, activity_id, adm, updated_ms, order_id) VALUES (" p1 ", " p2  \
-    ", " p3 ", " p4 ", " p5 ") ON CONFLICT (label) DO UPDATE SET adm = excluded.adm,"              \
-    " updated_ms = excluded.updated_ms, order_id = excluded.order_id"                              \
+ * placeholders for PostgreSQL, ? for SQLite; MySQL has its own,
+ * store_mysql_orders.c): the mark only ever grows. */
+#define SK_STORE_MARK_UPSERT(p1, p2, p3, p4, p5, p6)                                               \
+    "INSERT INTO redis_marks (label, branch, activity_id, adm, updated_ms, order_id) VALUES (" p1  \
+    ", " p2 ", " p3 ", " p4 ", " p5 ", " p6 ") ON CONFLICT (label, branch) DO UPDATE SET"          \
+    " adm = excluded.adm, updated_ms = excluded.updated_ms, order_id = excluded.order_id"          \
     " WHERE excluded.adm > redis_marks.adm"
+/* An order id already present: the existing row differs from o (another
+ * activity, user or quantity)? 1 conflict, 0 a re-delivery. */
+int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
+                         int64_t quantity);
 
 /* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
  * 0..initial, else 0; and the audit row's detail text. */
@@ -169,7 +174,7 @@ struct sk_store {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;
             char path[512];
-            struct sqlite3_stmt *sq[8]; /* statements kept prepared (persist path, hot reads) */
+            struct sqlite3_stmt *sq[10]; /* statements kept prepared (persist path, hot reads) */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;

@@ -138,6 +138,23 @@ static const char *const migrations[] = {
     " CHECK (wr_pass_ttl_s >= 0);"
     "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
     " CHECK (octet_length(wr_seed) <= 64);",
+    /* 8: histories that diverge (see the SQLite migration 8). */
+    "ALTER TABLE orders ADD COLUMN idem_key TEXT"
+    " CHECK (idem_key IS NULL OR octet_length(idem_key) BETWEEN 1 AND 64);"
+    "ALTER TABLE redis_marks ADD COLUMN branch TEXT COLLATE \"C\" NOT NULL DEFAULT ''"
+    " CHECK (octet_length(branch) <= 15);"
+    "ALTER TABLE redis_marks DROP CONSTRAINT redis_marks_pkey;"
+    "ALTER TABLE redis_marks ADD PRIMARY KEY (label, branch);"
+    "CREATE TABLE order_conflicts ("
+    " id BIGSERIAL PRIMARY KEY,"
+    " at_ms BIGINT NOT NULL,"
+    " activity_id BIGINT NOT NULL,"
+    " order_id TEXT NOT NULL,"
+    " user_id BIGINT NOT NULL,"
+    " quantity BIGINT NOT NULL,"
+    " stream_id TEXT NOT NULL"
+    ");"
+    "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -750,6 +767,7 @@ static void read_order(const PGresult *r, int row, struct sk_order *o)
     o->paid_ms = i64_at(r, row, 8); /* NULL reads as 0 */
     o->cancelled_ms = i64_at(r, row, 9);
     o->released_ms = i64_at(r, row, 10);
+    snprintf(o->idem_key, sizeof o->idem_key, "%s", PQgetvalue(r, row, 11)); /* NULL reads "" */
 }
 
 /* A growing text buffer for array literals. */
@@ -809,9 +827,9 @@ static int cmp_take(const void *a, const void *b)
 /* Step 1: inserts the batch, marks inserted[i] for the rows really added. */
 static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, char *inserted)
 {
-    struct buf ids = {0}, sids = {0}, aids = {0}, uids = {0}, qtys = {0}, cms = {0};
-    struct buf *all[] = {&ids, &sids, &aids, &uids, &qtys, &cms};
-    for (size_t k = 0; k < 6; k++)
+    struct buf ids = {0}, sids = {0}, aids = {0}, uids = {0}, qtys = {0}, cms = {0}, keys = {0};
+    struct buf *all[] = {&ids, &sids, &aids, &uids, &qtys, &cms, &keys};
+    for (size_t k = 0; k < 7; k++)
         buf_add(all[k], "{", 1);
     for (size_t i = 0; i < n; i++) {
         const struct sk_order *o = &orders[i];
@@ -821,9 +839,10 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         arr_num(&uids, num_i64((int64_t)o->user_id)); /* same bits */
         arr_num(&qtys, num_i64(o->quantity));
         arr_num(&cms, num_i64(o->created_ms));
+        arr_text(&keys, o->idem_key);
     }
     int oom = 0;
-    for (size_t k = 0; k < 6; k++) {
+    for (size_t k = 0; k < 7; k++) {
         buf_add(all[k], "}", 1);
         oom |= all[k]->oom;
     }
@@ -832,30 +851,31 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
     if (oom) {
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory building a batch of %zu orders", n);
     } else {
-        const char *p[] = {ids.p, sids.p, aids.p, uids.p, qtys.p, cms.p};
+        const char *p[] = {ids.p, sids.p, aids.p, uids.p, qtys.p, cms.p, keys.p};
         /* ORDER BY ord: a batch holding one id twice keeps the first. The
          * pay deadline uses the activity's timeout, or the default when the
          * activity is not in the DB. */
         rc = run(
             st, &r, "insert orders",
             "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity,"
-            " status, created_ms, pay_deadline_ms)"
+            " status, created_ms, pay_deadline_ms, idem_key)"
             " SELECT i.order_id, i.stream_id, i.activity_id, i.user_id, i.quantity,"
             " 'created', i.created_ms,"
             " i.created_ms + coalesce(a.pay_timeout_s, " STR(
-                SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) ") * 1000"
+                SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) ") * 1000, nullif(i.idem_key, '')"
                                                  " FROM unnest($1::text[], $2::text[], "
                                                  "$3::bigint[], $4::bigint[],"
-                                                 " $5::bigint[], $6::bigint[]) WITH ORDINALITY"
+                                                 " $5::bigint[], $6::bigint[], $7::text[])"
+                                                 " WITH ORDINALITY"
                                                  " AS i(order_id, stream_id, activity_id, user_id, "
-                                                 "quantity, created_ms, ord)"
+                                                 "quantity, created_ms, idem_key, ord)"
                                                  " LEFT JOIN activities a ON a.id = i.activity_id"
                                                  " ORDER BY i.ord"
                                                  " ON CONFLICT (order_id) DO NOTHING RETURNING "
                                                  "order_id",
-            6, p);
+            7, p);
     }
-    for (size_t k = 0; k < 6; k++)
+    for (size_t k = 0; k < 7; k++)
         free(all[k]->p);
     if (rc) return rc;
     /* Which of the batch were inserted: the first occurrence of each
@@ -980,12 +1000,66 @@ static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, i
     int rc = 0;
     for (size_t i = 0; i < nm && rc == 0; i++) {
         struct num a = num_u64(m[i].activity_id), v = num_i64(m[i].adm), t = num_i64(now);
-        const char *p[] = {m[i].label, a.s, v.s, t.s, m[i].order_id};
+        const char *p[] = {m[i].label, m[i].branch, a.s, v.s, t.s, m[i].order_id};
         PGresult *r;
-        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5"), 5, p);
+        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5", "$6"), 6,
+                 p);
         if (rc == 0) PQclear(r);
     }
     free(m);
+    return rc;
+}
+
+/* The orders of the batch that were not inserted: each a re-delivery
+ * (counted a duplicate) or a conflict (store.h: counted and recorded in
+ * order_conflicts), one read of the rows present for all of them. */
+static int sort_present(sk_store *st, const struct sk_order *orders, size_t n, const char *inserted,
+                        struct sk_persist_result *res)
+{
+    struct buf ids = {0};
+    buf_add(&ids, "{", 1);
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!inserted[i]) {
+            arr_text(&ids, orders[i].order_id);
+            np++;
+        }
+    buf_add(&ids, "}", 1);
+    if (np == 0 || ids.oom) {
+        free(ids.p);
+        return np ? sk_store_set_err(st, SK_ENOMEM, "out of memory reading present orders") : 0;
+    }
+    PGresult *r;
+    const char *p[] = {ids.p};
+    int rc = run(st, &r, "read present orders",
+                 "SELECT order_id, activity_id, user_id, quantity FROM orders"
+                 " WHERE order_id = ANY($1::text[])",
+                 1, p);
+    free(ids.p);
+    if (rc) return rc;
+    int64_t now = sk_wall_ms();
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (inserted[i]) continue;
+        const struct sk_order *o = &orders[i];
+        int conflict = 0;
+        for (int row = 0; row < PQntuples(r); row++)
+            if (!strcmp(PQgetvalue(r, row, 0), o->order_id))
+                conflict = sk_store_is_conflict(o, (uint64_t)i64_at(r, row, 1),
+                                                (uint64_t)i64_at(r, row, 2), i64_at(r, row, 3));
+        if (!conflict) {
+            res->duplicates++;
+            continue;
+        }
+        res->conflicts++;
+        struct num t = num_i64(now), a = num_u64(o->activity_id), u = num_i64((int64_t)o->user_id),
+                   q = num_i64(o->quantity);
+        const char *cp[] = {t.s, a.s, o->order_id, u.s, q.s, o->stream_id};
+        rc = run(st, NULL, "record order conflict",
+                 "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id, quantity,"
+                 " stream_id) VALUES ($1, $2, $3, $4, $5, $6)",
+                 6, cp);
+    }
+    PQclear(r);
     return rc;
 }
 
@@ -995,13 +1069,11 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
                       struct sk_stock_failure *first)
 {
     int rc = insert_batch(st, orders, n, inserted);
+    if (rc == 0) rc = sort_present(st, orders, n, inserted, res);
     if (rc) return rc;
     size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!inserted[i]) {
-            res->duplicates++;
-            continue; /* re-delivered: its stock was taken the first time */
-        }
+        if (!inserted[i]) continue; /* re-delivered (its stock was taken) or a conflict */
         res->inserted++;
         res->units += orders[i].quantity;
         size_t k = 0;
@@ -1216,13 +1288,19 @@ static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_c
              "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
              " WHERE activity_id = $1 GROUP BY status"
              " UNION ALL SELECT 'stock_failures', count(*), coalesce(sum(quantity), 0)"
-             " FROM stock_failures WHERE activity_id = $1",
+             " FROM stock_failures WHERE activity_id = $1"
+             " UNION ALL SELECT 'conflicts', count(*), 0 FROM order_conflicts"
+             " WHERE activity_id = $1",
              1, p);
     if (rc) return rc;
     for (int i = 0; i < PQntuples(r); i++) {
         if (!strcmp(PQgetvalue(r, i, 0), "stock_failures")) {
             out->stock_failures = i64_at(r, i, 1);
             out->stock_failure_units = i64_at(r, i, 2);
+            continue;
+        }
+        if (!strcmp(PQgetvalue(r, i, 0), "conflicts")) {
+            out->conflicts = i64_at(r, i, 1);
             continue;
         }
         int k = status_at(r, i, 0);
@@ -1300,8 +1378,8 @@ static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **ou
     const char *p[] = {a.s};
     PGresult *r;
     if ((rc = run(st, &r, "list marks",
-                  "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
-                  " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label",
+                  "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
+                  " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
                   1, p)) != 0)
         return rc;
     int rows = PQntuples(r);
@@ -1316,6 +1394,7 @@ static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **ou
         arr[i].adm = i64_at(r, i, 2);
         arr[i].updated_ms = i64_at(r, i, 3);
         snprintf(arr[i].order_id, sizeof arr[i].order_id, "%s", PQgetvalue(r, i, 4));
+        snprintf(arr[i].branch, sizeof arr[i].branch, "%s", PQgetvalue(r, i, 5));
     }
     PQclear(r);
     *out = arr;

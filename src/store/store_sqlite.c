@@ -32,6 +32,7 @@ enum {
     Q_READ_STOCK,
     Q_INSERT_FAILURE,
     Q_UPSERT_MARK,
+    Q_READ_HOLDER,
     Q_ORDER_GET,
     Q_ACTIVITY_GET,
     Q_COUNT
@@ -41,14 +42,16 @@ static const char *const cached_sql[Q_COUNT] = {
     /* ON CONFLICT names the key: only a re-delivered order id is skipped;
      * a CHECK violation still fails the batch (never silently dropped). */
     [Q_INSERT_ORDER] = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
-                       " created_ms, pay_deadline_ms, stream_id)"
-                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?)"
+                       " created_ms, pay_deadline_ms, stream_id, idem_key)"
+                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?, nullif(?, ''))"
                        " ON CONFLICT (order_id) DO NOTHING",
     [Q_TAKE_STOCK] = "UPDATE activities SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1",
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
                          " db_stock) VALUES (?, ?, ?, ?, ?)",
-    [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?"),
+    [Q_UPSERT_MARK] = SK_STORE_MARK_UPSERT("?", "?", "?", "?", "?", "?"),
+    /* an order id found present: whose admission it holds */
+    [Q_READ_HOLDER] = "SELECT activity_id, user_id, quantity FROM orders WHERE order_id = ?",
     /* the HTTP processes' hot reads: an order poll, an activity read */
     [Q_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = ?",
     [Q_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
@@ -160,6 +163,41 @@ static const char *const migrations[] = {
     " CHECK (wr_pass_ttl_s >= 0);"
     "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
     " CHECK (length(wr_seed) <= 64);",
+    /* 8: histories that diverge (docs/failover.md, docs/recovery.md).
+     * The purchase's Idempotency-Key (NULL: none), so a recovery puts its
+     * record back with the order. The marks per label and branch (the
+     * order id's suffix, '' for ids without one: every mark so far): two
+     * masters of one split number their admissions alike, so one mark per
+     * label could not tell their histories apart. order_conflicts: an
+     * admission whose order id the database already holds for another
+     * activity, user or quantity (kept for the operator, never inserted,
+     * never silently dropped). */
+    "ALTER TABLE orders ADD COLUMN idem_key TEXT"
+    " CHECK (idem_key IS NULL OR length(idem_key) BETWEEN 1 AND 64);"
+    "CREATE TABLE redis_marks_b ("
+    " label TEXT NOT NULL CHECK (length(label) BETWEEN 1 AND 31),"
+    " branch TEXT NOT NULL DEFAULT '' CHECK (length(branch) <= 15),"
+    " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
+    " adm INTEGER NOT NULL CHECK (adm >= 0),"
+    " updated_ms INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL,"
+    " PRIMARY KEY (label, branch)"
+    ") WITHOUT ROWID;"
+    "INSERT INTO redis_marks_b (label, branch, activity_id, adm, updated_ms, order_id)"
+    " SELECT label, '', activity_id, adm, updated_ms, order_id FROM redis_marks;"
+    "DROP TABLE redis_marks;"
+    "ALTER TABLE redis_marks_b RENAME TO redis_marks;"
+    "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);"
+    "CREATE TABLE order_conflicts ("
+    " id INTEGER PRIMARY KEY,"
+    " at_ms INTEGER NOT NULL,"
+    " activity_id INTEGER NOT NULL,"
+    " order_id TEXT NOT NULL,"
+    " user_id INTEGER NOT NULL,"
+    " quantity INTEGER NOT NULL,"
+    " stream_id TEXT NOT NULL"
+    ");"
+    "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -462,6 +500,8 @@ static void read_order(sqlite3_stmt *s, struct sk_order *o)
     o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
     o->cancelled_ms = sqlite3_column_int64(s, 9);
     o->released_ms = sqlite3_column_int64(s, 10);
+    t = sqlite3_column_text(s, 11);
+    if (t) snprintf(o->idem_key, sizeof o->idem_key, "%s", (const char *)t);
 }
 
 /* The activity's pay timeout in seconds into *secs; *found 0 (and the
@@ -510,6 +550,44 @@ static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t 
     return rc;
 }
 
+/* An order id that is present already: a re-delivery (its stock was taken
+ * the first time), or a conflict, recorded (store.h). */
+static int present(sk_store *st, const struct sk_order *o, int64_t now,
+                   struct sk_persist_result *res)
+{
+    sqlite3_stmt *s;
+    int rc = cached(st, Q_READ_HOLDER, &s);
+    if (rc) return rc;
+    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s), conflict = 0;
+    if (step == SQLITE_ROW)
+        conflict =
+            sk_store_is_conflict(o, (uint64_t)sqlite3_column_int64(s, 0),
+                                 (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2));
+    else
+        rc = db_err(st, "read present order");
+    sqlite3_reset(s);
+    if (rc) return rc;
+    if (!conflict) {
+        res->duplicates++;
+        return 0;
+    }
+    res->conflicts++;
+    if ((rc = prepare(st, &s,
+                      "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id,"
+                      " quantity, stream_id) VALUES (?, ?, ?, ?, ?, ?)")) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
+    sqlite3_bind_text(s, 3, o->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)o->user_id);
+    sqlite3_bind_int64(s, 5, o->quantity);
+    sqlite3_bind_text(s, 6, o->stream_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "record order conflict");
+    sqlite3_finalize(s);
+    return rc;
+}
+
 /* Inserts one order and takes its stock; updates *res. */
 static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
                        struct sk_persist_result *res, struct sk_stock_failure *first)
@@ -524,16 +602,14 @@ static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s
     sqlite3_bind_int64(s, 5, o->created_ms);
     sqlite3_bind_int64(s, 6, o->created_ms + timeout_s * 1000);
     sqlite3_bind_text(s, 7, o->stream_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, o->idem_key, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, "insert order");
         sk_store_set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
     }
     sqlite3_reset(s);
     if (rc) return rc;
-    if (sqlite3_changes(st->db) == 0) {
-        res->duplicates++;
-        return 0; /* re-delivered: its stock was taken the first time */
-    }
+    if (sqlite3_changes(st->db) == 0) return present(st, o, now, res);
     res->inserted++;
     res->units += o->quantity;
     if ((rc = cached(st, Q_TAKE_STOCK, &s)) != 0) return rc;
@@ -567,10 +643,11 @@ static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, i
         sqlite3_stmt *s;
         if ((rc = cached(st, Q_UPSERT_MARK, &s)) != 0) break;
         sqlite3_bind_text(s, 1, m[i].label, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)m[i].activity_id);
-        sqlite3_bind_int64(s, 3, m[i].adm);
-        sqlite3_bind_int64(s, 4, now);
-        sqlite3_bind_text(s, 5, m[i].order_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, m[i].branch, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)m[i].activity_id);
+        sqlite3_bind_int64(s, 4, m[i].adm);
+        sqlite3_bind_int64(s, 5, now);
+        sqlite3_bind_text(s, 6, m[i].order_id, -1, SQLITE_STATIC);
         if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "raise mark");
         sqlite3_reset(s);
     }
@@ -793,6 +870,15 @@ static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_ord
     } else {
         rc = db_err(st, "count stock failures");
     }
+    sqlite3_finalize(s);
+    if (rc) return rc;
+    if ((rc = prepare(st, &s, "SELECT count(*) FROM order_conflicts WHERE activity_id = ?")) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        out->conflicts = sqlite3_column_int64(s, 0);
+    else
+        rc = db_err(st, "count order conflicts");
     sqlite3_finalize(s);
     return rc;
 }
@@ -1057,8 +1143,8 @@ static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark 
 {
     sqlite3_stmt *s;
     int rc = prepare(st, &s,
-                     "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks"
-                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label");
+                     "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
+                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     struct sk_mark *arr = NULL;
@@ -1078,6 +1164,8 @@ static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark 
         m->updated_ms = sqlite3_column_int64(s, 3);
         t = sqlite3_column_text(s, 4);
         if (t) snprintf(m->order_id, sizeof m->order_id, "%s", (const char *)t);
+        t = sqlite3_column_text(s, 5);
+        if (t) snprintf(m->branch, sizeof m->branch, "%s", (const char *)t);
     }
     if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list marks");
     sqlite3_finalize(s);

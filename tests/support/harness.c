@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "engine/order_id.h"
 #include "tools/spawn/netutil.h"
 #include "tools/spawn/redis_spawn.h"
 #include "tools/spawn/spawn.h"
@@ -140,6 +141,16 @@ void sk_th_redis_start(struct sk_th_redis *t, const char *const *extra)
     if (sk_redis_spawn_start(&s, extra) < 0)
         sk_th_fail(__FILE__, __LINE__, "redis-server: %s", s.errstr);
     from_spawn(&s, t);
+}
+
+void sk_th_redis_start_pair(struct sk_th_redis *m, struct sk_th_redis *rp)
+{
+    const char *margs[] = {"--repl-diskless-sync-delay", "0", NULL};
+    sk_th_redis_start(m, margs);
+    char mport[16];
+    snprintf(mport, sizeof mport, "%d", m->port);
+    const char *rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
+    sk_th_redis_start(rp, rargs);
 }
 
 void sk_th_redis_restart(struct sk_th_redis *t, const char *const *extra)
@@ -391,7 +402,8 @@ static int finish_test(struct running *r, int st, int timed_out)
 static int usage(void)
 {
     fprintf(stderr, "usage: seckill-tests [--unit] [-j N] [--timeout S] [--list] [FILTER]\n"
-                    "  FILTER      run the tests whose name or file contains it\n"
+                    "  FILTER      run the tests whose name or file contains it (the\n"
+                    "              partition_ tests run only when a FILTER selects them)\n"
                     "  --unit      only tests/unit/ (no server is started)\n"
                     "  -j N        run N tests at once (default 1)\n"
                     "  --timeout S a test running longer fails (default 300; a test may ask more)\n"
@@ -423,6 +435,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < ntests; i++) {
         int match = !filter || strstr(tests[i].name, filter) || strstr(tests[i].file, filter);
         if (match && unit_only && !strstr(tests[i].file, "/unit/")) match = 0;
+        /* the partition tests (root, minutes) run only when asked for:
+         * `make partitions` */
+        if (match && !filter && !strncmp(tests[i].name, "partition_", 10)) match = 0;
         if (match)
             selected[nsel++] = i;
         else
@@ -527,4 +542,11 @@ int sk_th_children(pid_t pid, pid_t *out, int cap)
     for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
         out[k++] = atoi(p);
     return k;
+}
+
+void sk_th_order_sid(const char *order_id, char *sid, size_t cap)
+{
+    struct sk_oid id;
+    CHECK_MSG(sk_oid_parse(order_id, strlen(order_id), &id) == 0, "not an order id: %s", order_id);
+    snprintf(sid, cap, "%llu-%llu", (unsigned long long)id.sid.ms, (unsigned long long)id.sid.seq);
 }

@@ -73,6 +73,9 @@ struct sk_th_redis {
  * waits until it answers PING (LOADING: not yet). Fails the test when it
  * cannot. */
 void sk_th_redis_start(struct sk_th_redis *s, const char *const *extra);
+/* A master (diskless sync without delay) and one replica of it, started
+ * (not yet waited for in sync). */
+void sk_th_redis_start_pair(struct sk_th_redis *master, struct sk_th_redis *replica);
 /* SIGKILL (hard) or SIGTERM and a bounded wait; the port and the directory
  * (with any AOF/RDB files) stay for sk_th_redis_restart, and the directory
  * goes with the runner's temporary root. */
@@ -91,6 +94,10 @@ const char *sk_th_redis_url(void);
 
 /* A fresh activity id no other test in this run uses. */
 uint64_t sk_th_unique_id(void);
+
+/* The stream entry id inside an order id (engine/order_id.h) into sid (cap
+ * bytes); fails the test when order_id is not one. */
+void sk_th_order_sid(const char *order_id, char *sid, size_t cap);
 
 /* A fresh temporary directory (removed at exit of the runner). The runner
  * also points $TMPDIR at its temporary root, so the spawners' directories

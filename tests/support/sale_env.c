@@ -3,6 +3,7 @@
 #include "support/sale_env.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int 
 
 /* The order id of a 200 into the recorded ones (a slot past ids_cap is
  * only counted: sale_ids_missing fails the test then). */
-static void record_id(struct sale *s, const struct sk_th_resp *rp)
+static void record_id(struct sale *s, const struct sk_th_resp *rp, uint64_t user)
 {
     long i = atomic_fetch_add(&s->nids, 1);
     if ((size_t)i >= s->ids_cap) return;
@@ -82,15 +83,33 @@ static void record_id(struct sale *s, const struct sk_th_resp *rp)
     if (n >= SK_STORE_ORDER_ID_MAX) n = 0;
     if (n) memcpy(s->ids[i], p + 12, n);
     s->ids[i][n] = 0; /* "": a 200 without an order id, which the check reports */
+    s->id_user[i] = user;
+}
+
+/* A 200 at now: the time since the last one, the longest so far. */
+static void note_ok(struct sale *s, long now)
+{
+    long last = atomic_exchange(&s->last_ok_ms, now), gap = last ? now - last : 0;
+    long max = atomic_load(&s->max_gap_ms);
+    while (gap > max && !atomic_compare_exchange_weak(&s->max_gap_ms, &max, gap)) {
+    }
+    if (gap > max) atomic_store(&s->gap_end_ms, now);
+}
+
+void sale_gap_reset(struct sale *s)
+{
+    atomic_store(&s->last_ok_ms, (long)sk_mono_ms());
+    atomic_store(&s->max_gap_ms, 0);
+    atomic_store(&s->gap_end_ms, 0);
 }
 
 /* One answer into the counts; 1 when the buyer should stop (sold out). */
-static int count_answer(struct sale *s, int st, const struct sk_th_resp *rp)
+static int count_answer(struct sale *s, int st, const struct sk_th_resp *rp, uint64_t user)
 {
     if (st == 200) {
         atomic_fetch_add(&s->ok, 1);
-        atomic_store(&s->last_ok_ms, (long)sk_mono_ms());
-        if (s->ids) record_id(s, rp);
+        note_ok(s, (long)sk_mono_ms());
+        if (s->ids) record_id(s, rp, user);
     } else if (st == 409 && strstr(rp->body, "sold_out")) {
         atomic_fetch_add(&s->sold_out, 1);
         atomic_store(&s->sold_out_seen, 1);
@@ -121,6 +140,7 @@ static void *buyer(void *arg)
 {
     struct sale *s = arg;
     struct sk_th_http c;
+    if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0) return NULL;
     int open = sk_th_http_try_open(&c, s->port) == 0;
     uint64_t seed = (uint64_t)(uintptr_t)&c ^ (uint64_t)sk_mono_us();
     struct sk_th_resp *rp = malloc(sizeof *rp); /* 10 KB: off the thread's stack */
@@ -137,9 +157,10 @@ static void *buyer(void *arg)
             continue;
         }
         char h[64];
-        snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", 1 + sk_th_rng(&seed) % s->users);
+        uint64_t user = 1 + sk_th_rng(&seed) % s->users;
+        snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
         int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
-        if (count_answer(s, st, rp)) break;
+        if (count_answer(s, st, rp, user)) break;
         if (st == 503 && s->backoff_ms) nap_ms(s->backoff_ms);
         if (st == 0) {
             sk_th_http_close(&c);
@@ -159,11 +180,19 @@ void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t 
 void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit,
                           int threads, size_t max_ids, int backoff_ms)
 {
+    sale_start_in(s, -1, port, aid, users, limit, threads, max_ids, backoff_ms);
+}
+
+void sale_start_in(struct sale *s, int netns_fd, int port, uint64_t aid, uint32_t users,
+                   int64_t limit, int threads, size_t max_ids, int backoff_ms)
+{
     memset(s, 0, sizeof *s);
     s->backoff_ms = backoff_ms;
+    s->netns_fd = netns_fd;
     if (max_ids) {
         s->ids = malloc(max_ids * sizeof *s->ids);
-        CHECK(s->ids);
+        s->id_user = malloc(max_ids * sizeof *s->id_user);
+        CHECK(s->ids && s->id_user);
         s->ids_cap = max_ids;
     }
     s->port = port;
@@ -209,7 +238,9 @@ long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t ca
 void sale_ids_free(struct sale *s)
 {
     free(s->ids);
+    free(s->id_user);
     s->ids = NULL;
+    s->id_user = NULL;
     s->ids_cap = 0;
 }
 

@@ -36,12 +36,17 @@ struct sale {
     atomic_int sold_out_seen;
     pthread_t th[SALE_THREADS];
     int nth;
-    /* sale_start_recording: the order id of every 200 (up to ids_cap) */
+    /* sale_start_recording: the order id of every 200 (up to ids_cap), and
+     * the user it was for */
     char (*ids)[SK_STORE_ORDER_ID_MAX];
+    uint64_t *id_user;
     size_t ids_cap;
     atomic_long nids;
     int backoff_ms;      /* after a 503 (sale_start_recording) */
     atomic_long hold_at; /* sale_hold_at: buyers wait while ok >= hold_at (0: never) */
+    int netns_fd;        /* the buyers' network namespace (sale_start_in), -1: ours */
+    /* the longest time without a 200 since sale_gap_reset, and when it ended */
+    atomic_long max_gap_ms, gap_end_ms;
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */
@@ -66,6 +71,12 @@ void sale_start(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t 
  * loop, which would starve the Sentinels of the 2 cores). */
 void sale_start_recording(struct sale *s, int port, uint64_t aid, uint32_t users, int64_t limit,
                           int threads, size_t max_ids, int backoff_ms);
+/* sale_start_recording with every buyer thread in the network namespace
+ * netns_fd first (setns: port is on that namespace's loopback). */
+void sale_start_in(struct sale *s, int netns_fd, int port, uint64_t aid, uint32_t users,
+                   int64_t limit, int threads, size_t max_ids, int backoff_ms);
+/* The longest time without a 200 is measured from now (s->max_gap_ms). */
+void sale_gap_reset(struct sale *s);
 void sale_stop(struct sale *s);
 /* Buyers send no purchase while at least n 200s were counted (0 lifts the
  * hold): a fault then lands mid-sale however fast the sale runs. */

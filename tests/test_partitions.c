@@ -1,0 +1,539 @@
+/* test_partitions.c - network partitions between hosts (`make partitions`,
+ * run by .ci/run; not in `make test`: they need root and take minutes).
+ *
+ * The hosts are network namespaces the test makes itself
+ * (support/netlab.h: veth links into a bridge in a namespace of its own,
+ * 10.77.0.0/24, nothing linked outside; nft rules inside a host cut it off):
+ *
+ *   a   10.77.0.1  Redis master + Sentinel 1
+ *   b   10.77.0.2  Redis replica + Sentinel 2
+ *   c   10.77.0.3  Redis replica + Sentinel 3
+ *   v1  10.77.0.4  seckill serve --role api --sync-replicas 1, and its buyers
+ *   v2  10.77.0.5  the same
+ *   db  10.77.0.6  PostgreSQL
+ *   w   10.77.0.7  seckill worker
+ *   ops 10.77.0.8  this test's own reads (the database, Redis, reconcile)
+ *
+ * Every client of a namespaced host runs in a namespace: each serve host's
+ * buyers in that host (on its loopback, as a gateway beside it would), the
+ * checks in ops. The servers die with the test, and the namespaces with
+ * them (nothing is left behind when a test fails or is killed).
+ *
+ * The cases, each on a fresh lab, each partition held for 12 s and healed:
+ *   split brain: the master cut off from the Sentinels, the replicas and
+ *     v2, but not from v1 (nor the worker): the majority promotes a
+ *     replica while the old master goes on for v1;
+ *   a serve host (v1) cut off from everything;
+ *   the database cut off from the worker;
+ *   the worker cut off from the master only.
+ * After healing, with the buyers' every 200 recorded (support/sale_env.h)
+ * and the worker drained: no acknowledged order lost, none twice, no
+ * oversell, no user over the limit, Redis consistent with the database,
+ * `seckill reconcile` consistent (support/promise_check.h). Each case prints
+ * what it cost: the longest time without a 200 on each serve host. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "support/http_load_env.h"
+#include "support/netlab.h"
+#include "support/promise_check.h"
+#include "support/sale_env.h"
+#include "tools/spawn/pg_spawn.h"
+#include "tools/spawn/spawn.h"
+
+enum { H_A, H_B, H_C, H_V1, H_V2, H_DB, H_W, H_OPS, NHOSTS };
+static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", "w", "ops"};
+
+#define REDIS_PORT 6379
+#define SENTINEL_PORT 26379
+#define SERVE_PORT 8080
+#define CUT_MS 12000
+#define STOCK 60000
+#define LIMIT 2
+#define USERS 20000
+#define MAX_ACKS 400000
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A lab and everything running in it. */
+struct site {
+    struct sk_th_netlab lab;
+    pid_t redis[3], sentinel[3], serve[2], worker;
+    struct sk_pg_spawn pg;
+    char dir[256];
+    char redis_url[256]; /* the Sentinels' URL */
+    char db_url[256];
+    struct sale sale[2]; /* the buyers of v1 and v2 */
+    uint64_t aid;
+    sk_store *st;
+    sk_redis *r;
+};
+
+/* ready(): a TCP service answers at addr:port (from the calling thread's
+ * namespace). */
+struct endpoint {
+    const char *addr;
+    int port;
+};
+
+static int redis_ready(void *arg)
+{
+    const struct endpoint *e = arg;
+    struct timeval tv = {0, 300000};
+    redisContext *c = redisConnectWithTimeout(e->addr, e->port, tv);
+    int ok = c && !c->err;
+    if (ok) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING);
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+static int http_ready(void *arg)
+{
+    const struct endpoint *e = arg;
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    char out[256];
+    (void)e;
+    size_t n = sk_th_http_raw(SERVE_PORT, req, sizeof req - 1, out, sizeof out - 1, 500);
+    out[n] = 0;
+    return strstr(out, " 200 ") != NULL;
+}
+
+/* Starts argv in host h (the calling thread goes there for the fork, then
+ * back to ops), its output into dir/<name>.log. */
+static pid_t start_in(struct site *s, int h, const char *name, const char *const *argv,
+                      int (*ready)(void *), void *arg)
+{
+    char log[400], err[512];
+    snprintf(log, sizeof log, "%s/%s.log", s->dir, name);
+    struct sk_spawn_cmd c = {.argv = argv,
+                             .out = log,
+                             .err = log,
+                             .flags = SK_SPAWN_PDEATHSIG,
+                             .name = name,
+                             .log = log,
+                             .ready = ready,
+                             .arg = arg,
+                             .ready_ms = 30000,
+                             .poll_ms = 20,
+                             .stop_sig = SIGKILL,
+                             .stop_ms = 1000};
+    pid_t pid = 0;
+    sk_th_netlab_enter(&s->lab, h);
+    int rc = ready ? sk_spawn_start(&c, &pid, err, sizeof err)
+                   : sk_spawn_exec(&c, &pid, err, sizeof err);
+    sk_th_netlab_enter(&s->lab, H_OPS);
+    CHECK_MSG(rc == 0, "%s in %s: %s", name, host_names[h], err);
+    return pid;
+}
+
+static const char *addr(const struct site *s, int h)
+{
+    return s->lab.host[h].addr;
+}
+
+/* A redis command on addr:port from ops (NULL on an I/O error). */
+static redisReply *cmd_at(const char *host, int port, const char *fmt, ...)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+/* An integer field of SENTINEL MASTER seckill on Sentinel i, -1 when not had. */
+static long long sentinel_field(const struct site *s, int i, const char *name)
+{
+    redisReply *r = cmd_at(addr(s, H_A + i), SENTINEL_PORT, "SENTINEL MASTER seckill");
+    long long v = -1;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
+        if (!strcmp(r->element[k]->str, name)) v = strtoll(r->element[k + 1]->str, NULL, 10);
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* The redis nodes, in sync, and the Sentinels, each knowing the others. */
+static void start_redis(struct site *s)
+{
+    for (int i = 0; i < 3; i++) {
+        char d[300], name[16];
+        snprintf(d, sizeof d, "%s/redis%d", s->dir, i);
+        CHECK_EQ(mkdir(d, 0700), 0);
+        snprintf(name, sizeof name, "redis-%s", host_names[H_A + i]);
+        const char *argv[24] = {"redis-server",
+                                "--port",
+                                "6379",
+                                "--bind",
+                                addr(s, H_A + i),
+                                "127.0.0.1",
+                                "--dir",
+                                d,
+                                "--save",
+                                "",
+                                "--appendonly",
+                                "no",
+                                "--protected-mode",
+                                "no",
+                                "--repl-diskless-sync",
+                                "yes",
+                                "--repl-diskless-sync-delay",
+                                "0",
+                                "--hz",
+                                "100",
+                                NULL};
+        if (i > 0) {
+            argv[20] = "--replicaof";
+            argv[21] = addr(s, H_A);
+            argv[22] = "6379";
+            argv[23] = NULL;
+        }
+        struct endpoint e = {addr(s, H_A + i), REDIS_PORT};
+        s->redis[i] = start_in(s, H_A + i, name, argv, redis_ready, &e);
+    }
+    int64_t by = sk_mono_ms() + 20000;
+    for (;;) {
+        redisReply *r = cmd_at(addr(s, H_A), REDIS_PORT, "WAIT 2 200");
+        int n = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+        if (r) freeReplyObject(r);
+        if (n == 2) break;
+        CHECK_MSG(sk_mono_ms() < by, "the replicas are not in sync (WAIT 2: %d)", n);
+    }
+    for (int i = 0; i < 3; i++) {
+        char conf[400], d[300], name[16];
+        snprintf(d, sizeof d, "%s/sentinel%d", s->dir, i);
+        CHECK_EQ(mkdir(d, 0700), 0);
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", d);
+        FILE *f = fopen(conf, "w");
+        CHECK(f);
+        fprintf(f,
+                "port %d\nbind %s 127.0.0.1\nprotected-mode no\ndir %s\n"
+                "sentinel monitor seckill %s %d 2\n"
+                "sentinel down-after-milliseconds seckill 1000\n"
+                "sentinel failover-timeout seckill 5000\n"
+                "sentinel parallel-syncs seckill 2\n",
+                SENTINEL_PORT, addr(s, H_A + i), d, addr(s, H_A), REDIS_PORT);
+        fclose(f);
+        snprintf(name, sizeof name, "sentinel-%s", host_names[H_A + i]);
+        const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+        struct endpoint e = {addr(s, H_A + i), SENTINEL_PORT};
+        s->sentinel[i] = start_in(s, H_A + i, name, argv, redis_ready, &e);
+    }
+    by = sk_mono_ms() + 30000;
+    for (int i = 0; i < 3;) {
+        if (sentinel_field(s, i, "num-other-sentinels") == 2 &&
+            sentinel_field(s, i, "num-slaves") == 2) {
+            i++;
+            continue;
+        }
+        CHECK_MSG(sk_mono_ms() < by, "sentinel %d does not know the others", i + 1);
+        nap_ms(50);
+    }
+    snprintf(s->redis_url, sizeof s->redis_url, "redis+sentinel://%s:%d,%s:%d,%s:%d/seckill",
+             addr(s, H_A), SENTINEL_PORT, addr(s, H_B), SENTINEL_PORT, addr(s, H_C), SENTINEL_PORT);
+}
+
+/* PostgreSQL in db, reachable over the lab's network (trust from it). */
+static void start_pg(struct site *s)
+{
+    CHECK_MSG(sk_pg_spawn_init(&s->pg) == 0, "initdb: %s", s->pg.errstr);
+    char hba[400];
+    snprintf(hba, sizeof hba, "%s/data/pg_hba.conf", s->pg.dir);
+    FILE *f = fopen(hba, "a");
+    CHECK(f);
+    fprintf(f, "host all all 10.77.0.0/24 trust\n");
+    fclose(f);
+    char listen[64];
+    snprintf(listen, sizeof listen, "listen_addresses=127.0.0.1,%s", addr(s, H_DB));
+    const char *settings[] = {listen, "fsync=off", "full_page_writes=off", NULL};
+    sk_th_netlab_enter(&s->lab, H_DB);
+    int rc = sk_pg_spawn_launch(&s->pg, settings);
+    sk_th_netlab_enter(&s->lab, H_OPS);
+    CHECK_MSG(rc == 0, "postgres: %s", s->pg.errstr);
+    snprintf(s->db_url, sizeof s->db_url, "postgres://postgres@%s:%d/postgres", addr(s, H_DB),
+             s->pg.port);
+}
+
+static void start_seckill(struct site *s)
+{
+    const char *bin = getenv("SECKILL_BIN");
+    CHECK_MSG(bin && *bin, "SECKILL_BIN is not set (run through make)");
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    for (int v = 0; v < 2; v++) {
+        char name[16];
+        snprintf(name, sizeof name, "serve-%s", host_names[H_V1 + v]);
+        const char *argv[] = {bin,
+                              "serve",
+                              "--listen",
+                              "0.0.0.0:8080",
+                              "--redis",
+                              s->redis_url,
+                              "--db",
+                              s->db_url,
+                              "--role",
+                              "api",
+                              "--processes",
+                              "1",
+                              "--sync-replicas",
+                              "1",
+                              "--sync-timeout-ms",
+                              "50",
+                              "--redis-timeout-ms",
+                              "500",
+                              "--admin-token",
+                              SK_TH_ADMIN_TOKEN,
+                              NULL};
+        struct endpoint e = {addr(s, H_V1 + v), SERVE_PORT};
+        s->serve[v] = start_in(s, H_V1 + v, name, argv, http_ready, &e);
+    }
+    const char *wargv[] = {bin, "worker", "--redis", s->redis_url, "--db", s->db_url, NULL};
+    s->worker = start_in(s, H_W, "worker", wargv, NULL, NULL);
+}
+
+static void site_start(struct site *s)
+{
+    char why[160];
+    CHECK_MSG(sk_th_netlab_possible(why, sizeof why), "partitions cannot run here: %s", why);
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", sk_th_tmpdir());
+    sk_th_netlab_start(&s->lab, host_names, NHOSTS);
+    sk_th_netlab_enter(&s->lab, H_OPS);
+    start_pg(s);
+    start_redis(s);
+    start_seckill(s);
+    /* the activity, over v1's admin API (from v1: its loopback) */
+    sk_th_netlab_enter(&s->lab, H_V1);
+    sale_wait_ready(SERVE_PORT);
+    s->aid = sale_activity(SERVE_PORT, 0, STOCK, LIMIT, 1);
+    sk_th_netlab_enter(&s->lab, H_V2);
+    sale_wait_ready(SERVE_PORT);
+    sk_th_netlab_enter(&s->lab, H_OPS);
+    char err[512];
+    CHECK_MSG(sk_store_open(&s->st, s->db_url, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_redis_new(&s->r, s->redis_url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    for (int v = 0; v < 2; v++)
+        sale_start_in(&s->sale[v], sk_th_netlab_fd(&s->lab, H_V1 + v), SERVE_PORT, s->aid, USERS,
+                      LIMIT, 2, MAX_ACKS, 5);
+}
+
+/* Both serve hosts answered a 200 since their counts were at[]. */
+static int both_selling(struct site *s, const long at[2])
+{
+    return atomic_load(&s->sale[0].ok) > at[0] && atomic_load(&s->sale[1].ok) > at[1];
+}
+
+static void wait_both_selling(struct site *s, int ms, const char *what)
+{
+    long at[2] = {atomic_load(&s->sale[0].ok), atomic_load(&s->sale[1].ok)};
+    int64_t by = sk_mono_ms() + ms;
+    while (!both_selling(s, at)) {
+        CHECK_MSG(sk_mono_ms() < by, "%s: v1 %ld 200s, v2 %ld (logs in %s)", what,
+                  atomic_load(&s->sale[0].ok) - at[0], atomic_load(&s->sale[1].ok) - at[1], s->dir);
+        nap_ms(20);
+    }
+}
+
+/* The lines of dir/<name>.log that hold word (at most 6). */
+static void print_log_lines(const struct site *s, const char *name, const char *word)
+{
+    char path[400], line[600];
+    snprintf(path, sizeof path, "%s/%s.log", s->dir, name);
+    FILE *f = fopen(path, "r");
+    for (int n = 0; f && n < 6 && fgets(line, sizeof line, f);)
+        if (strstr(line, word)) {
+            printf("      %s: %s", name, line);
+            n++;
+        }
+    if (f) fclose(f);
+}
+
+/* The end of a case: selling on both after the heal, the buyers stopped,
+ * the worker drained, every promise checked. */
+static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_t t_heal)
+{
+    wait_both_selling(s, 60000, "selling again after the heal");
+    int64_t t_back = sk_mono_ms();
+    nap_ms(2000);
+    for (int v = 0; v < 2; v++)
+        sale_stop(&s->sale[v]);
+    printf("    # %s: cut at 0 s, healed at %.1f s, both hosts selling again at %.1f s\n", label,
+           (t_heal - t_cut) / 1000.0, (t_back - t_cut) / 1000.0);
+    for (int v = 0; v < 2; v++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", label, host_names[H_V1 + v]);
+        sale_print(&s->sale[v], what);
+        long end = atomic_load(&s->sale[v].gap_end_ms);
+        printf("    # %s: longest time without a 200 on %s: %.1f s (ending at %.1f s)\n", label,
+               host_names[H_V1 + v], atomic_load(&s->sale[v].max_gap_ms) / 1000.0,
+               end ? (end - t_cut) / 1000.0 : 0.0);
+    }
+    sale_wait_drained(s->r, s->aid, 90000);
+    printf("    # %s: every order persisted %.1f s after the heal\n", label,
+           (sk_mono_ms() - t_heal) / 1000.0);
+    print_log_lines(s, "worker", "recover");
+    print_log_lines(s, "serve-v1", "sentinel");
+    /* the ledger: every 200 of both hosts */
+    size_t n = 0;
+    struct pcheck_ack *acks = malloc(2 * MAX_ACKS * sizeof *acks);
+    CHECK(acks);
+    for (int v = 0; v < 2; v++) {
+        long k = atomic_load(&s->sale[v].nids);
+        CHECK((size_t)k <= s->sale[v].ids_cap);
+        for (long i = 0; i < k; i++)
+            acks[n++] = (struct pcheck_ack){s->sale[v].ids[i], s->sale[v].id_user[i], 1};
+    }
+    struct pcheck_verdict verdict;
+    pcheck_run(s->st, s->r, s->aid, STOCK, LIMIT, acks, n, &verdict);
+    pcheck_print(&verdict, label);
+    free(acks);
+    CHECK_MSG(verdict.ok, "%s: %s", label, verdict.first);
+    char out[4096], id[24];
+    snprintf(id, sizeof id, "%" PRIu64, s->aid);
+    const char *args[] = {"reconcile", "--redis",    s->redis_url, "--db",
+                          s->db_url,   "--activity", id,           NULL};
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    CHECK_MSG(rc == 0, "%s: reconcile exit %d:\n%s", label, rc, out);
+}
+
+/* A seckill log holds no sanitizer report and no crash (check_server_log). */
+static void clean_log(const struct site *s, const char *name)
+{
+    struct sk_th_serve logged;
+    memset(&logged, 0, sizeof logged);
+    snprintf(logged.log, sizeof logged.log, "%s/%s.log", s->dir, name);
+    check_server_log(&logged);
+}
+
+static void site_stop(struct site *s)
+{
+    for (int v = 0; v < 2; v++) {
+        sale_ids_free(&s->sale[v]);
+        sk_spawn_stop(s->serve[v], SIGTERM, 5000);
+    }
+    sk_spawn_stop(s->worker, SIGTERM, 5000);
+    clean_log(s, "serve-v1");
+    clean_log(s, "serve-v2");
+    clean_log(s, "worker");
+    for (int i = 0; i < 3; i++) {
+        sk_spawn_stop(s->sentinel[i], SIGTERM, 2000);
+        sk_spawn_stop(s->redis[i], SIGTERM, 2000);
+    }
+    sk_store_close(s->st);
+    sk_redis_free(s->r);
+    sk_pg_spawn_stop(&s->pg);
+    sk_th_netlab_stop(&s->lab);
+}
+
+/* Runs one case: a baseline, then cut(), held CUT_MS, then heal(). */
+static void run_case(const char *label, void (*cut)(struct site *), void (*heal)(struct site *))
+{
+    static struct site s;
+    site_start(&s);
+    wait_both_selling(&s, 30000, "the sale before the cut");
+    nap_ms(1500);
+    for (int v = 0; v < 2; v++)
+        sale_gap_reset(&s.sale[v]);
+    int64_t t_cut = sk_mono_ms();
+    cut(&s);
+    nap_ms(CUT_MS);
+    heal(&s);
+    int64_t t_heal = sk_mono_ms();
+    site_finish(&s, label, t_cut, t_heal);
+    site_stop(&s);
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void cut_split_brain(struct site *s)
+{
+    const int peers[] = {H_B, H_C, H_V2};
+    sk_th_netlab_cut(&s->lab, H_A, peers, 3);
+}
+
+static void heal_a(struct site *s)
+{
+    sk_th_netlab_heal(&s->lab, H_A);
+}
+
+static void cut_serve_host(struct site *s)
+{
+    const int peers[] = {H_A, H_B, H_C, H_V2, H_DB, H_W, H_OPS};
+    sk_th_netlab_cut(&s->lab, H_V1, peers, 7);
+}
+
+static void heal_v1(struct site *s)
+{
+    sk_th_netlab_heal(&s->lab, H_V1);
+}
+
+static void cut_db_from_worker(struct site *s)
+{
+    const int peers[] = {H_W};
+    sk_th_netlab_cut(&s->lab, H_DB, peers, 1);
+}
+
+static void heal_db(struct site *s)
+{
+    sk_th_netlab_heal(&s->lab, H_DB);
+}
+
+static void cut_worker_from_master(struct site *s)
+{
+    const int peers[] = {H_A};
+    sk_th_netlab_cut(&s->lab, H_W, peers, 1);
+}
+
+static void heal_w(struct site *s)
+{
+    sk_th_netlab_heal(&s->lab, H_W);
+}
+
+SK_TEST_T(partition_split_brain_the_master_cut_off_but_from_one_serve_host, 300)
+{
+    run_case("split brain", cut_split_brain, heal_a);
+}
+
+SK_TEST_T(partition_a_serve_host_cut_off_from_everything, 300)
+{
+    run_case("serve host cut off", cut_serve_host, heal_v1);
+}
+
+SK_TEST_T(partition_the_database_cut_off_from_the_worker, 300)
+{
+    run_case("database cut off from the worker", cut_db_from_worker, heal_db);
+}
+
+SK_TEST_T(partition_the_worker_cut_off_from_the_master_only, 300)
+{
+    run_case("worker cut off from the master", cut_worker_from_master, heal_w);
+}
