@@ -138,11 +138,13 @@ SK_TEST_T(recovery_redis_restarted_empty_is_fenced_rebuilt_from_the_orders_and_s
     struct env e;
     env_start(&e, NULL, "all", 30000, 3, 1);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    sale_hold_at(&e.s, 8000); /* the fault lands mid-sale, however slow the persist */
     struct sale_db_want want = {e.st, e.aid, 4000};
     sale_wait(sale_db_has, &want, 60000, "4000 persisted orders");
     /* Redis dies without persistence and comes back empty. */
     sk_th_redis_stop(&e.rs, 1);
     sk_th_redis_restart(&e.rs, NULL);
+    sale_hold_at(&e.s, 0);
     int64_t t0 = sk_mono_ms();
     wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
     printf("    selling again %lld ms after the restart\n", (long long)(sk_mono_ms() - t0));
@@ -209,6 +211,7 @@ SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_
     struct env e;
     env_start(&e, aof, "all", 30000, 3, 1);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    sale_hold_at(&e.s, 12000); /* the fault lands mid-sale, however slow the persist */
     struct sale_db_want want = {e.st, e.aid, 6000};
     sale_wait(sale_db_has, &want, 60000, "6000 persisted orders");
     sk_th_redis_stop(&e.rs, 1); /* SIGKILL: nothing flushed */
@@ -228,6 +231,7 @@ SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_
     free(m);
     CHECK_EQ(truncate(incr, cut), 0);
     sk_th_redis_restart(&e.rs, aof);
+    sale_hold_at(&e.s, 0);
     struct sk_stock_state st;
     CHECK_EQ(sk_stock_state(e.r, e.aid, &st), 0);
     int64_t persisted = sale_db_orders(e.st, e.aid);
@@ -309,6 +313,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     struct worker_thread wt;
     worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
     sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
+    sale_hold_at(&e.s, 16000); /* the faults land mid-sale, however slow the persist */
     struct sale_db_want want = {e.st, e.aid, 3000};
     sale_wait(sale_db_has, &want, 60000, "3000 persisted orders");
     redisReply *rep;
@@ -324,6 +329,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     sk_th_redis_stop(&e.rs, 1);
     copy_file(old, dump); /* the restored backup */
     sk_th_redis_restart(&e.rs, NULL);
+    sale_hold_at(&e.s, 0);
     /* the first purchase of a process that saw more fences the key set */
     sale_wait(fence_is, &e, 30000, "the fence set by a buyer's call");
     long at_fence = atomic_load(&e.s.ok);

@@ -33,6 +33,10 @@ static int ntests, cap_tests;
 static char root_dir[256];
 static struct sk_th_redis shared_redis;
 static unsigned tmp_counter, id_counter;
+/* The running test's number in this run (1..): part of every unique id, so
+ * a test whose pid an earlier test of the same run had (pid_max wraps in a
+ * long run) never meets that test's keys in the shared redis-server. */
+static unsigned test_number;
 
 void sk_test_register(const char *name, sk_test_fn fn, const char *file, int timeout_s)
 {
@@ -84,7 +88,9 @@ const char *sk_th_tmpdir(void)
 
 uint64_t sk_th_unique_id(void)
 {
-    return (uint64_t)getpid() * 1000 + ++id_counter;
+    /* < 2^53, a JavaScript number: test number < 10^4, pid < 2^22 < 10^7,
+     * and fewer than 10^4 ids a process */
+    return (uint64_t)test_number * 100000000000ULL + (uint64_t)getpid() * 10000 + ++id_counter;
 }
 
 static int unit_only; /* --unit: no shared redis-server */
@@ -363,6 +369,7 @@ static void start_test(struct running *r, int test, int number, int default_time
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != runner) _exit(1);
+        test_number = (unsigned)number;
         int fd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
