@@ -55,7 +55,7 @@ WEB_O     := $(BUILD)/gen/web_gen.o
 
 .PHONY: all deps deps-check deps-build test test-unit demo clean format check-format check-layers \
         bench fuzz fuzz-smoke buyer-shots install install-only uninstall deb package-test \
-        partitions
+        partitions chaos
 # A plain `make` needs the build dependencies only (SK_NO_DEPS=1: not even
 # a look at them: the Debian package build, whose tools checked them).
 all: $(if $(SK_NO_DEPS),,deps-build) $(BUILD)/seckill $(BUILD)/seckill-tests
@@ -130,6 +130,21 @@ test: deps-check all check-layers check-format fuzz-smoke
 # of `make test`, run by .ci/run.
 partitions: deps-check all
 	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
+
+# The nemesis (tests/test_chaos.c, docs/failover.md): a sale under a seeded
+# random mix of faults on each topology, then the checker. CHAOS_SEED=N
+# repeats a schedule (a fresh seed is printed otherwise), CHAOS_S=S its
+# length (default 120), CHAOS_TOPO=sentinel|cluster|all (default all),
+# CHAOS_STORE=postgres|sqlite (default postgres); CHAOS_KINDS=id,... only those
+# faults (master_kill, lag_failover, db_freeze, ...: tests/test_chaos.c).
+CHAOS_TOPO ?= all
+CHAOS_S    ?= 120
+CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_nemesis_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_nemesis_cluster,chaos_nemesis))
+chaos: all
+	@case "$(CHAOS_TOPO)" in sentinel|cluster|all) ;; *) echo "CHAOS_TOPO=$(CHAOS_TOPO): sentinel, cluster or all" >&2; exit 2;; esac
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) CHAOS_SEED=$(CHAOS_SEED) CHAOS_S=$(CHAOS_S) \
+	  CHAOS_STORE=$(CHAOS_STORE) CHAOS_KINDS=$(CHAOS_KINDS) $(BUILD)/seckill-tests --timeout $$(( $(CHAOS_S) + 400 )) \
+	  $(CHAOS_FILTER)
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all

@@ -460,6 +460,7 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
     w->other_rc = -1;
     char eb[200];
     if (sk_redis_new(&w->r, url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
+    w->r->pipe_window = 1; /* pump() keeps `depth` calls in flight, reading one at a time */
     size_t b = (size_t)run->o->batch;
     w->cap = SK_BATCH_ARG_BYTES(b);
     w->p = calloc(b, sizeof *w->p);

@@ -10,6 +10,7 @@
 --          oversold (units sold twice), adm (admissions), epoch}
 -- The guard's fields come with a key set whose other keys are gone too (a
 -- fence-only meta while it is rebuilt).
+--#include "lib/backlog.lua"
 local m = redis.call('HMGET', KEYS[1], 'open', 'initial', 'released', 'limit', 'max_qty',
                      'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms', 'xin', 'xout',
                      'fence', 'fence_ms', 'fence_why', 'lost', 'oversold', 'adm', 'epoch')
@@ -20,17 +21,7 @@ if not m[2] or not stock then
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0, 0, 0, unpack(guard)}
 end
 local xlen = redis.call('XLEN', KEYS[4])
--- Backlog: without a group nothing was consumed yet (all of the stream).
-local backlog = xlen
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
-    local f = {}
-    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == 'seckill' then
-      backlog = (type(f['lag']) == 'number') and (f['pending'] + f['lag']) or -1
-    end
-  end
-end
+local backlog = backlog_of(KEYS[4], 'seckill')[1]
 local held = 0
 local b = redis.call('HVALS', KEYS[3])
 for i = 1, #b do held = held + tonumber(b[i]) end

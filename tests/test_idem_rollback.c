@@ -1,8 +1,8 @@
 /* test_idem_rollback.c - an Idempotency-Key never buys twice across a Redis
  * that went back in time (docs/recovery.md), on real servers and real
  * faults: a standalone redis-server killed and restarted empty under
- * `seckill serve`, and a Sentinel failover to a replica that never got the
- * admissions (both replicas stopped and cut off), with --sync-replicas 1.
+ * `seckill serve` (on SQLite and on MariaDB), and a Sentinel failover to a replica that never got
+ * the admissions (both replicas stopped and cut off), with --sync-replicas 1.
  *
  * The key goes to the database with its order (migration 8); the recovery
  * puts its record back with the order, so a retry with the key answers the
@@ -25,8 +25,11 @@
 #include "store/store.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/mysql_harness.h"
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
+
+SK_TH_MY_USED
 
 static void nap_ms(int ms)
 {
@@ -116,14 +119,15 @@ static uint64_t serve_sale(struct sk_th_serve *v, const char *url, const char *c
     return sale_activity(v->port, 0, 100, 1, 1);
 }
 
-SK_TEST_T(idem_retry_after_redis_restarted_empty_answers_the_first_order, 120)
+/* db: the store's spec, NULL for serve's SQLite file. */
+static void retry_after_restart_empty(const char *db)
 {
     struct sk_th_redis rs;
     sk_th_redis_start(&rs, NULL);
-    const char *extra[] = {"--role", "all", NULL};
+    const char *extra[] = {"--role", "all", db ? "--db" : NULL, db, NULL};
     struct sk_th_serve v;
     uint64_t aid = serve_sale(&v, rs.url, extra);
-    sk_store *st = open_store(v.db);
+    sk_store *st = open_store(db ? db : v.db);
     char oid1[80], again[80];
     int rc = buy_until(v.port, aid, 1, "first-try", oid1, sizeof oid1, NULL);
     CHECK_EQ(rc, 200);
@@ -151,6 +155,19 @@ SK_TEST_T(idem_retry_after_redis_restarted_empty_answers_the_first_order, 120)
     sk_store_close(st);
     CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
     sk_th_redis_stop(&rs, 1);
+}
+
+SK_TEST_T(idem_retry_after_redis_restarted_empty_answers_the_first_order, 120)
+{
+    retry_after_restart_empty(NULL);
+}
+
+/* The same with MariaDB: the key comes back from its orders.idem_key. */
+SK_TEST_T(idem_mysql_retry_after_redis_restarted_empty_answers_the_first_order, 120)
+{
+    char db[300];
+    sk_th_my_fresh_db(db, sizeof db);
+    retry_after_restart_empty(db);
 }
 
 static void *run_worker(void *arg)

@@ -18,9 +18,13 @@ static void npm_dir(char *out, size_t cap)
     snprintf(cmd, sizeof cmd, "sh %s/scripts/npm-tools.sh 2>&1", sk_th_source_root());
     int rc = sk_th_sh(cmd, out, cap);
     CHECK_MSG(rc == 0, "npm-tools.sh failed: %s", out);
-    out[strcspn(out, "\n")] = 0;
+    /* npm's own messages (stderr) come first; the folder is the last line */
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        out[--n] = 0;
     char *last = strrchr(out, '\n');
-    if (last) memmove(out, last + 1, strlen(last));
+    if (last) memmove(out, last + 1, strlen(last + 1) + 1);
+    CHECK_MSG(out[0] == '/', "npm-tools.sh printed no folder: %s", out);
 }
 
 SK_TEST_T(openapi_document_lints_and_covers_every_route_and_contract_answer, 600)

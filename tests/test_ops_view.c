@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 static void nap_ms(int ms)
 {
@@ -159,17 +161,7 @@ static int buy_many(int port, uint64_t aid, uint64_t base, int n, int conns)
 /* Children of pid, from /proc. */
 static int children(pid_t pid, pid_t *out, int cap)
 {
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
+    return sk_th_proc_children(pid, NULL, out, cap);
 }
 
 /* Kills child `victim` of the supervisor with SIGKILL and waits until a new
@@ -296,6 +288,61 @@ SK_TEST(ops_worker_figures_appear_on_the_node_metrics)
     CHECK(sample(t, "seckill_sweeper_passes_total") >= 1);
     CHECK_EQ(sample(t, "seckill_orders_dead_lettered_total"), 0);
     CHECK(strstr(t, "# TYPE seckill_reconcile_runs_total counter\n") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* The age of the oldest order not yet persisted, per activity: it grows
+ * while the database refuses the worker's writes (another writer holds
+ * SQLite's lock; readers go on, so the sampler still lists the
+ * activities), and it is 0 once the worker drained. */
+static double age_of(const char *text, uint64_t aid)
+{
+    char series[128];
+    snprintf(series, sizeof series,
+             "seckill_activity_oldest_unpersisted_seconds{activity=\"%" PRIu64 "\"} ", aid);
+    const char *p = strstr(text, series);
+    return p ? strtod(p + strlen(series), NULL) : -2;
+}
+struct age_want {
+    uint64_t aid;
+    double at_least, at_most;
+};
+static int age_between(const char *text, void *arg)
+{
+    const struct age_want *w = arg;
+    double a = age_of(text, w->aid);
+    return a >= w->at_least && a <= w->at_most;
+}
+
+SK_TEST(ops_metrics_show_the_age_of_the_oldest_unpersisted_order)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    uint64_t aid = sk_th_unique_id();
+    open_sale(s.port, aid, 50, 1);
+    struct age_want idle = {aid, 0, 0};
+    scrape_until(s.port, age_between, &idle);
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(s.db + strlen("sqlite:"), &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(buy_many(s.port, aid, 0, 10, 2), 10);
+    struct age_want stuck = {aid, 1.5, 60};
+    const char *t = scrape_until(s.port, age_between, &stuck);
+    /* the age is the oldest order's, not more than the time since it was bought */
+    CHECK(age_of(t, aid) <= (double)(sk_mono_ms() - t0) / 1000 + 0.5);
+    char backlog[128];
+    snprintf(backlog, sizeof backlog, "seckill_activity_stream_backlog{activity=\"%" PRIu64 "\"}",
+             aid);
+    CHECK_EQ(sample(t, backlog), 10);
+    CHECK_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    scrape_until(s.port, age_between, &idle);
+    char orders[128];
+    snprintf(orders, sizeof orders,
+             "seckill_activity_orders{activity=\"%" PRIu64 "\",status=\"created\"}", aid);
+    struct want w[] = {{orders, 10}, {backlog, 0}, {NULL, 0}};
+    scrape_until(s.port, has_value, w);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
 

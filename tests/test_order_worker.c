@@ -610,6 +610,54 @@ SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains
     sk_th_env_done(&e);
 }
 
+/* No progress while orders wait: the worker says so (every --stall-warn-s)
+ * and says how many wait; once the database takes writes again it drains. */
+SK_TEST(worker_warns_when_no_order_is_acknowledged_while_orders_wait)
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    buy_n(&e, aid, 1, 7);
+    char log[400];
+    snprintf(log, sizeof log, "%s/stall.log", e.dir);
+    const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis", e.redis_url, "--db", e.spec,
+                          "--stall-warn-s",    "1",      NULL};
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int64_t deadline = sk_mono_ms() + 20000;
+    int warned = 0;
+    while (!warned && sk_mono_ms() < deadline) {
+        FILE *f = fopen(log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f))
+            warned |= strstr(line, "no order acknowledged for") && strstr(line, "while 7 wait");
+        if (f) fclose(f);
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_MSG(warned, "no warning in %s", log);
+    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 0);
+    CHECK_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_MSG(wait_rows(&e, aid, 7), "not drained after the lock went away");
+    kill(pid, SIGTERM);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    sk_th_env_done(&e);
+}
+
 /* Redis with appendonly yes + appendfsync always, killed -9 twice: once
  * before the worker ran (admitted orders must survive in the stream), once
  * under a running worker (it reconnects and carries on). */

@@ -145,6 +145,55 @@ BACKEND_TEST(orders_still_in_the_stream_are_backlog_not_lost)
     HAS(out, "backlog 0 (pending 0, undelivered 0, 0 not yet in the DB)");
 }
 
+/* An order on its way to the DB for longer than the bound is drift
+ * (stale): undelivered or pending on a consumer, and the binary exits 1;
+ * once persisted, nothing is. */
+BACKEND_TEST(orders_waiting_longer_than_the_bound_are_stale_drift)
+{
+    uint64_t aid = sk_th_env_activity(e, 10, 1, 1, 60);
+    char oids[3][SK_ORDER_ID_MAX];
+    for (uint64_t u = 1; u <= 3; u++)
+        buy(e, aid, u, 1, oids[u - 1]);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    sk_th_redis_do(e, "XGROUP CREATE %s %s 0 MKSTREAM", k.orders, SK_WORKER_GROUP, NULL);
+    sk_th_redis_do(e, "XREADGROUP GROUP %s stuck COUNT 1 STREAMS %s >", SK_WORKER_GROUP, k.orders,
+                   NULL);
+    struct sk_reconcile_report rep;
+    CHECK_EQ(sk_reconcile_activity(e->st, e->r, aid, NULL, &rep), 0);
+    CHECK(rep.consistent); /* just admitted: on its way */
+    sk_reconcile_report_free(&rep);
+    struct sk_reconcile_opts o;
+    sk_reconcile_opts_init(&o);
+    o.now_ms = sk_wall_ms() + 2 * SK_RECONCILE_STALE_AFTER_MS;
+    CHECK_EQ(sk_reconcile_activity(e->st, e->r, aid, &o, &rep), 0);
+    CHECK(!rep.consistent);
+    CHECK_EQ(rep.found[SK_DRIFT_STALE], 3);
+    CHECK_EQ(rep.total, 3);
+    CHECK_STR(rep.drift[0].order.order_id, oids[0]);
+    CHECK(strstr(rep.drift[0].text, "pending") != NULL);
+    CHECK(strstr(rep.drift[1].text, "never delivered") != NULL);
+    sk_reconcile_report_free(&rep);
+    o.stale_after_ms = 0; /* not checked */
+    CHECK_EQ(sk_reconcile_activity(e->st, e->r, aid, &o, &rep), 0);
+    CHECK(rep.consistent);
+    sk_reconcile_report_free(&rep);
+    /* the binary, with a bound of a second: exit 1 once they are older */
+    static char out[65536];
+    const char *const one[] = {"--stale-after", "1", NULL};
+    int64_t by = sk_mono_ms() + 10000;
+    int rc;
+    while ((rc = sk_th_reconcile(e, aid, out, sizeof out, one)) == 0 && sk_mono_ms() < by)
+        ;
+    CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
+    HAS(out, "DRIFT stale: order");
+    HAS(out, "still not in the DB");
+    /* persisted (the pending one claimed): consistent, even with the bound */
+    sk_th_env_persist(e, "reconcile-test", 0);
+    rc = sk_th_reconcile(e, aid, out, sizeof out, one);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+}
+
 BACKEND_TEST(a_cancel_in_progress_is_not_drift_but_an_old_one_is)
 {
     char oids[7][SK_ORDER_ID_MAX];
@@ -395,6 +444,8 @@ SK_TEST(reconcile_bad_flags_exit_2_and_change_nothing)
         {"reconcile", "--activity", "abc", NULL},
         {"reconcile", "--activity", "0", NULL},
         {"reconcile", "--max-lines", "0", NULL},
+        {"reconcile", "--stale-after", "-1", NULL},
+        {"reconcile", "--stale-after", "soon", NULL},
         {"reconcile", "--db", "nonsense", NULL},
         {"reconcile", "--redis", "http://x", NULL},
         {"reconcile", "extra", NULL},

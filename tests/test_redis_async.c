@@ -322,3 +322,93 @@ SK_TEST(fanout_runs_done_once_after_the_last_answer_and_marks_failed_sends)
     CHECK_EQ(fanout_done_calls, 3);
     CHECK_EQ(f.failed, 1);
 }
+
+/* ---- a server still loading its data --------------------------------------- */
+
+struct loading_watch {
+    const char *url;
+    atomic_int stop, ready_seen;
+    atomic_int loading_errors, sent, functions_after;
+};
+
+/* An event loop of its own (the main thread is busy restarting Redis): a
+ * script call every few ms while the client is ready. */
+static void *loading_loop(void *arg)
+{
+    struct loading_watch *w = arg;
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar = connect_async(loop, w->url, 500);
+    atomic_store(&w->ready_seen, 1);
+    struct answers a = {0};
+    while (!atomic_load(&w->stop)) {
+        if (sk_aredis_ready(ar)) {
+            struct sk_keys k;
+            sk_keys_for(&k, 424242);
+            const char *keys[] = {k.meta, k.stock};
+            if (sk_aredis_eval(ar, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_reply, &a) == 0)
+                atomic_fetch_add(&w->sent, 1);
+        }
+        int never = 0;
+        run_until(loop, ar, &never, 5);
+        atomic_store(&w->loading_errors, a.errors);
+    }
+    atomic_store(&w->functions_after, sk_aredis_uses_functions(ar));
+    sk_aredis_free(ar);
+    return NULL;
+}
+
+/* A restarted server reads its data for a while (LOADING): the client is
+ * not ready meanwhile (callers answer 503), no command meets LOADING, and
+ * the server's Functions are used once it is up (LOADING is no reason to
+ * fall back to EVALSHA for good). */
+SK_TEST(async_client_waits_for_a_server_loading_its_data)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    sk_redis *r;
+    char err[128];
+    CHECK_EQ(sk_redis_new(&r, srv.url, 1000, 5000, err, sizeof err), 0);
+    for (int i = 0; i < 20000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "load:%d", i);
+        const char *a[] = {"SET", key, "x"};
+        CHECK_EQ(sk_redis_append(r, 3, a, NULL), 0);
+        if (i % 1000 == 999)
+            for (int j = 0; j < 1000; j++) {
+                redisReply *rep;
+                CHECK_EQ(sk_redis_read(r, &rep), 0);
+                freeReplyObject(rep);
+            }
+    }
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "SAVE"), 0);
+    freeReplyObject(rep);
+    sk_redis_free(r);
+    static struct loading_watch w;
+    w.url = srv.url;
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, loading_loop, &w), 0);
+    int64_t by = sk_mono_ms() + 10000;
+    while (!atomic_load(&w.ready_seen) && sk_mono_ms() < by)
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    CHECK(atomic_load(&w.ready_seen));
+    sk_th_redis_stop(&srv, 1);
+    /* 20,000 keys at 50 us each: a second of LOADING */
+    const char *slow[] = {"--key-load-delay", "50", NULL};
+    int64_t t0 = sk_mono_ms();
+    sk_th_redis_restart(&srv, slow);
+    int64_t loaded_ms = sk_mono_ms() - t0;
+    int base = atomic_load(&w.sent);
+    by = sk_mono_ms() + 10000;
+    while (atomic_load(&w.sent) < base + 20 && sk_mono_ms() < by)
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    printf("    # the server loaded for %lld ms; %d calls, %d error replies\n",
+           (long long)loaded_ms, atomic_load(&w.sent), atomic_load(&w.loading_errors));
+    CHECK(loaded_ms > 500);
+    CHECK(atomic_load(&w.sent) >= base + 20); /* ready again afterwards */
+    CHECK_EQ(atomic_load(&w.loading_errors), 0);
+    CHECK_EQ(atomic_load(&w.functions_after), 1);
+    sk_th_redis_stop(&srv, 1);
+}

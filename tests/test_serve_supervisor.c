@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 static int has(const pid_t *v, int n, pid_t x)
 {
@@ -29,7 +30,7 @@ SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
     pid_t before[8];
     int n = 0;
     int64_t deadline = sk_mono_ms() + 5000;
-    while ((n = sk_th_children(s.pid, before, 8)) < 3) { /* 2 HTTP + 1 order worker */
+    while ((n = sk_th_proc_children(s.pid, NULL, before, 8)) < 3) { /* 2 HTTP + 1 order worker */
         CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -41,7 +42,7 @@ SK_TEST(serve_replaces_a_killed_process_and_keeps_answering)
         int m;
         deadline = sk_mono_ms() + 5000;
         for (;;) { /* a new process takes the dead one's place */
-            m = sk_th_children(s.pid, now, 8);
+            m = sk_th_proc_children(s.pid, NULL, now, 8);
             if (m == 3 && !has(now, m, before[victim])) break;
             CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)before[victim]);
             struct timespec ts = {0, 10 * 1000 * 1000};
@@ -79,7 +80,8 @@ SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
         pid_t before[8], now[8];
         int n = 0, m = 0;
         int64_t deadline = sk_mono_ms() + 5000;
-        while ((n = sk_th_children(s.pid, before, 8)) < 2) { /* 1 HTTP + 1 order worker */
+        while ((n = sk_th_proc_children(s.pid, NULL, before, 8)) <
+               2) { /* 1 HTTP + 1 order worker */
             CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -88,7 +90,7 @@ SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
         kill(victim, SIGKILL);
         deadline = sk_mono_ms() + 5000;
         for (;;) { /* the replacement exists: stop the node at once */
-            m = sk_th_children(s.pid, now, 8);
+            m = sk_th_proc_children(s.pid, NULL, now, 8);
             int fresh = 0;
             for (int i = 0; i < m; i++)
                 if (!has(before, n, now[i])) fresh = 1;

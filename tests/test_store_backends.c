@@ -148,6 +148,8 @@ static long long be_int(const struct be *b, const char *sql)
 /* ---- helpers ---- */
 
 #define N_MIGRATIONS 8 /* what this binary applies; every backend agrees */
+#define KEY16 "0123456789abcdef"
+#define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
 static void valid_activity(struct sk_activity *a, uint64_t id)
 {
@@ -363,6 +365,7 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
  * for the tests that rebuild an older schema. */
 #define UNDO_8_SQLITE "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
 #define UNDO_8_PG UNDO_8_SQLITE
+#define UNDO_8_MY UNDO_8_SQLITE
 #define UNDO_8_BRANCH_SQLITE                                                                       \
     "DROP TABLE redis_marks; CREATE TABLE redis_marks (label TEXT PRIMARY KEY,"                    \
     " activity_id INTEGER NOT NULL, adm INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"            \
@@ -370,6 +373,8 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
 #define UNDO_8_BRANCH_PG                                                                           \
     "ALTER TABLE redis_marks DROP CONSTRAINT redis_marks_pkey;"                                    \
     "ALTER TABLE redis_marks DROP COLUMN branch; ALTER TABLE redis_marks ADD PRIMARY KEY (label);"
+#define UNDO_8_BRANCH_MY                                                                           \
+    "ALTER TABLE redis_marks DROP PRIMARY KEY, DROP COLUMN branch, ADD PRIMARY KEY (label);"
 #define DROP_WR                                                                                    \
     "ALTER TABLE activities DROP COLUMN wr_passes_per_s;"                                          \
     "ALTER TABLE activities DROP COLUMN wr_pass_ttl_s;"                                            \
@@ -382,12 +387,16 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
      * migration 7's columns), and rows written in that shape (13 columns:
      * no segments). */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+    CHECK_EQ(be_sql(b, b->my ? UNDO_8_MY "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
                                          "DROP TABLE redis_marks;"
                                          "DELETE FROM schema_migrations WHERE version >= 5"
-                             : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                                             "DROP TABLE redis_marks;"
-                                             "PRAGMA user_version = 4"),
+                       : b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                           "DROP TABLE redis_marks;"
+                                           "DELETE FROM schema_migrations WHERE version >= 5"
+                               : UNDO_8_SQLITE
+                           "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                           "DROP TABLE redis_marks;"
+                           "PRAGMA user_version = 4"),
              0);
     CHECK_EQ(be_int(b, b->my   ? "SELECT count(*) FROM information_schema.columns"
                                  " WHERE table_schema = DATABASE() AND table_name = 'activities'"
@@ -433,9 +442,11 @@ BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room
     /* What a binary that knew migrations 1..6 left behind: no waiting room
      * columns, rows of 14 values. */
     sk_store_close(be_open(b));
-    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
+    CHECK_EQ(be_sql(b, b->my ? UNDO_8_MY UNDO_8_BRANCH_MY DROP_WR
                            "DELETE FROM schema_migrations WHERE version >= 7"
-                             : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR
+                       : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
+                           "DELETE FROM schema_migrations WHERE version >= 7"
+                               : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR
                            "PRAGMA user_version = 6"),
              0);
     CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,"
@@ -468,9 +479,11 @@ BACKEND_TEST(upgrades_a_version_7_database_keeping_its_orders_and_marks)
     o.adm_seq = 3;
     persist_ok(st, &o, 1);
     sk_store_close(st);
-    CHECK_EQ(be_sql(b, b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG
+    CHECK_EQ(be_sql(b, b->my ? UNDO_8_MY UNDO_8_BRANCH_MY
                            "DELETE FROM schema_migrations WHERE version >= 8"
-                             : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE
+                       : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG
+                           "DELETE FROM schema_migrations WHERE version >= 8"
+                               : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE
                            "INSERT INTO redis_marks VALUES ('71', 71, 3, 0, '71-1000-0');"
                            "PRAGMA user_version = 7"),
              0);
@@ -707,6 +720,32 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
                      " VALUES ('1-1-0', 1, 1, 1, 'created', 0, 0, '1-0')";
     CHECK_EQ(be_sql(b, ok), 0);
     CHECK_EQ(be_sql(b, ok), 1);
+    /* An idempotency key: NULL or 1..64 bytes, never "". */
+    static const char *const bad_key[] = {"''", "'" KEY64 "k'"};
+    for (size_t i = 0; i < 2; i++) {
+        char sql[400];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                 " created_ms, pay_deadline_ms, stream_id, idem_key)"
+                 " VALUES ('1-2-0', 1, 1, 1, 'created', 0, 0, '2-0', %s)",
+                 bad_key[i]);
+        CHECK_MSG(be_sql(b, sql) == 1, "accepted: %s", sql);
+    }
+    CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
+                       " created_ms, pay_deadline_ms, stream_id, idem_key)"
+                       " VALUES ('1-2-0', 1, 1, 1, 'created', 0, 0, '2-0', '" KEY64 "')"),
+             0);
+    /* A mark's branch: at most 15 bytes; one row per label and branch. */
+    const char *mark = "INSERT INTO redis_marks (label, branch, activity_id, adm, updated_ms,"
+                       " order_id) VALUES ('1', 'ffee0011', 1, 1, 0, '1-1-0-ffee0011')";
+    CHECK_EQ(be_sql(b, mark), 0);
+    CHECK_EQ(be_sql(b, mark), 1);
+    CHECK_EQ(be_sql(b, "INSERT INTO redis_marks (label, branch, activity_id, adm, updated_ms,"
+                       " order_id) VALUES ('1', '', 1, 1, 0, '1-1-0')"),
+             0);
+    CHECK_EQ(be_sql(b, "INSERT INTO redis_marks (label, branch, activity_id, adm, updated_ms,"
+                       " order_id) VALUES ('1', '" KEY16 "', 1, 1, 0, '1-1-0')"),
+             1);
 }
 
 BACKEND_TEST(activity_list_ids_set_state_set_db_stock_and_delete)

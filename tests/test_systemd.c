@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 struct notify_sock {
     int fd;
@@ -221,7 +222,7 @@ SK_TEST_T(systemd_watchdog_pings_stop_while_an_event_loop_hangs, 120)
     int pings = watchdog_pings(&n, 3000);
     CHECK_MSG(pings >= 4 && pings <= 8, "%d pings in 3 s with WATCHDOG_USEC=1000000", pings);
     pid_t kids[8];
-    int k = sk_th_children(pid, kids, 8);
+    int k = sk_th_proc_children(pid, NULL, kids, 8);
     CHECK_EQ(k, 2);
     CHECK_EQ(kill(kids[1], SIGSTOP), 0); /* its event loop makes no more passes */
     /* a hung process is one silent for 3 s: the pings stop */

@@ -35,6 +35,9 @@ static int usage(FILE *f)
                "                    again\n"
                "  --json            the report as JSON on stdout\n"
                "  --max-lines N     drift lines shown per kind (default 20)\n"
+               "  --stale-after S   an admitted order still not in the database S seconds after\n"
+               "                    its admission is drift (stale: the order pipeline is stuck);\n"
+               "                    default 60, 0 = not checked\n"
                "exit: 0 consistent, 1 drift (left after --repair) or failure, 2 bad usage\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
@@ -45,6 +48,7 @@ int sk_cli_reconcile(int argc, char **argv)
     uint64_t only = 0;
     int repair = 0, json = 0;
     int64_t max_lines = 20;
+    int64_t stale_s = SK_RECONCILE_STALE_AFTER_MS / 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
@@ -57,7 +61,7 @@ int sk_cli_reconcile(int argc, char **argv)
             continue;
         }
         int known = !strcmp(a, "--redis") || !strcmp(a, "--db") || !strcmp(a, "--activity") ||
-                    !strcmp(a, "--max-lines");
+                    !strcmp(a, "--max-lines") || !strcmp(a, "--stale-after");
         if (!known) return sk_cli_usage_error("reconcile: unknown option %s (see --help)", a);
         if (i + 1 >= argc) return sk_cli_usage_error("reconcile: %s needs a value", a);
         const char *v = argv[++i];
@@ -70,6 +74,11 @@ int sk_cli_reconcile(int argc, char **argv)
                 return sk_cli_usage_error("reconcile: --activity must be a whole number between "
                                           "1 and %llu, got '%s'",
                                           (unsigned long long)SK_ACTIVITY_ID_MAX, v);
+        } else if (!strcmp(a, "--stale-after")) {
+            if (sk_cli_parse_i64(v, 0, 31536000, &stale_s))
+                return sk_cli_usage_error("reconcile: --stale-after: expected seconds between 0 "
+                                          "and 31536000, got '%s'",
+                                          v);
         } else if (sk_cli_parse_i64(v, 1, 1000000000, &max_lines)) {
             return sk_cli_usage_error("reconcile: --max-lines: expected a number >= 1, got '%s'",
                                       v);
@@ -109,6 +118,7 @@ int sk_cli_reconcile(int argc, char **argv)
     struct sk_reconcile_opts o;
     sk_reconcile_opts_init(&o);
     o.repair = repair;
+    o.stale_after_ms = stale_s * 1000;
     json_t *out = json ? json_object() : NULL, *arr = json ? json_array() : NULL;
     size_t drifted = 0, checked = 0;
     for (size_t i = 0; i < n; i++) {

@@ -34,6 +34,8 @@ static int usage(FILE *f)
             "  --block-ms N           XREADGROUP BLOCK when idle (default 1000)\n"
             "  --claim-idle-ms N      take over entries idle this long (default 30000)\n"
             "  --max-deliveries K     dead-letter a poison entry after K deliveries (default 5)\n"
+            "  --stall-warn-s S       warn when no order was acknowledged for S seconds while\n"
+            "                         orders wait (default 10, 0 = off)\n"
             "  --no-trim              keep acknowledged entries in the streams\n"
             "  --once                 drain what is there, then exit\n"
             "Every second (and after every reconnection) it also checks each activity\n"
@@ -63,6 +65,12 @@ int sk_cli_worker(int argc, char **argv)
             return sk_cli_usage_error("worker: unknown option or missing value: %s", a);
         const char *v = argv[++i];
         int64_t n;
+        if (!strcmp(a, "--stall-warn-s")) {
+            if (sk_cli_parse_i64(v, 0, 86400, &n) != 0)
+                return sk_cli_usage_error("worker: %s: expected a number in 0..86400", a);
+            o.stall_warn_ms = (int)n * 1000;
+            continue;
+        }
         int *target = !strcmp(a, "--batch")            ? &o.batch
                       : !strcmp(a, "--block-ms")       ? &o.block_ms
                       : !strcmp(a, "--claim-idle-ms")  ? &o.claim_idle_ms

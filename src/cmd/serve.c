@@ -566,6 +566,8 @@ static pid_t spawn(const struct sk_config *cfg, sk_node *node, int slot, enum pr
     if (pid == 0) {
         /* a supervisor that dies (even by SIGKILL) takes its children along */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+        /* ps, top and /proc/<pid>/comm tell the processes of a node apart */
+        prctl(PR_SET_NAME, kind == PROC_API ? "seckill-api" : "seckill-worker");
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGHUP, SIG_IGN); /* the supervisor reloads; a hangup is not a death */

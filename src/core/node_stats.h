@@ -68,6 +68,8 @@ struct sk_node_act {
     int64_t initial, remaining; /* units; remaining includes units moving between segments */
     int64_t released;           /* units given back */
     int64_t backlog;            /* order events not yet persisted (-1: unknown) */
+    int64_t oldest_age_ms;      /* age of the oldest of them on Redis's clock (0: none,
+                                   -1: unknown) */
     int64_t dlq;                /* entries in the dead-letter stream(s) */
     int64_t db_stock;
     int64_t orders[SK_NODE_NSTATUS], units[SK_NODE_NSTATUS];

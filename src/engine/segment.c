@@ -347,29 +347,37 @@ static int first_calls(struct seg_batch *sb)
 {
     sk_redis *r = sb->r;
     int rc = 0, sent = 0;
-    for (int j = 0; rc == 0 && j < sb->ng; j++, sent++)
-        rc = append_home_call(r, sb->aid, sb->rl, &sb->g[j], sb->hp);
+    unsigned char noscript[SK_SEG_MAX] = {0};
+    for (int j = 0; rc == 0 && j < sb->ng; j++)
+        if ((rc = append_home_call(r, sb->aid, sb->rl, &sb->g[j], sb->hp)) == 0) sent++;
     for (int j = 0; j < sent; j++) {
         const struct home_group *g = &sb->g[j];
         redisReply *rep = NULL;
         int rrc = sk_redis_read(r, &rep);
         if (rrc < 0) {
             if (rc == 0) rc = rrc;
-            break; /* the connection is gone: nothing more to read */
+            break; /* the pipeline is gone: nothing more to read */
         }
         if (rc == 0 && sk_script_is_noscript(rep)) {
-            /* a fresh node: the one-call path loads the script (never ran) */
-            struct sk_keys k;
-            sk_keys_seg(&k, sb->aid, g->home);
-            struct sk_batch_head h = {.label = k.label, .rl = sb->rl};
-            rc = sk_stock_batch_call(r, &k, &h, sb->hp + g->start, g->m, sb->hr + g->start,
-                                     &sb->stocks[g->home]);
+            noscript[j] = 1;
         } else if (rc == 0 &&
                    sk_stock_batch_parse(rep, g->m, sb->hr + g->start, &sb->stocks[g->home]) < 0) {
             snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
             rc = r->err = SK_EPROTO;
         }
         freeReplyObject(rep);
+    }
+    /* A fresh node answered NOSCRIPT (the call never ran): the one-call
+     * path loads the script, once every reply of the pipeline is read (a
+     * command inside it would end it). */
+    for (int j = 0; rc == 0 && j < sent; j++) {
+        if (!noscript[j]) continue;
+        const struct home_group *g = &sb->g[j];
+        struct sk_keys k;
+        sk_keys_seg(&k, sb->aid, g->home);
+        struct sk_batch_head h = {.label = k.label, .rl = sb->rl};
+        rc = sk_stock_batch_call(r, &k, &h, sb->hp + g->start, g->m, sb->hr + g->start,
+                                 &sb->stocks[g->home]);
     }
     return rc;
 }

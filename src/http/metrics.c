@@ -771,6 +771,15 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
                 (long long)*(const int64_t *)((const char *)a + g[k].off));
         }
     }
+    header(o, "seckill_activity_oldest_unpersisted_seconds", "gauge",
+           "Age of the oldest admitted order not yet persisted to the database, on Redis's "
+           "clock (0: none waits; -1: unknown).");
+    for (int i = 0; i < smp->n_acts; i++) {
+        int64_t ms = smp->acts[i].oldest_age_ms;
+        put(o, "seckill_activity_oldest_unpersisted_seconds{activity=\"%llu\"} %s%lld.%03lld\n",
+            (unsigned long long)smp->acts[i].id, ms < 0 ? "-" : "", ms < 0 ? 1LL : ms / 1000,
+            ms < 0 ? 0LL : ms % 1000);
+    }
     header(o, "seckill_activity_open", "gauge", "1 when the activity's switch is open.");
     for (int i = 0; i < smp->n_acts; i++)
         put(o, "seckill_activity_open{activity=\"%llu\"} %d\n", (unsigned long long)smp->acts[i].id,

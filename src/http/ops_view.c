@@ -166,6 +166,7 @@ static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
     json_object_set_new(o, "admitted", json_integer(a->exists ? a->initial - a->remaining : 0));
     json_object_set_new(o, "released", json_integer(a->released));
     json_object_set_new(o, "backlog", json_integer(a->backlog));
+    json_object_set_new(o, "oldest_unpersisted_ms", json_integer(a->oldest_age_ms));
     json_object_set_new(o, "dead_letters", json_integer(a->dlq));
     json_object_set_new(o, "db_stock", json_integer(a->db_stock));
     json_t *orders = json_object(), *units = json_object();

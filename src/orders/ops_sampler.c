@@ -11,8 +11,10 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/activity.h"
+#include "engine/backlog.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
+#include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
 
@@ -32,6 +34,11 @@ struct sk_sampler {
     struct sk_node_worker *w;
     atomic_int stop;
     struct sk_node_sample smp; /* built here, then published whole */
+    /* The activity list last read: while the database cannot be read, the
+     * Redis figures (the backlog and its age above all) go on being
+     * sampled for the activities it knew. */
+    struct sk_activity *acts;
+    size_t nacts;
 };
 
 int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
@@ -63,6 +70,7 @@ void sk_sampler_free(sk_sampler *s)
     if (!s) return;
     sk_redis_free(s->r);
     sk_store_close(s->st);
+    free(s->acts);
     free(s);
 }
 
@@ -77,36 +85,6 @@ static int64_t int_of(const redisReply *e, int64_t dflt)
     if (e->type == REDIS_REPLY_INTEGER) return e->integer;
     if (e->type == REDIS_REPLY_STRING) return strtoll(e->str, NULL, 10);
     return dflt;
-}
-
-/* Backlog of a stream: entries the order worker's group has not
- * acknowledged (pending + lag), all of it when there is no group yet, -1
- * when Redis cannot tell (lag unknown). */
-static int stream_backlog(sk_redis *r, const char *stream, int64_t xlen, int64_t *out)
-{
-    *out = xlen;
-    if (xlen == 0) return 0;
-    redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "XINFO GROUPS %s", stream);
-    if (rc < 0) return rc;
-    if (rep->type == REDIS_REPLY_ARRAY)
-        for (size_t g = 0; g < rep->elements; g++) {
-            const redisReply *gr = rep->element[g];
-            if (gr->type != REDIS_REPLY_ARRAY) continue;
-            const redisReply *name = NULL, *pending = NULL, *lag = NULL;
-            for (size_t i = 0; i + 1 < gr->elements; i += 2) {
-                const char *f =
-                    gr->element[i]->type == REDIS_REPLY_STRING ? gr->element[i]->str : "";
-                if (!strcmp(f, "name")) name = gr->element[i + 1];
-                if (!strcmp(f, "pending")) pending = gr->element[i + 1];
-                if (!strcmp(f, "lag")) lag = gr->element[i + 1];
-            }
-            if (name && name->type == REDIS_REPLY_STRING && !strcmp(name->str, "seckill"))
-                *out = lag && lag->type == REDIS_REPLY_INTEGER ? int_of(pending, 0) + lag->integer
-                                                               : -1;
-        }
-    freeReplyObject(rep);
-    return 0;
 }
 
 /* Adds one key set's figures (a whole unsegmented activity, or one
@@ -129,20 +107,22 @@ static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act 
     }
     freeReplyObject(m);
     if (!exists) return 0;
-    int64_t v[3] = {0, 0, 0}; /* stock, orders length, dlq length */
-    const char *fmt[3] = {"GET %s", "XLEN %s", "XLEN %s"};
-    const char *key[3] = {k->stock, k->orders, k->dlq};
-    for (int i = 0; i < 3; i++) {
+    int64_t v[2] = {0, 0}; /* stock, dlq length */
+    const char *fmt[2] = {"GET %s", "XLEN %s"};
+    const char *key[2] = {k->stock, k->dlq};
+    for (int i = 0; i < 2; i++) {
         rc = sk_redis_cmd(r, &x, fmt[i], key[i]);
         if (rc < 0) return rc;
         v[i] = int_of(x, 0);
         freeReplyObject(x);
     }
-    int64_t backlog;
-    rc = stream_backlog(r, k->orders, v[1], &backlog);
+    struct sk_backlog b;
+    rc = sk_backlog_read(r, k->orders, SK_WORKER_GROUP, &b);
     if (rc < 0) return rc;
+    int64_t backlog = b.entries;
+    if (b.age_ms > a->oldest_age_ms) a->oldest_age_ms = b.age_ms;
     a->remaining += v[0];
-    a->dlq += v[2];
+    a->dlq += v[1];
     a->backlog = a->backlog < 0 || backlog < 0 ? -1 : a->backlog + backlog;
     return 0;
 }
@@ -155,7 +135,7 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a)
     if (rc < 0) return rc;
     a->exists = 1;
     a->open = 1;
-    a->initial = a->remaining = a->released = a->backlog = a->dlq = 0;
+    a->initial = a->remaining = a->released = a->backlog = a->dlq = a->oldest_age_ms = 0;
     int64_t xfer = 0;
     for (int i = 0; i < (segs > 1 ? segs : 1) && rc == 0; i++) {
         struct sk_keys k;
@@ -180,6 +160,7 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a)
     if (!a->exists) {
         a->initial = a->remaining = 0;
         a->backlog = 0;
+        a->oldest_age_ms = 0;
     }
     return 0;
 }
@@ -202,7 +183,15 @@ void sk_sampler_pass(sk_sampler *s)
     struct sk_activity *acts = NULL;
     size_t n = 0;
     smp->db_ok = sk_store_activity_list(s->st, &acts, &n) == 0;
-    if (!smp->db_ok) copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+    if (smp->db_ok) {
+        free(s->acts);
+        s->acts = acts;
+        s->nacts = n;
+    } else {
+        copy_text(smp->db_err, sizeof smp->db_err, sk_store_errstr(s->st));
+        acts = s->acts;
+        n = s->nacts;
+    }
     if (n > 1) qsort(acts, n, sizeof *acts, act_order);
     smp->n_acts = n > SK_NODE_ACTS ? SK_NODE_ACTS : (int32_t)n;
     smp->more_acts = n > SK_NODE_ACTS ? (int32_t)(n - SK_NODE_ACTS) : 0;
@@ -219,7 +208,11 @@ void sk_sampler_pass(sk_sampler *s)
         a->initial = d->stock;
         a->remaining = d->stock;
         a->reconcile_drift = -1;
-        if (smp->redis_ok && sample_redis(s->r, a) < 0) smp->redis_ok = 0;
+        a->backlog = a->oldest_age_ms = -1; /* unknown unless Redis says */
+        if (smp->redis_ok && sample_redis(s->r, a) < 0) {
+            smp->redis_ok = 0;
+            a->backlog = a->oldest_age_ms = -1;
+        }
         if (!a->exists) a->initial = a->remaining = d->stock; /* not preheated: the definition */
         struct sk_order_counts c;
         if (smp->db_ok && sk_store_orders_count(s->st, d->id, &c) == 0) {
@@ -233,7 +226,6 @@ void sk_sampler_pass(sk_sampler *s)
         }
     }
     if (!smp->redis_ok) copy_text(smp->redis_err, sizeof smp->redis_err, s->r->errstr);
-    free(acts);
     smp->sampled_ms = sk_wall_ms();
     sk_node_sample_put(s->w, smp);
     sk_node_proc_beat(&s->w->proc, smp->sampled_ms);

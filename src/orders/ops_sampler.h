@@ -5,8 +5,10 @@
  * where /metrics and the dashboard of every HTTP process read them without
  * a round trip of their own.
  *
- * Cheap reads only: per key set one HMGET, GET, two XLEN and XINFO GROUPS
- * (never the buyers hash), and one COUNT ... GROUP BY status per activity.
+ * Cheap reads only: per key set one HMGET, GET, XLEN of the dead letters and
+ * the backlog script (lua/backlog.lua: the group's backlog and the age of
+ * its oldest entry; never the buyers hash), and one COUNT ... GROUP BY
+ * status per activity.
  * At most SK_NODE_ACTS activities: those whose sale window holds now
  * first, then the most recent ones.
  *

@@ -172,6 +172,7 @@ static int check(sk_worker *w, const struct sk_activity *acts, size_t na,
     struct guard_hit *hits = malloc(w->ns * sizeof *hits);
     int rc = ks && pr && has && qk && qo && qi && qh && hits ? 0 : SK_ENOMEM;
     size_t n = rc ? 0 : gather(w, ks), nh = 0, nq = 0;
+    if (n > 1) sk_worker_test_pause(w, "probe");
     if (rc == 0 && (rc = sk_recovery_probe(w->r, ks, n, pr)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -184,6 +185,7 @@ static int check(sk_worker *w, const struct sk_activity *acts, size_t na,
                 qi[nq++] = i;
             }
     }
+    if (nq > 1) sk_worker_test_pause(w, "ledger");
     if (rc == 0 && nq && (rc = sk_recovery_ledger_has(w->r, qk, qo, nq, qh)) < 0)
         sk_worker_redis_fail(w, rc, "rollback guard");
     for (size_t q = 0; rc == 0 && q < nq; q++)

@@ -68,6 +68,7 @@ static void add_stream(sk_worker *w, uint64_t aid, int seg, int segcheck)
  * meta, or an unexpected reply). */
 static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
 {
+    if (n > 1) sk_worker_test_pause(w, "segments");
     for (size_t i = 0; i < n; i++) {
         struct sk_keys k;
         sk_keys_for(&k, aids[i]);

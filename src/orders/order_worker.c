@@ -34,6 +34,7 @@
 #include "core/num.h"
 #include "core/vec.h"
 #include "engine/activity.h"
+#include "engine/backlog.h"
 #include "engine/order_id.h"
 #include "orders/order_worker_int.h"
 #include "redis/stream_id.h"
@@ -77,6 +78,7 @@ void sk_worker_opts_init(struct sk_worker_opts *o)
     o->relist_ms = 1000;
     o->trim = 1;
     o->guard_ms = 1000;
+    o->stall_warn_ms = 10000;
 }
 
 static uint64_t env_u64(const char *name)
@@ -96,7 +98,7 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
         return SK_EINVAL;
     }
     if (o->batch < 1 || o->batch > 10000 || o->block_ms < 0 || o->claim_idle_ms < 0 ||
-        o->max_deliveries < 1 || o->relist_ms < 1 || o->guard_ms < 0) {
+        o->max_deliveries < 1 || o->relist_ms < 1 || o->guard_ms < 0 || o->stall_warn_ms < 0) {
         if (err) snprintf(err, cap, "worker: option out of range");
         return SK_EINVAL;
     }
@@ -138,6 +140,8 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
     }
     w->crash_before = env_u64("SECKILL_TEST_CRASH_BEFORE_COMMIT");
     w->crash_after = env_u64("SECKILL_TEST_CRASH_AFTER_COMMIT");
+    const char *pause = getenv("SECKILL_TEST_PAUSE_AT");
+    if (pause) snprintf(w->pause_at, sizeof w->pause_at, "%s", pause);
     *out = w;
     return 0;
 nomem:
@@ -235,6 +239,14 @@ static int grow_argv(sk_worker *w, size_t n)
 }
 
 /* ---- Redis helpers ---------------------------------------------------- */
+
+void sk_worker_test_pause(sk_worker *w, const char *step)
+{
+    if (!w->pause_at[0] || w->paused || strcmp(w->pause_at, step) != 0) return;
+    w->paused = 1;
+    sk_log(SK_LOG_INFO, "worker: test pause at %s (pid %d)", step, (int)getpid());
+    raise(SIGSTOP);
+}
 
 /* A failed Redis call: counted, logged once per outage. */
 int sk_worker_redis_fail(sk_worker *w, int rc, const char *what)
@@ -472,6 +484,7 @@ static int dead_letter(sk_worker *w, const struct worker_entry *e, long long cou
     }
     const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
     const char *ack[] = {"XACK", s->k.orders, SK_WORKER_GROUP, id};
+    sk_worker_test_pause(w, "dead_letter");
     int rc = sk_redis_append(w->r, 1, multi, NULL);
     if (!rc) rc = sk_redis_append(w->r, (int)n, a, l);
     if (!rc) rc = sk_redis_append(w->r, 4, ack, NULL);
@@ -504,6 +517,14 @@ static int dead_letter(sk_worker *w, const struct worker_entry *e, long long cou
  * command per stream, pipelined. */
 static int ack_done(sk_worker *w, size_t n)
 {
+    size_t streams = 0;
+    for (size_t si = 0; si < w->ns; si++)
+        for (size_t i = 0; i < n; i++)
+            if (w->e[i].si == si && !w->e[i].bad) {
+                streams++;
+                break;
+            }
+    if (streams > 1) sk_worker_test_pause(w, "xack");
     size_t sent = 0;
     for (size_t si = 0; si < w->ns; si++) {
         size_t m = 0;
@@ -527,11 +548,16 @@ static int ack_done(sk_worker *w, size_t n)
         if (rc) return sk_worker_redis_fail(w, rc, "XACK");
         sent++;
     }
+    /* Every reply is read, a failed one included (the client fails the rest
+     * of the pipeline at once then): the acks other nodes made are counted. */
     int rc = 0;
     for (size_t i = 0; i < sent; i++) {
         redisReply *rep;
         int r2 = sk_redis_read(w->r, &rep);
-        if (r2) return sk_worker_redis_fail(w, r2, "XACK");
+        if (r2) {
+            if (!rc) rc = sk_worker_redis_fail(w, r2, "XACK");
+            continue;
+        }
         if (rep->type == REDIS_REPLY_INTEGER)
             INC(acked, rep->integer);
         else if (!rc)
@@ -553,6 +579,8 @@ static void crash_point(uint64_t at, uint64_t txn)
         _exit(9); /* not reached */
     }
 }
+
+static void stall_check(sk_worker *w, int64_t now);
 
 /* Persists the valid orders (w->orders[0..no)) of the fetch in one
  * transaction, with bounded retries. A row the store refuses (SK_EINVAL)
@@ -601,6 +629,7 @@ static int persist(sk_worker *w, size_t n, size_t no)
         sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", no, attempt,
                DB_ATTEMPTS, w->errstr);
         if (attempt >= DB_ATTEMPTS || atomic_load(&w->stop)) return rc;
+        stall_check(w, sk_mono_ms()); /* a long outage is told while it lasts */
         nap(w, backoff);
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     }
@@ -765,6 +794,7 @@ static int fetch_new(sk_worker *w, int block_ms, size_t *got)
     for (size_t i = 0; i < nready; i++)
         a[k++] = ">";
     redisReply *rep;
+    if (nready > 1) sk_worker_test_pause(w, "xread");
     int rc = sk_redis_command(w->r, &rep, (int)k, a, NULL);
     if (rc) return sk_worker_redis_fail(w, rc, "XREADGROUP");
     sk_worker_redis_ok(w);
@@ -841,6 +871,63 @@ static int pass(sk_worker *w, size_t *progress)
     return w->o.trim ? sk_worker_trim_due(w, 0) : 0;
 }
 
+/* After any failed pass: whatever the failed read may have handed this
+ * consumer (an XREADGROUP whose reply was lost, one node of a split read),
+ * and whatever a failed batch left unacknowledged, is pending on this
+ * consumer: read it at the next pass, not after the claim-idle time. */
+static void history_all(sk_worker *w)
+{
+    for (size_t i = 0; i < w->ns; i++) {
+        w->s[i].history_due = 1;
+        snprintf(w->s[i].history_from, sizeof w->s[i].history_from, "0");
+    }
+}
+
+/* No entry acknowledged for stall_warn_ms: asks Redis what waits on the
+ * followed streams; a warning (again every stall_warn_ms) when something
+ * does or Redis cannot say, and the clock starts again when nothing waits
+ * (an idle worker is not a stalled one). */
+static void stall_check(sk_worker *w, int64_t now)
+{
+    uint64_t acked = atomic_load(&w->c.acked);
+    if (!w->stall_since_ms || acked != w->stall_acked) {
+        w->stall_acked = acked;
+        w->stall_since_ms = now;
+        w->stall_next_ms = now + w->o.stall_warn_ms;
+        return;
+    }
+    if (!w->o.stall_warn_ms || now < w->stall_next_ms || !w->ns) return;
+    w->stall_next_ms = now + w->o.stall_warn_ms;
+    int64_t waiting = 0, oldest = 0;
+    int unknown = 0;
+    for (size_t i = 0; i < w->ns && !unknown; i++) {
+        struct sk_backlog b;
+        if (sk_backlog_read(w->r, w->s[i].k.orders, SK_WORKER_GROUP, &b) < 0) {
+            unknown = 1;
+        } else {
+            waiting += b.entries > 0 ? b.entries : 0;
+            unknown = b.entries < 0;
+            if (b.age_ms > oldest) oldest = b.age_ms;
+        }
+    }
+    if (!unknown && waiting == 0) {
+        w->stall_since_ms = now; /* idle */
+        return;
+    }
+    if (unknown)
+        sk_log(SK_LOG_WARN,
+               "worker: no order acknowledged for %lld s, and Redis cannot say what waits (%s; "
+               "last error: %s)",
+               (long long)((now - w->stall_since_ms) / 1000), w->r->errstr,
+               w->errstr[0] ? w->errstr : "none");
+    else
+        sk_log(SK_LOG_WARN,
+               "worker: no order acknowledged for %lld s while %lld wait (the oldest for %lld s); "
+               "last error: %s",
+               (long long)((now - w->stall_since_ms) / 1000), (long long)waiting,
+               (long long)(oldest / 1000), w->errstr[0] ? w->errstr : "none");
+}
+
 int sk_worker_run(sk_worker *w)
 {
     int backoff = BACKOFF_MIN_MS, failures = 0;
@@ -849,7 +936,9 @@ int sk_worker_run(sk_worker *w)
     while (!atomic_load(&w->stop)) {
         size_t progress;
         int rc = pass(w, &progress);
+        stall_check(w, sk_mono_ms());
         if (rc) {
+            history_all(w);
             if (w->o.once && ++failures >= ONCE_FAILURES) return rc;
             nap(w, backoff);
             backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;

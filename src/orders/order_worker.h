@@ -58,6 +58,10 @@ struct sk_worker_opts {
      * database this often (and at once after a reconnect or a MOVED);
      * default 1000, 0 = off (docs/recovery.md). */
     int guard_ms;
+    /* No progress: when no entry was acknowledged for this long while
+     * entries wait (or Redis cannot say), the worker logs a warning, again
+     * every stall_warn_ms while it lasts; default 10000, 0 = off. */
+    int stall_warn_ms;
 };
 
 /* Fills o with the defaults (redis_url and db_spec NULL). */

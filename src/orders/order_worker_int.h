@@ -71,6 +71,15 @@ struct sk_worker {
     int64_t guard_next_ms;
     unsigned guard_connects;
     uint64_t guard_moved;
+    /* No progress (stall_warn_ms): the acknowledgement count last seen, when
+     * it last moved (or nothing waited), when to look again. */
+    uint64_t stall_acked;
+    int64_t stall_since_ms, stall_next_ms;
+    /* Test-only (SECKILL_TEST_PAUSE_AT=<step>): the multi-command step at
+     * which the worker stops itself once (SIGSTOP), so that a test can
+     * break a server exactly there and continue it (SIGCONT). */
+    char pause_at[32];
+    int paused;
 };
 
 /* Adds n to counter `field` of w (atomic: sk_worker_stats reads them), and
@@ -83,6 +92,11 @@ struct sk_worker {
 
 /* w->errstr, printf-style. */
 void sk_worker_set_err(sk_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Test-only: stops this process (SIGSTOP) the first time it reaches step
+ * when SECKILL_TEST_PAUSE_AT names it ("xack", "xread", "probe", "ledger",
+ * "segments", "dead_letter": the steps that send several commands in one
+ * round trip). It only pauses: every reply stays real. */
+void sk_worker_test_pause(sk_worker *w, const char *step);
 /* A failed Redis call (rc): counted, logged once per outage; returns rc. */
 int sk_worker_redis_fail(sk_worker *w, int rc, const char *what);
 /* A Redis call answered: ends an outage (logged). */

@@ -41,6 +41,7 @@ void sk_reconcile_opts_init(struct sk_reconcile_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->grace_ms = SK_RECONCILE_GRACE_MS;
+    o->stale_after_ms = SK_RECONCILE_STALE_AFTER_MS;
 }
 
 static void ctx_free(struct rec_ctx *c)
@@ -55,7 +56,7 @@ static void ctx_free(struct rec_ctx *c)
 }
 
 static int run_init(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, int64_t now,
-                    int64_t grace, struct sk_reconcile_report *rep, int nseg)
+                    int64_t grace, int64_t stale, struct sk_reconcile_report *rep, int nseg)
 {
     memset(u, 0, sizeof *u);
     *u = (struct rec_run){.st = st,
@@ -63,6 +64,7 @@ static int run_init(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, 
                           .aid = aid,
                           .now = now,
                           .grace = grace,
+                          .stale = stale,
                           .rep = rep,
                           .nseg = nseg > 1 ? nseg : 1,
                           .base_initial = -1};
@@ -72,7 +74,8 @@ static int run_init(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, 
     if (!(u->cs = calloc((size_t)u->nseg, sizeof *u->cs))) return SK_ENOMEM;
     for (int i = 0; i < u->nseg; i++) {
         struct rec_ctx *c = &u->cs[i];
-        *c = (struct rec_ctx){.st = st, .r = r, .aid = aid, .now = now, .grace = grace, .rep = rep};
+        *c = (struct rec_ctx){
+            .st = st, .r = r, .aid = aid, .now = now, .grace = grace, .stale = stale, .rep = rep};
         sk_keys_seg(&c->k, aid, u->nseg > 1 ? i : SK_SEG_NONE);
         c->seg = c->k.seg;
         c->rr = u->nseg > 1 ? &rep->seg[i] : &rep->redis;
@@ -246,6 +249,25 @@ static int find_lost(struct rec_ctx *c)
         if (e->in_db) continue;
         if (sk_reconcile_in_backlog(&c->b, e->sid)) {
             rr->backlog_orders++;
+            /* on its way, but for too long: the order pipeline is stuck */
+            if (c->stale && (int64_t)e->sid.ms < c->now - c->stale) {
+                struct sk_order o;
+                memset(&o, 0, sizeof o);
+                snprintf(o.order_id, sizeof o.order_id, "%s", e->oid);
+                o.activity_id = c->aid;
+                o.user_id = e->user;
+                o.quantity = e->qty;
+                o.created_ms = (int64_t)e->sid.ms;
+                o.status = SK_ORDER_CREATED; /* what the worker will make it */
+                int rc = sk_reconcile_add_drift(
+                    c->rep, c->seg, SK_DRIFT_STALE, &o,
+                    "order %s (user %" PRIu64 ", %" PRId64 " unit(s)) was admitted %" PRId64
+                    " s ago and is still not in the DB (stream backlog: %s; bound %" PRId64 " s)",
+                    e->oid, e->user, e->qty, (c->now - (int64_t)e->sid.ms) / 1000,
+                    sk_sid_cmp(e->sid, c->b.last) > 0 ? "never delivered" : "pending",
+                    c->stale / 1000);
+                if (rc) return rc;
+            }
             continue;
         }
         struct sk_order o;
@@ -538,18 +560,19 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
     rep->segments = 1;
     int64_t now = o->now_ms ? o->now_ms : sk_wall_ms();
     int64_t grace = o->grace_ms >= 0 ? o->grace_ms : 0;
+    int64_t stale = o->stale_after_ms > 0 ? o->stale_after_ms : 0;
     /* Segmented or not, as Redis routes purchases: the base meta's count. */
     int nseg;
     int rc = sk_seg_count(r, activity_id, &nseg);
     if (rc) return rc;
     struct rec_run u;
-    rc = run_init(&u, st, r, activity_id, now, grace, rep, nseg);
+    rc = run_init(&u, st, r, activity_id, now, grace, stale, rep, nseg);
     if (rc == 0) rc = check(&u);
     run_free(&u);
     if (rc) return rc;
     rep->consistent = rep->total == 0;
     if (!o->repair || rep->total == 0) return 0;
-    if ((rc = run_init(&u, st, r, activity_id, now, grace, rep, nseg)) == 0)
+    if ((rc = run_init(&u, st, r, activity_id, now, grace, stale, rep, nseg)) == 0)
         sk_reconcile_repair(&u);
     run_free(&u);
     if (rc) return rc;
@@ -557,7 +580,7 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
     struct sk_reconcile_report after;
     memset(&after, 0, sizeof after);
     after.activity_id = activity_id;
-    rc = run_init(&u, st, r, activity_id, now, grace, &after, nseg);
+    rc = run_init(&u, st, r, activity_id, now, grace, stale, &after, nseg);
     if (rc == 0) rc = check(&u);
     run_free(&u);
     if (rc == 0) {

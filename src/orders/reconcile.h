@@ -48,6 +48,9 @@ enum sk_drift_kind {
                                         (or the transfer counters disagree with them) */
     SK_DRIFT_USER_COUNT,             /* buyers[u] != units of u's unreleased ledger entries */
     SK_DRIFT_LOST_ORDER,             /* in the ledger, not in the DB, not in the backlog */
+    SK_DRIFT_STALE,                  /* in the ledger and the backlog, not in the DB, admitted
+                                        longer ago than the bound (stale_after_ms): the order
+                                        pipeline is stuck */
     SK_DRIFT_NOT_IN_LEDGER,          /* in the DB, not in the ledger */
     SK_DRIFT_ORDER_MISMATCH,         /* DB user/quantity != the ledger's (or a malformed entry) */
     SK_DRIFT_DB_STOCK,               /* DB stock != initial - units of orders not cancelled */
@@ -145,14 +148,24 @@ struct sk_reconcile_report {
 };
 
 #define SK_RECONCILE_GRACE_MS 5000
+/* An admitted order still on its way to the DB this long after its
+ * admission is drift: the worker persists within a second when healthy, an
+ * order left pending by a dead worker is claimed after its claim-idle time
+ * (30 s) plus half of it (the claim scan), and a recovery or a database
+ * outage the worker rides out takes seconds; past a minute something is
+ * stuck (docs/reconcile.md). */
+#define SK_RECONCILE_STALE_AFTER_MS 60000
 
 struct sk_reconcile_opts {
-    int repair;       /* fix what is safe, one audit row per change */
-    int64_t now_ms;   /* 0: the wall clock */
-    int64_t grace_ms; /* an order cancelled less than this ago whose release is
-                         not seen yet is a cancel in progress, not drift; so is
-                         a stock transfer taken less than this ago and not yet
-                         applied (default SK_RECONCILE_GRACE_MS) */
+    int repair;             /* fix what is safe, one audit row per change */
+    int64_t now_ms;         /* 0: the wall clock */
+    int64_t grace_ms;       /* an order cancelled less than this ago whose release is
+                               not seen yet is a cancel in progress, not drift; so is
+                               a stock transfer taken less than this ago and not yet
+                               applied (default SK_RECONCILE_GRACE_MS) */
+    int64_t stale_after_ms; /* an order in the stream backlog admitted longer ago than
+                               this is drift (stale); 0: not checked (default
+                               SK_RECONCILE_STALE_AFTER_MS) */
 };
 
 void sk_reconcile_opts_init(struct sk_reconcile_opts *o);

@@ -139,7 +139,7 @@ struct rec_ctx {
     uint64_t aid;
     struct sk_keys k;
     int seg; /* SK_SEG_NONE, or the segment k belongs to */
-    int64_t now, grace;
+    int64_t now, grace, stale;
     struct sk_reconcile_report *rep;
     struct sk_reconcile_redis *rr; /* this key set's figures (rep->redis or rep->seg[i]) */
     struct rec_snap s;
@@ -157,7 +157,7 @@ struct rec_run {
     sk_store *st;
     sk_redis *r;
     uint64_t aid;
-    int64_t now, grace;
+    int64_t now, grace, stale;
     struct sk_reconcile_report *rep;
     int nseg;             /* 1: not segmented */
     struct rec_ctx *cs;   /* nseg of them */

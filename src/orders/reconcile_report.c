@@ -20,6 +20,7 @@ static const char *const drift_names[SK_DRIFT_NKINDS] = {
     [SK_DRIFT_IN_TRANSIT] = "in_transit",
     [SK_DRIFT_USER_COUNT] = "user_count",
     [SK_DRIFT_LOST_ORDER] = "lost_order",
+    [SK_DRIFT_STALE] = "stale",
     [SK_DRIFT_NOT_IN_LEDGER] = "not_in_ledger",
     [SK_DRIFT_ORDER_MISMATCH] = "order_mismatch",
     [SK_DRIFT_DB_STOCK] = "db_stock",

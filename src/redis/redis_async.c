@@ -240,10 +240,21 @@ static void enqueue_scripts(sk_aredis *ar);
 /* FUNCTION LOAD answered: the library is there (a string, or "already
  * exists": the name carries a hash of its text), or the server cannot
  * take it and scripts go as EVALSHA. */
+/* A server still loading its data (a restart reading its AOF) answers
+ * LOADING: not yet, which says nothing about Functions. */
+static int is_loading(const redisReply *rep)
+{
+    return rep && rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "LOADING", 7);
+}
+
 static void on_fn_load(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
     if (!rep) return;
+    if (is_loading(rep) && ar->state == AR_HANDSHAKE) {
+        connection_lost(ar, "server loading its data");
+        return;
+    }
     int was = ar->fn, reload = ar->fn_reloading;
     ar->fn_reloading = 0;
     ar->fn = rep->type == REDIS_REPLY_STRING ||
@@ -441,6 +452,12 @@ static void on_handshake_done(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
     if (!rep || ar->state != AR_HANDSHAKE) return;
+    if (rep->type == REDIS_REPLY_ERROR) { /* LOADING, or anything else: not ready */
+        char why[128];
+        snprintf(why, sizeof why, "handshake refused: %.100s", rep->str);
+        connection_lost(ar, why);
+        return;
+    }
     set_state(ar, AR_READY);
     ar->backoff_ms = 0;
     if (ar->connects > 0)

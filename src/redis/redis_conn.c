@@ -62,17 +62,52 @@ int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int co
     return 0;
 }
 
+static void pipe_reset(sk_redis *r)
+{
+    r->pipe_n = 0;
+    r->pipe_read = 0;
+    r->pipe_broken = 0;
+}
+
 void sk_redis_disconnect(sk_redis *r)
 {
-    if (r && r->cl) {
+    if (!r) return;
+    pipe_reset(r); /* the connection's replies go with it */
+    if (r->cl) {
         sk_redis_cl_drop_all(r);
         return;
     }
-    if (r && r->c) {
+    if (r->c) {
         redisFree(r->c);
         r->c = NULL;
     }
-    if (r) r->sn_unread = 0;
+}
+
+/* The caller starts anew (a command, or an append after reading) while its
+ * pipeline still owes replies: they are dropped, so that nothing reads
+ * them later. On one node the connection goes (its replies with it, and
+ * commands never sent never run); a cluster frees what it holds. */
+static void pipe_abandon(sk_redis *r)
+{
+    if (r->pipe_n && !r->pipe_broken) {
+        r->pipe_dropped += r->pipe_n;
+        if (r->cl)
+            sk_redis_cl_pipe_drop(r);
+        else
+            sk_redis_disconnect(r);
+    }
+    pipe_reset(r);
+}
+
+/* A read of the pipeline failed (rc): the rest of it is gone. */
+static int pipe_fail(sk_redis *r, int rc)
+{
+    if (r->cl) sk_redis_cl_pipe_drop(r);
+    r->pipe_n = 0;
+    r->pipe_read = 0;
+    r->pipe_broken = 1;
+    r->err = rc;
+    return rc;
 }
 
 void sk_redis_free(sk_redis *r)
@@ -166,6 +201,8 @@ int sk_redis_connect(sk_redis *r)
 int sk_redis_ensure(sk_redis *r)
 {
     if (r->cl) return sk_redis_cl_ensure(r);
+    /* a pipeline runs on one connection: a master that moved is left after it */
+    if (r->c && r->pipe_n) return 0;
     if (r->c && r->url.sentinel) {
         int rc = sk_redis_sn_check(r); /* may drop r->c: a master to leave */
         if (rc < 0 && !r->c) return rc;
@@ -185,6 +222,7 @@ int sk_redis_ensure(sk_redis *r)
 int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)
 {
     *out = NULL;
+    if (r->pipe_n || r->pipe_broken) pipe_abandon(r);
     if (r->cl) return sk_redis_cl_command(r, out, argc, argv, lens);
     for (int tries = 0;; tries++) {
         int rc = sk_redis_ensure(r);
@@ -210,6 +248,7 @@ int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
 {
     *out = NULL;
     va_list ap;
+    if (r->pipe_n || r->pipe_broken) pipe_abandon(r);
     if (r->cl) {
         va_start(ap, fmt);
         int crc = sk_redis_cl_vcmd(r, out, fmt, ap);
@@ -234,25 +273,49 @@ int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
 
 int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
 {
-    if (r->cl) return sk_redis_cl_append(r, argc, argv, lens);
-    int rc = sk_redis_ensure(r);
-    if (rc < 0) return rc;
-    if (redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK) return io_err(r, "append");
-    r->sn_unread++;
+    if (r->pipe_broken || (r->pipe_read && !r->pipe_window)) pipe_abandon(r);
+    unsigned owed = r->pipe_n;
+    int rc = 0;
+    if (r->cl) {
+        rc = sk_redis_cl_append(r, argc, argv, lens);
+    } else if (!r->pipe_n) {
+        rc = sk_redis_ensure(r);
+    } else if (!r->c) {
+        rc = sk_redis_set_err(r, SK_EIO, "redis connection lost inside a pipeline");
+    }
+    if (rc == 0 && !r->cl && redisAppendCommandArgv(r->c, argc, argv, lens) != REDIS_OK)
+        rc = io_err(r, "append");
+    if (rc < 0) {
+        /* nothing is owed for this command; what was, is gone */
+        if (owed) pipe_fail(r, rc);
+        return rc;
+    }
+    r->pipe_n++;
     return 0;
 }
 
 int sk_redis_read(sk_redis *r, redisReply **out)
 {
     *out = NULL;
-    if (r->cl) return sk_redis_cl_read(r, out);
-    if (!r->c) return sk_redis_set_err(r, SK_EIO, "redis connection lost");
-    void *rep = NULL;
-    if (redisGetReply(r->c, &rep) != REDIS_OK || !rep) return io_err(r, "read reply");
-    if (r->sn_unread) r->sn_unread--;
-    /* mid-pipeline the connection stays; the next ensure asks the Sentinels */
-    if (r->url.sentinel) sk_redis_sn_readonly(r, rep);
-    *out = rep;
+    if (r->pipe_broken)
+        return r->err ? r->err : sk_redis_set_err(r, SK_EIO, "redis pipeline broken");
+    if (!r->pipe_n)
+        return r->err ? r->err : sk_redis_set_err(r, SK_ESTATE, "no pipelined reply to read");
+    r->pipe_read = 1;
+    if (r->cl) {
+        int rc = sk_redis_cl_read(r, out);
+        if (rc < 0) return pipe_fail(r, rc);
+    } else {
+        void *rep = NULL;
+        if (!r->c) return pipe_fail(r, sk_redis_set_err(r, SK_EIO, "redis connection lost"));
+        if (redisGetReply(r->c, &rep) != REDIS_OK || !rep)
+            return pipe_fail(r, io_err(r, "read reply"));
+        /* mid-pipeline the connection stays; the next ensure asks the Sentinels */
+        if (r->url.sentinel) sk_redis_sn_readonly(r, rep);
+        *out = rep;
+    }
+    if (--r->pipe_n == 0) pipe_reset(r);
+    r->err = 0;
     return 0;
 }
 

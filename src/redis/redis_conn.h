@@ -32,10 +32,9 @@ typedef struct sk_redis {
     unsigned connects;   /* successful (re)connects so far */
     int fn;              /* enum sk_redis_fn; the caller may set SK_FN_OFF */
     /* redis+sentinel:// only: what the Sentinels said and a connection to
-     * each (redis_conn_sentinel.c); the replies still owed on c (a
-     * pipeline: the Sentinels are asked only between exchanges) */
+     * each (redis_conn_sentinel.c); asked only between exchanges (never
+     * while pipe_n replies are owed) */
     struct sk_rsn *sn;
-    unsigned sn_unread;
     char sn_host[256]; /* the master in use (or last tried), as the Sentinels named it */
     int sn_port;
     /* redis+cluster:// only (NULL for redis://, whose path never looks at
@@ -43,6 +42,13 @@ typedef struct sk_redis {
      * cluster mode c is a borrowed alias of one master's connection (so
      * "is connected" checks keep working); never free it directly. */
     struct sk_rcluster *cl;
+    /* The pipeline (sk_redis_append / sk_redis_read), kept by the client so
+     * that no caller can leave replies behind for a later read. */
+    unsigned pipe_n;       /* replies owed: appended, not read yet */
+    int pipe_read;         /* a reply of this pipeline was read */
+    int pipe_broken;       /* a read of it failed: the rest is gone */
+    int pipe_window;       /* the caller's: 1 = a sliding window (see sk_redis_append) */
+    uint64_t pipe_dropped; /* replies and unsent commands of pipelines left unread */
 } sk_redis;
 
 /* Parses url and allocates a handle (caller frees with sk_redis_free); does
@@ -78,7 +84,27 @@ int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv,
 /* printf-style variant (hiredis format). */
 int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...);
 
-/* Pipelining: append any number of commands, then read the replies in order. */
+/* Pipelining: append any number of commands, then read the replies in
+ * order. The client keeps the pipeline whole, whatever the caller does:
+ *  - a read when no reply is owed fails at once (SK_ESTATE), without I/O;
+ *  - a failed read (I/O error, timeout, a lost cluster node) ends the
+ *    pipeline: the replies still owed are dropped (with the connection on
+ *    one node; those already read from the other nodes of a cluster are
+ *    freed), and every further read fails at once (SK_EIO, r->errstr the
+ *    first failure) until the caller starts anew; the commands not
+ *    answered may or may not have run;
+ *  - starting anew while replies are owed drops them: any command
+ *    (sk_redis_command, sk_redis_cmd), or an append after a read of this
+ *    pipeline (unless r->pipe_window: a caller keeping a sliding window of
+ *    calls in flight continues its pipeline). On one node the connection
+ *    is dropped (the replies go with it, commands not yet sent never
+ *    run); on a cluster the replies are freed and queued commands never
+ *    sent. Counted in r->pipe_dropped.
+ * So a later command never reads an earlier command's reply. Appends
+ * while replies are owed never reconnect (nor leave a Sentinel's master):
+ * a pipeline runs on one connection. An append fails (nothing owed for it)
+ * when no connection can be made, or on out of memory (which ends the
+ * pipeline as a failed read does). */
 int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
 int sk_redis_read(sk_redis *r, redisReply **out);
 
@@ -92,9 +118,10 @@ int sk_redis_read(sk_redis *r, redisReply **out);
  * the first master's reply); MULTI/EXEC/DISCARD/UNWATCH go to the node of
  * the last keyed command (so WATCH ... MULTI ... EXEC stays on one node);
  * anything else (PING, INFO, TIME) to one master. XREAD/XREADGROUP naming
- * streams on several nodes is split into one call per node, sent together,
- * and the replies merged (a BLOCK then waits on every node at once, so an
- * idle node holds the answer up to BLOCK ms). Pipelines: appended commands
+ * streams of several slots is split into one call per slot (a node refuses
+ * two slots in one command), sent together, and the replies merged (a
+ * BLOCK then waits on every call at once, so an idle stream holds the
+ * answer up to BLOCK ms). Pipelines: appended commands
  * are queued and sent to their nodes at the first read (a MULTI...EXEC run
  * goes to one node as a unit); replies come back in append order. See
  * docs/cluster.md. */

@@ -374,15 +374,16 @@ static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **
 int sk_redis_cl_command(sk_redis *r, redisReply **out, int argc, const char **argv,
                         const size_t *lens)
 {
-    struct sk_rcluster *cl = r->cl;
     int rc = sk_redis_cl_ensure(r);
     if (rc < 0) return rc;
     int first, count;
     if (sk_cluster_streams(argc, (const char *const *)argv, lens, &first, &count) && count > 1) {
+        /* by slot, not by node: a node refuses keys of two slots in one
+         * command (CROSSSLOT), though it owns both */
         int o = -2;
         for (int i = 0; i < count && o != -3; i++) {
             size_t l = lens ? lens[first + i] : strlen(argv[first + i]);
-            int n = sk_cluster_map_owner(&cl->map, sk_cluster_key_slot(argv[first + i], l));
+            int n = sk_cluster_key_slot(argv[first + i], l);
             o = o == -2 || o == n ? n : -3;
         }
         if (o == -3) return cl_split_xread(r, out, argc, argv, lens, first, count);
@@ -461,9 +462,16 @@ static int q_push(sk_redis *r, int argc, const char **argv, const size_t *lens)
 
 int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
 {
-    int rc = sk_redis_cl_ensure(r);
+    /* queued only: routing waits for the first read, so a pipeline under
+     * way needs no map and no connection yet */
+    int rc = r->cl->nq ? 0 : sk_redis_cl_ensure(r);
     if (rc < 0) return rc;
     return q_push(r, argc, argv, lens);
+}
+
+void sk_redis_cl_pipe_drop(sk_redis *r)
+{
+    q_reset(r->cl);
 }
 
 /* Unit [b, e) of the queue: its slot (first keyed command) and kind. */
@@ -495,6 +503,7 @@ static void q_flush(sk_redis *r)
 {
     struct sk_rcluster *cl = r->cl;
     size_t b0 = cl->sent;
+    r->errstr[0] = 0; /* what a failure below writes is what its reads report */
     int sent_to[SK_CLUSTER_MAX_NODES] = {0};
     int *node_of = malloc(sizeof *node_of * (cl->nq - b0));
     if (!node_of) {
@@ -609,15 +618,19 @@ int sk_redis_cl_read(sk_redis *r, redisReply **out)
     it->rep = NULL;
     if (cl->rd == cl->nq) cl->nq = cl->sent = cl->rd = 0;
     if (rc < 0) {
-        if (r->err == 0) sk_redis_set_err(r, rc, "redis cluster: command lost");
+        /* the node's failure, as q_flush or cl_exec_unit wrote it */
+        if (!r->errstr[0]) sk_redis_set_err(r, rc, "redis cluster: command lost");
+        r->err = rc;
         return rc;
     }
     r->err = 0;
     return 0;
 }
 
-/* XREAD/XREADGROUP over streams of several nodes: one call per node, sent
- * together through the pipeline, replies merged into one array. */
+/* XREAD/XREADGROUP over streams of several slots: one call per slot (a
+ * node refuses two slots in one command), sent together through the
+ * pipeline (the calls to one node on its connection, every node written
+ * before any is read), replies merged into one array. */
 static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **argv,
                           const size_t *lens, int first, int count)
 {
@@ -630,20 +643,26 @@ static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **
     if (!a || !l || !owner) rc = sk_redis_set_err(r, SK_ENOMEM, "out of memory");
     for (int i = 0; i < count && !rc; i++) {
         size_t kl = lens ? lens[first + i] : strlen(argv[first + i]);
-        owner[i] = sk_cluster_map_owner(&cl->map, sk_cluster_key_slot(argv[first + i], kl));
+        owner[i] = sk_cluster_key_slot(argv[first + i], kl);
     }
     for (int i = 0; i < count && !rc; i++) {
         if (owner[i] == -2) continue; /* already in a part */
-        int o = owner[i], k = first, m = 0;
+        int o = owner[i], k = 0;
         for (int j = 0; j < first; j++) {
-            a[j] = argv[j];
-            l[j] = lens ? lens[j] : strlen(argv[j]);
+            size_t lj = lens ? lens[j] : strlen(argv[j]);
+            /* only the first part blocks: the others answer at once, so a
+             * BLOCK waits its time once, not once per part of a node */
+            if (parts > 0 && lj == 5 && !strncasecmp(argv[j], "BLOCK", 5) && j + 2 < first) {
+                j++;
+                continue;
+            }
+            a[k] = argv[j];
+            l[k++] = lj;
         }
         for (int j = i; j < count; j++)
             if (owner[j] == o) {
                 a[k] = argv[first + j];
                 l[k++] = lens ? lens[first + j] : strlen(argv[first + j]);
-                m++;
             }
         for (int j = i; j < count; j++)
             if (owner[j] == o) {
@@ -651,7 +670,6 @@ static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **
                 l[k++] = lens ? lens[first + count + j] : strlen(argv[first + count + j]);
                 owner[j] = -2;
             }
-        (void)m;
         rc = q_push(r, k, a, l);
         parts++;
     }
@@ -667,7 +685,7 @@ static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **
     redisReply **reps = calloc((size_t)parts, sizeof *reps);
     if (!merged || !reps) rc = sk_redis_set_err(r, SK_ENOMEM, "out of memory");
     for (int i = 0; i < parts; i++) {
-        int e = sk_redis_read(r, &reps[i]);
+        int e = sk_redis_cl_read(r, &reps[i]); /* every part, failed or not: the queue empties */
         if (e < 0 && !rc) rc = e;
         if (reps[i] && reps[i]->type == REDIS_REPLY_ARRAY)
             total += reps[i]->elements;

@@ -34,6 +34,9 @@ int sk_redis_cl_command(sk_redis *r, redisReply **out, int argc, const char **ar
 int sk_redis_cl_vcmd(sk_redis *r, redisReply **out, const char *fmt, va_list ap);
 int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
 int sk_redis_cl_read(sk_redis *r, redisReply **out);
+/* Drops the pipeline queue: replies read and not handed out are freed,
+ * commands queued and not sent are never sent. */
+void sk_redis_cl_pipe_drop(sk_redis *r);
 
 /* The Sentinel half (redis_conn_sentinel.c), for a redis+sentinel:// handle:
  * sk_redis_sn_connect asks the Sentinels and connects to the master a

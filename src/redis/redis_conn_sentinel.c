@@ -188,7 +188,6 @@ static int open_master(sk_redis *r, struct sk_rsn *sn, const char *host, int por
     }
     freeReplyObject(rep);
     r->c = c;
-    r->sn_unread = 0;
     sk_sentinels_using(&sn->v, host, port, named_ms);
     return 0;
 }
@@ -211,7 +210,7 @@ int sk_redis_sn_check(sk_redis *r)
 {
     struct sk_rsn *sn = r->sn;
     int64_t now = sk_mono_ms();
-    if (!sn || !r->c || r->sn_unread || !sk_sentinels_due(&sn->v, now)) return 0;
+    if (!sn || !r->c || r->pipe_n || !sk_sentinels_due(&sn->v, now)) return 0;
     ask_all(r, sn);
     ask_role(r, sn);
     char host[256];

@@ -5,12 +5,16 @@
  *
  * Schema: migrations applied in order at open, numbered as in the other
  * backends (same count, same meaning: schema versions compare across
- * backends); schema_migrations has one row per applied step. MySQL's DDL
- * is not transactional (each statement commits), so concurrent openers
- * are serialized by a named lock (GET_LOCK, per database) held for the
- * whole check-and-apply, each step is one ALTER TABLE (atomic in InnoDB)
- * or CREATE TABLE IF NOT EXISTS statements (a step cut short is applied
- * again whole), and its row is written after it.
+ * backends); schema_migrations has one row per applied migration. MySQL's
+ * DDL is not transactional (each statement commits), so concurrent
+ * openers are serialized by a named lock (GET_LOCK, per database) held
+ * for the whole check-and-apply, and a migration is a list of steps that
+ * can each be run again: one ALTER TABLE (atomic in InnoDB) skipped when
+ * the column it adds is there already, or CREATE TABLE IF NOT EXISTS. The
+ * version row is written after the last step, so a migration whose steps
+ * committed on the server while the client gave up (a read timeout, a
+ * lost connection before the row) is finished by the next open, never
+ * failed by a "duplicate column".
  *
  * Types: ids (order, stream, label) are VARBINARY: compared and sorted as
  * bytes, like SQLite and PostgreSQL's COLLATE "C", so the "<activity>-"
@@ -33,91 +37,130 @@
 
 #define TABLE_OPTS " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
-/* Schema migrations, applied in order; entry i takes the version from i to
- * i + 1. Append only, and in step with store_sqlite.c and store_pg.c.
- * Checks that name only their own column are column checks (dropped with
- * the column); the others are named table checks. */
-static const char *const migrations[] = {
+/* Schema migrations as steps, applied in order; the steps of version v
+ * take the schema from v - 1 to v. Append only, and in step with
+ * store_sqlite.c and store_pg.c. A step with a column (table.column) is
+ * done when that column exists: its ALTER is skipped (it committed in an
+ * earlier run that never wrote the version row); a step without one can
+ * run again as it is. Checks that name only their own column are column
+ * checks (dropped with the column); the others are named table checks. */
+struct step {
+    int version;
+    const char *table, *column; /* the column the step adds, NULL: rerunnable */
+    const char *sql;
+};
+
+static const struct step steps[] = {
     /* 1: activity definitions. */
-    "CREATE TABLE IF NOT EXISTS activities ("
-    " id BIGINT NOT NULL PRIMARY KEY CHECK (id >= 1),"
-    " name VARCHAR(127) NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 127),"
-    " stock_initial BIGINT NOT NULL CHECK (stock_initial >= 1),"
-    " stock BIGINT NOT NULL,"
-    " per_user_limit BIGINT NOT NULL CHECK (per_user_limit >= 1),"
-    " max_per_order BIGINT NOT NULL CHECK (max_per_order >= 1),"
-    " start_ms BIGINT NOT NULL CHECK (start_ms >= 0),"
-    " end_ms BIGINT NOT NULL,"
-    " pay_timeout_s BIGINT NOT NULL CHECK (pay_timeout_s >= 1),"
-    " state VARCHAR(16) NOT NULL DEFAULT 'created'"
-    "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
-    " created_ms BIGINT NOT NULL,"
-    " CONSTRAINT activities_stock CHECK (stock >= 0 AND stock <= stock_initial),"
-    " CONSTRAINT activities_window CHECK (end_ms > start_ms)"
-    ")" TABLE_OPTS,
+    {1, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS activities ("
+     " id BIGINT NOT NULL PRIMARY KEY CHECK (id >= 1),"
+     " name VARCHAR(127) NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 127),"
+     " stock_initial BIGINT NOT NULL CHECK (stock_initial >= 1),"
+     " stock BIGINT NOT NULL,"
+     " per_user_limit BIGINT NOT NULL CHECK (per_user_limit >= 1),"
+     " max_per_order BIGINT NOT NULL CHECK (max_per_order >= 1),"
+     " start_ms BIGINT NOT NULL CHECK (start_ms >= 0),"
+     " end_ms BIGINT NOT NULL,"
+     " pay_timeout_s BIGINT NOT NULL CHECK (pay_timeout_s >= 1),"
+     " state VARCHAR(16) NOT NULL DEFAULT 'created'"
+     "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
+     " created_ms BIGINT NOT NULL,"
+     " CONSTRAINT activities_stock CHECK (stock >= 0 AND stock <= stock_initial),"
+     " CONSTRAINT activities_window CHECK (end_ms > start_ms)"
+     ")" TABLE_OPTS},
     /* 2: orders, failed conditional stock updates, audit (see the SQLite
      * migration 2 for the why of each). */
-    "CREATE TABLE IF NOT EXISTS orders ("
-    " order_id VARBINARY(63) NOT NULL PRIMARY KEY CHECK (octet_length(order_id) >= 1),"
-    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-    " user_id BIGINT NOT NULL,"
-    " quantity BIGINT NOT NULL CHECK (quantity >= 1),"
-    " status VARCHAR(16) NOT NULL DEFAULT 'created'"
-    "  CHECK (status IN ('created', 'paid', 'cancelled')),"
-    " created_ms BIGINT NOT NULL,"
-    " pay_deadline_ms BIGINT NOT NULL,"
-    " paid_ms BIGINT NULL,"
-    " cancelled_ms BIGINT NULL,"
-    " stream_id VARBINARY(47) NOT NULL,"
-    " INDEX orders_status_deadline (status, pay_deadline_ms),"
-    " INDEX orders_activity_status (activity_id, status)"
-    ")" TABLE_OPTS ";"
-    "CREATE TABLE IF NOT EXISTS stock_failures ("
-    " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-    " at_ms BIGINT NOT NULL,"
-    " activity_id BIGINT NOT NULL,"
-    " order_id VARBINARY(63) NOT NULL,"
-    " quantity BIGINT NOT NULL,"
-    " db_stock BIGINT NULL,"
-    " INDEX stock_failures_activity (activity_id)"
-    ")" TABLE_OPTS ";"
-    "CREATE TABLE IF NOT EXISTS audit ("
-    " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-    " at_ms BIGINT NOT NULL,"
-    " activity_id BIGINT NOT NULL,"
-    " kind VARCHAR(63) NOT NULL,"
-    " detail TEXT NOT NULL,"
-    " INDEX audit_activity (activity_id, id)"
-    ")" TABLE_OPTS,
+    {2, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS orders ("
+     " order_id VARBINARY(63) NOT NULL PRIMARY KEY CHECK (octet_length(order_id) >= 1),"
+     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+     " user_id BIGINT NOT NULL,"
+     " quantity BIGINT NOT NULL CHECK (quantity >= 1),"
+     " status VARCHAR(16) NOT NULL DEFAULT 'created'"
+     "  CHECK (status IN ('created', 'paid', 'cancelled')),"
+     " created_ms BIGINT NOT NULL,"
+     " pay_deadline_ms BIGINT NOT NULL,"
+     " paid_ms BIGINT NULL,"
+     " cancelled_ms BIGINT NULL,"
+     " stream_id VARBINARY(47) NOT NULL,"
+     " INDEX orders_status_deadline (status, pay_deadline_ms),"
+     " INDEX orders_activity_status (activity_id, status)"
+     ")" TABLE_OPTS ";"
+     "CREATE TABLE IF NOT EXISTS stock_failures ("
+     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+     " at_ms BIGINT NOT NULL,"
+     " activity_id BIGINT NOT NULL,"
+     " order_id VARBINARY(63) NOT NULL,"
+     " quantity BIGINT NOT NULL,"
+     " db_stock BIGINT NULL,"
+     " INDEX stock_failures_activity (activity_id)"
+     ")" TABLE_OPTS ";"
+     "CREATE TABLE IF NOT EXISTS audit ("
+     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+     " at_ms BIGINT NOT NULL,"
+     " activity_id BIGINT NOT NULL,"
+     " kind VARCHAR(63) NOT NULL,"
+     " detail TEXT NOT NULL,"
+     " INDEX audit_activity (activity_id, id)"
+     ")" TABLE_OPTS},
     /* 3: released_ms (see the SQLite migration 3); release_due is the
      * order id of a cancelled order still owing its release, else NULL:
      * its index plays the partial index's part. */
-    "ALTER TABLE orders ADD COLUMN released_ms BIGINT NULL,"
-    " ADD COLUMN release_due VARBINARY(63) AS"
-    "  (CASE WHEN status = 'cancelled' AND released_ms IS NULL THEN order_id END) VIRTUAL,"
-    " ADD INDEX orders_unreleased (release_due)",
+    {3, "orders", "released_ms",
+     "ALTER TABLE orders ADD COLUMN released_ms BIGINT NULL,"
+     " ADD COLUMN release_due VARBINARY(63) AS"
+     "  (CASE WHEN status = 'cancelled' AND released_ms IS NULL THEN order_id END) VIRTUAL,"
+     " ADD INDEX orders_unreleased (release_due)"},
     /* 4: the activity's own per-user rate limit (see the SQLite migration 4). */
-    "ALTER TABLE activities"
-    " ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0 CHECK (rl_per_user_per_s >= 0),"
-    " ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0 CHECK (rl_burst >= 0)",
+    {4, "activities", "rl_per_user_per_s",
+     "ALTER TABLE activities"
+     " ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0 CHECK (rl_per_user_per_s >= 0),"
+     " ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0 CHECK (rl_burst >= 0)"},
     /* 5: stock segments (see the SQLite migration 5). */
-    "ALTER TABLE activities ADD COLUMN segments INT NOT NULL DEFAULT 1 CHECK (segments >= 1)",
+    {5, "activities", "segments",
+     "ALTER TABLE activities ADD COLUMN segments INT NOT NULL DEFAULT 1 CHECK (segments >= 1)"},
     /* 6: the rollback guard's watermark (see the SQLite migration 6). */
-    "CREATE TABLE IF NOT EXISTS redis_marks ("
-    " label VARBINARY(31) NOT NULL PRIMARY KEY CHECK (octet_length(label) >= 1),"
-    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-    " adm BIGINT NOT NULL CHECK (adm >= 0),"
-    " updated_ms BIGINT NOT NULL,"
-    " order_id VARBINARY(63) NOT NULL,"
-    " INDEX redis_marks_activity (activity_id)"
-    ")" TABLE_OPTS,
+    {6, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS redis_marks ("
+     " label VARBINARY(31) NOT NULL PRIMARY KEY CHECK (octet_length(label) >= 1),"
+     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+     " adm BIGINT NOT NULL CHECK (adm >= 0),"
+     " updated_ms BIGINT NOT NULL,"
+     " order_id VARBINARY(63) NOT NULL,"
+     " INDEX redis_marks_activity (activity_id)"
+     ")" TABLE_OPTS},
     /* 7: the waiting room (see the SQLite migration 7). */
-    "ALTER TABLE activities"
-    " ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_passes_per_s >= 0),"
-    " ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_pass_ttl_s >= 0),"
-    " ADD COLUMN wr_seed VARCHAR(255) NOT NULL DEFAULT '' CHECK (octet_length(wr_seed) <= 64)",
+    {7, "activities", "wr_passes_per_s",
+     "ALTER TABLE activities"
+     " ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_passes_per_s >= 0),"
+     " ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_pass_ttl_s >= 0),"
+     " ADD COLUMN wr_seed VARCHAR(255) NOT NULL DEFAULT '' CHECK (octet_length(wr_seed) <= 64)"},
+    /* 8: histories that diverge (see the SQLite migration 8): the
+     * purchase's Idempotency-Key, the marks per label and branch (one
+     * ALTER: the new column and the new key commit together), the order
+     * id conflicts. */
+    {8, "orders", "idem_key",
+     "ALTER TABLE orders ADD COLUMN idem_key VARBINARY(64) NULL"
+     " CHECK (idem_key IS NULL OR octet_length(idem_key) BETWEEN 1 AND 64)"},
+    {8, "redis_marks", "branch",
+     "ALTER TABLE redis_marks"
+     " ADD COLUMN branch VARBINARY(15) NOT NULL DEFAULT '' AFTER label,"
+     " DROP PRIMARY KEY, ADD PRIMARY KEY (label, branch)"},
+    {8, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS order_conflicts ("
+     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+     " at_ms BIGINT NOT NULL,"
+     " activity_id BIGINT NOT NULL,"
+     " order_id VARBINARY(63) NOT NULL,"
+     " user_id BIGINT NOT NULL,"
+     " quantity BIGINT NOT NULL,"
+     " stream_id VARBINARY(47) NOT NULL,"
+     " INDEX order_conflicts_activity (activity_id)"
+     ")" TABLE_OPTS},
 };
-#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+#define N_STEPS (sizeof steps / sizeof steps[0])
+#define N_MIGRATIONS (steps[N_STEPS - 1].version)
 
 /* ---- schema ---- */
 
@@ -151,7 +194,33 @@ static int read_version(sk_store *st, int *version)
  * hash so other databases on the server migrate at the same time. */
 #define MIGRATION_LOCK "CONCAT('seckill.migrate.', SHA1(DATABASE()))"
 
-/* With the lock held: applies the missing steps. */
+/* Step s already done (its column exists)? *done 1 or 0. */
+static int step_done(sk_store *st, const struct step *s, int *done)
+{
+    *done = 0;
+    if (!s->column) return 0;
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM information_schema.columns WHERE table_schema = DATABASE()"
+             " AND table_name = '%s' AND column_name = '%s'",
+             s->table, s->column);
+    int64_t n = 0;
+    int rc = read_int(st, "read the schema", sql, &n, NULL);
+    *done = n > 0;
+    return rc;
+}
+
+/* Runs step s unless it is done already. */
+static int apply_step(sk_store *st, const struct step *s)
+{
+    int done;
+    int rc = step_done(st, s, &done);
+    if (rc == 0 && !done) rc = sk_my_cmd(st, "migration", s->sql);
+    return rc;
+}
+
+/* With the lock held: applies the missing migrations, each version's row
+ * after its last step. */
 static int migrate_locked(sk_store *st)
 {
     int rc = sk_my_cmd(st, "create schema_migrations",
@@ -164,19 +233,21 @@ static int migrate_locked(sk_store *st)
             st, SK_EDB,
             "mysql %s: schema version %d is newer than this binary (%d); upgrade seckill",
             st->my_where, v, N_MIGRATIONS);
-    for (; rc == 0 && v < N_MIGRATIONS; v++) {
-        rc = sk_my_cmd(st, "migration", migrations[v]);
-        if (rc == 0) {
+    for (size_t i = 0; rc == 0 && i < N_STEPS; i++) {
+        int ver = steps[i].version;
+        if (ver <= v) continue;
+        rc = apply_step(st, &steps[i]);
+        if (rc == 0 && (i + 1 == N_STEPS || steps[i + 1].version != ver)) {
             char rec[160];
             snprintf(rec, sizeof rec,
                      "INSERT INTO schema_migrations (version, applied_ms) VALUES (%d, %" PRId64 ")",
-                     v + 1, sk_wall_ms());
+                     ver, sk_wall_ms());
             rc = sk_my_cmd(st, "record migration", rec);
         }
         if (rc) {
             char why[sizeof st->errstr];
             snprintf(why, sizeof why, "%s", st->errstr);
-            return sk_store_set_err(st, SK_EDB, "%.400s (schema migration %d failed)", why, v + 1);
+            return sk_store_set_err(st, SK_EDB, "%.400s (schema migration %d failed)", why, ver);
         }
     }
     return rc;

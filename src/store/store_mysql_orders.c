@@ -7,7 +7,8 @@
  *   2. one multi-row INSERT of the batch (each id once, in id order so two
  *      batches lock shared ids in one order);
  *   3. one conditional UPDATE per activity of the summed quantities
- *      (stock >= sum), and the marks' upsert, in one round trip;
+ *      (stock >= sum), the marks' upsert and the conflicts found, in one
+ *      round trip;
  *   4. only where that condition failed (DB stock drift): the orders of
  *      that activity one by one, UPDATE activities SET stock = stock - q
  *      WHERE id = ? AND stock >= q, in batch order, each failure recorded
@@ -20,10 +21,14 @@
  * new. So the INSERT is a plain one: the usual batch (no re-delivery)
  * costs nothing extra. When it meets an id that exists (error 1062, a
  * re-delivered entry) the transaction is rolled back and run again with a
- * read of which ids exist first (committed rows: READ COMMITTED), and only
- * the others inserted. A racing persister of the same ids makes the
- * second INSERT wait for its commit and fail again: the next round sees
- * its rows; a few rounds, then SK_ETIMEDOUT (the worker retries).
+ * read of which ids exist first and whose admission each holds (committed
+ * rows: READ COMMITTED), and only the others inserted. A racing persister
+ * of the same ids makes the second INSERT wait for its commit and fail
+ * again: the next round sees its rows; a few rounds, then SK_ETIMEDOUT
+ * (the worker retries). An id not inserted is a re-delivery (a duplicate)
+ * when the row holding it - in the table, or earlier in the batch - has
+ * the order's activity, user and quantity, else a conflict (store.h),
+ * recorded in order_conflicts in the same transaction.
  *
  * Status changes (pay, cancel): one transaction that locks the order's
  * row with SELECT ... FOR UPDATE (it waits for a racing change or for the
@@ -66,6 +71,7 @@ static void read_order(MYSQL_RES *res, MYSQL_ROW r, struct sk_order *o)
     o->paid_ms = sk_my_i64(r, 8); /* NULL reads as 0 */
     o->cancelled_ms = sk_my_i64(r, 9);
     o->released_ms = sk_my_i64(r, 10);
+    sk_my_text(res, r, 11, o->idem_key, sizeof o->idem_key); /* NULL reads "" */
 }
 
 /* Runs b and reads up to limit orders into out (*n of them). */
@@ -91,6 +97,21 @@ static int id_too_long(const char *order_id)
 static void add_id(sk_store *st, struct sk_my_sql *b, const char *id)
 {
     sk_my_sql_str(st, b, id, strlen(id));
+}
+
+/* An idempotency key: NULL when there is none (store.h). */
+static void add_key(sk_store *st, struct sk_my_sql *b, const char *key)
+{
+    if (key[0])
+        add_id(st, b, key);
+    else
+        sk_my_sql_add(b, "NULL");
+}
+
+/* Before each statement of a list but the first. */
+static void add_sep(struct sk_my_sql *b)
+{
+    if (b->len) sk_my_sql_add(b, "; ");
 }
 
 /* ---- persist ---- */
@@ -126,14 +147,22 @@ static int cmp_idx(const void *a, const void *b, void *arg)
     return c ? c : (i > j) - (i < j);
 }
 
+/* The admission an order id holds in the table. */
+struct holder {
+    uint64_t aid, uid;
+    int64_t qty;
+};
+
 /* What one persist works with; the arrays have n entries. */
 struct batch {
     const struct sk_order *o;
     size_t n;
-    size_t *by_id;  /* indices in id order */
-    char *first;    /* first occurrence of its id in the batch */
-    char *exists;   /* found in the table before inserting (rounds after the first) */
-    char *inserted; /* inserted by this round */
+    size_t *by_id;       /* indices in id order */
+    size_t *head;        /* the index of the first occurrence of its id in the batch */
+    char *exists;        /* found in the table before inserting (rounds after the first) */
+    struct holder *held; /* what an existing id holds (where exists) */
+    char *inserted;      /* inserted by this round */
+    char *conflict;      /* not inserted: its id holds another admission */
     struct take *takes;
     size_t nt;
 };
@@ -163,14 +192,16 @@ static int begin_and_read_timeouts(sk_store *st, struct batch *bt)
     return 0;
 }
 
-/* Rounds after the first: which of the batch's ids are in the table. */
+/* Rounds after the first: which of the batch's ids are in the table, and
+ * whose admission each holds. */
 static int read_existing(sk_store *st, struct batch *bt)
 {
     struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "SELECT order_id FROM orders WHERE order_id IN (");
+    sk_my_sql_add(&b, "SELECT order_id, activity_id, user_id, quantity FROM orders"
+                      " WHERE order_id IN (");
     int any = 0;
     for (size_t i = 0; i < bt->n; i++) {
-        if (!bt->first[i]) continue;
+        if (bt->head[i] != i) continue;
         if (any++) sk_my_sql_add(&b, ",");
         add_id(st, &b, bt->o[i].order_id);
     }
@@ -183,7 +214,11 @@ static int read_existing(sk_store *st, struct batch *bt)
         char id[SK_STORE_ORDER_ID_MAX];
         sk_my_text(r, row, 0, id, sizeof id);
         for (size_t i = 0; i < bt->n; i++)
-            if (bt->first[i] && !strcmp(bt->o[i].order_id, id)) bt->exists[i] = 1;
+            if (bt->head[i] == i && !strcmp(bt->o[i].order_id, id)) {
+                bt->exists[i] = 1;
+                bt->held[i] = (struct holder){(uint64_t)sk_my_i64(row, 1),
+                                              (uint64_t)sk_my_i64(row, 2), sk_my_i64(row, 3)};
+            }
     }
     if (r) mysql_free_result(r);
     return 0;
@@ -198,23 +233,27 @@ static int insert_batch(sk_store *st, struct batch *bt)
     for (size_t k = 0; k < bt->n; k++) {
         size_t i = bt->by_id[k];
         bt->inserted[i] = 0;
-        if (!bt->first[i] || bt->exists[i]) continue;
+        if (bt->head[i] != i || bt->exists[i]) continue;
         const struct sk_order *o = &bt->o[i];
         const struct take *t = find_take(bt->takes, bt->nt, o->activity_id);
         if (rows % INSERT_CHUNK == 0)
             sk_my_sql_add(&b, rows ? "; INSERT INTO orders (order_id, stream_id, activity_id,"
-                                     " user_id, quantity, created_ms, pay_deadline_ms) VALUES "
+                                     " user_id, quantity, created_ms, pay_deadline_ms, idem_key)"
+                                     " VALUES "
                                    : "INSERT INTO orders (order_id, stream_id, activity_id,"
-                                     " user_id, quantity, created_ms, pay_deadline_ms) VALUES ");
+                                     " user_id, quantity, created_ms, pay_deadline_ms, idem_key)"
+                                     " VALUES ");
         else
             sk_my_sql_add(&b, ",");
         sk_my_sql_add(&b, "(");
         add_id(st, &b, o->order_id);
         sk_my_sql_add(&b, ",");
         add_id(st, &b, o->stream_id);
-        sk_my_sql_addf(&b, ",%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ")",
+        sk_my_sql_addf(&b, ",%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",",
                        o->activity_id, (int64_t)o->user_id /* same bits */, o->quantity,
                        o->created_ms, o->created_ms + t->pay_timeout_s * 1000);
+        add_key(st, &b, o->idem_key);
+        sk_my_sql_add(&b, ")");
         bt->inserted[i] = 1;
         rows++;
     }
@@ -223,8 +262,9 @@ static int insert_batch(sk_store *st, struct batch *bt)
     return rc;
 }
 
-/* The marks' upsert (store.h, migration 6) appended to b: the mark only
- * ever grows (the assignments run left to right, so adm goes last). */
+/* The marks' upsert (store.h, migrations 6 and 8) appended to b, per
+ * label and branch (the primary key): the mark only ever grows (the
+ * assignments run left to right, so adm goes last). */
 static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *orders, size_t n,
                      int64_t now)
 {
@@ -232,10 +272,13 @@ static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *o
     if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
     size_t nm = sk_store_batch_marks(orders, n, m);
     for (size_t i = 0; i < nm; i++) {
+        if (i == 0) add_sep(b);
         sk_my_sql_add(b, i ? ",("
-                           : "; INSERT INTO redis_marks (label, activity_id, adm,"
+                           : "INSERT INTO redis_marks (label, branch, activity_id, adm,"
                              " updated_ms, order_id) VALUES (");
         add_id(st, b, m[i].label);
+        sk_my_sql_add(b, ",");
+        add_id(st, b, m[i].branch);
         sk_my_sql_addf(b, ",%" PRIu64 ",%" PRId64 ",%" PRId64 ",", m[i].activity_id, m[i].adm, now);
         add_id(st, b, m[i].order_id);
         sk_my_sql_add(b, ")");
@@ -249,8 +292,33 @@ static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *o
     return 0;
 }
 
-/* Step 3: the summed conditional update per activity and the marks, one
- * round trip; takes[k].ok says which activities had enough DB stock. */
+/* The order id conflicts of the batch (bt->conflict) appended to b: what
+ * each admission was, for the operator (store.h). */
+static void add_conflicts(sk_store *st, struct sk_my_sql *b, const struct batch *bt, int64_t now)
+{
+    int any = 0;
+    for (size_t i = 0; i < bt->n; i++) {
+        if (!bt->conflict[i]) continue;
+        const struct sk_order *o = &bt->o[i];
+        if (!any++) {
+            add_sep(b);
+            sk_my_sql_add(b, "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id,"
+                             " quantity, stream_id) VALUES ");
+        } else {
+            sk_my_sql_add(b, ",");
+        }
+        sk_my_sql_addf(b, "(%" PRId64 ",%" PRIu64 ",", now, o->activity_id);
+        add_id(st, b, o->order_id);
+        sk_my_sql_addf(b, ",%" PRId64 ",%" PRId64 ",", (int64_t)o->user_id /* same bits */,
+                       o->quantity);
+        add_id(st, b, o->stream_id);
+        sk_my_sql_add(b, ")");
+    }
+}
+
+/* Step 3: the summed conditional update per activity, the marks and the
+ * conflicts, one round trip; takes[k].ok says which activities had
+ * enough DB stock. */
 static int take_stock_and_mark(sk_store *st, struct batch *bt, int64_t now)
 {
     struct sk_my_sql b = {0};
@@ -258,18 +326,19 @@ static int take_stock_and_mark(sk_store *st, struct batch *bt, int64_t now)
     for (size_t k = 0; k < bt->nt; k++) {
         const struct take *t = &bt->takes[k];
         if (t->units == 0) continue; /* nothing of it inserted */
+        add_sep(&b);
         sk_my_sql_addf(&b,
-                       "%sUPDATE activities SET stock = stock - %" PRId64 " WHERE id = %" PRIu64
+                       "UPDATE activities SET stock = stock - %" PRId64 " WHERE id = %" PRIu64
                        " AND stock >= %" PRId64,
-                       nu++ ? "; " : "", t->units, t->aid, t->units);
+                       t->units, t->aid, t->units);
+        nu++;
     }
     int rc = add_marks(st, &b, bt->o, bt->n, now);
+    if (rc == 0) add_conflicts(st, &b, bt, now);
     if (rc || !b.p) {
         sk_my_sql_free(&b);
         return rc;
     }
-    if (nu == 0 && b.p[0] == ';') memmove(b.p, b.p + 2, b.len -= 2); /* marks alone */
-    b.p[b.len] = 0;
     long long *hit = calloc(nu + 1, sizeof *hit);
     if (!hit) {
         sk_my_sql_free(&b);
@@ -331,13 +400,26 @@ static int persist_round(sk_store *st, struct batch *bt, int round, struct sk_pe
     if (rc == 0) rc = insert_batch(st, bt);
     if (rc) return rc;
     for (size_t i = 0; i < bt->n; i++) {
+        const struct sk_order *o = &bt->o[i];
+        bt->conflict[i] = 0;
         if (!bt->inserted[i]) {
-            res->duplicates++; /* re-delivered: its stock was taken the first time */
+            /* re-delivered (its stock was taken the first time), unless
+             * the id holds another admission: the table's row, or the
+             * batch's first order of that id, inserted now */
+            size_t h = bt->head[i];
+            struct holder w = bt->exists[h] ? bt->held[h]
+                                            : (struct holder){bt->o[h].activity_id,
+                                                              bt->o[h].user_id, bt->o[h].quantity};
+            bt->conflict[i] = (char)sk_store_is_conflict(o, w.aid, w.uid, w.qty);
+            if (bt->conflict[i])
+                res->conflicts++;
+            else
+                res->duplicates++;
             continue;
         }
         res->inserted++;
-        res->units += bt->o[i].quantity;
-        find_take(bt->takes, bt->nt, bt->o[i].activity_id)->units += bt->o[i].quantity;
+        res->units += o->quantity;
+        find_take(bt->takes, bt->nt, o->activity_id)->units += o->quantity;
     }
     int64_t now = sk_wall_ms();
     if ((rc = take_stock_and_mark(st, bt, now)) != 0) return rc;
@@ -356,18 +438,21 @@ static int batch_init(sk_store *st, struct batch *bt, const struct sk_order *ord
     bt->o = orders;
     bt->n = n;
     bt->by_id = malloc(n * sizeof *bt->by_id);
-    bt->first = calloc(n, 1);
+    bt->head = malloc(n * sizeof *bt->head);
     bt->exists = calloc(n, 1);
+    bt->held = calloc(n, sizeof *bt->held);
     bt->inserted = calloc(n, 1);
+    bt->conflict = calloc(n, 1);
     bt->takes = calloc(n, sizeof *bt->takes);
-    if (!bt->by_id || !bt->first || !bt->exists || !bt->inserted || !bt->takes)
+    if (!bt->by_id || !bt->head || !bt->exists || !bt->held || !bt->inserted || !bt->conflict ||
+        !bt->takes)
         return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     for (size_t i = 0; i < n; i++)
         bt->by_id[i] = i;
     qsort_r(bt->by_id, n, sizeof *bt->by_id, cmp_idx, (void *)orders);
     for (size_t k = 0; k < n; k++) {
-        size_t i = bt->by_id[k];
-        bt->first[i] = k == 0 || strcmp(orders[bt->by_id[k - 1]].order_id, orders[i].order_id);
+        size_t i = bt->by_id[k], prev = k ? bt->by_id[k - 1] : i;
+        bt->head[i] = k && !strcmp(orders[prev].order_id, orders[i].order_id) ? bt->head[prev] : i;
         size_t t = 0;
         while (t < bt->nt && bt->takes[t].aid != orders[i].activity_id)
             t++;
@@ -381,9 +466,11 @@ static int batch_init(sk_store *st, struct batch *bt, const struct sk_order *ord
 static void batch_free(struct batch *bt)
 {
     free(bt->by_id);
-    free(bt->first);
+    free(bt->head);
     free(bt->exists);
+    free(bt->held);
     free(bt->inserted);
+    free(bt->conflict);
     free(bt->takes);
 }
 
@@ -541,13 +628,16 @@ int sk_my_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_count
     int rc = sk_my_enter(st);
     if (rc) return rc;
     struct sk_my_sql b = {0};
-    /* One statement: the status rows, then one 'stock_failures' row. */
+    /* One statement: the status rows, then one 'stock_failures' row and
+     * one 'conflicts' row. */
     sk_my_sql_addf(&b,
                    "SELECT status, count(*), COALESCE(SUM(quantity), 0) FROM orders"
                    " WHERE activity_id = %" PRIu64 " GROUP BY status"
                    " UNION ALL SELECT 'stock_failures', count(*), COALESCE(SUM(quantity), 0)"
-                   " FROM stock_failures WHERE activity_id = %" PRIu64,
-                   activity_id, activity_id);
+                   " FROM stock_failures WHERE activity_id = %" PRIu64
+                   " UNION ALL SELECT 'conflicts', count(*), 0"
+                   " FROM order_conflicts WHERE activity_id = %" PRIu64,
+                   activity_id, activity_id, activity_id);
     MYSQL_RES *r;
     rc = sk_my_run_sql(st, "count orders", &b, &r, NULL, 0);
     sk_my_sql_free(&b);
@@ -556,6 +646,10 @@ int sk_my_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_count
         if (row[0] && !strcmp(row[0], "stock_failures")) {
             out->stock_failures = sk_my_i64(row, 1);
             out->stock_failure_units = sk_my_i64(row, 2);
+            continue;
+        }
+        if (row[0] && !strcmp(row[0], "conflicts")) {
+            out->conflicts = sk_my_i64(row, 1);
             continue;
         }
         int k = sk_store_status_from_text(row[0]);
@@ -646,9 +740,10 @@ int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, s
     int rc = sk_my_enter(st);
     if (rc) return rc;
     struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "SELECT label, activity_id, adm, updated_ms, order_id FROM redis_marks");
+    sk_my_sql_add(&b,
+                  "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks");
     if (activity_id) sk_my_sql_addf(&b, " WHERE activity_id = %" PRIu64, activity_id);
-    sk_my_sql_add(&b, " ORDER BY label");
+    sk_my_sql_add(&b, " ORDER BY label, branch");
     MYSQL_RES *r;
     size_t rows;
     if ((rc = read_rows(st, "list marks", &b, &r, &rows)) != 0) return rc;
@@ -664,6 +759,7 @@ int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, s
         arr[k].adm = sk_my_i64(row, 2);
         arr[k].updated_ms = sk_my_i64(row, 3);
         sk_my_text(r, row, 4, arr[k].order_id, sizeof arr[k].order_id);
+        sk_my_text(r, row, 5, arr[k].branch, sizeof arr[k].branch);
     }
     if (r) mysql_free_result(r);
     *out = arr;

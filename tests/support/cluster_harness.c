@@ -114,8 +114,7 @@ static void node_id(int port, char *id, size_t cap)
     freeReplyObject(r);
 }
 
-/* Port of a replica of the master at port, from its CLUSTER REPLICAS. */
-static int replica_of(int port)
+int sk_th_cluster_replica_of(int port)
 {
     char id[64];
     node_id(port, id, sizeof id);
@@ -142,7 +141,7 @@ int sk_th_cluster_failover(int slot)
 {
     int master = sk_th_cluster_master_of(slot);
     CHECK_MSG(master > 0, "no master for slot %d", slot);
-    int rp = replica_of(master);
+    int rp = sk_th_cluster_replica_of(master);
     CHECK_MSG(rp > 0, "master %d has no replica", master);
     redisReply *r = sk_th_cluster_cmd(rp, "CLUSTER FAILOVER");
     CHECK_MSG(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER on %d: %s", rp,

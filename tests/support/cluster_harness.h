@@ -40,6 +40,10 @@ int sk_th_cluster_master_of(int slot);
  * port, -1 when it names none. */
 int sk_th_cluster_owner_seen_by(int port, int slot);
 
+/* Port of a replica of the master at port (any cluster: it asks that
+ * node's CLUSTER REPLICAS), or -1. */
+int sk_th_cluster_replica_of(int port);
+
 /* CLUSTER FAILOVER on a replica of the master of slot, then waits (bounded,
  * by polling) until that replica is the master of slot in every node's
  * view. Returns the new master's port; fails the test on a timeout. */

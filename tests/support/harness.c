@@ -27,7 +27,8 @@
 static struct test {
     const char *name, *file;
     sk_test_fn fn;
-    int timeout_s; /* 0: the run's default */
+    int timeout_s;  /* 0: the run's default */
+    int on_request; /* selected only by a filter that is a prefix of its name */
 } * tests;
 static int ntests, cap_tests;
 static char root_dir[256];
@@ -54,7 +55,14 @@ void sk_test_register(const char *name, sk_test_fn fn, const char *file, int tim
     tests[ntests].file = file;
     tests[ntests].fn = fn;
     tests[ntests].timeout_s = timeout_s;
+    tests[ntests].on_request = 0;
     ntests++;
+}
+
+void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *file)
+{
+    sk_test_register(name, fn, file, 0);
+    tests[ntests - 1].on_request = 1;
 }
 
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
@@ -441,6 +449,9 @@ int main(int argc, char **argv)
     if (!selected) return 2;
     for (int i = 0; i < ntests; i++) {
         int match = !filter || strstr(tests[i].name, filter) || strstr(tests[i].file, filter);
+        if (tests[i].on_request)
+            match =
+                filter && strlen(filter) >= 5 && !strncmp(tests[i].name, filter, strlen(filter));
         if (match && unit_only && !strstr(tests[i].file, "/unit/")) match = 0;
         /* the partition tests (root, minutes) run only when asked for:
          * `make partitions` */
@@ -534,21 +545,6 @@ int sk_th_sh(const char *cmd, char *out, size_t cap)
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = 0;
     return pclose(p);
-}
-
-int sk_th_children(pid_t pid, pid_t *out, int cap)
-{
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    int k = 0;
-    for (char *p = strtok(buf, " \n"); p && k < cap; p = strtok(NULL, " \n"))
-        out[k++] = atoi(p);
-    return k;
 }
 
 void sk_th_order_sid(const char *order_id, char *sid, size_t cap)

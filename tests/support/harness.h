@@ -31,6 +31,18 @@ void sk_test_register(const char *name, sk_test_fn fn, const char *file, int tim
     static void name(void)
 #define SK_TEST(name) SK_TEST_T(name, 0)
 
+/* SK_TEST_ON_REQUEST(name): a test the run skips unless asked for by name
+ * (the filter is a prefix of its name): the nemesis (`make chaos`), minutes
+ * long, is not part of `make test`. */
+void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *file);
+#define SK_TEST_ON_REQUEST(name)                                                                   \
+    static void name(void);                                                                        \
+    __attribute__((constructor)) static void sk_reg_##name(void)                                   \
+    {                                                                                              \
+        sk_test_register_on_request(#name, name, __FILE__);                                        \
+    }                                                                                              \
+    static void name(void)
+
 /* Fails the running test (prints where and why, exits the test's child). */
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
@@ -148,9 +160,6 @@ const char *sk_th_source_root(void);
 /* Runs cmd with /bin/sh; what it prints on stdout into out (cap bytes,
  * terminated). Returns the wait status (0: exit 0). */
 int sk_th_sh(const char *cmd, char *out, size_t cap);
-/* The children of pid (from /proc; the kernel lists them per thread): at
- * most cap into out, returns how many. */
-int sk_th_children(pid_t pid, pid_t *out, int cap);
 
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);

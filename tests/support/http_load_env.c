@@ -168,16 +168,21 @@ out:
     json_decref(j);
 }
 
-/* One purchase on c (which must be open); fills q. */
 void do_purchase(struct hconn *c, uint64_t aid, struct rec *q)
 {
-    char req[512], body[64];
+    do_purchase_key(c, aid, NULL, q);
+}
+
+void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec *q)
+{
+    char req[600], body[64], hk[96] = "";
     int bl = snprintf(body, sizeof body, "{\"quantity\":%d}", q->qty);
+    if (key) snprintf(hk, sizeof hk, "Idempotency-Key: %.64s\r\n", key);
     int n = snprintf(req, sizeof req,
                      "POST /api/v1/activities/%" PRIu64 "/purchase HTTP/1.1\r\n"
-                     "Host: 127.0.0.1\r\nX-User-Id: %" PRIu32 "\r\n"
+                     "Host: 127.0.0.1\r\nX-User-Id: %" PRIu32 "\r\n%s"
                      "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                     aid, q->user, bl, body);
+                     aid, q->user, hk, bl, body);
     q->t_send_us = sk_mono_us();
     if (write_all(c->fd, req, (size_t)n) < 0) {
         q->outcome = OUT_SEND_FAILED;

@@ -92,6 +92,8 @@ void hc_reset(struct hconn *c);
 int write_all(int fd, const char *p, size_t n);
 /* One purchase on c (which must be open); fills q. */
 void do_purchase(struct hconn *c, uint64_t aid, struct rec *q);
+/* The same with an Idempotency-Key header (key NULL: none). */
+void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec *q);
 /* One purchase as user on c, reopened when closed; a test failure unless
  * it was answered with a well-formed body. */
 struct rec buy_one(struct hconn *c, uint64_t aid, uint32_t user, int qty);

@@ -193,6 +193,33 @@ long long sk_th_my_int(const char *url, const char *sql)
     return v;
 }
 
+struct sk_th_my_held {
+    MYSQL *c;
+};
+
+struct sk_th_my_held *sk_th_my_hold(const char *url, const char *sql)
+{
+    char b[400];
+    base_url(url, b, sizeof b);
+    struct sk_th_my_held *h = calloc(1, sizeof *h);
+    if (!h) sk_th_fail(__FILE__, __LINE__, "out of memory");
+    h->c = connect_url(b);
+    if (mysql_query(h->c, sql) != 0)
+        sk_th_fail(__FILE__, __LINE__, "%s: %s", sql, mysql_error(h->c));
+    for (int next = 0; next == 0; next = mysql_next_result(h->c)) {
+        MYSQL_RES *r = mysql_store_result(h->c);
+        if (r) mysql_free_result(r);
+    }
+    if (mysql_errno(h->c)) sk_th_fail(__FILE__, __LINE__, "%s: %s", sql, mysql_error(h->c));
+    return h;
+}
+
+void sk_th_my_release(struct sk_th_my_held *h)
+{
+    mysql_close(h->c);
+    free(h);
+}
+
 void sk_th_my_start(struct sk_th_my *m)
 {
     char err[600];

@@ -63,4 +63,12 @@ int sk_th_my_sql(const char *url, const char *sql);
 /* One integer from raw SQL (the first column of the first row). */
 long long sk_th_my_int(const char *url, const char *sql);
 
+/* Runs sql on a session of its own on the database of url and keeps that
+ * session open - its transaction and the locks it holds with it - until
+ * sk_th_my_release closes it (an open transaction rolls back). Fails the
+ * test when sql fails. Allocated here, freed by sk_th_my_release. */
+struct sk_th_my_held;
+struct sk_th_my_held *sk_th_my_hold(const char *url, const char *sql);
+void sk_th_my_release(struct sk_th_my_held *h);
+
 #endif

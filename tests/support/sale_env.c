@@ -148,7 +148,7 @@ static void *buyer(void *arg)
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", s->aid);
     while (rp && !atomic_load(&s->stop)) {
         long hold = atomic_load(&s->hold_at);
-        if (hold && atomic_load(&s->ok) >= hold) {
+        if (atomic_load(&s->hold) || (hold && atomic_load(&s->ok) >= hold)) {
             nap_ms(2);
             continue;
         }
@@ -218,6 +218,18 @@ void sale_stop(struct sale *s)
     CHECK_MSG(atomic_load(&s->other) == 0, "%ld unexpected answers, first %d %s",
               (long)atomic_load(&s->other), atomic_load(&s->other_status), s->other_body);
     CHECK_EQ(atomic_load(&s->bad_recovering), 0);
+}
+
+void sale_hold_until_persisted(struct sale *s, sk_store *st, long ok, int64_t persisted)
+{
+    struct sale_ok_want o = {s, ok};
+    sale_wait(sale_ok_above, &o, 60000, "200s before the hold");
+    atomic_store(&s->hold, 1);
+    struct sale_db_want w = {st, s->aid, persisted};
+    sale_wait(sale_db_has, &w, 60000, "persisted orders while the buyers wait");
+    atomic_store(&s->hold, 0);
+    struct sale_ok_want again = {s, atomic_load(&s->ok)};
+    sale_wait(sale_ok_above, &again, 30000, "a 200 after the hold");
 }
 
 long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap)

@@ -23,6 +23,7 @@ struct sale {
     int64_t limit;   /* per user */
     int max_threads; /* SALE_THREADS unless smaller */
     atomic_int stop; /* set to stop the buyers */
+    atomic_int hold; /* set to pause them (each finishes the request in hand) */
     atomic_long ok;  /* 200 */
     atomic_long sold_out, limit_exceeded;
     atomic_long recovering;     /* 503 recovering with Retry-After */
@@ -81,6 +82,13 @@ void sale_stop(struct sale *s);
 /* Buyers send no purchase while at least n 200s were counted (0 lifts the
  * hold): a fault then lands mid-sale however fast the sale runs. */
 void sale_hold_at(struct sale *s, long n);
+/* Pauses the buyers until enough of what they bought is persisted: waits
+ * for more than `ok` 200s, holds the buyers, waits until the database
+ * holds `persisted` orders of the activity, lets them go again and waits
+ * for one more 200, so that a fault made next lands mid-sale with those
+ * orders persisted, however slow the worker is next to the buyers (all
+ * bounded). */
+void sale_hold_until_persisted(struct sale *s, sk_store *st, long ok, int64_t persisted);
 /* How many of the recorded 200s' orders the database does not hold (the
  * first such id into first, cap bytes, "" when none). */
 long sale_ids_missing(sk_store *st, const struct sale *s, char *first, size_t cap);

@@ -42,6 +42,25 @@ int sk_th_sentinel_await_failover(struct sk_sentinel_spawn *s, int old)
     return n;
 }
 
+void sk_th_sentinel_restart_node(struct sk_sentinel_spawn *s, int i, const char *const *extra)
+{
+    int m = sk_sentinel_spawn_master(s);
+    char mport[16];
+    const char *args[40] = {"--repl-diskless-sync-delay", "0"};
+    size_t n = 2;
+    if (m >= 0 && m != i) {
+        snprintf(mport, sizeof mport, "%d", s->node[m].port);
+        args[n++] = "--replicaof";
+        args[n++] = "127.0.0.1";
+        args[n++] = mport;
+    }
+    for (size_t k = 0; extra && extra[k] && n + 1 < sizeof args / sizeof *args; k++)
+        args[n++] = extra[k];
+    args[n] = NULL;
+    if (sk_redis_spawn_restart(&s->node[i], args) < 0)
+        sk_th_fail(__FILE__, __LINE__, "restart of node %d: %s", i, s->node[i].errstr);
+}
+
 redisReply *sk_th_sentinel_cmd(const struct sk_sentinel_spawn *s, int i, const char *fmt, ...)
 {
     va_list ap;

@@ -27,6 +27,13 @@ int sk_th_sentinel_kill_master(struct sk_sentinel_spawn *s);
  * node old and it says ROLE master; returns its index or fails the test. */
 int sk_th_sentinel_await_failover(struct sk_sentinel_spawn *s, int old);
 
+/* Starts node i again after it was killed (its pid 0), on its port and
+ * directory (so its AOF, if any, is loaded) with extra as at the start:
+ * as a replica of the master the Sentinels name now, or as the master when
+ * they still name node i (no failover happened). Fails the test when it
+ * cannot. */
+void sk_th_sentinel_restart_node(struct sk_sentinel_spawn *s, int i, const char *const *extra);
+
 /* One command on node i over a fresh connection (NULL on an I/O error).
  * Caller frees with freeReplyObject. */
 redisReply *sk_th_sentinel_cmd(const struct sk_sentinel_spawn *s, int i, const char *fmt, ...);

@@ -1,0 +1,12 @@
+-- backlog.lua - how far the order worker is behind on one order stream: what
+-- its group has not acknowledged (delivered and pending, or never
+-- delivered), and the age of the oldest such entry, on the server's clock
+-- (the clock that made the entry ids).
+-- KEYS: orders
+-- ARGV: group
+-- Returns {backlog (-1: unknown), pending, oldest_ms (the ms part of the
+--          oldest entry id not acknowledged, 0: none), now_ms (TIME)}
+--#include "lib/backlog.lua"
+local t = redis.call('TIME')
+local b = backlog_of(KEYS[1], ARGV[1])
+return {b[1], b[2], b[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}

@@ -1,0 +1,84 @@
+/* chaos_store.c - the nemesis's database, by kind (chaos_store.h). */
+#include "support/chaos_store.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "support/harness.h"
+
+static const char *const names[CHAOS_STORE_KINDS] = {"postgres", "sqlite"};
+
+int chaos_store_kind_of(const char *name)
+{
+    if (!strcmp(name, "pg")) return CHAOS_STORE_POSTGRES;
+    for (int k = 0; k < CHAOS_STORE_KINDS; k++)
+        if (!strcmp(name, names[k])) return k;
+    return -1;
+}
+
+const char *chaos_store_name(enum chaos_store_kind k)
+{
+    return k < CHAOS_STORE_KINDS ? names[k] : "?";
+}
+
+void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    if (kind == CHAOS_STORE_POSTGRES) {
+        sk_th_pg_start(&s->pg);
+        sk_th_pg_create_db(&s->pg, "chaos", s->spec, sizeof s->spec);
+    } else {
+        snprintf(s->path, sizeof s->path, "%s/chaos.db", sk_th_tmpdir());
+        snprintf(s->spec, sizeof s->spec, "sqlite:%s", s->path);
+    }
+}
+
+int chaos_store_can_stop(const struct chaos_store *s)
+{
+    return s->kind == CHAOS_STORE_POSTGRES;
+}
+
+void chaos_store_stop(struct chaos_store *s)
+{
+    if (!chaos_store_can_stop(s) || s->down) return;
+    sk_th_pg_stop(&s->pg);
+    s->down = 1;
+    s->frozen = 0;
+}
+
+void chaos_store_restart(struct chaos_store *s)
+{
+    if (!s->down) return;
+    sk_th_pg_restart(&s->pg);
+    s->down = 0;
+}
+
+void chaos_store_freeze(struct chaos_store *s, int frozen)
+{
+    if (s->down || s->frozen == frozen) return;
+    if (s->kind == CHAOS_STORE_POSTGRES) {
+        sk_th_pg_freeze(&s->pg, frozen);
+    } else if (frozen) {
+        CHECK_EQ(sqlite3_open(s->path, &s->lock), SQLITE_OK);
+        sqlite3_busy_timeout(s->lock, 10000);
+        CHECK_EQ(sqlite3_exec(s->lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    } else {
+        CHECK_EQ(sqlite3_exec(s->lock, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(s->lock);
+        s->lock = NULL;
+    }
+    s->frozen = frozen;
+}
+
+void chaos_store_heal(struct chaos_store *s)
+{
+    chaos_store_freeze(s, 0);
+    chaos_store_restart(s);
+}
+
+void chaos_store_done(struct chaos_store *s)
+{
+    chaos_store_heal(s);
+    if (s->kind == CHAOS_STORE_POSTGRES) sk_th_pg_stop(&s->pg);
+}

@@ -1,0 +1,43 @@
+/* chaos_store.h - the database under a nemesis, as a parameter: a private
+ * server the test can stop, restart and freeze (PostgreSQL: the suite's
+ * private cluster harness), or a SQLite file (no server: "freezing" it
+ * holds its write lock, which the worker waits on; it cannot be stopped).
+ * A new store is one more kind here (MariaDB: a private mariadbd with the
+ * same four moves). */
+#ifndef SK_TEST_CHAOS_STORE_H
+#define SK_TEST_CHAOS_STORE_H
+#include <sqlite3.h>
+
+#include "support/pg_harness.h"
+
+enum chaos_store_kind { CHAOS_STORE_POSTGRES, CHAOS_STORE_SQLITE, CHAOS_STORE_KINDS };
+
+struct chaos_store {
+    enum chaos_store_kind kind;
+    char spec[420];     /* what --db takes */
+    struct sk_th_pg pg; /* PostgreSQL */
+    char path[400];     /* SQLite */
+    sqlite3 *lock;      /* SQLite: the connection holding the write lock while frozen */
+    int down, frozen;
+};
+
+/* "postgres" (also "pg"), "sqlite"; -1 for anything else (the message
+ * lists what there is). */
+int chaos_store_kind_of(const char *name);
+const char *chaos_store_name(enum chaos_store_kind k);
+
+/* Starts a fresh one (fails the test when it cannot). */
+void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind);
+/* 1 when the kind can be stopped and started again. */
+int chaos_store_can_stop(const struct chaos_store *s);
+/* Fast shutdown / start again on the same data (only when it can stop). */
+void chaos_store_stop(struct chaos_store *s);
+void chaos_store_restart(struct chaos_store *s);
+/* Freezes (1) or thaws (0) it: every connection hangs, none fails. */
+void chaos_store_freeze(struct chaos_store *s, int frozen);
+/* Thaws and restarts whatever is stopped or frozen. */
+void chaos_store_heal(struct chaos_store *s);
+/* Stops it for good. */
+void chaos_store_done(struct chaos_store *s);
+
+#endif
