@@ -23,12 +23,13 @@ PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-forma
 # network namespaces of their own and cut links with nft rules.
 # `deps.sh build`: what a plain `make` needs, nothing more.
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
-# (not needed by make test or make demo).
+# (not needed by make test or make demo; linux-perf: `bench http` counts
+# system calls per request with perf stat).
 # npm: Debian's package, unless the installed nodejs brought its own
 [ -z "${1:-}" ] && ! command -v npm >/dev/null 2>&1 && PKGS="$PKGS npm"
 [ "${1:-}" = build ] && PKGS="$BUILD_PKGS"
 [ "${1:-}" = package ] && PKGS="$BUILD_PKGS $PACKAGE_PKGS"
-[ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox"
+[ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox linux-perf"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

@@ -12,7 +12,10 @@
  *     units go back exactly once); beyond the queue cap 503 busy;
  *   - ids a client makes up neither grow the process nor push out the
  *     activities it knows (the sold-out fast path of a later activity);
- *   - activity ids >= 2^63 are 404 on both stores.
+ *   - activity ids >= 2^63 are 404 on both stores;
+ *   - order polls: one of an order not persisted yet is answered from
+ *     Redis with the database frozen; one the database cannot answer in
+ *     time is refused at once (503 + Retry-After) instead of queueing.
  * Latency bounds below are not speed checks: they separate "answered on
  * the loop" (milliseconds) from "waited for the frozen database" (the
  * store's own 2 s bound), with a wide margin. */
@@ -301,19 +304,34 @@ static int cmp_oid(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
+/* A private PostgreSQL database (name; its URL in base) and a serve on it
+ * (connect_timeout=2: the store's own bound) with flags after --db,
+ * ready; c connected to it. */
+static void pg_serve(struct sk_th_pg *pg, const char *name, char base[200],
+                     const char *const *flags, struct sk_th_serve *s, struct sk_th_http *c)
+{
+    static char url[260];
+    sk_th_pg_start(pg);
+    sk_th_pg_create_db(pg, name, base, 200);
+    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
+    const char *extra[16] = {"--db", url};
+    int n = 2;
+    for (int i = 0; flags[i] && n < 15; i++)
+        extra[n++] = flags[i];
+    extra[n] = NULL;
+    sk_th_serve_start(s, sk_th_redis_url(), extra);
+    sk_th_http_open(c, s->port);
+    wait_status(c, "/readyz", 200, 15000);
+}
+
 SK_TEST_T(pg_frozen_purchases_answer_order_reads_503_readyz_at_once_and_nothing_is_lost, 240)
 {
     struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
-    char base[200], url[260];
-    sk_th_pg_create_db(&pg, "offloop", base, sizeof base);
-    snprintf(url, sizeof url, "%s?connect_timeout=2", base);
+    char base[200];
     struct sk_th_serve s;
-    const char *extra[] = {"--db", url, "--role", "all", "--db-timeout-ms", "400", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
     struct sk_th_http c;
-    sk_th_http_open(&c, s.port);
-    wait_status(&c, "/readyz", 200, 15000);
+    const char *flags[] = {"--role", "all", "--db-timeout-ms", "400", NULL};
+    pg_serve(&pg, "offloop", base, flags, &s, &c);
     const int stock = 1000000;
     struct frozen_run *x = calloc(1, sizeof *x);
     CHECK(x != NULL);
@@ -714,4 +732,107 @@ SK_TEST(activity_ids_beyond_bigint_are_404_never_5xx_on_postgres)
     char db[300];
     sk_th_pg_fresh_db(db, sizeof db);
     ids_beyond_bigint(db);
+}
+
+/* ---- order polls: Redis first, the database bounded ---------------------- */
+
+/* GET /api/v1/orders/{oid} as uid: its status code; *ms how long it took. */
+static int poll_order(struct sk_th_http *c, const char *oid, uint64_t uid, struct sk_th_resp *r,
+                      int64_t *ms)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    int64_t t0 = sk_mono_ms();
+    int st = call(c, "GET", path, uid, NULL, r);
+    *ms = sk_mono_ms() - t0;
+    return st;
+}
+
+SK_TEST_T(polls_of_orders_not_persisted_yet_are_answered_from_redis_with_the_database_frozen, 120)
+{
+    /* no order worker: nothing is ever persisted; a poll that waited for
+     * the frozen database would take the 3 s deadline */
+    struct sk_th_pg pg;
+    char base[200];
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    const char *flags[] = {"--role", "api", "--db-timeout-ms", "3000", NULL};
+    pg_serve(&pg, "pollsq", base, flags, &s, &c);
+    uint64_t aid = activity(&c, 100);
+    sk_th_pg_freeze(&pg, 1);
+    char oid[3][64];
+    struct sk_th_resp r;
+    int64_t ms;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(buy(&c, aid, 31 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 3; i++) {
+            CHECK_MSG(poll_order(&c, oid[i], 31 + (uint64_t)i, &r, &ms) == 200, "%d %s", r.status,
+                      r.body);
+            char st[32];
+            field(&r, "status", st, sizeof st);
+            CHECK_STR(st, "queued");
+            CHECK_MSG(ms < LOOP_ANSWER_MS, "a queued order's poll took %lld ms", (long long)ms);
+        }
+    /* another buyer's order: the ledger says whose it is */
+    CHECK_EQ(poll_order(&c, oid[0], 99, &r, &ms), 404);
+    CHECK_MSG(ms < LOOP_ANSWER_MS, "took %lld ms", (long long)ms);
+    sk_th_pg_freeze(&pg, 0);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_pg_stop(&pg);
+}
+
+SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_served_again, 120)
+{
+    struct sk_th_pg pg;
+    char base[200];
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    const char *flags[] = {"--role", "all", "--db-timeout-ms", "3000", "--db-poll-wait-ms",
+                           "100",    NULL};
+    pg_serve(&pg, "pollsdb", base, flags, &s, &c);
+    uint64_t aid = activity(&c, 100);
+    char oid[4][64];
+    struct sk_th_resp r;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(buy(&c, aid, 41 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
+        wait_order(&c, oid[i], 41 + (uint64_t)i, "created");
+    }
+    sk_th_pg_freeze(&pg, 1);
+    /* one poll reaches the frozen database and waits there; once nothing
+     * has come back for longer than the poll's bound, the others are
+     * refused at once, with Retry-After, instead of queueing behind it */
+    struct sk_th_http stuck;
+    sk_th_http_open(&stuck, s.port);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: 41\r\n\r\n", oid[0]);
+    CHECK(send(stuck.fd, req, (size_t)n, MSG_NOSIGNAL) == n);
+    pause_ms(300); /* the bound is 100 ms: the stuck call is older than that */
+    for (int i = 0; i < 8; i++) {
+        int64_t ms;
+        int st = poll_order(&c, oid[1 + i % 3], 42 + (uint64_t)(i % 3), &r, &ms);
+        CHECK_MSG(st == 503 && is_error(&r, 503, "busy") && retry_after(&r), "poll %d: %d %s", i,
+                  st, r.body);
+        CHECK_MSG(ms < LOOP_ANSWER_MS, "poll %d refused after %lld ms", i, (long long)ms);
+    }
+    sk_th_pg_freeze(&pg, 0);
+    sk_th_http_close(&stuck);
+    /* the database back: polls are served again (the stuck call answered
+     * or failed by the store's own bound meanwhile) */
+    int64_t until = sk_mono_ms() + 20000;
+    for (int i = 0; i < 4; i++)
+        for (;;) {
+            int64_t ms;
+            if (poll_order(&c, oid[i], 41 + (uint64_t)i, &r, &ms) == 200) break;
+            CHECK_MSG(r.status == 503 && sk_mono_ms() < until, "poll: %d %s", r.status, r.body);
+            pause_ms(50);
+        }
+    char st[32];
+    field(&r, "status", st, sizeof st);
+    CHECK_STR(st, "created");
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_pg_stop(&pg);
 }

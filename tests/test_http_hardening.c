@@ -45,16 +45,6 @@ static int dial(int port)
     return c.fd;
 }
 
-static void send_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        CHECK_MSG(w > 0, "send: %s", strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 /* Everything the server sends on fd until it closes (*closed = 1) or
  * nothing comes for timeout_ms (*closed = 0). Never half-closes: a close
  * seen here is the server's own. */
@@ -217,7 +207,7 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
         int n =
             snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: x\r\n%s%s", path, head, smuggled);
         int fd = dial(v.s.port), closed;
-        send_all(fd, req, (size_t)n);
+        sk_th_send_all(fd, req, (size_t)n);
         size_t got = read_until_close(fd, out, sizeof out, 5000, &closed);
         close(fd);
         CHECK_MSG(count_responses(out, got) == 1, "input %zu: %d answers: %s", i,
@@ -246,7 +236,7 @@ SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
                                   "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
     char out[4096];
     int fd = dial(v.s.port), closed;
-    send_all(fd, preface, sizeof preface - 1);
+    sk_th_send_all(fd, preface, sizeof preface - 1);
     size_t got = read_until_close(fd, out, sizeof out, 3000, &closed);
     close(fd);
     CHECK_MSG(closed, "the connection stayed open after the HTTP/2 preface");
@@ -258,7 +248,7 @@ SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
                                   "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
                                   "HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n";
     fd = dial(v.s.port);
-    send_all(fd, upgrade, sizeof upgrade - 1);
+    sk_th_send_all(fd, upgrade, sizeof upgrade - 1);
     got = read_until_close(fd, out, sizeof out, 3000, &closed);
     close(fd);
     CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0 && !strstr(out, " 101 ") &&
@@ -405,7 +395,7 @@ static void open_idle(int port, int *fds, int n)
     static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
     for (int i = 0; i < n; i++) {
         fds[i] = dial(port);
-        send_all(fds[i], req, sizeof req - 1);
+        sk_th_send_all(fds[i], req, sizeof req - 1);
         char buf[1024];
         ssize_t got = recv(fds[i], buf, sizeof buf - 1, 0);
         CHECK_MSG(got > 12 && strncmp(buf, "HTTP/1.1 200", 12) == 0, "idle connection %d", i);
@@ -439,7 +429,7 @@ SK_TEST(at_the_cap_new_buyers_are_served_and_idle_connections_make_room)
                          "\r\n\r\n",
                          path, 500 + i);
         buyers[i] = dial(v.s.port);
-        send_all(buyers[i], req, (size_t)n);
+        sk_th_send_all(buyers[i], req, (size_t)n);
         ssize_t got = recv(buyers[i], out, sizeof out - 1, 0);
         CHECK_MSG(got > 12 && strncmp(out, "HTTP/1.1 200", 12) == 0, "buyer %d", i);
         CHECK_MSG(peer_gone(idle[i], 2000), "buyer %d: idle connection %d still open", i, i);
@@ -497,11 +487,11 @@ SK_TEST(at_the_cap_with_every_connection_busy_new_ones_wait_without_spinning)
             snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: %d\r\nContent-Length: 0\r\n\r\n",
                      path, 700 + i);
-        send_all(busy[i], req, (size_t)n);
+        sk_th_send_all(busy[i], req, (size_t)n);
     }
     /* the 7th waits in the backlog; the server neither spins nor drops it */
     int late = dial(v.s.port);
-    send_all(late, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35);
+    sk_th_send_all(late, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35);
     pause_ms(300);
     double c0 = cpu_s(v.s.pid);
     pause_ms(1500);
@@ -613,7 +603,7 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
     memset(ok + n, 'B', 15000);
     memcpy(ok + n + 15000, "\r\nConnection: close\r\n\r\n", 23);
     int fd = dial(v.s.port), closed;
-    send_all(fd, ok, (size_t)n + 15000 + 23);
+    sk_th_send_all(fd, ok, (size_t)n + 15000 + 23);
     free(ok);
     char out[1024];
     read_until_close(fd, out, sizeof out, 5000, &closed);

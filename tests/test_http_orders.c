@@ -3,7 +3,8 @@
  * persists to SQLite, the sweeper cancels unpaid orders): queued ->
  * created -> paid, cancel with exactly one release, a late payment refused,
  * the payment timeout giving stock back to the next buyer, and the
- * refusals (another buyer's order, bad ids, not persisted yet). */
+ * refusals (another buyer's order, bad ids, not persisted yet), and a poll
+ * of an order put back from the database after its key set vanished. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
+#include "engine/stock.h"
+#include "orders/order_worker.h"
+#include "redis/redis_conn.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -263,5 +267,57 @@ SK_TEST(order_routes_refuse_bad_ids_unknown_orders_and_missing_users)
     CHECK_EQ(call(&v, "POST", "/api/v1/orders/999999-1-0/cancel", 5, NULL, &r), 404);
     CHECK_EQ(call(&v, "GET", "/api/v1/orders/999999-1-0", 0, NULL, &r), 401);
     CHECK_EQ(call(&v, "DELETE", "/api/v1/orders/999999-1-0", 5, NULL, &r), 405);
+    stop(&v);
+}
+
+/* The key set vanished and was rebuilt from the database: its ledger knows
+ * the paid order again, but its stream is a new one that never held it,
+ * and no worker read that stream yet. A poll must not take the ledger
+ * entry for a queued order: the database says paid. */
+SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases)
+{
+    struct srv v;
+    start(&v, "api"); /* the test runs the worker itself */
+    uint64_t aid = activity(&v, 5, 1800);
+    char oid[64], val[64], path[128], ids[24], out[4096];
+    CHECK_EQ(buy(&v, aid, 81, oid, sizeof oid), 200);
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = sk_th_redis_url();
+    o.db_spec = v.s.db;
+    o.once = 1;
+    o.block_ms = 100;
+    sk_worker *w;
+    char err[256];
+    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ(sk_worker_run(w), 0);
+    sk_worker_free(w);
+    struct sk_th_resp r;
+    /* paid straight away: no poll before the rebuild (a poll would leave
+     * this process the stream's figures, which send the next one to the
+     * database anyway) */
+    CHECK_EQ(order_op(&v, oid, "pay", 81, &r), 200);
+    sk_redis *rc;
+    char e2[256];
+    CHECK_MSG(sk_redis_new(&rc, sk_th_redis_url(), 2000, 5000, e2, sizeof e2) == 0, "%s", e2);
+    CHECK_EQ(sk_stock_drop(rc, aid), 0);
+    sk_redis_free(rc);
+    snprintf(ids, sizeof ids, "%" PRIu64, aid);
+    const char *args[] = {"activity", "preheat", "--redis", sk_th_redis_url(), "--db", v.s.db,
+                          "--id",     ids,       NULL};
+    CHECK_MSG(sk_th_run_seckill(out, sizeof out, NULL, args) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "rebuilt"), "%s", out);
+    /* a new stream: another buyer's order is in it, the paid one is not */
+    int64_t deadline = sk_mono_ms() + 10000;
+    int st;
+    while ((st = buy(&v, aid, 82, NULL, 0)) != 200) {
+        CHECK_MSG(st == 503 && sk_mono_ms() < deadline, "buyer 82 got %d", st);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    CHECK_EQ(call(&v, "GET", path, 81, NULL, &r), 200);
+    field(&r, "status", val, sizeof val);
+    CHECK_STR(val, "paid");
     stop(&v);
 }

@@ -206,6 +206,87 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
     sk_th_redis_stop(&srv, 1);
 }
 
+/* Stops and continues a redis-server over and over until told to stop:
+ * a server that reads in fits and starts. */
+struct stutter {
+    pid_t pid;
+    atomic_int stop;
+};
+
+static void *stutter_main(void *arg)
+{
+    struct stutter *st = arg;
+    for (unsigned k = 0; !atomic_load(&st->stop); k++) {
+        kill(st->pid, SIGSTOP);
+        struct timespec ts = {0, (long)(1 + k % 3) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(st->pid, SIGCONT);
+        ts.tv_nsec = (long)(1 + (k / 3) % 2) * 1000000L;
+        nanosleep(&ts, NULL);
+    }
+    kill(st->pid, SIGCONT);
+    return NULL;
+}
+
+/* A Redis that reads in fits and starts while commands keep coming,
+ * flushed after each loop pass as serve does: the client's writes fill the
+ * socket, go on when Redis reads, and complete at once in between. h2o 2.2
+ * leaves a socket polled for writing after a write that completed at once
+ * outside its callbacks; the next "writable" then found no writer and
+ * aborted the process (an assertion in h2o's write_pending). Every command
+ * must be answered, none lost. */
+SK_TEST_T(async_client_survives_writes_that_fill_the_socket_while_redis_reads_slowly, 60)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    h2o_loop_t *loop = h2o_evloop_create();
+    /* the unix socket: its buffers are small and do not grow (TCP's do) */
+    sk_aredis *ar = connect_async(loop, srv.unix_url[0] ? srv.unix_url : srv.url, 20000);
+    static char big[40 * 1024];
+    memset(big, 'v', sizeof big);
+    struct answers a = {0};
+    int sent = 0;
+    struct stutter st = {.pid = srv.pid};
+    atomic_init(&st.stop, 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, stutter_main, &st), 0);
+    int pass = 0;
+    for (int64_t end = sk_mono_ms() + 3000; sk_mono_ms() < end;) {
+        h2o_evloop_run(loop, 1);
+        /* a pass's commands, then the flush (serve's order): now and then
+         * more than the socket holds, else a small one that fits at once,
+         * or none (a pass that only read answers) */
+        int kind = pass++ % 6;
+        if (kind >= 3) {
+            /* nothing to send this pass */
+        } else if (kind == 0) {
+            for (int i = 0; i < 6; i++) {
+                const char *argv[] = {"SET", "sk:test:slowreader", big};
+                size_t lens[] = {3, 18, sizeof big - (size_t)(sent * 997) % 20000};
+                CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 3, argv, lens), 0);
+                sent++;
+            }
+        } else {
+            const char *argv[] = {"PING"};
+            CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+            sent++;
+        }
+        sk_aredis_flush(ar);
+        sk_aredis_tick(ar);
+    }
+    atomic_store(&st.stop, 1);
+    pthread_join(t, NULL);
+    int done = 0;
+    int64_t deadline = sk_mono_ms() + 20000;
+    while (!(done = a.n == sent) && sk_mono_ms() < deadline)
+        run_until(loop, ar, &done, 10);
+    CHECK_MSG(done, "%d of %d commands answered", a.n, sent);
+    CHECK_EQ(a.nulls, 0);
+    CHECK_EQ(a.errors, 0);
+    sk_aredis_free(ar);
+    sk_th_redis_stop(&srv, 1);
+}
+
 /* ---- fan-out (no server: the counting alone) ----------------------------- */
 
 static int fanout_done_calls;

@@ -2,7 +2,14 @@
  * POST .../pay, POST .../cancel. An order lives in the database once the
  * order worker persisted it; before that it is "queued" and known only to
  * Redis (the ledger). A buyer sees only their own orders: anyone else's
- * answer is the same 404 as for an order that does not exist. */
+ * answer is the same 404 as for an order that does not exist.
+ *
+ * A poll (GET) of an order the worker has not persisted yet is answered
+ * from Redis alone (order_marks.h: its ledger entry and the worker's
+ * progress, in one script); one that needs the database waits for it at most
+ * --db-poll-wait-ms, and is refused at once (503, Retry-After) when
+ * the database could not answer that soon: polls never queue behind each
+ * other for seconds, and never crowd out pays and cancels. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +24,10 @@
 #include "engine/order_id.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/order_marks.h"
 #include "http/store_call.h"
 #include "orders/order_cancel.h"
+#include "orders/order_worker.h"
 
 /* One order request, from the route to its answer: the store step on the
  * pool (store_call.h), then, when the database does not have the order,
@@ -35,6 +44,7 @@ struct order_op {
     int foreign;                /* the row is another buyer's */
     int ledger_released;        /* the ledger marks it released: cancelled */
     int waiting;                /* a is begun: a Redis step holds the request */
+    struct sk_oid oid;          /* the id's parts: its stream entry, its branch */
     int release_rc;             /* cancel: the release script's answer */
     int64_t given, now_ms;
     char err[256]; /* the store's failure, for the log line on the loop */
@@ -43,7 +53,7 @@ struct order_op {
 /* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>]", digits,
  * one optional dot in the label, a hex branch), so it is safe as a key and
  * in JSON. Anything else is the caller's mistake (400). */
-static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
+static int parse_order_id(const struct sk_route_match *m, struct sk_order *o, struct sk_oid *oid)
 {
     memset(o, 0, sizeof *o);
     if (m->param_len == 0 || m->param_len >= sizeof o->order_id) return SK_EINVAL;
@@ -54,8 +64,17 @@ static int parse_order_id(const struct sk_route_match *m, struct sk_order *o)
     o->order_id[m->param_len] = 0;
     o->activity_id = id.activity_id;
     o->created_ms = id.sid.ms > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)id.sid.ms;
+    *oid = id;
     return 0;
 }
+
+/* The key set of an order (its segment's, if any). */
+static void keys_of(const struct order_op *op, struct sk_keys *k)
+{
+    if (sk_keys_for_order(k, op->id.order_id) < 0) sk_keys_for(k, op->id.activity_id);
+}
+
+static void db_get(struct sk_app *app, h2o_req_t *req, struct order_op *op);
 
 static void reply_order(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                         const struct sk_order *o, const char *status)
@@ -104,17 +123,17 @@ static void on_ledger_activity(struct sk_app *app, void *arg, int rc, const stru
     free(op);
 }
 
-/* The ledger answer for an order the database does not have (yet). */
-static void on_ledger(void *data, redisReply *rep)
+/* The ledger entry led (a string, or NULL/nil: none) of an order the
+ * database does not have, or, for a poll, cannot have yet (order_marks.h).
+ * The request is still op's (begun); takes op. */
+static void ledger_answer(struct sk_app *app, struct order_op *op, const redisReply *led)
 {
-    struct order_op *op = data;
-    struct sk_app *app = op->app;
     uint64_t user = 0;
     long long qty = 0;
     char mark[16] = "";
-    int ok = rep && rep->type == REDIS_REPLY_STRING &&
-             sscanf(rep->str, "%" SCNu64 ":%lld%15s", &user, &qty, mark) >= 2;
-    if (rep && ok && user == op->uid && op->route == SK_ROUTE_order_get && op->a.req) {
+    int ok = led && led->type == REDIS_REPLY_STRING &&
+             sscanf(led->str, "%" SCNu64 ":%lld%15s", &user, &qty, mark) >= 2;
+    if (ok && user == op->uid && op->route == SK_ROUTE_order_get && op->a.req) {
         op->id.user_id = user;
         op->id.quantity = qty;
         op->ledger_released = mark[0] != 0; /* released in Redis: cancelled */
@@ -123,13 +142,23 @@ static void on_ledger(void *data, redisReply *rep)
     }
     h2o_req_t *req = sk_async_end(app, &op->a);
     if (req) {
-        if (!rep)
-            sk_http_error(app, req, op->route, 503, "unavailable", "redis is unreachable");
-        else if (!ok || user != op->uid)
+        if (!ok || user != op->uid)
             not_found(app, req, op->route);
         else
             queued_conflict(app, req, op->route);
     }
+    free(op);
+}
+
+static void on_ledger(void *data, redisReply *rep)
+{
+    struct order_op *op = data;
+    if (rep) {
+        ledger_answer(op->app, op, rep);
+        return;
+    }
+    h2o_req_t *req = sk_async_end(op->app, &op->a);
+    if (req) sk_http_error(op->app, req, op->route, 503, "unavailable", "redis is unreachable");
     free(op);
 }
 
@@ -156,7 +185,8 @@ static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return NULL;
     struct sk_order id;
-    if (parse_order_id(m, &id) < 0) {
+    struct sk_oid oid;
+    if (parse_order_id(m, &id, &oid) < 0) {
         sk_http_error(app, req, m->route, 400, "bad_request",
                       "order id must look like <activity>[.<segment>]-<ms>-<seq>");
         return NULL;
@@ -170,6 +200,7 @@ static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
     op->route = m->route;
     op->uid = uid;
     op->id = id;
+    op->oid = oid;
     return op;
 }
 
@@ -215,10 +246,53 @@ static void order_get_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc
     free(op);
 }
 
+/* The database's answer for a poll, if it can give one soon enough. */
+static void db_get(struct sk_app *app, h2o_req_t *req, struct order_op *op)
+{
+    if (!req) {
+        free(op);
+        return;
+    }
+    sk_store_call_within(app, req, op->route, app->cfg.db_poll_wait_ms, order_get_run,
+                         order_get_done, op);
+}
+
+/* What Redis knows of a polled order (lua/order_state.lua): queued there,
+ * it is answered from its ledger entry; anything else is the database's
+ * (an order persisted or maybe so, one its ledger lacks: a key set
+ * rebuilt since, Redis away). */
+static void on_state(void *data, redisReply *rep)
+{
+    struct order_op *op = data;
+    struct sk_app *app = op->app;
+    struct sk_keys k;
+    keys_of(op, &k);
+    if (sk_order_marks_note(app, &k, rep, &op->oid.sid) == SK_ORDER_QUEUED &&
+        rep->element[0]->type == REDIS_REPLY_STRING) {
+        ledger_answer(app, op, rep->element[0]);
+        return;
+    }
+    db_get(app, sk_async_end(app, &op->a), op);
+}
+
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     struct order_op *op = order_op_or_reply(app, req, m);
-    if (op) sk_store_call(app, req, m->route, order_get_run, order_get_done, op);
+    if (!op) return 0;
+    struct sk_keys k;
+    keys_of(op, &k);
+    /* known persisted (the figures of an earlier poll): the database's */
+    if (!sk_aredis_ready(app->redis) || sk_order_marks_persisted(app, &k, &op->oid.sid)) {
+        db_get(app, req, op);
+        return 0;
+    }
+    sk_async_begin(app, &op->a, req, op->route);
+    const char *keys[] = {k.ledger, k.orders};
+    char entry[48];
+    snprintf(entry, sizeof entry, "%" PRIu64 "-%" PRIu64, op->oid.sid.ms, op->oid.sid.seq);
+    const char *args[] = {op->id.order_id, SK_WORKER_GROUP, entry, op->oid.branch};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 4, args, NULL, on_state, op) < 0)
+        on_state(op, NULL);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 
 struct sk_batch;
 struct sk_act_defs;
+struct sk_order_marks;
 struct sk_sale_live;
 struct sk_stock_state;
 struct sk_activity;
@@ -55,20 +56,21 @@ struct sk_db_health {
     char probe_err[200]; /* written by the probe on its pool thread, read in its done */
     int64_t log_next_ms; /* failed calls are logged at most once in a while */
     uint64_t log_quiet;  /* failed calls not logged since the last line */
+    /* what an order poll may expect of the pool (store_call.h) */
+    int64_t call_us;        /* recent time a call runs on a pool thread (moving average of
+                               times capped at --db-poll-wait-ms; 0: none yet) */
+    h2o_linklist_t waiting; /* polls waiting for the database, oldest first */
 };
 
 struct sk_app {
     struct sk_config cfg;
     h2o_globalconf_t h2o_config;
     h2o_context_t ctx;
-    h2o_accept_ctx_t accept_ctx;
     int listen_fd;
-    /* --ops-listen: a second listener with its own h2o context on the same
-     * loop, so a request knows which port it came in on */
+    /* --ops-listen: a second listener whose handler knows it is the
+     * operations port (its own h2o configuration, the same context) */
     h2o_globalconf_t ops_config;
-    h2o_context_t ops_ctx;
-    h2o_accept_ctx_t ops_accept_ctx;
-    h2o_socket_t *ops_listener;
+    struct sk_conns ops_conns;
     int ops_fd;                /* -1: no ops listener */
     sk_node *node;             /* the node's shared figures (a private one for a lone process) */
     int slot;                  /* this process's HTTP slot in node */
@@ -80,11 +82,12 @@ struct sk_app {
     h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
-    struct sk_act_defs *defs;       /* activity definitions (act_defs.h) */
-    struct sk_jwt_keys *jwt;        /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
-    int inflight;                   /* requests accepted, not yet answered */
-    int draining;                   /* SIGTERM: no new connections */
-    struct sk_batch **open_batches; /* purchases of this loop pass, per activity */
+    struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
+    struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
+    struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
+    int inflight;                       /* requests accepted, not yet answered */
+    int draining;                       /* SIGTERM: no new connections */
+    struct sk_batch **open_batches;     /* purchases of this loop pass, per activity */
     size_t n_open, cap_open;
     struct sk_act_cache *acts;
     struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */

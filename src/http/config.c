@@ -448,6 +448,17 @@ static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_
     return 0;
 }
 
+static int set_db_poll_wait(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, 1, 600000, &n) < 0) {
+        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
+        return SK_EINVAL;
+    }
+    c->db_poll_wait_ms = (int)n;
+    return 0;
+}
+
 static int set_cors_origins(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     return sk_cors_parse_list(v, c->cors_origins, sizeof c->cors_origins, msg, cap);
@@ -630,6 +641,7 @@ static const struct {
     {"db_pool", set_db_pool},
     {"db_timeout_ms", set_db_timeout},
     {"db_queue_max", set_db_queue_max},
+    {"db_poll_wait_ms", set_db_poll_wait},
     {"cors_origins", set_cors_origins},
     {"jwks_file", set_jwks_file},
     {"jwt_issuer", set_jwt_issuer},
@@ -667,6 +679,7 @@ void sk_config_defaults(struct sk_config *c)
     c->db_pool = 2;
     c->db_timeout_ms = 1000;
     c->db_queue_max = 1024;
+    c->db_poll_wait_ms = 100;
     snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
     c->jwt_leeway_s = 30;
 }

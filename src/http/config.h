@@ -89,6 +89,10 @@
  *   db_queue_max      database calls that may wait for a thread per HTTP
  *                     process, 1..1000000 (default 1024); more get
  *                     503 busy at once
+ *   db_poll_wait_ms   the longest an order poll (GET /api/v1/orders/{id})
+ *                     may wait for the database, 1..600000 (default 100):
+ *                     one the pool would not finish in time gets 503
+ *                     busy with Retry-After at once, never a queue place
  *   cors_origins      origins (scheme://host[:port], comma-separated, at
  *                     most 16) whose pages may call /api/ from a browser
  *                     (cors.h); "" (the default) or "off": CORS off
@@ -146,7 +150,7 @@ struct sk_config {
     char hmac_secret_prev_file[512];
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
-    int db_pool, db_timeout_ms, db_queue_max;
+    int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
     char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
     char jwt_issuer[256];                /* "" = any issuer */

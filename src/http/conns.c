@@ -1,5 +1,5 @@
-/* conns.c - accept loop, connection cap, idle reuse, write timeout and
- * buffer bounds for one event-loop process (conns.h). */
+/* conns.c - accept loop, connection cap, idle reuse, timeouts and the
+ * end-of-pass step for one listener (conns.h). */
 #include "http/conns.h"
 
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "core/vec.h"
 #include "http/framing.h"
@@ -38,23 +38,16 @@ enum { PAUSED_CAP = 1, PAUSED_FDS = 2 };
  * least-recently-used choice, as Redis samples keys to evict). */
 #define IDLE_SAMPLE 32
 #define SUMMARY_EVERY_MS 10000
+/* Reading a request may take the I/O timeout and this much more: a
+ * connection that stopped reading its answers is reset (output check)
+ * before it is closed for idleness. */
+#define READ_GRACE_MS 1000
 
-struct sk_conn {
-    struct sk_conns *cs;
-    h2o_socket_t *sock;
-    size_t idx;          /* in cs->v */
-    size_t rd, wr;       /* the socket's byte counters at the last look */
-    int64_t progress_ms; /* when bytes last moved either way */
-    /* Output: bytes written that the client has not acknowledged (the
-     * kernel's send queue, SIOCOUTQ) or h2o still holds. */
-    size_t acked_wr;        /* bytes_written when the send queue was last seen empty */
-    size_t out_wr;          /* bytes_written at the last look */
-    int outq;               /* send queue at the last look (-1: not looked) */
-    int64_t out_ms;         /* when the output last moved */
-    int closing;            /* shut down here; h2o frees it on its next pass */
-    h2o_socket_cb h2o_read; /* h2o's read callback, which guarded_read wraps */
-    size_t rewrap_idx;      /* in cs->rewrap, when listed (+1; 0: not listed) */
-};
+/* The loop's clock (ms): what the connections' own stamps use. */
+static int64_t loop_ms(const struct sk_conns *cs)
+{
+    return (int64_t)h2o_now(cs->loop);
+}
 
 long long sk_conns_default_max(long long fd_limit)
 {
@@ -79,13 +72,14 @@ static long long cap_for(long long max_connections)
     return max_connections > 0 ? max_connections : fit;
 }
 
-void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, h2o_accept_ctx_t *accept_ctx,
-                   int listen_fd, long long max_connections, int io_timeout_s, size_t max_entity)
+void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conns_app *app,
+                   int listen_fd, long long max_connections, int io_timeout_s, uint64_t max_body)
 {
     memset(cs, 0, sizeof *cs);
     cs->loop = loop;
-    cs->accept_ctx = accept_ctx;
+    cs->app = *app;
     cs->listen_fd = listen_fd;
+    h2o_linklist_init_anchor(&cs->ready);
     /* The soft fd limit up to the hard one (at most FD_RAISE_TO), as
      * servers do: a shell's default 1024 would cap connections at 960. */
     struct rlimit rl;
@@ -97,14 +91,15 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, h2o_accept_ctx_t *ac
     }
     cs->max = cap_for(max_connections);
     cs->io_timeout_ms = (int64_t)io_timeout_s * 1000;
-    /* a whole request (head and the largest body) and the next head */
-    cs->max_input = 2 * SK_FRAMING_MAX_HEAD + max_entity;
-    cs->next_sweep_ms = sk_mono_ms() + SWEEP_EVERY_MS;
+    cs->max_body = max_body;
+    /* a whole request (head and the largest body, twice over) and the next head */
+    cs->max_input = 2 * SK_FRAMING_MAX_HEAD + 2 * (size_t)max_body;
+    cs->next_sweep_ms = loop_ms(cs) + SWEEP_EVERY_MS;
 }
 
 static size_t live(const struct sk_conns *cs)
 {
-    return cs->n - cs->closing;
+    return cs->n;
 }
 
 static void on_accept(h2o_socket_t *listener, const char *err);
@@ -130,81 +125,81 @@ void sk_conns_set_max(struct sk_conns *cs, long long max_connections)
     if (cs->paused == PAUSED_CAP && live(cs) < (size_t)cs->max) resume_accepting(cs);
 }
 
-static void unlist_rewrap(struct sk_conns *cs, struct sk_conn *c)
+void sk_conns_forget(struct sk_conns *cs, struct sk_h1conn *c)
 {
-    if (!c->rewrap_idx) return;
-    size_t i = c->rewrap_idx - 1;
-    cs->rewrap[i] = cs->rewrap[--cs->n_rewrap];
-    cs->rewrap[i]->rewrap_idx = i + 1;
-    c->rewrap_idx = 0;
-}
-
-/* h2o frees the socket: forget the connection. */
-static void on_conn_close(void *data)
-{
-    struct sk_conn *c = data;
-    struct sk_conns *cs = c->cs;
+    if (c->idx >= cs->n || cs->v[c->idx] != c) return;
     cs->v[c->idx] = cs->v[--cs->n];
     cs->v[c->idx]->idx = c->idx;
-    if (c->closing) cs->closing--;
-    unlist_rewrap(cs, c);
-    if (cs->in_read == c) cs->in_read = NULL; /* closed inside its read */
-    free(c);
     if (cs->paused == PAUSED_CAP && live(cs) < (size_t)cs->max) resume_accepting(cs);
 }
 
-/* Bytes moved since the last look count as progress. */
-static void note_progress(struct sk_conn *c, int64_t now)
+void sk_conns_ready(struct sk_conns *cs, struct sk_h1conn *c)
 {
-    h2o_socket_t *s = c->sock;
-    if (s->bytes_read != c->rd || s->bytes_written != c->wr) {
-        c->rd = s->bytes_read;
-        c->wr = s->bytes_written;
+    if (!h2o_linklist_is_linked(&c->ready)) h2o_linklist_insert(&cs->ready, &c->ready);
+}
+
+void sk_conns_flush(struct sk_conns *cs)
+{
+    while (!h2o_linklist_is_empty(&cs->ready)) {
+        struct sk_h1conn *c = H2O_STRUCT_FROM_MEMBER(struct sk_h1conn, ready, cs->ready.next);
+        h2o_linklist_unlink(&c->ready);
+        sk_h1_step(c);
+    }
+}
+
+int sk_conns_has_ready(struct sk_conns *cs)
+{
+    return !h2o_linklist_is_empty(&cs->ready);
+}
+
+const char *sk_conns_date(struct sk_conns *cs)
+{
+    int64_t s = (int64_t)(h2o_now(cs->loop) / 1000);
+    if (s != cs->date_s || !cs->date[0]) {
+        time_t t = (time_t)s;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(cs->date, sizeof cs->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cs->date_s = s;
+    }
+    return cs->date;
+}
+
+/* Bytes moved since the last look count as progress. */
+static void note_progress(struct sk_h1conn *c, int64_t now)
+{
+    if (c->bytes_in != c->seen_in || c->bytes_out != c->seen_out) {
+        c->seen_in = c->bytes_in;
+        c->seen_out = c->bytes_out;
         c->progress_ms = now;
     }
 }
 
-/* Ends a connection through h2o: the shut-down socket reads EOF (or fails
- * its write), and h2o closes and frees it on its next pass. reset: close
- * with RST, dropping what the kernel still holds for the client. */
-static void shut(struct sk_conns *cs, struct sk_conn *c, int reset)
-{
-    int fd = h2o_socket_get_fd(c->sock);
-    if (reset) {
-        struct linger lg = {1, 0};
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    }
-    shutdown(fd, SHUT_RDWR);
-    c->closing = 1;
-    cs->closing++;
-}
-
-/* Reading, nothing buffered, nothing to write: waiting for a request. */
-static int is_idle(const struct sk_conn *c)
-{
-    const h2o_socket_t *s = c->sock;
-    return !c->closing && s->_cb.read != NULL && s->_cb.write == NULL &&
-           (!s->input || s->input->size == 0);
-}
-
-/* A request that reached the kernel but not h2o yet makes a connection
- * busy, not idle. */
-static int kernel_has_input(const struct sk_conn *c)
+/* A request that reached the kernel but not this process yet makes a
+ * connection busy, not idle. */
+static int kernel_has_input(const struct sk_h1conn *c)
 {
     int n = 0;
     return ioctl(h2o_socket_get_fd(c->sock), FIONREAD, &n) == 0 && n > 0;
 }
 
+/* Answers the kernel holds that the client has not acknowledged. */
+static int kernel_has_output(const struct sk_h1conn *c)
+{
+    int q = 0;
+    return ioctl(h2o_socket_get_fd(c->sock), SIOCOUTQ, &q) == 0 && q > 0;
+}
+
 /* The connection idle the longest among a sample (all when the sample
  * holds none), or NULL. Bytes moved since the last sweep make a
  * connection recent. */
-static struct sk_conn *pick_idle(struct sk_conns *cs, int64_t now)
+static struct sk_h1conn *pick_idle(struct sk_conns *cs, int64_t now)
 {
     for (int tries = 0; tries < 4; tries++) {
-        struct sk_conn *best = NULL;
+        struct sk_h1conn *best = NULL;
         for (size_t seen = 0; seen < cs->n && (seen < IDLE_SAMPLE || !best); seen++) {
-            struct sk_conn *c = cs->v[(cs->cursor + seen) % cs->n];
-            if (!is_idle(c)) continue;
+            struct sk_h1conn *c = cs->v[(cs->cursor + seen) % cs->n];
+            if (!sk_h1_idle(c)) continue;
             note_progress(c, now);
             if (!best || c->progress_ms < best->progress_ms) best = c;
         }
@@ -214,105 +209,18 @@ static struct sk_conn *pick_idle(struct sk_conns *cs, int64_t now)
     return NULL;
 }
 
-static void evict(struct sk_conns *cs, struct sk_conn *c)
+static void evict(struct sk_conns *cs, struct sk_h1conn *c)
 {
     cs->cursor = c->idx + 1;
-    shut(cs, c, 0);
     cs->evicted++;
+    sk_h1_close(c, 0);
 }
 
 static int evict_idle(struct sk_conns *cs, int64_t now)
 {
-    struct sk_conn *c = pick_idle(cs, now);
+    struct sk_h1conn *c = pick_idle(cs, now);
     if (c) evict(cs, c);
     return c != NULL;
-}
-
-/* What a connection holds beyond the limits, checked after each read:
- * 0 fine, 1 a head that will not end within SK_FRAMING_MAX_HEAD bytes,
- * 2 more than a whole request and the next head. */
-static int over_limits(const struct sk_conns *cs, const h2o_socket_t *s)
-{
-    size_t have = s->input ? s->input->size : 0;
-    if (have <= SK_FRAMING_MAX_HEAD) return 0;
-    if (sk_framing_head_len(s->input->bytes, SK_FRAMING_MAX_HEAD) == 0) return 1;
-    return have > cs->max_input ? 2 : 0;
-}
-
-static void send_431(h2o_socket_t *sock);
-
-/* h2o's read callback, wrapped: bytes over the limits never reach h2o's
- * parser; the connection is refused and h2o closes it (told of an error
- * by its own callback) before this returns. */
-static void guarded_read(h2o_socket_t *sock, const char *err)
-{
-    struct sk_conn *c = sock->on_close.data;
-    struct sk_conns *cs = c->cs;
-    h2o_socket_cb h2o_read = c->h2o_read;
-    int over = err ? 0 : over_limits(cs, sock);
-    if (over) {
-        if (over == 1) send_431(sock);
-        cs->too_large++;
-        if (over == 2) {
-            struct linger lg = {1, 0};
-            setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        }
-        h2o_read(sock, h2o_socket_error_io); /* frees sock and c */
-        return;
-    }
-    cs->in_read = c;
-    h2o_read(sock, err);
-    if (cs->in_read != c) return; /* closed meanwhile */
-    cs->in_read = NULL;
-    /* h2o stopped reading (a request to answer): it will set its own
-     * callback again for the next one; listed to wrap it then */
-    if (sock->_cb.read != guarded_read && !c->rewrap_idx &&
-        !SK_VEC_RESERVE(cs->rewrap, cs->cap_rewrap, cs->n_rewrap + 1, 64)) {
-        cs->rewrap[cs->n_rewrap++] = c;
-        c->rewrap_idx = cs->n_rewrap;
-    }
-}
-
-/* Puts guarded_read in front of h2o's read callback (when h2o reads). */
-static void wrap(struct sk_conn *c)
-{
-    h2o_socket_t *s = c->sock;
-    if (!s->_cb.read || s->_cb.read == guarded_read) return;
-    c->h2o_read = s->_cb.read;
-    s->_cb.read = guarded_read;
-}
-
-/* End of a loop pass: connections whose answer went out read again
- * through h2o's own callback; wrap it before their next read. */
-static void rewrap_all(struct sk_conns *cs)
-{
-    for (size_t i = 0; i < cs->n_rewrap;) {
-        struct sk_conn *c = cs->rewrap[i];
-        if (!c->sock->_cb.read) { /* still answering */
-            i++;
-            continue;
-        }
-        wrap(c);
-        unlist_rewrap(cs, c);
-    }
-}
-
-static int track(struct sk_conns *cs, h2o_socket_t *sock)
-{
-    struct sk_conn *c = calloc(1, sizeof *c);
-    if (!c || SK_VEC_RESERVE(cs->v, cs->cap, cs->n + 1, 64)) {
-        free(c);
-        return -1;
-    }
-    c->cs = cs;
-    c->sock = sock;
-    c->idx = cs->n;
-    c->outq = -1;
-    c->progress_ms = c->out_ms = sk_mono_ms();
-    cs->v[cs->n++] = c;
-    sock->on_close.cb = on_conn_close;
-    sock->on_close.data = c;
-    return 0;
 }
 
 /* EMFILE/ENFILE: make room by closing a few idle connections and pause
@@ -338,15 +246,18 @@ static void on_accept(h2o_socket_t *listener, const char *err)
 {
     struct sk_conns *cs = listener->data;
     if (err) return;
-    int64_t now = sk_mono_ms();
+    int64_t now = loop_ms(cs);
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         /* at the cap, an idle connection makes room, once one is waiting */
-        struct sk_conn *room = NULL;
+        struct sk_h1conn *room = NULL;
         if (live(cs) >= (size_t)cs->max && !(room = pick_idle(cs, now))) {
             pause_accepting(cs, PAUSED_CAP, 0); /* until a connection closes */
             return;
         }
-        int fd = accept4(cs->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd =
+            accept4(cs->listen_fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -354,16 +265,18 @@ static void on_accept(h2o_socket_t *listener, const char *err)
             return; /* EAGAIN: the backlog is empty */
         }
         if (room) evict(cs, room);
+        if (SK_VEC_RESERVE(cs->v, cs->cap, cs->n + 1, 64)) {
+            close(fd);
+            continue;
+        }
         int on = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
         h2o_socket_t *sock =
             h2o_evloop_socket_create(cs->loop, fd, H2O_SOCKET_FLAG_IS_ACCEPTED_CONNECTION);
-        if (track(cs, sock) < 0) {
-            h2o_socket_close(sock);
-            continue;
-        }
-        h2o_accept(cs->accept_ctx, sock); /* h2o starts reading */
-        wrap(sock->on_close.data);
+        struct sk_h1conn *c = sk_h1_open(cs, sock, (struct sockaddr *)&peer, plen);
+        if (!c) continue;
+        c->idx = cs->n;
+        cs->v[cs->n++] = c;
     }
 }
 
@@ -384,66 +297,62 @@ void sk_conns_unlisten(struct sk_conns *cs)
     cs->paused = 0;
 }
 
-/* A head that will not end within the limit: 431, best effort, straight
- * to the socket (h2o is still reading the head: it has nothing to write). */
-static void send_431(h2o_socket_t *sock)
+void sk_conns_drain(struct sk_conns *cs)
 {
-    static const char body[] = "{\"error\":\"headers_too_large\",\"message\":\"the request line "
-                               "and headers are over 16384 bytes\"}";
-    char msg[320];
-    int n = snprintf(msg, sizeof msg,
-                     "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                     sizeof body - 1, body);
-    if (n > 0 && (size_t)n < sizeof msg && !h2o_socket_is_writing(sock))
-        (void)!send(h2o_socket_get_fd(sock), msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    sk_conns_unlisten(cs);
+    cs->draining = 1;
+    /* backwards: a close moves the last connection into the freed place */
+    for (size_t i = cs->n; i-- > 0;)
+        if (i < cs->n) sk_h1_drain(cs->v[i]);
 }
 
-/* Answers the client does not read: the send queue stuck (a client whose
- * receive window is full acknowledges nothing), whether h2o still holds
- * more (a pipelining client) or not (h2o waits for the next request, and
- * its own close would leave the kernel holding the bytes). Only
- * connections with unacknowledged bytes cost a system call. Returns 1
- * when the connection was reset. */
-static int check_output(struct sk_conns *cs, struct sk_conn *c, int64_t now)
+size_t sk_conns_busy(const struct sk_conns *cs)
 {
-    h2o_socket_t *s = c->sock;
-    int writing = h2o_socket_is_writing(s);
-    if (!writing && s->bytes_written == c->acked_wr) return 0; /* all acknowledged */
-    int q = 0;
-    if (ioctl(h2o_socket_get_fd(s), SIOCOUTQ, &q) != 0) return 0;
-    if (q == 0 && !writing) {
-        c->acked_wr = s->bytes_written;
-        c->outq = 0;
+    size_t busy = 0;
+    for (size_t i = 0; i < cs->n; i++)
+        busy += !sk_h1_idle(cs->v[i]) && cs->v[i]->state != SK_H1_LINGER;
+    return busy;
+}
+
+/* Answers the client does not read: bytes the kernel will not take (a
+ * client whose receive window is full acknowledges nothing) that have not
+ * moved for the I/O timeout. Only a connection whose pending output did
+ * not move since the last look costs a system call. Returns 1 when the
+ * connection was reset. */
+static int check_output(struct sk_conns *cs, struct sk_h1conn *c, int64_t now)
+{
+    if (c->out->size == 0) {
+        c->outq = -1;
         return 0;
     }
-    if (q != c->outq || s->bytes_written != c->out_wr) {
+    if (now - c->out_ms < SWEEP_EVERY_MS) return 0;
+    int q = 0;
+    if (ioctl(h2o_socket_get_fd(c->sock), SIOCOUTQ, &q) != 0) return 0;
+    if (q != c->outq) { /* the client took some: the kernel's queue moved */
         c->outq = q;
-        c->out_wr = s->bytes_written;
         c->out_ms = now;
         return 0;
     }
     if (now - c->out_ms < cs->io_timeout_ms) return 0;
     cs->timed_out++;
-    shut(cs, c, 1); /* RST: the kernel drops what the client never took */
+    sk_h1_close(c, 1); /* RST: the kernel drops what the client never took */
     return 1;
 }
 
-static void check_one(struct sk_conns *cs, struct sk_conn *c, int64_t now)
+static void check_one(struct sk_conns *cs, struct sk_h1conn *c, int64_t now)
 {
-    h2o_socket_t *s = c->sock;
+    if (c->bytes_out != c->seen_out) c->out_ms = now; /* output moved */
     note_progress(c, now);
-    if (check_output(cs, c, now) || h2o_socket_is_writing(s)) return;
-    /* what a read outside the wrapper let in (h2o's 100-continue path
-     * sets its callback again mid-request) */
-    int over = h2o_socket_is_reading(s) ? over_limits(cs, s) : 0;
-    if (!over) {
-        wrap(c);
+    if (check_output(cs, c, now)) return;
+    if (c->state == SK_H1_LINGER) {
+        if (c->linger_until_ms && now >= c->linger_until_ms) sk_h1_close(c, 0);
         return;
     }
-    if (over == 1) send_431(s);
-    cs->too_large++;
-    shut(cs, c, over == 2);
+    if ((c->state == SK_H1_HEAD || c->state == SK_H1_BODY) &&
+        now - c->wait_since_ms > cs->io_timeout_ms + READ_GRACE_MS)
+        /* waited too long for a request; answers the client never read
+         * are dropped with a reset rather than left to the kernel */
+        sk_h1_close(c, kernel_has_output(c));
 }
 
 /* One info line every 10 s at most, when something was closed here. */
@@ -463,13 +372,13 @@ static void summary(struct sk_conns *cs, int64_t now)
 
 void sk_conns_tick(struct sk_conns *cs)
 {
-    rewrap_all(cs);
-    int64_t now = sk_mono_ms();
+    int64_t now = loop_ms(cs);
     if (cs->paused == PAUSED_FDS && now >= cs->resume_ms) resume_accepting(cs);
     if (now < cs->next_sweep_ms) return;
     cs->next_sweep_ms = now + SWEEP_EVERY_MS;
-    for (size_t i = 0; i < cs->n; i++)
-        if (!cs->v[i]->closing) check_one(cs, cs->v[i], now);
+    /* backwards: a close moves the last connection into the freed place */
+    for (size_t i = cs->n; i-- > 0;)
+        if (i < cs->n) check_one(cs, cs->v[i], now);
     /* at the cap with nobody idle before: someone may be idle now */
     if (cs->paused == PAUSED_CAP && evict_idle(cs, now)) resume_accepting(cs);
     summary(cs, now);

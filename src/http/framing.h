@@ -1,13 +1,15 @@
-/* framing.h - checks on the raw bytes of an HTTP/1.1 request head that
- * h2o 2.2 lets through (bytes in, a verdict out: no I/O, no allocation).
+/* framing.h - checks on the raw bytes of an HTTP/1.1 request head that a
+ * parser lets through (bytes in, a verdict out: no I/O, no allocation);
+ * http1_parse.h applies them to every head.
  *
- * h2o frames a request by the first Content-Length (a second one with
- * another value is ignored), prefers Transfer-Encoding over
- * Content-Length, drops a folded continuation line, and keeps the first of
- * two X-User-Id headers. Behind a proxy that frames or picks differently,
- * each of those is request smuggling or identity confusion, so the server
- * refuses such a request (400, then closes the connection) before routing
- * it (README, "HTTP hardening"). */
+ * Parsers disagree on a second Content-Length with another value, on
+ * Transfer-Encoding next to Content-Length, on a folded continuation line,
+ * and on which of two X-User-Id headers counts (h2o 2.2 took the first
+ * length, preferred Transfer-Encoding, dropped folds, kept the first id).
+ * Behind a proxy that frames or picks differently, each of those is
+ * request smuggling or identity confusion, so the server refuses such a
+ * request (400, then closes the connection) before routing it (README,
+ * "HTTP hardening"). */
 #ifndef SK_FRAMING_H
 #define SK_FRAMING_H
 #include <stddef.h>

@@ -1,8 +1,9 @@
-/* http_server.c - one event-loop process of `seckill serve`: h2o set-up,
- * the listening socket (SO_REUSEPORT, so N processes share a port; the
- * connections on it are conns.c's), the request-head checks before
- * routing through routes.def, reply helpers, the loop with end-of-pass
- * batch flushing, and graceful draining on SIGTERM. */
+/* http_server.c - one event-loop process of `seckill serve`: h2o set-up
+ * (its loop, context and request objects; the HTTP/1.1 connections are
+ * http1.c's), the listening sockets (SO_REUSEPORT, so N processes share a
+ * port; the connections on them are conns.c's), routing through
+ * routes.def, reply helpers, the loop with end-of-pass flushing, and
+ * graceful draining on SIGTERM. */
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
@@ -29,8 +30,8 @@
 #include "http/auth.h"
 #include "http/auth_jwt.h"
 #include "http/cors_http.h"
-#include "http/framing.h"
 #include "http/http_body.h"
+#include "http/order_marks.h"
 #include "http/reload.h"
 #include "http/store_call.h"
 
@@ -392,23 +393,17 @@ struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
     return c;
 }
 
-/* A request whose head frames or names its sender ambiguously
- * (framing.h) is answered 400 and its connection closed after the answer:
- * whatever followed it on the connection is never read as a request. */
-static int framing_or_reply(struct sk_app *app, h2o_req_t *req)
+/* A request the HTTP layer refuses (http1_parse.h: ambiguous framing or
+ * sender, a head or body over the limits, a malformed head): answered
+ * like every error, and its connection closes after the answer, so that
+ * whatever followed it is never read as a request. */
+static void on_refused(h2o_handler_t *self, h2o_req_t *req, int status, const char *code,
+                       const char *message)
 {
-    h2o_socket_t *sock = req->conn && req->conn->callbacks->get_socket
-                             ? req->conn->callbacks->get_socket(req->conn)
-                             : NULL;
-    const char *why;
-    /* h2o leaves the current request's head at the start of the socket's
-     * input until the answer is sent (the body, if any, follows it). */
-    if (!sock || !sock->input || sk_framing_check(sock->input->bytes, sock->input->size, &why) >= 0)
-        return 0;
+    struct sk_app *app = ((struct app_handler *)self)->app;
     req->http1_is_persistent = 0;
-    sk_log(SK_LOG_DEBUG, "refused a request: %s", why);
-    sk_http_error(app, req, SK_ROUTE_COUNT, 400, "bad_request", why);
-    return 1;
+    sk_log(SK_LOG_DEBUG, "refused a request: %s", message);
+    sk_http_error(app, req, SK_ROUTE_COUNT, status, code, message);
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -416,7 +411,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     struct sk_app *app = ((struct app_handler *)self)->app;
     int ops_port = ((struct app_handler *)self)->ops;
     struct sk_route_match m;
-    if (framing_or_reply(app, req)) return 0;
+    /* (the HTTP layer refuses larger bodies before reading them) */
     if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
         char msg[96];
         snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
@@ -442,17 +437,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     return route_fns[m.route](app, req, &m);
-}
-
-/* The operations listener (--ops-listen): a few private connections, no
- * cap; the buyers' listener is conns.c's. */
-static void on_ops_accept(h2o_socket_t *listener, const char *err)
-{
-    struct sk_app *app = listener->data;
-    if (err) return;
-    h2o_socket_t *sock;
-    while ((sock = h2o_evloop_socket_accept(listener)) != NULL)
-        h2o_accept(&app->ops_accept_ctx, sock);
 }
 
 int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap)
@@ -495,14 +479,8 @@ int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err,
 static void start_drain(struct sk_app *app)
 {
     app->draining = 1;
-    sk_conns_unlisten(&app->conns);
-    if (app->ops_listener) {
-        h2o_socket_read_stop(app->ops_listener);
-        h2o_socket_close(app->ops_listener);
-        app->ops_listener = NULL;
-    }
-    h2o_context_request_shutdown(&app->ctx);
-    if (app->ops_fd >= 0) h2o_context_request_shutdown(&app->ops_ctx);
+    sk_conns_drain(&app->conns);
+    if (app->ops_fd >= 0) sk_conns_drain(&app->ops_conns);
     sk_log(SK_LOG_INFO, "draining: %d requests in flight", app->inflight);
 }
 
@@ -540,24 +518,13 @@ static int open_resources(struct sk_app *app)
     return 0;
 }
 
-/* One h2o configuration whose every path goes to on_req. */
+/* One h2o configuration: a host and a path whose requests the HTTP layer
+ * (http1.h) hands to on_req. h2o's own HTTP/1 and HTTP/2 are never used:
+ * the HTTP/2 preface is a malformed HTTP/1.1 request here. */
 static void setup_conf(struct sk_app *app, h2o_globalconf_t *conf, int ops)
 {
     h2o_config_init(conf);
     conf->server_name = h2o_iovec_init(H2O_STRLIT("seckill"));
-    /* h2o answers bodies over its limit itself, in plain text; give it room
-     * so that bodies up to twice max_body get our JSON 413 from on_req. */
-    conf->max_request_entity_size = 2 * (size_t)app->cfg.max_body;
-    /* HTTP/2 is off: h2o 2.2's cleartext HTTP/2 (the prior-knowledge
-     * preface and Upgrade: h2c) is untested here and predates the 2023
-     * Rapid Reset fix (README, "HTTP hardening"). */
-    conf->http1.upgrade_to_http2 = 0;
-    /* h2o's request timeout bounds reading: a keep-alive wait, a head, a
-     * body. conns.c bounds writing with the same figure, and must see an
-     * idle connection whose last answers were never read before h2o
-     * closes it (a plain close would leave them to the kernel): h2o's
-     * bound is one second longer. */
-    conf->http1.req_timeout = (uint64_t)app->cfg.io_timeout_s * 1000 + 1000;
     h2o_hostconf_t *host =
         h2o_config_register_host(conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -567,18 +534,12 @@ static void setup_conf(struct sk_app *app, h2o_globalconf_t *conf, int ops)
     h->ops = ops;
 }
 
-/* h2o's configuration and context (and the ops port's, on the same loop). */
+/* h2o's configuration and context (and the ops port's configuration). */
 static void setup_h2o(struct sk_app *app)
 {
     setup_conf(app, &app->h2o_config, 0);
     h2o_context_init(&app->ctx, h2o_evloop_create(), &app->h2o_config);
-    app->accept_ctx.ctx = &app->ctx;
-    app->accept_ctx.hosts = app->h2o_config.hosts;
-    if (app->ops_fd < 0) return;
-    setup_conf(app, &app->ops_config, 1);
-    h2o_context_init(&app->ops_ctx, app->ctx.loop, &app->ops_config);
-    app->ops_accept_ctx.ctx = &app->ops_ctx;
-    app->ops_accept_ctx.hosts = app->ops_config.hosts;
+    if (app->ops_fd >= 0) setup_conf(app, &app->ops_config, 1);
 }
 
 /* The pipelined Redis client on the loop. Gives Redis a moment before
@@ -610,17 +571,29 @@ static int connect_redis(struct sk_app *app)
     return 0;
 }
 
+/* The handler of a configuration made by setup_conf. */
+static h2o_handler_t *handler_of(h2o_globalconf_t *conf)
+{
+    return conf->hosts[0]->paths.entries[0].handlers.entries[0];
+}
+
+/* The connections of a listener: the buyers' port with the configured cap,
+ * the operations port (a few private connections) with none. */
+static void listen_on(struct sk_app *app, struct sk_conns *cs, h2o_globalconf_t *conf, int fd,
+                      long long max_connections)
+{
+    struct sk_conns_app ca = {
+        .ctx = &app->ctx, .hosts = conf->hosts, .handler = handler_of(conf), .refuse = on_refused};
+    sk_conns_init(cs, app->ctx.loop, &ca, fd, max_connections, app->cfg.io_timeout_s,
+                  (uint64_t)app->cfg.max_body);
+    sk_conns_listen(cs);
+}
+
 static void start_accepting(struct sk_app *app)
 {
-    sk_conns_init(&app->conns, app->ctx.loop, &app->accept_ctx, app->listen_fd,
-                  app->cfg.max_connections, app->cfg.io_timeout_s,
-                  app->h2o_config.max_request_entity_size);
-    sk_conns_listen(&app->conns);
+    listen_on(app, &app->conns, &app->h2o_config, app->listen_fd, app->cfg.max_connections);
     if (app->ops_fd >= 0) {
-        app->ops_listener =
-            h2o_evloop_socket_create(app->ctx.loop, app->ops_fd, H2O_SOCKET_FLAG_DONT_READ);
-        app->ops_listener->data = app;
-        h2o_socket_read_start(app->ops_listener, on_ops_accept);
+        listen_on(app, &app->ops_conns, &app->ops_config, app->ops_fd, 0);
         sk_log(SK_LOG_INFO,
                "listening on %s, operations on %s (pid %d, at most %lld connections, I/O "
                "timeout %d s)",
@@ -638,12 +611,14 @@ static void start_accepting(struct sk_app *app)
 static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
 {
     int64_t now = sk_mono_ms();
-    int idle = app->inflight == 0 && app->n_open == 0 && app->n_qopen == 0;
+    int idle = app->inflight == 0 && app->n_open == 0 && app->n_qopen == 0 &&
+               sk_conns_busy(&app->conns) == 0 &&
+               (app->ops_fd < 0 || sk_conns_busy(&app->ops_conns) == 0);
     if (!idle)
         *idle_since = 0;
     else if (!*idle_since)
         *idle_since = now;
-    /* answered: give the sockets a moment to write the last bytes */
+    /* answered and written: a moment for the last requests in the kernel */
     if (idle && now - *idle_since >= 100) return 1;
     if (now > deadline) {
         sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
@@ -653,16 +628,40 @@ static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
     return 0;
 }
 
-/* The loop: one pass of events, then the batches of the pass go to Redis;
- * SIGTERM starts a drain of at most 10 s. */
+/* Answers that came outside their connection's own read go out, and the
+ * requests their clients pipelined behind them go on. */
+static void flush_conns(struct sk_app *app)
+{
+    sk_conns_flush(&app->conns);
+    if (app->ops_fd >= 0) sk_conns_flush(&app->ops_conns);
+}
+
+static int conns_waiting(struct sk_app *app)
+{
+    return sk_conns_has_ready(&app->conns) ||
+           (app->ops_fd >= 0 && sk_conns_has_ready(&app->ops_conns));
+}
+
+/* The batches and queue calls of the pass, to Redis in one write. */
+static void flush_redis(struct sk_app *app)
+{
+    sk_purchase_flush(app);
+    sk_queue_flush(app);
+    sk_aredis_flush(app->redis);
+}
+
+/* The loop: one pass of events; then the batches of the pass go to Redis
+ * (first: Redis works on them while the answers are written), the
+ * answers of the pass go out, and what pipelined requests queued behind
+ * them follows. SIGTERM starts a drain of at most 10 s. */
 static void serve(struct sk_app *app)
 {
     int64_t drain_deadline = 0, idle_since = 0;
     for (;;) {
-        h2o_evloop_run(app->ctx.loop, 20);
-        sk_purchase_flush(app);
-        sk_queue_flush(app);
-        sk_aredis_flush(app->redis);
+        h2o_evloop_run(app->ctx.loop, conns_waiting(app) ? 0 : 20);
+        flush_redis(app);
+        flush_conns(app);
+        if (app->n_open || app->n_qopen) flush_redis(app);
         sk_aredis_tick(app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
@@ -670,6 +669,7 @@ static void serve(struct sk_app *app)
         sk_node_proc_waiting(app->proc, (sk_aredis_ready(app->redis) ? 0 : SK_NODE_WAIT_REDIS) |
                                             (app->db.ok ? 0 : SK_NODE_WAIT_DB));
         sk_conns_tick(&app->conns);
+        if (app->ops_fd >= 0) sk_conns_tick(&app->ops_conns);
         sk_reload_tick_app(app, 1);
         sk_ops_view_tick(app);
         sk_store_health_tick(app);
@@ -732,6 +732,7 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sk_act_defs_free(app, app->defs);
     app->defs = NULL;
     sk_aredis_free(app->redis);
+    sk_order_marks_free(app);
     sk_metrics_free(app->metrics);
     if (app->own_node) sk_node_free(app->node);
     /* h2o's context cannot be disposed while client connections are still

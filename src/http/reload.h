@@ -15,8 +15,9 @@
  * Live (applied at once): log_level, the rate limits, trusted_proxies,
  * admin_token, the HMAC secrets and key ids and their TTL bound, the JWT
  * key set, issuer, audience, user claim and leeway, max_connections (open
- * connections stay even above a lower cap). Every other setting needs a
- * restart: the log line of a reload names each one that changed. */
+ * connections stay even above a lower cap), db_poll_wait_ms. Every other
+ * setting needs a restart: the log line of a reload names each one that
+ * changed. */
 #ifndef SK_RELOAD_H
 #define SK_RELOAD_H
 #include <pthread.h>

@@ -25,7 +25,10 @@ struct call {
     sk_call_run_fn run;
     sk_call_done_fn done;
     void *ctx;
-    int answered; /* the deadline answered the request */
+    int answered;           /* the deadline answered the request */
+    int64_t run_us;         /* how long run took (written on the pool thread, read in done) */
+    h2o_linklist_t waiting; /* a poll: in app->db.waiting until answered */
+    int64_t since_ms;       /* a poll: when it began to wait */
 };
 
 static void on_pool_ready(h2o_socket_t *sock, const char *err)
@@ -57,6 +60,7 @@ int sk_store_calls_init(struct sk_app *app)
     h2o_socket_read_start(app->pool_sock, on_pool_ready);
     h2o_timeout_init(app->ctx.loop, &app->db_deadline, (uint64_t)cfg->db_timeout_ms);
     app->db.ok = 1; /* the pool just opened every handle */
+    h2o_linklist_init_anchor(&app->db.waiting);
     app->db.next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
     return 0;
 }
@@ -124,12 +128,25 @@ void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, i
 static int call_run(sk_store *st, void *arg)
 {
     struct call *c = arg;
-    return c->run(st, c->ctx);
+    int64_t t0 = sk_mono_us();
+    int rc = c->run(st, c->ctx);
+    c->run_us = sk_mono_us() - t0;
+    return rc;
 }
 
 static void call_done(void *arg, int rc)
 {
     struct call *c = arg;
+    struct sk_db_health *h = &c->app->db;
+    if (h2o_linklist_is_linked(&c->waiting)) h2o_linklist_unlink(&c->waiting);
+    if (c->run_us > 0) {
+        /* it ran: an eighth of the new time, as TCP's srtt; capped, so
+         * that one call stuck behind a lock does not close the door on
+         * polls long after the lock is gone */
+        int64_t cap = (int64_t)c->app->cfg.db_poll_wait_ms * 1000;
+        int64_t t = c->run_us < cap ? c->run_us : cap;
+        h->call_us = h->call_us ? h->call_us + (t - h->call_us) / 8 : t;
+    }
     if (h2o_timeout_is_linked(&c->deadline)) h2o_timeout_unlink(&c->deadline);
     /* after the deadline the buyer has the 503: this answer goes nowhere */
     h2o_req_t *req = c->answered ? NULL : sk_async_end(c->app, &c->a);
@@ -144,6 +161,7 @@ static void on_call_deadline(h2o_timeout_entry_t *entry)
     struct sk_app *app = c->app;
     sk_store_pool_cancel(app->pool, c->job); /* its completion frees c either way */
     c->answered = 1;
+    if (h2o_linklist_is_linked(&c->waiting)) h2o_linklist_unlink(&c->waiting);
     h2o_req_t *req = sk_async_end(app, &c->a);
     if (req) {
         char msg[96];
@@ -153,8 +171,9 @@ static void on_call_deadline(h2o_timeout_entry_t *entry)
     }
 }
 
-int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_call_run_fn run,
-                  sk_call_done_fn done, void *ctx)
+/* sk_store_call, handing out the call (*out) when it started. */
+static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                            sk_call_run_fn run, sk_call_done_fn done, void *ctx, struct call **out)
 {
     struct call *c = ctx ? calloc(1, sizeof *c) : NULL;
     if (!c) {
@@ -174,6 +193,54 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
     sk_async_begin(app, &c->a, req, route);
     c->deadline.cb = on_call_deadline;
     h2o_timeout_link(app->ctx.loop, &app->db_deadline, &c->deadline);
+    if (out) *out = c;
+    return 0;
+}
+
+int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_call_run_fn run,
+                  sk_call_done_fn done, void *ctx)
+{
+    return sk_store_call_as(app, req, route, run, done, ctx, NULL);
+}
+
+static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                            sk_call_run_fn run, sk_call_done_fn done, void *ctx, struct call **out);
+
+/* 1 when a poll queued now would not be answered within max_wait_ms: one
+ * is already waiting longer than that (the database is stuck), or the
+ * calls ahead of it take longer at the recent time per call. */
+static int too_late(struct sk_app *app, int64_t max_wait_ms)
+{
+    struct sk_db_health *h = &app->db;
+    if (!h2o_linklist_is_empty(&h->waiting)) {
+        struct call *oldest = H2O_STRUCT_FROM_MEMBER(struct call, waiting, h->waiting.next);
+        if (sk_mono_ms() - oldest->since_ms > max_wait_ms) return 1;
+    }
+    struct sk_store_pool_stats st;
+    sk_store_pool_stats(app->pool, &st);
+    size_t ahead = st.queued + st.running;
+    size_t threads = st.threads > 0 ? (size_t)st.threads : 1;
+    size_t waves = ahead < threads ? 0 : (ahead - threads) / threads + 1;
+    return (int64_t)(waves + 1) * h->call_us > max_wait_ms * 1000;
+}
+
+int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                         int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx)
+{
+    if (too_late(app, max_wait_ms)) {
+        free(ctx);
+        char msg[112];
+        snprintf(msg, sizeof msg, "the database cannot answer within %lld ms; try again",
+                 (long long)max_wait_ms);
+        sk_metrics_refusal(app->metrics, "unavailable");
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+        sk_http_error(app, req, route, 503, "busy", msg);
+        return -1;
+    }
+    struct call *c = NULL;
+    if (sk_store_call_as(app, req, route, run, done, ctx, &c) < 0) return -1;
+    c->since_ms = sk_mono_ms();
+    h2o_linklist_insert(&app->db.waiting, &c->waiting);
     return 0;
 }
 

@@ -51,6 +51,15 @@ typedef void (*sk_call_done_fn)(struct sk_app *app, h2o_req_t *req, void *ctx, i
 int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_call_run_fn run,
                   sk_call_done_fn done, void *ctx);
 
+/* sk_store_call for a request that is better refused than kept waiting
+ * (an order poll: the buyer polls again): when the pool would not finish
+ * it within max_wait_ms (the calls ahead of it, the recent time per call,
+ * the threads), or another such request has waited longer than that
+ * already (the database is stuck), it answers 503 busy with Retry-After
+ * at once, frees ctx and returns -1; else as sk_store_call. */
+int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                         int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx);
+
 /* 503 unavailable with Retry-After: 1 (the database did not answer in
  * time, or failed); logs why (detail may be NULL). */
 void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,

@@ -390,6 +390,14 @@ static void on_write(h2o_socket_t *sock, const char *err)
         connection_lost(ar, err);
         return;
     }
+    /* h2o 2.2 recomputes a socket's epoll interest only when it is told a
+     * state changed; a write that completed at once (sk_aredis_flush runs
+     * after the loop pass, outside h2o's callbacks) does not tell it, so a
+     * socket still polled for writing from an earlier partial write stayed
+     * so with no writer, and its next "writable" aborted the process (h2o's
+     * write_pending asserts a writer). Reading again, as it already does,
+     * is that notice. */
+    h2o_socket_read_start(sock, on_read);
     sk_aredis_flush(ar);
 }
 

@@ -5,8 +5,9 @@
  *
  * The names are short and carry no sk_th_ prefix on purpose: the tests
  * read as the API they check and moved between the two files unchanged.
- * Only those two files, test_waiting_room_http.c and test_cluster.c (a
- * serve of a cluster of its own) include this header.
+ * Only those two files, test_waiting_room_http.c, test_http1.c (the
+ * HTTP/1.1 layer) and test_cluster.c (a serve of a cluster of its own)
+ * include this header.
  * Every check fails the running test (sk_th_fail) with the file and line
  * of the caller where it takes them (the macros). */
 #ifndef SK_TEST_HTTP_API_H

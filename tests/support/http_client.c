@@ -114,6 +114,16 @@ int sk_th_http_req(struct sk_th_http *c, const char *method, const char *path,
     return 0;
 }
 
+void sk_th_send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        CHECK_MSG(w > 0, "send: %s", strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms)
 {

@@ -29,6 +29,9 @@ void sk_th_http_close(struct sk_th_http *c);
 int sk_th_http_req(struct sk_th_http *c, const char *method, const char *path,
                    const char *extra_headers, const char *body, struct sk_th_resp *r);
 
+/* Sends all n bytes on fd (blocking), or fails the test. */
+void sk_th_send_all(int fd, const char *p, size_t n);
+
 /* Raw bytes out, whatever comes back in (until close or timeout_ms). */
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms);

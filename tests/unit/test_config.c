@@ -580,6 +580,28 @@ SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
     }
 }
 
+SK_TEST(config_db_poll_wait_from_every_source)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_EQ(c.db_poll_wait_ms, 100);
+    set_ok(&c, "db_poll_wait_ms", "1");
+    CHECK_EQ(c.db_poll_wait_ms, 1);
+    set_ok(&c, "db_poll_wait_ms", "600000");
+    CHECK_EQ(c.db_poll_wait_ms, 600000);
+    set_bad("db_poll_wait_ms", "0", "milliseconds");
+    set_bad("db_poll_wait_ms", "600001", "milliseconds");
+    set_bad("db_poll_wait_ms", "1e3", NULL);
+    char err[256];
+    CHECK_EQ(sk_config_set_flag(&c, "db-poll-wait-ms", "250", err, sizeof err), 0);
+    CHECK_EQ(c.db_poll_wait_ms, 250);
+    CHECK_EQ(file(&c, "db_poll_wait_ms = 40\n", err, sizeof err), 0);
+    CHECK_EQ(c.db_poll_wait_ms, 40);
+    char *env[] = {"SECKILL_DB_POLL_WAIT_MS=70", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ(c.db_poll_wait_ms, 70);
+}
+
 SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
 {
     struct sk_config c;

@@ -111,8 +111,11 @@ struct sk_load_result {
     uint64_t refusals_other; /* codes beyond the table, or non-2xx without a code */
     uint64_t err_connect, err_closed, err_timeout, err_protocol;
     uint64_t reconnects;
-    uint64_t backlog_at_end; /* open loop: due requests never sent (no free connection) */
-    struct sk_hist latency;  /* microseconds, of answered requests */
+    uint64_t backlog_at_end;     /* open loop: due requests never sent (no free connection) */
+    struct sk_hist latency;      /* microseconds, of answered requests */
+    struct sk_hist latency_busy; /* of those answered 429 or 503 (refusals to retry later),
+                                    from when each was sent (open loop too): the refusal's
+                                    own speed */
     uint64_t accepted, accepted_units, distinct_users;
     /* checks */
     int order_check;

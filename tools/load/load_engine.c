@@ -373,6 +373,10 @@ static void on_response(struct conn *c, const struct sk_load_resp *r, int64_t no
     const struct sk_load_opts *o = w->run->o;
     int64_t lat = now - c->origin_ns;
     sk_hist_record(&res->latency, lat > 0 ? (uint64_t)(lat / 1000) : 0);
+    if (r->status == 429 || r->status == 503) { /* how fast the server refused, from the send */
+        int64_t sent = now - c->sent_ns;
+        sk_hist_record(&res->latency_busy, sent > 0 ? (uint64_t)(sent / 1000) : 0);
+    }
     res->completed++;
     atomic_fetch_add_explicit(&w->run->progress, 1, memory_order_relaxed);
     if (r->status < 600)
@@ -664,6 +668,7 @@ static void merge(struct sk_load_result *r, const struct sk_load_result *p)
     r->reconnects += p->reconnects;
     r->backlog_at_end += p->backlog_at_end;
     sk_hist_add(&r->latency, &p->latency);
+    sk_hist_add(&r->latency_busy, &p->latency_busy);
     r->accepted += p->accepted;
     r->accepted_units += p->accepted_units;
     r->distinct_users += p->distinct_users;
@@ -714,6 +719,7 @@ static int worker_init(struct worker *w, struct run *run, int idx, size_t nconns
     w->idx = idx;
     w->ep = w->tfd = -1;
     sk_hist_init(&w->res.latency);
+    sk_hist_init(&w->res.latency_busy);
     w->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)idx * 0xBF58476D1CE4E5B9ull) ^ (uint64_t)now_ns();
     if (!w->rng) w->rng = 1;
     w->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -825,6 +831,7 @@ int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *er
 {
     memset(r, 0, sizeof *r);
     sk_hist_init(&r->latency);
+    sk_hist_init(&r->latency_busy);
     r->stopped_by = "duration";
     struct sk_load_opts copy = *o;
     if (sk_load_opts_check(&copy, err, cap) < 0) return SK_EINVAL;

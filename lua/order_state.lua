@@ -1,0 +1,39 @@
+-- order_state.lua - what Redis knows of one order, for a poll that may
+-- not need the database (http/order_marks.h): its ledger entry, whether
+-- this stream holds the order's entry, and how far the order worker got in
+-- the stream. Reads only.
+-- KEYS: ledger orders
+-- ARGV: order_id group (the worker's consumer group) entry ("<ms>-<seq>",
+--       from the order id) branch (the order id's, '' for none)
+-- Returns {ledger, state, last_delivered_id, pending, oldest_pending_id,
+--          here}:
+--   ledger: "user:qty[:released]", or false when the ledger has no entry;
+--   state 0: no such stream; 1: no such group (the worker never read the
+--   stream: nothing of it is persisted); 2: the group's figures ('' when
+--   there is no id);
+--   here: 1 when the stream holds the entry and it is this order's (its
+--   branch field is the id's): an order put back from the database after a
+--   rebuild has a ledger entry but no stream entry (or, after a split,
+--   another branch's at the same id), and only the database knows it.
+local led = redis.call('HGET', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 0 then return {led, 0, '', 0, '', 0} end
+local here = 0
+local e = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
+if e[1] then
+  local b = ''
+  local f = e[1][2]
+  for i = 1, #f, 2 do
+    if f[i] == 'b' then b = f[i + 1] end
+  end
+  if b == ARGV[4] then here = 1 end
+end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[2])
+for _, g in ipairs(groups) do
+  local f = {}
+  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+  if f['name'] == ARGV[2] then
+    local p = redis.call('XPENDING', KEYS[2], ARGV[2])
+    return {led, 2, f['last-delivered-id'], p[1], p[2] or '', here}
+  end
+end
+return {led, 1, '', 0, '', here}
