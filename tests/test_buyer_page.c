@@ -713,7 +713,7 @@ SK_TEST_T(buyer_page_waiting_room_gives_passes_in_place_order_at_the_servers_pac
     for (int i = 0; i < 3; i++) {
         page_url(url, sizeof url, s.port, aid, users[i]);
         sk_cdp_page_open(&b, &pg[i], url, 360, 740, 1, "en-US,en", NULL);
-        CHECK_MSG(sk_cdp_wait(&b, &pg[i], waiting_js, 10000), "page %d not in line", i);
+        CHECK_MSG(sk_cdp_wait(&b, &pg[i], waiting_js, 30000), "page %d not in line", i);
         place[i] = dom_int(&b, &pg[i], "q-place");
         if (i) CHECK_MSG(place[i] > place[i - 1], "places %lld then %lld", place[i - 1], place[i]);
     }

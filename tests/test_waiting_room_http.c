@@ -217,7 +217,7 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
     srv_start(&v[0], NULL);
     srv_start(&v[1], NULL);
     uint64_t aid = sk_th_unique_id();
-    int64_t start = sk_wall_ms() + 1500;
+    int64_t start = sk_wall_ms() + 4000; /* room for the joins on a loaded machine */
     wr_ready(&v[0], aid, 1000000, 1, start, start + HOUR_MS, RATE1, 600, 1);
     const uint64_t first = 10000;
     struct sk_th_resp r;

@@ -87,7 +87,9 @@ int sk_th_free_port(void)
 const char *sk_th_tmpdir(void)
 {
     static char path[320];
-    snprintf(path, sizeof path, "%s/t%d-%u", root_dir, (int)getpid(), tmp_counter++);
+    /* the test's number too: pids wrap in a long run */
+    snprintf(path, sizeof path, "%s/t%u-%d-%u", root_dir, test_number, (int)getpid(),
+             tmp_counter++);
     if (mkdir(path, 0777) < 0)
         sk_th_fail(__FILE__, __LINE__, "mkdir %s: %s", path, strerror(errno));
     chmod(path, 0777); /* servers that drop root (postgres) write here too */

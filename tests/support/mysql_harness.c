@@ -3,6 +3,7 @@
  * template, the shared server the runner starts through its hooks, the
  * test-failing wrappers and raw SQL. */
 #include "support/mysql_harness.h"
+#include "support/proc_watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,4 +248,9 @@ void sk_th_my_restart(struct sk_th_my *m)
 void sk_th_my_freeze(struct sk_th_my *m, int frozen)
 {
     sk_mysql_spawn_freeze(&m->srv, frozen);
+    /* a stop signal lands asynchronously: on a loaded machine a thread of
+     * the server could still answer a request sent right after kill() */
+    if (frozen)
+        CHECK_MSG(sk_th_proc_wait_stopped(m->srv.pid, 5000), "mariadbd %d did not stop",
+                  (int)m->srv.pid);
 }
