@@ -24,7 +24,8 @@
 #include "tools/spawn/spawn.h"
 
 #define SK_CSPAWN_MAX_EXTRA 32
-#define SK_CSPAWN_PING_MS 10000
+/* a restarted node loads its AOF first: on a loaded machine that took over 10 s */
+#define SK_CSPAWN_PING_MS 30000
 #define SK_CSPAWN_READY_MS 30000
 #define SK_CSPAWN_STOP_MS 5000
 /* A port that was free when probed can be taken before redis binds it. */
