@@ -1,6 +1,7 @@
 /* bench.h - `seckill bench`: the benchmark programs (bench.c dispatches to
  * bench_admission.c, bench_cluster.c, bench_http.c, bench_persist.c,
- * bench_recover.c and bench_strategies.c). Not part of the server's library. */
+ * bench_recover.c, bench_scrape.c and bench_strategies.c). Not in
+ * libseckill.a; linked into the seckill binary. */
 #ifndef SK_BENCH_H
 #define SK_BENCH_H
 

@@ -21,7 +21,8 @@ static const struct {
     {"load", sk_cli_load,
      "HTTP load generator that verifies the answers (no oversell, unique orders)"},
     {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
-    {"bench", sk_cli_bench, "benchmarks (bench admission: Redis admission scripts)"},
+    {"bench", sk_cli_bench,
+     "benchmarks (admission, cluster, http, persist, recover, scrape, strategies)"},
     {"reconcile", sk_cli_reconcile,
      "compare Redis with the database, report drift, --repair what is safe"},
 };

@@ -1,6 +1,7 @@
 /* app.h - internal header of `seckill serve`: the state of one event-loop
- * process, shared by the core (http_server.c) and the route handlers
- * (api_purchase.c, api_admin.c). Not part of any public interface. */
+ * process, shared by the core (http_server.c), the route handlers (api_*.c,
+ * ops_view.c) and the files of src/http that serve them. Not part of any
+ * public interface. */
 #ifndef SK_APP_H
 #define SK_APP_H
 #include <stddef.h>

@@ -51,7 +51,9 @@
 
 #define CONNECT_TIMEOUT_DEFAULT_S 5
 #define CONNECT_TIMEOUT_MIN_S 2 /* libpq raises smaller values to 2 */
-/* Key of the advisory lock serializing migrations ("seckill" in ASCII). */
+/* Key of the transaction-level advisory lock that serializes migrations:
+ * an arbitrary constant (not "seckill" in ASCII, which would be
+ * 32481099999964268), never changed, so every release takes the same lock. */
 #define MIGRATION_LOCK_KEY "32199442939538540"
 #define STR_(x) #x
 #define STR(x) STR_(x)
