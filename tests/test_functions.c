@@ -21,6 +21,7 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
+#include "support/proc_watch.h"
 
 static void pause_ms(long ms)
 {
@@ -193,6 +194,13 @@ SK_TEST_T(functions_purchases_succeed_after_a_restart_that_kept_or_lost_the_libr
 
     /* back without its files: nothing survives, the library neither;
      * preheated again, the next purchase loads it (serve's reconnect) */
+    /* serve is held while Redis comes back, or its reconnect could load
+     * the library before we see it gone */
+    pid_t kids[8];
+    int nk = sk_th_proc_children(s.pid, NULL, kids, 8);
+    if (nk == 0) kids[nk++] = s.pid; /* one process, no supervisor */
+    for (int i = 0; i < nk; i++)
+        kill(kids[i], SIGSTOP);
     sk_th_redis_stop(&srv, 1);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -rf %s/*.aof %s/appendonlydir/* %s/*.rdb", srv.dir, srv.dir,
@@ -202,6 +210,8 @@ SK_TEST_T(functions_purchases_succeed_after_a_restart_that_kept_or_lost_the_libr
     sk_redis_disconnect(r);
     r->fn = SK_FN_OFF; /* this client must not load it: serve has to */
     CHECK(!has_library(r));
+    for (int i = 0; i < nk; i++)
+        kill(kids[i], SIGCONT);
     open_activity(r, aid, 1000, 1, 1);
     until_200(s.port, aid, &user, 10000);
     CHECK(has_library(r));
