@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "tools/load/http_resp.h"
+#include "core/http_resp.h"
 
 #define READY_MS 15000
 #define STOP_MS 10000
@@ -86,7 +86,7 @@ pid_t sk_bench_spawn(char *const *argv, const char *log)
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    execv(argv[0], argv);
+    execvp(argv[0], argv); /* a path, or seckill from PATH */
     _exit(127);
 }
 

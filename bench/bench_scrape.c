@@ -1,4 +1,4 @@
-/* bench_scrape.c - `seckill bench scrape`: does watching a sale slow it?
+/* bench_scrape.c - `seckill-bench scrape`: does watching a sale slow it?
  *
  * One private redis-server and one `seckill serve --processes 2
  * --ops-listen` node; purchases at a fixed arrival rate (open loop, so a
@@ -32,9 +32,9 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/histogram.h"
-#include "tools/load/load.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
+#include "load/load.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
 
 #define ADMIN "bench-scrape-admin"
 
@@ -45,7 +45,7 @@ struct opts {
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: seckill bench scrape [--rate R] [--duration S] [--rounds K] "
+    fprintf(f, "usage: seckill-bench scrape [--rate R] [--duration S] [--rounds K] "
                "[--connections N]\n"
                "Admission latency of a 2-process node at R purchases/s (default 3000), in\n"
                "rounds of S seconds (default 10) without, then with, a scrape of /metrics\n"
@@ -122,6 +122,7 @@ static pid_t start_serve(const char *dir, const char *redis_url, int port, int o
     snprintf(opsl, sizeof opsl, "127.0.0.1:%d", ops);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
+    const char *bin = sk_bench_seckill_bin(); /* before the fork: it may look things up */
     pid_t parent = getpid(), pid = fork();
     if (pid != 0) return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -131,9 +132,9 @@ static pid_t start_serve(const char *dir, const char *redis_url, int port, int o
         dup2(fd, 1);
         dup2(fd, 2);
     }
-    execl("/proc/self/exe", "seckill", "serve", "--listen", listen, "--ops-listen", opsl, "--redis",
-          redis_url, "--db", db, "--admin-token", ADMIN, "--processes", "2", "--log-level", "warn",
-          (char *)NULL);
+    execlp(bin, "seckill", "serve", "--listen", listen, "--ops-listen", opsl, "--redis", redis_url,
+           "--db", db, "--admin-token", ADMIN, "--processes", "2", "--log-level", "warn",
+           (char *)NULL);
     _exit(127);
 }
 
@@ -265,7 +266,7 @@ int sk_bench_scrape(int argc, char **argv)
     sk_bench_cpu_model(cpu, sizeof cpu);
     double a99 = median(r[0], o.rounds, offsetof(struct round, p99)),
            b99 = median(r[1], o.rounds, offsetof(struct round, p99));
-    printf("seckill bench scrape: %s %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
+    printf("seckill-bench scrape: %s %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
            "purchases/s, %d connections, %d x %d s rounds each\n",
            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), cpu, o.rate, o.connections,
            o.rounds, o.duration_s);

@@ -42,7 +42,7 @@ static void flags_in(const char *what, const char *text, const char *man)
                     break;
                 }
             }
-            CHECK_MSG(found, "%s: %s is not in seckill(1)", what, flag);
+            CHECK_MSG(found, "%s: %s is not in its man page", what, flag);
         }
         p = e;
     }
@@ -54,11 +54,14 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     static char out[1 << 18], man[1 << 18];
     snprintf(dest, sizeof dest, "%s/stage", sk_th_tmpdir());
     snprintf(cmd, sizeof cmd,
-             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1",
-             sk_th_source_root(), dest, sk_th_seckill_bin());
+             "make -s -C %s install-only install-bench DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s "
+             "INSTALL_BENCH_BIN=%s 2>&1",
+             sk_th_source_root(), dest, sk_th_seckill_bin(), sk_th_bench_bin());
     CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
     static const char *const files[] = {"/usr/bin/seckill",
                                         "/usr/share/man/man1/seckill.1",
+                                        "/usr/bin/seckill-bench",
+                                        "/usr/share/man/man1/seckill-bench.1",
                                         "/usr/share/man/man5/seckill.conf.5",
                                         "/etc/seckill/seckill.conf",
                                         "/usr/lib/systemd/system/seckill.service",
@@ -85,26 +88,10 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
     /* every flag of every --help */
-    static const char *const helps[] = {"serve",
-                                        "worker",
-                                        "reconcile",
-                                        "load",
-                                        "demo",
-                                        "activity create",
-                                        "activity preheat",
-                                        "activity open",
-                                        "activity close",
-                                        "activity show",
-                                        "activity list",
-                                        "activity delete",
-                                        "activity recover",
-                                        "bench admission",
-                                        "bench cluster",
-                                        "bench http",
-                                        "bench scrape",
-                                        "bench persist",
-                                        "bench recover",
-                                        "bench strategies"};
+    static const char *const helps[] = {
+        "serve",           "worker",           "reconcile",       "load",           "demo",
+        "activity create", "activity preheat", "activity open",   "activity close", "activity show",
+        "activity list",   "activity delete",  "activity recover"};
     for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
         sk_th_sh(cmd, out, sizeof out);
@@ -115,6 +102,27 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
         snprintf(sub, sizeof sub, "%s", helps[i]);
         char *sp = strchr(sub, ' ');
         if (sp) CHECK_MSG(strstr(man, sp + 1) != NULL, "no section for %s", helps[i]);
+    }
+    /* the benchmarks: their own binary and page, every flag of each */
+    static char bman[1 << 16];
+    snprintf(cmd, sizeof cmd,
+             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill-bench.1 2>&1",
+             dest);
+    CHECK_EQ(sk_th_sh(cmd, bman, sizeof bman), 0);
+    CHECK_MSG(strstr(bman, "SECKILL-BENCH(1)") && !strstr(bman, "warning:"), "%.3000s", bman);
+    snprintf(cmd, sizeof cmd, "%s/usr/bin/seckill-bench --version", dest);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    snprintf(want, sizeof want, "seckill-bench %s\n", ver);
+    CHECK_STR(out, want);
+    static const char *const benches[] = {"admission", "cluster", "http",      "scrape",
+                                          "persist",   "recover", "strategies"};
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_bench_bin(), benches[i]);
+        sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(strstr(out, "usage: seckill-bench") != NULL, "%s --help: %.200s", benches[i],
+                  out);
+        flags_in(benches[i], out, bman);
+        CHECK_MSG(strstr(bman, benches[i]) != NULL, "no section for %s", benches[i]);
     }
     static char conf5[1 << 16], example[1 << 16];
     snprintf(cmd, sizeof cmd,

@@ -21,9 +21,9 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "load/load.h"
 #include "support/harness.h"
 #include "support/http_client.h"
-#include "tools/load/load.h"
 
 /* ---- parser ---- */
 

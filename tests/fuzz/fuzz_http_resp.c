@@ -1,11 +1,11 @@
 /* fuzz_http_resp.c - the load generator's HTTP/1.1 response parser
- * (tools/load/http_resp.h) on any bytes: the first byte picks eof and
+ * (core/http_resp.h) on any bytes: the first byte picks eof and
  * HEAD, the rest is what arrived. */
 #include <string.h>
 
 #include "core/error.h"
+#include "core/http_resp.h"
 #include "fuzz.h"
-#include "tools/load/http_resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

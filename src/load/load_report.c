@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 static void fmt_us(uint64_t us, char *out, size_t cap)
 {

@@ -1,7 +1,7 @@
 /* http_resp.c - HTTP/1.1 response parsing for `seckill load` (http_resp.h):
  * status line, the headers that frame the body, Content-Length, chunked or
  * read-to-close bodies. Works on the bytes given and nothing else. */
-#include "tools/load/http_resp.h"
+#include "core/http_resp.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -11,7 +11,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 #define DEFAULT_PATH "/api/v1/activities/{id}/purchase"
 

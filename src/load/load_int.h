@@ -1,4 +1,4 @@
-/* load_int.h - what the files of `seckill load` share (tools/load only):
+/* load_int.h - what the files of `seckill load` share (src/load only):
  * the accepted-order records, the error and violation writers, the checks
  * and the usage text. The public API is load.h. */
 #ifndef SK_LOAD_INT_H
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tools/load/load.h"
+#include "load/load.h"
 
 /* One accepted order: its user, its units and where its id lies in the
  * records' arena. */

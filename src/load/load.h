@@ -37,8 +37,8 @@
 
 #include "core/histogram.h"
 /* The response parser and the JSON lookup are part of this API. */
-#include "tools/load/http_resp.h"
-#include "tools/load/json_field.h"
+#include "core/http_resp.h"
+#include "load/json_field.h"
 
 #define SK_LOAD_MAX_CONNS 10000
 #define SK_LOAD_MAX_THREADS 64
@@ -95,7 +95,7 @@ struct sk_load_code {
     uint64_t n;
 };
 
-struct sk_load_records; /* accepted orders, private to tools/load (load_int.h) */
+struct sk_load_records; /* accepted orders, private to src/load (load_int.h) */
 
 /* Result of a run. The caller owns the struct; sk_load_run fills it and
  * allocates the order records it points to: free with

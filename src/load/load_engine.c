@@ -24,11 +24,11 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/http_resp.h"
 #include "core/vec.h"
 #include "http/auth.h"
-#include "tools/load/http_resp.h"
-#include "tools/load/json_field.h"
-#include "tools/load/load_int.h"
+#include "load/json_field.h"
+#include "load/load_int.h"
 
 #define RBUF_INITIAL 2048
 #define WBUF_CAP 1024 /* request line + headers + body: the path is < 512 */

@@ -1,5 +1,5 @@
 /* netutil.c - loopback helpers. */
-#include "tools/spawn/netutil.h"
+#include "spawn/netutil.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
