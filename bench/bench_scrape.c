@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_child.h"
 #include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
@@ -54,39 +55,12 @@ static int usage(FILE *f)
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
-/* One request on a fresh connection; the status, or -1. The answer's body
- * is read and dropped; *bytes gets its length. */
+/* One request on a fresh connection as the admin; the status, or -1. The
+ * answer's body is read and dropped; *bytes gets its length. */
 static int http_get(int port, const char *method, const char *path, const char *body, size_t *bytes)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " ADMIN
-                     "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     method, path, body ? strlen(body) : 0, body ? body : "");
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        close(fd);
-        return -1;
-    }
-    static _Thread_local char buf[1 << 20];
-    size_t len = 0;
-    for (;;) {
-        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0 || len + (size_t)got >= sizeof buf - 1) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = 0;
-    if (bytes) *bytes = len;
-    return len > 12 && !strncmp(buf, "HTTP/1.1 ", 9) ? atoi(buf + 9) : -1;
+    return sk_bench_http_fetch(port, method, path, "Authorization: Bearer " ADMIN "\r\n", body,
+                               NULL, 0, bytes);
 }
 
 struct scraper {

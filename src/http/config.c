@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/num.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -33,18 +34,12 @@ static int has_ctl(const char *v)
     return 0;
 }
 
-/* Decimal digits only (no sign, no spaces), value in [lo, hi]. */
+/* Decimal digits only (no sign, no spaces), value in [lo, hi] (lo >= 0). */
 static int parse_range(const char *v, long long lo, long long hi, long long *out)
 {
-    size_t n = strlen(v);
-    if (n == 0 || n > 18) return SK_EINVAL;
-    long long x = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9') return SK_EINVAL;
-        x = x * 10 + (v[i] - '0');
-    }
-    if (x < lo || x > hi) return SK_EINVAL;
-    *out = x;
+    uint64_t x;
+    if (lo < 0 || sk_num_u64_range(v, strlen(v), (uint64_t)lo, (uint64_t)hi, &x)) return SK_EINVAL;
+    *out = (long long)x;
     return 0;
 }
 

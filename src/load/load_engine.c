@@ -366,7 +366,7 @@ static void on_idle(struct conn *c)
     send_request(c, now, now);
 }
 
-static void on_response(struct conn *c, const struct sk_load_resp *r, int64_t now)
+static void on_response(struct conn *c, const struct sk_http_resp *r, int64_t now)
 {
     struct worker *w = c->w;
     struct sk_load_result *res = &w->res;
@@ -433,7 +433,7 @@ static void on_readable(struct conn *c, int64_t now)
 {
     struct worker *w = c->w;
     if (c->rlen == c->rcap) {
-        if (c->rcap >= SK_LOAD_MAX_RESPONSE_BYTES + SK_LOAD_MAX_HEADER_BYTES) {
+        if (c->rcap >= SK_HTTP_RESP_MAX_BODY + SK_HTTP_RESP_MAX_HEAD) {
             fail_conn(c, &w->res.err_protocol, now);
             return;
         }
@@ -462,8 +462,8 @@ static void on_readable(struct conn *c, int64_t now)
             reconnect(c, now);
         return;
     }
-    struct sk_load_resp r;
-    int rc = sk_load_parse_response(c->rbuf, c->rlen, eof, w->run->head, &r);
+    struct sk_http_resp r;
+    int rc = sk_http_resp_parse(c->rbuf, c->rlen, eof, w->run->head, &r);
     if (rc == 0) {
         if (eof) fail_conn(c, &w->res.err_closed, now);
         return;
