@@ -48,6 +48,24 @@ static void flags_in(const char *what, const char *text, const char *man)
     }
 }
 
+/* Every flag of `bin <sub> --help` (its output says usage) is in man, and
+ * each sub-command has its section there: its last word. */
+static void helps_in(const char *bin, const char *const *subs, size_t n, const char *man,
+                     const char *usage)
+{
+    static char out[1 << 16];
+    char cmd[600];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", bin, subs[i]);
+        sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(strstr(out, usage) != NULL, "%s --help: %.200s", subs[i], out);
+        flags_in(subs[i], out, man);
+        const char *sp = strrchr(subs[i], ' ');
+        const char *last = sp ? sp + 1 : subs[i];
+        CHECK_MSG(strstr(man, last) != NULL, "no section for %s", subs[i]);
+    }
+}
+
 SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180)
 {
     char dest[400], cmd[2000];
@@ -92,17 +110,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
         "serve",           "worker",           "reconcile",       "load",           "demo",
         "activity create", "activity preheat", "activity open",   "activity close", "activity show",
         "activity list",   "activity delete",  "activity recover"};
-    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
-        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
-        sk_th_sh(cmd, out, sizeof out);
-        CHECK_MSG(strstr(out, "usage") != NULL, "%s --help: %.200s", helps[i], out);
-        flags_in(helps[i], out, man);
-        /* and every sub-command has its section */
-        char sub[64];
-        snprintf(sub, sizeof sub, "%s", helps[i]);
-        char *sp = strchr(sub, ' ');
-        if (sp) CHECK_MSG(strstr(man, sp + 1) != NULL, "no section for %s", helps[i]);
-    }
+    helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
     /* the benchmarks: their own binary and page, every flag of each */
     static char bman[1 << 16];
     snprintf(cmd, sizeof cmd,
@@ -116,14 +124,8 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     CHECK_STR(out, want);
     static const char *const benches[] = {"admission", "cluster", "http",      "scrape",
                                           "persist",   "recover", "strategies"};
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
-        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_bench_bin(), benches[i]);
-        sk_th_sh(cmd, out, sizeof out);
-        CHECK_MSG(strstr(out, "usage: seckill-bench") != NULL, "%s --help: %.200s", benches[i],
-                  out);
-        flags_in(benches[i], out, bman);
-        CHECK_MSG(strstr(bman, benches[i]) != NULL, "no section for %s", benches[i]);
-    }
+    helps_in(sk_th_bench_bin(), benches, sizeof benches / sizeof benches[0], bman,
+             "usage: seckill-bench");
     static char conf5[1 << 16], example[1 << 16];
     snprintf(cmd, sizeof cmd,
              "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man5/seckill.conf.5 2>&1",

@@ -745,12 +745,7 @@ static int build_prefix(struct run *run, char *err, size_t cap)
 {
     const struct sk_load_opts *o = run->o;
     char path[600];
-    const char *id = strstr(o->path, "{id}");
-    if (id)
-        snprintf(path, sizeof path, "%.*s%" PRIu64 "%s", (int)(id - o->path), o->path, o->activity,
-                 id + 4);
-    else
-        snprintf(path, sizeof path, "%s", o->path);
+    sk_load_path(o, path, sizeof path);
     run->head = !strcmp(o->method, "HEAD");
     int with_body = strcmp(o->method, "GET") != 0 && !run->head;
     if (with_body)

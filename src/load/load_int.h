@@ -43,6 +43,9 @@ void sk_load_set_err(char *err, size_t cap, const char *fmt, ...)
 /* The --help text on f; returns the exit status (0 on stdout, 2 else). */
 int sk_load_usage(FILE *f);
 
+/* o->path with "{id}" replaced by o->activity, into out (cap bytes). */
+void sk_load_path(const struct sk_load_opts *o, char *out, size_t cap);
+
 /* load_verify.c: records a failed check (r->ok becomes 0; the first
  * SK_LOAD_MAX_VIOLATIONS messages are kept). */
 void sk_load_violation(struct sk_load_result *r, const char *fmt, ...)
