@@ -33,8 +33,7 @@ SK_TEST(cidr_parse_refuses_bad_addresses_and_bad_prefixes_apart)
     CHECK(c.ip.v6);
     CHECK_EQ(sk_cidr_parse("::ffff:10.1.2.3", 15, &c, &bad), 0);
     CHECK(!c.ip.v6 && c.bits == 32); /* IPv4-mapped is IPv4 */
-    const char *prefixes[] = {"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/8x",
-                              "::/129"};
+    const char *prefixes[] = {"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/8x", "::/129"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         CHECK_EQ(sk_cidr_parse(prefixes[i], strlen(prefixes[i]), &c, &bad), SK_EINVAL);
         CHECK_MSG(bad == 1, "%s: not a prefix refusal", prefixes[i]);
