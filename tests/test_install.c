@@ -66,6 +66,16 @@ static void helps_in(const char *bin, const char *const *subs, size_t n, const c
     }
 }
 
+/* The installed page dest/rel rendered into out: it renders without groff
+ * warnings and carries its title. */
+static void man_page(const char *dest, const char *rel, const char *title, char *out, size_t cap)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "MANWIDTH=200 man --warnings -l -P cat %s%s 2>&1", dest, rel);
+    CHECK_EQ(sk_th_sh(cmd, out, cap), 0);
+    CHECK_MSG(strstr(out, title) && !strstr(out, "warning:"), "%s: %.3000s", rel, out);
+}
+
 SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180)
 {
     char dest[400], cmd[2000];
@@ -99,10 +109,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     CHECK_STR(out, want);
 
     /* the pages render, without groff warnings */
-    snprintf(cmd, sizeof cmd,
-             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill.1 2>&1", dest);
-    CHECK_EQ(sk_th_sh(cmd, man, sizeof man), 0);
-    CHECK_MSG(strstr(man, "SECKILL(1)") && !strstr(man, "warning:"), "%.3000s", man);
+    man_page(dest, "/usr/share/man/man1/seckill.1", "SECKILL(1)", man, sizeof man);
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
     /* every flag of every --help */
@@ -113,11 +120,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
     /* the benchmarks: their own binary and page, every flag of each */
     static char bman[1 << 16];
-    snprintf(cmd, sizeof cmd,
-             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill-bench.1 2>&1",
-             dest);
-    CHECK_EQ(sk_th_sh(cmd, bman, sizeof bman), 0);
-    CHECK_MSG(strstr(bman, "SECKILL-BENCH(1)") && !strstr(bman, "warning:"), "%.3000s", bman);
+    man_page(dest, "/usr/share/man/man1/seckill-bench.1", "SECKILL-BENCH(1)", bman, sizeof bman);
     snprintf(cmd, sizeof cmd, "%s/usr/bin/seckill-bench --version", dest);
     CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
     snprintf(want, sizeof want, "seckill-bench %s\n", ver);
@@ -127,11 +130,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     helps_in(sk_th_bench_bin(), benches, sizeof benches / sizeof benches[0], bman,
              "usage: seckill-bench");
     static char conf5[1 << 16], example[1 << 16];
-    snprintf(cmd, sizeof cmd,
-             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man5/seckill.conf.5 2>&1",
-             dest);
-    CHECK_EQ(sk_th_sh(cmd, conf5, sizeof conf5), 0);
-    CHECK_MSG(strstr(conf5, "SECKILL.CONF(5)") && !strstr(conf5, "warning:"), "%.3000s", conf5);
+    man_page(dest, "/usr/share/man/man5/seckill.conf.5", "SECKILL.CONF(5)", conf5, sizeof conf5);
     snprintf(cmd, sizeof cmd, "cat %s/etc/seckill/seckill.conf", dest);
     sk_th_sh(cmd, example, sizeof example);
     /* every serve option, as a key, in both */

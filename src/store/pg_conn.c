@@ -124,7 +124,7 @@ static int await_result(sk_store *st, PGresult **out, const char *what);
  * answer (stopped, frozen, unreachable) leaves the connection marked broken
  * and the call failing with SK_EDB. */
 int sk_pg_run(sk_store *st, PGresult **out, const char *what, const char *sql, int nparams,
-               const char *const *params)
+              const char *const *params)
 {
     if (out) *out = NULL;
     PGconn *c = st->pg;
@@ -139,7 +139,7 @@ int sk_pg_run(sk_store *st, PGresult **out, const char *what, const char *sql, i
 /* Runs prepared statement q (one text parameter set), preparing it on
  * this session first when needed; as run otherwise. */
 int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, int nparams,
-                        const char *const *params)
+                       const char *const *params)
 {
     if (out) *out = NULL;
     if (st->pg_broken)
@@ -350,4 +350,3 @@ int sk_pg_connect(sk_store *st, const char *url)
                                 st->pg_where);
     return 0;
 }
-
