@@ -25,8 +25,8 @@
  *
  * Files: load.c (the sub-command), load_opts.c (flags), load_engine.c
  * (threads and epoll), load_records.c (accepted orders), load_verify.c
- * (checks), load_report.c (output), http_resp.c (response parser),
- * json_field.c (JSON lookup). */
+ * (checks), load_report.c (output), json_field.c (JSON lookup); answers
+ * are read with the project's one response parser, core/http_resp.c. */
 #ifndef SK_LOAD_H
 #define SK_LOAD_H
 #include <stddef.h>
