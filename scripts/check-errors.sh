@@ -5,7 +5,7 @@
 # -1 is a value, not a failure (a port, an index "not found"), says so on
 # the line: `return -1; /* value: ... */`. Static functions are the file's
 # own business. Exits 1 and names each bare -1.
-cd "$(dirname "$0")/.." || exit 2
+cd "${SK_CHECK_ROOT:-$(dirname "$0")/..}" || exit 2 # SK_CHECK_ROOT: another tree (its test)
 bad=0
 for f in $(find src -name '*.c' | sort); do
     out=$(awk -v file="$f" '
