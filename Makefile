@@ -4,8 +4,12 @@
 #
 # The tree, by layer (scripts/check-layers.sh keeps includes pointing down):
 #   src/core  src/redis  src/engine  src/store  src/orders  src/http  -> libseckill.a
-#   src/cmd (the sub-commands), tools/ (spawners, load generator),
-#   bench/ (benchmarks): linked into the seckill binary, not the library.
+#   src/cmd (the sub-commands), src/load (`seckill load`), src/spawn (the
+#   demo's private redis-server) -> the seckill binary;
+#   bench/ (benchmarks) -> the seckill-bench binary, never in seckill;
+#   tests/support/spawn (Cluster, Sentinel, PostgreSQL, MariaDB spawners):
+#   test support, shared by the tests and the benchmarks;
+#   tools/ (the generators of the embedded scripts and pages): the build.
 #
 # CFLAGS is yours (`make CFLAGS="-O0 -g"`); the warnings, the language level
 # and the sanitizers are always added.
@@ -42,9 +46,10 @@ LAYERS    := core redis engine store orders http
 LUA       := $(sort $(wildcard lua/*.lua))
 LUA_LIB   := $(wildcard lua/lib/*.lua)
 LIB_SRC   := $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
-CMD_SRC   := $(filter-out src/cmd/main.c,$(sort $(wildcard src/cmd/*.c)))
-TOOLS_SRC := $(sort $(wildcard tools/*/*.c))
-BENCH_SRC := $(sort $(wildcard bench/*.c))
+CMD_SRC   := $(filter-out src/cmd/main.c,$(sort $(wildcard src/cmd/*.c))) \
+             $(sort $(wildcard src/load/*.c src/spawn/*.c))
+SPAWN_SRC := $(sort $(wildcard tests/support/spawn/*.c))
+BENCH_SRC := $(filter-out bench/main.c,$(sort $(wildcard bench/*.c)))
 TEST_SRC  := $(sort $(wildcard tests/*.c tests/unit/*.c tests/support/*.c))
 obj        = $(patsubst %.c,$(BUILD)/%.o,$(1))
 GEN_H     := $(BUILD)/gen/scripts_gen.h
@@ -53,12 +58,25 @@ WEB       := $(sort $(wildcard web/*.* web/buyer/*.*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
-.PHONY: all deps deps-check deps-build test test-unit demo clean format check-format check-layers \
-        bench fuzz fuzz-smoke buyer-shots install install-only uninstall deb package-test \
+.PHONY: all deps deps-check deps-build deps-bench test test-unit demo clean format check-format check-layers check-errors \
+        bench fuzz fuzz-smoke buyer-shots install install-only install-bench uninstall deb package-test \
         partitions chaos
-# A plain `make` needs the build dependencies only (SK_NO_DEPS=1: not even
-# a look at them: the Debian package build, whose tools checked them).
-all: $(if $(SK_NO_DEPS),,deps-build) $(BUILD)/seckill $(BUILD)/seckill-tests
+# A plain `make` needs the build dependencies only and installs nothing: it
+# names a missing -dev package and stops (SK_NO_DEPS=1: not even a look:
+# the Debian package build, whose tools checked them). `make test`, `make
+# demo` and `make partitions` install what they need first (deps-check),
+# `make bench` also the reference servers (deps-bench): before anything is
+# compiled, also under -j (every compile waits for DEPS_STEP).
+ifneq ($(SK_NO_DEPS),)
+DEPS_STEP :=
+else ifneq ($(filter bench,$(MAKECMDGOALS)),)
+DEPS_STEP := deps-bench
+else ifneq ($(filter test demo partitions,$(MAKECMDGOALS)),)
+DEPS_STEP := deps-check
+else
+DEPS_STEP := deps-build
+endif
+all: $(DEPS_STEP) $(BUILD)/seckill $(BUILD)/seckill-bench $(BUILD)/seckill-tests
 
 # Without touching apt when everything is there; `make deps` installs what
 # the tests, the demo and the package test need too.
@@ -66,13 +84,16 @@ deps-build:
 	@sh scripts/deps.sh build
 deps-check:
 	@sh scripts/deps.sh
+deps-bench:
+	@sh scripts/deps.sh bench
 deps:
 	@sh scripts/deps.sh
 
 # The Lua scripts, embedded. The header only names the scripts and is
 # rewritten only when that list changes, so a .lua edit recompiles the
 # generated .c alone.
-$(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def
+$(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def \
+                          | $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_scripts.c tools/gen_emit.c
 $(BUILD)/gen/scripts_gen.c: $(BUILD)/gen/gen_scripts $(LUA) $(LUA_LIB)
@@ -83,7 +104,7 @@ $(GEN_O): $(BUILD)/gen/scripts_gen.c
 
 # The pages (web/: the dashboard; web/buyer/: the buyer's sale page), each
 # one self-contained page embedded the same way.
-$(BUILD)/gen/gen_web: tools/gen_web.c tools/gen_emit.c tools/gen_emit.h
+$(BUILD)/gen/gen_web: tools/gen_web.c tools/gen_emit.c tools/gen_emit.h | $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_web.c tools/gen_emit.c
 $(BUILD)/gen/web_gen.c: $(BUILD)/gen/gen_web $(WEB)
@@ -94,7 +115,7 @@ $(WEB_O): $(BUILD)/gen/web_gen.c
 
 # Every object: its own dependency file (-MMD); the generated headers must
 # exist before the first compile (order-only: their date does not matter).
-$(BUILD)/%.o: %.c | $(GEN_H) $(WEB_H)
+$(BUILD)/%.o: %.c | $(GEN_H) $(WEB_H) $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) $(SK_CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -102,34 +123,38 @@ $(BUILD)/libseckill.a: $(call obj,$(LIB_SRC)) $(GEN_O) $(WEB_O)
 	rm -f $@; ar rcs $@ $^
 $(BUILD)/libseckill-cmd.a: $(call obj,$(CMD_SRC))
 	rm -f $@; ar rcs $@ $^
-$(BUILD)/libseckill-tools.a: $(call obj,$(TOOLS_SRC))
+$(BUILD)/libseckill-spawn.a: $(call obj,$(SPAWN_SRC))
 	rm -f $@; ar rcs $@ $^
 $(BUILD)/libseckill-bench.a: $(call obj,$(BENCH_SRC))
 	rm -f $@; ar rcs $@ $^
 
-# Archives in dependency order: cmd and bench use tools, all use the library.
-BIN_LIBS := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-tools.a \
-            $(BUILD)/libseckill.a
-$(BUILD)/src/cmd/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
-$(BUILD)/src/cmd/main.o: VERSION
+# Archives in dependency order: bench and the tests use the test spawners,
+# which use cmd's (load, the demo's spawner); all use the library.
+BIN_LIBS   := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill.a
+BENCH_LIBS := $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-spawn.a $(BIN_LIBS)
+TEST_LIBS  := $(BUILD)/libseckill-spawn.a $(BIN_LIBS)
+$(BUILD)/src/cmd/main.o $(BUILD)/bench/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
+$(BUILD)/src/cmd/main.o $(BUILD)/bench/main.o: VERSION
 $(BUILD)/seckill: $(BUILD)/src/cmd/main.o $(BIN_LIBS)
 	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $< $(BIN_LIBS) $(LDLIBS)
-$(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(BIN_LIBS)
-	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $(call obj,$(TEST_SRC)) $(BIN_LIBS) $(LDLIBS)
+$(BUILD)/seckill-bench: $(BUILD)/bench/main.o $(BENCH_LIBS)
+	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $< $(BENCH_LIBS) $(LDLIBS)
+$(BUILD)/seckill-tests: $(call obj,$(TEST_SRC)) $(TEST_LIBS)
+	$(CC) $(SK_CFLAGS) $(LDFLAGS) -o $@ $(call obj,$(TEST_SRC)) $(TEST_LIBS) $(LDLIBS)
 
 # The whole suite: one runner; it starts its own redis-server (and other
 # servers) on private ports in a temporary directory and stops them.
 # T=word runs the tests whose name or file contains word; J=N runs N tests
 # at once; TIMEOUT=S is the per-test limit (a test may ask for more).
 TEST_ARGS = $(if $(J),-j $(J)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(T)
-test: deps-check all check-layers check-format fuzz-smoke
-	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(TEST_ARGS)
+test: all check-layers check-format check-errors fuzz-smoke
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) SECKILL_BENCH_BIN=$(abspath $(BUILD)/seckill-bench) $(BUILD)/seckill-tests $(TEST_ARGS)
 
 # The network partition tests (tests/test_partitions.c): hosts in network
 # namespaces of their own, cut with nft; root only, a few minutes; not part
 # of `make test`, run by .ci/run.
-partitions: deps-check all
-	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
+partitions: all
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) SECKILL_BENCH_BIN=$(abspath $(BUILD)/seckill-bench) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
 
 # The nemesis (tests/test_chaos.c, docs/failover.md): a sale under a seeded
 # random mix of faults on each topology, then the checker. CHAOS_SEED=N
@@ -148,7 +173,7 @@ chaos: all
 
 # Unit tests only: no server is started (tests/unit/).
 test-unit: all
-	SECKILL_BIN=$(abspath $(BUILD)/seckill) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) SECKILL_BENCH_BIN=$(abspath $(BUILD)/seckill-bench) $(BUILD)/seckill-tests --unit $(TEST_ARGS)
 
 # Screenshots of the buyer's page in each state at phone and desktop width
 # (docs/buyer/), taken by its browser tests.
@@ -159,6 +184,8 @@ buyer-shots: all
 
 check-layers:
 	@sh scripts/check-layers.sh
+check-errors:
+	@sh scripts/check-errors.sh
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find src tools bench tests -name '*.[ch]')
 check-format:
@@ -166,15 +193,17 @@ check-format:
 format:
 	clang-format -i $(FORMAT_FILES)
 
-demo: deps-check all
+demo: all
 	$(BUILD)/seckill demo $(DEMO_ARGS)
 
 # ---- installing ---------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the binary, the
 # man pages, an example config (never over an existing one), the systemd
 # unit (disabled: nothing is enabled or started), the Prometheus alert
-# rules and the OpenAPI document. install-only copies without building
-# (INSTALL_BIN: which binary, default $(BUILD)/seckill).
+# rules and the OpenAPI document; and the benchmarks, seckill-bench and its
+# page (install-bench: the Debian package puts them in a package of their
+# own). install-only copies the product without building (INSTALL_BIN:
+# which binary, default $(BUILD)/seckill; INSTALL_BENCH_BIN likewise).
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
@@ -182,9 +211,15 @@ DATADIR     ?= $(PREFIX)/share
 MANDIR      ?= $(DATADIR)/man
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 INSTALL_BIN ?= $(BUILD)/seckill
+INSTALL_BENCH_BIN ?= $(BUILD)/seckill-bench
 SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
             -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g'
-install: all install-only
+install: all install-only install-bench
+install-bench:
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(INSTALL_BENCH_BIN) $(DESTDIR)$(BINDIR)/seckill-bench
+	$(SUBST) man/seckill-bench.1.in > $(DESTDIR)$(MANDIR)/man1/seckill-bench.1
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/seckill-bench.1
 install-only:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
 	    $(DESTDIR)$(SYSCONFDIR)/seckill $(DESTDIR)$(UNITDIR) \
@@ -202,6 +237,7 @@ install-only:
 # The config stays when it was edited (it is the operator's).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/seckill $(DESTDIR)$(MANDIR)/man1/seckill.1 \
+	    $(DESTDIR)$(BINDIR)/seckill-bench $(DESTDIR)$(MANDIR)/man1/seckill-bench.1 \
 	    $(DESTDIR)$(MANDIR)/man5/seckill.conf.5 $(DESTDIR)$(UNITDIR)/seckill.service \
 	    $(DESTDIR)$(DATADIR)/seckill/prometheus/seckill-rules.yml \
 	    $(DESTDIR)$(DATADIR)/seckill/openapi.yaml
@@ -228,14 +264,13 @@ package-test: deb
 	sh scripts/package-test.sh $(DEB_DIR) $(VERSION)
 
 bench: all
-	@sh scripts/deps.sh bench
-	$(BUILD)/seckill bench admission
-	$(BUILD)/seckill bench persist
-	$(BUILD)/seckill bench http
-	$(BUILD)/seckill bench scrape
-	$(BUILD)/seckill bench strategies --chart docs/strategies.svg
-	$(BUILD)/seckill bench cluster
-	$(BUILD)/seckill bench recover
+	$(BUILD)/seckill-bench admission
+	$(BUILD)/seckill-bench persist
+	$(BUILD)/seckill-bench http
+	$(BUILD)/seckill-bench scrape
+	$(BUILD)/seckill-bench strategies --chart docs/strategies.svg
+	$(BUILD)/seckill-bench cluster
+	$(BUILD)/seckill-bench recover
 
 # Fuzzing (libFuzzer, clang): one target per parser of outside bytes in
 # tests/fuzz/fuzz_<target>.c, built with AddressSanitizer and UBSan into
@@ -257,11 +292,13 @@ FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
 FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
-                      src/core/log.c src/core/error.c
+                      src/core/ip.c src/core/num.c src/core/log.c src/core/error.c
 FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
-FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/redact.c src/core/error.c
-FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/redact.c src/core/error.c
-FUZZ_SRC_http_resp := tools/load/http_resp.c src/core/error.c
+FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/num.c src/core/redact.c \
+                      src/core/error.c
+FUZZ_SRC_mysql_url := src/store/mysql_url.c src/core/url.c src/core/num.c src/core/redact.c \
+                      src/core/error.c
+FUZZ_SRC_http_resp := src/core/http_resp.c src/core/num.c src/core/error.c
 FUZZ_SRC_jwt       := src/http/auth_jwt.c src/core/num.c src/core/error.c
 FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_id.c src/core/num.c \
                       src/core/error.c

@@ -1,4 +1,4 @@
-/* bench.c - `seckill bench`: the dispatcher to the benchmark programs
+/* bench.c - `seckill-bench`: the dispatcher to the benchmark programs
  * (bench_int.h): admission, cluster, http, persist, recover, scrape, strategies. */
 #include "bench/bench.h"
 
@@ -15,7 +15,7 @@ int sk_cli_bench(int argc, char **argv)
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(
             f,
-            "usage: seckill bench <benchmark> [options]\n\nbenchmarks:\n"
+            "usage: seckill-bench <benchmark> [options]\n\nbenchmarks:\n"
             "  admission   purchase and purchase_batch scripts against Redis\n"
             "  cluster     one hot activity: single Redis vs a 3-master cluster, 1/3/8 segments\n"
             "  http        seckill serve vs a static responder (nginx) over HTTP; purchases\n"
@@ -24,7 +24,7 @@ int sk_cli_bench(int argc, char **argv)
             "  persist     order worker: Redis stream -> SQLite, orders/s\n"
             "  recover     a Redis gone back in time: time to the fence, replay orders/s\n"
             "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
-            "\n`seckill bench <benchmark> --help` for its options.\n");
+            "\n`seckill-bench <benchmark> --help` for its options.\n");
         return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
     }
     if (!strcmp(argv[1], "admission")) return sk_bench_admission(argc - 1, argv + 1);

@@ -1,4 +1,4 @@
-/* bench_admission.c - `seckill bench admission`: purchase and purchase_batch
+/* bench_admission.c - `seckill-bench admission`: purchase and purchase_batch
  * driven directly against a real Redis with pipelining, next to same-run
  * reference lines (plain DECR from the same client, redis-benchmark on the
  * same script), reporting purchases/s and Redis CPU per purchase two ways:
@@ -37,7 +37,7 @@
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
 #include "redis/script.h"
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/redis_spawn.h"
 
 /* The targets (2-core machine), Redis CPU per purchase. */
 #define SK_BENCH_TARGET_BATCH_US 4.0
@@ -147,7 +147,7 @@ static void sk_bench_on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill bench admission [options]\n"
+            "usage: seckill-bench admission [options]\n"
             "\n"
             "Drives the purchase and purchase_batch scripts against Redis with pipelining and\n"
             "reports purchases/s and Redis CPU per purchase (INFO commandstats and INFO cpu),\n"
@@ -943,7 +943,7 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
 {
     char cpu[256], kernel[256];
     machine_info(cpu, sizeof cpu, kernel, sizeof kernel);
-    printf("seckill bench admission\n");
+    printf("seckill-bench admission\n");
     printf("  machine: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     printf("  redis:   %s at %s%s\n", version, url,
            spawned ? " (private, started for this run)" : "");

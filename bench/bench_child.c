@@ -17,13 +17,19 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "tools/load/http_resp.h"
+#include "core/http_resp.h"
 
 #define READY_MS 15000
 #define STOP_MS 10000
 
 int sk_bench_http_call(int port, const char *method, const char *path, const char *headers,
                        const char *body, char *out, size_t cap)
+{
+    return sk_bench_http_fetch(port, method, path, headers, body, out, cap, NULL);
+}
+
+int sk_bench_http_fetch(int port, const char *method, const char *path, const char *headers,
+                        const char *body, char *out, size_t cap, size_t *body_len)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
@@ -47,7 +53,8 @@ int sk_bench_http_call(int port, const char *method, const char *path, const cha
         close(fd);
         return -1;
     }
-    char buf[16384];
+    /* a whole /metrics page fits: the parser's own limits */
+    static _Thread_local char buf[SK_HTTP_RESP_MAX_HEAD + SK_HTTP_RESP_MAX_BODY];
     size_t len = 0;
     int status = -1;
     for (;;) {
@@ -55,11 +62,12 @@ int sk_bench_http_call(int port, const char *method, const char *path, const cha
         if (got < 0 && errno == EINTR) continue;
         int eof = got <= 0;
         if (got > 0) len += (size_t)got;
-        struct sk_load_resp r;
-        int rc = sk_load_parse_response(buf, len, eof, !strcmp(method, "HEAD"), &r);
+        struct sk_http_resp r;
+        int rc = sk_http_resp_parse(buf, len, eof, !strcmp(method, "HEAD"), &r);
         if (rc == 1) {
             status = r.status;
             if (cap) snprintf(out, cap, "%.*s", (int)r.body_len, r.body);
+            if (body_len) *body_len = r.body_len;
             break;
         }
         if (rc < 0 || eof || len == sizeof buf - 1) break;
@@ -86,7 +94,7 @@ pid_t sk_bench_spawn(char *const *argv, const char *log)
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    execv(argv[0], argv);
+    execvp(argv[0], argv); /* a path, or seckill from PATH */
     _exit(127);
 }
 

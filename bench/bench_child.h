@@ -35,5 +35,9 @@ int sk_bench_child_wait_ready(struct sk_bench_child *c, const char *path,
  * (cap bytes, terminated). */
 int sk_bench_http_call(int port, const char *method, const char *path, const char *headers,
                        const char *body, char *out, size_t cap);
+/* The same, and *body_len (may be NULL) gets the whole body's length (out
+ * holds at most cap-1 bytes of it; out may be NULL when cap is 0). */
+int sk_bench_http_fetch(int port, const char *method, const char *path, const char *headers,
+                        const char *body, char *out, size_t cap, size_t *body_len);
 
 #endif

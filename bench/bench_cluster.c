@@ -1,4 +1,4 @@
-/* bench_cluster.c - `seckill bench cluster`: admissions per second
+/* bench_cluster.c - `seckill-bench cluster`: admissions per second
  * of ONE hot activity on a single redis-server and on a 3-master Redis
  * Cluster with the activity's stock in 1, 3 and 8 segments
  * (docs/segments.md), same machine, same run, with the scaling ratio of
@@ -49,8 +49,8 @@
 #include "redis/redis_cluster.h"
 #include "redis/redis_conn.h"
 #include "redis/script.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/redis_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #define CK_MASTERS 3
 #define CK_MAX_SEGS 8
@@ -142,7 +142,7 @@ static void ck_on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill bench cluster [options]\n"
+            "usage: seckill-bench cluster [options]\n"
             "\n"
             "Admissions/s of one hot activity: a single redis-server vs a %d-master Redis\n"
             "Cluster with the activity in 1, 3 and 8 stock segments, same machine, same run.\n"
@@ -723,7 +723,7 @@ static void print_report(const struct ck_ctx *c)
     const struct ck_opts *o = &c->o;
     char cpu[256], kernel[256];
     machine(cpu, sizeof cpu, kernel, sizeof kernel);
-    printf("seckill bench cluster: admissions/s of one hot activity, single redis-server vs a "
+    printf("seckill-bench cluster: admissions/s of one hot activity, single redis-server vs a "
            "%d-master Redis Cluster\n",
            CK_MASTERS);
     printf("  command: %s\n", c->command);

@@ -1,4 +1,4 @@
-/* bench_http.c - `seckill bench http`: the HTTP service against a static
+/* bench_http.c - `seckill-bench http`: the HTTP service against a static
  * reference responder, in one run on this machine.
  *
  * Starts a private redis-server, one `seckill serve` process (this binary,
@@ -58,10 +58,10 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "load/load.h"
 #include "redis/redis_conn.h"
-#include "tools/load/load.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
 
 /* The targets (2-core machine, load generator on it): admission as a
  * fraction of the static reference (--serve-role api; a full node's is
@@ -163,7 +163,7 @@ static void on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill bench http [options]\n"
+            "usage: seckill-bench http [options]\n"
             "\n"
             "Measures `seckill serve` (purchase admission and sold-out refusal paths, the\n"
             "latter also with a fresh Idempotency-Key per request) against\n"
@@ -246,9 +246,9 @@ static int start_serve(struct sk_bench_child *c, const char *dir, const char *re
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
-    char *argv[] = {"/proc/self/exe", "serve", "--listen", listen, "--redis", (char *)redis_url,
-                    "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1", "--role",
-                    (char *)role, "--log-level", "warn", "--sync-replicas", sync,
+    char *argv[] = {(char *)sk_bench_seckill_bin(), "serve", "--listen", listen, "--redis",
+                    (char *)redis_url, "--db", db, "--admin-token", ADMIN_TOKEN, "--processes", "1",
+                    "--role", (char *)role, "--log-level", "warn", "--sync-replicas", sync,
                     /* healthy, WAIT answers at the replica's ack; a generous
                      * timeout keeps a busy machine from failing the phase */
                     "--sync-timeout-ms", "1000", NULL};
@@ -586,7 +586,7 @@ static void print_sysc_table(const struct report *R)
 static void print_table(const struct report *R)
 {
     const struct phase *ph = R->ph;
-    printf("seckill bench http: %s\n", R->machine);
+    printf("seckill-bench http: %s\n", R->machine);
     printf("load: seckill load in-process, closed loop, %" PRId64 " connections, %" PRId64
            " thread(s), %.0f s per phase; POST purchase-shaped requests with X-User-Id\n",
            R->o->connections, R->o->threads, R->o->duration_s);

@@ -1,4 +1,4 @@
-/* bench_http_mixed.c - the mixed phase of `seckill bench http`
+/* bench_http_mixed.c - the mixed phase of `seckill-bench http`
  * (bench_http_mixed.h).
  *
  * Per store (SQLite file, or a private PostgreSQL or MariaDB server
@@ -35,10 +35,10 @@
 #include "bench/bench_util.h"
 #include "core/clock.h"
 #include "core/histogram.h"
-#include "tools/load/load.h"
-#include "tools/spawn/mysql_spawn.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/pg_spawn.h"
+#include "load/load.h"
+#include "spawn/netutil.h"
+#include "tests/support/spawn/mysql_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 #define ADMIN_TOKEN "bench-http-mixed-admin-token"
 #define BIG_STOCK 100000000
@@ -221,7 +221,7 @@ static int start_serve(struct sk_bench_child *c, const struct sk_bench_mixed_opt
     c->port = sk_net_free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->port);
     snprintf(log, sizeof log, "%s/serve-%s.log", o->dir, tag);
-    char *argv[] = {"/proc/self/exe",
+    char *argv[] = {(char *)sk_bench_seckill_bin(),
                     "serve",
                     "--listen",
                     listen,

@@ -1,4 +1,4 @@
-/* bench_http_mixed.h - the mixed phase of `seckill bench http`
+/* bench_http_mixed.h - the mixed phase of `seckill-bench http`
  * (bench_http_mixed.c): purchases at a fixed rate alone, then while buyers
  * poll their orders and pay at fixed rates, on SQLite, PostgreSQL and
  * MariaDB; the order reads/s each store serves; and, on the servers,

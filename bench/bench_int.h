@@ -1,4 +1,4 @@
-/* bench_int.h - the benchmark programs that `seckill bench` dispatches to
+/* bench_int.h - the benchmark programs that `seckill-bench` dispatches to
  * (bench.c), for the files of bench/ only. Each takes argv[0] as its own
  * name (argv[0] is the benchmark's name, its options follow) and returns
  * the exit status: 0 every check passed, 1 otherwise, 2 bad usage. */

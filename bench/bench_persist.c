@@ -1,4 +1,4 @@
-/* bench_persist.c - `seckill bench persist`: orders persisted per second
+/* bench_persist.c - `seckill-bench persist`: orders persisted per second
  * from a pre-filled Redis stream into SQLite, PostgreSQL and MariaDB by
  * the order worker.
  *
@@ -52,11 +52,11 @@
 #include "engine/keys.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "spawn/redis_spawn.h"
 #include "store/mysql_url.h"
 #include "store/store.h"
-#include "tools/spawn/mysql_spawn.h"
-#include "tools/spawn/pg_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "tests/support/spawn/mysql_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 /* Targets (BENCHMARKS.md), 2-core machine, batched. */
 #define TARGET_SQLITE_PER_S 10000.0
@@ -411,7 +411,7 @@ static const char *fs_name(const char *dir)
 static int usage(FILE *f)
 {
     fprintf(
-        f, "usage: seckill bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
+        f, "usage: seckill-bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
            "                             [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
            "                             [--pg-set NAME=VALUE]... [--my-set NAME=VALUE]...\n"
            "  Orders persisted per second from a pre-filled stream into SQLite, PostgreSQL\n"
@@ -562,7 +562,7 @@ int sk_bench_persist(int argc, char **argv)
     sk_bench_cpu_model(cpu, sizeof cpu);
     struct utsname un;
     uname(&un);
-    printf("seckill bench persist: redis-server %s (private, no persistence); worker batch %" PRId64
+    printf("seckill-bench persist: redis-server %s (private, no persistence); worker batch %" PRId64
            ", %" PRId64 " entries (per row: %" PRId64 ")\n",
            redis_ver, c.o.batch, c.o.rows, c.o.per_row_rows);
     printf("  machine: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, un.sysname,

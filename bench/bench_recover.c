@@ -1,4 +1,4 @@
-/* bench_recover.c - `seckill bench recover`: how fast a Redis that went back
+/* bench_recover.c - `seckill-bench recover`: how fast a Redis that went back
  * in time is fenced, and how fast the database's orders are put back into
  * it (docs/recovery.md).
  *
@@ -49,9 +49,9 @@
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "redis/script.h"
+#include "spawn/redis_spawn.h"
 #include "store/store.h"
-#include "tools/spawn/pg_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 #define MAX_ROUNDS 20
 
@@ -482,7 +482,7 @@ static int replay_part(const struct opts *o, struct sk_pg_spawn *pgs, int have_p
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill bench recover [--orders N] [--rounds R] [--db sqlite|postgres://...]\n"
+            "usage: seckill-bench recover [--orders N] [--rounds R] [--db sqlite|postgres://...]\n"
             "                             [--only fence|replay]\n"
             "How fast a Redis that went back in time is fenced and rebuilt (docs/recovery.md):\n"
             "time from a rollback (restart empty, snapshot restore) to the first 503-recovering\n"
@@ -524,7 +524,7 @@ int sk_bench_recover(int argc, char **argv)
     struct utsname un;
     sk_bench_cpu_model(cpu, sizeof cpu);
     uname(&un);
-    printf("seckill bench recover: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
+    printf("seckill-bench recover: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
            un.sysname, un.release);
     int rc = o.fence ? fence_part(&o) : 0;
     if (rc == 0 && o.replay) rc = replay_part(&o, &pgs, have_pg);

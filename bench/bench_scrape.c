@@ -1,4 +1,4 @@
-/* bench_scrape.c - `seckill bench scrape`: does watching a sale slow it?
+/* bench_scrape.c - `seckill-bench scrape`: does watching a sale slow it?
  *
  * One private redis-server and one `seckill serve --processes 2
  * --ops-listen` node; purchases at a fixed arrival rate (open loop, so a
@@ -27,14 +27,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_child.h"
 #include "bench/bench_int.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/histogram.h"
-#include "tools/load/load.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
+#include "load/load.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
 
 #define ADMIN "bench-scrape-admin"
 
@@ -45,7 +46,7 @@ struct opts {
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: seckill bench scrape [--rate R] [--duration S] [--rounds K] "
+    fprintf(f, "usage: seckill-bench scrape [--rate R] [--duration S] [--rounds K] "
                "[--connections N]\n"
                "Admission latency of a 2-process node at R purchases/s (default 3000), in\n"
                "rounds of S seconds (default 10) without, then with, a scrape of /metrics\n"
@@ -54,39 +55,12 @@ static int usage(FILE *f)
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
-/* One request on a fresh connection; the status, or -1. The answer's body
- * is read and dropped; *bytes gets its length. */
+/* One request on a fresh connection as the admin; the status, or -1. The
+ * answer's body is read and dropped; *bytes gets its length. */
 static int http_get(int port, const char *method, const char *path, const char *body, size_t *bytes)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " ADMIN
-                     "\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     method, path, body ? strlen(body) : 0, body ? body : "");
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        close(fd);
-        return -1;
-    }
-    static _Thread_local char buf[1 << 20];
-    size_t len = 0;
-    for (;;) {
-        ssize_t got = recv(fd, buf + len, sizeof buf - 1 - len, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0 || len + (size_t)got >= sizeof buf - 1) break;
-        len += (size_t)got;
-    }
-    close(fd);
-    buf[len] = 0;
-    if (bytes) *bytes = len;
-    return len > 12 && !strncmp(buf, "HTTP/1.1 ", 9) ? atoi(buf + 9) : -1;
+    return sk_bench_http_fetch(port, method, path, "Authorization: Bearer " ADMIN "\r\n", body,
+                               NULL, 0, bytes);
 }
 
 struct scraper {
@@ -122,6 +96,7 @@ static pid_t start_serve(const char *dir, const char *redis_url, int port, int o
     snprintf(opsl, sizeof opsl, "127.0.0.1:%d", ops);
     snprintf(db, sizeof db, "sqlite:%s/serve.db", dir);
     snprintf(log, sizeof log, "%s/serve.log", dir);
+    const char *bin = sk_bench_seckill_bin(); /* before the fork: it may look things up */
     pid_t parent = getpid(), pid = fork();
     if (pid != 0) return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -131,9 +106,9 @@ static pid_t start_serve(const char *dir, const char *redis_url, int port, int o
         dup2(fd, 1);
         dup2(fd, 2);
     }
-    execl("/proc/self/exe", "seckill", "serve", "--listen", listen, "--ops-listen", opsl, "--redis",
-          redis_url, "--db", db, "--admin-token", ADMIN, "--processes", "2", "--log-level", "warn",
-          (char *)NULL);
+    execlp(bin, "seckill", "serve", "--listen", listen, "--ops-listen", opsl, "--redis", redis_url,
+           "--db", db, "--admin-token", ADMIN, "--processes", "2", "--log-level", "warn",
+           (char *)NULL);
     _exit(127);
 }
 
@@ -265,7 +240,7 @@ int sk_bench_scrape(int argc, char **argv)
     sk_bench_cpu_model(cpu, sizeof cpu);
     double a99 = median(r[0], o.rounds, offsetof(struct round, p99)),
            b99 = median(r[1], o.rounds, offsetof(struct round, p99));
-    printf("seckill bench scrape: %s %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
+    printf("seckill-bench scrape: %s %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
            "purchases/s, %d connections, %d x %d s rounds each\n",
            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), cpu, o.rate, o.connections,
            o.rounds, o.duration_s);

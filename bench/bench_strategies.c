@@ -1,4 +1,4 @@
-/* bench_strategies.c - `seckill bench strategies`: the seeds' comparison of
+/* bench_strategies.c - `seckill-bench strategies`: the seeds' comparison of
  * stock-deduction strategies, on this machine, in one run (BENCHMARKS.md).
  *
  * Every strategy gets the same demand (the same list of purchase requests,
@@ -20,7 +20,7 @@
  *              (docs/segments.md): each batch split by home segment, one
  *              call per segment, borrowing at the end of the sale; on one
  *              Redis this only adds calls (its point is a cluster: see
- *              `seckill bench cluster`)
+ *              `seckill-bench cluster`)
  * After each strategy the store of truth is read back (Redis keys and order
  * list or stream, database rows): units sold, oversold (beyond stock),
  * undersold (stock left although more distinct buyers asked than there was
@@ -96,7 +96,7 @@ static void sk_bench_on_sig(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill bench strategies [options]\n"
+            "usage: seckill-bench strategies [options]\n"
             "\n"
             "The seeds' comparison on this machine in one run: naive GET/SET, DB conditional\n"
             "UPDATE (PostgreSQL and SQLite), Redis WATCH/MULTI, Redis lock, Redis+Lua per\n"

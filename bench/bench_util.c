@@ -19,6 +19,30 @@
 #include "core/clock.h"
 #include "core/error.h"
 
+const char *sk_bench_seckill_bin(void)
+{
+    static char bin[4096];
+    if (bin[0]) return bin;
+    const char *env = getenv("SECKILL_BIN");
+    if (env && *env) {
+        snprintf(bin, sizeof bin, "%s", env);
+        return bin;
+    }
+    char self[4000];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(bin, sizeof bin, "%s/seckill", self);
+            if (access(bin, X_OK) == 0) return bin;
+        }
+    }
+    snprintf(bin, sizeof bin, "seckill");
+    return bin;
+}
+
 int sk_bench_on_path(const char *prog)
 {
     const char *path = getenv("PATH");

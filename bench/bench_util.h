@@ -1,4 +1,4 @@
-/* bench_util.h - helpers shared by the `seckill bench ...` programs. */
+/* bench_util.h - helpers shared by the `seckill-bench ...` programs. */
 #ifndef SK_BENCH_UTIL_H
 #define SK_BENCH_UTIL_H
 #include <stdatomic.h>
@@ -7,6 +7,12 @@
 #include <sys/types.h>
 
 #include "redis/redis_conn.h"
+
+/* The seckill binary the benchmarks run as servers (serve, worker):
+ * $SECKILL_BIN when set, else the `seckill` beside this program (both are
+ * built into build/ and installed into one bin/), else "seckill" from
+ * PATH. A static string. */
+const char *sk_bench_seckill_bin(void);
 
 /* 1 when prog is an executable somewhere on PATH. */
 int sk_bench_on_path(const char *prog);

@@ -1,4 +1,4 @@
-/* chart.c - the SVG chart of `seckill bench strategies` (chart.h): axes,
+/* chart.c - the SVG chart of `seckill-bench strategies` (chart.h): axes,
  * bars and labels written as text, no drawing library. */
 #include "bench/chart.h"
 
@@ -151,7 +151,7 @@ static void chart_head(FILE *f, const json_t *cf, const json_t *m, int h)
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
             /* Not an XML comment: those may not contain "--". */
-            "<desc>seckill bench strategies chart; regenerate with: seckill bench strategies "
+            "<desc>seckill-bench strategies chart; regenerate with: seckill-bench strategies "
             "--chart-from RUN.json --chart FILE.svg</desc>\n"
             "<style>text{font-size:12px;fill:#222}.t{font-size:16px;font-weight:bold}"
             ".h{font-size:13px;font-weight:bold}.tick{font-size:10px;fill:#555;text-anchor:middle}"
@@ -161,7 +161,7 @@ static void chart_head(FILE *f, const json_t *cf, const json_t *m, int h)
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             CH_W, h, CH_W, h);
     fprintf(f, "<text x=\"12\" y=\"24\" class=\"t\">Stock-deduction strategies, one run "
-               "(seckill bench strategies)</text>\n");
+               "(seckill-bench strategies)</text>\n");
     char cond[400];
     snprintf(cond, sizeof cond,
              "stock %lld, %lld requests from %lld users (limit 1), %lld client threads; "
@@ -279,7 +279,7 @@ int sk_chart_svg(const json_t *run, char **svg, size_t *len, char *err, size_t c
     *len = 0;
     if (!json_is_array(json_object_get(run, "strategies")) ||
         !json_is_object(json_object_get(run, "config"))) {
-        snprintf(err, cap, "not a `seckill bench strategies --json` output");
+        snprintf(err, cap, "not a `seckill-bench strategies --json` output");
         return SK_EINVAL;
     }
     char *buf = NULL;

@@ -1,4 +1,4 @@
-/* strategies_client.c - the client side of `seckill bench strategies`
+/* strategies_client.c - the client side of `seckill-bench strategies`
  * (strategies_int.h): each strategy's purchase, as its clients send it
  * (naive GET/SET, WATCH/MULTI/EXEC, lock, Lua per request and batched,
  * a PostgreSQL or SQLite transaction), and the client threads that take

@@ -1,4 +1,4 @@
-/* strategies_int.h - what the files of `seckill bench strategies` share
+/* strategies_int.h - what the files of `seckill-bench strategies` share
  * (bench/ only): the options, the strategies' table, the run's context and
  * the client threads' state. bench_strategies.c is the entry point (flags,
  * servers), strategies_client.c the client side (one purchase per
@@ -19,9 +19,9 @@
 #include "core/histogram.h"
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
-#include "tools/spawn/mysql_spawn.h"
-#include "tools/spawn/pg_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/redis_spawn.h"
+#include "tests/support/spawn/mysql_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 /* Targets (BENCHMARKS.md) (2-core machine, same run). */
 #define SK_BENCH_TARGET_LUA_VS_DB 20.0

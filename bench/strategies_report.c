@@ -1,4 +1,4 @@
-/* strategies_report.c - the results of `seckill bench strategies`
+/* strategies_report.c - the results of `seckill-bench strategies`
  * (strategies_int.h): the run as one JSON object (machine, software,
  * config, reference lines, strategies, targets), the one source of the
  * table's ratios and of the chart, and the readable table. */
@@ -198,7 +198,7 @@ void sk_bench_strat_print(const struct sk_bench_sctx *c, const json_t *root)
 {
     const struct sk_bench_sopts *o = &c->o;
     const json_t *m = json_object_get(root, "machine");
-    printf("seckill bench strategies: stock %" PRId64 ", %" PRId64 " requests from %" PRId64
+    printf("seckill-bench strategies: stock %" PRId64 ", %" PRId64 " requests from %" PRId64
            " distinct users (limit 1 each), %" PRId64 " client threads with a connection each\n",
            o->stock, o->requests, o->users, o->conns);
     printf("  machine: %lld cpus, %s, %s\n",

@@ -1,4 +1,4 @@
-/* strategies_run.c - one strategy of `seckill bench strategies` from the
+/* strategies_run.c - one strategy of `seckill-bench strategies` from the
  * main thread (strategies_int.h): its setup (keys, activity, tables), its
  * client threads, the CPU samples around them, and the read-back from the
  * store of truth; and the redis-benchmark reference lines. */

@@ -1,24 +1,32 @@
 #!/bin/sh
 # check-layers.sh - the include graph must point down the layers:
-#   core < redis < engine < store < orders < http < cmd        (src/)
-# tools/ and bench/ sit beside cmd: they may use every layer below it,
-# and cmd may use them; nothing in src/ below cmd may use them.
+#   core < redis < engine < store < orders < http             (libseckill.a)
+#   < load, spawn (`seckill load`, the demo's private redis-server)
+#   < cmd (the sub-commands)                                   (the seckill binary)
+# and on top, beside each other:
+#   tests/support/spawn (the test spawners: Cluster, Sentinel, PostgreSQL,
+#   MariaDB), shared by the tests and bench/ (the seckill-bench binary).
+# bench/ uses the library, load, spawn and the test spawners, never cmd
+# nor the rest of tests/; the test spawners never use bench/. Nothing in
+# src/ reaches bench/, tests/ or tools/ (the build's generators, which use
+# nothing but each other and the tables they read).
 # An internal header (*_int.h) is for the files of its own folder only.
 # Exits 1 and names each include that goes the wrong way.
 cd "$(dirname "$0")/.." || exit 2
 rank() {
     case "$1" in
     core) echo 0 ;; redis) echo 1 ;; engine) echo 2 ;; store) echo 3 ;;
-    orders) echo 4 ;; http) echo 5 ;; cmd) echo 6 ;;
-    tools | bench) echo 7 ;; *) echo 99 ;;
+    orders) echo 4 ;; http) echo 5 ;; load | spawn) echo 6 ;; cmd) echo 7 ;;
+    testspawn | bench) echo 8 ;; *) echo 99 ;;
     esac
 }
 bad=0
-for f in $(find src tools bench -name '*.[ch]' | sort); do
+for f in $(find src tools bench tests/support/spawn -name '*.[ch]' | sort); do
     case "$f" in
     src/*) layer=$(echo "$f" | cut -d/ -f2) ;;
     tools/*) layer=tools ;;
     bench/*) layer=bench ;;
+    tests/support/spawn/*) layer=testspawn ;;
     esac
     mine=$(rank "$layer")
     dir=$(dirname "$f")
@@ -27,23 +35,25 @@ for f in $(find src tools bench -name '*.[ch]' | sort); do
         scripts_gen.h|web_gen.h|*.def|../src/core/codes.def|lib/*) continue ;;  # generated, or tables/Lua for the generator
         tools/*) target=tools ;;
         bench/*) target=bench ;;
+        tests/support/spawn/*) target=testspawn ;;
+        tests/*) target=tests ;;
         */*) target=$(echo "$inc" | cut -d/ -f1) ;;
         *) echo "check-layers: $f: include \"$inc\" has no layer folder"; bad=1; continue ;;
         esac
         theirs=$(rank "$target")
         ok=1
-        if [ "$theirs" = 99 ]; then ok=0
-        elif [ "$layer" = tools ] || [ "$layer" = bench ]; then
-            # beside cmd: not cmd itself; tools never use bench
+        if [ "$layer" = tools ]; then
+            [ "$target" = tools ] || ok=0
+        elif [ "$theirs" = 99 ]; then ok=0
+        elif [ "$layer" = bench ] || [ "$layer" = testspawn ]; then
+            # on top, beside each other: not cmd; the spawners never use bench
             [ "$target" = cmd ] && ok=0
-            [ "$layer" = tools ] && [ "$target" = bench ] && ok=0
+            [ "$layer" = testspawn ] && [ "$target" = bench ] && ok=0
         elif [ "$theirs" -gt "$mine" ]; then
-            # below: only cmd may reach tools/ and bench/
             ok=0
-            [ "$layer" = cmd ] && { [ "$target" = tools ] || [ "$target" = bench ]; } && ok=1
         fi
         case "$inc" in
-        tools/*_int.h | bench/*_int.h) [ "$(dirname "$inc")" = "$dir" ] || ok=0 ;;
+        tools/*_int.h | bench/*_int.h | tests/*_int.h) [ "$(dirname "$inc")" = "$dir" ] || ok=0 ;;
         *_int.h) [ "$(dirname "src/$inc")" = "$dir" ] || ok=0 ;;
         esac
         if [ $ok = 0 ]; then

@@ -21,7 +21,8 @@ PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-forma
 # openssl: tokens made independently of the code under test.
 # iproute2, nftables: the partition tests (`make partitions`) build hosts in
 # network namespaces of their own and cut links with nft rules.
-# `deps.sh build`: what a plain `make` needs, nothing more.
+# `deps.sh build`: what a plain `make` needs, nothing more; only checked,
+# never installed (the message names each missing -dev package).
 # `deps.sh bench`: also the reference servers and tools the benchmarks use
 # (not needed by make test or make demo; linux-perf: `bench http` counts
 # system calls per request with perf stat).
@@ -37,6 +38,28 @@ for p in $PKGS; do
     fi
 done
 [ -z "$missing" ] && exit 0
+# `deps.sh build` (a plain `make`) installs nothing: it names what is
+# missing, each -dev package with what it is for, and how to get it.
+if [ "${1:-}" = build ]; then
+    echo "make: cannot build, missing Debian packages:" >&2
+    for p in $missing; do
+        case "$p" in
+        build-essential) what="the C compiler, make" ;;
+        pkg-config) what="finds the libraries' flags" ;;
+        libhiredis-dev) what="hiredis, the Redis client library" ;;
+        libsqlite3-dev) what="SQLite" ;;
+        libpq-dev) what="libpq, the PostgreSQL client library" ;;
+        libmariadb-dev) what="libmariadb, the MariaDB/MySQL client library" ;;
+        libjansson-dev) what="jansson, JSON" ;;
+        libssl-dev) what="OpenSSL" ;;
+        libh2o-evloop-dev) what="libh2o-evloop, the HTTP server library" ;;
+        *) what="" ;;
+        esac
+        echo "  $p${what:+ ($what)}" >&2
+    done
+    echo "install them with: apt-get install$missing (or \`make deps\`, as root: everything the tests need too)" >&2
+    exit 1
+fi
 echo "deps: installing:$missing"
 if [ "$(id -u)" != 0 ]; then
     echo "deps: missing packages and not root; install them with: apt-get install$missing" >&2

@@ -6,7 +6,8 @@
 # the seckill system user and neither enables nor starts the unit; the
 # package extracted into a throwaway root (dpkg-deb -x, never /usr) holds
 # every file, its binary says the version, and its unit passes
-# `systemd-analyze verify`. Prints "N passed, N failed".
+# `systemd-analyze verify`; the benchmarks are a package of their own
+# (seckill-bench) and the product's holds none. Prints "N passed, N failed".
 set -u
 dir=$1
 version=$2
@@ -54,6 +55,22 @@ verify=$(systemd-analyze verify --man=no "$root/seckill.service" 2>&1)
 check "the installed unit passes systemd-analyze verify" '[ $? -eq 0 ] && [ -z "$verify" ]'
 [ -n "$verify" ] && printf '%s\n' "$verify" | sed 's/^/    # /'
 check "the man page renders" 'MANWIDTH=100 man -l -P cat "$files/usr/share/man/man1/seckill.1.gz" 2>/dev/null | grep -q "SECKILL(1)"'
+check "the product's package holds no benchmarks" '[ ! -e "$files/usr/bin/seckill-bench" ] && ! grep -q sk_cli_bench "$files/usr/bin/seckill"'
+
+# the benchmarks: a package of their own, that runs the product's binary
+bdeb=$(ls "$dir"/seckill-bench_"$version"_*.deb 2>/dev/null | head -1)
+check "the package seckill-bench_${version}_<arch>.deb was built" '[ -n "$bdeb" ] && [ -f "$bdeb" ]'
+if [ -n "$bdeb" ]; then
+    blint=$(lintian --fail-on error "$bdeb" 2>&1)
+    check "lintian shows no error in seckill-bench" '[ $? -eq 0 ] && ! printf "%s\n" "$blint" | grep -q "^E:"'
+    printf '%s\n' "$blint" | sed 's/^/    # lintian: /'
+    check "seckill-bench depends on seckill of its version" 'dpkg-deb -f "$bdeb" Depends | grep -q "seckill (= $version)"'
+    dpkg-deb -x "$bdeb" "$files"
+    check "installs /usr/bin/seckill-bench" '[ -x "$files/usr/bin/seckill-bench" ]'
+    check "installs /usr/share/man/man1/seckill-bench.1.gz" '[ -e "$files/usr/share/man/man1/seckill-bench.1.gz" ]'
+    check "the installed seckill-bench says seckill-bench $version" '[ "$("$files/usr/bin/seckill-bench" --version)" = "seckill-bench $version" ]'
+    check "seckill bench points at seckill-bench" '"$files/usr/bin/seckill" bench http 2>&1 | grep -q "seckill-bench http" && [ "$("$files/usr/bin/seckill" bench http >/dev/null 2>&1; echo $?)" = 2 ]'
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,4 +1,4 @@
-/* test_bench_cluster.c - `seckill bench cluster` (bench/bench_cluster.c) run
+/* test_bench_cluster.c - `seckill-bench cluster` (bench/bench_cluster.c) run
  * as a person runs it, short: the binary starts its own redis-server and
  * its own 3-master Redis Cluster, measures the four configurations (single
  * redis-server, cluster with 1, 3 and 8 segments), checks each activity
@@ -41,9 +41,9 @@ SK_TEST(bench_cluster_short_run_measures_four_configs_and_checks_them)
     char json[400];
     snprintf(json, sizeof json, "%s/cluster.json", sk_th_tmpdir());
     int64_t t0 = sk_mono_ms();
-    const char *args[] = {"bench",       "cluster", "--seconds", "1",  "--threads", "2",
-                          "--warmup-ms", "200",     "--json",    json, NULL};
-    int rc = sk_th_run_seckill(out, OUT_CAP, NULL, args);
+    const char *args[] = {"cluster",     "--seconds", "1",      "--threads", "2",
+                          "--warmup-ms", "200",       "--json", json,        NULL};
+    int rc = sk_th_run_bench(out, OUT_CAP, NULL, args);
     printf("# bench cluster --seconds 1 --threads 2 took %lld ms\n",
            (long long)(sk_mono_ms() - t0));
     CHECK_MSG(rc == 0, "exit %d:\n%.6000s", rc, out);
@@ -97,18 +97,58 @@ SK_TEST(bench_cluster_short_run_measures_four_configs_and_checks_them)
 SK_TEST(bench_cluster_refuses_bad_flags)
 {
     char out[4096];
-    const char *a1[] = {"bench", "cluster", "--threads", "0", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a1), 2);
+    const char *a1[] = {"cluster", "--threads", "0", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a1), 2);
     CHECK_MSG(strstr(out, "--threads needs an integer in 1..256") != NULL, "%s", out);
-    const char *a2[] = {"bench", "cluster", "--batch", "x", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a2), 2);
+    const char *a2[] = {"cluster", "--batch", "x", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a2), 2);
     CHECK(strstr(out, "--batch") != NULL);
-    const char *a3[] = {"bench", "cluster", "--frobnicate", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a3), 2);
+    const char *a3[] = {"cluster", "--frobnicate", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a3), 2);
     CHECK(strstr(out, "unknown option '--frobnicate'") != NULL);
-    const char *a4[] = {"bench", "cluster", "--seconds", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a4), 2);
-    const char *a5[] = {"bench", "cluster", "--help", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a5), 0);
+    const char *a4[] = {"cluster", "--seconds", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a4), 2);
+    const char *a5[] = {"cluster", "--help", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a5), 0);
     CHECK(strstr(out, "--depth") != NULL);
+}
+
+/* 1 when the file at path holds the bytes of s (a symbol's name in its
+ * symbol table: the build keeps them, -g and unstripped). */
+static int file_holds(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    size_t n = strlen(s), cap = 1 << 20, have = 0;
+    char *buf = malloc(cap + n);
+    CHECK(buf != NULL);
+    int found = 0;
+    size_t got;
+    while (!found && (got = fread(buf + have, 1, cap, f)) > 0) {
+        found = memmem(buf, have + got, s, n) != NULL;
+        /* keep the last n bytes: a name across two reads */
+        size_t keep = have + got < n ? have + got : n;
+        memmove(buf, buf + have + got - keep, keep);
+        have = keep;
+    }
+    fclose(f);
+    free(buf);
+    return found;
+}
+
+SK_TEST(seckill_holds_no_benchmark_and_points_at_seckill_bench)
+{
+    char out[4096];
+    const char *args[] = {"bench", "cluster", "--seconds", "1", NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
+    CHECK_MSG(strstr(out, "seckill-bench cluster") != NULL, "%s", out);
+    /* the benchmarks' code is in seckill-bench only */
+    CHECK(file_holds(sk_th_bench_bin(), "sk_cli_bench"));
+    CHECK(file_holds(sk_th_bench_bin(), "sk_bench_cluster"));
+    CHECK(!file_holds(sk_th_seckill_bin(), "sk_cli_bench"));
+    CHECK(!file_holds(sk_th_seckill_bin(), "sk_bench_"));
+    /* nor the test spawners: the demo's redis-server is the product's own */
+    CHECK(!file_holds(sk_th_seckill_bin(), "sk_pg_spawn_"));
+    CHECK(!file_holds(sk_th_seckill_bin(), "sk_cluster_spawn_"));
+    CHECK(file_holds(sk_th_seckill_bin(), "sk_redis_spawn_start"));
 }

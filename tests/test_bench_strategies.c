@@ -1,4 +1,4 @@
-/* test_bench_strategies.c - `seckill bench strategies` (bench/bench_strategies.c)
+/* test_bench_strategies.c - `seckill-bench strategies` (bench/bench_strategies.c)
  * run as a person runs it: the binary with --quick --json, its own
  * redis-server and PostgreSQL. Every strategy must run; the naive
  * check-then-act must oversell and every other strategy must neither
@@ -55,8 +55,8 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     char *out = malloc(OUT_CAP);
     CHECK(out != NULL);
     int64_t t0 = sk_mono_ms();
-    const char *args[] = {"bench", "strategies", "--quick", "--json", NULL};
-    int rc = sk_th_run_seckill(out, OUT_CAP, NULL, args);
+    const char *args[] = {"strategies", "--quick", "--json", NULL};
+    int rc = sk_th_run_bench(out, OUT_CAP, NULL, args);
     int64_t ms = sk_mono_ms() - t0;
     printf("# bench strategies --quick --json took %lld ms\n", (long long)ms);
     CHECK_MSG(rc == 0, "exit %d:\n%.4000s", rc, out);
@@ -123,8 +123,8 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     snprintf(jpath, sizeof jpath, "%s/run.json", sk_th_tmpdir());
     snprintf(svg, sizeof svg, "%s/chart.svg", sk_th_tmpdir());
     CHECK(json_dump_file(root, jpath, JSON_INDENT(2)) == 0);
-    const char *cargs[] = {"bench", "strategies", "--chart-from", jpath, "--chart", svg, NULL};
-    rc = sk_th_run_seckill(out, OUT_CAP, NULL, cargs);
+    const char *cargs[] = {"strategies", "--chart-from", jpath, "--chart", svg, NULL};
+    rc = sk_th_run_bench(out, OUT_CAP, NULL, cargs);
     CHECK_MSG(rc == 0, "chart-from exit %d: %s", rc, out);
     FILE *f = fopen(svg, "r");
     CHECK(f != NULL);
@@ -142,15 +142,15 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
 SK_TEST(bench_strategies_refuses_bad_flags_and_bad_json)
 {
     char out[4096];
-    const char *a1[] = {"bench", "strategies", "--requests", "10", "--users", "20", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a1), 2);
+    const char *a1[] = {"strategies", "--requests", "10", "--users", "20", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a1), 2);
     CHECK(strstr(out, "--users") != NULL);
-    const char *a2[] = {"bench", "strategies", "--conns", "0", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a2), 2);
-    const char *a3[] = {"bench", "strategies", "--frobnicate", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a3), 2);
-    const char *a4[] = {"bench", "strategies", "--chart-from", "x.json", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a4), 2); /* needs --chart */
+    const char *a2[] = {"strategies", "--conns", "0", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a2), 2);
+    const char *a3[] = {"strategies", "--frobnicate", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a3), 2);
+    const char *a4[] = {"strategies", "--chart-from", "x.json", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a4), 2); /* needs --chart */
 
     char bad[400], svg[400];
     snprintf(bad, sizeof bad, "%s/bad.json", sk_th_tmpdir());
@@ -159,10 +159,10 @@ SK_TEST(bench_strategies_refuses_bad_flags_and_bad_json)
     CHECK(f != NULL);
     fputs("{\"benchmark\": \"admission\"}", f);
     fclose(f);
-    const char *a5[] = {"bench", "strategies", "--chart-from", bad, "--chart", svg, NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a5), 1);
-    CHECK(strstr(out, "not a `seckill bench strategies --json` output") != NULL);
-    const char *a6[] = {"bench", "strategies", "--help", NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, a6), 0);
+    const char *a5[] = {"strategies", "--chart-from", bad, "--chart", svg, NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a5), 1);
+    CHECK(strstr(out, "not a `seckill-bench strategies --json` output") != NULL);
+    const char *a6[] = {"strategies", "--help", NULL};
+    CHECK_EQ(sk_th_run_bench(out, sizeof out, NULL, a6), 0);
     CHECK(strstr(out, "--chart-from") != NULL);
 }

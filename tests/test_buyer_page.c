@@ -130,7 +130,7 @@ static int raw_get(int port, const char *path, const char *hdrs, char *raw, size
     const char *b = strstr(raw, "\r\n\r\n");
     *body = b ? b + 4 : raw + got;
     *blen = got - (size_t)(*body - raw);
-    return got > 12 && !strncmp(raw, "HTTP/1.1 ", 9) ? atoi(raw + 9) : 0;
+    return sk_th_http_status(raw, got);
 }
 
 /* The value of header name (any case) in a raw answer, into out. */

@@ -42,6 +42,8 @@
 #include "engine/backlog.h"
 #include "engine/keys.h"
 #include "redis/redis_cluster.h"
+#include "spawn/redis_spawn.h"
+#include "spawn/spawn.h"
 #include "support/chaos_buyers.h"
 #include "support/chaos_check.h"
 #include "support/chaos_store.h"
@@ -51,9 +53,7 @@
 #include "support/proc_watch.h"
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
-#include "tools/spawn/spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #define CHAOS_DEFAULT_S 120
 #define POST_HEAL_S 10

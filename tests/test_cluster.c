@@ -20,13 +20,13 @@
 #include "redis/redis_conn.h"
 #include "redis/redis_url.h"
 #include "redis/script.h"
+#include "spawn/redis_spawn.h"
 #include "support/cluster_harness.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 SK_TH_CLUSTER_USED
 

@@ -41,9 +41,7 @@
 /* The status of a raw answer's first status line, 0 when none. */
 static int raw_status(const char *out)
 {
-    int st = 0;
-    if (sscanf(out, "HTTP/1.%*d %d", &st) != 1) return 0;
-    return st;
+    return sk_th_http_status(out, strlen(out));
 }
 
 /* ---------------------------------------------------------------- purchase */

@@ -42,10 +42,38 @@ static void flags_in(const char *what, const char *text, const char *man)
                     break;
                 }
             }
-            CHECK_MSG(found, "%s: %s is not in seckill(1)", what, flag);
+            CHECK_MSG(found, "%s: %s is not in its man page", what, flag);
         }
         p = e;
     }
+}
+
+/* Every flag of `bin <sub> --help` (its output says usage) is in man, and
+ * each sub-command has its section there: its last word. */
+static void helps_in(const char *bin, const char *const *subs, size_t n, const char *man,
+                     const char *usage)
+{
+    static char out[1 << 16];
+    char cmd[600];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", bin, subs[i]);
+        sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(strstr(out, usage) != NULL, "%s --help: %.200s", subs[i], out);
+        flags_in(subs[i], out, man);
+        const char *sp = strrchr(subs[i], ' ');
+        const char *last = sp ? sp + 1 : subs[i];
+        CHECK_MSG(strstr(man, last) != NULL, "no section for %s", subs[i]);
+    }
+}
+
+/* The installed page dest/rel rendered into out: it renders without groff
+ * warnings and carries its title. */
+static void man_page(const char *dest, const char *rel, const char *title, char *out, size_t cap)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "MANWIDTH=200 man --warnings -l -P cat %s%s 2>&1", dest, rel);
+    CHECK_EQ(sk_th_sh(cmd, out, cap), 0);
+    CHECK_MSG(strstr(out, title) && !strstr(out, "warning:"), "%s: %.3000s", rel, out);
 }
 
 SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180)
@@ -54,11 +82,14 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     static char out[1 << 18], man[1 << 18];
     snprintf(dest, sizeof dest, "%s/stage", sk_th_tmpdir());
     snprintf(cmd, sizeof cmd,
-             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1",
-             sk_th_source_root(), dest, sk_th_seckill_bin());
+             "make -s -C %s install-only install-bench DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s "
+             "INSTALL_BENCH_BIN=%s 2>&1",
+             sk_th_source_root(), dest, sk_th_seckill_bin(), sk_th_bench_bin());
     CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
     static const char *const files[] = {"/usr/bin/seckill",
                                         "/usr/share/man/man1/seckill.1",
+                                        "/usr/bin/seckill-bench",
+                                        "/usr/share/man/man1/seckill-bench.1",
                                         "/usr/share/man/man5/seckill.conf.5",
                                         "/etc/seckill/seckill.conf",
                                         "/usr/lib/systemd/system/seckill.service",
@@ -78,50 +109,28 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     CHECK_STR(out, want);
 
     /* the pages render, without groff warnings */
-    snprintf(cmd, sizeof cmd,
-             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man1/seckill.1 2>&1", dest);
-    CHECK_EQ(sk_th_sh(cmd, man, sizeof man), 0);
-    CHECK_MSG(strstr(man, "SECKILL(1)") && !strstr(man, "warning:"), "%.3000s", man);
+    man_page(dest, "/usr/share/man/man1/seckill.1", "SECKILL(1)", man, sizeof man);
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
     /* every flag of every --help */
-    static const char *const helps[] = {"serve",
-                                        "worker",
-                                        "reconcile",
-                                        "load",
-                                        "demo",
-                                        "activity create",
-                                        "activity preheat",
-                                        "activity open",
-                                        "activity close",
-                                        "activity show",
-                                        "activity list",
-                                        "activity delete",
-                                        "activity recover",
-                                        "bench admission",
-                                        "bench cluster",
-                                        "bench http",
-                                        "bench scrape",
-                                        "bench persist",
-                                        "bench recover",
-                                        "bench strategies"};
-    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
-        snprintf(cmd, sizeof cmd, "%s %s --help 2>&1", sk_th_seckill_bin(), helps[i]);
-        sk_th_sh(cmd, out, sizeof out);
-        CHECK_MSG(strstr(out, "usage") != NULL, "%s --help: %.200s", helps[i], out);
-        flags_in(helps[i], out, man);
-        /* and every sub-command has its section */
-        char sub[64];
-        snprintf(sub, sizeof sub, "%s", helps[i]);
-        char *sp = strchr(sub, ' ');
-        if (sp) CHECK_MSG(strstr(man, sp + 1) != NULL, "no section for %s", helps[i]);
-    }
+    static const char *const helps[] = {
+        "serve",           "worker",           "reconcile",       "load",           "demo",
+        "activity create", "activity preheat", "activity open",   "activity close", "activity show",
+        "activity list",   "activity delete",  "activity recover"};
+    helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
+    /* the benchmarks: their own binary and page, every flag of each */
+    static char bman[1 << 16];
+    man_page(dest, "/usr/share/man/man1/seckill-bench.1", "SECKILL-BENCH(1)", bman, sizeof bman);
+    snprintf(cmd, sizeof cmd, "%s/usr/bin/seckill-bench --version", dest);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    snprintf(want, sizeof want, "seckill-bench %s\n", ver);
+    CHECK_STR(out, want);
+    static const char *const benches[] = {"admission", "cluster", "http",      "scrape",
+                                          "persist",   "recover", "strategies"};
+    helps_in(sk_th_bench_bin(), benches, sizeof benches / sizeof benches[0], bman,
+             "usage: seckill-bench");
     static char conf5[1 << 16], example[1 << 16];
-    snprintf(cmd, sizeof cmd,
-             "MANWIDTH=200 man --warnings -l -P cat %s/usr/share/man/man5/seckill.conf.5 2>&1",
-             dest);
-    CHECK_EQ(sk_th_sh(cmd, conf5, sizeof conf5), 0);
-    CHECK_MSG(strstr(conf5, "SECKILL.CONF(5)") && !strstr(conf5, "warning:"), "%.3000s", conf5);
+    man_page(dest, "/usr/share/man/man5/seckill.conf.5", "SECKILL.CONF(5)", conf5, sizeof conf5);
     snprintf(cmd, sizeof cmd, "cat %s/etc/seckill/seckill.conf", dest);
     sk_th_sh(cmd, example, sizeof example);
     /* every serve option, as a key, in both */

@@ -21,18 +21,18 @@
 #include <jansson.h>
 
 #include "core/error.h"
+#include "load/load.h"
 #include "support/harness.h"
 #include "support/http_client.h"
-#include "tools/load/load.h"
 
 /* ---- parser ---- */
 
-static int parse(const char *text, int eof, int head, struct sk_load_resp *r, char *buf, size_t cap)
+static int parse(const char *text, int eof, int head, struct sk_http_resp *r, char *buf, size_t cap)
 {
     size_t n = strlen(text);
     CHECK(n < cap);
     memcpy(buf, text, n + 1);
-    return sk_load_parse_response(buf, n, eof, head, r);
+    return sk_http_resp_parse(buf, n, eof, head, r);
 }
 
 SK_TEST(load_parser_content_length_split_across_reads)
@@ -40,15 +40,15 @@ SK_TEST(load_parser_content_length_split_across_reads)
     const char *full = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nCONTENT-LENGTH: 13\r\n"
                        "\r\n{\"a\":\"hello\"}";
     char buf[512];
-    struct sk_load_resp r;
+    struct sk_http_resp r;
     size_t n = strlen(full);
     /* every prefix is "need more", the whole is one response */
     for (size_t k = 0; k < n; k++) {
         memcpy(buf, full, k);
-        CHECK_EQ(sk_load_parse_response(buf, k, 0, 0, &r), 0);
+        CHECK_EQ(sk_http_resp_parse(buf, k, 0, 0, &r), 0);
     }
     memcpy(buf, full, n);
-    CHECK_EQ(sk_load_parse_response(buf, n, 0, 0, &r), 1);
+    CHECK_EQ(sk_http_resp_parse(buf, n, 0, 0, &r), 1);
     CHECK_EQ(r.status, 200);
     CHECK_EQ(r.keep_alive, 1);
     CHECK_EQ(r.body_len, 13);
@@ -56,13 +56,40 @@ SK_TEST(load_parser_content_length_split_across_reads)
     CHECK(memcmp(r.body, "{\"a\":\"hello\"}", 13) == 0);
     /* the peer closing mid-body is a protocol error, not a response */
     memcpy(buf, full, n - 3);
-    CHECK_EQ(sk_load_parse_response(buf, n - 3, 1, 0, &r), SK_EPROTO);
+    CHECK_EQ(sk_http_resp_parse(buf, n - 3, 1, 0, &r), SK_EPROTO);
+}
+
+SK_TEST(http_resp_status_line_alone_and_the_head_of_the_final_answer)
+{
+    /* the status line alone: every prefix of a good one is "more" */
+    const char *line = "HTTP/1.1 503 Service Unavailable\r\n";
+    for (size_t k = 0; k < 13; k++)
+        CHECK_EQ(sk_http_resp_status(line, k), 0);
+    CHECK_EQ(sk_http_resp_status(line, strlen(line)), 503);
+    CHECK_EQ(sk_http_resp_status("HTTP/1.0 200\r\n", 14), 200);
+    CHECK_EQ(sk_http_resp_status("HTTP/2 200 OK\r\n", 15), SK_EPROTO);
+    CHECK_EQ(sk_http_resp_status("HTTP/1.1 20x OK", 15), SK_EPROTO);
+    CHECK_EQ(sk_http_resp_status("HTTP/1.1 099 X", 14), SK_EPROTO);
+    CHECK_EQ(sk_http_resp_status("HTTP/1.1 2000 ", 14), SK_EPROTO);
+    CHECK_EQ(sk_http_resp_status("SSH-2.0", 7), SK_EPROTO); /* refused before it is whole */
+    /* the head is the final answer's, after a 100 Continue */
+    char buf[512];
+    struct sk_http_resp r;
+    CHECK_EQ(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-A: b\r\n"
+                   "Content-Length: 2\r\n\r\nok",
+                   0, 0, &r, buf, sizeof buf),
+             1);
+    CHECK_EQ(r.status, 201);
+    const char want[] = "HTTP/1.1 201 Created\r\nX-A: b\r\nContent-Length: 2\r\n\r\n";
+    CHECK_EQ(r.head_len, sizeof want - 1);
+    CHECK(memcmp(r.head, want, sizeof want - 1) == 0);
+    CHECK(r.body == r.head + r.head_len);
 }
 
 SK_TEST(load_parser_chunked_interim_close_and_head)
 {
     char buf[1024];
-    struct sk_load_resp r;
+    struct sk_http_resp r;
     /* chunked with an extension and a trailer, decoded in place */
     CHECK_EQ(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
                    "5;x=y\r\n{\"ord\r\n7\r\ner_id\":\r\n6\r\n\"z1\"}\n\r\n0\r\nX-T: 1\r\n\r\n",
@@ -109,7 +136,7 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
 SK_TEST(load_parser_rejects_garbage)
 {
     char buf[1024];
-    struct sk_load_resp r;
+    struct sk_http_resp r;
     const char *bad[] = {
         "HTTP/2 200 OK\r\n\r\n",
         "SSH-2.0-OpenSSH\r\n\r\n",

@@ -46,6 +46,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "redis/redis_conn.h"
+#include "spawn/spawn.h"
 #include "store/store.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -53,8 +54,7 @@
 #include "support/netlab.h"
 #include "support/promise_check.h"
 #include "support/sale_env.h"
-#include "tools/spawn/pg_spawn.h"
-#include "tools/spawn/spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 enum { H_A, H_B, H_C, H_V1, H_V2, H_DB, H_W, H_OPS, NHOSTS };
 static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", "w", "ops"};

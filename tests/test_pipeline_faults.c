@@ -32,14 +32,14 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_cluster.h"
+#include "spawn/redis_spawn.h"
+#include "spawn/spawn.h"
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/cluster_harness.h"
 #include "support/harness.h"
 #include "support/proc_watch.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
-#include "tools/spawn/spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #define NODE_TIMEOUT_MS 2000
 #define CLAIM_IDLE_MS 60000

@@ -14,9 +14,9 @@
 #include <jansson.h>
 
 #include "core/clock.h"
+#include "spawn/spawn.h"
 #include "support/harness.h"
 #include "support/http_client.h"
-#include "tools/spawn/spawn.h"
 
 /* contrib/prometheus/ of the tree. */
 static const char *rules_dir(void)

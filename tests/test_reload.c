@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "spawn/spawn.h"
 #include "support/harness.h"
 #include "support/http_client.h"
-#include "tools/spawn/spawn.h"
 
 static void write_file(const char *path, const char *text)
 {

@@ -28,7 +28,7 @@
 #include "support/http_load_env.h"
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
-#include "tools/spawn/cluster_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 static void pause_ms(long ms)
 {

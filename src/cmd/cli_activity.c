@@ -30,6 +30,7 @@
 #include "http/sale_page.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
+#include "redis/reply.h"
 #include "store/store.h"
 
 /* A CLI must answer quickly when Redis is gone: bounded connect/commands. */
@@ -175,12 +176,12 @@ static int redis_now(struct ctx *c, int64_t *now)
 {
     redisReply *rep;
     if (sk_redis_cmd(c->r, &rep, "TIME") < 0) return redis_fail(c);
+    int64_t s, us;
     int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
              rep->element[0]->type == REDIS_REPLY_STRING &&
-             rep->element[1]->type == REDIS_REPLY_STRING;
-    if (ok)
-        *now = strtoll(rep->element[0]->str, NULL, 10) * 1000 +
-               strtoll(rep->element[1]->str, NULL, 10) / 1000;
+             rep->element[1]->type == REDIS_REPLY_STRING &&
+             sk_reply_i64(rep->element[0], &s) == 0 && sk_reply_i64(rep->element[1], &us) == 0;
+    if (ok) *now = s * 1000 + us / 1000;
     freeReplyObject(rep);
     if (!ok) return sk_cli_runtime_error("activity %s: unexpected reply to TIME", c->sc->name);
     return 0;

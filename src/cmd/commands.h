@@ -1,7 +1,8 @@
 /* commands.h - the sub-commands of the seckill binary that live in src/cmd/
- * (main.c dispatches to them; `seckill bench` is bench/bench.h, `seckill
- * load` is tools/load/load.h). Each takes argc/argv from its own name on
- * and returns an exit code (core/cli.h: 0, 1 runtime failure, 2 usage). */
+ * (main.c dispatches to them; `seckill load` is load/load.h; the benchmarks
+ * are a binary of their own, seckill-bench: bench/bench.h). Each takes
+ * argc/argv from its own name on and returns an exit code (core/cli.h: 0,
+ * 1 runtime failure, 2 usage). */
 #ifndef SK_COMMANDS_H
 #define SK_COMMANDS_H
 

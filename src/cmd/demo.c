@@ -27,13 +27,13 @@
 #include "core/error.h"
 #include "engine/activity.h"
 #include "engine/stock.h"
+#include "load/load.h"
 #include "orders/reconcile.h"
 #include "redis/redis_conn.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
+#include "spawn/spawn.h"
 #include "store/store.h"
-#include "tools/load/load.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
-#include "tools/spawn/spawn.h"
 
 struct demo_opts {
     int64_t stock, buyers, requests, connections, limit, processes;

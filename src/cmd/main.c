@@ -1,14 +1,14 @@
-/* main.c - the seckill binary: dispatches to sub-commands. */
+/* main.c - the seckill binary: dispatches to sub-commands. The benchmarks
+ * are a binary of their own, seckill-bench (bench/main.c). */
 #ifndef SK_VERSION
 #define SK_VERSION "unknown" /* the Makefile passes the VERSION file's */
 #endif
 #include <stdio.h>
 #include <string.h>
 
-#include "bench/bench.h"
 #include "cmd/commands.h"
 #include "core/cli.h"
-#include "tools/load/load.h"
+#include "load/load.h"
 
 static const struct {
     const char *name;
@@ -21,8 +21,6 @@ static const struct {
     {"load", sk_cli_load,
      "HTTP load generator that verifies the answers (no oversell, unique orders)"},
     {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
-    {"bench", sk_cli_bench,
-     "benchmarks (admission, cluster, http, persist, recover, scrape, strategies)"},
     {"reconcile", sk_cli_reconcile,
      "compare Redis with the database, report drift, --repair what is safe"},
 };
@@ -47,6 +45,12 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    /* the benchmarks left this binary: say where they went */
+    if (!strcmp(argv[1], "bench"))
+        return sk_cli_usage_error(
+            "the benchmarks are a binary of their own: run `seckill-bench%s%s` "
+            "(built beside seckill, installed with it)",
+            argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
     fprintf(stderr, "seckill: unknown command '%s'\n", argv[1]);
     return usage(stderr);
 }

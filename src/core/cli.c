@@ -1,12 +1,13 @@
 /* cli.c - helpers shared by the sub-commands. */
 #include "core/cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/num.h"
 
 int sk_cli_usage_error(const char *fmt, ...)
 {
@@ -32,24 +33,12 @@ int sk_cli_runtime_error(const char *fmt, ...)
 
 int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return SK_EINVAL;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return SK_EINVAL;
-    *out = v;
-    return 0;
+    return s ? sk_num_i64_range(s, strlen(s), lo, hi, out) : SK_EINVAL;
 }
 
 int sk_cli_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || *s < '0' || *s > '9') return SK_EINVAL;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return SK_EINVAL;
-    *out = v;
-    return 0;
+    return s ? sk_num_u64(s, strlen(s), out) : SK_EINVAL;
 }
 
 const char *sk_cli_redis_url(const char *flag)

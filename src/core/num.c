@@ -23,6 +23,22 @@ int sk_num_u64_canonical(const char *s, size_t len, uint64_t *out)
     return sk_num_u64(s, len, out);
 }
 
+int sk_num_u64_range(const char *s, size_t len, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+    if (sk_num_u64(s, len, &v) || v < lo || v > hi) return SK_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int sk_num_i64_range(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v;
+    if (sk_num_i64(s, len, &v) || v < lo || v > hi) return SK_EINVAL;
+    *out = v;
+    return 0;
+}
+
 int sk_num_i64(const char *s, size_t len, int64_t *out)
 {
     if (!s) return SK_EINVAL;

@@ -15,4 +15,10 @@ int sk_num_u64_canonical(const char *s, size_t len, uint64_t *out);
 /* Optional '-' then digits, INT64_MIN+1..INT64_MAX. */
 int sk_num_i64(const char *s, size_t len, int64_t *out);
 
+/* The same, and the value within [lo, hi]. The one decimal parser of the
+ * flags (core/cli.c), the config file (http/config.c), URLs (redis_url.c,
+ * mysql_url.c) and replies (redis/reply.h). */
+int sk_num_u64_range(const char *s, size_t len, uint64_t lo, uint64_t hi, uint64_t *out);
+int sk_num_i64_range(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *out);
+
 #endif

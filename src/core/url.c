@@ -1,10 +1,12 @@
 /* url.c - the shared pieces of the URL parsers (url.h). */
 #include "core/url.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/num.h"
 
 static int hexval(char c)
 {
@@ -20,29 +22,18 @@ int sk_url_decode(char *dst, size_t cap, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '%') {
-            if (i + 2 >= n) return -1;
+            if (i + 2 >= n) return SK_EINVAL;
             int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
-            if (h < 0 || l < 0) return -1;
+            if (h < 0 || l < 0) return SK_EINVAL;
             c = (char)(h * 16 + l);
             i += 2;
         }
-        if (c == 0 || o + 1 >= cap) return -1;
+        if (c == 0 || o + 1 >= cap) return SK_EINVAL;
         dst[o++] = c;
     }
-    if (cap == 0) return -1;
+    if (cap == 0) return SK_EINVAL;
     dst[o] = 0;
     return 0;
-}
-
-long sk_url_num(const char *s, size_t n, long lo, long hi)
-{
-    if (n == 0 || n > 9) return -1;
-    long v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return (v < lo || v > hi) ? -1 : v;
 }
 
 static int fail(char *err, size_t cap, const char *msg)
@@ -72,8 +63,9 @@ int sk_url_hostport(const char *p, const char *end, char *host, size_t hostcap, 
     host[he - hs] = 0;
     if (p < end) {
         if (*p != ':') return fail(err, errcap, "unexpected characters after host");
-        long v = sk_url_num(p + 1, (size_t)(end - p - 1), 1, 65535);
-        if (v < 0) return fail(err, errcap, "port must be 1-65535");
+        uint64_t v;
+        if (sk_num_u64_range(p + 1, (size_t)(end - p - 1), 1, 65535, &v))
+            return fail(err, errcap, "port must be 1-65535");
         *port = (int)v;
     }
     return 0;

@@ -1,18 +1,14 @@
 /* url.h - the pieces of a URL that several parsers share (the Redis URLs,
- * the MySQL URL): percent-decoding, a bounded decimal, one host[:port].
+ * the MySQL URL): percent-decoding, one host[:port] (numbers: core/num.h).
  * Pure: bytes in, no I/O, no allocation. */
 #ifndef SK_URL_H
 #define SK_URL_H
 #include <stddef.h>
 
 /* Copies the n bytes at s into dst (cap bytes, always terminated on
- * success) decoding %XX escapes. -1 on a bad escape, a decoded NUL, or
- * when it does not fit; dst is then unspecified. */
+ * success) decoding %XX escapes. SK_EINVAL on a bad escape, a decoded NUL,
+ * or when it does not fit; dst is then unspecified. */
 int sk_url_decode(char *dst, size_t cap, const char *s, size_t n);
-
-/* The decimal of exactly the n bytes at s (at most 9 digits) when it lies
- * in [lo, hi]; -1 otherwise. */
-long sk_url_num(const char *s, size_t n, long lo, long hi);
 
 /* One "host", "host:port", "[v6]" or "[v6]:port" of [p, end) into host
  * (hostcap bytes; brackets dropped) and *port (left as it was when the

@@ -12,14 +12,12 @@
 #include "core/error.h"
 #include "engine/segment.h"
 #include "engine/stock_int.h"
+#include "redis/reply.h"
 #include "redis/script.h"
 
 static int64_t num_of(const redisReply *e)
 {
-    if (!e) return 0;
-    if (e->type == REDIS_REPLY_STRING) return strtoll(e->str, NULL, 10);
-    if (e->type == REDIS_REPLY_INTEGER) return e->integer;
-    return 0;
+    return sk_reply_i64_or(e, 0);
 }
 
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out)
@@ -60,7 +58,7 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
         }
         if (s->type == REDIS_REPLY_STRING) {
             p->has_stock = 1;
-            p->stock = strtoll(s->str, NULL, 10);
+            p->stock = sk_reply_i64_or(s, 0);
         } else if (s->type != REDIS_REPLY_NIL) {
             err = 1;
         }
@@ -336,7 +334,7 @@ int sk_recovery_lost_lends(sk_redis *r, uint64_t aid, int segments, int v, int64
                 sscanf(id->str, "%d-%lld%n", &from, &seq, &used) != 2 || id->str[used] || from != v)
                 continue;
             if (seq > *max_seq) *max_seq = seq;
-            if (seq > xseq) *units += strtoll(q->str, NULL, 10);
+            if (seq > xseq) *units += sk_reply_i64_or(q, 0);
         }
         freeReplyObject(rep);
     }

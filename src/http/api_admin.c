@@ -24,6 +24,7 @@
 #include "http/app.h"
 #include "http/http_body.h"
 #include "http/store_call.h"
+#include "redis/reply.h"
 
 /* An activity read or admin request: its store steps run on the pool
  * (store_call.h), its Redis steps on the loop. */
@@ -160,9 +161,9 @@ static void on_seg_state(void *data, redisReply *rep)
             so->f.failed = 1;
         else {
             if (rep->element[0]->type == REDIS_REPLY_STRING)
-                so->drift = strtoll(rep->element[0]->str, NULL, 10);
+                so->drift = sk_reply_i64_or(rep->element[0], 0);
             if (rep->element[1]->type == REDIS_REPLY_STRING)
-                so->drift_ms = strtoll(rep->element[1]->str, NULL, 10);
+                so->drift_ms = sk_reply_i64_or(rep->element[1], 0);
         }
     } else {
         struct sk_stock_state one;

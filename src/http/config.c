@@ -5,11 +5,13 @@
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/num.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -33,18 +35,12 @@ static int has_ctl(const char *v)
     return 0;
 }
 
-/* Decimal digits only (no sign, no spaces), value in [lo, hi]. */
+/* Decimal digits only (no sign, no spaces), value in [lo, hi] (lo >= 0). */
 static int parse_range(const char *v, long long lo, long long hi, long long *out)
 {
-    size_t n = strlen(v);
-    if (n == 0 || n > 18) return SK_EINVAL;
-    long long x = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9') return SK_EINVAL;
-        x = x * 10 + (v[i] - '0');
-    }
-    if (x < lo || x > hi) return SK_EINVAL;
-    *out = x;
+    uint64_t x;
+    if (lo < 0 || sk_num_u64_range(v, strlen(v), (uint64_t)lo, (uint64_t)hi, &x)) return SK_EINVAL;
+    *out = (long long)x;
     return 0;
 }
 
@@ -150,17 +146,6 @@ static int set_db(struct sk_config *c, const char *v, char *msg, size_t cap)
     return copy_str(c->db, sizeof c->db, v, msg, cap);
 }
 
-static int set_processes(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 64, &n) < 0) {
-        snprintf(msg, cap, "must be a number between 1 and 64");
-        return SK_EINVAL;
-    }
-    c->processes = (int)n;
-    return 0;
-}
-
 static int set_admin_token(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     /* it travels as "Authorization: Bearer <token>": no spaces possible */
@@ -223,88 +208,6 @@ static int set_log_level(struct sk_config *c, const char *v, char *msg, size_t c
     return copy_str(c->log_level, sizeof c->log_level, v, msg, cap);
 }
 
-static int set_max_body(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    /* below 1 KiB even an admin create body would not fit */
-    if (parse_range(v, 1024, 67108864, &n) < 0) {
-        snprintf(msg, cap, "must be a number of bytes between 1024 and 67108864");
-        return SK_EINVAL;
-    }
-    c->max_body = n;
-    return 0;
-}
-
-static int set_redis_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 600000, &n) < 0) {
-        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
-        return SK_EINVAL;
-    }
-    c->redis_timeout_ms = (int)n;
-    return 0;
-}
-
-/* Requests per second or a burst: 0 (off / default) .. 1000000. */
-static int set_rate(long long *dst, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 0, 1000000, &n) < 0) {
-        snprintf(msg, cap, "must be a number between 0 (off) and 1000000");
-        return SK_EINVAL;
-    }
-    *dst = n;
-    return 0;
-}
-
-static int set_rate_user(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_rate(&c->rate_per_user_per_s, v, msg, cap);
-}
-
-static int set_rate_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_rate(&c->rate_burst, v, msg, cap);
-}
-
-static int set_rate_ip(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_rate(&c->rate_per_ip_per_s, v, msg, cap);
-}
-
-static int set_rate_ip_burst(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_rate(&c->rate_ip_burst, v, msg, cap);
-}
-
-static int set_max_inflight(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_rate(&c->max_inflight, v, msg, cap);
-}
-
-static int set_io_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 86400, &n) < 0) {
-        snprintf(msg, cap, "must be a number of seconds between 1 and 86400");
-        return SK_EINVAL;
-    }
-    c->io_timeout_s = (int)n;
-    return 0;
-}
-
-static int set_max_connections(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    if (parse_range(v, 0, 10000000, &c->max_connections) < 0) {
-        snprintf(msg, cap,
-                 "must be a number between 0 (from the file-descriptor limit) and "
-                 "10000000");
-        return SK_EINVAL;
-    }
-    return 0;
-}
-
 /* A path to a secret: the secret it replaces is cleared (the later source
  * wins); "" clears the path. */
 static int set_secret_file(char *path, size_t pcap, char *secret, const char *v, char *msg,
@@ -344,15 +247,6 @@ static int set_hmac_secret_prev(struct sk_config *c, const char *v, char *msg, s
     return rc;
 }
 
-static int set_hmac_max_ttl(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    if (parse_range(v, 1, 31536000, &c->hmac_max_ttl_s) < 0) {
-        snprintf(msg, cap, "must be a number of seconds between 1 and 31536000");
-        return SK_EINVAL;
-    }
-    return 0;
-}
-
 /* A key id: up to 32 letters, digits, '_' or '-' ("" for none). */
 static int set_key_id(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
 {
@@ -379,29 +273,6 @@ static int set_hmac_key_id_prev(struct sk_config *c, const char *v, char *msg, s
     return set_key_id(c->hmac_key_id_prev, sizeof c->hmac_key_id_prev, v, msg, cap);
 }
 
-static int set_sync_replicas(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 0, 16, &n) < 0) {
-        snprintf(msg, cap, "must be a number of replicas between 0 (off) and 16");
-        return SK_EINVAL;
-    }
-    c->sync_replicas = (int)n;
-    return 0;
-}
-
-static int set_sync_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    /* WAIT 0 would wait for ever: at least 1 ms */
-    if (parse_range(v, 1, 60000, &n) < 0) {
-        snprintf(msg, cap, "must be a number of milliseconds between 1 and 60000");
-        return SK_EINVAL;
-    }
-    c->sync_timeout_ms = (int)n;
-    return 0;
-}
-
 static int set_redis_functions(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     if (strcmp(v, "on") == 0)
@@ -412,50 +283,6 @@ static int set_redis_functions(struct sk_config *c, const char *v, char *msg, si
         snprintf(msg, cap, "must be on or off");
         return SK_EINVAL;
     }
-    return 0;
-}
-
-static int set_db_pool(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 64, &n) < 0) {
-        snprintf(msg, cap, "must be a number of threads between 1 and 64");
-        return SK_EINVAL;
-    }
-    c->db_pool = (int)n;
-    return 0;
-}
-
-static int set_db_timeout(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 600000, &n) < 0) {
-        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
-        return SK_EINVAL;
-    }
-    c->db_timeout_ms = (int)n;
-    return 0;
-}
-
-static int set_db_queue_max(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 1000000, &n) < 0) {
-        snprintf(msg, cap, "must be a number between 1 and 1000000");
-        return SK_EINVAL;
-    }
-    c->db_queue_max = (int)n;
-    return 0;
-}
-
-static int set_db_poll_wait(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 1, 600000, &n) < 0) {
-        snprintf(msg, cap, "must be a number of milliseconds between 1 and 600000");
-        return SK_EINVAL;
-    }
-    c->db_poll_wait_ms = (int)n;
     return 0;
 }
 
@@ -502,57 +329,9 @@ static int set_jwt_user_claim(struct sk_config *c, const char *v, char *msg, siz
     return copy_str(c->jwt_user_claim, sizeof c->jwt_user_claim, v, msg, cap);
 }
 
-static int set_jwt_leeway(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    long long n;
-    if (parse_range(v, 0, 300, &n) < 0) {
-        snprintf(msg, cap, "must be a number of seconds between 0 and 300");
-        return SK_EINVAL;
-    }
-    c->jwt_leeway_s = (int)n;
-    return 0;
-}
-
-int sk_ip_parse(const char *s, size_t len, struct sk_ip *out)
-{
-    char buf[64];
-    if (!s || len == 0 || len >= sizeof buf) return SK_EINVAL;
-    memcpy(buf, s, len);
-    buf[len] = 0;
-    memset(out, 0, sizeof *out);
-    if (inet_pton(AF_INET, buf, out->b) == 1) return 0;
-    if (inet_pton(AF_INET6, buf, out->b) != 1) return SK_EINVAL;
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (memcmp(out->b, mapped, 12) == 0) { /* ::ffff:a.b.c.d is an IPv4 client */
-        memmove(out->b, out->b + 12, 4);
-        memset(out->b + 4, 0, 12);
-        return 0;
-    }
-    out->v6 = 1;
-    return 0;
-}
-
-void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT])
-{
-    if (!inet_ntop(ip->v6 ? AF_INET6 : AF_INET, ip->b, out, SK_IP_TEXT)) out[0] = 0;
-}
-
-void sk_ip_rate_prefix(struct sk_ip *ip)
-{
-    if (ip->v6) memset(ip->b + 8, 0, 8);
-}
-
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip)
 {
-    for (int i = 0; i < c->n_trusted_proxies; i++) {
-        const struct sk_cidr *n = &c->trusted_proxies[i];
-        if (n->ip.v6 != ip->v6) continue;
-        int full = n->bits / 8, rest = n->bits % 8;
-        if (memcmp(n->ip.b, ip->b, (size_t)full) != 0) continue;
-        if (rest && ((n->ip.b[full] ^ ip->b[full]) & (0xff << (8 - rest)) & 0xff)) continue;
-        return 1;
-    }
-    return 0;
+    return sk_cidr_match(c->trusted_proxies, c->n_trusted_proxies, ip);
 }
 
 /* "10.0.0.0/8, 127.0.0.1, ::1" -> up to SK_CONFIG_PROXIES_MAX networks;
@@ -568,34 +347,20 @@ static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, si
         const char *e = p;
         while (*e && *e != ',' && *e != ' ')
             e++;
-        const char *slash = memchr(p, '/', (size_t)(e - p));
         if (n == SK_CONFIG_PROXIES_MAX) {
             snprintf(msg, cap, "at most %d entries", SK_CONFIG_PROXIES_MAX);
             return SK_EINVAL;
         }
-        struct sk_cidr *x = &list[n];
-        if (sk_ip_parse(p, (size_t)((slash ? slash : e) - p), &x->ip) < 0) {
-            snprintf(msg, cap, "entry %d is not an IP address or CIDR (e.g. 10.0.0.0/8)", n + 1);
+        int bad_prefix;
+        if (sk_cidr_parse(p, (size_t)(e - p), &list[n], &bad_prefix) < 0) {
+            if (bad_prefix)
+                snprintf(msg, cap, "entry %d: prefix length must be 0..%d", n + 1,
+                         list[n].ip.v6 ? 128 : 32);
+            else
+                snprintf(msg, cap, "entry %d is not an IP address or CIDR (e.g. 10.0.0.0/8)",
+                         n + 1);
             return SK_EINVAL;
         }
-        int maxbits = x->ip.v6 ? 128 : 32;
-        long long bits = maxbits;
-        if (slash) {
-            char b[8];
-            size_t bl = (size_t)(e - slash - 1);
-            if (bl == 0 || bl >= sizeof b)
-                bits = -1;
-            else {
-                memcpy(b, slash + 1, bl);
-                b[bl] = 0;
-                if (parse_range(b, 0, maxbits, &bits) < 0) bits = -1;
-            }
-            if (bits < 0) {
-                snprintf(msg, cap, "entry %d: prefix length must be 0..%d", n + 1, maxbits);
-                return SK_EINVAL;
-            }
-        }
-        x->bits = (int)bits;
         n++;
         p = e;
     }
@@ -604,50 +369,82 @@ static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, si
     return 0;
 }
 
+/* The bounds of a numeric option, as data (nginx's ngx_conf_num_bounds_t):
+ * the value is digits only, lo..hi; the refusal names the unit and what lo
+ * means when it means something ("0 (off)"). */
+struct num_bounds {
+    long long lo, hi;
+    const char *unit;     /* "milliseconds": "a number of milliseconds"; NULL: "a number" */
+    const char *lo_means; /* " (off)", or NULL */
+};
+
+/* Every option: a setter, or (fn NULL) a number stored in the int or long
+ * long field at off within its bounds. */
 static const struct {
     const char *key;
     setter_fn fn;
+    size_t off, size;
+    struct num_bounds num;
 } keys[] = {
-    {"listen", set_listen},
-    {"redis", set_redis},
-    {"db", set_db},
-    {"processes", set_processes},
-    {"admin_token", set_admin_token},
-    {"auth", set_auth},
-    {"hmac_secret", set_hmac_secret},
-    {"role", set_role},
-    {"log_level", set_log_level},
-    {"max_body", set_max_body},
-    {"redis_timeout_ms", set_redis_timeout},
-    {"rate_per_user_per_s", set_rate_user},
-    {"rate_burst", set_rate_burst},
-    {"rate_per_ip_per_s", set_rate_ip},
-    {"rate_ip_burst", set_rate_ip_burst},
-    {"trusted_proxies", set_trusted_proxies},
-    {"max_inflight", set_max_inflight},
-    {"ops_listen", set_ops_listen},
-    {"io_timeout_s", set_io_timeout},
-    {"max_connections", set_max_connections},
-    {"admin_token_file", set_admin_token_file},
-    {"hmac_secret_file", set_hmac_secret_file},
-    {"hmac_max_ttl_s", set_hmac_max_ttl},
-    {"hmac_key_id", set_hmac_key_id},
-    {"hmac_secret_prev", set_hmac_secret_prev},
-    {"hmac_key_id_prev", set_hmac_key_id_prev},
-    {"hmac_secret_prev_file", set_hmac_secret_prev_file},
-    {"sync_replicas", set_sync_replicas},
-    {"sync_timeout_ms", set_sync_timeout},
-    {"redis_functions", set_redis_functions},
-    {"db_pool", set_db_pool},
-    {"db_timeout_ms", set_db_timeout},
-    {"db_queue_max", set_db_queue_max},
-    {"db_poll_wait_ms", set_db_poll_wait},
-    {"cors_origins", set_cors_origins},
-    {"jwks_file", set_jwks_file},
-    {"jwt_issuer", set_jwt_issuer},
-    {"jwt_audience", set_jwt_audience},
-    {"jwt_user_claim", set_jwt_user_claim},
-    {"jwt_leeway_s", set_jwt_leeway},
+#define SET(k, f)                                                                                  \
+    {                                                                                              \
+        k, f, 0, 0,                                                                                \
+        {                                                                                          \
+            0, 0, NULL, NULL                                                                       \
+        }                                                                                          \
+    }
+#define NUM(k, field, lo, hi, unit, lo_means)                                                      \
+    {                                                                                              \
+        k, NULL, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field),        \
+        {                                                                                          \
+            lo, hi, unit, lo_means                                                                 \
+        }                                                                                          \
+    }
+    SET("listen", set_listen),
+    SET("redis", set_redis),
+    SET("db", set_db),
+    NUM("processes", processes, 1, 64, NULL, NULL),
+    SET("admin_token", set_admin_token),
+    SET("auth", set_auth),
+    SET("hmac_secret", set_hmac_secret),
+    SET("role", set_role),
+    SET("log_level", set_log_level),
+    /* below 1 KiB even an admin create body would not fit */
+    NUM("max_body", max_body, 1024, 67108864, "bytes", NULL),
+    NUM("redis_timeout_ms", redis_timeout_ms, 1, 600000, "milliseconds", NULL),
+    /* requests per second or a burst: 0 is off (or the default) */
+    NUM("rate_per_user_per_s", rate_per_user_per_s, 0, 1000000, NULL, " (off)"),
+    NUM("rate_burst", rate_burst, 0, 1000000, NULL, " (off)"),
+    NUM("rate_per_ip_per_s", rate_per_ip_per_s, 0, 1000000, NULL, " (off)"),
+    NUM("rate_ip_burst", rate_ip_burst, 0, 1000000, NULL, " (off)"),
+    SET("trusted_proxies", set_trusted_proxies),
+    NUM("max_inflight", max_inflight, 0, 1000000, NULL, " (off)"),
+    SET("ops_listen", set_ops_listen),
+    NUM("io_timeout_s", io_timeout_s, 1, 86400, "seconds", NULL),
+    NUM("max_connections", max_connections, 0, 10000000, NULL, " (from the file-descriptor limit)"),
+    SET("admin_token_file", set_admin_token_file),
+    SET("hmac_secret_file", set_hmac_secret_file),
+    NUM("hmac_max_ttl_s", hmac_max_ttl_s, 1, 31536000, "seconds", NULL),
+    SET("hmac_key_id", set_hmac_key_id),
+    SET("hmac_secret_prev", set_hmac_secret_prev),
+    SET("hmac_key_id_prev", set_hmac_key_id_prev),
+    SET("hmac_secret_prev_file", set_hmac_secret_prev_file),
+    NUM("sync_replicas", sync_replicas, 0, 16, "replicas", " (off)"),
+    /* WAIT 0 would wait for ever: at least 1 ms */
+    NUM("sync_timeout_ms", sync_timeout_ms, 1, 60000, "milliseconds", NULL),
+    SET("redis_functions", set_redis_functions),
+    NUM("db_pool", db_pool, 1, 64, "threads", NULL),
+    NUM("db_timeout_ms", db_timeout_ms, 1, 600000, "milliseconds", NULL),
+    NUM("db_queue_max", db_queue_max, 1, 1000000, NULL, NULL),
+    NUM("db_poll_wait_ms", db_poll_wait_ms, 1, 600000, "milliseconds", NULL),
+    SET("cors_origins", set_cors_origins),
+    SET("jwks_file", set_jwks_file),
+    SET("jwt_issuer", set_jwt_issuer),
+    SET("jwt_audience", set_jwt_audience),
+    SET("jwt_user_claim", set_jwt_user_claim),
+    NUM("jwt_leeway_s", jwt_leeway_s, 0, 300, "seconds", NULL),
+#undef SET
+#undef NUM
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -684,6 +481,33 @@ void sk_config_defaults(struct sk_config *c)
     c->jwt_leeway_s = 30;
 }
 
+/* A numeric option: v within b, stored in the size-byte field at off. */
+static int set_num(struct sk_config *c, size_t off, size_t size, const struct num_bounds *b,
+                   const char *v, char *msg, size_t cap)
+{
+    long long n;
+    if (parse_range(v, b->lo, b->hi, &n) < 0) {
+        snprintf(msg, cap, "must be a number%s%s between %lld%s and %lld", b->unit ? " of " : "",
+                 b->unit ? b->unit : "", b->lo, b->lo_means ? b->lo_means : "", b->hi);
+        return SK_EINVAL;
+    }
+    char *field = (char *)c + off;
+    if (size == sizeof(int)) {
+        int i = (int)n;
+        memcpy(field, &i, sizeof i);
+    } else {
+        memcpy(field, &n, sizeof n);
+    }
+    return 0;
+}
+
+/* Option i of keys[] set to v: its setter, or its bounds. */
+static int set_key(struct sk_config *c, size_t i, const char *v, char *msg, size_t cap)
+{
+    if (keys[i].fn) return keys[i].fn(c, v, msg, cap);
+    return set_num(c, keys[i].off, keys[i].size, &keys[i].num, v, msg, cap);
+}
+
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
@@ -691,7 +515,7 @@ int sk_config_set(struct sk_config *c, const char *key, const char *value, char 
     for (size_t i = 0; i < NKEYS; i++) {
         if (strcmp(keys[i].key, key) != 0) continue;
         char msg[200] = "";
-        if (keys[i].fn(c, value, msg, sizeof msg) < 0)
+        if (set_key(c, i, value, msg, sizeof msg) < 0)
             return sk_einval(err, cap, "%s: %s", key, msg);
         return 0;
     }
@@ -868,7 +692,7 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
             k++;
         if (k == NKEYS) continue; /* SECKILL_BIN and friends belong to others */
         char msg[200] = "";
-        if (keys[k].fn(c, eq + 1, msg, sizeof msg) < 0)
+        if (set_key(c, k, eq + 1, msg, sizeof msg) < 0)
             return sk_einval(err, cap, "SECKILL_%.*s: %s", (int)n, name, msg);
     }
     return 0;

@@ -105,20 +105,11 @@
 #define SK_CONFIG_H
 #include <stddef.h>
 
+#include "core/ip.h"
 #include "http/cors.h"
 
 enum sk_config_role { SK_ROLE_ALL, SK_ROLE_API, SK_ROLE_WORKER };
 
-/* An IP address: IPv4 in 4 bytes (IPv4-mapped IPv6 is stored as IPv4), or
- * IPv6 in 16. */
-struct sk_ip {
-    int v6;
-    unsigned char b[16];
-};
-struct sk_cidr {
-    struct sk_ip ip;
-    int bits; /* prefix length */
-};
 #define SK_CONFIG_PROXIES_MAX 16
 
 struct sk_config {
@@ -196,17 +187,7 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
  * bytes; a second key needs its own id and the same length. */
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
 
-/* Parses len bytes of a textual IPv4 or IPv6 address: 0 or SK_EINVAL. */
-int sk_ip_parse(const char *s, size_t len, struct sk_ip *out);
-/* Canonical text (inet_ntop; IPv4 for IPv4-mapped) into out (SK_IP_TEXT). */
-#define SK_IP_TEXT 46
-void sk_ip_format(const struct sk_ip *ip, char out[SK_IP_TEXT]);
-/* The network the per-IP rate limit counts an address in: an IPv4
- * address is itself; an IPv6 address keeps its first 64 bits (the /64 a
- * site or a host gets, inside which a client can pick addresses at will),
- * the rest zeroed. */
-void sk_ip_rate_prefix(struct sk_ip *ip);
-/* 1 when ip lies in one of the trusted_proxies. */
+/* 1 when ip lies in one of the trusted_proxies (core/ip.h: sk_cidr_match). */
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip);
 
 /* "trusted-header" / "hmac", "all" / "api" / "worker". Static strings. */

@@ -42,10 +42,11 @@ int sk_store_calls_init(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
     char err[512];
-    if (sk_store_pool_new(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err, sizeof err) <
-        0) {
+    int rc =
+        sk_store_pool_new(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err, sizeof err);
+    if (rc < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
-        return -1;
+        return rc;
     }
     /* h2o closes the fd it watches: give it its own */
     int fd = dup(sk_store_pool_fd(app->pool));
@@ -53,7 +54,7 @@ int sk_store_calls_init(struct sk_app *app)
         sk_log(SK_LOG_ERROR, "store pool: cannot watch its eventfd");
         sk_store_pool_free(app->pool);
         app->pool = NULL;
-        return -1;
+        return SK_EIO;
     }
     app->pool_sock = h2o_evloop_socket_create(app->ctx.loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     app->pool_sock->data = app;
@@ -179,7 +180,7 @@ static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route ro
     if (!c) {
         free(ctx);
         sk_http_error(app, req, route, 503, "unavailable", "out of memory");
-        return -1;
+        return SK_ENOMEM;
     }
     *c = (struct call){.app = app, .run = run, .done = done, .ctx = ctx};
     int rc =
@@ -188,7 +189,7 @@ static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route ro
         free(ctx);
         free(c);
         sk_http_db_error(app, req, route, rc, rc == SK_EBUSY ? NULL : sk_strerror(rc));
-        return -1;
+        return rc;
     }
     sk_async_begin(app, &c->a, req, route);
     c->deadline.cb = on_call_deadline;
@@ -235,10 +236,11 @@ int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route
         sk_metrics_refusal(app->metrics, "unavailable");
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
         sk_http_error(app, req, route, 503, "busy", msg);
-        return -1;
+        return SK_EBUSY;
     }
     struct call *c = NULL;
-    if (sk_store_call_as(app, req, route, run, done, ctx, &c) < 0) return -1;
+    int rc = sk_store_call_as(app, req, route, run, done, ctx, &c);
+    if (rc < 0) return rc;
     c->since_ms = sk_mono_ms();
     h2o_linklist_insert(&app->db.waiting, &c->waiting);
     return 0;

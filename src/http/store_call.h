@@ -26,8 +26,8 @@
 #include "store/store_pool.h"
 
 /* Starts the pool (opening its handles), watches its fd on the app's
- * loop and sets up the deadline; logs and returns -1 when the store
- * cannot be opened. */
+ * loop and sets up the deadline; logs and returns the pool's SK_E* code
+ * when the store cannot be opened (SK_EIO when its fd cannot be watched). */
 int sk_store_calls_init(struct sk_app *app);
 /* Stops watching, waits for running calls, completes the rest (their
  * requests, if still there, get 503), frees the pool. */
@@ -47,7 +47,8 @@ typedef void (*sk_call_done_fn)(struct sk_app *app, h2o_req_t *req, void *ctx, i
 /* Runs run(ctx) for req off the loop, then done. ctx: heap memory the
  * caller allocated with malloc; ownership passes to the call. When the
  * call cannot start (queue full, no memory) the request is answered 503
- * here, ctx freed with free(), and -1 returned; else 0. */
+ * here, ctx freed with free(), and its SK_E* code returned (SK_ENOMEM,
+ * SK_EBUSY, ...); else 0. */
 int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_call_run_fn run,
                   sk_call_done_fn done, void *ctx);
 
@@ -56,7 +57,7 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
  * it within max_wait_ms (the calls ahead of it, the recent time per call,
  * the threads), or another such request has waited longer than that
  * already (the database is stuck), it answers 503 busy with Retry-After
- * at once, frees ctx and returns -1; else as sk_store_call. */
+ * at once, frees ctx and returns SK_EBUSY; else as sk_store_call. */
 int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                          int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx);
 

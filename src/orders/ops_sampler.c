@@ -16,6 +16,7 @@
 #include "engine/segment.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "redis/reply.h"
 #include "store/store.h"
 
 _Static_assert(SK_NODE_NAME >= SK_ACTIVITY_NAME_MAX, "activity names fit the node's rows");
@@ -81,10 +82,7 @@ void sk_sampler_stop(sk_sampler *s)
 
 static int64_t int_of(const redisReply *e, int64_t dflt)
 {
-    if (!e) return dflt;
-    if (e->type == REDIS_REPLY_INTEGER) return e->integer;
-    if (e->type == REDIS_REPLY_STRING) return strtoll(e->str, NULL, 10);
-    return dflt;
+    return sk_reply_i64_or(e, dflt);
 }
 
 /* Adds one key set's figures (a whole unsegmented activity, or one

@@ -14,6 +14,7 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "orders/order_worker_int.h"
+#include "redis/reply.h"
 #include "redis/stream_id.h"
 
 #define TRIM_EVERY_MS 1000
@@ -83,7 +84,7 @@ static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
         segs[i] = 0;
         if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
             const redisReply *sg = rep->element[0], *in = rep->element[1];
-            long v = sg->type == REDIS_REPLY_STRING ? strtol(sg->str, NULL, 10) : 0;
+            int64_t v = sg->type == REDIS_REPLY_STRING ? sk_reply_i64_or(sg, 0) : 0;
             if (v > 1 && v <= SK_SEG_MAX)
                 segs[i] = (int)v;
             else if (sg->type == REDIS_REPLY_NIL && in->type == REDIS_REPLY_STRING)

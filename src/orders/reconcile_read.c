@@ -13,6 +13,7 @@
 #include "engine/order_id.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile_int.h"
+#include "redis/reply.h"
 
 #define RECHECK_CHUNK 200 /* order ids per HMGET when looking up again */
 
@@ -127,9 +128,7 @@ static int keep_bad(struct rec_snap *s, const redisReply *k, const redisReply *v
 /* A meta field that may be absent (0 then). */
 int64_t sk_reconcile_opt_i64(const redisReply *v)
 {
-    int64_t x = 0;
-    if (v->type != REDIS_REPLY_STRING || sk_num_i64(v->str, v->len, &x)) return 0;
-    return x;
+    return v->type == REDIS_REPLY_STRING ? sk_reply_i64_or(v, 0) : 0;
 }
 
 /* Fills s from the replies of HMGET meta initial released xin xout fence

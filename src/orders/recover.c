@@ -11,6 +11,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "redis/reply.h"
 #include "redis/stream_id.h"
 
 /* Orders read from the store at once (a large page: on a PostgreSQL table
@@ -123,7 +124,7 @@ static int look(struct rec *c)
         if (!rep->ks[i].before.present) continue;
         if ((rc = sk_redis_cmd(c->r, &v, "HGET %s initial", rep->ks[i].k.meta)) < 0)
             return redis_fail(c, rc, "HGET initial");
-        rep->ks[i].initial = v->type == REDIS_REPLY_STRING ? strtoll(v->str, NULL, 10) : 0;
+        rep->ks[i].initial = v->type == REDIS_REPLY_STRING ? sk_reply_i64_or(v, 0) : 0;
         freeReplyObject(v);
     }
     struct sk_mark *marks;

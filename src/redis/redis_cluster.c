@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/num.h"
 
 /* Table-driven CRC16-CCITT, polynomial 0x1021, init 0 (the Redis spec's). */
 static uint16_t crc_table[256];
@@ -79,25 +80,21 @@ int sk_cluster_streams(int argc, const char *const *argv, const size_t *lens, in
     return 0;
 }
 
+/* -1 is a value here: the command names no key */
 int sk_cluster_first_key(int argc, const char *const *argv, const size_t *lens)
 {
-    if (argc < 1) return -1;
+    if (argc < 1) return -1; /* value: no key */
     if (is(argv, lens, 0, "EVALSHA") || is(argv, lens, 0, "EVAL") || is(argv, lens, 0, "FCALL") ||
         is(argv, lens, 0, "EVALSHA_RO") || is(argv, lens, 0, "EVAL_RO")) {
-        if (argc < 4) return -1;
-        char nk[16];
-        size_t l = alen(argv, lens, 2);
-        if (l == 0 || l >= sizeof nk) return -1;
-        memcpy(nk, argv[2], l);
-        nk[l] = 0;
-        long n = strtol(nk, NULL, 10);
-        return n > 0 && argc > 3 ? 3 : -1;
+        uint64_t n;
+        if (argc < 4 || sk_num_u64(argv[2], alen(argv, lens, 2), &n)) return -1; /* value: none */
+        return n > 0 ? 3 : -1;
     }
     int first, count;
     if (sk_cluster_streams(argc, argv, lens, &first, &count)) return first;
-    if (is(argv, lens, 0, "XREAD") || is(argv, lens, 0, "XREADGROUP")) return -1;
+    if (is(argv, lens, 0, "XREAD") || is(argv, lens, 0, "XREADGROUP")) return -1; /* value: none */
     for (size_t i = 0; i < sizeof keyless / sizeof keyless[0]; i++)
-        if (is(argv, lens, 0, keyless[i])) return -1;
+        if (is(argv, lens, 0, keyless[i])) return -1; /* value: keyless */
     return argc >= 2 ? 1 : -1;
 }
 
@@ -116,15 +113,13 @@ int sk_cluster_parse_redirect(const char *err, int *slot, char *host, size_t cap
         kind = SK_CLUSTER_ASK;
     else
         return 0;
-    const char *p = strchr(err, ' ') + 1;
-    char *end;
-    long s = strtol(p, &end, 10);
-    if (end == p || *end != ' ' || s < 0 || s >= SK_CLUSTER_SLOTS) return 0;
-    p = end + 1;
+    const char *p = strchr(err, ' ') + 1, *sp = strchr(p, ' ');
+    uint64_t s, pt;
+    if (!sp || sk_num_u64_range(p, (size_t)(sp - p), 0, SK_CLUSTER_SLOTS - 1, &s)) return 0;
+    p = sp + 1;
     const char *colon = strrchr(p, ':'); /* last ':' (IPv6 hosts have more) */
     if (!colon || colon == p || (size_t)(colon - p) >= cap) return 0;
-    long pt = strtol(colon + 1, &end, 10);
-    if (pt < 1 || pt > 65535) return 0;
+    if (sk_num_u64_range(colon + 1, strlen(colon + 1), 1, 65535, &pt)) return 0;
     memcpy(host, p, (size_t)(colon - p));
     host[colon - p] = 0;
     *slot = (int)s;
@@ -214,7 +209,7 @@ void sk_cluster_map_set(struct sk_cluster_map *m, int slot, int node)
 
 int sk_cluster_map_owner(const struct sk_cluster_map *m, int slot)
 {
-    if (slot < 0 || slot >= SK_CLUSTER_SLOTS) return -1;
+    if (slot < 0 || slot >= SK_CLUSTER_SLOTS) return -1; /* value: nobody owns it */
     return m->slot_node[slot] == SK_CLUSTER_NO_NODE ? -1 : m->slot_node[slot];
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/num.h"
 #include "core/url.h"
 
 static int fail(char *err, size_t cap, const char *msg)
@@ -50,8 +51,9 @@ static int parse_unix(struct sk_redis_url *u, const char *p, const char *end, ch
     if (q) {
         if (end - q < 5 || memcmp(q, "?db=", 4) != 0)
             return fail(err, errcap, "the only parameter is ?db=N");
-        long db = sk_url_num(q + 4, (size_t)(end - q - 4), 0, 100000);
-        if (db < 0) return fail(err, errcap, "database must be a number");
+        uint64_t db;
+        if (sk_num_u64_range(q + 4, (size_t)(end - q - 4), 0, 100000, &db))
+            return fail(err, errcap, "database must be a number");
         u->db = (int)db;
     }
     snprintf(u->seeds[0].host, sizeof u->seeds[0].host, "%s", u->host);
@@ -73,8 +75,9 @@ static int parse_master(struct sk_redis_url *u, const char *p, const char *end, 
     memcpy(u->master_name, p, (size_t)(ne - p));
     u->master_name[ne - p] = 0;
     if (slash && slash + 1 < end) {
-        long db = sk_url_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
-        if (db < 0) return fail(err, errcap, "database must be a number");
+        uint64_t db;
+        if (sk_num_u64_range(slash + 1, (size_t)(end - slash - 1), 0, 100000, &db))
+            return fail(err, errcap, "database must be a number");
         u->db = (int)db;
     }
     return 0;
@@ -142,8 +145,9 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
         return parse_master(u, slash + 1, end, err, errcap);
     }
     if (slash && slash + 1 < end) {
-        long db = sk_url_num(slash + 1, (size_t)(end - slash - 1), 0, 100000);
-        if (db < 0) return fail(err, errcap, "database must be a number");
+        uint64_t db;
+        if (sk_num_u64_range(slash + 1, (size_t)(end - slash - 1), 0, 100000, &db))
+            return fail(err, errcap, "database must be a number");
         if (u->cluster && db != 0) return fail(err, errcap, "a cluster has only database 0");
         u->db = (int)db;
     }

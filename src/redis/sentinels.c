@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redis/reply.h"
+
 void sk_sentinels_init(struct sk_sentinels *s, const struct sk_redis_url *u, int64_t now)
 {
     memset(s, 0, sizeof *s);
@@ -59,11 +61,8 @@ static const redisReply *field(const redisReply *rep, const char *name)
 
 static int64_t num_of(const redisReply *v, int *ok)
 {
-    char *end = NULL;
-    long long x = 0;
-    if (v && v->type == REDIS_REPLY_INTEGER) return v->integer;
-    if (v && v->type == REDIS_REPLY_STRING && v->len > 0) x = strtoll(v->str, &end, 10);
-    if (!v || v->type != REDIS_REPLY_STRING || v->len == 0 || *end) *ok = 0;
+    int64_t x = 0;
+    if (sk_reply_i64(v, &x)) *ok = 0;
     return x;
 }
 

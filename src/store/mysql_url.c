@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/num.h"
 #include "core/url.h"
 
 static int fail(char *err, size_t cap, const char *msg)
@@ -52,8 +53,9 @@ static int parse_param(struct sk_mysql_url *u, const char *p, const char *e, cha
             return fail(err, errcap, "socket must be an absolute path of at most 107 bytes");
         memcpy(u->socket, val, strlen(val) + 1);
     } else if (IS("connect_timeout")) {
-        long t = sk_url_num(val, strlen(val), 1, 3600);
-        if (t < 0) return fail(err, errcap, "connect_timeout must be 1..3600 seconds");
+        uint64_t t;
+        if (sk_num_u64_range(val, strlen(val), 1, 3600, &t))
+            return fail(err, errcap, "connect_timeout must be 1..3600 seconds");
         u->timeout_s = (int)t;
     } else if (IS("ssl-mode") || IS("ssl_mode") || IS("sslmode")) {
         int m = ssl_mode_of(val);

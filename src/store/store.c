@@ -111,10 +111,10 @@ int sk_store_no_order(sk_store *st, const char *order_id)
 
 int sk_store_status_from_text(const char *t)
 {
-    if (!t) return -1;
+    if (!t) return -1; /* value: no such status */
     for (int i = 0; i < SK_ORDER_NSTATUS; i++)
         if (!strcmp(t, sk_order_status_name(i))) return i;
-    return -1;
+    return -1; /* value: no such status */
 }
 
 void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock_failure *first,

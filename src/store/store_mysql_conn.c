@@ -50,6 +50,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/num.h"
 #include "core/vec.h"
 #include "store/mysql_url.h"
 
@@ -372,7 +373,9 @@ int sk_my_run_sql(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES
 
 int64_t sk_my_i64(MYSQL_ROW r, int c)
 {
-    return r[c] ? strtoll(r[c], NULL, 10) : 0;
+    int64_t x = 0; /* NULL, or a column we declared BIGINT: a number */
+    if (r[c]) sk_num_i64(r[c], strlen(r[c]), &x);
+    return x;
 }
 
 void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap)

@@ -1,22 +1,8 @@
 /* store_pg.c - the PostgreSQL backend of store.h (libpq), the production
  * store. Same tables, constraints and semantics as store_sqlite.c.
  *
- * Connection: the URL goes through PQconninfoParse, then PQconnectdbParams
- * with defaults for what the URL leaves out: connect_timeout 5 s, TCP
- * keepalives (idle 5 s, 2 s x 3 probes), tcp_user_timeout, and a server
- * statement_timeout just under the client bound. connect_timeout (T s)
- * bounds everything: connecting, and every statement's wait for an answer
- * (client side, T s: a stopped or frozen server never answers, so only the
- * client can give up). After a lost connection, a timeout, or a server
- * restart, the next call resets the connection (PQreset, bounded by T);
- * a call never reconnects in the middle of a transaction.
- *
- * Statements are sent with PQsendQueryParams (text parameters, one
- * statement) or PQsendQuery (several statements, migrations), the socket in
- * non-blocking mode, and the answer awaited with poll() against a deadline.
- * The two reads the HTTP processes make most (an order, an activity) are
- * prepared once per session instead: the server parses and plans them
- * once (measured: half of PostgreSQL's CPU per order poll).
+ * The libpq session (connecting, bounded statements, prepared reads, the
+ * reset after a failure) is pg_conn.c's.
  *
  * Schema: migrations applied in order at open, each in its own transaction
  * holding a transaction-level advisory lock, so concurrent openers apply
@@ -34,6 +20,7 @@
  * one by one with UPDATE activities SET stock = stock - $1 WHERE id = $2
  * AND stock >= $1, in batch order, each failure recorded - exactly what
  * the per-order SQLite path yields. */
+#include "store/pg_conn_int.h"
 #include "store/store_int.h"
 
 #include <errno.h>
@@ -47,10 +34,9 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/num.h"
 #include "core/vec.h"
 
-#define CONNECT_TIMEOUT_DEFAULT_S 5
-#define CONNECT_TIMEOUT_MIN_S 2 /* libpq raises smaller values to 2 */
 /* Key of the transaction-level advisory lock that serializes migrations:
  * an arbitrary constant (not "seckill" in ASCII, which would be
  * 32481099999964268), never changed, so every release takes the same lock. */
@@ -160,339 +146,21 @@ static const char *const migrations[] = {
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
-/* ---- errors ---------------------------------------------------------- */
-
-/* libpq messages end with a newline and may span lines: keep the first. */
-static void first_line(char *dst, size_t cap, const char *msg)
-{
-    if (!msg) msg = "";
-    size_t n = strcspn(msg, "\n");
-    snprintf(dst, cap, "%.*s", (int)n, msg);
-}
-
-/* SQLSTATE -> SK code. Unique violation is EEXIST; the other integrity and
- * data errors are the caller's (EINVAL, like SQLite's CHECK); waits cut
- * short (statement/lock timeout, deadlock, serialization) are ETIMEDOUT:
- * worth a retry; the rest, and no SQLSTATE (connection lost), EDB. */
-static int code_of(const char *state)
-{
-    if (!state) return SK_EDB;
-    if (!strcmp(state, "23505")) return SK_EEXIST;
-    if (!strncmp(state, "23", 2) || !strncmp(state, "22", 2)) return SK_EINVAL;
-    if (!strcmp(state, "57014") || !strcmp(state, "55P03") || !strcmp(state, "40P01") ||
-        !strcmp(state, "40001"))
-        return SK_ETIMEDOUT;
-    return SK_EDB;
-}
-
-/* A failed result -> SK code, with the server's message. */
-static int res_err(sk_store *st, PGresult *r, const char *what)
-{
-    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    char line[320];
-    first_line(line, sizeof line, msg ? msg : PQerrorMessage(st->pg));
-    if (PQstatus(st->pg) != CONNECTION_OK) st->pg_broken = 1;
-    return sk_store_set_err(st, code_of(state), "postgres %s: %s: %s", st->pg_where, what, line);
-}
-
-/* The connection failed under us: the next call resets it. */
-static int conn_err(sk_store *st, const char *what)
-{
-    char line[320];
-    first_line(line, sizeof line, PQerrorMessage(st->pg));
-    st->pg_broken = 1;
-    return sk_store_set_err(st, SK_EDB, "postgres %s: %s: %s", st->pg_where, what,
-                            line[0] ? line : "connection lost");
-}
-
-/* ---- connection ------------------------------------------------------ */
-
-/* Server notices (e.g. "relation already exists, skipping") are not errors
- * and must not reach the operator's terminal from inside a library. */
-static void ignore_notice(void *arg, const char *msg)
-{
-    (void)arg;
-    (void)msg;
-}
-
-static void describe(sk_store *st)
-{
-    const char *h = PQhost(st->pg), *p = PQport(st->pg), *d = PQdb(st->pg);
-    snprintf(st->pg_where, sizeof st->pg_where, "%.80s:%.8s/%.63s", h && *h ? h : "?",
-             p && *p ? p : "5432", d && *d ? d : "?");
-}
-
-/* Polls the socket for ev until deadline: 1 ready, 0 timed out, -1 error. */
-static int wait_fd(sk_store *st, short ev, int64_t deadline)
-{
-    for (;;) {
-        int64_t left = deadline - sk_mono_ms();
-        if (left <= 0) return 0;
-        struct pollfd p = {.fd = PQsocket(st->pg), .events = ev};
-        if (p.fd < 0) return -1;
-        int n = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
-        if (n > 0) return 1;
-        if (n < 0 && errno != EINTR) return -1;
-    }
-}
-
-/* Statements prepared once per session (the hot reads of the HTTP
- * processes: an order poll, an activity read): the server parses and
- * plans them once instead of on every call. */
-enum { PGQ_ORDER_GET, PGQ_ACTIVITY_GET, PGQ_COUNT };
-static const char *const pgq_name[PGQ_COUNT] = {"sk_order_get", "sk_activity_get"};
-static const char *const pgq_sql[PGQ_COUNT] = {
-    [PGQ_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = $1",
-    [PGQ_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = $1",
-};
-
-static int await_result(sk_store *st, PGresult **out, const char *what);
-
-/* Runs one command string and returns its last result (caller PQclears it;
- * out may be NULL). nparams == 0 sends it by the simple protocol, so it may
- * hold several statements; otherwise one statement with text parameters.
- * The whole exchange is bounded by pg_timeout_ms: a server that does not
- * answer (stopped, frozen, unreachable) leaves the connection marked broken
- * and the call failing with SK_EDB. */
-static int run(sk_store *st, PGresult **out, const char *what, const char *sql, int nparams,
-               const char *const *params)
-{
-    if (out) *out = NULL;
-    PGconn *c = st->pg;
-    if (st->pg_broken)
-        return sk_store_set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
-    int sent = nparams ? PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0)
-                       : PQsendQuery(c, sql);
-    if (!sent) return conn_err(st, what);
-    return await_result(st, out, what);
-}
-
-/* Runs prepared statement q (one text parameter set), preparing it on
- * this session first when needed; as run otherwise. */
-static int run_prepared(sk_store *st, PGresult **out, const char *what, int q, int nparams,
-                        const char *const *params)
-{
-    if (out) *out = NULL;
-    if (st->pg_broken)
-        return sk_store_set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
-    if (!(st->pg_prepared & (1u << q))) {
-        if (!PQsendPrepare(st->pg, pgq_name[q], pgq_sql[q], nparams, NULL))
-            return conn_err(st, what);
-        int rc = await_result(st, NULL, what);
-        if (rc) return rc;
-        st->pg_prepared |= 1u << q;
-    }
-    if (!PQsendQueryPrepared(st->pg, pgq_name[q], nparams, params, NULL, NULL, 0))
-        return conn_err(st, what);
-    int rc = await_result(st, out, what);
-    /* A failed read by key is the session's trouble (a timeout, or a plan
-     * the schema changed under): start the next call on a fresh one. */
-    if (rc) st->pg_broken = 1;
-    return rc;
-}
-
-/* The rest of run: flushes what was sent and collects the results. */
-static int await_result(sk_store *st, PGresult **out, const char *what)
-{
-    PGconn *c = st->pg;
-    int64_t deadline = sk_mono_ms() + st->pg_timeout_ms;
-    int f;
-    while ((f = PQflush(c)) == 1) {
-        int w = wait_fd(st, POLLOUT | POLLIN, deadline);
-        if (w <= 0) goto timeout;
-        if (!PQconsumeInput(c)) return conn_err(st, what);
-    }
-    if (f < 0) return conn_err(st, what);
-    PGresult *last = NULL, *failed = NULL;
-    for (;;) {
-        if (!PQconsumeInput(c)) {
-            PQclear(last);
-            PQclear(failed);
-            return conn_err(st, what);
-        }
-        while (!PQisBusy(c)) {
-            PGresult *r = PQgetResult(c);
-            if (!r) goto done;
-            ExecStatusType s = PQresultStatus(r);
-            if ((s == PGRES_FATAL_ERROR || s == PGRES_BAD_RESPONSE) && !failed) {
-                failed = r; /* the first error is the cause; keep draining */
-            } else {
-                PQclear(last);
-                last = r;
-            }
-        }
-        int w = wait_fd(st, POLLIN, deadline);
-        if (w <= 0) {
-            PQclear(last);
-            PQclear(failed);
-            goto timeout;
-        }
-    }
-done:
-    if (failed) {
-        int rc = res_err(st, failed, what);
-        PQclear(failed);
-        PQclear(last);
-        return rc;
-    }
-    if (!last) return conn_err(st, what);
-    ExecStatusType s = PQresultStatus(last);
-    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        int rc = res_err(st, last, what);
-        PQclear(last);
-        return rc;
-    }
-    if (out)
-        *out = last;
-    else
-        PQclear(last);
-    return 0;
-timeout:
-    /* The answer may still come; the connection is in an unknown state and
-     * is reset by the next call. */
-    st->pg_broken = 1;
-    return sk_store_set_err(st, SK_EDB,
-                            "postgres %s: %s: no answer within %d ms (server down or frozen)",
-                            st->pg_where, what, st->pg_timeout_ms);
-}
-
-static int cmd(sk_store *st, const char *sql, const char *what)
-{
-    return run(st, NULL, what, sql, 0, NULL);
-}
-
-/* Resets the connection; bounded by connect_timeout. */
-static int reconnect(sk_store *st)
-{
-    PQsetnonblocking(st->pg, 0);
-    PQreset(st->pg);
-    if (PQstatus(st->pg) != CONNECTION_OK) {
-        char line[320];
-        first_line(line, sizeof line, PQerrorMessage(st->pg));
-        st->pg_broken = 1;
-        return sk_store_set_err(st, SK_EDB, "postgres %s: connection lost and reconnect failed: %s",
-                                st->pg_where, line);
-    }
-    PQsetnonblocking(st->pg, 1);
-    st->pg_broken = 0;
-    st->pg_prepared = 0; /* a new session: nothing prepared on it */
-    return 0;
-}
-
-/* Start of every call (store.c cleared the error): makes sure the
- * connection is usable: after a failure, or when the idle socket became
- * readable (the server sent its goodbye: shutdown or restart), it is reset
- * first. */
-static int enter(sk_store *st)
-{
-    int bad = st->pg_broken || PQstatus(st->pg) != CONNECTION_OK ||
-              PQtransactionStatus(st->pg) != PQTRANS_IDLE;
-    if (!bad) {
-        struct pollfd p = {.fd = PQsocket(st->pg), .events = POLLIN};
-        /* Idle and readable: a FATAL or EOF; nothing else arrives unasked
-         * (no LISTEN here). Resetting costs one reconnect; using a dead
-         * connection would fail this call. */
-        if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
-    }
-    return bad ? reconnect(st) : 0;
-}
-
-static int connect_url(sk_store *st, const char *url)
-{
-    char *perr = NULL;
-    PQconninfoOption *opts = PQconninfoParse(url, &perr);
-    if (!opts) {
-        /* libpq quotes the offending token, which may be the password. */
-        int rc = sk_store_set_err(st, perr ? SK_EINVAL : SK_ENOMEM, "%s",
-                                  perr ? "malformed postgres URL" : "out of memory");
-        PQfreemem(perr);
-        return rc;
-    }
-    enum { MAXP = 64 };
-    const char *kw[MAXP], *val[MAXP];
-    int n = 0, timeout_s = CONNECT_TIMEOUT_DEFAULT_S;
-    const char *user_options = NULL;
-    static const char *const defaults[][2] = {
-        {"keepalives", "1"},       {"keepalives_idle", "5"},        {"keepalives_interval", "2"},
-        {"keepalives_count", "3"}, {"application_name", "seckill"}, {"client_encoding", "UTF8"},
-    };
-    for (PQconninfoOption *o = opts; o->keyword && n < MAXP - 12; o++) {
-        if (!o->val || !*o->val) continue;
-        if (!strcmp(o->keyword, "options")) {
-            user_options = o->val;
-            continue;
-        }
-        if (!strcmp(o->keyword, "connect_timeout")) {
-            timeout_s = atoi(o->val); /* re-added below, normalized */
-            continue;
-        }
-        kw[n] = o->keyword;
-        val[n++] = o->val;
-    }
-    if (timeout_s <= 0) timeout_s = CONNECT_TIMEOUT_DEFAULT_S; /* 0 means forever */
-    if (timeout_s < CONNECT_TIMEOUT_MIN_S) timeout_s = CONNECT_TIMEOUT_MIN_S;
-    char tbuf[16], ubuf[24], obuf[1200];
-    snprintf(tbuf, sizeof tbuf, "%d", timeout_s);
-    kw[n] = "connect_timeout";
-    val[n++] = tbuf;
-    for (size_t d = 0; d < sizeof defaults / sizeof defaults[0]; d++) {
-        int seen = 0;
-        for (int i = 0; i < n; i++)
-            seen |= !strcmp(kw[i], defaults[d][0]);
-        if (!seen) {
-            kw[n] = defaults[d][0];
-            val[n++] = defaults[d][1];
-        }
-    }
-    int seen_tcp = 0;
-    for (int i = 0; i < n; i++)
-        seen_tcp |= !strcmp(kw[i], "tcp_user_timeout");
-    if (!seen_tcp) {
-        /* Unacknowledged data to a vanished host fails after T, not ~15 min. */
-        snprintf(ubuf, sizeof ubuf, "%d", timeout_s * 1000);
-        kw[n] = "tcp_user_timeout";
-        val[n++] = ubuf;
-    }
-    /* The server gives up half a second before the client does, so a slow
-     * statement ends with a clean error and a usable connection; the
-     * client bound is only for a server that cannot answer at all. The
-     * URL's own options come after ours: theirs win. */
-    st->pg_timeout_ms = timeout_s * 1000;
-    snprintf(obuf, sizeof obuf, "-c statement_timeout=%d%s%.1000s", timeout_s * 1000 - 500,
-             user_options ? " " : "", user_options ? user_options : "");
-    kw[n] = "options";
-    val[n++] = obuf;
-    kw[n] = NULL;
-    val[n] = NULL;
-    st->pg = PQconnectdbParams(kw, val, 0);
-    PQconninfoFree(opts);
-    if (!st->pg) return sk_store_set_err(st, SK_ENOMEM, "postgres: out of memory");
-    describe(st);
-    PQsetNoticeProcessor(st->pg, ignore_notice, NULL);
-    if (PQstatus(st->pg) != CONNECTION_OK) {
-        char line[320];
-        first_line(line, sizeof line, PQerrorMessage(st->pg));
-        return sk_store_set_err(st, SK_EDB, "postgres %s: cannot connect: %s", st->pg_where, line);
-    }
-    if (PQsetnonblocking(st->pg, 1) != 0)
-        return sk_store_set_err(st, SK_EDB, "postgres %s: cannot set non-blocking mode",
-                                st->pg_where);
-    return 0;
-}
-
 /* ---- schema ---------------------------------------------------------- */
 
 static int64_t i64_at(const PGresult *r, int row, int col)
 {
     if (PQgetisnull(r, row, col)) return 0;
-    return strtoll(PQgetvalue(r, row, col), NULL, 10);
+    const char *v = PQgetvalue(r, row, col);
+    int64_t x = 0; /* a column we declared BIGINT: always a number */
+    sk_num_i64(v, strlen(v), &x);
+    return x;
 }
 
 static int read_version(sk_store *st, int *v, const char *sql)
 {
     PGresult *r;
-    int rc = run(st, &r, "read schema version", sql, 0, NULL);
+    int rc = sk_pg_run(st, &r, "read schema version", sql, 0, NULL);
     if (rc) return rc;
     if (PQntuples(r) != 1)
         rc = sk_store_set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
@@ -514,7 +182,7 @@ static int migrate(sk_store *st)
     for (;;) {
         int v = 0;
         int rc = read_version(st, &v, lock_and_read);
-        if (rc == 0 && v == N_MIGRATIONS) return cmd(st, "COMMIT", "commit migration check");
+        if (rc == 0 && v == N_MIGRATIONS) return sk_pg_cmd(st, "COMMIT", "commit migration check");
         if (rc == 0 && v > N_MIGRATIONS)
             rc = sk_store_set_err(
                 st, SK_EDB,
@@ -526,12 +194,12 @@ static int migrate(sk_store *st)
             snprintf(ver, sizeof ver, "%d", v + 1);
             snprintf(ms, sizeof ms, "%" PRId64, sk_wall_ms());
             const char *p[] = {ver, ms};
-            rc = cmd(st, migrations[v], "migration");
+            rc = sk_pg_cmd(st, migrations[v], "migration");
             if (rc == 0)
-                rc = run(st, NULL, "record migration",
-                         "INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)", 2,
-                         p);
-            if (rc == 0) rc = cmd(st, "COMMIT", "commit migration");
+                rc = sk_pg_run(
+                    st, NULL, "record migration",
+                    "INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)", 2, p);
+            if (rc == 0) rc = sk_pg_cmd(st, "COMMIT", "commit migration");
             if (rc) {
                 char why[sizeof st->errstr]; /* the message is rewritten in place */
                 snprintf(why, sizeof why, "%s", st->errstr);
@@ -541,7 +209,7 @@ static int migrate(sk_store *st)
         if (rc) {
             char why[sizeof st->errstr];
             snprintf(why, sizeof why, "%s", st->errstr);
-            if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback migration");
+            if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback migration");
             return sk_store_set_err(st, rc == SK_ENOMEM ? rc : SK_EDB, "%s", why);
         }
     }
@@ -549,7 +217,7 @@ static int migrate(sk_store *st)
 
 static int pg_schema_version(sk_store *st, int *version)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     return read_version(st, version, "SELECT coalesce(max(version), 0) FROM schema_migrations");
 }
@@ -598,12 +266,15 @@ static struct num num_u64(uint64_t v)
 /* Rows changed by the last command (PQcmdTuples). */
 static long changed(PGresult *r)
 {
-    return strtol(PQcmdTuples(r), NULL, 10);
+    const char *n = PQcmdTuples(r); /* "" for a command that counts nothing */
+    uint64_t x = 0;
+    sk_num_u64(n, strlen(n), &x);
+    return (long)x;
 }
 
 static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num id = num_u64(v->id), stock = num_i64(v->stock), lim = num_i64(v->per_user_limit),
                mpo = num_i64(v->max_per_order), s = num_i64(v->start_ms), e = num_i64(v->end_ms),
@@ -613,12 +284,13 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
                wrt = num_i64(v->wr_pass_ttl_s);
     const char *p[] = {id.s,     v->name, stock.s, lim.s, mpo.s, s.s,   e.s,   pay.s,
                        v->state, cr.s,    rlr.s,   rlb.s, seg.s, wrr.s, wrt.s, v->wr_seed};
-    rc = run(st, NULL, "insert activity",
-             "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-             " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-             " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed)"
-             " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-             16, p);
+    rc = sk_pg_run(
+        st, NULL, "insert activity",
+        "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
+        " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
+        " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed)"
+        " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+        16, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     return rc;
@@ -626,12 +298,12 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
 
 static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num n = num_u64(id);
     const char *p[] = {n.s};
     PGresult *r;
-    if ((rc = run_prepared(st, &r, "read activity", PGQ_ACTIVITY_GET, 1, p)) != 0) return rc;
+    if ((rc = sk_pg_run_prepared(st, &r, "read activity", PGQ_ACTIVITY_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
         read_row(r, 0, out);
     else
@@ -642,12 +314,12 @@ static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 
 static int pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     PGresult *r;
-    if ((rc = run(st, &r, "list activities",
-                  "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", 0, NULL)) !=
-        0)
+    if ((rc = sk_pg_run(st, &r, "list activities",
+                        "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", 0,
+                        NULL)) != 0)
         return rc;
     int rows = PQntuples(r);
     struct sk_activity *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
@@ -668,7 +340,7 @@ static int change_one(sk_store *st, const char *sql, int np, const char *const *
                       const char *what)
 {
     PGresult *r;
-    int rc = run(st, &r, what, sql, np, p);
+    int rc = sk_pg_run(st, &r, what, sql, np, p);
     if (rc) return rc;
     if (changed(r) == 0) rc = sk_store_no_activity(st, id);
     PQclear(r);
@@ -677,7 +349,7 @@ static int change_one(sk_store *st, const char *sql, int np, const char *const *
 
 static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num n = num_u64(id);
     const char *p[] = {state, n.s};
@@ -687,7 +359,7 @@ static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
 
 static int pg_activity_delete(sk_store *st, uint64_t id)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num n = num_u64(id);
     const char *p[] = {n.s};
@@ -696,14 +368,14 @@ static int pg_activity_delete(sk_store *st, uint64_t id)
     /* a re-created id starts a new history: its old watermark would read as
      * a Redis that went back in time */
     PGresult *r;
-    rc = run(st, &r, "delete marks", "DELETE FROM redis_marks WHERE activity_id = $1", 1, p);
+    rc = sk_pg_run(st, &r, "delete marks", "DELETE FROM redis_marks WHERE activity_id = $1", 1, p);
     if (rc == 0) PQclear(r);
     return rc;
 }
 
 static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num s = num_i64(stock), n = num_u64(id);
     const char *p[] = {s.s, n.s};
@@ -714,7 +386,7 @@ static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 
 static int pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num r = num_i64(rate), n = num_u64(id);
     const char *p[] = {r.s, n.s};
@@ -726,11 +398,11 @@ static int pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 
 static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     PGresult *r;
-    if ((rc = run(st, &r, "list activity ids", "SELECT id FROM activities ORDER BY id", 0, NULL)) !=
-        0)
+    if ((rc = sk_pg_run(st, &r, "list activity ids", "SELECT id FROM activities ORDER BY id", 0,
+                        NULL)) != 0)
         return rc;
     int rows = PQntuples(r);
     uint64_t *arr = rows ? malloc((size_t)rows * sizeof *arr) : NULL;
@@ -857,7 +529,7 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         /* ORDER BY ord: a batch holding one id twice keeps the first. The
          * pay deadline uses the activity's timeout, or the default when the
          * activity is not in the DB. */
-        rc = run(
+        rc = sk_pg_run(
             st, &r, "insert orders",
             "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity,"
             " status, created_ms, pay_deadline_ms, idem_key)"
@@ -931,11 +603,11 @@ static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory taking stock");
     } else {
         const char *p[] = {ids.p, units.p};
-        rc = run(st, &r, "take stock",
-                 "UPDATE activities a SET stock = a.stock - d.q"
-                 " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, q)"
-                 " WHERE a.id = d.id AND a.stock >= d.q RETURNING a.id",
-                 2, p);
+        rc = sk_pg_run(st, &r, "take stock",
+                       "UPDATE activities a SET stock = a.stock - d.q"
+                       " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, q)"
+                       " WHERE a.id = d.id AND a.stock >= d.q RETURNING a.id",
+                       2, p);
     }
     free(ids.p);
     free(units.p);
@@ -958,19 +630,20 @@ static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
     struct num q = num_i64(o->quantity), a = num_u64(o->activity_id);
     const char *p[] = {q.s, a.s};
     PGresult *r;
-    int rc = run(st, &r, "take stock",
-                 "UPDATE activities SET stock = stock - $1 WHERE id = $2 AND stock >= $1", 2, p);
+    int rc =
+        sk_pg_run(st, &r, "take stock",
+                  "UPDATE activities SET stock = stock - $1 WHERE id = $2 AND stock >= $1", 2, p);
     if (rc) return rc;
     long hit = changed(r);
     PQclear(r);
     if (hit) return 0;
     struct num t = num_i64(now);
     const char *fp[] = {t.s, a.s, o->order_id, q.s};
-    rc = run(st, &r, "record stock failure",
-             "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity, db_stock)"
-             " VALUES ($1, $2, $3, $4, (SELECT stock FROM activities WHERE id = $2))"
-             " RETURNING db_stock",
-             4, fp);
+    rc = sk_pg_run(st, &r, "record stock failure",
+                   "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity, db_stock)"
+                   " VALUES ($1, $2, $3, $4, (SELECT stock FROM activities WHERE id = $2))"
+                   " RETURNING db_stock",
+                   4, fp);
     if (rc) return rc;
     int has_row = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
     sk_store_count_stock_failure(res, first, o, has_row, has_row ? i64_at(r, 0, 0) : 0);
@@ -982,11 +655,11 @@ static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
  * of rc (a broken connection rolls back on the server by itself). */
 static int finish_tx(sk_store *st, int rc, const char *what)
 {
-    if (rc == 0) rc = cmd(st, "COMMIT", what);
+    if (rc == 0) rc = sk_pg_cmd(st, "COMMIT", what);
     if (rc) {
         char why[sizeof st->errstr];
         snprintf(why, sizeof why, "%s", st->errstr);
-        if (!st->pg_broken) cmd(st, "ROLLBACK", "rollback");
+        if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback");
         sk_store_set_err(st, rc, "%s", why);
     }
     return rc;
@@ -1004,8 +677,8 @@ static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, i
         struct num a = num_u64(m[i].activity_id), v = num_i64(m[i].adm), t = num_i64(now);
         const char *p[] = {m[i].label, m[i].branch, a.s, v.s, t.s, m[i].order_id};
         PGresult *r;
-        rc = run(st, &r, "raise mark", SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5", "$6"), 6,
-                 p);
+        rc = sk_pg_run(st, &r, "raise mark",
+                       SK_STORE_MARK_UPSERT("$1", "$2", "$3", "$4", "$5", "$6"), 6, p);
         if (rc == 0) PQclear(r);
     }
     free(m);
@@ -1033,10 +706,10 @@ static int sort_present(sk_store *st, const struct sk_order *orders, size_t n, c
     }
     PGresult *r;
     const char *p[] = {ids.p};
-    int rc = run(st, &r, "read present orders",
-                 "SELECT order_id, activity_id, user_id, quantity FROM orders"
-                 " WHERE order_id = ANY($1::text[])",
-                 1, p);
+    int rc = sk_pg_run(st, &r, "read present orders",
+                       "SELECT order_id, activity_id, user_id, quantity FROM orders"
+                       " WHERE order_id = ANY($1::text[])",
+                       1, p);
     free(ids.p);
     if (rc) return rc;
     int64_t now = sk_wall_ms();
@@ -1056,10 +729,11 @@ static int sort_present(sk_store *st, const struct sk_order *orders, size_t n, c
         struct num t = num_i64(now), a = num_u64(o->activity_id), u = num_i64((int64_t)o->user_id),
                    q = num_i64(o->quantity);
         const char *cp[] = {t.s, a.s, o->order_id, u.s, q.s, o->stream_id};
-        rc = run(st, NULL, "record order conflict",
-                 "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id, quantity,"
-                 " stream_id) VALUES ($1, $2, $3, $4, $5, $6)",
-                 6, cp);
+        rc = sk_pg_run(
+            st, NULL, "record order conflict",
+            "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id, quantity,"
+            " stream_id) VALUES ($1, $2, $3, $4, $5, $6)",
+            6, cp);
     }
     PQclear(r);
     return rc;
@@ -1098,7 +772,7 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
 static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
                              struct sk_persist_result *res, struct sk_stock_failure *first)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     char *inserted = malloc(n);
     struct take *takes = malloc(n * sizeof *takes);
@@ -1107,7 +781,7 @@ static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t
         free(takes);
         return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     }
-    rc = cmd(st, "BEGIN", "begin persist");
+    rc = sk_pg_cmd(st, "BEGIN", "begin persist");
     if (rc == 0) rc = persist_tx(st, orders, n, inserted, takes, res, first);
     rc = finish_tx(st, rc, "commit persist");
     free(inserted);
@@ -1117,11 +791,11 @@ static int pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t
 
 static int pg_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     const char *p[] = {order_id};
     PGresult *r;
-    if ((rc = run_prepared(st, &r, "read order", PGQ_ORDER_GET, 1, p)) != 0) return rc;
+    if ((rc = sk_pg_run_prepared(st, &r, "read order", PGQ_ORDER_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
         read_order(r, 0, out);
     else
@@ -1135,8 +809,8 @@ static int read_status(sk_store *st, const char *order_id, int *status)
 {
     const char *p[] = {order_id};
     PGresult *r;
-    int rc =
-        run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1", 1, p);
+    int rc = sk_pg_run(st, &r, "read order status", "SELECT status FROM orders WHERE order_id = $1",
+                       1, p);
     if (rc) return rc;
     if (PQntuples(r) == 1)
         *status = status_at(r, 0, 0);
@@ -1154,7 +828,7 @@ static int update_order(sk_store *st, const char *sql, int64_t now, const char *
     struct num t = num_i64(now);
     const char *p[] = {t.s, order_id};
     PGresult *r;
-    int rc = run(st, &r, what, sql, 2, p);
+    int rc = sk_pg_run(st, &r, what, sql, 2, p);
     if (rc) return rc;
     long hit = changed(r);
     PQclear(r);
@@ -1175,14 +849,14 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
     struct num t = num_i64(now);
     const char *p[] = {t.s, order_id};
     PGresult *r;
-    int rc = run(st, &r, "update order status", sql, 2, p);
+    int rc = sk_pg_run(st, &r, "update order status", sql, 2, p);
     if (rc) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
         return sk_store_no_order(st, order_id);
     }
     int found = status_at(r, 0, 0);
-    long hit = strtol(PQgetvalue(r, 0, 1), NULL, 10);
+    long hit = (long)i64_at(r, 0, 1);
     PQclear(r);
     if (hit == 1 && found == SK_ORDER_CREATED) {
         *before = SK_ORDER_CREATED;
@@ -1202,7 +876,7 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
 
 static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     return transition(st, order_id,
                       LOCK_ORDER ", u AS (UPDATE orders o SET status = 'paid', paid_ms = $1"
@@ -1214,7 +888,7 @@ static int pg_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int 
 
 static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     /* One statement: the status change and the DB stock credit (capped at
      * the initial stock) commit together (store.h), so the units go back
@@ -1235,10 +909,10 @@ static int pg_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, i
 static int read_orders(sk_store *st, const char *sql, int np, const char *const *p, size_t limit,
                        struct sk_order *out, size_t *n)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     PGresult *r;
-    if ((rc = run(st, &r, "read orders", sql, np, p)) != 0) return rc;
+    if ((rc = sk_pg_run(st, &r, "read orders", sql, np, p)) != 0) return rc;
     for (int i = 0; i < PQntuples(r) && *n < limit; i++)
         read_order(r, i, &out[(*n)++]);
     PQclear(r);
@@ -1280,20 +954,20 @@ static int pg_orders_list(sk_store *st, uint64_t activity_id, const char *lo, co
 
 static int pg_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num a = num_u64(activity_id);
     const char *p[] = {a.s};
     PGresult *r;
     /* One statement: the status rows, then one 'stock_failures' row. */
-    rc = run(st, &r, "count orders",
-             "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
-             " WHERE activity_id = $1 GROUP BY status"
-             " UNION ALL SELECT 'stock_failures', count(*), coalesce(sum(quantity), 0)"
-             " FROM stock_failures WHERE activity_id = $1"
-             " UNION ALL SELECT 'conflicts', count(*), 0 FROM order_conflicts"
-             " WHERE activity_id = $1",
-             1, p);
+    rc = sk_pg_run(st, &r, "count orders",
+                   "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
+                   " WHERE activity_id = $1 GROUP BY status"
+                   " UNION ALL SELECT 'stock_failures', count(*), coalesce(sum(quantity), 0)"
+                   " FROM stock_failures WHERE activity_id = $1"
+                   " UNION ALL SELECT 'conflicts', count(*), 0 FROM order_conflicts"
+                   " WHERE activity_id = $1",
+                   1, p);
     if (rc) return rc;
     for (int i = 0; i < PQntuples(r); i++) {
         if (!strcmp(PQgetvalue(r, i, 0), "stock_failures")) {
@@ -1320,15 +994,15 @@ static int audit_insert(sk_store *st, int64_t at_ms, uint64_t activity_id, const
 {
     struct num t = num_i64(at_ms), a = num_u64(activity_id);
     const char *p[] = {t.s, a.s, kind, detail};
-    return run(st, NULL, "insert audit row",
-               "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)", 4,
-               p);
+    return sk_pg_run(st, NULL, "insert audit row",
+                     "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES ($1, $2, $3, $4)",
+                     4, p);
 }
 
 static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                         const char *detail)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     char d[SK_STORE_AUDIT_DETAIL_MAX];
     size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
@@ -1343,15 +1017,15 @@ static int pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const
 
 static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num a = num_u64(activity_id);
     const char *p[] = {a.s};
     PGresult *r;
-    if ((rc = run(st, &r, "list audit rows",
-                  "SELECT id, at_ms, activity_id, kind, detail FROM audit"
-                  " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
-                  1, p)) != 0)
+    if ((rc = sk_pg_run(st, &r, "list audit rows",
+                        "SELECT id, at_ms, activity_id, kind, detail FROM audit"
+                        " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
+                        1, p)) != 0)
         return rc;
     int rows = PQntuples(r);
     struct sk_audit *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
@@ -1374,15 +1048,16 @@ static int pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **o
 
 static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct num a = num_u64(activity_id);
     const char *p[] = {a.s};
     PGresult *r;
-    if ((rc = run(st, &r, "list marks",
-                  "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
-                  " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
-                  1, p)) != 0)
+    if ((rc = sk_pg_run(
+             st, &r, "list marks",
+             "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
+             " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
+             1, p)) != 0)
         return rc;
     int rows = PQntuples(r);
     struct sk_mark *arr = rows ? calloc((size_t)rows, sizeof *arr) : NULL;
@@ -1408,7 +1083,7 @@ static int pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **ou
 
 static int pg_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     int hit = update_order(st,
                            "UPDATE orders SET released_ms = $1 WHERE order_id = $2"
@@ -1438,11 +1113,11 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
     struct num a = num_u64(id);
     const char *p[] = {a.s};
     PGresult *r;
-    int rc = run(st, &r, "check DB stock",
-                 "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
-                 " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
-                 " a.stock_initial FROM activities a WHERE a.id = $1",
-                 1, p);
+    int rc = sk_pg_run(st, &r, "check DB stock",
+                       "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
+                       " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
+                       " a.stock_initial FROM activities a WHERE a.id = $1",
+                       1, p);
     if (rc) return rc;
     if (PQntuples(r) != 1) {
         rc = sk_store_no_activity(st, id);
@@ -1457,7 +1132,7 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
 
 static int pg_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
     return stock_check(st, id, stock, expected, NULL);
 }
@@ -1472,8 +1147,8 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     /* The row lock first: a persist or cancel that changes the stock waits
      * for this transaction, and the sum below (a new snapshot, READ
      * COMMITTED) sees every one that committed before. */
-    int rc =
-        run(st, &r, "lock activity", "SELECT stock FROM activities WHERE id = $1 FOR UPDATE", 1, p);
+    int rc = sk_pg_run(st, &r, "lock activity",
+                       "SELECT stock FROM activities WHERE id = $1 FOR UPDATE", 1, p);
     if (rc) return rc;
     int rows = PQntuples(r);
     PQclear(r);
@@ -1484,8 +1159,8 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     if (*stock == *expected) return 0;
     struct num e = num_i64(*expected);
     const char *up[] = {e.s, a.s};
-    if ((rc = run(st, NULL, "set DB stock", "UPDATE activities SET stock = $1 WHERE id = $2", 2,
-                  up)) != 0)
+    if ((rc = sk_pg_run(st, NULL, "set DB stock", "UPDATE activities SET stock = $1 WHERE id = $2",
+                        2, up)) != 0)
         return rc;
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
     sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
@@ -1495,9 +1170,9 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
 static int pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
                               int64_t *after)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
-    if ((rc = cmd(st, "BEGIN", "begin DB stock repair")) != 0) return rc;
+    if ((rc = sk_pg_cmd(st, "BEGIN", "begin DB stock repair")) != 0) return rc;
     int64_t stock = 0, expected = 0;
     rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
     if ((rc = finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
@@ -1509,9 +1184,9 @@ static int pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t
 static int pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
                             const char *audit_detail)
 {
-    int rc = enter(st);
+    int rc = sk_pg_enter(st);
     if (rc) return rc;
-    if ((rc = cmd(st, "BEGIN", "begin order restore")) != 0) return rc;
+    if ((rc = sk_pg_cmd(st, "BEGIN", "begin order restore")) != 0) return rc;
     int cancelled = o->status == SK_ORDER_CANCELLED;
     struct num a = num_u64(o->activity_id), u = num_i64((int64_t)o->user_id), /* same bits */
         q = num_i64(o->quantity), c = num_i64(o->created_ms), t = num_i64(now_ms);
@@ -1520,13 +1195,14 @@ static int pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_
         cancelled ? t.s : NULL};
     /* The pay deadline as persist sets it: the activity's timeout, or the
      * default when the activity is not in the DB. */
-    rc = run(st, NULL, "restore order",
-             "INSERT INTO orders (order_id, activity_id, user_id, quantity, status, created_ms,"
-             " pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
-             " VALUES ($1, $2::bigint, $3, $4, $5, $6::bigint, $6::bigint + 1000 * coalesce("
-             "(SELECT pay_timeout_s FROM activities WHERE id = $2::bigint), " STR(
-                 SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) "), $7, $8::bigint, $8::bigint)",
-             8, p);
+    rc = sk_pg_run(
+        st, NULL, "restore order",
+        "INSERT INTO orders (order_id, activity_id, user_id, quantity, status, created_ms,"
+        " pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
+        " VALUES ($1, $2::bigint, $3, $4, $5, $6::bigint, $6::bigint + 1000 * coalesce("
+        "(SELECT pay_timeout_s FROM activities WHERE id = $2::bigint), " STR(
+            SK_ACTIVITY_PAY_TIMEOUT_DEFAULT) "), $7, $8::bigint, $8::bigint)",
+        8, p);
     if (rc == SK_EEXIST) sk_store_set_err(st, rc, "order %s already exists", o->order_id);
     if (rc == 0)
         rc = audit_insert(st, now_ms, o->activity_id, "repair_restore_order", audit_detail);
@@ -1573,7 +1249,7 @@ static const struct sk_store_ops pg_ops = {
 int sk_store_pg_open(sk_store *st, const char *url)
 {
     st->ops = &pg_ops;
-    int rc = connect_url(st, url);
+    int rc = sk_pg_connect(st, url);
     if (rc == 0) rc = migrate(st);
     return rc;
 }

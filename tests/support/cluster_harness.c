@@ -11,9 +11,9 @@
 
 #include "core/clock.h"
 #include "redis/redis_cluster.h"
+#include "spawn/redis_spawn.h"
 #include "support/harness.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #define N SK_TH_CLUSTER_NODES
 

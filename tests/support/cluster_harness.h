@@ -1,5 +1,5 @@
 /* cluster_harness.h - a private Redis Cluster for the tests: 3 masters + 3
- * replicas made by the spawner (tools/spawn/cluster_spawn.h: redis-server
+ * replicas made by the spawner (tests/support/spawn/cluster_spawn.h: redis-server
  * --cluster-enabled yes on ports picked from 20000-30000, whose bus port
  * +10000 is free too; slots, MEET and CLUSTER REPLICATE sent by it), with a
  * node timeout of 3 s so a failover is quick.

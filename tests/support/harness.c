@@ -1,5 +1,5 @@
 /* harness.c - test runner, throwaway redis-servers and `seckill serve`
- * processes (started with tools/spawn/), and CLI runner. */
+ * processes (started with spawn/), and CLI runner. */
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -18,9 +18,9 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/order_id.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
+#include "spawn/spawn.h"
 
 /* Every registered test (constructors run before main); grows as needed:
  * a fixed table once dropped the tests past its size without a word. */
@@ -186,7 +186,14 @@ void sk_th_redis_stop(struct sk_th_redis *t, int hard)
     t->pid = 0;
 }
 
-int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
+const char *sk_th_bench_bin(void)
+{
+    const char *b = getenv("SECKILL_BENCH_BIN");
+    return b && *b ? b : "build/seckill-bench";
+}
+
+static int run_bin(const char *bin, char *out, size_t cap, const char *const *env,
+                   const char *const *args)
 {
     int pfd[2];
     if (pipe(pfd) < 0) sk_th_fail(__FILE__, __LINE__, "pipe");
@@ -197,7 +204,7 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
         close(pfd[0]);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        const char *argv[64] = {sk_th_seckill_bin()};
+        const char *argv[64] = {bin};
         int n = 1;
         for (int i = 0; args[i] && n < 63; i++)
             argv[n++] = args[i];
@@ -217,6 +224,16 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
     int st;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
+{
+    return run_bin(sk_th_seckill_bin(), out, cap, env, args);
+}
+
+int sk_th_run_bench(char *out, size_t cap, const char *const *env, const char *const *args)
+{
+    return run_bin(sk_th_bench_bin(), out, cap, env, args);
 }
 
 uint64_t sk_th_rng(uint64_t *s)

@@ -70,7 +70,7 @@ void sk_th_fail(const char *file, int line, const char *fmt, ...)
                        sk_a_ ? sk_a_ : "(null)", sk_b_ ? sk_b_ : "(null)");                        \
     } while (0)
 
-/* A private redis-server (started by tools/spawn/redis_spawn.c). A test
+/* A private redis-server (started by spawn/redis_spawn.c). A test
  * may signal pid itself (SIGSTOP, or SIGKILL and waitpid, then pid = 0). */
 struct sk_th_redis {
     pid_t pid;
@@ -124,6 +124,11 @@ int sk_th_free_port(void);
  * stdout+stderr into out (cap bytes, always terminated). Returns the exit
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
+
+/* The same for the benchmarks' binary, seckill-bench (SECKILL_BENCH_BIN,
+ * default build/seckill-bench): args start with the benchmark's name. */
+const char *sk_th_bench_bin(void);
+int sk_th_run_bench(char *out, size_t cap, const char *const *env, const char *const *args);
 
 /* A `seckill serve` process under test. */
 struct sk_th_serve {

@@ -36,6 +36,11 @@ void sk_th_send_all(int fd, const char *p, size_t n);
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms);
 
+/* The status of the status line at the start of raw (len bytes: what
+ * sk_th_http_raw returned), read by the product's parser; 0 when there is
+ * none. */
+int sk_th_http_status(const char *raw, size_t len);
+
 /* Value of header name (lower case) in r, copied into out; 0 or -1. */
 int sk_th_http_header(const struct sk_th_resp *r, const char *name, char *out, size_t cap);
 

@@ -22,6 +22,7 @@
 
 #include "core/clock.h"
 #include "core/codes.h"
+#include "core/http_resp.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "support/http_client.h"
@@ -101,42 +102,37 @@ struct hresp {
     size_t body_len;
 };
 
+/* One answer, read with the product's parser (core/http_resp.h), held to
+ * what serve must send: HTTP/1.1, a Content-Length, nothing after it (no
+ * pipelining here). */
 static int hc_read(int fd, struct hresp *r)
 {
     char buf[4096];
     size_t len = 0;
-    char *hend = NULL;
+    int eof = 0, rc;
+    struct sk_http_resp p;
     memset(r, 0, sizeof *r);
-    while (!hend) {
-        if (len == sizeof buf - 1) return RD_BAD;
-        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+    while ((rc = sk_http_resp_parse(buf, len, eof, 0, &p)) == 0) {
+        if (eof || len == sizeof buf) return RD_BAD;
+        ssize_t n = recv(fd, buf + len, sizeof buf - len, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return RD_TIMEOUT;
-        if (n <= 0) return len == 0 ? RD_CLOSED : RD_BAD;
+        if (n <= 0 && len == 0) return RD_CLOSED; /* closed or reset before answering */
+        if (n < 0) return RD_BAD;
+        eof = n == 0;
         len += (size_t)n;
-        buf[len] = 0;
-        hend = strstr(buf, "\r\n\r\n");
     }
-    size_t hlen = (size_t)(hend - buf) + 4;
-    *hend = 0; /* the header block alone, for the searches below */
-    if (sscanf(buf, "HTTP/1.1 %d", &r->status) != 1) return RD_BAD;
-    const char *cl = strcasestr(buf, "\ncontent-length:");
-    if (!cl) return RD_BAD;
-    long clen = strtol(cl + 16, NULL, 10);
-    if (clen < 0 || (size_t)clen >= sizeof r->body) return RD_BAD;
-    r->close = strcasestr(buf, "\nconnection: close") != NULL;
-    size_t have = len - hlen;
-    if (have > (size_t)clen) return RD_BAD; /* no pipelining: extra bytes are an error */
-    memcpy(r->body, buf + hlen, have);
-    while (have < (size_t)clen) {
-        ssize_t n = recv(fd, r->body + have, (size_t)clen - have, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return RD_TIMEOUT;
-        if (n <= 0) return RD_BAD;
-        have += (size_t)n;
-    }
-    r->body[clen] = 0;
-    r->body_len = (size_t)clen;
+    if (rc < 0 || p.consumed != len || p.body_len >= sizeof r->body) return RD_BAD;
+    char head[2048];
+    if (p.head_len >= sizeof head || memcmp(p.head, "HTTP/1.1 ", 9) != 0) return RD_BAD;
+    memcpy(head, p.head, p.head_len);
+    head[p.head_len] = 0;
+    if (!strcasestr(head, "\ncontent-length:")) return RD_BAD;
+    r->status = p.status;
+    r->close = !p.keep_alive;
+    memcpy(r->body, p.body, p.body_len);
+    r->body[p.body_len] = 0;
+    r->body_len = p.body_len;
     return RD_OK;
 }
 
@@ -651,8 +647,9 @@ static int http_status_of(int port, const char *path, char *out, size_t cap)
         snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
     out[0] = 0;
     int st = 0;
-    if (sk_th_http_raw(port, req, (size_t)n, out, cap, 2000) == 0) return 0;
-    if (sscanf(out, "HTTP/1.%*d %d", &st) != 1) return 0;
+    size_t got = sk_th_http_raw(port, req, (size_t)n, out, cap, 2000);
+    if (got == 0) return 0;
+    st = sk_th_http_status(out, got);
     return st;
 }
 

@@ -1,5 +1,5 @@
 /* mysql_harness.h - private MariaDB servers for the tests, made by the
- * spawner (tools/spawn/mysql_spawn.h).
+ * spawner (tests/support/spawn/mysql_spawn.h).
  *
  * One mariadb-install-db per test run makes a template data directory;
  * every server is a copy of it on a free 127.0.0.1 port, in a temporary
@@ -17,7 +17,7 @@
 #define SK_MYSQL_HARNESS_H
 #include <stddef.h>
 
-#include "tools/spawn/mysql_spawn.h"
+#include "tests/support/spawn/mysql_spawn.h"
 
 /* Marks the including test file as a MariaDB user (see above). */
 void sk_th_my_use_file(const char *file);

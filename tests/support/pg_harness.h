@@ -1,5 +1,5 @@
 /* pg_harness.h - private PostgreSQL clusters for the tests, made by the
- * spawner (tools/spawn/pg_spawn.h).
+ * spawner (tests/support/spawn/pg_spawn.h).
  *
  * One initdb per test run makes a template data directory (the slow part,
  * ~0.6 s); every cluster is a copy of it on a free port, in a temporary
@@ -20,7 +20,7 @@
 #define SK_PG_HARNESS_H
 #include <stddef.h>
 
-#include "tools/spawn/pg_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 /* Marks the including test file as a PostgreSQL user (see above). */
 void sk_th_pg_use_file(const char *file);

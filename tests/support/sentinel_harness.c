@@ -1,5 +1,5 @@
 /* sentinel_harness.c - a test's own master, replicas and Sentinels, started
- * by tools/spawn/sentinel_spawn.c (see sentinel_harness.h). */
+ * by tests/support/spawn/sentinel_spawn.c (see sentinel_harness.h). */
 #include "support/sentinel_harness.h"
 
 #include <signal.h>
@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <sys/wait.h>
 
+#include "spawn/redis_spawn.h"
 #include "support/harness.h"
-#include "tools/spawn/redis_spawn.h"
 
 void sk_th_sentinel_start(struct sk_sentinel_spawn *s, int replicas, const char *const *extra)
 {

@@ -1,5 +1,5 @@
 /* sentinel_harness.h - a private Redis Sentinel setup for one test: a
- * master, R replicas and three Sentinels (tools/spawn/sentinel_spawn.h) on
+ * master, R replicas and three Sentinels (tests/support/spawn/sentinel_spawn.h) on
  * loopback, started by the test and dying with it (PR_SET_PDEATHSIG), with
  * the moves a failover test makes: kill the master, wait until the
  * Sentinels promote a replica, look at what each node holds.
@@ -9,7 +9,7 @@
 #define SK_SENTINEL_HARNESS_H
 #include <hiredis.h>
 
-#include "tools/spawn/sentinel_spawn.h"
+#include "tests/support/spawn/sentinel_spawn.h"
 
 /* Starts a master with `replicas` replicas (each with extra "--name value"
  * arguments, NULL-terminated, may be NULL) and three Sentinels with a

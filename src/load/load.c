@@ -3,7 +3,7 @@
  * json_field.c (JSON lookup), load_opts.c (flags), load_engine.c (epoll
  * connections, sk_load_run), load_records.c (accepted orders),
  * load_verify.c (checks) and load_report.c (output); see load.h. */
-#include "tools/load/load.h"
+#include "load/load.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 static void on_sigint(int sig)
 {

@@ -1,13 +1,14 @@
-/* http_resp.c - HTTP/1.1 response parsing for `seckill load` (http_resp.h):
+/* http_resp.c - HTTP/1.1 response parsing (http_resp.h):
  * status line, the headers that frame the body, Content-Length, chunked or
  * read-to-close bodies. Works on the bytes given and nothing else. */
-#include "tools/load/http_resp.h"
+#include "core/http_resp.h"
 
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/num.h"
 
 static int ieq(const char *a, size_t alen, const char *b)
 {
@@ -51,7 +52,7 @@ static int chunked(char *buf, size_t off, size_t len, int decode, size_t *end, s
                     : (*q >= 'A' && *q <= 'F') ? *q - 'A' + 10
                                                : -1;
             if (d < 0) break;
-            if (size > (SK_LOAD_MAX_RESPONSE_BYTES >> 4)) return SK_EPROTO;
+            if (size > (SK_HTTP_RESP_MAX_BODY >> 4)) return SK_EPROTO;
             size = size * 16 + (uint64_t)d;
         }
         if (digits == 0 || (q < le && *q != ';' && *q != ' ' && *q != '\t')) return SK_EPROTO;
@@ -60,7 +61,7 @@ static int chunked(char *buf, size_t off, size_t len, int decode, size_t *end, s
             /* trailers, then the empty line */
             for (;;) {
                 char *te = memmem(buf + p, len - p, "\r\n", 2);
-                if (!te) return len - p > SK_LOAD_MAX_HEADER_BYTES ? SK_EPROTO : 0;
+                if (!te) return len - p > SK_HTTP_RESP_MAX_HEAD ? SK_EPROTO : 0;
                 size_t l = (size_t)(te - (buf + p));
                 p += l + 2;
                 if (l == 0) break;
@@ -77,27 +78,39 @@ static int chunked(char *buf, size_t off, size_t len, int decode, size_t *end, s
     }
 }
 
-int sk_load_parse_response(char *buf, size_t len, int eof, int head, struct sk_load_resp *r)
+int sk_http_resp_status(const char *p, size_t len)
+{
+    static const char proto[] = "HTTP/1.";
+    for (size_t i = 0; i < len && i < 7; i++)
+        if (p[i] != proto[i]) return SK_EPROTO;
+    if (len > 7 && p[7] != '0' && p[7] != '1') return SK_EPROTO;
+    if (len > 8 && p[8] != ' ') return SK_EPROTO;
+    int status = 0;
+    for (size_t i = 9; i < 12 && i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') return SK_EPROTO;
+        status = status * 10 + (p[i] - '0');
+    }
+    if (len < 13) return 0;
+    if (status < 100 || (p[12] != ' ' && p[12] != '\r')) return SK_EPROTO;
+    return status;
+}
+
+int sk_http_resp_parse(char *buf, size_t len, int eof, int head, struct sk_http_resp *r)
 {
     size_t off = 0;
     for (;;) {
         char *hend = memmem(buf + off, len - off, "\r\n\r\n", 4);
         if (!hend) {
-            if (len - off > SK_LOAD_MAX_HEADER_BYTES) return SK_EPROTO;
+            if (len - off > SK_HTTP_RESP_MAX_HEAD) return SK_EPROTO;
             /* a peer that closed mid-header sent something broken */
             return eof && len > off ? SK_EPROTO : 0;
         }
         const char *p = buf + off;
         size_t hlen = (size_t)(hend - p);
-        if (hlen < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
-            p[8] != ' ')
-            return SK_EPROTO;
-        int status = 0;
-        for (int i = 9; i < 12; i++) {
-            if (p[i] < '0' || p[i] > '9') return SK_EPROTO;
-            status = status * 10 + (p[i] - '0');
-        }
-        if (status < 100 || (hlen > 12 && p[12] != ' ' && p[12] != '\r')) return SK_EPROTO;
+        /* the status line is followed at least by the "\r\n\r\n" found */
+        if (hlen < 12) return SK_EPROTO;
+        int status = sk_http_resp_status(p, hlen + 4);
+        if (status <= 0) return SK_EPROTO;
         int http10 = p[7] == '0';
         int64_t clen = -1;
         int is_chunked = 0, conn_close = 0, conn_keep = 0;
@@ -118,15 +131,11 @@ int sk_load_parse_response(char *buf, size_t len, int eof, int head, struct sk_l
                 ve--;
             size_t vlen = (size_t)(ve - v);
             if (ieq(line, nlen, "content-length")) {
-                if (vlen == 0 || vlen > 12) return SK_EPROTO;
-                int64_t n = 0;
-                for (size_t i = 0; i < vlen; i++) {
-                    if (v[i] < '0' || v[i] > '9') return SK_EPROTO;
-                    n = n * 10 + (v[i] - '0');
-                }
-                if (clen >= 0 && clen != n) return SK_EPROTO; /* conflicting lengths */
-                if (n > SK_LOAD_MAX_RESPONSE_BYTES) return SK_EPROTO;
-                clen = n;
+                uint64_t n;
+                if (vlen > 12 || sk_num_u64(v, vlen, &n) || n > SK_HTTP_RESP_MAX_BODY)
+                    return SK_EPROTO;
+                if (clen >= 0 && clen != (int64_t)n) return SK_EPROTO; /* conflicting lengths */
+                clen = (int64_t)n;
             } else if (ieq(line, nlen, "transfer-encoding")) {
                 if (has_token(v, vlen, "chunked")) is_chunked = 1;
             } else if (ieq(line, nlen, "connection")) {
@@ -142,6 +151,8 @@ int sk_load_parse_response(char *buf, size_t len, int eof, int head, struct sk_l
             continue;
         }
         r->status = status;
+        r->head = p;
+        r->head_len = body_off - off;
         r->keep_alive = conn_close ? 0 : http10 ? conn_keep : 1;
         if (head || status == 204 || status == 304) {
             r->body = buf + body_off;
@@ -167,7 +178,7 @@ int sk_load_parse_response(char *buf, size_t len, int eof, int head, struct sk_l
             return 1;
         }
         /* neither length nor chunked: the body ends when the peer closes */
-        if (!eof) return len - body_off > SK_LOAD_MAX_RESPONSE_BYTES ? SK_EPROTO : 0;
+        if (!eof) return len - body_off > SK_HTTP_RESP_MAX_BODY ? SK_EPROTO : 0;
         r->body = buf + body_off;
         r->body_len = len - body_off;
         r->consumed = len;

@@ -25,8 +25,8 @@
  *
  * Files: load.c (the sub-command), load_opts.c (flags), load_engine.c
  * (threads and epoll), load_records.c (accepted orders), load_verify.c
- * (checks), load_report.c (output), http_resp.c (response parser),
- * json_field.c (JSON lookup). */
+ * (checks), load_report.c (output), json_field.c (JSON lookup); answers
+ * are read with the project's one response parser, core/http_resp.c. */
 #ifndef SK_LOAD_H
 #define SK_LOAD_H
 #include <stddef.h>
@@ -37,8 +37,8 @@
 
 #include "core/histogram.h"
 /* The response parser and the JSON lookup are part of this API. */
-#include "tools/load/http_resp.h"
-#include "tools/load/json_field.h"
+#include "core/http_resp.h"
+#include "load/json_field.h"
 
 #define SK_LOAD_MAX_CONNS 10000
 #define SK_LOAD_MAX_THREADS 64
@@ -95,7 +95,7 @@ struct sk_load_code {
     uint64_t n;
 };
 
-struct sk_load_records; /* accepted orders, private to tools/load (load_int.h) */
+struct sk_load_records; /* accepted orders, private to src/load (load_int.h) */
 
 /* Result of a run. The caller owns the struct; sk_load_run fills it and
  * allocates the order records it points to: free with

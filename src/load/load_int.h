@@ -1,4 +1,4 @@
-/* load_int.h - what the files of `seckill load` share (tools/load only):
+/* load_int.h - what the files of `seckill load` share (src/load only):
  * the accepted-order records, the error and violation writers, the checks
  * and the usage text. The public API is load.h. */
 #ifndef SK_LOAD_INT_H
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tools/load/load.h"
+#include "load/load.h"
 
 /* One accepted order: its user, its units and where its id lies in the
  * records' arena. */
@@ -42,6 +42,9 @@ void sk_load_set_err(char *err, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The --help text on f; returns the exit status (0 on stdout, 2 else). */
 int sk_load_usage(FILE *f);
+
+/* o->path with "{id}" replaced by o->activity, into out (cap bytes). */
+void sk_load_path(const struct sk_load_opts *o, char *out, size_t cap);
 
 /* load_verify.c: records a failed check (r->ok becomes 0; the first
  * SK_LOAD_MAX_VIOLATIONS messages are kept). */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/redis_spawn.h"
 
 #define SK_SENTINEL_SPAWN_MAX_NODES 5 /* the master and up to 4 replicas */
 #define SK_SENTINEL_SPAWN_SENTINELS 3

@@ -1,5 +1,6 @@
-/* spawn.h - the process plumbing shared by the private servers the binary
- * starts for its own use (redis_spawn.c, cluster_spawn.c, pg_spawn.c): a
+/* spawn.h - the process plumbing shared by the private servers: the demo's
+ * redis-server (redis_spawn.c) and the test spawners that the benchmarks
+ * share (tests/support/spawn: Cluster, Sentinel, PostgreSQL, MariaDB): a
  * temporary directory, a child that dies with the thread that started it,
  * a bounded wait until it is ready, a bounded stop, the end of its log for
  * messages.

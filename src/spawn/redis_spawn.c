@@ -1,6 +1,6 @@
 /* redis_spawn.c - start, restart and stop a private redis-server (see
  * redis_spawn.h); the process plumbing is spawn.c's. */
-#include "tools/spawn/redis_spawn.h"
+#include "spawn/redis_spawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -11,8 +11,8 @@
 #include <hiredis.h>
 
 #include "core/error.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/spawn.h"
 
 #define SK_RSPAWN_MAX_EXTRA 48
 #define SK_RSPAWN_READY_MS 10000

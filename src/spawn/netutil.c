@@ -1,5 +1,5 @@
 /* netutil.c - loopback helpers. */
-#include "tools/spawn/netutil.h"
+#include "spawn/netutil.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+#include "core/http_resp.h"
 
 int sk_net_free_port(void)
 {
@@ -31,12 +33,20 @@ int sk_net_http_ok(int port, const char *path, int timeout_ms)
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    char req[256], resp[64] = "";
+    char req[256], resp[64];
     int n =
         snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
     int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-             send(fd, req, (size_t)n, MSG_NOSIGNAL) == n &&
-             recv(fd, resp, sizeof resp - 1, 0) > 12 && strncmp(resp, "HTTP/1.1 200", 12) == 0;
+             send(fd, req, (size_t)n, MSG_NOSIGNAL) == n;
+    /* the status line is enough: read until it is whole */
+    size_t len = 0;
+    int status = 0;
+    while (ok && status == 0 && len < sizeof resp) {
+        ssize_t got = recv(fd, resp + len, sizeof resp - len, 0);
+        if (got <= 0) break;
+        len += (size_t)got;
+        status = sk_http_resp_status(resp, len);
+    }
     close(fd);
-    return ok;
+    return ok && status == 200;
 }

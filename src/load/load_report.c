@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 static void fmt_us(uint64_t us, char *out, size_t cap)
 {
@@ -18,12 +18,7 @@ static void fmt_us(uint64_t us, char *out, size_t cap)
 void sk_load_print(FILE *f, const struct sk_load_opts *o, const struct sk_load_result *r)
 {
     char path[600];
-    const char *id = strstr(o->path, "{id}");
-    if (id)
-        snprintf(path, sizeof path, "%.*s%" PRIu64 "%s", (int)(id - o->path), o->path, o->activity,
-                 id + 4);
-    else
-        snprintf(path, sizeof path, "%s", o->path);
+    sk_load_path(o, path, sizeof path);
     fprintf(f, "seckill load: %s %s%s, %" PRId64 " connections, %" PRId64 " thread%s", o->method,
             o->url, path, o->connections, o->threads, o->threads == 1 ? "" : "s");
     if (o->rate > 0)

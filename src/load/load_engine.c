@@ -24,11 +24,11 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/http_resp.h"
 #include "core/vec.h"
 #include "http/auth.h"
-#include "tools/load/http_resp.h"
-#include "tools/load/json_field.h"
-#include "tools/load/load_int.h"
+#include "load/json_field.h"
+#include "load/load_int.h"
 
 #define RBUF_INITIAL 2048
 #define WBUF_CAP 1024 /* request line + headers + body: the path is < 512 */
@@ -366,7 +366,7 @@ static void on_idle(struct conn *c)
     send_request(c, now, now);
 }
 
-static void on_response(struct conn *c, const struct sk_load_resp *r, int64_t now)
+static void on_response(struct conn *c, const struct sk_http_resp *r, int64_t now)
 {
     struct worker *w = c->w;
     struct sk_load_result *res = &w->res;
@@ -433,7 +433,7 @@ static void on_readable(struct conn *c, int64_t now)
 {
     struct worker *w = c->w;
     if (c->rlen == c->rcap) {
-        if (c->rcap >= SK_LOAD_MAX_RESPONSE_BYTES + SK_LOAD_MAX_HEADER_BYTES) {
+        if (c->rcap >= SK_HTTP_RESP_MAX_BODY + SK_HTTP_RESP_MAX_HEAD) {
             fail_conn(c, &w->res.err_protocol, now);
             return;
         }
@@ -462,8 +462,8 @@ static void on_readable(struct conn *c, int64_t now)
             reconnect(c, now);
         return;
     }
-    struct sk_load_resp r;
-    int rc = sk_load_parse_response(c->rbuf, c->rlen, eof, w->run->head, &r);
+    struct sk_http_resp r;
+    int rc = sk_http_resp_parse(c->rbuf, c->rlen, eof, w->run->head, &r);
     if (rc == 0) {
         if (eof) fail_conn(c, &w->res.err_closed, now);
         return;
@@ -745,12 +745,7 @@ static int build_prefix(struct run *run, char *err, size_t cap)
 {
     const struct sk_load_opts *o = run->o;
     char path[600];
-    const char *id = strstr(o->path, "{id}");
-    if (id)
-        snprintf(path, sizeof path, "%.*s%" PRIu64 "%s", (int)(id - o->path), o->path, o->activity,
-                 id + 4);
-    else
-        snprintf(path, sizeof path, "%s", o->path);
+    sk_load_path(o, path, sizeof path);
     run->head = !strcmp(o->method, "HEAD");
     int with_body = strcmp(o->method, "GET") != 0 && !run->head;
     if (with_body)

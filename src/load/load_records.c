@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 int sk_load_rec_add(struct sk_load_records *rs, uint64_t uid, int64_t qty, const char *oid,
                     size_t oid_len)

@@ -1,6 +1,6 @@
 /* mysql_spawn.c - start and stop a private MariaDB server (see
  * mysql_spawn.h); the process plumbing is spawn.c's. */
-#include "tools/spawn/mysql_spawn.h"
+#include "tests/support/spawn/mysql_spawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,8 +14,8 @@
 #include <mysql.h>
 
 #include "core/error.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/spawn.h"
 
 #define MAX_SETTINGS 32
 #define INSTALL_MS 60000

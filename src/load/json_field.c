@@ -1,7 +1,7 @@
 /* json_field.c - one top-level field of a JSON object text (json_field.h):
  * a scanner that skips values (strings with escapes, nested objects and
  * arrays) instead of building them. */
-#include "tools/load/json_field.h"
+#include "load/json_field.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* spawn.c - process plumbing of the private servers (see spawn.h). */
-#include "tools/spawn/spawn.h"
+#include "spawn/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,8 +9,8 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "load/load_int.h"
 #include "store/store.h"
-#include "tools/load/load_int.h"
 
 void sk_load_violation(struct sk_load_result *r, const char *fmt, ...)
 {

@@ -2,6 +2,7 @@
  * flags, the checks of a struct built in code, and the --help text. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -11,7 +12,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
-#include "tools/load/load_int.h"
+#include "load/load_int.h"
 
 #define DEFAULT_PATH "/api/v1/activities/{id}/purchase"
 
@@ -93,6 +94,15 @@ static int parse_double(const char *s, double lo, double hi, double *out)
     if (errno || *end || !(v >= lo && v <= hi)) return SK_EINVAL;
     *out = v;
     return 0;
+}
+
+void sk_load_path(const struct sk_load_opts *o, char *out, size_t cap)
+{
+    const char *id = strstr(o->path, "{id}");
+    if (id)
+        snprintf(out, cap, "%.*s%" PRIu64 "%s", (int)(id - o->path), o->path, o->activity, id + 4);
+    else
+        snprintf(out, cap, "%s", o->path);
 }
 
 int sk_load_opts_check(struct sk_load_opts *o, char *err, size_t cap)

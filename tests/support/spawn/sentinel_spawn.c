@@ -1,7 +1,7 @@
 /* sentinel_spawn.c - start and stop a private master, its replicas and three
  * Sentinels (see sentinel_spawn.h). The data nodes are redis_spawn.c's,
  * the process plumbing spawn.c's. */
-#include "tools/spawn/sentinel_spawn.h"
+#include "tests/support/spawn/sentinel_spawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,9 +16,9 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/redis_spawn.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/redis_spawn.h"
+#include "spawn/spawn.h"
 
 #define SK_SSPAWN_READY_MS 30000
 #define SK_SSPAWN_STOP_MS 5000

@@ -2,7 +2,7 @@
  * their replicas (see cluster_spawn.h). The process plumbing (temporary
  * directory, fork with a parent-death signal, bounded waits, stopping and
  * reaping) is spawn.c's, as for redis_spawn.c. */
-#include "tools/spawn/cluster_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,7 +21,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "redis/redis_cluster.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/spawn.h"
 
 #define SK_CSPAWN_MAX_EXTRA 32
 /* a restarted node loads its AOF first: on a loaded machine that took over 10 s */

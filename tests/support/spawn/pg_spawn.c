@@ -1,6 +1,6 @@
 /* pg_spawn.c - start and stop a private PostgreSQL server (see pg_spawn.h);
  * the process plumbing is spawn.c's. */
-#include "tools/spawn/pg_spawn.h"
+#include "tests/support/spawn/pg_spawn.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include <libpq-fe.h>
 
 #include "core/error.h"
-#include "tools/spawn/netutil.h"
-#include "tools/spawn/spawn.h"
+#include "spawn/netutil.h"
+#include "spawn/spawn.h"
 
 #define SK_PG_SPAWN_MAX_SETTINGS 32
 #define SK_PG_SPAWN_MAX_ENV 256

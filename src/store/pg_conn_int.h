@@ -1,0 +1,43 @@
+/* pg_conn_int.h - the libpq session of the PostgreSQL store (pg_conn.c),
+ * for store_pg.c only: connecting with bounded timeouts, statements whose
+ * answer is awaited against a deadline, the prepared hot reads, and the
+ * reset of a session that failed. Every function returns 0 or a negative
+ * SK_E* code with the detail on the store (sk_store_set_err). */
+#ifndef SK_PG_CONN_INT_H
+#define SK_PG_CONN_INT_H
+#include <libpq-fe.h>
+
+#include "store/store_int.h"
+
+/* Statements prepared once per session (the hot reads of the HTTP
+ * processes: an order poll, an activity read): the server parses and
+ * plans them once instead of on every call. Bit q of st->pg_prepared says
+ * PGQ q is prepared on the current session. */
+enum { PGQ_ORDER_GET, PGQ_ACTIVITY_GET, PGQ_COUNT };
+
+/* Connects st->pg to url (libpq's URL or key=value form) with the
+ * store's defaults (connect_timeout 5 s, keepalives, tcp_user_timeout, a
+ * server statement_timeout just under the client bound), non-blocking.
+ * The URL's password never reaches an error message. */
+int sk_pg_connect(sk_store *st, const char *url);
+
+/* Start of every call: resets the session first when it failed before or
+ * the server said goodbye while it was idle. */
+int sk_pg_enter(sk_store *st);
+
+/* Runs one command string and returns its last result (*out: the caller
+ * PQclears it; out may be NULL). nparams == 0 sends it by the simple
+ * protocol, so it may hold several statements; otherwise one statement
+ * with text parameters. Bounded by st->pg_timeout_ms: a server that does
+ * not answer leaves the session marked broken and the call failing with
+ * SK_EDB. */
+int sk_pg_run(sk_store *st, PGresult **out, const char *what, const char *sql, int nparams,
+              const char *const *params);
+/* Prepared statement q (PGQ_*), prepared on this session first when
+ * needed; as sk_pg_run otherwise. */
+int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, int nparams,
+                       const char *const *params);
+/* sk_pg_run without parameters or result. */
+int sk_pg_cmd(sk_store *st, const char *sql, const char *what);
+
+#endif
