@@ -103,14 +103,19 @@ SK_TEST(chaos_check_passes_a_clean_sale_and_names_every_broken_promise)
     run(&f, &rep, sk_wall_ms() + 1000);
     CHECK_EQ(rep.found[CF_NOT_RESUMED], 1);
 
-    /* a 200 whose order the database lost, one whose row holds another user */
+    /* a 200 whose order the database lost, one whose row holds another
+     * user, one cancelled (as a recovery that refused it would) */
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", f.oid[0]);
     sk_th_be_sql(&f.e, sql);
     snprintf(sql, sizeof sql, "UPDATE orders SET user_id = 777 WHERE order_id = '%s'", f.oid[1]);
     sk_th_be_sql(&f.e, sql);
+    snprintf(sql, sizeof sql,
+             "UPDATE orders SET status = 'cancelled', cancelled_ms = 1 WHERE order_id = '%s'",
+             f.oid[2]);
+    sk_th_be_sql(&f.e, sql);
     run(&f, &rep, 0);
-    CHECK_EQ(rep.found[CF_MISSING], 1);
+    CHECK_EQ(rep.found[CF_MISSING], 2);
     CHECK(strstr(rep.example[CF_MISSING], f.oid[0]) != NULL);
     CHECK_EQ(rep.found[CF_MISMATCH], 1);
     CHECK(rep.found[CF_STOCK] >= 1);     /* Redis holds a unit the database does not */

@@ -336,6 +336,12 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   "; the database holds user %" PRIu64 ", %" PRId64 " unit(s) of %" PRIu64,
                   x->oid, x->user, x->qty, x->aid, d->user, d->qty, d->aid);
             about(out, CF_MISMATCH, x->aid, x->user);
+        } else if (d->status == SK_ORDER_CANCELLED) {
+            found(out, CF_MISSING,
+                  "order %s (user %" PRIu32 ", activity %" PRIu64 ", serve %d) is cancelled in "
+                  "the database",
+                  x->oid, x->user, x->aid, x->serve);
+            about(out, CF_MISSING, x->aid, x->user);
         }
     }
 

@@ -7,8 +7,10 @@
  * network partitions elsewhere): its input is the ledger, the activities,
  * and a store and a Redis handle. The promises it checks (SPEC section 7):
  *   - every 200 is an order in the database, the same user, activity and
- *     quantity (missing / mismatch: the database holds another order under
- *     that id, e.g. an id handed out twice by two masters);
+ *     quantity, not cancelled (missing / mismatch: the database holds
+ *     another order under that id, e.g. an id handed out twice by two
+ *     masters; a sale judged here is shorter than its payment timeout and
+ *     nobody cancels, so a cancelled 200 is one a recovery refused);
  *   - none twice: an order id answered 200 to one Idempotency-Key only, a
  *     key answered with one order id only, and no user holds more orders
  *     of an activity than the keys they used there (a key that bought
@@ -90,7 +92,7 @@ struct chaos_input {
 };
 
 enum chaos_finding {
-    CF_MISSING,     /* a 200 whose order the database does not hold */
+    CF_MISSING,     /* a 200 whose order the database does not hold, or holds cancelled */
     CF_MISMATCH,    /* the database holds another user/activity/quantity under the id */
     CF_ID_REUSED,   /* one order id answered 200 to two keys */
     CF_KEY_TWICE,   /* one key answered two order ids, or a user holds more orders than keys */
