@@ -369,7 +369,9 @@ static void site_start(struct site *s)
                                    .max_qty = LIMIT,
                                    .seed = seed,
                                    .max_attempts = 8,
-                                   .backoff_ms = 100,
+                                   /* short: a buyer's pause is part of the
+                                    * gap measured after a 503 */
+                                   .backoff_ms = 20,
                                    .netns_fds = s->netns,
                                    .home = 1,
                                    .ledger = &s->ledger};
