@@ -16,8 +16,9 @@
  *
  * Every client of a namespaced host runs in a namespace: the buyers'
  * connections to a serve host are opened inside that host (on its
- * loopback, as a gateway beside it would), the checks run in ops. The servers die with the test,
- * and the namespaces with them (nothing is left behind when a test fails or is killed).
+ * loopback, as a gateway beside it would), the checks run in ops. The
+ * servers die with the test, and the namespaces with them (nothing is
+ * left behind when a test fails or is killed).
  *
  * The cases, each on a fresh lab, each partition held for 12 s and healed:
  *   split brain: the master cut off from the Sentinels, the replicas and
