@@ -103,14 +103,19 @@ SK_TEST(chaos_check_passes_a_clean_sale_and_names_every_broken_promise)
     run(&f, &rep, sk_wall_ms() + 1000);
     CHECK_EQ(rep.found[CF_NOT_RESUMED], 1);
 
-    /* a 200 whose order the database lost, one whose row holds another user */
+    /* a 200 whose order the database lost, one whose row holds another
+     * user, one cancelled (as a recovery that refused it would) */
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", f.oid[0]);
     sk_th_be_sql(&f.e, sql);
     snprintf(sql, sizeof sql, "UPDATE orders SET user_id = 777 WHERE order_id = '%s'", f.oid[1]);
     sk_th_be_sql(&f.e, sql);
+    snprintf(sql, sizeof sql,
+             "UPDATE orders SET status = 'cancelled', cancelled_ms = 1 WHERE order_id = '%s'",
+             f.oid[2]);
+    sk_th_be_sql(&f.e, sql);
     run(&f, &rep, 0);
-    CHECK_EQ(rep.found[CF_MISSING], 1);
+    CHECK_EQ(rep.found[CF_MISSING], 2);
     CHECK(strstr(rep.example[CF_MISSING], f.oid[0]) != NULL);
     CHECK_EQ(rep.found[CF_MISMATCH], 1);
     CHECK(rep.found[CF_STOCK] >= 1);     /* Redis holds a unit the database does not */
@@ -153,6 +158,8 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(f.e.r, f.act.id, 50, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
+    char unannounced[SK_ORDER_ID_MAX];
+    snprintf(unannounced, sizeof unannounced, "%s", a.order_id);
     record(&f, 50, 5000, 503, "unavailable", NULL, 1); /* in doubt: the order may be it */
     sk_th_env_persist(&f.e, "check-test", -1);
     run(&f, &rep, 0);
@@ -171,5 +178,17 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
     run(&f, &rep, 0);
     CHECK_EQ(rep.found[CF_KEY_TWICE], 1);  /* two orders, one key */
     CHECK_EQ(rep.found[CF_OVER_LIMIT], 1); /* two units, limit 1 */
+    /* the order never answered 200 cancelled, as a recovery refuses one of
+     * a key's two orders from the two sides of a split brain: one stands */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "UPDATE orders SET status = 'cancelled', cancelled_ms = 1 WHERE order_id = '%s'",
+             unannounced);
+    sk_th_be_sql(&f.e, sql);
+    run(&f, &rep, 0);
+    CHECK_EQ(rep.found[CF_KEY_TWICE], 0);
+    CHECK_EQ(rep.found[CF_OVER_LIMIT], 0);
+    CHECK_EQ(rep.found[CF_MISSING], 0);
+    CHECK_EQ(rep.found[CF_PHANTOM], 0);
     done(&f);
 }

@@ -8,16 +8,17 @@
  *   a   10.77.0.1  Redis master + Sentinel 1
  *   b   10.77.0.2  Redis replica + Sentinel 2
  *   c   10.77.0.3  Redis replica + Sentinel 3
- *   v1  10.77.0.4  seckill serve --role api --sync-replicas 1, and its buyers
+ *   v1  10.77.0.4  seckill serve --role api --sync-replicas 1
  *   v2  10.77.0.5  the same
  *   db  10.77.0.6  PostgreSQL
  *   w   10.77.0.7  seckill worker
  *   ops 10.77.0.8  this test's own reads (the database, Redis, reconcile)
  *
- * Every client of a namespaced host runs in a namespace: each serve host's
- * buyers in that host (on its loopback, as a gateway beside it would), the
- * checks in ops. The servers die with the test, and the namespaces with
- * them (nothing is left behind when a test fails or is killed).
+ * Every client of a namespaced host runs in a namespace: the buyers'
+ * connections to a serve host are opened inside that host (on its
+ * loopback, as a gateway beside it would), the checks run in ops. The
+ * servers die with the test, and the namespaces with them (nothing is
+ * left behind when a test fails or is killed).
  *
  * The cases, each on a fresh lab, each partition held for 12 s and healed:
  *   split brain: the master cut off from the Sentinels, the replicas and
@@ -26,11 +27,17 @@
  *   a serve host (v1) cut off from everything;
  *   the database cut off from the worker;
  *   the worker cut off from the master only.
- * After healing, with the buyers' every 200 recorded (support/sale_env.h)
- * and the worker drained: no acknowledged order lost, none twice, no
- * oversell, no user over the limit, Redis consistent with the database,
- * `seckill reconcile` consistent (support/promise_check.h). Each case prints
- * what it cost: the longest time without a 200 on each serve host. */
+ * The buyers are the nemesis's (support/chaos_buyers.h): each purchase
+ * with an Idempotency-Key of its own, first sent to the buyer's own serve
+ * host, retried with the same key on either host while the answer is 503
+ * or none, every attempt in a ledger. After healing and the worker's
+ * drain, the nemesis's checker judges the ledger against the database and
+ * Redis (support/chaos_check.h): no acknowledged order missing or held for
+ * someone else, no order id or key twice, no order nobody was told of, no
+ * oversell, no user over the limit, stock conserved, nothing fenced, the
+ * sale resumed, `seckill reconcile` consistent, every answer within the
+ * contract. Each case prints what it cost: the longest time without a 200
+ * on each serve host (the checker's per-serve gap). */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,11 +55,12 @@
 #include "redis/redis_conn.h"
 #include "spawn/spawn.h"
 #include "store/store.h"
+#include "support/chaos_buyers.h"
+#include "support/chaos_check.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
 #include "support/netlab.h"
-#include "support/promise_check.h"
 #include "support/sale_env.h"
 #include "tests/support/spawn/pg_spawn.h"
 
@@ -63,10 +71,11 @@ static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", 
 #define SENTINEL_PORT 26379
 #define SERVE_PORT 8080
 #define CUT_MS 12000
-#define STOCK 60000
+#define STOCK 1000000 /* never sold out: the sale must resume after the heal */
 #define LIMIT 2
-#define USERS 20000
-#define MAX_ACKS 400000
+#define USERS 200000 /* enough that they are not all at the limit by the end */
+#define BUYERS 4     /* two of each serve host's own */
+#define MAX_ANSWERS 2000000
 
 static void nap_ms(int ms)
 {
@@ -82,7 +91,10 @@ struct site {
     char dir[256];
     char redis_url[256]; /* the Sentinels' URL */
     char db_url[256];
-    struct sale sale[2]; /* the buyers of v1 and v2 */
+    struct chaos_activity act;
+    int ports[2], netns[2]; /* each serve host's port and namespace, for the buyers */
+    struct chaos_ledger ledger;
+    struct chaos_buyers buyers;
     uint64_t aid;
     sk_store *st;
     sk_redis *r;
@@ -341,24 +353,51 @@ static void site_start(struct site *s)
     char err[512];
     CHECK_MSG(sk_store_open(&s->st, s->db_url, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(sk_redis_new(&s->r, s->redis_url, 2000, 5000, err, sizeof err) == 0, "%s", err);
-    for (int v = 0; v < 2; v++)
-        sale_start_in(&s->sale[v], sk_th_netlab_fd(&s->lab, H_V1 + v), SERVE_PORT, s->aid, USERS,
-                      LIMIT, 2, MAX_ACKS, 5);
+    s->act = (struct chaos_activity){s->aid, STOCK, LIMIT};
+    for (int v = 0; v < 2; v++) {
+        s->ports[v] = SERVE_PORT;
+        s->netns[v] = sk_th_netlab_fd(&s->lab, H_V1 + v);
+    }
+    chaos_ledger_init(&s->ledger, MAX_ANSWERS);
+    uint64_t seed = (uint64_t)sk_wall_ms();
+    printf("    # buyers' seed %" PRIu64 "\n", seed);
+    struct chaos_buyers_opts bo = {.ports = s->ports,
+                                   .nports = 2,
+                                   .acts = &s->act,
+                                   .nacts = 1,
+                                   .threads = BUYERS,
+                                   .users = USERS,
+                                   .max_qty = LIMIT,
+                                   .seed = seed,
+                                   .max_attempts = 8,
+                                   /* short: a buyer's pause is part of the
+                                    * gap measured after a 503 */
+                                   .backoff_ms = 20,
+                                   .netns_fds = s->netns,
+                                   .home = 1,
+                                   .ledger = &s->ledger};
+    chaos_buyers_start(&s->buyers, &bo);
+}
+
+/* 200s answered by serve host v so far. */
+static long ok_on(struct site *s, int v)
+{
+    return atomic_load(&s->buyers.ok_on[v]);
 }
 
 /* Both serve hosts answered a 200 since their counts were at[]. */
 static int both_selling(struct site *s, const long at[2])
 {
-    return atomic_load(&s->sale[0].ok) > at[0] && atomic_load(&s->sale[1].ok) > at[1];
+    return ok_on(s, 0) > at[0] && ok_on(s, 1) > at[1];
 }
 
 static void wait_both_selling(struct site *s, int ms, const char *what)
 {
-    long at[2] = {atomic_load(&s->sale[0].ok), atomic_load(&s->sale[1].ok)};
+    long at[2] = {ok_on(s, 0), ok_on(s, 1)};
     int64_t by = sk_mono_ms() + ms;
     while (!both_selling(s, at)) {
         CHECK_MSG(sk_mono_ms() < by, "%s: v1 %ld 200s, v2 %ld (logs in %s)", what,
-                  atomic_load(&s->sale[0].ok) - at[0], atomic_load(&s->sale[1].ok) - at[1], s->dir);
+                  ok_on(s, 0) - at[0], ok_on(s, 1) - at[1], s->dir);
         nap_ms(20);
     }
 }
@@ -378,51 +417,43 @@ static void print_log_lines(const struct site *s, const char *name, const char *
 }
 
 /* The end of a case: selling on both after the heal, the buyers stopped,
- * the worker drained, every promise checked. */
+ * the worker drained, the ledger judged. t_cut and t_heal are wall-clock
+ * times; the report's times are relative to the cut. */
 static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_t t_heal)
 {
     wait_both_selling(s, 60000, "selling again after the heal");
-    int64_t t_back = sk_mono_ms();
+    int64_t t_back = sk_wall_ms();
     nap_ms(2000);
-    for (int v = 0; v < 2; v++)
-        sale_stop(&s->sale[v]);
+    chaos_buyers_stop(&s->buyers);
     printf("    # %s: cut at 0 s, healed at %.1f s, both hosts selling again at %.1f s\n", label,
            (t_heal - t_cut) / 1000.0, (t_back - t_cut) / 1000.0);
-    for (int v = 0; v < 2; v++) {
-        char what[64];
-        snprintf(what, sizeof what, "%s %s", label, host_names[H_V1 + v]);
-        sale_print(&s->sale[v], what);
-        long end = atomic_load(&s->sale[v].gap_end_ms);
-        printf("    # %s: longest time without a 200 on %s: %.1f s (ending at %.1f s)\n", label,
-               host_names[H_V1 + v], atomic_load(&s->sale[v].max_gap_ms) / 1000.0,
-               end ? (end - t_cut) / 1000.0 : 0.0);
-    }
     sale_wait_drained(s->r, s->aid, 90000);
     printf("    # %s: every order persisted %.1f s after the heal\n", label,
-           (sk_mono_ms() - t_heal) / 1000.0);
+           (sk_wall_ms() - t_heal) / 1000.0);
     print_log_lines(s, "worker", "recover");
     print_log_lines(s, "serve-v1", "sentinel");
-    /* the ledger: every 200 of both hosts */
-    size_t n = 0;
-    struct pcheck_ack *acks = malloc(2 * MAX_ACKS * sizeof *acks);
-    CHECK(acks);
-    for (int v = 0; v < 2; v++) {
-        long k = atomic_load(&s->sale[v].nids);
-        CHECK((size_t)k <= s->sale[v].ids_cap);
-        for (long i = 0; i < k; i++)
-            acks[n++] = (struct pcheck_ack){s->sale[v].ids[i], s->sale[v].id_user[i], 1};
-    }
-    struct pcheck_verdict verdict;
-    pcheck_run(s->st, s->r, s->aid, STOCK, LIMIT, acks, n, &verdict);
-    pcheck_print(&verdict, label);
-    free(acks);
-    CHECK_MSG(verdict.ok, "%s: %s", label, verdict.first);
-    char out[4096], id[24];
-    snprintf(id, sizeof id, "%" PRIu64, s->aid);
-    const char *args[] = {"reconcile", "--redis",    s->redis_url, "--db",
-                          s->db_url,   "--activity", id,           NULL};
-    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
-    CHECK_MSG(rc == 0, "%s: reconcile exit %d:\n%s", label, rc, out);
+    const char *names[2] = {host_names[H_V1], host_names[H_V2]};
+    struct chaos_input in = {.ledger = &s->ledger,
+                             .acts = &s->act,
+                             .nacts = 1,
+                             .nserves = 2,
+                             .serve_names = names,
+                             .st = s->st,
+                             .r = s->r,
+                             .redis_url = s->redis_url,
+                             .db_spec = s->db_url,
+                             .start_ms = t_cut,
+                             .healed_ms = t_heal,
+                             .stale_after_s = 30};
+    static struct chaos_report rep;
+    CHECK_MSG(chaos_check(&in, &rep) == 0, "%s: the check could not read: %s", label,
+              rep.example[0]);
+    chaos_report_print(stdout, &rep);
+    for (int v = 0; v < 2; v++)
+        printf("    # %s: longest time without a 200 on %s: %.1f s (from %.1f s)\n", label,
+               names[v], rep.serve_gap_ms[v] / 1000.0, rep.serve_gap_at_ms[v] / 1000.0);
+    fflush(stdout);
+    CHECK_MSG(chaos_report_ok(&rep), "%s: broken promises (logs in %s)", label, s->dir);
 }
 
 /* A seckill log holds no sanitizer report and no crash (check_server_log). */
@@ -436,10 +467,9 @@ static void clean_log(const struct site *s, const char *name)
 
 static void site_stop(struct site *s)
 {
-    for (int v = 0; v < 2; v++) {
-        sale_ids_free(&s->sale[v]);
+    chaos_ledger_free(&s->ledger);
+    for (int v = 0; v < 2; v++)
         sk_spawn_stop(s->serve[v], SIGTERM, 5000);
-    }
     sk_spawn_stop(s->worker, SIGTERM, 5000);
     clean_log(s, "serve-v1");
     clean_log(s, "serve-v2");
@@ -461,13 +491,11 @@ static void run_case(const char *label, void (*cut)(struct site *), void (*heal)
     site_start(&s);
     wait_both_selling(&s, 30000, "the sale before the cut");
     nap_ms(1500);
-    for (int v = 0; v < 2; v++)
-        sale_gap_reset(&s.sale[v]);
-    int64_t t_cut = sk_mono_ms();
+    int64_t t_cut = sk_wall_ms();
     cut(&s);
     nap_ms(CUT_MS);
     heal(&s);
-    int64_t t_heal = sk_mono_ms();
+    int64_t t_heal = sk_wall_ms();
     site_finish(&s, label, t_cut, t_heal);
     site_stop(&s);
 }

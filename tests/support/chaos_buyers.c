@@ -1,6 +1,7 @@
 /* chaos_buyers.c - seeded buyers that record every answer (chaos_buyers.h). */
 #include "support/chaos_buyers.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,7 +35,8 @@ static void attempt(struct chaos_buyers *b, struct hconn *c, int s, uint64_t aid
                                  .serve = (uint8_t)s,
                                  .attempt = (uint8_t)nth,
                                  .t_send_ms = sk_wall_ms()};
-    if (c->fd < 0 && hc_open(c, b->o.ports[s]) < 0) {
+    const int *ns = b->o.netns_fds;
+    if (c->fd < 0 && ((ns && setns(ns[s], CLONE_NEWNET) < 0) || hc_open(c, b->o.ports[s]) < 0)) {
         out->t_done_ms = sk_wall_ms();
         return; /* nothing left: it cannot have run */
     }
@@ -67,7 +69,8 @@ static void *buyer(void *arg)
         int qty = 1 + (int)(sk_th_rng(&rng) % (uint64_t)o->max_qty);
         uint64_t key = ((uint64_t)(ba->idx + 1) << 40) | seq++;
         for (int n = 1; n <= o->max_attempts && !atomic_load(&b->stop); n++) {
-            int s = (int)(sk_th_rng(&rng) % (uint64_t)o->nports);
+            int s = o->home && n == 1 ? ba->idx % o->nports
+                                      : (int)(sk_th_rng(&rng) % (uint64_t)o->nports);
             struct chaos_answer *a = chaos_ledger_add(o->ledger);
             if (!a) {
                 atomic_store(&b->stop, 1); /* full: the run cannot be judged (the check says so) */
@@ -75,7 +78,10 @@ static void *buyer(void *arg)
             }
             attempt(b, &c[s], s, aid, user, qty, key, n, a);
             atomic_fetch_add(&b->answered, 1);
-            if (a->status == 200) atomic_fetch_add(&b->ok, 1);
+            if (a->status == 200) {
+                atomic_fetch_add(&b->ok, 1);
+                atomic_fetch_add(&b->ok_on[s], 1);
+            }
             if (a->status != 0 && a->status < 500) break; /* definite */
             nap_us((long)o->backoff_ms * 1000 * n);
         }

@@ -5,7 +5,10 @@
  * answer), and every attempt recorded in a ledger (chaos_check.h) for the
  * checker. What they choose (serve, activity, user, quantity, pauses)
  * comes from a seed. The HTTP client never resends on its own
- * (http_load_env.h), so the ledger holds every request that left. */
+ * (http_load_env.h), so the ledger holds every request that left.
+ * A serve process may live in a network namespace of its own (the
+ * partition tests' hosts): its connections are then opened from inside
+ * it, on its loopback, as a gateway beside it would. */
 #ifndef SK_TEST_CHAOS_BUYERS_H
 #define SK_TEST_CHAOS_BUYERS_H
 #include <pthread.h>
@@ -28,6 +31,14 @@ struct chaos_buyers_opts {
     int think_us;     /* pause between purchases */
     int max_attempts; /* tries per key */
     int backoff_ms;   /* before a retry (times the attempt number) */
+    /* the network namespace of each serve process (a setns descriptor
+     * before its connections are opened; NULL: the caller's for all) */
+    const int *netns_fds;
+    /* 1: buyer thread i sends a purchase's first attempt to serve
+     * i % nports and only retries go to any (each serve has buyers of its
+     * own, so its time without a 200 is its own, not its neighbour's
+     * stalls); 0: every attempt to any serve */
+    int home;
     struct chaos_ledger *ledger;
 };
 
@@ -36,7 +47,8 @@ struct chaos_buyers {
     pthread_t th[CHAOS_MAX_BUYERS];
     int nth;
     atomic_int stop;
-    atomic_long ok, answered; /* progress, for the nemesis's log */
+    atomic_long ok, answered;            /* progress, for the nemesis's log */
+    atomic_long ok_on[CHAOS_MAX_SERVES]; /* 200s per serve (is it selling?) */
 };
 
 /* Copies o (the arrays must outlive the buyers) and starts the threads. */

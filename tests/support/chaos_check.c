@@ -336,6 +336,12 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   "; the database holds user %" PRIu64 ", %" PRId64 " unit(s) of %" PRIu64,
                   x->oid, x->user, x->qty, x->aid, d->user, d->qty, d->aid);
             about(out, CF_MISMATCH, x->aid, x->user);
+        } else if (d->status == SK_ORDER_CANCELLED) {
+            found(out, CF_MISSING,
+                  "order %s (user %" PRIu32 ", activity %" PRIu64 ", serve %d) is cancelled in "
+                  "the database",
+                  x->oid, x->user, x->aid, x->serve);
+            about(out, CF_MISSING, x->aid, x->user);
         }
     }
 
@@ -377,6 +383,7 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
     struct uu {
         uint64_t aid, user;
         int64_t orders, units;
+        int64_t live; /* orders not cancelled */
     } *uu = malloc((ndb ? ndb : 1) * sizeof *uu);
     CHECK(uu);
     size_t nuu = 0;
@@ -388,11 +395,14 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
             byu[i] = &db[i];
         qsort(byu, ndb, sizeof *byu, cmp_pu);
         for (size_t i = 0; i < ndb;) {
-            struct uu u = {byu[i]->aid, byu[i]->user, 0, 0};
+            struct uu u = {byu[i]->aid, byu[i]->user, 0, 0, 0};
             for (; i < ndb && byu[i]->aid == u.aid && byu[i]->user == u.user; i++) {
                 const struct dbo *d = byu[i];
                 u.orders++;
-                if (d->status != SK_ORDER_CANCELLED) u.units += d->qty;
+                if (d->status != SK_ORDER_CANCELLED) {
+                    u.units += d->qty;
+                    u.live++;
+                }
                 if (!d->announced) {
                     struct ustat key = {.aid = d->aid, .user = (uint32_t)d->user};
                     const struct ustat *s =
@@ -425,11 +435,14 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
         struct ustat key = {.aid = uu[i].aid, .user = (uint32_t)uu[i].user};
         const struct ustat *s = nus ? bsearch(&key, us, nus, sizeof *us, cmp_ustat) : NULL;
         long keys = s ? s->keys : 0;
-        if (uu[i].orders > keys) {
+        /* a cancelled order holds nothing: a recovery refuses (cancels) the
+         * one of two orders of a key that bought on each side of a split
+         * brain, the one never answered 200 (a cancelled 200 is missing) */
+        if (uu[i].live > keys) {
             found(out, CF_KEY_TWICE,
                   "user %" PRIu64 " holds %" PRId64 " order(s) of activity %" PRIu64
-                  " from %ld key(s) that may have bought",
-                  uu[i].user, uu[i].orders, uu[i].aid, keys);
+                  " (not cancelled) from %ld key(s) that may have bought",
+                  uu[i].user, uu[i].live, uu[i].aid, keys);
             about(out, CF_KEY_TWICE, uu[i].aid, uu[i].user);
         }
         if (ai >= 0 && ai < CHAOS_MAX_ACTS) {

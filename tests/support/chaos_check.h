@@ -7,12 +7,16 @@
  * network partitions elsewhere): its input is the ledger, the activities,
  * and a store and a Redis handle. The promises it checks (SPEC section 7):
  *   - every 200 is an order in the database, the same user, activity and
- *     quantity (missing / mismatch: the database holds another order under
- *     that id, e.g. an id handed out twice by two masters);
+ *     quantity, not cancelled (missing / mismatch: the database holds
+ *     another order under that id, e.g. an id handed out twice by two
+ *     masters; a sale judged here is shorter than its payment timeout and
+ *     nobody cancels, so a cancelled 200 is one a recovery refused);
  *   - none twice: an order id answered 200 to one Idempotency-Key only, a
  *     key answered with one order id only, and no user holds more orders
- *     of an activity than the keys they used there (a key that bought
- *     twice); an order no 200 announced belongs to a user who had an
+ *     not cancelled of an activity than the keys they used there (a key
+ *     that bought twice; of a key's two orders from the two sides of a
+ *     split brain, a recovery cancels the one never answered 200); an
+ *     order no 200 announced belongs to a user who had an
  *     attempt without a definite answer (503, or none), else a phantom;
  *   - no oversell (units held <= stock), no user over the limit, in the
  *     database; Redis remaining + held (+ in transit) == initial, Redis
@@ -90,10 +94,10 @@ struct chaos_input {
 };
 
 enum chaos_finding {
-    CF_MISSING,     /* a 200 whose order the database does not hold */
+    CF_MISSING,     /* a 200 whose order the database does not hold, or holds cancelled */
     CF_MISMATCH,    /* the database holds another user/activity/quantity under the id */
     CF_ID_REUSED,   /* one order id answered 200 to two keys */
-    CF_KEY_TWICE,   /* one key answered two order ids, or a user holds more orders than keys */
+    CF_KEY_TWICE,   /* one key answered two order ids, or a user holds more live orders than keys */
     CF_PHANTOM,     /* an order nobody was answered 200 for, from a user with no doubt */
     CF_OVERSOLD,    /* units held > stock, or Redis stock < 0 */
     CF_OVER_LIMIT,  /* a user holds more than the limit */
