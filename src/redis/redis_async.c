@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/vec.h"
+#include "redis/handshake.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_url.h"
 #include "redis/script.h"
@@ -64,24 +65,14 @@ static int buf_append(struct ar_buf *b, const char *s, size_t n)
     return 0;
 }
 
-/* RESP array of bulk strings. */
+/* RESP array of bulk strings, by hiredis's formatter. */
 static int encode(struct ar_buf *b, int argc, const char *const *argv, const size_t *lens)
 {
-    char hdr[32];
-    size_t start = b->len;
-    int n = snprintf(hdr, sizeof hdr, "*%d\r\n", argc);
-    if (buf_append(b, hdr, (size_t)n) < 0) goto oom;
-    for (int i = 0; i < argc; i++) {
-        size_t l = lens ? lens[i] : strlen(argv[i]);
-        n = snprintf(hdr, sizeof hdr, "$%zu\r\n", l);
-        if (buf_append(b, hdr, (size_t)n) < 0 || buf_append(b, argv[i], l) < 0 ||
-            buf_append(b, "\r\n", 2) < 0)
-            goto oom;
-    }
-    return 0;
-oom:
-    b->len = start;
-    return SK_ENOMEM;
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    int rc = n < 0 ? SK_ENOMEM : buf_append(b, cmd, (size_t)n);
+    redisFreeCommand(cmd);
+    return rc;
 }
 
 static int fifo_push(sk_aredis *ar, const struct ar_entry *e)
@@ -202,33 +193,44 @@ oom:
     return SK_ENOMEM;
 }
 
-/* Past one RESP bulk string "$L\r\n<L bytes>\r\n" at p, or NULL. */
-static const char *skip_bulk(const char *p, const char *end)
+/* One RESP bulk string "$L\r\n<L bytes>\r\n" at p: its bytes in *v, *l;
+ * returns what follows it, or NULL. */
+static const char *take_bulk(const char *p, const char *end, const char **v, size_t *l)
 {
     if (p >= end || *p != '$') return NULL;
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     if (!nl) return NULL;
-    long l = strtol(p + 1, NULL, 10);
-    if (l < 0 || end - (nl + 1) < l + 2) return NULL;
-    return nl + 1 + l + 2;
+    long n = strtol(p + 1, NULL, 10);
+    if (n < 0 || end - (nl + 1) < n + 2) return NULL;
+    *v = nl + 1;
+    *l = (size_t)n;
+    return nl + 1 + n + 2;
 }
 
-/* Rewrites retained "*N $7 EVALSHA $40 <sha> rest" (or "FCALL <name>") as
- * "*N $4 EVAL $len <text> rest". */
+/* Sends the retained "EVALSHA <sha> ..." (or "FCALL <name> ...") again as
+ * "EVAL <text> ...": taken apart and formatted anew. */
 static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 {
     const char *p = e->evalsha, *end = p + e->evalsha_len;
-    const char *nl = memchr(p, '\n', (size_t)(end - p)); /* after *N */
-    const char *rest = nl ? skip_bulk(nl + 1, end) : NULL;
-    if (rest) rest = skip_bulk(rest, end); /* the command and the sha or name */
-    if (!rest) return SK_EPROTO;
-    const char *text = sk_script_text((enum sk_script_id)e->script);
-    char hdr[48];
-    int hl = snprintf(hdr, sizeof hdr, "$4\r\nEVAL\r\n$%zu\r\n", strlen(text));
-    if (buf_append(&ar->out, p, (size_t)(nl + 1 - p)) < 0 ||
-        buf_append(&ar->out, hdr, (size_t)hl) < 0 || buf_append(&ar->out, text, strlen(text)) < 0 ||
-        buf_append(&ar->out, "\r\n", 2) < 0 || buf_append(&ar->out, rest, (size_t)(end - rest)) < 0)
-        return SK_ENOMEM;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    long n = *p == '*' && nl ? strtol(p + 1, NULL, 10) : -1;
+    if (n < 2 || (size_t)n > e->evalsha_len) return SK_EPROTO;
+    const char **argv = malloc(sizeof *argv * (size_t)n);
+    size_t *lens = malloc(sizeof *lens * (size_t)n);
+    int rc = argv && lens ? 0 : SK_ENOMEM;
+    p = nl + 1;
+    for (long i = 0; rc == 0 && i < n; i++)
+        if (!(p = take_bulk(p, end, &argv[i], &lens[i]))) rc = SK_EPROTO;
+    if (rc == 0) {
+        argv[0] = "EVAL";
+        lens[0] = 4;
+        argv[1] = sk_script_text((enum sk_script_id)e->script);
+        lens[1] = strlen(argv[1]);
+        rc = encode(&ar->out, (int)n, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    if (rc < 0) return rc;
     struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1, e->confirm};
     if (fifo_push(ar, &again) < 0) return SK_ENOMEM;
     if (e->confirm) ar->unwaited++;
@@ -436,7 +438,18 @@ void sk_aredis_flush(sk_aredis *ar)
     h2o_socket_write(ar->sock, &iov, 1, on_write);
 }
 
-/* Handshake replies: any error aborts the connection; the last one opens it. */
+/* A handshake answer (handshake.h) that does not pass ends the connection. */
+static void on_handshake_step(void *data, redisReply *rep)
+{
+    struct ar_hs_step *st = data;
+    sk_aredis *ar = st->ar;
+    int i = st->i;
+    if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
+    char why[160];
+    if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) connection_lost(ar, why);
+}
+
+/* The answer to SCRIPT LOAD: an error aborts the connection. */
 static void on_handshake(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
@@ -466,23 +479,6 @@ static void on_handshake_done(void *data, redisReply *rep)
     ar->connects++;
 }
 
-/* A Sentinel's master must say ROLE master: a stale answer (a failover
- * under way) or a demoted master is left at once. */
-static void on_role(void *data, redisReply *rep)
-{
-    sk_aredis *ar = data;
-    if (!rep || ar->state != AR_HANDSHAKE) return;
-    const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-                               rep->element[0]->type == REDIS_REPLY_STRING
-                           ? rep->element[0]->str
-                           : "unknown";
-    if (strcmp(role, "master") != 0) {
-        char why[96];
-        snprintf(why, sizeof why, "not a master (ROLE %.40s)", role);
-        connection_lost(ar, why);
-    }
-}
-
 /* SCRIPT LOAD of every embedded script (EVALSHA finds them at once; a miss
  * would be resent as EVAL anyway). */
 static void enqueue_scripts(sk_aredis *ar)
@@ -504,23 +500,20 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     set_state(ar, AR_HANDSHAKE);
     h2o_socket_read_start(sock, on_read);
     ar->fn = 0;
-    if (ar->url.pass[0] && ar->role != AR_SENTINEL) {
-        const char *a3[] = {"AUTH", ar->url.user, ar->url.pass};
-        if (ar->url.user[0])
-            sk_aredis_enqueue(ar, on_handshake, ar, 3, a3, NULL, -1, 0);
-        else
-            sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"AUTH", ar->url.pass},
-                              NULL, -1, 0);
+    /* A Sentinel is asked without the data's credentials; a Sentinel's
+     * master must say ROLE master (a stale answer, a failover under way, or
+     * a demoted master is left at once). */
+    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT,
+                                     [AR_MASTER] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE,
+                                     [AR_SENTINEL] = 0,
+                                     [AR_PROBE] = SK_HS_AUTH};
+    sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
+    for (int i = 0; i < ar->hs.n; i++) {
+        ar->hs_step[i] = (struct ar_hs_step){ar, i};
+        sk_aredis_enqueue(ar, on_handshake_step, &ar->hs_step[i], ar->hs.argc[i], ar->hs.argv[i],
+                          NULL, -1, 0);
     }
-    if (ar->url.db && ar->role != AR_SENTINEL) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", ar->url.db);
-        sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"SELECT", db}, NULL, -1,
-                          0);
-    }
-    if (ar->role == AR_MASTER)
-        sk_aredis_enqueue(ar, on_role, ar, 1, (const char *const[]){"ROLE"}, NULL, -1, 0);
-    if (ar->role != AR_SENTINEL) {
+    if (ar->role == AR_DATA || ar->role == AR_MASTER) {
         if (ar->opts.no_functions)
             enqueue_scripts(ar);
         else

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "redis/handshake.h"
 #include "redis/redis_async.h"
 #include "redis/redis_url.h"
 
@@ -19,6 +20,13 @@ enum ar_role {
     AR_DATA,     /* a master with our data: scripts loaded, ROLE not asked */
     AR_MASTER,   /* the same, and the handshake checks ROLE is master (Sentinel) */
     AR_SENTINEL, /* a Sentinel: PING only, no scripts, no SELECT */
+    AR_PROBE,    /* a cluster seed asked for the map: AUTH only, no scripts */
+};
+
+/* A handshake command's callback data: the client and the command's index. */
+struct ar_hs_step {
+    struct sk_aredis *ar;
+    int i;
 };
 
 struct ar_buf {
@@ -51,6 +59,8 @@ struct sk_aredis {
     int64_t rtt_us;
     unsigned connects;
     char errstr[160];
+    struct sk_handshake hs; /* this connection's AUTH, SELECT, ROLE (handshake.h) */
+    struct ar_hs_step hs_step[SK_HS_MAX];
     /* Functions: 1 once this server holds the library (calls go as FCALL) */
     int fn, fn_reloading;
     /* WAIT (opts.sync_replicas > 0): confirmed commands sent since the last
