@@ -646,12 +646,24 @@ void sk_aredis_free(sk_aredis *ar)
     free(ar);
 }
 
+int64_t sk_aredis_oldest_ms(const sk_aredis *ar)
+{
+    return ar->count ? (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 : 0;
+}
+
 int sk_aredis_ready(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_ready(ar);
     if (ar->sn) return sk_aredis_sn_master(ar) != NULL;
     return ar->state == AR_READY;
 }
+int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap)
+{
+    if (ar->cl) return sk_aredis_cl_unserved(ar, buf, cap);
+    if (buf && cap) buf[0] = 0;
+    return 0;
+}
+
 size_t sk_aredis_pending(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_pending(ar);

@@ -91,6 +91,9 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
  * will run) or SK_ENOMEM. */
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm);
+/* How long (ms) the oldest command of a single-node client has waited for
+ * its answer; 0 when none waits. */
+int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* Fills defaults into o (timeouts). */
 void sk_aredis_opts_fill(struct sk_aredis_opts *o);
 
@@ -102,6 +105,7 @@ void sk_aredis_cl_free(sk_aredis *ar);
 int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
                         int script, int confirm, sk_aredis_cb cb, void *data);
 int sk_aredis_cl_ready(const sk_aredis *ar);
+int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap);
 size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);
