@@ -43,13 +43,13 @@ struct cl_cmd {
 
 struct ar_cluster {
     struct sk_cluster_map map;
-    sk_aredis *node[SK_CLUSTER_MAX_NODES]; /* by map node index, created on first need */
+    sk_aredis *node[SK_CLUSTER_MAX_NODES];   /* by map node index, created on first need */
     sk_aredis *seed[SK_REDIS_URL_MAX_SEEDS]; /* the URL's seeds, while no map is loaded */
     int reading;                             /* a CLUSTER SLOTS is in flight */
     int reading_seed;                        /* ... on a seed's client */
     unsigned ask_next, ask_i;                /* where the next read starts looking */
     char reading_host[64];                   /* the node asked (for an empty host) */
-    struct cl_cmd *parked;                 /* waiting for a tick */
+    struct cl_cmd *parked;                   /* waiting for a tick */
     size_t nparked;
     int stale, prefer, closing;
     int64_t next_refresh_ms;
@@ -485,9 +485,9 @@ int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap)
                 snprintf(why, sizeof why, "%.64s:%d: %.100s", cl->map.nodes[o].host,
                          cl->map.nodes[o].port,
                          cl->node[o] ? sk_aredis_errstr(cl->node[o]) : "not connected");
-            int w = s == e ? snprintf(buf + len, cap - len, "%s%d (%s)", len ? ", " : "", s, why)
-                           : snprintf(buf + len, cap - len, "%s%d-%d (%s)", len ? ", " : "", s,
-                                      e, why);
+            int w =
+                s == e ? snprintf(buf + len, cap - len, "%s%d (%s)", len ? ", " : "", s, why)
+                       : snprintf(buf + len, cap - len, "%s%d-%d (%s)", len ? ", " : "", s, e, why);
             if (w > 0) len += (size_t)w < cap - len ? (size_t)w : cap - len;
         }
         s = e + 1;
