@@ -57,6 +57,7 @@ struct ar_cluster {
     char errstr[256];
     char masters_seen[256]; /* the masters of the last map read, as logged */
     int gap_logged;         /* the map's slots without a master were logged */
+    int started;            /* sk_aredis_cl_ready said 1 once */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -438,15 +439,23 @@ void sk_aredis_cl_free(sk_aredis *ar)
 
 /* Ready when the map is loaded and one master's client is: a slot whose
  * master is not ready is refused alone (cl_target), and sk_aredis_unserved
- * says which. */
+ * says which. Until the client was ready once, a master still making its
+ * first connection holds readiness back (serve starts with every master
+ * it can reach; one that failed its first attempt does not hold it). */
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
     if (!cl->map.loaded) return 0;
-    for (int i = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY)
-            return 1;
-    return 0;
+    int any = 0;
+    for (int i = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        const sk_aredis *n = cl->node[i];
+        if (n && n->state == AR_READY)
+            any = 1;
+        else if (!cl->started && (!n || (n->connects == 0 && n->state != AR_DOWN)))
+            return 0;
+    }
+    return any;
 }
 
 /* Whether slot's commands are refused now, and the node (-1: no master). */
@@ -564,6 +573,7 @@ void sk_aredis_cl_tick(sk_aredis *ar)
     }
     int64_t now = sk_mono_ms();
     if (cl->stale && !cl->reading && now >= cl->next_refresh_ms) cl_refresh(ar);
+    if (!cl->started && sk_aredis_cl_ready(ar)) cl->started = 1;
     struct cl_cmd *list = cl->parked;
     cl->parked = NULL;
     cl->nparked = 0;
