@@ -58,6 +58,7 @@ struct ar_cluster {
     char masters_seen[256]; /* the masters of the last map read, as logged */
     int gap_logged;         /* the map's slots without a master were logged */
     int started;            /* sk_aredis_cl_ready said 1 once */
+    unsigned fails;         /* map reads failed in a row */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -106,7 +107,9 @@ static void cl_on_slots(void *data, redisReply *rep)
                  : rep->type == REDIS_REPLY_ERROR ? rep->str
                                                   : "no map");
         cl->ask_next = cl->ask_i + 1; /* the next read starts past it */
-        cl->next_refresh_ms = sk_mono_ms() + CL_RETRY_MIN_MS;
+        /* the next node at once; after a round of failures, not in a loop */
+        cl->fails++;
+        cl->next_refresh_ms = sk_mono_ms() + (cl->fails % 3 ? CL_RETRY_MIN_MS : CL_REFRESH_FAIL_MS);
         return;
     }
     cl_map_read(ar);
@@ -185,6 +188,7 @@ static void cl_map_read(sk_aredis *ar)
 {
     struct ar_cluster *cl = ar->cl;
     cl->next_refresh_ms = sk_mono_ms() + CL_REFRESH_MIN_MS;
+    cl->fails = 0;
     cl->prefer = -1;
     cl->stats.refreshes++;
     /* A map with slots nobody serves is a view caught mid-failover (the
