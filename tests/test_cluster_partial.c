@@ -84,15 +84,6 @@ static void cluster_start(struct sk_cluster_spawn *cl, int replicas, int node_ti
     CHECK_MSG(sk_cluster_spawn_start_opts(cl, &o) == 0, "cluster: %s", cl->errstr);
 }
 
-/* One serve process (so the purchases measured share its event loop). */
-static void serve_start(struct sk_th_serve *v, const char *url)
-{
-    const char *extra[] = {"--role", "all", "--processes", "1", NULL};
-    setenv("LSAN_OPTIONS", "exitcode=0", 1);
-    sk_th_serve_start(v, url, extra);
-    sale_wait_ready(v->port);
-}
-
 /* GET /readyz: the status, the body into out. */
 static int readyz(int port, char *out, size_t cap)
 {
@@ -111,23 +102,98 @@ static int readyz(int port, char *out, size_t cap)
     return st;
 }
 
-/* What the buyers of the healthy masters' activities saw in a window. */
-static void check_window(struct sale *s, int n, long unavailable_before[], const char *what)
+/* One test's world: a private cluster, one serve process, buyers on an
+ * activity of each healthy master (s[0..n-1]) and, when asked, one on the
+ * troubled master's (s[n]). */
+struct part {
+    struct sk_cluster_spawn cl;
+    struct sk_th_serve v;
+    sk_redis *r;
+    sk_store *st;
+    int victim; /* the troubled master: the first of the map, the one a
+                   blocking re-read would ask first */
+    struct sale s[MASTERS];
+    long unav[MASTERS];
+    int n, nsales;
+    int saw_partial; /* /readyz answered partial, naming the victim */
+    char body[2048]; /* /readyz's last answer */
+};
+
+/* One serve process (so the purchases measured share its event loop), and
+ * the test's own clients of the cluster and the database. */
+static void part_serve(struct part *p)
+{
+    const char *extra[] = {"--role", "all", "--processes", "1", NULL};
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    sk_th_serve_start(&p->v, p->cl.url, extra);
+    sale_wait_ready(p->v.port);
+    sale_log_on_failure(p->v.log, p->v.port);
+    char err[256];
+    CHECK_MSG(sk_redis_new(&p->r, p->cl.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_store_open(&p->st, p->v.db, err, sizeof err) == 0, "%s", err);
+}
+
+/* Buyers (2 per healthy master, 1 with a short backoff after a 503 on the
+ * victim's when victim_too), each past 200 admissions. */
+static void part_buyers(struct part *p, int victim_too)
+{
+    p->n = 0;
+    for (int m = 0; m < MASTERS; m++) {
+        if (m == p->victim) continue;
+        uint64_t aid = sale_activity(p->v.port, id_on_master(m), STOCK, LIMIT, 1);
+        sale_start(&p->s[p->n++], p->v.port, aid, USERS, LIMIT, 2);
+    }
+    p->nsales = p->n;
+    if (victim_too) {
+        uint64_t aid = sale_activity(p->v.port, id_on_master(p->victim), STOCK, LIMIT, 1);
+        sale_start_recording(&p->s[p->nsales++], p->v.port, aid, USERS, LIMIT, 1, 0, 20);
+    }
+    for (int i = 0; i < p->nsales; i++) {
+        struct sale_ok_want w = {&p->s[i], 200};
+        sale_wait(sale_ok_above, &w, 30000, "200s on every activity before the fault");
+    }
+}
+
+/* The healthy masters' buyers are timed from now. */
+static void part_window(struct part *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        p->unav[i] = atomic_load(&p->s[i].unavailable);
+        sale_time_from(&p->s[i], P99_MS);
+    }
+}
+
+/* Asks /readyz once (until it answered partial) and checks a partial
+ * answer names the node at port. */
+static void part_readyz(struct part *p, int port)
+{
+    if (p->saw_partial || readyz(p->v.port, p->body, sizeof p->body) != 200 ||
+        !strstr(p->body, "partial"))
+        return;
+    char want[16];
+    snprintf(want, sizeof want, ":%d", port);
+    CHECK_MSG(strstr(p->body, want), "readyz names other slots: %s", p->body);
+    p->saw_partial = 1;
+}
+
+/* What the healthy masters' buyers saw since part_window. */
+static void part_check_window(struct part *p, const char *what)
 {
     long timed = 0, slow = 0, slowest = 0, gap = 0;
-    for (int i = 0; i < n; i++) {
-        sale_time_stop(&s[i]);
+    for (int i = 0; i < p->n; i++) {
+        struct sale *s = &p->s[i];
+        sale_time_stop(s);
         /* the time from the last 200 to the window's end counts too */
-        long tail = (long)sk_mono_ms() - atomic_load(&s[i].last_ok_ms);
-        long g = atomic_load(&s[i].max_gap_ms);
+        long tail = (long)sk_mono_ms() - atomic_load(&s->last_ok_ms);
+        long g = atomic_load(&s->max_gap_ms);
         if (tail > g) g = tail;
         if (g > gap) gap = g;
-        timed += atomic_load(&s[i].timed);
-        slow += atomic_load(&s[i].slow);
-        if (atomic_load(&s[i].slowest_us) > slowest) slowest = atomic_load(&s[i].slowest_us);
-        CHECK_MSG(atomic_load(&s[i].unavailable) == unavailable_before[i],
+        timed += atomic_load(&s->timed);
+        slow += atomic_load(&s->slow);
+        if (atomic_load(&s->slowest_us) > slowest) slowest = atomic_load(&s->slowest_us);
+        CHECK_MSG(atomic_load(&s->unavailable) == p->unav[i],
                   "%s: activity %" PRIu64 " on a healthy master answered 503 %ld times", what,
-                  s[i].aid, atomic_load(&s[i].unavailable) - unavailable_before[i]);
+                  s->aid, atomic_load(&s->unavailable) - p->unav[i]);
     }
     printf("    %s: %ld answers on the healthy masters, %ld over %d ms (p99 bound: %ld), "
            "slowest %.1f ms, longest gap between 200s %ld ms\n",
@@ -139,26 +205,27 @@ static void check_window(struct sale *s, int n, long unavailable_before[], const
     CHECK_MSG(gap <= GAP_MS, "%s: %ld ms without a 200", what, gap);
 }
 
-static void check_all(struct sale *s, int n, sk_store *st, sk_redis *r, const char *url,
-                      const char *db)
+/* Stops the buyers, checks the invariants of every activity on the
+ * database and Redis once the worker drained them, and stops it all. */
+static void part_finish(struct part *p)
 {
-    for (int i = 0; i < n; i++) {
-        sale_wait_drained(r, s[i].aid, 60000);
-        sale_check_invariants(st, r, url, db, s[i].aid, STOCK, LIMIT);
+    for (int i = 0; i < p->nsales; i++)
+        sale_stop(&p->s[i]);
+    for (int i = 0; i < p->nsales; i++) {
+        sale_wait_drained(p->r, p->s[i].aid, 60000);
+        sale_check_invariants(p->st, p->r, p->cl.url, p->v.db, p->s[i].aid, STOCK, LIMIT);
     }
+    CHECK_EQ(readyz(p->v.port, p->body, sizeof p->body), 200);
+    CHECK_EQ(sk_th_serve_stop(&p->v, SIGTERM), 0);
+    sk_store_close(p->st);
+    sk_redis_free(p->r);
+    sk_cluster_spawn_stop(&p->cl);
+    sale_log_passed();
 }
 
-static void open_clients(const struct sk_cluster_spawn *cl, const struct sk_th_serve *v,
-                         sk_redis **r, sk_store **st)
-{
-    char err[256];
-    CHECK_MSG(sk_redis_new(r, cl->url, 2000, 5000, err, sizeof err) == 0, "%s", err);
-    CHECK_MSG(sk_store_open(st, v->db, err, sizeof err) == 0, "%s", err);
-}
-
-/* A continued node answers again; a stopped one must not outlive the
- * test whatever happens (the cluster's nodes die with the runner's thread,
- * but a stopped process ignores the SIGTERM of sk_cluster_spawn_stop). */
+/* A stopped node must not outlive the test whatever happens (the
+ * cluster's nodes die with the runner's thread, but a stopped process
+ * ignores the SIGTERM of sk_cluster_spawn_stop). */
 static pid_t stopped_pid;
 static void continue_stopped(void)
 {
@@ -167,71 +234,34 @@ static void continue_stopped(void)
 
 SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_master_is_stopped, 240)
 {
-    struct sk_cluster_spawn cl;
+    static struct part p;
     /* no replicas, node timeout 5 s: the stop (2.5 s) is no failover, only
      * a master that answers nothing */
-    cluster_start(&cl, 0, 5000);
-    struct sk_th_serve v;
-    serve_start(&v, cl.url);
-    sale_log_on_failure(v.log, v.port);
-    sk_redis *r;
-    sk_store *st;
-    open_clients(&cl, &v, &r, &st);
-    /* the stopped master is the first of the map: the one a blocking
-     * re-read would ask first */
-    const int victim = spawn_master_of(0);
-    static struct sale s[MASTERS];
-    long unav[MASTERS - 1];
-    int n = 0;
-    for (int m = 0; m < MASTERS; m++) {
-        if (m == victim) continue;
-        uint64_t aid = sale_activity(v.port, id_on_master(m), STOCK, LIMIT, 1);
-        sale_start(&s[n++], v.port, aid, USERS, LIMIT, 2);
-    }
-    /* its own buyer makes serve meet the stopped node (timeouts, a lost
-     * connection, the map read again) */
-    uint64_t vaid = sale_activity(v.port, id_on_master(victim), STOCK, LIMIT, 1);
-    sale_start_recording(&s[n], v.port, vaid, USERS, LIMIT, 1, 0, 20);
-    for (int i = 0; i <= n; i++) {
-        struct sale_ok_want w = {&s[i], 200};
-        sale_wait(sale_ok_above, &w, 30000, "200s on every master before the stop");
-    }
-    for (int i = 0; i < n; i++) {
-        unav[i] = atomic_load(&s[i].unavailable);
-        sale_time_from(&s[i], P99_MS);
-    }
-    stopped_pid = cl.pid[victim];
+    cluster_start(&p.cl, 0, 5000);
+    p.victim = spawn_master_of(0);
+    part_serve(&p);
+    /* the victim's own buyer makes serve meet the stopped node (timeouts,
+     * a lost connection, the map read again) */
+    part_buyers(&p, 1);
+    part_window(&p);
+    stopped_pid = p.cl.pid[p.victim];
     atexit(continue_stopped);
-    CHECK_EQ(kill(cl.pid[victim], SIGSTOP), 0);
+    CHECK_EQ(kill(stopped_pid, SIGSTOP), 0);
     int64_t until = sk_mono_ms() + 2500;
-    char body[2048];
-    int saw_partial = 0;
     while (sk_mono_ms() < until) {
-        /* /readyz: the stopped master's slots, the rest served */
-        if (!saw_partial && readyz(v.port, body, sizeof body) == 200 && strstr(body, "partial")) {
-            char port[16];
-            snprintf(port, sizeof port, ":%d", cl.port[victim]);
-            CHECK_MSG(strstr(body, port), "readyz names other slots: %s", body);
-            saw_partial = 1;
-        }
+        part_readyz(&p, p.cl.port[p.victim]);
         nap_ms(20);
     }
-    check_window(s, n, unav, "master stopped");
-    CHECK_EQ(kill(cl.pid[victim], SIGCONT), 0);
+    part_check_window(&p, "master stopped");
+    CHECK_EQ(kill(stopped_pid, SIGCONT), 0);
     stopped_pid = 0;
-    CHECK_MSG(saw_partial, "/readyz never said which slots were unserved (last: %s)", body);
-    /* the continued master sells again */
-    struct sale_ok_want w = {&s[n], atomic_load(&s[n].ok) + 50};
+    CHECK_MSG(p.saw_partial, "/readyz never said which slots were unserved (last: %s)", p.body);
+    /* the continued master sells again; its buyer felt the stop */
+    struct sale *vs = &p.s[p.n];
+    CHECK(atomic_load(&vs->unavailable) + atomic_load(&vs->lost) > 0);
+    struct sale_ok_want w = {vs, atomic_load(&vs->ok) + 50};
     sale_wait(sale_ok_above, &w, 30000, "200s on the continued master");
-    for (int i = 0; i <= n; i++)
-        sale_stop(&s[i]);
-    CHECK(atomic_load(&s[n].unavailable) + atomic_load(&s[n].lost) > 0); /* it was felt */
-    check_all(s, n + 1, st, r, cl.url, v.db);
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
-    sk_store_close(st);
-    sk_redis_free(r);
-    sk_cluster_spawn_stop(&cl);
-    sale_log_passed();
+    part_finish(&p);
 }
 
 /* A listening socket that accepts (the kernel completes the handshake into
@@ -249,175 +279,96 @@ static int blackhole(int *port)
     return fd;
 }
 
-/* 1 when every node's CLUSTER SLOTS names port as the owner of slot. */
-struct announced {
+/* The port of slot's master in the CLUSTER SLOTS of the node at port, -1
+ * when it names none or does not answer. */
+static int owner_seen_by(int port, int slot)
+{
+    redisReply *rep = sk_redis_spawn_cmd(port, 2000, "CLUSTER SLOTS");
+    int owner = -1;
+    for (size_t j = 0; rep && rep->type == REDIS_REPLY_ARRAY && j < rep->elements; j++) {
+        redisReply *e = rep->element[j];
+        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            owner = (int)e->element[2]->element[1]->integer;
+    }
+    if (rep) freeReplyObject(rep);
+    return owner;
+}
+
+/* Every node but skip (-1: none) names port as slot's master (same: 1),
+ * or another node than port (same: 0). */
+struct owner_want {
     const struct sk_cluster_spawn *cl;
-    int slot, port;
+    int slot, port, same, skip;
 };
 static int everyone_sees(void *arg)
 {
-    struct announced *a = arg;
-    for (int i = 0; i < a->cl->nodes; i++) {
-        redisReply *rep = sk_redis_spawn_cmd(a->cl->port[i], 2000, "CLUSTER SLOTS");
-        int ok = 0;
-        for (size_t j = 0; rep && rep->type == REDIS_REPLY_ARRAY && j < rep->elements; j++) {
-            redisReply *e = rep->element[j];
-            if (e->elements >= 3 && a->slot >= e->element[0]->integer &&
-                a->slot <= e->element[1]->integer)
-                ok = e->element[2]->element[1]->integer == a->port;
-        }
-        if (rep) freeReplyObject(rep);
-        if (!ok) return 0;
+    const struct owner_want *o = arg;
+    for (int i = 0; i < o->cl->nodes; i++) {
+        if (i == o->skip) continue;
+        int owner = owner_seen_by(o->cl->port[i], o->slot);
+        if (owner < 0 || (owner == o->port) != o->same) return 0;
     }
     return 1;
 }
 
 SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_node_in_the_map_never_answers, 240)
 {
-    struct sk_cluster_spawn cl;
-    cluster_start(&cl, 0, 5000);
-    /* the first master of the map is announced at a port that accepts and
-     * never answers: every node's map names it there */
+    static struct part p;
+    cluster_start(&p.cl, 0, 5000);
+    p.victim = spawn_master_of(0);
+    /* the victim is announced at a port that accepts and never answers:
+     * every node's map names it there */
     int hport, hfd = blackhole(&hport);
-    const int victim = spawn_master_of(0);
     redisReply *rep =
-        sk_redis_spawn_cmd(cl.port[victim], 2000, "CONFIG SET cluster-announce-port %d", hport);
+        sk_redis_spawn_cmd(p.cl.port[p.victim], 2000, "CONFIG SET cluster-announce-port %d", hport);
     CHECK_MSG(rep && rep->type == REDIS_REPLY_STATUS, "CONFIG SET: %s",
               rep && rep->str ? rep->str : "no reply");
     freeReplyObject(rep);
-    struct announced an = {&cl, 0, hport};
-    sale_wait(everyone_sees, &an, 30000, "the blackhole in every node's map");
+    struct owner_want an = {&p.cl, 0, hport, 1, -1};
+    sale_wait(everyone_sees, &an, 30000, "the silent port in every node's map");
     /* serve comes up on that map: the other masters' slots are served */
-    struct sk_th_serve v;
-    serve_start(&v, cl.url);
-    sale_log_on_failure(v.log, v.port);
-    char body[2048];
-    CHECK_EQ(readyz(v.port, body, sizeof body), 200);
-    char hp[16];
-    snprintf(hp, sizeof hp, ":%d", hport);
-    CHECK_MSG(strstr(body, "partial") && strstr(body, hp), "readyz: %s", body);
-    sk_redis *r;
-    sk_store *st;
-    open_clients(&cl, &v, &r, &st);
-    static struct sale s[MASTERS - 1];
-    long unav[MASTERS - 1];
-    int n = 0;
-    for (int m = 0; m < MASTERS; m++) {
-        if (m == victim) continue;
-        uint64_t aid = sale_activity(v.port, id_on_master(m), STOCK, LIMIT, 1);
-        sale_start(&s[n++], v.port, aid, USERS, LIMIT, 2);
-    }
-    for (int i = 0; i < n; i++) {
-        struct sale_ok_want w = {&s[i], 200};
-        sale_wait(sale_ok_above, &w, 30000, "200s on the healthy masters");
-    }
+    part_serve(&p);
+    part_readyz(&p, hport);
+    CHECK_MSG(p.saw_partial, "readyz: %s", p.body);
+    part_buyers(&p, 0);
     /* meanwhile serve keeps connecting to the silent node (each attempt
      * times out) and reading the map again: none of it may hold the loop */
-    for (int i = 0; i < n; i++) {
-        unav[i] = atomic_load(&s[i].unavailable);
-        sale_time_from(&s[i], P99_MS);
-    }
+    part_window(&p);
     nap_ms(3000);
-    check_window(s, n, unav, "node never answers");
-    for (int i = 0; i < n; i++)
-        sale_stop(&s[i]);
-    check_all(s, n, st, r, cl.url, v.db);
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
+    part_check_window(&p, "node never answers");
+    part_finish(&p);
     close(hfd);
-    sk_store_close(st);
-    sk_redis_free(r);
-    sk_cluster_spawn_stop(&cl);
-    sale_log_passed();
-}
-
-/* The master of slot in the view of the node at port is port2. */
-struct owner_want {
-    const struct sk_cluster_spawn *cl;
-    int slot, dead;
-};
-static int failed_over(void *arg)
-{
-    struct owner_want *o = arg;
-    for (int i = 0; i < o->cl->nodes; i++) {
-        if (i == o->dead) continue;
-        redisReply *rep = sk_redis_spawn_cmd(o->cl->port[i], 2000, "CLUSTER SLOTS");
-        int ok = 0;
-        for (size_t j = 0; rep && rep->type == REDIS_REPLY_ARRAY && j < rep->elements; j++) {
-            redisReply *e = rep->element[j];
-            if (e->elements >= 3 && o->slot >= e->element[0]->integer &&
-                o->slot <= e->element[1]->integer)
-                ok = e->element[2]->element[1]->integer != o->cl->port[o->dead];
-        }
-        if (rep) freeReplyObject(rep);
-        if (!ok) return 0;
-    }
-    return 1;
 }
 
 SK_TEST_T(cluster_serve_keeps_admitting_other_masters_slots_while_a_killed_master_fails_over, 300)
 {
-    struct sk_cluster_spawn cl;
-    cluster_start(&cl, 1, 3000);
-    struct sk_th_serve v;
-    serve_start(&v, cl.url);
-    sale_log_on_failure(v.log, v.port);
-    sk_redis *r;
-    sk_store *st;
-    open_clients(&cl, &v, &r, &st);
-    const int victim = spawn_master_of(0);
-    static struct sale s[MASTERS];
-    long unav[MASTERS - 1];
-    int n = 0;
-    for (int m = 0; m < MASTERS; m++) {
-        if (m == victim) continue;
-        uint64_t aid = sale_activity(v.port, id_on_master(m), STOCK, LIMIT, 1);
-        sale_start(&s[n++], v.port, aid, USERS, LIMIT, 2);
-    }
-    uint64_t vaid = sale_activity(v.port, id_on_master(victim), STOCK, LIMIT, 1);
-    sale_start_recording(&s[n], v.port, vaid, USERS, LIMIT, 1, 0, 20);
-    for (int i = 0; i <= n; i++) {
-        struct sale_ok_want w = {&s[i], 200};
-        sale_wait(sale_ok_above, &w, 30000, "200s on every master before the kill");
-    }
-    for (int i = 0; i < n; i++) {
-        unav[i] = atomic_load(&s[i].unavailable);
-        sale_time_from(&s[i], P99_MS);
-    }
-    long victim_ok = atomic_load(&s[n].ok);
-    CHECK_EQ(kill(cl.pid[victim], SIGKILL), 0);
+    static struct part p;
+    cluster_start(&p.cl, 1, 3000);
+    p.victim = spawn_master_of(0);
+    part_serve(&p);
+    part_buyers(&p, 1);
+    part_window(&p);
+    struct sale *vs = &p.s[p.n];
+    long victim_ok = atomic_load(&vs->ok);
+    CHECK_EQ(kill(p.cl.pid[p.victim], SIGKILL), 0);
     int64_t t_kill = sk_mono_ms();
     /* the failover window: until every live node names the replica */
-    char body[2048];
-    int saw_partial = 0;
-    struct owner_want o = {&cl, activity_slot(vaid), victim};
-    int64_t by = t_kill + 60000;
-    while (!failed_over(&o)) {
-        CHECK_MSG(sk_mono_ms() < by, "no failover of %d within 60 s", cl.port[victim]);
-        if (!saw_partial && readyz(v.port, body, sizeof body) == 200 && strstr(body, "partial")) {
-            char port[16];
-            snprintf(port, sizeof port, ":%d", cl.port[victim]);
-            CHECK_MSG(strstr(body, port), "readyz names other slots: %s", body);
-            saw_partial = 1;
-        }
+    struct owner_want o = {&p.cl, activity_slot(vs->aid), p.cl.port[p.victim], 0, p.victim};
+    while (!everyone_sees(&o)) {
+        CHECK_MSG(sk_mono_ms() < t_kill + 60000, "no failover of %d within 60 s",
+                  p.cl.port[p.victim]);
+        part_readyz(&p, p.cl.port[p.victim]);
         nap_ms(20);
     }
     int64_t window = sk_mono_ms() - t_kill;
-    check_window(s, n, unav, "master killed, failing over");
+    part_check_window(&p, "master killed, failing over");
     printf("    failover window %" PRId64 " ms\n", window);
-    CHECK_MSG(saw_partial, "/readyz never said which slots were unserved (last: %s)", body);
+    CHECK_MSG(p.saw_partial, "/readyz never said which slots were unserved (last: %s)", p.body);
     /* the promoted replica sells the killed master's activity again */
-    struct sale_ok_want w = {&s[n], victim_ok};
+    struct sale_ok_want w = {vs, victim_ok};
     sale_wait(sale_ok_above, &w, 60000, "a 200 on the promoted replica");
-    w.n = atomic_load(&s[n].ok) + 100;
+    w.n = atomic_load(&vs->ok) + 100;
     sale_wait(sale_ok_above, &w, 60000, "100 more 200s on the promoted replica");
-    for (int i = 0; i <= n; i++)
-        sale_stop(&s[i]);
-    check_all(s, n + 1, st, r, cl.url, v.db);
-    CHECK_EQ(readyz(v.port, body, sizeof body), 200);
-    CHECK_MSG(strstr(body, "\"ready\""), "readyz after the failover: %s", body);
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
-    sk_store_close(st);
-    sk_redis_free(r);
-    sk_cluster_spawn_stop(&cl);
-    sale_log_passed();
+    part_finish(&p);
+    CHECK_MSG(strstr(p.body, "\"ready\""), "readyz after the failover: %s", p.body);
 }

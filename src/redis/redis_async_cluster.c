@@ -67,12 +67,8 @@ static sk_aredis *cl_node(sk_aredis *ar, int i)
     struct ar_cluster *cl = ar->cl;
     if (i < 0 || i >= cl->map.nnodes) return NULL;
     if (cl->node[i]) return cl->node[i];
-    struct sk_redis_url u = ar->url; /* credentials of the cluster URL */
-    snprintf(u.host, sizeof u.host, "%s", cl->map.nodes[i].host);
-    u.port = cl->map.nodes[i].port;
-    u.cluster = 0;
-    u.db = 0;
-    u.nseeds = 1;
+    struct sk_redis_url u; /* credentials of the cluster URL */
+    sk_redis_url_node(&u, &ar->url, cl->map.nodes[i].host, cl->map.nodes[i].port, 0);
     char err[128];
     if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, &ar->opts, AR_DATA, err, sizeof err) < 0) {
         snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
@@ -136,12 +132,8 @@ static void cl_open_seeds(sk_aredis *ar, int ns)
     struct ar_cluster *cl = ar->cl;
     for (int i = 0; i < ns; i++) {
         if (cl->seed[i]) continue;
-        struct sk_redis_url u = ar->url;
-        snprintf(u.host, sizeof u.host, "%s", ar->url.seeds[i].host);
-        u.port = ar->url.seeds[i].port;
-        u.cluster = 0;
-        u.db = 0;
-        u.nseeds = 1;
+        struct sk_redis_url u;
+        sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
         char err[128];
         if (sk_aredis_node_new(&cl->seed[i], ar->loop, &u, &ar->opts, AR_PROBE, err, sizeof err) <
             0)
