@@ -8,9 +8,10 @@
  *
  * Each test has a private cluster (3 masters): the faults here stop, kill
  * or re-address nodes, which the runner's shared cluster must not suffer.
- * The bounds (p99 of the answers under 50 ms, no gap over 200 ms between
- * 200s) are far above what a healthy sale shows on a loaded 2-core box and
- * far below what one blocking map read costs (up to a second per node). */
+ * The bounds (p99 of the answers under 50 ms; never 200 ms without a 200
+ * on the healthy masters together, nor 500 ms on one of them) are far
+ * above what a healthy sale shows on a loaded 2-core box and far below
+ * what one blocking map read costs (about a second per silent node). */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -39,6 +40,7 @@
 #define USERS 150000
 #define P99_MS 50
 #define GAP_MS 200
+#define ONE_GAP_MS 500
 
 static void nap_ms(int ms)
 {
@@ -115,6 +117,7 @@ struct part {
     struct sale s[MASTERS];
     long unav[MASTERS];
     int n, nsales;
+    struct sale all; /* the gap across the healthy masters' sales */
     int saw_partial; /* /readyz answered partial, naming the victim */
     char body[2048]; /* /readyz's last answer */
 };
@@ -157,10 +160,21 @@ static void part_buyers(struct part *p, int victim_too)
 /* The healthy masters' buyers are timed from now. */
 static void part_window(struct part *p)
 {
+    sale_gap_reset(&p->all);
     for (int i = 0; i < p->n; i++) {
         p->unav[i] = atomic_load(&p->s[i].unavailable);
+        p->s[i].gap_group = &p->all;
         sale_time_from(&p->s[i], P99_MS);
     }
+}
+
+/* The longest time without a 200 of s since its reset, the time since its
+ * last 200 (to the window's end) included. */
+static long gap_to_now(struct sale *s)
+{
+    long tail = (long)sk_mono_ms() - atomic_load(&s->last_ok_ms);
+    long g = atomic_load(&s->max_gap_ms);
+    return tail > g ? tail : g;
 }
 
 /* Asks /readyz once (until it answered partial) and checks a partial
@@ -176,18 +190,18 @@ static void part_readyz(struct part *p, int port)
     p->saw_partial = 1;
 }
 
-/* What the healthy masters' buyers saw since part_window. */
+/* What the healthy masters' buyers saw since part_window: p99 of their
+ * answers under P99_MS, no 503, and no time over GAP_MS without a 200 on
+ * any of them (a loop held stops them all); one activity alone may wait
+ * longer on a loaded box, but not the second a blocking call costs. */
 static void part_check_window(struct part *p, const char *what)
 {
-    long timed = 0, slow = 0, slowest = 0, gap = 0;
+    long timed = 0, slow = 0, slowest = 0, gap1 = 0;
     for (int i = 0; i < p->n; i++) {
         struct sale *s = &p->s[i];
         sale_time_stop(s);
-        /* the time from the last 200 to the window's end counts too */
-        long tail = (long)sk_mono_ms() - atomic_load(&s->last_ok_ms);
-        long g = atomic_load(&s->max_gap_ms);
-        if (tail > g) g = tail;
-        if (g > gap) gap = g;
+        long g = gap_to_now(s);
+        if (g > gap1) gap1 = g;
         timed += atomic_load(&s->timed);
         slow += atomic_load(&s->slow);
         if (atomic_load(&s->slowest_us) > slowest) slowest = atomic_load(&s->slowest_us);
@@ -195,14 +209,16 @@ static void part_check_window(struct part *p, const char *what)
                   "%s: activity %" PRIu64 " on a healthy master answered 503 %ld times", what,
                   s->aid, atomic_load(&s->unavailable) - p->unav[i]);
     }
+    long gap = gap_to_now(&p->all);
     printf("    %s: %ld answers on the healthy masters, %ld over %d ms (p99 bound: %ld), "
-           "slowest %.1f ms, longest gap between 200s %ld ms\n",
-           what, timed, slow, P99_MS, timed / 100, slowest / 1000.0, gap);
+           "slowest %.1f ms; longest time without a 200: %ld ms on all, %ld ms on one\n",
+           what, timed, slow, P99_MS, timed / 100, slowest / 1000.0, gap, gap1);
     CHECK_MSG(timed >= 100, "%s: only %ld answers in the window", what, timed);
     /* p99 under P99_MS: at most 1% of the answers slower */
     CHECK_MSG(slow * 100 <= timed, "%s: %ld of %ld answers over %d ms (slowest %.1f ms)", what,
               slow, timed, P99_MS, slowest / 1000.0);
-    CHECK_MSG(gap <= GAP_MS, "%s: %ld ms without a 200", what, gap);
+    CHECK_MSG(gap <= GAP_MS, "%s: %ld ms without a 200 on the healthy masters", what, gap);
+    CHECK_MSG(gap1 <= ONE_GAP_MS, "%s: %ld ms without a 200 on one healthy master", what, gap1);
 }
 
 /* Stops the buyers, checks the invariants of every activity on the

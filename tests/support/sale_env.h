@@ -53,6 +53,9 @@ struct sale {
     atomic_int timing;
     long slow_us;
     atomic_long timed, slow, slowest_us;
+    /* when set, every 200 also counts in gap_group's gap fields: the
+     * longest time without a 200 across several sales */
+    struct sale *gap_group;
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */

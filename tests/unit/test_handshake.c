@@ -82,7 +82,8 @@ SK_TEST(handshake_reads_refusals_and_roles_and_names_no_secret)
     CHECK_EQ(sk_handshake_check(&h, 1, NULL, why, sizeof why), SK_EIO);
     /* ROLE: master passes, a replica (a stale Sentinel answer) does not */
     CHECK_EQ(check(&h, 2, "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n", why, sizeof why), 0);
-    CHECK_EQ(check(&h, 2, "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n$9\r\nconnected\r\n:1\r\n",
+    CHECK_EQ(check(&h, 2,
+                   "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n$9\r\nconnected\r\n:1\r\n",
                    why, sizeof why),
              SK_EPROTO);
     CHECK_MSG(strstr(why, "not a master (ROLE slave)"), "%s", why);
