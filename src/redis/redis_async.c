@@ -31,10 +31,10 @@ struct ar_entry {
     sk_aredis_cb cb;
     void *data;
     int64_t sent_us;
-    char *evalsha; /* retained EVALSHA/FCALL bytes, to resend as EVAL when missing */
-    size_t evalsha_len;
-    int script;  /* script id for evalsha, -1 otherwise */
-    int confirm; /* the answer waits for the next WAIT */
+    void *kept;                 /* a script call's copy (kept.argv): resent as EVAL when missing */
+    struct sk_aredis_args args; /* its arguments, EVALSHA <sha> numkeys ... */
+    int script;                 /* script id for kept, -1 otherwise */
+    int confirm;                /* the answer waits for the next WAIT */
 };
 
 /* An answer of a confirmed command, held until the WAIT after it answers. */
@@ -143,96 +143,87 @@ static void connection_lost(sk_aredis *ar, const char *why)
     free(h);
     while (ar->count) {
         struct ar_entry e = fifo_pop(ar);
-        free(e.evalsha);
+        free(e.kept);
         if (e.cb) e.cb(e.data, NULL);
     }
+}
+
+void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const size_t *lens,
+                          struct sk_aredis_args *a)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens ? lens[i] : strlen(argv[i]);
+    /* head rounded up so the pointers that follow it are aligned */
+    head = (head + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
+    char *blk = malloc(head + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (!blk) return NULL;
+    a->argc = argc;
+    a->argv = (const char **)(blk + head);
+    a->lens = (size_t *)(a->argv + argc);
+    char *p = (char *)(a->lens + argc);
+    for (int i = 0; i < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        memcpy(p, argv[i], l);
+        a->argv[i] = p;
+        a->lens[i] = l;
+        p += l;
+    }
+    return blk;
+}
+
+/* Formats the kept script call as cmd <name> numkeys keys... args...
+ * (EVALSHA sha, FCALL fname or EVAL text: the same layout). */
+static int encode_script(struct ar_buf *b, struct sk_aredis_args *a, const char *cmd,
+                         const char *name)
+{
+    a->argv[0] = cmd;
+    a->lens[0] = strlen(cmd);
+    a->argv[1] = name;
+    a->lens[1] = strlen(name);
+    return encode(b, a->argc, a->argv, a->lens);
 }
 
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm)
 {
+    struct ar_entry e = {cb, data, sk_mono_us(), NULL, {0}, script, confirm};
     size_t start = ar->out.len;
     int rc;
-    if (script >= 0 && ar->fn && argc >= 2) {
-        /* the same layout: FCALL <name> numkeys keys... args... */
-        const char *sv[64];
-        size_t sl[64];
-        const char **a = argc <= 64 ? sv : malloc(sizeof *a * (size_t)argc);
-        size_t *l = argc <= 64 ? sl : malloc(sizeof *l * (size_t)argc);
-        rc = SK_ENOMEM;
-        if (a && l) {
-            for (int i = 2; i < argc; i++) {
-                a[i] = argv[i];
-                l[i] = lens ? lens[i] : strlen(argv[i]);
-            }
-            a[0] = "FCALL";
-            l[0] = 5;
-            a[1] = sk_script_fname((enum sk_script_id)script);
-            l[1] = strlen(a[1]);
-            rc = encode(&ar->out, argc, a, l);
-        }
-        if (a != sv) free(a);
-        if (l != sl) free(l);
+    if (script >= 0 && argc >= 2) {
+        /* kept for a resend as EVAL after a NOSCRIPT (which never ran) */
+        e.kept = sk_aredis_args_copy(0, argc, argv, lens, &e.args);
+        if (!e.kept) return SK_ENOMEM;
+        rc = ar->fn ? encode_script(&ar->out, &e.args, "FCALL",
+                                    sk_script_fname((enum sk_script_id)script))
+                    : encode(&ar->out, argc, e.args.argv, e.args.lens);
     } else {
+        e.script = -1;
         rc = encode(&ar->out, argc, argv, lens);
     }
-    if (rc < 0) return SK_ENOMEM;
-    struct ar_entry e = {cb, data, sk_mono_us(), NULL, 0, script, confirm};
-    if (script >= 0) {
-        e.evalsha_len = ar->out.len - start;
-        e.evalsha = malloc(e.evalsha_len);
-        if (!e.evalsha) goto oom;
-        memcpy(e.evalsha, ar->out.p + start, e.evalsha_len);
+    if (rc == 0 && fifo_push(ar, &e) < 0) rc = SK_ENOMEM;
+    if (rc < 0) {
+        /* a command formatted and not queued would answer another's callback */
+        ar->out.len = start;
+        free(e.kept);
+        return SK_ENOMEM;
     }
-    if (fifo_push(ar, &e) < 0) goto oom;
     if (confirm) ar->unwaited++;
     return 0;
-oom:
-    free(e.evalsha);
-    ar->out.len = start;
-    return SK_ENOMEM;
 }
 
-/* One RESP bulk string "$L\r\n<L bytes>\r\n" at p: its bytes in *v, *l;
- * returns what follows it, or NULL. */
-static const char *take_bulk(const char *p, const char *end, const char **v, size_t *l)
-{
-    if (p >= end || *p != '$') return NULL;
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    if (!nl) return NULL;
-    long n = strtol(p + 1, NULL, 10);
-    if (n < 0 || end - (nl + 1) < n + 2) return NULL;
-    *v = nl + 1;
-    *l = (size_t)n;
-    return nl + 1 + n + 2;
-}
-
-/* Sends the retained "EVALSHA <sha> ..." (or "FCALL <name> ...") again as
- * "EVAL <text> ...": taken apart and formatted anew. */
+/* Sends the kept script call again as EVAL <text> ... */
 static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 {
-    const char *p = e->evalsha, *end = p + e->evalsha_len;
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    long n = *p == '*' && nl ? strtol(p + 1, NULL, 10) : -1;
-    if (n < 2 || (size_t)n > e->evalsha_len) return SK_EPROTO;
-    const char **argv = malloc(sizeof *argv * (size_t)n);
-    size_t *lens = malloc(sizeof *lens * (size_t)n);
-    int rc = argv && lens ? 0 : SK_ENOMEM;
-    p = nl + 1;
-    for (long i = 0; rc == 0 && i < n; i++)
-        if (!(p = take_bulk(p, end, &argv[i], &lens[i]))) rc = SK_EPROTO;
-    if (rc == 0) {
-        argv[0] = "EVAL";
-        lens[0] = 4;
-        argv[1] = sk_script_text((enum sk_script_id)e->script);
-        lens[1] = strlen(argv[1]);
-        rc = encode(&ar->out, (int)n, argv, lens);
-    }
-    free(argv);
-    free(lens);
+    size_t start = ar->out.len;
+    int rc =
+        encode_script(&ar->out, &e->args, "EVAL", sk_script_text((enum sk_script_id)e->script));
     if (rc < 0) return rc;
-    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1, e->confirm};
-    if (fifo_push(ar, &again) < 0) return SK_ENOMEM;
+    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, {0}, -1, e->confirm};
+    if (fifo_push(ar, &again) < 0) {
+        ar->out.len = start;
+        return SK_ENOMEM;
+    }
     if (e->confirm) ar->unwaited++;
     return 0;
 }
@@ -351,7 +342,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
         }
         struct ar_entry e = fifo_pop(ar);
         redisReply *r = rep;
-        if (e.evalsha && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
+        if (e.kept && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
             /* never ran: EVAL with the text runs it; the library goes
              * back for the next calls (FUNCTION FLUSH, a restart) */
             if (ar->fn && strncmp(r->str, "ERR unknown command", 19) == 0) {
@@ -360,11 +351,11 @@ static void on_read(h2o_socket_t *sock, const char *err)
                 ar->fn_reloading = 1;
                 load_library(ar);
             }
-            free(e.evalsha);
+            free(e.kept);
             freeReplyObject(r);
             continue;
         }
-        free(e.evalsha);
+        free(e.kept);
         int64_t rtt = sk_mono_us() - e.sent_us;
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0) ar->readonly++;
         if (e.confirm && ar->opts.sync_replicas > 0) {

@@ -33,12 +33,11 @@ struct cl_cmd {
     sk_aredis *node; /* where it was last sent (for rtt) */
     sk_aredis_cb cb;
     void *data;
-    int argc, script, confirm, slot, hops, retries;
+    int script, confirm, slot, hops, retries;
     int ask_node;   /* >= 0: ASKING + the command go there next */
     int64_t due_ms; /* parked: not before */
     struct cl_cmd *next;
-    const char **argv;
-    size_t *lens;
+    struct sk_aredis_args args; /* the command, in the same block as this */
 };
 
 struct ar_cluster {
@@ -246,7 +245,8 @@ static int cl_send(struct cl_cmd *c)
     if (c->ask_node >= 0 &&
         sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1, 0) < 0)
         return SK_ENOMEM;
-    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script, c->confirm);
+    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->args.argc, c->args.argv, c->args.lens,
+                               c->script, c->confirm);
     if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
     c->ask_node = -1;
     c->node = n;
@@ -374,27 +374,15 @@ int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const 
     struct cl_cmd probe = {
         .front = ar, .slot = sk_cluster_command_slot(argc, argv, lens), .ask_node = -1};
     if (!cl_target(ar, &probe)) return SK_EIO; /* cb will not run, as for one node */
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++)
-        bytes += lens ? lens[i] : strlen(argv[i]);
-    struct cl_cmd *c = malloc(sizeof *c + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    struct sk_aredis_args a;
+    struct cl_cmd *c = sk_aredis_args_copy(sizeof *c, argc, argv, lens, &a);
     if (!c) return SK_ENOMEM;
     *c = probe;
     c->cb = cb;
     c->data = data;
-    c->argc = argc;
+    c->args = a;
     c->script = script;
     c->confirm = confirm;
-    c->argv = (const char **)(c + 1);
-    c->lens = (size_t *)(c->argv + argc);
-    char *p = (char *)(c->lens + argc);
-    for (int i = 0; i < argc; i++) {
-        size_t l = lens ? lens[i] : strlen(argv[i]);
-        memcpy(p, argv[i], l);
-        c->argv[i] = p;
-        c->lens[i] = l;
-        p += l;
-    }
     int rc = cl_send(c);
     if (rc < 0) free(c);
     return rc;

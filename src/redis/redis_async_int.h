@@ -91,6 +91,17 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
  * will run) or SK_ENOMEM. */
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm);
+/* A command's arguments, copied for a resend. */
+struct sk_aredis_args {
+    int argc;
+    const char **argv;
+    size_t *lens;
+};
+/* Allocates head bytes for the caller followed by a copy of the command
+ * (pointers, lengths, bytes) described in *a; returns the block (the
+ * caller frees it with free, which frees the copy too) or NULL. */
+void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const size_t *lens,
+                          struct sk_aredis_args *a);
 /* How long (ms) the oldest command of a single-node client has waited for
  * its answer; 0 when none waits. */
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
