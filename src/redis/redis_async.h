@@ -1,12 +1,12 @@
 /* redis_async.h - a pipelined, non-blocking Redis client on h2o's event loop.
  *
  * h2o's evloop owns the socket (h2o_socket_connect/read/write), hiredis's
- * reader parses replies, and we encode commands ourselves: no second event
- * system and no fd shared by two owners. One connection per event-loop
+ * reader parses replies and its formatter encodes commands: no second
+ * event system and no fd shared by two owners. One connection per event-loop
  * process; every command is pipelined on it, answers come back in order.
  *
  * Life of a connection: DOWN -> CONNECTING -> HANDSHAKE (AUTH, SELECT,
- * ROLE for a Sentinel's master, FUNCTION LOAD of the script library, or
+ * ROLE for a Sentinel's master: handshake.h, FUNCTION LOAD of the script library, or
  * SCRIPT LOAD of every embedded script when the server has no Functions)
  * -> READY. Commands are taken only when READY; anything in flight when the
  * connection is lost or a reply is late (timeout) is failed with a NULL
