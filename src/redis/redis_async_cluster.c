@@ -426,20 +426,25 @@ void sk_aredis_cl_free(sk_aredis *ar)
  * says which. Until the client was ready once, a master still making its
  * first connection holds readiness back (serve starts with every master
  * it can reach; one that failed its first attempt does not hold it). */
+static int cl_master_ready(const struct ar_cluster *cl)
+{
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY)
+            return 1;
+    return 0;
+}
+
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded) return 0;
-    int any = 0;
-    for (int i = 0; i < cl->map.nnodes; i++) {
-        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+    if (!cl->map.loaded || !cl_master_ready(cl)) return 0;
+    for (int i = 0; !cl->started && i < cl->map.nnodes; i++) {
         const sk_aredis *n = cl->node[i];
-        if (n && n->state == AR_READY)
-            any = 1;
-        else if (!cl->started && (!n || (n->connects == 0 && n->state != AR_DOWN)))
+        if (sk_cluster_map_is_master(&cl->map, i) &&
+            (!n || (n->state != AR_READY && n->state != AR_DOWN && n->connects == 0)))
             return 0;
     }
-    return any;
+    return 1;
 }
 
 /* Whether slot's commands are refused now, and the node (-1: no master). */
@@ -545,10 +550,15 @@ void sk_aredis_cl_tick(sk_aredis *ar)
         /* a master that is down may have been replaced */
         if (cl->node[i]->state == AR_DOWN && sk_cluster_map_is_master(&cl->map, i)) cl->stale = 1;
     }
-    /* the seeds serve until a map is loaded; then the masters' clients do */
+    /* the seeds serve until a map is loaded and a master is ready (then
+     * the masters' clients are asked; with none ready they serve again) */
+    int master_ready = 0;
+    for (int i = 0; i < cl->map.nnodes && !master_ready; i++)
+        master_ready =
+            sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY;
     for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++) {
         if (!cl->seed[i]) continue;
-        if (cl->map.loaded && !(cl->reading && cl->reading_seed)) {
+        if (cl->map.loaded && master_ready && !(cl->reading && cl->reading_seed)) {
             sk_aredis_free(cl->seed[i]);
             cl->seed[i] = NULL;
         } else {
