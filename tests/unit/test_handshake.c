@@ -10,18 +10,7 @@
 #include "redis/handshake.h"
 #include "redis/redis_url.h"
 #include "support/harness.h"
-
-static redisReply *resp(const char *bytes)
-{
-    redisReader *rd = redisReaderCreate();
-    CHECK(rd);
-    CHECK_EQ(redisReaderFeed(rd, bytes, strlen(bytes)), REDIS_OK);
-    void *rep = NULL;
-    CHECK_EQ(redisReaderGetReply(rd, &rep), REDIS_OK);
-    CHECK(rep);
-    redisReaderFree(rd);
-    return rep;
-}
+#include "support/resp_bytes.h"
 
 static struct sk_redis_url url(const char *s)
 {
@@ -34,7 +23,7 @@ static struct sk_redis_url url(const char *s)
 /* The answer to command i of h, from bytes: its code, why into why. */
 static int check(const struct sk_handshake *h, int i, const char *bytes, char *why, size_t cap)
 {
-    redisReply *r = resp(bytes);
+    redisReply *r = sk_th_resp(bytes);
     int rc = sk_handshake_check(h, i, r, why, cap);
     freeReplyObject(r);
     return rc;
@@ -87,7 +76,7 @@ SK_TEST(handshake_reads_refusals_and_roles_and_names_no_secret)
                    why, sizeof why),
              SK_EPROTO);
     CHECK_MSG(strstr(why, "not a master (ROLE slave)"), "%s", why);
-    redisReply *odd = resp(":1\r\n");
+    redisReply *odd = sk_th_resp(":1\r\n");
     CHECK(!strcmp(sk_handshake_role(odd), "unknown"));
     freeReplyObject(odd);
     CHECK(!strcmp(sk_handshake_role(NULL), "unknown"));
