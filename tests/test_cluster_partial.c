@@ -192,6 +192,17 @@ static void part_readyz(struct part *p, int port)
     p->saw_partial = 1;
 }
 
+/* A private cluster (replicas per master, node timeout), serve, buyers on
+ * every master's activity, the victim's too, and the window open. */
+static void part_start(struct part *p, int replicas, int node_timeout_ms)
+{
+    cluster_start(&p->cl, replicas, node_timeout_ms);
+    p->victim = spawn_master_of(0);
+    part_serve(p);
+    part_buyers(p, 1);
+    part_window(p);
+}
+
 /* What the healthy masters' buyers saw since part_window: p99 of their
  * answers under P99_MS, no 503, and no time over GAP_MS without a 200 on
  * any of them (a loop held stops them all); one activity alone may wait
@@ -261,14 +272,9 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_master_is_stopped, 240
 {
     static struct part p;
     /* no replicas, node timeout 5 s: the stop (2.5 s) is no failover, only
-     * a master that answers nothing */
-    cluster_start(&p.cl, 0, 5000);
-    p.victim = spawn_master_of(0);
-    part_serve(&p);
-    /* the victim's own buyer makes serve meet the stopped node (timeouts,
-     * a lost connection, the map read again) */
-    part_buyers(&p, 1);
-    part_window(&p);
+     * a master that answers nothing; the victim's own buyer makes serve
+     * meet it (timeouts, a lost connection, the map read again) */
+    part_start(&p, 0, 5000);
     stopped_pid = p.cl.pid[p.victim];
     atexit(continue_stopped);
     CHECK_EQ(kill(stopped_pid, SIGSTOP), 0);
@@ -368,11 +374,7 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_node_in_the_map_never_
 SK_TEST_T(cluster_serve_keeps_admitting_other_masters_slots_while_a_killed_master_fails_over, 300)
 {
     static struct part p;
-    cluster_start(&p.cl, 1, 3000);
-    p.victim = spawn_master_of(0);
-    part_serve(&p);
-    part_buyers(&p, 1);
-    part_window(&p);
+    part_start(&p, 1, 3000);
     struct sale *vs = &p.s[p.n];
     long victim_ok = atomic_load(&vs->ok);
     CHECK_EQ(kill(p.cl.pid[p.victim], SIGKILL), 0);
