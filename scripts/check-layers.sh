@@ -62,5 +62,13 @@ for f in $(find src tools bench tests/support/spawn -name '*.[ch]' | sort); do
         fi
     done
 done
+# Nothing blocks an event loop but its own sockets: no blocking hiredis call
+# (connect, command, reply read) in a file an event loop runs.
+loop_files=$(ls src/http/*.[ch] src/redis/redis_async*.[ch] 2>/dev/null)
+blocking=$(grep -nE '\bredis(Connect[A-Za-z]*|Command[A-Za-z]*|GetReply)[[:space:]]*\(' $loop_files)
+if [ -n "$blocking" ]; then
+    echo "$blocking" | sed 's/^/check-layers: a blocking hiredis call where an event loop runs: /'
+    bad=1
+fi
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad

@@ -728,7 +728,9 @@ SK_TEST(seg_cluster_serve_survives_a_master_failover_during_a_segmented_http_sal
     static struct fsale s;
     memset(&s, 0, sizeof s);
     s.id = id_over_all_masters(r, 8);
-    const int64_t stock = 3000;
+    /* the other masters' segments keep selling during the failover: enough
+     * stock that the sale outlasts it (at most 2 x FS_USERS units sell) */
+    const int64_t stock = 6000;
     seg_open(r, s.id, 8, stock, 2, 1);
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     struct sk_th_serve v;

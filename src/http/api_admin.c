@@ -806,6 +806,23 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     return 0;
 }
 
+/* /readyz of a cluster client with slots it cannot serve now: 200,
+ * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
+static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    char slots[1024];
+    int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
+    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unserved_slots", n,
+                          "slots", slots);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (body)
+        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
+    else
+        sk_http_error(app, req, route, 500, "internal", "out of memory");
+    free(body);
+}
+
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     switch (m->route) {
@@ -821,6 +838,10 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
         } else if (!sk_store_health(app, msg, sizeof msg)) {
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
+        } else if (sk_aredis_unserved(app->redis, NULL, 0) > 0) {
+            /* a cluster with a master down still sells the other masters'
+             * slots: this node is up, and says which slots it cannot serve */
+            readyz_partial(app, req, m->route);
         } else {
             sk_http_reply(app, req, m->route, 200, "application/json",
                           H2O_STRLIT("{\"status\":\"ready\"}"));

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/vec.h"
+#include "redis/handshake.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_url.h"
 #include "redis/script.h"
@@ -30,10 +31,10 @@ struct ar_entry {
     sk_aredis_cb cb;
     void *data;
     int64_t sent_us;
-    char *evalsha; /* retained EVALSHA/FCALL bytes, to resend as EVAL when missing */
-    size_t evalsha_len;
-    int script;  /* script id for evalsha, -1 otherwise */
-    int confirm; /* the answer waits for the next WAIT */
+    void *kept;                 /* a script call's copy (kept.argv): resent as EVAL when missing */
+    struct sk_aredis_args args; /* its arguments, EVALSHA <sha> numkeys ... */
+    int script;                 /* script id for kept, -1 otherwise */
+    int confirm;                /* the answer waits for the next WAIT */
 };
 
 /* An answer of a confirmed command, held until the WAIT after it answers. */
@@ -64,24 +65,14 @@ static int buf_append(struct ar_buf *b, const char *s, size_t n)
     return 0;
 }
 
-/* RESP array of bulk strings. */
+/* RESP array of bulk strings, by hiredis's formatter. */
 static int encode(struct ar_buf *b, int argc, const char *const *argv, const size_t *lens)
 {
-    char hdr[32];
-    size_t start = b->len;
-    int n = snprintf(hdr, sizeof hdr, "*%d\r\n", argc);
-    if (buf_append(b, hdr, (size_t)n) < 0) goto oom;
-    for (int i = 0; i < argc; i++) {
-        size_t l = lens ? lens[i] : strlen(argv[i]);
-        n = snprintf(hdr, sizeof hdr, "$%zu\r\n", l);
-        if (buf_append(b, hdr, (size_t)n) < 0 || buf_append(b, argv[i], l) < 0 ||
-            buf_append(b, "\r\n", 2) < 0)
-            goto oom;
-    }
-    return 0;
-oom:
-    b->len = start;
-    return SK_ENOMEM;
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    int rc = n < 0 ? SK_ENOMEM : buf_append(b, cmd, (size_t)n);
+    redisFreeCommand(cmd);
+    return rc;
 }
 
 static int fifo_push(sk_aredis *ar, const struct ar_entry *e)
@@ -152,85 +143,87 @@ static void connection_lost(sk_aredis *ar, const char *why)
     free(h);
     while (ar->count) {
         struct ar_entry e = fifo_pop(ar);
-        free(e.evalsha);
+        free(e.kept);
         if (e.cb) e.cb(e.data, NULL);
     }
+}
+
+void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const size_t *lens,
+                          struct sk_aredis_args *a)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += lens ? lens[i] : strlen(argv[i]);
+    /* head rounded up so the pointers that follow it are aligned */
+    head = (head + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
+    char *blk = malloc(head + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    if (!blk) return NULL;
+    a->argc = argc;
+    a->argv = (const char **)(blk + head);
+    a->lens = (size_t *)(a->argv + argc);
+    char *p = (char *)(a->lens + argc);
+    for (int i = 0; i < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        memcpy(p, argv[i], l);
+        a->argv[i] = p;
+        a->lens[i] = l;
+        p += l;
+    }
+    return blk;
+}
+
+/* Formats the kept script call as cmd <name> numkeys keys... args...
+ * (EVALSHA sha, FCALL fname or EVAL text: the same layout). */
+static int encode_script(struct ar_buf *b, struct sk_aredis_args *a, const char *cmd,
+                         const char *name)
+{
+    a->argv[0] = cmd;
+    a->lens[0] = strlen(cmd);
+    a->argv[1] = name;
+    a->lens[1] = strlen(name);
+    return encode(b, a->argc, a->argv, a->lens);
 }
 
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm)
 {
+    struct ar_entry e = {cb, data, sk_mono_us(), NULL, {0}, script, confirm};
     size_t start = ar->out.len;
     int rc;
-    if (script >= 0 && ar->fn && argc >= 2) {
-        /* the same layout: FCALL <name> numkeys keys... args... */
-        const char *sv[64];
-        size_t sl[64];
-        const char **a = argc <= 64 ? sv : malloc(sizeof *a * (size_t)argc);
-        size_t *l = argc <= 64 ? sl : malloc(sizeof *l * (size_t)argc);
-        rc = SK_ENOMEM;
-        if (a && l) {
-            for (int i = 2; i < argc; i++) {
-                a[i] = argv[i];
-                l[i] = lens ? lens[i] : strlen(argv[i]);
-            }
-            a[0] = "FCALL";
-            l[0] = 5;
-            a[1] = sk_script_fname((enum sk_script_id)script);
-            l[1] = strlen(a[1]);
-            rc = encode(&ar->out, argc, a, l);
-        }
-        if (a != sv) free(a);
-        if (l != sl) free(l);
+    if (script >= 0 && argc >= 2) {
+        /* kept for a resend as EVAL after a NOSCRIPT (which never ran) */
+        e.kept = sk_aredis_args_copy(0, argc, argv, lens, &e.args);
+        if (!e.kept) return SK_ENOMEM;
+        rc = ar->fn ? encode_script(&ar->out, &e.args, "FCALL",
+                                    sk_script_fname((enum sk_script_id)script))
+                    : encode(&ar->out, argc, e.args.argv, e.args.lens);
     } else {
+        e.script = -1;
         rc = encode(&ar->out, argc, argv, lens);
     }
-    if (rc < 0) return SK_ENOMEM;
-    struct ar_entry e = {cb, data, sk_mono_us(), NULL, 0, script, confirm};
-    if (script >= 0) {
-        e.evalsha_len = ar->out.len - start;
-        e.evalsha = malloc(e.evalsha_len);
-        if (!e.evalsha) goto oom;
-        memcpy(e.evalsha, ar->out.p + start, e.evalsha_len);
+    if (rc == 0 && fifo_push(ar, &e) < 0) rc = SK_ENOMEM;
+    if (rc < 0) {
+        /* a command formatted and not queued would answer another's callback */
+        ar->out.len = start;
+        free(e.kept);
+        return SK_ENOMEM;
     }
-    if (fifo_push(ar, &e) < 0) goto oom;
     if (confirm) ar->unwaited++;
     return 0;
-oom:
-    free(e.evalsha);
-    ar->out.len = start;
-    return SK_ENOMEM;
 }
 
-/* Past one RESP bulk string "$L\r\n<L bytes>\r\n" at p, or NULL. */
-static const char *skip_bulk(const char *p, const char *end)
-{
-    if (p >= end || *p != '$') return NULL;
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    if (!nl) return NULL;
-    long l = strtol(p + 1, NULL, 10);
-    if (l < 0 || end - (nl + 1) < l + 2) return NULL;
-    return nl + 1 + l + 2;
-}
-
-/* Rewrites retained "*N $7 EVALSHA $40 <sha> rest" (or "FCALL <name>") as
- * "*N $4 EVAL $len <text> rest". */
+/* Sends the kept script call again as EVAL <text> ... */
 static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 {
-    const char *p = e->evalsha, *end = p + e->evalsha_len;
-    const char *nl = memchr(p, '\n', (size_t)(end - p)); /* after *N */
-    const char *rest = nl ? skip_bulk(nl + 1, end) : NULL;
-    if (rest) rest = skip_bulk(rest, end); /* the command and the sha or name */
-    if (!rest) return SK_EPROTO;
-    const char *text = sk_script_text((enum sk_script_id)e->script);
-    char hdr[48];
-    int hl = snprintf(hdr, sizeof hdr, "$4\r\nEVAL\r\n$%zu\r\n", strlen(text));
-    if (buf_append(&ar->out, p, (size_t)(nl + 1 - p)) < 0 ||
-        buf_append(&ar->out, hdr, (size_t)hl) < 0 || buf_append(&ar->out, text, strlen(text)) < 0 ||
-        buf_append(&ar->out, "\r\n", 2) < 0 || buf_append(&ar->out, rest, (size_t)(end - rest)) < 0)
+    size_t start = ar->out.len;
+    int rc =
+        encode_script(&ar->out, &e->args, "EVAL", sk_script_text((enum sk_script_id)e->script));
+    if (rc < 0) return rc;
+    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, {0}, -1, e->confirm};
+    if (fifo_push(ar, &again) < 0) {
+        ar->out.len = start;
         return SK_ENOMEM;
-    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, 0, -1, e->confirm};
-    if (fifo_push(ar, &again) < 0) return SK_ENOMEM;
+    }
     if (e->confirm) ar->unwaited++;
     return 0;
 }
@@ -349,7 +342,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
         }
         struct ar_entry e = fifo_pop(ar);
         redisReply *r = rep;
-        if (e.evalsha && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
+        if (e.kept && sk_script_is_noscript(r) && resend_as_eval(ar, &e) == 0) {
             /* never ran: EVAL with the text runs it; the library goes
              * back for the next calls (FUNCTION FLUSH, a restart) */
             if (ar->fn && strncmp(r->str, "ERR unknown command", 19) == 0) {
@@ -358,11 +351,11 @@ static void on_read(h2o_socket_t *sock, const char *err)
                 ar->fn_reloading = 1;
                 load_library(ar);
             }
-            free(e.evalsha);
+            free(e.kept);
             freeReplyObject(r);
             continue;
         }
-        free(e.evalsha);
+        free(e.kept);
         int64_t rtt = sk_mono_us() - e.sent_us;
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0) ar->readonly++;
         if (e.confirm && ar->opts.sync_replicas > 0) {
@@ -436,7 +429,18 @@ void sk_aredis_flush(sk_aredis *ar)
     h2o_socket_write(ar->sock, &iov, 1, on_write);
 }
 
-/* Handshake replies: any error aborts the connection; the last one opens it. */
+/* A handshake answer (handshake.h) that does not pass ends the connection. */
+static void on_handshake_step(void *data, redisReply *rep)
+{
+    struct ar_hs_step *st = data;
+    sk_aredis *ar = st->ar;
+    int i = st->i;
+    if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
+    char why[160];
+    if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) connection_lost(ar, why);
+}
+
+/* The answer to SCRIPT LOAD: an error aborts the connection. */
 static void on_handshake(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
@@ -466,23 +470,6 @@ static void on_handshake_done(void *data, redisReply *rep)
     ar->connects++;
 }
 
-/* A Sentinel's master must say ROLE master: a stale answer (a failover
- * under way) or a demoted master is left at once. */
-static void on_role(void *data, redisReply *rep)
-{
-    sk_aredis *ar = data;
-    if (!rep || ar->state != AR_HANDSHAKE) return;
-    const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-                               rep->element[0]->type == REDIS_REPLY_STRING
-                           ? rep->element[0]->str
-                           : "unknown";
-    if (strcmp(role, "master") != 0) {
-        char why[96];
-        snprintf(why, sizeof why, "not a master (ROLE %.40s)", role);
-        connection_lost(ar, why);
-    }
-}
-
 /* SCRIPT LOAD of every embedded script (EVALSHA finds them at once; a miss
  * would be resent as EVAL anyway). */
 static void enqueue_scripts(sk_aredis *ar)
@@ -504,23 +491,20 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     set_state(ar, AR_HANDSHAKE);
     h2o_socket_read_start(sock, on_read);
     ar->fn = 0;
-    if (ar->url.pass[0] && ar->role != AR_SENTINEL) {
-        const char *a3[] = {"AUTH", ar->url.user, ar->url.pass};
-        if (ar->url.user[0])
-            sk_aredis_enqueue(ar, on_handshake, ar, 3, a3, NULL, -1, 0);
-        else
-            sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"AUTH", ar->url.pass},
-                              NULL, -1, 0);
+    /* A Sentinel is asked without the data's credentials; a Sentinel's
+     * master must say ROLE master (a stale answer, a failover under way, or
+     * a demoted master is left at once). */
+    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT,
+                                     [AR_MASTER] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE,
+                                     [AR_SENTINEL] = 0,
+                                     [AR_PROBE] = SK_HS_AUTH};
+    sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
+    for (int i = 0; i < ar->hs.n; i++) {
+        ar->hs_step[i] = (struct ar_hs_step){ar, i};
+        sk_aredis_enqueue(ar, on_handshake_step, &ar->hs_step[i], ar->hs.argc[i], ar->hs.argv[i],
+                          NULL, -1, 0);
     }
-    if (ar->url.db && ar->role != AR_SENTINEL) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", ar->url.db);
-        sk_aredis_enqueue(ar, on_handshake, ar, 2, (const char *const[]){"SELECT", db}, NULL, -1,
-                          0);
-    }
-    if (ar->role == AR_MASTER)
-        sk_aredis_enqueue(ar, on_role, ar, 1, (const char *const[]){"ROLE"}, NULL, -1, 0);
-    if (ar->role != AR_SENTINEL) {
+    if (ar->role == AR_DATA || ar->role == AR_MASTER) {
         if (ar->opts.no_functions)
             enqueue_scripts(ar);
         else
@@ -653,12 +637,24 @@ void sk_aredis_free(sk_aredis *ar)
     free(ar);
 }
 
+int64_t sk_aredis_oldest_ms(const sk_aredis *ar)
+{
+    return ar->count ? (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 : 0;
+}
+
 int sk_aredis_ready(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_ready(ar);
     if (ar->sn) return sk_aredis_sn_master(ar) != NULL;
     return ar->state == AR_READY;
 }
+int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap)
+{
+    if (ar->cl) return sk_aredis_cl_unserved(ar, buf, cap);
+    if (buf && cap) buf[0] = 0;
+    return 0;
+}
+
 size_t sk_aredis_pending(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_pending(ar);

@@ -1,12 +1,12 @@
 /* redis_async.h - a pipelined, non-blocking Redis client on h2o's event loop.
  *
  * h2o's evloop owns the socket (h2o_socket_connect/read/write), hiredis's
- * reader parses replies, and we encode commands ourselves: no second event
- * system and no fd shared by two owners. One connection per event-loop
+ * reader parses replies and its formatter encodes commands: no second
+ * event system and no fd shared by two owners. One connection per event-loop
  * process; every command is pipelined on it, answers come back in order.
  *
  * Life of a connection: DOWN -> CONNECTING -> HANDSHAKE (AUTH, SELECT,
- * ROLE for a Sentinel's master, FUNCTION LOAD of the script library, or
+ * ROLE for a Sentinel's master: handshake.h, FUNCTION LOAD of the script library, or
  * SCRIPT LOAD of every embedded script when the server has no Functions)
  * -> READY. Commands are taken only when READY; anything in flight when the
  * connection is lost or a reply is late (timeout) is failed with a NULL
@@ -51,8 +51,11 @@ typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
  * redis+cluster://seeds gives a cluster client
  * with the same contract: one connection per master, commands routed by the
  * slot of their first key, MOVED/ASK/TRYAGAIN followed with the same
- * callback (and counted on /metrics, metrics.h), the slot map read with a short blocking CLUSTER
- * SLOTS at start and after a topology change (docs/cluster.md). Caller frees with sk_aredis_free.
+ * callback (and counted on /metrics, metrics.h), the slot map read with CLUSTER SLOTS on the
+ * loop like any command (through a seed's client at start, a ready master's
+ * after a topology change; never blocking), and a slot whose master is not
+ * ready refused alone (SK_EIO) while the others are served
+ * (docs/cluster.md). Caller frees with sk_aredis_free.
  * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
                   size_t cap);
@@ -64,7 +67,15 @@ int sk_aredis_new_opts(sk_aredis **out, h2o_loop_t *loop, const char *url,
 /* Closes the connection and fails every pending command (callbacks run). */
 void sk_aredis_free(sk_aredis *ar);
 
+/* 1 when commands can be sent: one connection ready (a cluster client: its
+ * map loaded and one master ready; sk_aredis_unserved says which slots
+ * are refused meanwhile). */
 int sk_aredis_ready(const sk_aredis *ar);
+/* A cluster client: how many of the 16384 slots are refused now (no master
+ * in the map, or its master's connection not ready), and when buf is given
+ * which, with why, e.g. "0-5460 (127.0.0.1:7000: reply timed out)" (cap
+ * bytes, cut when longer). Any other client: 0. */
+int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap);
 /* Commands sent and not yet answered. */
 size_t sk_aredis_pending(const sk_aredis *ar);
 /* Why the client is not ready (static while the state lasts). */

@@ -17,8 +17,11 @@
  * (connect, handshake with SCRIPT LOAD, NOSCRIPT resend, timeouts and
  * reconnects are theirs), a slot map, and a wrapper per command that keeps
  * a copy of argv so a MOVED/ASK/TRYAGAIN answer can be resent with the same
- * callback. The map is read with a short blocking CLUSTER SLOTS at start and
- * on the next tick after a topology hint (MOVED, TRYAGAIN, a lost node). */
+ * callback. The map is read with CLUSTER SLOTS sent like any command, on the
+ * loop (nothing here blocks): at start through a client of a seed of the URL,
+ * later through a ready master's client, at the next tick after a topology
+ * hint (MOVED, TRYAGAIN, a lost node). A node that does not answer costs
+ * that read its reply timeout, and the next read asks another node. */
 
 #define CL_REFRESH_MIN_MS 100  /* between two CLUSTER SLOTS reads */
 #define CL_REFRESH_FAIL_MS 500 /* after a failed read: the loop must not spin on it */
@@ -30,18 +33,22 @@ struct cl_cmd {
     sk_aredis *node; /* where it was last sent (for rtt) */
     sk_aredis_cb cb;
     void *data;
-    int argc, script, confirm, slot, hops, retries;
+    int script, confirm, slot, hops, retries;
     int ask_node;   /* >= 0: ASKING + the command go there next */
     int64_t due_ms; /* parked: not before */
     struct cl_cmd *next;
-    const char **argv;
-    size_t *lens;
+    struct sk_aredis_args args; /* the command, in the same block as this */
 };
 
 struct ar_cluster {
     struct sk_cluster_map map;
-    sk_aredis *node[SK_CLUSTER_MAX_NODES]; /* by map node index, created on first need */
-    struct cl_cmd *parked;                 /* waiting for a tick */
+    sk_aredis *node[SK_CLUSTER_MAX_NODES];   /* by map node index, created on first need */
+    sk_aredis *seed[SK_REDIS_URL_MAX_SEEDS]; /* the URL's seeds, while no map is loaded */
+    int reading;                             /* a CLUSTER SLOTS is in flight */
+    int reading_seed;                        /* ... on a seed's client */
+    unsigned ask_next, ask_i;                /* where the next read starts looking */
+    char reading_host[64];                   /* the node asked (for an empty host) */
+    struct cl_cmd *parked;                   /* waiting for a tick */
     size_t nparked;
     int stale, prefer, closing;
     int64_t next_refresh_ms;
@@ -49,6 +56,8 @@ struct ar_cluster {
     char errstr[256];
     char masters_seen[256]; /* the masters of the last map read, as logged */
     int gap_logged;         /* the map's slots without a master were logged */
+    int started;            /* sk_aredis_cl_ready said 1 once */
+    unsigned fails;         /* map reads failed in a row */
 };
 
 /* The client of node i, created (connecting) when missing; NULL on failure. */
@@ -57,12 +66,8 @@ static sk_aredis *cl_node(sk_aredis *ar, int i)
     struct ar_cluster *cl = ar->cl;
     if (i < 0 || i >= cl->map.nnodes) return NULL;
     if (cl->node[i]) return cl->node[i];
-    struct sk_redis_url u = ar->url; /* credentials of the cluster URL */
-    snprintf(u.host, sizeof u.host, "%s", cl->map.nodes[i].host);
-    u.port = cl->map.nodes[i].port;
-    u.cluster = 0;
-    u.db = 0;
-    u.nseeds = 1;
+    struct sk_redis_url u; /* credentials of the cluster URL */
+    sk_redis_url_node(&u, &ar->url, cl->map.nodes[i].host, cl->map.nodes[i].port, 0);
     char err[128];
     if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, &ar->opts, AR_DATA, err, sizeof err) < 0) {
         snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
@@ -73,60 +78,108 @@ static sk_aredis *cl_node(sk_aredis *ar, int i)
     return cl->node[i];
 }
 
-/* CLUSTER SLOTS of one node applied to the map; 0 or -1 (reason in errstr). */
-static int cl_fetch(sk_aredis *ar, const char *host, int port)
+static void cl_map_read(sk_aredis *ar);
+
+/* A client that can be asked for the map now: ready, and not sitting on a
+ * command older than a refresh period (a stopped node answers nothing). */
+static int cl_askable(const sk_aredis *n)
 {
-    struct ar_cluster *cl = ar->cl;
-    int ms = ar->timeout_ms < 1000 ? ar->timeout_ms : 1000;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(host, port, tv);
-    redisReply *r = NULL;
-    int rc = -1;
-    if (!c || c->err) {
-        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: %.80s", host, port,
-                 c ? c->errstr : "out of memory");
-        goto out;
-    }
-    redisSetTimeout(c, tv);
-    if (ar->url.pass[0]) {
-        r = ar->url.user[0] ? redisCommand(c, "AUTH %s %s", ar->url.user, ar->url.pass)
-                            : redisCommand(c, "AUTH %s", ar->url.pass);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: AUTH refused", host,
-                     port);
-            goto out;
-        }
-        freeReplyObject(r);
-    }
-    r = redisCommand(c, "CLUSTER SLOTS");
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-        sk_cluster_map_apply(&cl->map, r, host) == 0) {
-        rc = 0;
-    } else {
-        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s:%d: CLUSTER SLOTS: %.64s",
-                 host, port, r && r->type == REDIS_REPLY_ERROR ? r->str : "no map");
-    }
-out:
-    if (r) freeReplyObject(r);
-    if (c) redisFree(c);
-    return rc;
+    return n && n->state == AR_READY && sk_aredis_oldest_ms(n) < CL_REFRESH_MIN_MS;
 }
 
-/* Re-reads the map: the node that sent the last MOVED first (it has the new
- * view), then known masters, then the seeds. Opens clients for new masters. */
+/* The answer to CLUSTER SLOTS: applied, or the next read asks another node. */
+static void cl_on_slots(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    struct ar_cluster *cl = ar->cl;
+    cl->reading = 0;
+    if (cl->closing) return;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements == 0 ||
+        sk_cluster_map_apply(&cl->map, rep, cl->reading_host) < 0) {
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster %.64s: CLUSTER SLOTS: %.64s",
+                 cl->reading_host,
+                 !rep                             ? "no answer"
+                 : rep->type == REDIS_REPLY_ERROR ? rep->str
+                                                  : "no map");
+        cl->ask_next = cl->ask_i + 1; /* the next read starts past it */
+        /* the next node at once; after a round of failures, not in a loop */
+        cl->fails++;
+        cl->next_refresh_ms = sk_mono_ms() + (cl->fails % 3 ? CL_RETRY_MIN_MS : CL_REFRESH_FAIL_MS);
+        return;
+    }
+    cl_map_read(ar);
+}
+
+/* Sends CLUSTER SLOTS to n (host: its address); 0 or SK_ENOMEM. */
+static int cl_ask(sk_aredis *ar, sk_aredis *n, const char *host, int i, int seed)
+{
+    struct ar_cluster *cl = ar->cl;
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    if (sk_aredis_enqueue(n, cl_on_slots, ar, 2, argv, NULL, -1, 0) < 0) return SK_ENOMEM;
+    snprintf(cl->reading_host, sizeof cl->reading_host, "%s", host);
+    cl->reading = 1;
+    cl->reading_seed = seed;
+    cl->ask_i = (unsigned)i;
+    sk_aredis_flush(n);
+    return 0;
+}
+
+/* Opens a client to each seed of the URL that has none (they connect side
+ * by side; a later read asks the first that is ready). */
+static void cl_open_seeds(sk_aredis *ar, int ns)
+{
+    struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < ns; i++) {
+        if (cl->seed[i]) continue;
+        struct sk_redis_url u;
+        sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
+        char err[128];
+        if (sk_aredis_node_new(&cl->seed[i], ar->loop, &u, &ar->opts, AR_PROBE, err, sizeof err) <
+            0)
+            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster seed %.64s:%d: %.80s", u.host,
+                     u.port, err);
+    }
+}
+
+/* Starts a read of the map: the node that sent the last MOVED first (it has
+ * the new view), then the ready masters in turn, then the seeds of the URL.
+ * Only asks: the answer comes to cl_on_slots. */
 static void cl_refresh(sk_aredis *ar)
 {
     struct ar_cluster *cl = ar->cl;
-    int ok = 0;
-    if (cl->prefer >= 0 && cl->prefer < cl->map.nnodes)
-        ok = cl_fetch(ar, cl->map.nodes[cl->prefer].host, cl->map.nodes[cl->prefer].port) == 0;
-    for (int i = 0; !ok && i < cl->map.nnodes; i++)
-        if (i != cl->prefer && sk_cluster_map_is_master(&cl->map, i))
-            ok = cl_fetch(ar, cl->map.nodes[i].host, cl->map.nodes[i].port) == 0;
-    for (int i = 0; !ok && i < ar->url.nseeds; i++)
-        ok = cl_fetch(ar, ar->url.seeds[i].host, ar->url.seeds[i].port) == 0;
-    cl->next_refresh_ms = sk_mono_ms() + (ok ? CL_REFRESH_MIN_MS : CL_REFRESH_FAIL_MS);
-    if (!ok) return;
+    if (cl->reading) return;
+    int nn = cl->map.nnodes;
+    if (cl->prefer >= 0 && cl->prefer < nn && cl_askable(cl->node[cl->prefer])) {
+        int i = cl->prefer;
+        cl->prefer = -1;
+        if (cl_ask(ar, cl->node[i], cl->map.nodes[i].host, i, 0) == 0) return;
+    }
+    for (int k = 0; k < nn; k++) {
+        int i = (int)((cl->ask_next + (unsigned)k) % (unsigned)nn);
+        if (sk_cluster_map_is_master(&cl->map, i) && cl_askable(cl->node[i]) &&
+            cl_ask(ar, cl->node[i], cl->map.nodes[i].host, i, 0) == 0)
+            return;
+    }
+    int ns = ar->url.nseeds < SK_REDIS_URL_MAX_SEEDS ? ar->url.nseeds : SK_REDIS_URL_MAX_SEEDS;
+    cl_open_seeds(ar, ns);
+    for (int k = 0; k < ns; k++) {
+        int i = (int)((cl->ask_next + (unsigned)k) % (unsigned)ns);
+        if (cl_askable(cl->seed[i]) && cl_ask(ar, cl->seed[i], ar->url.seeds[i].host, i, 1) == 0)
+            return;
+    }
+    /* nothing to ask yet (seeds connecting, or none reachable): soon again */
+    cl->next_refresh_ms = sk_mono_ms() + CL_RETRY_MAX_MS;
+    if (!cl->map.loaded && cl->seed[0])
+        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster: no seed ready (%.200s)",
+                 sk_aredis_errstr(cl->seed[0]));
+}
+
+/* A map was applied: clients for new masters, the gap check, the log. */
+static void cl_map_read(sk_aredis *ar)
+{
+    struct ar_cluster *cl = ar->cl;
+    cl->next_refresh_ms = sk_mono_ms() + CL_REFRESH_MIN_MS;
+    cl->fails = 0;
     cl->prefer = -1;
     cl->stats.refreshes++;
     /* A map with slots nobody serves is a view caught mid-failover (the
@@ -192,7 +245,8 @@ static int cl_send(struct cl_cmd *c)
     if (c->ask_node >= 0 &&
         sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1, 0) < 0)
         return SK_ENOMEM;
-    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->argc, c->argv, c->lens, c->script, c->confirm);
+    int rc = sk_aredis_enqueue(n, cl_on_reply, c, c->args.argc, c->args.argv, c->args.lens,
+                               c->script, c->confirm);
     if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
     c->ask_node = -1;
     c->node = n;
@@ -320,27 +374,15 @@ int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const 
     struct cl_cmd probe = {
         .front = ar, .slot = sk_cluster_command_slot(argc, argv, lens), .ask_node = -1};
     if (!cl_target(ar, &probe)) return SK_EIO; /* cb will not run, as for one node */
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++)
-        bytes += lens ? lens[i] : strlen(argv[i]);
-    struct cl_cmd *c = malloc(sizeof *c + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    struct sk_aredis_args a;
+    struct cl_cmd *c = sk_aredis_args_copy(sizeof *c, argc, argv, lens, &a);
     if (!c) return SK_ENOMEM;
     *c = probe;
     c->cb = cb;
     c->data = data;
-    c->argc = argc;
+    c->args = a;
     c->script = script;
     c->confirm = confirm;
-    c->argv = (const char **)(c + 1);
-    c->lens = (size_t *)(c->argv + argc);
-    char *p = (char *)(c->lens + argc);
-    for (int i = 0; i < argc; i++) {
-        size_t l = lens ? lens[i] : strlen(argv[i]);
-        memcpy(p, argv[i], l);
-        c->argv[i] = p;
-        c->lens[i] = l;
-        p += l;
-    }
     int rc = cl_send(c);
     if (rc < 0) free(c);
     return rc;
@@ -373,21 +415,82 @@ void sk_aredis_cl_free(sk_aredis *ar)
     }
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
         sk_aredis_free(cl->node[i]); /* fails its waiters: their callbacks run */
+    for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++)
+        sk_aredis_free(cl->seed[i]);
     free(cl);
     free(ar);
+}
+
+/* Ready when the map is loaded and one master's client is: a slot whose
+ * master is not ready is refused alone (cl_target), and sk_aredis_unserved
+ * says which. Until the client was ready once, a master still making its
+ * first connection holds readiness back (serve starts with every master
+ * it can reach; one that failed its first attempt does not hold it). */
+static int cl_master_ready(const struct ar_cluster *cl)
+{
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY)
+            return 1;
+    return 0;
 }
 
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded || cl->map.uncovered) return 0;
-    int masters = 0;
-    for (int i = 0; i < cl->map.nnodes; i++) {
-        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
-        if (!cl->node[i] || cl->node[i]->state != AR_READY) return 0;
-        masters++;
+    if (!cl->map.loaded || !cl_master_ready(cl)) return 0;
+    for (int i = 0; !cl->started && i < cl->map.nnodes; i++) {
+        const sk_aredis *n = cl->node[i];
+        if (sk_cluster_map_is_master(&cl->map, i) &&
+            (!n || (n->state != AR_READY && n->state != AR_DOWN && n->connects == 0)))
+            return 0;
     }
-    return masters > 0;
+    return 1;
+}
+
+/* Whether slot's commands are refused now, and the node (-1: no master). */
+static int cl_slot_unserved(const struct ar_cluster *cl, int slot, int *owner)
+{
+    int o = sk_cluster_map_owner(&cl->map, slot);
+    *owner = o;
+    return o < 0 || !cl->node[o] || cl->node[o]->state != AR_READY;
+}
+
+int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap)
+{
+    const struct ar_cluster *cl = ar->cl;
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!cl->map.loaded) {
+        if (buf) snprintf(buf, cap, "0-%d (%.200s)", SK_CLUSTER_SLOTS - 1, cl->errstr);
+        return SK_CLUSTER_SLOTS;
+    }
+    int n = 0;
+    for (int s = 0; s < SK_CLUSTER_SLOTS;) {
+        int o;
+        if (!cl_slot_unserved(cl, s, &o)) {
+            s++;
+            continue;
+        }
+        int e = s, o2;
+        while (e + 1 < SK_CLUSTER_SLOTS && cl_slot_unserved(cl, e + 1, &o2) && o2 == o)
+            e++;
+        n += e - s + 1;
+        if (buf && len < cap) {
+            char why[200];
+            if (o < 0)
+                snprintf(why, sizeof why, "no master");
+            else
+                snprintf(why, sizeof why, "%.64s:%d: %.100s", cl->map.nodes[o].host,
+                         cl->map.nodes[o].port,
+                         cl->node[o] ? sk_aredis_errstr(cl->node[o]) : "not connected");
+            int w =
+                s == e ? snprintf(buf + len, cap - len, "%s%d (%s)", len ? ", " : "", s, why)
+                       : snprintf(buf + len, cap - len, "%s%d-%d (%s)", len ? ", " : "", s, e, why);
+            if (w > 0) len += (size_t)w < cap - len ? (size_t)w : cap - len;
+        }
+        s = e + 1;
+    }
+    return n;
 }
 
 size_t sk_aredis_cl_pending(const sk_aredis *ar)
@@ -447,8 +550,24 @@ void sk_aredis_cl_tick(sk_aredis *ar)
         /* a master that is down may have been replaced */
         if (cl->node[i]->state == AR_DOWN && sk_cluster_map_is_master(&cl->map, i)) cl->stale = 1;
     }
+    /* the seeds serve until a map is loaded and a master is ready (then
+     * the masters' clients are asked; with none ready they serve again) */
+    int master_ready = 0;
+    for (int i = 0; i < cl->map.nnodes && !master_ready; i++)
+        master_ready =
+            sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY;
+    for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++) {
+        if (!cl->seed[i]) continue;
+        if (cl->map.loaded && master_ready && !(cl->reading && cl->reading_seed)) {
+            sk_aredis_free(cl->seed[i]);
+            cl->seed[i] = NULL;
+        } else {
+            sk_aredis_tick(cl->seed[i]);
+        }
+    }
     int64_t now = sk_mono_ms();
-    if (cl->stale && now >= cl->next_refresh_ms) cl_refresh(ar);
+    if (cl->stale && !cl->reading && now >= cl->next_refresh_ms) cl_refresh(ar);
+    if (!cl->started && sk_aredis_cl_ready(ar)) cl->started = 1;
     struct cl_cmd *list = cl->parked;
     cl->parked = NULL;
     cl->nparked = 0;

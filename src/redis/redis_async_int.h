@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "redis/handshake.h"
 #include "redis/redis_async.h"
 #include "redis/redis_url.h"
 
@@ -19,6 +20,13 @@ enum ar_role {
     AR_DATA,     /* a master with our data: scripts loaded, ROLE not asked */
     AR_MASTER,   /* the same, and the handshake checks ROLE is master (Sentinel) */
     AR_SENTINEL, /* a Sentinel: PING only, no scripts, no SELECT */
+    AR_PROBE,    /* a cluster seed asked for the map: AUTH only, no scripts */
+};
+
+/* A handshake command's callback data: the client and the command's index. */
+struct ar_hs_step {
+    struct sk_aredis *ar;
+    int i;
 };
 
 struct ar_buf {
@@ -51,6 +59,8 @@ struct sk_aredis {
     int64_t rtt_us;
     unsigned connects;
     char errstr[160];
+    struct sk_handshake hs; /* this connection's AUTH, SELECT, ROLE (handshake.h) */
+    struct ar_hs_step hs_step[SK_HS_MAX];
     /* Functions: 1 once this server holds the library (calls go as FCALL) */
     int fn, fn_reloading;
     /* WAIT (opts.sync_replicas > 0): confirmed commands sent since the last
@@ -81,6 +91,20 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
  * will run) or SK_ENOMEM. */
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm);
+/* A command's arguments, copied for a resend. */
+struct sk_aredis_args {
+    int argc;
+    const char **argv;
+    size_t *lens;
+};
+/* Allocates head bytes for the caller followed by a copy of the command
+ * (pointers, lengths, bytes) described in *a; returns the block (the
+ * caller frees it with free, which frees the copy too) or NULL. */
+void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const size_t *lens,
+                          struct sk_aredis_args *a);
+/* How long (ms) the oldest command of a single-node client has waited for
+ * its answer; 0 when none waits. */
+int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* Fills defaults into o (timeouts). */
 void sk_aredis_opts_fill(struct sk_aredis_opts *o);
 
@@ -92,6 +116,7 @@ void sk_aredis_cl_free(sk_aredis *ar);
 int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
                         int script, int confirm, sk_aredis_cb cb, void *data);
 int sk_aredis_cl_ready(const sk_aredis *ar);
+int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap);
 size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);

@@ -48,12 +48,8 @@ struct ar_sentinel {
 /* A client for Sentinel i of the URL. */
 static sk_aredis *sentinel_client(sk_aredis *ar, int i)
 {
-    struct sk_redis_url u = ar->url;
-    snprintf(u.host, sizeof u.host, "%s", ar->url.seeds[i].host);
-    u.port = ar->url.seeds[i].port;
-    u.sentinel = 0;
-    u.nseeds = 1;
-    u.db = 0;
+    struct sk_redis_url u;
+    sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
     struct sk_aredis_opts o = {.timeout_ms = ar->opts.timeout_ms < SK_SENTINELS_TIMEOUT_MS
                                                  ? ar->opts.timeout_ms
                                                  : SK_SENTINELS_TIMEOUT_MS};
@@ -78,11 +74,8 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
         sk_aredis_free(old);
     }
     if (!host) return;
-    struct sk_redis_url u = ar->url;
-    snprintf(u.host, sizeof u.host, "%s", host);
-    u.port = port;
-    u.sentinel = 0;
-    u.nseeds = 1;
+    struct sk_redis_url u;
+    sk_redis_url_node(&u, &ar->url, host, port, 1);
     snprintf(sn->host, sizeof sn->host, "%s", host);
     sn->port = port;
     sn->chosen_ms = sk_mono_ms();

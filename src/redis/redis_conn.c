@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "redis/handshake.h"
 #include "redis/redis_conn_int.h"
 
 #define SK_BACKOFF_MIN_MS 50
@@ -132,25 +133,8 @@ static int io_err(sk_redis *r, const char *what)
     return e;
 }
 
-static int simple(sk_redis *r, redisContext *c, const char *what, int argc, const char **argv)
-{
-    redisReply *rep = redisCommandArgv(c, argc, argv, NULL);
-    if (!rep) return sk_redis_set_err(r, SK_EIO, "redis %s: connection lost", what);
-    int bad = rep->type == REDIS_REPLY_ERROR;
-    if (bad) {
-        int e = strncmp(rep->str, "WRONGPASS", 9) == 0 || strncmp(rep->str, "NOAUTH", 6) == 0
-                    ? SK_EAUTH
-                    : SK_EPROTO;
-        sk_redis_set_err(r, e, "redis %s failed: %s", what, rep->str);
-        freeReplyObject(rep);
-        return e;
-    }
-    freeReplyObject(rep);
-    return 0;
-}
-
-/* TCP connect + timeouts + AUTH + SELECT to host:port: 0 with *out set, or
- * an error with r->errstr. */
+/* TCP connect + timeouts + the handshake (handshake.h: AUTH, SELECT) to
+ * host:port: 0 with *out set, or an error with r->errstr. */
 int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **out)
 {
     *out = NULL;
@@ -165,16 +149,14 @@ int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **ou
     int rc = 0;
     if (redisSetTimeout(c, tv_ms(r->command_timeout_ms)) != REDIS_OK)
         rc = sk_redis_set_err(r, SK_EIO, "redis %s:%d: set timeout failed", host, port);
-    if (!rc && r->url.pass[0]) {
-        const char *a3[] = {"AUTH", r->url.user, r->url.pass};
-        const char *a2[] = {"AUTH", r->url.pass};
-        rc = r->url.user[0] ? simple(r, c, "AUTH", 3, a3) : simple(r, c, "AUTH", 2, a2);
-    }
-    if (!rc && r->url.db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", r->url.db);
-        const char *a[] = {"SELECT", db};
-        rc = simple(r, c, "SELECT", 2, a);
+    struct sk_handshake hs;
+    sk_handshake_init(&hs, &r->url, SK_HS_AUTH | SK_HS_SELECT);
+    for (int i = 0; !rc && i < hs.n; i++) {
+        redisReply *rep = redisCommandArgv(c, hs.argc[i], hs.argv[i], NULL);
+        char why[160];
+        rc = sk_handshake_check(&hs, i, rep, why, sizeof why);
+        if (rc) sk_redis_set_err(r, rc, "redis %s:%d: %s", host, port, why);
+        if (rep) freeReplyObject(rep);
     }
     if (rc) {
         redisFree(c);

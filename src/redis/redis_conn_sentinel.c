@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "redis/handshake.h"
 #include "redis/redis_conn.h"
 #include "redis/redis_conn_int.h"
 #include "redis/sentinels.h"
@@ -171,17 +172,10 @@ static int open_master(sk_redis *r, struct sk_rsn *sn, const char *host, int por
     const char *argv[1];
     sk_sentinels_role_query(argv);
     redisReply *rep = redisCommandArgv(c, 1, argv, NULL);
-    int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-             rep->element[0]->type == REDIS_REPLY_STRING && !strcmp(rep->element[0]->str, "master");
-    if (!ok) {
+    if (!rep || strcmp(sk_handshake_role(rep), "master") != 0) {
         /* the Sentinels' view is stale (a failover under way): not yet */
         sk_redis_set_err(r, SK_EIO, "redis %s:%d, named master %s by the sentinels, is %s", host,
-                         port, r->url.master_name,
-                         !rep ? "unreachable"
-                         : rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-                                 rep->element[0]->type == REDIS_REPLY_STRING
-                             ? rep->element[0]->str
-                             : "not a master");
+                         port, r->url.master_name, rep ? sk_handshake_role(rep) : "unreachable");
         if (rep) freeReplyObject(rep);
         redisFree(c);
         return r->err;

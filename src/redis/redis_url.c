@@ -153,3 +153,17 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
     }
     return 0;
 }
+
+void sk_redis_url_node(struct sk_redis_url *out, const struct sk_redis_url *u, const char *host,
+                       int port, int keep_db)
+{
+    *out = *u;
+    snprintf(out->host, sizeof out->host, "%s", host);
+    out->port = port;
+    out->db = keep_db ? u->db : 0;
+    out->cluster = 0;
+    out->sentinel = 0;
+    out->nseeds = 1;
+    memcpy(out->seeds[0].host, out->host, sizeof out->host);
+    out->seeds[0].port = port;
+}

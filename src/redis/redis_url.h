@@ -35,4 +35,10 @@ struct sk_redis_url {
  * (errcap bytes). Percent-escapes in user and password are decoded. */
 int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *err, size_t errcap);
 
+/* The plain single-node URL of host:port with u's credentials (and u's db
+ * when keep_db, else 0): what a cluster or Sentinel client opens for one of
+ * its nodes. */
+void sk_redis_url_node(struct sk_redis_url *out, const struct sk_redis_url *u, const char *host,
+                       int port, int keep_db);
+
 #endif

@@ -2,6 +2,8 @@
  * without I/O (sentinels.h). */
 #include "redis/sentinels.h"
 
+#include "redis/handshake.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,16 +127,11 @@ int sk_sentinels_message(struct sk_sentinels *s, int i, const redisReply *msg, i
 int sk_sentinels_role(struct sk_sentinels *s, const redisReply *rep)
 {
     if (!rep) return 0;
-    int master = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-                 rep->element[0]->type == REDIS_REPLY_STRING &&
-                 !strcmp(rep->element[0]->str, "master");
+    const char *role = sk_handshake_role(rep);
+    int master = !strcmp(role, "master");
     if (!master) {
         char what[64];
-        snprintf(what, sizeof what, "answers ROLE %.20s",
-                 rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-                         rep->element[0]->type == REDIS_REPLY_STRING
-                     ? rep->element[0]->str
-                     : "unknown");
+        snprintf(what, sizeof what, "answers ROLE %.20s", role);
         sk_sentinels_demoted(s, what);
     }
     return !master;

@@ -102,6 +102,7 @@ static void note_ok(struct sale *s, long now)
     while (gap > max && !atomic_compare_exchange_weak(&s->max_gap_ms, &max, gap)) {
     }
     if (gap > max) atomic_store(&s->gap_end_ms, now);
+    if (s->gap_group) note_ok(s->gap_group, now);
 }
 
 void sale_gap_reset(struct sale *s)
@@ -109,6 +110,33 @@ void sale_gap_reset(struct sale *s)
     atomic_store(&s->last_ok_ms, (long)sk_mono_ms());
     atomic_store(&s->max_gap_ms, 0);
     atomic_store(&s->gap_end_ms, 0);
+}
+
+void sale_time_from(struct sale *s, long slow_ms)
+{
+    atomic_store(&s->timing, 0);
+    s->slow_us = slow_ms * 1000;
+    atomic_store(&s->timed, 0);
+    atomic_store(&s->slow, 0);
+    atomic_store(&s->slowest_us, 0);
+    sale_gap_reset(s);
+    atomic_store(&s->timing, 1);
+}
+
+void sale_time_stop(struct sale *s)
+{
+    atomic_store(&s->timing, 0);
+}
+
+/* An answer that took us, while timing. */
+static void note_time(struct sale *s, long us)
+{
+    if (!atomic_load(&s->timing)) return;
+    atomic_fetch_add(&s->timed, 1);
+    if (us > s->slow_us) atomic_fetch_add(&s->slow, 1);
+    long max = atomic_load(&s->slowest_us);
+    while (us > max && !atomic_compare_exchange_weak(&s->slowest_us, &max, us)) {
+    }
 }
 
 /* One answer into the counts; 1 when the buyer should stop (sold out). */
@@ -167,7 +195,9 @@ static void *buyer(void *arg)
         char h[64];
         uint64_t user = 1 + sk_th_rng(&seed) % s->users;
         snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
+        int64_t t0 = sk_mono_us();
         int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
+        note_time(s, (long)(sk_mono_us() - t0));
         if (count_answer(s, st, rp, user)) break;
         if (st == 503 && s->backoff_ms) nap_ms(s->backoff_ms);
         if (st == 0) {

@@ -48,6 +48,14 @@ struct sale {
     int netns_fd;        /* the buyers' network namespace (sale_start_in), -1: ours */
     /* the longest time without a 200 since sale_gap_reset, and when it ended */
     atomic_long max_gap_ms, gap_end_ms;
+    /* sale_time_from: answers timed since, those slower than slow_us, the
+     * slowest (us) */
+    atomic_int timing;
+    long slow_us;
+    atomic_long timed, slow, slowest_us;
+    /* when set, every 200 also counts in gap_group's gap fields: the
+     * longest time without a 200 across several sales */
+    struct sale *gap_group;
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */
@@ -78,6 +86,11 @@ void sale_start_in(struct sale *s, int netns_fd, int port, uint64_t aid, uint32_
                    int64_t limit, int threads, size_t max_ids, int backoff_ms);
 /* The longest time without a 200 is measured from now (s->max_gap_ms). */
 void sale_gap_reset(struct sale *s);
+/* From now every answer's time (request written to response read) is
+ * counted: s->timed, s->slow (over slow_ms), s->slowest_us; with the gap
+ * reset. sale_time_stop ends the count. */
+void sale_time_from(struct sale *s, long slow_ms);
+void sale_time_stop(struct sale *s);
 void sale_stop(struct sale *s);
 /* Buyers send no purchase while at least n 200s were counted (0 lifts the
  * hold): a fault then lands mid-sale however fast the sale runs. */

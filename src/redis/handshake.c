@@ -1,0 +1,64 @@
+/* handshake.c - the commands a connection opens with and the reading of
+ * their answers (handshake.h). No I/O. */
+#include "redis/handshake.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+void sk_handshake_init(struct sk_handshake *h, const struct sk_redis_url *u, unsigned flags)
+{
+    h->n = 0;
+    if ((flags & SK_HS_AUTH) && u->pass[0]) {
+        const char **a = h->argv[h->n];
+        a[0] = "AUTH";
+        if (u->user[0]) {
+            a[1] = u->user;
+            a[2] = u->pass;
+            h->argc[h->n++] = 3;
+        } else {
+            a[1] = u->pass;
+            h->argc[h->n++] = 2;
+        }
+    }
+    if ((flags & SK_HS_SELECT) && u->db) {
+        snprintf(h->db, sizeof h->db, "%d", u->db);
+        h->argv[h->n][0] = "SELECT";
+        h->argv[h->n][1] = h->db;
+        h->argc[h->n++] = 2;
+    }
+    if (flags & SK_HS_ROLE) {
+        h->argv[h->n][0] = "ROLE";
+        h->argc[h->n++] = 1;
+    }
+}
+
+const char *sk_handshake_role(const redisReply *rep)
+{
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+        rep->element[0]->type == REDIS_REPLY_STRING)
+        return rep->element[0]->str;
+    return "unknown";
+}
+
+int sk_handshake_check(const struct sk_handshake *h, int i, const redisReply *rep, char *why,
+                       size_t cap)
+{
+    const char *what = i >= 0 && i < h->n ? h->argv[i][0] : "handshake";
+    if (!rep) {
+        snprintf(why, cap, "%s: no answer", what);
+        return SK_EIO;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* the server's words name no secret (WRONGPASS, NOAUTH, ...) */
+        int auth = !strncmp(rep->str, "WRONGPASS", 9) || !strncmp(rep->str, "NOAUTH", 6);
+        snprintf(why, cap, "%s refused: %.100s", what, rep->str);
+        return auth ? SK_EAUTH : SK_EPROTO;
+    }
+    if (!strcmp(what, "ROLE") && strcmp(sk_handshake_role(rep), "master") != 0) {
+        snprintf(why, cap, "not a master (ROLE %.40s)", sk_handshake_role(rep));
+        return SK_EPROTO;
+    }
+    return 0;
+}
