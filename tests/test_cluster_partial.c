@@ -28,12 +28,12 @@
 #include "engine/keys.h"
 #include "redis/redis_cluster.h"
 #include "redis/redis_conn.h"
+#include "spawn/redis_spawn.h"
 #include "store/store.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/sale_env.h"
-#include "tools/spawn/cluster_spawn.h"
-#include "tools/spawn/redis_spawn.h"
+#include "tests/support/spawn/cluster_spawn.h"
 
 #define MASTERS 3
 #define STOCK 1000000
