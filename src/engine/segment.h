@@ -19,10 +19,9 @@
 #include <stdint.h>
 
 #include "engine/keys.h"
+#include "engine/seg_borrow.h" /* the borrow protocol, SK_SEG_MAX */
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
-
-#define SK_SEG_MAX 256
 
 /* ---- pure ---------------------------------------------------------------- */
 
@@ -33,16 +32,6 @@ int sk_seg_home(uint64_t user_id, int segments);
 int64_t sk_seg_share(int64_t initial, int segments, int seg);
 /* Adds one segment's state into *sum (first: sum starts as a copy). */
 void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *one, int first);
-/* The fullest segment other than skip by stocks[] (-1 entries are
- * unknown), or -1 when none has stock. */
-int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip);
-/* 1 when a lender's refusal answers the borrowing purchases (the sale is
- * closed, or gone, or the lender is fenced while its stock is rebuilt),
- * 0 when it only means "look elsewhere" (sold out). */
-int sk_seg_lend_refusal_final(int rc);
-/* A transfer.lua reply -> rc, units taken, id (cap SK_XFER_ID_MAX), stock
- * left at the lender. Returns 0 or SK_EPROTO. */
-int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *id, int64_t *left);
 
 /* ---- blocking ------------------------------------------------------------ */
 
@@ -66,12 +55,6 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
  * half is a purchase_batch call carrying the id, or sk_seg_settle. */
 int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken,
                 char *id, int *rc);
-/* transfer.lua's ARGV (shared with the async service); epoch/adm: what the
- * caller saw last of the lender (docs/recovery.md; epoch 0: nothing).
- * Returns the count (2 or 4). */
-int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
-                     const char *args[4]);
-
 /* Moves units from segment `from` to segment `to`: the lending half
  * (transfer.lua), then the receiving half (xfer_in.lua). *taken: units
  * moved (0 when the lender had none or the sale is closed). */

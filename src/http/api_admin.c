@@ -626,9 +626,10 @@ static void preheat_next(struct op *o)
     char v[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
-    const char *keys[] = {k.meta, k.stock, k.buyers};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) <
-        0)
+    const char *keys[SK_PREHEAT_NKEYS];
+    sk_keys_preheat(&k, keys);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, SK_PREHEAT_NKEYS, keys, nargs, args, NULL,
+                       on_preheat, o) < 0)
         on_preheat(o, NULL);
 }
 
