@@ -34,8 +34,8 @@ int sk_seg_refused_by_stock(int rc);
 
 struct sk_seg_stocks {
     int segments;
-    int failed;               /* a GET got no answer, or a strange one */
-    int64_t v[SK_SEG_MAX];    /* units left; -1: no stock key, or not read */
+    int failed;            /* a GET got no answer, or a strange one */
+    int64_t v[SK_SEG_MAX]; /* units left; -1: no stock key, or not read */
 };
 
 void sk_seg_stocks_reset(struct sk_seg_stocks *s, int segments);
@@ -94,7 +94,7 @@ struct sk_borrow {
     int64_t *qty;             /* n: the purchases' quantities */
     struct sk_admission *res; /* n: their answers so far */
     struct sk_seg_stocks stocks;
-    int lender;               /* the segment asked last */
+    int lender; /* the segment asked last */
     char xfer_id[SK_XFER_ID_MAX];
     int64_t xfer_qty;
     int final_rc;    /* the lender's final refusal (RECOVERING: the lender is fenced), 0 none */

@@ -31,8 +31,8 @@ void sk_purchase_reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t r
 void sk_purchase_answer(struct sk_app *app, uint64_t activity_id, struct sk_pending *p,
                         const struct sk_admission *ad, const char *why);
 /* Answers n purchases 503 why; frees them. */
-void sk_purchase_fail(struct sk_app *app, uint64_t activity_id, struct sk_pending **items,
-                      size_t n, const char *why);
+void sk_purchase_fail(struct sk_app *app, uint64_t activity_id, struct sk_pending **items, size_t n,
+                      const char *why);
 /* Admitted, but fewer replicas than --sync-replicas acknowledged it: 503
  * unconfirmed (a retry with the same Idempotency-Key learns the truth);
  * frees p. */

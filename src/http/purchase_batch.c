@@ -30,8 +30,8 @@
 #include "engine/segment.h"
 #include "http/act_defs.h"
 #include "http/label_mem.h"
-#include "http/purchase_soldout.h"
 #include "http/purchase_borrow.h"
+#include "http/purchase_soldout.h"
 
 struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t aid, int seg)
 {

@@ -19,7 +19,7 @@ struct sk_purchase_borrow;
 struct sk_batch {
     struct sk_app *app;
     uint64_t aid;
-    int seg;                          /* SK_SEG_NONE: the activity's own (base) keys */
+    int seg;                           /* SK_SEG_NONE: the activity's own (base) keys */
     struct sk_purchase_borrow *borrow; /* set on a re-admission after a transfer */
     char xfer_id[SK_XFER_ID_MAX];
     int64_t xfer_qty;

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "engine/seg_borrow.h"
 #include "http/label_mem.h"
-#include "http/purchase_soldout.h"
 #include "http/purchase_batch.h"
+#include "http/purchase_soldout.h"
 #include "http/seg_stocks.h"
 
 struct sk_purchase_borrow {
@@ -104,19 +104,12 @@ static void step(struct sk_purchase_borrow *bo)
     case SK_BORROW_SCAN:
         sk_seg_read_start(&bo->rd, bo->app->redis, bo->b.aid, &bo->b.stocks, on_scanned, bo);
         return;
-    case SK_BORROW_LEND:
-        lend(bo);
-        return;
-    case SK_BORROW_READMIT:
-        readmit(bo);
-        return;
-    case SK_BORROW_DONE:
-        borrow_finish(bo);
-        return;
+    case SK_BORROW_LEND: lend(bo); return;
+    case SK_BORROW_READMIT: readmit(bo); return;
+    case SK_BORROW_DONE: borrow_finish(bo); return;
     case SK_BORROW_FAILED:
-        borrow_fail(bo, bo->b.unconfirmed
-                            ? "replicas did not confirm a stock transfer; try again"
-                            : "redis is unreachable; try again");
+        borrow_fail(bo, bo->b.unconfirmed ? "replicas did not confirm a stock transfer; try again"
+                                          : "redis is unreachable; try again");
         return;
     }
 }

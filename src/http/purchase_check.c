@@ -26,7 +26,7 @@ int sk_purchase_idem_or_reply(struct sk_app *app, h2o_req_t *req, const char **k
 /* X-Queue-Pass, when given: it must look like a pass (the admission call
  * says whether it is this buyer's valid one); anything else is a 400. */
 int sk_purchase_pass_or_reply(struct sk_app *app, h2o_req_t *req, const char **pass, size_t *len,
-                         int64_t *exp_ms)
+                              int64_t *exp_ms)
 {
     *pass = sk_http_header(req, "x-queue-pass", len);
     if (!*pass || sk_queue_pass_wellformed(*pass, *len, exp_ms)) return 0;
@@ -52,7 +52,7 @@ int sk_purchase_quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *q
  * Idempotency-Key must get its first answer, which only Redis knows: it
  * takes the keyed path below (probe_idem). */
 int sk_purchase_soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_act_cache *c,
-                            const char *idem)
+                                 const char *idem)
 {
     if (!c || !c->sold_out || idem) return 0;
     sk_metrics_soldout_fastpath(app->metrics);
@@ -67,7 +67,7 @@ int sk_purchase_soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struc
  * *ic: the entry to count the purchase in (NULL without a cap); creating
  * it may move the cache array, so *c is looked up again. */
 int sk_purchase_inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
-                             struct sk_act_cache **c, struct sk_act_cache **ic)
+                                  struct sk_act_cache **c, struct sk_act_cache **ic)
 {
     *ic = NULL;
     if (app->cfg.max_inflight <= 0) return 0;
@@ -78,4 +78,3 @@ int sk_purchase_inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t a
     sk_purchase_reply_429(app, req, SK_RC_BUSY, 1000);
     return 1;
 }
-
