@@ -105,6 +105,15 @@ void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]
     keys[2] = k->buyers;
 }
 
+void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS])
+{
+    keys[0] = k->meta;
+    keys[1] = k->stock;
+    keys[2] = k->buyers;
+    keys[3] = k->orders;
+    keys[4] = k->dlq;
+}
+
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
 {
     keys[0] = k->meta;

@@ -64,6 +64,10 @@ void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS]
 #define SK_PREHEAT_NKEYS 3
 void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]);
 
+/* The KEYS of state.lua (meta stock buyers orders dlq). */
+#define SK_STATE_NKEYS 5
+void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS]);
+
 /* The KEYS of queue.lua (meta q pass stock), of the base key set. */
 #define SK_QUEUE_NKEYS 4
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);

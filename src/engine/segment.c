@@ -10,6 +10,8 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "engine/seg_preheat.h"
+#include "engine/seg_settle.h"
 #include "engine/stock_int.h"
 #include "redis/script.h"
 
@@ -131,25 +133,27 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     return rc;
 }
 
-/* *applied: 1 applied now, 0 before, -1 refused because the receiver is
- * fenced (docs/recovery.md; only `recovering` lets it in). */
+/* Sends one command of a protocol step (seg_cmd.h) on the blocking
+ * client; *rep (may be set on failure) is the caller's to free. */
+static int run_cmd(sk_redis *r, struct sk_seg_cmd *c, redisReply **rep)
+{
+    *rep = NULL;
+    if (c->script == SK_SEG_CMD_PLAIN) return sk_redis_command(r, rep, c->argc, c->argv, NULL);
+    return sk_script_eval(r, (enum sk_script_id)c->script, c->nkeys, c->argv, c->nargs,
+                          c->argv + c->nkeys, NULL, rep);
+}
+
+/* The receiving half of a transfer; *applied as sk_seg_xfer_in_read. */
 static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qty, int recovering,
                    int *applied)
 {
-    struct sk_keys k;
-    sk_keys_seg(&k, aid, to);
-    char q[24];
-    snprintf(q, sizeof q, "%" PRId64, qty);
-    const char *keys[] = {k.meta, k.stock, k.xin};
-    const char *args[] = {id, q, "recover"};
-    int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, recovering ? 3 : 2, args, v, 2);
-    if (rc == 0 && v[0] == SK_RC_RECOVERING) {
-        *applied = -1;
-        return 0;
-    }
-    if (rc == 0 && v[0] != SK_RC_TRANSFERRED) rc = sk_stock_proto(r, "xfer_in (refused)");
-    if (rc == 0) *applied = (int)v[1];
+    struct sk_seg_cmd c;
+    sk_seg_xfer_in_cmd(&c, aid, to, id, qty, recovering);
+    redisReply *rep;
+    int rc = run_cmd(r, &c, &rep);
+    if (rc == 0 && (rc = sk_seg_xfer_in_read(rep, applied)) < 0)
+        rc = sk_stock_proto(r, rc == SK_ESTATE ? "xfer_in (refused)" : "xfer_in");
+    if (rep) freeReplyObject(rep);
     return rc;
 }
 
@@ -403,118 +407,29 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
     return rc;
 }
 
-/* Base meta of a segmented activity: the definition and the segment count
- * (the routing mark), written last so routing starts when segments exist. */
-static int write_base(sk_redis *r, const struct sk_stock_def *d)
-{
-    struct sk_keys k;
-    sk_keys_for(&k, d->id);
-    redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep,
-                          "HSET %s id %" PRIu64 " segments %" PRId64 " initial %" PRId64
-                          " limit %" PRId64 " max_qty %" PRId64 " start_ms %" PRId64
-                          " end_ms %" PRId64 " open 0",
-                          k.meta, d->id, d->segments, d->initial, d->per_user_limit,
-                          d->max_per_order, d->start_ms, d->end_ms);
-    if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
-    freeReplyObject(rep);
-    if (rc < 0) return rc;
-    /* The waiting room's queue lives under the base tag (docs/waiting-room.md). */
-    if (d->wr_rate > 0)
-        rc = sk_redis_cmd(r, &rep, "HSET %s wr_rate %" PRId64 " wr_ttl %" PRId64 " wr_seed %s",
-                          k.meta, d->wr_rate, d->wr_ttl_s, d->wr_seed);
-    else
-        rc = sk_redis_cmd(r, &rep, "HDEL %s wr_rate wr_ttl wr_seed", k.meta);
-    if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
-    freeReplyObject(rep);
-    return rc;
-}
-
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
                    int64_t *stock)
 {
-    int segs = (int)d->segments, have;
-    if (segs < 2 || segs > SK_SEG_MAX || d->initial < segs) {
-        *rc_out = SK_RC_BAD_ARGUMENT;
-        return 0;
+    struct sk_seg_preheat p;
+    sk_seg_preheat_init(&p, d, force);
+    int rc = 0;
+    while (rc == 0 && p.step != SK_SPH_DONE && p.step != SK_SPH_FAILED) {
+        struct sk_seg_cmd c;
+        redisReply *rep;
+        sk_seg_preheat_cmd(&p, &c);
+        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_preheat_feed(&p, rep);
+        if (rep) freeReplyObject(rep);
     }
-    int rc = sk_seg_count(r, d->id, &have);
-    if (rc < 0) return rc;
-    /* a changed segment count would strand stock in the old segments */
-    if (have > 1 && have != segs) {
-        *rc_out = SK_RC_BAD_ARGUMENT;
-        return 0;
+    if (rc == 0 && p.step == SK_SPH_FAILED) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", p.errstr);
+        rc = r->err = SK_EPROTO;
     }
-    /* A forced preheat restarts the transfer counters: finish transfers a
-     * dead borrower left half done first, or settling one later would add
-     * its units on top of the new shares. */
-    int64_t settled;
-    if (force && have > 1 && (rc = sk_seg_settle(r, d->id, segs, &settled)) < 0) return rc;
-    int64_t held[SK_SEG_MAX], total_held = 0;
-    for (int s = 0; s < segs; s++) {
-        struct sk_keys k;
-        sk_keys_seg(&k, d->id, s);
-        struct sk_stock_state st;
-        if ((rc = sk_stock_state_keys(r, &k, &st)) < 0) return rc;
-        /* a segment being rebuilt, or gone while the database holds orders:
-         * rebuilt from the orders instead (docs/recovery.md), before
-         * anything is written */
-        if (st.fenced || (!st.exists && d->db_held > 0)) {
-            *rc_out = SK_RC_RECOVERING;
-            if (stock) *stock = -1;
-            return 0;
-        }
-        if (st.exists && st.open && force) {
-            *rc_out = SK_RC_IS_OPEN;
-            if (stock) *stock = st.remaining;
-            return 0;
-        }
-        held[s] = st.exists ? st.held : 0;
-        total_held += held[s];
+    if (rc == 0) {
+        *rc_out = p.rc;
+        if (stock && p.has_stock) *stock = p.stock;
     }
-    if (force && d->initial < total_held) {
-        *rc_out = SK_RC_BELOW_SOLD;
-        if (stock) *stock = -1;
-        return 0;
-    }
-    int64_t sum = 0;
-    int any_new = 0;
-    *rc_out = SK_RC_STOCK_LIVE;
-    for (int s = 0; s < segs; s++) {
-        struct sk_stock_def sd = *d;
-        /* forced: each segment keeps what its buyers hold, the rest is shared */
-        sd.initial = force ? held[s] + sk_seg_share(d->initial - total_held, segs, s)
-                           : sk_seg_share(d->initial, segs, s);
-        char a[SK_PREHEAT_ARGC][24];
-        const char *args[SK_PREHEAT_ARGC];
-        int nargs = sk_stock_preheat_args(&sd, force, a, args);
-        snprintf(a[9], sizeof a[9], "%d", s);
-        snprintf(a[10], sizeof a[10], "%d", segs);
-        /* every segment was checked above: none is gone with orders held */
-        a[11][0] = 0;
-        struct sk_keys k;
-        sk_keys_seg(&k, d->id, s);
-        const char *keys[SK_PREHEAT_NKEYS];
-        sk_keys_preheat(&k, keys);
-        int64_t v[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, SK_PREHEAT_NKEYS, keys, nargs, args, v,
-                                     2)) < 0)
-            return rc;
-        int prc = (int)v[0];
-        sum += v[1];
-        if (prc == SK_RC_PREHEATED)
-            any_new = 1;
-        else if (prc != SK_RC_STOCK_LIVE) {
-            *rc_out = prc;
-            if (stock) *stock = -1;
-            return 0;
-        }
-    }
-    if (any_new) *rc_out = SK_RC_PREHEATED;
-    if (stock) *stock = sum;
-    return any_new ? write_base(r, d) : 0;
+    sk_seg_preheat_free(&p);
+    return rc;
 }
 
 int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_out)
@@ -586,7 +501,7 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
         int to;
         int64_t qty;
         if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-            sscanf(v->str, "%d:%" SCNd64, &to, &qty) != 2)
+            sk_seg_xout_parse(v->str, &to, &qty) < 0)
             continue; /* not ours to judge: left for an operator */
         int del = fn(r, aid, id->str, to, qty, arg);
         if (del < 0) {
@@ -600,31 +515,23 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
     return rc;
 }
 
-struct settle {
-    int segments, recovering;
-    int64_t units;
-};
-
-/* A lending half found: its receiving half applied (at most once), then
- * the record goes. */
-static int settle_one(sk_redis *r, uint64_t aid, const char *id, int to, int64_t qty, void *arg)
-{
-    struct settle *st = arg;
-    if (to < 0 || to >= st->segments || qty < 1) return 0; /* left for an operator */
-    int applied = 0;
-    int rc = xfer_in(r, aid, to, id, qty, st->recovering, &applied);
-    if (rc < 0) return rc;
-    if (applied < 0) return 0; /* fenced receiver: its recovery settles it */
-    if (applied) st->units += qty;
-    return 1;
-}
-
 int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
 {
-    struct settle st = {segments, recovering, 0};
+    struct sk_seg_settle st;
+    sk_seg_settle_init(&st, aid, segments, recovering);
     int rc = 0;
-    for (int s = 0; s < segments && rc == 0; s++)
-        rc = sk_seg_xout_each(r, aid, s, settle_one, &st);
+    while (rc == 0 && st.step != SK_SETTLE_DONE && st.step != SK_SETTLE_FAILED) {
+        struct sk_seg_cmd c;
+        redisReply *rep;
+        sk_seg_settle_cmd(&st, &c);
+        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_settle_feed(&st, rep);
+        if (rep) freeReplyObject(rep);
+    }
+    if (rc == 0 && st.step == SK_SETTLE_FAILED) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", st.errstr);
+        rc = r->err = SK_EPROTO;
+    }
     *units = st.units;
+    sk_seg_settle_free(&st);
     return rc;
 }

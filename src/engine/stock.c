@@ -421,10 +421,10 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
 
 int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
 {
-    const struct sk_keys *k = kp;
-    const char *keys[] = {k->meta, k->stock, k->buyers, k->orders, k->dlq};
+    const char *keys[SK_STATE_NKEYS];
+    sk_keys_state(kp, keys);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL, &rep);
     if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = sk_stock_proto(r, "state");
     if (rep) freeReplyObject(rep);
     return rc;

@@ -13,18 +13,7 @@
 #include "core/error.h"
 #include "engine/seg_borrow.h"
 #include "support/harness.h"
-
-static redisReply *resp(const char *bytes)
-{
-    redisReader *rd = redisReaderCreate();
-    CHECK(rd);
-    CHECK_EQ(redisReaderFeed(rd, bytes, strlen(bytes)), REDIS_OK);
-    void *rep = NULL;
-    CHECK_EQ(redisReaderGetReply(rd, &rep), REDIS_OK);
-    CHECK(rep);
-    redisReaderFree(rd);
-    return rep;
-}
+#include "support/resp_bytes.h"
 
 /* transfer.lua's answer: rc, units taken, transfer id, left at the lender. */
 static redisReply *transfer(int rc, int taken, const char *id, int left)
@@ -32,7 +21,7 @@ static redisReply *transfer(int rc, int taken, const char *id, int left)
     char b[256];
     snprintf(b, sizeof b, "*4\r\n:%d\r\n:%d\r\n$%zu\r\n%s\r\n:%d\r\n", rc, taken, strlen(id), id,
              left);
-    return resp(b);
+    return sk_th_resp(b);
 }
 
 /* Feeds one GET answer per segment ("nil" for a missing key). */
@@ -44,7 +33,7 @@ static void scan_answers(struct sk_borrow *b, const char *const *answers)
             snprintf(buf, sizeof buf, "$-1\r\n");
         else
             snprintf(buf, sizeof buf, "$%zu\r\n%s\r\n", strlen(answers[s]), answers[s]);
-        redisReply *r = resp(buf);
+        redisReply *r = sk_th_resp(buf);
         sk_seg_stocks_reply(&b->stocks, s, r);
         freeReplyObject(r);
     }
@@ -98,8 +87,7 @@ SK_TEST(seg_borrow_scans_lends_from_the_fullest_and_readmits_the_open_purchases)
     CHECK_EQ(idx[0], 0);
     CHECK_EQ(idx[1], 2);
     /* the first is admitted, the second still short: another round */
-    struct sk_admission got[2] = {{.rc = SK_RC_OK, .quantity = 2},
-                                  {.rc = SK_RC_INSUFFICIENT}};
+    struct sk_admission got[2] = {{.rc = SK_RC_OK, .quantity = 2}, {.rc = SK_RC_INSUFFICIENT}};
     CHECK_EQ(sk_borrow_readmitted(&b, idx, 2, got, 0), SK_BORROW_SCAN);
     CHECK_EQ(b.res[0].rc, SK_RC_OK);
     CHECK_EQ(b.res[1].rc, SK_RC_LIMIT_EXCEEDED); /* a final answer is never touched */
@@ -177,7 +165,7 @@ SK_TEST(seg_borrow_fails_on_no_answer_a_strange_one_or_unconfirmed_units)
     sk_borrow_free(&b);
 
     start(&b);
-    redisReply *e = resp("-ERR boom\r\n");
+    redisReply *e = sk_th_resp("-ERR boom\r\n");
     for (int s = 0; s < 4; s++)
         sk_seg_stocks_reply(&b.stocks, s, s == 2 ? e : NULL);
     freeReplyObject(e);

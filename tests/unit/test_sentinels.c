@@ -8,19 +8,7 @@
 #include "redis/redis_url.h"
 #include "redis/sentinels.h"
 #include "support/harness.h"
-
-/* One reply parsed from RESP bytes (caller frees with freeReplyObject). */
-static redisReply *resp(const char *bytes)
-{
-    redisReader *rd = redisReaderCreate();
-    CHECK(rd);
-    CHECK_EQ(redisReaderFeed(rd, bytes, strlen(bytes)), REDIS_OK);
-    void *rep = NULL;
-    CHECK_EQ(redisReaderGetReply(rd, &rep), REDIS_OK);
-    CHECK(rep);
-    redisReaderFree(rd);
-    return rep;
-}
+#include "support/resp_bytes.h"
 
 /* What SENTINEL MASTER answers (the fields the decision reads, among others). */
 static redisReply *master_is(const char *ip, int port, int epoch)
@@ -33,7 +21,7 @@ static redisReply *master_is(const char *ip, int port, int epoch)
         "*10\r\n$4\r\nname\r\n$7\r\nseckill\r\n$2\r\nip\r\n$%zu\r\n%s\r\n$4\r\nport\r\n$%zu\r\n%"
         "s\r\n$5\r\nflags\r\n$6\r\nmaster\r\n$12\r\nconfig-epoch\r\n$%zu\r\n%s\r\n",
         strlen(ip), ip, strlen(p), p, strlen(e), e);
-    return resp(b);
+    return sk_th_resp(b);
 }
 
 /* A message of the +switch-master subscription carrying payload. */
@@ -42,7 +30,7 @@ static redisReply *switch_msg(const char *payload)
     char b[512];
     snprintf(b, sizeof b, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
              strlen(payload), payload);
-    return resp(b);
+    return sk_th_resp(b);
 }
 
 static void answer(struct sk_sentinels *s, int i, const char *ip, int port, int epoch, int64_t t)
@@ -99,7 +87,7 @@ SK_TEST(sentinels_use_a_master_only_once_a_majority_answered)
     sk_sentinels_round(&s, 1004, 1);
     CHECK(sk_sentinels_due(&s, 1004 + SK_SENTINELS_FAST_MS));
     /* an error that is not "no such master" is no answer */
-    redisReply *e = resp("-ERR unknown subcommand\r\n");
+    redisReply *e = sk_th_resp("-ERR unknown subcommand\r\n");
     sk_sentinels_answer(&s, 1, e, 1005);
     freeReplyObject(e);
     CHECK_EQ(s.peer[1].answered, 0);
@@ -162,7 +150,7 @@ SK_TEST(sentinels_leave_a_master_no_majority_named_for_the_lease)
     CHECK_EQ(decide(&s, t + 1, host, &port), SK_SN_WAIT);
     /* a majority that does not know the name is no master either */
     struct sk_sentinels u = three();
-    redisReply *nm = resp("-ERR No such master with that name\r\n");
+    redisReply *nm = sk_th_resp("-ERR No such master with that name\r\n");
     for (int i = 0; i < 3; i++)
         sk_sentinels_answer(&u, i, nm, 10);
     freeReplyObject(nm);
@@ -208,22 +196,22 @@ SK_TEST(sentinels_move_at_once_on_switch_master_and_leave_a_demoted_master)
     const char *role[1];
     sk_sentinels_role_query(role);
     CHECK_STR(role[0], "ROLE");
-    redisReply *r = resp("*3\r\n$6\r\nmaster\r\n:10\r\n*0\r\n");
+    redisReply *r = sk_th_resp("*3\r\n$6\r\nmaster\r\n:10\r\n*0\r\n");
     CHECK_EQ(sk_sentinels_role(&s, r), 0);
     freeReplyObject(r);
     CHECK_EQ(decide(&s, 1300, host, &port), SK_SN_KEEP);
-    r = resp("*5\r\n$5\r\nslave\r\n$8\r\n10.0.1.3\r\n:6379\r\n$9\r\nconnected\r\n:10\r\n");
+    r = sk_th_resp("*5\r\n$5\r\nslave\r\n$8\r\n10.0.1.3\r\n:6379\r\n$9\r\nconnected\r\n:10\r\n");
     CHECK_EQ(sk_sentinels_role(&s, r), 1);
     freeReplyObject(r);
     CHECK_EQ(decide(&s, 1300, host, &port), SK_SN_LEAVE);
     CHECK_MSG(strstr(s.why, "ROLE slave"), "%s", s.why);
     sk_sentinels_dropped(&s);
     sk_sentinels_using(&s, "10.0.1.2", 6380, 1300);
-    r = resp("-READONLY You can't write against a read only replica.\r\n");
+    r = sk_th_resp("-READONLY You can't write against a read only replica.\r\n");
     CHECK_EQ(sk_sentinels_readonly(&s, r), 1);
     freeReplyObject(r);
     CHECK_EQ(decide(&s, 1301, host, &port), SK_SN_LEAVE);
-    r = resp("-ERR other\r\n");
+    r = sk_th_resp("-ERR other\r\n");
     CHECK_EQ(sk_sentinels_readonly(&s, r), 0);
     freeReplyObject(r);
 }
@@ -241,13 +229,13 @@ SK_TEST(sentinels_take_odd_answers_as_none)
         "$3\r\nabc\r\n",
     };
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
-        redisReply *r = resp(odd[i]);
+        redisReply *r = sk_th_resp(odd[i]);
         sk_sentinels_answer(&s, 0, r, 10);
         freeReplyObject(r);
         CHECK_MSG(!s.peer[0].answered && !s.peer[0].named, "odd answer %zu taken", i);
     }
     /* no epoch field (an older Sentinel): epoch 0 */
-    redisReply *r = resp("*4\r\n$2\r\nip\r\n$8\r\n10.0.1.1\r\n$4\r\nport\r\n$4\r\n6379\r\n");
+    redisReply *r = sk_th_resp("*4\r\n$2\r\nip\r\n$8\r\n10.0.1.1\r\n$4\r\nport\r\n$4\r\n6379\r\n");
     sk_sentinels_answer(&s, 0, r, 10);
     freeReplyObject(r);
     CHECK_EQ(s.peer[0].named, 1);
