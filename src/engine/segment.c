@@ -1,6 +1,7 @@
-/* segment.c - segmented stock: routing of purchases to home segments,
- * borrowing between segments, and the segment-wide preheat, switch, state
- * and settle operations (design in docs/segments.md). */
+/* segment.c - segmented stock on the blocking client: routing of purchases
+ * to home segments, the drivers of the borrow, preheat and settle walks
+ * (seg_borrow.h, seg_preheat.h, seg_settle.h), and the segment-wide
+ * switch and state (design in docs/segments.md). */
 #include "engine/segment.h"
 
 #include <inttypes.h>

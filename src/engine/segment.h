@@ -11,8 +11,11 @@
  * purchase ever spans two slots and no step needs compensation: a transfer
  * that was taken but never applied is rolled forward (sk_seg_settle).
  *
- * Blocking calls follow stock.h's convention: 0 when Redis answered, a
- * negative SK_E* code (details in r->errstr) when it did not. */
+ * The multi-step exchanges are written once without I/O (the borrow in
+ * seg_borrow.h, the preheat in seg_preheat.h, the settle in seg_settle.h);
+ * the calls here drive them on the blocking client, as serve drives them
+ * on the async one. They follow stock.h's convention: 0 when Redis
+ * answered, a negative SK_E* code (details in r->errstr) when it did not. */
 #ifndef SK_SEGMENT_H
 #define SK_SEGMENT_H
 #include <stddef.h>
@@ -61,7 +64,8 @@ int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t wan
 int sk_seg_move(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken);
 
 /* Preheat of every segment (shares of d->initial; a forced preheat keeps
- * what each segment's buyers hold and spreads the rest), then the base meta. */
+ * what each segment's buyers hold and spreads the rest), then the base
+ * meta: the walk of seg_preheat.h. */
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 int sk_seg_set_open(sk_redis *r, uint64_t activity_id, int segments, int open, int *rc);
 int sk_seg_state(sk_redis *r, uint64_t activity_id, int segments, struct sk_stock_state *st);
@@ -75,8 +79,8 @@ typedef int (*sk_seg_xout_fn)(sk_redis *r, uint64_t activity_id, const char *id,
 int sk_seg_xout_each(sk_redis *r, uint64_t activity_id, int seg, sk_seg_xout_fn fn, void *arg);
 /* Rolls forward every transfer that left a lender and was never applied
  * at its receiver (a borrower died between the two calls), and forgets
- * settled ones. *units: units it applied now. Safe at any time: applying
- * is idempotent per transfer id. */
+ * settled ones (the walk of seg_settle.h). *units: units it applied now.
+ * Safe at any time: applying is idempotent per transfer id. */
 int sk_seg_settle(sk_redis *r, uint64_t activity_id, int segments, int64_t *units);
 /* The same; a transfer to a fenced segment (docs/recovery.md) is left in
  * transit unless `recovering` (the recovery of that segment settles first). */
