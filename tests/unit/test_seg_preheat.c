@@ -39,8 +39,8 @@ static const char *state(char *b, size_t cap, int exists, int open, int held, co
     size_t n = (size_t)snprintf(b, cap, "*25\r\n");
     for (int i = 0; i < 18; i++)
         n += (size_t)snprintf(b + n, cap - n, ":%d\r\n", v[i]);
-    snprintf(b + n, cap - n, "$%zu\r\n%s\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n:0\r\n", strlen(fence),
-             fence);
+    snprintf(b + n, cap - n, "$%zu\r\n%s\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+             strlen(fence), fence);
     return b;
 }
 
@@ -117,8 +117,13 @@ SK_TEST(seg_settle_leaves_a_fenced_receiver_in_transit_and_fails_on_nonsense)
 
 static struct sk_stock_def def(int segments, int64_t initial)
 {
-    struct sk_stock_def d = {.id = 77, .initial = initial, .per_user_limit = 1, .max_per_order = 1,
-                             .start_ms = 1, .end_ms = 2, .segments = segments};
+    struct sk_stock_def d = {.id = 77,
+                             .initial = initial,
+                             .per_user_limit = 1,
+                             .max_per_order = 1,
+                             .start_ms = 1,
+                             .end_ms = 2,
+                             .segments = segments};
     return d;
 }
 
