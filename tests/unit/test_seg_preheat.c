@@ -55,7 +55,7 @@ SK_TEST(seg_settle_applies_each_transfer_in_transit_once_and_forgets_it)
     CHECK_STR(c.argv[0], "HGETALL");
     CHECK_STR(c.argv[1], "sk:{a1001.s0}:xout");
     /* one entry to segment 1, one whose receiver is out of range (kept) */
-    CHECK_EQ(settle_feed(&s, "*4\r\n$3\r\n0-7\r\n$8\r\n1:3:100\r\n$3\r\n0-8\r\n$4\r\n9:3\r\n"),
+    CHECK_EQ(settle_feed(&s, "*4\r\n$3\r\n0-7\r\n$7\r\n1:3:100\r\n$3\r\n0-8\r\n$3\r\n9:3\r\n"),
              SK_SETTLE_APPLY);
     sk_seg_settle_cmd(&s, &c);
     CHECK_EQ(c.script, SK_SCRIPT_XFER_IN);
