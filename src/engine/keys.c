@@ -89,6 +89,31 @@ void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEY
     keys[6] = k->xin;
 }
 
+void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])
+{
+    keys[0] = k->meta;
+    keys[1] = k->stock;
+    keys[2] = k->buyers;
+    keys[3] = k->released;
+    keys[4] = k->ledger;
+}
+
+void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS])
+{
+    keys[0] = k->meta;
+    keys[1] = k->stock;
+    keys[2] = k->buyers;
+}
+
+void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS])
+{
+    keys[0] = k->meta;
+    keys[1] = k->stock;
+    keys[2] = k->buyers;
+    keys[3] = k->orders;
+    keys[4] = k->dlq;
+}
+
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
 {
     keys[0] = k->meta;

@@ -56,6 +56,18 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
 #define SK_PURCHASE_NKEYS 7
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
 
+/* The KEYS of release.lua (meta stock buyers released ledger). */
+#define SK_RELEASE_NKEYS 5
+void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS]);
+
+/* The KEYS of preheat.lua (meta stock buyers). */
+#define SK_PREHEAT_NKEYS 3
+void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]);
+
+/* The KEYS of state.lua (meta stock buyers orders dlq). */
+#define SK_STATE_NKEYS 5
+void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS]);
+
 /* The KEYS of queue.lua (meta q pass stock), of the base key set. */
 #define SK_QUEUE_NKEYS 4
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);

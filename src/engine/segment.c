@@ -1,6 +1,7 @@
-/* segment.c - segmented stock: routing of purchases to home segments,
- * borrowing between segments, and the segment-wide preheat, switch, state
- * and settle operations (design in docs/segments.md). */
+/* segment.c - segmented stock on the blocking client: routing of purchases
+ * to home segments, the drivers of the borrow, preheat and settle walks
+ * (seg_borrow.h, seg_preheat.h, seg_settle.h), and the segment-wide
+ * switch and state (design in docs/segments.md). */
 #include "engine/segment.h"
 
 #include <inttypes.h>
@@ -10,6 +11,8 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "engine/seg_preheat.h"
+#include "engine/seg_settle.h"
 #include "engine/stock_int.h"
 #include "redis/script.h"
 
@@ -65,38 +68,6 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
     sum->adm += o->adm;
 }
 
-int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip)
-{
-    int best = -1;
-    for (int i = 0; i < segments; i++)
-        if (i != skip && stocks[i] > 0 && (best < 0 || stocks[i] > stocks[best])) best = i;
-    return best;
-}
-
-int sk_seg_lend_refusal_final(int rc)
-{
-    /* a fenced lender (docs/recovery.md): its stock may be units already
-     * sold; the borrowers retry once it is rebuilt */
-    return rc == SK_RC_CLOSED || rc == SK_RC_UNKNOWN_ACTIVITY || rc == SK_RC_BAD_ARGUMENT ||
-           rc == SK_RC_RECOVERING;
-}
-
-int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *id, int64_t *left)
-{
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
-        rep->element[0]->type != REDIS_REPLY_INTEGER ||
-        rep->element[1]->type != REDIS_REPLY_INTEGER ||
-        rep->element[2]->type != REDIS_REPLY_STRING ||
-        rep->element[3]->type != REDIS_REPLY_INTEGER || rep->element[2]->len >= SK_XFER_ID_MAX)
-        return SK_EPROTO;
-    *rc = (int)rep->element[0]->integer;
-    *taken = rep->element[1]->integer;
-    memcpy(id, rep->element[2]->str, rep->element[2]->len);
-    id[rep->element[2]->len] = 0;
-    *left = rep->element[3]->integer;
-    return 0;
-}
-
 /* ---- blocking ------------------------------------------------------------ */
 
 int sk_seg_count(sk_redis *r, uint64_t aid, int *segments)
@@ -118,55 +89,34 @@ int sk_seg_count(sk_redis *r, uint64_t aid, int *segments)
 }
 
 /* Stock of every segment in one pipelined round (each node in parallel on
- * a cluster); -1 for a segment without stock key. */
-static int scan(sk_redis *r, uint64_t aid, int segments, int64_t *stocks)
+ * a cluster): the SCAN step of the borrow protocol, blocking. */
+static int scan(sk_redis *r, uint64_t aid, struct sk_seg_stocks *st)
 {
-    struct sk_keys k;
-    for (int i = 0; i < segments; i++) {
-        sk_keys_seg(&k, aid, i);
-        const char *argv[] = {"GET", k.stock};
+    sk_seg_stocks_reset(st, st->segments);
+    for (int i = 0; i < st->segments; i++) {
+        struct sk_keys k;
+        const char *argv[2];
+        sk_seg_stocks_argv(aid, i, &k, argv);
         int rc = sk_redis_append(r, 2, argv, NULL);
         if (rc < 0) return rc;
     }
-    int err = 0;
-    for (int i = 0; i < segments; i++) {
+    for (int i = 0; i < st->segments; i++) {
         redisReply *rep;
         int rc = sk_redis_read(r, &rep);
         if (rc < 0) return rc;
-        if (rep->type == REDIS_REPLY_STRING)
-            stocks[i] = strtoll(rep->str, NULL, 10);
-        else if (rep->type == REDIS_REPLY_NIL)
-            stocks[i] = -1;
-        else
-            err = 1;
+        sk_seg_stocks_reply(st, i, rep);
         freeReplyObject(rep);
     }
-    return err ? sk_stock_proto(r, "GET stock") : 0;
-}
-
-int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
-                     const char *args[4])
-{
-    snprintf(buf[0], 24, "%d", to);
-    snprintf(buf[1], 24, "%" PRId64, want);
-    snprintf(buf[2], 24, "%" PRId64, epoch);
-    snprintf(buf[3], 24, "%" PRId64, adm > 0 ? adm : 0);
-    for (int i = 0; i < 4; i++)
-        args[i] = buf[i];
-    return epoch > 0 ? 4 : 2;
+    return st->failed ? sk_stock_proto(r, "GET stock") : 0;
 }
 
 int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64_t *taken, char *id,
                 int *trc_out)
 {
-    struct sk_keys k;
-    sk_keys_seg(&k, aid, from);
-    char a[4][24];
-    const char *args[4];
-    int nargs = sk_seg_lend_args(to, want, 0, 0, a, args);
-    const char *keys[] = {k.meta, k.stock, k.xout};
+    struct sk_seg_lend_cmd c;
+    sk_seg_lend_cmd(&c, aid, from, to, want, 0, 0);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, keys, nargs, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, c.keys, c.nargs, c.args, NULL, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -184,25 +134,27 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     return rc;
 }
 
-/* *applied: 1 applied now, 0 before, -1 refused because the receiver is
- * fenced (docs/recovery.md; only `recovering` lets it in). */
+/* Sends one command of a protocol step (seg_cmd.h) on the blocking
+ * client; *rep (may be set on failure) is the caller's to free. */
+static int run_cmd(sk_redis *r, struct sk_seg_cmd *c, redisReply **rep)
+{
+    *rep = NULL;
+    if (c->script == SK_SEG_CMD_PLAIN) return sk_redis_command(r, rep, c->argc, c->argv, NULL);
+    return sk_script_eval(r, (enum sk_script_id)c->script, c->nkeys, c->argv, c->nargs,
+                          c->argv + c->nkeys, NULL, rep);
+}
+
+/* The receiving half of a transfer; *applied as sk_seg_xfer_in_read. */
 static int xfer_in(sk_redis *r, uint64_t aid, int to, const char *id, int64_t qty, int recovering,
                    int *applied)
 {
-    struct sk_keys k;
-    sk_keys_seg(&k, aid, to);
-    char q[24];
-    snprintf(q, sizeof q, "%" PRId64, qty);
-    const char *keys[] = {k.meta, k.stock, k.xin};
-    const char *args[] = {id, q, "recover"};
-    int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_XFER_IN, 3, keys, recovering ? 3 : 2, args, v, 2);
-    if (rc == 0 && v[0] == SK_RC_RECOVERING) {
-        *applied = -1;
-        return 0;
-    }
-    if (rc == 0 && v[0] != SK_RC_TRANSFERRED) rc = sk_stock_proto(r, "xfer_in (refused)");
-    if (rc == 0) *applied = (int)v[1];
+    struct sk_seg_cmd c;
+    sk_seg_xfer_in_cmd(&c, aid, to, id, qty, recovering);
+    redisReply *rep;
+    int rc = run_cmd(r, &c, &rep);
+    if (rc == 0 && (rc = sk_seg_xfer_in_read(rep, applied)) < 0)
+        rc = sk_stock_proto(r, rc == SK_ESTATE ? "xfer_in (refused)" : "xfer_in");
+    if (rep) freeReplyObject(rep);
     return rc;
 }
 
@@ -215,59 +167,73 @@ int sk_seg_move(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     return xfer_in(r, aid, to, id, *taken, 0, &applied);
 }
 
-static int refused_by_stock(int rc)
+/* One step of a borrow (seg_borrow.h) on the blocking client. p: the
+ * borrow's purchases; idx, bp, br: room for b->n of each. */
+static int borrow_step(sk_redis *r, struct sk_borrow *b, const struct sk_rate_limits *rl,
+                       const struct sk_purchase *p, size_t *idx, struct sk_purchase *bp,
+                       struct sk_admission *br)
 {
-    return rc == SK_RC_SOLD_OUT || rc == SK_RC_INSUFFICIENT;
+    int rc = 0;
+    redisReply *rep = NULL;
+    struct sk_seg_lend_cmd c;
+    switch (b->step) {
+    case SK_BORROW_SCAN:
+        if ((rc = scan(r, b->aid, &b->stocks)) == 0) sk_borrow_scanned(b);
+        break;
+    case SK_BORROW_LEND:
+        /* no memory of the lender here: a blocking caller has no host memory */
+        sk_borrow_lend_cmd(b, 0, 0, &c);
+        rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, c.keys, c.nargs, c.args, NULL, &rep);
+        if (rc == 0) sk_borrow_lent(b, rep, 1);
+        break;
+    case SK_BORROW_READMIT: {
+        struct sk_keys k;
+        sk_keys_seg(&k, b->aid, b->home);
+        size_t m = sk_borrow_open(b, idx);
+        for (size_t j = 0; j < m; j++)
+            bp[j] = p[idx[j]];
+        struct sk_batch_head h = {
+            .label = k.label, .rl = rl, .xfer_id = b->xfer_id, .xfer_qty = b->xfer_qty};
+        int64_t left = -1;
+        if ((rc = sk_stock_batch_call(r, &k, &h, bp, m, br, &left)) == 0)
+            sk_borrow_readmitted(b, idx, m, br, left);
+        break;
+    }
+    default: break;
+    }
+    if (rep) freeReplyObject(rep);
+    if (rc == 0 && b->step == SK_BORROW_FAILED) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", b->errstr);
+        rc = r->err = SK_EPROTO;
+    }
+    return rc;
 }
 
 /* Borrowing for the purchases of one home segment (p/res, n of them) that
- * it could not serve: from the fullest other segment, then re-admitted at
- * home with the transfer applied; at most `segments` rounds. stocks holds
- * a fresh read of every segment for the first round. */
+ * it could not serve, driven to its end; stocks holds a fresh read of
+ * every segment for the first round and the last read after. */
 static int home_borrow(sk_redis *r, uint64_t aid, int segments, int home,
                        const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
-                       struct sk_admission *res, int64_t *stocks)
+                       struct sk_admission *res, struct sk_seg_stocks *stocks)
 {
-    struct sk_keys k;
-    sk_keys_seg(&k, aid, home);
+    int64_t *qty = malloc(n * sizeof *qty);
     size_t *idx = malloc(n * sizeof *idx);
     struct sk_purchase *bp = malloc(n * sizeof *bp);
     struct sk_admission *br = malloc(n * sizeof *br);
-    if (!idx || !bp || !br) {
-        free(idx), free(bp), free(br);
-        return r->err = SK_ENOMEM;
+    struct sk_borrow b = {0};
+    int rc = qty && idx && bp && br ? 0 : SK_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        qty[i] = p[i].quantity;
+    if (rc == 0) rc = sk_borrow_init(&b, aid, segments, home, n, qty, res, stocks);
+    if (rc < 0) r->err = rc;
+    while (rc == 0 && b.step != SK_BORROW_DONE && b.step != SK_BORROW_FAILED)
+        rc = borrow_step(r, &b, rl, p, idx, bp, br);
+    if (rc == 0) {
+        memcpy(res, b.res, n * sizeof *res);
+        *stocks = b.stocks;
     }
-    int rc = 0;
-    for (int round = 0; round < segments && rc == 0; round++) {
-        size_t m = 0;
-        int64_t want = 0;
-        for (size_t i = 0; i < n; i++)
-            if (refused_by_stock(res[i].rc)) {
-                idx[m] = i;
-                bp[m++] = p[i];
-                want += p[i].quantity;
-            }
-        if (m == 0) break;
-        if (round > 0 && (rc = scan(r, aid, segments, stocks)) < 0) break;
-        int from = sk_seg_pick_lender(stocks, segments, home);
-        if (from < 0) break; /* every other segment is empty: the refusals stand */
-        int64_t taken;
-        int trc;
-        char id[SK_XFER_ID_MAX];
-        if ((rc = sk_seg_lend(r, aid, from, home, want, &taken, id, &trc)) < 0) break;
-        if (sk_seg_lend_refusal_final(trc)) {
-            /* closed (or gone) since: that is the answer, not sold out */
-            for (size_t j = 0; j < m; j++)
-                res[idx[j]].rc = trc;
-            break;
-        }
-        if (taken == 0) continue; /* drained meanwhile: scan again */
-        struct sk_batch_head hx = {.label = k.label, .rl = rl, .xfer_id = id, .xfer_qty = taken};
-        if ((rc = sk_stock_batch_call(r, &k, &hx, bp, m, br, &stocks[home])) < 0) break;
-        for (size_t j = 0; j < m; j++)
-            res[idx[j]] = br[j];
-    }
-    free(idx), free(bp), free(br);
+    sk_borrow_free(&b);
+    free(qty), free(idx), free(bp), free(br);
     return rc;
 }
 
@@ -295,7 +261,7 @@ struct seg_batch {
     struct sk_admission *hr; /* their answers, in the same order */
     struct home_group g[SK_SEG_MAX];
     int ng;
-    int64_t stocks[SK_SEG_MAX]; /* -1: no stock key, or not read yet */
+    struct sk_seg_stocks stocks; /* -1: no stock key, or not read yet */
 };
 
 /* Appends the first admission call of group g to the pipeline. */
@@ -361,7 +327,7 @@ static int first_calls(struct seg_batch *sb)
         if (rc == 0 && sk_script_is_noscript(rep)) {
             noscript[j] = 1;
         } else if (rc == 0 &&
-                   sk_stock_batch_parse(rep, g->m, sb->hr + g->start, &sb->stocks[g->home]) < 0) {
+                   sk_stock_batch_parse(rep, g->m, sb->hr + g->start, &sb->stocks.v[g->home]) < 0) {
             snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
             rc = r->err = SK_EPROTO;
         }
@@ -377,23 +343,24 @@ static int first_calls(struct seg_batch *sb)
         sk_keys_seg(&k, sb->aid, g->home);
         struct sk_batch_head h = {.label = k.label, .rl = sb->rl};
         rc = sk_stock_batch_call(r, &k, &h, sb->hp + g->start, g->m, sb->hr + g->start,
-                                 &sb->stocks[g->home]);
+                                 &sb->stocks.v[g->home]);
     }
     return rc;
 }
 
 /* Step 3: what a home could not serve borrows; one read of every segment
- * first, and when all are empty the refusals stand without more calls. */
+ * first, shared by the homes' first rounds. */
 static int borrow_refused(struct seg_batch *sb)
 {
-    int rc = scan(sb->r, sb->aid, sb->segments, sb->stocks);
-    int any = 0;
-    for (int s = 0; s < sb->segments; s++)
-        any |= sb->stocks[s] > 0;
-    for (int j = 0; rc == 0 && any && j < sb->ng; j++) {
+    int rc = scan(sb->r, sb->aid, &sb->stocks);
+    for (int j = 0; rc == 0 && j < sb->ng; j++) {
         const struct home_group *g = &sb->g[j];
-        rc = home_borrow(sb->r, sb->aid, sb->segments, g->home, sb->rl, sb->hp + g->start, g->m,
-                         sb->hr + g->start, sb->stocks);
+        int open = 0;
+        for (size_t i = 0; i < g->m; i++)
+            open |= sk_seg_refused_by_stock(sb->hr[g->start + i].rc);
+        if (open)
+            rc = home_borrow(sb->r, sb->aid, sb->segments, g->home, sb->rl, sb->hp + g->start, g->m,
+                             sb->hr + g->start, &sb->stocks);
     }
     return rc;
 }
@@ -403,14 +370,11 @@ static int borrow_refused(struct seg_batch *sb)
 static int stock_left(struct seg_batch *sb, int scanned, int64_t *remaining)
 {
     int last = sb->ng > 0 ? sb->g[sb->ng - 1].home : -1;
-    *remaining = last >= 0 ? sb->stocks[last] : -1;
+    *remaining = last >= 0 ? sb->stocks.v[last] : -1;
     int rc = 0;
-    if (*remaining == 0 && !scanned && (rc = scan(sb->r, sb->aid, sb->segments, sb->stocks)) < 0)
+    if (*remaining == 0 && !scanned && (rc = scan(sb->r, sb->aid, &sb->stocks)) < 0)
         *remaining = -1;
-    if (rc == 0 && *remaining == 0) {
-        for (int s = 0; s < sb->segments; s++)
-            *remaining += sb->stocks[s] > 0 ? sb->stocks[s] : 0;
-    }
+    if (rc == 0 && *remaining == 0) *remaining = sk_seg_stocks_sum(&sb->stocks);
     return rc;
 }
 
@@ -426,15 +390,14 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
     sb.hp = malloc(n * sizeof *sb.hp);
     sb.hr = malloc(n * sizeof *sb.hr);
     if (!sb.idx || !sb.hp || !sb.hr) rc = r->err = SK_ENOMEM;
-    for (int s = 0; s < segments; s++)
-        sb.stocks[s] = -1;
+    sk_seg_stocks_reset(&sb.stocks, segments);
     if (rc == 0) {
         group_by_home(&sb, p);
         rc = first_calls(&sb);
     }
     int need = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
-        need |= refused_by_stock(sb.hr[i].rc);
+        need |= sk_seg_refused_by_stock(sb.hr[i].rc);
     if (rc == 0 && need) rc = borrow_refused(&sb);
     for (size_t i = 0; rc == 0 && i < n; i++)
         res[sb.idx[i]] = sb.hr[i];
@@ -445,116 +408,29 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
     return rc;
 }
 
-/* Base meta of a segmented activity: the definition and the segment count
- * (the routing mark), written last so routing starts when segments exist. */
-static int write_base(sk_redis *r, const struct sk_stock_def *d)
-{
-    struct sk_keys k;
-    sk_keys_for(&k, d->id);
-    redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep,
-                          "HSET %s id %" PRIu64 " segments %" PRId64 " initial %" PRId64
-                          " limit %" PRId64 " max_qty %" PRId64 " start_ms %" PRId64
-                          " end_ms %" PRId64 " open 0",
-                          k.meta, d->id, d->segments, d->initial, d->per_user_limit,
-                          d->max_per_order, d->start_ms, d->end_ms);
-    if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
-    freeReplyObject(rep);
-    if (rc < 0) return rc;
-    /* The waiting room's queue lives under the base tag (docs/waiting-room.md). */
-    if (d->wr_rate > 0)
-        rc = sk_redis_cmd(r, &rep, "HSET %s wr_rate %" PRId64 " wr_ttl %" PRId64 " wr_seed %s",
-                          k.meta, d->wr_rate, d->wr_ttl_s, d->wr_seed);
-    else
-        rc = sk_redis_cmd(r, &rep, "HDEL %s wr_rate wr_ttl wr_seed", k.meta);
-    if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_stock_proto(r, "HSET base meta");
-    freeReplyObject(rep);
-    return rc;
-}
-
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
                    int64_t *stock)
 {
-    int segs = (int)d->segments, have;
-    if (segs < 2 || segs > SK_SEG_MAX || d->initial < segs) {
-        *rc_out = SK_RC_BAD_ARGUMENT;
-        return 0;
+    struct sk_seg_preheat p;
+    sk_seg_preheat_init(&p, d, force);
+    int rc = 0;
+    while (rc == 0 && p.step != SK_SPH_DONE && p.step != SK_SPH_FAILED) {
+        struct sk_seg_cmd c;
+        redisReply *rep;
+        sk_seg_preheat_cmd(&p, &c);
+        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_preheat_feed(&p, rep);
+        if (rep) freeReplyObject(rep);
     }
-    int rc = sk_seg_count(r, d->id, &have);
-    if (rc < 0) return rc;
-    /* a changed segment count would strand stock in the old segments */
-    if (have > 1 && have != segs) {
-        *rc_out = SK_RC_BAD_ARGUMENT;
-        return 0;
+    if (rc == 0 && p.step == SK_SPH_FAILED) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", p.errstr);
+        rc = r->err = SK_EPROTO;
     }
-    /* A forced preheat restarts the transfer counters: finish transfers a
-     * dead borrower left half done first, or settling one later would add
-     * its units on top of the new shares. */
-    int64_t settled;
-    if (force && have > 1 && (rc = sk_seg_settle(r, d->id, segs, &settled)) < 0) return rc;
-    int64_t held[SK_SEG_MAX], total_held = 0;
-    for (int s = 0; s < segs; s++) {
-        struct sk_keys k;
-        sk_keys_seg(&k, d->id, s);
-        struct sk_stock_state st;
-        if ((rc = sk_stock_state_keys(r, &k, &st)) < 0) return rc;
-        /* a segment being rebuilt, or gone while the database holds orders:
-         * rebuilt from the orders instead (docs/recovery.md), before
-         * anything is written */
-        if (st.fenced || (!st.exists && d->db_held > 0)) {
-            *rc_out = SK_RC_RECOVERING;
-            if (stock) *stock = -1;
-            return 0;
-        }
-        if (st.exists && st.open && force) {
-            *rc_out = SK_RC_IS_OPEN;
-            if (stock) *stock = st.remaining;
-            return 0;
-        }
-        held[s] = st.exists ? st.held : 0;
-        total_held += held[s];
+    if (rc == 0) {
+        *rc_out = p.rc;
+        if (stock && p.has_stock) *stock = p.stock;
     }
-    if (force && d->initial < total_held) {
-        *rc_out = SK_RC_BELOW_SOLD;
-        if (stock) *stock = -1;
-        return 0;
-    }
-    int64_t sum = 0;
-    int any_new = 0;
-    *rc_out = SK_RC_STOCK_LIVE;
-    for (int s = 0; s < segs; s++) {
-        struct sk_stock_def sd = *d;
-        /* forced: each segment keeps what its buyers hold, the rest is shared */
-        sd.initial = force ? held[s] + sk_seg_share(d->initial - total_held, segs, s)
-                           : sk_seg_share(d->initial, segs, s);
-        char a[SK_PREHEAT_ARGC][24];
-        const char *args[SK_PREHEAT_ARGC];
-        int nargs = sk_stock_preheat_args(&sd, force, a, args);
-        snprintf(a[9], sizeof a[9], "%d", s);
-        snprintf(a[10], sizeof a[10], "%d", segs);
-        /* every segment was checked above: none is gone with orders held */
-        a[11][0] = 0;
-        struct sk_keys k;
-        sk_keys_seg(&k, d->id, s);
-        const char *keys[] = {k.meta, k.stock, k.buyers};
-        int64_t v[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2)) < 0)
-            return rc;
-        int prc = (int)v[0];
-        sum += v[1];
-        if (prc == SK_RC_PREHEATED)
-            any_new = 1;
-        else if (prc != SK_RC_STOCK_LIVE) {
-            *rc_out = prc;
-            if (stock) *stock = -1;
-            return 0;
-        }
-    }
-    if (any_new) *rc_out = SK_RC_PREHEATED;
-    if (stock) *stock = sum;
-    return any_new ? write_base(r, d) : 0;
+    sk_seg_preheat_free(&p);
+    return rc;
 }
 
 int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_out)
@@ -626,7 +502,7 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
         int to;
         int64_t qty;
         if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-            sscanf(v->str, "%d:%" SCNd64, &to, &qty) != 2)
+            sk_seg_xout_parse(v->str, &to, &qty) < 0)
             continue; /* not ours to judge: left for an operator */
         int del = fn(r, aid, id->str, to, qty, arg);
         if (del < 0) {
@@ -640,31 +516,23 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
     return rc;
 }
 
-struct settle {
-    int segments, recovering;
-    int64_t units;
-};
-
-/* A lending half found: its receiving half applied (at most once), then
- * the record goes. */
-static int settle_one(sk_redis *r, uint64_t aid, const char *id, int to, int64_t qty, void *arg)
-{
-    struct settle *st = arg;
-    if (to < 0 || to >= st->segments || qty < 1) return 0; /* left for an operator */
-    int applied = 0;
-    int rc = xfer_in(r, aid, to, id, qty, st->recovering, &applied);
-    if (rc < 0) return rc;
-    if (applied < 0) return 0; /* fenced receiver: its recovery settles it */
-    if (applied) st->units += qty;
-    return 1;
-}
-
 int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
 {
-    struct settle st = {segments, recovering, 0};
+    struct sk_seg_settle st;
+    sk_seg_settle_init(&st, aid, segments, recovering);
     int rc = 0;
-    for (int s = 0; s < segments && rc == 0; s++)
-        rc = sk_seg_xout_each(r, aid, s, settle_one, &st);
+    while (rc == 0 && st.step != SK_SETTLE_DONE && st.step != SK_SETTLE_FAILED) {
+        struct sk_seg_cmd c;
+        redisReply *rep;
+        sk_seg_settle_cmd(&st, &c);
+        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_settle_feed(&st, rep);
+        if (rep) freeReplyObject(rep);
+    }
+    if (rc == 0 && st.step == SK_SETTLE_FAILED) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", st.errstr);
+        rc = r->err = SK_EPROTO;
+    }
     *units = st.units;
+    sk_seg_settle_free(&st);
     return rc;
 }

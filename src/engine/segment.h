@@ -11,18 +11,20 @@
  * purchase ever spans two slots and no step needs compensation: a transfer
  * that was taken but never applied is rolled forward (sk_seg_settle).
  *
- * Blocking calls follow stock.h's convention: 0 when Redis answered, a
- * negative SK_E* code (details in r->errstr) when it did not. */
+ * The multi-step exchanges are written once without I/O (the borrow in
+ * seg_borrow.h, the preheat in seg_preheat.h, the settle in seg_settle.h);
+ * the calls here drive them on the blocking client, as serve drives them
+ * on the async one. They follow stock.h's convention: 0 when Redis
+ * answered, a negative SK_E* code (details in r->errstr) when it did not. */
 #ifndef SK_SEGMENT_H
 #define SK_SEGMENT_H
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engine/keys.h"
+#include "engine/seg_borrow.h" /* the borrow protocol, SK_SEG_MAX */
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
-
-#define SK_SEG_MAX 256
 
 /* ---- pure ---------------------------------------------------------------- */
 
@@ -33,16 +35,6 @@ int sk_seg_home(uint64_t user_id, int segments);
 int64_t sk_seg_share(int64_t initial, int segments, int seg);
 /* Adds one segment's state into *sum (first: sum starts as a copy). */
 void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *one, int first);
-/* The fullest segment other than skip by stocks[] (-1 entries are
- * unknown), or -1 when none has stock. */
-int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip);
-/* 1 when a lender's refusal answers the borrowing purchases (the sale is
- * closed, or gone, or the lender is fenced while its stock is rebuilt),
- * 0 when it only means "look elsewhere" (sold out). */
-int sk_seg_lend_refusal_final(int rc);
-/* A transfer.lua reply -> rc, units taken, id (cap SK_XFER_ID_MAX), stock
- * left at the lender. Returns 0 or SK_EPROTO. */
-int sk_seg_transfer_parse(const redisReply *rep, int *rc, int64_t *taken, char *id, int64_t *left);
 
 /* ---- blocking ------------------------------------------------------------ */
 
@@ -66,19 +58,14 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
  * half is a purchase_batch call carrying the id, or sk_seg_settle. */
 int sk_seg_lend(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken,
                 char *id, int *rc);
-/* transfer.lua's ARGV (shared with the async service); epoch/adm: what the
- * caller saw last of the lender (docs/recovery.md; epoch 0: nothing).
- * Returns the count (2 or 4). */
-int sk_seg_lend_args(int to, int64_t want, int64_t epoch, int64_t adm, char buf[4][24],
-                     const char *args[4]);
-
 /* Moves units from segment `from` to segment `to`: the lending half
  * (transfer.lua), then the receiving half (xfer_in.lua). *taken: units
  * moved (0 when the lender had none or the sale is closed). */
 int sk_seg_move(sk_redis *r, uint64_t activity_id, int from, int to, int64_t want, int64_t *taken);
 
 /* Preheat of every segment (shares of d->initial; a forced preheat keeps
- * what each segment's buyers hold and spreads the rest), then the base meta. */
+ * what each segment's buyers hold and spreads the rest), then the base
+ * meta: the walk of seg_preheat.h. */
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 int sk_seg_set_open(sk_redis *r, uint64_t activity_id, int segments, int open, int *rc);
 int sk_seg_state(sk_redis *r, uint64_t activity_id, int segments, struct sk_stock_state *st);
@@ -92,8 +79,8 @@ typedef int (*sk_seg_xout_fn)(sk_redis *r, uint64_t activity_id, const char *id,
 int sk_seg_xout_each(sk_redis *r, uint64_t activity_id, int seg, sk_seg_xout_fn fn, void *arg);
 /* Rolls forward every transfer that left a lender and was never applied
  * at its receiver (a borrower died between the two calls), and forgets
- * settled ones. *units: units it applied now. Safe at any time: applying
- * is idempotent per transfer id. */
+ * settled ones (the walk of seg_settle.h). *units: units it applied now.
+ * Safe at any time: applying is idempotent per transfer id. */
 int sk_seg_settle(sk_redis *r, uint64_t activity_id, int segments, int64_t *units);
 /* The same; a transfer to a fenced segment (docs/recovery.md) is left in
  * transit unless `recovering` (the recovery of that segment settles first). */

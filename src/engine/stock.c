@@ -257,24 +257,43 @@ int sk_stock_eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char 
     return 0;
 }
 
+void sk_stock_release_call(struct sk_release_call *c, uint64_t aid, const char *order_id,
+                           uint64_t uid, int64_t qty)
+{
+    /* released where it was admitted: the key set its id names (the
+     * script refuses an id that does not start with the label) */
+    if (sk_keys_for_order(&c->k, order_id) < 0 || c->k.activity_id != aid) sk_keys_for(&c->k, aid);
+    sk_keys_release(&c->k, c->keys);
+    snprintf(c->buf[0], sizeof c->buf[0], "%" PRIu64, uid);
+    snprintf(c->buf[1], sizeof c->buf[1], "%" PRId64, qty);
+    c->args[0] = c->k.label;
+    c->args[1] = order_id;
+    c->args[2] = c->buf[0];
+    c->args[3] = c->buf[1];
+}
+
+int sk_stock_release_parse(const redisReply *rep, int *rc, int64_t *given)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || !is_int(rep->element[0]) ||
+        !is_int(rep->element[1]))
+        return SK_EPROTO;
+    *rc = (int)rep->element[0]->integer;
+    *given = rep->element[1]->integer;
+    return 0;
+}
+
 int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t uid, int64_t qty,
                      int *rc_out, int64_t *given)
 {
-    /* the order id names its segment; another activity's id is refused by
-     * the script (it does not start with this label) */
-    struct sk_keys k;
-    if (sk_keys_for_order(&k, order_id) < 0 || k.activity_id != aid) sk_keys_for(&k, aid);
-    char a[2][U64_DIGITS];
-    snprintf(a[0], sizeof a[0], "%" PRIu64, uid);
-    snprintf(a[1], sizeof a[1], "%" PRId64, qty);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
-    const char *args[] = {k.label, order_id, a[0], a[1]};
-    int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RELEASE, 5, keys, 4, args, v, 2);
-    if (rc < 0) return rc;
-    *rc_out = (int)v[0];
-    if (given) *given = v[1];
-    return 0;
+    struct sk_release_call c;
+    sk_stock_release_call(&c, aid, order_id, uid, qty);
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, 4, c.args, NULL, &rep);
+    int64_t g = 0;
+    if (rc == 0 && sk_stock_release_parse(rep, rc_out, &g) < 0) rc = sk_stock_proto(r, "release");
+    if (rep) freeReplyObject(rep);
+    if (rc == 0 && given) *given = g;
+    return rc;
 }
 
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
@@ -316,9 +335,10 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
     char a[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(d, force, a, args);
-    const char *keys[] = {k.meta, k.stock, k.buyers};
+    const char *keys[SK_PREHEAT_NKEYS];
+    sk_keys_preheat(&k, keys);
     int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, v, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_PREHEAT, SK_PREHEAT_NKEYS, keys, nargs, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (stock) *stock = v[1];
@@ -401,10 +421,10 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
 
 int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
 {
-    const struct sk_keys *k = kp;
-    const char *keys[] = {k->meta, k->stock, k->buyers, k->orders, k->dlq};
+    const char *keys[SK_STATE_NKEYS];
+    sk_keys_state(kp, keys);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL, &rep);
     if (rc == 0 && sk_stock_state_parse(rep, st) < 0) rc = sk_stock_proto(r, "state");
     if (rep) freeReplyObject(rep);
     return rc;

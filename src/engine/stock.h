@@ -109,6 +109,19 @@ void sk_stock_batch_seen(const redisReply *rep, size_t n, int64_t *epoch, int64_
  * UNKNOWN_ACTIVITY or BAD_ARGUMENT. *given: units actually added back (capped at initial). */
 int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, uint64_t user_id,
                      int64_t quantity, int *rc, int64_t *given);
+/* The release.lua call of that release (shared with the async service):
+ * the key set the order id names (an id of another activity: the
+ * activity's own, whose script refuses it), its KEYS and ARGV. Pure. */
+struct sk_release_call {
+    struct sk_keys k;
+    const char *keys[SK_RELEASE_NKEYS];
+    char buf[2][24];
+    const char *args[4];
+};
+void sk_stock_release_call(struct sk_release_call *c, uint64_t activity_id, const char *order_id,
+                           uint64_t user_id, int64_t quantity);
+/* Its reply -> *rc and *given. Returns 0 or SK_EPROTO. Pure. */
+int sk_stock_release_parse(const redisReply *rep, int *rc, int64_t *given);
 
 struct sk_stock_def {
     uint64_t id;

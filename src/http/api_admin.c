@@ -18,6 +18,7 @@
 #include "core/rand.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
+#include "engine/seg_preheat.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "http/act_defs.h"
@@ -37,11 +38,9 @@ struct op {
     uint64_t id;
     struct sk_activity act;
     int force;
-    op_next_fn next;         /* what follows the definition read */
-    char state[16];          /* the state to record after a switch or preheat */
-    struct sk_stock_def def; /* a segmented preheat's, for its pool thread */
-    int prc;                 /* its answer (an SK_RC_* code, or -1) */
-    char err[256];           /* the store's failure, for the log line on the loop */
+    op_next_fn next; /* what follows the definition read */
+    char state[16];  /* the state to record after a switch or preheat */
+    char err[256];   /* the store's failure, for the log line on the loop */
 };
 
 static struct op *op_alloc(struct sk_app *app, h2o_req_t *req, enum sk_route route)
@@ -203,8 +202,9 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
                                 sl);
         } else {
             sk_keys_seg(&k, o->act.id, i);
-            const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL,
+            const char *keys[SK_STATE_NKEYS];
+            sk_keys_state(&k, keys);
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
                                 on_seg_state, sl);
         }
         sk_fanout_sent(&so->f, rc);
@@ -548,45 +548,67 @@ static void on_preheat(void *data, redisReply *rep)
 
 static void preheat_next(struct op *o);
 
-/* A segmented preheat is S+1 scripts in order (each segment's preheat
- * needs what its buyers hold): it runs on a pool thread with a blocking
- * Redis client of its own, never on the event loop. The route is rare, so
- * the connection is made per call. Always returns 0: the answer is o->prc. */
-static int seg_preheat_run(sk_store *st, void *ctx)
+/* A segmented preheat is a walk of ordered steps (engine/seg_preheat.h:
+ * each segment's share needs what its buyers hold, a forced one settles
+ * the transfers in transit first), driven here on the async client one
+ * command at a time: 2S+3 round trips or so, none of them blocking the
+ * loop. The same walk runs on the blocking client (sk_seg_preheat: the
+ * CLI, the tests). */
+struct seg_preheat {
+    struct op *o;
+    struct sk_seg_preheat p;
+};
+
+static void seg_preheat_send(struct seg_preheat *sp);
+
+/* The walk ended (or Redis did not answer: why): answers o, frees sp. */
+static void seg_preheat_end(struct seg_preheat *sp, const char *why)
 {
-    (void)st;
-    struct op *o = ctx;
-    const struct sk_config *cfg = &o->app->cfg; /* read-only after start */
-    sk_redis *r;
-    o->prc = -1;
-    if (sk_redis_new(&r, cfg->redis, cfg->redis_timeout_ms, cfg->redis_timeout_ms, o->err,
-                     sizeof o->err) < 0)
-        return 0;
-    if (!cfg->redis_functions) r->fn = SK_FN_OFF;
-    if (sk_stock_preheat(r, &o->def, o->force, &o->prc, NULL) < 0) {
-        snprintf(o->err, sizeof o->err, "%s", r->errstr);
-        o->prc = -1;
-    }
-    sk_redis_free(r);
-    return 0;
+    struct op *o = sp->o;
+    int rc = !why && sp->p.step == SK_SPH_DONE ? sp->p.rc : -1;
+    if (rc < 0) sk_log(SK_LOG_ERROR, "preheat of %" PRIu64 ": %s", o->id, why ? why : sp->p.errstr);
+    sk_seg_preheat_free(&sp->p);
+    free(sp);
+    reply_preheat(o, rc);
 }
 
-static void seg_preheat_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+static void on_seg_preheat(void *data, redisReply *rep)
 {
-    struct op *o = ctx;
-    if (rc == 0 && o->prc < 0) sk_log(SK_LOG_ERROR, "preheat of %" PRIu64 ": %s", o->id, o->err);
-    if (req && rc < 0) {
-        sk_http_db_error(app, req, o->route, rc, "preheat: no pool thread in time");
-    } else if (req) {
-        sk_async_begin(app, &o->a, req, o->route);
-        reply_preheat(o, o->prc);
+    struct seg_preheat *sp = data;
+    if (!rep) {
+        seg_preheat_end(sp, "redis did not answer");
         return;
-    } else if (rc == 0 && o->prc == SK_RC_PREHEATED) {
-        /* the client left or was answered 503: the preheat happened all the same */
-        snprintf(o->state, sizeof o->state, "preheated");
-        if (sk_store_bg(app, 0, state_run, state_bg_done, o) == 0) return;
     }
-    free(o);
+    sk_seg_preheat_feed(&sp->p, rep);
+    seg_preheat_send(sp);
+}
+
+static void seg_preheat_send(struct seg_preheat *sp)
+{
+    if (sp->p.step == SK_SPH_DONE || sp->p.step == SK_SPH_FAILED) {
+        seg_preheat_end(sp, NULL);
+        return;
+    }
+    struct sk_seg_cmd c;
+    sk_seg_preheat_cmd(&sp->p, &c);
+    sk_aredis *ar = sp->o->app->redis;
+    int rc = c.script == SK_SEG_CMD_PLAIN
+                 ? sk_aredis_command(ar, on_seg_preheat, sp, c.argc, c.argv, NULL)
+                 : sk_aredis_eval(ar, (enum sk_script_id)c.script, c.nkeys, c.argv, c.nargs,
+                                  c.argv + c.nkeys, NULL, on_seg_preheat, sp);
+    if (rc < 0) seg_preheat_end(sp, "redis is unreachable");
+}
+
+static void seg_preheat_start(struct op *o, const struct sk_stock_def *d)
+{
+    struct seg_preheat *sp = malloc(sizeof *sp);
+    if (!sp) {
+        reply_preheat(o, -1);
+        return;
+    }
+    sp->o = o;
+    sk_seg_preheat_init(&sp->p, d, o->force);
+    seg_preheat_send(sp);
 }
 
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -614,12 +636,7 @@ static void preheat_next(struct op *o)
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
     if (a.segments > 1) {
-        h2o_req_t *req = op_end(o);
-        o->def = d;
-        if (req)
-            sk_store_call(app, req, o->route, seg_preheat_run, seg_preheat_done, o);
-        else
-            free(o);
+        seg_preheat_start(o, &d);
         return;
     }
     struct sk_keys k;
@@ -627,9 +644,10 @@ static void preheat_next(struct op *o)
     char v[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
-    const char *keys[] = {k.meta, k.stock, k.buyers};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, 3, keys, nargs, args, NULL, on_preheat, o) <
-        0)
+    const char *keys[SK_PREHEAT_NKEYS];
+    sk_keys_preheat(&k, keys);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PREHEAT, SK_PREHEAT_NKEYS, keys, nargs, args, NULL,
+                       on_preheat, o) < 0)
         on_preheat(o, NULL);
 }
 
@@ -791,8 +809,10 @@ static void stats_next(struct op *o)
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_stats, o) < 0)
+    const char *keys[SK_STATE_NKEYS];
+    sk_keys_state(&k, keys);
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
+                       on_stats, o) < 0)
         on_stats(o, NULL);
 }
 

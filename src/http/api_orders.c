@@ -22,6 +22,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/order_id.h"
+#include "engine/stock.h"
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/order_marks.h"
@@ -359,11 +360,9 @@ static void on_release(void *data, redisReply *rep)
     struct sk_app *app = op->app;
     int rc = -1;
     int64_t given = 0;
-    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-        rep->element[0]->type == REDIS_REPLY_INTEGER &&
-        rep->element[1]->type == REDIS_REPLY_INTEGER) {
-        rc = (int)rep->element[0]->integer;
-        given = rep->element[1]->integer;
+    if (sk_stock_release_parse(rep, &rc, &given) < 0) {
+        rc = -1;
+        given = 0;
     }
     int released = rc == SK_RC_RELEASED || rc == SK_RC_ALREADY_RELEASED;
     if (!released)
@@ -393,17 +392,11 @@ static void release(struct sk_app *app, h2o_req_t *req, struct order_op *op)
         sk_async_begin(app, &op->a, req, op->route);
         op->waiting = 1;
     }
-    /* released where it was admitted: the key set its id names (release.lua
-     * refuses an id that does not start with the label) */
-    struct sk_keys k;
-    if (sk_keys_for_order(&k, cr->order.order_id) < 0 || k.activity_id != cr->order.activity_id)
-        sk_keys_for(&k, cr->order.activity_id);
-    char user[24], qty[24];
-    snprintf(user, sizeof user, "%" PRIu64, cr->order.user_id);
-    snprintf(qty, sizeof qty, "%" PRId64, cr->order.quantity);
-    const char *keys[] = {k.meta, k.stock, k.buyers, k.released, k.ledger};
-    const char *args[] = {k.label, cr->order.order_id, user, qty};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, 5, keys, 4, args, NULL, on_release, op) < 0)
+    struct sk_release_call c;
+    sk_stock_release_call(&c, cr->order.activity_id, cr->order.order_id, cr->order.user_id,
+                          cr->order.quantity);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, 4, c.args, NULL,
+                       on_release, op) < 0)
         on_release(op, NULL);
 }
 

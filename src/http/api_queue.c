@@ -24,6 +24,7 @@
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
+#include "http/purchase_soldout.h"
 #include "http/store_call.h"
 
 /* One join or poll waiting for its batch's answer (heap; owned by the

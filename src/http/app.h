@@ -1,7 +1,7 @@
 /* app.h - internal header of `seckill serve`: the state of one event-loop
  * process, shared by the core (http_server.c), the route handlers (api_*.c,
- * ops_view.c) and the files of src/http that serve them. Not part of any
- * public interface. */
+ * purchase_*.c, ops_view.c) and the files of src/http that serve them. Not
+ * part of any public interface. */
 #ifndef SK_APP_H
 #define SK_APP_H
 #include <stddef.h>
@@ -170,14 +170,6 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
  * may move the entries: pointers from before are stale. */
 enum { SK_ACT_FIND = 0, SK_ACT_MAKE = 1, SK_ACT_KNOWN = 2 };
 struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
-
-/* End of a loop pass: send the batches collected in it. */
-void sk_purchase_flush(struct sk_app *app);
-/* Periodic: re-check sold-out activities so released stock sells again. */
-void sk_purchase_tick(struct sk_app *app);
-/* Marks an activity sold out in this process (the sold-out fast path; the
- * tick re-checks it). */
-void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t activity_id);
 
 /* End of a loop pass: send the queue calls collected in it (api_queue.c). */
 void sk_queue_flush(struct sk_app *app);

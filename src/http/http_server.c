@@ -32,6 +32,8 @@
 #include "http/cors_http.h"
 #include "http/http_body.h"
 #include "http/order_marks.h"
+#include "http/purchase_batch.h"
+#include "http/purchase_soldout.h"
 #include "http/reload.h"
 #include "http/store_call.h"
 

@@ -1,6 +1,7 @@
 /* resp_bytes.h - a Redis reply parsed from RESP bytes by hiredis's reader,
- * for the unit tests of the I/O-free protocol code (handshake, Sentinels):
- * the replies a transport would hand it, without a server. */
+ * for the unit tests of the I/O-free protocol code (handshake, Sentinels,
+ * the segment borrow and preheat): the replies a transport would hand it,
+ * without a server. */
 #ifndef SK_TEST_RESP_BYTES_H
 #define SK_TEST_RESP_BYTES_H
 #include <hiredis.h>
