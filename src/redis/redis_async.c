@@ -480,6 +480,22 @@ static void on_role(void *data, redisReply *rep)
         char why[96];
         snprintf(why, sizeof why, "not a master (ROLE %.40s)", role);
         connection_lost(ar, why);
+        return;
+    }
+    /* WAIT N below the master's replicas promises nothing across a
+     * failover: the promoted replica may be one that did not acknowledge,
+     * and after a live master's failover its other replicas acknowledge
+     * its writes until the Sentinels move them (docs/failover.md) */
+    size_t nrep = rep->elements > 2 && rep->element[2]->type == REDIS_REPLY_ARRAY
+                      ? rep->element[2]->elements
+                      : 0;
+    if (ar->opts.sync_replicas > 0 && nrep > (size_t)ar->opts.sync_replicas && !ar->sync_warned) {
+        ar->sync_warned = 1;
+        sk_log(SK_LOG_WARN,
+               "redis %.64s:%d: --sync-replicas %d but the master has %zu replicas: a failover "
+               "can lose purchases answered 200; set it to the number of replicas "
+               "(docs/failover.md)",
+               ar->url.host, ar->url.port, ar->opts.sync_replicas, nrep);
     }
 }
 
