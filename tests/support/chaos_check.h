@@ -11,7 +11,7 @@
  *     that id, e.g. an id handed out twice by two masters);
  *   - none twice: an order id answered 200 to one Idempotency-Key only, a
  *     key answered with one order id only, and no user holds more orders
- *     of an activity than the keys they used there (a key that bought
+ *     (not cancelled) of an activity than the keys they used there (a key that bought
  *     twice); an order no 200 announced belongs to a user who had an
  *     attempt without a definite answer (503, or none), else a phantom;
  *   - no oversell (units held <= stock), no user over the limit, in the
