@@ -6,7 +6,8 @@
  * Redis Cluster (three masters, three replicas), every data node with
  * `appendonly yes`, `appendfsync always`. The database is a parameter
  * (CHAOS_STORE: postgres, the default, or sqlite; support/chaos_store.h).
- * Two serve nodes under `--sync-replicas 1`, each a supervisor with two
+ * Two serve nodes under `--sync-replicas` of every replica (2 on Sentinel, 1 on
+ * Cluster: WAIT N below the replicas cannot promise, docs/failover.md), each a supervisor with two
  * HTTP processes: A is `--role all` (its third child is the order worker,
  * with the sweeper, the periodic reconcile and the sampler of /metrics), B
  * is `--role api`, so the two nodes share neither the rollback guard's
@@ -269,7 +270,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
                           "--processes",
                           "2",
                           "--sync-replicas",
-                          "1",
+                          c->cluster ? "1" : "2",
                           "--redis-timeout-ms",
                           "1000",
                           NULL};
@@ -835,6 +836,12 @@ static void chaos_run(int cluster)
         char cmd[1200];
         snprintf(cmd, sizeof cmd, "cp '%s' '%s/serve-%c.log'", c->sv[sv].log, keep, 'A' + sv);
         if (system(cmd) != 0) printf("    # could not keep %s\n", c->sv[sv].log);
+    }
+    if (keep && *keep && !cluster) {
+        /* the Sentinels' and the data nodes' logs: who was promoted when */
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/sentinel'", c->ss.dir, keep);
+        if (system(cmd) != 0) printf("    # could not keep %s\n", c->ss.dir);
     }
     check_logs(c);
     CHECK_MSG(drained, "the worker did not drain (CHAOS_SEED=%" PRIu64 ")", c->seed);

@@ -117,6 +117,10 @@ SK_TEST(chaos_check_passes_a_clean_sale_and_names_every_broken_promise)
     run(&f, &rep, 0);
     CHECK_EQ(rep.found[CF_MISSING], 2);
     CHECK(strstr(rep.example[CF_MISSING], f.oid[0]) != NULL);
+    /* every missing 200 listed: the summary by attempt and serve, then it */
+    CHECK_MSG(strstr(rep.missing, "missing: 1 answered 200") && strstr(rep.missing, "#1 1") &&
+                  strstr(rep.missing, f.oid[0]),
+              "%s", rep.missing);
     CHECK_EQ(rep.found[CF_MISMATCH], 1);
     CHECK(rep.found[CF_STOCK] >= 1);     /* Redis holds a unit the database does not */
     CHECK(rep.found[CF_RECONCILE] >= 1); /* and reconcile says so */

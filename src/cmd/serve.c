@@ -95,6 +95,7 @@ static int usage(FILE *f)
         "--sync-replicas N (default 0): a purchase is answered 200 only once WAIT says N\n"
         "replicas acknowledged its admission (within --sync-timeout-ms, default 100); else\n"
         "503 unconfirmed with Retry-After (docs/failover.md says what WAIT promises).\n"
+        "Set N to the number of replicas: below it a failover can lose a 200.\n"
         "--redis-functions on (default): the scripts as one Redis Functions library\n"
         "(FCALL) when the server has Functions; off: EVALSHA.\n"
         "The HTTP processes never wait for the database on their event loop: each has\n"

@@ -42,6 +42,14 @@ const char *sk_handshake_role(const redisReply *rep)
     return "unknown";
 }
 
+size_t sk_handshake_replicas(const redisReply *rep)
+{
+    if (strcmp(sk_handshake_role(rep), "master") != 0) return 0;
+    return rep->elements > 2 && rep->element[2]->type == REDIS_REPLY_ARRAY
+               ? rep->element[2]->elements
+               : 0;
+}
+
 int sk_handshake_check(const struct sk_handshake *h, int i, const redisReply *rep, char *why,
                        size_t cap)
 {

@@ -44,4 +44,7 @@ int sk_handshake_check(const struct sk_handshake *h, int i, const redisReply *re
  * "unknown" for anything else (static or inside rep). */
 const char *sk_handshake_role(const redisReply *rep);
 
+/* How many replicas a master's ROLE answer lists (0 for any other). */
+size_t sk_handshake_replicas(const redisReply *rep);
+
 #endif

@@ -437,7 +437,23 @@ static void on_handshake_step(void *data, redisReply *rep)
     int i = st->i;
     if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
     char why[160];
-    if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) connection_lost(ar, why);
+    if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) {
+        connection_lost(ar, why);
+        return;
+    }
+    /* WAIT N below the master's replicas promises nothing across a
+     * failover: the promoted replica may be one that did not acknowledge,
+     * and after a live master's failover its other replicas acknowledge
+     * its writes until the Sentinels move them (docs/failover.md) */
+    size_t nrep = strcmp(ar->hs.argv[i][0], "ROLE") ? 0 : sk_handshake_replicas(rep);
+    if (ar->opts.sync_replicas > 0 && nrep > (size_t)ar->opts.sync_replicas && !ar->sync_warned) {
+        ar->sync_warned = 1;
+        sk_log(SK_LOG_WARN,
+               "redis %.64s:%d: --sync-replicas %d but the master has %zu replicas: a failover "
+               "can lose purchases answered 200; set it to the number of replicas "
+               "(docs/failover.md)",
+               ar->url.host, ar->url.port, ar->opts.sync_replicas, nrep);
+    }
 }
 
 /* The answer to SCRIPT LOAD: an error aborts the connection. */

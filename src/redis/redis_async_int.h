@@ -71,6 +71,7 @@ struct sk_aredis {
     size_t nheld, capheld;
     int acked;         /* for the callback being run: WAIT's count, -1 none */
     unsigned readonly; /* READONLY answers seen (a demoted master) */
+    int sync_warned;   /* told once that --sync-replicas is below the master's replicas */
     /* replies that answer no command (pub/sub messages); NULL: an error */
     sk_aredis_cb push_cb;
     void *push_data;

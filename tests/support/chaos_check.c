@@ -239,6 +239,60 @@ static void longest_gap(const int64_t *t, size_t n, int64_t base, int64_t *gap, 
         }
 }
 
+static int cmp_done(const void *x, const void *y)
+{
+    const struct chaos_answer *a = &g_a[*(const size_t *)x], *b = &g_a[*(const size_t *)y];
+    return a->t_done_ms < b->t_done_ms ? -1 : a->t_done_ms > b->t_done_ms;
+}
+
+/* The answer of the attempt before x (the same key, attempt - 1), or NULL. */
+static const struct chaos_answer *before(const struct chaos_answer *a, size_t n,
+                                         const struct chaos_answer *x)
+{
+    for (size_t i = 0; i < n && x->attempt > 1; i++)
+        if (a[i].key == x->key && a[i].aid == x->aid && a[i].attempt == x->attempt - 1)
+            return &a[i];
+    return NULL;
+}
+
+/* The missing 200s (indexes into a) as out->missing: a summary line, then
+ * one line each, in the order they were answered. */
+static void missing_story(const struct chaos_input *in, const struct chaos_answer *a, size_t n,
+                          size_t *miss, size_t nmiss, const long *att, const long *sv, int64_t from,
+                          int64_t to, struct chaos_report *out)
+{
+    char *d = out->missing;
+    size_t cap = sizeof out->missing, o = 0;
+    d[0] = 0;
+    if (!nmiss) return;
+    o += (size_t)snprintf(
+        d + o, cap - o, "      missing: %zu answered 200 from %+.3f to %+.3f s; by attempt:", nmiss,
+        (double)(from - in->start_ms) / 1000, (double)(to - in->start_ms) / 1000);
+    for (int i = 1; i <= 8; i++)
+        if (att[i])
+            o += (size_t)snprintf(d + o, cap - o, " #%d%s %ld", i, i == 8 ? "+" : "", att[i]);
+    o += (size_t)snprintf(d + o, cap - o, "; by serve:");
+    for (int s = 0; s < out->nserves; s++)
+        o += (size_t)snprintf(d + o, cap - o, " %s %ld", out->serve_name[s], sv[s]);
+    o += (size_t)snprintf(d + o, cap - o, "\n");
+    g_a = a;
+    qsort(miss, nmiss, sizeof *miss, cmp_done);
+    for (size_t k = 0; k < nmiss && k < 24 && o + 240 < cap; k++) {
+        const struct chaos_answer *x = &a[miss[k]], *p = before(a, n, x);
+        o += (size_t)snprintf(
+            d + o, cap - o, "      200 at %+.3f s (sent %+.3f), %s, key %016" PRIx64 " #%d, %s",
+            (double)(x->t_done_ms - in->start_ms) / 1000,
+            (double)(x->t_send_ms - in->start_ms) / 1000,
+            x->serve < out->nserves ? out->serve_name[x->serve] : "?", x->key, x->attempt, x->oid);
+        if (p)
+            o += (size_t)snprintf(d + o, cap - o, "; #%d at %+.3f s: %s %d %s", p->attempt,
+                                  (double)(p->t_send_ms - in->start_ms) / 1000,
+                                  p->serve < out->nserves ? out->serve_name[p->serve] : "?",
+                                  p->status, p->err);
+        o += (size_t)snprintf(d + o, cap - o, "\n");
+    }
+}
+
 int chaos_check(const struct chaos_input *in, struct chaos_report *out)
 {
     memset(out, 0, sizeof *out);
@@ -302,7 +356,11 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
     }
 
     /* every 200 in the database, as answered; one key per order id */
-    size_t nok = 0;
+    size_t nok = 0, nmiss = 0;
+    long miss_att[9] = {0}, miss_sv[CHAOS_MAX_SERVES] = {0};
+    int64_t miss_from = 0, miss_to = 0;
+    size_t *miss = malloc((n ? n : 1) * sizeof *miss);
+    CHECK(miss);
     for (size_t i = 0; i < n; i++)
         if (a[i].status == 200) ix[nok++] = i;
     g_a = a;
@@ -327,6 +385,11 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   "not in the database",
                   x->oid, x->user, x->aid, x->qty, x->serve);
             about(out, CF_MISSING, x->aid, x->user);
+            miss[nmiss++] = ix[k];
+            miss_att[x->attempt < 8 ? x->attempt : 8]++;
+            if (x->serve < out->nserves) miss_sv[x->serve]++;
+            if (!miss_from || x->t_done_ms < miss_from) miss_from = x->t_done_ms;
+            if (x->t_done_ms > miss_to) miss_to = x->t_done_ms;
             continue;
         }
         d->announced = 1;
@@ -526,6 +589,7 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
             found(out, CF_RECONCILE, "activity %s: exit %d: %.240s", id, ex, d ? d : text);
         }
     }
+    missing_story(in, a, n, miss, nmiss, miss_att, miss_sv, miss_from, miss_to, out);
     /* the story of each example's user */
     for (int kind = 0; kind < CF_COUNT; kind++) {
         if (!out->ex_user[kind]) continue;
@@ -550,6 +614,7 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
     }
     rc = 0;
 done:
+    free(miss);
     free(ix);
     free(times);
     free(us);
@@ -595,6 +660,7 @@ void chaos_report_print(FILE *f, const struct chaos_report *r)
             fprintf(f, "    # FOUND %s: %zu, e.g. %s\n", chaos_finding_name(k), r->found[k],
                     r->example[k]);
             fputs(r->detail[k], f);
+            if (k == CF_MISSING) fputs(r->missing, f);
         }
     if (chaos_report_ok(r)) fprintf(f, "    # every promise kept\n");
 }

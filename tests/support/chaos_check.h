@@ -131,6 +131,10 @@ struct chaos_report {
      * in the activity and their orders in the database, one per line */
     uint64_t ex_aid[CF_COUNT], ex_user[CF_COUNT];
     char detail[CF_COUNT][2048];
+    /* every acknowledged order missing: when it was answered, which
+     * attempt, where, and what the attempt before it was answered; a line
+     * by attempt number and serve, then up to 24 of them, one per line */
+    char missing[4096];
     size_t nacts;
     struct chaos_act_report act[CHAOS_MAX_ACTS];
     int nserves;
