@@ -99,8 +99,8 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
         return SK_EINVAL;
     }
     if (o->batch < 1 || o->batch > 10000 || o->block_ms < 0 || o->linger_ms < 0 ||
-        o->linger_ms > 1000 || o->claim_idle_ms < 0 ||
-        o->max_deliveries < 1 || o->relist_ms < 1 || o->guard_ms < 0 || o->stall_warn_ms < 0) {
+        o->linger_ms > 1000 || o->claim_idle_ms < 0 || o->max_deliveries < 1 || o->relist_ms < 1 ||
+        o->guard_ms < 0 || o->stall_warn_ms < 0) {
         if (err) snprintf(err, cap, "worker: option out of range");
         return SK_EINVAL;
     }
