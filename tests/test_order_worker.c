@@ -610,6 +610,54 @@ SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains
     sk_th_env_done(&e);
 }
 
+/* A trickle shares a transaction: after a short fetch the worker reads
+ * again only linger_ms after it began, so two orders that arrive one after
+ * the other meanwhile are persisted together, once each. */
+SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    o.redis_url = e.redis_url;
+    o.db_spec = e.spec;
+    o.consumer = "linger";
+    o.linger_ms = 1001;
+    sk_worker *w;
+    char err[512];
+    CHECK_EQ(sk_worker_new(&w, &o, err, sizeof err), SK_EINVAL); /* at most 1000 */
+    o.linger_ms = 1000;
+    o.block_ms = 50;
+    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    buy_n(&e, aid, 1, 1);
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 1), "first order not acked");
+    int64_t t0 = sk_mono_ms();
+    buy_n(&e, aid, 2, 1); /* two arrivals, each its own admission call */
+    buy_n(&e, aid, 3, 1);
+    int64_t sent_ms = sk_mono_ms() - t0;
+    CHECK_MSG(wait_rows(&e, aid, 3), "the trickle was not persisted");
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 3), "not acked");
+    struct sk_worker_stats st;
+    sk_worker_stats(w, &st);
+    CHECK_EQ(st.persisted, 3);
+    CHECK_EQ(st.duplicates, 0);
+    /* Both arrived within the linger (unless this machine stalled the test
+     * for most of a second between them: then nothing can be said). */
+    if (sent_ms < 500)
+        CHECK_EQ(st.batches, 2);
+    else
+        printf("    # arrivals %lld ms apart: batches not judged\n", (long long)sent_ms);
+    CHECK_EQ(pending(&e, aid), 0);
+    sk_worker_stop(w);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    sk_worker_free(w);
+    CHECK_EQ(db_stock(&e, aid), 17);
+    sk_th_env_done(&e);
+}
+
 /* No progress while orders wait: the worker says so (every --stall-warn-s)
  * and says how many wait; once the database takes writes again it drains. */
 SK_TEST(worker_warns_when_no_order_is_acknowledged_while_orders_wait)

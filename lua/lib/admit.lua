@@ -115,6 +115,28 @@ local function fence_now(why, text, seen, vanished)
   if vanished then redis.call('PEXPIRE', KEYS[1], 10000) end
 end
 
+-- Numbers from and to text through a cache of the call: Lua 5.1 converts
+-- with strtod and "%.14g" (glibc's floating-point printf), among the
+-- costliest steps of an admission after the commands themselves, and a
+-- batch's quantities and counts repeat. The same conversions, done once.
+local num_of, text_of = {}, {}
+local function num(s)
+  local v = num_of[s]
+  if v == nil then
+    v = tonumber(s) or false
+    num_of[s] = v
+  end
+  return v or nil
+end
+local function txt(v)
+  local s = text_of[v]
+  if not s then
+    s = tostring(v)
+    text_of[v] = s
+  end
+  return s
+end
+
 -- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
 -- order. rl: the rate limits {u_rate, u_burst, ip_rate, ip_burst (strings,
 -- '0' = off), ips = {ip_i or ''}} and the queue passes {passes = {pass_i
@@ -141,7 +163,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     return out, 0, 0, 0
   end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm')
+                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed')
   local gate, now_us, t = RC.OK, 0, nil
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller must route
@@ -193,7 +215,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     epoch = t[1] .. string.format('%06d', tonumber(t[2]))
     redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
-  local wr = wr_gate(aid, now_us) -- nil: no waiting room (docs/waiting-room.md)
+  local wr = wr_gate(aid, now_us, m[12]) -- nil: no waiting room (docs/waiting-room.md)
   local limit, maxq = tonumber(m[4]), tonumber(m[5])
   stock = tonumber(stock)
   -- Limiters are checked after the gate: a closed or not yet open sale
@@ -211,8 +233,8 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     local pq, poid = nil, nil
     local ip = rl.ips[i] or ''
     local uk, ut, ik, it = nil, 0, nil, 0
-    if #u > 20 or not string.find(u, '^%d+$') or #k > 64 or #ip > 45
-       or not string.find(ip, '^[%x:.]*$') then
+    if #u > 20 or not string.find(u, '^%d+$') or #k > 64
+       or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
       rc = RC.BAD_ARGUMENT
     elseif wr and wr_refused(wr, u, rl.passes and rl.passes[i], k ~= '' and replay(u, k, fresh)) then
       rc = wr.why -- refused before any limiter is charged: it changes nothing
@@ -239,7 +261,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
     if pq then
       oid, q = poid, pq
     elseif rc == RC.OK then
-      q = tonumber(qs)
+      q = num(qs)
       if not q or q < 1 or q > maxq or q % 1 ~= 0 then
         rc, q = RC.BAD_QUANTITY, 0
       elseif stock <= 0 then
@@ -247,7 +269,7 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
       elseif stock < q then
         rc, q = RC.INSUFFICIENT, 0
       else
-        local had = counts[u] or tonumber(held[i] or '0')
+        local had = counts[u] or num(held[i] or '0')
         if had + q > limit then
           rc, q = RC.LIMIT_EXCEEDED, 0
         else
@@ -264,17 +286,24 @@ local function admit_all(label, users, qtys, idems, n, rl, mem)
           -- with the order after a rollback: docs/recovery.md).
           nadm = nadm + 1
           if not branch then branch = branch_of() end
-          local ev = {'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm}
-          if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
-          if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
-          oid = label .. '-' .. redis.call('XADD', KEYS[4], '*', unpack(ev))
+          local sid
+          if branch ~= '' and k == '' then -- the common case, without a table
+            sid = redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm,
+                             'b', branch)
+          else
+            local ev = {'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm}
+            if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
+            if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
+            sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
+          end
+          oid = label .. '-' .. sid
           if branch ~= '' then oid = oid .. '-' .. branch end
           -- The ledger lets release check the order is real and whose it
           -- is, even after its stream entry was persisted and trimmed.
           ledger[#ledger + 1] = oid
-          ledger[#ledger + 1] = u .. ':' .. q
+          ledger[#ledger + 1] = u .. ':' .. txt(q)
           if k ~= '' then
-            local v = q .. ':' .. oid
+            local v = txt(q) .. ':' .. oid
             fresh[u .. ':' .. k] = v
             idemw[#idemw + 1] = u .. ':' .. k
             idemw[#idemw + 1] = v

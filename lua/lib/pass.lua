@@ -20,9 +20,9 @@ local function wr_pass(seed, aid, user, exp)
 end
 
 -- The waiting room of this key set for one admission call, or nil when the
--- activity has none (one HGET per call, not per purchase).
-local function wr_gate(aid, now_us)
-  local seed = redis.call('HGET', KEYS[1], 'wr_seed')
+-- activity has none. seed: meta wr_seed, read by the caller with the rest of
+-- meta (false when absent).
+local function wr_gate(aid, now_us, seed)
   if not seed then return nil end
   return {seed = seed, aid = aid, now = math.floor(now_us / 1000), ok = {}, spent = {}}
 end

@@ -32,6 +32,9 @@ static int usage(FILE *f)
             "                         worker on one host its own)\n"
             "  --batch N              entries per stream per fetch (default 500)\n"
             "  --block-ms N           XREADGROUP BLOCK when idle (default 1000)\n"
+            "  --linger-ms N          after a short fetch, read again only N ms after it\n"
+            "                         began, so a trickle shares transactions (0..1000,\n"
+            "                         default 20, 0 = at once)\n"
             "  --claim-idle-ms N      take over entries idle this long (default 30000)\n"
             "  --max-deliveries K     dead-letter a poison entry after K deliveries (default 5)\n"
             "  --stall-warn-s S       warn when no order was acknowledged for S seconds while\n"
@@ -73,12 +76,13 @@ int sk_cli_worker(int argc, char **argv)
         }
         int *target = !strcmp(a, "--batch")            ? &o.batch
                       : !strcmp(a, "--block-ms")       ? &o.block_ms
+                      : !strcmp(a, "--linger-ms")      ? &o.linger_ms
                       : !strcmp(a, "--claim-idle-ms")  ? &o.claim_idle_ms
                       : !strcmp(a, "--max-deliveries") ? &o.max_deliveries
                                                        : NULL;
         if (target) {
             int64_t lo = target == &o.batch || target == &o.max_deliveries ? 1 : 0;
-            int64_t hi = target == &o.batch ? 10000 : 86400000;
+            int64_t hi = target == &o.batch ? 10000 : target == &o.linger_ms ? 1000 : 86400000;
             if (sk_cli_parse_i64(v, lo, hi, &n) != 0)
                 return sk_cli_usage_error("worker: %s: expected a number in %" PRId64 "..%" PRId64,
                                           a, lo, hi);

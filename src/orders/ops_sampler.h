@@ -8,7 +8,9 @@
  * Cheap reads only: per key set one HMGET, GET, XLEN of the dead letters and
  * the backlog script (lua/backlog.lua: the group's backlog and the age of
  * its oldest entry; never the buyers hash), and one COUNT ... GROUP BY
- * status per activity.
+ * status per activity, the one read that grows with the sale: it is read
+ * again only when its last cost is under 1/50 of the time since (a large
+ * sale's counts lag by up to 50 times what they cost to read).
  * At most SK_NODE_ACTS activities: those whose sale window holds now
  * first, then the most recent ones.
  *

@@ -66,6 +66,10 @@ struct sk_worker {
      * at which to _exit(9), 0 = never. */
     uint64_t crash_before, crash_after, txns;
     int redis_down; /* logged once per outage */
+    /* The last fetch of new entries: when it began, and whether it was short
+     * (entries, but no stream's batch full): linger_ms then paces the next. */
+    int64_t fetch_ms;
+    int fetch_short;
     /* The rollback guard (order_guard.c): when it runs next, and the
      * connection count and MOVED count it last ran with. */
     int64_t guard_next_ms;
