@@ -374,8 +374,9 @@ static void pf_setup(struct pf_run *u)
      * pipeline is under test, not asynchronous replication */
     for (int w = 0; w < 2; w++) {
         int mport = u->cl.port[master_node(u, u->aid[w], 0)];
+        /* a new cluster's replicas may not be attached yet */
+        WAIT_FOR(sk_th_cluster_replica_of(mport) > 0, 10000, "master %d has no replica", mport);
         int rport = sk_th_cluster_replica_of(mport);
-        CHECK(rport > 0);
         WAIT_FOR(caught_up(mport, rport), 10000, "replica %d has not caught up", rport);
     }
 }

@@ -36,6 +36,9 @@ struct sk_act_cache {
     int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
                            while not sold out, so waiting buyers learn it (its queue's slot
                            holds no stock; docs/waiting-room.md) */
+    int suspect;        /* a borrow saw every segment empty: sold out once a read
+                           made a moment later agrees (a unit lent to another
+                           process may have been in transit, invisible to it) */
     int confirmed;      /* Redis answered for it as an existing activity */
     int64_t used_ms;    /* last lookup: the idle one used longest ago is evicted */
 };

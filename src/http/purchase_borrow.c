@@ -41,12 +41,12 @@ static void borrow_fail(struct sk_purchase_borrow *bo, const char *why)
 }
 
 /* DONE: the answers stand; every segment seen empty makes the activity
- * sold out in this process. Frees bo. */
+ * sold out in this process once a read a moment later agrees. Frees bo. */
 static void borrow_finish(struct sk_purchase_borrow *bo)
 {
     for (size_t i = 0; i < bo->b.n; i++)
         if (bo->items[i]) sk_purchase_answer(bo->app, bo->b.aid, bo->items[i], &bo->b.res[i], NULL);
-    if (sk_borrow_sold_out(&bo->b)) sk_purchase_mark_sold_out(bo->app, bo->b.aid);
+    if (sk_borrow_sold_out(&bo->b)) sk_purchase_suspect_sold_out(bo->app, bo->b.aid);
     borrow_free(bo);
 }
 

@@ -10,6 +10,7 @@
 
 /* How often a sold-out activity is re-checked, so released stock sells. */
 #define SOLDOUT_RECHECK_MS 250
+#define SUSPECT_CONFIRM_MS 20 /* far longer than a transfer's lend-to-readmit round trip */
 
 void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t aid)
 {
@@ -18,6 +19,15 @@ void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t aid)
         c->sold_out = 1;
         c->checked_ms = sk_mono_ms();
     }
+}
+
+void sk_purchase_suspect_sold_out(struct sk_app *app, uint64_t aid)
+{
+    struct sk_act_cache *c = sk_app_act(app, aid, SK_ACT_KNOWN);
+    if (!c || c->sold_out || c->suspect) return;
+    c->suspect = 1;
+    /* the tick re-reads it SUSPECT_CONFIRM_MS from now */
+    c->checked_ms = sk_mono_ms() - SOLDOUT_RECHECK_MS + SUSPECT_CONFIRM_MS;
 }
 
 /* The cache array may move while a check is in flight: carry the id. */
@@ -39,7 +49,20 @@ static void recheck_done(struct sk_app *app, uint64_t id, int back, int empty)
     c->rechecking = 0;
     c->checked_ms = sk_mono_ms();
     if (back) c->sold_out = 0;
-    if (empty && c->watch) c->sold_out = 1;
+    /* sold out on two empty reads SUSPECT_CONFIRM_MS apart (or a borrow's
+     * and a read): one read may fall between another process's lend and
+     * its re-admission, when the units it moves are in no stock */
+    if (empty && !c->sold_out && (c->watch || c->suspect)) {
+        if (c->suspect) {
+            c->sold_out = 1;
+            c->suspect = 0;
+        } else {
+            c->suspect = 1;
+            c->checked_ms = c->checked_ms - SOLDOUT_RECHECK_MS + SUSPECT_CONFIRM_MS;
+        }
+    } else {
+        c->suspect = 0;
+    }
 }
 
 static void on_stock_check(void *data, redisReply *rep)
@@ -68,7 +91,7 @@ void sk_purchase_tick(struct sk_app *app)
     int64_t now = sk_mono_ms();
     for (size_t i = 0; i < app->n_acts; i++) {
         struct sk_act_cache *c = &app->acts[i];
-        if (!(c->sold_out || (c->watch && c->segments > 1)) || c->rechecking ||
+        if (!(c->sold_out || c->suspect || (c->watch && c->segments > 1)) || c->rechecking ||
             now - c->checked_ms < SOLDOUT_RECHECK_MS)
             continue;
         struct stock_check *chk = calloc(1, sizeof *chk);

@@ -10,6 +10,11 @@
 
 /* Marks an activity sold out in this process (the tick re-checks it). */
 void sk_purchase_mark_sold_out(struct sk_app *app, uint64_t activity_id);
+/* A segmented activity a borrow saw empty everywhere: sold out once a
+ * stock read made SUSPECT_CONFIRM_MS later agrees (the units of a transfer
+ * between another process's lend and its re-admission are in no segment's
+ * stock; a verdict from that moment stranded them unsold). */
+void sk_purchase_suspect_sold_out(struct sk_app *app, uint64_t activity_id);
 /* Periodic: re-check sold-out activities so released stock sells again. */
 void sk_purchase_tick(struct sk_app *app);
 
