@@ -58,6 +58,12 @@
 
 #define CHAOS_DEFAULT_S 120
 #define POST_HEAL_S 10
+/* After the heal the buyers go on at least POST_HEAL_S, and until every
+ * activity answered a 200 or sold_out since the heal, at most this long:
+ * two failovers of one Sentinel master name within 2 x failover-timeout
+ * (20 s) wait for it, and --sync-replicas N for a replica's resync. The
+ * checker then judges whether the sale resumed. */
+#define POST_HEAL_MAX_S 60
 #define NODE_TIMEOUT_MS 2000
 #define MAX_FAULTS 512
 #define BUYERS 12
@@ -558,6 +564,27 @@ static int cmp_i64(const void *x, const void *y)
  * around it (from its start to a second after it healed), for the
  * activity hit hardest and for the one hit least, and the answers given
  * meanwhile that were not definite. */
+/* 1 when every activity answered a 200 or sold_out to an attempt that
+ * ended after since (wall ms). The buyers append while this reads: an
+ * entry still being filled reads as no answer, which only waits longer. */
+static int resumed(const struct chaos *c, struct chaos_ledger *L, int64_t since)
+{
+    size_t n = atomic_load(&L->n);
+    if (n > L->cap) n = L->cap;
+    int seen[CHAOS_MAX_ACTS] = {0}, left = (int)c->nacts;
+    for (size_t i = n; i-- > 0 && left > 0;) {
+        const struct chaos_answer *a = &L->a[i];
+        if (a->t_done_ms < since) continue;
+        if (a->status != 200 && !(a->status == 409 && !strcmp(a->err, "sold_out"))) continue;
+        for (size_t k = 0; k < c->nacts; k++)
+            if (c->acts[k].id == a->aid && !seen[k]) {
+                seen[k] = 1;
+                left--;
+            }
+    }
+    return left == 0;
+}
+
 static void fault_table(const struct chaos *c, const struct chaos_ledger *L)
 {
     size_t n = atomic_load(&((struct chaos_ledger *)L)->n);
@@ -795,11 +822,13 @@ static void chaos_run(int cluster)
     int64_t healed = sk_wall_ms();
     SAY(c, "every fault healed (%zu applied, %zu skipped); buying on for %d s", c->applied,
         c->skipped, POST_HEAL_S);
-    int64_t post_end = sk_mono_ms() + POST_HEAL_S * 1000;
-    while (sk_mono_ms() < post_end) {
+    int64_t post_min = sk_mono_ms() + POST_HEAL_S * 1000,
+            post_max = sk_mono_ms() + POST_HEAL_MAX_S * 1000;
+    while (sk_mono_ms() < post_max && (sk_mono_ms() < post_min || !resumed(c, &L, healed))) {
         sample_age(c);
         nap_ms(500);
     }
+    SAY(c, "buying went on %.1f s after the heal", (double)(sk_wall_ms() - healed) / 1000.0);
     chaos_buyers_stop(&b);
     SAY(c, "buyers stopped: %ld answers, %ld of them 200; draining", atomic_load(&b.answered),
         atomic_load(&b.ok));
