@@ -10,9 +10,9 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
-#include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/shm.h"
 
 #define SLOT_BITS 16
 #define SLOTS (1u << SLOT_BITS) /* key sets per host: 1.5 MiB */
@@ -35,9 +35,7 @@ static sk_labelmem *host;
 
 static sk_labelmem *make(void)
 {
-    void *p =
-        mmap(NULL, sizeof(sk_labelmem), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p; /* zero-filled: every slot free */
+    return sk_shm_alloc(sizeof(sk_labelmem)); /* zero-filled: every slot free */
 }
 
 int sk_labelmem_host_init(void)

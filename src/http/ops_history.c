@@ -5,9 +5,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/shm.h"
 #include "http/metrics_int.h"
 
 struct hist_act {
@@ -34,16 +34,9 @@ struct sk_ops_history {
 
 int sk_ops_history_new(sk_ops_history **out)
 {
-    void *p = mmap(NULL, sizeof **out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    *out = p == MAP_FAILED ? NULL : p;
-    if (!*out) return SK_EIO;
-    pthread_mutexattr_t at;
-    pthread_mutexattr_init(&at);
-    pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-    int rc = pthread_mutex_init(&(*out)->lock, &at);
-    pthread_mutexattr_destroy(&at);
-    if (rc) {
-        munmap(p, sizeof **out);
+    *out = sk_shm_alloc(sizeof **out);
+    if (!*out || sk_shm_mutex_init(&(*out)->lock) < 0) {
+        sk_shm_free(*out, sizeof **out);
         *out = NULL;
         return SK_EIO;
     }
@@ -52,7 +45,7 @@ int sk_ops_history_new(sk_ops_history **out)
 
 void sk_ops_history_free(sk_ops_history *h)
 {
-    if (h) munmap(h, sizeof *h);
+    if (h) sk_shm_free(h, sizeof *h);
 }
 
 static sk_ops_history *the_ring;

@@ -4,10 +4,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/shm.h"
 #include "http/app.h"
 
 #define F(key, field, live, hook)                                                                  \
@@ -67,19 +67,9 @@ const size_t sk_reload_nfields = sizeof sk_reload_fields / sizeof sk_reload_fiel
 
 int sk_reload_area_new(struct sk_reload_area **out)
 {
-    void *p = mmap(NULL, sizeof **out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        *out = NULL;
-        return SK_EIO;
-    }
-    *out = p; /* zero pages: generation 0 */
-    pthread_mutexattr_t at;
-    pthread_mutexattr_init(&at);
-    pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-    int rc = pthread_mutex_init(&(*out)->lock, &at);
-    pthread_mutexattr_destroy(&at);
-    if (rc) {
-        munmap(p, sizeof **out);
+    *out = sk_shm_alloc(sizeof **out); /* zero pages: generation 0 */
+    if (!*out || sk_shm_mutex_init(&(*out)->lock) < 0) {
+        sk_shm_free(*out, sizeof **out);
         *out = NULL;
         return SK_EIO;
     }
@@ -88,7 +78,7 @@ int sk_reload_area_new(struct sk_reload_area **out)
 
 void sk_reload_area_free(struct sk_reload_area *a)
 {
-    if (a) munmap(a, sizeof *a);
+    if (a) sk_shm_free(a, sizeof *a);
 }
 
 static struct sk_reload_area *the_area;
