@@ -60,18 +60,6 @@ static int call(struct sk_th_http *c, const char *method, const char *path, uint
     return sk_th_http_req(c, method, path, hdr, body, r);
 }
 
-static void field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
-{
-    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
-    json_t *f = j ? json_object_get(j, key) : NULL;
-    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
-    if (json_is_string(f))
-        snprintf(out, cap, "%s", json_string_value(f));
-    else
-        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
-    json_decref(j);
-}
-
 static int is_error(const struct sk_th_resp *r, int status, const char *code)
 {
     char got[64] = "";
@@ -126,7 +114,7 @@ static int buy(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, size
     char path[96];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
     int st = call(c, "POST", path, uid, NULL, r);
-    if (st == 200 && oid) field(r, "order_id", oid, cap);
+    if (st == 200 && oid) sk_th_resp_field(r, "order_id", oid, cap);
     return st;
 }
 
@@ -136,7 +124,7 @@ static void order_status(struct sk_th_http *c, const char *oid, uint64_t uid, ch
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
     CHECK_MSG(call(c, "GET", path, uid, NULL, &r) == 200, "GET %s: %d %s", oid, r.status, r.body);
-    field(&r, "status", out, cap);
+    sk_th_resp_field(&r, "status", out, cap);
 }
 
 /* GET the order until it has status want (bounded). */
@@ -149,7 +137,7 @@ static void wait_order(struct sk_th_http *c, const char *oid, uint64_t uid, cons
         struct sk_th_resp r;
         snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
         if (call(c, "GET", path, uid, NULL, &r) == 200) {
-            field(&r, "status", st, sizeof st);
+            sk_th_resp_field(&r, "status", st, sizeof st);
             if (!strcmp(st, want)) return;
         }
         CHECK_MSG(sk_mono_ms() < until, "order %s: %d %s, want %s", oid, r.status, st, want);
@@ -171,7 +159,7 @@ static long long remaining(struct sk_th_http *c, uint64_t aid)
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
     CHECK_MSG(sk_th_http_req(c, "GET", path, NULL, NULL, &r) == 200, "%d %s", r.status, r.body);
-    field(&r, "stock_remaining", v, sizeof v);
+    sk_th_resp_field(&r, "stock_remaining", v, sizeof v);
     return atoll(v);
 }
 
@@ -402,7 +390,7 @@ SK_TEST_T(pg_frozen_purchases_answer_order_reads_503_readyz_at_once_and_nothing_
     int64_t pay_until = sk_mono_ms() + 20000;
     while (order_op(&c, x->polled[0], "pay", x->polled_users[0], &r) != 200)
         CHECK_MSG(sk_mono_ms() < pay_until && r.status == 503, "pay: %d %s", r.status, r.body);
-    field(&r, "status", st, sizeof st);
+    sk_th_resp_field(&r, "status", st, sizeof st);
     CHECK_STR(st, "paid");
     order_status(&c, x->polled[1], x->polled_users[1], st, sizeof st);
     CHECK_STR(st, "created");
@@ -770,7 +758,7 @@ SK_TEST_T(polls_of_orders_not_persisted_yet_are_answered_from_redis_with_the_dat
             CHECK_MSG(poll_order(&c, oid[i], 31 + (uint64_t)i, &r, &ms) == 200, "%d %s", r.status,
                       r.body);
             char st[32];
-            field(&r, "status", st, sizeof st);
+            sk_th_resp_field(&r, "status", st, sizeof st);
             CHECK_STR(st, "queued");
             CHECK_MSG(ms < LOOP_ANSWER_MS, "a queued order's poll took %lld ms", (long long)ms);
         }
@@ -830,7 +818,7 @@ SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_serv
             pause_ms(50);
         }
     char st[32];
-    field(&r, "status", st, sizeof st);
+    sk_th_resp_field(&r, "status", st, sizeof st);
     CHECK_STR(st, "created");
     sk_th_http_close(&c);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);

@@ -58,25 +58,6 @@ static int call(struct srv *v, const char *method, const char *path, uint64_t ui
     return sk_th_http_req(&v->c, method, path, hdr, body, r);
 }
 
-static json_t *obj(const struct sk_th_resp *r)
-{
-    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
-    CHECK_MSG(j && json_is_object(j), "not a JSON object: %s", r->body);
-    return j;
-}
-
-static void field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
-{
-    json_t *j = obj(r);
-    json_t *f = json_object_get(j, key);
-    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
-    if (json_is_string(f))
-        snprintf(out, cap, "%s", json_string_value(f));
-    else
-        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
-    json_decref(j);
-}
-
 /* Creates, preheats and opens an activity through the admin API. */
 static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
 {
@@ -103,7 +84,7 @@ static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
     int st = call(v, "POST", path, uid, NULL, &r);
-    if (st == 200 && oid) field(&r, "order_id", oid, cap);
+    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
     return st;
 }
 
@@ -113,7 +94,7 @@ static long long remaining(struct srv *v, uint64_t aid)
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
     CHECK_EQ(sk_th_http_req(&v->c, "GET", path, NULL, NULL, &r), 200);
-    field(&r, "stock_remaining", val, sizeof val);
+    sk_th_resp_field(&r, "stock_remaining", val, sizeof val);
     return atoll(val);
 }
 
@@ -127,7 +108,7 @@ static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char
     int64_t deadline = sk_mono_ms() + 15000;
     for (;;) {
         CHECK_EQ(call(v, "GET", path, uid, NULL, r), 200);
-        field(r, "status", status, sizeof status);
+        sk_th_resp_field(r, "status", status, sizeof status);
         if (!strcmp(status, want)) return;
         CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -152,18 +133,18 @@ SK_TEST(order_goes_from_queued_to_created_to_paid_and_only_its_buyer_sees_it)
     CHECK_EQ(buy(&v, aid, 41, oid, sizeof oid), 200);
     struct sk_th_resp r;
     wait_status(&v, oid, 41, "created", &r);
-    field(&r, "order_id", val, sizeof val);
+    sk_th_resp_field(&r, "order_id", val, sizeof val);
     CHECK_STR(val, oid);
-    field(&r, "user_id", val, sizeof val);
+    sk_th_resp_field(&r, "user_id", val, sizeof val);
     CHECK_STR(val, "41");
-    field(&r, "quantity", val, sizeof val);
+    sk_th_resp_field(&r, "quantity", val, sizeof val);
     CHECK_STR(val, "1");
-    field(&r, "activity_id", val, sizeof val);
+    sk_th_resp_field(&r, "activity_id", val, sizeof val);
     CHECK_EQ(strtoull(val, NULL, 10), aid);
-    field(&r, "pay_deadline", val, sizeof val);
+    sk_th_resp_field(&r, "pay_deadline", val, sizeof val);
     int64_t deadline_ms, created_ms;
     CHECK_EQ(sk_time_parse_rfc3339(val, strlen(val), &deadline_ms), 0);
-    field(&r, "created_at", val, sizeof val);
+    sk_th_resp_field(&r, "created_at", val, sizeof val);
     CHECK_EQ(sk_time_parse_rfc3339(val, strlen(val), &created_ms), 0);
     CHECK_EQ(deadline_ms - created_ms, 1800 * 1000);
 
@@ -174,11 +155,11 @@ SK_TEST(order_goes_from_queued_to_created_to_paid_and_only_its_buyer_sees_it)
     CHECK_EQ(order_op(&v, oid, "cancel", 42, &r), 404);
 
     CHECK_EQ(order_op(&v, oid, "pay", 41, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "paid");
     CHECK_EQ(order_op(&v, oid, "pay", 41, &r), 200); /* idempotent */
     CHECK_EQ(order_op(&v, oid, "cancel", 41, &r), 409);
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "order_paid");
     CHECK_EQ(remaining(&v, aid), 4);
     stop(&v);
@@ -195,13 +176,13 @@ SK_TEST(cancel_gives_the_units_back_once_and_a_late_payment_is_refused)
     struct sk_th_resp r;
     wait_status(&v, oid, 51, "created", &r);
     CHECK_EQ(order_op(&v, oid, "cancel", 51, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "cancelled");
     CHECK_EQ(remaining(&v, aid), 1);
     CHECK_EQ(order_op(&v, oid, "cancel", 51, &r), 200); /* again: no second release */
     CHECK_EQ(remaining(&v, aid), 1);
     CHECK_EQ(order_op(&v, oid, "pay", 51, &r), 409);
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "order_cancelled");
     /* the unit sells again, to someone else, at once */
     CHECK_EQ(buy(&v, aid, 52, NULL, 0), 200);
@@ -240,11 +221,11 @@ SK_TEST(order_not_yet_persisted_is_queued_and_cannot_be_paid_yet)
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
     CHECK_EQ(call(&v, "GET", path, 71, NULL, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "queued");
     CHECK_EQ(call(&v, "GET", path, 72, NULL, &r), 404);
     CHECK_EQ(order_op(&v, oid, "pay", 71, &r), 409);
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "order_queued");
     CHECK_EQ(sk_th_http_header(&r, "retry-after", val, sizeof val), 0);
     CHECK_EQ(order_op(&v, oid, "cancel", 71, &r), 409);
@@ -317,7 +298,7 @@ SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases
     }
     snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
     CHECK_EQ(call(&v, "GET", path, 81, NULL, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "paid");
     stop(&v);
 }

@@ -472,19 +472,6 @@ static int call(struct sk_th_http *c, const char *method, const char *path, uint
     return sk_th_http_req(c, method, path, hdr, NULL, r);
 }
 
-static void field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
-{
-    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
-    CHECK_MSG(j && json_is_object(j), "not a JSON object: %s", r->body);
-    json_t *f = json_object_get(j, key);
-    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
-    if (json_is_string(f))
-        snprintf(out, cap, "%s", json_string_value(f));
-    else
-        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
-    json_decref(j);
-}
-
 static int order_call(struct sk_th_http *c, const char *method, const char *oid, const char *op,
                       uint64_t uid, struct sk_th_resp *r)
 {
@@ -498,9 +485,9 @@ static void check_status(struct sk_th_http *c, const char *oid, uint64_t uid, co
     struct sk_th_resp r;
     char val[64];
     CHECK_EQ(order_call(c, "GET", oid, NULL, uid, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, want);
-    field(&r, "order_id", val, sizeof val);
+    sk_th_resp_field(&r, "order_id", val, sizeof val);
     CHECK_STR(val, oid);
 }
 
@@ -544,9 +531,9 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
     char oid[SK_ORDER_ID_MAX], oid2[SK_ORDER_ID_MAX];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
     CHECK_EQ(call(&c, "POST", path, 81, &r), 200);
-    field(&r, "order_id", oid, sizeof oid);
+    sk_th_resp_field(&r, "order_id", oid, sizeof oid);
     CHECK_EQ(call(&c, "POST", path, 82, &r), 200);
-    field(&r, "order_id", oid2, sizeof oid2);
+    sk_th_resp_field(&r, "order_id", oid2, sizeof oid2);
     int seg = seg_of(oid, aid);
     CHECK_EQ(seg, sk_seg_home(81, SEGS));
 
@@ -554,7 +541,7 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
     check_status(&c, oid, 81, "queued");
     CHECK_EQ(order_call(&c, "GET", oid, NULL, 82, &r), 404); /* not 82's */
     CHECK_EQ(order_call(&c, "POST", oid, "pay", 81, &r), 409);
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "order_queued");
     CHECK_EQ(order_call(&c, "POST", oid, "cancel", 81, &r), 409);
     /* the same stream id under another segment's label is no order */
@@ -570,7 +557,7 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
     check_status(&c, oid, 81, "created");
     check_status(&c, oid2, 82, "created");
     CHECK_EQ(order_call(&c, "GET", oid, NULL, 82, &r), 404);
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "unknown_order");
 
     /* cancel: the unit goes back to the order's segment */
@@ -578,7 +565,7 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
     for (int g = 0; g < SEGS; g++)
         before[g] = seg_state(rd, aid, g);
     CHECK_EQ(order_call(&c, "POST", oid, "cancel", 81, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "cancelled");
     for (int g = 0; g < SEGS; g++) {
         struct sk_stock_state st = seg_state(rd, aid, g);
@@ -591,7 +578,7 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
     check_status(&c, oid, 81, "cancelled");
     CHECK_EQ(order_call(&c, "POST", oid, "pay", 81, &r), 409);
     CHECK_EQ(order_call(&c, "POST", oid2, "pay", 82, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "paid");
 
     /* malformed labels: refused as bad ids (400), never a server error */

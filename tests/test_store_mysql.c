@@ -485,18 +485,6 @@ static int call(struct srv *v, const char *method, const char *path, uint64_t ui
     return sk_th_http_req(&v->c, method, path, hdr, NULL, r);
 }
 
-static void field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
-{
-    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
-    json_t *f = j ? json_object_get(j, key) : NULL;
-    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
-    if (json_is_string(f))
-        snprintf(out, cap, "%s", json_string_value(f));
-    else
-        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
-    json_decref(j);
-}
-
 static uint64_t http_activity(struct srv *v, int stock, int pay_timeout_s)
 {
     uint64_t id = sk_th_unique_id();
@@ -523,7 +511,7 @@ static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
     struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
     int st = call(v, "POST", path, uid, &r);
-    if (st == 200 && oid) field(&r, "order_id", oid, cap);
+    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
     return st;
 }
 
@@ -535,7 +523,7 @@ static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char
     int64_t deadline = sk_mono_ms() + 20000;
     for (;;) {
         CHECK_EQ(call(v, "GET", path, uid, &r), 200);
-        field(&r, "status", status, sizeof status);
+        sk_th_resp_field(&r, "status", status, sizeof status);
         if (!strcmp(status, want)) return;
         CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -590,13 +578,13 @@ SK_TEST_T(store_mysql_sale_through_serve_with_pay_cancel_late_pay_and_release_re
     for (int i = 0; i < 3; i++)
         wait_status(&v, oid[i], 101 + (uint64_t)i, "created"); /* persisted in MariaDB */
     CHECK_EQ(order_op(&v, oid[0], "pay", 101, &r), 200);
-    field(&r, "status", val, sizeof val);
+    sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "paid");
     CHECK_EQ(order_op(&v, oid[0], "pay", 101, &r), 200); /* idempotent */
     CHECK_EQ(order_op(&v, oid[0], "cancel", 101, &r), 409);
     CHECK_EQ(order_op(&v, oid[1], "cancel", 102, &r), 200);
     CHECK_EQ(order_op(&v, oid[1], "pay", 102, &r), 409); /* late: the cancel won */
-    field(&r, "error", val, sizeof val);
+    sk_th_resp_field(&r, "error", val, sizeof val);
     CHECK_STR(val, "order_cancelled");
     CHECK_EQ(buy(&v, a, 104, oid[3], sizeof oid[3]), 200);
     wait_status(&v, oid[3], 104, "created");

@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "core/http_resp.h"
 #include "support/harness.h"
 
@@ -156,4 +158,17 @@ int sk_th_http_header(const struct sk_th_resp *r, const char *name, char *out, s
     memcpy(out, h, n);
     out[n] = 0;
     return 0;
+}
+
+void sk_th_resp_field(const struct sk_th_resp *r, const char *key, char *out, size_t cap)
+{
+    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+    CHECK_MSG(j && json_is_object(j), "not a JSON object: %s", r->body);
+    json_t *f = json_object_get(j, key);
+    CHECK_MSG(f != NULL, "no %s in %s", key, r->body);
+    if (json_is_string(f))
+        snprintf(out, cap, "%s", json_string_value(f));
+    else
+        snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
+    json_decref(j);
 }

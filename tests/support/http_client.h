@@ -44,4 +44,9 @@ int sk_th_http_status(const char *raw, size_t len);
 /* Value of header name (lower case) in r, copied into out; 0 or -1. */
 int sk_th_http_header(const struct sk_th_resp *r, const char *name, char *out, size_t cap);
 
+/* The top-level field key of r's JSON body, a string as it is and a
+ * number in decimal, into out (cap bytes); fails the test when the body is
+ * no JSON object or has no such field. */
+void sk_th_resp_field(const struct sk_th_resp *r, const char *key, char *out, size_t cap);
+
 #endif
