@@ -6,13 +6,13 @@
  * caller, and exits after one write. */
 #include "core/resolve.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

@@ -11,8 +11,8 @@
 
 /* What the resolver thread writes, in one piece, to its socket. */
 struct sk_resolved {
-    int gai;          /* 0, or getaddrinfo's error (gai_strerror) */
-    socklen_t len;    /* of addr, when gai is 0 */
+    int gai;                      /* 0, or getaddrinfo's error (gai_strerror) */
+    socklen_t len;                /* of addr, when gai is 0 */
     struct sockaddr_storage addr; /* the first address getaddrinfo gave */
 };
 

@@ -571,13 +571,13 @@ static void on_resolved(h2o_socket_t *sock, const char *err)
     char why[160];
     if (!whole || r.gai || r.len > sizeof ar->addr) {
         snprintf(why, sizeof why, "cannot resolve %.64s: %.64s", ar->url.host,
-                 !whole ? "the resolver ended without an answer"
+                 !whole  ? "the resolver ended without an answer"
                  : r.gai ? gai_strerror(r.gai)
                          : "address too long");
         /* a name that does not resolve is said once per client, not at
          * every retry */
-        if (!ar->resolve_warned) sk_log(SK_LOG_WARN, "redis %.64s:%d: %s", ar->url.host,
-                                        ar->url.port, why);
+        if (!ar->resolve_warned)
+            sk_log(SK_LOG_WARN, "redis %.64s:%d: %s", ar->url.host, ar->url.port, why);
         ar->resolve_warned = 1;
         connection_lost(ar, why);
         return;

@@ -50,7 +50,7 @@ struct sk_aredis {
     struct sk_redis_url url;
     struct sk_aredis_opts opts; /* defaults filled in */
     struct sockaddr_storage addr;
-    socklen_t addrlen; /* 0: a name not resolved yet */
+    socklen_t addrlen;  /* 0: a name not resolved yet */
     int resolve_warned; /* a failed resolution was logged */
     int timeout_ms;
     redisReader *reader;
