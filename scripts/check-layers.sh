@@ -80,5 +80,7 @@ if [ -n "$resolving" ]; then
     echo "$resolving" | sed 's/^/check-layers: a blocking name lookup outside core\/resolve.c: /'
     bad=1
 fi
+# The map of the code names only files that exist.
+doc_paths=$(sh scripts/check-doc-paths.sh) || { echo "$doc_paths"; bad=1; }
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad
