@@ -70,5 +70,17 @@ if [ -n "$blocking" ]; then
     echo "$blocking" | sed 's/^/check-layers: a blocking hiredis call where an event loop runs: /'
     bad=1
 fi
+# Nor a name lookup: getaddrinfo and its kin wait for DNS. Names are
+# resolved in core/resolve.c (on a thread of its own for a loop's client);
+# http_server.c resolves the listening address once at startup, before
+# the loop runs (sk_server_listen_fd). Nowhere else in src/.
+resolving=$(grep -nE '\b(getaddrinfo|getaddrinfo_a|gethostbyname[0-9a-z_]*|gethostbyaddr[a-z_]*|getnameinfo|res_n?(query|search))[[:space:]]*\(' \
+    $(find src -name '*.[ch]' ! -path src/core/resolve.c ! -path src/http/http_server.c | sort))
+if [ -n "$resolving" ]; then
+    echo "$resolving" | sed 's/^/check-layers: a blocking name lookup outside core\/resolve.c: /'
+    bad=1
+fi
+# The map of the code names only files that exist.
+doc_paths=$(sh scripts/check-doc-paths.sh) || { echo "$doc_paths"; bad=1; }
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad
