@@ -797,7 +797,7 @@ static int eval_common(sk_aredis *ar, enum sk_script_id id, int nkeys, const cha
         if (!ar) return SK_EIO;
     }
     if (!ar->cl && ar->state != AR_READY) return SK_EIO;
-    if (nkeys < 0 || nargs < 0 || nkeys > 16) return SK_EINVAL;
+    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
     const char *sv[64];
     size_t sl[64];
