@@ -38,6 +38,7 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/pg_harness.h"
+#include "support/proc_watch.h"
 
 SK_TH_PG_USED
 
@@ -569,19 +570,6 @@ SK_TEST_T(sqlite_held_by_a_writer_pay_and_cancel_answer_503_in_time_and_purchase
 
 /* ---- unknown ids --------------------------------------------------------- */
 
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
-
 static uint64_t fastpath_count(struct sk_th_http *c)
 {
     struct sk_th_resp r;
@@ -642,9 +630,9 @@ SK_TEST_T(unknown_ids_neither_grow_memory_nor_evict_known_activities, 240)
     check_fast_path(&c, known);
     uint64_t seed = 11;
     unknown_flood(&c, &seed, 3000); /* warm: allocator arenas, caches full */
-    long warm = rss_kib(s.pid);
+    long warm = sk_th_proc_rss_kib(s.pid);
     unknown_flood(&c, &seed, 12000); /* 12,000 more purchase ids, 12,000 reads */
-    long after = rss_kib(s.pid);
+    long after = sk_th_proc_rss_kib(s.pid);
     fprintf(stderr, "# RSS after 3,000 unknown ids: %ld KiB, after 15,000: %ld KiB\n", warm, after);
     CHECK_MSG(after - warm < 2048, "RSS grew %ld KiB over 12,000 unknown ids", after - warm);
     /* the activity known before keeps its fast path; one created after

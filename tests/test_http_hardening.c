@@ -28,6 +28,7 @@
 #include "redis/redis_conn.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
@@ -544,25 +545,12 @@ SK_TEST(out_of_file_descriptors_the_server_neither_spins_nor_stops_serving)
     srv_stop(&v);
 }
 
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
-
 SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
 {
     struct srv v;
     const char *extra[] = {"--role", "api", NULL};
     srv_start(&v, NULL, extra);
-    long before = rss_kb(v.s.pid);
+    long before = sk_th_proc_rss_kib(v.s.pid);
     /* 300 connections, each sending 100 KB of one header, never ending
      * the head (h2o alone would hold up to ~400 KB each) */
     enum { N = 300, BIG = 100 * 1024 };
@@ -587,7 +575,7 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
         CHECK_MSG(closed, "connection %d still open", i);
         close(fds[i]);
     }
-    long after = rss_kb(v.s.pid);
+    long after = sk_th_proc_rss_kib(v.s.pid);
     CHECK_MSG(refused == N, "%d of %d heads answered 431", refused, N);
 #ifndef __SANITIZE_ADDRESS__
     /* (under AddressSanitizer freed memory stays in its quarantine) */

@@ -19,6 +19,7 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -268,11 +269,7 @@ SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases
     o.db_spec = v.s.db;
     o.once = 1;
     o.block_ms = 100;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(sk_worker_run(w), 0);
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
     struct sk_th_resp r;
     /* paid straight away: no poll before the rebuild (a poll would leave
      * this process the stream's figures, which send the next one to the

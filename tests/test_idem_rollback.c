@@ -23,6 +23,7 @@
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
@@ -30,12 +31,6 @@
 #include "support/sentinel_harness.h"
 
 SK_TH_MY_USED
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* One purchase of a unit by user with an Idempotency-Key; the status, the
  * order id of a 200 into oid (cap bytes, "" otherwise). */
@@ -71,18 +66,10 @@ static int buy_until(int port, uint64_t aid, unsigned user, const char *key, cha
     int st;
     while ((st = buy(port, aid, user, key, oid, cap, rp)) == 503 && sk_mono_ms() < by) {
         if (recovering && strstr(rp->body, "\"recovering\"")) (*recovering)++;
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_MSG(st != 503, "user %u key %s: still 503 after 30 s: %s", user, key, rp->body);
     free(rp);
-    return st;
-}
-
-static sk_store *open_store(const char *spec)
-{
-    sk_store *st;
-    char err[512];
-    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
     return st;
 }
 
@@ -127,7 +114,7 @@ static void retry_after_restart_empty(const char *db)
     const char *extra[] = {"--role", "all", db ? "--db" : NULL, db, NULL};
     struct sk_th_serve v;
     uint64_t aid = serve_sale(&v, rs.url, extra);
-    sk_store *st = open_store(db ? db : v.db);
+    sk_store *st = sk_th_store_open(db ? db : v.db);
     char oid1[80], again[80];
     int rc = buy_until(v.port, aid, 1, "first-try", oid1, sizeof oid1, NULL);
     CHECK_EQ(rc, 200);
@@ -170,12 +157,6 @@ SK_TEST_T(idem_mysql_retry_after_redis_restarted_empty_answers_the_first_order, 
     retry_after_restart_empty(db);
 }
 
-static void *run_worker(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 struct worker_thread {
     sk_worker *w;
     pthread_t th;
@@ -188,9 +169,7 @@ static void worker_start(struct worker_thread *t, const char *url, const char *d
     wo.redis_url = url;
     wo.db_spec = db;
     wo.block_ms = 100;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&t->w, &wo, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(pthread_create(&t->th, NULL, run_worker, t->w), 0);
+    t->w = sk_th_worker_thread(&wo, &t->th);
 }
 
 static void worker_stop(struct worker_thread *t, struct sk_worker_stats *s)
@@ -209,7 +188,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
                            "50",     NULL};
     struct sk_th_serve v;
     uint64_t aid = serve_sale(&v, ss.url, extra);
-    sk_store *st = open_store(v.db);
+    sk_store *st = sk_th_store_open(v.db);
     struct worker_thread wt;
     worker_start(&wt, ss.url, v.db);
     char oid1[80], oid2[80], oid3[80], got[80];

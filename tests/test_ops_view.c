@@ -20,15 +20,10 @@
 #include <sqlite3.h>
 
 #include "core/clock.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/proc_watch.h"
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
  * process); the body into body (cap bytes, terminated). Returns the
@@ -177,7 +172,7 @@ static void kill_and_wait_replacement(pid_t supervisor, pid_t victim, int want)
             if (now[i] == victim) gone = 0;
         if (m == want && gone) return;
         CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)victim);
-        nap_ms(10);
+        sk_th_nap_ms(10);
     }
 }
 
@@ -190,7 +185,7 @@ static const char *scrape_until(int port, int (*cond)(const char *, void *), voi
         CHECK_EQ(get_big(port, "/metrics", text, sizeof text), 200);
         if (cond(text, arg)) return text;
         CHECK_MSG(sk_mono_ms() < deadline, "metrics never got there:\n%.3000s", text);
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
 }
 
@@ -440,7 +435,7 @@ static void chromium_dump(const char *url, char *out, size_t cap)
             waitpid(pid, &st, 0);
             CHECK_MSG(0, "chromium did not finish in 90 s");
         }
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "chromium failed (exit %d; is the Debian package chromium installed? "
@@ -502,7 +497,7 @@ static void open_queue(int port, uint64_t id, uint64_t base, int n)
     int64_t deadline = sk_mono_ms() + 10000;
     while (!strstr(r.body, "\"admitted\"")) {
         CHECK_MSG(sk_mono_ms() < deadline, "the last buyer got no pass: %s", r.body);
-        nap_ms(5);
+        sk_th_nap_ms(5);
         CHECK_EQ(sk_th_http_req(&h, "GET", path, hdr, NULL, &r), 200);
     }
     sk_th_http_close(&h);
@@ -562,7 +557,7 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     int64_t deadline = sk_mono_ms() + 15000;
     while (!dashboard_caught_up(ops, aid, accepted) || !dashboard_queue_is(ops, qid, 37)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed %d admitted", accepted);
-        nap_ms(100);
+        sk_th_nap_ms(100);
     }
     /* what the engine reports: the admin stats route */
     struct sk_th_http h;
@@ -642,7 +637,7 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
         if (got > 0) n += (size_t)got;
         out[n] = 0;
         CHECK_MSG(sk_mono_ms() < deadline, "no second frame:\n%s", out);
-        if (got <= 0) nap_ms(20);
+        if (got <= 0) sk_th_nap_ms(20);
     }
     CHECK_EQ(kill(pid, SIGINT), 0);
     int st;
@@ -676,7 +671,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (uint64_t base = 0;; base += 50) {
             buy_many(s.port, aid, base, 50, 2);
-            nap_ms(100);
+            sk_th_nap_ms(100);
         }
     }
     /* the node's history has twelve seconds of the sale */
@@ -685,7 +680,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     json_t *h = NULL;
     for (;;) {
         CHECK_MSG(sk_mono_ms() < deadline, "no 12 s of history: %.500s", body);
-        nap_ms(250);
+        sk_th_nap_ms(250);
         if (get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200) continue;
         json_error_t e;
         json_t *d = json_loads(body, 0, &e);

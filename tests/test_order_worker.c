@@ -40,6 +40,7 @@
 #include "orders/order_worker.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -131,15 +132,7 @@ static struct sk_worker_stats run_once(struct sk_th_env *e, const char *consumer
     o.max_deliveries = max_deliveries;
     o.trim = trim;
     o.once = 1;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    int rc = sk_worker_run(w);
-    CHECK_MSG(rc == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
-    return s;
+    return sk_th_worker_run(&o);
 }
 
 /* ---- the worker ---- */
@@ -512,13 +505,6 @@ BACKEND_TEST(trims_only_acknowledged_entries)
     CHECK_EQ(xlen(e, k.orders), 0);
 }
 
-/* The worker on a thread, stopped by sk_worker_stop: the serve embedding. */
-static void *run_thread(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 {
     uint64_t aid = sk_th_env_activity(e, 50, 1, 1, 60);
@@ -528,11 +514,8 @@ BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
     o.db_spec = e->spec;
     o.consumer = "thread";
     o.block_ms = 50;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, &t);
     for (int round = 0; round < 5; round++) {
         buy_n(e, aid, 1 + (uint64_t)round * 10, 10);
         CHECK_MSG(wait_rows(e, aid, 10 * (round + 1)), "round %d not persisted", round);
@@ -557,10 +540,7 @@ static sk_worker *start_thread_worker(struct sk_th_env *e, pthread_t *t, int rel
     o.consumer = "thread";
     o.block_ms = 50;
     o.relist_ms = relist_ms;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, t);
     return w;
 }
 
@@ -629,9 +609,8 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
     CHECK_EQ(sk_worker_new(&w, &o, err, sizeof err), SK_EINVAL); /* at most 1000 */
     o.linger_ms = 1000;
     o.block_ms = 50;
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    w = sk_th_worker_thread(&o, &t);
     buy_n(&e, aid, 1, 1);
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 1), "first order not acked");
     int64_t t0 = sk_mono_ms();

@@ -37,6 +37,7 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/proc_watch.h"
 #include "tests/support/spawn/cluster_spawn.h"
@@ -45,18 +46,12 @@
 #define CLAIM_IDLE_MS 60000
 #define BUY_EACH 40 /* orders per activity before the fault, and again after it */
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 #define WAIT_FOR(cond, ms, ...)                                                                    \
     do {                                                                                           \
         int64_t by_ = sk_mono_ms() + (ms);                                                         \
         while (!(cond)) {                                                                          \
             CHECK_MSG(sk_mono_ms() < by_, __VA_ARGS__);                                            \
-            nap_ms(5);                                                                             \
+            sk_th_nap_ms(5);                                                                       \
         }                                                                                          \
     } while (0)
 

@@ -36,6 +36,7 @@
 #include "orders/sweeper.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
@@ -90,14 +91,7 @@ static struct sk_stock_state seg_state(sk_redis *r, uint64_t aid, int seg)
 /* A worker of options o, run to its end (o->once); its stats. */
 static struct sk_worker_stats run_worker(const struct sk_worker_opts *o)
 {
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
-    return s;
+    return sk_th_worker_run(o);
 }
 
 static struct sk_worker_stats run_worker_once(const char *redis_url, const char *spec)
@@ -261,13 +255,6 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
     freeReplyObject(rep);
 }
 
-/* The worker on a thread, as in serve. */
-static void *run_thread(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 /* A worker (consumer "thread", re-listing every 50 ms) started on thread *t. */
 static sk_worker *start_worker_thread(struct sk_th_env *e, pthread_t *t)
 {
@@ -278,10 +265,7 @@ static sk_worker *start_worker_thread(struct sk_th_env *e, pthread_t *t)
     o.consumer = "thread";
     o.block_ms = 50;
     o.relist_ms = 50;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, t);
     return w;
 }
 

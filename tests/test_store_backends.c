@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "engine/activity.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -151,23 +152,10 @@ static long long be_int(const struct be *b, const char *sql)
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
-static void valid_activity(struct sk_activity *a, uint64_t id)
-{
-    sk_activity_init(a);
-    a->id = id;
-    snprintf(a->name, sizeof a->name, "flash sale %" PRIu64, id);
-    a->stock = 100;
-    a->per_user_limit = 2;
-    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
-    a->end_ms = a->start_ms + 3600 * 1000;
-    a->created_ms = 1795940000000;
-    sk_activity_apply_defaults(a);
-}
-
 static void add_activity(sk_store *st, uint64_t id, int64_t stock, int64_t pay_timeout_s)
 {
     struct sk_activity a;
-    valid_activity(&a, id);
+    sk_th_activity_valid(&a, id);
     a.stock = stock;
     a.pay_timeout_s = pay_timeout_s;
     CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
@@ -248,7 +236,7 @@ BACKEND_TEST(open_migrates_schema_and_reopen_keeps_data)
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
     CHECK_EQ(v, N_MIGRATIONS);
     struct sk_activity a, got;
-    valid_activity(&a, 11);
+    sk_th_activity_valid(&a, 11);
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     sk_store_close(st);
 
@@ -424,7 +412,7 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
     CHECK_STR(got.state, "open");
     /* The upgraded table takes segmented activities, and still refuses 0. */
     struct sk_activity a;
-    valid_activity(&a, 42);
+    sk_th_activity_valid(&a, 42);
     a.segments = 9;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 42, &got), 0);
@@ -513,7 +501,7 @@ BACKEND_TEST(activity_round_trips_every_field)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    sk_th_activity_valid(&a, SK_ACTIVITY_ID_MAX);
     snprintf(a.name, sizeof a.name, "秒杀 'quoted' \"name\" \\ {x,y}");
     a.stock = SK_ACTIVITY_STOCK_MAX;
     a.per_user_limit = 3;
@@ -536,7 +524,7 @@ BACKEND_TEST(activity_round_trips_every_field)
     CHECK_EQ(got.created_ms, a.created_ms);
     CHECK_STR(got.state, "created");
     /* The longest name (127 bytes) fits. */
-    valid_activity(&a, 2);
+    sk_th_activity_valid(&a, 2);
     memset(a.name, 'n', SK_ACTIVITY_NAME_MAX - 1);
     a.name[SK_ACTIVITY_NAME_MAX - 1] = 0;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
@@ -551,12 +539,12 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
     struct sk_activity a, got;
     static const int64_t segs[] = {1, 2, 64, SK_ACTIVITY_SEGMENTS_MAX};
     for (int i = 0; i < 4; i++) {
-        valid_activity(&a, 100 + (uint64_t)i);
+        sk_th_activity_valid(&a, 100 + (uint64_t)i);
         a.stock = 1000;
         a.segments = segs[i];
         CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
     }
-    valid_activity(&a, 110); /* no segments given: the default, 1 */
+    sk_th_activity_valid(&a, 110); /* no segments given: the default, 1 */
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 110, &got), 0);
     CHECK_EQ(got.segments, 1);
@@ -581,7 +569,7 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
         {3, 4, "must not exceed the stock"},
     };
     for (int i = 0; i < 3; i++) {
-        valid_activity(&a, 120);
+        sk_th_activity_valid(&a, 120);
         a.stock = bad[i].stock;
         a.segments = bad[i].segments;
         CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
@@ -631,8 +619,8 @@ BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, x, got;
-    valid_activity(&a, 21);
-    valid_activity(&x, 21);
+    sk_th_activity_valid(&a, 21);
+    sk_th_activity_valid(&x, 21);
     x.stock = 999;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_insert(st, &x), SK_EEXIST);
@@ -640,7 +628,7 @@ BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
     CHECK_EQ(sk_store_activity_get(st, 21, &got), 0);
     CHECK_EQ(got.stock, 100);
     /* The handle stays usable after the refusal. */
-    valid_activity(&x, 22);
+    sk_th_activity_valid(&x, 22);
     CHECK_EQ(sk_store_activity_insert(st, &x), 0);
     CHECK_STR(sk_store_errstr(st), "");
     sk_store_close(st);
@@ -650,7 +638,7 @@ BACKEND_TEST(activity_insert_refuses_invalid_definitions)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, 22);
+    sk_th_activity_valid(&a, 22);
     a.end_ms = a.start_ms;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
     CHECK(strstr(sk_store_errstr(st), "end must be after start") != NULL);
@@ -909,10 +897,10 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     /* the rollback guard's watermark (docs/recovery.md, migration 6) */
     sk_store *st = be_open(b);
     struct sk_activity a;
-    valid_activity(&a, 61);
+    sk_th_activity_valid(&a, 61);
     a.stock = 100;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    valid_activity(&a, 62);
+    sk_th_activity_valid(&a, 62);
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     struct sk_order o[5];
     mk_order(&o[0], 61, 1000, 0, 1, 1);
@@ -1669,7 +1657,7 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, 61);
+    sk_th_activity_valid(&a, 61);
     a.wr_passes_per_s = SK_ACTIVITY_PASS_RATE_MAX;
     a.wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_MAX;
     memset(a.wr_seed, 'f', SK_ACTIVITY_SEED_MAX);
@@ -1690,7 +1678,7 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
     CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
     CHECK_EQ(got.wr_passes_per_s, 7);
     /* half a waiting room is refused */
-    valid_activity(&a, 62);
+    sk_th_activity_valid(&a, 62);
     a.wr_passes_per_s = 5;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
     CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);

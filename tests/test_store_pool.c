@@ -24,6 +24,7 @@
 #include "engine/activity.h"
 #include "store/store.h"
 #include "store/store_pool.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/pg_harness.h"
 
@@ -78,19 +79,6 @@ static void drain_until(sk_store_pool *p, atomic_int *count, int want)
     }
 }
 
-static void activity_def(struct sk_activity *a, uint64_t id)
-{
-    sk_activity_init(a);
-    a->id = id;
-    snprintf(a->name, sizeof a->name, "pool %" PRIu64, id);
-    a->stock = 10;
-    a->per_user_limit = 1;
-    a->start_ms = 1795946400000;
-    a->end_ms = a->start_ms + 3600 * 1000;
-    a->created_ms = 1795940000000;
-    sk_activity_apply_defaults(a);
-}
-
 /* ---- jobs ---- */
 
 /* Inserts activity id and reads it back. */
@@ -106,7 +94,7 @@ static int insert_run(sk_store *st, void *arg)
     struct insert_job *j = arg;
     j->ran++;
     struct sk_activity a, got;
-    activity_def(&a, j->id);
+    sk_th_activity_fixed(&a, j->id, "pool", 10, 1);
     int rc = sk_store_activity_insert(st, &a);
     if (rc == 0) rc = sk_store_activity_get(st, j->id, &got);
     if (rc == 0 && got.id != j->id) rc = SK_EPROTO;

@@ -23,6 +23,7 @@
 #include "redis/redis_conn.h"
 #include "support/cluster_harness.h"
 #include "support/failover_sale.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
@@ -204,12 +205,6 @@ static int log_has(const char *path, const char *s)
     return has;
 }
 
-static void *run_worker(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 150)
 {
     struct sk_sentinel_spawn ss;
@@ -263,11 +258,8 @@ SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 1
     wo.db_spec = s.db;
     wo.trim = 0;
     wo.block_ms = 100;
-    sk_worker *w;
-    char werr[256];
-    CHECK_MSG(sk_worker_new(&w, &wo, werr, sizeof werr) == 0, "%s", werr);
     pthread_t wth;
-    CHECK_EQ(pthread_create(&wth, NULL, run_worker, w), 0);
+    sk_worker *w = sk_th_worker_thread(&wo, &wth);
 
     /* the retry learns the truth: the first admission is gone, so this is
      * a fresh purchase (a new order), confirmed by the other replica */

@@ -17,13 +17,8 @@
 #include "core/clock.h"
 #include "engine/activity.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/http_api.h"
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Creates (on v) an activity with a waiting room: window [start, end) in
  * ms, rate passes/s living ttl s; seed NULL: drawn by the server. Then
@@ -101,7 +96,7 @@ static struct qa pass_of(struct sk_th_http *c, uint64_t aid, uint64_t uid)
     while (strcmp(q.state, "admitted") != 0) {
         CHECK_MSG(strcmp(q.state, "waiting") == 0, "user %" PRIu64 ": %s", uid, r.body);
         CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " got no pass within 10 s", uid);
-        nap_ms(5);
+        sk_th_nap_ms(5);
         EXPECT_STATUS(queue_req(c, "GET", aid, uid, &r), &r, 200);
         q = qa_of(&r);
     }
@@ -228,7 +223,7 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
     pthread_t th[PACE_THREADS];
     int64_t change_at = start + 2500, until = change_at + 2000;
     while (sk_wall_ms() < start)
-        nap_ms(5);
+        sk_th_nap_ms(5);
     for (int i = 0; i < PACE_THREADS; i++) {
         p[i] = (struct poller){.port = {v[0].s.port, v[1].s.port},
                                .aid = aid,
@@ -241,7 +236,7 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
         CHECK_EQ(pthread_create(&th[i], NULL, poll_loop, &p[i]), 0);
     }
     while (sk_wall_ms() < change_at)
-        nap_ms(5);
+        sk_th_nap_ms(5);
     char path[128], body[64];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue/pace", aid);
     snprintf(body, sizeof body, "{\"passes_per_s\":%d}", RATE2);
@@ -362,7 +357,7 @@ SK_TEST(wr_http_purchase_needs_the_buyers_own_valid_pass_and_refusals_change_not
         if (!strcmp(qa_of(&r).state, "expired")) break;
         CHECK_STR(qa_of(&r).state, "admitted");
         CHECK_MSG(sk_mono_ms() < deadline, "the pass did not expire");
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     EXPECT_ERROR(buy_pass(&v.c, aid, 42, b.pass, NULL, &r), &r, 403, "no_pass");
     expect_stats(&v, aid, 9, 1, 1);
@@ -408,7 +403,7 @@ static void sold_out_reaches_waiting_buyers(int segments)
             if (!strcmp(q.state, "sold_out")) break;
             CHECK_MSG(segments > 1 && !strcmp(q.state, "waiting") && sk_mono_ms() < deadline,
                       "user %" PRIu64 " after the sell-out: %s", u, r.body);
-            nap_ms(20);
+            sk_th_nap_ms(20);
         }
     }
     /* and a join is refused as a purchase is */
@@ -472,7 +467,7 @@ static void *buyer_loop(void *arg)
             q = qa_of(r);
             if (strcmp(q.state, "waiting") != 0) break;
             CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " waited 20 s", u);
-            nap_ms(q.poll_after_ms < 20 ? q.poll_after_ms : 20);
+            sk_th_nap_ms(q.poll_after_ms < 20 ? q.poll_after_ms : 20);
             st = queue_req(&c[(u + 1) & 1], "GET", b->aid, u, r);
         }
         if (!strcmp(q.state, "sold_out")) {
@@ -626,12 +621,12 @@ SK_TEST_T(wr_http_node_figures_count_every_process_passes, 120)
     while (metric(&v, series) != NODE_BUYERS) {
         CHECK_MSG(sk_mono_ms() < deadline, "queue length never %d", NODE_BUYERS);
         EXPECT_STATUS(admin(&v, "GET", path, NULL, &r), &r, 200);
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     /* the dashboard: the worker's sample lists the activity within a second */
     while (!dashboard_shows(v.s.port, aid, NODE_BUYERS, NODE_BUYERS)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed the waiting room");
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     srv_stop(&v);
 }

@@ -23,6 +23,7 @@
 #include "orders/order_worker.h"
 #include "orders/recover.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/queue_env.h"
@@ -37,12 +38,6 @@ struct wenv {
     sk_redis *r;
     uint64_t aid;
 };
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* An open activity with a waiting room (rate passes/s, passes living 60 s,
  * limit 1), started a second ago, in the store and preheated in Redis. */
@@ -113,11 +108,7 @@ static void persist(struct wenv *e)
     o.once = 1;
     o.guard_ms = 0;
     o.block_ms = 100;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(sk_worker_run(w), 0);
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
 }
 
 /* While the key set is fenced nobody joins and no pass is handed out
@@ -159,7 +150,7 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
         CHECK_EQ(a.pass[0], 0);
         /* a newcomer does not get in either */
         CHECK_EQ(queue_one(e.r, e.aid, SK_QUEUE_JOIN, 999, NULL).rc, SK_RC_RECOVERING);
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_EQ(sk_queue_pace(e.r, e.aid, 0, &fb), 0);
     CHECK_EQ(fb.issued, fa.issued);

@@ -13,6 +13,7 @@
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "orders/order_worker.h"
+#include "support/fixtures.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
@@ -143,9 +144,5 @@ void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle
     o.consumer = consumer;
     o.once = 1;
     if (claim_idle_ms >= 0) o.claim_idle_ms = claim_idle_ms;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker: %s", sk_worker_errstr(w));
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "http/auth.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 /* Exactly n bytes on the heap, no terminator. Caller frees. */
@@ -37,15 +38,9 @@ static int verify(const char *secret, const char *tok, int64_t now, uint64_t *u)
     return rc;
 }
 
+/* deterministic, so a failure reproduces */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void)
-{
-    /* xorshift64*: deterministic, so a failure reproduces */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
-}
+#define rnd() sk_th_xorshift(&rng_state)
 
 SK_TEST(user_id_accepts_canonical_decimals_up_to_uint64_max)
 {

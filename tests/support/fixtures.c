@@ -1,0 +1,114 @@
+/* fixtures.c - the small shared set-ups of fixtures.h. */
+#include "support/fixtures.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "support/harness.h"
+#include "support/http_client.h"
+
+sk_redis *sk_th_redis_new(const char *url, int connect_ms, int cmd_ms)
+{
+    sk_redis *r;
+    char err[256];
+    CHECK_MSG(sk_redis_new(&r, url, connect_ms, cmd_ms, err, sizeof err) == 0, "url: %s", err);
+    return r;
+}
+
+sk_store *sk_th_store_open(const char *spec)
+{
+    sk_store *st;
+    char err[512];
+    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
+    return st;
+}
+
+void sk_th_activity_fixed(struct sk_activity *a, uint64_t id, const char *name, int64_t stock,
+                          int64_t per_user_limit)
+{
+    sk_activity_init(a);
+    a->id = id;
+    snprintf(a->name, sizeof a->name, "%s %" PRIu64, name, id);
+    a->stock = stock;
+    a->per_user_limit = per_user_limit;
+    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
+    a->end_ms = a->start_ms + 3600 * 1000;
+    a->created_ms = 1795940000000;
+    sk_activity_apply_defaults(a);
+}
+
+void sk_th_activity_valid(struct sk_activity *a, uint64_t id)
+{
+    sk_th_activity_fixed(a, id, "flash sale", 100, 2);
+}
+
+void sk_th_nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+uint64_t sk_th_xorshift(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 2685821657736338717ULL;
+}
+
+long long sk_th_info_num(redisReply *r, const char *field)
+{
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "\n%s:", field);
+        const char *p = strstr(r->str, pat);
+        if (p) v = strtoll(p + strlen(pat), NULL, 10);
+    }
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+int sk_th_http_200(int port, const char *path)
+{
+    struct sk_th_http h;
+    struct sk_th_resp r;
+    if (sk_th_http_try_open(&h, port) < 0) return 0;
+    int ok = sk_th_http_req(&h, "GET", path, NULL, NULL, &r) == 200;
+    sk_th_http_close(&h);
+    return ok;
+}
+
+sk_worker *sk_th_worker_new(const struct sk_worker_opts *o)
+{
+    sk_worker *w;
+    char err[512];
+    CHECK_MSG(sk_worker_new(&w, o, err, sizeof err) == 0, "worker: %s", err);
+    return w;
+}
+
+struct sk_worker_stats sk_th_worker_run(const struct sk_worker_opts *o)
+{
+    sk_worker *w = sk_th_worker_new(o);
+    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
+    struct sk_worker_stats s;
+    sk_worker_stats(w, &s);
+    sk_worker_free(w);
+    return s;
+}
+
+static void *worker_loop(void *w)
+{
+    sk_worker_run(w);
+    return NULL;
+}
+
+sk_worker *sk_th_worker_thread(const struct sk_worker_opts *o, pthread_t *t)
+{
+    sk_worker *w = sk_th_worker_new(o);
+    CHECK_EQ(pthread_create(t, NULL, worker_loop, w), 0);
+    return w;
+}

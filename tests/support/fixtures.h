@@ -1,0 +1,59 @@
+/* fixtures.h - the small pieces many test files set up the same way: a
+ * Redis connection and a store that fail the test when they cannot open,
+ * a fixed activity, a short pause for polling loops, a seeded xorshift, a
+ * numeric INFO field, an HTTP readiness probe for the spawner, and running
+ * a worker to the end of its input. */
+#ifndef SK_TEST_FIXTURES_H
+#define SK_TEST_FIXTURES_H
+#include <hiredis.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "engine/activity.h"
+#include "orders/order_worker.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
+
+/* A blocking client of url with these timeouts (not yet connected); fails
+ * the test when the URL is refused. The caller frees it (sk_redis_free). */
+sk_redis *sk_th_redis_new(const char *url, int connect_ms, int cmd_ms);
+
+/* The store of spec, opened; fails the test when it cannot open. The
+ * caller closes it (sk_store_close). */
+sk_store *sk_th_store_open(const char *spec);
+
+/* A valid activity with fixed times (starts 2026-11-29T10:00:00Z, one
+ * hour long), named "<name> <id>", with defaults applied. */
+void sk_th_activity_fixed(struct sk_activity *a, uint64_t id, const char *name, int64_t stock,
+                          int64_t per_user_limit);
+/* The same as "flash sale <id>" with stock 100, two per buyer. */
+void sk_th_activity_valid(struct sk_activity *a, uint64_t id);
+
+/* Sleeps ms milliseconds: the pause of a loop that polls for a state. */
+void sk_th_nap_ms(long ms);
+
+/* xorshift64*: a deterministic stream from *state, so a failing random
+ * input reproduces. */
+uint64_t sk_th_xorshift(uint64_t *state);
+
+/* The numeric field of an INFO reply ("\nfield:N"), -1 when absent or when
+ * r is not a string; frees r (may be NULL). */
+long long sk_th_info_num(redisReply *r, const char *field);
+
+/* Whether GET path on 127.0.0.1:port answers 200 (a readiness probe). */
+int sk_th_http_200(int port, const char *path);
+
+/* A worker of o; fails the test when it cannot be made. The caller frees
+ * it (sk_worker_free). */
+sk_worker *sk_th_worker_new(const struct sk_worker_opts *o);
+
+/* Runs a worker of o (o->once set by the caller) to its end on this
+ * thread and frees it; fails the test when it ends with an error. Returns
+ * its counters. */
+struct sk_worker_stats sk_th_worker_run(const struct sk_worker_opts *o);
+
+/* A worker of o running on a new thread *t, as serve embeds it. The
+ * caller stops it (sk_worker_stop), joins *t and frees it. */
+sk_worker *sk_th_worker_thread(const struct sk_worker_opts *o, pthread_t *t);
+
+#endif
