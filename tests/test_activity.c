@@ -61,16 +61,7 @@ static sk_store *store_of(const struct env *e)
 static int cli_run(const struct env *e, const char *redis, char *out, size_t cap,
                    const char *const *args)
 {
-    const char *argv[48] = {"activity"};
-    int n = 1;
-    for (int i = 0; args[i] && n < 42; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--redis";
-    argv[n++] = redis;
-    argv[n++] = "--db";
-    argv[n++] = e->spec;
-    argv[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, argv);
+    return sk_th_run_with_db(out, cap, "activity", args, redis, e->spec);
 }
 #define CLI(e, out, ...)                                                                           \
     cli_run(e, (e)->redis, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})

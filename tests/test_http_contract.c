@@ -535,13 +535,7 @@ static int run_bounded(char *out, size_t cap, const char *const *env, const char
         close(pfd[0]);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(sk_th_seckill_bin(), args);
     }
     close(pfd[1]);
     size_t len = 0;
@@ -638,13 +632,7 @@ static void spawn_serve(struct sk_th_serve *s, int port, const char *const *env,
         dup2(fd, 1);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(sk_th_seckill_bin(), args);
     }
     s->pid = pid;
     int64_t deadline = sk_mono_ms() + 15000;

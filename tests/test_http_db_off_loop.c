@@ -35,6 +35,7 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/pg_harness.h"
@@ -92,20 +93,9 @@ static void wait_status(struct sk_th_http *c, const char *path, int want, int64_
 static uint64_t activity(struct sk_th_http *c, int stock)
 {
     uint64_t id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"off loop\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":1800}",
-             id, stock, start, end);
-    struct sk_th_resp r;
-    CHECK_MSG(sk_th_http_req(c, "POST", "/api/v1/activities", ADMIN, body, &r) == 201, "%d %s",
-              r.status, r.body);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(c, "POST", path, ADMIN, NULL, &r), 200);
+    char body[512];
+    sk_th_activity_json(body, sizeof body, id, "off loop", stock, 1800, 0);
+    sk_th_http_activity_open(c, id, body);
     return id;
 }
 

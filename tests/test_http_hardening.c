@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "http/auth.h"
 #include "redis/redis_conn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/proc_watch.h"
@@ -116,17 +117,12 @@ static long long jfield(const struct sk_th_resp *r, const char *key)
 static uint64_t open_activity(struct srv *v, int stock, int limit)
 {
     uint64_t id = sk_th_unique_id();
-    struct sk_th_resp r;
-    char body[400], path[100];
+    char body[400];
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"hardening\",\"stock\":%d,\"per_user_limit\":%d,"
              "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
              id, stock, limit);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", "/api/v1/activities", ADMIN_HDR, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", path, ADMIN_HDR, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", path, ADMIN_HDR, NULL, &r), 200);
+    sk_th_http_activity_open(&v->admin, id, body);
     return id;
 }
 

@@ -63,19 +63,9 @@ static int call(struct srv *v, const char *method, const char *path, uint64_t ui
 static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
 {
     uint64_t id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"orders\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":%d}",
-             id, stock, start, end, pay_timeout_s);
-    struct sk_th_resp r;
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", "/api/v1/activities", ADMIN, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
+    char body[512];
+    sk_th_activity_json(body, sizeof body, id, "orders", stock, pay_timeout_s, 0);
+    sk_th_http_activity_open(&v->c, id, body);
     return id;
 }
 

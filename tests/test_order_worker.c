@@ -359,13 +359,7 @@ static pid_t spawn_worker(const char *const *args, const char *log)
         if (getppid() != parent) _exit(1);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(sk_th_seckill_bin(), args);
     }
     return pid;
 }

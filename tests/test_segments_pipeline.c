@@ -495,18 +495,9 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
 
     /* an activity of 4 segments, one unit each, through the admin API */
     uint64_t aid = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[160], val[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"seg orders\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":1800,\"segments\":%d}",
-             aid, SEGS, start, end, SEGS);
-    CHECK_EQ(sk_th_http_req(&c, "POST", "/api/v1/activities", ADMIN, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, ADMIN, NULL, &r), 200);
+    char body[512], path[160], val[96];
+    sk_th_activity_json(body, sizeof body, aid, "seg orders", SEGS, 1800, SEGS);
+    sk_th_http_activity_open(&c, aid, body);
     int segs;
     CHECK_EQ(sk_seg_count(rd, aid, &segs), 0);
     CHECK_EQ(segs, SEGS);

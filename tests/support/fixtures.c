@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -45,6 +46,22 @@ void sk_th_activity_valid(struct sk_activity *a, uint64_t id)
     sk_th_activity_fixed(a, id, "flash sale", 100, 2);
 }
 
+int sk_th_run_with_db(char *out, size_t cap, const char *cmd, const char *const *args,
+                      const char *redis, const char *db)
+{
+    const char *argv[40];
+    int n = 0;
+    if (cmd) argv[n++] = cmd;
+    for (int i = 0; args[i] && n < 34; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--redis";
+    argv[n++] = redis;
+    argv[n++] = "--db";
+    argv[n++] = db;
+    argv[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, argv);
+}
+
 void sk_th_nap_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -80,6 +97,34 @@ int sk_th_http_200(int port, const char *path)
     int ok = sk_th_http_req(&h, "GET", path, NULL, NULL, &r) == 200;
     sk_th_http_close(&h);
     return ok;
+}
+
+void sk_th_activity_json(char *buf, size_t cap, uint64_t id, const char *name, int stock,
+                         int pay_timeout_s, int segments)
+{
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], segs[32] = "";
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
+    if (segments > 0) snprintf(segs, sizeof segs, ",\"segments\":%d", segments);
+    snprintf(buf, cap,
+             "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"stock\":%d,\"per_user_limit\":1,"
+             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":%d%s}",
+             id, name, stock, start, end, pay_timeout_s, segs);
+}
+
+void sk_th_http_activity_open(struct sk_th_http *c, uint64_t id, const char *body)
+{
+    static const char admin[] = "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n";
+    struct sk_th_resp r;
+    char path[96];
+    int st = sk_th_http_req(c, "POST", "/api/v1/activities", admin, body, &r);
+    CHECK_MSG(st == 201, "create: %d %s", st, r.body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
+    st = sk_th_http_req(c, "POST", path, admin, NULL, &r);
+    CHECK_MSG(st == 200, "preheat: %d %s", st, r.body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
+    st = sk_th_http_req(c, "POST", path, admin, NULL, &r);
+    CHECK_MSG(st == 200, "open: %d %s", st, r.body);
 }
 
 sk_worker *sk_th_worker_new(const struct sk_worker_opts *o)

@@ -29,6 +29,12 @@ void sk_th_activity_fixed(struct sk_activity *a, uint64_t id, const char *name, 
 /* The same as "flash sale <id>" with stock 100, two per buyer. */
 void sk_th_activity_valid(struct sk_activity *a, uint64_t id);
 
+/* Runs `seckill [cmd] args... --redis redis --db db` (cmd may be NULL,
+ * args NULL-terminated, at most 32) as sk_th_run_seckill does: the output
+ * into out, the exit code returned. */
+int sk_th_run_with_db(char *out, size_t cap, const char *cmd, const char *const *args,
+                      const char *redis, const char *db);
+
 /* Sleeps ms milliseconds: the pause of a loop that polls for a state. */
 void sk_th_nap_ms(long ms);
 
@@ -42,6 +48,16 @@ long long sk_th_info_num(redisReply *r, const char *field);
 
 /* Whether GET path on 127.0.0.1:port answers 200 (a readiness probe). */
 int sk_th_http_200(int port, const char *path);
+
+struct sk_th_http;
+/* The JSON of a new activity that started a minute ago and ends in an
+ * hour, one unit per buyer: id, name, stock, pay_timeout_s, and segments
+ * when segments > 0; into buf (cap bytes). */
+void sk_th_activity_json(char *buf, size_t cap, uint64_t id, const char *name, int stock,
+                         int pay_timeout_s, int segments);
+/* Creates the activity of body (JSON with its id) over c as the admin,
+ * then preheats and opens it; fails the test on any other answer. */
+void sk_th_http_activity_open(struct sk_th_http *c, uint64_t id, const char *body);
 
 /* A worker of o; fails the test when it cannot be made. The caller frees
  * it (sk_worker_free). */

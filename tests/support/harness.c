@@ -192,6 +192,17 @@ const char *sk_th_bench_bin(void)
     return b && *b ? b : "build/seckill-bench";
 }
 
+void sk_th_exec(const char *bin, const char *const *args)
+{
+    const char *argv[64] = {bin};
+    int n = 1;
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
 static int run_bin(const char *bin, char *out, size_t cap, const char *const *env,
                    const char *const *args)
 {
@@ -204,13 +215,7 @@ static int run_bin(const char *bin, char *out, size_t cap, const char *const *en
         close(pfd[0]);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        const char *argv[64] = {bin};
-        int n = 1;
-        for (int i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(bin, args);
     }
     close(pfd[1]);
     size_t len = 0;

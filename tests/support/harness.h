@@ -125,6 +125,10 @@ int sk_th_free_port(void);
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
 
+/* In a forked child: execs bin with args (NULL-terminated, at most 62)
+ * after it as its argv; exits 127 when the exec fails. */
+void sk_th_exec(const char *bin, const char *const *args) __attribute__((noreturn));
+
 /* The same for the benchmarks' binary, seckill-bench (SECKILL_BENCH_BIN,
  * default build/seckill-bench): args start with the benchmark's name. */
 const char *sk_th_bench_bin(void);
