@@ -67,9 +67,7 @@ static void soft_fail(int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "    FAIL %s:%d: ", __FILE__, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    sk_th_report(__FILE__, line, fmt, ap);
     va_end(ap);
     soft_failures++;
 }

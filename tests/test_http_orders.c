@@ -19,6 +19,7 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -54,9 +55,7 @@ static void stop(struct srv *v)
 static int call(struct srv *v, const char *method, const char *path, uint64_t uid, const char *body,
                 struct sk_th_resp *r)
 {
-    char hdr[64] = "";
-    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(&v->c, method, path, hdr, body, r);
+    return sk_th_as_user(&v->c, method, path, uid, body, r);
 }
 
 /* Creates, preheats and opens an activity through the admin API. */
@@ -71,12 +70,7 @@ static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
 {
-    char path[96];
-    struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
-    int st = call(v, "POST", path, uid, NULL, &r);
-    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
-    return st;
+    return sk_th_buy_one(&v->c, aid, uid, oid, cap);
 }
 
 static long long remaining(struct srv *v, uint64_t aid)
@@ -94,25 +88,13 @@ static long long remaining(struct srv *v, uint64_t aid)
 static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char *want,
                         struct sk_th_resp *r)
 {
-    char path[128], status[32] = "";
-    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
-    int64_t deadline = sk_mono_ms() + 15000;
-    for (;;) {
-        CHECK_EQ(call(v, "GET", path, uid, NULL, r), 200);
-        sk_th_resp_field(r, "status", status, sizeof status);
-        if (!strcmp(status, want)) return;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    sk_th_order_wait(&v->c, oid, uid, want, 15000, r);
 }
 
 static int order_op(struct srv *v, const char *oid, const char *op, uint64_t uid,
                     struct sk_th_resp *r)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
-    return call(v, "POST", path, uid, NULL, r);
+    return sk_th_order_op(&v->c, oid, op, uid, r);
 }
 
 SK_TEST(order_goes_from_queued_to_created_to_paid_and_only_its_buyer_sees_it)

@@ -412,10 +412,8 @@ static void chromium_dump(const char *url, char *out, size_t cap)
     snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
     snprintf(file, sizeof file, "%s/dom.html", dir);
     snprintf(profile, sizeof profile, "--user-data-dir=%s/chromium-profile", dir);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int devnull = open("/dev/null", O_RDWR);
         dup2(fd, 1);
@@ -616,10 +614,8 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
     snprintf(id, sizeof id, "%" PRIu64, aid);
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(fds[1], 1);
         close(fds[0]);
         execl(sk_th_seckill_bin(), "seckill", "activity", "show", "--redis", sk_th_redis_url(),
@@ -665,10 +661,8 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     uint64_t aid = sk_th_unique_id();
     open_sale(s.port, aid, 1000000, 1);
     /* the sale: a buyer process, 50 new buyers every 100 ms, until stopped */
-    pid_t buyer = fork();
-    CHECK(buyer >= 0);
+    pid_t buyer = sk_th_fork();
     if (buyer == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (uint64_t base = 0;; base += 50) {
             buy_many(s.port, aid, base, 50, 2);
             sk_th_nap_ms(100);

@@ -351,12 +351,8 @@ BACKEND_TEST(sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_flo
 /* A `seckill worker` child with stderr to log; dies with the test. */
 static pid_t spawn_worker(const char *const *args, const char *log)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         sk_th_exec(sk_th_seckill_bin(), args);
@@ -646,10 +642,8 @@ SK_TEST(worker_warns_when_no_order_is_acknowledged_while_orders_wait)
     snprintf(log, sizeof log, "%s/stall.log", e.dir);
     const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis", e.redis_url, "--db", e.spec,
                           "--stall-warn-s",    "1",      NULL};
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);

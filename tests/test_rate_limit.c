@@ -65,11 +65,7 @@ static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64
                              0,
                              0,
                              ""};
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(r, &d);
     return d.id;
 }
 

@@ -411,11 +411,7 @@ static uint64_t engine_activity(sk_store *st, sk_redis *r, int64_t stock, int se
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(r, &d);
     CHECK_EQ(sk_store_activity_set_state(st, a.id, "open"), 0);
     return a.id;
 }

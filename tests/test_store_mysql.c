@@ -22,6 +22,7 @@
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "store/store.h"
+#include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -404,14 +405,6 @@ struct srv {
     struct sk_th_http c;
 };
 
-static int call(struct srv *v, const char *method, const char *path, uint64_t uid,
-                struct sk_th_resp *r)
-{
-    char hdr[64] = "";
-    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(&v->c, method, path, hdr, NULL, r);
-}
-
 static uint64_t http_activity(struct srv *v, int stock, int pay_timeout_s)
 {
     uint64_t id = sk_th_unique_id();
@@ -423,36 +416,19 @@ static uint64_t http_activity(struct srv *v, int stock, int pay_timeout_s)
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
 {
-    char path[96];
-    struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
-    int st = call(v, "POST", path, uid, &r);
-    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
-    return st;
+    return sk_th_buy_one(&v->c, aid, uid, oid, cap);
 }
 
 static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char *want)
 {
-    char path[128], status[32] = "";
     struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
-    int64_t deadline = sk_mono_ms() + 20000;
-    for (;;) {
-        CHECK_EQ(call(v, "GET", path, uid, &r), 200);
-        sk_th_resp_field(&r, "status", status, sizeof status);
-        if (!strcmp(status, want)) return;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    sk_th_order_wait(&v->c, oid, uid, want, 20000, &r);
 }
 
 static int order_op(struct srv *v, const char *oid, const char *op, uint64_t uid,
                     struct sk_th_resp *r)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
-    return call(v, "POST", path, uid, r);
+    return sk_th_order_op(&v->c, oid, op, uid, r);
 }
 
 /* `seckill reconcile` of activity aid: its exit code, its output in out. */

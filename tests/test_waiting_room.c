@@ -44,11 +44,7 @@ static uint64_t wr_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t s
                              .wr_rate = rate,
                              .wr_ttl_s = ttl_s};
     snprintf(d.wr_seed, sizeof d.wr_seed, "%s", seed);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(r, &d);
     return d.id;
 }
 

@@ -65,11 +65,7 @@ static void wenv_start(struct wenv *e, const char *name, int64_t stock, int64_t 
     CHECK_EQ(sk_store_activity_insert(e->st, &a), 0);
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(e->r, &d);
     CHECK_EQ(sk_store_activity_set_state(e->st, a.id, "open"), 0);
 }
 

@@ -146,3 +146,11 @@ void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle
     if (claim_idle_ms >= 0) o.claim_idle_ms = claim_idle_ms;
     sk_th_worker_run(&o);
 }
+
+void sk_th_env_run(int kind, const char *file, void (*fn)(struct sk_th_env *))
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, kind, file, sk_th_redis_url());
+    fn(&e);
+    sk_th_env_done(&e);
+}

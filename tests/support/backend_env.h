@@ -68,6 +68,9 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
  * every entry another consumer left pending). */
 void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms);
 
+/* fn on a fresh environment of kind on the run's Redis (init, fn, done). */
+void sk_th_env_run(int kind, const char *file, void (*fn)(struct sk_th_env *));
+
 /* SK_BACKEND_TEST(prefix, file, name): static void name(struct sk_th_env *)
  * runs as <prefix>_sqlite_<name>, <prefix>_pg_<name> and
  * <prefix>_mysql_<name> (a file using it says SK_TH_PG_USED and
@@ -76,24 +79,15 @@ void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle
     static void name(struct sk_th_env *e);                                                         \
     SK_TEST(prefix##_sqlite_##name)                                                                \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_SQLITE, file, sk_th_redis_url());                                 \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_SQLITE, file, name);                                                   \
     }                                                                                              \
     SK_TEST(prefix##_pg_##name)                                                                    \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_PG, file, sk_th_redis_url());                                     \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_PG, file, name);                                                       \
     }                                                                                              \
     SK_TEST(prefix##_mysql_##name)                                                                 \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_MYSQL, file, sk_th_redis_url());                                  \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_MYSQL, file, name);                                                    \
     }                                                                                              \
     static void name(struct sk_th_env *e)
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/codes.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -60,6 +61,15 @@ int sk_th_run_with_db(char *out, size_t cap, const char *cmd, const char *const 
     argv[n++] = db;
     argv[n] = NULL;
     return sk_th_run_seckill(out, cap, NULL, argv);
+}
+
+void sk_th_stock_open(sk_redis *r, const struct sk_stock_def *d)
+{
+    int rc;
+    CHECK_EQ(sk_stock_preheat(r, d, 0, &rc, NULL), 0);
+    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_stock_set_open(r, d->id, 1, &rc), 0);
+    CHECK_EQ(rc, SK_RC_OK);
 }
 
 void sk_th_nap_ms(long ms)

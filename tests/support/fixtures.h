@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/activity.h"
+#include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
@@ -34,6 +35,10 @@ void sk_th_activity_valid(struct sk_activity *a, uint64_t id);
  * into out, the exit code returned. */
 int sk_th_run_with_db(char *out, size_t cap, const char *cmd, const char *const *args,
                       const char *redis, const char *db);
+
+/* Preheats d (answer: preheated) and opens it (answer: ok) on r; fails
+ * the test otherwise. */
+void sk_th_stock_open(sk_redis *r, const struct sk_stock_def *d);
 
 /* Sleeps ms milliseconds: the pause of a loop that polls for a state. */
 void sk_th_nap_ms(long ms);

@@ -65,13 +65,18 @@ void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *fi
     tests[ntests - 1].on_request = 1;
 }
 
+void sk_th_report(const char *file, int line, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "    FAIL %s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    sk_th_report(file, line, fmt, ap);
     va_end(ap);
     fflush(stderr);
     exit(1);
@@ -190,6 +195,18 @@ const char *sk_th_bench_bin(void)
 {
     const char *b = getenv("SECKILL_BENCH_BIN");
     return b && *b ? b : "build/seckill-bench";
+}
+
+pid_t sk_th_fork(void)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+    }
+    return pid;
 }
 
 void sk_th_exec(const char *bin, const char *const *args)
