@@ -68,9 +68,7 @@ static int cli_run(const struct env *e, const char *redis, char *out, size_t cap
 
 static sk_redis *redis_of(const char *url)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 1000, 1000, err, sizeof err) == 0, "url: %s", err);
+    sk_redis *r = sk_th_redis_new(url, 1000, 1000);
     return r;
 }
 

@@ -526,12 +526,8 @@ static int run_bounded(char *out, size_t cap, const char *const *env, const char
     CHECK(pipe(pfd) == 0);
     pid_t pid = sk_th_fork();
     if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
         close(pfd[0]);
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        sk_th_exec(sk_th_seckill_bin(), args);
+        sk_th_exec_out(pfd[1], sk_th_seckill_bin(), env, args);
     }
     close(pfd[1]);
     size_t len = 0;

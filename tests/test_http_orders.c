@@ -61,11 +61,7 @@ static int call(struct srv *v, const char *method, const char *path, uint64_t ui
 /* Creates, preheats and opens an activity through the admin API. */
 static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
 {
-    uint64_t id = sk_th_unique_id();
-    char body[512];
-    sk_th_activity_json(body, sizeof body, id, "orders", stock, pay_timeout_s, 0);
-    sk_th_http_activity_open(&v->c, id, body);
-    return id;
+    return sk_th_http_activity(&v->c, "orders", stock, pay_timeout_s);
 }
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
@@ -247,9 +243,7 @@ SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases
      * this process the stream's figures, which send the next one to the
      * database anyway) */
     CHECK_EQ(order_op(&v, oid, "pay", 81, &r), 200);
-    sk_redis *rc;
-    char e2[256];
-    CHECK_MSG(sk_redis_new(&rc, sk_th_redis_url(), 2000, 5000, e2, sizeof e2) == 0, "%s", e2);
+    sk_redis *rc = sk_th_redis_new(sk_th_redis_url(), 2000, 5000);
     CHECK_EQ(sk_stock_drop(rc, aid), 0);
     sk_redis_free(rc);
     snprintf(ids, sizeof ids, "%" PRIu64, aid);

@@ -246,9 +246,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
     CHECK_STR(got, oid1);
     want.n = 4;
     sale_wait(sale_db_has, &want, 20000, "the fresh purchase persisted");
-    sk_redis *r;
-    char err[256];
-    CHECK_MSG(sk_redis_new(&r, ss.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(ss.url, 2000, 5000);
     sale_wait_drained(r, aid, 30000);
     sk_redis_free(r);
     worker_stop(&wt, &ws);

@@ -398,21 +398,8 @@ SK_TEST_T(recovery_a_fence_answers_every_purchase_503_recovering_until_the_recov
 static uint64_t engine_activity(sk_store *st, sk_redis *r, int64_t stock, int segments)
 {
     struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "rollback");
-    a.stock = stock;
-    a.per_user_limit = 1;
-    a.start_ms = sk_wall_ms() - 60000;
-    a.end_ms = a.start_ms + 7200000;
-    a.created_ms = sk_wall_ms();
-    a.segments = segments;
-    sk_activity_apply_defaults(&a);
-    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    sk_th_stock_open(r, &d);
-    CHECK_EQ(sk_store_activity_set_state(st, a.id, "open"), 0);
+    sk_th_activity_live(&a, "rollback", stock, segments, 60000);
+    sk_th_activity_open_in(st, r, &a);
     return a.id;
 }
 

@@ -26,6 +26,7 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -111,9 +112,7 @@ SK_TEST(seg_lender_is_the_fullest_other_segment)
 
 static sk_redis *connect_to(const char *url)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(url, 2000, 5000);
     CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
     return r;
 }

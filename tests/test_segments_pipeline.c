@@ -489,9 +489,7 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    sk_redis *rd;
-    char err[512];
-    CHECK_MSG(sk_redis_new(&rd, sk_th_redis_url(), 1000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *rd = sk_th_redis_new(sk_th_redis_url(), 1000, 5000);
 
     /* an activity of 4 segments, one unit each, through the admin API */
     uint64_t aid = sk_th_unique_id();

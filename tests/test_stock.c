@@ -451,9 +451,7 @@ SK_TEST(stopped_redis_times_out_then_the_connection_recovers)
 {
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
-    sk_redis *r;
-    char err[64];
-    CHECK_EQ(sk_redis_new(&r, srv.url, 500, 300, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(srv.url, 500, 300);
     uint64_t aid = open_activity(r, 10, 1, 1);
     CHECK_EQ(buy(r, aid, 1, 1, NULL), SK_RC_OK);
     kill(srv.pid, SIGSTOP);

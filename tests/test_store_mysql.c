@@ -407,11 +407,7 @@ struct srv {
 
 static uint64_t http_activity(struct srv *v, int stock, int pay_timeout_s)
 {
-    uint64_t id = sk_th_unique_id();
-    char body[512];
-    sk_th_activity_json(body, sizeof body, id, "mysql sale", stock, pay_timeout_s, 0);
-    sk_th_http_activity_open(&v->c, id, body);
-    return id;
+    return sk_th_http_activity(&v->c, "mysql sale", stock, pay_timeout_s);
 }
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
@@ -564,9 +560,7 @@ SK_TEST_T(store_mysql_rollback_guard_replays_from_mariadb_after_redis_lost_its_d
     const int64_t stock = 30000, limit = 3;
     uint64_t aid = sale_activity(v.port, 0, stock, limit, 1);
     sk_store *st = open_ok(db);
-    sk_redis *r;
-    char err[256];
-    CHECK_MSG(sk_redis_new(&r, rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     struct sale s;
     sale_start(&s, v.port, aid, 20000, limit, SALE_THREADS);
     sale_log_sale(&s);

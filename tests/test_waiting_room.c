@@ -447,9 +447,7 @@ SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
  * in its buyer's home segment's slot, and exactly the stock sells. */
 SK_TEST(wr_cluster_segmented_sale_sells_exactly_with_passes)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(sk_th_cluster_url(), 2000, 5000);
     CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
     uint64_t aid = wr_activity(r, 20, 1, sk_wall_ms() - 1000, 100000, 60, SEED_A, 3);
     int sold = 0;

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "engine/activity.h"
 #include "store/store.h"
+#include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/http_api.h"
 
@@ -44,10 +45,9 @@ static void wr_ready(struct srv *v, uint64_t id, long long stock, long long limi
 static int queue_req(struct sk_th_http *c, const char *method, uint64_t aid, uint64_t uid,
                      struct sk_th_resp *r)
 {
-    char path[128], h[64];
+    char path[128];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", aid);
-    snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(c, method, path, h, NULL, r);
+    return sk_th_as_user(c, method, path, uid, NULL, r);
 }
 
 /* A purchase of one unit by uid with pass (NULL: none). */

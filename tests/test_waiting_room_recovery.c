@@ -49,24 +49,12 @@ static void wenv_start(struct wenv *e, const char *name, int64_t stock, int64_t 
     CHECK_MSG(sk_store_open(&e->st, e->db, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(sk_redis_new(&e->r, e->rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
     struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = e->aid = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "%s", name);
-    a.stock = stock;
-    a.per_user_limit = 1;
-    a.start_ms = sk_wall_ms() - 1000;
-    a.end_ms = a.start_ms + 7200000;
-    a.created_ms = sk_wall_ms();
-    a.segments = segments;
+    sk_th_activity_live(&a, name, stock, segments, 1000);
+    e->aid = a.id;
     a.wr_passes_per_s = rate;
     a.wr_pass_ttl_s = 60;
     snprintf(a.wr_seed, sizeof a.wr_seed, "%s", SEED);
-    sk_activity_apply_defaults(&a);
-    CHECK_EQ(sk_store_activity_insert(e->st, &a), 0);
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    sk_th_stock_open(e->r, &d);
-    CHECK_EQ(sk_store_activity_set_state(e->st, a.id, "open"), 0);
+    sk_th_activity_open_in(e->st, e->r, &a);
 }
 
 static void wenv_stop(struct wenv *e)

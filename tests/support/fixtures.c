@@ -72,6 +72,30 @@ void sk_th_stock_open(sk_redis *r, const struct sk_stock_def *d)
     CHECK_EQ(rc, SK_RC_OK);
 }
 
+void sk_th_activity_live(struct sk_activity *a, const char *name, int64_t stock, int segments,
+                         int64_t started_ago_ms)
+{
+    sk_activity_init(a);
+    a->id = sk_th_unique_id();
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->stock = stock;
+    a->per_user_limit = 1;
+    a->start_ms = sk_wall_ms() - started_ago_ms;
+    a->end_ms = a->start_ms + 7200000;
+    a->created_ms = sk_wall_ms();
+    a->segments = segments;
+}
+
+void sk_th_activity_open_in(sk_store *st, sk_redis *r, struct sk_activity *a)
+{
+    sk_activity_apply_defaults(a);
+    CHECK_EQ(sk_store_activity_insert(st, a), 0);
+    struct sk_stock_def d;
+    sk_activity_stock_def(a, &d);
+    sk_th_stock_open(r, &d);
+    CHECK_EQ(sk_store_activity_set_state(st, a->id, "open"), 0);
+}
+
 void sk_th_nap_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -135,6 +159,15 @@ void sk_th_http_activity_open(struct sk_th_http *c, uint64_t id, const char *bod
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
     st = sk_th_http_req(c, "POST", path, admin, NULL, &r);
     CHECK_MSG(st == 200, "open: %d %s", st, r.body);
+}
+
+uint64_t sk_th_http_activity(struct sk_th_http *c, const char *name, int stock, int pay_timeout_s)
+{
+    uint64_t id = sk_th_unique_id();
+    char body[512];
+    sk_th_activity_json(body, sizeof body, id, name, stock, pay_timeout_s, 0);
+    sk_th_http_activity_open(c, id, body);
+    return id;
 }
 
 sk_worker *sk_th_worker_new(const struct sk_worker_opts *o)

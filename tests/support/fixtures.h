@@ -40,6 +40,15 @@ int sk_th_run_with_db(char *out, size_t cap, const char *cmd, const char *const 
  * the test otherwise. */
 void sk_th_stock_open(sk_redis *r, const struct sk_stock_def *d);
 
+/* A fresh activity id named name, running since started_ago_ms for two
+ * hours, one unit per buyer, of stock units in segments (0: the default);
+ * defaults not yet applied, so the caller may add fields. */
+void sk_th_activity_live(struct sk_activity *a, const char *name, int64_t stock, int segments,
+                         int64_t started_ago_ms);
+/* Applies a's defaults, stores it in st, preheats and opens it on r
+ * (sk_th_stock_open) and marks it open in st. */
+void sk_th_activity_open_in(sk_store *st, sk_redis *r, struct sk_activity *a);
+
 /* Sleeps ms milliseconds: the pause of a loop that polls for a state. */
 void sk_th_nap_ms(long ms);
 
@@ -63,6 +72,9 @@ void sk_th_activity_json(char *buf, size_t cap, uint64_t id, const char *name, i
 /* Creates the activity of body (JSON with its id) over c as the admin,
  * then preheats and opens it; fails the test on any other answer. */
 void sk_th_http_activity_open(struct sk_th_http *c, uint64_t id, const char *body);
+/* Both: a fresh activity of sk_th_activity_json (no segments), open;
+ * returns its id. */
+uint64_t sk_th_http_activity(struct sk_th_http *c, const char *name, int stock, int pay_timeout_s);
 
 /* A worker of o; fails the test when it cannot be made. The caller frees
  * it (sk_worker_free). */

@@ -220,6 +220,15 @@ void sk_th_exec(const char *bin, const char *const *args)
     _exit(127);
 }
 
+void sk_th_exec_out(int out_fd, const char *bin, const char *const *env, const char *const *args)
+{
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    sk_th_exec(bin, args);
+}
+
 static int run_bin(const char *bin, char *out, size_t cap, const char *const *env,
                    const char *const *args)
 {
@@ -227,12 +236,8 @@ static int run_bin(const char *bin, char *out, size_t cap, const char *const *en
     if (pipe(pfd) < 0) sk_th_fail(__FILE__, __LINE__, "pipe");
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
         close(pfd[0]);
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        sk_th_exec(bin, args);
+        sk_th_exec_out(pfd[1], bin, env, args);
     }
     close(pfd[1]);
     size_t len = 0;

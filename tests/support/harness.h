@@ -137,6 +137,10 @@ pid_t sk_th_fork(void);
 /* In a forked child: execs bin with args (NULL-terminated, at most 62)
  * after it as its argv; exits 127 when the exec fails. */
 void sk_th_exec(const char *bin, const char *const *args) __attribute__((noreturn));
+/* The same with stdout and stderr on out_fd and the "K=V" entries of env
+ * (NULL-terminated, may be NULL) added to the environment. */
+void sk_th_exec_out(int out_fd, const char *bin, const char *const *env, const char *const *args)
+    __attribute__((noreturn));
 
 /* The same for the benchmarks' binary, seckill-bench (SECKILL_BENCH_BIN,
  * default build/seckill-bench): args start with the benchmark's name. */
