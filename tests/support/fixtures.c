@@ -110,6 +110,15 @@ uint64_t sk_th_xorshift(uint64_t *state)
     return *state * 2685821657736338717ULL;
 }
 
+size_t sk_th_insert_drawn(char *buf, size_t n, size_t cap, size_t at, const char *alphabet,
+                          size_t alen, uint64_t *state)
+{
+    if (n >= cap - 1) return n;
+    memmove(buf + at + 1, buf + at, n - at);
+    buf[at] = alphabet[sk_th_xorshift(state) % alen];
+    return n + 1;
+}
+
 long long sk_th_info_num(redisReply *r, const char *field)
 {
     long long v = -1;

@@ -7,6 +7,7 @@
 #define SK_TEST_FIXTURES_H
 #include <hiredis.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/activity.h"
@@ -55,6 +56,12 @@ void sk_th_nap_ms(long ms);
 /* xorshift64*: a deterministic stream from *state, so a failing random
  * input reproduces. */
 uint64_t sk_th_xorshift(uint64_t *state);
+
+/* A mutation of fuzz input buf (n bytes, cap of room): a byte of
+ * alphabet (alen bytes) drawn from *state inserted at at, when there is
+ * room (nothing drawn otherwise). Returns the new length. */
+size_t sk_th_insert_drawn(char *buf, size_t n, size_t cap, size_t at, const char *alphabet,
+                          size_t alen, uint64_t *state);
 
 /* The numeric field of an INFO reply ("\nfield:N"), -1 when absent or when
  * r is not a string; frees r (may be NULL). */

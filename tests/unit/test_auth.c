@@ -375,11 +375,8 @@ SK_TEST(auth_parsers_survive_100000_random_and_mutated_inputs)
                     }
                     break;
                 default:
-                    if (n < sizeof buf - 1) {
-                        memmove(buf + at + 1, buf + at, n - at);
-                        buf[at] = alphabet[rnd() % (sizeof alphabet - 1)];
-                        n++;
-                    }
+                    n = sk_th_insert_drawn(buf, n, sizeof buf, at, alphabet, sizeof alphabet - 1,
+                                           &rng_state);
                 }
             }
         } else { /* random bytes, random length */
