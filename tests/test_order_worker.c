@@ -123,10 +123,7 @@ static struct sk_worker_stats run_once(struct sk_th_env *e, const char *consumer
                                        int claim_idle_ms, int max_deliveries, int trim)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = consumer;
+    sk_th_env_worker_opts(e, &o, consumer);
     o.batch = batch;
     o.claim_idle_ms = claim_idle_ms;
     o.max_deliveries = max_deliveries;
@@ -499,10 +496,7 @@ BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 {
     uint64_t aid = sk_th_env_activity(e, 50, 1, 1, 60);
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
     pthread_t t;
     sk_worker *w = sk_th_worker_thread(&o, &t);
@@ -524,10 +518,7 @@ BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 static sk_worker *start_thread_worker(struct sk_th_env *e, pthread_t *t, int relist_ms)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
     o.relist_ms = relist_ms;
     sk_worker *w = sk_th_worker_thread(&o, t);

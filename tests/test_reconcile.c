@@ -214,13 +214,20 @@ BACKEND_TEST(a_cancel_in_progress_is_not_drift_but_an_old_one_is)
 
 /* ---- each drift, found and repaired -------------------------------------------- */
 
+/* sale(), then the row of its order victim deleted from the DB. */
+static uint64_t sale_then_delete(struct sk_th_env *e, char oids[7][SK_ORDER_ID_MAX], int victim)
+{
+    uint64_t aid = sale(e, oids);
+    char sql[256];
+    snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[victim]);
+    sk_th_be_sql(e, sql);
+    return aid;
+}
+
 BACKEND_TEST(deleted_order_row_is_lost_and_repair_restores_it)
 {
     char oids[7][SK_ORDER_ID_MAX];
-    uint64_t aid = sale(e, oids);
-    char sql[256];
-    snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[3]);
-    sk_th_be_sql(e, sql);
+    uint64_t aid = sale_then_delete(e, oids, 3);
     char line[200];
     snprintf(line, sizeof line, "DRIFT lost_order: order %s (user 4, 2 unit(s))", oids[3]);
     static char out[65536];
@@ -238,10 +245,7 @@ BACKEND_TEST(deleted_order_row_is_lost_and_repair_restores_it)
 BACKEND_TEST(deleted_row_of_a_released_order_comes_back_cancelled)
 {
     char oids[7][SK_ORDER_ID_MAX];
-    uint64_t aid = sale(e, oids);
-    char sql[256];
-    snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", oids[1]);
-    sk_th_be_sql(e, sql);
+    uint64_t aid = sale_then_delete(e, oids, 1);
     char line[200];
     snprintf(line, sizeof line, "DRIFT lost_order: order %s (user 2, 2 unit(s), released)",
              oids[1]);

@@ -232,10 +232,7 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
     CHECK(rep->type == REDIS_REPLY_STRING);
     freeReplyObject(rep);
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "segments";
+    sk_th_env_worker_opts(e, &o, "segments");
     o.claim_idle_ms = 0;
     o.max_deliveries = 1;
     o.once = 1;
@@ -259,10 +256,7 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
 static sk_worker *start_worker_thread(struct sk_th_env *e, pthread_t *t)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
     o.relist_ms = 50;
     sk_worker *w = sk_th_worker_thread(&o, t);

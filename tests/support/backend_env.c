@@ -135,13 +135,18 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
     return got;
 }
 
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o, const char *consumer)
+{
+    sk_worker_opts_init(o);
+    o->redis_url = e->redis_url;
+    o->db_spec = e->spec;
+    o->consumer = consumer;
+}
+
 void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = consumer;
+    sk_th_env_worker_opts(e, &o, consumer);
     o.once = 1;
     if (claim_idle_ms >= 0) o.claim_idle_ms = claim_idle_ms;
     sk_th_worker_run(&o);

@@ -63,6 +63,10 @@ struct sk_th_bought {
 size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, size_t n,
                            int64_t max_qty, size_t batch, struct sk_th_bought *out);
 
+struct sk_worker_opts;
+/* o initialised for a worker of e (its Redis and store) named consumer. */
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o, const char *consumer);
+
 /* Drains every stream with the real order worker (once mode) as consumer;
  * claim_idle_ms >= 0 overrides the worker's default (0 also takes over
  * every entry another consumer left pending). */
