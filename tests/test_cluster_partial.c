@@ -87,8 +87,7 @@ static void cluster_start(struct sk_cluster_spawn *cl, int replicas, int node_ti
 static int readyz(int port, char *out, size_t cap)
 {
     struct sk_th_http c;
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     int st = 0;
     if (sk_th_http_try_open(&c, port) == 0) {
         st = sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, rp);

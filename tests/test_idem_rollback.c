@@ -60,8 +60,7 @@ static int buy(int port, uint64_t aid, unsigned user, const char *key, char *oid
 static int buy_until(int port, uint64_t aid, unsigned user, const char *key, char *oid, size_t cap,
                      int *recovering)
 {
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     int64_t by = sk_mono_ms() + 30000;
     int st;
     while ((st = buy(port, aid, user, key, oid, cap, rp)) == 503 && sk_mono_ms() < by) {
@@ -203,8 +202,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
     CHECK_MSG(kr && kr->type == REDIS_REPLY_INTEGER && kr->integer == 2, "CLIENT KILL: %s",
               kr && kr->str ? kr->str : "?");
     freeReplyObject(kr);
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     CHECK_EQ(buy(v.port, aid, 2, "k2", got, sizeof got, rp), 503);
     CHECK_MSG(strstr(rp->body, "\"unconfirmed\""), "%s", rp->body);
     CHECK_EQ(buy(v.port, aid, 3, "k3", got, sizeof got, rp), 503);

@@ -133,8 +133,7 @@ SK_TEST_T(sync_replicas_answer_503_unconfirmed_until_a_replica_acknowledges, 120
     serve_start(&s, m.url, extra);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
 
     /* a replica acknowledges: 200 */
     int st = buy(&c, aid, 1, "k1", resp);
@@ -218,8 +217,7 @@ SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 1
     uint64_t aid = sale_activity(s.port, 0, 100, 1, 1);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
     CHECK_EQ(buy(&c, aid, 1, "k1", resp), 200);
     char oid1[80];
     order_id(resp, oid1, sizeof oid1);
@@ -459,8 +457,7 @@ static int purchase_after_a_live_masters_failover(int n, int *status)
     serve_start(&s, ss.node[m].url, extra);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
     int st = buy(&c, aid, 1, "k1", resp);
     CHECK_MSG(st == 200, "before the failover: %d %s", st, resp->body);
     char oid1[80];

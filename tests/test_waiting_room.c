@@ -61,6 +61,15 @@ static void q_many(sk_redis *r, uint64_t aid, char op, const uint64_t *users, si
     }
 }
 
+/* n buyers first, first + 1, ... (into users) join in that order. */
+static void join_from(sk_redis *r, uint64_t aid, uint64_t first, size_t n, uint64_t *users,
+                      struct sk_queue_answer *ans, struct sk_queue_head *h)
+{
+    for (size_t i = 0; i < n; i++)
+        users[i] = first + i;
+    q_many(r, aid, SK_QUEUE_JOIN, users, n, ans, h);
+}
+
 /* Waits (bounded) until Redis's clock passes ms. */
 static void wait_redis_past(sk_redis *r, int64_t ms)
 {
@@ -238,9 +247,7 @@ SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
     uint64_t users[50];
     struct sk_queue_answer ans[50];
     struct sk_queue_head h;
-    for (int i = 0; i < 50; i++)
-        users[i] = 500 + (uint64_t)i;
-    q_many(r, aid, SK_QUEUE_JOIN, users, 50, ans, &h);
+    join_from(r, aid, 500, 50, users, ans, &h);
     /* the first joiner found the room idle and got a pass; the rest queue */
     CHECK_EQ(ans[0].rc, SK_RC_Q_ADMITTED);
     CHECK(ans[0].pass[0] != 0);
@@ -407,9 +414,7 @@ SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
     uint64_t users[200];
     struct sk_queue_answer ans[200];
     struct sk_queue_head h;
-    for (int i = 0; i < 200; i++)
-        users[i] = 3000 + (uint64_t)i;
-    q_many(r, aid, SK_QUEUE_JOIN, users, 200, ans, &h);
+    join_from(r, aid, 3000, 200, users, ans, &h);
     struct sk_queue_stats st;
     CHECK_EQ(sk_queue_pace(r, aid, 0, &st), 0);
     int64_t before = st.issued;

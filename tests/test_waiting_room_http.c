@@ -147,8 +147,7 @@ static void *poll_loop(void *arg)
     struct sk_th_http c[2];
     sk_th_http_open(&c[0], p->port[0]);
     sk_th_http_open(&c[1], p->port[1]);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r != NULL);
+    struct sk_th_resp *r = sk_th_resp_new();
     unsigned k = 0;
     while (sk_wall_ms() < p->until_ms && p->n < p->cap) {
         /* my buyers, round robin, alternating the two processes */
@@ -447,8 +446,7 @@ static void *buyer_loop(void *arg)
     struct sk_th_http c[2];
     sk_th_http_open(&c[0], b->port[0]);
     sk_th_http_open(&c[1], b->port[1]);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r != NULL);
+    struct sk_th_resp *r = sk_th_resp_new();
     int k = 0;
     for (uint64_t u = 1 + (uint64_t)b->index; u <= INV_BUYERS; u += INV_THREADS, k++) {
         int st = buy_pass(&c[u & 1], b->aid, u, NULL, NULL, r);

@@ -135,7 +135,8 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
     return got;
 }
 
-void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o, const char *consumer)
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o,
+                           const char *consumer)
 {
     sk_worker_opts_init(o);
     o->redis_url = e->redis_url;

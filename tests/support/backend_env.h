@@ -65,7 +65,8 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
 
 struct sk_worker_opts;
 /* o initialised for a worker of e (its Redis and store) named consumer. */
-void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o, const char *consumer);
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o,
+                           const char *consumer);
 
 /* Drains every stream with the real order worker (once mode) as consumer;
  * claim_idle_ms >= 0 overrides the worker's default (0 also takes over

@@ -23,8 +23,7 @@ int sale_admin(int port, const char *method, const char *path, const char *body,
 {
     struct sk_th_http c;
     sk_th_http_open(&c, port);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r);
+    struct sk_th_resp *r = sk_th_resp_new();
     int st;
     /* the setup of a sale, not what is tested: a store pool that was busy
      * for a second on a loaded machine answers 503 "try again"; we do, a
