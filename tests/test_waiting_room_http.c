@@ -132,6 +132,18 @@ struct ev {
     int64_t sent_ms, got_ms; /* wall clock */
 };
 
+/* One connection to each of the two processes. */
+static void open_both(struct sk_th_http c[2], const int port[2])
+{
+    sk_th_http_open(&c[0], port[0]);
+    sk_th_http_open(&c[1], port[1]);
+}
+static void close_both(struct sk_th_http c[2])
+{
+    sk_th_http_close(&c[0]);
+    sk_th_http_close(&c[1]);
+}
+
 struct poller {
     int port[2];
     uint64_t aid, first_user;
@@ -145,8 +157,7 @@ static void *poll_loop(void *arg)
 {
     struct poller *p = arg;
     struct sk_th_http c[2];
-    sk_th_http_open(&c[0], p->port[0]);
-    sk_th_http_open(&c[1], p->port[1]);
+    open_both(c, p->port);
     struct sk_th_resp *r = sk_th_resp_new();
     unsigned k = 0;
     while (sk_wall_ms() < p->until_ms && p->n < p->cap) {
@@ -166,8 +177,7 @@ static void *poll_loop(void *arg)
         k++;
     }
     free(r);
-    sk_th_http_close(&c[0]);
-    sk_th_http_close(&c[1]);
+    close_both(c);
     return NULL;
 }
 
@@ -444,8 +454,7 @@ static void *buyer_loop(void *arg)
 {
     struct buyer_run *b = arg;
     struct sk_th_http c[2];
-    sk_th_http_open(&c[0], b->port[0]);
-    sk_th_http_open(&c[1], b->port[1]);
+    open_both(c, b->port);
     struct sk_th_resp *r = sk_th_resp_new();
     int k = 0;
     for (uint64_t u = 1 + (uint64_t)b->index; u <= INV_BUYERS; u += INV_THREADS, k++) {
@@ -483,8 +492,7 @@ static void *buyer_loop(void *arg)
         }
     }
     free(r);
-    sk_th_http_close(&c[0]);
-    sk_th_http_close(&c[1]);
+    close_both(c);
     return NULL;
 }
 

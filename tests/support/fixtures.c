@@ -96,6 +96,26 @@ void sk_th_activity_open_in(sk_store *st, sk_redis *r, struct sk_activity *a)
     CHECK_EQ(sk_store_activity_set_state(st, a->id, "open"), 0);
 }
 
+void sk_th_stock_new_open(sk_redis *r, uint64_t id, int64_t initial, int64_t limit, int64_t maxq,
+                          int segments, int64_t started_ago_ms)
+{
+    int64_t now = sk_wall_ms();
+    struct sk_stock_def d = {.id = id,
+                             .initial = initial,
+                             .per_user_limit = limit,
+                             .max_per_order = maxq,
+                             .start_ms = now - started_ago_ms,
+                             .end_ms = now + 3600000,
+                             .segments = segments};
+    int rc;
+    int64_t left;
+    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &left) == 0, "preheat: %s", r->errstr);
+    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(left, initial);
+    CHECK_MSG(sk_stock_set_open(r, id, 1, &rc) == 0, "open: %s", r->errstr);
+    CHECK_EQ(rc, SK_RC_OK);
+}
+
 void sk_th_nap_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -50,6 +50,12 @@ void sk_th_activity_live(struct sk_activity *a, const char *name, int64_t stock,
  * (sk_th_stock_open) and marks it open in st. */
 void sk_th_activity_open_in(sk_store *st, sk_redis *r, struct sk_activity *a);
 
+/* Stock id on r: initial units (limit per buyer, maxq per order, in
+ * segments, 0: one), on sale since started_ago_ms for an hour more;
+ * preheated (answer preheated, initial left) and opened (answer ok). */
+void sk_th_stock_new_open(sk_redis *r, uint64_t id, int64_t initial, int64_t limit, int64_t maxq,
+                          int segments, int64_t started_ago_ms);
+
 /* Sleeps ms milliseconds: the pause of a loop that polls for a state. */
 void sk_th_nap_ms(long ms);
 
