@@ -17,22 +17,10 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 /* ---- helpers ---- */
-
-static void valid_activity(struct sk_activity *a, uint64_t id)
-{
-    sk_activity_init(a);
-    a->id = id;
-    snprintf(a->name, sizeof a->name, "flash sale %" PRIu64, id);
-    a->stock = 100;
-    a->per_user_limit = 2;
-    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
-    a->end_ms = a->start_ms + 3600 * 1000;
-    a->created_ms = 1795940000000;
-    sk_activity_apply_defaults(a);
-}
 
 static int64_t rfc(const char *s)
 {
@@ -73,25 +61,14 @@ static sk_store *store_of(const struct env *e)
 static int cli_run(const struct env *e, const char *redis, char *out, size_t cap,
                    const char *const *args)
 {
-    const char *argv[48] = {"activity"};
-    int n = 1;
-    for (int i = 0; args[i] && n < 42; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--redis";
-    argv[n++] = redis;
-    argv[n++] = "--db";
-    argv[n++] = e->spec;
-    argv[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, argv);
+    return sk_th_run_with_db(out, cap, "activity", args, redis, e->spec);
 }
 #define CLI(e, out, ...)                                                                           \
     cli_run(e, (e)->redis, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
 
 static sk_redis *redis_of(const char *url)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 1000, 1000, err, sizeof err) == 0, "url: %s", err);
+    sk_redis *r = sk_th_redis_new(url, 1000, 1000);
     return r;
 }
 
@@ -201,7 +178,7 @@ static void id_str(char *buf, size_t cap, uint64_t id)
 SK_TEST(activity_validate_accepts_a_complete_definition_and_applies_defaults)
 {
     struct sk_activity a;
-    valid_activity(&a, 1);
+    sk_th_activity_valid(&a, 1);
     char err[256] = "";
     CHECK_EQ(sk_activity_validate(&a, err, sizeof err), 0);
     CHECK_EQ(a.max_per_order, 2); /* defaults to the per-user limit */
@@ -240,7 +217,7 @@ SK_TEST(activity_validate_rejects_each_bad_field_with_a_reason)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sk_activity a;
-        valid_activity(&a, 7);
+        sk_th_activity_valid(&a, 7);
         const char *f = cases[i].field;
         if (!strcmp(f, "stock0"))
             a.stock = 0;
@@ -283,7 +260,7 @@ SK_TEST(activity_validate_rejects_each_bad_field_with_a_reason)
     }
     /* Boundaries that are valid. */
     struct sk_activity a;
-    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    sk_th_activity_valid(&a, SK_ACTIVITY_ID_MAX);
     a.stock = SK_ACTIVITY_STOCK_MAX;
     a.end_ms = a.start_ms + 1;
     memset(a.name, 'y', SK_ACTIVITY_NAME_MAX - 1);
@@ -300,7 +277,7 @@ SK_TEST(activity_segments_default_to_1_range_1_to_256_and_never_exceed_the_stock
     /* Unset until the defaults: 1, not segmented; an explicit value survives. */
     sk_activity_init(&a);
     CHECK_EQ(a.segments, SK_ACTIVITY_UNSET);
-    valid_activity(&a, 7);
+    sk_th_activity_valid(&a, 7);
     CHECK_EQ(a.segments, 1);
     CHECK_EQ(sk_activity_validate(&a, NULL, 0), 0);
     sk_activity_init(&a);
@@ -327,7 +304,7 @@ SK_TEST(activity_segments_default_to_1_range_1_to_256_and_never_exceed_the_stock
         {255, SK_ACTIVITY_SEGMENTS_MAX, "must not exceed the stock (255)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        valid_activity(&a, 7);
+        sk_th_activity_valid(&a, 7);
         a.stock = cases[i].stock;
         a.segments = cases[i].segments;
         err[0] = 0;
@@ -344,13 +321,13 @@ SK_TEST(activity_segments_default_to_1_range_1_to_256_and_never_exceed_the_stock
     }
 
     /* Preheat's Redis-side definition carries it. */
-    valid_activity(&a, 7);
+    sk_th_activity_valid(&a, 7);
     a.segments = 16;
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
     CHECK_EQ(d.segments, 16);
     CHECK_EQ(d.initial, 100);
-    valid_activity(&a, 7);
+    sk_th_activity_valid(&a, 7);
     sk_activity_stock_def(&a, &d);
     CHECK_EQ(d.segments, 1);
 }

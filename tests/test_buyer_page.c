@@ -23,14 +23,9 @@
 
 #include "core/clock.h"
 #include "support/cdp.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static int req(int port, const char *method, const char *path, const char *hdrs, const char *body,
                struct sk_th_resp *r)
@@ -234,7 +229,7 @@ SK_TEST(buyer_page_is_served_cacheable_and_self_contained_with_clock_and_live_re
         CHECK_EQ(req(s.port, "GET", path, NULL, NULL, &r), 200);
         if (strstr(r.body, "\"sold_out\":true")) break;
         CHECK_MSG(sk_mono_ms() < deadline, "live never said sold out: %s", r.body);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
     CHECK(strstr(r.body, "\"stock_remaining\":0") && strstr(r.body, "\"poll_after_ms\":15000"));
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/live", soon_id);
@@ -775,7 +770,7 @@ SK_TEST_T(buyer_page_waiting_room_gives_passes_in_place_order_at_the_servers_pac
     int64_t until = sk_mono_ms() + 10000;
     for (int i = 0; i < 3; i++) {
         while (db_orders(&s, aid, users[i], st, sizeof st) < 1 && sk_mono_ms() < until)
-            nap_ms(50);
+            sk_th_nap_ms(50);
         CHECK_EQ(db_orders(&s, aid, users[i], st, sizeof st), 1);
     }
     CHECK_EQ(route_count(s.port, "purchase"), 3);
@@ -794,7 +789,7 @@ static void api_buy_with_pass(int port, uint64_t aid, uint64_t user)
         CHECK_EQ(req(port, "GET", path, h, NULL, &r), 200);
         if (strstr(r.body, "\"admitted\"")) break;
         CHECK_MSG(sk_mono_ms() < deadline, "no pass for %" PRIu64 ": %s", user, r.body);
-        nap_ms(100);
+        sk_th_nap_ms(100);
     }
     char *pass = strstr(r.body, "\"pass\":\"") + 8;
     *strchr(pass, '"') = 0;
@@ -926,7 +921,7 @@ SK_TEST_T(buyer_page_retries_a_503_with_the_same_key_and_buys_exactly_once, 240)
     char st[64];
     deadline = sk_mono_ms() + 10000;
     while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        nap_ms(50);
+        sk_th_nap_ms(50);
     CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
     CHECK_STR(st, "created");
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);

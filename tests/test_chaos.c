@@ -49,6 +49,7 @@
 #include "support/chaos_check.h"
 #include "support/chaos_store.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/proc_watch.h"
@@ -72,12 +73,6 @@
 
 static const char *const redis_extra[] = {"--appendonly", "yes", "--appendfsync", "always", "--hz",
                                           "100",          NULL};
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- the schedule ------------------------------------------------------------ */
 
@@ -292,7 +287,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
         out[n] = 0;
         if (n > 12 && !strncmp(out, "HTTP/1.1 200", 12)) break;
         CHECK_MSG(sk_mono_ms() < by, "%s never answered /healthz (log %s)", p->name, p->log);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
 }
 
@@ -375,7 +370,7 @@ static void lag_failover(struct chaos *c, const struct fault *f)
     if (r) freeReplyObject(r);
     SAY(c, "%s: replicas of node %d (port %d) frozen and cut off for %.1f s",
         kinds[F_LAG_FAILOVER].name, m, node_port(c, m), lag_ms / 1000.0);
-    nap_ms(lag_ms);
+    sk_th_nap_ms(lag_ms);
     pid_t pid = *node_pid(c, m);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -654,7 +649,7 @@ static int drain(struct chaos *c, sk_redis *r, int ms)
             return 1;
         }
         if (sk_mono_ms() > by) break;
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     for (size_t i = 0; i < c->nacts; i++) {
         struct sk_stock_state st;
@@ -816,7 +811,7 @@ static void chaos_run(int cluster)
             SAY(c, "%ld answers, %ld of them 200", atomic_load(&b.answered), atomic_load(&b.ok));
             next_say += 10000;
         }
-        nap_ms(10);
+        sk_th_nap_ms(10);
     }
     heal_due(c, 1);
     int64_t healed = sk_wall_ms();
@@ -826,7 +821,7 @@ static void chaos_run(int cluster)
             post_max = sk_mono_ms() + POST_HEAL_MAX_S * 1000;
     while (sk_mono_ms() < post_max && (sk_mono_ms() < post_min || !resumed(c, &L, healed))) {
         sample_age(c);
-        nap_ms(500);
+        sk_th_nap_ms(500);
     }
     SAY(c, "buying went on %.1f s after the heal", (double)(sk_wall_ms() - healed) / 1000.0);
     chaos_buyers_stop(&b);

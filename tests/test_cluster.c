@@ -22,6 +22,7 @@
 #include "redis/script.h"
 #include "spawn/redis_spawn.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
@@ -128,9 +129,7 @@ SK_TEST(cluster_urls_list_seed_nodes_and_redis_urls_are_unchanged)
 
 static sk_redis *connect_cluster(void)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(sk_th_cluster_url(), 2000, 5000);
     CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
     return r;
 }

@@ -30,6 +30,7 @@
 #include "redis/redis_conn.h"
 #include "spawn/redis_spawn.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/sale_env.h"
@@ -43,12 +44,6 @@
 #define GAP_MS 200
 #define ONE_GAP_MS 500
 #define FAILOVER_GAP_MS 1000
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* The master (0..MASTERS-1) the spawner gave slot to. */
 static int spawn_master_of(int slot)
@@ -92,8 +87,7 @@ static void cluster_start(struct sk_cluster_spawn *cl, int replicas, int node_ti
 static int readyz(int port, char *out, size_t cap)
 {
     struct sk_th_http c;
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     int st = 0;
     if (sk_th_http_try_open(&c, port) == 0) {
         st = sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, rp);
@@ -282,7 +276,7 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_master_is_stopped, 240
     int64_t until = sk_mono_ms() + 2500;
     while (sk_mono_ms() < until) {
         part_readyz(&p, p.cl.port[p.victim]);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
     part_check_window(&p, "master stopped", GAP_MS, ONE_GAP_MS);
     CHECK_EQ(kill(stopped_pid, SIGCONT), 0);
@@ -366,7 +360,7 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_node_in_the_map_never_
     /* meanwhile serve keeps connecting to the silent node (each attempt
      * times out) and reading the map again: none of it may hold the loop */
     part_window(&p);
-    nap_ms(3000);
+    sk_th_nap_ms(3000);
     part_check_window(&p, "node never answers", GAP_MS, ONE_GAP_MS);
     part_finish(&p);
     close(hfd);
@@ -386,7 +380,7 @@ SK_TEST_T(cluster_serve_keeps_admitting_other_masters_slots_while_a_killed_maste
         CHECK_MSG(sk_mono_ms() < t_kill + 60000, "no failover of %d within 60 s",
                   p.cl.port[p.victim]);
         part_readyz(&p, p.cl.port[p.victim]);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
     int64_t window = sk_mono_ms() - t_kill;
     /* The healthy masters themselves pause around the promotion (once

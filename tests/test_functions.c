@@ -151,8 +151,7 @@ SK_TEST_T(functions_serve_calls_fcall_and_a_function_flush_loop_loses_no_purchas
 static void until_200(int port, uint64_t aid, uint32_t *user, int ms)
 {
     struct sk_th_http c = {-1, port};
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     char path[96], h[64];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
     int64_t deadline = sk_mono_ms() + ms;

@@ -524,24 +524,10 @@ static int run_bounded(char *out, size_t cap, const char *const *env, const char
 {
     int pfd[2];
     CHECK(pipe(pfd) == 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
         close(pfd[0]);
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec_out(pfd[1], sk_th_seckill_bin(), env, args);
     }
     close(pfd[1]);
     size_t len = 0;
@@ -627,24 +613,14 @@ static void spawn_serve(struct sk_th_serve *s, int port, const char *const *env,
     s->port = port;
     sanitizer_exit_code_0();
     snprintf(s->log, sizeof s->log, "%s/serve.log", sk_th_tmpdir());
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
         int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         dup2(fd, 1);
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(sk_th_seckill_bin(), args);
     }
     s->pid = pid;
     int64_t deadline = sk_mono_ms() + 15000;
@@ -761,12 +737,8 @@ SK_TEST(serve_on_a_port_already_served_exits_with_an_error)
     const char *argv[] = {sk_th_seckill_bin(), "serve",           "--listen", listen,
                           "--redis",           sk_th_redis_url(), "--db",     db,
                           "--admin-token",     "other",           NULL};
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, 1);
         dup2(devnull, 2);

@@ -35,9 +35,11 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/pg_harness.h"
+#include "support/proc_watch.h"
 
 SK_TH_PG_USED
 
@@ -91,20 +93,9 @@ static void wait_status(struct sk_th_http *c, const char *path, int want, int64_
 static uint64_t activity(struct sk_th_http *c, int stock)
 {
     uint64_t id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"off loop\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":1800}",
-             id, stock, start, end);
-    struct sk_th_resp r;
-    CHECK_MSG(sk_th_http_req(c, "POST", "/api/v1/activities", ADMIN, body, &r) == 201, "%d %s",
-              r.status, r.body);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(c, "POST", path, ADMIN, NULL, &r), 200);
+    char body[512];
+    sk_th_activity_json(body, sizeof body, id, "off loop", stock, 1800, 0);
+    sk_th_http_activity_open(c, id, body);
     return id;
 }
 
@@ -569,19 +560,6 @@ SK_TEST_T(sqlite_held_by_a_writer_pay_and_cancel_answer_503_in_time_and_purchase
 
 /* ---- unknown ids --------------------------------------------------------- */
 
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
-
 static uint64_t fastpath_count(struct sk_th_http *c)
 {
     struct sk_th_resp r;
@@ -642,9 +620,9 @@ SK_TEST_T(unknown_ids_neither_grow_memory_nor_evict_known_activities, 240)
     check_fast_path(&c, known);
     uint64_t seed = 11;
     unknown_flood(&c, &seed, 3000); /* warm: allocator arenas, caches full */
-    long warm = rss_kib(s.pid);
+    long warm = sk_th_proc_rss_kib(s.pid);
     unknown_flood(&c, &seed, 12000); /* 12,000 more purchase ids, 12,000 reads */
-    long after = rss_kib(s.pid);
+    long after = sk_th_proc_rss_kib(s.pid);
     fprintf(stderr, "# RSS after 3,000 unknown ids: %ld KiB, after 15,000: %ld KiB\n", warm, after);
     CHECK_MSG(after - warm < 2048, "RSS grew %ld KiB over 12,000 unknown ids", after - warm);
     /* the activity known before keeps its fast path; one created after

@@ -26,8 +26,10 @@
 #include "core/clock.h"
 #include "http/auth.h"
 #include "redis/redis_conn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/proc_watch.h"
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
@@ -115,17 +117,12 @@ static long long jfield(const struct sk_th_resp *r, const char *key)
 static uint64_t open_activity(struct srv *v, int stock, int limit)
 {
     uint64_t id = sk_th_unique_id();
-    struct sk_th_resp r;
-    char body[400], path[100];
+    char body[400];
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"hardening\",\"stock\":%d,\"per_user_limit\":%d,"
              "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
              id, stock, limit);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", "/api/v1/activities", ADMIN_HDR, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", path, ADMIN_HDR, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(&v->admin, "POST", path, ADMIN_HDR, NULL, &r), 200);
+    sk_th_http_activity_open(&v->admin, id, body);
     return id;
 }
 
@@ -544,25 +541,12 @@ SK_TEST(out_of_file_descriptors_the_server_neither_spins_nor_stops_serving)
     srv_stop(&v);
 }
 
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
-
 SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
 {
     struct srv v;
     const char *extra[] = {"--role", "api", NULL};
     srv_start(&v, NULL, extra);
-    long before = rss_kb(v.s.pid);
+    long before = sk_th_proc_rss_kib(v.s.pid);
     /* 300 connections, each sending 100 KB of one header, never ending
      * the head (h2o alone would hold up to ~400 KB each) */
     enum { N = 300, BIG = 100 * 1024 };
@@ -587,7 +571,7 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
         CHECK_MSG(closed, "connection %d still open", i);
         close(fds[i]);
     }
-    long after = rss_kb(v.s.pid);
+    long after = sk_th_proc_rss_kib(v.s.pid);
     CHECK_MSG(refused == N, "%d of %d heads answered 431", refused, N);
 #ifndef __SANITIZE_ADDRESS__
     /* (under AddressSanitizer freed memory stays in its quarantine) */

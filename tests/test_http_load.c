@@ -53,10 +53,10 @@ static void build_sale(struct load *L, uint64_t seed)
     uint64_t s = seed;
     static uint32_t users[SALE_REQS];
     sk_th_buyers(users, SALE_REQS, SALE_USERS, SALE_HOT, SALE_HOT_REPS, &s);
-    for (size_t i = 0; i < SALE_REQS; i++)
+    for (size_t i = 0; i < SALE_REQS; i++) {
         L->recs[i].user = users[i];
-    for (size_t i = 0; i < SALE_REQS; i++)
         L->recs[i].qty = sk_th_rng(&s) % 4 == 0 ? 2 : 1;
+    }
     L->n = SALE_REQS;
 }
 

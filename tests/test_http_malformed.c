@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -66,9 +67,7 @@ static void soft_fail(int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "    FAIL %s:%d: ", __FILE__, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    sk_th_report(__FILE__, line, fmt, ap);
     va_end(ap);
     soft_failures++;
 }
@@ -486,16 +485,9 @@ SK_TEST(malformed_corpus_never_gets_5xx_and_changes_no_state)
 
 /* ------------------------------------------------------------------- fuzz */
 
+/* xorshift64*: deterministic for a seed, good enough for fuzz bytes */
 static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    /* xorshift64*: deterministic for a seed, good enough for fuzz bytes */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
-}
+#define rnd() sk_th_xorshift(&rng_state)
 
 static size_t rnd_below(size_t n)
 {

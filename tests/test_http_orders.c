@@ -19,6 +19,8 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "support/buyer_http.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -53,39 +55,18 @@ static void stop(struct srv *v)
 static int call(struct srv *v, const char *method, const char *path, uint64_t uid, const char *body,
                 struct sk_th_resp *r)
 {
-    char hdr[64] = "";
-    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(&v->c, method, path, hdr, body, r);
+    return sk_th_as_user(&v->c, method, path, uid, body, r);
 }
 
 /* Creates, preheats and opens an activity through the admin API. */
 static uint64_t activity(struct srv *v, int stock, int pay_timeout_s)
 {
-    uint64_t id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"orders\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":%d}",
-             id, stock, start, end, pay_timeout_s);
-    struct sk_th_resp r;
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", "/api/v1/activities", ADMIN, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
-    return id;
+    return sk_th_http_activity(&v->c, "orders", stock, pay_timeout_s);
 }
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
 {
-    char path[96];
-    struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
-    int st = call(v, "POST", path, uid, NULL, &r);
-    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
-    return st;
+    return sk_th_buy_one(&v->c, aid, uid, oid, cap);
 }
 
 static long long remaining(struct srv *v, uint64_t aid)
@@ -103,25 +84,13 @@ static long long remaining(struct srv *v, uint64_t aid)
 static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char *want,
                         struct sk_th_resp *r)
 {
-    char path[128], status[32] = "";
-    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
-    int64_t deadline = sk_mono_ms() + 15000;
-    for (;;) {
-        CHECK_EQ(call(v, "GET", path, uid, NULL, r), 200);
-        sk_th_resp_field(r, "status", status, sizeof status);
-        if (!strcmp(status, want)) return;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    sk_th_order_wait(&v->c, oid, uid, want, 15000, r);
 }
 
 static int order_op(struct srv *v, const char *oid, const char *op, uint64_t uid,
                     struct sk_th_resp *r)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
-    return call(v, "POST", path, uid, NULL, r);
+    return sk_th_order_op(&v->c, oid, op, uid, r);
 }
 
 SK_TEST(order_goes_from_queued_to_created_to_paid_and_only_its_buyer_sees_it)
@@ -268,19 +237,13 @@ SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases
     o.db_spec = v.s.db;
     o.once = 1;
     o.block_ms = 100;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(sk_worker_run(w), 0);
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
     struct sk_th_resp r;
     /* paid straight away: no poll before the rebuild (a poll would leave
      * this process the stream's figures, which send the next one to the
      * database anyway) */
     CHECK_EQ(order_op(&v, oid, "pay", 81, &r), 200);
-    sk_redis *rc;
-    char e2[256];
-    CHECK_MSG(sk_redis_new(&rc, sk_th_redis_url(), 2000, 5000, e2, sizeof e2) == 0, "%s", e2);
+    sk_redis *rc = sk_th_redis_new(sk_th_redis_url(), 2000, 5000);
     CHECK_EQ(sk_stock_drop(rc, aid), 0);
     sk_redis_free(rc);
     snprintf(ids, sizeof ids, "%" PRIu64, aid);

@@ -23,6 +23,7 @@
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
@@ -30,12 +31,6 @@
 #include "support/sentinel_harness.h"
 
 SK_TH_MY_USED
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* One purchase of a unit by user with an Idempotency-Key; the status, the
  * order id of a 200 into oid (cap bytes, "" otherwise). */
@@ -65,24 +60,15 @@ static int buy(int port, uint64_t aid, unsigned user, const char *key, char *oid
 static int buy_until(int port, uint64_t aid, unsigned user, const char *key, char *oid, size_t cap,
                      int *recovering)
 {
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     int64_t by = sk_mono_ms() + 30000;
     int st;
     while ((st = buy(port, aid, user, key, oid, cap, rp)) == 503 && sk_mono_ms() < by) {
         if (recovering && strstr(rp->body, "\"recovering\"")) (*recovering)++;
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_MSG(st != 503, "user %u key %s: still 503 after 30 s: %s", user, key, rp->body);
     free(rp);
-    return st;
-}
-
-static sk_store *open_store(const char *spec)
-{
-    sk_store *st;
-    char err[512];
-    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
     return st;
 }
 
@@ -127,7 +113,7 @@ static void retry_after_restart_empty(const char *db)
     const char *extra[] = {"--role", "all", db ? "--db" : NULL, db, NULL};
     struct sk_th_serve v;
     uint64_t aid = serve_sale(&v, rs.url, extra);
-    sk_store *st = open_store(db ? db : v.db);
+    sk_store *st = sk_th_store_open(db ? db : v.db);
     char oid1[80], again[80];
     int rc = buy_until(v.port, aid, 1, "first-try", oid1, sizeof oid1, NULL);
     CHECK_EQ(rc, 200);
@@ -170,12 +156,6 @@ SK_TEST_T(idem_mysql_retry_after_redis_restarted_empty_answers_the_first_order, 
     retry_after_restart_empty(db);
 }
 
-static void *run_worker(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 struct worker_thread {
     sk_worker *w;
     pthread_t th;
@@ -188,9 +168,7 @@ static void worker_start(struct worker_thread *t, const char *url, const char *d
     wo.redis_url = url;
     wo.db_spec = db;
     wo.block_ms = 100;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&t->w, &wo, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(pthread_create(&t->th, NULL, run_worker, t->w), 0);
+    t->w = sk_th_worker_thread(&wo, &t->th);
 }
 
 static void worker_stop(struct worker_thread *t, struct sk_worker_stats *s)
@@ -209,7 +187,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
                            "50",     NULL};
     struct sk_th_serve v;
     uint64_t aid = serve_sale(&v, ss.url, extra);
-    sk_store *st = open_store(v.db);
+    sk_store *st = sk_th_store_open(v.db);
     struct worker_thread wt;
     worker_start(&wt, ss.url, v.db);
     char oid1[80], oid2[80], oid3[80], got[80];
@@ -224,8 +202,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
     CHECK_MSG(kr && kr->type == REDIS_REPLY_INTEGER && kr->integer == 2, "CLIENT KILL: %s",
               kr && kr->str ? kr->str : "?");
     freeReplyObject(kr);
-    struct sk_th_resp *rp = malloc(sizeof *rp);
-    CHECK(rp);
+    struct sk_th_resp *rp = sk_th_resp_new();
     CHECK_EQ(buy(v.port, aid, 2, "k2", got, sizeof got, rp), 503);
     CHECK_MSG(strstr(rp->body, "\"unconfirmed\""), "%s", rp->body);
     CHECK_EQ(buy(v.port, aid, 3, "k3", got, sizeof got, rp), 503);
@@ -267,9 +244,7 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
     CHECK_STR(got, oid1);
     want.n = 4;
     sale_wait(sale_db_has, &want, 20000, "the fresh purchase persisted");
-    sk_redis *r;
-    char err[256];
-    CHECK_MSG(sk_redis_new(&r, ss.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(ss.url, 2000, 5000);
     sale_wait_drained(r, aid, 30000);
     sk_redis_free(r);
     worker_stop(&wt, &ws);

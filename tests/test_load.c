@@ -461,12 +461,8 @@ static void fake_start(struct fake *f, enum fake_mode mode)
     CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 256) == 0 &&
           getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
     f->port = ntohs(a.sin_port);
-    pid_t parent = getpid();
-    f->pid = fork();
-    CHECK(f->pid >= 0);
+    f->pid = sk_th_fork();
     if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
         fake_serve(lfd, mode);
         _exit(0);
     }

@@ -20,15 +20,10 @@
 #include <sqlite3.h>
 
 #include "core/clock.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/proc_watch.h"
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
  * process); the body into body (cap bytes, terminated). Returns the
@@ -177,7 +172,7 @@ static void kill_and_wait_replacement(pid_t supervisor, pid_t victim, int want)
             if (now[i] == victim) gone = 0;
         if (m == want && gone) return;
         CHECK_MSG(sk_mono_ms() < deadline, "no replacement for %d", (int)victim);
-        nap_ms(10);
+        sk_th_nap_ms(10);
     }
 }
 
@@ -190,7 +185,7 @@ static const char *scrape_until(int port, int (*cond)(const char *, void *), voi
         CHECK_EQ(get_big(port, "/metrics", text, sizeof text), 200);
         if (cond(text, arg)) return text;
         CHECK_MSG(sk_mono_ms() < deadline, "metrics never got there:\n%.3000s", text);
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
 }
 
@@ -417,10 +412,8 @@ static void chromium_dump(const char *url, char *out, size_t cap)
     snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
     snprintf(file, sizeof file, "%s/dom.html", dir);
     snprintf(profile, sizeof profile, "--user-data-dir=%s/chromium-profile", dir);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int devnull = open("/dev/null", O_RDWR);
         dup2(fd, 1);
@@ -440,7 +433,7 @@ static void chromium_dump(const char *url, char *out, size_t cap)
             waitpid(pid, &st, 0);
             CHECK_MSG(0, "chromium did not finish in 90 s");
         }
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "chromium failed (exit %d; is the Debian package chromium installed? "
@@ -502,7 +495,7 @@ static void open_queue(int port, uint64_t id, uint64_t base, int n)
     int64_t deadline = sk_mono_ms() + 10000;
     while (!strstr(r.body, "\"admitted\"")) {
         CHECK_MSG(sk_mono_ms() < deadline, "the last buyer got no pass: %s", r.body);
-        nap_ms(5);
+        sk_th_nap_ms(5);
         CHECK_EQ(sk_th_http_req(&h, "GET", path, hdr, NULL, &r), 200);
     }
     sk_th_http_close(&h);
@@ -562,7 +555,7 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     int64_t deadline = sk_mono_ms() + 15000;
     while (!dashboard_caught_up(ops, aid, accepted) || !dashboard_queue_is(ops, qid, 37)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed %d admitted", accepted);
-        nap_ms(100);
+        sk_th_nap_ms(100);
     }
     /* what the engine reports: the admin stats route */
     struct sk_th_http h;
@@ -621,10 +614,8 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
     snprintf(id, sizeof id, "%" PRIu64, aid);
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(fds[1], 1);
         close(fds[0]);
         execl(sk_th_seckill_bin(), "seckill", "activity", "show", "--redis", sk_th_redis_url(),
@@ -642,7 +633,7 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
         if (got > 0) n += (size_t)got;
         out[n] = 0;
         CHECK_MSG(sk_mono_ms() < deadline, "no second frame:\n%s", out);
-        if (got <= 0) nap_ms(20);
+        if (got <= 0) sk_th_nap_ms(20);
     }
     CHECK_EQ(kill(pid, SIGINT), 0);
     int st;
@@ -670,13 +661,11 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     uint64_t aid = sk_th_unique_id();
     open_sale(s.port, aid, 1000000, 1);
     /* the sale: a buyer process, 50 new buyers every 100 ms, until stopped */
-    pid_t buyer = fork();
-    CHECK(buyer >= 0);
+    pid_t buyer = sk_th_fork();
     if (buyer == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (uint64_t base = 0;; base += 50) {
             buy_many(s.port, aid, base, 50, 2);
-            nap_ms(100);
+            sk_th_nap_ms(100);
         }
     }
     /* the node's history has twelve seconds of the sale */
@@ -685,7 +674,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     json_t *h = NULL;
     for (;;) {
         CHECK_MSG(sk_mono_ms() < deadline, "no 12 s of history: %.500s", body);
-        nap_ms(250);
+        sk_th_nap_ms(250);
         if (get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200) continue;
         json_error_t e;
         json_t *d = json_loads(body, 0, &e);

@@ -40,6 +40,7 @@
 #include "orders/order_worker.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -122,24 +123,13 @@ static struct sk_worker_stats run_once(struct sk_th_env *e, const char *consumer
                                        int claim_idle_ms, int max_deliveries, int trim)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = consumer;
+    sk_th_env_worker_opts(e, &o, consumer);
     o.batch = batch;
     o.claim_idle_ms = claim_idle_ms;
     o.max_deliveries = max_deliveries;
     o.trim = trim;
     o.once = 1;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    int rc = sk_worker_run(w);
-    CHECK_MSG(rc == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
-    return s;
+    return sk_th_worker_run(&o);
 }
 
 /* ---- the worker ---- */
@@ -358,21 +348,11 @@ BACKEND_TEST(sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_flo
 /* A `seckill worker` child with stderr to log; dies with the test. */
 static pid_t spawn_worker(const char *const *args, const char *log)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
-        const char *argv[32] = {sk_th_seckill_bin()};
-        int n = 1;
-        for (int i = 0; args[i] && n < 31; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec(sk_th_seckill_bin(), args);
     }
     return pid;
 }
@@ -512,27 +492,14 @@ BACKEND_TEST(trims_only_acknowledged_entries)
     CHECK_EQ(xlen(e, k.orders), 0);
 }
 
-/* The worker on a thread, stopped by sk_worker_stop: the serve embedding. */
-static void *run_thread(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 {
     uint64_t aid = sk_th_env_activity(e, 50, 1, 1, 60);
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, &t);
     for (int round = 0; round < 5; round++) {
         buy_n(e, aid, 1 + (uint64_t)round * 10, 10);
         CHECK_MSG(wait_rows(e, aid, 10 * (round + 1)), "round %d not persisted", round);
@@ -551,16 +518,10 @@ BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 static sk_worker *start_thread_worker(struct sk_th_env *e, pthread_t *t, int relist_ms)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
     o.relist_ms = relist_ms;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, t);
     return w;
 }
 
@@ -629,9 +590,8 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
     CHECK_EQ(sk_worker_new(&w, &o, err, sizeof err), SK_EINVAL); /* at most 1000 */
     o.linger_ms = 1000;
     o.block_ms = 50;
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, w), 0);
+    w = sk_th_worker_thread(&o, &t);
     buy_n(&e, aid, 1, 1);
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 1), "first order not acked");
     int64_t t0 = sk_mono_ms();
@@ -673,10 +633,8 @@ SK_TEST(worker_warns_when_no_order_is_acknowledged_while_orders_wait)
     snprintf(log, sizeof log, "%s/stall.log", e.dir);
     const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis", e.redis_url, "--db", e.spec,
                           "--stall-warn-s",    "1",      NULL};
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);

@@ -57,6 +57,7 @@
 #include "store/store.h"
 #include "support/chaos_buyers.h"
 #include "support/chaos_check.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
@@ -76,12 +77,6 @@ static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", 
 #define USERS 200000 /* enough that they are not all at the limit by the end */
 #define BUYERS 4     /* two of each serve host's own */
 #define MAX_ANSWERS 2000000
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* A lab and everything running in it. */
 struct site {
@@ -269,7 +264,7 @@ static void start_redis(struct site *s)
             continue;
         }
         CHECK_MSG(sk_mono_ms() < by, "sentinel %d does not know the others", i + 1);
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     snprintf(s->redis_url, sizeof s->redis_url, "redis+sentinel://%s:%d,%s:%d,%s:%d/seckill",
              addr(s, H_A), SENTINEL_PORT, addr(s, H_B), SENTINEL_PORT, addr(s, H_C), SENTINEL_PORT);
@@ -398,7 +393,7 @@ static void wait_both_selling(struct site *s, int ms, const char *what)
     while (!both_selling(s, at)) {
         CHECK_MSG(sk_mono_ms() < by, "%s: v1 %ld 200s, v2 %ld (logs in %s)", what,
                   ok_on(s, 0) - at[0], ok_on(s, 1) - at[1], s->dir);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
 }
 
@@ -423,7 +418,7 @@ static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_
 {
     wait_both_selling(s, 60000, "selling again after the heal");
     int64_t t_back = sk_wall_ms();
-    nap_ms(2000);
+    sk_th_nap_ms(2000);
     chaos_buyers_stop(&s->buyers);
     printf("    # %s: cut at 0 s, healed at %.1f s, both hosts selling again at %.1f s\n", label,
            (t_heal - t_cut) / 1000.0, (t_back - t_cut) / 1000.0);
@@ -490,10 +485,10 @@ static void run_case(const char *label, void (*cut)(struct site *), void (*heal)
     static struct site s;
     site_start(&s);
     wait_both_selling(&s, 30000, "the sale before the cut");
-    nap_ms(1500);
+    sk_th_nap_ms(1500);
     int64_t t_cut = sk_wall_ms();
     cut(&s);
-    nap_ms(CUT_MS);
+    sk_th_nap_ms(CUT_MS);
     heal(&s);
     int64_t t_heal = sk_wall_ms();
     site_finish(&s, label, t_cut, t_heal);

@@ -37,6 +37,7 @@
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/proc_watch.h"
 #include "tests/support/spawn/cluster_spawn.h"
@@ -45,18 +46,12 @@
 #define CLAIM_IDLE_MS 60000
 #define BUY_EACH 40 /* orders per activity before the fault, and again after it */
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 #define WAIT_FOR(cond, ms, ...)                                                                    \
     do {                                                                                           \
         int64_t by_ = sk_mono_ms() + (ms);                                                         \
         while (!(cond)) {                                                                          \
             CHECK_MSG(sk_mono_ms() < by_, __VA_ARGS__);                                            \
-            nap_ms(5);                                                                             \
+            sk_th_nap_ms(5);                                                                       \
         }                                                                                          \
     } while (0)
 
@@ -120,9 +115,7 @@ static void left_replies_are_dropped(sk_redis *r)
 
 SK_TEST(pipeline_client_drops_replies_a_caller_left_on_one_node)
 {
-    sk_redis *r;
-    char err[256];
-    CHECK_EQ(sk_redis_new(&r, sk_th_redis_url(), 1000, 1000, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     left_replies_are_dropped(r);
     sk_redis_free(r);
 }
@@ -134,9 +127,7 @@ SK_TEST(pipeline_client_a_failed_read_fails_the_rest_of_the_pipeline_at_once)
 {
     struct sk_th_redis s;
     sk_th_redis_start(&s, NULL);
-    sk_redis *r;
-    char err[256];
-    CHECK_EQ(sk_redis_new(&r, s.url, 1000, 300, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(s.url, 1000, 300);
     redisReply *rep = echo_cmd(r, "up");
     freeReplyObject(rep);
     append_echo(r, "x");
@@ -165,9 +156,7 @@ SK_TEST(pipeline_cluster_client_a_frozen_master_ends_the_pipeline_and_nothing_is
     struct sk_cluster_spawn cl;
     struct sk_cluster_spawn_opts o = {.masters = 3, .replicas = 0, .node_timeout_ms = 5000};
     CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
-    sk_redis *r;
-    char err[256];
-    CHECK_EQ(sk_redis_new(&r, cl.url, 1000, 300, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(cl.url, 1000, 300);
     left_replies_are_dropped(r);
     /* two keys on two masters */
     char k1[32] = "", k2[32] = "";
@@ -227,9 +216,7 @@ SK_TEST(pipeline_cluster_client_splits_a_read_of_two_slots_on_one_master)
     struct sk_cluster_spawn cl;
     struct sk_cluster_spawn_opts o = {.masters = 3, .replicas = 0, .node_timeout_ms = 5000};
     CHECK_MSG(sk_cluster_spawn_start_opts(&cl, &o) == 0, "cluster: %s", cl.errstr);
-    sk_redis *r;
-    char err[256];
-    CHECK_EQ(sk_redis_new(&r, cl.url, 1000, 2000, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(cl.url, 1000, 2000);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "PING"), 0);
     freeReplyObject(rep);
@@ -664,9 +651,7 @@ SK_TEST(pipeline_backlog_of_a_promoted_replica_counts_only_what_waits)
     redisReply *r = sk_redis_spawn_cmd(rp.port, 2000, "REPLICAOF NO ONE");
     CHECK(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    sk_redis *pr;
-    char err[256];
-    CHECK_EQ(sk_redis_new(&pr, rp.url, 1000, 2000, err, sizeof err), 0);
+    sk_redis *pr = sk_th_redis_new(rp.url, 1000, 2000);
     struct sk_stock_state st;
     CHECK_EQ(sk_stock_state(pr, aid, &st), 0);
     CHECK_EQ(st.backlog, 0);

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "spawn/spawn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -67,12 +68,7 @@ static json_t *get_json(int port, const char *path)
 
 static int prom_ready(void *arg)
 {
-    struct sk_th_http h;
-    struct sk_th_resp r;
-    if (sk_th_http_try_open(&h, *(int *)arg) < 0) return 0;
-    int ok = sk_th_http_req(&h, "GET", "/-/ready", NULL, NULL, &r) == 200;
-    sk_th_http_close(&h);
-    return ok;
+    return sk_th_http_200(*(int *)arg, "/-/ready");
 }
 
 /* The value of an instant query's first sample, or -1 when it has none. */

@@ -32,6 +32,7 @@
 #include "engine/stock.h"
 #include "http/config.h"
 #include "http/http_body.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -39,25 +40,11 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static sk_redis *connect_to(const char *url)
-{
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 1000, 1000, err, sizeof err) == 0, "url: %s", err);
-    return r;
-}
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits (polling the clock) until the monotonic clock reaches t_ms. */
 static void wait_until(int64_t t_ms)
 {
     while (sk_mono_ms() < t_ms)
-        nap_ms(5);
+        sk_th_nap_ms(5);
 }
 
 /* An open activity with plenty of stock and a high per-user limit, so only
@@ -78,11 +65,7 @@ static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64
                              0,
                              0,
                              ""};
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(r, &d);
     return d.id;
 }
 
@@ -111,7 +94,7 @@ static int64_t stock_of(sk_redis *r, uint64_t aid)
 
 SK_TEST(rl_script_burst_then_rate_limited_with_retry_after_others_unaffected)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 0, 0);
     struct sk_rate_limits rl = {.user_per_s = 10, .user_burst = 3};
     struct sk_purchase p[] = {PU(1), PU(1), PU(1), PU(1), PU(2), PU(1)};
@@ -134,7 +117,7 @@ SK_TEST(rl_script_burst_then_rate_limited_with_retry_after_others_unaffected)
 
 SK_TEST(rl_script_retry_after_is_honest)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 0, 0);
     struct sk_rate_limits rl = {.user_per_s = 4, .user_burst = 1};
     struct sk_purchase p = PU(9);
@@ -162,7 +145,7 @@ SK_TEST(rl_script_retry_after_is_honest)
 
 SK_TEST(rl_script_limiter_keys_expire_and_stock_keys_never)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 0, 0);
     struct sk_rate_limits rl = {.user_per_s = 2, .user_burst = 2, .ip_per_s = 5, .ip_burst = 5};
     struct sk_purchase p[] = {PI(5, "192.0.2.1"), PI(5, "192.0.2.1"), PI(5, "192.0.2.1")};
@@ -187,7 +170,7 @@ SK_TEST(rl_script_limiter_keys_expire_and_stock_keys_never)
 
 SK_TEST(rl_script_rate_limited_purchase_changes_nothing)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 1, 1); /* the activity's own limit: 1/s, burst 1 */
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -214,7 +197,7 @@ SK_TEST(rl_script_rate_limited_purchase_changes_nothing)
 
 SK_TEST(rl_script_per_ip_limit_spans_users_and_ips_are_separate)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 0, 0);
     struct sk_rate_limits rl = {.ip_per_s = 1, .ip_burst = 2};
     struct sk_purchase p[] = {PI(1, "198.51.100.7"), PI(2, "198.51.100.7"), PI(3, "198.51.100.7"),
@@ -236,7 +219,7 @@ SK_TEST(rl_script_per_ip_limit_spans_users_and_ips_are_separate)
 
 SK_TEST(rl_script_activity_limit_wins_and_off_writes_no_keys)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     struct sk_rate_limits generous = {.user_per_s = 1000, .user_burst = 1000};
     uint64_t strict = open_activity(r, 100, 1, 1);
     struct sk_purchase p[] = {PU(1), PU(1)};
@@ -258,7 +241,7 @@ SK_TEST(rl_script_activity_limit_wins_and_off_writes_no_keys)
 
 SK_TEST(rl_script_closed_sale_writes_no_limiter_key)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 1, 1);
     int rc;
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
@@ -368,7 +351,7 @@ static void srv_start(struct srv *v, const char *redis_url, const char *const *e
     int64_t deadline = sk_mono_ms() + 10000;
     while (sk_th_http_req(&v->c, "GET", "/readyz", NULL, NULL, &r) != 200) {
         CHECK_MSG(sk_mono_ms() < deadline, "/readyz not 200 within 10 s");
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
 }
 
@@ -608,7 +591,7 @@ SK_TEST(rl_http_max_inflight_refuses_busy_at_once_while_redis_is_stuck)
         const char *g = strstr(raw, "\nseckill_inflight_requests ");
         if (g && atoi(g + 27) >= 2) break;
         CHECK_MSG(sk_mono_ms() < deadline, "purchases not in flight within 3 s");
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     /* the next is refused at once, not queued behind a stuck Redis */
     int64_t t = sk_mono_ms();

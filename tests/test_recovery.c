@@ -31,31 +31,10 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/sale_env.h"
-
-static sk_redis *connect_to(const char *url)
-{
-    sk_redis *r;
-    char err[256];
-    CHECK_MSG(sk_redis_new(&r, url, 2000, 5000, err, sizeof err) == 0, "%s", err);
-    return r;
-}
-
-static sk_store *open_store(const char *spec)
-{
-    sk_store *st;
-    char err[512];
-    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
-    return st;
-}
-
-static __attribute__((unused)) void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- the standalone scenarios ------------------------------------------- */
 
@@ -90,8 +69,8 @@ static void env_start(struct env *e, const char *const *redis_extra, const char 
     e->stock = stock;
     e->limit = limit;
     e->aid = sale_activity(e->v.port, 0, stock, limit, segments);
-    e->st = open_store(e->v.db);
-    e->r = connect_to(e->rs.url);
+    e->st = sk_th_store_open(e->v.db);
+    e->r = sk_th_redis_new(e->rs.url, 2000, 5000);
 }
 
 static void env_stop(struct env *e)
@@ -264,12 +243,6 @@ struct worker_thread {
     pthread_t th;
 };
 
-static void *run_worker(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 static void worker_start(struct worker_thread *t, const char *redis_url, const char *db, int once,
                          int guard_ms)
 {
@@ -280,13 +253,12 @@ static void worker_start(struct worker_thread *t, const char *redis_url, const c
     o.once = once;
     o.guard_ms = guard_ms;
     o.block_ms = 100;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&t->w, &o, err, sizeof err) == 0, "%s", err);
     if (once) {
+        t->w = sk_th_worker_new(&o);
         CHECK_EQ(sk_worker_run(t->w), 0);
         return;
     }
-    CHECK_EQ(pthread_create(&t->th, NULL, run_worker, t->w), 0);
+    t->w = sk_th_worker_thread(&o, &t->th);
 }
 
 static void worker_stop(struct worker_thread *t, int once)
@@ -350,7 +322,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     int64_t by = sk_mono_ms() + 20000;
     while (atomic_load(&e.s.recovering) < rec0 + 300) {
         CHECK_MSG(sk_mono_ms() < by, "no burst of 503 recovering");
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     CHECK_EQ(atomic_load(&e.s.ok), at_fence);
     struct sk_stock_state st2;
@@ -385,13 +357,13 @@ SK_TEST_T(recovery_a_fence_answers_every_purchase_503_recovering_until_the_recov
     int64_t by = sk_mono_ms() + 20000;
     while (atomic_load(&e.s.recovering) < rec0 + 100) {
         CHECK_MSG(sk_mono_ms() < by, "no 503 recovering");
-        nap_ms(2);
+        sk_th_nap_ms(2);
     }
     /* every buyer has had its answers since: the 200s stop */
     long ok0 = atomic_load(&e.s.ok);
     while (atomic_load(&e.s.recovering) < rec0 + 600) {
         CHECK_MSG(sk_mono_ms() < by, "no burst of 503 recovering");
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     CHECK_MSG(atomic_load(&e.s.ok) == ok0, "%ld 200s while fenced", atomic_load(&e.s.ok) - ok0);
     /* the worker leaves an operator's fence alone, and nothing was sold */
@@ -426,25 +398,8 @@ SK_TEST_T(recovery_a_fence_answers_every_purchase_503_recovering_until_the_recov
 static uint64_t engine_activity(sk_store *st, sk_redis *r, int64_t stock, int segments)
 {
     struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "rollback");
-    a.stock = stock;
-    a.per_user_limit = 1;
-    a.start_ms = sk_wall_ms() - 60000;
-    a.end_ms = a.start_ms + 7200000;
-    a.created_ms = sk_wall_ms();
-    a.segments = segments;
-    sk_activity_apply_defaults(&a);
-    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-    CHECK_EQ(sk_store_activity_set_state(st, a.id, "open"), 0);
+    sk_th_activity_live(&a, "rollback", stock, segments, 60000);
+    sk_th_activity_open_in(st, r, &a);
     return a.id;
 }
 
@@ -557,8 +512,8 @@ SK_TEST_T(recovery_orders_that_do_not_fit_the_surviving_history_are_refused_paid
     sk_th_redis_start(&rs, NULL);
     char db[400], out[8192];
     snprintf(db, sizeof db, "sqlite:%s/oversold.db", sk_th_tmpdir());
-    sk_store *st = open_store(db);
-    sk_redis *r = connect_to(rs.url);
+    sk_store *st = sk_th_store_open(db);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     uint64_t aid = engine_activity(st, r, 100, 1);
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -696,8 +651,8 @@ static long long eval_rc(sk_redis *r, enum sk_script_id id, int nkeys, const cha
 
 SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
 {
-    sk_store *st = open_store("sqlite::memory:");
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_store *st = sk_th_store_open("sqlite::memory:");
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 5000);
     uint64_t aid = engine_activity(st, r, 50, 1);
     buy_range(r, aid, 1, 3);
     struct sk_keys k;
@@ -823,8 +778,8 @@ SK_TEST(recovery_cli_recover_dry_run_apply_and_a_preheat_of_vanished_keys_rebuil
     sk_th_redis_start(&rs, NULL);
     char db[400], out[8192], before[8192], after[8192];
     snprintf(db, sizeof db, "sqlite:%s/recover_cli.db", sk_th_tmpdir());
-    sk_store *st = open_store(db);
-    sk_redis *r = connect_to(rs.url);
+    sk_store *st = sk_th_store_open(db);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     uint64_t aid = engine_activity(st, r, 50, 1);
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -995,8 +950,8 @@ SK_TEST_T(recovery_two_masters_that_diverged_share_no_order_id_and_the_merge_kee
     sk_th_redis_start_pair(&m, &rp);
     char db[400];
     snprintf(db, sizeof db, "sqlite:%s/diverged.db", sk_th_tmpdir());
-    sk_store *st = open_store(db);
-    sk_redis *r1 = connect_to(m.url), *r2 = connect_to(rp.url);
+    sk_store *st = sk_th_store_open(db);
+    sk_redis *r1 = sk_th_redis_new(m.url, 2000, 5000), *r2 = sk_th_redis_new(rp.url, 2000, 5000);
     uint64_t aid = engine_activity(st, r1, 100, 1);
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -1101,8 +1056,8 @@ SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_waterm
     sk_th_redis_start(&rs, NULL);
     char db[400];
     snprintf(db, sizeof db, "sqlite:%s/past.db", sk_th_tmpdir());
-    sk_store *st = open_store(db);
-    sk_redis *r = connect_to(rs.url);
+    sk_store *st = sk_th_store_open(db);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     uint64_t aid = engine_activity(st, r, 200, 1);
     struct sk_keys k;
     sk_keys_for(&k, aid);
@@ -1143,8 +1098,8 @@ SK_TEST(recovery_a_segment_that_forgot_a_transfer_it_lent_gives_its_units_up)
     sk_th_redis_start(&rs, NULL);
     char db[400], out[8192];
     snprintf(db, sizeof db, "sqlite:%s/lend.db", sk_th_tmpdir());
-    sk_store *st = open_store(db);
-    sk_redis *r = connect_to(rs.url);
+    sk_store *st = sk_th_store_open(db);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     uint64_t aid = engine_activity(st, r, 20, 2); /* 10 units per segment */
     struct sk_keys k0;
     sk_keys_seg(&k0, aid, 0);

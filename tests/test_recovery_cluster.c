@@ -28,6 +28,7 @@
 #include "redis/redis_conn.h"
 #include "store/store.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/sale_env.h"
 
@@ -57,25 +58,10 @@ static void continue_at_exit(pid_t a, pid_t b)
     close(fd[0]); /* fd[1] stays open until this test's process ends */
 }
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* A numeric field of INFO <section> of the node at port, -1 when absent. */
 static long long info_num(int port, const char *section, const char *field)
 {
-    redisReply *r = sk_th_cluster_cmd(port, "INFO %s", section);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = strtoll(p + strlen(pat), NULL, 10);
-    }
-    if (r) freeReplyObject(r);
-    return v;
+    return sk_th_info_num(sk_th_cluster_cmd(port, "INFO %s", section), field);
 }
 
 /* Port of a replica of the master at port (CLUSTER REPLICAS), -1 none. */
@@ -166,7 +152,7 @@ SK_TEST_T(recovery_cluster_failover_to_a_lagging_replica_is_fenced_replayed_and_
         while (port != master && sk_th_cluster_owner_seen_by(port, slot) != replica) {
             CHECK_MSG(sk_mono_ms() < by, "node %d does not see %d own slot %d", port, replica,
                       slot);
-            nap_ms(10);
+            sk_th_nap_ms(10);
         }
     }
     long at = atomic_load(&s.ok);

@@ -33,6 +33,7 @@
 #include "engine/stock.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
@@ -41,16 +42,7 @@
 static long long info_num(const struct sk_sentinel_spawn *ss, int i, const char *section,
                           const char *field)
 {
-    redisReply *r = sk_th_sentinel_cmd(ss, i, "INFO %s", section);
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char pat[64];
-        snprintf(pat, sizeof pat, "\n%s:", field);
-        const char *p = strstr(r->str, pat);
-        if (p) v = strtoll(p + strlen(pat), NULL, 10);
-    }
-    if (r) freeReplyObject(r);
-    return v;
+    return sk_th_info_num(sk_th_sentinel_cmd(ss, i, "INFO %s", section), field);
 }
 
 /* What one run saw. */

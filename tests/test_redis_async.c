@@ -19,6 +19,7 @@
 #include "redis/redis_async.h"
 #include "redis/redis_conn.h"
 #include "redis/script.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 struct answers {
@@ -110,9 +111,7 @@ SK_TEST(async_eval_survives_a_script_flush_without_an_error)
     struct sk_aredis_opts o = {.timeout_ms = 1000, .no_functions = 1};
     sk_aredis *ar = connect_async_opts(loop, srv.url, &o);
     CHECK(!sk_aredis_uses_functions(ar));
-    sk_redis *r;
-    char err[64];
-    CHECK_EQ(sk_redis_new(&r, srv.url, 1000, 1000, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(srv.url, 1000, 1000);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "SCRIPT FLUSH"), 0);
     freeReplyObject(rep);
@@ -365,9 +364,7 @@ SK_TEST(async_client_waits_for_a_server_loading_its_data)
 {
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
-    sk_redis *r;
-    char err[128];
-    CHECK_EQ(sk_redis_new(&r, srv.url, 1000, 5000, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(srv.url, 1000, 5000);
     for (int i = 0; i < 20000; i++) {
         char key[32];
         snprintf(key, sizeof key, "load:%d", i);

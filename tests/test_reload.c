@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "spawn/spawn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -39,12 +40,7 @@ static int local_port(int fd)
 
 static int healthy(void *arg)
 {
-    struct sk_th_http h;
-    struct sk_th_resp r;
-    if (sk_th_http_try_open(&h, *(int *)arg) < 0) return 0;
-    int ok = sk_th_http_req(&h, "GET", "/healthz", NULL, NULL, &r) == 200;
-    sk_th_http_close(&h);
-    return ok;
+    return sk_th_http_200(*(int *)arg, "/healthz");
 }
 
 /* The log's text (the whole file) into a static buffer. */

@@ -26,6 +26,7 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -111,30 +112,14 @@ SK_TEST(seg_lender_is_the_fullest_other_segment)
 
 static sk_redis *connect_to(const char *url)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(url, 2000, 5000);
     CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
     return r;
 }
 
 static void seg_open(sk_redis *r, uint64_t id, int segs, int64_t stock, int64_t limit, int64_t maxq)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = id,
-                             .initial = stock,
-                             .per_user_limit = limit,
-                             .max_per_order = maxq,
-                             .start_ms = now - 1000,
-                             .end_ms = now + 3600000,
-                             .segments = segs};
-    int rc;
-    int64_t left;
-    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &left) == 0, "preheat: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(left, stock);
-    CHECK_EQ(sk_stock_set_open(r, id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_new_open(r, id, stock, limit, maxq, segs, 1000);
 }
 
 static int64_t seg_stock(sk_redis *r, uint64_t id, int seg)

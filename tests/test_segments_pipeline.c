@@ -36,6 +36,7 @@
 #include "orders/sweeper.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
@@ -90,14 +91,7 @@ static struct sk_stock_state seg_state(sk_redis *r, uint64_t aid, int seg)
 /* A worker of options o, run to its end (o->once); its stats. */
 static struct sk_worker_stats run_worker(const struct sk_worker_opts *o)
 {
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker run: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
-    return s;
+    return sk_th_worker_run(o);
 }
 
 static struct sk_worker_stats run_worker_once(const char *redis_url, const char *spec)
@@ -238,10 +232,7 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
     CHECK(rep->type == REDIS_REPLY_STRING);
     freeReplyObject(rep);
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "segments";
+    sk_th_env_worker_opts(e, &o, "segments");
     o.claim_idle_ms = 0;
     o.max_deliveries = 1;
     o.once = 1;
@@ -261,27 +252,14 @@ SK_BACKEND_TEST(segments_pipeline, "segpipe.db", worker_dead_letters_poison_in_i
     freeReplyObject(rep);
 }
 
-/* The worker on a thread, as in serve. */
-static void *run_thread(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 /* A worker (consumer "thread", re-listing every 50 ms) started on thread *t. */
 static sk_worker *start_worker_thread(struct sk_th_env *e, pthread_t *t)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = "thread";
+    sk_th_env_worker_opts(e, &o, "thread");
     o.block_ms = 50;
     o.relist_ms = 50;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_EQ(pthread_create(t, NULL, run_thread, w), 0);
+    sk_worker *w = sk_th_worker_thread(&o, t);
     return w;
 }
 
@@ -505,24 +483,13 @@ SK_TEST(segments_pipeline_http_order_routes_on_a_segmented_order)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    sk_redis *rd;
-    char err[512];
-    CHECK_MSG(sk_redis_new(&rd, sk_th_redis_url(), 1000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *rd = sk_th_redis_new(sk_th_redis_url(), 1000, 5000);
 
     /* an activity of 4 segments, one unit each, through the admin API */
     uint64_t aid = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[160], val[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"seg orders\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":1800,\"segments\":%d}",
-             aid, SEGS, start, end, SEGS);
-    CHECK_EQ(sk_th_http_req(&c, "POST", "/api/v1/activities", ADMIN, body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, ADMIN, NULL, &r), 200);
+    char body[512], path[160], val[96];
+    sk_th_activity_json(body, sizeof body, aid, "seg orders", SEGS, 1800, SEGS);
+    sk_th_http_activity_open(&c, aid, body);
     int segs;
     CHECK_EQ(sk_seg_count(rd, aid, &segs), 0);
     CHECK_EQ(segs, SEGS);

@@ -397,10 +397,8 @@ SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150
     wp->url = ss.url;
     wp->old_port = ss.node[old].port;
     atomic_store(&wp->after_us, INT64_MAX);
-    pid_t wpid = fork();
-    CHECK(wpid >= 0);
+    pid_t wpid = sk_th_fork();
     if (wpid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         writer_run(wp);
         _exit(0);
     }

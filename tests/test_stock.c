@@ -15,17 +15,10 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "redis/script.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 #define P(u, q) ((struct sk_purchase){.user_id = (u), .quantity = (q)})
-
-static sk_redis *connect_to(const char *url)
-{
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 1000, 1000, err, sizeof err) == 0, "url: %s", err);
-    return r;
-}
 
 /* A preheated activity; window [now+start_off, now+end_off) in ms. */
 static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t maxq,
@@ -89,7 +82,7 @@ static void check_untouched(sk_redis *r, uint64_t aid, int64_t stock)
 
 SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 2, 2);
     struct sk_admission a;
     int64_t left = -1;
@@ -128,7 +121,7 @@ SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
 
 SK_TEST(nothing_is_sold_while_the_switch_is_closed)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = make_activity(r, 5, 1, 1, -1000, 3600000, 0);
     CHECK_EQ(buy(r, aid, 1, 1, NULL), SK_RC_CLOSED);
     int rc;
@@ -142,7 +135,7 @@ SK_TEST(nothing_is_sold_while_the_switch_is_closed)
 
 SK_TEST(nothing_is_sold_before_start_or_after_end)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t early = make_activity(r, 5, 1, 1, 3600000, 7200000, 1);
     uint64_t late = make_activity(r, 5, 1, 1, -7200000, -1, 1);
     CHECK_EQ(buy(r, early, 1, 1, NULL), SK_RC_NOT_STARTED);
@@ -161,7 +154,7 @@ SK_TEST(nothing_is_sold_before_start_or_after_end)
 
 SK_TEST(unknown_activity_is_refused_without_creating_keys)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = sk_th_unique_id();
     CHECK_EQ(buy(r, aid, 1, 1, NULL), SK_RC_UNKNOWN_ACTIVITY);
     int rc;
@@ -178,7 +171,7 @@ SK_TEST(unknown_activity_is_refused_without_creating_keys)
 
 SK_TEST(quantity_outside_one_to_max_per_order_is_refused_without_state_change)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 5, 3);
     CHECK_EQ(buy(r, aid, 1, 0, NULL), SK_RC_BAD_QUANTITY);
     CHECK_EQ(buy(r, aid, 1, -1, NULL), SK_RC_BAD_QUANTITY);
@@ -191,7 +184,7 @@ SK_TEST(quantity_outside_one_to_max_per_order_is_refused_without_state_change)
 
 SK_TEST(per_user_limit_counts_units_across_orders)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 3, 2);
     CHECK_EQ(buy(r, aid, 7, 2, NULL), SK_RC_OK);
     CHECK_EQ(buy(r, aid, 7, 2, NULL), SK_RC_LIMIT_EXCEEDED);
@@ -207,7 +200,7 @@ SK_TEST(per_user_limit_counts_units_across_orders)
 
 SK_TEST(last_units_refuse_a_larger_quantity_then_sell_out_exactly)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 3, 3, 3);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     CHECK_EQ(buy(r, aid, 2, 2, NULL), SK_RC_INSUFFICIENT);
@@ -219,7 +212,7 @@ SK_TEST(last_units_refuse_a_larger_quantity_then_sell_out_exactly)
 
 SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 4, 1, 1);
     struct sk_purchase p[] = {P(1, 1), P(2, 0), P(1, 1), P(3, 5),
                               P(4, 1), P(5, 1), P(6, 1), P(7, 1)};
@@ -241,7 +234,7 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
 
 SK_TEST(release_gives_units_back_once_and_they_sell_again)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 2, 2, 2);
     struct sk_admission a;
     CHECK_EQ(buy(r, aid, 10, 2, &a), SK_RC_OK);
@@ -266,7 +259,7 @@ SK_TEST(release_gives_units_back_once_and_they_sell_again)
 
 SK_TEST(release_refuses_units_the_buyer_does_not_hold_and_bad_ids)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 5, 1, 1);
     struct sk_admission a;
     CHECK_EQ(buy(r, aid, 10, 1, &a), SK_RC_OK);
@@ -297,7 +290,7 @@ SK_TEST(release_refuses_units_the_buyer_does_not_hold_and_bad_ids)
 
 SK_TEST(release_never_raises_stock_above_initial)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 5, 1, 1);
     struct sk_admission a;
     CHECK_EQ(buy(r, aid, 10, 1, &a), SK_RC_OK);
@@ -318,7 +311,7 @@ SK_TEST(release_never_raises_stock_above_initial)
 
 SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
@@ -348,7 +341,7 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
 
 SK_TEST(preheat_rejects_bad_definitions)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     int64_t now = sk_wall_ms();
     struct sk_stock_def bad[] = {
         {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
@@ -378,7 +371,7 @@ struct flusher {
 static void *flush_loop(void *arg)
 {
     struct flusher *f = arg;
-    sk_redis *r = connect_to(f->url);
+    sk_redis *r = sk_th_redis_new(f->url, 1000, 1000);
     while (!atomic_load(&f->stop)) {
         redisReply *rep;
         CHECK_EQ(sk_redis_cmd(r, &rep, f->cmd), 0);
@@ -394,7 +387,7 @@ static void flush_mid_run(const char *cmd, int fn)
 {
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
-    sk_redis *r = connect_to(srv.url);
+    sk_redis *r = sk_th_redis_new(srv.url, 1000, 1000);
     r->fn = fn;
     uint64_t aid = open_activity(r, 3000, 1, 1);
     struct flusher f = {srv.url, cmd, 0, 0};
@@ -441,7 +434,7 @@ SK_TEST(unreachable_redis_is_a_clear_error_within_the_timeout)
 {
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", sk_th_free_port());
-    sk_redis *r = connect_to(url);
+    sk_redis *r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
     int64_t t0 = sk_mono_ms();
     int rc = sk_stock_purchase(r, 1, 1, 1, &a, NULL);
@@ -458,9 +451,7 @@ SK_TEST(stopped_redis_times_out_then_the_connection_recovers)
 {
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
-    sk_redis *r;
-    char err[64];
-    CHECK_EQ(sk_redis_new(&r, srv.url, 500, 300, err, sizeof err), 0);
+    sk_redis *r = sk_th_redis_new(srv.url, 500, 300);
     uint64_t aid = open_activity(r, 10, 1, 1);
     CHECK_EQ(buy(r, aid, 1, 1, NULL), SK_RC_OK);
     kill(srv.pid, SIGSTOP);
@@ -495,7 +486,7 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     char url[128];
     /* percent-encoded password, database 3 */
     snprintf(url, sizeof url, "redis://:s3cr%%25t@127.0.0.1:%d/3", srv.port);
-    sk_redis *r = connect_to(url);
+    sk_redis *r = sk_th_redis_new(url, 1000, 1000);
     uint64_t aid = open_activity(r, 1, 1, 1);
     CHECK_EQ(buy(r, aid, 1, 1, NULL), SK_RC_OK);
     redisReply *rep;
@@ -504,7 +495,7 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     freeReplyObject(rep);
     sk_redis_free(r);
     snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", srv.port);
-    r = connect_to(url);
+    r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
     sk_redis_free(r);
@@ -513,7 +504,7 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
 
 SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 2, 2, 2);
     struct sk_purchase p = {.user_id = 5, .quantity = 2, .idem = "k-1", .idem_len = 3};
     struct sk_admission first, again;
@@ -550,7 +541,7 @@ SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
 
 SK_TEST(refused_purchase_with_an_idempotency_key_can_be_retried)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = make_activity(r, 3, 1, 1, -1000, 3600000, 0);
     struct sk_purchase p = {.user_id = 9, .quantity = 1, .idem = "abc", .idem_len = 3};
     struct sk_admission a;
@@ -566,7 +557,7 @@ SK_TEST(refused_purchase_with_an_idempotency_key_can_be_retried)
 
 SK_TEST(same_idempotency_key_twice_in_one_batch_buys_once)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 2, 2);
     struct sk_purchase p = {.user_id = 3, .quantity = 1, .idem = "dup", .idem_len = 3};
     struct sk_purchase pb[3] = {p, p, P(3, 1)};
@@ -588,7 +579,7 @@ SK_TEST(same_idempotency_key_twice_in_one_batch_buys_once)
 
 SK_TEST(sold_out_batch_still_replays_an_idempotent_retry)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 1, 1, 1);
     struct sk_purchase p = {.user_id = 4, .quantity = 1, .idem = "x", .idem_len = 1};
     struct sk_admission a, b[2];

@@ -28,9 +28,11 @@
 #include "core/error.h"
 #include "engine/activity.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
+#include "support/store_faults.h"
 
 SK_TH_PG_USED
 SK_TH_MY_USED
@@ -151,54 +153,13 @@ static long long be_int(const struct be *b, const char *sql)
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
-static void valid_activity(struct sk_activity *a, uint64_t id)
-{
-    sk_activity_init(a);
-    a->id = id;
-    snprintf(a->name, sizeof a->name, "flash sale %" PRIu64, id);
-    a->stock = 100;
-    a->per_user_limit = 2;
-    a->start_ms = 1795946400000; /* 2026-11-29T10:00:00Z */
-    a->end_ms = a->start_ms + 3600 * 1000;
-    a->created_ms = 1795940000000;
-    sk_activity_apply_defaults(a);
-}
-
 static void add_activity(sk_store *st, uint64_t id, int64_t stock, int64_t pay_timeout_s)
 {
     struct sk_activity a;
-    valid_activity(&a, id);
+    sk_th_activity_valid(&a, id);
     a.stock = stock;
     a.pay_timeout_s = pay_timeout_s;
     CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
-}
-
-static int64_t db_stock(sk_store *st, uint64_t id)
-{
-    struct sk_activity a;
-    CHECK_MSG(sk_store_activity_get(st, id, &a) == 0, "get: %s", sk_store_errstr(st));
-    return a.stock_db;
-}
-
-/* Order seq of activity aid, admitted at ms: id "<aid>-<ms>-<seq>". */
-static void mk_order(struct sk_order *o, uint64_t aid, int64_t ms, int seq, uint64_t uid,
-                     int64_t qty)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(o->stream_id, sizeof o->stream_id, "%" PRId64 "-%d", ms, seq);
-    snprintf(o->order_id, sizeof o->order_id, "%" PRIu64 "-%s", aid, o->stream_id);
-    o->activity_id = aid;
-    o->user_id = uid;
-    o->quantity = qty;
-    o->created_ms = ms;
-}
-
-static struct sk_persist_result persist_ok(sk_store *st, const struct sk_order *o, size_t n)
-{
-    struct sk_persist_result r;
-    int rc = sk_store_orders_persist(st, o, n, &r);
-    CHECK_MSG(rc == 0, "persist %zu: %d %s", n, rc, sk_store_errstr(st));
-    return r;
 }
 
 /* Forks n children running fn(b, i), released together by closing a
@@ -248,7 +209,7 @@ BACKEND_TEST(open_migrates_schema_and_reopen_keeps_data)
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
     CHECK_EQ(v, N_MIGRATIONS);
     struct sk_activity a, got;
-    valid_activity(&a, 11);
+    sk_th_activity_valid(&a, 11);
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     sk_store_close(st);
 
@@ -345,10 +306,10 @@ BACKEND_TEST(upgrades_a_version_1_database_in_place_keeping_its_rows)
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
     CHECK_EQ(v, N_MIGRATIONS);
     struct sk_order o;
-    mk_order(&o, 5, 100, 0, 1, 4);
-    struct sk_persist_result r = persist_ok(st, &o, 1);
+    sk_th_order(&o, 5, 100, 0, 1, 4);
+    struct sk_persist_result r = sk_th_persist_ok(st, &o, 1);
     CHECK_EQ(r.inserted, 1);
-    CHECK_EQ(db_stock(st, 5), 6);
+    CHECK_EQ(sk_th_db_stock(st, 5), 6);
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
     CHECK_EQ(got.pay_deadline_ms, 100 + 30 * 1000);
@@ -424,7 +385,7 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
     CHECK_STR(got.state, "open");
     /* The upgraded table takes segmented activities, and still refuses 0. */
     struct sk_activity a;
-    valid_activity(&a, 42);
+    sk_th_activity_valid(&a, 42);
     a.segments = 9;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 42, &got), 0);
@@ -475,9 +436,9 @@ BACKEND_TEST(upgrades_a_version_7_database_keeping_its_orders_and_marks)
     sk_store *st = be_open(b);
     add_activity(st, 71, 100, 1800);
     struct sk_order o;
-    mk_order(&o, 71, 1000, 0, 5, 1);
+    sk_th_order(&o, 71, 1000, 0, 5, 1);
     o.adm_seq = 3;
-    persist_ok(st, &o, 1);
+    sk_th_persist_ok(st, &o, 1);
     sk_store_close(st);
     CHECK_EQ(be_sql(b, b->my ? UNDO_8_MY UNDO_8_BRANCH_MY
                            "DELETE FROM schema_migrations WHERE version >= 8"
@@ -513,7 +474,7 @@ BACKEND_TEST(activity_round_trips_every_field)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, SK_ACTIVITY_ID_MAX);
+    sk_th_activity_valid(&a, SK_ACTIVITY_ID_MAX);
     snprintf(a.name, sizeof a.name, "秒杀 'quoted' \"name\" \\ {x,y}");
     a.stock = SK_ACTIVITY_STOCK_MAX;
     a.per_user_limit = 3;
@@ -536,7 +497,7 @@ BACKEND_TEST(activity_round_trips_every_field)
     CHECK_EQ(got.created_ms, a.created_ms);
     CHECK_STR(got.state, "created");
     /* The longest name (127 bytes) fits. */
-    valid_activity(&a, 2);
+    sk_th_activity_valid(&a, 2);
     memset(a.name, 'n', SK_ACTIVITY_NAME_MAX - 1);
     a.name[SK_ACTIVITY_NAME_MAX - 1] = 0;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
@@ -551,12 +512,12 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
     struct sk_activity a, got;
     static const int64_t segs[] = {1, 2, 64, SK_ACTIVITY_SEGMENTS_MAX};
     for (int i = 0; i < 4; i++) {
-        valid_activity(&a, 100 + (uint64_t)i);
+        sk_th_activity_valid(&a, 100 + (uint64_t)i);
         a.stock = 1000;
         a.segments = segs[i];
         CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
     }
-    valid_activity(&a, 110); /* no segments given: the default, 1 */
+    sk_th_activity_valid(&a, 110); /* no segments given: the default, 1 */
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_get(st, 110, &got), 0);
     CHECK_EQ(got.segments, 1);
@@ -581,7 +542,7 @@ BACKEND_TEST(activity_segments_round_trip_through_get_and_list_and_bad_ones_are_
         {3, 4, "must not exceed the stock"},
     };
     for (int i = 0; i < 3; i++) {
-        valid_activity(&a, 120);
+        sk_th_activity_valid(&a, 120);
         a.stock = bad[i].stock;
         a.segments = bad[i].segments;
         CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
@@ -623,7 +584,7 @@ BACKEND_TEST(activity_ids_beyond_bigint_are_not_found_not_errors)
         CHECK_EQ(n, 0);
     }
     /* the real one is untouched and the handle still works */
-    CHECK_EQ(db_stock(st, 7), 100);
+    CHECK_EQ(sk_th_db_stock(st, 7), 100);
     sk_store_close(st);
 }
 
@@ -631,8 +592,8 @@ BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, x, got;
-    valid_activity(&a, 21);
-    valid_activity(&x, 21);
+    sk_th_activity_valid(&a, 21);
+    sk_th_activity_valid(&x, 21);
     x.stock = 999;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     CHECK_EQ(sk_store_activity_insert(st, &x), SK_EEXIST);
@@ -640,7 +601,7 @@ BACKEND_TEST(activity_duplicate_id_is_eexist_and_keeps_the_first)
     CHECK_EQ(sk_store_activity_get(st, 21, &got), 0);
     CHECK_EQ(got.stock, 100);
     /* The handle stays usable after the refusal. */
-    valid_activity(&x, 22);
+    sk_th_activity_valid(&x, 22);
     CHECK_EQ(sk_store_activity_insert(st, &x), 0);
     CHECK_STR(sk_store_errstr(st), "");
     sk_store_close(st);
@@ -650,7 +611,7 @@ BACKEND_TEST(activity_insert_refuses_invalid_definitions)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, 22);
+    sk_th_activity_valid(&a, 22);
     a.end_ms = a.start_ms;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL);
     CHECK(strstr(sk_store_errstr(st), "end must be after start") != NULL);
@@ -788,12 +749,12 @@ BACKEND_TEST(activity_list_ids_set_state_set_db_stock_and_delete)
     CHECK(strstr(sk_store_errstr(st), "not found") != NULL);
 
     CHECK_EQ(sk_store_activity_set_db_stock(st, 20, 7), 0);
-    CHECK_EQ(db_stock(st, 20), 7);
+    CHECK_EQ(sk_th_db_stock(st, 20), 7);
     CHECK_EQ(sk_store_activity_set_db_stock(st, 20, -1), SK_EINVAL);
     CHECK_EQ(sk_store_activity_set_db_stock(st, 20, 101), SK_EINVAL);
     CHECK(strstr(sk_store_errstr(st), "above the initial") != NULL);
     CHECK_EQ(sk_store_activity_set_db_stock(st, 99, 1), SK_ENOTFOUND);
-    CHECK_EQ(db_stock(st, 20), 7);
+    CHECK_EQ(sk_th_db_stock(st, 20), 7);
 
     CHECK_EQ(sk_store_activity_delete(st, 20), 0);
     CHECK_EQ(sk_store_activity_get(st, 20, &got), SK_ENOTFOUND);
@@ -812,17 +773,17 @@ BACKEND_TEST(orders_persist_inserts_takes_stock_and_redelivery_is_a_noop)
     add_activity(st, 5, 100, 600);
     add_activity(st, 6, 10, 60);
     struct sk_order o[6];
-    mk_order(&o[0], 5, 1795946400000, 0, 1, 2);
-    mk_order(&o[1], 5, 1795946400000, 1, 2, 1);
-    mk_order(&o[2], 6, 1795946400001, 0, 3, 3);
-    mk_order(&o[3], 5, 1795946400002, 0, UINT64_MAX, 1); /* the top user id survives */
-    struct sk_persist_result r = persist_ok(st, o, 4);
+    sk_th_order(&o[0], 5, 1795946400000, 0, 1, 2);
+    sk_th_order(&o[1], 5, 1795946400000, 1, 2, 1);
+    sk_th_order(&o[2], 6, 1795946400001, 0, 3, 3);
+    sk_th_order(&o[3], 5, 1795946400002, 0, UINT64_MAX, 1); /* the top user id survives */
+    struct sk_persist_result r = sk_th_persist_ok(st, o, 4);
     CHECK_EQ(r.inserted, 4);
     CHECK_EQ(r.duplicates, 0);
     CHECK_EQ(r.stock_failures, 0);
     CHECK_EQ(r.units, 7);
-    CHECK_EQ(db_stock(st, 5), 96);
-    CHECK_EQ(db_stock(st, 6), 7);
+    CHECK_EQ(sk_th_db_stock(st, 5), 96);
+    CHECK_EQ(sk_th_db_stock(st, 6), 7);
 
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
@@ -844,22 +805,22 @@ BACKEND_TEST(orders_persist_inserts_takes_stock_and_redelivery_is_a_noop)
 
     /* The same entries delivered again, with one new one: only the new
      * one is written and takes stock. */
-    mk_order(&o[4], 5, 1795946400003, 0, 4, 2);
-    r = persist_ok(st, o, 5);
+    sk_th_order(&o[4], 5, 1795946400003, 0, 4, 2);
+    r = sk_th_persist_ok(st, o, 5);
     CHECK_EQ(r.inserted, 1);
     CHECK_EQ(r.duplicates, 4);
     CHECK_EQ(r.units, 2);
-    CHECK_EQ(db_stock(st, 5), 94);
-    CHECK_EQ(db_stock(st, 6), 7);
+    CHECK_EQ(sk_th_db_stock(st, 5), 94);
+    CHECK_EQ(sk_th_db_stock(st, 6), 7);
     /* One id twice in one batch: one row. */
-    mk_order(&o[5], 6, 1795946400004, 0, 5, 1);
+    sk_th_order(&o[5], 6, 1795946400004, 0, 5, 1);
     struct sk_order twice[2] = {o[5], o[5]};
-    r = persist_ok(st, twice, 2);
+    r = sk_th_persist_ok(st, twice, 2);
     CHECK_EQ(r.inserted, 1);
     CHECK_EQ(r.duplicates, 1);
-    CHECK_EQ(db_stock(st, 6), 6);
+    CHECK_EQ(sk_th_db_stock(st, 6), 6);
     /* An empty batch is fine. */
-    r = persist_ok(st, o, 0);
+    r = sk_th_persist_ok(st, o, 0);
     CHECK_EQ(r.inserted, 0);
     struct sk_order_counts c;
     CHECK_EQ(sk_store_orders_count(st, 5, &c), 0);
@@ -878,16 +839,16 @@ BACKEND_TEST(orders_persist_records_failed_stock_conditions_never_drops_them)
      * and recorded. An order of an activity absent from the DB: kept, its
      * failure recorded, the default pay timeout. */
     struct sk_order o[4];
-    mk_order(&o[0], 7, 1000, 0, 1, 3);
-    mk_order(&o[1], 7, 1000, 1, 2, 3);
-    mk_order(&o[2], 7, 1000, 2, 3, 2);
-    mk_order(&o[3], 8, 1000, 0, 4, 1);
-    struct sk_persist_result r = persist_ok(st, o, 4);
+    sk_th_order(&o[0], 7, 1000, 0, 1, 3);
+    sk_th_order(&o[1], 7, 1000, 1, 2, 3);
+    sk_th_order(&o[2], 7, 1000, 2, 3, 2);
+    sk_th_order(&o[3], 8, 1000, 0, 4, 1);
+    struct sk_persist_result r = sk_th_persist_ok(st, o, 4);
     CHECK_EQ(r.inserted, 4);
     CHECK_EQ(r.stock_failures, 2);
     CHECK_EQ(r.units_unstocked, 4);
     CHECK_EQ(r.units, 9);
-    CHECK_EQ(db_stock(st, 7), 0); /* 5 - 3 - 2: in batch order, greedy */
+    CHECK_EQ(sk_th_db_stock(st, 7), 0); /* 5 - 3 - 2: in batch order, greedy */
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
     CHECK_EQ(sk_store_order_get(st, o[3].order_id, &got), 0);
@@ -909,23 +870,23 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     /* the rollback guard's watermark (docs/recovery.md, migration 6) */
     sk_store *st = be_open(b);
     struct sk_activity a;
-    valid_activity(&a, 61);
+    sk_th_activity_valid(&a, 61);
     a.stock = 100;
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    valid_activity(&a, 62);
+    sk_th_activity_valid(&a, 62);
     CHECK_EQ(sk_store_activity_insert(st, &a), 0);
     struct sk_order o[5];
-    mk_order(&o[0], 61, 1000, 0, 1, 1);
+    sk_th_order(&o[0], 61, 1000, 0, 1, 1);
     o[0].adm_seq = 7;
-    mk_order(&o[1], 61, 1000, 1, 2, 1);
+    sk_th_order(&o[1], 61, 1000, 1, 2, 1);
     o[1].adm_seq = 9;
-    mk_order(&o[2], 61, 1000, 2, 3, 1); /* written before n existed: no number */
-    mk_order(&o[3], 62, 1000, 0, 1, 1);
+    sk_th_order(&o[2], 61, 1000, 2, 3, 1); /* written before n existed: no number */
+    sk_th_order(&o[3], 62, 1000, 0, 1, 1);
     o[3].adm_seq = 4;
-    mk_order(&o[4], 61, 1000, 3, 4, 1); /* segment 3 of activity 61 */
+    sk_th_order(&o[4], 61, 1000, 3, 4, 1); /* segment 3 of activity 61 */
     snprintf(o[4].order_id, sizeof o[4].order_id, "61.3-1000-3");
     o[4].adm_seq = 2;
-    persist_ok(st, o, 5);
+    sk_th_persist_ok(st, o, 5);
     struct sk_mark *m;
     size_t n;
     CHECK_EQ(sk_store_marks_list(st, 61, &m, &n), 0);
@@ -938,12 +899,12 @@ BACKEND_TEST(orders_persist_keeps_the_highest_admission_number_per_key_set_label
     CHECK_EQ(m[1].adm, 2);
     free(m);
     /* a re-delivered or older batch never lowers it; a newer one raises it */
-    mk_order(&o[0], 61, 1000, 9, 9, 1);
+    sk_th_order(&o[0], 61, 1000, 9, 9, 1);
     o[0].adm_seq = 3;
-    persist_ok(st, o, 1);
-    mk_order(&o[1], 61, 1001, 0, 9, 1);
+    sk_th_persist_ok(st, o, 1);
+    sk_th_order(&o[1], 61, 1001, 0, 9, 1);
     o[1].adm_seq = 12;
-    persist_ok(st, &o[1], 1);
+    sk_th_persist_ok(st, &o[1], 1);
     CHECK_EQ(sk_store_marks_list(st, 0, &m, &n), 0);
     CHECK_EQ(n, 3);
     CHECK_STR(m[0].label, "61");
@@ -975,10 +936,10 @@ BACKEND_TEST(orders_keep_their_idempotency_key_and_a_reused_id_is_a_recorded_con
     sk_store *st = be_open(b);
     add_activity(st, 81, 100, 1800);
     struct sk_order o[4];
-    mk_order(&o[0], 81, 1000, 0, 1, 1);
+    sk_th_order(&o[0], 81, 1000, 0, 1, 1);
     snprintf(o[0].idem_key, sizeof o[0].idem_key, "k-'\"\\{x,y}");
-    mk_order(&o[1], 81, 1000, 1, 2, 2); /* no key */
-    struct sk_persist_result r = persist_ok(st, o, 2);
+    sk_th_order(&o[1], 81, 1000, 1, 2, 2); /* no key */
+    struct sk_persist_result r = sk_th_persist_ok(st, o, 2);
     CHECK_EQ(r.inserted, 2);
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
@@ -996,23 +957,23 @@ BACKEND_TEST(orders_keep_their_idempotency_key_and_a_reused_id_is_a_recorded_con
     o[2] = o[0];
     o[3] = o[1];
     o[3].user_id = 9;
-    r = persist_ok(st, &o[2], 2);
+    r = sk_th_persist_ok(st, &o[2], 2);
     CHECK_EQ(r.inserted, 0);
     CHECK_EQ(r.duplicates, 1);
     CHECK_EQ(r.conflicts, 1);
     CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
     CHECK_EQ(got.user_id, 2);
-    CHECK_EQ(db_stock(st, 81), 97);
+    CHECK_EQ(sk_th_db_stock(st, 81), 97);
     o[3].user_id = 2;
     o[3].quantity = 1;
-    r = persist_ok(st, &o[3], 1);
+    r = sk_th_persist_ok(st, &o[3], 1);
     CHECK_EQ(r.conflicts, 1);
     struct sk_order_counts c;
     CHECK_EQ(sk_store_orders_count(st, 81, &c), 0);
     CHECK_EQ(c.conflicts, 2);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 2);
     /* a key that is not visible ASCII is refused, nothing written */
-    mk_order(&o[0], 81, 1000, 5, 3, 1);
+    sk_th_order(&o[0], 81, 1000, 5, 3, 1);
     snprintf(o[0].idem_key, sizeof o[0].idem_key, "a b");
     CHECK_EQ(sk_store_orders_persist(st, o, 1, &r), SK_EINVAL);
     CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), SK_ENOTFOUND);
@@ -1024,18 +985,18 @@ BACKEND_TEST(marks_are_kept_per_label_and_branch)
     sk_store *st = be_open(b);
     add_activity(st, 82, 100, 1800);
     struct sk_order o[4];
-    mk_order(&o[0], 82, 1000, 0, 1, 1); /* before branches */
+    sk_th_order(&o[0], 82, 1000, 0, 1, 1); /* before branches */
     o[0].adm_seq = 5;
-    mk_order(&o[1], 82, 1000, 1, 2, 1);
+    sk_th_order(&o[1], 82, 1000, 1, 2, 1);
     snprintf(o[1].order_id, sizeof o[1].order_id, "82-1000-1-0a1b2c3d");
     o[1].adm_seq = 7;
-    mk_order(&o[2], 82, 1000, 1, 3, 1); /* the same entry id on another branch */
+    sk_th_order(&o[2], 82, 1000, 1, 3, 1); /* the same entry id on another branch */
     snprintf(o[2].order_id, sizeof o[2].order_id, "82-1000-1-ffee0011");
     o[2].adm_seq = 6;
-    mk_order(&o[3], 82, 1000, 2, 4, 1);
+    sk_th_order(&o[3], 82, 1000, 2, 4, 1);
     snprintf(o[3].order_id, sizeof o[3].order_id, "82-1000-2-0a1b2c3d");
     o[3].adm_seq = 8;
-    struct sk_persist_result r = persist_ok(st, o, 4);
+    struct sk_persist_result r = sk_th_persist_ok(st, o, 4);
     CHECK_EQ(r.inserted, 4);
     struct sk_mark *m;
     size_t n;
@@ -1060,9 +1021,9 @@ BACKEND_TEST(orders_persist_refuses_a_malformed_batch_and_writes_nothing)
     sk_store *st = be_open(b);
     add_activity(st, 9, 100, 1800);
     struct sk_order o[3];
-    mk_order(&o[0], 9, 1000, 0, 1, 1);
-    mk_order(&o[1], 9, 1000, 1, 1, 0); /* quantity 0 */
-    mk_order(&o[2], 9, 1000, 2, 1, 1);
+    sk_th_order(&o[0], 9, 1000, 0, 1, 1);
+    sk_th_order(&o[1], 9, 1000, 1, 1, 0); /* quantity 0 */
+    sk_th_order(&o[2], 9, 1000, 2, 1, 1);
     CHECK_EQ(sk_store_orders_persist(st, o, 3, NULL), SK_EINVAL);
     o[1].quantity = 1;
     o[1].activity_id = 0;
@@ -1073,7 +1034,7 @@ BACKEND_TEST(orders_persist_refuses_a_malformed_batch_and_writes_nothing)
     struct sk_order_counts c;
     CHECK_EQ(sk_store_orders_count(st, 9, &c), 0);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
-    CHECK_EQ(db_stock(st, 9), 100);
+    CHECK_EQ(sk_th_db_stock(st, 9), 100);
     sk_store_close(st);
 }
 
@@ -1083,8 +1044,8 @@ BACKEND_TEST(orders_pay_and_cancel_move_only_from_created)
     add_activity(st, 3, 100, 1800);
     struct sk_order o[3];
     for (int i = 0; i < 3; i++)
-        mk_order(&o[i], 3, 5000, i, (uint64_t)i + 1, 1);
-    persist_ok(st, o, 3);
+        sk_th_order(&o[i], 3, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 3);
     int s = -1;
     CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
     CHECK_EQ(s, SK_ORDER_PAID);
@@ -1155,8 +1116,8 @@ BACKEND_TEST(orders_racing_pay_and_cancel_have_exactly_one_winner)
     add_activity(st, 4, 1000, 1800);
     struct sk_order o[RACE_ORDERS];
     for (int k = 0; k < RACE_ORDERS; k++)
-        mk_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
-    persist_ok(st, o, RACE_ORDERS);
+        sk_th_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
+    sk_th_persist_ok(st, o, RACE_ORDERS);
     int codes[4];
     fork_codes(b, 4, race_child, codes);
     int pays = 0, cancels = 0;
@@ -1252,8 +1213,8 @@ static void insert_race(const struct be *b, int cancel)
         while (atomic_load(&x->calling) < k)
             CHECK_MSG(sk_mono_ms() < until, "the caller did not start round %d", k);
         struct sk_order o;
-        mk_order(&o, 6, 200, k, (uint64_t)k + 1, 1);
-        persist_ok(st, &o, 1); /* lands somewhere in the caller's loop */
+        sk_th_order(&o, 6, 200, k, (uint64_t)k + 1, 1);
+        sk_th_persist_ok(st, &o, 1); /* lands somewhere in the caller's loop */
     }
     CHECK_EQ(pthread_join(t, NULL), 0);
     int changed = 0;
@@ -1273,7 +1234,7 @@ static void insert_race(const struct be *b, int cancel)
     }
     CHECK_EQ(changed, INSERT_RACES);
     /* Every cancel gave its unit back once; pays take nothing back. */
-    CHECK_EQ(db_stock(st, 6), cancel ? 1000 : 1000 - INSERT_RACES);
+    CHECK_EQ(sk_th_db_stock(st, 6), cancel ? 1000 : 1000 - INSERT_RACES);
     free(x);
     sk_store_close(st);
 }
@@ -1294,8 +1255,8 @@ BACKEND_TEST(orders_expired_lists_unpaid_past_their_deadline_oldest_first)
     add_activity(st, 12, 100, 10); /* 10 s to pay */
     struct sk_order o[5];
     for (int i = 0; i < 5; i++)
-        mk_order(&o[i], 12, 100000 + 1000 * (4 - i), i, 1, 1);
-    persist_ok(st, o, 5); /* deadlines 114000, 113000, ..., 110000 */
+        sk_th_order(&o[i], 12, 100000 + 1000 * (4 - i), i, 1, 1);
+    sk_th_persist_ok(st, o, 5); /* deadlines 114000, 113000, ..., 110000 */
     CHECK_EQ(sk_store_order_pay(st, o[4].order_id, 1, NULL), 0); /* 110000: paid */
     struct sk_order out[5];
     size_t n = 99;
@@ -1319,14 +1280,14 @@ BACKEND_TEST(orders_list_pages_one_activity_in_id_order)
     sk_store *st = be_open(b);
     /* Activities 1, 10 and 11: "1-..." must not pick up "10-..." ids. */
     struct sk_order o[7];
-    mk_order(&o[0], 1, 200, 0, 1, 1);
-    mk_order(&o[1], 10, 200, 0, 1, 1);
-    mk_order(&o[2], 1, 100, 0, 1, 1);
-    mk_order(&o[3], 11, 100, 0, 1, 1);
-    mk_order(&o[4], 1, 300, 5, 1, 1);
-    mk_order(&o[5], 1, 300, 10, 1, 1);
-    mk_order(&o[6], 1, 1000, 0, 1, 1);
-    persist_ok(st, o, 7);
+    sk_th_order(&o[0], 1, 200, 0, 1, 1);
+    sk_th_order(&o[1], 10, 200, 0, 1, 1);
+    sk_th_order(&o[2], 1, 100, 0, 1, 1);
+    sk_th_order(&o[3], 11, 100, 0, 1, 1);
+    sk_th_order(&o[4], 1, 300, 5, 1, 1);
+    sk_th_order(&o[5], 1, 300, 10, 1, 1);
+    sk_th_order(&o[6], 1, 1000, 0, 1, 1);
+    sk_th_persist_ok(st, o, 7);
     /* Byte order of the ids: 1-100-0, 1-1000-0, 1-200-0, 1-300-10, 1-300-5 */
     static const char *const want[] = {"1-100-0", "1-1000-0", "1-200-0", "1-300-10", "1-300-5"};
     struct sk_order out[2];
@@ -1359,7 +1320,7 @@ static int persist_child(const struct be *b, int i)
     if (sk_store_open(&st, b->spec, err, sizeof err) != 0) return 100;
     struct sk_order o[200];
     for (int k = 0; k < 200; k++)
-        mk_order(&o[k], 13, 5000, k, (uint64_t)k + 1, 1 + k % 3);
+        sk_th_order(&o[k], 13, 5000, k, (uint64_t)k + 1, 1 + k % 3);
     size_t step = (size_t)(7 + 13 * i);
     for (size_t k = 0; k < 200; k += step) {
         size_t m = 200 - k < step ? 200 - k : step;
@@ -1388,7 +1349,7 @@ BACKEND_TEST(orders_concurrent_persisters_store_each_order_once)
     for (int k = 0; k < 200; k++)
         units += 1 + k % 3;
     CHECK_EQ(c.units[SK_ORDER_CREATED], units);
-    CHECK_EQ(db_stock(st, 13), 1000 - units); /* stock taken once per order */
+    CHECK_EQ(sk_th_db_stock(st, 13), 1000 - units); /* stock taken once per order */
     CHECK_EQ(c.stock_failures, 0);
     sk_store_close(st);
 }
@@ -1485,11 +1446,11 @@ SK_TEST(store_pg_order_ids_sort_bytewise_in_a_database_with_a_linguistic_collati
     snprintf(b.spec, sizeof b.spec, "%.*s/%s", (int)(strrchr(base, '/') - base), base, name);
     sk_store *st = be_open(&b);
     struct sk_order o[4];
-    mk_order(&o[0], 1, 100, 0, 1, 1);
-    mk_order(&o[1], 1, 100, 1, 1, 1);
-    mk_order(&o[2], 10, 100, 0, 1, 1);
-    mk_order(&o[3], 1, 99, 0, 1, 1);
-    persist_ok(st, o, 4);
+    sk_th_order(&o[0], 1, 100, 0, 1, 1);
+    sk_th_order(&o[1], 1, 100, 1, 1, 1);
+    sk_th_order(&o[2], 10, 100, 0, 1, 1);
+    sk_th_order(&o[3], 1, 99, 0, 1, 1);
+    sk_th_persist_ok(st, o, 4);
     struct sk_order out[8];
     size_t n;
     CHECK_EQ(sk_store_orders_list(st, 1, NULL, 8, out, &n), 0);
@@ -1503,16 +1464,7 @@ SK_TEST(store_pg_order_ids_sort_bytewise_in_a_database_with_a_linguistic_collati
 /* `seckill activity ...` with --db postgres:// against the run's Redis. */
 static int cli(const char *db, char *out, size_t cap, const char *const *args)
 {
-    const char *argv[40] = {"activity"};
-    int n = 1;
-    for (int i = 0; args[i] && n < 34; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--redis";
-    argv[n++] = sk_th_redis_url();
-    argv[n++] = "--db";
-    argv[n++] = db;
-    argv[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, argv);
+    return sk_th_run_with_db(out, cap, "activity", args, sk_th_redis_url(), db);
 }
 #define CLI(db, out, ...) cli(db, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -1585,91 +1537,51 @@ static sk_store *fault_store(struct sk_th_pg *pg, char *url, size_t cap)
     return st;
 }
 
-SK_TEST(store_pg_fault_stopped_server_fails_fast_then_reconnects_after_restart)
+static void pg_halt(void *pg, int hard)
+{
+    CHECK(!hard); /* fast shutdown: sessions are told and closed */
+    sk_th_pg_stop(pg);
+}
+static void pg_restart(void *pg)
+{
+    sk_th_pg_restart(pg);
+}
+static void pg_freeze(void *pg, int frozen)
+{
+    sk_th_pg_freeze(pg, frozen); /* postmaster and backends */
+}
+
+/* The run's outage (frozen, or else stopped) on a cluster of its own. */
+static void pg_fault(int frozen)
 {
     struct sk_th_pg pg;
     sk_th_pg_start(&pg);
     char url[256];
     sk_store *st = fault_store(&pg, url, sizeof url);
-    struct sk_order o[10];
-    for (int i = 0; i < 10; i++)
-        mk_order(&o[i], 1, 7000, i, (uint64_t)i + 1, 1);
-    persist_ok(st, o, 5);
-
-    sk_th_pg_stop(&pg); /* fast shutdown: sessions are told and closed */
-    struct sk_activity a;
-    for (int round = 0; round < 3; round++) {
-        int64_t t0 = sk_mono_ms();
-        CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
-        CHECK_EQ(sk_store_orders_persist(st, o, 10, NULL), SK_EDB);
-        int64_t took = sk_mono_ms() - t0;
-        CHECK_MSG(took < 3000, "two failing calls took %lld ms", (long long)took);
-        CHECK_MSG(strstr(sk_store_errstr(st), "postgres") != NULL, "%s", sk_store_errstr(st));
-    }
-    /* The caller's mistakes are still told apart from the outage. */
-    struct sk_order bad = o[0];
-    bad.quantity = 0;
-    CHECK_EQ(sk_store_orders_persist(st, &bad, 1, NULL), SK_EINVAL);
-    CHECK_EQ(sk_store_activity_set_state(st, 1, "running"), SK_EINVAL);
-
-    sk_th_pg_restart(&pg);
-    /* The same handle: the next call reconnects. Nothing of the failed
-     * batches was stored; the batch now goes in once. */
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
-    CHECK_EQ(a.stock_db, 995);
-    struct sk_persist_result r = persist_ok(st, o, 10);
-    CHECK_EQ(r.inserted, 5);
-    CHECK_EQ(r.duplicates, 5);
-    CHECK_EQ(db_stock(st, 1), 990);
+    struct sk_th_db_server d = {"postgres", &pg, pg_halt, pg_restart, pg_freeze};
+    if (frozen)
+        sk_th_store_fault_frozen(st, &d);
+    else
+        sk_th_store_fault_stopped(st, &d, 0);
     sk_store_close(st);
     sk_th_pg_stop(&pg);
 }
 
+SK_TEST(store_pg_fault_stopped_server_fails_fast_then_reconnects_after_restart)
+{
+    pg_fault(0);
+}
+
 SK_TEST(store_pg_fault_frozen_server_times_out_then_reconnects_after_thaw)
 {
-    struct sk_th_pg pg;
-    sk_th_pg_start(&pg);
-    char url[256];
-    sk_store *st = fault_store(&pg, url, sizeof url);
-    struct sk_order o[4];
-    for (int i = 0; i < 4; i++)
-        mk_order(&o[i], 1, 8000, i, (uint64_t)i + 1, 2);
-
-    /* SIGSTOP of postmaster and backends: the kernel still accepts bytes,
-     * nobody answers; only the client-side bound ends the wait. */
-    sk_th_pg_freeze(&pg, 1);
-    int64_t t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_orders_persist(st, o, 4, NULL), SK_EDB);
-    int64_t took = sk_mono_ms() - t0;
-    CHECK_MSG(took >= 1500 && took < 4000, "frozen call took %lld ms", (long long)took);
-    CHECK_MSG(strstr(sk_store_errstr(st), "no answer") != NULL, "%s", sk_store_errstr(st));
-    /* Still frozen: the reconnect attempt is bounded by connect_timeout. */
-    struct sk_activity a;
-    t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
-    took = sk_mono_ms() - t0;
-    CHECK_MSG(took < 5000, "reconnect to a frozen server took %lld ms", (long long)took);
-
-    sk_th_pg_freeze(&pg, 0);
-    /* The abandoned batch may or may not have committed on the server
-     * (it was frozen mid-way): re-sending it is what the worker does, and
-     * it lands exactly once either way. */
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
-    struct sk_persist_result r = persist_ok(st, o, 4);
-    CHECK_EQ(r.inserted + r.duplicates, 4);
-    struct sk_order_counts c;
-    CHECK_EQ(sk_store_orders_count(st, 1, &c), 0);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 4);
-    CHECK_EQ(db_stock(st, 1), 1000 - 8);
-    sk_store_close(st);
-    sk_th_pg_stop(&pg);
+    pg_fault(1);
 }
 
 BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
 {
     sk_store *st = be_open(b);
     struct sk_activity a, got;
-    valid_activity(&a, 61);
+    sk_th_activity_valid(&a, 61);
     a.wr_passes_per_s = SK_ACTIVITY_PASS_RATE_MAX;
     a.wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_MAX;
     memset(a.wr_seed, 'f', SK_ACTIVITY_SEED_MAX);
@@ -1690,7 +1602,7 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
     CHECK_EQ(sk_store_activity_get(st, 61, &got), 0);
     CHECK_EQ(got.wr_passes_per_s, 7);
     /* half a waiting room is refused */
-    valid_activity(&a, 62);
+    sk_th_activity_valid(&a, 62);
     a.wr_passes_per_s = 5;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
     CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);

@@ -22,10 +22,13 @@
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "store/store.h"
+#include "support/buyer_http.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
 #include "support/sale_env.h"
+#include "support/store_faults.h"
 
 #include <stdatomic.h>
 
@@ -54,17 +57,6 @@ static void add_activity(sk_store *st, uint64_t id, int64_t stock)
     a.created_ms = 1795940000000;
     sk_activity_apply_defaults(&a);
     CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
-}
-
-static void mk_order(struct sk_order *o, uint64_t aid, int64_t ms, int seq, int64_t qty)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(o->stream_id, sizeof o->stream_id, "%" PRId64 "-%d", ms, seq);
-    snprintf(o->order_id, sizeof o->order_id, "%" PRIu64 "-%s", aid, o->stream_id);
-    o->activity_id = aid;
-    o->user_id = (uint64_t)seq + 1;
-    o->quantity = qty;
-    o->created_ms = ms;
 }
 
 /* The database name of a URL made by the harness ("...:<port>/<name>"). */
@@ -152,16 +144,7 @@ SK_TEST(store_mysql_open_errors_are_clear_bounded_and_never_echo_the_password)
 /* `seckill <args> --redis <run's> --db db`; output into out. */
 static int cli(const char *db, char *out, size_t cap, const char *const *args)
 {
-    const char *argv[40];
-    int n = 0;
-    for (int i = 0; args[i] && n < 34; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--redis";
-    argv[n++] = sk_th_redis_url();
-    argv[n++] = "--db";
-    argv[n++] = db;
-    argv[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, argv);
+    return sk_th_run_with_db(out, cap, NULL, args, sk_th_redis_url(), db);
 }
 #define CLI(db, out, ...) cli(db, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -246,107 +229,52 @@ static sk_store *fault_store(struct sk_th_my *m, char *url, size_t cap)
     return st;
 }
 
-static int64_t db_stock(sk_store *st, uint64_t id)
+static void my_halt(void *m, int hard)
 {
-    struct sk_activity a;
-    CHECK_MSG(sk_store_activity_get(st, id, &a) == 0, "get: %s", sk_store_errstr(st));
-    return a.stock_db;
+    if (hard)
+        sk_th_my_kill(m);
+    else
+        sk_th_my_stop(m);
+}
+static void my_restart(void *m)
+{
+    sk_th_my_restart(m);
+}
+static void my_freeze(void *m, int frozen)
+{
+    sk_th_my_freeze(m, frozen);
 }
 
-static struct sk_persist_result persist_ok(sk_store *st, const struct sk_order *o, size_t n)
-{
-    struct sk_persist_result r;
-    int rc = sk_store_orders_persist(st, o, n, &r);
-    CHECK_MSG(rc == 0, "persist %zu: %d %s", n, rc, sk_store_errstr(st));
-    return r;
-}
-
-/* Stopped cleanly, or killed -9 (kill9): calls fail fast with the cause,
- * caller mistakes are still told apart, and after the restart on the same
- * data the same handle carries on and the batch lands once. */
-static void stopped_server(int kill9)
+/* The run's outage (fault: 0 stopped, 1 killed -9, 2 frozen) on a server
+ * of its own. */
+static void mysql_fault(int fault)
 {
     struct sk_th_my m;
     sk_th_my_start(&m);
     char url[256];
     sk_store *st = fault_store(&m, url, sizeof url);
-    struct sk_order o[10];
-    for (int i = 0; i < 10; i++)
-        mk_order(&o[i], 1, 7000, i, 1);
-    persist_ok(st, o, 5);
-    if (kill9)
-        sk_th_my_kill(&m);
+    struct sk_th_db_server d = {"mysql", &m, my_halt, my_restart, my_freeze};
+    if (fault == 2)
+        sk_th_store_fault_frozen(st, &d);
     else
-        sk_th_my_stop(&m);
-    struct sk_activity a;
-    for (int round = 0; round < 3; round++) {
-        int64_t t0 = sk_mono_ms();
-        CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
-        CHECK_EQ(sk_store_orders_persist(st, o, 10, NULL), SK_EDB);
-        int64_t took = sk_mono_ms() - t0;
-        CHECK_MSG(took < 3000, "two failing calls took %lld ms", (long long)took);
-        CHECK_MSG(strstr(sk_store_errstr(st), "mysql") != NULL, "%s", sk_store_errstr(st));
-    }
-    struct sk_order bad = o[0];
-    bad.quantity = 0;
-    CHECK_EQ(sk_store_orders_persist(st, &bad, 1, NULL), SK_EINVAL);
-    CHECK_EQ(sk_store_activity_set_state(st, 1, "running"), SK_EINVAL);
-    sk_th_my_restart(&m);
-    /* the committed batch survived (a kill too: InnoDB's redo log) */
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
-    CHECK_EQ(a.stock_db, 995);
-    struct sk_persist_result r = persist_ok(st, o, 10);
-    CHECK_EQ(r.inserted, 5);
-    CHECK_EQ(r.duplicates, 5);
-    CHECK_EQ(db_stock(st, 1), 990);
+        sk_th_store_fault_stopped(st, &d, fault);
     sk_store_close(st);
     sk_mysql_spawn_stop(&m.srv);
 }
 
 SK_TEST(store_mysql_fault_stopped_server_fails_fast_then_reconnects_after_restart)
 {
-    stopped_server(0);
+    mysql_fault(0);
 }
 
 SK_TEST(store_mysql_fault_killed_server_fails_fast_then_recovers_its_commits_after_restart)
 {
-    stopped_server(1);
+    mysql_fault(1);
 }
 
 SK_TEST(store_mysql_fault_frozen_server_times_out_then_reconnects_after_thaw)
 {
-    struct sk_th_my m;
-    sk_th_my_start(&m);
-    char url[256];
-    sk_store *st = fault_store(&m, url, sizeof url);
-    struct sk_order o[4];
-    for (int i = 0; i < 4; i++)
-        mk_order(&o[i], 1, 8000, i, 2);
-    /* SIGSTOP: the kernel still accepts bytes, nobody answers; only the
-     * client's read timeout ends the wait */
-    sk_th_my_freeze(&m, 1);
-    int64_t t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_orders_persist(st, o, 4, NULL), SK_EDB);
-    int64_t took = sk_mono_ms() - t0;
-    CHECK_MSG(took >= 1500 && took < 4000, "frozen call took %lld ms", (long long)took);
-    CHECK_MSG(strstr(sk_store_errstr(st), "no answer") != NULL, "%s", sk_store_errstr(st));
-    /* still frozen: the reconnect is bounded by connect_timeout */
-    struct sk_activity a;
-    t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), SK_EDB);
-    took = sk_mono_ms() - t0;
-    CHECK_MSG(took < 5000, "reconnect to a frozen server took %lld ms", (long long)took);
-    sk_th_my_freeze(&m, 0);
-    /* the abandoned batch may have committed: sent again, it lands once */
-    CHECK_EQ(sk_store_activity_get(st, 1, &a), 0);
-    struct sk_persist_result r = persist_ok(st, o, 4);
-    CHECK_EQ(r.inserted + r.duplicates, 4);
-    struct sk_order_counts c;
-    CHECK_EQ(sk_store_orders_count(st, 1, &c), 0);
-    CHECK_EQ(c.orders[SK_ORDER_CREATED], 4);
-    CHECK_EQ(db_stock(st, 1), 1000 - 8);
-    sk_store_close(st);
-    sk_mysql_spawn_stop(&m.srv);
+    mysql_fault(2);
 }
 
 /* A column of the database of url exists? */
@@ -376,9 +304,9 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     sk_store *st = open_ok(url);
     add_activity(st, 5, 100);
     struct sk_order o;
-    mk_order(&o, 5, 1000, 0, 1);
+    sk_th_order(&o, 5, 1000, 0, (uint64_t)0 + 1, 1);
     o.adm_seq = 3;
-    persist_ok(st, &o, 1);
+    sk_th_persist_ok(st, &o, 1);
     sk_store_close(st);
     /* back to version 7, the mark as it kept it */
     CHECK_EQ(sk_th_my_sql(db, "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
@@ -412,7 +340,7 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     free(m);
     struct sk_order again = o;
     again.user_id = 9;
-    CHECK_EQ(persist_ok(st, &again, 1).conflicts, 1); /* order_conflicts is there */
+    CHECK_EQ(sk_th_persist_ok(st, &again, 1).conflicts, 1); /* order_conflicts is there */
     sk_store_close(st);
 
     /* every ALTER committed, no version row after the second: opened again,
@@ -443,13 +371,13 @@ SK_TEST(store_mysql_a_user_with_only_the_documented_grants_runs_every_store_call
     add_activity(st, 9, 100);
     struct sk_order o[3];
     for (int i = 0; i < 3; i++)
-        mk_order(&o[i], 9, 1000, i, 1);
+        sk_th_order(&o[i], 9, 1000, i, (uint64_t)i + 1, 1);
     o[0].adm_seq = 3;
     snprintf(o[0].idem_key, sizeof o[0].idem_key, "key-1");
-    persist_ok(st, o, 3);
+    sk_th_persist_ok(st, o, 3);
     struct sk_order taken = o[2]; /* its id for another buyer: a recorded conflict */
     taken.user_id = 77;
-    CHECK_EQ(persist_ok(st, &taken, 1).conflicts, 1);
+    CHECK_EQ(sk_th_persist_ok(st, &taken, 1).conflicts, 1);
     CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 2000, NULL), 0);
     int prev;
     CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 2000, &prev), 0);
@@ -459,7 +387,7 @@ SK_TEST(store_mysql_a_user_with_only_the_documented_grants_runs_every_store_call
     CHECK_EQ(sk_store_db_stock_repair(st, 9, 3000, &before, &after), 0);
     CHECK_EQ(after, 98);
     struct sk_order lost;
-    mk_order(&lost, 9, 1000, 7, 1);
+    sk_th_order(&lost, 9, 1000, 7, (uint64_t)7 + 1, 1);
     CHECK_EQ(sk_store_order_restore(st, &lost, 4000, "restored"), 0);
     struct sk_audit *au;
     size_t n;
@@ -477,66 +405,26 @@ struct srv {
     struct sk_th_http c;
 };
 
-static int call(struct srv *v, const char *method, const char *path, uint64_t uid,
-                struct sk_th_resp *r)
-{
-    char hdr[64] = "";
-    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(&v->c, method, path, hdr, NULL, r);
-}
-
 static uint64_t http_activity(struct srv *v, int stock, int pay_timeout_s)
 {
-    uint64_t id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96];
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 3600) * 1000, end, sizeof end);
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"mysql sale\",\"stock\":%d,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":%d}",
-             id, stock, start, end, pay_timeout_s);
-    struct sk_th_resp r;
-    CHECK_MSG(sk_th_http_req(&v->c, "POST", "/api/v1/activities", ADMIN, body, &r) == 201, "%s",
-              r.body);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(sk_th_http_req(&v->c, "POST", path, ADMIN, NULL, &r), 200);
-    return id;
+    return sk_th_http_activity(&v->c, "mysql sale", stock, pay_timeout_s);
 }
 
 static int buy(struct srv *v, uint64_t aid, uint64_t uid, char *oid, size_t cap)
 {
-    char path[96];
-    struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
-    int st = call(v, "POST", path, uid, &r);
-    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
-    return st;
+    return sk_th_buy_one(&v->c, aid, uid, oid, cap);
 }
 
 static void wait_status(struct srv *v, const char *oid, uint64_t uid, const char *want)
 {
-    char path[128], status[32] = "";
     struct sk_th_resp r;
-    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
-    int64_t deadline = sk_mono_ms() + 20000;
-    for (;;) {
-        CHECK_EQ(call(v, "GET", path, uid, &r), 200);
-        sk_th_resp_field(&r, "status", status, sizeof status);
-        if (!strcmp(status, want)) return;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    sk_th_order_wait(&v->c, oid, uid, want, 20000, &r);
 }
 
 static int order_op(struct srv *v, const char *oid, const char *op, uint64_t uid,
                     struct sk_th_resp *r)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
-    return call(v, "POST", path, uid, r);
+    return sk_th_order_op(&v->c, oid, op, uid, r);
 }
 
 /* `seckill reconcile` of activity aid: its exit code, its output in out. */
@@ -610,7 +498,7 @@ SK_TEST_T(store_mysql_sale_through_serve_with_pay_cancel_late_pay_and_release_re
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 1);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 2);
     CHECK_EQ(c.stock_failures, 0);
-    CHECK_EQ(db_stock(s, a), 0);
+    CHECK_EQ(sk_th_db_stock(s, a), 0);
     struct sk_order o;
     until = sk_mono_ms() + 10000;
     do { /* the cancel's release is marked right after it */
@@ -633,7 +521,7 @@ SK_TEST_T(store_mysql_sale_through_serve_with_pay_cancel_late_pay_and_release_re
     s = open_ok(db);
     CHECK_EQ(sk_store_order_get(s, oid[2], &o), 0);
     o.user_id = 999;
-    struct sk_persist_result pr = persist_ok(s, &o, 1);
+    struct sk_persist_result pr = sk_th_persist_ok(s, &o, 1);
     CHECK_EQ(pr.conflicts, 1);
     CHECK_EQ(pr.inserted + pr.duplicates, 0);
     CHECK_EQ(sk_store_order_get(s, oid[2], &o), 0);
@@ -672,9 +560,7 @@ SK_TEST_T(store_mysql_rollback_guard_replays_from_mariadb_after_redis_lost_its_d
     const int64_t stock = 30000, limit = 3;
     uint64_t aid = sale_activity(v.port, 0, stock, limit, 1);
     sk_store *st = open_ok(db);
-    sk_redis *r;
-    char err[256];
-    CHECK_MSG(sk_redis_new(&r, rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
     struct sale s;
     sale_start(&s, v.port, aid, 20000, limit, SALE_THREADS);
     sale_log_sale(&s);

@@ -24,6 +24,7 @@
 #include "engine/activity.h"
 #include "store/store.h"
 #include "store/store_pool.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/pg_harness.h"
 
@@ -78,19 +79,6 @@ static void drain_until(sk_store_pool *p, atomic_int *count, int want)
     }
 }
 
-static void activity_def(struct sk_activity *a, uint64_t id)
-{
-    sk_activity_init(a);
-    a->id = id;
-    snprintf(a->name, sizeof a->name, "pool %" PRIu64, id);
-    a->stock = 10;
-    a->per_user_limit = 1;
-    a->start_ms = 1795946400000;
-    a->end_ms = a->start_ms + 3600 * 1000;
-    a->created_ms = 1795940000000;
-    sk_activity_apply_defaults(a);
-}
-
 /* ---- jobs ---- */
 
 /* Inserts activity id and reads it back. */
@@ -106,7 +94,7 @@ static int insert_run(sk_store *st, void *arg)
     struct insert_job *j = arg;
     j->ran++;
     struct sk_activity a, got;
-    activity_def(&a, j->id);
+    sk_th_activity_fixed(&a, j->id, "pool", 10, 1);
     int rc = sk_store_activity_insert(st, &a);
     if (rc == 0) rc = sk_store_activity_get(st, j->id, &got);
     if (rc == 0 && got.id != j->id) rc = SK_EPROTO;
@@ -179,6 +167,21 @@ static void wait_inside(atomic_int *inside, int want)
     }
 }
 
+/* An insert of activity id, counted in done, owned by this thread. */
+static struct insert_job job_of(uint64_t id, atomic_int *done)
+{
+    return (struct insert_job){.id = id, .done_count = done, .owner = pthread_self()};
+}
+
+/* g, counted in done, submitted to p (its job into *job when not NULL)
+ * and running. */
+static void gate_start(sk_store_pool *p, struct gate *g, atomic_int *done, sk_store_job **job)
+{
+    gate_init(g, done);
+    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, g, job), 0);
+    wait_inside(&g->inside, 1);
+}
+
 static int stored(const char *spec, uint64_t id)
 {
     sk_store *st;
@@ -219,8 +222,7 @@ POOL_TEST(runs_every_job_once_concurrently_and_completes_on_the_owner_thread)
     struct insert_job *jobs = calloc(MANY, sizeof *jobs);
     CHECK(jobs != NULL);
     for (int i = 0; i < MANY; i++) {
-        jobs[i] = (struct insert_job){
-            .id = 1000 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        jobs[i] = job_of(1000 + (uint64_t)i, &done);
         CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &jobs[i], NULL), 0);
     }
     drain_until(p, &done, MANY);
@@ -250,12 +252,10 @@ POOL_TEST(a_job_whose_deadline_passes_in_the_queue_never_runs)
     sk_store_pool *p = pool_new(spec, 1, 10);
     atomic_int done = 0;
     struct gate g;
-    gate_init(&g, &done);
-    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
-    wait_inside(&g.inside, 1);
+    gate_start(p, &g, &done, NULL);
     /* queued behind the gate with a deadline 50 ms away, and one without */
-    struct insert_job late = {.id = 2001, .done_count = &done, .owner = pthread_self()};
-    struct insert_job patient = {.id = 2002, .done_count = &done, .owner = pthread_self()};
+    struct insert_job late = job_of(2001, &done);
+    struct insert_job patient = job_of(2002, &done);
     CHECK_EQ(sk_store_pool_submit(p, sk_mono_ms() + 50, insert_run, insert_done, &late, NULL), 0);
     CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &patient, NULL), 0);
     int64_t until = sk_mono_ms() + 60;
@@ -286,11 +286,9 @@ POOL_TEST(cancel_takes_a_queued_job_out_and_leaves_a_running_one_alone)
     sk_store_pool *p = pool_new(spec, 1, 10);
     atomic_int done = 0;
     struct gate g;
-    gate_init(&g, &done);
     sk_store_job *running, *queued;
-    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, &running), 0);
-    wait_inside(&g.inside, 1);
-    struct insert_job j = {.id = 3001, .done_count = &done, .owner = pthread_self()};
+    gate_start(p, &g, &done, &running);
+    struct insert_job j = job_of(3001, &done);
     CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j, &queued), 0);
     CHECK_EQ(sk_store_pool_cancel(p, queued), 1);
     CHECK_EQ(sk_store_pool_cancel(p, running), 0);
@@ -313,13 +311,10 @@ POOL_TEST(the_queue_is_bounded_and_free_completes_what_waits)
     sk_store_pool *p = pool_new(spec, 1, 3);
     atomic_int done = 0;
     struct gate g;
-    gate_init(&g, &done);
-    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
-    wait_inside(&g.inside, 1);
+    gate_start(p, &g, &done, NULL);
     struct insert_job j[4];
     for (int i = 0; i < 4; i++)
-        j[i] = (struct insert_job){
-            .id = 4001 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        j[i] = job_of(4001 + (uint64_t)i, &done);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[i], NULL), 0);
     CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[3], NULL), SK_EBUSY);
@@ -348,13 +343,10 @@ POOL_TEST(a_full_queue_first_drops_the_jobs_whose_deadline_passed)
     sk_store_pool *p = pool_new(spec, 1, 2);
     atomic_int done = 0;
     struct gate g;
-    gate_init(&g, &done);
-    CHECK_EQ(sk_store_pool_submit(p, 0, gate_run, gate_done, &g, NULL), 0);
-    wait_inside(&g.inside, 1);
-    struct insert_job late[2], fresh = {.id = 5003, .done_count = &done, .owner = pthread_self()};
+    gate_start(p, &g, &done, NULL);
+    struct insert_job late[2], fresh = job_of(5003, &done);
     for (int i = 0; i < 2; i++) {
-        late[i] = (struct insert_job){
-            .id = 5001 + (uint64_t)i, .done_count = &done, .owner = pthread_self()};
+        late[i] = job_of(5001 + (uint64_t)i, &done);
         CHECK_EQ(
             sk_store_pool_submit(p, sk_mono_ms() + 30, insert_run, insert_done, &late[i], NULL), 0);
     }

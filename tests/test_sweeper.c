@@ -27,6 +27,7 @@
 #include "orders/sweeper.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -61,14 +62,7 @@ static void persist(struct sk_th_env *e)
     o.db_spec = e->spec;
     o.consumer = "sweeper-test";
     o.once = 1;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker: %s", sk_worker_errstr(w));
-    struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    CHECK_EQ(s.stock_failures, 0);
-    sk_worker_free(w);
+    CHECK_EQ(sk_th_worker_run(&o).stock_failures, 0);
 }
 
 static sk_sweeper *new_sweeper(struct sk_th_env *e, int batch)

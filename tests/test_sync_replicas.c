@@ -23,6 +23,7 @@
 #include "redis/redis_conn.h"
 #include "support/cluster_harness.h"
 #include "support/failover_sale.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/http_load_env.h"
@@ -132,8 +133,7 @@ SK_TEST_T(sync_replicas_answer_503_unconfirmed_until_a_replica_acknowledges, 120
     serve_start(&s, m.url, extra);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
 
     /* a replica acknowledges: 200 */
     int st = buy(&c, aid, 1, "k1", resp);
@@ -204,12 +204,6 @@ static int log_has(const char *path, const char *s)
     return has;
 }
 
-static void *run_worker(void *arg)
-{
-    sk_worker_run(arg);
-    return NULL;
-}
-
 SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 150)
 {
     struct sk_sentinel_spawn ss;
@@ -223,8 +217,7 @@ SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 1
     uint64_t aid = sale_activity(s.port, 0, 100, 1, 1);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
     CHECK_EQ(buy(&c, aid, 1, "k1", resp), 200);
     char oid1[80];
     order_id(resp, oid1, sizeof oid1);
@@ -263,11 +256,8 @@ SK_TEST_T(sync_replicas_retry_after_a_failover_lost_the_admission_buys_afresh, 1
     wo.db_spec = s.db;
     wo.trim = 0;
     wo.block_ms = 100;
-    sk_worker *w;
-    char werr[256];
-    CHECK_MSG(sk_worker_new(&w, &wo, werr, sizeof werr) == 0, "%s", werr);
     pthread_t wth;
-    CHECK_EQ(pthread_create(&wth, NULL, run_worker, w), 0);
+    sk_worker *w = sk_th_worker_thread(&wo, &wth);
 
     /* the retry learns the truth: the first admission is gone, so this is
      * a fresh purchase (a new order), confirmed by the other replica */
@@ -467,8 +457,7 @@ static int purchase_after_a_live_masters_failover(int n, int *status)
     serve_start(&s, ss.node[m].url, extra);
     struct sk_th_http c;
     sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = malloc(sizeof *resp);
-    CHECK(resp);
+    struct sk_th_resp *resp = sk_th_resp_new();
     int st = buy(&c, aid, 1, "k1", resp);
     CHECK_MSG(st == 200, "before the failover: %d %s", st, resp->body);
     char oid1[80];

@@ -71,10 +71,8 @@ static pid_t serve_notified(const struct notify_sock *n, const char *watchdog_us
     for (int i = 0; extra && extra[i] && a < 30; i++)
         argv[a++] = extra[i];
     argv[a] = NULL;
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = sk_th_fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 2);
         int nul = open("/dev/null", O_RDWR);

@@ -20,6 +20,7 @@
 #include "engine/stock.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/queue_env.h"
 
@@ -27,20 +28,6 @@ SK_TH_CLUSTER_USED
 
 #define SEED_A "0123456789abcdef0123456789abcdef"
 #define SEED_B "fedcba9876543210fedcba9876543210"
-
-static sk_redis *connect_to(const char *url)
-{
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, url, 2000, 2000, err, sizeof err) == 0, "url: %s", err);
-    return r;
-}
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* A preheated, open activity with a waiting room: window [start, start+3h),
  * rate passes/s, passes living ttl_s, the seed given. */
@@ -57,11 +44,7 @@ static uint64_t wr_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t s
                              .wr_rate = rate,
                              .wr_ttl_s = ttl_s};
     snprintf(d.wr_seed, sizeof d.wr_seed, "%s", seed);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_open(r, &d);
     return d.id;
 }
 
@@ -78,6 +61,15 @@ static void q_many(sk_redis *r, uint64_t aid, char op, const uint64_t *users, si
     }
 }
 
+/* n buyers first, first + 1, ... (into users) join in that order. */
+static void join_from(sk_redis *r, uint64_t aid, uint64_t first, size_t n, uint64_t *users,
+                      struct sk_queue_answer *ans, struct sk_queue_head *h)
+{
+    for (size_t i = 0; i < n; i++)
+        users[i] = first + i;
+    q_many(r, aid, SK_QUEUE_JOIN, users, n, ans, h);
+}
+
 /* Waits (bounded) until Redis's clock passes ms. */
 static void wait_redis_past(sk_redis *r, int64_t ms)
 {
@@ -90,7 +82,7 @@ static void wait_redis_past(sk_redis *r, int64_t ms)
         freeReplyObject(rep);
         if (now > ms) return;
         CHECK_MSG(sk_mono_ms() < deadline, "Redis's clock did not reach %" PRId64, ms);
-        nap_ms(now + 5 < ms ? 5 : 1);
+        sk_th_nap_ms(now + 5 < ms ? 5 : 1);
     }
 }
 
@@ -132,7 +124,7 @@ static double rank_correlation(const int64_t *x, size_t n)
  * TIME passes the start, the polls after. */
 SK_TEST_T(wr_draw_at_start_is_a_random_permutation_fixed_by_the_seed, 120)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     int64_t start = sk_wall_ms() + 3000;
     uint64_t a1 = wr_activity(r, 100, 1, start, 1, 60, SEED_A, 1);
     uint64_t a2 = wr_activity(r, 100, 1, start, 1, 60, SEED_A, 1);
@@ -202,7 +194,7 @@ SK_TEST_T(wr_draw_at_start_is_a_random_permutation_fixed_by_the_seed, 120)
  * waiting room has no queue; a closed one refuses joins. */
 SK_TEST(wr_queue_refusals_change_nothing)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     uint64_t aid = wr_activity(r, 10, 1, sk_wall_ms() - 1000, 5, 60, SEED_A, 1);
     struct sk_queue_head h;
     CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
@@ -254,15 +246,13 @@ SK_TEST(wr_queue_refusals_change_nothing)
  * sees agree: waiting buyers' position is place - issued. */
 SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     /* started an hour ago at 1 pass/s: 3,600 passes' worth of idle time */
     uint64_t aid = wr_activity(r, 1000, 1, sk_wall_ms() - 3600 * 1000, 1, 60, SEED_A, 1);
     uint64_t users[50];
     struct sk_queue_answer ans[50];
     struct sk_queue_head h;
-    for (int i = 0; i < 50; i++)
-        users[i] = 500 + (uint64_t)i;
-    q_many(r, aid, SK_QUEUE_JOIN, users, 50, ans, &h);
+    join_from(r, aid, 500, 50, users, ans, &h);
     /* the first joiner found the room idle and got a pass; the rest queue */
     CHECK_EQ(ans[0].rc, SK_RC_Q_ADMITTED);
     CHECK(ans[0].pass[0] != 0);
@@ -289,7 +279,7 @@ SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
         CHECK_MSG(!third || second, "the third place had a pass before the second");
         if (second) break;
         CHECK_MSG(sk_mono_ms() < deadline, "the second place got no pass within 5 s");
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
     /* the pass a buyer sees again is the same one */
     struct sk_queue_answer again = queue_one(r, aid, SK_QUEUE_JOIN, users[0], NULL);
@@ -311,7 +301,7 @@ SK_TEST(wr_passes_follow_places_and_the_pace_banks_nothing)
  * purchase still gets its first answer. */
 static void pass_rules(int segments)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     uint64_t aid = wr_activity(r, 10, 2, sk_wall_ms() - 1000, 1000, 2, SEED_A, segments);
     uint64_t other = wr_activity(r, 10, 2, sk_wall_ms() - 1000, 1000, 2, SEED_A, segments);
     struct sk_queue_answer a = queue_admitted(r, aid, 11);
@@ -383,7 +373,7 @@ SK_TEST(wr_purchase_needs_the_pass_in_a_segmented_activity_too)
  * not become a pass for the next buyer: the pace stays the pace. */
 SK_TEST(wr_expired_pass_rejoins_at_the_back_without_a_free_pass)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     uint64_t aid = wr_activity(r, 100, 1, sk_wall_ms() - 1000, 1, 1, SEED_A, 1);
     struct sk_queue_head h;
     struct sk_queue_answer a = queue_one(r, aid, SK_QUEUE_JOIN, 21, &h);
@@ -424,14 +414,12 @@ SK_TEST(wr_expired_pass_rejoins_at_the_back_without_a_free_pass)
 /* A new pace keeps the passes issued so far and counts on from now. */
 SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
 {
-    sk_redis *r = connect_to(sk_th_redis_url());
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
     uint64_t aid = wr_activity(r, 100, 1, sk_wall_ms() - 1000, 1, 60, SEED_A, 1);
     uint64_t users[200];
     struct sk_queue_answer ans[200];
     struct sk_queue_head h;
-    for (int i = 0; i < 200; i++)
-        users[i] = 3000 + (uint64_t)i;
-    q_many(r, aid, SK_QUEUE_JOIN, users, 200, ans, &h);
+    join_from(r, aid, 3000, 200, users, ans, &h);
     struct sk_queue_stats st;
     CHECK_EQ(sk_queue_pace(r, aid, 0, &st), 0);
     int64_t before = st.issued;
@@ -443,7 +431,7 @@ SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
     int64_t t0 = sk_mono_ms(), n0 = st.issued;
     /* 100/s from now: about 50 more in half a second */
     while (sk_mono_ms() - t0 < 500)
-        nap_ms(10);
+        sk_th_nap_ms(10);
     CHECK_EQ(sk_queue_pace(r, aid, 0, &st), 0);
     int64_t dt = sk_mono_ms() - t0;
     CHECK_MSG(st.issued - n0 >= 40 && st.issued - n0 <= dt / 10 + 2,
@@ -469,9 +457,7 @@ SK_TEST(wr_pace_change_keeps_issued_passes_and_counts_on)
  * in its buyer's home segment's slot, and exactly the stock sells. */
 SK_TEST(wr_cluster_segmented_sale_sells_exactly_with_passes)
 {
-    sk_redis *r;
-    char err[128];
-    CHECK_MSG(sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sk_redis *r = sk_th_redis_new(sk_th_cluster_url(), 2000, 5000);
     CHECK_MSG(sk_redis_connect(r) == 0, "connect: %s", r->errstr);
     uint64_t aid = wr_activity(r, 20, 1, sk_wall_ms() - 1000, 100000, 60, SEED_A, 3);
     int sold = 0;

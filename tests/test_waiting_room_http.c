@@ -17,13 +17,9 @@
 #include "core/clock.h"
 #include "engine/activity.h"
 #include "store/store.h"
+#include "support/buyer_http.h"
+#include "support/fixtures.h"
 #include "support/http_api.h"
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Creates (on v) an activity with a waiting room: window [start, end) in
  * ms, rate passes/s living ttl s; seed NULL: drawn by the server. Then
@@ -49,10 +45,9 @@ static void wr_ready(struct srv *v, uint64_t id, long long stock, long long limi
 static int queue_req(struct sk_th_http *c, const char *method, uint64_t aid, uint64_t uid,
                      struct sk_th_resp *r)
 {
-    char path[128], h[64];
+    char path[128];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", aid);
-    snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", uid);
-    return sk_th_http_req(c, method, path, h, NULL, r);
+    return sk_th_as_user(c, method, path, uid, NULL, r);
 }
 
 /* A purchase of one unit by uid with pass (NULL: none). */
@@ -101,7 +96,7 @@ static struct qa pass_of(struct sk_th_http *c, uint64_t aid, uint64_t uid)
     while (strcmp(q.state, "admitted") != 0) {
         CHECK_MSG(strcmp(q.state, "waiting") == 0, "user %" PRIu64 ": %s", uid, r.body);
         CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " got no pass within 10 s", uid);
-        nap_ms(5);
+        sk_th_nap_ms(5);
         EXPECT_STATUS(queue_req(c, "GET", aid, uid, &r), &r, 200);
         q = qa_of(&r);
     }
@@ -137,6 +132,18 @@ struct ev {
     int64_t sent_ms, got_ms; /* wall clock */
 };
 
+/* One connection to each of the two processes. */
+static void open_both(struct sk_th_http c[2], const int port[2])
+{
+    sk_th_http_open(&c[0], port[0]);
+    sk_th_http_open(&c[1], port[1]);
+}
+static void close_both(struct sk_th_http c[2])
+{
+    sk_th_http_close(&c[0]);
+    sk_th_http_close(&c[1]);
+}
+
 struct poller {
     int port[2];
     uint64_t aid, first_user;
@@ -150,10 +157,8 @@ static void *poll_loop(void *arg)
 {
     struct poller *p = arg;
     struct sk_th_http c[2];
-    sk_th_http_open(&c[0], p->port[0]);
-    sk_th_http_open(&c[1], p->port[1]);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r != NULL);
+    open_both(c, p->port);
+    struct sk_th_resp *r = sk_th_resp_new();
     unsigned k = 0;
     while (sk_wall_ms() < p->until_ms && p->n < p->cap) {
         /* my buyers, round robin, alternating the two processes */
@@ -172,8 +177,7 @@ static void *poll_loop(void *arg)
         k++;
     }
     free(r);
-    sk_th_http_close(&c[0]);
-    sk_th_http_close(&c[1]);
+    close_both(c);
     return NULL;
 }
 
@@ -228,7 +232,7 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
     pthread_t th[PACE_THREADS];
     int64_t change_at = start + 2500, until = change_at + 2000;
     while (sk_wall_ms() < start)
-        nap_ms(5);
+        sk_th_nap_ms(5);
     for (int i = 0; i < PACE_THREADS; i++) {
         p[i] = (struct poller){.port = {v[0].s.port, v[1].s.port},
                                .aid = aid,
@@ -241,7 +245,7 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
         CHECK_EQ(pthread_create(&th[i], NULL, poll_loop, &p[i]), 0);
     }
     while (sk_wall_ms() < change_at)
-        nap_ms(5);
+        sk_th_nap_ms(5);
     char path[128], body[64];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue/pace", aid);
     snprintf(body, sizeof body, "{\"passes_per_s\":%d}", RATE2);
@@ -362,7 +366,7 @@ SK_TEST(wr_http_purchase_needs_the_buyers_own_valid_pass_and_refusals_change_not
         if (!strcmp(qa_of(&r).state, "expired")) break;
         CHECK_STR(qa_of(&r).state, "admitted");
         CHECK_MSG(sk_mono_ms() < deadline, "the pass did not expire");
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     EXPECT_ERROR(buy_pass(&v.c, aid, 42, b.pass, NULL, &r), &r, 403, "no_pass");
     expect_stats(&v, aid, 9, 1, 1);
@@ -408,7 +412,7 @@ static void sold_out_reaches_waiting_buyers(int segments)
             if (!strcmp(q.state, "sold_out")) break;
             CHECK_MSG(segments > 1 && !strcmp(q.state, "waiting") && sk_mono_ms() < deadline,
                       "user %" PRIu64 " after the sell-out: %s", u, r.body);
-            nap_ms(20);
+            sk_th_nap_ms(20);
         }
     }
     /* and a join is refused as a purchase is */
@@ -450,10 +454,8 @@ static void *buyer_loop(void *arg)
 {
     struct buyer_run *b = arg;
     struct sk_th_http c[2];
-    sk_th_http_open(&c[0], b->port[0]);
-    sk_th_http_open(&c[1], b->port[1]);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r != NULL);
+    open_both(c, b->port);
+    struct sk_th_resp *r = sk_th_resp_new();
     int k = 0;
     for (uint64_t u = 1 + (uint64_t)b->index; u <= INV_BUYERS; u += INV_THREADS, k++) {
         int st = buy_pass(&c[u & 1], b->aid, u, NULL, NULL, r);
@@ -472,7 +474,7 @@ static void *buyer_loop(void *arg)
             q = qa_of(r);
             if (strcmp(q.state, "waiting") != 0) break;
             CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " waited 20 s", u);
-            nap_ms(q.poll_after_ms < 20 ? q.poll_after_ms : 20);
+            sk_th_nap_ms(q.poll_after_ms < 20 ? q.poll_after_ms : 20);
             st = queue_req(&c[(u + 1) & 1], "GET", b->aid, u, r);
         }
         if (!strcmp(q.state, "sold_out")) {
@@ -490,8 +492,7 @@ static void *buyer_loop(void *arg)
         }
     }
     free(r);
-    sk_th_http_close(&c[0]);
-    sk_th_http_close(&c[1]);
+    close_both(c);
     return NULL;
 }
 
@@ -626,12 +627,12 @@ SK_TEST_T(wr_http_node_figures_count_every_process_passes, 120)
     while (metric(&v, series) != NODE_BUYERS) {
         CHECK_MSG(sk_mono_ms() < deadline, "queue length never %d", NODE_BUYERS);
         EXPECT_STATUS(admin(&v, "GET", path, NULL, &r), &r, 200);
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     /* the dashboard: the worker's sample lists the activity within a second */
     while (!dashboard_shows(v.s.port, aid, NODE_BUYERS, NODE_BUYERS)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed the waiting room");
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     srv_stop(&v);
 }

@@ -23,6 +23,7 @@
 #include "orders/order_worker.h"
 #include "orders/recover.h"
 #include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/queue_env.h"
@@ -38,12 +39,6 @@ struct wenv {
     uint64_t aid;
 };
 
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* An open activity with a waiting room (rate passes/s, passes living 60 s,
  * limit 1), started a second ago, in the store and preheated in Redis. */
 static void wenv_start(struct wenv *e, const char *name, int64_t stock, int64_t rate, int segments)
@@ -54,28 +49,12 @@ static void wenv_start(struct wenv *e, const char *name, int64_t stock, int64_t 
     CHECK_MSG(sk_store_open(&e->st, e->db, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(sk_redis_new(&e->r, e->rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
     struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = e->aid = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "%s", name);
-    a.stock = stock;
-    a.per_user_limit = 1;
-    a.start_ms = sk_wall_ms() - 1000;
-    a.end_ms = a.start_ms + 7200000;
-    a.created_ms = sk_wall_ms();
-    a.segments = segments;
+    sk_th_activity_live(&a, name, stock, segments, 1000);
+    e->aid = a.id;
     a.wr_passes_per_s = rate;
     a.wr_pass_ttl_s = 60;
     snprintf(a.wr_seed, sizeof a.wr_seed, "%s", SEED);
-    sk_activity_apply_defaults(&a);
-    CHECK_EQ(sk_store_activity_insert(e->st, &a), 0);
-    struct sk_stock_def d;
-    sk_activity_stock_def(&a, &d);
-    int rc;
-    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, NULL), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    CHECK_EQ(rc, SK_RC_OK);
-    CHECK_EQ(sk_store_activity_set_state(e->st, a.id, "open"), 0);
+    sk_th_activity_open_in(e->st, e->r, &a);
 }
 
 static void wenv_stop(struct wenv *e)
@@ -113,11 +92,7 @@ static void persist(struct wenv *e)
     o.once = 1;
     o.guard_ms = 0;
     o.block_ms = 100;
-    sk_worker *w;
-    char err[256];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "%s", err);
-    CHECK_EQ(sk_worker_run(w), 0);
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
 }
 
 /* While the key set is fenced nobody joins and no pass is handed out
@@ -159,7 +134,7 @@ SK_TEST_T(wr_fenced_queue_hands_out_nothing_and_its_pace_stands_still, 120)
         CHECK_EQ(a.pass[0], 0);
         /* a newcomer does not get in either */
         CHECK_EQ(queue_one(e.r, e.aid, SK_QUEUE_JOIN, 999, NULL).rc, SK_RC_RECOVERING);
-        nap_ms(50);
+        sk_th_nap_ms(50);
     }
     CHECK_EQ(sk_queue_pace(e.r, e.aid, 0, &fb), 0);
     CHECK_EQ(fb.issued, fa.issued);

@@ -13,6 +13,7 @@
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "orders/order_worker.h"
+#include "support/fixtures.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
@@ -134,18 +135,28 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
     return got;
 }
 
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o,
+                           const char *consumer)
+{
+    sk_worker_opts_init(o);
+    o->redis_url = e->redis_url;
+    o->db_spec = e->spec;
+    o->consumer = consumer;
+}
+
 void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms)
 {
     struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    o.redis_url = e->redis_url;
-    o.db_spec = e->spec;
-    o.consumer = consumer;
+    sk_th_env_worker_opts(e, &o, consumer);
     o.once = 1;
     if (claim_idle_ms >= 0) o.claim_idle_ms = claim_idle_ms;
-    sk_worker *w;
-    char err[512];
-    CHECK_MSG(sk_worker_new(&w, &o, err, sizeof err) == 0, "worker: %s", err);
-    CHECK_MSG(sk_worker_run(w) == 0, "worker: %s", sk_worker_errstr(w));
-    sk_worker_free(w);
+    sk_th_worker_run(&o);
+}
+
+void sk_th_env_run(int kind, const char *file, void (*fn)(struct sk_th_env *))
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, kind, file, sk_th_redis_url());
+    fn(&e);
+    sk_th_env_done(&e);
 }

@@ -63,10 +63,18 @@ struct sk_th_bought {
 size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, size_t n,
                            int64_t max_qty, size_t batch, struct sk_th_bought *out);
 
+struct sk_worker_opts;
+/* o initialised for a worker of e (its Redis and store) named consumer. */
+void sk_th_env_worker_opts(const struct sk_th_env *e, struct sk_worker_opts *o,
+                           const char *consumer);
+
 /* Drains every stream with the real order worker (once mode) as consumer;
  * claim_idle_ms >= 0 overrides the worker's default (0 also takes over
  * every entry another consumer left pending). */
 void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle_ms);
+
+/* fn on a fresh environment of kind on the run's Redis (init, fn, done). */
+void sk_th_env_run(int kind, const char *file, void (*fn)(struct sk_th_env *));
 
 /* SK_BACKEND_TEST(prefix, file, name): static void name(struct sk_th_env *)
  * runs as <prefix>_sqlite_<name>, <prefix>_pg_<name> and
@@ -76,24 +84,15 @@ void sk_th_env_persist(struct sk_th_env *e, const char *consumer, int claim_idle
     static void name(struct sk_th_env *e);                                                         \
     SK_TEST(prefix##_sqlite_##name)                                                                \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_SQLITE, file, sk_th_redis_url());                                 \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_SQLITE, file, name);                                                   \
     }                                                                                              \
     SK_TEST(prefix##_pg_##name)                                                                    \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_PG, file, sk_th_redis_url());                                     \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_PG, file, name);                                                       \
     }                                                                                              \
     SK_TEST(prefix##_mysql_##name)                                                                 \
     {                                                                                              \
-        struct sk_th_env e;                                                                        \
-        sk_th_env_init(&e, SK_TH_MYSQL, file, sk_th_redis_url());                                  \
-        name(&e);                                                                                  \
-        sk_th_env_done(&e);                                                                        \
+        sk_th_env_run(SK_TH_MYSQL, file, name);                                                    \
     }                                                                                              \
     static void name(struct sk_th_env *e)
 

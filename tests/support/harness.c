@@ -65,13 +65,18 @@ void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *fi
     tests[ntests - 1].on_request = 1;
 }
 
+void sk_th_report(const char *file, int line, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "    FAIL %s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    sk_th_report(file, line, fmt, ap);
     va_end(ap);
     fflush(stderr);
     exit(1);
@@ -192,6 +197,38 @@ const char *sk_th_bench_bin(void)
     return b && *b ? b : "build/seckill-bench";
 }
 
+pid_t sk_th_fork(void)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) sk_th_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+    }
+    return pid;
+}
+
+void sk_th_exec(const char *bin, const char *const *args)
+{
+    const char *argv[64] = {bin};
+    int n = 1;
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+void sk_th_exec_out(int out_fd, const char *bin, const char *const *env, const char *const *args)
+{
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    sk_th_exec(bin, args);
+}
+
 static int run_bin(const char *bin, char *out, size_t cap, const char *const *env,
                    const char *const *args)
 {
@@ -199,18 +236,8 @@ static int run_bin(const char *bin, char *out, size_t cap, const char *const *en
     if (pipe(pfd) < 0) sk_th_fail(__FILE__, __LINE__, "pipe");
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
         close(pfd[0]);
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        const char *argv[64] = {bin};
-        int n = 1;
-        for (int i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        sk_th_exec_out(pfd[1], bin, env, args);
     }
     close(pfd[1]);
     size_t len = 0;

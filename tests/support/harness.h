@@ -12,6 +12,7 @@
  * with the process that started it (PR_SET_PDEATHSIG), even on a crash. */
 #ifndef SK_HARNESS_H
 #define SK_HARNESS_H
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +44,9 @@ void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *fi
     }                                                                                              \
     static void name(void)
 
+/* Prints a failure of the running test (where and why) without ending
+ * it: a test that lists every bad input before it fails. */
+void sk_th_report(const char *file, int line, const char *fmt, va_list ap);
 /* Fails the running test (prints where and why, exits the test's child). */
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
@@ -124,6 +128,19 @@ int sk_th_free_port(void);
  * stdout+stderr into out (cap bytes, always terminated). Returns the exit
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
+
+/* fork() for a child that dies with the test (PR_SET_PDEATHSIG; it exits
+ * at once when the test is already gone). 0 in the child, its pid in the
+ * test; fails the test when it cannot fork. */
+pid_t sk_th_fork(void);
+
+/* In a forked child: execs bin with args (NULL-terminated, at most 62)
+ * after it as its argv; exits 127 when the exec fails. */
+void sk_th_exec(const char *bin, const char *const *args) __attribute__((noreturn));
+/* The same with stdout and stderr on out_fd and the "K=V" entries of env
+ * (NULL-terminated, may be NULL) added to the environment. */
+void sk_th_exec_out(int out_fd, const char *bin, const char *const *env, const char *const *args)
+    __attribute__((noreturn));
 
 /* The same for the benchmarks' binary, seckill-bench (SECKILL_BENCH_BIN,
  * default build/seckill-bench): args start with the benchmark's name. */

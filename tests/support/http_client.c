@@ -37,6 +37,13 @@ int sk_th_http_try_open(struct sk_th_http *c, int port)
     return 0;
 }
 
+struct sk_th_resp *sk_th_resp_new(void)
+{
+    struct sk_th_resp *r = malloc(sizeof *r);
+    CHECK(r != NULL);
+    return r;
+}
+
 void sk_th_http_open(struct sk_th_http *c, int port)
 {
     if (sk_th_http_try_open(c, port) < 0)

@@ -17,6 +17,9 @@ struct sk_th_resp {
 };
 
 /* Connects to 127.0.0.1:port (fails the test on error). */
+/* A response on the heap (it is large for a thread's stack); fails the
+ * test when out of memory. The caller frees it. */
+struct sk_th_resp *sk_th_resp_new(void);
 void sk_th_http_open(struct sk_th_http *c, int port);
 /* Returns 0 or -1 without failing the test (for "is it up yet" probes). */
 int sk_th_http_try_open(struct sk_th_http *c, int port);

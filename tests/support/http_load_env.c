@@ -1,6 +1,7 @@
 /* http_load_env.c - the machinery of the HTTP load and fault tests (see
  * http_load_env.h). */
 #include "support/http_load_env.h"
+#include "support/fixtures.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -432,20 +433,7 @@ sk_redis *redis_to(const char *url)
 /* Preheats aid (window opened a minute ago, closing in an hour) and opens it. */
 void open_activity(sk_redis *r, uint64_t aid, int64_t initial, int64_t limit, int64_t maxq)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = aid,
-                             .initial = initial,
-                             .per_user_limit = limit,
-                             .max_per_order = maxq,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 3600000};
-    int rc;
-    int64_t stock;
-    CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, &stock) == 0, "preheat: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
-    CHECK_EQ(stock, initial);
-    CHECK_MSG(sk_stock_set_open(r, aid, 1, &rc) == 0, "open: %s", r->errstr);
-    CHECK_EQ(rc, SK_RC_OK);
+    sk_th_stock_new_open(r, aid, initial, limit, maxq, 0, 60000);
 }
 
 static int64_t reply_int(const redisReply *rep, int *ok)

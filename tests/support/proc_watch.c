@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "support/harness.h"
 
 char sk_th_proc_state(pid_t pid)
 {
@@ -135,4 +136,17 @@ long sk_th_proc_bytes_queued_at(pid_t pid, int port)
     }
     free(rows);
     return queued;
+}
+
+long sk_th_proc_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+    fclose(f);
+    return kib;
 }

@@ -2,7 +2,8 @@
  * that a fault lands exactly where it should without sleeping: whether a
  * process is stopped (SIGSTOP, or a test pause point), and whether bytes a
  * process sent to a local server wait unread in that server's socket (the
- * server is frozen with the request in flight). */
+ * server is frozen with the request in flight), and how much memory a
+ * process holds. */
 #ifndef SK_TEST_PROC_WATCH_H
 #define SK_TEST_PROC_WATCH_H
 #include <stdint.h>
@@ -24,5 +25,9 @@ int sk_th_proc_wait_stopped(pid_t pid, int ms);
  * process pid (the rx queue of the server's end, /proc/net/tcp): > 0 once
  * a request of pid reached a server that does not read it (frozen). */
 long sk_th_proc_bytes_queued_at(pid_t pid, int port);
+
+/* The resident set of pid in KiB (VmRSS of /proc/<pid>/status), -1 when
+ * the line is missing; fails the test when the process is gone. */
+long sk_th_proc_rss_kib(pid_t pid);
 
 #endif

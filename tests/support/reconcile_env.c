@@ -77,6 +77,24 @@ size_t sk_th_audit_count(struct sk_th_env *e, uint64_t aid, const char *kind)
     return k;
 }
 
+const char *sk_th_reconcile_clean(struct sk_th_env *e, uint64_t aid, char *out, size_t cap)
+{
+    int rc = sk_th_reconcile(e, aid, out, cap, NULL);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+    HAS(out, "consistent");
+    HASNT(out, "DRIFT");
+    return out;
+}
+
+void sk_th_reconcile_later(struct sk_th_env *e, uint64_t aid, int64_t later_ms,
+                           struct sk_reconcile_report *rep)
+{
+    struct sk_reconcile_opts o;
+    sk_reconcile_opts_init(&o);
+    o.now_ms = sk_wall_ms() + later_ms;
+    CHECK_EQ(sk_reconcile_activity(e->st, e->r, aid, &o, rep), 0);
+}
+
 void sk_th_expect_repaired(struct sk_th_env *e, uint64_t aid, const char *line,
                            const char *audit_kind, size_t audits)
 {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "orders/order_worker.h"
+#include "orders/reconcile.h"
 #include "support/backend_env.h"
 
 #define HAS(out, s) CHECK_MSG(strstr((out), (s)) != NULL, "expected \"%s\" in:\n%s", (s), (out))
@@ -29,6 +30,13 @@ void sk_th_redis_do(struct sk_th_env *e, const char *fmt, const char *a, const c
  * (NULL-terminated, may be NULL); output into out. Returns the exit code. */
 int sk_th_reconcile(struct sk_th_env *e, uint64_t aid, char *out, size_t cap,
                     const char *const *extra);
+/* The report of a reconcile of aid that must find it consistent (exit 0,
+ * "consistent", no "DRIFT"); into out (cap bytes), returned. */
+const char *sk_th_reconcile_clean(struct sk_th_env *e, uint64_t aid, char *out, size_t cap);
+/* The library's report of aid as if seen later_ms from now (into *rep,
+ * the caller frees it); fails the test when it cannot be made. */
+void sk_th_reconcile_later(struct sk_th_env *e, uint64_t aid, int64_t later_ms,
+                           struct sk_reconcile_report *rep);
 /* Audit rows of activity aid, of kind `kind` (all when NULL). */
 size_t sk_th_audit_count(struct sk_th_env *e, uint64_t aid, const char *kind);
 /* Drift must be found (exit 1, with line), then repaired with exactly

@@ -1,6 +1,7 @@
 /* sale_env.c - HTTP sales and their invariants for the rollback tests
  * (sale_env.h). */
 #include "support/sale_env.h"
+#include "support/fixtures.h"
 
 #include <inttypes.h>
 #include <sched.h>
@@ -17,19 +18,12 @@
 
 #define ADMIN_HDR "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 int sale_admin(int port, const char *method, const char *path, const char *body, char *out,
                size_t cap)
 {
     struct sk_th_http c;
     sk_th_http_open(&c, port);
-    struct sk_th_resp *r = malloc(sizeof *r);
-    CHECK(r);
+    struct sk_th_resp *r = sk_th_resp_new();
     int st;
     /* the setup of a sale, not what is tested: a store pool that was busy
      * for a second on a loaded machine answers 503 "try again"; we do, a
@@ -37,7 +31,7 @@ int sale_admin(int port, const char *method, const char *path, const char *body,
     for (int tries = 0;; tries++) {
         st = sk_th_http_req(&c, method, path, ADMIN_HDR, body, r);
         if (st != 503 || !strstr(r->body, "database unavailable") || tries == 10) break;
-        nap_ms(200);
+        sk_th_nap_ms(200);
     }
     if (out && cap) snprintf(out, cap, "%s", r->body);
     free(r);
@@ -53,7 +47,7 @@ void sale_wait_ready(int port)
     int64_t by = sk_mono_ms() + 15000;
     while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, r) != 200) {
         CHECK_MSG(sk_mono_ms() < by, "/readyz: %d %s", r->status, r->body);
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
     free(r);
     sk_th_http_close(&c);
@@ -185,11 +179,11 @@ static void *buyer(void *arg)
     while (rp && !atomic_load(&s->stop)) {
         long hold = atomic_load(&s->hold_at);
         if (atomic_load(&s->hold) || (hold && atomic_load(&s->ok) >= hold)) {
-            nap_ms(2);
+            sk_th_nap_ms(2);
             continue;
         }
         if (!open && !(open = sk_th_http_try_open(&c, s->port) == 0)) {
-            nap_ms(5);
+            sk_th_nap_ms(5);
             continue;
         }
         char h[64];
@@ -199,7 +193,7 @@ static void *buyer(void *arg)
         int st = sk_th_http_req(&c, "POST", path, h, NULL, rp);
         note_time(s, (long)(sk_mono_us() - t0));
         if (count_answer(s, st, rp, user)) break;
-        if (st == 503 && s->backoff_ms) nap_ms(s->backoff_ms);
+        if (st == 503 && s->backoff_ms) sk_th_nap_ms(s->backoff_ms);
         if (st == 0) {
             sk_th_http_close(&c);
             open = 0;
@@ -308,7 +302,7 @@ void sale_wait(int (*cond)(void *), void *arg, int timeout_ms, const char *what)
     int64_t by = sk_mono_ms() + timeout_ms;
     while (!cond(arg)) {
         CHECK_MSG(sk_mono_ms() < by, "timed out waiting for %s", what);
-        nap_ms(5);
+        sk_th_nap_ms(5);
     }
 }
 
@@ -328,7 +322,7 @@ void sale_wait_drained(sk_redis *r, uint64_t aid, int timeout_ms)
         if (rc == 0 && st.backlog == 0 && st.fenced == 0) return;
         CHECK_MSG(sk_mono_ms() < by, "not drained: rc %d, backlog %lld, fenced %lld (%s)", rc,
                   (long long)st.backlog, (long long)st.fenced, rc ? r->errstr : st.fence_why);
-        nap_ms(20);
+        sk_th_nap_ms(20);
     }
 }
 

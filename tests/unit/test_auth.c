@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "http/auth.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 /* Exactly n bytes on the heap, no terminator. Caller frees. */
@@ -37,15 +38,9 @@ static int verify(const char *secret, const char *tok, int64_t now, uint64_t *u)
     return rc;
 }
 
+/* deterministic, so a failure reproduces */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void)
-{
-    /* xorshift64*: deterministic, so a failure reproduces */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
-}
+#define rnd() sk_th_xorshift(&rng_state)
 
 SK_TEST(user_id_accepts_canonical_decimals_up_to_uint64_max)
 {
@@ -380,11 +375,8 @@ SK_TEST(auth_parsers_survive_100000_random_and_mutated_inputs)
                     }
                     break;
                 default:
-                    if (n < sizeof buf - 1) {
-                        memmove(buf + at + 1, buf + at, n - at);
-                        buf[at] = alphabet[rnd() % (sizeof alphabet - 1)];
-                        n++;
-                    }
+                    n = sk_th_insert_drawn(buf, n, sizeof buf, at, alphabet, sizeof alphabet - 1,
+                                           &rng_state);
                 }
             }
         } else { /* random bytes, random length */

@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "http/http_body.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 
 static char *exact(const char *s, size_t n)
@@ -50,14 +51,9 @@ static void purchase_bad(const char *s, size_t n, const char *why_contains)
 }
 #define BAD(s, why) purchase_bad(s, strlen(s), why)
 
+/* deterministic, so a failure reproduces */
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
-}
+#define rnd() sk_th_xorshift(&rng_state)
 
 SK_TEST(purchase_body_empty_or_empty_object_means_quantity_one)
 {
@@ -614,11 +610,8 @@ SK_TEST(body_parsers_survive_100000_random_and_mutated_inputs)
                     if (n) buf[at] = 0;
                     break;
                 default:
-                    if (n < sizeof buf - 1) {
-                        memmove(buf + at + 1, buf + at, n - at);
-                        buf[at] = alphabet[rnd() % (sizeof alphabet - 1)];
-                        n++;
-                    }
+                    n = sk_th_insert_drawn(buf, n, sizeof buf, at, alphabet, sizeof alphabet - 1,
+                                           &rng_state);
                 }
             }
         } else {

@@ -1,0 +1,51 @@
+/* buyer_http.c - the buyer's calls of buyer_http.h. */
+#include "support/buyer_http.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "support/fixtures.h"
+#include "support/harness.h"
+
+int sk_th_as_user(struct sk_th_http *c, const char *method, const char *path, uint64_t uid,
+                  const char *body, struct sk_th_resp *r)
+{
+    char hdr[64] = "";
+    if (uid) snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n", uid);
+    return sk_th_http_req(c, method, path, hdr, body, r);
+}
+
+int sk_th_buy_one(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, size_t cap)
+{
+    char path[96];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    int st = sk_th_as_user(c, "POST", path, uid, NULL, &r);
+    if (st == 200 && oid) sk_th_resp_field(&r, "order_id", oid, cap);
+    return st;
+}
+
+int sk_th_order_op(struct sk_th_http *c, const char *oid, const char *op, uint64_t uid,
+                   struct sk_th_resp *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, op);
+    return sk_th_as_user(c, "POST", path, uid, NULL, r);
+}
+
+void sk_th_order_wait(struct sk_th_http *c, const char *oid, uint64_t uid, const char *want,
+                      int timeout_ms, struct sk_th_resp *r)
+{
+    char path[128], status[32] = "";
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    int64_t deadline = sk_mono_ms() + timeout_ms;
+    for (;;) {
+        CHECK_EQ(sk_th_as_user(c, "GET", path, uid, NULL, r), 200);
+        sk_th_resp_field(r, "status", status, sizeof status);
+        if (!strcmp(status, want)) return;
+        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
+        sk_th_nap_ms(20);
+    }
+}
