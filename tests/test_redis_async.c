@@ -365,7 +365,7 @@ SK_TEST(async_client_waits_for_a_server_loading_its_data)
     struct sk_th_redis srv;
     sk_th_redis_start(&srv, NULL);
     sk_redis *r = sk_th_redis_new(srv.url, 1000, 5000);
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < 2000; i++) {
         char key[32];
         snprintf(key, sizeof key, "load:%d", i);
         const char *a[] = {"SET", key, "x"};
@@ -390,8 +390,10 @@ SK_TEST(async_client_waits_for_a_server_loading_its_data)
         nanosleep(&(struct timespec){0, 2000000}, NULL);
     CHECK(atomic_load(&w.ready_seen));
     sk_th_redis_stop(&srv, 1);
-    /* 20,000 keys at 50 us each: a second of LOADING */
-    const char *slow[] = {"--key-load-delay", "50", NULL};
+    /* 2,000 keys at 500 us each: a second of LOADING (few long naps rather
+     * than many short ones, whose oversleeping on a loaded machine made it
+     * last past the harness's 10 s restart bound) */
+    const char *slow[] = {"--key-load-delay", "500", NULL};
     int64_t t0 = sk_mono_ms();
     sk_th_redis_restart(&srv, slow);
     int64_t loaded_ms = sk_mono_ms() - t0;
