@@ -45,6 +45,12 @@ struct sk_stock_failure {
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
 
+/* The default pay timeout as SQL text, for the statements that fall back
+ * on it when an order's activity is not in the DB. */
+#define SK_STORE_STR_(x) #x
+#define SK_STORE_STR(x) SK_STORE_STR_(x)
+#define SK_STORE_PAY_TIMEOUT_DEFAULT_SQL SK_STORE_STR(SK_ACTIVITY_PAY_TIMEOUT_DEFAULT)
+
 /* Sets st->errstr (printf-style) and returns code. */
 int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
