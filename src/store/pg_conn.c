@@ -385,16 +385,20 @@ long sk_pg_changed(PGresult *r)
     return (long)x;
 }
 
+static int commit(sk_store *st, const char *what)
+{
+    return sk_pg_cmd(st, "COMMIT", what);
+}
+
+/* A broken connection rolls back on the server by itself. */
+static void rollback(sk_store *st)
+{
+    if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback");
+}
+
 int sk_pg_finish_tx(sk_store *st, int rc, const char *what)
 {
-    if (rc == 0) rc = sk_pg_cmd(st, "COMMIT", what);
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback");
-        sk_store_set_err(st, rc, "%s", why);
-    }
-    return rc;
+    return sk_store_finish_tx(st, rc, what, commit, rollback);
 }
 
 int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,

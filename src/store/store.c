@@ -99,6 +99,20 @@ int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
     return code;
 }
 
+int sk_store_finish_tx(sk_store *st, int rc, const char *what,
+                       int (*commit)(sk_store *st, const char *what),
+                       void (*rollback)(sk_store *st))
+{
+    if (rc == 0) rc = commit(st, what);
+    if (rc) {
+        char why[sizeof st->errstr]; /* the rollback may write over it */
+        snprintf(why, sizeof why, "%s", st->errstr);
+        rollback(st);
+        sk_store_set_err(st, rc, "%s", why);
+    }
+    return rc;
+}
+
 int sk_store_no_activity(sk_store *st, uint64_t id)
 {
     return sk_store_set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);

@@ -79,6 +79,13 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
 int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
                             int (*read_status)(sk_store *st, const char *order_id, int *status));
 
+/* Ends a transaction: commit(st, what) when rc is 0; when rc or the
+ * commit failed, rollback(st), keeping the failure's error text. Returns
+ * 0 or the failure's code. */
+int sk_store_finish_tx(sk_store *st, int rc, const char *what,
+                       int (*commit)(sk_store *st, const char *what),
+                       void (*rollback)(sk_store *st));
+
 /* A persist batch of n failed after its transaction began (and was rolled
  * back): says so after the error text; returns rc. */
 int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);

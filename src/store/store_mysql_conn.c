@@ -293,16 +293,19 @@ int sk_my_cmd(sk_store *st, const char *what, const char *sql)
     return sk_my_run(st, what, sql, strlen(sql), NULL, NULL, 0);
 }
 
+static int commit(sk_store *st, const char *what)
+{
+    return sk_my_cmd(st, what, "COMMIT");
+}
+
+static void rollback(sk_store *st)
+{
+    if (!st->my_broken && sk_my_cmd(st, "rollback", "ROLLBACK") != 0) st->my_broken = 1;
+}
+
 int sk_my_finish_tx(sk_store *st, int rc, const char *what)
 {
-    if (rc == 0) rc = sk_my_cmd(st, what, "COMMIT");
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        if (!st->my_broken && sk_my_cmd(st, "rollback", "ROLLBACK") != 0) st->my_broken = 1;
-        sk_store_set_err(st, rc, "%s", why);
-    }
-    return rc;
+    return sk_store_finish_tx(st, rc, what, commit, rollback);
 }
 
 uint64_t sk_my_insert_id(sk_store *st)

@@ -1,0 +1,76 @@
+/* store_sqlite_int.h - what the files of the SQLite backend share
+ * (store_sqlite.c: opening, schema, the kept statements, activities, the
+ * ops table; store_sqlite_persist.c: the persist batch;
+ * store_sqlite_orders.c: orders, audit, marks, repair). The backend's only
+ * public entry is sk_store_sqlite_open (store_int.h). */
+#ifndef SK_STORE_SQLITE_INT_H
+#define SK_STORE_SQLITE_INT_H
+#include <sqlite3.h>
+
+#include "store/store_int.h"
+
+/* Statements kept prepared on the handle (st->sq; the persist path runs
+ * them per order, thousands of times a second). */
+enum {
+    Q_PAY_TIMEOUT,
+    Q_INSERT_ORDER,
+    Q_TAKE_STOCK,
+    Q_READ_STOCK,
+    Q_INSERT_FAILURE,
+    Q_UPSERT_MARK,
+    Q_READ_HOLDER,
+    Q_ORDER_GET,
+    Q_ACTIVITY_GET,
+    Q_COUNT
+};
+
+/* SQLite failure -> SK code (a unique key EEXIST, busy ETIMEDOUT, a CHECK
+ * EINVAL, the rest EDB), with the database's own message after what. */
+int sk_sq_err(sk_store *st, const char *what);
+/* Runs sql (no parameters, no rows). */
+int sk_sq_exec(sk_store *st, const char *sql, const char *what);
+/* Prepares sql into *stmt (the caller finalizes it); *stmt NULL on
+ * failure. */
+int sk_sq_prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql);
+/* The kept statement which (Q_*), prepared on first use, reset and
+ * unbound, ready to bind; owned by the handle (reset it, never finalize). */
+int sk_sq_cached(sk_store *st, int which, sqlite3_stmt **out);
+/* Ends a transaction: COMMIT when rc is 0, else ROLLBACK keeping the
+ * error text of rc. */
+int sk_sq_finish_tx(sk_store *st, int rc, const char *what);
+/* The activity's pay timeout in seconds into *secs; *found 0 (and the
+ * default timeout) when the activity row is absent. */
+int sk_sq_pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found);
+/* Steps s (prepared and bound; finalized here) and reads every row into
+ * a growing array of size-byte elements, zeroed, by read(s, element).
+ * *out (the caller frees it) stays NULL and *n 0 when no row came back. */
+int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
+                   void (*read)(sqlite3_stmt *s, void *dst), void **out, size_t *n);
+
+/* ---- the members of the ops table (store_int.h says what each does) ---- */
+/* store_sqlite_persist.c */
+int sk_sq_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
+                         struct sk_persist_result *res, struct sk_stock_failure *first);
+/* store_sqlite_orders.c */
+int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out);
+int sk_sq_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before);
+int sk_sq_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before);
+int sk_sq_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
+                         size_t *n);
+int sk_sq_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
+                      size_t limit, struct sk_order *out, size_t *n);
+int sk_sq_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
+int sk_sq_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms);
+int sk_sq_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
+                            size_t *n);
+int sk_sq_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                    const char *detail);
+int sk_sq_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
+int sk_sq_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
+int sk_sq_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
+int sk_sq_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
+                          int64_t *after);
+int sk_sq_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
+                        const char *audit_detail);
+
+#endif
