@@ -113,6 +113,32 @@ int sk_store_finish_tx(sk_store *st, int rc, const char *what,
     return rc;
 }
 
+struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uint64_t aid)
+{
+    size_t k = 0;
+    while (k < *nt && t[k].aid != aid)
+        k++;
+    if (k == *nt) t[(*nt)++] = (struct sk_store_take){.aid = aid};
+    return &t[k];
+}
+
+static int cmp_take(const void *a, const void *b)
+{
+    uint64_t x = ((const struct sk_store_take *)a)->aid, y = ((const struct sk_store_take *)b)->aid;
+    return x < y ? -1 : x > y;
+}
+
+void sk_store_takes_sort(struct sk_store_take *t, size_t nt)
+{
+    if (nt) qsort(t, nt, sizeof *t, cmp_take);
+}
+
+struct sk_store_take *sk_store_take_find(struct sk_store_take *t, size_t nt, uint64_t aid)
+{
+    struct sk_store_take key = {.aid = aid};
+    return nt ? bsearch(&key, t, nt, sizeof *t, cmp_take) : NULL;
+}
+
 int sk_store_no_activity(sk_store *st, uint64_t id)
 {
     return sk_store_set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);

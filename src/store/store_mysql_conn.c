@@ -357,6 +357,11 @@ void sk_my_sql_str(sk_store *st, struct sk_my_sql *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
+void sk_my_sql_strz(sk_store *st, struct sk_my_sql *b, const char *s)
+{
+    sk_my_sql_str(st, b, s, strlen(s));
+}
+
 void sk_my_sql_free(struct sk_my_sql *b)
 {
     free(b->p);
@@ -388,4 +393,26 @@ void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap)
     if (n >= cap) n = cap - 1;
     if (n) memcpy(dst, r[c], n);
     dst[n] = 0;
+}
+
+int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
+                   void (*read)(MYSQL_RES *res, MYSQL_ROW r, void *dst), void **out, size_t *n)
+{
+    MYSQL_RES *r;
+    int rc = sk_my_run_sql(st, what, b, &r, NULL, 0);
+    sk_my_sql_free(b);
+    if (rc) return rc;
+    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
+    char *arr = rows ? calloc(rows, size) : NULL;
+    if (rows && !arr) {
+        mysql_free_result(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    }
+    size_t k = 0;
+    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
+        read(r, row, arr + k * size);
+    if (r) mysql_free_result(r);
+    *out = arr;
+    *n = k;
+    return 0;
 }

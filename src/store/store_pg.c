@@ -194,7 +194,7 @@ static int migrate(sk_store *st)
     }
 }
 
-static int pg_schema_version(sk_store *st, int *version)
+int sk_pg_schema_version(sk_store *st, int *version)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -226,7 +226,7 @@ static void read_row(const PGresult *r, int row, void *dst)
     snprintf(a->wr_seed, sizeof a->wr_seed, "%s", PQgetvalue(r, row, 16));
 }
 
-static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
+int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -251,7 +251,7 @@ static int pg_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
-static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+int sk_pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -267,7 +267,7 @@ static int pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     return rc;
 }
 
-static int pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+int sk_pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -291,7 +291,7 @@ static int change_one(sk_store *st, const char *sql, int np, const char *const *
     return rc;
 }
 
-static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
+int sk_pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -301,7 +301,7 @@ static int pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
                       "update activity state");
 }
 
-static int pg_activity_delete(sk_store *st, uint64_t id)
+int sk_pg_activity_delete(sk_store *st, uint64_t id)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -317,7 +317,7 @@ static int pg_activity_delete(sk_store *st, uint64_t id)
     return rc;
 }
 
-static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+int sk_pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -328,7 +328,7 @@ static int pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
                       "set DB stock");
 }
 
-static int pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+int sk_pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -345,7 +345,7 @@ static void read_id(const PGresult *r, int row, void *dst)
     *(uint64_t *)dst = (uint64_t)sk_pg_i64(r, row, 0);
 }
 
-static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+int sk_pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
@@ -358,40 +358,13 @@ static int pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 
 /* ---- table and open -------------------------------------------------- */
 
-static void pg_close(sk_store *st)
+void sk_pg_close(sk_store *st)
 {
     if (st->pg) PQfinish(st->pg);
     st->pg = NULL;
 }
 
-static const struct sk_store_ops pg_ops = {
-    .name = "postgres",
-    .close = pg_close,
-    .schema_version = pg_schema_version,
-    .activity_insert = pg_activity_insert,
-    .activity_get = pg_activity_get,
-    .activity_list = pg_activity_list,
-    .activity_set_state = pg_activity_set_state,
-    .activity_delete = pg_activity_delete,
-    .orders_persist = sk_pg_orders_persist,
-    .order_get = sk_pg_order_get,
-    .order_pay = sk_pg_order_pay,
-    .order_cancel = sk_pg_order_cancel,
-    .orders_expired = sk_pg_orders_expired,
-    .orders_list = sk_pg_orders_list,
-    .orders_count = sk_pg_orders_count,
-    .audit_add = sk_pg_audit_add,
-    .audit_list = sk_pg_audit_list,
-    .activity_set_db_stock = pg_activity_set_db_stock,
-    .activity_set_pass_rate = pg_activity_set_pass_rate,
-    .activity_ids = pg_activity_ids,
-    .order_mark_released = sk_pg_order_mark_released,
-    .orders_unreleased = sk_pg_orders_unreleased,
-    .db_stock_check = sk_pg_db_stock_check,
-    .db_stock_repair = sk_pg_db_stock_repair,
-    .order_restore = sk_pg_order_restore,
-    .marks_list = sk_pg_marks_list,
-};
+static const struct sk_store_ops pg_ops = SK_STORE_OPS_TABLE("postgres", sk_pg);
 
 int sk_store_pg_open(sk_store *st, const char *url)
 {

@@ -63,19 +63,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Per-activity sum of the units of the inserted orders. */
-struct take {
-    uint64_t aid;
-    int64_t units;
-    int ok; /* the aggregated conditional update matched */
-};
-
-static int cmp_take(const void *a, const void *b)
-{
-    uint64_t x = ((const struct take *)a)->aid, y = ((const struct take *)b)->aid;
-    return x < y ? -1 : x > y;
-}
-
 /* Step 1: inserts the batch, marks inserted[i] for the rows really added. */
 static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, char *inserted)
 {
@@ -161,10 +148,10 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
 /* Step 2: takes the summed units of each activity in one statement;
  * takes[k].ok says which activities had enough DB stock. Sorted by id so
  * two batches lock shared activity rows in one order. */
-static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
+static int take_stock_batch(sk_store *st, struct sk_store_take *takes, size_t nt)
 {
     if (nt == 0) return 0;
-    qsort(takes, nt, sizeof *takes, cmp_take);
+    sk_store_takes_sort(takes, nt);
     struct buf ids = {0}, units = {0};
     buf_add(&ids, "{", 1);
     buf_add(&units, "{", 1);
@@ -190,8 +177,7 @@ static int take_stock_batch(sk_store *st, struct take *takes, size_t nt)
     free(units.p);
     if (rc) return rc;
     for (int i = 0; i < PQntuples(r); i++) {
-        struct take key = {.aid = (uint64_t)sk_pg_i64(r, i, 0)};
-        struct take *t = bsearch(&key, takes, nt, sizeof *takes, cmp_take);
+        struct sk_store_take *t = sk_store_take_find(takes, nt, (uint64_t)sk_pg_i64(r, i, 0));
         if (t) t->ok = 1;
     }
     PQclear(r);
@@ -306,7 +292,7 @@ static int sort_present(sk_store *st, const struct sk_order *orders, size_t n, c
 
 /* The body of the persist transaction (between BEGIN and COMMIT). */
 static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, char *inserted,
-                      struct take *takes, struct sk_persist_result *res,
+                      struct sk_store_take *takes, struct sk_persist_result *res,
                       struct sk_stock_failure *first)
 {
     int rc = insert_batch(st, orders, n, inserted);
@@ -317,18 +303,13 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
         if (!inserted[i]) continue; /* re-delivered (its stock was taken) or a conflict */
         res->inserted++;
         res->units += orders[i].quantity;
-        size_t k = 0;
-        while (k < nt && takes[k].aid != orders[i].activity_id)
-            k++;
-        if (k == nt) takes[nt++] = (struct take){.aid = orders[i].activity_id};
-        takes[k].units += orders[i].quantity;
+        sk_store_take_add(takes, &nt, orders[i].activity_id)->units += orders[i].quantity;
     }
     if ((rc = take_stock_batch(st, takes, nt)) != 0) return rc;
     int64_t now = sk_wall_ms();
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (!inserted[i]) continue;
-        struct take key = {.aid = orders[i].activity_id};
-        struct take *t = bsearch(&key, takes, nt, sizeof *takes, cmp_take);
+        struct sk_store_take *t = sk_store_take_find(takes, nt, orders[i].activity_id);
         if (t && !t->ok) rc = take_stock_one(st, &orders[i], now, res, first);
     }
     return rc ? rc : upsert_marks(st, orders, n, now);
@@ -340,7 +321,7 @@ int sk_pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
     int rc = sk_pg_enter(st);
     if (rc) return rc;
     char *inserted = malloc(n);
-    struct take *takes = malloc(n * sizeof *takes);
+    struct sk_store_take *takes = malloc(n * sizeof *takes);
     if (!inserted || !takes) {
         free(inserted);
         free(takes);

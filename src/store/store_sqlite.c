@@ -362,7 +362,7 @@ static int open_sqlite(sk_store *st, const char *path)
     return rc;
 }
 
-static void sqlite_close(sk_store *st)
+void sk_sq_close(sk_store *st)
 {
     for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
         sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
@@ -372,7 +372,7 @@ static void sqlite_close(sk_store *st)
     st->db = NULL;
 }
 
-static int sqlite_schema_version(sk_store *st, int *version)
+int sk_sq_schema_version(sk_store *st, int *version)
 {
     return read_version(st, version);
 }
@@ -406,7 +406,7 @@ static void read_row(sqlite3_stmt *s, void *dst)
     if (seed) snprintf(a->wr_seed, sizeof a->wr_seed, "%s", (const char *)seed);
 }
 
-static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
+int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
@@ -442,7 +442,7 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
-static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+int sk_sq_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_cached(st, Q_ACTIVITY_GET, &s);
@@ -459,7 +459,7 @@ static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *ou
     return rc;
 }
 
-static int sqlite_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+int sk_sq_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
     sqlite3_stmt *s;
     int rc =
@@ -490,13 +490,13 @@ static int change_one(sk_store *st, const char *sql, const char *text, uint64_t 
     return rc;
 }
 
-static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *state)
+int sk_sq_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
     return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, id,
                       "update activity state");
 }
 
-static int sqlite_activity_delete(sk_store *st, uint64_t id)
+int sk_sq_activity_delete(sk_store *st, uint64_t id)
 {
     int rc = change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
     if (rc) return rc;
@@ -511,7 +511,7 @@ static int sqlite_activity_delete(sk_store *st, uint64_t id)
     return rc;
 }
 
-static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+int sk_sq_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
@@ -526,7 +526,7 @@ static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock
     return rc;
 }
 
-static int sqlite_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+int sk_sq_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
@@ -548,7 +548,7 @@ static void read_id(sqlite3_stmt *s, void *dst)
     *(uint64_t *)dst = (uint64_t)sqlite3_column_int64(s, 0);
 }
 
-static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+int sk_sq_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s, "SELECT id FROM activities ORDER BY id");
@@ -560,34 +560,7 @@ static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 }
 
 /* The backend table (store_int.h); store.c dispatches through it. */
-static const struct sk_store_ops sqlite_ops = {
-    .name = "sqlite",
-    .close = sqlite_close,
-    .schema_version = sqlite_schema_version,
-    .activity_insert = sqlite_activity_insert,
-    .activity_get = sqlite_activity_get,
-    .activity_list = sqlite_activity_list,
-    .activity_set_state = sqlite_activity_set_state,
-    .activity_delete = sqlite_activity_delete,
-    .orders_persist = sk_sq_orders_persist,
-    .order_get = sk_sq_order_get,
-    .order_pay = sk_sq_order_pay,
-    .order_cancel = sk_sq_order_cancel,
-    .orders_expired = sk_sq_orders_expired,
-    .orders_list = sk_sq_orders_list,
-    .orders_count = sk_sq_orders_count,
-    .audit_add = sk_sq_audit_add,
-    .audit_list = sk_sq_audit_list,
-    .activity_set_db_stock = sqlite_activity_set_db_stock,
-    .activity_set_pass_rate = sqlite_activity_set_pass_rate,
-    .activity_ids = sqlite_activity_ids,
-    .order_mark_released = sk_sq_order_mark_released,
-    .orders_unreleased = sk_sq_orders_unreleased,
-    .db_stock_check = sk_sq_db_stock_check,
-    .db_stock_repair = sk_sq_db_stock_repair,
-    .order_restore = sk_sq_order_restore,
-    .marks_list = sk_sq_marks_list,
-};
+static const struct sk_store_ops sqlite_ops = SK_STORE_OPS_TABLE("sqlite", sk_sq);
 
 int sk_store_sqlite_open(sk_store *st, const char *path)
 {

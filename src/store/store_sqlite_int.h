@@ -47,30 +47,8 @@ int sk_sq_pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found);
 int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
                    void (*read)(sqlite3_stmt *s, void *dst), void **out, size_t *n);
 
-/* ---- the members of the ops table (store_int.h says what each does) ---- */
-/* store_sqlite_persist.c */
-int sk_sq_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                         struct sk_persist_result *res, struct sk_stock_failure *first);
-/* store_sqlite_orders.c */
-int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out);
-int sk_sq_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-int sk_sq_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-int sk_sq_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                         size_t *n);
-int sk_sq_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
-                      size_t limit, struct sk_order *out, size_t *n);
-int sk_sq_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
-int sk_sq_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms);
-int sk_sq_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
-                            size_t *n);
-int sk_sq_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                    const char *detail);
-int sk_sq_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
-int sk_sq_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
-int sk_sq_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
-int sk_sq_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                          int64_t *after);
-int sk_sq_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                        const char *audit_detail);
+/* The members of the backend's ops table (store_int.h says what each
+ * does). */
+SK_STORE_OPS_DECLARE(sk_sq)
 
 #endif
