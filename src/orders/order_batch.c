@@ -15,10 +15,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/num.h"
-#include "engine/activity.h"
 #include "engine/order_id.h"
 #include "orders/order_worker_int.h"
-#include "redis/stream_id.h"
 
 #define DB_ATTEMPTS 5 /* store attempts per batch before leaving it pending */
 

@@ -12,7 +12,6 @@
 
 #include <libpq-fe.h>
 
-#include "core/clock.h"
 #include "core/error.h"
 
 /* ---- orders ---------------------------------------------------------- */

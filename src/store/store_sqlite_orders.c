@@ -13,9 +13,7 @@
 
 #include <sqlite3.h>
 
-#include "core/clock.h"
 #include "core/error.h"
-#include "core/vec.h"
 
 /* The status column of row s as enum sk_order_status (-1: another text). */
 static int status_at(sqlite3_stmt *s, int col)
