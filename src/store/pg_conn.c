@@ -401,9 +401,25 @@ int sk_pg_finish_tx(sk_store *st, int rc, const char *what)
     return sk_store_finish_tx(st, rc, what, commit, rollback);
 }
 
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sk_pg_i64(r->res, r->row, col);
+}
+
+/* NULL reads "": PQgetvalue gives "" for it. */
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "%s", PQgetvalue(r->res, r->row, col));
+}
+
+void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.res = r, .row = row, .i64 = row_i64, .text = row_text}, dst);
+}
+
 int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
-                   const char *const *params, size_t size,
-                   void (*read)(const PGresult *r, int row, void *dst), void **out, size_t *n)
+                   const char *const *params, size_t size, sk_store_row_reader *read, void **out,
+                   size_t *n)
 {
     PGresult *r;
     int rc = sk_pg_run(st, &r, what, sql, nparams, params);
@@ -415,7 +431,7 @@ int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
         return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
     }
     for (int i = 0; i < rows; i++)
-        read(r, i, arr + (size_t)i * size);
+        sk_pg_read_row(r, i, read, arr + (size_t)i * size);
     PQclear(r);
     *out = arr;
     *n = (size_t)rows;

@@ -57,11 +57,13 @@ long sk_pg_changed(PGresult *r);
  * error of rc (a broken connection rolls back on the server by itself). */
 int sk_pg_finish_tx(sk_store *st, int rc, const char *what);
 
+/* Row `row` of r into dst by read (store_row.c). */
+void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void *dst);
 /* Runs sql (as sk_pg_run) and reads every row into a calloc'd array of
- * size-byte elements, row i by read(r, i, element i). *out (the caller
+ * size-byte elements by read. *out (the caller
  * frees it) is NULL and *n 0 when no row came back. */
 int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
-                   const char *const *params, size_t size,
-                   void (*read)(const PGresult *r, int row, void *dst), void **out, size_t *n);
+                   const char *const *params, size_t size, sk_store_row_reader *read, void **out,
+                   size_t *n);
 
 #endif

@@ -44,6 +44,24 @@ struct sk_stock_failure {
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
+#define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
+#define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
+
+/* One row of a result as a backend reads it: i64(r, col) (NULL reads 0)
+ * and text(r, col, dst, cap) (NULL reads ""); res, aux and row are the
+ * backend's (its result, its row handle, the row's number). */
+struct sk_store_row {
+    const void *res;
+    void *aux;
+    int row;
+    int64_t (*i64)(const struct sk_store_row *r, int col);
+    void (*text)(const struct sk_store_row *r, int col, char *dst, size_t cap);
+};
+/* Reads row r into the struct at dst (zeroed first): the columns of
+ * SK_STORE_*_COLUMNS in that order, or one id (a uint64_t). store_row.c. */
+typedef void sk_store_row_reader(const struct sk_store_row *r, void *dst);
+sk_store_row_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
+    sk_store_read_mark, sk_store_read_id;
 
 /* The default pay timeout as SQL text, for the statements that fall back
  * on it when an order's activity is not in the DB. */

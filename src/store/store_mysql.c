@@ -284,28 +284,6 @@ int sk_my_schema_version(sk_store *st, int *version)
 
 /* ---- activities ---- */
 
-static void read_row(MYSQL_RES *res, MYSQL_ROW r, void *dst)
-{
-    struct sk_activity *a = dst;
-    a->id = (uint64_t)sk_my_i64(r, 0);
-    sk_my_text(res, r, 1, a->name, sizeof a->name);
-    a->stock = sk_my_i64(r, 2);
-    a->stock_db = sk_my_i64(r, 3);
-    a->per_user_limit = sk_my_i64(r, 4);
-    a->max_per_order = sk_my_i64(r, 5);
-    a->start_ms = sk_my_i64(r, 6);
-    a->end_ms = sk_my_i64(r, 7);
-    a->pay_timeout_s = sk_my_i64(r, 8);
-    sk_my_text(res, r, 9, a->state, sizeof a->state);
-    a->created_ms = sk_my_i64(r, 10);
-    a->rl_per_user_per_s = sk_my_i64(r, 11);
-    a->rl_burst = sk_my_i64(r, 12);
-    a->segments = sk_my_i64(r, 13);
-    a->wr_passes_per_s = sk_my_i64(r, 14);
-    a->wr_pass_ttl_s = sk_my_i64(r, 15);
-    sk_my_text(res, r, 16, a->wr_seed, sizeof a->wr_seed);
-}
-
 int sk_my_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_my_enter(st);
@@ -345,7 +323,7 @@ static int read_activities(sk_store *st, const char *what, const char *sql,
     struct sk_my_sql b = {0};
     sk_my_sql_add(&b, sql);
     void *arr = NULL;
-    int rc = sk_my_read_all(st, what, &b, sizeof **out, read_row, &arr, n);
+    int rc = sk_my_read_all(st, what, &b, sizeof **out, sk_store_read_activity, &arr, n);
     *out = arr;
     return rc;
 }
@@ -435,12 +413,6 @@ int sk_my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
     return change_one(st, &b, id, "set pass rate");
 }
 
-static void read_id(MYSQL_RES *res, MYSQL_ROW r, void *dst)
-{
-    (void)res;
-    *(uint64_t *)dst = (uint64_t)sk_my_i64(r, 0);
-}
-
 int sk_my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     int rc = sk_my_enter(st);
@@ -448,7 +420,7 @@ int sk_my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     struct sk_my_sql b = {0};
     sk_my_sql_add(&b, "SELECT id FROM activities ORDER BY id");
     void *arr = NULL;
-    rc = sk_my_read_all(st, "list activity ids", &b, sizeof **out, read_id, &arr, n);
+    rc = sk_my_read_all(st, "list activity ids", &b, sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
     return rc;
 }

@@ -395,8 +395,23 @@ void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap)
     dst[n] = 0;
 }
 
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sk_my_i64(r->aux, col);
+}
+
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    sk_my_text((MYSQL_RES *)r->res, r->aux, col, dst, cap);
+}
+
+void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.res = res, .aux = row, .i64 = row_i64, .text = row_text}, dst);
+}
+
 int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
-                   void (*read)(MYSQL_RES *res, MYSQL_ROW r, void *dst), void **out, size_t *n)
+                   sk_store_row_reader *read, void **out, size_t *n)
 {
     MYSQL_RES *r;
     int rc = sk_my_run_sql(st, what, b, &r, NULL, 0);
@@ -410,7 +425,7 @@ int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t s
     }
     size_t k = 0;
     for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
-        read(r, row, arr + k * size);
+        sk_my_read_row(r, row, read, arr + k * size);
     if (r) mysql_free_result(r);
     *out = arr;
     *n = k;

@@ -70,11 +70,13 @@ int sk_my_run_sql(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES
 int64_t sk_my_i64(MYSQL_ROW r, int c);
 /* Column c of r copied into dst (cap bytes; NULL reads ""). */
 void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap);
+/* Row row of res into dst by read (store_row.c). */
+void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, void *dst);
 /* Runs b (freed here) and reads every row into a calloc'd array of
- * size-byte elements, row by read(res, row, element). *out (the caller
+ * size-byte elements by read. *out (the caller
  * frees it) is NULL and *n 0 when no row came back. */
 int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
-                   void (*read)(MYSQL_RES *res, MYSQL_ROW r, void *dst), void **out, size_t *n);
+                   sk_store_row_reader *read, void **out, size_t *n);
 
 /* The members of the backend's ops table (store_int.h says what each
  * does). */

@@ -21,23 +21,6 @@
 
 /* ---- rows ---- */
 
-static void read_order(MYSQL_RES *res, MYSQL_ROW r, struct sk_order *o)
-{
-    memset(o, 0, sizeof *o);
-    sk_my_text(res, r, 0, o->order_id, sizeof o->order_id);
-    sk_my_text(res, r, 1, o->stream_id, sizeof o->stream_id);
-    o->activity_id = (uint64_t)sk_my_i64(r, 2);
-    o->user_id = (uint64_t)sk_my_i64(r, 3); /* same bits, see store.h */
-    o->quantity = sk_my_i64(r, 4);
-    o->status = sk_store_status_from_text(r[5]);
-    o->created_ms = sk_my_i64(r, 6);
-    o->pay_deadline_ms = sk_my_i64(r, 7);
-    o->paid_ms = sk_my_i64(r, 8); /* NULL reads as 0 */
-    o->cancelled_ms = sk_my_i64(r, 9);
-    o->released_ms = sk_my_i64(r, 10);
-    sk_my_text(res, r, 11, o->idem_key, sizeof o->idem_key); /* NULL reads "" */
-}
-
 /* Runs b and reads up to limit orders into out (*n of them). */
 static int read_orders(sk_store *st, struct sk_my_sql *b, size_t limit, struct sk_order *out,
                        size_t *n)
@@ -47,7 +30,7 @@ static int read_orders(sk_store *st, struct sk_my_sql *b, size_t limit, struct s
     sk_my_sql_free(b);
     if (rc) return rc;
     for (MYSQL_ROW row; r && *n < limit && (row = mysql_fetch_row(r)) != NULL;)
-        read_order(r, row, &out[(*n)++]);
+        sk_my_read_row(r, row, sk_store_read_order, &out[(*n)++]);
     if (r) mysql_free_result(r);
     return 0;
 }
@@ -262,39 +245,18 @@ static int read_rows(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_
     return rc;
 }
 
-static void read_audit(MYSQL_RES *res, MYSQL_ROW r, void *dst)
-{
-    struct sk_audit *a = dst;
-    a->id = sk_my_i64(r, 0);
-    a->at_ms = sk_my_i64(r, 1);
-    a->activity_id = (uint64_t)sk_my_i64(r, 2);
-    sk_my_text(res, r, 3, a->kind, sizeof a->kind);
-    sk_my_text(res, r, 4, a->detail, sizeof a->detail);
-}
-
 int sk_my_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
     struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "SELECT id, at_ms, activity_id, kind, detail FROM audit");
+    sk_my_sql_add(&b, "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit");
     if (activity_id) sk_my_sql_addf(&b, " WHERE activity_id = %" PRIu64, activity_id);
     sk_my_sql_add(&b, " ORDER BY id");
     void *arr = NULL;
-    rc = sk_my_read_all(st, "list audit rows", &b, sizeof **out, read_audit, &arr, n);
+    rc = sk_my_read_all(st, "list audit rows", &b, sizeof **out, sk_store_read_audit, &arr, n);
     *out = arr;
     return rc;
-}
-
-static void read_mark(MYSQL_RES *res, MYSQL_ROW r, void *dst)
-{
-    struct sk_mark *m = dst;
-    sk_my_text(res, r, 0, m->label, sizeof m->label);
-    m->activity_id = (uint64_t)sk_my_i64(r, 1);
-    m->adm = sk_my_i64(r, 2);
-    m->updated_ms = sk_my_i64(r, 3);
-    sk_my_text(res, r, 4, m->order_id, sizeof m->order_id);
-    sk_my_text(res, r, 5, m->branch, sizeof m->branch);
 }
 
 int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
@@ -302,12 +264,11 @@ int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, s
     int rc = sk_my_enter(st);
     if (rc) return rc;
     struct sk_my_sql b = {0};
-    sk_my_sql_add(&b,
-                  "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks");
+    sk_my_sql_add(&b, "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks");
     if (activity_id) sk_my_sql_addf(&b, " WHERE activity_id = %" PRIu64, activity_id);
     sk_my_sql_add(&b, " ORDER BY label, branch");
     void *arr = NULL;
-    rc = sk_my_read_all(st, "list marks", &b, sizeof **out, read_mark, &arr, n);
+    rc = sk_my_read_all(st, "list marks", &b, sizeof **out, sk_store_read_mark, &arr, n);
     *out = arr;
     return rc;
 }

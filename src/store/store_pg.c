@@ -203,29 +203,6 @@ int sk_pg_schema_version(sk_store *st, int *version)
 
 /* ---- activities ------------------------------------------------------ */
 
-static void read_row(const PGresult *r, int row, void *dst)
-{
-    struct sk_activity *a = dst;
-    memset(a, 0, sizeof *a);
-    a->id = (uint64_t)sk_pg_i64(r, row, 0);
-    snprintf(a->name, sizeof a->name, "%s", PQgetvalue(r, row, 1));
-    a->stock = sk_pg_i64(r, row, 2);
-    a->stock_db = sk_pg_i64(r, row, 3);
-    a->per_user_limit = sk_pg_i64(r, row, 4);
-    a->max_per_order = sk_pg_i64(r, row, 5);
-    a->start_ms = sk_pg_i64(r, row, 6);
-    a->end_ms = sk_pg_i64(r, row, 7);
-    a->pay_timeout_s = sk_pg_i64(r, row, 8);
-    snprintf(a->state, sizeof a->state, "%s", PQgetvalue(r, row, 9));
-    a->created_ms = sk_pg_i64(r, row, 10);
-    a->rl_per_user_per_s = sk_pg_i64(r, row, 11);
-    a->rl_burst = sk_pg_i64(r, row, 12);
-    a->segments = sk_pg_i64(r, row, 13);
-    a->wr_passes_per_s = sk_pg_i64(r, row, 14);
-    a->wr_pass_ttl_s = sk_pg_i64(r, row, 15);
-    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", PQgetvalue(r, row, 16));
-}
-
 int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_pg_enter(st);
@@ -260,7 +237,7 @@ int sk_pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     PGresult *r;
     if ((rc = sk_pg_run_prepared(st, &r, "read activity", PGQ_ACTIVITY_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
-        read_row(r, 0, out);
+        sk_pg_read_row(r, 0, sk_store_read_activity, out);
     else
         rc = sk_store_no_activity(st, id);
     PQclear(r);
@@ -274,7 +251,7 @@ int sk_pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
     void *arr = NULL;
     rc = sk_pg_read_all(st, "list activities",
                         "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", 0, NULL,
-                        sizeof **out, read_row, &arr, n);
+                        sizeof **out, sk_store_read_activity, &arr, n);
     *out = arr;
     return rc;
 }
@@ -340,18 +317,13 @@ int sk_pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
                       2, p, id, "set pass rate");
 }
 
-static void read_id(const PGresult *r, int row, void *dst)
-{
-    *(uint64_t *)dst = (uint64_t)sk_pg_i64(r, row, 0);
-}
-
 int sk_pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
     void *arr = NULL;
     rc = sk_pg_read_all(st, "list activity ids", "SELECT id FROM activities ORDER BY id", 0, NULL,
-                        sizeof **out, read_id, &arr, n);
+                        sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
     return rc;
 }

@@ -23,23 +23,6 @@ static int status_at(const PGresult *r, int row, int col)
     return sk_store_status_from_text(PQgetvalue(r, row, col));
 }
 
-static void read_order(const PGresult *r, int row, struct sk_order *o)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(o->order_id, sizeof o->order_id, "%s", PQgetvalue(r, row, 0));
-    snprintf(o->stream_id, sizeof o->stream_id, "%s", PQgetvalue(r, row, 1));
-    o->activity_id = (uint64_t)sk_pg_i64(r, row, 2);
-    o->user_id = (uint64_t)sk_pg_i64(r, row, 3); /* same bits, see store.h */
-    o->quantity = sk_pg_i64(r, row, 4);
-    o->status = status_at(r, row, 5);
-    o->created_ms = sk_pg_i64(r, row, 6);
-    o->pay_deadline_ms = sk_pg_i64(r, row, 7);
-    o->paid_ms = sk_pg_i64(r, row, 8); /* NULL reads as 0 */
-    o->cancelled_ms = sk_pg_i64(r, row, 9);
-    o->released_ms = sk_pg_i64(r, row, 10);
-    snprintf(o->idem_key, sizeof o->idem_key, "%s", PQgetvalue(r, row, 11)); /* NULL reads "" */
-}
-
 int sk_pg_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     int rc = sk_pg_enter(st);
@@ -48,7 +31,7 @@ int sk_pg_order_get(sk_store *st, const char *order_id, struct sk_order *out)
     PGresult *r;
     if ((rc = sk_pg_run_prepared(st, &r, "read order", PGQ_ORDER_GET, 1, p)) != 0) return rc;
     if (PQntuples(r) == 1)
-        read_order(r, 0, out);
+        sk_pg_read_row(r, 0, sk_store_read_order, out);
     else
         rc = sk_store_no_order(st, order_id);
     PQclear(r);
@@ -165,7 +148,7 @@ static int read_orders(sk_store *st, const char *sql, int np, const char *const 
     PGresult *r;
     if ((rc = sk_pg_run(st, &r, "read orders", sql, np, p)) != 0) return rc;
     for (int i = 0; i < PQntuples(r) && *n < limit; i++)
-        read_order(r, i, &out[(*n)++]);
+        sk_pg_read_row(r, i, sk_store_read_order, &out[(*n)++]);
     PQclear(r);
     return 0;
 }
@@ -266,16 +249,6 @@ int sk_pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
     return audit_insert(st, at_ms, activity_id, kind, d);
 }
 
-static void read_audit(const PGresult *r, int i, void *dst)
-{
-    struct sk_audit *a = dst;
-    a->id = sk_pg_i64(r, i, 0);
-    a->at_ms = sk_pg_i64(r, i, 1);
-    a->activity_id = (uint64_t)sk_pg_i64(r, i, 2);
-    snprintf(a->kind, sizeof a->kind, "%s", PQgetvalue(r, i, 3));
-    snprintf(a->detail, sizeof a->detail, "%s", PQgetvalue(r, i, 4));
-}
-
 int sk_pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
@@ -284,22 +257,11 @@ int sk_pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, 
     const char *p[] = {a.s};
     void *arr = NULL;
     rc = sk_pg_read_all(st, "list audit rows",
-                        "SELECT id, at_ms, activity_id, kind, detail FROM audit"
+                        "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
                         " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
-                        1, p, sizeof **out, read_audit, &arr, n);
+                        1, p, sizeof **out, sk_store_read_audit, &arr, n);
     *out = arr;
     return rc;
-}
-
-static void read_mark(const PGresult *r, int i, void *dst)
-{
-    struct sk_mark *m = dst;
-    snprintf(m->label, sizeof m->label, "%s", PQgetvalue(r, i, 0));
-    m->activity_id = (uint64_t)sk_pg_i64(r, i, 1);
-    m->adm = sk_pg_i64(r, i, 2);
-    m->updated_ms = sk_pg_i64(r, i, 3);
-    snprintf(m->order_id, sizeof m->order_id, "%s", PQgetvalue(r, i, 4));
-    snprintf(m->branch, sizeof m->branch, "%s", PQgetvalue(r, i, 5));
 }
 
 int sk_pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
@@ -309,11 +271,10 @@ int sk_pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, s
     struct sk_pg_num a = sk_pg_num_u64(activity_id);
     const char *p[] = {a.s};
     void *arr = NULL;
-    rc = sk_pg_read_all(
-        st, "list marks",
-        "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
-        " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
-        1, p, sizeof **out, read_mark, &arr, n);
+    rc = sk_pg_read_all(st, "list marks",
+                        "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
+                        " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
+                        1, p, sizeof **out, sk_store_read_mark, &arr, n);
     *out = arr;
     return rc;
 }

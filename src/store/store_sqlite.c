@@ -249,8 +249,26 @@ int sk_sq_finish_tx(sk_store *st, int rc, const char *what)
     return sk_store_finish_tx(st, rc, what, commit, rollback);
 }
 
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sqlite3_column_int64((sqlite3_stmt *)r->aux, col);
+}
+
+/* Text by its length (a NUL inside stops the copy, never overruns). */
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text((sqlite3_stmt *)r->aux, col);
+    int len = sqlite3_column_bytes((sqlite3_stmt *)r->aux, col);
+    snprintf(dst, cap, "%.*s", t ? len : 0, t ? (const char *)t : "");
+}
+
+void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.aux = s, .i64 = row_i64, .text = row_text}, dst);
+}
+
 int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
-                   void (*read)(sqlite3_stmt *s, void *dst), void **out, size_t *n)
+                   sk_store_row_reader *read, void **out, size_t *n)
 {
     char *arr = NULL;
     size_t len = 0, cap = 0;
@@ -260,8 +278,7 @@ int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
             rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
             break;
         }
-        memset(arr + len * size, 0, size);
-        read(s, arr + len++ * size);
+        sk_sq_read_row(s, read, arr + len++ * size);
     }
     if (rc == 0 && step != SQLITE_DONE) rc = sk_sq_err(st, what);
     sqlite3_finalize(s);
@@ -379,33 +396,6 @@ int sk_sq_schema_version(sk_store *st, int *version)
 
 /* ---- activities ------------------------------------------------------ */
 
-static void read_row(sqlite3_stmt *s, void *dst)
-{
-    struct sk_activity *a = dst;
-    memset(a, 0, sizeof *a);
-    a->id = (uint64_t)sqlite3_column_int64(s, 0);
-    const unsigned char *name = sqlite3_column_text(s, 1);
-    int nl = sqlite3_column_bytes(s, 1);
-    if (name) snprintf(a->name, sizeof a->name, "%.*s", nl, (const char *)name);
-    a->stock = sqlite3_column_int64(s, 2);
-    a->stock_db = sqlite3_column_int64(s, 3);
-    a->per_user_limit = sqlite3_column_int64(s, 4);
-    a->max_per_order = sqlite3_column_int64(s, 5);
-    a->start_ms = sqlite3_column_int64(s, 6);
-    a->end_ms = sqlite3_column_int64(s, 7);
-    a->pay_timeout_s = sqlite3_column_int64(s, 8);
-    const unsigned char *state = sqlite3_column_text(s, 9);
-    if (state) snprintf(a->state, sizeof a->state, "%s", (const char *)state);
-    a->created_ms = sqlite3_column_int64(s, 10);
-    a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
-    a->rl_burst = sqlite3_column_int64(s, 12);
-    a->segments = sqlite3_column_int64(s, 13);
-    a->wr_passes_per_s = sqlite3_column_int64(s, 14);
-    a->wr_pass_ttl_s = sqlite3_column_int64(s, 15);
-    const unsigned char *seed = sqlite3_column_text(s, 16);
-    if (seed) snprintf(a->wr_seed, sizeof a->wr_seed, "%s", (const char *)seed);
-}
-
 int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     sqlite3_stmt *s;
@@ -450,7 +440,7 @@ int sk_sq_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
-        read_row(s, out);
+        sk_sq_read_row(s, sk_store_read_activity, out);
     else if (step == SQLITE_DONE)
         rc = sk_store_no_activity(st, id);
     else
@@ -466,7 +456,7 @@ int sk_sq_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
         sk_sq_prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id");
     if (rc) return rc;
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list activities", sizeof **out, read_row, &arr, n);
+    rc = sk_sq_read_all(st, s, "list activities", sizeof **out, sk_store_read_activity, &arr, n);
     *out = arr;
     return rc;
 }
@@ -543,18 +533,13 @@ int sk_sq_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
     return rc;
 }
 
-static void read_id(sqlite3_stmt *s, void *dst)
-{
-    *(uint64_t *)dst = (uint64_t)sqlite3_column_int64(s, 0);
-}
-
 int sk_sq_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s, "SELECT id FROM activities ORDER BY id");
     if (rc) return rc;
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list activity ids", sizeof **out, read_id, &arr, n);
+    rc = sk_sq_read_all(st, s, "list activity ids", sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
     return rc;
 }

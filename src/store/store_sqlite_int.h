@@ -41,11 +41,13 @@ int sk_sq_finish_tx(sk_store *st, int rc, const char *what);
 /* The activity's pay timeout in seconds into *secs; *found 0 (and the
  * default timeout) when the activity row is absent. */
 int sk_sq_pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found);
+/* The current row of s into dst by read (store_row.c). */
+void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst);
 /* Steps s (prepared and bound; finalized here) and reads every row into
- * a growing array of size-byte elements, zeroed, by read(s, element).
+ * a growing array of size-byte elements by read.
  * *out (the caller frees it) stays NULL and *n 0 when no row came back. */
 int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
-                   void (*read)(sqlite3_stmt *s, void *dst), void **out, size_t *n);
+                   sk_store_row_reader *read, void **out, size_t *n);
 
 /* The members of the backend's ops table (store_int.h says what each
  * does). */

@@ -21,30 +21,6 @@ static int status_at(sqlite3_stmt *s, int col)
     return sk_store_status_from_text((const char *)sqlite3_column_text(s, col));
 }
 
-/* Copies text column col (NULL reads "") into dst. */
-static void text_at(sqlite3_stmt *s, int col, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(s, col);
-    if (t) snprintf(dst, cap, "%s", (const char *)t);
-}
-
-static void read_order(sqlite3_stmt *s, struct sk_order *o)
-{
-    memset(o, 0, sizeof *o);
-    text_at(s, 0, o->order_id, sizeof o->order_id);
-    text_at(s, 1, o->stream_id, sizeof o->stream_id);
-    o->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
-    o->user_id = (uint64_t)sqlite3_column_int64(s, 3);
-    o->quantity = sqlite3_column_int64(s, 4);
-    o->status = status_at(s, 5);
-    o->created_ms = sqlite3_column_int64(s, 6);
-    o->pay_deadline_ms = sqlite3_column_int64(s, 7);
-    o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
-    o->cancelled_ms = sqlite3_column_int64(s, 9);
-    o->released_ms = sqlite3_column_int64(s, 10);
-    text_at(s, 11, o->idem_key, sizeof o->idem_key);
-}
-
 int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     sqlite3_stmt *s;
@@ -53,7 +29,7 @@ int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
     sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
-        read_order(s, out);
+        sk_sq_read_row(s, sk_store_read_order, out);
     else if (step == SQLITE_DONE)
         rc = sk_store_no_order(st, order_id);
     else
@@ -154,7 +130,7 @@ static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_or
     int step;
     *n = 0;
     while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
-        read_order(s, &out[(*n)++]);
+        sk_sq_read_row(s, sk_store_read_order, &out[(*n)++]);
     if (*n < limit && step != SQLITE_DONE) return sk_sq_err(st, "read orders");
     return 0;
 }
@@ -261,52 +237,30 @@ int sk_sq_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
     return rc;
 }
 
-static void read_audit(sqlite3_stmt *s, void *dst)
-{
-    struct sk_audit *a = dst;
-    a->id = sqlite3_column_int64(s, 0);
-    a->at_ms = sqlite3_column_int64(s, 1);
-    a->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
-    text_at(s, 3, a->kind, sizeof a->kind);
-    text_at(s, 4, a->detail, sizeof a->detail);
-}
-
 int sk_sq_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
-                           "SELECT id, at_ms, activity_id, kind, detail FROM audit"
+                           "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
                            " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list audit rows", sizeof **out, read_audit, &arr, n);
+    rc = sk_sq_read_all(st, s, "list audit rows", sizeof **out, sk_store_read_audit, &arr, n);
     *out = arr;
     return rc;
-}
-
-static void read_mark(sqlite3_stmt *s, void *dst)
-{
-    struct sk_mark *m = dst;
-    text_at(s, 0, m->label, sizeof m->label);
-    m->activity_id = (uint64_t)sqlite3_column_int64(s, 1);
-    m->adm = sqlite3_column_int64(s, 2);
-    m->updated_ms = sqlite3_column_int64(s, 3);
-    text_at(s, 4, m->order_id, sizeof m->order_id);
-    text_at(s, 5, m->branch, sizeof m->branch);
 }
 
 int sk_sq_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
 {
     sqlite3_stmt *s;
-    int rc = sk_sq_prepare(
-        st, &s,
-        "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
-        " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch");
+    int rc = sk_sq_prepare(st, &s,
+                           "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
+                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list marks", sizeof **out, read_mark, &arr, n);
+    rc = sk_sq_read_all(st, s, "list marks", sizeof **out, sk_store_read_mark, &arr, n);
     *out = arr;
     return rc;
 }
