@@ -102,17 +102,8 @@ struct result {
     double secs;
 };
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("seckill: bench persist: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return SK_EXIT_FAIL;
-}
+/* A failure of this bench: "seckill: bench persist: <msg>", SK_EXIT_FAIL. */
+#define fail(...) sk_cli_runtime_error("bench persist: " __VA_ARGS__)
 
 /* ---- PostgreSQL: a schema per phase ---- */
 
