@@ -417,6 +417,18 @@ void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void 
     read(&(struct sk_store_row){.res = r, .row = row, .i64 = row_i64, .text = row_text}, dst);
 }
 
+int sk_pg_read_one(sk_store *st, const char *what, int q, const char *key,
+                   sk_store_row_reader *read, void *out)
+{
+    int rc = sk_pg_enter(st);
+    PGresult *r;
+    if (rc || (rc = sk_pg_run_prepared(st, &r, what, q, 1, &key)) != 0) return rc;
+    int found = PQntuples(r) == 1;
+    if (found) sk_pg_read_row(r, 0, read, out);
+    PQclear(r);
+    return found;
+}
+
 int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
                    const char *const *params, size_t size, sk_store_row_reader *read, void **out,
                    size_t *n)

@@ -59,6 +59,11 @@ int sk_pg_finish_tx(sk_store *st, int rc, const char *what);
 
 /* Row `row` of r into dst by read (store_row.c). */
 void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void *dst);
+/* The row of prepared statement q (PGQ_*) with the one parameter key
+ * into out by read, sk_pg_enter first: 1 found, 0 none, or a negative
+ * code. */
+int sk_pg_read_one(sk_store *st, const char *what, int q, const char *key,
+                   sk_store_row_reader *read, void *out);
 /* Runs sql (as sk_pg_run) and reads every row into a calloc'd array of
  * size-byte elements by read. *out (the caller
  * frees it) is NULL and *n 0 when no row came back. */

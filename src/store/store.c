@@ -219,8 +219,13 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
              stock, expected, initial, initial - expected);
 }
 
-size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out)
+int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
+                         struct sk_mark **marks, size_t *nmarks)
 {
+    struct sk_mark *out = malloc(n * sizeof *out);
+    *marks = out;
+    *nmarks = 0;
+    if (!out) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
     size_t nm = 0;
     for (size_t i = 0; i < n; i++) {
         const struct sk_order *o = &orders[i];
@@ -243,7 +248,8 @@ size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_m
             snprintf(out[k].order_id, sizeof out[k].order_id, "%s", o->order_id);
         }
     }
-    return nm;
+    *nmarks = nm;
+    return 0;
 }
 
 int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,

@@ -134,9 +134,10 @@ struct sk_store_take *sk_store_take_find(struct sk_store_take *t, size_t nt, uin
 
 /* The marks a persist batch raises (store.h, migrations 6 and 8): per key
  * set label and branch of the batch, the highest adm_seq and its order id,
- * into out (n entries room); returns how many. Orders without adm_seq are
- * left out. */
-size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
+ * in a new array *marks of *nmarks (the caller frees it; NULL on failure).
+ * Orders without adm_seq are left out. 0 or SK_ENOMEM. */
+int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
+                         struct sk_mark **marks, size_t *nmarks);
 /* The upsert of one mark, the same SQL on SQLite and PostgreSQL ($
  * placeholders for PostgreSQL, ? for SQLite; MySQL has its own,
  * store_mysql_orders.c): the mark only ever grows. */

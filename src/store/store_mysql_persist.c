@@ -194,9 +194,9 @@ static int insert_batch(sk_store *st, struct batch *bt)
 static int add_marks(sk_store *st, struct sk_my_sql *b, const struct sk_order *orders, size_t n,
                      int64_t now)
 {
-    struct sk_mark *m = malloc(n * sizeof *m);
-    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
-    size_t nm = sk_store_batch_marks(orders, n, m);
+    struct sk_mark *m;
+    size_t nm;
+    if (sk_store_batch_marks(st, orders, n, &m, &nm) != 0) return SK_ENOMEM;
     for (size_t i = 0; i < nm; i++) {
         if (i == 0) add_sep(b);
         sk_my_sql_add(b, i ? ",("

@@ -230,18 +230,10 @@ int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
 
 int sk_pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
     struct sk_pg_num n = sk_pg_num_u64(id);
-    const char *p[] = {n.s};
-    PGresult *r;
-    if ((rc = sk_pg_run_prepared(st, &r, "read activity", PGQ_ACTIVITY_GET, 1, p)) != 0) return rc;
-    if (PQntuples(r) == 1)
-        sk_pg_read_row(r, 0, sk_store_read_activity, out);
-    else
-        rc = sk_store_no_activity(st, id);
-    PQclear(r);
-    return rc;
+    int rc =
+        sk_pg_read_one(st, "read activity", PGQ_ACTIVITY_GET, n.s, sk_store_read_activity, out);
+    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
 }
 
 int sk_pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)

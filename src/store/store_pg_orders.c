@@ -25,17 +25,8 @@ static int status_at(const PGresult *r, int row, int col)
 
 int sk_pg_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    const char *p[] = {order_id};
-    PGresult *r;
-    if ((rc = sk_pg_run_prepared(st, &r, "read order", PGQ_ORDER_GET, 1, p)) != 0) return rc;
-    if (PQntuples(r) == 1)
-        sk_pg_read_row(r, 0, sk_store_read_order, out);
-    else
-        rc = sk_store_no_order(st, order_id);
-    PQclear(r);
-    return rc;
+    int rc = sk_pg_read_one(st, "read order", PGQ_ORDER_GET, order_id, sk_store_read_order, out);
+    return rc == 0 ? sk_store_no_order(st, order_id) : rc < 0 ? rc : 0;
 }
 
 /* The status of an order into *status; SK_ENOTFOUND when absent. */
@@ -249,32 +240,36 @@ int sk_pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
     return audit_insert(st, at_ms, activity_id, kind, d);
 }
 
-int sk_pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+/* The rows that sql ($1: an activity id, 0 for all) reads, into a new
+ * array (*out: the caller frees it). */
+static int list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
+                   size_t size, sk_store_row_reader *read, void **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
     struct sk_pg_num a = sk_pg_num_u64(activity_id);
     const char *p[] = {a.s};
+    return sk_pg_read_all(st, what, sql, 1, p, size, read, out, n);
+}
+
+int sk_pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+{
     void *arr = NULL;
-    rc = sk_pg_read_all(st, "list audit rows",
-                        "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
-                        " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
-                        1, p, sizeof **out, sk_store_read_audit, &arr, n);
+    int rc = list_of(st, "list audit rows",
+                     "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
+                     " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
+                     activity_id, sizeof **out, sk_store_read_audit, &arr, n);
     *out = arr;
     return rc;
 }
 
 int sk_pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_pg_num a = sk_pg_num_u64(activity_id);
-    const char *p[] = {a.s};
     void *arr = NULL;
-    rc = sk_pg_read_all(st, "list marks",
-                        "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
-                        " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
-                        1, p, sizeof **out, sk_store_read_mark, &arr, n);
+    int rc = list_of(st, "list marks",
+                     "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
+                     " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
+                     activity_id, sizeof **out, sk_store_read_mark, &arr, n);
     *out = arr;
     return rc;
 }

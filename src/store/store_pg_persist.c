@@ -218,10 +218,9 @@ static int take_stock_one(sk_store *st, const struct sk_order *o, int64_t now,
  * statement per key set of the batch (usually one). */
 static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, int64_t now)
 {
-    struct sk_mark *m = malloc(n * sizeof *m);
-    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
-    size_t nm = sk_store_batch_marks(orders, n, m);
-    int rc = 0;
+    struct sk_mark *m;
+    size_t nm;
+    int rc = sk_store_batch_marks(st, orders, n, &m, &nm);
     for (size_t i = 0; i < nm && rc == 0; i++) {
         struct sk_pg_num a = sk_pg_num_u64(m[i].activity_id), v = sk_pg_num_i64(m[i].adm),
                          t = sk_pg_num_i64(now);

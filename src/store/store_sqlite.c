@@ -267,6 +267,33 @@ void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst)
     read(&(struct sk_store_row){.aux = s, .i64 = row_i64, .text = row_text}, dst);
 }
 
+int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
+                   sk_store_row_reader *read, void *out)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_cached(st, q, &s);
+    if (rc) return rc;
+    if (text_key)
+        sqlite3_bind_text(s, 1, text_key, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(s, 1, int_key);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) sk_sq_read_row(s, read, out);
+    rc = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : sk_sq_err(st, what);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
+    return rc;
+}
+
+int sk_sq_list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
+                  size_t size, sk_store_row_reader *read, void **out, size_t *n)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    return sk_sq_read_all(st, s, what, size, read, out, n);
+}
+
 int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
                    sk_store_row_reader *read, void **out, size_t *n)
 {
@@ -434,19 +461,9 @@ int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
 
 int sk_sq_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_cached(st, Q_ACTIVITY_GET, &s);
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        sk_sq_read_row(s, sk_store_read_activity, out);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_activity(st, id);
-    else
-        rc = sk_sq_err(st, "read activity");
-    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
-    return rc;
+    int rc = sk_sq_read_one(st, Q_ACTIVITY_GET, "read activity", NULL, (sqlite3_int64)id,
+                            sk_store_read_activity, out);
+    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
 }
 
 int sk_sq_activity_list(sk_store *st, struct sk_activity **out, size_t *n)

@@ -43,6 +43,15 @@ int sk_sq_finish_tx(sk_store *st, int rc, const char *what);
 int sk_sq_pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found);
 /* The current row of s into dst by read (store_row.c). */
 void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst);
+/* The row of kept statement q (Q_*) with its one parameter (text_key,
+ * or int_key when text_key is NULL) into out by read: 1 found, 0 none, or
+ * a negative code. */
+int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
+                   sk_store_row_reader *read, void *out);
+/* The rows that sql (?1: an activity id, 0 for all) reads, into a new
+ * array (as sk_sq_read_all). */
+int sk_sq_list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
+                  size_t size, sk_store_row_reader *read, void **out, size_t *n);
 /* Steps s (prepared and bound; finalized here) and reads every row into
  * a growing array of size-byte elements by read.
  * *out (the caller frees it) stays NULL and *n 0 when no row came back. */

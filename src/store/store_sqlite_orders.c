@@ -23,19 +23,8 @@ static int status_at(sqlite3_stmt *s, int col)
 
 int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_cached(st, Q_ORDER_GET, &s);
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        sk_sq_read_row(s, sk_store_read_order, out);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_order(st, order_id);
-    else
-        rc = sk_sq_err(st, "read order");
-    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
-    return rc;
+    int rc = sk_sq_read_one(st, Q_ORDER_GET, "read order", order_id, 0, sk_store_read_order, out);
+    return rc == 0 ? sk_store_no_order(st, order_id) : rc < 0 ? rc : 0;
 }
 
 /* The status of an order into *status; SK_ENOTFOUND when absent. */
@@ -239,28 +228,22 @@ int sk_sq_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
 
 int sk_sq_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s,
-                           "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
-                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list audit rows", sizeof **out, sk_store_read_audit, &arr, n);
+    int rc = sk_sq_list_of(st, "list audit rows",
+                           "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
+                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id",
+                           activity_id, sizeof **out, sk_store_read_audit, &arr, n);
     *out = arr;
     return rc;
 }
 
 int sk_sq_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s,
-                           "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
-                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
     void *arr = NULL;
-    rc = sk_sq_read_all(st, s, "list marks", sizeof **out, sk_store_read_mark, &arr, n);
+    int rc = sk_sq_list_of(st, "list marks",
+                           "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
+                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch",
+                           activity_id, sizeof **out, sk_store_read_mark, &arr, n);
     *out = arr;
     return rc;
 }

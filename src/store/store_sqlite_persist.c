@@ -122,10 +122,9 @@ static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s
 /* Raises the marks of the batch's key sets (store.h, migration 6). */
 static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, int64_t now)
 {
-    struct sk_mark *m = malloc(n * sizeof *m);
-    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
-    size_t nm = sk_store_batch_marks(orders, n, m);
-    int rc = 0;
+    struct sk_mark *m;
+    size_t nm;
+    int rc = sk_store_batch_marks(st, orders, n, &m, &nm);
     for (size_t i = 0; i < nm && rc == 0; i++) {
         sqlite3_stmt *s;
         if ((rc = sk_sq_cached(st, Q_UPSERT_MARK, &s)) != 0) break;
