@@ -325,6 +325,13 @@ static int unsupported(sk_store *st, const char *what)
     (st->errstr[0] = 0,                                                                            \
      st->ops->member ? st->ops->member(st, __VA_ARGS__) : unsupported(st, #member))
 
+static const struct sk_store_rows audit_rows = {"list audit rows",
+                                                "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit",
+                                                "id", sizeof(struct sk_audit), sk_store_read_audit};
+static const struct sk_store_rows mark_rows = {
+    "list marks", "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks", "label, branch",
+    sizeof(struct sk_mark), sk_store_read_mark};
+
 int sk_store_schema_version(sk_store *st, int *version)
 {
     return DISPATCH(schema_version, version);
@@ -477,7 +484,10 @@ int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **ou
         st->errstr[0] = 0;
         return 0;
     }
-    return DISPATCH(audit_list, activity_id, out, n);
+    void *arr = NULL;
+    int rc = DISPATCH(activity_rows, &audit_rows, activity_id, &arr, n);
+    *out = arr;
+    return rc;
 }
 
 int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
@@ -542,7 +552,10 @@ int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out
 {
     *out = NULL;
     *n = 0;
-    return DISPATCH(marks_list, activity_id, out, n);
+    void *arr = NULL;
+    int rc = DISPATCH(activity_rows, &mark_rows, activity_id, &arr, n);
+    *out = arr;
+    return rc;
 }
 
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,

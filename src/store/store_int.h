@@ -60,6 +60,15 @@ struct sk_store_row {
 /* Reads row r into the struct at dst (zeroed first): the columns of
  * SK_STORE_*_COLUMNS in that order, or one id (a uint64_t). store_row.c. */
 typedef void sk_store_row_reader(const struct sk_store_row *r, void *dst);
+
+/* A list of an activity's rows: "SELECT <columns> FROM <table>", each
+ * backend adding its filter on activity_id (0: every activity) and ORDER
+ * BY order_by; the rows are read by read into elements of size bytes. */
+struct sk_store_rows {
+    const char *what, *select, *order_by;
+    size_t size;
+    sk_store_row_reader *read;
+};
 sk_store_row_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
     sk_store_read_mark, sk_store_read_id;
 
@@ -202,7 +211,6 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
     /* kind checked, detail not NULL (the backend truncates it) */                                 \
     X(p, int, audit_add, (sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,     \
                           const char *detail))                                                     \
-    X(p, int, audit_list, (sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n))  \
     /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */                       \
     X(p, int, activity_set_db_stock, (sk_store *st, uint64_t id, int64_t stock))                   \
     /* *out NULL, *n 0 */                                                                          \
@@ -221,8 +229,10 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
     /* o checked (shape, status created or cancelled), audit_detail not NULL */                    \
     X(p, int, order_restore, (sk_store *st, const struct sk_order *o, int64_t now_ms,              \
                               const char *audit_detail))                                           \
-    /* The rollback guard's marks (store.h, migration 6); *out NULL, *n 0. */                      \
-    X(p, int, marks_list, (sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n))
+    /* The rows of q (audit rows, the rollback guard's marks) of activity_id                      \
+     * (0: all), into a new array; *out NULL, *n 0. */                                             \
+    X(p, int, activity_rows, (sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,   \
+                              void **out, size_t *n))
 #define SK_STORE_OP_MEMBER_(p, type, member, params) type (*member) params;
 #define SK_STORE_OP_DECLARE_(p, type, member, params) type p##_##member params;
 #define SK_STORE_OP_INIT_(p, type, member, params) .member = p##_##member,

@@ -245,38 +245,16 @@ static int read_rows(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_
     return rc;
 }
 
-/* The rows of `select` (SELECT ... FROM a table with an activity_id) of
- * activity_id (0: all), ORDER BY order_by, into a new array (*out: the
- * caller frees it). */
-static int list_of(sk_store *st, const char *what, const char *select, const char *order_by,
-                   uint64_t activity_id, size_t size, sk_store_row_reader *read, void **out,
-                   size_t *n)
+int sk_my_activity_rows(sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,
+                        void **out, size_t *n)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
     struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, select);
+    sk_my_sql_add(&b, q->select);
     if (activity_id) sk_my_sql_addf(&b, " WHERE activity_id = %" PRIu64, activity_id);
-    sk_my_sql_addf(&b, " ORDER BY %s", order_by);
-    return sk_my_read_all(st, what, &b, size, read, out, n);
-}
-
-int sk_my_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
-{
-    void *arr = NULL;
-    int rc = list_of(st, "list audit rows", "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit", "id",
-                     activity_id, sizeof **out, sk_store_read_audit, &arr, n);
-    *out = arr;
-    return rc;
-}
-
-int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
-{
-    void *arr = NULL;
-    int rc = list_of(st, "list marks", "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks",
-                     "label, branch", activity_id, sizeof **out, sk_store_read_mark, &arr, n);
-    *out = arr;
-    return rc;
+    sk_my_sql_addf(&b, " ORDER BY %s", q->order_by);
+    return sk_my_read_all(st, q->what, &b, q->size, q->read, out, n);
 }
 
 /* ---- payment timeout and reconciliation (store.h, migration 3) ------- */

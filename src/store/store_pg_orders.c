@@ -240,38 +240,17 @@ int sk_pg_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
     return audit_insert(st, at_ms, activity_id, kind, d);
 }
 
-/* The rows that sql ($1: an activity id, 0 for all) reads, into a new
- * array (*out: the caller frees it). */
-static int list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
-                   size_t size, sk_store_row_reader *read, void **out, size_t *n)
+int sk_pg_activity_rows(sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,
+                        void **out, size_t *n)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
+    char sql[512];
+    snprintf(sql, sizeof sql, "%s WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY %s", q->select,
+             q->order_by);
     struct sk_pg_num a = sk_pg_num_u64(activity_id);
     const char *p[] = {a.s};
-    return sk_pg_read_all(st, what, sql, 1, p, size, read, out, n);
-}
-
-int sk_pg_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
-{
-    void *arr = NULL;
-    int rc = list_of(st, "list audit rows",
-                     "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
-                     " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY id",
-                     activity_id, sizeof **out, sk_store_read_audit, &arr, n);
-    *out = arr;
-    return rc;
-}
-
-int sk_pg_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
-{
-    void *arr = NULL;
-    int rc = list_of(st, "list marks",
-                     "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
-                     " WHERE $1::bigint = 0 OR activity_id = $1 ORDER BY label, branch",
-                     activity_id, sizeof **out, sk_store_read_mark, &arr, n);
-    *out = arr;
-    return rc;
+    return sk_pg_read_all(st, q->what, sql, 1, p, q->size, q->read, out, n);
 }
 
 /* ---- payment timeout and reconciliation (store.h, migration 3) ------- */

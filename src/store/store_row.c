@@ -14,22 +14,30 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
 {
     struct sk_activity *a = dst;
     memset(a, 0, sizeof *a);
+    /* The number columns in SK_STORE_ACTIVITY_COLUMNS order (NULL: the id
+     * and the text columns, read below). */
+    int64_t *const num[] = {NULL,
+                            NULL,
+                            &a->stock /* stock_initial */,
+                            &a->stock_db,
+                            &a->per_user_limit,
+                            &a->max_per_order,
+                            &a->start_ms,
+                            &a->end_ms,
+                            &a->pay_timeout_s,
+                            NULL,
+                            &a->created_ms,
+                            &a->rl_per_user_per_s,
+                            &a->rl_burst,
+                            &a->segments,
+                            &a->wr_passes_per_s,
+                            &a->wr_pass_ttl_s,
+                            NULL};
+    for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
+        if (num[c]) *num[c] = I64(c);
     a->id = (uint64_t)I64(0);
     TEXT(1, a->name);
-    a->stock = I64(2); /* stock_initial */
-    a->stock_db = I64(3);
-    a->per_user_limit = I64(4);
-    a->max_per_order = I64(5);
-    a->start_ms = I64(6);
-    a->end_ms = I64(7);
-    a->pay_timeout_s = I64(8);
     TEXT(9, a->state);
-    a->created_ms = I64(10);
-    a->rl_per_user_per_s = I64(11);
-    a->rl_burst = I64(12);
-    a->segments = I64(13);
-    a->wr_passes_per_s = I64(14);
-    a->wr_pass_ttl_s = I64(15);
     TEXT(16, a->wr_seed);
 }
 

@@ -284,16 +284,6 @@ int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, 
     return rc;
 }
 
-int sk_sq_list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
-                  size_t size, sk_store_row_reader *read, void **out, size_t *n)
-{
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s, sql);
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    return sk_sq_read_all(st, s, what, size, read, out, n);
-}
-
 int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
                    sk_store_row_reader *read, void **out, size_t *n)
 {

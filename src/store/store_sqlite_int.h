@@ -48,10 +48,6 @@ void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst);
  * a negative code. */
 int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
                    sk_store_row_reader *read, void *out);
-/* The rows that sql (?1: an activity id, 0 for all) reads, into a new
- * array (as sk_sq_read_all). */
-int sk_sq_list_of(sk_store *st, const char *what, const char *sql, uint64_t activity_id,
-                  size_t size, sk_store_row_reader *read, void **out, size_t *n);
 /* Steps s (prepared and bound; finalized here) and reads every row into
  * a growing array of size-byte elements by read.
  * *out (the caller frees it) stays NULL and *n 0 when no row came back. */

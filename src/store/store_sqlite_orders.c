@@ -226,26 +226,17 @@ int sk_sq_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
     return rc;
 }
 
-int sk_sq_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+int sk_sq_activity_rows(sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,
+                        void **out, size_t *n)
 {
-    void *arr = NULL;
-    int rc = sk_sq_list_of(st, "list audit rows",
-                           "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
-                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id",
-                           activity_id, sizeof **out, sk_store_read_audit, &arr, n);
-    *out = arr;
-    return rc;
-}
-
-int sk_sq_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
-{
-    void *arr = NULL;
-    int rc = sk_sq_list_of(st, "list marks",
-                           "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
-                           " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch",
-                           activity_id, sizeof **out, sk_store_read_mark, &arr, n);
-    *out = arr;
-    return rc;
+    char sql[512];
+    snprintf(sql, sizeof sql, "%s WHERE ?1 = 0 OR activity_id = ?1 ORDER BY %s", q->select,
+             q->order_by);
+    sqlite3_stmt *s;
+    int rc = sk_sq_prepare(st, &s, sql);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
+    return sk_sq_read_all(st, s, q->what, q->size, q->read, out, n);
 }
 
 int sk_sq_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
