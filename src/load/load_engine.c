@@ -21,6 +21,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/http_resp.h"
+#include "core/num.h"
 #include "core/vec.h"
 #include "http/auth.h"
 #include "load/json_field.h"
@@ -55,20 +56,6 @@ int64_t sk_load_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Writes v in decimal; returns the length (no terminator). */
-static size_t u64_dec(uint64_t v, char *out)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -233,7 +220,7 @@ static void send_request(struct conn *c, int64_t origin, int64_t now)
     } else {
         memcpy(p, "X-User-Id: ", 11);
         p += 11;
-        p += u64_dec(c->uid, p);
+        p = sk_num_u64_put(p, c->uid);
     }
     if (run->o->idem_keys) /* "<thread>-<n>": unique in this run */
         p += sprintf(p, "\r\nIdempotency-Key: %d-%" PRIu64, w->idx, ++w->idem_seq);
