@@ -468,16 +468,17 @@ int sk_sq_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
     return rc;
 }
 
-/* Runs a one-row UPDATE/DELETE bound to (text?, id); SK_ENOTFOUND when no
- * row matched. */
-static int change_one(sk_store *st, const char *sql, const char *text, uint64_t id,
-                      const char *what)
+/* Runs a one-row UPDATE/DELETE bound to (text or *num when given, id);
+ * SK_ENOTFOUND when no row matched. */
+static int change_one(sk_store *st, const char *sql, const char *text, const int64_t *num,
+                      uint64_t id, const char *what)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s, sql);
     if (rc) return rc;
     int i = 1;
     if (text) sqlite3_bind_text(s, i++, text, -1, SQLITE_TRANSIENT);
+    if (num) sqlite3_bind_int64(s, i++, *num);
     sqlite3_bind_int64(s, i, (sqlite3_int64)id);
     if (sqlite3_step(s) != SQLITE_DONE)
         rc = sk_sq_err(st, what);
@@ -489,13 +490,14 @@ static int change_one(sk_store *st, const char *sql, const char *text, uint64_t 
 
 int sk_sq_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, id,
+    return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, NULL, id,
                       "update activity state");
 }
 
 int sk_sq_activity_delete(sk_store *st, uint64_t id)
 {
-    int rc = change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+    int rc =
+        change_one(st, "DELETE FROM activities WHERE id = ?", NULL, NULL, id, "delete activity");
     if (rc) return rc;
     /* a re-created id starts a new history: its old watermark would read as
      * a Redis that went back in time */
@@ -510,34 +512,17 @@ int sk_sq_activity_delete(sk_store *st, uint64_t id)
 
 int sk_sq_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, stock);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE)
-        rc = sk_sq_err(st, "set DB stock"); /* a CHECK failure: store.c says which */
-    else if (sqlite3_changes(st->db) == 0)
-        rc = sk_store_no_activity(st, id);
-    sqlite3_finalize(s);
-    return rc;
+    /* a CHECK failure: store.c says which */
+    return change_one(st, "UPDATE activities SET stock = ? WHERE id = ?", NULL, &stock, id,
+                      "set DB stock");
 }
 
 int sk_sq_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s,
-                           "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
-                           " wr_passes_per_s > 0");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, rate);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE)
-        rc = sk_sq_err(st, "set pass rate");
-    else if (sqlite3_changes(st->db) == 0)
-        rc = sk_store_no_activity(st, id);
-    sqlite3_finalize(s);
-    return rc;
+    return change_one(st,
+                      "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
+                      " wr_passes_per_s > 0",
+                      NULL, &rate, id, "set pass rate");
 }
 
 int sk_sq_activity_ids(sk_store *st, uint64_t **out, size_t *n)
