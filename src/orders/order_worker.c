@@ -126,11 +126,7 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
     *out = w;
     return 0;
 nomem:
-    if (w) {
-        free(w->redis_url);
-        free(w->db_spec);
-        free(w);
-    }
+    sk_worker_free(w);
     if (err) snprintf(err, cap, "out of memory");
     return SK_ENOMEM;
 }
