@@ -176,8 +176,8 @@ static int my_connect(struct backend *b)
 }
 
 /* A fresh store for one phase, with one activity of `stock`. */
-static int fresh_store(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
-                       uint64_t *aid, sk_store **st)
+static int open_phase(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
+                      uint64_t *aid, sk_store **st)
 {
     c->phase++;
     if (b->my) {
@@ -229,6 +229,19 @@ static void end_phase(struct backend *b, sk_store *st)
     pg_drop_schema(b);
 }
 
+/* A new store for one phase (open_phase); on failure what it made is
+ * dropped again (end_phase) and *st is NULL. */
+static int fresh_store(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
+                       uint64_t *aid, sk_store **st)
+{
+    int rc = open_phase(c, b, stock, spec, cap, aid, st);
+    if (rc) {
+        end_phase(b, *st);
+        *st = NULL;
+    }
+    return rc;
+}
+
 /* XADDs n order entries (aid, uid, qty 1), pipelined 1,000 deep. */
 static int fill(struct ctx *c, uint64_t aid, int64_t n)
 {
@@ -264,10 +277,7 @@ static int phase_worker(struct ctx *c, struct backend *b, int64_t rows, int64_t 
     char spec[1200];
     uint64_t aid;
     sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) {
-        end_phase(b, st);
-        return SK_EXIT_FAIL;
-    }
+    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
     int rc = fill(c, aid, rows);
     if (rc) {
         end_phase(b, st);
@@ -323,10 +333,7 @@ static int phase_store(struct ctx *c, struct backend *b, int64_t rows, int64_t b
     char spec[1200];
     uint64_t aid;
     sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) {
-        end_phase(b, st);
-        return SK_EXIT_FAIL;
-    }
+    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
     struct sk_order *o = calloc((size_t)rows, sizeof *o);
     if (!o) {
         end_phase(b, st);
