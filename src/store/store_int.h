@@ -44,6 +44,7 @@ struct sk_stock_failure {
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
+#define SK_STORE_ACTIVITY_NCOLS 17
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 
@@ -60,6 +61,16 @@ struct sk_store_row {
 /* Reads row r into the struct at dst (zeroed first): the columns of
  * SK_STORE_*_COLUMNS in that order, or one id (a uint64_t). store_row.c. */
 typedef void sk_store_row_reader(const struct sk_store_row *r, void *dst);
+
+/* One value of a row to write: text when not NULL, else num. */
+struct sk_store_value {
+    const char *text;
+    int64_t num;
+};
+/* The values of a new activity's row in SK_STORE_ACTIVITY_COLUMNS order
+ * (its DB stock starts at its stock). store_row.c. */
+void sk_store_activity_values(const struct sk_activity *a,
+                              struct sk_store_value v[SK_STORE_ACTIVITY_NCOLS]);
 
 /* A list of an activity's rows: "SELECT <columns> FROM <table>", each
  * backend adding its filter on activity_id (0: every activity) and ORDER

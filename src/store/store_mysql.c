@@ -288,25 +288,17 @@ int sk_my_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
+    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
     struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b,
-                   "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-                   " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                   " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
-                   " wr_seed) VALUES (%" PRIu64 ", ",
-                   v->id);
-    sk_my_sql_str(st, &b, v->name, strlen(v->name));
-    sk_my_sql_addf(&b,
-                   ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                   ", %" PRId64 ", ",
-                   v->stock, v->stock, v->per_user_limit, v->max_per_order, v->start_ms, v->end_ms,
-                   v->pay_timeout_s);
-    sk_my_sql_str(st, &b, v->state, strlen(v->state));
-    sk_my_sql_addf(
-        &b, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", ",
-        v->created_ms, v->rl_per_user_per_s, v->rl_burst, v->segments, v->wr_passes_per_s,
-        v->wr_pass_ttl_s);
-    sk_my_sql_str(st, &b, v->wr_seed, strlen(v->wr_seed));
+    sk_my_sql_add(&b, "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES (");
+    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
+        if (i) sk_my_sql_add(&b, ", ");
+        if (val[i].text)
+            sk_my_sql_strz(st, &b, val[i].text);
+        else
+            sk_my_sql_addf(&b, "%" PRId64, val[i].num);
+    }
     sk_my_sql_add(&b, ")");
     rc = sk_my_run_sql(st, "insert activity", &b, NULL, NULL, 0);
     sk_my_sql_free(&b);

@@ -207,22 +207,18 @@ int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
-    struct sk_pg_num id = sk_pg_num_u64(v->id), stock = sk_pg_num_i64(v->stock),
-                     lim = sk_pg_num_i64(v->per_user_limit), mpo = sk_pg_num_i64(v->max_per_order),
-                     s = sk_pg_num_i64(v->start_ms), e = sk_pg_num_i64(v->end_ms),
-                     pay = sk_pg_num_i64(v->pay_timeout_s), cr = sk_pg_num_i64(v->created_ms),
-                     rlr = sk_pg_num_i64(v->rl_per_user_per_s), rlb = sk_pg_num_i64(v->rl_burst),
-                     seg = sk_pg_num_i64(v->segments), wrr = sk_pg_num_i64(v->wr_passes_per_s),
-                     wrt = sk_pg_num_i64(v->wr_pass_ttl_s);
-    const char *p[] = {id.s,     v->name, stock.s, lim.s, mpo.s, s.s,   e.s,   pay.s,
-                       v->state, cr.s,    rlr.s,   rlb.s, seg.s, wrr.s, wrt.s, v->wr_seed};
-    rc = sk_pg_run(
-        st, NULL, "insert activity",
-        "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-        " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-        " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed)"
-        " VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-        16, p);
+    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
+    struct sk_pg_num num[SK_STORE_ACTIVITY_NCOLS];
+    const char *p[SK_STORE_ACTIVITY_NCOLS];
+    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
+        num[i] = sk_pg_num_i64(val[i].num);
+        p[i] = val[i].text ? val[i].text : num[i].s;
+    }
+    rc = sk_pg_run(st, NULL, "insert activity",
+                   "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES ($1, $2, $3, $4,"
+                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                   SK_STORE_ACTIVITY_NCOLS, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     return rc;

@@ -88,3 +88,18 @@ void sk_store_read_id(const struct sk_store_row *r, void *dst)
 {
     *(uint64_t *)dst = (uint64_t)I64(0);
 }
+
+void sk_store_activity_values(const struct sk_activity *a,
+                              struct sk_store_value v[SK_STORE_ACTIVITY_NCOLS])
+{
+    const struct sk_store_value row[SK_STORE_ACTIVITY_NCOLS] = {
+        {.num = (int64_t)a->id},                      /* below 2^63: validated */
+        {.text = a->name},         {.num = a->stock}, /* stock_initial */
+        {.num = a->stock},         {.num = a->per_user_limit}, {.num = a->max_per_order},
+        {.num = a->start_ms},      {.num = a->end_ms},         {.num = a->pay_timeout_s},
+        {.text = a->state},        {.num = a->created_ms},     {.num = a->rl_per_user_per_s},
+        {.num = a->rl_burst},      {.num = a->segments},       {.num = a->wr_passes_per_s},
+        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},
+    };
+    memcpy(v, row, sizeof row);
+}

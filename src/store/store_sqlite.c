@@ -417,29 +417,17 @@ int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
-                           "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-                           " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                           " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
-                           " wr_seed)"
+                           "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ")"
                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)v->id);
-    sqlite3_bind_text(s, 2, v->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, v->stock);
-    sqlite3_bind_int64(s, 4, v->stock);
-    sqlite3_bind_int64(s, 5, v->per_user_limit);
-    sqlite3_bind_int64(s, 6, v->max_per_order);
-    sqlite3_bind_int64(s, 7, v->start_ms);
-    sqlite3_bind_int64(s, 8, v->end_ms);
-    sqlite3_bind_int64(s, 9, v->pay_timeout_s);
-    sqlite3_bind_text(s, 10, v->state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 11, v->created_ms);
-    sqlite3_bind_int64(s, 12, v->rl_per_user_per_s);
-    sqlite3_bind_int64(s, 13, v->rl_burst);
-    sqlite3_bind_int64(s, 14, v->segments);
-    sqlite3_bind_int64(s, 15, v->wr_passes_per_s);
-    sqlite3_bind_int64(s, 16, v->wr_pass_ttl_s);
-    sqlite3_bind_text(s, 17, v->wr_seed, -1, SQLITE_TRANSIENT);
+    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
+    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
+        if (val[i].text)
+            sqlite3_bind_text(s, i + 1, val[i].text, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_int64(s, i + 1, val[i].num);
+    }
     if (sqlite3_step(s) != SQLITE_DONE) {
         rc = sk_sq_err(st, "insert activity");
         if (rc == SK_EEXIST)
