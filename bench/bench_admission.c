@@ -110,10 +110,11 @@ struct sk_bench_worker {
     struct sk_purchase *p;
     char (*ips)[SK_IP_MAX];
     struct sk_admission *res;
-    char *buf;
-    size_t cap;
+    char *buf; /* the arguments (cap bytes), then the keys (kcap bytes) */
+    size_t cap, kcap;
     const char **args;
     size_t *lens;
+    const char **keys;
 };
 
 /* The phases, in the order they run and print. */
@@ -287,8 +288,6 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
 {
     struct sk_bench_run *run = w->run;
     const struct sk_bench_phase *ph = run->ph;
-    const char *keys[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(&run->k, keys);
     /* Users are numbered per phase from 1: unique, so no per-user limit hits. */
     if (ph->kind == SK_BENCH_DECR) {
         const char *argv[] = {"DECR", run->decr_key};
@@ -298,8 +297,11 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         char user[SK_BENCH_U64];
         snprintf(user, sizeof user, "%" PRId64, first + 1);
         const char *args[] = {run->aid, user, "1"};
+        struct sk_purchase p = {.user_id = (uint64_t)first + 1, .quantity = 1};
+        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->buf + w->cap, w->kcap, w->keys);
+        if (nk < 0) return nk;
         /* No Idempotency-Key: the plain purchase path. */
-        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 3, args, NULL);
+        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->keys, 3, args, NULL);
     }
     const struct sk_bench_opts *o = run->o;
     for (size_t i = 0; i < n; i++) {
@@ -318,8 +320,10 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
     struct sk_rate_limits rl = {o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
     int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->buf, w->cap, w->args, w->lens);
     if (rc < 0) return rc;
-    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                            (int)SK_BATCH_ARGC(n), w->args, w->lens);
+    int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->buf + w->cap, w->kcap, w->keys);
+    if (nk < 0) return nk;
+    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, nk, w->keys, (int)SK_BATCH_ARGC(n),
+                            w->args, w->lens);
 }
 
 static void count_rc(struct sk_bench_worker *w, int rc)
@@ -451,6 +455,7 @@ static void worker_free(struct sk_bench_worker *w)
     free(w->buf);
     free(w->args);
     free(w->lens);
+    free(w->keys);
 }
 
 static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, const char *url)
@@ -463,13 +468,15 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
     w->r->pipe_window = 1; /* pump() keeps `depth` calls in flight, reading one at a time */
     size_t b = (size_t)run->o->batch;
     w->cap = SK_BATCH_ARG_BYTES(b);
+    w->kcap = SK_BATCH_KEY_BYTES(b);
     w->p = calloc(b, sizeof *w->p);
     w->ips = calloc(b, sizeof *w->ips);
     w->res = calloc(b, sizeof *w->res);
-    w->buf = malloc(w->cap);
+    w->buf = malloc(w->cap + w->kcap);
     w->args = calloc(SK_BATCH_ARGC(b), sizeof *w->args);
     w->lens = calloc(SK_BATCH_ARGC(b), sizeof *w->lens);
-    return w->p && w->ips && w->res && w->buf && w->args && w->lens ? 0 : SK_ENOMEM;
+    w->keys = calloc(SK_BATCH_KEYC(b), sizeof *w->keys);
+    return w->p && w->ips && w->res && w->buf && w->args && w->lens && w->keys ? 0 : SK_ENOMEM;
 }
 
 /* ---- phases ---- */
@@ -631,12 +638,13 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
     /* the server ctl is on: a Sentinel URL names the master it found */
     const char *host = u->sentinel ? ctl->sn_host : u->host;
     snprintf(port, sizeof port, "%d", u->sentinel ? ctl->sn_port : u->port);
-    snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS);
+    snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS + 1); /* + the one buyer's limiter */
     snprintf(n, sizeof n, "%" PRId64, ph->total);
     snprintf(db, sizeof db, "%d", u->db);
     snprintf(aid, sizeof aid, "%" PRIu64, ph->aid);
     struct sk_keys k;
     sk_keys_for(&k, ph->aid);
+    char rl_key[SK_RL_KEY_MAX];
     const char *argv[48] = {"redis-benchmark",
                             u->unix_sock ? "-s" : "-h",
                             host,
@@ -679,6 +687,11 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
         argv[a++] = nkeys;
         sk_keys_purchase(&k, argv + a);
         a += SK_PURCHASE_NKEYS;
+        /* the buyer's limiter key (keys.h) names user 0, not the random
+         * one: redis-benchmark draws each __rand_int__ apart, and no rate
+         * limit is on here, so the script never touches it */
+        if (sk_keys_rl_user(&k, 0, rl_key, sizeof rl_key) < 0) return rb_fail(ph, SK_ENOMEM);
+        argv[a++] = rl_key;
         argv[a++] = aid;
         argv[a++] = "__rand_int__";
         argv[a++] = "1";

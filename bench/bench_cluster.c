@@ -106,7 +106,6 @@ struct ck_run {
     const struct ck_config *cf;
     const char *url;
     struct sk_keys keys[CK_MAX_SEGS];
-    const char *kp[CK_MAX_SEGS][SK_PURCHASE_NKEYS];
     atomic_int stop;
     pthread_barrier_t bar;
 };
@@ -125,10 +124,11 @@ struct ck_thread {
     int64_t fill[CK_MAX_SEGS];
     int *round_seg; /* segment of each call of a round */
     struct sk_admission *res;
-    char *buf;
-    size_t cap;
+    char *buf; /* the call's arguments (cap bytes), then its keys (kcap bytes) */
+    size_t cap, kcap;
     const char **args;
     size_t *lens;
+    const char **keys;
 };
 
 static atomic_int ck_interrupted;
@@ -289,12 +289,15 @@ static int append_call(struct ck_thread *t, int s)
     struct ck_run *run = t->run;
     size_t b = (size_t)run->o->batch;
     struct sk_batch_head h = {.label = run->keys[s].label};
-    int rc = sk_stock_batch_args_head(&h, &t->bucket[(size_t)s * b], b, t->buf, t->cap, t->args,
-                                      t->lens);
+    const struct sk_purchase *p = &t->bucket[(size_t)s * b];
+    int rc = sk_stock_batch_args_head(&h, p, b, t->buf, t->cap, t->args, t->lens);
+    int nk =
+        rc < 0 ? rc
+               : sk_stock_batch_keys(&run->keys[s], NULL, p, b, t->buf + t->cap, t->kcap, t->keys);
     t->fill[s] = 0;
-    if (rc < 0) return rc;
-    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, run->kp[s],
-                            (int)SK_BATCH_ARGC(b), t->args, t->lens);
+    if (nk < 0) return nk;
+    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, nk, t->keys, (int)SK_BATCH_ARGC(b),
+                            t->args, t->lens);
 }
 
 static void handle_reply(struct ck_thread *t, const redisReply *rep, int s)
@@ -371,6 +374,7 @@ static void thread_free(struct ck_thread *t)
     free(t->buf);
     free(t->args);
     free(t->lens);
+    free(t->keys);
 }
 
 static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
@@ -396,13 +400,17 @@ static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
     if (sk_redis_new(&t->r, run->url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
     size_t b = (size_t)run->o->batch;
     t->cap = SK_BATCH_ARG_BYTES(b);
+    t->kcap = SK_BATCH_KEY_BYTES(b);
     t->bucket = calloc((size_t)run->cf->segs * b, sizeof *t->bucket);
     t->round_seg = calloc((size_t)run->o->depth, sizeof *t->round_seg);
     t->res = calloc(b, sizeof *t->res);
-    t->buf = malloc(t->cap);
+    t->buf = malloc(t->cap + t->kcap);
     t->args = calloc(SK_BATCH_ARGC(b), sizeof *t->args);
     t->lens = calloc(SK_BATCH_ARGC(b), sizeof *t->lens);
-    return t->bucket && t->round_seg && t->res && t->buf && t->args && t->lens ? 0 : SK_ENOMEM;
+    t->keys = calloc(SK_BATCH_KEYC(b), sizeof *t->keys);
+    return t->bucket && t->round_seg && t->res && t->buf && t->args && t->lens && t->keys
+               ? 0
+               : SK_ENOMEM;
 }
 
 /* ---- one configuration ---- */
@@ -520,7 +528,6 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
             sk_keys_for(&run.keys[s], cf->aid);
         else
             sk_keys_seg(&run.keys[s], cf->aid, s);
-        sk_keys_purchase(&run.keys[s], run.kp[s]);
     }
     size_t nt = (size_t)o->threads;
     struct ck_thread *ts = calloc(nt, sizeof *ts);

@@ -127,12 +127,14 @@ static int buy_one(struct buyer *b, sk_redis *r, struct sk_keys *k, int64_t *epo
     char buf[SK_BATCH_ARG_BYTES(1)];
     const char *args[SK_BATCH_ARGC(1)];
     size_t lens[SK_BATCH_ARGC(1)];
-    const char *keys[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(k, keys);
-    if (sk_stock_batch_args_head(&h, &p, 1, buf, sizeof buf, args, lens) < 0) return SK_EINVAL;
+    char kb[SK_BATCH_KEY_BYTES(1)];
+    const char *keys[SK_BATCH_KEYC(1)];
+    int nk = sk_stock_batch_keys(k, NULL, &p, 1, kb, sizeof kb, keys);
+    if (nk < 0 || sk_stock_batch_args_head(&h, &p, 1, buf, sizeof buf, args, lens) < 0)
+        return SK_EINVAL;
     redisReply *rep;
-    int e = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                           (int)SK_BATCH_ARGC(1), args, lens, &rep);
+    int e = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)SK_BATCH_ARGC(1), args, lens,
+                           &rep);
     if (e == 0 && sk_stock_batch_parse(rep, 1, &res, NULL) < 0) e = SK_EPROTO;
     if (e == 0) {
         *rc = res.rc;

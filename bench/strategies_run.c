@@ -486,7 +486,8 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
     char port[16], n[SK_BENCH_U64], aid[SK_BENCH_U64], nkeys[8];
     snprintf(port, sizeof port, "%d", c->rs.port);
     snprintf(n, sizeof n, "%" PRId64, ref->n);
-    snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS);
+    snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS + 1); /* + the one buyer's limiter */
+    char rl_key[SK_RL_KEY_MAX];
     const char *argv[40] = {
         "redis-benchmark",    "-h", "127.0.0.1",         "-p",   port, "-n", n, "-P",
         SK_BENCH_RB_PIPELINE, "-c", SK_BENCH_RB_CLIENTS, "--csv"};
@@ -525,6 +526,14 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         sk_keys_purchase(&k, keys);
         for (int i = 0; i < SK_PURCHASE_NKEYS; i++)
             argv[a++] = keys[i]; /* k outlives run_rb below */
+        /* the buyer's limiter key (keys.h) names user 0, not the random
+         * one: redis-benchmark draws each __rand_int__ apart, and no rate
+         * limit is on here, so the script never touches it */
+        if (sk_keys_rl_user(&k, 0, rl_key, sizeof rl_key) < 0) {
+            snprintf(ref->note, sizeof ref->note, "limiter key: too long");
+            return;
+        }
+        argv[a++] = rl_key;
         argv[a++] = aid;
         argv[a++] = "__rand_int__";
         argv[a++] = "1";

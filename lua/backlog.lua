@@ -7,6 +7,7 @@
 -- Returns {backlog (-1: unknown), pending, oldest_ms (the ms part of the
 --          oldest entry id not acknowledged, 0: none), now_ms (TIME)}
 --#include "lib/backlog.lua"
-local t = redis.call('TIME')
+--#include "lib/time.lua"
+local now = now_ms()
 local b = backlog_of(KEYS[1], ARGV[1])
-return {b[1], b[2], b[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+return {b[1], b[2], b[3], now}

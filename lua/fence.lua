@@ -10,14 +10,13 @@
 -- detection's), except that a rebuild takes over the short-lived fence an
 -- admission call leaves on vanished keys and makes it permanent. On a key
 -- set whose keys are gone this writes a fence-only meta.
+--#include "lib/args.lua"
+--#include "lib/fence.lua"
 local why, text = ARGV[1] or '', ARGV[2] or ''
 if (why ~= 'rollback' and why ~= 'rebuild' and why ~= 'manual') or #text > 200 or ARGV[3] then
-  return {RC.BAD_ARGUMENT, ''}
+  return bad_args('')
 end
 local cur = redis.call('HGET', KEYS[1], 'fence')
 if cur and not (cur == 'vanished' and why == 'rebuild') then return {RC.OK, cur} end
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'fence', why, 'fence_ms', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-           'fence_why', text)
-redis.call('PERSIST', KEYS[1])
+fence_set(KEYS[1], why, text, {persist = true})
 return {RC.OK, why}

@@ -1,6 +1,7 @@
 -- purchase.lua - one atomic admission: switch, window, quantity, stock,
 -- per-user limit, then decrement + count + order event, all or nothing.
--- KEYS: meta stock buyers orders idem ledger xin
+-- KEYS: meta stock buyers orders idem ledger xin wr_spent, then the buyer's
+--       rate limiter key (lib/admit.lua)
 -- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
 --       [queue pass] (docs/waiting-room.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
@@ -11,13 +12,15 @@
 -- Sold out and no Idempotency-Key: one GET and out, before anything else
 -- is set up (this is most of the traffic once the stock is gone).
 if (ARGV[4] or '') == '' and redis.call('GET', KEYS[2]) == '0' then return {RC.SOLD_OUT, '', 0, 0} end
+--#include "lib/args.lua"
 --#include "lib/admit.lua"
-if not (string.find(ARGV[1] or '', '^%d+$') or string.find(ARGV[1] or '', '^%d+%.%d+$'))
-   or not ARGV[2] or not ARGV[3] then
-  return {RC.BAD_ARGUMENT, '', -1, 0}
+if not label_ok(ARGV[1]) or not ARGV[2] or not ARGV[3] or not admit_keys_ok(1, nil) then
+  return bad_args('', -1, 0)
 end
 -- No memory of the key set here: the rollback guard's in-script check is
 -- the service's (purchase_batch); the fence itself applies to every call.
-local out, left = admit_all(ARGV[1], {ARGV[2]}, {ARGV[3]}, {ARGV[4] or ''}, 1,
-                            {ips = {}, passes = {ARGV[5] or ''}}, {epoch = '', adm = 0})
+local out, left = admit_all({label = ARGV[1], n = 1, users = {ARGV[2]}, qtys = {ARGV[3]},
+                             idems = {ARGV[4] or ''}, ips = {}, passes = {ARGV[5] or ''},
+                             any_idem = (ARGV[4] or '') ~= '', rl = {},
+                             mem = {epoch = '', adm = 0}})
 return {out[1], out[2], left, out[3]}

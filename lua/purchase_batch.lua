@@ -1,6 +1,8 @@
 -- purchase_batch.lua - N purchases of one activity (or one segment of it)
 -- in one call, decided in arrival order; one bad entry never fails the others.
--- KEYS: meta stock buyers orders idem ledger xin
+-- KEYS: meta stock buyers orders idem ledger xin wr_spent, then per purchase
+--       its buyer's rate limiter key, then, when ip_rate is on, per purchase
+--       its client IP's (lib/admit.lua)
 -- ARGV: label ("<ID>" or "<ID>.<seg>"), user_rate, user_burst, ip_rate,
 --       ip_burst (the global rate limits, '0' = off; the activity's own
 --       per-user limit in meta wins), xfer_id, xfer_qty (a transfer of stock
@@ -15,14 +17,16 @@
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read),
 -- epoch, adm (the key set's after the call; 0, 0 when not read)};
 -- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a
--- SEGMENTED entry the number of segments.
+-- SEGMENTED entry the number of segments. A malformed call is answered
+-- {BAD_ARGUMENT} alone (lib/args.lua).
+--#include "lib/args.lua"
 --#include "lib/admit.lua"
 --#include "lib/xfer.lua"
 local n = (#ARGV - 9) / 5
-if n < 1 or n ~= math.floor(n) or not (string.find(ARGV[1], '^%d+$') or string.find(ARGV[1], '^%d+%.%d+$'))
-   or not string.find(ARGV[8], '^%d*$') or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$')
-   or #ARGV[9] > 15 or (ARGV[8] == '') ~= (ARGV[9] == '') then
-  return redis.error_reply('purchase_batch: ARGV must be label, 4 rate limits, xfer id and qty, epoch and adm, then user/qty/key/ip/pass quints')
+if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[1]) or not string.find(ARGV[8], '^%d*$')
+   or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$') or #ARGV[9] > 15
+   or (ARGV[8] == '') ~= (ARGV[9] == '') or not admit_keys_ok(n, ARGV[4]) then
+  return bad_args()
 end
 local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 -- A fenced segment takes no stock in: the transfer stays in transit and the
@@ -30,19 +34,16 @@ local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
   xfer_in(KEYS[1], KEYS[2], KEYS[7], xid, xqty)
 end
-local users, qtys, idems = {}, {}, {}
-local rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5], ips = {},
-            passes = {}}
+local c = {label = ARGV[1], n = n, users = {}, qtys = {}, idems = {}, ips = {}, passes = {},
+           any_idem = false, rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4],
+           ip_burst = ARGV[5]}, mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}
 for i = 1, n do
   local b = 5 * i + 5
-  users[i] = ARGV[b]
-  qtys[i] = ARGV[b + 1]
-  idems[i] = ARGV[b + 2]
-  rl.ips[i] = ARGV[b + 3]
-  rl.passes[i] = ARGV[b + 4]
+  c.users[i], c.qtys[i], c.idems[i], c.ips[i], c.passes[i] =
+    ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  if ARGV[b + 2] ~= '' then c.any_idem = true end
 end
-local out, left, epoch, adm = admit_all(ARGV[1], users, qtys, idems, n, rl,
-                                       {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0})
+local out, left, epoch, adm = admit_all(c)
 out[3 * n + 1] = left
 out[3 * n + 2] = epoch
 out[3 * n + 3] = adm

@@ -9,7 +9,8 @@
 -- or a refusal: RECOVERING while the key set is fenced), place (1 is the front; 0 before the start, when nothing is
 -- drawn yet), pass expiry (unix ms, 0: none), pass ('' none), events (1: a
 -- pass was handed out by this call, 2: this call found the pass expired)}.
--- rc is not OK when the whole call is refused (every buyer then has it).
+-- rc is not OK when the whole call is refused (every buyer then has it). A
+-- malformed call is answered the head alone, rc BAD_ARGUMENT (lib/args.lua).
 --
 -- The queue is a sorted set. Before the start a joiner's score is a keyed
 -- pseudo-random number of (seed, user) below 2^52 (the draw); from the
@@ -20,16 +21,15 @@
 -- from wr_base at wr_base_ms (the start at first), and when it would run
 -- ahead of the queue it is rebased to the queue's length instead, so no
 -- passes are banked for a burst of late joiners.
+--#include "lib/args.lua"
+--#include "lib/time.lua"
 --#include "lib/pass.lua"
 local TWO52 = 4503599627370496
 local aid, n = ARGV[1] or '', (#ARGV - 1) / 2
-if not string.find(aid, '^%d+$') or #aid > 15 or n < 1 or n ~= math.floor(n) then
-  return redis.error_reply('queue: ARGV must be the activity id, then op/user pairs')
-end
+if not digits(aid, 15) or n < 1 or n ~= math.floor(n) then return bad_args(0, 0, 0, 0, 0) end
 local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
                      'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms')
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1}
 
 local function answer(i, rc, place, exp, pass, ev)

@@ -10,16 +10,17 @@
 -- A new pace keeps every pass issued so far: the count is rebased to what
 -- it is at now (at the fence, while the key set is fenced), and grows at the
 -- new pace from there. Before the start only the pace changes.
+--#include "lib/args.lua"
+--#include "lib/time.lua"
 local new = ARGV[1] or ''
 if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
-  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, 0, 0, 0}
+  return bad_args(0, 0, 0, 0, 0, 0, 0, 0)
 end
 local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_ttl', 'wr_seed', 'wr_base',
                      'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms')
 if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0} end
 if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local start, rate = tonumber(m[1]), tonumber(m[2])
 local len = redis.call('ZCARD', KEYS[2])
 local issued = 0

@@ -5,9 +5,11 @@
 -- one is for the buyer and the figures.
 -- KEYS: meta pass (the base key set)
 -- ARGV: user_id, the pass's expiry (unix ms)
--- Returns {1 marked now, 0 not the pass handed out (or marked before)}
+-- Returns {1 marked now, 0 not the pass handed out (or marked before)}, or
+-- for a malformed call {BAD_ARGUMENT} (lib/args.lua): nothing marked.
+--#include "lib/args.lua"
 local u, e = ARGV[1] or '', ARGV[2] or ''
-if not string.find(u, '^%d+$') or not string.find(e, '^%d+$') then return {0} end
+if not digits(u, 20) or not digits(e, 20) then return bad_args() end
 if redis.call('HGET', KEYS[2], u) ~= e then return {0} end
 redis.call('HSET', KEYS[2], u, 's' .. e)
 redis.call('HINCRBY', KEYS[1], 'wr_spent', 1)

@@ -10,42 +10,37 @@
 --       rebuilt one must carry it; the queue itself starts empty)
 -- Returns {rc (PREHEATED; STOCK_LIVE: live stock exists, nothing written;
 --          BAD_ARGUMENT), stock}
+--#include "lib/args.lua"
+--#include "lib/time.lua"
+--#include "lib/def.lua"
 for i = 1, 8 do
-  if not string.match(ARGV[i] or '', '^[0-9]+$') or #ARGV[i] > 15 then return {RC.BAD_ARGUMENT, 0} end
+  if not digits(ARGV[i], 15) then return bad_args(0) end
 end
 local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
-if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (string.match(seg, '^[0-9]+$')
-   and string.match(seg_of, '^[0-9]+$'))) or #seg > 4 or #seg_of > 4 or ARGV[14] then
-  return {RC.BAD_ARGUMENT, 0}
+if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
+   or ARGV[14] then
+  return bad_args(0)
 end
 local wr_rate, wr_ttl, wr_seed = ARGV[11] or '', ARGV[12] or '', ARGV[13] or ''
 if wr_seed ~= '' and (not string.match(wr_rate, '^[1-9][0-9]*$') or #wr_rate > 15
                       or not string.match(wr_ttl, '^[1-9][0-9]*$') or #wr_ttl > 15
                       or not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64)
    or (wr_seed == '' and (wr_rate ~= '' or wr_ttl ~= '')) then
-  return {RC.BAD_ARGUMENT, 0}
+  return bad_args(0)
 end
-local initial, limit, maxq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local s, e, rl_rate, rl_burst = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-if limit < 1 or maxq < 1 or e <= s then return {RC.BAD_ARGUMENT, 0} end
+local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
+           max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
+           rl_rate = tonumber(ARGV[7]), rl_burst = tonumber(ARGV[8]), seg = seg, seg_of = seg_of,
+           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed}
+if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
 if live then return {RC.STOCK_LIVE, tonumber(live)} end
 if not redis.call('HGET', KEYS[1], 'fence') then
   return redis.error_reply('rebuild: the key set is not fenced')
 end
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'initial', initial, 'limit', limit, 'max_qty', maxq,
-           'start_ms', s, 'end_ms', e, 'open', '0', 'released', 0, 'oversold', 0, 'adm', 0,
-           'epoch', t[1] .. string.format('%06d', tonumber(t[2])))
-if seg ~= '' then
-  redis.call('HSET', KEYS[1], 'seg', seg, 'seg_of', seg_of, 'xin', 0, 'xout', 0)
-end
-if rl_rate > 0 then
-  redis.call('HSET', KEYS[1], 'rl_rate', rl_rate, 'rl_burst', rl_burst > 0 and rl_burst or rl_rate)
-end
-if wr_seed ~= '' then
-  redis.call('HSET', KEYS[1], 'wr_rate', wr_rate, 'wr_ttl', wr_ttl, 'wr_seed', wr_seed)
-end
+-- The counts start again, under a new epoch; nothing is deleted from the
+-- meta (it holds the fence, and at most what a rebuild wrote before).
+def_write(KEYS[1], d, {'released', 0, 'oversold', 0, 'adm', 0, 'epoch', epoch_now()}, false)
 redis.call('PERSIST', KEYS[1])
-redis.call('SET', KEYS[2], initial)
-return {RC.PREHEATED, initial}
+redis.call('SET', KEYS[2], d.initial)
+return {RC.PREHEATED, d.initial}

@@ -9,13 +9,13 @@
 -- a second release is refused. Stock + sum(buyers) == initial holds, and
 -- the cap at initial (for a segment: initial + xin - xout, what it owns)
 -- is a second belt.
+--#include "lib/args.lua"
 --#include "lib/oid.lua"
 local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-if not (string.match(aid or '', '^[0-9]+$') or string.match(aid or '', '^[0-9]+%.[0-9]+$'))
-   or not string.match(user or '', '^[0-9]+$')
+if not label_ok(aid) or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
    or not oid_ok(aid, oid) then
-  return {RC.BAD_ARGUMENT, 0}
+  return bad_args(0)
 end
 local q = tonumber(qs)
 local mi = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout')

@@ -27,12 +27,12 @@
 -- release). Released in the database but unmarked here (a release Redis
 -- lost): released again exactly as release.lua does.
 -- Only into a fenced key set; malformed arguments change nothing.
+--#include "lib/args.lua"
 --#include "lib/oid.lua"
 local label = ARGV[1] or ''
 local n = (#ARGV - 1) / 5
-if n < 1 or n > 1000 or n ~= math.floor(n) or #label > 31
-   or not (string.find(label, '^%d+$') or string.find(label, '^%d+%.%d+$')) then
-  return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
+if n < 1 or n > 1000 or n ~= math.floor(n) or not label_ok(label) then
+  return bad_args(0, 0, 0, 0, 0, -1, 0, 0, 0, 0)
 end
 local oids, users, qtys, kinds, ikeys = {}, {}, {}, {}, {}
 for i = 1, n do
@@ -41,7 +41,7 @@ for i = 1, n do
   if not oid_ok(label, oid) or #u > 20 or not string.find(u, '^%d+$')
      or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'p' and k ~= 'r')
      or #key > 64 then
-    return {RC.BAD_ARGUMENT, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
+    return bad_args(0, 0, 0, 0, 0, -1, 0, 0, 0, 0)
   end
   oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end

@@ -18,9 +18,11 @@
 -- lost: callers saw admission numbers up to fence_adm; the database holds
 -- up to the watermark and this Redis up to adm, so the numbers above both
 -- were answered 200 and reached neither (they cannot be rebuilt).
-local function num(v, digits)
+--#include "lib/args.lua"
+--#include "lib/fence.lua"
+local function num(v, max)
   if v == nil or v == '' then return 0 end
-  if #v > digits or not string.match(v, '^[0-9]+$') then return nil end
+  if not digits(v, max) then return nil end
   return tonumber(v)
 end
 local wm, lent, xseq, over_add = num(ARGV[1], 15), num(ARGV[4], 15), num(ARGV[5], 15), num(ARGV[6], 15)
@@ -29,7 +31,7 @@ local sid, open = ARGV[2] or '', ARGV[3] or ''
 if not wm or not lent or not xseq or not over_add or not xout_seen or (ARGV[1] or '') == ''
    or (sid ~= '' and not string.match(sid, '^[0-9]+%-[0-9]+$')) or #sid > 41
    or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[8] then
-  return {RC.BAD_ARGUMENT, 0, -1, 0, 0, 0}
+  return bad_args(0, -1, 0, 0, 0)
 end
 local m = redis.call('HMGET', KEYS[1], 'initial', 'fence', 'adm', 'fence_adm', 'oversold', 'xseq',
                      'xout')
@@ -80,8 +82,9 @@ end
 redis.call('SET', KEYS[2], stock)
 redis.call('HSET', KEYS[1], 'oversold', over)
 if over > 0 then
-  redis.call('HSET', KEYS[1], 'fence', 'oversold', 'fence_why',
-             over .. ' unit(s) were sold twice before the fence; the sale stays stopped')
+  fence_set(KEYS[1], 'oversold',
+            over .. ' unit(s) were sold twice before the fence; the sale stays stopped',
+            {relabel = true})
   return {RC.OK, over, stock, 0, lost, adm}
 end
 redis.call('HDEL', KEYS[1], 'fence', 'fence_ms', 'fence_why')

@@ -14,12 +14,14 @@
 -- them to its own segment with that id (purchase_batch or xfer_in), once.
 -- A fenced segment (docs/recovery.md) lends nothing: its stock is being
 -- rebuilt and may be units already sold.
+--#include "lib/args.lua"
+--#include "lib/fence.lua"
 local to, want = ARGV[1] or '', tonumber(ARGV[2] or '')
 local mem_epoch, mem_adm = ARGV[3] or '', ARGV[4] or ''
 if not string.find(to, '^%d+$') or not want or want < 1 or want % 1 ~= 0
    or not string.find(mem_epoch, '^%d*$') or #mem_epoch > 20 or not string.find(mem_adm, '^%d*$')
    or #mem_adm > 15 or (mem_epoch == '') ~= (mem_adm == '') then
-  return {RC.BAD_ARGUMENT, 0, '', -1}
+  return bad_args(0, '', -1)
 end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not stock then return {RC.UNKNOWN_ACTIVITY, 0, '', -1} end
@@ -28,11 +30,8 @@ local m = redis.call('HMGET', KEYS[1], 'open', 'seg', 'fence', 'epoch', 'adm')
 if m[3] then return {RC.RECOVERING, 0, '', stock} end
 if mem_epoch ~= '' and m[4] == mem_epoch and tonumber(m[5] or '0') < tonumber(mem_adm) then
   -- this segment went back in time: what it would lend may be sold already
-  local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'fence', 'rollback', 'fence_ms',
-             tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), 'fence_why',
-             'admission count ' .. (m[5] or '0') .. ' is behind the ' .. mem_adm ..
-             ' a borrower saw: Redis lost writes', 'fence_adm', mem_adm)
+  fence_set(KEYS[1], 'rollback', 'admission count ' .. (m[5] or '0') .. ' is behind the ' ..
+            mem_adm .. ' a borrower saw: Redis lost writes', {seen = mem_adm})
   return {RC.RECOVERING, 0, '', stock}
 end
 if m[1] ~= '1' then return {RC.CLOSED, 0, '', stock} end
@@ -40,8 +39,7 @@ local take = math.floor(stock / 2)
 if take < want then take = want end
 if take > stock then take = stock end
 local id = m[2] .. '-' .. redis.call('HINCRBY', KEYS[1], 'xseq', 1)
-local t = redis.call('TIME')
 redis.call('DECRBY', KEYS[2], take)
 redis.call('HINCRBY', KEYS[1], 'xout', take)
-redis.call('HSET', KEYS[3], id, to .. ':' .. take .. ':' .. (t[1] * 1000 + math.floor(t[2] / 1000)))
+redis.call('HSET', KEYS[3], id, to .. ':' .. take .. ':' .. now_ms())
 return {RC.TRANSFERRED, take, id, stock - take}

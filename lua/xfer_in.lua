@@ -6,10 +6,11 @@
 --          1 applied now | 0 before}
 -- A fenced segment (docs/recovery.md) takes stock in only from the recovery
 -- itself (ARGV[3] 'recover'), which settles transfers before it replays.
+--#include "lib/args.lua"
 --#include "lib/xfer.lua"
 local id, qty = ARGV[1] or '', tonumber(ARGV[2] or '')
 if id == '' or not qty or qty < 1 or qty % 1 ~= 0 or (ARGV[3] and ARGV[3] ~= 'recover') then
-  return {RC.BAD_ARGUMENT, 0}
+  return bad_args(0)
 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return {RC.UNKNOWN_ACTIVITY, 0} end
 if ARGV[3] ~= 'recover' and redis.call('HGET', KEYS[1], 'fence') then return {RC.RECOVERING, 0} end

@@ -11,6 +11,8 @@
 # src/ reaches bench/, tests/ or tools/ (the build's generators, which use
 # nothing but each other and the tables they read).
 # An internal header (*_int.h) is for the files of its own folder only.
+# Also: no blocking hiredis call where an event loop runs, and no Redis key
+# built inside a Lua script (every key comes in KEYS).
 # Exits 1 and names each include that goes the wrong way.
 cd "$(dirname "$0")/.." || exit 2
 rank() {
@@ -68,6 +70,37 @@ loop_files=$(ls src/http/*.[ch] src/redis/redis_async*.[ch] 2>/dev/null)
 blocking=$(grep -nE '\bredis(Connect[A-Za-z]*|Command[A-Za-z]*|GetReply)[[:space:]]*\(' $loop_files)
 if [ -n "$blocking" ]; then
     echo "$blocking" | sed 's/^/check-layers: a blocking hiredis call where an event loop runs: /'
+    bad=1
+fi
+# Nor a name lookup: getaddrinfo and its kin wait for DNS. Names are
+# resolved in core/resolve.c (on a thread of its own for a loop's client);
+# http_server.c resolves the listening address once at startup, before
+# the loop runs (sk_server_listen_fd). Nowhere else in src/.
+resolving=$(grep -nE '\b(getaddrinfo|getaddrinfo_a|gethostbyname[0-9a-z_]*|gethostbyaddr[a-z_]*|getnameinfo|res_n?(query|search))[[:space:]]*\(' \
+    $(find src -name '*.[ch]' ! -path src/core/resolve.c ! -path src/http/http_server.c | sort))
+if [ -n "$resolving" ]; then
+    echo "$resolving" | sed 's/^/check-layers: a blocking name lookup outside core\/resolve.c: /'
+    bad=1
+fi
+# The map of the code names only files that exist.
+doc_paths=$(sh scripts/check-doc-paths.sh) || { echo "$doc_paths"; bad=1; }
+# Every key a script touches is in its KEYS (Redis requires it; Cluster
+# routes by it): no script builds a key name (docs/design.md, "The
+# scripts"). Outside comments, in lua/ and lua/lib/: no KEYS[i] taken apart
+# or joined (`..`, string.*), no key name written out ('sk:...'), and every
+# redis.call / redis.pcall names its key as KEYS[i] or a plain name (a
+# library function's key parameter, given KEYS[i] by its caller).
+lua_code=$(for f in lua/*.lua lua/lib/*.lua; do
+    sed -e 's/--.*$//' "$f" | awk -v f="$f" '{ print f ":" NR ": " $0 }'
+done)
+built=$( (echo "$lua_code" | grep -E 'KEYS\[[^]]*\][[:space:]]*\.\.|\.\.[[:space:]]*KEYS\[|string\.[a-z]+\([[:space:]]*KEYS\['
+    echo "$lua_code" | grep -E "[\"']sk:"
+    echo "$lua_code" | grep -E "redis\.p?call\('[A-Z]+'," |
+        grep -vE "redis\.p?call\('(TIME|INFO)'" |
+        grep -vE "redis\.p?call\('(XINFO|XGROUP)', *'[A-Z]+', *(KEYS\[[^]]+\]|[A-Za-z_][A-Za-z_0-9.]*) *[,)]" |
+        grep -vE "redis\.p?call\('[A-Z]+', *(KEYS\[[^]]+\]|[A-Za-z_][A-Za-z_0-9.]*) *[,)]") | sort -u)
+if [ -n "$built" ]; then
+    echo "$built" | sed 's/^/check-layers: a key not passed in KEYS: /'
     bad=1
 fi
 [ $bad = 0 ] && echo "check-layers: ok"

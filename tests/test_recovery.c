@@ -775,8 +775,10 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
     const char *args[SK_BATCH_ARGC(1)];
     size_t lens[SK_BATCH_ARGC(1)];
     CHECK_EQ(sk_stock_batch_args_head(&h, &p, 1, buf, sizeof buf, args, lens), 0);
-    const char *keys7[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(&k, keys7);
+    char kb[SK_BATCH_KEY_BYTES(1)];
+    const char *keys[SK_BATCH_KEYC(1)];
+    int nk = sk_stock_batch_keys(&k, NULL, &p, 1, kb, sizeof kb, keys);
+    CHECK_EQ(nk, SK_PURCHASE_NKEYS + 1);
     const char *mem_bad[][2] = {{"abc", "1"}, {"1", ""}, {"", "1"}, {"1", "x"}};
     for (size_t i = 0; i < 4; i++) {
         args[7] = mem_bad[i][0];
@@ -784,9 +786,29 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
         args[8] = mem_bad[i][1];
         lens[8] = strlen(mem_bad[i][1]);
         redisReply *rep;
-        CHECK_EQ(sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys7,
+        /* the one answer to a malformed call (lua/lib/args.lua), which the
+         * reply's decoder reports as a script error, as the Lua error was */
+        CHECK_EQ(sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)SK_BATCH_ARGC(1), args,
+                                lens, &rep),
+                 0);
+        CHECK_EQ(rep->type, REDIS_REPLY_ARRAY);
+        CHECK_EQ(rep->elements, 1);
+        CHECK_EQ(rep->element[0]->integer, SK_RC_BAD_ARGUMENT);
+        struct sk_admission res;
+        CHECK_EQ(sk_stock_batch_parse(rep, 1, &res, NULL), SK_ESCRIPT);
+        freeReplyObject(rep);
+    }
+    /* the KEYS too: without the buyer's limiter key, or with the one of an
+     * IP the call's limits do not need */
+    args[7] = args[8] = "";
+    lens[7] = lens[8] = 0;
+    for (int extra = -1; extra <= 1; extra += 2) {
+        redisReply *rep;
+        CHECK_EQ(sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, nk + extra, keys,
                                 (int)SK_BATCH_ARGC(1), args, lens, &rep),
-                 SK_ESCRIPT);
+                 0);
+        CHECK_EQ(rep->elements, 1);
+        CHECK_EQ(rep->element[0]->integer, SK_RC_BAD_ARGUMENT);
         freeReplyObject(rep);
     }
     key_set_text(r, &k, after, sizeof after);

@@ -226,15 +226,20 @@ SK_TEST(wr_queue_refusals_change_nothing)
     CHECK_EQ(queue_one(r, aid, SK_QUEUE_JOIN, 7, &h).rc, SK_RC_CLOSED);
     CHECK_EQ(sk_stock_set_open(r, aid, 1, &rc), 0);
     CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
-    /* a malformed call is an error, not an answer */
+    /* a malformed call is refused whole (lua/lib/args.lua: the head alone,
+     * BAD_ARGUMENT), which the decoder reports as a script error, as the
+     * Lua error was */
     const char *keys[4];
     struct sk_keys k;
     sk_keys_for(&k, aid);
     sk_keys_queue(&k, keys);
     const char *bad[] = {"x", "j", "1"};
     redisReply *rep;
-    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad, NULL, &rep), SK_ESCRIPT);
-    if (rep) freeReplyObject(rep);
+    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad, NULL, &rep), 0);
+    CHECK_EQ(rep->element[0]->integer, SK_RC_BAD_ARGUMENT);
+    struct sk_queue_answer qa;
+    CHECK_EQ(sk_queue_parse(rep, 1, &h, &qa), SK_ESCRIPT);
+    freeReplyObject(rep);
     const char *bad_user[] = {"1", "j", "01"};
     CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad_user, NULL, &rep), 0);
     CHECK_EQ(rep->element[6]->integer, SK_RC_BAD_ARGUMENT);

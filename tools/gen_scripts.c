@@ -3,7 +3,8 @@
  * Usage: gen_scripts OUT.c OUT.h LUA_DIR script.lua...
  * Every `RC.NAME` in a script is replaced by that code's number from
  * src/core/codes.def (the single source of result codes), and a line
- * `--#include "lib/x.lua"` is replaced by that file, so shared Lua code is
+ * `--#include "lib/x.lua"` is replaced by that file (once per script,
+ * however many of its libraries include it), so shared Lua code is
  * written once. The same texts are also emitted as one Redis Functions
  * library (`#!lua name=seckill_<hash>`, each script the body of a function
  * `sk_<name>_<hash>(KEYS, ARGV)`), for FUNCTION LOAD and FCALL. Runs on the
@@ -54,8 +55,26 @@ static void substitute_codes(const char *path, char *line, size_t cap)
     memcpy(line, out, o + 1);
 }
 
-/* Writes the script at path into out as plain text: includes inlined,
- * result codes substituted. */
+/* The libraries already inlined into the script being expanded: a library
+ * that includes another (lib/fence.lua includes lib/time.lua) and a script
+ * that includes both get it once. */
+#define MAX_LIBS 32
+static char included[MAX_LIBS][1024];
+static int n_included;
+
+/* 1 the first time name is included into the current script. */
+static int first_include(const char *path, const char *name)
+{
+    for (int i = 0; i < n_included; i++)
+        if (strcmp(included[i], name) == 0) return 0;
+    if (n_included == MAX_LIBS || strlen(name) >= sizeof included[0])
+        gen_die("gen_scripts", "too many or too long includes", path);
+    strcpy(included[n_included++], name);
+    return 1;
+}
+
+/* Writes the script at path into out as plain text: includes inlined (each
+ * library once), result codes substituted. */
 static void expand_file(FILE *out, const char *dir, const char *path, int depth)
 {
     if (depth > 4) gen_die("gen_scripts", "include nesting too deep", path);
@@ -69,6 +88,7 @@ static void expand_file(FILE *out, const char *dir, const char *path, int depth)
             char *q = strchr(name, '"');
             if (!q) gen_die("gen_scripts", "bad include line", path);
             *q = 0;
+            if (!first_include(path, name)) continue;
             char sub[1024];
             snprintf(sub, sizeof sub, "%s/%s", dir, name);
             expand_file(out, dir, sub, depth + 1);
@@ -173,6 +193,7 @@ int main(int argc, char **argv)
         size_t tl = 0;
         FILE *m = open_memstream(&texts[i], &tl);
         if (!m) gen_die("gen_scripts", "out of memory", argv[4 + i]);
+        n_included = 0;
         expand_file(m, dir, argv[4 + i], 0);
         if (fclose(m)) gen_die("gen_scripts", "out of memory", argv[4 + i]);
         hash = fnv1a(hash, texts[i]);

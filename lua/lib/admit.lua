@@ -5,13 +5,17 @@
 -- KEYS[4] orders (stream)  KEYS[5] idem (hash "user:key" -> "qty:order_id")
 -- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
+-- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
+-- KEYS[8 + i] the rate limiter key of purchase i's buyer, and, when the call
+-- carries a per-IP limit, KEYS[8 + n + i] the one of its client IP
+-- (src/engine/keys.c builds them all; admit_keys_ok checks the count).
 -- One activity (or one segment of it), one hash tag, one slot.
 --
 -- Rollback guard (docs/recovery.md): meta holds `epoch` (the key set's
 -- incarnation) and `adm` (orders ever admitted here; each stream entry
 -- carries its number as field `n`). A caller passes the (epoch, adm) it
 -- saw last; the same epoch with a smaller adm means Redis went back in
--- time, and the call fences the key set (meta `fence`) before it sells
+-- time, and the call fences the key set (lib/fence.lua) before it sells
 -- anything. While `fence` is set every purchase is refused RECOVERING.
 --
 -- Invariant kept by every script: stock + sum(buyers) == initial, or for a
@@ -24,14 +28,14 @@
 -- writing last is the same as interleaving.
 
 -- Rate limiting (docs/rate-limit.md): GCRA, one key per user and one per
--- client IP, named from the activity's prefix so they share its hash tag:
--- sk:{a<ID>}:rl:u:<user>, sk:{a<ID>}:rl:ip:<ip>. A key holds the
--- theoretical arrival time (TAT, unix microseconds) and expires when the
--- bucket is full again, so idle limiters cost no memory; stock keys never
--- expire. Cost: nothing when off; a GET and, when allowed, a SET PX per
--- limiter and purchase when on.
-local RL_PREFIX = string.sub(KEYS[1], 1, -5) .. 'rl:' -- KEYS[1] is sk:{a<ID>}:meta
+-- client IP, in the key set's hash tag: sk:{a<ID>}:rl:u:<user>,
+-- sk:{a<ID>}:rl:ip:<ip>. A key holds the theoretical arrival time (TAT,
+-- unix microseconds) and expires when the bucket is full again, so idle
+-- limiters cost no memory; stock keys never expire. Cost: nothing when
+-- off; a GET and, when allowed, a SET PX per limiter and purchase when on.
 local RL_SLACK_US = 5000
+--#include "lib/time.lua"
+--#include "lib/fence.lua"
 --#include "lib/pass.lua"
 
 -- One GCRA check of key at now_us (period_us between requests, burst
@@ -73,6 +77,13 @@ local function rl_params(rate, burst)
   return 1000000 / rate, burst
 end
 
+-- The KEYS of a call of n purchases are all there: the key set's 8, a
+-- limiter key per buyer, and one per client IP when ip_rate turns the
+-- per-IP limiter on.
+local function admit_keys_ok(n, ip_rate)
+  return #KEYS == 8 + n * (rl_params(ip_rate, nil) and 2 or 1)
+end
+
 -- A purchase retried with the same Idempotency-Key gets the first accepted
 -- answer back, whatever happened since: returns qty, order id or nil.
 -- `fresh` holds answers given earlier in this same call.
@@ -100,21 +111,6 @@ local function branch_of()
   return string.match(info, 'master_replid:(%x%x%x%x%x%x%x%x)') or ''
 end
 
--- Redis TIME as unix microseconds (a number) and the reply itself.
-local function time_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
-end
-
--- Fences the key set (a fence-only meta when its keys vanished: it expires,
--- since the activity may simply have been deleted; the order worker makes
--- it permanent when it rebuilds). seen: the admission count the caller saw.
-local function fence_now(why, text, seen, vanished)
-  local now = math.floor(time_us() / 1000)
-  redis.call('HSET', KEYS[1], 'fence', why, 'fence_ms', now, 'fence_why', text, 'fence_adm', seen)
-  if vanished then redis.call('PEXPIRE', KEYS[1], 10000) end
-end
-
 -- Numbers from and to text through a cache of the call: Lua 5.1 converts
 -- with strtod and "%.14g" (glibc's floating-point printf), among the
 -- costliest steps of an admission after the commands themselves, and a
@@ -137,199 +133,224 @@ local function txt(v)
   return s
 end
 
--- Decides n purchases (users[i], qtys[i] strings, idems[i] '' or a key) in
--- order. rl: the rate limits {u_rate, u_burst, ip_rate, ip_burst (strings,
--- '0' = off), ips = {ip_i or ''}} and the queue passes {passes = {pass_i
--- or ''}} (lib/pass.lua); the activity's own per-user limit in
--- meta (rl_rate, rl_burst) wins over u_rate/u_burst. Returns out = {rc_1,
--- oid_1, qty_1, ...} (a RATE_LIMITED entry carries its retry-after in ms
--- in the qty slot), the stock after (-1 when the call was refused before
--- the stock was read), and the key set's epoch and admission count after
--- the call (0, 0 when not read or when fenced). mem = {epoch ('' unknown),
--- adm}: what the caller saw last (docs/recovery.md).
-local function admit_all(label, users, qtys, idems, n, rl, mem)
-  local out, fresh = {}, {}
-  -- label is "<ID>" or "<ID>.<seg>": the order id prefix; the stream's aid
-  -- field is the activity id alone.
-  local aid = string.match(label, '^(%d+)')
-  local any_idem = false
-  for i = 1, n do
-    if idems[i] ~= '' then any_idem = true end
+-- The call (the admission's one parameter), built by the script:
+--   c.label  "<ID>" or "<ID>.<seg>": the order id prefix (c.aid, the
+--            stream's aid field, is the activity id alone)
+--   c.n, c.users[i], c.qtys[i] (strings), c.idems[i] ('' or a key),
+--   c.ips[i] and c.passes[i] ('' or nil for none; lib/pass.lua),
+--   c.any_idem (some purchase has a key)
+--   c.rl     the call's rate limits {u_rate, u_burst, ip_rate, ip_burst}
+--            (strings, '0' or nil = off); the activity's own per-user
+--            limit in meta (rl_rate, rl_burst) wins over u_rate/u_burst
+--   c.mem    {epoch ('' unknown), adm}: what the caller saw last of the key
+--            set (docs/recovery.md)
+-- out = {rc_1, oid_1, qty_1, ...}: a RATE_LIMITED entry carries its
+-- retry-after in ms in the qty slot, a SEGMENTED one the segment count.
+
+-- Answers every purchase rc (qty slot q), but with replays a retry with
+-- an Idempotency-Key gets its first accepted answer.
+local function answer_all(c, out, rc, q, replays)
+  local fresh = {}
+  for i = 1, c.n do
+    local pq, poid = nil, nil
+    if replays then pq, poid = replay(c.users[i], c.idems[i], fresh) end
+    if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
+    else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
-  local stock = redis.call('GET', KEYS[2])
-  -- Sold out: answer from the one GET (retries with a key may be replays).
-  if stock == '0' and not any_idem then
-    for i = 1, n do out[3 * i - 2] = RC.SOLD_OUT; out[3 * i - 1] = ''; out[3 * i] = 0 end
-    return out, 0, 0, 0
-  end
-  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed')
-  local gate, now_us, t = RC.OK, 0, nil
-  if not stock and m[8] then
-    -- A segmented activity's base keys hold no stock: the caller must route
-    -- to the buyer's segment; the qty slot says how many there are.
-    for i = 1, n do out[3 * i - 2] = RC.SEGMENTED; out[3 * i - 1] = ''; out[3 * i] = tonumber(m[8]) end
-    return out, -1, 0, 0
-  end
-  local epoch, adm = m[10], tonumber(m[11] or '0')
+  return out
+end
+
+-- The gate, once per call, on meta m and the stock's text: OK, or the code
+-- that refuses every purchase. Fences the key set when the caller knew
+-- more of it than Redis holds (its keys vanished, or its count went back).
+local function gate_of(c, m, stock)
+  local mem, epoch, adm = c.mem, m[10], tonumber(m[11] or '0')
   local same = mem.epoch ~= '' and mem.epoch == epoch
   if m[9] then
-    gate = RC.RECOVERING
     -- what callers saw of the lost suffix: the resume counts it and lifts
     -- adm above it, so their memory does not fence the key set again
     if same and mem.adm > tonumber(redis.call('HGET', KEYS[1], 'fence_adm') or '0') then
       redis.call('HSET', KEYS[1], 'fence_adm', mem.adm)
     end
-  elseif not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
-    gate = RC.UNKNOWN_ACTIVITY
+    return RC.RECOVERING
+  end
+  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
     if mem.epoch ~= '' and not stock and redis.call('EXISTS', KEYS[1]) == 0 then
       -- The caller knew this key set and it is gone (Redis restarted empty,
-      -- or flushed): fence it until the order worker rebuilds it.
-      fence_now('vanished', 'the keys vanished under a caller that knew epoch ' .. mem.epoch,
-                mem.adm, true)
-      gate = RC.RECOVERING
+      -- or flushed): fenced until the order worker rebuilds it.
+      fence_set(KEYS[1], 'vanished', 'the keys vanished under a caller that knew epoch ' ..
+                mem.epoch, {seen = mem.adm, expire_ms = 10000})
+      return RC.RECOVERING
     end
-  elseif same and adm < mem.adm then
-    fence_now('rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
-              ' a caller saw: Redis lost writes', mem.adm, false)
-    gate = RC.RECOVERING
-  elseif m[1] ~= '1' then
-    gate = RC.CLOSED
-  else
-    now_us, t = time_us()
-    local now = math.floor(now_us / 1000)
-    if now < tonumber(m[2]) then gate = RC.NOT_STARTED
-    elseif now >= tonumber(m[3]) then gate = RC.ENDED end
+    return RC.UNKNOWN_ACTIVITY
   end
-  if gate ~= RC.OK then
-    for i = 1, n do
-      local pq, poid = replay(users[i], idems[i], fresh)
-      if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
-      else out[3 * i - 2] = gate; out[3 * i - 1] = ''; out[3 * i] = 0 end
-    end
-    if gate == RC.RECOVERING then return out, -1, 0, 0 end
-    return out, -1, tonumber(epoch or '0') or 0, adm
+  if same and adm < mem.adm then
+    fence_set(KEYS[1], 'rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
+              ' a caller saw: Redis lost writes', {seen = mem.adm})
+    return RC.RECOVERING
   end
+  if m[1] ~= '1' then return RC.CLOSED end
+  local now = now_ms()
+  if now < tonumber(m[2]) then return RC.NOT_STARTED end
+  if now >= tonumber(m[3]) then return RC.ENDED end
+  return RC.OK
+end
+
+-- The state of a call past its gate: the figures its purchases are decided
+-- on, and the writes they gather (counts, ledger, idem) for commit.
+local function open_call(c, m, stock)
+  local epoch = m[10]
   -- A key set preheated before the guard existed gets its epoch now, once.
   if not epoch then
-    epoch = t[1] .. string.format('%06d', tonumber(t[2]))
+    epoch = epoch_now()
     redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
-  local wr = wr_gate(aid, now_us, m[12]) -- nil: no waiting room (docs/waiting-room.md)
-  local limit, maxq = tonumber(m[4]), tonumber(m[5])
-  stock = tonumber(stock)
+  local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
+             epoch = epoch, adm = tonumber(m[11] or '0'), now_us = now_us(), fresh = {},
+             counts = {}, dirty = {}, ledger = {}, idemw = {}, sold = 0, nadm = 0}
+  s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) -- nil: no waiting room (docs/waiting-room.md)
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
-  local u_period, u_burst
-  if m[6] then u_period, u_burst = rl_params(m[6], m[7])
-  else u_period, u_burst = rl_params(rl.u_rate, rl.u_burst) end
-  local ip_period, ip_burst = rl_params(rl.ip_rate, rl.ip_burst)
-  local held = redis.call('HMGET', KEYS[3], unpack(users, 1, n))
-  local counts, dirty, ledger, idemw = {}, {}, {}, {}
-  local sold, nadm, branch = 0, 0, nil
-  for i = 1, n do
-    local u, qs, k = users[i], qtys[i], idems[i]
-    local rc, oid, q = RC.OK, '', 0
-    local pq, poid = nil, nil
-    local ip = rl.ips[i] or ''
-    local uk, ut, ik, it = nil, 0, nil, 0
-    if #u > 20 or not string.find(u, '^%d+$') or #k > 64
-       or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
-      rc = RC.BAD_ARGUMENT
-    elseif wr and wr_refused(wr, u, rl.passes and rl.passes[i], k ~= '' and replay(u, k, fresh)) then
-      rc = wr.why -- refused before any limiter is charged: it changes nothing
-    else
-      -- Every request that reaches admission counts, retries included,
-      -- except one refused for lack of stock (charged below): a segment
-      -- passes those on to borrow and re-admits them, which must charge
-      -- once. A rate-limited one changes nothing else.
-      local wait = 0
-      if u_period then
-        uk = RL_PREFIX .. 'u:' .. u
-        wait, ut = gcra(uk, now_us, u_period, u_burst)
-      end
-      if wait == 0 and ip_period and ip ~= '' then
-        ik = RL_PREFIX .. 'ip:' .. ip
-        wait, it = gcra(ik, now_us, ip_period, ip_burst)
-      end
-      if wait > 0 then
-        rc, q = RC.RATE_LIMITED, wait
-      elseif k ~= '' then
-        pq, poid = replay(u, k, fresh)
-      end
-    end
-    if pq then
-      oid, q = poid, pq
-    elseif rc == RC.OK then
-      q = num(qs)
-      if not q or q < 1 or q > maxq or q % 1 ~= 0 then
-        rc, q = RC.BAD_QUANTITY, 0
-      elseif stock <= 0 then
-        rc, q = RC.SOLD_OUT, 0
-      elseif stock < q then
-        rc, q = RC.INSUFFICIENT, 0
-      else
-        local had = counts[u] or num(held[i] or '0')
-        if had + q > limit then
-          rc, q = RC.LIMIT_EXCEEDED, 0
-        else
-          stock = stock - q
-          sold = sold + q
-          if not counts[u] then dirty[#dirty + 1] = u end
-          counts[u] = had + q
-          if wr then wr_spend(wr, u) end
-          -- The order id is the stream entry id and this server's branch
-          -- (order_id.h): two masters admitting after a split hand out the
-          -- same entry ids, never the same branch. n numbers the admission
-          -- (the order worker keeps the highest one persisted), b and k
-          -- travel to the database with it (the Idempotency-Key is put back
-          -- with the order after a rollback: docs/recovery.md).
-          nadm = nadm + 1
-          if not branch then branch = branch_of() end
-          local sid
-          if branch ~= '' and k == '' then -- the common case, without a table
-            sid = redis.call('XADD', KEYS[4], '*', 'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm,
-                             'b', branch)
-          else
-            local ev = {'aid', aid, 'uid', u, 'qty', q, 'n', adm + nadm}
-            if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
-            if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
-            sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
-          end
-          oid = label .. '-' .. sid
-          if branch ~= '' then oid = oid .. '-' .. branch end
-          -- The ledger lets release check the order is real and whose it
-          -- is, even after its stream entry was persisted and trimmed.
-          ledger[#ledger + 1] = oid
-          ledger[#ledger + 1] = u .. ':' .. txt(q)
-          if k ~= '' then
-            local v = txt(q) .. ':' .. oid
-            fresh[u .. ':' .. k] = v
-            idemw[#idemw + 1] = u .. ':' .. k
-            idemw[#idemw + 1] = v
-          end
-        end
-      end
-    end
-    if (uk or ik) and rc ~= RC.RATE_LIMITED and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then
-      if uk then gcra_set(uk, now_us, ut) end
-      if ik then gcra_set(ik, now_us, it) end
-    end
-    out[3 * i - 2] = rc
-    out[3 * i - 1] = oid
-    out[3 * i] = q
+  if m[6] then s.u_period, s.u_burst = rl_params(m[6], m[7])
+  else s.u_period, s.u_burst = rl_params(c.rl.u_rate, c.rl.u_burst) end
+  s.ip_period, s.ip_burst = rl_params(c.rl.ip_rate, c.rl.ip_burst)
+  s.held = redis.call('HMGET', KEYS[3], unpack(c.users, 1, c.n))
+  return s
+end
+
+-- What decides purchase i before its stock is looked at: a malformed entry,
+-- the waiting room, the rate limiters, an Idempotency-Key retry (its first
+-- answer). Returns rc, oid, q; OK with no oid goes on to take. The limiter
+-- charges it owes are left in s.uk/s.ut and s.ik/s.it: every request that
+-- reaches admission counts, retries included, except one refused for lack
+-- of stock (a segment passes those on to borrow and re-admits them, which
+-- must charge once). A refused one changes nothing.
+local function check(s, i)
+  local c = s.c
+  local u, k, ip = c.users[i], c.idems[i], c.ips[i] or ''
+  s.uk, s.ik = nil, nil
+  if #u > 20 or not string.find(u, '^%d+$') or #k > 64
+     or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
+    return RC.BAD_ARGUMENT, '', 0
   end
-  if sold > 0 then
-    redis.call('DECRBY', KEYS[2], sold)
+  if s.wr and wr_refused(s.wr, u, c.passes[i], k ~= '' and replay(u, k, s.fresh)) then
+    return s.wr.why, '', 0 -- before any limiter: it changes nothing
+  end
+  local wait = 0
+  if s.u_period then
+    s.uk = KEYS[8 + i]
+    wait, s.ut = gcra(s.uk, s.now_us, s.u_period, s.u_burst)
+  end
+  if wait == 0 and s.ip_period and ip ~= '' then
+    s.ik = KEYS[8 + c.n + i]
+    wait, s.it = gcra(s.ik, s.now_us, s.ip_period, s.ip_burst)
+  end
+  if wait > 0 then return RC.RATE_LIMITED, '', wait end
+  local pq, poid = replay(u, k, s.fresh)
+  if pq then return RC.OK, poid, pq end
+  return RC.OK, nil, 0
+end
+
+-- The order's stream entry, and from its id the order id: the entry id and
+-- this server's branch (order_id.h): two masters admitting after a split
+-- hand out the same entry ids, never the same branch. n numbers the
+-- admission (the order worker keeps the highest one persisted), b and k
+-- travel to the database with it (the Idempotency-Key is put back with the
+-- order after a rollback: docs/recovery.md).
+local function order_event(s, u, q, k)
+  if not s.branch then s.branch = branch_of() end
+  local c, branch, n = s.c, s.branch, s.adm + s.nadm
+  local sid
+  if branch ~= '' and k == '' then -- the common case, without a table
+    sid = redis.call('XADD', KEYS[4], '*', 'aid', c.aid, 'uid', u, 'qty', q, 'n', n, 'b', branch)
+  else
+    local ev = {'aid', c.aid, 'uid', u, 'qty', q, 'n', n}
+    if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
+    if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
+    sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
+  end
+  if branch ~= '' then return c.label .. '-' .. sid .. '-' .. branch end
+  return c.label .. '-' .. sid
+end
+
+-- Purchase i on the stock: quantity, stock (before the buyer's count, so a
+-- sold-out refusal reads nothing more), the buyer's limit; then the order.
+-- Returns rc, oid, q.
+local function take(s, i)
+  local c = s.c
+  local u, k, q = c.users[i], c.idems[i], num(c.qtys[i])
+  if not q or q < 1 or q > s.maxq or q % 1 ~= 0 then return RC.BAD_QUANTITY, '', 0 end
+  if s.stock <= 0 then return RC.SOLD_OUT, '', 0 end
+  if s.stock < q then return RC.INSUFFICIENT, '', 0 end
+  local had = s.counts[u] or num(s.held[i] or '0')
+  if had + q > s.limit then return RC.LIMIT_EXCEEDED, '', 0 end
+  s.stock, s.sold, s.nadm = s.stock - q, s.sold + q, s.nadm + 1
+  if not s.counts[u] then s.dirty[#s.dirty + 1] = u end
+  s.counts[u] = had + q
+  if s.wr then wr_spend(s.wr, u) end
+  local oid = order_event(s, u, q, k)
+  -- The ledger lets release check the order is real and whose it is, even
+  -- after its stream entry was persisted and trimmed.
+  local ledger, qt = s.ledger, txt(q)
+  ledger[#ledger + 1] = oid
+  ledger[#ledger + 1] = u .. ':' .. qt
+  if k ~= '' then
+    local v = qt .. ':' .. oid
+    s.fresh[u .. ':' .. k] = v
+    s.idemw[#s.idemw + 1] = u .. ':' .. k
+    s.idemw[#s.idemw + 1] = v
+  end
+  return RC.OK, oid, q
+end
+
+-- The call's writes, gathered; returns the stock after, epoch and adm.
+local function commit(s)
+  if s.sold > 0 then
+    redis.call('DECRBY', KEYS[2], s.sold)
     local bw = {}
-    for j = 1, #dirty do
-      bw[2 * j - 1] = dirty[j]
-      bw[2 * j] = counts[dirty[j]]
+    for j = 1, #s.dirty do
+      bw[2 * j - 1] = s.dirty[j]
+      bw[2 * j] = s.counts[s.dirty[j]]
     end
     redis.call('HSET', KEYS[3], unpack(bw))
-    redis.call('HSET', KEYS[6], unpack(ledger))
-    redis.call('HINCRBY', KEYS[1], 'adm', nadm)
+    redis.call('HSET', KEYS[6], unpack(s.ledger))
+    redis.call('HINCRBY', KEYS[1], 'adm', s.nadm)
   end
-  if #idemw > 0 then redis.call('HSET', KEYS[5], unpack(idemw)) end
-  return out, stock, tonumber(epoch), adm + nadm
+  if #s.idemw > 0 then redis.call('HSET', KEYS[5], unpack(s.idemw)) end
+  return s.stock, tonumber(s.epoch), s.adm + s.nadm
+end
+
+-- Decides the call's purchases in order. Returns out, the stock after (-1
+-- when refused before the stock was read), and the key set's epoch and
+-- admission count after the call (0, 0 when not read or when fenced).
+local function admit_all(c)
+  local out = {}
+  c.aid = string.match(c.label, '^(%d+)')
+  local stock = redis.call('GET', KEYS[2])
+  -- Sold out: answered from the one GET (retries with a key may be replays).
+  if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
+  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
+                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed')
+  if not stock and m[8] then
+    -- A segmented activity's base keys hold no stock: the caller routes to
+    -- the buyer's segment.
+    return answer_all(c, out, RC.SEGMENTED, tonumber(m[8])), -1, 0, 0
+  end
+  local gate = gate_of(c, m, stock)
+  if gate == RC.RECOVERING then return answer_all(c, out, gate, 0, true), -1, 0, 0 end
+  if gate ~= RC.OK then
+    return answer_all(c, out, gate, 0, true), -1, tonumber(m[10] or '0') or 0,
+           tonumber(m[11] or '0')
+  end
+  local s = open_call(c, m, stock)
+  for i = 1, c.n do
+    local rc, oid, q = check(s, i)
+    if rc == RC.OK and not oid then rc, oid, q = take(s, i) end
+    if (s.uk or s.ik) and rc ~= RC.RATE_LIMITED and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then
+      if s.uk then gcra_set(s.uk, s.now_us, s.ut) end
+      if s.ik then gcra_set(s.ik, s.now_us, s.it) end
+    end
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = rc, oid, q
+  end
+  return out, commit(s)
 end

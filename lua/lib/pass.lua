@@ -9,9 +9,8 @@
 -- one: every key set of the activity (every segment too) has the seed in its
 -- meta, and the expiry is compared with Redis's clock. A purchase that
 -- spends a pass records it in the key set that admitted it
--- (sk:{tag}:wr:spent, user -> expiry), where the buyer's count lives, so a
--- spent pass cannot buy again.
-local WR_SPENT = string.sub(KEYS[1], 1, -5) .. 'wr:spent' -- KEYS[1] is sk:{tag}:meta
+-- (sk:{tag}:wr:spent, user -> expiry, passed in KEYS by the caller), where
+-- the buyer's count lives, so a spent pass cannot buy again.
 
 -- The pass of user for activity aid expiring at exp (decimal text).
 local function wr_pass(seed, aid, user, exp)
@@ -21,10 +20,11 @@ end
 
 -- The waiting room of this key set for one admission call, or nil when the
 -- activity has none. seed: meta wr_seed, read by the caller with the rest of
--- meta (false when absent).
-local function wr_gate(aid, now_us, seed)
+-- meta (false when absent); now: unix ms; spent_key: the key set's
+-- wr:spent hash.
+local function wr_gate(aid, now, seed, spent_key)
   if not seed then return nil end
-  return {seed = seed, aid = aid, now = math.floor(now_us / 1000), ok = {}, spent = {}}
+  return {seed = seed, aid = aid, now = now, spent_key = spent_key, ok = {}, spent = {}}
 end
 
 -- True (and wr.why set) when user u may not buy with pass (nil or '' for
@@ -38,7 +38,7 @@ local function wr_refused(wr, u, pass, replayed)
     wr.why = RC.NO_PASS
   elseif tonumber(e) <= wr.now then
     wr.why = RC.PASS_EXPIRED
-  elseif wr.spent[u] == e or redis.call('HGET', WR_SPENT, u) == e then
+  elseif wr.spent[u] == e or redis.call('HGET', wr.spent_key, u) == e then
     wr.why = RC.PASS_USED
   else
     wr.ok[u] = e
@@ -52,6 +52,6 @@ local function wr_spend(wr, u)
   local e = wr.ok[u]
   if e and wr.spent[u] ~= e then
     wr.spent[u] = e
-    redis.call('HSET', WR_SPENT, u, e)
+    redis.call('HSET', wr.spent_key, u, e)
   end
 end

@@ -32,6 +32,8 @@ void sk_keys_seg(struct sk_keys *k, uint64_t id, int seg)
     snprintf(k->wr_q, sizeof k->wr_q, "sk:{%s}:wr:q", tag);
     snprintf(k->wr_pass, sizeof k->wr_pass, "sk:{%s}:wr:pass", tag);
     snprintf(k->wr_spent, sizeof k->wr_spent, "sk:{%s}:wr:spent", tag);
+    snprintf(k->rl_u, sizeof k->rl_u, "sk:{%s}:rl:u:", tag);
+    snprintf(k->rl_ip, sizeof k->rl_ip, "sk:{%s}:rl:ip:", tag);
 }
 
 void sk_keys_for(struct sk_keys *k, uint64_t id)
@@ -87,6 +89,35 @@ void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEY
     keys[4] = k->idem;
     keys[5] = k->ledger;
     keys[6] = k->xin;
+    keys[7] = k->wr_spent;
+}
+
+/* prefix then len bytes of s into out (cap bytes, terminated). */
+static int key_of(const char *prefix, const char *s, size_t len, char *out, size_t cap)
+{
+    size_t pl = strlen(prefix);
+    if (pl + len + 1 > cap) return SK_ENOMEM;
+    memcpy(out, prefix, pl);
+    memcpy(out + pl, s, len);
+    out[pl + len] = 0;
+    return (int)(pl + len);
+}
+
+int sk_keys_rl_user(const struct sk_keys *k, uint64_t user_id, char *out, size_t cap)
+{
+    char d[20];
+    size_t n = sizeof d;
+    do {
+        d[--n] = (char)('0' + user_id % 10);
+        user_id /= 10;
+    } while (user_id);
+    return key_of(k->rl_u, d + n, sizeof d - n, out, cap);
+}
+
+int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap)
+{
+    size_t len = ip ? strlen(ip) : 0;
+    return key_of(k->rl_ip, ip ? ip : "", len > SK_RL_IP_MAX ? 0 : len, out, cap);
 }
 
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])

@@ -34,6 +34,9 @@ struct sk_keys {
     char wr_pass[SK_KEY_MAX];  /* hash: user -> expiry of the pass handed out ("s"/"x"
                                   prefix: spent / seen expired; base key set only) */
     char wr_spent[SK_KEY_MAX]; /* hash: user -> expiry of the pass a purchase spent */
+    char rl_u[SK_KEY_MAX];     /* "sk:{tag}:rl:u:": the prefix of the per-user rate limiter
+                                  keys (string: GCRA arrival time; expires), + user id */
+    char rl_ip[SK_KEY_MAX];    /* "sk:{tag}:rl:ip:": the same per client IP, + the IP */
     char label[SK_LABEL_MAX];  /* "<ID>" or "<ID>.<seg>": order id prefix, script ARGV[1] */
     uint64_t activity_id;
     int seg; /* segment index, or SK_SEG_NONE */
@@ -51,10 +54,30 @@ int sk_keys_parse_label(const char *order_id, size_t len, uint64_t *activity_id,
 /* The key set an order id belongs to. Returns 0 or SK_EINVAL. */
 int sk_keys_for_order(struct sk_keys *k, const char *order_id);
 
-/* The KEYS of purchase.lua and purchase_batch.lua, in their order: the one
- * place that knows it, so callers cannot drift from the scripts. */
-#define SK_PURCHASE_NKEYS 7
+/* Every key a script touches is in its KEYS (Redis requires it, Cluster
+ * routes by it): no script builds a key name. These functions are the one
+ * place that knows each script's KEYS, so callers cannot drift from the
+ * scripts (docs/design.md, "The scripts").
+ *
+ * The KEYS of purchase.lua and purchase_batch.lua: first the key set's
+ * SK_PURCHASE_NKEYS (meta stock buyers orders idem ledger xin wr_spent),
+ * then per purchase its buyer's rate limiter key (sk_keys_rl_user), then,
+ * when the call carries a per-IP limit, per purchase its client IP's
+ * (sk_keys_rl_ip): at most SK_PURCHASE_KEYC(n) for n purchases.
+ * sk_stock_batch_keys (engine/stock.h) lays out the whole list. */
+#define SK_PURCHASE_NKEYS 8
+#define SK_PURCHASE_KEYC(n) (SK_PURCHASE_NKEYS + 2 * (n))
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
+
+/* A rate limiter's key (docs/rate-limit.md), in k's hash tag: the buyer's
+ * (sk:{tag}:rl:u:<user>) or the client IP's (sk:{tag}:rl:ip:<ip>; an IP
+ * longer than SK_RL_IP_MAX gives the bare prefix: the script refuses such
+ * an IP before it touches a key). Into out (cap bytes, SK_RL_KEY_MAX is
+ * enough); returns the length, or SK_ENOMEM when cap is short. Pure. */
+#define SK_RL_IP_MAX 45
+#define SK_RL_KEY_MAX (SK_KEY_MAX + SK_RL_IP_MAX)
+int sk_keys_rl_user(const struct sk_keys *k, uint64_t user_id, char *out, size_t cap);
+int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap);
 
 /* The KEYS of release.lua (meta stock buyers released ledger). */
 #define SK_RELEASE_NKEYS 5

@@ -50,6 +50,10 @@ static int is_int(const redisReply *e)
 int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
                    struct sk_queue_answer *a)
 {
+    /* a malformed call: the head alone, rc BAD_ARGUMENT (lua/lib/args.lua) */
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == HEAD && is_int(rep->element[0]) &&
+        rep->element[0]->integer == SK_RC_BAD_ARGUMENT)
+        return SK_ESCRIPT;
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != HEAD + PER_BUYER * n)
         return SK_EPROTO;
     for (size_t i = 0; i < HEAD; i++)
@@ -177,7 +181,14 @@ int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *us
     } else {
         r->err = rc;
     }
-    if (rc == 0 && sk_queue_parse(rep, n, h, a) < 0) rc = sk_stock_proto(r, "queue");
+    int prc = rc == 0 ? sk_queue_parse(rep, n, h, a) : 0;
+    if (prc == SK_ESCRIPT) {
+        /* as a Lua error was before: a caller's bug, not a buyer's answer */
+        snprintf(r->errstr, sizeof r->errstr, "script queue: malformed call (BAD_ARGUMENT)");
+        rc = r->err = SK_ESCRIPT;
+    } else if (prc < 0) {
+        rc = sk_stock_proto(r, "queue");
+    }
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
@@ -217,6 +228,6 @@ int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms,
     sk_queue_spent_call(&c, aid, uid, exp_ms);
     int64_t v[1];
     int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, v, 1);
-    if (rc == 0 && marked) *marked = (int)v[0];
+    if (rc == 0 && marked) *marked = v[0] == 1; /* not BAD_ARGUMENT (a malformed call) */
     return rc;
 }

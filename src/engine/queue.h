@@ -59,7 +59,8 @@ struct sk_queue_answer {
 #define SK_QUEUE_ARG_BYTES(n) (24 + (n) * (2 + 22))
 int sk_queue_args(uint64_t activity_id, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens);
-/* Decodes a queue reply for n buyers. Returns 0 or SK_EPROTO. */
+/* Decodes a queue reply for n buyers. Returns 0, SK_EPROTO, or SK_ESCRIPT
+ * for the answer to a malformed call (lua/lib/args.lua). */
 int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
                    struct sk_queue_answer *a);
 

@@ -242,9 +242,10 @@ static int home_borrow(sk_redis *r, uint64_t aid, int segments, int home,
 struct home_group {
     int home;
     size_t start, m;
-    char *buf; /* the call's arguments, alive until its reply is read */
+    char *buf; /* the call's arguments and keys, alive until its reply is read */
     const char **args;
     size_t *lens;
+    const char **keys;
 };
 
 /* One segmented batch (sk_seg_purchase_batch) on its way through its
@@ -270,18 +271,19 @@ static int append_home_call(sk_redis *r, uint64_t aid, const struct sk_rate_limi
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, g->home);
-    size_t cap = SK_BATCH_ARG_BYTES(g->m);
-    g->buf = malloc(cap);
+    size_t cap = SK_BATCH_ARG_BYTES(g->m), kcap = SK_BATCH_KEY_BYTES(g->m);
+    g->buf = malloc(cap + kcap);
     g->args = malloc(sizeof *g->args * SK_BATCH_ARGC(g->m));
     g->lens = malloc(sizeof *g->lens * SK_BATCH_ARGC(g->m));
-    if (!g->buf || !g->args || !g->lens) return r->err = SK_ENOMEM;
+    g->keys = malloc(sizeof *g->keys * SK_BATCH_KEYC(g->m));
+    if (!g->buf || !g->args || !g->lens || !g->keys) return r->err = SK_ENOMEM;
     struct sk_batch_head h = {.label = k.label, .rl = rl};
     int rc = sk_stock_batch_args_head(&h, hp + g->start, g->m, g->buf, cap, g->args, g->lens);
     if (rc < 0) return r->err = rc;
-    const char *keys[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(&k, keys);
-    return sk_script_append(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                            (int)SK_BATCH_ARGC(g->m), g->args, g->lens);
+    int nk = sk_stock_batch_keys(&k, rl, hp + g->start, g->m, g->buf + cap, kcap, g->keys);
+    if (nk < 0) return r->err = nk;
+    return sk_script_append(r, SK_SCRIPT_PURCHASE_BATCH, nk, g->keys, (int)SK_BATCH_ARGC(g->m),
+                            g->args, g->lens);
 }
 
 /* Step 1: regroups p by home segment, in order of first appearance. */
@@ -326,10 +328,8 @@ static int first_calls(struct seg_batch *sb)
         }
         if (rc == 0 && sk_script_is_noscript(rep)) {
             noscript[j] = 1;
-        } else if (rc == 0 &&
-                   sk_stock_batch_parse(rep, g->m, sb->hr + g->start, &sb->stocks.v[g->home]) < 0) {
-            snprintf(r->errstr, sizeof r->errstr, "unexpected reply to purchase_batch");
-            rc = r->err = SK_EPROTO;
+        } else if (rc == 0) {
+            rc = sk_stock_batch_reply(r, rep, g->m, sb->hr + g->start, &sb->stocks.v[g->home]);
         }
         freeReplyObject(rep);
     }
@@ -403,7 +403,7 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
         res[sb.idx[i]] = sb.hr[i];
     if (rc == 0 && remaining) rc = stock_left(&sb, need, remaining);
     for (int j = 0; j < sb.ng; j++)
-        free(sb.g[j].buf), free(sb.g[j].args), free(sb.g[j].lens);
+        free(sb.g[j].buf), free(sb.g[j].args), free(sb.g[j].lens), free(sb.g[j].keys);
     free(sb.idx), free(sb.hp), free(sb.hr);
     return rc;
 }

@@ -53,13 +53,15 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     char a[3][U64_DIGITS];
     snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
     snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
-    const char *keys[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(&k, keys);
+    char kb[SK_BATCH_KEY_BYTES(1)];
+    const char *keys[SK_BATCH_KEYC(1)];
+    int nk = sk_stock_batch_keys(&k, NULL, p, 1, kb, sizeof kb, keys);
+    if (nk < 0) return r->err = nk;
     const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : "", p->pass ? p->pass : ""};
     size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0,
                      p->pass ? p->pass_len : 0};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, SK_PURCHASE_NKEYS, keys, 5, args, lens, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, nk, keys, 5, args, lens, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -160,9 +162,49 @@ int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, cha
     return sk_stock_batch_args_rl(aid, NULL, p, n, buf, cap, args, lens);
 }
 
+int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl,
+                        const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                        const char **keys)
+{
+    if (n == 0 || n > SK_BATCH_MAX) return SK_EINVAL;
+    sk_keys_purchase(k, keys);
+    size_t nk = SK_PURCHASE_NKEYS, off = 0;
+    int by_ip = rl && rl->ip_per_s > 0; /* the script's rule too (admit_keys_ok) */
+    for (int pass = 0; pass < 1 + by_ip; pass++)
+        for (size_t i = 0; i < n; i++) {
+            int w = pass ? sk_keys_rl_ip(k, p[i].ip, buf + off, cap - off)
+                         : sk_keys_rl_user(k, p[i].user_id, buf + off, cap - off);
+            if (w < 0) return w;
+            keys[nk++] = buf + off;
+            off += (size_t)w + 1;
+        }
+    return (int)nk;
+}
+
+/* The script's answer to a malformed call: {BAD_ARGUMENT} (lua/lib/args.lua). */
+static int batch_bad_args(const redisReply *rep)
+{
+    return rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && is_int(rep->element[0]) &&
+           rep->element[0]->integer == SK_RC_BAD_ARGUMENT;
+}
+
+int sk_stock_batch_reply(sk_redis *r, const redisReply *rep, size_t n, struct sk_admission *res,
+                         int64_t *remaining)
+{
+    int rc = sk_stock_batch_parse(rep, n, res, remaining);
+    if (rc == SK_ESCRIPT) {
+        /* as a Lua error was before: the script's text in r->errstr */
+        snprintf(r->errstr, sizeof r->errstr,
+                 "script purchase_batch: malformed call (BAD_ARGUMENT)");
+        return r->err = SK_ESCRIPT;
+    }
+    return rc < 0 ? sk_stock_proto(r, "purchase_batch") : 0;
+}
+
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining)
 {
+    if (batch_bad_args(rep)) return SK_ESCRIPT;
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 * n + 3 ||
         !is_int(rep->element[3 * n]) || !is_int(rep->element[3 * n + 1]) ||
         !is_int(rep->element[3 * n + 2]))
@@ -197,25 +239,23 @@ int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_ba
                         int64_t *remaining)
 {
     if (n == 0 || n > SK_BATCH_MAX) return r->err = SK_EINVAL;
-    size_t cap = SK_BATCH_ARG_BYTES(n);
-    char *buf = malloc(cap);
+    size_t cap = SK_BATCH_ARG_BYTES(n), kcap = SK_BATCH_KEY_BYTES(n);
+    char *buf = malloc(cap + kcap);
     const char **args = malloc(sizeof *args * SK_BATCH_ARGC(n));
     size_t *lens = malloc(sizeof *lens * SK_BATCH_ARGC(n));
-    int rc = SK_ENOMEM;
+    const char **keys = malloc(sizeof *keys * SK_BATCH_KEYC(n));
+    int rc = SK_ENOMEM, nk = 0;
     redisReply *rep = NULL;
-    if (buf && args && lens) rc = sk_stock_batch_args_head(h, p, n, buf, cap, args, lens);
-    if (rc == 0) {
-        const char *keys[SK_PURCHASE_NKEYS];
-        sk_keys_purchase(k, keys);
-        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                            (int)SK_BATCH_ARGC(n), args, lens, &rep);
-    }
-    if (rc == 0 && sk_stock_batch_parse(rep, n, res, remaining) < 0)
-        rc = sk_stock_proto(r, "purchase_batch");
+    if (buf && args && lens && keys) rc = sk_stock_batch_args_head(h, p, n, buf, cap, args, lens);
+    if (rc == 0 && (nk = rc = sk_stock_batch_keys(k, h->rl, p, n, buf + cap, kcap, keys)) > 0)
+        rc = sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)SK_BATCH_ARGC(n), args,
+                            lens, &rep);
+    if (rc == 0) rc = sk_stock_batch_reply(r, rep, n, res, remaining);
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
     free(lens);
+    free(keys);
     return rc;
 }
 

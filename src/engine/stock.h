@@ -71,8 +71,9 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
 
 /* Building blocks shared with the async service and the benchmarks: the
  * purchase_batch arguments as strings in buf (cap bytes, at least
- * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries) and the
- * decoding of its reply. Both pure, no I/O. */
+ * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries), its
+ * KEYS (sk_stock_batch_keys) and the decoding of its reply. All pure, no
+ * I/O. */
 #define SK_BATCH_ARGC(n) (9 + 5 * (n))
 #define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
@@ -98,6 +99,20 @@ int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_
 int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl,
                            const struct sk_purchase *p, size_t n, char *buf, size_t cap,
                            const char **args, size_t *lens);
+/* The KEYS of a purchase_batch call of n purchases p on key set k (or of a
+ * purchase.lua call, n = 1), as keys.h lays them out: the key set's, each
+ * buyer's rate limiter key, and each client IP's when rl (NULL: none)
+ * carries a per-IP limit. Pointers into k and buf (cap bytes, at least
+ * SK_BATCH_KEY_BYTES(n)); keys holds SK_BATCH_KEYC(n) entries. Returns how
+ * many keys, or SK_EINVAL / SK_ENOMEM. */
+#define SK_BATCH_KEYC(n) SK_PURCHASE_KEYC(n)
+#define SK_BATCH_KEY_BYTES(n) ((n) * (SK_KEY_MAX + SK_RL_KEY_MAX))
+int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl,
+                        const struct sk_purchase *p, size_t n, char *buf, size_t cap,
+                        const char **keys);
+/* The reply of n purchases into res and *remaining: 0, SK_EPROTO, or
+ * SK_ESCRIPT for the script's answer to a malformed call ({BAD_ARGUMENT},
+ * lua/lib/args.lua: a caller's bug, never a buyer's answer). */
 int sk_stock_batch_parse(const redisReply *rep, size_t n, struct sk_admission *res,
                          int64_t *remaining);
 /* The key set's epoch and admission count after a purchase_batch call of n

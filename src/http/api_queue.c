@@ -220,8 +220,10 @@ static void on_queue_reply(void *data, redisReply *rep)
     struct sk_app *app = b->app;
     struct sk_queue_head h;
     struct sk_queue_answer *a = malloc(b->n * sizeof *a);
-    if (!rep || !a || sk_queue_parse(rep, b->n, &h, a) < 0) {
+    int prc = rep && a ? sk_queue_parse(rep, b->n, &h, a) : SK_EPROTO;
+    if (prc < 0) {
         if (rep && rep->type == REDIS_REPLY_ERROR) sk_log(SK_LOG_ERROR, "queue: %.200s", rep->str);
+        if (prc == SK_ESCRIPT) sk_log(SK_LOG_ERROR, "queue: malformed call (BAD_ARGUMENT)");
         free(a);
         fail_qbatch(b, rep ? "queue call failed; try again" : "redis is unreachable; try again");
         return;

@@ -19,6 +19,8 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot);
  * HOST:PORT ([v6]:PORT too), with SO_REUSEPORT when reuseport is set (the
  * event-loop processes share the port); without it the bind fails on a
  * port in use, which is how serve checks the port before starting.
+ * HOST may be a name, resolved here (blocking): call it at startup only,
+ * before a loop runs (serve's port check, each process's open).
  * Returns the fd or a negative SK_E* code with the reason in err. */
 int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err, size_t cap);
 

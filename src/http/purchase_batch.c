@@ -64,8 +64,10 @@ static int parse_or_fail(struct sk_batch *b, redisReply *rep, struct sk_admissio
         fail_batch(b, "redis is unreachable; try again");
         return 1;
     }
-    if (sk_stock_batch_parse(rep, b->n, res, remaining) < 0) {
-        sk_log(SK_LOG_ERROR, "purchase_batch: unexpected reply%s%.200s",
+    int rc = sk_stock_batch_parse(rep, b->n, res, remaining);
+    if (rc < 0) {
+        sk_log(SK_LOG_ERROR, "purchase_batch: %s%s%.200s",
+               rc == SK_ESCRIPT ? "malformed call (BAD_ARGUMENT)" : "unexpected reply",
                rep->type == REDIS_REPLY_ERROR ? ": " : "",
                rep->type == REDIS_REPLY_ERROR ? rep->str : "");
         fail_batch(b, "admission failed; try again");
@@ -231,16 +233,16 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
 {
     struct sk_keys k;
     sk_keys_seg(&k, b->aid, b->seg);
-    const char *keys[SK_PURCHASE_NKEYS];
-    sk_keys_purchase(&k, keys);
     size_t argc = SK_BATCH_ARGC(b->n), cap = SK_BATCH_ARG_BYTES(b->n);
+    size_t kcap = SK_BATCH_KEY_BYTES(b->n);
     struct sk_purchase ps[SK_BATCH_MAX];
     for (size_t i = 0; i < b->n; i++)
         ps[i] = b->items[i]->p;
-    char *buf = malloc(cap);
+    char *buf = malloc(cap + kcap);
     const char **args = malloc(argc * sizeof *args);
     size_t *lens = malloc(argc * sizeof *lens);
-    int rc = SK_ENOMEM;
+    const char **keys = malloc(SK_BATCH_KEYC(b->n) * sizeof *keys);
+    int rc = SK_ENOMEM, nk = 0;
     const struct sk_config *cf = &app->cfg;
     struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
                                 cf->rate_ip_burst};
@@ -249,12 +251,15 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
-    if (buf && args && lens && sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0)
-        rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, SK_PURCHASE_NKEYS, keys,
-                                 (int)argc, args, lens, on_batch_reply, b);
+    if (buf && args && lens && keys &&
+        sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0 &&
+        (nk = sk_stock_batch_keys(&k, &rl, ps, b->n, buf + cap, kcap, keys)) > 0)
+        rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)argc, args,
+                                 lens, on_batch_reply, b);
     free(buf);
     free(args);
     free(lens);
+    free(keys);
     if (rc < 0) fail_batch(b, "redis is unreachable; try again");
 }
 

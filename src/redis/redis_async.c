@@ -12,10 +12,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/resolve.h"
 #include "core/vec.h"
 #include "redis/handshake.h"
 #include "redis/redis_async_int.h"
@@ -116,6 +118,11 @@ static void connection_lost(sk_aredis *ar, const char *why)
         ar->sock->data = NULL;
         h2o_socket_close(ar->sock);
         ar->sock = NULL;
+    }
+    if (ar->rsock) { /* a name being resolved: its thread's answer is dropped */
+        ar->rsock->data = NULL;
+        h2o_socket_close(ar->rsock);
+        ar->rsock = NULL;
     }
     redisReaderFree(ar->reader);
     ar->reader = redisReaderCreate();
@@ -530,8 +537,14 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     sk_aredis_flush(ar);
 }
 
+static void start_resolve(sk_aredis *ar);
+
 static void start_connect(sk_aredis *ar)
 {
+    if (!ar->addrlen) { /* a name: resolved off the loop first */
+        start_resolve(ar);
+        return;
+    }
     set_state(ar, AR_CONNECTING);
     ar->sock = h2o_socket_connect(ar->loop, (struct sockaddr *)&ar->addr, ar->addrlen, on_connect);
     if (!ar->sock) {
@@ -541,9 +554,63 @@ static void start_connect(sk_aredis *ar)
     ar->sock->data = ar;
 }
 
-/* One single-node client for an already parsed URL (also a cluster's node). */
-/* The address to connect to: the unix socket's path (port 0), or host:port
- * resolved now (blocking, once). */
+/* The resolver's answer (core/resolve.h): the address to connect to, or
+ * a failure that is retried like a failed connect (backoff, a new
+ * resolution). */
+static void on_resolved(h2o_socket_t *sock, const char *err)
+{
+    sk_aredis *ar = sock->data;
+    if (!ar) return;
+    struct sk_resolved r;
+    int whole = sock->input->size >= sizeof r;
+    if (!whole && !err) return; /* the rest is on its way */
+    if (whole) memcpy(&r, sock->input->bytes, sizeof r);
+    sock->data = NULL;
+    h2o_socket_close(sock);
+    ar->rsock = NULL;
+    char why[160];
+    if (!whole || r.gai || r.len > sizeof ar->addr) {
+        snprintf(why, sizeof why, "cannot resolve %.64s: %.64s", ar->url.host,
+                 !whole  ? "the resolver ended without an answer"
+                 : r.gai ? gai_strerror(r.gai)
+                         : "address too long");
+        /* a name that does not resolve is said once per client, not at
+         * every retry */
+        if (!ar->resolve_warned)
+            sk_log(SK_LOG_WARN, "redis %.64s:%d: %s", ar->url.host, ar->url.port, why);
+        ar->resolve_warned = 1;
+        connection_lost(ar, why);
+        return;
+    }
+    memcpy(&ar->addr, &r.addr, r.len);
+    ar->addrlen = r.len;
+    start_connect(ar);
+}
+
+/* Hands the name to a resolver thread; its answer arrives on the loop
+ * (on_resolved) like any socket's bytes, so nothing here waits for DNS. */
+static void start_resolve(sk_aredis *ar)
+{
+    set_state(ar, AR_RESOLVING);
+    snprintf(ar->errstr, sizeof ar->errstr, "resolving %.64s", ar->url.host);
+    int fd;
+    if (sk_resolve_start(ar->url.host, ar->url.port, &fd) < 0) {
+        connection_lost(ar, "cannot start resolving the name");
+        return;
+    }
+    ar->rsock = h2o_evloop_socket_create(ar->loop, fd, 0);
+    if (!ar->rsock) {
+        close(fd);
+        connection_lost(ar, "cannot watch the resolver");
+        return;
+    }
+    ar->rsock->data = ar;
+    h2o_socket_read_start(ar->rsock, on_resolved);
+}
+
+/* The address to connect to: the unix socket's path (port 0), a numeric
+ * address at once, or none yet for a name (start_connect resolves it off
+ * the loop, once: reconnects reuse the address). */
 static int node_addr(sk_aredis *ar, char *err, size_t cap)
 {
     if (ar->url.port == 0) {
@@ -558,17 +625,8 @@ static int node_addr(sk_aredis *ar, char *err, size_t cap)
         ar->addrlen = sizeof *sun;
         return 0;
     }
-    char port[8];
-    snprintf(port, sizeof port, "%d", ar->url.port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-    int gai = getaddrinfo(ar->url.host, port, &hints, &res);
-    if (gai) {
-        snprintf(err, cap, "cannot resolve %s: %s", ar->url.host, gai_strerror(gai));
-        return SK_EINVAL;
-    }
-    memcpy(&ar->addr, res->ai_addr, res->ai_addrlen);
-    ar->addrlen = res->ai_addrlen;
-    freeaddrinfo(res);
+    if (sk_resolve_numeric(ar->url.host, ar->url.port, &ar->addr, &ar->addrlen) < 0)
+        ar->addrlen = 0;
     return 0;
 }
 
@@ -739,7 +797,7 @@ static int eval_common(sk_aredis *ar, enum sk_script_id id, int nkeys, const cha
         if (!ar) return SK_EIO;
     }
     if (!ar->cl && ar->state != AR_READY) return SK_EIO;
-    if (nkeys < 0 || nargs < 0 || nkeys > 16) return SK_EINVAL;
+    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
     const char *sv[64];
     size_t sl[64];
@@ -790,6 +848,10 @@ void sk_aredis_tick(sk_aredis *ar)
     switch (ar->state) {
     case AR_DOWN:
         if (now >= ar->next_try_ms) start_connect(ar);
+        break;
+    case AR_RESOLVING:
+        /* not timed out: the resolver's own timeouts end it, and one
+         * resolution at a time keeps a dead DNS from piling up threads */
         break;
     case AR_CONNECTING:
     case AR_HANDSHAKE:

@@ -40,8 +40,10 @@ struct sk_aredis_opts {
  * returns. A callback may issue new commands but must not free the client. */
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
 
-/* Allocates a client for url on loop; resolves the host now (blocking,
- * once) and starts connecting. redis+unix:// connects to the socket.
+/* Allocates a client for url on loop and starts connecting: a numeric
+ * address at once, a host name after a resolver thread answered (on the
+ * loop, never blocking it; resolved once, a failure retried with the
+ * reconnect backoff and said by sk_aredis_errstr). redis+unix:// connects to the socket.
  * redis+sentinel://sentinels/NAME gives a Sentinel client: it asks a
  * Sentinel for the master (SENTINEL get-master-addr-by-name, on the loop,
  * never blocking), connects to it and checks ROLE, listens for
@@ -56,7 +58,7 @@ typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
  * after a topology change; never blocking), and a slot whose master is not
  * ready refused alone (SK_EIO) while the others are served
  * (docs/cluster.md). Caller frees with sk_aredis_free.
- * Returns 0, SK_EINVAL (bad URL or host, reason in err) or SK_ENOMEM. */
+ * Returns 0, SK_EINVAL (bad URL or socket path, reason in err) or SK_ENOMEM. */
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
                   size_t cap);
 /* The same with options (o may be NULL: the defaults). With

@@ -13,7 +13,9 @@
 #include "redis/redis_async.h"
 #include "redis/redis_url.h"
 
-enum ar_state { AR_DOWN, AR_CONNECTING, AR_HANDSHAKE, AR_READY };
+/* RESOLVING: a host name on a resolver thread (core/resolve.h), before the
+ * first connect */
+enum ar_state { AR_DOWN, AR_RESOLVING, AR_CONNECTING, AR_HANDSHAKE, AR_READY };
 
 /* What a single-node client is for. */
 enum ar_role {
@@ -42,12 +44,14 @@ struct ar_sentinel; /* the Sentinel front's state, redis_async_sentinel.c */
 struct sk_aredis {
     h2o_loop_t *loop;
     h2o_socket_t *sock;
+    h2o_socket_t *rsock; /* the resolver's answer, while RESOLVING */
     enum ar_state state;
     enum ar_role role;
     struct sk_redis_url url;
     struct sk_aredis_opts opts; /* defaults filled in */
     struct sockaddr_storage addr;
-    socklen_t addrlen;
+    socklen_t addrlen;  /* 0: a name not resolved yet */
+    int resolve_warned; /* a failed resolution was logged */
     int timeout_ms;
     redisReader *reader;
     struct ar_buf out, writing; /* queued / handed to h2o (must live until on_write) */
@@ -80,8 +84,9 @@ struct sk_aredis {
 };
 
 /* (redis_async.c) One single-node client for an already parsed URL (also
- * a cluster's node, a Sentinel front's master or Sentinel): resolves the
- * host (blocking, or a unix socket path) and starts connecting. The caller
+ * a cluster's node, a Sentinel front's master or Sentinel): takes a
+ * numeric address or a unix socket path at once, hands a host name to a
+ * resolver thread (never blocking the loop), and starts connecting. The caller
  * frees *out with sk_aredis_free. 0, SK_EINVAL (reason in err) or
  * SK_ENOMEM. */
 int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,

@@ -12,8 +12,6 @@
 
 #include "core/error.h"
 
-#define SK_SCRIPT_MAX_ARGS 4096
-
 static char shas[SK_SCRIPT_COUNT][41];
 static pthread_once_t shas_once = PTHREAD_ONCE_INIT;
 

@@ -14,6 +14,10 @@
 #include "redis/redis_conn.h"
 #include "scripts_gen.h"
 
+/* Most keys + arguments of one call: a purchase_batch of SK_BATCH_MAX
+ * purchases has 9 + 5 * 1024 arguments and up to 8 + 2 * 1024 keys. */
+#define SK_SCRIPT_MAX_ARGS 8192
+
 /* Name ("purchase") and lowercase hex SHA1 of an embedded script (static). */
 const char *sk_script_name(enum sk_script_id id);
 const char *sk_script_sha(enum sk_script_id id);
