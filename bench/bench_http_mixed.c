@@ -167,6 +167,21 @@ static void job_join(struct load_job *j)
     j->started = 0;
 }
 
+/* Runs jobs j[0..n) together, with the CPU of every process measured
+ * around them into phase ph of s. */
+static void run_jobs(struct store_run *s, int ph, struct load_job *j, int n, pid_t serve,
+                     pid_t redis, pid_t db)
+{
+    struct cpu_mark c0, c1;
+    cpu_mark(&c0, serve, redis, db);
+    for (int i = 0; i < n; i++)
+        job_start(&j[i]);
+    for (int i = 0; i < n; i++)
+        job_join(&j[i]);
+    cpu_mark(&c1, serve, redis, db);
+    cpu_phase(s, ph, &c0, &c1);
+}
+
 static void base_opts(struct sk_load_opts *lo, const struct sk_bench_mixed_opts *o, int port,
                       uint64_t aid)
 {
@@ -323,39 +338,24 @@ static int run_phases(struct store_run *s, const struct sk_bench_mixed_opts *o,
                       const struct sk_load_target *pays, pid_t db)
 {
     struct load_job j[3];
-    struct cpu_mark c0, c1;
     int port = serve->port;
-#define MARK(m) cpu_mark(&(m), serve->pid, o->redis_pid, db)
+#define RUN(ph, n) run_jobs(s, (ph), j, (n), serve->pid, o->redis_pid, db)
     /* 1: purchases alone */
     purchase_job(&j[0], o, port, s->aid, 1000000000, &s->m[M_ALONE]);
-    MARK(c0);
-    job_start(&j[0]);
-    job_join(&j[0]);
-    MARK(c1);
-    cpu_phase(s, P_ALONE, &c0, &c1);
+    RUN(P_ALONE, 1);
     if (atomic_load(o->interrupted)) return -1;
     /* 2: the same with polls and pays */
     purchase_job(&j[0], o, port, s->aid, 2000000000, &s->m[M_MIX_BUY]);
     target_job(&j[1], o, port, polls, N_ORDERS, "GET", o->poll_rate, POLL_CONNS, &s->m[M_MIX_POLL]);
     j[1].allow_503 = 1; /* polls beyond what the database takes in time: refused at once */
     target_job(&j[2], o, port, pays, N_ORDERS, "POST", o->pay_rate, PAY_CONNS, &s->m[M_MIX_PAY]);
-    MARK(c0);
-    for (int i = 0; i < 3; i++)
-        job_start(&j[i]);
-    for (int i = 0; i < 3; i++)
-        job_join(&j[i]);
-    MARK(c1);
-    cpu_phase(s, P_MIXED, &c0, &c1);
+    RUN(P_MIXED, 3);
     if (atomic_load(o->interrupted)) return -1;
     /* 3: order reads alone, as many as the store serves (and refusals of
      * what it would not serve within the poll bound) */
     target_job(&j[0], o, port, polls, N_ORDERS, "GET", 0, READ_CONNS, &s->m[M_READS]);
     j[0].allow_503 = 1;
-    MARK(c0);
-    job_start(&j[0]);
-    job_join(&j[0]);
-    MARK(c1);
-    cpu_phase(s, P_READS, &c0, &c1);
+    RUN(P_READS, 1);
     if (!db || atomic_load(o->interrupted)) return 0;
     /* 4: the database server frozen */
     db_signal_all(db, SIGSTOP);
@@ -363,15 +363,9 @@ static int run_phases(struct store_run *s, const struct sk_bench_mixed_opts *o,
     target_job(&j[1], o, port, polls, N_ORDERS, "GET", o->poll_rate, POLL_CONNS,
                &s->m[M_FROZEN_POLL]);
     j[1].allow_503 = 1;
-    MARK(c0);
-    for (int i = 0; i < 2; i++)
-        job_start(&j[i]);
-    for (int i = 0; i < 2; i++)
-        job_join(&j[i]);
-    MARK(c1);
-    cpu_phase(s, P_FROZEN, &c0, &c1);
+    RUN(P_FROZEN, 2);
     db_signal_all(db, SIGCONT);
-#undef MARK
+#undef RUN
     return 0;
 }
 

@@ -102,17 +102,8 @@ struct result {
     double secs;
 };
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("seckill: bench persist: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return SK_EXIT_FAIL;
-}
+/* A failure of this bench: "seckill: bench persist: <msg>", SK_EXIT_FAIL. */
+#define fail(...) sk_cli_runtime_error("bench persist: " __VA_ARGS__)
 
 /* ---- PostgreSQL: a schema per phase ---- */
 
@@ -185,8 +176,8 @@ static int my_connect(struct backend *b)
 }
 
 /* A fresh store for one phase, with one activity of `stock`. */
-static int fresh_store(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
-                       uint64_t *aid, sk_store **st)
+static int open_phase(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
+                      uint64_t *aid, sk_store **st)
 {
     c->phase++;
     if (b->my) {
@@ -238,6 +229,19 @@ static void end_phase(struct backend *b, sk_store *st)
     pg_drop_schema(b);
 }
 
+/* A new store for one phase (open_phase); on failure what it made is
+ * dropped again (end_phase) and *st is NULL. */
+static int fresh_store(struct ctx *c, struct backend *b, int64_t stock, char *spec, size_t cap,
+                       uint64_t *aid, sk_store **st)
+{
+    int rc = open_phase(c, b, stock, spec, cap, aid, st);
+    if (rc) {
+        end_phase(b, *st);
+        *st = NULL;
+    }
+    return rc;
+}
+
 /* XADDs n order entries (aid, uid, qty 1), pipelined 1,000 deep. */
 static int fill(struct ctx *c, uint64_t aid, int64_t n)
 {
@@ -273,10 +277,7 @@ static int phase_worker(struct ctx *c, struct backend *b, int64_t rows, int64_t 
     char spec[1200];
     uint64_t aid;
     sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) {
-        end_phase(b, st);
-        return SK_EXIT_FAIL;
-    }
+    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
     int rc = fill(c, aid, rows);
     if (rc) {
         end_phase(b, st);
@@ -332,10 +333,7 @@ static int phase_store(struct ctx *c, struct backend *b, int64_t rows, int64_t b
     char spec[1200];
     uint64_t aid;
     sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) {
-        end_phase(b, st);
-        return SK_EXIT_FAIL;
-    }
+    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
     struct sk_order *o = calloc((size_t)rows, sizeof *o);
     if (!o) {
         end_phase(b, st);

@@ -62,17 +62,8 @@ struct opts {
     const char *db;    /* NULL both, "sqlite", or a postgres:// URL */
 };
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("seckill: bench recover: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return SK_EXIT_FAIL;
-}
+/* A failure of this bench: "seckill: bench recover: <msg>", SK_EXIT_FAIL. */
+#define fail(...) sk_cli_runtime_error("bench recover: " __VA_ARGS__)
 
 static void nap_ms(int ms)
 {

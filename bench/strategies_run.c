@@ -463,6 +463,19 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
 
 /* ---- redis-benchmark reference lines ---- */
 
+/* Runs redis-benchmark with argv into ref: its rate and note, the wall
+ * time and the Redis CPU time it took. */
+static int run_reference(struct sk_bench_sctx *c, struct sk_bench_ref *ref, const char **argv)
+{
+    double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
+    int64_t t0 = sk_mono_us();
+    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
+                                      &ref->rps, ref->note, sizeof ref->note);
+    ref->secs = (double)(sk_mono_us() - t0) / 1e6;
+    ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
+    return rc;
+}
+
 void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
 {
     struct sk_bench_ref *ref = &c->ref[which];
@@ -525,12 +538,7 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         argv[a++] = "__rand_int__";
         argv[a++] = "1";
         argv[a] = NULL;
-        double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
-        int64_t t0 = sk_mono_us();
-        int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
-                                          &ref->rps, ref->note, sizeof ref->note);
-        ref->secs = (double)(sk_mono_us() - t0) / 1e6;
-        ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
+        int rc = run_reference(c, ref, argv);
         struct sk_stock_state st;
         if (rc == 0 && sk_stock_state(c->ctl, id, &st) == 0) {
             ref->ran = 1;
@@ -543,11 +551,5 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         return;
     }
     argv[a] = NULL;
-    double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
-    int64_t t0 = sk_mono_us();
-    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
-                                      &ref->rps, ref->note, sizeof ref->note);
-    ref->secs = (double)(sk_mono_us() - t0) / 1e6;
-    ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
-    if (rc == 0) ref->ran = 1;
+    if (run_reference(c, ref, argv) == 0) ref->ran = 1;
 }

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/num.h"
 
-int sk_cli_usage_error(const char *fmt, ...)
+int sk_cli_error(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -17,18 +17,7 @@ int sk_cli_usage_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    return SK_EXIT_USAGE;
-}
-
-int sk_cli_runtime_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("seckill: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return SK_EXIT_FAIL;
+    return code;
 }
 
 int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)

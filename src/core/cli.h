@@ -11,12 +11,13 @@
 #define SK_EXIT_FAIL 1
 #define SK_EXIT_USAGE 2
 
-/* Prints "seckill: <msg>" to stderr and returns SK_EXIT_USAGE. */
-int sk_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Prints "seckill: <msg>" to stderr and returns SK_EXIT_FAIL (a runtime
- * failure such as an unreachable server, as opposed to bad usage). */
-int sk_cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "seckill: <msg>" and a newline to stderr and returns code. */
+int sk_cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sk_cli_error for bad usage: returns SK_EXIT_USAGE. */
+#define sk_cli_usage_error(...) sk_cli_error(SK_EXIT_USAGE, __VA_ARGS__)
+/* sk_cli_error for a runtime failure such as an unreachable server, as
+ * opposed to bad usage: returns SK_EXIT_FAIL. */
+#define sk_cli_runtime_error(...) sk_cli_error(SK_EXIT_FAIL, __VA_ARGS__)
 
 /* Strict number parsers for flags: the whole string must be a decimal in
  * [lo, hi]. Return 0 or SK_EINVAL. */

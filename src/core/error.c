@@ -16,7 +16,7 @@ const char *sk_strerror(int err)
     }
 }
 
-int sk_einval(char *err, size_t cap, const char *fmt, ...)
+int sk_errf(char *err, size_t cap, int code, const char *fmt, ...)
 {
     if (err && cap) {
         va_list ap;
@@ -24,5 +24,5 @@ int sk_einval(char *err, size_t cap, const char *fmt, ...)
         vsnprintf(err, cap, fmt, ap);
         va_end(ap);
     }
-    return SK_EINVAL;
+    return code;
 }

@@ -29,7 +29,10 @@ enum sk_err {
 const char *sk_strerror(int err);
 
 /* Formats a reason into err (cap bytes; err may be NULL) and returns
- * SK_EINVAL: the one-liner of every parser's failure path. */
-int sk_einval(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+ * code: the one-liner of every failure path that reports into a buffer. */
+int sk_errf(char *err, size_t cap, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* sk_errf with SK_EINVAL: every parser's failure path. */
+#define sk_einval(err, cap, ...) sk_errf((err), (cap), SK_EINVAL, __VA_ARGS__)
 
 #endif

@@ -48,3 +48,16 @@ int sk_num_i64(const char *s, size_t len, int64_t *out)
     *out = neg ? -(int64_t)u : (int64_t)u;
     return 0;
 }
+
+char *sk_num_u64_put(char *p, uint64_t v)
+{
+    char t[20];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    return p;
+}

@@ -21,4 +21,8 @@ int sk_num_i64(const char *s, size_t len, int64_t *out);
 int sk_num_u64_range(const char *s, size_t len, uint64_t lo, uint64_t hi, uint64_t *out);
 int sk_num_i64_range(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *out);
 
+/* Writes v in decimal at p (up to 20 bytes, no terminator); returns the
+ * end of what it wrote. */
+char *sk_num_u64_put(char *p, uint64_t v);
+
 #endif

@@ -345,6 +345,19 @@ static void activity_then(struct sk_app *app, h2o_req_t *req, struct op *o, op_n
     sk_store_call(app, req, o->route, activity_read_run, activity_read_done, o);
 }
 
+/* An admin route on one activity (m->id) that needs nothing more than
+ * its definition: the admin check, then next(o) after activity_then. */
+static int activity_route(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m,
+                          op_next_fn next)
+{
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    struct op *o = op_alloc(app, req, m->route);
+    if (!o) return 0;
+    o->id = m->id;
+    activity_then(app, req, o, next);
+    return 0;
+}
+
 /* The read route: the definition from this process's cache (act_defs.h),
  * read off the loop on a miss; the live state from Redis. */
 static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
@@ -746,12 +759,7 @@ static void switch_next(struct op *o)
 
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    struct op *o = op_alloc(app, req, m->route);
-    if (!o) return 0;
-    o->id = m->id;
-    activity_then(app, req, o, switch_next);
-    return 0;
+    return activity_route(app, req, m, switch_next);
 }
 
 static void stats_done(struct op *o, const struct sk_stock_state *stp)
@@ -818,12 +826,7 @@ static void stats_next(struct op *o)
 
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    struct op *o = op_alloc(app, req, m->route);
-    if (!o) return 0;
-    o->id = m->id;
-    activity_then(app, req, o, stats_next);
-    return 0;
+    return activity_route(app, req, m, stats_next);
 }
 
 /* /readyz of a cluster client with slots it cannot serve now: 200,

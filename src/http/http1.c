@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/num.h"
 #include "http/conns.h"
 
 /* Answers buffered beyond this: the next pipelined request waits until the
@@ -137,19 +138,6 @@ static char *put(char *p, const char *s, size_t n)
 }
 #define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char t[20];
-    int n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = t[--n];
-    return p;
-}
-
 static int is_connection(const h2o_header_t *h)
 {
     return h->name == &H2O_TOKEN_CONNECTION->buf;
@@ -181,7 +169,7 @@ static int put_head(struct sk_h1conn *c, h2o_req_t *req)
     if (!w.base) return -1;
     char *p = PUT_LIT(w.base, "HTTP/1.1 ");
     int st = req->res.status >= 100 && req->res.status <= 999 ? req->res.status : 500;
-    p = put_u64(p, (uint64_t)st);
+    p = sk_num_u64_put(p, (uint64_t)st);
     *p++ = ' ';
     p = put(p, reason, strlen(reason));
     p = PUT_LIT(p, "\r\nDate: ");
@@ -190,7 +178,7 @@ static int put_head(struct sk_h1conn *c, h2o_req_t *req)
     p = keep ? PUT_LIT(p, "\r\nConnection: keep-alive") : PUT_LIT(p, "\r\nConnection: close");
     if (req->res.content_length != SIZE_MAX) {
         p = PUT_LIT(p, "\r\nContent-Length: ");
-        p = put_u64(p, req->res.content_length);
+        p = sk_num_u64_put(p, req->res.content_length);
     }
     p = PUT_LIT(p, "\r\n");
     if (server->len) {

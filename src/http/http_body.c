@@ -97,6 +97,26 @@ static int get_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t
     return 1;
 }
 
+static int require_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *v, char *err,
+                       size_t cap);
+
+/* The one integer field name of a JSON object body, in lo..hi, into
+ * *out (untouched on failure); absent: dflt, or a failure when required. */
+static int body_int(const char *buf, size_t len, const char *name, int64_t lo, int64_t hi,
+                    int required, int64_t dflt, int64_t *out, char *err, size_t cap)
+{
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    int64_t v = dflt;
+    rc = required ? require_int(root, name, lo, hi, &v, err, cap)
+                  : get_int(root, name, lo, hi, &v, err, cap);
+    json_decref(root);
+    if (rc < 0) return rc;
+    *out = v;
+    return 0;
+}
+
 int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
@@ -105,15 +125,7 @@ int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, 
         return 0;
     }
     if (!buf) return sk_einval(err, cap, "no body");
-    json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
-    int64_t q = 1;
-    rc = get_int(root, "quantity", 1, SK_BODY_QUANTITY_MAX, &q, err, cap);
-    json_decref(root);
-    if (rc < 0) return rc;
-    *quantity = q;
-    return 0;
+    return body_int(buf, len, "quantity", 1, SK_BODY_QUANTITY_MAX, 0, 1, quantity, err, cap);
 }
 
 /* ---- admin create -------------------------------------------------------- */
@@ -255,15 +267,7 @@ int sk_body_queue_pace(const char *buf, size_t len, int64_t *rate, char *err, si
 {
     if (err && cap) err[0] = 0;
     if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"passes_per_s\":R}");
-    json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
-    int64_t r = 0;
-    rc = require_int(root, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, &r, err, cap);
-    json_decref(root);
-    if (rc < 0) return rc;
-    *rate = r;
-    return 0;
+    return body_int(buf, len, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, 1, 0, rate, err, cap);
 }
 
 /* ---- escaping ------------------------------------------------------------ */

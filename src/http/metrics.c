@@ -226,16 +226,22 @@ void sk_metrics_soldout_fastpath(sk_metrics *m)
     m->soldout_fastpath++;
 }
 
-void sk_metrics_redis_rtt(sk_metrics *m, double seconds)
+/* One observation of a histogram with nb bounds le (bucket nb: +Inf). */
+static void observe(double seconds, const double *le, size_t nb, uint64_t *bucket, double *sum)
 {
     /* NaN or infinity would poison the sum forever */
     if (!(seconds >= 0)) seconds = 0;
     if (seconds > 86400) seconds = 86400;
     size_t b = 0;
-    while (b < RTT_BUCKETS && seconds > rtt_le[b])
+    while (b < nb && seconds > le[b])
         b++;
-    m->rtt_bucket[b]++;
-    m->rtt_sum += seconds;
+    bucket[b]++;
+    *sum += seconds;
+}
+
+void sk_metrics_redis_rtt(sk_metrics *m, double seconds)
+{
+    observe(seconds, rtt_le, RTT_BUCKETS, m->rtt_bucket, &m->rtt_sum);
 }
 
 void sk_metrics_batch(sk_metrics *m, size_t n)
@@ -253,13 +259,7 @@ void sk_metrics_inflight(sk_metrics *m, int delta)
 
 void sk_metrics_purchase_latency(sk_metrics *m, double seconds)
 {
-    if (!(seconds >= 0)) seconds = 0;
-    if (seconds > 86400) seconds = 86400;
-    size_t b = 0;
-    while (b < SK_MLAT_BUCKETS && seconds > sk_metrics_lat_le[b])
-        b++;
-    m->lat_bucket[b]++;
-    m->lat_sum += seconds;
+    observe(seconds, sk_metrics_lat_le, SK_MLAT_BUCKETS, m->lat_bucket, &m->lat_sum);
 }
 
 /* The row of activity aid, or NULL; a free or the least recently used row

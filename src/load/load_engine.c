@@ -1,11 +1,9 @@
 /* load_engine.c - the engine of `seckill load` (see load.h for the model):
  * worker threads, each with its own epoll loop over non-blocking keep-alive
- * connections, closed or open loop, and sk_load_run that starts them and
- * merges what they counted. Worker threads share nothing but a few atomics
+ * connections, closed or open loop (load_run.c starts them and merges
+ * what they counted). Worker threads share nothing but a few atomics
  * (request budget, next fresh user id, progress, stop flag); each keeps its
- * own counters, histogram and accepted-order records, merged by the calling
- * thread after join. */
-#include <arpa/inet.h>
+ * own counters, histogram and accepted-order records. */
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -15,27 +13,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/cli.h"
-#include "core/clock.h"
 #include "core/error.h"
 #include "core/http_resp.h"
+#include "core/num.h"
 #include "core/vec.h"
 #include "http/auth.h"
 #include "load/json_field.h"
 #include "load/load_int.h"
 
 #define RBUF_INITIAL 2048
-#define WBUF_CAP 1024 /* request line + headers + body: the path is < 512 */
 #define MAX_EVENTS 1024
 #define SCAN_NS (100 * 1000000LL) /* how often in-flight requests are checked for timeout */
 #define MAX_CONSECUTIVE_FAILS 3   /* a connection that fails this often in a row is given up */
-#define TOKEN_TTL_S 3600
 
 /* ---- small helpers ---- */
 
@@ -45,30 +40,22 @@ void sk_load_interrupt(void)
 {
     atomic_store(&load_interrupted, 1);
 }
+
 void sk_load_interrupt_reset(void)
 {
     atomic_store(&load_interrupted, 0);
 }
 
-static int64_t now_ns(void)
+int sk_load_interrupted(void)
+{
+    return atomic_load_explicit(&load_interrupted, memory_order_relaxed);
+}
+
+int64_t sk_load_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Writes v in decimal; returns the length (no terminator). */
-static size_t u64_dec(uint64_t v, char *out)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -78,97 +65,6 @@ static uint64_t xorshift(uint64_t *s)
     x ^= x >> 7;
     x ^= x << 17;
     return *s = x;
-}
-
-/* ---- run state ---- */
-
-enum cstate { C_CLOSED, C_CONNECTING, C_IDLE, C_BUSY, C_DEAD };
-
-struct worker;
-
-struct conn {
-    int fd;
-    enum cstate state;
-    int want_out; /* EPOLLOUT registered */
-    int fails;    /* consecutive failures without a good answer */
-    struct worker *w;
-    char *rbuf;
-    size_t rlen, rcap;
-    char wbuf[WBUF_CAP];
-    size_t wlen, woff;
-    int64_t origin_ns; /* latency origin: send time, or intended time (open loop) */
-    int64_t sent_ns;   /* send (or connect) time, for the timeout */
-    uint64_t uid;
-    int fresh;
-};
-
-struct run {
-    const struct sk_load_opts *o;
-    struct sockaddr_in addr;
-    char prefix[1024]; /* request line and fixed headers, up to the identity header */
-    size_t prefix_len;
-    char body[64];
-    size_t body_len;
-    int head, order_check;
-    int64_t start_ns, deadline_ns, expiry;
-    atomic_llong budget;       /* sends left (closed loop with --requests) */
-    atomic_ullong next_fresh;  /* next fresh user index, 0-based */
-    atomic_ullong next_target; /* o->targets: the next one to send */
-    atomic_ullong progress;    /* answers so far, all threads */
-    atomic_int running;
-    /* connect phase: workers connect, report, and wait for `go`; the
-     * starter sets the clock in between, so no request is timed before the
-     * connections exist (a SYN backlog overflow would otherwise show up as
-     * second-long latencies) */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n_connected, go;
-};
-
-struct worker {
-    struct run *run;
-    int idx;
-    pthread_t tid;
-    int started;
-    int ep, tfd;
-    struct conn *conns;
-    size_t nconns, live, inflight;
-    struct conn **idle; /* open loop: free connections */
-    size_t nidle;
-    double rate; /* open loop, this thread's share */
-    uint64_t share, next_idx;
-    uint64_t idem_seq; /* --idempotency-keys: requests this thread keyed */
-    int64_t armed_ns;
-    uint64_t rng;
-    int64_t end_ns;
-    int warming; /* connect phase: connected sockets wait for the start */
-    struct sk_load_result res;
-    struct sk_load_records rec;
-    uint64_t fresh_contending; /* fresh users answered 200 or sold_out */
-    int oom;
-};
-
-static int interrupted(void)
-{
-    return atomic_load_explicit(&load_interrupted, memory_order_relaxed);
-}
-
-/* Adds n to the count of an error code (a small table: codes are few). */
-static void count_code(struct sk_load_result *r, const char *code, size_t len, uint64_t n)
-{
-    for (size_t i = 0; i < r->n_refusals; i++)
-        if (strlen(r->refusals[i].code) == len && !memcmp(r->refusals[i].code, code, len)) {
-            r->refusals[i].n += n;
-            return;
-        }
-    if (r->n_refusals < SK_LOAD_MAX_CODES && len < sizeof r->refusals[0].code) {
-        memcpy(r->refusals[r->n_refusals].code, code, len);
-        r->refusals[r->n_refusals].code[len] = 0;
-        r->refusals[r->n_refusals].n = n;
-        r->n_refusals++;
-        return;
-    }
-    r->refusals_other += n;
 }
 
 /* ---- connection handling ---- */
@@ -184,7 +80,7 @@ static void ep_mod(struct conn *c, int out)
 static int issuing(const struct worker *w, int64_t now)
 {
     const struct run *run = w->run;
-    if (interrupted() || now >= run->deadline_ns) return 0;
+    if (sk_load_interrupted() || now >= run->deadline_ns) return 0;
     if (run->o->rate > 0) return w->next_idx < w->share;
     return run->o->requests == 0 ||
            atomic_load_explicit(&((struct run *)run)->budget, memory_order_relaxed) > 0;
@@ -226,7 +122,7 @@ static void start_connect(struct conn *c)
     /* one write per request: never wait for Nagle */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->fd = fd;
-    c->sent_ns = now_ns();
+    c->sent_ns = sk_load_now_ns();
     c->state = C_CONNECTING;
     c->want_out = 1;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
@@ -324,7 +220,7 @@ static void send_request(struct conn *c, int64_t origin, int64_t now)
     } else {
         memcpy(p, "X-User-Id: ", 11);
         p += 11;
-        p += u64_dec(c->uid, p);
+        p = sk_num_u64_put(p, c->uid);
     }
     if (run->o->idem_keys) /* "<thread>-<n>": unique in this run */
         p += sprintf(p, "\r\nIdempotency-Key: %d-%" PRIu64, w->idx, ++w->idem_seq);
@@ -358,7 +254,7 @@ static void on_idle(struct conn *c)
         w->idle[w->nidle++] = c; /* dispatch_due hands it the next due request */
         return;
     }
-    int64_t now = now_ns();
+    int64_t now = sk_load_now_ns();
     if (!issuing(w, now)) return;
     if (run->o->requests > 0 &&
         atomic_fetch_sub_explicit(&run->budget, 1, memory_order_relaxed) <= 0)
@@ -417,7 +313,7 @@ static void on_response(struct conn *c, const struct sk_http_resp *r, int64_t no
         size_t vl;
         int str;
         if (sk_load_json_field(r->body, r->body_len, "error", &v, &vl, &str) == 0 && str) {
-            count_code(res, v, vl, 1);
+            sk_load_count_code(res, v, vl, 1);
             if (vl == 8 && !memcmp(v, "sold_out", 8)) contending = 1;
         } else {
             res->refusals_other++;
@@ -560,7 +456,7 @@ static void scan_timeouts(struct worker *w, int64_t now)
     }
 }
 
-static void *worker_main(void *arg)
+void *sk_load_worker_main(void *arg)
 {
     struct worker *w = arg;
     struct run *run = w->run;
@@ -569,14 +465,14 @@ static void *worker_main(void *arg)
     w->warming = 1;
     for (size_t i = 0; i < w->nconns; i++)
         start_connect(&w->conns[i]);
-    int64_t now = now_ns(), warm_end = now + o->timeout_ms * 1000000LL;
+    int64_t now = sk_load_now_ns(), warm_end = now + o->timeout_ms * 1000000LL;
     for (;;) {
         size_t connecting = 0;
         for (size_t i = 0; i < w->nconns; i++)
             connecting += w->conns[i].state == C_CONNECTING;
-        if (!connecting || interrupted() || now >= warm_end) break;
+        if (!connecting || sk_load_interrupted() || now >= warm_end) break;
         int n = epoll_wait(w->ep, evs, MAX_EVENTS, 50);
-        now = now_ns();
+        now = sk_load_now_ns();
         for (int i = 0; i < n; i++)
             if (evs[i].data.ptr) on_event(evs[i].data.ptr, evs[i].events, now);
     }
@@ -589,10 +485,10 @@ static void *worker_main(void *arg)
     w->warming = 0;
     for (size_t i = 0; i < w->nconns; i++)
         if (w->conns[i].state == C_IDLE) on_idle(&w->conns[i]);
-    now = now_ns();
+    now = sk_load_now_ns();
     int64_t next_scan = now + SCAN_NS;
     for (;;) {
-        now = now_ns();
+        now = sk_load_now_ns();
         int more = issuing(w, now);
         if (o->rate > 0) dispatch_due(w, now);
         if (!more) {
@@ -613,7 +509,7 @@ static void *worker_main(void *arg)
         int timeout_ms = wait <= 0 ? 0 : (int)((wait + 999999) / 1000000);
         int n = epoll_wait(w->ep, evs, MAX_EVENTS, timeout_ms);
         if (n < 0 && errno != EINTR) break;
-        now = now_ns();
+        now = sk_load_now_ns();
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) {
                 uint64_t ticks;
@@ -626,7 +522,7 @@ static void *worker_main(void *arg)
             on_event(evs[i].data.ptr, evs[i].events, now);
         }
     }
-    now = now_ns();
+    now = sk_load_now_ns();
     if (o->rate > 0) {
         /* due sends that never found a free connection before the end */
         /* the last millisecond is left out: a send due just before the
@@ -636,7 +532,7 @@ static void *worker_main(void *arg)
                            ? 0
                            : (uint64_t)((double)(stop - run->start_ns) * w->rate / 1e9) + 1;
         if (due > w->share) due = w->share;
-        if (due > w->next_idx && !interrupted()) w->res.backlog_at_end = due - w->next_idx;
+        if (due > w->next_idx && !sk_load_interrupted()) w->res.backlog_at_end = due - w->next_idx;
     }
     for (size_t i = 0; i < w->nconns; i++)
         if (w->conns[i].state == C_BUSY) {
@@ -649,54 +545,7 @@ static void *worker_main(void *arg)
     atomic_fetch_sub(&run->running, 1);
     return NULL;
 }
-/* ---- run ---- */
-
-static void merge(struct sk_load_result *r, const struct sk_load_result *p)
-{
-    r->sent += p->sent;
-    r->completed += p->completed;
-    for (int s = 0; s < 600; s++)
-        r->status[s] += p->status[s];
-    r->status_other += p->status_other;
-    for (size_t i = 0; i < p->n_refusals; i++)
-        count_code(r, p->refusals[i].code, strlen(p->refusals[i].code), p->refusals[i].n);
-    r->refusals_other += p->refusals_other;
-    r->err_connect += p->err_connect;
-    r->err_closed += p->err_closed;
-    r->err_timeout += p->err_timeout;
-    r->err_protocol += p->err_protocol;
-    r->reconnects += p->reconnects;
-    r->backlog_at_end += p->backlog_at_end;
-    sk_hist_add(&r->latency, &p->latency);
-    sk_hist_add(&r->latency_busy, &p->latency_busy);
-    r->accepted += p->accepted;
-    r->accepted_units += p->accepted_units;
-    r->distinct_users += p->distinct_users;
-    r->missing_orders += p->missing_orders;
-}
-
-static int ensure_fds(int64_t need, char *err, size_t cap)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return 0;
-    if (rl.rlim_cur != RLIM_INFINITY && (int64_t)rl.rlim_cur >= need) return 0;
-    if (rl.rlim_max != RLIM_INFINITY && (int64_t)rl.rlim_max < need) {
-        sk_load_set_err(err, cap,
-                        "%" PRId64 " connections need %" PRId64
-                        " file descriptors; the limit is %llu",
-                        need - 64, need, (unsigned long long)rl.rlim_max);
-        return SK_EINVAL;
-    }
-    rl.rlim_cur = (rlim_t)need;
-    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-        sk_load_set_err(err, cap, "cannot raise the file descriptor limit to %" PRId64 ": %s", need,
-                        strerror(errno));
-        return SK_EINVAL;
-    }
-    return 0;
-}
-
-static void worker_free(struct worker *w)
+void sk_load_worker_free(struct worker *w)
 {
     if (w->conns) {
         for (size_t i = 0; i < w->nconns; i++) {
@@ -711,8 +560,8 @@ static void worker_free(struct worker *w)
     sk_load_rec_free(&w->rec);
 }
 
-static int worker_init(struct worker *w, struct run *run, int idx, size_t nconns, char *err,
-                       size_t cap)
+int sk_load_worker_init(struct worker *w, struct run *run, int idx, size_t nconns, char *err,
+                        size_t cap)
 {
     memset(w, 0, sizeof *w);
     w->run = run;
@@ -720,7 +569,8 @@ static int worker_init(struct worker *w, struct run *run, int idx, size_t nconns
     w->ep = w->tfd = -1;
     sk_hist_init(&w->res.latency);
     sk_hist_init(&w->res.latency_busy);
-    w->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)idx * 0xBF58476D1CE4E5B9ull) ^ (uint64_t)now_ns();
+    w->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)idx * 0xBF58476D1CE4E5B9ull) ^
+             (uint64_t)sk_load_now_ns();
     if (!w->rng) w->rng = 1;
     w->ep = epoll_create1(EPOLL_CLOEXEC);
     w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -738,171 +588,5 @@ static int worker_init(struct worker *w, struct run *run, int idx, size_t nconns
         w->conns[i].w = w;
         w->conns[i].state = C_CLOSED;
     }
-    return 0;
-}
-
-static int build_prefix(struct run *run, char *err, size_t cap)
-{
-    const struct sk_load_opts *o = run->o;
-    char path[600];
-    sk_load_path(o, path, sizeof path);
-    run->head = !strcmp(o->method, "HEAD");
-    int with_body = strcmp(o->method, "GET") != 0 && !run->head;
-    if (with_body)
-        run->body_len = (size_t)snprintf(run->body, sizeof run->body, "{\"quantity\":%" PRId64 "}",
-                                         o->quantity);
-    int n;
-    if (with_body)
-        n = snprintf(run->prefix, sizeof run->prefix,
-                     "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n",
-                     o->method, path, o->host, o->port, run->body_len);
-    else
-        n = snprintf(run->prefix, sizeof run->prefix, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n",
-                     o->method, path, o->host, o->port);
-    /* the identity header and body must still fit the connection's buffer */
-    if (n < 0 || (size_t)n + 22 + SK_AUTH_TOKEN_MAX + 64 + 4 + run->body_len > WBUF_CAP) {
-        sk_load_set_err(err, cap, "request too long (path %s)", path);
-        return SK_EINVAL;
-    }
-    run->prefix_len = (size_t)n;
-    run->order_check = o->order_check >= 0 ? o->order_check
-                                           : (strlen(o->path) >= 9 &&
-                                              !strcmp(o->path + strlen(o->path) - 9, "/purchase"));
-    return 0;
-}
-
-/* Starts the worker threads, lets them connect, starts the clock, and
- * prints progress until every worker returned (the caller joins them).
- * Returns 0, or SK_ENOMEM when a thread could not start (err says which;
- * the started ones are released with no time left). */
-static int run_workers(struct run *run, struct worker *ws, int nthreads, char *err, size_t cap)
-{
-    const struct sk_load_opts *o = run->o;
-    int rc = 0;
-    atomic_init(&run->running, nthreads);
-    int started = 0;
-    for (int i = 0; i < nthreads; i++) {
-        if (pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]) != 0) {
-            sk_load_set_err(err, cap, "cannot start thread %d", i);
-            atomic_fetch_sub(&run->running, nthreads - i);
-            rc = SK_ENOMEM;
-            break;
-        }
-        ws[i].started = 1;
-        started++;
-    }
-    pthread_mutex_lock(&run->mu);
-    while (run->n_connected < started)
-        pthread_cond_wait(&run->cv, &run->mu);
-    run->start_ns = now_ns();
-    /* a failed start still releases the started workers: with no time
-     * left they close their connections and return */
-    run->deadline_ns = run->start_ns + (rc == 0 ? o->duration_ms * 1000000LL : 0);
-    run->go = 1;
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
-    /* progress from this thread while the workers run */
-    uint64_t last = 0;
-    int64_t last_ns = run->start_ns, next_print = run->start_ns + 1000000000LL;
-    while (atomic_load(&run->running) > 0) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        int64_t t = now_ns();
-        if (o->progress && t >= next_print) {
-            uint64_t done = atomic_load(&run->progress);
-            fprintf(stderr, "load: %6.1f s  %" PRIu64 " answered  %.0f req/s\n",
-                    (double)(t - run->start_ns) / 1e9, done,
-                    (double)(done - last) * 1e9 / (double)(t - last_ns));
-            last = done;
-            last_ns = t;
-            next_print = t + 1000000000LL;
-        }
-    }
-    return rc;
-}
-
-int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *err, size_t cap)
-{
-    memset(r, 0, sizeof *r);
-    sk_hist_init(&r->latency);
-    sk_hist_init(&r->latency_busy);
-    r->stopped_by = "duration";
-    struct sk_load_opts copy = *o;
-    if (sk_load_opts_check(&copy, err, cap) < 0) return SK_EINVAL;
-    o = &copy; /* the workers read this one: the caller may reuse theirs */
-    int rc = ensure_fds(o->connections + 4 * o->threads + 64, err, cap);
-    if (rc < 0) return rc;
-    struct run *run = calloc(1, sizeof *run);
-    struct worker *ws = calloc((size_t)o->threads, sizeof *ws);
-    if (!run || !ws) {
-        free(run);
-        free(ws);
-        sk_load_set_err(err, cap, "out of memory");
-        return SK_ENOMEM;
-    }
-    run->o = o;
-    run->addr.sin_family = AF_INET;
-    run->addr.sin_port = htons((uint16_t)o->port);
-    inet_pton(AF_INET, o->host, &run->addr.sin_addr);
-    rc = build_prefix(run, err, cap);
-    r->order_check = run->order_check;
-    atomic_init(&run->budget, o->requests);
-    atomic_init(&run->next_fresh, 0);
-    atomic_init(&run->next_target, 0);
-    atomic_init(&run->progress, 0);
-    run->expiry = sk_wall_ms() / 1000 + TOKEN_TTL_S;
-    int nthreads = (int)o->threads;
-    for (int i = 0; rc == 0 && i < nthreads; i++) {
-        size_t share = (size_t)(o->connections / o->threads) +
-                       ((int64_t)i < o->connections % o->threads ? 1 : 0);
-        rc = worker_init(&ws[i], run, i, share, err, cap);
-        if (o->rate > 0) {
-            ws[i].rate = o->rate / (double)o->threads;
-            ws[i].share = o->requests > 0 ? (uint64_t)(o->requests / o->threads) +
-                                                ((int64_t)i < o->requests % o->threads ? 1 : 0)
-                                          : UINT64_MAX;
-        }
-    }
-    pthread_mutex_init(&run->mu, NULL);
-    pthread_cond_init(&run->cv, NULL);
-    if (rc == 0) rc = run_workers(run, ws, nthreads, err, cap);
-    int64_t start = run->start_ns, end = run->start_ns;
-    uint64_t contending = 0;
-    int all_dead = nthreads > 0, oom = 0;
-    struct sk_load_records *recs = calloc(1, sizeof *recs);
-    for (int i = 0; i < nthreads; i++) {
-        if (ws[i].started) pthread_join(ws[i].tid, NULL);
-        if (rc == 0) {
-            merge(r, &ws[i].res);
-            if (ws[i].end_ns > end) end = ws[i].end_ns;
-            contending += ws[i].fresh_contending;
-            if (ws[i].live > 0) all_dead = 0;
-            if (ws[i].oom || !recs || sk_load_rec_merge(recs, &ws[i].rec) < 0) oom = 1;
-        }
-        worker_free(&ws[i]);
-    }
-    free(ws);
-    pthread_mutex_destroy(&run->mu);
-    pthread_cond_destroy(&run->cv);
-    free(run);
-    if (rc < 0) {
-        sk_load_rec_free(recs);
-        free(recs);
-        return rc;
-    }
-    r->rec = recs;
-    r->elapsed_s = (double)(end - start) / 1e9;
-    r->rps = r->elapsed_s > 0 ? (double)r->completed / r->elapsed_s : 0;
-    if (interrupted())
-        r->stopped_by = "interrupt";
-    else if (all_dead)
-        r->stopped_by = "connections";
-    else if (o->requests > 0 && r->sent >= (uint64_t)o->requests)
-        r->stopped_by = "requests";
-    sk_load_verify(o, r, contending);
-    if (all_dead) sk_load_violation(r, "every connection failed (is the server up at %s?)", o->url);
-    if (oom)
-        sk_load_violation(r, "out of memory while recording accepted orders: checks incomplete");
     return 0;
 }

@@ -253,31 +253,11 @@ static int trim(sk_worker *w, size_t si)
     redisReply *rep;
     int rc = sk_redis_cmd(w->r, &rep, "XINFO GROUPS %s", s->k.orders);
     if (rc) return sk_worker_redis_fail(w, rc, "XINFO GROUPS");
-    char last[SK_WORKER_ID_MAX] = "";
-    long long pending = -1;
-    if (rep->type == REDIS_REPLY_ARRAY) {
-        for (size_t g = 0; g < rep->elements; g++) {
-            const redisReply *m = rep->element[g];
-            if (m->type != REDIS_REPLY_ARRAY) continue;
-            int ours = 0;
-            char l[SK_WORKER_ID_MAX] = "";
-            long long p = -1;
-            for (size_t i = 0; i + 1 < m->elements; i += 2) {
-                const redisReply *k = m->element[i], *v = m->element[i + 1];
-                if (k->type != REDIS_REPLY_STRING) continue;
-                if (!strcmp(k->str, "name") && v->type == REDIS_REPLY_STRING)
-                    ours = !strcmp(v->str, SK_WORKER_GROUP);
-                else if (!strcmp(k->str, "pending") && v->type == REDIS_REPLY_INTEGER)
-                    p = v->integer;
-                else if (!strcmp(k->str, "last-delivered-id") && v->type == REDIS_REPLY_STRING)
-                    snprintf(l, sizeof l, "%s", v->str);
-            }
-            if (ours) {
-                pending = p;
-                snprintf(last, sizeof last, "%s", l);
-            }
-        }
-    }
+    struct sk_reply_xgroup grp;
+    sk_reply_xgroup(rep, SK_WORKER_GROUP, &grp);
+    long long pending = grp.found ? grp.pending : -1;
+    char last[SK_WORKER_ID_MAX];
+    snprintf(last, sizeof last, "%s", grp.found ? grp.last : "");
     freeReplyObject(rep);
     char minid[SK_WORKER_ID_MAX];
     if (pending < 0 || !last[0] || !strcmp(last, "0-0")) return 0; /* nothing delivered */

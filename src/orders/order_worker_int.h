@@ -1,8 +1,10 @@
 /* order_worker_int.h - what the files of the order worker share; callers
  * use order_worker.h only.
  *
- *   order_worker.c   the worker's life, and the batches: fetch (history,
- *                    claims, new entries), parse, persist, ack, poison
+ *   order_worker.c   the worker's life and its loop of passes
+ *   order_fetch.c    the reads of a pass: history, claims, new entries
+ *   order_batch.c    one fetch: parse, persist, ack, poison
+ *   order_stall.c    the warning of a worker that makes no progress
  *   order_streams.c  which streams it follows (the activity list, segment
  *                    detection, consumer groups) and their trimming
  *   order_guard.c    the rollback guard: key sets behind the database are
@@ -41,7 +43,24 @@ struct worker_counters {
         recover_failures, conflicts, orders_refused;
 };
 
-struct worker_entry; /* one fetched stream entry, order_worker.c */
+/* Store attempts and Redis retries back off from MIN to MAX, doubling. */
+#define SK_WORKER_BACKOFF_MIN_MS 50
+#define SK_WORKER_BACKOFF_MAX_MS 2000
+
+/* Where a fetched entry came from. */
+enum { FROM_NEW, FROM_HISTORY, FROM_CLAIM };
+
+/* One fetched stream entry; id and fields point into the reply. */
+struct worker_entry {
+    size_t si;
+    const char *id;
+    size_t idlen;
+    const redisReply *fields; /* NULL: deleted from the stream while pending */
+    int source;
+    int bad; /* not an order: poison */
+    char reason[200];
+    size_t oi; /* index in w->orders when valid */
+};
 
 struct sk_worker {
     struct sk_worker_opts o;
@@ -107,6 +126,31 @@ int sk_worker_redis_fail(sk_worker *w, int rc, const char *what);
 void sk_worker_redis_ok(sk_worker *w);
 /* An error reply (or another unexpected type): logged, SK_EPROTO. */
 int sk_worker_reply_fail(sk_worker *w, const redisReply *rep, const char *what);
+
+/* Sleeps ms, waking early when stopped (never used for correctness, only
+ * to pace retries). */
+void sk_worker_nap(sk_worker *w, int ms);
+/* Room for a command of n arguments (w->argv and w->lens); SK_ENOMEM. */
+int sk_worker_grow_argv(sk_worker *w, size_t n);
+
+/* (order_fetch.c) This consumer's own pending entries of stream si
+ * (XREADGROUP ... <id>), handed to sk_worker_process; *got: how many. */
+int sk_worker_fetch_history(sk_worker *w, size_t si, size_t *got);
+/* The entries of stream si idle on any consumer (XAUTOCLAIM). */
+int sk_worker_fetch_claimed(sk_worker *w, size_t si, size_t *got);
+/* New entries of every ready stream in one XREADGROUP (block_ms < 0: no
+ * BLOCK). */
+int sk_worker_fetch_new(sk_worker *w, int block_ms, size_t *got);
+
+/* (order_batch.c) Handles the n fetched entries in w->e: parse, persist
+ * (one transaction), ack, and poison handling. On failure nothing of the
+ * fetch is acked and its streams re-read their pending entries on the
+ * next pass. */
+int sk_worker_process(sk_worker *w, size_t n);
+
+/* (order_stall.c) No entry acknowledged for stall_warn_ms: asks Redis what
+ * waits and warns (see order_stall.c); call it as often as convenient. */
+void sk_worker_stall_check(sk_worker *w, int64_t now);
 
 /* (order_streams.c) Re-reads the activity list: follows new activities'
  * streams (each segment's for a segmented one), drops deleted ones, and

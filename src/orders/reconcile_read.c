@@ -299,31 +299,14 @@ int64_t sk_reconcile_held_units(const struct rec_snap *s)
 /* Our group's entry of an XINFO GROUPS reply (an array), when it has one. */
 static void group_info(const redisReply *rep, struct rec_backlog *b)
 {
-    for (size_t g = 0; g < rep->elements; g++) {
-        const redisReply *m = rep->element[g];
-        if (m->type != REDIS_REPLY_ARRAY) continue;
-        int ours = 0;
-        int64_t pending = 0, lag = -1;
-        struct sk_sid last = {0, 0};
-        for (size_t i = 0; i + 1 < m->elements; i += 2) {
-            const redisReply *kk = m->element[i], *v = m->element[i + 1];
-            if (kk->type != REDIS_REPLY_STRING) continue;
-            if (!strcmp(kk->str, "name") && v->type == REDIS_REPLY_STRING)
-                ours = !strcmp(v->str, SK_WORKER_GROUP);
-            else if (!strcmp(kk->str, "pending") && v->type == REDIS_REPLY_INTEGER)
-                pending = v->integer;
-            else if (!strcmp(kk->str, "lag") && v->type == REDIS_REPLY_INTEGER)
-                lag = v->integer;
-            else if (!strcmp(kk->str, "last-delivered-id") && v->type == REDIS_REPLY_STRING)
-                sk_sid_parse(v->str, v->len, &last);
-        }
-        if (ours) {
-            b->group = 1;
-            b->pending = pending;
-            b->undelivered = lag;
-            b->last = last;
-        }
-    }
+    struct sk_reply_xgroup g;
+    sk_reply_xgroup(rep, SK_WORKER_GROUP, &g);
+    if (!g.found) return;
+    b->group = 1;
+    b->pending = g.pending < 0 ? 0 : g.pending;
+    b->undelivered = g.lag;
+    b->last = (struct sk_sid){0, 0};
+    sk_sid_parse(g.last, strlen(g.last), &b->last);
 }
 
 /* The group's counters (XINFO GROUPS), and the stream's length when there

@@ -25,17 +25,6 @@
  * error, hint, fatal, shutdown; redis: bind error, then "aborting"). */
 #define SK_SPAWN_TAIL_MAX 1024
 
-int sk_spawn_fail(char *err, size_t cap, int code, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

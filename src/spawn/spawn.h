@@ -14,10 +14,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "core/error.h"
+
 /* Formats a reason into err (cap bytes; err may be NULL) and returns code:
- * the one-liner of every failure path of the spawners. */
-int sk_spawn_fail(char *err, size_t cap, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+ * the one-liner of every failure path of the spawners (core/error.h). */
+#define sk_spawn_fail sk_errf
 
 /* Makes a fresh directory "<tmp>/<prefix>-XXXXXX" (mkdtemp, mode 0700)
  * where <tmp> is $TMPDIR, or /tmp when that is unset or empty, into dir

@@ -19,6 +19,7 @@
 #include "store/pg_conn_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,5 +349,103 @@ int sk_pg_connect(sk_store *st, const char *url)
     if (PQsetnonblocking(st->pg, 1) != 0)
         return sk_store_set_err(st, SK_EDB, "postgres %s: cannot set non-blocking mode",
                                 st->pg_where);
+    return 0;
+}
+
+/* ---- parameters and results ------------------------------------------ */
+
+struct sk_pg_num sk_pg_num_i64(int64_t v)
+{
+    struct sk_pg_num n;
+    snprintf(n.s, sizeof n.s, "%" PRId64, v);
+    return n;
+}
+
+struct sk_pg_num sk_pg_num_u64(uint64_t v)
+{
+    struct sk_pg_num n;
+    snprintf(n.s, sizeof n.s, "%" PRIu64, v);
+    return n;
+}
+
+int64_t sk_pg_i64(const PGresult *r, int row, int col)
+{
+    if (PQgetisnull(r, row, col)) return 0;
+    const char *v = PQgetvalue(r, row, col);
+    int64_t x = 0; /* a column we declared BIGINT: always a number */
+    sk_num_i64(v, strlen(v), &x);
+    return x;
+}
+
+long sk_pg_changed(PGresult *r)
+{
+    const char *n = PQcmdTuples(r); /* "" for a command that counts nothing */
+    uint64_t x = 0;
+    sk_num_u64(n, strlen(n), &x);
+    return (long)x;
+}
+
+static int commit(sk_store *st, const char *what)
+{
+    return sk_pg_cmd(st, "COMMIT", what);
+}
+
+/* A broken connection rolls back on the server by itself. */
+static void rollback(sk_store *st)
+{
+    if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback");
+}
+
+int sk_pg_finish_tx(sk_store *st, int rc, const char *what)
+{
+    return sk_store_finish_tx(st, rc, what, commit, rollback);
+}
+
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sk_pg_i64(r->res, r->row, col);
+}
+
+/* NULL reads "": PQgetvalue gives "" for it. */
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "%s", PQgetvalue(r->res, r->row, col));
+}
+
+void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.res = r, .row = row, .i64 = row_i64, .text = row_text}, dst);
+}
+
+int sk_pg_read_one(sk_store *st, const char *what, int q, const char *key,
+                   sk_store_row_reader *read, void *out)
+{
+    int rc = sk_pg_enter(st);
+    PGresult *r;
+    if (rc || (rc = sk_pg_run_prepared(st, &r, what, q, 1, &key)) != 0) return rc;
+    int found = PQntuples(r) == 1;
+    if (found) sk_pg_read_row(r, 0, read, out);
+    PQclear(r);
+    return found;
+}
+
+int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
+                   const char *const *params, size_t size, sk_store_row_reader *read, void **out,
+                   size_t *n)
+{
+    PGresult *r;
+    int rc = sk_pg_run(st, &r, what, sql, nparams, params);
+    if (rc) return rc;
+    int rows = PQntuples(r);
+    char *arr = rows ? calloc((size_t)rows, size) : NULL;
+    if (rows && !arr) {
+        PQclear(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    }
+    for (int i = 0; i < rows; i++)
+        sk_pg_read_row(r, i, read, arr + (size_t)i * size);
+    PQclear(r);
+    *out = arr;
+    *n = (size_t)rows;
     return 0;
 }

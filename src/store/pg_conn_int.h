@@ -1,7 +1,9 @@
 /* pg_conn_int.h - the libpq session of the PostgreSQL store (pg_conn.c),
- * for store_pg.c only: connecting with bounded timeouts, statements whose
+ * for the store_pg*.c files only: connecting with bounded timeouts, statements whose
  * answer is awaited against a deadline, the prepared hot reads, and the
- * reset of a session that failed. Every function returns 0 or a negative
+ * reset of a session that failed, and the helpers every statement uses
+ * (text parameters, reading numbers, ending a transaction, reading a
+ * result into an array). Every function returns 0 or a negative
  * SK_E* code with the detail on the store (sk_store_set_err). */
 #ifndef SK_PG_CONN_INT_H
 #define SK_PG_CONN_INT_H
@@ -39,5 +41,34 @@ int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, in
                        const char *const *params);
 /* sk_pg_run without parameters or result. */
 int sk_pg_cmd(sk_store *st, const char *sql, const char *what);
+
+/* Decimal text of a number, for a text parameter. */
+struct sk_pg_num {
+    char s[24];
+};
+struct sk_pg_num sk_pg_num_i64(int64_t v);
+struct sk_pg_num sk_pg_num_u64(uint64_t v);
+/* A BIGINT column of a result; NULL reads as 0. */
+int64_t sk_pg_i64(const PGresult *r, int row, int col);
+/* Rows changed by the last command (PQcmdTuples). */
+long sk_pg_changed(PGresult *r);
+
+/* Ends a transaction: COMMIT when rc is 0, else ROLLBACK keeping the
+ * error of rc (a broken connection rolls back on the server by itself). */
+int sk_pg_finish_tx(sk_store *st, int rc, const char *what);
+
+/* Row `row` of r into dst by read (store_row.c). */
+void sk_pg_read_row(const PGresult *r, int row, sk_store_row_reader *read, void *dst);
+/* The row of prepared statement q (PGQ_*) with the one parameter key
+ * into out by read, sk_pg_enter first: 1 found, 0 none, or a negative
+ * code. */
+int sk_pg_read_one(sk_store *st, const char *what, int q, const char *key,
+                   sk_store_row_reader *read, void *out);
+/* Runs sql (as sk_pg_run) and reads every row into a calloc'd array of
+ * size-byte elements by read. *out (the caller
+ * frees it) is NULL and *n 0 when no row came back. */
+int sk_pg_read_all(sk_store *st, const char *what, const char *sql, int nparams,
+                   const char *const *params, size_t size, sk_store_row_reader *read, void **out,
+                   size_t *n);
 
 #endif

@@ -99,6 +99,46 @@ int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
     return code;
 }
 
+int sk_store_finish_tx(sk_store *st, int rc, const char *what,
+                       int (*commit)(sk_store *st, const char *what),
+                       void (*rollback)(sk_store *st))
+{
+    if (rc == 0) rc = commit(st, what);
+    if (rc) {
+        char why[sizeof st->errstr]; /* the rollback may write over it */
+        snprintf(why, sizeof why, "%s", st->errstr);
+        rollback(st);
+        sk_store_set_err(st, rc, "%s", why);
+    }
+    return rc;
+}
+
+struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uint64_t aid)
+{
+    size_t k = 0;
+    while (k < *nt && t[k].aid != aid)
+        k++;
+    if (k == *nt) t[(*nt)++] = (struct sk_store_take){.aid = aid};
+    return &t[k];
+}
+
+static int cmp_take(const void *a, const void *b)
+{
+    uint64_t x = ((const struct sk_store_take *)a)->aid, y = ((const struct sk_store_take *)b)->aid;
+    return x < y ? -1 : x > y;
+}
+
+void sk_store_takes_sort(struct sk_store_take *t, size_t nt)
+{
+    if (nt) qsort(t, nt, sizeof *t, cmp_take);
+}
+
+struct sk_store_take *sk_store_take_find(struct sk_store_take *t, size_t nt, uint64_t aid)
+{
+    struct sk_store_take key = {.aid = aid};
+    return nt ? bsearch(&key, t, nt, sizeof *t, cmp_take) : NULL;
+}
+
 int sk_store_no_activity(sk_store *st, uint64_t id)
 {
     return sk_store_set_err(st, SK_ENOTFOUND, "activity %" PRIu64 " not found", id);
@@ -179,8 +219,13 @@ void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expect
              stock, expected, initial, initial - expected);
 }
 
-size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out)
+int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
+                         struct sk_mark **marks, size_t *nmarks)
 {
+    struct sk_mark *out = malloc(n * sizeof *out);
+    *marks = out;
+    *nmarks = 0;
+    if (!out) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
     size_t nm = 0;
     for (size_t i = 0; i < n; i++) {
         const struct sk_order *o = &orders[i];
@@ -203,7 +248,8 @@ size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_m
             snprintf(out[k].order_id, sizeof out[k].order_id, "%s", o->order_id);
         }
     }
-    return nm;
+    *nmarks = nm;
+    return 0;
 }
 
 int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
@@ -278,6 +324,13 @@ static int unsupported(sk_store *st, const char *what)
 #define DISPATCH(member, ...)                                                                      \
     (st->errstr[0] = 0,                                                                            \
      st->ops->member ? st->ops->member(st, __VA_ARGS__) : unsupported(st, #member))
+
+static const struct sk_store_rows audit_rows = {"list audit rows",
+                                                "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit",
+                                                "id", sizeof(struct sk_audit), sk_store_read_audit};
+static const struct sk_store_rows mark_rows = {
+    "list marks", "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks", "label, branch",
+    sizeof(struct sk_mark), sk_store_read_mark};
 
 int sk_store_schema_version(sk_store *st, int *version)
 {
@@ -431,7 +484,10 @@ int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **ou
         st->errstr[0] = 0;
         return 0;
     }
-    return DISPATCH(audit_list, activity_id, out, n);
+    void *arr = NULL;
+    int rc = DISPATCH(activity_rows, &audit_rows, activity_id, &arr, n);
+    *out = arr;
+    return rc;
 }
 
 int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
@@ -496,7 +552,10 @@ int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out
 {
     *out = NULL;
     *n = 0;
-    return DISPATCH(marks_list, activity_id, out, n);
+    void *arr = NULL;
+    int rc = DISPATCH(activity_rows, &mark_rows, activity_id, &arr, n);
+    *out = arr;
+    return rc;
 }
 
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,

@@ -9,10 +9,10 @@
  * kinds, states), the empty cases (no orders, limit 0), the order-id range
  * of an activity, and turning a status change into its answer (paid,
  * cancelled, refused). A backend keeps only what differs: its SQL dialect
- * and its driver calls. A new store.h function therefore needs: a member
- * here, a dispatcher in store.c, and a static implementation in
- * store_sqlite.c, store_pg.c and store_mysql*.c (a NULL member makes the
- * dispatcher fail with SK_EINVAL "not supported").
+ * and its driver calls. A new store.h function therefore needs: a line in
+ * SK_STORE_OPS here, a dispatcher in store.c, and an implementation in
+ * each backend (store_sqlite*.c, store_pg*.c, store_mysql*.c), named
+ * <prefix>_<member> (sk_sq_, sk_pg_, sk_my_).
  *
  * The handle keeps the backends' fields in an anonymous union so the SQLite
  * code reads st->db / st->path as it always did. */
@@ -44,6 +44,50 @@ struct sk_stock_failure {
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
+#define SK_STORE_ACTIVITY_NCOLS 17
+#define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
+#define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
+
+/* One row of a result as a backend reads it: i64(r, col) (NULL reads 0)
+ * and text(r, col, dst, cap) (NULL reads ""); res, aux and row are the
+ * backend's (its result, its row handle, the row's number). */
+struct sk_store_row {
+    const void *res;
+    void *aux;
+    int row;
+    int64_t (*i64)(const struct sk_store_row *r, int col);
+    void (*text)(const struct sk_store_row *r, int col, char *dst, size_t cap);
+};
+/* Reads row r into the struct at dst (zeroed first): the columns of
+ * SK_STORE_*_COLUMNS in that order, or one id (a uint64_t). store_row.c. */
+typedef void sk_store_row_reader(const struct sk_store_row *r, void *dst);
+
+/* One value of a row to write: text when not NULL, else num. */
+struct sk_store_value {
+    const char *text;
+    int64_t num;
+};
+/* The values of a new activity's row in SK_STORE_ACTIVITY_COLUMNS order
+ * (its DB stock starts at its stock). store_row.c. */
+void sk_store_activity_values(const struct sk_activity *a,
+                              struct sk_store_value v[SK_STORE_ACTIVITY_NCOLS]);
+
+/* A list of an activity's rows: "SELECT <columns> FROM <table>", each
+ * backend adding its filter on activity_id (0: every activity) and ORDER
+ * BY order_by; the rows are read by read into elements of size bytes. */
+struct sk_store_rows {
+    const char *what, *select, *order_by;
+    size_t size;
+    sk_store_row_reader *read;
+};
+sk_store_row_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
+    sk_store_read_mark, sk_store_read_id;
+
+/* The default pay timeout as SQL text, for the statements that fall back
+ * on it when an order's activity is not in the DB. */
+#define SK_STORE_STR_(x) #x
+#define SK_STORE_STR(x) SK_STORE_STR_(x)
+#define SK_STORE_PAY_TIMEOUT_DEFAULT_SQL SK_STORE_STR(SK_ACTIVITY_PAY_TIMEOUT_DEFAULT)
 
 /* Sets st->errstr (printf-style) and returns code. */
 int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
@@ -73,6 +117,13 @@ void sk_store_count_stock_failure(struct sk_persist_result *res, struct sk_stock
 int sk_store_transition_end(sk_store *st, int hit, const char *order_id, int *before,
                             int (*read_status)(sk_store *st, const char *order_id, int *status));
 
+/* Ends a transaction: commit(st, what) when rc is 0; when rc or the
+ * commit failed, rollback(st), keeping the failure's error text. Returns
+ * 0 or the failure's code. */
+int sk_store_finish_tx(sk_store *st, int rc, const char *what,
+                       int (*commit)(sk_store *st, const char *what),
+                       void (*rollback)(sk_store *st));
+
 /* A persist batch of n failed after its transaction began (and was rolled
  * back): says so after the error text; returns rc. */
 int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
@@ -83,11 +134,30 @@ int sk_store_batch_rolled_back(sk_store *st, int rc, size_t n);
 int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                          int (*read_status)(sk_store *st, const char *order_id, int *status));
 
+/* Per activity of a persist batch: the summed units of its inserted
+ * orders, whether the summed conditional update (stock >= units) matched,
+ * and its pay timeout (read per batch by MySQL). */
+struct sk_store_take {
+    uint64_t aid;
+    int64_t units;
+    int64_t pay_timeout_s;
+    int ok;
+};
+/* The entry of aid in t[0..*nt), added at the end (zeroed) when absent;
+ * t has room for every activity of the batch. */
+struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uint64_t aid);
+/* Sorts t by activity id: two batches then lock shared activity rows in
+ * one order. */
+void sk_store_takes_sort(struct sk_store_take *t, size_t nt);
+/* The entry of aid in t sorted by sk_store_takes_sort; NULL when absent. */
+struct sk_store_take *sk_store_take_find(struct sk_store_take *t, size_t nt, uint64_t aid);
+
 /* The marks a persist batch raises (store.h, migrations 6 and 8): per key
  * set label and branch of the batch, the highest adm_seq and its order id,
- * into out (n entries room); returns how many. Orders without adm_seq are
- * left out. */
-size_t sk_store_batch_marks(const struct sk_order *orders, size_t n, struct sk_mark *out);
+ * in a new array *marks of *nmarks (the caller frees it; NULL on failure).
+ * Orders without adm_seq are left out. 0 or SK_ENOMEM. */
+int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
+                         struct sk_mark **marks, size_t *nmarks);
 /* The upsert of one mark, the same SQL on SQLite and PostgreSQL ($
  * placeholders for PostgreSQL, ? for SQLite; MySQL has its own,
  * store_mysql_orders.c): the mark only ever grows. */
@@ -107,63 +177,92 @@ int sk_store_repair_check(sk_store *st, uint64_t id, int64_t expected, int64_t i
 void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expected,
                             int64_t initial);
 
-/* Backend functions. store.c clears st->errstr before each call and does
- * the checks named on a member; a backend sets st->errstr on failure. */
+/* Backend functions: X(p, type, member, (parameters)) for each member of
+ * struct sk_store_ops. store.c clears st->errstr before each call and does
+ * the checks named on a member; a backend sets st->errstr on failure.
+ * Each backend defines all of them, named <prefix>_<member>, declared by
+ * SK_STORE_OPS_DECLARE(prefix) in its internal header and gathered into
+ * its table by SK_STORE_OPS_TABLE: a backend that misses one does not
+ * link. */
+/* clang-format off */
+#define SK_STORE_OPS(X, p)                                                                         \
+    X(p, void, close, (sk_store *st)) /* releases backend resources, not st */                    \
+    X(p, int, schema_version, (sk_store *st, int *version))                                        \
+    /* a passed sk_activity_validate, its state is set */                                          \
+    X(p, int, activity_insert, (sk_store *st, const struct sk_activity *a))                        \
+    X(p, int, activity_get, (sk_store *st, uint64_t id, struct sk_activity *out))                  \
+    /* *out NULL, *n 0 */                                                                          \
+    X(p, int, activity_list, (sk_store *st, struct sk_activity **out, size_t *n))                  \
+    /* a valid state */                                                                            \
+    X(p, int, activity_set_state, (sk_store *st, uint64_t id, const char *state))                  \
+    X(p, int, activity_delete, (sk_store *st, uint64_t id))                                        \
+    /* Orders and audit (store.h "Orders"). */                                                     \
+    /* n >= 1 orders that passed the shape checks, *res zeroed: one                                \
+     * transaction that counts into *res (failed stock updates with                                \
+     * sk_store_count_stock_failure); on failure it is rolled back                                 \
+     * (sk_store_batch_rolled_back). */                                                            \
+    X(p, int, orders_persist, (sk_store *st, const struct sk_order *orders, size_t n,              \
+                               struct sk_persist_result *res, struct sk_stock_failure *first))     \
+    X(p, int, order_get, (sk_store *st, const char *order_id, struct sk_order *out))               \
+    /* created -> paid / cancelled (the cancel gives the units back to the                         \
+     * DB stock in the same transaction), conditional on status created;                           \
+     * *before: the status the order had (created: this call changed it).                          \
+     * store.c turns it into the answer. */                                                        \
+    X(p, int, order_pay, (sk_store *st, const char *order_id, int64_t now_ms, int *before))        \
+    X(p, int, order_cancel, (sk_store *st, const char *order_id, int64_t now_ms, int *before))     \
+    /* The readers of orders get limit >= 1 and *n 0. */                                           \
+    X(p, int, orders_expired, (sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,   \
+                               size_t *n))                                                         \
+    /* The orders of activity_id with lo < order_id < hi (store.c computes                         \
+     * the range from the order-id format), by order_id. */                                        \
+    X(p, int, orders_list, (sk_store *st, uint64_t activity_id, const char *lo, const char *hi,    \
+                            size_t limit, struct sk_order *out, size_t *n))                        \
+    /* *out zeroed */                                                                              \
+    X(p, int, orders_count, (sk_store *st, uint64_t activity_id, struct sk_order_counts *out))     \
+    /* kind checked, detail not NULL (the backend truncates it) */                                 \
+    X(p, int, audit_add, (sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,     \
+                          const char *detail))                                                     \
+    /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */                       \
+    X(p, int, activity_set_db_stock, (sk_store *st, uint64_t id, int64_t stock))                   \
+    /* *out NULL, *n 0 */                                                                          \
+    X(p, int, activity_ids, (sk_store *st, uint64_t **out, size_t *n))                             \
+    /* rate >= 1; an activity without a waiting room is SK_ENOTFOUND */                            \
+    X(p, int, activity_set_pass_rate, (sk_store *st, uint64_t id, int64_t rate))                   \
+    /* Payment timeout and reconciliation (store.h, migration 3). */                               \
+    X(p, int, order_mark_released, (sk_store *st, const char *order_id, int64_t now_ms))           \
+    /* after not NULL */                                                                           \
+    X(p, int, orders_unreleased, (sk_store *st, const char *after, size_t limit,                   \
+                                  struct sk_order *out, size_t *n))                                \
+    X(p, int, db_stock_check, (sk_store *st, uint64_t id, int64_t *stock, int64_t *expected))      \
+    /* before and after not NULL; set only on success */                                           \
+    X(p, int, db_stock_repair, (sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,        \
+                                int64_t *after))                                                   \
+    /* o checked (shape, status created or cancelled), audit_detail not NULL */                    \
+    X(p, int, order_restore, (sk_store *st, const struct sk_order *o, int64_t now_ms,              \
+                              const char *audit_detail))                                           \
+    /* The rows of q (audit rows, the rollback guard's marks) of activity_id                      \
+     * (0: all), into a new array; *out NULL, *n 0. */                                             \
+    X(p, int, activity_rows, (sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,   \
+                              void **out, size_t *n))
+#define SK_STORE_OP_MEMBER_(p, type, member, params) type (*member) params;
+#define SK_STORE_OP_DECLARE_(p, type, member, params) type p##_##member params;
+#define SK_STORE_OP_INIT_(p, type, member, params) .member = p##_##member,
+/* clang-format on */
+
 struct sk_store_ops {
-    const char *name;            /* "sqlite" | "postgres" | "mysql", for messages */
-    void (*close)(sk_store *st); /* releases backend resources, not st */
-    int (*schema_version)(sk_store *st, int *version);
-    /* a passed sk_activity_validate, its state is set */
-    int (*activity_insert)(sk_store *st, const struct sk_activity *a);
-    int (*activity_get)(sk_store *st, uint64_t id, struct sk_activity *out);
-    int (*activity_list)(sk_store *st, struct sk_activity **out, size_t *n); /* *out NULL, *n 0 */
-    int (*activity_set_state)(sk_store *st, uint64_t id, const char *state); /* a valid state */
-    int (*activity_delete)(sk_store *st, uint64_t id);
-    /* Orders and audit (store.h "Orders"). */
-    /* n >= 1 orders that passed the shape checks, *res zeroed: one
-     * transaction that counts into *res (failed stock updates with
-     * sk_store_count_stock_failure); on failure it is rolled back
-     * (sk_store_batch_rolled_back). */
-    int (*orders_persist)(sk_store *st, const struct sk_order *orders, size_t n,
-                          struct sk_persist_result *res, struct sk_stock_failure *first);
-    int (*order_get)(sk_store *st, const char *order_id, struct sk_order *out);
-    /* created -> paid / cancelled (the cancel gives the units back to the
-     * DB stock in the same transaction), conditional on status created;
-     * *before: the status the order had (created: this call changed it).
-     * store.c turns it into the answer. */
-    int (*order_pay)(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-    int (*order_cancel)(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-    /* The readers of orders get limit >= 1 and *n 0. */
-    int (*orders_expired)(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                          size_t *n);
-    /* The orders of activity_id with lo < order_id < hi (store.c computes
-     * the range from the order-id format), by order_id. */
-    int (*orders_list)(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
-                       size_t limit, struct sk_order *out, size_t *n);
-    int (*orders_count)(sk_store *st, uint64_t activity_id, struct sk_order_counts *out); /* 0s */
-    /* kind checked, detail not NULL (the backend truncates it) */
-    int (*audit_add)(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                     const char *detail);
-    int (*audit_list)(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
-    /* stock >= 0; a CHECK failure (above the initial stock) is SK_EINVAL */
-    int (*activity_set_db_stock)(sk_store *st, uint64_t id, int64_t stock);
-    int (*activity_ids)(sk_store *st, uint64_t **out, size_t *n); /* *out NULL, *n 0 */
-    /* rate >= 1; an activity without a waiting room is SK_ENOTFOUND */
-    int (*activity_set_pass_rate)(sk_store *st, uint64_t id, int64_t rate);
-    /* Payment timeout and reconciliation (store.h, migration 3). */
-    int (*order_mark_released)(sk_store *st, const char *order_id, int64_t now_ms);
-    int (*orders_unreleased)(sk_store *st, const char *after, size_t limit, struct sk_order *out,
-                             size_t *n); /* after not NULL */
-    int (*db_stock_check)(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
-    /* before and after not NULL; set only on success */
-    int (*db_stock_repair)(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                           int64_t *after);
-    /* o checked (shape, status created or cancelled), audit_detail not NULL */
-    int (*order_restore)(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                         const char *audit_detail);
-    /* The rollback guard's marks (store.h, migration 6); *out NULL, *n 0. */
-    int (*marks_list)(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
+    const char *name; /* "sqlite" | "postgres" | "mysql", for messages */
+    SK_STORE_OPS(SK_STORE_OP_MEMBER_, _)
 };
+
+/* Declares <prefix>_<member> for every member (a backend's internal
+ * header). */
+#define SK_STORE_OPS_DECLARE(prefix) SK_STORE_OPS(SK_STORE_OP_DECLARE_, prefix)
+/* The initialiser of a backend's table: its name and <prefix>_<member>
+ * for every member. */
+#define SK_STORE_OPS_TABLE(name_, prefix)                                                          \
+    {                                                                                              \
+        .name = name_, SK_STORE_OPS(SK_STORE_OP_INIT_, prefix)                                     \
+    }
 
 #define SK_STORE_ERR_MAX 512
 

@@ -275,7 +275,7 @@ static int migrate(sk_store *st)
     return rc;
 }
 
-static int my_schema_version(sk_store *st, int *version)
+int sk_my_schema_version(sk_store *st, int *version)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -284,51 +284,21 @@ static int my_schema_version(sk_store *st, int *version)
 
 /* ---- activities ---- */
 
-static void read_row(MYSQL_RES *res, MYSQL_ROW r, struct sk_activity *a)
-{
-    memset(a, 0, sizeof *a);
-    a->id = (uint64_t)sk_my_i64(r, 0);
-    sk_my_text(res, r, 1, a->name, sizeof a->name);
-    a->stock = sk_my_i64(r, 2);
-    a->stock_db = sk_my_i64(r, 3);
-    a->per_user_limit = sk_my_i64(r, 4);
-    a->max_per_order = sk_my_i64(r, 5);
-    a->start_ms = sk_my_i64(r, 6);
-    a->end_ms = sk_my_i64(r, 7);
-    a->pay_timeout_s = sk_my_i64(r, 8);
-    sk_my_text(res, r, 9, a->state, sizeof a->state);
-    a->created_ms = sk_my_i64(r, 10);
-    a->rl_per_user_per_s = sk_my_i64(r, 11);
-    a->rl_burst = sk_my_i64(r, 12);
-    a->segments = sk_my_i64(r, 13);
-    a->wr_passes_per_s = sk_my_i64(r, 14);
-    a->wr_pass_ttl_s = sk_my_i64(r, 15);
-    sk_my_text(res, r, 16, a->wr_seed, sizeof a->wr_seed);
-}
-
-static int my_activity_insert(sk_store *st, const struct sk_activity *v)
+int sk_my_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
+    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
     struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b,
-                   "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-                   " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                   " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
-                   " wr_seed) VALUES (%" PRIu64 ", ",
-                   v->id);
-    sk_my_sql_str(st, &b, v->name, strlen(v->name));
-    sk_my_sql_addf(&b,
-                   ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-                   ", %" PRId64 ", ",
-                   v->stock, v->stock, v->per_user_limit, v->max_per_order, v->start_ms, v->end_ms,
-                   v->pay_timeout_s);
-    sk_my_sql_str(st, &b, v->state, strlen(v->state));
-    sk_my_sql_addf(
-        &b, ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", ",
-        v->created_ms, v->rl_per_user_per_s, v->rl_burst, v->segments, v->wr_passes_per_s,
-        v->wr_pass_ttl_s);
-    sk_my_sql_str(st, &b, v->wr_seed, strlen(v->wr_seed));
+    sk_my_sql_add(&b, "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES (");
+    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
+        if (i) sk_my_sql_add(&b, ", ");
+        if (val[i].text)
+            sk_my_sql_strz(st, &b, val[i].text);
+        else
+            sk_my_sql_addf(&b, "%" PRId64, val[i].num);
+    }
     sk_my_sql_add(&b, ")");
     rc = sk_my_run_sql(st, "insert activity", &b, NULL, NULL, 0);
     sk_my_sql_free(&b);
@@ -342,25 +312,15 @@ static int my_activity_insert(sk_store *st, const struct sk_activity *v)
 static int read_activities(sk_store *st, const char *what, const char *sql,
                            struct sk_activity **out, size_t *n)
 {
-    MYSQL_RES *r;
-    int rc = sk_my_run(st, what, sql, strlen(sql), &r, NULL, 0);
-    if (rc) return rc;
-    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
-    struct sk_activity *arr = rows ? calloc(rows, sizeof *arr) : NULL;
-    if (rows && !arr) {
-        mysql_free_result(r);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activities");
-    }
-    size_t k = 0;
-    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
-        read_row(r, row, &arr[k]);
-    if (r) mysql_free_result(r);
+    struct sk_my_sql b = {0};
+    sk_my_sql_add(&b, sql);
+    void *arr = NULL;
+    int rc = sk_my_read_all(st, what, &b, sizeof **out, sk_store_read_activity, &arr, n);
     *out = arr;
-    *n = k;
-    return 0;
+    return rc;
 }
 
-static int my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+int sk_my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -378,7 +338,7 @@ static int my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
     return rc;
 }
 
-static int my_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+int sk_my_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -397,7 +357,7 @@ static int change_one(sk_store *st, struct sk_my_sql *b, uint64_t id, const char
     return rc;
 }
 
-static int my_activity_set_state(sk_store *st, uint64_t id, const char *state)
+int sk_my_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -408,7 +368,7 @@ static int my_activity_set_state(sk_store *st, uint64_t id, const char *state)
     return change_one(st, &b, id, "update activity state");
 }
 
-static int my_activity_delete(sk_store *st, uint64_t id)
+int sk_my_activity_delete(sk_store *st, uint64_t id)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -423,7 +383,7 @@ static int my_activity_delete(sk_store *st, uint64_t id)
     return rc;
 }
 
-static int my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+int sk_my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -433,7 +393,7 @@ static int my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
     return change_one(st, &b, id, "set DB stock");
 }
 
-static int my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+int sk_my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
@@ -445,63 +405,26 @@ static int my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
     return change_one(st, &b, id, "set pass rate");
 }
 
-static int my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+int sk_my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
-    MYSQL_RES *r;
-    static const char sql[] = "SELECT id FROM activities ORDER BY id";
-    if ((rc = sk_my_run(st, "list activity ids", sql, sizeof sql - 1, &r, NULL, 0)) != 0) return rc;
-    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
-    uint64_t *arr = rows ? malloc(rows * sizeof *arr) : NULL;
-    if (rows && !arr) {
-        mysql_free_result(r);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory listing activity ids");
-    }
-    size_t k = 0;
-    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
-        arr[k] = (uint64_t)sk_my_i64(row, 0);
-    if (r) mysql_free_result(r);
+    struct sk_my_sql b = {0};
+    sk_my_sql_add(&b, "SELECT id FROM activities ORDER BY id");
+    void *arr = NULL;
+    rc = sk_my_read_all(st, "list activity ids", &b, sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
-    *n = k;
-    return 0;
+    return rc;
 }
 
 /* ---- table and open ---- */
 
-static void my_close(sk_store *st)
+void sk_my_close(sk_store *st)
 {
     sk_my_disconnect(st);
 }
 
-static const struct sk_store_ops my_ops = {
-    .name = "mysql",
-    .close = my_close,
-    .schema_version = my_schema_version,
-    .activity_insert = my_activity_insert,
-    .activity_get = my_activity_get,
-    .activity_list = my_activity_list,
-    .activity_set_state = my_activity_set_state,
-    .activity_delete = my_activity_delete,
-    .orders_persist = sk_my_orders_persist,
-    .order_get = sk_my_order_get,
-    .order_pay = sk_my_order_pay,
-    .order_cancel = sk_my_order_cancel,
-    .orders_expired = sk_my_orders_expired,
-    .orders_list = sk_my_orders_list,
-    .orders_count = sk_my_orders_count,
-    .audit_add = sk_my_audit_add,
-    .audit_list = sk_my_audit_list,
-    .activity_set_db_stock = my_activity_set_db_stock,
-    .activity_set_pass_rate = my_activity_set_pass_rate,
-    .activity_ids = my_activity_ids,
-    .order_mark_released = sk_my_order_mark_released,
-    .orders_unreleased = sk_my_orders_unreleased,
-    .db_stock_check = sk_my_db_stock_check,
-    .db_stock_repair = sk_my_db_stock_repair,
-    .order_restore = sk_my_order_restore,
-    .marks_list = sk_my_marks_list,
-};
+static const struct sk_store_ops my_ops = SK_STORE_OPS_TABLE("mysql", sk_my);
 
 int sk_store_mysql_open(sk_store *st, const char *url)
 {

@@ -293,16 +293,19 @@ int sk_my_cmd(sk_store *st, const char *what, const char *sql)
     return sk_my_run(st, what, sql, strlen(sql), NULL, NULL, 0);
 }
 
+static int commit(sk_store *st, const char *what)
+{
+    return sk_my_cmd(st, what, "COMMIT");
+}
+
+static void rollback(sk_store *st)
+{
+    if (!st->my_broken && sk_my_cmd(st, "rollback", "ROLLBACK") != 0) st->my_broken = 1;
+}
+
 int sk_my_finish_tx(sk_store *st, int rc, const char *what)
 {
-    if (rc == 0) rc = sk_my_cmd(st, what, "COMMIT");
-    if (rc) {
-        char why[sizeof st->errstr];
-        snprintf(why, sizeof why, "%s", st->errstr);
-        if (!st->my_broken && sk_my_cmd(st, "rollback", "ROLLBACK") != 0) st->my_broken = 1;
-        sk_store_set_err(st, rc, "%s", why);
-    }
-    return rc;
+    return sk_store_finish_tx(st, rc, what, commit, rollback);
 }
 
 uint64_t sk_my_insert_id(sk_store *st)
@@ -354,6 +357,11 @@ void sk_my_sql_str(sk_store *st, struct sk_my_sql *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
+void sk_my_sql_strz(sk_store *st, struct sk_my_sql *b, const char *s)
+{
+    sk_my_sql_str(st, b, s, strlen(s));
+}
+
 void sk_my_sql_free(struct sk_my_sql *b)
 {
     free(b->p);
@@ -385,4 +393,41 @@ void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap)
     if (n >= cap) n = cap - 1;
     if (n) memcpy(dst, r[c], n);
     dst[n] = 0;
+}
+
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sk_my_i64(r->aux, col);
+}
+
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    sk_my_text((MYSQL_RES *)r->res, r->aux, col, dst, cap);
+}
+
+void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.res = res, .aux = row, .i64 = row_i64, .text = row_text}, dst);
+}
+
+int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
+                   sk_store_row_reader *read, void **out, size_t *n)
+{
+    MYSQL_RES *r;
+    int rc = sk_my_run_sql(st, what, b, &r, NULL, 0);
+    sk_my_sql_free(b);
+    if (rc) return rc;
+    size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
+    char *arr = rows ? calloc(rows, size) : NULL;
+    if (rows && !arr) {
+        mysql_free_result(r);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    }
+    size_t k = 0;
+    for (MYSQL_ROW row; k < rows && (row = mysql_fetch_row(r)) != NULL; k++)
+        sk_my_read_row(r, row, read, arr + k * size);
+    if (r) mysql_free_result(r);
+    *out = arr;
+    *n = k;
+    return 0;
 }

@@ -1,6 +1,7 @@
 /* store_mysql_int.h - what the files of the MySQL / MariaDB backend share
  * (store_mysql_conn.c: the session; store_mysql.c: schema, activities,
- * the ops table; store_mysql_orders.c: orders, audit, marks, repair).
+ * the ops table; store_mysql_persist.c: the persist batch;
+ * store_mysql_orders.c: orders, audit, marks, repair).
  * The backend's only public entry is sk_store_mysql_open (store_int.h). */
 #ifndef SK_STORE_MYSQL_INT_H
 #define SK_STORE_MYSQL_INT_H
@@ -56,6 +57,8 @@ void sk_my_sql_addf(struct sk_my_sql *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Appends the n bytes of s as a quoted, escaped string literal. */
 void sk_my_sql_str(sk_store *st, struct sk_my_sql *b, const char *s, size_t n);
+/* sk_my_sql_str of the NUL-terminated s. */
+void sk_my_sql_strz(sk_store *st, struct sk_my_sql *b, const char *s);
 void sk_my_sql_free(struct sk_my_sql *b);
 /* Runs b (SK_ENOMEM when it ran out of memory), as sk_my_run. */
 int sk_my_run_sql(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES **res,
@@ -67,30 +70,16 @@ int sk_my_run_sql(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES
 int64_t sk_my_i64(MYSQL_ROW r, int c);
 /* Column c of r copied into dst (cap bytes; NULL reads ""). */
 void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap);
+/* Row row of res into dst by read (store_row.c). */
+void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, void *dst);
+/* Runs b (freed here) and reads every row into a calloc'd array of
+ * size-byte elements by read. *out (the caller
+ * frees it) is NULL and *n 0 when no row came back. */
+int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
+                   sk_store_row_reader *read, void **out, size_t *n);
 
-/* ---- the ops in store_mysql_orders.c ---- */
-
-int sk_my_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                         struct sk_persist_result *res, struct sk_stock_failure *first);
-int sk_my_order_get(sk_store *st, const char *order_id, struct sk_order *out);
-int sk_my_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-int sk_my_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before);
-int sk_my_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                         size_t *n);
-int sk_my_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
-                      size_t limit, struct sk_order *out, size_t *n);
-int sk_my_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out);
-int sk_my_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                    const char *detail);
-int sk_my_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n);
-int sk_my_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n);
-int sk_my_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms);
-int sk_my_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
-                            size_t *n);
-int sk_my_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected);
-int sk_my_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                          int64_t *after);
-int sk_my_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                        const char *audit_detail);
+/* The members of the backend's ops table (store_int.h says what each
+ * does). */
+SK_STORE_OPS_DECLARE(sk_my)
 
 #endif

@@ -1,4 +1,9 @@
-/* store_sqlite.c - the SQLite backend of store.h, the zero-setup default.
+/* store_sqlite.c - the SQLite backend of store.h, the zero-setup default:
+ * opening the file, the schema, the statements kept prepared, the
+ * activities, and the table of the backend's functions. The other files
+ * (store_sqlite_int.h): store_sqlite_persist.c, the persist batch;
+ * store_sqlite_orders.c, the orders' reads and status changes, audit rows,
+ * marks and repairs.
  *
  * WAL so readers (the dashboard, `activity show`) never block the order
  * worker's writes; a busy timeout so two processes on one file wait for each
@@ -8,7 +13,7 @@
  * Orders: the hot path is sk_store_orders_persist (the order worker, one
  * transaction per batch), so its statements are prepared once per handle
  * and reused; everything else prepares per call. */
-#include "store/store_int.h"
+#include "store/store_sqlite_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,20 +28,6 @@
 
 #define BUSY_TIMEOUT_MS 5000
 
-/* Statements kept prepared on the handle (st->sq; the persist path runs
- * them per order, thousands of times a second). */
-enum {
-    Q_PAY_TIMEOUT,
-    Q_INSERT_ORDER,
-    Q_TAKE_STOCK,
-    Q_READ_STOCK,
-    Q_INSERT_FAILURE,
-    Q_UPSERT_MARK,
-    Q_READ_HOLDER,
-    Q_ORDER_GET,
-    Q_ACTIVITY_GET,
-    Q_COUNT
-};
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
     /* ON CONFLICT names the key: only a re-delivered order id is skipped;
@@ -202,7 +193,7 @@ static const char *const migrations[] = {
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 /* SQLite failure -> SK code, with the database's own message. */
-static int db_err(sk_store *st, const char *what)
+int sk_sq_err(sk_store *st, const char *what)
 {
     int ext = sqlite3_extended_errcode(st->db);
     int code = SK_EDB;
@@ -215,31 +206,134 @@ static int db_err(sk_store *st, const char *what)
     return sk_store_set_err(st, code, "sqlite %s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
 }
 
-static int exec(sk_store *st, const char *sql, const char *what)
+int sk_sq_exec(sk_store *st, const char *sql, const char *what)
 {
-    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_err(st, what);
+    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return sk_sq_err(st, what);
     return 0;
 }
 
-static int prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql)
+int sk_sq_prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql)
 {
     if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
         *stmt = NULL;
-        return db_err(st, "prepare");
+        return sk_sq_err(st, "prepare");
     }
     return 0;
+}
+
+/* A kept statement, reset and unbound, ready to bind. */
+int sk_sq_cached(sk_store *st, int which, sqlite3_stmt **out)
+{
+    if (!st->sq[which]) {
+        int rc = sk_sq_prepare(st, &st->sq[which], cached_sql[which]);
+        if (rc) return rc;
+    }
+    sqlite3_reset(st->sq[which]);
+    sqlite3_clear_bindings(st->sq[which]);
+    *out = st->sq[which];
+    return 0;
+}
+
+static int commit(sk_store *st, const char *what)
+{
+    return sk_sq_exec(st, "COMMIT", what);
+}
+
+static void rollback(sk_store *st)
+{
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int sk_sq_finish_tx(sk_store *st, int rc, const char *what)
+{
+    return sk_store_finish_tx(st, rc, what, commit, rollback);
+}
+
+static int64_t row_i64(const struct sk_store_row *r, int col)
+{
+    return sqlite3_column_int64((sqlite3_stmt *)r->aux, col);
+}
+
+/* Text by its length (a NUL inside stops the copy, never overruns). */
+static void row_text(const struct sk_store_row *r, int col, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text((sqlite3_stmt *)r->aux, col);
+    int len = sqlite3_column_bytes((sqlite3_stmt *)r->aux, col);
+    snprintf(dst, cap, "%.*s", t ? len : 0, t ? (const char *)t : "");
+}
+
+void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst)
+{
+    read(&(struct sk_store_row){.aux = s, .i64 = row_i64, .text = row_text}, dst);
+}
+
+int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
+                   sk_store_row_reader *read, void *out)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_cached(st, q, &s);
+    if (rc) return rc;
+    if (text_key)
+        sqlite3_bind_text(s, 1, text_key, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(s, 1, int_key);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) sk_sq_read_row(s, read, out);
+    rc = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : sk_sq_err(st, what);
+    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
+    return rc;
+}
+
+int sk_sq_read_all(sk_store *st, sqlite3_stmt *s, const char *what, size_t size,
+                   sk_store_row_reader *read, void **out, size_t *n)
+{
+    char *arr = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0, step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (sk_vec_reserve(&arr, &cap, len + 1, size, 16)) {
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+            break;
+        }
+        sk_sq_read_row(s, read, arr + len++ * size);
+    }
+    if (rc == 0 && step != SQLITE_DONE) rc = sk_sq_err(st, what);
+    sqlite3_finalize(s);
+    if (rc || len == 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+/* The activity's pay timeout in seconds into *secs; *found 0 (and the
+ * default timeout) when the activity row is absent. */
+int sk_sq_pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_cached(st, Q_PAY_TIMEOUT, &s);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)aid);
+    int step = sqlite3_step(s);
+    *found = step == SQLITE_ROW;
+    *secs = *found ? sqlite3_column_int64(s, 0) : SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = sk_sq_err(st, "read pay timeout");
+    sqlite3_reset(s);
+    return rc;
 }
 
 static int read_version(sk_store *st, int *v)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "PRAGMA user_version");
+    int rc = sk_sq_prepare(st, &s, "PRAGMA user_version");
     if (rc) return rc;
     if (sqlite3_step(s) == SQLITE_ROW) {
         *v = sqlite3_column_int(s, 0);
         rc = 0;
     } else {
-        rc = db_err(st, "read user_version");
+        rc = sk_sq_err(st, "read user_version");
     }
     sqlite3_finalize(s);
     return rc;
@@ -252,14 +346,14 @@ static int migrate(sk_store *st)
     while (rc == 0 && v < N_MIGRATIONS) {
         /* IMMEDIATE takes the write lock first, then re-reads the version:
          * two processes starting at once must not both apply one step. */
-        if ((rc = exec(st, "BEGIN IMMEDIATE", "begin migration")) != 0) break;
+        if ((rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin migration")) != 0) break;
         if ((rc = read_version(st, &v)) == 0 && v < N_MIGRATIONS) {
             char bump[64];
             snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
-            if ((rc = exec(st, migrations[v], "migration")) == 0)
-                rc = exec(st, bump, "set user_version");
+            if ((rc = sk_sq_exec(st, migrations[v], "migration")) == 0)
+                rc = sk_sq_exec(st, bump, "set user_version");
         }
-        if (rc == 0) rc = exec(st, "COMMIT", "commit migration");
+        if (rc == 0) rc = sk_sq_exec(st, "COMMIT", "commit migration");
         if (rc != 0) {
             char why[sizeof st->errstr];
             snprintf(why, sizeof why, "%s", st->errstr);
@@ -294,15 +388,15 @@ static int open_sqlite(sk_store *st, const char *path)
      * busy timeout. */
     int64_t until = sk_mono_ms() + BUSY_TIMEOUT_MS;
     int rc;
-    while ((rc = exec(st, "PRAGMA journal_mode=WAL", "enable WAL")) == SK_ETIMEDOUT &&
+    while ((rc = sk_sq_exec(st, "PRAGMA journal_mode=WAL", "enable WAL")) == SK_ETIMEDOUT &&
            sk_mono_ms() < until)
         sqlite3_sleep(5);
-    if (rc == 0) rc = exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
+    if (rc == 0) rc = sk_sq_exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
     if (rc == 0) rc = migrate(st);
     return rc;
 }
 
-static void sqlite_close(sk_store *st)
+void sk_sq_close(sk_store *st)
 {
     for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
         sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
@@ -312,66 +406,30 @@ static void sqlite_close(sk_store *st)
     st->db = NULL;
 }
 
-static int sqlite_schema_version(sk_store *st, int *version)
+int sk_sq_schema_version(sk_store *st, int *version)
 {
     return read_version(st, version);
 }
 
-static void read_row(sqlite3_stmt *s, struct sk_activity *a)
-{
-    memset(a, 0, sizeof *a);
-    a->id = (uint64_t)sqlite3_column_int64(s, 0);
-    const unsigned char *name = sqlite3_column_text(s, 1);
-    int nl = sqlite3_column_bytes(s, 1);
-    if (name) snprintf(a->name, sizeof a->name, "%.*s", nl, (const char *)name);
-    a->stock = sqlite3_column_int64(s, 2);
-    a->stock_db = sqlite3_column_int64(s, 3);
-    a->per_user_limit = sqlite3_column_int64(s, 4);
-    a->max_per_order = sqlite3_column_int64(s, 5);
-    a->start_ms = sqlite3_column_int64(s, 6);
-    a->end_ms = sqlite3_column_int64(s, 7);
-    a->pay_timeout_s = sqlite3_column_int64(s, 8);
-    const unsigned char *state = sqlite3_column_text(s, 9);
-    if (state) snprintf(a->state, sizeof a->state, "%s", (const char *)state);
-    a->created_ms = sqlite3_column_int64(s, 10);
-    a->rl_per_user_per_s = sqlite3_column_int64(s, 11);
-    a->rl_burst = sqlite3_column_int64(s, 12);
-    a->segments = sqlite3_column_int64(s, 13);
-    a->wr_passes_per_s = sqlite3_column_int64(s, 14);
-    a->wr_pass_ttl_s = sqlite3_column_int64(s, 15);
-    const unsigned char *seed = sqlite3_column_text(s, 16);
-    if (seed) snprintf(a->wr_seed, sizeof a->wr_seed, "%s", (const char *)seed);
-}
+/* ---- activities ------------------------------------------------------ */
 
-static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
+int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "INSERT INTO activities (id, name, stock_initial, stock, per_user_limit,"
-                     " max_per_order, start_ms, end_ms, pay_timeout_s, state, created_ms,"
-                     " rl_per_user_per_s, rl_burst, segments, wr_passes_per_s, wr_pass_ttl_s,"
-                     " wr_seed)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    int rc = sk_sq_prepare(st, &s,
+                           "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ")"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)v->id);
-    sqlite3_bind_text(s, 2, v->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, v->stock);
-    sqlite3_bind_int64(s, 4, v->stock);
-    sqlite3_bind_int64(s, 5, v->per_user_limit);
-    sqlite3_bind_int64(s, 6, v->max_per_order);
-    sqlite3_bind_int64(s, 7, v->start_ms);
-    sqlite3_bind_int64(s, 8, v->end_ms);
-    sqlite3_bind_int64(s, 9, v->pay_timeout_s);
-    sqlite3_bind_text(s, 10, v->state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 11, v->created_ms);
-    sqlite3_bind_int64(s, 12, v->rl_per_user_per_s);
-    sqlite3_bind_int64(s, 13, v->rl_burst);
-    sqlite3_bind_int64(s, 14, v->segments);
-    sqlite3_bind_int64(s, 15, v->wr_passes_per_s);
-    sqlite3_bind_int64(s, 16, v->wr_pass_ttl_s);
-    sqlite3_bind_text(s, 17, v->wr_seed, -1, SQLITE_TRANSIENT);
+    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
+    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
+        if (val[i].text)
+            sqlite3_bind_text(s, i + 1, val[i].text, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_int64(s, i + 1, val[i].num);
+    }
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, "insert activity");
+        rc = sk_sq_err(st, "insert activity");
         if (rc == SK_EEXIST)
             sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
     }
@@ -379,834 +437,95 @@ static int sqlite_activity_insert(sk_store *st, const struct sk_activity *v)
     return rc;
 }
 
-static int cached(sk_store *st, int which, sqlite3_stmt **out);
+int sk_sq_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+{
+    int rc = sk_sq_read_one(st, Q_ACTIVITY_GET, "read activity", NULL, (sqlite3_int64)id,
+                            sk_store_read_activity, out);
+    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
+}
 
-static int sqlite_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+int sk_sq_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
     sqlite3_stmt *s;
-    int rc = cached(st, Q_ACTIVITY_GET, &s);
+    int rc =
+        sk_sq_prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        read_row(s, out);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_activity(st, id);
-    else
-        rc = db_err(st, "read activity");
-    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
+    void *arr = NULL;
+    rc = sk_sq_read_all(st, s, "list activities", sizeof **out, sk_store_read_activity, &arr, n);
+    *out = arr;
     return rc;
 }
 
-static int sqlite_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+/* Runs a one-row UPDATE/DELETE bound to (text or *num when given, id);
+ * SK_ENOTFOUND when no row matched. */
+static int change_one(sk_store *st, const char *sql, const char *text, const int64_t *num,
+                      uint64_t id, const char *what)
 {
     sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id");
-    if (rc) return rc;
-    struct sk_activity *arr = NULL;
-    size_t len = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
-            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing activities");
-            break;
-        }
-        read_row(s, &arr[len++]);
-    }
-    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activities");
-    sqlite3_finalize(s);
-    if (rc || len == 0) {
-        free(arr);
-        return rc;
-    }
-    *out = arr;
-    *n = len;
-    return 0;
-}
-
-/* Runs a one-row UPDATE/DELETE bound to (text?, id); SK_ENOTFOUND when no
- * row matched. */
-static int change_one(sk_store *st, const char *sql, const char *text, uint64_t id,
-                      const char *what)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
+    int rc = sk_sq_prepare(st, &s, sql);
     if (rc) return rc;
     int i = 1;
     if (text) sqlite3_bind_text(s, i++, text, -1, SQLITE_TRANSIENT);
+    if (num) sqlite3_bind_int64(s, i++, *num);
     sqlite3_bind_int64(s, i, (sqlite3_int64)id);
     if (sqlite3_step(s) != SQLITE_DONE)
-        rc = db_err(st, what);
+        rc = sk_sq_err(st, what);
     else if (sqlite3_changes(st->db) == 0)
         rc = sk_store_no_activity(st, id);
     sqlite3_finalize(s);
     return rc;
 }
 
-static int sqlite_activity_set_state(sk_store *st, uint64_t id, const char *state)
+int sk_sq_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
-    return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, id,
+    return change_one(st, "UPDATE activities SET state = ? WHERE id = ?", state, NULL, id,
                       "update activity state");
 }
 
-static int sqlite_activity_delete(sk_store *st, uint64_t id)
+int sk_sq_activity_delete(sk_store *st, uint64_t id)
 {
-    int rc = change_one(st, "DELETE FROM activities WHERE id = ?", NULL, id, "delete activity");
+    int rc =
+        change_one(st, "DELETE FROM activities WHERE id = ?", NULL, NULL, id, "delete activity");
     if (rc) return rc;
     /* a re-created id starts a new history: its old watermark would read as
      * a Redis that went back in time */
     sqlite3_stmt *s;
-    if ((rc = prepare(st, &s, "DELETE FROM redis_marks WHERE activity_id = ?")) != 0) return rc;
+    if ((rc = sk_sq_prepare(st, &s, "DELETE FROM redis_marks WHERE activity_id = ?")) != 0)
+        return rc;
     sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "delete marks");
+    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, "delete marks");
     sqlite3_finalize(s);
     return rc;
 }
 
-/* ---- Orders ---------------------------------------------------------- */
-
-/* A kept statement, reset and unbound, ready to bind. */
-static int cached(sk_store *st, int which, sqlite3_stmt **out)
+int sk_sq_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
 {
-    if (!st->sq[which]) {
-        int rc = prepare(st, &st->sq[which], cached_sql[which]);
-        if (rc) return rc;
-    }
-    sqlite3_reset(st->sq[which]);
-    sqlite3_clear_bindings(st->sq[which]);
-    *out = st->sq[which];
-    return 0;
+    /* a CHECK failure: store.c says which */
+    return change_one(st, "UPDATE activities SET stock = ? WHERE id = ?", NULL, &stock, id,
+                      "set DB stock");
 }
 
-/* The status column of row s as enum sk_order_status (-1: another text). */
-static int status_at(sqlite3_stmt *s, int col)
+int sk_sq_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
 {
-    return sk_store_status_from_text((const char *)sqlite3_column_text(s, col));
+    return change_one(st,
+                      "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
+                      " wr_passes_per_s > 0",
+                      NULL, &rate, id, "set pass rate");
 }
 
-static void read_order(sqlite3_stmt *s, struct sk_order *o)
-{
-    memset(o, 0, sizeof *o);
-    const unsigned char *t = sqlite3_column_text(s, 0);
-    if (t) snprintf(o->order_id, sizeof o->order_id, "%s", (const char *)t);
-    t = sqlite3_column_text(s, 1);
-    if (t) snprintf(o->stream_id, sizeof o->stream_id, "%s", (const char *)t);
-    o->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
-    o->user_id = (uint64_t)sqlite3_column_int64(s, 3);
-    o->quantity = sqlite3_column_int64(s, 4);
-    o->status = status_at(s, 5);
-    o->created_ms = sqlite3_column_int64(s, 6);
-    o->pay_deadline_ms = sqlite3_column_int64(s, 7);
-    o->paid_ms = sqlite3_column_int64(s, 8); /* NULL reads as 0 */
-    o->cancelled_ms = sqlite3_column_int64(s, 9);
-    o->released_ms = sqlite3_column_int64(s, 10);
-    t = sqlite3_column_text(s, 11);
-    if (t) snprintf(o->idem_key, sizeof o->idem_key, "%s", (const char *)t);
-}
-
-/* The activity's pay timeout in seconds into *secs; *found 0 (and the
- * default timeout) when the activity row is absent. */
-static int pay_timeout(sk_store *st, uint64_t aid, int64_t *secs, int *found)
+int sk_sq_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
     sqlite3_stmt *s;
-    int rc = cached(st, Q_PAY_TIMEOUT, &s);
+    int rc = sk_sq_prepare(st, &s, "SELECT id FROM activities ORDER BY id");
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)aid);
-    int step = sqlite3_step(s);
-    *found = step == SQLITE_ROW;
-    *secs = *found ? sqlite3_column_int64(s, 0) : SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
-    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read pay timeout");
-    sqlite3_reset(s);
-    return rc;
-}
-
-/* Records a failed conditional stock update of an inserted order: the DB
- * stock seen now (NULL when there is no activity row) goes with it. */
-static int record_stock_failure(sk_store *st, const struct sk_order *o, int64_t now,
-                                struct sk_persist_result *res, struct sk_stock_failure *first)
-{
-    sqlite3_stmt *s;
-    int rc = cached(st, Q_READ_STOCK, &s);
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)o->activity_id);
-    int step = sqlite3_step(s);
-    int has_row = step == SQLITE_ROW;
-    int64_t db_stock = has_row ? sqlite3_column_int64(s, 0) : 0;
-    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = db_err(st, "read stock");
-    sqlite3_reset(s);
-    if (rc) return rc;
-    sk_store_count_stock_failure(res, first, o, has_row, db_stock);
-    if ((rc = cached(st, Q_INSERT_FAILURE, &s)) != 0) return rc;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-    sqlite3_bind_text(s, 3, o->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, o->quantity);
-    if (has_row)
-        sqlite3_bind_int64(s, 5, db_stock);
-    else
-        sqlite3_bind_null(s, 5);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "record stock failure");
-    sqlite3_reset(s);
-    return rc;
-}
-
-/* An order id that is present already: a re-delivery (its stock was taken
- * the first time), or a conflict, recorded (store.h). */
-static int present(sk_store *st, const struct sk_order *o, int64_t now,
-                   struct sk_persist_result *res)
-{
-    sqlite3_stmt *s;
-    int rc = cached(st, Q_READ_HOLDER, &s);
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s), conflict = 0;
-    if (step == SQLITE_ROW)
-        conflict =
-            sk_store_is_conflict(o, (uint64_t)sqlite3_column_int64(s, 0),
-                                 (uint64_t)sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2));
-    else
-        rc = db_err(st, "read present order");
-    sqlite3_reset(s);
-    if (rc) return rc;
-    if (!conflict) {
-        res->duplicates++;
-        return 0;
-    }
-    res->conflicts++;
-    if ((rc = prepare(st, &s,
-                      "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id,"
-                      " quantity, stream_id) VALUES (?, ?, ?, ?, ?, ?)")) != 0)
-        return rc;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-    sqlite3_bind_text(s, 3, o->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, (sqlite3_int64)o->user_id);
-    sqlite3_bind_int64(s, 5, o->quantity);
-    sqlite3_bind_text(s, 6, o->stream_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "record order conflict");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-/* Inserts one order and takes its stock; updates *res. */
-static int persist_one(sk_store *st, const struct sk_order *o, int64_t timeout_s, int64_t now,
-                       struct sk_persist_result *res, struct sk_stock_failure *first)
-{
-    sqlite3_stmt *s;
-    int rc = cached(st, Q_INSERT_ORDER, &s);
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
-    sqlite3_bind_int64(s, 4, o->quantity);
-    sqlite3_bind_int64(s, 5, o->created_ms);
-    sqlite3_bind_int64(s, 6, o->created_ms + timeout_s * 1000);
-    sqlite3_bind_text(s, 7, o->stream_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, o->idem_key, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, "insert order");
-        sk_store_set_err(st, rc, "order %s: %s", o->order_id, sqlite3_errmsg(st->db));
-    }
-    sqlite3_reset(s);
-    if (rc) return rc;
-    if (sqlite3_changes(st->db) == 0) return present(st, o, now, res);
-    res->inserted++;
-    res->units += o->quantity;
-    if ((rc = cached(st, Q_TAKE_STOCK, &s)) != 0) return rc;
-    sqlite3_bind_int64(s, 1, o->quantity);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "take stock");
-    sqlite3_reset(s);
-    if (rc) return rc;
-    if (sqlite3_changes(st->db) == 0) rc = record_stock_failure(st, o, now, res, first);
-    return rc;
-}
-
-/* Rolls back the open transaction, keeping the error text of rc. */
-static int rollback_keeping_err(sk_store *st, int rc)
-{
-    char why[sizeof st->errstr];
-    snprintf(why, sizeof why, "%s", st->errstr);
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    snprintf(st->errstr, sizeof st->errstr, "%s", why);
-    return rc;
-}
-
-/* Raises the marks of the batch's key sets (store.h, migration 6). */
-static int upsert_marks(sk_store *st, const struct sk_order *orders, size_t n, int64_t now)
-{
-    struct sk_mark *m = malloc(n * sizeof *m);
-    if (!m) return sk_store_set_err(st, SK_ENOMEM, "out of memory raising marks");
-    size_t nm = sk_store_batch_marks(orders, n, m);
-    int rc = 0;
-    for (size_t i = 0; i < nm && rc == 0; i++) {
-        sqlite3_stmt *s;
-        if ((rc = cached(st, Q_UPSERT_MARK, &s)) != 0) break;
-        sqlite3_bind_text(s, 1, m[i].label, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, m[i].branch, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)m[i].activity_id);
-        sqlite3_bind_int64(s, 4, m[i].adm);
-        sqlite3_bind_int64(s, 5, now);
-        sqlite3_bind_text(s, 6, m[i].order_id, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "raise mark");
-        sqlite3_reset(s);
-    }
-    free(m);
-    return rc;
-}
-
-static int sqlite_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
-                                 struct sk_persist_result *res, struct sk_stock_failure *first)
-{
-    /* IMMEDIATE: take the write lock now (waiting up to the busy timeout)
-     * rather than fail mid-batch when a read lock cannot be upgraded. */
-    int rc = exec(st, "BEGIN IMMEDIATE", "begin persist");
-    if (rc) return rc;
-    int64_t now = sk_wall_ms();
-    uint64_t last_aid = 0;
-    int64_t timeout_s = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct sk_order *o = &orders[i];
-        if (o->activity_id != last_aid) {
-            int found;
-            rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
-            if (rc) break;
-            last_aid = o->activity_id;
-        }
-        rc = persist_one(st, o, timeout_s, now, res, first);
-    }
-    if (rc == 0) rc = upsert_marks(st, orders, n, now);
-    if (rc == 0) rc = exec(st, "COMMIT", "commit persist");
-    if (rc) return sk_store_batch_rolled_back(st, rollback_keeping_err(st, rc), n);
-    return 0;
-}
-
-static int sqlite_order_get(sk_store *st, const char *order_id, struct sk_order *out)
-{
-    sqlite3_stmt *s;
-    int rc = cached(st, Q_ORDER_GET, &s);
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        read_order(s, out);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_order(st, order_id);
-    else
-        rc = db_err(st, "read order");
-    sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
-    return rc;
-}
-
-/* The status of an order into *status; SK_ENOTFOUND when absent. */
-static int read_status(sk_store *st, const char *order_id, int *status)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        *status = status_at(s, 0);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_order(st, order_id);
-    else
-        rc = db_err(st, "read order status");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-/* Runs a conditional UPDATE bound to (now, order_id): 1 when it changed
- * one row, 0 when none, or a negative code. */
-static int update_order(sk_store *st, const char *sql, int64_t now, const char *order_id,
-                        const char *what)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s, sql);
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, what);
-    sqlite3_finalize(s);
-    return rc ? rc : sqlite3_changes(st->db) == 1;
-}
-
-/* created -> to_status at now; *before is the status the order had (the
- * conditional update decides, so of two racing transitions one wins). The
- * caller holds the write lock (BEGIN IMMEDIATE) from before the update to
- * after the read of a miss, so no writer (the worker inserting the order)
- * comes in between: a miss read as created would report a change that did
- * not happen. */
-static int transition(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before)
-{
-    int hit = update_order(st, sql, now, order_id, "update order status");
-    return sk_store_transition_end(st, hit, order_id, before, read_status);
-}
-
-static int sqlite_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
-{
-    int rc = exec(st, "BEGIN IMMEDIATE", "begin pay");
-    if (rc) return rc;
-    rc = transition(st, order_id,
-                    "UPDATE orders SET status = 'paid', paid_ms = ?"
-                    " WHERE order_id = ? AND status = 'created'",
-                    now_ms, before);
-    if (rc == 0) rc = exec(st, "COMMIT", "commit pay");
-    if (rc) return rollback_keeping_err(st, rc);
-    return 0;
-}
-
-/* Gives the units of a cancelled order back to its activity's DB stock,
- * capped at the initial stock (an activity row that is gone: nothing). */
-static int credit_stock(sk_store *st, const char *order_id)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "UPDATE activities SET stock = min(stock_initial, stock +"
-                     " (SELECT quantity FROM orders WHERE order_id = ?1))"
-                     " WHERE id = (SELECT activity_id FROM orders WHERE order_id = ?1)");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "give back DB stock");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before)
-{
-    /* The status change and the DB stock credit commit together (store.h),
-     * so the units go back exactly once, with the winning cancel. */
-    int rc = exec(st, "BEGIN IMMEDIATE", "begin cancel");
-    if (rc) return rc;
-    rc = transition(st, order_id,
-                    "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
-                    " WHERE order_id = ? AND status = 'created'",
-                    now_ms, before);
-    if (rc == 0 && *before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
-    if (rc == 0) rc = exec(st, "COMMIT", "commit cancel");
-    if (rc) return rollback_keeping_err(st, rc);
-    return 0;
-}
-
-/* Runs s (bound already) and reads up to limit orders into out. */
-static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out, size_t *n)
-{
-    int step;
-    *n = 0;
-    while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
-        read_order(s, &out[(*n)++]);
-    if (*n < limit && step != SQLITE_DONE) return db_err(st, "read orders");
-    return 0;
-}
-
-static sqlite3_int64 limit_arg(size_t limit)
-{
-    return (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit);
-}
-
-static int sqlite_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
-                                 size_t *n)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                     " WHERE status = 'created' AND pay_deadline_ms < ?"
-                     " ORDER BY pay_deadline_ms LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now_ms);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
-                              size_t limit, struct sk_order *out, size_t *n)
-{
-    sqlite3_stmt *s;
-    /* +activity_id: the primary-key range is the plan; left to itself the
-     * planner picks orders_activity_status and sorts every row of the
-     * activity for each page (quadratic over a paged read of 100,000) */
-    int rc = prepare(st, &s,
-                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                     " WHERE order_id > ? AND order_id < ? AND +activity_id = ?"
-                     " ORDER BY order_id LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
-    sqlite3_bind_int64(s, 4, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "SELECT status, count(*), coalesce(sum(quantity), 0) FROM orders"
-                     " WHERE activity_id = ? GROUP BY status");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        int k = status_at(s, 0);
-        if (k < 0) continue; /* the CHECK makes this impossible */
-        out->orders[k] = sqlite3_column_int64(s, 1);
-        out->units[k] = sqlite3_column_int64(s, 2);
-    }
-    if (step != SQLITE_DONE) rc = db_err(st, "count orders");
-    sqlite3_finalize(s);
-    if (rc) return rc;
-    if ((rc = prepare(st, &s,
-                      "SELECT count(*), coalesce(sum(quantity), 0) FROM stock_failures"
-                      " WHERE activity_id = ?")) != 0)
-        return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        out->stock_failures = sqlite3_column_int64(s, 0);
-        out->stock_failure_units = sqlite3_column_int64(s, 1);
-    } else {
-        rc = db_err(st, "count stock failures");
-    }
-    sqlite3_finalize(s);
-    if (rc) return rc;
-    if ((rc = prepare(st, &s, "SELECT count(*) FROM order_conflicts WHERE activity_id = ?")) != 0)
-        return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        out->conflicts = sqlite3_column_int64(s, 0);
-    else
-        rc = db_err(st, "count order conflicts");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
-                            const char *detail)
-{
-    sqlite3_stmt *s;
-    int rc =
-        prepare(st, &s, "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)");
-    if (rc) return rc;
-    size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
-    sqlite3_bind_int64(s, 1, at_ms);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)activity_id);
-    sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, detail, (int)dl, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "insert audit row");
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "SELECT id, at_ms, activity_id, kind, detail FROM audit"
-                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY id");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    struct sk_audit *arr = NULL;
-    size_t len = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
-            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing audit rows");
-            break;
-        }
-        struct sk_audit *a = &arr[len++];
-        memset(a, 0, sizeof *a);
-        a->id = sqlite3_column_int64(s, 0);
-        a->at_ms = sqlite3_column_int64(s, 1);
-        a->activity_id = (uint64_t)sqlite3_column_int64(s, 2);
-        const unsigned char *t = sqlite3_column_text(s, 3);
-        if (t) snprintf(a->kind, sizeof a->kind, "%s", (const char *)t);
-        t = sqlite3_column_text(s, 4);
-        if (t) snprintf(a->detail, sizeof a->detail, "%s", (const char *)t);
-    }
-    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list audit rows");
-    sqlite3_finalize(s);
-    if (rc || len == 0) {
-        free(arr);
-        return rc;
-    }
+    void *arr = NULL;
+    rc = sk_sq_read_all(st, s, "list activity ids", sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
-    *n = len;
-    return 0;
-}
-
-static int sqlite_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, stock);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE)
-        rc = db_err(st, "set DB stock"); /* a CHECK failure: store.c says which */
-    else if (sqlite3_changes(st->db) == 0)
-        rc = sk_store_no_activity(st, id);
-    sqlite3_finalize(s);
     return rc;
-}
-
-static int sqlite_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "UPDATE activities SET wr_passes_per_s = ? WHERE id = ? AND"
-                     " wr_passes_per_s > 0");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, rate);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE)
-        rc = db_err(st, "set pass rate");
-    else if (sqlite3_changes(st->db) == 0)
-        rc = sk_store_no_activity(st, id);
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_activity_ids(sk_store *st, uint64_t **out, size_t *n)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s, "SELECT id FROM activities ORDER BY id");
-    if (rc) return rc;
-    uint64_t *arr = NULL;
-    size_t len = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
-            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing activity ids");
-            break;
-        }
-        arr[len++] = (uint64_t)sqlite3_column_int64(s, 0);
-    }
-    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list activity ids");
-    sqlite3_finalize(s);
-    if (rc || len == 0) {
-        free(arr);
-        return rc;
-    }
-    *out = arr;
-    *n = len;
-    return 0;
-}
-
-/* ---- Payment timeout and reconciliation (store.h, migration 3) -------- */
-
-static int sqlite_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
-{
-    int hit = update_order(st,
-                           "UPDATE orders SET released_ms = ? WHERE order_id = ?"
-                           " AND status = 'cancelled' AND released_ms IS NULL",
-                           now_ms, order_id, "mark order released");
-    return sk_store_release_end(st, hit, order_id, read_status);
-}
-
-static int sqlite_orders_unreleased(sk_store *st, const char *after, size_t limit,
-                                    struct sk_order *out, size_t *n)
-{
-    sqlite3_stmt *s;
-    /* The WHERE repeats the partial index's condition, so the index is used. */
-    int rc = prepare(st, &s,
-                     "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                     " WHERE status = 'cancelled' AND released_ms IS NULL"
-                     " AND order_id > ? ORDER BY order_id LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, after, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
-}
-
-/* DB stock, expected DB stock and initial stock of an activity, in one
- * statement (one snapshot). */
-static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
-                       int64_t *initial)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
-                     " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
-                     " a.stock_initial FROM activities a WHERE a.id = ?");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) {
-        *stock = sqlite3_column_int64(s, 0);
-        *expected = sqlite3_column_int64(s, 1);
-        if (initial) *initial = sqlite3_column_int64(s, 2);
-    } else if (step == SQLITE_DONE) {
-        rc = sk_store_no_activity(st, id);
-    } else {
-        rc = db_err(st, "check DB stock");
-    }
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
-{
-    return stock_check(st, id, stock, expected, NULL);
-}
-
-/* The body of the repair transaction (between BEGIN and COMMIT). */
-static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
-                           int64_t *expected)
-{
-    int64_t initial = 0;
-    int rc = stock_check(st, id, stock, expected, &initial);
-    if (rc == 0) rc = sk_store_repair_check(st, id, *expected, initial);
-    if (rc || *stock == *expected) return rc;
-    sqlite3_stmt *s;
-    if ((rc = prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) != 0) return rc;
-    sqlite3_bind_int64(s, 1, *expected);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = db_err(st, "set DB stock");
-    sqlite3_finalize(s);
-    if (rc) return rc;
-    char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
-    return sqlite_audit_add(st, now_ms, id, "repair_db_stock", detail);
-}
-
-static int sqlite_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                                  int64_t *after)
-{
-    /* IMMEDIATE: no persist or cancel can commit between the read of the
-     * orders and the write of the stock. */
-    int rc = exec(st, "BEGIN IMMEDIATE", "begin DB stock repair");
-    if (rc) return rc;
-    int64_t stock = 0, expected = 0;
-    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
-    if (rc == 0) rc = exec(st, "COMMIT", "commit DB stock repair");
-    if (rc) return rollback_keeping_err(st, rc);
-    *before = stock;
-    *after = expected;
-    return 0;
-}
-
-/* Inserts the restored order (the body of the restore transaction). */
-static int restore_insert(sk_store *st, const struct sk_order *o, int64_t now_ms)
-{
-    int64_t timeout_s = 0;
-    int found;
-    int rc = pay_timeout(st, o->activity_id, &timeout_s, &found);
-    sqlite3_stmt *s = NULL;
-    if (rc == 0)
-        rc = prepare(st, &s,
-                     "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
-                     " created_ms, pay_deadline_ms, stream_id, cancelled_ms, released_ms)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, o->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)o->activity_id);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->user_id); /* same bits, see store.h */
-    sqlite3_bind_int64(s, 4, o->quantity);
-    sqlite3_bind_text(s, 5, sk_order_status_name(o->status), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, o->created_ms);
-    sqlite3_bind_int64(s, 7, o->created_ms + timeout_s * 1000);
-    sqlite3_bind_text(s, 8, o->stream_id, -1, SQLITE_STATIC);
-    if (o->status == SK_ORDER_CANCELLED) {
-        sqlite3_bind_int64(s, 9, now_ms);
-        sqlite3_bind_int64(s, 10, now_ms);
-    } else {
-        sqlite3_bind_null(s, 9);
-        sqlite3_bind_null(s, 10);
-    }
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, "restore order");
-        if (rc == SK_EEXIST) sk_store_set_err(st, rc, "order %s already exists", o->order_id);
-    }
-    sqlite3_finalize(s);
-    return rc;
-}
-
-static int sqlite_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
-                                const char *audit_detail)
-{
-    int rc = exec(st, "BEGIN IMMEDIATE", "begin order restore");
-    if (rc) return rc;
-    rc = restore_insert(st, o, now_ms);
-    if (rc == 0)
-        rc = sqlite_audit_add(st, now_ms, o->activity_id, "repair_restore_order", audit_detail);
-    if (rc == 0) rc = exec(st, "COMMIT", "commit order restore");
-    if (rc) return rollback_keeping_err(st, rc);
-    return 0;
-}
-
-static int sqlite_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
-{
-    sqlite3_stmt *s;
-    int rc = prepare(st, &s,
-                     "SELECT label, activity_id, adm, updated_ms, order_id, branch FROM redis_marks"
-                     " WHERE ?1 = 0 OR activity_id = ?1 ORDER BY label, branch");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)activity_id);
-    struct sk_mark *arr = NULL;
-    size_t len = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (SK_VEC_RESERVE(arr, cap, len + 1, 16)) {
-            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory listing marks");
-            break;
-        }
-        struct sk_mark *m = &arr[len++];
-        memset(m, 0, sizeof *m);
-        const unsigned char *t = sqlite3_column_text(s, 0);
-        if (t) snprintf(m->label, sizeof m->label, "%s", (const char *)t);
-        m->activity_id = (uint64_t)sqlite3_column_int64(s, 1);
-        m->adm = sqlite3_column_int64(s, 2);
-        m->updated_ms = sqlite3_column_int64(s, 3);
-        t = sqlite3_column_text(s, 4);
-        if (t) snprintf(m->order_id, sizeof m->order_id, "%s", (const char *)t);
-        t = sqlite3_column_text(s, 5);
-        if (t) snprintf(m->branch, sizeof m->branch, "%s", (const char *)t);
-    }
-    if (rc == 0 && step != SQLITE_DONE) rc = db_err(st, "list marks");
-    sqlite3_finalize(s);
-    if (rc || len == 0) {
-        free(arr);
-        return rc;
-    }
-    *out = arr;
-    *n = len;
-    return 0;
 }
 
 /* The backend table (store_int.h); store.c dispatches through it. */
-static const struct sk_store_ops sqlite_ops = {
-    .name = "sqlite",
-    .close = sqlite_close,
-    .schema_version = sqlite_schema_version,
-    .activity_insert = sqlite_activity_insert,
-    .activity_get = sqlite_activity_get,
-    .activity_list = sqlite_activity_list,
-    .activity_set_state = sqlite_activity_set_state,
-    .activity_delete = sqlite_activity_delete,
-    .orders_persist = sqlite_orders_persist,
-    .order_get = sqlite_order_get,
-    .order_pay = sqlite_order_pay,
-    .order_cancel = sqlite_order_cancel,
-    .orders_expired = sqlite_orders_expired,
-    .orders_list = sqlite_orders_list,
-    .orders_count = sqlite_orders_count,
-    .audit_add = sqlite_audit_add,
-    .audit_list = sqlite_audit_list,
-    .activity_set_db_stock = sqlite_activity_set_db_stock,
-    .activity_set_pass_rate = sqlite_activity_set_pass_rate,
-    .activity_ids = sqlite_activity_ids,
-    .order_mark_released = sqlite_order_mark_released,
-    .orders_unreleased = sqlite_orders_unreleased,
-    .db_stock_check = sqlite_db_stock_check,
-    .db_stock_repair = sqlite_db_stock_repair,
-    .order_restore = sqlite_order_restore,
-    .marks_list = sqlite_marks_list,
-};
+static const struct sk_store_ops sqlite_ops = SK_STORE_OPS_TABLE("sqlite", sk_sq);
 
 int sk_store_sqlite_open(sk_store *st, const char *path)
 {

@@ -1,0 +1,403 @@
+/* order_batch.c - one fetch of the order worker, from entries to
+ * acknowledged orders (order_worker_int.h): each entry parsed into an
+ * order (or poison, with the reason), the valid ones persisted in one
+ * store transaction with bounded retries, then XACK; poison is delivered
+ * again up to max_deliveries, then moved to the dead-letter stream.
+ * Nothing is acked before its transaction committed. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/num.h"
+#include "engine/order_id.h"
+#include "orders/order_worker_int.h"
+
+#define DB_ATTEMPTS 5 /* store attempts per batch before leaving it pending */
+
+#define INC(field, n) SK_WORKER_INC(w, field, n)
+
+/* ---- Parsing ---------------------------------------------------------- */
+
+/* Copies at most 32 bytes of v, escaping what is not printable ASCII. */
+static void quote(char *out, size_t cap, const char *v, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < 32 && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+    }
+    if (len > 32 && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "...");
+    out[o] = 0;
+}
+
+/* Stream entry id "<ms>-<seq>" -> ms, a time the store accepts. */
+static int parse_stream_id(const char *id, size_t len, int64_t *ms)
+{
+    struct sk_sid sid;
+    if (sk_sid_parse(id, len, &sid) || sid.ms > (uint64_t)SK_TIME_MAX_MS) return SK_EINVAL;
+    *ms = (int64_t)sid.ms;
+    return 0;
+}
+
+/* Entry -> order, or e->bad with the reason. The fields written by the
+ * admission script are aid, uid, qty, n (the admission's number in its key
+ * set, docs/recovery.md), b (the admitting server's branch, part of the
+ * order id: engine/order_id.h) and k (the purchase's Idempotency-Key, when
+ * it had one); entries written before them have none. Unknown extra fields
+ * are tolerated (a newer producer), a missing, repeated or malformed one of
+ * the first three is poison, and so is a malformed b (the order id would
+ * not be the one its buyer was given). A malformed n only loses the
+ * watermark's news, a malformed k the key's record after a rollback: the
+ * order is still an order. */
+static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_order *o)
+{
+    const struct worker_stream *s = &w->s[e->si];
+    const redisReply *f = e->fields;
+    const redisReply *val[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    static const char *const names[6] = {"aid", "uid", "qty", "n", "b", "k"};
+    char q[160];
+    memset(o, 0, sizeof *o);
+    if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) {
+        snprintf(e->reason, sizeof e->reason, "fields are not name/value pairs");
+        goto bad;
+    }
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
+            snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i / 2);
+            goto bad;
+        }
+        for (int j = 0; j < 6; j++) {
+            size_t nl = strlen(names[j]);
+            if (k->len != nl || memcmp(k->str, names[j], nl) != 0) continue;
+            if (val[j]) {
+                snprintf(e->reason, sizeof e->reason, "field %s repeated", names[j]);
+                goto bad;
+            }
+            val[j] = v;
+        }
+    }
+    for (int j = 0; j < 3; j++)
+        if (!val[j]) {
+            snprintf(e->reason, sizeof e->reason, "missing field %s", names[j]);
+            goto bad;
+        }
+    uint64_t aid, uid, qty;
+    if (sk_num_u64_canonical(val[0]->str, val[0]->len, &aid) != 0 || aid != s->aid) {
+        quote(q, sizeof q, val[0]->str, val[0]->len);
+        snprintf(e->reason, sizeof e->reason, "field aid '%s' is not activity %" PRIu64, q, s->aid);
+        goto bad;
+    }
+    if (sk_num_u64_canonical(val[1]->str, val[1]->len, &uid) != 0) {
+        quote(q, sizeof q, val[1]->str, val[1]->len);
+        snprintf(e->reason, sizeof e->reason, "field uid '%s' is not a user id", q);
+        goto bad;
+    }
+    if (sk_num_u64_canonical(val[2]->str, val[2]->len, &qty) != 0 ||
+        qty > (uint64_t)SK_ACTIVITY_STOCK_MAX) {
+        quote(q, sizeof q, val[2]->str, val[2]->len);
+        snprintf(e->reason, sizeof e->reason, "field qty '%s' is not a quantity", q);
+        goto bad;
+    }
+    if (e->idlen >= SK_STORE_STREAM_ID_MAX || parse_stream_id(e->id, e->idlen, &o->created_ms)) {
+        snprintf(e->reason, sizeof e->reason, "entry id is not a stream id");
+        goto bad;
+    }
+    if (val[4] && !sk_oid_branch_ok(val[4]->str, val[4]->len)) {
+        quote(q, sizeof q, val[4]->str, val[4]->len);
+        snprintf(e->reason, sizeof e->reason, "field b '%s' is not a branch", q);
+        goto bad;
+    }
+    /* "<label>-<stream id>-<branch>": the label names the segment
+     * ("<ID>.<seg>"), so the order id alone finds the order's key set
+     * (sk_keys_for_order). */
+    if (sk_oid_format(o->order_id, sizeof o->order_id, s->k.label, e->id, e->idlen,
+                      val[4] ? val[4]->str : NULL, val[4] ? val[4]->len : 0) < 0) {
+        snprintf(e->reason, sizeof e->reason, "order id does not fit");
+        goto bad;
+    }
+    snprintf(o->stream_id, sizeof o->stream_id, "%.*s", (int)e->idlen, e->id);
+    o->activity_id = aid;
+    o->user_id = uid;
+    o->quantity = (int64_t)qty;
+    o->status = SK_ORDER_CREATED;
+    uint64_t seq;
+    if (val[3] && sk_num_u64_canonical(val[3]->str, val[3]->len, &seq) == 0 &&
+        seq <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000)
+        o->adm_seq = (int64_t)seq;
+    if (val[5] && val[5]->len >= 1 && val[5]->len < sizeof o->idem_key) {
+        int visible = 1;
+        for (size_t i = 0; i < val[5]->len; i++)
+            visible &= val[5]->str[i] >= 0x21 && val[5]->str[i] <= 0x7e;
+        if (visible) memcpy(o->idem_key, val[5]->str, val[5]->len);
+    }
+    return;
+bad:
+    e->bad = 1;
+}
+
+/* ---- Processing one fetch ---------------------------------------------- */
+
+/* Delivery count of one of our pending entries; 0 when no longer pending. */
+static int deliveries(sk_worker *w, const struct worker_entry *e, long long *count)
+{
+    char id[SK_WORKER_ID_MAX];
+    snprintf(id, sizeof id, "%.*s", (int)e->idlen, e->id);
+    redisReply *rep;
+    int rc = sk_redis_cmd(w->r, &rep, "XPENDING %s %s %s %s 1", w->s[e->si].k.orders,
+                          SK_WORKER_GROUP, id, id);
+    if (rc) return sk_worker_redis_fail(w, rc, "XPENDING");
+    *count = 0;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+        rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements == 4 &&
+        rep->element[0]->element[3]->type == REDIS_REPLY_INTEGER)
+        *count = rep->element[0]->element[3]->integer;
+    else if (rep->type != REDIS_REPLY_ARRAY)
+        rc = sk_worker_reply_fail(w, rep, "XPENDING");
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* Moves one poison entry to the DLQ and acks it, atomically (MULTI): a
+ * crash cannot leave it acked but not dead-lettered, or dead-lettered
+ * twice. */
+static int dead_letter(sk_worker *w, const struct worker_entry *e, long long count)
+{
+    const struct worker_stream *s = &w->s[e->si];
+    char id[SK_WORKER_ID_MAX], cnt[24];
+    snprintf(id, sizeof id, "%.*s", (int)e->idlen, e->id);
+    snprintf(cnt, sizeof cnt, "%lld", count);
+    size_t nf = e->fields && e->fields->type == REDIS_REPLY_ARRAY ? e->fields->elements : 0;
+    if (sk_worker_grow_argv(w, 11 + nf)) return SK_ENOMEM;
+    const char **a = w->argv;
+    size_t *l = w->lens;
+    size_t n = 0;
+#define ARG(s_, l_) (a[n] = (s_), l[n] = (l_), n++)
+#define ARGS(s_) ARG(s_, strlen(s_))
+    ARGS("XADD");
+    ARGS(s->k.dlq);
+    ARGS("*");
+    ARGS("dlq_reason");
+    ARGS(e->reason);
+    ARGS("dlq_entry_id");
+    ARGS(id);
+    ARGS("dlq_deliveries");
+    ARGS(cnt);
+    ARGS("dlq_consumer");
+    ARGS(w->consumer);
+    for (size_t i = 0; i < nf; i++) {
+        const redisReply *x = e->fields->element[i];
+        if (x->type == REDIS_REPLY_STRING)
+            ARG(x->str, x->len);
+        else
+            ARGS("?");
+    }
+    const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
+    const char *ack[] = {"XACK", s->k.orders, SK_WORKER_GROUP, id};
+    sk_worker_test_pause(w, "dead_letter");
+    int rc = sk_redis_append(w->r, 1, multi, NULL);
+    if (!rc) rc = sk_redis_append(w->r, (int)n, a, l);
+    if (!rc) rc = sk_redis_append(w->r, 4, ack, NULL);
+    if (!rc) rc = sk_redis_append(w->r, 1, exec, NULL);
+#undef ARG
+#undef ARGS
+    redisReply *rep[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = sk_redis_read(w->r, &rep[i]);
+    if (rc) {
+        for (int i = 0; i < 4; i++)
+            freeReplyObject(rep[i]);
+        return sk_worker_redis_fail(w, rc, "dead-letter");
+    }
+    const redisReply *x = rep[3];
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
+        x->element[0]->type != REDIS_REPLY_STRING)
+        rc = sk_worker_reply_fail(w, x, "dead-letter MULTI");
+    for (int i = 0; i < 4; i++)
+        freeReplyObject(rep[i]);
+    if (rc) return rc;
+    INC(dead_lettered, 1);
+    INC(acked, 1);
+    sk_log(SK_LOG_WARN, "worker: entry %s of %s dead-lettered to %s after %lld deliveries: %s", id,
+           s->k.orders, s->k.dlq, count, e->reason);
+    return 0;
+}
+
+/* XACK every entry of w->e[0..n) that is done (valid or deleted), one
+ * command per stream, pipelined. */
+static int ack_done(sk_worker *w, size_t n)
+{
+    size_t streams = 0;
+    for (size_t si = 0; si < w->ns; si++)
+        for (size_t i = 0; i < n; i++)
+            if (w->e[i].si == si && !w->e[i].bad) {
+                streams++;
+                break;
+            }
+    if (streams > 1) sk_worker_test_pause(w, "xack");
+    size_t sent = 0;
+    for (size_t si = 0; si < w->ns; si++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (w->e[i].si == si && !w->e[i].bad) m++;
+        if (!m) continue;
+        if (sk_worker_grow_argv(w, 3 + m)) return SK_ENOMEM;
+        w->argv[0] = "XACK";
+        w->lens[0] = 4;
+        w->argv[1] = w->s[si].k.orders;
+        w->lens[1] = strlen(w->s[si].k.orders);
+        w->argv[2] = SK_WORKER_GROUP;
+        w->lens[2] = strlen(SK_WORKER_GROUP);
+        size_t k = 3;
+        for (size_t i = 0; i < n; i++)
+            if (w->e[i].si == si && !w->e[i].bad) {
+                w->argv[k] = w->e[i].id;
+                w->lens[k++] = w->e[i].idlen;
+            }
+        int rc = sk_redis_append(w->r, (int)k, w->argv, w->lens);
+        if (rc) return sk_worker_redis_fail(w, rc, "XACK");
+        sent++;
+    }
+    /* Every reply is read, a failed one included (the client fails the rest
+     * of the pipeline at once then): the acks other nodes made are counted. */
+    int rc = 0;
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *rep;
+        int r2 = sk_redis_read(w->r, &rep);
+        if (r2) {
+            if (!rc) rc = sk_worker_redis_fail(w, r2, "XACK");
+            continue;
+        }
+        if (rep->type == REDIS_REPLY_INTEGER)
+            INC(acked, rep->integer);
+        else if (!rc)
+            rc = sk_worker_reply_fail(w, rep, "XACK");
+        freeReplyObject(rep);
+    }
+    return rc;
+}
+
+/* Test-only fault injection (SECKILL_TEST_CRASH_BEFORE_COMMIT=N /
+ * SECKILL_TEST_CRASH_AFTER_COMMIT=N: the N-th store transaction). A kill -9
+ * from outside cannot be aimed at "committed but not acked" or "read but
+ * not committed", so the worker sends itself SIGKILL exactly there: no
+ * cleanup, no flush, like the real thing. */
+static void crash_point(uint64_t at, uint64_t txn)
+{
+    if (at && at == txn) {
+        kill(getpid(), SIGKILL);
+        _exit(9); /* not reached */
+    }
+}
+
+/* Persists the valid orders (w->orders[0..no)) of the fetch in one
+ * transaction, with bounded retries. A row the store refuses (SK_EINVAL)
+ * is isolated by persisting row by row and becomes poison. */
+static int persist(sk_worker *w, size_t n, size_t no)
+{
+    int backoff = SK_WORKER_BACKOFF_MIN_MS;
+    for (int attempt = 1;; attempt++) {
+        struct sk_persist_result res;
+        w->txns++;
+        crash_point(w->crash_before, w->txns);
+        int rc = sk_store_orders_persist(w->st, w->orders, no, &res);
+        if (rc == 0) {
+            crash_point(w->crash_after, w->txns);
+            INC(batches, 1);
+            INC(persisted, res.inserted);
+            INC(duplicates, res.duplicates);
+            INC(conflicts, res.conflicts);
+            INC(stock_failures, res.stock_failures);
+            return 0;
+        }
+        if (rc == SK_EINVAL) {
+            /* One row is refused (its batch rolled back): find it. Rows
+             * that pass commit one by one; re-delivery later is a no-op. */
+            for (size_t i = 0; i < n; i++) {
+                struct worker_entry *e = &w->e[i];
+                if (e->bad || !e->fields) continue;
+                rc = sk_store_orders_persist(w->st, &w->orders[e->oi], 1, &res);
+                if (rc == SK_EINVAL) {
+                    e->bad = 1;
+                    snprintf(e->reason, sizeof e->reason, "store refused it: %.150s",
+                             sk_store_errstr(w->st));
+                    continue;
+                }
+                if (rc) break;
+                INC(batches, 1);
+                INC(persisted, res.inserted);
+                INC(duplicates, res.duplicates);
+                INC(conflicts, res.conflicts);
+                INC(stock_failures, res.stock_failures);
+            }
+            if (rc == 0 || rc == SK_EINVAL) return 0;
+        }
+        INC(db_errors, 1);
+        sk_worker_set_err(w, "store: %s", sk_store_errstr(w->st));
+        sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", no, attempt,
+               DB_ATTEMPTS, w->errstr);
+        if (attempt >= DB_ATTEMPTS || atomic_load(&w->stop)) return rc;
+        sk_worker_stall_check(w, sk_mono_ms()); /* a long outage is told while it lasts */
+        sk_worker_nap(w, backoff);
+        backoff = backoff * 2 > SK_WORKER_BACKOFF_MAX_MS ? SK_WORKER_BACKOFF_MAX_MS : backoff * 2;
+    }
+}
+
+/* Handles the n fetched entries in w->e: parse, persist (one transaction),
+ * ack, and poison handling. On failure nothing of the fetch is acked and
+ * its streams re-read their pending entries on the next pass. */
+int sk_worker_process(sk_worker *w, size_t n)
+{
+    size_t no = 0, deleted = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct worker_entry *e = &w->e[i];
+        if (!e->fields) {
+            deleted++; /* nothing left to persist: ack it so it stops coming back */
+            sk_log(SK_LOG_WARN, "worker: pending entry %.*s of %s was deleted from the stream",
+                   (int)e->idlen, e->id, w->s[e->si].k.orders);
+            continue;
+        }
+        parse_entry(w, e, &w->orders[no]);
+        if (!e->bad) e->oi = no++;
+    }
+    int rc = no ? persist(w, n, no) : 0;
+    if (rc == 0) rc = ack_done(w, n);
+    if (rc == 0) INC(deleted, deleted);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct worker_entry *e = &w->e[i];
+        if (!e->bad) continue;
+        INC(poison, 1);
+        long long count = 1;
+        if (e->source != FROM_NEW && (rc = deliveries(w, e, &count)) != 0) break;
+        if (count == 0) continue; /* acked by someone else meanwhile */
+        if (count > w->o.max_deliveries) {
+            rc = dead_letter(w, e, count);
+        } else {
+            /* Left pending: delivered again by the next history pass. */
+            struct worker_stream *s = &w->s[e->si];
+            s->history_due = 1;
+            snprintf(s->history_from, sizeof s->history_from, "0");
+            sk_log(SK_LOG_WARN,
+                   "worker: entry %.*s of %s is not an order (delivery %lld of %d): %s",
+                   (int)e->idlen, e->id, s->k.orders, count, w->o.max_deliveries, e->reason);
+        }
+    }
+    if (rc) {
+        /* Whatever was not acked is still pending: read it again. */
+        for (size_t i = 0; i < n; i++) {
+            struct worker_stream *s = &w->s[w->e[i].si];
+            s->history_due = 1;
+            snprintf(s->history_from, sizeof s->history_from, "0");
+        }
+    }
+    return rc;
+}
