@@ -107,6 +107,24 @@ static int stored(const struct env *e, uint64_t id, struct sk_activity *a)
     return rc;
 }
 
+/* Runs the CLI and checks its exit code and that its output holds `want`. */
+static void cli_says(const struct env *e, int want_rc, const char *want, const char *const *args)
+{
+    char out[8192];
+    int rc = cli_run(e, e->redis, out, sizeof out, args);
+    CHECK_EQ(rc, want_rc);
+    CHECK_MSG(strstr(out, want) != NULL, "output: %s", out);
+}
+#define CLI_SAYS(e, rc, want, ...) cli_says(e, rc, want, (const char *const[]){__VA_ARGS__, NULL})
+
+/* The stored row exists and is in state `want`. */
+static void state_is(const struct env *e, uint64_t id, const char *want)
+{
+    struct sk_activity a;
+    CHECK_EQ(stored(e, id, &a), 0);
+    CHECK_STR(a.state, want);
+}
+
 static size_t stored_count(const struct env *e)
 {
     sk_store *st = store_of(e);
@@ -171,6 +189,32 @@ static void run_ok(const struct env *e, const char *sub, const char *id)
 static void id_str(char *buf, size_t cap, uint64_t id)
 {
     snprintf(buf, cap, "%" PRIu64, id);
+}
+
+/* env_init and a fresh activity id, returned and written as text into
+ * `id` (24 bytes). */
+static uint64_t env_fresh(struct env *e, char *id)
+{
+    env_init(e);
+    uint64_t aid = sk_th_unique_id();
+    id_str(id, 24, aid);
+    return aid;
+}
+
+/* Creates activity `id` with stock 10, preheats and opens it. */
+static void sale_open(const struct env *e, const char *id)
+{
+    create_ok(e, id, "10");
+    run_ok(e, "preheat", id);
+    run_ok(e, "open", id);
+}
+
+/* One purchase that must be admitted. */
+static void buy_ok(sk_redis *r, uint64_t aid, uint64_t user, int64_t qty)
+{
+    struct sk_admission adm;
+    CHECK_EQ(sk_stock_purchase(r, aid, user, qty, &adm, NULL), 0);
+    CHECK_EQ(adm.rc, SK_RC_OK);
 }
 
 /* ---- definition rules ---- */
@@ -484,10 +528,8 @@ SK_TEST(activity_store_rejects_unknown_and_empty_specs)
 SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[8192];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
 
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "Phone sale", "--stock", "50", "--limit",
                  "2", "--max-per-order", "1", "--start", "now", "--end", "+1h", "--pay-timeout",
@@ -505,15 +547,12 @@ SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
     CHECK_EQ(redis_keys_of(aid), 0); /* create touches the store only */
 
     run_ok(&e, "preheat", id);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "preheated");
+    state_is(&e, aid, "preheated");
     CHECK_EQ(live_of(aid).remaining, 50);
     CHECK_EQ(live_of(aid).open, 0);
 
     run_ok(&e, "open", id);
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "open");
+    state_is(&e, aid, "open");
 
     o = show_json(&e, id);
     CHECK_STR(jstr(o, "state"), "open");
@@ -528,10 +567,8 @@ SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
     /* Two buyers, then show reflects them. */
     sk_redis *r = redis_of(e.redis);
     struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
-    CHECK_EQ(sk_stock_purchase(r, aid, 2, 1, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
+    buy_ok(r, aid, 1, 1);
+    buy_ok(r, aid, 2, 1);
     o = show_json(&e, id);
     CHECK_EQ(jint(o, "stock_remaining"), 48);
     CHECK_EQ(jint(o, "admitted"), 2);
@@ -546,8 +583,7 @@ SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
               "show text: %s", out);
 
     run_ok(&e, "close", id);
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "closed");
+    state_is(&e, aid, "closed");
     o = show_json(&e, id);
     CHECK_STR(jstr(o, "state"), "closed");
     json_decref(o);
@@ -559,70 +595,46 @@ SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
 SK_TEST(activity_cli_second_preheat_is_a_noop_that_keeps_live_stock)
 {
     struct env e;
-    env_init(&e);
-    char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    run_ok(&e, "open", id);
+    char id[24];
+    uint64_t aid = env_fresh(&e, id);
+    sale_open(&e, id);
     sk_redis *r = redis_of(e.redis);
-    struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, 7, 2, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
+    buy_ok(r, aid, 7, 2);
     run_ok(&e, "close", id);
 
-    CHECK_EQ(CLI(&e, out, "preheat", "--id", id), 0);
-    CHECK_MSG(strstr(out, "live stock exists") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 0, "live stock exists", "preheat", "--id", id);
     struct sk_stock_state st = live_of(aid);
     CHECK_EQ(st.remaining, 8); /* not reset to 10 */
     CHECK_EQ(st.held, 2);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "closed"); /* a no-op changes nothing */
+    state_is(&e, aid, "closed"); /* a no-op changes nothing */
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_forced_preheat_is_refused_while_open)
 {
     struct env e;
-    env_init(&e);
-    char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    run_ok(&e, "open", id);
+    char id[24];
+    uint64_t aid = env_fresh(&e, id);
+    sale_open(&e, id);
     sk_redis *r = redis_of(e.redis);
-    struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
+    buy_ok(r, aid, 7, 1);
 
-    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force"), 2);
-    CHECK_MSG(strstr(out, "is open") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 2, "is open", "preheat", "--id", id, "--force");
     struct sk_stock_state st = live_of(aid);
     CHECK_EQ(st.remaining, 9);
     CHECK_EQ(st.open, 1);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "open");
+    state_is(&e, aid, "open");
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_forced_preheat_while_closed_rewrites_stock_keeping_holdings)
 {
     struct env e;
-    env_init(&e);
-    char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    run_ok(&e, "open", id);
+    char id[24];
+    uint64_t aid = env_fresh(&e, id);
+    sale_open(&e, id);
     sk_redis *r = redis_of(e.redis);
-    struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, 7, 2, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
+    buy_ok(r, aid, 7, 2);
     run_ok(&e, "close", id);
     /* Someone tampered with the stock; a forced preheat restores
      * initial - held from the stored definition. */
@@ -631,49 +643,33 @@ SK_TEST(activity_cli_forced_preheat_while_closed_rewrites_stock_keeping_holdings
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s 1", k.stock), 0);
     freeReplyObject(rep);
-    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force"), 0);
-    CHECK_MSG(strstr(out, "preheated") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 0, "preheated", "preheat", "--id", id, "--force");
     CHECK_EQ(live_of(aid).remaining, 8);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "preheated");
+    state_is(&e, aid, "preheated");
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_open_before_preheat_says_not_preheated_and_changes_nothing)
 {
     struct env e;
-    env_init(&e);
-    char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    char id[24];
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
-    CHECK_EQ(CLI(&e, out, "open", "--id", id), 2);
-    CHECK_MSG(strstr(out, "not preheated") != NULL, "output: %s", out);
-    CHECK_EQ(CLI(&e, out, "close", "--id", id), 2);
-    CHECK_MSG(strstr(out, "not preheated") != NULL, "output: %s", out);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "created");
+    CLI_SAYS(&e, 2, "not preheated", "open", "--id", id);
+    CLI_SAYS(&e, 2, "not preheated", "close", "--id", id);
+    state_is(&e, aid, "created");
     CHECK_EQ(redis_keys_of(aid), 0); /* the switch did not half-create meta */
 }
 
 SK_TEST(activity_cli_delete_is_refused_while_open)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    run_ok(&e, "open", id);
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
-    CHECK_MSG(strstr(out, "is open") != NULL, "output: %s", out);
+    uint64_t aid = env_fresh(&e, id);
+    sale_open(&e, id);
+    CLI_SAYS(&e, 2, "is open", "delete", "--id", id);
     CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 2); /* --force does not bypass it */
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "open");
+    state_is(&e, aid, "open");
     CHECK_EQ(live_of(aid).open, 1);
     CHECK_EQ(live_of(aid).remaining, 10);
 }
@@ -681,22 +677,15 @@ SK_TEST(activity_cli_delete_is_refused_while_open)
 SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    run_ok(&e, "open", id);
+    uint64_t aid = env_fresh(&e, id);
+    sale_open(&e, id);
     sk_redis *r = redis_of(e.redis);
-    struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &adm, NULL), 0);
-    CHECK_EQ(adm.rc, SK_RC_OK);
+    buy_ok(r, aid, 7, 1);
     sk_redis_free(r);
     run_ok(&e, "close", id);
 
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
-    CHECK_MSG(strstr(out, "--force") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 2, "--force", "delete", "--id", id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, aid, &a), 0);
     CHECK_EQ(live_of(aid).stream_len, 1);
@@ -709,10 +698,8 @@ SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
 SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reusable)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
     run_ok(&e, "preheat", id);
     CHECK(redis_keys_of(aid) > 0);
@@ -730,10 +717,8 @@ SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reu
 SK_TEST(activity_create_rejects_end_before_start_without_writing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
                  "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T09:00:00Z"),
              2);
@@ -747,10 +732,8 @@ SK_TEST(activity_create_rejects_end_before_start_without_writing)
 SK_TEST(activity_create_rejects_zero_or_negative_stock_without_writing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     static const char *const stocks[] = {"0", "-5", "1000000000001"};
     for (size_t i = 0; i < 3; i++) {
         CHECK_EQ(
@@ -764,12 +747,10 @@ SK_TEST(activity_create_rejects_zero_or_negative_stock_without_writing)
 SK_TEST(activity_create_rejects_limit_zero_and_bad_max_per_order_without_writing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "0"), 2);
-    CHECK_MSG(strstr(out, "per-user limit") != NULL, "output: %s", out);
+    uint64_t aid = env_fresh(&e, id);
+    CLI_SAYS(&e, 2, "per-user limit", "create", "--id", id, "--name", "x", "--stock", "5",
+             "--limit", "0");
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
                  "--max-per-order", "0"),
              2);
@@ -784,10 +765,8 @@ SK_TEST(activity_create_rejects_limit_zero_and_bad_max_per_order_without_writing
 SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     static const char *const bad[][2] = {
         {"--stock", "ten"},
         {"--stock", "5x"},
@@ -833,18 +812,15 @@ SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing
 SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_flags)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
                  "--colour", "red"),
              2);
     CHECK_MSG(strstr(out, "unknown flag '--colour'") != NULL, "output: %s", out);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5"), 2);
-    CHECK_MSG(strstr(out, "missing --limit") != NULL, "output: %s", out);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "--limit", "1"), 2);
-    CHECK_MSG(strstr(out, "--stock needs a value") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 2, "missing --limit", "create", "--id", id, "--name", "x", "--stock", "5");
+    CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", id, "--name", "x", "--stock",
+             "--limit", "1");
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
                  "--stock", "6"),
              2);
@@ -856,8 +832,7 @@ SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_f
                  "--force"),
              2); /* a flag of another sub-command */
     CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force=yes"), 2);
-    CHECK_EQ(CLI(&e, out, "preheat"), 2);
-    CHECK_MSG(strstr(out, "missing --id") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 2, "missing --id", "preheat");
     CHECK_EQ(CLI(&e, out, "launch", "--id", id), 2);
     check_nothing_written(&e, aid);
     /* --flag=value works like --flag value. */
@@ -870,10 +845,8 @@ SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_f
 SK_TEST(activity_cli_duplicate_create_is_exit_2_and_keeps_the_original)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "other", "--stock", "99", "--limit", "1"),
              2);
@@ -888,10 +861,8 @@ SK_TEST(activity_cli_duplicate_create_is_exit_2_and_keeps_the_original)
 SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         CHECK_MSG(CLI(&e, out, subs[i], "--id", id) == 2, "%s: %s", subs[i], out);
@@ -903,10 +874,8 @@ SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
 SK_TEST(activity_cli_redis_unreachable_is_exit_1_quickly_and_changes_nothing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096], dead[64];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
     snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", sk_th_free_port());
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
@@ -920,9 +889,7 @@ SK_TEST(activity_cli_redis_unreachable_is_exit_1_quickly_and_changes_nothing)
         CHECK_MSG(took < 3000, "%s took %lld ms", subs[i], (long long)took);
     }
     CHECK_EQ(cli_run(&e, dead, out, sizeof out, (const char *const[]){"list", NULL}), 1);
-    struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_STR(a.state, "created");
+    state_is(&e, aid, "created");
 }
 
 SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
@@ -957,10 +924,8 @@ SK_TEST(activity_cli_help_prints_usage_and_exits_0_for_every_subcommand)
 SK_TEST(activity_cli_times_take_rfc3339_offsets_and_relative_end_from_start)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
                  "--start", "2030-01-01T08:00:00+08:00", "--end", "+90m"),
              0);
@@ -1061,10 +1026,8 @@ SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
 SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
     /* An order event left behind with no meta or stock beside it. */
     sk_redis *r = redis_of(e.redis);
@@ -1075,8 +1038,7 @@ SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
     CHECK_EQ(rep->type, REDIS_REPLY_STRING);
     freeReplyObject(rep);
     sk_redis_free(r);
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 2);
-    CHECK_MSG(strstr(out, "1 order events") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 2, "1 order events", "delete", "--id", id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, aid, &a), 0);
     CHECK_EQ(redis_keys_of(aid), 1);
@@ -1091,10 +1053,8 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
      * store still says created. The next preheat leaves Redis alone and
      * repairs the stored state. */
     struct env e;
-    env_init(&e);
-    char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    char id[24];
+    uint64_t aid = env_fresh(&e, id);
     create_ok(&e, id, "10");
     struct sk_activity a;
     CHECK_EQ(stored(&e, aid, &a), 0);
@@ -1112,8 +1072,7 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
     freeReplyObject(rep);
     sk_redis_free(r);
 
-    CHECK_EQ(CLI(&e, out, "preheat", "--id", id), 0);
-    CHECK_MSG(strstr(out, "live stock exists (6 left)") != NULL, "output: %s", out);
+    CLI_SAYS(&e, 0, "live stock exists (6 left)", "preheat", "--id", id);
     CHECK_EQ(live_of(aid).remaining, 6);
     CHECK_EQ(stored(&e, aid, &a), 0);
     CHECK_STR(a.state, "preheated");
@@ -1122,10 +1081,8 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
 SK_TEST(activity_cli_create_takes_a_per_user_rate_limit_and_preheat_carries_it_to_redis)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "rl", "--stock", "5", "--limit", "1",
                  "--rate-burst", "2"),
              2); /* a burst alone means nothing */
@@ -1210,10 +1167,8 @@ SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
 SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
 {
     struct env e;
-    env_init(&e);
     char id[24], out[4096];
-    uint64_t aid = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
+    uint64_t aid = env_fresh(&e, id);
     static const struct {
         const char *stock, *segments, *want;
     } bad[] = {

@@ -555,6 +555,37 @@ static void check_serve_log(const struct sk_th_serve *v)
     fclose(f);
 }
 
+/* serve stops cleanly on SIGTERM and its log holds no sanitizer report. */
+static void serve_stop_clean(struct sk_th_serve *v)
+{
+    CHECK_EQ(sk_th_serve_stop(v, SIGTERM), 0);
+    check_serve_log(v);
+}
+
+/* Waits (up to 10 s) until the first activity has sold 50: the sale is
+ * under way before the fault. */
+static void hsale_wait_first(struct hsale *s)
+{
+    int64_t by = sk_mono_ms() + 10000;
+    while (atomic_load(&s->ok[0]) < 50 && sk_mono_ms() < by) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* After a fault (`what`) moved the first activity's slot from master
+ * `from` to `to` while the sale was still going: the sale ends with the
+ * invariants held and purchases accepted again on the new owner. */
+static void hsale_after_fault(struct hsale *s, sk_redis *r, pthread_t *th, int64_t stock, int from,
+                              int to, const char *what)
+{
+    CHECK(to != from);
+    long before = atomic_load(&s->ok[0]);
+    CHECK_MSG(before < stock, "the sale ended before the %s did: make it longer", what);
+    hsale_check(s, r, th, stock);
+    CHECK_MSG(atomic_load(&s->ok[0]) > before, "no 200 after the %s", what);
+}
+
 SK_TEST(cluster_serve_sells_out_exactly_over_http_across_three_masters)
 {
     sk_redis *r = connect_cluster();
@@ -566,8 +597,7 @@ SK_TEST(cluster_serve_sells_out_exactly_over_http_across_three_masters)
     for (int a = 0; a < SALE_ACTIVITIES; a++)
         CHECK_EQ(atomic_load(&s.ok[a]), 400);
     CHECK_EQ(atomic_load(&s.n503), 0);
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
-    check_serve_log(&v);
+    serve_stop_clean(&v);
     sk_redis_free(r);
 }
 
@@ -579,22 +609,12 @@ SK_TEST(cluster_serve_survives_a_master_failover_during_an_http_sale)
     pthread_t th[HS_THREADS];
     const int64_t stock = 3000;
     hsale_start(&s, &v, r, th, stock);
-    int64_t by = sk_mono_ms() + 10000;
-    while (atomic_load(&s.ok[0]) < 50 && sk_mono_ms() < by) {
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    hsale_wait_first(&s);
     int slot = activity_slot(s.ids[0]);
     int old = sk_th_cluster_master_of(slot);
     int now_master = sk_th_cluster_failover(slot);
-    CHECK(now_master != old);
-    long before = atomic_load(&s.ok[0]);
-    CHECK_MSG(before < stock, "the sale ended before the failover did: make it longer");
-    hsale_check(&s, r, th, stock);
-    /* purchases were accepted again on the new master */
-    CHECK_MSG(atomic_load(&s.ok[0]) > before, "no 200 after the failover");
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
-    check_serve_log(&v);
+    hsale_after_fault(&s, r, th, stock, old, now_master, "failover");
+    serve_stop_clean(&v);
     sk_redis_free(r);
     printf("    failover %d -> %d; 503s %ld, lost %ld\n", old, now_master,
            (long)atomic_load(&s.n503), (long)atomic_load(&s.lost));
@@ -652,30 +672,20 @@ SK_TEST(cluster_serve_survives_a_slot_migration_during_an_http_sale)
     pthread_t th[HS_THREADS];
     const int64_t stock = 3000;
     hsale_start(&s, &v, r, th, stock);
-    int64_t by = sk_mono_ms() + 10000;
-    while (atomic_load(&s.ok[0]) < 50 && sk_mono_ms() < by) {
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    hsale_wait_first(&s);
     /* a cluster client shows its redirections, none yet */
     CHECK_EQ(serve_metric(v.port, REDIR("ask")), 0);
     int slot = activity_slot(s.ids[0]);
     int from = sk_th_cluster_master_of(slot);
     int to = sk_th_cluster_migrate_slot(slot, between_http_moves, &v.port);
-    CHECK(to != from);
-    long at_end = atomic_load(&s.ok[0]);
-    CHECK_MSG(at_end < stock, "the sale ended before the migration did: make it longer");
-    hsale_check(&s, r, th, stock);
-    /* purchases were accepted again on the new owner */
-    CHECK_MSG(atomic_load(&s.ok[0]) > at_end, "no 200 after the migration");
+    hsale_after_fault(&s, r, th, stock, from, to, "migration");
     long long moved = serve_metric(v.port, REDIR("moved")),
               ask = serve_metric(v.port, REDIR("ask"));
     long long tryagain = serve_metric(v.port, REDIR("tryagain"));
     /* the async client met the migration: ASK in the window (every key of
      * the slot on the target, the slot not handed over) */
     CHECK_MSG(ask >= 1, "serve saw MOVED %lld, ASK %lld, TRYAGAIN %lld", moved, ask, tryagain);
-    CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
-    check_serve_log(&v);
+    serve_stop_clean(&v);
     /* no redirection reached a caller as its answer (purchase_batch logs
      * an unexpected reply, and the buyer gets a 503) */
     check_serve_log_lacks(&v, "ASK ");

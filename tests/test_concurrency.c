@@ -759,18 +759,28 @@ SK_TEST(purchases_from_400_connections_admit_exactly_the_stock)
            f.refused[SK_RC_LIMIT_EXCEEDED], f.mon_samples, f.mon_min);
 }
 
-SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
+/* With the alarm armed and the fd limit raised: a new ENGINE arena over a
+ * fresh activity id of `initial` units (its keys in *k), and *r connected.
+ * The activity is not opened yet. */
+static struct arena *engine_arena(sk_redis **r, struct sk_keys *k, int64_t initial)
 {
-    enum { PROCS = 4, THREADS = 25, RELEASERS = 6, STOCK = 500, USERS = 1500, PER = 50 };
     alarm(CONC_ALARM_S);
     raise_fd_limit();
     struct arena *A = arena_new();
-    sk_redis *r = connect_or_fail();
-    struct sk_keys k;
+    *r = connect_or_fail();
     A->aid = sk_th_unique_id();
-    sk_keys_for(&k, A->aid);
-    A->initial = STOCK;
+    sk_keys_for(k, A->aid);
+    A->initial = initial;
     A->mode = ENGINE;
+    return A;
+}
+
+SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
+{
+    enum { PROCS = 4, THREADS = 25, RELEASERS = 6, STOCK = 500, USERS = 1500, PER = 50 };
+    struct sk_keys k;
+    sk_redis *r;
+    struct arena *A = engine_arena(&r, &k, STOCK);
     A->releasers_per_proc = RELEASERS;
     A->npurchasers = PROCS * (THREADS - RELEASERS);
     A->per_thread = PER;
@@ -909,15 +919,9 @@ SK_TEST(naive_check_then_act_oversells_under_the_same_load)
 SK_TEST(per_user_limit_holds_when_one_user_hammers_from_many_connections)
 {
     enum { HOT_USER = 4242 };
-    alarm(CONC_ALARM_S);
-    raise_fd_limit();
-    struct arena *A = arena_new();
-    sk_redis *r = connect_or_fail();
     struct sk_keys k;
-    A->aid = sk_th_unique_id();
-    sk_keys_for(&k, A->aid);
-    A->initial = BIG_STOCK;
-    A->mode = ENGINE;
+    sk_redis *r;
+    struct arena *A = engine_arena(&r, &k, BIG_STOCK);
     open_activity(r, A->aid, BIG_STOCK, LIMIT, MAX_QTY);
     /* One attempt per connection, all released by the barrier at once; odd
      * threads go through purchase_batch (a batch of one). */

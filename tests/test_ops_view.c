@@ -176,6 +176,17 @@ static void kill_and_wait_replacement(pid_t supervisor, pid_t victim, int want)
     }
 }
 
+/* Starts serve (two processes) with an ops listener on a free port:
+ * returns that port; its address ("127.0.0.1:port") into addr. */
+static int serve_with_ops(struct sk_th_serve *s, char *addr, size_t cap)
+{
+    int ops = sk_th_free_port();
+    snprintf(addr, cap, "127.0.0.1:%d", ops);
+    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
+    sk_th_serve_start(s, sk_th_redis_url(), extra);
+    return ops;
+}
+
 /* The metric text of the node until cond(text) holds (bounded). */
 static const char *scrape_until(int port, int (*cond)(const char *, void *), void *arg)
 {
@@ -344,11 +355,8 @@ SK_TEST(ops_metrics_show_the_age_of_the_oldest_unpersisted_order)
 SK_TEST(ops_listen_serves_the_operations_routes_there_only)
 {
     struct sk_th_serve s;
-    int ops = sk_th_free_port();
     char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
-    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    int ops = serve_with_ops(&s, addr, sizeof addr);
     uint64_t aid = sk_th_unique_id();
     open_sale(s.port, aid, 10, 1);
     static char body[1 << 20];
@@ -539,11 +547,8 @@ static int dashboard_caught_up(int ops, uint64_t aid, long long admitted)
 SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240)
 {
     struct sk_th_serve s;
-    int ops = sk_th_free_port();
     char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
-    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    int ops = serve_with_ops(&s, addr, sizeof addr);
     uint64_t aid = sk_th_unique_id();
     open_sale(s.port, aid, 2500, 1);
     int accepted = buy_many(s.port, aid, 0, 1234, 8);
@@ -653,11 +658,8 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
 SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 240)
 {
     struct sk_th_serve s;
-    int ops = sk_th_free_port();
     char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
-    const char *extra[] = {"--ops-listen", addr, "--processes", "2", NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    int ops = serve_with_ops(&s, addr, sizeof addr);
     uint64_t aid = sk_th_unique_id();
     open_sale(s.port, aid, 1000000, 1);
     /* the sale: a buyer process, 50 new buyers every 100 ms, until stopped */

@@ -22,26 +22,6 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 
-struct answers {
-    int n, nulls, errors;
-    long long last_int;
-    char last_str[64];
-};
-
-static void on_reply(void *data, redisReply *rep)
-{
-    struct answers *a = data;
-    a->n++;
-    if (!rep) {
-        a->nulls++;
-        return;
-    }
-    if (rep->type == REDIS_REPLY_ERROR) a->errors++;
-    if (rep->type == REDIS_REPLY_INTEGER) a->last_int = rep->integer;
-    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
-        snprintf(a->last_str, sizeof a->last_str, "%s", rep->str);
-}
-
 /* Runs loop passes (flushing and ticking like the server does) until
  * *done or the deadline; returns whether *done became true. */
 static int run_until(h2o_loop_t *loop, sk_aredis *ar, const int *done, int64_t ms)
@@ -84,11 +64,11 @@ SK_TEST(async_client_answers_pipelined_commands_in_order)
     sk_aredis *ar = connect_async(loop, sk_th_redis_url(), 1000);
     char key[64];
     snprintf(key, sizeof key, "t:async:%llu", (unsigned long long)sk_th_unique_id());
-    struct answers a[200];
+    struct sk_th_answers a[200];
     memset(a, 0, sizeof a);
     for (int i = 0; i < 200; i++) {
         const char *argv[] = {"INCR", key};
-        CHECK_EQ(sk_aredis_command(ar, on_reply, &a[i], 2, argv, NULL), 0);
+        CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a[i], 2, argv, NULL), 0);
     }
     CHECK_EQ(sk_aredis_pending(ar), 200);
     int done = 0;
@@ -118,8 +98,8 @@ SK_TEST(async_eval_survives_a_script_flush_without_an_error)
     struct sk_keys k;
     sk_keys_for(&k, 4242);
     const char *keys[] = {k.meta, k.stock, k.buyers, k.orders, k.dlq};
-    struct answers a = {0};
-    CHECK_EQ(sk_aredis_eval(ar, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, on_reply, &a), 0);
+    struct sk_th_answers a = {0};
+    CHECK_EQ(sk_aredis_eval(ar, SK_SCRIPT_STATE, 5, keys, 0, NULL, NULL, sk_th_on_reply, &a), 0);
     int done = 0;
     int64_t deadline = sk_mono_ms() + 5000;
     while (!(done = a.n == 1) && sk_mono_ms() < deadline)
@@ -145,9 +125,9 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
     sk_aredis *ar = connect_async(loop, srv.url, 300);
     unsigned connects = sk_aredis_connects(ar);
     kill(srv.pid, SIGSTOP);
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     const char *argv[] = {"PING"};
-    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+    CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), 0);
     int64_t t0 = sk_mono_ms();
     int done = 0;
     while (!(done = a.n == 1) && sk_mono_ms() - t0 < 3000)
@@ -157,7 +137,7 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
     CHECK_MSG(sk_mono_ms() - t0 < 1500, "took %lld ms", (long long)(sk_mono_ms() - t0));
     CHECK(!sk_aredis_ready(ar));
     /* while down, new commands are refused at once */
-    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), SK_EIO);
+    CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), SK_EIO);
     kill(srv.pid, SIGCONT);
     int ready = 0;
     int64_t deadline = sk_mono_ms() + 5000;
@@ -180,9 +160,9 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
     int64_t deadline = sk_mono_ms() + 3000;
     while (!(down = !sk_aredis_ready(ar)) && sk_mono_ms() < deadline) {
         /* a command notices the broken connection */
-        struct answers a = {0};
+        struct sk_th_answers a = {0};
         const char *argv[] = {"PING"};
-        sk_aredis_command(ar, on_reply, &a, 1, argv, NULL);
+        sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL);
         run_until(loop, ar, &down, 20);
     }
     CHECK(down);
@@ -192,15 +172,15 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
     while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline)
         run_until(loop, ar, &ready, 10);
     CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     const char *argv[] = {"PING"};
-    CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+    CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), 0);
     int done = 0;
     deadline = sk_mono_ms() + 3000;
     while (!(done = a.n == 1) && sk_mono_ms() < deadline)
         run_until(loop, ar, &done, 10);
     CHECK(done);
-    CHECK_STR(a.last_str, "PONG");
+    CHECK_STR(a.last, "PONG");
     sk_aredis_free(ar);
     sk_th_redis_stop(&srv, 1);
 }
@@ -243,7 +223,7 @@ SK_TEST_T(async_client_survives_writes_that_fill_the_socket_while_redis_reads_sl
     sk_aredis *ar = connect_async(loop, srv.unix_url[0] ? srv.unix_url : srv.url, 20000);
     static char big[40 * 1024];
     memset(big, 'v', sizeof big);
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     int sent = 0;
     struct stutter st = {.pid = srv.pid};
     atomic_init(&st.stop, 0);
@@ -262,12 +242,12 @@ SK_TEST_T(async_client_survives_writes_that_fill_the_socket_while_redis_reads_sl
             for (int i = 0; i < 6; i++) {
                 const char *argv[] = {"SET", "sk:test:slowreader", big};
                 size_t lens[] = {3, 18, sizeof big - (size_t)(sent * 997) % 20000};
-                CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 3, argv, lens), 0);
+                CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 3, argv, lens), 0);
                 sent++;
             }
         } else {
             const char *argv[] = {"PING"};
-            CHECK_EQ(sk_aredis_command(ar, on_reply, &a, 1, argv, NULL), 0);
+            CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), 0);
             sent++;
         }
         sk_aredis_flush(ar);
@@ -338,13 +318,13 @@ static void *loading_loop(void *arg)
     h2o_loop_t *loop = h2o_evloop_create();
     sk_aredis *ar = connect_async(loop, w->url, 500);
     atomic_store(&w->ready_seen, 1);
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     while (!atomic_load(&w->stop)) {
         if (sk_aredis_ready(ar)) {
             struct sk_keys k;
             sk_keys_for(&k, 424242);
             const char *keys[] = {k.meta, k.stock};
-            if (sk_aredis_eval(ar, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_reply, &a) == 0)
+            if (sk_aredis_eval(ar, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, sk_th_on_reply, &a) == 0)
                 atomic_fetch_add(&w->sent, 1);
         }
         int never = 0;

@@ -31,24 +31,9 @@
 #include "redis/redis_async.h"
 #include "redis/redis_cluster.h"
 #include "spawn/redis_spawn.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "tests/support/spawn/cluster_spawn.h"
-
-struct answers {
-    int n, nulls;
-    char last[64];
-};
-
-static void on_reply(void *data, redisReply *rep)
-{
-    struct answers *a = data;
-    a->n++;
-    if (!rep) {
-        a->nulls++;
-        return;
-    }
-    snprintf(a->last, sizeof a->last, "%s", rep->str ? rep->str : "");
-}
 
 static void pass(h2o_loop_t *loop, sk_aredis *const *ars, int n)
 {
@@ -60,11 +45,11 @@ static void pass(h2o_loop_t *loop, sk_aredis *const *ars, int n)
 }
 
 /* One command on ar, its answer awaited on the loop (bounded). */
-static void call(h2o_loop_t *loop, sk_aredis *const *ars, int n, sk_aredis *ar, struct answers *a,
-                 int argc, const char *const *argv)
+static void call(h2o_loop_t *loop, sk_aredis *const *ars, int n, sk_aredis *ar,
+                 struct sk_th_answers *a, int argc, const char *const *argv)
 {
     int before = a->n;
-    CHECK_EQ(sk_aredis_command(ar, on_reply, a, argc, argv, NULL), 0);
+    CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, a, argc, argv, NULL), 0);
     int64_t by = sk_mono_ms() + 5000;
     while (a->n == before && sk_mono_ms() < by)
         pass(loop, ars, n);
@@ -113,7 +98,7 @@ SK_TEST(async_cluster_client_serves_masters_named_by_host_name)
     CHECK_MSG(sk_aredis_ready(ar), "not ready: %s", sk_aredis_errstr(ar));
     /* every master's slots are served through its name: a key of each */
     int served[3] = {0};
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     for (int k = 0; k < 200 && !(served[0] && served[1] && served[2]); k++) {
         char key[32];
         snprintf(key, sizeof key, "resolve:%d", k);
@@ -263,7 +248,7 @@ SK_TEST(async_client_loop_answers_while_a_host_name_resolves)
     CHECK_MSG(atomic_load(&d.asked) > 0, "the name was never asked of the DNS server");
     /* while the question is held, the loop goes on answering the other
      * client: 200 round trips, one after the other */
-    struct answers a = {0};
+    struct sk_th_answers a = {0};
     for (int i = 0; i < 200; i++) {
         call(loop, ars, 2, ars[0], &a, 1, (const char *const[]){"PING"});
         CHECK_STR(a.last, "PONG");

@@ -229,3 +229,16 @@ sk_worker *sk_th_worker_thread(const struct sk_worker_opts *o, pthread_t *t)
     CHECK_EQ(pthread_create(t, NULL, worker_loop, w), 0);
     return w;
 }
+
+void sk_th_on_reply(void *data, redisReply *rep)
+{
+    struct sk_th_answers *a = data;
+    a->n++;
+    if (!rep) {
+        a->nulls++;
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) a->errors++;
+    if (rep->type == REDIS_REPLY_INTEGER) a->last_int = rep->integer;
+    snprintf(a->last, sizeof a->last, "%s", rep->str ? rep->str : "");
+}

@@ -102,4 +102,15 @@ struct sk_worker_stats sk_th_worker_run(const struct sk_worker_opts *o);
  * caller stops it (sk_worker_stop), joins *t and frees it. */
 sk_worker *sk_th_worker_thread(const struct sk_worker_opts *o, pthread_t *t);
 
+/* What replies an async command callback saw: how many, how many were
+ * NULL (no answer) or errors, the last integer, and the text of the last
+ * non-NULL reply ("" when it had none). */
+struct sk_th_answers {
+    int n, nulls, errors;
+    long long last_int;
+    char last[64];
+};
+/* An sk_aredis callback that records into data (a struct sk_th_answers). */
+void sk_th_on_reply(void *data, redisReply *rep);
+
 #endif

@@ -13,26 +13,45 @@ static struct sk_redis_url parse_ok(const char *s)
     return u;
 }
 
+/* Each of bad[0..n) is refused with SK_EINVAL and a reason. */
+static void check_rejected(const char *const *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sk_redis_url u;
+        char err[128] = "";
+        CHECK_MSG(sk_redis_url_parse(&u, bad[i], strlen(bad[i]), err, sizeof err) == SK_EINVAL,
+                  "accepted \"%s\"", bad[i]);
+        CHECK_MSG(err[0] != 0, "no reason for \"%s\"", bad[i]);
+    }
+}
+
+static void check_creds(const struct sk_redis_url *u, const char *user, const char *pass)
+{
+    CHECK_STR(u->user, user);
+    CHECK_STR(u->pass, pass);
+}
+
+static void check_at(const struct sk_redis_url *u, const char *host, int port)
+{
+    CHECK_STR(u->host, host);
+    CHECK_EQ(u->port, port);
+}
+
 SK_TEST(redis_url_parses_host_port_credentials_and_db)
 {
     struct sk_redis_url u = parse_ok("redis://127.0.0.1");
-    CHECK_STR(u.host, "127.0.0.1");
-    CHECK_EQ(u.port, 6379);
+    check_at(&u, "127.0.0.1", 6379);
     CHECK_EQ(u.db, 0);
     CHECK_STR(u.pass, "");
     u = parse_ok("redis://alice:p%40ss@cache.local:7000/5");
-    CHECK_STR(u.user, "alice");
-    CHECK_STR(u.pass, "p@ss");
-    CHECK_STR(u.host, "cache.local");
-    CHECK_EQ(u.port, 7000);
+    check_creds(&u, "alice", "p@ss");
+    check_at(&u, "cache.local", 7000);
     CHECK_EQ(u.db, 5);
     u = parse_ok("redis://:only-pass@h:1/");
-    CHECK_STR(u.user, "");
-    CHECK_STR(u.pass, "only-pass");
+    check_creds(&u, "", "only-pass");
     CHECK_EQ(u.port, 1);
     u = parse_ok("redis://[::1]:6380");
-    CHECK_STR(u.host, "::1");
-    CHECK_EQ(u.port, 6380);
+    check_at(&u, "::1", 6380);
 }
 
 SK_TEST(redis_url_rejects_malformed_input_with_a_reason)
@@ -52,13 +71,7 @@ SK_TEST(redis_url_rejects_malformed_input_with_a_reason)
                          "redis://[::1",
                          "redis://h h:1",
                          "redis://h:99999999999999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct sk_redis_url u;
-        char err[128] = "";
-        CHECK_MSG(sk_redis_url_parse(&u, bad[i], strlen(bad[i]), err, sizeof err) == SK_EINVAL,
-                  "accepted \"%s\"", bad[i]);
-        CHECK_MSG(err[0] != 0, "no reason for \"%s\"", bad[i]);
-    }
+    check_rejected(bad, sizeof bad / sizeof bad[0]);
     /* length is honoured: bytes past len are not read */
     struct sk_redis_url u;
     char err[64];
@@ -82,8 +95,7 @@ SK_TEST(redis_url_parses_sentinels_master_name_credentials_and_db)
     CHECK_EQ(u.db, 0);
     CHECK_STR(u.pass, "");
     u = parse_ok("redis+sentinel://app:s%40cret@s1:26379,s2:26379/shop.main-1/3");
-    CHECK_STR(u.user, "app");
-    CHECK_STR(u.pass, "s@cret");
+    check_creds(&u, "app", "s@cret");
     CHECK_STR(u.master_name, "shop.main-1");
     CHECK_EQ(u.db, 3);
     CHECK_EQ(u.nseeds, 2);
@@ -97,16 +109,14 @@ SK_TEST(redis_url_parses_unix_sockets_with_credentials_and_db)
 {
     struct sk_redis_url u = parse_ok("redis+unix:///var/run/redis/redis.sock");
     CHECK(u.unix_sock);
-    CHECK_STR(u.host, "/var/run/redis/redis.sock");
-    CHECK_EQ(u.port, 0);
+    check_at(&u, "/var/run/redis/redis.sock", 0);
     CHECK_EQ(u.db, 0);
     u = parse_ok("redis+unix://:pw@/tmp/r.sock?db=7");
     CHECK_STR(u.host, "/tmp/r.sock");
     CHECK_STR(u.pass, "pw");
     CHECK_EQ(u.db, 7);
     u = parse_ok("redis+unix://alice:p%3Aw@/tmp/r.sock");
-    CHECK_STR(u.user, "alice");
-    CHECK_STR(u.pass, "p:w");
+    check_creds(&u, "alice", "p:w");
 }
 
 SK_TEST(redis_url_rejects_malformed_sentinel_and_unix_urls)
@@ -126,11 +136,5 @@ SK_TEST(redis_url_rejects_malformed_sentinel_and_unix_urls)
                          "redis+unix:///tmp/r.sock?db=x",
                          "redis+unix:///tmp/r.sock?timeout=1",
                          longpath};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct sk_redis_url u;
-        char err[128] = "";
-        CHECK_MSG(sk_redis_url_parse(&u, bad[i], strlen(bad[i]), err, sizeof err) == SK_EINVAL,
-                  "accepted \"%s\"", bad[i]);
-        CHECK_MSG(err[0] != 0, "no reason for \"%s\"", bad[i]);
-    }
+    check_rejected(bad, sizeof bad / sizeof bad[0]);
 }

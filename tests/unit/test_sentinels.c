@@ -56,6 +56,35 @@ static enum sk_sentinels_verdict decide(struct sk_sentinels *s, int64_t t, char 
     return sk_sentinels_decide(s, t, host, 256, port);
 }
 
+/* Three Sentinels that all name 10.0.1.1:6379 at epoch at 1000 ms: the
+ * client uses it (into host and *port). */
+static struct sk_sentinels all_name_one(int epoch, char *host, int *port)
+{
+    struct sk_sentinels s = three();
+    for (int i = 0; i < 3; i++)
+        answer(&s, i, "10.0.1.1", 6379, epoch, 1000);
+    CHECK_EQ(decide(&s, 1000, host, port), SK_SN_USE);
+    sk_sentinels_using(&s, host, *port, 1000);
+    return s;
+}
+
+/* What sk_sentinels_role / sk_sentinels_readonly make of the reply resp. */
+static int role_of(struct sk_sentinels *s, const char *resp)
+{
+    redisReply *r = sk_th_resp(resp);
+    int v = sk_sentinels_role(s, r);
+    freeReplyObject(r);
+    return v;
+}
+
+static int readonly_of(struct sk_sentinels *s, const char *resp)
+{
+    redisReply *r = sk_th_resp(resp);
+    int v = sk_sentinels_readonly(s, r);
+    freeReplyObject(r);
+    return v;
+}
+
 SK_TEST(sentinels_use_a_master_only_once_a_majority_answered)
 {
     struct sk_sentinels s = three();
@@ -127,13 +156,9 @@ SK_TEST(sentinels_move_to_the_newest_epoch_even_against_a_stale_minority)
 
 SK_TEST(sentinels_leave_a_master_no_majority_named_for_the_lease)
 {
-    struct sk_sentinels s = three();
     char host[256];
     int port = 0;
-    for (int i = 0; i < 3; i++)
-        answer(&s, i, "10.0.1.1", 6379, 1, 1000);
-    CHECK_EQ(decide(&s, 1000, host, &port), SK_SN_USE);
-    sk_sentinels_using(&s, host, port, 1000);
+    struct sk_sentinels s = all_name_one(1, host, &port);
     /* cut off with its clients: only the first Sentinel answers (it names
      * it), the others do not */
     int64_t t = 1000;
@@ -165,13 +190,9 @@ SK_TEST(sentinels_leave_a_master_no_majority_named_for_the_lease)
 
 SK_TEST(sentinels_move_at_once_on_switch_master_and_leave_a_demoted_master)
 {
-    struct sk_sentinels s = three();
     char host[256];
     int port = 0;
-    for (int i = 0; i < 3; i++)
-        answer(&s, i, "10.0.1.1", 6379, 7, 1000);
-    CHECK_EQ(decide(&s, 1000, host, &port), SK_SN_USE);
-    sk_sentinels_using(&s, host, port, 1000);
+    struct sk_sentinels s = all_name_one(7, host, &port);
     const char *sub[2];
     sk_sentinels_subscribe(sub);
     CHECK_STR(sub[1], "+switch-master");
@@ -196,24 +217,18 @@ SK_TEST(sentinels_move_at_once_on_switch_master_and_leave_a_demoted_master)
     const char *role[1];
     sk_sentinels_role_query(role);
     CHECK_STR(role[0], "ROLE");
-    redisReply *r = sk_th_resp("*3\r\n$6\r\nmaster\r\n:10\r\n*0\r\n");
-    CHECK_EQ(sk_sentinels_role(&s, r), 0);
-    freeReplyObject(r);
+    CHECK_EQ(role_of(&s, "*3\r\n$6\r\nmaster\r\n:10\r\n*0\r\n"), 0);
     CHECK_EQ(decide(&s, 1300, host, &port), SK_SN_KEEP);
-    r = sk_th_resp("*5\r\n$5\r\nslave\r\n$8\r\n10.0.1.3\r\n:6379\r\n$9\r\nconnected\r\n:10\r\n");
-    CHECK_EQ(sk_sentinels_role(&s, r), 1);
-    freeReplyObject(r);
+    CHECK_EQ(
+        role_of(&s, "*5\r\n$5\r\nslave\r\n$8\r\n10.0.1.3\r\n:6379\r\n$9\r\nconnected\r\n:10\r\n"),
+        1);
     CHECK_EQ(decide(&s, 1300, host, &port), SK_SN_LEAVE);
     CHECK_MSG(strstr(s.why, "ROLE slave"), "%s", s.why);
     sk_sentinels_dropped(&s);
     sk_sentinels_using(&s, "10.0.1.2", 6380, 1300);
-    r = sk_th_resp("-READONLY You can't write against a read only replica.\r\n");
-    CHECK_EQ(sk_sentinels_readonly(&s, r), 1);
-    freeReplyObject(r);
+    CHECK_EQ(readonly_of(&s, "-READONLY You can't write against a read only replica.\r\n"), 1);
     CHECK_EQ(decide(&s, 1301, host, &port), SK_SN_LEAVE);
-    r = sk_th_resp("-ERR other\r\n");
-    CHECK_EQ(sk_sentinels_readonly(&s, r), 0);
-    freeReplyObject(r);
+    CHECK_EQ(readonly_of(&s, "-ERR other\r\n"), 0);
 }
 
 SK_TEST(sentinels_take_odd_answers_as_none)
