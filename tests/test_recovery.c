@@ -757,6 +757,10 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
      * IP the call's limits do not need */
     args[7] = args[8] = "";
     lens[7] = lens[8] = 0;
+    char ipkey[SK_RL_KEY_MAX + 1];
+    CHECK(sk_keys_rl_ip(&k, "192.0.2.1", ipkey, sizeof ipkey) >= 0);
+    CHECK(nk < (int)SK_BATCH_KEYC(1));
+    keys[nk] = ipkey; /* the one past the call's keys: an IP key it does not need */
     for (int extra = -1; extra <= 1; extra += 2) {
         redisReply *rep;
         CHECK_EQ(sk_script_eval(r, SK_SCRIPT_PURCHASE_BATCH, nk + extra, keys,
