@@ -238,10 +238,18 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
     struct sk_purchase ps[SK_BATCH_MAX];
     for (size_t i = 0; i < b->n; i++)
         ps[i] = b->items[i]->p;
-    char *buf = malloc(cap + kcap);
-    const char **args = malloc(argc * sizeof *args);
-    size_t *lens = malloc(argc * sizeof *lens);
-    const char **keys = malloc(SK_BATCH_KEYC(b->n) * sizeof *keys);
+    /* one block per batch (the hot path): the pointer arrays first, for
+     * their alignment, then the argument and key bytes */
+    size_t nkeys = SK_BATCH_KEYC(b->n);
+    void *mem = malloc(argc * sizeof(const char *) + nkeys * sizeof(const char *) +
+                       argc * sizeof(size_t) + cap + kcap);
+    if (!mem) {
+        fail_batch(b, "redis is unreachable; try again");
+        return;
+    }
+    const char **args = mem, **keys = args + argc;
+    size_t *lens = (size_t *)(keys + nkeys);
+    char *buf = (char *)(lens + argc);
     int rc = SK_ENOMEM, nk = 0;
     const struct sk_config *cf = &app->cfg;
     struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
@@ -251,15 +259,11 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
-    if (buf && args && lens && keys &&
-        sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0 &&
+    if (sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0 &&
         (nk = sk_stock_batch_keys(&k, &rl, ps, b->n, buf + cap, kcap, keys)) > 0)
         rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)argc, args,
                                  lens, on_batch_reply, b);
-    free(buf);
-    free(args);
-    free(lens);
-    free(keys);
+    free(mem);
     if (rc < 0) fail_batch(b, "redis is unreachable; try again");
 }
 
