@@ -114,19 +114,19 @@ int sk_sq_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *
 }
 
 /* Runs s (bound already) and reads up to limit orders into out. */
-static int read_orders(sk_store *st, sqlite3_stmt *s, size_t limit, struct sk_order *out, size_t *n)
+/* Binds limit as parameter limit_at of s, reads up to limit orders into
+ * out and finalizes s. */
+static int read_orders(sk_store *st, sqlite3_stmt *s, int limit_at, size_t limit,
+                       struct sk_order *out, size_t *n)
 {
-    int step;
+    sqlite3_bind_int64(s, limit_at, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
+    int step, rc = 0;
     *n = 0;
     while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
         sk_sq_read_row(s, sk_store_read_order, &out[(*n)++]);
-    if (*n < limit && step != SQLITE_DONE) return sk_sq_err(st, "read orders");
-    return 0;
-}
-
-static sqlite3_int64 limit_arg(size_t limit)
-{
-    return (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit);
+    if (*n < limit && step != SQLITE_DONE) rc = sk_sq_err(st, "read orders");
+    sqlite3_finalize(s);
+    return rc;
 }
 
 int sk_sq_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
@@ -139,10 +139,7 @@ int sk_sq_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_o
                            " ORDER BY pay_deadline_ms LIMIT ?");
     if (rc) return rc;
     sqlite3_bind_int64(s, 1, now_ms);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
+    return read_orders(st, s, 2, limit, out, n);
 }
 
 int sk_sq_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
@@ -160,10 +157,7 @@ int sk_sq_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const 
     sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
-    sqlite3_bind_int64(s, 4, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
+    return read_orders(st, s, 4, limit, out, n);
 }
 
 int sk_sq_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
@@ -259,10 +253,7 @@ int sk_sq_orders_unreleased(sk_store *st, const char *after, size_t limit, struc
                            " AND order_id > ? ORDER BY order_id LIMIT ?");
     if (rc) return rc;
     sqlite3_bind_text(s, 1, after, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = read_orders(st, s, limit, out, n);
-    sqlite3_finalize(s);
-    return rc;
+    return read_orders(st, s, 2, limit, out, n);
 }
 
 /* DB stock, expected DB stock and initial stock of an activity, in one
