@@ -10,6 +10,7 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "core/mix64.h"
 #include "engine/keys.h"
 #include "engine/stock_int.h"
 #include "redis/script.h"
@@ -99,12 +100,7 @@ int64_t sk_queue_eta_ms(const struct sk_queue_head *h, const struct sk_queue_ans
 /* A fixed spread per buyer (splitmix64's finaliser), in [0, span). */
 static int64_t spread(uint64_t user, int64_t span)
 {
-    if (span <= 1) return 0;
-    uint64_t z = user + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (int64_t)(z % (uint64_t)span);
+    return span <= 1 ? 0 : (int64_t)sk_mix64_bucket(user, (uint64_t)span);
 }
 
 int64_t sk_queue_poll_after_ms(const struct sk_queue_head *h, const struct sk_queue_answer *a,

@@ -11,6 +11,7 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "core/mix64.h"
 #include "engine/seg_preheat.h"
 #include "engine/seg_settle.h"
 #include "engine/stock_int.h"
@@ -20,13 +21,8 @@
 
 int sk_seg_home(uint64_t uid, int segments)
 {
-    if (segments <= 1) return 0;
-    /* splitmix64's finaliser: neighbouring ids land on unrelated segments */
-    uint64_t z = uid + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return (int)(z % (uint64_t)segments);
+    /* neighbouring ids land on unrelated segments */
+    return segments <= 1 ? 0 : (int)sk_mix64_bucket(uid, (uint64_t)segments);
 }
 
 int64_t sk_seg_share(int64_t initial, int segments, int seg)
@@ -142,6 +138,30 @@ static int run_cmd(sk_redis *r, struct sk_seg_cmd *c, redisReply **rep)
     if (c->script == SK_SEG_CMD_PLAIN) return sk_redis_command(r, rep, c->argc, c->argv, NULL);
     return sk_script_eval(r, (enum sk_script_id)c->script, c->nkeys, c->argv, c->nargs,
                           c->argv + c->nkeys, NULL, rep);
+}
+
+/* One turn of a walk (preheat, settle): with rep NULL its next command
+ * into *c, else rep fed to it; returns the step the walk is at. */
+typedef int walk_turn_fn(void *walk, struct sk_seg_cmd *c, const redisReply *rep);
+
+/* Drives a walk on the blocking client from step until done or failed (a
+ * reply that was not one: errstr, the walk's own, becomes r->errstr). */
+static int run_walk(sk_redis *r, void *walk, walk_turn_fn *turn, int step, int done, int failed,
+                    const char *errstr)
+{
+    int rc = 0;
+    while (rc == 0 && step != done && step != failed) {
+        struct sk_seg_cmd c;
+        redisReply *rep;
+        turn(walk, &c, NULL);
+        if ((rc = run_cmd(r, &c, &rep)) == 0) step = turn(walk, NULL, rep);
+        if (rep) freeReplyObject(rep);
+    }
+    if (rc == 0 && step == failed) {
+        snprintf(r->errstr, sizeof r->errstr, "%s", errstr);
+        rc = r->err = SK_EPROTO;
+    }
+    return rc;
 }
 
 /* The receiving half of a transfer; *applied as sk_seg_xfer_in_read. */
@@ -408,23 +428,18 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
     return rc;
 }
 
+static int preheat_turn(void *walk, struct sk_seg_cmd *c, const redisReply *rep)
+{
+    if (!rep) sk_seg_preheat_cmd(walk, c);
+    return (int)(rep ? sk_seg_preheat_feed(walk, rep) : ((struct sk_seg_preheat *)walk)->step);
+}
+
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
                    int64_t *stock)
 {
     struct sk_seg_preheat p;
     sk_seg_preheat_init(&p, d, force);
-    int rc = 0;
-    while (rc == 0 && p.step != SK_SPH_DONE && p.step != SK_SPH_FAILED) {
-        struct sk_seg_cmd c;
-        redisReply *rep;
-        sk_seg_preheat_cmd(&p, &c);
-        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_preheat_feed(&p, rep);
-        if (rep) freeReplyObject(rep);
-    }
-    if (rc == 0 && p.step == SK_SPH_FAILED) {
-        snprintf(r->errstr, sizeof r->errstr, "%s", p.errstr);
-        rc = r->err = SK_EPROTO;
-    }
+    int rc = run_walk(r, &p, preheat_turn, (int)p.step, SK_SPH_DONE, SK_SPH_FAILED, p.errstr);
     if (rc == 0) {
         *rc_out = p.rc;
         if (stock && p.has_stock) *stock = p.stock;
@@ -516,22 +531,18 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
     return rc;
 }
 
+static int settle_turn(void *walk, struct sk_seg_cmd *c, const redisReply *rep)
+{
+    if (!rep) sk_seg_settle_cmd(walk, c);
+    return (int)(rep ? sk_seg_settle_feed(walk, rep) : ((struct sk_seg_settle *)walk)->step);
+}
+
 int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
 {
     struct sk_seg_settle st;
     sk_seg_settle_init(&st, aid, segments, recovering);
-    int rc = 0;
-    while (rc == 0 && st.step != SK_SETTLE_DONE && st.step != SK_SETTLE_FAILED) {
-        struct sk_seg_cmd c;
-        redisReply *rep;
-        sk_seg_settle_cmd(&st, &c);
-        if ((rc = run_cmd(r, &c, &rep)) == 0) sk_seg_settle_feed(&st, rep);
-        if (rep) freeReplyObject(rep);
-    }
-    if (rc == 0 && st.step == SK_SETTLE_FAILED) {
-        snprintf(r->errstr, sizeof r->errstr, "%s", st.errstr);
-        rc = r->err = SK_EPROTO;
-    }
+    int rc =
+        run_walk(r, &st, settle_turn, (int)st.step, SK_SETTLE_DONE, SK_SETTLE_FAILED, st.errstr);
     *units = st.units;
     sk_seg_settle_free(&st);
     return rc;
