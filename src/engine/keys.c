@@ -2,6 +2,7 @@
 #include "engine/keys.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,16 +81,37 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id)
     return 0;
 }
 
+/* The KEYS of each script, in the order the script reads them: one
+ * table per script, filled by fill_keys. */
+static const size_t purchase_keys[SK_PURCHASE_NKEYS] = {
+    offsetof(struct sk_keys, meta),   offsetof(struct sk_keys, stock),
+    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
+    offsetof(struct sk_keys, idem),   offsetof(struct sk_keys, ledger),
+    offsetof(struct sk_keys, xin),    offsetof(struct sk_keys, wr_spent)};
+static const size_t release_keys[SK_RELEASE_NKEYS] = {
+    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
+    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, released),
+    offsetof(struct sk_keys, ledger)};
+static const size_t preheat_keys[SK_PREHEAT_NKEYS] = {offsetof(struct sk_keys, meta),
+                                                      offsetof(struct sk_keys, stock),
+                                                      offsetof(struct sk_keys, buyers)};
+static const size_t state_keys[SK_STATE_NKEYS] = {
+    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
+    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
+    offsetof(struct sk_keys, dlq)};
+static const size_t queue_keys[SK_QUEUE_NKEYS] = {
+    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, wr_q),
+    offsetof(struct sk_keys, wr_pass), offsetof(struct sk_keys, stock)};
+
+static void fill_keys(const struct sk_keys *k, const size_t *offsets, size_t n, const char **keys)
+{
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (const char *)k + offsets[i];
+}
+
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS])
 {
-    keys[0] = k->meta;
-    keys[1] = k->stock;
-    keys[2] = k->buyers;
-    keys[3] = k->orders;
-    keys[4] = k->idem;
-    keys[5] = k->ledger;
-    keys[6] = k->xin;
-    keys[7] = k->wr_spent;
+    fill_keys(k, purchase_keys, SK_PURCHASE_NKEYS, keys);
 }
 
 /* prefix then len bytes of s into out (cap bytes, terminated). */
@@ -122,33 +144,20 @@ int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap
 
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])
 {
-    keys[0] = k->meta;
-    keys[1] = k->stock;
-    keys[2] = k->buyers;
-    keys[3] = k->released;
-    keys[4] = k->ledger;
+    fill_keys(k, release_keys, SK_RELEASE_NKEYS, keys);
 }
 
 void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS])
 {
-    keys[0] = k->meta;
-    keys[1] = k->stock;
-    keys[2] = k->buyers;
+    fill_keys(k, preheat_keys, SK_PREHEAT_NKEYS, keys);
 }
 
 void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS])
 {
-    keys[0] = k->meta;
-    keys[1] = k->stock;
-    keys[2] = k->buyers;
-    keys[3] = k->orders;
-    keys[4] = k->dlq;
+    fill_keys(k, state_keys, SK_STATE_NKEYS, keys);
 }
 
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
 {
-    keys[0] = k->meta;
-    keys[1] = k->wr_q;
-    keys[2] = k->wr_pass;
-    keys[3] = k->stock;
+    fill_keys(k, queue_keys, SK_QUEUE_NKEYS, keys);
 }
