@@ -129,20 +129,17 @@ static int compare_order(struct rec_ctx *c, const struct sk_order *o, const stru
                                       " unit(s); the ledger has user %" PRIu64 ", %" PRId64
                                       " unit(s)",
                                       o->order_id, o->user_id, o->quantity, e->user, e->qty);
-    if (o->status == SK_ORDER_PAID && e->released)
+    if (e->released && (o->status == SK_ORDER_PAID || o->status == SK_ORDER_CREATED)) {
+        /* released in Redis, still holding its units in the DB */
+        int paid = o->status == SK_ORDER_PAID;
         return sk_reconcile_add_drift(
-            rep, c->seg, SK_DRIFT_PAID_RELEASED, o,
-            "SERIOUS: order %s (user %" PRIu64 ", %" PRId64
-            " unit(s)) is paid in the DB but its units were released in Redis "
-            "(they may be sold again): an operator must settle it",
-            o->order_id, o->user_id, o->quantity);
-    if (o->status == SK_ORDER_CREATED && e->released)
-        return sk_reconcile_add_drift(
-            rep, c->seg, SK_DRIFT_RELEASED_NOT_CANCELLED, o,
-            "order %s (user %" PRIu64 ", %" PRId64
-            " unit(s)) was released in Redis but is still created (payable) in "
-            "the DB",
-            o->order_id, o->user_id, o->quantity);
+            rep, c->seg, paid ? SK_DRIFT_PAID_RELEASED : SK_DRIFT_RELEASED_NOT_CANCELLED, o,
+            "%sorder %s (user %" PRIu64 ", %" PRId64 " unit(s)) %s", paid ? "SERIOUS: " : "",
+            o->order_id, o->user_id, o->quantity,
+            paid ? "is paid in the DB but its units were released in Redis (they may be sold "
+                   "again): an operator must settle it"
+                 : "was released in Redis but is still created (payable) in the DB");
+    }
     if (o->status == SK_ORDER_CANCELLED && !e->released) {
         if (o->cancelled_ms > c->now - c->grace) {
             rep->db.owed_recent++; /* a cancel in progress: its release follows */

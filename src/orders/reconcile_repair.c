@@ -398,6 +398,26 @@ static void repair_lost(struct rec_run *u, const struct sk_drift *d)
                                 "order %s: not restored: %s", o->order_id, sk_store_errstr(u->st));
 }
 
+/* The end of a repair that settled order o on both sides: the order is
+ * marked released in the DB, then either nothing was left to do (meanwhile
+ * says what another hand did) or the repair is audited as audit_kind and
+ * reported as "order <id> (user, units) <done>". */
+static void repair_settled(struct rec_run *u, int seg, int kind, const struct sk_order *o,
+                           const char *meanwhile, const char *audit_kind, const char *done)
+{
+    sk_store_order_mark_released(u->st, o->order_id, u->now);
+    if (meanwhile) {
+        sk_reconcile_add_repair(u->rep, seg, kind, 1, "order %s: %s meanwhile, nothing to do",
+                                o->order_id, meanwhile);
+        return;
+    }
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+    snprintf(detail, sizeof detail, "order %s (user %" PRIu64 ", %" PRId64 " unit(s)) %s",
+             o->order_id, o->user_id, o->quantity, done);
+    audit(u->st, u->now, u->aid, SK_SEG_NONE, audit_kind, detail);
+    sk_reconcile_add_repair(u->rep, seg, kind, 1, "%s", detail);
+}
+
 /* Released in Redis, still created in the DB: cancel it there (a payment
  * must not keep units that went back on sale). */
 static void repair_released_not_cancelled(struct rec_run *u, const struct sk_drift *d)
@@ -417,19 +437,9 @@ static void repair_released_not_cancelled(struct rec_run *u, const struct sk_dri
                                 "order %s: not cancelled: %s", o->order_id, sk_store_errstr(u->st));
         return;
     }
-    sk_store_order_mark_released(u->st, o->order_id, u->now);
-    if (prev != SK_ORDER_CREATED) {
-        sk_reconcile_add_repair(u->rep, seg, SK_DRIFT_RELEASED_NOT_CANCELLED, 1,
-                                "order %s: cancelled meanwhile, nothing to do", o->order_id);
-        return;
-    }
-    char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    snprintf(detail, sizeof detail,
-             "order %s (user %" PRIu64 ", %" PRId64
-             " unit(s)) was released in Redis but created in the DB: cancelled in the DB",
-             o->order_id, o->user_id, o->quantity);
-    audit(u->st, u->now, u->aid, SK_SEG_NONE, "repair_cancel_released", detail);
-    sk_reconcile_add_repair(u->rep, seg, SK_DRIFT_RELEASED_NOT_CANCELLED, 1, "%s", detail);
+    repair_settled(u, seg, SK_DRIFT_RELEASED_NOT_CANCELLED, o,
+                   prev != SK_ORDER_CREATED ? "cancelled" : NULL, "repair_cancel_released",
+                   "was released in Redis but created in the DB: cancelled in the DB");
 }
 
 /* Cancelled in the DB, units still held in Redis: run the release (on the
@@ -450,20 +460,13 @@ static void repair_release(struct rec_run *u, int seg, const struct sk_order *o)
                                 sk_rc_name(rrc));
         return;
     }
-    sk_store_order_mark_released(u->st, o->order_id, u->now);
-    if (rrc == SK_RC_ALREADY_RELEASED) {
-        sk_reconcile_add_repair(u->rep, seg, SK_DRIFT_CANCELLED_NOT_RELEASED, 1,
-                                "order %s: released meanwhile, nothing to do", o->order_id);
-        return;
-    }
-    char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    snprintf(detail, sizeof detail,
-             "order %s (user %" PRIu64 ", %" PRId64
-             " unit(s)) was cancelled in the DB but held in Redis: released, %" PRId64
+    char done[128];
+    snprintf(done, sizeof done,
+             "was cancelled in the DB but held in Redis: released, %" PRId64
              " unit(s) back on sale",
-             o->order_id, o->user_id, o->quantity, given);
-    audit(u->st, u->now, u->aid, SK_SEG_NONE, "repair_release", detail);
-    sk_reconcile_add_repair(u->rep, seg, SK_DRIFT_CANCELLED_NOT_RELEASED, 1, "%s", detail);
+             given);
+    repair_settled(u, seg, SK_DRIFT_CANCELLED_NOT_RELEASED, o,
+                   rrc == SK_RC_ALREADY_RELEASED ? "released" : NULL, "repair_release", done);
 }
 
 /* Segmented: rolls forward every transfer lent and never applied
