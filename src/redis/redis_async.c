@@ -315,14 +315,23 @@ static void hold(sk_aredis *ar, const struct ar_entry *e, redisReply *r, int64_t
     ar->held[ar->nheld++] = (struct ar_held){e->cb, e->data, r, rtt};
 }
 
-static void on_read(h2o_socket_t *sock, const char *err)
+/* The client a socket callback is for: NULL when the socket has none any
+ * more, or when the callback reports a failure (the connection is then
+ * lost). */
+static sk_aredis *live_client(h2o_socket_t *sock, const char *err)
 {
     sk_aredis *ar = sock->data;
-    if (!ar) return;
-    if (err) {
+    if (ar && err) {
         connection_lost(ar, err);
-        return;
+        return NULL;
     }
+    return ar;
+}
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    sk_aredis *ar = live_client(sock, err);
+    if (!ar) return;
     if (redisReaderFeed(ar->reader, sock->input->bytes, sock->input->size) != REDIS_OK) {
         connection_lost(ar, "reader failed");
         return;
@@ -505,12 +514,8 @@ static void enqueue_scripts(sk_aredis *ar)
 
 static void on_connect(h2o_socket_t *sock, const char *err)
 {
-    sk_aredis *ar = sock->data;
+    sk_aredis *ar = live_client(sock, err);
     if (!ar) return;
-    if (err) {
-        connection_lost(ar, err);
-        return;
-    }
     set_state(ar, AR_HANDSHAKE);
     h2o_socket_read_start(sock, on_read);
     ar->fn = 0;
@@ -690,17 +695,19 @@ int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeou
     return sk_aredis_new_opts(out, loop, url, &o, err, cap);
 }
 
+/* Hands a call over to the cluster (cl) or Sentinel (sn) client behind
+ * ar: 1 when it did (the caller is done), 0 for a plain client. */
+static int handed_over(sk_aredis *ar, void (*cl)(sk_aredis *), void (*sn)(sk_aredis *))
+{
+    void (*fn)(sk_aredis *) = ar->cl ? cl : ar->sn ? sn : NULL;
+    if (fn) fn(ar);
+    return fn != NULL;
+}
+
 void sk_aredis_free(sk_aredis *ar)
 {
     if (!ar) return;
-    if (ar->cl) {
-        sk_aredis_cl_free(ar);
-        return;
-    }
-    if (ar->sn) {
-        sk_aredis_sn_free(ar);
-        return;
-    }
+    if (handed_over(ar, sk_aredis_cl_free, sk_aredis_sn_free)) return;
     set_state(ar, AR_DOWN); /* closed on purpose: not logged as a loss */
     connection_lost(ar, "closed");
     redisReaderFree(ar->reader);
@@ -832,14 +839,7 @@ int sk_aredis_eval_wait(sk_aredis *ar, enum sk_script_id id, int nkeys, const ch
 
 void sk_aredis_tick(sk_aredis *ar)
 {
-    if (ar->cl) {
-        sk_aredis_cl_tick(ar);
-        return;
-    }
-    if (ar->sn) {
-        sk_aredis_sn_tick(ar);
-        return;
-    }
+    if (handed_over(ar, sk_aredis_cl_tick, sk_aredis_sn_tick)) return;
     int64_t now = sk_mono_ms();
     /* a command may wait behind a WAIT that waits its timeout, and then for
      * its own WAIT */
