@@ -155,14 +155,24 @@ static int require_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int
     return rc < 0 ? rc : 0;
 }
 
+/* The optional object field key of root into *obj (NULL when absent);
+ * SK_EINVAL naming the object's shape when the field is no object. */
+static int optional_object(json_t *root, const char *key, const char *shape, json_t **obj,
+                           char *err, size_t cap)
+{
+    *obj = json_object_get(root, key);
+    if (*obj && !json_is_object(*obj))
+        return sk_einval(err, cap, "%s must be an object %s", key, shape);
+    return 0;
+}
+
 /* Optional "rate_limit": {"per_user_per_s": R, "burst": B}. */
 static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
-    json_t *rl = json_object_get(root, "rate_limit");
-    if (!rl) return 0;
-    if (!json_is_object(rl))
-        return sk_einval(err, cap,
-                         "rate_limit must be an object {\"per_user_per_s\":R,\"burst\":B}");
+    json_t *rl;
+    int rc =
+        optional_object(root, "rate_limit", "{\"per_user_per_s\":R,\"burst\":B}", &rl, err, cap);
+    if (rc || !rl) return rc;
     if (require_int(rl, "per_user_per_s", 1, SK_ACTIVITY_RATE_MAX, &a->rl_per_user_per_s, err,
                     cap) < 0 ||
         get_int(rl, "burst", 1, SK_ACTIVITY_RATE_MAX, &a->rl_burst, err, cap) < 0) {
@@ -179,11 +189,10 @@ static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err,
 /* Optional "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": S}. */
 static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
-    json_t *wr = json_object_get(root, "waiting_room");
-    if (!wr) return 0;
-    if (!json_is_object(wr))
-        return sk_einval(err, cap,
-                         "waiting_room must be an object {\"passes_per_s\":R,\"pass_ttl_s\":T}");
+    json_t *wr;
+    int rc = optional_object(root, "waiting_room", "{\"passes_per_s\":R,\"pass_ttl_s\":T}", &wr,
+                             err, cap);
+    if (rc || !wr) return rc;
     a->wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_DEFAULT;
     json_t *seed = json_object_get(wr, "seed");
     char inner[160] = "";
