@@ -101,33 +101,28 @@ struct sk_app {
     struct sk_sale_live *sale; /* the buyer's page's live reads (api_sale.c) */
 };
 
-/* Route handlers: answer now or later; always return 0. */
-typedef int (*sk_route_fn)(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* Route handlers: answer now or later; always return 0. One type, so
+ * every handler below has the signature the route table calls. */
+typedef int sk_route_handler(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+typedef sk_route_handler *sk_route_fn;
+/* api_purchase.c */
+sk_route_handler sk_api_purchase;
+/* api_admin.c: the activity read, the admin routes and GET /ops */
+sk_route_handler sk_api_activity, sk_api_admin_create, sk_api_admin_preheat, sk_api_admin_switch,
+    sk_api_admin_stats, sk_api_ops;
 /* ops_view.c: GET /metrics (the node's text), GET / (the dashboard page),
  * GET /dashboard.json (what the page shows). */
-int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_ops_dashboard(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_ops_data(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+sk_route_handler sk_api_ops_metrics, sk_api_ops_dashboard, sk_api_ops_data;
 /* Once per loop pass: the first HTTP process adds a second's sample to the
  * dashboard's history (ops_history.h). */
 void sk_ops_view_tick(struct sk_app *app);
-int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_order_cancel(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+/* api_orders.c: an order's read, pay and cancel */
+sk_route_handler sk_api_order_get, sk_api_order_pay, sk_api_order_cancel;
+/* api_queue.c: the waiting room's join or poll, and its pace */
+sk_route_handler sk_api_queue, sk_api_queue_pace;
 /* api_sale.c: the buyer's page (GET /sale/{id}), the server's clock
  * (GET /api/v1/time) and the page's cheap live read (GET .../live). */
-int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_sale_time(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
-int sk_api_sale_live(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m);
+sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;
 
 /* An activity as a buyer sees it, without holding a request: the
  * definition (this process's cache, act_defs.h) and the live state read
