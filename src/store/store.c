@@ -201,22 +201,24 @@ int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                             order_id);
 }
 
-int sk_store_repair_check(sk_store *st, uint64_t id, int64_t expected, int64_t initial)
+int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check, int64_t *stock,
+                         int64_t *expected, char detail[SK_STORE_AUDIT_DETAIL_MAX])
 {
-    if (expected >= 0 && expected <= initial) return 0;
-    return sk_store_set_err(st, SK_ESTATE,
-                            "activity %" PRIu64 ": computed DB stock %" PRId64
-                            " is outside 0..%" PRId64
-                            " (the DB holds more units than the initial stock)",
-                            id, expected, initial);
-}
-
-void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expected, int64_t initial)
-{
-    snprintf(buf, cap,
+    int64_t initial = 0;
+    int rc = check(st, id, stock, expected, &initial);
+    if (rc) return rc;
+    if (*expected < 0 || *expected > initial)
+        return sk_store_set_err(st, SK_ESTATE,
+                                "activity %" PRIu64 ": computed DB stock %" PRId64
+                                " is outside 0..%" PRId64
+                                " (the DB holds more units than the initial stock)",
+                                id, *expected, initial);
+    if (*stock == *expected) return 0;
+    snprintf(detail, SK_STORE_AUDIT_DETAIL_MAX,
              "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
              " - units of orders not cancelled %" PRId64 ")",
-             stock, expected, initial, initial - expected);
+             *stock, *expected, initial, initial - *expected);
+    return 1;
 }
 
 int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,

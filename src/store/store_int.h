@@ -166,16 +166,35 @@ int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
     ", " p2 ", " p3 ", " p4 ", " p5 ", " p6 ") ON CONFLICT (label, branch) DO UPDATE SET"          \
     " adm = excluded.adm, updated_ms = excluded.updated_ms, order_id = excluded.order_id"          \
     " WHERE excluded.adm > redis_marks.adm"
+/* The mark of a cancelled order's release (placeholders: the time, the
+ * order id), the same SQL on SQLite and PostgreSQL: it matches only a
+ * cancelled order not marked yet. */
+#define SK_STORE_MARK_RELEASED(p1, p2)                                                             \
+    "UPDATE orders SET released_ms = " p1 " WHERE order_id = " p2                                  \
+    " AND status = 'cancelled' AND released_ms IS NULL"
+/* An activity's DB stock, its expected DB stock (the initial stock less
+ * the units of its orders not cancelled) and its initial stock, in one
+ * statement (one snapshot), the same SQL on every backend (p: the
+ * placeholder of the activity id). */
+#define SK_STORE_STOCK_CHECK(p)                                                                    \
+    "SELECT a.stock, a.stock_initial - COALESCE((SELECT SUM(o.quantity)"                           \
+    " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"                  \
+    " a.stock_initial FROM activities a WHERE a.id = " p
 /* An order id already present: the existing row differs from o (another
  * activity, user or quantity)? 1 conflict, 0 a re-delivery. */
 int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
                          int64_t quantity);
 
-/* DB stock repair: SK_ESTATE when the computed stock (expected) is outside
- * 0..initial, else 0; and the audit row's detail text. */
-int sk_store_repair_check(sk_store *st, uint64_t id, int64_t expected, int64_t initial);
-void sk_store_repair_detail(char *buf, size_t cap, int64_t stock, int64_t expected,
-                            int64_t initial);
+/* A backend's read of SK_STORE_STOCK_CHECK for activity id into *stock,
+ * *expected and *initial; SK_ENOTFOUND when the activity is absent. */
+typedef int sk_store_stock_check_fn(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
+                                    int64_t *initial);
+/* The plan of a DB stock repair, inside the backend's transaction: the
+ * stock read by check; SK_ESTATE when the computed stock (*expected) is
+ * outside 0..initial; 0 when the stock is right; 1 when the backend must
+ * set it to *expected and add the audit row of text detail. */
+int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check, int64_t *stock,
+                         int64_t *expected, char detail[SK_STORE_AUDIT_DETAIL_MAX]);
 
 /* Backend functions: X(p, type, member, (parameters)) for each member of
  * struct sk_store_ops. store.c clears st->errstr before each call and does

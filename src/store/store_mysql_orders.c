@@ -294,11 +294,7 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
                        int64_t *initial)
 {
     struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b,
-                   "SELECT a.stock, a.stock_initial - COALESCE((SELECT SUM(o.quantity)"
-                   " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
-                   " a.stock_initial FROM activities a WHERE a.id = %" PRIu64,
-                   id);
+    sk_my_sql_addf(&b, SK_STORE_STOCK_CHECK("%" PRIu64), id);
     MYSQL_RES *r;
     size_t rows;
     int rc = read_rows(st, "check DB stock", &b, &r, &rows);
@@ -340,12 +336,8 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     if (r) mysql_free_result(r);
     if (rc) return rc;
     if (rows != 1) return sk_store_no_activity(st, id);
-    int64_t initial = 0;
-    if ((rc = stock_check(st, id, stock, expected, &initial)) != 0) return rc;
-    if ((rc = sk_store_repair_check(st, id, *expected, initial)) != 0) return rc;
-    if (*stock == *expected) return 0;
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
+    if ((rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail)) <= 0) return rc;
     sk_my_sql_addf(&b, "UPDATE activities SET stock = %" PRId64 " WHERE id = %" PRIu64 "; ",
                    *expected, id);
     add_audit(st, &b, now_ms, id, "repair_db_stock", detail);

@@ -259,10 +259,8 @@ int sk_pg_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
-    int hit = update_order(st,
-                           "UPDATE orders SET released_ms = $1 WHERE order_id = $2"
-                           " AND status = 'cancelled' AND released_ms IS NULL",
-                           now_ms, order_id, "mark order released");
+    int hit = update_order(st, SK_STORE_MARK_RELEASED("$1", "$2"), now_ms, order_id,
+                           "mark order released");
     return sk_store_release_end(st, hit, order_id, read_status);
 }
 
@@ -287,11 +285,7 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
     struct sk_pg_num a = sk_pg_num_u64(id);
     const char *p[] = {a.s};
     PGresult *r;
-    int rc = sk_pg_run(st, &r, "check DB stock",
-                       "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
-                       " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
-                       " a.stock_initial FROM activities a WHERE a.id = $1",
-                       1, p);
+    int rc = sk_pg_run(st, &r, "check DB stock", SK_STORE_STOCK_CHECK("$1"), 1, p);
     if (rc) return rc;
     if (PQntuples(r) != 1) {
         rc = sk_store_no_activity(st, id);
@@ -327,17 +321,13 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     int rows = PQntuples(r);
     PQclear(r);
     if (rows != 1) return sk_store_no_activity(st, id);
-    int64_t initial = 0;
-    if ((rc = stock_check(st, id, stock, expected, &initial)) != 0) return rc;
-    if ((rc = sk_store_repair_check(st, id, *expected, initial)) != 0) return rc;
-    if (*stock == *expected) return 0;
+    char detail[SK_STORE_AUDIT_DETAIL_MAX];
+    if ((rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail)) <= 0) return rc;
     struct sk_pg_num e = sk_pg_num_i64(*expected);
     const char *up[] = {e.s, a.s};
     if ((rc = sk_pg_run(st, NULL, "set DB stock", "UPDATE activities SET stock = $1 WHERE id = $2",
                         2, up)) != 0)
         return rc;
-    char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
     return audit_insert(st, now_ms, id, "repair_db_stock", detail);
 }
 

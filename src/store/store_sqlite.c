@@ -221,6 +221,29 @@ int sk_sq_prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql)
     return 0;
 }
 
+int sk_sq_prepare_args(sk_store *st, sqlite3_stmt **stmt, const char *sql,
+                       const struct sk_sq_arg *args, int n)
+{
+    int rc = sk_sq_prepare(st, stmt, sql);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (args[i].text)
+            sqlite3_bind_text(*stmt, i + 1, args[i].text, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_int64(*stmt, i + 1, args[i].num);
+    }
+    return rc;
+}
+
+int sk_sq_run(sk_store *st, const char *sql, const struct sk_sq_arg *args, int n, const char *what)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_prepare_args(st, &s, sql, args, n);
+    if (rc) return rc;
+    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, what);
+    sqlite3_finalize(s);
+    return rc;
+}
+
 /* A kept statement, reset and unbound, ready to bind. */
 int sk_sq_cached(sk_store *st, int which, sqlite3_stmt **out)
 {

@@ -32,6 +32,18 @@ int sk_sq_exec(sk_store *st, const char *sql, const char *what);
 /* Prepares sql into *stmt (the caller finalizes it); *stmt NULL on
  * failure. */
 int sk_sq_prepare(sk_store *st, sqlite3_stmt **stmt, const char *sql);
+/* One parameter of a statement: text when set (bound as a copy), else
+ * num. */
+struct sk_sq_arg {
+    const char *text;
+    int64_t num;
+};
+/* Prepares sql into *stmt (the caller finalizes it) with args[0..n) bound
+ * as its parameters 1..n; *stmt NULL on failure. */
+int sk_sq_prepare_args(sk_store *st, sqlite3_stmt **stmt, const char *sql,
+                       const struct sk_sq_arg *args, int n);
+/* Runs sql (no rows) with args[0..n) bound; what names it in an error. */
+int sk_sq_run(sk_store *st, const char *sql, const struct sk_sq_arg *args, int n, const char *what);
 /* The kept statement which (Q_*), prepared on first use, reset and
  * unbound, ready to bind; owned by the handle (reset it, never finalize). */
 int sk_sq_cached(sk_store *st, int which, sqlite3_stmt **out);

@@ -31,9 +31,9 @@ int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 static int read_status(sk_store *st, const char *order_id, int *status)
 {
     sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s, "SELECT status FROM orders WHERE order_id = ?");
+    const struct sk_sq_arg a[] = {{.text = order_id}};
+    int rc = sk_sq_prepare_args(st, &s, "SELECT status FROM orders WHERE order_id = ?", a, 1);
     if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
         *status = status_at(s, 0);
@@ -50,13 +50,8 @@ static int read_status(sk_store *st, const char *order_id, int *status)
 static int update_order(sk_store *st, const char *sql, int64_t now, const char *order_id,
                         const char *what)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s, sql);
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, what);
-    sqlite3_finalize(s);
+    const struct sk_sq_arg a[] = {{.num = now}, {.text = order_id}};
+    int rc = sk_sq_run(st, sql, a, 2, what);
     return rc ? rc : sqlite3_changes(st->db) == 1;
 }
 
@@ -72,56 +67,61 @@ static int transition(sk_store *st, const char *order_id, const char *sql, int64
     return sk_store_transition_end(st, hit, order_id, before, read_status);
 }
 
-int sk_sq_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
-{
-    int rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin pay");
-    if (rc) return rc;
-    rc = transition(st, order_id,
-                    "UPDATE orders SET status = 'paid', paid_ms = ?"
-                    " WHERE order_id = ? AND status = 'created'",
-                    now_ms, before);
-    return sk_sq_finish_tx(st, rc, "commit pay");
-}
-
 /* Gives the units of a cancelled order back to its activity's DB stock,
  * capped at the initial stock (an activity row that is gone: nothing). */
 static int credit_stock(sk_store *st, const char *order_id)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s,
-                           "UPDATE activities SET stock = min(stock_initial, stock +"
-                           " (SELECT quantity FROM orders WHERE order_id = ?1))"
-                           " WHERE id = (SELECT activity_id FROM orders WHERE order_id = ?1)");
+    const struct sk_sq_arg a[] = {{.text = order_id}};
+    return sk_sq_run(st,
+                     "UPDATE activities SET stock = min(stock_initial, stock +"
+                     " (SELECT quantity FROM orders WHERE order_id = ?1))"
+                     " WHERE id = (SELECT activity_id FROM orders WHERE order_id = ?1)",
+                     a, 1, "give back DB stock");
+}
+
+/* A status change of a created order (pay, cancel: sql) in its own
+ * IMMEDIATE transaction; with credit, the winning change gives the units
+ * back to the DB stock in the same transaction (store.h), so they go back
+ * exactly once. */
+static int status_tx(sk_store *st, const char *order_id, const char *sql, int64_t now, int *before,
+                     int credit)
+{
+    int rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin order status change");
     if (rc) return rc;
-    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, "give back DB stock");
-    sqlite3_finalize(s);
-    return rc;
+    rc = transition(st, order_id, sql, now, before);
+    if (rc == 0 && credit && *before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
+    return sk_sq_finish_tx(st, rc, "commit order status change");
+}
+
+int sk_sq_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *before)
+{
+    return status_tx(st, order_id,
+                     "UPDATE orders SET status = 'paid', paid_ms = ?"
+                     " WHERE order_id = ? AND status = 'created'",
+                     now_ms, before, 0);
 }
 
 int sk_sq_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *before)
 {
-    /* The status change and the DB stock credit commit together (store.h),
-     * so the units go back exactly once, with the winning cancel. */
-    int rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin cancel");
-    if (rc) return rc;
-    rc = transition(st, order_id,
-                    "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
-                    " WHERE order_id = ? AND status = 'created'",
-                    now_ms, before);
-    if (rc == 0 && *before == SK_ORDER_CREATED) rc = credit_stock(st, order_id);
-    return sk_sq_finish_tx(st, rc, "commit cancel");
+    return status_tx(st, order_id,
+                     "UPDATE orders SET status = 'cancelled', cancelled_ms = ?"
+                     " WHERE order_id = ? AND status = 'created'",
+                     now_ms, before, 1);
 }
 
-/* Runs s (bound already) and reads up to limit orders into out. */
-/* Binds limit as parameter limit_at of s, reads up to limit orders into
- * out and finalizes s. */
-static int read_orders(sk_store *st, sqlite3_stmt *s, int limit_at, size_t limit,
-                       struct sk_order *out, size_t *n)
+/* Reads up to limit orders into out: the orders matching where (a WHERE
+ * condition and its ORDER BY) with its parameters args[0..nargs). */
+static int read_orders(sk_store *st, const char *where, const struct sk_sq_arg *args, int nargs,
+                       size_t limit, struct sk_order *out, size_t *n)
 {
-    sqlite3_bind_int64(s, limit_at, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
-    int step, rc = 0;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE %s LIMIT ?",
+             where);
+    sqlite3_stmt *s;
     *n = 0;
+    int step, rc = sk_sq_prepare_args(st, &s, sql, args, nargs);
+    if (rc) return rc;
+    sqlite3_bind_int64(s, nargs + 1, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
     while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
         sk_sq_read_row(s, sk_store_read_order, &out[(*n)++]);
     if (*n < limit && step != SQLITE_DONE) rc = sk_sq_err(st, "read orders");
@@ -132,32 +132,20 @@ static int read_orders(sk_store *st, sqlite3_stmt *s, int limit_at, size_t limit
 int sk_sq_orders_expired(sk_store *st, int64_t now_ms, size_t limit, struct sk_order *out,
                          size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc = sk_sq_prepare(st, &s,
-                           "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                           " WHERE status = 'created' AND pay_deadline_ms < ?"
-                           " ORDER BY pay_deadline_ms LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_int64(s, 1, now_ms);
-    return read_orders(st, s, 2, limit, out, n);
+    const struct sk_sq_arg a[] = {{.num = now_ms}};
+    return read_orders(st, "status = 'created' AND pay_deadline_ms < ? ORDER BY pay_deadline_ms", a,
+                       1, limit, out, n);
 }
 
 int sk_sq_orders_list(sk_store *st, uint64_t activity_id, const char *lo, const char *hi,
                       size_t limit, struct sk_order *out, size_t *n)
 {
-    sqlite3_stmt *s;
+    const struct sk_sq_arg a[] = {{.text = lo}, {.text = hi}, {.num = (int64_t)activity_id}};
     /* +activity_id: the primary-key range is the plan; left to itself the
      * planner picks orders_activity_status and sorts every row of the
      * activity for each page (quadratic over a paged read of 100,000) */
-    int rc = sk_sq_prepare(st, &s,
-                           "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                           " WHERE order_id > ? AND order_id < ? AND +activity_id = ?"
-                           " ORDER BY order_id LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, lo, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 2, hi, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)activity_id);
-    return read_orders(st, s, 4, limit, out, n);
+    return read_orders(st, "order_id > ? AND order_id < ? AND +activity_id = ? ORDER BY order_id",
+                       a, 3, limit, out, n);
 }
 
 int sk_sq_orders_count(sk_store *st, uint64_t activity_id, struct sk_order_counts *out)
@@ -235,25 +223,20 @@ int sk_sq_activity_rows(sk_store *st, const struct sk_store_rows *q, uint64_t ac
 
 int sk_sq_order_mark_released(sk_store *st, const char *order_id, int64_t now_ms)
 {
-    int hit = update_order(st,
-                           "UPDATE orders SET released_ms = ? WHERE order_id = ?"
-                           " AND status = 'cancelled' AND released_ms IS NULL",
-                           now_ms, order_id, "mark order released");
+    int hit =
+        update_order(st, SK_STORE_MARK_RELEASED("?", "?"), now_ms, order_id, "mark order released");
     return sk_store_release_end(st, hit, order_id, read_status);
 }
 
 int sk_sq_orders_unreleased(sk_store *st, const char *after, size_t limit, struct sk_order *out,
                             size_t *n)
 {
-    sqlite3_stmt *s;
+    const struct sk_sq_arg a[] = {{.text = after}};
     /* The WHERE repeats the partial index's condition, so the index is used. */
-    int rc = sk_sq_prepare(st, &s,
-                           "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders"
-                           " WHERE status = 'cancelled' AND released_ms IS NULL"
-                           " AND order_id > ? ORDER BY order_id LIMIT ?");
-    if (rc) return rc;
-    sqlite3_bind_text(s, 1, after, -1, SQLITE_TRANSIENT);
-    return read_orders(st, s, 2, limit, out, n);
+    return read_orders(st,
+                       "status = 'cancelled' AND released_ms IS NULL AND order_id > ?"
+                       " ORDER BY order_id",
+                       a, 1, limit, out, n);
 }
 
 /* DB stock, expected DB stock and initial stock of an activity, in one
@@ -262,13 +245,9 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
                        int64_t *initial)
 {
     sqlite3_stmt *s;
-    int rc =
-        sk_sq_prepare(st, &s,
-                      "SELECT a.stock, a.stock_initial - coalesce((SELECT sum(o.quantity)"
-                      " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"
-                      " a.stock_initial FROM activities a WHERE a.id = ?");
+    const struct sk_sq_arg a[] = {{.num = (int64_t)id}};
+    int rc = sk_sq_prepare_args(st, &s, SK_STORE_STOCK_CHECK("?"), a, 1);
     if (rc) return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW) {
         *stock = sqlite3_column_int64(s, 0);
@@ -292,20 +271,13 @@ int sk_sq_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *exp
 static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
                            int64_t *expected)
 {
-    int64_t initial = 0;
-    int rc = stock_check(st, id, stock, expected, &initial);
-    if (rc == 0) rc = sk_store_repair_check(st, id, *expected, initial);
-    if (rc || *stock == *expected) return rc;
-    sqlite3_stmt *s;
-    if ((rc = sk_sq_prepare(st, &s, "UPDATE activities SET stock = ? WHERE id = ?")) != 0)
-        return rc;
-    sqlite3_bind_int64(s, 1, *expected);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, "set DB stock");
-    sqlite3_finalize(s);
-    if (rc) return rc;
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    sk_store_repair_detail(detail, sizeof detail, *stock, *expected, initial);
+    int rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail);
+    if (rc <= 0) return rc;
+    const struct sk_sq_arg a[] = {{.num = *expected}, {.num = (int64_t)id}};
+    if ((rc = sk_sq_run(st, "UPDATE activities SET stock = ? WHERE id = ?", a, 2,
+                        "set DB stock")) != 0)
+        return rc;
     return sk_sq_audit_add(st, now_ms, id, "repair_db_stock", detail);
 }
 
