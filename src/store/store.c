@@ -201,23 +201,22 @@ int sk_store_release_end(sk_store *st, int hit, const char *order_id,
                             order_id);
 }
 
-int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check, int64_t *stock,
-                         int64_t *expected, char detail[SK_STORE_AUDIT_DETAIL_MAX])
+int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check,
+                         struct sk_store_stock *s, char detail[SK_STORE_AUDIT_DETAIL_MAX])
 {
-    int64_t initial = 0;
-    int rc = check(st, id, stock, expected, &initial);
+    int rc = check(st, id, s);
     if (rc) return rc;
-    if (*expected < 0 || *expected > initial)
+    if (s->expected < 0 || s->expected > s->initial)
         return sk_store_set_err(st, SK_ESTATE,
                                 "activity %" PRIu64 ": computed DB stock %" PRId64
                                 " is outside 0..%" PRId64
                                 " (the DB holds more units than the initial stock)",
-                                id, *expected, initial);
-    if (*stock == *expected) return 0;
+                                id, s->expected, s->initial);
+    if (s->stock == s->expected) return 0;
     snprintf(detail, SK_STORE_AUDIT_DETAIL_MAX,
              "DB stock %" PRId64 " -> %" PRId64 " (initial %" PRId64
              " - units of orders not cancelled %" PRId64 ")",
-             *stock, *expected, initial, initial - *expected);
+             s->stock, s->expected, s->initial, s->initial - s->expected);
     return 1;
 }
 
@@ -532,22 +531,29 @@ int sk_store_orders_unreleased(sk_store *st, const char *after, size_t limit, st
     return DISPATCH(orders_unreleased, after ? after : "", limit, out, n);
 }
 
+/* The figures of a stock check or repair that returned rc: on success
+ * the stock into *stock and the expected stock into *expected (each when
+ * not NULL). Returns rc. */
+static int stock_out(int rc, const struct sk_store_stock *s, int64_t *stock, int64_t *expected)
+{
+    if (rc == 0 && stock) *stock = s->stock;
+    if (rc == 0 && expected) *expected = s->expected;
+    return rc;
+}
+
 int sk_store_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
 {
+    struct sk_store_stock s = {0};
     if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    return DISPATCH(db_stock_check, id, stock, expected);
+    return stock_out(DISPATCH(db_stock_check, id, &s), &s, stock, expected);
 }
 
 int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
                              int64_t *after)
 {
-    int64_t b = 0, a = 0;
+    struct sk_store_stock s = {0};
     if (id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    int rc = DISPATCH(db_stock_repair, id, now_ms, &b, &a);
-    if (rc) return rc;
-    if (before) *before = b;
-    if (after) *after = a;
-    return 0;
+    return stock_out(DISPATCH(db_stock_repair, id, now_ms, &s), &s, before, after);
 }
 
 int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)

@@ -80,8 +80,13 @@ struct sk_store_rows {
     size_t size;
     sk_store_row_reader *read;
 };
+/* An activity's row of SK_STORE_STOCK_CHECK: its DB stock, the DB stock
+ * its orders say it should have, and its initial stock. */
+struct sk_store_stock {
+    int64_t stock, expected, initial;
+};
 sk_store_row_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
-    sk_store_read_mark, sk_store_read_id;
+    sk_store_read_mark, sk_store_read_id, sk_store_read_stock;
 
 /* The default pay timeout as SQL text, for the statements that fall back
  * on it when an order's activity is not in the DB. */
@@ -185,16 +190,16 @@ int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
 int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
                          int64_t quantity);
 
-/* A backend's read of SK_STORE_STOCK_CHECK for activity id into *stock,
- * *expected and *initial; SK_ENOTFOUND when the activity is absent. */
-typedef int sk_store_stock_check_fn(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
-                                    int64_t *initial);
+/* A backend's read of SK_STORE_STOCK_CHECK for activity id into *out;
+ * SK_ENOTFOUND when the activity is absent. */
+typedef int sk_store_stock_check_fn(sk_store *st, uint64_t id, struct sk_store_stock *out);
 /* The plan of a DB stock repair, inside the backend's transaction: the
- * stock read by check; SK_ESTATE when the computed stock (*expected) is
- * outside 0..initial; 0 when the stock is right; 1 when the backend must
- * set it to *expected and add the audit row of text detail. */
-int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check, int64_t *stock,
-                         int64_t *expected, char detail[SK_STORE_AUDIT_DETAIL_MAX]);
+ * stock read by check into *s; SK_ESTATE when the computed stock
+ * (s->expected) is outside 0..initial; 0 when the stock is right; 1 when
+ * the backend must set it to s->expected and add the audit row of text
+ * detail. */
+int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *check,
+                         struct sk_store_stock *s, char detail[SK_STORE_AUDIT_DETAIL_MAX]);
 
 /* Backend functions: X(p, type, member, (parameters)) for each member of
  * struct sk_store_ops. store.c clears st->errstr before each call and does
@@ -252,10 +257,10 @@ int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *che
     /* after not NULL */                                                                           \
     X(p, int, orders_unreleased, (sk_store *st, const char *after, size_t limit,                   \
                                   struct sk_order *out, size_t *n))                                \
-    X(p, int, db_stock_check, (sk_store *st, uint64_t id, int64_t *stock, int64_t *expected))      \
-    /* before and after not NULL; set only on success */                                           \
-    X(p, int, db_stock_repair, (sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,        \
-                                int64_t *after))                                                   \
+    X(p, int, db_stock_check, (sk_store *st, uint64_t id, struct sk_store_stock *out))             \
+    /* out->stock the stock before, out->expected after (on success) */                            \
+    X(p, int, db_stock_repair, (sk_store *st, uint64_t id, int64_t now_ms,                         \
+                                struct sk_store_stock *out))                                       \
     /* o checked (shape, status created or cancelled), audit_detail not NULL */                    \
     X(p, int, order_restore, (sk_store *st, const struct sk_order *o, int64_t now_ms,              \
                               const char *audit_detail))                                           \

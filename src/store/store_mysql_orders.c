@@ -288,10 +288,8 @@ int sk_my_orders_unreleased(sk_store *st, const char *after, size_t limit, struc
     return read_orders(st, &b, limit, out, n);
 }
 
-/* DB stock, expected DB stock and initial stock of an activity, in one
- * statement (one snapshot). */
-static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
-                       int64_t *initial)
+/* SK_STORE_STOCK_CHECK of activity id into *out. */
+static int stock_check(sk_store *st, uint64_t id, struct sk_store_stock *out)
 {
     struct sk_my_sql b = {0};
     sk_my_sql_addf(&b, SK_STORE_STOCK_CHECK("%" PRIu64), id);
@@ -300,27 +298,22 @@ static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expec
     int rc = read_rows(st, "check DB stock", &b, &r, &rows);
     if (rc) return rc;
     MYSQL_ROW row = rows == 1 ? mysql_fetch_row(r) : NULL;
-    if (!row) {
+    if (row)
+        sk_my_read_row(r, row, sk_store_read_stock, out);
+    else
         rc = sk_store_no_activity(st, id);
-    } else {
-        *stock = sk_my_i64(row, 0);
-        *expected = sk_my_i64(row, 1);
-        if (initial) *initial = sk_my_i64(row, 2);
-    }
     if (r) mysql_free_result(r);
     return rc;
 }
 
-int sk_my_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+int sk_my_db_stock_check(sk_store *st, uint64_t id, struct sk_store_stock *out)
 {
     int rc = sk_my_enter(st);
-    if (rc) return rc;
-    return stock_check(st, id, stock, expected, NULL);
+    return rc ? rc : stock_check(st, id, out);
 }
 
 /* The body of the repair transaction (after its START TRANSACTION). */
-static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
-                           int64_t *expected)
+static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *s)
 {
     /* The row lock first: a persist or cancel that changes the stock waits
      * for this transaction, and the sum below (a statement of its own:
@@ -337,26 +330,21 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     if (rc) return rc;
     if (rows != 1) return sk_store_no_activity(st, id);
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    if ((rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail)) <= 0) return rc;
+    if ((rc = sk_store_repair_plan(st, id, stock_check, s, detail)) <= 0) return rc;
     sk_my_sql_addf(&b, "UPDATE activities SET stock = %" PRId64 " WHERE id = %" PRIu64 "; ",
-                   *expected, id);
+                   s->expected, id);
     add_audit(st, &b, now_ms, id, "repair_db_stock", detail);
     rc = sk_my_run_sql(st, "set DB stock", &b, NULL, NULL, 0);
     sk_my_sql_free(&b);
     return rc;
 }
 
-int sk_my_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                          int64_t *after)
+int sk_my_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *out)
 {
     int rc = sk_my_enter(st);
     if (rc) return rc;
-    int64_t stock = 0, expected = 0;
-    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
-    if ((rc = sk_my_finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
-    *before = stock;
-    *after = expected;
-    return 0;
+    rc = stock_repair_tx(st, id, now_ms, out);
+    return sk_my_finish_tx(st, rc, "commit DB stock repair");
 }
 
 int sk_my_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,

@@ -277,37 +277,30 @@ int sk_pg_orders_unreleased(sk_store *st, const char *after, size_t limit, struc
                        2, p, limit, out, n);
 }
 
-/* DB stock, expected DB stock and initial stock of an activity, in one
- * statement (one snapshot). */
-static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
-                       int64_t *initial)
+/* SK_STORE_STOCK_CHECK of activity id into *out. */
+static int stock_check(sk_store *st, uint64_t id, struct sk_store_stock *out)
 {
     struct sk_pg_num a = sk_pg_num_u64(id);
     const char *p[] = {a.s};
     PGresult *r;
     int rc = sk_pg_run(st, &r, "check DB stock", SK_STORE_STOCK_CHECK("$1"), 1, p);
     if (rc) return rc;
-    if (PQntuples(r) != 1) {
+    if (PQntuples(r) == 1)
+        sk_pg_read_row(r, 0, sk_store_read_stock, out);
+    else
         rc = sk_store_no_activity(st, id);
-    } else {
-        *stock = sk_pg_i64(r, 0, 0);
-        *expected = sk_pg_i64(r, 0, 1);
-        if (initial) *initial = sk_pg_i64(r, 0, 2);
-    }
     PQclear(r);
     return rc;
 }
 
-int sk_pg_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
+int sk_pg_db_stock_check(sk_store *st, uint64_t id, struct sk_store_stock *out)
 {
     int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    return stock_check(st, id, stock, expected, NULL);
+    return rc ? rc : stock_check(st, id, out);
 }
 
 /* The body of the repair transaction (between BEGIN and COMMIT). */
-static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
-                           int64_t *expected)
+static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *s)
 {
     struct sk_pg_num a = sk_pg_num_u64(id);
     const char *p[] = {a.s};
@@ -322,8 +315,8 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     PQclear(r);
     if (rows != 1) return sk_store_no_activity(st, id);
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    if ((rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail)) <= 0) return rc;
-    struct sk_pg_num e = sk_pg_num_i64(*expected);
+    if ((rc = sk_store_repair_plan(st, id, stock_check, s, detail)) <= 0) return rc;
+    struct sk_pg_num e = sk_pg_num_i64(s->expected);
     const char *up[] = {e.s, a.s};
     if ((rc = sk_pg_run(st, NULL, "set DB stock", "UPDATE activities SET stock = $1 WHERE id = $2",
                         2, up)) != 0)
@@ -331,18 +324,13 @@ static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *s
     return audit_insert(st, now_ms, id, "repair_db_stock", detail);
 }
 
-int sk_pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                          int64_t *after)
+int sk_pg_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *out)
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
     if ((rc = sk_pg_cmd(st, "BEGIN", "begin DB stock repair")) != 0) return rc;
-    int64_t stock = 0, expected = 0;
-    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
-    if ((rc = sk_pg_finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
-    *before = stock;
-    *after = expected;
-    return 0;
+    rc = stock_repair_tx(st, id, now_ms, out);
+    return sk_pg_finish_tx(st, rc, "commit DB stock repair");
 }
 
 int sk_pg_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,

@@ -84,6 +84,14 @@ void sk_store_read_mark(const struct sk_store_row *r, void *dst)
     TEXT(5, m->branch);
 }
 
+void sk_store_read_stock(const struct sk_store_row *r, void *dst)
+{
+    struct sk_store_stock *s = dst;
+    s->stock = I64(0);
+    s->expected = I64(1);
+    s->initial = I64(2);
+}
+
 void sk_store_read_id(const struct sk_store_row *r, void *dst)
 {
     *(uint64_t *)dst = (uint64_t)I64(0);

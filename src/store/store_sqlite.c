@@ -290,6 +290,16 @@ void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst)
     read(&(struct sk_store_row){.aux = s, .i64 = row_i64, .text = row_text}, dst);
 }
 
+/* Steps s (prepared and bound) once: its row into out by read; 1 found,
+ * 0 none, or a negative code. */
+static int step_one(sk_store *st, sqlite3_stmt *s, const char *what, sk_store_row_reader *read,
+                    void *out)
+{
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) sk_sq_read_row(s, read, out);
+    return step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : sk_sq_err(st, what);
+}
+
 int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
                    sk_store_row_reader *read, void *out)
 {
@@ -300,10 +310,19 @@ int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, 
         sqlite3_bind_text(s, 1, text_key, -1, SQLITE_STATIC);
     else
         sqlite3_bind_int64(s, 1, int_key);
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) sk_sq_read_row(s, read, out);
-    rc = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : sk_sq_err(st, what);
+    rc = step_one(st, s, what, read, out);
     sqlite3_reset(s); /* a stepped statement would hold its read snapshot */
+    return rc;
+}
+
+int sk_sq_query_one(sk_store *st, const char *sql, const struct sk_sq_arg *args, int n,
+                    const char *what, sk_store_row_reader *read, void *out)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_prepare_args(st, &s, sql, args, n);
+    if (rc) return rc;
+    rc = step_one(st, s, what, read, out);
+    sqlite3_finalize(s);
     return rc;
 }
 

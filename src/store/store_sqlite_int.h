@@ -60,6 +60,10 @@ void sk_sq_read_row(sqlite3_stmt *s, sk_store_row_reader *read, void *dst);
  * a negative code. */
 int sk_sq_read_one(sk_store *st, int q, const char *what, const char *text_key, int64_t int_key,
                    sk_store_row_reader *read, void *out);
+/* The first row of sql with args[0..n) bound into out by read: 1 found,
+ * 0 none, or a negative code. */
+int sk_sq_query_one(sk_store *st, const char *sql, const struct sk_sq_arg *args, int n,
+                    const char *what, sk_store_row_reader *read, void *out);
 /* Steps s (prepared and bound; finalized here) and reads every row into
  * a growing array of size-byte elements by read.
  * *out (the caller frees it) stays NULL and *n 0 when no row came back. */

@@ -21,6 +21,12 @@ static int status_at(sqlite3_stmt *s, int col)
     return sk_store_status_from_text((const char *)sqlite3_column_text(s, col));
 }
 
+/* A row of one status column into the int at dst, as status_at. */
+static void read_status_row(const struct sk_store_row *r, void *dst)
+{
+    *(int *)dst = status_at((sqlite3_stmt *)r->aux, 0);
+}
+
 int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 {
     int rc = sk_sq_read_one(st, Q_ORDER_GET, "read order", order_id, 0, sk_store_read_order, out);
@@ -30,19 +36,10 @@ int sk_sq_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 /* The status of an order into *status; SK_ENOTFOUND when absent. */
 static int read_status(sk_store *st, const char *order_id, int *status)
 {
-    sqlite3_stmt *s;
     const struct sk_sq_arg a[] = {{.text = order_id}};
-    int rc = sk_sq_prepare_args(st, &s, "SELECT status FROM orders WHERE order_id = ?", a, 1);
-    if (rc) return rc;
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW)
-        *status = status_at(s, 0);
-    else if (step == SQLITE_DONE)
-        rc = sk_store_no_order(st, order_id);
-    else
-        rc = sk_sq_err(st, "read order status");
-    sqlite3_finalize(s);
-    return rc;
+    int rc = sk_sq_query_one(st, "SELECT status FROM orders WHERE order_id = ?", a, 1,
+                             "read order status", read_status_row, status);
+    return rc == 0 ? sk_store_no_order(st, order_id) : rc < 0 ? rc : 0;
 }
 
 /* Runs a conditional UPDATE bound to (now, order_id): 1 when it changed
@@ -239,61 +236,36 @@ int sk_sq_orders_unreleased(sk_store *st, const char *after, size_t limit, struc
                        a, 1, limit, out, n);
 }
 
-/* DB stock, expected DB stock and initial stock of an activity, in one
- * statement (one snapshot). */
-static int stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected,
-                       int64_t *initial)
+/* SK_STORE_STOCK_CHECK of activity id into *out (also the repair's read). */
+int sk_sq_db_stock_check(sk_store *st, uint64_t id, struct sk_store_stock *out)
 {
-    sqlite3_stmt *s;
     const struct sk_sq_arg a[] = {{.num = (int64_t)id}};
-    int rc = sk_sq_prepare_args(st, &s, SK_STORE_STOCK_CHECK("?"), a, 1);
-    if (rc) return rc;
-    int step = sqlite3_step(s);
-    if (step == SQLITE_ROW) {
-        *stock = sqlite3_column_int64(s, 0);
-        *expected = sqlite3_column_int64(s, 1);
-        if (initial) *initial = sqlite3_column_int64(s, 2);
-    } else if (step == SQLITE_DONE) {
-        rc = sk_store_no_activity(st, id);
-    } else {
-        rc = sk_sq_err(st, "check DB stock");
-    }
-    sqlite3_finalize(s);
-    return rc;
-}
-
-int sk_sq_db_stock_check(sk_store *st, uint64_t id, int64_t *stock, int64_t *expected)
-{
-    return stock_check(st, id, stock, expected, NULL);
+    int rc = sk_sq_query_one(st, SK_STORE_STOCK_CHECK("?"), a, 1, "check DB stock",
+                             sk_store_read_stock, out);
+    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
 }
 
 /* The body of the repair transaction (between BEGIN and COMMIT). */
-static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, int64_t *stock,
-                           int64_t *expected)
+static int stock_repair_tx(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *s)
 {
     char detail[SK_STORE_AUDIT_DETAIL_MAX];
-    int rc = sk_store_repair_plan(st, id, stock_check, stock, expected, detail);
+    int rc = sk_store_repair_plan(st, id, sk_sq_db_stock_check, s, detail);
     if (rc <= 0) return rc;
-    const struct sk_sq_arg a[] = {{.num = *expected}, {.num = (int64_t)id}};
+    const struct sk_sq_arg a[] = {{.num = s->expected}, {.num = (int64_t)id}};
     if ((rc = sk_sq_run(st, "UPDATE activities SET stock = ? WHERE id = ?", a, 2,
                         "set DB stock")) != 0)
         return rc;
     return sk_sq_audit_add(st, now_ms, id, "repair_db_stock", detail);
 }
 
-int sk_sq_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t *before,
-                          int64_t *after)
+int sk_sq_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, struct sk_store_stock *out)
 {
     /* IMMEDIATE: no persist or cancel can commit between the read of the
      * orders and the write of the stock. */
     int rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin DB stock repair");
     if (rc) return rc;
-    int64_t stock = 0, expected = 0;
-    rc = stock_repair_tx(st, id, now_ms, &stock, &expected);
-    if ((rc = sk_sq_finish_tx(st, rc, "commit DB stock repair")) != 0) return rc;
-    *before = stock;
-    *after = expected;
-    return 0;
+    rc = stock_repair_tx(st, id, now_ms, out);
+    return sk_sq_finish_tx(st, rc, "commit DB stock repair");
 }
 
 /* Inserts the restored order (the body of the restore transaction). */
