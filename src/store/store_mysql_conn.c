@@ -410,12 +410,30 @@ void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, vo
     read(&(struct sk_store_row){.res = res, .aux = row, .i64 = row_i64, .text = row_text}, dst);
 }
 
+int sk_my_query(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES **r)
+{
+    int rc = sk_my_run_sql(st, what, b, r, NULL, 0);
+    sk_my_sql_free(b);
+    return rc;
+}
+
+int sk_my_each_row(sk_store *st, const char *what, struct sk_my_sql *b,
+                   void (*fn)(MYSQL_RES *res, MYSQL_ROW row, void *arg), void *arg)
+{
+    MYSQL_RES *r;
+    int rc = sk_my_query(st, what, b, &r);
+    if (rc || !r) return rc;
+    for (MYSQL_ROW row; (row = mysql_fetch_row(r)) != NULL;)
+        fn(r, row, arg);
+    mysql_free_result(r);
+    return 0;
+}
+
 int sk_my_read_all(sk_store *st, const char *what, struct sk_my_sql *b, size_t size,
                    sk_store_row_reader *read, void **out, size_t *n)
 {
     MYSQL_RES *r;
-    int rc = sk_my_run_sql(st, what, b, &r, NULL, 0);
-    sk_my_sql_free(b);
+    int rc = sk_my_query(st, what, b, &r);
     if (rc) return rc;
     size_t rows = r ? (size_t)mysql_num_rows(r) : 0;
     char *arr = rows ? calloc(rows, size) : NULL;

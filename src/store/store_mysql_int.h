@@ -72,6 +72,13 @@ int64_t sk_my_i64(MYSQL_ROW r, int c);
 void sk_my_text(MYSQL_RES *res, MYSQL_ROW r, int c, char *dst, size_t cap);
 /* Row row of res into dst by read (store_row.c). */
 void sk_my_read_row(MYSQL_RES *res, MYSQL_ROW row, sk_store_row_reader *read, void *dst);
+/* Runs b (freed here) for its rows: *r the result (the caller frees it
+ * with mysql_free_result; NULL when the statement returned none). */
+int sk_my_query(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES **r);
+/* Runs b (freed here) and calls fn(res, row, arg) for each row it
+ * returned. */
+int sk_my_each_row(sk_store *st, const char *what, struct sk_my_sql *b,
+                   void (*fn)(MYSQL_RES *res, MYSQL_ROW row, void *arg), void *arg);
 /* Runs b (freed here) and reads every row into a calloc'd array of
  * size-byte elements by read. *out (the caller
  * frees it) is NULL and *n 0 when no row came back. */

@@ -239,8 +239,7 @@ int sk_my_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const cha
 static int read_rows(sk_store *st, const char *what, struct sk_my_sql *b, MYSQL_RES **r,
                      size_t *rows)
 {
-    int rc = sk_my_run_sql(st, what, b, r, NULL, 0);
-    sk_my_sql_free(b);
+    int rc = sk_my_query(st, what, b, r);
     *rows = rc == 0 && *r ? (size_t)mysql_num_rows(*r) : 0;
     return rc;
 }

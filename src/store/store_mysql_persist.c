@@ -92,6 +92,15 @@ struct batch {
     size_t nt;
 };
 
+/* A row (id, pay_timeout_s) into the batch's take of that activity. */
+static void take_timeout(MYSQL_RES *res, MYSQL_ROW row, void *arg)
+{
+    struct batch *bt = arg;
+    (void)res;
+    struct sk_store_take *t = sk_store_take_find(bt->takes, bt->nt, (uint64_t)sk_my_i64(row, 0));
+    if (t) t->pay_timeout_s = sk_my_i64(row, 1);
+}
+
 /* Step 1: START TRANSACTION and the pay timeouts (the default for an
  * activity not in the DB). */
 static int begin_and_read_timeouts(sk_store *st, struct batch *bt)
@@ -105,17 +114,22 @@ static int begin_and_read_timeouts(sk_store *st, struct batch *bt)
         sk_my_sql_addf(&b, "%s%" PRIu64, k ? "," : "", bt->takes[k].aid);
     }
     sk_my_sql_add(&b, ")");
-    MYSQL_RES *r;
-    int rc = sk_my_run_sql(st, "begin persist", &b, &r, NULL, 0);
-    sk_my_sql_free(&b);
-    if (rc) return rc;
-    for (MYSQL_ROW row; r && (row = mysql_fetch_row(r)) != NULL;) {
-        struct sk_store_take *t =
-            sk_store_take_find(bt->takes, bt->nt, (uint64_t)sk_my_i64(row, 0));
-        if (t) t->pay_timeout_s = sk_my_i64(row, 1);
-    }
-    if (r) mysql_free_result(r);
-    return 0;
+    return sk_my_each_row(st, "begin persist", &b, take_timeout, bt);
+}
+
+/* A row (order_id, activity_id, user_id, quantity) of an order that
+ * exists: the batch's orders of that id hold its admission. */
+static void existing_row(MYSQL_RES *res, MYSQL_ROW row, void *arg)
+{
+    struct batch *bt = arg;
+    char id[SK_STORE_ORDER_ID_MAX];
+    sk_my_text(res, row, 0, id, sizeof id);
+    for (size_t i = 0; i < bt->n; i++)
+        if (bt->head[i] == i && !strcmp(bt->o[i].order_id, id)) {
+            bt->exists[i] = 1;
+            bt->held[i] = (struct holder){(uint64_t)sk_my_i64(row, 1), (uint64_t)sk_my_i64(row, 2),
+                                          sk_my_i64(row, 3)};
+        }
 }
 
 /* Rounds after the first: which of the batch's ids are in the table, and
@@ -132,22 +146,7 @@ static int read_existing(sk_store *st, struct batch *bt)
         sk_my_sql_strz(st, &b, bt->o[i].order_id);
     }
     sk_my_sql_add(&b, ")");
-    MYSQL_RES *r;
-    int rc = sk_my_run_sql(st, "read existing orders", &b, &r, NULL, 0);
-    sk_my_sql_free(&b);
-    if (rc) return rc;
-    for (MYSQL_ROW row; r && (row = mysql_fetch_row(r)) != NULL;) {
-        char id[SK_STORE_ORDER_ID_MAX];
-        sk_my_text(r, row, 0, id, sizeof id);
-        for (size_t i = 0; i < bt->n; i++)
-            if (bt->head[i] == i && !strcmp(bt->o[i].order_id, id)) {
-                bt->exists[i] = 1;
-                bt->held[i] = (struct holder){(uint64_t)sk_my_i64(row, 1),
-                                              (uint64_t)sk_my_i64(row, 2), sk_my_i64(row, 3)};
-            }
-    }
-    if (r) mysql_free_result(r);
-    return 0;
+    return sk_my_each_row(st, "read existing orders", &b, existing_row, bt);
 }
 
 /* Step 2: inserts the batch's new ids, in id order, INSERT_CHUNK rows per
