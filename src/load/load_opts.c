@@ -6,6 +6,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,23 +24,6 @@ void sk_load_set_err(char *err, size_t cap, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
-}
-
-void sk_load_opts_defaults(struct sk_load_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(o->path, sizeof o->path, "%s", DEFAULT_PATH);
-    snprintf(o->method, sizeof o->method, "POST");
-    o->connections = 50;
-    o->threads = 1;
-    o->duration_ms = 60000;
-    o->timeout_ms = 10000;
-    o->users = 1000000;
-    o->quantity = 1;
-    o->auth = SK_LOAD_AUTH_HEADER;
-    o->expect_stock = -1;
-    o->limit = -1;
-    o->order_check = -1;
 }
 
 static int parse_url(struct sk_load_opts *o, const char *url, char *err, size_t cap)
@@ -94,6 +78,149 @@ static int parse_double(const char *s, double lo, double hi, double *out)
     if (errno || *end || !(v >= lo && v <= hi)) return SK_EINVAL;
     *out = v;
     return 0;
+}
+
+/* How a flag's value is read into its field of struct sk_load_opts. */
+enum opt_kind {
+    OPT_URL,    /* --url: parse_url */
+    OPT_TEXT,   /* a string of lo bytes or more that fits the field */
+    OPT_INT,    /* an integer in lo..hi (an int64_t), times scale when set */
+    OPT_U64,    /* an unsigned integer, lo or more */
+    OPT_REAL,   /* a number in dlo..dhi (a double) */
+    OPT_MS,     /* seconds, a number in dlo..dhi, kept as int64_t milliseconds */
+    OPT_CHOICE, /* one of names (NULL-terminated), kept as the int values[i] */
+};
+
+/* A flag with a value: its field (off, size), bounds and default (def for
+ * a number or a choice, sdef for a text; else 0 or ""). */
+struct opt {
+    const char *flag;
+    enum opt_kind kind;
+    size_t off, size;
+    int64_t lo, hi, scale;
+    double dlo, dhi;
+    const char *const *names;
+    const int *values;
+    int64_t def;
+    const char *sdef;
+};
+
+/* One row per kind of flag (the field, its bounds, its default). */
+/* clang-format off */
+#define FIELD(f) .off = offsetof(struct sk_load_opts, f), .size = sizeof(((struct sk_load_opts *)0)->f)
+#define URL(k) {.flag = k, .kind = OPT_URL}
+#define TEXT(k, f, min, d) {.flag = k, .kind = OPT_TEXT, FIELD(f), .lo = min, .sdef = d}
+#define INT(k, f, min, max, d) {.flag = k, .kind = OPT_INT, FIELD(f), .lo = min, .hi = max, .def = d}
+#define U64(k, f, min, d) {.flag = k, .kind = OPT_U64, FIELD(f), .lo = min, .def = d}
+#define REAL(k, f, min, max) {.flag = k, .kind = OPT_REAL, FIELD(f), .dlo = min, .dhi = max}
+#define MS(k, f, min, max, d) {.flag = k, .kind = OPT_MS, FIELD(f), .dlo = min, .dhi = max, .def = d}
+#define CHOICE(k, f, n, v, d) {.flag = k, .kind = OPT_CHOICE, FIELD(f), .names = n, .values = v, .def = d}
+/* clang-format on */
+
+static const char *const auth_names[] = {"trusted-header", "hmac", NULL};
+static const int auth_values[] = {SK_LOAD_AUTH_HEADER, SK_LOAD_AUTH_HMAC};
+static const char *const check_names[] = {"yes", "no", "auto", NULL};
+static const int check_values[] = {1, 0, -1};
+
+/* clang-format off */
+static const struct opt opts[] = {
+    URL("--url"),
+    U64("--activity", activity, 1, 0),
+    TEXT("--path", path, 0, DEFAULT_PATH),
+    TEXT("--method", method, 1, "POST"),
+    INT("--connections", connections, 1, SK_LOAD_MAX_CONNS, 50),
+    INT("--threads", threads, 1, SK_LOAD_MAX_THREADS, 1),
+    INT("--requests", requests, 1, 1000000000000LL, 0),
+    MS("--duration", duration_ms, 0.001, 3600, 60000),
+    MS("--timeout", timeout_ms, 0.001, 3600, 10000),
+    REAL("--rate", rate, 0.001, 1e8),
+    U64("--users", users, 1, 1000000),
+    U64("--user-base", user_base, 0, 0),
+    REAL("--retry-ratio", retry_ratio, 0, 1),
+    INT("--quantity", quantity, 1, 1000000, 1),
+    CHOICE("--auth", auth, auth_names, auth_values, SK_LOAD_AUTH_HEADER),
+    TEXT("--hmac-secret", hmac_secret, 1, NULL),
+    INT("--expect-stock", expect_stock, 0, INT64_MAX, -1),
+    INT("--limit", limit, 1, INT64_MAX, -1),
+    TEXT("--db", db, 1, NULL),
+    /* whole seconds, kept as milliseconds */
+    {.flag = "--db-wait", .kind = OPT_INT, FIELD(db_wait_ms), .lo = 0, .hi = 3600, .scale = 1000},
+    CHOICE("--order-check", order_check, check_names, check_values, -1),
+};
+/* clang-format on */
+#undef FIELD
+#undef URL
+#undef TEXT
+#undef INT
+#undef U64
+#undef REAL
+#undef MS
+#undef CHOICE
+#define NOPTS (sizeof opts / sizeof opts[0])
+_Static_assert(sizeof(enum sk_load_auth) == sizeof(int), "a choice is kept as an int");
+
+void sk_load_opts_defaults(struct sk_load_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt *p = &opts[i];
+        char *f = (char *)o + p->off;
+        if (p->kind == OPT_TEXT && p->sdef)
+            snprintf(f, p->size, "%s", p->sdef);
+        else if (p->kind == OPT_CHOICE)
+            *(int *)f = (int)p->def;
+        else if (p->kind == OPT_INT || p->kind == OPT_MS)
+            *(int64_t *)f = p->def;
+        else if (p->kind == OPT_U64)
+            *(uint64_t *)f = (uint64_t)p->def;
+    }
+}
+
+/* Reads v into o's field of p: 0, 1 when v is out of p's bounds, or
+ * SK_EINVAL with err set (a bad --url). */
+static int set_opt(struct sk_load_opts *o, const struct opt *p, const char *v, char *err,
+                   size_t cap)
+{
+    char *f = (char *)o + p->off;
+    int64_t x;
+    uint64_t u;
+    double d;
+    int bad;
+    switch (p->kind) {
+    case OPT_URL: return parse_url(o, v, err, cap);
+    case OPT_TEXT:
+        bad = strlen(v) < (size_t)p->lo || strlen(v) >= p->size;
+        if (!bad) snprintf(f, p->size, "%s", v);
+        return bad;
+    case OPT_INT:
+        if (sk_cli_parse_i64(v, p->lo, p->hi, &x) < 0) return 1;
+        *(int64_t *)f = p->scale ? x * p->scale : x;
+        return 0;
+    case OPT_U64:
+        bad = sk_cli_parse_u64(v, &u) < 0 || u < (uint64_t)p->lo;
+        if (!bad) *(uint64_t *)f = u;
+        return bad;
+    case OPT_REAL: return parse_double(v, p->dlo, p->dhi, (double *)f) < 0;
+    case OPT_MS:
+        bad = parse_double(v, p->dlo, p->dhi, &d) < 0;
+        if (!bad) *(int64_t *)f = (int64_t)llround(d * 1000);
+        return bad;
+    case OPT_CHOICE:
+        for (size_t i = 0; p->names[i]; i++)
+            if (!strcmp(v, p->names[i])) {
+                *(int *)f = p->values[i];
+                return 0;
+            }
+        return 1;
+    }
+    return 1;
+}
+
+static const struct opt *find_opt(const char *flag)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (!strcmp(flag, opts[i].flag)) return &opts[i];
+    return NULL;
 }
 
 void sk_load_path(const struct sk_load_opts *o, char *out, size_t cap)
@@ -254,75 +381,14 @@ int sk_load_parse_args(struct sk_load_opts *o, int argc, char **argv, char *err,
             sk_load_set_err(err, cap, "%s needs a value", a);
             return SK_EINVAL;
         }
-        const char *v = argv[++i];
-        double d;
-        int bad = 0;
-        if (!strcmp(a, "--url")) {
-            if (parse_url(o, v, err, cap) < 0) return SK_EINVAL;
-        } else if (!strcmp(a, "--activity")) {
-            bad = sk_cli_parse_u64(v, &o->activity) < 0 || o->activity == 0;
-        } else if (!strcmp(a, "--path")) {
-            bad = strlen(v) >= sizeof o->path;
-            if (!bad) snprintf(o->path, sizeof o->path, "%s", v);
-        } else if (!strcmp(a, "--method")) {
-            bad = !*v || strlen(v) >= sizeof o->method;
-            if (!bad) snprintf(o->method, sizeof o->method, "%s", v);
-        } else if (!strcmp(a, "--connections")) {
-            bad = sk_cli_parse_i64(v, 1, SK_LOAD_MAX_CONNS, &o->connections) < 0;
-        } else if (!strcmp(a, "--threads")) {
-            bad = sk_cli_parse_i64(v, 1, SK_LOAD_MAX_THREADS, &o->threads) < 0;
-        } else if (!strcmp(a, "--requests")) {
-            bad = sk_cli_parse_i64(v, 1, 1000000000000LL, &o->requests) < 0;
-        } else if (!strcmp(a, "--duration")) {
-            bad = parse_double(v, 0.001, 3600, &d) < 0;
-            if (!bad) o->duration_ms = (int64_t)llround(d * 1000);
-        } else if (!strcmp(a, "--timeout")) {
-            bad = parse_double(v, 0.001, 3600, &d) < 0;
-            if (!bad) o->timeout_ms = (int64_t)llround(d * 1000);
-        } else if (!strcmp(a, "--rate")) {
-            bad = parse_double(v, 0.001, 1e8, &o->rate) < 0;
-        } else if (!strcmp(a, "--users")) {
-            bad = sk_cli_parse_u64(v, &o->users) < 0 || o->users == 0;
-        } else if (!strcmp(a, "--user-base")) {
-            bad = sk_cli_parse_u64(v, &o->user_base) < 0;
-        } else if (!strcmp(a, "--retry-ratio")) {
-            bad = parse_double(v, 0, 1, &o->retry_ratio) < 0;
-        } else if (!strcmp(a, "--quantity")) {
-            bad = sk_cli_parse_i64(v, 1, 1000000, &o->quantity) < 0;
-        } else if (!strcmp(a, "--auth")) {
-            if (!strcmp(v, "trusted-header"))
-                o->auth = SK_LOAD_AUTH_HEADER;
-            else if (!strcmp(v, "hmac"))
-                o->auth = SK_LOAD_AUTH_HMAC;
-            else
-                bad = 1;
-        } else if (!strcmp(a, "--hmac-secret")) {
-            bad = !*v || strlen(v) >= sizeof o->hmac_secret;
-            if (!bad) snprintf(o->hmac_secret, sizeof o->hmac_secret, "%s", v);
-        } else if (!strcmp(a, "--expect-stock")) {
-            bad = sk_cli_parse_i64(v, 0, INT64_MAX, &o->expect_stock) < 0;
-        } else if (!strcmp(a, "--limit")) {
-            bad = sk_cli_parse_i64(v, 1, INT64_MAX, &o->limit) < 0;
-        } else if (!strcmp(a, "--db")) {
-            bad = !*v || strlen(v) >= sizeof o->db;
-            if (!bad) snprintf(o->db, sizeof o->db, "%s", v);
-        } else if (!strcmp(a, "--db-wait")) {
-            int64_t sec;
-            bad = sk_cli_parse_i64(v, 0, 3600, &sec) < 0;
-            if (!bad) o->db_wait_ms = sec * 1000;
-        } else if (!strcmp(a, "--order-check")) {
-            if (!strcmp(v, "yes"))
-                o->order_check = 1;
-            else if (!strcmp(v, "no"))
-                o->order_check = 0;
-            else if (!strcmp(v, "auto"))
-                o->order_check = -1;
-            else
-                bad = 1;
-        } else {
+        const struct opt *p = find_opt(a);
+        if (!p) {
             sk_load_set_err(err, cap, "unknown option '%s' (see seckill load --help)", a);
             return SK_EINVAL;
         }
+        const char *v = argv[++i];
+        int bad = set_opt(o, p, v, err, cap);
+        if (bad < 0) return SK_EINVAL;
         if (bad) {
             sk_load_set_err(err, cap, "bad value for %s: '%s'", a, v);
             return SK_EINVAL;
