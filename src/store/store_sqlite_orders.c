@@ -116,7 +116,7 @@ static int read_orders(sk_store *st, const char *where, const struct sk_sq_arg *
              where);
     sqlite3_stmt *s;
     *n = 0;
-    int step, rc = sk_sq_prepare_args(st, &s, sql, args, nargs);
+    int step = SQLITE_DONE, rc = sk_sq_prepare_args(st, &s, sql, args, nargs);
     if (rc) return rc;
     sqlite3_bind_int64(s, nargs + 1, (sqlite3_int64)(limit > INT64_MAX ? INT64_MAX : limit));
     while (*n < limit && (step = sqlite3_step(s)) == SQLITE_ROW)
