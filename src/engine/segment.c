@@ -140,8 +140,9 @@ static int run_cmd(sk_redis *r, struct sk_seg_cmd *c, redisReply **rep)
                           c->argv + c->nkeys, NULL, rep);
 }
 
-/* One turn of a walk (preheat, settle): with rep NULL its next command
- * into *c, else rep fed to it; returns the step the walk is at. */
+/* One turn of a walk (preheat, settle): with c its next command into *c,
+ * else its reply rep (NULL: none came) fed to it; returns the step the
+ * walk is at. */
 typedef int walk_turn_fn(void *walk, struct sk_seg_cmd *c, const redisReply *rep);
 
 /* Drives a walk on the blocking client from step until done or failed (a
@@ -430,8 +431,8 @@ int sk_seg_purchase_batch(sk_redis *r, uint64_t aid, int segments, const struct 
 
 static int preheat_turn(void *walk, struct sk_seg_cmd *c, const redisReply *rep)
 {
-    if (!rep) sk_seg_preheat_cmd(walk, c);
-    return (int)(rep ? sk_seg_preheat_feed(walk, rep) : ((struct sk_seg_preheat *)walk)->step);
+    if (c) sk_seg_preheat_cmd(walk, c);
+    return (int)(c ? ((struct sk_seg_preheat *)walk)->step : sk_seg_preheat_feed(walk, rep));
 }
 
 int sk_seg_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
@@ -533,8 +534,8 @@ int sk_seg_xout_each(sk_redis *r, uint64_t aid, int seg, sk_seg_xout_fn fn, void
 
 static int settle_turn(void *walk, struct sk_seg_cmd *c, const redisReply *rep)
 {
-    if (!rep) sk_seg_settle_cmd(walk, c);
-    return (int)(rep ? sk_seg_settle_feed(walk, rep) : ((struct sk_seg_settle *)walk)->step);
+    if (c) sk_seg_settle_cmd(walk, c);
+    return (int)(c ? ((struct sk_seg_settle *)walk)->step : sk_seg_settle_feed(walk, rep));
 }
 
 int sk_seg_settle_opt(sk_redis *r, uint64_t aid, int segments, int recovering, int64_t *units)
