@@ -147,6 +147,8 @@ static void call_done(void *arg, int rc)
         int64_t cap = (int64_t)c->app->cfg.db_poll_wait_ms * 1000;
         int64_t t = c->run_us < cap ? c->run_us : cap;
         h->call_us = h->call_us ? h->call_us + (t - h->call_us) / 8 : t;
+        /* an answer from the database, late or not: it is not stuck */
+        if (rc != SK_ETIMEDOUT && rc != SK_EIO) h->stuck_since = 0;
     }
     if (h2o_timeout_is_linked(&c->deadline)) h2o_timeout_unlink(&c->deadline);
     /* after the deadline the buyer has the 503: this answer goes nowhere */
@@ -162,6 +164,10 @@ static void on_call_deadline(h2o_timeout_entry_t *entry)
     struct sk_app *app = c->app;
     sk_store_pool_cancel(app->pool, c->job); /* its completion frees c either way */
     c->answered = 1;
+    /* Running or queued that long, the pool cannot answer a poll in time
+     * until something comes back: remembered, because the waiting polls
+     * are answered at this deadline and their list is empty again. */
+    if (!app->db.stuck_since) app->db.stuck_since = sk_mono_ms();
     if (h2o_linklist_is_linked(&c->waiting)) h2o_linklist_unlink(&c->waiting);
     h2o_req_t *req = sk_async_end(app, &c->a);
     if (req) {
@@ -207,12 +213,14 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                             sk_call_run_fn run, sk_call_done_fn done, void *ctx, struct call **out);
 
-/* 1 when a poll queued now would not be answered within max_wait_ms: one
- * is already waiting longer than that (the database is stuck), or the
- * calls ahead of it take longer at the recent time per call. */
+/* 1 when a poll queued now would not be answered within max_wait_ms: a
+ * call missed its deadline and nothing has come back since, one is
+ * already waiting longer than that (the database is stuck), or the calls
+ * ahead of it take longer at the recent time per call. */
 static int too_late(struct sk_app *app, int64_t max_wait_ms)
 {
     struct sk_db_health *h = &app->db;
+    if (h->stuck_since) return 1;
     if (!h2o_linklist_is_empty(&h->waiting)) {
         struct call *oldest = H2O_STRUCT_FROM_MEMBER(struct call, waiting, h->waiting.next);
         if (sk_mono_ms() - oldest->since_ms > max_wait_ms) return 1;
@@ -273,6 +281,7 @@ static void health_done(void *arg, int rc)
     h->next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
     int was = h->ok;
     h->ok = rc == 0;
+    if (h->ok) h->stuck_since = 0; /* the probe came back: polls may try again */
     if (rc)
         snprintf(h->why, sizeof h->why, "%s",
                  rc == SK_ETIMEDOUT && !h->probe_err[0] ? "no answer in time" : h->probe_err);

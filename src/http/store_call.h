@@ -55,9 +55,11 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 /* sk_store_call for a request that is better refused than kept waiting
  * (an order poll: the buyer polls again): when the pool would not finish
  * it within max_wait_ms (the calls ahead of it, the recent time per call,
- * the threads), or another such request has waited longer than that
- * already (the database is stuck), it answers 503 busy with Retry-After
- * at once, frees ctx and returns SK_EBUSY; else as sk_store_call. */
+ * the threads), another such request has waited longer than that already,
+ * or a call missed its --db-timeout-ms and nothing has come back from the
+ * database since (the database is stuck: until a call or the health
+ * probe answers), it answers 503 busy with Retry-After at once, frees ctx
+ * and returns SK_EBUSY; else as sk_store_call. */
 int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                          int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx);
 
