@@ -43,6 +43,19 @@ static int admin(int port, const char *path, const char *body)
     return req(port, "POST", path, "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n", body, &r);
 }
 
+/* Buyers 1..n each buy one unit of activity aid through the API, every
+ * purchase accepted. */
+static void api_buy(int port, uint64_t aid, int n)
+{
+    char path[96], h[48];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    for (int u = 1; u <= n; u++) {
+        snprintf(h, sizeof h, "X-User-Id: %d\r\n", u);
+        CHECK_EQ(req(port, "POST", path, h, "{}", &r), 200);
+    }
+}
+
 /* RFC 3339 of a unix second. */
 static void rfc3339(time_t s, char *out, size_t cap)
 {
@@ -217,13 +230,7 @@ SK_TEST(buyer_page_is_served_cacheable_and_self_contained_with_clock_and_live_re
     CHECK_EQ(sk_th_http_header(&r, "cache-control", cc, sizeof cc), 0);
     CHECK_STR(cc, "public, max-age=1");
     /* bought out through the API: within a fresh read the live view says so */
-    char purchase[96];
-    snprintf(purchase, sizeof purchase, "/api/v1/activities/%" PRIu64 "/purchase", open_id);
-    for (int u = 1; u <= 3; u++) {
-        char h[48];
-        snprintf(h, sizeof h, "X-User-Id: %d\r\n", u);
-        CHECK_EQ(req(s.port, "POST", purchase, h, "{}", &r), 200);
-    }
+    api_buy(s.port, open_id, 3);
     int64_t deadline = sk_mono_ms() + 3000;
     for (;;) {
         CHECK_EQ(req(s.port, "GET", path, NULL, NULL, &r), 200);
@@ -440,9 +447,16 @@ static void shot(struct sk_cdp *b, const struct sk_cdp_page *p, const char *name
     sk_cdp_resize(b, p, w, h, mobile);
 }
 
-static void page_url(char *url, size_t cap, int port, uint64_t aid, uint64_t user)
+/* Opens the buyer page of activity aid, as user, in a new phone-sized
+ * page (360 x 740) with language lang; script (NULL: none) runs before the
+ * page's own. */
+static void open_page(struct sk_cdp *b, struct sk_cdp_page *p, int port, uint64_t aid,
+                      uint64_t user, const char *lang, const char *script)
 {
-    snprintf(url, cap, "http://127.0.0.1:%d/sale/%" PRIu64 "?user=%" PRIu64, port, aid, user);
+    char url[200];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/sale/%" PRIu64 "?user=%" PRIu64, port, aid,
+             user);
+    sk_cdp_page_open(b, p, url, 360, 740, 1, lang, script);
 }
 
 /* The network events of a page for requests whose URL contains part:
@@ -527,9 +541,8 @@ SK_TEST_T(buyer_page_counts_down_on_the_servers_clock_and_sends_no_purchase_befo
     struct sk_cdp b;
     sk_cdp_start(&b);
     struct sk_cdp_page p;
-    char url[200], text[400];
-    page_url(url, sizeof url, s.port, aid, user);
-    sk_cdp_page_open(&b, &p, url, 360, 740, 1, "zh-CN,zh", skewed_clock);
+    char text[400];
+    open_page(&b, &p, s.port, aid, user, "zh-CN,zh", skewed_clock);
     /* Chinese for a Chinese browser; the countdown from the server's clock */
     CHECK_MSG(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 28000),
               "no countdown");
@@ -638,13 +651,17 @@ static const char waiting_js[] = "!document.getElementById('queue').hidden";
 static const char admitted_js[] =
     "document.getElementById('status').textContent === 'It is your turn!'";
 
-/* A buyer joins through the API (and never comes back). */
-static void api_join(int port, uint64_t aid, uint64_t user, struct sk_th_resp *r)
+/* Buyers 1..n join the line of activity aid through the API (and never
+ * come back). */
+static void api_join(int port, uint64_t aid, uint64_t n)
 {
     char path[96], h[48];
+    struct sk_th_resp r;
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", aid);
-    snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
-    CHECK_EQ(req(port, "POST", path, h, NULL, r), 200);
+    for (uint64_t user = 1; user <= n; user++) {
+        snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
+        CHECK_EQ(req(port, "POST", path, h, NULL, &r), 200);
+    }
 }
 
 /* Every GET of the queue by the page came no sooner than the answer
@@ -696,21 +713,17 @@ SK_TEST_T(buyer_page_waiting_room_gives_passes_in_place_order_at_the_servers_pac
     sk_th_serve_start(&s, sk_th_redis_url(), NULL);
     uint64_t aid = sk_th_unique_id();
     sale(s.port, aid, "Console", 50, time(NULL), 1);
-    struct sk_th_resp r;
     /* buyers ahead, who never come back for their passes: at 1 pass/s
      * since the start, the pages are in line (not admitted at once) as
      * long as they join within 24 s, however slowly Chromium starts */
-    for (uint64_t u = 1; u <= 24; u++)
-        api_join(s.port, aid, u, &r);
+    api_join(s.port, aid, 24);
     struct sk_cdp b;
     sk_cdp_start(&b);
     struct sk_cdp_page pg[3];
     uint64_t users[3] = {901, 902, 903};
     long long place[3];
-    char url[200];
     for (int i = 0; i < 3; i++) {
-        page_url(url, sizeof url, s.port, aid, users[i]);
-        sk_cdp_page_open(&b, &pg[i], url, 360, 740, 1, "en-US,en", NULL);
+        open_page(&b, &pg[i], s.port, aid, users[i], "en-US,en", NULL);
         CHECK_MSG(sk_cdp_wait(&b, &pg[i], waiting_js, 30000), "page %d not in line", i);
         place[i] = dom_int(&b, &pg[i], "q-place");
         if (i) CHECK_MSG(place[i] > place[i - 1], "places %lld then %lld", place[i - 1], place[i]);
@@ -806,17 +819,14 @@ SK_TEST_T(buyer_page_sold_out_reaches_every_open_page_within_seconds, 240)
     uint64_t plain = sk_th_unique_id(), room = sk_th_unique_id();
     sale(s.port, plain, "Sneakers", 4, time(NULL) - 5, 0);
     sale(s.port, room, "Sneakers (line)", 2, time(NULL) - 5, 1);
-    struct sk_th_resp r;
     /* the line: two buyers who will buy it out, thirty more, then the pages */
-    for (uint64_t u = 1; u <= 32; u++)
-        api_join(s.port, room, u, &r);
+    api_join(s.port, room, 32);
     struct sk_cdp b;
     sk_cdp_start(&b);
     struct sk_cdp_page pg[5];
-    char url[200];
     for (int i = 0; i < 5; i++) {
-        page_url(url, sizeof url, s.port, i < 3 ? plain : room, 960 + (uint64_t)i);
-        sk_cdp_page_open(&b, &pg[i], url, 360, 740, 1, i % 2 ? "zh-CN,zh" : "en-US,en", NULL);
+        open_page(&b, &pg[i], s.port, i < 3 ? plain : room, 960 + (uint64_t)i,
+                  i % 2 ? "zh-CN,zh" : "en-US,en", NULL);
         CHECK_MSG(sk_cdp_wait(&b, &pg[i],
                               i < 3 ? "!document.getElementById('buy').disabled" : waiting_js,
                               10000),
@@ -824,13 +834,7 @@ SK_TEST_T(buyer_page_sold_out_reaches_every_open_page_within_seconds, 240)
     }
     shot(&b, &pg[0], "0-on-sale-en", 360, 740, 1);
     /* both sales sell out through the API */
-    char path[96];
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", plain);
-    for (int u = 1; u <= 4; u++) {
-        char h[48];
-        snprintf(h, sizeof h, "X-User-Id: %d\r\n", u);
-        CHECK_EQ(req(s.port, "POST", path, h, "{}", &r), 200);
-    }
+    api_buy(s.port, plain, 4);
     int64_t sold_plain = sk_mono_ms();
     api_buy_with_pass(s.port, room, 1);
     api_buy_with_pass(s.port, room, 2);
@@ -877,9 +881,7 @@ SK_TEST_T(buyer_page_retries_a_503_with_the_same_key_and_buys_exactly_once, 240)
     struct sk_cdp b;
     sk_cdp_start(&b);
     struct sk_cdp_page p;
-    char url[200];
-    page_url(url, sizeof url, s.port, aid, user);
-    sk_cdp_page_open(&b, &p, url, 360, 740, 1, "en-US,en", NULL);
+    open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
     CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('buy').disabled", 10000));
     /* Redis stops answering; the buyer clicks once */
     CHECK_EQ(kill(rd.pid, SIGSTOP), 0);
@@ -958,19 +960,14 @@ SK_TEST_T(buyer_page_a_waiting_page_sends_well_under_one_request_a_second, 240)
     sale(s.port, soon, "Before the start", 10, time(NULL) + 900, 0);
     sale(s.port, open, "On sale", 10, time(NULL) - 5, 0);
     sale(s.port, room, "In line", 10, time(NULL) - 5, 1);
-    struct sk_th_resp r;
-    for (uint64_t u = 1; u <= 200; u++)
-        api_join(s.port, room, u, &r);
+    api_join(s.port, room, 200);
     struct sk_cdp b;
     sk_cdp_start(&b);
     const uint64_t ids[3] = {soon, open, room};
     const char *names[3] = {"before the start", "open sale", "far back in a line"};
     struct sk_cdp_page pg[6];
-    char url[200];
-    for (int i = 0; i < 6; i++) {
-        page_url(url, sizeof url, s.port, ids[i / 2], 3000 + (uint64_t)i);
-        sk_cdp_page_open(&b, &pg[i], url, 360, 740, 1, "en-US,en", NULL);
-    }
+    for (int i = 0; i < 6; i++)
+        open_page(&b, &pg[i], s.port, ids[i / 2], 3000 + (uint64_t)i, "en-US,en", NULL);
     CHECK(sk_cdp_wait(&b, &pg[5], waiting_js, 10000) && sk_cdp_wait(&b, &pg[4], waiting_js, 10000));
     /* the window starts after the loads (the clock samples, the first
      * reads): at the newest event's time */

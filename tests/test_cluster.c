@@ -254,6 +254,8 @@ struct sale {
     atomic_long per_user[SALE_ACTIVITIES][SALE_USERS]; /* units accepted */
     atomic_long over_limit;
     char err[256];
+    sk_redis *r; /* the test's own client */
+    pthread_t th[SALE_THREADS];
 };
 
 static void *buyer(void *arg)
@@ -299,24 +301,48 @@ static void *buyer(void *arg)
     return NULL;
 }
 
-static void sale_start(struct sale *s, sk_redis *r, pthread_t *th, int64_t stock)
+/* Connects a client for the test and opens SALE_ACTIVITIES activities of
+ * `stock` units, one on each master (ids). Ownership: the client is the
+ * caller's (sk_redis_free). */
+static sk_redis *open_sale_on_masters(uint64_t *ids, int64_t stock)
+{
+    sk_redis *r = connect_cluster();
+    ids_on_masters(r, ids, SALE_ACTIVITIES);
+    for (int i = 0; i < SALE_ACTIVITIES; i++)
+        open_activity(r, ids[i], stock, SALE_LIMIT, SALE_LIMIT);
+    return r;
+}
+
+/* Opens the sale (open_sale_on_masters, the client into s->r) and starts
+ * the buyers. */
+static void sale_start(struct sale *s, int64_t stock)
 {
     memset(s, 0, sizeof *s);
     s->stock = stock;
-    ids_on_masters(r, s->ids, SALE_ACTIVITIES);
-    for (int i = 0; i < SALE_ACTIVITIES; i++)
-        open_activity(r, s->ids[i], stock, SALE_LIMIT, SALE_LIMIT);
+    s->r = open_sale_on_masters(s->ids, stock);
     for (int i = 0; i < SALE_THREADS; i++)
-        CHECK_EQ(pthread_create(&th[i], NULL, buyer, s), 0);
+        CHECK_EQ(pthread_create(&s->th[i], NULL, buyer, s), 0);
+}
+
+/* Fails the test when the buyers have sold every unit already: the
+ * disturbance (`what`) must happen while the sale runs. */
+static void sale_still_running(struct sale *s, const char *what)
+{
+    long sold = 0;
+    for (int a = 0; a < SALE_ACTIVITIES; a++)
+        sold += atomic_load(&s->accepted[a]);
+    CHECK_MSG(sold < SALE_ACTIVITIES * s->stock, "the sale ended before the %s did: make it longer",
+              what);
 }
 
 /* Waits for the buyers and checks the invariants (docs/design.md) against what Redis holds:
  * sold out exactly, stock + sum(buyers) == initial, nobody over the limit,
- * and every unit the buyers saw accepted is in Redis. */
-static void sale_check(struct sale *s, sk_redis *r, pthread_t *th)
+ * and every unit the buyers saw accepted is in Redis. Then closes s->r. */
+static void sale_check(struct sale *s)
 {
+    sk_redis *r = s->r;
     for (int i = 0; i < SALE_THREADS; i++)
-        pthread_join(th[i], NULL);
+        pthread_join(s->th[i], NULL);
     CHECK_EQ(atomic_load(&s->over_limit), 0);
     CHECK_EQ(atomic_load(&s->other), 0);
     for (int a = 0; a < SALE_ACTIVITIES; a++) {
@@ -339,36 +365,29 @@ static void sale_check(struct sale *s, sk_redis *r, pthread_t *th)
         CHECK_EQ(rep->integer, s->stock); /* one unit per order here */
         freeReplyObject(rep);
     }
+    sk_redis_free(r);
+    s->r = NULL;
 }
 
 SK_TEST(cluster_sale_sells_out_exactly_across_three_masters)
 {
-    sk_redis *r = connect_cluster();
     static struct sale s;
-    pthread_t th[SALE_THREADS];
-    sale_start(&s, r, th, 1000);
-    sale_check(&s, r, th);
+    sale_start(&s, 1000);
+    sale_check(&s);
     CHECK_EQ(atomic_load(&s.unknown), 0);
-    sk_redis_free(r);
 }
 
 SK_TEST(cluster_sale_survives_a_master_failover)
 {
-    sk_redis *r = connect_cluster();
     static struct sale s;
-    pthread_t th[SALE_THREADS];
-    sale_start(&s, r, th, 12000);
+    sale_start(&s, 12000);
     /* fail over the master of the first activity while buyers run */
     int old = sk_th_cluster_master_of(activity_slot(s.ids[0]));
     int now_master = sk_th_cluster_failover(activity_slot(s.ids[0]));
     CHECK(now_master != old);
-    long sold = 0;
-    for (int a = 0; a < SALE_ACTIVITIES; a++)
-        sold += atomic_load(&s.accepted[a]);
-    CHECK_MSG(sold < 3 * s.stock, "the sale ended before the failover did: make it longer");
-    sale_check(&s, r, th);
+    sale_still_running(&s, "failover");
+    sale_check(&s);
     CHECK_MSG(atomic_load(&s.moved) >= 1, "no buyer was told MOVED");
-    sk_redis_free(r);
     printf("    failover %d -> %d; answers lost in transport: %ld, MOVED %lld, retries %lld\n", old,
            now_master, (long)atomic_load(&s.unknown), (long long)atomic_load(&s.moved),
            (long long)atomic_load(&s.retries));
@@ -386,31 +405,25 @@ static void between_moves(void *arg)
 
 SK_TEST(cluster_sale_survives_a_slot_migration_and_redirections_are_counted)
 {
-    sk_redis *r = connect_cluster();
     static struct sale s;
-    pthread_t th[SALE_THREADS];
-    sale_start(&s, r, th, 12000);
+    sale_start(&s, 12000);
     int slot = activity_slot(s.ids[1]);
     int from = sk_th_cluster_master_of(slot);
     int to = sk_th_cluster_migrate_slot(slot, between_moves, NULL);
     CHECK(to != from);
     /* this client routed to the old owner: it must be told MOVED once */
     struct sk_stock_state st;
-    CHECK_EQ(sk_stock_state(r, s.ids[1], &st), 0);
+    CHECK_EQ(sk_stock_state(s.r, s.ids[1], &st), 0);
     struct sk_cluster_stats cs;
-    CHECK_EQ(sk_redis_cluster_stats(r, &cs), 0);
+    CHECK_EQ(sk_redis_cluster_stats(s.r, &cs), 0);
     CHECK_MSG(cs.moved >= 1, "moved=%llu", (unsigned long long)cs.moved);
-    long sold = 0;
-    for (int a = 0; a < SALE_ACTIVITIES; a++)
-        sold += atomic_load(&s.accepted[a]);
-    CHECK_MSG(sold < 3 * s.stock, "the sale ended before the migration did: make it longer");
-    sale_check(&s, r, th);
+    sale_still_running(&s, "migration");
+    sale_check(&s);
     /* buyers met the migration (ASK/TRYAGAIN while it ran; MOVED when
      * their map was older than the hand-over) */
     CHECK_MSG(atomic_load(&s.moved) + atomic_load(&s.ask) >= 1,
               "buyers: MOVED %lld, ASK %lld, retries %lld", (long long)atomic_load(&s.moved),
               (long long)atomic_load(&s.ask), (long long)atomic_load(&s.retries));
-    sk_redis_free(r);
     printf("    slot %d moved %d -> %d; buyers saw MOVED %lld, ASK %lld, retries %lld\n", slot,
            from, to, (long long)atomic_load(&s.moved), (long long)atomic_load(&s.ask),
            (long long)atomic_load(&s.retries));
@@ -431,6 +444,10 @@ struct hsale {
     atomic_long over_limit, n503, lost, other, limit;
     atomic_int other_status;
     char other_body[256];
+    int64_t stock;        /* per activity */
+    sk_redis *r;          /* the test's own blocking client */
+    struct sk_th_serve v; /* the node the buyers call */
+    pthread_t th[HS_THREADS];
 };
 
 static void *http_buyer(void *arg)
@@ -482,13 +499,14 @@ static void *http_buyer(void *arg)
     return NULL;
 }
 
-static void hsale_start(struct hsale *s, struct sk_th_serve *v, sk_redis *r, pthread_t *th,
-                        int64_t stock)
+/* Opens the sale (open_sale_on_masters, the client into s->r), starts
+ * serve on the cluster (s->v) and the buyers once it is ready. */
+static void hsale_start(struct hsale *s, int64_t stock)
 {
     memset(s, 0, sizeof *s);
-    ids_on_masters(r, s->ids, SALE_ACTIVITIES);
-    for (int i = 0; i < SALE_ACTIVITIES; i++)
-        open_activity(r, s->ids[i], stock, SALE_LIMIT, SALE_LIMIT);
+    s->stock = stock;
+    s->r = open_sale_on_masters(s->ids, stock);
+    struct sk_th_serve *v = &s->v;
     setenv("LSAN_OPTIONS", "exitcode=0", 1);
     const char *extra[] = {"--role", "api", NULL};
     sk_th_serve_start(v, sk_th_cluster_url(), extra);
@@ -506,16 +524,18 @@ static void hsale_start(struct hsale *s, struct sk_th_serve *v, sk_redis *r, pth
     sk_th_http_close(&c);
     s->port = v->port;
     for (int i = 0; i < HS_THREADS; i++)
-        CHECK_EQ(pthread_create(&th[i], NULL, http_buyer, s), 0);
+        CHECK_EQ(pthread_create(&s->th[i], NULL, http_buyer, s), 0);
 }
 
 /* The invariants (docs/design.md) on what Redis holds (read with the blocking cluster client):
  * sold out, stock + sum(buyers) == initial, nobody over the limit, one
  * stream entry per unit, every 200 is a unit held. */
-static void hsale_check(struct hsale *s, sk_redis *r, pthread_t *th, int64_t stock)
+static void hsale_check(struct hsale *s)
 {
+    sk_redis *r = s->r;
+    int64_t stock = s->stock;
     for (int i = 0; i < HS_THREADS; i++)
-        pthread_join(th[i], NULL);
+        pthread_join(s->th[i], NULL);
     CHECK_MSG(atomic_load(&s->other) == 0, "%ld unexpected answers, first %d %s",
               (long)atomic_load(&s->other), atomic_load(&s->other_status), s->other_body);
     CHECK_EQ(atomic_load(&s->over_limit), 0);
@@ -555,11 +575,14 @@ static void check_serve_log(const struct sk_th_serve *v)
     fclose(f);
 }
 
-/* serve stops cleanly on SIGTERM and its log holds no sanitizer report. */
-static void serve_stop_clean(struct sk_th_serve *v)
+/* serve stops cleanly on SIGTERM and its log holds no sanitizer report;
+ * the test's client is closed. */
+static void hsale_stop(struct hsale *s)
 {
-    CHECK_EQ(sk_th_serve_stop(v, SIGTERM), 0);
-    check_serve_log(v);
+    CHECK_EQ(sk_th_serve_stop(&s->v, SIGTERM), 0);
+    check_serve_log(&s->v);
+    sk_redis_free(s->r);
+    s->r = NULL;
 }
 
 /* Waits (up to 10 s) until the first activity has sold 50: the sale is
@@ -576,46 +599,36 @@ static void hsale_wait_first(struct hsale *s)
 /* After a fault (`what`) moved the first activity's slot from master
  * `from` to `to` while the sale was still going: the sale ends with the
  * invariants held and purchases accepted again on the new owner. */
-static void hsale_after_fault(struct hsale *s, sk_redis *r, pthread_t *th, int64_t stock, int from,
-                              int to, const char *what)
+static void hsale_after_fault(struct hsale *s, int from, int to, const char *what)
 {
     CHECK(to != from);
     long before = atomic_load(&s->ok[0]);
-    CHECK_MSG(before < stock, "the sale ended before the %s did: make it longer", what);
-    hsale_check(s, r, th, stock);
+    CHECK_MSG(before < s->stock, "the sale ended before the %s did: make it longer", what);
+    hsale_check(s);
     CHECK_MSG(atomic_load(&s->ok[0]) > before, "no 200 after the %s", what);
 }
 
 SK_TEST(cluster_serve_sells_out_exactly_over_http_across_three_masters)
 {
-    sk_redis *r = connect_cluster();
     static struct hsale s;
-    struct sk_th_serve v;
-    pthread_t th[HS_THREADS];
-    hsale_start(&s, &v, r, th, 400);
-    hsale_check(&s, r, th, 400);
+    hsale_start(&s, 400);
+    hsale_check(&s);
     for (int a = 0; a < SALE_ACTIVITIES; a++)
         CHECK_EQ(atomic_load(&s.ok[a]), 400);
     CHECK_EQ(atomic_load(&s.n503), 0);
-    serve_stop_clean(&v);
-    sk_redis_free(r);
+    hsale_stop(&s);
 }
 
 SK_TEST(cluster_serve_survives_a_master_failover_during_an_http_sale)
 {
-    sk_redis *r = connect_cluster();
     static struct hsale s;
-    struct sk_th_serve v;
-    pthread_t th[HS_THREADS];
-    const int64_t stock = 3000;
-    hsale_start(&s, &v, r, th, stock);
+    hsale_start(&s, 3000);
     hsale_wait_first(&s);
     int slot = activity_slot(s.ids[0]);
     int old = sk_th_cluster_master_of(slot);
     int now_master = sk_th_cluster_failover(slot);
-    hsale_after_fault(&s, r, th, stock, old, now_master, "failover");
-    serve_stop_clean(&v);
-    sk_redis_free(r);
+    hsale_after_fault(&s, old, now_master, "failover");
+    hsale_stop(&s);
     printf("    failover %d -> %d; 503s %ld, lost %ld\n", old, now_master,
            (long)atomic_load(&s.n503), (long)atomic_load(&s.lost));
 }
@@ -666,32 +679,27 @@ static void between_http_moves(void *arg)
 
 SK_TEST(cluster_serve_survives_a_slot_migration_during_an_http_sale)
 {
-    sk_redis *r = connect_cluster();
     static struct hsale s;
-    struct sk_th_serve v;
-    pthread_t th[HS_THREADS];
-    const int64_t stock = 3000;
-    hsale_start(&s, &v, r, th, stock);
+    hsale_start(&s, 3000);
     hsale_wait_first(&s);
     /* a cluster client shows its redirections, none yet */
-    CHECK_EQ(serve_metric(v.port, REDIR("ask")), 0);
+    CHECK_EQ(serve_metric(s.v.port, REDIR("ask")), 0);
     int slot = activity_slot(s.ids[0]);
     int from = sk_th_cluster_master_of(slot);
-    int to = sk_th_cluster_migrate_slot(slot, between_http_moves, &v.port);
-    hsale_after_fault(&s, r, th, stock, from, to, "migration");
-    long long moved = serve_metric(v.port, REDIR("moved")),
-              ask = serve_metric(v.port, REDIR("ask"));
-    long long tryagain = serve_metric(v.port, REDIR("tryagain"));
+    int to = sk_th_cluster_migrate_slot(slot, between_http_moves, &s.v.port);
+    hsale_after_fault(&s, from, to, "migration");
+    long long moved = serve_metric(s.v.port, REDIR("moved")),
+              ask = serve_metric(s.v.port, REDIR("ask"));
+    long long tryagain = serve_metric(s.v.port, REDIR("tryagain"));
     /* the async client met the migration: ASK in the window (every key of
      * the slot on the target, the slot not handed over) */
     CHECK_MSG(ask >= 1, "serve saw MOVED %lld, ASK %lld, TRYAGAIN %lld", moved, ask, tryagain);
-    serve_stop_clean(&v);
+    hsale_stop(&s);
     /* no redirection reached a caller as its answer (purchase_batch logs
      * an unexpected reply, and the buyer gets a 503) */
-    check_serve_log_lacks(&v, "ASK ");
-    check_serve_log_lacks(&v, "MOVED ");
-    check_serve_log_lacks(&v, "TRYAGAIN");
-    sk_redis_free(r);
+    check_serve_log_lacks(&s.v, "ASK ");
+    check_serve_log_lacks(&s.v, "MOVED ");
+    check_serve_log_lacks(&s.v, "TRYAGAIN");
     printf("    slot %d moved %d -> %d; serve saw MOVED %lld, ASK %lld, TRYAGAIN %lld; 503s %ld, "
            "lost %ld\n",
            slot, from, to, moved, ask, tryagain, (long)atomic_load(&s.n503),

@@ -112,21 +112,31 @@ static int admin_post(int port, const char *path, const char *body, struct sk_th
     return st;
 }
 
-/* Creates, preheats and opens activity id (window: now-1 min .. +1 h). */
-static void open_sale(int port, uint64_t id, long long stock, long long limit)
+/* Creates activity id from its JSON definition, preheats and opens it. */
+static void create_and_open(int port, uint64_t id, const char *def)
 {
-    char body[400], path[96];
+    char path[96];
     struct sk_th_resp r;
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"ops sale %" PRIu64 "\",\"stock\":%lld,"
-             "\"per_user_limit\":%lld,\"start\":\"2020-01-01T00:00:00Z\","
-             "\"end\":\"2099-01-01T00:00:00Z\"}",
-             id, id, stock, limit);
-    CHECK_EQ(admin_post(port, "/api/v1/activities", body, &r), 201);
+    CHECK_EQ(admin_post(port, "/api/v1/activities", def, &r), 201);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
     CHECK_EQ(admin_post(port, path, NULL, &r), 200);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
     CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+}
+
+/* Creates, preheats and opens a new activity (window: 2020 .. 2099) of
+ * `stock` units, one per buyer. Returns its id. */
+static uint64_t open_sale(int port, long long stock)
+{
+    uint64_t id = sk_th_unique_id();
+    char body[400];
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"ops sale %" PRIu64 "\",\"stock\":%lld,"
+             "\"per_user_limit\":1,\"start\":\"2020-01-01T00:00:00Z\","
+             "\"end\":\"2099-01-01T00:00:00Z\"}",
+             id, id, stock);
+    create_and_open(port, id, body);
+    return id;
 }
 
 /* Purchases by users base+1..base+n over `conns` connections, each opened
@@ -217,8 +227,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
     struct sk_th_serve s;
     const char *extra[] = {"--processes", "2", NULL};
     sk_th_serve_start(&s, sk_th_redis_url(), extra);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 1000, 1);
+    uint64_t aid = open_sale(s.port, 1000);
     int accepted = buy_many(s.port, aid, 0, 400, 16);
     CHECK_EQ(accepted, 400);
     /* every scrape, whichever process answers it, reports the node */
@@ -270,8 +279,7 @@ SK_TEST(ops_worker_figures_appear_on_the_node_metrics)
 {
     struct sk_th_serve s;
     sk_th_serve_start(&s, sk_th_redis_url(), NULL);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 50, 1);
+    uint64_t aid = open_sale(s.port, 50);
     CHECK_EQ(buy_many(s.port, aid, 0, 80, 4), 50); /* 30 refused: sold out */
     char rem[128], orders[128], backlog[128], dlq[128], sold[128];
     snprintf(rem, sizeof rem, "seckill_activity_stock_remaining{activity=\"%" PRIu64 "\"}", aid);
@@ -324,8 +332,7 @@ SK_TEST(ops_metrics_show_the_age_of_the_oldest_unpersisted_order)
 {
     struct sk_th_serve s;
     sk_th_serve_start(&s, sk_th_redis_url(), NULL);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 50, 1);
+    uint64_t aid = open_sale(s.port, 50);
     struct age_want idle = {aid, 0, 0};
     scrape_until(s.port, age_between, &idle);
     sqlite3 *db;
@@ -357,8 +364,7 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     struct sk_th_serve s;
     char addr[64];
     int ops = serve_with_ops(&s, addr, sizeof addr);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 10, 1);
+    uint64_t aid = open_sale(s.port, 10);
     static char body[1 << 20];
     const char *ops_routes[] = {"/metrics", "/healthz", "/readyz", "/", "/dashboard.json"};
     for (size_t i = 0; i < sizeof ops_routes / sizeof ops_routes[0]; i++) {
@@ -487,11 +493,7 @@ static void open_queue(int port, uint64_t id, uint64_t base, int n)
              "\"per_user_limit\":1,\"start\":\"2020-01-01T00:00:00Z\","
              "\"end\":\"2099-01-01T00:00:00Z\",\"waiting_room\":{\"passes_per_s\":1000}}",
              id, id);
-    CHECK_EQ(admin_post(port, "/api/v1/activities", body, &r), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
-    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
-    CHECK_EQ(admin_post(port, path, NULL, &r), 200);
+    create_and_open(port, id, body);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", id);
     struct sk_th_http h;
     sk_th_http_open(&h, port);
@@ -509,9 +511,10 @@ static void open_queue(int port, uint64_t id, uint64_t base, int n)
     sk_th_http_close(&h);
 }
 
-/* 1 when dashboard.json shows activity aid's waiting room with that many
- * buyers in its queue. */
-static int dashboard_queue_is(int ops, uint64_t aid, long long length)
+/* 1 when dashboard.json shows activity aid's figure `name` (inside its
+ * object `within` when not NULL) at value. */
+static int dashboard_figure_is(int ops, uint64_t aid, const char *within, const char *name,
+                               long long value)
 {
     static char body[1 << 20];
     if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
@@ -520,28 +523,24 @@ static int dashboard_queue_is(int ops, uint64_t aid, long long length)
     int ok = 0;
     for (size_t i = 0; i < json_array_size(acts); i++) {
         json_t *a = json_array_get(acts, i);
-        json_t *w = json_object_get(a, "waiting_room");
+        json_t *o = within ? json_object_get(a, within) : a;
         if ((uint64_t)json_integer_value(json_object_get(a, "id")) == aid)
-            ok = json_integer_value(json_object_get(w, "queue_length")) == length;
+            ok = json_integer_value(json_object_get(o, name)) == value;
     }
     json_decref(d);
     return ok;
 }
 
+/* 1 when dashboard.json shows activity aid's waiting room with that many
+ * buyers in its queue. */
+static int dashboard_queue_is(int ops, uint64_t aid, long long length)
+{
+    return dashboard_figure_is(ops, aid, "waiting_room", "queue_length", length);
+}
+
 static int dashboard_caught_up(int ops, uint64_t aid, long long admitted)
 {
-    static char body[1 << 20];
-    if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
-    json_error_t e;
-    json_t *d = json_loads(body, 0, &e), *acts = json_object_get(d, "activities");
-    int ok = 0;
-    for (size_t i = 0; i < json_array_size(acts); i++) {
-        json_t *a = json_array_get(acts, i);
-        if ((uint64_t)json_integer_value(json_object_get(a, "id")) == aid)
-            ok = json_integer_value(json_object_get(a, "admitted")) == admitted;
-    }
-    json_decref(d);
-    return ok;
+    return dashboard_figure_is(ops, aid, NULL, "admitted", admitted);
 }
 
 SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240)
@@ -549,8 +548,7 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     struct sk_th_serve s;
     char addr[64];
     int ops = serve_with_ops(&s, addr, sizeof addr);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 2500, 1);
+    uint64_t aid = open_sale(s.port, 2500);
     int accepted = buy_many(s.port, aid, 0, 1234, 8);
     CHECK_EQ(accepted, 1234);
     /* and a sale with a waiting room: 37 buyers in its queue */
@@ -612,8 +610,7 @@ SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
 {
     struct sk_th_serve s;
     sk_th_serve_start(&s, sk_th_redis_url(), NULL);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 100, 1);
+    uint64_t aid = open_sale(s.port, 100);
     CHECK_EQ(buy_many(s.port, aid, 0, 7, 1), 7);
     char id[32];
     snprintf(id, sizeof id, "%" PRIu64, aid);
@@ -660,8 +657,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     struct sk_th_serve s;
     char addr[64];
     int ops = serve_with_ops(&s, addr, sizeof addr);
-    uint64_t aid = sk_th_unique_id();
-    open_sale(s.port, aid, 1000000, 1);
+    uint64_t aid = open_sale(s.port, 1000000);
     /* the sale: a buyer process, 50 new buyers every 100 ms, until stopped */
     pid_t buyer = sk_th_fork();
     if (buyer == 0) {

@@ -63,6 +63,7 @@
 #include "support/http_load_env.h"
 #include "support/netlab.h"
 #include "support/sale_env.h"
+#include "support/server_spawn.h"
 #include "tests/support/spawn/pg_spawn.h"
 
 enum { H_A, H_B, H_C, H_V1, H_V2, H_DB, H_W, H_OPS, NHOSTS };
@@ -135,18 +136,8 @@ static pid_t start_in(struct site *s, int h, const char *name, const char *const
 {
     char log[400], err[512];
     snprintf(log, sizeof log, "%s/%s.log", s->dir, name);
-    struct sk_spawn_cmd c = {.argv = argv,
-                             .out = log,
-                             .err = log,
-                             .flags = SK_SPAWN_PDEATHSIG,
-                             .name = name,
-                             .log = log,
-                             .ready = ready,
-                             .arg = arg,
-                             .ready_ms = 30000,
-                             .poll_ms = 20,
-                             .stop_sig = SIGKILL,
-                             .stop_ms = 1000};
+    struct sk_spawn_cmd c;
+    sk_th_server_cmd(&c, name, argv, log, ready, arg, 30000);
     pid_t pid = 0;
     sk_th_netlab_enter(&s->lab, h);
     int rc = ready ? sk_spawn_start(&c, &pid, err, sizeof err)

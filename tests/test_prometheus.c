@@ -18,6 +18,7 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/server_spawn.h"
 
 /* contrib/prometheus/ of the tree. */
 static const char *rules_dir(void)
@@ -145,19 +146,7 @@ SK_TEST_T(prometheus_server_scrapes_a_live_node_and_loads_the_rules, 180)
     snprintf(listen, sizeof listen, "--web.listen-address=127.0.0.1:%d", pport);
     const char *argv[] = {"prometheus", cfgarg, data, listen, "--storage.tsdb.retention.time=1h",
                           NULL};
-    struct sk_spawn_cmd cmd = {.argv = argv,
-                               .err = log,
-                               .flags = SK_SPAWN_PDEATHSIG,
-                               .name = "prometheus",
-                               .ready = prom_ready,
-                               .arg = &pport,
-                               .ready_ms = 30000,
-                               .poll_ms = 50,
-                               .stop_sig = SIGTERM,
-                               .stop_ms = 5000};
-    pid_t pid;
-    char err[600];
-    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
+    pid_t pid = sk_th_server_start("prometheus", argv, log, prom_ready, &pport, 30000);
     /* the node's series, as Prometheus stored them from its scrapes */
     int64_t deadline = sk_mono_ms() + 30000;
     double up = -1, admitted = -1, redis_up = -1;

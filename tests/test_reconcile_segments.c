@@ -91,6 +91,19 @@ static uint64_t seg_sale(struct sk_th_env *e, struct sk_th_bought *b, size_t *nb
     return aid;
 }
 
+/* seg_sale, then its k-th admitted order (into *v) and that order's
+ * segment (*seg): the order a drift test tampers with. */
+static uint64_t seg_sale_order(struct sk_th_env *e, size_t k, struct sk_th_bought *v, int *seg)
+{
+    struct sk_th_bought b[64];
+    size_t n;
+    uint64_t aid = seg_sale(e, b, &n);
+    CHECK(k < n);
+    *v = b[k];
+    *seg = seg_of(v->oid, aid);
+    return aid;
+}
+
 /* Library check: every drift found is in segment seg (or none is found). */
 static void drift_only_in(struct sk_th_env *e, uint64_t aid, int seg, size_t *total)
 {
@@ -171,16 +184,25 @@ static void pick_pair(struct sk_th_env *e, uint64_t aid, int *from, int *to)
               seg_stock(e, aid, *from));
 }
 
+/* A transfer taken from the lender (from) and never applied at the
+ * borrower (to): its id and the units it took. */
+struct pending {
+    int from, to;
+    char id[SK_XFER_ID_MAX];
+    int64_t taken;
+};
+
 /* A sale of 40 units over SEGS segments that users 1..8 bought in (1 or 2
- * units each), persisted; *from is its fullest segment, *to another one
- * (pick_pair): a transfer between them is up to the test. */
-static uint64_t sale_of_8(struct sk_th_env *e, int *from, int *to)
+ * units each), persisted; then a transfer of at least one unit from its
+ * fullest segment to another one (pick_pair) taken and never applied (x). */
+static uint64_t sale_with_pending_transfer(struct sk_th_env *e, struct pending *x)
 {
     uint64_t aid = sk_th_env_activity_segs(e, 40, 2, 2, 60, SEGS, 1);
     struct sk_th_bought b[16];
     CHECK_EQ(sk_th_env_buy_users(e, aid, 1, 8, 2, BATCH, b), 8);
     persist(e);
-    pick_pair(e, aid, from, to);
+    pick_pair(e, aid, &x->from, &x->to);
+    x->taken = lend_only(e, aid, x->from, x->to, 1, x->id);
     return aid;
 }
 
@@ -286,13 +308,11 @@ BACKEND_TEST(segment_orders_still_in_their_streams_are_backlog_not_lost)
 
 BACKEND_TEST(deleted_order_row_in_one_segment_is_lost_there_and_restored)
 {
-    struct sk_th_bought b[64];
-    size_t n;
-    uint64_t aid = seg_sale(e, b, &n);
-    const struct sk_th_bought *v = &b[3];
-    int seg = seg_of(v->oid, aid);
+    struct sk_th_bought v;
+    int seg;
+    uint64_t aid = seg_sale_order(e, 3, &v, &seg);
     char sql[256];
-    snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", v->oid);
+    snprintf(sql, sizeof sql, "DELETE FROM orders WHERE order_id = '%s'", v.oid);
     sk_th_be_sql(e, sql);
     size_t total;
     drift_only_in(e, aid, seg, &total);
@@ -300,27 +320,25 @@ BACKEND_TEST(deleted_order_row_in_one_segment_is_lost_there_and_restored)
     char line[256];
     snprintf(line, sizeof line,
              "DRIFT lost_order: segment %d: order %s (user %" PRIu64 ", %" PRId64 " unit(s))", seg,
-             v->oid, v->uid, v->qty);
+             v.oid, v.uid, v.qty);
     sk_th_expect_repaired(e, aid, line, "repair_restore_order", 1);
     struct sk_order o;
-    CHECK_EQ(sk_store_order_get(e->st, v->oid, &o), 0);
+    CHECK_EQ(sk_store_order_get(e->st, v.oid, &o), 0);
     CHECK_EQ(o.status, SK_ORDER_CREATED);
-    CHECK_EQ(o.user_id, v->uid);
-    CHECK_EQ(o.quantity, v->qty);
+    CHECK_EQ(o.user_id, v.uid);
+    CHECK_EQ(o.quantity, v.qty);
     CHECK_EQ(o.activity_id, aid);
     CHECK_EQ(o.pay_deadline_ms, o.created_ms + 60000);
 }
 
 BACKEND_TEST(dropped_ledger_entry_and_tampered_stock_in_one_segment_are_repaired_there)
 {
-    struct sk_th_bought b[64];
-    size_t n;
-    uint64_t aid = seg_sale(e, b, &n);
-    const struct sk_th_bought *v = &b[4];
-    int seg = seg_of(v->oid, aid);
+    struct sk_th_bought v;
+    int seg;
+    uint64_t aid = seg_sale_order(e, 4, &v, &seg);
     struct sk_keys k;
     sk_keys_seg(&k, aid, seg);
-    sk_th_redis_do(e, "HDEL %s %s", k.ledger, v->oid, NULL);
+    sk_th_redis_do(e, "HDEL %s %s", k.ledger, v.oid, NULL);
     sk_th_redis_do(e, "SET %s 3", k.stock, NULL, NULL); /* 3 units appear from nowhere */
     size_t total;
     drift_only_in(e, aid, seg, &total);
@@ -329,7 +347,7 @@ BACKEND_TEST(dropped_ledger_entry_and_tampered_stock_in_one_segment_are_repaired
     CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 1);
     char line[256];
     snprintf(line, sizeof line,
-             "DRIFT user_count: segment %d: user %" PRIu64 ": the buyers hash holds", seg, v->uid);
+             "DRIFT user_count: segment %d: user %" PRIu64 ": the buyers hash holds", seg, v.uid);
     HAS(out, line);
     snprintf(line, sizeof line, "DRIFT redis_invariant: segment %d: Redis stock 3 + units held",
              seg);
@@ -338,7 +356,7 @@ BACKEND_TEST(dropped_ledger_entry_and_tampered_stock_in_one_segment_are_repaired
     snprintf(line, sizeof line,
              "DRIFT not_in_ledger: segment %d: order %s (user %" PRIu64 ", %" PRId64
              " unit(s), created)",
-             seg, v->oid, v->uid, v->qty);
+             seg, v.oid, v.uid, v.qty);
     sk_th_expect_repaired(e, aid, line, "repair_ledger_entry", 2 /* + repair_redis_stock */);
     CHECK_EQ(sk_th_audit_count(e, aid, "repair_redis_stock"), 1);
     /* The segment's stock is what it owns again: sold out. */
@@ -347,35 +365,33 @@ BACKEND_TEST(dropped_ledger_entry_and_tampered_stock_in_one_segment_are_repaired
     /* The entry was restored in the segment's own ledger, and works: the
      * order is cancelled and its units go back to that segment. */
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(e->r, &rep, "HGET %s %s", k.ledger, v->oid), 0);
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "HGET %s %s", k.ledger, v.oid), 0);
     CHECK(rep->type == REDIS_REPLY_STRING);
     char want[64];
-    snprintf(want, sizeof want, "%" PRIu64 ":%" PRId64, v->uid, v->qty);
+    snprintf(want, sizeof want, "%" PRIu64 ":%" PRId64, v.uid, v.qty);
     CHECK_STR(rep->str, want);
     freeReplyObject(rep);
     struct sk_cancel_result res;
-    CHECK_EQ(sk_order_cancel(e->st, e->r, v->oid, v->uid, sk_wall_ms(), &res), 0);
-    CHECK_EQ(res.units_given, v->qty);
-    CHECK_EQ(seg_stock(e, aid, seg), v->qty);
+    CHECK_EQ(sk_order_cancel(e->st, e->r, v.oid, v.uid, sk_wall_ms(), &res), 0);
+    CHECK_EQ(res.units_given, v.qty);
+    CHECK_EQ(seg_stock(e, aid, seg), v.qty);
     CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 0);
 }
 
 BACKEND_TEST(cancelled_but_not_released_in_a_segment_is_released_in_that_segment)
 {
-    struct sk_th_bought b[64];
-    size_t n;
-    uint64_t aid = seg_sale(e, b, &n);
-    const struct sk_th_bought *v = &b[5];
-    int seg = seg_of(v->oid, aid);
+    struct sk_th_bought v;
+    int seg;
+    uint64_t aid = seg_sale_order(e, 5, &v, &seg);
     int prev;
-    CHECK_EQ(sk_store_order_cancel(e->st, v->oid, sk_wall_ms() - 60000, &prev), 0);
+    CHECK_EQ(sk_store_order_cancel(e->st, v.oid, sk_wall_ms() - 60000, &prev), 0);
     char line[256];
     snprintf(line, sizeof line,
              "DRIFT cancelled_not_released: segment %d: order %s (user %" PRIu64 ", %" PRId64
              " unit(s)) is cancelled in the DB",
-             seg, v->oid, v->uid, v->qty);
+             seg, v.oid, v.uid, v.qty);
     sk_th_expect_repaired(e, aid, line, "repair_release", 1);
-    CHECK_EQ(seg_stock(e, aid, seg), v->qty);
+    CHECK_EQ(seg_stock(e, aid, seg), v.qty);
     global_state(e, aid);
 }
 
@@ -383,64 +399,63 @@ BACKEND_TEST(cancelled_but_not_released_in_a_segment_is_released_in_that_segment
 
 BACKEND_TEST(transfer_never_applied_is_in_transit_and_repair_settles_it_once)
 {
-    int from, to;
-    uint64_t aid = sale_of_8(e, &from, &to);
-    int64_t to_before = seg_stock(e, aid, to);
-    char id[SK_XFER_ID_MAX];
-    int64_t taken = lend_only(e, aid, from, to, 1, id);
-    CHECK(global_state(e, aid).in_transit == taken);
+    struct pending x;
+    uint64_t aid = sale_with_pending_transfer(e, &x);
+    int64_t to_before = seg_stock(e, aid, x.to);
+    CHECK(global_state(e, aid).in_transit == x.taken);
 
     /* Young: a transfer in flight, counted but not drift. */
     struct sk_reconcile_report rep;
     CHECK_EQ(sk_reconcile_activity(e->st, e->r, aid, NULL, &rep), 0);
     CHECK_MSG(rep.consistent, "%zu drift(s): %s", rep.total, rep.ndrift ? rep.drift[0].text : "");
-    CHECK_EQ(rep.transit.units, taken);
+    CHECK_EQ(rep.transit.units, x.taken);
     CHECK_EQ(rep.transit.transfers, 1);
     CHECK_EQ(rep.transit.stale, 0);
-    CHECK_EQ(rep.transit.lent - rep.transit.received, taken);
+    CHECK_EQ(rep.transit.lent - rep.transit.received, x.taken);
     sk_reconcile_report_free(&rep);
     /* Seen a minute later it is drift, in the lender's segment. */
     sk_th_reconcile_later(e, aid, 60000, &rep);
     CHECK(!rep.consistent);
     CHECK_EQ(rep.total, 1);
     CHECK_EQ(rep.found[SK_DRIFT_IN_TRANSIT], 1);
-    CHECK_EQ(rep.drift[0].segment, from);
+    CHECK_EQ(rep.drift[0].segment, x.from);
     CHECK_EQ(rep.transit.stale, 1);
-    CHECK_EQ(rep.transit.stale_units, taken);
+    CHECK_EQ(rep.transit.stale_units, x.taken);
     sk_reconcile_report_free(&rep);
 
     /* The binary: found (exit 1), settled by --repair with an audit row. */
-    age_transfer(e, aid, from, id);
+    age_transfer(e, aid, x.from, x.id);
     static char out[65536];
     int rc = sk_th_reconcile(e, aid, out, sizeof out, NULL);
     CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
     char line[256];
     snprintf(line, sizeof line,
              "DRIFT in_transit: segment %d: transfer %s: %" PRId64 " unit(s) lent to segment %d ",
-             from, id, taken, to);
+             x.from, x.id, x.taken, x.to);
     HAS(out, line);
-    snprintf(line, sizeof line, "in transit %" PRId64 " unit(s) in 1 transfer(s) (1 older", taken);
+    snprintf(line, sizeof line, "in transit %" PRId64 " unit(s) in 1 transfer(s) (1 older",
+             x.taken);
     HAS(out, line);
-    CHECK_EQ(seg_stock(e, aid, to), to_before); /* a check never settles */
+    CHECK_EQ(seg_stock(e, aid, x.to), to_before); /* a check never settles */
     rc =
         sk_th_reconcile(e, aid, out, sizeof out, (const char *const[]){"--repair", "--json", NULL});
     CHECK_MSG(rc == 0, "repair exit %d:\n%s", rc, out);
     json_t *root, *a = json_activity(out, &root);
     CHECK(json_is_true(json_object_get(root, "consistent")));
     CHECK(json_is_true(json_object_get(a, "settled")));
-    CHECK_EQ(json_integer_value(json_object_get(a, "settled_units")), taken);
+    CHECK_EQ(json_integer_value(json_object_get(a, "settled_units")), x.taken);
     CHECK_EQ(json_integer_value(json_object_get(a, "remaining_total")), 0);
     json_t *r0 = json_array_get(json_object_get(a, "repairs"), 0);
     CHECK_STR(json_string_value(json_object_get(r0, "kind")), "in_transit");
     CHECK(json_is_true(json_object_get(r0, "ok")));
-    snprintf(line, sizeof line, "transfers settled: %" PRId64 " unit(s)", taken);
+    snprintf(line, sizeof line, "transfers settled: %" PRId64 " unit(s)", x.taken);
     CHECK_MSG(strstr(json_string_value(json_object_get(r0, "message")), line), "%s", out);
     json_decref(root);
     CHECK_EQ(sk_th_audit_count(e, aid, "repair_settle_transfers"), 1);
 
     /* Afterwards: applied at the receiver, nothing in transit, the global
      * invariant holds. */
-    CHECK_EQ(seg_stock(e, aid, to), to_before + taken);
+    CHECK_EQ(seg_stock(e, aid, x.to), to_before + x.taken);
     struct sk_stock_state st = global_state(e, aid);
     CHECK_EQ(st.in_transit, 0);
     CHECK_EQ(st.remaining + st.held, 40);
@@ -450,33 +465,31 @@ BACKEND_TEST(transfer_never_applied_is_in_transit_and_repair_settles_it_once)
     HASNT(out, "REPAIRED");
     HAS(out, "in transit 0 unit(s) in 0 transfer(s)");
     CHECK_EQ(sk_th_audit_count(e, aid, "repair_settle_transfers"), 1);
-    CHECK_EQ(seg_stock(e, aid, to), to_before + taken);
+    CHECK_EQ(seg_stock(e, aid, x.to), to_before + x.taken);
     int64_t units;
     CHECK_EQ(sk_seg_settle(e->r, aid, SEGS, &units), 0);
     CHECK_EQ(units, 0);
     /* The borrower's late re-admission with the transfer adds nothing. */
     struct sk_keys kt;
-    sk_keys_seg(&kt, aid, to);
+    sk_keys_seg(&kt, aid, x.to);
     struct sk_purchase p = {.user_id = 5000, .quantity = 1};
-    while (sk_seg_home(p.user_id, SEGS) != to)
+    while (sk_seg_home(p.user_id, SEGS) != x.to)
         p.user_id++;
-    struct sk_batch_head h = {.label = kt.label, .xfer_id = id, .xfer_qty = taken};
+    struct sk_batch_head h = {.label = kt.label, .xfer_id = x.id, .xfer_qty = x.taken};
     struct sk_admission adm;
     int64_t left;
     CHECK_EQ(sk_stock_batch_call(e->r, &kt, &h, &p, 1, &adm, &left), 0);
     CHECK_EQ(adm.rc, SK_RC_OK);
-    CHECK_EQ(left, to_before + taken - 1);
+    CHECK_EQ(left, to_before + x.taken - 1);
     persist(e);
     CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 0);
 }
 
 BACKEND_TEST(forced_preheat_settles_a_pending_transfer_first_so_no_unit_is_created)
 {
-    int from, to;
-    uint64_t aid = sale_of_8(e, &from, &to);
-    char id[SK_XFER_ID_MAX];
-    lend_only(e, aid, from, to, 1, id);
-    age_transfer(e, aid, from, id);
+    struct pending x;
+    uint64_t aid = sale_with_pending_transfer(e, &x);
+    age_transfer(e, aid, x.from, x.id);
     /* The sale is closed and force-preheated: the pending transfer is
      * applied before xin/xout restart at 0 and the stock is shared out
      * again, so neither a later settle nor the borrower's late call can
@@ -494,35 +507,33 @@ BACKEND_TEST(forced_preheat_settles_a_pending_transfer_first_so_no_unit_is_creat
     CHECK_EQ(st.in_transit, 0);
     CHECK_EQ(st.remaining + st.held, 40);
     struct sk_keys k;
-    sk_keys_seg(&k, aid, from);
+    sk_keys_seg(&k, aid, x.from);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e->r, &rep, "HLEN %s", k.xout), 0);
     CHECK_EQ(rep->integer, 0);
     freeReplyObject(rep);
-    int64_t units, to_before = seg_stock(e, aid, to);
+    int64_t units, to_before = seg_stock(e, aid, x.to);
     CHECK_EQ(sk_seg_settle(e->r, aid, SEGS, &units), 0);
     CHECK_EQ(units, 0);
-    CHECK_EQ(seg_stock(e, aid, to), to_before);
+    CHECK_EQ(seg_stock(e, aid, x.to), to_before);
     static char out[65536];
     CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 0);
 }
 
 BACKEND_TEST(tampered_transfer_counter_is_reported_and_no_stock_is_rewritten_from_it)
 {
-    int from, to;
-    uint64_t aid = sale_of_8(e, &from, &to);
-    char id[SK_XFER_ID_MAX];
-    lend_only(e, aid, from, to, 1, id);
+    struct pending x;
+    uint64_t aid = sale_with_pending_transfer(e, &x);
     int64_t units;
     CHECK_EQ(sk_seg_settle(e->r, aid, SEGS, &units), 0); /* a normal, settled transfer */
     struct sk_keys k;
-    sk_keys_seg(&k, aid, from);
+    sk_keys_seg(&k, aid, x.from);
     sk_th_redis_do(e, "HINCRBY %s xout 3", k.meta, NULL, NULL); /* 3 units "lent" to nobody */
-    int64_t stock = seg_stock(e, aid, from);
+    int64_t stock = seg_stock(e, aid, x.from);
     static char out[65536];
     CHECK_EQ(sk_th_reconcile(e, aid, out, sizeof out, NULL), 1);
     char line[256];
-    snprintf(line, sizeof line, "DRIFT redis_invariant: segment %d: Redis stock %" PRId64, from,
+    snprintf(line, sizeof line, "DRIFT redis_invariant: segment %d: Redis stock %" PRId64, x.from,
              stock);
     HAS(out, line);
     HAS(out, "DRIFT in_transit: the transfer counters say 3 unit(s) in transit");
@@ -532,7 +543,7 @@ BACKEND_TEST(tampered_transfer_counter_is_reported_and_no_stock_is_rewritten_fro
     HAS(out, "NOT REPAIRED redis_invariant");
     HAS(out, "the transfer counters (xin/xout) or the shares are in doubt");
     HAS(out, "NOT REPAIRED in_transit: transfers not settled");
-    CHECK_EQ(seg_stock(e, aid, from), stock);
+    CHECK_EQ(seg_stock(e, aid, x.from), stock);
     CHECK_EQ(sk_th_audit_count(e, aid, NULL), 0);
     /* Put back: consistent again. */
     sk_th_redis_do(e, "HINCRBY %s xout -3", k.meta, NULL, NULL);

@@ -21,6 +21,7 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/server_spawn.h"
 
 static void write_file(const char *path, const char *text)
 {
@@ -73,20 +74,7 @@ static void wait_log(const char *path, const char *needle, int nth)
 /* serve with argv (its stderr to log) until /healthz answers on port. */
 static pid_t start_serve(const char *const *argv, const char *log, int *port)
 {
-    struct sk_spawn_cmd cmd = {.argv = argv,
-                               .err = log,
-                               .flags = SK_SPAWN_PDEATHSIG,
-                               .name = "seckill serve",
-                               .ready = healthy,
-                               .arg = port,
-                               .ready_ms = 15000,
-                               .poll_ms = 10,
-                               .stop_sig = SIGKILL,
-                               .stop_ms = 1000};
-    pid_t pid;
-    char err[400];
-    CHECK_MSG(sk_spawn_start(&cmd, &pid, err, sizeof err) == 0, "%s", err);
-    return pid;
+    return sk_th_server_start("seckill serve", argv, log, healthy, port, 15000);
 }
 
 /* SIGTERM: a graceful stop, exit 0. */
@@ -96,6 +84,23 @@ static void stop_serve(pid_t pid)
     int st;
     CHECK_EQ(sk_spawn_wait(&pid, NULL, NULL, 20000, 5, &st), 0);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exited with status %d", st);
+}
+
+/* A node's files in the test's directory (name.conf, name.log and the
+ * database name.db) and a free port to listen on. */
+struct node {
+    char dir[320], conf[400], log[400], db[400], listen[64];
+    int port;
+};
+
+static void node_files(struct node *n, const char *name)
+{
+    snprintf(n->dir, sizeof n->dir, "%s", sk_th_tmpdir());
+    snprintf(n->conf, sizeof n->conf, "%s/%s.conf", n->dir, name);
+    snprintf(n->log, sizeof n->log, "%s/%s.log", n->dir, name);
+    snprintf(n->db, sizeof n->db, "sqlite:%s/%s.db", n->dir, name);
+    n->port = sk_th_free_port();
+    snprintf(n->listen, sizeof n->listen, "127.0.0.1:%d", n->port);
 }
 
 static int admin(struct sk_th_http *h, const char *token, const char *method, const char *path,
@@ -108,15 +113,12 @@ static int admin(struct sk_th_http *h, const char *token, const char *method, co
 
 SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 120)
 {
-    char dir[320];
-    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
-    char conf[400], tok[400], log[400], db[400], listen[64], body[400], path[128];
-    snprintf(conf, sizeof conf, "%s/seckill.conf", dir);
-    snprintf(tok, sizeof tok, "%s/admin.token", dir);
-    snprintf(log, sizeof log, "%s/reload.log", dir);
-    snprintf(db, sizeof db, "sqlite:%s/reload.db", dir);
-    int port = sk_th_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    struct node n;
+    node_files(&n, "reload");
+    const char *conf = n.conf, *log = n.log;
+    int port = n.port;
+    char tok[400], body[400], path[128];
+    snprintf(tok, sizeof tok, "%s/admin.token", n.dir);
     write_file(tok, "admin-token-one-0123456789\n");
     char text[1024];
     snprintf(text, sizeof text,
@@ -127,8 +129,8 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
              "io_timeout_s = 30\n",
              tok);
     write_file(conf, text);
-    const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", listen,     "--redis",
-                          sk_th_redis_url(),   "--db",  db,         "--config", conf,
+    const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", n.listen,   "--redis",
+                          sk_th_redis_url(),   "--db",  n.db,       "--config", conf,
                           "--processes",       "2",     NULL};
     pid_t pid = start_serve(argv, log, &port);
 
@@ -225,18 +227,25 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
  * applies it. */
 SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
 {
-    char dir[320];
-    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
-    char conf[400], log[400], db[400], listen[64], text[400];
-    snprintf(conf, sizeof conf, "%s/lone.conf", dir);
-    snprintf(log, sizeof log, "%s/lone.log", dir);
-    snprintf(db, sizeof db, "sqlite:%s/lone.db", dir);
-    int port = sk_th_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    struct node n;
+    node_files(&n, "lone");
+    const char *conf = n.conf, *log = n.log;
+    int port = n.port;
+    char text[400];
     write_file(conf, "admin_token = lone-token-one-0123\n");
-    const char *argv[] = {
-        sk_th_seckill_bin(), "serve", "--listen", listen, "--redis", sk_th_redis_url(), "--db", db,
-        "--config",          conf,    "--role",   "api",  NULL};
+    const char *argv[] = {sk_th_seckill_bin(),
+                          "serve",
+                          "--listen",
+                          n.listen,
+                          "--redis",
+                          sk_th_redis_url(),
+                          "--db",
+                          n.db,
+                          "--config",
+                          conf,
+                          "--role",
+                          "api",
+                          NULL};
     pid_t pid = start_serve(argv, log, &port);
     struct sk_th_http c;
     struct sk_th_resp r;

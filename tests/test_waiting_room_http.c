@@ -132,6 +132,22 @@ struct ev {
     int64_t sent_ms, got_ms; /* wall clock */
 };
 
+/* Two processes (v[0], v[1]) and a new activity of `stock` units, one per
+ * buyer, open for an hour from from_now_ms after they are up (negative:
+ * already begun), with a waiting room of `rate` passes/s living ttl s
+ * (wr_ready). *start (may be NULL) gets the start; returns the id. */
+static uint64_t open_on_two(struct srv v[2], long long stock, int64_t from_now_ms, int rate,
+                            int ttl, int segments, int64_t *start)
+{
+    srv_start(&v[0], NULL);
+    srv_start(&v[1], NULL);
+    uint64_t aid = sk_th_unique_id();
+    int64_t at = sk_wall_ms() + from_now_ms;
+    wr_ready(&v[0], aid, stock, 1, at, at + HOUR_MS, rate, ttl, segments);
+    if (start) *start = at;
+    return aid;
+}
+
 /* One connection to each of the two processes. */
 static void open_both(struct sk_th_http c[2], const int port[2])
 {
@@ -144,10 +160,33 @@ static void close_both(struct sk_th_http c[2])
     sk_th_http_close(&c[1]);
 }
 
-struct poller {
+/* A thread of buyers: what the test gives it (the two processes' ports,
+ * the activity, the thread's index) and its own connection to each
+ * process and response buffer (thread_open .. thread_close). */
+struct wr_thread {
     int port[2];
-    uint64_t aid, first_user;
+    uint64_t aid;
     int index;
+    struct sk_th_http c[2];
+    struct sk_th_resp *r;
+};
+
+static void thread_open(struct wr_thread *t)
+{
+    open_both(t->c, t->port);
+    t->r = sk_th_resp_new();
+}
+
+static void thread_close(struct wr_thread *t)
+{
+    free(t->r);
+    t->r = NULL;
+    close_both(t->c);
+}
+
+struct poller {
+    struct wr_thread t;
+    uint64_t first_user;
     int64_t until_ms; /* wall */
     struct ev *ev;
     size_t n, cap;
@@ -156,16 +195,15 @@ struct poller {
 static void *poll_loop(void *arg)
 {
     struct poller *p = arg;
-    struct sk_th_http c[2];
-    open_both(c, p->port);
-    struct sk_th_resp *r = sk_th_resp_new();
+    thread_open(&p->t);
+    struct sk_th_resp *r = p->t.r;
     unsigned k = 0;
     while (sk_wall_ms() < p->until_ms && p->n < p->cap) {
         /* my buyers, round robin, alternating the two processes */
-        uint64_t uid =
-            p->first_user + (uint64_t)p->index + PACE_THREADS * (k % (PACE_BUYERS / PACE_THREADS));
+        uint64_t uid = p->first_user + (uint64_t)p->t.index +
+                       PACE_THREADS * (k % (PACE_BUYERS / PACE_THREADS));
         struct ev e = {.sent_ms = sk_wall_ms(), .n_issued = -1};
-        int st = queue_req(&c[k & 1], "GET", p->aid, uid, r);
+        int st = queue_req(&p->t.c[k & 1], "GET", p->t.aid, uid, r);
         e.got_ms = sk_wall_ms();
         CHECK_MSG(st == 200, "poll: %d %s", st, r->body);
         struct qa q = qa_of(r);
@@ -176,8 +214,7 @@ static void *poll_loop(void *arg)
         p->ev[p->n++] = e;
         k++;
     }
-    free(r);
-    close_both(c);
+    thread_close(&p->t);
     return NULL;
 }
 
@@ -218,11 +255,9 @@ static double pace_between(const struct ev *ev, size_t n, int64_t from, int64_t 
 SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
 {
     struct srv v[2];
-    srv_start(&v[0], NULL);
-    srv_start(&v[1], NULL);
-    uint64_t aid = sk_th_unique_id();
-    int64_t start = sk_wall_ms() + 4000; /* room for the joins on a loaded machine */
-    wr_ready(&v[0], aid, 1000000, 1, start, start + HOUR_MS, RATE1, 600, 1);
+    int64_t start;
+    /* 4 s: room for the joins on a loaded machine */
+    uint64_t aid = open_on_two(v, 1000000, 4000, RATE1, 600, 1, &start);
     const uint64_t first = 10000;
     struct sk_th_resp r;
     for (uint64_t u = first; u < first + PACE_BUYERS; u++)
@@ -234,10 +269,8 @@ SK_TEST_T(wr_http_two_processes_hand_out_passes_in_place_order_at_the_pace, 120)
     while (sk_wall_ms() < start)
         sk_th_nap_ms(5);
     for (int i = 0; i < PACE_THREADS; i++) {
-        p[i] = (struct poller){.port = {v[0].s.port, v[1].s.port},
-                               .aid = aid,
+        p[i] = (struct poller){.t = {.port = {v[0].s.port, v[1].s.port}, .aid = aid, .index = i},
                                .first_user = first,
-                               .index = i,
                                .until_ms = until,
                                .cap = 200000};
         p[i].ev = malloc(p[i].cap * sizeof *p[i].ev);
@@ -386,13 +419,9 @@ SK_TEST(wr_http_purchase_needs_the_buyers_own_valid_pass_and_refusals_change_not
 static void sold_out_reaches_waiting_buyers(int segments)
 {
     struct srv v[2];
-    srv_start(&v[0], NULL);
-    srv_start(&v[1], NULL);
-    uint64_t aid = sk_th_unique_id();
-    int64_t now = sk_wall_ms();
     /* 2 passes a second and a queue of 30: the stock of 4 goes to the first
      * four while the rest wait */
-    wr_ready(&v[0], aid, 4, 1, now - 1000, now + HOUR_MS, 2, 600, segments);
+    uint64_t aid = open_on_two(v, 4, -1000, 2, 600, segments, NULL);
     struct sk_th_resp r;
     for (uint64_t u = 1; u <= 30; u++)
         EXPECT_STATUS(queue_req(&v[u & 1].c, "POST", aid, u, &r), &r, 200);
@@ -439,9 +468,7 @@ SK_TEST(wr_http_sold_out_reaches_waiting_buyers_of_a_segmented_sale)
 #define INV_STOCK 100
 
 struct buyer_run {
-    int port[2];
-    uint64_t aid;
-    int index;
+    struct wr_thread t;
     int accepted[INV_BUYERS / INV_THREADS + 1]; /* 200s per buyer of this thread */
     char orders[INV_BUYERS / INV_THREADS + 1][64];
     int no_pass_refused, sold_out;
@@ -453,15 +480,15 @@ struct buyer_run {
 static void *buyer_loop(void *arg)
 {
     struct buyer_run *b = arg;
-    struct sk_th_http c[2];
-    open_both(c, b->port);
-    struct sk_th_resp *r = sk_th_resp_new();
+    thread_open(&b->t);
+    struct sk_th_http *c = b->t.c;
+    struct sk_th_resp *r = b->t.r;
     int k = 0;
-    for (uint64_t u = 1 + (uint64_t)b->index; u <= INV_BUYERS; u += INV_THREADS, k++) {
-        int st = buy_pass(&c[u & 1], b->aid, u, NULL, NULL, r);
+    for (uint64_t u = 1 + (uint64_t)b->t.index; u <= INV_BUYERS; u += INV_THREADS, k++) {
+        int st = buy_pass(&c[u & 1], b->t.aid, u, NULL, NULL, r);
         CHECK_MSG(st == 403 || st == 409, "a purchase without a pass: %d %s", st, r->body);
         b->no_pass_refused += st == 403;
-        st = queue_req(&c[u & 1], "POST", b->aid, u, r);
+        st = queue_req(&c[u & 1], "POST", b->t.aid, u, r);
         struct qa q;
         memset(&q, 0, sizeof q);
         int64_t deadline = sk_mono_ms() + 20000;
@@ -475,7 +502,7 @@ static void *buyer_loop(void *arg)
             if (strcmp(q.state, "waiting") != 0) break;
             CHECK_MSG(sk_mono_ms() < deadline, "user %" PRIu64 " waited 20 s", u);
             sk_th_nap_ms(q.poll_after_ms < 20 ? q.poll_after_ms : 20);
-            st = queue_req(&c[(u + 1) & 1], "GET", b->aid, u, r);
+            st = queue_req(&c[(u + 1) & 1], "GET", b->t.aid, u, r);
         }
         if (!strcmp(q.state, "sold_out")) {
             b->sold_out++;
@@ -483,7 +510,7 @@ static void *buyer_loop(void *arg)
         }
         CHECK_MSG(!strcmp(q.state, "admitted"), "user %" PRIu64 ": %s", u, q.state);
         for (int i = 0; i < 2; i++) {
-            st = buy_pass(&c[i], b->aid, u, q.pass, NULL, r);
+            st = buy_pass(&c[i], b->t.aid, u, q.pass, NULL, r);
             CHECK_MSG(st == 200 || st == 403 || st == 409, "purchase: %d %s", st, r->body);
             if (st == 200) {
                 b->accepted[k]++;
@@ -491,8 +518,7 @@ static void *buyer_loop(void *arg)
             }
         }
     }
-    free(r);
-    close_both(c);
+    thread_close(&b->t);
     return NULL;
 }
 
@@ -508,16 +534,13 @@ static int cmp_str(const void *a, const void *b)
 static void invariants(int segments)
 {
     struct srv v[2];
-    srv_start(&v[0], NULL);
-    srv_start(&v[1], NULL);
-    uint64_t aid = sk_th_unique_id();
-    int64_t now = sk_wall_ms();
-    wr_ready(&v[0], aid, INV_STOCK, 1, now - 1000, now + HOUR_MS, 400, 60, segments);
+    uint64_t aid = open_on_two(v, INV_STOCK, -1000, 400, 60, segments, NULL);
     static struct buyer_run b[INV_THREADS];
     pthread_t th[INV_THREADS];
     for (int i = 0; i < INV_THREADS; i++) {
         memset(&b[i], 0, sizeof b[i]);
-        b[i] = (struct buyer_run){.port = {v[0].s.port, v[1].s.port}, .aid = aid, .index = i};
+        b[i] =
+            (struct buyer_run){.t = {.port = {v[0].s.port, v[1].s.port}, .aid = aid, .index = i}};
         CHECK_EQ(pthread_create(&th[i], NULL, buyer_loop, &b[i]), 0);
     }
     for (int i = 0; i < INV_THREADS; i++)

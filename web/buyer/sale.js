@@ -11,74 +11,78 @@
 (function () {
   'use strict';
 
+  /* Each text in both languages, side by side: [zh, en] (LANGS). */
+  var LANGS = ['zh', 'en'];
   var T = {
-    zh: {
-      lang_switch: 'English', lang_name: '中文', loading: '加载中…',
-      stock: '剩余 {n} / {total} 件', limit: '每人限购 {n} 件',
-      starts: '开始时间 {t}', ends: '结束时间 {t}',
-      closed: '活动尚未开放', closed_d: '开放后此页会自动更新。',
-      countdown: '距开始还有', countdown_d: '按钮将在开始时自动亮起。',
-      open: '正在抢购', open_d: '每次点击只提交一次，不会重复下单。',
-      buy: '立即抢购', buy_wait: '即将开始', buy_sending: '提交中…', buy_again: '重试', buy_queue: '排队中…',
-      queue_before: '已排队，开始时随机抽签排位', queue_before_d: '提前到达不会更靠前；请保持此页打开。',
-      queue_wait: '排队中', queue_wait_d: '页面会按服务器给出的间隔自动刷新，请勿频繁刷新。',
-      q_pos: '前方位置', q_eta: '预计等待', q_place: '排位号',
-      join_again: '重新排队',
-      admitted: '轮到你了！', admitted_d: '请在 {t} 前下单。',
-      pass_expired: '你的通行证已过期', pass_expired_d: '可重新排队，但会排到队尾。',
-      pass_used: '你的通行证已用于下单',
-      accepted: '抢到了！', processing: '订单处理中', processing_d: '几秒后自动刷新，请勿重复提交。',
-      created: '订单已创建，请尽快付款', created_d: '付款剩余时间',
-      pay: '去付款', cancel: '取消订单', paying: '付款中…', cancelling: '取消中…',
-      paid: '已付款，感谢购买！', cancelled: '订单已取消', cancelled_d: '库存已退回。',
-      pay_over: '付款时间已过', pay_over_d: '未付款的订单将被取消，库存退回。',
-      order_id: '订单号 {id}',
-      sold_out: '已售罄', sold_out_d: '未付款订单超时后可能有库存退回，此页会自动更新。',
-      limit_exceeded: '已达购买上限', limit_exceeded_d: '每人限购 {n} 件。',
-      not_started: '活动尚未开始', ended: '活动已结束', unknown: '没有这个活动',
-      no_pass: '需要排队通行证', no_pass_d: '请先排队，轮到你后再下单。',
-      unauthorized: '请先登录', bad_request: '请求有误：{m}',
-      rate_limited: '请求太频繁', recovering: '系统恢复中', unavailable: '服务繁忙',
-      network: '网络连接中断', retry_d: '{s} 秒后自动重试，使用同一请求，不会重复下单。',
-      gave_up: '暂时无法提交', gave_up_d: '可再次点击重试，不会重复下单。',
-      error: '出错了：{m}',
-      dur_d: '{d} 天 ', unit_s: '{n} 秒', unit_m: '{n} 分钟', unit_h: '{n} 小时'
-    },
-    en: {
-      lang_switch: '中文', lang_name: 'English', loading: 'Loading…',
-      stock: '{n} of {total} left', limit: 'limit {n} per buyer',
-      starts: 'Starts {t}', ends: 'Ends {t}',
-      closed: 'The sale is not open yet', closed_d: 'This page updates itself when it opens.',
-      countdown: 'Starts in', countdown_d: 'The button lights up at the start.',
-      open: 'On sale now', open_d: 'One click sends one order, never two.',
-      buy: 'Buy now', buy_wait: 'Starting soon', buy_sending: 'Sending…', buy_again: 'Try again',
-      buy_queue: 'Waiting for your turn…',
-      queue_before: 'You are in line; places are drawn at the start',
-      queue_before_d: 'Arriving early does not put you ahead. Keep this page open.',
-      queue_wait: 'You are in line', queue_wait_d: 'This page refreshes itself at the pace the server asks; no need to reload.',
-      q_pos: 'Position', q_eta: 'Wait', q_place: 'Place',
-      join_again: 'Join the line again',
-      admitted: 'It is your turn!', admitted_d: 'Buy before {t}.',
-      pass_expired: 'Your pass has expired', pass_expired_d: 'You may join again, at the back of the line.',
-      pass_used: 'Your pass was used for an order',
-      accepted: 'You got one!', processing: 'Your order is being processed',
-      processing_d: 'This page refreshes in a few seconds; do not order again.',
-      created: 'Order created: please pay', created_d: 'Time left to pay',
-      pay: 'Pay now', cancel: 'Cancel order', paying: 'Paying…', cancelling: 'Cancelling…',
-      paid: 'Paid. Thank you!', cancelled: 'Order cancelled', cancelled_d: 'The item went back on sale.',
-      pay_over: 'The time to pay is over', pay_over_d: 'An unpaid order is cancelled and its item goes back on sale.',
-      order_id: 'Order {id}',
-      sold_out: 'Sold out', sold_out_d: 'Unpaid orders may give items back; this page updates itself.',
-      limit_exceeded: 'You have reached the limit', limit_exceeded_d: 'At most {n} per buyer.',
-      not_started: 'The sale has not started yet', ended: 'The sale has ended', unknown: 'No such sale',
-      no_pass: 'You need a pass from the line', no_pass_d: 'Join the line; buy when it is your turn.',
-      unauthorized: 'Please sign in first', bad_request: 'The request was refused: {m}',
-      rate_limited: 'Too many requests', recovering: 'The sale is recovering', unavailable: 'The service is busy',
-      network: 'Connection lost', retry_d: 'Trying again in {s} s with the same request: you will not buy twice.',
-      gave_up: 'Could not send your order', gave_up_d: 'Click to try again; you will not buy twice.',
-      error: 'Something went wrong: {m}',
-      dur_d: '{d} d ', unit_s: '{n} s', unit_m: '{n} min', unit_h: '{n} h'
-    }
+    lang_switch: ['English', '中文'],
+    lang_name: ['中文', 'English'],
+    loading: ['加载中…', 'Loading…'],
+    stock: ['剩余 {n} / {total} 件', '{n} of {total} left'],
+    limit: ['每人限购 {n} 件', 'limit {n} per buyer'],
+    starts: ['开始时间 {t}', 'Starts {t}'],
+    ends: ['结束时间 {t}', 'Ends {t}'],
+    closed: ['活动尚未开放', 'The sale is not open yet'],
+    closed_d: ['开放后此页会自动更新。', 'This page updates itself when it opens.'],
+    countdown: ['距开始还有', 'Starts in'],
+    countdown_d: ['按钮将在开始时自动亮起。', 'The button lights up at the start.'],
+    open: ['正在抢购', 'On sale now'],
+    open_d: ['每次点击只提交一次，不会重复下单。', 'One click sends one order, never two.'],
+    buy: ['立即抢购', 'Buy now'],
+    buy_wait: ['即将开始', 'Starting soon'],
+    buy_sending: ['提交中…', 'Sending…'],
+    buy_again: ['重试', 'Try again'],
+    buy_queue: ['排队中…', 'Waiting for your turn…'],
+    queue_before: ['已排队，开始时随机抽签排位', 'You are in line; places are drawn at the start'],
+    queue_before_d: ['提前到达不会更靠前；请保持此页打开。', 'Arriving early does not put you ahead. Keep this page open.'],
+    queue_wait: ['排队中', 'You are in line'],
+    queue_wait_d: ['页面会按服务器给出的间隔自动刷新，请勿频繁刷新。', 'This page refreshes itself at the pace the server asks; no need to reload.'],
+    q_pos: ['前方位置', 'Position'],
+    q_eta: ['预计等待', 'Wait'],
+    q_place: ['排位号', 'Place'],
+    join_again: ['重新排队', 'Join the line again'],
+    admitted: ['轮到你了！', 'It is your turn!'],
+    admitted_d: ['请在 {t} 前下单。', 'Buy before {t}.'],
+    pass_expired: ['你的通行证已过期', 'Your pass has expired'],
+    pass_expired_d: ['可重新排队，但会排到队尾。', 'You may join again, at the back of the line.'],
+    pass_used: ['你的通行证已用于下单', 'Your pass was used for an order'],
+    accepted: ['抢到了！', 'You got one!'],
+    processing: ['订单处理中', 'Your order is being processed'],
+    processing_d: ['几秒后自动刷新，请勿重复提交。', 'This page refreshes in a few seconds; do not order again.'],
+    created: ['订单已创建，请尽快付款', 'Order created: please pay'],
+    created_d: ['付款剩余时间', 'Time left to pay'],
+    pay: ['去付款', 'Pay now'],
+    cancel: ['取消订单', 'Cancel order'],
+    paying: ['付款中…', 'Paying…'],
+    cancelling: ['取消中…', 'Cancelling…'],
+    paid: ['已付款，感谢购买！', 'Paid. Thank you!'],
+    cancelled: ['订单已取消', 'Order cancelled'],
+    cancelled_d: ['库存已退回。', 'The item went back on sale.'],
+    pay_over: ['付款时间已过', 'The time to pay is over'],
+    pay_over_d: ['未付款的订单将被取消，库存退回。', 'An unpaid order is cancelled and its item goes back on sale.'],
+    order_id: ['订单号 {id}', 'Order {id}'],
+    sold_out: ['已售罄', 'Sold out'],
+    sold_out_d: ['未付款订单超时后可能有库存退回，此页会自动更新。', 'Unpaid orders may give items back; this page updates itself.'],
+    limit_exceeded: ['已达购买上限', 'You have reached the limit'],
+    limit_exceeded_d: ['每人限购 {n} 件。', 'At most {n} per buyer.'],
+    not_started: ['活动尚未开始', 'The sale has not started yet'],
+    ended: ['活动已结束', 'The sale has ended'],
+    unknown: ['没有这个活动', 'No such sale'],
+    no_pass: ['需要排队通行证', 'You need a pass from the line'],
+    no_pass_d: ['请先排队，轮到你后再下单。', 'Join the line; buy when it is your turn.'],
+    unauthorized: ['请先登录', 'Please sign in first'],
+    bad_request: ['请求有误：{m}', 'The request was refused: {m}'],
+    rate_limited: ['请求太频繁', 'Too many requests'],
+    recovering: ['系统恢复中', 'The sale is recovering'],
+    unavailable: ['服务繁忙', 'The service is busy'],
+    network: ['网络连接中断', 'Connection lost'],
+    retry_d: ['{s} 秒后自动重试，使用同一请求，不会重复下单。', 'Trying again in {s} s with the same request: you will not buy twice.'],
+    gave_up: ['暂时无法提交', 'Could not send your order'],
+    gave_up_d: ['可再次点击重试，不会重复下单。', 'Click to try again; you will not buy twice.'],
+    error: ['出错了：{m}', 'Something went wrong: {m}'],
+    dur_d: ['{d} 天 ', '{d} d '],
+    unit_s: ['{n} 秒', '{n} s'],
+    unit_m: ['{n} 分钟', '{n} min'],
+    unit_h: ['{n} 小时', '{n} h']
   };
 
   /* ---- set-up ---------------------------------------------------------- */
@@ -115,9 +119,13 @@
   }
   var lang = pickLang();
 
+  /* The page's own text k in the page's language; undefined when it has none. */
+  function builtin(k) {
+    return Object.prototype.hasOwnProperty.call(T, k) ? T[k][LANGS.indexOf(lang)] : undefined;
+  }
   function t(k, vars) {
     var bt = brand.texts && brand.texts[lang];
-    var s = (bt && bt[k] != null) ? String(bt[k]) : (T[lang][k] != null ? T[lang][k] : k);
+    var s = (bt && bt[k] != null) ? String(bt[k]) : (builtin(k) != null ? builtin(k) : k);
     return s.replace(/\{(\w+)\}/g, function (_, v) { return vars && vars[v] != null ? vars[v] : ''; });
   }
   function num(n) { return new Intl.NumberFormat(lang === 'zh' ? 'zh-CN' : 'en').format(n); }
@@ -429,7 +437,7 @@
       if (c === 'no_pass') return [t('no_pass'), t('no_pass_d'), 'bad'];
       if (c === 'gave_up') return [t('gave_up'), t('gave_up_d'), 'bad'];
       if (c === 'bad_request') return [t('bad_request', { m: S.refusal.message }), '', 'bad'];
-      if (T.en[c]) return [t(c), '', 'bad'];
+      if (builtin(c)) return [t(c), '', 'bad'];
       return [t('error', { m: S.refusal.message || c }), '', 'bad'];
     }
     if (s === 'closed') return [t('closed'), t('closed_d')];
@@ -449,7 +457,7 @@
   function render() {
     var v = S.view, o = S.order;
     document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
-    var title = brand.title && brand.title[lang] ? brand.title[lang] : T[lang].lang_name;
+    var title = brand.title && brand.title[lang] ? brand.title[lang] : builtin('lang_name');
     document.title = (v ? v.name + ' - ' : '') + title;
     $('shop').textContent = title;
     $('lang').textContent = t('lang_switch');
