@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -75,6 +76,7 @@ struct sk_bench_phase {
     const char *rb_case; /* redis-benchmark: "admitted", "sold_out" or "decr" */
     int ref;             /* index of the same-case redis-benchmark line, -1 */
 
+    /* The results, from ran on: a repeated round clears them from there. */
     int ran, cut, error;
     char note[256];
     int64_t calls, purchases, admitted, refused, errors;
@@ -1125,56 +1127,22 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
 
 static int parse_opts(int argc, char **argv, struct sk_bench_opts *o, int *help)
 {
-    static const struct {
-        const char *name;
-        int64_t lo, hi;
-        size_t off;
-    } nums[] = {
-        {"--stock", 1, 100000000, offsetof(struct sk_bench_opts, stock)},
-        {"--users", 1, 100000000, offsetof(struct sk_bench_opts, users)},
-        {"--batch", 1, SK_BATCH_MAX, offsetof(struct sk_bench_opts, batch)},
-        {"--pipeline", 1, 1024, offsetof(struct sk_bench_opts, pipeline)},
-        {"--conns", 1, 256, offsetof(struct sk_bench_opts, conns)},
-        {"--duration", 1, 600, offsetof(struct sk_bench_opts, duration_s)},
-        {"--rate-user", 0, 1000000, offsetof(struct sk_bench_opts, rate_user)},
-        {"--rate-ip", 0, 1000000, offsetof(struct sk_bench_opts, rate_ip)},
-        {"--rounds", 1, 15, offsetof(struct sk_bench_opts, rounds)},
+    static const struct sk_bench_opt opts[] = {
+        {"--stock", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, stock), 1, 100000000, NULL},
+        {"--users", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, users), 1, 100000000, NULL},
+        {"--batch", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, batch), 1, SK_BATCH_MAX, NULL},
+        {"--pipeline", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, pipeline), 1, 1024, NULL},
+        {"--conns", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, conns), 1, 256, NULL},
+        {"--duration", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, duration_s), 1, 600, NULL},
+        {"--rate-user", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rate_user), 0, 1000000,
+         NULL},
+        {"--rate-ip", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rate_ip), 0, 1000000, NULL},
+        {"--rounds", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rounds), 1, 15, NULL},
+        {"--json", SK_BENCH_OPT_FLAG, offsetof(struct sk_bench_opts, json), 0, 0, NULL},
+        {"--redis", SK_BENCH_OPT_STR, offsetof(struct sk_bench_opts, url), 0, 0, "a URL"},
     };
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            o->json = 1;
-            continue;
-        }
-        /* Both "--flag value" and "--flag=value". */
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int matched = 0;
-        if (nl == 7 && !strncmp(a, "--redis", 7)) {
-            if (!val || !*val) return sk_cli_usage_error("bench admission: --redis needs a URL");
-            o->url = val;
-            matched = 1;
-        }
-        for (size_t j = 0; !matched && j < sizeof nums / sizeof nums[0]; j++) {
-            if (strlen(nums[j].name) != nl || strncmp(a, nums[j].name, nl) != 0) continue;
-            int64_t *dst = (int64_t *)(void *)((char *)o + nums[j].off);
-            if (!val || sk_cli_parse_i64(val, nums[j].lo, nums[j].hi, dst) < 0)
-                return sk_cli_usage_error("bench admission: %s needs an integer in %" PRId64
-                                          "..%" PRId64 "%s%s%s",
-                                          nums[j].name, nums[j].lo, nums[j].hi,
-                                          val ? " (got '" : "", val ? val : "", val ? "')" : "");
-            matched = 1;
-        }
-        if (!matched)
-            return sk_cli_usage_error("bench admission: unknown option '%s' (see --help)", a);
-        if (!eq) i++;
-    }
-    return 0;
+    return sk_bench_opts_parse("admission", opts, sizeof opts / sizeof opts[0], argc, argv, o,
+                               help);
 }
 
 /* Activity ids for this run: fresh, so an external server's data is never
@@ -1226,14 +1194,8 @@ static int more_rounds(sk_redis *ctl, const struct sk_bench_opts *o,
                 const struct sk_bench_phase *t = &ph[pairs[k][i]];
                 struct sk_bench_phase *p = &two[i];
                 /* the plan of the phase, none of its results */
-                p->id = t->id;
-                p->label = t->label;
-                p->kind = t->kind;
-                p->admit = t->admit;
-                p->fcall = t->fcall;
-                p->unix_sock = t->unix_sock;
-                p->total = t->total;
-                p->batch = t->batch;
+                *p = *t;
+                memset(&p->ran, 0, sizeof *p - offsetof(struct sk_bench_phase, ran));
                 p->ref = -1;
                 p->aid = next++;
                 run_phase(ctl, o, p->unix_sock ? unix_url : url, p, decr_key);

@@ -38,6 +38,7 @@
 #include <jansson.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -171,52 +172,16 @@ static int usage(FILE *f)
 
 static int parse_opts(int argc, char **argv, struct ck_opts *o, int *help)
 {
-    static const struct {
-        const char *name;
-        int64_t lo, hi;
-        size_t off;
-    } nums[] = {
-        {"--threads", 1, 256, offsetof(struct ck_opts, threads)},
-        {"--batch", 1, SK_BATCH_MAX, offsetof(struct ck_opts, batch)},
-        {"--depth", 1, 64, offsetof(struct ck_opts, depth)},
-        {"--seconds", 1, 600, offsetof(struct ck_opts, seconds)},
-        {"--warmup-ms", 0, 60000, offsetof(struct ck_opts, warmup_ms)},
+    static const struct sk_bench_opt opts[] = {
+        {"--threads", SK_BENCH_OPT_INT, offsetof(struct ck_opts, threads), 1, 256, NULL},
+        {"--batch", SK_BENCH_OPT_INT, offsetof(struct ck_opts, batch), 1, SK_BATCH_MAX, NULL},
+        {"--depth", SK_BENCH_OPT_INT, offsetof(struct ck_opts, depth), 1, 64, NULL},
+        {"--seconds", SK_BENCH_OPT_INT, offsetof(struct ck_opts, seconds), 1, 600, NULL},
+        {"--warmup-ms", SK_BENCH_OPT_INT, offsetof(struct ck_opts, warmup_ms), 0, 60000, NULL},
+        {"--affine", SK_BENCH_OPT_FLAG, offsetof(struct ck_opts, affine), 0, 0, NULL},
+        {"--json", SK_BENCH_OPT_STR, offsetof(struct ck_opts, json), 0, 0, "a file"},
     };
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(a, "--affine")) {
-            o->affine = 1;
-            continue;
-        }
-        /* Both "--flag value" and "--flag=value". */
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int matched = 0;
-        if (nl == 6 && !strncmp(a, "--json", 6)) {
-            if (!val || !*val) return sk_cli_usage_error("bench cluster: --json needs a file");
-            o->json = val;
-            matched = 1;
-        }
-        for (size_t j = 0; !matched && j < sizeof nums / sizeof nums[0]; j++) {
-            if (strlen(nums[j].name) != nl || strncmp(a, nums[j].name, nl) != 0) continue;
-            int64_t *dst = (int64_t *)(void *)((char *)o + nums[j].off);
-            if (!val || sk_cli_parse_i64(val, nums[j].lo, nums[j].hi, dst) < 0)
-                return sk_cli_usage_error("bench cluster: %s needs an integer in %" PRId64
-                                          "..%" PRId64 "%s%s%s",
-                                          nums[j].name, nums[j].lo, nums[j].hi,
-                                          val ? " (got '" : "", val ? val : "", val ? "')" : "");
-            matched = 1;
-        }
-        if (!matched)
-            return sk_cli_usage_error("bench cluster: unknown option '%s' (see --help)", a);
-        if (!eq) i++;
-    }
-    return 0;
+    return sk_bench_opts_parse("cluster", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
 }
 
 static void sleep_ms(int64_t ms)

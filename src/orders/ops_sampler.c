@@ -227,8 +227,6 @@ void sk_sampler_pass(sk_sampler *s)
         a->end_ms = d->end_ms;
         a->segments = d->segments;
         a->db_stock = d->stock_db;
-        a->initial = d->stock;
-        a->remaining = d->stock;
         a->reconcile_drift = -1;
         a->backlog = a->oldest_age_ms = -1; /* unknown unless Redis says */
         if (smp->redis_ok && sample_redis(s->r, a) < 0) {
