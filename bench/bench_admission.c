@@ -137,16 +137,6 @@ enum {
     PH_COUNT
 };
 
-/* Set by SIGINT/SIGTERM, read by the workers: a lock-free atomic is both
- * signal-safe and race-free across threads. */
-static atomic_int sk_bench_interrupted;
-
-static void sk_bench_on_signal(int sig)
-{
-    (void)sig;
-    sk_bench_interrupted = 1;
-}
-
 static int usage(FILE *f)
 {
     fprintf(f,
@@ -1227,12 +1217,7 @@ int sk_bench_admission(int argc, char **argv)
     if (urc) return urc;
     if (help) return usage(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sk_bench_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error reply, not a death */
+    sk_bench_catch_signals(NULL);
 
     struct sk_redis_spawn sp;
     memset(&sp, 0, sizeof sp);

@@ -132,14 +132,6 @@ struct ck_thread {
     const char **keys;
 };
 
-static atomic_int ck_interrupted;
-
-static void ck_on_signal(int sig)
-{
-    (void)sig;
-    ck_interrupted = 1;
-}
-
 static int usage(FILE *f)
 {
     fprintf(f,
@@ -187,7 +179,7 @@ static int parse_opts(int argc, char **argv, struct ck_opts *o, int *help)
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !ck_interrupted) {
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !sk_bench_interrupted) {
     }
 }
 
@@ -295,7 +287,7 @@ static void pump(struct ck_thread *t)
 {
     struct ck_run *run = t->run;
     const int64_t depth = run->o->depth;
-    while (!atomic_load(&run->stop) && !ck_interrupted) {
+    while (!atomic_load(&run->stop) && !sk_bench_interrupted) {
         int64_t sent = 0;
         for (; sent < depth; sent++) {
             int s = next_batch(t);
@@ -524,13 +516,13 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
     memset(&s0, 0, sizeof s0);
     memset(&s1, 0, sizeof s1);
     for (int64_t end = sk_mono_ms() + o->warmup_ms;
-         sk_mono_ms() < end && !atomic_load(&run.stop) && !ck_interrupted;)
+         sk_mono_ms() < end && !atomic_load(&run.stop) && !sk_bench_interrupted;)
         sleep_ms(10);
     int measured = 0;
-    if (!atomic_load(&run.stop) && !ck_interrupted &&
+    if (!atomic_load(&run.stop) && !sk_bench_interrupted &&
         (rc = snapshot(cf, ts, nt, nodes, &s0)) == 0) {
         for (int64_t end = sk_mono_ms() + o->seconds * 1000;
-             sk_mono_ms() < end && !atomic_load(&run.stop) && !ck_interrupted;)
+             sk_mono_ms() < end && !atomic_load(&run.stop) && !sk_bench_interrupted;)
             sleep_ms(10);
         rc = snapshot(cf, ts, nt, nodes, &s1);
         measured = rc == 0;
@@ -542,7 +534,7 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
         if (ts[i].err[0] && !cf->note[0]) snprintf(cf->note, sizeof cf->note, "%s", ts[i].err);
     }
     pthread_barrier_destroy(&run.bar);
-    if (cf->note[0] || ck_interrupted || !measured) {
+    if (cf->note[0] || sk_bench_interrupted || !measured) {
         if (!cf->note[0]) snprintf(cf->note, sizeof cf->note, "interrupted");
         rc = rc < 0 ? rc : SK_EIO;
         goto out;
@@ -687,7 +679,7 @@ static int all_ok(const struct ck_ctx *c, int *nok)
         else
             ok = 0;
     }
-    return ok && !ck_interrupted;
+    return ok && !sk_bench_interrupted;
 }
 
 static void print_report(const struct ck_ctx *c)
@@ -1003,7 +995,7 @@ static int run_cluster(struct ck_ctx *c, uint64_t *next_id)
             goto done;
         }
     }
-    for (int i = CK_CL1; i < CK_NCONFIGS && !ck_interrupted; i++) {
+    for (int i = CK_CL1; i < CK_NCONFIGS && !sk_bench_interrupted; i++) {
         struct ck_config *cf = &c->cf[i];
         if ((rc = place(ctl, &c->cl, cf, next_id)) < 0) {
             cf->error = 1;
@@ -1040,18 +1032,13 @@ int sk_bench_cluster(int argc, char **argv)
     snprintf(c->version, sizeof c->version, "unknown");
     setup_configs(c);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = ck_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error, not a death */
+    sk_bench_catch_signals(NULL);
 
     uint64_t next_id = CK_AID_BASE + (uint64_t)(sk_wall_ms() % 1000000) * 1000;
     fprintf(stderr, "seckill: bench cluster: single redis-server (%" PRId64 " s)...\n",
             c->o.seconds);
-    if (run_single(c, &next_id) == 0 && !ck_interrupted) run_cluster(c, &next_id);
-    if (ck_interrupted) fprintf(stderr, "seckill: bench cluster: interrupted\n");
+    if (run_single(c, &next_id) == 0 && !sk_bench_interrupted) run_cluster(c, &next_id);
+    if (sk_bench_interrupted) fprintf(stderr, "seckill: bench cluster: interrupted\n");
     print_report(c);
     int nok;
     int code = all_ok(c, &nok) ? SK_EXIT_OK : SK_EXIT_FAIL;

@@ -151,15 +151,6 @@ static int is_queue_phase(int i)
     return i >= PH_Q_DRAW && i <= PH_Q_SOLD;
 }
 
-static atomic_int interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    atomic_store(&interrupted, 1);
-    sk_load_interrupt();
-}
-
 static int usage(FILE *f)
 {
     fprintf(f,
@@ -212,7 +203,7 @@ static int usage(FILE *f)
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !interrupted) {
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !sk_bench_interrupted) {
     }
 }
 
@@ -253,7 +244,7 @@ static int start_serve(struct sk_bench_child *c, const char *dir, const char *re
                      * timeout keeps a busy machine from failing the phase */
                     "--sync-timeout-ms", "1000", NULL};
     c->pid = sk_bench_spawn(argv, log);
-    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &interrupted) < 0) {
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &sk_bench_interrupted) < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
         return -1;
     }
@@ -291,7 +282,7 @@ static int start_nginx(struct sk_bench_child *c, const char *exe, const char *di
     fclose(f);
     char *argv[] = {(char *)exe, "-p", (char *)dir, "-e", elog, "-c", conf, NULL};
     c->pid = sk_bench_spawn(argv, log);
-    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &interrupted) < 0) {
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &sk_bench_interrupted) < 0) {
         snprintf(err, cap, "nginx did not start (see %.150s and %.150s)", log, elog);
         return -1;
     }
@@ -454,9 +445,10 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
     for (;;) {
         pid_t r = waitpid(c.pid, &st, WNOHANG);
         if (r == c.pid) break;
-        if (interrupted || sk_mono_ms() > deadline) {
+        if (sk_bench_interrupted || sk_mono_ms() > deadline) {
             sk_bench_child_stop(&c);
-            snprintf(p->note, sizeof p->note, "wrk %s", interrupted ? "interrupted" : "timed out");
+            snprintf(p->note, sizeof p->note, "wrk %s",
+                     sk_bench_interrupted ? "interrupted" : "timed out");
             return -1;
         }
         sleep_ms(50);
@@ -777,7 +769,7 @@ static int start_replica(struct sk_redis_spawn *replica, const struct sk_redis_s
     /* the master streams to a fresh replica from its first acknowledgement
      * (up to a second after the sync): until WAIT counts it */
     int ok = 0;
-    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !interrupted;) {
+    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !sk_bench_interrupted;) {
         redisReply *rep;
         if (sk_redis_cmd(r, &rep, "SET seckill:bench:probe 1") == 0) freeReplyObject(rep);
         if (sk_redis_cmd(r, &rep, "WAIT 1 100") == 0) {
@@ -882,7 +874,7 @@ static int queue_phases(struct report *R, const struct opts *o, int port)
                 {PH_Q_JOIN, ACT_Q, "POST", 400000000},
                 {PH_Q_POLL, ACT_Q, "GET", 400000000},
                 {PH_Q_SOLD, ACT_Q_SOLD, "GET", 500000000}};
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !interrupted; i++) {
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !sk_bench_interrupted; i++) {
         load_opts(&lo, o, port, (uint64_t)runs[i].act);
         snprintf(lo.path, sizeof lo.path, "/api/v1/activities/{id}/queue");
         snprintf(lo.method, sizeof lo.method, "%s", runs[i].method);
@@ -1024,11 +1016,7 @@ int sk_bench_http(int argc, char **argv)
         snprintf(R.machine, sizeof R.machine, "%s %s %s, %ld CPUs", u.sysname, u.release, u.machine,
                  cpus);
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sk_bench_catch_signals(sk_load_interrupt);
 
     struct sk_redis_spawn redis = {0}, replica = {0};
     struct sk_bench_child serve = {0}, nginx = {0};
@@ -1116,7 +1104,7 @@ int sk_bench_http(int argc, char **argv)
     if (!o.json)
         fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
     /* 1: static reference, same request bytes as a purchase */
-    if (R.have_nginx && !interrupted) {
+    if (R.have_nginx && !sk_bench_interrupted) {
         load_opts(&lo, &o, nginx.port, ACT_ADMIT);
         lo.order_check = 0;
         failed |= run_phase(&R.ph[PH_STATIC], &lo, 200) < 0;
@@ -1124,7 +1112,7 @@ int sk_bench_http(int argc, char **argv)
         snprintf(R.ph[PH_STATIC].note, sizeof R.ph[PH_STATIC].note, "%s", R.nginx_note);
     }
     /* 2: admission; every request a new user, so every one is admitted */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_ADMIT);
         lo.users = 100000000;
         lo.user_base = 1000;
@@ -1132,7 +1120,7 @@ int sk_bench_http(int argc, char **argv)
         failed |= run_phase(&R.ph[PH_ADMIT], &lo, 200) < 0;
     }
     /* 3: sold-out refusals */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
         lo.users = 100000000;
         lo.user_base = 1000;
@@ -1140,16 +1128,16 @@ int sk_bench_http(int argc, char **argv)
         failed |= run_phase(&R.ph[PH_SOLDOUT], &lo, 409) < 0;
     }
     /* 3b: sold-out refusals of requests that each carry a key never used */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
         lo.users = 100000000;
         lo.user_base = 1000;
         lo.idem_keys = 1;
         failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
-    if (o.waiting_room && !interrupted) failed |= queue_phases(&R, &o, serve.port);
+    if (o.waiting_room && !sk_bench_interrupted) failed |= queue_phases(&R, &o, serve.port);
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         sleep_ms(500);
         R.rss_idle = tree_rss_kib(serve.pid);
         struct sampler s = {.pid = serve.pid, .peak = R.rss_idle};
@@ -1178,11 +1166,11 @@ int sk_bench_http(int argc, char **argv)
     }
     /* 5: admission with serve on loopback TCP, then over the socket with
      * --sync-replicas 1 and a replica on this machine */
-    if (!o.no_variants && !interrupted) {
+    if (!o.no_variants && !sk_bench_interrupted) {
         failed |=
             admission_variant(&R.ph[PH_ADMIT_TCP], &o, &serve, dir, redis.url, 0, 300000000) < 0;
-        if (!interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
-                                          sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
+        if (!sk_bench_interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
+                                                   sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
             cpu_pids[CPU_REPLICA] = replica.pid;
             failed |=
                 admission_variant(&R.ph[PH_ADMIT_SYNC], &o, &serve, dir, link, 1, 400000000) < 0;
@@ -1191,18 +1179,19 @@ int sk_bench_http(int argc, char **argv)
         }
     }
     /* 7: is the load generator the limit? wrk and seckill load, GET / on nginx */
-    if (R.have_wrk && !interrupted) {
+    if (R.have_wrk && !sk_bench_interrupted) {
         load_opts(&lo, &o, nginx.port, 0);
         snprintf(lo.path, sizeof lo.path, "/");
         snprintf(lo.method, sizeof lo.method, "GET");
         lo.order_check = 0;
         failed |= run_phase(&R.ph[PH_STATIC_GET], &lo, 200) < 0;
-        if (!interrupted) failed |= run_wrk(&R.ph[PH_WRK], wrk_exe, &o, nginx.port, dir) < 0;
+        if (!sk_bench_interrupted)
+            failed |= run_wrk(&R.ph[PH_WRK], wrk_exe, &o, nginx.port, dir) < 0;
     } else if (!o.no_wrk) {
         snprintf(R.ph[PH_WRK].note, sizeof R.ph[PH_WRK].note, "%s",
                  R.have_nginx ? "wrk not installed (Debian: wrk)" : "no static responder");
     }
-    if (interrupted) {
+    if (sk_bench_interrupted) {
         snprintf(err, sizeof err, "interrupted");
         goto done;
     }
@@ -1216,7 +1205,7 @@ int sk_bench_http(int argc, char **argv)
     sk_bench_child_stop(&nginx);
     sk_bench_child_stop(&serve);
 mixed:
-    if (o.mixed && !interrupted) {
+    if (o.mixed && !sk_bench_interrupted) {
         struct sk_bench_mixed_opts mo = {.duration_s = o.duration_s,
                                          .purchase_rate = (double)o.purchase_rate,
                                          .poll_rate = (double)o.poll_rate,
@@ -1228,10 +1217,10 @@ mixed:
                                          .dir = dir,
                                          .redis_url = redis.url,
                                          .redis_pid = redis.pid,
-                                         .interrupted = &interrupted};
+                                         .interrupted = &sk_bench_interrupted};
         failed |= sk_bench_http_mixed(&mo, &R.mixed) < 0;
     }
-    if (interrupted) {
+    if (sk_bench_interrupted) {
         snprintf(err, sizeof err, "interrupted");
         goto done;
     }
@@ -1258,7 +1247,7 @@ done:
         json_decref(R.ph[i].detail);
     json_decref(R.mixed);
     /* keep the logs when something failed, so there is something to read */
-    if (dir[0] && (exit_code == SK_EXIT_OK || interrupted))
+    if (dir[0] && (exit_code == SK_EXIT_OK || sk_bench_interrupted))
         rm_rf(dir);
     else if (dir[0])
         fprintf(stderr, "seckill: bench http: logs kept in %s\n", dir);

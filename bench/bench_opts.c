@@ -37,13 +37,13 @@ int sk_bench_opts_parse(const char *cmd, const struct sk_bench_opt *t, size_t n,
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
         if (!eq) i++;
         if (o->kind == SK_BENCH_OPT_STR) {
-            if (!val || !*val) return sk_cli_usage_error("bench %s: %s needs %s", cmd, o->name, o->what);
+            if (!val || !*val)
+                return sk_cli_usage_error("bench %s: %s needs %s", cmd, o->name, o->what);
             *(const char **)(void *)field = val;
         } else if (!val || sk_cli_parse_i64(val, o->lo, o->hi, (int64_t *)(void *)field) < 0) {
-            return sk_cli_usage_error("bench %s: %s needs an integer in %" PRId64 "..%" PRId64
-                                      "%s%s%s",
-                                      cmd, o->name, o->lo, o->hi, val ? " (got '" : "",
-                                      val ? val : "", val ? "')" : "");
+            return sk_cli_usage_error(
+                "bench %s: %s needs an integer in %" PRId64 "..%" PRId64 "%s%s%s", cmd, o->name,
+                o->lo, o->hi, val ? " (got '" : "", val ? val : "", val ? "')" : "");
         }
     }
     return 0;

@@ -59,6 +59,7 @@
 #include "bench/bench_int.h"
 #include "bench/bench_mysql.h"
 #include "bench/bench_opts.h"
+#include "bench/bench_util.h"
 #include "bench/chart.h"
 #include "bench/strategies_int.h"
 #include "core/cli.h"
@@ -84,15 +85,6 @@ const struct sk_bench_sdesc sk_bench_sdef[SID_COUNT] = {
     [SID_LUA_BATCH] = {"lua_batch", "Redis+Lua batched", "redis"},
     [SID_SEGMENTED] = {"segmented", "Redis+Lua segmented", "redis"},
 };
-
-/* Set by SIGINT/SIGTERM: a lock-free atomic is signal-safe and race-free. */
-atomic_int sk_bench_sint;
-
-static void sk_bench_on_sig(int sig)
-{
-    (void)sig;
-    sk_bench_sint = 1;
-}
 
 static int usage(FILE *f)
 {
@@ -312,12 +304,7 @@ int sk_bench_strategies(int argc, char **argv)
     }
     const struct sk_bench_sopts *o = &c->o;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sk_bench_on_sig;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error, not a death */
+    sk_bench_catch_signals(NULL);
 
     c->ref[REF_SAME] = (struct sk_bench_ref){
         .id = "redis_benchmark_purchase",
@@ -342,15 +329,15 @@ int sk_bench_strategies(int argc, char **argv)
     }
     if (!c->users || start_servers(c) < 0) goto done;
 
-    for (int i = 0; i < SID_COUNT && !sk_bench_sint; i++) {
+    for (int i = 0; i < SID_COUNT && !sk_bench_interrupted; i++) {
         if (!o->json) fprintf(stderr, "seckill: bench strategies: %s...\n", sk_bench_sdef[i].label);
         sk_bench_strat_run(c, (enum sk_bench_sid)i);
     }
-    for (int i = 0; i < REF_COUNT && !sk_bench_sint; i++) {
+    for (int i = 0; i < REF_COUNT && !sk_bench_interrupted; i++) {
         if (!o->json) fprintf(stderr, "seckill: bench strategies: %s...\n", c->ref[i].label);
         sk_bench_strat_reference(c, i);
     }
-    int ok = !sk_bench_sint;
+    int ok = !sk_bench_interrupted;
     for (int i = 0; i < SID_COUNT; i++)
         if (c->s[i].status != ST_RAN || !c->s[i].ok) ok = 0;
     json_t *root = sk_bench_strat_json(c, ok);
@@ -374,7 +361,7 @@ int sk_bench_strategies(int argc, char **argv)
         }
     }
     json_decref(root);
-    if (sk_bench_sint) fprintf(stderr, "seckill: bench strategies: interrupted\n");
+    if (sk_bench_interrupted) fprintf(stderr, "seckill: bench strategies: interrupted\n");
     exit_code = ok ? SK_EXIT_OK : SK_EXIT_FAIL;
 done:
     stop_servers(c);

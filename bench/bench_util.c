@@ -245,3 +245,25 @@ double sk_bench_tree_cpu_seconds(pid_t root)
         t += sk_bench_pid_cpu_seconds(ps[i]);
     return t;
 }
+
+atomic_int sk_bench_interrupted;
+static void (*volatile on_interrupt)(void);
+
+static void interrupted(int sig)
+{
+    (void)sig;
+    atomic_store(&sk_bench_interrupted, 1);
+    if (on_interrupt) on_interrupt();
+}
+
+void sk_bench_catch_signals(void (*also)(void))
+{
+    on_interrupt = also;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = interrupted;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}

@@ -41,4 +41,13 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
 
+/* Set by SIGINT/SIGTERM once sk_bench_catch_signals ran, read by the
+ * benchmark's threads: a lock-free atomic is signal-safe and race-free. */
+extern atomic_int sk_bench_interrupted;
+
+/* SIGINT and SIGTERM set sk_bench_interrupted and then call also (NULL:
+ * nothing; it runs in the handler, so async-signal-safe only); SIGPIPE is
+ * ignored: a lost connection is an error, not a death. */
+void sk_bench_catch_signals(void (*also)(void));
+
 #endif

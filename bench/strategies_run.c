@@ -451,7 +451,7 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     pthread_barrier_destroy(&run.bar);
     free(ws);
     s->status = ST_RAN;
-    s->cut = atomic_load(&run.cut) || sk_bench_sint;
+    s->cut = atomic_load(&run.cut) || sk_bench_interrupted;
     s->secs = (double)(t1 - run.t0_us) / 1e6;
     s->sellout_secs = (double)(last_admit - run.t0_us) / 1e6;
     s->client_cpu_s = ccpu1 - ccpu0;
@@ -469,7 +469,7 @@ static int run_reference(struct sk_bench_sctx *c, struct sk_bench_ref *ref, cons
 {
     double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
     int64_t t0 = sk_mono_us();
-    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
+    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_interrupted,
                                       &ref->rps, ref->note, sizeof ref->note);
     ref->secs = (double)(sk_mono_us() - t0) / 1e6;
     ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
