@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "tests/support/spawn/proc_stat.h"
 
 const char *sk_bench_seckill_bin(void)
 {
@@ -195,18 +196,11 @@ void sk_bench_cpu_model(char *out, size_t cap)
 double sk_bench_pid_cpu_seconds(pid_t pid)
 {
     if (pid <= 0) return 0;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* fields after the command name, which may contain spaces: from the
-     * last ')' on, utime and stime are the 12th and 13th */
-    const char *p = strrchr(buf, ')');
+    char buf[1024];
+    /* after the command name, utime and stime are the 12th and 13th fields */
+    const char *p = sk_proc_stat_fields(pid, buf, sizeof buf);
     unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    if (!p || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -220,17 +214,11 @@ int sk_bench_with_children(pid_t pid, pid_t *out, int cap)
     struct dirent *e;
     while (d && (e = readdir(d)) && n < cap) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *p = strrchr(buf, ')');
+        char buf[512];
+        pid_t child = (pid_t)atoi(e->d_name);
+        const char *p = sk_proc_stat_fields(child, buf, sizeof buf);
         int ppid;
-        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)pid)
-            out[n++] = (pid_t)atoi(e->d_name);
+        if (p && sscanf(p, "%*c %d", &ppid) == 1 && ppid == (int)pid) out[n++] = child;
     }
     if (d) closedir(d);
     return n;
