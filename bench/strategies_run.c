@@ -73,6 +73,34 @@ static int setup_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, char *e
     return 0;
 }
 
+/* The tables of the database strategies, one script per engine (MariaDB's
+ * InnoDB, as the seeds have them). No CHECK (stock >= 0): the conditional
+ * UPDATE alone must hold the line, and the verification would see a
+ * negative stock. */
+static const char *const schema[SID_COUNT] = {
+    [SID_PG] = "DROP TABLE IF EXISTS orders, items;"
+               "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL);"
+               "CREATE TABLE orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL UNIQUE,"
+               " item_id int NOT NULL, created_at timestamptz NOT NULL DEFAULT now());",
+    [SID_MYSQL] = "DROP TABLE IF EXISTS orders, items;"
+                  "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL) ENGINE=InnoDB;"
+                  "CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, user_id bigint"
+                  " NOT NULL UNIQUE, item_id int NOT NULL, created_at timestamp(6) NOT NULL"
+                  " DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB;",
+    [SID_SQLITE] = "PRAGMA journal_mode=WAL;"
+                   "CREATE TABLE items (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL);"
+                   "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL UNIQUE,"
+                   " item_id INTEGER NOT NULL, created_at INTEGER NOT NULL DEFAULT"
+                   " (strftime('%s', 'now')));",
+};
+
+/* Strategy sid's schema script and its stock row into sql (cap bytes). */
+static void schema_sql(char *sql, size_t cap, int sid, int64_t stock)
+{
+    snprintf(sql, cap, "%sINSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", schema[sid],
+             stock);
+}
+
 static int pg_exec(PGconn *pg, const char *sql, char *err, size_t cap)
 {
     PGresult *r = PQexec(pg, sql);
@@ -97,19 +125,9 @@ static int setup_pg(struct sk_bench_sctx *c, char *err, size_t cap)
         return SK_EDB;
     }
     PQsetNoticeProcessor(pg, pg_quiet, NULL);
-    char ins[128];
-    snprintf(ins, sizeof ins, "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", c->o.stock);
-    /* No CHECK (stock >= 0): the conditional UPDATE alone must hold the line,
-     * and the verification would see a negative stock. */
-    int rc = pg_exec(pg, "DROP TABLE IF EXISTS orders, items", err, cap);
-    if (rc == 0)
-        rc = pg_exec(pg, "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL)", err, cap);
-    if (rc == 0)
-        rc = pg_exec(pg,
-                     "CREATE TABLE orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL "
-                     "UNIQUE, item_id int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
-                     err, cap);
-    if (rc == 0) rc = pg_exec(pg, ins, err, cap);
+    char sql[600];
+    schema_sql(sql, sizeof sql, SID_PG, c->o.stock);
+    int rc = pg_exec(pg, sql, err, cap);
     PQfinish(pg);
     return rc;
 }
@@ -123,20 +141,12 @@ static int sq_exec(sqlite3 *db, const char *sql, char *err, size_t cap)
     return SK_EDB;
 }
 
-/* The same tables on MariaDB (InnoDB, as the seeds have them). */
 static int setup_my(struct sk_bench_sctx *c, char *err, size_t cap)
 {
     struct st_mysql *m = sk_bench_my_connect(c->my.url, err, cap);
     if (!m) return SK_EDB;
     char sql[600];
-    snprintf(sql, sizeof sql,
-             "DROP TABLE IF EXISTS orders, items;"
-             "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL) ENGINE=InnoDB;"
-             "CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, user_id bigint NOT NULL"
-             " UNIQUE, item_id int NOT NULL, created_at timestamp(6) NOT NULL DEFAULT"
-             " CURRENT_TIMESTAMP(6)) ENGINE=InnoDB;"
-             "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")",
-             c->o.stock);
+    schema_sql(sql, sizeof sql, SID_MYSQL, c->o.stock);
     int rc = sk_bench_my_exec(m, sql, err, cap) == 0 ? 0 : SK_EDB;
     sk_bench_my_close(m);
     return rc;
@@ -154,19 +164,9 @@ static int setup_sqlite(struct sk_bench_sctx *c, char *err, size_t cap)
         sqlite3_close_v2(db);
         return SK_EDB;
     }
-    char ins[128];
-    snprintf(ins, sizeof ins, "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", c->o.stock);
-    int rc = sq_exec(db, "PRAGMA journal_mode=WAL", err, cap);
-    if (rc == 0)
-        rc = sq_exec(db, "CREATE TABLE items (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL)", err,
-                     cap);
-    if (rc == 0)
-        rc = sq_exec(db,
-                     "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL "
-                     "UNIQUE, item_id INTEGER NOT NULL, created_at INTEGER NOT NULL DEFAULT "
-                     "(strftime('%s', 'now')))",
-                     err, cap);
-    if (rc == 0) rc = sq_exec(db, ins, err, cap);
+    char sql[600];
+    schema_sql(sql, sizeof sql, SID_SQLITE, c->o.stock);
+    int rc = sq_exec(db, sql, err, cap);
     sqlite3_close_v2(db);
     return rc;
 }
