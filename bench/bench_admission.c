@@ -475,28 +475,7 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
 
 static int preheat(sk_redis *ctl, uint64_t aid, int64_t stock, char *err, size_t cap)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = aid,
-                             .initial = stock,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000};
-    int rc, code;
-    int64_t left;
-    if ((rc = sk_stock_preheat(ctl, &d, 0, &code, &left)) < 0) {
-        snprintf(err, cap, "preheat: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_PREHEATED) {
-        snprintf(err, cap, "preheat of activity %" PRIu64 ": %s", aid, sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    if ((rc = sk_stock_set_open(ctl, aid, 1, &code)) < 0) {
-        snprintf(err, cap, "open: %.200s", ctl->errstr);
-        return rc;
-    }
-    return code == SK_RC_OK ? 0 : SK_ESTATE;
+    return sk_bench_preheat_open(ctl, aid, stock, 1, 0, err, cap);
 }
 
 /* Oversell check: stock, buyers and stream agree with what the replies said. */

@@ -409,35 +409,7 @@ static int snapshot(struct ck_config *cf, struct ck_thread *ts, size_t nt, sk_re
 
 static int preheat_open(sk_redis *ctl, struct ck_config *cf)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = cf->aid,
-                             .initial = CK_STOCK,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000,
-                             .segments = cf->segs};
-    int code;
-    int64_t left;
-    int rc = sk_stock_preheat(ctl, &d, 0, &code, &left);
-    if (rc < 0) {
-        snprintf(cf->note, sizeof cf->note, "preheat: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_PREHEATED) {
-        snprintf(cf->note, sizeof cf->note, "preheat of activity %" PRIu64 ": %s", cf->aid,
-                 sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    if ((rc = sk_stock_set_open(ctl, cf->aid, 1, &code)) < 0) {
-        snprintf(cf->note, sizeof cf->note, "open: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_OK) {
-        snprintf(cf->note, sizeof cf->note, "open: %s", sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    return 0;
+    return sk_bench_preheat_open(ctl, cf->aid, CK_STOCK, cf->segs, 0, cf->note, sizeof cf->note);
 }
 
 /* stock + held + in transit == initial, and held == buyers == stream ==

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/codes.h"
 #include "core/error.h"
+#include "engine/stock.h"
 #include "tests/support/spawn/proc_stat.h"
 
 const char *sk_bench_seckill_bin(void)
@@ -232,6 +234,29 @@ double sk_bench_tree_cpu_seconds(pid_t root)
     for (int i = 0; i < n; i++)
         t += sk_bench_pid_cpu_seconds(ps[i]);
     return t;
+}
+
+int sk_bench_preheat_open(sk_redis *ctl, uint64_t aid, int64_t stock, int segs, int force,
+                          char *err, size_t cap)
+{
+    int64_t now = sk_wall_ms(), left;
+    struct sk_stock_def d = {.id = aid,
+                             .initial = stock,
+                             .per_user_limit = 1,
+                             .max_per_order = 1,
+                             .start_ms = now - 60000,
+                             .end_ms = now + 86400000,
+                             .segments = segs};
+    int code;
+    int rc = sk_stock_preheat(ctl, &d, force, &code, &left);
+    if (rc < 0) return sk_errf(err, cap, rc, "preheat: %.200s", ctl->errstr);
+    if (code != SK_RC_PREHEATED)
+        return sk_errf(err, cap, SK_ESTATE, "preheat of activity %" PRIu64 ": %s", aid,
+                       sk_rc_name(code));
+    if ((rc = sk_stock_set_open(ctl, aid, 1, &code)) < 0)
+        return sk_errf(err, cap, rc, "open: %.200s", ctl->errstr);
+    if (code != SK_RC_OK) return sk_errf(err, cap, SK_ESTATE, "open: %s", sk_rc_name(code));
+    return 0;
 }
 
 atomic_int sk_bench_interrupted;

@@ -41,6 +41,13 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
 
+/* Preheats activity aid as the benchmarks sell it: stock units in segs
+ * segments, one unit per user and per order, on sale from a minute ago
+ * for a day; force overwrites an earlier definition. Then opens it. 0, or
+ * an error with the reason in err. */
+int sk_bench_preheat_open(sk_redis *ctl, uint64_t aid, int64_t stock, int segs, int force,
+                          char *err, size_t cap);
+
 /* Set by SIGINT/SIGTERM once sk_bench_catch_signals ran, read by the
  * benchmark's threads: a lock-free atomic is signal-safe and race-free. */
 extern atomic_int sk_bench_interrupted;

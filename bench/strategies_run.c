@@ -51,26 +51,8 @@ static int setup_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, char *e
 {
     run->aid = SK_BENCH_AID_BASE + (uint64_t)run->sid;
     sk_stock_drop(c->ctl, run->aid);
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = run->aid,
-                             .initial = c->o.stock,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000,
-                             .segments = run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1};
-    int rc, code;
-    int64_t left;
-    if ((rc = sk_stock_preheat(c->ctl, &d, 1, &code, &left)) < 0 ||
-        (code == SK_RC_PREHEATED && (rc = sk_stock_set_open(c->ctl, run->aid, 1, &code)) < 0)) {
-        snprintf(err, cap, "preheat: %.200s", c->ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_OK && code != SK_RC_PREHEATED) {
-        snprintf(err, cap, "preheat: %s", sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    return 0;
+    return sk_bench_preheat_open(c->ctl, run->aid, c->o.stock,
+                                 run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1, 1, err, cap);
 }
 
 /* The tables of the database strategies, one script per engine (MariaDB's
@@ -502,19 +484,7 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         snprintf(aid, sizeof aid, "%" PRIu64, id);
         int64_t stock = which == REF_SAME ? c->o.stock : ref->n + 1024; /* + whole pipelines */
         sk_stock_drop(c->ctl, id);
-        int64_t now = sk_wall_ms(), left;
-        struct sk_stock_def d = {.id = id,
-                                 .initial = stock,
-                                 .per_user_limit = 1,
-                                 .max_per_order = 1,
-                                 .start_ms = now - 60000,
-                                 .end_ms = now + 86400000};
-        int code;
-        if (sk_stock_preheat(c->ctl, &d, 1, &code, &left) < 0 ||
-            sk_stock_set_open(c->ctl, id, 1, &code) < 0) {
-            snprintf(ref->note, sizeof ref->note, "preheat: %.200s", c->ctl->errstr);
-            return;
-        }
+        if (sk_bench_preheat_open(c->ctl, id, stock, 1, 1, ref->note, sizeof ref->note) < 0) return;
         struct sk_keys k;
         sk_keys_for(&k, id);
         argv[a++] = "-r";
