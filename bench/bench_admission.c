@@ -108,15 +108,10 @@ struct sk_bench_worker {
     int64_t calls, purchases, admitted, refused, errors, end_us;
     int other_rc; /* first refusal that is not the expected one, or -1 */
     char err[256];
-    /* batch argument buffers, sized for --batch */
+    /* batch buffers, sized for --batch */
     struct sk_purchase *p;
     char (*ips)[SK_IP_MAX];
-    struct sk_admission *res;
-    char *buf; /* the arguments (cap bytes), then the keys (kcap bytes) */
-    size_t cap, kcap;
-    const char **args;
-    size_t *lens;
-    const char **keys;
+    struct sk_bench_call call;
 };
 
 /* The phases, in the order they run and print. */
@@ -290,10 +285,11 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         snprintf(user, sizeof user, "%" PRId64, first + 1);
         const char *args[] = {run->aid, user, "1"};
         struct sk_purchase p = {.user_id = (uint64_t)first + 1, .quantity = 1};
-        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->buf + w->cap, w->kcap, w->keys);
+        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->call.buf + w->call.cap, w->call.kcap,
+                                     w->call.keys);
         if (nk < 0) return nk;
         /* No Idempotency-Key: the plain purchase path. */
-        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->keys, 3, args, NULL);
+        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->call.keys, 3, args, NULL);
     }
     const struct sk_bench_opts *o = run->o;
     for (size_t i = 0; i < n; i++) {
@@ -310,12 +306,14 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         }
     }
     struct sk_rate_limits rl = {o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
-    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->buf, w->cap, w->args, w->lens);
+    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->call.buf, w->call.cap, w->call.args,
+                                    w->call.lens);
     if (rc < 0) return rc;
-    int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->buf + w->cap, w->kcap, w->keys);
+    int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->call.buf + w->call.cap, w->call.kcap,
+                                 w->call.keys);
     if (nk < 0) return nk;
-    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, nk, w->keys, (int)SK_BATCH_ARGC(n),
-                            w->args, w->lens);
+    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, nk, w->call.keys, (int)SK_BATCH_ARGC(n),
+                            w->call.args, w->call.lens);
 }
 
 static void count_rc(struct sk_bench_worker *w, int rc)
@@ -356,13 +354,13 @@ static void handle_reply(struct sk_bench_worker *w, redisReply *rep, size_t n)
         count_rc(w, (int)rep->element[0]->integer);
         return;
     }
-    if (sk_stock_batch_parse(rep, n, w->res, NULL) < 0) {
+    if (sk_stock_batch_parse(rep, n, w->call.res, NULL) < 0) {
         w->errors += (int64_t)n;
         worker_fail(w, "purchase_batch", "unexpected reply");
         return;
     }
     for (size_t i = 0; i < n; i++)
-        count_rc(w, w->res[i].rc);
+        count_rc(w, w->call.res[i].rc);
 }
 
 /* Keeps up to --pipeline calls in flight until the phase's work is
@@ -443,11 +441,7 @@ static void worker_free(struct sk_bench_worker *w)
     sk_redis_free(w->r);
     free(w->p);
     free(w->ips);
-    free(w->res);
-    free(w->buf);
-    free(w->args);
-    free(w->lens);
-    free(w->keys);
+    sk_bench_call_free(&w->call);
 }
 
 static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, const char *url)
@@ -459,16 +453,10 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
     if (sk_redis_new(&w->r, url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
     w->r->pipe_window = 1; /* pump() keeps `depth` calls in flight, reading one at a time */
     size_t b = (size_t)run->o->batch;
-    w->cap = SK_BATCH_ARG_BYTES(b);
-    w->kcap = SK_BATCH_KEY_BYTES(b);
     w->p = calloc(b, sizeof *w->p);
     w->ips = calloc(b, sizeof *w->ips);
-    w->res = calloc(b, sizeof *w->res);
-    w->buf = malloc(w->cap + w->kcap);
-    w->args = calloc(SK_BATCH_ARGC(b), sizeof *w->args);
-    w->lens = calloc(SK_BATCH_ARGC(b), sizeof *w->lens);
-    w->keys = calloc(SK_BATCH_KEYC(b), sizeof *w->keys);
-    return w->p && w->ips && w->res && w->buf && w->args && w->lens && w->keys ? 0 : SK_ENOMEM;
+    int rc = sk_bench_call_init(&w->call, b);
+    return w->p && w->ips && rc == 0 ? 0 : SK_ENOMEM;
 }
 
 /* ---- phases ---- */

@@ -124,12 +124,7 @@ struct ck_thread {
     struct sk_purchase *bucket; /* segs x batch */
     int64_t fill[CK_MAX_SEGS];
     int *round_seg; /* segment of each call of a round */
-    struct sk_admission *res;
-    char *buf; /* the call's arguments (cap bytes), then its keys (kcap bytes) */
-    size_t cap, kcap;
-    const char **args;
-    size_t *lens;
-    const char **keys;
+    struct sk_bench_call call;
 };
 
 static int usage(FILE *f)
@@ -247,14 +242,15 @@ static int append_call(struct ck_thread *t, int s)
     size_t b = (size_t)run->o->batch;
     struct sk_batch_head h = {.label = run->keys[s].label};
     const struct sk_purchase *p = &t->bucket[(size_t)s * b];
-    int rc = sk_stock_batch_args_head(&h, p, b, t->buf, t->cap, t->args, t->lens);
-    int nk =
-        rc < 0 ? rc
-               : sk_stock_batch_keys(&run->keys[s], NULL, p, b, t->buf + t->cap, t->kcap, t->keys);
+    int rc =
+        sk_stock_batch_args_head(&h, p, b, t->call.buf, t->call.cap, t->call.args, t->call.lens);
+    int nk = rc < 0 ? rc
+                    : sk_stock_batch_keys(&run->keys[s], NULL, p, b, t->call.buf + t->call.cap,
+                                          t->call.kcap, t->call.keys);
     t->fill[s] = 0;
     if (nk < 0) return nk;
-    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, nk, t->keys, (int)SK_BATCH_ARGC(b),
-                            t->args, t->lens);
+    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, nk, t->call.keys, (int)SK_BATCH_ARGC(b),
+                            t->call.args, t->call.lens);
 }
 
 static void handle_reply(struct ck_thread *t, const redisReply *rep, int s)
@@ -264,19 +260,19 @@ static void handle_reply(struct ck_thread *t, const redisReply *rep, int s)
         thread_fail(t, "error reply from purchase_batch: %.200s", rep->str);
         return;
     }
-    if (sk_stock_batch_parse(rep, b, t->res, NULL) < 0) {
+    if (sk_stock_batch_parse(rep, b, t->call.res, NULL) < 0) {
         thread_fail(t, "unexpected purchase_batch reply");
         return;
     }
     int64_t ok = 0;
     for (size_t i = 0; i < b; i++) {
-        if (t->res[i].rc == SK_RC_OK) {
+        if (t->call.res[i].rc == SK_RC_OK) {
             ok++;
         } else {
             thread_fail(t,
                         "a purchase of segment %d refused: %s (every purchase should be "
                         "admitted)",
-                        s, sk_rc_name(t->res[i].rc));
+                        s, sk_rc_name(t->call.res[i].rc));
         }
     }
     atomic_fetch_add_explicit(&t->admitted, ok, memory_order_relaxed);
@@ -327,11 +323,7 @@ static void thread_free(struct ck_thread *t)
     sk_redis_free(t->r);
     free(t->bucket);
     free(t->round_seg);
-    free(t->res);
-    free(t->buf);
-    free(t->args);
-    free(t->lens);
-    free(t->keys);
+    sk_bench_call_free(&t->call);
 }
 
 static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
@@ -356,18 +348,10 @@ static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
     char eb[200];
     if (sk_redis_new(&t->r, run->url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
     size_t b = (size_t)run->o->batch;
-    t->cap = SK_BATCH_ARG_BYTES(b);
-    t->kcap = SK_BATCH_KEY_BYTES(b);
     t->bucket = calloc((size_t)run->cf->segs * b, sizeof *t->bucket);
     t->round_seg = calloc((size_t)run->o->depth, sizeof *t->round_seg);
-    t->res = calloc(b, sizeof *t->res);
-    t->buf = malloc(t->cap + t->kcap);
-    t->args = calloc(SK_BATCH_ARGC(b), sizeof *t->args);
-    t->lens = calloc(SK_BATCH_ARGC(b), sizeof *t->lens);
-    t->keys = calloc(SK_BATCH_KEYC(b), sizeof *t->keys);
-    return t->bucket && t->round_seg && t->res && t->buf && t->args && t->lens && t->keys
-               ? 0
-               : SK_ENOMEM;
+    int rc = sk_bench_call_init(&t->call, b);
+    return t->bucket && t->round_seg && rc == 0 ? 0 : SK_ENOMEM;
 }
 
 /* ---- one configuration ---- */

@@ -236,6 +236,28 @@ double sk_bench_tree_cpu_seconds(pid_t root)
     return t;
 }
 
+int sk_bench_call_init(struct sk_bench_call *c, size_t batch)
+{
+    memset(c, 0, sizeof *c);
+    c->cap = SK_BATCH_ARG_BYTES(batch);
+    c->kcap = SK_BATCH_KEY_BYTES(batch);
+    c->res = calloc(batch, sizeof *c->res);
+    c->buf = malloc(c->cap + c->kcap);
+    c->args = calloc(SK_BATCH_ARGC(batch), sizeof *c->args);
+    c->lens = calloc(SK_BATCH_ARGC(batch), sizeof *c->lens);
+    c->keys = calloc(SK_BATCH_KEYC(batch), sizeof *c->keys);
+    return c->res && c->buf && c->args && c->lens && c->keys ? 0 : SK_ENOMEM;
+}
+
+void sk_bench_call_free(struct sk_bench_call *c)
+{
+    free(c->res);
+    free(c->buf);
+    free(c->args);
+    free(c->lens);
+    free(c->keys);
+}
+
 int sk_bench_preheat_open(sk_redis *ctl, uint64_t aid, int64_t stock, int segs, int force,
                           char *err, size_t cap)
 {

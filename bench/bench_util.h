@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/stock.h"
 #include "redis/redis_conn.h"
 
 /* The seckill binary the benchmarks run as servers (serve, worker):
@@ -40,6 +41,23 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
+
+/* The buffers of one purchase_batch call of up to a batch of purchases:
+ * its arguments (cap bytes of buf), then its keys (kcap bytes), their
+ * pointers and lengths, and the admissions of its reply. */
+struct sk_bench_call {
+    struct sk_admission *res;
+    char *buf;
+    size_t cap, kcap;
+    const char **args;
+    size_t *lens;
+    const char **keys;
+};
+
+/* Allocates c's buffers for batch purchases (c is zeroed first): 0 or
+ * SK_ENOMEM; either way sk_bench_call_free releases them. */
+int sk_bench_call_init(struct sk_bench_call *c, size_t batch);
+void sk_bench_call_free(struct sk_bench_call *c);
 
 /* Preheats activity aid as the benchmarks sell it: stock units in segs
  * segments, one unit per user and per order, on sale from a minute ago
