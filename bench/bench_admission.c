@@ -517,25 +517,13 @@ static int run_phase(sk_redis *ctl, const struct sk_bench_opts *o, const char *u
     size_t nw = (size_t)o->conns;
     struct sk_bench_worker *ws = calloc(nw, sizeof *ws);
     if (!ws) return SK_ENOMEM;
-    size_t started = 0;
     for (size_t i = 0; i < nw && rc == 0; i++)
         rc = worker_init(&ws[i], &run, url);
-    if (rc < 0) {
-        snprintf(ph->note, sizeof ph->note, "out of memory");
+    if (rc < 0) snprintf(ph->note, sizeof ph->note, "out of memory");
+    if (rc < 0 || (rc = sk_bench_threads_start(&run.bar, ws, nw, sizeof *ws,
+                                               offsetof(struct sk_bench_worker, tid), worker_main,
+                                               ph->note, sizeof ph->note)) < 0)
         goto out;
-    }
-    if (pthread_barrier_init(&run.bar, NULL, (unsigned)nw + 1) != 0) {
-        rc = SK_ENOMEM;
-        snprintf(ph->note, sizeof ph->note, "pthread_barrier_init failed");
-        goto out;
-    }
-    for (; started < nw; started++)
-        if (pthread_create(&ws[started].tid, NULL, worker_main, &ws[started]) != 0) break;
-    if (started < nw) {
-        /* The barrier counts every worker: a missing thread would hang it. */
-        fprintf(stderr, "seckill: pthread_create failed\n");
-        abort();
-    }
     pthread_barrier_wait(&run.bar);
     double cpu0 = 0;
     if ((rc = resetstat(ctl)) < 0 || (rc = server_cpu(ctl, &cpu0)) < 0) {

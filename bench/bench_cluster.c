@@ -451,21 +451,11 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
     }
     for (size_t i = 0; i < nt && rc == 0; i++)
         rc = thread_init(&ts[i], &run, (int)i);
-    if (rc < 0) {
-        snprintf(cf->note, sizeof cf->note, "out of memory");
+    if (rc < 0) snprintf(cf->note, sizeof cf->note, "out of memory");
+    if (rc < 0 ||
+        (rc = sk_bench_threads_start(&run.bar, ts, nt, sizeof *ts, offsetof(struct ck_thread, tid),
+                                     thread_main, cf->note, sizeof cf->note)) < 0)
         goto out;
-    }
-    if (pthread_barrier_init(&run.bar, NULL, (unsigned)nt + 1) != 0) {
-        rc = SK_ENOMEM;
-        snprintf(cf->note, sizeof cf->note, "pthread_barrier_init failed");
-        goto out;
-    }
-    for (size_t i = 0; i < nt; i++)
-        if (pthread_create(&ts[i].tid, NULL, thread_main, &ts[i]) != 0) {
-            /* the barrier counts every thread: a missing one would hang it */
-            fprintf(stderr, "seckill: pthread_create failed\n");
-            abort();
-        }
     pthread_barrier_wait(&run.bar);
     /* warm-up, then the measured window (both cut short by a failure) */
     struct ck_snap s0, s1;

@@ -236,6 +236,21 @@ double sk_bench_tree_cpu_seconds(pid_t root)
     return t;
 }
 
+int sk_bench_threads_start(pthread_barrier_t *bar, void *items, size_t n, size_t size,
+                           size_t tid_off, void *(*fn)(void *), char *note, size_t cap)
+{
+    if (pthread_barrier_init(bar, NULL, (unsigned)n + 1) != 0)
+        return sk_errf(note, cap, SK_ENOMEM, "pthread_barrier_init failed");
+    for (size_t i = 0; i < n; i++) {
+        char *item = (char *)items + i * size;
+        if (pthread_create((pthread_t *)(void *)(item + tid_off), NULL, fn, item) != 0) {
+            fprintf(stderr, "seckill: pthread_create failed\n");
+            abort();
+        }
+    }
+    return 0;
+}
+
 int sk_bench_call_init(struct sk_bench_call *c, size_t batch)
 {
     memset(c, 0, sizeof *c);

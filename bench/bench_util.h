@@ -1,6 +1,7 @@
 /* bench_util.h - helpers shared by the `seckill-bench ...` programs. */
 #ifndef SK_BENCH_UTIL_H
 #define SK_BENCH_UTIL_H
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,14 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
+
+/* Starts fn on each of the n items of size bytes at items (each holds its
+ * pthread_t tid_off bytes in), threads that meet the caller at bar, made
+ * here for n + 1 parties. 0, or SK_ENOMEM with the reason in note when
+ * the barrier cannot be made (no thread started). A thread that cannot
+ * start would leave the barrier waiting forever: the process aborts. */
+int sk_bench_threads_start(pthread_barrier_t *bar, void *items, size_t n, size_t size,
+                           size_t tid_off, void *(*fn)(void *), char *note, size_t cap);
 
 /* The buffers of one purchase_batch call of up to a batch of purchases:
  * its arguments (cap bytes of buf), then its keys (kcap bytes), their

@@ -297,7 +297,7 @@ static struct sk_bench_sw *new_clients(struct sk_bench_srun *run, size_t nw)
             if (!ws[i].p || !ws[i].res) rc = SK_ENOMEM;
         }
     }
-    if (rc < 0 || pthread_barrier_init(&run->bar, NULL, (unsigned)nw + 1) != 0) {
+    if (rc < 0) {
         for (size_t i = 0; i < nw; i++)
             sk_bench_strat_client_close(&ws[i]);
         free(ws);
@@ -410,12 +410,14 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
         snprintf(s->note, sizeof s->note, "out of memory");
         return;
     }
-    for (size_t i = 0; i < nw; i++)
-        if (pthread_create(&ws[i].tid, NULL, sk_bench_strat_client_main, &ws[i]) != 0) {
-            /* The barrier counts every thread: a missing one would hang it. */
-            fprintf(stderr, "seckill: pthread_create failed\n");
-            abort();
-        }
+    if (sk_bench_threads_start(&run.bar, ws, nw, sizeof *ws, offsetof(struct sk_bench_sw, tid),
+                               sk_bench_strat_client_main, s->note, sizeof s->note) < 0) {
+        for (size_t i = 0; i < nw; i++)
+            sk_bench_strat_client_close(&ws[i]);
+        free(ws);
+        s->status = ST_SKIPPED;
+        return;
+    }
     pthread_barrier_wait(&run.bar);
     double scpu0 = server_cpu(c, sid);
     double ccpu0 = sk_bench_self_cpu_seconds(), mcpu0 = sk_bench_machine_cpu_seconds();
