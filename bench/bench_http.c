@@ -53,6 +53,7 @@
 #include "bench/bench_child.h"
 #include "bench/bench_http_mixed.h"
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_syscalls.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
@@ -85,10 +86,12 @@
 
 struct opts {
     double duration_s;
-    int64_t connections, threads;
+    int64_t duration, connections, threads; /* duration: --duration, whole seconds */
     int json, no_wrk, no_variants, waiting_room, no_syscalls;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
     int mixed;        /* 0 none, 1 after the phases above, 2 only the mixed phase */
+    int mixed_only, no_mixed;
+    const char *stores; /* --mixed-stores */
     int mixed_sqlite, mixed_pg, mixed_mysql;
     int64_t purchase_rate, poll_rate, pay_rate;
 };
@@ -910,64 +913,51 @@ static int stores_ok(const char *v)
     return 1;
 }
 
-static int parse(struct opts *o, int argc, char **argv)
+static int parse(struct opts *o, int argc, char **argv, int *help)
 {
-    o->duration_s = 8;
+    static const struct sk_bench_opt opts[] = {
+        {"--duration", SK_BENCH_OPT_INT, offsetof(struct opts, duration), 1, 60, NULL},
+        {"--connections", SK_BENCH_OPT_INT, offsetof(struct opts, connections), 1,
+         SK_LOAD_MAX_CONNS, NULL},
+        {"--threads", SK_BENCH_OPT_INT, offsetof(struct opts, threads), 1, 4, NULL},
+        {"--purchase-rate", SK_BENCH_OPT_INT, offsetof(struct opts, purchase_rate), 1, 1000000,
+         NULL},
+        {"--poll-rate", SK_BENCH_OPT_INT, offsetof(struct opts, poll_rate), 1, 1000000, NULL},
+        {"--pay-rate", SK_BENCH_OPT_INT, offsetof(struct opts, pay_rate), 1, 1000000, NULL},
+        {"--json", SK_BENCH_OPT_FLAG, offsetof(struct opts, json), 0, 0, NULL},
+        {"--no-wrk", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_wrk), 0, 0, NULL},
+        {"--no-variants", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_variants), 0, 0, NULL},
+        {"--waiting-room", SK_BENCH_OPT_FLAG, offsetof(struct opts, waiting_room), 0, 0, NULL},
+        {"--no-syscalls", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_syscalls), 0, 0, NULL},
+        {"--mixed-only", SK_BENCH_OPT_FLAG, offsetof(struct opts, mixed_only), 0, 0, NULL},
+        {"--no-mixed", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_mixed), 0, 0, NULL},
+        {"--mixed-stores", SK_BENCH_OPT_STR, offsetof(struct opts, stores), 0, 0,
+         "a list of stores"},
+        {"--serve-role", SK_BENCH_OPT_STR, offsetof(struct opts, role), 0, 0, "api or all"},
+    };
+    o->duration = 8;
     o->connections = 200;
     o->threads = 1;
     o->role = "api";
-    o->mixed = 1;
-    o->mixed_sqlite = o->mixed_pg = o->mixed_mysql = 1;
+    o->stores = "sqlite,postgres,mariadb";
     o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
     o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
     o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int64_t n;
-        if (!strcmp(a, "--json"))
-            o->json = 1;
-        else if (!strcmp(a, "--no-wrk"))
-            o->no_wrk = 1;
-        else if (!strcmp(a, "--no-variants"))
-            o->no_variants = 1;
-        else if (!strcmp(a, "--waiting-room"))
-            o->waiting_room = 1;
-        else if (!strcmp(a, "--no-syscalls"))
-            o->no_syscalls = 1;
-        else if (!strcmp(a, "--mixed-only"))
-            o->mixed = 2;
-        else if (!strcmp(a, "--no-mixed"))
-            o->mixed = 0;
-        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") && stores_ok(argv[i + 1])) {
-            o->mixed_sqlite = strstr(argv[i + 1], "sqlite") != NULL;
-            o->mixed_pg = strstr(argv[i + 1], "postgres") != NULL;
-            o->mixed_mysql = strstr(argv[i + 1], "mariadb") || strstr(argv[i + 1], "mysql");
-            i++;
-        } else if (i + 1 < argc && !strcmp(a, "--purchase-rate") &&
-                   sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->purchase_rate) == 0)
-            i++;
-        else if (i + 1 < argc && !strcmp(a, "--poll-rate") &&
-                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->poll_rate) == 0)
-            i++;
-        else if (i + 1 < argc && !strcmp(a, "--pay-rate") &&
-                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->pay_rate) == 0)
-            i++;
-        else if (i + 1 >= argc)
-            return sk_cli_usage_error("bench http: bad option '%s'", a);
-        else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
-            o->duration_s = (double)n;
-            i++;
-        } else if (!strcmp(a, "--connections") &&
-                   sk_cli_parse_i64(argv[i + 1], 1, SK_LOAD_MAX_CONNS, &o->connections) == 0)
-            i++;
-        else if (!strcmp(a, "--threads") && sk_cli_parse_i64(argv[i + 1], 1, 4, &o->threads) == 0)
-            i++;
-        else if (!strcmp(a, "--serve-role") &&
-                 (!strcmp(argv[i + 1], "api") || !strcmp(argv[i + 1], "all")))
-            o->role = argv[++i];
-        else
-            return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
-    }
+    int rc = sk_bench_opts_parse("http", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
+    if (rc || *help) return rc;
+    if (strcmp(o->role, "api") != 0 && strcmp(o->role, "all") != 0)
+        return sk_cli_usage_error("bench http: --serve-role must be api or all, got '%s'", o->role);
+    if (!stores_ok(o->stores))
+        return sk_cli_usage_error("bench http: --mixed-stores: a comma-separated list of sqlite, "
+                                  "postgres and mariadb, got '%s'",
+                                  o->stores);
+    if (o->mixed_only && o->no_mixed)
+        return sk_cli_usage_error("bench http: --mixed-only and --no-mixed exclude each other");
+    o->mixed = o->no_mixed ? 0 : o->mixed_only ? 2 : 1;
+    o->mixed_sqlite = strstr(o->stores, "sqlite") != NULL;
+    o->mixed_pg = strstr(o->stores, "postgres") != NULL;
+    o->mixed_mysql = strstr(o->stores, "mariadb") || strstr(o->stores, "mysql");
+    o->duration_s = (double)o->duration;
     return 0;
 }
 
@@ -980,11 +970,11 @@ static int rm_rf(const char *dir)
 
 int sk_bench_http(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
     struct opts o = {0};
-    int rc = parse(&o, argc, argv);
+    int help = 0;
+    int rc = parse(&o, argc - 1, argv + 1, &help);
     if (rc) return rc;
+    if (help) return usage(stdout);
 
     static struct report R; /* phases hold JSON; static keeps the stack small */
     memset(&R, 0, sizeof R);
