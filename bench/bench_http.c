@@ -362,6 +362,14 @@ static void load_opts(struct sk_load_opts *lo, const struct opts *o, int port, u
     lo->progress = 0;
 }
 
+/* Every request of the load a new user (ids from base on): each one is
+ * admitted while the stock lasts. */
+static void fresh_users(struct sk_load_opts *lo, uint64_t base)
+{
+    lo->users = 100000000;
+    lo->user_base = base;
+}
+
 /* With --waiting-room: a connection to the run's Redis, for the script
  * time of each phase (INFO commandstats). */
 static sk_redis *info_redis;
@@ -802,8 +810,7 @@ static int admission_variant(struct phase *p, const struct opts *o, struct sk_be
     p->count_pid = serve->pid;
     struct sk_load_opts lo;
     load_opts(&lo, o, serve->port, ACT_ADMIT);
-    lo.users = 100000000;
-    lo.user_base = user_base;
+    fresh_users(&lo, user_base);
     lo.limit = 1;
     return run_phase(p, &lo, 200);
 }
@@ -1104,24 +1111,21 @@ int sk_bench_http(int argc, char **argv)
     /* 2: admission; every request a new user, so every one is admitted */
     if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_ADMIT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         lo.limit = 1;
         failed |= run_phase(&R.ph[PH_ADMIT], &lo, 200) < 0;
     }
     /* 3: sold-out refusals */
     if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         /* every answer must be 409: run_phase checks the status of each */
         failed |= run_phase(&R.ph[PH_SOLDOUT], &lo, 409) < 0;
     }
     /* 3b: sold-out refusals of requests that each carry a key never used */
     if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         lo.idem_keys = 1;
         failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
@@ -1137,8 +1141,7 @@ int sk_bench_http(int argc, char **argv)
         load_opts(&lo, &o, serve.port, ACT_ADMIT);
         lo.connections = RSS_CONNS;
         lo.duration_ms = (int64_t)(o.duration_s * 1000) / 2 + 1000;
-        lo.users = 100000000;
-        lo.user_base = 200000000;
+        fresh_users(&lo, 200000000);
         lo.limit = 1;
         struct phase rssp = {.id = "rss", .label = "rss"};
         if (run_phase(&rssp, &lo, 200) < 0) {
