@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -688,32 +687,6 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
 
 /* ---- report ---- */
 
-static void machine_info(char *cpu, size_t cpucap, char *kernel, size_t kcap)
-{
-    snprintf(cpu, cpucap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            char *c = strchr(line, ':');
-            if (!strncmp(line, "model name", 10) && c) {
-                c++;
-                while (*c == ' ' || *c == '\t')
-                    c++;
-                c[strcspn(c, "\n")] = 0;
-                snprintf(cpu, cpucap, "%s", c);
-                break;
-            }
-        }
-        fclose(f);
-    }
-    struct utsname un;
-    if (uname(&un) == 0)
-        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
-    else
-        snprintf(kernel, kcap, "unknown");
-}
-
 static double ratio(double a, double b)
 {
     return b > 0 ? a / b : 0;
@@ -902,7 +875,7 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
                         const char *version, const struct sk_bench_phase *ph, int n, int decr)
 {
     char cpu[256], kernel[256];
-    machine_info(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench admission\n");
     printf("  machine: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     printf("  redis:   %s at %s%s\n", version, url,
@@ -1021,7 +994,7 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
                        const char *version, const struct sk_bench_phase *ph, int n, int decr)
 {
     char cpu[256], kernel[256];
-    machine_info(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     json_t *root = json_object();
     json_t *m = json_object();
     json_object_set_new(m, "nproc", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -569,16 +568,6 @@ static double per_adm_us(double cpu_s, int64_t adm)
     return adm > 0 ? cpu_s * 1e6 / (double)adm : 0;
 }
 
-static void machine(char *cpu, size_t cpucap, char *kernel, size_t kcap)
-{
-    sk_bench_cpu_model(cpu, cpucap);
-    struct utsname un;
-    if (uname(&un) == 0)
-        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
-    else
-        snprintf(kernel, kcap, "unknown");
-}
-
 /* Busy cores not charged to Redis or to this process. */
 static double other_cores(const struct ck_config *cf)
 {
@@ -632,7 +621,7 @@ static void print_report(const struct ck_ctx *c)
 {
     const struct ck_opts *o = &c->o;
     char cpu[256], kernel[256];
-    machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench cluster: admissions/s of one hot activity, single redis-server vs a "
            "%d-master Redis Cluster\n",
            CK_MASTERS);
@@ -803,7 +792,7 @@ static json_t *config_json(const struct ck_config *cf, const struct ck_config *s
 static int write_json(const struct ck_ctx *c)
 {
     char cpu[256], kernel[256];
-    machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string("cluster"));
     json_object_set_new(root, "command", json_string(c->command));

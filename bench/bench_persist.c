@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -569,16 +568,13 @@ int sk_bench_persist(int argc, char **argv)
         rc = fail("%s", err);
         goto out;
     }
-    char redis_ver[64] = "?", cpu[256];
+    char redis_ver[64] = "?", cpu[256], kernel[200];
     sk_redis_info_field(c.r, "server", "redis_version", redis_ver, sizeof redis_ver);
-    sk_bench_cpu_model(cpu, sizeof cpu);
-    struct utsname un;
-    uname(&un);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench persist: redis-server %s (private, no persistence); worker batch %" PRId64
            ", %" PRId64 " entries (per row: %" PRId64 ")\n",
            redis_ver, c.o.batch, c.o.rows, c.o.per_row_rows);
-    printf("  machine: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, un.sysname,
-           un.release);
+    printf("  machine: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     if (want_sqlite)
         printf("  SQLite %s (WAL, synchronous=FULL) on %s (%s)\n", sqlite3_libversion(), c.o.dir,
                fs_name(c.dir));

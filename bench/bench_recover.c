@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -518,12 +517,9 @@ int sk_bench_recover(int argc, char **argv)
     struct sk_pg_spawn pgs = {0};
     /* before any thread exists: it forks */
     int have_pg = o.replay && !o.db && sk_pg_spawn_start(&pgs, NULL) == 0;
-    char cpu[128];
-    struct utsname un;
-    sk_bench_cpu_model(cpu, sizeof cpu);
-    uname(&un);
-    printf("seckill-bench recover: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
-           un.sysname, un.release);
+    char cpu[128], kernel[200];
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    printf("seckill-bench recover: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     int rc = o.fence ? fence_part(&o) : 0;
     if (rc == 0 && o.replay) rc = replay_part(&o, &pgs, have_pg);
     sk_pg_spawn_stop(&pgs);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,6 +194,16 @@ void sk_bench_cpu_model(char *out, size_t cap)
         }
     }
     fclose(f);
+}
+
+void sk_bench_machine(char *cpu, size_t cpucap, char *kernel, size_t kcap)
+{
+    sk_bench_cpu_model(cpu, cpucap);
+    struct utsname un;
+    if (uname(&un) == 0)
+        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
+    else
+        snprintf(kernel, kcap, "unknown");
 }
 
 double sk_bench_pid_cpu_seconds(pid_t pid)

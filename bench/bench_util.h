@@ -43,6 +43,10 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
 
+/* The CPU model (sk_bench_cpu_model) into cpu and the kernel ("Linux
+ * 6.1.0-18-amd64", "unknown") into kernel: the machine line of a report. */
+void sk_bench_machine(char *cpu, size_t cpucap, char *kernel, size_t kcap);
+
 /* Starts fn on each of the n items of size bytes at items (each holds its
  * pthread_t tid_off bytes in), threads that meet the caller at bar, made
  * here for n + 1 parties. 0, or SK_ENOMEM with the reason in note when
