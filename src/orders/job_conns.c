@@ -6,7 +6,7 @@
 int sk_job_conns_open(sk_redis **r, sk_store **st, const char *redis_url, int connect_ms,
                       int cmd_ms, const char *db_spec, char *err, size_t cap)
 {
-    char why[512];
+    char why[512] = ""; /* not every failure writes a reason */
     *r = NULL;
     *st = NULL;
     int rc = sk_redis_new(r, redis_url, connect_ms, cmd_ms, why, sizeof why);
