@@ -21,13 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -75,6 +75,7 @@ struct sk_bench_phase {
     const char *rb_case; /* redis-benchmark: "admitted", "sold_out" or "decr" */
     int ref;             /* index of the same-case redis-benchmark line, -1 */
 
+    /* The results, from ran on: a repeated round clears them from there. */
     int ran, cut, error;
     char note[256];
     int64_t calls, purchases, admitted, refused, errors;
@@ -106,15 +107,10 @@ struct sk_bench_worker {
     int64_t calls, purchases, admitted, refused, errors, end_us;
     int other_rc; /* first refusal that is not the expected one, or -1 */
     char err[256];
-    /* batch argument buffers, sized for --batch */
+    /* batch buffers, sized for --batch */
     struct sk_purchase *p;
     char (*ips)[SK_IP_MAX];
-    struct sk_admission *res;
-    char *buf; /* the arguments (cap bytes), then the keys (kcap bytes) */
-    size_t cap, kcap;
-    const char **args;
-    size_t *lens;
-    const char **keys;
+    struct sk_bench_call call;
 };
 
 /* The phases, in the order they run and print. */
@@ -134,16 +130,6 @@ enum {
     PH_RB_DECR,
     PH_COUNT
 };
-
-/* Set by SIGINT/SIGTERM, read by the workers: a lock-free atomic is both
- * signal-safe and race-free across threads. */
-static atomic_int sk_bench_interrupted;
-
-static void sk_bench_on_signal(int sig)
-{
-    (void)sig;
-    sk_bench_interrupted = 1;
-}
 
 static int usage(FILE *f)
 {
@@ -298,10 +284,11 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         snprintf(user, sizeof user, "%" PRId64, first + 1);
         const char *args[] = {run->aid, user, "1"};
         struct sk_purchase p = {.user_id = (uint64_t)first + 1, .quantity = 1};
-        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->buf + w->cap, w->kcap, w->keys);
+        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->call.buf + w->call.cap, w->call.kcap,
+                                     w->call.keys);
         if (nk < 0) return nk;
         /* No Idempotency-Key: the plain purchase path. */
-        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->keys, 3, args, NULL);
+        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->call.keys, 3, args, NULL);
     }
     const struct sk_bench_opts *o = run->o;
     for (size_t i = 0; i < n; i++) {
@@ -318,12 +305,14 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         }
     }
     struct sk_rate_limits rl = {o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
-    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->buf, w->cap, w->args, w->lens);
+    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->call.buf, w->call.cap, w->call.args,
+                                    w->call.lens);
     if (rc < 0) return rc;
-    int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->buf + w->cap, w->kcap, w->keys);
+    int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->call.buf + w->call.cap, w->call.kcap,
+                                 w->call.keys);
     if (nk < 0) return nk;
-    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, nk, w->keys, (int)SK_BATCH_ARGC(n),
-                            w->args, w->lens);
+    return sk_script_append(w->r, SK_SCRIPT_PURCHASE_BATCH, nk, w->call.keys, (int)SK_BATCH_ARGC(n),
+                            w->call.args, w->call.lens);
 }
 
 static void count_rc(struct sk_bench_worker *w, int rc)
@@ -364,13 +353,13 @@ static void handle_reply(struct sk_bench_worker *w, redisReply *rep, size_t n)
         count_rc(w, (int)rep->element[0]->integer);
         return;
     }
-    if (sk_stock_batch_parse(rep, n, w->res, NULL) < 0) {
+    if (sk_stock_batch_parse(rep, n, w->call.res, NULL) < 0) {
         w->errors += (int64_t)n;
         worker_fail(w, "purchase_batch", "unexpected reply");
         return;
     }
     for (size_t i = 0; i < n; i++)
-        count_rc(w, w->res[i].rc);
+        count_rc(w, w->call.res[i].rc);
 }
 
 /* Keeps up to --pipeline calls in flight until the phase's work is
@@ -451,11 +440,7 @@ static void worker_free(struct sk_bench_worker *w)
     sk_redis_free(w->r);
     free(w->p);
     free(w->ips);
-    free(w->res);
-    free(w->buf);
-    free(w->args);
-    free(w->lens);
-    free(w->keys);
+    sk_bench_call_free(&w->call);
 }
 
 static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, const char *url)
@@ -467,44 +452,17 @@ static int worker_init(struct sk_bench_worker *w, struct sk_bench_run *run, cons
     if (sk_redis_new(&w->r, url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
     w->r->pipe_window = 1; /* pump() keeps `depth` calls in flight, reading one at a time */
     size_t b = (size_t)run->o->batch;
-    w->cap = SK_BATCH_ARG_BYTES(b);
-    w->kcap = SK_BATCH_KEY_BYTES(b);
     w->p = calloc(b, sizeof *w->p);
     w->ips = calloc(b, sizeof *w->ips);
-    w->res = calloc(b, sizeof *w->res);
-    w->buf = malloc(w->cap + w->kcap);
-    w->args = calloc(SK_BATCH_ARGC(b), sizeof *w->args);
-    w->lens = calloc(SK_BATCH_ARGC(b), sizeof *w->lens);
-    w->keys = calloc(SK_BATCH_KEYC(b), sizeof *w->keys);
-    return w->p && w->ips && w->res && w->buf && w->args && w->lens && w->keys ? 0 : SK_ENOMEM;
+    int rc = sk_bench_call_init(&w->call, b);
+    return w->p && w->ips && rc == 0 ? 0 : SK_ENOMEM;
 }
 
 /* ---- phases ---- */
 
 static int preheat(sk_redis *ctl, uint64_t aid, int64_t stock, char *err, size_t cap)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = aid,
-                             .initial = stock,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000};
-    int rc, code;
-    int64_t left;
-    if ((rc = sk_stock_preheat(ctl, &d, 0, &code, &left)) < 0) {
-        snprintf(err, cap, "preheat: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_PREHEATED) {
-        snprintf(err, cap, "preheat of activity %" PRIu64 ": %s", aid, sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    if ((rc = sk_stock_set_open(ctl, aid, 1, &code)) < 0) {
-        snprintf(err, cap, "open: %.200s", ctl->errstr);
-        return rc;
-    }
-    return code == SK_RC_OK ? 0 : SK_ESTATE;
+    return sk_bench_preheat_open(ctl, aid, stock, 1, 0, err, cap);
 }
 
 /* Oversell check: stock, buyers and stream agree with what the replies said. */
@@ -558,25 +516,13 @@ static int run_phase(sk_redis *ctl, const struct sk_bench_opts *o, const char *u
     size_t nw = (size_t)o->conns;
     struct sk_bench_worker *ws = calloc(nw, sizeof *ws);
     if (!ws) return SK_ENOMEM;
-    size_t started = 0;
     for (size_t i = 0; i < nw && rc == 0; i++)
         rc = worker_init(&ws[i], &run, url);
-    if (rc < 0) {
-        snprintf(ph->note, sizeof ph->note, "out of memory");
+    if (rc < 0) snprintf(ph->note, sizeof ph->note, "out of memory");
+    if (rc < 0 || (rc = sk_bench_threads_start(&run.bar, ws, nw, sizeof *ws,
+                                               offsetof(struct sk_bench_worker, tid), worker_main,
+                                               ph->note, sizeof ph->note)) < 0)
         goto out;
-    }
-    if (pthread_barrier_init(&run.bar, NULL, (unsigned)nw + 1) != 0) {
-        rc = SK_ENOMEM;
-        snprintf(ph->note, sizeof ph->note, "pthread_barrier_init failed");
-        goto out;
-    }
-    for (; started < nw; started++)
-        if (pthread_create(&ws[started].tid, NULL, worker_main, &ws[started]) != 0) break;
-    if (started < nw) {
-        /* The barrier counts every worker: a missing thread would hang it. */
-        fprintf(stderr, "seckill: pthread_create failed\n");
-        abort();
-    }
     pthread_barrier_wait(&run.bar);
     double cpu0 = 0;
     if ((rc = resetstat(ctl)) < 0 || (rc = server_cpu(ctl, &cpu0)) < 0) {
@@ -740,32 +686,6 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
 }
 
 /* ---- report ---- */
-
-static void machine_info(char *cpu, size_t cpucap, char *kernel, size_t kcap)
-{
-    snprintf(cpu, cpucap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            char *c = strchr(line, ':');
-            if (!strncmp(line, "model name", 10) && c) {
-                c++;
-                while (*c == ' ' || *c == '\t')
-                    c++;
-                c[strcspn(c, "\n")] = 0;
-                snprintf(cpu, cpucap, "%s", c);
-                break;
-            }
-        }
-        fclose(f);
-    }
-    struct utsname un;
-    if (uname(&un) == 0)
-        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
-    else
-        snprintf(kernel, kcap, "unknown");
-}
 
 static double ratio(double a, double b)
 {
@@ -955,7 +875,7 @@ static void print_table(const struct sk_bench_opts *o, const char *url, int spaw
                         const char *version, const struct sk_bench_phase *ph, int n, int decr)
 {
     char cpu[256], kernel[256];
-    machine_info(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench admission\n");
     printf("  machine: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     printf("  redis:   %s at %s%s\n", version, url,
@@ -1074,7 +994,7 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
                        const char *version, const struct sk_bench_phase *ph, int n, int decr)
 {
     char cpu[256], kernel[256];
-    machine_info(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     json_t *root = json_object();
     json_t *m = json_object();
     json_object_set_new(m, "nproc", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
@@ -1125,56 +1045,22 @@ static void print_json(const struct sk_bench_opts *o, const char *url, int spawn
 
 static int parse_opts(int argc, char **argv, struct sk_bench_opts *o, int *help)
 {
-    static const struct {
-        const char *name;
-        int64_t lo, hi;
-        size_t off;
-    } nums[] = {
-        {"--stock", 1, 100000000, offsetof(struct sk_bench_opts, stock)},
-        {"--users", 1, 100000000, offsetof(struct sk_bench_opts, users)},
-        {"--batch", 1, SK_BATCH_MAX, offsetof(struct sk_bench_opts, batch)},
-        {"--pipeline", 1, 1024, offsetof(struct sk_bench_opts, pipeline)},
-        {"--conns", 1, 256, offsetof(struct sk_bench_opts, conns)},
-        {"--duration", 1, 600, offsetof(struct sk_bench_opts, duration_s)},
-        {"--rate-user", 0, 1000000, offsetof(struct sk_bench_opts, rate_user)},
-        {"--rate-ip", 0, 1000000, offsetof(struct sk_bench_opts, rate_ip)},
-        {"--rounds", 1, 15, offsetof(struct sk_bench_opts, rounds)},
+    static const struct sk_bench_opt opts[] = {
+        {"--stock", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, stock), 1, 100000000, NULL},
+        {"--users", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, users), 1, 100000000, NULL},
+        {"--batch", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, batch), 1, SK_BATCH_MAX, NULL},
+        {"--pipeline", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, pipeline), 1, 1024, NULL},
+        {"--conns", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, conns), 1, 256, NULL},
+        {"--duration", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, duration_s), 1, 600, NULL},
+        {"--rate-user", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rate_user), 0, 1000000,
+         NULL},
+        {"--rate-ip", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rate_ip), 0, 1000000, NULL},
+        {"--rounds", SK_BENCH_OPT_INT, offsetof(struct sk_bench_opts, rounds), 1, 15, NULL},
+        {"--json", SK_BENCH_OPT_FLAG, offsetof(struct sk_bench_opts, json), 0, 0, NULL},
+        {"--redis", SK_BENCH_OPT_STR, offsetof(struct sk_bench_opts, url), 0, 0, "a URL"},
     };
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            o->json = 1;
-            continue;
-        }
-        /* Both "--flag value" and "--flag=value". */
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int matched = 0;
-        if (nl == 7 && !strncmp(a, "--redis", 7)) {
-            if (!val || !*val) return sk_cli_usage_error("bench admission: --redis needs a URL");
-            o->url = val;
-            matched = 1;
-        }
-        for (size_t j = 0; !matched && j < sizeof nums / sizeof nums[0]; j++) {
-            if (strlen(nums[j].name) != nl || strncmp(a, nums[j].name, nl) != 0) continue;
-            int64_t *dst = (int64_t *)(void *)((char *)o + nums[j].off);
-            if (!val || sk_cli_parse_i64(val, nums[j].lo, nums[j].hi, dst) < 0)
-                return sk_cli_usage_error("bench admission: %s needs an integer in %" PRId64
-                                          "..%" PRId64 "%s%s%s",
-                                          nums[j].name, nums[j].lo, nums[j].hi,
-                                          val ? " (got '" : "", val ? val : "", val ? "')" : "");
-            matched = 1;
-        }
-        if (!matched)
-            return sk_cli_usage_error("bench admission: unknown option '%s' (see --help)", a);
-        if (!eq) i++;
-    }
-    return 0;
+    return sk_bench_opts_parse("admission", opts, sizeof opts / sizeof opts[0], argc, argv, o,
+                               help);
 }
 
 /* Activity ids for this run: fresh, so an external server's data is never
@@ -1226,14 +1112,8 @@ static int more_rounds(sk_redis *ctl, const struct sk_bench_opts *o,
                 const struct sk_bench_phase *t = &ph[pairs[k][i]];
                 struct sk_bench_phase *p = &two[i];
                 /* the plan of the phase, none of its results */
-                p->id = t->id;
-                p->label = t->label;
-                p->kind = t->kind;
-                p->admit = t->admit;
-                p->fcall = t->fcall;
-                p->unix_sock = t->unix_sock;
-                p->total = t->total;
-                p->batch = t->batch;
+                *p = *t;
+                memset(&p->ran, 0, sizeof *p - offsetof(struct sk_bench_phase, ran));
                 p->ref = -1;
                 p->aid = next++;
                 run_phase(ctl, o, p->unix_sock ? unix_url : url, p, decr_key);
@@ -1265,12 +1145,7 @@ int sk_bench_admission(int argc, char **argv)
     if (urc) return urc;
     if (help) return usage(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sk_bench_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error reply, not a death */
+    sk_bench_catch_signals(NULL);
 
     struct sk_redis_spawn sp;
     memset(&sp, 0, sizeof sp);

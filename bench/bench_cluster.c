@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +37,7 @@
 #include <jansson.h>
 
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -123,21 +123,8 @@ struct ck_thread {
     struct sk_purchase *bucket; /* segs x batch */
     int64_t fill[CK_MAX_SEGS];
     int *round_seg; /* segment of each call of a round */
-    struct sk_admission *res;
-    char *buf; /* the call's arguments (cap bytes), then its keys (kcap bytes) */
-    size_t cap, kcap;
-    const char **args;
-    size_t *lens;
-    const char **keys;
+    struct sk_bench_call call;
 };
-
-static atomic_int ck_interrupted;
-
-static void ck_on_signal(int sig)
-{
-    (void)sig;
-    ck_interrupted = 1;
-}
 
 static int usage(FILE *f)
 {
@@ -171,58 +158,22 @@ static int usage(FILE *f)
 
 static int parse_opts(int argc, char **argv, struct ck_opts *o, int *help)
 {
-    static const struct {
-        const char *name;
-        int64_t lo, hi;
-        size_t off;
-    } nums[] = {
-        {"--threads", 1, 256, offsetof(struct ck_opts, threads)},
-        {"--batch", 1, SK_BATCH_MAX, offsetof(struct ck_opts, batch)},
-        {"--depth", 1, 64, offsetof(struct ck_opts, depth)},
-        {"--seconds", 1, 600, offsetof(struct ck_opts, seconds)},
-        {"--warmup-ms", 0, 60000, offsetof(struct ck_opts, warmup_ms)},
+    static const struct sk_bench_opt opts[] = {
+        {"--threads", SK_BENCH_OPT_INT, offsetof(struct ck_opts, threads), 1, 256, NULL},
+        {"--batch", SK_BENCH_OPT_INT, offsetof(struct ck_opts, batch), 1, SK_BATCH_MAX, NULL},
+        {"--depth", SK_BENCH_OPT_INT, offsetof(struct ck_opts, depth), 1, 64, NULL},
+        {"--seconds", SK_BENCH_OPT_INT, offsetof(struct ck_opts, seconds), 1, 600, NULL},
+        {"--warmup-ms", SK_BENCH_OPT_INT, offsetof(struct ck_opts, warmup_ms), 0, 60000, NULL},
+        {"--affine", SK_BENCH_OPT_FLAG, offsetof(struct ck_opts, affine), 0, 0, NULL},
+        {"--json", SK_BENCH_OPT_STR, offsetof(struct ck_opts, json), 0, 0, "a file"},
     };
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(a, "--affine")) {
-            o->affine = 1;
-            continue;
-        }
-        /* Both "--flag value" and "--flag=value". */
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int matched = 0;
-        if (nl == 6 && !strncmp(a, "--json", 6)) {
-            if (!val || !*val) return sk_cli_usage_error("bench cluster: --json needs a file");
-            o->json = val;
-            matched = 1;
-        }
-        for (size_t j = 0; !matched && j < sizeof nums / sizeof nums[0]; j++) {
-            if (strlen(nums[j].name) != nl || strncmp(a, nums[j].name, nl) != 0) continue;
-            int64_t *dst = (int64_t *)(void *)((char *)o + nums[j].off);
-            if (!val || sk_cli_parse_i64(val, nums[j].lo, nums[j].hi, dst) < 0)
-                return sk_cli_usage_error("bench cluster: %s needs an integer in %" PRId64
-                                          "..%" PRId64 "%s%s%s",
-                                          nums[j].name, nums[j].lo, nums[j].hi,
-                                          val ? " (got '" : "", val ? val : "", val ? "')" : "");
-            matched = 1;
-        }
-        if (!matched)
-            return sk_cli_usage_error("bench cluster: unknown option '%s' (see --help)", a);
-        if (!eq) i++;
-    }
-    return 0;
+    return sk_bench_opts_parse("cluster", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
 }
 
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !ck_interrupted) {
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !sk_bench_interrupted) {
     }
 }
 
@@ -290,14 +241,15 @@ static int append_call(struct ck_thread *t, int s)
     size_t b = (size_t)run->o->batch;
     struct sk_batch_head h = {.label = run->keys[s].label};
     const struct sk_purchase *p = &t->bucket[(size_t)s * b];
-    int rc = sk_stock_batch_args_head(&h, p, b, t->buf, t->cap, t->args, t->lens);
-    int nk =
-        rc < 0 ? rc
-               : sk_stock_batch_keys(&run->keys[s], NULL, p, b, t->buf + t->cap, t->kcap, t->keys);
+    int rc =
+        sk_stock_batch_args_head(&h, p, b, t->call.buf, t->call.cap, t->call.args, t->call.lens);
+    int nk = rc < 0 ? rc
+                    : sk_stock_batch_keys(&run->keys[s], NULL, p, b, t->call.buf + t->call.cap,
+                                          t->call.kcap, t->call.keys);
     t->fill[s] = 0;
     if (nk < 0) return nk;
-    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, nk, t->keys, (int)SK_BATCH_ARGC(b),
-                            t->args, t->lens);
+    return sk_script_append(t->r, SK_SCRIPT_PURCHASE_BATCH, nk, t->call.keys, (int)SK_BATCH_ARGC(b),
+                            t->call.args, t->call.lens);
 }
 
 static void handle_reply(struct ck_thread *t, const redisReply *rep, int s)
@@ -307,19 +259,19 @@ static void handle_reply(struct ck_thread *t, const redisReply *rep, int s)
         thread_fail(t, "error reply from purchase_batch: %.200s", rep->str);
         return;
     }
-    if (sk_stock_batch_parse(rep, b, t->res, NULL) < 0) {
+    if (sk_stock_batch_parse(rep, b, t->call.res, NULL) < 0) {
         thread_fail(t, "unexpected purchase_batch reply");
         return;
     }
     int64_t ok = 0;
     for (size_t i = 0; i < b; i++) {
-        if (t->res[i].rc == SK_RC_OK) {
+        if (t->call.res[i].rc == SK_RC_OK) {
             ok++;
         } else {
             thread_fail(t,
                         "a purchase of segment %d refused: %s (every purchase should be "
                         "admitted)",
-                        s, sk_rc_name(t->res[i].rc));
+                        s, sk_rc_name(t->call.res[i].rc));
         }
     }
     atomic_fetch_add_explicit(&t->admitted, ok, memory_order_relaxed);
@@ -330,7 +282,7 @@ static void pump(struct ck_thread *t)
 {
     struct ck_run *run = t->run;
     const int64_t depth = run->o->depth;
-    while (!atomic_load(&run->stop) && !ck_interrupted) {
+    while (!atomic_load(&run->stop) && !sk_bench_interrupted) {
         int64_t sent = 0;
         for (; sent < depth; sent++) {
             int s = next_batch(t);
@@ -370,11 +322,7 @@ static void thread_free(struct ck_thread *t)
     sk_redis_free(t->r);
     free(t->bucket);
     free(t->round_seg);
-    free(t->res);
-    free(t->buf);
-    free(t->args);
-    free(t->lens);
-    free(t->keys);
+    sk_bench_call_free(&t->call);
 }
 
 static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
@@ -399,18 +347,10 @@ static int thread_init(struct ck_thread *t, struct ck_run *run, int idx)
     char eb[200];
     if (sk_redis_new(&t->r, run->url, 2000, 10000, eb, sizeof eb) < 0) return SK_ENOMEM;
     size_t b = (size_t)run->o->batch;
-    t->cap = SK_BATCH_ARG_BYTES(b);
-    t->kcap = SK_BATCH_KEY_BYTES(b);
     t->bucket = calloc((size_t)run->cf->segs * b, sizeof *t->bucket);
     t->round_seg = calloc((size_t)run->o->depth, sizeof *t->round_seg);
-    t->res = calloc(b, sizeof *t->res);
-    t->buf = malloc(t->cap + t->kcap);
-    t->args = calloc(SK_BATCH_ARGC(b), sizeof *t->args);
-    t->lens = calloc(SK_BATCH_ARGC(b), sizeof *t->lens);
-    t->keys = calloc(SK_BATCH_KEYC(b), sizeof *t->keys);
-    return t->bucket && t->round_seg && t->res && t->buf && t->args && t->lens && t->keys
-               ? 0
-               : SK_ENOMEM;
+    int rc = sk_bench_call_init(&t->call, b);
+    return t->bucket && t->round_seg && rc == 0 ? 0 : SK_ENOMEM;
 }
 
 /* ---- one configuration ---- */
@@ -452,35 +392,7 @@ static int snapshot(struct ck_config *cf, struct ck_thread *ts, size_t nt, sk_re
 
 static int preheat_open(sk_redis *ctl, struct ck_config *cf)
 {
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = cf->aid,
-                             .initial = CK_STOCK,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000,
-                             .segments = cf->segs};
-    int code;
-    int64_t left;
-    int rc = sk_stock_preheat(ctl, &d, 0, &code, &left);
-    if (rc < 0) {
-        snprintf(cf->note, sizeof cf->note, "preheat: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_PREHEATED) {
-        snprintf(cf->note, sizeof cf->note, "preheat of activity %" PRIu64 ": %s", cf->aid,
-                 sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    if ((rc = sk_stock_set_open(ctl, cf->aid, 1, &code)) < 0) {
-        snprintf(cf->note, sizeof cf->note, "open: %.200s", ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_OK) {
-        snprintf(cf->note, sizeof cf->note, "open: %s", sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    return 0;
+    return sk_bench_preheat_open(ctl, cf->aid, CK_STOCK, cf->segs, 0, cf->note, sizeof cf->note);
 }
 
 /* stock + held + in transit == initial, and held == buyers == stream ==
@@ -538,34 +450,24 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
     }
     for (size_t i = 0; i < nt && rc == 0; i++)
         rc = thread_init(&ts[i], &run, (int)i);
-    if (rc < 0) {
-        snprintf(cf->note, sizeof cf->note, "out of memory");
+    if (rc < 0) snprintf(cf->note, sizeof cf->note, "out of memory");
+    if (rc < 0 ||
+        (rc = sk_bench_threads_start(&run.bar, ts, nt, sizeof *ts, offsetof(struct ck_thread, tid),
+                                     thread_main, cf->note, sizeof cf->note)) < 0)
         goto out;
-    }
-    if (pthread_barrier_init(&run.bar, NULL, (unsigned)nt + 1) != 0) {
-        rc = SK_ENOMEM;
-        snprintf(cf->note, sizeof cf->note, "pthread_barrier_init failed");
-        goto out;
-    }
-    for (size_t i = 0; i < nt; i++)
-        if (pthread_create(&ts[i].tid, NULL, thread_main, &ts[i]) != 0) {
-            /* the barrier counts every thread: a missing one would hang it */
-            fprintf(stderr, "seckill: pthread_create failed\n");
-            abort();
-        }
     pthread_barrier_wait(&run.bar);
     /* warm-up, then the measured window (both cut short by a failure) */
     struct ck_snap s0, s1;
     memset(&s0, 0, sizeof s0);
     memset(&s1, 0, sizeof s1);
     for (int64_t end = sk_mono_ms() + o->warmup_ms;
-         sk_mono_ms() < end && !atomic_load(&run.stop) && !ck_interrupted;)
+         sk_mono_ms() < end && !atomic_load(&run.stop) && !sk_bench_interrupted;)
         sleep_ms(10);
     int measured = 0;
-    if (!atomic_load(&run.stop) && !ck_interrupted &&
+    if (!atomic_load(&run.stop) && !sk_bench_interrupted &&
         (rc = snapshot(cf, ts, nt, nodes, &s0)) == 0) {
         for (int64_t end = sk_mono_ms() + o->seconds * 1000;
-             sk_mono_ms() < end && !atomic_load(&run.stop) && !ck_interrupted;)
+             sk_mono_ms() < end && !atomic_load(&run.stop) && !sk_bench_interrupted;)
             sleep_ms(10);
         rc = snapshot(cf, ts, nt, nodes, &s1);
         measured = rc == 0;
@@ -577,7 +479,7 @@ static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_
         if (ts[i].err[0] && !cf->note[0]) snprintf(cf->note, sizeof cf->note, "%s", ts[i].err);
     }
     pthread_barrier_destroy(&run.bar);
-    if (cf->note[0] || ck_interrupted || !measured) {
+    if (cf->note[0] || sk_bench_interrupted || !measured) {
         if (!cf->note[0]) snprintf(cf->note, sizeof cf->note, "interrupted");
         rc = rc < 0 ? rc : SK_EIO;
         goto out;
@@ -666,16 +568,6 @@ static double per_adm_us(double cpu_s, int64_t adm)
     return adm > 0 ? cpu_s * 1e6 / (double)adm : 0;
 }
 
-static void machine(char *cpu, size_t cpucap, char *kernel, size_t kcap)
-{
-    sk_bench_cpu_model(cpu, cpucap);
-    struct utsname un;
-    if (uname(&un) == 0)
-        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
-    else
-        snprintf(kernel, kcap, "unknown");
-}
-
 /* Busy cores not charged to Redis or to this process. */
 static double other_cores(const struct ck_config *cf)
 {
@@ -722,14 +614,14 @@ static int all_ok(const struct ck_ctx *c, int *nok)
         else
             ok = 0;
     }
-    return ok && !ck_interrupted;
+    return ok && !sk_bench_interrupted;
 }
 
 static void print_report(const struct ck_ctx *c)
 {
     const struct ck_opts *o = &c->o;
     char cpu[256], kernel[256];
-    machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench cluster: admissions/s of one hot activity, single redis-server vs a "
            "%d-master Redis Cluster\n",
            CK_MASTERS);
@@ -900,7 +792,7 @@ static json_t *config_json(const struct ck_config *cf, const struct ck_config *s
 static int write_json(const struct ck_ctx *c)
 {
     char cpu[256], kernel[256];
-    machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string("cluster"));
     json_object_set_new(root, "command", json_string(c->command));
@@ -1038,7 +930,7 @@ static int run_cluster(struct ck_ctx *c, uint64_t *next_id)
             goto done;
         }
     }
-    for (int i = CK_CL1; i < CK_NCONFIGS && !ck_interrupted; i++) {
+    for (int i = CK_CL1; i < CK_NCONFIGS && !sk_bench_interrupted; i++) {
         struct ck_config *cf = &c->cf[i];
         if ((rc = place(ctl, &c->cl, cf, next_id)) < 0) {
             cf->error = 1;
@@ -1075,18 +967,13 @@ int sk_bench_cluster(int argc, char **argv)
     snprintf(c->version, sizeof c->version, "unknown");
     setup_configs(c);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = ck_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error, not a death */
+    sk_bench_catch_signals(NULL);
 
     uint64_t next_id = CK_AID_BASE + (uint64_t)(sk_wall_ms() % 1000000) * 1000;
     fprintf(stderr, "seckill: bench cluster: single redis-server (%" PRId64 " s)...\n",
             c->o.seconds);
-    if (run_single(c, &next_id) == 0 && !ck_interrupted) run_cluster(c, &next_id);
-    if (ck_interrupted) fprintf(stderr, "seckill: bench cluster: interrupted\n");
+    if (run_single(c, &next_id) == 0 && !sk_bench_interrupted) run_cluster(c, &next_id);
+    if (sk_bench_interrupted) fprintf(stderr, "seckill: bench cluster: interrupted\n");
     print_report(c);
     int nok;
     int code = all_ok(c, &nok) ? SK_EXIT_OK : SK_EXIT_FAIL;

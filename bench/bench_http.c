@@ -53,6 +53,7 @@
 #include "bench/bench_child.h"
 #include "bench/bench_http_mixed.h"
 #include "bench/bench_int.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_syscalls.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
@@ -85,10 +86,12 @@
 
 struct opts {
     double duration_s;
-    int64_t connections, threads;
+    int64_t duration, connections, threads; /* duration: --duration, whole seconds */
     int json, no_wrk, no_variants, waiting_room, no_syscalls;
     const char *role; /* serve --role: api (one process) or all (+ order worker) */
     int mixed;        /* 0 none, 1 after the phases above, 2 only the mixed phase */
+    int mixed_only, no_mixed;
+    const char *stores; /* --mixed-stores */
     int mixed_sqlite, mixed_pg, mixed_mysql;
     int64_t purchase_rate, poll_rate, pay_rate;
 };
@@ -151,15 +154,6 @@ static int is_queue_phase(int i)
     return i >= PH_Q_DRAW && i <= PH_Q_SOLD;
 }
 
-static atomic_int interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    atomic_store(&interrupted, 1);
-    sk_load_interrupt();
-}
-
 static int usage(FILE *f)
 {
     fprintf(f,
@@ -212,7 +206,7 @@ static int usage(FILE *f)
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !interrupted) {
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !sk_bench_interrupted) {
     }
 }
 
@@ -253,7 +247,7 @@ static int start_serve(struct sk_bench_child *c, const char *dir, const char *re
                      * timeout keeps a busy machine from failing the phase */
                     "--sync-timeout-ms", "1000", NULL};
     c->pid = sk_bench_spawn(argv, log);
-    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &interrupted) < 0) {
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/healthz", &sk_bench_interrupted) < 0) {
         snprintf(err, cap, "seckill serve did not start (see %.300s)", log);
         return -1;
     }
@@ -291,7 +285,7 @@ static int start_nginx(struct sk_bench_child *c, const char *exe, const char *di
     fclose(f);
     char *argv[] = {(char *)exe, "-p", (char *)dir, "-e", elog, "-c", conf, NULL};
     c->pid = sk_bench_spawn(argv, log);
-    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &interrupted) < 0) {
+    if (c->pid < 0 || sk_bench_child_wait_ready(c, "/", &sk_bench_interrupted) < 0) {
         snprintf(err, cap, "nginx did not start (see %.150s and %.150s)", log, elog);
         return -1;
     }
@@ -366,6 +360,14 @@ static void load_opts(struct sk_load_opts *lo, const struct opts *o, int port, u
     lo->duration_ms = (int64_t)(o->duration_s * 1000);
     lo->timeout_ms = 10000;
     lo->progress = 0;
+}
+
+/* Every request of the load a new user (ids from base on): each one is
+ * admitted while the stock lasts. */
+static void fresh_users(struct sk_load_opts *lo, uint64_t base)
+{
+    lo->users = 100000000;
+    lo->user_base = base;
 }
 
 /* With --waiting-room: a connection to the run's Redis, for the script
@@ -454,9 +456,10 @@ static int run_wrk(struct phase *p, const char *wrk, const struct opts *o, int p
     for (;;) {
         pid_t r = waitpid(c.pid, &st, WNOHANG);
         if (r == c.pid) break;
-        if (interrupted || sk_mono_ms() > deadline) {
+        if (sk_bench_interrupted || sk_mono_ms() > deadline) {
             sk_bench_child_stop(&c);
-            snprintf(p->note, sizeof p->note, "wrk %s", interrupted ? "interrupted" : "timed out");
+            snprintf(p->note, sizeof p->note, "wrk %s",
+                     sk_bench_interrupted ? "interrupted" : "timed out");
             return -1;
         }
         sleep_ms(50);
@@ -777,7 +780,7 @@ static int start_replica(struct sk_redis_spawn *replica, const struct sk_redis_s
     /* the master streams to a fresh replica from its first acknowledgement
      * (up to a second after the sync): until WAIT counts it */
     int ok = 0;
-    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !interrupted;) {
+    for (int64_t end = sk_mono_ms() + 15000; !ok && sk_mono_ms() < end && !sk_bench_interrupted;) {
         redisReply *rep;
         if (sk_redis_cmd(r, &rep, "SET seckill:bench:probe 1") == 0) freeReplyObject(rep);
         if (sk_redis_cmd(r, &rep, "WAIT 1 100") == 0) {
@@ -807,8 +810,7 @@ static int admission_variant(struct phase *p, const struct opts *o, struct sk_be
     p->count_pid = serve->pid;
     struct sk_load_opts lo;
     load_opts(&lo, o, serve->port, ACT_ADMIT);
-    lo.users = 100000000;
-    lo.user_base = user_base;
+    fresh_users(&lo, user_base);
     lo.limit = 1;
     return run_phase(p, &lo, 200);
 }
@@ -882,7 +884,7 @@ static int queue_phases(struct report *R, const struct opts *o, int port)
                 {PH_Q_JOIN, ACT_Q, "POST", 400000000},
                 {PH_Q_POLL, ACT_Q, "GET", 400000000},
                 {PH_Q_SOLD, ACT_Q_SOLD, "GET", 500000000}};
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !interrupted; i++) {
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0] && !sk_bench_interrupted; i++) {
         load_opts(&lo, o, port, (uint64_t)runs[i].act);
         snprintf(lo.path, sizeof lo.path, "/api/v1/activities/{id}/queue");
         snprintf(lo.method, sizeof lo.method, "%s", runs[i].method);
@@ -918,64 +920,51 @@ static int stores_ok(const char *v)
     return 1;
 }
 
-static int parse(struct opts *o, int argc, char **argv)
+static int parse(struct opts *o, int argc, char **argv, int *help)
 {
-    o->duration_s = 8;
+    static const struct sk_bench_opt opts[] = {
+        {"--duration", SK_BENCH_OPT_INT, offsetof(struct opts, duration), 1, 60, NULL},
+        {"--connections", SK_BENCH_OPT_INT, offsetof(struct opts, connections), 1,
+         SK_LOAD_MAX_CONNS, NULL},
+        {"--threads", SK_BENCH_OPT_INT, offsetof(struct opts, threads), 1, 4, NULL},
+        {"--purchase-rate", SK_BENCH_OPT_INT, offsetof(struct opts, purchase_rate), 1, 1000000,
+         NULL},
+        {"--poll-rate", SK_BENCH_OPT_INT, offsetof(struct opts, poll_rate), 1, 1000000, NULL},
+        {"--pay-rate", SK_BENCH_OPT_INT, offsetof(struct opts, pay_rate), 1, 1000000, NULL},
+        {"--json", SK_BENCH_OPT_FLAG, offsetof(struct opts, json), 0, 0, NULL},
+        {"--no-wrk", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_wrk), 0, 0, NULL},
+        {"--no-variants", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_variants), 0, 0, NULL},
+        {"--waiting-room", SK_BENCH_OPT_FLAG, offsetof(struct opts, waiting_room), 0, 0, NULL},
+        {"--no-syscalls", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_syscalls), 0, 0, NULL},
+        {"--mixed-only", SK_BENCH_OPT_FLAG, offsetof(struct opts, mixed_only), 0, 0, NULL},
+        {"--no-mixed", SK_BENCH_OPT_FLAG, offsetof(struct opts, no_mixed), 0, 0, NULL},
+        {"--mixed-stores", SK_BENCH_OPT_STR, offsetof(struct opts, stores), 0, 0,
+         "a list of stores"},
+        {"--serve-role", SK_BENCH_OPT_STR, offsetof(struct opts, role), 0, 0, "api or all"},
+    };
+    o->duration = 8;
     o->connections = 200;
     o->threads = 1;
     o->role = "api";
-    o->mixed = 1;
-    o->mixed_sqlite = o->mixed_pg = o->mixed_mysql = 1;
+    o->stores = "sqlite,postgres,mariadb";
     o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
     o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
     o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int64_t n;
-        if (!strcmp(a, "--json"))
-            o->json = 1;
-        else if (!strcmp(a, "--no-wrk"))
-            o->no_wrk = 1;
-        else if (!strcmp(a, "--no-variants"))
-            o->no_variants = 1;
-        else if (!strcmp(a, "--waiting-room"))
-            o->waiting_room = 1;
-        else if (!strcmp(a, "--no-syscalls"))
-            o->no_syscalls = 1;
-        else if (!strcmp(a, "--mixed-only"))
-            o->mixed = 2;
-        else if (!strcmp(a, "--no-mixed"))
-            o->mixed = 0;
-        else if (i + 1 < argc && !strcmp(a, "--mixed-stores") && stores_ok(argv[i + 1])) {
-            o->mixed_sqlite = strstr(argv[i + 1], "sqlite") != NULL;
-            o->mixed_pg = strstr(argv[i + 1], "postgres") != NULL;
-            o->mixed_mysql = strstr(argv[i + 1], "mariadb") || strstr(argv[i + 1], "mysql");
-            i++;
-        } else if (i + 1 < argc && !strcmp(a, "--purchase-rate") &&
-                   sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->purchase_rate) == 0)
-            i++;
-        else if (i + 1 < argc && !strcmp(a, "--poll-rate") &&
-                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->poll_rate) == 0)
-            i++;
-        else if (i + 1 < argc && !strcmp(a, "--pay-rate") &&
-                 sk_cli_parse_i64(argv[i + 1], 1, 1000000, &o->pay_rate) == 0)
-            i++;
-        else if (i + 1 >= argc)
-            return sk_cli_usage_error("bench http: bad option '%s'", a);
-        else if (!strcmp(a, "--duration") && sk_cli_parse_i64(argv[i + 1], 1, 60, &n) == 0) {
-            o->duration_s = (double)n;
-            i++;
-        } else if (!strcmp(a, "--connections") &&
-                   sk_cli_parse_i64(argv[i + 1], 1, SK_LOAD_MAX_CONNS, &o->connections) == 0)
-            i++;
-        else if (!strcmp(a, "--threads") && sk_cli_parse_i64(argv[i + 1], 1, 4, &o->threads) == 0)
-            i++;
-        else if (!strcmp(a, "--serve-role") &&
-                 (!strcmp(argv[i + 1], "api") || !strcmp(argv[i + 1], "all")))
-            o->role = argv[++i];
-        else
-            return sk_cli_usage_error("bench http: bad option or value '%s %s'", a, argv[i + 1]);
-    }
+    int rc = sk_bench_opts_parse("http", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
+    if (rc || *help) return rc;
+    if (strcmp(o->role, "api") != 0 && strcmp(o->role, "all") != 0)
+        return sk_cli_usage_error("bench http: --serve-role must be api or all, got '%s'", o->role);
+    if (!stores_ok(o->stores))
+        return sk_cli_usage_error("bench http: --mixed-stores: a comma-separated list of sqlite, "
+                                  "postgres and mariadb, got '%s'",
+                                  o->stores);
+    if (o->mixed_only && o->no_mixed)
+        return sk_cli_usage_error("bench http: --mixed-only and --no-mixed exclude each other");
+    o->mixed = o->no_mixed ? 0 : o->mixed_only ? 2 : 1;
+    o->mixed_sqlite = strstr(o->stores, "sqlite") != NULL;
+    o->mixed_pg = strstr(o->stores, "postgres") != NULL;
+    o->mixed_mysql = strstr(o->stores, "mariadb") || strstr(o->stores, "mysql");
+    o->duration_s = (double)o->duration;
     return 0;
 }
 
@@ -988,11 +977,11 @@ static int rm_rf(const char *dir)
 
 int sk_bench_http(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
     struct opts o = {0};
-    int rc = parse(&o, argc, argv);
+    int help = 0;
+    int rc = parse(&o, argc - 1, argv + 1, &help);
     if (rc) return rc;
+    if (help) return usage(stdout);
 
     static struct report R; /* phases hold JSON; static keeps the stack small */
     memset(&R, 0, sizeof R);
@@ -1024,11 +1013,7 @@ int sk_bench_http(int argc, char **argv)
         snprintf(R.machine, sizeof R.machine, "%s %s %s, %ld CPUs", u.sysname, u.release, u.machine,
                  cpus);
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sk_bench_catch_signals(sk_load_interrupt);
 
     struct sk_redis_spawn redis = {0}, replica = {0};
     struct sk_bench_child serve = {0}, nginx = {0};
@@ -1116,7 +1101,7 @@ int sk_bench_http(int argc, char **argv)
     if (!o.json)
         fprintf(stderr, "seckill: bench http: measuring, %.0f s per phase...\n", o.duration_s);
     /* 1: static reference, same request bytes as a purchase */
-    if (R.have_nginx && !interrupted) {
+    if (R.have_nginx && !sk_bench_interrupted) {
         load_opts(&lo, &o, nginx.port, ACT_ADMIT);
         lo.order_check = 0;
         failed |= run_phase(&R.ph[PH_STATIC], &lo, 200) < 0;
@@ -1124,32 +1109,29 @@ int sk_bench_http(int argc, char **argv)
         snprintf(R.ph[PH_STATIC].note, sizeof R.ph[PH_STATIC].note, "%s", R.nginx_note);
     }
     /* 2: admission; every request a new user, so every one is admitted */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_ADMIT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         lo.limit = 1;
         failed |= run_phase(&R.ph[PH_ADMIT], &lo, 200) < 0;
     }
     /* 3: sold-out refusals */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         /* every answer must be 409: run_phase checks the status of each */
         failed |= run_phase(&R.ph[PH_SOLDOUT], &lo, 409) < 0;
     }
     /* 3b: sold-out refusals of requests that each carry a key never used */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         load_opts(&lo, &o, serve.port, ACT_SOLDOUT);
-        lo.users = 100000000;
-        lo.user_base = 1000;
+        fresh_users(&lo, 1000);
         lo.idem_keys = 1;
         failed |= run_phase(&R.ph[PH_SOLDOUT_KEYED], &lo, 409) < 0;
     }
-    if (o.waiting_room && !interrupted) failed |= queue_phases(&R, &o, serve.port);
+    if (o.waiting_room && !sk_bench_interrupted) failed |= queue_phases(&R, &o, serve.port);
     /* 4: RSS idle, then peak with RSS_CONNS connections busy on admission */
-    if (!interrupted) {
+    if (!sk_bench_interrupted) {
         sleep_ms(500);
         R.rss_idle = tree_rss_kib(serve.pid);
         struct sampler s = {.pid = serve.pid, .peak = R.rss_idle};
@@ -1159,8 +1141,7 @@ int sk_bench_http(int argc, char **argv)
         load_opts(&lo, &o, serve.port, ACT_ADMIT);
         lo.connections = RSS_CONNS;
         lo.duration_ms = (int64_t)(o.duration_s * 1000) / 2 + 1000;
-        lo.users = 100000000;
-        lo.user_base = 200000000;
+        fresh_users(&lo, 200000000);
         lo.limit = 1;
         struct phase rssp = {.id = "rss", .label = "rss"};
         if (run_phase(&rssp, &lo, 200) < 0) {
@@ -1178,11 +1159,11 @@ int sk_bench_http(int argc, char **argv)
     }
     /* 5: admission with serve on loopback TCP, then over the socket with
      * --sync-replicas 1 and a replica on this machine */
-    if (!o.no_variants && !interrupted) {
+    if (!o.no_variants && !sk_bench_interrupted) {
         failed |=
             admission_variant(&R.ph[PH_ADMIT_TCP], &o, &serve, dir, redis.url, 0, 300000000) < 0;
-        if (!interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
-                                          sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
+        if (!sk_bench_interrupted && start_replica(&replica, &redis, R.ph[PH_ADMIT_SYNC].note,
+                                                   sizeof R.ph[PH_ADMIT_SYNC].note) == 0) {
             cpu_pids[CPU_REPLICA] = replica.pid;
             failed |=
                 admission_variant(&R.ph[PH_ADMIT_SYNC], &o, &serve, dir, link, 1, 400000000) < 0;
@@ -1191,18 +1172,19 @@ int sk_bench_http(int argc, char **argv)
         }
     }
     /* 7: is the load generator the limit? wrk and seckill load, GET / on nginx */
-    if (R.have_wrk && !interrupted) {
+    if (R.have_wrk && !sk_bench_interrupted) {
         load_opts(&lo, &o, nginx.port, 0);
         snprintf(lo.path, sizeof lo.path, "/");
         snprintf(lo.method, sizeof lo.method, "GET");
         lo.order_check = 0;
         failed |= run_phase(&R.ph[PH_STATIC_GET], &lo, 200) < 0;
-        if (!interrupted) failed |= run_wrk(&R.ph[PH_WRK], wrk_exe, &o, nginx.port, dir) < 0;
+        if (!sk_bench_interrupted)
+            failed |= run_wrk(&R.ph[PH_WRK], wrk_exe, &o, nginx.port, dir) < 0;
     } else if (!o.no_wrk) {
         snprintf(R.ph[PH_WRK].note, sizeof R.ph[PH_WRK].note, "%s",
                  R.have_nginx ? "wrk not installed (Debian: wrk)" : "no static responder");
     }
-    if (interrupted) {
+    if (sk_bench_interrupted) {
         snprintf(err, sizeof err, "interrupted");
         goto done;
     }
@@ -1216,7 +1198,7 @@ int sk_bench_http(int argc, char **argv)
     sk_bench_child_stop(&nginx);
     sk_bench_child_stop(&serve);
 mixed:
-    if (o.mixed && !interrupted) {
+    if (o.mixed && !sk_bench_interrupted) {
         struct sk_bench_mixed_opts mo = {.duration_s = o.duration_s,
                                          .purchase_rate = (double)o.purchase_rate,
                                          .poll_rate = (double)o.poll_rate,
@@ -1228,10 +1210,10 @@ mixed:
                                          .dir = dir,
                                          .redis_url = redis.url,
                                          .redis_pid = redis.pid,
-                                         .interrupted = &interrupted};
+                                         .interrupted = &sk_bench_interrupted};
         failed |= sk_bench_http_mixed(&mo, &R.mixed) < 0;
     }
-    if (interrupted) {
+    if (sk_bench_interrupted) {
         snprintf(err, sizeof err, "interrupted");
         goto done;
     }
@@ -1258,7 +1240,7 @@ done:
         json_decref(R.ph[i].detail);
     json_decref(R.mixed);
     /* keep the logs when something failed, so there is something to read */
-    if (dir[0] && (exit_code == SK_EXIT_OK || interrupted))
+    if (dir[0] && (exit_code == SK_EXIT_OK || sk_bench_interrupted))
         rm_rf(dir);
     else if (dir[0])
         fprintf(stderr, "seckill: bench http: logs kept in %s\n", dir);

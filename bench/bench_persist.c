@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -271,18 +270,13 @@ static int fill(struct ctx *c, uint64_t aid, int64_t n)
     return 0;
 }
 
-static int phase_worker(struct ctx *c, struct backend *b, int64_t rows, int64_t batch,
-                        struct result *res)
+/* The order worker persists rows entries of aid (fed here) into st, batch
+ * entries per fetch, then the rows and the stream are checked. */
+static int phase_worker(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
+                        int64_t batch, double *secs)
 {
-    char spec[1200];
-    uint64_t aid;
-    sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
     int rc = fill(c, aid, rows);
-    if (rc) {
-        end_phase(b, st);
-        return rc;
-    }
+    if (rc) return rc;
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
     o.redis_url = c->sp.url;
@@ -292,13 +286,10 @@ static int phase_worker(struct ctx *c, struct backend *b, int64_t rows, int64_t 
     o.once = 1;
     sk_worker *w;
     char err[512];
-    if (sk_worker_new(&w, &o, err, sizeof err)) {
-        end_phase(b, st);
-        return fail("%s", err);
-    }
+    if (sk_worker_new(&w, &o, err, sizeof err)) return fail("%s", err);
     int64_t t0 = sk_mono_us();
     rc = sk_worker_run(w);
-    res->secs = (double)(sk_mono_us() - t0) / 1e6;
+    *secs = (double)(sk_mono_us() - t0) / 1e6;
     struct sk_worker_stats s;
     sk_worker_stats(w, &s);
     if (rc) fail("worker: %s", sk_worker_errstr(w));
@@ -320,25 +311,16 @@ static int phase_worker(struct ctx *c, struct backend *b, int64_t rows, int64_t 
                   cnt.orders[SK_ORDER_CREATED], rows, a.stock_db,
                   rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1);
     freeReplyObject(rep);
-    end_phase(b, st);
-    res->name = batch == 1 ? "worker, per row" : "worker, batched";
-    res->batch = batch;
-    res->rows = rows;
     return rc;
 }
 
-static int phase_store(struct ctx *c, struct backend *b, int64_t rows, int64_t batch,
-                       struct result *res)
+/* The store alone persists rows orders of aid, batch per call. */
+static int phase_store(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
+                       int64_t batch, double *secs)
 {
-    char spec[1200];
-    uint64_t aid;
-    sk_store *st = NULL;
-    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
+    (void)c, (void)spec;
     struct sk_order *o = calloc((size_t)rows, sizeof *o);
-    if (!o) {
-        end_phase(b, st);
-        return fail("out of memory");
-    }
+    if (!o) return fail("out of memory");
     int64_t base = sk_wall_ms();
     for (int64_t i = 0; i < rows; i++) {
         snprintf(o[i].stream_id, sizeof o[i].stream_id, "%" PRId64 "-%" PRId64, base, i);
@@ -354,13 +336,68 @@ static int phase_store(struct ctx *c, struct backend *b, int64_t rows, int64_t b
         size_t m = (size_t)(rows - i < batch ? rows - i : batch);
         if (sk_store_orders_persist(st, o + i, m, NULL)) rc = fail("%s", sk_store_errstr(st));
     }
-    res->secs = (double)(sk_mono_us() - t0) / 1e6;
+    *secs = (double)(sk_mono_us() - t0) / 1e6;
     free(o);
+    return rc;
+}
+
+/* A measured phase: how it runs on its fresh store, and its table names. */
+struct phase {
+    int (*run)(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
+               int64_t batch, double *secs);
+    const char *per_row, *batched;
+};
+
+/* Runs ph on a fresh store of b (dropped after) with rows and batch. */
+static int run_phase(struct ctx *c, struct backend *b, const struct phase *ph, int64_t rows,
+                     int64_t batch, struct result *res)
+{
+    char spec[1200];
+    uint64_t aid = 0;
+    sk_store *st = NULL;
+    if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
+    int rc = ph->run(c, st, spec, aid, rows, batch, &res->secs);
     end_phase(b, st);
-    res->name = batch == 1 ? "store only, per row" : "store only, batched";
+    res->name = batch == 1 ? ph->per_row : ph->batched;
     res->batch = batch;
     res->rows = rows;
     return rc;
+}
+
+/* A private server for a backend: 0 and its URL, or an error and why. */
+static int start_pg(struct ctx *c, const char **url, const char **why)
+{
+    *url = c->pgs.url, *why = c->pgs.errstr;
+    return sk_pg_spawn_start(&c->pgs, c->o.pg_set);
+}
+
+static int start_my(struct ctx *c, const char **url, const char **why)
+{
+    *url = c->mys.url, *why = c->mys.errstr;
+    return sk_mysql_spawn_start(&c->mys, c->o.my_set);
+}
+
+/* A server backend: asked for (want), at the --db URL (given) or started. */
+struct server {
+    int want, given;
+    int (*start)(struct ctx *c, const char **url, const char **why);
+    struct backend b;
+};
+
+/* Sets *b up from s: the --db URL, else a private server's; when none
+ * could be started, b is skipped with a note (cap bytes). 1 when b runs. */
+static int backend_server(struct ctx *c, const struct server *s, struct backend *b, char *note,
+                          size_t cap)
+{
+    *b = s->b;
+    const char *url = c->o.db, *why = "";
+    if (!s->given && s->start(c, &url, &why) != 0) {
+        snprintf(note, cap, "%s skipped: no private server: %s", b->name, why);
+        fprintf(stderr, "seckill: bench persist: %s\n", note);
+        return 0;
+    }
+    snprintf(b->url, sizeof b->url, "%s", url);
+    return 1;
 }
 
 /* The four phases on one backend, a table, and the target line. *batched
@@ -371,12 +408,13 @@ static int run_backend(struct ctx *c, struct backend *b, double *batched)
            "orders/s");
     fflush(stdout);
     struct result res[NPHASES];
-    int (*fn[NPHASES])(struct ctx *, struct backend *, int64_t, int64_t,
-                       struct result *) = {phase_worker, phase_worker, phase_store, phase_store};
+    static const struct phase worker = {phase_worker, "worker, per row", "worker, batched"},
+                              store = {phase_store, "store only, per row", "store only, batched"};
+    const struct phase *ph[NPHASES] = {&worker, &worker, &store, &store};
     int64_t rows[NPHASES] = {c->o.rows, c->o.per_row_rows, c->o.rows, c->o.per_row_rows};
     int64_t batch[NPHASES] = {c->o.batch, 1, c->o.batch, 1};
     for (int i = 0; i < NPHASES; i++) {
-        int rc = fn[i](c, b, rows[i], batch[i], &res[i]);
+        int rc = run_phase(c, b, ph[i], rows[i], batch[i], &res[i]);
         if (rc) return rc;
         printf("  %-22s %6" PRId64 " %9" PRId64 " %9.3f %12.0f\n", res[i].name, res[i].batch,
                res[i].rows, res[i].secs, (double)res[i].rows / res[i].secs);
@@ -504,39 +542,14 @@ int sk_bench_persist(int argc, char **argv)
     memset(be, 0, sizeof be);
     int nbe = 0;
     if (want_sqlite) be[nbe++] = (struct backend){.name = "SQLite", .target = TARGET_SQLITE_PER_S};
-    char pg_note[600] = "";
-    if (want_pg) {
-        struct backend *b = &be[nbe];
-        *b = (struct backend){.pg = 1, .name = "PostgreSQL", .target = TARGET_PG_PER_S};
-        if (pg_url) {
-            snprintf(b->url, sizeof b->url, "%s", c.o.db);
-            nbe++;
-        } else if (sk_pg_spawn_start(&c.pgs, c.o.pg_set) == 0) {
-            /* Before any other thread or connection: it forks. */
-            snprintf(b->url, sizeof b->url, "%s", c.pgs.url);
-            nbe++;
-        } else {
-            snprintf(pg_note, sizeof pg_note, "PostgreSQL skipped: no private server: %s",
-                     c.pgs.errstr);
-            fprintf(stderr, "seckill: bench persist: %s\n", pg_note);
-        }
-    }
-    char my_note[600] = "";
-    if (want_my) {
-        struct backend *b = &be[nbe];
-        *b = (struct backend){.my = 1, .name = "MariaDB", .target = TARGET_MY_PER_S};
-        if (my_url) {
-            snprintf(b->url, sizeof b->url, "%s", db);
-            nbe++;
-        } else if (sk_mysql_spawn_start(&c.mys, c.o.my_set) == 0) {
-            snprintf(b->url, sizeof b->url, "%s", c.mys.url);
-            nbe++;
-        } else {
-            snprintf(my_note, sizeof my_note, "MariaDB skipped: no private server: %s",
-                     c.mys.errstr);
-            fprintf(stderr, "seckill: bench persist: %s\n", my_note);
-        }
-    }
+    /* PostgreSQL, then MariaDB: the server given, else a private one
+     * (started before any other thread or connection: it forks). */
+    const struct server srv[2] = {
+        {want_pg, pg_url, start_pg, {.pg = 1, .name = "PostgreSQL", .target = TARGET_PG_PER_S}},
+        {want_my, my_url, start_my, {.my = 1, .name = "MariaDB", .target = TARGET_MY_PER_S}}};
+    char note[2][600] = {"", ""};
+    for (int i = 0; i < 2; i++)
+        if (srv[i].want) nbe += backend_server(&c, &srv[i], &be[nbe], note[i], sizeof note[i]);
 
     snprintf(c.dir, sizeof c.dir, "%s/seckill-bench-persist-XXXXXX", c.o.dir);
     int rc = 0;
@@ -555,16 +568,13 @@ int sk_bench_persist(int argc, char **argv)
         rc = fail("%s", err);
         goto out;
     }
-    char redis_ver[64] = "?", cpu[256];
+    char redis_ver[64] = "?", cpu[256], kernel[200];
     sk_redis_info_field(c.r, "server", "redis_version", redis_ver, sizeof redis_ver);
-    sk_bench_cpu_model(cpu, sizeof cpu);
-    struct utsname un;
-    uname(&un);
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench persist: redis-server %s (private, no persistence); worker batch %" PRId64
            ", %" PRId64 " entries (per row: %" PRId64 ")\n",
            redis_ver, c.o.batch, c.o.rows, c.o.per_row_rows);
-    printf("  machine: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, un.sysname,
-           un.release);
+    printf("  machine: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     if (want_sqlite)
         printf("  SQLite %s (WAL, synchronous=FULL) on %s (%s)\n", sqlite3_libversion(), c.o.dir,
                fs_name(c.dir));
@@ -582,8 +592,8 @@ int sk_bench_persist(int argc, char **argv)
             printf("  (private server started for this run, data in %s (%s))\n", c.pgs.dir,
                    fs_name(c.pgs.dir));
     }
-    if (pg_note[0]) printf("  %s\n", pg_note);
-    if (my_note[0]) printf("  %s\n", my_note);
+    for (int i = 0; i < 2; i++)
+        if (note[i][0]) printf("  %s\n", note[i]);
     fflush(stdout);
 
     double rate[3] = {0, 0, 0};

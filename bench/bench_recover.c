@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -391,6 +390,19 @@ static int admit(sk_redis *r, uint64_t aid, int64_t n)
     return rc;
 }
 
+/* sk_recover_activity of aid into *rep, timed into *secs: apply 1 rebuilds
+ * and replays, 0 only checks. 0, or the failure (printed). */
+static int recover_timed(sk_store *st, sk_redis *r, uint64_t aid, int apply,
+                         struct sk_recover_report *rep, double *secs)
+{
+    struct sk_recover_opts ro = {.apply = apply, .actor = "bench"};
+    char err[512];
+    int64_t t0 = sk_mono_us();
+    int rc = sk_recover_activity(st, r, aid, &ro, rep, err, sizeof err);
+    *secs = (double)(sk_mono_us() - t0) / 1e6;
+    return rc < 0 ? fail("%s: %s", apply ? "recover" : "check", err) : 0;
+}
+
 static int replay_one(const struct opts *o, const char *name, const char *spec,
                       const char *redis_url, uint64_t aid)
 {
@@ -418,18 +430,10 @@ static int replay_one(const struct opts *o, const char *name, const char *spec,
     sk_worker_free(w);
     /* Redis restarted empty: every key of the activity gone */
     if (rc == 0 && sk_stock_drop(r, aid) < 0) rc = fail("drop: %s", r->errstr);
-    struct sk_recover_opts ro = {.apply = 1, .actor = "bench"};
-    struct sk_recover_report rep = {0};
-    t0 = sk_mono_us();
-    if (rc == 0 && sk_recover_activity(st, r, aid, &ro, &rep, err, sizeof err) < 0)
-        rc = fail("recover: %s", err);
-    double replay_s = (double)(sk_mono_us() - t0) / 1e6;
-    struct sk_recover_opts dry = {.apply = 0, .actor = "bench"};
-    struct sk_recover_report rep2 = {0};
-    t0 = sk_mono_us();
-    if (rc == 0 && sk_recover_activity(st, r, aid, &dry, &rep2, err, sizeof err) < 0)
-        rc = fail("check: %s", err);
-    double check_s = (double)(sk_mono_us() - t0) / 1e6;
+    struct sk_recover_report rep = {0}, rep2 = {0};
+    double replay_s = 0, check_s = 0;
+    if (rc == 0) rc = recover_timed(st, r, aid, 1, &rep, &replay_s);
+    if (rc == 0) rc = recover_timed(st, r, aid, 0, &rep2, &check_s);
     struct sk_stock_state s;
     if (rc == 0 && (sk_stock_state(r, aid, &s) < 0 || s.held != o->orders || s.fenced ||
                     rep.orders_replayed != o->orders || rep2.needed))
@@ -513,12 +517,9 @@ int sk_bench_recover(int argc, char **argv)
     struct sk_pg_spawn pgs = {0};
     /* before any thread exists: it forks */
     int have_pg = o.replay && !o.db && sk_pg_spawn_start(&pgs, NULL) == 0;
-    char cpu[128];
-    struct utsname un;
-    sk_bench_cpu_model(cpu, sizeof cpu);
-    uname(&un);
-    printf("seckill-bench recover: %ld cpus, %s, %s %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
-           un.sysname, un.release);
+    char cpu[128], kernel[200];
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
+    printf("seckill-bench recover: %ld cpus, %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu, kernel);
     int rc = o.fence ? fence_part(&o) : 0;
     if (rc == 0 && o.replay) rc = replay_part(&o, &pgs, have_pg);
     sk_pg_spawn_stop(&pgs);

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -234,16 +233,14 @@ int sk_bench_scrape(int argc, char **argv)
                     (double)sc.took_us.max / 1000.0, sc.metrics_bytes, sc.json_bytes);
         sk_load_result_free(&res);
     }
-    struct utsname u;
-    uname(&u);
-    char cpu[128] = "";
-    sk_bench_cpu_model(cpu, sizeof cpu);
+    char cpu[128], kernel[200];
+    sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     double a99 = median(r[0], o.rounds, offsetof(struct round, p99)),
            b99 = median(r[1], o.rounds, offsetof(struct round, p99));
-    printf("seckill-bench scrape: %s %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
+    printf("seckill-bench scrape: %s, %ld CPUs (%s); 2 HTTP processes + worker, %.0f "
            "purchases/s, %d connections, %d x %d s rounds each\n",
-           u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), cpu, o.rate, o.connections,
-           o.rounds, o.duration_s);
+           kernel, sysconf(_SC_NPROCESSORS_ONLN), cpu, o.rate, o.connections, o.rounds,
+           o.duration_s);
     printf("%-34s %10s %10s %10s %10s\n", "admission latency (median of rounds)", "req/s", "p50 ms",
            "p99 ms", "p99.9 ms");
     for (int w = 0; w < 2; w++)

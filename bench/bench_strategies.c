@@ -58,6 +58,8 @@
 
 #include "bench/bench_int.h"
 #include "bench/bench_mysql.h"
+#include "bench/bench_opts.h"
+#include "bench/bench_util.h"
 #include "bench/chart.h"
 #include "bench/strategies_int.h"
 #include "core/cli.h"
@@ -83,15 +85,6 @@ const struct sk_bench_sdesc sk_bench_sdef[SID_COUNT] = {
     [SID_LUA_BATCH] = {"lua_batch", "Redis+Lua batched", "redis"},
     [SID_SEGMENTED] = {"segmented", "Redis+Lua segmented", "redis"},
 };
-
-/* Set by SIGINT/SIGTERM: a lock-free atomic is signal-safe and race-free. */
-atomic_int sk_bench_sint;
-
-static void sk_bench_on_sig(int sig)
-{
-    (void)sig;
-    sk_bench_sint = 1;
-}
 
 static int usage(FILE *f)
 {
@@ -131,64 +124,32 @@ static int usage(FILE *f)
 
 static int parse_opts(int argc, char **argv, struct sk_bench_sopts *o, int *help)
 {
-    static const struct {
-        const char *name;
-        int64_t lo, hi;
-        size_t off;
-    } nums[] = {
-        {"--stock", 1, 10000000, offsetof(struct sk_bench_sopts, stock)},
-        {"--requests", 1, 5000000, offsetof(struct sk_bench_sopts, requests)},
-        {"--users", 1, 5000000, offsetof(struct sk_bench_sopts, users)},
-        {"--conns", 1, 128, offsetof(struct sk_bench_sopts, conns)},
-        {"--batch", 1, SK_BATCH_MAX, offsetof(struct sk_bench_sopts, batch)},
-        {"--duration", 1, 600, offsetof(struct sk_bench_sopts, duration_s)},
+    static const struct sk_bench_opt opts[] = {
+        {"--quick", SK_BENCH_OPT_FLAG, offsetof(struct sk_bench_sopts, quick), 0, 0, NULL},
+        {"--stock", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, stock), 1, 10000000, NULL},
+        {"--requests", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, requests), 1, 5000000,
+         NULL},
+        {"--users", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, users), 1, 5000000, NULL},
+        {"--conns", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, conns), 1, 128, NULL},
+        {"--batch", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, batch), 1, SK_BATCH_MAX,
+         NULL},
+        {"--duration", SK_BENCH_OPT_INT, offsetof(struct sk_bench_sopts, duration_s), 1, 600, NULL},
+        {"--json", SK_BENCH_OPT_FLAG, offsetof(struct sk_bench_sopts, json), 0, 0, NULL},
+        {"--chart", SK_BENCH_OPT_STR, offsetof(struct sk_bench_sopts, chart), 0, 0, "a file name"},
+        {"--chart-from", SK_BENCH_OPT_STR, offsetof(struct sk_bench_sopts, chart_from), 0, 0,
+         "a file name"},
     };
     /* --quick first: explicit sizes given with it override its defaults. */
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--quick")) {
-            o->quick = 1;
             o->stock = 500;
             o->requests = 5000;
             o->conns = 16;
             o->duration_s = 4;
         }
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(a, "--json") || !strcmp(a, "--quick")) {
-            o->json |= !strcmp(a, "--json");
-            continue;
-        }
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-        int matched = 0;
-        if ((nl == 7 && !strncmp(a, "--chart", 7)) ||
-            (nl == 12 && !strncmp(a, "--chart-from", 12))) {
-            if (!val || !*val)
-                return sk_cli_usage_error("bench strategies: %.*s needs a file name", (int)nl, a);
-            if (nl == 7)
-                o->chart = val;
-            else
-                o->chart_from = val;
-            matched = 1;
-        }
-        for (size_t j = 0; !matched && j < sizeof nums / sizeof nums[0]; j++) {
-            if (strlen(nums[j].name) != nl || strncmp(a, nums[j].name, nl) != 0) continue;
-            int64_t *dst = (int64_t *)(void *)((char *)o + nums[j].off);
-            if (!val || sk_cli_parse_i64(val, nums[j].lo, nums[j].hi, dst) < 0)
-                return sk_cli_usage_error("bench strategies: %s needs an integer in %" PRId64
-                                          "..%" PRId64,
-                                          nums[j].name, nums[j].lo, nums[j].hi);
-            matched = 1;
-        }
-        if (!matched)
-            return sk_cli_usage_error("bench strategies: unknown option '%s' (see --help)", a);
-        if (!eq) i++;
-    }
+    int rc =
+        sk_bench_opts_parse("strategies", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
+    if (rc || *help) return rc;
     if (o->users <= 0) o->users = o->requests - o->requests / 10; /* 10% repeats */
     if (o->users > o->requests)
         return sk_cli_usage_error("bench strategies: --users (%" PRId64
@@ -343,12 +304,7 @@ int sk_bench_strategies(int argc, char **argv)
     }
     const struct sk_bench_sopts *o = &c->o;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sk_bench_on_sig;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a lost connection is an error, not a death */
+    sk_bench_catch_signals(NULL);
 
     c->ref[REF_SAME] = (struct sk_bench_ref){
         .id = "redis_benchmark_purchase",
@@ -373,15 +329,15 @@ int sk_bench_strategies(int argc, char **argv)
     }
     if (!c->users || start_servers(c) < 0) goto done;
 
-    for (int i = 0; i < SID_COUNT && !sk_bench_sint; i++) {
+    for (int i = 0; i < SID_COUNT && !sk_bench_interrupted; i++) {
         if (!o->json) fprintf(stderr, "seckill: bench strategies: %s...\n", sk_bench_sdef[i].label);
         sk_bench_strat_run(c, (enum sk_bench_sid)i);
     }
-    for (int i = 0; i < REF_COUNT && !sk_bench_sint; i++) {
+    for (int i = 0; i < REF_COUNT && !sk_bench_interrupted; i++) {
         if (!o->json) fprintf(stderr, "seckill: bench strategies: %s...\n", c->ref[i].label);
         sk_bench_strat_reference(c, i);
     }
-    int ok = !sk_bench_sint;
+    int ok = !sk_bench_interrupted;
     for (int i = 0; i < SID_COUNT; i++)
         if (c->s[i].status != ST_RAN || !c->s[i].ok) ok = 0;
     json_t *root = sk_bench_strat_json(c, ok);
@@ -405,7 +361,7 @@ int sk_bench_strategies(int argc, char **argv)
         }
     }
     json_decref(root);
-    if (sk_bench_sint) fprintf(stderr, "seckill: bench strategies: interrupted\n");
+    if (sk_bench_interrupted) fprintf(stderr, "seckill: bench strategies: interrupted\n");
     exit_code = ok ? SK_EXIT_OK : SK_EXIT_FAIL;
 done:
     stop_servers(c);

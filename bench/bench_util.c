@@ -13,11 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/codes.h"
 #include "core/error.h"
+#include "engine/stock.h"
+#include "tests/support/spawn/proc_stat.h"
 
 const char *sk_bench_seckill_bin(void)
 {
@@ -192,21 +196,24 @@ void sk_bench_cpu_model(char *out, size_t cap)
     fclose(f);
 }
 
+void sk_bench_machine(char *cpu, size_t cpucap, char *kernel, size_t kcap)
+{
+    sk_bench_cpu_model(cpu, cpucap);
+    struct utsname un;
+    if (uname(&un) == 0)
+        snprintf(kernel, kcap, "%s %s", un.sysname, un.release);
+    else
+        snprintf(kernel, kcap, "unknown");
+}
+
 double sk_bench_pid_cpu_seconds(pid_t pid)
 {
     if (pid <= 0) return 0;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* fields after the command name, which may contain spaces: from the
-     * last ')' on, utime and stime are the 12th and 13th */
-    const char *p = strrchr(buf, ')');
+    char buf[1024];
+    /* after the command name, utime and stime are the 12th and 13th fields */
+    const char *p = sk_proc_stat_fields(pid, buf, sizeof buf);
     unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    if (!p || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -220,17 +227,11 @@ int sk_bench_with_children(pid_t pid, pid_t *out, int cap)
     struct dirent *e;
     while (d && (e = readdir(d)) && n < cap) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *p = strrchr(buf, ')');
+        char buf[512];
+        pid_t child = (pid_t)atoi(e->d_name);
+        const char *p = sk_proc_stat_fields(child, buf, sizeof buf);
         int ppid;
-        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == (int)pid)
-            out[n++] = (pid_t)atoi(e->d_name);
+        if (p && sscanf(p, "%*c %d", &ppid) == 1 && ppid == (int)pid) out[n++] = child;
     }
     if (d) closedir(d);
     return n;
@@ -244,4 +245,86 @@ double sk_bench_tree_cpu_seconds(pid_t root)
     for (int i = 0; i < n; i++)
         t += sk_bench_pid_cpu_seconds(ps[i]);
     return t;
+}
+
+int sk_bench_threads_start(pthread_barrier_t *bar, void *items, size_t n, size_t size,
+                           size_t tid_off, void *(*fn)(void *), char *note, size_t cap)
+{
+    if (pthread_barrier_init(bar, NULL, (unsigned)n + 1) != 0)
+        return sk_errf(note, cap, SK_ENOMEM, "pthread_barrier_init failed");
+    for (size_t i = 0; i < n; i++) {
+        char *item = (char *)items + i * size;
+        if (pthread_create((pthread_t *)(void *)(item + tid_off), NULL, fn, item) != 0) {
+            fprintf(stderr, "seckill: pthread_create failed\n");
+            abort();
+        }
+    }
+    return 0;
+}
+
+int sk_bench_call_init(struct sk_bench_call *c, size_t batch)
+{
+    memset(c, 0, sizeof *c);
+    c->cap = SK_BATCH_ARG_BYTES(batch);
+    c->kcap = SK_BATCH_KEY_BYTES(batch);
+    c->res = calloc(batch, sizeof *c->res);
+    c->buf = malloc(c->cap + c->kcap);
+    c->args = calloc(SK_BATCH_ARGC(batch), sizeof *c->args);
+    c->lens = calloc(SK_BATCH_ARGC(batch), sizeof *c->lens);
+    c->keys = calloc(SK_BATCH_KEYC(batch), sizeof *c->keys);
+    return c->res && c->buf && c->args && c->lens && c->keys ? 0 : SK_ENOMEM;
+}
+
+void sk_bench_call_free(struct sk_bench_call *c)
+{
+    free(c->res);
+    free(c->buf);
+    free(c->args);
+    free(c->lens);
+    free(c->keys);
+}
+
+int sk_bench_preheat_open(sk_redis *ctl, uint64_t aid, int64_t stock, int segs, int force,
+                          char *err, size_t cap)
+{
+    int64_t now = sk_wall_ms(), left;
+    struct sk_stock_def d = {.id = aid,
+                             .initial = stock,
+                             .per_user_limit = 1,
+                             .max_per_order = 1,
+                             .start_ms = now - 60000,
+                             .end_ms = now + 86400000,
+                             .segments = segs};
+    int code;
+    int rc = sk_stock_preheat(ctl, &d, force, &code, &left);
+    if (rc < 0) return sk_errf(err, cap, rc, "preheat: %.200s", ctl->errstr);
+    if (code != SK_RC_PREHEATED)
+        return sk_errf(err, cap, SK_ESTATE, "preheat of activity %" PRIu64 ": %s", aid,
+                       sk_rc_name(code));
+    if ((rc = sk_stock_set_open(ctl, aid, 1, &code)) < 0)
+        return sk_errf(err, cap, rc, "open: %.200s", ctl->errstr);
+    if (code != SK_RC_OK) return sk_errf(err, cap, SK_ESTATE, "open: %s", sk_rc_name(code));
+    return 0;
+}
+
+atomic_int sk_bench_interrupted;
+static void (*volatile on_interrupt)(void);
+
+static void interrupted(int sig)
+{
+    (void)sig;
+    atomic_store(&sk_bench_interrupted, 1);
+    if (on_interrupt) on_interrupt();
+}
+
+void sk_bench_catch_signals(void (*also)(void))
+{
+    on_interrupt = also;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = interrupted;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }

@@ -1,11 +1,13 @@
 /* bench_util.h - helpers shared by the `seckill-bench ...` programs. */
 #ifndef SK_BENCH_UTIL_H
 #define SK_BENCH_UTIL_H
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "engine/stock.h"
 #include "redis/redis_conn.h"
 
 /* The seckill binary the benchmarks run as servers (serve, worker):
@@ -40,5 +42,50 @@ double sk_bench_tree_cpu_seconds(pid_t root);
 
 /* The CPU model name from /proc/cpuinfo ("unknown" when absent). */
 void sk_bench_cpu_model(char *out, size_t cap);
+
+/* The CPU model (sk_bench_cpu_model) into cpu and the kernel ("Linux
+ * 6.1.0-18-amd64", "unknown") into kernel: the machine line of a report. */
+void sk_bench_machine(char *cpu, size_t cpucap, char *kernel, size_t kcap);
+
+/* Starts fn on each of the n items of size bytes at items (each holds its
+ * pthread_t tid_off bytes in), threads that meet the caller at bar, made
+ * here for n + 1 parties. 0, or SK_ENOMEM with the reason in note when
+ * the barrier cannot be made (no thread started). A thread that cannot
+ * start would leave the barrier waiting forever: the process aborts. */
+int sk_bench_threads_start(pthread_barrier_t *bar, void *items, size_t n, size_t size,
+                           size_t tid_off, void *(*fn)(void *), char *note, size_t cap);
+
+/* The buffers of one purchase_batch call of up to a batch of purchases:
+ * its arguments (cap bytes of buf), then its keys (kcap bytes), their
+ * pointers and lengths, and the admissions of its reply. */
+struct sk_bench_call {
+    struct sk_admission *res;
+    char *buf;
+    size_t cap, kcap;
+    const char **args;
+    size_t *lens;
+    const char **keys;
+};
+
+/* Allocates c's buffers for batch purchases (c is zeroed first): 0 or
+ * SK_ENOMEM; either way sk_bench_call_free releases them. */
+int sk_bench_call_init(struct sk_bench_call *c, size_t batch);
+void sk_bench_call_free(struct sk_bench_call *c);
+
+/* Preheats activity aid as the benchmarks sell it: stock units in segs
+ * segments, one unit per user and per order, on sale from a minute ago
+ * for a day; force overwrites an earlier definition. Then opens it. 0, or
+ * an error with the reason in err. */
+int sk_bench_preheat_open(sk_redis *ctl, uint64_t aid, int64_t stock, int segs, int force,
+                          char *err, size_t cap);
+
+/* Set by SIGINT/SIGTERM once sk_bench_catch_signals ran, read by the
+ * benchmark's threads: a lock-free atomic is signal-safe and race-free. */
+extern atomic_int sk_bench_interrupted;
+
+/* SIGINT and SIGTERM set sk_bench_interrupted and then call also (NULL:
+ * nothing; it runs in the handler, so async-signal-safe only); SIGPIPE is
+ * ignored: a lost connection is an error, not a death. */
+void sk_bench_catch_signals(void (*also)(void));
 
 #endif

@@ -13,6 +13,7 @@
 #include <mysql.h>
 
 #include "bench/bench_mysql.h"
+#include "bench/bench_util.h"
 #include "bench/strategies_int.h"
 #include "core/clock.h"
 #include "core/codes.h"
@@ -514,7 +515,7 @@ static void pump(struct sk_bench_sw *w)
     int64_t unit = run->sid == SID_LUA_BATCH || run->sid == SID_SEGMENTED ? o->batch : 1;
     int outs[SK_BATCH_MAX];
     for (;;) {
-        if (atomic_load(&run->stop) || sk_bench_sint) break;
+        if (atomic_load(&run->stop) || sk_bench_interrupted) break;
         if (sk_mono_us() > run->deadline_us) {
             atomic_store(&run->cut, 1);
             break;

@@ -153,10 +153,6 @@ struct sk_bench_sw {
     char err[256];
 };
 
-/* Set by SIGINT/SIGTERM (bench_strategies.c): a lock-free atomic is
- * signal-safe and race-free. */
-extern atomic_int sk_bench_sint;
-
 /* strategies_client.c: a seeded splitmix64 step (the demand and the lock's
  * jitter). */
 uint64_t sk_bench_strat_rng(uint64_t *s);

@@ -4,7 +4,6 @@
  * table's ratios and of the chart, and the readable table. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "bench/bench_util.h"
@@ -121,10 +120,8 @@ json_t *sk_bench_strat_json(const struct sk_bench_sctx *c, int ok)
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string("strategies"));
     char model[160];
-    sk_bench_cpu_model(model, sizeof model);
-    struct utsname un;
-    char kernel[200] = "unknown";
-    if (uname(&un) == 0) snprintf(kernel, sizeof kernel, "%s %s", un.sysname, un.release);
+    char kernel[200];
+    sk_bench_machine(model, sizeof model, kernel, sizeof kernel);
     json_t *m = json_object();
     json_object_set_new(m, "cpus", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
     json_object_set_new(m, "cpu_model", json_string(model));

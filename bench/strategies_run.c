@@ -51,26 +51,36 @@ static int setup_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, char *e
 {
     run->aid = SK_BENCH_AID_BASE + (uint64_t)run->sid;
     sk_stock_drop(c->ctl, run->aid);
-    int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {.id = run->aid,
-                             .initial = c->o.stock,
-                             .per_user_limit = 1,
-                             .max_per_order = 1,
-                             .start_ms = now - 60000,
-                             .end_ms = now + 86400000,
-                             .segments = run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1};
-    int rc, code;
-    int64_t left;
-    if ((rc = sk_stock_preheat(c->ctl, &d, 1, &code, &left)) < 0 ||
-        (code == SK_RC_PREHEATED && (rc = sk_stock_set_open(c->ctl, run->aid, 1, &code)) < 0)) {
-        snprintf(err, cap, "preheat: %.200s", c->ctl->errstr);
-        return rc;
-    }
-    if (code != SK_RC_OK && code != SK_RC_PREHEATED) {
-        snprintf(err, cap, "preheat: %s", sk_rc_name(code));
-        return SK_ESTATE;
-    }
-    return 0;
+    return sk_bench_preheat_open(c->ctl, run->aid, c->o.stock,
+                                 run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1, 1, err, cap);
+}
+
+/* The tables of the database strategies, one script per engine (MariaDB's
+ * InnoDB, as the seeds have them). No CHECK (stock >= 0): the conditional
+ * UPDATE alone must hold the line, and the verification would see a
+ * negative stock. */
+static const char *const schema[SID_COUNT] = {
+    [SID_PG] = "DROP TABLE IF EXISTS orders, items;"
+               "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL);"
+               "CREATE TABLE orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL UNIQUE,"
+               " item_id int NOT NULL, created_at timestamptz NOT NULL DEFAULT now());",
+    [SID_MYSQL] = "DROP TABLE IF EXISTS orders, items;"
+                  "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL) ENGINE=InnoDB;"
+                  "CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, user_id bigint"
+                  " NOT NULL UNIQUE, item_id int NOT NULL, created_at timestamp(6) NOT NULL"
+                  " DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB;",
+    [SID_SQLITE] = "PRAGMA journal_mode=WAL;"
+                   "CREATE TABLE items (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL);"
+                   "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL UNIQUE,"
+                   " item_id INTEGER NOT NULL, created_at INTEGER NOT NULL DEFAULT"
+                   " (strftime('%s', 'now')));",
+};
+
+/* Strategy sid's schema script and its stock row into sql (cap bytes). */
+static void schema_sql(char *sql, size_t cap, int sid, int64_t stock)
+{
+    snprintf(sql, cap, "%sINSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", schema[sid],
+             stock);
 }
 
 static int pg_exec(PGconn *pg, const char *sql, char *err, size_t cap)
@@ -97,19 +107,9 @@ static int setup_pg(struct sk_bench_sctx *c, char *err, size_t cap)
         return SK_EDB;
     }
     PQsetNoticeProcessor(pg, pg_quiet, NULL);
-    char ins[128];
-    snprintf(ins, sizeof ins, "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", c->o.stock);
-    /* No CHECK (stock >= 0): the conditional UPDATE alone must hold the line,
-     * and the verification would see a negative stock. */
-    int rc = pg_exec(pg, "DROP TABLE IF EXISTS orders, items", err, cap);
-    if (rc == 0)
-        rc = pg_exec(pg, "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL)", err, cap);
-    if (rc == 0)
-        rc = pg_exec(pg,
-                     "CREATE TABLE orders (id bigserial PRIMARY KEY, user_id bigint NOT NULL "
-                     "UNIQUE, item_id int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
-                     err, cap);
-    if (rc == 0) rc = pg_exec(pg, ins, err, cap);
+    char sql[600];
+    schema_sql(sql, sizeof sql, SID_PG, c->o.stock);
+    int rc = pg_exec(pg, sql, err, cap);
     PQfinish(pg);
     return rc;
 }
@@ -123,20 +123,12 @@ static int sq_exec(sqlite3 *db, const char *sql, char *err, size_t cap)
     return SK_EDB;
 }
 
-/* The same tables on MariaDB (InnoDB, as the seeds have them). */
 static int setup_my(struct sk_bench_sctx *c, char *err, size_t cap)
 {
     struct st_mysql *m = sk_bench_my_connect(c->my.url, err, cap);
     if (!m) return SK_EDB;
     char sql[600];
-    snprintf(sql, sizeof sql,
-             "DROP TABLE IF EXISTS orders, items;"
-             "CREATE TABLE items (id int PRIMARY KEY, stock int NOT NULL) ENGINE=InnoDB;"
-             "CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, user_id bigint NOT NULL"
-             " UNIQUE, item_id int NOT NULL, created_at timestamp(6) NOT NULL DEFAULT"
-             " CURRENT_TIMESTAMP(6)) ENGINE=InnoDB;"
-             "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")",
-             c->o.stock);
+    schema_sql(sql, sizeof sql, SID_MYSQL, c->o.stock);
     int rc = sk_bench_my_exec(m, sql, err, cap) == 0 ? 0 : SK_EDB;
     sk_bench_my_close(m);
     return rc;
@@ -154,19 +146,9 @@ static int setup_sqlite(struct sk_bench_sctx *c, char *err, size_t cap)
         sqlite3_close_v2(db);
         return SK_EDB;
     }
-    char ins[128];
-    snprintf(ins, sizeof ins, "INSERT INTO items (id, stock) VALUES (1, %" PRId64 ")", c->o.stock);
-    int rc = sq_exec(db, "PRAGMA journal_mode=WAL", err, cap);
-    if (rc == 0)
-        rc = sq_exec(db, "CREATE TABLE items (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL)", err,
-                     cap);
-    if (rc == 0)
-        rc = sq_exec(db,
-                     "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL "
-                     "UNIQUE, item_id INTEGER NOT NULL, created_at INTEGER NOT NULL DEFAULT "
-                     "(strftime('%s', 'now')))",
-                     err, cap);
-    if (rc == 0) rc = sq_exec(db, ins, err, cap);
+    char sql[600];
+    schema_sql(sql, sizeof sql, SID_SQLITE, c->o.stock);
+    int rc = sq_exec(db, sql, err, cap);
     sqlite3_close_v2(db);
     return rc;
 }
@@ -315,7 +297,7 @@ static struct sk_bench_sw *new_clients(struct sk_bench_srun *run, size_t nw)
             if (!ws[i].p || !ws[i].res) rc = SK_ENOMEM;
         }
     }
-    if (rc < 0 || pthread_barrier_init(&run->bar, NULL, (unsigned)nw + 1) != 0) {
+    if (rc < 0) {
         for (size_t i = 0; i < nw; i++)
             sk_bench_strat_client_close(&ws[i]);
         free(ws);
@@ -428,12 +410,14 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
         snprintf(s->note, sizeof s->note, "out of memory");
         return;
     }
-    for (size_t i = 0; i < nw; i++)
-        if (pthread_create(&ws[i].tid, NULL, sk_bench_strat_client_main, &ws[i]) != 0) {
-            /* The barrier counts every thread: a missing one would hang it. */
-            fprintf(stderr, "seckill: pthread_create failed\n");
-            abort();
-        }
+    if (sk_bench_threads_start(&run.bar, ws, nw, sizeof *ws, offsetof(struct sk_bench_sw, tid),
+                               sk_bench_strat_client_main, s->note, sizeof s->note) < 0) {
+        for (size_t i = 0; i < nw; i++)
+            sk_bench_strat_client_close(&ws[i]);
+        free(ws);
+        s->status = ST_SKIPPED;
+        return;
+    }
     pthread_barrier_wait(&run.bar);
     double scpu0 = server_cpu(c, sid);
     double ccpu0 = sk_bench_self_cpu_seconds(), mcpu0 = sk_bench_machine_cpu_seconds();
@@ -451,7 +435,7 @@ void sk_bench_strat_run(struct sk_bench_sctx *c, enum sk_bench_sid sid)
     pthread_barrier_destroy(&run.bar);
     free(ws);
     s->status = ST_RAN;
-    s->cut = atomic_load(&run.cut) || sk_bench_sint;
+    s->cut = atomic_load(&run.cut) || sk_bench_interrupted;
     s->secs = (double)(t1 - run.t0_us) / 1e6;
     s->sellout_secs = (double)(last_admit - run.t0_us) / 1e6;
     s->client_cpu_s = ccpu1 - ccpu0;
@@ -469,7 +453,7 @@ static int run_reference(struct sk_bench_sctx *c, struct sk_bench_ref *ref, cons
 {
     double cpu0 = sk_bench_redis_cpu_seconds(c->ctl);
     int64_t t0 = sk_mono_us();
-    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_sint,
+    int rc = sk_bench_redis_benchmark(argv, c->o.duration_s * 1000 + 10000, &sk_bench_interrupted,
                                       &ref->rps, ref->note, sizeof ref->note);
     ref->secs = (double)(sk_mono_us() - t0) / 1e6;
     ref->cpu_s = sk_bench_redis_cpu_seconds(c->ctl) - cpu0;
@@ -502,19 +486,7 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         snprintf(aid, sizeof aid, "%" PRIu64, id);
         int64_t stock = which == REF_SAME ? c->o.stock : ref->n + 1024; /* + whole pipelines */
         sk_stock_drop(c->ctl, id);
-        int64_t now = sk_wall_ms(), left;
-        struct sk_stock_def d = {.id = id,
-                                 .initial = stock,
-                                 .per_user_limit = 1,
-                                 .max_per_order = 1,
-                                 .start_ms = now - 60000,
-                                 .end_ms = now + 86400000};
-        int code;
-        if (sk_stock_preheat(c->ctl, &d, 1, &code, &left) < 0 ||
-            sk_stock_set_open(c->ctl, id, 1, &code) < 0) {
-            snprintf(ref->note, sizeof ref->note, "preheat: %.200s", c->ctl->errstr);
-            return;
-        }
+        if (sk_bench_preheat_open(c->ctl, id, stock, 1, 1, ref->note, sizeof ref->note) < 0) return;
         struct sk_keys k;
         sk_keys_for(&k, id);
         argv[a++] = "-r";

@@ -14,6 +14,7 @@
 #include "engine/backlog.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
+#include "orders/job_conns.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "redis/reply.h"
@@ -69,8 +70,7 @@ int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
         return SK_ENOMEM;
     }
     s->w = w;
-    int rc = sk_redis_new(&s->r, redis_url, 1000, 2000, err, cap);
-    if (rc == 0) rc = sk_store_open(&s->st, db_spec, err, cap);
+    int rc = sk_job_conns_open(&s->r, &s->st, redis_url, 1000, 2000, db_spec, err, cap);
     if (rc) {
         sk_sampler_free(s);
         return rc;
@@ -82,8 +82,7 @@ int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
 void sk_sampler_free(sk_sampler *s)
 {
     if (!s) return;
-    sk_redis_free(s->r);
-    sk_store_close(s->st);
+    sk_job_conns_close(s->r, s->st);
     free(s->acts);
     free(s);
 }
@@ -227,8 +226,6 @@ void sk_sampler_pass(sk_sampler *s)
         a->end_ms = d->end_ms;
         a->segments = d->segments;
         a->db_stock = d->stock_db;
-        a->initial = d->stock;
-        a->remaining = d->stock;
         a->reconcile_drift = -1;
         a->backlog = a->oldest_age_ms = -1; /* unknown unless Redis says */
         if (smp->redis_ok && sample_redis(s->r, a) < 0) {

@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/vec.h"
+#include "orders/job_conns.h"
 #include "orders/order_worker_int.h"
 
 #define ONCE_FAILURES 10 /* consecutive failed passes before --once gives up (~10 s) */
@@ -109,12 +110,8 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
     }
     w->o.consumer = w->consumer;
     /* BLOCK must end before the command timeout. */
-    int rc = sk_redis_new(&w->r, w->redis_url, 1000, w->o.block_ms + 2000, err, cap);
-    if (rc) {
-        sk_worker_free(w);
-        return rc;
-    }
-    rc = sk_store_open(&w->st, w->db_spec, err, cap);
+    int rc = sk_job_conns_open(&w->r, &w->st, w->redis_url, 1000, w->o.block_ms + 2000, w->db_spec,
+                               err, cap);
     if (rc) {
         sk_worker_free(w);
         return rc;
@@ -134,8 +131,7 @@ nomem:
 void sk_worker_free(sk_worker *w)
 {
     if (!w) return;
-    sk_redis_free(w->r);
-    sk_store_close(w->st);
+    sk_job_conns_close(w->r, w->st);
     free(w->s);
     free(w->e);
     free(w->orders);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/stock.h"
+#include "orders/job_conns.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -91,15 +92,11 @@ int sk_sweeper_new(sk_sweeper **out, const struct sk_sweeper_opts *o, char *err,
     if (!sw->redis_url || !sw->db_spec || !sw->buf) goto oom;
     sw->o.redis_url = sw->redis_url;
     sw->o.db_spec = sw->db_spec;
-    char why[512];
-    int rc = sk_redis_new(&sw->r, sw->redis_url, 1000, 5000, why, sizeof why);
+    char why[600];
+    int rc =
+        sk_job_conns_open(&sw->r, &sw->st, sw->redis_url, 1000, 5000, sw->db_spec, why, sizeof why);
     if (rc) {
-        if (err) snprintf(err, cap, "sweeper: redis: %s", why);
-        sk_sweeper_free(sw);
-        return rc;
-    }
-    if ((rc = sk_store_open(&sw->st, sw->db_spec, why, sizeof why)) != 0) {
-        if (err) snprintf(err, cap, "sweeper: database: %s", why);
+        if (err) snprintf(err, cap, "sweeper: %s", why);
         sk_sweeper_free(sw);
         return rc;
     }
@@ -114,8 +111,7 @@ oom:
 void sk_sweeper_free(sk_sweeper *sw)
 {
     if (!sw) return;
-    sk_redis_free(sw->r);
-    sk_store_close(sw->st);
+    sk_job_conns_close(sw->r, sw->st);
     free(sw->buf);
     free(sw->redis_url);
     free(sw->db_spec);

@@ -10,18 +10,13 @@
 
 #include "core/clock.h"
 #include "support/harness.h"
+#include "tests/support/spawn/proc_stat.h"
 
 char sk_th_proc_state(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return p && p[1] == ' ' ? p[2] : 0;
+    char buf[512];
+    const char *p = sk_proc_stat_fields(pid, buf, sizeof buf);
+    return p ? p[0] : 0;
 }
 
 int sk_th_proc_children(pid_t pid, const char *comm, pid_t *out, int cap)
