@@ -360,7 +360,9 @@ static void send_pieces(int fd, const char *p, size_t n, size_t step)
     }
 }
 
-static int answer_status(int fd, char *tail, size_t cap)
+/* The status of the answer read from fd (its text into tail, cap bytes);
+ * closes fd. */
+static int answer_status_and_close(int fd, char *tail, size_t cap)
 {
     size_t len;
     int closed;
@@ -369,6 +371,7 @@ static int answer_status(int fd, char *tail, size_t cap)
     next_response(out, len, 0, &o);
     snprintf(tail, cap, "%s", out);
     free(out);
+    close(fd);
     return o.status;
 }
 
@@ -388,8 +391,7 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
                       purchase_path(id), MAX);
     send_pieces(fd, head, (size_t)hn, 7);
     send_pieces(fd, body, MAX, 100);
-    CHECK_MSG(answer_status(fd, out, sizeof out) == 200, "%s", out);
-    close(fd);
+    CHECK_MSG(answer_status_and_close(fd, out, sizeof out) == 200, "%s", out);
     /* chunked: 64 KiB in chunks of 100 bytes, each chunk in two writes */
     fd = dial(v.s.port);
     hn = snprintf(head, sizeof head,
@@ -407,8 +409,7 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
         if (k % 32 == 31) pause_ms(1);
     }
     sk_th_send_all(fd, "0\r\n\r\n", 5);
-    CHECK_MSG(answer_status(fd, out, sizeof out) == 200, "%s", out);
-    close(fd);
+    CHECK_MSG(answer_status_and_close(fd, out, sizeof out) == 200, "%s", out);
     /* Expect: 100-continue: the body only after the interim answer */
     fd = dial(v.s.port);
     hn = snprintf(head, sizeof head,
@@ -420,8 +421,7 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
     ssize_t got = recv(fd, cont, sizeof cont - 1, 0);
     CHECK_MSG(got == 25 && !strncmp(cont, "HTTP/1.1 100 Continue\r\n\r\n", 25), "got '%s'", cont);
     send_pieces(fd, body, MAX, 1000);
-    CHECK_MSG(answer_status(fd, out, sizeof out) == 200, "%s", out);
-    close(fd);
+    CHECK_MSG(answer_status_and_close(fd, out, sizeof out) == 200, "%s", out);
     /* one byte over, chunked (no length to refuse it early): 413, nothing bought */
     fd = dial(v.s.port);
     hn =
@@ -433,9 +433,9 @@ SK_TEST_T(bodies_of_64_kib_in_many_small_writes_buy_once_each, 60)
     char *over = big_body(MAX + 1);
     send_pieces(fd, over, MAX + 1, 1000);
     (void)!send(fd, "\r\n0\r\n\r\n", 7, MSG_NOSIGNAL);
-    CHECK_MSG(answer_status(fd, out, sizeof out) == 413 && strstr(out, "payload_too_large"), "%s",
-              out);
-    close(fd);
+    CHECK_MSG(answer_status_and_close(fd, out, sizeof out) == 413 &&
+                  strstr(out, "payload_too_large"),
+              "%s", out);
     free(over);
     free(body);
     expect_stats(&v, id, 97, 3, 3);
@@ -453,14 +453,17 @@ static int closed_by_server(int fd, int wait_ms)
     return closed;
 }
 
+/* A request and whether the connection stays open after its answer. */
+struct keep_alive_case {
+    const char *req;
+    int stays;
+};
+
 SK_TEST(keep_alive_follows_the_version_and_the_connection_header)
 {
     struct srv v;
     srv_start(&v, NULL);
-    struct {
-        const char *req;
-        int stays;
-    } cases[] = {
+    static const struct keep_alive_case cases[] = {
         {"GET /healthz HTTP/1.0\r\n\r\n", 0},
         {"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 1},
         {"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 1},

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "engine/activity.h"
+#include "support/d2_srv_activity.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
@@ -192,6 +193,11 @@ SK_TEST(admin_create_refuses_each_malformed_field_with_400)
     srv_stop(&v);
 }
 
+/* A segments value and the error it gets. */
+struct segments_refusal {
+    const char *value, *want;
+};
+
 SK_TEST(admin_create_takes_segments_echoes_them_and_refuses_bad_ones_with_a_reason)
 {
     struct srv v;
@@ -219,9 +225,7 @@ SK_TEST(admin_create_takes_segments_echoes_them_and_refuses_bad_ones_with_a_reas
     CHECK_EQ(JINT(&r, "segments"), 1);
 
     /* Refused with a message that names the field and the rule. */
-    static const struct {
-        const char *value, *want;
-    } refused[] = {
+    static const struct segments_refusal refused[] = {
         {"0", "segments must be an integer between 1 and 256"},
         {"257", "segments must be an integer between 1 and 256"},
         {"\"2\"", "segments must be an integer between 1 and 256"},
@@ -330,9 +334,7 @@ SK_TEST(preheat_twice_keeps_live_stock_and_force_while_open_is_409)
     struct srv v;
     struct sk_th_resp r;
     char got[32];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    create_act(&v, id, 5, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_CREATED, 5, 1, 1);
     EXPECT_STATUS(admin_op(&v, id, "preheat", NULL, &r), &r, 200);
     CHECK_EQ(JINT(&r, "id"), id);
     CHECK_EQ(JINT(&r, "stock_remaining"), 5);
@@ -451,9 +453,7 @@ SK_TEST(stats_reports_remaining_admitted_and_buyers_for_admins_only)
     struct srv v;
     struct sk_th_resp r;
     char path[128];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 3, 3, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 3, 3);
     expect_stats(&v, id, 10, 0, 0);
     EXPECT_STATUS(buy(&v, id, 11, "{\"quantity\":2}", &r), &r, 200);
     EXPECT_STATUS(buy(&v, id, 12, NULL, &r), &r, 200);

@@ -32,6 +32,7 @@
 
 #include "core/clock.h"
 #include "http/auth.h"
+#include "support/d2_srv_activity.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
@@ -51,12 +52,10 @@ SK_TEST(purchase_answers_200_accepted_and_defaults_quantity_to_1)
     struct srv v;
     struct sk_th_resp r;
     char oid[4][128], st[32], ct[64];
-    uint64_t id = sk_th_unique_id();
     static const char *const bodies[] = {NULL, "{}", "{\"quantity\":3}",
                                          "{\"quantity\":2,\"note\":\"unknown fields ignored\"}"};
     static const int qty[] = {1, 1, 3, 2};
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 5, 3, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 5, 3);
     for (int i = 0; i < 4; i++) {
         EXPECT_STATUS(buy(&v, id, 100 + (uint64_t)i, bodies[i], &r), &r, 200);
         CHECK(sk_th_http_header(&r, "content-type", ct, sizeof ct) == 0);
@@ -148,9 +147,7 @@ SK_TEST(purchase_on_a_created_but_unpreheated_activity_is_403_closed)
 {
     struct srv v;
     struct sk_th_resp r;
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    create_act(&v, id, 5, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_CREATED, 5, 1, 1);
     expect_state(&v, id, "closed");
     EXPECT_ERROR(buy(&v, id, 1, NULL, &r), &r, 403, "closed");
     CHECK_EQ(remaining(&v, id), 5);
@@ -161,7 +158,6 @@ SK_TEST(purchase_with_a_bad_quantity_or_body_is_400_and_changes_no_stock)
 {
     struct srv v;
     struct sk_th_resp r;
-    uint64_t id = sk_th_unique_id();
     static const char *const bad[] = {
         "{\"quantity\":0}",
         "{\"quantity\":-1}",
@@ -192,8 +188,7 @@ SK_TEST(purchase_with_a_bad_quantity_or_body_is_400_and_changes_no_stock)
         "{\"quantity\":0x1}",
         " ",
     };
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 3, 2, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 3, 2);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int st = buy(&v, id, 7, bad[i], &r);
         if (st != 400) sk_th_fail(__FILE__, __LINE__, "body '%s' -> %d %s", bad[i], st, r.body);
@@ -211,7 +206,6 @@ SK_TEST(purchase_without_a_valid_user_id_is_401)
 {
     struct srv v;
     struct sk_th_resp r;
-    uint64_t id = sk_th_unique_id();
     static const char *const hdrs[] = {
         NULL,
         "X-User-Id: 0\r\n",
@@ -227,8 +221,7 @@ SK_TEST(purchase_without_a_valid_user_id_is_401)
         "X-User: 5\r\n",
         "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n",
     };
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 1, 1);
     for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
         int st = buy_hdr(&v, id, hdrs[i], "{\"quantity\":1}", &r);
         if (st != 401)
@@ -246,9 +239,7 @@ SK_TEST(wrong_method_is_405_with_allow_and_unknown_path_is_404)
     struct srv v;
     struct sk_th_resp r;
     char path[128], allow[64];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 1, 1);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
     EXPECT_ERROR(req(&v, "GET", path, "X-User-Id: 1\r\n", NULL, &r), &r, 405, NULL);
     CHECK(sk_th_http_header(&r, "allow", allow, sizeof allow) == 0);
@@ -268,9 +259,7 @@ SK_TEST(body_over_64k_is_413_with_a_json_error_and_buys_nothing)
 {
     struct srv v;
     char path[128];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    ready_act(&v, id, 10, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 1, 1);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
     /* The body limit is 64 KiB: exactly 65536 bytes (valid JSON padded with
      * spaces) is served; one byte more is 413. Sent raw: the client's
@@ -310,9 +299,7 @@ SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
     struct srv v;
     struct sk_th_resp r1, r;
     char h[256], key64[65], oid1[128], oid[128];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    ready_act(&v, id, 5, 2, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 5, 2, 1);
     const char *k1 = "X-User-Id: 1\r\nIdempotency-Key: order-attempt-1\r\n";
     EXPECT_STATUS(buy_hdr(&v, id, k1, NULL, &r1), &r1, 200);
     JSTR(&r1, "order_id", oid1);
@@ -366,9 +353,7 @@ SK_TEST(invalid_idempotency_key_is_400_and_buys_nothing)
     struct srv v;
     struct sk_th_resp r;
     char h[256], key65[66];
-    uint64_t id = sk_th_unique_id();
-    srv_start(&v, NULL);
-    ready_act(&v, id, 5, 1, 1, W_NOW);
+    uint64_t id = srv_start_activity(&v, ACT_READY, 5, 1, 1);
     memset(key65, 'k', 65);
     key65[65] = 0;
     snprintf(h, sizeof h, "X-User-Id: 1\r\nIdempotency-Key: %s\r\n", key65);

@@ -150,8 +150,10 @@ static int buy(struct srv *v, uint64_t id, const char *headers, struct sk_th_res
 /* A real sale against the server: `seckill load`, 16 connections, 600
  * purchases by 300 users with limit 1 on `stock` units; its own checks
  * (unique order ids, nobody over the limit, exactly the stock sold) must
- * pass, and Redis must agree. */
-static void sells_exactly_its_stock(struct srv *v, int stock, const char *const *load_extra)
+ * pass, and Redis must agree. Then stops the server (srv_stop): the tests
+ * that end with this sale end with the server. */
+static void sells_exactly_its_stock_then_stop(struct srv *v, int stock,
+                                              const char *const *load_extra)
 {
     uint64_t id = open_activity(v, stock, 1);
     char url[64], aid[32], st[32], out[16384];
@@ -170,6 +172,7 @@ static void sells_exactly_its_stock(struct srv *v, int stock, const char *const 
     CHECK_MSG(rc == 0, "load exit %d: %s", rc, out);
     CHECK_EQ(stat_of(v, id, "remaining"), 0);
     CHECK_EQ(stat_of(v, id, "admitted"), stock);
+    srv_stop(v);
 }
 
 /* ---------------------------------------------------------------- framing */
@@ -219,8 +222,7 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
     CHECK_EQ(buy(&v, id, "X-User-Id: 100\r\n", &r), 200);
     CHECK_EQ(stat_of(&v, id, "admitted"), 1);
     CHECK_EQ(stat_of(&v, id, "remaining"), 49);
-    sells_exactly_its_stock(&v, 40, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
 }
 
 SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
@@ -251,8 +253,7 @@ SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
     CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0 && !strstr(out, " 101 ") &&
                   !strstr(out, "Upgrade"),
               "answer to Upgrade: h2c: %s", out);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
 /* --------------------------------------------------------------- identity */
@@ -287,8 +288,7 @@ SK_TEST(with_trusted_proxies_x_user_id_from_any_other_peer_is_a_401)
     id = open_activity(&v, 10, 1);
     CHECK_EQ(buy(&v, id, "X-User-Id: 7\r\n", &r), 200);
     CHECK_EQ(stat_of(&v, id, "remaining"), 9);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
     CHECK(!log_has(v.s.log, "anyone who can connect"));
 
     /* Trusted-header mode on every address without a proxy list is warned
@@ -360,8 +360,7 @@ SK_TEST(a_client_that_stops_reading_its_answers_is_cut_off_after_the_io_timeout)
     close(fd);
     CHECK_MSG(gone, "the server held a connection whose answers were not read for 20 s");
     CHECK_MSG(waited >= 1500, "cut off after %lld ms: before the 2 s timeout", (long long)waited);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
 SK_TEST(a_slow_but_reading_client_is_not_cut_off)
@@ -440,8 +439,7 @@ SK_TEST(at_the_cap_new_buyers_are_served_and_idle_connections_make_room)
     pause_ms(200);
     sk_th_http_open(&v.admin, v.s.port);
     CHECK_EQ(stat_of(&v, id, "admitted"), 15);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
 /* CPU seconds (user + system) a process has used. */
@@ -537,8 +535,7 @@ SK_TEST(out_of_file_descriptors_the_server_neither_spins_nor_stops_serving)
     CHECK_EQ(buy(&v, id, "X-User-Id: 42\r\n", &r), 200);
     for (int i = 0; i < 100; i++)
         close(fds[i]);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
 SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
@@ -593,8 +590,7 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
     read_until_close(fd, out, sizeof out, 5000, &closed);
     close(fd);
     CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%s", out);
-    sells_exactly_its_stock(&v, 30, NULL);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
 /* ----------------------------------------------------------------- secrets */
@@ -708,8 +704,7 @@ SK_TEST(secrets_from_files_and_the_environment_stay_out_of_ps)
     snprintf(h, sizeof h, "Authorization: Bearer %s\r\n", tok);
     CHECK_EQ(buy(&v, id, h, &r), 200);
     const char *load[] = {"--auth", "hmac", "--hmac-secret", sec, NULL};
-    sells_exactly_its_stock(&v, 30, load);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, load);
 
     /* a file others may read: a warning; an empty or missing one: exit 2 */
     char listen[64], db[320];
@@ -789,8 +784,7 @@ SK_TEST(hmac_secret_length_token_lifetime_and_key_rotation_over_http)
     CHECK_EQ(stat_of(&v, id, "admitted"), bought);
     /* the load generator signs without an id: the previous secret */
     const char *load[] = {"--auth", "hmac", "--hmac-secret", old, NULL};
-    sells_exactly_its_stock(&v, 30, load);
-    srv_stop(&v);
+    sells_exactly_its_stock_then_stop(&v, 30, load);
 }
 
 /* ---------------------------------------------- keyed purchases, sold out */

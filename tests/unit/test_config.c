@@ -1,5 +1,6 @@
 /* test_config.c - `seckill serve` options from flags, file text and an
  * environment array (no I/O). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,10 +9,122 @@
 #include "http/config.h"
 #include "support/harness.h"
 
+/* The fields the tables below read back by name: where each one is and how
+ * it is stored. The role is read as its enumerator; "auth_name" and
+ * "role_name" are what sk_config_auth_name and sk_config_role_name say. */
+enum field_kind {
+    FIELD_TEXT,
+    FIELD_INT,
+    FIELD_LLONG,
+    FIELD_ROLE,
+    FIELD_AUTH_NAME,
+    FIELD_ROLE_NAME
+};
+static const struct field {
+    const char *name;
+    size_t at;
+    enum field_kind kind;
+} fields[] = {
+    {"listen", offsetof(struct sk_config, listen), FIELD_TEXT},
+    {"redis", offsetof(struct sk_config, redis), FIELD_TEXT},
+    {"db", offsetof(struct sk_config, db), FIELD_TEXT},
+    {"processes", offsetof(struct sk_config, processes), FIELD_INT},
+    {"admin_token", offsetof(struct sk_config, admin_token), FIELD_TEXT},
+    {"auth_hmac", offsetof(struct sk_config, auth_hmac), FIELD_INT},
+    {"hmac_secret", offsetof(struct sk_config, hmac_secret), FIELD_TEXT},
+    {"role", offsetof(struct sk_config, role), FIELD_ROLE},
+    {"log_level", offsetof(struct sk_config, log_level), FIELD_TEXT},
+    {"max_body", offsetof(struct sk_config, max_body), FIELD_LLONG},
+    {"redis_timeout_ms", offsetof(struct sk_config, redis_timeout_ms), FIELD_INT},
+    {"ops_listen", offsetof(struct sk_config, ops_listen), FIELD_TEXT},
+    {"io_timeout_s", offsetof(struct sk_config, io_timeout_s), FIELD_INT},
+    {"max_connections", offsetof(struct sk_config, max_connections), FIELD_LLONG},
+    {"admin_token_file", offsetof(struct sk_config, admin_token_file), FIELD_TEXT},
+    {"hmac_secret_file", offsetof(struct sk_config, hmac_secret_file), FIELD_TEXT},
+    {"hmac_max_ttl_s", offsetof(struct sk_config, hmac_max_ttl_s), FIELD_LLONG},
+    {"hmac_key_id", offsetof(struct sk_config, hmac_key_id), FIELD_TEXT},
+    {"hmac_secret_prev", offsetof(struct sk_config, hmac_secret_prev), FIELD_TEXT},
+    {"hmac_secret_prev_file", offsetof(struct sk_config, hmac_secret_prev_file), FIELD_TEXT},
+    {"sync_replicas", offsetof(struct sk_config, sync_replicas), FIELD_INT},
+    {"sync_timeout_ms", offsetof(struct sk_config, sync_timeout_ms), FIELD_INT},
+    {"redis_functions", offsetof(struct sk_config, redis_functions), FIELD_INT},
+    {"db_pool", offsetof(struct sk_config, db_pool), FIELD_INT},
+    {"db_timeout_ms", offsetof(struct sk_config, db_timeout_ms), FIELD_INT},
+    {"db_queue_max", offsetof(struct sk_config, db_queue_max), FIELD_INT},
+    {"db_poll_wait_ms", offsetof(struct sk_config, db_poll_wait_ms), FIELD_INT},
+    {"auth_name", 0, FIELD_AUTH_NAME},
+    {"role_name", 0, FIELD_ROLE_NAME},
+};
+
+/* Field `name` of c as text into out (cap bytes): strings as they are,
+ * numbers in decimal. Returns out; an unknown name fails the test. */
+static const char *field_text(const struct sk_config *c, const char *name, char *out, size_t cap)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (strcmp(fields[i].name, name) != 0) continue;
+        const char *p = (const char *)c + fields[i].at;
+        int n;
+        long long ll;
+        switch (fields[i].kind) {
+        case FIELD_TEXT: snprintf(out, cap, "%s", p); break;
+        case FIELD_INT:
+            memcpy(&n, p, sizeof n);
+            snprintf(out, cap, "%d", n);
+            break;
+        case FIELD_LLONG:
+            memcpy(&ll, p, sizeof ll);
+            snprintf(out, cap, "%lld", ll);
+            break;
+        case FIELD_ROLE:
+            snprintf(out, cap, "%s",
+                     c->role == SK_ROLE_ALL      ? "all"
+                     : c->role == SK_ROLE_API    ? "api"
+                     : c->role == SK_ROLE_WORKER ? "worker"
+                                                 : "(no such role)");
+            break;
+        case FIELD_AUTH_NAME: snprintf(out, cap, "%s", sk_config_auth_name(c)); break;
+        case FIELD_ROLE_NAME: snprintf(out, cap, "%s", sk_config_role_name(c->role)); break;
+        }
+        return out;
+    }
+    sk_th_fail(__FILE__, __LINE__, "the test reads no field %s", name);
+}
+
+/* A field and the text it should read. */
+struct holds {
+    const char *field, *text;
+};
+
+static void check_holds(const struct sk_config *c, const struct holds *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char got[600];
+        CHECK_MSG(strcmp(field_text(c, t[i].field, got, sizeof got), t[i].text) == 0,
+                  "%s is \"%s\", not \"%s\"", t[i].field, got, t[i].text);
+    }
+}
+
 static void set_ok(struct sk_config *c, const char *k, const char *v)
 {
     char err[256] = "";
     CHECK_MSG(sk_config_set(c, k, v, err, sizeof err) == 0, "%s=%s refused: %s", k, v, err);
+}
+
+/* key = value is accepted, and then `field` reads `text`. */
+struct accepted {
+    const char *key, *value, *field, *text;
+};
+
+/* The rows in order, each on c as the rows before it left it. */
+static void set_each_ok(struct sk_config *c, const struct accepted *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        set_ok(c, t[i].key, t[i].value);
+        char got[600];
+        CHECK_MSG(strcmp(field_text(c, t[i].field, got, sizeof got), t[i].text) == 0,
+                  "after %s=%s, %s is \"%s\", not \"%s\"", t[i].key, t[i].value, t[i].field, got,
+                  t[i].text);
+    }
 }
 
 static void set_bad(const char *k, const char *v, const char *why_contains)
@@ -29,6 +142,17 @@ static void set_bad(const char *k, const char *v, const char *why_contains)
                   why_contains);
 }
 
+/* key = value is refused, on defaults, with a reason holding `why`. */
+struct refused {
+    const char *key, *value, *why;
+};
+
+static void set_each_bad(const struct refused *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        set_bad(t[i].key, t[i].value, t[i].why);
+}
+
 static int file(struct sk_config *c, const char *text, char *err, size_t cap)
 {
     size_t n = strlen(text);
@@ -42,87 +166,74 @@ static int file(struct sk_config *c, const char *text, char *err, size_t cap)
 
 SK_TEST(config_defaults_match_the_spec)
 {
+    static const struct holds want[] = {
+        {"listen", "127.0.0.1:8080"},
+        {"redis", "redis://127.0.0.1:6379"},
+        {"db", "sqlite:seckill.db"},
+        {"processes", "1"},
+        {"admin_token", ""},
+        {"auth_hmac", "0"},
+        {"auth_name", "trusted-header"},
+        {"hmac_secret", ""},
+        {"role", "all"},
+        {"role_name", "all"},
+        {"log_level", "info"},
+        {"max_body", "65536"},
+        {"redis_timeout_ms", "1000"},
+        {"sync_replicas", "0"},
+        {"sync_timeout_ms", "100"},
+        {"redis_functions", "1"},
+    };
     struct sk_config c;
     memset(&c, 0x55, sizeof c);
     sk_config_defaults(&c);
-    CHECK_STR(c.listen, "127.0.0.1:8080");
-    CHECK_STR(c.redis, "redis://127.0.0.1:6379");
-    CHECK_STR(c.db, "sqlite:seckill.db");
-    CHECK_EQ(c.processes, 1);
-    CHECK_STR(c.admin_token, "");
-    CHECK_EQ(c.auth_hmac, 0);
-    CHECK_STR(sk_config_auth_name(&c), "trusted-header");
-    CHECK_STR(c.hmac_secret, "");
-    CHECK_EQ(c.role, SK_ROLE_ALL);
-    CHECK_STR(sk_config_role_name(c.role), "all");
-    CHECK_STR(c.log_level, "info");
-    CHECK_EQ(c.max_body, 65536);
-    CHECK_EQ(c.redis_timeout_ms, 1000);
-    CHECK_EQ(c.sync_replicas, 0);
-    CHECK_EQ(c.sync_timeout_ms, 100);
-    CHECK_EQ(c.redis_functions, 1);
+    check_holds(&c, want, sizeof want / sizeof want[0]);
     char err[128];
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
 }
 
 SK_TEST(config_set_accepts_valid_values_for_every_key)
 {
+    static const struct accepted ok[] = {
+        {"listen", "0.0.0.0:80", "listen", "0.0.0.0:80"},
+        {"listen", "[::1]:65535", "listen", "[::1]:65535"},
+        {"listen", "api-1.internal:1", "listen", "api-1.internal:1"},
+        {"redis", "redis://:pw@10.0.0.5:7000/2", "redis", "redis://:pw@10.0.0.5:7000/2"},
+        {"redis", "redis+cluster://10.0.0.1:7000,10.0.0.2:7000", "redis",
+         "redis+cluster://10.0.0.1:7000,10.0.0.2:7000"},
+        {"redis", "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop", "redis",
+         "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop"},
+        {"redis", "redis+unix:///run/redis.sock?db=2", "redis",
+         "redis+unix:///run/redis.sock?db=2"},
+        {"db", "sqlite:/var/lib/seckill/db.sqlite", "db", "sqlite:/var/lib/seckill/db.sqlite"},
+        {"db", "postgres://u:p@db/seckill", "db", "postgres://u:p@db/seckill"},
+        {"db", "postgresql://db/seckill", "db", "postgresql://db/seckill"},
+        {"processes", "64", "processes", "64"},
+        {"admin_token", "Adm1n-T0ken_!@#$%^&*()", "admin_token", "Adm1n-T0ken_!@#$%^&*()"},
+        /* an empty token clears it: admin routes closed */
+        {"admin_token", "", "admin_token", ""},
+        {"auth", "hmac", "auth_hmac", "1"},
+        {"auth", "hmac", "auth_name", "hmac"},
+        {"auth", "trusted-header", "auth_hmac", "0"},
+        {"hmac_secret", "a secret with spaces", "hmac_secret", "a secret with spaces"},
+        {"role", "worker", "role", "worker"},
+        {"role", "api", "role_name", "api"},
+        {"log_level", "debug", "log_level", "debug"},
+        {"max_body", "1048576", "max_body", "1048576"},
+        {"redis_timeout_ms", "250", "redis_timeout_ms", "250"},
+        {"sync_replicas", "2", "sync_replicas", "2"},
+        {"sync_timeout_ms", "40", "sync_timeout_ms", "40"},
+        {"redis_functions", "off", "redis_functions", "0"},
+        {"redis_functions", "on", "redis_functions", "1"},
+    };
     struct sk_config c;
     sk_config_defaults(&c);
-    set_ok(&c, "listen", "0.0.0.0:80");
-    CHECK_STR(c.listen, "0.0.0.0:80");
-    set_ok(&c, "listen", "[::1]:65535");
-    set_ok(&c, "listen", "api-1.internal:1");
-    CHECK_STR(c.listen, "api-1.internal:1");
-    set_ok(&c, "redis", "redis://:pw@10.0.0.5:7000/2");
-    CHECK_STR(c.redis, "redis://:pw@10.0.0.5:7000/2");
-    set_ok(&c, "redis", "redis+cluster://10.0.0.1:7000,10.0.0.2:7000");
-    set_ok(&c, "redis", "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
-    CHECK_STR(c.redis, "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop");
-    set_ok(&c, "redis", "redis+unix:///run/redis.sock?db=2");
-    CHECK_STR(c.redis, "redis+unix:///run/redis.sock?db=2");
-    set_ok(&c, "db", "sqlite:/var/lib/seckill/db.sqlite");
-    set_ok(&c, "db", "postgres://u:p@db/seckill");
-    set_ok(&c, "db", "postgresql://db/seckill");
-    CHECK_STR(c.db, "postgresql://db/seckill");
-    set_ok(&c, "processes", "64");
-    CHECK_EQ(c.processes, 64);
-    set_ok(&c, "admin_token", "Adm1n-T0ken_!@#$%^&*()");
-    CHECK_STR(c.admin_token, "Adm1n-T0ken_!@#$%^&*()");
-    set_ok(&c, "admin_token", ""); /* clears it: admin routes closed */
-    CHECK_STR(c.admin_token, "");
-    set_ok(&c, "auth", "hmac");
-    CHECK_EQ(c.auth_hmac, 1);
-    CHECK_STR(sk_config_auth_name(&c), "hmac");
-    set_ok(&c, "auth", "trusted-header");
-    CHECK_EQ(c.auth_hmac, 0);
-    set_ok(&c, "hmac_secret", "a secret with spaces");
-    CHECK_STR(c.hmac_secret, "a secret with spaces");
-    set_ok(&c, "role", "worker");
-    CHECK_EQ(c.role, SK_ROLE_WORKER);
-    set_ok(&c, "role", "api");
-    CHECK_STR(sk_config_role_name(c.role), "api");
-    set_ok(&c, "log_level", "debug");
-    CHECK_STR(c.log_level, "debug");
-    set_ok(&c, "max_body", "1048576");
-    CHECK_EQ(c.max_body, 1048576);
-    set_ok(&c, "redis_timeout_ms", "250");
-    CHECK_EQ(c.redis_timeout_ms, 250);
-    set_ok(&c, "sync_replicas", "2");
-    CHECK_EQ(c.sync_replicas, 2);
-    set_ok(&c, "sync_timeout_ms", "40");
-    CHECK_EQ(c.sync_timeout_ms, 40);
-    set_ok(&c, "redis_functions", "off");
-    CHECK_EQ(c.redis_functions, 0);
-    set_ok(&c, "redis_functions", "on");
-    CHECK_EQ(c.redis_functions, 1);
+    set_each_ok(&c, ok, sizeof ok / sizeof ok[0]);
 }
 
 SK_TEST(config_set_rejects_bad_values_and_names_the_key)
 {
-    struct {
-        const char *k, *v, *why;
-    } bad[] = {
+    static const struct refused bad[] = {
         {"listen", "", "HOST:PORT"},
         {"listen", "8080", "HOST:PORT"},
         {"listen", ":8080", "HOST:PORT"},
@@ -139,42 +250,41 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"redis", "http://x", "redis://"},
         {"redis", "redis://", "host"},
         {"redis", "redis://h:99999", "port"},
-        {"redis", "redis+cluster://", NULL},
+        {"redis", "redis+cluster://", "seeds"},
         {"redis", "redis+sentinel://h:26379", "MASTER_NAME"},
         {"redis", "redis+unix://relative", "path"},
-        {"sync_replicas", "17", NULL},
-        {"sync_replicas", "-1", NULL},
-        {"sync_timeout_ms", "0", NULL},
-        {"sync_timeout_ms", "60001", NULL},
+        {"sync_replicas", "17", "between 0 (off) and 16"},
+        {"sync_replicas", "-1", "between 0 (off) and 16"},
+        {"sync_timeout_ms", "0", "between 1 and 60000"},
+        {"sync_timeout_ms", "60001", "between 1 and 60000"},
         {"redis_functions", "yes", "on or off"},
         {"redis", "", "redis://"},
         {"db", "sqlite:", "sqlite:PATH"},
         {"db", "mongodb://x", "sqlite:PATH"},
-        {"db", "postgres://", NULL},
-        {"db", "sqlite:a\nb", NULL},
+        {"db", "postgres://", "sqlite:PATH"},
+        {"db", "sqlite:a\nb", "sqlite:PATH"},
         {"processes", "0", "between 1 and 64"},
         {"processes", "65", "1 and 64"},
-        {"processes", "-1", NULL},
-        {"processes", "1.5", NULL},
-        {"processes", " 2", NULL},
-        {"processes", "", NULL},
-        {"processes", "99999999999999999999999", NULL},
+        {"processes", "-1", "between 1 and 64"},
+        {"processes", "1.5", "between 1 and 64"},
+        {"processes", " 2", "between 1 and 64"},
+        {"processes", "", "between 1 and 64"},
+        {"processes", "99999999999999999999999", "between 1 and 64"},
         {"admin_token", "has space", "printable"},
         {"admin_token", "tab\there", "printable"},
         {"admin_token", "caf\xc3\xa9", "printable"},
         {"auth", "HMAC", "trusted-header, hmac or jwt"},
-        {"auth", "", NULL},
+        {"auth", "", "trusted-header, hmac or jwt"},
         {"role", "both", "all, api or worker"},
         {"log_level", "loud", "debug"},
         {"max_body", "1023", "1024"},
-        {"max_body", "67108865", NULL},
-        {"redis_timeout_ms", "0", NULL},
-        {"redis_timeout_ms", "600001", NULL},
+        {"max_body", "67108865", "between 1024 and 67108864"},
+        {"redis_timeout_ms", "0", "between 1 and 600000"},
+        {"redis_timeout_ms", "600001", "between 1 and 600000"},
         {"nonsense", "1", "unknown option"},
         {"LISTEN", "h:1", "unknown option"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        set_bad(bad[i].k, bad[i].v, bad[i].why);
+    set_each_bad(bad, sizeof bad / sizeof bad[0]);
     char big[600];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = 0;
@@ -265,11 +375,14 @@ SK_TEST(config_file_parses_comments_quotes_and_blank_lines)
     CHECK_EQ(sk_config_parse_file(&c, NULL, 0, err, sizeof err), 0);
 }
 
+/* A config file's text and the start of the error it gets. */
+struct file_error {
+    const char *text, *want;
+};
+
 SK_TEST(config_file_reports_the_line_number_of_errors)
 {
-    struct {
-        const char *text, *want;
-    } cases[] = {
+    static const struct file_error cases[] = {
         {"listen = h:1\nprocesses = 100\n", "line 2: processes: "},
         {"# c\n\nbogus = 1\n", "line 3: unknown option \"bogus\""},
         {"listen h:1\n", "line 1: expected '=' after listen"},
@@ -490,16 +603,17 @@ SK_TEST(config_ops_listen_from_every_source_and_its_checks)
     CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
     CHECK(strstr(err, "ops_listen") != NULL);
 }
+
 SK_TEST(config_hardening_options_have_defaults_ranges_and_precedence)
 {
+    static const struct holds defaults[] = {
+        {"io_timeout_s", "30"}, {"max_connections", "0"}, {"hmac_max_ttl_s", "86400"},
+        {"hmac_key_id", ""},    {"admin_token_file", ""},
+    };
     struct sk_config c;
     char err[256];
     sk_config_defaults(&c);
-    CHECK_EQ(c.io_timeout_s, 30);
-    CHECK_EQ(c.max_connections, 0);
-    CHECK_EQ(c.hmac_max_ttl_s, 86400);
-    CHECK_STR(c.hmac_key_id, "");
-    CHECK_STR(c.admin_token_file, "");
+    check_holds(&c, defaults, sizeof defaults / sizeof defaults[0]);
     set_ok(&c, "io_timeout_s", "1");
     set_ok(&c, "max_connections", "10000000");
     set_ok(&c, "hmac_max_ttl_s", "31536000");
@@ -558,13 +672,16 @@ SK_TEST(config_hardening_options_have_defaults_ranges_and_precedence)
     CHECK_MSG(strstr(err, "hmac_secret_prev is not") != NULL, "%s", err);
 }
 
+/* An address and its rate-limit prefix as text. */
+struct prefix_case {
+    const char *in, *out;
+};
+
 SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
 {
     struct sk_ip ip;
     char t[SK_IP_TEXT];
-    static const struct {
-        const char *in, *out;
-    } cases[] = {
+    static const struct prefix_case cases[] = {
         {"203.0.113.9", "203.0.113.9"},
         {"::ffff:203.0.113.9", "203.0.113.9"},
         {"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::"},
@@ -609,12 +726,12 @@ SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
     CHECK_EQ(c.db_pool, 2);
     CHECK_EQ(c.db_timeout_ms, 1000);
     CHECK_EQ(c.db_queue_max, 1024);
-    set_ok(&c, "db_pool", "64");
-    CHECK_EQ(c.db_pool, 64);
-    set_ok(&c, "db_timeout_ms", "600000");
-    CHECK_EQ(c.db_timeout_ms, 600000);
-    set_ok(&c, "db_queue_max", "1");
-    CHECK_EQ(c.db_queue_max, 1);
+    static const struct accepted ok[] = {
+        {"db_pool", "64", "db_pool", "64"},
+        {"db_timeout_ms", "600000", "db_timeout_ms", "600000"},
+        {"db_queue_max", "1", "db_queue_max", "1"},
+    };
+    set_each_ok(&c, ok, sizeof ok / sizeof ok[0]);
     set_bad("db_pool", "0", "between 1 and 64");
     set_bad("db_pool", "65", "between 1 and 64");
     set_bad("db_timeout_ms", "0", "milliseconds");

@@ -115,6 +115,8 @@ SK_TEST(http1_head_refusals_name_their_status_and_reason)
         {RL "Content-Length: +2\r\n\r\n", 400, "decimal"},
         {RL "Content-Length: -1\r\n\r\n", 400, "decimal"},
         {RL "Content-Length: 1 2\r\n\r\n", 400, "decimal"},
+        {RL "Content-Length: 0x10\r\n\r\n", 400, "decimal"},
+        {RL "Content-Length: \r\n\r\n", 400, "decimal"},
         {RL "Content-Length: 99999999999999999999\r\n\r\n", 400, "decimal"},
         {RL "Content-Length: 65537\r\n\r\n", 413, "limit"},
         {RL "Transfer-Encoding: gzip, chunked\r\n\r\n", 400, "chunked"},
