@@ -15,6 +15,7 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "redis/script.h"
+#include "support/d1_preheat.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 
@@ -40,8 +41,7 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                              ""};
     int rc;
     int64_t left;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &left), SK_RC_PREHEATED);
     CHECK_EQ(left, stock);
     if (open) {
         CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
@@ -333,20 +333,16 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, ""};
     int rc;
     int64_t stock;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_STOCK_LIVE);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &stock), SK_RC_STOCK_LIVE);
     CHECK_EQ(stock, 8);
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_IS_OPEN);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_IS_OPEN);
     CHECK_EQ(state_of(r, aid).remaining, 8);
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
     /* forced: the 2 units already held stay sold */
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_PREHEATED);
     CHECK_EQ(stock, 48);
     d.initial = 1;
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_BELOW_SOLD);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_BELOW_SOLD);
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.remaining, 48);
     CHECK_EQ(st.initial, 50);
