@@ -117,6 +117,18 @@ static int create_x(const struct env *e, char *out, size_t cap, const char *cons
 }
 #define CREATE_X(e, out, ...) create_x(e, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
 
+/* create_x with these flags is refused (exit 2) with a message that holds
+ * `want`. */
+static void create_x_refused(const struct env *e, const char *want, const char *const *flags)
+{
+    char out[4096];
+    int rc = create_x(e, out, sizeof out, flags);
+    CHECK_MSG(rc == 2, "%s: exit %d: %s", flags[0], rc, out);
+    CHECK_MSG(strstr(out, want) != NULL, "%s: output lacks '%s': %s", flags[0], want, out);
+}
+#define CREATE_X_REFUSED(e, want, ...)                                                             \
+    create_x_refused(e, want, (const char *const[]){__VA_ARGS__, NULL})
+
 /* `create` of activity `id` named "x" with the given stock and limit 1 is
  * refused (exit 2) with a message that holds `want`. */
 static void create_refused(const struct env *e, const char *id, const char *stock, const char *want)
@@ -755,9 +767,8 @@ SK_TEST(activity_create_rejects_end_before_start_without_writing)
 {
     struct env e = env_fresh();
     char out[4096];
-    CHECK_EQ(CREATE_X(&e, out, "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T09:00:00Z"),
-             2);
-    CHECK_MSG(strstr(out, "end must be after start") != NULL, "output: %s", out);
+    CREATE_X_REFUSED(&e, "end must be after start", "--start", "2030-01-01T10:00:00Z", "--end",
+                     "2030-01-01T09:00:00Z");
     CHECK_EQ(CREATE_X(&e, out, "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T10:00:00Z"),
              2);
     check_nothing_written(&e, e.aid);
@@ -775,13 +786,10 @@ SK_TEST(activity_create_rejects_zero_or_negative_stock_without_writing)
 SK_TEST(activity_create_rejects_limit_zero_and_bad_max_per_order_without_writing)
 {
     struct env e = env_fresh();
-    char out[4096];
     CLI_SAYS(&e, 2, "per-user limit", "create", "--id", e.id, "--name", "x", "--stock", "5",
              "--limit", "0");
-    CHECK_EQ(CREATE_X(&e, out, "--max-per-order", "0"), 2);
-    CHECK_MSG(strstr(out, "max per order") != NULL, "output: %s", out);
-    CHECK_EQ(CREATE_X(&e, out, "--pay-timeout", "0"), 2);
-    CHECK_MSG(strstr(out, "pay timeout") != NULL, "output: %s", out);
+    CREATE_X_REFUSED(&e, "max per order", "--max-per-order", "0");
+    CREATE_X_REFUSED(&e, "pay timeout", "--pay-timeout", "0");
     check_nothing_written(&e, e.aid);
 }
 
@@ -831,13 +839,11 @@ SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_f
 {
     struct env e = env_fresh();
     char out[4096];
-    CHECK_EQ(CREATE_X(&e, out, "--colour", "red"), 2);
-    CHECK_MSG(strstr(out, "unknown flag '--colour'") != NULL, "output: %s", out);
+    CREATE_X_REFUSED(&e, "unknown flag '--colour'", "--colour", "red");
     CLI_SAYS(&e, 2, "missing --limit", "create", "--id", e.id, "--name", "x", "--stock", "5");
     CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", e.id, "--name", "x", "--stock",
              "--limit", "1");
-    CHECK_EQ(CREATE_X(&e, out, "--stock", "6"), 2);
-    CHECK_MSG(strstr(out, "given twice") != NULL, "output: %s", out);
+    CREATE_X_REFUSED(&e, "given twice", "--stock", "6");
     CHECK_EQ(CREATE_X(&e, out, "extra"), 2);
     CHECK_EQ(CREATE_X(&e, out, "--force"), 2); /* a flag of another sub-command */
     CHECK_EQ(CLI(&e, out, "preheat", "--id", e.id, "--force=yes"), 2);
@@ -1175,7 +1181,6 @@ SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
 SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis)
 {
     struct env e = env_fresh();
-    char out[4096];
     static const struct {
         const char *a, *b, *want;
     } bad[] = {
@@ -1188,13 +1193,10 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
         {"--passes-per-s=5", "--queue-seed=0011", "--queue-seed must be 16 to 64 lowercase hex"},
         {"--passes-per-s=5", "--queue-seed=00112233445566778899AABBCCDDEEFF", "lowercase hex"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = CREATE_X(&e, out, bad[i].a, bad[i].b); /* b NULL: a alone */
-        CHECK_MSG(rc == 2, "%s: exit %d: %s", bad[i].a, rc, out);
-        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", bad[i].a,
-                  bad[i].want, out);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CREATE_X_REFUSED(&e, bad[i].want, bad[i].a, bad[i].b); /* b NULL: a alone */
     check_nothing_written(&e, e.aid);
+    char out[4096];
     CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "wr", "--stock", "5", "--limit", "1",
                  "--passes-per-s", "20", "--pass-ttl", "90", "--queue-seed",
                  "00112233445566778899aabbccddeeff", "--json"),
