@@ -35,19 +35,15 @@ static int rfc_rejects(const char *s)
     return sk_time_parse_rfc3339(s, strlen(s), &ms) == SK_EINVAL && ms == 12345;
 }
 
-/* A fresh SQLite file and the run's Redis. */
+/* A fresh SQLite file, the run's Redis and two fresh activity ids, as
+ * numbers and as text (most tests need one, some two). */
 struct env {
     char path[400];
     char spec[420];
     const char *redis;
+    uint64_t aid, aid2;
+    char id[24], id2[24];
 };
-
-static void env_init(struct env *e)
-{
-    snprintf(e->path, sizeof e->path, "%s/a.db", sk_th_tmpdir());
-    snprintf(e->spec, sizeof e->spec, "sqlite:%s", e->path);
-    e->redis = sk_th_redis_url();
-}
 
 static sk_store *store_of(const struct env *e)
 {
@@ -105,6 +101,42 @@ static int stored(const struct env *e, uint64_t id, struct sk_activity *a)
     int rc = sk_store_activity_get(st, id, a);
     sk_store_close(st);
     return rc;
+}
+
+/* `create` of the env's activity named "x" with stock 5 and limit 1 and
+ * the extra flags (NULL-terminated). */
+static int create_x(const struct env *e, char *out, size_t cap, const char *const *extra)
+{
+    const char *args[24] = {"create", "--id", e->id, "--name", "x", "--stock", "5", "--limit", "1"};
+    size_t n = 9;
+    while (*extra && n < 23)
+        args[n++] = *extra++;
+    CHECK_MSG(*extra == NULL, "too many flags for create_x");
+    args[n] = NULL;
+    return cli_run(e, e->redis, out, cap, args);
+}
+#define CREATE_X(e, out, ...) create_x(e, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
+
+/* create_x with these flags is refused (exit 2) with a message that holds
+ * `want`. */
+static void create_x_refused(const struct env *e, const char *want, const char *const *flags)
+{
+    char out[4096];
+    int rc = create_x(e, out, sizeof out, flags);
+    CHECK_MSG(rc == 2, "%s: exit %d: %s", flags[0], rc, out);
+    CHECK_MSG(strstr(out, want) != NULL, "%s: output lacks '%s': %s", flags[0], want, out);
+}
+#define CREATE_X_REFUSED(e, want, ...)                                                             \
+    create_x_refused(e, want, (const char *const[]){__VA_ARGS__, NULL})
+
+/* `create` of activity `id` named "x" with the given stock and limit 1 is
+ * refused (exit 2) with a message that holds `want`. */
+static void create_refused(const struct env *e, const char *id, const char *stock, const char *want)
+{
+    char out[4096];
+    int rc = CLI(e, out, "create", "--id", id, "--name", "x", "--stock", stock, "--limit", "1");
+    CHECK_MSG(rc == 2, "create --id %s --stock %s: exit %d: %s", id, stock, rc, out);
+    CHECK_MSG(strstr(out, want) != NULL, "output lacks '%s': %s", want, out);
 }
 
 /* Runs the CLI and checks its exit code and that its output holds `want`. */
@@ -169,6 +201,19 @@ static const char *jstr(json_t *o, const char *key)
     return json_string_value(v);
 }
 
+/* `show --json` of the env's activity reports these live counts. */
+static void show_counts(const struct env *e, long long remaining, long long admitted,
+                        long long held, long long buyers, long long stream_length)
+{
+    json_t *o = show_json(e, e->id);
+    CHECK_EQ(jint(o, "stock_remaining"), remaining);
+    CHECK_EQ(jint(o, "admitted"), admitted);
+    CHECK_EQ(jint(o, "held"), held);
+    CHECK_EQ(jint(o, "buyers"), buyers);
+    CHECK_EQ(jint(o, "stream_length"), stream_length);
+    json_decref(o);
+}
+
 /* Creates (store only) activity `id` with the given stock and limit 2,
  * window [now - 1 s, now + 1 h). */
 static void create_ok(const struct env *e, const char *id, const char *stock)
@@ -191,14 +236,23 @@ static void id_str(char *buf, size_t cap, uint64_t id)
     snprintf(buf, cap, "%" PRIu64, id);
 }
 
-/* env_init and a fresh activity id, returned and written as text into
- * `id` (24 bytes). */
-static uint64_t env_fresh(struct env *e, char *id)
+/* A fresh id no other test uses, written as text into `id` (24 bytes). */
+static uint64_t id_fresh(char *id)
 {
-    env_init(e);
     uint64_t aid = sk_th_unique_id();
     id_str(id, 24, aid);
     return aid;
+}
+
+static struct env env_fresh(void)
+{
+    struct env e;
+    snprintf(e.path, sizeof e.path, "%s/a.db", sk_th_tmpdir());
+    snprintf(e.spec, sizeof e.spec, "sqlite:%s", e.path);
+    e.redis = sk_th_redis_url();
+    e.aid = id_fresh(e.id);
+    e.aid2 = id_fresh(e.id2);
+    return e;
 }
 
 /* Creates activity `id` with stock 10, preheats and opens it. */
@@ -215,6 +269,35 @@ static void buy_ok(sk_redis *r, uint64_t aid, uint64_t user, int64_t qty)
     struct sk_admission adm;
     CHECK_EQ(sk_stock_purchase(r, aid, user, qty, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_OK);
+}
+
+/* The env's activity open with stock 10, user 7 holding qty of it, then
+ * sub-command `then` run on it (NULL: none). */
+static void sale_bought(const struct env *e, int64_t qty, const char *then)
+{
+    sale_open(e, e->id);
+    sk_redis *r = redis_of(e->redis);
+    buy_ok(r, e->aid, 7, qty);
+    sk_redis_free(r);
+    if (then) run_ok(e, then, e->id);
+}
+
+/* Preheats the env's activity; then its Redis meta holds each field of
+ * `fields` (NULL-terminated) with the value beside it in `want`. */
+static void preheat_carries(const struct env *e, const char *const *fields, const char *const *want)
+{
+    run_ok(e, "preheat", e->id);
+    sk_redis *r = redis_of(e->redis);
+    struct sk_keys k;
+    sk_keys_for(&k, e->aid);
+    for (size_t i = 0; fields[i]; i++) {
+        redisReply *rep;
+        CHECK_EQ(sk_redis_cmd(r, &rep, "HGET %s %s", k.meta, fields[i]), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STRING, "%s not in meta", fields[i]);
+        CHECK_STR(rep->str, want[i]);
+        freeReplyObject(rep);
+    }
+    sk_redis_free(r);
 }
 
 /* ---- definition rules ---- */
@@ -527,246 +610,193 @@ SK_TEST(activity_store_rejects_unknown_and_empty_specs)
 
 SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
 {
-    struct env e;
-    char id[24], out[8192];
-    uint64_t aid = env_fresh(&e, id);
+    struct env e = env_fresh();
+    char out[8192];
 
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "Phone sale", "--stock", "50", "--limit",
-                 "2", "--max-per-order", "1", "--start", "now", "--end", "+1h", "--pay-timeout",
-                 "600", "--json"),
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "Phone sale", "--stock", "50",
+                 "--limit", "2", "--max-per-order", "1", "--start", "now", "--end", "+1h",
+                 "--pay-timeout", "600", "--json"),
              0);
     json_t *o = json_loads(out, 0, NULL);
     CHECK_MSG(o != NULL, "create --json: %s", out);
-    CHECK_EQ(jint(o, "id"), (long long)aid);
+    CHECK_EQ(jint(o, "id"), (long long)e.aid);
     CHECK_EQ(jint(o, "stock_initial"), 50);
     CHECK_EQ(jint(o, "max_per_order"), 1);
     CHECK_EQ(jint(o, "pay_timeout_s"), 600);
     CHECK_EQ(jint(o, "end_ms") - jint(o, "start_ms"), 3600 * 1000);
     CHECK_STR(jstr(o, "stored_state"), "created");
     json_decref(o);
-    CHECK_EQ(redis_keys_of(aid), 0); /* create touches the store only */
+    CHECK_EQ(redis_keys_of(e.aid), 0); /* create touches the store only */
 
-    run_ok(&e, "preheat", id);
-    state_is(&e, aid, "preheated");
-    CHECK_EQ(live_of(aid).remaining, 50);
-    CHECK_EQ(live_of(aid).open, 0);
+    run_ok(&e, "preheat", e.id);
+    state_is(&e, e.aid, "preheated");
+    CHECK_EQ(live_of(e.aid).remaining, 50);
+    CHECK_EQ(live_of(e.aid).open, 0);
 
-    run_ok(&e, "open", id);
-    state_is(&e, aid, "open");
+    run_ok(&e, "open", e.id);
+    state_is(&e, e.aid, "open");
 
-    o = show_json(&e, id);
+    o = show_json(&e, e.id);
     CHECK_STR(jstr(o, "state"), "open");
     CHECK_STR(jstr(o, "name"), "Phone sale");
     CHECK_EQ(jint(o, "stock_initial"), 50);
-    CHECK_EQ(jint(o, "stock_remaining"), 50);
-    CHECK_EQ(jint(o, "admitted"), 0);
-    CHECK_EQ(jint(o, "buyers"), 0);
-    CHECK_EQ(jint(o, "stream_length"), 0);
     json_decref(o);
+    show_counts(&e, 50, 0, 0, 0, 0);
 
     /* Two buyers, then show reflects them. */
     sk_redis *r = redis_of(e.redis);
     struct sk_admission adm;
-    buy_ok(r, aid, 1, 1);
-    buy_ok(r, aid, 2, 1);
-    o = show_json(&e, id);
-    CHECK_EQ(jint(o, "stock_remaining"), 48);
-    CHECK_EQ(jint(o, "admitted"), 2);
-    CHECK_EQ(jint(o, "held"), 2);
-    CHECK_EQ(jint(o, "buyers"), 2);
-    CHECK_EQ(jint(o, "stream_length"), 2);
-    json_decref(o);
+    buy_ok(r, e.aid, 1, 1);
+    buy_ok(r, e.aid, 2, 1);
+    show_counts(&e, 48, 2, 2, 2, 2);
 
     /* The text form says the same. */
-    CHECK_EQ(CLI(&e, out, "show", "--id", id), 0);
+    CHECK_EQ(CLI(&e, out, "show", "--id", e.id), 0);
     CHECK_MSG(strstr(out, "stock_remaining  48\n") && strstr(out, "state            open\n"),
               "show text: %s", out);
 
-    run_ok(&e, "close", id);
-    state_is(&e, aid, "closed");
-    o = show_json(&e, id);
+    run_ok(&e, "close", e.id);
+    state_is(&e, e.aid, "closed");
+    o = show_json(&e, e.id);
     CHECK_STR(jstr(o, "state"), "closed");
     json_decref(o);
-    CHECK_EQ(sk_stock_purchase(r, aid, 3, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_stock_purchase(r, e.aid, 3, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_CLOSED);
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_second_preheat_is_a_noop_that_keeps_live_stock)
 {
-    struct env e;
-    char id[24];
-    uint64_t aid = env_fresh(&e, id);
-    sale_open(&e, id);
-    sk_redis *r = redis_of(e.redis);
-    buy_ok(r, aid, 7, 2);
-    run_ok(&e, "close", id);
+    struct env e = env_fresh();
+    sale_bought(&e, 2, "close");
 
-    CLI_SAYS(&e, 0, "live stock exists", "preheat", "--id", id);
-    struct sk_stock_state st = live_of(aid);
+    CLI_SAYS(&e, 0, "live stock exists", "preheat", "--id", e.id);
+    struct sk_stock_state st = live_of(e.aid);
     CHECK_EQ(st.remaining, 8); /* not reset to 10 */
     CHECK_EQ(st.held, 2);
-    state_is(&e, aid, "closed"); /* a no-op changes nothing */
-    sk_redis_free(r);
+    state_is(&e, e.aid, "closed"); /* a no-op changes nothing */
 }
 
 SK_TEST(activity_cli_forced_preheat_is_refused_while_open)
 {
-    struct env e;
-    char id[24];
-    uint64_t aid = env_fresh(&e, id);
-    sale_open(&e, id);
-    sk_redis *r = redis_of(e.redis);
-    buy_ok(r, aid, 7, 1);
+    struct env e = env_fresh();
+    sale_bought(&e, 1, NULL);
 
-    CLI_SAYS(&e, 2, "is open", "preheat", "--id", id, "--force");
-    struct sk_stock_state st = live_of(aid);
+    CLI_SAYS(&e, 2, "is open", "preheat", "--id", e.id, "--force");
+    struct sk_stock_state st = live_of(e.aid);
     CHECK_EQ(st.remaining, 9);
     CHECK_EQ(st.open, 1);
-    state_is(&e, aid, "open");
-    sk_redis_free(r);
+    state_is(&e, e.aid, "open");
 }
 
 SK_TEST(activity_cli_forced_preheat_while_closed_rewrites_stock_keeping_holdings)
 {
-    struct env e;
-    char id[24];
-    uint64_t aid = env_fresh(&e, id);
-    sale_open(&e, id);
+    struct env e = env_fresh();
+    sale_bought(&e, 2, "close");
     sk_redis *r = redis_of(e.redis);
-    buy_ok(r, aid, 7, 2);
-    run_ok(&e, "close", id);
     /* Someone tampered with the stock; a forced preheat restores
      * initial - held from the stored definition. */
     struct sk_keys k;
-    sk_keys_for(&k, aid);
+    sk_keys_for(&k, e.aid);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s 1", k.stock), 0);
     freeReplyObject(rep);
-    CLI_SAYS(&e, 0, "preheated", "preheat", "--id", id, "--force");
-    CHECK_EQ(live_of(aid).remaining, 8);
-    state_is(&e, aid, "preheated");
+    CLI_SAYS(&e, 0, "preheated", "preheat", "--id", e.id, "--force");
+    CHECK_EQ(live_of(e.aid).remaining, 8);
+    state_is(&e, e.aid, "preheated");
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_open_before_preheat_says_not_preheated_and_changes_nothing)
 {
-    struct env e;
-    char id[24];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
-    CLI_SAYS(&e, 2, "not preheated", "open", "--id", id);
-    CLI_SAYS(&e, 2, "not preheated", "close", "--id", id);
-    state_is(&e, aid, "created");
-    CHECK_EQ(redis_keys_of(aid), 0); /* the switch did not half-create meta */
+    struct env e = env_fresh();
+    create_ok(&e, e.id, "10");
+    CLI_SAYS(&e, 2, "not preheated", "open", "--id", e.id);
+    CLI_SAYS(&e, 2, "not preheated", "close", "--id", e.id);
+    state_is(&e, e.aid, "created");
+    CHECK_EQ(redis_keys_of(e.aid), 0); /* the switch did not half-create meta */
 }
 
 SK_TEST(activity_cli_delete_is_refused_while_open)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    sale_open(&e, id);
-    CLI_SAYS(&e, 2, "is open", "delete", "--id", id);
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 2); /* --force does not bypass it */
-    state_is(&e, aid, "open");
-    CHECK_EQ(live_of(aid).open, 1);
-    CHECK_EQ(live_of(aid).remaining, 10);
+    struct env e = env_fresh();
+    char out[4096];
+    sale_open(&e, e.id);
+    CLI_SAYS(&e, 2, "is open", "delete", "--id", e.id);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 2); /* --force does not bypass it */
+    state_is(&e, e.aid, "open");
+    CHECK_EQ(live_of(e.aid).open, 1);
+    CHECK_EQ(live_of(e.aid).remaining, 10);
 }
 
 SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    sale_open(&e, id);
-    sk_redis *r = redis_of(e.redis);
-    buy_ok(r, aid, 7, 1);
-    sk_redis_free(r);
-    run_ok(&e, "close", id);
+    struct env e = env_fresh();
+    char out[4096];
+    sale_bought(&e, 1, "close");
 
-    CLI_SAYS(&e, 2, "--force", "delete", "--id", id);
+    CLI_SAYS(&e, 2, "--force", "delete", "--id", e.id);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_EQ(live_of(aid).stream_len, 1);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
+    CHECK_EQ(live_of(e.aid).stream_len, 1);
 
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 0);
-    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
-    CHECK_EQ(redis_keys_of(aid), 0);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(e.aid), 0);
 }
 
 SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reusable)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
-    run_ok(&e, "preheat", id);
-    CHECK(redis_keys_of(aid) > 0);
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id), 0);
+    struct env e = env_fresh();
+    char out[4096];
+    create_ok(&e, e.id, "10");
+    run_ok(&e, "preheat", e.id);
+    CHECK(redis_keys_of(e.aid) > 0);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id), 0);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
-    CHECK_EQ(redis_keys_of(aid), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(e.aid), 0);
     /* Re-created with another stock, the preheat writes the new stock. */
-    create_ok(&e, id, "3");
-    run_ok(&e, "preheat", id);
-    CHECK_EQ(live_of(aid).remaining, 3);
-    CHECK_EQ(live_of(aid).initial, 3);
+    create_ok(&e, e.id, "3");
+    run_ok(&e, "preheat", e.id);
+    CHECK_EQ(live_of(e.aid).remaining, 3);
+    CHECK_EQ(live_of(e.aid).initial, 3);
 }
 
 SK_TEST(activity_create_rejects_end_before_start_without_writing)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T09:00:00Z"),
+    struct env e = env_fresh();
+    char out[4096];
+    CREATE_X_REFUSED(&e, "end must be after start", "--start", "2030-01-01T10:00:00Z", "--end",
+                     "2030-01-01T09:00:00Z");
+    CHECK_EQ(CREATE_X(&e, out, "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T10:00:00Z"),
              2);
-    CHECK_MSG(strstr(out, "end must be after start") != NULL, "output: %s", out);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--start", "2030-01-01T10:00:00Z", "--end", "2030-01-01T10:00:00Z"),
-             2);
-    check_nothing_written(&e, aid);
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_create_rejects_zero_or_negative_stock_without_writing)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
+    struct env e = env_fresh();
     static const char *const stocks[] = {"0", "-5", "1000000000001"};
-    for (size_t i = 0; i < 3; i++) {
-        CHECK_EQ(
-            CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", stocks[i], "--limit", "1"),
-            2);
-        CHECK_MSG(strstr(out, "stock must be between 1 and") != NULL, "output: %s", out);
-    }
-    check_nothing_written(&e, aid);
+    for (size_t i = 0; i < 3; i++)
+        create_refused(&e, e.id, stocks[i], "stock must be between 1 and");
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_create_rejects_limit_zero_and_bad_max_per_order_without_writing)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    CLI_SAYS(&e, 2, "per-user limit", "create", "--id", id, "--name", "x", "--stock", "5",
+    struct env e = env_fresh();
+    CLI_SAYS(&e, 2, "per-user limit", "create", "--id", e.id, "--name", "x", "--stock", "5",
              "--limit", "0");
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--max-per-order", "0"),
-             2);
-    CHECK_MSG(strstr(out, "max per order") != NULL, "output: %s", out);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--pay-timeout", "0"),
-             2);
-    CHECK_MSG(strstr(out, "pay timeout") != NULL, "output: %s", out);
-    check_nothing_written(&e, aid);
+    CREATE_X_REFUSED(&e, "max per order", "--max-per-order", "0");
+    CREATE_X_REFUSED(&e, "pay timeout", "--pay-timeout", "0");
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
+    struct env e = env_fresh();
+    char out[4096];
     static const char *const bad[][2] = {
         {"--stock", "ten"},
         {"--stock", "5x"},
@@ -784,7 +814,7 @@ SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         /* A valid create with one flag replaced (or added) by the bad value. */
-        const char *args[16] = {"create",  "--id", id,        "--name", "x",
+        const char *args[16] = {"create",  "--id", e.id,      "--name", "x",
                                 "--stock", "5",    "--limit", "1"};
         int n = 9;
         if (!strcmp(bad[i][0], "--stock"))
@@ -800,59 +830,44 @@ SK_TEST(activity_create_rejects_non_numeric_values_and_bad_times_without_writing
     }
     /* Ids that are not ids. */
     static const char *const ids[] = {"abc", "0", "-1", "1000000000000000", "1.0"};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        CHECK_EQ(
-            CLI(&e, out, "create", "--id", ids[i], "--name", "x", "--stock", "5", "--limit", "1"),
-            2);
-        CHECK_MSG(strstr(out, "--id") != NULL, "output: %s", out);
-    }
-    check_nothing_written(&e, aid);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        create_refused(&e, ids[i], "5", "--id");
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_flags)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--colour", "red"),
-             2);
-    CHECK_MSG(strstr(out, "unknown flag '--colour'") != NULL, "output: %s", out);
-    CLI_SAYS(&e, 2, "missing --limit", "create", "--id", id, "--name", "x", "--stock", "5");
-    CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", id, "--name", "x", "--stock",
+    struct env e = env_fresh();
+    char out[4096];
+    CREATE_X_REFUSED(&e, "unknown flag '--colour'", "--colour", "red");
+    CLI_SAYS(&e, 2, "missing --limit", "create", "--id", e.id, "--name", "x", "--stock", "5");
+    CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", e.id, "--name", "x", "--stock",
              "--limit", "1");
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--stock", "6"),
-             2);
-    CHECK_MSG(strstr(out, "given twice") != NULL, "output: %s", out);
-    CHECK_EQ(
-        CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1", "extra"),
-        2);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--force"),
-             2); /* a flag of another sub-command */
-    CHECK_EQ(CLI(&e, out, "preheat", "--id", id, "--force=yes"), 2);
+    CREATE_X_REFUSED(&e, "given twice", "--stock", "6");
+    CHECK_EQ(CREATE_X(&e, out, "extra"), 2);
+    CHECK_EQ(CREATE_X(&e, out, "--force"), 2); /* a flag of another sub-command */
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", e.id, "--force=yes"), 2);
     CLI_SAYS(&e, 2, "missing --id", "preheat");
-    CHECK_EQ(CLI(&e, out, "launch", "--id", id), 2);
-    check_nothing_written(&e, aid);
+    CHECK_EQ(CLI(&e, out, "launch", "--id", e.id), 2);
+    check_nothing_written(&e, e.aid);
     /* --flag=value works like --flag value. */
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name=eq form", "--stock=5", "--limit=1"), 0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name=eq form", "--stock=5", "--limit=1"), 0);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_STR(a.name, "eq form");
 }
 
 SK_TEST(activity_cli_duplicate_create_is_exit_2_and_keeps_the_original)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "other", "--stock", "99", "--limit", "1"),
-             2);
+    struct env e = env_fresh();
+    char out[4096];
+    create_ok(&e, e.id, "10");
+    CHECK_EQ(
+        CLI(&e, out, "create", "--id", e.id, "--name", "other", "--stock", "99", "--limit", "1"),
+        2);
     CHECK_MSG(strstr(out, "already exists") != NULL, "output: %s", out);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(a.stock, 10);
     CHECK_STR(a.name, "test sale");
     CHECK_EQ(stored_count(&e), 1);
@@ -860,36 +875,34 @@ SK_TEST(activity_cli_duplicate_create_is_exit_2_and_keeps_the_original)
 
 SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
+    struct env e = env_fresh();
+    char out[4096];
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-        CHECK_MSG(CLI(&e, out, subs[i], "--id", id) == 2, "%s: %s", subs[i], out);
+        CHECK_MSG(CLI(&e, out, subs[i], "--id", e.id) == 2, "%s: %s", subs[i], out);
         CHECK_MSG(strstr(out, "not found") != NULL, "%s: %s", subs[i], out);
     }
-    check_nothing_written(&e, aid);
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_cli_redis_unreachable_is_exit_1_quickly_and_changes_nothing)
 {
-    struct env e;
-    char id[24], out[4096], dead[64];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
+    struct env e = env_fresh();
+    char out[4096], dead[64];
+    create_ok(&e, e.id, "10");
     snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", sk_th_free_port());
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         int64_t t0 = sk_mono_ms();
         int rc =
-            cli_run(&e, dead, out, sizeof out, (const char *const[]){subs[i], "--id", id, NULL});
+            cli_run(&e, dead, out, sizeof out, (const char *const[]){subs[i], "--id", e.id, NULL});
         int64_t took = sk_mono_ms() - t0;
         CHECK_MSG(rc == 1, "%s: exit %d: %s", subs[i], rc, out);
         CHECK_MSG(strstr(out, "redis") != NULL, "%s: %s", subs[i], out);
         CHECK_MSG(took < 3000, "%s took %lld ms", subs[i], (long long)took);
     }
     CHECK_EQ(cli_run(&e, dead, out, sizeof out, (const char *const[]){"list", NULL}), 1);
-    state_is(&e, aid, "created");
+    state_is(&e, e.aid, "created");
 }
 
 SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
@@ -923,94 +936,82 @@ SK_TEST(activity_cli_help_prints_usage_and_exits_0_for_every_subcommand)
 
 SK_TEST(activity_cli_times_take_rfc3339_offsets_and_relative_end_from_start)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--start", "2030-01-01T08:00:00+08:00", "--end", "+90m"),
-             0);
+    struct env e = env_fresh();
+    char out[4096];
+    CHECK_EQ(CREATE_X(&e, out, "--start", "2030-01-01T08:00:00+08:00", "--end", "+90m"), 0);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(a.start_ms, 1893456000000LL); /* 2030-01-01T00:00:00Z */
     CHECK_EQ(a.end_ms, a.start_ms + 90 * 60 * 1000);
     CHECK_EQ(a.max_per_order, 1);
     CHECK_EQ(a.pay_timeout_s, 1800);
     CHECK_MSG(strstr(out, "2030-01-01T00:00:00Z") != NULL, "create output: %s", out);
     /* Defaults: start now, end one hour later. */
-    uint64_t aid2 = sk_th_unique_id();
-    id_str(id, sizeof id, aid2);
     int64_t before = sk_wall_ms();
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1"), 0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id2, "--name", "x", "--stock", "5", "--limit", "1"),
+             0);
     int64_t after = sk_wall_ms();
-    CHECK_EQ(stored(&e, aid2, &a), 0);
+    CHECK_EQ(stored(&e, e.aid2, &a), 0);
     CHECK(a.start_ms >= before && a.start_ms <= after);
     CHECK_EQ(a.end_ms - a.start_ms, 3600 * 1000);
 }
 
 SK_TEST(activity_cli_show_says_scheduled_before_start_and_ended_after_end)
 {
-    struct env e;
-    env_init(&e);
-    char id[24], id2[24], out[4096];
-    uint64_t future = sk_th_unique_id(), past = sk_th_unique_id();
-    id_str(id, sizeof id, future);
-    id_str(id2, sizeof id2, past);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "later", "--stock", "5", "--limit", "1",
+    struct env e = env_fresh();
+    char out[4096];
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "later", "--stock", "5", "--limit", "1",
                  "--start", "+1h", "--end", "+1h"),
              0);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "gone", "--stock", "5", "--limit", "1",
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id2, "--name", "gone", "--stock", "5", "--limit", "1",
                  "--start", "2020-01-01T00:00:00Z", "--end", "2020-01-02T00:00:00Z"),
              0);
-    json_t *o = show_json(&e, id);
+    json_t *o = show_json(&e, e.id);
     CHECK_STR(jstr(o, "state"), "closed"); /* not preheated */
     CHECK(json_is_null(json_object_get(o, "stock_remaining")));
     CHECK(json_object_get(o, "preheated") == json_false());
     json_decref(o);
-    const char *ids[] = {id, id2};
+    const char *ids[] = {e.id, e.id2};
     for (int i = 0; i < 2; i++) {
         run_ok(&e, "preheat", ids[i]);
         run_ok(&e, "open", ids[i]);
     }
-    o = show_json(&e, id);
+    o = show_json(&e, e.id);
     CHECK_STR(jstr(o, "state"), "scheduled");
     json_decref(o);
-    o = show_json(&e, id2);
+    o = show_json(&e, e.id2);
     CHECK_STR(jstr(o, "state"), "ended");
     json_decref(o);
     /* And the purchase script agrees. */
     sk_redis *r = redis_of(e.redis);
     struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, future, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_stock_purchase(r, e.aid, 1, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_NOT_STARTED);
-    CHECK_EQ(sk_stock_purchase(r, past, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_stock_purchase(r, e.aid2, 1, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_ENDED);
     sk_redis_free(r);
 }
 
 SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
 {
-    struct env e;
-    env_init(&e);
-    char a1[24], a2[24], out[16384];
-    uint64_t id1 = sk_th_unique_id(), id2 = sk_th_unique_id();
-    id_str(a1, sizeof a1, id1);
-    id_str(a2, sizeof a2, id2);
+    struct env e = env_fresh();
+    char out[16384];
     CHECK_EQ(CLI(&e, out, "list"), 0);
     CHECK(strstr(out, "ID") != NULL);
-    create_ok(&e, a1, "10");
-    create_ok(&e, a2, "20");
-    run_ok(&e, "preheat", a2);
-    run_ok(&e, "open", a2);
+    create_ok(&e, e.id, "10");
+    create_ok(&e, e.id2, "20");
+    run_ok(&e, "preheat", e.id2);
+    run_ok(&e, "open", e.id2);
 
     CHECK_EQ(CLI(&e, out, "list", "--json"), 0);
     json_t *arr = json_loads(out, 0, NULL);
     CHECK_MSG(json_is_array(arr), "list --json: %s", out);
     CHECK_EQ(json_array_size(arr), 2);
     json_t *x = json_array_get(arr, 0), *y = json_array_get(arr, 1);
-    CHECK_EQ(jint(x, "id"), (long long)id1);
+    CHECK_EQ(jint(x, "id"), (long long)e.aid);
     CHECK(json_is_null(json_object_get(x, "stock_remaining")));
     CHECK_STR(jstr(x, "stored_state"), "created");
-    CHECK_EQ(jint(y, "id"), (long long)id2);
+    CHECK_EQ(jint(y, "id"), (long long)e.aid2);
     CHECK_EQ(jint(y, "stock_remaining"), 20);
     CHECK_STR(jstr(y, "state"), "open");
     json_decref(arr);
@@ -1020,31 +1021,30 @@ SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
     for (const char *p = out; *p; p++)
         lines += *p == '\n';
     CHECK_EQ(lines, 3); /* header + one line each */
-    CHECK(strstr(out, a1) != NULL && strstr(out, a2) != NULL);
+    CHECK(strstr(out, e.id) != NULL && strstr(out, e.id2) != NULL);
 }
 
 SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
+    struct env e = env_fresh();
+    char out[4096];
+    create_ok(&e, e.id, "10");
     /* An order event left behind with no meta or stock beside it. */
     sk_redis *r = redis_of(e.redis);
     struct sk_keys k;
-    sk_keys_for(&k, aid);
+    sk_keys_for(&k, e.aid);
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "XADD %s * aid %s uid 1 qty 1", k.orders, id), 0);
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XADD %s * aid %s uid 1 qty 1", k.orders, e.id), 0);
     CHECK_EQ(rep->type, REDIS_REPLY_STRING);
     freeReplyObject(rep);
     sk_redis_free(r);
-    CLI_SAYS(&e, 2, "1 order events", "delete", "--id", id);
+    CLI_SAYS(&e, 2, "1 order events", "delete", "--id", e.id);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_EQ(redis_keys_of(aid), 1);
-    CHECK_EQ(CLI(&e, out, "delete", "--id", id, "--force"), 0);
-    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
-    CHECK_EQ(redis_keys_of(aid), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
+    CHECK_EQ(redis_keys_of(e.aid), 1);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(redis_keys_of(e.aid), 0);
 }
 
 SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheated)
@@ -1052,12 +1052,10 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
     /* A preheat whose database update was lost: Redis has the stock, the
      * store still says created. The next preheat leaves Redis alone and
      * repairs the stored state. */
-    struct env e;
-    char id[24];
-    uint64_t aid = env_fresh(&e, id);
-    create_ok(&e, id, "10");
+    struct env e = env_fresh();
+    create_ok(&e, e.id, "10");
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     struct sk_stock_def d;
     sk_activity_stock_def(&a, &d);
     sk_redis *r = redis_of(e.redis);
@@ -1066,57 +1064,42 @@ SK_TEST(activity_cli_preheat_finding_live_stock_marks_a_created_activity_preheat
     CHECK_EQ(sk_stock_preheat(r, &d, 0, &res, &stock), 0);
     CHECK_EQ(res, SK_RC_PREHEATED);
     struct sk_keys k;
-    sk_keys_for(&k, aid);
+    sk_keys_for(&k, e.aid);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "DECRBY %s 4", k.stock), 0);
     freeReplyObject(rep);
     sk_redis_free(r);
 
-    CLI_SAYS(&e, 0, "live stock exists (6 left)", "preheat", "--id", id);
-    CHECK_EQ(live_of(aid).remaining, 6);
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CLI_SAYS(&e, 0, "live stock exists (6 left)", "preheat", "--id", e.id);
+    CHECK_EQ(live_of(e.aid).remaining, 6);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_STR(a.state, "preheated");
 }
 
 SK_TEST(activity_cli_create_takes_a_per_user_rate_limit_and_preheat_carries_it_to_redis)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "rl", "--stock", "5", "--limit", "1",
+    struct env e = env_fresh();
+    char out[4096];
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "rl", "--stock", "5", "--limit", "1",
                  "--rate-burst", "2"),
              2); /* a burst alone means nothing */
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), SK_ENOTFOUND);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "rl", "--stock", "5", "--limit", "1",
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "rl", "--stock", "5", "--limit", "1",
                  "--rate-per-user-per-s", "5", "--rate-burst", "2"),
              0);
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(a.rl_per_user_per_s, 5);
     CHECK_EQ(a.rl_burst, 2);
-    run_ok(&e, "preheat", id);
-    sk_redis *r = redis_of(e.redis);
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "HMGET %s rl_rate rl_burst", k.meta), 0);
-    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str && rep->element[1]->str,
-              "rate limit not in meta");
-    CHECK_STR(rep->element[0]->str, "5");
-    CHECK_STR(rep->element[1]->str, "2");
-    freeReplyObject(rep);
-    sk_redis_free(r);
+    preheat_carries(&e, (const char *const[]){"rl_rate", "rl_burst", NULL},
+                    (const char *const[]){"5", "2"});
 }
 
 SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
 {
-    struct env e;
-    env_init(&e);
-    char id[24], id1[24], out[16384];
-    uint64_t aid = sk_th_unique_id(), aid1 = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    id_str(id1, sizeof id1, aid1);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "seg", "--stock", "40", "--limit", "1",
+    struct env e = env_fresh();
+    char out[16384];
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "seg", "--stock", "40", "--limit", "1",
                  "--segments", "4", "--json"),
              0);
     json_t *o = json_loads(out, 0, NULL);
@@ -1124,18 +1107,18 @@ SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
     CHECK_EQ(jint(o, "segments"), 4);
     json_decref(o);
     struct sk_activity a;
-    CHECK_EQ(stored(&e, aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(a.segments, 4);
-    CHECK_EQ(redis_keys_of(aid), 0); /* create touches the store only */
+    CHECK_EQ(redis_keys_of(e.aid), 0); /* create touches the store only */
     /* Without the flag: 1; `--segments=N` works like the other flags. */
-    create_ok(&e, id1, "10");
-    CHECK_EQ(stored(&e, aid1, &a), 0);
+    create_ok(&e, e.id2, "10");
+    CHECK_EQ(stored(&e, e.aid2, &a), 0);
     CHECK_EQ(a.segments, 1);
 
-    o = show_json(&e, id);
+    o = show_json(&e, e.id);
     CHECK_EQ(jint(o, "segments"), 4);
     json_decref(o);
-    CHECK_EQ(CLI(&e, out, "show", "--id", id), 0);
+    CHECK_EQ(CLI(&e, out, "show", "--id", e.id), 0);
     CHECK_MSG(strstr(out, "segments         4\n") != NULL, "show text: %s", out);
 
     CHECK_EQ(CLI(&e, out, "list", "--json"), 0);
@@ -1145,30 +1128,28 @@ SK_TEST(activity_cli_create_takes_segments_and_show_and_list_print_them)
     json_t *x;
     json_array_foreach(arr, i, x)
     {
-        CHECK_EQ(jint(x, "segments"), (uint64_t)jint(x, "id") == aid ? 4 : 1);
+        CHECK_EQ(jint(x, "segments"), (uint64_t)jint(x, "id") == e.aid ? 4 : 1);
     }
     json_decref(arr);
     CHECK_EQ(CLI(&e, out, "list"), 0);
     CHECK_MSG(strstr(out, " SEGS ") != NULL, "list header: %s", out);
     /* The activity's line: ... INITIAL SEGS START ... */
-    const char *line = strstr(out, id);
+    const char *line = strstr(out, e.id);
     CHECK_MSG(line && strstr(line, "   40    4 ") != NULL, "list text: %s", out);
 
-    uint64_t aid2 = sk_th_unique_id();
-    char id2[24];
-    id_str(id2, sizeof id2, aid2);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "seg", "--stock", "256", "--limit", "1",
+    char id3[24];
+    uint64_t aid3 = id_fresh(id3);
+    CHECK_EQ(CLI(&e, out, "create", "--id", id3, "--name", "seg", "--stock", "256", "--limit", "1",
                  "--segments=256"),
              0);
-    CHECK_EQ(stored(&e, aid2, &a), 0);
+    CHECK_EQ(stored(&e, aid3, &a), 0);
     CHECK_EQ(a.segments, 256);
 }
 
 SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
 {
-    struct env e;
-    char id[24], out[4096];
-    uint64_t aid = env_fresh(&e, id);
+    struct env e = env_fresh();
+    char out[4096];
     static const struct {
         const char *stock, *segments, *want;
     } bad[] = {
@@ -1184,7 +1165,7 @@ SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char flag[64];
         snprintf(flag, sizeof flag, "--segments=%s", bad[i].segments);
-        int rc = CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", bad[i].stock,
+        int rc = CLI(&e, out, "create", "--id", e.id, "--name", "x", "--stock", bad[i].stock,
                      "--limit", "1", flag);
         CHECK_MSG(rc == 2, "%s: exit %d: %s", flag, rc, out);
         CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", flag, bad[i].want,
@@ -1192,21 +1173,14 @@ SK_TEST(activity_cli_create_refuses_bad_segments_with_exit_2_and_writes_nothing)
         CHECK_MSG(strncmp(out, "seckill: ", 9) == 0 && strchr(out, '\n') == out + strlen(out) - 1,
                   "%s: not one 'seckill:' line: %s", flag, out);
     }
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5", "--limit", "1",
-                 "--segments"),
-             2); /* no value */
+    CHECK_EQ(CREATE_X(&e, out, "--segments"), 2); /* no value */
     CHECK_MSG(strstr(out, "--segments needs a value") != NULL, "output: %s", out);
-    check_nothing_written(&e, aid);
+    check_nothing_written(&e, e.aid);
 }
 
 SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis)
 {
-    struct env e;
-    env_init(&e);
-    char id[24], id2[24], out[4096];
-    uint64_t aid = sk_th_unique_id(), aid2 = sk_th_unique_id();
-    id_str(id, sizeof id, aid);
-    id_str(id2, sizeof id2, aid2);
+    struct env e = env_fresh();
     static const struct {
         const char *a, *b, *want;
     } bad[] = {
@@ -1219,17 +1193,11 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
         {"--passes-per-s=5", "--queue-seed=0011", "--queue-seed must be 16 to 64 lowercase hex"},
         {"--passes-per-s=5", "--queue-seed=00112233445566778899AABBCCDDEEFF", "lowercase hex"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = bad[i].b ? CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5",
-                                "--limit", "1", bad[i].a, bad[i].b)
-                          : CLI(&e, out, "create", "--id", id, "--name", "x", "--stock", "5",
-                                "--limit", "1", bad[i].a);
-        CHECK_MSG(rc == 2, "%s: exit %d: %s", bad[i].a, rc, out);
-        CHECK_MSG(strstr(out, bad[i].want) != NULL, "%s: output lacks '%s': %s", bad[i].a,
-                  bad[i].want, out);
-    }
-    check_nothing_written(&e, aid);
-    CHECK_EQ(CLI(&e, out, "create", "--id", id, "--name", "wr", "--stock", "5", "--limit", "1",
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CREATE_X_REFUSED(&e, bad[i].want, bad[i].a, bad[i].b); /* b NULL: a alone */
+    check_nothing_written(&e, e.aid);
+    char out[4096];
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "wr", "--stock", "5", "--limit", "1",
                  "--passes-per-s", "20", "--pass-ttl", "90", "--queue-seed",
                  "00112233445566778899aabbccddeeff", "--json"),
              0);
@@ -1240,30 +1208,18 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
     CHECK_STR(jstr(o, "queue_seed"), "00112233445566778899aabbccddeeff");
     json_decref(o);
     /* without a seed one is drawn, without a TTL it is 300 s */
-    CHECK_EQ(CLI(&e, out, "create", "--id", id2, "--name", "wr", "--stock", "5", "--limit", "1",
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id2, "--name", "wr", "--stock", "5", "--limit", "1",
                  "--passes-per-s", "3"),
              0);
     struct sk_activity a, a2;
-    CHECK_EQ(stored(&e, aid, &a), 0);
-    CHECK_EQ(stored(&e, aid2, &a2), 0);
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
+    CHECK_EQ(stored(&e, e.aid2, &a2), 0);
     CHECK_EQ(a.wr_passes_per_s, 20);
     CHECK_EQ(a.wr_pass_ttl_s, 90);
     CHECK_STR(a.wr_seed, "00112233445566778899aabbccddeeff");
     CHECK_EQ(a2.wr_pass_ttl_s, 300);
     CHECK_EQ(strlen(a2.wr_seed), 32);
     CHECK(strcmp(a2.wr_seed, a.wr_seed) != 0);
-    run_ok(&e, "preheat", id);
-    sk_redis *r = redis_of(e.redis);
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "HMGET %s wr_rate wr_ttl wr_seed", k.meta), 0);
-    CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->element[0]->str && rep->element[1]->str &&
-                  rep->element[2]->str,
-              "waiting room not in meta");
-    CHECK_STR(rep->element[0]->str, "20");
-    CHECK_STR(rep->element[1]->str, "90");
-    CHECK_STR(rep->element[2]->str, "00112233445566778899aabbccddeeff");
-    freeReplyObject(rep);
-    sk_redis_free(r);
+    preheat_carries(&e, (const char *const[]){"wr_rate", "wr_ttl", "wr_seed", NULL},
+                    (const char *const[]){"20", "90", "00112233445566778899aabbccddeeff"});
 }

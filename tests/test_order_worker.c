@@ -492,6 +492,16 @@ BACKEND_TEST(trims_only_acknowledged_entries)
     CHECK_EQ(xlen(e, k.orders), 0);
 }
 
+/* Stops a worker running on thread t, waits for the thread and frees the
+ * worker; its last counters into *last when last is not NULL. */
+static void stop_thread_worker(sk_worker *w, pthread_t t, struct sk_worker_stats *last)
+{
+    sk_worker_stop(w);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    if (last) sk_worker_stats(w, last);
+    sk_worker_free(w);
+}
+
 BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
 {
     uint64_t aid = sk_th_env_activity(e, 50, 1, 1, 60);
@@ -504,13 +514,10 @@ BACKEND_TEST(on_a_thread_persists_as_orders_arrive_and_stops_on_request)
         buy_n(e, aid, 1 + (uint64_t)round * 10, 10);
         CHECK_MSG(wait_rows(e, aid, 10 * (round + 1)), "round %d not persisted", round);
     }
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
     struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
+    stop_thread_worker(w, t, &s);
     CHECK_EQ(s.persisted, 50);
     CHECK_EQ(s.activities, 1);
-    sk_worker_free(w);
     CHECK_EQ(db_stock(e, aid), 0);
 }
 
@@ -541,13 +548,32 @@ static int wait_stat(sk_worker *w, size_t offset, uint64_t want)
     return 0;
 }
 
+/* A fresh orders.db (SQLite) on the run's Redis and an activity of 20
+ * units, one per user; the activity's id. */
+static uint64_t sqlite_sale(struct sk_th_env *e)
+{
+    sk_th_env_init(e, 0, "orders.db", sk_th_redis_url());
+    return sk_th_env_activity(e, 20, 1, 1, 60);
+}
+
+/* The thread worker w has persisted and acknowledged `rows` orders of aid
+ * (why: what it failed to do else) and none waits; then it is stopped
+ * (its last counters into *last when not NULL). */
+static void drained_then_stopped(struct sk_th_env *e, uint64_t aid, sk_worker *w, pthread_t t,
+                                 long long rows, const char *why, struct sk_worker_stats *last)
+{
+    CHECK_MSG(wait_rows(e, aid, rows), "%s", why);
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), (uint64_t)rows), "not acked");
+    CHECK_EQ(pending(e, aid), 0);
+    stop_thread_worker(w, t, last);
+}
+
 /* SQLite only: another writer holds the write lock (SQLITE_BUSY for the
  * worker once its busy timeout runs out). */
 SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains)
 {
     struct sk_th_env e;
-    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
-    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
+    uint64_t aid = sqlite_sale(&e);
     pthread_t t;
     sk_worker *w = start_thread_worker(&e, &t, 1000);
     sqlite3 *db;
@@ -561,12 +587,7 @@ SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains
     CHECK_EQ(pending(&e, aid), 10);
     CHECK_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    CHECK_MSG(wait_rows(&e, aid, 10), "not drained after the lock went away");
-    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 10), "not acked");
-    CHECK_EQ(pending(&e, aid), 0);
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    sk_worker_free(w);
+    drained_then_stopped(&e, aid, w, t, 10, "not drained after the lock went away", NULL);
     CHECK_EQ(db_stock(&e, aid), 10);
     sk_th_env_done(&e);
 }
@@ -577,8 +598,7 @@ SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains
 SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
 {
     struct sk_th_env e;
-    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
-    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
+    uint64_t aid = sqlite_sale(&e);
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
     o.redis_url = e.redis_url;
@@ -598,10 +618,8 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
     buy_n(&e, aid, 2, 1); /* two arrivals, each its own admission call */
     buy_n(&e, aid, 3, 1);
     int64_t sent_ms = sk_mono_ms() - t0;
-    CHECK_MSG(wait_rows(&e, aid, 3), "the trickle was not persisted");
-    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), 3), "not acked");
     struct sk_worker_stats st;
-    sk_worker_stats(w, &st);
+    drained_then_stopped(&e, aid, w, t, 3, "the trickle was not persisted", &st);
     CHECK_EQ(st.persisted, 3);
     CHECK_EQ(st.duplicates, 0);
     /* Both arrived within the linger (unless this machine stalled the test
@@ -610,10 +628,6 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
         CHECK_EQ(st.batches, 2);
     else
         printf("    # arrivals %lld ms apart: batches not judged\n", (long long)sent_ms);
-    CHECK_EQ(pending(&e, aid), 0);
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    sk_worker_free(w);
     CHECK_EQ(db_stock(&e, aid), 17);
     sk_th_env_done(&e);
 }
@@ -623,8 +637,7 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
 SK_TEST(worker_warns_when_no_order_is_acknowledged_while_orders_wait)
 {
     struct sk_th_env e;
-    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
-    uint64_t aid = sk_th_env_activity(&e, 20, 1, 1, 60);
+    uint64_t aid = sqlite_sale(&e);
     sqlite3 *db;
     CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
     CHECK_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
@@ -688,9 +701,7 @@ static void redis_kill_9_with_aof_always(int pg)
     sk_redis_disconnect(e.r);
     buy_n(&e, aid, 100, 10);
     CHECK_MSG(wait_rows(&e, aid, 30), "orders after the restart not persisted");
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    sk_worker_free(w);
+    stop_thread_worker(w, t, NULL);
     CHECK_EQ(db_stock(&e, aid), 20);
     sk_th_env_done(&e);
     sk_th_redis_stop(&red, 0);
@@ -835,11 +846,8 @@ static void db_outage(int my, void (*outage)(struct db_server *),
     CHECK_MSG(wait_rows(&e, aid, BEFORE + DURING), "not drained after the server came back");
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), BEFORE + DURING), "not acked");
     CHECK_EQ(pending(&e, aid), 0);
-    sk_worker_stop(w);
-    CHECK_EQ(pthread_join(t, NULL), 0);
     struct sk_worker_stats s;
-    sk_worker_stats(w, &s);
-    sk_worker_free(w);
+    stop_thread_worker(w, t, &s);
     CHECK_EQ(s.dead_lettered, 0);
     CHECK(s.db_errors > s0.db_errors);
     /* Exactly once: every admitted order is one row, nothing else is. */

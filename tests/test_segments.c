@@ -26,6 +26,7 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
+#include "support/d1_preheat.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -122,6 +123,34 @@ static void seg_open(sk_redis *r, uint64_t id, int segs, int64_t stock, int64_t 
     sk_th_stock_new_open(r, id, stock, limit, maxq, segs, 1000);
 }
 
+/* seg_open on a fresh activity id; the id. */
+static uint64_t seg_fresh(sk_redis *r, int segs, int64_t stock, int64_t limit, int64_t maxq)
+{
+    uint64_t id = sk_th_unique_id();
+    seg_open(r, id, segs, stock, limit, maxq);
+    return id;
+}
+
+/* One purchase through the admission scripts; its answer (the admission
+ * into *a, the stock left into *left). */
+static int seg_buy(sk_redis *r, uint64_t id, uint64_t user, int64_t q, struct sk_admission *a,
+                   int64_t *left)
+{
+    CHECK_EQ(sk_stock_purchase(r, id, user, q, a, left), 0);
+    return a->rc;
+}
+
+/* The lending half of a transfer from segment `from` to `to`; the
+ * script's answer (the units taken into *taken, the transfer id into xid,
+ * SK_XFER_ID_MAX bytes). */
+static int seg_lend(sk_redis *r, uint64_t id, int from, int to, int64_t want, int64_t *taken,
+                    char *xid)
+{
+    int trc;
+    CHECK_EQ(sk_seg_lend(r, id, from, to, want, taken, xid, &trc), 0);
+    return trc;
+}
+
 static int64_t seg_stock(sk_redis *r, uint64_t id, int seg)
 {
     struct sk_keys k;
@@ -191,8 +220,7 @@ static void check_invariants(sk_redis *r, uint64_t id, int segs, int64_t initial
 SK_TEST(seg_preheat_splits_stock_over_segments_on_distinct_slots_and_state_sums_them)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 8, 1003, 2, 2);
+    uint64_t id = seg_fresh(r, 8, 1003, 2, 2);
     int slots[8];
     for (int s = 0; s < 8; s++) {
         CHECK_EQ(seg_stock(r, id, s), sk_seg_share(1003, 8, s));
@@ -216,18 +244,14 @@ SK_TEST(seg_preheat_splits_stock_over_segments_on_distinct_slots_and_state_sums_
                              .start_ms = now,
                              .end_ms = now + 1000,
                              .segments = 8};
-    int rc;
     int64_t left;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_STOCK_LIVE);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &left), SK_RC_STOCK_LIVE);
     CHECK_EQ(left, 1003);
     d.segments = 4;
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &left), SK_RC_BAD_ARGUMENT);
     /* forced while open: refused, nothing changed */
     d.segments = 8;
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_IS_OPEN);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &left), SK_RC_IS_OPEN);
     check_invariants(r, id, 8, 1003, 2, 1003);
     CHECK_EQ(sk_stock_drop(r, id), 0);
     struct sk_stock_state st;
@@ -239,8 +263,7 @@ SK_TEST(seg_preheat_splits_stock_over_segments_on_distinct_slots_and_state_sums_
 SK_TEST(seg_purchase_borrows_from_other_segments_until_every_unit_is_sold)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 4, 8, 100, 1); /* 2 units per segment */
+    uint64_t id = seg_fresh(r, 4, 8, 100, 1); /* 2 units per segment */
     const uint64_t user = 42;
     int home = sk_seg_home(user, 4);
     char label[32];
@@ -255,8 +278,7 @@ SK_TEST(seg_purchase_borrows_from_other_segments_until_every_unit_is_sold)
     }
     struct sk_admission a;
     int64_t left;
-    CHECK_EQ(sk_stock_purchase(r, id, user, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_SOLD_OUT);
+    CHECK_EQ(seg_buy(r, id, user, 1, &a, &left), SK_RC_SOLD_OUT);
     CHECK_EQ(left, 0);
     for (int s = 0; s < 4; s++)
         CHECK_EQ(seg_stock(r, id, s), 0);
@@ -267,24 +289,18 @@ SK_TEST(seg_purchase_borrows_from_other_segments_until_every_unit_is_sold)
 SK_TEST(seg_per_user_limit_holds_exactly_when_units_come_from_several_segments)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 4, 4, 3, 3); /* one unit per segment, limit 3 */
+    uint64_t id = seg_fresh(r, 4, 4, 3, 3); /* one unit per segment, limit 3 */
     struct sk_admission a;
     int64_t left;
     /* 3 units at once: home has 1, two more are borrowed in two rounds */
-    CHECK_EQ(sk_stock_purchase(r, id, 7, 3, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_OK);
+    CHECK_EQ(seg_buy(r, id, 7, 3, &a, &left), SK_RC_OK);
     CHECK_EQ(a.quantity, 3);
-    CHECK_EQ(sk_stock_purchase(r, id, 7, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_LIMIT_EXCEEDED);
+    CHECK_EQ(seg_buy(r, id, 7, 1, &a, &left), SK_RC_LIMIT_EXCEEDED);
     /* the last unit is someone else's to buy, then the sale is over */
     uint64_t other = 8;
-    CHECK_EQ(sk_stock_purchase(r, id, other, 2, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_INSUFFICIENT);
-    CHECK_EQ(sk_stock_purchase(r, id, other, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_OK);
-    CHECK_EQ(sk_stock_purchase(r, id, 9, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_SOLD_OUT);
+    CHECK_EQ(seg_buy(r, id, other, 2, &a, &left), SK_RC_INSUFFICIENT);
+    CHECK_EQ(seg_buy(r, id, other, 1, &a, &left), SK_RC_OK);
+    CHECK_EQ(seg_buy(r, id, 9, 1, &a, &left), SK_RC_SOLD_OUT);
     check_invariants(r, id, 4, 4, 3, 0);
     sk_redis_free(r);
 }
@@ -292,20 +308,17 @@ SK_TEST(seg_per_user_limit_holds_exactly_when_units_come_from_several_segments)
 SK_TEST(seg_closed_sale_lends_nothing_and_says_closed)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 2, 2, 5, 1);
+    uint64_t id = seg_fresh(r, 2, 2, 5, 1);
     /* drain user 1's home, then close: its next purchase is closed, not sold out */
     uint64_t u = 1;
     int home = sk_seg_home(u, 2);
     struct sk_admission a;
     int64_t left;
-    CHECK_EQ(sk_stock_purchase(r, id, u, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_OK);
+    CHECK_EQ(seg_buy(r, id, u, 1, &a, &left), SK_RC_OK);
     CHECK_EQ(seg_stock(r, id, home), 0);
     int rc;
     CHECK_EQ(sk_stock_set_open(r, id, 0, &rc), 0);
-    CHECK_EQ(sk_stock_purchase(r, id, u, 1, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_CLOSED);
+    CHECK_EQ(seg_buy(r, id, u, 1, &a, &left), SK_RC_CLOSED);
     CHECK_EQ(seg_stock(r, id, 1 - home), 1);
     check_invariants(r, id, 2, 2, 5, 1);
     sk_redis_free(r);
@@ -314,14 +327,11 @@ SK_TEST(seg_closed_sale_lends_nothing_and_says_closed)
 SK_TEST(seg_transfer_taken_but_never_applied_is_rolled_forward_once)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 2, 100, 10, 1);
+    uint64_t id = seg_fresh(r, 2, 100, 10, 1);
     /* the lending half alone: a borrower that died before the second call */
-    int trc;
     int64_t taken;
     char xid[SK_XFER_ID_MAX];
-    CHECK_EQ(sk_seg_lend(r, id, 0, 1, 3, &taken, xid, &trc), 0);
-    CHECK_EQ(trc, SK_RC_TRANSFERRED);
+    CHECK_EQ(seg_lend(r, id, 0, 1, 3, &taken, xid), SK_RC_TRANSFERRED);
     CHECK_EQ(taken, 25);               /* half of the lender's 50: more than asked */
     CHECK_EQ(seg_stock(r, id, 0), 25); /* what the lender has left */
     struct sk_stock_state st;
@@ -353,12 +363,10 @@ SK_TEST(seg_transfer_taken_but_never_applied_is_rolled_forward_once)
 SK_TEST(seg_release_gives_units_back_to_the_order_segment_once)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 4, 40, 2, 2);
+    uint64_t id = seg_fresh(r, 4, 40, 2, 2);
     struct sk_admission a;
     int64_t left;
-    CHECK_EQ(sk_stock_purchase(r, id, 11, 2, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_OK);
+    CHECK_EQ(seg_buy(r, id, 11, 2, &a, &left), SK_RC_OK);
     int home = sk_seg_home(11, 4);
     int64_t before = seg_stock(r, id, home);
     int rc;
@@ -373,8 +381,7 @@ SK_TEST(seg_release_gives_units_back_to_the_order_segment_once)
     CHECK_EQ(sk_stock_release(r, id, a.order_id, 12, 2, &rc, &given), 0);
     CHECK(rc == SK_RC_UNKNOWN_ORDER || rc == SK_RC_ALREADY_RELEASED);
     /* the user can buy again: the limit counted the released units back */
-    CHECK_EQ(sk_stock_purchase(r, id, 11, 2, &a, &left), 0);
-    CHECK_EQ(a.rc, SK_RC_OK);
+    CHECK_EQ(seg_buy(r, id, 11, 2, &a, &left), SK_RC_OK);
     check_invariants(r, id, 4, 40, 2, 38);
     sk_redis_free(r);
 }
@@ -429,17 +436,16 @@ SK_TEST(seg_borrowed_purchase_is_not_charged_twice_by_the_rate_limiter)
 SK_TEST(seg_scripts_refuse_malformed_arguments_and_change_nothing)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 2, 10, 2, 1);
-    int64_t taken;
-    int trc;
-    char xid[SK_XFER_ID_MAX];
-    /* lend nothing, to no segment */
-    CHECK_EQ(sk_seg_lend(r, id, 0, 1, 0, &taken, xid, &trc), 0);
-    CHECK_EQ(trc, SK_RC_BAD_ARGUMENT);
-    CHECK_EQ(taken, 0);
-    CHECK_EQ(sk_seg_lend(r, id, 0, -1, 1, &taken, xid, &trc), 0);
-    CHECK_EQ(trc, SK_RC_BAD_ARGUMENT);
+    uint64_t id = seg_fresh(r, 2, 10, 2, 1);
+    /* lend nothing, to no segment: refused, nothing taken */
+    static const int bad_lend[][3] = {{0, 1, 0}, {0, -1, 1}};
+    for (size_t i = 0; i < sizeof bad_lend / sizeof bad_lend[0]; i++) {
+        int64_t taken = -1;
+        char xid[SK_XFER_ID_MAX];
+        CHECK_EQ(seg_lend(r, id, bad_lend[i][0], bad_lend[i][1], bad_lend[i][2], &taken, xid),
+                 SK_RC_BAD_ARGUMENT);
+        CHECK_EQ(taken, 0);
+    }
     /* a receiving half with no units, or no id */
     struct sk_keys k1;
     sk_keys_seg(&k1, id, 1);
@@ -466,8 +472,7 @@ SK_TEST(seg_purchase_with_redis_down_fails_cleanly_and_sells_nothing)
     struct sk_th_redis own;
     sk_th_redis_start(&own, NULL);
     sk_redis *r = connect_to(own.url);
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 4, 8, 2, 1);
+    uint64_t id = seg_fresh(r, 4, 8, 2, 1);
     sk_th_redis_stop(&own, 1); /* kill -9 */
     struct sk_admission a;
     int64_t left;
@@ -554,8 +559,7 @@ static int64_t crowd_sale(const char *url, uint64_t id, int procs, size_t n, uin
 SK_TEST(seg_concurrent_sale_over_8_segments_sells_out_exactly_with_no_user_over_the_limit)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 8, 2000, 2, 1);
+    uint64_t id = seg_fresh(r, 8, 2000, 2, 1);
     int64_t sold = crowd_sale(sk_th_redis_url(), id, 8, 12000, 5000, 0x5e9);
     CHECK_EQ(sold, 2000);
     check_invariants(r, id, 8, 2000, 2, 0);
@@ -641,8 +645,7 @@ SK_TEST(seg_cluster_serve_http_sale_over_8_segments_sells_out_exactly)
 SK_TEST(seg_serve_http_sale_over_8_segments_on_one_redis_sells_out_exactly)
 {
     sk_redis *r = connect_to(sk_th_redis_url());
-    uint64_t id = sk_th_unique_id();
-    seg_open(r, id, 8, 3000, 2, 1);
+    uint64_t id = seg_fresh(r, 8, 3000, 2, 1);
     http_sale(sk_th_redis_url(), r, id, 8, 3000);
     sk_redis_free(r);
 }

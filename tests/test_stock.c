@@ -15,6 +15,7 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "redis/script.h"
+#include "support/d1_preheat.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 
@@ -40,8 +41,7 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                              ""};
     int rc;
     int64_t left;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &left), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &left), SK_RC_PREHEATED);
     CHECK_EQ(left, stock);
     if (open) {
         CHECK_EQ(sk_stock_set_open(r, d.id, 1, &rc), 0);
@@ -64,6 +64,25 @@ static int buy(sk_redis *r, uint64_t aid, uint64_t uid, int64_t q, struct sk_adm
     return a->rc;
 }
 
+/* A purchase that must be admitted; its admission. */
+static struct sk_admission bought(sk_redis *r, uint64_t aid, uint64_t uid, int64_t q)
+{
+    struct sk_admission a;
+    CHECK_EQ(buy(r, aid, uid, q, &a), SK_RC_OK);
+    return a;
+}
+
+/* Releases qty units of order_id held by user; the script's answer (the
+ * units given back into *given when given is not NULL). */
+static int release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t user, int64_t qty,
+                   int64_t *given)
+{
+    int rc;
+    int64_t tmp;
+    CHECK_EQ(sk_stock_release(r, aid, order_id, user, qty, &rc, given ? given : &tmp), 0);
+    return rc;
+}
+
 static struct sk_stock_state state_of(sk_redis *r, uint64_t aid)
 {
     struct sk_stock_state st;
@@ -71,14 +90,43 @@ static struct sk_stock_state state_of(sk_redis *r, uint64_t aid)
     return st;
 }
 
-static void check_untouched(sk_redis *r, uint64_t aid, int64_t stock)
+/* The activity's live stock, the units its buyers hold and its order
+ * events. */
+static void check_counts(sk_redis *r, uint64_t aid, int64_t remaining, int64_t held,
+                         int64_t stream_len)
 {
     struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.remaining, stock);
-    CHECK_EQ(st.held, 0);
-    CHECK_EQ(st.buyers, 0);
-    CHECK_EQ(st.stream_len, 0);
+    CHECK_EQ(st.remaining, remaining);
+    CHECK_EQ(st.held, held);
+    CHECK_EQ(st.stream_len, stream_len);
 }
+
+static void check_untouched(sk_redis *r, uint64_t aid, int64_t stock)
+{
+    check_counts(r, aid, stock, 0, 0);
+    CHECK_EQ(state_of(r, aid).buyers, 0);
+}
+
+/* One purchase of a sequence and the answer it must get. */
+struct buy_step {
+    uint64_t user;
+    int64_t qty;
+    int want;
+};
+
+/* The purchases of steps, one at a time and in order, get their answers. */
+static void buys_answer(sk_redis *r, uint64_t aid, const struct buy_step *steps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int got = buy(r, aid, steps[i].user, steps[i].qty, NULL);
+        CHECK_MSG(got == steps[i].want, "step %zu (user %" PRIu64 ", qty %lld): %s, want %s", i,
+                  steps[i].user, (long long)steps[i].qty, sk_rc_name(got),
+                  sk_rc_name(steps[i].want));
+    }
+}
+#define BUYS(r, aid, ...)                                                                          \
+    buys_answer(r, aid, (const struct buy_step[]){__VA_ARGS__},                                    \
+                sizeof((const struct buy_step[]){__VA_ARGS__}) / sizeof(struct buy_step))
 
 SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
 {
@@ -112,10 +160,8 @@ SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
     CHECK_EQ(strlen(f->element[9]->str), 8);
     CHECK_MSG(strstr(a.order_id, f->element[9]->str), "%s", a.order_id);
     freeReplyObject(rep);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.held, 2);
-    CHECK_EQ(st.buyers, 1);
-    CHECK_EQ(st.stream_len, 1);
+    check_counts(r, aid, 8, 2, 1);
+    CHECK_EQ(state_of(r, aid).buyers, 1);
     sk_redis_free(r);
 }
 
@@ -173,10 +219,8 @@ SK_TEST(quantity_outside_one_to_max_per_order_is_refused_without_state_change)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 10, 5, 3);
-    CHECK_EQ(buy(r, aid, 1, 0, NULL), SK_RC_BAD_QUANTITY);
-    CHECK_EQ(buy(r, aid, 1, -1, NULL), SK_RC_BAD_QUANTITY);
-    CHECK_EQ(buy(r, aid, 1, 4, NULL), SK_RC_BAD_QUANTITY);
-    CHECK_EQ(buy(r, aid, 1, INT64_MAX, NULL), SK_RC_BAD_QUANTITY);
+    BUYS(r, aid, {1, 0, SK_RC_BAD_QUANTITY}, {1, -1, SK_RC_BAD_QUANTITY},
+         {1, 4, SK_RC_BAD_QUANTITY}, {1, INT64_MAX, SK_RC_BAD_QUANTITY});
     check_untouched(r, aid, 10);
     CHECK_EQ(buy(r, aid, 1, 3, NULL), SK_RC_OK);
     sk_redis_free(r);
@@ -186,15 +230,9 @@ SK_TEST(per_user_limit_counts_units_across_orders)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 100, 3, 2);
-    CHECK_EQ(buy(r, aid, 7, 2, NULL), SK_RC_OK);
-    CHECK_EQ(buy(r, aid, 7, 2, NULL), SK_RC_LIMIT_EXCEEDED);
-    CHECK_EQ(buy(r, aid, 7, 1, NULL), SK_RC_OK);
-    CHECK_EQ(buy(r, aid, 7, 1, NULL), SK_RC_LIMIT_EXCEEDED);
-    CHECK_EQ(buy(r, aid, 8, 1, NULL), SK_RC_OK);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.remaining, 96);
-    CHECK_EQ(st.held, 4);
-    CHECK_EQ(st.stream_len, 3);
+    BUYS(r, aid, {7, 2, SK_RC_OK}, {7, 2, SK_RC_LIMIT_EXCEEDED}, {7, 1, SK_RC_OK},
+         {7, 1, SK_RC_LIMIT_EXCEEDED}, {8, 1, SK_RC_OK});
+    check_counts(r, aid, 96, 4, 3);
     sk_redis_free(r);
 }
 
@@ -202,10 +240,8 @@ SK_TEST(last_units_refuse_a_larger_quantity_then_sell_out_exactly)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 3, 3, 3);
-    CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
-    CHECK_EQ(buy(r, aid, 2, 2, NULL), SK_RC_INSUFFICIENT);
-    CHECK_EQ(buy(r, aid, 2, 1, NULL), SK_RC_OK);
-    CHECK_EQ(buy(r, aid, 3, 1, NULL), SK_RC_SOLD_OUT);
+    BUYS(r, aid, {1, 2, SK_RC_OK}, {2, 2, SK_RC_INSUFFICIENT}, {2, 1, SK_RC_OK},
+         {3, 1, SK_RC_SOLD_OUT});
     CHECK_EQ(state_of(r, aid).remaining, 0);
     sk_redis_free(r);
 }
@@ -228,7 +264,7 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
         CHECK_EQ(res[i].order_id[0] != 0, want[i] == SK_RC_OK);
     }
     CHECK_EQ(left, 0);
-    CHECK_EQ(state_of(r, aid).stream_len, 4);
+    check_counts(r, aid, 0, 4, 4);
     sk_redis_free(r);
 }
 
@@ -236,24 +272,17 @@ SK_TEST(release_gives_units_back_once_and_they_sell_again)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 2, 2, 2);
-    struct sk_admission a;
-    CHECK_EQ(buy(r, aid, 10, 2, &a), SK_RC_OK);
+    struct sk_admission a = bought(r, aid, 10, 2);
     CHECK_EQ(buy(r, aid, 11, 1, NULL), SK_RC_SOLD_OUT);
-    int rc;
     int64_t given;
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 2, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_RELEASED);
+    CHECK_EQ(release(r, aid, a.order_id, 10, 2, &given), SK_RC_RELEASED);
     CHECK_EQ(given, 2);
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 2, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_ALREADY_RELEASED);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.remaining, 2);
-    CHECK_EQ(st.held, 0);
-    CHECK_EQ(st.released, 2);
+    CHECK_EQ(release(r, aid, a.order_id, 10, 2, NULL), SK_RC_ALREADY_RELEASED);
+    check_counts(r, aid, 2, 0, 1);
+    CHECK_EQ(state_of(r, aid).released, 2);
     /* the buyer's count went down too: they may buy again */
-    CHECK_EQ(buy(r, aid, 10, 1, NULL), SK_RC_OK);
-    CHECK_EQ(buy(r, aid, 11, 1, NULL), SK_RC_OK);
-    CHECK_EQ(state_of(r, aid).remaining, 0);
+    BUYS(r, aid, {10, 1, SK_RC_OK}, {11, 1, SK_RC_OK});
+    check_counts(r, aid, 0, 2, 3);
     sk_redis_free(r);
 }
 
@@ -261,30 +290,19 @@ SK_TEST(release_refuses_units_the_buyer_does_not_hold_and_bad_ids)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 5, 1, 1);
-    struct sk_admission a;
-    CHECK_EQ(buy(r, aid, 10, 1, &a), SK_RC_OK);
-    int rc;
-    int64_t given;
+    struct sk_admission a = bought(r, aid, 10, 1);
     /* wrong user, too many units, malformed or foreign order ids */
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 11, 1, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_UNKNOWN_ORDER);
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 2, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_UNKNOWN_ORDER);
-    CHECK_EQ(sk_stock_release(r, aid, "garbage", 10, 1, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
-    CHECK_EQ(sk_stock_release(r, aid, "1-2-3", 10, 1, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 0, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(release(r, aid, a.order_id, 11, 1, NULL), SK_RC_UNKNOWN_ORDER);
+    CHECK_EQ(release(r, aid, a.order_id, 10, 2, NULL), SK_RC_UNKNOWN_ORDER);
+    CHECK_EQ(release(r, aid, "garbage", 10, 1, NULL), SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(release(r, aid, "1-2-3", 10, 1, NULL), SK_RC_BAD_ARGUMENT);
+    CHECK_EQ(release(r, aid, a.order_id, 10, 0, NULL), SK_RC_BAD_ARGUMENT);
     /* well-formed but never issued */
     char fake[64];
     snprintf(fake, sizeof fake, "%" PRIu64 "-1-1", aid);
-    CHECK_EQ(sk_stock_release(r, aid, fake, 10, 1, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_UNKNOWN_ORDER);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.remaining, 4);
-    CHECK_EQ(st.held, 1);
-    CHECK_EQ(st.released, 0);
+    CHECK_EQ(release(r, aid, fake, 10, 1, NULL), SK_RC_UNKNOWN_ORDER);
+    check_counts(r, aid, 4, 1, 1);
+    CHECK_EQ(state_of(r, aid).released, 0);
     sk_redis_free(r);
 }
 
@@ -292,20 +310,17 @@ SK_TEST(release_never_raises_stock_above_initial)
 {
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     uint64_t aid = open_activity(r, 5, 1, 1);
-    struct sk_admission a;
-    CHECK_EQ(buy(r, aid, 10, 1, &a), SK_RC_OK);
+    struct sk_admission a = bought(r, aid, 10, 1);
     /* Someone pushed stock back up by hand (drift): the cap still holds. */
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s 5", k.stock), 0);
     freeReplyObject(rep);
-    int rc;
     int64_t given = -1;
-    CHECK_EQ(sk_stock_release(r, aid, a.order_id, 10, 1, &rc, &given), 0);
-    CHECK_EQ(rc, SK_RC_RELEASED);
+    CHECK_EQ(release(r, aid, a.order_id, 10, 1, &given), SK_RC_RELEASED);
     CHECK_EQ(given, 0);
-    CHECK_EQ(state_of(r, aid).remaining, 5);
+    check_counts(r, aid, 5, 0, 1);
     sk_redis_free(r);
 }
 
@@ -318,20 +333,16 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, ""};
     int rc;
     int64_t stock;
-    CHECK_EQ(sk_stock_preheat(r, &d, 0, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_STOCK_LIVE);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &stock), SK_RC_STOCK_LIVE);
     CHECK_EQ(stock, 8);
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_IS_OPEN);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_IS_OPEN);
     CHECK_EQ(state_of(r, aid).remaining, 8);
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
     /* forced: the 2 units already held stay sold */
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_PREHEATED);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_PREHEATED);
     CHECK_EQ(stock, 48);
     d.initial = 1;
-    CHECK_EQ(sk_stock_preheat(r, &d, 1, &rc, &stock), 0);
-    CHECK_EQ(rc, SK_RC_BELOW_SOLD);
+    CHECK_EQ(sk_th_preheat_rc(r, &d, 1, &stock), SK_RC_BELOW_SOLD);
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.remaining, 48);
     CHECK_EQ(st.initial, 50);
@@ -533,9 +544,7 @@ SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
     p.user_id = 7;
     CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
     CHECK_EQ(again.rc, SK_RC_CLOSED);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.stream_len, 1);
-    CHECK_EQ(st.held, 2);
+    check_counts(r, aid, 0, 2, 1);
     sk_redis_free(r);
 }
 
@@ -571,9 +580,7 @@ SK_TEST(same_idempotency_key_twice_in_one_batch_buys_once)
     CHECK_EQ(b[2].rc, SK_RC_OK);
     CHECK(strcmp(b[2].order_id, b[0].order_id) != 0);
     CHECK_EQ(left, 8);
-    struct sk_stock_state st = state_of(r, aid);
-    CHECK_EQ(st.held, 2);
-    CHECK_EQ(st.stream_len, 2);
+    check_counts(r, aid, 8, 2, 2);
     sk_redis_free(r);
 }
 

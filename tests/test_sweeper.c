@@ -65,6 +65,19 @@ static void persist(struct sk_th_env *e)
     CHECK_EQ(sk_th_worker_run(&o).stock_failures, 0);
 }
 
+/* An activity of `stock` units (limit and max per order `limit`) with
+ * user ua's order of qa units (its id into a) and, when ub is not 0, user
+ * ub's of qb (into b), both persisted. */
+static uint64_t orders_persisted(struct sk_th_env *e, int64_t stock, int64_t limit, uint64_t ua,
+                                 int64_t qa, char *a, uint64_t ub, int64_t qb, char *b)
+{
+    uint64_t aid = sk_th_env_activity(e, stock, limit, limit, PAY_TIMEOUT_S);
+    buy(e, aid, ua, qa, a);
+    if (ub) buy(e, aid, ub, qb, b);
+    persist(e);
+    return aid;
+}
+
 static sk_sweeper *new_sweeper(struct sk_th_env *e, int batch)
 {
     struct sk_sweeper_opts o;
@@ -157,11 +170,8 @@ static void check_consistent(struct sk_th_env *e, uint64_t aid)
 
 BACKEND_TEST(store_cancel_gives_units_back_to_db_stock_once_and_mark_released_is_conditional)
 {
-    uint64_t aid = sk_th_env_activity(e, 5, 3, 3, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
-    buy(e, aid, 1, 3, a);
-    buy(e, aid, 2, 2, b);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 5, 3, 1, 3, a, 2, 2, b);
     CHECK_EQ(db_stock(e, aid), 0);
     int64_t stock, expected;
     CHECK_EQ(sk_store_db_stock_check(e->st, aid, &stock, &expected), 0);
@@ -225,10 +235,8 @@ BACKEND_TEST(store_db_stock_repair_recomputes_atomically_with_one_audit_row)
 
 BACKEND_TEST(store_order_restore_inserts_without_touching_db_stock_and_audits)
 {
-    uint64_t aid = sk_th_env_activity(e, 10, 2, 2, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
-    buy(e, aid, 5, 2, oid);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 10, 2, 5, 2, oid, 0, 0, NULL);
     struct sk_order o = get_order(e, oid);
     CHECK_EQ(sk_store_order_restore(e->st, &o, 5, "again"), SK_EEXIST);
     struct sk_order n = o;
@@ -311,10 +319,8 @@ BACKEND_TEST(unpaid_order_past_its_deadline_is_cancelled_and_its_stock_is_bought
 
 BACKEND_TEST(late_payment_after_the_timeout_is_refused_and_the_units_stay_on_sale)
 {
-    uint64_t aid = sk_th_env_activity(e, 3, 3, 3, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
-    buy(e, aid, 7, 3, oid);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 3, 3, 7, 3, oid, 0, 0, NULL);
     sk_sweeper *sw = new_sweeper(e, 0);
     struct sk_sweep_result r = pass(sw, get_order(e, oid).pay_deadline_ms + 1000);
     CHECK_EQ(r.cancelled, 1);
@@ -331,11 +337,8 @@ BACKEND_TEST(late_payment_after_the_timeout_is_refused_and_the_units_stay_on_sal
 
 BACKEND_TEST(paid_order_is_never_cancelled_by_the_sweeper)
 {
-    uint64_t aid = sk_th_env_activity(e, 2, 1, 1, PAY_TIMEOUT_S);
     char paid[SK_ORDER_ID_MAX], unpaid[SK_ORDER_ID_MAX];
-    buy(e, aid, 1, 1, paid);
-    buy(e, aid, 2, 1, unpaid);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 2, 1, 1, 1, paid, 2, 1, unpaid);
     CHECK_EQ(sk_store_order_pay(e->st, paid, sk_wall_ms(), NULL), 0);
     sk_sweeper *sw = new_sweeper(e, 0);
     struct sk_sweep_result r = pass(sw, sk_wall_ms() + 86400000LL);
@@ -368,10 +371,8 @@ BACKEND_TEST(expired_orders_beyond_one_batch_are_all_cancelled_in_one_pass)
 
 BACKEND_TEST(double_cancel_releases_once)
 {
-    uint64_t aid = sk_th_env_activity(e, 4, 2, 2, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
-    buy(e, aid, 9, 2, oid);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 4, 2, 9, 2, oid, 0, 0, NULL);
     struct sk_cancel_result res;
     CHECK_EQ(sk_order_cancel(e->st, e->r, oid, 9, sk_wall_ms(), &res), 0);
     CHECK_EQ(res.cancelled, 1);
@@ -407,11 +408,8 @@ BACKEND_TEST(double_cancel_releases_once)
 
 BACKEND_TEST(cancel_checks_the_buyer_and_refuses_a_paid_order)
 {
-    uint64_t aid = sk_th_env_activity(e, 4, 2, 2, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
-    buy(e, aid, 1, 1, a);
-    buy(e, aid, 2, 1, b);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 4, 2, 1, 1, a, 2, 1, b);
     struct sk_cancel_result res;
     /* Another buyer's order is "not found"; nothing changes. */
     CHECK_EQ(sk_order_cancel(e->st, e->r, a, 2, sk_wall_ms(), &res), SK_ENOTFOUND);
@@ -434,11 +432,8 @@ BACKEND_TEST(cancel_checks_the_buyer_and_refuses_a_paid_order)
 
 BACKEND_TEST(crash_gap_cancel_in_db_without_release_is_repaired_by_the_next_pass)
 {
-    uint64_t aid = sk_th_env_activity(e, 3, 1, 1, PAY_TIMEOUT_S);
     char a[SK_ORDER_ID_MAX], b[SK_ORDER_ID_MAX];
-    buy(e, aid, 1, 1, a);
-    buy(e, aid, 2, 1, b);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 3, 1, 1, 1, a, 2, 1, b);
     /* The process "dies" right after the DB cancel: no release ran. */
     int prev;
     CHECK_EQ(sk_store_order_cancel(e->st, a, sk_wall_ms(), &prev), 0);
@@ -463,10 +458,8 @@ BACKEND_TEST(crash_gap_cancel_in_db_without_release_is_repaired_by_the_next_pass
 
 BACKEND_TEST(cancel_while_redis_is_down_stands_and_the_sweeper_releases_later)
 {
-    uint64_t aid = sk_th_env_activity(e, 2, 1, 1, PAY_TIMEOUT_S);
     char oid[SK_ORDER_ID_MAX];
-    buy(e, aid, 4, 1, oid);
-    persist(e);
+    uint64_t aid = orders_persisted(e, 2, 1, 4, 1, oid, 0, 0, NULL);
     char url[64], err[256];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", sk_th_free_port()); /* nobody there */
     sk_redis *dead;
@@ -519,17 +512,41 @@ BACKEND_TEST(unreleasable_order_stays_owed_without_blocking_the_others)
     freeReplyObject(rep);
 }
 
-#define RACE_N 150
+/* n orders bought one unit each by users 1..n and persisted, for two
+ * racing processes. */
+struct race_orders {
+    const char *spec;
+    int n;
+    char (*oid)[SK_ORDER_ID_MAX];
+};
 
-/* Two processes race on RACE_N orders: one pays each, the other runs
- * sweeper passes at a time past every deadline. */
-BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_the_cancelled)
+static uint64_t race_orders_bought(struct sk_th_env *e, struct race_orders *ro)
 {
-    uint64_t aid = sk_th_env_activity(e, RACE_N, 1, 1, PAY_TIMEOUT_S);
-    static char oid[RACE_N][SK_ORDER_ID_MAX];
-    for (int i = 0; i < RACE_N; i++)
-        buy(e, aid, (uint64_t)i + 1, 1, oid[i]);
+    uint64_t aid = sk_th_env_activity(e, ro->n, 1, 1, PAY_TIMEOUT_S);
+    for (int i = 0; i < ro->n; i++)
+        buy(e, aid, (uint64_t)i + 1, 1, ro->oid[i]);
     persist(e);
+    ro->spec = e->spec;
+    return aid;
+}
+
+/* Blocks a racer until the test opens the gate (closes its end). */
+static void race_gate(int gate_fd)
+{
+    char ch;
+    while (read(gate_fd, &ch, 1) > 0) {
+    }
+}
+
+/* One side of a race, run in a forked process: it calls race_gate(gate_fd)
+ * once ready, then races, writing two numbers into out; 0, or the exit
+ * code that says what failed. */
+typedef int (*race_side)(int side, int gate_fd, const struct race_orders *ro, long out[2]);
+
+/* Runs side 0 and side 1 of fn at once in two processes, opens the gate,
+ * waits for both (each must exit 0) and returns their numbers by side. */
+static void race_two(race_side fn, const struct race_orders *ro, long got[2][2])
+{
     int gate[2], res_pipe[2];
     CHECK_EQ(pipe(gate), 0);
     CHECK_EQ(pipe(res_pipe), 0);
@@ -539,65 +556,89 @@ BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_th
         CHECK(kid[side] >= 0);
         if (kid[side] != 0) continue;
         close(gate[1]);
-        /* Both sides ready (connected) before the gate opens. */
-        sk_store *st = NULL;
-        sk_sweeper *sw = NULL;
-        char err[512];
-        if (side == 0 && sk_store_open(&st, e->spec, err, sizeof err)) _exit(2);
-        if (side == 1) {
-            struct sk_sweeper_opts o;
-            sk_sweeper_opts_init(&o);
-            o.redis_url = sk_th_redis_url();
-            o.db_spec = e->spec;
-            o.batch = 7; /* many small passes interleave with the payer */
-            if (sk_sweeper_new(&sw, &o, err, sizeof err)) _exit(2);
-        }
-        char ch;
-        while (read(gate[0], &ch, 1) > 0) {
-        }
-        long won = 0;
-        if (side == 0) {
-            /* Newest first, while the sweeper goes oldest deadline first:
-             * they meet somewhere in the middle and fight there. */
-            for (int i = RACE_N - 1; i >= 0; i--) {
-                int rc = sk_store_order_pay(st, oid[i], sk_wall_ms(), NULL);
-                if (rc == SK_ETIMEDOUT) {
-                    i++; /* a lock wait cut short: try again */
-                    continue;
-                }
-                if (rc == 0)
-                    won++;
-                else if (rc != SK_ESTATE)
-                    _exit(3);
-            }
-            sk_store_close(st);
-        } else {
-            int64_t future = sk_wall_ms() + 86400000LL;
-            for (;;) {
-                struct sk_sweep_result r;
-                if (sk_sweeper_pass(sw, future, &r) || r.errors) _exit(4);
-                won += (long)r.cancelled;
-                if (r.expired == 0) break;
-            }
-            sk_sweeper_free(sw);
-        }
-        if (write(res_pipe[1], &(long[2]){side, won}, sizeof(long[2])) != sizeof(long[2])) _exit(5);
+        long out[2] = {0, 0};
+        int rc = fn(side, gate[0], ro, out);
+        if (rc) _exit(rc);
+        long msg[3] = {side, out[0], out[1]};
+        if (write(res_pipe[1], msg, sizeof msg) != sizeof msg) _exit(5);
         _exit(0);
     }
     close(gate[0]);
     close(gate[1]); /* go */
     close(res_pipe[1]);
-    long won[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         int status;
         CHECK_EQ(waitpid(kid[i], &status, 0), kid[i]);
         CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "racer %d exit %d", i,
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        long msg[2];
+        long msg[3];
         CHECK_EQ(read(res_pipe[0], msg, sizeof msg), (long)sizeof msg);
-        won[msg[0]] = msg[1];
+        got[msg[0]][0] = msg[1];
+        got[msg[0]][1] = msg[2];
     }
     close(res_pipe[0]);
+}
+
+/* Side 0 pays every order, newest first; side 1 runs sweeper passes at a
+ * time past every deadline. out[0]: the orders each side won. */
+static int pay_or_sweep(int side, int gate_fd, const struct race_orders *ro, long out[2])
+{
+    /* Both sides ready (connected) before the gate opens. */
+    sk_store *st = NULL;
+    sk_sweeper *sw = NULL;
+    char err[512];
+    if (side == 0 && sk_store_open(&st, ro->spec, err, sizeof err)) return 2;
+    if (side == 1) {
+        struct sk_sweeper_opts o;
+        sk_sweeper_opts_init(&o);
+        o.redis_url = sk_th_redis_url();
+        o.db_spec = ro->spec;
+        o.batch = 7; /* many small passes interleave with the payer */
+        if (sk_sweeper_new(&sw, &o, err, sizeof err)) return 2;
+    }
+    race_gate(gate_fd);
+    long won = 0;
+    if (side == 0) {
+        /* Newest first, while the sweeper goes oldest deadline first:
+         * they meet somewhere in the middle and fight there. */
+        for (int i = ro->n - 1; i >= 0; i--) {
+            int rc = sk_store_order_pay(st, ro->oid[i], sk_wall_ms(), NULL);
+            if (rc == SK_ETIMEDOUT) {
+                i++; /* a lock wait cut short: try again */
+                continue;
+            }
+            if (rc == 0)
+                won++;
+            else if (rc != SK_ESTATE)
+                return 3;
+        }
+        sk_store_close(st);
+    } else {
+        int64_t future = sk_wall_ms() + 86400000LL;
+        for (;;) {
+            struct sk_sweep_result r;
+            if (sk_sweeper_pass(sw, future, &r) || r.errors) return 4;
+            won += (long)r.cancelled;
+            if (r.expired == 0) break;
+        }
+        sk_sweeper_free(sw);
+    }
+    out[0] = won;
+    return 0;
+}
+
+#define RACE_N 150
+
+/* Two processes race on RACE_N orders: one pays each, the other runs
+ * sweeper passes at a time past every deadline. */
+BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_the_cancelled)
+{
+    static char oid[RACE_N][SK_ORDER_ID_MAX];
+    struct race_orders ro = {NULL, RACE_N, oid};
+    uint64_t aid = race_orders_bought(e, &ro);
+    long got[2][2];
+    race_two(pay_or_sweep, &ro, got);
+    long won[2] = {got[0][0], got[1][0]};
     CHECK_EQ(won[0] + won[1], RACE_N);
     long paid = 0, cancelled = 0;
     for (int i = 0; i < RACE_N; i++) {
@@ -619,67 +660,45 @@ BACKEND_TEST(cancel_racing_a_payment_has_exactly_one_winner_and_releases_only_th
     check_consistent(e, aid);
 }
 
+/* Both sides cancel every order as an operator. out: the cancels each
+ * won and the units they gave back. */
+static int cancel_every_order(int side, int gate_fd, const struct race_orders *ro, long out[2])
+{
+    (void)side;
+    race_gate(gate_fd);
+    sk_store *st;
+    sk_redis *r;
+    char err[512];
+    if (sk_store_open(&st, ro->spec, err, sizeof err)) return 2;
+    if (sk_redis_new(&r, sk_th_redis_url(), 1000, 5000, err, sizeof err)) return 2;
+    for (int i = 0; i < ro->n; i++) {
+        struct sk_cancel_result res;
+        int rc = sk_order_cancel(st, r, ro->oid[i], 0, sk_wall_ms(), &res);
+        if (rc == SK_ETIMEDOUT) {
+            i--;
+            continue;
+        }
+        if (rc || res.release_pending) return 3;
+        out[0] += res.cancelled;
+        out[1] += res.units_given;
+    }
+    sk_store_close(st);
+    sk_redis_free(r);
+    return 0;
+}
+
 /* Two processes cancel the same orders at once through sk_order_cancel:
  * each order is cancelled by one of them and released once. */
 BACKEND_TEST(concurrent_cancels_of_the_same_orders_release_each_once)
 {
     enum { N = 60 };
-    uint64_t aid = sk_th_env_activity(e, N, 1, 1, PAY_TIMEOUT_S);
     static char oid[N][SK_ORDER_ID_MAX];
-    for (int i = 0; i < N; i++)
-        buy(e, aid, (uint64_t)i + 1, 1, oid[i]);
-    persist(e);
-    int gate[2], res_pipe[2];
-    CHECK_EQ(pipe(gate), 0);
-    CHECK_EQ(pipe(res_pipe), 0);
-    pid_t kid[2];
-    for (int side = 0; side < 2; side++) {
-        kid[side] = fork();
-        CHECK(kid[side] >= 0);
-        if (kid[side] != 0) continue;
-        close(gate[1]);
-        char ch;
-        while (read(gate[0], &ch, 1) > 0) {
-        }
-        sk_store *st;
-        sk_redis *r;
-        char err[512];
-        if (sk_store_open(&st, e->spec, err, sizeof err)) _exit(2);
-        if (sk_redis_new(&r, sk_th_redis_url(), 1000, 5000, err, sizeof err)) _exit(2);
-        long given = 0, wins = 0;
-        for (int i = 0; i < N; i++) {
-            struct sk_cancel_result res;
-            int rc = sk_order_cancel(st, r, oid[i], 0, sk_wall_ms(), &res);
-            if (rc == SK_ETIMEDOUT) {
-                i--;
-                continue;
-            }
-            if (rc || res.release_pending) _exit(3);
-            wins += res.cancelled;
-            given += res.units_given;
-        }
-        sk_store_close(st);
-        sk_redis_free(r);
-        if (write(res_pipe[1], &(long[2]){wins, given}, sizeof(long[2])) != sizeof(long[2]))
-            _exit(5);
-        _exit(0);
-    }
-    close(gate[0]);
-    close(gate[1]);
-    close(res_pipe[1]);
-    long wins = 0, given = 0;
-    for (int i = 0; i < 2; i++) {
-        int status;
-        CHECK_EQ(waitpid(kid[i], &status, 0), kid[i]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "canceller %d failed", i);
-        long msg[2];
-        CHECK_EQ(read(res_pipe[0], msg, sizeof msg), (long)sizeof msg);
-        wins += msg[0];
-        given += msg[1];
-    }
-    close(res_pipe[0]);
-    CHECK_EQ(wins, N);
-    CHECK_EQ(given, N);
+    struct race_orders ro = {NULL, N, oid};
+    uint64_t aid = race_orders_bought(e, &ro);
+    long got[2][2];
+    race_two(cancel_every_order, &ro, got);
+    CHECK_EQ(got[0][0] + got[1][0], N); /* wins */
+    CHECK_EQ(got[0][1] + got[1][1], N); /* units given */
     struct sk_stock_state s = redis_state(e, aid);
     CHECK_EQ(s.remaining, N);
     CHECK_EQ(s.released, N);

@@ -1,0 +1,12 @@
+/* d1_preheat.c - the preheat answer of d1_preheat.h. */
+#include "support/d1_preheat.h"
+
+#include "support/harness.h"
+
+int sk_th_preheat_rc(sk_redis *r, const struct sk_stock_def *d, int force, int64_t *left)
+{
+    int rc;
+    int64_t tmp;
+    CHECK_EQ(sk_stock_preheat(r, d, force, &rc, left ? left : &tmp), 0);
+    return rc;
+}
