@@ -35,6 +35,14 @@ static int parse(const char *text, int eof, int head, struct sk_http_resp *r, ch
     return sk_http_resp_parse(buf, n, eof, head, r);
 }
 
+/* text (no EOF, not a HEAD) parses as one whole response: returned. */
+static struct sk_http_resp parse_whole(const char *text, char *buf, size_t cap)
+{
+    struct sk_http_resp r;
+    CHECK_MSG(parse(text, 0, 0, &r, buf, cap) == 1, "not one whole response: %s", text);
+    return r;
+}
+
 SK_TEST(load_parser_content_length_split_across_reads)
 {
     const char *full = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nCONTENT-LENGTH: 13\r\n"
@@ -74,11 +82,10 @@ SK_TEST(http_resp_status_line_alone_and_the_head_of_the_final_answer)
     CHECK_EQ(sk_http_resp_status("SSH-2.0", 7), SK_EPROTO); /* refused before it is whole */
     /* the head is the final answer's, after a 100 Continue */
     char buf[512];
-    struct sk_http_resp r;
-    CHECK_EQ(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-A: b\r\n"
-                   "Content-Length: 2\r\n\r\nok",
-                   0, 0, &r, buf, sizeof buf),
-             1);
+    struct sk_http_resp r =
+        parse_whole("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-A: b\r\n"
+                    "Content-Length: 2\r\n\r\nok",
+                    buf, sizeof buf);
     CHECK_EQ(r.status, 201);
     const char want[] = "HTTP/1.1 201 Created\r\nX-A: b\r\nContent-Length: 2\r\n\r\n";
     CHECK_EQ(r.head_len, sizeof want - 1);
@@ -91,10 +98,9 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
     char buf[1024];
     struct sk_http_resp r;
     /* chunked with an extension and a trailer, decoded in place */
-    CHECK_EQ(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-                   "5;x=y\r\n{\"ord\r\n7\r\ner_id\":\r\n6\r\n\"z1\"}\n\r\n0\r\nX-T: 1\r\n\r\n",
-                   0, 0, &r, buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                    "5;x=y\r\n{\"ord\r\n7\r\ner_id\":\r\n6\r\n\"z1\"}\n\r\n0\r\nX-T: 1\r\n\r\n",
+                    buf, sizeof buf);
     CHECK_EQ(r.body_len, 18);
     CHECK(memcmp(r.body, "{\"order_id\":\"z1\"}\n", 18) == 0);
     /* incomplete chunked: need more; and the raw bytes are not touched */
@@ -105,22 +111,19 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
                    sizeof buf),
              SK_EPROTO);
     /* 100 Continue is skipped */
-    CHECK_EQ(
-        parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}",
-              0, 0, &r, buf, sizeof buf),
-        1);
+    r = parse_whole(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}", buf,
+        sizeof buf);
     CHECK_EQ(r.status, 409);
     CHECK_EQ(r.consumed, strlen(buf));
     /* Connection: close, and HTTP/1.0 without keep-alive */
-    CHECK_EQ(parse("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", 0, 0, &r,
-                   buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", buf,
+                    sizeof buf);
     CHECK_EQ(r.keep_alive, 0);
-    CHECK_EQ(parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", 0, 0, &r, buf, sizeof buf), 1);
+    r = parse_whole("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", buf, sizeof buf);
     CHECK_EQ(r.keep_alive, 0);
-    CHECK_EQ(parse("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", 0, 0,
-                   &r, buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", buf,
+                    sizeof buf);
     CHECK_EQ(r.keep_alive, 1);
     /* no length: the body runs to the close */
     CHECK_EQ(parse("HTTP/1.1 200 OK\r\n\r\nabc", 0, 0, &r, buf, sizeof buf), 0);
@@ -130,7 +133,7 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
     /* HEAD and 204 carry no body whatever Content-Length says */
     CHECK_EQ(parse("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", 0, 1, &r, buf, sizeof buf), 1);
     CHECK_EQ(r.body_len, 0);
-    CHECK_EQ(parse("HTTP/1.1 204 No Content\r\n\r\n", 0, 0, &r, buf, sizeof buf), 1);
+    r = parse_whole("HTTP/1.1 204 No Content\r\n\r\n", buf, sizeof buf);
 }
 
 SK_TEST(load_parser_rejects_garbage)
