@@ -2,8 +2,8 @@
 #include "tests/support/spawn/db_spawn.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 

@@ -13,6 +13,7 @@
 #include <mysql.h>
 
 #include "core/error.h"
+#include "spawn/exe_path.h"
 #include "spawn/spawn.h"
 #include "tests/support/spawn/db_spawn.h"
 
@@ -28,19 +29,7 @@
 /* The path of a program: on PATH, else in /usr/sbin or /usr/bin. */
 static int find_bin(struct sk_mysql_spawn *s, const char *name, char *out, size_t cap)
 {
-    static const char *const dirs[] = {"/usr/sbin", "/usr/bin", "/usr/local/sbin",
-                                       "/usr/local/bin"};
-    const char *path = getenv("PATH");
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path ? path : "");
-    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(out, cap, "%s/%s", d, name);
-        if (access(out, X_OK) == 0) return 0;
-    }
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(out, cap, "%s/%s", dirs[i], name);
-        if (access(out, X_OK) == 0) return 0;
-    }
+    if (sk_exe_path(name, out, cap) == 0) return 0;
     return fail(s, SK_EIO, "no %s (apt-get install mariadb-server)", name);
 }
 
