@@ -61,6 +61,7 @@
 #include "core/error.h"
 #include "load/load.h"
 #include "redis/redis_conn.h"
+#include "spawn/exe_path.h"
 #include "spawn/netutil.h"
 #include "spawn/redis_spawn.h"
 
@@ -211,17 +212,10 @@ static void sleep_ms(int ms)
 }
 
 /* Full path of an executable on PATH (or in /usr/sbin, where Debian puts
- * nginx and root's PATH has it but others' may not); 0 or -1. */
+ * nginx and root's PATH has it but others' may not); 0 or SK_ENOTFOUND. */
 static int find_exe(const char *name, char *out, size_t cap)
 {
-    const char *path = getenv("PATH");
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s:/usr/sbin:/usr/local/sbin", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(out, cap, "%s/%s", d, name);
-        if (access(out, X_OK) == 0) return 0;
-    }
-    return -1;
+    return sk_exe_path(name, out, cap);
 }
 
 static int admin(int port, const char *path, const char *body, char *out, size_t cap)

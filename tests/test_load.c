@@ -35,6 +35,14 @@ static int parse(const char *text, int eof, int head, struct sk_http_resp *r, ch
     return sk_http_resp_parse(buf, n, eof, head, r);
 }
 
+/* text (no EOF, not a HEAD) parses as one whole response: returned. */
+static struct sk_http_resp parse_whole(const char *text, char *buf, size_t cap)
+{
+    struct sk_http_resp r;
+    CHECK_MSG(parse(text, 0, 0, &r, buf, cap) == 1, "not one whole response: %s", text);
+    return r;
+}
+
 SK_TEST(load_parser_content_length_split_across_reads)
 {
     const char *full = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nCONTENT-LENGTH: 13\r\n"
@@ -74,11 +82,10 @@ SK_TEST(http_resp_status_line_alone_and_the_head_of_the_final_answer)
     CHECK_EQ(sk_http_resp_status("SSH-2.0", 7), SK_EPROTO); /* refused before it is whole */
     /* the head is the final answer's, after a 100 Continue */
     char buf[512];
-    struct sk_http_resp r;
-    CHECK_EQ(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-A: b\r\n"
-                   "Content-Length: 2\r\n\r\nok",
-                   0, 0, &r, buf, sizeof buf),
-             1);
+    struct sk_http_resp r =
+        parse_whole("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-A: b\r\n"
+                    "Content-Length: 2\r\n\r\nok",
+                    buf, sizeof buf);
     CHECK_EQ(r.status, 201);
     const char want[] = "HTTP/1.1 201 Created\r\nX-A: b\r\nContent-Length: 2\r\n\r\n";
     CHECK_EQ(r.head_len, sizeof want - 1);
@@ -91,10 +98,9 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
     char buf[1024];
     struct sk_http_resp r;
     /* chunked with an extension and a trailer, decoded in place */
-    CHECK_EQ(parse("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-                   "5;x=y\r\n{\"ord\r\n7\r\ner_id\":\r\n6\r\n\"z1\"}\n\r\n0\r\nX-T: 1\r\n\r\n",
-                   0, 0, &r, buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                    "5;x=y\r\n{\"ord\r\n7\r\ner_id\":\r\n6\r\n\"z1\"}\n\r\n0\r\nX-T: 1\r\n\r\n",
+                    buf, sizeof buf);
     CHECK_EQ(r.body_len, 18);
     CHECK(memcmp(r.body, "{\"order_id\":\"z1\"}\n", 18) == 0);
     /* incomplete chunked: need more; and the raw bytes are not touched */
@@ -105,22 +111,19 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
                    sizeof buf),
              SK_EPROTO);
     /* 100 Continue is skipped */
-    CHECK_EQ(
-        parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}",
-              0, 0, &r, buf, sizeof buf),
-        1);
+    r = parse_whole(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}", buf,
+        sizeof buf);
     CHECK_EQ(r.status, 409);
     CHECK_EQ(r.consumed, strlen(buf));
     /* Connection: close, and HTTP/1.0 without keep-alive */
-    CHECK_EQ(parse("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", 0, 0, &r,
-                   buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n", buf,
+                    sizeof buf);
     CHECK_EQ(r.keep_alive, 0);
-    CHECK_EQ(parse("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", 0, 0, &r, buf, sizeof buf), 1);
+    r = parse_whole("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", buf, sizeof buf);
     CHECK_EQ(r.keep_alive, 0);
-    CHECK_EQ(parse("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", 0, 0,
-                   &r, buf, sizeof buf),
-             1);
+    r = parse_whole("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", buf,
+                    sizeof buf);
     CHECK_EQ(r.keep_alive, 1);
     /* no length: the body runs to the close */
     CHECK_EQ(parse("HTTP/1.1 200 OK\r\n\r\nabc", 0, 0, &r, buf, sizeof buf), 0);
@@ -130,7 +133,7 @@ SK_TEST(load_parser_chunked_interim_close_and_head)
     /* HEAD and 204 carry no body whatever Content-Length says */
     CHECK_EQ(parse("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", 0, 1, &r, buf, sizeof buf), 1);
     CHECK_EQ(r.body_len, 0);
-    CHECK_EQ(parse("HTTP/1.1 204 No Content\r\n\r\n", 0, 0, &r, buf, sizeof buf), 1);
+    r = parse_whole("HTTP/1.1 204 No Content\r\n\r\n", buf, sizeof buf);
 }
 
 SK_TEST(load_parser_rejects_garbage)
@@ -248,6 +251,24 @@ static void create_open(int port, uint64_t id, int stock, int limit)
     sk_th_http_close(&c);
 }
 
+/* `seckill load --url http://127.0.0.1:<port> --activity <id> extra...`
+ * (extra NULL-terminated, at most 34); the output into out, the exit code
+ * returned. */
+static int run_load(int port, uint64_t id, const char *const *extra, char *out, size_t cap)
+{
+    char url[64], aid[32];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
+    const char *args[40] = {"load", "--url", url, "--activity", aid};
+    int n = 5;
+    for (int i = 0; extra && extra[i]; i++) {
+        CHECK(n < 39);
+        args[n++] = extra[i];
+    }
+    args[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, args);
+}
+
 /* ---- against the real service ---- */
 
 /* `seckill load` for a sale of `stock` units on activity id: 3,000
@@ -256,21 +277,21 @@ static void create_open(int port, uint64_t id, int stock, int limit)
 static int sale(int port, uint64_t id, int stock, int json, const char *const *extra, char *out,
                 size_t cap)
 {
-    char url[64], aid[32], st[32];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
+    char st[32];
     snprintf(st, sizeof st, "%d", stock);
-    const char *args[40] = {
-        "load", "--url",       url,    "--activity",    aid,    "--connections",
-        "64",   "--threads",   "2",    "--requests",    "3000", "--users",
-        "1000", "--user-base", "5000", "--retry-ratio", "0.3",  "--expect-stock",
-        st,     "--limit",     "1",    "--duration",    "60",   "--quiet"};
-    int n = 24;
+    const char *args[34] = {"--connections",  "64",   "--threads",     "2",
+                            "--requests",     "3000", "--users",       "1000",
+                            "--user-base",    "5000", "--retry-ratio", "0.3",
+                            "--expect-stock", st,     "--limit",       "1",
+                            "--duration",     "60",   "--quiet"};
+    int n = 19;
     if (json) args[n++] = "--json";
-    for (int i = 0; extra && extra[i]; i++)
+    for (int i = 0; extra && extra[i]; i++) {
+        CHECK(n < 33);
         args[n++] = extra[i];
+    }
     args[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, args);
+    return run_load(port, id, args, out, cap);
 }
 
 static void real_sale(const char *const *serve_extra, const char *const *load_extra)
@@ -328,13 +349,10 @@ SK_TEST(load_against_serve_with_a_wrong_secret_fails)
     sk_th_serve_start(&s, sk_th_redis_url(), serve);
     uint64_t id = sk_th_unique_id();
     create_open(s.port, id, 5, 1);
-    char url[64], aid[32], out[8192];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
-    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
-    const char *args[] = {"load",  "--url",          url,  "--activity", aid,    "--connections",
-                          "4",     "--requests",     "40", "--auth",     "hmac", "--hmac-secret",
-                          "wrong", "--expect-stock", "5",  "--quiet",    NULL};
-    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    char out[8192];
+    const char *args[] = {"--connections", "4",     "--requests",     "40", "--auth",  "hmac",
+                          "--hmac-secret", "wrong", "--expect-stock", "5",  "--quiet", NULL};
+    int rc = run_load(s.port, id, args, out, sizeof out);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "401: 40") && strstr(out, "unauthorized: 40") &&
                   strstr(out, "40 requests were refused as malformed"),
@@ -478,29 +496,44 @@ static void fake_stop(struct fake *f)
     }
 }
 
-/* Runs `seckill load` against the responder; returns its exit code. */
-static int run_against(const struct fake *f, char *out, size_t cap, const char *const *extra)
+/* Runs `seckill load` against a responder of mode of its own, started
+ * for the run and stopped after; returns the exit code. */
+static int run_fake(enum fake_mode mode, char *out, size_t cap, const char *const *extra)
 {
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
-    const char *args[40] = {"load", "--url",      url,   "--activity", "9",   "--connections",
-                            "8",    "--requests", "400", "--users",    "100", "--retry-ratio",
-                            "0.5",  "--duration", "30",  "--timeout",  "5",   "--quiet"};
-    int n = 18;
-    for (int i = 0; extra && extra[i]; i++)
+    struct fake f;
+    fake_start(&f, mode);
+    const char *args[34] = {"--connections", "8",   "--requests", "400", "--users",   "100",
+                            "--retry-ratio", "0.5", "--duration", "30",  "--timeout", "5",
+                            "--quiet"};
+    int n = 13;
+    for (int i = 0; extra && extra[i]; i++) {
+        CHECK(n < 33);
         args[n++] = extra[i];
+    }
     args[n] = NULL;
-    return sk_th_run_seckill(out, cap, NULL, args);
+    int rc = run_load(f.port, 9, args, out, cap);
+    fake_stop(&f);
+    return rc;
+}
+
+/* run_fake with --json: the exit code must be want_rc and every one of
+ * the 400 answers a 200. The parsed result is the caller's
+ * (json_decref). */
+static json_t *run_fake_json(enum fake_mode mode, int want_rc, char *out, size_t cap)
+{
+    const char *extra[] = {"--json", NULL};
+    int rc = run_fake(mode, out, cap, extra);
+    CHECK_MSG(rc == want_rc, "exit %d: %s", rc, out);
+    json_t *j = result_json(out);
+    CHECK_EQ(jint(j, "statuses", "200"), 400);
+    return j;
 }
 
 SK_TEST(load_detects_an_overselling_server)
 {
-    struct fake f;
-    fake_start(&f, FAKE_OVERSELL);
     char out[16384];
     const char *extra[] = {"--expect-stock", "10", "--limit", "1", NULL};
-    int rc = run_against(&f, out, sizeof out, extra);
-    fake_stop(&f);
+    int rc = run_fake(FAKE_OVERSELL, out, sizeof out, extra);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "verification  FAILED"), "%s", out);
     CHECK_MSG(strstr(out, "oversold: 400 units accepted, stock is 10"), "%s", out);
@@ -509,15 +542,8 @@ SK_TEST(load_detects_an_overselling_server)
 
 SK_TEST(load_detects_duplicate_order_ids)
 {
-    struct fake f;
-    fake_start(&f, FAKE_DUP);
     char out[16384];
-    const char *extra[] = {"--json", NULL};
-    int rc = run_against(&f, out, sizeof out, extra);
-    fake_stop(&f);
-    CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
-    json_t *j = result_json(out);
-    CHECK_EQ(jint(j, "statuses", "200"), 400);
+    json_t *j = run_fake_json(FAKE_DUP, 1, out, sizeof out);
     CHECK_EQ(jint(j, "verification", "duplicate_orders"), 200);
     CHECK_EQ(jint(j, "verification", "unique_orders"), 200);
     CHECK(json_is_false(json_object_get(json_object_get(j, "verification"), "ok")));
@@ -529,22 +555,16 @@ SK_TEST(load_detects_duplicate_order_ids)
 
 SK_TEST(load_detects_5xx_answers)
 {
-    struct fake f;
-    fake_start(&f, FAKE_503);
     char out[16384];
-    int rc = run_against(&f, out, sizeof out, NULL);
-    fake_stop(&f);
+    int rc = run_fake(FAKE_503, out, sizeof out, NULL);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "400 responses were 5xx") && strstr(out, "unavailable: 400"), "%s", out);
 }
 
 SK_TEST(load_detects_a_server_that_hangs_up_mid_answer)
 {
-    struct fake f;
-    fake_start(&f, FAKE_HANGUP);
     char out[16384];
-    int rc = run_against(&f, out, sizeof out, NULL);
-    fake_stop(&f);
+    int rc = run_fake(FAKE_HANGUP, out, sizeof out, NULL);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "transport errors"), "%s", out);
 }
@@ -553,15 +573,8 @@ SK_TEST(load_accepts_chunked_answers_and_server_closes)
 {
     /* an honest-looking server (fresh ids, no stock claim) that answers
      * chunked and closes every 7th connection: no violation, reconnects */
-    struct fake f;
-    fake_start(&f, FAKE_CHUNKED);
     char out[16384];
-    const char *extra[] = {"--json", NULL};
-    int rc = run_against(&f, out, sizeof out, extra);
-    fake_stop(&f);
-    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
-    json_t *j = result_json(out);
-    CHECK_EQ(jint(j, "statuses", "200"), 400);
+    json_t *j = run_fake_json(FAKE_CHUNKED, 0, out, sizeof out);
     CHECK_EQ(jint(j, "verification", "unique_orders"), 400);
     CHECK(jint(j, "reconnects", NULL) >= 40);
     json_decref(j);
@@ -571,13 +584,10 @@ SK_TEST(load_open_loop_keeps_its_rate)
 {
     /* 1,000 req/s for 1 s against a fast responder: about 1,000 sent, and
      * latency measured from the intended times stays small */
-    struct fake f;
-    fake_start(&f, FAKE_CHUNKED);
     char out[16384];
     const char *extra[] = {"--rate", "1000",          "--duration", "1",      "--requests",
                            "100000", "--order-check", "no",         "--json", NULL};
-    int rc = run_against(&f, out, sizeof out, extra);
-    fake_stop(&f);
+    int rc = run_fake(FAKE_CHUNKED, out, sizeof out, extra);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     json_t *j = result_json(out);
     long long sent = jint(j, "sent", NULL);
@@ -616,14 +626,11 @@ SK_TEST(load_db_check_finds_every_accepted_order_in_the_database)
     sk_th_serve_start(&s, sk_th_redis_url(), NULL);
     uint64_t id = sk_th_unique_id();
     create_open(s.port, id, 30, 1);
-    char url[64], aid[32], out[16384];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
-    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id);
-    const char *args[] = {"load", "--url",      url,      "--activity", aid,   "--connections",
-                          "8",    "--requests", "200",    "--users",    "150", "--expect-stock",
-                          "30",   "--limit",    "1",      "--db",       s.db,  "--db-wait",
-                          "20",   "--quiet",    "--json", NULL};
-    int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
+    char out[16384];
+    const char *args[] = {"--connections",  "8",  "--requests", "200",    "--users", "150",
+                          "--expect-stock", "30", "--limit",    "1",      "--db",    s.db,
+                          "--db-wait",      "20", "--quiet",    "--json", NULL};
+    int rc = run_load(s.port, id, args, out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     json_t *j = result_json(out);
     CHECK_EQ(jint(j, "verification", "db_found"), 30);
@@ -635,11 +642,9 @@ SK_TEST(load_db_check_finds_every_accepted_order_in_the_database)
     snprintf(other, sizeof other, "sqlite:%s/empty.db", sk_th_tmpdir());
     uint64_t id2 = sk_th_unique_id();
     create_open(s.port, id2, 5, 1);
-    snprintf(aid, sizeof aid, "%llu", (unsigned long long)id2);
-    const char *args2[] = {"load", "--url",      url,  "--activity",     aid, "--connections",
-                           "4",    "--requests", "40", "--expect-stock", "5", "--db",
-                           other,  "--db-wait",  "1",  "--quiet",        NULL};
-    rc = sk_th_run_seckill(out2, sizeof out2, NULL, args2);
+    const char *args2[] = {"--connections", "4",   "--requests", "40", "--expect-stock", "5",
+                           "--db",          other, "--db-wait",  "1",  "--quiet",        NULL};
+    rc = run_load(s.port, id2, args2, out2, sizeof out2);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out2);
     CHECK_MSG(strstr(out2, "is not in the DB") != NULL, "%s", out2);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);

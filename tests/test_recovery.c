@@ -94,15 +94,41 @@ static void wait_selling_again(struct sale *s, long at, int timeout_ms)
     sale_wait(sale_ok_above, &arg, timeout_ms, "a 200 after the recovery");
 }
 
+/* The six buyers on e's activity, logged, held at hold admissions (so
+ * the fault lands mid-sale however slow the persist) until the database
+ * holds persisted orders. */
+static void sale_until_persisted(struct env *e, long hold, int64_t persisted)
+{
+    sale_start(&e->s, e->v.port, e->aid, 20000, e->limit, SALE_THREADS);
+    sale_log_sale(&e->s);
+    sale_hold_at(&e->s, hold);
+    struct sale_db_want want = {e->st, e->aid, persisted};
+    char what[64];
+    snprintf(what, sizeof what, "%lld persisted orders", (long long)persisted);
+    sale_wait(sale_db_has, &want, 60000, what);
+}
+
+/* Each audit kind of the NULL-terminated kinds was recorded for e's
+ * activity at least once. */
+static void audits_seen(const struct env *e, const char *const *kinds)
+{
+    for (size_t i = 0; kinds[i]; i++)
+        CHECK_MSG(sale_audit_count(e->st, e->aid, kinds[i]) >= 1, "no %s audit", kinds[i]);
+}
+
 static int ok_at_least(void *arg)
 {
     struct sale *s = ((struct sale **)arg)[0];
     return atomic_load(&s->ok) >= (long)(intptr_t)((struct sale **)arg)[1];
 }
 
-/* The sale's end: sold out, drained, every invariant, audit rows. */
-static void env_finish(struct env *e, const char *label)
+/* The sale's end: selling again (a 200 after the at-th), sold out,
+ * drained, every invariant, audit rows. */
+static void env_finish(struct env *e, long at, const char *label)
 {
+    int64_t t0 = sk_mono_ms();
+    wait_selling_again(&e->s, at, 30000);
+    printf("    selling again %lld ms after the recovery began\n", (long long)(sk_mono_ms() - t0));
     sale_wait(sold_out, &e->s, 120000, "the sale to sell out");
     sale_stop(&e->s);
     sale_print(&e->s, label);
@@ -124,24 +150,16 @@ SK_TEST_T(recovery_redis_restarted_empty_is_fenced_rebuilt_from_the_orders_and_s
 {
     struct env e;
     env_start(&e, NULL, "all", 30000, 3, 1);
-    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    sale_log_sale(&e.s);
-    sale_hold_at(&e.s, 8000); /* the fault lands mid-sale, however slow the persist */
-    struct sale_db_want want = {e.st, e.aid, 4000};
-    sale_wait(sale_db_has, &want, 60000, "4000 persisted orders");
+    sale_until_persisted(&e, 8000, 4000);
     /* Redis dies without persistence and comes back empty. */
     sk_th_redis_stop(&e.rs, 1);
     sk_th_redis_restart(&e.rs, NULL);
     sale_hold_at(&e.s, 0);
-    int64_t t0 = sk_mono_ms();
-    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
-    printf("    selling again %lld ms after the restart\n", (long long)(sk_mono_ms() - t0));
-    env_finish(&e, "restarted empty");
+    env_finish(&e, atomic_load(&e.s.ok), "restarted empty");
     /* the buyers met the fence (503 recovering), never a closed sale */
     CHECK(atomic_load(&e.s.recovering) > 0);
     CHECK_EQ(sale_audit_count(e.st, e.aid, "recover_rebuild"), 1);
-    CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
-    CHECK(sale_audit_count(e.st, e.aid, "recover_resume") >= 1);
+    audits_seen(&e, (const char *const[]){"recover_replay", "recover_resume", NULL});
     env_stop(&e);
 }
 
@@ -198,11 +216,7 @@ SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_
                          NULL};
     struct env e;
     env_start(&e, aof, "all", 30000, 3, 1);
-    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    sale_log_sale(&e.s);
-    sale_hold_at(&e.s, 12000); /* the fault lands mid-sale, however slow the persist */
-    struct sale_db_want want = {e.st, e.aid, 6000};
-    sale_wait(sale_db_has, &want, 60000, "6000 persisted orders");
+    sale_until_persisted(&e, 12000, 6000);
     sk_th_redis_stop(&e.rs, 1); /* SIGKILL: nothing flushed */
     /* The AOF misses its last writes: the tail of the incremental file is
      * cut. A crash with appendfsync everysec loses up to a second; the cut
@@ -228,12 +242,10 @@ SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_
            "%lld orders (watermark %lld)\n",
            (long long)cut, (long long)st.adm, (long long)persisted, (long long)wm);
     CHECK(st.adm < wm);
-    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
-    env_finish(&e, "AOF cut");
+    env_finish(&e, atomic_load(&e.s.ok), "AOF cut");
     CHECK(atomic_load(&e.s.recovering) > 0);
     CHECK_EQ(sale_audit_count(e.st, e.aid, "recover_rebuild"), 0);
-    CHECK(sale_audit_count(e.st, e.aid, "recover_fence") >= 1);
-    CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
+    audits_seen(&e, (const char *const[]){"recover_fence", "recover_replay", NULL});
     env_stop(&e);
 }
 
@@ -294,11 +306,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     env_start(&e, NULL, "api", 30000, 3, 1);
     struct worker_thread wt;
     worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
-    sale_start(&e.s, e.v.port, e.aid, 20000, e.limit, SALE_THREADS);
-    sale_log_sale(&e.s);
-    sale_hold_at(&e.s, 16000); /* the faults land mid-sale, however slow the persist */
-    struct sale_db_want want = {e.st, e.aid, 3000};
-    sale_wait(sale_db_has, &want, 60000, "3000 persisted orders");
+    sale_until_persisted(&e, 16000, 3000);
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(e.r, &rep, "SAVE"), 0);
     freeReplyObject(rep);
@@ -331,8 +339,7 @@ SK_TEST_T(recovery_redis_restored_from_an_older_rdb_snapshot_is_fenced_by_a_buye
     CHECK_EQ(st2.adm, st.adm);
     /* the worker comes back: it replays and the sale resumes */
     worker_start(&wt, e.rs.url, e.v.db, 0, 1000);
-    wait_selling_again(&e.s, at_fence, 30000);
-    env_finish(&e, "RDB restored");
+    env_finish(&e, at_fence, "RDB restored");
     worker_stop(&wt, 0);
     CHECK(sale_audit_count(e.st, e.aid, "recover_replay") >= 1);
     env_stop(&e);
@@ -387,8 +394,7 @@ SK_TEST_T(recovery_a_fence_answers_every_purchase_503_recovering_until_the_recov
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "recover exit %d:\n%s", rc, out);
     CHECK_MSG(strstr(out, "resumed"), "%s", out);
-    wait_selling_again(&e.s, ok_before, 30000);
-    env_finish(&e, "fenced by hand");
+    env_finish(&e, ok_before, "fenced by hand");
     env_stop(&e);
 }
 
@@ -472,6 +478,47 @@ static void restore_keys(sk_redis *r, struct keys_copy *c)
     freeReplyObject(rep);
 }
 
+/* An engine-level scenario: a private redis-server, a SQLite database
+ * file of the run's directory, an open activity in both (engine_activity)
+ * and its key set. */
+struct lab {
+    struct sk_th_redis rs;
+    char db[400];
+    sk_store *st;
+    sk_redis *r;
+    uint64_t aid;
+    struct sk_keys k;
+};
+
+static void lab_start(struct lab *l, const char *file, int64_t stock, int segments)
+{
+    sk_th_redis_start(&l->rs, NULL);
+    snprintf(l->db, sizeof l->db, "sqlite:%s/%s", sk_th_tmpdir(), file);
+    l->st = sk_th_store_open(l->db);
+    l->r = sk_th_redis_new(l->rs.url, 2000, 5000);
+    l->aid = engine_activity(l->st, l->r, stock, segments);
+    sk_keys_for(&l->k, l->aid);
+}
+
+static void lab_stop(struct lab *l)
+{
+    sk_redis_free(l->r);
+    sk_store_close(l->st);
+    sk_th_redis_stop(&l->rs, 1);
+}
+
+/* Users 1..20 buy, the key set is copied into old (the Redis of that
+ * moment), users 21..60 buy, and a worker run persists the 60 orders. */
+static void sell_past_a_copy(struct lab *l, struct keys_copy *old)
+{
+    buy_range(l->r, l->aid, 1, 20);
+    copy_keys(l->r, &l->k, old);
+    buy_range(l->r, l->aid, 21, 60);
+    struct worker_thread wt;
+    worker_start(&wt, l->rs.url, l->db, 1, 1000);
+    worker_stop(&wt, 1);
+}
+
 static int cli(char *out, size_t cap, const char *a0, const char *a1, const char *redis,
                const char *db, uint64_t id, const char *extra)
 {
@@ -508,82 +555,72 @@ static void order_of_user(sk_store *st, uint64_t aid, uint64_t u, struct sk_orde
 
 SK_TEST_T(recovery_orders_that_do_not_fit_the_surviving_history_are_refused_paid_ones_oversold, 120)
 {
-    struct sk_th_redis rs;
-    sk_th_redis_start(&rs, NULL);
-    char db[400], out[8192];
-    snprintf(db, sizeof db, "sqlite:%s/oversold.db", sk_th_tmpdir());
-    sk_store *st = sk_th_store_open(db);
-    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
-    uint64_t aid = engine_activity(st, r, 100, 1);
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    buy_range(r, aid, 1, 20);
+    struct lab l;
+    lab_start(&l, "oversold.db", 100, 1);
+    char out[8192];
     struct keys_copy old;
-    copy_keys(r, &k, &old);
-    buy_range(r, aid, 21, 60);
+    sell_past_a_copy(&l, &old);
     struct worker_thread wt;
-    worker_start(&wt, rs.url, db, 1, 1000);
-    worker_stop(&wt, 1);
-    CHECK_EQ(sale_db_orders(st, aid), 60);
+    CHECK_EQ(sale_db_orders(l.st, l.aid), 60);
     /* Redis goes back to 20 sold; with every detection off (the blocking
      * API passes no memory, the worker's guard is off) it sells the 40
      * units the database already holds again, and 40 more */
-    restore_keys(r, &old);
-    buy_range(r, aid, 101, 180);
-    worker_start(&wt, rs.url, db, 1, 0);
+    restore_keys(l.r, &old);
+    buy_range(l.r, l.aid, 101, 180);
+    worker_start(&wt, l.rs.url, l.db, 1, 0);
     worker_stop(&wt, 1);
-    CHECK_EQ(sale_db_orders(st, aid), 140);
+    CHECK_EQ(sale_db_orders(l.st, l.aid), 140);
     /* 10 of the 40 the rolled-back Redis lost were paid meanwhile */
     for (uint64_t u = 21; u <= 30; u++) {
         struct sk_order o;
-        order_of_user(st, aid, u, &o);
+        order_of_user(l.st, l.aid, u, &o);
         int status;
-        CHECK_EQ(sk_store_order_pay(st, o.order_id, sk_wall_ms(), &status), 0);
+        CHECK_EQ(sk_store_order_pay(l.st, o.order_id, sk_wall_ms(), &status), 0);
     }
 
     /* the dry run says what the replay would do, and changes nothing */
-    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 1);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", l.rs.url, l.db, l.aid, NULL), 1);
     CHECK_MSG(strstr(out, "would put back 40 held order(s) (40 unit(s))") &&
                   strstr(out, "refuse about 30 unit(s)") && strstr(out, "oversold 10"),
               "%s", out);
     struct sk_stock_state s;
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.held, 100);
     /* the recovery: this Redis's own history (the 80 it sold since) wins;
      * the 30 unpaid orders it lost do not fit (no stock left): refused,
      * cancelled in the database; the 10 paid ones go back whatever
      * happens, sold twice: the sale stays fenced */
-    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 1);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", l.rs.url, l.db, l.aid, "--apply"), 1);
     CHECK_MSG(strstr(out, "STILL FENCED") && strstr(out, "refused 30 unpaid order(s)"), "%s", out);
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_STR(s.fence, "oversold");
     CHECK_EQ(s.oversold, 10);
     CHECK_EQ(s.remaining, 0); /* never negative */
     CHECK_EQ(s.held, 110);
-    CHECK_EQ(sale_audit_count(st, aid, "recover_oversold"), 1);
-    CHECK_EQ(sale_audit_count(st, aid, "recover_refuse"), 1);
+    CHECK_EQ(sale_audit_count(l.st, l.aid, "recover_oversold"), 1);
+    CHECK_EQ(sale_audit_count(l.st, l.aid, "recover_refuse"), 1);
     for (uint64_t u = 31; u <= 60; u++) {
         struct sk_order o;
-        order_of_user(st, aid, u, &o);
+        order_of_user(l.st, l.aid, u, &o);
         CHECK_MSG(o.status == SK_ORDER_CANCELLED && o.released_ms > 0, "user %" PRIu64 ": %s", u,
                   sk_order_status_name(o.status));
         redisReply *rep;
-        CHECK_EQ(sk_redis_cmd(r, &rep, "HGET %s %s", k.ledger, o.order_id), 0);
+        CHECK_EQ(sk_redis_cmd(l.r, &rep, "HGET %s %s", l.k.ledger, o.order_id), 0);
         CHECK_MSG(rep->type == REDIS_REPLY_STRING && strstr(rep->str, ":released"), "%s",
                   rep->str ? rep->str : "nil");
         freeReplyObject(rep);
     }
     struct sk_order_counts c;
-    CHECK_EQ(sk_store_orders_count(st, aid, &c), 0);
+    CHECK_EQ(sk_store_orders_count(l.st, l.aid, &c), 0);
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 30);
     struct sk_admission ad;
-    CHECK_EQ(sk_stock_purchase(r, aid, 999, 1, &ad, NULL), 0);
+    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 999, 1, &ad, NULL), 0);
     CHECK(ad.rc != SK_RC_OK);
     /* reconcile says so, and show */
-    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 1);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 1);
     CHECK_MSG(strstr(out, "DRIFT oversold") && strstr(out, "DRIFT fenced"), "%s", out);
-    CHECK_EQ(cli(out, sizeof out, "activity", "show", rs.url, db, aid, "--json"), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "show", l.rs.url, l.db, l.aid, "--json"), 0);
     CHECK_MSG(strstr(out, "\"oversold\": 10") && strstr(out, "\"fence\": \"oversold\""), "%s", out);
 
     /* an operator cancels 10 of the orders sold twice (refunds): the units
@@ -591,25 +628,23 @@ SK_TEST_T(recovery_orders_that_do_not_fit_the_surviving_history_are_refused_paid
     int cancelled = 0;
     for (uint64_t u = 101; u <= 110; u++) {
         struct sk_order o;
-        order_of_user(st, aid, u, &o);
+        order_of_user(l.st, l.aid, u, &o);
         struct sk_cancel_result cr;
-        CHECK_EQ(sk_order_cancel(st, r, o.order_id, 0, sk_wall_ms(), &cr), 0);
+        CHECK_EQ(sk_order_cancel(l.st, l.r, o.order_id, 0, sk_wall_ms(), &cr), 0);
         cancelled++;
     }
     CHECK_EQ(cancelled, 10);
-    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_start(&wt, l.rs.url, l.db, 1, 1000);
     worker_stop(&wt, 1);
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.oversold, 0);
     CHECK_EQ(s.remaining, 0);
     CHECK_EQ(s.held, 100);
-    CHECK(sale_audit_count(st, aid, "recover_resume") >= 1);
-    int rrc = cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL);
+    CHECK(sale_audit_count(l.st, l.aid, "recover_resume") >= 1);
+    int rrc = cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL);
     CHECK_MSG(rrc == 0, "reconcile exit %d:\n%s", rrc, out);
-    sk_redis_free(r);
-    sk_store_close(st);
-    sk_th_redis_stop(&rs, 1);
+    lab_stop(&l);
 }
 
 /* Everything of a key set as one text, to see that a call changed nothing. */
@@ -778,32 +813,26 @@ SK_TEST(recovery_scripts_refuse_malformed_arguments_and_change_nothing)
 
 SK_TEST(recovery_cli_recover_dry_run_apply_and_a_preheat_of_vanished_keys_rebuild_them)
 {
-    struct sk_th_redis rs;
-    sk_th_redis_start(&rs, NULL);
-    char db[400], out[8192], before[8192], after[8192];
-    snprintf(db, sizeof db, "sqlite:%s/recover_cli.db", sk_th_tmpdir());
-    sk_store *st = sk_th_store_open(db);
-    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
-    uint64_t aid = engine_activity(st, r, 50, 1);
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    buy_range(r, aid, 1, 30);
+    struct lab l;
+    lab_start(&l, "recover_cli.db", 50, 1);
+    char out[8192], before[8192], after[8192];
+    buy_range(l.r, l.aid, 1, 30);
     struct worker_thread wt;
-    worker_start(&wt, rs.url, db, 1, 0);
+    worker_start(&wt, l.rs.url, l.db, 1, 0);
     worker_stop(&wt, 1);
-    CHECK_EQ(sale_db_orders(st, aid), 30);
+    CHECK_EQ(sale_db_orders(l.st, l.aid), 30);
     /* Redis agrees with the database */
-    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", l.rs.url, l.db, l.aid, NULL), 0);
     CHECK_MSG(strstr(out, "nothing to recover"), "%s", out);
     /* bad arguments: exit 2, nothing changed */
-    key_set_text(r, &k, before, sizeof before);
+    key_set_text(l.r, &l.k, before, sizeof before);
     const char *bad[][8] = {
-        {"activity", "recover", "--redis", rs.url, "--db", db, NULL},
-        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "abc"},
-        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "0"},
-        {"activity", "recover", "--redis", rs.url, "--db", db, "--id", "999999999999"},
-        {"activity", "recover", "--redis", rs.url, "--db", db, "--bogus", NULL},
-        {"activity", "recover", "--redis", rs.url, "--db", db, "--apply=1", NULL},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, NULL},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, "--id", "abc"},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, "--id", "0"},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, "--id", "999999999999"},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, "--bogus", NULL},
+        {"activity", "recover", "--redis", l.rs.url, "--db", l.db, "--apply=1", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *a[10];
@@ -815,46 +844,44 @@ SK_TEST(recovery_cli_recover_dry_run_apply_and_a_preheat_of_vanished_keys_rebuil
         int rc = sk_th_run_seckill(out, sizeof out, NULL, a);
         CHECK_MSG(rc == 2, "case %zu: exit %d: %s", i, rc, out);
     }
-    key_set_text(r, &k, after, sizeof after);
+    key_set_text(l.r, &l.k, after, sizeof after);
     CHECK_STR(after, before);
     /* the keys vanish: the dry run says what a rebuild would do, and
      * writes nothing */
-    CHECK_EQ(sk_stock_drop(r, aid), 0);
-    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, NULL), 1);
+    CHECK_EQ(sk_stock_drop(l.r, l.aid), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", l.rs.url, l.db, l.aid, NULL), 1);
     CHECK_MSG(strstr(out, "would rebuild") &&
                   strstr(out, "would put back 30 held order(s) (30 unit(s))") &&
                   strstr(out, "stock 20"),
               "%s", out);
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "EXISTS %s %s", k.meta, k.stock), 0);
+    CHECK_EQ(sk_redis_cmd(l.r, &rep, "EXISTS %s %s", l.k.meta, l.k.stock), 0);
     CHECK_EQ(rep->integer, 0);
     freeReplyObject(rep);
     /* a preheat does not write the whole stock again: it rebuilds */
-    CHECK_EQ(cli(out, sizeof out, "activity", "preheat", rs.url, db, aid, NULL), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "preheat", l.rs.url, l.db, l.aid, NULL), 0);
     CHECK_MSG(strstr(out, "rebuilt") && strstr(out, "resumed"), "%s", out);
     struct sk_stock_state s;
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.exists, 1);
     CHECK_EQ(s.open, 1); /* as the database records it */
     CHECK_EQ(s.remaining, 20);
     CHECK_EQ(s.held, 30);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.adm, 30); /* above every number the database holds */
-    CHECK_EQ(sale_audit_count(st, aid, "recover_rebuild"), 1);
+    CHECK_EQ(sale_audit_count(l.st, l.aid, "recover_rebuild"), 1);
     /* the buyers of before cannot buy again (limit 1), the rest sells */
     struct sk_admission ad;
-    CHECK_EQ(sk_stock_purchase(r, aid, 7, 1, &ad, NULL), 0);
+    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 7, 1, &ad, NULL), 0);
     CHECK_EQ(ad.rc, SK_RC_LIMIT_EXCEEDED);
-    buy_range(r, aid, 31, 50);
-    CHECK_EQ(sk_stock_purchase(r, aid, 51, 1, &ad, NULL), 0);
+    buy_range(l.r, l.aid, 31, 50);
+    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 51, 1, &ad, NULL), 0);
     CHECK_EQ(ad.rc, SK_RC_SOLD_OUT);
-    worker_start(&wt, rs.url, db, 1, 1000);
+    worker_start(&wt, l.rs.url, l.db, 1, 1000);
     worker_stop(&wt, 1);
-    CHECK_EQ(sale_db_orders(st, aid), 50);
-    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
-    sk_redis_free(r);
-    sk_store_close(st);
-    sk_th_redis_stop(&rs, 1);
+    CHECK_EQ(sale_db_orders(l.st, l.aid), 50);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 0);
+    lab_stop(&l);
 }
 
 /* The watermark of one key set label (0 when none). */
@@ -900,8 +927,7 @@ SK_TEST_T(recovery_a_rollback_of_one_segment_is_replayed_for_that_segment_only, 
     struct mark_above ma = {e.st, e.aid, k2.label, p.adm + 300};
     sale_wait(marked_above, &ma, 60000, "segment 2's watermark past the copy");
     restore_keys(e.r, &old); /* segment 2's master went back in time */
-    wait_selling_again(&e.s, atomic_load(&e.s.ok), 30000);
-    env_finish(&e, "one segment rolled back");
+    env_finish(&e, atomic_load(&e.s.ok), "one segment rolled back");
     /* recovered: segment 2, and no other */
     struct sk_audit *a;
     size_t n;
@@ -1056,88 +1082,69 @@ SK_TEST_T(recovery_two_masters_that_diverged_share_no_order_id_and_the_merge_kee
 
 SK_TEST(recovery_the_worker_sees_a_rollback_after_redis_admitted_past_the_watermark_again)
 {
-    struct sk_th_redis rs;
-    sk_th_redis_start(&rs, NULL);
-    char db[400];
-    snprintf(db, sizeof db, "sqlite:%s/past.db", sk_th_tmpdir());
-    sk_store *st = sk_th_store_open(db);
-    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
-    uint64_t aid = engine_activity(st, r, 200, 1);
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    buy_range(r, aid, 1, 20);
+    struct lab l;
+    lab_start(&l, "past.db", 200, 1);
     struct keys_copy old;
-    copy_keys(r, &k, &old);
-    buy_range(r, aid, 21, 60);
+    sell_past_a_copy(&l, &old);
     struct worker_thread wt;
-    worker_start(&wt, rs.url, db, 1, 1000);
-    worker_stop(&wt, 1);
     /* back to 20 admissions, then 70 more: the admission count (90) is
      * past the database's watermark (60), but the ledger lacks its order */
-    restore_keys(r, &old);
-    buy_range(r, aid, 101, 170);
+    restore_keys(l.r, &old);
+    buy_range(l.r, l.aid, 101, 170);
     struct sk_stock_state s;
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.adm, 90);
-    CHECK_EQ(mark_of(st, aid, k.label), 60);
-    worker_start(&wt, rs.url, db, 1, 1000);
+    CHECK_EQ(mark_of(l.st, l.aid, l.k.label), 60);
+    worker_start(&wt, l.rs.url, l.db, 1, 1000);
     worker_stop(&wt, 1);
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.held, 130); /* 20 + 40 put back + 70 */
     CHECK_EQ(s.remaining, 70);
     CHECK_EQ(s.oversold, 0);
-    CHECK_EQ(sale_audit_count(st, aid, "recover_replay"), 1);
-    CHECK_EQ(sale_db_orders(st, aid), 130);
+    CHECK_EQ(sale_audit_count(l.st, l.aid, "recover_replay"), 1);
+    CHECK_EQ(sale_db_orders(l.st, l.aid), 130);
     char out[8192];
-    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
-    sk_redis_free(r);
-    sk_store_close(st);
-    sk_th_redis_stop(&rs, 1);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 0);
+    lab_stop(&l);
 }
 
 SK_TEST(recovery_a_segment_that_forgot_a_transfer_it_lent_gives_its_units_up)
 {
-    struct sk_th_redis rs;
-    sk_th_redis_start(&rs, NULL);
-    char db[400], out[8192];
-    snprintf(db, sizeof db, "sqlite:%s/lend.db", sk_th_tmpdir());
-    sk_store *st = sk_th_store_open(db);
-    sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);
-    uint64_t aid = engine_activity(st, r, 20, 2); /* 10 units per segment */
+    struct lab l;
+    lab_start(&l, "lend.db", 20, 2); /* 10 units per segment */
+    char out[8192];
     struct sk_keys k0;
-    sk_keys_seg(&k0, aid, 0);
+    sk_keys_seg(&k0, l.aid, 0);
     struct keys_copy old;
-    copy_keys(r, &k0, &old);
+    copy_keys(l.r, &k0, &old);
     int64_t taken;
-    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 4, &taken), 0);
+    CHECK_EQ(sk_seg_move(l.r, l.aid, 0, 1, 4, &taken), 0);
     CHECK_EQ(taken, 5); /* half of what the lender has */
     /* segment 0 goes back to before it lent: its 5 units are counted twice */
-    restore_keys(r, &old);
+    restore_keys(l.r, &old);
     struct sk_stock_state s;
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.remaining, 25);
     /* an operator fences it; the recovery takes the forgotten lend out */
     char fence[SK_FENCE_MAX];
-    CHECK_EQ(sk_recovery_fence(r, &k0, "manual", "segment 0 restored from a copy", fence), 0);
-    CHECK_EQ(cli(out, sizeof out, "activity", "recover", rs.url, db, aid, "--apply"), 0);
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_recovery_fence(l.r, &k0, "manual", "segment 0 restored from a copy", fence), 0);
+    CHECK_EQ(cli(out, sizeof out, "activity", "recover", l.rs.url, l.db, l.aid, "--apply"), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.fenced, 0);
     CHECK_EQ(s.remaining, 20);
     CHECK_EQ(s.in_transit, 0);
     struct sk_stock_state s0;
-    CHECK_EQ(sk_stock_state_keys(r, &k0, &s0), 0);
+    CHECK_EQ(sk_stock_state_keys(l.r, &k0, &s0), 0);
     CHECK_EQ(s0.remaining, 5);
     CHECK_EQ(s0.xout, 5);
     CHECK_MSG(strstr(out, "segment 0"), "%s", out);
-    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 0);
     /* its next transfer gets a number no receiver has seen */
-    CHECK_EQ(sk_seg_move(r, aid, 0, 1, 1, &taken), 0);
+    CHECK_EQ(sk_seg_move(l.r, l.aid, 0, 1, 1, &taken), 0);
     CHECK(taken > 0);
-    CHECK_EQ(sk_stock_state(r, aid, &s), 0);
+    CHECK_EQ(sk_stock_state(l.r, l.aid, &s), 0);
     CHECK_EQ(s.remaining, 20);
-    CHECK_EQ(cli(out, sizeof out, "reconcile", "", rs.url, db, aid, NULL), 0);
-    sk_redis_free(r);
-    sk_store_close(st);
-    sk_th_redis_stop(&rs, 1);
+    CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 0);
+    lab_stop(&l);
 }

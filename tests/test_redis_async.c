@@ -58,6 +58,21 @@ static sk_aredis *connect_async(h2o_loop_t *loop, const char *url, int timeout_m
     return connect_async_opts(loop, url, &o);
 }
 
+/* A private redis-server started into srv, and an event loop for a
+ * client of it. */
+static h2o_loop_t *private_redis(struct sk_th_redis *srv)
+{
+    sk_th_redis_start(srv, NULL);
+    return h2o_evloop_create();
+}
+
+/* The client freed, then its private server stopped (hard: SIGKILL). */
+static void async_end(sk_aredis *ar, struct sk_th_redis *srv, int hard)
+{
+    sk_aredis_free(ar);
+    sk_th_redis_stop(srv, hard);
+}
+
 SK_TEST(async_client_answers_pipelined_commands_in_order)
 {
     h2o_loop_t *loop = h2o_evloop_create();
@@ -85,8 +100,7 @@ SK_TEST(async_client_answers_pipelined_commands_in_order)
 SK_TEST(async_eval_survives_a_script_flush_without_an_error)
 {
     struct sk_th_redis srv;
-    sk_th_redis_start(&srv, NULL);
-    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_loop_t *loop = private_redis(&srv);
     /* EVALSHA (the Functions library would make a script flush harmless) */
     struct sk_aredis_opts o = {.timeout_ms = 1000, .no_functions = 1};
     sk_aredis *ar = connect_async_opts(loop, srv.url, &o);
@@ -113,15 +127,13 @@ SK_TEST(async_eval_survives_a_script_flush_without_an_error)
     CHECK_EQ(rep->element[0]->integer, 1);
     freeReplyObject(rep);
     sk_redis_free(r);
-    sk_aredis_free(ar);
-    sk_th_redis_stop(&srv, 0);
+    async_end(ar, &srv, 0);
 }
 
 SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnects)
 {
     struct sk_th_redis srv;
-    sk_th_redis_start(&srv, NULL);
-    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_loop_t *loop = private_redis(&srv);
     sk_aredis *ar = connect_async(loop, srv.url, 300);
     unsigned connects = sk_aredis_connects(ar);
     kill(srv.pid, SIGSTOP);
@@ -145,15 +157,13 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
         run_until(loop, ar, &ready, 10);
     CHECK_MSG(ready, "no reconnect: %s", sk_aredis_errstr(ar));
     CHECK(sk_aredis_connects(ar) > connects);
-    sk_aredis_free(ar);
-    sk_th_redis_stop(&srv, 1);
+    async_end(ar, &srv, 1);
 }
 
 SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
 {
     struct sk_th_redis srv;
-    sk_th_redis_start(&srv, NULL);
-    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_loop_t *loop = private_redis(&srv);
     sk_aredis *ar = connect_async(loop, srv.url, 500);
     sk_th_redis_stop(&srv, 1); /* kill -9 */
     int down = 0;
@@ -181,8 +191,7 @@ SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
         run_until(loop, ar, &done, 10);
     CHECK(done);
     CHECK_STR(a.last, "PONG");
-    sk_aredis_free(ar);
-    sk_th_redis_stop(&srv, 1);
+    async_end(ar, &srv, 1);
 }
 
 /* Stops and continues a redis-server over and over until told to stop:
@@ -217,8 +226,7 @@ static void *stutter_main(void *arg)
 SK_TEST_T(async_client_survives_writes_that_fill_the_socket_while_redis_reads_slowly, 60)
 {
     struct sk_th_redis srv;
-    sk_th_redis_start(&srv, NULL);
-    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_loop_t *loop = private_redis(&srv);
     /* the unix socket: its buffers are small and do not grow (TCP's do) */
     sk_aredis *ar = connect_async(loop, srv.unix_url[0] ? srv.unix_url : srv.url, 20000);
     static char big[40 * 1024];
@@ -262,8 +270,7 @@ SK_TEST_T(async_client_survives_writes_that_fill_the_socket_while_redis_reads_sl
     CHECK_MSG(done, "%d of %d commands answered", a.n, sent);
     CHECK_EQ(a.nulls, 0);
     CHECK_EQ(a.errors, 0);
-    sk_aredis_free(ar);
-    sk_th_redis_stop(&srv, 1);
+    async_end(ar, &srv, 1);
 }
 
 /* ---- fan-out (no server: the counting alone) ----------------------------- */

@@ -28,6 +28,7 @@
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
 #include "support/sale_env.h"
+#include "support/sql_backend_checks.h"
 #include "support/store_faults.h"
 
 #include <stdatomic.h>
@@ -90,12 +91,7 @@ SK_TEST(store_mysql_open_errors_are_clear_bounded_and_never_echo_the_password)
 
     /* nothing listens there: refused at once */
     snprintf(url, sizeof url, "mysql://u:s3cr3t@127.0.0.1:%d/db", sk_th_free_port());
-    int64_t t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_open(&st, url, err, sizeof err), SK_EDB);
-    CHECK(sk_mono_ms() - t0 < 3000);
-    CHECK(st == NULL);
-    CHECK_MSG(strstr(err, "cannot connect") != NULL, "reason: %s", err);
-    CHECK_MSG(!strstr(err, "s3cr3t"), "password echoed: %s", err);
+    sk_th_open_unreachable(url, "s3cr3t");
 
     /* a wrong password and an unknown database: the server's refusal */
     char user[300];
@@ -142,11 +138,7 @@ SK_TEST(store_mysql_open_errors_are_clear_bounded_and_never_echo_the_password)
 }
 
 /* `seckill <args> --redis <run's> --db db`; output into out. */
-static int cli(const char *db, char *out, size_t cap, const char *const *args)
-{
-    return sk_th_run_with_db(out, cap, NULL, args, sk_th_redis_url(), db);
-}
-#define CLI(db, out, ...) cli(db, out, sizeof out, (const char *const[]){__VA_ARGS__, NULL})
+#define CLI(db, out, ...) SK_TH_DB_CLI(db, NULL, out, __VA_ARGS__)
 
 SK_TEST(store_mysql_cli_works_end_to_end_and_refuses_bad_servers_with_clear_exit_codes)
 {
@@ -193,8 +185,8 @@ SK_TEST(store_mysql_cli_works_end_to_end_and_refuses_bad_servers_with_clear_exit
             {"activity", "list", NULL}, {"worker", "--once", NULL}, {"reconcile", NULL, NULL}};
         for (size_t k = 0; k < 3; k++) {
             const char *args[6] = {cmds[k][0], cmds[k][1], cmds[k][2]};
-            rc = cli(cases[i].db, out, sizeof out,
-                     args[1] ? args : (const char *const[]){args[0], NULL});
+            rc = sk_th_db_cli(cases[i].db, NULL, out, sizeof out,
+                              args[1] ? args : (const char *const[]){args[0], NULL});
             CHECK_MSG(rc == 1, "%s %s: exit %d: %s", cmds[k][0], cases[i].db, rc, out);
             CHECK_MSG(strstr(out, cases[i].want), "%s: %s", cmds[k][0], out);
             CHECK_MSG(!strstr(out, "pw5ecret") && !strstr(out, "g00d-pass"), "password printed: %s",
@@ -218,17 +210,10 @@ SK_TEST(store_mysql_cli_works_end_to_end_and_refuses_bad_servers_with_clear_exit
 
 /* ---- faults ---- */
 
-static sk_store *fault_store(struct sk_th_my *m, char *url, size_t cap)
+static void my_create_db(void *m, const char *name, char *url, size_t cap)
 {
-    char base[200];
-    sk_th_my_create_db(m, "fault", base, sizeof base);
-    /* connect_timeout=2: every wait for the server is bounded by 2 s. */
-    snprintf(url, cap, "%s?connect_timeout=2", base);
-    sk_store *st = open_ok(url);
-    add_activity(st, 1, 1000);
-    return st;
+    sk_th_my_create_db(m, name, url, cap);
 }
-
 static void my_halt(void *m, int hard)
 {
     if (hard)
@@ -251,14 +236,8 @@ static void mysql_fault(int fault)
 {
     struct sk_th_my m;
     sk_th_my_start(&m);
-    char url[256];
-    sk_store *st = fault_store(&m, url, sizeof url);
     struct sk_th_db_server d = {"mysql", &m, my_halt, my_restart, my_freeze};
-    if (fault == 2)
-        sk_th_store_fault_frozen(st, &d);
-    else
-        sk_th_store_fault_stopped(st, &d, fault);
-    sk_store_close(st);
+    sk_th_store_fault_on(&d, my_create_db, fault);
     sk_mysql_spawn_stop(&m.srv);
 }
 
@@ -331,10 +310,7 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     int v = 0;
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
     CHECK_EQ(v, 8);
-    struct sk_mark *m;
-    size_t n;
-    CHECK_EQ(sk_store_marks_list(st, 5, &m, &n), 0);
-    CHECK_EQ(n, 1);
+    struct sk_mark *m = sk_th_marks_n(st, 5, 1);
     CHECK_STR(m[0].branch, "");
     CHECK_EQ(m[0].adm, 3);
     free(m);

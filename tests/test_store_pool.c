@@ -41,21 +41,25 @@ static void fresh_spec(int pg, char *spec, size_t cap)
     }
 }
 
+/* Runs behaviour fn on a fresh store spec (PostgreSQL when pg). */
+static void pool_run(int pg, void (*fn)(const char *spec))
+{
+    char spec[400];
+    fresh_spec(pg, spec, sizeof spec);
+    fn(spec);
+}
+
 #define POOL_TEST(name)                                                                            \
-    static void name(const char *spec, int pg);                                                    \
+    static void name(const char *spec);                                                            \
     SK_TEST(store_pool_sqlite_##name)                                                              \
     {                                                                                              \
-        char spec[400];                                                                            \
-        fresh_spec(0, spec, sizeof spec);                                                          \
-        name(spec, 0);                                                                             \
+        pool_run(0, name);                                                                         \
     }                                                                                              \
     SK_TEST(store_pool_pg_##name)                                                                  \
     {                                                                                              \
-        char spec[400];                                                                            \
-        fresh_spec(1, spec, sizeof spec);                                                          \
-        name(spec, 1);                                                                             \
+        pool_run(1, name);                                                                         \
     }                                                                                              \
-    static void name(const char *spec, int pg)
+    static void name(const char *spec)
 
 static sk_store_pool *pool_new(const char *spec, int threads, int queue_max)
 {
@@ -182,6 +186,32 @@ static void gate_start(sk_store_pool *p, struct gate *g, atomic_int *done, sk_st
     wait_inside(&g->inside, 1);
 }
 
+/* A pool of one thread on spec, that thread held by a gate (its job
+ * into *gate_job when not NULL); every job's done counts into done. */
+struct gated_pool {
+    sk_store_pool *p;
+    atomic_int done;
+    struct gate g;
+};
+
+static void gated_pool_start(struct gated_pool *t, const char *spec, int queue_max,
+                             sk_store_job **gate_job)
+{
+    t->p = pool_new(spec, 1, queue_max);
+    atomic_init(&t->done, 0);
+    gate_start(t->p, &t->g, &t->done, gate_job);
+}
+
+/* Lets ms of wall time pass: deadlines of queued jobs expire. */
+static void let_ms_pass(int ms)
+{
+    int64_t until = sk_mono_ms() + ms;
+    while (sk_mono_ms() < until) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int stored(const char *spec, uint64_t id)
 {
     sk_store *st;
@@ -200,7 +230,6 @@ static int stored(const char *spec, uint64_t id)
 
 POOL_TEST(runs_every_job_once_concurrently_and_completes_on_the_owner_thread)
 {
-    (void)pg;
     sk_store_pool *p = pool_new(spec, 3, 1000);
     atomic_int done = 0;
     /* three gates at once: only three threads can hold them together */
@@ -248,126 +277,107 @@ POOL_TEST(runs_every_job_once_concurrently_and_completes_on_the_owner_thread)
 
 POOL_TEST(a_job_whose_deadline_passes_in_the_queue_never_runs)
 {
-    (void)pg;
-    sk_store_pool *p = pool_new(spec, 1, 10);
-    atomic_int done = 0;
-    struct gate g;
-    gate_start(p, &g, &done, NULL);
+    struct gated_pool t;
+    gated_pool_start(&t, spec, 10, NULL);
     /* queued behind the gate with a deadline 50 ms away, and one without */
-    struct insert_job late = job_of(2001, &done);
-    struct insert_job patient = job_of(2002, &done);
-    CHECK_EQ(sk_store_pool_submit(p, sk_mono_ms() + 50, insert_run, insert_done, &late, NULL), 0);
-    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &patient, NULL), 0);
-    int64_t until = sk_mono_ms() + 60;
-    while (sk_mono_ms() < until) {
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    gate_open(&g);
-    drain_until(p, &done, 3);
-    CHECK_EQ(g.rc, 0);
+    struct insert_job late = job_of(2001, &t.done);
+    struct insert_job patient = job_of(2002, &t.done);
+    CHECK_EQ(sk_store_pool_submit(t.p, sk_mono_ms() + 50, insert_run, insert_done, &late, NULL), 0);
+    CHECK_EQ(sk_store_pool_submit(t.p, 0, insert_run, insert_done, &patient, NULL), 0);
+    let_ms_pass(60);
+    gate_open(&t.g);
+    drain_until(t.p, &t.done, 3);
+    CHECK_EQ(t.g.rc, 0);
     CHECK_EQ(late.ran, 0);
     CHECK_EQ(late.done_calls, 1);
     CHECK_EQ(late.rc, SK_ETIMEDOUT);
     CHECK_EQ(patient.ran, 1);
     CHECK_EQ(patient.rc, 0);
     struct sk_store_pool_stats s;
-    sk_store_pool_stats(p, &s);
+    sk_store_pool_stats(t.p, &s);
     CHECK_EQ(s.expired, 1);
-    sk_store_pool_free(p);
-    gate_close(&g);
+    sk_store_pool_free(t.p);
+    gate_close(&t.g);
     CHECK(!stored(spec, 2001)); /* nothing changed for the late one */
     CHECK(stored(spec, 2002));
 }
 
 POOL_TEST(cancel_takes_a_queued_job_out_and_leaves_a_running_one_alone)
 {
-    (void)pg;
-    sk_store_pool *p = pool_new(spec, 1, 10);
-    atomic_int done = 0;
-    struct gate g;
     sk_store_job *running, *queued;
-    gate_start(p, &g, &done, &running);
-    struct insert_job j = job_of(3001, &done);
-    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j, &queued), 0);
-    CHECK_EQ(sk_store_pool_cancel(p, queued), 1);
-    CHECK_EQ(sk_store_pool_cancel(p, running), 0);
-    drain_until(p, &done, 1); /* the cancelled one completes at once */
+    struct gated_pool t;
+    gated_pool_start(&t, spec, 10, &running);
+    struct insert_job j = job_of(3001, &t.done);
+    CHECK_EQ(sk_store_pool_submit(t.p, 0, insert_run, insert_done, &j, &queued), 0);
+    CHECK_EQ(sk_store_pool_cancel(t.p, queued), 1);
+    CHECK_EQ(sk_store_pool_cancel(t.p, running), 0);
+    drain_until(t.p, &t.done, 1); /* the cancelled one completes at once */
     CHECK_EQ(j.done_calls, 1);
     CHECK_EQ(j.rc, SK_ETIMEDOUT);
-    CHECK_EQ(g.rc, 1); /* the gate is still running */
-    gate_open(&g);
-    drain_until(p, &done, 2);
-    CHECK_EQ(g.rc, 0);
+    CHECK_EQ(t.g.rc, 1); /* the gate is still running */
+    gate_open(&t.g);
+    drain_until(t.p, &t.done, 2);
+    CHECK_EQ(t.g.rc, 0);
     CHECK_EQ(j.ran, 0);
-    sk_store_pool_free(p);
-    gate_close(&g);
+    sk_store_pool_free(t.p);
+    gate_close(&t.g);
     CHECK(!stored(spec, 3001));
 }
 
 POOL_TEST(the_queue_is_bounded_and_free_completes_what_waits)
 {
-    (void)pg;
-    sk_store_pool *p = pool_new(spec, 1, 3);
-    atomic_int done = 0;
-    struct gate g;
-    gate_start(p, &g, &done, NULL);
+    struct gated_pool t;
+    gated_pool_start(&t, spec, 3, NULL);
     struct insert_job j[4];
     for (int i = 0; i < 4; i++)
-        j[i] = job_of(4001 + (uint64_t)i, &done);
+        j[i] = job_of(4001 + (uint64_t)i, &t.done);
     for (int i = 0; i < 3; i++)
-        CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[i], NULL), 0);
-    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &j[3], NULL), SK_EBUSY);
+        CHECK_EQ(sk_store_pool_submit(t.p, 0, insert_run, insert_done, &j[i], NULL), 0);
+    CHECK_EQ(sk_store_pool_submit(t.p, 0, insert_run, insert_done, &j[3], NULL), SK_EBUSY);
     struct sk_store_pool_stats s;
-    sk_store_pool_stats(p, &s);
+    sk_store_pool_stats(t.p, &s);
     CHECK_EQ(s.queued, 3);
     CHECK_EQ(s.running, 1);
     CHECK_EQ(s.rejected, 1);
     /* free while the gate runs and three wait: it waits for the gate, the
      * three never run, every done runs once */
-    gate_open(&g);
-    sk_store_pool_free(p);
-    CHECK_EQ(g.rc, 0);
+    gate_open(&t.g);
+    sk_store_pool_free(t.p);
+    CHECK_EQ(t.g.rc, 0);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(j[i].done_calls, 1);
         CHECK(j[i].ran == 0 ? j[i].rc == SK_ETIMEDOUT : j[i].rc == 0);
     }
     CHECK_EQ(j[3].done_calls, 0); /* refused: never its done */
-    gate_close(&g);
+    gate_close(&t.g);
     CHECK(!stored(spec, 4004));
 }
 
 POOL_TEST(a_full_queue_first_drops_the_jobs_whose_deadline_passed)
 {
-    (void)pg;
-    sk_store_pool *p = pool_new(spec, 1, 2);
-    atomic_int done = 0;
-    struct gate g;
-    gate_start(p, &g, &done, NULL);
-    struct insert_job late[2], fresh = job_of(5003, &done);
+    struct gated_pool t;
+    gated_pool_start(&t, spec, 2, NULL);
+    struct insert_job late[2], fresh = job_of(5003, &t.done);
     for (int i = 0; i < 2; i++) {
-        late[i] = job_of(5001 + (uint64_t)i, &done);
+        late[i] = job_of(5001 + (uint64_t)i, &t.done);
         CHECK_EQ(
-            sk_store_pool_submit(p, sk_mono_ms() + 30, insert_run, insert_done, &late[i], NULL), 0);
+            sk_store_pool_submit(t.p, sk_mono_ms() + 30, insert_run, insert_done, &late[i], NULL),
+            0);
     }
-    int64_t until = sk_mono_ms() + 40;
-    while (sk_mono_ms() < until) {
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    let_ms_pass(40);
     /* full, but both waiting jobs are past their deadline: they make room */
-    CHECK_EQ(sk_store_pool_submit(p, 0, insert_run, insert_done, &fresh, NULL), 0);
-    drain_until(p, &done, 2);
+    CHECK_EQ(sk_store_pool_submit(t.p, 0, insert_run, insert_done, &fresh, NULL), 0);
+    drain_until(t.p, &t.done, 2);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(late[i].done_calls, 1);
         CHECK_EQ(late[i].rc, SK_ETIMEDOUT);
     }
-    gate_open(&g);
-    drain_until(p, &done, 4);
+    gate_open(&t.g);
+    drain_until(t.p, &t.done, 4);
     CHECK_EQ(fresh.rc, 0);
     CHECK_EQ(late[0].ran + late[1].ran, 0);
-    sk_store_pool_free(p);
-    gate_close(&g);
+    sk_store_pool_free(t.p);
+    gate_close(&t.g);
     CHECK(!stored(spec, 5001));
     CHECK(stored(spec, 5003));
 }

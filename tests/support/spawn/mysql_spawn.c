@@ -2,7 +2,6 @@
  * mysql_spawn.h); the process plumbing is spawn.c's. */
 #include "tests/support/spawn/mysql_spawn.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +13,9 @@
 #include <mysql.h>
 
 #include "core/error.h"
-#include "spawn/netutil.h"
+#include "spawn/exe_path.h"
 #include "spawn/spawn.h"
+#include "tests/support/spawn/db_spawn.h"
 
 #define MAX_SETTINGS 32
 #define INSTALL_MS 60000
@@ -29,19 +29,7 @@
 /* The path of a program: on PATH, else in /usr/sbin or /usr/bin. */
 static int find_bin(struct sk_mysql_spawn *s, const char *name, char *out, size_t cap)
 {
-    static const char *const dirs[] = {"/usr/sbin", "/usr/bin", "/usr/local/sbin",
-                                       "/usr/local/bin"};
-    const char *path = getenv("PATH");
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path ? path : "");
-    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(out, cap, "%s/%s", d, name);
-        if (access(out, X_OK) == 0) return 0;
-    }
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(out, cap, "%s/%s", dirs[i], name);
-        if (access(out, X_OK) == 0) return 0;
-    }
+    if (sk_exe_path(name, out, cap) == 0) return 0;
     return fail(s, SK_EIO, "no %s (apt-get install mariadb-server)", name);
 }
 
@@ -64,20 +52,7 @@ static int run_tool(struct sk_mysql_spawn *s, const char *name, const char *cons
                     const char *log)
 {
     struct sk_spawn_cmd cmd = {.argv = argv, .out = log, .err = log, .cwd = s->dir};
-    pid_t pid;
-    int st, rc = sk_spawn_exec(&cmd, &pid, s->errstr, sizeof s->errstr);
-    if (rc < 0) return rc;
-    rc = sk_spawn_wait(&pid, NULL, NULL, INSTALL_MS, 10, &st);
-    if (rc == SK_ETIMEDOUT) {
-        sk_spawn_stop(pid, SIGKILL, 1000);
-        return fail(s, SK_EIO, "%s did not finish in %d ms", name, INSTALL_MS);
-    }
-    if (rc < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        const char *logs[] = {log};
-        sk_spawn_exited(name, st, logs, 1, s->errstr, sizeof s->errstr);
-        return SK_EIO;
-    }
-    return 0;
+    return sk_db_spawn_tool(&cmd, name, log, INSTALL_MS, s->errstr, sizeof s->errstr);
 }
 
 /* Readiness: the server accepts a connection on its socket. */
@@ -93,12 +68,25 @@ static int accepts(void *sock)
     return ok;
 }
 
+/* One launch of mariadbd: the server, its command line (whose port
+ * argument is filled in per attempt) and its files. */
+struct my_launch {
+    struct sk_mysql_spawn *s;
+    const char *const *argv;
+    char *port_arg;
+    size_t cap;
+    const struct my_paths *p;
+};
+
 /* One attempt on s->port: 0 ready, SK_EEXIST port taken, another code on
  * anything else. */
-static int try_launch(struct sk_mysql_spawn *s, const char *const *argv, char *port_arg, size_t cap,
-                      const struct my_paths *p)
+static int try_launch(void *arg)
 {
-    snprintf(port_arg, cap, "--port=%d", s->port);
+    const struct my_launch *l = arg;
+    struct sk_mysql_spawn *s = l->s;
+    const struct my_paths *p = l->p;
+    const char *const *argv = l->argv;
+    snprintf(l->port_arg, l->cap, "--port=%d", s->port);
     struct sk_spawn_cmd cmd = {.argv = argv,
                                .out = p->log,
                                .err = p->log,
@@ -117,13 +105,14 @@ static int try_launch(struct sk_mysql_spawn *s, const char *const *argv, char *p
     return rc;
 }
 
+static int stop_any(void *s)
+{
+    return sk_mysql_spawn_stop(s);
+}
+
 static int undo(struct sk_mysql_spawn *s, int rc)
 {
-    char keep[sizeof s->errstr];
-    memcpy(keep, s->errstr, sizeof keep);
-    sk_mysql_spawn_stop(s);
-    memcpy(s->errstr, keep, sizeof keep);
-    return rc;
+    return sk_db_spawn_undo(stop_any, s, s->errstr, sizeof s->errstr, rc);
 }
 
 static int make_dir(struct sk_mysql_spawn *s)
@@ -204,21 +193,8 @@ int sk_mysql_spawn_launch(struct sk_mysql_spawn *s, const char *const *settings)
     snprintf(sock, sizeof sock, "--socket=%s", s->sock);
     snprintf(pid, sizeof pid, "--pid-file=%s", p.pid);
     snprintf(log, sizeof log, "--log-error=%s", p.log);
-    if (s->port > 0) { /* a restart: this port or nothing */
-        rc = try_launch(s, argv, port, sizeof port, &p);
-        return rc == SK_EEXIST ? SK_EIO : rc;
-    }
-    rc = SK_EEXIST;
-    for (int t = 0; t < TRIES && rc == SK_EEXIST; t++) {
-        s->port = sk_net_free_port();
-        if (s->port <= 0) {
-            s->port = 0;
-            return fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
-        }
-        rc = try_launch(s, argv, port, sizeof port, &p);
-    }
-    if (rc < 0) s->port = 0;
-    return rc == SK_EEXIST ? SK_EIO : rc;
+    struct my_launch l = {s, argv, port, sizeof port, &p};
+    return sk_db_spawn_on_port(&s->port, TRIES, try_launch, &l, s->errstr, sizeof s->errstr);
 }
 
 int sk_mysql_spawn_start(struct sk_mysql_spawn *s, const char *const *settings)
@@ -245,10 +221,5 @@ void sk_mysql_spawn_freeze(const struct sk_mysql_spawn *s, int frozen)
 int sk_mysql_spawn_stop(struct sk_mysql_spawn *s)
 {
     sk_mysql_spawn_halt(s, 0);
-    int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
-    s->dir[0] = 0;
-    s->url[0] = 0;
-    s->sock[0] = 0;
-    s->port = 0;
-    return rc;
+    return sk_db_spawn_forget(s->dir, s->url, s->sock, &s->port, s->errstr, sizeof s->errstr);
 }

@@ -18,8 +18,8 @@
 #include <libpq-fe.h>
 
 #include "core/error.h"
-#include "spawn/netutil.h"
 #include "spawn/spawn.h"
+#include "tests/support/spawn/db_spawn.h"
 
 #define SK_PG_SPAWN_MAX_SETTINGS 32
 #define SK_PG_SPAWN_MAX_ENV 256
@@ -151,20 +151,7 @@ static int run_tool(struct sk_pg_spawn *s, const struct sk_pg_who *who, const ch
 {
     const char *envp[SK_PG_SPAWN_MAX_ENV];
     struct sk_spawn_cmd cmd = command(s, who, argv, envp, log, 0);
-    pid_t pid;
-    int st, rc = sk_spawn_exec(&cmd, &pid, s->errstr, sizeof s->errstr);
-    if (rc < 0) return rc;
-    rc = sk_spawn_wait(&pid, NULL, NULL, SK_PG_SPAWN_INITDB_MS, 10, &st);
-    if (rc == SK_ETIMEDOUT) {
-        sk_spawn_stop(pid, SIGKILL, 1000);
-        return fail(s, SK_EIO, "%s did not finish in %d ms", name, SK_PG_SPAWN_INITDB_MS);
-    }
-    if (rc < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        const char *logs[] = {log};
-        sk_spawn_exited(name, st, logs, 1, s->errstr, sizeof s->errstr);
-        return SK_EIO;
-    }
-    return 0;
+    return sk_db_spawn_tool(&cmd, name, log, SK_PG_SPAWN_INITDB_MS, s->errstr, sizeof s->errstr);
 }
 
 /* Readiness: the server of conninfo *arg accepts connections. */
@@ -173,12 +160,24 @@ static int accepts(void *conninfo)
     return PQping(conninfo) == PQPING_OK;
 }
 
-/* One attempt on s->port with argv (which points into p): 0 ready,
- * SK_EEXIST port taken (retry on another), another negative code on
- * anything else. */
-static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const char *const *argv,
-                      struct pg_paths *p)
+/* One launch of the postmaster: the server, who runs it, its command
+ * line (which points into p, whose port is filled in per attempt). */
+struct pg_launch {
+    struct sk_pg_spawn *s;
+    const struct sk_pg_who *who;
+    const char *const *argv;
+    struct pg_paths *p;
+};
+
+/* One attempt on s->port: 0 ready, SK_EEXIST port taken (retry on
+ * another), another negative code on anything else. */
+static int try_launch(void *arg)
 {
+    const struct pg_launch *l = arg;
+    struct sk_pg_spawn *s = l->s;
+    const struct sk_pg_who *who = l->who;
+    const char *const *argv = l->argv;
+    struct pg_paths *p = l->p;
     snprintf(p->port, sizeof p->port, "%d", s->port);
     snprintf(s->conninfo, sizeof s->conninfo,
              "host=127.0.0.1 port=%d dbname=postgres user=postgres connect_timeout=2", s->port);
@@ -198,13 +197,14 @@ static int try_launch(struct sk_pg_spawn *s, const struct sk_pg_who *who, const 
 }
 
 /* On a failure of init or clone: nothing left behind, the reason kept. */
+static int stop_any(void *s)
+{
+    return sk_pg_spawn_stop(s);
+}
+
 static int undo(struct sk_pg_spawn *s, int rc)
 {
-    char keep[sizeof s->errstr];
-    memcpy(keep, s->errstr, sizeof keep);
-    sk_pg_spawn_stop(s);
-    memcpy(s->errstr, keep, sizeof keep);
-    return rc;
+    return sk_db_spawn_undo(stop_any, s, s->errstr, sizeof s->errstr, rc);
 }
 
 /* A fresh directory for s, owned by who, with its socket directory. */
@@ -270,21 +270,9 @@ int sk_pg_spawn_launch(struct sk_pg_spawn *s, const char *const *settings)
     if (rc == 0) rc = find_user(s, &who);
     if (rc < 0) return rc;
     pg_paths(s, bindir, &p);
-    if (s->port > 0) { /* a restart: this port or nothing */
-        rc = try_launch(s, &who, argv, &p);
-        return rc == SK_EEXIST ? SK_EIO : rc;
-    }
-    rc = SK_EEXIST;
-    for (int t = 0; t < SK_PG_SPAWN_TRIES && rc == SK_EEXIST; t++) {
-        s->port = sk_net_free_port();
-        if (s->port <= 0) {
-            s->port = 0;
-            return fail(s, SK_EIO, "no free loopback port: %s", strerror(errno));
-        }
-        rc = try_launch(s, &who, argv, &p);
-    }
-    if (rc < 0) s->port = 0;              /* the next launch picks again */
-    return rc == SK_EEXIST ? SK_EIO : rc; /* errstr set by the last try */
+    struct pg_launch l = {s, &who, argv, &p};
+    return sk_db_spawn_on_port(&s->port, SK_PG_SPAWN_TRIES, try_launch, &l, s->errstr,
+                               sizeof s->errstr);
 }
 
 int sk_pg_spawn_start(struct sk_pg_spawn *s, const char *const *settings)
@@ -306,12 +294,7 @@ int sk_pg_spawn_halt(struct sk_pg_spawn *s)
 int sk_pg_spawn_stop(struct sk_pg_spawn *s)
 {
     sk_pg_spawn_halt(s);
-    int rc = sk_spawn_rmtree(s->dir, s->errstr, sizeof s->errstr);
-    s->dir[0] = 0;
-    s->url[0] = 0;
-    s->conninfo[0] = 0;
-    s->port = 0;
-    return rc;
+    return sk_db_spawn_forget(s->dir, s->url, s->conninfo, &s->port, s->errstr, sizeof s->errstr);
 }
 
 /* The parent of one process and its CPU seconds (utime + stime), from
