@@ -19,6 +19,7 @@
  * Latency bounds below are not speed checks: they separate "answered on
  * the loop" (milliseconds) from "waited for the frozen database" (the
  * store's own 2 s bound), with a wide margin. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -815,5 +818,39 @@ SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_serv
     CHECK_STR(st, "created");
     sk_th_http_close(&c);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_pg_stop(&pg);
+}
+
+/* ---- the harness: a test that fails with its server frozen -------------- */
+
+SK_TEST_T(a_test_failing_with_postgres_frozen_leaves_no_stopped_backend, 60)
+{
+    struct sk_th_pg pg;
+    sk_th_pg_start(&pg);
+    char url[256];
+    sk_th_pg_create_db(&pg, "atfail", url, sizeof url);
+    PGconn *conn = PQconnectdb(url);
+    CHECK_MSG(PQstatus(conn) == CONNECTION_OK, "%s", PQerrorMessage(conn));
+    PGresult *res = PQexec(conn, "SELECT pg_backend_pid()");
+    CHECK(PQresultStatus(res) == PGRES_TUPLES_OK);
+    pid_t backend = (pid_t)atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    /* a test's process that freezes the server and fails: what the
+     * runner sees when such a test fails */
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2); /* its FAIL line is not this test's */
+        sk_th_pg_freeze(&pg, 1);
+        sk_th_fail(__FILE__, __LINE__, "failing on purpose, the server frozen");
+    }
+    int st;
+    CHECK_EQ(waitpid(child, &st, 0), child);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    char state = sk_th_proc_state(backend);
+    CHECK_MSG(state != 'T' && state != 't', "backend %d left in state %c", (int)backend, state);
+    PQfinish(conn);
     sk_th_pg_stop(&pg);
 }

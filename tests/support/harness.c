@@ -72,6 +72,29 @@ void sk_th_report(const char *file, int line, const char *fmt, va_list ap)
     fputc('\n', stderr);
 }
 
+static struct {
+    void (*fn)(void *);
+    void *arg;
+} at_fail[16];
+static int n_at_fail;
+
+void sk_th_at_fail(void (*fn)(void *), void *arg)
+{
+    if (n_at_fail == (int)(sizeof at_fail / sizeof at_fail[0]))
+        sk_th_fail(__FILE__, __LINE__, "sk_th_at_fail: more than 16 hooks");
+    at_fail[n_at_fail].fn = fn;
+    at_fail[n_at_fail++].arg = arg;
+}
+
+void sk_th_at_fail_cancel(void (*fn)(void *), void *arg)
+{
+    for (int i = n_at_fail - 1; i >= 0; i--)
+        if (at_fail[i].fn == fn && at_fail[i].arg == arg) {
+            at_fail[i] = at_fail[--n_at_fail];
+            return;
+        }
+}
+
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
@@ -79,6 +102,11 @@ void sk_th_fail(const char *file, int line, const char *fmt, ...)
     sk_th_report(file, line, fmt, ap);
     va_end(ap);
     fflush(stderr);
+    /* a hook that fails again must not run the hooks twice */
+    while (n_at_fail > 0) {
+        n_at_fail--;
+        at_fail[n_at_fail].fn(at_fail[n_at_fail].arg);
+    }
     exit(1);
 }
 

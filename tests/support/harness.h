@@ -47,6 +47,12 @@ void sk_test_register_on_request(const char *name, sk_test_fn fn, const char *fi
 /* Prints a failure of the running test (where and why) without ending
  * it: a test that lists every bad input before it fails. */
 void sk_th_report(const char *file, int line, const char *fmt, va_list ap);
+/* fn(arg) runs when this test fails (sk_th_fail, before the test's
+ * process exits): for what the runner's kill of the test's process group
+ * cannot undo, e.g. a frozen server's children that left the group.
+ * sk_th_at_fail_cancel takes it back (same fn and arg). At most 16. */
+void sk_th_at_fail(void (*fn)(void *), void *arg);
+void sk_th_at_fail_cancel(void (*fn)(void *), void *arg);
 /* Fails the running test (prints where and why, exits the test's child). */
 void sk_th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));

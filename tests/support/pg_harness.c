@@ -149,7 +149,18 @@ void sk_th_pg_restart(struct sk_th_pg *pg)
         sk_th_fail(__FILE__, __LINE__, "PostgreSQL restart: %s", pg->srv.errstr);
 }
 
+/* A failed test leaves its frozen cluster behind: the runner kills the
+ * postmaster with the test's process group, but every backend called
+ * setsid() and stays stopped, parentless, for good unless thawed first
+ * (thawed, it sees its postmaster gone and exits). */
+static void thaw(void *arg)
+{
+    sk_pg_spawn_freeze(&((struct sk_th_pg *)arg)->srv, 0);
+}
+
 void sk_th_pg_freeze(struct sk_th_pg *pg, int frozen)
 {
     sk_pg_spawn_freeze(&pg->srv, frozen);
+    sk_th_at_fail_cancel(thaw, pg);
+    if (frozen) sk_th_at_fail(thaw, pg);
 }
