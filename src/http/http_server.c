@@ -674,7 +674,7 @@ static void serve(struct sk_app *app)
         if (app->ops_fd >= 0) sk_conns_tick(&app->ops_conns);
         sk_reload_tick_app(app, 1);
         sk_ops_view_tick(app);
-        sk_store_health_tick(app);
+        sk_store_calls_tick(app);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;

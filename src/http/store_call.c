@@ -29,6 +29,7 @@ struct call {
     int64_t run_us;         /* how long run took (written on the pool thread, read in done) */
     h2o_linklist_t waiting; /* a poll: in app->db.waiting until answered */
     int64_t since_ms;       /* a poll: when it began to wait */
+    int64_t max_wait_ms;    /* a poll: answered 503 once it waited longer */
 };
 
 static void on_pool_ready(h2o_socket_t *sock, const char *err)
@@ -157,25 +158,31 @@ static void call_done(void *arg, int rc)
     free(c);
 }
 
-/* The deadline: answer now; a call still queued never runs. */
+/* Gives up on c: answers its request now (503 unavailable, why), and a
+ * call still queued never runs; its completion frees c either way. */
+static void give_up(struct call *c, const char *why)
+{
+    struct sk_app *app = c->app;
+    sk_store_pool_cancel(app->pool, c->job);
+    c->answered = 1;
+    if (h2o_linklist_is_linked(&c->waiting)) h2o_linklist_unlink(&c->waiting);
+    if (h2o_timeout_is_linked(&c->deadline)) h2o_timeout_unlink(&c->deadline);
+    /* Running or queued that long, the pool cannot answer a poll in time
+     * until something comes back: remembered, because the waiting polls
+     * are answered now and their list is empty again. */
+    if (!app->db.stuck_since) app->db.stuck_since = sk_mono_ms();
+    h2o_req_t *req = sk_async_end(app, &c->a);
+    if (req) sk_http_db_unavailable(app, req, c->a.route, why);
+}
+
+/* The deadline (--db-timeout-ms). */
 static void on_call_deadline(h2o_timeout_entry_t *entry)
 {
     struct call *c = (struct call *)((char *)entry - offsetof(struct call, deadline));
-    struct sk_app *app = c->app;
-    sk_store_pool_cancel(app->pool, c->job); /* its completion frees c either way */
-    c->answered = 1;
-    /* Running or queued that long, the pool cannot answer a poll in time
-     * until something comes back: remembered, because the waiting polls
-     * are answered at this deadline and their list is empty again. */
-    if (!app->db.stuck_since) app->db.stuck_since = sk_mono_ms();
-    if (h2o_linklist_is_linked(&c->waiting)) h2o_linklist_unlink(&c->waiting);
-    h2o_req_t *req = sk_async_end(app, &c->a);
-    if (req) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "no answer within %d ms (--db-timeout-ms)",
-                 app->cfg.db_timeout_ms);
-        sk_http_db_unavailable(app, req, c->a.route, msg);
-    }
+    char msg[96];
+    snprintf(msg, sizeof msg, "no answer within %d ms (--db-timeout-ms)",
+             c->app->cfg.db_timeout_ms);
+    give_up(c, msg);
 }
 
 /* sk_store_call, handing out the call (*out) when it started. */
@@ -250,6 +257,7 @@ int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route
     int rc = sk_store_call_as(app, req, route, run, done, ctx, &c);
     if (rc < 0) return rc;
     c->since_ms = sk_mono_ms();
+    c->max_wait_ms = max_wait_ms;
     h2o_linklist_insert(&app->db.waiting, &c->waiting);
     return 0;
 }
@@ -290,9 +298,28 @@ static void health_done(void *arg, int rc)
                h->ok ? "reachable again" : "unreachable", h->ok ? "" : ": ", h->ok ? "" : h->why);
 }
 
-void sk_store_health_tick(struct sk_app *app)
+/* Polls are admitted on the promise of an answer within
+ * --db-poll-wait-ms; one still waiting well past it (the estimate was
+ * wrong: the database froze, a lock) is answered now rather than at
+ * --db-timeout-ms. Oldest first, so the walk stops at the first young one. */
+static void expire_polls(struct sk_app *app)
 {
     struct sk_db_health *h = &app->db;
+    int64_t now = sk_mono_ms();
+    while (!h2o_linklist_is_empty(&h->waiting)) {
+        struct call *c = H2O_STRUCT_FROM_MEMBER(struct call, waiting, h->waiting.next);
+        if (now - c->since_ms <= c->max_wait_ms) break;
+        char msg[96];
+        snprintf(msg, sizeof msg, "no answer within %lld ms (--db-poll-wait-ms)",
+                 (long long)c->max_wait_ms);
+        give_up(c, msg);
+    }
+}
+
+void sk_store_calls_tick(struct sk_app *app)
+{
+    struct sk_db_health *h = &app->db;
+    if (app->pool) expire_polls(app);
     int64_t now = sk_mono_ms();
     if (!app->pool || h->probing || now < h->next_ms) return;
     h->probe_err[0] = 0;

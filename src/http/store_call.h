@@ -56,10 +56,11 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
  * (an order poll: the buyer polls again): when the pool would not finish
  * it within max_wait_ms (the calls ahead of it, the recent time per call,
  * the threads), another such request has waited longer than that already,
- * or a call missed its --db-timeout-ms and nothing has come back from the
+ * or a call missed its deadline and nothing has come back from the
  * database since (the database is stuck: until a call or the health
  * probe answers), it answers 503 busy with Retry-After at once, frees ctx
- * and returns SK_EBUSY; else as sk_store_call. */
+ * and returns SK_EBUSY; else as sk_store_call, but answered 503 unavailable
+ * once it waited longer than max_wait_ms (sk_store_calls_tick). */
 int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                          int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx);
 
@@ -82,8 +83,10 @@ int sk_store_bg(struct sk_app *app, int64_t deadline_ms, sk_store_run_fn run, sk
 /* The deadline of a store call starting now (sk_mono_ms time). */
 int64_t sk_store_deadline(const struct sk_app *app);
 
-/* Periodic (every loop pass): starts the health probe when it is due. */
-void sk_store_health_tick(struct sk_app *app);
+/* Periodic (every loop pass): answers the polls waiting past
+ * --db-poll-wait-ms (503 unavailable; a queued one never runs) and starts
+ * the health probe when it is due. */
+void sk_store_calls_tick(struct sk_app *app);
 /* 1 when the database answered the last probe and no probe has been
  * waiting longer than --db-timeout-ms; else 0 with the reason in why (cap
  * bytes). Never touches the database. */
