@@ -163,4 +163,7 @@ void sk_th_pg_freeze(struct sk_th_pg *pg, int frozen)
     sk_pg_spawn_freeze(&pg->srv, frozen);
     sk_th_at_fail_cancel(thaw, pg);
     if (frozen) sk_th_at_fail(thaw, pg);
+    if (frozen)
+        CHECK_MSG(sk_pg_spawn_wait_frozen(&pg->srv, 5000), "PostgreSQL %d did not stop",
+                  (int)pg->srv.pid);
 }

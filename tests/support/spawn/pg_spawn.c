@@ -13,13 +13,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "spawn/spawn.h"
 #include "tests/support/spawn/db_spawn.h"
+#include "tests/support/spawn/proc_stat.h"
 
 #define SK_PG_SPAWN_MAX_SETTINGS 32
 #define SK_PG_SPAWN_MAX_ENV 256
@@ -348,6 +351,33 @@ void sk_pg_spawn_freeze(const struct sk_pg_spawn *s, int frozen)
     int sig = frozen ? SIGSTOP : SIGCONT;
     kill(s->pid, sig); /* first: a stopped postmaster forks no child we miss */
     each_child(s, send_sig, &sig);
+}
+
+/* 1 when pid is stopped (or gone: nothing of it can answer). */
+static int is_stopped(pid_t pid)
+{
+    char buf[64];
+    const char *f = sk_proc_stat_fields(pid, buf, sizeof buf);
+    return !f || f[0] == 'T' || f[0] == 't' || f[0] == 'Z' || f[0] == 'X';
+}
+
+static void count_running(pid_t pid, double cpu, void *n)
+{
+    (void)cpu;
+    if (!is_stopped(pid)) ++*(int *)n;
+}
+
+int sk_pg_spawn_wait_frozen(const struct sk_pg_spawn *s, int within_ms)
+{
+    int64_t until = sk_mono_ms() + within_ms;
+    for (;;) {
+        int running = s->pid > 0 && !is_stopped(s->pid);
+        if (s->pid > 0) each_child(s, count_running, &running);
+        if (!running) return 1;
+        if (sk_mono_ms() >= until) return 0;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void add_cpu(pid_t pid, double cpu, void *total)

@@ -73,6 +73,11 @@ int sk_pg_spawn_halt(struct sk_pg_spawn *s);
  * The postmaster first, so it cannot fork a child that is missed. Nothing
  * when not running. */
 void sk_pg_spawn_freeze(const struct sk_pg_spawn *s, int frozen);
+/* 1 once the postmaster and every child of it are stopped (a stop signal
+ * lands asynchronously: on a loaded machine a backend could still answer
+ * a query sent right after sk_pg_spawn_freeze), 0 when some still run
+ * after within_ms. */
+int sk_pg_spawn_wait_frozen(const struct sk_pg_spawn *s, int within_ms);
 
 /* sk_pg_spawn_halt, then remove the directory and everything in it. Safe
  * on a stopped or zeroed s. Returns 0, or SK_EIO when the directory could
