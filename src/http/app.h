@@ -64,8 +64,8 @@ struct sk_db_health {
     int64_t call_us;        /* recent time a call runs on a pool thread (moving average of
                                times capped at --db-poll-wait-ms; 0: none yet) */
     h2o_linklist_t waiting; /* polls waiting for the database, oldest first */
-    int64_t stuck_since;    /* a call missed its deadline and none has come back
-                               from the database since (sk_mono_ms; 0: not stuck) */
+    int stuck;              /* a call missed its deadline and none has come back
+                               from the database since */
 };
 
 struct sk_app {

@@ -149,7 +149,7 @@ static void call_done(void *arg, int rc)
         int64_t t = c->run_us < cap ? c->run_us : cap;
         h->call_us = h->call_us ? h->call_us + (t - h->call_us) / 8 : t;
         /* an answer from the database, late or not: it is not stuck */
-        if (rc != SK_ETIMEDOUT && rc != SK_EIO) h->stuck_since = 0;
+        if (rc != SK_ETIMEDOUT && rc != SK_EIO) h->stuck = 0;
     }
     if (h2o_timeout_is_linked(&c->deadline)) h2o_timeout_unlink(&c->deadline);
     /* after the deadline the buyer has the 503: this answer goes nowhere */
@@ -170,7 +170,7 @@ static void give_up(struct call *c, const char *why)
     /* Running or queued that long, the pool cannot answer a poll in time
      * until something comes back: remembered, because the waiting polls
      * are answered now and their list is empty again. */
-    if (!app->db.stuck_since) app->db.stuck_since = sk_mono_ms();
+    app->db.stuck = 1;
     h2o_req_t *req = sk_async_end(app, &c->a);
     if (req) sk_http_db_unavailable(app, req, c->a.route, why);
 }
@@ -220,18 +220,17 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 static int sk_store_call_as(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                             sk_call_run_fn run, sk_call_done_fn done, void *ctx, struct call **out);
 
+static void expire_polls(struct sk_app *app);
+
 /* 1 when a poll queued now would not be answered within max_wait_ms: a
- * call missed its deadline and nothing has come back since, one is
- * already waiting longer than that (the database is stuck), or the calls
- * ahead of it take longer at the recent time per call. */
+ * call missed its deadline (or a poll its bound, answered here first)
+ * and nothing has come back since, or the calls ahead of it take longer
+ * at the recent time per call. */
 static int too_late(struct sk_app *app, int64_t max_wait_ms)
 {
     struct sk_db_health *h = &app->db;
-    if (h->stuck_since) return 1;
-    if (!h2o_linklist_is_empty(&h->waiting)) {
-        struct call *oldest = H2O_STRUCT_FROM_MEMBER(struct call, waiting, h->waiting.next);
-        if (sk_mono_ms() - oldest->since_ms > max_wait_ms) return 1;
-    }
+    expire_polls(app);
+    if (h->stuck) return 1;
     struct sk_store_pool_stats st;
     sk_store_pool_stats(app->pool, &st);
     size_t ahead = st.queued + st.running;
@@ -289,7 +288,7 @@ static void health_done(void *arg, int rc)
     h->next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
     int was = h->ok;
     h->ok = rc == 0;
-    if (h->ok) h->stuck_since = 0; /* the probe came back: polls may try again */
+    if (h->ok) h->stuck = 0; /* the probe came back: polls may try again */
     if (rc)
         snprintf(h->why, sizeof h->why, "%s",
                  rc == SK_ETIMEDOUT && !h->probe_err[0] ? "no answer in time" : h->probe_err);
