@@ -14,9 +14,7 @@
 
 char sk_th_proc_state(pid_t pid)
 {
-    char buf[512];
-    const char *p = sk_proc_stat_fields(pid, buf, sizeof buf);
-    return p ? p[0] : 0;
+    return sk_proc_state(pid);
 }
 
 int sk_th_proc_children(pid_t pid, const char *comm, pid_t *out, int cap)

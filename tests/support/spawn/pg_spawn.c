@@ -356,9 +356,8 @@ void sk_pg_spawn_freeze(const struct sk_pg_spawn *s, int frozen)
 /* 1 when pid is stopped (or gone: nothing of it can answer). */
 static int is_stopped(pid_t pid)
 {
-    char buf[64];
-    const char *f = sk_proc_stat_fields(pid, buf, sizeof buf);
-    return !f || f[0] == 'T' || f[0] == 't' || f[0] == 'Z' || f[0] == 'X';
+    char st = sk_proc_state(pid);
+    return !st || st == 'T' || st == 't' || st == 'Z' || st == 'X';
 }
 
 static void count_running(pid_t pid, double cpu, void *n)

@@ -16,3 +16,10 @@ const char *sk_proc_stat_fields(pid_t pid, char *buf, size_t cap)
     const char *p = strrchr(buf, ')');
     return p && p[1] == ' ' ? p + 2 : NULL;
 }
+
+char sk_proc_state(pid_t pid)
+{
+    char buf[512];
+    const char *p = sk_proc_stat_fields(pid, buf, sizeof buf);
+    return p ? p[0] : 0;
+}

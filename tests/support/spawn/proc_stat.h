@@ -11,5 +11,7 @@
  * process is gone or the line has no command name. The name is skipped up
  * to its last ')': it may hold spaces and parentheses. */
 const char *sk_proc_stat_fields(pid_t pid, char *buf, size_t cap);
+/* pid's state letter ('R', 'S', 'T' stopped, 'Z', ...), 0 when it is gone. */
+char sk_proc_state(pid_t pid);
 
 #endif
