@@ -4,7 +4,9 @@
 -- the stream. Reads only.
 -- KEYS: ledger orders
 -- ARGV: order_id group (the worker's consumer group) entry ("<ms>-<seq>",
---       from the order id) branch (the order id's, '' for none)
+--       from the order id) branch (the order id's, '' for none) index (the
+--       order's place in an entry of several, from the order id; '' for an
+--       order alone in its entry)
 -- Returns {ledger, state, last_delivered_id, pending, oldest_pending_id,
 --          here}:
 --   ledger: "user:qty[:released]", or false when the ledger has no entry;
@@ -12,7 +14,8 @@
 --   stream: nothing of it is persisted); 2: the group's figures ('' when
 --   there is no id);
 --   here: 1 when the stream holds the entry and it is this order's (its
---   branch field is the id's): an order put back from the database after a
+--   branch field is the id's, and it holds several orders, index among
+--   them, exactly when the id has an index): an order put back from the database after a
 --   rebuild has a ledger entry but no stream entry (or, after a split,
 --   another branch's at the same id), and only the database knows it.
 local led = redis.call('HGET', KEYS[1], ARGV[1])
@@ -20,12 +23,13 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return {led, 0, '', 0, '', 0} end
 local here = 0
 local e = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
 if e[1] then
-  local b = ''
+  local b, c = '', nil
   local f = e[1][2]
   for i = 1, #f, 2 do
-    if f[i] == 'b' then b = f[i + 1] end
+    if f[i] == 'b' then b = f[i + 1] elseif f[i] == 'c' then c = tonumber(f[i + 1]) end
   end
-  if b == ARGV[4] then here = 1 end
+  local at = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+  if b == ARGV[4] and (at == nil) == (c == nil) and (at == nil or at < c) then here = 1 end
 end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[2])
 for _, g in ipairs(groups) do

@@ -37,6 +37,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "engine/order_id.h"
 #include "orders/order_worker.h"
 #include "store/store.h"
 #include "support/backend_env.h"
@@ -50,15 +51,17 @@ SK_TH_MY_USED
 
 /* ---- helpers ---- */
 
-/* n purchases of quantity 1 by users base..base+n-1; all must be admitted.
- * Their order ids go to ids[0..n) when ids is not NULL. */
-static void buy_ids(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n,
-                    char (*ids)[SK_ORDER_ID_MAX])
+/* n purchases of quantity 1 by users base..base+n-1, per_entry (1..100)
+ * in each admission call, so per stream entry (lib/admit.lua writes one
+ * entry per call); all must be admitted. Their order ids go to ids[0..n)
+ * when ids is not NULL. */
+static void buy_entries(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n,
+                        char (*ids)[SK_ORDER_ID_MAX], size_t per_entry)
 {
     struct sk_purchase p[100];
     struct sk_admission res[100];
     for (size_t done = 0; done < n;) {
-        size_t k = n - done < 100 ? n - done : 100;
+        size_t k = n - done < per_entry ? n - done : per_entry;
         for (size_t i = 0; i < k; i++)
             p[i] = (struct sk_purchase){.user_id = base + done + i, .quantity = 1};
         CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
@@ -68,6 +71,14 @@ static void buy_ids(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n,
         }
         done += k;
     }
+}
+
+/* One order per stream entry: the tests below that count entries (batch
+ * sizes, pending, trimming) count orders with them. */
+static void buy_ids(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n,
+                    char (*ids)[SK_ORDER_ID_MAX])
+{
+    buy_entries(e, aid, base, n, ids, 1);
 }
 
 static void buy_n(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t n)
@@ -257,15 +268,18 @@ BACKEND_TEST(persists_a_1000_unit_sale_exactly_once_and_a_rerun_adds_nothing)
 
 /* kill -9 of a `seckill worker` in the middle of its run, at the two
  * points that matter; a restart under the same consumer name re-reads its
- * pending entries. No order is lost, none duplicated. */
+ * pending entries. No order is lost, none duplicated. 300 orders in
+ * entries of per_entry orders, fetched 50 orders (50 / per_entry
+ * entries) at a time. */
 static void crash_and_restart(struct sk_th_env *e, const char *env_var, long long rows_after_crash,
-                              long long dups)
+                              long long dups, size_t per_entry)
 {
     uint64_t aid = sk_th_env_activity(e, 300, 1, 1, 60);
-    buy_n(e, aid, 1, 300);
-    char out[8192];
+    buy_entries(e, aid, 1, 300, NULL, per_entry);
+    char out[8192], batch[16];
+    snprintf(batch, sizeof batch, "%zu", 50 / per_entry);
     const char *args[] = {"worker", "--redis", e->redis_url, "--db",   e->spec, "--consumer",
-                          "crashy", "--batch", "50",         "--once", NULL};
+                          "crashy", "--batch", batch,        "--once", NULL};
     const char *env[] = {env_var, NULL};
     int rc = sk_th_run_seckill(out, sizeof out, env, args);
     CHECK_MSG(rc == 128 + SIGKILL, "expected SIGKILL, got %d: %s", rc, out);
@@ -289,7 +303,14 @@ BACKEND_TEST(killed_between_commit_and_xack_loses_and_duplicates_nothing)
 {
     /* Transactions 1 and 2 committed and acked, 3 committed, then killed:
      * its 50 entries come back and are duplicates. */
-    crash_and_restart(e, "SECKILL_TEST_CRASH_AFTER_COMMIT=3", 150, 50);
+    crash_and_restart(e, "SECKILL_TEST_CRASH_AFTER_COMMIT=3", 150, 50, 1);
+}
+
+BACKEND_TEST(killed_between_commit_and_xack_of_entries_of_ten_orders_loses_nothing)
+{
+    /* The same with ten orders per entry (a busy sale's admission calls):
+     * an entry is committed and acknowledged whole. */
+    crash_and_restart(e, "SECKILL_TEST_CRASH_AFTER_COMMIT=3", 150, 50, 10);
 }
 
 BACKEND_TEST(killed_before_commit_loses_and_duplicates_nothing)
@@ -297,7 +318,12 @@ BACKEND_TEST(killed_before_commit_loses_and_duplicates_nothing)
     /* Killed with transaction 3 read but not committed (a killed process's
      * open transaction is discarded by the database, so dying just before
      * COMMIT is the same state as dying inside it). */
-    crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0);
+    crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0, 1);
+}
+
+BACKEND_TEST(killed_before_commit_of_entries_of_ten_orders_loses_nothing)
+{
+    crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0, 10);
 }
 
 static const char *field(const redisReply *fields, const char *name)
@@ -367,6 +393,120 @@ static int wait_rows(struct sk_th_env *e, uint64_t aid, long long want)
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+/* One admission call of several purchases writes one stream entry for
+ * all of them (lib/admit.lua): each becomes its own row, with the id the
+ * buyer was given ("<label>-<entry>-<branch>-<i>"), the entry's id and
+ * time, its own Idempotency-Key, and the highest admission number of the
+ * entry is the watermark. */
+BACKEND_TEST(persists_each_order_of_an_entry_of_several_with_its_id_and_key)
+{
+    uint64_t aid = sk_th_env_activity(e, 100, 2, 2, 60);
+    struct sk_purchase p[4] = {{.user_id = 11, .quantity = 1, .idem = "key-a", .idem_len = 5},
+                               {.user_id = 12, .quantity = 2},
+                               {.user_id = 11, .quantity = 1, .idem = "k:b!", .idem_len = 4},
+                               {.user_id = 13, .quantity = 1}};
+    struct sk_admission res[4];
+    CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, 4, res, NULL), 0);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    CHECK_EQ(xlen(e, k.orders), 1); /* one entry for the call */
+    struct sk_oid first = {0};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(res[i].rc, SK_RC_OK);
+        struct sk_oid id;
+        CHECK_MSG(sk_oid_parse(res[i].order_id, strlen(res[i].order_id), &id) == 0, "id %s",
+                  res[i].order_id);
+        CHECK_EQ(id.index, i);
+        if (i == 0) first = id;
+        CHECK(id.sid.ms == first.sid.ms && id.sid.seq == first.sid.seq);
+    }
+    struct sk_worker_stats s = run_once(e, "m1", 10, 30000, 3, 1);
+    CHECK_EQ(s.persisted, 4);
+    CHECK_EQ(s.acked, 1);
+    CHECK_EQ(s.poison, 0);
+    const char *keys[4] = {"key-a", "", "k:b!", ""};
+    for (int i = 0; i < 4; i++) {
+        struct sk_order o;
+        CHECK_MSG(sk_store_order_get(e->st, res[i].order_id, &o) == 0, "order %s missing",
+                  res[i].order_id);
+        CHECK_EQ(o.user_id, p[i].user_id);
+        CHECK_EQ(o.quantity, p[i].quantity);
+        CHECK_STR(o.idem_key, keys[i]);
+        char sid[48];
+        snprintf(sid, sizeof sid, "%" PRIu64 "-%" PRIu64, first.sid.ms, first.sid.seq);
+        CHECK_STR(o.stream_id, sid);
+        CHECK_EQ(o.created_ms, (int64_t)first.sid.ms);
+    }
+    CHECK_EQ(db_stock(e, aid), 95);
+    struct sk_mark *marks;
+    size_t nm;
+    CHECK_EQ(sk_store_marks_list(e->st, aid, &marks, &nm), 0);
+    CHECK_EQ(nm, 1);
+    CHECK_EQ(marks[0].adm, 4); /* the numbers n, n + 1, ... of the entry's orders */
+    CHECK_STR(marks[0].order_id, res[3].order_id);
+    free(marks);
+    CHECK_EQ(pending(e, aid), 0);
+}
+
+/* Entries of several orders that the admission script would never write
+ * are poison, whole; a malformed key token only loses its key. */
+BACKEND_TEST(sends_malformed_entries_of_several_orders_to_the_dlq_whole)
+{
+    uint64_t aid = sk_th_env_activity(e, 100, 5, 5, 60);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    char aids[24];
+    snprintf(aids, sizeof aids, "%" PRIu64, aid);
+    static const char *const bad[][2] = {
+        {"n 1 b 0123abcd c 3 uid %s qty %s", "1 2|1 1 1"},   /* fewer users than c */
+        {"n 1 c 2 uid %s qty %s", "1 2|1 1"},                 /* no branch */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1  2|1 1"},     /* an empty token */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2|1 1 1"},    /* more quantities than c */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2 |1 1"},     /* a trailing separator */
+        {"n 1 b 0123abcd c 0 uid %s qty %s", "1|1"},          /* no order */
+        {"n 1 b 0123abcd c 1025 uid %s qty %s", "1|1"},       /* more than an entry holds */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 x|1 1"},      /* not a user */
+    };
+    size_t nbad = sizeof bad / sizeof bad[0];
+    redisReply *rep;
+    for (size_t i = 0; i < nbad; i++) {
+        char uids[32], qtys[32], fmt[160];
+        const char *bar = strchr(bad[i][1], '|');
+        snprintf(uids, sizeof uids, "%.*s", (int)(bar - bad[i][1]), bad[i][1]);
+        snprintf(qtys, sizeof qtys, "%s", bar + 1);
+        snprintf(fmt, sizeof fmt, "XADD %%s * aid %%s %s", bad[i][0]);
+        CHECK_EQ(sk_redis_cmd(e->r, &rep, fmt, k.orders, aids, uids, qtys), 0);
+        CHECK_MSG(rep->type == REDIS_REPLY_STRING, "XADD %zu", i);
+        freeReplyObject(rep);
+    }
+    /* well formed, but its key tokens are not: the orders go through */
+    CHECK_EQ(sk_redis_cmd(e->r, &rep,
+                          "XADD %s * aid %s n 7 b 0123abcd c 2 uid %s qty %s k %s", k.orders,
+                          aids, "21 22", "1 2", "5:x 0 1:ok"),
+             0);
+    CHECK(rep->type == REDIS_REPLY_STRING);
+    char good[48];
+    snprintf(good, sizeof good, "%s", rep->str);
+    freeReplyObject(rep);
+
+    struct sk_worker_stats s = run_once(e, "m2", 20, 30000, 1, 1);
+    CHECK_EQ(s.persisted, 2);
+    CHECK_EQ(s.dead_lettered, nbad);
+    CHECK_EQ(xlen(e, k.dlq), (long long)nbad);
+    CHECK_EQ(db_stock(e, aid), 97);
+    char oid[96];
+    snprintf(oid, sizeof oid, "%s-%s-0123abcd-1", aids, good);
+    struct sk_order o;
+    CHECK_MSG(sk_store_order_get(e->st, oid, &o) == 0, "order %s missing", oid);
+    CHECK_EQ(o.user_id, 22);
+    CHECK_EQ(o.quantity, 2);
+    CHECK_STR(o.idem_key, "ok");
+    snprintf(oid, sizeof oid, "%s-%s-0123abcd-0", aids, good);
+    CHECK_MSG(sk_store_order_get(e->st, oid, &o) == 0, "order %s missing", oid);
+    CHECK_STR(o.idem_key, "");
+    CHECK_EQ(pending(e, aid), 0);
 }
 
 BACKEND_TEST(picks_up_an_activity_created_after_it_started_and_exits_0_on_sigterm)
@@ -556,14 +696,17 @@ static uint64_t sqlite_sale(struct sk_th_env *e)
     return sk_th_env_activity(e, 20, 1, 1, 60);
 }
 
-/* The thread worker w has persisted and acknowledged `rows` orders of aid
- * (why: what it failed to do else) and none waits; then it is stopped
+/* The thread worker w has persisted `rows` orders of aid and acknowledged
+ * their `entries` stream entries (why: what it failed to do else) and
+ * none waits; then it is stopped
  * (its last counters into *last when not NULL). */
 static void drained_then_stopped(struct sk_th_env *e, uint64_t aid, sk_worker *w, pthread_t t,
-                                 long long rows, const char *why, struct sk_worker_stats *last)
+                                 long long rows, long long entries, const char *why,
+                                 struct sk_worker_stats *last)
 {
     CHECK_MSG(wait_rows(e, aid, rows), "%s", why);
-    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), (uint64_t)rows), "not acked");
+    CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, acked), (uint64_t)entries),
+              "not acked");
     CHECK_EQ(pending(e, aid), 0);
     stop_thread_worker(w, t, last);
 }
@@ -579,15 +722,15 @@ SK_TEST(worker_sqlite_waits_out_a_locked_database_without_acking_and_then_drains
     sqlite3 *db;
     CHECK_EQ(sqlite3_open(e.path, &db), SQLITE_OK);
     CHECK_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    buy_n(&e, aid, 1, 10);
+    buy_entries(&e, aid, 1, 10, NULL, 10); /* one call: one entry of ten orders */
     CHECK_MSG(wait_stat(w, offsetof(struct sk_worker_stats, db_errors), 1),
               "the worker never hit the lock");
     /* Nothing committed, so nothing acknowledged. */
     CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 0);
-    CHECK_EQ(pending(&e, aid), 10);
+    CHECK_EQ(pending(&e, aid), 1);
     CHECK_EQ(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    drained_then_stopped(&e, aid, w, t, 10, "not drained after the lock went away", NULL);
+    drained_then_stopped(&e, aid, w, t, 10, 1, "not drained after the lock went away", NULL);
     CHECK_EQ(db_stock(&e, aid), 10);
     sk_th_env_done(&e);
 }
@@ -619,7 +762,7 @@ SK_TEST(worker_lingers_after_a_short_fetch_so_a_trickle_shares_a_transaction)
     buy_n(&e, aid, 3, 1);
     int64_t sent_ms = sk_mono_ms() - t0;
     struct sk_worker_stats st;
-    drained_then_stopped(&e, aid, w, t, 3, "the trickle was not persisted", &st);
+    drained_then_stopped(&e, aid, w, t, 3, 3, "the trickle was not persisted", &st);
     CHECK_EQ(st.persisted, 3);
     CHECK_EQ(st.duplicates, 0);
     /* Both arrived within the linger (unless this machine stalled the test

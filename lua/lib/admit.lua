@@ -23,9 +23,20 @@
 --
 -- Cost matters here (every admission runs this): reads are gathered into
 -- one GET, one HMGET of meta and one HMGET of all the buyers; decisions are
--- made in Lua; writes are gathered into one DECRBY and one HSET per hash.
--- Only the XADD is per order. A script is atomic, so reading first and
--- writing last is the same as interleaving.
+-- made in Lua; writes are gathered into one DECRBY, one HSET per hash and
+-- one XADD: the call's orders share one stream entry (below). A script is
+-- atomic, so reading first and writing last is the same as interleaving.
+--
+-- The order event (docs/architecture.md, "Order events"): a call that
+-- admits one order writes one entry {aid, uid, qty, n, b[, k]}, its order
+-- id "<label>-<entry id>-<branch>"; a call that admits several writes one
+-- entry for all of them {aid, n (the first's number), b, c (how many), uid
+-- and qty (space-separated lists, in admission order)[, k ("<i>:<key>"
+-- for each order with an Idempotency-Key, space-separated: keys are
+-- visible ASCII, never a space)]}, order i's id
+-- "<label>-<entry id>-<branch>-<i>" (i from 0), its number n + i. One XADD
+-- per call instead of one per order is most of the admission's cost in
+-- Redis saved (BENCHMARKS.md, issue 23).
 
 -- Rate limiting (docs/rate-limit.md): GCRA, one key per user and one per
 -- client IP, in the key set's hash tag: sk:{a<ID>}:rl:u:<user>,
@@ -86,19 +97,20 @@ end
 
 -- A purchase retried with the same Idempotency-Key gets the first accepted
 -- answer back, whatever happened since: returns qty, order id or nil.
--- `fresh` holds answers given earlier in this same call.
+-- `fresh` holds answers given earlier in this same call, {qty, order
+-- number}: their ids are known at commit only, so the number stands in
+-- for the id in the answer until then (commit puts the ids in).
 local function replay(user, idem, fresh)
   if idem == nil or idem == '' then return nil end
   local k = user .. ':' .. idem
   local prev = fresh[k]
-  if not prev then
-    prev = redis.call('HGET', KEYS[5], k)
-    if not prev then return nil end
-    -- Written again, unchanged: the replay is then a write of this call, so
-    -- a WAIT after it (--sync-replicas) also covers the first admission,
-    -- made on another connection (docs/failover.md).
-    redis.call('HSET', KEYS[5], k, prev)
-  end
+  if prev then return prev[1], prev[2] end
+  prev = redis.call('HGET', KEYS[5], k)
+  if not prev then return nil end
+  -- Written again, unchanged: the replay is then a write of this call, so
+  -- a WAIT after it (--sync-replicas) also covers the first admission,
+  -- made on another connection (docs/failover.md).
+  redis.call('HSET', KEYS[5], k, prev)
   local sep = string.find(prev, ':', 1, true)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
@@ -207,7 +219,7 @@ local function open_call(c, m, stock)
   end
   local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
              epoch = epoch, adm = tonumber(m[11] or '0'), now_us = now_us(), fresh = {},
-             counts = {}, dirty = {}, ledger = {}, idemw = {}, sold = 0, nadm = 0}
+             counts = {}, dirty = {}, ou = {}, oq = {}, ok = {}, oids = {}, sold = 0, nadm = 0}
   s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) -- nil: no waiting room (docs/waiting-room.md)
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
@@ -251,31 +263,10 @@ local function check(s, i)
   return RC.OK, nil, 0
 end
 
--- The order's stream entry, and from its id the order id: the entry id and
--- this server's branch (order_id.h): two masters admitting after a split
--- hand out the same entry ids, never the same branch. n numbers the
--- admission (the order worker keeps the highest one persisted), b and k
--- travel to the database with it (the Idempotency-Key is put back with the
--- order after a rollback: docs/recovery.md).
-local function order_event(s, u, q, k)
-  if not s.branch then s.branch = branch_of() end
-  local c, branch, n = s.c, s.branch, s.adm + s.nadm
-  local sid
-  if branch ~= '' and k == '' then -- the common case, without a table
-    sid = redis.call('XADD', KEYS[4], '*', 'aid', c.aid, 'uid', u, 'qty', q, 'n', n, 'b', branch)
-  else
-    local ev = {'aid', c.aid, 'uid', u, 'qty', q, 'n', n}
-    if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
-    if k ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = k end
-    sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
-  end
-  if branch ~= '' then return c.label .. '-' .. sid .. '-' .. branch end
-  return c.label .. '-' .. sid
-end
-
 -- Purchase i on the stock: quantity, stock (before the buyer's count, so a
--- sold-out refusal reads nothing more), the buyer's limit; then the order.
--- Returns rc, oid, q.
+-- sold-out refusal reads nothing more), the buyer's limit; then the order,
+-- whose id commit makes: returns rc, the order's number in this call (a
+-- stand-in for its id), q.
 local function take(s, i)
   local c = s.c
   local u, k, q = c.users[i], c.idems[i], num(c.qtys[i])
@@ -288,35 +279,78 @@ local function take(s, i)
   if not s.counts[u] then s.dirty[#s.dirty + 1] = u end
   s.counts[u] = had + q
   if s.wr then wr_spend(s.wr, u) end
-  local oid = order_event(s, u, q, k)
-  -- The ledger lets release check the order is real and whose it is, even
-  -- after its stream entry was persisted and trimmed.
-  local ledger, qt = s.ledger, txt(q)
-  ledger[#ledger + 1] = oid
-  ledger[#ledger + 1] = u .. ':' .. qt
-  if k ~= '' then
-    local v = qt .. ':' .. oid
-    s.fresh[u .. ':' .. k] = v
-    s.idemw[#s.idemw + 1] = u .. ':' .. k
-    s.idemw[#s.idemw + 1] = v
-  end
-  return RC.OK, oid, q
+  local o = s.nadm
+  s.ou[o], s.oq[o], s.ok[o] = u, txt(q), k
+  if k ~= '' then s.fresh[u .. ':' .. k] = {q, o} end
+  return RC.OK, o, q
 end
 
--- The call's writes, gathered; returns the stock after, epoch and adm.
-local function commit(s)
+-- The stream entry of the call's orders (one, or one for several: see the
+-- top of this file), and their ids into s.oids. n numbers the first
+-- admission (the order worker keeps the highest one persisted), b and k
+-- travel to the database with the orders (the Idempotency-Key is put back
+-- with the order after a rollback: docs/recovery.md). b is this server's
+-- branch (order_id.h): two masters admitting after a split hand out the
+-- same entry ids, never the same branch.
+local function order_events(s)
+  local c, n0, no = s.c, s.adm + 1, s.nadm
+  local branch = branch_of()
+  local pre = c.label .. '-'
+  if no > 1 and branch ~= '' then
+    local ev = {'aid', c.aid, 'n', n0, 'b', branch, 'c', no, 'uid', table.concat(s.ou, ' ', 1, no),
+                'qty', table.concat(s.oq, ' ', 1, no)}
+    local keyed = {}
+    for o = 1, no do
+      if s.ok[o] ~= '' then keyed[#keyed + 1] = (o - 1) .. ':' .. s.ok[o] end
+    end
+    if #keyed > 0 then ev[#ev + 1] = 'k'; ev[#ev + 1] = table.concat(keyed, ' ') end
+    pre = pre .. redis.call('XADD', KEYS[4], '*', unpack(ev)) .. '-' .. branch .. '-'
+    for o = 1, no do s.oids[o] = pre .. (o - 1) end
+    return
+  end
+  -- One order, or a server that does not say its branch (ids without an
+  -- index need an entry each): an entry per order.
+  for o = 1, no do
+    local ev = {'aid', c.aid, 'uid', s.ou[o], 'qty', s.oq[o], 'n', n0 + o - 1}
+    if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
+    if s.ok[o] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = s.ok[o] end
+    local sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
+    s.oids[o] = branch ~= '' and pre .. sid .. '-' .. branch or pre .. sid
+  end
+end
+
+-- The call's writes, gathered, and the order ids put into out in place of
+-- the order numbers take left there; returns the stock after, epoch and
+-- adm.
+local function commit(s, out)
   if s.sold > 0 then
+    order_events(s)
     redis.call('DECRBY', KEYS[2], s.sold)
     local bw = {}
     for j = 1, #s.dirty do
       bw[2 * j - 1] = s.dirty[j]
-      bw[2 * j] = s.counts[s.dirty[j]]
+      bw[2 * j] = txt(s.counts[s.dirty[j]])
     end
     redis.call('HSET', KEYS[3], unpack(bw))
-    redis.call('HSET', KEYS[6], unpack(s.ledger))
+    -- The ledger lets release check the order is real and whose it is,
+    -- even after its stream entry was persisted and trimmed.
+    local ledger, idemw = {}, {}
+    for o = 1, s.nadm do
+      local oid, u, qt, k = s.oids[o], s.ou[o], s.oq[o], s.ok[o]
+      ledger[2 * o - 1] = oid
+      ledger[2 * o] = u .. ':' .. qt
+      if k ~= '' then
+        idemw[#idemw + 1] = u .. ':' .. k
+        idemw[#idemw + 1] = qt .. ':' .. oid
+      end
+    end
+    redis.call('HSET', KEYS[6], unpack(ledger))
     redis.call('HINCRBY', KEYS[1], 'adm', s.nadm)
+    if #idemw > 0 then redis.call('HSET', KEYS[5], unpack(idemw)) end
+    for j = 2, #out, 3 do
+      if type(out[j]) == 'number' then out[j] = s.oids[out[j]] end
+    end
   end
-  if #s.idemw > 0 then redis.call('HSET', KEYS[5], unpack(s.idemw)) end
   return s.stock, tonumber(s.epoch), s.adm + s.nadm
 end
 
@@ -352,5 +386,5 @@ local function admit_all(c)
     end
     out[3 * i - 2], out[3 * i - 1], out[3 * i] = rc, oid, q
   end
-  return out, commit(s)
+  return out, commit(s, out)
 end

@@ -51,7 +51,7 @@ struct order_op {
     char err[256]; /* the store's failure, for the log line on the loop */
 };
 
-/* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>]", digits,
+/* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>[-<i>]]", digits,
  * one optional dot in the label, a hex branch), so it is safe as a key and
  * in JSON. Anything else is the caller's mistake (400). */
 static int parse_order_id(const struct sk_route_match *m, struct sk_order *o, struct sk_oid *oid)
@@ -289,10 +289,11 @@ int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
     }
     sk_async_begin(app, &op->a, req, op->route);
     const char *keys[] = {k.ledger, k.orders};
-    char entry[48];
+    char entry[48], index[16] = "";
     snprintf(entry, sizeof entry, "%" PRIu64 "-%" PRIu64, op->oid.sid.ms, op->oid.sid.seq);
-    const char *args[] = {op->id.order_id, SK_WORKER_GROUP, entry, op->oid.branch};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 4, args, NULL, on_state, op) < 0)
+    if (op->oid.index != SK_OID_NO_INDEX) snprintf(index, sizeof index, "%d", op->oid.index);
+    const char *args[] = {op->id.order_id, SK_WORKER_GROUP, entry, op->oid.branch, index};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 5, args, NULL, on_state, op) < 0)
         on_state(op, NULL);
     return 0;
 }

@@ -1,9 +1,10 @@
 /* order_batch.c - one fetch of the order worker, from entries to
- * acknowledged orders (order_worker_int.h): each entry parsed into an
- * order (or poison, with the reason), the valid ones persisted in one
- * store transaction with bounded retries, then XACK; poison is delivered
- * again up to max_deliveries, then moved to the dead-letter stream.
- * Nothing is acked before its transaction committed. */
+ * acknowledged orders (order_worker_int.h): each entry parsed into its
+ * orders (one, or several: lib/admit.lua) or poison, with the reason; the
+ * valid ones persisted in one store transaction per group of entries of
+ * at most SK_WORKER_TXN_ORDERS orders, with bounded retries, then XACK;
+ * poison is delivered again up to max_deliveries, then moved to the
+ * dead-letter stream. Nothing is acked before its transaction committed. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/num.h"
+#include "core/vec.h"
 #include "engine/order_id.h"
 #include "orders/order_worker_int.h"
 
@@ -48,24 +50,64 @@ static int parse_stream_id(const char *id, size_t len, int64_t *ms)
     return 0;
 }
 
-/* Entry -> order, or e->bad with the reason. The fields written by the
- * admission script are aid, uid, qty, n (the admission's number in its key
- * set, docs/recovery.md), b (the admitting server's branch, part of the
- * order id: engine/order_id.h) and k (the purchase's Idempotency-Key, when
- * it had one); entries written before them have none. Unknown extra fields
- * are tolerated (a newer producer), a missing, repeated or malformed one of
- * the first three is poison, and so is a malformed b (the order id would
- * not be the one its buyer was given). A malformed n only loses the
- * watermark's news, a malformed k the key's record after a rollback: the
- * order is still an order. */
-static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_order *o)
+/* The next token of a space-separated list [*p, end): its bytes in
+ * [*tok, *tok + *len), *p moved past it and its separator. 0, or SK_EINVAL
+ * when the list ends or two separators meet. */
+static int next_token(const char **p, const char *end, const char **tok, size_t *len)
+{
+    if (*p >= end) return SK_EINVAL;
+    const char *sp = memchr(*p, ' ', (size_t)(end - *p));
+    const char *te = sp ? sp : end;
+    if (te == *p || (sp && sp + 1 == end)) return SK_EINVAL;
+    *tok = *p;
+    *len = (size_t)(te - *p);
+    *p = sp ? sp + 1 : end;
+    return 0;
+}
+
+/* An order's token of field [*p, end): the next of the list when the
+ * entry holds several orders, the whole field when it holds one. */
+static int order_token(int listed, const char **p, const char *end, const char **tok, size_t *len)
+{
+    if (listed) return next_token(p, end, tok, len);
+    *tok = *p;
+    *len = (size_t)(end - *p);
+    *p = end;
+    return 0;
+}
+
+/* 1 when [s, s+len) may be an Idempotency-Key: visible ASCII, not too long. */
+static int idem_ok(const char *s, size_t len, size_t cap)
+{
+    if (len < 1 || len >= cap) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < 0x21 || s[i] > 0x7e) return 0;
+    return 1;
+}
+
+/* The fields of an entry written by the admission script (lib/admit.lua,
+ * docs/architecture.md "Order events"). */
+enum { F_AID, F_UID, F_QTY, F_N, F_B, F_K, F_C, F_COUNT };
+
+/* Entry -> its orders (e->no of them from w->orders[e->oi]), or e->bad
+ * with the reason. An entry holds one order {aid, uid, qty, n, b[, k]}, or
+ * several {aid, n, b, c, uid, qty[, k]}: c orders whose users and
+ * quantities are the space-separated lists uid and qty, n the first one's
+ * admission number, k "<i>:<key>" for each order with an Idempotency-Key;
+ * order i's id is "<label>-<entry id>-<b>-<i>". Entries written before
+ * n, b and k have none. Unknown extra fields are tolerated (a newer
+ * producer); a missing, repeated or malformed aid, uid, qty or c is
+ * poison, and so is a malformed b (the order id would not be the one its
+ * buyer was given) or an entry of several without one. A malformed n only
+ * loses the watermark's news, a malformed k the key's record after a
+ * rollback: the orders are still orders. Grows w->orders (SK_ENOMEM). */
+static int parse_entry(sk_worker *w, struct worker_entry *e)
 {
     const struct worker_stream *s = &w->s[e->si];
     const redisReply *f = e->fields;
-    const redisReply *val[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    static const char *const names[6] = {"aid", "uid", "qty", "n", "b", "k"};
+    const redisReply *val[F_COUNT] = {NULL};
+    static const char *const names[F_COUNT] = {"aid", "uid", "qty", "n", "b", "k", "c"};
     char q[160];
-    memset(o, 0, sizeof *o);
     if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) {
         snprintf(e->reason, sizeof e->reason, "fields are not name/value pairs");
         goto bad;
@@ -76,7 +118,7 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
             snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i / 2);
             goto bad;
         }
-        for (int j = 0; j < 6; j++) {
+        for (int j = 0; j < F_COUNT; j++) {
             size_t nl = strlen(names[j]);
             if (k->len != nl || memcmp(k->str, names[j], nl) != 0) continue;
             if (val[j]) {
@@ -86,63 +128,117 @@ static void parse_entry(const sk_worker *w, struct worker_entry *e, struct sk_or
             val[j] = v;
         }
     }
-    for (int j = 0; j < 3; j++)
+    for (int j = F_AID; j <= F_QTY; j++)
         if (!val[j]) {
             snprintf(e->reason, sizeof e->reason, "missing field %s", names[j]);
             goto bad;
         }
-    uint64_t aid, uid, qty;
-    if (sk_num_u64_canonical(val[0]->str, val[0]->len, &aid) != 0 || aid != s->aid) {
-        quote(q, sizeof q, val[0]->str, val[0]->len);
+    uint64_t aid, count = 1;
+    int64_t created_ms;
+    if (sk_num_u64_canonical(val[F_AID]->str, val[F_AID]->len, &aid) != 0 || aid != s->aid) {
+        quote(q, sizeof q, val[F_AID]->str, val[F_AID]->len);
         snprintf(e->reason, sizeof e->reason, "field aid '%s' is not activity %" PRIu64, q, s->aid);
         goto bad;
     }
-    if (sk_num_u64_canonical(val[1]->str, val[1]->len, &uid) != 0) {
-        quote(q, sizeof q, val[1]->str, val[1]->len);
-        snprintf(e->reason, sizeof e->reason, "field uid '%s' is not a user id", q);
+    if (val[F_C] && (sk_num_u64_canonical(val[F_C]->str, val[F_C]->len, &count) != 0 ||
+                     count < 1 || count > SK_OID_INDEX_MAX)) {
+        quote(q, sizeof q, val[F_C]->str, val[F_C]->len);
+        snprintf(e->reason, sizeof e->reason, "field c '%s' is not an order count", q);
         goto bad;
     }
-    if (sk_num_u64_canonical(val[2]->str, val[2]->len, &qty) != 0 ||
-        qty > (uint64_t)SK_ACTIVITY_STOCK_MAX) {
-        quote(q, sizeof q, val[2]->str, val[2]->len);
-        snprintf(e->reason, sizeof e->reason, "field qty '%s' is not a quantity", q);
-        goto bad;
-    }
-    if (e->idlen >= SK_STORE_STREAM_ID_MAX || parse_stream_id(e->id, e->idlen, &o->created_ms)) {
+    if (e->idlen >= SK_STORE_STREAM_ID_MAX || parse_stream_id(e->id, e->idlen, &created_ms)) {
         snprintf(e->reason, sizeof e->reason, "entry id is not a stream id");
         goto bad;
     }
-    if (val[4] && !sk_oid_branch_ok(val[4]->str, val[4]->len)) {
-        quote(q, sizeof q, val[4]->str, val[4]->len);
+    if (val[F_B] && !sk_oid_branch_ok(val[F_B]->str, val[F_B]->len)) {
+        quote(q, sizeof q, val[F_B]->str, val[F_B]->len);
         snprintf(e->reason, sizeof e->reason, "field b '%s' is not a branch", q);
         goto bad;
     }
-    /* "<label>-<stream id>-<branch>": the label names the segment
-     * ("<ID>.<seg>"), so the order id alone finds the order's key set
-     * (sk_keys_for_order). */
-    if (sk_oid_format(o->order_id, sizeof o->order_id, s->k.label, e->id, e->idlen,
-                      val[4] ? val[4]->str : NULL, val[4] ? val[4]->len : 0) < 0) {
-        snprintf(e->reason, sizeof e->reason, "order id does not fit");
+    if (val[F_C] && !val[F_B]) {
+        snprintf(e->reason, sizeof e->reason, "an entry of several orders without field b");
         goto bad;
     }
-    snprintf(o->stream_id, sizeof o->stream_id, "%.*s", (int)e->idlen, e->id);
-    o->activity_id = aid;
-    o->user_id = uid;
-    o->quantity = (int64_t)qty;
-    o->status = SK_ORDER_CREATED;
-    uint64_t seq;
-    if (val[3] && sk_num_u64_canonical(val[3]->str, val[3]->len, &seq) == 0 &&
-        seq <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000)
-        o->adm_seq = (int64_t)seq;
-    if (val[5] && val[5]->len >= 1 && val[5]->len < sizeof o->idem_key) {
-        int visible = 1;
-        for (size_t i = 0; i < val[5]->len; i++)
-            visible &= val[5]->str[i] >= 0x21 && val[5]->str[i] <= 0x7e;
-        if (visible) memcpy(o->idem_key, val[5]->str, val[5]->len);
+    if (SK_VEC_RESERVE(w->orders, w->ocap, e->oi + count, 64)) return SK_ENOMEM;
+    uint64_t n0 = 0;
+    int has_n = val[F_N] && sk_num_u64_canonical(val[F_N]->str, val[F_N]->len, &n0) == 0 &&
+                n0 <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000;
+    const char *up = val[F_UID]->str, *uend = up + val[F_UID]->len;
+    const char *qp = val[F_QTY]->str, *qend = qp + val[F_QTY]->len;
+    for (uint64_t i = 0; i < count; i++) {
+        struct sk_order *o = &w->orders[e->oi + i];
+        memset(o, 0, sizeof *o);
+        const char *tok;
+        size_t tl;
+        uint64_t uid, qty;
+        if (order_token(val[F_C] != NULL, &up, uend, &tok, &tl)) {
+            snprintf(e->reason, sizeof e->reason, "field uid holds fewer than %" PRIu64 " users",
+                     count);
+            goto bad;
+        }
+        if (sk_num_u64_canonical(tok, tl, &uid) != 0) {
+            quote(q, sizeof q, tok, tl);
+            snprintf(e->reason, sizeof e->reason, "field uid '%s' is not a user id", q);
+            goto bad;
+        }
+        if (order_token(val[F_C] != NULL, &qp, qend, &tok, &tl)) {
+            snprintf(e->reason, sizeof e->reason,
+                     "field qty holds fewer than %" PRIu64 " quantities", count);
+            goto bad;
+        }
+        if (sk_num_u64_canonical(tok, tl, &qty) != 0 || qty > (uint64_t)SK_ACTIVITY_STOCK_MAX) {
+            quote(q, sizeof q, tok, tl);
+            snprintf(e->reason, sizeof e->reason, "field qty '%s' is not a quantity", q);
+            goto bad;
+        }
+        /* "<label>-<stream id>-<branch>[-<i>]": the label names the segment
+         * ("<ID>.<seg>"), so the order id alone finds the order's key set
+         * (sk_keys_for_order). */
+        if (sk_oid_format(o->order_id, sizeof o->order_id, s->k.label, e->id, e->idlen,
+                          val[F_B] ? val[F_B]->str : NULL, val[F_B] ? val[F_B]->len : 0,
+                          val[F_C] ? (int)i : SK_OID_NO_INDEX) < 0) {
+            snprintf(e->reason, sizeof e->reason, "order id does not fit");
+            goto bad;
+        }
+        snprintf(o->stream_id, sizeof o->stream_id, "%.*s", (int)e->idlen, e->id);
+        o->activity_id = aid;
+        o->user_id = uid;
+        o->quantity = (int64_t)qty;
+        o->created_ms = created_ms;
+        o->status = SK_ORDER_CREATED;
+        if (has_n) o->adm_seq = (int64_t)(n0 + i);
     }
-    return;
+    if (up != uend || qp != qend) {
+        snprintf(e->reason, sizeof e->reason, "fields uid and qty hold more than %" PRIu64 " orders",
+                 count);
+        goto bad;
+    }
+    if (val[F_K] && !val[F_C]) {
+        if (idem_ok(val[F_K]->str, val[F_K]->len, sizeof w->orders[e->oi].idem_key))
+            memcpy(w->orders[e->oi].idem_key, val[F_K]->str, val[F_K]->len);
+    } else if (val[F_K]) {
+        /* "<i>:<key>" per keyed order; a malformed token loses its key only */
+        const char *kp = val[F_K]->str, *kend = kp + val[F_K]->len, *tok;
+        size_t tl;
+        while (next_token(&kp, kend, &tok, &tl) == 0) {
+            const char *colon = memchr(tok, ':', tl);
+            if (!colon) continue;
+            /* the order's place: "0", or a canonical decimal below count */
+            size_t il = (size_t)(colon - tok);
+            uint64_t at = 0;
+            if (!(il == 1 && tok[0] == '0') && sk_num_u64_canonical(tok, il, &at) != 0) continue;
+            if (at >= count) continue;
+            struct sk_order *o = &w->orders[e->oi + at];
+            size_t kl = tl - (size_t)(colon + 1 - tok);
+            if (idem_ok(colon + 1, kl, sizeof o->idem_key)) memcpy(o->idem_key, colon + 1, kl);
+        }
+    }
+    e->no = (size_t)count;
+    return 0;
 bad:
     e->bad = 1;
+    e->no = 0;
+    return 0;
 }
 
 /* ---- Processing one fetch ---------------------------------------------- */
@@ -232,13 +328,13 @@ static int dead_letter(sk_worker *w, const struct worker_entry *e, long long cou
     return 0;
 }
 
-/* XACK every entry of w->e[0..n) that is done (valid or deleted), one
+/* XACK every entry of w->e[lo..hi) that is done (valid or deleted), one
  * command per stream, pipelined. */
-static int ack_done(sk_worker *w, size_t n)
+static int ack_done(sk_worker *w, size_t lo, size_t hi)
 {
     size_t streams = 0;
     for (size_t si = 0; si < w->ns; si++)
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = lo; i < hi; i++)
             if (w->e[i].si == si && !w->e[i].bad) {
                 streams++;
                 break;
@@ -247,7 +343,7 @@ static int ack_done(sk_worker *w, size_t n)
     size_t sent = 0;
     for (size_t si = 0; si < w->ns; si++) {
         size_t m = 0;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = lo; i < hi; i++)
             if (w->e[i].si == si && !w->e[i].bad) m++;
         if (!m) continue;
         if (sk_worker_grow_argv(w, 3 + m)) return SK_ENOMEM;
@@ -258,7 +354,7 @@ static int ack_done(sk_worker *w, size_t n)
         w->argv[2] = SK_WORKER_GROUP;
         w->lens[2] = strlen(SK_WORKER_GROUP);
         size_t k = 3;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = lo; i < hi; i++)
             if (w->e[i].si == si && !w->e[i].bad) {
                 w->argv[k] = w->e[i].id;
                 w->lens[k++] = w->e[i].idlen;
@@ -299,17 +395,18 @@ static void crash_point(uint64_t at, uint64_t txn)
     }
 }
 
-/* Persists the valid orders (w->orders[0..no)) of the fetch in one
- * transaction, with bounded retries. A row the store refuses (SK_EINVAL)
- * is isolated by persisting row by row and becomes poison. */
-static int persist(sk_worker *w, size_t n, size_t no)
+/* Persists the orders of w->orders[o0..o1), those of the valid entries
+ * of w->e[lo..hi), in one transaction, with bounded retries. A row the
+ * store refuses (SK_EINVAL) is isolated by persisting entry by entry: the
+ * entry holding it becomes poison. */
+static int persist(sk_worker *w, size_t lo, size_t hi, size_t o0, size_t o1)
 {
     int backoff = SK_WORKER_BACKOFF_MIN_MS;
     for (int attempt = 1;; attempt++) {
         struct sk_persist_result res;
         w->txns++;
         crash_point(w->crash_before, w->txns);
-        int rc = sk_store_orders_persist(w->st, w->orders, no, &res);
+        int rc = sk_store_orders_persist(w->st, &w->orders[o0], o1 - o0, &res);
         if (rc == 0) {
             crash_point(w->crash_after, w->txns);
             INC(batches, 1);
@@ -320,12 +417,13 @@ static int persist(sk_worker *w, size_t n, size_t no)
             return 0;
         }
         if (rc == SK_EINVAL) {
-            /* One row is refused (its batch rolled back): find it. Rows
-             * that pass commit one by one; re-delivery later is a no-op. */
-            for (size_t i = 0; i < n; i++) {
+            /* One row is refused (its batch rolled back): find its entry.
+             * Entries that pass commit one by one; re-delivery later is a
+             * no-op. */
+            for (size_t i = lo; i < hi; i++) {
                 struct worker_entry *e = &w->e[i];
                 if (e->bad || !e->fields) continue;
-                rc = sk_store_orders_persist(w->st, &w->orders[e->oi], 1, &res);
+                rc = sk_store_orders_persist(w->st, &w->orders[e->oi], e->no, &res);
                 if (rc == SK_EINVAL) {
                     e->bad = 1;
                     snprintf(e->reason, sizeof e->reason, "store refused it: %.150s",
@@ -343,8 +441,8 @@ static int persist(sk_worker *w, size_t n, size_t no)
         }
         INC(db_errors, 1);
         sk_worker_set_err(w, "store: %s", sk_store_errstr(w->st));
-        sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", no, attempt,
-               DB_ATTEMPTS, w->errstr);
+        sk_log(SK_LOG_WARN, "worker: batch of %zu not persisted (attempt %d/%d): %s", o1 - o0,
+               attempt, DB_ATTEMPTS, w->errstr);
         if (attempt >= DB_ATTEMPTS || atomic_load(&w->stop)) return rc;
         sk_worker_stall_check(w, sk_mono_ms()); /* a long outage is told while it lasts */
         sk_worker_nap(w, backoff);
@@ -352,27 +450,13 @@ static int persist(sk_worker *w, size_t n, size_t no)
     }
 }
 
-/* Handles the n fetched entries in w->e: parse, persist (one transaction),
- * ack, and poison handling. On failure nothing of the fetch is acked and
- * its streams re-read their pending entries on the next pass. */
-int sk_worker_process(sk_worker *w, size_t n)
+/* Persists, acks and handles the poison of the parsed entries w->e[lo..hi)
+ * (their orders w->orders[0..no)). */
+static int process_group(sk_worker *w, size_t lo, size_t hi, size_t no)
 {
-    size_t no = 0, deleted = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct worker_entry *e = &w->e[i];
-        if (!e->fields) {
-            deleted++; /* nothing left to persist: ack it so it stops coming back */
-            sk_log(SK_LOG_WARN, "worker: pending entry %.*s of %s was deleted from the stream",
-                   (int)e->idlen, e->id, w->s[e->si].k.orders);
-            continue;
-        }
-        parse_entry(w, e, &w->orders[no]);
-        if (!e->bad) e->oi = no++;
-    }
-    int rc = no ? persist(w, n, no) : 0;
-    if (rc == 0) rc = ack_done(w, n);
-    if (rc == 0) INC(deleted, deleted);
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    int rc = no ? persist(w, lo, hi, 0, no) : 0;
+    if (rc == 0) rc = ack_done(w, lo, hi);
+    for (size_t i = lo; i < hi && rc == 0; i++) {
         struct worker_entry *e = &w->e[i];
         if (!e->bad) continue;
         INC(poison, 1);
@@ -391,6 +475,37 @@ int sk_worker_process(sk_worker *w, size_t n)
                    (int)e->idlen, e->id, s->k.orders, count, w->o.max_deliveries, e->reason);
         }
     }
+    return rc;
+}
+
+/* Handles the n fetched entries in w->e: parse, persist (one transaction
+ * per group of entries of at most SK_WORKER_TXN_ORDERS orders), ack, and
+ * poison handling. On failure nothing of the group is acked and the
+ * fetch's streams re-read their pending entries on the next pass. */
+int sk_worker_process(sk_worker *w, size_t n)
+{
+    size_t lo = 0, no = 0, deleted = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct worker_entry *e = &w->e[i];
+        if (no >= SK_WORKER_TXN_ORDERS) {
+            rc = process_group(w, lo, i, no);
+            lo = i;
+            no = 0;
+            if (rc) break;
+        }
+        if (!e->fields) {
+            deleted++; /* nothing left to persist: ack it so it stops coming back */
+            sk_log(SK_LOG_WARN, "worker: pending entry %.*s of %s was deleted from the stream",
+                   (int)e->idlen, e->id, w->s[e->si].k.orders);
+            continue;
+        }
+        e->oi = no;
+        rc = parse_entry(w, e);
+        if (!e->bad) no += e->no;
+    }
+    if (rc == 0) rc = process_group(w, lo, n, no);
+    if (rc == 0) INC(deleted, deleted);
     if (rc) {
         /* Whatever was not acked is still pending: read it again. */
         for (size_t i = 0; i < n; i++) {

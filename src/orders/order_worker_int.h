@@ -50,7 +50,8 @@ struct worker_counters {
 /* Where a fetched entry came from. */
 enum { FROM_NEW, FROM_HISTORY, FROM_CLAIM };
 
-/* One fetched stream entry; id and fields point into the reply. */
+/* One fetched stream entry (one order, or several: lib/admit.lua); id
+ * and fields point into the reply. */
 struct worker_entry {
     size_t si;
     const char *id;
@@ -59,8 +60,14 @@ struct worker_entry {
     int source;
     int bad; /* not an order: poison */
     char reason[200];
-    size_t oi; /* index in w->orders when valid */
+    size_t oi; /* its orders: w->orders[oi..oi+no) when valid */
+    size_t no;
 };
+
+/* Orders persisted in one store transaction at most (a fetch of entries
+ * that hold more is persisted in groups of entries: an entry holds up to
+ * SK_OID_INDEX_MAX orders). */
+#define SK_WORKER_TXN_ORDERS 8192
 
 struct sk_worker {
     struct sk_worker_opts o;
