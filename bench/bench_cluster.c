@@ -406,10 +406,15 @@ static void verify(sk_redis *ctl, struct ck_config *cf)
                  ctl->errstr);
         return;
     }
-    int64_t segs = st.segments > 0 ? st.segments : 1;
+    int64_t segs = st.segments > 0 ? st.segments : 1, orders = -1;
+    if (sk_stock_stream_orders(ctl, cf->aid, &orders) < 0) {
+        snprintf(cf->check, sizeof cf->check, "FAILED: cannot read the streams: %.200s",
+                 ctl->errstr);
+        return;
+    }
     cf->check_ok = st.exists && segs == cf->segs &&
                    st.remaining + st.held + st.in_transit == CK_STOCK && st.held == cf->adm_total &&
-                   st.buyers == cf->adm_total && st.stream_len == cf->adm_total;
+                   st.buyers == cf->adm_total && orders == cf->adm_total;
     snprintf(cf->check, sizeof cf->check,
              "%s: stock %" PRId64 " + held %" PRId64 " + in transit %" PRId64 " %s initial %lld"
              " (sum over %" PRId64 " segment%s); admitted as counted %" PRId64
@@ -417,7 +422,7 @@ static void verify(sk_redis *ctl, struct ck_config *cf)
              cf->check_ok ? "ok" : "FAILED", st.remaining, st.held, st.in_transit,
              st.remaining + st.held + st.in_transit == CK_STOCK ? "==" : "!=", CK_STOCK, segs,
              segs == 1 ? "" : "s", cf->adm_total, st.held == cf->adm_total ? "==" : "!=", st.buyers,
-             st.stream_len);
+             orders);
 }
 
 static int run_config(struct ck_ctx *c, struct ck_config *cf, sk_redis *ctl, sk_redis **nodes,

@@ -197,7 +197,8 @@ static int verify_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, struct
     struct sk_stock_state st;
     int rc = sk_stock_state(c->ctl, run->aid, &st);
     if (rc < 0) return rc;
-    s->sold = st.stream_len; /* one order event per admitted unit */
+    /* the orders in the stream: quantity 1 each, so the units sold */
+    if ((rc = sk_stock_stream_orders(c->ctl, run->aid, &s->sold)) < 0) return rc;
     s->stock_left = st.remaining;
     s->limit_violations = st.held - st.buyers; /* limit 1: held == buyers */
     return 0;
@@ -512,12 +513,13 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         argv[a] = NULL;
         int rc = run_reference(c, ref, argv);
         struct sk_stock_state st;
-        if (rc == 0 && sk_stock_state(c->ctl, id, &st) == 0) {
+        int64_t sold = -1;
+        if (rc == 0 && sk_stock_state(c->ctl, id, &st) == 0 &&
+            sk_stock_stream_orders(c->ctl, id, &sold) == 0) {
             ref->ran = 1;
             snprintf(ref->note, sizeof ref->note,
-                     "admitted %" PRId64 " of stock %" PRId64 ", stock left %" PRId64 "%s",
-                     st.stream_len, stock, st.remaining,
-                     st.stream_len > stock || st.remaining < 0 ? " (OVERSOLD)" : "");
+                     "admitted %" PRId64 " of stock %" PRId64 ", stock left %" PRId64 "%s", sold,
+                     stock, st.remaining, sold > stock || st.remaining < 0 ? " (OVERSOLD)" : "");
         }
         sk_stock_drop(c->ctl, id);
         return;

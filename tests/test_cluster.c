@@ -558,9 +558,8 @@ static void hsale_check(struct hsale *s)
         }
         freeReplyObject(rep);
         CHECK_EQ(sum + st.remaining, st.initial);
-        CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
-        CHECK_EQ(rep->integer, stock); /* one unit per order here */
-        freeReplyObject(rep);
+        /* one unit per order here */
+        CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL), stock);
     }
 }
 

@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_load_env.h"
 
@@ -573,7 +574,26 @@ static int64_t buyers_hash(sk_redis *r, uint64_t aid, int64_t *held, uint32_t ma
     return sum;
 }
 
-/* The stream entry behind an order id "<aid>-<stream id>" carries uid and qty. */
+/* An attempt looked for among its entry's orders (sk_th_entry_orders). */
+struct lookup {
+    const struct attempt *a;
+    int seen;
+};
+
+static void match_order(void *arg, const struct sk_th_stream_order *o)
+{
+    struct lookup *l = arg;
+    const struct attempt *a = l->a;
+    if (strcmp(o->order_id, a->order_id) != 0) return;
+    CHECK_MSG(o->user_id == a->user && o->quantity == a->qty,
+              "order %s: stream says uid %" PRIu64 " qty %" PRId64 ", caller saw user %" PRIu32
+              " qty %" PRId32,
+              a->order_id, o->user_id, o->quantity, a->user, a->qty);
+    l->seen = 1;
+}
+
+/* The stream entry behind an order id ("<aid>-<stream id>-<branch>[-<i>]")
+ * holds the order, with its uid and qty, under the id the caller got. */
 static void check_stream_entry(sk_redis *r, uint64_t aid, const struct attempt *a)
 {
     struct sk_keys k;
@@ -590,28 +610,10 @@ static void check_stream_entry(sk_redis *r, uint64_t aid, const struct attempt *
               r->errstr);
     CHECK_MSG(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1, "order %s: no stream entry",
               a->order_id);
-    const redisReply *e = rep->element[0];
-    CHECK_MSG(e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
-                  e->element[1]->type == REDIS_REPLY_ARRAY,
-              "order %s: malformed stream entry", a->order_id);
-    const redisReply *f = e->element[1];
-    int64_t uid = -1, qty = -1, eaid = -1;
-    for (size_t i = 0; i + 1 < f->elements; i += 2) {
-        int ok;
-        int64_t v = reply_int(f->element[i + 1], &ok);
-        if (!ok || f->element[i]->type != REDIS_REPLY_STRING) continue;
-        if (strcmp(f->element[i]->str, "uid") == 0)
-            uid = v;
-        else if (strcmp(f->element[i]->str, "qty") == 0)
-            qty = v;
-        else if (strcmp(f->element[i]->str, "aid") == 0)
-            eaid = v;
-    }
+    struct lookup l = {a, 0};
+    sk_th_entry_orders(rep->element[0], k.label, match_order, &l);
     freeReplyObject(rep);
-    CHECK_MSG(uid == a->user && qty == a->qty && eaid == (int64_t)aid,
-              "order %s: stream says aid %" PRId64 " uid %" PRId64 " qty %" PRId64
-              ", caller saw user %" PRIu32 " qty %" PRId32,
-              a->order_id, eaid, uid, qty, a->user, a->qty);
+    CHECK_MSG(l.seen, "order %s: its stream entry does not hold it", a->order_id);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -733,12 +735,12 @@ static void engine_big_load(struct big_figures *f)
     }
 
     f->orders = check_accepted_orders(r, A);
-    CHECK_EQ(int_cmd(r, "XLEN", k.orders), f->orders);
+    CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL), f->orders);
     struct sk_stock_state st;
     CHECK_MSG(sk_stock_state(r, A->aid, &st) == 0, "state: %s", r->errstr);
     CHECK_EQ(st.remaining, 0);
     CHECK_EQ(st.held, BIG_STOCK);
-    CHECK_EQ(st.stream_len, f->orders);
+    CHECK(st.stream_len >= 1 && st.stream_len <= f->orders); /* entries: one per call */
 
     sk_stock_drop(r, A->aid);
     sk_redis_free(r);
@@ -831,7 +833,7 @@ SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
     CHECK_EQ(remaining + st.held, STOCK);       /* the engine's invariant */
     CHECK_EQ(units - given, STOCK - remaining); /* admitted - released = initial - remaining */
     CHECK_EQ(st.released, given);
-    CHECK_EQ(st.stream_len, orders);
+    CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL), orders);
     CHECK_EQ(int_cmd(r, "SCARD", k.released), released_orders);
     CHECK_EQ(buyers_hash(r, A->aid, held, USERS), st.held);
     for (uint32_t u = 1; u <= USERS; u++) {
@@ -857,7 +859,7 @@ SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
     CHECK_EQ(get_int(r, k.stock), 0);
     CHECK_MSG(sk_stock_state(r, A->aid, &st) == 0, "state: %s", r->errstr);
     CHECK_EQ(st.held, STOCK);
-    CHECK_EQ(st.stream_len, orders + bought);
+    CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL), orders + bought);
 
     printf("    %d purchasers + %d releasers: %" PRId64 " orders (%" PRId64 " units), %" PRId64
            " released (%" PRId64 " units, each raced by %d connections), "
@@ -944,7 +946,7 @@ SK_TEST(per_user_limit_holds_when_one_user_hammers_from_many_connections)
     CHECK(ok);
     freeReplyObject(rep);
     CHECK_EQ(get_int(r, k.stock), BIG_STOCK - LIMIT);
-    CHECK_EQ(int_cmd(r, "XLEN", k.orders), LIMIT);
+    CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL), LIMIT);
     sk_stock_drop(r, A->aid);
     sk_redis_free(r);
     arena_free(A);

@@ -212,7 +212,7 @@ static void check_invariants(sk_redis *r, uint64_t id, int segs, int64_t initial
         /* every admitted order is in its segment's ledger and stream */
         redisReply *rep;
         CHECK_EQ(sk_redis_cmd(r, &rep, "HLEN %s", k.ledger), 0);
-        CHECK_EQ(rep->integer, one.stream_len);
+        CHECK_EQ(rep->integer, sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, NULL));
         freeReplyObject(rep);
     }
 }

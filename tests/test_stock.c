@@ -91,14 +91,19 @@ static struct sk_stock_state state_of(sk_redis *r, uint64_t aid)
 }
 
 /* The activity's live stock, the units its buyers hold and its order
- * events. */
+ * events (orders in its stream: an admission call writes one entry for
+ * all the orders it admits). */
 static void check_counts(sk_redis *r, uint64_t aid, int64_t remaining, int64_t held,
-                         int64_t stream_len)
+                         int64_t orders)
 {
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.remaining, remaining);
     CHECK_EQ(st.held, held);
-    CHECK_EQ(st.stream_len, stream_len);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    long long entries;
+    CHECK_EQ(sk_th_stream_orders(r, k.orders, k.label, NULL, NULL, &entries), orders);
+    CHECK_EQ(st.stream_len, entries);
 }
 
 static void check_untouched(sk_redis *r, uint64_t aid, int64_t stock)

@@ -481,6 +481,58 @@ int sk_stock_state(sk_redis *r, uint64_t aid, struct sk_stock_state *st)
     return sk_stock_state_keys(r, &k, st);
 }
 
+/* Adds the orders of the stream at key to *orders (an entry holds one, or
+ * its field c of them: lib/admit.lua). */
+static int stream_orders(sk_redis *r, const char *key, int64_t *orders)
+{
+    char from[64] = "-";
+    for (;;) {
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "XRANGE %s %s + COUNT 1000", key, from);
+        if (rc < 0) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            return sk_stock_proto(r, "XRANGE");
+        }
+        size_t got = rep->elements;
+        for (size_t i = 0; i < got; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                e->element[0]->type != REDIS_REPLY_STRING ||
+                e->element[1]->type != REDIS_REPLY_ARRAY) {
+                freeReplyObject(rep);
+                return sk_stock_proto(r, "XRANGE entry");
+            }
+            const redisReply *f = e->element[1];
+            int64_t c = 1;
+            for (size_t j = 0; j + 1 < f->elements; j += 2)
+                if (f->element[j]->type == REDIS_REPLY_STRING && f->element[j]->len == 1 &&
+                    f->element[j]->str[0] == 'c' && f->element[j + 1]->type == REDIS_REPLY_STRING)
+                    c = strtoll(f->element[j + 1]->str, NULL, 10);
+            *orders += c;
+            snprintf(from, sizeof from, "(%s", e->element[0]->str);
+        }
+        freeReplyObject(rep);
+        if (got < 1000) return 0;
+    }
+}
+
+int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
+{
+    *orders = 0;
+    int segs;
+    int rc = sk_seg_count(r, aid, &segs);
+    if (rc < 0) return rc;
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    if (segs <= 1) return stream_orders(r, k.orders, orders);
+    for (int i = 0; i < segs && rc == 0; i++) {
+        sk_keys_seg(&k, aid, i);
+        rc = stream_orders(r, k.orders, orders);
+    }
+    return rc;
+}
+
 int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
     const struct sk_keys *k = kp;

@@ -174,7 +174,9 @@ struct sk_stock_state {
     int64_t initial, remaining, released, per_user_limit, max_per_order, start_ms, end_ms;
     int64_t buyers;          /* distinct users holding units */
     int64_t held;            /* units held by buyers (sum of the buyers hash) */
-    int64_t stream_len;      /* order events in the stream (the worker trims persisted ones) */
+    int64_t stream_len;      /* entries in the stream, one per admission call that admitted
+                                (the worker trims persisted ones; sk_stock_stream_orders
+                                counts their orders) */
     int64_t reconcile_drift; /* drift found by the last periodic reconcile, -1: none ran */
     int64_t reconcile_ms;    /* when it ran (unix ms) */
     int64_t backlog;         /* stream entries the order worker has not acknowledged, -1 unknown */
@@ -198,6 +200,12 @@ struct sk_stock_state {
  * a segmented activity: one script per segment, summed; held + remaining +
  * in_transit == initial still holds, each segment's figures being exact). */
 int sk_stock_state(sk_redis *r, uint64_t activity_id, struct sk_stock_state *st);
+/* The orders the activity's streams hold now (its segments' for a
+ * segmented one): an entry holds one order, or several (lib/admit.lua),
+ * so stream_len counts entries and this counts orders. Reads every entry:
+ * for benchmarks, tests and operators, never a hot path. 0 or a negative
+ * SK_E* code (r->errstr). */
+int sk_stock_stream_orders(sk_redis *r, uint64_t activity_id, int64_t *orders);
 /* Decodes the state script's reply (shared with the async service). */
 int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 

@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/codes.h"
+#include "engine/order_id.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -241,4 +242,65 @@ void sk_th_on_reply(void *data, redisReply *rep)
     if (rep->type == REDIS_REPLY_ERROR) a->errors++;
     if (rep->type == REDIS_REPLY_INTEGER) a->last_int = rep->integer;
     snprintf(a->last, sizeof a->last, "%s", rep->str ? rep->str : "");
+}
+
+/* Field name of an entry's field list, or NULL. */
+static const char *entry_field(const redisReply *f, const char *name)
+{
+    for (size_t j = 0; j + 1 < f->elements; j += 2)
+        if (!strcmp(f->element[j]->str, name)) return f->element[j + 1]->str;
+    return NULL;
+}
+
+long long sk_th_entry_orders(const redisReply *e, const char *label,
+                             void (*each)(void *arg, const struct sk_th_stream_order *o),
+                             void *arg)
+{
+    CHECK(e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+          e->element[1]->type == REDIS_REPLY_ARRAY);
+    const char *id = e->element[0]->str, *c = entry_field(e->element[1], "c");
+    const char *b = entry_field(e->element[1], "b"), *u = entry_field(e->element[1], "uid");
+    const char *q = entry_field(e->element[1], "qty");
+    CHECK_MSG(u && q && (!c || b), "entry %s is not an order event", id);
+    long long count = c ? atoll(c) : 1;
+    CHECK_MSG(count >= 1 && count <= SK_OID_INDEX_MAX, "entry %s: c %s", id, c);
+    for (long long j = 0; j < count; j++) {
+        struct sk_th_stream_order o;
+        char *end;
+        o.user_id = strtoull(u, &end, 10);
+        CHECK_MSG(end != u && (*end == ' ' || *end == 0), "entry %s: uid %s", id, u);
+        u = *end ? end + 1 : end;
+        o.quantity = strtoll(q, &end, 10);
+        CHECK_MSG(end != q && (*end == ' ' || *end == 0), "entry %s: qty %s", id, q);
+        q = *end ? end + 1 : end;
+        CHECK(sk_oid_format(o.order_id, sizeof o.order_id, label, id, strlen(id), b,
+                            b ? strlen(b) : 0, c ? (int)j : SK_OID_NO_INDEX) == 0);
+        if (each) each(arg, &o);
+    }
+    CHECK_MSG(*u == 0 && *q == 0, "entry %s holds more orders than c", id);
+    return count;
+}
+
+long long sk_th_stream_orders(sk_redis *r, const char *key, const char *label,
+                              void (*each)(void *arg, const struct sk_th_stream_order *o),
+                              void *arg, long long *entries)
+{
+    long long orders = 0, n = 0;
+    char from[64] = "-";
+    for (;;) {
+        redisReply *rep;
+        CHECK_MSG(sk_redis_cmd(r, &rep, "XRANGE %s %s + COUNT 1000", key, from) == 0, "XRANGE: %s",
+                  r->errstr);
+        CHECK_MSG(rep->type == REDIS_REPLY_ARRAY, "XRANGE %s: not an array", key);
+        size_t got = rep->elements;
+        for (size_t i = 0; i < got; i++) {
+            orders += sk_th_entry_orders(rep->element[i], label, each, arg);
+            n++;
+            snprintf(from, sizeof from, "(%s", rep->element[i]->element[0]->str);
+        }
+        freeReplyObject(rep);
+        if (got < 1000) break;
+    }
+    if (entries) *entries = n;
+    return orders;
 }

@@ -465,6 +465,18 @@ const struct lentry *ledger_find(const struct view *v, const char *oid)
     return bsearch(&key, v->lg, v->nlg, sizeof *v->lg, cmp_lentry);
 }
 
+/* A stream's order is the ledger's order of the same id: same user and
+ * quantity (sk_th_stream_orders). */
+static void stream_order_in_ledger(void *arg, const struct sk_th_stream_order *o)
+{
+    const struct lentry *e = ledger_find(arg, o->order_id);
+    CHECK_MSG(e, "stream order %s is not in the ledger", o->order_id);
+    CHECK_MSG(e->user == o->user_id && e->qty == o->quantity,
+              "stream order %s: user %" PRIu64 " qty %" PRId64 ", ledger user %" PRIu32
+              " qty %d",
+              o->order_id, o->user_id, o->quantity, e->user, e->qty);
+}
+
 void view_load(sk_redis *r, uint64_t aid, struct view *v)
 {
     struct sk_keys k;
@@ -476,10 +488,6 @@ void view_load(sk_redis *r, uint64_t aid, struct view *v)
     v->stock = reply_int(rep, &ok);
     freeReplyObject(rep);
     CHECK_MSG(ok, "stock is not an integer");
-    CHECK_MSG(sk_redis_cmd(r, &rep, "XLEN %s", k.orders) == 0, "XLEN: %s", r->errstr);
-    v->xlen = reply_int(rep, &ok);
-    freeReplyObject(rep);
-    CHECK(ok);
 
     v->held = calloc(MAX_USER + 1, sizeof *v->held);
     CHECK(v->held);
@@ -517,6 +525,8 @@ void view_load(sk_redis *r, uint64_t aid, struct view *v)
     }
     freeReplyObject(rep);
     qsort(v->lg, v->nlg, sizeof *v->lg, cmp_lentry);
+    /* the stream's orders, each the ledger's order of the same id */
+    v->xlen = sk_th_stream_orders(r, k.orders, k.label, stream_order_in_ledger, v, NULL);
 }
 
 void view_free(struct view *v)
@@ -526,7 +536,7 @@ void view_free(struct view *v)
 }
 
 /* The invariants (docs/design.md) on what Redis holds: no oversell, stock + sum(buyers) == initial,
- * one stream entry per order, the per-user limit, and the buyers hash is
+ * one stream order per ledger order (view_load checks each matches), the per-user limit, and the buyers hash is
  * exactly the sum of each user's unreleased orders. */
 void check_invariants(const struct view *v, int64_t initial, int64_t limit)
 {
@@ -535,7 +545,7 @@ void check_invariants(const struct view *v, int64_t initial, int64_t limit)
     CHECK_MSG(v->stock + v->held_sum == initial,
               "stock %" PRId64 " + held %" PRId64 " != initial %" PRId64, v->stock, v->held_sum,
               initial);
-    CHECK_MSG(v->xlen == (int64_t)v->nlg, "stream holds %" PRId64 " entries, ledger %zu orders",
+    CHECK_MSG(v->xlen == (int64_t)v->nlg, "stream holds %" PRId64 " orders, ledger %zu orders",
               v->xlen, v->nlg);
     CHECK_MSG(v->max_held <= limit, "a user holds %" PRId64 " units, limit %" PRId64, v->max_held,
               limit);
