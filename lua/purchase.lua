@@ -19,8 +19,8 @@ if not label_ok(ARGV[1]) or not ARGV[2] or not ARGV[3] or not admit_keys_ok(1, n
 end
 -- No memory of the key set here: the rollback guard's in-script check is
 -- the service's (purchase_batch); the fence itself applies to every call.
-local out, left = admit_all({label = ARGV[1], n = 1, users = {ARGV[2]}, qtys = {ARGV[3]},
-                             idems = {ARGV[4] or ''}, ips = {}, passes = {ARGV[5] or ''},
+local out, left = admit_all({label = ARGV[1], n = 1, users = {ARGV[2]},
+                             a = {ARGV[2], ARGV[3], ARGV[4] or '', '', ARGV[5] or ''}, at = 1,
                              any_idem = (ARGV[4] or '') ~= '', rl = {},
                              mem = {epoch = '', adm = 0}})
 return {out[1], out[2], left, out[3]}

@@ -34,15 +34,15 @@ local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
   xfer_in(KEYS[1], KEYS[2], KEYS[7], xid, xqty)
 end
-local c = {label = ARGV[1], n = n, users = {}, qtys = {}, idems = {}, ips = {}, passes = {},
-           any_idem = false, rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4],
-           ip_burst = ARGV[5]}, mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}
+local users, any_idem = {}, false
 for i = 1, n do
   local b = 5 * i + 5
-  c.users[i], c.qtys[i], c.idems[i], c.ips[i], c.passes[i] =
-    ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  if ARGV[b + 2] ~= '' then c.any_idem = true end
+  users[i] = ARGV[b]
+  if ARGV[b + 2] ~= '' then any_idem = true end
 end
+local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 10, any_idem = any_idem,
+           rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5]},
+           mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}
 local out, left, epoch, adm = admit_all(c)
 out[3 * n + 1] = left
 out[3 * n + 2] = epoch

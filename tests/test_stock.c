@@ -13,6 +13,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "engine/keys.h"
+#include "engine/order_id.h"
 #include "engine/stock.h"
 #include "redis/script.h"
 #include "support/d1_preheat.h"
@@ -270,6 +271,74 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
     }
     CHECK_EQ(left, 0);
     check_counts(r, aid, 0, 4, 4);
+    sk_redis_free(r);
+}
+
+/* A stream entry's field list f holds each of want[0..n) (name, value). */
+static void check_fields(const redisReply *f, const char *const want[][2], size_t n)
+{
+    for (size_t w = 0; w < n; w++) {
+        const char *v = NULL;
+        for (size_t j = 0; j + 1 < f->elements; j += 2)
+            if (!strcmp(f->element[j]->str, want[w][0])) v = f->element[j + 1]->str;
+        CHECK_MSG(v && !strcmp(v, want[w][1]), "field %s: %s", want[w][0], v ? v : "none");
+    }
+}
+
+/* The orders one call admits share one stream entry: ids
+ * "<aid>-<entry>-<branch>-<i>" numbered in admission order (refused
+ * purchases take no number), the entry holding c, the users and the
+ * quantities in that order and the first admission number; one order of
+ * the entry is released alone, once, and a made-up index is no order. */
+SK_TEST(batch_orders_share_one_entry_numbered_in_admission_order)
+{
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
+    uint64_t aid = open_activity(r, 10, 2, 2);
+    BUYS(r, aid, {9, 1, SK_RC_OK}); /* a call of one: an entry of one, no index */
+    struct sk_purchase p[] = {P(1, 2), P(2, 3), P(3, 1), P(1, 1), P(4, 2)};
+    struct sk_admission res[5];
+    CHECK_EQ(sk_stock_purchase_batch(r, aid, p, 5, res, NULL), 0);
+    int want[] = {SK_RC_OK, SK_RC_BAD_QUANTITY, SK_RC_OK, SK_RC_LIMIT_EXCEEDED, SK_RC_OK};
+    int index[] = {0, -1, 1, -1, 2};
+    struct sk_oid first = {0};
+    for (int i = 0; i < 5; i++) {
+        CHECK_MSG(res[i].rc == want[i], "purchase %d: %s", i, sk_rc_name(res[i].rc));
+        if (want[i] != SK_RC_OK) continue;
+        struct sk_oid id;
+        CHECK_MSG(sk_oid_parse(res[i].order_id, strlen(res[i].order_id), &id) == 0, "%s",
+                  res[i].order_id);
+        CHECK_EQ(id.index, index[i]);
+        if (i == 0) first = id;
+        CHECK(id.sid.ms == first.sid.ms && id.sid.seq == first.sid.seq);
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XRANGE %s - +", k.orders), 0);
+    CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    const redisReply *f = rep->element[1]->element[1];
+    const char *want_f[][2] = {{"c", "3"}, {"uid", "1 3 4"}, {"qty", "2 1 2"}, {"n", "2"}};
+    check_fields(f, want_f, 4);
+    freeReplyObject(rep);
+    check_counts(r, aid, 4, 6, 4);
+    /* the middle order alone goes back */
+    CHECK_EQ(release(r, aid, res[2].order_id, 3, 1, NULL), SK_RC_RELEASED);
+    CHECK_EQ(release(r, aid, res[2].order_id, 3, 1, NULL), SK_RC_ALREADY_RELEASED);
+    char fake[96];
+    snprintf(fake, sizeof fake, "%s", res[4].order_id);
+    fake[strlen(fake) - 1] = '7'; /* "-2" -> "-7": never issued */
+    CHECK_EQ(release(r, aid, fake, 4, 2, NULL), SK_RC_UNKNOWN_ORDER);
+    check_counts(r, aid, 5, 5, 4);
+    /* a call of single units only (the common case, built apart) */
+    struct sk_purchase ones[] = {P(21, 1), P(22, 1), P(23, 1)};
+    CHECK_EQ(sk_stock_purchase_batch(r, aid, ones, 3, res, NULL), 0);
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XREVRANGE %s + - COUNT 1", k.orders), 0);
+    CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
+    f = rep->element[0]->element[1];
+    const char *want_1[][2] = {{"c", "3"}, {"uid", "21 22 23"}, {"qty", "1 1 1"}, {"n", "5"}};
+    check_fields(f, want_1, 4);
+    freeReplyObject(rep);
+    check_counts(r, aid, 2, 8, 7);
     sk_redis_free(r);
 }
 

@@ -148,8 +148,13 @@ end
 -- The call (the admission's one parameter), built by the script:
 --   c.label  "<ID>" or "<ID>.<seg>": the order id prefix (c.aid, the
 --            stream's aid field, is the activity id alone)
---   c.n, c.users[i], c.qtys[i] (strings), c.idems[i] ('' or a key),
---   c.ips[i] and c.passes[i] ('' or nil for none; lib/pass.lua),
+--   c.n      purchases; c.users[i] the buyer of purchase i (text)
+--   c.a, c.at  where the purchases are: purchase i's user, quantity,
+--            Idempotency-Key ('' none), client IP ('' none) and queue pass
+--            ('' none; lib/pass.lua) are c.a[p], c.a[p + 1] .. c.a[p + 4],
+--            p = c.at + 5 * (i - 1) (purchase_batch's ARGV as it came:
+--            copying it into tables per field costs more than the rest of
+--            a purchase's decision)
 --   c.any_idem (some purchase has a key)
 --   c.rl     the call's rate limits {u_rate, u_burst, ip_rate, ip_burst}
 --            (strings, '0' or nil = off); the activity's own per-user
@@ -165,7 +170,7 @@ local function answer_all(c, out, rc, q, replays)
   local fresh = {}
   for i = 1, c.n do
     local pq, poid = nil, nil
-    if replays then pq, poid = replay(c.users[i], c.idems[i], fresh) end
+    if replays then pq, poid = replay(c.users[i], c.a[c.at + 5 * i - 3], fresh) end
     if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
@@ -217,17 +222,30 @@ local function open_call(c, m, stock)
     epoch = epoch_now()
     redis.call('HSET', KEYS[1], 'epoch', epoch)
   end
+  -- Every field is set here, never added later (nor set to nil): a table
+  -- given a new key rehashes, and this one is read once per purchase.
   local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
-             epoch = epoch, adm = tonumber(m[11] or '0'), now_us = now_us(), fresh = {},
-             counts = {}, dirty = {}, ou = {}, oq = {}, ok = {}, oids = {}, sold = 0, nadm = 0}
-  s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) -- nil: no waiting room (docs/waiting-room.md)
+             epoch = epoch, adm = tonumber(m[11] or '0'), now_us = 0, fresh = {},
+             counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
+             uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
+             u_burst = false, ip_period = false, ip_burst = false, held = false}
+  -- nil: no waiting room (docs/waiting-room.md)
+  if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
+  local rl = c.rl
   if m[6] then s.u_period, s.u_burst = rl_params(m[6], m[7])
-  else s.u_period, s.u_burst = rl_params(c.rl.u_rate, c.rl.u_burst) end
-  s.ip_period, s.ip_burst = rl_params(c.rl.ip_rate, c.rl.ip_burst)
+  elseif (rl.u_rate or '0') ~= '0' then s.u_period, s.u_burst = rl_params(rl.u_rate, rl.u_burst) end
+  if (rl.ip_rate or '0') ~= '0' then s.ip_period, s.ip_burst = rl_params(rl.ip_rate, rl.ip_burst) end
+  s.u_period, s.ip_period = s.u_period or false, s.ip_period or false
+  if s.u_period or s.ip_period then s.now_us = now_us() end
   s.held = redis.call('HMGET', KEYS[3], unpack(c.users, 1, c.n))
   return s
+end
+
+-- A user id as the caller sends it: 1..20 decimal digits.
+local function user_ok(u)
+  return #u <= 20 and string.find(u, '^%d+$') ~= nil
 end
 
 -- What decides purchase i before its stock is looked at: a malformed entry,
@@ -239,13 +257,14 @@ end
 -- must charge once). A refused one changes nothing.
 local function check(s, i)
   local c = s.c
-  local u, k, ip = c.users[i], c.idems[i], c.ips[i] or ''
-  s.uk, s.ik = nil, nil
-  if #u > 20 or not string.find(u, '^%d+$') or #k > 64
+  local p = c.at + 5 * i - 5
+  local u, k, ip = c.users[i], c.a[p + 2], c.a[p + 3]
+  s.uk, s.ik = false, false -- never nil: a nil store to a missing field rehashes s
+  if not user_ok(u) or #k > 64
      or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
     return RC.BAD_ARGUMENT, '', 0
   end
-  if s.wr and wr_refused(s.wr, u, c.passes[i], k ~= '' and replay(u, k, s.fresh)) then
+  if s.wr and wr_refused(s.wr, u, c.a[p + 4], k ~= '' and replay(u, k, s.fresh)) then
     return s.wr.why, '', 0 -- before any limiter: it changes nothing
   end
   local wait = 0
@@ -269,89 +288,140 @@ end
 -- stand-in for its id), q.
 local function take(s, i)
   local c = s.c
-  local u, k, q = c.users[i], c.idems[i], num(c.qtys[i])
+  local p = c.at + 5 * i - 5
+  local u, qt = c.users[i], c.a[p + 1]
+  local q = qt == '1' and 1 or num(qt)
   if not q or q < 1 or q > s.maxq or q % 1 ~= 0 then return RC.BAD_QUANTITY, '', 0 end
-  if s.stock <= 0 then return RC.SOLD_OUT, '', 0 end
-  if s.stock < q then return RC.INSUFFICIENT, '', 0 end
-  local had = s.counts[u] or num(s.held[i] or '0')
+  local stock = s.stock
+  if stock <= 0 then return RC.SOLD_OUT, '', 0 end
+  if stock < q then return RC.INSUFFICIENT, '', 0 end
+  local counts = s.counts
+  local had = counts[u]
+  local first = had == nil
+  if first then had = num(s.held[i] or '0') end
   if had + q > s.limit then return RC.LIMIT_EXCEEDED, '', 0 end
-  s.stock, s.sold, s.nadm = s.stock - q, s.sold + q, s.nadm + 1
-  if not s.counts[u] then s.dirty[#s.dirty + 1] = u end
-  s.counts[u] = had + q
+  local o = s.nadm + 1
+  s.stock, s.sold, s.nadm = stock - q, s.sold + q, o
+  if first then
+    local dirty = s.dirty
+    dirty[#dirty + 1] = u
+  end
+  counts[u] = had + q
   if s.wr then wr_spend(s.wr, u) end
-  local o = s.nadm
-  s.ou[o], s.oq[o], s.ok[o] = u, txt(q), k
+  s.oi[o] = i
+  if qt ~= '1' then s.q1 = false end
+  local k = c.a[p + 2]
   if k ~= '' then s.fresh[u .. ':' .. k] = {q, o} end
   return RC.OK, o, q
 end
 
 -- The stream entry of the call's orders (one, or one for several: see the
--- top of this file), and their ids into s.oids. n numbers the first
--- admission (the order worker keeps the highest one persisted), b and k
--- travel to the database with the orders (the Idempotency-Key is put back
--- with the order after a rollback: docs/recovery.md). b is this server's
--- branch (order_id.h): two masters admitting after a split hand out the
--- same entry ids, never the same branch.
+-- top of this file); returns the order ids' common part, to which
+-- "-<i>" is added for an entry of several (nil: one entry per order, ids
+-- in s.oids). n numbers the first admission (the order worker keeps the
+-- highest one persisted), b and k travel to the database with the orders
+-- (the Idempotency-Key is put back with the order after a rollback:
+-- docs/recovery.md). b is this server's branch (order_id.h): two masters
+-- admitting after a split hand out the same entry ids, never the same
+-- branch. Order o is purchase s.oi[o], its quantity's text canonical
+-- (txt) unless it is '1'.
 local function order_events(s)
   local c, n0, no = s.c, s.adm + 1, s.nadm
+  local a, at, oi = c.a, c.at, s.oi
   local branch = branch_of()
-  local pre = c.label .. '-'
   if no > 1 and branch ~= '' then
-    local ev = {'aid', c.aid, 'n', n0, 'b', branch, 'c', no, 'uid', table.concat(s.ou, ' ', 1, no),
-                'qty', table.concat(s.oq, ' ', 1, no)}
-    local keyed = {}
-    for o = 1, no do
-      if s.ok[o] ~= '' then keyed[#keyed + 1] = (o - 1) .. ':' .. s.ok[o] end
+    local us, qs
+    if no == c.n then us = table.concat(c.users, ' ', 1, no) end
+    if s.q1 then qs = string.rep('1 ', no - 1) .. '1' end -- Lua 5.1: no separator argument
+    if not us or not qs then
+      local ul, ql = {}, {}
+      for o = 1, no do
+        local p = at + 5 * oi[o] - 5
+        ul[o], ql[o] = a[p], txt(num(a[p + 1]))
+      end
+      us, qs = table.concat(ul, ' '), table.concat(ql, ' ')
     end
-    if #keyed > 0 then ev[#ev + 1] = 'k'; ev[#ev + 1] = table.concat(keyed, ' ') end
-    pre = pre .. redis.call('XADD', KEYS[4], '*', unpack(ev)) .. '-' .. branch .. '-'
-    for o = 1, no do s.oids[o] = pre .. (o - 1) end
-    return
+    local ev = {'aid', c.aid, 'n', n0, 'b', branch, 'c', no, 'uid', us, 'qty', qs}
+    if c.any_idem then
+      local keyed = {}
+      for o = 1, no do
+        local k = a[at + 5 * oi[o] - 3]
+        if k ~= '' then keyed[#keyed + 1] = string.format('%d:%s', o - 1, k) end
+      end
+      if #keyed > 0 then ev[13] = 'k'; ev[14] = table.concat(keyed, ' ') end
+    end
+    return c.label .. '-' .. redis.call('XADD', KEYS[4], '*', unpack(ev)) .. '-' .. branch .. '-'
   end
   -- One order, or a server that does not say its branch (ids without an
   -- index need an entry each): an entry per order.
+  s.oids = {}
   for o = 1, no do
-    local ev = {'aid', c.aid, 'uid', s.ou[o], 'qty', s.oq[o], 'n', n0 + o - 1}
+    local p = at + 5 * oi[o] - 5
+    local ev = {'aid', c.aid, 'uid', a[p], 'qty', txt(num(a[p + 1])), 'n', n0 + o - 1}
     if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
-    if s.ok[o] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = s.ok[o] end
+    if a[p + 2] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = a[p + 2] end
     local sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
-    s.oids[o] = branch ~= '' and pre .. sid .. '-' .. branch or pre .. sid
+    s.oids[o] = branch ~= '' and c.label .. '-' .. sid .. '-' .. branch or c.label .. '-' .. sid
   end
+end
+
+-- The digits of an order's place in its entry (0..1023), without Lua's
+-- number-to-text conversion (glibc's "%.14g"): the order id is then one
+-- concatenation.
+local DIG = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local function oid_at(pre, j)
+  if j < 10 then return pre .. DIG[j] end
+  if j < 100 then return pre .. DIG[(j - j % 10) / 10] .. DIG[j % 10] end
+  local h = (j - j % 100) / 100
+  if j < 1000 then return pre .. DIG[h] .. DIG[(j % 100 - j % 10) / 10] .. DIG[j % 10] end
+  return pre .. '1' .. DIG[h - 10] .. DIG[(j % 100 - j % 10) / 10] .. DIG[j % 10]
 end
 
 -- The call's writes, gathered, and the order ids put into out in place of
 -- the order numbers take left there; returns the stock after, epoch and
 -- adm.
 local function commit(s, out)
-  if s.sold > 0 then
-    order_events(s)
+  local nadm = s.nadm
+  if nadm > 0 then
+    local pre = order_events(s)
     redis.call('DECRBY', KEYS[2], s.sold)
-    local bw = {}
-    for j = 1, #s.dirty do
-      bw[2 * j - 1] = s.dirty[j]
-      bw[2 * j] = txt(s.counts[s.dirty[j]])
+    local bw, dirty, counts = {}, s.dirty, s.counts
+    for j = 1, #dirty do
+      local u = dirty[j]
+      bw[2 * j - 1] = u
+      bw[2 * j] = txt(counts[u])
     end
     redis.call('HSET', KEYS[3], unpack(bw))
     -- The ledger lets release check the order is real and whose it is,
     -- even after its stream entry was persisted and trimmed.
-    local ledger, idemw = {}, {}
-    for o = 1, s.nadm do
-      local oid, u, qt, k = s.oids[o], s.ou[o], s.oq[o], s.ok[o]
+    local a, at, oi, oids, any_idem = s.c.a, s.c.at, s.oi, s.oids, s.c.any_idem
+    local ledger, idemw = {}, nil
+    for o = 1, nadm do
+      local i = oi[o]
+      local p = at + 5 * i - 5
+      local u, qt = a[p], a[p + 1]
+      if qt ~= '1' then qt = txt(num(qt)) end
+      local oid = pre and oid_at(pre, o - 1) or oids[o]
       ledger[2 * o - 1] = oid
       ledger[2 * o] = u .. ':' .. qt
-      if k ~= '' then
-        idemw[#idemw + 1] = u .. ':' .. k
+      out[3 * i - 1] = oid
+      if any_idem and a[p + 2] ~= '' then
+        idemw = idemw or {}
+        idemw[#idemw + 1] = u .. ':' .. a[p + 2]
         idemw[#idemw + 1] = qt .. ':' .. oid
       end
     end
     redis.call('HSET', KEYS[6], unpack(ledger))
-    redis.call('HINCRBY', KEYS[1], 'adm', s.nadm)
-    if #idemw > 0 then redis.call('HSET', KEYS[5], unpack(idemw)) end
-    for j = 2, #out, 3 do
-      if type(out[j]) == 'number' then out[j] = s.oids[out[j]] end
+    redis.call('HINCRBY', KEYS[1], 'adm', nadm)
+    if idemw then
+      redis.call('HSET', KEYS[5], unpack(idemw))
+      -- replays of this call's own orders (same user and key twice)
+      for j = 2, #out, 3 do
+        if type(out[j]) == 'number' then out[j] = ledger[2 * out[j] - 1] end
+      end
     end
   end
-  return s.stock, tonumber(s.epoch), s.adm + s.nadm
+  return s.stock, tonumber(s.epoch), s.adm + nadm
 end
 
 -- Decides the call's purchases in order. Returns out, the stock after (-1
@@ -377,14 +447,29 @@ local function admit_all(c)
            tonumber(m[11] or '0')
   end
   local s = open_call(c, m, stock)
+  -- A plain purchase (no waiting room, no rate limiter, no Idempotency-Key,
+  -- no client IP: what check decides is then its user id alone) goes
+  -- straight to take: this is the path of most admissions.
+  local a, at, users = c.a, c.at, c.users
+  local plain = not s.wr and not s.u_period and not s.ip_period
   for i = 1, c.n do
-    local rc, oid, q = check(s, i)
-    if rc == RC.OK and not oid then rc, oid, q = take(s, i) end
+    local rc, oid, q
+    local p = at + 5 * i - 5
+    if plain and a[p + 2] == '' and a[p + 3] == '' then
+      if user_ok(users[i]) then rc, oid, q = take(s, i) else rc, oid, q = RC.BAD_ARGUMENT, '', 0 end
+    else
+      rc, oid, q = check(s, i)
+      if rc == RC.OK and not oid then rc, oid, q = take(s, i) end
+    end
     if (s.uk or s.ik) and rc ~= RC.RATE_LIMITED and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then
       if s.uk then gcra_set(s.uk, s.now_us, s.ut) end
       if s.ik then gcra_set(s.ik, s.now_us, s.it) end
     end
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = rc, oid, q
+    -- one by one, in order: Lua assigns a multiple assignment last first,
+    -- which puts the keys in the table's hash part and rehashes it
+    out[3 * i - 2] = rc
+    out[3 * i - 1] = oid
+    out[3 * i] = q
   end
   return out, commit(s, out)
 end
