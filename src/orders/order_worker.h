@@ -44,7 +44,8 @@ struct sk_worker_opts {
     const char *redis_url;       /* required; copied */
     const char *db_spec;         /* required; copied */
     const char *consumer;        /* NULL: "worker-<hostname>"; copied */
-    int batch;                   /* entries per stream per fetch (1..10000), default 500 */
+    int batch; /* entries per stream per fetch (1..10000), default 500; an entry holds the
+                  orders of one admission call (SK_WORKER_TXN_ORDERS per transaction) */
     int block_ms;                /* XREADGROUP BLOCK when idle, default 1000 */
     int claim_idle_ms;           /* XAUTOCLAIM entries idle this long, default 30000 */
     int max_deliveries;          /* K: poison goes to the DLQ after K deliveries, default 5 */
