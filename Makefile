@@ -285,7 +285,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse http_body auth router config redis_url http_resp mysql_url cors \
-                jwt order_id
+                jwt order_id order_event
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
@@ -302,6 +302,8 @@ FUZZ_SRC_http_resp := src/core/http_resp.c src/core/num.c src/core/error.c
 FUZZ_SRC_jwt       := src/http/auth_jwt.c src/core/num.c src/core/error.c
 FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_id.c src/core/num.c \
                       src/core/error.c
+FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engine/keys.c \
+                        src/redis/stream_id.c src/core/num.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto

@@ -492,8 +492,8 @@ static int verify(sk_redis *ctl, struct sk_bench_phase *ph, int64_t initial)
              "%s: admitted %" PRId64 " of stock %" PRId64 ", stock left %" PRId64
              ", stream %" PRId64 ", buyers %" PRId64 ", units held %" PRId64 ", refused %" PRId64
              "%s",
-             ok ? "ok" : "FAILED", ph->admitted, initial, st.remaining, orders, st.buyers,
-             st.held, ph->refused, ph->cut ? " (cut by --duration)" : "");
+             ok ? "ok" : "FAILED", ph->admitted, initial, st.remaining, orders, st.buyers, st.held,
+             ph->refused, ph->cut ? " (cut by --duration)" : "");
     return 0;
 }
 
@@ -682,13 +682,13 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
         }
         ph->refused = ph->purchases - ph->admitted;
         ph->checked = 1;
-        ph->check_ok = st.remaining >= 0 && st.held == ph->admitted &&
-                       initial - st.remaining == ph->admitted;
+        ph->check_ok =
+            st.remaining >= 0 && st.held == ph->admitted && initial - st.remaining == ph->admitted;
         snprintf(ph->check, sizeof ph->check,
                  "%s: %" PRId64 " calls, admitted %" PRId64 " of stock %" PRId64
                  ", stock left %" PRId64 ", stream %" PRId64 ", units held %" PRId64 "%s",
-                 ph->check_ok ? "ok" : "FAILED", ph->purchases, ph->admitted, initial,
-                 st.remaining, ph->admitted, st.held,
+                 ph->check_ok ? "ok" : "FAILED", ph->purchases, ph->admitted, initial, st.remaining,
+                 ph->admitted, st.held,
                  ph->admit == 1 && ph->refused ? " (refused: repeated random user ids)" : "");
     }
     return 0;

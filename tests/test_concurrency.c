@@ -580,7 +580,7 @@ struct lookup {
     int seen;
 };
 
-static void match_order(void *arg, const struct sk_th_stream_order *o)
+static void match_order(void *arg, const struct sk_order *o)
 {
     struct lookup *l = arg;
     const struct attempt *a = l->a;

@@ -36,8 +36,8 @@
 #include "core/log.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
-#include "engine/stock.h"
 #include "engine/order_id.h"
+#include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "store/store.h"
 #include "support/backend_env.h"
@@ -460,14 +460,14 @@ BACKEND_TEST(sends_malformed_entries_of_several_orders_to_the_dlq_whole)
     char aids[24];
     snprintf(aids, sizeof aids, "%" PRIu64, aid);
     static const char *const bad[][2] = {
-        {"n 1 b 0123abcd c 3 uid %s qty %s", "1 2|1 1 1"},   /* fewer users than c */
-        {"n 1 c 2 uid %s qty %s", "1 2|1 1"},                 /* no branch */
-        {"n 1 b 0123abcd c 2 uid %s qty %s", "1  2|1 1"},     /* an empty token */
-        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2|1 1 1"},    /* more quantities than c */
-        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2 |1 1"},     /* a trailing separator */
-        {"n 1 b 0123abcd c 0 uid %s qty %s", "1|1"},          /* no order */
-        {"n 1 b 0123abcd c 1025 uid %s qty %s", "1|1"},       /* more than an entry holds */
-        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 x|1 1"},      /* not a user */
+        {"n 1 b 0123abcd c 3 uid %s qty %s", "1 2|1 1 1"}, /* fewer users than c */
+        {"n 1 c 2 uid %s qty %s", "1 2|1 1"},              /* no branch */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1  2|1 1"},  /* an empty token */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2|1 1 1"}, /* more quantities than c */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 2 |1 1"},  /* a trailing separator */
+        {"n 1 b 0123abcd c 0 uid %s qty %s", "1|1"},       /* no order */
+        {"n 1 b 0123abcd c 1025 uid %s qty %s", "1|1"},    /* more than an entry holds */
+        {"n 1 b 0123abcd c 2 uid %s qty %s", "1 x|1 1"},   /* not a user */
     };
     size_t nbad = sizeof bad / sizeof bad[0];
     redisReply *rep;
@@ -482,9 +482,8 @@ BACKEND_TEST(sends_malformed_entries_of_several_orders_to_the_dlq_whole)
         freeReplyObject(rep);
     }
     /* well formed, but its key tokens are not: the orders go through */
-    CHECK_EQ(sk_redis_cmd(e->r, &rep,
-                          "XADD %s * aid %s n 7 b 0123abcd c 2 uid %s qty %s k %s", k.orders,
-                          aids, "21 22", "1 2", "5:x 0 1:ok"),
+    CHECK_EQ(sk_redis_cmd(e->r, &rep, "XADD %s * aid %s n 7 b 0123abcd c 2 uid %s qty %s k %s",
+                          k.orders, aids, "21 22", "1 2", "5:x 0 1:ok"),
              0);
     CHECK(rep->type == REDIS_REPLY_STRING);
     char good[48];

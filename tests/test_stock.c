@@ -94,8 +94,7 @@ static struct sk_stock_state state_of(sk_redis *r, uint64_t aid)
 /* The activity's live stock, the units its buyers hold and its order
  * events (orders in its stream: an admission call writes one entry for
  * all the orders it admits). */
-static void check_counts(sk_redis *r, uint64_t aid, int64_t remaining, int64_t held,
-                         int64_t orders)
+static void check_counts(sk_redis *r, uint64_t aid, int64_t remaining, int64_t held, int64_t orders)
 {
     struct sk_stock_state st = state_of(r, aid);
     CHECK_EQ(st.remaining, remaining);

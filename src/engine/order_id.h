@@ -32,7 +32,7 @@ struct sk_oid {
     size_t label_len; /* bytes of "<label>" */
     struct sk_sid sid;
     char branch[SK_OID_BRANCH_LEN + 1]; /* "" for an id made before branches */
-    int index; /* the order's place in its entry, or SK_OID_NO_INDEX */
+    int index;                          /* the order's place in its entry, or SK_OID_NO_INDEX */
 };
 
 /* Parses exactly [s, s+len): 0, or SK_EINVAL (out untouched) for anything

@@ -15,9 +15,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/num.h"
 #include "core/vec.h"
-#include "engine/order_id.h"
+#include "orders/order_event.h"
 #include "orders/order_worker_int.h"
 
 #define DB_ATTEMPTS 5 /* store attempts per batch before leaving it pending */
@@ -26,218 +25,34 @@
 
 /* ---- Parsing ---------------------------------------------------------- */
 
-/* Copies at most 32 bytes of v, escaping what is not printable ASCII. */
-static void quote(char *out, size_t cap, const char *v, size_t len)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len && i < 32 && o + 5 < cap; i++) {
-        unsigned char ch = (unsigned char)v[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            out[o++] = (char)ch;
-        else
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-    }
-    if (len > 32 && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "...");
-    out[o] = 0;
-}
-
-/* Stream entry id "<ms>-<seq>" -> ms, a time the store accepts. */
-static int parse_stream_id(const char *id, size_t len, int64_t *ms)
-{
-    struct sk_sid sid;
-    if (sk_sid_parse(id, len, &sid) || sid.ms > (uint64_t)SK_TIME_MAX_MS) return SK_EINVAL;
-    *ms = (int64_t)sid.ms;
-    return 0;
-}
-
-/* The next token of a space-separated list [*p, end): its bytes in
- * [*tok, *tok + *len), *p moved past it and its separator. 0, or SK_EINVAL
- * when the list ends or two separators meet. */
-static int next_token(const char **p, const char *end, const char **tok, size_t *len)
-{
-    if (*p >= end) return SK_EINVAL;
-    const char *sp = memchr(*p, ' ', (size_t)(end - *p));
-    const char *te = sp ? sp : end;
-    if (te == *p || (sp && sp + 1 == end)) return SK_EINVAL;
-    *tok = *p;
-    *len = (size_t)(te - *p);
-    *p = sp ? sp + 1 : end;
-    return 0;
-}
-
-/* An order's token of field [*p, end): the next of the list when the
- * entry holds several orders, the whole field when it holds one. */
-static int order_token(int listed, const char **p, const char *end, const char **tok, size_t *len)
-{
-    if (listed) return next_token(p, end, tok, len);
-    *tok = *p;
-    *len = (size_t)(end - *p);
-    *p = end;
-    return 0;
-}
-
-/* 1 when [s, s+len) may be an Idempotency-Key: visible ASCII, not too long. */
-static int idem_ok(const char *s, size_t len, size_t cap)
-{
-    if (len < 1 || len >= cap) return 0;
-    for (size_t i = 0; i < len; i++)
-        if (s[i] < 0x21 || s[i] > 0x7e) return 0;
-    return 1;
-}
-
-/* The fields of an entry written by the admission script (lib/admit.lua,
- * docs/architecture.md "Order events"). */
-enum { F_AID, F_UID, F_QTY, F_N, F_B, F_K, F_C, F_COUNT };
-
-/* Entry -> its orders (e->no of them from w->orders[e->oi]), or e->bad
- * with the reason. An entry holds one order {aid, uid, qty, n, b[, k]}, or
- * several {aid, n, b, c, uid, qty[, k]}: c orders whose users and
- * quantities are the space-separated lists uid and qty, n the first one's
- * admission number, k "<i>:<key>" for each order with an Idempotency-Key;
- * order i's id is "<label>-<entry id>-<b>-<i>". Entries written before
- * n, b and k have none. Unknown extra fields are tolerated (a newer
- * producer); a missing, repeated or malformed aid, uid, qty or c is
- * poison, and so is a malformed b (the order id would not be the one its
- * buyer was given) or an entry of several without one. A malformed n only
- * loses the watermark's news, a malformed k the key's record after a
- * rollback: the orders are still orders. Grows w->orders (SK_ENOMEM). */
+/* Entry e -> its orders (e->no of them from w->orders[e->oi]), or e->bad
+ * with the reason (order_event.h). Grows w->orders (SK_ENOMEM). */
 static int parse_entry(sk_worker *w, struct worker_entry *e)
 {
     const struct worker_stream *s = &w->s[e->si];
     const redisReply *f = e->fields;
-    const redisReply *val[F_COUNT] = {NULL};
-    static const char *const names[F_COUNT] = {"aid", "uid", "qty", "n", "b", "k", "c"};
-    char q[160];
+    e->no = 0;
     if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) {
         snprintf(e->reason, sizeof e->reason, "fields are not name/value pairs");
-        goto bad;
+        e->bad = 1;
+        return 0;
     }
-    for (size_t i = 0; i < f->elements; i += 2) {
-        const redisReply *k = f->element[i], *v = f->element[i + 1];
+    size_t nf = f->elements / 2;
+    if (SK_VEC_RESERVE(w->fields, w->fcap, nf ? nf : 1, 16) ||
+        SK_VEC_RESERVE(w->orders, w->ocap, e->oi + SK_EVENT_ORDERS_MAX, 64))
+        return SK_ENOMEM;
+    for (size_t i = 0; i < nf; i++) {
+        const redisReply *k = f->element[2 * i], *v = f->element[2 * i + 1];
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) {
-            snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i / 2);
-            goto bad;
+            snprintf(e->reason, sizeof e->reason, "field %zu is not a string", i);
+            e->bad = 1;
+            return 0;
         }
-        for (int j = 0; j < F_COUNT; j++) {
-            size_t nl = strlen(names[j]);
-            if (k->len != nl || memcmp(k->str, names[j], nl) != 0) continue;
-            if (val[j]) {
-                snprintf(e->reason, sizeof e->reason, "field %s repeated", names[j]);
-                goto bad;
-            }
-            val[j] = v;
-        }
+        w->fields[i] = (struct sk_event_field){k->str, k->len, v->str, v->len};
     }
-    for (int j = F_AID; j <= F_QTY; j++)
-        if (!val[j]) {
-            snprintf(e->reason, sizeof e->reason, "missing field %s", names[j]);
-            goto bad;
-        }
-    uint64_t aid, count = 1;
-    int64_t created_ms;
-    if (sk_num_u64_canonical(val[F_AID]->str, val[F_AID]->len, &aid) != 0 || aid != s->aid) {
-        quote(q, sizeof q, val[F_AID]->str, val[F_AID]->len);
-        snprintf(e->reason, sizeof e->reason, "field aid '%s' is not activity %" PRIu64, q, s->aid);
-        goto bad;
-    }
-    if (val[F_C] && (sk_num_u64_canonical(val[F_C]->str, val[F_C]->len, &count) != 0 ||
-                     count < 1 || count > SK_OID_INDEX_MAX)) {
-        quote(q, sizeof q, val[F_C]->str, val[F_C]->len);
-        snprintf(e->reason, sizeof e->reason, "field c '%s' is not an order count", q);
-        goto bad;
-    }
-    if (e->idlen >= SK_STORE_STREAM_ID_MAX || parse_stream_id(e->id, e->idlen, &created_ms)) {
-        snprintf(e->reason, sizeof e->reason, "entry id is not a stream id");
-        goto bad;
-    }
-    if (val[F_B] && !sk_oid_branch_ok(val[F_B]->str, val[F_B]->len)) {
-        quote(q, sizeof q, val[F_B]->str, val[F_B]->len);
-        snprintf(e->reason, sizeof e->reason, "field b '%s' is not a branch", q);
-        goto bad;
-    }
-    if (val[F_C] && !val[F_B]) {
-        snprintf(e->reason, sizeof e->reason, "an entry of several orders without field b");
-        goto bad;
-    }
-    if (SK_VEC_RESERVE(w->orders, w->ocap, e->oi + count, 64)) return SK_ENOMEM;
-    uint64_t n0 = 0;
-    int has_n = val[F_N] && sk_num_u64_canonical(val[F_N]->str, val[F_N]->len, &n0) == 0 &&
-                n0 <= (uint64_t)SK_ACTIVITY_STOCK_MAX * 1000;
-    const char *up = val[F_UID]->str, *uend = up + val[F_UID]->len;
-    const char *qp = val[F_QTY]->str, *qend = qp + val[F_QTY]->len;
-    for (uint64_t i = 0; i < count; i++) {
-        struct sk_order *o = &w->orders[e->oi + i];
-        memset(o, 0, sizeof *o);
-        const char *tok;
-        size_t tl;
-        uint64_t uid, qty;
-        if (order_token(val[F_C] != NULL, &up, uend, &tok, &tl)) {
-            snprintf(e->reason, sizeof e->reason, "field uid holds fewer than %" PRIu64 " users",
-                     count);
-            goto bad;
-        }
-        if (sk_num_u64_canonical(tok, tl, &uid) != 0) {
-            quote(q, sizeof q, tok, tl);
-            snprintf(e->reason, sizeof e->reason, "field uid '%s' is not a user id", q);
-            goto bad;
-        }
-        if (order_token(val[F_C] != NULL, &qp, qend, &tok, &tl)) {
-            snprintf(e->reason, sizeof e->reason,
-                     "field qty holds fewer than %" PRIu64 " quantities", count);
-            goto bad;
-        }
-        if (sk_num_u64_canonical(tok, tl, &qty) != 0 || qty > (uint64_t)SK_ACTIVITY_STOCK_MAX) {
-            quote(q, sizeof q, tok, tl);
-            snprintf(e->reason, sizeof e->reason, "field qty '%s' is not a quantity", q);
-            goto bad;
-        }
-        /* "<label>-<stream id>-<branch>[-<i>]": the label names the segment
-         * ("<ID>.<seg>"), so the order id alone finds the order's key set
-         * (sk_keys_for_order). */
-        if (sk_oid_format(o->order_id, sizeof o->order_id, s->k.label, e->id, e->idlen,
-                          val[F_B] ? val[F_B]->str : NULL, val[F_B] ? val[F_B]->len : 0,
-                          val[F_C] ? (int)i : SK_OID_NO_INDEX) < 0) {
-            snprintf(e->reason, sizeof e->reason, "order id does not fit");
-            goto bad;
-        }
-        snprintf(o->stream_id, sizeof o->stream_id, "%.*s", (int)e->idlen, e->id);
-        o->activity_id = aid;
-        o->user_id = uid;
-        o->quantity = (int64_t)qty;
-        o->created_ms = created_ms;
-        o->status = SK_ORDER_CREATED;
-        if (has_n) o->adm_seq = (int64_t)(n0 + i);
-    }
-    if (up != uend || qp != qend) {
-        snprintf(e->reason, sizeof e->reason, "fields uid and qty hold more than %" PRIu64 " orders",
-                 count);
-        goto bad;
-    }
-    if (val[F_K] && !val[F_C]) {
-        if (idem_ok(val[F_K]->str, val[F_K]->len, sizeof w->orders[e->oi].idem_key))
-            memcpy(w->orders[e->oi].idem_key, val[F_K]->str, val[F_K]->len);
-    } else if (val[F_K]) {
-        /* "<i>:<key>" per keyed order; a malformed token loses its key only */
-        const char *kp = val[F_K]->str, *kend = kp + val[F_K]->len, *tok;
-        size_t tl;
-        while (next_token(&kp, kend, &tok, &tl) == 0) {
-            const char *colon = memchr(tok, ':', tl);
-            if (!colon) continue;
-            /* the order's place: "0", or a canonical decimal below count */
-            size_t il = (size_t)(colon - tok);
-            uint64_t at = 0;
-            if (!(il == 1 && tok[0] == '0') && sk_num_u64_canonical(tok, il, &at) != 0) continue;
-            if (at >= count) continue;
-            struct sk_order *o = &w->orders[e->oi + at];
-            size_t kl = tl - (size_t)(colon + 1 - tok);
-            if (idem_ok(colon + 1, kl, sizeof o->idem_key)) memcpy(o->idem_key, colon + 1, kl);
-        }
-    }
-    e->no = (size_t)count;
-    return 0;
-bad:
-    e->bad = 1;
-    e->no = 0;
+    if (sk_order_event_parse(s->k.label, s->aid, e->id, e->idlen, w->fields, nf, &w->orders[e->oi],
+                             &e->no, e->reason, sizeof e->reason) < 0)
+        e->bad = 1;
     return 0;
 }
 

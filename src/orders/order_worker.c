@@ -135,6 +135,7 @@ void sk_worker_free(sk_worker *w)
     free(w->s);
     free(w->e);
     free(w->orders);
+    free(w->fields);
     free(w->argv);
     free(w->lens);
     free(w->redis_url);

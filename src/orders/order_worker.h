@@ -41,17 +41,17 @@
 #define SK_WORKER_CONSUMER_MAX 64
 
 struct sk_worker_opts {
-    const char *redis_url;       /* required; copied */
-    const char *db_spec;         /* required; copied */
-    const char *consumer;        /* NULL: "worker-<hostname>"; copied */
-    int batch; /* entries per stream per fetch (1..10000), default 500; an entry holds the
-                  orders of one admission call (SK_WORKER_TXN_ORDERS per transaction) */
-    int block_ms;                /* XREADGROUP BLOCK when idle, default 1000 */
-    int claim_idle_ms;           /* XAUTOCLAIM entries idle this long, default 30000 */
-    int max_deliveries;          /* K: poison goes to the DLQ after K deliveries, default 5 */
-    int relist_ms;               /* re-read the activity list this often, default 1000 */
-    int trim;                    /* 1 (default): trim acknowledged entries */
-    int once;                    /* 1: drain what is there, then sk_worker_run returns */
+    const char *redis_url; /* required; copied */
+    const char *db_spec;   /* required; copied */
+    const char *consumer;  /* NULL: "worker-<hostname>"; copied */
+    int batch;          /* entries per stream per fetch (1..10000), default 500; an entry holds the
+                           orders of one admission call (SK_WORKER_TXN_ORDERS per transaction) */
+    int block_ms;       /* XREADGROUP BLOCK when idle, default 1000 */
+    int claim_idle_ms;  /* XAUTOCLAIM entries idle this long, default 30000 */
+    int max_deliveries; /* K: poison goes to the DLQ after K deliveries, default 5 */
+    int relist_ms;      /* re-read the activity list this often, default 1000 */
+    int trim;           /* 1 (default): trim acknowledged entries */
+    int once;           /* 1: drain what is there, then sk_worker_run returns */
     struct sk_node_worker *node; /* NULL, or the node's worker slot (core/node_stats.h): every
                                     counter below is added there too, so the node's /metrics
                                     shows them; not owned */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "engine/keys.h"
+#include "orders/order_event.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
@@ -84,7 +85,8 @@ struct sk_worker {
     /* Fetch scratch, grown as needed. */
     struct worker_entry *e;
     struct sk_order *orders;
-    size_t ecap, ocap;
+    struct sk_event_field *fields; /* one entry's fields (order_event.h) */
+    size_t ecap, ocap, fcap;
     const char **argv;
     size_t *lens;
     size_t acap, lcap;

@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(id.seg == SK_SEG_NONE || id.seg >= 0);
         size_t bl = strnlen(id.branch, sizeof id.branch);
         FUZZ_CHECK(bl == 0 || sk_oid_branch_ok(id.branch, bl));
-        FUZZ_CHECK(id.index == SK_OID_NO_INDEX || (bl > 0 && id.index >= 0 &&
-                                                   id.index < SK_OID_INDEX_MAX));
+        FUZZ_CHECK(id.index == SK_OID_NO_INDEX ||
+                   (bl > 0 && id.index >= 0 && id.index < SK_OID_INDEX_MAX));
         /* the label, the stream id, the branch and the index give the bytes back */
         char label[SK_LABEL_MAX], sid[48], again[256];
         FUZZ_CHECK(id.label_len < sizeof label);

@@ -9,7 +9,8 @@
 
 #include "core/clock.h"
 #include "core/codes.h"
-#include "engine/order_id.h"
+#include "engine/keys.h"
+#include "orders/order_event.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 
@@ -244,46 +245,37 @@ void sk_th_on_reply(void *data, redisReply *rep)
     snprintf(a->last, sizeof a->last, "%s", rep->str ? rep->str : "");
 }
 
-/* Field name of an entry's field list, or NULL. */
-static const char *entry_field(const redisReply *f, const char *name)
-{
-    for (size_t j = 0; j + 1 < f->elements; j += 2)
-        if (!strcmp(f->element[j]->str, name)) return f->element[j + 1]->str;
-    return NULL;
-}
-
 long long sk_th_entry_orders(const redisReply *e, const char *label,
-                             void (*each)(void *arg, const struct sk_th_stream_order *o),
-                             void *arg)
+                             void (*each)(void *arg, const struct sk_order *o), void *arg)
 {
     CHECK(e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
-          e->element[1]->type == REDIS_REPLY_ARRAY);
-    const char *id = e->element[0]->str, *c = entry_field(e->element[1], "c");
-    const char *b = entry_field(e->element[1], "b"), *u = entry_field(e->element[1], "uid");
-    const char *q = entry_field(e->element[1], "qty");
-    CHECK_MSG(u && q && (!c || b), "entry %s is not an order event", id);
-    long long count = c ? atoll(c) : 1;
-    CHECK_MSG(count >= 1 && count <= SK_OID_INDEX_MAX, "entry %s: c %s", id, c);
-    for (long long j = 0; j < count; j++) {
-        struct sk_th_stream_order o;
-        char *end;
-        o.user_id = strtoull(u, &end, 10);
-        CHECK_MSG(end != u && (*end == ' ' || *end == 0), "entry %s: uid %s", id, u);
-        u = *end ? end + 1 : end;
-        o.quantity = strtoll(q, &end, 10);
-        CHECK_MSG(end != q && (*end == ' ' || *end == 0), "entry %s: qty %s", id, q);
-        q = *end ? end + 1 : end;
-        CHECK(sk_oid_format(o.order_id, sizeof o.order_id, label, id, strlen(id), b,
-                            b ? strlen(b) : 0, c ? (int)j : SK_OID_NO_INDEX) == 0);
-        if (each) each(arg, &o);
-    }
-    CHECK_MSG(*u == 0 && *q == 0, "entry %s holds more orders than c", id);
-    return count;
+          e->element[0]->type == REDIS_REPLY_STRING && e->element[1]->type == REDIS_REPLY_ARRAY);
+    const redisReply *id = e->element[0], *f = e->element[1];
+    struct sk_event_field fields[32];
+    size_t nf = f->elements / 2;
+    CHECK_MSG(nf <= 32, "entry %s has %zu fields", id->str, nf);
+    for (size_t i = 0; i < nf; i++)
+        fields[i] = (struct sk_event_field){f->element[2 * i]->str, f->element[2 * i]->len,
+                                            f->element[2 * i + 1]->str, f->element[2 * i + 1]->len};
+    uint64_t aid;
+    int seg;
+    char head[64]; /* the label as an order id starts with it */
+    snprintf(head, sizeof head, "%s-", label);
+    CHECK(sk_keys_parse_label(head, strlen(head), &aid, &seg) > 0);
+    static struct sk_order orders[SK_EVENT_ORDERS_MAX];
+    size_t n;
+    char why[200];
+    CHECK_MSG(sk_order_event_parse(label, aid, id->str, id->len, fields, nf, orders, &n, why,
+                                   sizeof why) == 0,
+              "entry %s is not an order event: %s", id->str, why);
+    for (size_t i = 0; each && i < n; i++)
+        each(arg, &orders[i]);
+    return (long long)n;
 }
 
 long long sk_th_stream_orders(sk_redis *r, const char *key, const char *label,
-                              void (*each)(void *arg, const struct sk_th_stream_order *o),
-                              void *arg, long long *entries)
+                              void (*each)(void *arg, const struct sk_order *o), void *arg,
+                              long long *entries)
 {
     long long orders = 0, n = 0;
     char from[64] = "-";

@@ -24,28 +24,21 @@ sk_redis *sk_th_redis_new(const char *url, int connect_ms, int cmd_ms);
  * caller closes it (sk_store_close). */
 sk_store *sk_th_store_open(const char *spec);
 
-/* One order of a stream entry, as the order worker reads it. */
-struct sk_th_stream_order {
-    char order_id[SK_ORDER_ID_MAX]; /* the id its buyer was given */
-    uint64_t user_id;
-    int64_t quantity;
-};
-
 /* Calls each(arg, o) for every order of one stream entry e (an XRANGE
- * item) of key set label; returns how many. Fails the test on an entry
- * the admission script would not write. */
+ * item) of key set label, read as the order worker reads it
+ * (orders/order_event.h; o is valid during the call); returns how many.
+ * Fails the test on an entry the worker would refuse. */
 long long sk_th_entry_orders(const redisReply *e, const char *label,
-                             void (*each)(void *arg, const struct sk_th_stream_order *o),
-                             void *arg);
+                             void (*each)(void *arg, const struct sk_order *o), void *arg);
 
 /* Calls each(arg, o) for every order the order stream of key set label
- * ("<ID>" or "<ID>.<seg>") at key holds (an entry holds one, or c of them:
- * lib/admit.lua), in stream order; returns how many, and the number of
- * entries into *entries when not NULL. each may be NULL. Fails the test on
- * a Redis error or an entry the admission script would not write. */
+ * ("<ID>" or "<ID>.<seg>") at key holds, in stream order; returns how
+ * many, and the number of entries into *entries when not NULL. each may be
+ * NULL. Fails the test on a Redis error or an entry the worker would
+ * refuse. */
 long long sk_th_stream_orders(sk_redis *r, const char *key, const char *label,
-                              void (*each)(void *arg, const struct sk_th_stream_order *o),
-                              void *arg, long long *entries);
+                              void (*each)(void *arg, const struct sk_order *o), void *arg,
+                              long long *entries);
 
 /* A valid activity with fixed times (starts 2026-11-29T10:00:00Z, one
  * hour long), named "<name> <id>", with defaults applied. */

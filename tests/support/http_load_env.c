@@ -467,13 +467,12 @@ const struct lentry *ledger_find(const struct view *v, const char *oid)
 
 /* A stream's order is the ledger's order of the same id: same user and
  * quantity (sk_th_stream_orders). */
-static void stream_order_in_ledger(void *arg, const struct sk_th_stream_order *o)
+static void stream_order_in_ledger(void *arg, const struct sk_order *o)
 {
     const struct lentry *e = ledger_find(arg, o->order_id);
     CHECK_MSG(e, "stream order %s is not in the ledger", o->order_id);
     CHECK_MSG(e->user == o->user_id && e->qty == o->quantity,
-              "stream order %s: user %" PRIu64 " qty %" PRId64 ", ledger user %" PRIu32
-              " qty %d",
+              "stream order %s: user %" PRIu64 " qty %" PRId64 ", ledger user %" PRIu32 " qty %d",
               o->order_id, o->user_id, o->quantity, e->user, e->qty);
 }
 
@@ -536,8 +535,8 @@ void view_free(struct view *v)
 }
 
 /* The invariants (docs/design.md) on what Redis holds: no oversell, stock + sum(buyers) == initial,
- * one stream order per ledger order (view_load checks each matches), the per-user limit, and the buyers hash is
- * exactly the sum of each user's unreleased orders. */
+ * one stream order per ledger order (view_load checks each matches), the per-user limit, and the
+ * buyers hash is exactly the sum of each user's unreleased orders. */
 void check_invariants(const struct view *v, int64_t initial, int64_t limit)
 {
     CHECK_MSG(v->stock >= 0 && v->stock <= initial, "stock %" PRId64 " outside [0, %" PRId64 "]",

@@ -142,7 +142,7 @@ struct lentry {
 /* Everything Redis holds for an activity, read after the load. */
 struct view {
     int64_t stock, held_sum, max_held;
-    int64_t xlen; /* orders the stream holds (sk_th_stream_orders), not entries */
+    int64_t xlen;  /* orders the stream holds (sk_th_stream_orders), not entries */
     int64_t *held; /* [MAX_USER + 1]: the buyers hash */
     struct lentry *lg;
     size_t nlg; /* ledger entries, sorted by order id */
