@@ -27,7 +27,7 @@
 -- one XADD: the call's orders share one stream entry (below). A script is
 -- atomic, so reading first and writing last is the same as interleaving.
 --
--- The order event (docs/architecture.md, "Order events"): a call that
+-- The order event (docs/design.md, "Redis data model"): a call that
 -- admits one order writes one entry {aid, uid, qty, n, b[, k]}, its order
 -- id "<label>-<entry id>-<branch>"; a call that admits several writes one
 -- entry for all of them {aid, n (the first's number), b, c (how many), uid

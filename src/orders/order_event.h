@@ -1,6 +1,6 @@
 /* order_event.h - an order event, the stream entry the admission script
  * writes for the orders one call admitted (lua/lib/admit.lua,
- * docs/design.md "The Redis data model"), read back into its orders:
+ * docs/design.md "Redis data model"), read back into its orders:
  * bytes in, no I/O. The order worker persists what it gives
  * (order_batch.c); the tests read streams through it.
  *
