@@ -94,8 +94,8 @@ enum { F_AID, F_UID, F_QTY, F_N, F_B, F_K, F_C, F_COUNT };
     } while (0)
 
 int sk_order_event_parse(const char *label, uint64_t aid, const char *id, size_t idlen,
-                         const struct sk_event_field *f, size_t nf, struct sk_order *out,
-                         size_t *n, char *why, size_t whycap)
+                         const struct sk_event_field *f, size_t nf, struct sk_order *out, size_t *n,
+                         char *why, size_t whycap)
 {
     const struct sk_event_field *val[F_COUNT] = {NULL};
     static const char *const names[F_COUNT] = {"aid", "uid", "qty", "n", "b", "k", "c"};
@@ -170,7 +170,8 @@ int sk_order_event_parse(const char *label, uint64_t aid, const char *id, size_t
         o->status = SK_ORDER_CREATED;
         if (has_n) o->adm_seq = (int64_t)(n0 + i);
     }
-    if (up != uend || qp != qend) BAD("fields uid and qty hold more than %" PRIu64 " orders", count);
+    if (up != uend || qp != qend)
+        BAD("fields uid and qty hold more than %" PRIu64 " orders", count);
     if (val[F_K] && !listed) {
         if (idem_ok(val[F_K]->val, val[F_K]->vlen, sizeof out[0].idem_key))
             memcpy(out[0].idem_key, val[F_K]->val, val[F_K]->vlen);

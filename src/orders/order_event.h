@@ -43,7 +43,7 @@ struct sk_event_field {
  * watermark's news, a malformed k the key's record after a rollback: the
  * orders are still orders. */
 int sk_order_event_parse(const char *label, uint64_t aid, const char *id, size_t idlen,
-                         const struct sk_event_field *f, size_t nf, struct sk_order *out,
-                         size_t *n, char *why, size_t whycap);
+                         const struct sk_event_field *f, size_t nf, struct sk_order *out, size_t *n,
+                         char *why, size_t whycap);
 
 #endif

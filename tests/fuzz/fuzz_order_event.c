@@ -100,8 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (several) g[ng++] = (struct sk_event_field){"c", 1, cnt, strlen(cnt)};
     if (kl) g[ng++] = (struct sk_event_field){"k", 1, keys, kl};
     size_t m = 0;
-    FUZZ_CHECK(sk_order_event_parse("7", 7, parts[0], lens[0], g, ng, again, &m, why,
-                                    sizeof why) == 0);
+    FUZZ_CHECK(sk_order_event_parse("7", 7, parts[0], lens[0], g, ng, again, &m, why, sizeof why) ==
+               0);
     FUZZ_CHECK(m == n);
     for (size_t i = 0; i < n; i++) {
         FUZZ_CHECK(!strcmp(first[i].order_id, again[i].order_id));
