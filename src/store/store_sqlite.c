@@ -30,12 +30,6 @@
 
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
-    /* ON CONFLICT names the key: only a re-delivered order id is skipped;
-     * a CHECK violation still fails the batch (never silently dropped). */
-    [Q_INSERT_ORDER] = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
-                       " created_ms, pay_deadline_ms, stream_id, idem_key)"
-                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?, nullif(?, ''))"
-                       " ON CONFLICT (order_id) DO NOTHING",
     [Q_TAKE_STOCK] = "UPDATE activities SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1",
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
@@ -443,6 +437,10 @@ void sk_sq_close(sk_store *st)
     for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
         sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
         st->sq[i] = NULL;
+    }
+    for (size_t i = 0; i < SK_STORE_SQ_INSERTS; i++) {
+        sqlite3_finalize(st->sq_ins[i]);
+        st->sq_ins[i] = NULL;
     }
     if (st->db) sqlite3_close_v2(st->db);
     st->db = NULL;
