@@ -303,7 +303,7 @@ struct sk_store_ops {
 #define SK_STORE_ERR_MAX 512
 /* Row count buckets of SQLite's kept multi-row order inserts
  * (store_sqlite_persist.c). */
-#define SK_STORE_SQ_INSERTS 4
+#define SK_STORE_SQ_INSERTS 8
 
 struct sk_store {
     const struct sk_store_ops *ops;

@@ -428,6 +428,11 @@ static int open_sqlite(sk_store *st, const char *path)
            sk_mono_ms() < until)
         sqlite3_sleep(5);
     if (rc == 0) rc = sk_sq_exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
+    /* The persist's multi-row inserts keep a statement journal; on disk it
+     * was a temporary file created, written and deleted per transaction
+     * once a statement touched more than 64 KiB of pages. In memory it is
+     * bounded by the pages one statement of 128 rows touches. */
+    if (rc == 0) rc = sk_sq_exec(st, "PRAGMA temp_store=MEMORY", "keep temporary files in memory");
     if (rc == 0) rc = migrate(st);
     return rc;
 }
