@@ -24,6 +24,7 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct pg_conn;
 struct st_mysql;
+struct st_mysql_stmt;
 struct sk_mysql_url;
 
 /* The first failed conditional stock update of a persist batch; the
@@ -325,11 +326,13 @@ struct sk_store {
         };
         struct { /* store_mysql*.c */
             struct st_mysql *my;
-            struct sk_mysql_url *my_url; /* kept for reconnects (holds the password) */
-            char my_where[192];          /* host:port/dbname, never the password */
-            int my_broken;               /* reconnect on the next call */
-            int my_mariadb;              /* the server is MariaDB (else MySQL) */
-            unsigned long my_version;    /* the server's, e.g. 101119 for 10.11.19 */
+            struct sk_mysql_url *my_url;   /* kept for reconnects (holds the password) */
+            char my_where[192];            /* host:port/dbname, never the password */
+            int my_broken;                 /* reconnect on the next call */
+            int my_mariadb;                /* the server is MariaDB (else MySQL) */
+            unsigned long my_version;      /* the server's, e.g. 101119 for 10.11.19 */
+            struct st_mysql_stmt *my_bulk; /* MariaDB: the persist's insert, prepared on
+                                              this session (store_mysql_persist.c) */
         };
     };
 };
