@@ -18,7 +18,7 @@
  *      the order-by-order one;
  *   5. the marks of the batch's key sets.
  * Two statements per order (the insert and the stock update) were most of
- * a batch's CPU; a batch of 500 now runs 11 statements. */
+ * a batch's CPU; a batch of 500 now runs about a dozen. */
 #include "store/store_sqlite_int.h"
 
 #include <inttypes.h>
