@@ -27,7 +27,13 @@
  * orders built in memory (the database's share). Per-row phases (batch 1:
  * one transaction per order) use --per-row-rows, fewer, because each
  * commit waits for a flush to disk. After every worker phase the result is
- * checked: one row per entry, DB stock == initial - rows, stream empty. */
+ * checked: one row per entry, DB stock == initial - rows, stream empty.
+ *
+ * Besides orders/s, each phase reports CPU per order over its timed part
+ * only (not the stream's filling): this process's (the worker or the
+ * store's client: getrusage, every thread) and, for a private PostgreSQL
+ * or MariaDB server, the server's (/proc): the machine is shared, so CPU
+ * per order compares two builds better than their rates do. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -95,11 +101,39 @@ struct ctx {
     int phase;
 };
 
+/* What the timed part of a phase took: wall seconds, CPU seconds of this
+ * process and of the database server (0 when unknown or SQLite). */
+struct timing {
+    double secs, cpu, srv;
+};
+
 struct result {
     const char *name;
     int64_t batch, rows;
-    double secs;
+    struct timing t;
 };
+
+/* CPU seconds used so far by the private server of b (0: none, SQLite). */
+static double server_cpu(const struct ctx *c, const struct backend *b)
+{
+    if (b->pg) return sk_pg_spawn_cpu_seconds(&c->pgs);
+    return b->my ? sk_bench_pid_cpu_seconds(c->mys.pid) : 0;
+}
+
+/* Starts (*t negative readings) and stops (the differences) a timing. */
+static void timing_start(const struct ctx *c, const struct backend *b, struct timing *t)
+{
+    t->secs = -(double)sk_mono_us() / 1e6;
+    t->cpu = -sk_bench_self_cpu_seconds();
+    t->srv = -server_cpu(c, b);
+}
+
+static void timing_stop(const struct ctx *c, const struct backend *b, struct timing *t)
+{
+    t->secs += (double)sk_mono_us() / 1e6;
+    t->cpu += sk_bench_self_cpu_seconds();
+    t->srv += server_cpu(c, b);
+}
 
 /* A failure of this bench: "seckill: bench persist: <msg>", SK_EXIT_FAIL. */
 #define fail(...) sk_cli_runtime_error("bench persist: " __VA_ARGS__)
@@ -272,8 +306,8 @@ static int fill(struct ctx *c, uint64_t aid, int64_t n)
 
 /* The order worker persists rows entries of aid (fed here) into st, batch
  * entries per fetch, then the rows and the stream are checked. */
-static int phase_worker(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
-                        int64_t batch, double *secs)
+static int phase_worker(struct ctx *c, const struct backend *b, sk_store *st, const char *spec,
+                        uint64_t aid, int64_t rows, int64_t batch, struct timing *t)
 {
     int rc = fill(c, aid, rows);
     if (rc) return rc;
@@ -287,9 +321,9 @@ static int phase_worker(struct ctx *c, sk_store *st, const char *spec, uint64_t 
     sk_worker *w;
     char err[512];
     if (sk_worker_new(&w, &o, err, sizeof err)) return fail("%s", err);
-    int64_t t0 = sk_mono_us();
+    timing_start(c, b, t);
     rc = sk_worker_run(w);
-    *secs = (double)(sk_mono_us() - t0) / 1e6;
+    timing_stop(c, b, t);
     struct sk_worker_stats s;
     sk_worker_stats(w, &s);
     if (rc) fail("worker: %s", sk_worker_errstr(w));
@@ -315,10 +349,10 @@ static int phase_worker(struct ctx *c, sk_store *st, const char *spec, uint64_t 
 }
 
 /* The store alone persists rows orders of aid, batch per call. */
-static int phase_store(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
-                       int64_t batch, double *secs)
+static int phase_store(struct ctx *c, const struct backend *b, sk_store *st, const char *spec,
+                       uint64_t aid, int64_t rows, int64_t batch, struct timing *t)
 {
-    (void)c, (void)spec;
+    (void)spec;
     struct sk_order *o = calloc((size_t)rows, sizeof *o);
     if (!o) return fail("out of memory");
     int64_t base = sk_wall_ms();
@@ -331,20 +365,20 @@ static int phase_store(struct ctx *c, sk_store *st, const char *spec, uint64_t a
         o[i].created_ms = base;
     }
     int rc = 0;
-    int64_t t0 = sk_mono_us();
+    timing_start(c, b, t);
     for (int64_t i = 0; i < rows && !rc; i += batch) {
         size_t m = (size_t)(rows - i < batch ? rows - i : batch);
         if (sk_store_orders_persist(st, o + i, m, NULL)) rc = fail("%s", sk_store_errstr(st));
     }
-    *secs = (double)(sk_mono_us() - t0) / 1e6;
+    timing_stop(c, b, t);
     free(o);
     return rc;
 }
 
 /* A measured phase: how it runs on its fresh store, and its table names. */
 struct phase {
-    int (*run)(struct ctx *c, sk_store *st, const char *spec, uint64_t aid, int64_t rows,
-               int64_t batch, double *secs);
+    int (*run)(struct ctx *c, const struct backend *b, sk_store *st, const char *spec, uint64_t aid,
+               int64_t rows, int64_t batch, struct timing *t);
     const char *per_row, *batched;
 };
 
@@ -356,7 +390,7 @@ static int run_phase(struct ctx *c, struct backend *b, const struct phase *ph, i
     uint64_t aid = 0;
     sk_store *st = NULL;
     if (fresh_store(c, b, rows, spec, sizeof spec, &aid, &st)) return SK_EXIT_FAIL;
-    int rc = ph->run(c, st, spec, aid, rows, batch, &res->secs);
+    int rc = ph->run(c, b, st, spec, aid, rows, batch, &res->t);
     end_phase(b, st);
     res->name = batch == 1 ? ph->per_row : ph->batched;
     res->batch = batch;
@@ -404,8 +438,8 @@ static int backend_server(struct ctx *c, const struct server *s, struct backend 
  * gets the batched worker's rate. */
 static int run_backend(struct ctx *c, struct backend *b, double *batched)
 {
-    printf("\n  %s\n  %-22s %6s %9s %9s %12s\n", b->name, "phase", "batch", "rows", "seconds",
-           "orders/s");
+    printf("\n  %s\n  %-22s %6s %9s %9s %12s %10s %10s\n", b->name, "phase", "batch", "rows",
+           "seconds", "orders/s", "cpu us/o", "db us/o");
     fflush(stdout);
     struct result res[NPHASES];
     static const struct phase worker = {phase_worker, "worker, per row", "worker, batched"},
@@ -416,15 +450,20 @@ static int run_backend(struct ctx *c, struct backend *b, double *batched)
     for (int i = 0; i < NPHASES; i++) {
         int rc = run_phase(c, b, ph[i], rows[i], batch[i], &res[i]);
         if (rc) return rc;
-        printf("  %-22s %6" PRId64 " %9" PRId64 " %9.3f %12.0f\n", res[i].name, res[i].batch,
-               res[i].rows, res[i].secs, (double)res[i].rows / res[i].secs);
+        double r = (double)res[i].rows;
+        printf("  %-22s %6" PRId64 " %9" PRId64 " %9.3f %12.0f %10.2f", res[i].name, res[i].batch,
+               res[i].rows, res[i].t.secs, r / res[i].t.secs, res[i].t.cpu * 1e6 / r);
+        if (res[i].t.srv > 0)
+            printf(" %10.2f\n", res[i].t.srv * 1e6 / r);
+        else
+            printf(" %10s\n", "-");
         fflush(stdout);
     }
-    *batched = (double)res[0].rows / res[0].secs;
+    *batched = (double)res[0].rows / res[0].t.secs;
     printf("  %s worker batched: %.0f orders/s, target >= %.0f/s: %s; batched / per-row = "
            "%.1fx\n",
            b->name, *batched, b->target, *batched >= b->target ? "met" : "NOT met",
-           *batched / ((double)res[1].rows / res[1].secs));
+           *batched / ((double)res[1].rows / res[1].t.secs));
     return 0;
 }
 

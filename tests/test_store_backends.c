@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1027,6 +1028,211 @@ BACKEND_TEST(orders_persist_refuses_a_malformed_batch_and_writes_nothing)
     CHECK_EQ(sk_store_orders_count(st, 9, &c), 0);
     CHECK_EQ(c.orders[SK_ORDER_CREATED], 0);
     CHECK_EQ(sk_th_db_stock(st, 9), 100);
+    sk_store_close(st);
+}
+
+/* The backends persist a batch in multi-row statements cut into row
+ * counts (SQLite: 128, 32, 8, 1) and take stock once per activity with the
+ * summed quantities, going order by order only when that fails. These
+ * three pin the results to what an order-by-order persist yields. */
+
+/* One query's number, the query built printf-style. */
+static long long be_intf(const struct be *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static long long be_intf(const struct be *b, const char *fmt, ...)
+{
+    char sql[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return be_int(b, sql);
+}
+
+BACKEND_TEST(orders_persist_past_the_db_stock_records_each_failed_order_as_one_by_one)
+{
+    /* Activity 31 has 20 units for 40 orders of 1..3 (the summed update
+     * fails): in batch order each takes its units while they last, a
+     * later smaller one still fits, each failure is recorded with the
+     * stock seen then. 32 has enough (its sum passes in the same batch),
+     * 33 is not in the DB. 150 orders: past the largest bucket. */
+    sk_store *st = be_open_sale(b, 31, 20, 1800);
+    add_activity(st, 32, 1000, 60);
+    enum { N = 150 };
+    static struct sk_order o[N];
+    int64_t left31 = 20, want_units = 0, want_unstocked = 0, seen[N];
+    size_t want_fail = 0, n32 = 0;
+    for (int i = 0; i < N; i++) {
+        uint64_t aid = i % 15 == 14 ? 33 : i % 3 == 0 && i < 120 ? 31 : 32;
+        int64_t q = aid == 31 ? 1 + (i * 7 % 5 == 0 ? 2 : i % 2) : 1;
+        sk_th_order(&o[i], aid, 4000, i, (uint64_t)i + 1, q);
+        want_units += q;
+        seen[i] = -1;
+        if (aid == 32) n32++;
+        if (aid == 31 && left31 >= q) {
+            left31 -= q;
+        } else if (aid != 32) {
+            seen[i] = aid == 31 ? left31 : -2; /* -2: no activity row */
+            want_fail++;
+            want_unstocked += q;
+        }
+    }
+    CHECK(left31 < 3 && want_fail > 10); /* the condition failed part-way */
+    struct sk_persist_result r = sk_th_persist_ok(st, o, N);
+    CHECK_EQ(r.inserted, N);
+    CHECK_EQ(r.duplicates, 0);
+    CHECK_EQ(r.stock_failures, want_fail);
+    CHECK_EQ(r.units, want_units);
+    CHECK_EQ(r.units_unstocked, want_unstocked);
+    CHECK_EQ(sk_th_db_stock(st, 31), left31);
+    CHECK_EQ(sk_th_db_stock(st, 32), 1000 - (int64_t)n32);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM stock_failures"), (long long)want_fail);
+    for (int i = 0; i < N; i++) {
+        if (seen[i] == -1) continue;
+        if (seen[i] == -2)
+            CHECK_EQ(be_intf(b,
+                             "SELECT count(*) FROM stock_failures WHERE order_id = '%s'"
+                             " AND db_stock IS NULL AND quantity = %" PRId64,
+                             o[i].order_id, o[i].quantity),
+                     1);
+        else
+            CHECK_MSG(be_intf(b,
+                              "SELECT db_stock FROM stock_failures WHERE order_id = '%s'"
+                              " AND quantity = %" PRId64,
+                              o[i].order_id, o[i].quantity) == seen[i],
+                      "order %s: DB stock seen", o[i].order_id);
+    }
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[14].order_id, &got), 0);
+    CHECK_EQ(got.pay_deadline_ms, 4000 + SK_ACTIVITY_PAY_TIMEOUT_DEFAULT * 1000LL);
+    CHECK_EQ(sk_store_order_get(st, o[N - 2].order_id, &got), 0); /* of 32 */
+    CHECK_EQ(got.pay_deadline_ms, 4000 + 60 * 1000);
+    /* Delivered again: nothing taken, nothing recorded twice. */
+    r = sk_th_persist_ok(st, o, N);
+    CHECK_EQ(r.duplicates, N);
+    CHECK_EQ(r.stock_failures, 0);
+    CHECK_EQ(sk_th_db_stock(st, 31), left31);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM stock_failures"), (long long)want_fail);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_persist_mixes_new_redelivered_and_conflicting_ids_across_row_buckets)
+{
+    sk_store *st = be_open_sale(b, 41, 100000, 1800);
+    enum { OLD = 100, N = 300 };
+    static struct sk_order old[OLD], o[N];
+    for (int i = 0; i < OLD; i++)
+        sk_th_order(&old[i], 41, 5000, i, (uint64_t)i + 1, 1 + i % 2);
+    CHECK_EQ(sk_th_persist_ok(st, old, OLD).inserted, OLD);
+    int64_t stock = 100000 - 150;
+    /* Every third a re-delivery, 20 conflicts (another user or quantity
+     * under a known id), the rest new; one new id twice across the
+     * 128-row boundary (the second a re-delivery of the first), one new
+     * id again with another quantity (a conflict with this batch's row). */
+    size_t want_new = 0, want_dup = 0, want_conf = 0;
+    int64_t want_units = 0;
+    for (int j = 0; j < N; j++) {
+        if (j % 3 == 0) {
+            o[j] = old[j / 3];
+            want_dup++;
+        } else if (j % 3 == 1 && j < 60) {
+            o[j] = old[j / 3];
+            if (j % 2)
+                o[j].user_id += 1000;
+            else
+                o[j].quantity += 1;
+            want_conf++;
+        } else if (j == 128) {
+            o[j] = o[127];
+            want_dup++;
+        } else if (j == 131) {
+            o[j] = o[130];
+            o[j].quantity += 5;
+            want_conf++;
+        } else {
+            sk_th_order(&o[j], 41, 6000, j, (uint64_t)j + 500, 1 + j % 3);
+            if (j % 5 == 0) snprintf(o[j].idem_key, sizeof o[j].idem_key, "key-%d", j);
+            want_new++;
+            want_units += o[j].quantity;
+        }
+    }
+    CHECK(o[127].order_id[0] && !strcmp(o[127].order_id, "41-6000-127"));
+    struct sk_persist_result r = sk_th_persist_ok(st, o, N);
+    CHECK_EQ(r.inserted, want_new);
+    CHECK_EQ(r.duplicates, want_dup);
+    CHECK_EQ(r.conflicts, want_conf);
+    CHECK_EQ(r.units, want_units);
+    CHECK_EQ(r.stock_failures, 0);
+    CHECK_EQ(sk_th_db_stock(st, 41), stock - want_units);
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 41, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], (int64_t)(OLD + want_new));
+    CHECK_EQ(c.conflicts, (int64_t)want_conf);
+    /* A conflicting id keeps its first admission; the conflict records
+     * the other one. */
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.user_id, old[0].user_id);
+    CHECK_EQ(be_intf(b, "SELECT user_id FROM order_conflicts WHERE order_id = '%s'", o[1].order_id),
+             (long long)old[0].user_id + 1000);
+    CHECK_EQ(sk_store_order_get(st, o[130].order_id, &got), 0);
+    CHECK_EQ(got.quantity, o[130].quantity);
+    CHECK_EQ(
+        be_intf(b, "SELECT quantity FROM order_conflicts WHERE order_id = '%s'", o[131].order_id),
+        (long long)o[130].quantity + 5);
+    CHECK_EQ(sk_store_order_get(st, o[295].order_id, &got), 0);
+    CHECK_STR(got.idem_key, "key-295");
+    CHECK_EQ(got.user_id, 795);
+    /* All of it again: every id present, the conflicts recorded again. */
+    r = sk_th_persist_ok(st, o, N);
+    CHECK_EQ(r.inserted, 0);
+    CHECK_EQ(r.duplicates, N - want_conf);
+    CHECK_EQ(r.conflicts, want_conf);
+    CHECK_EQ(sk_th_db_stock(st, 41), stock - want_units);
+    sk_store_close(st);
+}
+
+BACKEND_TEST(orders_persist_batches_at_and_across_row_bucket_boundaries)
+{
+    static const int sizes[] = {1, 2, 7, 8, 9, 31, 32, 33, 40, 127, 128, 129, 161, 300};
+    enum { NS = sizeof sizes / sizeof sizes[0], MAXN = 300 };
+    sk_store *st = be_open_sale(b, 51, 100000, 900);
+    static struct sk_order o[MAXN];
+    int64_t stock = 100000, rows = 0;
+    for (int k = 0; k < NS; k++) {
+        int n = sizes[k];
+        int64_t units = 0;
+        for (int i = 0; i < n; i++) {
+            sk_th_order(&o[i], 51, 7000 + k, i, (uint64_t)(k * 1000 + i + 1), 1 + (i == n - 1));
+            if (i % 4 == 1) snprintf(o[i].idem_key, sizeof o[i].idem_key, "b%d-%d", k, i);
+            units += o[i].quantity;
+        }
+        struct sk_persist_result r = sk_th_persist_ok(st, o, (size_t)n);
+        CHECK_MSG(r.inserted == (size_t)n && r.duplicates == 0 && r.units == units,
+                  "batch of %d: %zu inserted, %zu duplicates", n, r.inserted, r.duplicates);
+        stock -= units;
+        rows += n;
+        CHECK_EQ(sk_th_db_stock(st, 51), stock);
+        struct sk_order got;
+        for (int i = 0; i<n; i += n> 8 ? n / 8 : 1) { /* a sample, and the last */
+            CHECK_EQ(sk_store_order_get(st, o[i].order_id, &got), 0);
+            CHECK_EQ(got.user_id, o[i].user_id);
+            CHECK_EQ(got.quantity, o[i].quantity);
+            CHECK_STR(got.stream_id, o[i].stream_id);
+            CHECK_STR(got.idem_key, o[i].idem_key);
+            CHECK_EQ(got.pay_deadline_ms, 7000 + k + 900 * 1000);
+        }
+        CHECK_EQ(sk_store_order_get(st, o[n - 1].order_id, &got), 0);
+        CHECK_EQ(got.quantity, 2);
+    }
+    struct sk_order_counts c;
+    CHECK_EQ(sk_store_orders_count(st, 51, &c), 0);
+    CHECK_EQ(c.orders[SK_ORDER_CREATED], rows);
+    /* The last batch (300) again: all duplicates, nothing taken. */
+    struct sk_persist_result r = sk_th_persist_ok(st, o, MAXN);
+    CHECK_EQ(r.inserted, 0);
+    CHECK_EQ(r.duplicates, MAXN);
+    CHECK_EQ(sk_th_db_stock(st, 51), stock);
     sk_store_close(st);
 }
 

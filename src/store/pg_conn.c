@@ -110,11 +110,13 @@ static int wait_fd(sk_store *st, short ev, int64_t deadline)
 }
 
 /* The statements prepared once per session (pg_conn_int.h: PGQ_*). */
-static const char *const pgq_name[PGQ_COUNT] = {"sk_order_get", "sk_activity_get"};
+static const char *const pgq_name[PGQ_COUNT] = {"sk_order_get", "sk_activity_get", "sk_persist_new",
+                                                "sk_persist_some", "sk_take_stock"};
 static const char *const pgq_sql[PGQ_COUNT] = {
     [PGQ_ORDER_GET] = "SELECT " SK_STORE_ORDER_COLUMNS " FROM orders WHERE order_id = $1",
     [PGQ_ACTIVITY_GET] = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = $1",
 };
+_Static_assert(PGQ_COUNT <= 8 * sizeof((struct sk_store *)0)->pg_prepared, "pg_prepared bits");
 
 static int await_result(sk_store *st, PGresult **out, const char *what);
 
@@ -146,8 +148,8 @@ int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, in
     if (st->pg_broken)
         return sk_store_set_err(st, SK_EDB, "postgres %s: %s: connection lost", st->pg_where, what);
     if (!(st->pg_prepared & (1u << q))) {
-        if (!PQsendPrepare(st->pg, pgq_name[q], pgq_sql[q], nparams, NULL))
-            return conn_err(st, what);
+        const char *sql = pgq_sql[q] ? pgq_sql[q] : sk_pg_persist_sql[q];
+        if (!PQsendPrepare(st->pg, pgq_name[q], sql, nparams, NULL)) return conn_err(st, what);
         int rc = await_result(st, NULL, what);
         if (rc) return rc;
         st->pg_prepared |= 1u << q;
@@ -155,9 +157,10 @@ int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, in
     if (!PQsendQueryPrepared(st->pg, pgq_name[q], nparams, params, NULL, NULL, 0))
         return conn_err(st, what);
     int rc = await_result(st, out, what);
-    /* A failed read by key is the session's trouble (a timeout, or a plan
-     * the schema changed under): start the next call on a fresh one. */
-    if (rc) st->pg_broken = 1;
+    /* Unless a value was refused, a failure is the session's trouble (a
+     * timeout, or a plan the schema changed under): start the next call on
+     * a fresh one. */
+    if (rc && rc != SK_EINVAL && rc != SK_EEXIST) st->pg_broken = 1;
     return rc;
 }
 

@@ -12,10 +12,18 @@
 #include "store/store_int.h"
 
 /* Statements prepared once per session (the hot reads of the HTTP
- * processes: an order poll, an activity read): the server parses and
- * plans them once instead of on every call. Bit q of st->pg_prepared says
- * PGQ q is prepared on the current session. */
-enum { PGQ_ORDER_GET, PGQ_ACTIVITY_GET, PGQ_COUNT };
+ * processes: an order poll, an activity read; the persist batch's
+ * statements, store_pg_persist.c): the server parses and plans them once
+ * instead of on every call. Bit q of st->pg_prepared says PGQ q is
+ * prepared on the current session. */
+enum {
+    PGQ_ORDER_GET,
+    PGQ_ACTIVITY_GET,
+    PGQ_PERSIST_NEW,  /* the batch's orders, none present (a plain INSERT) */
+    PGQ_PERSIST_SOME, /* the batch's orders, some present (ON CONFLICT DO NOTHING RETURNING) */
+    PGQ_TAKE_STOCK,   /* the summed conditional stock update per activity */
+    PGQ_COUNT
+};
 
 /* Connects st->pg to url (libpq's URL or key=value form) with the
  * store's defaults (connect_timeout 5 s, keepalives, tcp_user_timeout, a
@@ -36,9 +44,13 @@ int sk_pg_enter(sk_store *st);
 int sk_pg_run(sk_store *st, PGresult **out, const char *what, const char *sql, int nparams,
               const char *const *params);
 /* Prepared statement q (PGQ_*), prepared on this session first when
- * needed; as sk_pg_run otherwise. */
+ * needed; as sk_pg_run otherwise. A failure other than a refused value
+ * (SK_EINVAL, SK_EEXIST) resets the session on the next call. */
 int sk_pg_run_prepared(sk_store *st, PGresult **out, const char *what, int q, int nparams,
                        const char *const *params);
+/* The SQL of the persist's prepared statements (store_pg_persist.c),
+ * indexed by PGQ_*; NULL for the others. */
+extern const char *const sk_pg_persist_sql[PGQ_COUNT];
 /* sk_pg_run without parameters or result. */
 int sk_pg_cmd(sk_store *st, const char *sql, const char *what);
 

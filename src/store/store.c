@@ -122,6 +122,44 @@ struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uin
     return &t[k];
 }
 
+void sk_store_take_units(struct sk_store_take *t, int64_t q)
+{
+    t->units = t->units > INT64_MAX - q ? INT64_MAX : t->units + q;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int sk_store_mark_inserted(sk_store *st, const struct sk_order *orders, size_t n,
+                           const char *const *ids, size_t nids, char *inserted)
+{
+    /* Each returned id is a row one order of the batch added. */
+    memset(inserted, nids == n, n);
+    if (nids == n || nids == 0) return 0;
+    const char **got = malloc(nids * sizeof *got);
+    char *used = calloc(nids, 1);
+    if (!got || !used) {
+        free(got);
+        free(used);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
+    }
+    memcpy(got, ids, nids * sizeof *got);
+    qsort(got, nids, sizeof *got, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = orders[i].order_id;
+        const char **hit = bsearch(&key, got, nids, sizeof *got, cmp_str);
+        if (hit && !used[hit - got]) {
+            used[hit - got] = 1;
+            inserted[i] = 1;
+        }
+    }
+    free(got);
+    free(used);
+    return 0;
+}
+
 static int cmp_take(const void *a, const void *b)
 {
     uint64_t x = ((const struct sk_store_take *)a)->aid, y = ((const struct sk_store_take *)b)->aid;

@@ -24,6 +24,7 @@ struct sqlite3;
 struct sqlite3_stmt;
 struct pg_conn;
 struct st_mysql;
+struct st_mysql_stmt;
 struct sk_mysql_url;
 
 /* The first failed conditional stock update of a persist batch; the
@@ -151,6 +152,10 @@ struct sk_store_take {
 /* The entry of aid in t[0..*nt), added at the end (zeroed) when absent;
  * t has room for every activity of the batch. */
 struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uint64_t aid);
+/* Adds an inserted order's quantity q to t->units, saturating at
+ * INT64_MAX: above any DB stock, so the summed condition fails and the
+ * orders go one by one, as they must. */
+void sk_store_take_units(struct sk_store_take *t, int64_t q);
 /* Sorts t by activity id: two batches then lock shared activity rows in
  * one order. */
 void sk_store_takes_sort(struct sk_store_take *t, size_t nt);
@@ -185,6 +190,14 @@ int sk_store_batch_marks(sk_store *st, const struct sk_order *orders, size_t n,
     "SELECT a.stock, a.stock_initial - COALESCE((SELECT SUM(o.quantity)"                           \
     " FROM orders o WHERE o.activity_id = a.id AND o.status <> 'cancelled'), 0),"                  \
     " a.stock_initial FROM activities a WHERE a.id = " p
+/* Which of orders[0..n) a multi-row INSERT ... ON CONFLICT DO NOTHING
+ * RETURNING order_id added, from the ids it returned (ids[0..nids), in any
+ * order): inserted[i] 1 for the first order of each returned id, else 0
+ * (an id the batch holds twice is inserted once, by its first order).
+ * nids == n: all of them, nothing compared. 0 or SK_ENOMEM; ids stays the
+ * caller's. */
+int sk_store_mark_inserted(sk_store *st, const struct sk_order *orders, size_t n,
+                           const char *const *ids, size_t nids, char *inserted);
 /* An order id already present: the existing row differs from o (another
  * activity, user or quantity)? 1 conflict, 0 a re-delivery. */
 int sk_store_is_conflict(const struct sk_order *o, uint64_t activity_id, uint64_t user_id,
@@ -289,6 +302,9 @@ struct sk_store_ops {
     }
 
 #define SK_STORE_ERR_MAX 512
+/* Row count buckets of SQLite's kept multi-row order inserts
+ * (store_sqlite_persist.c). */
+#define SK_STORE_SQ_INSERTS 8
 
 struct sk_store {
     const struct sk_store_ops *ops;
@@ -298,6 +314,8 @@ struct sk_store {
             struct sqlite3 *db;
             char path[512];
             struct sqlite3_stmt *sq[10]; /* statements kept prepared (persist path, hot reads) */
+            struct sqlite3_stmt *sq_ins[SK_STORE_SQ_INSERTS]; /* the persist's multi-row
+                                                                 inserts, by row count */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;
@@ -308,11 +326,13 @@ struct sk_store {
         };
         struct { /* store_mysql*.c */
             struct st_mysql *my;
-            struct sk_mysql_url *my_url; /* kept for reconnects (holds the password) */
-            char my_where[192];          /* host:port/dbname, never the password */
-            int my_broken;               /* reconnect on the next call */
-            int my_mariadb;              /* the server is MariaDB (else MySQL) */
-            unsigned long my_version;    /* the server's, e.g. 101119 for 10.11.19 */
+            struct sk_mysql_url *my_url;   /* kept for reconnects (holds the password) */
+            char my_where[192];            /* host:port/dbname, never the password */
+            int my_broken;                 /* reconnect on the next call */
+            int my_mariadb;                /* the server is MariaDB (else MySQL) */
+            unsigned long my_version;      /* the server's, e.g. 101119 for 10.11.19 */
+            struct st_mysql_stmt *my_bulk; /* MariaDB: the persist's insert, prepared on
+                                              this session (store_mysql_persist.c) */
         };
     };
 };

@@ -91,15 +91,17 @@ static void message(MYSQL *m, char *dst, size_t cap)
     snprintf(dst, cap, "%.*s", (int)n, msg);
 }
 
-/* The failure of the last call on the session -> SK code; t0 is when the
- * statement was sent (a lost connection after the whole read timeout is a
- * server that did not answer). */
-static int fail(sk_store *st, const char *what, int64_t t0)
+/* The failure e (SQLSTATE sqlstate, message msg) of the last call on the
+ * session -> SK code; t0 is when the statement was sent (a lost
+ * connection after the whole read timeout is a server that did not
+ * answer). */
+static int fail_of(sk_store *st, const char *what, int64_t t0, unsigned e, const char *sqlstate,
+                   const char *msg)
 {
-    unsigned e = mysql_errno(st->my);
     char line[320];
-    message(st->my, line, sizeof line);
-    int code = code_of(e, mysql_sqlstate(st->my));
+    if (!msg) msg = "";
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(msg, "\n"), msg);
+    int code = code_of(e, sqlstate);
     if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) st->my_broken = 1;
     int timeout_ms = st->my_url->timeout_s * 1000;
     if ((e == CR_SERVER_LOST || e == CR_SERVER_GONE_ERROR) && sk_mono_ms() - t0 >= timeout_ms - 100)
@@ -108,6 +110,19 @@ static int fail(sk_store *st, const char *what, int64_t t0)
                                 st->my_where, what, timeout_ms);
     return sk_store_set_err(st, code, "mysql %s: %s: %s", st->my_where, what,
                             line[0] ? line : "connection lost");
+}
+
+/* The failure of the last call on the session (fail_of). */
+static int fail(sk_store *st, const char *what, int64_t t0)
+{
+    return fail_of(st, what, t0, mysql_errno(st->my), mysql_sqlstate(st->my), mysql_error(st->my));
+}
+
+/* Closes the session's prepared statement, if any. */
+static void close_bulk(sk_store *st)
+{
+    if (st->my_bulk) mysql_stmt_close(st->my_bulk);
+    st->my_bulk = NULL;
 }
 
 /* ---- connecting ---- */
@@ -180,6 +195,7 @@ static int setup_session(sk_store *st)
 static int open_session(sk_store *st, const char *what)
 {
     const struct sk_mysql_url *u = st->my_url;
+    close_bulk(st);
     if (st->my) mysql_close(st->my);
     st->my = mysql_init(NULL);
     if (!st->my) return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
@@ -225,6 +241,7 @@ int sk_my_connect(sk_store *st, const char *url)
 
 void sk_my_disconnect(sk_store *st)
 {
+    close_bulk(st);
     if (st->my) mysql_close(st->my);
     st->my = NULL;
     if (st->my_url) {
@@ -285,6 +302,29 @@ int sk_my_run(sk_store *st, const char *what, const char *sql, size_t len, MYSQL
         *res = last;
     else if (last)
         mysql_free_result(last);
+    return 0;
+}
+
+int sk_my_bulk(sk_store *st, const char *what, const char *sql, MYSQL_BIND *b, unsigned rows)
+{
+    if (st->my_broken || !st->my)
+        return sk_store_set_err(st, SK_EDB, "mysql %s: %s: connection lost", st->my_where, what);
+    int64_t t0 = sk_mono_ms();
+    if (!st->my_bulk) {
+        if (!(st->my_bulk = mysql_stmt_init(st->my)))
+            return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
+        if (mysql_stmt_prepare(st->my_bulk, sql, (unsigned long)strlen(sql)) != 0) {
+            int rc = fail_of(st, what, t0, mysql_stmt_errno(st->my_bulk),
+                             mysql_stmt_sqlstate(st->my_bulk), mysql_stmt_error(st->my_bulk));
+            close_bulk(st);
+            return rc;
+        }
+    }
+    MYSQL_STMT *s = st->my_bulk;
+    if (mysql_stmt_attr_set(s, STMT_ATTR_ARRAY_SIZE, &rows) != 0 ||
+        mysql_stmt_bind_param(s, b) != 0 || mysql_stmt_execute(s) != 0)
+        return fail_of(st, what, t0, mysql_stmt_errno(s), mysql_stmt_sqlstate(s),
+                       mysql_stmt_error(s));
     return 0;
 }
 

@@ -43,6 +43,11 @@ int sk_my_cmd(sk_store *st, const char *what, const char *sql);
 int sk_my_finish_tx(sk_store *st, int rc, const char *what);
 /* The last insert's AUTO_INCREMENT id. */
 uint64_t sk_my_insert_id(sk_store *st);
+/* MariaDB's bulk execution: sql (one statement, its parameters bound
+ * column-wise by b, an array per column) run for rows parameter sets in
+ * one round trip, prepared once per session (st->my_bulk: one sql per
+ * store). Errors as sk_my_run. */
+int sk_my_bulk(sk_store *st, const char *what, const char *sql, MYSQL_BIND *b, unsigned rows);
 
 /* ---- statement text ---- */
 

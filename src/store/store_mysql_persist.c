@@ -4,8 +4,10 @@
  *
  * Persisting a batch, one transaction (READ COMMITTED):
  *   1. START TRANSACTION and the pay timeouts of the batch's activities;
- *   2. one multi-row INSERT of the batch (each id once, in id order so two
- *      batches lock shared ids in one order);
+ *   2. one INSERT of the batch (each id once, in id order so two batches
+ *      lock shared ids in one order): on MariaDB one bulk execution of a
+ *      prepared 1-row INSERT (an array of values per column, prepared once
+ *      per session), on MySQL a multi-row INSERT;
  *   3. one conditional UPDATE per activity of the summed quantities
  *      (stock >= sum), the marks' upsert and the conflicts found, in one
  *      round trip;
@@ -149,10 +151,82 @@ static int read_existing(sk_store *st, struct batch *bt)
     return sk_my_each_row(st, "read existing orders", &b, existing_row, bt);
 }
 
+/* The insert of one order, bulk-executed by MariaDB for a column of
+ * values per parameter (bulk_batch). */
+#define BULK_INSERT                                                                                \
+    "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity, created_ms,"         \
+    " pay_deadline_ms, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#define BULK_COLS 8
+
+/* Step 2 on MariaDB: the rows of insert_batch as one bulk execution of a
+ * prepared 1-row insert per INSERT_CHUNK rows: no statement text to build
+ * or parse per row (measured: 12-15 % of the server's CPU per order, half
+ * the client's). */
+static int bulk_batch(sk_store *st, struct batch *bt)
+{
+    size_t n = bt->n;
+    const char **ids = malloc(n * sizeof *ids), **sids = malloc(n * sizeof *sids),
+               **keys = malloc(n * sizeof *keys);
+    unsigned long *lens = malloc(3 * n * sizeof *lens);
+    long long *nums = malloc(5 * n * sizeof *nums);
+    char *key_ind = malloc(n);
+    int rc = 0;
+    if (!ids || !sids || !keys || !lens || !nums || !key_ind)
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
+    size_t rows = 0;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        size_t i = bt->by_id[k];
+        bt->inserted[i] = 0;
+        if (bt->head[i] != i || bt->exists[i]) continue;
+        const struct sk_order *o = &bt->o[i];
+        const struct sk_store_take *t = sk_store_take_find(bt->takes, bt->nt, o->activity_id);
+        ids[rows] = o->order_id;
+        sids[rows] = o->stream_id;
+        keys[rows] = o->idem_key;
+        lens[rows] = (unsigned long)strlen(o->order_id);
+        lens[n + rows] = (unsigned long)strlen(o->stream_id);
+        lens[2 * n + rows] = (unsigned long)strlen(o->idem_key);
+        key_ind[rows] = o->idem_key[0] ? STMT_INDICATOR_NONE : STMT_INDICATOR_NULL;
+        long long v[5] = {(long long)o->activity_id, (long long)o->user_id /* same bits */,
+                          o->quantity, o->created_ms, o->created_ms + t->pay_timeout_s * 1000};
+        for (int c = 0; c < 5; c++)
+            nums[(size_t)c * n + rows] = v[c];
+        bt->inserted[i] = 1;
+        rows++;
+    }
+    for (size_t from = 0; from < rows && rc == 0; from += INSERT_CHUNK) {
+        unsigned m = (unsigned)(rows - from < INSERT_CHUNK ? rows - from : INSERT_CHUNK);
+        MYSQL_BIND b[BULK_COLS];
+        memset(b, 0, sizeof b);
+        const char **text[3] = {ids, sids, keys};
+        int text_col[3] = {0, 1, 7};
+        for (int c = 0; c < 3; c++) {
+            MYSQL_BIND *x = &b[text_col[c]];
+            x->buffer_type = MYSQL_TYPE_STRING;
+            x->buffer = (void *)(text[c] + from); /* column-wise: a pointer per row */
+            x->length = lens + (size_t)c * n + from;
+        }
+        b[7].u.indicator = key_ind + from;
+        for (int c = 0; c < 5; c++) {
+            b[2 + c].buffer_type = MYSQL_TYPE_LONGLONG;
+            b[2 + c].buffer = nums + (size_t)c * n + from;
+        }
+        rc = sk_my_bulk(st, "insert orders", BULK_INSERT, b, m);
+    }
+    free(ids);
+    free(sids);
+    free(keys);
+    free(lens);
+    free(nums);
+    free(key_ind);
+    return rc;
+}
+
 /* Step 2: inserts the batch's new ids, in id order, INSERT_CHUNK rows per
  * statement; marks bt->inserted. SK_EEXIST: an id exists after all. */
 static int insert_batch(sk_store *st, struct batch *bt)
 {
+    if (st->my_mariadb) return bulk_batch(st, bt);
     struct sk_my_sql b = {0};
     size_t rows = 0;
     for (size_t k = 0; k < bt->n; k++) {

@@ -2,13 +2,21 @@
  * (store.h sk_store_orders_persist, store_pg_int.h).
  *
  * One transaction with a multi-row INSERT ... SELECT FROM unnest(arrays)
- * ON CONFLICT (order_id) DO NOTHING RETURNING order_id (one statement for
- * the batch), then one multi-row conditional UPDATE of the summed
- * quantities per activity (stock >= sum). Only when that condition fails
- * for an activity (DB stock drift) are its orders replayed one by one with
- * UPDATE activities SET stock = stock - $1 WHERE id = $2 AND stock >= $1,
- * in batch order, each failure recorded - exactly what the per-order
- * SQLite path yields. */
+ * (one statement for the batch), then one multi-row conditional UPDATE of
+ * the summed quantities per activity (stock >= sum). Only when that
+ * condition fails for an activity (DB stock drift) are its orders replayed
+ * one by one with UPDATE activities SET stock = stock - $1 WHERE id = $2
+ * AND stock >= $1, in batch order, each failure recorded - exactly what
+ * the per-order SQLite path yields.
+ *
+ * The INSERT is a plain one first (PGQ_PERSIST_NEW): the usual batch holds
+ * no id that is present, and ON CONFLICT's speculative insertion,
+ * RETURNING and the sort that keeps the first of a repeated id cost the
+ * server CPU on every row. When it meets a present id (unique violation:
+ * a re-delivered entry, or an id twice in the batch) the transaction is
+ * rolled back and run again with ON CONFLICT (order_id) DO NOTHING
+ * RETURNING order_id (PGQ_PERSIST_SOME), whose ids say which orders were
+ * new. The statements are prepared once per session. */
 #include "store/store_pg_int.h"
 
 #include <inttypes.h>
@@ -46,9 +54,13 @@ static void buf_add(struct buf *b, const char *s, size_t n)
 static void arr_text(struct buf *b, const char *s)
 {
     buf_add(b, b->len > 1 ? ",\"" : "\"", b->len > 1 ? 2 : 1);
-    for (const char *q = s; *q; q++) {
-        if (*q == '"' || *q == '\\') buf_add(b, "\\", 1);
-        buf_add(b, q, 1);
+    for (const char *q = s; *q;) {
+        size_t run = strcspn(q, "\"\\"); /* copied at once: ids rarely hold either */
+        buf_add(b, q, run);
+        if (!q[run]) break;
+        buf_add(b, "\\", 1);
+        buf_add(b, q + run, 1);
+        q += run + 1;
     }
     buf_add(b, "\"", 1);
 }
@@ -58,13 +70,35 @@ static void arr_num(struct buf *b, struct sk_pg_num n)
     buf_add(b, n.s, strlen(n.s));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+/* The batch's orders from unnest of the arrays $1..$7 (ord: the position),
+ * each with its pay deadline: the activity's timeout, or the default when
+ * the activity is not in the DB. */
+#define INSERT_ORDERS                                                                              \
+    "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity, status,"             \
+    " created_ms, pay_deadline_ms, idem_key)"                                                      \
+    " SELECT i.order_id, i.stream_id, i.activity_id, i.user_id, i.quantity, 'created',"            \
+    " i.created_ms, i.created_ms + coalesce(a.pay_timeout_s, " SK_STORE_PAY_TIMEOUT_DEFAULT_SQL    \
+    ") * 1000, nullif(i.idem_key, '')"                                                             \
+    " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],"               \
+    " $6::bigint[], $7::text[]) WITH ORDINALITY"                                                   \
+    " AS i(order_id, stream_id, activity_id, user_id, quantity, created_ms, idem_key, ord)"        \
+    " LEFT JOIN activities a ON a.id = i.activity_id"
 
-/* Step 1: inserts the batch, marks inserted[i] for the rows really added. */
-static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, char *inserted)
+const char *const sk_pg_persist_sql[PGQ_COUNT] = {
+    [PGQ_PERSIST_NEW] = INSERT_ORDERS,
+    /* ORDER BY ord: a batch holding one id twice keeps the first. */
+    [PGQ_PERSIST_SOME] = INSERT_ORDERS " ORDER BY i.ord ON CONFLICT (order_id) DO NOTHING"
+                                       " RETURNING order_id",
+    [PGQ_TAKE_STOCK] = "UPDATE activities a SET stock = a.stock - d.q"
+                       " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, q)"
+                       " WHERE a.id = d.id AND a.stock >= d.q RETURNING a.id",
+};
+
+/* Step 1: inserts the batch, marks inserted[i] for the rows really added:
+ * with PGQ_PERSIST_NEW (some == 0: SK_EEXIST when an id is present) or
+ * PGQ_PERSIST_SOME. */
+static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, int some,
+                        char *inserted)
 {
     struct buf ids = {0}, sids = {0}, aids = {0}, uids = {0}, qtys = {0}, cms = {0}, keys = {0};
     struct buf *all[] = {&ids, &sids, &aids, &uids, &qtys, &cms, &keys};
@@ -91,58 +125,31 @@ static int insert_batch(sk_store *st, const struct sk_order *orders, size_t n, c
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory building a batch of %zu orders", n);
     } else {
         const char *p[] = {ids.p, sids.p, aids.p, uids.p, qtys.p, cms.p, keys.p};
-        /* ORDER BY ord: a batch holding one id twice keeps the first. The
-         * pay deadline uses the activity's timeout, or the default when the
-         * activity is not in the DB. */
-        rc = sk_pg_run(st, &r, "insert orders",
-                       "INSERT INTO orders (order_id, stream_id, activity_id, user_id, quantity,"
-                       " status, created_ms, pay_deadline_ms, idem_key)"
-                       " SELECT i.order_id, i.stream_id, i.activity_id, i.user_id, i.quantity,"
-                       " 'created', i.created_ms,"
-                       " i.created_ms + coalesce(a.pay_timeout_s, " SK_STORE_PAY_TIMEOUT_DEFAULT_SQL
-                       ") * 1000, nullif(i.idem_key, '')"
-                       " FROM unnest($1::text[], $2::text[], "
-                       "$3::bigint[], $4::bigint[],"
-                       " $5::bigint[], $6::bigint[], $7::text[])"
-                       " WITH ORDINALITY"
-                       " AS i(order_id, stream_id, activity_id, user_id, "
-                       "quantity, created_ms, idem_key, ord)"
-                       " LEFT JOIN activities a ON a.id = i.activity_id"
-                       " ORDER BY i.ord"
-                       " ON CONFLICT (order_id) DO NOTHING RETURNING "
-                       "order_id",
-                       7, p);
+        rc = sk_pg_run_prepared(st, &r, "insert orders", some ? PGQ_PERSIST_SOME : PGQ_PERSIST_NEW,
+                                7, p);
     }
     for (size_t k = 0; k < 7; k++)
         free(all[k]->p);
     if (rc) return rc;
+    if (!some) {
+        memset(inserted, 1, n);
+        PQclear(r);
+        return 0;
+    }
     /* Which of the batch were inserted: the first occurrence of each
      * returned id. */
-    int rows = PQntuples(r);
-    const char **got = rows ? malloc((size_t)rows * sizeof *got) : NULL;
-    char *used = rows ? calloc((size_t)rows, 1) : NULL;
-    if (rows && (!got || !used)) {
-        free(got);
-        free(used);
+    size_t rows = (size_t)PQntuples(r);
+    const char **got = rows ? malloc(rows * sizeof *got) : NULL;
+    if (rows && !got) {
         PQclear(r);
         return sk_store_set_err(st, SK_ENOMEM, "out of memory reading inserted orders");
     }
-    for (int i = 0; i < rows; i++)
-        got[i] = PQgetvalue(r, i, 0);
-    if (rows) qsort(got, (size_t)rows, sizeof *got, cmp_str); /* qsort(NULL, 0) is UB */
-    for (size_t i = 0; i < n; i++) {
-        const char *key = orders[i].order_id;
-        const char **hit = rows ? bsearch(&key, got, (size_t)rows, sizeof *got, cmp_str) : NULL;
-        inserted[i] = 0;
-        if (hit && !used[hit - got]) {
-            used[hit - got] = 1;
-            inserted[i] = 1;
-        }
-    }
+    for (size_t i = 0; i < rows; i++)
+        got[i] = PQgetvalue(r, (int)i, 0);
+    rc = sk_store_mark_inserted(st, orders, n, got, rows, inserted);
     free(got);
-    free(used);
     PQclear(r);
-    return 0;
+    return rc;
 }
 
 /* Step 2: takes the summed units of each activity in one statement;
@@ -167,11 +174,7 @@ static int take_stock_batch(sk_store *st, struct sk_store_take *takes, size_t nt
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory taking stock");
     } else {
         const char *p[] = {ids.p, units.p};
-        rc = sk_pg_run(st, &r, "take stock",
-                       "UPDATE activities a SET stock = a.stock - d.q"
-                       " FROM unnest($1::bigint[], $2::bigint[]) AS d(id, q)"
-                       " WHERE a.id = d.id AND a.stock >= d.q RETURNING a.id",
-                       2, p);
+        rc = sk_pg_run_prepared(st, &r, "take stock", PGQ_TAKE_STOCK, 2, p);
     }
     free(ids.p);
     free(units.p);
@@ -290,11 +293,11 @@ static int sort_present(sk_store *st, const struct sk_order *orders, size_t n, c
 }
 
 /* The body of the persist transaction (between BEGIN and COMMIT). */
-static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, char *inserted,
-                      struct sk_store_take *takes, struct sk_persist_result *res,
+static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, int some,
+                      char *inserted, struct sk_store_take *takes, struct sk_persist_result *res,
                       struct sk_stock_failure *first)
 {
-    int rc = insert_batch(st, orders, n, inserted);
+    int rc = insert_batch(st, orders, n, some, inserted);
     if (rc == 0) rc = sort_present(st, orders, n, inserted, res);
     if (rc) return rc;
     size_t nt = 0;
@@ -302,7 +305,8 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, cha
         if (!inserted[i]) continue; /* re-delivered (its stock was taken) or a conflict */
         res->inserted++;
         res->units += orders[i].quantity;
-        sk_store_take_add(takes, &nt, orders[i].activity_id)->units += orders[i].quantity;
+        sk_store_take_units(sk_store_take_add(takes, &nt, orders[i].activity_id),
+                            orders[i].quantity);
     }
     if ((rc = take_stock_batch(st, takes, nt)) != 0) return rc;
     int64_t now = sk_wall_ms();
@@ -326,9 +330,16 @@ int sk_pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
         free(takes);
         return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     }
-    rc = sk_pg_cmd(st, "BEGIN", "begin persist");
-    if (rc == 0) rc = persist_tx(st, orders, n, inserted, takes, res, first);
-    rc = sk_pg_finish_tx(st, rc, "commit persist");
+    for (int some = 0; some < 2; some++) {
+        *res = (struct sk_persist_result){0};
+        *first = (struct sk_stock_failure){0};
+        rc = sk_pg_cmd(st, "BEGIN", "begin persist");
+        if (rc == 0) rc = persist_tx(st, orders, n, some, inserted, takes, res, first);
+        if (rc == SK_EEXIST && !some && (rc = sk_pg_cmd(st, "ROLLBACK", "rollback")) == 0)
+            continue; /* an id is present (rare): again, learning which */
+        rc = sk_pg_finish_tx(st, rc, "commit persist");
+        break;
+    }
     free(inserted);
     free(takes);
     return rc ? sk_store_batch_rolled_back(st, rc, n) : 0;

@@ -30,12 +30,6 @@
 
 static const char *const cached_sql[Q_COUNT] = {
     [Q_PAY_TIMEOUT] = "SELECT pay_timeout_s FROM activities WHERE id = ?",
-    /* ON CONFLICT names the key: only a re-delivered order id is skipped;
-     * a CHECK violation still fails the batch (never silently dropped). */
-    [Q_INSERT_ORDER] = "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
-                       " created_ms, pay_deadline_ms, stream_id, idem_key)"
-                       " VALUES (?, ?, ?, ?, 'created', ?, ?, ?, nullif(?, ''))"
-                       " ON CONFLICT (order_id) DO NOTHING",
     [Q_TAKE_STOCK] = "UPDATE activities SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1",
     [Q_READ_STOCK] = "SELECT stock FROM activities WHERE id = ?",
     [Q_INSERT_FAILURE] = "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
@@ -434,6 +428,11 @@ static int open_sqlite(sk_store *st, const char *path)
            sk_mono_ms() < until)
         sqlite3_sleep(5);
     if (rc == 0) rc = sk_sq_exec(st, "PRAGMA foreign_keys=ON", "enable foreign keys");
+    /* The persist's multi-row inserts keep a statement journal; on disk it
+     * was a temporary file created, written and deleted per transaction
+     * once a statement touched more than 64 KiB of pages. In memory it is
+     * bounded by the pages one statement of 128 rows touches. */
+    if (rc == 0) rc = sk_sq_exec(st, "PRAGMA temp_store=MEMORY", "keep temporary files in memory");
     if (rc == 0) rc = migrate(st);
     return rc;
 }
@@ -443,6 +442,10 @@ void sk_sq_close(sk_store *st)
     for (size_t i = 0; i < sizeof st->sq / sizeof st->sq[0]; i++) {
         sqlite3_finalize(st->sq[i]); /* NULL is a no-op */
         st->sq[i] = NULL;
+    }
+    for (size_t i = 0; i < SK_STORE_SQ_INSERTS; i++) {
+        sqlite3_finalize(st->sq_ins[i]);
+        st->sq_ins[i] = NULL;
     }
     if (st->db) sqlite3_close_v2(st->db);
     st->db = NULL;

@@ -10,10 +10,10 @@
 #include "store/store_int.h"
 
 /* Statements kept prepared on the handle (st->sq; the persist path runs
- * them per order, thousands of times a second). */
+ * them per batch or per activity, the reads per poll; the persist's
+ * multi-row inserts are st->sq_ins, store_sqlite_persist.c). */
 enum {
     Q_PAY_TIMEOUT,
-    Q_INSERT_ORDER,
     Q_TAKE_STOCK,
     Q_READ_STOCK,
     Q_INSERT_FAILURE,
