@@ -26,7 +26,11 @@
  * Threads: submit, cancel, drain, stats and free are the owner's (one
  * thread); run is called on a pool thread, one job at a time per handle.
  * Pool threads run SK_STORE_POOL_NICE nice levels below the process: when
- * the CPU is short, the owner's thread goes first. */
+ * the CPU is short, the owner's thread goes first. The owner never waits
+ * for a lock a pool thread holds (jobs and completions change hands by
+ * atomic operations: store_pool.c), so a niced thread kept off the CPU
+ * never holds up the owner's loop; only free waits, for the running
+ * jobs. */
 #ifndef SK_STORE_POOL_H
 #define SK_STORE_POOL_H
 #include <stddef.h>
