@@ -86,6 +86,7 @@ struct sk_app {
     sk_metrics *metrics;
     sk_store_pool *pool;       /* the database, off the loop (store_call.h) */
     h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
+    int pool_ready;            /* it fired this pass: completions to drain (store_call.h) */
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
     struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */

@@ -32,11 +32,20 @@ struct call {
     int64_t max_wait_ms;    /* a poll: answered 503 once it waited longer */
 };
 
+/* Completions are run after the pass's purchase batches left for Redis
+ * (sk_store_calls_drain), not here, in the middle of the pass's reads. */
 static void on_pool_ready(h2o_socket_t *sock, const char *err)
 {
     struct sk_app *app = sock->data;
     (void)err;
-    sk_store_pool_drain(app->pool);
+    app->pool_ready = 1;
+}
+
+size_t sk_store_calls_drain(struct sk_app *app)
+{
+    if (!app->pool_ready || !app->pool) return 0;
+    app->pool_ready = 0;
+    return sk_store_pool_drain(app->pool);
 }
 
 int sk_store_calls_init(struct sk_app *app)

@@ -83,6 +83,13 @@ int sk_store_bg(struct sk_app *app, int64_t deadline_ms, sk_store_run_fn run, sk
 /* The deadline of a store call starting now (sk_mono_ms time). */
 int64_t sk_store_deadline(const struct sk_app *app);
 
+/* Once per loop pass, after the pass's purchases went to Redis: runs the
+ * completions of the store calls the pool's eventfd announced in this
+ * pass (their answers, and any Redis command they queue, follow); returns
+ * how many ran. The eventfd's callback only notes it, so a pass that reads
+ * both purchases and completed polls sends the purchases first. */
+size_t sk_store_calls_drain(struct sk_app *app);
+
 /* Periodic (every loop pass): answers the polls waiting past
  * --db-poll-wait-ms (503 unavailable; a queued one never runs) and starts
  * the health probe when it is due. */
