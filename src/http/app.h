@@ -68,6 +68,13 @@ struct sk_db_health {
                                from the database since */
 };
 
+/* The order polls this process may still answer now: a token bucket of
+ * --poll-rate-max per second (api_orders.c). */
+struct sk_poll_budget {
+    int64_t tokens; /* millionths of a poll */
+    int64_t at_us;  /* last refill (sk_mono_us; 0: never) */
+};
+
 struct sk_app {
     struct sk_config cfg;
     h2o_globalconf_t h2o_config;
@@ -91,6 +98,7 @@ struct sk_app {
     struct sk_db_health db;
     struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
     struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
+    struct sk_poll_budget poll_budget;  /* --poll-rate-max (api_orders.c) */
     struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                       /* requests accepted, not yet answered */
     int draining;                       /* SIGTERM: no new connections */
