@@ -55,7 +55,9 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 /* sk_store_call for a request that is better refused than kept waiting
  * (an order poll: the buyer polls again): when the pool would not finish
  * it within max_wait_ms (the calls ahead of it, the recent time per call,
- * the threads), another such request has waited longer than that already,
+ * the threads), a call has waited in the queue for a quarter of
+ * max_wait_ms without a thread taking it, another such request has
+ * waited longer than that already,
  * or a call missed its deadline and nothing has come back from the
  * database since (the database is stuck: until a call or the health
  * probe answers), it answers 503 busy with Retry-After at once, frees ctx

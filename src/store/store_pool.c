@@ -49,6 +49,7 @@ struct sk_store_job {
     sk_store_done_fn done;
     void *arg;
     int64_t deadline_ms;
+    int64_t queued_ms; /* when it was submitted (sk_mono_ms) */
     _Atomic int state; /* enum job_state */
     _Atomic int refs;  /* the threads' queue or the done stack; both for a cancelled job */
     int rc;
@@ -339,7 +340,11 @@ int sk_store_pool_submit(sk_store_pool *p, int64_t deadline_ms, sk_store_run_fn 
     }
     struct sk_store_job *j = malloc(sizeof *j);
     if (!j) return SK_ENOMEM;
-    *j = (struct sk_store_job){.run = run, .done = done, .arg = arg, .deadline_ms = deadline_ms};
+    *j = (struct sk_store_job){.run = run,
+                               .done = done,
+                               .arg = arg,
+                               .deadline_ms = deadline_ms,
+                               .queued_ms = sk_mono_ms()};
     atomic_init(&j->state, J_QUEUED);
     atomic_init(&j->refs, 1);
     j->oprev = p->otail;
@@ -401,7 +406,13 @@ size_t sk_store_pool_drain(sk_store_pool *p)
 
 void sk_store_pool_stats(sk_store_pool *p, struct sk_store_pool_stats *out)
 {
-    *out = (struct sk_store_pool_stats){.submitted = atomic_load(&p->submitted),
+    /* the owner's list is in submit order; before the oldest queued job
+     * come only running ones and completions not drained yet */
+    int64_t oldest = 0;
+    for (struct sk_store_job *j = p->ohead; j && !oldest; j = j->onext)
+        if (atomic_load(&j->state) == J_QUEUED) oldest = j->queued_ms;
+    *out = (struct sk_store_pool_stats){.oldest_queued_ms = oldest,
+                                        .submitted = atomic_load(&p->submitted),
                                         .rejected = atomic_load(&p->rejected),
                                         .ran = atomic_load(&p->ran),
                                         .expired = atomic_load(&p->expired),

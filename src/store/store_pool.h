@@ -91,12 +91,13 @@ int sk_store_pool_cancel(sk_store_pool *p, sk_store_job *job);
 size_t sk_store_pool_drain(sk_store_pool *p);
 
 struct sk_store_pool_stats {
-    uint64_t submitted; /* accepted by submit */
-    uint64_t rejected;  /* refused with SK_EBUSY */
-    uint64_t ran;       /* run called */
-    uint64_t expired;   /* never ran: deadline passed in the queue, or cancelled */
-    size_t queued;      /* waiting now */
-    size_t running;     /* in a thread now */
+    uint64_t submitted;       /* accepted by submit */
+    uint64_t rejected;        /* refused with SK_EBUSY */
+    uint64_t ran;             /* run called */
+    uint64_t expired;         /* never ran: deadline passed in the queue, or cancelled */
+    size_t queued;            /* waiting now */
+    int64_t oldest_queued_ms; /* when the oldest of them was submitted (sk_mono_ms); 0: none */
+    size_t running;           /* in a thread now */
     int threads;
 };
 void sk_store_pool_stats(sk_store_pool *p, struct sk_store_pool_stats *out);
