@@ -828,6 +828,54 @@ SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_serv
     sk_th_pg_stop(&pg);
 }
 
+SK_TEST_T(a_poll_is_refused_at_once_while_a_call_waits_in_the_queue_untaken, 120)
+{
+    /* one pool thread, held by a poll the frozen database never answers;
+     * a second poll waits in the queue behind it, untaken. Once that one
+     * has waited a quarter of the poll bound, the next poll is refused at
+     * once instead of joining it to wait out the bound (400 ms); nothing
+     * has missed a deadline yet (3 s), so only the queue's age says so */
+    struct sk_th_pg pg;
+    char base[200];
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    const char *flags[] = {
+        "--role", "all", "--db-pool", "1", "--db-timeout-ms", "3000", "--db-poll-wait-ms",
+        "400",    NULL};
+    pg_serve(&pg, "pollsq2", base, flags, &s, &c);
+    uint64_t aid = activity(&c, 100);
+    char oid[3][64];
+    struct sk_th_resp r;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(buy(&c, aid, 51 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
+        wait_order(&c, oid[i], 51 + (uint64_t)i, "created");
+    }
+    /* the poll of a persisted order (its process knows it is) goes to the
+     * database */
+    sk_th_pg_freeze(&pg, 1);
+    struct sk_th_http held[2];
+    for (int i = 0; i < 2; i++) {
+        sk_th_http_open(&held[i], s.port);
+        char req[256];
+        int n = snprintf(req, sizeof req,
+                         "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: %d\r\n\r\n",
+                         oid[i], 51 + i);
+        CHECK(send(held[i].fd, req, (size_t)n, MSG_NOSIGNAL) == n);
+        pause_ms(20);
+    }
+    pause_ms(150); /* the queued one: older than 400 / 4 ms, younger than 400 */
+    int64_t ms;
+    int st = poll_order(&c, oid[2], 53, &r, &ms);
+    CHECK_MSG(st == 503 && is_error(&r, 503, "busy") && retry_after(&r), "poll: %d %s", st, r.body);
+    CHECK_MSG(ms < 200, "refused after %lld ms, not at once", (long long)ms);
+    sk_th_pg_freeze(&pg, 0);
+    for (int i = 0; i < 2; i++)
+        sk_th_http_close(&held[i]);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_pg_stop(&pg);
+}
+
 /* ---- the harness: a test that fails with its server frozen -------------- */
 
 SK_TEST_T(a_test_failing_with_postgres_frozen_leaves_no_stopped_backend, 60)

@@ -4,7 +4,9 @@
  * created -> paid, cancel with exactly one release, a late payment refused,
  * the payment timeout giving stock back to the next buyer, and the
  * refusals (another buyer's order, bad ids, not persisted yet), and a poll
- * of an order put back from the database after its key set vanished. */
+ * of an order put back from the database after its key set vanished;
+ * polls beyond --poll-rate-max refused at once (purchases never), and the
+ * budget changed by a reload. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -263,5 +265,86 @@ SK_TEST(poll_of_an_order_put_back_after_its_key_set_was_rebuilt_is_the_databases
     CHECK_EQ(call(&v, "GET", path, 81, NULL, &r), 200);
     sk_th_resp_field(&r, "status", val, sizeof val);
     CHECK_STR(val, "paid");
+    stop(&v);
+}
+
+static void write_conf(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* n polls of oid by uid back to back; counts the 200s, and checks every
+ * other answer is the budget's refusal: 503 busy with Retry-After, at
+ * once. Returns the 200s; *ms: how long the n took. */
+static int poll_burst(struct srv *v, const char *oid, uint64_t uid, int n, int64_t *ms)
+{
+    char path[128], ra[16];
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    struct sk_th_resp r;
+    int ok = 0;
+    int64_t t0 = sk_mono_ms();
+    for (int i = 0; i < n; i++) {
+        int64_t t1 = sk_mono_ms();
+        int st = call(v, "GET", path, uid, NULL, &r);
+        if (st == 200) {
+            ok++;
+            continue;
+        }
+        CHECK_MSG(st == 503 && strstr(r.body, "\"busy\"") &&
+                      sk_th_http_header(&r, "retry-after", ra, sizeof ra) == 0,
+                  "poll %d: %d %s", i, st, r.body);
+        CHECK_MSG(sk_mono_ms() - t1 < 2000, "a refusal took %lld ms",
+                  (long long)(sk_mono_ms() - t1));
+    }
+    *ms = sk_mono_ms() - t0;
+    return ok;
+}
+
+SK_TEST_T(polls_beyond_the_budget_are_refused_at_once_purchases_are_not_and_a_reload_lifts_it, 120)
+{
+    char conf[400];
+    snprintf(conf, sizeof conf, "%s/poll-budget.conf", sk_th_tmpdir());
+    write_conf(conf, "poll_rate_max = 10\n"); /* a burst of one poll, then ten a second */
+    struct srv v;
+    const char *extra[] = {"--role", "all", "--config", conf, NULL};
+    sk_th_serve_start(&v.s, sk_th_redis_url(), extra);
+    sk_th_http_open(&v.c, v.s.port);
+    int64_t deadline = sk_mono_ms() + 10000;
+    struct sk_th_resp r;
+    while (sk_th_http_req(&v.c, "GET", "/readyz", NULL, NULL, &r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
+        sk_th_nap_ms(10);
+    }
+    uint64_t aid = activity(&v, 100, 1800);
+    char oid[64], other[64];
+    CHECK_EQ(buy(&v, aid, 71, oid, sizeof oid), 200);
+
+    /* 40 polls back to back: the budget lets about one through per 100 ms
+     * (and the one it held), the rest are refused without Redis or the
+     * database */
+    int64_t ms;
+    int ok = poll_burst(&v, oid, 71, 40, &ms);
+    int most = 2 + (int)(10 * ms / 1000);
+    CHECK_MSG(ok >= 1 && ok <= most, "%d of 40 polls answered in %lld ms (at most %d)", ok,
+              (long long)ms, most);
+    /* purchases are never refused for the polls */
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(buy(&v, aid, 72 + (uint64_t)i, other, sizeof other), 200);
+    /* the budget refills: after a second's pause the next poll is answered */
+    sk_th_nap_ms(1000);
+    CHECK_EQ(poll_burst(&v, oid, 71, 1, &ms), 1);
+
+    /* SIGHUP with the budget off: every poll is answered again, on the same
+     * process, without a restart */
+    write_conf(conf, "poll_rate_max = 0\n");
+    CHECK_EQ(kill(v.s.pid, SIGHUP), 0);
+    deadline = sk_mono_ms() + 15000;
+    while (poll_burst(&v, oid, 71, 20, &ms) < 20) {
+        CHECK_MSG(sk_mono_ms() < deadline, "polls still refused after the reload");
+        sk_th_nap_ms(50);
+    }
     stop(&v);
 }

@@ -4,7 +4,8 @@
  * eventfd; a job whose deadline passed while it waited never runs (the
  * store shows it); a queued job can be cancelled, a running one cannot;
  * the queue is bounded (SK_EBUSY); free waits for the running job and
- * completes the rest; the pool's threads run at a lower priority. A "gate" job that holds a pool
+ * completes the rest; the pool's threads run at a lower priority; a cancel
+ * racing a thread decides once. A "gate" job that holds a pool
  * thread until the test opens it stands in for a slow database: real threads, real stores. */
 #include <errno.h>
 #include <inttypes.h>
@@ -380,6 +381,78 @@ POOL_TEST(a_full_queue_first_drops_the_jobs_whose_deadline_passed)
     gate_close(&t.g);
     CHECK(!stored(spec, 5001));
     CHECK(stored(spec, 5003));
+}
+
+/* A job that only counts: cancel races a thread taking it. */
+struct tick {
+    atomic_int ran;
+    int done_calls, rc, cancelled;
+    atomic_int *done_count;
+};
+
+static int tick_run(sk_store *st, void *arg)
+{
+    (void)st;
+    struct tick *t = arg;
+    atomic_fetch_add(&t->ran, 1);
+    return 0;
+}
+
+static void tick_done(void *arg, int rc)
+{
+    struct tick *t = arg;
+    t->rc = rc;
+    t->done_calls++;
+    atomic_fetch_add(t->done_count, 1);
+}
+
+#define RACES 20000
+
+/* The owner hands jobs over without a lock the threads hold (store_pool.c):
+ * a cancel racing the thread that takes the job decides once: either the
+ * job never runs and its done gets SK_ETIMEDOUT, or it runs and its done
+ * gets run's answer; every done runs once, on the owner's thread, and
+ * the counts add up (under the sanitizers, no job is used after it was
+ * freed). */
+SK_TEST(store_pool_a_cancel_racing_the_threads_decides_once)
+{
+    char spec[400];
+    fresh_spec(0, spec, sizeof spec);
+    sk_store_pool *p = pool_new(spec, 3, RACES);
+    atomic_int done = 0;
+    struct tick *t = calloc(RACES, sizeof *t);
+    CHECK(t != NULL);
+    int cancelled = 0;
+    for (int i = 0; i < RACES; i++) {
+        t[i].done_count = &done;
+        sk_store_job *job;
+        CHECK_EQ(sk_store_pool_submit(p, 0, tick_run, tick_done, &t[i], &job), 0);
+        if (i % 2 == 0) {
+            t[i].cancelled = sk_store_pool_cancel(p, job);
+            cancelled += t[i].cancelled;
+        }
+        if (i % 64 == 0) sk_store_pool_drain(p);
+    }
+    drain_until(p, &done, RACES);
+    for (int i = 0; i < RACES; i++) {
+        CHECK_EQ(t[i].done_calls, 1);
+        if (t[i].cancelled) {
+            CHECK_EQ(atomic_load(&t[i].ran), 0);
+            CHECK_EQ(t[i].rc, SK_ETIMEDOUT);
+        } else {
+            CHECK_EQ(atomic_load(&t[i].ran), 1);
+            CHECK_EQ(t[i].rc, 0);
+        }
+    }
+    struct sk_store_pool_stats s;
+    sk_store_pool_stats(p, &s);
+    CHECK_EQ(s.submitted, RACES);
+    CHECK_EQ(s.expired, (uint64_t)cancelled);
+    CHECK_EQ(s.ran, (uint64_t)(RACES - cancelled));
+    CHECK_EQ(s.queued, 0);
+    CHECK_EQ(s.running, 0);
+    sk_store_pool_free(p);
+    free(t);
 }
 
 SK_TEST(store_pool_refuses_bad_sizes_and_an_unopenable_store)

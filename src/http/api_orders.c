@@ -9,7 +9,10 @@
  * progress, in one script); one that needs the database waits for it at most
  * --db-poll-wait-ms, and is refused at once (503, Retry-After) when
  * the database could not answer that soon: polls never queue behind each
- * other for seconds, and never crowd out pays and cancels. */
+ * other for seconds, and never crowd out pays and cancels. Beyond
+ * --poll-rate-max polls per second the process refuses a poll at once
+ * (503 busy, Retry-After), before any Redis or database work: buyers
+ * polling cannot take the CPU the purchases need. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,8 +279,36 @@ static void on_state(void *data, redisReply *rep)
     db_get(app, sk_async_end(app, &op->a), op);
 }
 
+/* 1 when the budget of --poll-rate-max polls per second has room for one
+ * more now (and takes it); 0: refuse. A token bucket holding at most a
+ * tenth of a second's worth (at least one poll), so the polls of a burst
+ * spread over the second instead of taking the CPU all at once. */
+static int poll_budget_take(struct sk_app *app)
+{
+    long long rate = app->cfg.poll_rate_max;
+    if (rate <= 0) return 1;
+    struct sk_poll_budget *b = &app->poll_budget;
+    const int64_t one = 1000000;
+    int64_t full = (rate >= 10 ? rate / 10 : 1) * one;
+    int64_t now = sk_mono_us();
+    int64_t dt = b->at_us && now - b->at_us < one ? now - b->at_us : one;
+    b->at_us = now;
+    b->tokens += dt * rate; /* at most 10^6 us x 10^6 polls/s */
+    if (b->tokens > full) b->tokens = full;
+    if (b->tokens < one) return 0;
+    b->tokens -= one;
+    return 1;
+}
+
 int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
+    if (!poll_budget_take(app)) {
+        sk_metrics_refusal(app->metrics, "busy");
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+        sk_http_error(app, req, m->route, 503, "busy",
+                      "too many order polls on this server; try again");
+        return 0;
+    }
     struct order_op *op = order_op_or_reply(app, req, m);
     if (!op) return 0;
     struct sk_keys k;

@@ -68,6 +68,13 @@ struct sk_db_health {
                                from the database since */
 };
 
+/* The order polls this process may still answer now: a token bucket of
+ * --poll-rate-max per second (api_orders.c). */
+struct sk_poll_budget {
+    int64_t tokens; /* millionths of a poll */
+    int64_t at_us;  /* last refill (sk_mono_us; 0: never) */
+};
+
 struct sk_app {
     struct sk_config cfg;
     h2o_globalconf_t h2o_config;
@@ -86,10 +93,12 @@ struct sk_app {
     sk_metrics *metrics;
     sk_store_pool *pool;       /* the database, off the loop (store_call.h) */
     h2o_socket_t *pool_sock;   /* the pool's eventfd on the loop */
+    int pool_ready;            /* it fired this pass: completions to drain (store_call.h) */
     h2o_timeout_t db_deadline; /* --db-timeout-ms: every wait for the database */
     struct sk_db_health db;
     struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
     struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
+    struct sk_poll_budget poll_budget;  /* --poll-rate-max (api_orders.c) */
     struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                       /* requests accepted, not yet answered */
     int draining;                       /* SIGTERM: no new connections */

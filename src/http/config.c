@@ -437,6 +437,7 @@ static const struct {
     NUM("db_timeout_ms", db_timeout_ms, 1, 600000, "milliseconds", NULL),
     NUM("db_queue_max", db_queue_max, 1, 1000000, NULL, NULL),
     NUM("db_poll_wait_ms", db_poll_wait_ms, 1, 600000, "milliseconds", NULL),
+    NUM("poll_rate_max", poll_rate_max, 0, 1000000, "polls per second", " (no budget)"),
     SET("cors_origins", set_cors_origins),
     SET("jwks_file", set_jwks_file),
     SET("jwt_issuer", set_jwt_issuer),
@@ -477,6 +478,7 @@ void sk_config_defaults(struct sk_config *c)
     c->db_timeout_ms = 1000;
     c->db_queue_max = 1024;
     c->db_poll_wait_ms = 100;
+    c->poll_rate_max = SK_CONFIG_POLL_RATE_MAX;
     snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
     c->jwt_leeway_s = 30;
 }

@@ -93,6 +93,11 @@
  *                     may wait for the database, 1..600000 (default 100):
  *                     one the pool would not finish in time gets 503
  *                     busy with Retry-After at once, never a queue place
+ *   poll_rate_max     order polls (GET /api/v1/orders/{id}) one HTTP
+ *                     process answers per second, 0..1000000 (default
+ *                     2000; 0: no budget); beyond it (with a burst of a
+ *                     tenth of a second's worth) 503 busy with
+ *                     Retry-After at once, before Redis or the database
  *   cors_origins      origins (scheme://host[:port], comma-separated, at
  *                     most 16) whose pages may call /api/ from a browser
  *                     (cors.h); "" (the default) or "off": CORS off
@@ -142,6 +147,7 @@ struct sk_config {
     int sync_replicas, sync_timeout_ms;
     int redis_functions; /* 1: on, 0: off */
     int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
+    long long poll_rate_max;             /* order polls per second per HTTP process; 0: no budget */
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
     char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
     char jwt_issuer[256];                /* "" = any issuer */
@@ -149,6 +155,10 @@ struct sk_config {
     char jwt_user_claim[64];             /* default "sub" */
     int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
 };
+
+/* The default budget of order polls per second per HTTP process
+ * (poll_rate_max). */
+#define SK_CONFIG_POLL_RATE_MAX 2000
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */
 #define SK_CONFIG_SECRET_MIN 16

@@ -653,15 +653,19 @@ static void flush_redis(struct sk_app *app)
 }
 
 /* The loop: one pass of events; then the batches of the pass go to Redis
- * (first: Redis works on them while the answers are written), the
- * answers of the pass go out, and what pipelined requests queued behind
- * them follows. SIGTERM starts a drain of at most 10 s. */
+ * (first: Redis works on them while the answers are written), the store
+ * calls that completed in the pass are answered (after the purchases: a
+ * pass full of polls does not hold the batches back), the answers of the
+ * pass go out, and what pipelined requests queued behind them follows.
+ * SIGTERM starts a drain of at most 10 s. */
 static void serve(struct sk_app *app)
 {
     int64_t drain_deadline = 0, idle_since = 0;
     for (;;) {
         h2o_evloop_run(app->ctx.loop, conns_waiting(app) ? 0 : 20);
         flush_redis(app);
+        /* a completion may queue a Redis command (a ledger read, a release) */
+        if (sk_store_calls_drain(app)) sk_aredis_flush(app->redis);
         flush_conns(app);
         if (app->n_open || app->n_qopen) flush_redis(app);
         sk_aredis_tick(app->redis);

@@ -32,11 +32,20 @@ struct call {
     int64_t max_wait_ms;    /* a poll: answered 503 once it waited longer */
 };
 
+/* Completions are run after the pass's purchase batches left for Redis
+ * (sk_store_calls_drain), not here, in the middle of the pass's reads. */
 static void on_pool_ready(h2o_socket_t *sock, const char *err)
 {
     struct sk_app *app = sock->data;
     (void)err;
-    sk_store_pool_drain(app->pool);
+    app->pool_ready = 1;
+}
+
+size_t sk_store_calls_drain(struct sk_app *app)
+{
+    if (!app->pool_ready || !app->pool) return 0;
+    app->pool_ready = 0;
+    return sk_store_pool_drain(app->pool);
 }
 
 int sk_store_calls_init(struct sk_app *app)
@@ -224,8 +233,12 @@ static void expire_polls(struct sk_app *app);
 
 /* 1 when a poll queued now would not be answered within max_wait_ms: a
  * call missed its deadline (or a poll its bound, answered here first)
- * and nothing has come back since, or the calls ahead of it take longer
- * at the recent time per call. */
+ * and nothing has come back since, a call has waited in the queue for a
+ * quarter of the bound without a thread taking it (the threads, niced
+ * below the loop, do not get the CPU, or the database is slow: each
+ * poll added would wait out its bound and be refused late instead of
+ * now), or the calls ahead of it take longer at the recent time per
+ * call. */
 static int too_late(struct sk_app *app, int64_t max_wait_ms)
 {
     struct sk_db_health *h = &app->db;
@@ -233,6 +246,7 @@ static int too_late(struct sk_app *app, int64_t max_wait_ms)
     if (h->stuck) return 1;
     struct sk_store_pool_stats st;
     sk_store_pool_stats(app->pool, &st);
+    if (st.oldest_queued_ms && sk_mono_ms() - st.oldest_queued_ms > max_wait_ms / 4) return 1;
     size_t ahead = st.queued + st.running;
     size_t threads = st.threads > 0 ? (size_t)st.threads : 1;
     size_t waves = ahead < threads ? 0 : (ahead - threads) / threads + 1;

@@ -55,7 +55,9 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 /* sk_store_call for a request that is better refused than kept waiting
  * (an order poll: the buyer polls again): when the pool would not finish
  * it within max_wait_ms (the calls ahead of it, the recent time per call,
- * the threads), another such request has waited longer than that already,
+ * the threads), a call has waited in the queue for a quarter of
+ * max_wait_ms without a thread taking it, another such request has
+ * waited longer than that already,
  * or a call missed its deadline and nothing has come back from the
  * database since (the database is stuck: until a call or the health
  * probe answers), it answers 503 busy with Retry-After at once, frees ctx
@@ -82,6 +84,13 @@ int sk_store_bg(struct sk_app *app, int64_t deadline_ms, sk_store_run_fn run, sk
 
 /* The deadline of a store call starting now (sk_mono_ms time). */
 int64_t sk_store_deadline(const struct sk_app *app);
+
+/* Once per loop pass, after the pass's purchases went to Redis: runs the
+ * completions of the store calls the pool's eventfd announced in this
+ * pass (their answers, and any Redis command they queue, follow); returns
+ * how many ran. The eventfd's callback only notes it, so a pass that reads
+ * both purchases and completed polls sends the purchases first. */
+size_t sk_store_calls_drain(struct sk_app *app);
 
 /* Periodic (every loop pass): answers the polls waiting past
  * --db-poll-wait-ms (503 unavailable; a queued one never runs) and starts

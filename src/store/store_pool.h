@@ -26,7 +26,11 @@
  * Threads: submit, cancel, drain, stats and free are the owner's (one
  * thread); run is called on a pool thread, one job at a time per handle.
  * Pool threads run SK_STORE_POOL_NICE nice levels below the process: when
- * the CPU is short, the owner's thread goes first. */
+ * the CPU is short, the owner's thread goes first. The owner never waits
+ * for a lock a pool thread holds (jobs and completions change hands by
+ * atomic operations: store_pool.c), so a niced thread kept off the CPU
+ * never holds up the owner's loop; only free waits, for the running
+ * jobs. */
 #ifndef SK_STORE_POOL_H
 #define SK_STORE_POOL_H
 #include <stddef.h>
@@ -87,12 +91,13 @@ int sk_store_pool_cancel(sk_store_pool *p, sk_store_job *job);
 size_t sk_store_pool_drain(sk_store_pool *p);
 
 struct sk_store_pool_stats {
-    uint64_t submitted; /* accepted by submit */
-    uint64_t rejected;  /* refused with SK_EBUSY */
-    uint64_t ran;       /* run called */
-    uint64_t expired;   /* never ran: deadline passed in the queue, or cancelled */
-    size_t queued;      /* waiting now */
-    size_t running;     /* in a thread now */
+    uint64_t submitted;       /* accepted by submit */
+    uint64_t rejected;        /* refused with SK_EBUSY */
+    uint64_t ran;             /* run called */
+    uint64_t expired;         /* never ran: deadline passed in the queue, or cancelled */
+    size_t queued;            /* waiting now */
+    int64_t oldest_queued_ms; /* when the oldest of them was submitted (sk_mono_ms); 0: none */
+    size_t running;           /* in a thread now */
     int threads;
 };
 void sk_store_pool_stats(sk_store_pool *p, struct sk_store_pool_stats *out);

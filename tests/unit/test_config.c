@@ -52,6 +52,7 @@ static const struct field {
     {"db_timeout_ms", offsetof(struct sk_config, db_timeout_ms), FIELD_INT},
     {"db_queue_max", offsetof(struct sk_config, db_queue_max), FIELD_INT},
     {"db_poll_wait_ms", offsetof(struct sk_config, db_poll_wait_ms), FIELD_INT},
+    {"poll_rate_max", offsetof(struct sk_config, poll_rate_max), FIELD_LLONG},
     {"auth_name", 0, FIELD_AUTH_NAME},
     {"role_name", 0, FIELD_ROLE_NAME},
 };
@@ -717,6 +718,28 @@ SK_TEST(config_db_poll_wait_from_every_source)
     char *env[] = {"SECKILL_DB_POLL_WAIT_MS=70", NULL};
     CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
     CHECK_EQ(c.db_poll_wait_ms, 70);
+}
+
+SK_TEST(config_poll_rate_max_from_every_source)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_EQ(c.poll_rate_max, SK_CONFIG_POLL_RATE_MAX);
+    set_ok(&c, "poll_rate_max", "0"); /* no budget */
+    CHECK_EQ(c.poll_rate_max, 0);
+    set_ok(&c, "poll_rate_max", "1000000");
+    CHECK_EQ(c.poll_rate_max, 1000000);
+    set_bad("poll_rate_max", "1000001", "polls per second");
+    set_bad("poll_rate_max", "-1", NULL);
+    set_bad("poll_rate_max", "2k", NULL);
+    char err[256];
+    CHECK_EQ(sk_config_set_flag(&c, "poll-rate-max", "250", err, sizeof err), 0);
+    CHECK_EQ(c.poll_rate_max, 250);
+    CHECK_EQ(file(&c, "poll_rate_max = 40\n", err, sizeof err), 0);
+    CHECK_EQ(c.poll_rate_max, 40);
+    char *env[] = {"SECKILL_POLL_RATE_MAX=70", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ(c.poll_rate_max, 70);
 }
 
 SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
