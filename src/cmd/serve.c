@@ -312,25 +312,28 @@ static int reload_config(int argc, char **argv, struct sk_config *running,
 }
 
 /* A lone process (no supervisor): SIGHUP is blocked in every thread and
- * taken here, so the file is read off the event loop. */
+ * taken here, so the file is read off the event loop. The thread's copy of
+ * the running configuration is made before it starts: the caller's may be
+ * gone by the time a late-scheduled thread would read it (a serve stopped
+ * at once; ThreadSanitizer saw the thread read the exiting main thread's
+ * stack). */
 struct reloader_args {
     int argc;
     char **argv;
-    struct sk_config *cfg;
+    struct sk_config running;
 };
 
 static void *reloader_thread(void *arg)
 {
     struct reloader_args *a = arg;
-    static struct sk_config running;
-    running = *a->cfg;
+    struct sk_config *running = &a->running;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGHUP);
     for (;;) {
         int sig;
         if (sigwait(&set, &sig) == 0 && sig == SIGHUP)
-            reload_config(a->argc, a->argv, &running, sk_reload_area_get());
+            reload_config(a->argc, a->argv, running, sk_reload_area_get());
     }
     return NULL;
 }
@@ -338,7 +341,9 @@ static void *reloader_thread(void *arg)
 static void start_reloader(int argc, char **argv, struct sk_config *cfg)
 {
     static struct reloader_args a;
-    a = (struct reloader_args){argc, argv, cfg};
+    a.argc = argc;
+    a.argv = argv;
+    a.running = *cfg;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGHUP);
