@@ -182,8 +182,10 @@ static void aof_file(const char *dir, const char *suffix, char *out, size_t cap)
     CHECK_MSG(out[0], "no *%s in %s", suffix, d);
 }
 
-/* Where the stream entry of admission number n (its field n) was appended
- * to the AOF file at path. */
+/* Where the stream entry holding admission number n was appended to the
+ * AOF file at path: an entry's field n is its first admission's number
+ * (an admission call writes one entry for all its orders), so the entry
+ * whose n is the greatest not above n. */
 static int64_t aof_offset_of_admission(const char *path, int64_t n)
 {
     FILE *f = fopen(path, "rb");
@@ -193,14 +195,24 @@ static int64_t aof_offset_of_admission(const char *path, int64_t n)
     char *buf = malloc((size_t)sb.st_size + 1);
     CHECK(buf && fread(buf, 1, (size_t)sb.st_size, f) == (size_t)sb.st_size);
     fclose(f);
-    char pat[64], num[24];
-    snprintf(num, sizeof num, "%" PRId64, n);
-    snprintf(pat, sizeof pat, "$1\r\nn\r\n$%zu\r\n%s\r\n", strlen(num), num);
-    const char *at = memmem(buf, (size_t)sb.st_size, pat, strlen(pat));
-    CHECK_MSG(at, "admission %" PRId64 " not in %s", n, path);
-    int64_t off = at - buf;
+    buf[sb.st_size] = 0;
+    static const char pat[] = "$1\r\nn\r\n$";
+    int64_t best = -1, best_n = -1;
+    for (const char *at = buf; (at = memmem(at, (size_t)(buf + sb.st_size - at), pat,
+                                            sizeof pat - 1)) != NULL;
+         at++) {
+        char *end;
+        long len = strtol(at + sizeof pat - 1, &end, 10);
+        if (len < 1 || len > 20 || end[0] != '\r' || end[1] != '\n') continue;
+        int64_t v = strtoll(end + 2, NULL, 10);
+        if (v <= n && v > best_n) {
+            best_n = v;
+            best = at - buf;
+        }
+    }
+    CHECK_MSG(best >= 0, "no entry of admission %" PRId64 " in %s", n, path);
     free(buf);
-    return off;
+    return best;
 }
 
 SK_TEST_T(recovery_redis_restarted_from_an_everysec_aof_missing_its_last_writes_is_replayed, 300)
