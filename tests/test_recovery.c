@@ -198,9 +198,8 @@ static int64_t aof_offset_of_admission(const char *path, int64_t n)
     buf[sb.st_size] = 0;
     static const char pat[] = "$1\r\nn\r\n$";
     int64_t best = -1, best_n = -1;
-    for (const char *at = buf; (at = memmem(at, (size_t)(buf + sb.st_size - at), pat,
-                                            sizeof pat - 1)) != NULL;
-         at++) {
+    for (const char *at = buf;
+         (at = memmem(at, (size_t)(buf + sb.st_size - at), pat, sizeof pat - 1)) != NULL; at++) {
         char *end;
         long len = strtol(at + sizeof pat - 1, &end, 10);
         if (len < 1 || len > 20 || end[0] != '\r' || end[1] != '\n') continue;
