@@ -42,10 +42,22 @@ void sk_th_order_wait(struct sk_th_http *c, const char *oid, uint64_t uid, const
     snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
     int64_t deadline = sk_mono_ms() + timeout_ms;
     for (;;) {
-        CHECK_EQ(sk_th_as_user(c, "GET", path, uid, NULL, r), 200);
-        sk_th_resp_field(r, "status", status, sizeof status);
-        if (!strcmp(status, want)) return;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s, want %s", oid, status, want);
+        int st = sk_th_as_user(c, "GET", path, uid, NULL, r);
+        /* a poll beyond the process's poll budget, or one the database
+         * would not answer within --db-poll-wait-ms, is refused 503 (busy,
+         * or unavailable once it waited its bound): a buyer polls again */
+        if (st == 503) {
+            char err[32] = "";
+            sk_th_resp_field(r, "error", err, sizeof err);
+            CHECK_MSG(!strcmp(err, "busy") || !strcmp(err, "unavailable"), "order %s: 503 %s", oid,
+                      err);
+        } else {
+            CHECK_EQ(st, 200);
+            sk_th_resp_field(r, "status", status, sizeof status);
+            if (!strcmp(status, want)) return;
+        }
+        CHECK_MSG(sk_mono_ms() < deadline, "order %s still %s (last answer %d), want %s", oid,
+                  status, st, want);
         sk_th_nap_ms(20);
     }
 }

@@ -19,8 +19,9 @@ int sk_th_buy_one(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, s
 int sk_th_order_op(struct sk_th_http *c, const char *oid, const char *op, uint64_t uid,
                    struct sk_th_resp *r);
 /* GETs the order as uid until its status is want, at most timeout_ms
- * (fails the test then, or on an answer other than 200); the last answer
- * into r. */
+ * (fails the test then, or on an answer other than 200 or a poll's 503
+ * busy / unavailable, which it polls again after); the last answer into
+ * r. */
 void sk_th_order_wait(struct sk_th_http *c, const char *oid, uint64_t uid, const char *want,
                       int timeout_ms, struct sk_th_resp *r);
 
