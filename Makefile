@@ -284,11 +284,12 @@ FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := framing http1_parse http_body auth router config redis_url http_resp mysql_url cors \
-                jwt order_id order_event
+FUZZ_TARGETS := framing http1_parse http_body purchase_body auth router config redis_url http_resp \
+                mysql_url cors jwt order_id order_event
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
+FUZZ_SRC_purchase_body := $(FUZZ_SRC_http_body)
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
 FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
@@ -305,6 +306,7 @@ FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_i
 FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engine/keys.c \
                         src/redis/stream_id.c src/core/num.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
+FUZZ_LIBS_purchase_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto
 # picohttpparser, as libh2o exports it

@@ -31,7 +31,9 @@
 #include <jansson.h>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "http/auth.h"
+#include "http/http_body.h"
 #include "support/d2_srv_activity.h"
 #include "support/harness.h"
 #include "support/http_api.h"
@@ -66,6 +68,13 @@ SK_TEST(purchase_answers_200_accepted_and_defaults_quantity_to_1)
         CHECK(oid[i][0] != 0);
         CHECK_EQ(JINT(&r, "activity_id"), id);
         CHECK_EQ(JINT(&r, "quantity"), qty[i]);
+        /* byte for byte: the fields in this order, no spaces */
+        char want[256];
+        int wn = snprintf(want, sizeof want,
+                          "{\"status\":\"accepted\",\"order_id\":\"%s\",\"activity_id\":%" PRIu64
+                          ",\"quantity\":%d}",
+                          oid[i], id, qty[i]);
+        CHECK(r.body_len == (size_t)wn && memcmp(r.body, want, (size_t)wn) == 0);
         for (int k = 0; k < i; k++)
             CHECK(strcmp(oid[k], oid[i]) != 0);
     }
@@ -93,6 +102,16 @@ SK_TEST(purchase_refusals_carry_their_code_and_change_no_stock)
     CHECK_EQ(remaining(&v, sold), 0);
     EXPECT_ERROR(buy(&v, sold, 1, NULL, &r), &r, 409, "sold_out");
     EXPECT_ERROR(buy(&v, sold, 2, NULL, &r), &r, 409, "sold_out");
+    /* an error body byte for byte, and one whose message is escaped */
+    static const char sold_body[] = "{\"error\":\"sold_out\",\"message\":\"sold out\"}";
+    CHECK(r.body_len == sizeof sold_body - 1 && memcmp(r.body, sold_body, r.body_len) == 0);
+    EXPECT_ERROR(buy(&v, sold, 2, "<\"", &r), &r, 400, "bad_request");
+    char why[160], esc[256], want[512];
+    int64_t q;
+    CHECK_EQ(sk_body_purchase_full("<\"", 2, &q, why, sizeof why), SK_EINVAL);
+    CHECK(sk_body_json_escape(why, strlen(why), esc, sizeof esc) > 0 && strstr(esc, "\\u003c"));
+    int wn = snprintf(want, sizeof want, "{\"error\":\"bad_request\",\"message\":\"%s\"}", esc);
+    CHECK(r.body_len == (size_t)wn && memcmp(r.body, want, (size_t)wn) == 0);
     CHECK_EQ(remaining(&v, sold), 0);
     expect_stats(&v, sold, 0, 2, 1);
 

@@ -340,6 +340,7 @@ static int take(struct sk_h1conn *c)
 {
     h2o_buffer_t *in = c->sock->input;
     struct sk_h1_head h;
+    int fresh = 0; /* h parsed in this call: it still points into the input */
     if (c->state == SK_H1_HEAD) {
         if (in->size == 0) return 0;
         if (!c->has_begin) {
@@ -360,6 +361,7 @@ static int take(struct sk_h1conn *c)
         c->body_done = h.len;
         memset(&c->chunked, 0, sizeof c->chunked);
         c->continue_due = h.expect_continue; /* armed: sent if the body is not all here */
+        fresh = 1;
     }
     int64_t body = body_ready(c);
     if (body < 0) {
@@ -367,8 +369,10 @@ static int take(struct sk_h1conn *c)
         return c->state != SK_H1_BODY;
     }
     c->continue_due = 0;
-    /* the head again: the input may have moved since it was parsed */
-    if (head_or_refuse(c, c->head_len, 0, &h) != SK_H1_OK) return 1;
+    /* a body that came with its head (the common case) needs no second
+     * parse: only a read since (which may move the input) does; the
+     * decoding of a chunked body never touches the head's bytes */
+    if (!fresh && head_or_refuse(c, c->head_len, 0, &h) != SK_H1_OK) return 1;
     dispatch(c, &h, (size_t)body);
     return 1;
 }

@@ -1,11 +1,14 @@
 /* http_body.c - v1 request bodies through jansson, plus JSON escaping.
  *
- * Why jansson and no hand parser: json_loadb + checks cost ~0.3 us for
- * {"quantity":1} here (measured by purchase_body_parse_cost_is_measured),
- * far below the ~14 us of server CPU per request, so one strict parser is
- * cheaper to trust than two that must agree. A byte pre-scan bounds the
- * nesting depth before jansson recurses. All jansson values are released
- * before returning; results are copied out. */
+ * jansson is the one parser that decides a body. The purchase body has a
+ * fast path in front of it for its common shape, {"quantity":N}: jansson
+ * (its allocations and the object it builds) was about a sixth of serve's
+ * user-space instructions per purchase, counted with callgrind. The fast
+ * path only says yes, for bodies jansson accepts with the same quantity;
+ * anything else, every refusal included, goes to jansson (the fuzz target
+ * purchase_body proves both give the same answer for every input). A byte
+ * pre-scan bounds the nesting depth before jansson recurses. All jansson
+ * values are released before returning; results are copied out. */
 #include "http/http_body.h"
 
 #include "engine/activity.h"
@@ -117,7 +120,42 @@ static int body_int(const char *buf, size_t len, const char *name, int64_t lo, i
     return 0;
 }
 
-int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap)
+/* JSON's whitespace (RFC 8259, and jansson's lexer): past it from p. */
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+int sk_body_purchase_quick(const char *buf, size_t len, int64_t *quantity)
+{
+    static const char key[] = "\"quantity\"";
+    if (!buf) return 0;
+    const char *p = skip_ws(buf, buf + len), *e = buf + len;
+    if (p == e || *p++ != '{') return 0;
+    p = skip_ws(p, e);
+    if ((size_t)(e - p) < sizeof key - 1 || memcmp(p, key, sizeof key - 1) != 0) return 0;
+    p = skip_ws(p + sizeof key - 1, e);
+    if (p == e || *p++ != ':') return 0;
+    p = skip_ws(p, e);
+    /* a canonical integer: no sign, no leading zero; 7 digits at most
+     * bound the value before the range check */
+    if (p == e || *p < '1' || *p > '9') return 0;
+    int64_t v = 0;
+    for (int digits = 0; p < e && *p >= '0' && *p <= '9'; p++) {
+        if (++digits > 7) return 0;
+        v = v * 10 + (*p - '0');
+    }
+    if (v > SK_BODY_QUANTITY_MAX) return 0;
+    p = skip_ws(p, e);
+    if (p == e || *p++ != '}') return 0;
+    if (skip_ws(p, e) != e) return 0;
+    *quantity = v;
+    return 1;
+}
+
+int sk_body_purchase_full(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     if (len == 0) {
@@ -126,6 +164,15 @@ int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, 
     }
     if (!buf) return sk_einval(err, cap, "no body");
     return body_int(buf, len, "quantity", 1, SK_BODY_QUANTITY_MAX, 0, 1, quantity, err, cap);
+}
+
+int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap)
+{
+    if (sk_body_purchase_quick(buf, len, quantity)) {
+        if (err && cap) err[0] = 0;
+        return 0;
+    }
+    return sk_body_purchase_full(buf, len, quantity, err, cap);
 }
 
 /* ---- admin create -------------------------------------------------------- */

@@ -34,9 +34,19 @@
 /* POST /api/v1/activities/{id}/purchase. Empty body (len 0, not even
  * whitespace) or an object without "quantity" -> 1; otherwise quantity
  * must be an integer in 1..SK_BODY_QUANTITY_MAX (the activity's own
- * max_per_order is checked by the caller). Measured ~0.3 us for
- * {"quantity":1} on the development machine (see test_http_body.c). */
+ * max_per_order is checked by the caller). sk_body_purchase_quick, then
+ * sk_body_purchase_full for what it did not decide: the same answer as
+ * sk_body_purchase_full alone for every input (fuzz_purchase_body). */
 int sk_body_purchase(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap);
+
+/* The fast path: the one-field body {"quantity":N}, JSON whitespace around
+ * its tokens, N a canonical integer in 1..SK_BODY_QUANTITY_MAX. 1 with
+ * *quantity set; 0 (nothing written) for every other input, which it
+ * leaves to the full parser. No allocation. */
+int sk_body_purchase_quick(const char *buf, size_t len, int64_t *quantity);
+
+/* The full parser (jansson), which alone decides every refusal. */
+int sk_body_purchase_full(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap);
 
 /* POST /api/v1/activities. */
 struct sk_body_activity {

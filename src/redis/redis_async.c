@@ -22,6 +22,7 @@
 #include "redis/handshake.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_url.h"
+#include "redis/resp.h"
 #include "redis/script.h"
 
 #define BACKOFF_MIN_MS 50
@@ -59,22 +60,13 @@ static int buf_reserve(struct ar_buf *b, size_t more)
     return SK_VEC_RESERVE(b->p, b->cap, b->len + more, 4096) ? SK_ENOMEM : 0;
 }
 
-static int buf_append(struct ar_buf *b, const char *s, size_t n)
-{
-    if (buf_reserve(b, n) < 0) return SK_ENOMEM;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-
-/* RESP array of bulk strings, by hiredis's formatter. */
+/* RESP array of bulk strings, written in place (resp.h). */
 static int encode(struct ar_buf *b, int argc, const char *const *argv, const size_t *lens)
 {
-    char *cmd = NULL;
-    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
-    int rc = n < 0 ? SK_ENOMEM : buf_append(b, cmd, (size_t)n);
-    redisFreeCommand(cmd);
-    return rc;
+    size_t n = sk_resp_cmd_len(argc, argv, lens);
+    if (buf_reserve(b, n) < 0) return SK_ENOMEM;
+    b->len = (size_t)(sk_resp_cmd_put(b->p + b->len, argc, argv, lens) - b->p);
+    return 0;
 }
 
 static int fifo_push(sk_aredis *ar, const struct ar_entry *e)

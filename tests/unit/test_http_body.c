@@ -232,6 +232,58 @@ SK_TEST(purchase_body_survives_nul_bytes_invalid_utf8_and_bad_escapes)
     CHECK_EQ(purchase_ok("{\"q\":\"\xe7\xa7\x92\xe6\x9d\x80\",\"quantity\":9}"), 9); /* 秒杀 */
 }
 
+/* The fast path decides the common shape only, with jansson's answer;
+ * everything else (each refusal included) it leaves to jansson. */
+SK_TEST(purchase_body_fast_path_takes_the_common_shape_and_leaves_the_rest)
+{
+    struct {
+        const char *body;
+        int64_t q; /* 0: left to the full parser */
+    } cases[] = {{"{\"quantity\":1}", 1},
+                 {"{\"quantity\":1000000}", 1000000},
+                 {"{\"quantity\":999999}", 999999},
+                 {" \t\r\n{ \"quantity\"\n:\t7\r}\n ", 7},
+                 {"{\"quantity\":1000001}", 0},
+                 {"{\"quantity\":10000000}", 0},
+                 {"{\"quantity\":0}", 0},
+                 {"{\"quantity\":01}", 0},
+                 {"{\"quantity\":-1}", 0},
+                 {"{\"quantity\":1.0}", 0},
+                 {"{\"quantity\":1e2}", 0},
+                 {"{\"quantity\":1,\"quantity\":2}", 0},
+                 {"{\"quantity\":1,\"a\":2}", 0},
+                 {"{\"a\":2,\"quantity\":1}", 0},
+                 {"{\"quantit\\u0079\":4}", 0},
+                 {"{\"quantity\":1}x", 0},
+                 {"{\"quantity\":1", 0},
+                 {"{\"quantity\":\"1\"}", 0},
+                 {"\v{\"quantity\":1}", 0},
+                 {"{}", 0},
+                 {"", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].body);
+        char *p = exact(cases[i].body, n);
+        int64_t q = -99, qf = -99, qa = -99;
+        int quick = sk_body_purchase_quick(p, n, &q);
+        CHECK_MSG(quick == (cases[i].q != 0), "fast path on %s: %d", cases[i].body, quick);
+        CHECK_MSG(q == (quick ? cases[i].q : -99), "%s: quantity %lld", cases[i].body,
+                  (long long)q);
+        /* and the answer is the full parser's, message included */
+        char ef[128], ea[128];
+        int rf = sk_body_purchase_full(p, n, &qf, ef, sizeof ef);
+        int ra = sk_body_purchase(p, n, &qa, ea, sizeof ea);
+        CHECK_MSG(rf == ra && qf == qa && !strcmp(ef, ea), "%s: %d/%d %s/%s", cases[i].body, rf, ra,
+                  ef, ea);
+        if (quick) CHECK(rf == 0 && qf == q);
+        free(p);
+    }
+    /* only the given bytes are read: a valid body cut short is not one */
+    int64_t q = -99;
+    CHECK_EQ(sk_body_purchase_quick("{\"quantity\":12}", 14, &q), 0);
+    CHECK_EQ(sk_body_purchase_quick(NULL, 0, &q), 0);
+    CHECK_EQ(q, -99);
+}
+
 SK_TEST(purchase_body_parse_cost_is_measured)
 {
     const char *body = "{\"quantity\":1}";
@@ -242,7 +294,12 @@ SK_TEST(purchase_body_parse_cost_is_measured)
     for (int i = 0; i < iters; i++)
         CHECK(sk_body_purchase(body, n, &q, NULL, 0) == 0);
     double per = (double)(sk_mono_us() - t0) / iters;
-    fprintf(stderr, "# sk_body_purchase({\"quantity\":1}): %.3f us per call\n", per);
+    t0 = sk_mono_us();
+    for (int i = 0; i < iters; i++)
+        CHECK(sk_body_purchase_full(body, n, &q, NULL, 0) == 0);
+    double full = (double)(sk_mono_us() - t0) / iters;
+    fprintf(stderr, "# sk_body_purchase({\"quantity\":1}): %.3f us per call (jansson: %.3f)\n", per,
+            full);
     CHECK_EQ(q, 1);
     /* generous: a regression to tens of us would show; sanitizers are slow */
     CHECK_MSG(per < 20.0, "%.3f us per call", per);
@@ -627,6 +684,12 @@ SK_TEST(body_parsers_survive_100000_random_and_mutated_inputs)
         int64_t q = -1;
         int rc = sk_body_purchase(p, n, &q, err, sizeof err);
         CHECK_MSG(rc == 0 || rc == SK_EINVAL, "iteration %d: rc %d", iter, rc);
+        /* the fast path changes no answer */
+        char ferr[128];
+        int64_t fq = -1;
+        CHECK_MSG(sk_body_purchase_full(p, n, &fq, ferr, sizeof ferr) == rc && fq == q &&
+                      !strcmp(ferr, err),
+                  "iteration %d: fast path and full parser disagree", iter);
         if (rc == 0) {
             CHECK(q >= 1 && q <= SK_BODY_QUANTITY_MAX);
             accepted_purchase++;
