@@ -139,6 +139,19 @@ static void wait_order(struct sk_th_http *c, const char *oid, uint64_t uid, cons
     }
 }
 
+/* n orders (n <= 4) of one unit bought by users first, first + 1, ...
+ * and waited for until the database has them (created); their ids into
+ * oid[0..n). */
+static void bought_persisted(struct sk_th_http *c, uint64_t aid, uint64_t first, int n,
+                             char oid[][64])
+{
+    for (int i = 0; i < n; i++) {
+        struct sk_th_resp r;
+        CHECK_EQ(buy(c, aid, first + (uint64_t)i, oid[i], 64, &r), 200);
+        wait_order(c, oid[i], first + (uint64_t)i, "created");
+    }
+}
+
 static int order_op(struct sk_th_http *c, const char *oid, const char *op, uint64_t uid,
                     struct sk_th_resp *r)
 {
@@ -502,10 +515,7 @@ SK_TEST_T(sqlite_held_by_a_writer_pay_and_cancel_answer_503_in_time_and_purchase
     uint64_t aid = activity(&c, 1000);
     char oid[4][64];
     struct sk_th_resp r;
-    for (int i = 0; i < 4; i++) {
-        CHECK_EQ(buy(&c, aid, 21 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
-        wait_order(&c, oid[i], 21 + (uint64_t)i, "created");
-    }
+    bought_persisted(&c, aid, 21, 4, oid);
     long long left = remaining(&c, aid);
     CHECK_EQ(left, 996);
 
@@ -786,10 +796,7 @@ SK_TEST_T(polls_the_database_cannot_answer_in_time_are_refused_at_once_then_serv
     uint64_t aid = activity(&c, 100);
     char oid[4][64];
     struct sk_th_resp r;
-    for (int i = 0; i < 4; i++) {
-        CHECK_EQ(buy(&c, aid, 41 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
-        wait_order(&c, oid[i], 41 + (uint64_t)i, "created");
-    }
+    bought_persisted(&c, aid, 41, 4, oid);
     sk_th_pg_freeze(&pg, 1);
     /* one poll reaches the frozen database and waits there; once nothing
      * has come back for longer than the poll's bound, the others are
@@ -846,10 +853,7 @@ SK_TEST_T(a_poll_is_refused_at_once_while_a_call_waits_in_the_queue_untaken, 120
     uint64_t aid = activity(&c, 100);
     char oid[3][64];
     struct sk_th_resp r;
-    for (int i = 0; i < 3; i++) {
-        CHECK_EQ(buy(&c, aid, 51 + (uint64_t)i, oid[i], sizeof oid[i], &r), 200);
-        wait_order(&c, oid[i], 51 + (uint64_t)i, "created");
-    }
+    bought_persisted(&c, aid, 51, 3, oid);
     /* the poll of a persisted order (its process knows it is) goes to the
      * database */
     sk_th_pg_freeze(&pg, 1);

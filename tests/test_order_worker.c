@@ -333,13 +333,23 @@ static const char *field(const redisReply *fields, const char *name)
     return NULL;
 }
 
+/* A fresh activity of 100 units (limit per user and order `limit`) for
+ * the poison tests: its keys and its id as text, for entries written by
+ * hand. */
+static uint64_t poison_sale(struct sk_th_env *e, int64_t limit, struct sk_keys *k, char *aids,
+                            size_t cap)
+{
+    uint64_t aid = sk_th_env_activity(e, 100, limit, limit, 60);
+    sk_keys_for(k, aid);
+    snprintf(aids, cap, "%" PRIu64, aid);
+    return aid;
+}
+
 BACKEND_TEST(sends_poison_entries_to_the_dlq_after_k_deliveries_and_the_rest_flow_on)
 {
-    uint64_t aid = sk_th_env_activity(e, 100, 1, 1, 60);
     struct sk_keys k;
-    sk_keys_for(&k, aid);
     char aids[24];
-    snprintf(aids, sizeof aids, "%" PRIu64, aid);
+    uint64_t aid = poison_sale(e, 1, &k, aids, sizeof aids);
     buy_n(e, aid, 1, 5);
     redisReply *rep;
     /* Written around the admission script, as a bug or a hand would. */
@@ -454,11 +464,9 @@ BACKEND_TEST(persists_each_order_of_an_entry_of_several_with_its_id_and_key)
  * are poison, whole; a malformed key token only loses its key. */
 BACKEND_TEST(sends_malformed_entries_of_several_orders_to_the_dlq_whole)
 {
-    uint64_t aid = sk_th_env_activity(e, 100, 5, 5, 60);
     struct sk_keys k;
-    sk_keys_for(&k, aid);
     char aids[24];
-    snprintf(aids, sizeof aids, "%" PRIu64, aid);
+    uint64_t aid = poison_sale(e, 5, &k, aids, sizeof aids);
     static const char *const bad[][2] = {
         {"n 1 b 0123abcd c 3 uid %s qty %s", "1 2|1 1 1"}, /* fewer users than c */
         {"n 1 c 2 uid %s qty %s", "1 2|1 1"},              /* no branch */

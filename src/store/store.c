@@ -166,6 +166,23 @@ static int cmp_take(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+int sk_store_persist_scratch(sk_store *st, size_t n, char **inserted, struct sk_store_take **takes)
+{
+    *inserted = malloc(n ? n : 1);
+    *takes = malloc((n ? n : 1) * sizeof **takes);
+    if (*inserted && *takes) return 0;
+    sk_store_persist_scratch_free(*inserted, *takes);
+    *inserted = NULL;
+    *takes = NULL;
+    return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
+}
+
+void sk_store_persist_scratch_free(char *inserted, struct sk_store_take *takes)
+{
+    free(inserted);
+    free(takes);
+}
+
 void sk_store_takes_sort(struct sk_store_take *t, size_t nt)
 {
     if (nt) qsort(t, nt, sizeof *t, cmp_take);

@@ -156,6 +156,11 @@ struct sk_store_take *sk_store_take_add(struct sk_store_take *t, size_t *nt, uin
  * INT64_MAX: above any DB stock, so the summed condition fails and the
  * orders go one by one, as they must. */
 void sk_store_take_units(struct sk_store_take *t, int64_t q);
+/* The scratch of one persist call of n orders: a flag per order (which
+ * were inserted) and room for one take per order. 0, or SK_ENOMEM on st
+ * (nothing allocated); the caller frees both (sk_store_persist_scratch_free). */
+int sk_store_persist_scratch(sk_store *st, size_t n, char **inserted, struct sk_store_take **takes);
+void sk_store_persist_scratch_free(char *inserted, struct sk_store_take *takes);
 /* Sorts t by activity id: two batches then lock shared activity rows in
  * one order. */
 void sk_store_takes_sort(struct sk_store_take *t, size_t nt);

@@ -323,13 +323,9 @@ int sk_pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
 {
     int rc = sk_pg_enter(st);
     if (rc) return rc;
-    char *inserted = malloc(n);
-    struct sk_store_take *takes = malloc(n * sizeof *takes);
-    if (!inserted || !takes) {
-        free(inserted);
-        free(takes);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
-    }
+    char *inserted;
+    struct sk_store_take *takes;
+    if (sk_store_persist_scratch(st, n, &inserted, &takes) < 0) return SK_ENOMEM;
     for (int some = 0; some < 2; some++) {
         *res = (struct sk_persist_result){0};
         *first = (struct sk_stock_failure){0};
@@ -340,7 +336,6 @@ int sk_pg_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
         rc = sk_pg_finish_tx(st, rc, "commit persist");
         break;
     }
-    free(inserted);
-    free(takes);
+    sk_store_persist_scratch_free(inserted, takes);
     return rc ? sk_store_batch_rolled_back(st, rc, n) : 0;
 }

@@ -297,13 +297,9 @@ static int persist_tx(sk_store *st, const struct sk_order *orders, size_t n, int
 int sk_sq_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
                          struct sk_persist_result *res, struct sk_stock_failure *first)
 {
-    char *inserted = malloc(n);
-    struct sk_store_take *takes = malloc(n * sizeof *takes);
-    if (!inserted || !takes) {
-        free(inserted);
-        free(takes);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
-    }
+    char *inserted;
+    struct sk_store_take *takes;
+    if (sk_store_persist_scratch(st, n, &inserted, &takes) < 0) return SK_ENOMEM;
     int rc = 0;
     for (int one_by_one = 0; one_by_one < 2; one_by_one++) {
         /* IMMEDIATE: take the write lock now (waiting up to the busy
@@ -319,7 +315,6 @@ int sk_sq_orders_persist(sk_store *st, const struct sk_order *orders, size_t n,
         if (rc) rc = sk_store_batch_rolled_back(st, rc, n);
         break;
     }
-    free(inserted);
-    free(takes);
+    sk_store_persist_scratch_free(inserted, takes);
     return rc;
 }
