@@ -1,7 +1,8 @@
 /* test_serve_supervisor.c - `seckill serve`'s process supervisor: with
  * --processes 2 (and the order worker of --role all), a process killed
  * with SIGKILL is replaced and the service keeps answering; SIGTERM stops
- * every process and the supervisor exits 0. */
+ * every process and the supervisor exits 0; a process dying of a fault
+ * logs its stack first (core/crash.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +100,62 @@ SK_TEST(serve_stopped_while_a_process_starts_exits_cleanly)
         }
         CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
     }
+}
+
+/* A process that dies of a fault writes its stack to the log first (so a
+ * crash the nemesis meets once can be read afterwards), then dies of that
+ * signal: the supervisor sees SIGSEGV, as without the handler, and puts
+ * another in its place. The fault is sent with kill(2): the same handler
+ * runs for a real one. Under the sanitizers their own report replaces the
+ * stack and the process exits 1, so the test checks only the supervisor's
+ * line there. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SK_FAULT_DEATH "died (exit 1)" /* the sanitizer reports, then exits */
+#else
+#define SK_FAULT_DEATH "died (signal 11)"
+#endif
+SK_TEST(serve_process_dying_of_a_fault_logs_its_stack_and_is_replaced)
+{
+    struct sk_th_serve s;
+    const char *extra[] = {"--role", "api", "--processes", "2", NULL};
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    pid_t kids[8];
+    int n;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while ((n = sk_th_proc_children(s.pid, NULL, kids, 8)) < 2) {
+        CHECK_MSG(sk_mono_ms() < deadline, "only %d children", n);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(kill(kids[0], SIGSEGV), 0);
+    char log[16384] = "";
+    deadline = sk_mono_ms() + 5000;
+    for (;;) {
+        FILE *f = fopen(s.log, "r");
+        CHECK(f != NULL);
+        size_t got = fread(log, 1, sizeof log - 1, f);
+        log[got] = 0;
+        fclose(f);
+        if (strstr(log, SK_FAULT_DEATH)) break;
+        CHECK_MSG(sk_mono_ms() < deadline, "no death seen: %s", log);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    CHECK_MSG(strstr(log, "fatal signal; the stack") != NULL, "%s", log);
+    CHECK_MSG(strstr(log, "seckill(") != NULL, "no frame of the binary: %s", log);
+#endif
+    /* replaced, and the port answers */
+    struct sk_th_http c;
+    struct sk_th_resp r;
+    deadline = sk_mono_ms() + 5000;
+    while (sk_th_proc_children(s.pid, NULL, kids, 8) < 2) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not replaced");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    sk_th_http_open(&c, s.port);
+    CHECK_EQ(sk_th_http_req(&c, "GET", "/healthz", NULL, NULL, &r), 200);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }

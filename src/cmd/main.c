@@ -8,6 +8,7 @@
 
 #include "cmd/commands.h"
 #include "core/cli.h"
+#include "core/crash.h"
 #include "load/load.h"
 
 static const struct {
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
         printf("seckill %s\n", SK_VERSION);
         return SK_EXIT_OK;
     }
+    sk_crash_trace_install(); /* a fault's stack goes to the log first */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     /* the benchmarks left this binary: say where they went */
