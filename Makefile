@@ -20,6 +20,9 @@ ifeq ($(SANITIZE),1)
 BUILD    := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 OPT      := -O1 -g
+# Freed memory filled: a use after free inside a library ASan does not
+# instrument (h2o) reads garbage and dies at once instead of passing
+export ASAN_OPTIONS ?= max_free_fill_size=4096
 else ifeq ($(TSAN),1)
 BUILD    := build-tsan
 SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer

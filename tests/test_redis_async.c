@@ -160,6 +160,60 @@ SK_TEST(async_commands_fail_within_the_timeout_when_redis_stops_then_it_reconnec
     async_end(ar, &srv, 1);
 }
 
+/* serve's pass writes to Redis after h2o's callbacks (flush_redis), then
+ * ticks: a reply timeout there loses the connection and closes its socket
+ * before the next pass. An h2o write that completed at once had put the
+ * socket in h2o's pending list: the next pass freed the closed socket,
+ * then walked it (a SIGSEGV seen under the Sentinel nemesis). Freed memory
+ * is only filled under SANITIZE=1 (ASAN_OPTIONS max_free_fill_size, set by
+ * the Makefile), where the walk dies at once; elsewhere it passes either
+ * way. Same for a connect that completes at once (a unix socket) and is
+ * lost in the same tick. */
+SK_TEST(async_client_lost_right_after_a_write_outside_the_pass_leaves_the_loop_sound)
+{
+    struct sk_th_redis srv;
+    h2o_loop_t *loop = private_redis(&srv);
+    const char *urls[] = {srv.url, srv.unix_url}; /* TCP, and a unix socket */
+    for (int u = 0; u < 2; u++) {
+        sk_aredis *ar = connect_async(loop, urls[u], 50);
+        for (int round = 0; round < 2; round++) {
+            kill(srv.pid, SIGSTOP);
+            struct sk_th_answers a = {0};
+            const char *argv[] = {"PING"};
+            CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), 0);
+            sk_aredis_flush(ar); /* written outside a pass, as serve does */
+            int64_t sent = sk_mono_ms();
+            while (sk_mono_ms() - sent <= 60) { /* past the reply's deadline (50 ms) */
+                struct timespec ts = {0, 2 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            sk_aredis_tick(ar); /* timed out: lost, its socket closed outside a pass */
+            CHECK_EQ(a.nulls, 1);
+            CHECK(!sk_aredis_ready(ar));
+            for (int i = 0; i < 3; i++)
+                h2o_evloop_run(loop, 0); /* the passes after: nothing freed is walked */
+            kill(srv.pid, SIGCONT);
+            int ready = 0;
+            int64_t deadline = sk_mono_ms() + 5000;
+            while (!(ready = sk_aredis_ready(ar)) && sk_mono_ms() < deadline)
+                run_until(loop, ar, &ready, 10);
+            CHECK_MSG(ready, "no reconnect to %s: %s", urls[u], sk_aredis_errstr(ar));
+        }
+        /* and it answers */
+        struct sk_th_answers a = {0};
+        const char *argv[] = {"PING"};
+        CHECK_EQ(sk_aredis_command(ar, sk_th_on_reply, &a, 1, argv, NULL), 0);
+        int done = 0;
+        int64_t deadline = sk_mono_ms() + 5000;
+        while (!(done = a.n == 1) && sk_mono_ms() < deadline)
+            run_until(loop, ar, &done, 10);
+        CHECK(done);
+        CHECK_EQ(a.nulls, 0);
+        sk_aredis_free(ar);
+    }
+    sk_th_redis_stop(&srv, 1);
+}
+
 SK_TEST(async_client_reconnects_after_redis_is_killed_and_restarted)
 {
     struct sk_th_redis srv;

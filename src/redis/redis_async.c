@@ -6,7 +6,10 @@
  * every call below hands it over when ar->cl or ar->sn is set. */
 #include "redis/redis_async.h"
 
+#include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +122,7 @@ static void connection_lost(sk_aredis *ar, const char *why)
     redisReaderFree(ar->reader);
     ar->reader = redisReaderCreate();
     ar->out.len = 0;
+    ar->woff = 0;
     ar->write_busy = 0; /* the old socket's write callback will not reach us */
     ar->backoff_ms = ar->backoff_ms ? ar->backoff_ms * 2 : BACKOFF_MIN_MS;
     if (ar->backoff_ms > BACKOFF_MAX_MS) ar->backoff_ms = BACKOFF_MAX_MS;
@@ -381,24 +385,48 @@ static void on_read(h2o_socket_t *sock, const char *err)
     sk_aredis_flush(ar);
 }
 
-static void on_write(h2o_socket_t *sock, const char *err)
+/* Writes what out holds after woff, as far as the kernel takes it; a
+ * partial write waits for the socket to be writable (on_writable). The
+ * write is ours, not h2o_socket_write: an h2o write that completes at once
+ * schedules its callback in h2o's pending list, and this runs after the
+ * loop pass (outside h2o's callbacks), so a connection lost before the
+ * next pass (a reply timeout in sk_aredis_tick) closed a socket h2o still
+ * had in that list: the next pass freed it, then walked it (a SIGSEGV in
+ * h2o's run_pending under the Sentinel nemesis). Written here, nothing of
+ * ours waits in that list outside a pass, and a close is always safe. */
+static void on_writable(h2o_socket_t *sock, const char *err);
+
+static void write_out(sk_aredis *ar)
+{
+    while (ar->woff < ar->out.len) {
+        /* MSG_NOSIGNAL: a library in any process, SIGPIPE ignored or not */
+        ssize_t n = send(h2o_socket_get_fd(ar->sock), ar->out.p + ar->woff, ar->out.len - ar->woff,
+                         MSG_NOSIGNAL);
+        if (n > 0) {
+            ar->woff += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            connection_lost(ar, strerror(errno));
+            return;
+        }
+        ar->write_busy = 1;
+        h2o_socket_notify_write(ar->sock, on_writable);
+        return;
+    }
+    ar->out.len = ar->woff = 0;
+}
+
+static void on_writable(h2o_socket_t *sock, const char *err)
 {
     sk_aredis *ar = sock->data;
     if (!ar) return;
     ar->write_busy = 0;
-    ar->writing.len = 0;
     if (err) {
         connection_lost(ar, err);
         return;
     }
-    /* h2o 2.2 recomputes a socket's epoll interest only when it is told a
-     * state changed; a write that completed at once (sk_aredis_flush runs
-     * after the loop pass, outside h2o's callbacks) does not tell it, so a
-     * socket still polled for writing from an earlier partial write stayed
-     * so with no writer, and its next "writable" aborted the process (h2o's
-     * write_pending asserts a writer). Reading again, as it already does,
-     * is that notice. */
-    h2o_socket_read_start(sock, on_read);
     sk_aredis_flush(ar);
 }
 
@@ -428,13 +456,7 @@ void sk_aredis_flush(sk_aredis *ar)
         }
     }
     if (ar->write_busy || ar->out.len == 0) return;
-    struct ar_buf t = ar->writing;
-    ar->writing = ar->out;
-    ar->out = t;
-    ar->out.len = 0;
-    ar->write_busy = 1;
-    h2o_iovec_t iov = h2o_iovec_init(ar->writing.p, ar->writing.len);
-    h2o_socket_write(ar->sock, &iov, 1, on_write);
+    write_out(ar);
 }
 
 /* A handshake answer (handshake.h) that does not pass ends the connection. */
@@ -504,10 +526,20 @@ static void enqueue_scripts(sk_aredis *ar)
     }
 }
 
+/* The socket became writable: connected, or the connect failed (its
+ * SO_ERROR says why). */
 static void on_connect(h2o_socket_t *sock, const char *err)
 {
     sk_aredis *ar = live_client(sock, err);
     if (!ar) return;
+    int so_err = 0;
+    socklen_t len = sizeof so_err;
+    if (getsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_ERROR, &so_err, &len) != 0)
+        so_err = errno;
+    if (so_err) {
+        connection_lost(ar, strerror(so_err));
+        return;
+    }
     set_state(ar, AR_HANDSHAKE);
     h2o_socket_read_start(sock, on_read);
     ar->fn = 0;
@@ -543,12 +575,27 @@ static void start_connect(sk_aredis *ar)
         return;
     }
     set_state(ar, AR_CONNECTING);
-    ar->sock = h2o_socket_connect(ar->loop, (struct sockaddr *)&ar->addr, ar->addrlen, on_connect);
-    if (!ar->sock) {
-        connection_lost(ar, "connect failed");
+    /* connect(2) here, not h2o_socket_connect: a connect that completes at
+     * once (a unix socket) would put its callback in h2o's pending list
+     * outside a pass (see write_out); "writable" reports it in the pass */
+    int fd = socket(ar->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        connection_lost(ar, strerror(errno));
         return;
     }
+    if (ar->addr.ss_family != AF_UNIX) {
+        int on = 1; /* commands go out whole and at once: no Nagle delay */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    }
+    if (connect(fd, (struct sockaddr *)&ar->addr, ar->addrlen) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        connection_lost(ar, strerror(e));
+        return;
+    }
+    ar->sock = h2o_evloop_socket_create(ar->loop, fd, 0);
     ar->sock->data = ar;
+    h2o_socket_notify_write(ar->sock, on_connect);
 }
 
 /* The resolver's answer (core/resolve.h): the address to connect to, or
@@ -704,7 +751,6 @@ void sk_aredis_free(sk_aredis *ar)
     connection_lost(ar, "closed");
     redisReaderFree(ar->reader);
     free(ar->out.p);
-    free(ar->writing.p);
     free(ar->fifo);
     free(ar->held);
     free(ar);

@@ -54,8 +54,9 @@ struct sk_aredis {
     int resolve_warned; /* a failed resolution was logged */
     int timeout_ms;
     redisReader *reader;
-    struct ar_buf out, writing; /* queued / handed to h2o (must live until on_write) */
-    int write_busy;
+    struct ar_buf out; /* encoded commands; the first woff bytes are written */
+    size_t woff;
+    int write_busy;        /* the kernel took part of out: waiting until writable */
     struct ar_entry *fifo; /* ring buffer */
     size_t head, count, cap;
     int64_t state_since_ms, next_try_ms;
