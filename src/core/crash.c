@@ -25,7 +25,8 @@ static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
  * of the same signal. */
 static void on_fault(int sig)
 {
-    static const char head[] = "seckill: fatal signal; the stack (addr2line -e <binary> <+offset>):\n";
+    static const char head[] =
+        "seckill: fatal signal; the stack (addr2line -e <binary> <+offset>):\n";
     (void)!write(STDERR_FILENO, head, sizeof head - 1);
     void *frames[64];
     int n = backtrace(frames, 64);
