@@ -21,8 +21,8 @@
 static const int fault_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 /* Only async-signal-safe calls: write, backtrace (its library is loaded
- * at install), backtrace_symbols_fd (no malloc), then the default action
- * of the same signal. */
+ * at install), backtrace_symbols_fd (no malloc), then the same signal
+ * again, which SA_RESETHAND has given its default action. */
 static void on_fault(int sig)
 {
     static const char head[] =
@@ -31,7 +31,6 @@ static void on_fault(int sig)
     void *frames[64];
     int n = backtrace(frames, 64);
     backtrace_symbols_fd(frames, n, STDERR_FILENO);
-    signal(sig, SIG_DFL);
     raise(sig);
 }
 #endif

@@ -584,7 +584,7 @@ static void start_connect(sk_aredis *ar)
         return;
     }
     if (ar->addr.ss_family != AF_UNIX) {
-        int on = 1; /* commands go out whole and at once: no Nagle delay */
+        int on = 1; /* as h2o_socket_connect did: no Nagle delay on a pipeline */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
     }
     if (connect(fd, (struct sockaddr *)&ar->addr, ar->addrlen) != 0 && errno != EINPROGRESS) {
