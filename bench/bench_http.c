@@ -496,6 +496,27 @@ static double other_cpu(const struct phase *p)
     return o > 0 ? o : 0;
 }
 
+/* CPU per request of the phase's own processes (servers, Redis, the
+ * load generator; not other processes, not the hypervisor's steal), in
+ * µs; 0 when the phase did not run. */
+static double work_us(const struct phase *p)
+{
+    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
+                  p->cpu[CPU_LOAD];
+    return p->ran && p->rps > 0 ? ours / p->rps * 1e6 : 0;
+}
+
+/* What a phase's ratio to the static one would be if both kept the
+ * machine equally busy: the static phase's CPU per request over this
+ * one's. It separates what a request costs from how well the phase keeps
+ * the cores busy (a closed loop of three processes on two cores idles
+ * where nginx's two do not: BENCHMARKS.md, session 9). */
+static double equal_cpu_ratio(const struct phase *p, const struct phase *ref)
+{
+    double w = work_us(p), r = work_us(ref);
+    return w > 0 && r > 0 ? r / w : 0;
+}
+
 static const char *met(int ok)
 {
     return ok ? "met" : "NOT met";
@@ -550,6 +571,28 @@ static void print_queue_table(const struct phase *ph)
         if (p->script_us >= 0) snprintf(script, sizeof script, "%.2f", p->script_us);
         printf("%-44s %12.0f %8.2f %14.2f %14s %14.1f\n", p->label, p->rps, ratio(p, &ph[PH_ADMIT]),
                p->cpu[CPU_REDIS] / p->rps * 1e6, script, p->cpu[CPU_SERVE] / p->rps * 1e6);
+    }
+}
+
+/* CPU per request of each phase's processes, and the throughput it
+ * allows: the phase's ceiling on this machine. */
+static void print_work_table(const struct report *R)
+{
+    const struct phase *ph = R->ph;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("\nwork per request (the phase's processes: server, Redis, load generator; not "
+           "steal):\n");
+    printf("%-44s %12s %10s %18s %16s\n", "phase", "CPU us/req", "cores", "req/s at all cores",
+           "x static at =CPU");
+    for (int i = 0; i < PH_COUNT; i++) {
+        const struct phase *p = &ph[i];
+        double w = work_us(p);
+        if (!p->ran || i == PH_WRK || w <= 0) continue;
+        char eq[16] = "";
+        if (i != PH_STATIC && i != PH_STATIC_GET && ph[PH_STATIC].ran)
+            snprintf(eq, sizeof eq, "%.2f", equal_cpu_ratio(p, &ph[PH_STATIC]));
+        printf("%-44s %12.1f %10.2f %18.0f %16s\n", p->label, w, w * p->rps / 1e6,
+               (double)ncpu * 1e6 / w, eq);
     }
 }
 
@@ -626,6 +669,7 @@ static void print_table(const struct report *R)
                    p->rps > 0 ? p->cpu[CPU_REDIS] / p->rps * 1e6 : 0);
         printf("\n");
     }
+    print_work_table(R);
     if (sysc_method != SK_SYSC_NONE) print_sysc_table(R);
     if (R->o->waiting_room) print_queue_table(ph);
     if (disturbed)
@@ -650,6 +694,10 @@ static void print_table(const struct report *R)
     if (R->have_nginx) {
         printf("  admission >= %.1f x static:        %.2f  %s\n", R->target_admit, R->admit_ratio,
                met(R->t_admit));
+        printf("    (at equal CPU use: %.2f; cores busy %.2f against static's %.2f)\n",
+               equal_cpu_ratio(&ph[PH_ADMIT], &ph[PH_STATIC]),
+               work_us(&ph[PH_ADMIT]) * ph[PH_ADMIT].rps / 1e6,
+               work_us(&ph[PH_STATIC]) * ph[PH_STATIC].rps / 1e6);
         printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
                (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
         printf("  sold-out >= %.2f x static:        %.2f  %s\n", TARGET_SOLDOUT_RATIO,
@@ -701,6 +749,7 @@ static void print_json(const struct report *R)
             for (int k = 0; k < CPU_N; k++)
                 json_object_set_new(c, cpu_names[k], json_real(p->cpu[k]));
             json_object_set_new(c, "other", json_real(other_cpu(p)));
+            json_object_set_new(x, "cpu_us_per_req_ours", json_real(work_us(p)));
             json_object_set_new(x, "cpu_cores", c);
         }
         if (p->sysc_ok) {
@@ -726,6 +775,8 @@ static void print_json(const struct report *R)
     if (R->have_nginx) {
         json_object_set_new(j, "admission_x_static", json_real(R->admit_ratio));
         json_object_set_new(j, "soldout_x_static", json_real(R->soldout_ratio));
+        json_object_set_new(j, "admission_x_static_equal_cpu",
+                            json_real(equal_cpu_ratio(&R->ph[PH_ADMIT], &R->ph[PH_STATIC])));
     } else {
         json_object_set_new(j, "static_reference_missing", json_string(R->nginx_note));
     }
