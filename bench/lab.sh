@@ -60,6 +60,11 @@ serve_ticks() {
     for p in $sp $(pgrep -P "$sp"); do t=$((t + $(cpu_ticks "$p"))); done
     echo $t
 }
+# CPU seconds of this shell's waited-for children in a `times` output
+# (bash's builtin, run in this shell: a subshell's would count its own)
+children_s() {
+    awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"
+}
 stat_col() { awk -v c="$1" '/^cpu /{print $c}' /proc/stat; }
 batches() {
     curl -s "127.0.0.1:$P/metrics" | awk '/^seckill_batch_size_count/{print $2}'
@@ -75,16 +80,22 @@ load() {
     local s0 r0 i0 st0 b0 t0
     s0=$(serve_ticks); r0=$(cpu_ticks "$rp"); i0=$(stat_col 5); st0=$(stat_col 9)
     b0=$(batches); t0=$(date +%s.%N)
+    local c0 c1
+    times >"$D/times0"
     "$b/seckill" load --url "http://127.0.0.1:$P" --activity "$act" --connections "${C:-200}" \
         --requests "$n" --users 100000000 --user-base "$RANDOM$RANDOM" --order-check no --quiet \
-        "$@" 2>&1 | grep -E "verification|errors"
+        "$@" >"$D/load.out" 2>&1
+    times >"$D/times1"
+    c0=$(children_s "$D/times0")
+    c1=$(children_s "$D/times1")
+    grep -E "verification|errors" "$D/load.out"
     local t1 s1 r1 i1 st1 b1
     t1=$(date +%s.%N); s1=$(serve_ticks); r1=$(cpu_ticks "$rp"); i1=$(stat_col 5)
     st1=$(stat_col 9); b1=$(batches)
-    awk -v n="$n" -v t="$(echo "$t1 - $t0" | bc)" -v s=$((s1 - s0)) -v r=$((r1 - r0)) \
+    awk -v n="$n" -v t="$(echo "$t1 - $t0" | bc)" -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v l="$(echo "$c1 - $c0" | bc)" \
         -v i=$((i1 - i0)) -v st=$((st1 - st0)) -v bt=$((${b1:-0} - ${b0:-0})) -v hz="$hz" 'BEGIN {
-        printf "req/s %.0f  serve us/req %.2f  redis us/req %.2f  idle cores %.2f  steal cores %.2f  mean batch %.1f\n",
-            n / t, s / hz * 1e6 / n, r / hz * 1e6 / n, i / hz / t, st / hz / t, (bt > 0 ? n / bt : 0) }'
+        printf "req/s %.0f  serve us/req %.2f  redis us/req %.2f  load us/req %.2f  idle cores %.2f  steal cores %.2f  mean batch %.1f\n",
+            n / t, s / hz * 1e6 / n, r / hz * 1e6 / n, l * 1e6 / n, i / hz / t, st / hz / t, (bt > 0 ? n / bt : 0) }'
 }
 
 down() {

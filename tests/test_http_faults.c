@@ -13,6 +13,10 @@
  *       RST, and HTTP/2 connections the server drops while their requests
  *       wait on a stopped Redis): no crash (ASan), the admission stands,
  *       stock accounting holds.
+ *  7    the batch window (--batches-in-flight): with Redis stopped and the
+ *       window's batches out, purchases of later passes wait in one
+ *       batch; once Redis is back every purchase is answered 200 and the
+ *       calls are counted (and without a window, one call per pass).
  * After each: the invariants (docs/design.md) on Redis (no oversell, per-user limit,
  * stream length == orders, stock + sum(buyers) == initial), the server's
  * log holds no sanitizer report and no restarted worker, and it exits 0 on
@@ -502,4 +506,83 @@ SK_TEST(client_disconnect_before_answer_keeps_its_admission)
     stop_server(&s);
     sk_redis_free(r);
     sk_th_redis_stop(&rs, 1);
+}
+
+/* ---- 7: the batch window ---- */
+
+enum { WINDOW_BUYERS = 24 };
+
+/* WINDOW_BUYERS purchases, each read in a pass of its own (the next is
+ * sent only once /metrics, answered in a later pass, counts the previous
+ * one as waiting) while Redis is stopped; then Redis goes on. Returns how
+ * many purchase_batch calls carried them (serve's batch histogram). */
+static int64_t batches_for_stopped_redis(const char *window)
+{
+    alarm(TEST_ALARM_S);
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    sk_redis *r = redis_to(rs.url);
+    uint64_t aid = sk_th_unique_id();
+    open_activity(r, aid, 1000, 1, 1);
+    struct sk_th_serve s;
+    /* Redis stays stopped for a moment: waited for, not timed out */
+    const char *extra[] = {"--redis-timeout-ms", "20000", "--batches-in-flight", window, NULL};
+    serve_start(&s, rs.url, extra);
+    int64_t calls0 = metric(s.port, "seckill_batch_size_count");
+    int64_t sum0 = metric(s.port, "seckill_batch_size_sum");
+    CHECK(calls0 >= 0 && sum0 >= 0);
+
+    kill(rs.pid, SIGSTOP);
+    static struct hconn c[WINDOW_BUYERS];
+    static struct rec q[WINDOW_BUYERS];
+    for (int i = 0; i < WINDOW_BUYERS; i++) {
+        CHECK_MSG(hc_open(&c[i], s.port) == 0, "connect: %s", strerror(errno));
+        q[i] = (struct rec){.user = (uint32_t)(i + 1), .qty = 1};
+        CHECK_EQ(send_purchase(&c[i], aid, NULL, &q[i]), 0);
+        CHECK_MSG(POLL_UNTIL(metric(s.port, "seckill_inflight_requests") == i + 1, 5000),
+                  "purchase %d not waiting: in flight %" PRId64, i + 1,
+                  metric(s.port, "seckill_inflight_requests"));
+    }
+    /* one more pass: the last purchase's batch is sent, or held */
+    CHECK_EQ(metric(s.port, "seckill_inflight_requests"), WINDOW_BUYERS);
+    kill(rs.pid, SIGCONT);
+
+    for (int i = 0; i < WINDOW_BUYERS; i++) {
+        read_purchase(&c[i], aid, &q[i]);
+        CHECK_MSG(q[i].outcome == OUT_ANSWERED && q[i].status == 200 && !q[i].bad_body,
+                  "buyer %d: outcome %d status %d %s", i + 1, q[i].outcome, q[i].status, q[i].err);
+        hc_close(&c[i]);
+    }
+    int64_t calls = metric(s.port, "seckill_batch_size_count") - calls0;
+    CHECK_EQ(metric(s.port, "seckill_batch_size_sum") - sum0, WINDOW_BUYERS);
+
+    struct view v;
+    view_load(r, aid, &v);
+    check_invariants(&v, 1000, 1);
+    CHECK_EQ(v.nlg, (size_t)WINDOW_BUYERS);
+    for (int i = 0; i < WINDOW_BUYERS; i++) {
+        const struct lentry *e = ledger_find(&v, q[i].oid);
+        CHECK_MSG(e && e->user == q[i].user, "buyer %d's order %s is not in the ledger", i + 1,
+                  q[i].oid);
+    }
+    view_free(&v);
+    stop_server(&s);
+    sk_redis_free(r);
+    sk_th_redis_stop(&rs, 1);
+    return calls;
+}
+
+SK_TEST(purchases_behind_a_full_batch_window_go_in_one_call)
+{
+    /* two calls out (the first two buyers), the 22 others in the third */
+    int64_t calls = batches_for_stopped_redis("2");
+    printf("    # %d purchases, window 2: %" PRId64 " calls\n", WINDOW_BUYERS, calls);
+    CHECK_EQ(calls, 3);
+}
+
+SK_TEST(without_a_batch_window_every_pass_sends_its_call)
+{
+    int64_t calls = batches_for_stopped_redis("0");
+    printf("    # %d purchases, no window: %" PRId64 " calls\n", WINDOW_BUYERS, calls);
+    CHECK_EQ(calls, WINDOW_BUYERS);
 }

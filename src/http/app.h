@@ -26,6 +26,14 @@ struct sk_stock_state;
 struct sk_activity;
 
 /* What this process knows about one activity without asking Redis. */
+/* Purchase batches of one key set (an activity's own keys, or one
+ * segment's) sent to Redis and not answered yet: --batches-in-flight. */
+struct sk_flight {
+    uint64_t aid;
+    int seg;
+    int n;
+};
+
 struct sk_act_cache {
     uint64_t id;
     int sold_out;       /* Redis said stock 0: refuse locally */
@@ -104,6 +112,8 @@ struct sk_app {
     int draining;                       /* SIGTERM: no new connections */
     struct sk_batch **open_batches;     /* purchases of this loop pass, per activity */
     size_t n_open, cap_open;
+    struct sk_flight *flights; /* purchase batches out to Redis, per key set (purchase_batch.c) */
+    size_t n_flights, cap_flights;
     struct sk_act_cache *acts;
     struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
     struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */

@@ -93,6 +93,11 @@
  *                     may wait for the database, 1..600000 (default 100):
  *                     one the pool would not finish in time gets 503
  *                     busy with Retry-After at once, never a queue place
+ *   batches_in_flight purchase batches of one key set (an activity, or one
+ *                     of its segments) one HTTP process keeps out to Redis
+ *                     at once, 0..64 (default 2; 0: no limit); what
+ *                     arrives meanwhile waits in one batch for the first
+ *                     answer, so a busy process sends fewer, larger calls
  *   poll_rate_max     order polls (GET /api/v1/orders/{id}) one HTTP
  *                     process answers per second, 0..1000000 (default
  *                     2000; 0: no budget); beyond it (with a burst of a
@@ -148,6 +153,7 @@ struct sk_config {
     int redis_functions; /* 1: on, 0: off */
     int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
     long long poll_rate_max;             /* order polls per second per HTTP process; 0: no budget */
+    int batches_in_flight;               /* per key set and process; 0: no limit */
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
     char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
     char jwt_issuer[256];                /* "" = any issuer */
@@ -159,6 +165,10 @@ struct sk_config {
 /* The default budget of order polls per second per HTTP process
  * (poll_rate_max). */
 #define SK_CONFIG_POLL_RATE_MAX 2000
+
+/* The default window of purchase batches out to Redis per key set and
+ * HTTP process (batches_in_flight; BENCHMARKS.md, "The batch window"). */
+#define SK_CONFIG_BATCHES_IN_FLIGHT 2
 
 /* Shortest hmac_secret (and hmac_secret_prev) accepted. */
 #define SK_CONFIG_SECRET_MIN 16

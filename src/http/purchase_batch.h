@@ -1,7 +1,9 @@
 /* purchase_batch.h - batching of purchases: those that arrive in one
  * event-loop pass go to Redis as one purchase_batch call per key set (an
  * activity's own, or one home segment), sent at the end of that pass (no
- * timer, so batching adds no delay). Rate limits travel inside that call
+ * timer), unless the key set has --batches-in-flight calls out already:
+ * then the batch stays open until one of them is answered (the batch
+ * window, purchase_batch.c). Rate limits travel inside that call
  * (docs/rate-limit.md), and so does what this host saw last of the key set
  * (the rollback guard, http/label_mem.h). The reply is answered here; a
  * segment's stock refusals go to a borrow (purchase_borrow.h). */
@@ -36,7 +38,8 @@ struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t activity_id, int seg)
 struct sk_batch *sk_batch_for(struct sk_app *app, uint64_t activity_id, int seg);
 /* Sends b; its reply answers its purchases, and frees it. */
 void sk_batch_send(struct sk_app *app, struct sk_batch *b);
-/* End of a loop pass: send the batches collected in it. */
+/* End of a loop pass: send the batches collected in it, except those of
+ * key sets whose batch window is full (they stay open). */
 void sk_purchase_flush(struct sk_app *app);
 
 #endif

@@ -15,7 +15,8 @@
  * Live (applied at once): log_level, the rate limits, trusted_proxies,
  * admin_token, the HMAC secrets and key ids and their TTL bound, the JWT
  * key set, issuer, audience, user claim and leeway, max_connections (open
- * connections stay even above a lower cap), db_poll_wait_ms, poll_rate_max. Every other
+ * connections stay even above a lower cap), db_poll_wait_ms, poll_rate_max,
+ * batches_in_flight. Every other
  * setting needs a restart: the log line of a reload names each one that
  * changed. */
 #ifndef SK_RELOAD_H

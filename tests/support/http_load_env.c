@@ -170,7 +170,7 @@ void do_purchase(struct hconn *c, uint64_t aid, struct rec *q)
     do_purchase_key(c, aid, NULL, q);
 }
 
-void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec *q)
+int send_purchase(struct hconn *c, uint64_t aid, const char *key, struct rec *q)
 {
     char req[600], body[64], hk[96] = "";
     int bl = snprintf(body, sizeof body, "{\"quantity\":%d}", q->qty);
@@ -184,9 +184,14 @@ void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec 
     if (write_all(c->fd, req, (size_t)n) < 0) {
         q->outcome = OUT_SEND_FAILED;
         q->t_done_us = sk_mono_us();
-        return;
+        return -1;
     }
     q->sent = 1;
+    return 0;
+}
+
+void read_purchase(struct hconn *c, uint64_t aid, struct rec *q)
+{
     struct hresp h;
     int rd = hc_read(c->fd, &h);
     q->t_done_us = sk_mono_us();
@@ -203,6 +208,11 @@ void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec 
     case RD_TIMEOUT: q->outcome = OUT_TIMEOUT; break;
     default: q->outcome = OUT_BAD; break;
     }
+}
+
+void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec *q)
+{
+    if (send_purchase(c, aid, key, q) == 0) read_purchase(c, aid, q);
 }
 
 struct rec buy_one(struct hconn *c, uint64_t aid, uint32_t user, int qty)

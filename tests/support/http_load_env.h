@@ -94,6 +94,10 @@ int write_all(int fd, const char *p, size_t n);
 void do_purchase(struct hconn *c, uint64_t aid, struct rec *q);
 /* The same with an Idempotency-Key header (key NULL: none). */
 void do_purchase_key(struct hconn *c, uint64_t aid, const char *key, struct rec *q);
+/* Its two halves, for a test that keeps several purchases waiting: the
+ * request (0, or -1 with q->outcome OUT_SEND_FAILED), then its answer. */
+int send_purchase(struct hconn *c, uint64_t aid, const char *key, struct rec *q);
+void read_purchase(struct hconn *c, uint64_t aid, struct rec *q);
 /* One purchase as user on c, reopened when closed; a test failure unless
  * it was answered with a well-formed body. */
 struct rec buy_one(struct hconn *c, uint64_t aid, uint32_t user, int qty);

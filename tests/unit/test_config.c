@@ -53,6 +53,7 @@ static const struct field {
     {"db_queue_max", offsetof(struct sk_config, db_queue_max), FIELD_INT},
     {"db_poll_wait_ms", offsetof(struct sk_config, db_poll_wait_ms), FIELD_INT},
     {"poll_rate_max", offsetof(struct sk_config, poll_rate_max), FIELD_LLONG},
+    {"batches_in_flight", offsetof(struct sk_config, batches_in_flight), FIELD_INT},
     {"auth_name", 0, FIELD_AUTH_NAME},
     {"role_name", 0, FIELD_ROLE_NAME},
 };
@@ -740,6 +741,28 @@ SK_TEST(config_poll_rate_max_from_every_source)
     char *env[] = {"SECKILL_POLL_RATE_MAX=70", NULL};
     CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
     CHECK_EQ(c.poll_rate_max, 70);
+}
+
+SK_TEST(config_batches_in_flight_from_every_source)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_EQ(c.batches_in_flight, SK_CONFIG_BATCHES_IN_FLIGHT);
+    set_ok(&c, "batches_in_flight", "0"); /* no window */
+    CHECK_EQ(c.batches_in_flight, 0);
+    set_ok(&c, "batches_in_flight", "64");
+    CHECK_EQ(c.batches_in_flight, 64);
+    set_bad("batches_in_flight", "65", "batches");
+    set_bad("batches_in_flight", "-1", NULL);
+    set_bad("batches_in_flight", "two", NULL);
+    char err[256];
+    CHECK_EQ(sk_config_set_flag(&c, "batches-in-flight", "3", err, sizeof err), 0);
+    CHECK_EQ(c.batches_in_flight, 3);
+    CHECK_EQ(file(&c, "batches_in_flight = 4\n", err, sizeof err), 0);
+    CHECK_EQ(c.batches_in_flight, 4);
+    char *env[] = {"SECKILL_BATCHES_IN_FLIGHT=5", NULL};
+    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ(c.batches_in_flight, 5);
 }
 
 SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
