@@ -289,18 +289,26 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
                               .xfer_qty = b->borrow ? b->xfer_qty : 0};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
+    /* counted before the call, whose callback ends the flight (and frees
+     * b); not counted when out of memory: the window is then open, as
+     * without one */
+    uint64_t aid = b->aid;
+    int seg = b->seg, counted = 0;
+    struct sk_flight *f = flight_of(app, aid, seg, 1);
+    if (f) {
+        f->n++;
+        counted = 1;
+    }
     if (sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0 &&
         (nk = sk_stock_batch_keys(&k, &rl, ps, b->n, buf + cap, kcap, keys)) > 0)
         rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)argc, args,
                                  lens, on_batch_reply, b);
     free(mem);
     if (rc < 0) {
+        /* no callback will run */
+        if (counted) flight_end(app, aid, seg);
         fail_batch(b, "redis is unreachable; try again");
-        return;
     }
-    /* not counted when out of memory: the window is then open, as without one */
-    struct sk_flight *f = flight_of(app, b->aid, b->seg, 1);
-    if (f) f->n++;
 }
 
 /* 1 when b stays open for the next pass: its key set has the window's
