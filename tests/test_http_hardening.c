@@ -658,7 +658,7 @@ static int cmdline_has(pid_t pid, const char *needle)
 
 SK_TEST(secrets_from_files_and_the_environment_stay_out_of_ps)
 {
-    char out[4096];
+    static char out[16384]; /* the whole of serve --help */
     const char *help[] = {"serve", "--help", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, help), 0);
     CHECK_MSG(strstr(out, "`ps`") && strstr(out, "--admin-token-file") &&

@@ -437,8 +437,17 @@ SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150
     pid_t pids2[1];
     load_start(L2, 1, 4, pids2);
     int base = atomic_load(&L->accepted);
-    CHECK_MSG(POLL_UNTIL(atomic_load(&L->accepted) >= base + 300, 30000),
-              "serve did not admit after the old master came back (log %s)", s.log);
+    if (!POLL_UNTIL(atomic_load(&L->accepted) >= base + 300, 30000)) {
+        /* a rare flake under load (docs/notes/open-questions.md): its log */
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "grep -v ' info worker' %s | tail -40", s.log);
+        if (system(cmd) != 0) printf("    (no log)\n");
+        printf("    # /metrics: in flight %" PRId64 ", batches %" PRId64 ", 503s %d\n",
+               metric(s.port, "seckill_inflight_requests"),
+               metric(s.port, "seckill_batch_size_count"), atomic_load(&L->n503));
+        CHECK_MSG(0, "serve did not admit after the old master came back: %d 200s since (log %s)",
+                  atomic_load(&L->accepted) - base, s.log);
+    }
     if (!POLL_UNTIL(atomic_load(&L2->accepted) >= 300, 30000)) {
         char cmd[600];
         snprintf(cmd, sizeof cmd, "grep -v ' info worker' %s | tail -25", s2.log);
