@@ -173,10 +173,8 @@ SK_TEST_T(functions_purchases_succeed_after_a_restart_that_kept_or_lost_the_libr
     alarm(TEST_ALARM_S);
     const char *aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
     struct sk_th_redis srv;
-    sk_th_redis_start(&srv, aof);
-    sk_redis *r = redis_to(srv.url);
-    uint64_t aid = sk_th_unique_id();
-    open_activity(r, aid, 1000, 1, 1);
+    sk_redis *r;
+    uint64_t aid = private_sale(&srv, aof, &r, 1000, 1);
     struct sk_th_serve s;
     serve_start(&s, srv.url, NULL);
     uint32_t user = 1;

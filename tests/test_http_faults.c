@@ -84,10 +84,8 @@ static void redis_fault_under_load(int kill_it)
     alarm(TEST_ALARM_S);
     const char *aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
     struct sk_th_redis rs;
-    sk_th_redis_start(&rs, kill_it ? aof : NULL);
-    sk_redis *r = redis_to(rs.url);
-    uint64_t aid = sk_th_unique_id();
-    open_activity(r, aid, FAULT_STOCK, 1, 1);
+    sk_redis *r;
+    uint64_t aid = private_sale(&rs, kill_it ? aof : NULL, &r, FAULT_STOCK, 1);
     struct sk_th_serve s;
     const char *extra[] = {"--redis-timeout-ms", FAULT_TIMEOUT_MS, NULL};
     serve_start(&s, rs.url, extra);
@@ -520,10 +518,8 @@ static int64_t batches_for_stopped_redis(const char *window)
 {
     alarm(TEST_ALARM_S);
     struct sk_th_redis rs;
-    sk_th_redis_start(&rs, NULL);
-    sk_redis *r = redis_to(rs.url);
-    uint64_t aid = sk_th_unique_id();
-    open_activity(r, aid, 1000, 1, 1);
+    sk_redis *r;
+    uint64_t aid = private_sale(&rs, NULL, &r, 1000, 1);
     struct sk_th_serve s;
     /* Redis stays stopped for a moment: waited for, not timed out */
     const char *extra[] = {"--redis-timeout-ms", "20000", "--batches-in-flight", window, NULL};

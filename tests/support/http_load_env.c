@@ -446,6 +446,16 @@ void open_activity(sk_redis *r, uint64_t aid, int64_t initial, int64_t limit, in
     sk_th_stock_new_open(r, aid, initial, limit, maxq, 0, 60000);
 }
 
+uint64_t private_sale(struct sk_th_redis *rs, const char *const *args, sk_redis **r,
+                      int64_t initial, int64_t limit)
+{
+    sk_th_redis_start(rs, args);
+    *r = redis_to(rs->url);
+    uint64_t aid = sk_th_unique_id();
+    open_activity(*r, aid, initial, limit, 1);
+    return aid;
+}
+
 static int64_t reply_int(const redisReply *rep, int *ok)
 {
     *ok = 0;

@@ -135,6 +135,12 @@ void print_tally(const char *what, const struct tally *t);
 sk_redis *redis_to(const char *url);
 /* Preheats aid (window opened a minute ago, closing in an hour) and opens it. */
 void open_activity(sk_redis *r, uint64_t aid, int64_t initial, int64_t limit, int64_t maxq);
+/* A private redis-server (args: its extra arguments, or NULL; the
+ * caller's, sk_th_redis_stop), a connection to it (*r, the caller's,
+ * sk_redis_free) and a fresh activity open on it with that stock and
+ * per-user limit: returns its id. */
+uint64_t private_sale(struct sk_th_redis *rs, const char *const *args, sk_redis **r,
+                      int64_t initial, int64_t limit);
 
 struct lentry {
     char oid[SK_ORDER_ID_MAX];

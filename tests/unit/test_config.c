@@ -699,70 +699,70 @@ SK_TEST(rate_limit_prefix_keeps_ipv4_and_the_ipv6_64)
     }
 }
 
-SK_TEST(config_db_poll_wait_from_every_source)
+/* A numeric key from every source: its default, both bounds accepted,
+ * one past each refused (naming the unit when the number itself is
+ * one), junk refused, then the flag, the file and the environment. */
+struct num_key {
+    const char *key, *flag, *env_name, *unit, *junk;
+    long long def, lo, hi;
+};
+
+static void num_key_from_every_source(const struct num_key *t)
 {
     struct sk_config c;
     sk_config_defaults(&c);
-    CHECK_EQ(c.db_poll_wait_ms, 100);
-    set_ok(&c, "db_poll_wait_ms", "1");
-    CHECK_EQ(c.db_poll_wait_ms, 1);
-    set_ok(&c, "db_poll_wait_ms", "600000");
-    CHECK_EQ(c.db_poll_wait_ms, 600000);
-    set_bad("db_poll_wait_ms", "0", "milliseconds");
-    set_bad("db_poll_wait_ms", "600001", "milliseconds");
-    set_bad("db_poll_wait_ms", "1e3", NULL);
-    char err[256];
-    CHECK_EQ(sk_config_set_flag(&c, "db-poll-wait-ms", "250", err, sizeof err), 0);
-    CHECK_EQ(c.db_poll_wait_ms, 250);
-    CHECK_EQ(file(&c, "db_poll_wait_ms = 40\n", err, sizeof err), 0);
-    CHECK_EQ(c.db_poll_wait_ms, 40);
-    char *env[] = {"SECKILL_DB_POLL_WAIT_MS=70", NULL};
+    char got[64], want[64], v[64], err[256], line[128], env_kv[128];
+#define EXPECT_FIELD(n)                                                                            \
+    do {                                                                                           \
+        snprintf(want, sizeof want, "%lld", (long long)(n));                                       \
+        CHECK_STR(field_text(&c, t->key, got, sizeof got), want);                                  \
+    } while (0)
+    EXPECT_FIELD(t->def);
+    snprintf(v, sizeof v, "%lld", t->lo);
+    set_ok(&c, t->key, v);
+    EXPECT_FIELD(t->lo);
+    snprintf(v, sizeof v, "%lld", t->hi);
+    set_ok(&c, t->key, v);
+    EXPECT_FIELD(t->hi);
+    snprintf(v, sizeof v, "%lld", t->lo - 1);
+    set_bad(t->key, v, t->lo - 1 >= 0 ? t->unit : NULL);
+    snprintf(v, sizeof v, "%lld", t->hi + 1);
+    set_bad(t->key, v, t->unit);
+    set_bad(t->key, t->junk, NULL);
+    snprintf(v, sizeof v, "%lld", t->lo + 3);
+    CHECK_EQ(sk_config_set_flag(&c, t->flag, v, err, sizeof err), 0);
+    EXPECT_FIELD(t->lo + 3);
+    snprintf(line, sizeof line, "%s = %lld\n", t->key, t->lo + 4);
+    CHECK_EQ(file(&c, line, err, sizeof err), 0);
+    EXPECT_FIELD(t->lo + 4);
+    snprintf(env_kv, sizeof env_kv, "%s=%lld", t->env_name, t->lo + 5);
+    char *env[] = {env_kv, NULL};
     CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
-    CHECK_EQ(c.db_poll_wait_ms, 70);
+    EXPECT_FIELD(t->lo + 5);
+#undef EXPECT_FIELD
+}
+
+SK_TEST(config_db_poll_wait_from_every_source)
+{
+    num_key_from_every_source(&(struct num_key){"db_poll_wait_ms", "db-poll-wait-ms",
+                                                "SECKILL_DB_POLL_WAIT_MS", "milliseconds", "1e3",
+                                                100, 1, 600000});
 }
 
 SK_TEST(config_poll_rate_max_from_every_source)
 {
-    struct sk_config c;
-    sk_config_defaults(&c);
-    CHECK_EQ(c.poll_rate_max, SK_CONFIG_POLL_RATE_MAX);
-    set_ok(&c, "poll_rate_max", "0"); /* no budget */
-    CHECK_EQ(c.poll_rate_max, 0);
-    set_ok(&c, "poll_rate_max", "1000000");
-    CHECK_EQ(c.poll_rate_max, 1000000);
-    set_bad("poll_rate_max", "1000001", "polls per second");
-    set_bad("poll_rate_max", "-1", NULL);
-    set_bad("poll_rate_max", "2k", NULL);
-    char err[256];
-    CHECK_EQ(sk_config_set_flag(&c, "poll-rate-max", "250", err, sizeof err), 0);
-    CHECK_EQ(c.poll_rate_max, 250);
-    CHECK_EQ(file(&c, "poll_rate_max = 40\n", err, sizeof err), 0);
-    CHECK_EQ(c.poll_rate_max, 40);
-    char *env[] = {"SECKILL_POLL_RATE_MAX=70", NULL};
-    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
-    CHECK_EQ(c.poll_rate_max, 70);
+    /* 0: no budget */
+    num_key_from_every_source(&(struct num_key){"poll_rate_max", "poll-rate-max",
+                                                "SECKILL_POLL_RATE_MAX", "polls per second", "2k",
+                                                SK_CONFIG_POLL_RATE_MAX, 0, 1000000});
 }
 
 SK_TEST(config_batches_in_flight_from_every_source)
 {
-    struct sk_config c;
-    sk_config_defaults(&c);
-    CHECK_EQ(c.batches_in_flight, SK_CONFIG_BATCHES_IN_FLIGHT);
-    set_ok(&c, "batches_in_flight", "0"); /* no window */
-    CHECK_EQ(c.batches_in_flight, 0);
-    set_ok(&c, "batches_in_flight", "64");
-    CHECK_EQ(c.batches_in_flight, 64);
-    set_bad("batches_in_flight", "65", "batches");
-    set_bad("batches_in_flight", "-1", NULL);
-    set_bad("batches_in_flight", "two", NULL);
-    char err[256];
-    CHECK_EQ(sk_config_set_flag(&c, "batches-in-flight", "3", err, sizeof err), 0);
-    CHECK_EQ(c.batches_in_flight, 3);
-    CHECK_EQ(file(&c, "batches_in_flight = 4\n", err, sizeof err), 0);
-    CHECK_EQ(c.batches_in_flight, 4);
-    char *env[] = {"SECKILL_BATCHES_IN_FLIGHT=5", NULL};
-    CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
-    CHECK_EQ(c.batches_in_flight, 5);
+    /* 0: no window */
+    num_key_from_every_source(&(struct num_key){"batches_in_flight", "batches-in-flight",
+                                                "SECKILL_BATCHES_IN_FLIGHT", "batches", "two",
+                                                SK_CONFIG_BATCHES_IN_FLIGHT, 0, 64});
 }
 
 SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
