@@ -25,7 +25,6 @@ struct sk_sale_live;
 struct sk_stock_state;
 struct sk_activity;
 
-/* What this process knows about one activity without asking Redis. */
 /* Purchase batches of one key set (an activity's own keys, or one
  * segment's) sent to Redis and not answered yet: --batches-in-flight. */
 struct sk_flight {
@@ -34,6 +33,7 @@ struct sk_flight {
     int n;
 };
 
+/* What this process knows about one activity without asking Redis. */
 struct sk_act_cache {
     uint64_t id;
     int sold_out;       /* Redis said stock 0: refuse locally */
