@@ -445,6 +445,12 @@ SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150
         printf("    # /metrics: in flight %" PRId64 ", batches %" PRId64 ", 503s %d\n",
                metric(s.port, "seckill_inflight_requests"),
                metric(s.port, "seckill_batch_size_count"), atomic_load(&L->n503));
+        size_t n = atomic_load(&L->next);
+        for (size_t i = n < L->n ? n : L->n; i-- > 0;)
+            if (L->recs[i].outcome == OUT_ANSWERED && L->recs[i].status == 503) {
+                printf("    # the last 503: %s (%s)\n", L->recs[i].err, L->recs[i].msg);
+                break;
+            }
         CHECK_MSG(0, "serve did not admit after the old master came back: %d 200s since (log %s)",
                   atomic_load(&L->accepted) - base, s.log);
     }
