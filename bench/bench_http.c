@@ -487,23 +487,26 @@ static double ratio(const struct phase *a, const struct phase *ref)
     return a->ran && ref->ran && ref->rps > 0 ? a->rps / ref->rps : 0;
 }
 
+/* Cores used by the phase's own processes: servers, Redis, the load
+ * generator (not other processes, not the hypervisor's steal). */
+static double ours_cpu(const struct phase *p)
+{
+    return p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
+           p->cpu[CPU_LOAD];
+}
+
 /* Cores used by processes other than ours during a phase. */
 static double other_cpu(const struct phase *p)
 {
-    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
-                  p->cpu[CPU_LOAD];
-    double o = p->cpu[CPU_ALL] - ours;
+    double o = p->cpu[CPU_ALL] - ours_cpu(p);
     return o > 0 ? o : 0;
 }
 
-/* CPU per request of the phase's own processes (servers, Redis, the
- * load generator; not other processes, not the hypervisor's steal), in
- * µs; 0 when the phase did not run. */
+/* CPU per request of the phase's own processes, in µs; 0 when the phase
+ * did not run. */
 static double work_us(const struct phase *p)
 {
-    double ours = p->cpu[CPU_SERVE] + p->cpu[CPU_REDIS] + p->cpu[CPU_REPLICA] + p->cpu[CPU_NGINX] +
-                  p->cpu[CPU_LOAD];
-    return p->ran && p->rps > 0 ? ours / p->rps * 1e6 : 0;
+    return p->ran && p->rps > 0 ? ours_cpu(p) / p->rps * 1e6 : 0;
 }
 
 /* What a phase's ratio to the static one would be if both kept the
@@ -591,7 +594,7 @@ static void print_work_table(const struct report *R)
         char eq[16] = "";
         if (i != PH_STATIC && i != PH_STATIC_GET && ph[PH_STATIC].ran)
             snprintf(eq, sizeof eq, "%.2f", equal_cpu_ratio(p, &ph[PH_STATIC]));
-        printf("%-44s %12.1f %10.2f %18.0f %16s\n", p->label, w, w * p->rps / 1e6,
+        printf("%-44s %12.1f %10.2f %18.0f %16s\n", p->label, w, ours_cpu(p),
                (double)ncpu * 1e6 / w, eq);
     }
 }
@@ -695,9 +698,8 @@ static void print_table(const struct report *R)
         printf("  admission >= %.1f x static:        %.2f  %s\n", R->target_admit, R->admit_ratio,
                met(R->t_admit));
         printf("    (at equal CPU use: %.2f; cores busy %.2f against static's %.2f)\n",
-               equal_cpu_ratio(&ph[PH_ADMIT], &ph[PH_STATIC]),
-               work_us(&ph[PH_ADMIT]) * ph[PH_ADMIT].rps / 1e6,
-               work_us(&ph[PH_STATIC]) * ph[PH_STATIC].rps / 1e6);
+               equal_cpu_ratio(&ph[PH_ADMIT], &ph[PH_STATIC]), ours_cpu(&ph[PH_ADMIT]),
+               ours_cpu(&ph[PH_STATIC]));
         printf("  admission p99 <= %d ms:           %.2f ms  %s\n", TARGET_ADMIT_P99_US / 1000,
                (double)ph[PH_ADMIT].p99 / 1e3, met(R->t_admit_p99));
         printf("  sold-out >= %.2f x static:        %.2f  %s\n", TARGET_SOLDOUT_RATIO,
