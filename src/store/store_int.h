@@ -321,6 +321,7 @@ struct sk_store {
             struct sqlite3_stmt *sq[10]; /* statements kept prepared (persist path, hot reads) */
             struct sqlite3_stmt *sq_ins[SK_STORE_SQ_INSERTS]; /* the persist's multi-row
                                                                  inserts, by row count */
+            int64_t sq_busy_since; /* monotonic ms of this wait's first busy try */
         };
         struct { /* store_pg.c */
             struct pg_conn *pg;

@@ -51,8 +51,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (n < sizeof info) {
                 memcpy(info, sep + 3, n);
                 info[n] = 0;
+                /* the same bytes with the password's characters changed:
+                 * a refusal that does not take them in says the same (a
+                 * parameter's name may hold the password's text and, with
+                 * the quote the message closes it with, all of the user
+                 * info: found by the fuzzer, not a leak) */
+                char *alt = fuzz_copy(data, size);
+                for (size_t i = (size_t)(colon + 1 - str); i < (size_t)(at - str); i++)
+                    alt[i] = 'x';
+                struct sk_mysql_url u2;
+                char err2[200];
+                int same = sk_mysql_url_parse(&u2, alt, size, err2, sizeof err2) == rc &&
+                           strcmp(err, err2) == 0;
+                free(alt);
                 const char *qm = strchr(at, '?');
-                if (!qm || !strstr(qm, info)) FUZZ_CHECK(strstr(err, info) == NULL);
+                if (!same && (!qm || !strstr(qm, info))) FUZZ_CHECK(strstr(err, info) == NULL);
             }
         }
         free(str);
