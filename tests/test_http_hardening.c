@@ -196,6 +196,10 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
         "Content-Length: 0\r\n\r\n",
         "Idempotency-Key: k%d\r\nIdempotency-Key: j\r\nX-User-Id: %d\r\nContent-Length: 0\r\n\r\n",
         "Host: y%d\r\nX-User-Id: %d\r\nContent-Length: 0\r\n\r\n",
+        /* framings h2o's HTTP/1 used to refuse itself in plain text: a
+         * Content-Length that is not a number, a chunk size that is not hex */
+        "Content-Length: 1x%d\r\nX-User-Id: %d\r\n\r\n",
+        "Transfer-Encoding: chunked\r\nX-Pad: %d\r\nX-User-Id: %d\r\n\r\nzz\r\n",
     };
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
         char smuggled[256], head[512], req[1024], out[8192];
@@ -215,6 +219,10 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
         CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "input %zu: %s", i, out);
         CHECK_MSG(strstr(out, "Connection: close") && strstr(out, "\"bad_request\""),
                   "input %zu: %s", i, out);
+        const char *body = strstr(out, "\r\n\r\n");
+        CHECK_MSG(strcasestr(out, "content-type: application/json") && body &&
+                      strncmp(body + 4, "{\"error\":\"bad_request\",", 23) == 0,
+                  "input %zu: not a JSON refusal: %s", i, out);
         CHECK_MSG(closed, "input %zu: the server kept the connection open", i);
     }
     /* The same purchase, once, framed plainly: bought. */
