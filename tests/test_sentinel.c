@@ -451,6 +451,27 @@ SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150
                 printf("    # the last 503: %s (%s)\n", L->recs[i].err, L->recs[i].msg);
                 break;
             }
+        /* the 503s by kind, and the key set's fence as Redis holds it: a
+         * `recovering` with a fence "behind" means the promoted replica
+         * lacked acknowledged admissions, and this test has no worker to
+         * rebuild it (docs/notes/open-questions.md) */
+        char kinds[4][24] = {{0}};
+        int counts[4] = {0};
+        for (size_t i = 0; i < (n < L->n ? n : L->n); i++) {
+            if (L->recs[i].outcome != OUT_ANSWERED || L->recs[i].status != 503) continue;
+            int k = 0;
+            while (k < 4 && kinds[k][0] && strcmp(kinds[k], L->recs[i].err))
+                k++;
+            if (k == 4) continue;
+            if (!kinds[k][0]) snprintf(kinds[k], sizeof kinds[k], "%s", L->recs[i].err);
+            counts[k]++;
+        }
+        for (int k = 0; k < 4 && kinds[k][0]; k++)
+            printf("    # 503 %s: %d\n", kinds[k], counts[k]);
+        struct sk_stock_state st;
+        if (sk_redis_connect(r) == 0 && sk_stock_state(r, aid, &st) == 0)
+            printf("    # in Redis: fenced %" PRId64 ", fence %s (%s)\n", st.fenced, st.fence,
+                   st.fence_why);
         CHECK_MSG(0, "serve did not admit after the old master came back: %d 200s since (log %s)",
                   atomic_load(&L->accepted) - base, s.log);
     }
