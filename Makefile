@@ -67,14 +67,14 @@ WEB_O     := $(BUILD)/gen/web_gen.o
 # A plain `make` needs the build dependencies only and installs nothing: it
 # names a missing -dev package and stops (SK_NO_DEPS=1: not even a look:
 # the Debian package build, whose tools checked them). `make test`, `make
-# demo` and `make partitions` install what they need first (deps-check),
+# demo`, `make partitions` and `make chaos` install what they need first (deps-check),
 # `make bench` also the reference servers (deps-bench): before anything is
 # compiled, also under -j (every compile waits for DEPS_STEP).
 ifneq ($(SK_NO_DEPS),)
 DEPS_STEP :=
 else ifneq ($(filter bench,$(MAKECMDGOALS)),)
 DEPS_STEP := deps-bench
-else ifneq ($(filter test demo partitions,$(MAKECMDGOALS)),)
+else ifneq ($(filter test demo partitions chaos,$(MAKECMDGOALS)),)
 DEPS_STEP := deps-check
 else
 DEPS_STEP := deps-build
@@ -163,7 +163,7 @@ partitions: all
 # random mix of faults on each topology, then the checker. CHAOS_SEED=N
 # repeats a schedule (a fresh seed is printed otherwise), CHAOS_S=S its
 # length (default 120), CHAOS_TOPO=sentinel|cluster|all (default all),
-# CHAOS_STORE=postgres|sqlite (default postgres); CHAOS_KINDS=id,... only those
+# CHAOS_STORE=postgres|sqlite|mariadb (default postgres); CHAOS_KINDS=id,... only those
 # faults (master_kill, lag_failover, db_freeze, ...: tests/test_chaos.c).
 CHAOS_TOPO ?= all
 CHAOS_S    ?= 120

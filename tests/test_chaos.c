@@ -5,7 +5,8 @@
  * Topologies: Redis Sentinel (a master, two replicas, three Sentinels) and
  * Redis Cluster (three masters, three replicas), every data node with
  * `appendonly yes`, `appendfsync always`. The database is a parameter
- * (CHAOS_STORE: postgres, the default, or sqlite; support/chaos_store.h).
+ * (CHAOS_STORE: postgres, the default, sqlite or mariadb;
+ * support/chaos_store.h).
  * Two serve nodes under `--sync-replicas` of every replica (2 on Sentinel, 1 on
  * Cluster: WAIT N below the replicas cannot promise, docs/failover.md), each a supervisor with two
  * HTTP processes: A is `--role all` (its third child is the order worker,
@@ -732,7 +733,7 @@ static void chaos_run(int cluster)
     c->duration_s = (int)env_u64("CHAOS_S", CHAOS_DEFAULT_S);
     const char *store = getenv("CHAOS_STORE");
     int kind = chaos_store_kind_of(store && *store ? store : "postgres");
-    CHECK_MSG(kind >= 0, "CHAOS_STORE=%s: postgres or sqlite", store);
+    CHECK_MSG(kind >= 0, "CHAOS_STORE=%s: postgres, sqlite or mariadb", store);
     printf("    # CHAOS_SEED=%" PRIu64 " CHAOS_TOPO=%s CHAOS_S=%d CHAOS_STORE=%s (make chaos "
            "CHAOS_SEED=%" PRIu64 " CHAOS_TOPO=%s repeats this schedule)\n",
            c->seed, cluster ? "cluster" : "sentinel", c->duration_s, chaos_store_name(kind),

@@ -2,7 +2,8 @@
  * --processes 2 (and the order worker of --role all), a process killed
  * with SIGKILL is replaced and the service keeps answering; SIGTERM stops
  * every process and the supervisor exits 0; a process dying of a fault
- * logs its stack first (core/crash.h). */
+ * logs its stack first (core/crash.h); an order worker restarted during
+ * a database outage waits for the database instead of dying again. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,11 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/pg_harness.h"
 #include "support/proc_watch.h"
 
 static int has(const pid_t *v, int n, pid_t x)
@@ -157,5 +161,192 @@ SK_TEST(serve_process_dying_of_a_fault_logs_its_stack_and_is_replaced)
     sk_th_http_open(&c, s.port);
     CHECK_EQ(sk_th_http_req(&c, "GET", "/healthz", NULL, NULL, &r), 200);
     sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* How many times needle occurs in the file at path. */
+static int count_in_file(const char *path, const char *needle)
+{
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    int n = 0;
+    for (const char *p = buf; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* The order worker's one process, or 0 when there is none (or several). */
+static pid_t the_worker(pid_t serve)
+{
+    pid_t w[4];
+    return sk_th_proc_children(serve, "seckill-worker", w, 4) == 1 ? w[0] : 0;
+}
+
+/* A serve --role all on a private PostgreSQL (its --db into db, cap bytes)
+ * with an open activity of 10 units (*aid); then PostgreSQL stopped and
+ * the order worker killed: returns the replacement's pid once it runs. */
+static pid_t worker_killed_during_an_outage(struct sk_th_pg *pg, struct sk_th_serve *s, char *db,
+                                            size_t cap, struct sk_th_http *c, uint64_t *aid)
+{
+    sk_th_pg_start(pg);
+    sk_th_pg_create_db(pg, "supervised", db, cap);
+    const char *extra[] = {"--db", db, NULL}; /* the last --db wins */
+    sk_th_serve_start(s, sk_th_redis_url(), extra);
+    sk_th_http_open(c, s->port);
+    *aid = sk_th_http_activity(c, "worker outage", 10, 600);
+    pid_t first = 0, second = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(first = the_worker(s->pid))) {
+        CHECK_MSG(sk_mono_ms() < deadline, "no order worker process");
+        sk_th_nap_ms(10);
+    }
+    sk_th_pg_stop(pg);
+    CHECK_EQ(kill(first, SIGKILL), 0);
+    deadline = sk_mono_ms() + 5000;
+    while (!(second = the_worker(s->pid)) || second == first) {
+        CHECK_MSG(sk_mono_ms() < deadline, "no replacement for the killed worker");
+        sk_th_nap_ms(5);
+    }
+    return second;
+}
+
+/* An order worker put in place of a crashed one while the database is
+ * down (a real outage: PostgreSQL stopped) waits for the database in that
+ * one process and persists the orders admitted meanwhile once it is back.
+ * It used to exit at once, and the supervisor restarted it every 20 ms
+ * for as long as the outage lasted (`make chaos CHAOS_STORE=mariadb`:
+ * fifteen processes in 0.3 s): the test counts the supervisor's
+ * "restarting" lines over 1.5 s of outage after the one kill. */
+SK_TEST_T(serve_worker_restarted_during_a_database_outage_waits_in_one_process, 90)
+{
+    struct sk_th_pg pg;
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    char db[420];
+    uint64_t aid;
+    pid_t second = worker_killed_during_an_outage(&pg, &s, db, sizeof db, &c, &aid);
+    /* 1.5 s of outage: the replacement stays, and says it waits */
+    int64_t until = sk_mono_ms() + 1500;
+    while (sk_mono_ms() < until) {
+        pid_t now = the_worker(s.pid);
+        CHECK_MSG(now == second || now == 0, "worker %d replaced by %d during the outage",
+                  (int)second, (int)now);
+        sk_th_nap_ms(20);
+    }
+    CHECK_EQ(the_worker(s.pid), second);
+    CHECK_EQ(count_in_file(s.log, "restarting"), 1);
+    CHECK_MSG(count_in_file(s.log, "(waiting; retrying)") >= 1, "no waiting line (log %s)", s.log);
+
+    /* admitted during the outage (Redis only), persisted after it */
+    struct sk_th_resp r;
+    char path[96], oid[128];
+    snprintf(path, sizeof path, "/api/v1/activities/%llu/purchase", (unsigned long long)aid);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, "X-User-Id: 7\r\n", "{\"quantity\":1}", &r), 200);
+    sk_th_resp_field(&r, "order_id", oid, sizeof oid);
+    CHECK(oid[0] != 0);
+    sk_th_pg_restart(&pg);
+    sk_store *st = NULL;
+    char err[256];
+    struct sk_order o;
+    int64_t deadline = sk_mono_ms() + 20000;
+    for (;;) {
+        if (!st && sk_store_open(&st, db, err, sizeof err) < 0) st = NULL;
+        if (st && sk_store_order_get(st, oid, &o) == 0) break;
+        CHECK_MSG(sk_mono_ms() < deadline, "order %s not persisted after the outage (log %s)", oid,
+                  s.log);
+        sk_th_nap_ms(50);
+    }
+    CHECK_EQ(o.activity_id, aid);
+    CHECK_EQ(o.user_id, 7);
+    sk_store_close(st);
+    /* by the same process: it waited, it was not replaced */
+    CHECK_EQ(the_worker(s.pid), second);
+    CHECK_EQ(count_in_file(s.log, "restarting"), 1);
+    CHECK(count_in_file(s.log, "order worker: started after") == 1);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_pg_stop(&pg);
+}
+
+/* A stop while the worker waits for the database ends the wait: serve
+ * exits 0 within its drain, the outage still on. */
+SK_TEST_T(serve_stopped_while_its_worker_waits_for_the_database_exits_cleanly, 60)
+{
+    struct sk_th_pg pg;
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    char db[420];
+    uint64_t aid;
+    worker_killed_during_an_outage(&pg, &s, db, sizeof db, &c, &aid);
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (count_in_file(s.log, "(waiting; retrying)") < 1) {
+        CHECK_MSG(sk_mono_ms() < deadline, "the worker does not wait (log %s)", s.log);
+        sk_th_nap_ms(10);
+    }
+    sk_th_http_close(&c);
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    CHECK_MSG(sk_mono_ms() - t0 < 12000, "serve took %lld ms to stop",
+              (long long)(sk_mono_ms() - t0));
+    CHECK_EQ(count_in_file(s.log, "restarting"), 1);
+    sk_th_pg_stop(&pg);
+}
+
+/* The one HTTP process of serve at pid, other than not (0: none yet). */
+static pid_t http_process_other_than(pid_t serve, pid_t not )
+{
+    pid_t p[4];
+    int n = sk_th_proc_children(serve, "seckill-api", p, 4);
+    return n == 1 && p[0] != not ? p[0] : 0;
+}
+
+/* A process that keeps dying right after its start (here: SIGKILLed by the
+ * test as soon as it appears, the way a bug at start would kill it) is
+ * restarted after a pause that doubles, 100 ms up to 5 s, not at once: a
+ * fork loop otherwise. A stop during a pause exits 0. */
+SK_TEST_T(serve_restarts_a_process_that_dies_at_its_start_after_a_doubling_pause, 60)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL); /* one HTTP process and the worker */
+    pid_t victim = 0;
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!(victim = http_process_other_than(s.pid, 0))) {
+        CHECK_MSG(sk_mono_ms() < deadline, "no HTTP process");
+        sk_th_nap_ms(5);
+    }
+    int64_t gap[5];
+    for (int k = 0; k < 5; k++) {
+        CHECK_EQ(kill(victim, SIGKILL), 0);
+        int64_t t0 = sk_mono_ms();
+        pid_t next;
+        deadline = t0 + 15000;
+        while (!(next = http_process_other_than(s.pid, victim))) {
+            CHECK_MSG(sk_mono_ms() < deadline, "no replacement after kill %d", k + 1);
+            sk_th_nap_ms(2);
+        }
+        gap[k] = sk_mono_ms() - t0;
+        victim = next;
+    }
+    printf("    # kill to replacement, ms: %lld %lld %lld %lld %lld\n", (long long)gap[0],
+           (long long)gap[1], (long long)gap[2], (long long)gap[3], (long long)gap[4]);
+    /* the first victim may have lived a second (restarted at once); every
+     * later one died within one of its start */
+    for (int k = 1; k < 5; k++)
+        CHECK_MSG(gap[k] >= 100, "replacement %d after %lld ms", k + 1, (long long)gap[k]);
+    CHECK_MSG(gap[4] >= 800, "the pause did not grow: %lld ms", (long long)gap[4]);
+    CHECK(count_in_file(s.log, "quick deaths in a row") >= 4);
+    /* a stop while a restart waits out its pause (the victim is seconds
+     * from its start: a quick death, paused 1.6 s or more) */
+    int paused = count_in_file(s.log, "restarting in");
+    CHECK_EQ(kill(victim, SIGKILL), 0);
+    deadline = sk_mono_ms() + 5000;
+    while (count_in_file(s.log, "restarting in") == paused) {
+        CHECK_MSG(sk_mono_ms() < deadline, "the kill was not seen");
+        sk_th_nap_ms(2);
+    }
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }

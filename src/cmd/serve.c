@@ -503,6 +503,60 @@ static void *reconcile_thread(void *arg)
     return NULL;
 }
 
+/* Sleeps ms, or less when a stop is asked (looked at every 50 ms). */
+static void worker_wait_ms(int64_t ms)
+{
+    int64_t until = sk_mono_ms() + ms;
+    while (!atomic_load(&worker_stop_asked) && sk_mono_ms() < until) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The worker process's parts: the order worker, the sweeper and the
+ * sampler, each with its Redis client and store. A worker restarted while
+ * Redis or the database is down (a crash, a kill) waits here for them,
+ * retrying with a growing pause (0.1 s doubling up to 2 s; a line in the
+ * log when the reason changes and every 30 s), instead of exiting: the
+ * supervisor would restart it at once, tens of times a second, for as
+ * long as the outage lasts (seen under `make chaos CHAOS_STORE=mariadb`).
+ * 0 when made (running_worker, running_sweeper, running_sampler), -1 when
+ * a stop came first (nothing made). */
+static int make_worker_parts(const struct sk_config *cfg, const struct sk_worker_opts *o,
+                             const struct sk_sweeper_opts *so, struct sk_node_worker *w)
+{
+    char err[256], logged[256] = "";
+    int64_t pause_ms = 100, logged_ms = 0, since_ms = sk_mono_ms();
+    for (;;) {
+        if (sk_worker_new(&running_worker, o, err, sizeof err) == 0 &&
+            sk_sweeper_new(&running_sweeper, so, err, sizeof err) == 0 &&
+            (!w ||
+             sk_sampler_new(&running_sampler, cfg->redis, cfg->db, w, err, sizeof err) == 0)) {
+            if (logged[0])
+                sk_log(SK_LOG_INFO, "order worker: started after %lld ms of waiting",
+                       (long long)(sk_mono_ms() - since_ms));
+            return 0;
+        }
+        /* out of the signal handler's sight before they are freed */
+        sk_sweeper *sw = running_sweeper;
+        sk_worker *wk = running_worker;
+        running_sweeper = NULL;
+        running_worker = NULL;
+        sk_sweeper_free(sw);
+        sk_worker_free(wk);
+        int64_t now = sk_mono_ms();
+        if (strcmp(err, logged) != 0 || now - logged_ms >= 30000) {
+            sk_log(SK_LOG_ERROR, "order worker: %s (waiting; retrying)", err);
+            snprintf(logged, sizeof logged, "%s", err);
+            logged_ms = now;
+        }
+        sk_node_proc_beat(w ? &w->proc : NULL, sk_wall_ms()); /* waiting is not hanging */
+        worker_wait_ms(pause_ms);
+        if (atomic_load(&worker_stop_asked)) return -1;
+        pause_ms = pause_ms * 2 > 2000 ? 2000 : pause_ms * 2;
+    }
+}
+
 /* The worker process; w: its slot in the node's segment, or NULL. */
 static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *w)
 {
@@ -524,15 +578,7 @@ static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *
     so.redis_url = cfg->redis;
     so.db_spec = cfg->db;
     so.node = w;
-    char err[256];
-    if (sk_worker_new(&running_worker, &o, err, sizeof err) < 0 ||
-        sk_sweeper_new(&running_sweeper, &so, err, sizeof err) < 0 ||
-        (w && sk_sampler_new(&running_sampler, cfg->redis, cfg->db, w, err, sizeof err) < 0)) {
-        sk_log(SK_LOG_ERROR, "order worker: %s", err);
-        sk_sweeper_free(running_sweeper);
-        sk_worker_free(running_worker);
-        return SK_EXIT_FAIL;
-    }
+    if (make_worker_parts(cfg, &o, &so, w) < 0) return SK_EXIT_OK; /* stopped while waiting */
     if (atomic_load(&worker_stop_asked)) on_worker_signal(SIGTERM);
     pthread_t sweeper, reconciler, sampler;
     int have_sweeper = pthread_create(&sweeper, NULL, sweeper_thread, running_sweeper) == 0;
@@ -609,9 +655,59 @@ static int reload_applied(struct sk_reload_area *area, uint64_t gen, const pid_t
     return 1;
 }
 
+/* A process that dies within RESTART_QUICK_MS of its start is restarted
+ * after a pause that doubles with each such death of its slot in a row
+ * (RESTART_PAUSE_MIN_MS up to RESTART_PAUSE_MAX_MS): a process that cannot
+ * get going (a bug at start, a resource it lacks) does not turn into a
+ * fork loop. One that lived longer is restarted at once, as is the first
+ * process of a slot. */
+#define RESTART_QUICK_MS 1000
+#define RESTART_PAUSE_MIN_MS 100
+#define RESTART_PAUSE_MAX_MS 5000
+
+/* A slot's restarts: when its process started, how many of its processes
+ * in a row died quickly, when a paused restart is due (0: none). */
+struct slot_life {
+    int64_t started_ms, due_ms;
+    int quick;
+};
+
+/* The pause before restarting slot l's process, dead at now_ms: 0 when it
+ * lived long enough. */
+static int64_t restart_pause(struct slot_life *l, int64_t now_ms)
+{
+    if (now_ms - l->started_ms >= RESTART_QUICK_MS) {
+        l->quick = 0;
+        return 0;
+    }
+    l->quick++;
+    int64_t pause = RESTART_PAUSE_MIN_MS;
+    for (int k = 1; k < l->quick && pause < RESTART_PAUSE_MAX_MS; k++)
+        pause *= 2;
+    return pause < RESTART_PAUSE_MAX_MS ? pause : RESTART_PAUSE_MAX_MS;
+}
+
+/* Starts slot i's process (the first n_api slots are HTTP processes, the
+ * next the worker); a fork that fails is retried like a quick death. */
+static void start_slot(const struct sk_config *cfg, sk_node *node, int i, int n_api, pid_t *pids,
+                       struct slot_life *life)
+{
+    int64_t now = sk_mono_ms();
+    life[i].started_ms = now;
+    life[i].due_ms = 0;
+    pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
+    if (pids[i] > 0) return;
+    int64_t pause = restart_pause(&life[i], now);
+    sk_log(SK_LOG_ERROR, "cannot fork process %d of the node: %s; trying again in %lld ms", i,
+           strerror(errno), (long long)pause);
+    pids[i] = 0;
+    life[i].due_ms = now + pause;
+}
+
 /* Runs the API processes and the order worker process that the role asks
- * for, restarts any that crash, forwards SIGTERM/SIGINT, reloads on
- * SIGHUP, and tells systemd how the node is (cmd/serve_notify.h). */
+ * for, restarts any that crash (restart_pause), forwards SIGTERM/SIGINT,
+ * reloads on SIGHUP, and tells systemd how the node is
+ * (cmd/serve_notify.h). */
 static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_reload_area *area)
 {
     struct sigaction sa = {.sa_handler = on_signal};
@@ -628,14 +724,17 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
         return SK_EXIT_FAIL;
     }
     pid_t *pids = calloc((size_t)n, sizeof *pids);
-    if (!pids) {
+    struct slot_life *life = calloc((size_t)n, sizeof *life);
+    if (!pids || !life) {
+        free(pids);
+        free(life);
         sk_node_free(node);
         return SK_EXIT_FAIL;
     }
     struct sk_svc_notify sn;
     sk_svc_notify_init(&sn, cfg);
     for (int i = 0; i < n; i++)
-        pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
+        start_slot(cfg, node, i, n_api, pids, life);
     int failed = 0, alive = n, stopping = 0;
     int64_t kill_at = 0, reload_since = 0;
     uint64_t reload_gen = 0;
@@ -643,6 +742,12 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
         if (got_signal && !stopping) {
             stopping = 1;
             sk_svc_notify_stopping(&sn);
+            /* a paused restart will not happen: that slot is done */
+            for (int i = 0; i < n; i++)
+                if (life[i].due_ms) {
+                    life[i].due_ms = 0;
+                    alive--;
+                }
             /* children drain within 10 s; past 15 s something is stuck */
             kill_at = sk_mono_ms() + 15000;
             sk_log(SK_LOG_INFO, "stopping %d processes", alive);
@@ -674,9 +779,16 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
                 }
             kill_at = 0;
         }
-        int st;
+        for (int i = 0; i < n && !stopping; i++)
+            if (life[i].due_ms && sk_mono_ms() >= life[i].due_ms)
+                start_slot(cfg, node, i, n_api, pids, life);
+        if (alive <= 0) break;
+        int st, due = 0;
+        for (int i = 0; i < n; i++)
+            due |= life[i].due_ms != 0;
         pid_t pid = waitpid(-1, &st, WNOHANG);
-        if (pid == 0 || (pid < 0 && errno == EINTR)) {
+        /* no child at all while every slot waits out its pause: wait too */
+        if (pid == 0 || (pid < 0 && (errno == EINTR || (errno == ECHILD && due)))) {
             /* polling keeps the signal check free of races with waitpid */
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -687,10 +799,22 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
             if (pids[i] != pid) continue;
             int crashed = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
             if (!stopping && crashed) {
-                sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid,
-                       WIFSIGNALED(st) ? "signal" : "exit",
-                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-                pids[i] = spawn(cfg, node, i, i < n_api ? PROC_API : PROC_WORKER);
+                int64_t now = sk_mono_ms(), pause = restart_pause(&life[i], now);
+                const char *how = WIFSIGNALED(st) ? "signal" : "exit";
+                int code = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
+                if (pause) {
+                    sk_log(SK_LOG_ERROR,
+                           "process %d died (%s %d) %lld ms after its start; restarting in "
+                           "%lld ms (%d quick deaths in a row)",
+                           (int)pid, how, code, (long long)(now - life[i].started_ms),
+                           (long long)pause, life[i].quick);
+                    pids[i] = 0;
+                    life[i].due_ms = now + pause;
+                } else {
+                    sk_log(SK_LOG_ERROR, "process %d died (%s %d); restarting", (int)pid, how,
+                           code);
+                    start_slot(cfg, node, i, n_api, pids, life);
+                }
             } else {
                 if (crashed) failed = 1;
                 pids[i] = 0;
@@ -699,6 +823,7 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
         }
     }
     free(pids);
+    free(life);
     sk_node_free(node);
     return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 }

@@ -6,11 +6,12 @@
 
 #include "support/harness.h"
 
-static const char *const names[CHAOS_STORE_KINDS] = {"postgres", "sqlite"};
+static const char *const names[CHAOS_STORE_KINDS] = {"postgres", "sqlite", "mariadb"};
 
 int chaos_store_kind_of(const char *name)
 {
     if (!strcmp(name, "pg")) return CHAOS_STORE_POSTGRES;
+    if (!strcmp(name, "mysql")) return CHAOS_STORE_MARIADB;
     for (int k = 0; k < CHAOS_STORE_KINDS; k++)
         if (!strcmp(name, names[k])) return k;
     return -1;
@@ -28,6 +29,9 @@ void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind)
     if (kind == CHAOS_STORE_POSTGRES) {
         sk_th_pg_start(&s->pg);
         sk_th_pg_create_db(&s->pg, "chaos", s->spec, sizeof s->spec);
+    } else if (kind == CHAOS_STORE_MARIADB) {
+        sk_th_my_start(&s->my);
+        sk_th_my_create_db(&s->my, "chaos", s->spec, sizeof s->spec);
     } else {
         snprintf(s->path, sizeof s->path, "%s/chaos.db", sk_th_tmpdir());
         snprintf(s->spec, sizeof s->spec, "sqlite:%s", s->path);
@@ -36,13 +40,16 @@ void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind)
 
 int chaos_store_can_stop(const struct chaos_store *s)
 {
-    return s->kind == CHAOS_STORE_POSTGRES;
+    return s->kind == CHAOS_STORE_POSTGRES || s->kind == CHAOS_STORE_MARIADB;
 }
 
 void chaos_store_stop(struct chaos_store *s)
 {
     if (!chaos_store_can_stop(s) || s->down) return;
-    sk_th_pg_stop(&s->pg);
+    if (s->kind == CHAOS_STORE_MARIADB)
+        sk_th_my_kill(&s->my); /* a crash: InnoDB's recovery on the restart */
+    else
+        sk_th_pg_stop(&s->pg);
     s->down = 1;
     s->frozen = 0;
 }
@@ -50,7 +57,10 @@ void chaos_store_stop(struct chaos_store *s)
 void chaos_store_restart(struct chaos_store *s)
 {
     if (!s->down) return;
-    sk_th_pg_restart(&s->pg);
+    if (s->kind == CHAOS_STORE_MARIADB)
+        sk_th_my_restart(&s->my);
+    else
+        sk_th_pg_restart(&s->pg);
     s->down = 0;
 }
 
@@ -59,6 +69,8 @@ void chaos_store_freeze(struct chaos_store *s, int frozen)
     if (s->down || s->frozen == frozen) return;
     if (s->kind == CHAOS_STORE_POSTGRES) {
         sk_th_pg_freeze(&s->pg, frozen);
+    } else if (s->kind == CHAOS_STORE_MARIADB) {
+        sk_th_my_freeze(&s->my, frozen);
     } else if (frozen) {
         CHECK_EQ(sqlite3_open(s->path, &s->lock), SQLITE_OK);
         sqlite3_busy_timeout(s->lock, 10000);
@@ -81,4 +93,5 @@ void chaos_store_done(struct chaos_store *s)
 {
     chaos_store_heal(s);
     if (s->kind == CHAOS_STORE_POSTGRES) sk_th_pg_stop(&s->pg);
+    if (s->kind == CHAOS_STORE_MARIADB) sk_th_my_stop(&s->my);
 }

@@ -1,28 +1,36 @@
 /* chaos_store.h - the database under a nemesis, as a parameter: a private
  * server the test can stop, restart and freeze (PostgreSQL: the suite's
- * private cluster harness), or a SQLite file (no server: "freezing" it
- * holds its write lock, which the worker waits on; it cannot be stopped).
- * A new store is one more kind here (MariaDB: a private mariadbd with the
- * same four moves). */
+ * private cluster harness, stopped by a fast shutdown; MariaDB: a private
+ * mariadbd, stopped by SIGKILL, a crash its recovery must survive), or a
+ * SQLite file (no server: "freezing" it holds its write lock, which the
+ * worker waits on; it cannot be stopped). A new store is one more kind
+ * here. */
 #ifndef SK_TEST_CHAOS_STORE_H
 #define SK_TEST_CHAOS_STORE_H
 #include <sqlite3.h>
 
+#include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 
-enum chaos_store_kind { CHAOS_STORE_POSTGRES, CHAOS_STORE_SQLITE, CHAOS_STORE_KINDS };
+enum chaos_store_kind {
+    CHAOS_STORE_POSTGRES,
+    CHAOS_STORE_SQLITE,
+    CHAOS_STORE_MARIADB,
+    CHAOS_STORE_KINDS
+};
 
 struct chaos_store {
     enum chaos_store_kind kind;
     char spec[420];     /* what --db takes */
     struct sk_th_pg pg; /* PostgreSQL */
+    struct sk_th_my my; /* MariaDB */
     char path[400];     /* SQLite */
     sqlite3 *lock;      /* SQLite: the connection holding the write lock while frozen */
     int down, frozen;
 };
 
-/* "postgres" (also "pg"), "sqlite"; -1 for anything else (the message
- * lists what there is). */
+/* "postgres" (also "pg"), "sqlite", "mariadb" (also "mysql"); -1 for
+ * anything else (the message lists what there is). */
 int chaos_store_kind_of(const char *name);
 const char *chaos_store_name(enum chaos_store_kind k);
 
