@@ -517,11 +517,12 @@ static void worker_wait_ms(int64_t ms)
  * sampler, each with its Redis client and store. A worker restarted while
  * Redis or the database is down (a crash, a kill) waits here for them,
  * retrying with a growing pause (0.1 s doubling up to 2 s; a line in the
- * log when the reason changes and every 30 s), instead of exiting: the
- * supervisor would restart it at once, tens of times a second, for as
- * long as the outage lasts (seen under `make chaos CHAOS_STORE=mariadb`).
- * 0 when made (running_worker, running_sweeper, running_sampler), -1 when
- * a stop came first (nothing made). */
+ * log when the reason changes and every 30 s), instead of exiting: it
+ * used to, and the supervisor restarted it every 20 ms for as long as the
+ * outage lasted (seen under `make chaos CHAOS_STORE=mariadb`); waiting
+ * here, it starts within 2 s of the outage's end and says what it waits
+ * for. 0 when made (running_worker, running_sweeper, running_sampler), -1
+ * when a stop came first (nothing made). */
 static int make_worker_parts(const struct sk_config *cfg, const struct sk_worker_opts *o,
                              const struct sk_sweeper_opts *so, struct sk_node_worker *w)
 {
