@@ -503,16 +503,6 @@ static void *reconcile_thread(void *arg)
     return NULL;
 }
 
-/* Sleeps ms, or less when a stop is asked (looked at every 50 ms). */
-static void worker_wait_ms(int64_t ms)
-{
-    int64_t until = sk_mono_ms() + ms;
-    while (!atomic_load(&worker_stop_asked) && sk_mono_ms() < until) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-}
-
 /* The worker process's parts: the order worker, the sweeper and the
  * sampler, each with its Redis client and store. A worker restarted while
  * Redis or the database is down (a crash, a kill) waits here for them,
@@ -552,7 +542,7 @@ static int make_worker_parts(const struct sk_config *cfg, const struct sk_worker
             logged_ms = now;
         }
         sk_node_proc_beat(w ? &w->proc : NULL, sk_wall_ms()); /* waiting is not hanging */
-        worker_wait_ms(pause_ms);
+        sk_nap(&worker_stop_asked, pause_ms);
         if (atomic_load(&worker_stop_asked)) return -1;
         pause_ms = pause_ms * 2 > 2000 ? 2000 : pause_ms * 2;
     }
@@ -780,13 +770,13 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
                 }
             kill_at = 0;
         }
-        for (int i = 0; i < n && !stopping; i++)
+        /* paused restarts that are due (none once stopping: cleared above) */
+        int st, due = 0;
+        for (int i = 0; i < n; i++) {
             if (life[i].due_ms && sk_mono_ms() >= life[i].due_ms)
                 start_slot(cfg, node, i, n_api, pids, life);
-        if (alive <= 0) break;
-        int st, due = 0;
-        for (int i = 0; i < n; i++)
             due |= life[i].due_ms != 0;
+        }
         pid_t pid = waitpid(-1, &st, WNOHANG);
         /* no child at all while every slot waits out its pause: wait too */
         if (pid == 0 || (pid < 0 && (errno == EINTR || (errno == ECHILD && due)))) {

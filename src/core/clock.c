@@ -22,3 +22,13 @@ int64_t sk_wall_ms(void)
 {
     return clock_us(CLOCK_REALTIME) / 1000;
 }
+
+void sk_nap(const atomic_int *stop, int64_t ms)
+{
+    int64_t until = sk_mono_ms() + ms;
+    for (int64_t left = ms; left > 0 && !(stop && atomic_load(stop)); left = until - sk_mono_ms()) {
+        int64_t step = left < 50 ? left : 50;
+        struct timespec ts = {0, (long)step * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}

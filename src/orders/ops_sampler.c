@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -272,9 +271,6 @@ void sk_sampler_run(sk_sampler *s, int interval_ms)
     while (!atomic_load(&s->stop)) {
         int64_t next = sk_mono_ms() + interval_ms;
         sk_sampler_pass(s);
-        while (!atomic_load(&s->stop) && sk_mono_ms() < next) {
-            struct timespec ts = {0, 50 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
+        sk_nap(&s->stop, next - sk_mono_ms());
     }
 }

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/cli.h"
@@ -188,12 +187,7 @@ const char *sk_worker_consumer(const sk_worker *w)
  * to pace retries). */
 void sk_worker_nap(sk_worker *w, int ms)
 {
-    while (ms > 0 && !atomic_load(&w->stop)) {
-        int step = ms < 50 ? ms : 50;
-        struct timespec ts = {0, (long)step * 1000000L};
-        nanosleep(&ts, NULL);
-        ms -= step;
-    }
+    sk_nap(&w->stop, ms);
 }
 
 /* Room for a command of n arguments (w->argv and w->lens). */

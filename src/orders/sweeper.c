@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/codes.h"
@@ -295,12 +294,7 @@ int sk_sweeper_pass(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
 /* Sleeps ms, waking early when stopped (paces passes and retries only). */
 static void nap(sk_sweeper *sw, int64_t ms)
 {
-    while (ms > 0 && !atomic_load(&sw->stop)) {
-        int64_t step = ms < 50 ? ms : 50;
-        struct timespec ts = {0, (long)step * 1000000L};
-        nanosleep(&ts, NULL);
-        ms -= step;
-    }
+    sk_nap(&sw->stop, ms);
 }
 
 int sk_sweeper_run(sk_sweeper *sw)
