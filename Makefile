@@ -155,9 +155,14 @@ test: all check-layers check-format check-errors fuzz-smoke
 
 # The network partition tests (tests/test_partitions.c): hosts in network
 # namespaces of their own, cut with nft; root only, a few minutes; not part
-# of `make test`, run by .ci/run.
+# of `make test`, run by .ci/run. The four scripted cuts, then the partition
+# nemesis: a seeded mix of cuts, kills and freezes for PARTITION_S seconds
+# (default 60); PARTITION_SEED=N repeats a schedule; T=word runs only the
+# tests whose name holds word (T=nemesis: the nemesis alone).
 partitions: all
-	SECKILL_BIN=$(abspath $(BUILD)/seckill) SECKILL_BENCH_BIN=$(abspath $(BUILD)/seckill-bench) $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) partition_
+	SECKILL_BIN=$(abspath $(BUILD)/seckill) SECKILL_BENCH_BIN=$(abspath $(BUILD)/seckill-bench) \
+	  PARTITION_SEED=$(PARTITION_SEED) PARTITION_S=$(PARTITION_S) \
+	  $(BUILD)/seckill-tests $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(T),partition_$(T),partition_)
 
 # The nemesis (tests/test_chaos.c, docs/failover.md): a sale under a seeded
 # random mix of faults on each topology, then the checker. CHAOS_SEED=N

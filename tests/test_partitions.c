@@ -27,6 +27,8 @@
  *   a serve host (v1) cut off from everything;
  *   the database cut off from the worker;
  *   the worker cut off from the master only.
+ * Then the partition nemesis (at the end of this file): the same lab
+ * through a seeded mix of cuts, kills and freezes.
  * The buyers are the nemesis's (support/chaos_buyers.h): each purchase
  * with an Idempotency-Key of its own, first sent to the buyer's own serve
  * host, retried with the same key on either host while the answer is 503
@@ -83,6 +85,7 @@ static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", 
 struct site {
     struct sk_th_netlab lab;
     pid_t redis[3], sentinel[3], serve[2], worker;
+    int serve_lives[2], worker_lives; /* incarnations (a kill starts another) */
     struct sk_pg_spawn pg;
     char dir[256];
     char redis_url[256]; /* the Sentinels' URL */
@@ -282,40 +285,65 @@ static void start_pg(struct site *s)
              s->pg.port);
 }
 
-static void start_seckill(struct site *s)
+/* The log name of a process's incarnation: base, then base.1, base.2 ...
+ * (a restarted process writes a log of its own). */
+static void life_name(char *out, size_t cap, const char *base, int life)
+{
+    if (life)
+        snprintf(out, cap, "%s.%d", base, life);
+    else
+        snprintf(out, cap, "%s", base);
+}
+
+/* serve host v's serve (again after a kill: same host, same options). */
+static void start_serve_on(struct site *s, int v)
 {
     const char *bin = getenv("SECKILL_BIN");
     CHECK_MSG(bin && *bin, "SECKILL_BIN is not set (run through make)");
-    setenv("LSAN_OPTIONS", "exitcode=0", 1);
-    for (int v = 0; v < 2; v++) {
-        char name[16];
-        snprintf(name, sizeof name, "serve-%s", host_names[H_V1 + v]);
-        const char *argv[] = {bin,
-                              "serve",
-                              "--listen",
-                              "0.0.0.0:8080",
-                              "--redis",
-                              s->redis_url,
-                              "--db",
-                              s->db_url,
-                              "--role",
-                              "api",
-                              "--processes",
-                              "1",
-                              "--sync-replicas",
-                              "1",
-                              "--sync-timeout-ms",
-                              "50",
-                              "--redis-timeout-ms",
-                              "500",
-                              "--admin-token",
-                              SK_TH_ADMIN_TOKEN,
-                              NULL};
-        struct endpoint e = {addr(s, H_V1 + v), SERVE_PORT};
-        s->serve[v] = start_in(s, H_V1 + v, name, argv, http_ready, &e);
-    }
+    char base[16], name[32];
+    snprintf(base, sizeof base, "serve-%s", host_names[H_V1 + v]);
+    life_name(name, sizeof name, base, s->serve_lives[v]++);
+    const char *argv[] = {bin,
+                          "serve",
+                          "--listen",
+                          "0.0.0.0:8080",
+                          "--redis",
+                          s->redis_url,
+                          "--db",
+                          s->db_url,
+                          "--role",
+                          "api",
+                          "--processes",
+                          "1",
+                          "--sync-replicas",
+                          "1",
+                          "--sync-timeout-ms",
+                          "50",
+                          "--redis-timeout-ms",
+                          "500",
+                          "--admin-token",
+                          SK_TH_ADMIN_TOKEN,
+                          NULL};
+    struct endpoint e = {addr(s, H_V1 + v), SERVE_PORT};
+    s->serve[v] = start_in(s, H_V1 + v, name, argv, http_ready, &e);
+}
+
+/* The order worker in w (again after a kill). */
+static void start_worker_on(struct site *s)
+{
+    const char *bin = getenv("SECKILL_BIN");
     const char *wargv[] = {bin, "worker", "--redis", s->redis_url, "--db", s->db_url, NULL};
-    s->worker = start_in(s, H_W, "worker", wargv, NULL, NULL);
+    char name[32];
+    life_name(name, sizeof name, "worker", s->worker_lives++);
+    s->worker = start_in(s, H_W, name, wargv, NULL, NULL);
+}
+
+static void start_seckill(struct site *s)
+{
+    setenv("LSAN_OPTIONS", "exitcode=0", 1);
+    for (int v = 0; v < 2; v++)
+        start_serve_on(s, v);
+    start_worker_on(s);
 }
 
 static void site_start(struct site *s)
@@ -416,7 +444,11 @@ static void site_finish(struct site *s, const char *label, int64_t t_cut, int64_
     sale_wait_drained(s->r, s->aid, 90000);
     printf("    # %s: every order persisted %.1f s after the heal\n", label,
            (sk_wall_ms() - t_heal) / 1000.0);
-    print_log_lines(s, "worker", "recover");
+    for (int i = 0; i < s->worker_lives; i++) {
+        char name[32];
+        life_name(name, sizeof name, "worker", i);
+        print_log_lines(s, name, "recover");
+    }
     print_log_lines(s, "serve-v1", "sentinel");
     const char *names[2] = {host_names[H_V1], host_names[H_V2]};
     struct chaos_input in = {.ledger = &s->ledger,
@@ -457,9 +489,17 @@ static void site_stop(struct site *s)
     for (int v = 0; v < 2; v++)
         sk_spawn_stop(s->serve[v], SIGTERM, 5000);
     sk_spawn_stop(s->worker, SIGTERM, 5000);
-    clean_log(s, "serve-v1");
-    clean_log(s, "serve-v2");
-    clean_log(s, "worker");
+    char base[16], name[32];
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < s->serve_lives[v]; i++) {
+            snprintf(base, sizeof base, "serve-%s", host_names[H_V1 + v]);
+            life_name(name, sizeof name, base, i);
+            clean_log(s, name);
+        }
+    for (int i = 0; i < s->worker_lives; i++) {
+        life_name(name, sizeof name, "worker", i);
+        clean_log(s, name);
+    }
     for (int i = 0; i < 3; i++) {
         sk_spawn_stop(s->sentinel[i], SIGTERM, 2000);
         sk_spawn_stop(s->redis[i], SIGTERM, 2000);
@@ -550,4 +590,334 @@ SK_TEST_T(partition_the_database_cut_off_from_the_worker, 300)
 SK_TEST_T(partition_the_worker_cut_off_from_the_master_only, 300)
 {
     run_case("worker cut off from the master", cut_worker_from_master, heal_w);
+}
+
+/* ---- the partition nemesis ----------------------------------------------- */
+
+/* A seeded mix on the same lab: every 3-6 s a fault, for PARTITION_S
+ * seconds (default 60): a partition (at most one at a time: the master
+ * cut off from everyone, a split brain, a serve host cut off from
+ * everyone or from the master only, the worker from the master, the
+ * database from the worker or from everyone, a replica cut off), a SIGKILL
+ * of a serve process or of the worker (started again on its host after
+ * 0-2 s), or a SIGSTOP of the master, the worker or the database (0.5-4 s).
+ * Kills and freezes land during partitions too: that is the mix. The
+ * master is the one the Sentinels name when the fault is due.
+ * PARTITION_SEED=N repeats a schedule (a fresh seed is printed). */
+
+enum nem_kind {
+    N_MASTER_CUT,
+    N_SPLIT_BRAIN,
+    N_SERVE_CUT,
+    N_SERVE_FROM_MASTER,
+    N_WORKER_FROM_MASTER,
+    N_DB_FROM_WORKER,
+    N_DB_CUT,
+    N_REPLICA_CUT,
+    N_SERVE_KILL,
+    N_WORKER_KILL,
+    N_MASTER_FREEZE,
+    N_WORKER_FREEZE,
+    N_DB_FREEZE,
+    N_KINDS
+};
+
+static const struct {
+    const char *name;
+    int weight, min_ms, max_ms;
+} nem_kinds[N_KINDS] = {
+    [N_MASTER_CUT] = {"the master cut off from everyone", 2, 2000, 8000},
+    [N_SPLIT_BRAIN] = {"split brain (the master keeps one serve host)", 2, 2000, 8000},
+    [N_SERVE_CUT] = {"a serve host cut off from everyone", 2, 1000, 6000},
+    [N_SERVE_FROM_MASTER] = {"a serve host cut off from the master", 2, 1000, 6000},
+    [N_WORKER_FROM_MASTER] = {"the worker cut off from the master", 1, 1000, 6000},
+    [N_DB_FROM_WORKER] = {"the database cut off from the worker", 1, 1000, 6000},
+    [N_DB_CUT] = {"the database cut off from everyone", 1, 1000, 6000},
+    [N_REPLICA_CUT] = {"a replica cut off from everyone", 1, 1000, 6000},
+    [N_SERVE_KILL] = {"SIGKILL of a serve process", 2, 0, 2000},
+    [N_WORKER_KILL] = {"SIGKILL of the worker", 2, 0, 2000},
+    [N_MASTER_FREEZE] = {"SIGSTOP of the master", 1, 500, 4000},
+    [N_WORKER_FREEZE] = {"SIGSTOP of the worker", 1, 500, 4000},
+    [N_DB_FREEZE] = {"SIGSTOP of the database", 1, 500, 4000},
+};
+
+#define NEM_MAX 256
+
+struct nem_fault {
+    int64_t at_ms;
+    int kind, dur_ms;
+    uint64_t pick;
+};
+
+/* What is broken now; 0 (or -1) when nothing. Times on sk_mono_ms. */
+struct nem_state {
+    int cut_host;          /* the host whose rules cut it off, -1 none */
+    int64_t heal_at;       /* of that partition */
+    int64_t serve_back[2]; /* a killed serve starts again then */
+    int64_t worker_back;
+    pid_t frozen_redis;
+    int64_t thaw_redis, thaw_worker, thaw_db;
+    int applied[N_KINDS], skipped[N_KINDS];
+};
+
+static size_t nem_plan(uint64_t seed, int duration_s, struct nem_fault *f, size_t cap)
+{
+    uint64_t rng = seed;
+    int total = 0;
+    for (int k = 0; k < N_KINDS; k++)
+        total += nem_kinds[k].weight;
+    size_t n = 0;
+    for (int64_t t = 3000; t < (int64_t)duration_s * 1000 - 2000 && n < cap;
+         t += 3000 + (int64_t)(sk_th_rng(&rng) % 3001)) {
+        int w = (int)(sk_th_rng(&rng) % (uint64_t)total), k = 0;
+        while (w >= nem_kinds[k].weight)
+            w -= nem_kinds[k++].weight;
+        int span = nem_kinds[k].max_ms - nem_kinds[k].min_ms;
+        f[n++] = (struct nem_fault){.at_ms = t,
+                                    .kind = k,
+                                    .dur_ms = nem_kinds[k].min_ms +
+                                              (span ? (int)(sk_th_rng(&rng) % (uint64_t)span) : 0),
+                                    .pick = sk_th_rng(&rng)};
+    }
+    return n;
+}
+
+/* The Redis host the Sentinels name as master (most of the three that
+ * answer), -1 when none answers. */
+static int master_host(const struct site *s)
+{
+    int votes[3] = {0, 0, 0}, best = -1;
+    for (int i = 0; i < 3; i++) {
+        redisReply *r =
+            cmd_at(addr(s, H_A + i), SENTINEL_PORT, "SENTINEL get-master-addr-by-name seckill");
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_STRING)
+            for (int h = 0; h < 3; h++)
+                if (!strcmp(r->element[0]->str, addr(s, H_A + h))) votes[h]++;
+        if (r) freeReplyObject(r);
+    }
+    for (int h = 0; h < 3; h++)
+        if (votes[h] && (best < 0 || votes[h] > votes[best])) best = h;
+    return best < 0 ? -1 : H_A + best;
+}
+
+/* Host h cut off from every other host of the lab. */
+static void cut_from_all(struct site *s, int h)
+{
+    int peers[NHOSTS], n = 0;
+    for (int i = 0; i < NHOSTS; i++)
+        if (i != h) peers[n++] = i;
+    sk_th_netlab_cut(&s->lab, h, peers, n);
+}
+
+static void kill_reap(pid_t pid)
+{
+    if (pid <= 0) return;
+    kill(pid, SIGCONT);
+    sk_spawn_stop(pid, SIGKILL, 5000);
+}
+
+#define SAY(t0, ...)                                                                               \
+    do {                                                                                           \
+        printf("    # %6.1f s  ", (sk_mono_ms() - (t0)) / 1000.0);                                 \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+        fflush(stdout);                                                                            \
+    } while (0)
+
+/* Applies fault f (now, mono); a fault that cannot land now (a partition
+ * lasts, the process is down, no master is named) is skipped and said. */
+static void nem_apply(struct site *s, struct nem_state *ns, const struct nem_fault *f, int64_t t0)
+{
+    int64_t now = sk_mono_ms(), until = now + f->dur_ms;
+    int k = f->kind, v = (int)(f->pick % 2), m = -1, h = -1;
+    const char *what = nem_kinds[k].name;
+    if (k <= N_REPLICA_CUT && ns->cut_host >= 0) {
+        SAY(t0, "skipped: %s (a partition lasts)", what);
+        ns->skipped[k]++;
+        return;
+    }
+    if (k == N_MASTER_CUT || k == N_SPLIT_BRAIN || k == N_SERVE_FROM_MASTER ||
+        k == N_WORKER_FROM_MASTER || k == N_REPLICA_CUT || k == N_MASTER_FREEZE) {
+        m = master_host(s);
+        if (m < 0) {
+            SAY(t0, "skipped: %s (no Sentinel names a master)", what);
+            ns->skipped[k]++;
+            return;
+        }
+    }
+    switch (k) {
+    case N_MASTER_CUT: cut_from_all(s, h = m); break;
+    case N_SPLIT_BRAIN: {
+        /* the master keeps serve host v (and the worker); the Sentinels,
+         * the replicas and the other serve host lose it */
+        int peers[3], n = 0;
+        for (int i = H_A; i <= H_C; i++)
+            if (i != m) peers[n++] = i;
+        peers[n++] = H_V1 + (1 - v);
+        sk_th_netlab_cut(&s->lab, h = m, peers, n);
+        break;
+    }
+    case N_SERVE_CUT: cut_from_all(s, h = H_V1 + v); break;
+    case N_SERVE_FROM_MASTER: sk_th_netlab_cut(&s->lab, h = H_V1 + v, &m, 1); break;
+    case N_WORKER_FROM_MASTER: sk_th_netlab_cut(&s->lab, h = H_W, &m, 1); break;
+    case N_DB_FROM_WORKER: {
+        const int w = H_W;
+        sk_th_netlab_cut(&s->lab, h = H_DB, &w, 1);
+        break;
+    }
+    case N_DB_CUT: cut_from_all(s, h = H_DB); break;
+    case N_REPLICA_CUT: {
+        int reps[2], n = 0;
+        for (int i = H_A; i <= H_C; i++)
+            if (i != m) reps[n++] = i;
+        cut_from_all(s, h = reps[v]);
+        break;
+    }
+    case N_SERVE_KILL:
+        if (ns->serve_back[v]) {
+            SAY(t0, "skipped: %s (serve-%s is down)", what, host_names[H_V1 + v]);
+            ns->skipped[k]++;
+            return;
+        }
+        kill_reap(s->serve[v]);
+        s->serve[v] = 0;
+        ns->serve_back[v] = until;
+        SAY(t0, "%s: serve-%s, started again in %.1f s", what, host_names[H_V1 + v],
+            f->dur_ms / 1000.0);
+        ns->applied[k]++;
+        return;
+    case N_WORKER_KILL:
+    case N_WORKER_FREEZE:
+        if (ns->worker_back || ns->thaw_worker) {
+            SAY(t0, "skipped: %s (the worker is down or frozen)", what);
+            ns->skipped[k]++;
+            return;
+        }
+        if (k == N_WORKER_KILL) {
+            kill_reap(s->worker);
+            s->worker = 0;
+            ns->worker_back = until;
+        } else {
+            kill(s->worker, SIGSTOP);
+            ns->thaw_worker = until;
+        }
+        SAY(t0, "%s for %.1f s", what, f->dur_ms / 1000.0);
+        ns->applied[k]++;
+        return;
+    case N_MASTER_FREEZE:
+        if (ns->frozen_redis) {
+            SAY(t0, "skipped: %s (a Redis server is frozen)", what);
+            ns->skipped[k]++;
+            return;
+        }
+        ns->frozen_redis = s->redis[m - H_A];
+        kill(ns->frozen_redis, SIGSTOP);
+        ns->thaw_redis = until;
+        SAY(t0, "%s (redis-%s) for %.1f s", what, host_names[m], f->dur_ms / 1000.0);
+        ns->applied[k]++;
+        return;
+    case N_DB_FREEZE:
+        if (ns->thaw_db) {
+            SAY(t0, "skipped: %s (it is frozen)", what);
+            ns->skipped[k]++;
+            return;
+        }
+        sk_pg_spawn_freeze(&s->pg, 1);
+        ns->thaw_db = until;
+        SAY(t0, "%s for %.1f s", what, f->dur_ms / 1000.0);
+        ns->applied[k]++;
+        return;
+    }
+    ns->cut_host = h;
+    ns->heal_at = until;
+    SAY(t0, "%s: rules in %s%s%s for %.1f s", what, host_names[h], m >= 0 ? ", master " : "",
+        m >= 0 ? host_names[m] : "", f->dur_ms / 1000.0);
+    ns->applied[k]++;
+}
+
+/* Heals what is due (all: everything, now). */
+static void nem_heal(struct site *s, struct nem_state *ns, int all, int64_t t0)
+{
+    int64_t now = sk_mono_ms();
+#define DUE(t) ((t) && (all || now >= (t)))
+    if (ns->cut_host >= 0 && (all || now >= ns->heal_at)) {
+        sk_th_netlab_heal(&s->lab, ns->cut_host);
+        SAY(t0, "healed: %s", host_names[ns->cut_host]);
+        ns->cut_host = -1;
+    }
+    for (int v = 0; v < 2; v++)
+        if (DUE(ns->serve_back[v])) {
+            start_serve_on(s, v);
+            ns->serve_back[v] = 0;
+            SAY(t0, "serve-%s started again", host_names[H_V1 + v]);
+        }
+    if (DUE(ns->worker_back)) {
+        start_worker_on(s);
+        ns->worker_back = 0;
+        SAY(t0, "the worker started again");
+    }
+    if (DUE(ns->thaw_worker)) {
+        kill(s->worker, SIGCONT);
+        ns->thaw_worker = 0;
+        SAY(t0, "the worker thawed");
+    }
+    if (DUE(ns->thaw_redis)) {
+        kill(ns->frozen_redis, SIGCONT);
+        ns->frozen_redis = 0;
+        ns->thaw_redis = 0;
+        SAY(t0, "the frozen Redis thawed");
+    }
+    if (DUE(ns->thaw_db)) {
+        sk_pg_spawn_freeze(&s->pg, 0);
+        ns->thaw_db = 0;
+        SAY(t0, "the database thawed");
+    }
+#undef DUE
+}
+
+static uint64_t env_num(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+SK_TEST_T(partition_nemesis_a_seeded_mix_of_cuts_kills_and_freezes, 900)
+{
+    uint64_t seed = env_num("PARTITION_SEED", 0);
+    if (!seed) seed = (uint64_t)sk_wall_ms() * 1000003u ^ (uint64_t)getpid() << 32;
+    int duration_s = (int)env_num("PARTITION_S", 60);
+    CHECK_MSG(duration_s >= 10 && duration_s <= 600, "PARTITION_S=%d: 10..600", duration_s);
+    printf("    # PARTITION_SEED=%" PRIu64
+           " PARTITION_S=%d (make partitions PARTITION_SEED=%" PRIu64
+           " T=nemesis repeats this schedule)\n",
+           seed, duration_s, seed);
+    static struct nem_fault f[NEM_MAX];
+    size_t nf = nem_plan(seed, duration_s, f, NEM_MAX);
+    static struct site s;
+    site_start(&s);
+    wait_both_selling(&s, 30000, "the sale before the faults");
+    struct nem_state ns = {.cut_host = -1};
+    int64_t t0 = sk_mono_ms(), t_start = sk_wall_ms();
+    for (size_t i = 0; i < nf;) {
+        nem_heal(&s, &ns, 0, t0);
+        if (sk_mono_ms() - t0 >= f[i].at_ms)
+            nem_apply(&s, &ns, &f[i++], t0);
+        else
+            sk_th_nap_ms(20);
+    }
+    while (sk_mono_ms() - t0 < (int64_t)duration_s * 1000) {
+        nem_heal(&s, &ns, 0, t0);
+        sk_th_nap_ms(20);
+    }
+    nem_heal(&s, &ns, 1, t0);
+    int64_t t_heal = sk_wall_ms();
+    printf("    # faults applied (skipped):");
+    for (int k = 0, any = 0; k < N_KINDS; k++)
+        if (ns.applied[k] || ns.skipped[k])
+            printf("%s %s %d (%d)", any++ ? ";" : "", nem_kinds[k].name, ns.applied[k],
+                   ns.skipped[k]);
+    printf("\n");
+    site_finish(&s, "nemesis", t_start, t_heal);
+    site_stop(&s);
 }
