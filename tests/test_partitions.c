@@ -85,7 +85,8 @@ static const char *const host_names[NHOSTS] = {"a", "b", "c", "v1", "v2", "db", 
 struct site {
     struct sk_th_netlab lab;
     pid_t redis[3], sentinel[3], serve[2], worker;
-    int serve_lives[2], worker_lives; /* incarnations (a kill starts another) */
+    int serve_lives[2], worker_lives, redis_lives[3]; /* incarnations (a kill starts another) */
+    int aof; /* Redis with appendonly yes, appendfsync always (the nemesis) */
     struct sk_pg_spawn pg;
     char dir[256];
     char redis_url[256]; /* the Sentinels' URL */
@@ -184,44 +185,63 @@ static long long sentinel_field(const struct site *s, int i, const char *name)
     return v;
 }
 
+/* The log name of a process's incarnation: base, then base.1, base.2 ...
+ * (a restarted process writes a log of its own). */
+static void life_name(char *out, size_t cap, const char *base, int life)
+{
+    if (life)
+        snprintf(out, cap, "%s.%d", base, life);
+    else
+        snprintf(out, cap, "%s", base);
+}
+
+/* Redis node i on its host, a replica of host master (-1: none); again
+ * after a kill, on its directory (with s->aof its data comes back). */
+static void start_redis_node(struct site *s, int i, int master)
+{
+    char d[300], base[16], name[32];
+    snprintf(d, sizeof d, "%s/redis%d", s->dir, i);
+    if (!s->redis_lives[i]) CHECK_EQ(mkdir(d, 0700), 0);
+    snprintf(base, sizeof base, "redis-%s", host_names[H_A + i]);
+    life_name(name, sizeof name, base, s->redis_lives[i]++);
+    const char *argv[26] = {"redis-server",
+                            "--port",
+                            "6379",
+                            "--bind",
+                            addr(s, H_A + i),
+                            "127.0.0.1",
+                            "--dir",
+                            d,
+                            "--save",
+                            "",
+                            "--appendonly",
+                            s->aof ? "yes" : "no",
+                            "--appendfsync",
+                            "always",
+                            "--protected-mode",
+                            "no",
+                            "--repl-diskless-sync",
+                            "yes",
+                            "--repl-diskless-sync-delay",
+                            "0",
+                            "--hz",
+                            "100",
+                            NULL};
+    if (master >= 0) {
+        argv[22] = "--replicaof";
+        argv[23] = addr(s, master);
+        argv[24] = "6379";
+        argv[25] = NULL;
+    }
+    struct endpoint e = {addr(s, H_A + i), REDIS_PORT};
+    s->redis[i] = start_in(s, H_A + i, name, argv, redis_ready, &e);
+}
+
 /* The redis nodes, in sync, and the Sentinels, each knowing the others. */
 static void start_redis(struct site *s)
 {
-    for (int i = 0; i < 3; i++) {
-        char d[300], name[16];
-        snprintf(d, sizeof d, "%s/redis%d", s->dir, i);
-        CHECK_EQ(mkdir(d, 0700), 0);
-        snprintf(name, sizeof name, "redis-%s", host_names[H_A + i]);
-        const char *argv[24] = {"redis-server",
-                                "--port",
-                                "6379",
-                                "--bind",
-                                addr(s, H_A + i),
-                                "127.0.0.1",
-                                "--dir",
-                                d,
-                                "--save",
-                                "",
-                                "--appendonly",
-                                "no",
-                                "--protected-mode",
-                                "no",
-                                "--repl-diskless-sync",
-                                "yes",
-                                "--repl-diskless-sync-delay",
-                                "0",
-                                "--hz",
-                                "100",
-                                NULL};
-        if (i > 0) {
-            argv[20] = "--replicaof";
-            argv[21] = addr(s, H_A);
-            argv[22] = "6379";
-            argv[23] = NULL;
-        }
-        struct endpoint e = {addr(s, H_A + i), REDIS_PORT};
-        s->redis[i] = start_in(s, H_A + i, name, argv, redis_ready, &e);
-    }
+    for (int i = 0; i < 3; i++)
+        start_redis_node(s, i, i > 0 ? H_A : -1);
     int64_t by = sk_mono_ms() + 20000;
     for (;;) {
         redisReply *r = cmd_at(addr(s, H_A), REDIS_PORT, "WAIT 2 200");
@@ -285,16 +305,6 @@ static void start_pg(struct site *s)
              s->pg.port);
 }
 
-/* The log name of a process's incarnation: base, then base.1, base.2 ...
- * (a restarted process writes a log of its own). */
-static void life_name(char *out, size_t cap, const char *base, int life)
-{
-    if (life)
-        snprintf(out, cap, "%s.%d", base, life);
-    else
-        snprintf(out, cap, "%s", base);
-}
-
 /* serve host v's serve (again after a kill: same host, same options). */
 static void start_serve_on(struct site *s, int v)
 {
@@ -346,11 +356,12 @@ static void start_seckill(struct site *s)
     start_worker_on(s);
 }
 
-static void site_start(struct site *s)
+static void site_start(struct site *s, int aof)
 {
     char why[160];
     CHECK_MSG(sk_th_netlab_possible(why, sizeof why), "partitions cannot run here: %s", why);
     memset(s, 0, sizeof *s);
+    s->aof = aof;
     snprintf(s->dir, sizeof s->dir, "%s", sk_th_tmpdir());
     sk_th_netlab_start(&s->lab, host_names, NHOSTS);
     sk_th_netlab_enter(&s->lab, H_OPS);
@@ -514,7 +525,7 @@ static void site_stop(struct site *s)
 static void run_case(const char *label, void (*cut)(struct site *), void (*heal)(struct site *))
 {
     static struct site s;
-    site_start(&s);
+    site_start(&s, 0);
     wait_both_selling(&s, 30000, "the sale before the cut");
     sk_th_nap_ms(1500);
     int64_t t_cut = sk_wall_ms();
@@ -600,7 +611,11 @@ SK_TEST_T(partition_the_worker_cut_off_from_the_master_only, 300)
  * everyone or from the master only, the worker from the master, the
  * database from the worker or from everyone, a replica cut off), a SIGKILL
  * of a serve process or of the worker (started again on its host after
- * 0-2 s), or a SIGSTOP of the master, the worker or the database (0.5-4 s).
+ * 0-2 s) or of the master (back on its data after 1-6 s: the nemesis's
+ * Redis runs with appendonly yes, appendfsync always, and comes back as
+ * the replica of the master of that moment, as a configuration Sentinel
+ * rewrote would), or a SIGSTOP of the master, the worker or the database
+ * (0.5-4 s). At most one Redis node is down or frozen at a time.
  * Kills and freezes land during partitions too: that is the mix. The
  * master is the one the Sentinels name when the fault is due.
  * PARTITION_SEED=N repeats a schedule (a fresh seed is printed). */
@@ -616,6 +631,7 @@ enum nem_kind {
     N_REPLICA_CUT,
     N_SERVE_KILL,
     N_WORKER_KILL,
+    N_MASTER_KILL,
     N_MASTER_FREEZE,
     N_WORKER_FREEZE,
     N_DB_FREEZE,
@@ -636,6 +652,7 @@ static const struct {
     [N_REPLICA_CUT] = {"a replica cut off from everyone", 1, 1000, 6000},
     [N_SERVE_KILL] = {"SIGKILL of a serve process", 2, 0, 2000},
     [N_WORKER_KILL] = {"SIGKILL of the worker", 2, 0, 2000},
+    [N_MASTER_KILL] = {"SIGKILL of the master", 2, 1000, 6000},
     [N_MASTER_FREEZE] = {"SIGSTOP of the master", 1, 500, 4000},
     [N_WORKER_FREEZE] = {"SIGSTOP of the worker", 1, 500, 4000},
     [N_DB_FREEZE] = {"SIGSTOP of the database", 1, 500, 4000},
@@ -655,6 +672,7 @@ struct nem_state {
     int64_t heal_at;       /* of that partition */
     int64_t serve_back[2]; /* a killed serve starts again then */
     int64_t worker_back;
+    int64_t redis_back[3]; /* a killed Redis node starts again then (on its data) */
     pid_t frozen_redis;
     int64_t thaw_redis, thaw_worker, thaw_db;
     int applied[N_KINDS], skipped[N_KINDS];
@@ -738,7 +756,8 @@ static void nem_apply(struct site *s, struct nem_state *ns, const struct nem_fau
         return;
     }
     if (k == N_MASTER_CUT || k == N_SPLIT_BRAIN || k == N_SERVE_FROM_MASTER ||
-        k == N_WORKER_FROM_MASTER || k == N_REPLICA_CUT || k == N_MASTER_FREEZE) {
+        k == N_WORKER_FROM_MASTER || k == N_REPLICA_CUT || k == N_MASTER_KILL ||
+        k == N_MASTER_FREEZE) {
         m = master_host(s);
         if (m < 0) {
             SAY(t0, "skipped: %s (no Sentinel names a master)", what);
@@ -805,10 +824,20 @@ static void nem_apply(struct site *s, struct nem_state *ns, const struct nem_fau
         SAY(t0, "%s for %.1f s", what, f->dur_ms / 1000.0);
         ns->applied[k]++;
         return;
+    case N_MASTER_KILL:
     case N_MASTER_FREEZE:
-        if (ns->frozen_redis) {
-            SAY(t0, "skipped: %s (a Redis server is frozen)", what);
+        if (ns->frozen_redis || ns->redis_back[0] || ns->redis_back[1] || ns->redis_back[2]) {
+            SAY(t0, "skipped: %s (a Redis server is frozen or down)", what);
             ns->skipped[k]++;
+            return;
+        }
+        if (k == N_MASTER_KILL) {
+            kill_reap(s->redis[m - H_A]);
+            s->redis[m - H_A] = 0;
+            ns->redis_back[m - H_A] = until;
+            SAY(t0, "%s (redis-%s), back on its data in %.1f s", what, host_names[m],
+                f->dur_ms / 1000.0);
+            ns->applied[k]++;
             return;
         }
         ns->frozen_redis = s->redis[m - H_A];
@@ -851,6 +880,17 @@ static void nem_heal(struct site *s, struct nem_state *ns, int all, int64_t t0)
             start_serve_on(s, v);
             ns->serve_back[v] = 0;
             SAY(t0, "serve-%s started again", host_names[H_V1 + v]);
+        }
+    for (int i = 0; i < 3; i++)
+        if (DUE(ns->redis_back[i])) {
+            /* as a config Sentinel rewrote would: the master's replica,
+             * unless it is still the master itself */
+            int m = master_host(s);
+            start_redis_node(s, i, m >= 0 && m != H_A + i ? m : -1);
+            ns->redis_back[i] = 0;
+            SAY(t0, "redis-%s started again%s%s", host_names[H_A + i],
+                m >= 0 && m != H_A + i ? " as a replica of " : " as a master",
+                m >= 0 && m != H_A + i ? host_names[m] : "");
         }
     if (DUE(ns->worker_back)) {
         start_worker_on(s);
@@ -895,7 +935,7 @@ SK_TEST_T(partition_nemesis_a_seeded_mix_of_cuts_kills_and_freezes, 900)
     static struct nem_fault f[NEM_MAX];
     size_t nf = nem_plan(seed, duration_s, f, NEM_MAX);
     static struct site s;
-    site_start(&s);
+    site_start(&s, 1);
     wait_both_selling(&s, 30000, "the sale before the faults");
     struct nem_state ns = {.cut_host = -1};
     int64_t t0 = sk_mono_ms(), t_start = sk_wall_ms();
