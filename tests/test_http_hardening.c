@@ -304,7 +304,7 @@ SK_TEST(with_trusted_proxies_x_user_id_from_any_other_peer_is_a_401)
     char any[64], local[64], out[4096];
     snprintf(any, sizeof any, "0.0.0.0:%d", sk_th_free_port());
     snprintf(local, sizeof local, "127.0.0.1:%d", sk_th_free_port());
-    static const char dead_db[] = "postgres://127.0.0.1:1/x";
+    static const char dead_db[] = "sqlite:/nonexistent-dir/x.db"; /* a server's is waited for */
     const struct {
         const char *listen, *flag, *value;
         int warned;
@@ -607,20 +607,42 @@ SK_TEST(a_failed_start_logs_no_password)
 {
     char out[8192], listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", sk_th_free_port());
-    const char *pg[] = {"serve",
-                        "--listen",
-                        listen,
-                        "--db",
-                        "postgres://app:PgPassw0rdXyz@127.0.0.1:1/shop?password=PgParamS3cret",
-                        "--redis",
-                        "redis://:R3disPassw0rdXyz@127.0.0.1:1",
-                        NULL};
+    /* a URL libpq refuses (an unknown parameter): the start fails */
+    const char *pg[] = {
+        "serve",
+        "--listen",
+        listen,
+        "--db",
+        "postgres://app:PgPassw0rdXyz@127.0.0.1:1/shop?password=PgParamS3cret&nosuch=1",
+        "--redis",
+        "redis://:R3disPassw0rdXyz@127.0.0.1:1",
+        NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, pg);
     CHECK_MSG(rc == 1, "exit %d: %s", rc, out);
     CHECK_MSG(strstr(out, "postgres://app:***@127.0.0.1:1/shop?password=***"), "%s", out);
     CHECK_MSG(!strstr(out, "PgPassw0rdXyz") && !strstr(out, "PgParamS3cret") &&
                   !strstr(out, "R3disPassw0rdXyz"),
               "a password in the log: %s", out);
+
+    /* a database server that cannot be reached: serve starts without it
+     * (purchases need Redis only) and says so, without the password */
+    struct sk_th_serve d;
+    const char *dead_pg[] = {
+        "--db", "postgres://app:PgPassw0rdXyz@127.0.0.1:1/shop?password=PgParamS3cret", NULL};
+    sk_th_serve_start(&d, sk_th_redis_url(), dead_pg);
+    CHECK_EQ(sk_th_serve_stop(&d, SIGTERM), 0);
+    FILE *df = fopen(d.log, "r");
+    CHECK(df != NULL);
+    char dline[2048];
+    int told = 0;
+    while (fgets(dline, sizeof dline, df)) {
+        told += strstr(dline, "postgres://app:***@127.0.0.1:1/shop?password=***") != NULL &&
+                strstr(dline, "not reachable") != NULL;
+        CHECK_MSG(!strstr(dline, "PgPassw0rdXyz") && !strstr(dline, "PgParamS3cret"), "%s: %s",
+                  d.log, dline);
+    }
+    fclose(df);
+    CHECK_MSG(told > 0, "no line saying the database is not reachable (log %s)", d.log);
 
     /* a server whose Redis is unreachable starts anyway and says so:
      * without the password */

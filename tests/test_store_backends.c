@@ -1852,3 +1852,75 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
     CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);
     sk_store_close(st);
 }
+
+/* ---- opened while the server is down (sk_store_open_waiting) ---- */
+
+/* A server store opened while its server is down (what serve does at
+ * start) comes back unconnected with the reason; its calls fail like a
+ * lost connection's, within the connect bound; the first call after the
+ * server is back connects, brings the never-opened database's schema up
+ * to date, and does its work. SQLite is not waited for: a file that
+ * cannot be opened still fails the open. */
+static void opened_while_down(int my)
+{
+    struct sk_th_pg pg;
+    struct sk_th_my m;
+    char url[420], err[512];
+    if (my) {
+        sk_th_my_start(&m);
+        sk_th_my_create_db(&m, "opened_down", url, sizeof url);
+        sk_th_my_stop(&m);
+    } else {
+        sk_th_pg_start(&pg);
+        sk_th_pg_create_db(&pg, "opened_down", url, sizeof url);
+        sk_th_pg_stop(&pg);
+    }
+    sk_store *st = NULL;
+    CHECK_EQ(sk_store_open(&st, url, err, sizeof err) < 0, 1); /* the plain open fails */
+    CHECK(st == NULL);
+    CHECK_EQ(sk_store_open_waiting(&st, url, err, sizeof err), 0);
+    CHECK(st != NULL);
+    CHECK_MSG(strstr(err, "cannot connect") != NULL, "%s", err);
+    int version = -1;
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_schema_version(st, &version), SK_EDB);
+    CHECK_MSG(sk_mono_ms() - t0 < 10000, "a call took %lld ms", (long long)(sk_mono_ms() - t0));
+    if (my)
+        sk_th_my_restart(&m);
+    else
+        sk_th_pg_restart(&pg);
+    CHECK_EQ(sk_store_schema_version(st, &version), 0);
+    CHECK(version > 0);
+    struct sk_activity *list = NULL;
+    size_t n = 99;
+    CHECK_EQ(sk_store_activity_list(st, &list, &n), 0); /* the tables are there */
+    CHECK_EQ(n, 0);
+    free(list);
+    sk_store_close(st);
+    /* a second handle finds the schema done */
+    CHECK_MSG(sk_store_open(&st, url, err, sizeof err) == 0, "%s", err);
+    sk_store_close(st);
+    if (my)
+        sk_th_my_stop(&m);
+    else
+        sk_th_pg_stop(&pg);
+}
+
+SK_TEST_T(store_pg_opened_while_its_server_is_down_connects_and_migrates_on_a_later_call, 120)
+{
+    opened_while_down(0);
+}
+
+SK_TEST_T(store_mysql_opened_while_its_server_is_down_connects_and_migrates_on_a_later_call, 120)
+{
+    opened_while_down(1);
+}
+
+SK_TEST(store_sqlite_that_cannot_be_opened_fails_the_waiting_open_too)
+{
+    sk_store *st = NULL;
+    char err[512];
+    CHECK(sk_store_open_waiting(&st, "sqlite:/nonexistent-dir/x.db", err, sizeof err) < 0);
+    CHECK(st == NULL);
+    CHECK(err[0] != 0);
+}

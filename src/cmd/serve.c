@@ -849,13 +849,19 @@ int sk_cli_serve(int argc, char **argv)
         }
     }
     /* Open the store once before forking: migrations and the switch to WAL
-     * happen here, not in N processes racing for the same file. */
+     * happen here, not in N processes racing for the same file. A database
+     * server that cannot be reached does not stop the start: purchases need
+     * Redis only; the first handle that connects migrates (the servers
+     * serialize concurrent migrations), the order worker waits for it. */
     sk_store *store;
-    if (sk_store_open(&store, cfg.db, err, sizeof err) < 0) {
-        char safe[sizeof cfg.db];
+    char safe[sizeof cfg.db];
+    if (sk_store_open_waiting(&store, cfg.db, err, sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
         return SK_EXIT_FAIL;
     }
+    if (err[0])
+        sk_log(SK_LOG_WARN, "store %s: not reachable at start (%s): starting without it",
+               sk_redact_url(cfg.db, safe, sizeof safe), err);
     sk_store_close(store);
     /* The rollback guard's memory of key sets (docs/recovery.md), made
      * before the fork so every HTTP process checks against the host's. */

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/redact.h"
 
 /* How often /readyz's answer is refreshed. */
 #define HEALTH_EVERY_MS 1000
@@ -52,10 +53,13 @@ int sk_store_calls_init(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
     char err[512];
-    int rc =
-        sk_store_pool_new(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err, sizeof err);
+    /* A database that is down does not keep this process from selling:
+     * purchases need Redis only, and the handles connect when it answers */
+    int rc = sk_store_pool_new_waiting(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err,
+                                       sizeof err);
+    char safe[sizeof cfg->db];
     if (rc < 0) {
-        sk_log(SK_LOG_ERROR, "store %s: %s", cfg->db, err);
+        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg->db, safe, sizeof safe), err);
         return rc;
     }
     /* h2o closes the fd it watches: give it its own */
@@ -70,7 +74,14 @@ int sk_store_calls_init(struct sk_app *app)
     app->pool_sock->data = app;
     h2o_socket_read_start(app->pool_sock, on_pool_ready);
     h2o_timeout_init(app->ctx.loop, &app->db_deadline, (uint64_t)cfg->db_timeout_ms);
-    app->db.ok = 1; /* the pool just opened every handle */
+    /* the pool just opened every handle, or says why it could not */
+    app->db.ok = !err[0];
+    snprintf(app->db.why, sizeof app->db.why, "%.199s", err);
+    if (err[0])
+        sk_log(SK_LOG_WARN,
+               "store %s: not reachable (%s): serving purchases from Redis; what needs the "
+               "database answers 503 until it answers",
+               sk_redact_url(cfg->db, safe, sizeof safe), err);
     h2o_linklist_init_anchor(&app->db.waiting);
     app->db.next_ms = sk_mono_ms() + HEALTH_EVERY_MS;
     return 0;

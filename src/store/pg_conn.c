@@ -267,7 +267,9 @@ int sk_pg_enter(sk_store *st)
          * connection would fail this call. */
         if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
     }
-    return bad ? reconnect(st) : 0;
+    int rc = bad ? reconnect(st) : 0;
+    /* an open made without a connection owes its migrations */
+    return rc == 0 && st->owed ? sk_store_pay_owed(st) : rc;
 }
 
 int sk_pg_connect(sk_store *st, const char *url)

@@ -27,7 +27,8 @@ static int is_pg_spec(const char *spec)
     return !strncmp(spec, "postgres://", 11) || !strncmp(spec, "postgresql://", 13);
 }
 
-int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
+/* sk_store_open and sk_store_open_waiting (store.h). */
+static int open_spec(sk_store **out, const char *spec, int waiting, char *err, size_t cap)
 {
     *out = NULL;
     if (err && cap) err[0] = 0;
@@ -64,16 +65,43 @@ int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
         if (err) snprintf(err, cap, "out of memory");
         return SK_ENOMEM;
     }
-    rc = is_pg_spec(spec)        ? sk_store_pg_open(st, spec)
-         : sk_mysql_url_is(spec) ? sk_store_mysql_open(st, spec)
+    rc = is_pg_spec(spec)        ? sk_store_pg_open(st, spec, waiting)
+         : sk_mysql_url_is(spec) ? sk_store_mysql_open(st, spec, waiting)
                                  : sk_store_sqlite_open(st, spec + 7);
+    if (rc == SK_STORE_UNCONNECTED) {
+        if (err) snprintf(err, cap, "%s", st->errstr);
+        st->errstr[0] = 0;
+        *out = st;
+        return 0;
+    }
     if (rc) {
         if (err) snprintf(err, cap, "%s", st->errstr);
         sk_store_close(st);
         return rc;
     }
+    if (err && cap) err[0] = 0;
     *out = st;
     return 0;
+}
+
+int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
+{
+    return open_spec(out, spec, 0, err, cap);
+}
+
+int sk_store_open_waiting(sk_store **out, const char *spec, char *err, size_t cap)
+{
+    return open_spec(out, spec, 1, err, cap);
+}
+
+int sk_store_pay_owed(sk_store *st)
+{
+    int (*owed)(sk_store *) = st->owed;
+    if (!owed) return 0;
+    st->owed = NULL; /* the migrations run calls that must not run them again */
+    int rc = owed(st);
+    if (rc) st->owed = owed; /* the next call that connects tries again */
+    return rc;
 }
 
 void sk_store_close(sk_store *st)

@@ -29,6 +29,18 @@ typedef struct sk_store sk_store;
  * migrated (including a schema newer than this binary), SK_ENOMEM.
  * The caller owns *out and releases it with sk_store_close. */
 int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap);
+
+/* As sk_store_open, except that a server store (PostgreSQL, MariaDB /
+ * MySQL) that cannot be connected to now is opened anyway, unconnected:
+ * every call then fails as after a lost connection (SK_EDB) and tries to
+ * connect again, and the first one that connects brings the schema up to
+ * date before it does its own work. For a process that must start while
+ * its database is down (serve: purchases need Redis only). Returns 0 with
+ * err empty when connected, 0 with err saying why when not (yet), or a
+ * code as sk_store_open for what waiting cannot cure (a malformed spec, a
+ * SQLite file that cannot be opened, a failed migration). Ownership as
+ * sk_store_open. */
+int sk_store_open_waiting(sk_store **out, const char *spec, char *err, size_t cap);
 /* Closes and frees; NULL is fine. */
 void sk_store_close(sk_store *st);
 

@@ -314,6 +314,10 @@ struct sk_store_ops {
 struct sk_store {
     const struct sk_store_ops *ops;
     char errstr[SK_STORE_ERR_MAX];
+    /* what an open made without a connection still owes (its migrations),
+     * run by the first call that connects (sk_store_open_waiting); NULL
+     * when nothing */
+    int (*owed)(sk_store *st);
     union {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;
@@ -345,9 +349,16 @@ struct sk_store {
 
 /* Backend opens: fill st (ops included) from the part of the spec they
  * own. On failure st->errstr says why; the caller then runs
- * st->ops->close (when st->ops is set) and frees st. */
+ * st->ops->close (when st->ops is set) and frees st. waiting: a server
+ * that cannot be connected to leaves st unconnected with its migrations
+ * owed (st->owed), the reason in st->errstr, and the open returns
+ * SK_STORE_UNCONNECTED. */
+#define SK_STORE_UNCONNECTED 1
 int sk_store_sqlite_open(sk_store *st, const char *path);
-int sk_store_pg_open(sk_store *st, const char *url);
-int sk_store_mysql_open(sk_store *st, const char *url);
+int sk_store_pg_open(sk_store *st, const char *url, int waiting);
+int sk_store_mysql_open(sk_store *st, const char *url, int waiting);
+/* Runs what st still owes (sk_store_open_waiting), once its connection is
+ * up: the backends' enter calls it after connecting. 0 or a code. */
+int sk_store_pay_owed(sk_store *st);
 
 #endif

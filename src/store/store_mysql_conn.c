@@ -263,9 +263,9 @@ int sk_my_enter(sk_store *st)
         struct pollfd p = {.fd = (int)mysql_get_socket(st->my), .events = POLLIN};
         if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
     }
-    if (!bad) return 0;
-    int rc = open_session(st, "connection lost and reconnect failed");
-    return rc;
+    int rc = bad ? open_session(st, "connection lost and reconnect failed") : 0;
+    /* an open made without a connection owes its migrations */
+    return rc == 0 && st->owed ? sk_store_pay_owed(st) : rc;
 }
 
 /* ---- statements ---- */

@@ -211,8 +211,9 @@ static int start_thread(sk_store_pool *p, int i)
     return 0;
 }
 
-int sk_store_pool_new(sk_store_pool **out, const char *spec, int threads, int queue_max, char *err,
-                      size_t cap)
+/* sk_store_pool_new and sk_store_pool_new_waiting (store_pool.h). */
+static int pool_new(sk_store_pool **out, const char *spec, int threads, int queue_max, int waiting,
+                    char *err, size_t cap)
 {
     *out = NULL;
     if (err && cap) err[0] = 0;
@@ -235,13 +236,18 @@ int sk_store_pool_new(sk_store_pool **out, const char *spec, int threads, int qu
         sk_store_pool_free(p);
         return SK_EIO;
     }
+    char why[256] = "";
     for (int i = 0; i < threads; i++) {
-        int rc = sk_store_open(&p->stores[i], spec, err, cap);
+        int rc = waiting ? sk_store_open_waiting(&p->stores[i], spec, err, cap)
+                         : sk_store_open(&p->stores[i], spec, err, cap);
         if (rc < 0) {
             sk_store_pool_free(p);
             return rc;
         }
+        /* the first handle's reason: the others fail alike */
+        if (waiting && err && cap && err[0] && !why[0]) snprintf(why, sizeof why, "%s", err);
     }
+    if (err && cap) snprintf(err, cap, "%s", why);
     for (int i = 0; i < threads; i++) {
         if (start_thread(p, i) < 0) {
             if (err && cap) snprintf(err, cap, "store pool: cannot start thread %d", i);
@@ -256,6 +262,18 @@ oom:
     if (err && cap) snprintf(err, cap, "store pool: out of memory");
     sk_store_pool_free(p);
     return SK_ENOMEM;
+}
+
+int sk_store_pool_new(sk_store_pool **out, const char *spec, int threads, int queue_max, char *err,
+                      size_t cap)
+{
+    return pool_new(out, spec, threads, queue_max, 0, err, cap);
+}
+
+int sk_store_pool_new_waiting(sk_store_pool **out, const char *spec, int threads, int queue_max,
+                              char *err, size_t cap)
+{
+    return pool_new(out, spec, threads, queue_max, 1, err, cap);
 }
 
 void sk_store_pool_free(sk_store_pool *p)
