@@ -50,6 +50,7 @@
 #include "support/chaos_check.h"
 #include "support/chaos_store.h"
 #include "support/cluster_harness.h"
+#include "support/fault_plan.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -92,10 +93,7 @@ enum fault_kind {
     F_KINDS
 };
 
-static struct {
-    const char *id, *name;
-    int weight, min_ms, max_ms; /* how long it lasts (a kill: until the restart) */
-} kinds[F_KINDS] = {
+static struct sk_th_fault_kind kinds[F_KINDS] = {
     [F_MASTER_KILL] = {"master_kill", "SIGKILL of a Redis master", 3, 3000, 8000},
     [F_MASTER_STOP] = {"master_stop", "SIGSTOP of a Redis master", 2, 500, 5000},
     [F_REPLICA_KILL] = {"replica_kill", "SIGKILL of a Redis replica", 1, 1000, 5000},
@@ -111,12 +109,6 @@ static struct {
      * continued: a failover to a replica that lacks the last writes (the
      * rollback guard's case) */
     [F_LAG_FAILOVER] = {"lag_failover", "failover to a lagging replica", 2, 3000, 8000},
-};
-
-struct fault {
-    int64_t at_ms; /* after the start */
-    int kind, dur_ms;
-    uint64_t pick; /* which of the candidates, when due */
 };
 
 /* CHAOS_KINDS=id,id...: only those kinds (to chase one finding); the
@@ -135,26 +127,9 @@ static void restrict_kinds(const char *list)
     CHECK_MSG(any, "CHAOS_KINDS=%s names no fault kind", list);
 }
 
-static size_t plan(uint64_t seed, int duration_s, struct fault *f, size_t cap)
+static size_t plan(uint64_t seed, int duration_s, struct sk_th_fault *f, size_t cap)
 {
-    uint64_t rng = seed;
-    int total = 0;
-    for (int k = 0; k < F_KINDS; k++)
-        total += kinds[k].weight;
-    size_t n = 0;
-    for (int64_t t = 3000; t < (int64_t)duration_s * 1000 - 2000 && n < cap;
-         t += 4000 + (int64_t)(sk_th_rng(&rng) % 4001)) {
-        int w = (int)(sk_th_rng(&rng) % (uint64_t)total), k = 0;
-        while (w >= kinds[k].weight)
-            w -= kinds[k++].weight;
-        int span = kinds[k].max_ms - kinds[k].min_ms;
-        f[n++] = (struct fault){.at_ms = t,
-                                .kind = k,
-                                .dur_ms = kinds[k].min_ms +
-                                          (span ? (int)(sk_th_rng(&rng) % (uint64_t)span) : 0),
-                                .pick = sk_th_rng(&rng)};
-    }
-    return n;
+    return sk_th_fault_plan(seed, duration_s, kinds, F_KINDS, 4000, 8000, f, cap);
 }
 
 /* ---- the system under test ---------------------------------------------------- */
@@ -350,7 +325,7 @@ static int replicas_of(struct chaos *c, int m, int *out)
     return n;
 }
 
-static void lag_failover(struct chaos *c, const struct fault *f)
+static void lag_failover(struct chaos *c, const struct sk_th_fault *f)
 {
     int cand[16], reps[16];
     int n = redis_candidates(c, "master", cand);
@@ -383,7 +358,7 @@ static void lag_failover(struct chaos *c, const struct fault *f)
     SAY(c, "  node %d killed, its replicas continued; back in %.1f s", m, f->dur_ms / 1000.0);
 }
 
-static void apply(struct chaos *c, const struct fault *f)
+static void apply(struct chaos *c, const struct sk_th_fault *f)
 {
     int k = f->kind;
     int redis = k <= F_REPLICA_STOP || k == F_LAG_FAILOVER,
@@ -738,7 +713,7 @@ static void chaos_run(int cluster)
            "CHAOS_SEED=%" PRIu64 " CHAOS_TOPO=%s repeats this schedule)\n",
            c->seed, cluster ? "cluster" : "sentinel", c->duration_s, chaos_store_name(kind),
            c->seed, cluster ? "cluster" : "sentinel");
-    static struct fault f[MAX_FAULTS];
+    static struct sk_th_fault f[MAX_FAULTS];
     restrict_kinds(getenv("CHAOS_KINDS"));
     size_t nf = plan(c->seed, c->duration_s, f, MAX_FAULTS);
 

@@ -59,6 +59,7 @@
 #include "store/store.h"
 #include "support/chaos_buyers.h"
 #include "support/chaos_check.h"
+#include "support/fault_plan.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -638,33 +639,27 @@ enum nem_kind {
     N_KINDS
 };
 
-static const struct {
-    const char *name;
-    int weight, min_ms, max_ms;
-} nem_kinds[N_KINDS] = {
-    [N_MASTER_CUT] = {"the master cut off from everyone", 2, 2000, 8000},
-    [N_SPLIT_BRAIN] = {"split brain (the master keeps one serve host)", 2, 2000, 8000},
-    [N_SERVE_CUT] = {"a serve host cut off from everyone", 2, 1000, 6000},
-    [N_SERVE_FROM_MASTER] = {"a serve host cut off from the master", 2, 1000, 6000},
-    [N_WORKER_FROM_MASTER] = {"the worker cut off from the master", 1, 1000, 6000},
-    [N_DB_FROM_WORKER] = {"the database cut off from the worker", 1, 1000, 6000},
-    [N_DB_CUT] = {"the database cut off from everyone", 1, 1000, 6000},
-    [N_REPLICA_CUT] = {"a replica cut off from everyone", 1, 1000, 6000},
-    [N_SERVE_KILL] = {"SIGKILL of a serve process", 2, 0, 2000},
-    [N_WORKER_KILL] = {"SIGKILL of the worker", 2, 0, 2000},
-    [N_MASTER_KILL] = {"SIGKILL of the master", 2, 1000, 6000},
-    [N_MASTER_FREEZE] = {"SIGSTOP of the master", 1, 500, 4000},
-    [N_WORKER_FREEZE] = {"SIGSTOP of the worker", 1, 500, 4000},
-    [N_DB_FREEZE] = {"SIGSTOP of the database", 1, 500, 4000},
+static const struct sk_th_fault_kind nem_kinds[N_KINDS] = {
+    [N_MASTER_CUT] = {"master_cut", "the master cut off from everyone", 2, 2000, 8000},
+    [N_SPLIT_BRAIN] = {"split_brain", "split brain (the master keeps one serve host)", 2, 2000,
+                       8000},
+    [N_SERVE_CUT] = {"serve_cut", "a serve host cut off from everyone", 2, 1000, 6000},
+    [N_SERVE_FROM_MASTER] = {"serve_from_master", "a serve host cut off from the master", 2, 1000,
+                             6000},
+    [N_WORKER_FROM_MASTER] = {"worker_from_master", "the worker cut off from the master", 1, 1000,
+                              6000},
+    [N_DB_FROM_WORKER] = {"db_from_worker", "the database cut off from the worker", 1, 1000, 6000},
+    [N_DB_CUT] = {"db_cut", "the database cut off from everyone", 1, 1000, 6000},
+    [N_REPLICA_CUT] = {"replica_cut", "a replica cut off from everyone", 1, 1000, 6000},
+    [N_SERVE_KILL] = {"serve_kill", "SIGKILL of a serve process", 2, 0, 2000},
+    [N_WORKER_KILL] = {"worker_kill", "SIGKILL of the worker", 2, 0, 2000},
+    [N_MASTER_KILL] = {"master_kill", "SIGKILL of the master", 2, 1000, 6000},
+    [N_MASTER_FREEZE] = {"master_stop", "SIGSTOP of the master", 1, 500, 4000},
+    [N_WORKER_FREEZE] = {"worker_stop", "SIGSTOP of the worker", 1, 500, 4000},
+    [N_DB_FREEZE] = {"db_freeze", "SIGSTOP of the database", 1, 500, 4000},
 };
 
 #define NEM_MAX 256
-
-struct nem_fault {
-    int64_t at_ms;
-    int kind, dur_ms;
-    uint64_t pick;
-};
 
 /* What is broken now; 0 (or -1) when nothing. Times on sk_mono_ms. */
 struct nem_state {
@@ -677,28 +672,6 @@ struct nem_state {
     int64_t thaw_redis, thaw_worker, thaw_db;
     int applied[N_KINDS], skipped[N_KINDS];
 };
-
-static size_t nem_plan(uint64_t seed, int duration_s, struct nem_fault *f, size_t cap)
-{
-    uint64_t rng = seed;
-    int total = 0;
-    for (int k = 0; k < N_KINDS; k++)
-        total += nem_kinds[k].weight;
-    size_t n = 0;
-    for (int64_t t = 3000; t < (int64_t)duration_s * 1000 - 2000 && n < cap;
-         t += 3000 + (int64_t)(sk_th_rng(&rng) % 3001)) {
-        int w = (int)(sk_th_rng(&rng) % (uint64_t)total), k = 0;
-        while (w >= nem_kinds[k].weight)
-            w -= nem_kinds[k++].weight;
-        int span = nem_kinds[k].max_ms - nem_kinds[k].min_ms;
-        f[n++] = (struct nem_fault){.at_ms = t,
-                                    .kind = k,
-                                    .dur_ms = nem_kinds[k].min_ms +
-                                              (span ? (int)(sk_th_rng(&rng) % (uint64_t)span) : 0),
-                                    .pick = sk_th_rng(&rng)};
-    }
-    return n;
-}
 
 /* The Redis host the Sentinels name as master (most of the three that
  * answer), -1 when none answers. */
@@ -745,7 +718,7 @@ static void kill_reap(pid_t pid)
 
 /* Applies fault f (now, mono); a fault that cannot land now (a partition
  * lasts, the process is down, no master is named) is skipped and said. */
-static void nem_apply(struct site *s, struct nem_state *ns, const struct nem_fault *f, int64_t t0)
+static void nem_apply(struct site *s, struct nem_state *ns, const struct sk_th_fault *f, int64_t t0)
 {
     int64_t now = sk_mono_ms(), until = now + f->dur_ms;
     int k = f->kind, v = (int)(f->pick % 2), m = -1, h = -1;
@@ -932,8 +905,8 @@ SK_TEST_T(partition_nemesis_a_seeded_mix_of_cuts_kills_and_freezes, 900)
            " PARTITION_S=%d (make partitions PARTITION_SEED=%" PRIu64
            " T=nemesis repeats this schedule)\n",
            seed, duration_s, seed);
-    static struct nem_fault f[NEM_MAX];
-    size_t nf = nem_plan(seed, duration_s, f, NEM_MAX);
+    static struct sk_th_fault f[NEM_MAX];
+    size_t nf = sk_th_fault_plan(seed, duration_s, nem_kinds, N_KINDS, 3000, 6000, f, NEM_MAX);
     static struct site s;
     site_start(&s, 1);
     wait_both_selling(&s, 30000, "the sale before the faults");
