@@ -311,6 +311,38 @@ static void await_status(struct sk_th_http *c, const char *path, int want, struc
     }
 }
 
+/* A private PostgreSQL with a fresh database, and the node the two tests
+ * below start on it. */
+struct down_db {
+    struct sk_th_pg pg;
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    struct sk_th_resp r;
+    char db[420];
+    const char *extra[3]; /* --db <db>: the last --db wins */
+};
+
+static void down_db_init(struct down_db *d, const char *name)
+{
+    sk_th_pg_start(&d->pg);
+    sk_th_pg_create_db(&d->pg, name, d->db, sizeof d->db);
+    d->extra[0] = "--db";
+    d->extra[1] = d->db;
+    d->extra[2] = NULL;
+}
+
+/* serve started while the database is stopped: it starts (the harness
+ * fails the test unless /healthz answers), says why in its log and on
+ * /readyz; d->c is open to it. */
+static void serve_while_down(struct down_db *d)
+{
+    sk_th_serve_start(&d->s, sk_th_redis_url(), d->extra);
+    CHECK_MSG(count_in_file(d->s.log, "not reachable at start") == 1, "log %s", d->s.log);
+    sk_th_http_open(&d->c, d->s.port);
+    CHECK_EQ(sk_th_http_req(&d->c, "GET", "/readyz", NULL, NULL, &d->r), 503);
+    CHECK_MSG(strstr(d->r.body, "database") != NULL, "%s", d->r.body);
+}
+
 /* A node started while its database is down (PostgreSQL stopped) sells
  * a preheated sale anyway: purchases need Redis only. Both the supervisor
  * and the HTTP process used to exit 1 when the store could not be opened,
@@ -321,54 +353,44 @@ static void await_status(struct sk_th_http *c, const char *path, int want, struc
  * and read back over HTTP. */
 SK_TEST_T(serve_started_while_its_database_is_down_sells_a_preheated_sale, 90)
 {
-    struct sk_th_pg pg;
-    struct sk_th_serve s;
-    struct sk_th_http c;
-    struct sk_th_resp r;
-    char db[420];
-    sk_th_pg_start(&pg);
-    sk_th_pg_create_db(&pg, "down_at_start", db, sizeof db);
-    const char *extra[] = {"--db", db, NULL}; /* the last --db wins */
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
-    sk_th_http_open(&c, s.port);
-    uint64_t aid = sk_th_http_activity(&c, "down at start", 10, 600);
-    sk_th_http_close(&c);
-    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    static struct down_db d;
+    down_db_init(&d, "down_at_start");
+    sk_th_serve_start(&d.s, sk_th_redis_url(), d.extra);
+    sk_th_http_open(&d.c, d.s.port);
+    uint64_t aid = sk_th_http_activity(&d.c, "down at start", 10, 600);
+    sk_th_http_close(&d.c);
+    CHECK_EQ(sk_th_serve_stop(&d.s, SIGTERM), 0);
 
-    sk_th_pg_stop(&pg);
-    sk_th_serve_start(&s, sk_th_redis_url(), extra); /* fails the test unless /healthz answers */
-    CHECK_MSG(count_in_file(s.log, "not reachable at start") == 1, "log %s", s.log);
-    sk_th_http_open(&c, s.port);
-    CHECK_EQ(sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r), 503);
-    CHECK_MSG(strstr(r.body, "database") != NULL, "%s", r.body);
+    sk_th_pg_stop(&d.pg);
+    serve_while_down(&d);
     char path[96], oid[128], opath[200];
     snprintf(path, sizeof path, "/api/v1/activities/%llu/purchase", (unsigned long long)aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, "X-User-Id: 7\r\n", "{\"quantity\":1}", &r), 200);
-    sk_th_resp_field(&r, "order_id", oid, sizeof oid);
+    CHECK_EQ(sk_th_http_req(&d.c, "POST", path, "X-User-Id: 7\r\n", "{\"quantity\":1}", &d.r), 200);
+    sk_th_resp_field(&d.r, "order_id", oid, sizeof oid);
     CHECK(oid[0] != 0);
 
-    sk_th_pg_restart(&pg);
-    await_status(&c, "/readyz", 200, &r, s.log);
+    sk_th_pg_restart(&d.pg);
+    await_status(&d.c, "/readyz", 200, &d.r, d.s.log);
     snprintf(opath, sizeof opath, "/api/v1/orders/%s", oid);
     int64_t deadline = sk_mono_ms() + 20000;
     for (;;) {
-        CHECK_EQ(sk_th_http_req(&c, "GET", opath, "X-User-Id: 7\r\n", NULL, &r), 200);
-        if (strstr(r.body, "\"status\":\"created\"")) break;
-        CHECK_MSG(sk_mono_ms() < deadline, "order %s not persisted: %.300s (log %s)", oid, r.body,
-                  s.log);
+        CHECK_EQ(sk_th_http_req(&d.c, "GET", opath, "X-User-Id: 7\r\n", NULL, &d.r), 200);
+        if (strstr(d.r.body, "\"status\":\"created\"")) break;
+        CHECK_MSG(sk_mono_ms() < deadline, "order %s not persisted: %.300s (log %s)", oid, d.r.body,
+                  d.s.log);
         sk_th_nap_ms(50);
     }
     sk_store *st = NULL;
     char err[256];
     struct sk_order o;
-    CHECK_MSG(sk_store_open(&st, db, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_store_open(&st, d.db, err, sizeof err) == 0, "%s", err);
     CHECK_EQ(sk_store_order_get(st, oid, &o), 0);
     CHECK_EQ(o.activity_id, aid);
     CHECK_EQ(o.user_id, 7);
     sk_store_close(st);
-    sk_th_http_close(&c);
-    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
-    sk_th_pg_stop(&pg);
+    sk_th_http_close(&d.c);
+    CHECK_EQ(sk_th_serve_stop(&d.s, SIGTERM), 0);
+    sk_th_pg_stop(&d.pg);
 }
 
 /* A node whose database has never answered (a fresh one, down when the
@@ -378,38 +400,29 @@ SK_TEST_T(serve_started_while_its_database_is_down_sells_a_preheated_sale, 90)
  * that node as usual. */
 SK_TEST_T(serve_started_before_its_database_ever_answered_migrates_it_when_it_does, 90)
 {
-    struct sk_th_pg pg;
-    struct sk_th_serve s;
-    struct sk_th_http c;
-    struct sk_th_resp r;
-    char db[420];
-    sk_th_pg_start(&pg);
-    sk_th_pg_create_db(&pg, "never_opened", db, sizeof db); /* no tables */
-    sk_th_pg_stop(&pg);
-    const char *extra[] = {"--db", db, NULL};
-    sk_th_serve_start(&s, sk_th_redis_url(), extra);
-    CHECK_MSG(count_in_file(s.log, "not reachable at start") == 1, "log %s", s.log);
-    sk_th_http_open(&c, s.port);
-    CHECK_EQ(sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r), 503);
+    static struct down_db d;
+    down_db_init(&d, "never_opened"); /* no tables */
+    sk_th_pg_stop(&d.pg);
+    serve_while_down(&d);
 
-    sk_th_pg_restart(&pg);
-    await_status(&c, "/readyz", 200, &r, s.log);
-    uint64_t aid = sk_th_http_activity(&c, "migrated late", 10, 600);
+    sk_th_pg_restart(&d.pg);
+    await_status(&d.c, "/readyz", 200, &d.r, d.s.log);
+    uint64_t aid = sk_th_http_activity(&d.c, "migrated late", 10, 600);
     char path[96];
     snprintf(path, sizeof path, "/api/v1/activities/%llu/purchase", (unsigned long long)aid);
-    CHECK_EQ(sk_th_http_req(&c, "POST", path, "X-User-Id: 9\r\n", "{\"quantity\":1}", &r), 200);
+    CHECK_EQ(sk_th_http_req(&d.c, "POST", path, "X-User-Id: 9\r\n", "{\"quantity\":1}", &d.r), 200);
     sk_store *st = NULL;
     char err[256];
-    CHECK_MSG(sk_store_open(&st, db, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(sk_store_open(&st, d.db, err, sizeof err) == 0, "%s", err);
     int version = 0;
     CHECK_EQ(sk_store_schema_version(st, &version), 0);
     CHECK(version > 0);
     struct sk_activity a;
     CHECK_EQ(sk_store_activity_get(st, aid, &a), 0);
     sk_store_close(st);
-    sk_th_http_close(&c);
-    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
-    sk_th_pg_stop(&pg);
+    sk_th_http_close(&d.c);
+    CHECK_EQ(sk_th_serve_stop(&d.s, SIGTERM), 0);
+    sk_th_pg_stop(&d.pg);
 }
 
 /* The one HTTP process of serve at pid, other than not (0: none yet). */
