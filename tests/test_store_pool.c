@@ -7,8 +7,10 @@
  * completes the rest; the pool's threads run at a lower priority; a cancel
  * racing a thread decides once. A "gate" job that holds a pool
  * thread until the test opens it stands in for a slow database: real threads, real stores. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -472,4 +475,44 @@ SK_TEST(store_pool_refuses_bad_sizes_and_an_unopenable_store)
     CHECK(p == NULL);
     CHECK_MSG(strstr(err, "cannot connect") != NULL, "%s", err);
     CHECK_EQ(sk_store_pool_new(&p, "mysql://x", 2, 10, err, sizeof err), SK_EINVAL);
+}
+
+/* A database server whose host answers nothing (here: a listening socket
+ * that never accepts, so a connect completes and then hears nothing,
+ * as from a host cut off behind a firewall that lets the handshake
+ * through) costs a waiting pool one connect timeout, not one per
+ * thread: once the first handle found the server down the others are
+ * set up without trying (they connect on their first call, as the
+ * serve_started_* tests of test_serve_supervisor.c show). */
+static void waiting_pool_tries_once(const char *scheme)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(fd, 16), 0);
+    socklen_t al = sizeof a;
+    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    char spec[200], err[512];
+    snprintf(spec, sizeof spec, "%s://u@127.0.0.1:%d/x?connect_timeout=2", scheme,
+             ntohs(a.sin_port));
+    sk_store_pool *p = NULL;
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_pool_new_waiting(&p, spec, 3, 8, err, sizeof err), 0);
+    int64_t took = sk_mono_ms() - t0;
+    CHECK_MSG(err[0] != 0, "no reason given");
+    /* one 2 s connect timeout; three would be 6 s */
+    CHECK_MSG(took < 4000, "%s: the pool took %lld ms to open", scheme, (long long)took);
+    sk_store_pool_free(p);
+    close(fd);
+}
+
+SK_TEST_T(store_pool_waiting_on_an_unanswering_pg_host_pays_one_connect_timeout, 60)
+{
+    waiting_pool_tries_once("postgres");
+}
+
+SK_TEST_T(store_pool_waiting_on_an_unanswering_mysql_host_pays_one_connect_timeout, 60)
+{
+    waiting_pool_tries_once("mysql");
 }

@@ -272,7 +272,7 @@ int sk_pg_enter(sk_store *st)
     return rc == 0 && st->owed ? sk_store_pay_owed(st) : rc;
 }
 
-int sk_pg_connect(sk_store *st, const char *url)
+int sk_pg_connect(sk_store *st, const char *url, int now)
 {
     char *perr = NULL;
     PQconninfoOption *opts = PQconninfoParse(url, &perr);
@@ -341,11 +341,13 @@ int sk_pg_connect(sk_store *st, const char *url)
     val[n++] = obuf;
     kw[n] = NULL;
     val[n] = NULL;
-    st->pg = PQconnectdbParams(kw, val, 0);
+    st->pg = now ? PQconnectdbParams(kw, val, 0) : PQconnectStartParams(kw, val, 0);
     PQconninfoFree(opts);
     if (!st->pg) return sk_store_set_err(st, SK_ENOMEM, "postgres: out of memory");
     describe(st);
     PQsetNoticeProcessor(st->pg, ignore_notice, NULL);
+    if (!now && PQstatus(st->pg) != CONNECTION_BAD)
+        return sk_store_set_err(st, SK_EDB, "postgres %s: not connected yet", st->pg_where);
     if (PQstatus(st->pg) != CONNECTION_OK) {
         char line[320];
         first_line(line, sizeof line, PQerrorMessage(st->pg));

@@ -28,8 +28,10 @@ enum {
 /* Connects st->pg to url (libpq's URL or key=value form) with the
  * store's defaults (connect_timeout 5 s, keepalives, tcp_user_timeout, a
  * server statement_timeout just under the client bound), non-blocking.
- * The URL's password never reaches an error message. */
-int sk_pg_connect(sk_store *st, const char *url);
+ * The URL's password never reaches an error message. now 0: only sets the
+ * session up (libpq's non-blocking start, never waited for) and fails
+ * with SK_EDB "not connected yet"; the next call connects. */
+int sk_pg_connect(sk_store *st, const char *url, int now);
 
 /* Start of every call: resets the session first when it failed before or
  * the server said goodbye while it was idle. */

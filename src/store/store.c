@@ -27,8 +27,7 @@ static int is_pg_spec(const char *spec)
     return !strncmp(spec, "postgres://", 11) || !strncmp(spec, "postgresql://", 13);
 }
 
-/* sk_store_open and sk_store_open_waiting (store.h). */
-static int open_spec(sk_store **out, const char *spec, int waiting, char *err, size_t cap)
+int sk_store_open_mode(sk_store **out, const char *spec, int waiting, char *err, size_t cap)
 {
     *out = NULL;
     if (err && cap) err[0] = 0;
@@ -86,12 +85,12 @@ static int open_spec(sk_store **out, const char *spec, int waiting, char *err, s
 
 int sk_store_open(sk_store **out, const char *spec, char *err, size_t cap)
 {
-    return open_spec(out, spec, 0, err, cap);
+    return sk_store_open_mode(out, spec, SK_STORE_CONNECT, err, cap);
 }
 
 int sk_store_open_waiting(sk_store **out, const char *spec, char *err, size_t cap)
 {
-    return open_spec(out, spec, 1, err, cap);
+    return sk_store_open_mode(out, spec, SK_STORE_TRY, err, cap);
 }
 
 int sk_store_pay_owed(sk_store *st)

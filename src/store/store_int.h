@@ -349,11 +349,17 @@ struct sk_store {
 
 /* Backend opens: fill st (ops included) from the part of the spec they
  * own. On failure st->errstr says why; the caller then runs
- * st->ops->close (when st->ops is set) and frees st. waiting: a server
- * that cannot be connected to leaves st unconnected with its migrations
- * owed (st->owed), the reason in st->errstr, and the open returns
- * SK_STORE_UNCONNECTED. */
+ * st->ops->close (when st->ops is set) and frees st. waiting (a server
+ * store's; SQLite opens its file either way): SK_STORE_CONNECT fails when
+ * the server cannot be reached; SK_STORE_TRY leaves st unconnected then,
+ * its migrations owed (st->owed), the reason in st->errstr, and returns
+ * SK_STORE_UNCONNECTED; SK_STORE_LATER does the same without trying (a
+ * handle beside one that just found the server down: an unreachable host
+ * would cost each one the connect timeout). */
+enum { SK_STORE_CONNECT, SK_STORE_TRY, SK_STORE_LATER };
 #define SK_STORE_UNCONNECTED 1
+/* sk_store_open with a waiting mode as above; the pool's handles. */
+int sk_store_open_mode(sk_store **out, const char *spec, int waiting, char *err, size_t cap);
 int sk_store_sqlite_open(sk_store *st, const char *path);
 int sk_store_pg_open(sk_store *st, const char *url, int waiting);
 int sk_store_mysql_open(sk_store *st, const char *url, int waiting);

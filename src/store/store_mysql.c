@@ -429,8 +429,8 @@ static const struct sk_store_ops my_ops = SK_STORE_OPS_TABLE("mysql", sk_my);
 int sk_store_mysql_open(sk_store *st, const char *url, int waiting)
 {
     st->ops = &my_ops;
-    int rc = sk_my_connect(st, url);
-    if (rc == SK_EDB && waiting && st->my_url) {
+    int rc = sk_my_connect(st, url, waiting != SK_STORE_LATER);
+    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && st->my_url) {
         /* unconnected: the next call opens a session */
         st->my_broken = 1;
         st->owed = migrate;

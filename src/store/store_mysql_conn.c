@@ -227,7 +227,7 @@ static int open_session(sk_store *st, const char *what)
     return rc;
 }
 
-int sk_my_connect(sk_store *st, const char *url)
+int sk_my_connect(sk_store *st, const char *url, int now)
 {
     pthread_once(&lib_once, lib_init);
     st->my_url = calloc(1, sizeof *st->my_url);
@@ -236,6 +236,10 @@ int sk_my_connect(sk_store *st, const char *url)
     if (sk_mysql_url_parse(st->my_url, url, strlen(url), err, sizeof err) < 0)
         return sk_store_set_err(st, SK_EINVAL, "%s", err);
     sk_mysql_url_where(st->my_url, st->my_where, sizeof st->my_where);
+    if (!now) {
+        st->my_broken = 1; /* the next call opens the session */
+        return sk_store_set_err(st, SK_EDB, "mysql %s: not connected yet", st->my_where);
+    }
     return open_session(st, "cannot connect");
 }
 

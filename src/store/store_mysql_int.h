@@ -19,7 +19,7 @@
  * under the client's). st->my_url is allocated here and kept for
  * reconnects; sk_my_disconnect frees it. SK_EINVAL for a malformed URL,
  * SK_EDB when the server cannot be reached, refuses us or is too old. */
-int sk_my_connect(sk_store *st, const char *url);
+int sk_my_connect(sk_store *st, const char *url, int now);
 /* Closes the connection and wipes and frees st->my_url. */
 void sk_my_disconnect(sk_store *st);
 /* Start of every call: a connection marked broken, or one whose idle

@@ -329,8 +329,8 @@ static const struct sk_store_ops pg_ops = SK_STORE_OPS_TABLE("postgres", sk_pg);
 int sk_store_pg_open(sk_store *st, const char *url, int waiting)
 {
     st->ops = &pg_ops;
-    int rc = sk_pg_connect(st, url);
-    if (rc == SK_EDB && waiting && st->pg) {
+    int rc = sk_pg_connect(st, url, waiting != SK_STORE_LATER);
+    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && st->pg) {
         /* the session exists, unconnected: the next call resets it */
         st->pg_broken = 1;
         st->owed = migrate;

@@ -41,6 +41,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "store/store_int.h"
 
 enum job_state { J_QUEUED, J_RUNNING, J_CANCELLED, J_DONE };
 
@@ -238,13 +239,14 @@ static int pool_new(sk_store_pool **out, const char *spec, int threads, int queu
     }
     char why[256] = "";
     for (int i = 0; i < threads; i++) {
-        int rc = waiting ? sk_store_open_waiting(&p->stores[i], spec, err, cap)
-                         : sk_store_open(&p->stores[i], spec, err, cap);
+        /* once one handle found the server down the others do not try:
+         * an unreachable host would cost each the connect timeout */
+        int mode = !waiting ? SK_STORE_CONNECT : why[0] ? SK_STORE_LATER : SK_STORE_TRY;
+        int rc = sk_store_open_mode(&p->stores[i], spec, mode, err, cap);
         if (rc < 0) {
             sk_store_pool_free(p);
             return rc;
         }
-        /* the first handle's reason: the others fail alike */
         if (waiting && err && cap && err[0] && !why[0]) snprintf(why, sizeof why, "%s", err);
     }
     if (err && cap) snprintf(err, cap, "%s", why);
