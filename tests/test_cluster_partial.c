@@ -290,21 +290,6 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_master_is_stopped, 240
     part_finish(&p);
 }
 
-/* A listening socket that accepts (the kernel completes the handshake into
- * its backlog) and never answers: a node whose process hangs. */
-static int blackhole(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(fd, 128), 0);
-    socklen_t l = sizeof a;
-    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 /* The port of slot's master in the CLUSTER SLOTS of the node at port, -1
  * when it names none or does not answer. */
 static int owner_seen_by(int port, int slot)
@@ -344,7 +329,7 @@ SK_TEST_T(cluster_serve_sells_other_masters_slots_while_a_node_in_the_map_never_
     p.victim = spawn_master_of(0);
     /* the victim is announced at a port that accepts and never answers:
      * every node's map names it there */
-    int hport, hfd = blackhole(&hport);
+    int hport, hfd = sk_th_blackhole(&hport);
     redisReply *rep =
         sk_redis_spawn_cmd(p.cl.port[p.victim], 2000, "CONFIG SET cluster-announce-port %d", hport);
     CHECK_MSG(rep && rep->type == REDIS_REPLY_STATUS, "CONFIG SET: %s",

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -486,16 +485,9 @@ SK_TEST(store_pool_refuses_bad_sizes_and_an_unopenable_store)
  * serve_started_* tests of test_serve_supervisor.c show). */
 static void waiting_pool_tries_once(const char *scheme)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(fd, 16), 0);
-    socklen_t al = sizeof a;
-    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    int port, fd = sk_th_blackhole(&port);
     char spec[200], err[512];
-    snprintf(spec, sizeof spec, "%s://u@127.0.0.1:%d/x?connect_timeout=2", scheme,
-             ntohs(a.sin_port));
+    snprintf(spec, sizeof spec, "%s://u@127.0.0.1:%d/x?connect_timeout=2", scheme, port);
     sk_store_pool *p = NULL;
     int64_t t0 = sk_mono_ms();
     CHECK_EQ(sk_store_pool_new_waiting(&p, spec, 3, 8, err, sizeof err), 0);

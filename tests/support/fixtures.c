@@ -1,10 +1,13 @@
 /* fixtures.c - the small shared set-ups of fixtures.h. */
 #include "support/fixtures.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "core/clock.h"
@@ -295,4 +298,17 @@ long long sk_th_stream_orders(sk_redis *r, const char *key, const char *label,
     }
     if (entries) *entries = n;
     return orders;
+}
+
+int sk_th_blackhole(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(fd, 128), 0);
+    socklen_t l = sizeof a;
+    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
 }

@@ -129,4 +129,10 @@ struct sk_th_answers {
 /* An sk_aredis callback that records into data (a struct sk_th_answers). */
 void sk_th_on_reply(void *data, redisReply *rep);
 
+/* A listening socket on 127.0.0.1 that never accepts: the kernel
+ * completes a client's handshake into its backlog and nothing answers,
+ * as from a server whose process hangs or a host behind a firewall.
+ * *port is its port; the caller closes the returned fd. */
+int sk_th_blackhole(int *port);
+
 #endif
