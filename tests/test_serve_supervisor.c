@@ -433,6 +433,44 @@ static pid_t http_process_other_than(pid_t serve, pid_t not )
     return n == 1 && p[0] != not ? p[0] : 0;
 }
 
+/* A node started while its database's host answers nothing (cut off by
+ * a firewall that drops, not refused: here a listener that never accepts)
+ * sells after one connect timeout, not two: the supervisor's try before
+ * the fork found the server down, and the HTTP processes it forks set
+ * their handles up without trying again (each try costs the timeout, 3 s
+ * here). The sale was preheated on SQLite; purchases need Redis only. */
+SK_TEST_T(serve_started_on_an_unanswering_database_host_sells_after_one_connect_timeout, 90)
+{
+    struct sk_th_serve s;
+    struct sk_th_http c;
+    struct sk_th_resp r;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    sk_th_http_open(&c, s.port);
+    uint64_t aid = sk_th_http_activity(&c, "unanswering host", 10, 600);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+
+    int port, fd = sk_th_blackhole(&port);
+    char db[200], path[96];
+    snprintf(db, sizeof db, "postgres://u@127.0.0.1:%d/x?connect_timeout=3", port);
+    const char *extra[] = {"--db", db, "--role", "api", "--processes", "2", NULL};
+    int64_t t0 = sk_mono_ms();
+    sk_th_serve_start(&s, sk_th_redis_url(), extra);
+    sk_th_http_open(&c, s.port);
+    snprintf(path, sizeof path, "/api/v1/activities/%llu/purchase", (unsigned long long)aid);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, "X-User-Id: 5\r\n", "{\"quantity\":1}", &r), 200);
+    int64_t took = sk_mono_ms() - t0;
+    CHECK_MSG(count_in_file(s.log, "not reachable at start") == 1, "log %s", s.log);
+    /* one 3 s timeout and the start; the supervisor's and then each HTTP
+     * process's would be 6 s at least */
+    CHECK_MSG(took < 5500, "the node sold %lld ms after its start (log %s)", (long long)took,
+              s.log);
+    CHECK_EQ(sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r), 503);
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    close(fd);
+}
+
 /* A process that keeps dying right after its start (here: SIGKILLed by the
  * test as soon as it appears, the way a bug at start would kill it) is
  * restarted after a pause that doubles, 100 ms up to 5 s, not at once: a

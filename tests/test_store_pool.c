@@ -490,11 +490,22 @@ static void waiting_pool_tries_once(const char *scheme)
     snprintf(spec, sizeof spec, "%s://u@127.0.0.1:%d/x?connect_timeout=2", scheme, port);
     sk_store_pool *p = NULL;
     int64_t t0 = sk_mono_ms();
-    CHECK_EQ(sk_store_pool_new_waiting(&p, spec, 3, 8, err, sizeof err), 0);
+    CHECK_EQ(sk_store_pool_new_waiting(&p, spec, 3, 8, NULL, err, sizeof err), 0);
     int64_t took = sk_mono_ms() - t0;
     CHECK_MSG(err[0] != 0, "no reason given");
     /* one 2 s connect timeout; three would be 6 s */
     CHECK_MSG(took < 4000, "%s: the pool took %lld ms to open", scheme, (long long)took);
+    sk_store_pool_free(p);
+    /* told the server was found down a moment ago (serve's supervisor,
+     * before it forks the HTTP processes), no handle tries: no timeout */
+    char why[512], err2[512];
+    snprintf(why, sizeof why, "%s", err);
+    t0 = sk_mono_ms();
+    CHECK_EQ(sk_store_pool_new_waiting(&p, spec, 3, 8, why, err2, sizeof err2), 0);
+    took = sk_mono_ms() - t0;
+    CHECK_STR(err2, why);
+    CHECK_MSG(took < 1500, "%s: told it is down, the pool took %lld ms to open", scheme,
+              (long long)took);
     sk_store_pool_free(p);
     close(fd);
 }

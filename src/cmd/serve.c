@@ -37,6 +37,7 @@
 #include "http/metrics.h"
 #include "http/ops_history.h"
 #include "http/reload.h"
+#include "http/store_call.h"
 #include "orders/ops_sampler.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
@@ -726,6 +727,8 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
     sk_svc_notify_init(&sn, cfg);
     for (int i = 0; i < n; i++)
         start_slot(cfg, node, i, n_api, pids, life);
+    /* a process restarted later finds the database as it is then */
+    sk_store_calls_db_down_at_start(NULL);
     int failed = 0, alive = n, stopping = 0;
     int64_t kill_at = 0, reload_since = 0;
     uint64_t reload_gen = 0;
@@ -859,9 +862,13 @@ int sk_cli_serve(int argc, char **argv)
         sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
         return SK_EXIT_FAIL;
     }
-    if (err[0])
+    if (err[0]) {
         sk_log(SK_LOG_WARN, "store %s: not reachable at start (%s): starting without it",
                sk_redact_url(cfg.db, safe, sizeof safe), err);
+        /* the HTTP processes started now do not pay the connect timeout
+         * again (supervise clears it once they are forked) */
+        sk_store_calls_db_down_at_start(err);
+    }
     sk_store_close(store);
     /* The rollback guard's memory of key sets (docs/recovery.md), made
      * before the fork so every HTTP process checks against the host's. */

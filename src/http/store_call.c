@@ -49,14 +49,23 @@ size_t sk_store_calls_drain(struct sk_app *app)
     return sk_store_pool_drain(app->pool);
 }
 
+/* Why the process that forks this one found the database down just
+ * before (sk_store_calls_db_down_at_start); "" when it did not. */
+static char down_at_start[256];
+
+void sk_store_calls_db_down_at_start(const char *why)
+{
+    snprintf(down_at_start, sizeof down_at_start, "%s", why ? why : "");
+}
+
 int sk_store_calls_init(struct sk_app *app)
 {
     const struct sk_config *cfg = &app->cfg;
     char err[512];
     /* A database that is down does not keep this process from selling:
      * purchases need Redis only, and the handles connect when it answers */
-    int rc = sk_store_pool_new_waiting(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max, err,
-                                       sizeof err);
+    int rc = sk_store_pool_new_waiting(&app->pool, cfg->db, cfg->db_pool, cfg->db_queue_max,
+                                       down_at_start, err, sizeof err);
     char safe[sizeof cfg->db];
     if (rc < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg->db, safe, sizeof safe), err);

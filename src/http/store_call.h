@@ -29,6 +29,12 @@
  * loop and sets up the deadline; logs and returns the pool's SK_E* code
  * when the store cannot be opened (SK_EIO when its fd cannot be watched). */
 int sk_store_calls_init(struct sk_app *app);
+/* The database was found unreachable a moment ago (why: the reason;
+ * NULL or "" clears it): the HTTP processes started after this call, in
+ * this process or forked from it, set their handles up without trying
+ * (each try against a host that answers nothing costs the connect
+ * timeout: `seckill serve`'s supervisor tried before the fork). */
+void sk_store_calls_db_down_at_start(const char *why);
 /* Stops watching, waits for running calls, completes the rest (their
  * requests, if still there, get 503), frees the pool. */
 void sk_store_calls_free(struct sk_app *app);

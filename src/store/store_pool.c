@@ -214,7 +214,7 @@ static int start_thread(sk_store_pool *p, int i)
 
 /* sk_store_pool_new and sk_store_pool_new_waiting (store_pool.h). */
 static int pool_new(sk_store_pool **out, const char *spec, int threads, int queue_max, int waiting,
-                    char *err, size_t cap)
+                    const char *down, char *err, size_t cap)
 {
     *out = NULL;
     if (err && cap) err[0] = 0;
@@ -238,6 +238,7 @@ static int pool_new(sk_store_pool **out, const char *spec, int threads, int queu
         return SK_EIO;
     }
     char why[256] = "";
+    if (waiting && down && down[0]) snprintf(why, sizeof why, "%s", down);
     for (int i = 0; i < threads; i++) {
         /* once one handle found the server down the others do not try:
          * an unreachable host would cost each the connect timeout */
@@ -269,13 +270,13 @@ oom:
 int sk_store_pool_new(sk_store_pool **out, const char *spec, int threads, int queue_max, char *err,
                       size_t cap)
 {
-    return pool_new(out, spec, threads, queue_max, 0, err, cap);
+    return pool_new(out, spec, threads, queue_max, 0, NULL, err, cap);
 }
 
 int sk_store_pool_new_waiting(sk_store_pool **out, const char *spec, int threads, int queue_max,
-                              char *err, size_t cap)
+                              const char *down, char *err, size_t cap)
 {
-    return pool_new(out, spec, threads, queue_max, 1, err, cap);
+    return pool_new(out, spec, threads, queue_max, 1, down, err, cap);
 }
 
 void sk_store_pool_free(sk_store_pool *p)

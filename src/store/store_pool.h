@@ -64,11 +64,14 @@ int sk_store_pool_new(sk_store_pool **out, const char *spec, int threads, int qu
 /* The same with handles opened by sk_store_open_waiting (store.h): a
  * server that cannot be reached now does not fail the call; each handle
  * connects (and the first brings the schema up to date) on its first job
- * that finds the server. Returns 0 with err empty when every handle is
- * connected, 0 with err saying why when they are not (yet), or as
- * sk_store_pool_new. */
+ * that finds the server. Once one handle found the server down the
+ * others are set up without trying; down (NULL: not known) says why the
+ * caller found it down a moment ago, and then none tries: against a host
+ * that answers nothing each try costs the connect timeout. Returns 0 with
+ * err empty when every handle is connected, 0 with err saying why when
+ * they are not (yet), or as sk_store_pool_new. */
 int sk_store_pool_new_waiting(sk_store_pool **out, const char *spec, int threads, int queue_max,
-                              char *err, size_t cap);
+                              const char *down, char *err, size_t cap);
 
 /* Stops taking jobs, gives the queued ones SK_ETIMEDOUT, waits for the
  * running ones, runs every done not yet run (on the caller's thread; a
