@@ -127,14 +127,6 @@ static void kill_group(void *arg)
     if (qs_group > 0) kill(-qs_group, SIGKILL);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-}
-
 SK_TEST_T(docs_readme_quickstart_runs_verbatim_and_prints_what_it_says, 180)
 {
     char path[PATH_MAX], dir[PATH_MAX], script[PATH_MAX + 32], outpath[PATH_MAX + 32];
@@ -191,7 +183,7 @@ SK_TEST_T(docs_readme_quickstart_runs_verbatim_and_prints_what_it_says, 180)
     snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
     snprintf(script, sizeof script, "%s/quickstart.sh", dir);
     snprintf(outpath, sizeof outpath, "%s/quickstart.out", dir);
-    write_file(script, text);
+    sk_th_write_file(script, text);
     free(text);
     /* build/ of the block: the directory of the binary under test */
     char bin[PATH_MAX], link[PATH_MAX + 16];
@@ -321,21 +313,22 @@ SK_TEST(docs_check_names_process_words_and_missing_paths_and_passes_clean_pages)
     CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
     char file[520];
     snprintf(file, sizeof file, "%s/README.md", root);
-    write_file(file, "# seckill\n\nThe clock is `src/core/clock.c`; a session of the shell,\n"
-                     "flag helpers, one round trip, every round of the probe.\n");
+    sk_th_write_file(file, "# seckill\n\nThe clock is `src/core/clock.c`; a session of the shell,\n"
+                           "flag helpers, one round trip, every round of the probe.\n");
     snprintf(file, sizeof file, "%s/docs/notes/open.md", root);
-    write_file(file, "# Open\n\n- the issue is the clock (`clock.c`).\n");
-    snprintf(cmd, sizeof cmd, "SK_CHECK_ROOT=%s sh %s/scripts/check-doc-paths.sh 2>&1", root,
-             sk_th_source_root());
-    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0 && strstr(out, "check-doc-paths: ok"), "%s", out);
+    sk_th_write_file(file, "# Open\n\n- the issue is the clock (`clock.c`).\n");
+    CHECK_MSG(sk_th_check_script("check-doc-paths.sh", root, out, sizeof out) == 0 &&
+                  strstr(out, "check-doc-paths: ok"),
+              "%s", out);
 
     /* process words, one across a line break, and a missing path */
     snprintf(file, sizeof file, "%s/BENCHMARKS.md", root);
-    write_file(file, "# Benchmarks\n\n## Issue 23 closed (session\n13)\n\nMeasured by helper a1 "
+    sk_th_write_file(file,
+                     "# Benchmarks\n\n## Issue 23 closed (session\n13)\n\nMeasured by helper a1 "
                      "before this round; see `src/core/gone.c`.\n");
     snprintf(file, sizeof file, "%s/docs/notes/open.md", root);
-    write_file(file, "# Open\n\nOther helpers' suites ran; the lead reruns it.\n");
-    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) != 0, "%s", out);
+    sk_th_write_file(file, "# Open\n\nOther helpers' suites ran; the lead reruns it.\n");
+    CHECK_MSG(sk_th_check_script("check-doc-paths.sh", root, out, sizeof out) != 0, "%s", out);
     const char *said[] = {
         "BENCHMARKS.md:3: \"Issue 23\"",      "BENCHMARKS.md:3: \"session 13\"",
         "BENCHMARKS.md:6: \"helper a1\"",     "BENCHMARKS.md:6: \"this round\"",
