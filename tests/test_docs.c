@@ -180,6 +180,14 @@ SK_TEST_T(docs_readme_quickstart_runs_verbatim_and_prints_what_it_says, 180)
         CHECK_MSG(strstr(text, vars[k]) != NULL, "the quick start does not take %s", vars[k]);
     CHECK_MSG(nwant > 5, "the quick start says what to expect in %zu lines only", nwant);
 
+    /* what the README asks to install (scripts/deps.sh installs it too) */
+    static char missing[256];
+    sk_th_sh("for t in redis-server redis-cli curl openssl; do command -v $t >/dev/null || "
+             "printf ' %s' $t; done",
+             missing, sizeof missing);
+    CHECK_MSG(!missing[0], "the quick start needs:%s (apt-get install redis-server curl openssl)",
+              missing);
+
     snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
     snprintf(script, sizeof script, "%s/quickstart.sh", dir);
     snprintf(outpath, sizeof outpath, "%s/quickstart.out", dir);
