@@ -319,23 +319,20 @@ SK_TEST(docs_check_names_process_words_and_missing_paths_and_passes_clean_pages)
              "mkdir -p %s/docs/notes %s/src/core %s/man && touch %s/src/core/clock.c", root, root,
              root, root);
     CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
-    char file[520];
-    snprintf(file, sizeof file, "%s/README.md", root);
-    sk_th_write_file(file, "# seckill\n\nThe clock is `src/core/clock.c`; a session of the shell,\n"
-                           "flag helpers, one round trip, every round of the probe.\n");
-    snprintf(file, sizeof file, "%s/docs/notes/open.md", root);
-    sk_th_write_file(file, "# Open\n\n- the issue is the clock (`clock.c`).\n");
+    sk_th_write_in(root, "README.md",
+                   "# seckill\n\nThe clock is `src/core/clock.c`; a session of the shell,\n"
+                   "flag helpers, one round trip, every round of the probe.\n");
+    sk_th_write_in(root, "docs/notes/open.md", "# Open\n\n- the issue is the clock (`clock.c`).\n");
     CHECK_MSG(sk_th_check_script("check-doc-paths.sh", root, out, sizeof out) == 0 &&
                   strstr(out, "check-doc-paths: ok"),
               "%s", out);
 
     /* process words, one across a line break, and a missing path */
-    snprintf(file, sizeof file, "%s/BENCHMARKS.md", root);
-    sk_th_write_file(file,
-                     "# Benchmarks\n\n## Issue 23 closed (session\n13)\n\nMeasured by helper a1 "
-                     "before this round; see `src/core/gone.c`.\n");
-    snprintf(file, sizeof file, "%s/docs/notes/open.md", root);
-    sk_th_write_file(file, "# Open\n\nOther helpers' suites ran; the lead reruns it.\n");
+    sk_th_write_in(root, "BENCHMARKS.md",
+                   "# Benchmarks\n\n## Issue 23 closed (session\n13)\n\nMeasured by helper a1 "
+                   "before this round; see `src/core/gone.c`.\n");
+    sk_th_write_in(root, "docs/notes/open.md",
+                   "# Open\n\nOther helpers' suites ran; the lead reruns it.\n");
     CHECK_MSG(sk_th_check_script("check-doc-paths.sh", root, out, sizeof out) != 0, "%s", out);
     const char *said[] = {
         "BENCHMARKS.md:3: \"Issue 23\"",      "BENCHMARKS.md:3: \"session 13\"",

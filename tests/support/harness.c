@@ -629,6 +629,13 @@ void sk_th_write_file(const char *path, const char *text)
     if (fclose(f) != 0) sk_th_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
 }
 
+void sk_th_write_in(const char *dir, const char *name, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sk_th_write_file(path, text);
+}
+
 int sk_th_check_script(const char *script, const char *root, char *out, size_t cap)
 {
     char cmd[2048];
