@@ -20,7 +20,12 @@
  * an HTTP process, of the order worker; the database stopped and started
  * again, or frozen (SIGSTOP of every process of it) and thawed; a failover
  * to a lagging replica (the replicas frozen 1-2 s while the master admits,
- * unconfirmed, then the master killed). Killed
+ * unconfirmed, then the master killed); and the newer kinds (see their
+ * table): a master's maxmemory below its use, a wall clock jumped (a serve
+ * host's, the worker's, a master's), a full disk (the database's, a
+ * master's AOF), the worker held until the streams hold 50 times their
+ * backlog, Sentinels that drift (one killed and back stale, a quorum
+ * changed). Killed
  * Redis nodes come back on their port and data; killed serve processes
  * are replaced by their supervisor. At most one Redis fault at a time (a
  * second one while one lasts is skipped and logged), so the topology can
@@ -260,7 +265,6 @@ struct chaos {
     long db_errors0;    /* the worker's database errors at a full disk's start */
     char extra[8][400]; /* findings of the new kinds outside the checker */
     int nextra;
-    int64_t last_backlog; /* the sum of the streams' backlogs /metrics showed last */
 };
 
 static void extra_finding(struct chaos *c, const char *fmt, ...)
@@ -1526,7 +1530,7 @@ static void soak_sample(struct chaos *c, struct soak *k, struct chaos_ledger *L)
     }
     int64_t backlog, len, adm;
     k->adm[m] = streams_now(c, &backlog, &len, &adm) == 0 ? (double)adm : -1;
-    SAY(c, "%s; Redis used", line);
+    SAY(c, "%s", line);
     o = 0;
     for (int i = 0; i < k->nredis && o < sizeof line - 40; i++)
         o += (size_t)snprintf(line + o, sizeof line - o, " %.1fM", k->mem[i].v[m]);
@@ -1789,6 +1793,8 @@ static void chaos_run(int cluster, const struct run_opts *ro)
         }
         sk_th_nap_ms(10);
     }
+    if (ro->soak && k.points < (size_t)(c->duration_s / 60))
+        soak_sample(c, &k, &L); /* the last minute */
     heal_due(c, 1);
     int64_t healed = sk_wall_ms();
     SAY(c, "every fault healed (%zu applied, %zu skipped); buying on for %d s", c->applied,
