@@ -560,7 +560,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
     /* a host whose clock can jump: libfaketime (Debian's) preloaded, an
      * offset in a file read again each second, the monotonic clocks left
      * alone (a clock step moves only the wall clock) */
-    static char envbuf[2][5][460];
+    static char envbuf[2][6][460];
     static const char *envp[2][512];
     if (p->clock[0]) {
         extern char **environ;
@@ -571,7 +571,10 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
         snprintf(envbuf[slot][1], sizeof envbuf[0][0], "FAKETIME_TIMESTAMP_FILE=%s", p->clock);
         snprintf(envbuf[slot][2], sizeof envbuf[0][0], "FAKETIME_CACHE_DURATION=1");
         snprintf(envbuf[slot][3], sizeof envbuf[0][0], "FAKETIME_DONT_FAKE_MONOTONIC=1");
-        for (int i = 0; i < 4; i++)
+        /* no shared memory segment (only for "start at" times; a killed
+         * process would leave its segment in /dev/shm) */
+        snprintf(envbuf[slot][4], sizeof envbuf[0][0], "FAKETIME_DISABLE_SHM=1");
+        for (int i = 0; i < 5; i++)
             envp[slot][e++] = envbuf[slot][i];
         envp[slot][e] = NULL;
         cmd.envp = envp[slot];
