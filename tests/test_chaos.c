@@ -263,6 +263,7 @@ struct chaos {
     double rates[32]; /* backlog catch-up rates, orders/s */
     int nrates;
     long db_errors0;    /* the worker's database errors at a full disk's start */
+    int64_t db_adm0;    /* the orders admitted then (-1: unknown) */
     char extra[8][400]; /* findings of the new kinds outside the checker */
     int nextra;
 };
@@ -781,6 +782,8 @@ static void clock_jump(struct chaos *c, const struct sk_th_fault *f)
             c->sv[aux == -1 ? 0 : 1].name, off, f->dur_ms / 1000.0);
 }
 
+static int streams_now(struct chaos *c, int64_t *backlog, int64_t *len, int64_t *adm);
+
 static void disk_full(struct chaos *c, const struct sk_th_fault *f)
 {
     int aof = (int)(f->pick % 2);
@@ -808,6 +811,8 @@ static void disk_full(struct chaos *c, const struct sk_th_fault *f)
         snprintf(dir, sizeof dir, "%s", c->dbfs);
         c->db_busy = 1;
         c->db_errors0 = (long)metric_sum(c, "seckill_worker_db_errors_total");
+        int64_t backlog, len;
+        if (streams_now(c, &backlog, &len, &c->db_adm0) < 0) c->db_adm0 = -1;
     }
     int li = log_fault(c, F_DISK_FULL);
     long long n = fill_fs(dir);
@@ -949,14 +954,18 @@ static void backlog_tick(struct chaos *c, int all)
     int64_t waited = sk_mono_ms() - b->resume_at;
     if (ok && backlog <= b->usual) {
         int64_t p = b->persisted0 >= 0 && !c->db_busy ? persisted_now(c) : -1;
-        if (p >= 0 && waited > 0 && c->nrates < 32) {
+        /* a rate only when the worker had a real backlog to catch up on
+         * (another fault may have stalled the sale meanwhile) */
+        if (p >= 0 && waited > 0 && b->peak_entries >= b->target / 2 && c->nrates < 32) {
             double rate = (double)(p - b->persisted0) * 1000.0 / (double)waited;
             c->rates[c->nrates++] = rate;
             SAY(c, "worker caught up in %.1f s: %" PRId64 " orders persisted, %.0f orders/s",
                 (double)waited / 1000, p - b->persisted0, rate);
         } else {
-            SAY(c, "worker caught up in %.1f s (rate not measured: the database was faulty)",
-                (double)waited / 1000);
+            SAY(c,
+                "worker caught up in %.1f s (rate not measured: the backlog was %" PRId64
+                " entries, or the database was faulty)",
+                (double)waited / 1000, b->peak_entries);
         }
         b->phase = 0;
     } else if (waited > 120000 || all) {
@@ -1060,13 +1069,20 @@ static void heal_newer(struct chaos *c, const struct active *a)
                 "database space freed%s; the worker's database errors %+.0f (the rule "
                 "SeckillWorkerDatabaseErrors watches them)",
                 revived ? " (the server had exited: started again)" : "", told);
-            /* PostgreSQL and SQLite need a new page for the next orders at
-             * once; MariaDB may still have room in the extents it holds */
-            if (told == 0 && c->db.kind != CHAOS_STORE_MARIADB)
+            /* PostgreSQL and SQLite need new pages for a thousand orders
+             * (MariaDB may still have room in the extents it holds); when
+             * the sale stalled meanwhile (another fault) nothing needed
+             * writing, and nothing is to be told */
+            int64_t backlog, len, adm;
+            int64_t admitted = c->db_adm0 >= 0 && streams_now(c, &backlog, &len, &adm) == 0
+                                   ? adm - c->db_adm0
+                                   : -1;
+            if (told == 0 && admitted >= 1000 && c->db.kind != CHAOS_STORE_MARIADB)
                 extra_finding(c,
-                              "disk_full: the database's disk was full %.1f s and the worker's "
-                              "database errors did not move: no alert",
-                              (double)(c->done[a->log].to - c->done[a->log].from) / 1000);
+                              "disk_full: the database's disk was full %.1f s while %" PRId64
+                              " orders were admitted, and the worker's database errors did "
+                              "not move: no alert",
+                              (double)(c->done[a->log].to - c->done[a->log].from) / 1000, admitted);
         }
         break;
     case F_SENTINEL_DRIFT: {
