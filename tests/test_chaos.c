@@ -1495,13 +1495,37 @@ static long open_fds(pid_t pid)
     return n;
 }
 
-static int cmp_pid(const void *x, const void *y)
+/* When pid started (clock ticks after boot; -1 when it is gone). */
+static long long started(pid_t pid)
 {
-    return *(const pid_t *)x - *(const pid_t *)y;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    long long v = -1;
+    for (int field = 2; p && *p; p++)
+        if (*p == ' ' && ++field == 22) {
+            v = atoll(p + 1);
+            break;
+        }
+    return v;
+}
+
+static long long g_start[8];
+
+static int cmp_age(const void *x, const void *y)
+{
+    long long a = g_start[*(const int *)x], b = g_start[*(const int *)y];
+    return a < b ? -1 : a > b;
 }
 
 /* The process of slot i (SOAK_PROCS serve processes, then the data
- * nodes), 0 when none. */
+ * nodes), 0 when none. A role's processes in the order they started (pids
+ * wrap on a busy machine), the oldest first. */
 static pid_t soak_pid(struct chaos *c, int i)
 {
     if (i >= SOAK_PROCS) return *node_pid(c, i - SOAK_PROCS);
@@ -1509,10 +1533,14 @@ static pid_t soak_pid(struct chaos *c, int i)
     int j = i < 4 ? i : i - 4;
     if (j == 0) return p->pid;
     pid_t ch[8];
-    int n = children(p, j == 3 ? "seckill-worker" : "seckill-api", ch, 8);
-    qsort(ch, (size_t)n, sizeof *ch, cmp_pid);
-    if (j == 3) return n ? ch[0] : 0;
-    return j - 1 < n ? ch[j - 1] : 0;
+    int n = children(p, j == 3 ? "seckill-worker" : "seckill-api", ch, 8), ord[8];
+    for (int k = 0; k < n; k++) {
+        g_start[k] = started(ch[k]);
+        ord[k] = k;
+    }
+    qsort(ord, (size_t)n, sizeof *ord, cmp_age);
+    if (j == 3) return n ? ch[ord[0]] : 0;
+    return j - 1 < n ? ch[ord[j - 1]] : 0;
 }
 
 static void soak_names(struct chaos *c, struct soak *k)
