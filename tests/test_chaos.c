@@ -259,11 +259,13 @@ struct chaos {
         int log;
         int64_t usual, target, stop_at, deadline, resume_at, adm0, mem0, persisted0;
         int64_t peak_entries, peak_mem, peak_adm;
+        unsigned masters; /* the master nodes when it stopped */
     } bl;
     double rates[32]; /* backlog catch-up rates, orders/s */
     int nrates;
     long db_errors0;    /* the worker's database errors at a full disk's start */
     int64_t db_adm0;    /* the orders admitted then (-1: unknown) */
+    int open_s;         /* the activities' window, from the start (a jump ahead passes it) */
     char extra[8][400]; /* findings of the new kinds outside the checker */
     int nextra;
 };
@@ -744,7 +746,9 @@ static void clock_path(const struct chaos *c, int aux, char *out, size_t cap)
 static void clock_jump(struct chaos *c, const struct sk_th_fault *f)
 {
     int target = (int)(f->pick % 3), ahead = (int)((f->pick >> 8) & 1), aux;
-    const char *off = ahead ? "+3h" : "-2h";
+    char off[24] = "-2h"; /* before every window's start */
+    if (ahead)            /* past every window's end (3 h for the nemesis's 2 h window) */
+        snprintf(off, sizeof off, "+%d", c->open_s + 3600);
     if (target == 2) {
         if (c->redis_busy) {
             skip(c, F_CLOCK_JUMP, "a Redis fault lasts");
@@ -840,14 +844,19 @@ static int streams_now(struct chaos *c, int64_t *backlog, int64_t *len, int64_t 
     return 0;
 }
 
-/* used_memory summed over the masters (-1: one did not answer). */
-static int64_t masters_memory(struct chaos *c)
+/* used_memory_dataset (the keys, without client buffers: a reconcile's
+ * HGETALL of the ledger holds its whole reply there a moment) summed over
+ * the masters (-1: one did not answer); which nodes they are into *mask. */
+static int64_t masters_memory(struct chaos *c, unsigned *mask)
 {
     int cand[16];
     int n = redis_candidates(c, "master", cand);
     int64_t sum = 0;
+    *mask = 0;
+    for (int i = 0; i < n; i++)
+        *mask |= 1u << cand[i];
     for (int i = 0; i < n; i++) {
-        long long u = info_field(node_port(c, cand[i]), "memory", "used_memory");
+        long long u = info_field(node_port(c, cand[i]), "memory", "used_memory_dataset");
         if (u < 0) return -1;
         sum += u;
     }
@@ -883,7 +892,8 @@ static void backlog_cap(struct chaos *c, const struct sk_th_fault *f)
         skip(c, F_BACKLOG_CAP, "no stream state");
         return;
     }
-    int64_t mem = masters_memory(c);
+    unsigned masters;
+    int64_t mem = masters_memory(c, &masters);
     if (mem < 0) {
         skip(c, F_BACKLOG_CAP, "a master does not answer");
         return;
@@ -896,6 +906,7 @@ static void backlog_cap(struct chaos *c, const struct sk_th_fault *f)
     b->deadline = b->stop_at + f->dur_ms;
     b->adm0 = adm;
     b->mem0 = mem;
+    b->masters = masters;
     kill(b->pid, SIGSTOP);
     c->worker_busy = 1;
     SAY(c,
@@ -946,7 +957,10 @@ static void backlog_tick(struct chaos *c, int all)
     int ok = streams_now(c, &backlog, &len, &adm) == 0;
     if (b->phase == 1) {
         if (!all && (!ok || backlog < b->target) && sk_mono_ms() < b->deadline) return;
-        int64_t mem = masters_memory(c);
+        unsigned masters;
+        int64_t mem = masters_memory(c, &masters);
+        /* the same masters, or the sums compare nothing */
+        if (masters != b->masters) mem = -1;
         b->peak_entries = ok ? backlog : -1;
         b->peak_mem = mem;
         b->peak_adm = ok ? adm - b->adm0 : -1;
@@ -1745,6 +1759,12 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     c->seed = env_u64("CHAOS_SEED", 0);
     if (!c->seed) c->seed = fresh_seed();
     c->duration_s = ro->duration_s;
+    /* open past the end of the run (a soak is long), and a payment timeout
+     * twice that: nobody cancels during the run, so a cancelled 200 is one a
+     * recovery refused */
+    c->open_s = c->duration_s + POST_HEAL_MAX_S + 1800 > 7200
+                    ? c->duration_s + POST_HEAL_MAX_S + 1800
+                    : 7200;
     const char *store = getenv("CHAOS_STORE");
     int kind = chaos_store_kind_of(store && *store ? store : "postgres");
     CHECK_MSG(kind >= 0, "CHAOS_STORE=%s: postgres, sqlite or mariadb", store);
@@ -1802,8 +1822,9 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     /* the nemesis: one activity that sells out during the run, two that do not */
     const int64_t *stocks = ro->stocks;
     for (size_t i = 0; i < 3; i++) {
-        c->acts[i] = (struct chaos_activity){sale_activity(c->sv[0].port, 0, stocks[i], LIMIT, 1),
-                                             stocks[i], LIMIT};
+        c->acts[i] = (struct chaos_activity){
+            sale_activity_for(c->sv[0].port, 0, stocks[i], LIMIT, 1, c->open_s, c->open_s * 2),
+            stocks[i], LIMIT};
         char tag[32];
         int tl = snprintf(tag, sizeof tag, "a%" PRIu64, c->acts[i].id);
         if (cluster)
