@@ -1888,6 +1888,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     if (ro->soak && k.points < (size_t)(c->duration_s / 60))
         soak_sample(c, &k, &L); /* the last minute */
     heal_due(c, 1);
+    if (c->bl.phase == 1) backlog_tick(c, 1); /* a held worker continues with the rest */
     int64_t healed = sk_wall_ms();
     SAY(c, "every fault healed (%zu applied, %zu skipped); buying on for %d s", c->applied,
         c->skipped, POST_HEAL_S);
