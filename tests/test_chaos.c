@@ -350,6 +350,32 @@ static const char *faketime_lib(void)
     return path;
 }
 
+/* libfaketime makes a shared memory segment and a semaphore per process
+ * (/dev/shm/faketime_shm_<pid>, sem.faketime_sem_<pid>) and removes them
+ * at its exit: the processes the nemesis killed leave theirs. Removed here
+ * when no process of that pid runs with libfaketime loaded. */
+static void faketime_leftovers(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *p = NULL;
+        if (!strncmp(e->d_name, "faketime_shm_", 13)) p = e->d_name + 13;
+        if (!strncmp(e->d_name, "sem.faketime_sem_", 17)) p = e->d_name + 17;
+        if (!p) continue;
+        char maps[64], line[512], path[300];
+        snprintf(maps, sizeof maps, "/proc/%s/maps", p);
+        FILE *f = fopen(maps, "r");
+        int live = 0;
+        while (f && !live && fgets(line, sizeof line, f))
+            live = strstr(line, "libfaketime") != NULL;
+        if (f) fclose(f);
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (!live) unlink(path);
+    }
+    if (d) closedir(d);
+}
+
 /* Writes text into path whole (a reader sees the old text or the new). */
 static void write_file(const char *path, const char *text)
 {
@@ -563,7 +589,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
     /* a host whose clock can jump: libfaketime (Debian's) preloaded, an
      * offset in a file read again each second, the monotonic clocks left
      * alone (a clock step moves only the wall clock) */
-    static char envbuf[2][6][460];
+    static char envbuf[2][5][460];
     static const char *envp[2][512];
     if (p->clock[0]) {
         extern char **environ;
@@ -574,10 +600,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
         snprintf(envbuf[slot][1], sizeof envbuf[0][0], "FAKETIME_TIMESTAMP_FILE=%s", p->clock);
         snprintf(envbuf[slot][2], sizeof envbuf[0][0], "FAKETIME_CACHE_DURATION=1");
         snprintf(envbuf[slot][3], sizeof envbuf[0][0], "FAKETIME_DONT_FAKE_MONOTONIC=1");
-        /* no shared memory segment (only for "start at" times; a killed
-         * process would leave its segment in /dev/shm) */
-        snprintf(envbuf[slot][4], sizeof envbuf[0][0], "FAKETIME_DISABLE_SHM=1");
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 4; i++)
             envp[slot][e++] = envbuf[slot][i];
         envp[slot][e] = NULL;
         cmd.envp = envp[slot];
@@ -1973,6 +1996,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
         waitpid(c->sv[s].pid, &wst, 0);
     }
     chaos_store_done(&c->db);
+    if (c->sv[0].clock[0]) faketime_leftovers();
     /* the small filesystems go (lazily: a server may still hold a file) */
     if (c->dbfs[0]) umount2(c->dbfs, MNT_DETACH);
     for (int i = 0; c->aof_fs && i < nnodes(c); i++) {
