@@ -1504,20 +1504,6 @@ struct soak {
     size_t cursor; /* the ledger read so far */
 };
 
-/* VmRSS of pid in KiB, -1 when it is gone. */
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long v = -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
-    fclose(f);
-    return v;
-}
-
 static long open_fds(pid_t pid)
 {
     char path[64];
@@ -1611,7 +1597,7 @@ static void soak_sample(struct chaos *c, struct soak *k, struct chaos_ledger *L)
     size_t o = (size_t)snprintf(line, sizeof line, "minute %zu:", m + 1);
     for (int i = 0; i < SOAK_PROCS + k->nredis; i++) {
         pid_t pid = soak_pid(c, i);
-        long r = pid > 0 ? rss_kib(pid) : -1, fd = pid > 0 ? open_fds(pid) : -1;
+        long r = pid > 0 ? sk_th_proc_rss_kib_or(pid) : -1, fd = pid > 0 ? open_fds(pid) : -1;
         k->rss[i].v[m] = r >= 0 ? (double)r / 1024 : -1;
         k->fds[i].v[m] = (double)fd;
         if (i >= SOAK_PROCS) {
