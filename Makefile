@@ -292,10 +292,11 @@ FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := framing http1_parse http_body purchase_body auth router config redis_url http_resp \
+FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
                 mysql_url cors jwt order_id order_event
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
+FUZZ_SRC_chunked   := src/http/chunked.c src/core/error.c
 FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/core/error.c
 FUZZ_SRC_purchase_body := $(FUZZ_SRC_http_body)
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c

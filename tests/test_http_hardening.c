@@ -233,6 +233,183 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
     sells_exactly_its_stock_then_stop(&v, 40, NULL);
 }
 
+/* Sends raw bytes on a fresh connection and reads until the server
+ * closes (5 s at most): the answers in out; 1 when the server closed. */
+static int exchange(struct srv *v, const char *bytes, size_t len, char *out, size_t cap,
+                    size_t *got)
+{
+    int fd = dial(v->s.port), closed;
+    sk_th_send_all(fd, bytes, len);
+    *got = read_until_close(fd, out, cap, 5000, &closed);
+    close(fd);
+    return closed;
+}
+
+/* The issue's reproduction, first: a chunk line "0x2f", which a lenient
+ * decoder reads as size 0 with an extension "x2f" and a front end as 47,
+ * so that the front end forwards what follows as body and the server ran
+ * it as the next request, with the X-User-Id the front end vouched for. */
+SK_TEST(a_request_smuggled_behind_a_0x2f_chunk_line_is_never_executed)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100], req[1024], out[8192];
+    size_t got;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    /* as the issue wrote it: the hidden request reads the clock */
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14001\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n0x2f\r\n\r\n"
+                     "GET /api/v1/time HTTP/1.1\r\nHost: x\r\n\r\n\r\n0\r\n\r\n",
+                     path);
+    int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(count_responses(out, got) == 1, "%d answers: %s", count_responses(out, got), out);
+    CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0 && strstr(out, "chunk"), "%s", out);
+    CHECK_MSG(!strstr(out, "now_ms"), "the hidden request was answered: %s", out);
+    CHECK_MSG(closed && strstr(out, "Connection: close"), "kept open: %s", out);
+    /* as an attacker would: the hidden request buys as someone else */
+    char hidden[256];
+    int hl = snprintf(hidden, sizeof hidden,
+                      "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14002\r\n"
+                      "Content-Length: 0\r\n\r\n",
+                      path);
+    n = snprintf(req, sizeof req,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14001\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0x%x\r\n%s\r\n0\r\n\r\n",
+                 path, hl, hidden);
+    closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(count_responses(out, got) == 1 && strncmp(out, "HTTP/1.1 400 ", 13) == 0 && closed,
+              "%s", out);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    CHECK_EQ(stat_of(&v, id, "remaining"), 50);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* Every lenient chunk line a proxy may read otherwise, each hiding a
+ * purchase by another user: one 400, the close, nothing bought; a chunked
+ * purchase by the grammar (extensions, leading zeros) still buys. */
+SK_TEST(every_lenient_chunk_line_is_a_400_and_a_close_and_buys_nothing)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    /* %s: the hidden purchase, as the "data" a lenient reading skips or
+     * the request it reads next */
+    static const char *const bodies[] = {
+        "2zz\r\n{}\r\n0\r\n\r\n%s",               /* digits then garbage: read as 2 */
+        "-2\r\n{}\r\n0\r\n\r\n%s",                /* a sign */
+        "+2\r\n{}\r\n0\r\n\r\n%s",                /* a sign */
+        " 2\r\n{}\r\n0\r\n\r\n%s",                /* a space before the size */
+        "2 \r\n{}\r\n0\r\n\r\n%s",                /* a space after it, no extension */
+        "2\n{}\r\n0\r\n\r\n%s",                   /* a bare LF ends the size line */
+        "2\r\n{}\n0\r\n\r\n%s",                   /* a bare LF after the data */
+        "2\r\n{}\r\n0\n\n%s",                     /* bare LFs at the end */
+        "2\r\n{}\r\n0\r\nX-User-Id: 9\r\n\r\n%s", /* a trailer */
+        "2\r\n{}\r\n0\r\nX-Trailer\r\n\r\n%s",    /* a trailer line without ':' */
+        "00000000000000002\r\n{}\r\n0\r\n\r\n%s", /* 17 digits */
+        "2\r\n{}xx0\r\n\r\n%s",                   /* data longer than its size */
+        "2;a b\r\n{}\r\n0\r\n\r\n%s",             /* not an extension */
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        char hidden[256], body[512], req[1024], out[8192];
+        snprintf(hidden, sizeof hidden,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: %zu\r\nContent-Length: 0\r\n\r\n", path,
+                 5000 + i);
+        snprintf(body, sizeof body, bodies[i], hidden);
+        int n = snprintf(req, sizeof req,
+                         "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: %zu\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n%s",
+                         path, 4000 + i, body);
+        size_t got;
+        int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+        CHECK_MSG(count_responses(out, got) == 1, "body %zu: %d answers: %s", i,
+                  count_responses(out, got), out);
+        CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0 && strstr(out, "\"bad_request\""),
+                  "body %zu: %s", i, out);
+        CHECK_MSG(closed, "body %zu: the server kept the connection open", i);
+    }
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    /* by the grammar: leading zeros, extensions with whitespace, a quoted
+     * value, an extension on the last chunk */
+    char req[1024], out[8192];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 4100\r\n"
+                     "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     "0002 ; a = \"b;c\"\r\n{}\r\n0;z\r\n\r\n",
+                     path);
+    size_t got;
+    exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%s", out);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 1);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding has
+ * faulty framing; it used to be decoded and the connection kept on
+ * Connection: keep-alive. */
+SK_TEST(http_1_0_with_transfer_encoding_is_refused_and_the_connection_closed)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100], req[1024], out[8192];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.0\r\nHost: x\r\nX-User-Id: 6001\r\nConnection: keep-alive\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 6002\r\nContent-Length: 0\r\n\r\n",
+                     path, path);
+    size_t got;
+    int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    /* one answer: no second status line (the message names HTTP/1.0) */
+    CHECK_MSG(got > 0 && !strstr(out + 1, "HTTP/1.1 ") && strncmp(out, "HTTP/1.1 400 ", 13) == 0 &&
+                  strstr(out, "in an HTTP/1.0 request"),
+              "%s", out);
+    CHECK_MSG(closed, "the connection stayed open");
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    /* HTTP/1.0 with a Content-Length still buys */
+    n = snprintf(req, sizeof req,
+                 "POST %s HTTP/1.0\r\nHost: x\r\nX-User-Id: 6003\r\nContent-Length: 2\r\n\r\n{}",
+                 path);
+    exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%s", out);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 1);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* One spelling per id: a gateway rule on the literal path
+ * /api/v1/activities/1001/... cannot be sidestepped with 01001 or +1001. */
+SK_TEST(activity_ids_with_leading_zeros_or_signs_are_a_400_and_buy_nothing)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    static const char *const spellings[] = {"0%" PRIu64, "00%" PRIu64, "+%" PRIu64, "-%" PRIu64};
+    static const char *const routes[] = {
+        "POST /api/v1/activities/%s/purchase", "GET /api/v1/activities/%s", "GET /sale/%s",
+        "GET /api/v1/activities/%s/live", "POST /api/v1/activities/%s/queue"};
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++)
+        for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++) {
+            char sid[40], line[200], req[512], out[8192];
+            snprintf(sid, sizeof sid, spellings[i], id);
+            snprintf(line, sizeof line, routes[k], sid);
+            int n = snprintf(req, sizeof req,
+                             "%s HTTP/1.1\r\nHost: x\r\nX-User-Id: 7001\r\nContent-Length: 0\r\n"
+                             "Connection: close\r\n\r\n",
+                             line);
+            size_t got;
+            exchange(&v, req, (size_t)n, out, sizeof out, &got);
+            CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "%s: %s", line, out);
+        }
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, "X-User-Id: 7001\r\n", &r), 200);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
 SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
 {
     struct srv v;

@@ -322,16 +322,17 @@ static int64_t body_ready(struct sk_h1conn *c)
         return in->size - c->head_len >= c->content_length ? (int64_t)c->content_length : -1;
     if (in->size <= c->body_done) return -1;
     size_t n = in->size - c->body_done, tail;
-    int rc = sk_h1_chunked_decode(&c->chunked, in->bytes + c->body_done, &n, &tail);
+    const char *why;
+    int rc = sk_chunked_decode(&c->chunked, in->bytes + c->body_done, &n, &tail, &why);
     c->body_done += n;
     in->size = c->body_done + tail;
-    struct sk_h1_refusal r = {400, "bad_request", "malformed chunked body"};
-    if (rc == SK_EINVAL || c->body_done - c->head_len > c->cs->max_body) {
-        if (rc != SK_EINVAL) r = (struct sk_h1_refusal){413, "payload_too_large", NULL};
+    if (rc == SK_EINVAL) {
+        struct sk_h1_refusal r = {400, "bad_request", why};
+        if (c->chunked.too_large) r = (struct sk_h1_refusal){413, "payload_too_large", NULL};
         refused(c, &r);
         return -1;
     }
-    return rc == SK_H1_OK ? (int64_t)(c->body_done - c->head_len) : -1;
+    return rc == SK_CHUNKED_DONE ? (int64_t)(c->body_done - c->head_len) : -1;
 }
 
 /* Takes the next request from the input: 1 when one went to the handler
@@ -359,7 +360,7 @@ static int take(struct sk_h1conn *c)
         c->body = h.body;
         c->content_length = h.content_length;
         c->body_done = h.len;
-        memset(&c->chunked, 0, sizeof c->chunked);
+        sk_chunked_init(&c->chunked, c->cs->max_body);
         c->continue_due = h.expect_continue; /* armed: sent if the body is not all here */
         fresh = 1;
     }

@@ -30,6 +30,7 @@
 
 #include <h2o.h>
 
+#include "http/chunked.h"
 #include "http/http1_parse.h"
 
 struct sk_conns;
@@ -64,7 +65,7 @@ struct sk_h1conn {
     size_t body_done; /* SK_H1_BODY, chunked: input bytes decoded (head included) */
     enum sk_h1_body body;
     uint64_t content_length;
-    struct sk_h1_chunked chunked;
+    struct sk_chunked chunked;
     struct timeval begin; /* when the request's first bytes were looked at */
     int has_begin;
     h2o_buffer_t *out;  /* answer bytes the kernel has not taken */
