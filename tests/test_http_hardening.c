@@ -778,6 +778,100 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
     sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
+/* The first bytes the server sends on fd within ms (terminated in out);
+ * 0 when none came, -1 when it closed. */
+static int first_bytes(int fd, char *out, size_t cap, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    out[0] = 0;
+    if (poll(&p, 1, ms) <= 0) return 0;
+    ssize_t n = recv(fd, out, cap - 1, 0);
+    if (n <= 0) return -1;
+    out[n] = 0;
+    return 1;
+}
+
+/* Many connections each holding an unfinished 64 KiB body: the process's
+ * request bytes stay under --max-request-bytes (bodies past it are refused
+ * 503 at once, and once the bodies grow past it the oldest unfinished
+ * requests are closed first), its RSS grows by about the cap, not by the
+ * bodies, and a buyer whose body comes with the head is still served. */
+SK_TEST_T(buffered_request_bytes_stay_under_the_cap_oldest_unfinished_closed_first, 120)
+{
+    enum { N = 400, BODY = 65536, SENT = BODY - 1, CAP = 4 << 20 };
+    struct srv v;
+    const char *extra[] = {"--role", "api", "--max-request-bytes", "4194304", NULL};
+    srv_start(&v, NULL, extra);
+    uint64_t id = open_activity(&v, 50, 1);
+    long before = sk_th_proc_rss_kib(v.s.pid);
+    static int fds[N];
+    static char state[N]; /* 'c': 100 Continue (let wait), 'r': 503, else nothing */
+    char head[512], out[1024];
+    int hl = 0, admitted = 0, refused = 0;
+    /* the heads: each says how large its body is and waits for 100-continue,
+     * so the server's verdict on each is known before the next */
+    for (int i = 0; i < N; i++) {
+        hl = snprintf(head, sizeof head,
+                      "POST /api/v1/activities/%" PRIu64 "/purchase HTTP/1.1\r\nHost: x\r\n"
+                      "X-User-Id: %d\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+                      id, 80000 + i, BODY);
+        fds[i] = dial(v.s.port);
+        sk_th_send_all(fds[i], head, (size_t)hl);
+        int got = first_bytes(fds[i], out, sizeof out, 10000);
+        CHECK_MSG(got == 1, "connection %d: no answer to its head (%d)", i, got);
+        if (strncmp(out, "HTTP/1.1 100 ", 13) == 0) {
+            state[i] = 'c';
+            admitted++;
+        } else {
+            CHECK_MSG(strncmp(out, "HTTP/1.1 503 ", 13) == 0 && strstr(out, "\"busy\"") &&
+                          strcasestr(out, "retry-after: 1"),
+                      "connection %d: %s", i, out);
+            state[i] = 'r';
+            refused++;
+        }
+    }
+    /* every reservation of a whole body fits the cap, and no more */
+    CHECK_MSG(admitted > 0 && (long)admitted * BODY <= CAP && refused > 0,
+              "%d let wait, %d refused", admitted, refused);
+    /* the bodies, all but their end: each grows its buffer past its
+     * reservation, the bytes pass the cap, the oldest are closed */
+    char *body = malloc(SENT);
+    CHECK(body != NULL);
+    memset(body, 'x', SENT);
+    for (int i = 0; i < N; i++)
+        if (state[i] == 'c') (void)!send(fds[i], body, SENT, MSG_NOSIGNAL);
+    free(body);
+    /* a buyer whose body comes with its head is served meanwhile */
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, "X-User-Id: 7\r\n", &r), 200);
+    long after = sk_th_proc_rss_kib(v.s.pid);
+    int closed = 0, open_ = 0, newest_closed = -1, oldest_open = N;
+    for (int i = 0; i < N; i++) {
+        if (state[i] != 'c') continue;
+        if (peer_gone(fds[i], 50)) {
+            closed++;
+            newest_closed = i;
+        } else {
+            open_++;
+            if (i < oldest_open) oldest_open = i;
+        }
+    }
+    CHECK_MSG(closed > 0 && open_ > 0, "%d closed, %d open", closed, open_);
+    CHECK_MSG(newest_closed < oldest_open, "connection %d was closed before %d, an older one",
+              newest_closed, oldest_open);
+#ifndef __SANITIZE_ADDRESS__
+    /* unbounded, the bodies alone would be about N * 64 KiB (25 MiB) */
+    CHECK_MSG(after - before < 3 * (CAP >> 10), "RSS grew from %ld to %ld KiB", before, after);
+#else
+    (void)before;
+    (void)after;
+#endif
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 1);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
+}
+
 /* ----------------------------------------------------------------- secrets */
 
 SK_TEST(a_failed_start_logs_no_password)
@@ -927,6 +1021,113 @@ SK_TEST(secrets_from_files_and_the_environment_stay_out_of_ps)
         NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, missing), 2);
     CHECK_MSG(strstr(out, "cannot read") && strstr(out, "/nonexistent/admin.token"), "%s", out);
+}
+
+/* A start that gets past the configuration ends at the store that cannot
+ * open (exit 1); one refused for its configuration exits 2. */
+static int start_exit(const char *const *args, char *out, size_t cap)
+{
+    return sk_th_run_seckill(out, cap, NULL, args);
+}
+
+SK_TEST(short_admin_tokens_and_secrets_others_may_read_are_refused_at_start)
+{
+    char out[8192], listen[64], conf[320], tok[320];
+    static const char dead_db[] = "sqlite:/nonexistent-dir/x.db";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sk_th_free_port());
+    snprintf(conf, sizeof conf, "%s/seckill.conf", sk_th_tmpdir());
+    snprintf(tok, sizeof tok, "%s/admin_token", sk_th_tmpdir());
+    /* an admin token of a few bytes: as an HMAC secret, refused, unechoed */
+    const char *short_tok[] = {"serve", "--listen",      listen, "--db",
+                               dead_db, "--admin-token", "s3cr", NULL};
+    CHECK_EQ(start_exit(short_tok, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "admin_token must be at least 16 bytes") && !strstr(out, "s3cr"), "%s",
+              out);
+    write_secret(tok, "s3cr\n", 0600);
+    const char *short_file[] = {"serve", "--listen",           listen, "--db",
+                                dead_db, "--admin-token-file", tok,    NULL};
+    CHECK_EQ(start_exit(short_file, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "at least 16 bytes") && !strstr(out, "s3cr\n"), "%s", out);
+
+    /* a config file holding a secret that others may read: refused, the
+     * secret never shown; group-readable (0640 root:seckill) is fine */
+    const char *with_conf[] = {"serve", "--config", conf,    "--listen",
+                               listen,  "--db",     dead_db, NULL};
+    static const struct {
+        const char *text, *holds;
+        mode_t mode;
+        int exit;
+    } confs[] = {
+        {"admin_token = admin-token-in-the-file-0123\n", "admin_token", 0644, 2},
+        {"admin_token = admin-token-in-the-file-0123\n", NULL, 0640, 1},
+        {"admin_token = admin-token-in-the-file-0123\n", NULL, 0600, 1},
+        {"hmac_secret = hmac-secret-in-the-file-0123\n", "hmac_secret", 0604, 2},
+        {"redis = redis://:R3disPassw0rdXyz@127.0.0.1:1\n", "redis password", 0644, 2},
+        {"db = postgres://app:PgPassw0rdXyz@127.0.0.1:1/shop\n", "db password", 0644, 2},
+        {"log_level = warn\n", NULL, 0644, 1},        /* nothing secret: fine */
+        {"log_level = warn\n", "may write", 0646, 2}, /* others could add a token */
+        {"admin_token_file = /x\n", NULL, 0644, 2},   /* a path is no secret (the file
+                                                          is missing: exit 2) */
+    };
+    for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+        write_secret(conf, confs[i].text, confs[i].mode);
+        int rc = start_exit(with_conf, out, sizeof out);
+        CHECK_MSG(rc == confs[i].exit, "config %zu: exit %d: %s", i, rc, out);
+        if (confs[i].exit == 2 && confs[i].holds)
+            CHECK_MSG(strstr(out, confs[i].holds) && strstr(out, "chmod o-rwx"), "config %zu: %s",
+                      i, out);
+        if (confs[i].exit == 1) CHECK_MSG(!strstr(out, "chmod"), "config %zu: %s", i, out);
+        CHECK_MSG(!strstr(out, "in-the-file") && !strstr(out, "Passw0rd"), "config %zu: %s", i,
+                  out);
+    }
+    /* a secret file others may read: refused too (it was a warning) */
+    write_secret(tok, "admin-token-in-a-file-0123\n", 0644);
+    const char *world[] = {"serve", "--listen",           listen, "--db",
+                           dead_db, "--admin-token-file", tok,    NULL};
+    CHECK_EQ(start_exit(world, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "admin_token_file") && strstr(out, "chmod o-rwx"), "%s", out);
+    chmod(tok, 0640);
+    CHECK_EQ(start_exit(world, out, sizeof out), 1);
+}
+
+/* Under systemd the unit's LoadCredential= puts the secrets in
+ * $CREDENTIALS_DIRECTORY; serve reads them there, below every other
+ * source, and an empty one (the unit's default) is no secret. */
+SK_TEST(secrets_from_systemd_credentials_at_the_lowest_precedence)
+{
+    char dir[320], path[400], out[8192], listen[64];
+    snprintf(dir, sizeof dir, "%s/credentials", sk_th_tmpdir());
+    CHECK_EQ(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/hmac_secret", dir);
+    write_secret(path, "hmac-secret-from-a-credential-42", 0400);
+    snprintf(path, sizeof path, "%s/hmac_secret_prev", dir);
+    write_secret(path, "", 0400);
+    snprintf(path, sizeof path, "%s/admin_token", dir);
+    write_secret(path, "", 0400);
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    const char *extra[] = {"--auth", "hmac", NULL};
+    struct srv v;
+    srv_start(&v, NULL, extra);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    uint64_t id = open_activity(&v, 5, 1); /* the harness's --admin-token wins */
+    char tk[SK_AUTH_TOKEN_MAX + 1], h[200];
+    const char *sec = "hmac-secret-from-a-credential-42";
+    CHECK(sk_auth_make_token(sec, strlen(sec), 9, sk_wall_ms() / 1000 + 600, tk, sizeof tk) > 0);
+    snprintf(h, sizeof h, "Authorization: Bearer %s\r\n", tk);
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, h, &r), 200);
+    srv_stop(&v);
+    /* the environment wins over the credential */
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sk_th_free_port());
+    char env_dir[400];
+    snprintf(env_dir, sizeof env_dir, "CREDENTIALS_DIRECTORY=%s", dir);
+    const char *env[] = {env_dir, "SECKILL_HMAC_SECRET=short", NULL};
+    const char *args[] = {"serve",  "--listen", listen, "--db", "sqlite:/nonexistent-dir/x.db",
+                          "--auth", "hmac",     NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, env, args), 2);
+    CHECK_MSG(strstr(out, "hmac_secret must be at least 16 bytes"), "%s", out);
+    const char *env_cred_only[] = {env_dir, NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, env_cred_only, args), 1);
 }
 
 /* ------------------------------------------------------------ token policy */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,12 +24,14 @@
 #include "support/http_client.h"
 #include "support/server_spawn.h"
 
+/* Config and secret files: private, as serve wants a file with a secret. */
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     fputs(text, f);
     fclose(f);
+    chmod(path, 0600);
 }
 
 static int local_port(int fd)
