@@ -1100,8 +1100,9 @@ SK_TEST(secrets_from_systemd_credentials_at_the_lowest_precedence)
     CHECK_EQ(mkdir(dir, 0700), 0);
     snprintf(path, sizeof path, "%s/hmac_secret", dir);
     write_secret(path, "hmac-secret-from-a-credential-42", 0400);
+    /* what the unit's SetCredential= gives when no file was made */
     snprintf(path, sizeof path, "%s/hmac_secret_prev", dir);
-    write_secret(path, "", 0400);
+    write_secret(path, "\n", 0400);
     snprintf(path, sizeof path, "%s/admin_token", dir);
     write_secret(path, "", 0400);
     setenv("CREDENTIALS_DIRECTORY", dir, 1);

@@ -285,12 +285,26 @@ static int read_jwks(const struct sk_config *cfg)
     return rc;
 }
 
+/* 1 when the file at path holds nothing but line ends (or cannot be read). */
+static int blank_file(const char *path)
+{
+    char *buf;
+    size_t len;
+    if (read_file(path, &buf, &len) < 0) return 1;
+    size_t i = 0;
+    while (i < len && (buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    memset(buf, 0, len);
+    free(buf);
+    return i == len;
+}
+
 /* Under systemd with LoadCredential= (contrib/systemd/seckill.service.in):
  * the credentials admin_token, hmac_secret and hmac_secret_prev in
  * $CREDENTIALS_DIRECTORY name the files of those secrets, at the lowest
  * precedence (the environment, the config file and the flags come after
- * and win). An empty credential (the unit's default when the operator
- * made no file) is no secret. */
+ * and win). A blank credential (the unit's default when the operator made
+ * no file) is no secret. */
 static void apply_credentials(struct sk_config *cfg)
 {
     const char *dir = getenv("CREDENTIALS_DIRECTORY");
@@ -298,9 +312,8 @@ static void apply_credentials(struct sk_config *cfg)
     static const char *const keys[] = {"admin_token", "hmac_secret", "hmac_secret_prev"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char path[sizeof cfg->admin_token_file], key[64], err[256];
-        struct stat stt;
         snprintf(path, sizeof path, "%s/%s", dir, keys[i]);
-        if (stat(path, &stt) != 0 || stt.st_size == 0) continue;
+        if (blank_file(path)) continue;
         snprintf(key, sizeof key, "%s_file", keys[i]);
         if (sk_config_set(cfg, key, path, err, sizeof err) < 0)
             sk_log(SK_LOG_WARN, "serve: credential %s: %s", keys[i], err);
