@@ -82,6 +82,23 @@ static int admin_post(int port, const char *path, const char *body)
     return st;
 }
 
+/* A fresh activity, created, preheated and opened: stock 100, one each. */
+static uint64_t open_sale(int port)
+{
+    uint64_t aid = sk_th_unique_id();
+    char body[400], path[96];
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"jwt\",\"stock\":100,\"per_user_limit\":1,"
+             "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
+             aid);
+    CHECK_EQ(admin_post(port, "/api/v1/activities", body), 201);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", aid);
+    CHECK_EQ(admin_post(port, path, "{}"), 200);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", aid);
+    CHECK_EQ(admin_post(port, path, NULL), 200);
+    return aid;
+}
+
 static void wait_log(const char *path, const char *needle)
 {
     int64_t deadline = sk_mono_ms() + 15000;
@@ -182,17 +199,7 @@ SK_TEST_T(jwt_tokens_from_an_independent_tool_accepted_and_refused_and_keys_relo
         "--auth",         "jwt",     "--jwks-file", jwks, "--jwt-issuer", "https://id.test",
         "--jwt-audience", "seckill", NULL};
     sk_th_serve_start(&s, sk_th_redis_url(), extra);
-    uint64_t aid = sk_th_unique_id();
-    char body[400], path[96];
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"jwt\",\"stock\":100,\"per_user_limit\":1,"
-             "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
-             aid);
-    CHECK_EQ(admin_post(s.port, "/api/v1/activities", body), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", aid);
-    CHECK_EQ(admin_post(s.port, path, "{}"), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", aid);
-    CHECK_EQ(admin_post(s.port, path, NULL), 200);
+    uint64_t aid = open_sale(s.port);
 
     static const struct {
         const char *name;
@@ -342,17 +349,7 @@ SK_TEST_T(jwt_needs_an_audience_warns_about_a_wide_policy_and_bounds_lifetimes, 
                            "172800",
                            NULL};
     sk_th_serve_start(&s, sk_th_redis_url(), extra);
-    uint64_t aid = sk_th_unique_id();
-    char body[400], path[96];
-    snprintf(body, sizeof body,
-             "{\"id\":%" PRIu64 ",\"name\":\"jwt\",\"stock\":100,\"per_user_limit\":1,"
-             "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
-             aid);
-    CHECK_EQ(admin_post(s.port, "/api/v1/activities", body), 201);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", aid);
-    CHECK_EQ(admin_post(s.port, path, "{}"), 200);
-    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", aid);
-    CHECK_EQ(admin_post(s.port, path, NULL), 200);
+    uint64_t aid = open_sale(s.port);
     struct sk_th_resp r;
     CHECK_EQ(buy(s.port, aid, json_string_value(json_object_get(t, "other_app")), &r), 200);
     CHECK_EQ(buy(s.port, aid, json_string_value(json_object_get(t, "two_days")), &r), 200);
