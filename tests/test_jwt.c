@@ -268,6 +268,20 @@ SK_TEST_T(jwt_tokens_from_an_independent_tool_accepted_and_refused_and_keys_relo
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
 
+/* `seckill serve --auth jwt` on listen with db and the key set jwks, then
+ * the flags of more (NULL-terminated); its exit code, its output in out. */
+static int jwt_start_exit(char *out, size_t cap, const char *listen, const char *db,
+                          const char *jwks, const char *const *more)
+{
+    const char *args[24] = {"serve", "--listen", listen, "--db",        db,   "--role",
+                            "api",   "--auth",   "jwt",  "--jwks-file", jwks, NULL};
+    size_t n = 11;
+    for (size_t i = 0; more[i] && n < 23; i++)
+        args[n++] = more[i];
+    args[n] = NULL;
+    return sk_th_run_seckill(out, cap, NULL, args);
+}
+
 /* The audience is required (a token the identity provider made for another
  * application would buy here); '*' says "any" out loud, and the start
  * warns about it and about a missing issuer, never with the trusted-header
@@ -282,47 +296,20 @@ SK_TEST_T(jwt_needs_an_audience_warns_about_a_wide_policy_and_bounds_lifetimes, 
     snprintf(jwks, sizeof jwks, "%s/jwks.json", dir);
     snprintf(any, sizeof any, "0.0.0.0:%d", sk_th_free_port());
     snprintf(db, sizeof db, "sqlite:%s/x.db", dir);
-    const char *no_aud[] = {"serve", "--listen", any,   "--db",        db,   "--role",
-                            "api",   "--auth",   "jwt", "--jwks-file", jwks, NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, no_aud), 2);
+    static const char *const no_aud[] = {NULL};
+    CHECK_EQ(jwt_start_exit(out, sizeof out, any, db, jwks, no_aud), 2);
     CHECK_MSG(strstr(out, "auth=jwt needs jwt_audience"), "%s", out);
     /* on every address, '*' and no issuer: both said, and only those (a
      * store that cannot open ends the run right after the warnings) */
-    const char *wide[] = {"serve",
-                          "--listen",
-                          any,
-                          "--db",
-                          "sqlite:/nonexistent-dir/x.db",
-                          "--role",
-                          "api",
-                          "--auth",
-                          "jwt",
-                          "--jwks-file",
-                          jwks,
-                          "--jwt-audience",
-                          "*",
-                          NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, wide), 1);
+    static const char dead[] = "sqlite:/nonexistent-dir/x.db";
+    static const char *const wide[] = {"--jwt-audience", "*", NULL};
+    CHECK_EQ(jwt_start_exit(out, sizeof out, any, dead, jwks, wide), 1);
     CHECK_MSG(strstr(out, "--jwt-audience '*'") && strstr(out, "no --jwt-issuer") &&
                   !strstr(out, "anyone who can connect"),
               "%s", out);
-    const char *narrow[] = {"serve",
-                            "--listen",
-                            any,
-                            "--db",
-                            "sqlite:/nonexistent-dir/x.db",
-                            "--role",
-                            "api",
-                            "--auth",
-                            "jwt",
-                            "--jwks-file",
-                            jwks,
-                            "--jwt-audience",
-                            "seckill",
-                            "--jwt-issuer",
-                            "https://id.test",
-                            NULL};
-    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, narrow), 1);
+    static const char *const narrow[] = {"--jwt-audience", "seckill", "--jwt-issuer",
+                                         "https://id.test", NULL};
+    CHECK_EQ(jwt_start_exit(out, sizeof out, any, dead, jwks, narrow), 1);
     CHECK_MSG(!strstr(out, "--jwt-audience '*'") && !strstr(out, "no --jwt-issuer") &&
                   !strstr(out, "anyone who can connect"),
               "%s", out);
