@@ -83,6 +83,10 @@ enum sk_q {
 /* Flags of a statement. */
 #define SK_SQL_KEEP 1u /* hot: prepared once per session where the driver can */
 #define SK_SQL_BULK 2u /* multi-row insert a driver may run as one bulk execution */
+/* A write of a transaction whose answer is needed only by its commit (the
+ * engine reads nothing of it, not its changed rows): in a transaction a
+ * driver may send it with the next statement, or with the COMMIT. */
+#define SK_SQL_DEFER 4u
 
 /* Parameter and column types of a multi-row statement's row (sk_sql_types). */
 #define SK_SQL_TEXT 't'
@@ -170,7 +174,10 @@ struct sk_store_driver {
     int (*enter)(sk_store *st);
     /* A script: several statements, no parameters, no rows. */
     int (*exec)(sk_store *st, const char *script, const char *what);
-    int (*tx)(sk_store *st, int op); /* SK_TX_*: a rollback keeps st->errstr */
+    /* SK_TX_*: a rollback keeps st->errstr. A driver may send a BEGIN
+     * with the transaction's first statement, and SK_SQL_DEFER ones with
+     * the next: a failure then surfaces there, or at the COMMIT. */
+    int (*tx)(sk_store *st, int op);
     /* Statement q (sk_sql_text) for up to rows rows of parameters (1 for
      * a one-row statement); *got: the rows it takes (1..rows: the caller
      * runs the rest in further statements). Owned by the driver until

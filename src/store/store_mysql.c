@@ -70,14 +70,25 @@
 #define ROWS_MAX 1000
 #define MAX_PARAMS 32 /* of a one-row statement */
 
+/* A growing statement text. */
+struct text {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
 struct my {
     MYSQL *m;
     struct sk_mysql_url *url; /* kept for reconnects (holds the password) */
     int broken;               /* reconnect on the next call */
     int mariadb;              /* the server is MariaDB (else MySQL) */
-    int begin;                /* a BEGIN waits for the next statement */
-    MYSQL_STMT *bulk;         /* MariaDB: the bulk statement, prepared on this session */
-    char *text[Q_COUNT];      /* one-row statements' text, expanded once */
+    int in_tx;                /* in a transaction (SK_TX_BEGIN) */
+    int begin;                /* its BEGIN waits for the first statement */
+    struct text pend;         /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    int *pend_q;              /* their statements */
+    size_t npend, pend_cap;
+    MYSQL_STMT *bulk;    /* MariaDB: the bulk statement, prepared on this session */
+    char *text[Q_COUNT]; /* one-row statements' text, expanded once */
 };
 
 struct sk_stmt {
@@ -156,34 +167,63 @@ static void close_bulk(struct my *c)
 
 /* ---- running text ---- */
 
-/* Runs text (one statement or several; a waiting BEGIN first) to its
- * end: *res (res may be NULL) the result set of the last statement that
- * returned rows (the caller frees it), *changes the rows the last one
- * matched. Statements after a failing one are not run. */
+static void add(struct text *b, const char *s, size_t n)
+{
+    if (!b->oom && SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 1024)) b->oom = 1;
+    if (b->oom) return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void drop_waiting(struct my *c)
+{
+    c->begin = 0;
+    c->npend = 0;
+    c->pend.len = 0;
+    c->pend.oom = 0;
+}
+
+/* Runs text (one statement or several) to its end, after what waits (a
+ * BEGIN, deferred writes) in the same round trip: *res (res may be NULL)
+ * the result set of the last statement that returned rows (the caller
+ * frees it), *changes the rows the last one matched. Statements after a
+ * failing one are not run; the failure names the statement it was. */
 static int run(sk_store *st, const char *what, const char *text, size_t len, MYSQL_RES **res,
                int64_t *changes)
 {
     struct my *c = MY(st);
     if (res) *res = NULL;
-    if (c->broken || !c->m) return lost(st, what);
-    int64_t t0 = sk_mono_ms();
-    int rc = 0;
-    if (c->begin) {
-        /* the transaction's BEGIN, in this round trip */
-        static const char begin[] = "START TRANSACTION; ";
-        char *both = malloc(sizeof begin + len);
-        if (!both) return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
-        memcpy(both, begin, sizeof begin - 1);
-        memcpy(both + sizeof begin - 1, text, len);
-        c->begin = 0;
-        rc = mysql_real_query(c->m, both, (unsigned long)(sizeof begin - 1 + len));
-        free(both);
-    } else {
-        rc = mysql_real_query(c->m, text, (unsigned long)len);
+    if (c->broken || !c->m) {
+        drop_waiting(c);
+        return lost(st, what);
     }
-    if (rc != 0) return fail(st, what, t0);
+    /* the statements of this round trip, for the name of a failure */
+    const char *whats[64];
+    size_t nw = 0;
+    struct text all = {0};
+    if (c->begin) {
+        add(&all, "START TRANSACTION; ", 19);
+        whats[nw++] = "begin";
+    }
+    for (size_t i = 0; i < c->npend && nw < 63; i++)
+        whats[nw++] = sk_sql_what(c->pend_q[i]);
+    if (c->npend) add(&all, c->pend.p, c->pend.len);
+    if (c->npend && len) add(&all, "; ", 2);
+    add(&all, text, len);
+    whats[nw++] = what;
+    int oom = all.oom || c->pend.oom;
+    drop_waiting(c);
+    if (oom) {
+        free(all.p);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    }
+    int64_t t0 = sk_mono_ms();
+    int rc = mysql_real_query(c->m, all.p, (unsigned long)all.len);
+    free(all.p);
+    if (rc != 0) return fail(st, whats[0], t0);
     MYSQL_RES *last = NULL;
-    for (;;) {
+    for (size_t i = 0;; i++) {
         MYSQL_RES *r = mysql_store_result(c->m);
         if (r) {
             if (last) mysql_free_result(last);
@@ -198,7 +238,7 @@ static int run(sk_store *st, const char *what, const char *text, size_t len, MYS
         if (next < 0) break;
         if (next > 0) {
             if (last) mysql_free_result(last);
-            return fail(st, what, t0);
+            return fail(st, i + 1 < nw ? whats[i + 1] : what, t0);
         }
     }
     if (res)
@@ -213,20 +253,34 @@ static int exec(sk_store *st, const char *script, const char *what)
     return run(st, what, script, strlen(script), NULL, NULL);
 }
 
+/* Sends what waits (a BEGIN, deferred writes) alone. */
+static int flush_waiting(sk_store *st, const char *what)
+{
+    struct my *c = MY(st);
+    if (!c->begin && !c->npend) return 0;
+    if (!c->npend) return exec(st, "START TRANSACTION", "begin");
+    return run(st, what, "", 0, NULL, NULL);
+}
+
 static int tx(sk_store *st, int op)
 {
     struct my *c = MY(st);
     if (op == SK_TX_BEGIN) {
-        c->begin = 1; /* sent with the next statement */
+        c->in_tx = c->begin = 1; /* sent with the first statement */
         return 0;
     }
-    if (c->begin) { /* nothing was sent: nothing to end */
-        c->begin = 0;
-        return 0;
+    c->in_tx = 0;
+    if (op == SK_TX_COMMIT) {
+        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
+            c->begin = 0;
+            return 0;
+        }
+        return exec(st, "COMMIT", "commit");
     }
-    if (op == SK_TX_COMMIT) return exec(st, "COMMIT", "commit");
+    int sent = !c->begin;
+    drop_waiting(c);
     /* a broken connection rolled back on the server by itself */
-    if (!c->broken) {
+    if (sent && !c->broken) {
         char keep[sizeof st->errstr];
         memcpy(keep, st->errstr, sizeof keep);
         if (exec(st, "ROLLBACK", "rollback") != 0) c->broken = 1;
@@ -268,22 +322,6 @@ static void bind_(struct sk_stmt *s, int i, struct sk_val v)
     if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
 }
 
-/* A growing statement text. */
-struct text {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void add(struct text *b, const char *s, size_t n)
-{
-    if (!b->oom && SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 1024)) b->oom = 1;
-    if (b->oom) return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 /* A parameter as a literal: a number, NULL, or a quoted escaped string. */
 static void add_val(MYSQL *m, struct text *b, const struct sk_val *v)
 {
@@ -311,10 +349,8 @@ static int send_bulk(struct sk_stmt *s)
     struct my *c = MY(st);
     const char *what = sk_sql_what(s->q);
     int64_t t0 = sk_mono_ms();
-    if (c->begin) {
-        int rc = exec(st, "START TRANSACTION", "begin");
-        if (rc) return rc;
-    }
+    int rc0 = flush_waiting(st, what);
+    if (rc0) return rc0;
     if (!c->bulk) {
         int none;
         char *sql = sk_sql_text(st, s->q, 1, &none);
@@ -401,8 +437,20 @@ static int send_text(struct sk_stmt *s)
         p++;
     }
     free(multi);
-    int rc = b.oom || !b.p ? sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what)
-                           : run(st, what, b.p, b.len, &s->res, &s->changes);
+    int rc = 0;
+    if (b.oom || !b.p)
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    else if (c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER)) {
+        /* with the next round trip */
+        if (SK_VEC_RESERVE(c->pend_q, c->pend_cap, c->npend + 1, 8))
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+        else {
+            if (c->npend) add(&c->pend, "; ", 2);
+            add(&c->pend, b.p, b.len);
+            c->pend_q[c->npend++] = s->q;
+        }
+    } else
+        rc = run(st, what, b.p, b.len, &s->res, &s->changes);
     free(b.p);
     return rc;
 }
@@ -522,7 +570,8 @@ static int open_session(sk_store *st, const char *what)
     struct my *c = MY(st);
     const struct sk_mysql_url *u = c->url;
     close_bulk(c);
-    c->begin = 0;
+    drop_waiting(c);
+    c->in_tx = 0;
     if (c->m) mysql_close(c->m);
     c->m = mysql_init(NULL);
     if (!c->m) return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
@@ -611,6 +660,8 @@ static void close_(sk_store *st)
     }
     for (int q = 0; q < Q_COUNT; q++)
         free(c->text[q]);
+    free(c->pend.p);
+    free(c->pend_q);
     free(c);
     st->conn = NULL;
 }

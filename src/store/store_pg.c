@@ -44,8 +44,12 @@
 
 struct pg {
     PGconn *c;
-    int timeout_ms;                  /* client-side bound of one statement */
-    int broken;                      /* reset the connection on the next call */
+    int timeout_ms;   /* client-side bound of one statement */
+    int broken;       /* reset the connection on the next call */
+    int in_tx;        /* in a transaction (SK_TX_BEGIN) */
+    int begin;        /* its BEGIN waits for the first statement */
+    struct req *pend; /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    size_t npend, pend_cap;
     char *text[Q_COUNT];             /* each statement's text, expanded once */
     unsigned char prepared[Q_COUNT]; /* prepared on the current session */
 };
@@ -56,7 +60,8 @@ struct sk_stmt {
     int ncols; /* a multi-row statement's row, else 0 */
     size_t nvals;
     struct sk_val *vals;
-    PGresult *r;
+    int sent;
+    PGresult *r; /* NULL: deferred */
     int row, rows;
     int64_t changes;
 };
@@ -107,7 +112,18 @@ static int conn_err(sk_store *st, const char *what)
     return sk_store_fail(st, SK_EDB, what, "%s", line[0] ? line : "connection lost");
 }
 
-/* ---- sending and awaiting ---- */
+/* ---- round trips ---- */
+
+/* One request of a round trip: statement q with its parameters as text
+ * (NULL: SQL NULL), or a command (q -1: BEGIN, COMMIT). A deferred one
+ * owns copies of its parameters (block). */
+struct req {
+    int q;
+    const char *cmd;
+    int np;
+    const char *p[MAX_PARAMS];
+    char *block;
+};
 
 /* Polls the socket for ev until deadline: 1 ready, 0 timed out, -1 error. */
 static int wait_fd(PGconn *c, short ev, int64_t deadline)
@@ -123,69 +139,78 @@ static int wait_fd(PGconn *c, short ev, int64_t deadline)
     }
 }
 
-/* The rest of a send: flushes it and collects the results, the last in
- * *out (the caller PQclears it; out may be NULL). Bounded by timeout_ms:
- * a server that does not answer (stopped, frozen, unreachable) leaves the
- * connection marked broken and the call failing with SK_EDB. */
-static int await_result(sk_store *st, PGresult **out, const char *what)
+/* The answer did not come: the connection is in an unknown state and is
+ * reset by the next call. */
+static int timed_out(sk_store *st, const char *what)
 {
-    PGconn *c = PG(st)->c;
-    int64_t deadline = sk_mono_ms() + PG(st)->timeout_ms;
-    int f;
-    while ((f = PQflush(c)) == 1) {
-        if (wait_fd(c, POLLOUT | POLLIN, deadline) <= 0) goto timeout;
-        if (!PQconsumeInput(c)) return conn_err(st, what);
-    }
-    if (f < 0) return conn_err(st, what);
-    PGresult *last = NULL, *failed = NULL;
-    for (;;) {
-        if (!PQconsumeInput(c)) {
-            PQclear(last);
-            PQclear(failed);
-            return conn_err(st, what);
-        }
-        while (!PQisBusy(c)) {
-            PGresult *r = PQgetResult(c);
-            if (!r) goto done;
-            ExecStatusType s = PQresultStatus(r);
-            if ((s == PGRES_FATAL_ERROR || s == PGRES_BAD_RESPONSE) && !failed) {
-                failed = r; /* the first error is the cause; keep draining */
-            } else {
-                PQclear(last);
-                last = r;
-            }
-        }
-        if (wait_fd(c, POLLIN, deadline) <= 0) {
-            PQclear(last);
-            PQclear(failed);
-            goto timeout;
-        }
-    }
-done:
-    if (failed) {
-        int rc = res_err(st, failed, what);
-        PQclear(failed);
-        PQclear(last);
-        return rc;
-    }
-    if (!last) return conn_err(st, what);
-    ExecStatusType s = PQresultStatus(last);
-    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        int rc = res_err(st, last, what);
-        PQclear(last);
-        return rc;
-    }
-    if (out)
-        *out = last;
-    else
-        PQclear(last);
-    return 0;
-timeout:
-    /* The answer may still come; the connection is in an unknown state and
-     * is reset by the next call. */
     PG(st)->broken = 1;
     return sk_store_fail(st, SK_EDB, what, "no answer within %d ms (server down or frozen)",
                          PG(st)->timeout_ms);
+}
+
+/* Sends what was queued, until deadline. */
+static int flush_out(sk_store *st, int64_t deadline, const char *what)
+{
+    PGconn *c = PG(st)->c;
+    int f;
+    while ((f = PQflush(c)) == 1) {
+        if (wait_fd(c, POLLOUT | POLLIN, deadline) <= 0) return timed_out(st, what);
+        if (!PQconsumeInput(c)) return conn_err(st, what);
+    }
+    return f < 0 ? conn_err(st, what) : 0;
+}
+
+/* The next result into *r (NULL: the end of a query's results), waiting
+ * for it until deadline. */
+static int next_result(sk_store *st, int64_t deadline, const char *what, PGresult **r)
+{
+    PGconn *c = PG(st)->c;
+    for (;;) {
+        if (!PQconsumeInput(c)) return conn_err(st, what);
+        if (!PQisBusy(c)) {
+            *r = PQgetResult(c);
+            return 0;
+        }
+        if (wait_fd(c, POLLIN, deadline) <= 0) return timed_out(st, what);
+    }
+}
+
+/* The results of one query up to its end: the last into *out (the caller
+ * PQclears it; out may be NULL), the first failure as the code. */
+static int query_results(sk_store *st, int64_t deadline, const char *what, PGresult **out)
+{
+    PGresult *last = NULL, *failed = NULL, *r;
+    int rc;
+    while ((rc = next_result(st, deadline, what, &r)) == 0 && r) {
+        ExecStatusType s = PQresultStatus(r);
+        if ((s == PGRES_FATAL_ERROR || s == PGRES_BAD_RESPONSE) && !failed) {
+            failed = r; /* the first error is the cause; keep draining */
+        } else {
+            PQclear(last);
+            last = r;
+        }
+    }
+    if (rc == 0 && failed) rc = res_err(st, failed, what);
+    ExecStatusType s = last ? PQresultStatus(last) : PGRES_FATAL_ERROR;
+    if (rc == 0 && s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && s != PGRES_PIPELINE_ABORTED)
+        rc = last ? res_err(st, last, what) : conn_err(st, what);
+    PQclear(failed);
+    if (rc == 0 && out)
+        *out = last;
+    else
+        PQclear(last);
+    return rc;
+}
+
+/* Sends one query and awaits its answer (*out as query_results),
+ * bounded by timeout_ms: a server that does not answer (stopped, frozen,
+ * unreachable) leaves the connection marked broken and the call failing
+ * with SK_EDB. */
+static int await_result(sk_store *st, PGresult **out, const char *what)
+{
+    int64_t deadline = sk_mono_ms() + PG(st)->timeout_ms;
+    int rc = flush_out(st, deadline, what);
+    return rc ? rc : query_results(st, deadline, what, out);
 }
 
 static int lost(sk_store *st, const char *what)
@@ -193,19 +218,168 @@ static int lost(sk_store *st, const char *what)
     return sk_store_fail(st, SK_EDB, what, "connection lost");
 }
 
+static const char *req_what(const struct req *r)
+{
+    return r->q >= 0 ? sk_sql_what(r->q) : r->cmd;
+}
+
+/* Queues request r on the connection (a statement kept per session is
+ * prepared first when it is not yet); *prep 1 when a prepare went too. */
+static int send_req(sk_store *st, const struct req *r, int *prep)
+{
+    struct pg *c = PG(st);
+    *prep = 0;
+    if (r->q < 0) return PQsendQueryParams(c->c, r->cmd, 0, NULL, NULL, NULL, NULL, 0) ? 0 : -1;
+    char name[16];
+    snprintf(name, sizeof name, "sk_%d", r->q);
+    if (!(sk_sql_flags(r->q) & SK_SQL_KEEP))
+        return PQsendQueryParams(c->c, c->text[r->q], r->np, NULL, r->p, NULL, NULL, 0) ? 0 : -1;
+    if (!c->prepared[r->q]) {
+        if (!PQsendPrepare(c->c, name, c->text[r->q], r->np, NULL)) return -1;
+        *prep = 1;
+    }
+    return PQsendQueryPrepared(c->c, name, r->np, r->p, NULL, NULL, 0) ? 0 : -1;
+}
+
+/* A statement kept per session failed: unless a value was refused, the
+ * session's trouble (a timeout, or a plan the schema changed under):
+ * the next call starts on a fresh one. */
+static void kept_failed(sk_store *st, const struct req *r, int rc)
+{
+    if (r->q >= 0 && (sk_sql_flags(r->q) & SK_SQL_KEEP) && rc != SK_EINVAL && rc != SK_EEXIST)
+        PG(st)->broken = 1;
+}
+
+static void drop_deferred(struct pg *c)
+{
+    for (size_t i = 0; i < c->npend; i++)
+        free(c->pend[i].block);
+    c->npend = 0;
+}
+
+/* One round trip in pipeline mode: the waiting BEGIN, the deferred
+ * statements, then cur (may be NULL); *out cur's result. The first
+ * failure is the code; the queries after it were skipped by the server. */
+static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
+{
+    struct pg *c = PG(st);
+    const char *what = cur ? req_what(cur) : "send";
+    size_t n = c->npend + 2, k = 0;
+    struct slot {
+        const struct req *r;
+        int prepare;
+    } *slots = calloc(2 * n, sizeof *slots);
+    static const struct req begin = {.q = -1, .cmd = "begin"};
+    if (!slots) return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    int rc = PQenterPipelineMode(c->c) ? 0 : conn_err(st, what);
+    if (rc == 0 && c->begin) {
+        struct req b = {.q = -1, .cmd = "BEGIN"};
+        slots[k++].r = &begin;
+        if (PQsendQueryParams(c->c, b.cmd, 0, NULL, NULL, NULL, NULL, 0) == 0) rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i <= c->npend; i++) {
+        const struct req *r = i < c->npend ? &c->pend[i] : cur;
+        if (!r) break;
+        int prep;
+        if (send_req(st, r, &prep) < 0) rc = -1;
+        if (prep) slots[k++] = (struct slot){r, 1};
+        slots[k++] = (struct slot){r, 0};
+    }
+    if (rc == -1 || (rc == 0 && !PQpipelineSync(c->c))) rc = conn_err(st, what);
+    int64_t deadline = sk_mono_ms() + c->timeout_ms;
+    if (rc == 0) rc = flush_out(st, deadline, what);
+    int failed = 0;
+    for (size_t i = 0; rc == 0 && i < k; i++) {
+        const struct req *r = slots[i].r;
+        int last = r == cur && !slots[i].prepare;
+        int q = query_results(st, deadline, req_what(r), last ? out : NULL);
+        if (q == SK_EDB && c->broken) rc = q; /* the connection, not the query */
+        if (q && !failed) {
+            failed = q;
+            kept_failed(st, r, q);
+        }
+        if (q == 0 && slots[i].prepare && !failed) c->prepared[r->q] = 1;
+        if (q && last && out) *out = NULL;
+    }
+    PGresult *sync = NULL;
+    if (rc == 0 && next_result(st, deadline, what, &sync) == 0 &&
+        PQresultStatus(sync) != PGRES_PIPELINE_SYNC)
+        rc = conn_err(st, what);
+    PQclear(sync);
+    if (!PQexitPipelineMode(c->c)) c->broken = 1;
+    free(slots);
+    drop_deferred(c);
+    c->begin = 0;
+    if (rc == 0 && failed && out) {
+        PQclear(*out);
+        *out = NULL;
+    }
+    return rc ? rc : failed;
+}
+
+/* One round trip for r (and what waits: a BEGIN, deferred statements):
+ * *out its result (the caller PQclears it). */
+static int roundtrip(sk_store *st, const struct req *r, PGresult **out)
+{
+    struct pg *c = PG(st);
+    *out = NULL;
+    if (c->broken) return lost(st, req_what(r));
+    if (c->begin || c->npend) return pipeline(st, r, out);
+    int rc = 0;
+    if (r->q >= 0 && (sk_sql_flags(r->q) & SK_SQL_KEEP) && !c->prepared[r->q]) {
+        /* prepared on this session first: its own answer */
+        char name[16];
+        snprintf(name, sizeof name, "sk_%d", r->q);
+        rc = PQsendPrepare(c->c, name, c->text[r->q], r->np, NULL) ? 0 : conn_err(st, req_what(r));
+        if (rc == 0) rc = await_result(st, NULL, req_what(r));
+        if (rc == 0) c->prepared[r->q] = 1;
+    }
+    int prep;
+    if (rc == 0) rc = send_req(st, r, &prep) < 0 ? conn_err(st, req_what(r)) : 0;
+    if (rc == 0) rc = await_result(st, out, req_what(r));
+    if (rc) kept_failed(st, r, rc);
+    return rc;
+}
+
+/* A script (several statements, no parameters): what waits goes first. */
 static int exec(sk_store *st, const char *script, const char *what)
 {
-    if (PG(st)->broken) return lost(st, what);
-    if (!PQsendQuery(PG(st)->c, script)) return conn_err(st, what);
+    struct pg *c = PG(st);
+    if (c->broken) return lost(st, what);
+    if (c->begin || c->npend) {
+        int rc = pipeline(st, NULL, NULL);
+        if (rc) return rc;
+    }
+    if (!PQsendQuery(c->c, script)) return conn_err(st, what);
     return await_result(st, NULL, what);
 }
 
 static int tx(sk_store *st, int op)
 {
-    if (op == SK_TX_BEGIN) return exec(st, "BEGIN", "begin");
-    if (op == SK_TX_COMMIT) return exec(st, "COMMIT", "commit");
+    struct pg *c = PG(st);
+    if (op == SK_TX_BEGIN) {
+        c->in_tx = c->begin = 1; /* sent with the first statement */
+        return 0;
+    }
+    c->in_tx = 0;
+    if (op == SK_TX_COMMIT) {
+        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
+            c->begin = 0;
+            return 0;
+        }
+        static const struct req commit = {.q = -1, .cmd = "COMMIT"};
+        PGresult *r;
+        int rc = roundtrip(st, &commit, &r);
+        PQclear(r);
+        return rc;
+    }
+    drop_deferred(c);
+    if (c->begin) {
+        c->begin = 0;
+        return 0;
+    }
     /* a broken connection rolls back on the server by itself */
-    if (!PG(st)->broken) {
+    if (!c->broken) {
         char keep[sizeof st->errstr];
         memcpy(keep, st->errstr, sizeof keep);
         exec(st, "ROLLBACK", "rollback");
@@ -289,73 +463,84 @@ static void arr_add(struct buf *b, struct sk_val v)
     }
 }
 
+/* A deferred request keeps copies of its parameters. */
+static int defer(sk_store *st, const struct req *r)
+{
+    struct pg *c = PG(st);
+    size_t len = 0;
+    for (int i = 0; i < r->np; i++)
+        len += r->p[i] ? strlen(r->p[i]) + 1 : 0;
+    struct req d = *r;
+    d.block = malloc(len ? len : 1);
+    if (!d.block || SK_VEC_RESERVE(c->pend, c->pend_cap, c->npend + 1, 8)) {
+        free(d.block);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", req_what(r));
+    }
+    char *at = d.block;
+    for (int i = 0; i < r->np; i++) {
+        if (!r->p[i]) continue;
+        size_t n = strlen(r->p[i]) + 1;
+        memcpy(at, r->p[i], n);
+        d.p[i] = at;
+        at += n;
+    }
+    c->pend[c->npend++] = d;
+    return 0;
+}
+
 /* Sends s with its parameters (text; a multi-row statement's as one array
- * per column) and awaits the answer. */
+ * per column) and awaits the answer; a deferred write waits for the next
+ * round trip instead. */
 static int send_stmt(struct sk_stmt *s)
 {
     sk_store *st = s->st;
     struct pg *c = PG(st);
     const char *what = sk_sql_what(s->q);
-    if (c->broken) return lost(st, what);
     char num[MAX_PARAMS][24];
     struct buf arr[MAX_PARAMS] = {{0}};
-    const char *p[MAX_PARAMS];
-    int np = 0, rc = 0;
+    struct req r = {.q = s->q};
+    int rc = 0;
     if (s->ncols) {
         size_t rows = s->nvals / (size_t)s->ncols;
-        for (np = 0; np < s->ncols; np++) {
-            buf_add(&arr[np], "{", 1);
-            for (size_t r = 0; r < rows; r++)
-                arr_add(&arr[np], s->vals[r * (size_t)s->ncols + (size_t)np]);
-            buf_add(&arr[np], "}", 1);
-            if (arr[np].oom) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
-            p[np] = arr[np].p;
+        for (r.np = 0; r.np < s->ncols; r.np++) {
+            buf_add(&arr[r.np], "{", 1);
+            for (size_t k = 0; k < rows; k++)
+                arr_add(&arr[r.np], s->vals[k * (size_t)s->ncols + (size_t)r.np]);
+            buf_add(&arr[r.np], "}", 1);
+            if (arr[r.np].oom) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+            r.p[r.np] = arr[r.np].p;
         }
     } else {
         /* the parameters the text has: $1 .. $np */
         for (const char *d = c->text[s->q]; (d = strchr(d, '$')) != NULL; d++) {
             int k = atoi(d + 1);
-            if (k > np) np = k;
+            if (k > r.np) r.np = k;
         }
-        for (int i = 0; i < np; i++) {
+        for (int i = 0; i < r.np; i++) {
             const struct sk_val *v = &s->vals[i];
             if (v->kind == SK_V_INT) snprintf(num[i], sizeof num[i], "%" PRId64, v->i);
-            p[i] = v->kind == SK_V_TEXT ? v->t : v->kind == SK_V_INT ? num[i] : NULL;
+            r.p[i] = v->kind == SK_V_TEXT ? v->t : v->kind == SK_V_INT ? num[i] : NULL;
         }
     }
-    int keep = (sk_sql_flags(s->q) & SK_SQL_KEEP) != 0;
-    char name[16];
-    snprintf(name, sizeof name, "sk_%d", s->q);
-    if (rc == 0 && keep && !c->prepared[s->q]) {
-        if (!PQsendPrepare(c->c, name, c->text[s->q], np, NULL))
-            rc = conn_err(st, what);
-        else if ((rc = await_result(st, NULL, what)) == 0)
-            c->prepared[s->q] = 1;
-    }
-    if (rc == 0) {
-        int sent = keep ? PQsendQueryPrepared(c->c, name, np, p, NULL, NULL, 0)
-                        : PQsendQueryParams(c->c, c->text[s->q], np, NULL, p, NULL, NULL, 0);
-        rc = sent ? await_result(st, &s->r, what) : conn_err(st, what);
-        /* Unless a value was refused, a prepared statement's failure is the
-         * session's trouble (a timeout, or a plan the schema changed
-         * under): start the next call on a fresh one. */
-        if (rc && keep && rc != SK_EINVAL && rc != SK_EEXIST) c->broken = 1;
-    }
+    if (rc == 0 && c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER))
+        rc = c->broken ? lost(st, what) : defer(st, &r);
+    else if (rc == 0 && (rc = roundtrip(st, &r, &s->r)) == 0)
+        s->rows = PQntuples(s->r);
     for (int i = 0; i < s->ncols; i++)
         free(arr[i].p);
-    if (rc) return rc;
-    s->rows = PQntuples(s->r);
+    if (rc || !s->r) return rc;
     const char *n = PQcmdTuples(s->r); /* "" for a command that counts nothing */
     uint64_t x = 0;
     sk_num_u64(n, strlen(n), &x);
     s->changes = (int64_t)x;
-    s->row = -1;
     return 0;
 }
 
 static int step(struct sk_stmt *s)
 {
-    if (!s->r) {
+    if (!s->sent) {
+        s->sent = 1;
+        s->row = -1;
         int rc = send_stmt(s);
         if (rc) return rc;
     }
@@ -403,8 +588,12 @@ static void ignore_notice(void *arg, const char *msg)
 static int reconnect(sk_store *st)
 {
     struct pg *c = PG(st);
+    drop_deferred(c);
+    c->in_tx = c->begin = 0;
+    PQexitPipelineMode(c->c); /* a pipeline cut short */
     PQsetnonblocking(c->c, 0);
     PQreset(c->c);
+    PQexitPipelineMode(c->c);
     if (PQstatus(c->c) != CONNECTION_OK) {
         char line[320];
         first_line(line, sizeof line, PQerrorMessage(c->c));
@@ -548,6 +737,8 @@ static void close_(sk_store *st)
     struct pg *c = PG(st);
     if (!c) return;
     if (c->c) PQfinish(c->c);
+    drop_deferred(c);
+    free(c->pend);
     for (int q = 0; q < Q_COUNT; q++)
         free(c->text[q]);
     free(c);

@@ -135,7 +135,8 @@ static const struct sql sql[Q_COUNT] = {
                         .text = "DELETE FROM redis_marks WHERE activity_id = ?"},
     [Q_AUDIT_INSERT] =
         {.what = "insert audit row",
-         .text = "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)"},
+         .text = "INSERT INTO audit (at_ms, activity_id, kind, detail) VALUES (?, ?, ?, ?)",
+         .flags = SK_SQL_DEFER},
     /* (lo, hi): one activity, or 0..max for all of them */
     [Q_AUDIT_LIST] = {.what = "list audit rows",
                       .text = "SELECT " SK_STORE_AUDIT_COLUMNS " FROM audit"
@@ -156,16 +157,16 @@ static const struct sql sql[Q_COUNT] = {
                       .flags = SK_SQL_KEEP},
     [Q_ORDER_PAY] = {.what = "update order status",
                      .text = "UPDATE orders SET status = 'paid', paid_ms = ? WHERE order_id = ?",
-                     .flags = SK_SQL_KEEP},
+                     .flags = SK_SQL_KEEP | SK_SQL_DEFER},
     [Q_ORDER_CANCEL] =
         {.what = "update order status",
          .text = "UPDATE orders SET status = 'cancelled', cancelled_ms = ? WHERE order_id = ?",
-         .flags = SK_SQL_KEEP},
+         .flags = SK_SQL_KEEP | SK_SQL_DEFER},
     /* a cancelled order's units back, capped at the initial stock */
     [Q_STOCK_CREDIT] = {.what = "give back DB stock",
                         .text = "UPDATE activities SET stock = {LEAST}(stock_initial, stock + ?)"
                                 " WHERE id = ?",
-                        .flags = SK_SQL_KEEP},
+                        .flags = SK_SQL_KEEP | SK_SQL_DEFER},
     /* matches only a cancelled order not marked yet */
     [Q_ORDER_RELEASED] = {.what = "mark order released",
                           .text = "UPDATE orders SET released_ms = ? WHERE order_id = ?"
@@ -241,17 +242,19 @@ static const struct sql sql[Q_COUNT] = {
     [Q_STOCK_FAILURE] = {.what = "record stock failure",
                          .text =
                              "INSERT INTO stock_failures (at_ms, activity_id, order_id, quantity,"
-                             " db_stock) VALUES (?, ?, ?, ?, ?)"},
+                             " db_stock) VALUES (?, ?, ?, ?, ?)",
+                         .flags = SK_SQL_DEFER},
     [Q_CONFLICT] =
         {.what = "record order conflict",
          .text = "INSERT INTO order_conflicts (at_ms, activity_id, order_id, user_id, quantity,"
-                 " stream_id) VALUES (?, ?, ?, ?, ?, ?)"},
+                 " stream_id) VALUES (?, ?, ?, ?, ?, ?)",
+         .flags = SK_SQL_DEFER},
     [Q_MARKS_UPSERT] = {.what = "raise marks",
                         .text =
                             "INSERT INTO redis_marks (label, branch, activity_id, adm, updated_ms,"
                             " order_id) {VALUES}{MARK_UPSERT}",
                         .types = "ttiiit",
-                        .flags = SK_SQL_KEEP},
+                        .flags = SK_SQL_KEEP | SK_SQL_DEFER},
 };
 
 const char *sk_sql_what(int q)
