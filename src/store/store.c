@@ -138,12 +138,26 @@ int sk_store_status_from_text(const char *t)
 int sk_store_enter(sk_store *st)
 {
     st->errstr[0] = 0;
-    int rc = st->drv->enter ? st->drv->enter(st) : 0;
+    int rc = st->drv->enter(st);
     if (rc || !st->owe_migrations) return rc;
     st->owe_migrations = 0; /* the migrations' own calls must not run them again */
     rc = sk_store_migrate(st);
     if (rc) st->owe_migrations = 1; /* the next call that connects tries again */
     return rc;
+}
+
+int sk_text_room(struct sk_text *b, size_t n)
+{
+    if (!b->oom && SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 1024)) b->oom = 1;
+    return b->oom ? -1 : 0;
+}
+
+void sk_text_add(struct sk_text *b, const char *s, size_t n)
+{
+    if (sk_text_room(b, n) < 0) return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
 }
 
 /* ---- statements ---- */

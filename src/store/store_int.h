@@ -170,7 +170,7 @@ struct sk_store_driver {
     int (*open)(sk_store *st, const char *spec, int waiting);
     void (*close)(sk_store *st); /* st->conn and what it holds; NULL conn is fine */
     /* Start of every call: a session that failed or was closed by the
-     * server is replaced. NULL: nothing to do. */
+     * server is replaced. */
     int (*enter)(sk_store *st);
     /* A script: several statements, no parameters, no rows. */
     int (*exec)(sk_store *st, const char *script, const char *what);
@@ -194,6 +194,14 @@ struct sk_store_driver {
 };
 
 extern const struct sk_store_driver sk_store_sqlite, sk_store_pg, sk_store_mysql;
+/* A driver's table: its static functions carry the members' names (a
+ * driver that misses one does not compile). */
+#define SK_STORE_DRIVER(name_, dialect_)                                                           \
+    {                                                                                              \
+        .name = name_, .dialect = dialect_, .open = open_, .close = close_, .enter = enter,        \
+        .exec = exec, .tx = tx, .prepare = prepare, .bind = bind_, .step = step,                   \
+        .col_i64 = col_i64, .col_text = col_text, .changes = changes, .finish = finish             \
+    }
 
 #define SK_STORE_ERR_MAX 512
 
@@ -227,6 +235,18 @@ int sk_store_fail(sk_store *st, int code, const char *what, const char *fmt, ...
 /* Sets st->errstr (printf-style) and returns code. */
 int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A growing text (statements, array literals). oom is sticky: check it
+ * once at the end; p is the caller's to free. */
+struct sk_text {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+/* Appends n bytes of s (and keeps p NUL-terminated). */
+void sk_text_add(struct sk_text *b, const char *s, size_t n);
+/* Room for n more bytes at p + len; 0, or -1 (oom set). */
+int sk_text_room(struct sk_text *b, size_t n);
 
 /* ---- the engine's runners (store.c) ---------------------------------- */
 

@@ -70,13 +70,6 @@
 #define ROWS_MAX 1000
 #define MAX_PARAMS 32 /* of a one-row statement */
 
-/* A growing statement text. */
-struct text {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
 struct my {
     MYSQL *m;
     struct sk_mysql_url *url; /* kept for reconnects (holds the password) */
@@ -84,7 +77,7 @@ struct my {
     int mariadb;              /* the server is MariaDB (else MySQL) */
     int in_tx;                /* in a transaction (SK_TX_BEGIN) */
     int begin;                /* its BEGIN waits for the first statement */
-    struct text pend;         /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    struct sk_text pend;      /* deferred writes (SK_SQL_DEFER) for the next round trip */
     int *pend_q;              /* their statements */
     size_t npend, pend_cap;
     MYSQL_STMT *bulk;    /* MariaDB: the bulk statement, prepared on this session */
@@ -167,15 +160,6 @@ static void close_bulk(struct my *c)
 
 /* ---- running text ---- */
 
-static void add(struct text *b, const char *s, size_t n)
-{
-    if (!b->oom && SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 1024)) b->oom = 1;
-    if (b->oom) return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 static void drop_waiting(struct my *c)
 {
     c->begin = 0;
@@ -201,16 +185,16 @@ static int run(sk_store *st, const char *what, const char *text, size_t len, MYS
     /* the statements of this round trip, for the name of a failure */
     const char *whats[64];
     size_t nw = 0;
-    struct text all = {0};
+    struct sk_text all = {0};
     if (c->begin) {
-        add(&all, "START TRANSACTION; ", 19);
+        sk_text_add(&all, "START TRANSACTION; ", 19);
         whats[nw++] = "begin";
     }
     for (size_t i = 0; i < c->npend && nw < 63; i++)
         whats[nw++] = sk_sql_what(c->pend_q[i]);
-    if (c->npend) add(&all, c->pend.p, c->pend.len);
-    if (c->npend && len) add(&all, "; ", 2);
-    add(&all, text, len);
+    if (c->npend) sk_text_add(&all, c->pend.p, c->pend.len);
+    if (c->npend && len) sk_text_add(&all, "; ", 2);
+    sk_text_add(&all, text, len);
     whats[nw++] = what;
     int oom = all.oom || c->pend.oom;
     drop_waiting(c);
@@ -323,17 +307,16 @@ static void bind_(struct sk_stmt *s, int i, struct sk_val v)
 }
 
 /* A parameter as a literal: a number, NULL, or a quoted escaped string. */
-static void add_val(MYSQL *m, struct text *b, const struct sk_val *v)
+static void add_val(MYSQL *m, struct sk_text *b, const struct sk_val *v)
 {
     if (v->kind == SK_V_NULL) {
-        add(b, "NULL", 4);
+        sk_text_add(b, "NULL", 4);
     } else if (v->kind == SK_V_INT) {
         char n[24];
-        add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v->i));
+        sk_text_add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v->i));
     } else {
         size_t n = strlen(v->t);
-        if (!b->oom && SK_VEC_RESERVE(b->p, b->cap, b->len + 2 * n + 3, 1024)) b->oom = 1;
-        if (b->oom) return;
+        if (sk_text_room(b, 2 * n + 2) < 0) return;
         b->p[b->len++] = '\'';
         b->len += mysql_real_escape_string(m, b->p + b->len, v->t, (unsigned long)n);
         b->p[b->len++] = '\'';
@@ -424,11 +407,11 @@ static int send_text(struct sk_stmt *s)
     char *multi = s->ncols ? sk_sql_text(st, s->q, s->rows, &none) : NULL;
     const char *tmpl = s->ncols ? multi : c->text[s->q];
     if (!tmpl) return SK_ENOMEM;
-    struct text b = {0};
+    struct sk_text b = {0};
     size_t i = 0;
     for (const char *p = tmpl; *p;) {
         size_t run_ = strcspn(p, "?");
-        add(&b, p, run_);
+        sk_text_add(&b, p, run_);
         p += run_;
         if (*p != '?') break;
         static const struct sk_val null = {.kind = SK_V_NULL};
@@ -445,8 +428,8 @@ static int send_text(struct sk_stmt *s)
         if (SK_VEC_RESERVE(c->pend_q, c->pend_cap, c->npend + 1, 8))
             rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
         else {
-            if (c->npend) add(&c->pend, "; ", 2);
-            add(&c->pend, b.p, b.len);
+            if (c->npend) sk_text_add(&c->pend, "; ", 2);
+            sk_text_add(&c->pend, b.p, b.len);
             c->pend_q[c->npend++] = s->q;
         }
     } else
@@ -666,19 +649,4 @@ static void close_(sk_store *st)
     st->conn = NULL;
 }
 
-const struct sk_store_driver sk_store_mysql = {
-    .name = "mysql",
-    .dialect = SK_MYSQL,
-    .open = open_,
-    .close = close_,
-    .enter = enter,
-    .exec = exec,
-    .tx = tx,
-    .prepare = prepare,
-    .bind = bind_,
-    .step = step,
-    .col_i64 = col_i64,
-    .col_text = col_text,
-    .changes = changes,
-    .finish = finish,
-};
+const struct sk_store_driver sk_store_mysql = SK_STORE_DRIVER("mysql", SK_MYSQL);

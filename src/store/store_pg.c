@@ -273,16 +273,20 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
     if (!slots) return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
     int rc = PQenterPipelineMode(c->c) ? 0 : conn_err(st, what);
     if (rc == 0 && c->begin) {
-        struct req b = {.q = -1, .cmd = "BEGIN"};
         slots[k++].r = &begin;
-        if (PQsendQueryParams(c->c, b.cmd, 0, NULL, NULL, NULL, NULL, 0) == 0) rc = -1;
+        if (PQsendQueryParams(c->c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 0) rc = -1;
     }
     for (size_t i = 0; rc == 0 && i <= c->npend; i++) {
         const struct req *r = i < c->npend ? &c->pend[i] : cur;
         if (!r) break;
         int prep;
         if (send_req(st, r, &prep) < 0) rc = -1;
-        if (prep) slots[k++] = (struct slot){r, 1};
+        if (prep) {
+            /* prepared once even when it comes twice in this pipeline;
+             * undone below when the prepare fails */
+            c->prepared[r->q] = 1;
+            slots[k++] = (struct slot){r, 1};
+        }
         slots[k++] = (struct slot){r, 0};
     }
     if (rc == -1 || (rc == 0 && !PQpipelineSync(c->c))) rc = conn_err(st, what);
@@ -298,7 +302,7 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
             failed = q;
             kept_failed(st, r, q);
         }
-        if (q == 0 && slots[i].prepare && !failed) c->prepared[r->q] = 1;
+        if (slots[i].prepare && (q || failed)) c->prepared[r->q] = 0; /* failed or skipped */
         if (q && last && out) *out = NULL;
     }
     PGresult *sync = NULL;
@@ -420,46 +424,27 @@ static void bind_(struct sk_stmt *s, int i, struct sk_val v)
     if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
 }
 
-/* A growing text buffer for array literals. */
-struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void buf_add(struct buf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (SK_VEC_RESERVE(b->p, b->cap, b->len + n + 1, 4096)) {
-        b->oom = 1;
-        return;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 /* One element of an array literal "{a,b}": text quoted with " and \
  * escaped, numbers bare, NULL. */
-static void arr_add(struct buf *b, struct sk_val v)
+static void arr_add(struct sk_text *b, struct sk_val v)
 {
-    if (b->len > 1) buf_add(b, ",", 1);
+    if (b->len > 1) sk_text_add(b, ",", 1);
     if (v.kind == SK_V_NULL) {
-        buf_add(b, "NULL", 4);
+        sk_text_add(b, "NULL", 4);
     } else if (v.kind == SK_V_INT) {
         char n[24];
-        buf_add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v.i));
+        sk_text_add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v.i));
     } else {
-        buf_add(b, "\"", 1);
+        sk_text_add(b, "\"", 1);
         for (const char *q = v.t; *q;) {
             size_t run = strcspn(q, "\"\\"); /* copied at once: ids rarely hold either */
-            buf_add(b, q, run);
+            sk_text_add(b, q, run);
             if (!q[run]) break;
-            buf_add(b, "\\", 1);
-            buf_add(b, q + run, 1);
+            sk_text_add(b, "\\", 1);
+            sk_text_add(b, q + run, 1);
             q += run + 1;
         }
-        buf_add(b, "\"", 1);
+        sk_text_add(b, "\"", 1);
     }
 }
 
@@ -497,16 +482,16 @@ static int send_stmt(struct sk_stmt *s)
     struct pg *c = PG(st);
     const char *what = sk_sql_what(s->q);
     char num[MAX_PARAMS][24];
-    struct buf arr[MAX_PARAMS] = {{0}};
+    struct sk_text arr[MAX_PARAMS] = {{0}};
     struct req r = {.q = s->q};
     int rc = 0;
     if (s->ncols) {
         size_t rows = s->nvals / (size_t)s->ncols;
         for (r.np = 0; r.np < s->ncols; r.np++) {
-            buf_add(&arr[r.np], "{", 1);
+            sk_text_add(&arr[r.np], "{", 1);
             for (size_t k = 0; k < rows; k++)
                 arr_add(&arr[r.np], s->vals[k * (size_t)s->ncols + (size_t)r.np]);
-            buf_add(&arr[r.np], "}", 1);
+            sk_text_add(&arr[r.np], "}", 1);
             if (arr[r.np].oom) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
             r.p[r.np] = arr[r.np].p;
         }
@@ -745,19 +730,4 @@ static void close_(sk_store *st)
     st->conn = NULL;
 }
 
-const struct sk_store_driver sk_store_pg = {
-    .name = "postgres",
-    .dialect = SK_PG,
-    .open = open_,
-    .close = close_,
-    .enter = enter,
-    .exec = exec,
-    .tx = tx,
-    .prepare = prepare,
-    .bind = bind_,
-    .step = step,
-    .col_i64 = col_i64,
-    .col_text = col_text,
-    .changes = changes,
-    .finish = finish,
-};
+const struct sk_store_driver sk_store_pg = SK_STORE_DRIVER("postgres", SK_PG);

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/vec.h"
 
 #define MY_TABLE ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
@@ -275,23 +274,14 @@ const char *sk_sql_types(int q)
 /* ---- expansion ---- */
 
 struct out {
-    char *p;
-    size_t len, cap;
-    int oom;
+    struct sk_text t;
     int d;     /* the dialect */
     int param; /* PostgreSQL: the last $n */
 };
 
 static void put(struct out *o, const char *s, size_t n)
 {
-    if (o->oom) return;
-    if (SK_VEC_RESERVE(o->p, o->cap, o->len + n + 1, 256)) {
-        o->oom = 1;
-        return;
-    }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = 0;
+    sk_text_add(&o->t, s, n);
 }
 
 static void puts_(struct out *o, const char *s)
@@ -372,7 +362,7 @@ static char *expand(const char *text, int d, const char *types, size_t rows, int
     *bad = 0;
     struct out o = {.d = d};
     put(&o, "", 0);
-    for (const char *p = text; *p && !o.oom;) {
+    for (const char *p = text; *p && !o.t.oom;) {
         size_t run = strcspn(p, "{?");
         put(&o, p, run);
         p += run;
@@ -382,18 +372,18 @@ static char *expand(const char *text, int d, const char *types, size_t rows, int
         } else if (*p == '{') {
             const char *end = strchr(p, '}');
             if (!end || token(&o, p + 1, (size_t)(end - p - 1), types, rows) < 0) {
-                free(o.p);
+                free(o.t.p);
                 *bad = 1; /* a mistake in the tables: every statement is run by the tests */
                 return NULL;
             }
             p = end + 1;
         }
     }
-    if (o.oom) {
-        free(o.p);
+    if (o.t.oom) {
+        free(o.t.p);
         return NULL;
     }
-    return o.p;
+    return o.t.p;
 }
 
 char *sk_sql_text(sk_store *st, int q, size_t rows, int *none)
