@@ -14,14 +14,18 @@
  * down starts the connection with libpq's non-blocking PQconnectStartParams
  * and never waits for it: the next call connects.
  *
- * Statements are sent with their parameters as text (PQsendQueryParams,
- * one statement) or as a script (PQsendQuery, migrations), the socket in
- * non-blocking mode, and the answer awaited with poll() against a
- * deadline. The hot ones (SK_SQL_KEEP: an order poll, an activity read,
- * the persist batch's, the status changes) are prepared once per session:
- * the server parses and plans them once (measured: half of PostgreSQL's
- * CPU per order poll). A multi-row statement takes one array per column,
- * so one statement carries a whole batch. */
+ * Statements go with their parameters as text, in libpq's pipeline mode,
+ * the socket non-blocking and the answer awaited with poll() against a
+ * deadline: one round trip carries a transaction's BEGIN (sent with its
+ * first statement), the writes deferred to it (SK_SQL_DEFER: the status
+ * updates, the marks, audit rows) and the statement whose answer is
+ * needed. The hot statements (SK_SQL_KEEP: an order poll, an activity
+ * read, the persist batch's, the status changes) are prepared once per
+ * session, in the round trip of their first use: the server parses and
+ * plans them once (measured: half of PostgreSQL's CPU per order poll). A
+ * multi-row statement takes one array per column, so one statement
+ * carries a whole batch. Scripts (the migrations) go by the simple
+ * protocol. */
 #include "store/store_int.h"
 
 #include <errno.h>
@@ -258,8 +262,10 @@ static void drop_deferred(struct pg *c)
 }
 
 /* One round trip in pipeline mode: the waiting BEGIN, the deferred
- * statements, then cur (may be NULL); *out cur's result. The first
- * failure is the code; the queries after it were skipped by the server. */
+ * statements, then cur (may be NULL); *out cur's result. A statement kept
+ * per session is prepared in the same round trip the first time. The
+ * first failure is the code; the queries after it were skipped by the
+ * server. */
 static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
 {
     struct pg *c = PG(st);
@@ -321,28 +327,12 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
     return rc ? rc : failed;
 }
 
-/* One round trip for r (and what waits: a BEGIN, deferred statements):
+/* One round trip for r and what waits (a BEGIN, deferred statements):
  * *out its result (the caller PQclears it). */
 static int roundtrip(sk_store *st, const struct req *r, PGresult **out)
 {
-    struct pg *c = PG(st);
     *out = NULL;
-    if (c->broken) return lost(st, req_what(r));
-    if (c->begin || c->npend) return pipeline(st, r, out);
-    int rc = 0;
-    if (r->q >= 0 && (sk_sql_flags(r->q) & SK_SQL_KEEP) && !c->prepared[r->q]) {
-        /* prepared on this session first: its own answer */
-        char name[16];
-        snprintf(name, sizeof name, "sk_%d", r->q);
-        rc = PQsendPrepare(c->c, name, c->text[r->q], r->np, NULL) ? 0 : conn_err(st, req_what(r));
-        if (rc == 0) rc = await_result(st, NULL, req_what(r));
-        if (rc == 0) c->prepared[r->q] = 1;
-    }
-    int prep;
-    if (rc == 0) rc = send_req(st, r, &prep) < 0 ? conn_err(st, req_what(r)) : 0;
-    if (rc == 0) rc = await_result(st, out, req_what(r));
-    if (rc) kept_failed(st, r, rc);
-    return rc;
+    return PG(st)->broken ? lost(st, req_what(r)) : pipeline(st, r, out);
 }
 
 /* A script (several statements, no parameters): what waits goes first. */
@@ -351,7 +341,7 @@ static int exec(sk_store *st, const char *script, const char *what)
     struct pg *c = PG(st);
     if (c->broken) return lost(st, what);
     if (c->begin || c->npend) {
-        int rc = pipeline(st, NULL, NULL);
+        int rc = pipeline(st, NULL, NULL); /* what waits goes first */
         if (rc) return rc;
     }
     if (!PQsendQuery(c->c, script)) return conn_err(st, what);
