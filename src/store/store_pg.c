@@ -491,6 +491,8 @@ static int send_stmt(struct sk_stmt *s)
             int k = atoi(d + 1);
             if (k > r.np) r.np = k;
         }
+        if (r.np > MAX_PARAMS) /* a statement of store_sql.c beyond the driver's room */
+            return sk_store_set_err(st, SK_EINVAL, "postgres: %s: %d parameters", what, r.np);
         for (int i = 0; i < r.np; i++) {
             const struct sk_val *v = &s->vals[i];
             if (v->kind == SK_V_INT) snprintf(num[i], sizeof num[i], "%" PRId64, v->i);
