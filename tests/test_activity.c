@@ -1229,3 +1229,45 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
     preheat_carries(&e, (const char *const[]){"wr_rate", "wr_ttl", "wr_seed", NULL},
                     (const char *const[]){"20", "90", "00112233445566778899aabbccddeeff"});
 }
+
+/* `activity list` fits its columns to the largest id (15 digits) and stock
+ * (13 digits): every column of every line starts where its header does. */
+SK_TEST(activity_cli_list_columns_hold_the_largest_numbers)
+{
+    struct env e = env_fresh();
+    char out[16384];
+    /* the largest id there is; a unique one is not needed: the database
+     * is this test's own */
+    CHECK_EQ(CLI(&e, out, "create", "--id", "999999999999999", "--name", "big", "--stock",
+                 "1000000000000", "--limit", "1000000000000"),
+             0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "small", "--stock", "5", "--limit", "1",
+                 "--segments", "3"),
+             0);
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", "999999999999999"), 0);
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    char *lines[4];
+    int n = 0;
+    for (char *p = strtok(out, "\n"); p && n < 4; p = strtok(NULL, "\n"))
+        lines[n++] = p;
+    CHECK_EQ(n, 3);
+    /* right-aligned numbers end under their header's end; left-aligned
+     * words start under their header's start */
+    static const char *const right[] = {"REMAINING", "INITIAL", "SEGS"};
+    for (size_t i = 0; i < sizeof right / sizeof right[0]; i++) {
+        size_t end = (size_t)(strstr(lines[0], right[i]) - lines[0]) + strlen(right[i]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(strlen(lines[l]) > end && lines[l][end] == ' ' && lines[l][end - 1] != ' ',
+                      "%s does not end at column %zu:\n%s\n%s", right[i], end, lines[0], lines[l]);
+    }
+    static const char *const left[] = {"STATE", "STORED", "START", "END", "NAME"};
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+        size_t at = (size_t)(strstr(lines[0], left[i]) - lines[0]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(lines[l][at - 1] == ' ' && lines[l][at] != ' ',
+                      "%s does not start at column %zu:\n%s\n%s", left[i], at, lines[0], lines[l]);
+    }
+    CHECK(strstr(lines[1], "999999999999999 ") || strstr(lines[2], "999999999999999 "));
+    CHECK(strstr(lines[1], " 1000000000000 1000000000000 ") ||
+          strstr(lines[2], " 1000000000000 1000000000000 "));
+}

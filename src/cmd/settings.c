@@ -252,9 +252,11 @@ static void follow_pairs(struct sk_settings *s)
         for (int j = 0; j < 2; j++) {
             int mine = secret_pairs[i][j], other = secret_pairs[i][1 - j];
             char v[8];
-            if (s->src[mine] != SK_SRC_DEFAULT && !sk_config_value(&s->cfg, mine, v, sizeof v)[0]) {
+            if (s->src[mine] != SK_SRC_DEFAULT && s->src[other] > s->src[mine] &&
+                !sk_config_value(&s->cfg, mine, v, sizeof v)[0]) {
                 s->src[mine] = s->src[other];
                 s->line[mine] = s->line[other];
+                s->cleared_by[mine] = other + 1;
             }
         }
 }
@@ -375,11 +377,16 @@ const char *sk_settings_source(const struct sk_settings *s, int k, char *out, si
         snprintf(out, cap, "?");
         return out;
     }
+    /* a key emptied by its pair: the pair's source */
+    const char *pre = s->cleared_by[k] ? "cleared by " : "";
+    int key = s->cleared_by[k] ? s->cleared_by[k] - 1 : k;
     switch (s->src[k]) {
-    case SK_SRC_FILE: snprintf(out, cap, "%s:%d", s->file, s->line[k]); break;
-    case SK_SRC_ENV: snprintf(out, cap, "env %s", sk_config_env_name(k, name, sizeof name)); break;
+    case SK_SRC_FILE: snprintf(out, cap, "%s%s:%d", pre, s->file, s->line[k]); break;
+    case SK_SRC_ENV:
+        snprintf(out, cap, "%senv %s", pre, sk_config_env_name(key, name, sizeof name));
+        break;
     case SK_SRC_FLAG:
-        snprintf(out, cap, "flag %s", sk_config_flag_name(k, name, sizeof name));
+        snprintf(out, cap, "%sflag %s", pre, sk_config_flag_name(key, name, sizeof name));
         break;
     case SK_SRC_SECRET: snprintf(out, cap, "%s_file", sk_config_keys[k].name); break;
     default: snprintf(out, cap, "default"); break;

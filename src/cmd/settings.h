@@ -60,6 +60,8 @@ struct sk_settings {
     const char *val[SK_SETTINGS_FLAGS_MAX]; /* flag i's value ("" boolean), NULL: not given */
     unsigned char src[SK_CONFIG_NKEYS];     /* enum sk_setting_src of each key */
     int line[SK_CONFIG_NKEYS];              /* the file's line of a SK_SRC_FILE key */
+    int cleared_by[SK_CONFIG_NKEYS];        /* 1 + the secret (or file) key whose source
+                                               emptied it; 0: none */
     char file[512];                         /* the config file read, "" none */
     int help;                               /* --help (or -h) was given: nothing else done */
 };
@@ -79,7 +81,9 @@ void sk_settings_free(struct sk_settings *s);
 int sk_settings_load(struct sk_settings *s, int argc, char **argv);
 
 /* "default", "flag --db", "env SECKILL_DB", "/etc/seckill/seckill.conf:12",
- * "admin_token_file" for key k, into out (cap bytes). Returns out. */
+ * "admin_token_file" for key k, into out (cap bytes); a file key emptied by
+ * its secret's source (or the other way round): "cleared by env
+ * SECKILL_ADMIN_TOKEN". Returns out. */
 const char *sk_settings_source(const struct sk_settings *s, int k, char *out, size_t cap);
 
 /* The whole of a file of at most 1 MiB into *out (malloc'd, the caller
