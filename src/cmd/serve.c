@@ -80,7 +80,7 @@ static int usage(FILE *f)
         if (!(key->uses & SK_USE_SERVE)) continue;
         char flag[80], arg[120];
         snprintf(arg, sizeof arg, "%s %s", sk_config_flag_name(k, flag, sizeof flag), key->arg);
-        fprintf(f, "  %-32s %s%s%s\n", arg, key->def[0] ? "default " : "",
+        fprintf(f, "  %-36s %s%s%s\n", arg, key->def[0] ? "default " : "",
                 key->def[0] ? key->def : "", key->def[0] ? "" : "default none");
     }
     fprintf(f,
