@@ -128,8 +128,7 @@ int sk_rsettings_config_reply(struct sk_rsettings *s, const redisReply *rep)
 {
     if (!rep) return SK_EPROTO;
     if (rep->type == REDIS_REPLY_ERROR) return SK_ENOTFOUND;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
-        return SK_EPROTO;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) return SK_EPROTO;
     int rc = 0;
     for (size_t i = 0; i + 1 < rep->elements; i += 2) {
         const redisReply *k = rep->element[i], *v = rep->element[i + 1];
@@ -251,8 +250,8 @@ static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk
     if (orders <= 0 || fit < 0 || orders <= fit ||
         !(f = add(v, SK_RSET_WARN, s->maxmemory > 0 ? "maxmemory" : "memory")))
         return;
-    int64_t want = orders > INT64_MAX / SK_RSET_ORDER_BYTES ? INT64_MAX
-                                                            : orders * SK_RSET_ORDER_BYTES;
+    int64_t want =
+        orders > INT64_MAX / SK_RSET_ORDER_BYTES ? INT64_MAX : orders * SK_RSET_ORDER_BYTES;
     int64_t base = s->used_memory - s->not_counted;
     if (base < 0) base = 0;
     human(a, sizeof a, want);
