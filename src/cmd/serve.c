@@ -119,18 +119,29 @@ static int usage(FILE *f)
             "Secrets: flag values are visible to every local user in `ps` and\n"
             "/proc/<pid>/cmdline. Pass --admin-token, --hmac-secret and --hmac-secret-prev\n"
             "as files (--admin-token-file F: one line, chmod 600) or in the environment\n"
-            "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV).\n"
-            "HMAC secrets must be at least 16 bytes; tokens expiring more than\n"
-            "--hmac-max-ttl-s (default 86400) ahead are refused.\n"
+            "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV); under\n"
+            "systemd the unit's LoadCredential= hands them over as credentials. A secret\n"
+            "file, or a config file holding a secret, that other users may read is refused.\n"
+            "The admin token and HMAC secrets must be at least 16 bytes; tokens expiring\n"
+            "more than --hmac-max-ttl-s (default 86400) ahead are refused.\n"
             "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
             "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
             "the gateway's addresses so no one else can.\n"
             "--auth jwt: buyers send Authorization: Bearer <JSON Web Token> signed by your\n"
             "identity provider (RS256, ES256 or EdDSA) with a key of --jwks-file (a JWK Set;\n"
             "kid selects the key); exp is required, exp/nbf/iat allow --jwt-leeway-s\n"
-            "(default 30) of clock skew; --jwt-issuer and --jwt-audience, when set, must\n"
-            "match iss and aud; the buyer is --jwt-user-claim (default sub): an integer,\n"
-            "or a string of decimal digits, 1..2^64-1.\n"
+            "(default 30) of clock skew; a lifetime (exp - iat, or exp - now) over\n"
+            "--jwt-max-ttl-s (default 86400) is refused; --jwt-audience is required and\n"
+            "must be in aud ('*': any, with a warning); --jwt-issuer, when set, must be\n"
+            "iss (unset: a warning); the buyer is --jwt-user-claim (default sub): an\n"
+            "integer, or a string of decimal digits, 1..2^64-1.\n"
+            "--frame-ancestors (default 'self'): who may show the buyer's page and the\n"
+            "dashboard in a frame (Content-Security-Policy frame-ancestors, with\n"
+            "X-Frame-Options): \"'self' https://shop.example\" for a shop that embeds it.\n"
+            "--max-request-bytes (default 0: an eighth of the memory, shared by the\n"
+            "processes): request heads and bodies one HTTP process holds for all its\n"
+            "connections; past it a body that must be waited for gets 503 and the oldest\n"
+            "unfinished requests are closed.\n"
             "SIGHUP reloads the config file and the files it names (secrets, the key set):\n"
             "log level, rate limits, trusted proxies, admin token, HMAC and JWT keys,\n"
             "--max-connections, --db-poll-wait-ms, --poll-rate-max and --batches-in-flight\n"
@@ -300,7 +311,9 @@ static void worker_reload_tick(void)
  * keeps anyone else from naming the buyer. */
 static void warn_open_identity(const struct sk_config *cfg)
 {
-    if (cfg->role == SK_ROLE_WORKER || cfg->auth_hmac || cfg->n_trusted_proxies > 0) return;
+    if (cfg->role == SK_ROLE_WORKER || cfg->auth_hmac || cfg->auth_jwt ||
+        cfg->n_trusted_proxies > 0)
+        return;
     static const char *const local[] = {"127.", "[::1]:", "localhost:"};
     for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
         if (strncmp(cfg->listen, local[i], strlen(local[i])) == 0) return;
@@ -309,6 +322,25 @@ static void warn_open_identity(const struct sk_config *cfg)
            "connect can buy as any user by sending X-User-Id. Put a gateway in front and set "
            "--trusted-proxies to its addresses, or use --auth hmac",
            cfg->listen);
+}
+
+/* auth=jwt with a policy wider than one application of one identity
+ * provider: said at the start. The audience is required (config.h: "*"
+ * spells out "any"); the issuer is not, because the key set already names
+ * the provider (its keys sign nothing else), and an issuer check matters
+ * when one key set holds several providers' keys: then it is said here. */
+static void warn_jwt_policy(const struct sk_config *cfg)
+{
+    if (!cfg->auth_jwt || cfg->role == SK_ROLE_WORKER) return;
+    if (!strcmp(cfg->jwt_audience, "*"))
+        sk_log(SK_LOG_WARN,
+               "serve: --jwt-audience '*': a token your identity provider made for any other "
+               "application buys here too; name this service's audience");
+    if (!cfg->jwt_issuer[0])
+        sk_log(SK_LOG_WARN,
+               "serve: no --jwt-issuer: a token of any issuer whose key is in %s is believed; "
+               "set --jwt-issuer to your identity provider's iss",
+               cfg->jwks_file);
 }
 
 /* The order-pipeline process (--role all|worker): the order worker in the
@@ -787,6 +819,7 @@ int sk_cli_serve(int argc, char **argv)
     if (rc) return rc;
     if (checking) return check(&cfg, file);
     warn_open_identity(&cfg);
+    warn_jwt_policy(&cfg);
 
     char err[256];
     if (cfg.role != SK_ROLE_WORKER) {

@@ -261,6 +261,66 @@ static void follow_pairs(struct sk_settings *s)
         }
 }
 
+/* A file holding a secret (holds: what) that users other than its owner
+ * and group may read, or any file of the configuration they may write (a
+ * line added there is an admin token of theirs at the next reload):
+ * refused, as ssh refuses such a key. A warning would sit in a journal
+ * nobody reads while every local account could read the secret for as
+ * long as the node runs; a refusal is seen at the start, and the fix is
+ * one chmod. Returns 0 or an exit code. */
+static int file_private(const struct sk_settings *s, const char *what, const char *path,
+                        const char *holds)
+{
+    struct stat stt;
+    if (stat(path, &stt) != 0) return 0;
+    if (stt.st_mode & S_IWOTH)
+        return sk_cli_usage_error("%s: %s %s: users other than its owner and group may write "
+                                  "it: chmod o-rwx %s (0640 root:seckill, or 0600)",
+                                  s->cmd, what, path, path);
+    if (holds && (stt.st_mode & S_IROTH))
+        return sk_cli_usage_error("%s: %s %s holds %s and users other than its owner and "
+                                  "group may read it: chmod o-rwx %s (0640 root:seckill, or 0600)",
+                                  s->cmd, what, path, holds, path);
+    return 0;
+}
+
+/* 1 when the file at path holds nothing but line ends (or cannot be read). */
+static int blank_file(const char *path)
+{
+    char *buf;
+    size_t len;
+    if (sk_settings_read_file(path, &buf, &len) < 0) return 1;
+    size_t i = 0;
+    while (i < len && (buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    memset(buf, 0, len);
+    free(buf);
+    return i == len;
+}
+
+/* Under systemd with LoadCredential= (contrib/systemd/seckill.service.in):
+ * the credentials admin_token, hmac_secret and hmac_secret_prev in
+ * $CREDENTIALS_DIRECTORY name the files of those secrets, at the lowest
+ * precedence (the file, the environment and the flags come after and
+ * win). A blank credential (the unit's default when the operator made no
+ * file) is no secret. */
+static void apply_credentials(struct sk_settings *s)
+{
+    const char *dir = env_get(s->envp, "CREDENTIALS_DIRECTORY");
+    if (!dir || !dir[0]) return;
+    for (size_t i = 0; i < NPAIRS; i++) {
+        char path[sizeof s->cfg.admin_token_file], err[256];
+        int file_key = secret_pairs[i][1];
+        snprintf(path, sizeof path, "%s/%s", dir, sk_config_keys[secret_pairs[i][0]].name);
+        if (blank_file(path)) continue;
+        if (sk_config_set_key(&s->cfg, file_key, path, err, sizeof err) < 0)
+            sk_log(SK_LOG_WARN, "%s: credential %s: %s", s->cmd,
+                   sk_config_keys[secret_pairs[i][0]].name, err);
+        else
+            s->src[file_key] = SK_SRC_CRED;
+    }
+}
+
 static int read_config_file(struct sk_settings *s)
 {
     if (!s->file[0]) return 0;
@@ -276,24 +336,25 @@ static int read_config_file(struct sk_settings *s)
         return sk_cli_usage_error("%s: cannot read the config file %s: %s", s->cmd, s->file,
                                   strerror(e));
     }
-    /* (the file's mode is checked here: a file other users may read while
-     * it holds a secret) */
     char err[300];
     int rc = sk_config_parse_file_seen(&s->cfg, buf, len, seen_file, s, err, sizeof err);
     free(buf);
     if (rc < 0) return sk_cli_usage_error("%s: %s: %s", s->cmd, s->file, err);
-    return 0;
+    /* what the file itself holds decides whether others may read it: only
+     * the defaults and the credentials' paths came before it, no secret */
+    return file_private(s, "config", s->file, sk_config_secret_held(&s->cfg));
 }
 
 /* One secret out of a file: its first line (a trailing CR/LF and nothing
- * else stripped), through the same checks as the flag. Warns when other
+ * else stripped), through the same checks as the flag. Refused when other
  * users may read the file. Returns 0 or an exit code. */
 static int read_secret(struct sk_settings *s, int key, const char *path)
 {
     const char *name = sk_config_keys[key].name;
-    struct stat stt;
-    if (stat(path, &stt) == 0 && (stt.st_mode & 077))
-        sk_log(SK_LOG_WARN, "%s: %s is readable by other users (chmod 600 %s)", s->cmd, path, path);
+    char what[64];
+    snprintf(what, sizeof what, "%s_file", name);
+    int private_rc = file_private(s, what, path, "a secret");
+    if (private_rc) return private_rc;
     char *buf;
     size_t len;
     if (sk_settings_read_file(path, &buf, &len) < 0)
@@ -343,6 +404,7 @@ int sk_settings_load(struct sk_settings *s, int argc, char **argv)
     sk_config_defaults(&s->cfg);
     memset(s->src, SK_SRC_DEFAULT, sizeof s->src);
     if (!s->uses && !s->every_key) goto out; /* reads no configuration */
+    if ((s->uses & SK_USE_SERVE) || s->every_key) apply_credentials(s);
     if ((rc = pick_file(s, named)) != 0 || (rc = read_config_file(s)) != 0) goto out;
     if (sk_config_apply_env_seen(&s->cfg, s->envp, seen_env, s, err, sizeof err) < 0) {
         rc = sk_cli_usage_error("%s: environment: %s", s->cmd, err);
@@ -389,6 +451,7 @@ const char *sk_settings_source(const struct sk_settings *s, int k, char *out, si
         snprintf(out, cap, "%sflag %s", pre, sk_config_flag_name(key, name, sizeof name));
         break;
     case SK_SRC_SECRET: snprintf(out, cap, "%s_file", sk_config_keys[k].name); break;
+    case SK_SRC_CRED: snprintf(out, cap, "%scredential", pre); break;
     default: snprintf(out, cap, "default"); break;
     }
     return out;

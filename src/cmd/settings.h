@@ -2,7 +2,8 @@
  * own flags and the configuration keys it reads (http/config_keys.def),
  * and the sources layered in one order for every command:
  *
- *   flags > SECKILL_* environment > the config file > built-in defaults
+ *   flags > SECKILL_* environment > the config file > systemd credentials
+ *   (serve's secrets) > built-in defaults
  *
  * The config file is --config FILE, else $SECKILL_CONFIG, else the first of
  * SK_SYSCONFDIR/seckill/seckill.conf and /etc/seckill/seckill.conf that
@@ -10,8 +11,10 @@
  * the environment that the command does not read is checked and ignored;
  * given as a flag it is refused: "--admin-token is not a flag of seckill
  * worker". An unknown flag gets one wording in every command, with the
- * closest flag: "unknown flag --redsi; did you mean --redis?". Every
- * refusal is printed (core/cli.h) and is exit 2; nothing was opened.
+ * closest flag: "unknown flag --redsi; did you mean --redis?". A config
+ * file others may write, or may read while it holds a secret (and a
+ * secret's file others may read) is refused. Every refusal is printed
+ * (core/cli.h) and is exit 2; nothing was opened.
  *
  *     struct sk_settings *s = sk_settings_new("worker", SK_USE_WORKER, flags, n, 0);
  *     int rc = sk_settings_load(s, argc, argv);  // 0, or the exit code
@@ -38,6 +41,7 @@ struct sk_flag {
 /* Where a key's value came from. */
 enum sk_setting_src {
     SK_SRC_DEFAULT = 0,
+    SK_SRC_CRED,   /* $CREDENTIALS_DIRECTORY (systemd's LoadCredential=) */
     SK_SRC_FILE,   /* the config file (line[k]) */
     SK_SRC_ENV,    /* SECKILL_<KEY> */
     SK_SRC_FLAG,   /* --key */

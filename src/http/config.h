@@ -75,6 +75,9 @@ struct sk_config {
     char jwt_audience[256];              /* "" = any audience */
     char jwt_user_claim[64];             /* default "sub" */
     int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
+    long long jwt_max_ttl_s;             /* the longest token lifetime accepted */
+    char frame_ancestors[512];           /* CSP frame-ancestors of the HTML pages */
+    long long max_request_bytes;         /* request bytes buffered per process; 0: default */
 };
 
 /* The default budget of order polls per second per HTTP process
@@ -85,7 +88,7 @@ struct sk_config {
  * HTTP process (batches_in_flight; BENCHMARKS.md, "The batch window"). */
 #define SK_CONFIG_BATCHES_IN_FLIGHT 2
 
-/* Shortest hmac_secret (and hmac_secret_prev) accepted. */
+/* Shortest hmac_secret (and hmac_secret_prev) and admin_token accepted. */
 #define SK_CONFIG_SECRET_MIN 16
 
 /* The commands that read a key (config_keys.def's uses). */
@@ -196,8 +199,16 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
 
 /* Cross-field checks after all sources are applied (and the secret files
  * read): auth = hmac needs an hmac_secret of at least SK_CONFIG_SECRET_MIN
- * bytes; a second key needs its own id and the same length. */
+ * bytes; a second key needs its own id and the same length; an admin token
+ * needs SK_CONFIG_SECRET_MIN bytes; auth = jwt needs jwks_file and
+ * jwt_audience; max_request_bytes must hold a whole request. */
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
+
+/* The first secret the configuration holds ("admin_token", "hmac_secret",
+ * "hmac_secret_prev", "redis password", "db password"), or NULL: what a
+ * config file must not show to other users (serve refuses such a file
+ * when others may read it). Static strings. */
+const char *sk_config_secret_held(const struct sk_config *c);
 
 /* 1 when ip lies in one of the trusted_proxies (core/ip.h: sk_cidr_match). */
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip);
