@@ -25,6 +25,7 @@ static void write_file(const char *path, const char *text)
     CHECK_MSG(f != NULL, "cannot write %s: %s", path, strerror(errno));
     fputs(text, f);
     fclose(f);
+    chmod(path, 0600); /* some hold a secret: others may not read them */
 }
 
 static void read_text(const char *path, char *out, size_t cap)

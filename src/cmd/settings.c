@@ -272,7 +272,8 @@ static int file_private(const struct sk_settings *s, const char *what, const cha
                         const char *holds)
 {
     struct stat stt;
-    if (stat(path, &stt) != 0) return 0;
+    /* a device (--config /dev/null: no file) holds no line of anyone's */
+    if (stat(path, &stt) != 0 || !S_ISREG(stt.st_mode)) return 0;
     if (stt.st_mode & S_IWOTH)
         return sk_cli_usage_error("%s: %s %s: users other than its owner and group may write "
                                   "it: chmod o-rwx %s (0640 root:seckill, or 0600)",

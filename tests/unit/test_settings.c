@@ -20,6 +20,7 @@ static void write_file(const char *path, const char *text)
     CHECK_MSG(f != NULL, "cannot write %s", path);
     fputs(text, f);
     fclose(f);
+    chmod(path, 0600); /* some hold a secret: others may not read them */
 }
 
 /* A loader for cmd with uses, this environment and these default files. */
@@ -167,6 +168,13 @@ SK_TEST(config_keys_of_other_commands_are_ignored_in_a_file_and_refused_as_flags
     CHECK_EQ(load(s, (const char *const[]){"--config", path, NULL}), 0);
     CHECK_STR(s->cfg.db, "sqlite:/srv/s.db");
     sk_settings_free(s);
+    /* the file's mode is every command's check: a worker refuses a file
+     * others may read while it holds serve's secret */
+    chmod(path, 0644);
+    s = loader("worker", SK_USE_WORKER, NULL, no_defaults);
+    CHECK_EQ(load(s, (const char *const[]){"--config", path, NULL}), 2);
+    sk_settings_free(s);
+    chmod(path, 0600);
     /* serve reads them all: the secret is missing */
     s = loader("serve", SK_USE_SERVE, NULL, no_defaults);
     CHECK_EQ(load(s, (const char *const[]){"--config", path, NULL}), SK_EXIT_USAGE);
