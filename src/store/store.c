@@ -420,6 +420,22 @@ int sk_store_schema_version(sk_store *st, int *version)
     return DISPATCH(schema_version, version);
 }
 
+int sk_store_identity(sk_store *st, char *buf, size_t cap)
+{
+    if (!buf || cap < SK_STORE_IDENTITY_MAX) return SK_EINVAL;
+    if (!st->identity[0]) {
+        char id[SK_STORE_IDENTITY_MAX + 8] = "";
+        int rc = DISPATCH(identity, id, sizeof id);
+        if (rc) return rc;
+        if (strlen(id) != SK_STORE_IDENTITY_LEN || id[strspn(id, "0123456789abcdef")])
+            return sk_store_set_err(st, SK_EDB, "%s store: malformed store identity '%.32s'",
+                                    st->ops->name, id);
+        memcpy(st->identity, id, sizeof st->identity);
+    }
+    memcpy(buf, st->identity, SK_STORE_IDENTITY_MAX);
+    return 0;
+}
+
 int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
 {
     struct sk_activity v = *a;

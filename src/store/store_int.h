@@ -230,6 +230,8 @@ int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *che
 #define SK_STORE_OPS(X, p)                                                                         \
     X(p, void, close, (sk_store *st)) /* releases backend resources, not st */                    \
     X(p, int, schema_version, (sk_store *st, int *version))                                        \
+    /* the identity migration 9 drew (store.h), into out (cap bytes) */                            \
+    X(p, int, identity, (sk_store *st, char *out, size_t cap))                                     \
     /* a passed sk_activity_validate, its state is set */                                          \
     X(p, int, activity_insert, (sk_store *st, const struct sk_activity *a))                        \
     X(p, int, activity_get, (sk_store *st, uint64_t id, struct sk_activity *out))                  \
@@ -318,6 +320,8 @@ struct sk_store {
      * run by the first call that connects (sk_store_open_waiting); NULL
      * when nothing */
     int (*owed)(sk_store *st);
+    /* sk_store_identity's answer, read once ("" until then) */
+    char identity[SK_STORE_IDENTITY_MAX];
     union {
         struct { /* store_sqlite.c */
             struct sqlite3 *db;

@@ -158,6 +158,18 @@ static const struct step steps[] = {
      " stream_id VARBINARY(47) NOT NULL,"
      " INDEX order_conflicts_activity (activity_id)"
      ")" TABLE_OPTS},
+    /* 9: the store's identity (see the SQLite migration 9); both steps
+     * may run again (a crash before the version row): the row is drawn
+     * once. */
+    {9, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS store_identity ("
+     " one TINYINT NOT NULL PRIMARY KEY CHECK (one = 1),"
+     " store_id VARBINARY(16) NOT NULL CHECK (octet_length(store_id) = 16),"
+     " created_ms BIGINT NOT NULL"
+     ")" TABLE_OPTS},
+    {9, NULL, NULL,
+     "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
+     " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)
@@ -280,6 +292,23 @@ int sk_my_schema_version(sk_store *st, int *version)
     int rc = sk_my_enter(st);
     if (rc) return rc;
     return read_version(st, version);
+}
+
+int sk_my_identity(sk_store *st, char *out, size_t cap)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    static const char sql[] = "SELECT store_id FROM store_identity WHERE one = 1";
+    MYSQL_RES *r;
+    rc = sk_my_run(st, "read the store identity", sql, sizeof sql - 1, &r, NULL, 0);
+    if (rc) return rc;
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    if (row)
+        sk_my_text(r, row, 0, out, cap);
+    else
+        rc = sk_store_set_err(st, SK_EDB, "mysql %s: no store identity", st->my_where);
+    if (r) mysql_free_result(r);
+    return rc;
 }
 
 /* ---- activities ---- */

@@ -131,6 +131,15 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: the store's identity (see the SQLite migration 9). */
+    "CREATE TABLE store_identity ("
+    " one SMALLINT PRIMARY KEY CHECK (one = 1),"
+    " store_id TEXT NOT NULL CHECK (octet_length(store_id) = 16),"
+    " created_ms BIGINT NOT NULL"
+    ");"
+    "INSERT INTO store_identity (one, store_id, created_ms) VALUES (1,"
+    " substr(md5(gen_random_uuid()::text), 1, 16),"
+    " (extract(epoch from clock_timestamp()) * 1000)::bigint);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -199,6 +208,22 @@ int sk_pg_schema_version(sk_store *st, int *version)
     int rc = sk_pg_enter(st);
     if (rc) return rc;
     return read_version(st, version, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+}
+
+int sk_pg_identity(sk_store *st, char *out, size_t cap)
+{
+    int rc = sk_pg_enter(st);
+    if (rc) return rc;
+    PGresult *r;
+    rc = sk_pg_run(st, &r, "read the store identity",
+                   "SELECT store_id FROM store_identity WHERE one = 1", 0, NULL);
+    if (rc) return rc;
+    if (PQntuples(r) != 1)
+        rc = sk_store_set_err(st, SK_EDB, "postgres %s: no store identity", st->pg_where);
+    else
+        snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
 }
 
 /* ---- activities ------------------------------------------------------ */

@@ -183,6 +183,20 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: the store's identity (store.h, sk_store_identity): 16 random hex
+     * digits drawn once, here, for this database. Preheat stamps it into
+     * an activity's Redis meta; an admission, the order worker and the
+     * sweeper of a node whose store has another identity refuse that
+     * activity (docs/design.md, "The store's identity"): a sale preheated
+     * from one database is never sold into a stream another one's worker
+     * does not read. One row, ever. */
+    "CREATE TABLE store_identity ("
+    " one INTEGER PRIMARY KEY CHECK (one = 1),"
+    " store_id TEXT NOT NULL CHECK (length(store_id) = 16),"
+    " created_ms INTEGER NOT NULL"
+    ");"
+    "INSERT INTO store_identity (one, store_id, created_ms) VALUES (1,"
+    " lower(hex(randomblob(8))), CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -470,6 +484,19 @@ void sk_sq_close(sk_store *st)
 int sk_sq_schema_version(sk_store *st, int *version)
 {
     return read_version(st, version);
+}
+
+int sk_sq_identity(sk_store *st, char *out, size_t cap)
+{
+    sqlite3_stmt *s;
+    int rc = sk_sq_prepare(st, &s, "SELECT store_id FROM store_identity WHERE one = 1");
+    if (rc) return rc;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+        snprintf(out, cap, "%s", (const char *)sqlite3_column_text(s, 0));
+    else
+        rc = sk_sq_err(st, "read the store identity");
+    sqlite3_finalize(s);
+    return rc;
 }
 
 /* ---- activities ------------------------------------------------------ */
