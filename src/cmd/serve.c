@@ -869,6 +869,14 @@ int sk_cli_serve(int argc, char **argv)
          * again (supervise clears it once they are forked) */
         sk_store_calls_db_down_at_start(err);
     }
+    /* The identity every admission of this node passes (docs/design.md,
+     * "The store's identity"); unknown while the database is down, then
+     * each HTTP process reads it when it first reaches the database. */
+    char store_id[SK_STORE_IDENTITY_MAX] = "";
+    if (!err[0] && sk_store_identity(store, store_id, sizeof store_id) < 0)
+        sk_log(SK_LOG_WARN, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe),
+               sk_store_errstr(store));
+    sk_store_calls_identity(store_id);
     sk_store_close(store);
     /* The rollback guard's memory of key sets (docs/recovery.md), made
      * before the fork so every HTTP process checks against the host's. */

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "engine/keys.h"
 #include "engine/order_id.h"
+#include "engine/stock.h"
 #include "store/mysql_url.h"
 
 static int is_pg_spec(const char *spec)
@@ -419,6 +420,8 @@ int sk_store_schema_version(sk_store *st, int *version)
 {
     return DISPATCH(schema_version, version);
 }
+
+_Static_assert(SK_STORE_IDENTITY_LEN == SK_STOCK_STORE_ID_LEN, "one identity length");
 
 int sk_store_identity(sk_store *st, char *buf, size_t cap)
 {
