@@ -82,8 +82,7 @@ static void identity_of(const char *spec, char id[SK_STORE_IDENTITY_MAX])
 }
 
 /* A field of the activity's own meta ("" when absent). */
-static void meta_field(sk_redis *r, uint64_t aid, int seg, const char *field, char *out,
-                       size_t cap)
+static void meta_field(sk_redis *r, uint64_t aid, int seg, const char *field, char *out, size_t cap)
 {
     struct sk_keys k;
     sk_keys_seg(&k, aid, seg);
@@ -97,7 +96,7 @@ static long long redis_int(sk_redis *r, const char *fmt, const char *key)
 {
     redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, fmt, key), 0);
-    long long v = rep->type == REDIS_REPLY_INTEGER ? rep->integer
+    long long v = rep->type == REDIS_REPLY_INTEGER  ? rep->integer
                   : rep->type == REDIS_REPLY_STRING ? strtoll(rep->str, NULL, 10)
                                                     : -1;
     freeReplyObject(rep);
@@ -137,8 +136,8 @@ static void readyz_names(int ops_port, uint64_t aid, const char *reason)
         if (st == 200 && strstr(r->body, "\"status\":\"degraded\"") && strstr(r->body, want_id) &&
             strstr(r->body, want_reason))
             break;
-        CHECK_MSG(sk_mono_ms() < deadline, "/readyz never named activity %" PRIu64 ": %d %s",
-                  aid, st, r->body);
+        CHECK_MSG(sk_mono_ms() < deadline, "/readyz never named activity %" PRIu64 ": %d %s", aid,
+                  st, r->body);
         sk_th_nap_ms(100);
     }
     HAS(r->body, "--redis-only");
@@ -260,8 +259,8 @@ static void preheated_elsewhere(const char *dir, const char *db_flag)
     readyz_names(s.ops_port, aid, "unknown_to_database");
     ops_list(s.ops_port, aid, "unknown_to_database", 1);
     char grep[512];
-    snprintf(grep, sizeof grep, "grep -c 'activity %" PRIu64 " was preheated from another' %s",
-             aid, s.log);
+    snprintf(grep, sizeof grep, "grep -c 'activity %" PRIu64 " was preheated from another' %s", aid,
+             s.log);
     sk_th_sh(grep, out, sizeof out);
     CHECK_MSG(atoi(out) >= 1 && atoi(out) <= 2, "log lines (one per HTTP process at most): %s",
               out);

@@ -15,8 +15,7 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 
-int sk_delete_decide(uint64_t id, const struct sk_delete_facts *f, int force, char *why,
-                     size_t cap)
+int sk_delete_decide(uint64_t id, const struct sk_delete_facts *f, int force, char *why, size_t cap)
 {
     if (cap) why[0] = 0;
     if (f->live && f->open) {
@@ -87,8 +86,7 @@ static int cancel_unpaid(sk_store *st, uint64_t id, int64_t now, int64_t *cancel
     return rc;
 }
 
-int sk_delete_db_prepare(sk_store *st, uint64_t id, int cancel, int64_t now_ms,
-                         int64_t *cancelled)
+int sk_delete_db_prepare(sk_store *st, uint64_t id, int cancel, int64_t now_ms, int64_t *cancelled)
 {
     *cancelled = 0;
     int rc = sk_store_activity_set_state(st, id, "created");
