@@ -635,8 +635,7 @@ static int cmd_delete(struct ctx *c)
     /* open: a usage error as before (nothing changed); unsettled orders:
      * exit 1, the operator decides (docs/activity.md) */
     if (rep.refused == SK_ESTATE) return sk_cli_usage_error("activity delete: %s", rep.why);
-    if (rep.refused)
-        return sk_cli_runtime_error("activity delete: %s; --force deletes it anyway", rep.why);
+    if (rep.refused) return sk_cli_runtime_error("activity delete: %s: --force", rep.why);
     printf("activity %" PRIu64 " %s%s%s\n", c->id,
            live_only ? "removed from Redis (its live state)" : "deleted", rep.why[0] ? ": " : "",
            rep.why);

@@ -544,13 +544,20 @@ int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
     return rc;
 }
 
+void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC])
+{
+    const char *v[SK_STOCK_DROP_ARGC] = {"DEL",       k->meta,    k->stock,   k->buyers, k->orders,
+                                         k->released, k->idem,    k->ledger,  k->xout,   k->xin,
+                                         k->wr_q,     k->wr_pass, k->wr_spent};
+    memcpy(argv, v, sizeof v);
+}
+
 int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
-    const struct sk_keys *k = kp;
+    const char *argv[SK_STOCK_DROP_ARGC];
+    sk_stock_drop_argv(kp, argv);
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
-                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin,
-                          k->wr_q, k->wr_pass, k->wr_spent);
+    int rc = sk_redis_command(r, &rep, SK_STOCK_DROP_ARGC, argv, NULL);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);

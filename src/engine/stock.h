@@ -234,6 +234,10 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 
 /* Deletes every key of the activity (every segment's too). */
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);
+/* The DEL of every key of key set k (shared with the async service):
+ * argv of SK_STOCK_DROP_ARGC entries, pointing into k. Pure. */
+#define SK_STOCK_DROP_ARGC 13
+void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC]);
 
 /* The same calls on one key set: an unsegmented activity, or one segment
  * (segment.c builds the segmented operations from these). */

@@ -304,6 +304,38 @@ void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, v
     sk_act_defs_lookup(app, id, on_peek_def, p);
 }
 
+static void on_full_state(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    peek_state_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
+}
+
+void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
+                       void *arg)
+{
+    struct peek_op *p = calloc(1, sizeof *p);
+    if (!p) {
+        cb(app, arg, SK_ENOMEM, a, NULL);
+        return;
+    }
+    p->o.app = app;
+    p->o.id = a->id;
+    p->o.act = *a;
+    p->cb = cb;
+    p->arg = arg;
+    if (a->segments > 1) {
+        seg_state_read(&p->o, peek_state_done, 0);
+        return;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a->id);
+    const char *keys[SK_STATE_NKEYS];
+    sk_keys_state(&k, keys);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
+                       on_full_state, &p->o) < 0)
+        on_full_state(&p->o, NULL);
+}
+
 static int activity_read_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
@@ -469,22 +501,6 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     return 0;
 }
 
-/* Optional admin body {"force":true}; anything else malformed is a 400. */
-static int force_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int *force)
-{
-    *force = 0;
-    if (!req->entity.base || req->entity.len == 0) return 0;
-    json_error_t je;
-    json_t *j = json_loadb(req->entity.base, req->entity.len, JSON_REJECT_DUPLICATES, &je);
-    json_t *f = j && json_is_object(j) ? json_object_get(j, "force") : NULL;
-    int ok = j && json_is_object(j) && (!f || json_is_boolean(f));
-    if (ok && f) *force = json_is_true(f);
-    json_decref(j);
-    if (ok) return 0;
-    sk_http_error(app, req, route, 400, "bad_request", "body must be {} or {\"force\":true|false}");
-    return 1;
-}
-
 static int state_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
@@ -638,7 +654,7 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
 {
     int force;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (force_or_reply(app, req, m->route, &force)) return 0;
+    if (sk_http_options_or_reply(app, req, m->route, 1, &force)) return 0;
     struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
     o->id = m->id;
@@ -770,6 +786,8 @@ static void switch_next(struct op *o)
 
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    if (sk_http_options_or_reply(app, req, m->route, 0, NULL)) return 0;
     return activity_route(app, req, m, switch_next);
 }
 

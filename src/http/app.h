@@ -149,6 +149,8 @@ sk_route_handler sk_api_purchase;
 /* api_admin.c: the activity read, the admin routes and GET /ops */
 sk_route_handler sk_api_activity, sk_api_admin_create, sk_api_admin_preheat, sk_api_admin_switch,
     sk_api_admin_stats, sk_api_ops;
+/* api_activities.c: GET /api/v1/activities, DELETE /api/v1/activities/{id} */
+sk_route_handler sk_api_admin_list, sk_api_admin_delete;
 /* ops_view.c: GET /metrics (the node's text), GET / (the dashboard page),
  * GET /dashboard.json (what the page shows). */
 sk_route_handler sk_api_ops_metrics, sk_api_ops_dashboard, sk_api_ops_data;
@@ -179,6 +181,11 @@ sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;
 typedef void (*sk_activity_peek_cb)(struct sk_app *app, void *arg, int rc,
                                     const struct sk_activity *def, const struct sk_stock_state *st);
 void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg);
+/* The whole live state of activity a (state.lua; a segmented one's
+ * segments summed, as the stats route reads it): cb(app, arg, rc, a, st)
+ * once on the loop, rc 0 or SK_EIO. a is copied. api_admin.c. */
+void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
+                       void *arg);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */
@@ -193,6 +200,11 @@ void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid);
 int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
 int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
+/* A route whose body holds no fields, or only {"force": bool} when
+ * allow_force (http_body.h, sk_body_options): 400 naming what is wrong;
+ * *force (may be NULL) its value. */
+int sk_http_options_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                             int allow_force, int *force);
 
 /* The client's IP as text: the socket peer, or, when the peer is one of
  * trusted_proxies, the right-most X-Forwarded-For address that is not.

@@ -45,6 +45,8 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_SALE_PAGE] = "sale_page",
     [SK_MROUTE_SALE_LIVE] = "sale_live",
     [SK_MROUTE_SALE_TIME] = "sale_time",
+    [SK_MROUTE_ADMIN_LIST] = "admin_list",
+    [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -149,6 +151,8 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_admin_open: return SK_MROUTE_ADMIN_OPEN;
     case SK_ROUTE_admin_close: return SK_MROUTE_ADMIN_CLOSE;
     case SK_ROUTE_admin_stats: return SK_MROUTE_ADMIN_STATS;
+    case SK_ROUTE_admin_list: return SK_MROUTE_ADMIN_LIST;
+    case SK_ROUTE_admin_delete: return SK_MROUTE_ADMIN_DELETE;
     case SK_ROUTE_order_get:
     case SK_ROUTE_order_pay:
     case SK_ROUTE_order_cancel: return SK_MROUTE_ORDERS;

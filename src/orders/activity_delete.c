@@ -30,10 +30,9 @@ int sk_delete_decide(uint64_t id, const struct sk_delete_facts *f, int force, ch
         snprintf(queued, sizeof queued, "%" PRId64, f->queued);
     if (!force) {
         snprintf(why, cap,
-                 "activity %" PRIu64 " has orders that are not settled: %s order event(s) in "
-                 "Redis not yet persisted, %" PRId64 " unpaid order(s); wait for them (the worker "
-                 "persists, the sweeper cancels what is not paid in time), or force it: the "
-                 "events not persisted are dropped and the unpaid orders cancelled",
+                 "activity %" PRIu64 " has orders not settled: %s order event(s) in Redis not yet "
+                 "persisted, %" PRId64 " unpaid order(s); wait for the worker and the sweeper, or "
+                 "force it (events not persisted are dropped, unpaid orders cancelled)",
                  id, f->queued ? queued : "0", f->unpaid);
         return SK_EBUSY;
     }
