@@ -605,6 +605,132 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
 
+/* One "admitted" figure (docs/design.md): units admitted over the sale's
+ * life, each order once, releases not taken back, Idempotency-Key replays
+ * apart. The same number in `activity show`, the stats route, the
+ * dashboard and /metrics, after replays and a cancel. */
+SK_TEST_T(ops_one_admitted_figure_in_the_cli_the_stats_the_dashboard_and_metrics, 120)
+{
+    struct sk_th_serve s;
+    char addr[64];
+    int ops = serve_with_ops(&s, addr, sizeof addr);
+    uint64_t aid = sk_th_unique_id();
+    char body[400], path[96], oid[96] = "";
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"one figure\",\"stock\":20,\"per_user_limit\":3,"
+             "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
+             aid);
+    create_and_open(s.port, aid, body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    static const struct {
+        uint64_t user;
+        const char *body, *hdr;
+    } buys[] = {
+        {1, "{\"quantity\":2}", ""},
+        {2, "{\"quantity\":1}", ""},
+        {3, "{\"quantity\":3}", "Idempotency-Key: k3\r\n"},
+        {3, "{\"quantity\":3}", "Idempotency-Key: k3\r\n"}, /* a replay: nothing admitted */
+        {4, NULL, ""},
+    };
+    struct sk_th_http h;
+    struct sk_th_resp *r = sk_th_resp_new();
+    sk_th_http_open(&h, s.port);
+    for (size_t i = 0; i < sizeof buys / sizeof buys[0]; i++) {
+        char hdr[128];
+        snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n%s", buys[i].user, buys[i].hdr);
+        CHECK_EQ(sk_th_http_req(&h, "POST", path, hdr, buys[i].body, r), 200);
+        if (buys[i].user == 2) sk_th_resp_field(r, "order_id", oid, sizeof oid);
+    }
+    /* user 2 cancels (once persisted): 1 unit back on the shelf */
+    char opath[160];
+    snprintf(opath, sizeof opath, "/api/v1/orders/%s/cancel", oid);
+    int64_t deadline = sk_mono_ms() + 15000;
+    while (sk_th_http_req(&h, "POST", opath, "X-User-Id: 2\r\n", NULL, r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "cancel: %s", r->body);
+        sk_th_nap_ms(50);
+    }
+    snprintf(opath, sizeof opath, "/api/v1/activities/%" PRIu64 "/stats", aid);
+    CHECK_EQ(sk_th_http_req(&h, "GET", opath, "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n",
+                            NULL, r),
+             200);
+    char v[32];
+    sk_th_resp_field(r, "admitted", v, sizeof v);
+    CHECK_STR(v, "7");
+    sk_th_resp_field(r, "remaining", v, sizeof v);
+    CHECK_STR(v, "14");
+    sk_th_http_close(&h);
+    free(r);
+    char id[32], out[8192];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"show", "--id", id, "--json", NULL},
+                               sk_th_redis_url(), s.db),
+             0);
+    CHECK_MSG(strstr(out, "\"admitted\": 7,"), "%s", out);
+    deadline = sk_mono_ms() + 15000;
+    while (!dashboard_figure_is(ops, aid, NULL, "admitted", 7)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed 7 admitted");
+        sk_th_nap_ms(50);
+    }
+    CHECK(dashboard_figure_is(ops, aid, NULL, "replays_total", 1));
+    char s1[128], s2[128], s3[128];
+    snprintf(s1, sizeof s1, "seckill_activity_admitted_units{activity=\"%s\"}", id);
+    snprintf(s2, sizeof s2, "seckill_activity_admitted_units_total{activity=\"%s\"}", id);
+    snprintf(s3, sizeof s3, "seckill_activity_replays_total{activity=\"%s\"}", id);
+    struct want w[] = {{s1, 7},
+                       {s2, 7},
+                       {s3, 1},
+                       {"seckill_admissions_total", 4},
+                       {"seckill_idempotent_replays_total", 1},
+                       {NULL, 0}};
+    scrape_until(ops, has_value, w);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* A sale preheated from another database (the CLI on store A) and served
+ * by a node on store B: the dashboard, in a real browser, names it, says
+ * why and shows the command that fixes it. */
+SK_TEST_T(ops_dashboard_in_chromium_names_a_sale_preheated_from_another_store, 240)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char spec_a[400], id[32], out[4096];
+    snprintf(spec_a, sizeof spec_a, "sqlite:%s/a.db", sk_th_tmpdir());
+    uint64_t aid = sk_th_unique_id();
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"create", "--id", id, "--name", "stray",
+                                                     "--stock", "10", "--limit", "1", NULL},
+                               rs.url, spec_a),
+             0);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"preheat", "--id", id, NULL}, rs.url, spec_a),
+             0);
+    struct sk_th_serve s;
+    char addr[64];
+    int ops = sk_th_free_port();
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
+    sk_th_serve_start(&s, rs.url, (const char *const[]){"--ops-listen", addr, NULL});
+    static char body[1 << 20];
+    char want[128];
+    snprintf(want, sizeof want, "\"id\":%s,\"reason\":\"unknown_to_database\"", id);
+    int64_t deadline = sk_mono_ms() + 20000;
+    while (get_big(ops, "/dashboard.json", body, sizeof body) != 200 || !strstr(body, want)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never named %s", id);
+        sk_th_nap_ms(100);
+    }
+    static char dom[1 << 20];
+    char url[96], card[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
+    chromium_dump(url, dom, sizeof dom);
+    snprintf(card, sizeof card, "id=\"orphan-%s\"", id);
+    CHECK_MSG(strstr(dom, card), "no card for activity %s:\n%.3000s", id, dom);
+    CHECK_MSG(strstr(dom, "its orders would never be persisted here"), "%.3000s", dom);
+    CHECK_MSG(strstr(dom, "--redis-only"), "no fix shown:\n%.3000s", dom);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_redis_stop(&rs, 1);
+}
+
 /* `activity show --watch`: a frame every second until SIGINT, then exit 0. */
 SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
 {

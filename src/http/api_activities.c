@@ -74,8 +74,7 @@ static void list_answer(struct list_op *l)
 {
     h2o_req_t *req = sk_async_end(l->app, &l->a);
     if (req && l->failed) {
-        sk_http_error(l->app, req, SK_ROUTE_admin_list, 503, "unavailable",
-                      "redis is unreachable");
+        sk_http_error(l->app, req, SK_ROUTE_admin_list, 503, "unavailable", "redis is unreachable");
     } else if (req) {
         json_t *o = json_pack("{s:O}", "activities", l->items);
         char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -270,8 +269,8 @@ static void del_drop(struct del_op *o, h2o_req_t *req)
     for (int i = 0; i < n; i++) {
         const char *argv[SK_STOCK_DROP_ARGC];
         sk_stock_drop_argv(&ks[i], argv);
-        sk_fanout_sent(&o->f, sk_aredis_command(o->app->redis, on_dropped, o, SK_STOCK_DROP_ARGC,
-                                                argv, NULL));
+        sk_fanout_sent(
+            &o->f, sk_aredis_command(o->app->redis, on_dropped, o, SK_STOCK_DROP_ARGC, argv, NULL));
     }
     sk_fanout_end(&o->f);
 }
