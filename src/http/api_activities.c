@@ -76,15 +76,8 @@ static void list_answer(struct list_op *l)
     if (req && l->failed) {
         sk_http_error(l->app, req, SK_ROUTE_admin_list, 503, "unavailable", "redis is unreachable");
     } else if (req) {
-        json_t *o = json_pack("{s:O}", "activities", l->items);
-        char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        if (body)
-            sk_http_reply(l->app, req, SK_ROUTE_admin_list, 200, "application/json", body,
-                          strlen(body));
-        else
-            sk_http_error(l->app, req, SK_ROUTE_admin_list, 503, "unavailable", "out of memory");
-        free(body);
+        sk_http_reply_json(l->app, req, SK_ROUTE_admin_list, 200,
+                           json_pack("{s:O}", "activities", l->items));
     }
     list_free(l);
 }
@@ -372,20 +365,12 @@ static void del_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
     sk_act_defs_forget(app, o->id);
     struct sk_act_cache *c = sk_app_act(app, o->id, SK_ACT_FIND);
     if (c) c->sold_out = 0;
-    if (req) {
-        json_t *j = json_pack("{s:I, s:b, s:I, s:I, s:s}", "id", (json_int_t)o->id, "deleted", 1,
-                              "queued_dropped", (json_int_t)o->facts.queued, "unpaid_cancelled",
-                              (json_int_t)o->cancelled, "message",
-                              o->why[0] ? o->why : "no order was left unsettled");
-        char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
-        if (body)
-            sk_http_reply(app, req, SK_ROUTE_admin_delete, 200, "application/json", body,
-                          strlen(body));
-        else
-            sk_http_error(app, req, SK_ROUTE_admin_delete, 503, "unavailable", "out of memory");
-        free(body);
-    }
+    if (req)
+        sk_http_reply_json(app, req, SK_ROUTE_admin_delete, 200,
+                           json_pack("{s:I, s:b, s:I, s:I, s:s}", "id", (json_int_t)o->id,
+                                     "deleted", 1, "queued_dropped", (json_int_t)o->facts.queued,
+                                     "unpaid_cancelled", (json_int_t)o->cancelled, "message",
+                                     o->why[0] ? o->why : "no order was left unsettled"));
     free(o);
 }
 

@@ -864,15 +864,9 @@ static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route rou
 {
     char slots[1024];
     int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
-    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unserved_slots", n,
-                          "slots", slots);
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (body)
-        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
-    else
-        sk_http_error(app, req, route, 500, "internal", "out of memory");
-    free(body);
+    sk_http_reply_json(app, req, route, 200,
+                       json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis",
+                                 "unserved_slots", n, "slots", slots));
 }
 
 /* /readyz of a node that sells, with sales it would never persist the
@@ -893,18 +887,12 @@ static int readyz_degraded(struct sk_app *app, h2o_req_t *req, enum sk_route rou
         json_decref(acts);
         return 0;
     }
-    json_t *o = json_pack("{s:s, s:s, s:o}", "status", "degraded", "message",
-                          "activities live in Redis whose orders this node's database would "
-                          "never persist: their purchases are refused; `seckill reconcile` "
-                          "names the fix",
-                          "activities", acts);
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (body)
-        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
-    else
-        sk_http_error(app, req, route, 500, "internal", "out of memory");
-    free(body);
+    sk_http_reply_json(app, req, route, 200,
+                       json_pack("{s:s, s:s, s:o}", "status", "degraded", "message",
+                                 "activities live in Redis whose orders this node's database "
+                                 "would never persist: their purchases are refused; `seckill "
+                                 "reconcile` names the fix",
+                                 "activities", acts));
     return 1;
 }
 

@@ -191,6 +191,10 @@ void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activ
  * the metrics by route and status. */
 void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *content_type, const char *body, size_t len);
+/* The JSON object o (taken: a NULL o, or one that cannot be written, is
+ * a 503 out of memory). */
+void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                        json_t *o);
 /* {"error":code,"message":message} */
 void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *code, const char *message);

@@ -129,6 +129,18 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
     h2o_send_inline(req, body, len);
 }
 
+void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                        json_t *o)
+{
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (body)
+        sk_http_reply(app, req, route, status, "application/json", body, strlen(body));
+    else
+        sk_http_error(app, req, route, 503, "unavailable", "out of memory");
+    free(body);
+}
+
 void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *code, const char *message)
 {
