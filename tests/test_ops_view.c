@@ -25,23 +25,6 @@
 #include "support/http_client.h"
 #include "support/proc_watch.h"
 
-/* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
- * process); the body into body (cap bytes, terminated). Returns the
- * status, 0 when nothing came back. */
-static int get_big(int port, const char *path, char *body, size_t cap)
-{
-    char reqb[256];
-    int n = snprintf(reqb, sizeof reqb, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                     path);
-    static char raw[1 << 20];
-    size_t got = sk_th_http_raw(port, reqb, (size_t)n, raw, sizeof raw, 5000);
-    body[0] = 0;
-    if (got < 12 || strncmp(raw, "HTTP/1.1 ", 9) != 0) return 0;
-    const char *b = strstr(raw, "\r\n\r\n");
-    if (b) snprintf(body, cap, "%s", b + 4);
-    return atoi(raw + 9);
-}
-
 /* Value of the sample `series` (exact name and labels) in Prometheus text;
  * -1 when absent. */
 static long long sample(const char *text, const char *series)
@@ -203,7 +186,7 @@ static const char *scrape_until(int port, int (*cond)(const char *, void *), voi
     static char text[1 << 20];
     int64_t deadline = sk_mono_ms() + 15000;
     for (;;) {
-        CHECK_EQ(get_big(port, "/metrics", text, sizeof text), 200);
+        CHECK_EQ(sk_th_http_get_big(port, "/metrics", text, sizeof text), 200);
         if (cond(text, arg)) return text;
         CHECK_MSG(sk_mono_ms() < deadline, "metrics never got there:\n%.3000s", text);
         sk_th_nap_ms(50);
@@ -236,7 +219,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
              aid);
     static char text[1 << 20];
     for (int i = 0; i < 12; i++) {
-        CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+        CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
         CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
         CHECK_EQ(sample(text, act), accepted);
         CHECK_EQ(sample(text, "seckill_node_processes{kind=\"api\"}"), 2);
@@ -256,7 +239,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
         CHECK_EQ(more, 20);
         accepted += more;
         for (int i = 0; i < 6; i++) {
-            CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+            CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
             CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
             counters_of(text, &after);
             check_not_lower(&before, &after);
@@ -269,7 +252,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
         check_not_lower(&before, &after);
         before = after;
     }
-    CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+    CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
     CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"api\"}"), 4);
     CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"worker\"}"), 2);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
@@ -369,18 +352,18 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     const char *ops_routes[] = {"/metrics", "/healthz", "/readyz", "/", "/dashboard.json"};
     for (size_t i = 0; i < sizeof ops_routes / sizeof ops_routes[0]; i++) {
         for (int k = 0; k < 4; k++) { /* fresh connections: both processes */
-            CHECK_MSG(get_big(s.port, ops_routes[i], body, sizeof body) == 404,
+            CHECK_MSG(sk_th_http_get_big(s.port, ops_routes[i], body, sizeof body) == 404,
                       "%s answered on the buyers' port", ops_routes[i]);
             CHECK_MSG(strstr(body, "\"not_found\"") != NULL, "%s", body);
-            CHECK_MSG(get_big(ops, ops_routes[i], body, sizeof body) == 200,
+            CHECK_MSG(sk_th_http_get_big(ops, ops_routes[i], body, sizeof body) == 200,
                       "%s not on the ops port", ops_routes[i]);
         }
     }
     /* the buyers' routes stay on the buyers' port only */
     char path[96];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
-    CHECK_EQ(get_big(s.port, path, body, sizeof body), 200);
-    CHECK_EQ(get_big(ops, path, body, sizeof body), 404);
+    CHECK_EQ(sk_th_http_get_big(s.port, path, body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, path, body, sizeof body), 404);
     CHECK_EQ(buy_many(s.port, aid, 0, 3, 1), 3);
     struct sk_th_http h;
     struct sk_th_resp r;
@@ -389,7 +372,7 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     CHECK_EQ(sk_th_http_req(&h, "POST", path, "X-User-Id: 99\r\n", "{}", &r), 404);
     sk_th_http_close(&h);
     /* what the buyers' port did shows on the ops port */
-    CHECK_EQ(get_big(ops, "/metrics", body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, "/metrics", body, sizeof body), 200);
     CHECK_EQ(sample(body, "seckill_admissions_total"), 3);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 
@@ -517,7 +500,7 @@ static int dashboard_figure_is(int ops, uint64_t aid, const char *within, const 
                                long long value)
 {
     static char body[1 << 20];
-    if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
+    if (sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
     json_error_t e;
     json_t *d = json_loads(body, 0, &e), *acts = json_object_get(d, "activities");
     int ok = 0;
@@ -715,7 +698,8 @@ SK_TEST_T(ops_dashboard_in_chromium_names_a_sale_preheated_from_another_store, 2
     char want[128];
     snprintf(want, sizeof want, "\"id\":%s,\"reason\":\"unknown_to_database\"", id);
     int64_t deadline = sk_mono_ms() + 20000;
-    while (get_big(ops, "/dashboard.json", body, sizeof body) != 200 || !strstr(body, want)) {
+    while (sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body) != 200 ||
+           !strstr(body, want)) {
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never named %s", id);
         sk_th_nap_ms(100);
     }
@@ -799,7 +783,8 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     for (;;) {
         CHECK_MSG(sk_mono_ms() < deadline, "no 12 s of history: %.500s", body);
         sk_th_nap_ms(250);
-        if (get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200) continue;
+        if (sk_th_http_get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200)
+            continue;
         json_error_t e;
         json_t *d = json_loads(body, 0, &e);
         json_t *acts = json_object_get(json_object_get(d, "history"), "activities");
@@ -829,7 +814,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     }
     json_decref(h);
     /* a plain poll carries no history */
-    CHECK_EQ(get_big(ops, "/dashboard.json", body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body), 200);
     CHECK(strstr(body, "\"history\"") == NULL);
 
     static char dom[1 << 20];

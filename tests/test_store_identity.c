@@ -144,22 +144,6 @@ static void readyz_names(int ops_port, uint64_t aid, const char *reason)
     free(r);
 }
 
-/* GET path on port, however long the body: its status, the body into
- * body (cap bytes). */
-static int get_big(int port, const char *path, char *body, size_t cap)
-{
-    char reqb[256];
-    int n = snprintf(reqb, sizeof reqb, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                     path);
-    static char raw[1 << 20];
-    size_t got = sk_th_http_raw(port, reqb, (size_t)n, raw, sizeof raw, 5000);
-    body[0] = 0;
-    if (got < 12 || strncmp(raw, "HTTP/1.1 ", 9) != 0) return 0;
-    const char *b = strstr(raw, "\r\n\r\n");
-    if (b) snprintf(body, cap, "%s", b + 4);
-    return atoi(raw + 9);
-}
-
 /* Polls dashboard.json and /metrics until both list activity aid as an
  * orphan for reason (or, listed 0, until dashboard.json lists none and
  * /metrics counts none). */
@@ -172,10 +156,10 @@ static void ops_list(int ops_port, uint64_t aid, const char *reason, int listed)
              "seckill_activity_orphan{activity=\"%" PRIu64 "\",reason=\"%s\"} 1", aid, reason);
     int64_t deadline = sk_mono_ms() + 20000;
     for (;;) {
-        int ok = get_big(ops_port, "/dashboard.json", body, sizeof body) == 200;
+        int ok = sk_th_http_get_big(ops_port, "/dashboard.json", body, sizeof body) == 200;
         int dash = ok && strstr(body, want) != NULL;
         int none = ok && strstr(body, "\"orphans\":[]") != NULL;
-        ok = get_big(ops_port, "/metrics", body, sizeof body) == 200;
+        ok = sk_th_http_get_big(ops_port, "/metrics", body, sizeof body) == 200;
         int met = ok && strstr(body, metric) != NULL;
         int met_none = ok && strstr(body, "\nseckill_orphan_activities 0\n") != NULL;
         if (listed ? dash && met : none && met_none) break;
