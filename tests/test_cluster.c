@@ -811,7 +811,7 @@ SK_TEST(cluster_reconcile_finds_redis_only_activities_on_every_master)
                                  .max_per_order = 1,
                                  .start_ms = sk_wall_ms() - 1000,
                                  .end_ms = sk_wall_ms() + 3600000};
-        snprintf(d.store_id, sizeof d.store_id, "00000000000000c%d", found);
+        snprintf(d.store_id, sizeof d.store_id, "00000000000000c%c", '0' + found);
         int rc;
         CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, NULL) == 0, "%s", r->errstr);
         CHECK_EQ(rc, SK_RC_PREHEATED);
@@ -823,7 +823,7 @@ SK_TEST(cluster_reconcile_finds_redis_only_activities_on_every_master)
         const struct sk_live_act *a = sk_live_acts_find(live, n, ids[i]);
         CHECK_MSG(a != NULL, "activity %" PRIu64 " on master %d not walked", ids[i], masters[i]);
         char want[24];
-        snprintf(want, sizeof want, "00000000000000c%d", i + 1);
+        snprintf(want, sizeof want, "00000000000000c%c", '0' + i + 1);
         CHECK_STR(a->store_id, want);
     }
     free(live);
