@@ -18,6 +18,15 @@
 -- time, and the call fences the key set (lib/fence.lua) before it sells
 -- anything. While `fence` is set every purchase is refused RECOVERING.
 --
+-- The store's identity (docs/design.md): preheat writes meta `store_id`,
+-- the identity of the database that holds the activity, whose order
+-- workers persist its stream. A caller passes its own (c.store, '' when it
+-- does not know it); another one is refused OTHER_STORE before anything
+-- is read or written for the purchases, and the refusal is noted in meta
+-- (`store_refused`, `store_refused_ms`, at most once a second) for
+-- reconcile. A key set preheated before identities existed takes the
+-- first caller's.
+--
 -- Invariant kept by every script: stock + sum(buyers) == initial, or for a
 -- segment (docs/segments.md) stock + sum(buyers) == initial + xin - xout.
 --
@@ -161,8 +170,11 @@ end
 --            limit in meta (rl_rate, rl_burst) wins over u_rate/u_burst
 --   c.mem    {epoch ('' unknown), adm}: what the caller saw last of the key
 --            set (docs/recovery.md)
+--   c.store  the caller's store identity ('' unknown: not checked)
 -- out = {rc_1, oid_1, qty_1, ...}: a RATE_LIMITED entry carries its
--- retry-after in ms in the qty slot, a SEGMENTED one the segment count.
+-- retry-after in ms in the qty slot, a SEGMENTED one the segment count, an
+-- OK one that replays an earlier answer (Idempotency-Key) -qty, so callers
+-- count replays apart from admissions.
 
 -- Answers every purchase rc (qty slot q), but with replays a retry with
 -- an Idempotency-Key gets its first accepted answer.
@@ -171,10 +183,20 @@ local function answer_all(c, out, rc, q, replays)
   for i = 1, c.n do
     local pq, poid = nil, nil
     if replays then pq, poid = replay(c.users[i], c.a[c.at + 5 * i - 3], fresh) end
-    if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
+    if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = -pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
   return out
+end
+
+-- A caller of another store: noted in meta for reconcile (at most once a
+-- second, whatever the rate of such calls), and refused.
+local function store_refused(store)
+  local now = now_ms()
+  if now - tonumber(redis.call('HGET', KEYS[1], 'store_refused_ms') or '0') >= 1000 then
+    redis.call('HSET', KEYS[1], 'store_refused', store, 'store_refused_ms', now)
+  end
+  return RC.OTHER_STORE
 end
 
 -- The gate, once per call, on meta m and the stock's text: OK, or the code
@@ -200,6 +222,10 @@ local function gate_of(c, m, stock)
       return RC.RECOVERING
     end
     return RC.UNKNOWN_ACTIVITY
+  end
+  if c.store ~= '' and m[13] ~= c.store then
+    if m[13] then return store_refused(c.store) end
+    redis.call('HSET', KEYS[1], 'store_id', c.store)
   end
   if same and adm < mem.adm then
     fence_set(KEYS[1], 'rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
@@ -278,7 +304,7 @@ local function check(s, i)
   end
   if wait > 0 then return RC.RATE_LIMITED, '', wait end
   local pq, poid = replay(u, k, s.fresh)
-  if pq then return RC.OK, poid, pq end
+  if pq then return RC.OK, poid, -pq end
   return RC.OK, nil, 0
 end
 
@@ -434,7 +460,8 @@ local function admit_all(c)
   -- Sold out: answered from the one GET (retries with a key may be replays).
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed')
+                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
+                       'store_id')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
@@ -442,6 +469,9 @@ local function admit_all(c)
   end
   local gate = gate_of(c, m, stock)
   if gate == RC.RECOVERING then return answer_all(c, out, gate, 0, true), -1, 0, 0 end
+  -- another store's caller learns nothing of the key set (no epoch, no
+  -- count: its memory must never fence the owner's sale)
+  if gate == RC.OTHER_STORE then return answer_all(c, out, gate, 0, false), -1, 0, 0 end
   if gate ~= RC.OK then
     return answer_all(c, out, gate, 0, true), -1, tonumber(m[10] or '0') or 0,
            tonumber(m[11] or '0')

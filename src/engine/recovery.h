@@ -47,7 +47,8 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 
 /* rebuild.lua: meta from d (the database's definition, its waiting room
  * included) with initial units (a segment's own share) and stock = initial,
- * on a fenced key set whose keys vanished. segments > 1: k is segment k->seg of that many. *rc:
+ * on a fenced key set whose keys vanished, stamped with d->store_id (the
+ * rebuilding store's identity, "" none). segments > 1: k is segment k->seg of that many. *rc:
  * SK_RC_PREHEATED, or SK_RC_STOCK_LIVE (live stock exists: nothing written). */
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc);

@@ -37,11 +37,13 @@ static void set_order_id(struct sk_admission *a, const redisReply *e)
     }
 }
 
-/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after. */
+/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after; an
+ * OK one replaying an earlier answer holds -qty (lib/admit.lua). */
 static void set_outcome(struct sk_admission *a, int rc, int64_t qty)
 {
     a->rc = rc;
-    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : qty;
+    a->replay = rc == SK_RC_OK && qty < 0;
+    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : a->replay ? -qty : qty;
     a->retry_after_ms = rc == SK_RC_RATE_LIMITED ? qty : 0;
 }
 
@@ -128,8 +130,11 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         num[w] = 0;
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(7 + f));
     }
+    const char *sid = h->store_id ? h->store_id : "";
+    if (rc == 0 && sid[0] && strlen(sid) != SK_STOCK_STORE_ID_LEN) rc = SK_EINVAL;
+    if (rc == 0) rc = put_arg(buf, cap, &off, sid, strlen(sid), args, lens, 9);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 9 + 5 * i;
+        size_t base = 10 + 5 * i;
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
         if (rc) break;
@@ -363,6 +368,7 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
         args[14] = d->wr_seed;
     }
+    args[15] = d->store_id;
     return SK_PREHEAT_ARGC;
 }
 
@@ -459,6 +465,11 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
     return 0;
 }
 
+int64_t sk_stock_admitted(const struct sk_stock_state *st)
+{
+    return st->exists ? st->held + st->released : 0;
+}
+
 int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
 {
     const char *keys[SK_STATE_NKEYS];
@@ -533,13 +544,20 @@ int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
     return rc;
 }
 
+void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC])
+{
+    const char *v[SK_STOCK_DROP_ARGC] = {"DEL",       k->meta,    k->stock,   k->buyers, k->orders,
+                                         k->released, k->idem,    k->ledger,  k->xout,   k->xin,
+                                         k->wr_q,     k->wr_pass, k->wr_spent};
+    memcpy(argv, v, sizeof v);
+}
+
 int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
-    const struct sk_keys *k = kp;
+    const char *argv[SK_STOCK_DROP_ARGC];
+    sk_stock_drop_argv(kp, argv);
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
-                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin,
-                          k->wr_q, k->wr_pass, k->wr_spent);
+    int rc = sk_redis_command(r, &rep, SK_STOCK_DROP_ARGC, argv, NULL);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);

@@ -10,7 +10,10 @@
  *
  * Series:
  *   seckill_http_requests_total{route,status}     counter (non-zero pairs only)
- *   seckill_admissions_total                      counter (purchases admitted)
+ *   seckill_admissions_total                      counter (purchases admitted; an
+ *                                                 Idempotency-Key retry given its
+ *                                                 first answer again is not one)
+ *   seckill_idempotent_replays_total              counter (those retries)
  *   seckill_refusals_total{reason}                counter (every reason, 0 too)
  *   seckill_soldout_fastpath_total                counter (409s with no Redis trip)
  *   seckill_redis_roundtrip_seconds               histogram, 50us .. 1s
@@ -20,7 +23,8 @@
  *   seckill_redis_cluster_redirections_total{kind} counter (cluster clients only,
  *                                                 process-wide: see below)
  *   seckill_activity_admitted_units_total{activity}   counter \ per activity, at most
- *   seckill_activity_refusals_total{activity,reason}  counter / SK_METRICS_ACTS of them
+ *   seckill_activity_replays_total{activity}          counter | SK_METRICS_ACTS of them
+ *   seckill_activity_refusals_total{activity,reason}  counter /
  * and once a process answered a waiting-room request (docs/waiting-room.md):
  *   seckill_queue_passes_total{event}             counter: issued (handed out),
  *                                                 spent (by a purchase), expired
@@ -78,6 +82,8 @@ enum sk_metrics_route {
     SK_MROUTE_SALE_PAGE,
     SK_MROUTE_SALE_LIVE,
     SK_MROUTE_SALE_TIME,
+    SK_MROUTE_ADMIN_LIST,
+    SK_MROUTE_ADMIN_DELETE,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
@@ -145,6 +151,9 @@ void sk_metrics_purchase_latency(sk_metrics *m, double seconds);
  * reason (unavailable, busy, ...) only an activity already counted. The
  * node-wide totals are the calls above: these add nothing to them. */
 void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units);
+/* An Idempotency-Key retry answered 200 with its first answer: nothing
+ * admitted now, counted apart (the node total too). */
+void sk_metrics_act_replayed(sk_metrics *m, uint64_t aid);
 void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc);
 void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_extra e);
 

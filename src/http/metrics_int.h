@@ -31,6 +31,7 @@ struct sk_metrics_act {
     uint64_t id;   /* 0: free */
     uint64_t used; /* the registry's clock at the last update: the oldest row is reused */
     uint64_t admitted_units, admissions;
+    uint64_t replays; /* 200s that gave an earlier admission's answer again */
     uint64_t refusals[SK_MMAX_REASONS];
     /* the waiting room (docs/waiting-room.md): pass events (counters), and
      * the queue as a Redis reply last showed it (gauges, q_at_ms the wall
@@ -44,6 +45,7 @@ struct sk_metrics {
     int owned;      /* 1: sk_metrics_new's heap, freed by sk_metrics_free */
     uint64_t requests[SK_MROUTE_COUNT][SK_MSTATUS_SLOTS];
     uint64_t admissions, soldout_fastpath;
+    uint64_t replays; /* Idempotency-Key retries answered 200 again: not admissions */
     uint64_t refusals[SK_MMAX_REASONS];
     uint64_t rtt_bucket[SK_MRTT_BUCKETS + 1]; /* last: +Inf */
     double rtt_sum;

@@ -182,7 +182,7 @@ static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, i
     size_t nmore = 0, admitted = 0;
     int unsure = sk_purchase_unsure(b->app);
     for (size_t i = 0; i < b->n; i++)
-        admitted += res[i].rc == SK_RC_OK && !unsure;
+        admitted += res[i].rc == SK_RC_OK && !res[i].replay && !unsure;
     sk_metrics_admission(b->app->metrics, admitted);
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && sk_seg_refused_by_stock(res[i].rc)) {
@@ -287,7 +287,8 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
     struct sk_batch_head h = {.label = k.label,
                               .rl = &rl,
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
-                              .xfer_qty = b->borrow ? b->xfer_qty : 0};
+                              .xfer_qty = b->borrow ? b->xfer_qty : 0,
+                              .store_id = app->db.store_id};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     /* counted before the call, whose callback ends the flight (and frees
      * b); not counted when out of memory: the window is then open, as

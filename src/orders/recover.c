@@ -436,6 +436,9 @@ static int rebuild(struct rec *c, int64_t *over0)
 {
     struct sk_stock_def d;
     sk_activity_stock_def(&c->a, &d);
+    /* rebuilt from this database: its own again (docs/design.md) */
+    int irc = sk_store_identity(c->st, d.store_id, sizeof d.store_id);
+    if (irc < 0) return fail(c, irc, "store identity: %s", sk_store_errstr(c->st));
     int S = c->rep->segments, all_gone = 1;
     int64_t held_total = 0;
     *over0 = 0;

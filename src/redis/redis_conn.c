@@ -201,6 +201,17 @@ int sk_redis_ensure(sk_redis *r)
     return rc;
 }
 
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens)
+{
+    *out = NULL;
+    if (r->cl) {
+        if (r->pipe_n || r->pipe_broken) pipe_abandon(r);
+        return sk_redis_cl_master_command(r, k, out, argc, argv, lens);
+    }
+    return k == 0 ? sk_redis_command(r, out, argc, argv, lens) : SK_ENOTFOUND;
+}
+
 int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)
 {
     *out = NULL;

@@ -126,6 +126,14 @@ int sk_redis_read(sk_redis *r, redisReply **out);
  * goes to one node as a unit); replies come back in append order. See
  * docs/cluster.md. */
 
+/* The command on master k: on a cluster the k-th master of the slot map
+ * (the map read first when stale), elsewhere the one master (k 0). No
+ * routing by key, no redirection followed: for commands that walk one
+ * node's keyspace (SCAN), sent to each master in turn, k = 0, 1, ...
+ * until SK_ENOTFOUND (no master k). Otherwise as sk_redis_command. */
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens);
+
 /* Redirection counters: 0, or SK_EINVAL for a redis:// handle. */
 int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out);
 /* The slot map (NULL for redis://): valid until the next command. */

@@ -223,14 +223,13 @@ static const struct step steps[] = {
     {STEP(8, "order_conflicts", NULL, "order_conflicts_activity",
           "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id)")},
     /* 9: the store's identity (store.h, sk_store_identity): 16 random hex
-     * digits drawn once, here, by the database itself. Preheat stamps it
-     * into an activity's Redis meta; an admission, the order worker and
-     * the sweeper of a node whose store has another identity refuse that
+     * digits drawn once, here, for this database. Preheat stamps it into
+     * an activity's Redis meta; an admission, the order worker and the
+     * sweeper of a node whose store has another identity refuse that
      * activity (docs/design.md, "The store's identity"): a sale preheated
      * from one database is never sold into a stream another one's worker
-     * does not read. One row, ever: both steps may run again (MySQL's DDL
-     * commits apart, a crash before the version row) and the row is drawn
-     * once. */
+     * does not read. One row, ever: both steps may run again (MySQL, a
+     * crash before the version row), the row is drawn once. */
     {STEP(9, "store_identity", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS store_identity ("
           " one {INT} NOT NULL PRIMARY KEY CHECK (one = 1),"

@@ -39,6 +39,11 @@ void sk_th_send_all(int fd, const char *p, size_t n);
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms);
 
+/* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
+ * process), however long the answer (up to 1 MiB); the body into body
+ * (cap bytes, terminated). Returns the status, 0 when nothing came back. */
+int sk_th_http_get_big(int port, const char *path, char *body, size_t cap);
+
 /* The status of the status line at the start of raw (len bytes: what
  * sk_th_http_raw returned), read by the product's parser; 0 when there is
  * none. */
