@@ -637,6 +637,21 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     return 0;
 }
 
+/* A preheat whose stock's orders may not fit in a master's memory: said
+ * in the log (SK_RSET_ORDER_BYTES each, redis_settings.h), once per master. */
+struct fit_check {
+    int64_t orders;
+    uint64_t id;
+};
+
+static void warn_fit(void *data, const struct sk_aredis_master *am)
+{
+    const struct fit_check *fc = data;
+    struct sk_rset_finding f;
+    if (!sk_rsettings_fits(am->settings, fc->orders, &f))
+        sk_log(SK_LOG_WARN, "preheat of %" PRIu64 ": redis %s: %s", fc->id, am->addr, f.why);
+}
+
 /* With the definition read and Redis ready. */
 static void preheat_next(struct op *o)
 {
@@ -648,12 +663,24 @@ static void preheat_next(struct op *o)
     /* units the database holds: Redis without the keys then refuses, the
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
+    /* a Redis that may evict the sale's keys is refused; a stock whose
+     * orders may not fit in its memory is warned about (redis_settings.h) */
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    const char *key = a.segments > 1 ? NULL : k.meta;
+    const struct sk_rset_finding *f = sk_aredis_unsafe(app->redis, key);
+    if (f) {
+        h2o_req_t *req = op_end(o);
+        if (req) sk_http_error(app, req, o->route, 503, "redis_unsafe", f->why);
+        free(o);
+        return;
+    }
+    struct fit_check fc = {.orders = a.stock, .id = a.id};
+    sk_aredis_each_master(app->redis, warn_fit, &fc);
     if (a.segments > 1) {
         seg_preheat_start(o, &d);
         return;
     }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
     char v[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
@@ -846,6 +873,18 @@ static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     free(body);
 }
 
+/* The first master whose settings refuse sales: "host:port: why". */
+struct unsafe_master {
+    char text[420];
+};
+
+static void find_unsafe(void *data, const struct sk_aredis_master *am)
+{
+    struct unsafe_master *u = data;
+    const struct sk_rset_finding *f = sk_rsettings_worst(am->verdict, SK_RSET_UNSAFE);
+    if (!u->text[0] && f) snprintf(u->text, sizeof u->text, "redis %s: %s", am->addr, f->why);
+}
+
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     switch (m->route) {
@@ -861,6 +900,12 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
         } else if (!sk_store_health(app, msg, sizeof msg)) {
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
+        } else if (sk_aredis_unsafe(app->redis, NULL)) {
+            /* not ready to sell: a setting that could lose orders, named
+             * with its fix (redis_settings.h) */
+            struct unsafe_master u = {""};
+            sk_aredis_each_master(app->redis, find_unsafe, &u);
+            sk_http_error(app, req, m->route, 503, "redis_unsafe", u.text);
         } else if (sk_aredis_unserved(app->redis, NULL, 0) > 0) {
             /* a cluster with a master down still sells the other masters'
              * slots: this node is up, and says which slots it cannot serve */

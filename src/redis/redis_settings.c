@@ -128,8 +128,7 @@ int sk_rsettings_config_reply(struct sk_rsettings *s, const redisReply *rep)
 {
     if (!rep) return SK_EPROTO;
     if (rep->type == REDIS_REPLY_ERROR) return SK_ENOTFOUND;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
-        return SK_EPROTO;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) return SK_EPROTO;
     int rc = 0;
     for (size_t i = 0; i + 1 < rep->elements; i += 2) {
         const redisReply *k = rep->element[i], *v = rep->element[i + 1];
@@ -236,7 +235,7 @@ static void judge_policy(const struct sk_rsettings *s, struct sk_rset_verdict *v
 static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk_rset_verdict *v)
 {
     struct sk_rset_finding *f;
-    char a[32], b[32], c[32];
+    char a[32], b[32];
     int pct = sk_rsettings_used_pct(s);
     if (pct >= SK_RSET_FULL_WARN_PCT && (f = add(v, SK_RSET_WARN, "maxmemory"))) {
         human(a, sizeof a, s->used_memory);
@@ -247,21 +246,31 @@ static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk
                  "maxmemory or free memory",
                  pct, a, b);
     }
+    if (orders > 0 && v->n < SK_RSET_FINDINGS_MAX && !sk_rsettings_fits(s, orders, &v->f[v->n])) {
+        if (v->f[v->n].level > v->level) v->level = v->f[v->n].level;
+        v->n++;
+    }
+}
+
+int sk_rsettings_fits(const struct sk_rsettings *s, int64_t orders, struct sk_rset_finding *f)
+{
     int64_t fit = sk_rsettings_orders_fit(s);
-    if (orders <= 0 || fit < 0 || orders <= fit ||
-        !(f = add(v, SK_RSET_WARN, s->maxmemory > 0 ? "maxmemory" : "memory")))
-        return;
-    int64_t want = orders > INT64_MAX / SK_RSET_ORDER_BYTES ? INT64_MAX
-                                                            : orders * SK_RSET_ORDER_BYTES;
+    if (orders <= 0 || fit < 0 || orders <= fit) return 1;
+    char a[32], b[32], c[32];
+    int64_t want =
+        orders > INT64_MAX / SK_RSET_ORDER_BYTES ? INT64_MAX : orders * SK_RSET_ORDER_BYTES;
     int64_t base = s->used_memory - s->not_counted;
     if (base < 0) base = 0;
     human(a, sizeof a, want);
     human(b, sizeof b, sk_rsettings_free_bytes(s));
     human(c, sizeof c, want > INT64_MAX - base ? INT64_MAX : base + want);
+    f->level = SK_RSET_WARN;
+    f->setting = s->maxmemory > 0 ? "maxmemory" : "memory";
     snprintf(f->why, sizeof f->why,
              "a stock of %lld orders needs up to %s of Redis memory (%d bytes an order until "
              "the worker persists it) and %s is free: raise maxmemory to at least %s",
              (long long)orders, a, SK_RSET_ORDER_BYTES, b, c);
+    return 0;
 }
 
 static void judge_persistence(const struct sk_rsettings *s, struct sk_rset_verdict *v)

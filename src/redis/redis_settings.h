@@ -42,18 +42,18 @@
 
 /* What one server said; -1 (numbers) or "" (text): not said. */
 struct sk_rsettings {
-    int64_t used_memory;      /* used_memory, bytes */
-    int64_t maxmemory;        /* maxmemory, bytes; 0: no limit */
-    int64_t not_counted;      /* mem_not_counted_for_evict (0 when not said) */
-    int64_t system_memory;    /* total_system_memory, bytes */
-    char policy[24];          /* maxmemory-policy */
-    char role[12];            /* "master", "slave" */
-    char version[24];         /* redis_version */
-    int aof_enabled;          /* aof_enabled: 1, 0 */
-    int aof_write_ok;         /* aof_last_write_status: 1 ok, 0 err */
-    int bgsave_ok;            /* rdb_last_bgsave_status: 1 ok, 0 err */
-    char appendfsync[12];     /* CONFIG GET appendfsync: "always", "everysec", "no" */
-    int nfields;              /* fields read so far, over every call */
+    int64_t used_memory;   /* used_memory, bytes */
+    int64_t maxmemory;     /* maxmemory, bytes; 0: no limit */
+    int64_t not_counted;   /* mem_not_counted_for_evict (0 when not said) */
+    int64_t system_memory; /* total_system_memory, bytes */
+    char policy[24];       /* maxmemory-policy */
+    char role[12];         /* "master", "slave" */
+    char version[24];      /* redis_version */
+    int aof_enabled;       /* aof_enabled: 1, 0 */
+    int aof_write_ok;      /* aof_last_write_status: 1 ok, 0 err */
+    int bgsave_ok;         /* rdb_last_bgsave_status: 1 ok, 0 err */
+    char appendfsync[12];  /* CONFIG GET appendfsync: "always", "everysec", "no" */
+    int nfields;           /* fields read so far, over every call */
 };
 
 /* Everything unknown. */
@@ -72,9 +72,8 @@ int sk_rsettings_info(struct sk_rsettings *s, const char *text, size_t len);
 int sk_rsettings_config(struct sk_rsettings *s, const char *name, size_t nlen, const char *val,
                         size_t vlen);
 
-/* A CONFIG GET reply: an array of name, value pairs. An error reply (CONFIG disabled or renamed, as on managed
- * offerings) changes nothing and returns SK_ENOTFOUND; another shape
- * SK_EPROTO. */
+/* A CONFIG GET reply: an array of name, value pairs. An error reply (CONFIG disabled or renamed, as
+ * on managed offerings) changes nothing and returns SK_ENOTFOUND; another shape SK_EPROTO. */
 int sk_rsettings_config_reply(struct sk_rsettings *s, const redisReply *rep);
 
 /* 1 when policy lets Redis evict keys the sale needs (anything but
@@ -118,6 +117,11 @@ struct sk_rset_verdict {
  * holds may still admit (their stock; 0 leaves the fit unjudged). Fills v
  * (worst first) and returns v->level. */
 int sk_rsettings_judge(const struct sk_rsettings *s, int64_t orders, struct sk_rset_verdict *v);
+
+/* The fit rule alone: 1 when orders (SK_RSET_ORDER_BYTES each) fit in
+ * what s has free, or when s does not say; else 0 with the warning in *f
+ * (the sentence says how much maxmemory would hold them). */
+int sk_rsettings_fits(const struct sk_rsettings *s, int64_t orders, struct sk_rset_finding *f);
 
 /* The first finding of v at level or worse, or NULL. */
 const struct sk_rset_finding *sk_rsettings_worst(const struct sk_rset_verdict *v, int level);

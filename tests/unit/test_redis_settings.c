@@ -149,7 +149,7 @@ static const struct sk_rset_finding *about(const struct sk_rset_verdict *v, cons
 
 SK_TEST(redis_settings_judge_refuses_every_evicting_policy_and_names_the_fix)
 {
-    static const char *evicting[] = {"allkeys-lru", "allkeys-lfu", "allkeys-random",
+    static const char *evicting[] = {"allkeys-lru",  "allkeys-lfu",  "allkeys-random",
                                      "volatile-lru", "volatile-lfu", "volatile-random",
                                      "volatile-ttl"};
     for (size_t i = 0; i < sizeof evicting / sizeof *evicting; i++) {
@@ -179,7 +179,8 @@ SK_TEST(redis_settings_judge_refuses_every_evicting_policy_and_names_the_fix)
     struct sk_rsettings mute;
     sk_rsettings_init(&mute);
     CHECK_EQ(sk_rsettings_judge(&mute, 0, &v), SK_RSET_WARN);
-    CHECK(about(&v, "maxmemory-policy") && strstr(about(&v, "maxmemory-policy")->why, "noeviction"));
+    CHECK(about(&v, "maxmemory-policy") &&
+          strstr(about(&v, "maxmemory-policy")->why, "noeviction"));
     CHECK_EQ(sk_rsettings_policy_evicts(""), -1);
 }
 
