@@ -40,7 +40,8 @@ if not redis.call('HGET', KEYS[1], 'fence') then
 end
 -- The counts start again, under a new epoch; nothing is deleted from the
 -- meta (it holds the fence, and at most what a rebuild wrote before).
-def_write(KEYS[1], d, {'released', 0, 'oversold', 0, 'adm', 0, 'epoch', epoch_now()}, false)
+def_write(KEYS[1], d, {'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch', epoch_now()},
+          false)
 redis.call('PERSIST', KEYS[1])
 redis.call('SET', KEYS[2], d.initial)
 return {RC.PREHEATED, d.initial}

@@ -16,6 +16,10 @@
  *     the watermark again, and a Redis that followed another history after
  *     a split, whose admission numbers overlap the lost one's): Redis lacks
  *     orders the database holds: replay;
+ *   - some of its keys vanished while others are there (an operator's DEL,
+ *     an eviction: four more pipelined EXISTS per key set, recovery.h), or
+ *     a buyer's call found so (fence `lost`): salvage what the stream and
+ *     the ledger hold into the database, reset, replay;
  *   - fenced by a buyer's call (its process saw admissions this Redis no
  *     longer has, or knew keys that vanished): replay, or rebuild;
  *   - fenced `oversold`: stock given back since pays the oversold units
@@ -137,7 +141,8 @@ static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_
             SK_WORKER_INC(w, recover_failures, 1);
         return;
     }
-    int need = p->fence[0] || (!p->present && preheated) || (p->present && (p->adm < wm || !has));
+    int need = p->fence[0] || (!p->present && preheated) || (p->present && (p->adm < wm || !has)) ||
+               (p->lost && preheated);
     if (base) need = preheated && (!p->present || p->segments < 2);
     if (!need) return;
     struct guard_hit *h = hit_for(hits, nh, a->id);

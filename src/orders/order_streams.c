@@ -224,6 +224,10 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
  * segmented preheat. */
 void sk_worker_lost_group(sk_worker *w, struct worker_stream *s)
 {
+    /* the rollback guard first, at the next pass: a stream that vanished
+     * while its key set holds orders is recovered (its ids kept above the
+     * lost ones) before XGROUP CREATE ... MKSTREAM would make it anew */
+    w->guard_next_ms = 0;
     s->group_ready = 0;
     if (s->k.seg == SK_SEG_NONE) s->segcheck = 1;
     w->next_relist_ms = 0;
