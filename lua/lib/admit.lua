@@ -194,10 +194,13 @@ local function keys_lost(m, stock)
                        + tonumber(m[16] or '0') then
     want(KEYS[3], 'buyers')
   end
-  if n == 0 or redis.call('EXISTS', unpack(ks, 1, n)) == n then return nil end
+  if n == 0 then return nil end
+  local first = ks[1] -- every one of ks is one of KEYS
+  if redis.call('EXISTS', first, unpack(ks, 2, n)) == n then return nil end
   local gone = {}
   for i = 1, n do
-    if redis.call('EXISTS', ks[i]) == 0 then gone[#gone + 1] = names[i] end
+    local key = ks[i]
+    if redis.call('EXISTS', key) == 0 then gone[#gone + 1] = names[i] end
   end
   return table.concat(gone, ' ')
 end
