@@ -432,7 +432,7 @@ static int cmd_preheat(struct ctx *c)
      * written; what it says to watch is said (redis_settings.h) */
     struct sk_rset_verdict v;
     char where[80];
-    if (sk_stock_settings(c->r, a.id, (int)a.segments, a.stock, &v, where, sizeof where) < 0)
+    if (sk_stock_settings(c->r, a.id, (int)a.segments, a.stock, 0, &v, where, sizeof where) < 0)
         return redis_fail(c);
     if (v.level == SK_RSET_UNSAFE)
         return sk_cli_usage_error("activity preheat: refused: redis %s: %s", where, v.f[0].why);

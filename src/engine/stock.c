@@ -599,7 +599,7 @@ static void probe_replicas(sk_redis *r)
     freeReplyObject(rep);
 }
 
-int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders,
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
                       struct sk_rset_verdict *worst, char *where, size_t cap)
 {
     memset(worst, 0, sizeof *worst);
@@ -613,6 +613,7 @@ int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t o
         if (rc < 0) return rc;
         freeReplyObject(rep);
     }
+    if (fresh) sk_redis_refresh_settings(r);
     probe_replicas(r);
     struct settings_walk w = {orders, worst, where, cap};
     sk_redis_each_settings(r, judge_one, &w);

@@ -171,10 +171,11 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
  * the master of each of its key sets (segments: each segment's; one
  * command on each makes sure its connection, and so its handshake's INFO,
  * was made) and, behind a Sentinel, the master's replicas (each connected
- * once to be asked). The worst verdict into *worst, "host:port" of it into
- * where (cap bytes). Returns 0, or the error of a master that could not be
- * reached (r->errstr); a replica that cannot be reached is skipped. */
-int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders,
+ * once to be asked); fresh: read every server's settings again (a
+ * long-lived client: its connections' may be old). The worst verdict into *worst, "host:port" of it
+ * into where (cap bytes). Returns 0, or the error of a master that could not be reached
+ * (r->errstr); a replica that cannot be reached is skipped. */
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
                       struct sk_rset_verdict *worst, char *where, size_t cap);
 
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */

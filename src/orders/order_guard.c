@@ -81,8 +81,16 @@ static void recover(sk_worker *w, const struct guard_hit *h)
     int rc = sk_recover_activity(w->st, w->r, h->aid, &o, &rep, err, sizeof err);
     if (rc < 0) {
         SK_WORKER_INC(w, recover_failures, 1);
-        sk_log(SK_LOG_ERROR, "worker: recovery of activity %" PRIu64 " failed (retried): %s",
-               h->aid, err);
+        /* retried every second: the same failure is said once a minute */
+        static char last[512];
+        static int64_t last_ms;
+        int64_t now = sk_mono_ms();
+        if (strcmp(last, err) != 0 || now - last_ms >= 60000) {
+            sk_log(SK_LOG_ERROR, "worker: recovery of activity %" PRIu64 " failed (retried): %s",
+                   h->aid, err);
+            snprintf(last, sizeof last, "%s", err);
+            last_ms = now;
+        }
     } else if (rep.needed) {
         size_t fenced = 0;
         for (size_t i = 0; i < rep.n; i++)

@@ -11,6 +11,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/stock.h"
 #include "redis/reply.h"
 #include "redis/stream_id.h"
 
@@ -679,6 +680,18 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
         int any = 0;
         for (size_t i = 0; i < rep->n; i++)
             any |= rep->ks[i].needed;
+        /* never rebuilt into a Redis that may evict it again: the sale
+         * stays as it is (serve refuses its purchases) until the setting
+         * is fixed (redis_settings.h) */
+        struct sk_rset_verdict v;
+        char where[80];
+        if (any &&
+            (rc = sk_stock_settings(r, id, (int)c.a.segments, 0, 1, &v, where, sizeof where)) < 0)
+            return redis_fail(&c, rc, "settings");
+        if (any && v.level == SK_RSET_UNSAFE)
+            return fail(&c, SK_ESTATE,
+                        "activity %" PRIu64 ": not recovered while redis %s is unsafe: %s", id,
+                        where, v.f[0].why);
         if (any) {
             if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 || (rc = salvage_all(&c)) < 0 ||
                 (rc = rebuild(&c, &over0)) < 0 || (rc = scan_orders(&c, 1)) < 0 ||

@@ -29,7 +29,7 @@ struct salv {
     /* the idem hash read back: order id -> Idempotency-Key, sorted */
     struct idem_of {
         char *oid, *key;
-    } *idem;
+    } * idem;
     size_t nidem, idem_cap;
 };
 

@@ -150,8 +150,11 @@ static void keep_settings(sk_redis *r, const char *host, int port, const struct 
     memmove(&r->rset[i], &r->rset[i + 1],
             (size_t)(r->nrset - i - (i < r->nrset)) * sizeof *r->rset);
     if (i < r->nrset) r->nrset--;
-    snprintf(r->rset[r->nrset].addr, sizeof r->rset[r->nrset].addr, "%s", addr);
-    r->rset[r->nrset++].s = *s;
+    struct sk_redis_rset *row = &r->rset[r->nrset++];
+    snprintf(row->addr, sizeof row->addr, "%s", addr);
+    snprintf(row->host, sizeof row->host, "%.63s", host);
+    row->port = port;
+    row->s = *s;
 }
 
 void sk_redis_each_settings(const sk_redis *r,
@@ -168,6 +171,27 @@ int sk_redis_probe_settings(sk_redis *r, const char *host, int port)
     int rc = sk_redis_open_ctx(r, host, port, &c);
     if (rc == 0) redisFree(c);
     return rc;
+}
+
+void sk_redis_refresh_settings(sk_redis *r)
+{
+    /* a copy: each probe moves its row to the end */
+    int n = r->nrset;
+    struct {
+        char host[64];
+        int port;
+    } at[SK_REDIS_RSET_MAX];
+    for (int i = 0; i < n; i++) {
+        memcpy(at[i].host, r->rset[i].host, sizeof at[i].host);
+        at[i].port = r->rset[i].port;
+    }
+    int err = r->err;
+    char errstr[sizeof r->errstr];
+    memcpy(errstr, r->errstr, sizeof errstr);
+    for (int i = 0; i < n; i++)
+        sk_redis_probe_settings(r, at[i].host, at[i].port);
+    r->err = err; /* a failed probe is not the client's failure */
+    memcpy(r->errstr, errstr, sizeof errstr);
 }
 
 /* TCP connect + timeouts + the handshake (handshake.h: AUTH, SELECT, INFO) to

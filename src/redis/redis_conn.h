@@ -58,6 +58,8 @@ typedef struct sk_redis {
     int nrset;
     struct sk_redis_rset {
         char addr[80];
+        char host[64];
+        int port;
         struct sk_rsettings s;
     } rset[SK_REDIS_RSET_MAX];
 } sk_redis;
@@ -154,6 +156,11 @@ void sk_redis_each_settings(const sk_redis *r,
  * (then kept as above) and closes: a Sentinel master's replicas, which a
  * failover makes masters. 0 or the connect error (r->errstr). */
 int sk_redis_probe_settings(sk_redis *r, const char *host, int port);
+/* Reads the settings of every server of the table again (a connection
+ * each, as sk_redis_probe_settings): a long-lived client's are as old as
+ * its connection, and a policy may have changed since. One that cannot be
+ * reached keeps its row. */
+void sk_redis_refresh_settings(sk_redis *r);
 
 /* Copies the value of one "field:value" line of INFO <section> into val
  * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */
