@@ -3,7 +3,7 @@
  * real servers: a private redis-server with a small maxmemory, `seckill
  * serve --role api` (two HTTP processes), a `seckill worker` of its own
  * (stopped while Redis fills up, so its stream holds what it must
- * persist), six concurrent buyers.
+ * persist, then started again), six concurrent buyers.
  *   - at maxmemory with noeviction: purchases are answered 503 redis_full
  *     with Retry-After, logged once per interval; polls, the activity, the
  *     stats route and `seckill reconcile` keep answering; the worker goes on
@@ -150,7 +150,7 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     char wlog[400];
     snprintf(wlog, sizeof wlog, "%s/worker.log", sk_th_tmpdir());
     const char *wargv[] = {sk_th_seckill_bin(), "worker", "--redis", rs.url, "--db", v.db,
-                           "--block-ms", "100", NULL};
+                           "--block-ms",        "100",    NULL};
     struct sk_spawn_cmd wc = {.argv = wargv, .out = wlog, .err = wlog, .flags = SK_SPAWN_PDEATHSIG};
     pid_t wp;
     char err[256];
@@ -167,7 +167,7 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     struct sale_ok_want some = {&s, 2000};
     sale_wait(sale_ok_above, &some, 60000, "2000 200s");
     /* from here the stream keeps what the buyers buy */
-    CHECK_EQ(kill(wp, SIGSTOP), 0);
+    sk_spawn_stop(wp, SIGTERM, 20000);
     struct full_want full = {v.port, "redis_full"};
     sale_wait(refused_for, &full, 120000, "purchases refused redis_full");
     int64_t t_full = sk_mono_ms();
@@ -212,15 +212,13 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     long long backlog = rep->integer;
     freeReplyObject(rep);
     CHECK(backlog > 0);
-    CHECK_EQ(kill(wp, SIGCONT), 0);
+    CHECK_MSG(sk_spawn_exec(&wc, &wp, err, sizeof err) == 0, "worker: %s", err);
     sale_wait_drained(r, aid, 60000);
     char id[24], out[8192];
     snprintf(id, sizeof id, "%" PRIu64, aid);
-    const char *rargs[] = {"reconcile", "--redis", rs.url,      "--db", v.db,
-                           "--activity", id,       NULL};
+    const char *rargs[] = {"reconcile", "--redis", rs.url, "--db", v.db, "--activity", id, NULL};
     int rrc = sk_th_run_seckill(out, sizeof out, NULL, rargs);
-    CHECK_MSG(rrc == 0 && !strstr(out, "EXECABORT"), "reconcile while full: exit %d\n%s", rrc,
-              out);
+    CHECK_MSG(rrc == 0 && !strstr(out, "EXECABORT"), "reconcile while full: exit %d\n%s", rrc, out);
     int64_t deadline = sk_mono_ms() + 30000;
     while (info_field(r, "memory", "used_memory") >= used_full) {
         CHECK_MSG(sk_mono_ms() < deadline, "memory did not come back from %lld bytes",
@@ -293,7 +291,7 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     CHECK_EQ(atomic_load(&s.ok) + probe_ok, sold);
     sale_ids_free(&s);
     sale_log_passed();
-    kill(wp, SIGTERM);
+    sk_spawn_stop(wp, SIGTERM, 20000);
     CHECK_EQ(sk_th_serve_stop(&v, SIGTERM), 0);
     sk_redis_free(r);
     sk_store_close(st);
@@ -309,9 +307,9 @@ SK_TEST(redis_memory_preheat_refuses_an_evicting_policy_and_warns_when_the_stock
     snprintf(db, sizeof db, "sqlite:%s/pre.db", sk_th_tmpdir());
     uint64_t aid = sk_th_unique_id();
     snprintf(id, sizeof id, "%" PRIu64, aid);
-    const char *create[] = {"activity", "create", "--id",    id,    "--name", "p", "--stock",
-                            "1000000",  "--limit", "1",      "--redis", rs.url, "--db",  db,
-                            NULL};
+    const char *create[] = {"activity", "create",  "--id",    id,        "--name",
+                            "p",        "--stock", "1000000", "--limit", "1",
+                            "--redis",  rs.url,    "--db",    db,        NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, create), 0);
     const char *pre[] = {"activity", "preheat", "--id", id, "--redis", rs.url, "--db", db, NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, pre);

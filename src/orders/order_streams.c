@@ -196,6 +196,20 @@ int sk_worker_relist(sk_worker *w)
 
 /* ---- Consumer groups --------------------------------------------------- */
 
+/* Redis out of memory refuses XGROUP CREATE before it looks (-OOM), even
+ * for a group that exists: then XINFO GROUPS, a read, says whether it
+ * does, so a worker started while Redis is full drains it (the one thing
+ * that gives memory back). 1 when the group is there. */
+static int group_exists(sk_worker *w, const struct worker_stream *s)
+{
+    redisReply *rep;
+    if (sk_redis_cmd(w->r, &rep, "XINFO GROUPS %s", s->k.orders)) return 0;
+    struct sk_reply_xgroup grp;
+    sk_reply_xgroup(rep, SK_WORKER_GROUP, &grp);
+    freeReplyObject(rep);
+    return grp.found;
+}
+
 int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
 {
     redisReply *rep;
@@ -206,7 +220,8 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
     if (rc) return sk_worker_redis_fail(w, rc, "XGROUP CREATE");
     sk_worker_redis_ok(w);
     if (rep->type == REDIS_REPLY_STATUS ||
-        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9))) {
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9)) ||
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4) && group_exists(w, s))) {
         s->group_ready = 1;
         s->history_due = 1; /* our pending entries from a previous life */
         snprintf(s->history_from, sizeof s->history_from, "0");
