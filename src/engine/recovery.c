@@ -123,20 +123,28 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
     return err ? sk_stock_proto(r, "HMGET meta (probe)") : 0;
 }
 
+/* A script's {rc, stock} answer: rc one of the two it may give (into
+ * *rc_out), else a refusal said in r->errstr (SK_EINVAL). */
+static int two_rc(sk_redis *r, const char *what, const struct sk_keys *k, const int64_t *out, int a,
+                  int b, int *rc_out)
+{
+    if (out[0] != a && out[0] != b) {
+        snprintf(r->errstr, sizeof r->errstr, "%s of %s refused: %s", what, k->label,
+                 sk_rc_message((int)out[0]));
+        return r->err = SK_EINVAL;
+    }
+    *rc_out = (int)out[0];
+    return 0;
+}
+
 int sk_recovery_reset(sk_redis *r, const struct sk_keys *k, int *rc_out, int64_t *stock)
 {
     const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
     int64_t out[2];
     int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESET, 6, keys, 0, NULL, out, 2);
-    if (rc < 0) return rc;
-    if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_UNKNOWN_ACTIVITY) {
-        snprintf(r->errstr, sizeof r->errstr, "reset of %s refused: %s", k->label,
-                 sk_rc_message((int)out[0]));
-        return r->err = SK_EINVAL;
-    }
-    *rc_out = (int)out[0];
-    *stock = out[1];
-    return 0;
+    if (rc == 0) rc = two_rc(r, "reset", k, out, SK_RC_PREHEATED, SK_RC_UNKNOWN_ACTIVITY, rc_out);
+    if (rc == 0) *stock = out[1];
+    return rc;
 }
 
 int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, const char *text,
@@ -194,14 +202,8 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
     int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13, args, out, 2);
-    if (rc < 0) return rc;
-    if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
-        snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,
-                 sk_rc_message((int)out[0]));
-        return r->err = SK_EINVAL;
-    }
-    *rc_out = (int)out[0];
-    return 0;
+    if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
+    return rc;
 }
 
 /* One replay.lua call for o[0..n), n <= SK_REPLAY_CHUNK; the refused ones'
