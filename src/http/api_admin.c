@@ -873,8 +873,10 @@ static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     free(body);
 }
 
-/* The first master whose settings refuse sales: "host:port: why". */
+/* The masters whose settings refuse sales: how many of how many, and
+ * the first one's "redis host:port: why". */
 struct unsafe_master {
+    int n, of;
     char text[420];
 };
 
@@ -882,7 +884,31 @@ static void find_unsafe(void *data, const struct sk_aredis_master *am)
 {
     struct unsafe_master *u = data;
     const struct sk_rset_finding *f = sk_rsettings_worst(am->verdict, SK_RSET_UNSAFE);
-    if (!u->text[0] && f) snprintf(u->text, sizeof u->text, "redis %s: %s", am->addr, f->why);
+    u->of++;
+    if (!f) return;
+    if (!u->n++) snprintf(u->text, sizeof u->text, "redis %s: %s", am->addr, f->why);
+}
+
+/* /readyz of a client with masters that refuse sales: 503 naming the
+ * setting and its fix; a Cluster whose other masters sell: 200 partial,
+ * as with unserved slots, naming it. */
+static void readyz_unsafe(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct unsafe_master u = {0, 0, ""};
+    sk_aredis_each_master(app->redis, find_unsafe, &u);
+    if (u.n >= u.of) {
+        sk_http_error(app, req, route, 503, "redis_unsafe", u.text);
+        return;
+    }
+    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unsafe_masters", u.n,
+                          "unsafe", u.text);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (body)
+        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
+    else
+        sk_http_error(app, req, route, 500, "internal", "out of memory");
+    free(body);
 }
 
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -903,9 +929,7 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
         } else if (sk_aredis_unsafe(app->redis, NULL)) {
             /* not ready to sell: a setting that could lose orders, named
              * with its fix (redis_settings.h) */
-            struct unsafe_master u = {""};
-            sk_aredis_each_master(app->redis, find_unsafe, &u);
-            sk_http_error(app, req, m->route, 503, "redis_unsafe", u.text);
+            readyz_unsafe(app, req, m->route);
         } else if (sk_aredis_unserved(app->redis, NULL, 0) > 0) {
             /* a cluster with a master down still sells the other masters'
              * slots: this node is up, and says which slots it cannot serve */
