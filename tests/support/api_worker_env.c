@@ -27,11 +27,10 @@ void aw_start(struct aw_env *e, const char *const *redis_conf)
 
 void aw_worker_start(struct aw_env *e)
 {
-    const char *argv[] = {sk_th_seckill_bin(), "worker",     "--redis",
-                          e->rs.url,           "--db",       e->v.db,
-                          "--block-ms",        "100",        NULL};
-    struct sk_spawn_cmd c = {.argv = argv, .out = e->wlog, .err = e->wlog,
-                             .flags = SK_SPAWN_PDEATHSIG};
+    const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis", e->rs.url, "--db", e->v.db,
+                          "--block-ms",        "100",    NULL};
+    struct sk_spawn_cmd c = {
+        .argv = argv, .out = e->wlog, .err = e->wlog, .flags = SK_SPAWN_PDEATHSIG};
     char err[256];
     CHECK_MSG(sk_spawn_exec(&c, &e->worker, err, sizeof err) == 0, "worker: %s", err);
 }
