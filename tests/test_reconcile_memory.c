@@ -58,8 +58,8 @@ SK_TEST_T(reconcile_passes_over_a_big_sale_keep_no_memory, 300)
     CHECK_EQ(pthread_create(&t, NULL, run_passes, &p), 0);
     CHECK_EQ(pthread_join(t, NULL), 0);
     for (int i = 0; i < PASSES; i++)
-        fprintf(stderr, "# pass %d: rss %ld KiB (before: %ld), in use %zu KiB\n", i, p.rss[i], before,
-                  p.in_use[i] / 1024);
+        fprintf(stderr, "# pass %d: rss %ld KiB (before: %ld), in use %zu KiB\n", i, p.rss[i],
+                before, p.in_use[i] / 1024);
     CHECK_EQ(p.bad, 0);
     /* a snapshot of 100,000 orders takes ~60 MB while parsed, and each
      * pass left that resident (glibc's arena); given back, a pass leaves
