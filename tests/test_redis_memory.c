@@ -40,11 +40,7 @@
 static int call(int port, const char *method, const char *path, const char *hdr,
                 struct sk_th_resp *r)
 {
-    struct sk_th_http c;
-    sk_th_http_open(&c, port);
-    int st = sk_th_http_req(&c, method, path, hdr, NULL, r);
-    sk_th_http_close(&c);
-    return st;
+    return sk_th_http_once(port, method, path, hdr, NULL, r);
 }
 
 /* The value of a /metrics line that starts with prefix (-1: none). */

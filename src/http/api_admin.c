@@ -856,14 +856,14 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     return activity_route(app, req, m, stats_next);
 }
 
-/* /readyz of a cluster client with slots it cannot serve now: 200,
- * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
-static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+/* /readyz of a node that sells some of its Redis's slots but not all:
+ * 200, {"status":"partial","redis":{count_key:n,what_key:what}}. */
+static void readyz_partial_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                                 const char *count_key, int n, const char *what_key,
+                                 const char *what)
 {
-    char slots[1024];
-    int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
-    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unserved_slots", n,
-                          "slots", slots);
+    json_t *o =
+        json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", count_key, n, what_key, what);
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (body)
@@ -871,6 +871,15 @@ static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     else
         sk_http_error(app, req, route, 500, "internal", "out of memory");
     free(body);
+}
+
+/* /readyz of a cluster client with slots it cannot serve now: 200,
+ * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
+static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    char slots[1024];
+    int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
+    readyz_partial_reply(app, req, route, "unserved_slots", n, "slots", slots);
 }
 
 /* The masters whose settings refuse sales: how many of how many, and
@@ -900,15 +909,7 @@ static void readyz_unsafe(struct sk_app *app, h2o_req_t *req, enum sk_route rout
         sk_http_error(app, req, route, 503, "redis_unsafe", u.text);
         return;
     }
-    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unsafe_masters", u.n,
-                          "unsafe", u.text);
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (body)
-        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
-    else
-        sk_http_error(app, req, route, 500, "internal", "out of memory");
-    free(body);
+    readyz_partial_reply(app, req, route, "unsafe_masters", u.n, "unsafe", u.text);
 }
 
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
