@@ -44,8 +44,8 @@ if not redis.call('HGET', KEYS[1], 'fence') then
 end
 -- The counts start again, under a new epoch; nothing is deleted from the
 -- meta (it holds the fence, and at most what a rebuild wrote before).
-local more = {'released', 0, 'oversold', 0, 'adm', 0, 'epoch', epoch_now()}
-if store ~= '' then more[9] = 'store_id'; more[10] = store end
+local more = {'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch', epoch_now()}
+if store ~= '' then more[11] = 'store_id'; more[12] = store end
 def_write(KEYS[1], d, more, false)
 redis.call('PERSIST', KEYS[1])
 redis.call('SET', KEYS[2], d.initial)

@@ -199,9 +199,40 @@ local function store_refused(store)
   return RC.OTHER_STORE
 end
 
+-- A key the sale keeps that vanished under it (an operator's DEL, an
+-- eviction, a flush): meta `keys` says which must exist (1 the order
+-- stream, 2 the ledger, 4 the idem hash: set by the first write of each),
+-- and the buyers hash must while units are held (stock + sum(buyers) ==
+-- initial + xin - xout + oversold). One EXISTS of those. Returns the names
+-- of the missing ones, or nil.
+local function keys_lost(m, stock)
+  local must = tonumber(m[17] or '0') or 0
+  local ks, names, n = {}, {}, 0
+  local function want(k, name) n = n + 1; ks[n] = k; names[n] = name end
+  if must % 2 == 1 then want(KEYS[4], 'orders') end
+  if must % 4 >= 2 then want(KEYS[6], 'ledger') end
+  if must >= 4 then want(KEYS[5], 'idem') end
+  if tonumber(stock) < tonumber(m[13] or '0') + tonumber(m[14] or '0') - tonumber(m[15] or '0')
+                       + tonumber(m[16] or '0') then
+    want(KEYS[3], 'buyers')
+  end
+  if n == 0 then return nil end
+  local first = ks[1] -- every one of ks is one of KEYS
+  if redis.call('EXISTS', first, unpack(ks, 2, n)) == n then return nil end
+  local gone = {}
+  for i = 1, n do
+    local key = ks[i]
+    if redis.call('EXISTS', key) == 0 then gone[#gone + 1] = names[i] end
+  end
+  return table.concat(gone, ' ')
+end
+
 -- The gate, once per call, on meta m and the stock's text: OK, or the code
 -- that refuses every purchase. Fences the key set when the caller knew
--- more of it than Redis holds (its keys vanished, or its count went back).
+-- more of it than Redis holds (its keys vanished, or its count went back),
+-- and when some of its keys vanished and others did not (those the order
+-- worker salvages before it rebuilds: no order id is handed out twice, no
+-- buyer buys past the limit meanwhile).
 local function gate_of(c, m, stock)
   local mem, epoch, adm = c.mem, m[10], tonumber(m[11] or '0')
   local same = mem.epoch ~= '' and mem.epoch == epoch
@@ -213,8 +244,15 @@ local function gate_of(c, m, stock)
     end
     return RC.RECOVERING
   end
-  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
-    if mem.epoch ~= '' and not stock and redis.call('EXISTS', KEYS[1]) == 0 then
+  local defined = m[1] and m[2] and m[3] and m[4] and m[5]
+  if not defined or not stock then
+    if defined or stock then
+      -- half a key set: never a deletion (that removes every key at once)
+      fence_set(KEYS[1], 'lost', (defined and 'the stock key' or 'the meta hash') ..
+                ' vanished while the other keys are there', {seen = same and mem.adm or nil})
+      return RC.RECOVERING
+    end
+    if mem.epoch ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
       -- The caller knew this key set and it is gone (Redis restarted empty,
       -- or flushed): fenced until the order worker rebuilds it.
       fence_set(KEYS[1], 'vanished', 'the keys vanished under a caller that knew epoch ' ..
@@ -223,8 +261,8 @@ local function gate_of(c, m, stock)
     end
     return RC.UNKNOWN_ACTIVITY
   end
-  if c.store ~= '' and m[13] ~= c.store then
-    if m[13] then return store_refused(c.store) end
+  if c.store ~= '' and m[18] ~= c.store then
+    if m[18] then return store_refused(c.store) end
     redis.call('HSET', KEYS[1], 'store_id', c.store)
   end
   if same and adm < mem.adm then
@@ -236,6 +274,11 @@ local function gate_of(c, m, stock)
   local now = now_ms()
   if now < tonumber(m[2]) then return RC.NOT_STARTED end
   if now >= tonumber(m[3]) then return RC.ENDED end
+  local gone = keys_lost(m, stock)
+  if gone then
+    fence_set(KEYS[1], 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
+    return RC.RECOVERING
+  end
   return RC.OK
 end
 
@@ -251,7 +294,8 @@ local function open_call(c, m, stock)
   -- Every field is set here, never added later (nor set to nil): a table
   -- given a new key rehashes, and this one is read once per purchase.
   local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
-             epoch = epoch, adm = tonumber(m[11] or '0'), now_us = 0, fresh = {},
+             epoch = epoch, adm = tonumber(m[11] or '0'), keys = tonumber(m[17] or '0') or 0,
+             now_us = 0, fresh = {},
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
              u_burst = false, ip_period = false, ip_burst = false, held = false}
@@ -439,6 +483,11 @@ local function commit(s, out)
     end
     redis.call('HSET', KEYS[6], unpack(ledger))
     redis.call('HINCRBY', KEYS[1], 'adm', nadm)
+    -- the keys that must exist from now on (keys_lost): once per epoch
+    local must = s.keys
+    if must % 4 ~= 3 then must = must - must % 4 + 3 end
+    if idemw and must < 4 then must = must + 4 end
+    if must ~= s.keys then redis.call('HSET', KEYS[1], 'keys', must) end
     if idemw then
       redis.call('HSET', KEYS[5], unpack(idemw))
       -- replays of this call's own orders (same user and key twice)
@@ -461,7 +510,7 @@ local function admit_all(c)
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
-                       'store_id')
+                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.

@@ -438,6 +438,17 @@ static int cmd_preheat(struct ctx *c)
     /* the key sets belong to this store from now on (docs/design.md) */
     if ((rc = sk_store_identity(c->st, d.store_id, sizeof d.store_id)) < 0)
         return store_fail(c, rc);
+    /* a Redis that may evict the sale's keys is refused before anything is
+     * written; what it says to watch is said (redis_settings.h) */
+    struct sk_rset_verdict v;
+    char where[80];
+    if (sk_stock_settings(c->r, a.id, (int)a.segments, a.stock, 0, &v, where, sizeof where) < 0)
+        return redis_fail(c);
+    if (v.level == SK_RSET_UNSAFE)
+        return sk_cli_usage_error("activity preheat: refused: redis %s: %s", where, v.f[0].why);
+    for (int i = 0; i < v.n; i++)
+        if (v.f[i].level == SK_RSET_WARN)
+            fprintf(stderr, "activity preheat: warning: redis %s: %s\n", where, v.f[i].why);
     int res;
     int64_t stock;
     if (sk_stock_preheat(c->r, &d, has(c, O_FORCE), &res, &stock) < 0) return redis_fail(c);

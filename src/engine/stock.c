@@ -13,6 +13,8 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "engine/stock_int.h"
+#include "redis/handshake.h"
+#include "redis/reply.h"
 #include "redis/script.h"
 
 #define U64_DIGITS 21
@@ -577,4 +579,61 @@ int sk_stock_drop(sk_redis *r, uint64_t aid)
     struct sk_keys k;
     sk_keys_for(&k, aid);
     return sk_stock_drop_keys(r, &k);
+}
+
+struct settings_walk {
+    int64_t orders;
+    struct sk_rset_verdict *worst;
+    char *where;
+    size_t cap;
+};
+
+static void judge_one(void *data, const char *addr, const struct sk_rsettings *s)
+{
+    struct settings_walk *w = data;
+    struct sk_rset_verdict v;
+    sk_rsettings_judge(s, w->orders, &v);
+    if (v.level <= w->worst->level && w->where[0]) return;
+    *w->worst = v;
+    snprintf(w->where, w->cap, "%s", addr);
+}
+
+/* Behind a Sentinel: every replica the master's ROLE lists is connected
+ * once, so its settings are read too. */
+static void probe_replicas(sk_redis *r)
+{
+    redisReply *rep;
+    if (!r->url.sentinel || sk_redis_cmd(r, &rep, "ROLE") < 0) return;
+    size_t n = sk_handshake_replicas(rep);
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = rep->element[2]->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+            e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_STRING)
+            continue;
+        int64_t port;
+        if (sk_reply_i64(e->element[1], &port) < 0 || port < 1 || port > 65535) continue;
+        sk_redis_probe_settings(r, e->element[0]->str, (int)port); /* unreachable: skipped */
+    }
+    freeReplyObject(rep);
+}
+
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
+                      struct sk_rset_verdict *worst, char *where, size_t cap)
+{
+    memset(worst, 0, sizeof *worst);
+    where[0] = 0;
+    int S = segments > 1 ? segments : 1;
+    for (int s = 0; s < S; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, activity_id, segments > 1 ? s : SK_SEG_NONE);
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "EXISTS %s", k.meta);
+        if (rc < 0) return rc;
+        freeReplyObject(rep);
+    }
+    if (fresh) sk_redis_refresh_settings(r);
+    probe_replicas(r);
+    struct settings_walk w = {orders, worst, where, cap};
+    sk_redis_each_settings(r, judge_one, &w);
+    return 0;
 }

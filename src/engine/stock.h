@@ -182,6 +182,18 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
 
+/* The settings of every Redis server an activity's sale depends on,
+ * judged (redis/redis_settings.h) with its stock as the orders to fit:
+ * the master of each of its key sets (segments: each segment's; one
+ * command on each makes sure its connection, and so its handshake's INFO,
+ * was made) and, behind a Sentinel, the master's replicas (each connected
+ * once to be asked); fresh: read every server's settings again (a
+ * long-lived client: its connections' may be old). The worst verdict into *worst, "host:port" of it
+ * into where (cap bytes). Returns 0, or the error of a master that could not be reached
+ * (r->errstr); a replica that cannot be reached is skipped. */
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
+                      struct sk_rset_verdict *worst, char *where, size_t cap);
+
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
 int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);
 

@@ -663,6 +663,21 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     return 0;
 }
 
+/* A preheat whose stock's orders may not fit in a master's memory: said
+ * in the log (SK_RSET_ORDER_BYTES each, redis_settings.h), once per master. */
+struct fit_check {
+    int64_t orders;
+    uint64_t id;
+};
+
+static void warn_fit(void *data, const struct sk_aredis_master *am)
+{
+    const struct fit_check *fc = data;
+    struct sk_rset_finding f;
+    if (!sk_rsettings_fits(am->settings, fc->orders, &f))
+        sk_log(SK_LOG_WARN, "preheat of %" PRIu64 ": redis %s: %s", fc->id, am->addr, f.why);
+}
+
 /* With the definition read and Redis ready. */
 static void preheat_next(struct op *o)
 {
@@ -675,12 +690,24 @@ static void preheat_next(struct op *o)
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
     memcpy(d.store_id, o->store_id, sizeof d.store_id);
+    /* a Redis that may evict the sale's keys is refused; a stock whose
+     * orders may not fit in its memory is warned about (redis_settings.h) */
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    const char *key = a.segments > 1 ? NULL : k.meta;
+    const struct sk_rset_finding *f = sk_aredis_unsafe(app->redis, key);
+    if (f) {
+        h2o_req_t *req = op_end(o);
+        if (req) sk_http_error(app, req, o->route, 503, "redis_unsafe", f->why);
+        free(o);
+        return;
+    }
+    struct fit_check fc = {.orders = a.stock, .id = a.id};
+    sk_aredis_each_master(app->redis, warn_fit, &fc);
     if (a.segments > 1) {
         seg_preheat_start(o, &d);
         return;
     }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
     char v[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
@@ -858,15 +885,15 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     return activity_route(app, req, m, stats_next);
 }
 
-/* /readyz of a cluster client with slots it cannot serve now: 200,
- * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
-static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+/* /readyz of a node that sells some of its Redis's slots but not all:
+ * 200, {"status":"partial","redis":{count_key:n,what_key:what}}. */
+static void readyz_partial_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                                 const char *count_key, int n, const char *what_key,
+                                 const char *what)
 {
-    char slots[1024];
-    int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
     sk_http_reply_json(app, req, route, 200,
-                       json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis",
-                                 "unserved_slots", n, "slots", slots));
+                       json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", count_key, n,
+                                 what_key, what));
 }
 
 /* /readyz of a node that sells, with sales it would never persist the
@@ -896,6 +923,45 @@ static int readyz_degraded(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     return 1;
 }
 
+/* /readyz of a cluster client with slots it cannot serve now: 200,
+ * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
+static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    char slots[1024];
+    int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
+    readyz_partial_reply(app, req, route, "unserved_slots", n, "slots", slots);
+}
+
+/* The masters whose settings refuse sales: how many of how many, and
+ * the first one's "redis host:port: why". */
+struct unsafe_master {
+    int n, of;
+    char text[420];
+};
+
+static void find_unsafe(void *data, const struct sk_aredis_master *am)
+{
+    struct unsafe_master *u = data;
+    const struct sk_rset_finding *f = sk_rsettings_worst(am->verdict, SK_RSET_UNSAFE);
+    u->of++;
+    if (!f) return;
+    if (!u->n++) snprintf(u->text, sizeof u->text, "redis %s: %s", am->addr, f->why);
+}
+
+/* /readyz of a client with masters that refuse sales: 503 naming the
+ * setting and its fix; a Cluster whose other masters sell: 200 partial,
+ * as with unserved slots, naming it. */
+static void readyz_unsafe(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct unsafe_master u = {0, 0, ""};
+    sk_aredis_each_master(app->redis, find_unsafe, &u);
+    if (u.n >= u.of) {
+        sk_http_error(app, req, route, 503, "redis_unsafe", u.text);
+        return;
+    }
+    readyz_partial_reply(app, req, route, "unsafe_masters", u.n, "unsafe", u.text);
+}
+
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     switch (m->route) {
@@ -911,6 +977,10 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
         } else if (!sk_store_health(app, msg, sizeof msg)) {
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
+        } else if (sk_aredis_unsafe(app->redis, NULL)) {
+            /* not ready to sell: a setting that could lose orders, named
+             * with its fix (redis_settings.h) */
+            readyz_unsafe(app, req, m->route);
         } else if (sk_aredis_unserved(app->redis, NULL, 0) > 0) {
             /* a cluster with a master down still sells the other masters'
              * slots: this node is up, and says which slots it cannot serve */

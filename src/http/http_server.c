@@ -748,6 +748,7 @@ static void serve(struct sk_app *app)
         flush_conns(app);
         if (app->n_open || app->n_qopen) flush_redis(app);
         sk_aredis_tick(app->redis);
+        sk_metrics_redis_tick(app->metrics, app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
         /* readiness, for the supervisor's READY=1 (cmd/serve_notify.h) */

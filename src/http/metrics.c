@@ -367,6 +367,42 @@ void sk_metrics_queue_seen(sk_metrics *m, uint64_t aid, int64_t length, int64_t 
     queue_put(a, length, issued, rate, at_ms);
 }
 
+void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
+                             int64_t at_ms)
+{
+    struct sk_metrics_master *row = NULL, *oldest = &m->masters[0];
+    for (int i = 0; i < SK_MMASTERS && !row; i++) {
+        struct sk_metrics_master *r = &m->masters[i];
+        if (!strcmp(r->addr, addr) || !r->addr[0])
+            row = r;
+        else if (r->at_ms < oldest->at_ms)
+            oldest = r;
+    }
+    if (!row) row = oldest; /* a master that left long ago makes room */
+    if (row->at_ms > at_ms && !strcmp(row->addr, addr)) return;
+    snprintf(row->addr, sizeof row->addr, "%s", addr);
+    row->used = used;
+    row->max = max;
+    row->unsafe = unsafe;
+    row->at_ms = at_ms;
+}
+
+static void report_master(void *data, const struct sk_aredis_master *am)
+{
+    const struct sk_rsettings *s = am->settings;
+    sk_metrics_redis_master(data, am->addr, s->used_memory, s->maxmemory,
+                            am->verdict->level == SK_RSET_UNSAFE, sk_wall_ms());
+}
+
+void sk_metrics_redis_tick(sk_metrics *m, const struct sk_aredis *ar)
+{
+    static int64_t next_ms; /* per process: one loop */
+    int64_t now = sk_mono_ms();
+    if (!m || !ar || now < next_ms) return;
+    next_ms = now + SK_RSET_REREAD_MS;
+    sk_aredis_each_master(ar, report_master, m);
+}
+
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status)
 {
     return m->requests[route_slot(route)][status_slot(status)];
@@ -491,6 +527,11 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
             t->passes[e] += f->passes[e];
         if (f->q_at_ms) queue_put(t, f->q_length, f->q_issued, f->q_rate, f->q_at_ms);
     }
+    for (int i = 0; i < SK_MMASTERS; i++) {
+        const struct sk_metrics_master *f = &from->masters[i];
+        if (f->addr[0])
+            sk_metrics_redis_master(into, f->addr, f->used, f->max, f->unsafe, f->at_ms);
+    }
     into->queue_used |= from->queue_used;
     for (int e = 0; e < SK_MQ_EVENTS; e++)
         into->passes[e] += from->passes[e];
@@ -608,6 +649,35 @@ static void render_acts(const sk_metrics *m, struct out *o)
     if (m->queue_used) render_queues(rows, n, o);
 }
 
+/* The Redis masters' memory and verdicts (a master not heard of for a
+ * minute has left: not shown). */
+static void render_masters(const sk_metrics *m, struct out *o)
+{
+    static const struct {
+        const char *name, *help;
+    } g[] = {
+        {"seckill_redis_memory_used_bytes", "Redis used_memory of each master (INFO memory)."},
+        {"seckill_redis_memory_max_bytes", "Redis maxmemory of each master (0: no limit)."},
+        {"seckill_redis_settings_unsafe",
+         "1 while a master's settings refuse sales (an evicting maxmemory-policy)."},
+    };
+    int64_t now = sk_wall_ms();
+    int any = 0;
+    for (int i = 0; i < SK_MMASTERS; i++)
+        any |= m->masters[i].addr[0] && now - m->masters[i].at_ms < 60000;
+    if (!any) return;
+    for (int k = 0; k < 3; k++) {
+        header(o, g[k].name, "gauge", g[k].help);
+        for (int i = 0; i < SK_MMASTERS; i++) {
+            const struct sk_metrics_master *r = &m->masters[i];
+            if (!r->addr[0] || now - r->at_ms >= 60000) continue;
+            long long v = k == 0 ? r->used : k == 1 ? r->max : r->unsafe;
+            if (v < 0) continue; /* not said */
+            put(o, "%s{master=\"%s\"} %lld\n", g[k].name, r->addr, v);
+        }
+    }
+}
+
 static void render_registry(const sk_metrics *m, struct out *o_)
 {
     struct out o = *o_;
@@ -691,6 +761,7 @@ static void render_registry(const sk_metrics *m, struct out *o_)
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
+    render_masters(m, &o);
     if (m->queue_used) {
         header(&o, "seckill_queue_passes_total", "counter",
                "Waiting-room passes handed out, spent by a purchase, found expired.");

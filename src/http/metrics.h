@@ -34,7 +34,13 @@
  *   seckill_queue_length{activity}                gauge: buyers in the queue
  *   seckill_queue_passes_issued{activity}         gauge: places holding a pass
  *   seckill_queue_pace{activity}                  gauge: passes per second
- * The three gauges are Redis's figures as a reply last showed them: every
+ * and per Redis master the client of a process is connected to (its
+ * settings re-read every 2 s, redis_settings.h):
+ *   seckill_redis_memory_used_bytes{master}       gauge: used_memory
+ *   seckill_redis_memory_max_bytes{master}        gauge: maxmemory (0: no limit)
+ *   seckill_redis_settings_unsafe{master}         gauge: 1 while its settings
+ *                                                 refuse sales (maxmemory-policy)
+ * The three queue gauges are Redis's figures as a reply last showed them: every
  * process sees the same queue, so the node reports the newest observation
  * of any process (never a sum); the pass counters are summed like the rest.
  *
@@ -163,6 +169,16 @@ void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_e
  * the node totals too. */
 void sk_metrics_queue_passes(sk_metrics *m, uint64_t aid, uint64_t issued, uint64_t spent,
                              uint64_t expired);
+/* A Redis master's memory and verdict, reported at at_ms (wall clock):
+ * used and max bytes (-1 not said), unsafe 1 when its settings refuse
+ * sales. Gauges, the newest report of any process wins. */
+void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
+                             int64_t at_ms);
+/* Reports every master of the client (redis_async.h) at most once per
+ * SK_RSET_REREAD_MS; call every loop pass. */
+struct sk_aredis;
+void sk_metrics_redis_tick(sk_metrics *m, const struct sk_aredis *ar);
+
 /* The queue's figures from a Redis reply, seen at at_ms (wall clock): its
  * length, places holding a pass and pace. Gauges: a newer observation
  * replaces an older one, merge keeps the newest. */

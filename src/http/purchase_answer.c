@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "core/codes.h"
@@ -30,13 +31,18 @@ static void inflight_done(struct sk_app *app, uint64_t aid)
     if (c && c->inflight > 0) c->inflight--;
 }
 
-/* 503 recovering: the key set is fenced while its stock is rebuilt from the
- * database; a retry in a second usually finds the sale going again. */
-static void reply_recovering(struct sk_app *app, h2o_req_t *req)
+/* A 503 that passes: recovering (the key set is fenced while its stock is
+ * rebuilt from the database; a retry in a second usually finds the sale
+ * going again), redis_full (memory comes back as the worker persists and
+ * trims), redis_unsafe (until the operator fixes a setting). */
+static void reply_paused(struct sk_app *app, h2o_req_t *req, int rc)
 {
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
-    sk_http_error(app, req, SK_ROUTE_purchase, sk_rc_http_status(SK_RC_RECOVERING),
-                  sk_rc_wire(SK_RC_RECOVERING), sk_rc_message(SK_RC_RECOVERING));
+    if (rc == SK_RC_REDIS_UNSAFE)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("5"));
+    else
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    sk_http_error(app, req, SK_ROUTE_purchase, sk_rc_http_status(rc), sk_rc_wire(rc),
+                  sk_rc_message(rc));
 }
 
 /* An activity preheated from another store: logged once per activity and
@@ -82,8 +88,8 @@ static void reply_admission(struct sk_app *app, h2o_req_t *req, uint64_t aid,
         sk_purchase_reply_429(app, req, ad->rc, ad->retry_after_ms);
         return;
     }
-    if (ad->rc == SK_RC_RECOVERING) {
-        reply_recovering(app, req);
+    if (ad->rc == SK_RC_RECOVERING || ad->rc == SK_RC_REDIS_FULL || ad->rc == SK_RC_REDIS_UNSAFE) {
+        reply_paused(app, req, ad->rc);
         return;
     }
     if (ad->rc == SK_RC_OK) {
@@ -153,4 +159,14 @@ void sk_purchase_fail(struct sk_app *app, uint64_t aid, struct sk_pending **item
 {
     for (size_t i = 0; i < n; i++)
         sk_purchase_answer(app, aid, items[i], NULL, why);
+}
+
+void sk_purchase_refuse_all(struct sk_app *app, uint64_t aid, struct sk_pending **items, size_t n,
+                            int rc)
+{
+    struct sk_admission ad;
+    memset(&ad, 0, sizeof ad);
+    ad.rc = rc;
+    for (size_t i = 0; i < n; i++)
+        sk_purchase_answer(app, aid, items[i], &ad, NULL);
 }

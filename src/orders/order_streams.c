@@ -271,6 +271,20 @@ int sk_worker_relist(sk_worker *w)
 
 /* ---- Consumer groups --------------------------------------------------- */
 
+/* Redis out of memory refuses XGROUP CREATE before it looks (-OOM), even
+ * for a group that exists: then XINFO GROUPS, a read, says whether it
+ * does, so a worker started while Redis is full drains it (the one thing
+ * that gives memory back). 1 when the group is there. */
+static int group_exists(sk_worker *w, const struct worker_stream *s)
+{
+    redisReply *rep;
+    if (sk_redis_cmd(w->r, &rep, "XINFO GROUPS %s", s->k.orders)) return 0;
+    struct sk_reply_xgroup grp;
+    sk_reply_xgroup(rep, SK_WORKER_GROUP, &grp);
+    freeReplyObject(rep);
+    return grp.found;
+}
+
 int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
 {
     redisReply *rep;
@@ -281,7 +295,8 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
     if (rc) return sk_worker_redis_fail(w, rc, "XGROUP CREATE");
     sk_worker_redis_ok(w);
     if (rep->type == REDIS_REPLY_STATUS ||
-        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9))) {
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9)) ||
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4) && group_exists(w, s))) {
         s->group_ready = 1;
         s->history_due = 1; /* our pending entries from a previous life */
         snprintf(s->history_from, sizeof s->history_from, "0");
@@ -299,6 +314,10 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
  * segmented preheat. */
 void sk_worker_lost_group(sk_worker *w, struct worker_stream *s)
 {
+    /* the rollback guard first, at the next pass: a stream that vanished
+     * while its key set holds orders is recovered (its ids kept above the
+     * lost ones) before XGROUP CREATE ... MKSTREAM would make it anew */
+    w->guard_next_ms = 0;
     s->group_ready = 0;
     if (s->k.seg == SK_SEG_NONE) s->segcheck = 1;
     w->next_relist_ms = 0;

@@ -26,6 +26,7 @@
 #include "orders/reconcile.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -610,8 +611,8 @@ static int check(struct rec_run *u)
     return 0;
 }
 
-int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
-                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
+static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
+                         const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
 {
     struct sk_reconcile_opts def;
     if (!o) {
@@ -658,4 +659,18 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
     }
     sk_reconcile_report_free(&after);
     return rc == SK_ENOTFOUND ? 0 : rc;
+}
+
+/* The snapshot of a big sale is read whole (HGETALL of the ledger and the
+ * buyers: ~600 bytes an order while parsed, the hiredis replies and the
+ * sorted copies), and glibc keeps what a thread freed in its arena: in a
+ * process that reconciles every 30 s (serve's worker) the resident size
+ * became the largest snapshot ever read, and grew with the sale. So the
+ * freed pages go back to the system after each activity. */
+int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
+                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
+{
+    int rc = reconcile_one(st, r, activity_id, o, rep);
+    malloc_trim(0);
+    return rc;
 }

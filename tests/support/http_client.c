@@ -199,3 +199,13 @@ void sk_th_resp_field(const struct sk_th_resp *r, const char *key, char *out, si
         snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
     json_decref(j);
 }
+
+int sk_th_http_once(int port, const char *method, const char *path, const char *hdrs,
+                    const char *body, struct sk_th_resp *r)
+{
+    struct sk_th_http c;
+    sk_th_http_open(&c, port);
+    int st = sk_th_http_req(&c, method, path, hdrs, body, r);
+    sk_th_http_close(&c);
+    return st;
+}

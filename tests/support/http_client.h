@@ -24,6 +24,10 @@ void sk_th_http_open(struct sk_th_http *c, int port);
 /* Returns 0 or -1 without failing the test (for "is it up yet" probes). */
 int sk_th_http_try_open(struct sk_th_http *c, int port);
 void sk_th_http_close(struct sk_th_http *c);
+/* One request on a connection of its own (opened and closed): the
+ * status, the response into r (as sk_th_http_req). */
+int sk_th_http_once(int port, const char *method, const char *path, const char *hdrs,
+                    const char *body, struct sk_th_resp *r);
 
 /* Sends one request (extra_headers: "Name: value\r\n" lines or NULL; body
  * may be NULL) and reads the response. Reconnects once if the server had
