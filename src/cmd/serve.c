@@ -776,8 +776,9 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
 static int check(const struct sk_config *cfg, const char *file)
 {
     struct sk_preflight p;
+    memset(&p, 0, sizeof p);
+    sk_preflight_store(cfg, &p); /* first: the stock Redis must have room for */
     sk_preflight_redis(cfg, &p);
-    sk_preflight_store(cfg, &p);
     int rc = sk_preflight_report(stdout, cfg, &p, file);
     fflush(stdout);
     return rc;
