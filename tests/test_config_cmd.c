@@ -28,15 +28,6 @@
 
 extern char **environ;
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "cannot write %s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-    chmod(path, 0600); /* some hold a secret: others may not read them */
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -119,7 +110,7 @@ static void fx_init_at(struct fx *f, const char *redis, const char *more)
     snprintf(text, sizeof text,
              "# as an operator writes it\nredis = %s\ndb = sqlite:%s\nlog_level = warn\n%s",
              redis ? redis : sk_th_redis_url(), f->db, more ? more : "");
-    write_file(f->conf, text);
+    sk_th_write_file(f->conf, text);
     f->aid = sk_th_unique_id();
     snprintf(f->id, sizeof f->id, "%llu", (unsigned long long)f->aid);
 }
@@ -377,7 +368,7 @@ SK_TEST(config_keys_of_other_commands_are_refused_as_flags)
     /* a wrong value of a key the command does not read: still wrong */
     char bad[500];
     snprintf(bad, sizeof bad, "%s/bad.conf", sk_th_tmpdir());
-    write_file(bad, "# ok\n\nmax_body = 12\n");
+    sk_th_write_file(bad, "# ok\n\nmax_body = 12\n");
     CHECK_EQ(RUN(f.cwd, out, "reconcile", "--config", bad), 2);
     HAS(out, "line 3: max_body: must be a number of bytes between 1024 and 67108864");
     fx_no_stray(&f);

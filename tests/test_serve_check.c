@@ -19,15 +19,6 @@
 #define HAS(out, s) CHECK_MSG(strstr(out, s) != NULL, "no \"%s\" in:\n%s", s, out)
 #define HAS_NOT(out, s) CHECK_MSG(strstr(out, s) == NULL, "\"%s\" in:\n%s", s, out)
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "cannot write %s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-    chmod(path, 0600); /* some hold a secret: others may not read them */
-}
-
 static void read_text(const char *path, char *out, size_t cap)
 {
     FILE *f = fopen(path, "r");
@@ -213,7 +204,7 @@ SK_TEST(serve_check_exit_2_when_the_configuration_is_wrong)
         HAS_NOT(out, "redis      ");
     }
     snprintf(conf, sizeof conf, "%s/bad.conf", sk_th_tmpdir());
-    write_file(conf, "listen = 127.0.0.1:9000\nprocesess = 2\n");
+    sk_th_write_file(conf, "listen = 127.0.0.1:9000\nprocesess = 2\n");
     int rc = check(out, sizeof out, dead, db, (const char *const[]){"--config", conf, NULL});
     CHECK_MSG(rc == 2, "exit %d: %s", rc, out);
     HAS(out, "bad.conf: line 2: unknown option \"procesess\"");
