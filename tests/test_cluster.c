@@ -782,3 +782,48 @@ SK_TEST_T(cluster_serve_sells_again_after_a_slot_had_no_master_in_its_map, 120)
     srv_stop(&v);
     sk_cluster_spawn_stop(&cl);
 }
+
+/* A MULTI...EXEC run queued whole on a client whose map went stale (its
+ * slot handed to another master since): the old master refuses the
+ * queued command (MOVED, then EXECABORT), the front sends the whole unit
+ * again to the new master, and the caller sees one transaction that ran
+ * once. */
+SK_TEST(cluster_blocking_multi_unit_moved_by_a_migration_runs_once_on_its_new_master)
+{
+    sk_redis *r = connect_cluster();
+    char key[64];
+    snprintf(key, sizeof key, "{t:unit:%llu}n", (unsigned long long)sk_th_unique_id());
+    int slot = sk_cluster_key_slot(key, strlen(key));
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "SET %s 10", key), 0);
+    freeReplyObject(rep);
+    struct sk_cluster_stats before;
+    CHECK_EQ(sk_redis_cluster_stats(r, &before), 0);
+    int from = sk_th_cluster_master_of(slot);
+    int to = sk_th_cluster_migrate_slot(slot, NULL, NULL);
+    CHECK(to != from);
+    const char *multi[] = {"MULTI"}, *incr[] = {"INCR", key}, *exec[] = {"EXEC"};
+    CHECK_EQ(sk_redis_append(r, 1, multi, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 2, incr, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 1, exec, NULL), 0);
+    redisReply *reps[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(sk_redis_read(r, &reps[i]) == 0, "read %d: %s", i, r->errstr);
+    CHECK_EQ(reps[0]->type, REDIS_REPLY_STATUS);
+    CHECK_MSG(reps[1]->type == REDIS_REPLY_STATUS, "INCR queued: %s",
+              reps[1]->str ? reps[1]->str : "?");
+    CHECK_MSG(reps[2]->type == REDIS_REPLY_ARRAY && reps[2]->elements == 1, "EXEC: %s",
+              reps[2]->str ? reps[2]->str : "?");
+    CHECK_EQ(reps[2]->element[0]->integer, 11);
+    for (int i = 0; i < 3; i++)
+        freeReplyObject(reps[i]);
+    struct sk_cluster_stats after;
+    CHECK_EQ(sk_redis_cluster_stats(r, &after), 0);
+    CHECK_MSG(after.moved > before.moved, "no MOVED met: the map was not stale");
+    /* once: read on the new master directly */
+    rep = sk_th_cluster_cmd(to, "GET %s", key);
+    CHECK_MSG(rep && rep->type == REDIS_REPLY_STRING, "GET on %d", to);
+    CHECK_STR(rep->str, "11");
+    freeReplyObject(rep);
+    sk_redis_free(r);
+}

@@ -610,6 +610,11 @@ static void on_fn_list(void *data, redisReply *rep)
         connection_lost(ar, "server loading its data");
         return;
     }
+    if (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "NOAUTH", 6)) {
+        /* a password the URL does not give */
+        connection_failed(ar, "NOAUTH: the server wants a password", SK_EAUTH);
+        return;
+    }
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
         ar->fn = 1;
     } else if (rep->type == REDIS_REPLY_ARRAY) {

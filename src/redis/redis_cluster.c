@@ -57,7 +57,7 @@ static int is(const char *const *argv, const size_t *lens, int i, const char *wo
 }
 
 /* Commands without a key: they go to a chosen master (or every one, for
- * SCRIPT and FLUSH*; see redis_conn_cluster.c). */
+ * SCRIPT and FLUSH*; see redis_async_cluster.c). */
 static const char *const keyless[] = {
     "PING",      "INFO",    "CONFIG",   "SCRIPT",   "TIME",      "MULTI",    "EXEC",    "DISCARD",
     "UNWATCH",   "CLUSTER", "CLIENT",   "DBSIZE",   "FLUSHALL",  "FLUSHDB",  "AUTH",    "SELECT",

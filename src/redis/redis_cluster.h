@@ -1,5 +1,5 @@
-/* redis_cluster.h - the Redis Cluster pieces shared by the blocking client
- * (redis_conn_cluster.c) and the async one (redis_async_cluster.c): key
+/* redis_cluster.h - the Redis Cluster pieces the client's Cluster front
+ * (redis_async_cluster.c) drives: key
  * slots (CRC16 with hash tags), which argument of a command is its key,
  * MOVED/ASK parsing, and the slot map read from CLUSTER SLOTS. No I/O here, so all of it is
  * unit-tested by feeding bytes. See docs/cluster.md. */
