@@ -79,6 +79,9 @@ SK_TEST(cluster_routing_finds_the_key_of_a_command)
     CHECK_EQ(count, 2);
     const char *ml[] = {"multi"};
     CHECK_EQ(sk_cluster_first_key(1, ml, NULL), -1);
+    const char *xg[] = {"XGROUP", "CREATE", "s1", "g", "$"}, *xi[] = {"xinfo", "GROUPS", "s1"};
+    CHECK_EQ(sk_cluster_first_key(5, xg, NULL), 2);
+    CHECK_EQ(sk_cluster_first_key(3, xi, NULL), 2);
     int slot, port;
     char host[64];
     CHECK_EQ(

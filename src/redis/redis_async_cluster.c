@@ -332,17 +332,14 @@ static void cl_deliver(struct cl_cmd *c, redisReply *rep)
     if (cb) cb(data, rep);
 }
 
-/* Waits for a tick (bounded); out of waits: fails with NULL. */
-static void cl_park(struct cl_cmd *c)
+/* The next wait of a command (or unit) told to wait: when it is due, 10
+ * to 200 ms on; -1 when it is out of waits (or the front is closing). */
+static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_ms)
 {
-    struct ar_cluster *cl = c->front->cl;
-    if (cl->closing || c->retries >= SK_CLUSTER_MAX_RETRIES) {
-        cl_deliver(c, NULL);
-        return;
-    }
-    int wait = CL_RETRY_MIN_MS << (c->retries < 5 ? c->retries : 5);
+    if (cl->closing || *retries >= SK_CLUSTER_MAX_RETRIES) return -1;
+    int wait = CL_RETRY_MIN_MS << (*retries < 5 ? *retries : 5);
     if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
-    c->retries++;
+    (*retries)++;
     cl->stats.retries++;
     /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
      * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
@@ -351,8 +348,19 @@ static void cl_park(struct cl_cmd *c)
      * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
      * at the shortest), long before the retry budget ran out (purchases
      * answered 503). */
-    c->hops = 0;
-    c->due_ms = sk_mono_ms() + wait;
+    *hops = 0;
+    *due_ms = sk_mono_ms() + wait;
+    return 0;
+}
+
+/* Waits for a tick (bounded); out of waits: fails with NULL. */
+static void cl_park(struct cl_cmd *c)
+{
+    struct ar_cluster *cl = c->front->cl;
+    if (cl_wait(cl, &c->retries, &c->hops, &c->due_ms) < 0) {
+        cl_deliver(c, NULL);
+        return;
+    }
     c->next = cl->parked;
     cl->parked = c;
     cl->nparked++;
@@ -433,16 +441,10 @@ static void unit_answer(struct cl_cmd *c, redisReply *rep);
 static void unit_park(sk_aredis *ar, struct cl_unit *u)
 {
     struct ar_cluster *cl = ar->cl;
-    if (cl->closing || u->retries >= SK_CLUSTER_MAX_RETRIES) {
+    if (cl_wait(cl, &u->retries, &u->hops, &u->due_ms) < 0) {
         unit_fail(ar, u);
         return;
     }
-    int wait = CL_RETRY_MIN_MS << (u->retries < 5 ? u->retries : 5);
-    if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
-    u->retries++;
-    u->hops = 0;
-    cl->stats.retries++;
-    u->due_ms = sk_mono_ms() + wait;
     u->next = cl->parked_units;
     cl->parked_units = u;
 }

@@ -93,6 +93,8 @@ int sk_cluster_first_key(int argc, const char *const *argv, const size_t *lens)
     int first, count;
     if (sk_cluster_streams(argc, argv, lens, &first, &count)) return first;
     if (is(argv, lens, 0, "XREAD") || is(argv, lens, 0, "XREADGROUP")) return -1; /* value: none */
+    /* a subcommand first: XGROUP CREATE key ..., XINFO GROUPS key */
+    if (is(argv, lens, 0, "XGROUP") || is(argv, lens, 0, "XINFO")) return argc >= 3 ? 2 : -1;
     for (size_t i = 0; i < sizeof keyless / sizeof keyless[0]; i++)
         if (is(argv, lens, 0, keyless[i])) return -1; /* value: keyless */
     return argc >= 2 ? 1 : -1;

@@ -23,7 +23,8 @@ uint16_t sk_cluster_crc16(const char *buf, size_t len);
 int sk_cluster_key_slot(const char *key, size_t len);
 
 /* Index in argv of the command's first key (EVAL/EVALSHA/FCALL: the first
- * after numkeys; XREAD/XREADGROUP: the first stream after STREAMS), or -1
+ * after numkeys; XREAD/XREADGROUP: the first stream after STREAMS;
+ * XGROUP/XINFO: the one after the subcommand), or -1
  * for a keyless command (PING, INFO, SCRIPT, CONFIG, MULTI, EXEC, ...). */
 int sk_cluster_first_key(int argc, const char *const *argv, const size_t *lens);
 /* Slot of the command (its first key), or -1 when keyless. */

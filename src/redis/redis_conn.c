@@ -415,7 +415,9 @@ int sk_redis_connect(sk_redis *r)
 
 int sk_redis_ensure(sk_redis *r)
 {
-    if (r->a && !r->pipe_n) pump(r, 0); /* what came meanwhile first */
+    /* what came since the loop last ran first (a lost connection, a
+     * Sentinel's news); a caller between two commands has just heard it */
+    if (r->a && !r->pipe_n && sk_mono_ms() - r->pumped_ms > PUMP_MS) pump(r, 0);
     int rc = ready(r);
     if (rc == 0) note_transport(r);
     return rc;

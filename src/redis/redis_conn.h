@@ -133,7 +133,7 @@ int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out);
 const struct sk_cluster_map *sk_redis_cluster_map(const sk_redis *r);
 
 /* Drops the connection (next command reconnects at once); commands
- * appended and not read never run. */
+ * appended since the last read were not sent and never run. */
 void sk_redis_disconnect(sk_redis *r);
 
 /* Copies the value of one "field:value" line of INFO <section> into val
