@@ -10,7 +10,7 @@ BUILD_PKGS="build-essential pkg-config libhiredis-dev libsqlite3-dev libpq-dev l
 PACKAGE_PKGS="dpkg-dev debhelper fakeroot lintian man-db"
 PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-format
       chromium fonts-dejavu-core fonts-wqy-microhei clang libclang-rt-dev prometheus nodejs
-      python3 openssl systemd man-db iproute2 nftables $PACKAGE_PKGS"
+      python3 openssl curl systemd man-db iproute2 nftables faketime libfaketime strace $PACKAGE_PKGS"
 # chromium: the suite loads the dashboard and the buyer's page in a real
 # (headless) browser; fonts-wqy-microhei draws the page's Chinese text in
 # its screenshots.
@@ -18,9 +18,14 @@ PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-forma
 # prometheus: its promtool checks the alert rules, a real server scrapes a
 # node. nodejs/npm: the OpenAPI linter and schema validator (npm packages
 # installed at test time into build/npm, never at build time). python3 and
-# openssl: tokens made independently of the code under test.
+# openssl: tokens made independently of the code under test. curl (with
+# openssl and redis-tools): the README's quick start, which the suite runs.
+# strace: the unit's SystemCallFilter is checked against every system call
+# a sale makes (tests/test_systemd.c).
 # iproute2, nftables: the partition tests (`make partitions`) build hosts in
 # network namespaces of their own and cut links with nft rules.
+# faketime, libfaketime: the nemesis's clock jumps (`make chaos`) move the
+# wall clock of a serve host and of the order worker.
 # `deps.sh build`: what a plain `make` needs, nothing more; only checked,
 # never installed (the message names each missing -dev package).
 # `deps.sh bench`: also the reference servers and tools the benchmarks use

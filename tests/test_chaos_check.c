@@ -61,7 +61,8 @@ static void setup(struct fixture *f)
     sk_th_env_persist(&f->e, "check-test", -1);
 }
 
-static void run(struct fixture *f, struct chaos_report *rep, int64_t healed)
+static void run_jumped(struct fixture *f, struct chaos_report *rep, int64_t healed,
+                       const struct chaos_clock_jump *jumps, size_t njumps, int jumped)
 {
     const char *names[] = {"serve"};
     struct chaos_input in = {.ledger = &f->L,
@@ -75,8 +76,16 @@ static void run(struct fixture *f, struct chaos_report *rep, int64_t healed)
                              .db_spec = f->e.spec,
                              .start_ms = sk_wall_ms() - 1000,
                              .healed_ms = healed,
-                             .stale_after_s = 30};
+                             .stale_after_s = 30,
+                             .jumps = jumps,
+                             .njumps = njumps,
+                             .clock_jumped = jumped};
     CHECK_EQ(chaos_check(&in, rep), 0);
+}
+
+static void run(struct fixture *f, struct chaos_report *rep, int64_t healed)
+{
+    run_jumped(f, rep, healed, NULL, 0, 0);
 }
 
 static void done(struct fixture *f)
@@ -194,5 +203,49 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
     CHECK_EQ(rep.found[CF_OVER_LIMIT], 0);
     CHECK_EQ(rep.found[CF_MISSING], 0);
     CHECK_EQ(rep.found[CF_PHANTOM], 0);
+    done(&f);
+}
+
+SK_TEST(chaos_check_finds_a_sale_while_the_masters_clock_was_out_of_the_window)
+{
+    static struct fixture f;
+    static struct chaos_report rep;
+    int64_t before = sk_wall_ms() - 1;
+    setup(&f);
+    int64_t after = sk_wall_ms() + 1;
+    /* the branch of the orders: the master that admitted them */
+    const char *b = strrchr(f.oid[0], '-');
+    CHECK(b && strlen(b + 1) == 8);
+    struct chaos_clock_jump j = {.from_ms = before, .to_ms = after};
+    snprintf(j.branch, sizeof j.branch, "%s", b + 1);
+    run_jumped(&f, &rep, 0, &j, 1, 1);
+    CHECK_EQ(rep.found[CF_WINDOW], N_BUY);
+    CHECK(strstr(rep.example[CF_WINDOW], j.branch) != NULL);
+    /* another master's clock, or the jump over before the attempts: fine */
+    snprintf(j.branch, sizeof j.branch, "%s", "00000000");
+    run_jumped(&f, &rep, 0, &j, 1, 1);
+    CHECK_EQ(rep.found[CF_WINDOW], 0);
+    snprintf(j.branch, sizeof j.branch, "%s", b + 1);
+    j.to_ms = before;
+    run_jumped(&f, &rep, 0, &j, 1, 1);
+    CHECK_EQ(rep.found[CF_WINDOW], 0);
+    /* a 200 replayed for a key whose first attempt came before the jump
+     * (its order may be older than the jump): not judged */
+    struct chaos_answer *first = chaos_ledger_add(&f.L);
+    CHECK(first);
+    *first = f.L.a[0];
+    first->status = 503;
+    snprintf(first->err, sizeof first->err, "unavailable");
+    first->oid[0] = 0;
+    first->t_send_ms = first->t_done_ms = before - 1000;
+    j.to_ms = after;
+    run_jumped(&f, &rep, 0, &j, 1, 1);
+    CHECK_EQ(rep.found[CF_WINDOW], N_BUY - 1);
+    /* a window refusal is an allowed answer only when a clock jumped */
+    record(&f, 3, 300, 403, "ended", NULL, 1);
+    run_jumped(&f, &rep, 0, NULL, 0, 1);
+    CHECK_MSG(chaos_report_ok(&rep), "403 ended after a clock jump is allowed");
+    run(&f, &rep, 0);
+    CHECK_EQ(rep.found[CF_BAD_ANSWER], 1);
     done(&f);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,14 +23,6 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/server_spawn.h"
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    fputs(text, f);
-    fclose(f);
-}
 
 static int local_port(int fd)
 {
@@ -119,7 +112,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     int port = n.port;
     char tok[400], body[400], path[128];
     snprintf(tok, sizeof tok, "%s/admin.token", n.dir);
-    write_file(tok, "admin-token-one-0123456789\n");
+    sk_th_write_file(tok, "admin-token-one-0123456789\n");
     char text[1024];
     snprintf(text, sizeof text,
              "# the first configuration\n"
@@ -128,7 +121,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
              "rate_per_user_per_s = 0\n"
              "io_timeout_s = 30\n",
              tok);
-    write_file(conf, text);
+    sk_th_write_file(conf, text);
     const char *argv[] = {sk_th_seckill_bin(), "serve", "--listen", n.listen,   "--redis",
                           sk_th_redis_url(),   "--db",  n.db,       "--config", conf,
                           "--processes",       "2",     NULL};
@@ -156,7 +149,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
 
     /* the second configuration: a new token, a rate limit, a log level, and
      * two settings that need a restart */
-    write_file(tok, "admin-token-two-0123456789\n");
+    sk_th_write_file(tok, "admin-token-two-0123456789\n");
     snprintf(text, sizeof text,
              "admin_token_file = %s\n"
              "log_level = debug\n"
@@ -166,7 +159,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
              "processes = 3\n" /* the flag wins: no change */
              "max_body = 2048\n",
              tok);
-    write_file(conf, text);
+    sk_th_write_file(conf, text);
     CHECK_EQ(kill(pid, SIGHUP), 0);
     wait_log(log, "reload: every process runs the new settings", 1);
     const char *t = log_text(log);
@@ -211,7 +204,7 @@ SK_TEST_T(reload_sighup_applies_live_settings_keeps_connections_names_the_rest, 
     CHECK_EQ(local_port(c.fd), before); /* never reconnected */
 
     /* a configuration that does not load changes nothing */
-    write_file(conf, "rate_burst = lots\n");
+    sk_th_write_file(conf, "rate_burst = lots\n");
     CHECK_EQ(kill(pid, SIGHUP), 0);
     wait_log(log, "reload: the new configuration was refused", 1);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/stats", aid);
@@ -232,7 +225,7 @@ SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
     const char *conf = n.conf, *log = n.log;
     int port = n.port;
     char text[400];
-    write_file(conf, "admin_token = lone-token-one-0123\n");
+    sk_th_write_file(conf, "admin_token = lone-token-one-0123\n");
     const char *argv[] = {sk_th_seckill_bin(),
                           "serve",
                           "--listen",
@@ -254,7 +247,7 @@ SK_TEST_T(reload_in_a_lone_process_through_its_reload_thread, 60)
     CHECK_EQ(admin(&c, "lone-token-one-0123", "GET", "/api/v1/activities/1/stats", NULL, &r) != 401,
              1);
     snprintf(text, sizeof text, "admin_token = lone-token-two-0123\nlisten = 127.0.0.1:1\n");
-    write_file(conf, text);
+    sk_th_write_file(conf, text);
     CHECK_EQ(kill(pid, SIGHUP), 0);
     wait_log(log, "reload: applied: admin_token", 1);
     /* listen came from the flag: the file's is overridden, not a change */

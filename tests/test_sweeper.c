@@ -25,6 +25,7 @@
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "spawn/redis_spawn.h"
 #include "store/store.h"
 #include "support/backend_env.h"
 #include "support/fixtures.h"
@@ -58,7 +59,7 @@ static void persist(struct sk_th_env *e)
 {
     struct sk_worker_opts o;
     sk_worker_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
+    o.redis_url = e->redis_url;
     o.db_spec = e->spec;
     o.consumer = "sweeper-test";
     o.once = 1;
@@ -757,22 +758,21 @@ static void *run_thread(void *p)
     return NULL;
 }
 
-SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
+/* An activity of one unit, open from start_ms, whose payment timeout is
+ * pay_timeout_s, in the database and preheated: its id. */
+static uint64_t one_unit_activity(struct sk_th_env *e, const char *what, int64_t start_ms,
+                                  int pay_timeout_s)
 {
-    struct sk_th_env env;
-    struct sk_th_env *e = &env;
-    sk_th_env_init(e, 0, "sweep.db", sk_th_redis_url());
-    /* pay_timeout 1 s: the run loop must find the order by itself. */
     int64_t now = sk_wall_ms();
     struct sk_activity a;
     sk_activity_init(&a);
     a.id = sk_th_unique_id();
-    snprintf(a.name, sizeof a.name, "run loop %" PRIu64, a.id);
+    snprintf(a.name, sizeof a.name, "%s %" PRIu64, what, a.id);
     a.stock = 1;
     a.per_user_limit = 1;
-    a.start_ms = now - 60000;
+    a.start_ms = start_ms;
     a.end_ms = now + 3600000;
-    a.pay_timeout_s = 1;
+    a.pay_timeout_s = pay_timeout_s;
     a.created_ms = now;
     sk_activity_apply_defaults(&a);
     CHECK_EQ(sk_store_activity_insert(e->st, &a), 0);
@@ -781,20 +781,36 @@ SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
     int rc;
     CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &rc, NULL), 0);
     CHECK_EQ(sk_stock_set_open(e->r, a.id, 1, &rc), 0);
-    char oid[SK_ORDER_ID_MAX];
-    buy(e, a.id, 1, 1, oid);
-    persist(e);
+    return a.id;
+}
 
+/* The sweeper's loop on a thread of its own, passes every 50 ms. */
+static void run_start(struct sk_th_env *e, struct run_arg *arg, pthread_t *t)
+{
     struct sk_sweeper_opts o;
     sk_sweeper_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
+    o.redis_url = e->redis_url;
     o.db_spec = e->spec;
     o.interval_ms = 50;
-    struct run_arg arg = {.rc = -1};
+    arg->rc = -1;
     char err[256];
-    CHECK_EQ(sk_sweeper_new(&arg.sw, &o, err, sizeof err), 0);
+    CHECK_EQ(sk_sweeper_new(&arg->sw, &o, err, sizeof err), 0);
+    CHECK_EQ(pthread_create(t, NULL, run_thread, arg), 0);
+}
+
+SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
+{
+    struct sk_th_env env;
+    struct sk_th_env *e = &env;
+    sk_th_env_init(e, 0, "sweep.db", sk_th_redis_url());
+    /* pay_timeout 1 s: the run loop must find the order by itself. */
+    uint64_t aid = one_unit_activity(e, "run loop", sk_wall_ms() - 60000, 1);
+    char oid[SK_ORDER_ID_MAX];
+    buy(e, aid, 1, 1, oid);
+    persist(e);
+    struct run_arg arg;
     pthread_t t;
-    CHECK_EQ(pthread_create(&t, NULL, run_thread, &arg), 0);
+    run_start(e, &arg, &t);
     /* Poll (bounded) for the cancellation: deadline 1 s after admission. */
     int64_t until = sk_mono_ms() + 10000;
     while (get_order(e, oid).status != SK_ORDER_CANCELLED && sk_mono_ms() < until) {
@@ -803,11 +819,11 @@ SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
     }
     CHECK_EQ(get_order(e, oid).status, SK_ORDER_CANCELLED);
     until = sk_mono_ms() + 5000;
-    while (!is_released(e, a.id, oid) && sk_mono_ms() < until) {
+    while (!is_released(e, aid, oid) && sk_mono_ms() < until) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    CHECK(is_released(e, a.id, oid));
+    CHECK(is_released(e, aid, oid));
     int64_t t0 = sk_mono_ms();
     sk_sweeper_stop(arg.sw);
     CHECK_EQ(pthread_join(t, NULL), 0);
@@ -819,6 +835,93 @@ SK_TEST(sweeper_run_cancels_on_its_own_and_stops_on_request)
     CHECK(st.passes >= 1);
     sk_sweeper_free(arg.sw);
     sk_th_env_done(e);
+}
+
+/* Redis's clock as TIME answers it, in ms. */
+static int64_t redis_time_ms(struct sk_th_env *e)
+{
+    redisReply *r;
+    CHECK_EQ(sk_redis_cmd(e->r, &r, "TIME"), 0);
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    int64_t ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* The worker host's clock 3 h ahead of Redis's (the nemesis's clock_jump
+ * found it): a deadline is Redis's clock at the admission plus the
+ * payment timeout, and a sweeper that judged it by its own clock alone
+ * cancelled every unpaid order at once. Here Redis's wall clock is moved
+ * 3 h back instead (the test's preload library on a private redis-server:
+ * the same difference of clocks, without moving this process's): the
+ * sweeper runs passes and releases nothing; once Redis's clock is back
+ * (past the deadline on both clocks) it releases the order. */
+SK_TEST(sweeper_releases_nothing_early_when_its_clock_is_ahead_of_redis)
+{
+    char lib[440], bin[400];
+    snprintf(bin, sizeof bin, "%s", sk_th_seckill_bin());
+    char *slash = strrchr(bin, '/');
+    CHECK(slash);
+    *slash = 0;
+    snprintf(lib, sizeof lib, "%s/libsk-clock-shift.so", bin);
+    CHECK_MSG(access(lib, R_OK) == 0, "%s: make builds it", lib);
+    struct sk_redis_spawn rs;
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("SK_CLOCK_SHIFT_FILE", "clock-shift", 1);
+    int rc = sk_redis_spawn_start(&rs, NULL);
+    unsetenv("LD_PRELOAD");
+    unsetenv("SK_CLOCK_SHIFT_FILE");
+    CHECK_MSG(rc == 0, "redis: %s", rs.errstr);
+    char shift[400];
+    snprintf(shift, sizeof shift, "%s/clock-shift", rs.dir);
+    FILE *f = fopen(shift, "w");
+    CHECK(f);
+    fputs("-3h", f);
+    CHECK(fclose(f) == 0);
+
+    struct sk_th_env env;
+    struct sk_th_env *e = &env;
+    sk_th_env_init(e, 0, "sweep-clock.db", rs.url);
+    int64_t by = sk_mono_ms() + 5000;
+    while (sk_wall_ms() - redis_time_ms(e) < 2 * 3600 * 1000) {
+        CHECK_MSG(sk_mono_ms() < by, "Redis's clock never moved back");
+        sk_th_nap_ms(20);
+    }
+    /* open on both clocks */
+    uint64_t aid = one_unit_activity(e, "clock", sk_wall_ms() - 4 * 3600 * 1000, PAY_TIMEOUT_S);
+    char oid[SK_ORDER_ID_MAX];
+    buy(e, aid, 1, 1, oid);
+    persist(e);
+    /* its deadline passed hours ago on this host's clock, not on Redis's */
+    CHECK(get_order(e, oid).pay_deadline_ms < sk_wall_ms() - 3600 * 1000);
+
+    struct run_arg arg;
+    pthread_t t;
+    run_start(e, &arg, &t);
+    struct sk_sweeper_stats st;
+    by = sk_mono_ms() + 10000;
+    do { /* twenty passes: each would have cancelled it */
+        sk_th_nap_ms(20);
+        sk_sweeper_stats(arg.sw, &st);
+        CHECK(sk_mono_ms() < by);
+    } while (st.passes < 20);
+    CHECK_EQ(st.cancelled, 0);
+    CHECK_EQ(get_order(e, oid).status, SK_ORDER_CREATED);
+
+    /* Redis's clock back: past the deadline on both clocks */
+    f = fopen(shift, "w");
+    CHECK(f);
+    fputs("+0", f);
+    CHECK(fclose(f) == 0);
+    by = sk_mono_ms() + 10000;
+    while (get_order(e, oid).status != SK_ORDER_CANCELLED && sk_mono_ms() < by)
+        sk_th_nap_ms(20);
+    CHECK_EQ(get_order(e, oid).status, SK_ORDER_CANCELLED);
+    sk_sweeper_stop(arg.sw);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    sk_sweeper_free(arg.sw);
+    sk_th_env_done(e);
+    sk_redis_spawn_stop(&rs);
 }
 
 SK_TEST(sweeper_new_refuses_bad_options)

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "engine/stock.h"
 #include "orders/job_conns.h"
+#include "redis/reply.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -291,6 +292,34 @@ int sk_sweeper_pass(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
     return rc;
 }
 
+/* The time a pass judges deadlines by: the earlier of this host's clock
+ * and Redis's (TIME). A deadline is Redis's clock at the admission (the
+ * order's stream entry id) plus the payment timeout, so neither clock
+ * jumping ahead alone (an NTP step, a VM resumed, a wrong clock fixed
+ * backwards) releases an order before its deadline; a clock behind only
+ * releases late. 0, or the Redis error (no pass then: its releases could
+ * not follow anyway). */
+static int sweep_now(sk_sweeper *sw, int64_t *now)
+{
+    int64_t local = sk_wall_ms(), s, us;
+    redisReply *rep;
+    int rc = sk_redis_ensure(sw->r);
+    if (rc == 0) rc = sk_redis_cmd(sw->r, &rep, "TIME");
+    if (rc) {
+        set_err(sw, "redis: TIME: %s", sw->r->errstr);
+        return rc;
+    }
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             sk_reply_i64(rep->element[0], &s) == 0 && sk_reply_i64(rep->element[1], &us) == 0;
+    freeReplyObject(rep);
+    if (!ok) {
+        set_err(sw, "redis: unexpected reply to TIME");
+        return SK_EPROTO;
+    }
+    *now = s * 1000 + us / 1000 < local ? s * 1000 + us / 1000 : local;
+    return 0;
+}
+
 /* Sleeps ms, waking early when stopped (paces passes and retries only). */
 static void nap(sk_sweeper *sw, int64_t ms)
 {
@@ -302,8 +331,9 @@ int sk_sweeper_run(sk_sweeper *sw)
     int backoff = 0;
     sk_log(SK_LOG_INFO, "sweeper: every %d ms, batch %d", sw->o.interval_ms, sw->o.batch);
     while (!atomic_load(&sw->stop)) {
-        int64_t start = sk_mono_ms();
-        int rc = sk_sweeper_pass(sw, sk_wall_ms(), NULL);
+        int64_t start = sk_mono_ms(), now = 0;
+        int rc = sweep_now(sw, &now);
+        if (rc == 0) rc = sk_sweeper_pass(sw, now, NULL);
         if (rc) {
             if (!backoff) sk_log(SK_LOG_WARN, "sweeper: pass failed: %s (retrying)", sw->errstr);
             backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;

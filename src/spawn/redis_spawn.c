@@ -15,7 +15,10 @@
 #include "spawn/spawn.h"
 
 #define SK_RSPAWN_MAX_EXTRA 48
-#define SK_RSPAWN_READY_MS 10000
+/* A restart loads the AOF first (LOADING is not ready): a nemesis's node
+ * holds 50-100 MB of it after two minutes of sale, which a loaded 2-core
+ * machine took over 10 s to read. */
+#define SK_RSPAWN_READY_MS 30000
 #define SK_RSPAWN_STOP_MS 5000
 /* A port that was free when probed can be taken before redis binds it. */
 #define SK_RSPAWN_TRIES 5

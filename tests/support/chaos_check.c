@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/codes.h"
 #include "core/error.h"
+#include "engine/order_id.h"
 #include "support/harness.h"
 
 void chaos_ledger_init(struct chaos_ledger *L, size_t cap)
@@ -53,6 +55,7 @@ static const char *const finding_names[CF_COUNT] = {
     [CF_NOT_RESUMED] = "sale did not resume",
     [CF_RECONCILE] = "reconcile drift",
     [CF_BAD_ANSWER] = "answer outside the contract",
+    [CF_WINDOW] = "sold outside the window on Redis's clock",
 };
 
 const char *chaos_finding_name(int f)
@@ -160,6 +163,13 @@ static int cmp_by_oid(const void *x, const void *y)
     return a->key < b->key ? -1 : a->key > b->key;
 }
 
+static int cmp_by_key(const void *x, const void *y)
+{
+    const struct chaos_answer *a = &g_a[*(const size_t *)x], *b = &g_a[*(const size_t *)y];
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->aid < b->aid ? -1 : a->aid > b->aid;
+}
+
 static int cmp_by_user(const void *x, const void *y)
 {
     const struct chaos_answer *a = &g_a[*(const size_t *)x], *b = &g_a[*(const size_t *)y];
@@ -199,16 +209,22 @@ static int cmp_ustat(const void *x, const void *y)
     return a->user < b->user ? -1 : a->user > b->user;
 }
 
-static int allowed(const struct chaos_answer *a)
+static int allowed(const struct chaos_answer *a, int clock_jumped)
 {
     if (a->bad) return 0;
     switch (a->status) {
     case 0:
     case 200: return 1;
+    case 403: return clock_jumped && (!strcmp(a->err, "not_started") || !strcmp(a->err, "ended"));
     case 409: return !strcmp(a->err, "sold_out") || !strcmp(a->err, "limit_exceeded");
     case 503:
-        return !strcmp(a->err, "unavailable") || !strcmp(a->err, "unconfirmed") ||
-               !strcmp(a->err, "recovering") || !strcmp(a->err, "busy");
+        if (!strcmp(a->err, "unavailable") || !strcmp(a->err, "unconfirmed") ||
+            !strcmp(a->err, "recovering") || !strcmp(a->err, "busy"))
+            return 1;
+        /* a refusal of the scripts that is a 503 (e.g. Redis out of memory) */
+        for (int rc = 0; rc < SK_RC_COUNT_; rc++)
+            if (sk_rc_http_status(rc) == 503 && !strcmp(a->err, sk_rc_wire(rc))) return 1;
+        return 0;
     default: return 0;
     }
 }
@@ -331,7 +347,7 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
         const struct chaos_answer *x = &a[i];
         int ai = act_index(in, x->aid);
         struct chaos_act_report *ar = ai >= 0 && ai < CHAOS_MAX_ACTS ? &out->act[ai] : NULL;
-        if (!allowed(x))
+        if (!allowed(x, in->clock_jumped))
             found(out, CF_BAD_ANSWER, "user %" PRIu32 " activity %" PRIu64 ": %d %s%s", x->user,
                   x->aid, x->status, x->err, x->bad ? " (malformed)" : "");
         if (x->status == 200) {
@@ -406,6 +422,50 @@ int chaos_check(const struct chaos_input *in, struct chaos_report *out)
                   x->oid, x->user, x->aid, x->serve);
             about(out, CF_MISSING, x->aid, x->user);
         }
+    }
+
+    /* the window on Redis's clock: no admission on a master while its
+     * clock was jumped out of every window. A 200 then may be the replay
+     * of an order admitted before (a retry with the key gets its first
+     * accepted answer whatever the gate says): judged only when every
+     * attempt of its key was sent after the jump began. */
+    if (in->njumps) {
+        size_t *bk = malloc((n ? n : 1) * sizeof *bk);
+        CHECK(bk);
+        for (size_t i = 0; i < n; i++)
+            bk[i] = i;
+        g_a = a;
+        qsort(bk, n, sizeof *bk, cmp_by_key);
+        for (size_t j = 0; j < in->njumps; j++) {
+            const struct chaos_clock_jump *cj = &in->jumps[j];
+            for (size_t k = 0; k < n;) {
+                size_t e = k;
+                int64_t first = a[bk[k]].t_send_ms;
+                while (e < n && a[bk[e]].key == a[bk[k]].key && a[bk[e]].aid == a[bk[k]].aid) {
+                    if (a[bk[e]].t_send_ms < first) first = a[bk[e]].t_send_ms;
+                    e++;
+                }
+                for (size_t i = k; i < e && first >= cj->from_ms; i++) {
+                    const struct chaos_answer *x = &a[bk[i]];
+                    struct sk_oid o;
+                    if (x->status != 200 || x->t_done_ms > cj->to_ms) continue;
+                    if (sk_oid_parse(x->oid, strlen(x->oid), &o) != 0 ||
+                        strcmp(o.branch, cj->branch))
+                        continue;
+                    found(out, CF_WINDOW,
+                          "order %s (user %" PRIu32 ", activity %" PRIu64
+                          ") was admitted from %+.3f to %+.3f s by the master of branch %s, "
+                          "whose clock was out of every window from %+.3f to %+.3f s",
+                          x->oid, x->user, x->aid, (double)(first - in->start_ms) / 1000,
+                          (double)(x->t_done_ms - in->start_ms) / 1000, cj->branch,
+                          (double)(cj->from_ms - in->start_ms) / 1000,
+                          (double)(cj->to_ms - in->start_ms) / 1000);
+                    about(out, CF_WINDOW, x->aid, x->user);
+                }
+                k = e;
+            }
+        }
+        free(bk);
     }
 
     /* per user and activity: keys, doubt, and one order id per key */

@@ -24,7 +24,12 @@
  *   - the sale resumed: an activity with stock left had a 200 after the
  *     last fault healed;
  *   - `seckill reconcile --stale-after` finds no drift;
- *   - every answer is one the HTTP contract allows.
+ *   - nothing sold outside the window on Redis's clock: while a master's
+ *     clock was jumped out of every activity's window (a clock jump the
+ *     caller lists), no 200 came from an admission there (its order id
+ *     carries that master's branch);
+ *   - every answer is one the HTTP contract allows (403 `not_started` /
+ *     `ended` too when the caller jumped a clock).
  * It also measures the longest time without a 200 per activity and per
  * serve process (reported, not judged). */
 #ifndef SK_TEST_CHAOS_CHECK_H
@@ -79,6 +84,15 @@ struct chaos_activity {
     int64_t stock, limit;
 };
 
+/* A master's clock held outside every activity's window from from_ms to
+ * to_ms (wall clock of the test): an admission on it meanwhile broke the
+ * window. branch: the first 8 hex digits of its replication id then (the
+ * branch of the order ids it hands out). */
+struct chaos_clock_jump {
+    char branch[16];
+    int64_t from_ms, to_ms;
+};
+
 struct chaos_input {
     const struct chaos_ledger *ledger;
     const struct chaos_activity *acts;
@@ -91,6 +105,9 @@ struct chaos_input {
     int64_t start_ms;  /* when the sale began (wall clock; report times are relative to it) */
     int64_t healed_ms; /* when the last fault healed (wall clock) */
     int stale_after_s; /* reconcile's bound (0: 30) */
+    const struct chaos_clock_jump *jumps; /* Redis masters' clock jumps (may be NULL) */
+    size_t njumps;
+    int clock_jumped; /* some clock was jumped: window refusals are allowed answers */
 };
 
 enum chaos_finding {
@@ -106,6 +123,7 @@ enum chaos_finding {
     CF_NOT_RESUMED, /* no 200 after the last fault although stock was left */
     CF_RECONCILE,   /* `seckill reconcile` found drift */
     CF_BAD_ANSWER,  /* an answer the HTTP contract does not allow */
+    CF_WINDOW,      /* a 200 admitted while its master's clock was outside the window */
     CF_COUNT
 };
 

@@ -1,8 +1,11 @@
 /* chaos_store.c - the nemesis's database, by kind (chaos_store.h). */
 #include "support/chaos_store.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "support/harness.h"
 
@@ -24,8 +27,16 @@ const char *chaos_store_name(enum chaos_store_kind k)
 
 void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind)
 {
+    chaos_store_start_in(s, kind, NULL);
+}
+
+void chaos_store_start_in(struct chaos_store *s, enum chaos_store_kind kind, const char *dir)
+{
     memset(s, 0, sizeof *s);
     s->kind = kind;
+    /* the servers' spawners make their directories under TMPDIR */
+    char *tmp = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    if (dir) setenv("TMPDIR", dir, 1);
     if (kind == CHAOS_STORE_POSTGRES) {
         sk_th_pg_start(&s->pg);
         sk_th_pg_create_db(&s->pg, "chaos", s->spec, sizeof s->spec);
@@ -33,9 +44,34 @@ void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind)
         sk_th_my_start(&s->my);
         sk_th_my_create_db(&s->my, "chaos", s->spec, sizeof s->spec);
     } else {
-        snprintf(s->path, sizeof s->path, "%s/chaos.db", sk_th_tmpdir());
+        snprintf(s->path, sizeof s->path, "%s/chaos.db", dir ? dir : sk_th_tmpdir());
         snprintf(s->spec, sizeof s->spec, "sqlite:%s", s->path);
     }
+    if (dir && tmp)
+        setenv("TMPDIR", tmp, 1);
+    else if (dir)
+        unsetenv("TMPDIR");
+    free(tmp);
+}
+
+/* The server's process (0: none, or SQLite). */
+static pid_t *server_pid(struct chaos_store *s)
+{
+    if (s->kind == CHAOS_STORE_POSTGRES) return &s->pg.srv.pid;
+    if (s->kind == CHAOS_STORE_MARIADB) return &s->my.srv.pid;
+    return NULL;
+}
+
+int chaos_store_revive(struct chaos_store *s)
+{
+    pid_t *pid = server_pid(s);
+    if (!pid || s->down || s->frozen || *pid <= 0) return 0;
+    /* gone: exited (a child of ours, reaped here) or no longer there */
+    if (waitpid(*pid, NULL, WNOHANG) != *pid && kill(*pid, 0) == 0) return 0;
+    *pid = 0;
+    s->down = 1;
+    chaos_store_restart(s);
+    return 1;
 }
 
 int chaos_store_can_stop(const struct chaos_store *s)

@@ -36,6 +36,13 @@ const char *chaos_store_name(enum chaos_store_kind k);
 
 /* Starts a fresh one (fails the test when it cannot). */
 void chaos_store_start(struct chaos_store *s, enum chaos_store_kind kind);
+/* The same with its files under dir (a filesystem of the test's own, for
+ * a full disk), NULL: the run's temporary directory. */
+void chaos_store_start_in(struct chaos_store *s, enum chaos_store_kind kind, const char *dir);
+/* Starts the server again when it died by itself (PostgreSQL exits when
+ * its disk is full and its crash recovery cannot write); 1 when it had
+ * to, 0 when it runs (or is SQLite). */
+int chaos_store_revive(struct chaos_store *s);
 /* 1 when the kind can be stopped and started again. */
 int chaos_store_can_stop(const struct chaos_store *s);
 /* Fast shutdown / start again on the same data (only when it can stop). */

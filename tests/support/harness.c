@@ -621,6 +621,31 @@ int sk_th_sh(const char *cmd, char *out, size_t cap)
     return pclose(p);
 }
 
+void sk_th_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) sk_th_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    if (fclose(f) != 0) sk_th_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    /* private: serve refuses a config or secret file others may read */
+    chmod(path, 0600);
+}
+
+void sk_th_write_in(const char *dir, const char *name, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sk_th_write_file(path, text);
+}
+
+int sk_th_check_script(const char *script, const char *root, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "SK_CHECK_ROOT='%s' sh '%s/scripts/%s' 2>&1", root,
+             sk_th_source_root(), script);
+    return sk_th_sh(cmd, out, cap);
+}
+
 void sk_th_order_sid(const char *order_id, char *sid, size_t cap)
 {
     struct sk_oid id;

@@ -133,10 +133,16 @@ long sk_th_proc_bytes_queued_at(pid_t pid, int port)
 
 long sk_th_proc_rss_kib(pid_t pid)
 {
+    CHECK(sk_th_proc_state(pid) != 0);
+    return sk_th_proc_rss_kib_or(pid);
+}
+
+long sk_th_proc_rss_kib_or(pid_t pid)
+{
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
+    if (!f) return -1;
     long kib = -1;
     while (fgets(line, sizeof line, f))
         if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;

@@ -29,5 +29,8 @@ long sk_th_proc_bytes_queued_at(pid_t pid, int port);
 /* The resident set of pid in KiB (VmRSS of /proc/<pid>/status), -1 when
  * the line is missing; fails the test when the process is gone. */
 long sk_th_proc_rss_kib(pid_t pid);
+/* The same, -1 when the process is gone (a sampler of processes that may
+ * die). */
+long sk_th_proc_rss_kib_or(pid_t pid);
 
 #endif

@@ -55,14 +55,22 @@ void sale_wait_ready(int port)
 
 uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int segments)
 {
+    return sale_activity_for(port, id, stock, limit, segments, 7200, 0);
+}
+
+uint64_t sale_activity_for(int port, uint64_t id, int64_t stock, int64_t limit, int segments,
+                           int64_t open_s, int64_t pay_timeout_s)
+{
     if (!id) id = sk_th_unique_id();
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96], out[512];
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], body[512], path[96], out[512],
+        pay[48] = "";
     sk_time_format_rfc3339((sk_wall_ms() / 1000 - 60) * 1000, start, sizeof start);
-    sk_time_format_rfc3339((sk_wall_ms() / 1000 + 7200) * 1000, end, sizeof end);
+    sk_time_format_rfc3339((sk_wall_ms() / 1000 + open_s) * 1000, end, sizeof end);
+    if (pay_timeout_s > 0) snprintf(pay, sizeof pay, ",\"pay_timeout_s\":%" PRId64, pay_timeout_s);
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"rollback\",\"stock\":%" PRId64
-             ",\"per_user_limit\":%" PRId64 ",\"start\":\"%s\",\"end\":\"%s\",\"segments\":%d}",
-             id, stock, limit, start, end, segments);
+             ",\"per_user_limit\":%" PRId64 ",\"start\":\"%s\",\"end\":\"%s\",\"segments\":%d%s}",
+             id, stock, limit, start, end, segments, pay);
     int st = sale_admin(port, "POST", "/api/v1/activities", body, out, sizeof out);
     CHECK_MSG(st == 201, "create: %d %s", st, out);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);

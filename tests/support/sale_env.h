@@ -65,6 +65,10 @@ int sale_admin(int port, const char *method, const char *path, const char *body,
  * admin API: stock units, limit per user, segments (1 = not segmented),
  * max_per_order = limit. Returns its id. */
 uint64_t sale_activity(int port, uint64_t id, int64_t stock, int64_t limit, int segments);
+/* The same, open from a minute ago for open_s seconds, with a payment
+ * timeout of pay_timeout_s (0: the default, 30 minutes). */
+uint64_t sale_activity_for(int port, uint64_t id, int64_t stock, int64_t limit, int segments,
+                           int64_t open_s, int64_t pay_timeout_s);
 /* Waits until /readyz answers 200 (bounded). */
 void sale_wait_ready(int port);
 

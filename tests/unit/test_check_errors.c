@@ -7,33 +7,25 @@
 
 #include "support/harness.h"
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 SK_TEST(check_errors_names_a_bare_minus_one_of_an_exported_function_only)
 {
-    char root[400], dir[450], file[500], cmd[1200];
+    char root[400], dir[450], cmd[1200];
     static char out[8192];
     snprintf(root, sizeof root, "%s/check-errors", sk_th_tmpdir());
     snprintf(dir, sizeof dir, "%s/src/core", root);
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
-    snprintf(file, sizeof file, "%s/good.c", dir);
-    write_file(file, "static int helper(int x)\n{\n    if (x) return -1;\n    return 0;\n}\n\n"
-                     "int sk_good(int x)\n{\n    if (x > 1) return -1; /* value: none */\n"
-                     "    return helper(x) < 0 ? SK_EINVAL : 0;\n}\n");
-    snprintf(cmd, sizeof cmd, "SK_CHECK_ROOT=%s sh %s/scripts/check-errors.sh 2>&1", root,
-             sk_th_source_root());
-    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0 && strstr(out, "check-errors: ok"), "%s", out);
-    snprintf(file, sizeof file, "%s/bad.c", dir);
-    write_file(file, "int sk_bad(const char *s,\n           int n)\n{\n    if (!s) return -1;\n"
-                     "    return n;\n}\n");
-    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) != 0, "%s", out);
+    sk_th_write_in(dir, "good.c",
+                   "static int helper(int x)\n{\n    if (x) return -1;\n    return 0;\n}\n\n"
+                   "int sk_good(int x)\n{\n    if (x > 1) return -1; /* value: none */\n"
+                   "    return helper(x) < 0 ? SK_EINVAL : 0;\n}\n");
+    CHECK_MSG(sk_th_check_script("check-errors.sh", root, out, sizeof out) == 0 &&
+                  strstr(out, "check-errors: ok"),
+              "%s", out);
+    sk_th_write_in(dir, "bad.c",
+                   "int sk_bad(const char *s,\n           int n)\n{\n    if (!s) return -1;\n"
+                   "    return n;\n}\n");
+    CHECK_MSG(sk_th_check_script("check-errors.sh", root, out, sizeof out) != 0, "%s", out);
     CHECK_MSG(strstr(out, "src/core/bad.c:4: sk_bad returns a bare -1") != NULL, "%s", out);
     CHECK_MSG(!strstr(out, "good.c"), "%s", out);
 }

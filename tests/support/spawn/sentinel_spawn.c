@@ -101,17 +101,17 @@ static int pings(void *arg)
     return ok;
 }
 
+static int launch_sentinel(struct sk_sentinel_spawn *s, int i);
+
 /* Writes Sentinel i's configuration and starts it (not yet waiting for it
  * to know the others). */
 static int start_sentinel(struct sk_sentinel_spawn *s, int i,
                           const struct sk_sentinel_spawn_opts *o)
 {
-    char sdir[300], conf[340], log[340], err[340], name[64];
+    char sdir[300], conf[340], log[340];
     snprintf(sdir, sizeof sdir, "%.250s/s%d", s->dir, i);
     snprintf(conf, sizeof conf, "%s/sentinel.conf", sdir);
     snprintf(log, sizeof log, "%s/sentinel.log", sdir);
-    snprintf(err, sizeof err, "%s/sentinel.stderr", sdir);
-    snprintf(name, sizeof name, "redis sentinel %d", i);
     if (mkdir(sdir, 0700) < 0 && errno != EEXIST)
         return fail(s, SK_EIO, "mkdir %s: %s", sdir, strerror(errno));
     int rc = SK_EEXIST;
@@ -132,21 +132,40 @@ static int start_sentinel(struct sk_sentinel_spawn *s, int i,
                 o->down_after_ms > 0 ? o->down_after_ms : 1000, s->name,
                 o->failover_timeout_ms > 0 ? o->failover_timeout_ms : 10000, s->name);
         if (fclose(f) != 0) return fail(s, SK_EIO, "cannot write %s", conf);
-        const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
-        struct sk_spawn_cmd cmd = {.argv = argv,
-                                   .err = err,
-                                   .flags = SK_SPAWN_PDEATHSIG,
-                                   .name = name,
-                                   .log = log,
-                                   .ready = pings,
-                                   .arg = &s->sport[i],
-                                   .ready_ms = 10000,
-                                   .poll_ms = 10,
-                                   .stop_sig = SIGTERM,
-                                   .stop_ms = SK_SSPAWN_STOP_MS};
-        rc = sk_spawn_start(&cmd, &s->spid[i], s->errstr, sizeof s->errstr);
+        rc = launch_sentinel(s, i);
     }
     return rc == SK_EEXIST ? SK_EIO : rc;
+}
+
+/* Starts Sentinel i from its sentinel.conf. */
+static int launch_sentinel(struct sk_sentinel_spawn *s, int i)
+{
+    char sdir[300], conf[340], log[340], err[340], name[64];
+    snprintf(sdir, sizeof sdir, "%.250s/s%d", s->dir, i);
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", sdir);
+    snprintf(log, sizeof log, "%s/sentinel.log", sdir);
+    snprintf(err, sizeof err, "%s/sentinel.stderr", sdir);
+    snprintf(name, sizeof name, "redis sentinel %d", i);
+    const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+    struct sk_spawn_cmd cmd = {.argv = argv,
+                               .err = err,
+                               .flags = SK_SPAWN_PDEATHSIG,
+                               .name = name,
+                               .log = log,
+                               .ready = pings,
+                               .arg = &s->sport[i],
+                               .ready_ms = 10000,
+                               .poll_ms = 10,
+                               .stop_sig = SIGTERM,
+                               .stop_ms = SK_SSPAWN_STOP_MS};
+    return sk_spawn_start(&cmd, &s->spid[i], s->errstr, sizeof s->errstr);
+}
+
+int sk_sentinel_spawn_restart_sentinel(struct sk_sentinel_spawn *s, int i)
+{
+    if (i < 0 || i >= SK_SENTINEL_SPAWN_SENTINELS || s->spid[i] > 0)
+        return fail(s, SK_EINVAL, "Sentinel %d: no such Sentinel, or it runs", i);
+    return launch_sentinel(s, i);
 }
 
 /* Until WAIT on the master counts every replica: after a full sync the

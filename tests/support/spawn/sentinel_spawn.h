@@ -64,6 +64,13 @@ int sk_sentinel_spawn_wait_failover(struct sk_sentinel_spawn *s, int old, int ms
  * its link up. 0, or SK_ETIMEDOUT (s->errstr). */
 int sk_sentinel_spawn_wait_replica(struct sk_sentinel_spawn *s, int i, int ms);
 
+/* Starts Sentinel i again (its pid 0: it was killed and reaped) on its
+ * port from whatever its sentinel.conf holds now (a test may have put an
+ * old copy there: a Sentinel back with a stale view). Does not wait for it
+ * to know the others. 0, SK_EINVAL (i runs or is no Sentinel) or SK_EIO
+ * (s->errstr). */
+int sk_sentinel_spawn_restart_sentinel(struct sk_sentinel_spawn *s, int i);
+
 /* Every node, then the Sentinels: SIGTERM, a bounded wait, SIGKILL; the
  * directories are removed. Safe on a stopped or zeroed s. Returns 0, or
  * SK_EIO when a directory could not be removed (s->errstr). */
