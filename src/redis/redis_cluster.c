@@ -1,6 +1,7 @@
 /* redis_cluster.c - key slots, key positions, redirections, slot map. */
 #include "redis/redis_cluster.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 /* Table-driven CRC16-CCITT, polynomial 0x1021, init 0 (the Redis spec's). */
 static uint16_t crc_table[256];
-static int crc_ready;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void)
 {
@@ -21,12 +22,11 @@ static void crc_init(void)
             c = (uint16_t)(c & 0x8000 ? (c << 1) ^ 0x1021 : c << 1);
         crc_table[i] = c;
     }
-    crc_ready = 1; /* idempotent: a race computes the same table twice */
 }
 
 uint16_t sk_cluster_crc16(const char *buf, size_t len)
 {
-    if (!crc_ready) crc_init();
+    pthread_once(&crc_once, crc_init); /* threads route at once (the worker's) */
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++)
         crc = (uint16_t)((crc << 8) ^ crc_table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);

@@ -52,6 +52,7 @@ static int set_err(sk_redis *r, int err, const char *fmt, ...)
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static h2o_loop_t **pool;
 static size_t npool, cappool;
+static size_t nforeign; /* pool[0..nforeign): a fork's parent's, kept unused */
 static pid_t pool_pid;
 
 static h2o_loop_t *loop_take(void)
@@ -59,10 +60,12 @@ static h2o_loop_t *loop_take(void)
     h2o_loop_t *l = NULL;
     pthread_mutex_lock(&pool_mu);
     if (pool_pid != getpid()) {
-        npool = 0; /* a fork's child: the parent's loops are not ours */
+        /* a fork's child: the parent's loops are not ours; they stay
+         * listed (not leaked) below the ones the child makes */
+        nforeign = npool;
         pool_pid = getpid();
     }
-    if (npool) l = pool[--npool];
+    if (npool > nforeign) l = pool[--npool];
     pthread_mutex_unlock(&pool_mu);
     return l ? l : h2o_evloop_create();
 }
