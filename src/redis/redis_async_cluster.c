@@ -1113,6 +1113,29 @@ void sk_aredis_cl_stats(const sk_aredis *ar, struct sk_cluster_stats *out)
     *out = ar->cl->stats;
 }
 
+const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len)
+{
+    const struct ar_cluster *cl = ar->cl;
+    int o = sk_cluster_map_owner(&cl->map, sk_cluster_key_slot(key, len));
+    return o >= 0 ? cl->node[o] : NULL;
+}
+
+void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
+                       void *data)
+{
+    const struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
+}
+
+sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k)
+{
+    struct ar_cluster *cl = ar->cl;
+    for (int i = 0, seen = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && seen++ == k) return cl->node[i];
+    return NULL;
+}
+
 void sk_aredis_cl_flush(sk_aredis *ar)
 {
     struct ar_cluster *cl = ar->cl;

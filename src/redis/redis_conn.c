@@ -270,6 +270,7 @@ struct queued {
     const size_t *lens;
     int script; /* >= 0: an embedded script, argv its keys then args */
     int nkeys;
+    struct sk_aredis *node; /* NULL: the front routes it; else this node's client */
 };
 
 static int enqueue(sk_redis *r, const struct queued *q)
@@ -279,7 +280,8 @@ static int enqueue(sk_redis *r, const struct queued *q)
     int rc = q->script >= 0 ? sk_aredis_eval(r->a, (enum sk_script_id)q->script, q->nkeys, q->argv,
                                              q->argc - q->nkeys, q->argv + q->nkeys,
                                              q->lens ? q->lens + q->nkeys : NULL, on_answer, c)
-                            : sk_aredis_command(r->a, on_answer, c, q->argc, q->argv, q->lens);
+                            : sk_aredis_command(q->node ? q->node : r->a, on_answer, c, q->argc,
+                                                q->argv, q->lens);
     if (rc < 0) {
         call_free(r, c);
         return set_err(r, rc, "%s",
@@ -341,7 +343,7 @@ int sk_redis_read(sk_redis *r, redisReply **out)
 
 int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
 {
-    struct queued q = {argc, argv, lens, -1, 0};
+    struct queued q = {argc, argv, lens, -1, 0, NULL};
     return append_q(r, &q);
 }
 
@@ -428,7 +430,7 @@ int sk_redis_ensure(sk_redis *r)
 
 int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)
 {
-    struct queued q = {argc, argv, lens, -1, 0};
+    struct queued q = {argc, argv, lens, -1, 0, NULL};
     return exchange(r, &q, out);
 }
 
@@ -482,6 +484,26 @@ int sk_redis_cmd(sk_redis *r, redisReply **out, const char *fmt, ...)
     return rc;
 }
 
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens)
+{
+    *out = NULL;
+    if (!r->url.cluster) return k == 0 ? sk_redis_command(r, out, argc, argv, lens) : SK_ENOTFOUND;
+    if (r->pipe_n || r->pipe_broken) pipe_abandon(r);
+    int rc = ready(r);
+    if (rc < 0) return rc;
+    /* the front is ready when one master is: this one may still connect */
+    int64_t by = sk_mono_ms() + 2 * r->connect_timeout_ms + READY_SLACK_MS;
+    struct sk_aredis *node;
+    while ((node = sk_aredis_cl_master_k(r->a, k)) && !sk_aredis_ready(node) && sk_mono_ms() < by)
+        pump(r, PUMP_MS);
+    if (!node) return set_err(r, SK_ENOTFOUND, "redis cluster: no master %d", k);
+    struct queued q = {argc, argv, lens, -1, 0, node};
+    rc = enqueue(r, &q);
+    if (rc == 0) rc = sk_redis_read(r, out);
+    return rc;
+}
+
 int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out)
 {
     if (!r->url.cluster) return SK_EINVAL;
@@ -501,6 +523,59 @@ int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out)
 const struct sk_cluster_map *sk_redis_cluster_map(const sk_redis *r)
 {
     return r->url.cluster && r->a ? sk_aredis_cl_map(r->a) : NULL;
+}
+
+/* ---- the servers' settings (redis_settings.h) ------------------------------------ */
+
+struct each_settings {
+    void (*fn)(void *data, const char *addr, const struct sk_rsettings *s);
+    void *data;
+};
+
+static void settings_of(void *data, const struct sk_aredis_master *m)
+{
+    const struct each_settings *e = data;
+    if (m->settings->nfields > 0) e->fn(e->data, m->addr, m->settings);
+}
+
+void sk_redis_each_settings(const sk_redis *r,
+                            void (*fn)(void *data, const char *addr, const struct sk_rsettings *s),
+                            void *data)
+{
+    struct each_settings e = {fn, data};
+    if (r->a) sk_aredis_each_master(r->a, settings_of, &e);
+}
+
+void sk_redis_refresh_settings(sk_redis *r)
+{
+    if (!r->a) return;
+    sk_aredis_settings_reread(r->a);
+    int64_t by = sk_mono_ms() + r->command_timeout_ms;
+    do
+        pump(r, sk_mono_ms() + PUMP_MS < by ? PUMP_MS : 0);
+    while (sk_aredis_settings_pending(r->a) && sk_mono_ms() < by);
+}
+
+int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_rsettings *s)
+{
+    sk_rsettings_init(s);
+    sk_redis *p = calloc(1, sizeof *p);
+    if (!p) return set_err(r, SK_ENOMEM, "out of memory");
+    sk_redis_url_node(&p->url, &r->url, host, port, 1);
+    p->connect_timeout_ms = r->connect_timeout_ms;
+    p->command_timeout_ms = r->command_timeout_ms;
+    p->bare = 1; /* a replica: no scripts, and the handshake's AUTH and SELECT only */
+    redisReply *rep;
+    int rc = sk_redis_command(p, &rep, 1, (const char *[]){"INFO"}, NULL);
+    if (rc < 0) {
+        set_err(r, rc, "%s", p->errstr);
+    } else {
+        if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
+            (void)sk_rsettings_info(s, rep->str, rep->len); /* a bad field stays unknown */
+        freeReplyObject(rep);
+    }
+    sk_redis_free(p);
+    return rc;
 }
 
 int sk_redis_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap)
@@ -561,7 +636,7 @@ static int with_script(sk_redis *r, enum sk_script_id id, int nkeys, const char 
     int n = nkeys + nargs;
     const char **av = n <= 64 ? sv : malloc(sizeof *av * (size_t)(n > 0 ? n : 1));
     size_t *lv = n <= 64 ? sl : malloc(sizeof *lv * (size_t)(n > 0 ? n : 1));
-    struct queued q = {0, NULL, NULL, (int)id, 0};
+    struct queued q = {0, NULL, NULL, (int)id, 0, NULL};
     int rc = !av || !lv ? set_err(r, SK_ENOMEM, "out of memory")
                         : script_q(&q, nkeys, keys, nargs, args, arglens, av, lv);
     if (rc == SK_EINVAL) set_err(r, rc, "script %s: too many arguments", sk_script_name(id));

@@ -16,6 +16,7 @@
 #include <hiredis.h>
 
 #include "redis/redis_cluster.h"
+#include "redis/redis_settings.h"
 #include "redis/redis_url.h"
 
 struct sk_aredis;       /* the transport (redis_async.h) */
@@ -28,6 +29,8 @@ enum sk_redis_fn {
     SK_FN_OFF,      /* EVALSHA only (a server without Functions, or asked so) */
     SK_FN_ON        /* FCALL: the library was loaded on this server */
 };
+
+#define SK_REDIS_RSET_MAX 16
 
 typedef struct sk_redis {
     struct sk_aredis *a;          /* NULL until the first command, and after a disconnect */
@@ -126,6 +129,14 @@ int sk_redis_vcmd(sk_redis *r, redisReply **out, const char *fmt, va_list ap);
 int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
 int sk_redis_read(sk_redis *r, redisReply **out);
 
+/* The command on master k: on a cluster the k-th master of the slot map,
+ * elsewhere the one master (k 0). No routing by key, no redirection
+ * followed: for commands that walk one node's keyspace (SCAN), sent to
+ * each master in turn, k = 0, 1, ... until SK_ENOTFOUND (no master k).
+ * Otherwise as sk_redis_command. */
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens);
+
 /* Redirection counters: 0, or SK_EINVAL for a handle not of a cluster. */
 int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out);
 /* The slot map (NULL for a handle not of a cluster, or not connected):
@@ -135,6 +146,24 @@ const struct sk_cluster_map *sk_redis_cluster_map(const sk_redis *r);
 /* Drops the connection (next command reconnects at once); commands
  * appended since the last read were not sent and never run. */
 void sk_redis_disconnect(sk_redis *r);
+
+/* fn for each master the client holds a connection for (the one server,
+ * the Sentinels' master, each Cluster master), with what it last said of
+ * its settings: its handshake's INFO, then INFO memory every
+ * SK_RSET_REREAD_MS while the handle runs (redis_async.h). A master that
+ * has not answered yet is left out. Nothing before the first command. */
+void sk_redis_each_settings(const sk_redis *r,
+                            void (*fn)(void *data, const char *addr, const struct sk_rsettings *s),
+                            void *data);
+/* Connects to host:port with r's credentials (AUTH, SELECT; no scripts)
+ * only to read its settings into *s (INFO), and closes: a Sentinel
+ * master's replicas, which a failover makes masters. 0 or the connect
+ * error (r->errstr; r's own connection is untouched). */
+int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_rsettings *s);
+/* Reads every ready master's settings again now (INFO memory, waited for
+ * up to the command timeout): a policy may have changed since the last
+ * read. A master that does not answer keeps what it said before. */
+void sk_redis_refresh_settings(sk_redis *r);
 
 /* Copies the value of one "field:value" line of INFO <section> into val
  * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */
