@@ -1146,12 +1146,13 @@ void sk_aredis_each_master(const sk_aredis *ar,
     if (ar) each_master_of(&e, ar);
 }
 
-/* Master k of any client (a cluster's k-th, else the one master at 0). */
-static sk_aredis *master_k(sk_aredis *ar, int k)
+/* Master k of any client (a cluster's k-th, else the one master at 0):
+ * NULL when it has no client; *n the number of masters. */
+static sk_aredis *master_k(sk_aredis *ar, int k, int *n)
 {
-    if (ar->cl) return sk_aredis_cl_master_k(ar, k);
-    if (ar->sn) return k == 0 ? sk_aredis_sn_master(ar) : NULL;
-    return k == 0 ? ar : NULL;
+    if (ar->cl) return sk_aredis_cl_master_k(ar, k, n);
+    *n = 1;
+    return k ? NULL : ar->sn ? sk_aredis_sn_master(ar) : ar;
 }
 
 /* A ready data connection, which reads its server's settings. */
@@ -1162,18 +1163,21 @@ static int reads_settings(const sk_aredis *m)
 
 void sk_aredis_settings_reread(sk_aredis *ar)
 {
-    sk_aredis *m;
-    for (int k = 0; (m = master_k(ar, k)); k++)
-        if (reads_settings(m) && !m->rset_inflight) m->rset_next_ms = 0;
+    int n = 1;
+    for (int k = 0; k < n; k++) {
+        sk_aredis *m = master_k(ar, k, &n);
+        if (m && reads_settings(m) && !m->rset_inflight) m->rset_next_ms = 0;
+    }
 }
 
 int sk_aredis_settings_pending(sk_aredis *ar)
 {
-    sk_aredis *m;
-    int n = 0;
-    for (int k = 0; (m = master_k(ar, k)); k++)
-        n += reads_settings(m) && (m->rset_inflight || m->rset_next_ms == 0);
-    return n;
+    int n = 1, left = 0;
+    for (int k = 0; k < n; k++) {
+        sk_aredis *m = master_k(ar, k, &n);
+        left += m && reads_settings(m) && (m->rset_inflight || m->rset_next_ms == 0);
+    }
+    return left;
 }
 
 const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key)

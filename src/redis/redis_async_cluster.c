@@ -1128,12 +1128,15 @@ void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_ared
         if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
 }
 
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k)
+sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters)
 {
     struct ar_cluster *cl = ar->cl;
-    for (int i = 0, seen = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && seen++ == k) return cl->node[i];
-    return NULL;
+    sk_aredis *m = NULL;
+    int seen = 0;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && seen++ == k) m = cl->node[i];
+    if (nmasters) *nmasters = seen;
+    return m;
 }
 
 void sk_aredis_cl_flush(sk_aredis *ar)

@@ -144,9 +144,10 @@ const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, si
 /* Each master client of a cluster front, ready or not. */
 void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
                        void *data);
-/* The k-th master client of the slot map of a cluster front (0, 1, ...),
- * ready or not; NULL past the last. */
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k);
+/* The client of the k-th master of the slot map of a cluster front (0, 1,
+ * ...), ready or not; NULL past the last, or while it has none yet.
+ * *nmasters (when given): the masters of the map. */
+sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters);
 /* (redis_async.c) Every ready master reads its settings again at its next
  * tick (INFO memory, as every SK_RSET_REREAD_MS); _pending: how many ready
  * masters have not answered since (the blocking facade's

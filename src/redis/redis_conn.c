@@ -495,9 +495,14 @@ int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, cons
     /* the front is ready when one master is: this one may still connect */
     int64_t by = sk_mono_ms() + 2 * r->connect_timeout_ms + READY_SLACK_MS;
     struct sk_aredis *node;
-    while ((node = sk_aredis_cl_master_k(r->a, k)) && !sk_aredis_ready(node) && sk_mono_ms() < by)
+    int n;
+    while (!((node = sk_aredis_cl_master_k(r->a, k, &n)) && sk_aredis_ready(node)) && k < n &&
+           sk_mono_ms() < by)
         pump(r, PUMP_MS);
-    if (!node) return set_err(r, SK_ENOTFOUND, "redis cluster: no master %d", k);
+    if (k >= n) return set_err(r, SK_ENOTFOUND, "redis cluster: no master %d", k);
+    if (!node || !sk_aredis_ready(node))
+        return set_err(r, SK_EIO, "redis cluster: master %d of the map not ready: %.200s", k,
+                       node ? sk_aredis_errstr(node) : "no connection");
     struct queued q = {argc, argv, lens, -1, 0, node};
     rc = enqueue(r, &q);
     if (rc == 0) rc = sk_redis_read(r, out);
