@@ -230,8 +230,9 @@ static int ready(sk_redis *r)
         if (sk_aredis_failed(r->a, &w) == SK_EAUTH) rc = SK_EAUTH;
     }
     note_transport(r);
-    return set_err(r, rc, "cannot connect to %s%.200s", strncmp(why, "redis", 5) ? "redis: " : "",
-                   why);
+    /* credentials refused: the server was reached, and said so */
+    return set_err(r, rc, "%s%s%.200s", rc == SK_EAUTH ? "" : "cannot connect to ",
+                   strncmp(why, "redis", 5) ? "redis: " : "", why);
 }
 
 /* ---- the pipeline ----------------------------------------------------------------- */
