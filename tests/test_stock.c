@@ -583,6 +583,13 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_MSG(!strstr(r->errstr, "wrong"), "the password echoed: %s", r->errstr);
+    sk_redis_free(r);
+    /* no password at all: said so, not as a failed script load */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    r = sk_th_redis_new(url, 1000, 1000);
+    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_MSG(strstr(r->errstr, "NOAUTH") != NULL, "errstr: %s", r->errstr);
     sk_redis_free(r);
     sk_th_redis_stop(&srv, 0);
 }

@@ -599,8 +599,8 @@ static void judge_one(void *data, const char *addr, const struct sk_rsettings *s
 }
 
 /* Behind a Sentinel: every replica the master's ROLE lists is connected
- * once, so its settings are read too. */
-static void probe_replicas(sk_redis *r)
+ * once, so its settings are judged too. */
+static void probe_replicas(sk_redis *r, struct settings_walk *w)
 {
     redisReply *rep;
     if (!r->url.sentinel || sk_redis_cmd(r, &rep, "ROLE") < 0) return;
@@ -612,7 +612,12 @@ static void probe_replicas(sk_redis *r)
             continue;
         int64_t port;
         if (sk_reply_i64(e->element[1], &port) < 0 || port < 1 || port > 65535) continue;
-        sk_redis_probe_settings(r, e->element[0]->str, (int)port); /* unreachable: skipped */
+        struct sk_rsettings s;
+        if (sk_redis_probe_settings(r, e->element[0]->str, (int)port, &s) < 0)
+            continue; /* unreachable: skipped */
+        char addr[80];
+        snprintf(addr, sizeof addr, "%.64s:%d", e->element[0]->str, (int)port);
+        judge_one(w, addr, &s);
     }
     freeReplyObject(rep);
 }
@@ -632,8 +637,8 @@ int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t o
         freeReplyObject(rep);
     }
     if (fresh) sk_redis_refresh_settings(r);
-    probe_replicas(r);
     struct settings_walk w = {orders, worst, where, cap};
     sk_redis_each_settings(r, judge_one, &w);
+    probe_replicas(r, &w);
     return 0;
 }

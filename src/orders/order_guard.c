@@ -227,7 +227,7 @@ int sk_worker_guard(sk_worker *w)
     if (w->o.guard_ms <= 0 || w->ns == 0) return 0;
     /* a dropped connection is made again now, so a restarted Redis is
      * checked before anything else is read from it */
-    if (!w->r->c) sk_redis_ensure(w->r);
+    sk_redis_ensure(w->r);
     int64_t now = sk_mono_ms();
     uint64_t moved = moved_count(w);
     if (now < w->guard_next_ms && w->r->connects == w->guard_connects && moved == w->guard_moved)

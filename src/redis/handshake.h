@@ -1,10 +1,10 @@
 /* handshake.h - what a connection says to a Redis server before its first
  * command (AUTH with the URL's credentials, SELECT of a db other than 0,
  * ROLE when it must reach a master, INFO for the settings a sale depends
- * on: redis_settings.h), and how the answers are read: written
- * once, without I/O, and driven by the blocking client (redis_conn.c,
- * redis_conn_sentinel.c) and the async one (redis_async.c, whose cluster
- * and Sentinel fronts open every connection through it). */
+ * on: redis_settings.h), and how the answers are read: written once,
+ * without I/O, and driven by the one transport, redis_async.c (whose
+ * Cluster and Sentinel fronts, and the blocking facade, open every
+ * connection through it). */
 #ifndef SK_HANDSHAKE_H
 #define SK_HANDSHAKE_H
 #include <stddef.h>

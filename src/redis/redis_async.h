@@ -29,17 +29,37 @@ typedef struct sk_aredis sk_aredis;
 
 /* Options of a client; zero fields take the defaults. */
 struct sk_aredis_opts {
-    int timeout_ms;      /* reply timeout (default 1000) */
-    int sync_replicas;   /* > 0: answers of sk_aredis_eval_wait wait for WAIT sync_replicas */
-    int sync_timeout_ms; /* WAIT's timeout in ms (default 100) */
-    int no_functions;    /* 1: EVALSHA only, no FUNCTION LOAD / FCALL */
+    int timeout_ms;         /* reply timeout (default 1000) */
+    int connect_timeout_ms; /* a connect and its handshake (default timeout_ms) */
+    int sync_replicas;      /* > 0: answers of sk_aredis_eval_wait wait for WAIT sync_replicas */
+    int sync_timeout_ms;    /* WAIT's timeout in ms (default 100) */
+    int no_functions;       /* 1: EVALSHA only, no FUNCTION LOAD / FCALL */
+    /* a cluster client: a command whose slot's master is not ready waits
+     * for it (as after TRYAGAIN: bounded) instead of being refused */
+    int patient;
+    /* a redis:// client for a server as it is (a replica, a Sentinel, one
+     * that wants a password): AUTH and SELECT of the URL only, no scripts
+     * loaded, and ready once it answered PING, whatever the answer */
+    int bare;
 };
 
 /* Reply callback. rep is NULL when no answer will come (not connected,
  * connection lost, timed out): a command that failed this way may or may
- * not have run. rep belongs to the client and is freed after the callback
- * returns. A callback may issue new commands but must not free the client. */
+ * not have run (sk_aredis_failed says why). rep belongs to the client and
+ * is freed after the callback returns, unless the callback takes it
+ * (sk_aredis_take). A callback may issue new commands but must not free
+ * the client. */
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
+
+/* Inside a callback: moves the reply out of the client's hands into a new
+ * one the caller owns (freeReplyObject), without copying its contents;
+ * what the client frees after the callback is an empty shell. NULL when
+ * rep is NULL or out of memory (rep is then left as it was). */
+redisReply *sk_aredis_take(redisReply *rep);
+/* Inside a callback given NULL: why no answer comes, SK_ETIMEDOUT (the
+ * reply, or the connect, timed out) or SK_EIO, and the words (*why,
+ * static while the callback runs). */
+int sk_aredis_failed(const sk_aredis *ar, const char **why);
 
 /* Allocates a client for url on loop and starts connecting: a numeric
  * address at once, a host name after a resolver thread answered (on the
@@ -79,6 +99,11 @@ int sk_aredis_ready(const sk_aredis *ar);
  * which, with why, e.g. "0-5460 (127.0.0.1:7000: reply timed out)" (cap
  * bytes, cut when longer). Any other client: 0. */
 int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap);
+/* 1 when the client is not ready and nothing under way can make it so
+ * before a reconnect backoff ends: its connect failed (every seed's, for
+ * a cluster; every Sentinel is unreachable, for a Sentinel client). A
+ * caller that waits for readiness (the blocking facade) stops there. */
+int sk_aredis_stalled(const sk_aredis *ar);
 /* Commands sent and not yet answered. */
 size_t sk_aredis_pending(const sk_aredis *ar);
 /* Why the client is not ready (static while the state lasts). */
