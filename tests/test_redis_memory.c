@@ -13,7 +13,8 @@
  *     /readyz names the setting and the fix) until the policy is fixed,
  *     then the rollback guard rebuilds what was evicted and the sale sells
  *     out: every 200 has its order, no order id twice (SPEC section 7);
- *   - preheat refuses a Redis that evicts, with the reason. */
+ *   - preheat refuses a Redis that evicts, with the reason; behind a
+ *     Sentinel, a replica that would evict once promoted is refused too. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/sale_env.h"
+#include "support/sentinel_harness.h"
 
 #define STOCK 60000
 #define LIMIT 1
@@ -297,4 +299,41 @@ SK_TEST(redis_memory_preheat_refuses_an_evicting_policy_and_warns_when_the_stock
               "exit %d:\n%s", rc, out);
     sk_redis_free(r);
     sk_th_redis_stop(&rs, 1);
+}
+
+/* Behind a Sentinel the replicas are judged as well: a failover promotes
+ * one, and an evicting replica would then evict the sale's keys. Preheat
+ * names the replica's address and writes nothing; fixed, it preheats. */
+SK_TEST(redis_memory_preheat_behind_a_sentinel_refuses_a_replica_that_would_evict)
+{
+    struct sk_sentinel_spawn ss;
+    sk_th_sentinel_start(&ss, 1, NULL);
+    int m = sk_th_sentinel_master(&ss), rep_i = m == 0 ? 1 : 0;
+    redisReply *rep = sk_th_sentinel_cmd(&ss, rep_i, "CONFIG SET maxmemory-policy allkeys-lru");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    char db[400], id[24], out[8192], port[16];
+    snprintf(db, sizeof db, "sqlite:%s/sen.db", sk_th_tmpdir());
+    uint64_t aid = sk_th_unique_id();
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    snprintf(port, sizeof port, ":%d", ss.node[rep_i].port);
+    const char *create[] = {"activity", "create",  "--id", id,        "--name",
+                            "s",        "--stock", "100",  "--limit", "1",
+                            "--redis",  ss.url,    "--db", db,        NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, create), 0);
+    const char *pre[] = {"activity", "preheat", "--id", id, "--redis", ss.url, "--db", db, NULL};
+    int rc = sk_th_run_seckill(out, sizeof out, NULL, pre);
+    CHECK_MSG(rc == 2 && strstr(out, "refused") && strstr(out, "allkeys-lru") && strstr(out, port),
+              "exit %d (replica %s):\n%s", rc, port, out);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    rep = sk_th_sentinel_cmd(&ss, m, "EXISTS %s", k.stock);
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0); /* nothing written */
+    freeReplyObject(rep);
+    rep = sk_th_sentinel_cmd(&ss, rep_i, "CONFIG SET maxmemory-policy noeviction");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    rc = sk_th_run_seckill(out, sizeof out, NULL, pre);
+    CHECK_MSG(rc == 0 && strstr(out, "preheated"), "exit %d:\n%s", rc, out);
+    sk_th_sentinel_stop(&ss);
 }
