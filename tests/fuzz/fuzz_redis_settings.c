@@ -15,6 +15,19 @@ static void check_text(const char *s, size_t cap)
     FUZZ_CHECK(memchr(s, 0, cap) != NULL);
 }
 
+/* A CONFIG GET reply holds a few pairs. A header such as "*76157952"
+ * makes hiredis 0.14 (no maxelements) allocate 600 MB before the bytes run
+ * out: a slow unit in the reader, not in the code under test. */
+static int huge_array(const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == '*' && i + 5 < n && b[i + 1] >= '0' && b[i + 1] <= '9' && b[i + 2] >= '0' &&
+            b[i + 2] <= '9' && b[i + 3] >= '0' && b[i + 3] <= '9' && b[i + 4] >= '0' &&
+            b[i + 4] <= '9' && b[i + 5] >= '0' && b[i + 5] <= '9')
+            return 1; /* five digits or more */
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
@@ -25,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (data[0] & 1) {
         int rc = sk_rsettings_info(&s, buf, len);
         FUZZ_CHECK(rc == 0 || rc == SK_EPROTO);
-    } else {
+    } else if (!huge_array(buf, len)) {
         redisReader *r = redisReaderCreate();
         FUZZ_CHECK(r != NULL);
         void *rep = NULL;
