@@ -867,6 +867,11 @@ static int kind_of(int argc, const char *const *argv, const size_t *lens, int *s
     static const char *const follow[] = {"EXEC", "DISCARD", "UNWATCH"};
     *sticky = 0;
     if (argc < 1) return 0;
+    /* a read of the settings asks one ready master: one that never
+     * answers must not hold it (sk_redis_each_settings judges each) */
+    if (argc >= 2 && lens[0] == 6 && !strncasecmp(argv[0], "CONFIG", 6) && lens[1] == 3 &&
+        !strncasecmp(argv[1], "GET", 3))
+        return 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (lens[0] == strlen(all[i]) && !strncasecmp(argv[0], all[i], lens[0])) return 1;
     for (size_t i = 0; i < sizeof follow / sizeof follow[0]; i++)
