@@ -38,7 +38,7 @@ CFLAGS   ?= $(OPT)
 VERSION  := $(shell cat VERSION 2>/dev/null || echo unknown)
 
 WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
-PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb libcurl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 SK_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \

@@ -8,17 +8,19 @@
 --       [wr_rate wr_ttl wr_seed] (the waiting room, docs/waiting-room.md; absent
 --       or '' '' '' for none: every key set checks passes with the seed, so a
 --       rebuilt one must carry it; the queue itself starts empty)
+--       [ch] (the challenge, lib/challenge.lua; absent or '' = none)
 -- Returns {rc (PREHEATED; STOCK_LIVE: live stock exists, nothing written;
 --          BAD_ARGUMENT), stock}
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/def.lua"
+--#include "lib/challenge.lua"
 for i = 1, 8 do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
 local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
 if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
-   or ARGV[14] then
+   or ARGV[15] or ((ARGV[14] or '') ~= '' and not ch_spec_ok(ARGV[14])) then
   return bad_args(0)
 end
 local wr_rate, wr_ttl, wr_seed = ARGV[11] or '', ARGV[12] or '', ARGV[13] or ''
@@ -31,7 +33,7 @@ end
 local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
            max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
            rl_rate = tonumber(ARGV[7]), rl_burst = tonumber(ARGV[8]), seg = seg, seg_of = seg_of,
-           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed}
+           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed, ch = ARGV[14] or ''}
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
 if live then return {RC.STOCK_LIVE, tonumber(live)} end

@@ -31,6 +31,7 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/auth_jwt.h"
+#include "http/challenge_http.h"
 #include "http/config.h"
 #include "http/http_server.h"
 #include "http/label_mem.h"
@@ -209,7 +210,9 @@ static int read_secret_files(struct sk_config *cfg)
         char *path;
     } f[] = {{"admin_token", cfg->admin_token_file},
              {"hmac_secret", cfg->hmac_secret_file},
-             {"hmac_secret_prev", cfg->hmac_secret_prev_file}};
+             {"hmac_secret_prev", cfg->hmac_secret_prev_file},
+             {"challenge_secret", cfg->challenge_secret_file},
+             {"captcha_secret", cfg->captcha_secret_file}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (!f[i].path[0]) continue;
         char path[sizeof cfg->admin_token_file];
@@ -874,6 +877,13 @@ int sk_cli_serve(int argc, char **argv)
      * before the fork so every HTTP process checks against the host's. */
     if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)
         sk_log(SK_LOG_WARN, "no shared memory for the rollback guard: each process keeps its own");
+    /* The key challenges are signed with, when none is configured: drawn
+     * now, so every HTTP process (and a restarted one) checks what another
+     * handed out (http/challenge_http.h). */
+    if (cfg.role != SK_ROLE_WORKER && sk_challenge_node_key_init(&cfg) < 0) {
+        sk_log(SK_LOG_ERROR, "no randomness for the challenges' key");
+        return SK_EXIT_FAIL;
+    }
     /* What a SIGHUP changes reaches every process through this area, made
      * before the fork (http/reload.h); the key set travels in it too. */
     struct sk_reload_area *area;

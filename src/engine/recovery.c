@@ -95,7 +95,7 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
                         int64_t initial, int segments, int *rc_out)
 {
     char a[12][24];
-    const char *args[13];
+    const char *args[14];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -120,9 +120,10 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     for (int i = 0; i < 12; i++)
         args[i] = a[i];
     args[12] = d->wr_rate > 0 ? d->wr_seed : "";
+    args[13] = d->ch; /* the challenge (docs/fairness.md): every key set checks it */
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 14, args, out, 2);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
         snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,

@@ -25,6 +25,7 @@
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/http_body.h"
 #include "http/store_call.h"
 #include "web_gen.h"
@@ -57,6 +58,8 @@ struct live_view {
     char name[SK_ACTIVITY_NAME_MAX];
     int64_t start_ms, end_ms, stock, per_user_limit, max_per_order, pay_timeout_s;
     int64_t wr_rate, wr_ttl_s;
+    int64_t ch_pow_min, ch_pow_max, ch_pow_step; /* the challenge (docs/fairness.md) */
+    char ch_captcha[SK_CH_CAPTCHA_MAX];
     int exists, open;
     int64_t remaining;
 };
@@ -124,7 +127,8 @@ static int64_t pace_of(const char *state, int sold_out)
 
 static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_view *v)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[1200];
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[1800],
+        ch[SK_CH_JSON_MAX];
     int64_t now = sk_wall_ms();
     const char *state = sk_activity_live_state(v->exists, v->open, v->start_ms, v->end_ms, now);
     int64_t remaining = v->exists ? v->remaining : v->stock;
@@ -137,15 +141,23 @@ static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_vie
                  v->wr_rate, v->wr_ttl_s);
     else
         snprintf(wr, sizeof wr, "null");
+    /* what the page solves before it joins or buys, and the CAPTCHA's widget */
+    struct sk_activity def = {.id = v->id,
+                              .ch_pow_min = v->ch_pow_min,
+                              .ch_pow_max = v->ch_pow_max,
+                              .ch_pow_step = v->ch_pow_step};
+    memcpy(def.ch_captcha, v->ch_captcha, sizeof def.ch_captcha);
+    if (sk_challenge_json(&def, &app->cfg, ch, sizeof ch) < 0) snprintf(ch, sizeof ch, "null");
     int n = snprintf(
         body, sizeof body,
         "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"sold_out\":%s,\"start\":\"%s\","
         "\"end\":\"%s\",\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"stock_initial\":%" PRId64
         ",\"stock_remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-        ",\"pay_timeout_s\":%" PRId64 ",\"waiting_room\":%s,\"poll_after_ms\":%" PRId64 "}",
+        ",\"pay_timeout_s\":%" PRId64
+        ",\"waiting_room\":%s,\"challenge\":%s,\"poll_after_ms\":%" PRId64 "}",
         v->id, name, state, sold_out ? "true" : "false", start, end, v->start_ms, v->end_ms,
         v->stock, remaining > 0 ? remaining : 0, v->per_user_limit, v->max_per_order,
-        v->pay_timeout_s, wr, pace_of(state, sold_out));
+        v->pay_timeout_s, wr, ch, pace_of(state, sold_out));
     /* one second at a CDN edge or in the browser: a page asks every few */
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("public, max-age=1"));
@@ -242,10 +254,14 @@ static void on_peek(struct sk_app *app, void *arg, int rc, const struct sk_activ
                                 .pay_timeout_s = a->pay_timeout_s,
                                 .wr_rate = a->wr_passes_per_s,
                                 .wr_ttl_s = a->wr_pass_ttl_s,
+                                .ch_pow_min = a->ch_pow_min,
+                                .ch_pow_max = a->ch_pow_max,
+                                .ch_pow_step = a->ch_pow_step,
                                 .exists = st->exists,
                                 .open = st->open,
                                 .remaining = st->remaining};
         snprintf(v->name, sizeof v->name, "%s", a->name);
+        memcpy(v->ch_captcha, a->ch_captcha, sizeof v->ch_captcha);
         e->have = 1;
         e->read_ms = sk_mono_ms();
     }

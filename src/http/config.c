@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/num.h"
+#include "engine/activity.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -320,6 +321,99 @@ static int set_jwt_audience(struct sk_config *c, const char *v, char *msg, size_
     return set_claim(c->jwt_audience, sizeof c->jwt_audience, v, msg, cap);
 }
 
+static int set_challenge_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int rc = copy_str(c->challenge_secret, sizeof c->challenge_secret, v, msg, cap);
+    if (rc == 0) c->challenge_secret_file[0] = 0;
+    return rc;
+}
+
+static int set_challenge_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->challenge_secret_file, sizeof c->challenge_secret_file,
+                           c->challenge_secret, v, msg, cap);
+}
+
+static int set_captcha_provider(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (v[0] && !sk_activity_captcha_valid(v)) {
+        snprintf(msg, cap, "must be turnstile, hcaptcha or recaptcha (or empty: none)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->captcha_provider, sizeof c->captcha_provider, v, msg, cap);
+}
+
+/* A site key goes into the page's JSON and the widget's markup: a token's
+ * characters only. */
+static int set_captcha_site_key(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    size_t n = strlen(v);
+    int ok = n < sizeof c->captcha_site_key;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+             (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
+    if (!ok) {
+        snprintf(msg, cap, "must be up to %zu letters, digits, '_' or '-'",
+                 sizeof c->captcha_site_key - 1);
+        return SK_EINVAL;
+    }
+    memcpy(c->captcha_site_key, v, n + 1);
+    return 0;
+}
+
+static int set_captcha_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (has_ctl(v)) {
+        snprintf(msg, cap, "must not hold control characters");
+        return SK_EINVAL;
+    }
+    int rc = copy_str(c->captcha_secret, sizeof c->captcha_secret, v, msg, cap);
+    if (rc == 0) c->captcha_secret_file[0] = 0;
+    return rc;
+}
+
+static int set_captcha_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->captcha_secret_file, sizeof c->captcha_secret_file, c->captcha_secret,
+                           v, msg, cap);
+}
+
+/* "" (the provider's own), or an http(s) URL without spaces or quotes. */
+static int set_captcha_verify_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int ok = !v[0] || ((starts_with(v, "http://") && v[7]) || (starts_with(v, "https://") && v[8]));
+    for (const char *p = v; ok && *p; p++)
+        ok = (unsigned char)*p > ' ' && (unsigned char)*p < 0x7f && *p != '"' && *p != '\\';
+    if (!ok) {
+        snprintf(msg, cap, "must be an http:// or https:// URL without spaces (or empty)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->captcha_verify_url, sizeof c->captcha_verify_url, v, msg, cap);
+}
+
+static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (!strcmp(v, "open"))
+        c->captcha_fail_open = 1;
+    else if (!strcmp(v, "closed"))
+        c->captcha_fail_open = 0;
+    else {
+        snprintf(msg, cap, "must be open or closed");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+static int set_captcha_hostname(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    for (const char *p = v; *p; p++)
+        if (!is_host_char(*p)) {
+            snprintf(msg, cap, "must be a host name: letters, digits, '.', '-' (or empty: any)");
+            return SK_EINVAL;
+        }
+    return copy_str(c->captcha_hostname, sizeof c->captcha_hostname, v, msg, cap);
+}
+
 static int set_jwt_user_claim(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     if (!v[0] || has_ctl(v)) {
@@ -445,6 +539,17 @@ static const struct {
     SET("jwt_audience", set_jwt_audience),
     SET("jwt_user_claim", set_jwt_user_claim),
     NUM("jwt_leeway_s", jwt_leeway_s, 0, 300, "seconds", NULL),
+    SET("challenge_secret", set_challenge_secret),
+    SET("challenge_secret_file", set_challenge_secret_file),
+    NUM("challenge_ttl_s", challenge_ttl_s, 10, 3600, "seconds", NULL),
+    SET("captcha_provider", set_captcha_provider),
+    SET("captcha_site_key", set_captcha_site_key),
+    SET("captcha_secret", set_captcha_secret),
+    SET("captcha_secret_file", set_captcha_secret_file),
+    SET("captcha_verify_url", set_captcha_verify_url),
+    NUM("captcha_timeout_ms", captcha_timeout_ms, 100, 60000, "milliseconds", NULL),
+    SET("captcha_fail", set_captcha_fail),
+    SET("captcha_hostname", set_captcha_hostname),
 #undef SET
 #undef NUM
 };
@@ -483,6 +588,8 @@ void sk_config_defaults(struct sk_config *c)
     c->batches_in_flight = SK_CONFIG_BATCHES_IN_FLIGHT;
     snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
     c->jwt_leeway_s = 30;
+    c->challenge_ttl_s = 120;
+    c->captcha_timeout_ms = 3000;
 }
 
 /* A numeric option: v within b, stored in the size-byte field at off. */
@@ -731,6 +838,20 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
     if (c->ops_listen[0] && !strcmp(c->ops_listen, c->listen))
         return sk_einval(err, cap, "ops_listen must differ from listen");
+    if (c->challenge_secret[0] && strlen(c->challenge_secret) < SK_CONFIG_SECRET_MIN)
+        return sk_einval(err, cap,
+                         "challenge_secret must be at least %d bytes (a random one: "
+                         "openssl rand -hex 32)",
+                         SK_CONFIG_SECRET_MIN);
+    if (c->captcha_provider[0] && (!c->captcha_site_key[0] || !c->captcha_secret[0]))
+        return sk_einval(err, cap,
+                         "captcha_provider %s needs captcha_site_key and captcha_secret (or "
+                         "captcha_secret_file)",
+                         c->captcha_provider);
+    if (!c->captcha_provider[0] && (c->captcha_site_key[0] || c->captcha_secret[0]))
+        return sk_einval(err, cap,
+                         "captcha_site_key and captcha_secret need captcha_provider "
+                         "(turnstile, hcaptcha or recaptcha)");
     return 0;
 }
 

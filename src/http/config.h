@@ -106,6 +106,32 @@
  *   cors_origins      origins (scheme://host[:port], comma-separated, at
  *                     most 16) whose pages may call /api/ from a browser
  *                     (cors.h); "" (the default) or "off": CORS off
+ *   challenge_secret  the key that signs challenges (docs/fairness.md), at
+ *                     least 16 bytes; every node that serves one sale must
+ *                     share it. "" (the default): a random one drawn at
+ *                     start and shared by the node's processes (enough for
+ *                     one node; a challenge from another node is refused)
+ *   challenge_secret_file  a file holding it (as admin_token_file)
+ *   challenge_ttl_s   how long a challenge may be solved and used,
+ *                     10..3600 s (default 120)
+ *   captcha_provider  turnstile | hcaptcha | recaptcha, or "" (the
+ *                     default): the provider whose CAPTCHA activities may ask
+ *   captcha_site_key  its site key (public, handed to the page): letters,
+ *                     digits, '_' and '-', at most 100
+ *   captcha_secret    its secret key (siteverify's "secret"); required with
+ *                     a provider
+ *   captcha_secret_file  a file holding it
+ *   captcha_verify_url  where siteverify is asked: "" (the default) is the
+ *                     provider's documented URL; http(s)://... otherwise
+ *                     (a proxy, or the tests' stand-in)
+ *   captcha_timeout_ms  the longest a siteverify may take, 100..60000
+ *                     (default 3000); then captcha_fail decides
+ *   captcha_fail      closed (default: a provider that does not answer in
+ *                     time, or answers nonsense, is a 503
+ *                     captcha_unavailable) | open (the token is taken as
+ *                     valid: the sale goes on without the CAPTCHA)
+ *   captcha_hostname  the hostname the provider must report the token was
+ *                     solved on ("" = any)
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -160,6 +186,17 @@ struct sk_config {
     char jwt_audience[256];              /* "" = any audience */
     char jwt_user_claim[64];             /* default "sub" */
     int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
+    char challenge_secret[256];          /* "" = drawn at start (http/challenge_http.h) */
+    char challenge_secret_file[512];
+    int challenge_ttl_s;
+    char captcha_provider[16]; /* "" none, or a name sk_activity_captcha_valid takes */
+    char captcha_site_key[104];
+    char captcha_secret[256];
+    char captcha_secret_file[512];
+    char captcha_verify_url[512]; /* "" = the provider's own */
+    int captcha_timeout_ms;
+    int captcha_fail_open; /* 1: captcha_fail = open */
+    char captcha_hostname[256];
 };
 
 /* The default budget of order polls per second per HTTP process

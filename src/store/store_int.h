@@ -41,11 +41,11 @@ struct sk_stock_failure {
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
-    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed, ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
-#define SK_STORE_ACTIVITY_NCOLS 17
+#define SK_STORE_ACTIVITY_NCOLS 21
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 

@@ -158,6 +158,14 @@ static const struct step steps[] = {
      " stream_id VARBINARY(47) NOT NULL,"
      " INDEX order_conflicts_activity (activity_id)"
      ")" TABLE_OPTS},
+    /* 9: the challenge (see the SQLite migration 9). */
+    {9, "activities", "ch_pow_min",
+     "ALTER TABLE activities"
+     " ADD COLUMN ch_pow_min BIGINT NOT NULL DEFAULT 0 CHECK (ch_pow_min >= 0),"
+     " ADD COLUMN ch_pow_max BIGINT NOT NULL DEFAULT 0 CHECK (ch_pow_max >= 0),"
+     " ADD COLUMN ch_pow_step BIGINT NOT NULL DEFAULT 0 CHECK (ch_pow_step >= 0),"
+     " ADD COLUMN ch_captcha VARCHAR(16) NOT NULL DEFAULT ''"
+     " CHECK (octet_length(ch_captcha) <= 15)"},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

@@ -131,6 +131,15 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: the challenge (see the SQLite migration 9). */
+    "ALTER TABLE activities ADD COLUMN ch_pow_min BIGINT NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_min >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_pow_max BIGINT NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_max >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_pow_step BIGINT NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_step >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_captcha TEXT NOT NULL DEFAULT ''"
+    " CHECK (octet_length(ch_captcha) <= 15);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -217,7 +226,8 @@ int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
     }
     rc = sk_pg_run(st, NULL, "insert activity",
                    "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES ($1, $2, $3, $4,"
-                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,"
+                   " $21)",
                    SK_STORE_ACTIVITY_NCOLS, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);

@@ -32,6 +32,10 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
                             &a->segments,
                             &a->wr_passes_per_s,
                             &a->wr_pass_ttl_s,
+                            NULL,
+                            &a->ch_pow_min,
+                            &a->ch_pow_max,
+                            &a->ch_pow_step,
                             NULL};
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
@@ -39,6 +43,7 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
     TEXT(1, a->name);
     TEXT(9, a->state);
     TEXT(16, a->wr_seed);
+    TEXT(20, a->ch_captcha);
 }
 
 void sk_store_read_order(const struct sk_store_row *r, void *dst)
@@ -107,7 +112,8 @@ void sk_store_activity_values(const struct sk_activity *a,
         {.num = a->start_ms},      {.num = a->end_ms},         {.num = a->pay_timeout_s},
         {.text = a->state},        {.num = a->created_ms},     {.num = a->rl_per_user_per_s},
         {.num = a->rl_burst},      {.num = a->segments},       {.num = a->wr_passes_per_s},
-        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},
+        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},       {.num = a->ch_pow_min},
+        {.num = a->ch_pow_max},    {.num = a->ch_pow_step},    {.text = a->ch_captcha},
     };
     memcpy(v, row, sizeof row);
 }

@@ -183,6 +183,18 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: the challenge of the queue join or the purchase (docs/fairness.md):
+     * proof-of-work bits (0 = none) rising from min to max with the load
+     * (a step per bit, 0 = fixed), and a CAPTCHA provider ('' = none).
+     * Existing rows get no challenge. */
+    "ALTER TABLE activities ADD COLUMN ch_pow_min INTEGER NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_min >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_pow_max INTEGER NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_max >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_pow_step INTEGER NOT NULL DEFAULT 0"
+    " CHECK (ch_pow_step >= 0);"
+    "ALTER TABLE activities ADD COLUMN ch_captcha TEXT NOT NULL DEFAULT ''"
+    " CHECK (length(ch_captcha) <= 15);",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -479,7 +491,8 @@ int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
                            "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ")"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                           " ?, ?)");
     if (rc) return rc;
     struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
     sk_store_activity_values(v, val);
