@@ -10,7 +10,7 @@
 --       passes per second, a pass's lifetime in s, the draw's seed in hex;
 --       absent or '' = none; the queue's own state is left alone)
 --       [ch] (the challenge, "<min bits>:<captcha 0|1>", lib/challenge.lua;
---       absent or '' = none: docs/fairness.md)
+--       absent or '' = none: docs/challenges.md)
 -- Returns {rc, stock}
 --
 -- Never overwrites live stock unless forced, and never while the switch is

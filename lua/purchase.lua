@@ -5,7 +5,7 @@
 --       (lib/admit.lua)
 -- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
 --       [queue pass] (docs/waiting-room.md) [challenge ticket]
---       (docs/fairness.md)
+--       (docs/challenges.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
 -- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
 -- segments}. Only the activity's own per-user rate limit (meta) applies

@@ -15,7 +15,7 @@
 --       docs/recovery.md), then per purchase: user_id, quantity,
 --       idempotency_key ('' for none), client_ip ('' for none), queue pass
 --       ('' for none; docs/waiting-room.md), challenge ticket ('' for none;
---       lib/challenge.lua, docs/fairness.md)
+--       lib/challenge.lua, docs/challenges.md)
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read),
 -- epoch, adm (the key set's after the call; 0, 0 when not read)};
 -- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a

@@ -6,7 +6,7 @@
 --       (lib/challenge.lua)
 -- ARGV: activity id, then per buyer: op ('j' join, 'p' poll), user id,
 --       challenge ticket ('' none; a join that enters the queue needs one
---       when the activity asks a challenge: docs/fairness.md)
+--       when the activity asks a challenge: docs/challenges.md)
 -- Returns {rc, queue length, passes issued (the first that many places hold
 -- one), passes per second, ms until the start (0 once started), segments
 -- (1: none), then per buyer: rc (Q_WAITING, Q_ADMITTED, Q_USED, Q_EXPIRED

@@ -241,7 +241,7 @@ local function open_call(c, m, stock)
              ck = false, cx = false, now = 0}
   -- nil: no waiting room (docs/waiting-room.md)
   if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
-  -- nil: no challenge, or a waiting room, whose join took it (docs/fairness.md)
+  -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
   if m[13] and not s.wr then
     s.ch = ch_gate(m[13]) or false
     s.now = now_ms()

@@ -1,5 +1,5 @@
 -- lib/challenge.lua - a solved challenge (proof of work, CAPTCHA:
--- docs/fairness.md) spent once, checked by the admission call (a sale
+-- docs/challenges.md) spent once, checked by the admission call (a sale
 -- without a waiting room) and the queue's join (one with).
 --
 -- The serving process checked the signature, the buyer, the activity and

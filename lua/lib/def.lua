@@ -8,7 +8,7 @@
 -- rl_burst (the activity's own per-user rate limit, numbers; 0 = none:
 -- docs/rate-limit.md), wr_rate, wr_ttl, wr_seed (the waiting room, text;
 -- wr_seed '' = none: docs/waiting-room.md), ch (the challenge as
--- lib/challenge.lua reads it, '' = none: docs/fairness.md). more: further field, value
+-- lib/challenge.lua reads it, '' = none: docs/challenges.md). more: further field, value
 -- pairs for the same HSET. clear: the meta may hold an earlier definition,
 -- whose rate limit and waiting room go when this one has none.
 --

@@ -27,6 +27,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "http/captcha.h"
 #include "http/sale_page.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
@@ -363,7 +364,7 @@ static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
 }
 
 /* --pow-bits N [--pow-bits-max M [--pow-load-step S]] and/or --captcha P:
- * the challenge of the queue join or the purchase (docs/fairness.md).
+ * the challenge of the queue join or the purchase (docs/challenges.md).
  * Ranges are sk_activity_validate's. */
 static int parse_challenge(const struct ctx *c, struct sk_activity *a)
 {
@@ -700,7 +701,14 @@ static int cmd_page(struct ctx *c)
 {
     char *page, err[256];
     size_t len;
-    int rc = sk_sale_page_build(c->id, c->val[O_API_BASE], &page, &len, err, sizeof err);
+    /* a sale with a CAPTCHA: the page's policy allows its provider's origins */
+    const struct sk_captcha_provider *cp = NULL;
+    if (has(c, O_CAPTCHA) && !(cp = sk_captcha_find(c->val[O_CAPTCHA])))
+        return sk_cli_usage_error("activity page: --captcha must be turnstile, hcaptcha or "
+                                  "recaptcha, got '%s'",
+                                  c->val[O_CAPTCHA]);
+    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], cp ? cp->csp : NULL, &page, &len,
+                                    err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
     if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
     const char *dir = c->val[O_OUT];
@@ -771,7 +779,7 @@ static const struct sub subs[] = {
      "                       same seed gives the same order; default: a random one)\n"
      "  --pow-bits N         a proof-of-work challenge before the queue join (or the\n"
      "                       purchase, without a waiting room): SHA-256 with N leading\n"
-     "                       zero bits, 1..30 (docs/fairness.md)\n"
+     "                       zero bits, 1..30 (docs/challenges.md)\n"
      "  --pow-bits-max M     let the bits rise with the load up to M (>= --pow-bits)\n"
      "  --pow-load-step S    one more bit each time load + S doubles (default 1000)\n"
      "  --captcha P          a CAPTCHA with the challenge: turnstile, hcaptcha or\n"
@@ -817,8 +825,8 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
-     "usage: seckill activity page --id N --out DIR [--api-base URL]\n"
+    {"page", B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA), B(O_ID) | B(O_OUT), cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
      "The page calls the API at --api-base; seckill serve must then name the page's\n"
@@ -827,7 +835,10 @@ static const struct sub subs[] = {
      "at GET /sale/N. Reads neither Redis nor the database.\n"
      "  --id N               activity id\n"
      "  --out DIR            directory to write index.html into (made if missing)\n"
-     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
+     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"
+     "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
+     "                       recaptcha): the page's policy allows that provider's\n"
+     "                       origins, and only those (docs/challenges.md)\n"},
     {"delete", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force]\n"
      "Removes the activity from the database and Redis. Refused while open, and\n"

@@ -33,7 +33,7 @@ struct sk_stock_def;
 #define SK_ACTIVITY_SEED_MIN 16 /* hex digits */
 #define SK_ACTIVITY_SEED_MAX 64
 #define SK_ACTIVITY_SEED_BYTES 16 /* a generated seed: 32 hex digits */
-/* Challenges (docs/fairness.md): proof of work of 1..SK_CH_BITS_MAX bits
+/* Challenges (docs/challenges.md): proof of work of 1..SK_CH_BITS_MAX bits
  * (SHA-256 leading zero bits), adaptive between a minimum and a maximum
  * with one more bit each time the load plus a step doubles; a CAPTCHA
  * provider's name (SK_CH_CAPTCHA_MAX bytes with the terminator). */
@@ -62,7 +62,7 @@ struct sk_activity {
     int64_t wr_pass_ttl_s;     /* how long a pass may be used */
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1]; /* the draw's secret (hex), "" without a waiting
                                                room; never shown to buyers */
-    /* Challenge (docs/fairness.md) of the queue join, or of the purchase
+    /* Challenge (docs/challenges.md) of the queue join, or of the purchase
      * without a waiting room: proof of work of ch_pow_min bits (0: none),
      * up to ch_pow_max under load (one more bit each time load +
      * ch_pow_step doubles; step 0: fixed), and/or a CAPTCHA of the

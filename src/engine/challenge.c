@@ -21,8 +21,8 @@ static int mac_of(const void *secret, size_t slen, uint64_t aid, uint64_t uid, i
                   int bits, int captcha, const char *salt, char *out)
 {
     char msg[160];
-    int n = snprintf(msg, sizeof msg, "sk-ch1:%" PRIu64 ":%" PRIu64 ":%" PRId64 ":%d:%d:%.*s",
-                     aid, uid, exp, bits, captcha, SK_CH_SALT_HEX, salt);
+    int n = snprintf(msg, sizeof msg, "sk-ch1:%" PRIu64 ":%" PRIu64 ":%" PRId64 ":%d:%d:%.*s", aid,
+                     uid, exp, bits, captcha, SK_CH_SALT_HEX, salt);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     if (n < 0 || (size_t)n >= sizeof msg || slen > 0x7fffffff ||
@@ -81,8 +81,8 @@ static int lower_hex(const char *s, size_t n)
 
 static int nonce_char(char c)
 {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '_' || c == '-';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '-';
 }
 
 int sk_challenge_parse(const char *hdr, size_t len, struct sk_ch_parsed *p)
@@ -148,15 +148,14 @@ int sk_challenge_zero_bits(const char *a, size_t alen, const char *b, size_t ble
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-             EVP_DigestUpdate(ctx, a, alen) && EVP_DigestUpdate(ctx, b, blen) &&
-             EVP_DigestFinal_ex(ctx, md, &mdlen);
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, a, alen) &&
+             EVP_DigestUpdate(ctx, b, blen) && EVP_DigestFinal_ex(ctx, md, &mdlen);
     EVP_MD_CTX_free(ctx);
     return ok ? zero_bits(md, mdlen) : 0;
 }
 
-int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parsed *p,
-                       uint64_t aid, uint64_t uid, int64_t now_ms, struct sk_ch_ok *ok)
+int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parsed *p, uint64_t aid,
+                       uint64_t uid, int64_t now_ms, struct sk_ch_ok *ok)
 {
     char mac[SK_CH_ID_HEX + 1];
     /* the mac over the challenge's own activity: a valid one for another

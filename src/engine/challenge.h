@@ -1,6 +1,6 @@
 /* challenge.h - the challenge a buyer solves before a queue join (or a
  * purchase, without a waiting room) of an activity that asks one
- * (docs/fairness.md): proof of work, with a CAPTCHA riding along when the
+ * (docs/challenges.md): proof of work, with a CAPTCHA riding along when the
  * activity names a provider.
  *
  * The server hands out a challenge, signed with its secret:
@@ -28,10 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SK_CH_ID_HEX 32     /* the id of a challenge: its mac, hex */
-#define SK_CH_SALT_HEX 16   /* its salt, hex */
-#define SK_CH_NONCE_MAX 32  /* longest nonce */
-#define SK_CH_TEXT_MAX 112  /* longest challenge text, with its terminator */
+#define SK_CH_ID_HEX 32    /* the id of a challenge: its mac, hex */
+#define SK_CH_SALT_HEX 16  /* its salt, hex */
+#define SK_CH_NONCE_MAX 32 /* longest nonce */
+#define SK_CH_TEXT_MAX 112 /* longest challenge text, with its terminator */
 #define SK_CH_HEADER_MAX (SK_CH_TEXT_MAX + SK_CH_NONCE_MAX + 1)
 #define SK_CH_TICKET_MAX 32 /* "<bits>:<captcha>:<expiry ms>" with its terminator */
 #define SK_CH_SECRET_MIN 16 /* shortest secret accepted (bytes) */
@@ -84,8 +84,7 @@ struct sk_ch_ok {
  * activity's), CHALLENGE_EXPIRED, CHALLENGE_UNSOLVED (too few zero bits).
  * The mac is compared in constant time. */
 int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parsed *p,
-                       uint64_t activity_id, uint64_t user_id, int64_t now_ms,
-                       struct sk_ch_ok *ok);
+                       uint64_t activity_id, uint64_t user_id, int64_t now_ms, struct sk_ch_ok *ok);
 
 /* Leading zero bits of SHA-256(a || b) (0..256). */
 int sk_challenge_zero_bits(const char *a, size_t alen, const char *b, size_t blen);

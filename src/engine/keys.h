@@ -39,7 +39,7 @@ struct sk_keys {
     char rl_ip[SK_KEY_MAX];    /* "sk:{tag}:rl:ip:": the same per client IP, + the IP */
     char ch[SK_KEY_MAX];       /* "sk:{tag}:ch:": the prefix of a spent challenge's key
                                   (string; expires with the challenge), + its id
-                                  (docs/fairness.md) */
+                                  (docs/challenges.md) */
     char label[SK_LABEL_MAX];  /* "<ID>" or "<ID>.<seg>": order id prefix, script ARGV[1] */
     uint64_t activity_id;
     int seg; /* segment index, or SK_SEG_NONE */

@@ -120,7 +120,7 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     for (int i = 0; i < 12; i++)
         args[i] = a[i];
     args[12] = d->wr_rate > 0 ? d->wr_seed : "";
-    args[13] = d->ch; /* the challenge (docs/fairness.md): every key set checks it */
+    args[13] = d->ch; /* the challenge (docs/challenges.md): every key set checks it */
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
     int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 14, args, out, 2);

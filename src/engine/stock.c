@@ -376,7 +376,7 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
         args[14] = d->wr_seed;
     }
-    snprintf(buf[15], 24, "%s", d->ch); /* the challenge (docs/fairness.md), "" none */
+    snprintf(buf[15], 24, "%s", d->ch); /* the challenge (docs/challenges.md), "" none */
     return SK_PREHEAT_ARGC;
 }
 

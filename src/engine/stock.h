@@ -155,7 +155,7 @@ struct sk_stock_def {
                                   and a pass's lifetime; wr_rate 0 = none */
     char wr_seed[65];          /* its draw seed (hex) */
     char ch[24];               /* the challenge as the scripts check it, meta `ch`
-                                  (sk_activity_ch_spec; "" none: docs/fairness.md) */
+                                  (sk_activity_ch_spec; "" none: docs/challenges.md) */
 };
 
 /* Writes stock and meta (d->segments > 1: every segment, then the base

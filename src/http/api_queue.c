@@ -34,7 +34,7 @@ struct qitem {
     struct sk_async_req a;
     uint64_t user;
     char op;
-    struct sk_ch_pass ch; /* a join's challenge (docs/fairness.md) */
+    struct sk_ch_pass ch; /* a join's challenge (docs/challenges.md) */
 };
 
 struct sk_qbatch {
@@ -352,7 +352,7 @@ int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match
     if (sold_out_or_reply(app, req, m)) return 0;
     struct queue_ctx qc = {.aid = m->id, .uid = uid, .route = m->route};
     struct sk_ch_pass ch = {0};
-    /* a join may enter the queue: the challenge goes with it (docs/fairness.md) */
+    /* a join may enter the queue: the challenge goes with it (docs/challenges.md) */
     if (m->route == SK_ROUTE_queue_join &&
         sk_challenge_or_reply(app, req, m->route, m->id, uid, &ch, queue_go, &qc, sizeof qc) != 0)
         return 0;

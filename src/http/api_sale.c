@@ -25,8 +25,10 @@
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "http/app.h"
+#include "http/captcha.h"
 #include "http/challenge_http.h"
 #include "http/http_body.h"
+#include "http/sale_page.h"
 #include "http/store_call.h"
 #include "web_gen.h"
 
@@ -58,7 +60,7 @@ struct live_view {
     char name[SK_ACTIVITY_NAME_MAX];
     int64_t start_ms, end_ms, stock, per_user_limit, max_per_order, pay_timeout_s;
     int64_t wr_rate, wr_ttl_s;
-    int64_t ch_pow_min, ch_pow_max, ch_pow_step; /* the challenge (docs/fairness.md) */
+    int64_t ch_pow_min, ch_pow_max, ch_pow_step; /* the challenge (docs/challenges.md) */
     char ch_captcha[SK_CH_CAPTCHA_MAX];
     int exists, open;
     int64_t remaining;
@@ -81,14 +83,47 @@ struct live_entry {
 struct sk_sale_live {
     struct live_entry *e;
     size_t n, cap;
+    /* with a CAPTCHA provider: the page whose policy allows its origins
+     * (built at the first request), and its ETag */
+    char *page;
+    size_t page_len;
+    char etag[96];
 };
 
 /* ---- the page and the clock --------------------------------------------- */
 
+static struct sk_sale_live *live_of(struct sk_app *app);
+
+/* The page this server sends: the embedded one, or with a CAPTCHA
+ * provider configured, the same with its policy allowing the provider's
+ * origins (the widget loads from there only on a sale that asks for it)
+ * under an ETag of its own. */
+static void page_of(struct sk_app *app, const char **page, size_t *len, const char **etag)
+{
+    *page = sk_web_sale_html;
+    *len = sk_web_sale_html_len;
+    *etag = sk_web_sale_etag;
+    const struct sk_captcha_provider *p = sk_captcha_find(app->cfg.captcha_provider);
+    struct sk_sale_live *l = p ? live_of(app) : NULL;
+    if (!l) return;
+    if (!l->page) {
+        if (sk_sale_page_served(p->csp, &l->page, &l->page_len) < 0) return;
+        size_t el = strlen(sk_web_sale_etag);
+        /* "<build's tag>-<provider>", quoted */
+        snprintf(l->etag, sizeof l->etag, "%.*s-%s\"", (int)(el > 1 ? el - 1 : 0), sk_web_sale_etag,
+                 p->name);
+    }
+    *page = l->page;
+    *len = l->page_len;
+    *etag = l->etag;
+}
+
 int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, sk_web_sale_etag,
-                   strlen(sk_web_sale_etag));
+    const char *page, *etag;
+    size_t page_len;
+    page_of(app, &page, &page_len, &etag);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, etag, strlen(etag));
     /* a new build's page has a new ETag; a few minutes of an old one at an
      * edge are harmless (the API it calls is versioned) */
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
@@ -97,12 +132,11 @@ int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
                           NULL, H2O_STRLIT("nosniff"));
     size_t len;
     const char *inm = sk_http_header(req, "if-none-match", &len);
-    if (inm && len == strlen(sk_web_sale_etag) && !memcmp(inm, sk_web_sale_etag, len)) {
+    if (inm && len == strlen(etag) && !memcmp(inm, etag, len)) {
         sk_http_reply(app, req, m->route, 304, NULL, "", 0);
         return 0;
     }
-    sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", sk_web_sale_html,
-                  sk_web_sale_html_len);
+    sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", page, page_len);
     return 0;
 }
 

@@ -15,7 +15,8 @@
 static const struct sk_captcha_provider providers[] = {
     {"turnstile", "https://challenges.cloudflare.com/turnstile/v0/siteverify",
      "https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit",
-     "script-src https://challenges.cloudflare.com; frame-src https://challenges.cloudflare.com", 0},
+     "script-src https://challenges.cloudflare.com; frame-src https://challenges.cloudflare.com",
+     0},
     {"hcaptcha", "https://api.hcaptcha.com/siteverify",
      "https://js.hcaptcha.com/1/api.js?render=explicit",
      "script-src https://hcaptcha.com https://*.hcaptcha.com; frame-src https://hcaptcha.com "
@@ -97,8 +98,8 @@ int sk_captcha_form(const struct sk_captcha_provider *p, const char *secret, con
 static int not_the_tokens_fault(json_t *codes)
 {
     static const char *const ours[] = {"missing-input-secret", "invalid-input-secret",
-                                       "internal-error", "sitekey-secret-mismatch",
-                                       "invalid-keys", "bad-request"};
+                                       "internal-error",       "sitekey-secret-mismatch",
+                                       "invalid-keys",         "bad-request"};
     size_t i;
     json_t *c;
     json_array_foreach(codes, i, c)
@@ -118,8 +119,7 @@ static const char *first_code(json_t *codes)
 }
 
 enum sk_captcha_verdict sk_captcha_verdict(int http_status, const char *body, size_t len,
-                                           const struct sk_captcha_expect *e, char *why,
-                                           size_t cap)
+                                           const struct sk_captcha_expect *e, char *why, size_t cap)
 {
     if (cap) why[0] = 0;
     if (http_status != 200) {

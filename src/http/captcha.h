@@ -1,4 +1,4 @@
-/* captcha.h - the CAPTCHA providers an activity may name (docs/fairness.md):
+/* captcha.h - the CAPTCHA providers an activity may name (docs/challenges.md):
  * where the page loads each one's widget from (and what its
  * Content-Security-Policy must allow then), where the server asks the
  * provider about a token (siteverify), the request it sends and how it

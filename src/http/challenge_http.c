@@ -183,8 +183,7 @@ static void refuse(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 {
     sk_metrics_refusal_rc(app->metrics, rc);
     if (rc == SK_RC_CAPTCHA_UNAVAILABLE)
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                       H2O_STRLIT("1"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
     sk_http_error(app, req, route, sk_rc_http_status(rc), sk_rc_wire(rc), sk_rc_message(rc));
 }
 
@@ -201,13 +200,13 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
         return;
     }
     int64_t now = sk_wall_ms();
-    struct sk_ch_issue in = {.activity_id = a->id,
-                             .user_id = uid,
-                             .exp_ms = now + 1000LL * app->cfg.challenge_ttl_s,
-                             .bits = sk_challenge_bits(a->ch_pow_min, a->ch_pow_max,
-                                                       a->ch_pow_step, load_of(app, a)),
-                             .captcha = captcha,
-                             .salt = app->chal->salt++};
+    struct sk_ch_issue in = {
+        .activity_id = a->id,
+        .user_id = uid,
+        .exp_ms = now + 1000LL * app->cfg.challenge_ttl_s,
+        .bits = sk_challenge_bits(a->ch_pow_min, a->ch_pow_max, a->ch_pow_step, load_of(app, a)),
+        .captcha = captcha,
+        .salt = app->chal->salt++};
     const char *key;
     size_t klen;
     key_of(app, &key, &klen);
@@ -223,10 +222,11 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
         snprintf(cp, sizeof cp,
                  "{\"provider\":\"%s\",\"site_key\":\"%s\",\"script\":\"%s\",\"action\":\"%s\"}",
                  p->name, app->cfg.captcha_site_key, p->script_url, action);
-    int n = snprintf(body, sizeof body,
-                     "{\"challenge\":\"%s\",\"bits\":%d,\"expires_at\":\"%s\",\"expires_in_ms\":%" PRId64
-                     ",\"for\":\"%s\",\"captcha\":%s}",
-                     text, in.bits, at, in.exp_ms - now, action, cp);
+    int n = snprintf(
+        body, sizeof body,
+        "{\"challenge\":\"%s\",\"bits\":%d,\"expires_at\":\"%s\",\"expires_in_ms\":%" PRId64
+        ",\"for\":\"%s\",\"captcha\":%s}",
+        text, in.bits, at, in.exp_ms - now, action, cp);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("no-store"));
     sk_http_reply(app, req, route, 200, "application/json", body,
@@ -300,8 +300,8 @@ static void on_verified(void *arg, int status, const char *body, size_t len, con
         int64_t now = sk_mono_ms();
         if (now - app->chal->fail_open_logged_ms >= 1000) {
             app->chal->fail_open_logged_ms = now;
-            sk_log(SK_LOG_WARN, "captcha %s: %s (captcha_fail %s)", app->cfg.captcha_provider,
-                   vwhy, app->cfg.captcha_fail_open ? "open: let through" : "closed: 503");
+            sk_log(SK_LOG_WARN, "captcha %s: %s (captcha_fail %s)", app->cfg.captcha_provider, vwhy,
+                   app->cfg.captcha_fail_open ? "open: let through" : "closed: 503");
         }
         if (app->cfg.captcha_fail_open) v = SK_CAPTCHA_PASS;
     }
@@ -342,9 +342,9 @@ static int verify_captcha(struct sk_app *app, h2o_req_t *req, enum sk_route rout
     }
     char ip[SK_IP_TEXT] = "";
     sk_http_client_ip(app, req, ip);
-    size_t cap = 3 * (tlen + sizeof app->cfg.captcha_secret + sizeof ip +
-                      sizeof app->cfg.captcha_site_key) +
-                 64;
+    size_t cap =
+        3 * (tlen + sizeof app->cfg.captcha_secret + sizeof ip + sizeof app->cfg.captcha_site_key) +
+        64;
     char *form = malloc(cap);
     struct cwait *w = form ? malloc(sizeof *w + ctx_len) : NULL;
     int n = w ? sk_captcha_form(p, app->cfg.captcha_secret, tok, tlen, ip,
@@ -372,8 +372,7 @@ static int verify_captcha(struct sk_app *app, h2o_req_t *req, enum sk_route rout
     if (rc < 0) {
         sk_async_end(app, &w->a);
         free(w);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                       H2O_STRLIT("1"));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
         sk_http_error(app, req, route, 503, "busy", "too many CAPTCHA checks at once; try again");
         return 1;
     }
@@ -381,8 +380,8 @@ static int verify_captcha(struct sk_app *app, h2o_req_t *req, enum sk_route rout
 }
 
 int sk_challenge_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t aid,
-                          uint64_t uid, struct sk_ch_pass *ch, sk_ch_resume resume,
-                          const void *ctx, size_t ctx_len)
+                          uint64_t uid, struct sk_ch_pass *ch, sk_ch_resume resume, const void *ctx,
+                          size_t ctx_len)
 {
     ch->present = 0;
     size_t len;

@@ -1,4 +1,4 @@
-/* challenge_http.h - the challenges of an HTTP process (docs/fairness.md):
+/* challenge_http.h - the challenges of an HTTP process (docs/challenges.md):
  * the key they are signed with, the route that hands one out
  * (GET /api/v1/activities/{id}/challenge), the check of a solution
  * (X-Challenge, and X-Captcha-Token through the provider's siteverify off
@@ -60,8 +60,8 @@ typedef void (*sk_ch_resume)(struct sk_app *app, h2o_req_t *req, void *ctx,
  * is still there; otherwise the request is answered here (403
  * captcha_failed, 503 captcha_unavailable) and resume never runs. */
 int sk_challenge_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t aid,
-                          uint64_t uid, struct sk_ch_pass *ch, sk_ch_resume resume,
-                          const void *ctx, size_t ctx_len);
+                          uint64_t uid, struct sk_ch_pass *ch, sk_ch_resume resume, const void *ctx,
+                          size_t ctx_len);
 
 /* GET /api/v1/activities/{id}/challenge: a challenge for the buyer. */
 sk_route_handler sk_api_challenge;

@@ -106,7 +106,7 @@
  *   cors_origins      origins (scheme://host[:port], comma-separated, at
  *                     most 16) whose pages may call /api/ from a browser
  *                     (cors.h); "" (the default) or "off": CORS off
- *   challenge_secret  the key that signs challenges (docs/fairness.md), at
+ *   challenge_secret  the key that signs challenges (docs/challenges.md), at
  *                     least 16 bytes; every node that serves one sale must
  *                     share it. "" (the default): a random one drawn at
  *                     start and shared by the node's processes (enough for

@@ -71,7 +71,7 @@ struct sk_body_activity {
      * case; "" = draw one); all 0 / "" when absent */
     int64_t wr_passes_per_s, wr_pass_ttl_s;
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1];
-    /* optional "challenge" (docs/fairness.md): {"pow_bits": N} (fixed), or
+    /* optional "challenge" (docs/challenges.md): {"pow_bits": N} (fixed), or
      * {"pow_bits_min": A, "pow_bits_max": B, "pow_load_step": S} (rising
      * with the load; B default A, S default SK_CH_STEP_DEFAULT when B > A),
      * and/or "captcha": "turnstile" | "hcaptcha" | "recaptcha"; bits in

@@ -45,11 +45,11 @@ struct sk_outbound {
     pthread_mutex_t lock;
     CURLM *multi;
     int efd;
-    int stop;           /* under lock */
-    struct req *posted; /* under lock */
-    struct req *done;   /* under lock, newest first */
+    int stop;            /* under lock */
+    struct req *posted;  /* under lock */
+    struct req *done;    /* under lock, newest first */
     struct req *running; /* the thread's: transfers in curl's hands */
-    int inflight;       /* the owner's count */
+    int inflight;        /* the owner's count */
     int max_inflight;
 };
 

@@ -21,7 +21,7 @@ struct sk_pending {
     char ip[SK_IP_TEXT];
     char pass[SK_QUEUE_PASS_MAX]; /* X-Queue-Pass (docs/waiting-room.md) */
     int64_t pass_exp_ms;
-    char ch[SK_CH_TICKET_MAX];    /* a checked X-Challenge's ticket (docs/fairness.md) */
+    char ch[SK_CH_TICKET_MAX];    /* a checked X-Challenge's ticket (docs/challenges.md) */
     char ch_id[SK_CH_ID_HEX + 1]; /* and its id */
 };
 

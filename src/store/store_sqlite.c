@@ -183,7 +183,7 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
-    /* 9: the challenge of the queue join or the purchase (docs/fairness.md):
+    /* 9: the challenge of the queue join or the purchase (docs/challenges.md):
      * proof-of-work bits (0 = none) rising from min to max with the load
      * (a step per bit, 0 = fixed), and a CAPTCHA provider ('' = none).
      * Existing rows get no challenge. */
