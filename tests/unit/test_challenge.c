@@ -103,8 +103,8 @@ SK_TEST(challenge_forged_altered_foreign_expired_and_unsolved_are_refused)
     CHECK_EQ(check(hdr, 1001, 42, NOW + 60000, &ok), SK_RC_CHALLENGE_EXPIRED);
     /* altered: fewer bits, a later expiry, another activity, the captcha
      * flag dropped, one digit of the mac: each breaks the mac */
-    const char *edits[][2] = {{".10.", ".1."}, {"1796000060000", "1796000099999"},
-                              {"1001.", "1002."}};
+    const char *edits[][2] = {
+        {".10.", ".1."}, {"1796000060000", "1796000099999"}, {"1001.", "1002."}};
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         const char *at = strstr(hdr, edits[i][0]);
         CHECK(at);
@@ -152,18 +152,19 @@ SK_TEST(challenge_header_shape)
     const char *bad[] = {
         "",
         ".",
-        "7.1.3.1.0000000000000063.00000000000000000000000000000000",   /* no nonce */
-        "7.1.3.1.0000000000000063.00000000000000000000000000000000.",  /* empty nonce */
+        "7.1.3.1.0000000000000063.00000000000000000000000000000000",     /* no nonce */
+        "7.1.3.1.0000000000000063.00000000000000000000000000000000.",    /* empty nonce */
         "7.1.3.1.0000000000000063.00000000000000000000000000000000.a.b", /* eight fields */
-        "07.1.3.1.0000000000000063.00000000000000000000000000000000.a", /* leading zero */
-        "0.1.3.1.0000000000000063.00000000000000000000000000000000.a",  /* activity 0 */
-        "7.1.31.1.0000000000000063.00000000000000000000000000000000.a", /* bits > 30 */
-        "7.1.3.2.0000000000000063.00000000000000000000000000000000.a",  /* captcha 2 */
-        "7.1.3.1.000000000000063.00000000000000000000000000000000.a",   /* short salt */
-        "7.1.3.1.000000000000006G.00000000000000000000000000000000.a",  /* not hex */
-        "7.1.3.1.0000000000000063.0000000000000000000000000000000A.a",  /* upper case */
+        "07.1.3.1.0000000000000063.00000000000000000000000000000000.a",  /* leading zero */
+        "0.1.3.1.0000000000000063.00000000000000000000000000000000.a",   /* activity 0 */
+        "7.1.31.1.0000000000000063.00000000000000000000000000000000.a",  /* bits > 30 */
+        "7.1.3.2.0000000000000063.00000000000000000000000000000000.a",   /* captcha 2 */
+        "7.1.3.1.000000000000063.00000000000000000000000000000000.a",    /* short salt */
+        "7.1.3.1.000000000000006G.00000000000000000000000000000000.a",   /* not hex */
+        "7.1.3.1.0000000000000063.0000000000000000000000000000000A.a",   /* upper case */
         "7.1.3.1.0000000000000063.00000000000000000000000000000000.a b", /* space */
-        "7.1.3.1.0000000000000063.00000000000000000000000000000000.123456789012345678901234567890123",
+        "7.1.3.1.0000000000000063.00000000000000000000000000000000."
+        "123456789012345678901234567890123",
         "1234567890123456.1.3.1.0000000000000063.00000000000000000000000000000000.a",
         "7.-1.3.1.0000000000000063.00000000000000000000000000000000.a",
     };
@@ -266,7 +267,7 @@ SK_TEST(challenge_definition_rules_and_spec)
 {
     char err[200];
     CHECK_EQ(validate(0, 0, 0, "", err, sizeof err), 0);
-    CHECK_EQ(validate(20, 0, 0, "", err, sizeof err), 0); /* max defaults to min */
+    CHECK_EQ(validate(20, 0, 0, "", err, sizeof err), 0);  /* max defaults to min */
     CHECK_EQ(validate(16, 22, 0, "", err, sizeof err), 0); /* step defaults */
     CHECK_EQ(validate(0, 0, 0, "turnstile", err, sizeof err), 0);
     CHECK_EQ(validate(31, 0, 0, "", err, sizeof err), SK_EINVAL);
@@ -343,7 +344,8 @@ SK_TEST(challenge_create_body)
 
 SK_TEST(captcha_providers_request_and_verdict)
 {
-    CHECK(sk_captcha_find("turnstile") && sk_captcha_find("hcaptcha") && sk_captcha_find("recaptcha"));
+    CHECK(sk_captcha_find("turnstile") && sk_captcha_find("hcaptcha") &&
+          sk_captcha_find("recaptcha"));
     CHECK(sk_captcha_find("") == NULL && sk_captcha_find(NULL) == NULL);
     /* every provider an activity may name has its table entry */
     const char *names[] = {"turnstile", "hcaptcha", "recaptcha"};
@@ -373,15 +375,16 @@ SK_TEST(captcha_providers_request_and_verdict)
         enum sk_captcha_verdict v;
         const char *why;
     } cases[] = {
-        {200, "{\"success\":true,\"hostname\":\"shop.example\",\"action\":\"join\"}", SK_CAPTCHA_PASS,
-         "passed"},
+        {200, "{\"success\":true,\"hostname\":\"shop.example\",\"action\":\"join\"}",
+         SK_CAPTCHA_PASS, "passed"},
         {200, "{\"success\":true,\"hostname\":\"SHOP.example\"}", SK_CAPTCHA_PASS, "passed"},
-        {200, "{\"success\":false,\"error-codes\":[\"invalid-input-response\"]}", SK_CAPTCHA_REFUSED,
-         "invalid-input-response"},
+        {200, "{\"success\":false,\"error-codes\":[\"invalid-input-response\"]}",
+         SK_CAPTCHA_REFUSED, "invalid-input-response"},
         {200, "{\"success\":false,\"error-codes\":[\"timeout-or-duplicate\"]}", SK_CAPTCHA_REFUSED,
          "timeout-or-duplicate"},
         {200, "{\"success\":false}", SK_CAPTCHA_REFUSED, "no error code"},
-        {200, "{\"success\":true,\"hostname\":\"evil.example\"}", SK_CAPTCHA_REFUSED, "another host"},
+        {200, "{\"success\":true,\"hostname\":\"evil.example\"}", SK_CAPTCHA_REFUSED,
+         "another host"},
         {200, "{\"success\":true}", SK_CAPTCHA_REFUSED, "another host"},
         {200, "{\"success\":true,\"hostname\":\"shop.example\",\"action\":\"purchase\"}",
          SK_CAPTCHA_REFUSED, "another action"},
@@ -412,8 +415,9 @@ SK_TEST(challenge_page_policy_widened_for_a_provider)
 {
     char out[512];
     const char *csp = "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'";
-    CHECK(sk_csp_widen(csp, strlen(csp), "script-src https://a.example; frame-src https://a.example",
-                       out, sizeof out) > 0);
+    CHECK(sk_csp_widen(csp, strlen(csp),
+                       "script-src https://a.example; frame-src https://a.example", out,
+                       sizeof out) > 0);
     CHECK_STR(out, "default-src 'none'; script-src 'unsafe-inline' https://a.example; connect-src "
                    "'self'; frame-src https://a.example");
     CHECK(sk_csp_widen(csp, strlen(csp), NULL, out, sizeof out) > 0);
