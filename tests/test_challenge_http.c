@@ -271,8 +271,10 @@ static void *sv_loop(void *arg)
         int mode = atomic_load(&s->mode);
         if (mode == SV_HANG) {
             /* never answered: held open until the end */
-            if (s->nhung < 64) s->hung[s->nhung++] = c;
-            else close(c);
+            if (s->nhung < 64)
+                s->hung[s->nhung++] = c;
+            else
+                close(c);
             continue;
         }
         /* the documented shape (Turnstile's siteverify) */
