@@ -330,7 +330,7 @@
   var ready = null, solving = null;
   function prepare() {
     if (ready && ready.exp - serverNow() < 15000) ready = null;
-    if (ready || solving || !needsChallenge('purchase') || S.order) return;
+    if (ready || solving || !needsChallenge('purchase') || S.order || S.buying) return;
     var s = state();
     if (!(s === 'open' || (s === 'scheduled' && startMs() - serverNow() < 60000)) || S.view.sold_out) return;
     solving = solveOne().then(function (sol) { solving = null; if (!sol.error) ready = sol; return sol; });
