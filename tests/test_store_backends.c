@@ -154,7 +154,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 8 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 9 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
@@ -1274,6 +1274,104 @@ BACKEND_TEST(orders_pay_and_cancel_move_only_from_created)
     CHECK_EQ(c.orders[SK_ORDER_PAID], 1);
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 1);
     CHECK_EQ(c.units[SK_ORDER_PAID], 1);
+    sk_store_close(st);
+}
+
+/* A constraint added under the store (SQLite cannot add a CHECK to a
+ * table: a trigger that refuses the same rows). name is the constraint's,
+ * table its table, check what the rows must hold; sqlite_when the rows a
+ * trigger refuses, before op (INSERT or UPDATE). */
+static void be_refuse(const struct be *b, const char *name, const char *table, const char *check,
+                      const char *op, const char *sqlite_when)
+{
+    char sql[600];
+    if (b->pg)
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)", table, name,
+                 check);
+    else
+        snprintf(sql, sizeof sql,
+                 "CREATE TRIGGER %s BEFORE %s ON %s WHEN %s BEGIN SELECT RAISE(ABORT, '%s');"
+                 " END",
+                 name, op, table, sqlite_when, name);
+    CHECK_EQ(be_sql(b, sql), 0);
+}
+
+static void be_allow(const struct be *b, const char *name, const char *table)
+{
+    char sql[200];
+    if (b->pg)
+        snprintf(sql, sizeof sql, "ALTER TABLE %s DROP CONSTRAINT %s", table, name);
+    else
+        snprintf(sql, sizeof sql, "DROP TRIGGER %s", name);
+    CHECK_EQ(be_sql(b, sql), 0);
+}
+
+/* The writes a server may send with the COMMIT instead of at once (a
+ * status change, a cancel's stock credit, the marks, an audit row:
+ * SK_SQL_DEFER in store_sql.c) are still all or nothing: the database
+ * refusing one (here a constraint added under the store) fails the call,
+ * names the statement, and leaves nothing of the change behind. */
+BACKEND_TEST(orders_a_write_refused_at_the_commit_undoes_the_whole_change)
+{
+    sk_store *st = be_open_sale(b, 8, 100, 1800);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 8, 5000, i, (uint64_t)i + 1, 2);
+    sk_th_persist_ok(st, o, 2);
+    CHECK_EQ(sk_th_db_stock(st, 8), 96);
+
+    /* the cancel's stock credit refused: the order is not cancelled either */
+    be_refuse(b, "t_cap", "activities", "stock <= 97", "UPDATE", "NEW.stock > 97");
+    int s = -1;
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 6000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "give back DB stock") != NULL, "%s", sk_store_errstr(st));
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    CHECK_EQ(got.cancelled_ms, 0);
+    CHECK_EQ(sk_th_db_stock(st, 8), 96);
+    be_allow(b, "t_cap", "activities");
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 6100, &s), 0);
+    CHECK_EQ(s, SK_ORDER_CREATED);
+    CHECK_EQ(sk_th_db_stock(st, 8), 98);
+
+    /* the status change itself refused */
+    be_refuse(b, "t_late", "orders", "status <> 'paid' OR paid_ms < 7000", "UPDATE",
+              "NEW.status = 'paid' AND NEW.paid_ms >= 7000");
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 8000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "update order status") != NULL, "%s",
+              sk_store_errstr(st));
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 6500, &s), 0);
+    CHECK_EQ(s, SK_ORDER_PAID);
+    be_allow(b, "t_late", "orders");
+
+    /* a batch whose marks are refused: none of its orders, no stock taken */
+    be_refuse(b, "t_adm", "redis_marks", "adm < 1000", "INSERT", "NEW.adm >= 1000");
+    struct sk_order big;
+    sk_th_order(&big, 8, 5000, 7, 9, 1);
+    big.adm_seq = 5000;
+    struct sk_persist_result r;
+    CHECK_EQ(sk_store_orders_persist(st, &big, 1, &r), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "raise marks") != NULL, "%s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_order_get(st, big.order_id, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_th_db_stock(st, 8), 98);
+    CHECK(sk_th_marks_n(st, 8, 0) == NULL);
+    be_allow(b, "t_adm", "redis_marks");
+    CHECK_EQ(sk_th_persist_ok(st, &big, 1).inserted, 1);
+    CHECK_EQ(sk_th_db_stock(st, 8), 97);
+
+    /* a restore whose audit row is refused: the order is not restored */
+    be_refuse(b, "t_audit", "audit", "kind <> 'repair_restore_order'", "INSERT",
+              "NEW.kind = 'repair_restore_order'");
+    struct sk_order lost;
+    sk_th_order(&lost, 8, 5000, 8, 10, 1);
+    CHECK_EQ(sk_store_order_restore(st, &lost, 9000, "lost"), SK_EINVAL);
+    CHECK_EQ(sk_store_order_get(st, lost.order_id, &got), SK_ENOTFOUND);
+    be_allow(b, "t_audit", "audit");
+    CHECK_EQ(sk_store_order_restore(st, &lost, 9000, "lost"), 0);
+    CHECK_EQ(sk_store_order_get(st, lost.order_id, &got), 0);
     sk_store_close(st);
 }
 

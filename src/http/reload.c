@@ -77,6 +77,9 @@ const struct sk_reload_field sk_reload_fields[] = {
     LIVE("captcha_timeout_ms", captcha_timeout_ms),
     LIVE("captcha_fail", captcha_fail_open),
     LIVE("captcha_hostname", captcha_hostname),
+    LIVE("jwt_max_ttl_s", jwt_max_ttl_s),
+    LIVE("frame_ancestors", frame_ancestors), /* read by every HTML answer */
+    FIXED("max_request_bytes", max_request_bytes),
 };
 const size_t sk_reload_nfields = sizeof sk_reload_fields / sizeof sk_reload_fields[0];
 

@@ -1,12 +1,12 @@
 /* store.h - the durable store: activity definitions, orders, audit rows.
  *
- * One interface, several backends chosen by the spec string: "sqlite:PATH"
- * (store_sqlite.c), "postgres://..." / "postgresql://..." (store_pg.c,
- * libpq) and "mysql://..." / "mariadb://..." (store_mysql*.c, MariaDB
- * Connector/C; the URL: store/mysql_url.h). The handle is opaque so a backend can be added without
- * changing callers. BACKEND AUTHORS: store.c dispatches every call through the table of
- * store_int.h; a new function here needs a member in struct sk_store_ops, a dispatcher in store.c
- * and a STATIC implementation in each backend (not a public sk_store_* function in store_sqlite.c).
+ * One interface, several databases chosen by the spec string:
+ * "sqlite:PATH", "postgres://..." / "postgresql://..." (libpq) and
+ * "mysql://..." / "mariadb://..." (MariaDB Connector/C; the URL:
+ * store/mysql_url.h). The handle is opaque: every function is written
+ * once, in the store's engine, over a driver per database (store_int.h);
+ * a new function here needs its statement in store_sql.c and its code in
+ * the engine, no driver change.
  *
  * Calls return 0 or a negative SK_E* code; the detail of the last failure
  * is sk_store_errstr(st). A handle is used by one thread at a time. */

@@ -717,6 +717,12 @@
 
     $('pow').hidden = !S.pow;
     if (S.pow) $('pow').value = S.pow.pct;
+    /* the last solve, for a shop measuring what its difficulty costs */
+    if (S.powLast) {
+      $('pow').dataset.bits = S.powLast.bits;
+      $('pow').dataset.ms = Math.round(S.powLast.ms);
+      $('pow').dataset.tries = S.powLast.tries;
+    }
     $('captcha').hidden = cap.state !== 'shown' || !!o;
 
     var q = S.queue, showQ = hasRoom() && !o && !S.pass && S.queueState === 'waiting' && q && q.position != null;
