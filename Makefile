@@ -322,7 +322,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
-                mysql_url cors jwt order_id order_event
+                mysql_url cors jwt order_id order_event challenge captcha
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_chunked   := src/http/chunked.c src/core/error.c
@@ -343,7 +343,11 @@ FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_i
                       src/core/error.c
 FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engine/keys.c \
                         src/redis/stream_id.c src/core/num.c src/core/error.c
+FUZZ_SRC_challenge := src/engine/challenge.c src/core/codes.c src/core/error.c
+FUZZ_SRC_captcha   := src/http/captcha.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
+FUZZ_LIBS_challenge := -lcrypto
+FUZZ_LIBS_captcha   := -ljansson
 FUZZ_LIBS_purchase_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto
