@@ -343,7 +343,7 @@ FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_i
                       src/core/error.c
 FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engine/keys.c \
                         src/redis/stream_id.c src/core/num.c src/core/error.c
-FUZZ_SRC_challenge := src/engine/challenge.c src/core/codes.c src/core/error.c
+FUZZ_SRC_challenge := src/engine/challenge.c src/core/codes.c src/core/num.c src/core/error.c
 FUZZ_SRC_captcha   := src/http/captcha.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
 FUZZ_LIBS_challenge := -lcrypto

@@ -11,6 +11,7 @@
 
 #include "core/codes.h"
 #include "core/error.h"
+#include "core/num.h"
 #include "engine/activity.h"
 
 static const char hexd[] = "0123456789abcdef";
@@ -202,21 +203,6 @@ int sk_challenge_bits(int64_t min, int64_t max, int64_t step, int64_t load)
     return (int)bits;
 }
 
-/* n as decimal into out; returns its length. */
-static size_t u64_dec(uint64_t n, char *out)
-{
-    char d[20];
-    size_t k = 0;
-    do {
-        d[k++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    for (size_t i = 0; i < k; i++)
-        out[i] = d[k - 1 - i];
-    out[k] = 0;
-    return k;
-}
-
 int sk_challenge_solve(const char *text, size_t len, int bits, uint64_t start, uint64_t max_tries,
                        char *nonce, size_t cap, uint64_t *tries)
 {
@@ -233,7 +219,8 @@ int sk_challenge_solve(const char *text, size_t len, int bits, uint64_t start, u
     unsigned int mdlen;
     uint64_t t = 0;
     for (; rc == SK_ENOTFOUND && t < max_tries; t++) {
-        size_t nl = u64_dec(start + t, nonce);
+        size_t nl = (size_t)(sk_num_u64_put(nonce, start + t) - nonce);
+        nonce[nl] = 0;
         if (!EVP_MD_CTX_copy_ex(ctx, base) || !EVP_DigestUpdate(ctx, nonce, nl) ||
             !EVP_DigestFinal_ex(ctx, md, &mdlen)) {
             rc = SK_ENOMEM;

@@ -376,11 +376,7 @@ static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct 
     }
     h2o_req_t *req = op_end(o);
     if (req) {
-        if (rc == SK_ENOTFOUND)
-            sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
-        else if (rc < 0)
-            sk_http_db_error(app, req, o->route, rc, "activity read: no answer in time");
-        else
+        if (!sk_http_activity_read_or_reply(app, req, o->route, rc))
             sk_http_redis_or_reply(app, req, o->route);
     }
     free(o);

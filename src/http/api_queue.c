@@ -500,10 +500,8 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
     enum sk_route route = o->a.route;
     if (!req) {
         /* the client left */
-    } else if (rc == SK_ENOTFOUND) {
-        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
-    } else if (rc < 0) {
-        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    } else if (sk_http_activity_read_or_reply(app, req, route, rc)) {
+        /* answered */
     } else if (a->wr_passes_per_s <= 0) {
         sk_http_error(app, req, route, 404, "no_waiting_room",
                       sk_rc_message(SK_RC_NO_WAITING_ROOM));

@@ -240,10 +240,8 @@ static void on_issue_def(struct sk_app *app, void *arg, int rc, const struct sk_
     enum sk_route route = o->a.route;
     if (!req) {
         /* the client left */
-    } else if (rc == SK_ENOTFOUND) {
-        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
-    } else if (rc < 0) {
-        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    } else if (sk_http_activity_read_or_reply(app, req, route, rc)) {
+        /* answered */
     } else if (!sk_activity_has_challenge(a)) {
         refuse(app, req, route, SK_RC_NO_CHALLENGE);
     } else if (a->end_ms <= sk_wall_ms()) {

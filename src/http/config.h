@@ -212,9 +212,9 @@ struct sk_config {
     int captcha_timeout_ms;
     int captcha_fail_open; /* 1: captcha_fail = open */
     char captcha_hostname[256];
-    long long jwt_max_ttl_s;             /* the longest token lifetime accepted */
-    char frame_ancestors[512];           /* CSP frame-ancestors of the HTML pages */
-    long long max_request_bytes;         /* request bytes buffered per process; 0: default */
+    long long jwt_max_ttl_s;     /* the longest token lifetime accepted */
+    char frame_ancestors[512];   /* CSP frame-ancestors of the HTML pages */
+    long long max_request_bytes; /* request bytes buffered per process; 0: default */
 };
 
 /* The default budget of order polls per second per HTTP process

@@ -57,13 +57,19 @@ static void put(char *out, size_t *o, const char *s, size_t n)
     *o += n;
 }
 
-/* One directive of a policy: [s, e) trimmed of spaces. */
-static void trim(const char **s, const char **e)
+/* The directive of a policy at d (up to end): [*s, *e) trimmed of spaces;
+ * returns where the next one starts. */
+static const char *next_dir(const char *d, const char *end, const char **s, const char **e)
 {
+    const char *de = memchr(d, ';', (size_t)(end - d));
+    if (!de) de = end;
+    *s = d;
+    *e = de;
     while (*s < *e && **s == ' ')
         (*s)++;
     while (*e > *s && (*e)[-1] == ' ')
         (*e)--;
+    return de + (de < end);
 }
 
 int sk_csp_widen(const char *csp, size_t len, const char *extra, char *out, size_t cap)
@@ -76,45 +82,33 @@ int sk_csp_widen(const char *csp, size_t len, const char *extra, char *out, size
         o += (n);                                                                                  \
     } while (0)
     const char *end = csp + len, *x_end = extra ? extra + strlen(extra) : extra;
+    const char *s, *e, *xs, *xx;
     char used[16] = {0}; /* extra's directives already merged (at most 16) */
     for (const char *d = csp; d < end;) {
-        const char *de = memchr(d, ';', (size_t)(end - d));
-        if (!de) de = end;
-        const char *s = d, *e = de;
-        trim(&s, &e);
-        if (s < e) {
-            if (o) PUT("; ", 2);
-            PUT(s, (size_t)(e - s));
-            const char *sp = memchr(s, ' ', (size_t)(e - s));
-            size_t nl = sp ? (size_t)(sp - s) : (size_t)(e - s);
-            int k = 0;
-            for (const char *x = extra; x && x < x_end; k++) {
-                const char *xe = memchr(x, ';', (size_t)(x_end - x));
-                if (!xe) xe = x_end;
-                const char *xs = x, *xx = xe;
-                trim(&xs, &xx);
-                const char *xsp = memchr(xs, ' ', (size_t)(xx - xs));
-                if (k < 16 && xsp && (size_t)(xsp - xs) == nl && !memcmp(xs, s, nl)) {
-                    PUT(xsp, (size_t)(xx - xsp));
-                    used[k] = 1;
-                }
-                x = xe + (xe < x_end);
+        d = next_dir(d, end, &s, &e);
+        if (s == e) continue;
+        if (o) PUT("; ", 2);
+        PUT(s, (size_t)(e - s));
+        const char *sp = memchr(s, ' ', (size_t)(e - s));
+        size_t nl = sp ? (size_t)(sp - s) : (size_t)(e - s);
+        int k = 0;
+        for (const char *x = extra; x && x < x_end; k++) {
+            x = next_dir(x, x_end, &xs, &xx);
+            const char *xsp = memchr(xs, ' ', (size_t)(xx - xs));
+            if (k < 16 && xsp && (size_t)(xsp - xs) == nl && !memcmp(xs, s, nl)) {
+                PUT(xsp, (size_t)(xx - xsp));
+                used[k] = 1;
             }
         }
-        d = de + (de < end);
     }
     int k = 0;
     for (const char *x = extra; x && x < x_end; k++) {
-        const char *xe = memchr(x, ';', (size_t)(x_end - x));
-        if (!xe) xe = x_end;
-        const char *xs = x, *xx = xe;
-        trim(&xs, &xx);
+        x = next_dir(x, x_end, &xs, &xx);
         if (xs < xx && !memchr(xs, ' ', (size_t)(xx - xs))) return SK_EINVAL;
         if (xs < xx && (k >= 16 || !used[k])) {
             if (o) PUT("; ", 2);
             PUT(xs, (size_t)(xx - xs));
         }
-        x = xe + (xe < x_end);
     }
 #undef PUT
     out[o] = 0;

@@ -3,8 +3,8 @@
  * answer that says "success": true. */
 #include <string.h>
 
-#include "http/captcha.h"
 #include "fuzz.h"
+#include "http/captcha.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
