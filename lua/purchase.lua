@@ -7,8 +7,10 @@
 --       [queue pass] (docs/waiting-room.md) [challenge ticket]
 --       (docs/challenges.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
--- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
--- segments}. Only the activity's own per-user rate limit (meta) applies
+-- (negated when an Idempotency-Key replays an earlier answer) or, for
+-- RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
+-- segments}. No store identity is checked here (the service's
+-- purchase_batch passes its own). Only the activity's own per-user rate limit (meta) applies
 -- here; the global limits and the per-IP one travel with purchase_batch,
 -- which the service uses.
 -- Sold out and no Idempotency-Key: one GET and out, before anything else
@@ -25,6 +27,6 @@ end
 local out, left = admit_all({label = ARGV[1], n = 1, users = {ARGV[2]},
                              a = {ARGV[2], ARGV[3], ARGV[4] or '', '', ARGV[5] or '',
                                   ARGV[6] or ''}, at = 1,
-                             any_idem = (ARGV[4] or '') ~= '', rl = {}, chk = chk,
+                             any_idem = (ARGV[4] or '') ~= '', rl = {}, chk = chk, store = '',
                              mem = {epoch = '', adm = 0}})
 return {out[1], out[2], left, out[3]}

@@ -227,8 +227,8 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     const char *args[SK_BATCH_ARGC(2)];
     size_t lens[SK_BATCH_ARGC(2)];
     CHECK_EQ(sk_stock_batch_args(9, p, 2, ab, sizeof ab, args, lens), 0);
-    CHECK_STR(args[9 + 5], "");
-    CHECK_STR(args[9 + 6 + 5], "20:0:1796000000000");
+    CHECK_STR(args[SK_BATCH_ARGC(0) + 5], ""); /* after the call's head */
+    CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000");
     /* the queue: a ticket per buyer, keys with any */
     const char *tickets[2] = {NULL, t}, *ids[2] = {NULL, ok.id};
     uint64_t users[2] = {5, 6};
