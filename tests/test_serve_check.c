@@ -167,13 +167,13 @@ SK_TEST(serve_check_warns_when_the_preheated_stock_cannot_fit_in_redis_memory)
 {
     char out[8192], db[400];
     make_db(db, sizeof db);
-    const char *create[] = {"activity", "create", "--redis", sk_th_redis_url(), "--db", db,
-                            "--id", "7301", "--name", "fit", "--stock", "2000000", "--limit",
-                            "1", NULL};
+    const char *create[] = {
+        "activity", "create", "--redis", sk_th_redis_url(), "--db",    db,  "--id", "7301",
+        "--name",   "fit",    "--stock", "2000000",         "--limit", "1", NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, create);
     CHECK_MSG(rc == 0, "create: exit %d: %s", rc, out);
     const char *preheat[] = {"activity", "preheat", "--redis", sk_th_redis_url(), "--db", db,
-                             "--id", "7301", NULL};
+                             "--id",     "7301",    NULL};
     rc = sk_th_run_seckill(out, sizeof out, NULL, preheat);
     CHECK_MSG(rc == 0, "preheat: exit %d: %s", rc, out);
     rc = check(out, sizeof out, sk_th_redis_url(), db, NULL);

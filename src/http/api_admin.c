@@ -897,9 +897,9 @@ static void readyz_partial_reply(struct sk_app *app, h2o_req_t *req, enum sk_rou
                                  const char *count_key, int n, const char *what_key,
                                  const char *what)
 {
-    sk_http_reply_json(app, req, route, 200,
-                       json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", count_key, n,
-                                 what_key, what));
+    sk_http_reply_json(
+        app, req, route, 200,
+        json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", count_key, n, what_key, what));
 }
 
 /* /readyz of a node that sells, with sales it would never persist the
