@@ -11,6 +11,8 @@
 --       absent or '' = none; the queue's own state is left alone)
 --       [store_id] (the preheating store's identity, 16 hex digits; absent
 --       or '' = none: docs/design.md, "The store's identity")
+--       [ch] (the challenge, "<min bits>:<captcha 0|1>", lib/challenge.lua;
+--       absent or '' = none: docs/challenges.md)
 -- Returns {rc, stock}
 --
 -- The key set belongs to the store whose identity its meta holds
@@ -30,6 +32,7 @@
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/def.lua"
+--#include "lib/challenge.lua"
 for i = 1, 7 do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
@@ -47,10 +50,12 @@ if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
                       or opt(13) < 1 or opt(14) < 1) then
   return bad_args(0)
 end
+local ch = ARGV[17] or ''
+if ch ~= '' and not ch_spec_ok(ch) then return bad_args(0) end
 local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
            max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
            seg = seg, seg_of = seg_of, rl_rate = opt(8), rl_burst = opt(9),
-           wr_rate = ARGV[13], wr_ttl = ARGV[14], wr_seed = wr_seed}
+           wr_rate = ARGV[13], wr_ttl = ARGV[14], wr_seed = wr_seed, ch = ch}
 local force = ARGV[7] == '1'
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])

@@ -1,8 +1,12 @@
 -- queue.lua - the waiting room of one activity (docs/waiting-room.md):
 -- joins and polls of several buyers, decided in one call on Redis's clock.
 -- KEYS: meta q pass stock (the activity's base key set {a<ID>}: the queue
---       lives there with or without segments)
--- ARGV: activity id, then per buyer: op ('j' join, 'p' poll), user id
+--       lives there with or without segments), then, when the call carries
+--       challenge tickets, per buyer its challenge's spent key
+--       (lib/challenge.lua)
+-- ARGV: activity id, then per buyer: op ('j' join, 'p' poll), user id,
+--       challenge ticket ('' none; a join that enters the queue needs one
+--       when the activity asks a challenge: docs/challenges.md)
 -- Returns {rc, queue length, passes issued (the first that many places hold
 -- one), passes per second, ms until the start (0 once started), segments
 -- (1: none), then per buyer: rc (Q_WAITING, Q_ADMITTED, Q_USED, Q_EXPIRED
@@ -24,11 +28,14 @@
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/pass.lua"
+--#include "lib/challenge.lua"
 local TWO52 = 4503599627370496
-local aid, n = ARGV[1] or '', (#ARGV - 1) / 2
-if not digits(aid, 15) or n < 1 or n ~= math.floor(n) then return bad_args(0, 0, 0, 0, 0) end
+local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
+if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 4 and #KEYS ~= 4 + n) then
+  return bad_args(0, 0, 0, 0, 0)
+end
 local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
-                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms')
+                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms', 'ch')
 local now = now_ms()
 local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1}
 
@@ -71,6 +78,17 @@ if m[1] ~= '1' then return all(RC.CLOSED) end
 if not m[9] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
 local rate, ttl_ms, seed = tonumber(m[4]), tonumber(m[5]) * 1000, m[6]
 local len = redis.call('ZCARD', KEYS[2])
+local chg = ch_gate(m[12])
+
+-- The challenge of buyer i entering the queue: its refusal, or nil (spent).
+local function ch_entry_refused(i)
+  if not chg then return nil end
+  local k = #KEYS > 4 and KEYS[4 + i] or nil
+  local why, exp = ch_refused(chg, ARGV[3 * i + 1], k, now)
+  if why then return why end
+  ch_spend(chg, k, exp)
+  return nil
+end
 
 local function valid(op, u)
   return (op == 'j' or op == 'p') and u and #u <= 20 and string.find(u, '^[1-9]%d*$')
@@ -80,14 +98,16 @@ if now < start then
   -- Before the start: a joiner's place is drawn, not known (more may join).
   out[5] = start - now
   for i = 1, n do
-    local op, u = ARGV[2 * i], ARGV[2 * i + 1]
+    local op, u = ARGV[3 * i - 1], ARGV[3 * i]
     local rc = RC.Q_WAITING
     if not valid(op, u) then
       rc = RC.BAD_ARGUMENT
     elseif op == 'j' then
-      -- NX: joining again keeps the draw (it is a function of the user anyway)
+      -- NX: joining again keeps the draw (it is a function of the user anyway);
+      -- only entering the queue takes a challenge
+      local why = not redis.call('ZSCORE', KEYS[2], u) and ch_entry_refused(i)
       local draw = tonumber(string.sub(redis.sha1hex(seed .. ':q:' .. u), 1, 13), 16)
-      len = len + redis.call('ZADD', KEYS[2], 'NX', draw, u)
+      if why then rc = why else len = len + redis.call('ZADD', KEYS[2], 'NX', draw, u) end
     elseif not redis.call('ZSCORE', KEYS[2], u) then
       rc = RC.NOT_IN_QUEUE
     end
@@ -118,11 +138,13 @@ local function join_back(u)
   return len - 1
 end
 
--- One buyer after the start: rc, place, expiry, pass, events.
-local function decide(op, u)
+-- One buyer (the i-th) after the start: rc, place, expiry, pass, events.
+local function decide(op, u, i)
   local rank = redis.call('ZRANK', KEYS[2], u)
   if not rank then
     if op ~= 'j' then return RC.NOT_IN_QUEUE, 0, 0, '', 0 end
+    local why = ch_entry_refused(i)
+    if why then return why, 0, 0, '', 0 end
     rank = join_back(u)
   end
   if rank >= issued() then return RC.Q_WAITING, rank + 1, 0, '', 0 end
@@ -153,14 +175,14 @@ local function decide(op, u)
   len = len - 1
   base = base - 1
   redis.call('HSET', KEYS[1], 'wr_base', base, 'wr_base_ms', base_ms)
-  local rc, place, exp, pass, ev2 = decide(op, u)
+  local rc, place, exp, pass, ev2 = decide(op, u, i)
   return rc, place, exp, pass, ev + ev2
 end
 
 for i = 1, n do
-  local op, u = ARGV[2 * i], ARGV[2 * i + 1]
+  local op, u = ARGV[3 * i - 1], ARGV[3 * i]
   if valid(op, u) then
-    answer(i, decide(op, u))
+    answer(i, decide(op, u, i))
   else
     answer(i, RC.BAD_ARGUMENT, 0, 0, '', 0)
   end

@@ -11,17 +11,20 @@
 --       [store_id] (the rebuilding store's identity: the key set is its
 --       own again, docs/design.md "The store's identity"; absent or '' =
 --       none)
+--       [ch] (the challenge, lib/challenge.lua; absent or '' = none)
 -- Returns {rc (PREHEATED; STOCK_LIVE: live stock exists, nothing written;
 --          BAD_ARGUMENT), stock}
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/def.lua"
+--#include "lib/challenge.lua"
 for i = 1, 8 do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
 local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
 if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
-   or not store_id_ok(ARGV[14] or '') or ARGV[15] then
+   or not store_id_ok(ARGV[14] or '') or ARGV[16]
+   or ((ARGV[15] or '') ~= '' and not ch_spec_ok(ARGV[15])) then
   return bad_args(0)
 end
 local store = ARGV[14] or ''
@@ -35,7 +38,7 @@ end
 local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
            max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
            rl_rate = tonumber(ARGV[7]), rl_burst = tonumber(ARGV[8]), seg = seg, seg_of = seg_of,
-           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed}
+           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed, ch = ARGV[15] or ''}
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
 if live then return {RC.STOCK_LIVE, tonumber(live)} end

@@ -154,7 +154,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 9 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 10 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
@@ -390,13 +390,18 @@ static sk_store *be_upgrade(const struct be *b, const char *undo_sql, const char
     return st;
 }
 
-/* Migrations 9 (the store's identity) and 8 undone (idempotency keys,
- * order conflicts; the marks' branch only when the marks stay), and
- * migration 7's columns (the waiting room), for the tests that rebuild an
- * older schema. */
+/* Migrations 10 (the challenge), 9 (the store's identity) and 8 undone
+ * (idempotency keys, order conflicts; the marks' branch only when the marks
+ * stay), and migration 7's columns (the waiting room), for the tests that
+ * rebuild an older schema. */
+#define UNDO_10                                                                                    \
+    "ALTER TABLE activities DROP COLUMN ch_pow_min; ALTER TABLE activities DROP COLUMN "           \
+    "ch_pow_max;"                                                                                  \
+    "ALTER TABLE activities DROP COLUMN ch_pow_step; ALTER TABLE activities DROP COLUMN "          \
+    "ch_captcha;"
 #define UNDO_8_SQLITE                                                                              \
-    "DROP TABLE store_identity;"                                                                   \
-    "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
+    UNDO_10 "DROP TABLE store_identity;"                                                           \
+            "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
 #define UNDO_8_PG UNDO_8_SQLITE
 #define UNDO_8_MY UNDO_8_SQLITE
 #define UNDO_8_BRANCH_SQLITE                                                                       \
@@ -671,47 +676,53 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     sk_store_close(be_open(b));
     static const char *const bad[] = {
         /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* stock above the initial stock */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* end = start */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* state */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'',0,0,0,'')",
         /* name */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* id 0 */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')",
         /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'',0,0,0,'')",
         /* burst < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'',0,0,0,'')",
         /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'',0,0,0,'')",
         /* segments < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'',0,0,0,'')",
         /* segments NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
+        "INSERT INTO activities VALUES "
+        "(1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'',0,0,0,'')",
         /* passes per second < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'',0,0,0,'')",
         /* pass TTL < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'',0,0,0,'')",
         /* a seed of 65 digits */
         "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
-        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0')",
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0',0,0,0,'')",
         /* seed NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
+        "INSERT INTO activities VALUES "
+        "(1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL,0,0,0,'')",
+        /* challenge bits < 0, a CAPTCHA name too long (docs/challenges.md) */
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',-1,0,0,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,-1,'')",
+        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,"
+        "'turnstile-turnstile')",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(
-        be_sql(b,
-               "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
-        0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities VALUES "
+                       "(1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'')"),
+             0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"

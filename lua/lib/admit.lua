@@ -7,8 +7,11 @@
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
 -- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
 -- KEYS[8 + i] the rate limiter key of purchase i's buyer, and, when the call
--- carries a per-IP limit, KEYS[8 + n + i] the one of its client IP
--- (src/engine/keys.c builds them all; admit_keys_ok checks the count).
+-- carries a per-IP limit, KEYS[8 + n + i] the one of its client IP, and,
+-- when the call carries challenge tickets, after those the spent key of
+-- each purchase's challenge (lib/challenge.lua; a bare prefix for one
+-- without) (src/engine/keys.c builds them all; admit_keys_ok checks the
+-- count).
 -- One activity (or one segment of it), one hash tag, one slot.
 --
 -- Rollback guard (docs/recovery.md): meta holds `epoch` (the key set's
@@ -57,6 +60,7 @@ local RL_SLACK_US = 5000
 --#include "lib/time.lua"
 --#include "lib/fence.lua"
 --#include "lib/pass.lua"
+--#include "lib/challenge.lua"
 
 -- One GCRA check of key at now_us (period_us between requests, burst
 -- requests at once). Returns 0 and the new TAT when allowed, or the wait
@@ -98,10 +102,13 @@ local function rl_params(rate, burst)
 end
 
 -- The KEYS of a call of n purchases are all there: the key set's 8, a
--- limiter key per buyer, and one per client IP when ip_rate turns the
--- per-IP limiter on.
+-- limiter key per buyer, one per client IP when ip_rate turns the per-IP
+-- limiter on, and maybe one per challenge ticket. Returns whether they are
+-- and the index before the first challenge key (false: none carried).
 local function admit_keys_ok(n, ip_rate)
-  return #KEYS == 8 + n * (rl_params(ip_rate, nil) and 2 or 1)
+  local k = 8 + n * (rl_params(ip_rate, nil) and 2 or 1)
+  if #KEYS == k + n then return true, k end
+  return #KEYS == k, false
 end
 
 -- A purchase retried with the same Idempotency-Key gets the first accepted
@@ -159,12 +166,14 @@ end
 --            stream's aid field, is the activity id alone)
 --   c.n      purchases; c.users[i] the buyer of purchase i (text)
 --   c.a, c.at  where the purchases are: purchase i's user, quantity,
---            Idempotency-Key ('' none), client IP ('' none) and queue pass
---            ('' none; lib/pass.lua) are c.a[p], c.a[p + 1] .. c.a[p + 4],
---            p = c.at + 5 * (i - 1) (purchase_batch's ARGV as it came:
+--            Idempotency-Key ('' none), client IP ('' none), queue pass
+--            ('' none; lib/pass.lua) and challenge ticket ('' none;
+--            lib/challenge.lua) are c.a[p], c.a[p + 1] .. c.a[p + 5],
+--            p = c.at + 6 * (i - 1) (purchase_batch's ARGV as it came:
 --            copying it into tables per field costs more than the rest of
 --            a purchase's decision)
 --   c.any_idem (some purchase has a key)
+--   c.chk    the index before the challenge keys in KEYS (false: none)
 --   c.rl     the call's rate limits {u_rate, u_burst, ip_rate, ip_burst}
 --            (strings, '0' or nil = off); the activity's own per-user
 --            limit in meta (rl_rate, rl_burst) wins over u_rate/u_burst
@@ -182,7 +191,7 @@ local function answer_all(c, out, rc, q, replays)
   local fresh = {}
   for i = 1, c.n do
     local pq, poid = nil, nil
-    if replays then pq, poid = replay(c.users[i], c.a[c.at + 5 * i - 3], fresh) end
+    if replays then pq, poid = replay(c.users[i], c.a[c.at + 6 * i - 4], fresh) end
     if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = -pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
@@ -298,9 +307,15 @@ local function open_call(c, m, stock)
              now_us = 0, fresh = {},
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
-             u_burst = false, ip_period = false, ip_burst = false, held = false}
+             u_burst = false, ip_period = false, ip_burst = false, held = false, ch = false,
+             ck = false, cx = false, now = 0}
   -- nil: no waiting room (docs/waiting-room.md)
   if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
+  -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
+  if m[19] and not s.wr then
+    s.ch = ch_gate(m[19]) or false
+    s.now = now_ms()
+  end
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
   local rl = c.rl
@@ -319,23 +334,29 @@ local function user_ok(u)
 end
 
 -- What decides purchase i before its stock is looked at: a malformed entry,
--- the waiting room, the rate limiters, an Idempotency-Key retry (its first
--- answer). Returns rc, oid, q; OK with no oid goes on to take. The limiter
+-- the waiting room or the challenge (lib/challenge.lua), the rate limiters,
+-- an Idempotency-Key retry (its first answer). Returns rc, oid, q; OK with no oid goes on to take. The limiter
 -- charges it owes are left in s.uk/s.ut and s.ik/s.it: every request that
 -- reaches admission counts, retries included, except one refused for lack
 -- of stock (a segment passes those on to borrow and re-admits them, which
 -- must charge once). A refused one changes nothing.
 local function check(s, i)
   local c = s.c
-  local p = c.at + 5 * i - 5
+  local p = c.at + 6 * i - 6
   local u, k, ip = c.users[i], c.a[p + 2], c.a[p + 3]
-  s.uk, s.ik = false, false -- never nil: a nil store to a missing field rehashes s
+  s.uk, s.ik, s.ck = false, false, false -- never nil: a nil store to a missing field rehashes s
   if not user_ok(u) or #k > 64
      or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
     return RC.BAD_ARGUMENT, '', 0
   end
   if s.wr and wr_refused(s.wr, u, c.a[p + 4], k ~= '' and replay(u, k, s.fresh)) then
     return s.wr.why, '', 0 -- before any limiter: it changes nothing
+  end
+  if s.ch and not (k ~= '' and replay(u, k, s.fresh)) then
+    local ck = c.chk and KEYS[c.chk + i]
+    local why, exp = ch_refused(s.ch, c.a[p + 5], ck, s.now)
+    if why then return why, '', 0 end
+    s.ck, s.cx = ck, exp -- spent after take, unless refused for stock (a borrow re-admits it)
   end
   local wait = 0
   if s.u_period then
@@ -358,7 +379,7 @@ end
 -- stand-in for its id), q.
 local function take(s, i)
   local c = s.c
-  local p = c.at + 5 * i - 5
+  local p = c.at + 6 * i - 6
   local u, qt = c.users[i], c.a[p + 1]
   local q = qt == '1' and 1 or num(qt)
   if not q or q < 1 or q > s.maxq or q % 1 ~= 0 then return RC.BAD_QUANTITY, '', 0 end
@@ -406,7 +427,7 @@ local function order_events(s)
     if not us or not qs then
       local ul, ql = {}, {}
       for o = 1, no do
-        local p = at + 5 * oi[o] - 5
+        local p = at + 6 * oi[o] - 6
         ul[o], ql[o] = a[p], txt(num(a[p + 1]))
       end
       us, qs = table.concat(ul, ' '), table.concat(ql, ' ')
@@ -415,7 +436,7 @@ local function order_events(s)
     if c.any_idem then
       local keyed = {}
       for o = 1, no do
-        local k = a[at + 5 * oi[o] - 3]
+        local k = a[at + 6 * oi[o] - 4]
         if k ~= '' then keyed[#keyed + 1] = string.format('%d:%s', o - 1, k) end
       end
       if #keyed > 0 then ev[13] = 'k'; ev[14] = table.concat(keyed, ' ') end
@@ -426,7 +447,7 @@ local function order_events(s)
   -- index need an entry each): an entry per order.
   s.oids = {}
   for o = 1, no do
-    local p = at + 5 * oi[o] - 5
+    local p = at + 6 * oi[o] - 6
     local ev = {'aid', c.aid, 'uid', a[p], 'qty', txt(num(a[p + 1])), 'n', n0 + o - 1}
     if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
     if a[p + 2] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = a[p + 2] end
@@ -468,7 +489,7 @@ local function commit(s, out)
     local ledger, idemw = {}, nil
     for o = 1, nadm do
       local i = oi[o]
-      local p = at + 5 * i - 5
+      local p = at + 6 * i - 6
       local u, qt = a[p], a[p + 1]
       if qt ~= '1' then qt = txt(num(qt)) end
       local oid = pre and oid_at(pre, o - 1) or oids[o]
@@ -510,7 +531,7 @@ local function admit_all(c)
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
-                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id')
+                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
@@ -530,10 +551,10 @@ local function admit_all(c)
   -- no client IP: what check decides is then its user id alone) goes
   -- straight to take: this is the path of most admissions.
   local a, at, users = c.a, c.at, c.users
-  local plain = not s.wr and not s.u_period and not s.ip_period
+  local plain = not s.wr and not s.u_period and not s.ip_period and not s.ch
   for i = 1, c.n do
     local rc, oid, q
-    local p = at + 5 * i - 5
+    local p = at + 6 * i - 6
     if plain and a[p + 2] == '' and a[p + 3] == '' then
       if user_ok(users[i]) then rc, oid, q = take(s, i) else rc, oid, q = RC.BAD_ARGUMENT, '', 0 end
     else
@@ -544,6 +565,7 @@ local function admit_all(c)
       if s.uk then gcra_set(s.uk, s.now_us, s.ut) end
       if s.ik then gcra_set(s.ik, s.now_us, s.it) end
     end
+    if s.ck and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then ch_spend(s.ch, s.ck, s.cx) end
     -- one by one, in order: Lua assigns a multiple assignment last first,
     -- which puts the keys in the table's hash part and rehashes it
     out[3 * i - 2] = rc

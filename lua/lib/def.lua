@@ -7,7 +7,8 @@
 -- seg_of ('' '' when not a segment: docs/segments.md), rl_rate and
 -- rl_burst (the activity's own per-user rate limit, numbers; 0 = none:
 -- docs/rate-limit.md), wr_rate, wr_ttl, wr_seed (the waiting room, text;
--- wr_seed '' = none: docs/waiting-room.md). more: further field, value
+-- wr_seed '' = none: docs/waiting-room.md), ch (the challenge as
+-- lib/challenge.lua reads it, '' = none: docs/challenges.md). more: further field, value
 -- pairs for the same HSET. clear: the meta may hold an earlier definition,
 -- whose rate limit and waiting room go when this one has none.
 --
@@ -28,6 +29,7 @@ local function def_write(meta, d, more, clear)
   else
     add(gone, 'wr_rate', 'wr_ttl', 'wr_seed')
   end
+  if (d.ch or '') ~= '' then add(f, 'ch', d.ch) else add(gone, 'ch') end
   if d.rl_rate > 0 then
     add(f, 'rl_rate', d.rl_rate, 'rl_burst', d.rl_burst > 0 and d.rl_burst or d.rl_rate)
   else

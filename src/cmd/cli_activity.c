@@ -29,6 +29,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
+#include "http/captcha.h"
 #include "http/sale_page.h"
 #include "orders/activity_delete.h"
 #include "orders/recover.h"
@@ -54,6 +55,10 @@ enum {
     O_PASSES,
     O_PASS_TTL,
     O_QUEUE_SEED,
+    O_POW_BITS,
+    O_POW_BITS_MAX,
+    O_POW_STEP,
+    O_CAPTCHA,
     O_FORCE,
     O_REDIS_ONLY,
     O_JSON,
@@ -82,6 +87,10 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_PASSES] = {"--passes-per-s", 1},
     [O_PASS_TTL] = {"--pass-ttl", 1},
     [O_QUEUE_SEED] = {"--queue-seed", 1},
+    [O_POW_BITS] = {"--pow-bits", 1},
+    [O_POW_BITS_MAX] = {"--pow-bits-max", 1},
+    [O_POW_STEP] = {"--pow-load-step", 1},
+    [O_CAPTCHA] = {"--captcha", 1},
     [O_FORCE] = {"--force", 0},
     [O_REDIS_ONLY] = {"--redis-only", 0},
     [O_JSON] = {"--json", 0},
@@ -236,6 +245,15 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
         json_object_set_new(o, "pass_ttl_s", json_integer(a->wr_pass_ttl_s));
         json_object_set_new(o, "queue_seed", json_string(a->wr_seed));
     }
+    if (sk_activity_has_challenge(a)) {
+        json_t *ch = json_object();
+        json_object_set_new(ch, "pow_bits_min", json_integer(a->ch_pow_min));
+        json_object_set_new(ch, "pow_bits_max", json_integer(a->ch_pow_max));
+        json_object_set_new(ch, "pow_load_step", json_integer(a->ch_pow_step));
+        json_object_set_new(ch, "captcha",
+                            a->ch_captcha[0] ? json_string(a->ch_captcha) : json_null());
+        json_object_set_new(o, "challenge", ch);
+    }
     json_object_set_new(o, "db_stock", json_integer(a->stock_db));
     json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
     if (live) {
@@ -352,6 +370,35 @@ static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
     return 0;
 }
 
+/* --pow-bits N [--pow-bits-max M [--pow-load-step S]] and/or --captcha P:
+ * the challenge of the queue join or the purchase (docs/challenges.md).
+ * Ranges are sk_activity_validate's. */
+static int parse_challenge(const struct ctx *c, struct sk_activity *a)
+{
+    int rc;
+    if ((has(c, O_POW_BITS_MAX) || has(c, O_POW_STEP)) && !has(c, O_POW_BITS))
+        return sk_cli_usage_error("activity create: --pow-bits-max and --pow-load-step need "
+                                  "--pow-bits");
+    if (has(c, O_POW_STEP) && !has(c, O_POW_BITS_MAX))
+        return sk_cli_usage_error("activity create: --pow-load-step needs --pow-bits-max");
+    if (has(c, O_POW_BITS) && (rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
+    if (has(c, O_POW_BITS) && a->ch_pow_min < 1)
+        return sk_cli_usage_error("activity create: --pow-bits must be between 1 and %d",
+                                  SK_CH_BITS_MAX);
+    if (has(c, O_POW_BITS_MAX) && (rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0)
+        return rc;
+    if (has(c, O_POW_STEP) && (rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
+    if (has(c, O_CAPTCHA)) {
+        const char *p = c->val[O_CAPTCHA];
+        if (!sk_activity_captcha_valid(p))
+            return sk_cli_usage_error("activity create: --captcha must be turnstile, hcaptcha "
+                                      "or recaptcha, got '%s'",
+                                      p);
+        snprintf(a->ch_captcha, sizeof a->ch_captcha, "%s", p);
+    }
+    return 0;
+}
+
 static int cmd_create(struct ctx *c)
 {
     struct sk_activity a;
@@ -375,6 +422,7 @@ static int cmd_create(struct ctx *c)
     /* Range (1..256) and segments <= stock: sk_activity_validate below. */
     if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
     if ((rc = parse_waiting_room(c, &a)) != 0) return rc;
+    if ((rc = parse_challenge(c, &a)) != 0) return rc;
     int64_t now = sk_wall_ms();
     a.start_ms = now;
     if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
@@ -699,7 +747,14 @@ static int cmd_page(struct ctx *c)
 {
     char *page, err[256];
     size_t len;
-    int rc = sk_sale_page_build(c->id, c->val[O_API_BASE], &page, &len, err, sizeof err);
+    /* a sale with a CAPTCHA: the page's policy allows its provider's origins */
+    const struct sk_captcha_provider *cp = NULL;
+    if (has(c, O_CAPTCHA) && !(cp = sk_captcha_find(c->val[O_CAPTCHA])))
+        return sk_cli_usage_error("activity page: --captcha must be turnstile, hcaptcha or "
+                                  "recaptcha, got '%s'",
+                                  c->val[O_CAPTCHA]);
+    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], cp ? cp->csp : NULL, &page, &len,
+                                    err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
     if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
     const char *dir = c->val[O_OUT];
@@ -748,7 +803,8 @@ static const struct sub subs[] = {
     {"create", OPENS_OR_MAKES,
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) | B(O_END) |
          B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_PASSES) | B(O_PASS_TTL) |
-         B(O_QUEUE_SEED) | B(O_JSON),
+         B(O_QUEUE_SEED) | B(O_POW_BITS) | B(O_POW_BITS_MAX) | B(O_POW_STEP) | B(O_CAPTCHA) |
+         B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -773,6 +829,13 @@ static const struct sub subs[] = {
      "  --pass-ttl S         how long a pass may be used, 1..86400 s (default 300)\n"
      "  --queue-seed HEX     the draw's secret seed, 16..64 lowercase hex digits (the\n"
      "                       same seed gives the same order; default: a random one)\n"
+     "  --pow-bits N         a proof-of-work challenge before the queue join (or the\n"
+     "                       purchase, without a waiting room): SHA-256 with N leading\n"
+     "                       zero bits, 1..30 (docs/challenges.md)\n"
+     "  --pow-bits-max M     let the bits rise with the load up to M (>= --pow-bits)\n"
+     "  --pow-load-step S    one more bit each time load + S doubles (default 1000)\n"
+     "  --captcha P          a CAPTCHA with the challenge: turnstile, hcaptcha or\n"
+     "                       recaptcha (the server's captcha_* settings name its keys)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
     {"preheat", OPENS_EXISTING, B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"
@@ -814,8 +877,9 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
-     "usage: seckill activity page --id N --out DIR [--api-base URL]\n"
+    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA), B(O_ID) | B(O_OUT),
+     cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
      "The page calls the API at --api-base; seckill serve must then name the page's\n"
@@ -824,7 +888,10 @@ static const struct sub subs[] = {
      "at GET /sale/N. Reads neither Redis nor the database.\n"
      "  --id N               activity id\n"
      "  --out DIR            directory to write index.html into (made if missing)\n"
-     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
+     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"
+     "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
+     "                       recaptcha): the page's policy allows that provider's\n"
+     "                       origins, and only those (docs/challenges.md)\n"},
     {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE) | B(O_REDIS_ONLY), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force] [--redis-only]\n"
      "Removes the activity from the database and Redis. Refused while open (exit 2),\n"

@@ -29,6 +29,49 @@ void sk_activity_apply_defaults(struct sk_activity *a)
     if (a->segments == SK_ACTIVITY_UNSET) a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
     if (a->wr_pass_ttl_s == SK_ACTIVITY_UNSET)
         a->wr_pass_ttl_s = a->wr_passes_per_s > 0 ? SK_ACTIVITY_PASS_TTL_DEFAULT : 0;
+    if (a->ch_pow_min > 0 && a->ch_pow_max == 0) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_max > a->ch_pow_min && a->ch_pow_step == 0) a->ch_pow_step = SK_CH_STEP_DEFAULT;
+    if (a->ch_pow_max <= a->ch_pow_min) a->ch_pow_step = 0;
+}
+
+static const char *const captchas[] = {"turnstile", "hcaptcha", "recaptcha"};
+
+int sk_activity_captcha_valid(const char *s)
+{
+    for (size_t i = 0; i < sizeof captchas / sizeof captchas[0]; i++)
+        if (!strcmp(s, captchas[i])) return 1;
+    return 0;
+}
+
+int sk_activity_has_challenge(const struct sk_activity *a)
+{
+    return a->ch_pow_min > 0 || a->ch_captcha[0] != 0;
+}
+
+/* The challenge's fields: bits 1..SK_CH_BITS_MAX, min <= max, a step only
+ * when the bits may rise, a known CAPTCHA provider. */
+static int validate_challenge(const struct sk_activity *a, char *err, size_t cap)
+{
+    if (a->ch_pow_min < 0 || a->ch_pow_min > SK_CH_BITS_MAX)
+        return sk_einval(err, cap, "proof-of-work bits must be between 1 and %d (got %lld)",
+                         SK_CH_BITS_MAX, (long long)a->ch_pow_min);
+    if (a->ch_pow_min == 0 && (a->ch_pow_max != 0 || a->ch_pow_step != 0))
+        return sk_einval(err, cap, "a proof-of-work maximum or load step needs its minimum bits");
+    if (a->ch_pow_min > 0 && (a->ch_pow_max < a->ch_pow_min || a->ch_pow_max > SK_CH_BITS_MAX))
+        return sk_einval(err, cap,
+                         "proof-of-work maximum bits must be between the minimum (%lld) and %d "
+                         "(got %lld)",
+                         (long long)a->ch_pow_min, SK_CH_BITS_MAX, (long long)a->ch_pow_max);
+    if (a->ch_pow_step < 0 || a->ch_pow_step > SK_CH_STEP_MAX ||
+        (a->ch_pow_step > 0) != (a->ch_pow_max > a->ch_pow_min))
+        return sk_einval(err, cap,
+                         "the proof-of-work load step must be between 1 and %d, and is only for "
+                         "bits that may rise (maximum above minimum)",
+                         SK_CH_STEP_MAX);
+    if (!memchr(a->ch_captcha, 0, sizeof a->ch_captcha) ||
+        (a->ch_captcha[0] && !sk_activity_captcha_valid(a->ch_captcha)))
+        return sk_einval(err, cap, "captcha must be turnstile, hcaptcha or recaptcha");
+    return 0;
 }
 
 int sk_activity_seed_valid(const char *s, size_t len)
@@ -152,6 +195,7 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
                          "at least one unit",
                          (long long)a->segments, (long long)a->stock);
     if (validate_waiting_room(a, err, cap) < 0) return SK_EINVAL;
+    if (validate_challenge(a, err, cap) < 0) return SK_EINVAL;
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
         return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
@@ -174,6 +218,15 @@ void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
         d->wr_ttl_s = a->wr_pass_ttl_s;
         snprintf(d->wr_seed, sizeof d->wr_seed, "%s", a->wr_seed);
     }
+    sk_activity_ch_spec(a, d->ch, sizeof d->ch);
+}
+
+void sk_activity_ch_spec(const struct sk_activity *a, char *out, size_t cap)
+{
+    if (!sk_activity_has_challenge(a))
+        snprintf(out, cap, "%s", "");
+    else
+        snprintf(out, cap, "%lld:%d", (long long)a->ch_pow_min, a->ch_captcha[0] != 0);
 }
 
 const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,

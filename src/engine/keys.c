@@ -35,6 +35,7 @@ void sk_keys_seg(struct sk_keys *k, uint64_t id, int seg)
     snprintf(k->wr_spent, sizeof k->wr_spent, "sk:{%s}:wr:spent", tag);
     snprintf(k->rl_u, sizeof k->rl_u, "sk:{%s}:rl:u:", tag);
     snprintf(k->rl_ip, sizeof k->rl_ip, "sk:{%s}:rl:ip:", tag);
+    snprintf(k->ch, sizeof k->ch, "sk:{%s}:ch:", tag);
 }
 
 void sk_keys_for(struct sk_keys *k, uint64_t id)
@@ -151,6 +152,12 @@ int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap
 {
     size_t len = ip ? strlen(ip) : 0;
     return key_of(k->rl_ip, ip ? ip : "", len > SK_RL_IP_MAX ? 0 : len, out, cap);
+}
+
+int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap)
+{
+    size_t len = id ? strlen(id) : 0;
+    return key_of(k->ch, id ? id : "", len > SK_KEYS_CH_ID_MAX ? 0 : len, out, cap);
 }
 
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])

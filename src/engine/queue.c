@@ -22,6 +22,28 @@
 int sk_queue_args(uint64_t aid, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens)
 {
+    return sk_queue_args_ch(aid, ops, users, NULL, n, buf, cap, args, lens);
+}
+
+int sk_queue_keys(const struct sk_keys *k, const char *const *ids, size_t n, char *buf, size_t cap,
+                  const char **keys)
+{
+    if (n == 0 || n > SK_QUEUE_BATCH_MAX) return SK_EINVAL;
+    sk_keys_queue(k, keys);
+    size_t nk = SK_QUEUE_NKEYS, off = 0;
+    for (size_t i = 0; ids && i < n; i++) {
+        int w = sk_keys_ch(k, ids[i], buf + off, cap - off);
+        if (w < 0) return w;
+        keys[nk++] = buf + off;
+        off += (size_t)w + 1;
+    }
+    return (int)nk;
+}
+
+int sk_queue_args_ch(uint64_t aid, const char *ops, const uint64_t *users,
+                     const char *const *tickets, size_t n, char *buf, size_t cap, const char **args,
+                     size_t *lens)
+{
     if (n == 0 || n > SK_QUEUE_BATCH_MAX || cap < SK_QUEUE_ARG_BYTES(n)) return SK_EINVAL;
     size_t off = 0;
     int w = snprintf(buf, cap, "%" PRIu64, aid);
@@ -32,13 +54,16 @@ int sk_queue_args(uint64_t aid, const char *ops, const uint64_t *users, size_t n
         if (ops[i] != SK_QUEUE_JOIN && ops[i] != SK_QUEUE_POLL) return SK_EINVAL;
         buf[off] = ops[i];
         buf[off + 1] = 0;
-        args[1 + 2 * i] = buf + off;
-        lens[1 + 2 * i] = 1;
+        args[1 + 3 * i] = buf + off;
+        lens[1 + 3 * i] = 1;
         off += 2;
         w = snprintf(buf + off, cap - off, "%" PRIu64, users[i]);
-        args[2 + 2 * i] = buf + off;
-        lens[2 + 2 * i] = (size_t)w;
+        args[2 + 3 * i] = buf + off;
+        lens[2 + 3 * i] = (size_t)w;
         off += (size_t)w + 1;
+        const char *t = tickets && tickets[i] ? tickets[i] : "";
+        args[3 + 3 * i] = t;
+        lens[3 + 3 * i] = strlen(t);
     }
     return 0;
 }
@@ -159,21 +184,29 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st)
 int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users, size_t n,
                   struct sk_queue_head *h, struct sk_queue_answer *a)
 {
+    return sk_queue_call_ch(r, aid, ops, users, NULL, NULL, n, h, a);
+}
+
+int sk_queue_call_ch(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users,
+                     const char *const *tickets, const char *const *ids, size_t n,
+                     struct sk_queue_head *h, struct sk_queue_answer *a)
+{
     if (n == 0 || n > SK_QUEUE_BATCH_MAX) return r->err = SK_EINVAL;
-    size_t cap = SK_QUEUE_ARG_BYTES(n);
-    char *buf = malloc(cap);
+    size_t cap = SK_QUEUE_ARG_BYTES(n), kcap = SK_QUEUE_KEY_BYTES(n);
+    char *buf = malloc(cap + kcap);
     const char **args = malloc(SK_QUEUE_ARGC(n) * sizeof *args);
+    const char **keys = malloc(SK_QUEUE_KEYC(n) * sizeof *keys);
     size_t *lens = malloc(SK_QUEUE_ARGC(n) * sizeof *lens);
-    int rc = SK_ENOMEM;
+    int rc = SK_ENOMEM, nk = 0;
     redisReply *rep = NULL;
-    if (buf && args && lens) rc = sk_queue_args(aid, ops, users, n, buf, cap, args, lens);
-    if (rc == 0) {
-        struct sk_keys k;
-        sk_keys_for(&k, aid);
-        const char *keys[SK_QUEUE_NKEYS];
-        sk_keys_queue(&k, keys);
-        rc = sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, (int)SK_QUEUE_ARGC(n), args,
-                            lens, &rep);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    if (buf && args && lens && keys) {
+        rc = sk_queue_args_ch(aid, ops, users, tickets, n, buf, cap, args, lens);
+        if (rc == 0) rc = nk = sk_queue_keys(&k, ids, n, buf + cap, kcap, keys);
+    }
+    if (rc >= 0) {
+        rc = sk_script_eval(r, SK_SCRIPT_QUEUE, nk, keys, (int)SK_QUEUE_ARGC(n), args, lens, &rep);
     } else {
         r->err = rc;
     }
@@ -188,6 +221,7 @@ int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *us
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
+    free(keys);
     free(lens);
     return rc;
 }

@@ -52,13 +52,27 @@ struct sk_queue_answer {
 };
 
 /* The queue script's ARGV for n (1..SK_QUEUE_BATCH_MAX) buyers: ops[i]
- * (SK_QUEUE_JOIN or SK_QUEUE_POLL) of users[i], into buf (cap bytes, at least
- * SK_QUEUE_ARG_BYTES(n)) and args/lens (SK_QUEUE_ARGC(n) entries). Returns
- * 0 or SK_EINVAL. */
-#define SK_QUEUE_ARGC(n) (1 + 2 * (n))
+ * (SK_QUEUE_JOIN or SK_QUEUE_POLL) of users[i] with the challenge ticket
+ * tickets[i] (engine/challenge.h; tickets or an entry NULL: none), into
+ * buf (cap bytes, at least SK_QUEUE_ARG_BYTES(n)) and args/lens
+ * (SK_QUEUE_ARGC(n) entries; a ticket is passed by reference). Returns 0
+ * or SK_EINVAL. sk_queue_args: without tickets. */
+#define SK_QUEUE_ARGC(n) (1 + 3 * (n))
 #define SK_QUEUE_ARG_BYTES(n) (24 + (n) * (2 + 22))
+int sk_queue_args_ch(uint64_t activity_id, const char *ops, const uint64_t *users,
+                     const char *const *tickets, size_t n, char *buf, size_t cap, const char **args,
+                     size_t *lens);
 int sk_queue_args(uint64_t activity_id, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens);
+/* The queue script's KEYS on key set k: its SK_QUEUE_NKEYS, then, when ids
+ * is not NULL (the call carries tickets), the spent key of each buyer's
+ * challenge (keys.h: sk_keys_ch; a NULL entry: none). Into buf (cap bytes,
+ * at least SK_QUEUE_KEY_BYTES(n)) and keys (SK_QUEUE_KEYC(n) entries).
+ * Returns how many, or SK_EINVAL / SK_ENOMEM. */
+#define SK_QUEUE_KEYC(n) (SK_QUEUE_NKEYS + (n))
+#define SK_QUEUE_KEY_BYTES(n) ((n) * (SK_KEYS_CH_MAX + 1))
+int sk_queue_keys(const struct sk_keys *k, const char *const *ids, size_t n, char *buf, size_t cap,
+                  const char **keys);
 /* Decodes a queue reply for n buyers. Returns 0, SK_EPROTO, or SK_ESCRIPT
  * for the answer to a malformed call (lua/lib/args.lua). */
 int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
@@ -101,6 +115,10 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
 /* One queue call for n buyers (see sk_queue_args). */
 int sk_queue_call(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
                   size_t n, struct sk_queue_head *h, struct sk_queue_answer *a);
+/* The same with challenge tickets and their ids (both NULL: none). */
+int sk_queue_call_ch(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
+                     const char *const *tickets, const char *const *ids, size_t n,
+                     struct sk_queue_head *h, struct sk_queue_answer *a);
 /* The figures, and with new_rate > 0 a new pace (passes per second). */
 int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk_queue_stats *st);
 /* The keys and arguments of queue_spent.lua for user_id's pass expiring

@@ -174,7 +174,7 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
                         int64_t initial, int segments, int *rc_out)
 {
     char a[12][24];
-    const char *args[14];
+    const char *args[15];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -200,9 +200,10 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
         args[i] = a[i];
     args[12] = d->wr_rate > 0 ? d->wr_seed : "";
     args[13] = d->store_id; /* the rebuilt key set is the rebuilding store's */
+    args[14] = d->ch;       /* the challenge (docs/challenges.md): every key set checks it */
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 14, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 15, args, out, 2);
     if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
     return rc;
 }

@@ -89,9 +89,11 @@ static void base_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     num(c, 4, d->max_per_order);
     num(c, 5, d->start_ms);
     num(c, 6, d->end_ms);
-    const char *argv[] = {"HSET",     c->k.meta, "id",     c->num[0], "segments", c->num[1],
-                          "initial",  c->num[2], "limit",  c->num[3], "max_qty",  c->num[4],
-                          "start_ms", c->num[5], "end_ms", c->num[6], "open",     "0"};
+    /* ch: the challenge of the queue join, whose queue lives here ("": none) */
+    const char *argv[] = {"HSET",    c->k.meta, "id",       c->num[0], "segments",
+                          c->num[1], "initial", c->num[2],  "limit",   c->num[3],
+                          "max_qty", c->num[4], "start_ms", c->num[5], "end_ms",
+                          c->num[6], "open",    "0",        "ch",      d->ch};
     memcpy(c->argv, argv, sizeof argv);
     c->argc = (int)(sizeof argv / sizeof *argv);
     if (d->store_id[0]) {

@@ -23,6 +23,7 @@
 #include "engine/stock.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/http_body.h"
 #include "http/store_call.h"
 #include "redis/reply.h"
@@ -81,8 +82,8 @@ static int keep_err(struct op *o, sk_store *st, int rc)
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "",
-                                                                                      wr[96] = "";
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1600],
+        rl[96] = "", wr[96] = "", ch[SK_CH_JSON_MAX + 16] = "";
     sk_time_format_rfc3339(a->start_ms, start, sizeof start);
     sk_time_format_rfc3339(a->end_ms, end, sizeof end);
     if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
@@ -92,6 +93,10 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
         snprintf(rl, sizeof rl,
                  ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
                  a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
+    if (sk_activity_has_challenge(a)) {
+        memcpy(ch, ",\"challenge\":", 13);
+        if (sk_challenge_json(a, &app->cfg, ch + 13, sizeof ch - 13) < 0) ch[0] = 0;
+    }
     /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
     if (a->wr_passes_per_s > 0)
         snprintf(wr, sizeof wr,
@@ -102,10 +107,11 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
                  "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
                  "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
                  ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s}",
+                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s}",
                  a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
-                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr);
-    sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
+                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr, ch);
+    sk_http_reply(app, req, route, status, "application/json", body,
+                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
 
 /* ---- live state of a segmented activity: every segment's state script
@@ -407,11 +413,7 @@ static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct 
     }
     h2o_req_t *req = op_end(o);
     if (req) {
-        if (rc == SK_ENOTFOUND)
-            sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
-        else if (rc < 0)
-            sk_http_db_error(app, req, o->route, rc, "activity read: no answer in time");
-        else
+        if (!sk_http_activity_read_or_reply(app, req, o->route, rc))
             sk_http_redis_or_reply(app, req, o->route);
     }
     free(o);
@@ -487,6 +489,10 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.rl_per_user_per_s = b.rl_per_user_per_s;
     a.rl_burst = b.rl_burst;
     a.segments = b.segments;
+    a.ch_pow_min = b.ch_pow_min;
+    a.ch_pow_max = b.ch_pow_max;
+    a.ch_pow_step = b.ch_pow_step;
+    snprintf(a.ch_captcha, sizeof a.ch_captcha, "%s", b.ch_captcha);
     if (waiting_room_or_reply(app, req, m->route, &b, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);

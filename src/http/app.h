@@ -26,6 +26,7 @@ struct sk_order_marks;
 struct sk_sale_live;
 struct sk_stock_state;
 struct sk_activity;
+struct sk_chal;
 
 /* Purchase batches of one key set (an activity's own keys, or one
  * segment's) sent to Redis and not answered yet: --batches-in-flight. */
@@ -139,6 +140,7 @@ struct sk_app {
     struct sk_sale_live *sale;                 /* the buyer's page's live reads (api_sale.c) */
     struct sk_foreign foreign[SK_FOREIGN_MAX]; /* purchase_answer.c; id 0: free */
     int n_foreign;                             /* entries in use */
+    struct sk_chal *chal; /* challenges: the CAPTCHA checks out, the load (challenge_http.h) */
 };
 
 /* Route handlers: answer now or later; always return 0. One type, so

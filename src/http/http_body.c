@@ -300,11 +300,67 @@ static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *er
     return sk_einval(err, cap, "waiting_room: %s", inner);
 }
 
+/* Optional "challenge": {"pow_bits": N} or {"pow_bits_min": A,
+ * "pow_bits_max": B, "pow_load_step": S}, and/or "captcha": "<provider>". */
+static int parse_challenge_obj(json_t *ch, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *fixed = json_object_get(ch, "pow_bits"), *min = json_object_get(ch, "pow_bits_min");
+    json_t *cp = json_object_get(ch, "captcha");
+    if (fixed &&
+        (min || json_object_get(ch, "pow_bits_max") || json_object_get(ch, "pow_load_step")))
+        return sk_einval(err, cap,
+                         "pow_bits (fixed) and pow_bits_min/pow_bits_max/pow_load_step (rising) "
+                         "exclude each other");
+    if (!fixed && !min &&
+        (json_object_get(ch, "pow_bits_max") || json_object_get(ch, "pow_load_step")))
+        return sk_einval(err, cap, "pow_bits_max and pow_load_step need pow_bits_min");
+    if (!fixed && !min && !cp) return sk_einval(err, cap, "give pow_bits, pow_bits_min or captcha");
+    if (get_int(ch, fixed ? "pow_bits" : "pow_bits_min", 1, SK_CH_BITS_MAX, &a->ch_pow_min, err,
+                cap) < 0 ||
+        get_int(ch, "pow_bits_max", 1, SK_CH_BITS_MAX, &a->ch_pow_max, err, cap) < 0 ||
+        get_int(ch, "pow_load_step", 1, SK_CH_STEP_MAX, &a->ch_pow_step, err, cap) < 0)
+        return SK_EINVAL;
+    if (fixed) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_min > 0 && a->ch_pow_max == 0) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_max < a->ch_pow_min)
+        return sk_einval(err, cap, "pow_bits_max must not be below pow_bits_min");
+    if (a->ch_pow_step > 0 && a->ch_pow_max == a->ch_pow_min)
+        return sk_einval(err, cap, "pow_load_step needs pow_bits_max above pow_bits_min");
+    if (a->ch_pow_max > a->ch_pow_min && a->ch_pow_step == 0) a->ch_pow_step = SK_CH_STEP_DEFAULT;
+    if (cp) {
+        if (!json_is_string(cp) || json_string_length(cp) >= sizeof a->ch_captcha ||
+            !sk_activity_captcha_valid(json_string_value(cp)))
+            return sk_einval(err, cap,
+                             "captcha must be \"turnstile\", \"hcaptcha\" or \"recaptcha\"");
+        snprintf(a->ch_captcha, sizeof a->ch_captcha, "%s", json_string_value(cp));
+    }
+    return 0;
+}
+
+static int parse_challenge(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *ch;
+    int rc = optional_object(root, "challenge",
+                             "{\"pow_bits\":N} or {\"pow_bits_min\":A,\"pow_bits_max\":B}, "
+                             "with or without \"captcha\"",
+                             &ch, err, cap);
+    if (rc || !ch) return rc;
+    static const char *const known[] = {"pow_bits",      "pow_bits_min", "pow_bits_max",
+                                        "pow_load_step", "captcha",      NULL};
+    if (only_fields(ch, known, "challenge", err, cap) < 0) return SK_EINVAL;
+    char inner[200] = "";
+    if (parse_challenge_obj(ch, a, inner, sizeof inner) == 0) return 0;
+    a->ch_pow_min = a->ch_pow_max = a->ch_pow_step = 0;
+    a->ch_captcha[0] = 0;
+    return sk_einval(err, cap, "challenge: %s", inner);
+}
+
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
     static const char *const known[] = {
         "id",  "name",          "stock",    "per_user_limit", "max_per_order", "start",
-        "end", "pay_timeout_s", "segments", "waiting_room",   "rate_limit",    NULL};
+        "end", "pay_timeout_s", "segments", "waiting_room",   "rate_limit",    "challenge",
+        NULL};
     if (only_fields(root, known, "", err, cap) < 0) return SK_EINVAL;
     int64_t id;
     if (require_int(root, "id", 1, SK_BODY_ID_MAX, &id, err, cap) < 0) return SK_EINVAL;
@@ -341,6 +397,7 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     if (get_int(root, "segments", 1, SK_ACTIVITY_SEGMENTS_MAX, &a->segments, err, cap) < 0)
         return SK_EINVAL;
     if (parse_waiting_room(root, a, err, cap) < 0) return SK_EINVAL;
+    if (parse_challenge(root, a, err, cap) < 0) return SK_EINVAL;
     return parse_rate_limit(root, a, err, cap);
 }
 

@@ -72,6 +72,14 @@ struct sk_body_activity {
      * case; "" = draw one); all 0 / "" when absent */
     int64_t wr_passes_per_s, wr_pass_ttl_s;
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1];
+    /* optional "challenge" (docs/challenges.md): {"pow_bits": N} (fixed), or
+     * {"pow_bits_min": A, "pow_bits_max": B, "pow_load_step": S} (rising
+     * with the load; B default A, S default SK_CH_STEP_DEFAULT when B > A),
+     * and/or "captcha": "turnstile" | "hcaptcha" | "recaptcha"; bits in
+     * 1..SK_CH_BITS_MAX; all 0 / "" when absent (sk_activity_validate
+     * judges the combination) */
+    int64_t ch_pow_min, ch_pow_max, ch_pow_step;
+    char ch_captcha[SK_CH_CAPTCHA_MAX];
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out

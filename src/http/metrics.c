@@ -47,6 +47,7 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_SALE_TIME] = "sale_time",
     [SK_MROUTE_ADMIN_LIST] = "admin_list",
     [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
+    [SK_MROUTE_CHALLENGE] = "challenge",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -168,6 +169,7 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_sale_page: return SK_MROUTE_SALE_PAGE;
     case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
     case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
+    case SK_ROUTE_challenge: return SK_MROUTE_CHALLENGE;
     default: return SK_MROUTE_OTHER;
     }
 }

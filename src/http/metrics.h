@@ -90,6 +90,7 @@ enum sk_metrics_route {
     SK_MROUTE_SALE_TIME,
     SK_MROUTE_ADMIN_LIST,
     SK_MROUTE_ADMIN_DELETE,
+    SK_MROUTE_CHALLENGE,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };

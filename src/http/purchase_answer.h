@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/challenge.h"
 #include "engine/queue.h"
 #include "engine/stock.h"
 #include "http/app.h"
@@ -20,6 +21,8 @@ struct sk_pending {
     char ip[SK_IP_TEXT];
     char pass[SK_QUEUE_PASS_MAX]; /* X-Queue-Pass (docs/waiting-room.md) */
     int64_t pass_exp_ms;
+    char ch[SK_CH_TICKET_MAX];    /* a checked X-Challenge's ticket (docs/challenges.md) */
+    char ch_id[SK_CH_ID_HEX + 1]; /* and its id */
 };
 
 /* 429 with Retry-After in whole seconds, rounded up, so a client that

@@ -642,12 +642,14 @@ static int rebuild_base(struct rec *c)
         !was_preheated(&c->a))
         return 0;
     redisReply *rep;
-    int rc =
-        sk_redis_cmd(c->r, &rep,
-                     "HSET %s id %" PRIu64 " segments %d initial %" PRId64 " limit %" PRId64
-                     " max_qty %" PRId64 " start_ms %" PRId64 " end_ms %" PRId64 " open %d",
-                     c->base.meta, c->a.id, c->rep->segments, c->a.stock, c->a.per_user_limit,
-                     c->a.max_per_order, c->a.start_ms, c->a.end_ms, !strcmp(c->a.state, "open"));
+    char ch[SK_CH_SPEC_MAX]; /* the queue join's challenge ("": none) */
+    sk_activity_ch_spec(&c->a, ch, sizeof ch);
+    int rc = sk_redis_cmd(
+        c->r, &rep,
+        "HSET %s id %" PRIu64 " segments %d initial %" PRId64 " limit %" PRId64 " max_qty %" PRId64
+        " start_ms %" PRId64 " end_ms %" PRId64 " open %d ch %s",
+        c->base.meta, c->a.id, c->rep->segments, c->a.stock, c->a.per_user_limit,
+        c->a.max_per_order, c->a.start_ms, c->a.end_ms, !strcmp(c->a.state, "open"), ch);
     if (rc < 0) return redis_fail(c, rc, "HSET base meta");
     freeReplyObject(rep);
     /* the waiting room's meta: its queue lives under the base tag

@@ -143,8 +143,8 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
-    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
-#define SK_STORE_ACTIVITY_NCOLS 17
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed, ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha"
+#define SK_STORE_ACTIVITY_NCOLS 21
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"

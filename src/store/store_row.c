@@ -32,6 +32,10 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
                             &a->segments,
                             &a->wr_passes_per_s,
                             &a->wr_pass_ttl_s,
+                            NULL,
+                            &a->ch_pow_min,
+                            &a->ch_pow_max,
+                            &a->ch_pow_step,
                             NULL};
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
@@ -39,6 +43,7 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
     TEXT(1, a->name);
     TEXT(9, a->state);
     TEXT(16, a->wr_seed);
+    TEXT(20, a->ch_captcha);
 }
 
 void sk_store_read_order(sk_store *st, sk_stmt *s, void *dst)
@@ -119,6 +124,10 @@ void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_ST
         SK_I(a->wr_passes_per_s),
         SK_I(a->wr_pass_ttl_s),
         SK_T(a->wr_seed),
+        SK_I(a->ch_pow_min),
+        SK_I(a->ch_pow_max),
+        SK_I(a->ch_pow_step),
+        SK_T(a->ch_captcha),
     };
     memcpy(v, row, sizeof row);
 }

@@ -246,6 +246,22 @@ static const struct step steps[] = {
                        " ON CONFLICT (one) DO NOTHING",
              [SK_MYSQL] = "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
                           " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"}},
+    /* 10: the challenge of the queue join or the purchase (docs/challenges.md):
+     * proof-of-work bits (0 = none) rising from min to max with the load
+     * (a step per bit, 0 = fixed), and a CAPTCHA provider ('' = none).
+     * Existing rows get no challenge. */
+    {STEP(10, "activities", "ch_pow_min", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_min {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_min >= 0)")},
+    {STEP(10, "activities", "ch_pow_max", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_max {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_max >= 0)")},
+    {STEP(10, "activities", "ch_pow_step", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_step {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_step >= 0)")},
+    {STEP(10, "activities", "ch_captcha", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_captcha {VARCHAR 16} NOT NULL DEFAULT ''"
+          " CHECK ({LEN ch_captcha} <= 15)")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

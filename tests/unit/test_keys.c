@@ -30,13 +30,20 @@ SK_TEST(keys_admission_call_names_every_key_in_the_key_sets_slot)
     /* with one: then one per client IP (none known: the bare prefix, which
      * the script never touches) */
     struct sk_rate_limits rl = {.ip_per_s = 5, .ip_burst = 5};
-    CHECK_EQ(sk_stock_batch_keys(&k, &rl, p, 3, buf, sizeof buf, keys), SK_BATCH_KEYC(3));
+    CHECK_EQ(sk_stock_batch_keys(&k, &rl, p, 3, buf, sizeof buf, keys), SK_PURCHASE_NKEYS + 6);
     CHECK_STR(keys[11], "sk:{a1001.s3}:rl:ip:192.0.2.1");
     CHECK_STR(keys[12], "sk:{a1001.s3}:rl:ip:");
     CHECK_STR(keys[13], "sk:{a1001.s3}:rl:ip:2001:db8::");
+    /* and a challenge ticket: then one spent key per purchase (docs/challenges.md) */
+    p[1].ch = "20:0:1796000000000";
+    p[1].ch_id = "00112233445566778899aabbccddeeff";
+    CHECK_EQ(sk_stock_batch_keys(&k, &rl, p, 3, buf, sizeof buf, keys), SK_BATCH_KEYC(3));
+    CHECK_STR(keys[14], "sk:{a1001.s3}:ch:");
+    CHECK_STR(keys[15], "sk:{a1001.s3}:ch:00112233445566778899aabbccddeeff");
     int slot = sk_cluster_key_slot(k.meta, strlen(k.meta));
     for (int i = 0; i < SK_BATCH_KEYC(3); i++)
         CHECK_EQ(sk_cluster_key_slot(keys[i], strlen(keys[i])), slot);
+    p[1].ch = p[1].ch_id = NULL;
     /* a per-user limit alone adds no IP keys */
     struct sk_rate_limits user_only = {.user_per_s = 5, .user_burst = 5};
     CHECK_EQ(sk_stock_batch_keys(&k, &user_only, p, 3, buf, sizeof buf, keys),

@@ -113,10 +113,13 @@ SK_TEST(queue_args_and_reply_round_trip)
     CHECK_EQ(sk_queue_args(77, "jpj", users, 3, buf, sizeof buf, args, lens), 0);
     CHECK_STR(args[0], "77");
     CHECK_STR(args[1], "j");
-    CHECK_STR(args[4], "18446744073709551615");
-    CHECK_EQ(lens[4], 20);
-    CHECK_STR(args[5], "j");
-    CHECK_STR(args[6], "42");
+    CHECK_STR(args[2], "1");
+    CHECK_STR(args[3], ""); /* no challenge ticket */
+    CHECK_STR(args[4], "p");
+    CHECK_STR(args[5], "18446744073709551615");
+    CHECK_EQ(lens[5], 20);
+    CHECK_STR(args[7], "j");
+    CHECK_STR(args[8], "42");
     CHECK_EQ(sk_queue_args(77, "jx", users, 2, buf, sizeof buf, args, lens), SK_EINVAL);
     CHECK_EQ(sk_queue_args(77, "j", users, 0, buf, sizeof buf, args, lens), SK_EINVAL);
     CHECK_EQ(sk_queue_args(77, "jpj", users, 3, buf, 10, args, lens), SK_EINVAL);
