@@ -33,6 +33,20 @@ struct sk_stock_def;
 #define SK_ACTIVITY_SEED_MIN 16 /* hex digits */
 #define SK_ACTIVITY_SEED_MAX 64
 #define SK_ACTIVITY_SEED_BYTES 16 /* a generated seed: 32 hex digits */
+/* Pre-registration and the draw (docs/fairness-registration.md): a
+ * winner's time box 1..this seconds (default 600), the draw's seed 64 hex
+ * digits (32 bytes, generated at create when not given; its SHA-256 is
+ * public from then on, the seed itself from the draw on). */
+#define SK_ACTIVITY_BOX_MAX 86400
+#define SK_ACTIVITY_BOX_DEFAULT 600
+#define SK_ACTIVITY_DRAW_SEED_HEX 64
+#define SK_ACTIVITY_DRAW_STATE_MAX 96
+/* The waiting room's emergency controls (docs/waiting-room.md), bits of
+ * wr_control: no new passes; no purchase either (everyone waits in line);
+ * no new buyer joins. */
+#define SK_WR_PAUSE 1
+#define SK_WR_QUEUE_ALL 2
+#define SK_WR_NO_JOINS 4
 /* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
 #define SK_TIME_MAX_MS 253402300799999LL
 /* "Not given": lets a caller tell an omitted field (default applies) from
@@ -54,6 +68,22 @@ struct sk_activity {
     int64_t wr_pass_ttl_s;     /* how long a pass may be used */
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1]; /* the draw's secret (hex), "" without a waiting
                                                room; never shown to buyers */
+    int64_t wr_control; /* the waiting room's emergency controls: SK_WR_* bits, 0 = none */
+    /* Pre-registration (docs/fairness-registration.md): buyers register in
+     * [reg_start_ms, reg_end_ms) and only they may join or buy; 0 0 = none.
+     * reg_end_ms <= start_ms. */
+    int64_t reg_start_ms, reg_end_ms;
+    /* Allocation "draw" (with registration): at reg_end the registrants are
+     * put in a random order from draw_seed, and the first ones get a right
+     * to buy for draw_box_s seconds each, wave after wave; 0 = a race. */
+    int64_t draw_box_s;
+    char draw_seed[SK_ACTIVITY_DRAW_SEED_HEX + 1]; /* "" without a draw; secret until drawn */
+    /* The draw as made (written by the order worker or `activity draw`,
+     * ignored on insert): when (0: not yet), how many registrants, and the
+     * rights handed out so far as "wave:from:to:box_start_ms:box_end_ms". */
+    int64_t drawn_ms, draw_n;
+    char draw_state[SK_ACTIVITY_DRAW_STATE_MAX];
+    int64_t reg_count; /* registrations stored (ignored on insert) */
     int64_t created_ms;
     int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
                                           the store, ignored on insert (starts at stock) */
@@ -79,6 +109,10 @@ int sk_activity_seed_valid(const char *s, size_t len);
 
 /* 1 when s is one of the four stored states. */
 int sk_activity_state_valid(const char *s);
+
+/* 1 when s (len bytes) is a draw seed: exactly SK_ACTIVITY_DRAW_SEED_HEX
+ * lowercase hex digits. */
+int sk_activity_draw_seed_valid(const char *s, size_t len);
 
 /* The Redis-side definition used by preheat. */
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d);

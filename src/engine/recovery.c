@@ -94,8 +94,8 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc_out)
 {
-    char a[12][24];
-    const char *args[13];
+    char a[12 + SK_FAIR_ARGC][24];
+    const char *args[13 + SK_FAIR_ARGC];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -119,10 +119,14 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     }
     for (int i = 0; i < 12; i++)
         args[i] = a[i];
-    args[12] = d->wr_rate > 0 ? d->wr_seed : "";
+    args[12] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
+    /* registration, the draw's box and the emergency controls, as stored */
+    sk_stock_fair_args(d, a + 12);
+    for (int i = 0; i < SK_FAIR_ARGC; i++)
+        args[13 + i] = a[12 + i];
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13 + SK_FAIR_ARGC, args, out, 2);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
         snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,

@@ -8,7 +8,7 @@
 #include "scripts_gen.h"
 
 #define SK_SEG_CMD_PLAIN (-1)
-#define SK_SEG_CMD_MAXARG 20
+#define SK_SEG_CMD_MAXARG 24
 
 struct sk_seg_cmd {
     int script;       /* SK_SEG_CMD_PLAIN, or an enum sk_script_id */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/codes.h"
+#include "engine/activity.h"
 #include "engine/segment.h"
 
 static enum sk_seg_preheat_step done(struct sk_seg_preheat *p, int rc, int64_t stock)
@@ -103,8 +104,14 @@ static void base_wr_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     if (d->wr_rate > 0) {
         num(c, 0, d->wr_rate);
         num(c, 1, d->wr_ttl_s);
-        const char *argv[] = {"HSET",   c->k.meta, "wr_rate", c->num[0],
-                              "wr_ttl", c->num[1], "wr_seed", d->wr_seed};
+        /* the emergency controls as stored ("" = off: the queue's scripts
+         * read an empty field as absent) */
+        const char *hold = d->wr_control & SK_WR_QUEUE_ALL ? "all"
+                           : d->wr_control & SK_WR_PAUSE   ? "pause"
+                                                           : "";
+        const char *argv[] = {"HSET",      c->k.meta, "wr_rate",   c->num[0], "wr_ttl",
+                              c->num[1],   "wr_seed", d->wr_seed, "wr_hold", hold,
+                              "wr_nojoin", d->wr_control & SK_WR_NO_JOINS ? "1" : ""};
         memcpy(c->argv, argv, sizeof argv);
         c->argc = (int)(sizeof argv / sizeof *argv);
     } else {

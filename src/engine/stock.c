@@ -361,9 +361,17 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
     if (d->wr_rate > 0) {
         snprintf(buf[12], 24, "%" PRId64, d->wr_rate);
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
-        args[14] = d->wr_seed;
     }
+    if (d->wr_rate > 0 || d->dr_box_ms > 0) args[14] = d->wr_seed;
+    sk_stock_fair_args(d, buf + 15);
     return SK_PREHEAT_ARGC;
+}
+
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24])
+{
+    const int64_t v[SK_FAIR_ARGC] = {d->reg_start_ms, d->reg_end_ms, d->dr_box_ms, d->wr_control};
+    for (int i = 0; i < SK_FAIR_ARGC; i++)
+        snprintf(buf[i], 24, "%" PRId64, v[i] > 0 ? v[i] : 0);
 }
 
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
@@ -537,9 +545,9 @@ int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
     const struct sk_keys *k = kp;
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
-                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin,
-                          k->wr_q, k->wr_pass, k->wr_spent);
+    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s", k->meta,
+                          k->stock, k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout,
+                          k->xin, k->wr_q, k->wr_pass, k->wr_spent, k->wr_held, k->reg, k->draw);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);

@@ -149,7 +149,11 @@ struct sk_stock_def {
                                   stock is rebuilt from the orders (docs/recovery.md) */
     int64_t wr_rate, wr_ttl_s; /* waiting room (docs/waiting-room.md): passes per second
                                   and a pass's lifetime; wr_rate 0 = none */
-    char wr_seed[65];          /* its draw seed (hex) */
+    char wr_seed[65];          /* its draw seed (hex); a draw's passes' key (wr_rate 0) */
+    int64_t wr_control;        /* the waiting room's emergency controls (SK_WR_* bits) */
+    /* pre-registration and the draw (docs/fairness-registration.md): the
+     * window (0 0: none) and a winner's time box in ms (0: no draw) */
+    int64_t reg_start_ms, reg_end_ms, dr_box_ms;
 };
 
 /* Writes stock and meta (d->segments > 1: every segment, then the base
@@ -160,11 +164,18 @@ struct sk_stock_def {
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 /* The preheat script's ARGV (shared with the async service): fills buf and
  * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
- * three fields are empty, else args[14] points at d->wr_seed), returns
- * their count. */
-#define SK_PREHEAT_ARGC 15
+ * three fields are empty, else args[14] points at d->wr_seed; then the
+ * SK_FAIR_ARGC fields of sk_stock_fair_args), returns their count. */
+#define SK_PREHEAT_ARGC 19
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
+
+/* The definition's pre-registration, draw and waiting-room controls as
+ * script arguments (lua/lib/def.lua: fair_of), shared by preheat and
+ * rebuild: registration start and end ms, a winner's box in ms, the
+ * controls' bits; "0" for what the activity does not have. Pure. */
+#define SK_FAIR_ARGC 4
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24]);
 
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
 int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);

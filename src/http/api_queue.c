@@ -356,7 +356,7 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
     sn->aid = aid;
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, NULL, on_spent,
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, NULL, on_spent,
                        sn) < 0)
         free(sn);
 }
