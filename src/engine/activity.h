@@ -83,7 +83,6 @@ struct sk_activity {
      * rights handed out so far as "wave:from:to:box_start_ms:box_end_ms". */
     int64_t drawn_ms, draw_n;
     char draw_state[SK_ACTIVITY_DRAW_STATE_MAX];
-    int64_t reg_count; /* registrations stored (ignored on insert) */
     int64_t created_ms;
     int64_t stock_db;                  /* DB stock (decremented by the order worker); read from
                                           the store, ignored on insert (starts at stock) */

@@ -41,11 +41,12 @@ struct sk_stock_failure {
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
-    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed, wr_control, reg_start_ms, reg_end_ms, draw_box_s, "  \
+    "draw_seed, drawn_ms, draw_n, draw_state"
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
-#define SK_STORE_ACTIVITY_NCOLS 17
+#define SK_STORE_ACTIVITY_NCOLS 25
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 
@@ -87,7 +88,7 @@ struct sk_store_stock {
     int64_t stock, expected, initial;
 };
 sk_store_row_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
-    sk_store_read_mark, sk_store_read_id, sk_store_read_stock;
+    sk_store_read_mark, sk_store_read_id, sk_store_read_stock, sk_store_read_registration;
 
 /* The default pay timeout as SQL text, for the statements that fall back
  * on it when an order's activity is not in the DB. */
@@ -285,7 +286,16 @@ int sk_store_repair_plan(sk_store *st, uint64_t id, sk_store_stock_check_fn *che
     /* The rows of q (audit rows, the rollback guard's marks) of activity_id                      \
      * (0: all), into a new array; *out NULL, *n 0. */                                             \
     X(p, int, activity_rows, (sk_store *st, const struct sk_store_rows *q, uint64_t activity_id,   \
-                              void **out, size_t *n))
+                              void **out, size_t *n))                                              \
+    /* Statements sql[0..n) (n >= 1; literals only, no placeholders, the                           \
+     * SQL every backend speaks) in one transaction, in order; affected[i]                         \
+     * (affected not NULL) the rows statement i matched (an INSERT: the                            \
+     * rows it added). expect (may be NULL): a statement i with expect[i]                          \
+     * >= 0 must match exactly that many, else the transaction is rolled                           \
+     * back and SK_ESTATE returned (affected says up to where). All or                             \
+     * nothing: on any failure it is rolled back. */                                               \
+    X(p, int, exec_tx, (sk_store *st, const char *const *sql, size_t n, const int64_t *expect,     \
+                        int64_t *affected))
 #define SK_STORE_OP_MEMBER_(p, type, member, params) type (*member) params;
 #define SK_STORE_OP_DECLARE_(p, type, member, params) type p##_##member params;
 #define SK_STORE_OP_INIT_(p, type, member, params) .member = p##_##member,

@@ -158,6 +158,27 @@ static const struct step steps[] = {
      " stream_id VARBINARY(47) NOT NULL,"
      " INDEX order_conflicts_activity (activity_id)"
      ")" TABLE_OPTS},
+    /* 9: pre-registration, the draw, the waiting room's controls (see the
+     * SQLite migration 9). */
+    {9, "activities", "wr_control",
+     "ALTER TABLE activities"
+     " ADD COLUMN wr_control BIGINT NOT NULL DEFAULT 0 CHECK (wr_control BETWEEN 0 AND 7),"
+     " ADD COLUMN reg_start_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_start_ms >= 0),"
+     " ADD COLUMN reg_end_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_end_ms >= 0),"
+     " ADD COLUMN draw_box_s BIGINT NOT NULL DEFAULT 0 CHECK (draw_box_s >= 0),"
+     " ADD COLUMN draw_seed VARCHAR(64) NOT NULL DEFAULT ''"
+     "  CHECK (octet_length(draw_seed) IN (0, 64)),"
+     " ADD COLUMN drawn_ms BIGINT NOT NULL DEFAULT 0 CHECK (drawn_ms >= 0),"
+     " ADD COLUMN draw_n BIGINT NOT NULL DEFAULT 0 CHECK (draw_n >= 0),"
+     " ADD COLUMN draw_state VARCHAR(95) NOT NULL DEFAULT ''"},
+    {9, NULL, NULL,
+     "CREATE TABLE IF NOT EXISTS registrations ("
+     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+     " user_id BIGINT NOT NULL,"
+     " created_ms BIGINT NOT NULL,"
+     " draw_rank BIGINT NULL CHECK (draw_rank IS NULL OR draw_rank >= 1),"
+     " PRIMARY KEY (activity_id, user_id)"
+     ")" TABLE_OPTS},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)
@@ -377,10 +398,31 @@ int sk_my_activity_delete(sk_store *st, uint64_t id)
     if ((rc = change_one(st, &b, id, "delete activity")) != 0) return rc;
     /* a re-created id starts a new history: its old watermark would read as
      * a Redis that went back in time */
-    sk_my_sql_addf(&b, "DELETE FROM redis_marks WHERE activity_id = %" PRIu64, id);
-    rc = sk_my_run_sql(st, "delete marks", &b, NULL, NULL, 0);
+    sk_my_sql_addf(&b,
+                   "DELETE FROM redis_marks WHERE activity_id = %" PRIu64
+                   "; DELETE FROM registrations WHERE activity_id = %" PRIu64,
+                   id, id);
+    rc = sk_my_run_sql(st, "delete marks and registrations", &b, NULL, NULL, 0);
     sk_my_sql_free(&b);
     return rc;
+}
+
+int sk_my_exec_tx(sk_store *st, const char *const *sql, size_t n, const int64_t *expect,
+                  int64_t *affected)
+{
+    int rc = sk_my_enter(st);
+    if (rc) return rc;
+    if ((rc = sk_my_cmd(st, "begin", "START TRANSACTION")) != 0) return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        long long hit = 0;
+        if ((rc = sk_my_run(st, "statement", sql[i], strlen(sql[i]), NULL, &hit, 1)) != 0) break;
+        affected[i] = hit;
+        if (expect && expect[i] >= 0 && affected[i] != expect[i])
+            rc = sk_store_set_err(st, SK_ESTATE, "mysql %s: statement %zu matched %" PRId64
+                                                 " rows, not %" PRId64,
+                                  st->my_where, i + 1, affected[i], expect[i]);
+    }
+    return sk_my_finish_tx(st, rc, "commit");
 }
 
 int sk_my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)

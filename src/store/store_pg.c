@@ -131,6 +131,24 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: pre-registration, the draw, the waiting room's controls (see the
+     * SQLite migration 9). */
+    "ALTER TABLE activities ADD COLUMN wr_control BIGINT NOT NULL DEFAULT 0"
+    " CHECK (wr_control BETWEEN 0 AND 7),"
+    " ADD COLUMN reg_start_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_start_ms >= 0),"
+    " ADD COLUMN reg_end_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_end_ms >= 0),"
+    " ADD COLUMN draw_box_s BIGINT NOT NULL DEFAULT 0 CHECK (draw_box_s >= 0),"
+    " ADD COLUMN draw_seed TEXT NOT NULL DEFAULT '' CHECK (octet_length(draw_seed) IN (0, 64)),"
+    " ADD COLUMN drawn_ms BIGINT NOT NULL DEFAULT 0 CHECK (drawn_ms >= 0),"
+    " ADD COLUMN draw_n BIGINT NOT NULL DEFAULT 0 CHECK (draw_n >= 0),"
+    " ADD COLUMN draw_state TEXT NOT NULL DEFAULT '' CHECK (octet_length(draw_state) < 96);"
+    "CREATE TABLE registrations ("
+    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
+    " user_id BIGINT NOT NULL,"
+    " created_ms BIGINT NOT NULL,"
+    " draw_rank BIGINT CHECK (draw_rank IS NULL OR draw_rank >= 1),"
+    " PRIMARY KEY (activity_id, user_id)"
+    ");",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -217,7 +235,8 @@ int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
     }
     rc = sk_pg_run(st, NULL, "insert activity",
                    "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES ($1, $2, $3, $4,"
-                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,"
+                   " $21, $22, $23, $24, $25)",
                    SK_STORE_ACTIVITY_NCOLS, p);
     if (rc == SK_EEXIST)
         sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
@@ -279,7 +298,30 @@ int sk_pg_activity_delete(sk_store *st, uint64_t id)
     PGresult *r;
     rc = sk_pg_run(st, &r, "delete marks", "DELETE FROM redis_marks WHERE activity_id = $1", 1, p);
     if (rc == 0) PQclear(r);
+    if (rc == 0)
+        rc = sk_pg_run(st, &r, "delete registrations",
+                       "DELETE FROM registrations WHERE activity_id = $1", 1, p);
+    if (rc == 0) PQclear(r);
     return rc;
+}
+
+int sk_pg_exec_tx(sk_store *st, const char *const *sql, size_t n, const int64_t *expect,
+                  int64_t *affected)
+{
+    int rc = sk_pg_enter(st);
+    if (rc) return rc;
+    if ((rc = sk_pg_cmd(st, "BEGIN", "begin")) != 0) return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        PGresult *r;
+        if ((rc = sk_pg_run(st, &r, "statement", sql[i], 0, NULL)) != 0) break;
+        affected[i] = sk_pg_changed(r);
+        PQclear(r);
+        if (expect && expect[i] >= 0 && affected[i] != expect[i])
+            rc = sk_store_set_err(st, SK_ESTATE, "postgres %s: statement %zu matched %" PRId64
+                                                 " rows, not %" PRId64,
+                                  st->pg_where, i + 1, affected[i], expect[i]);
+    }
+    return sk_pg_finish_tx(st, rc, "commit");
 }
 
 int sk_pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)

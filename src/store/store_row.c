@@ -32,6 +32,14 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
                             &a->segments,
                             &a->wr_passes_per_s,
                             &a->wr_pass_ttl_s,
+                            NULL,
+                            &a->wr_control,
+                            &a->reg_start_ms,
+                            &a->reg_end_ms,
+                            &a->draw_box_s,
+                            NULL,
+                            &a->drawn_ms,
+                            &a->draw_n,
                             NULL};
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
@@ -39,6 +47,8 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
     TEXT(1, a->name);
     TEXT(9, a->state);
     TEXT(16, a->wr_seed);
+    TEXT(21, a->draw_seed);
+    TEXT(24, a->draw_state);
 }
 
 void sk_store_read_order(const struct sk_store_row *r, void *dst)
@@ -92,6 +102,15 @@ void sk_store_read_stock(const struct sk_store_row *r, void *dst)
     s->initial = I64(2);
 }
 
+void sk_store_read_registration(const struct sk_store_row *r, void *dst)
+{
+    struct sk_registration *g = dst;
+    memset(g, 0, sizeof *g);
+    g->user_id = (uint64_t)I64(0); /* same bits, see store.h */
+    g->draw_place = I64(1);        /* NULL reads 0: not drawn */
+    g->created_ms = I64(2);
+}
+
 void sk_store_read_id(const struct sk_store_row *r, void *dst)
 {
     *(uint64_t *)dst = (uint64_t)I64(0);
@@ -107,7 +126,10 @@ void sk_store_activity_values(const struct sk_activity *a,
         {.num = a->start_ms},      {.num = a->end_ms},         {.num = a->pay_timeout_s},
         {.text = a->state},        {.num = a->created_ms},     {.num = a->rl_per_user_per_s},
         {.num = a->rl_burst},      {.num = a->segments},       {.num = a->wr_passes_per_s},
-        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},
+        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},         {.num = a->wr_control},
+        {.num = a->reg_start_ms},  {.num = a->reg_end_ms},      {.num = a->draw_box_s},
+        {.text = a->draw_seed},    {.num = 0} /* drawn_ms */,   {.num = 0} /* draw_n */,
+        {.text = ""} /* draw_state */,
     };
     memcpy(v, row, sizeof row);
 }

@@ -183,6 +183,35 @@ static const char *const migrations[] = {
     " stream_id TEXT NOT NULL"
     ");"
     "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
+    /* 9: pre-registration, the draw and the waiting room's emergency
+     * controls (docs/fairness-registration.md, docs/waiting-room.md). The
+     * registration window (0 0 = none), a draw winner's box (0 = no draw),
+     * the draw's seed (secret until drawn_ms), the draw as made (when, how
+     * many, the waves so far), the controls (bits). registrations: who
+     * registered, and their place in the draw (NULL before it); user ids
+     * as the int64 of the same bits, like orders. */
+    "ALTER TABLE activities ADD COLUMN wr_control INTEGER NOT NULL DEFAULT 0"
+    " CHECK (wr_control BETWEEN 0 AND 7);"
+    "ALTER TABLE activities ADD COLUMN reg_start_ms INTEGER NOT NULL DEFAULT 0"
+    " CHECK (reg_start_ms >= 0);"
+    "ALTER TABLE activities ADD COLUMN reg_end_ms INTEGER NOT NULL DEFAULT 0"
+    " CHECK (reg_end_ms >= 0);"
+    "ALTER TABLE activities ADD COLUMN draw_box_s INTEGER NOT NULL DEFAULT 0"
+    " CHECK (draw_box_s >= 0);"
+    "ALTER TABLE activities ADD COLUMN draw_seed TEXT NOT NULL DEFAULT ''"
+    " CHECK (length(draw_seed) IN (0, 64));"
+    "ALTER TABLE activities ADD COLUMN drawn_ms INTEGER NOT NULL DEFAULT 0"
+    " CHECK (drawn_ms >= 0);"
+    "ALTER TABLE activities ADD COLUMN draw_n INTEGER NOT NULL DEFAULT 0 CHECK (draw_n >= 0);"
+    "ALTER TABLE activities ADD COLUMN draw_state TEXT NOT NULL DEFAULT ''"
+    " CHECK (length(draw_state) < 96);"
+    "CREATE TABLE registrations ("
+    " activity_id INTEGER NOT NULL CHECK (activity_id >= 1),"
+    " user_id INTEGER NOT NULL,"
+    " created_ms INTEGER NOT NULL,"
+    " draw_rank INTEGER CHECK (draw_rank IS NULL OR draw_rank >= 1),"
+    " PRIMARY KEY (activity_id, user_id)"
+    ") WITHOUT ROWID;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -479,7 +508,8 @@ int sk_sq_activity_insert(sk_store *st, const struct sk_activity *v)
     sqlite3_stmt *s;
     int rc = sk_sq_prepare(st, &s,
                            "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ")"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                           " ?, ?, ?, ?, ?)");
     if (rc) return rc;
     struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
     sk_store_activity_values(v, val);
@@ -549,13 +579,16 @@ int sk_sq_activity_delete(sk_store *st, uint64_t id)
         change_one(st, "DELETE FROM activities WHERE id = ?", NULL, NULL, id, "delete activity");
     if (rc) return rc;
     /* a re-created id starts a new history: its old watermark would read as
-     * a Redis that went back in time */
-    sqlite3_stmt *s;
-    if ((rc = sk_sq_prepare(st, &s, "DELETE FROM redis_marks WHERE activity_id = ?")) != 0)
-        return rc;
-    sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, "delete marks");
-    sqlite3_finalize(s);
+     * a Redis that went back in time, its registrations as its buyers' */
+    static const char *const gone[] = {"DELETE FROM redis_marks WHERE activity_id = ?",
+                                       "DELETE FROM registrations WHERE activity_id = ?"};
+    for (size_t i = 0; rc == 0 && i < sizeof gone / sizeof gone[0]; i++) {
+        sqlite3_stmt *s;
+        if ((rc = sk_sq_prepare(st, &s, gone[i])) != 0) return rc;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)id);
+        if (sqlite3_step(s) != SQLITE_DONE) rc = sk_sq_err(st, "delete marks and registrations");
+        sqlite3_finalize(s);
+    }
     return rc;
 }
 
@@ -583,6 +616,22 @@ int sk_sq_activity_ids(sk_store *st, uint64_t **out, size_t *n)
     rc = sk_sq_read_all(st, s, "list activity ids", sizeof **out, sk_store_read_id, &arr, n);
     *out = arr;
     return rc;
+}
+
+int sk_sq_exec_tx(sk_store *st, const char *const *sql, size_t n, const int64_t *expect,
+                  int64_t *affected)
+{
+    int rc = sk_sq_exec(st, "BEGIN IMMEDIATE", "begin");
+    if (rc) return rc;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if ((rc = sk_sq_exec(st, sql[i], "statement")) != 0) break;
+        affected[i] = sqlite3_changes(st->db);
+        if (expect && expect[i] >= 0 && affected[i] != expect[i])
+            rc = sk_store_set_err(st, SK_ESTATE, "sqlite %s: statement %zu matched %" PRId64
+                                                 " rows, not %" PRId64,
+                                  st->path, i + 1, affected[i], expect[i]);
+    }
+    return sk_sq_finish_tx(st, rc, "commit");
 }
 
 /* The backend table (store_int.h); store.c dispatches through it. */
