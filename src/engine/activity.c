@@ -205,6 +205,30 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
     return 0;
 }
 
+int sk_activity_control_action(const char *word)
+{
+    static const struct {
+        const char *word;
+        int action;
+    } w[] = {{"pause", SK_QC_PAUSE},
+             {"queue_all", SK_QC_QUEUE_ALL},
+             {"refuse_joins", SK_QC_REFUSE_JOINS},
+             {"resume", SK_QC_RESUME}};
+    for (size_t i = 0; word && i < sizeof w / sizeof w[0]; i++)
+        if (!strcmp(word, w[i].word)) return w[i].action;
+    return SK_EINVAL;
+}
+
+int64_t sk_activity_control_bits(int64_t before, int action)
+{
+    switch (action) {
+    case SK_QC_PAUSE: return (before & SK_WR_NO_JOINS) | SK_WR_PAUSE;
+    case SK_QC_QUEUE_ALL: return (before & SK_WR_NO_JOINS) | SK_WR_QUEUE_ALL;
+    case SK_QC_REFUSE_JOINS: return before | SK_WR_NO_JOINS;
+    default: return 0;
+    }
+}
+
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
 {
     memset(d, 0, sizeof *d);

@@ -47,6 +47,9 @@ struct sk_stock_def;
 #define SK_WR_PAUSE 1
 #define SK_WR_QUEUE_ALL 2
 #define SK_WR_NO_JOINS 4
+/* The operator's actions on them: pause admissions, queue everyone,
+ * refuse new joins, resume (lifts all three). */
+enum { SK_QC_PAUSE = 1, SK_QC_QUEUE_ALL, SK_QC_REFUSE_JOINS, SK_QC_RESUME };
 /* Times are unix ms in [0, 9999-12-31T23:59:59.999Z]. */
 #define SK_TIME_MAX_MS 253402300799999LL
 /* "Not given": lets a caller tell an omitted field (default applies) from
@@ -112,6 +115,11 @@ int sk_activity_state_valid(const char *s);
 /* 1 when s (len bytes) is a draw seed: exactly SK_ACTIVITY_DRAW_SEED_HEX
  * lowercase hex digits. */
 int sk_activity_draw_seed_valid(const char *s, size_t len);
+
+/* "pause", "queue_all", "refuse_joins", "resume" -> SK_QC_*, or SK_EINVAL. */
+int sk_activity_control_action(const char *word);
+/* The SK_WR_* bits an action leaves, from those before it. */
+int64_t sk_activity_control_bits(int64_t before, int action);
 
 /* The Redis-side definition used by preheat. */
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d);

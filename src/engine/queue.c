@@ -235,20 +235,6 @@ int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms,
     return rc;
 }
 
-int sk_queue_control_action(const char *word)
-{
-    static const struct {
-        const char *word;
-        int action;
-    } w[] = {{"pause", SK_QC_PAUSE},
-             {"queue_all", SK_QC_QUEUE_ALL},
-             {"refuse_joins", SK_QC_REFUSE_JOINS},
-             {"resume", SK_QC_RESUME}};
-    for (size_t i = 0; word && i < sizeof w / sizeof w[0]; i++)
-        if (!strcmp(word, w[i].word)) return w[i].action;
-    return SK_EINVAL;
-}
-
 const char *sk_queue_control_arg(int action)
 {
     switch (action) {
@@ -256,16 +242,6 @@ const char *sk_queue_control_arg(int action)
     case SK_QC_QUEUE_ALL: return "all";
     case SK_QC_REFUSE_JOINS: return "nojoin";
     default: return "resume";
-    }
-}
-
-int64_t sk_queue_control_bits(int64_t before, int action)
-{
-    switch (action) {
-    case SK_QC_PAUSE: return (before & SK_WR_NO_JOINS) | SK_WR_PAUSE;
-    case SK_QC_QUEUE_ALL: return (before & SK_WR_NO_JOINS) | SK_WR_QUEUE_ALL;
-    case SK_QC_REFUSE_JOINS: return before | SK_WR_NO_JOINS;
-    default: return 0;
     }
 }
 

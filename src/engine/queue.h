@@ -101,15 +101,10 @@ struct sk_queue_stats {
 /* Decodes a queue_pace reply. Returns 0 or SK_EPROTO. */
 int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
 
-/* The emergency controls (queue_control.lua, docs/waiting-room.md). */
-enum { SK_QC_PAUSE = 1, SK_QC_QUEUE_ALL, SK_QC_REFUSE_JOINS, SK_QC_RESUME };
-/* "pause", "queue_all", "refuse_joins", "resume" -> SK_QC_*, or SK_EINVAL. */
-int sk_queue_control_action(const char *word);
-/* The script's word for an action. Static. */
+/* The emergency controls (queue_control.lua, docs/waiting-room.md; the
+ * actions SK_QC_* are activity.h's). The script's word for an action.
+ * Static. */
 const char *sk_queue_control_arg(int action);
-/* The SK_WR_* bits an action leaves, from those before it (the stored
- * definition follows Redis with these). */
-int64_t sk_queue_control_bits(int64_t before, int action);
 /* queue_control.lua's KEYS on the base key set k: meta q pass held. */
 void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4]);
 
