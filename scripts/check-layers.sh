@@ -103,5 +103,27 @@ if [ -n "$built" ]; then
     echo "$built" | sed 's/^/check-layers: a key not passed in KEYS: /'
     bad=1
 fi
+# The store is one engine over drivers (docs/architecture.md, "The store"):
+# its SQL is written once, in store_sql.c and store_schema.c's migration
+# list, never in another src/store file (a driver that prepared SQL of its
+# own would be a second implementation); the client libraries are called
+# from their driver only, and a driver runs no statement of the engine's
+# (sk_q_*, sk_tx*: the algorithms stay in the engine).
+store_drivers="src/store/store_sqlite.c src/store/store_pg.c src/store/store_mysql.c"
+store_sql=$(for f in src/store/*.[ch]; do
+    case "$f" in src/store/store_sql.c | src/store/store_schema.c) continue ;; esac
+    grep -nHE '"[^"]*\b(INSERT INTO|UPDATE [a-z_]+ SET|DELETE FROM|SELECT [^"]* FROM|CREATE (TABLE|INDEX)|ALTER TABLE)\b' "$f"
+done)
+store_lib=$(for f in src/store/*.[ch]; do
+    case " $store_drivers " in *" $f "*) continue ;; esac
+    grep -nHE '\b(sqlite3_[a-z_0-9]+|PQ[a-zA-Z]+|mysql_[a-z_]+)[[:space:]]*\(' "$f"
+done)
+store_algo=$(grep -nHE '\b(sk_q_[a-z]+|sk_tx(_end)?)[[:space:]]*\(' $store_drivers)
+if [ -n "$store_sql$store_lib$store_algo" ]; then
+    { echo "$store_sql" | sed '/^$/d; s/^/check-layers: SQL outside store_sql.c and store_schema.c: /'
+      echo "$store_lib" | sed '/^$/d; s/^/check-layers: a database client call outside its driver: /'
+      echo "$store_algo" | sed '/^$/d; s/^/check-layers: a store driver runs the engine'"'"'s statements: /'; }
+    bad=1
+fi
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad

@@ -10,7 +10,7 @@ BUILD_PKGS="build-essential pkg-config libhiredis-dev libsqlite3-dev libpq-dev l
 PACKAGE_PKGS="dpkg-dev debhelper fakeroot lintian man-db"
 PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-format
       chromium fonts-dejavu-core fonts-wqy-microhei clang libclang-rt-dev prometheus nodejs
-      python3 openssl curl systemd man-db iproute2 nftables faketime libfaketime $PACKAGE_PKGS"
+      python3 openssl curl systemd man-db iproute2 nftables faketime libfaketime strace $PACKAGE_PKGS"
 # chromium: the suite loads the dashboard and the buyer's page in a real
 # (headless) browser; fonts-wqy-microhei draws the page's Chinese text in
 # its screenshots.
@@ -20,6 +20,8 @@ PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-forma
 # installed at test time into build/npm, never at build time). python3 and
 # openssl: tokens made independently of the code under test. curl (with
 # openssl and redis-tools): the README's quick start, which the suite runs.
+# strace: the unit's SystemCallFilter is checked against every system call
+# a sale makes (tests/test_systemd.c).
 # iproute2, nftables: the partition tests (`make partitions`) build hosts in
 # network namespaces of their own and cut links with nft rules.
 # faketime, libfaketime: the nemesis's clock jumps (`make chaos`) move the

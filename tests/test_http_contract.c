@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -496,6 +497,107 @@ SK_TEST(ops_routes_healthz_readyz_metrics_and_dashboard)
     srv_stop(&v);
 }
 
+/* The header block of a raw answer (its lines up to the blank one, each
+ * with its CRLF), lowered, as a terminated string in out. */
+static const char *raw_head_lower(const char *raw, char *out, size_t cap)
+{
+    const char *end = strstr(raw, "\r\n\r\n");
+    size_t n = end ? (size_t)(end - raw) + 2 : strlen(raw);
+    if (n >= cap) n = cap - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)(raw[i] >= 'A' && raw[i] <= 'Z' ? raw[i] - 'A' + 'a' : raw[i]);
+    out[n] = 0;
+    return out;
+}
+
+/* An answer about one buyer is no shared cache's and no browser's to keep,
+ * whatever its status; the public reads stay cacheable. */
+static void expect_private(const struct sk_th_resp *r, const char *what)
+{
+    char cc[128] = "";
+    CHECK_MSG(sk_th_http_header(r, "cache-control", cc, sizeof cc) == 0 &&
+                  !strcmp(cc, "private, no-store"),
+              "%s (%d): Cache-Control \"%s\"", what, r->status, cc);
+}
+
+SK_TEST(per_user_answers_are_private_no_store_and_pages_refuse_foreign_frames)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    char oid[128], path[256], h[64];
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 1, 1);
+    buy(&v, id, 501, NULL, &r);
+    EXPECT_STATUS(r.status, &r, 200);
+    expect_private(&r, "purchase");
+    JSTR(&r, "order_id", oid);
+    buy(&v, id, 501, NULL, &r);
+    EXPECT_STATUS(r.status, &r, 409);
+    expect_private(&r, "purchase refused for the limit");
+    buy_hdr(&v, id, "", NULL, &r);
+    EXPECT_STATUS(r.status, &r, 401);
+    expect_private(&r, "purchase without a buyer");
+    snprintf(h, sizeof h, "X-User-Id: 501\r\n");
+    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
+    req(&v, "GET", path, h, NULL, &r);
+    expect_private(&r, "order");
+    snprintf(path, sizeof path, "/api/v1/orders/%s/pay", oid);
+    req(&v, "POST", path, h, NULL, &r);
+    expect_private(&r, "pay");
+    snprintf(path, sizeof path, "/api/v1/orders/%s/cancel", oid);
+    req(&v, "POST", path, h, NULL, &r);
+    expect_private(&r, "cancel");
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", id);
+    req(&v, "POST", path, h, NULL, &r);
+    expect_private(&r, "queue join");
+    req(&v, "GET", path, h, NULL, &r);
+    expect_private(&r, "queue poll");
+    /* the public activity read is not private */
+    char cc[128] = "";
+    EXPECT_STATUS(get_activity(&v, id, &r), &r, 200);
+    CHECK_MSG(sk_th_http_header(&r, "cache-control", cc, sizeof cc) != 0 || !strstr(cc, "private"),
+              "%s", cc);
+
+    /* the HTML pages: framed by this origin only, by default */
+    static char out[1 << 19];
+    char head[4096], rq[256];
+    const char *pages[] = {"/", NULL};
+    char sale[64];
+    snprintf(sale, sizeof sale, "/sale/%" PRIu64, id);
+    pages[1] = sale;
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         pages[i]);
+        size_t got = sk_th_http_raw(v.s.port, rq, (size_t)n, out, sizeof out, 5000);
+        CHECK_MSG(got > 0 && raw_status(out) == 200, "%s: %.200s", pages[i], out);
+        raw_head_lower(out, head, sizeof head);
+        CHECK_MSG(strstr(head, "\r\ncontent-security-policy: frame-ancestors 'self'\r") &&
+                      strstr(head, "\r\nx-frame-options: sameorigin\r"),
+                  "%s: %s", pages[i], head);
+    }
+    srv_stop(&v);
+
+    /* a shop that embeds the page names itself; 'none': nobody at all */
+    const char *shop[] = {"--frame-ancestors", "'self' https://shop.example", NULL};
+    srv_start(&v, shop);
+    static const char sale7[] = "GET /sale/7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    size_t got = sk_th_http_raw(v.s.port, sale7, sizeof sale7 - 1, out, sizeof out, 5000);
+    CHECK(got > 0);
+    raw_head_lower(out, head, sizeof head);
+    CHECK_MSG(
+        strstr(head, "content-security-policy: frame-ancestors 'self' https://shop.example\r"),
+        "%s", head);
+    srv_stop(&v);
+    const char *none[] = {"--frame-ancestors", "'none'", NULL};
+    srv_start(&v, none);
+    static const char dash[] = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    got = sk_th_http_raw(v.s.port, dash, sizeof dash - 1, out, sizeof out, 5000);
+    CHECK(got > 0);
+    raw_head_lower(out, head, sizeof head);
+    CHECK_MSG(strstr(head, "frame-ancestors 'none'\r") && strstr(head, "x-frame-options: deny\r"),
+              "%s", head);
+    srv_stop(&v);
+}
+
 SK_TEST(readyz_and_purchase_answer_503_when_redis_is_unreachable)
 {
     struct sk_th_serve s;
@@ -660,7 +762,7 @@ static int admin_status(int port, const char *token)
 SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
 {
     struct sk_th_serve s;
-    char conf[400], db[400], env_listen[80], env_tok[] = "SECKILL_ADMIN_TOKEN=env-token";
+    char conf[400], db[400], env_listen[80], env_tok[] = "SECKILL_ADMIN_TOKEN=env-token-0123456789";
     char env_redis[600], file_listen[64], flag_listen[64];
     int p_env = sk_th_free_port(), p_file = sk_th_free_port(), p_flag = sk_th_free_port();
     const char *dir = sk_th_tmpdir();
@@ -674,36 +776,38 @@ SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
 
     /* Environment only. */
     spawn_serve(&s, p_env, env, (const char *const[]){"serve", "--db", db, NULL});
-    CHECK_EQ(admin_status(p_env, "env-token"), 404);
+    CHECK_EQ(admin_status(p_env, "env-token-0123456789"), 404);
     CHECK_EQ(admin_status(p_env, SK_TH_ADMIN_TOKEN), 401);
     stop_checked(&s);
 
     /* The config file beats the environment. */
     FILE *f = fopen(conf, "w");
     CHECK(f != NULL);
-    fprintf(f, "# test config\nlisten = %s\nadmin_token = \"file-token\"  # quoted\n", file_listen);
+    fprintf(f, "# test config\nlisten = %s\nadmin_token = \"file-token-0123456789\"  # quoted\n",
+            file_listen);
     fclose(f);
+    chmod(conf, 0600); /* it holds a secret: others may not read it */
     spawn_serve(&s, p_file, env,
                 (const char *const[]){"serve", "--db", db, "--config", conf, NULL});
-    CHECK_EQ(admin_status(p_file, "file-token"), 404);
-    CHECK_EQ(admin_status(p_file, "env-token"), 401);
+    CHECK_EQ(admin_status(p_file, "file-token-0123456789"), 404);
+    CHECK_EQ(admin_status(p_file, "env-token-0123456789"), 401);
     stop_checked(&s);
 
     /* Flags beat both (whatever their position relative to --config). */
     spawn_serve(&s, p_flag, env,
-                (const char *const[]){"serve", "--admin-token", "flag-token", "--db", db,
+                (const char *const[]){"serve", "--admin-token", "flag-token-0123456789", "--db", db,
                                       "--config", conf, "--listen", flag_listen, NULL});
-    CHECK_EQ(admin_status(p_flag, "flag-token"), 404);
-    CHECK_EQ(admin_status(p_flag, "file-token"), 401);
-    CHECK_EQ(admin_status(p_flag, "env-token"), 401);
+    CHECK_EQ(admin_status(p_flag, "flag-token-0123456789"), 404);
+    CHECK_EQ(admin_status(p_flag, "file-token-0123456789"), 401);
+    CHECK_EQ(admin_status(p_flag, "env-token-0123456789"), 401);
     stop_checked(&s);
 
     /* The harness passes --admin-token: it wins over an inherited env. */
-    setenv("SECKILL_ADMIN_TOKEN", "env-token", 1);
+    setenv("SECKILL_ADMIN_TOKEN", "env-token-0123456789", 1);
     struct srv v;
     srv_start(&v, NULL);
     CHECK_EQ(admin_status(v.s.port, SK_TH_ADMIN_TOKEN), 404);
-    CHECK_EQ(admin_status(v.s.port, "env-token"), 401);
+    CHECK_EQ(admin_status(v.s.port, "env-token-0123456789"), 401);
     srv_stop(&v);
     unsetenv("SECKILL_ADMIN_TOKEN");
 }
@@ -738,9 +842,17 @@ SK_TEST(serve_on_a_port_already_served_exits_with_an_error)
     CHECK_EQ(listeners_on(v.s.port), 1);
     snprintf(listen, sizeof listen, "127.0.0.1:%d", v.s.port);
     snprintf(db, sizeof db, "sqlite:%s/second.db", sk_th_tmpdir());
-    const char *argv[] = {sk_th_seckill_bin(), "serve",           "--listen", listen,
-                          "--redis",           sk_th_redis_url(), "--db",     db,
-                          "--admin-token",     "other",           NULL};
+    const char *argv[] = {sk_th_seckill_bin(),
+                          "serve",
+                          "--listen",
+                          listen,
+                          "--redis",
+                          sk_th_redis_url(),
+                          "--db",
+                          db,
+                          "--admin-token",
+                          "other-token-0123456789",
+                          NULL};
     pid_t pid = sk_th_fork();
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDWR);

@@ -233,6 +233,189 @@ SK_TEST(refused_framings_get_one_400_and_a_close_and_smuggled_bytes_no_answer)
     sells_exactly_its_stock_then_stop(&v, 40, NULL);
 }
 
+/* Sends raw bytes on a fresh connection and reads until the server
+ * closes (5 s at most): the answers in out; 1 when the server closed. */
+static int exchange(struct srv *v, const char *bytes, size_t len, char *out, size_t cap,
+                    size_t *got)
+{
+    int fd = dial(v->s.port), closed;
+    sk_th_send_all(fd, bytes, len);
+    *got = read_until_close(fd, out, cap, 5000, &closed);
+    close(fd);
+    return closed;
+}
+
+/* A raw request that must buy: 200, and the activity's admissions are
+ * then admitted. */
+static void raw_buys(struct srv *v, uint64_t id, const char *req, int n, long long admitted)
+{
+    char out[8192];
+    size_t got;
+    exchange(v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%s", out);
+    CHECK_EQ(stat_of(v, id, "admitted"), admitted);
+}
+
+/* The issue's reproduction, first: a chunk line "0x2f", which a lenient
+ * decoder reads as size 0 with an extension "x2f" and a front end as 47,
+ * so that the front end forwards what follows as body and the server ran
+ * it as the next request, with the X-User-Id the front end vouched for. */
+SK_TEST(a_request_smuggled_behind_a_0x2f_chunk_line_is_never_executed)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100], req[1024], out[8192];
+    size_t got;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    /* as the issue wrote it: the hidden request reads the clock */
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14001\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n0x2f\r\n\r\n"
+                     "GET /api/v1/time HTTP/1.1\r\nHost: x\r\n\r\n\r\n0\r\n\r\n",
+                     path);
+    int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(count_responses(out, got) == 1, "%d answers: %s", count_responses(out, got), out);
+    CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0 && strstr(out, "chunk"), "%s", out);
+    CHECK_MSG(!strstr(out, "now_ms"), "the hidden request was answered: %s", out);
+    CHECK_MSG(closed && strstr(out, "Connection: close"), "kept open: %s", out);
+    /* as an attacker would: the hidden request buys as someone else */
+    char hidden[256];
+    int hl = snprintf(hidden, sizeof hidden,
+                      "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14002\r\n"
+                      "Content-Length: 0\r\n\r\n",
+                      path);
+    n = snprintf(req, sizeof req,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 14001\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0x%x\r\n%s\r\n0\r\n\r\n",
+                 path, hl, hidden);
+    closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    CHECK_MSG(count_responses(out, got) == 1 && strncmp(out, "HTTP/1.1 400 ", 13) == 0 && closed,
+              "%s", out);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    CHECK_EQ(stat_of(&v, id, "remaining"), 50);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* Every lenient chunk line a proxy may read otherwise, each hiding a
+ * purchase by another user: one 400, the close, nothing bought; a chunked
+ * purchase by the grammar (extensions, leading zeros) still buys. */
+SK_TEST(every_lenient_chunk_line_is_a_400_and_a_close_and_buys_nothing)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    /* %s: the hidden purchase, as the "data" a lenient reading skips or
+     * the request it reads next */
+    static const char *const bodies[] = {
+        "2zz\r\n{}\r\n0\r\n\r\n%s",               /* digits then garbage: read as 2 */
+        "-2\r\n{}\r\n0\r\n\r\n%s",                /* a sign */
+        "+2\r\n{}\r\n0\r\n\r\n%s",                /* a sign */
+        " 2\r\n{}\r\n0\r\n\r\n%s",                /* a space before the size */
+        "2 \r\n{}\r\n0\r\n\r\n%s",                /* a space after it, no extension */
+        "2\n{}\r\n0\r\n\r\n%s",                   /* a bare LF ends the size line */
+        "2\r\n{}\n0\r\n\r\n%s",                   /* a bare LF after the data */
+        "2\r\n{}\r\n0\n\n%s",                     /* bare LFs at the end */
+        "2\r\n{}\r\n0\r\nX-User-Id: 9\r\n\r\n%s", /* a trailer */
+        "2\r\n{}\r\n0\r\nX-Trailer\r\n\r\n%s",    /* a trailer line without ':' */
+        "00000000000000002\r\n{}\r\n0\r\n\r\n%s", /* 17 digits */
+        "2\r\n{}xx0\r\n\r\n%s",                   /* data longer than its size */
+        "2;a b\r\n{}\r\n0\r\n\r\n%s",             /* not an extension */
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        char hidden[256], body[512], req[1024], out[8192];
+        snprintf(hidden, sizeof hidden,
+                 "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: %zu\r\nContent-Length: 0\r\n\r\n", path,
+                 5000 + i);
+        snprintf(body, sizeof body, bodies[i], hidden);
+        int n = snprintf(req, sizeof req,
+                         "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: %zu\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n%s",
+                         path, 4000 + i, body);
+        size_t got;
+        int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+        CHECK_MSG(count_responses(out, got) == 1, "body %zu: %d answers: %s", i,
+                  count_responses(out, got), out);
+        CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0 && strstr(out, "\"bad_request\""),
+                  "body %zu: %s", i, out);
+        CHECK_MSG(closed, "body %zu: the server kept the connection open", i);
+    }
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    /* by the grammar: leading zeros, extensions with whitespace, a quoted
+     * value, an extension on the last chunk */
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 4100\r\n"
+                     "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     "0002 ; a = \"b;c\"\r\n{}\r\n0;z\r\n\r\n",
+                     path);
+    raw_buys(&v, id, req, n, 1);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding has
+ * faulty framing; it used to be decoded and the connection kept on
+ * Connection: keep-alive. */
+SK_TEST(http_1_0_with_transfer_encoding_is_refused_and_the_connection_closed)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    char path[100], req[1024], out[8192];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", id);
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.0\r\nHost: x\r\nX-User-Id: 6001\r\nConnection: keep-alive\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                     "POST %s HTTP/1.1\r\nHost: x\r\nX-User-Id: 6002\r\nContent-Length: 0\r\n\r\n",
+                     path, path);
+    size_t got;
+    int closed = exchange(&v, req, (size_t)n, out, sizeof out, &got);
+    /* one answer: no second status line (the message names HTTP/1.0) */
+    CHECK_MSG(got > 0 && !strstr(out + 1, "HTTP/1.1 ") && strncmp(out, "HTTP/1.1 400 ", 13) == 0 &&
+                  strstr(out, "in an HTTP/1.0 request"),
+              "%s", out);
+    CHECK_MSG(closed, "the connection stayed open");
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    /* HTTP/1.0 with a Content-Length still buys */
+    n = snprintf(req, sizeof req,
+                 "POST %s HTTP/1.0\r\nHost: x\r\nX-User-Id: 6003\r\nContent-Length: 2\r\n\r\n{}",
+                 path);
+    raw_buys(&v, id, req, n, 1);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
+/* One spelling per id: a gateway rule on the literal path
+ * /api/v1/activities/1001/... cannot be sidestepped with 01001 or +1001. */
+SK_TEST(activity_ids_with_leading_zeros_or_signs_are_a_400_and_buy_nothing)
+{
+    struct srv v;
+    srv_start(&v, NULL, NULL);
+    uint64_t id = open_activity(&v, 50, 1);
+    static const char *const spellings[] = {"0%" PRIu64, "00%" PRIu64, "+%" PRIu64, "-%" PRIu64};
+    static const char *const routes[] = {
+        "POST /api/v1/activities/%s/purchase", "GET /api/v1/activities/%s", "GET /sale/%s",
+        "GET /api/v1/activities/%s/live", "POST /api/v1/activities/%s/queue"};
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++)
+        for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++) {
+            char sid[40], line[200], req[512], out[8192];
+            snprintf(sid, sizeof sid, spellings[i], id);
+            snprintf(line, sizeof line, routes[k], sid);
+            int n = snprintf(req, sizeof req,
+                             "%s HTTP/1.1\r\nHost: x\r\nX-User-Id: 7001\r\nContent-Length: 0\r\n"
+                             "Connection: close\r\n\r\n",
+                             line);
+            size_t got;
+            exchange(&v, req, (size_t)n, out, sizeof out, &got);
+            CHECK_MSG(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "%s: %s", line, out);
+        }
+    CHECK_EQ(stat_of(&v, id, "admitted"), 0);
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, "X-User-Id: 7001\r\n", &r), 200);
+    sells_exactly_its_stock_then_stop(&v, 40, NULL);
+}
+
 SK_TEST(http2_preface_and_h2c_upgrade_are_not_answered_as_http2)
 {
     struct srv v;
@@ -601,6 +784,100 @@ SK_TEST(request_heads_over_16_kib_get_431_and_memory_stays_bounded)
     sells_exactly_its_stock_then_stop(&v, 30, NULL);
 }
 
+/* The first bytes the server sends on fd within ms (terminated in out);
+ * 0 when none came, -1 when it closed. */
+static int first_bytes(int fd, char *out, size_t cap, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    out[0] = 0;
+    if (poll(&p, 1, ms) <= 0) return 0;
+    ssize_t n = recv(fd, out, cap - 1, 0);
+    if (n <= 0) return -1;
+    out[n] = 0;
+    return 1;
+}
+
+/* Many connections each holding an unfinished 64 KiB body: the process's
+ * request bytes stay under --max-request-bytes (bodies past it are refused
+ * 503 at once, and once the bodies grow past it the oldest unfinished
+ * requests are closed first), its RSS grows by about the cap, not by the
+ * bodies, and a buyer whose body comes with the head is still served. */
+SK_TEST_T(buffered_request_bytes_stay_under_the_cap_oldest_unfinished_closed_first, 120)
+{
+    enum { N = 400, BODY = 65536, SENT = BODY - 1, CAP = 4 << 20 };
+    struct srv v;
+    const char *extra[] = {"--role", "api", "--max-request-bytes", "4194304", NULL};
+    srv_start(&v, NULL, extra);
+    uint64_t id = open_activity(&v, 50, 1);
+    long before = sk_th_proc_rss_kib(v.s.pid);
+    static int fds[N];
+    static char state[N]; /* 'c': 100 Continue (let wait), 'r': 503, else nothing */
+    char head[512], out[1024];
+    int hl = 0, admitted = 0, refused = 0;
+    /* the heads: each says how large its body is and waits for 100-continue,
+     * so the server's verdict on each is known before the next */
+    for (int i = 0; i < N; i++) {
+        hl = snprintf(head, sizeof head,
+                      "POST /api/v1/activities/%" PRIu64 "/purchase HTTP/1.1\r\nHost: x\r\n"
+                      "X-User-Id: %d\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+                      id, 80000 + i, BODY);
+        fds[i] = dial(v.s.port);
+        sk_th_send_all(fds[i], head, (size_t)hl);
+        int got = first_bytes(fds[i], out, sizeof out, 10000);
+        CHECK_MSG(got == 1, "connection %d: no answer to its head (%d)", i, got);
+        if (strncmp(out, "HTTP/1.1 100 ", 13) == 0) {
+            state[i] = 'c';
+            admitted++;
+        } else {
+            CHECK_MSG(strncmp(out, "HTTP/1.1 503 ", 13) == 0 && strstr(out, "\"busy\"") &&
+                          strcasestr(out, "retry-after: 1"),
+                      "connection %d: %s", i, out);
+            state[i] = 'r';
+            refused++;
+        }
+    }
+    /* every reservation of a whole body fits the cap, and no more */
+    CHECK_MSG(admitted > 0 && (long)admitted * BODY <= CAP && refused > 0,
+              "%d let wait, %d refused", admitted, refused);
+    /* the bodies, all but their end: each grows its buffer past its
+     * reservation, the bytes pass the cap, the oldest are closed */
+    char *body = malloc(SENT);
+    CHECK(body != NULL);
+    memset(body, 'x', SENT);
+    for (int i = 0; i < N; i++)
+        if (state[i] == 'c') (void)!send(fds[i], body, SENT, MSG_NOSIGNAL);
+    free(body);
+    /* a buyer whose body comes with its head is served meanwhile */
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, "X-User-Id: 7\r\n", &r), 200);
+    long after = sk_th_proc_rss_kib(v.s.pid);
+    int closed = 0, open_ = 0, newest_closed = -1, oldest_open = N;
+    for (int i = 0; i < N; i++) {
+        if (state[i] != 'c') continue;
+        if (peer_gone(fds[i], 50)) {
+            closed++;
+            newest_closed = i;
+        } else {
+            open_++;
+            if (i < oldest_open) oldest_open = i;
+        }
+    }
+    CHECK_MSG(closed > 0 && open_ > 0, "%d closed, %d open", closed, open_);
+    CHECK_MSG(newest_closed < oldest_open, "connection %d was closed before %d, an older one",
+              newest_closed, oldest_open);
+#ifndef __SANITIZE_ADDRESS__
+    /* unbounded, the bodies alone would be about N * 64 KiB (25 MiB) */
+    CHECK_MSG(after - before < 3 * (CAP >> 10), "RSS grew from %ld to %ld KiB", before, after);
+#else
+    (void)before;
+    (void)after;
+#endif
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    CHECK_EQ(stat_of(&v, id, "admitted"), 1);
+    sells_exactly_its_stock_then_stop(&v, 30, NULL);
+}
+
 /* ----------------------------------------------------------------- secrets */
 
 SK_TEST(a_failed_start_logs_no_password)
@@ -750,6 +1027,114 @@ SK_TEST(secrets_from_files_and_the_environment_stay_out_of_ps)
         NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, missing), 2);
     CHECK_MSG(strstr(out, "cannot read") && strstr(out, "/nonexistent/admin.token"), "%s", out);
+}
+
+/* A start that gets past the configuration ends at the store that cannot
+ * open (exit 1); one refused for its configuration exits 2. */
+static int start_exit(const char *const *args, char *out, size_t cap)
+{
+    return sk_th_run_seckill(out, cap, NULL, args);
+}
+
+SK_TEST(short_admin_tokens_and_secrets_others_may_read_are_refused_at_start)
+{
+    char out[8192], listen[64], conf[320], tok[320];
+    static const char dead_db[] = "sqlite:/nonexistent-dir/x.db";
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sk_th_free_port());
+    snprintf(conf, sizeof conf, "%s/seckill.conf", sk_th_tmpdir());
+    snprintf(tok, sizeof tok, "%s/admin_token", sk_th_tmpdir());
+    /* an admin token of a few bytes: as an HMAC secret, refused, unechoed */
+    const char *short_tok[] = {"serve", "--listen",      listen, "--db",
+                               dead_db, "--admin-token", "s3cr", NULL};
+    CHECK_EQ(start_exit(short_tok, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "admin_token must be at least 16 bytes") && !strstr(out, "s3cr"), "%s",
+              out);
+    write_secret(tok, "s3cr\n", 0600);
+    const char *short_file[] = {"serve", "--listen",           listen, "--db",
+                                dead_db, "--admin-token-file", tok,    NULL};
+    CHECK_EQ(start_exit(short_file, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "at least 16 bytes") && !strstr(out, "s3cr\n"), "%s", out);
+
+    /* a config file holding a secret that others may read: refused, the
+     * secret never shown; group-readable (0640 root:seckill) is fine */
+    const char *with_conf[] = {"serve", "--config", conf,    "--listen",
+                               listen,  "--db",     dead_db, NULL};
+    static const struct {
+        const char *text, *holds;
+        mode_t mode;
+        int exit;
+    } confs[] = {
+        {"admin_token = admin-token-in-the-file-0123\n", "admin_token", 0644, 2},
+        {"admin_token = admin-token-in-the-file-0123\n", NULL, 0640, 1},
+        {"admin_token = admin-token-in-the-file-0123\n", NULL, 0600, 1},
+        {"hmac_secret = hmac-secret-in-the-file-0123\n", "hmac_secret", 0604, 2},
+        {"redis = redis://:R3disPassw0rdXyz@127.0.0.1:1\n", "redis password", 0644, 2},
+        {"db = postgres://app:PgPassw0rdXyz@127.0.0.1:1/shop\n", "db password", 0644, 2},
+        {"log_level = warn\n", NULL, 0644, 1},        /* nothing secret: fine */
+        {"log_level = warn\n", "may write", 0646, 2}, /* others could add a token */
+        {"admin_token_file = /x\n", NULL, 0644, 2},   /* a path is no secret (the file
+                                                          is missing: exit 2) */
+    };
+    for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+        write_secret(conf, confs[i].text, confs[i].mode);
+        int rc = start_exit(with_conf, out, sizeof out);
+        CHECK_MSG(rc == confs[i].exit, "config %zu: exit %d: %s", i, rc, out);
+        if (confs[i].exit == 2 && confs[i].holds)
+            CHECK_MSG(strstr(out, confs[i].holds) && strstr(out, "chmod o-rwx"), "config %zu: %s",
+                      i, out);
+        if (confs[i].exit == 1) CHECK_MSG(!strstr(out, "chmod"), "config %zu: %s", i, out);
+        CHECK_MSG(!strstr(out, "in-the-file") && !strstr(out, "Passw0rd"), "config %zu: %s", i,
+                  out);
+    }
+    /* a secret file others may read: refused too (it was a warning) */
+    write_secret(tok, "admin-token-in-a-file-0123\n", 0644);
+    const char *world[] = {"serve", "--listen",           listen, "--db",
+                           dead_db, "--admin-token-file", tok,    NULL};
+    CHECK_EQ(start_exit(world, out, sizeof out), 2);
+    CHECK_MSG(strstr(out, "admin_token_file") && strstr(out, "chmod o-rwx"), "%s", out);
+    chmod(tok, 0640);
+    CHECK_EQ(start_exit(world, out, sizeof out), 1);
+}
+
+/* Under systemd the unit's LoadCredential= puts the secrets in
+ * $CREDENTIALS_DIRECTORY; serve reads them there, below every other
+ * source, and an empty one (the unit's default) is no secret. */
+SK_TEST(secrets_from_systemd_credentials_at_the_lowest_precedence)
+{
+    char dir[320], path[400], out[8192], listen[64];
+    snprintf(dir, sizeof dir, "%s/credentials", sk_th_tmpdir());
+    CHECK_EQ(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/hmac_secret", dir);
+    write_secret(path, "hmac-secret-from-a-credential-42", 0400);
+    /* what the unit's SetCredential= gives when no file was made */
+    snprintf(path, sizeof path, "%s/hmac_secret_prev", dir);
+    write_secret(path, "\n", 0400);
+    snprintf(path, sizeof path, "%s/admin_token", dir);
+    write_secret(path, "", 0400);
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    const char *extra[] = {"--auth", "hmac", NULL};
+    struct srv v;
+    srv_start(&v, NULL, extra);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    uint64_t id = open_activity(&v, 5, 1); /* the harness's --admin-token wins */
+    char tk[SK_AUTH_TOKEN_MAX + 1], h[200];
+    const char *sec = "hmac-secret-from-a-credential-42";
+    CHECK(sk_auth_make_token(sec, strlen(sec), 9, sk_wall_ms() / 1000 + 600, tk, sizeof tk) > 0);
+    snprintf(h, sizeof h, "Authorization: Bearer %s\r\n", tk);
+    struct sk_th_resp r;
+    CHECK_EQ(buy(&v, id, h, &r), 200);
+    srv_stop(&v);
+    /* the environment wins over the credential */
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sk_th_free_port());
+    char env_dir[400];
+    snprintf(env_dir, sizeof env_dir, "CREDENTIALS_DIRECTORY=%s", dir);
+    const char *env[] = {env_dir, "SECKILL_HMAC_SECRET=short", NULL};
+    const char *args[] = {"serve",  "--listen", listen, "--db", "sqlite:/nonexistent-dir/x.db",
+                          "--auth", "hmac",     NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, env, args), 2);
+    CHECK_MSG(strstr(out, "hmac_secret must be at least 16 bytes"), "%s", out);
+    const char *env_cred_only[] = {env_dir, NULL};
+    CHECK_EQ(sk_th_run_seckill(out, sizeof out, env_cred_only, args), 1);
 }
 
 /* ------------------------------------------------------------ token policy */

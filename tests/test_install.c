@@ -2,9 +2,9 @@
  * machine's /usr): the files land where they should, the installed binary
  * says its version, `man -l` renders both pages and seckill(1) names every
  * flag of every sub-command's --help, seckill.conf(5) and the example
- * config name every serve option, the installed unit passes
- * `systemd-analyze verify`, and `make uninstall` removes what install put
- * there. */
+ * config name every serve option, the installed binary is hardened as the
+ * package's is, the installed unit passes `systemd-analyze verify` and
+ * keeps its sandbox, and `make uninstall` removes what install put there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +76,35 @@ static void man_page(const char *dest, const char *rel, const char *title, char 
     CHECK_MSG(strstr(out, title) && !strstr(out, "warning:"), "%s: %.3000s", rel, out);
 }
 
+/* The installed binary carries the package's hardening (dpkg-buildflags
+ * hardening=+all): a GNU_RELRO segment, BIND_NOW, the stack protector's
+ * symbol and FORTIFY's checked functions (not in a sanitizer build, where
+ * the sanitizers check instead), read from its ELF with readelf. */
+static void elf_hardened(const char *bin)
+{
+    static char out[1 << 20];
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "readelf -lW %s 2>&1", bin);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "GNU_RELRO") != NULL, "%s: no GNU_RELRO segment", bin);
+    snprintf(cmd, sizeof cmd, "readelf -dW %s 2>&1", bin);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "BIND_NOW") || strstr(out, "Flags: NOW"), "%s: not BIND_NOW:\n%.2000s",
+              bin, out);
+    snprintf(cmd, sizeof cmd, "readelf -sW --dyn-syms %s 2>&1 | awk '{print $8}' | sort -u", bin);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "\n__stack_chk_fail@") || strstr(out, "\n__stack_chk_fail\n"),
+              "%s: no stack protector", bin);
+    if (strstr(out, "\n__asan_init") || strstr(out, "\n__tsan_init")) return;
+    int fortified = 0;
+    static const char *const chk[] = {"\n__snprintf_chk", "\n__memcpy_chk", "\n__fprintf_chk",
+                                      "\n__vsnprintf_chk", "\n__strcpy_chk"};
+    for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
+        fortified += strstr(out, chk[i]) != NULL;
+    CHECK_MSG(fortified >= 2, "%s: not built with _FORTIFY_SOURCE (%d checked functions)", bin,
+              fortified);
+}
+
 SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180)
 {
     char dest[400], cmd[2000];
@@ -107,6 +136,9 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     char want[96];
     snprintf(want, sizeof want, "seckill %s\n", ver);
     CHECK_STR(out, want);
+    char installed[600];
+    snprintf(installed, sizeof installed, "%s/usr/bin/seckill", dest);
+    elf_hardened(installed);
 
     /* the pages render, without groff warnings */
     man_page(dest, "/usr/share/man/man1/seckill.1", "SECKILL(1)", man, sizeof man);
@@ -171,6 +203,24 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     CHECK_MSG(strstr(out, "Type=notify\n") && strstr(out, "WatchdogSec=") &&
                   strstr(out, "ExecReload=/bin/kill -HUP $MAINPID"),
               "%s", out);
+    /* the sandbox, and systemd's own score of it (docs/security.md) */
+    snprintf(cmd, sizeof cmd,
+             "grep -E '^(SystemCallFilter|ProtectProc|ProcSubset|RemoveIPC|PrivateUsers|"
+             "LoadCredential)=' %s/usr/lib/systemd/system/seckill.service",
+             dest);
+    sk_th_sh(cmd, out, sizeof out);
+    CHECK_MSG(strstr(out, "SystemCallFilter=@system-service\n") &&
+                  strstr(out, "ProtectProc=invisible\n") && strstr(out, "ProcSubset=pid\n") &&
+                  strstr(out, "RemoveIPC=yes\n") && strstr(out, "PrivateUsers=yes\n") &&
+                  strstr(out, "LoadCredential=admin_token:/etc/seckill/admin_token\n"),
+              "%s", out);
+    snprintf(cmd, sizeof cmd,
+             "systemd-analyze security --offline=true %s/seckill.service 2>&1 | tail -1", dest);
+    sk_th_sh(cmd, out, sizeof out);
+    const char *lvl = strstr(out, "exposure level for seckill.service: ");
+    CHECK_MSG(lvl != NULL, "%s", out);
+    double exposure = atof(lvl + strlen("exposure level for seckill.service: "));
+    CHECK_MSG(exposure > 0 && exposure <= 1.5, "exposure %.1f (was 3.2): %s", exposure, out);
 
     /* install again: an edited config stays */
     snprintf(cmd, sizeof cmd, "echo 'log_level = warn' >> %s/etc/seckill/seckill.conf", dest);

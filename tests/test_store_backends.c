@@ -154,7 +154,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 9 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 10 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
@@ -1277,6 +1277,104 @@ BACKEND_TEST(orders_pay_and_cancel_move_only_from_created)
     sk_store_close(st);
 }
 
+/* A constraint added under the store (SQLite cannot add a CHECK to a
+ * table: a trigger that refuses the same rows). name is the constraint's,
+ * table its table, check what the rows must hold; sqlite_when the rows a
+ * trigger refuses, before op (INSERT or UPDATE). */
+static void be_refuse(const struct be *b, const char *name, const char *table, const char *check,
+                      const char *op, const char *sqlite_when)
+{
+    char sql[600];
+    if (b->pg)
+        snprintf(sql, sizeof sql, "ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s)", table, name,
+                 check);
+    else
+        snprintf(sql, sizeof sql,
+                 "CREATE TRIGGER %s BEFORE %s ON %s WHEN %s BEGIN SELECT RAISE(ABORT, '%s');"
+                 " END",
+                 name, op, table, sqlite_when, name);
+    CHECK_EQ(be_sql(b, sql), 0);
+}
+
+static void be_allow(const struct be *b, const char *name, const char *table)
+{
+    char sql[200];
+    if (b->pg)
+        snprintf(sql, sizeof sql, "ALTER TABLE %s DROP CONSTRAINT %s", table, name);
+    else
+        snprintf(sql, sizeof sql, "DROP TRIGGER %s", name);
+    CHECK_EQ(be_sql(b, sql), 0);
+}
+
+/* The writes a server may send with the COMMIT instead of at once (a
+ * status change, a cancel's stock credit, the marks, an audit row:
+ * SK_SQL_DEFER in store_sql.c) are still all or nothing: the database
+ * refusing one (here a constraint added under the store) fails the call,
+ * names the statement, and leaves nothing of the change behind. */
+BACKEND_TEST(orders_a_write_refused_at_the_commit_undoes_the_whole_change)
+{
+    sk_store *st = be_open_sale(b, 8, 100, 1800);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 8, 5000, i, (uint64_t)i + 1, 2);
+    sk_th_persist_ok(st, o, 2);
+    CHECK_EQ(sk_th_db_stock(st, 8), 96);
+
+    /* the cancel's stock credit refused: the order is not cancelled either */
+    be_refuse(b, "t_cap", "activities", "stock <= 97", "UPDATE", "NEW.stock > 97");
+    int s = -1;
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 6000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "give back DB stock") != NULL, "%s", sk_store_errstr(st));
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    CHECK_EQ(got.cancelled_ms, 0);
+    CHECK_EQ(sk_th_db_stock(st, 8), 96);
+    be_allow(b, "t_cap", "activities");
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 6100, &s), 0);
+    CHECK_EQ(s, SK_ORDER_CREATED);
+    CHECK_EQ(sk_th_db_stock(st, 8), 98);
+
+    /* the status change itself refused */
+    be_refuse(b, "t_late", "orders", "status <> 'paid' OR paid_ms < 7000", "UPDATE",
+              "NEW.status = 'paid' AND NEW.paid_ms >= 7000");
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 8000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "update order status") != NULL, "%s",
+              sk_store_errstr(st));
+    CHECK_EQ(sk_store_order_get(st, o[1].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 6500, &s), 0);
+    CHECK_EQ(s, SK_ORDER_PAID);
+    be_allow(b, "t_late", "orders");
+
+    /* a batch whose marks are refused: none of its orders, no stock taken */
+    be_refuse(b, "t_adm", "redis_marks", "adm < 1000", "INSERT", "NEW.adm >= 1000");
+    struct sk_order big;
+    sk_th_order(&big, 8, 5000, 7, 9, 1);
+    big.adm_seq = 5000;
+    struct sk_persist_result r;
+    CHECK_EQ(sk_store_orders_persist(st, &big, 1, &r), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "raise marks") != NULL, "%s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_order_get(st, big.order_id, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_th_db_stock(st, 8), 98);
+    CHECK(sk_th_marks_n(st, 8, 0) == NULL);
+    be_allow(b, "t_adm", "redis_marks");
+    CHECK_EQ(sk_th_persist_ok(st, &big, 1).inserted, 1);
+    CHECK_EQ(sk_th_db_stock(st, 8), 97);
+
+    /* a restore whose audit row is refused: the order is not restored */
+    be_refuse(b, "t_audit", "audit", "kind <> 'repair_restore_order'", "INSERT",
+              "NEW.kind = 'repair_restore_order'");
+    struct sk_order lost;
+    sk_th_order(&lost, 8, 5000, 8, 10, 1);
+    CHECK_EQ(sk_store_order_restore(st, &lost, 9000, "lost"), SK_EINVAL);
+    CHECK_EQ(sk_store_order_get(st, lost.order_id, &got), SK_ENOTFOUND);
+    be_allow(b, "t_audit", "audit");
+    CHECK_EQ(sk_store_order_restore(st, &lost, 9000, "lost"), 0);
+    CHECK_EQ(sk_store_order_get(st, lost.order_id, &got), 0);
+    sk_store_close(st);
+}
+
 #define RACE_ORDERS 40
 
 /* Child i: even ones pay every order, odd ones cancel every order. Exit
@@ -1850,6 +1948,92 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
     a.wr_passes_per_s = 5;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
     CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+/* Pre-registration and the draw (docs/fairness.md): the fields round
+ * trip; registering again adds nothing; the draw is recorded once (a
+ * second is SK_EEXIST, an order naming a buyer who did not register is
+ * SK_ESTATE and writes nothing); the controls and the wave change alone;
+ * deleting the sale forgets its registrants. */
+BACKEND_TEST(registrations_and_the_draw_are_recorded_once)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    sk_th_activity_valid(&a, 71);
+    a.reg_start_ms = a.start_ms - 7200000;
+    a.reg_end_ms = a.start_ms - 60000;
+    a.draw_box_s = 90;
+    memset(a.draw_seed, 'a', SK_ACTIVITY_DRAW_SEED_HEX);
+    a.draw_seed[SK_ACTIVITY_DRAW_SEED_HEX] = 0;
+    snprintf(a.wr_seed, sizeof a.wr_seed, "0123456789abcdef");
+    CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.reg_start_ms, a.reg_start_ms);
+    CHECK_EQ(got.reg_end_ms, a.reg_end_ms);
+    CHECK_EQ(got.draw_box_s, 90);
+    CHECK_STR(got.draw_seed, a.draw_seed);
+    CHECK_EQ(got.drawn_ms, 0);
+    CHECK_STR(got.draw_state, "");
+
+    /* a user id above 2^63 keeps its bits */
+    const uint64_t users[] = {5, 3, UINT64_C(18446744073709551000), 5, 9};
+    size_t added = 0;
+    CHECK_EQ(sk_store_registrations_add(st, 71, users, 5, 1000, &added), 0);
+    CHECK_EQ(added, 4); /* 5 twice */
+    CHECK_EQ(sk_store_registrations_add(st, 71, users, 3, 2000, &added), 0);
+    CHECK_EQ(added, 0);
+    int64_t count = -1;
+    CHECK_EQ(sk_store_registrations_count(st, 71, &count), 0);
+    CHECK_EQ(count, 4);
+    CHECK_EQ(sk_store_registrations_count(st, 72, &count), 0);
+    CHECK_EQ(count, 0);
+    struct sk_registration *r = NULL;
+    size_t n = 0;
+    CHECK_EQ(sk_store_registrations_list(st, 71, &r, &n), 0);
+    CHECK_EQ(n, 4);
+    CHECK_EQ(r[0].user_id, 3);
+    CHECK_EQ(r[3].user_id, UINT64_C(18446744073709551000));
+    CHECK_EQ(r[0].created_ms, 1000); /* the first registration's time stays */
+    CHECK_EQ(r[0].draw_place, 0);
+    free(r);
+
+    /* a buyer who did not register: nothing written */
+    const uint64_t bad[] = {9, 3, 4};
+    CHECK_EQ(sk_store_draw_record(st, 71, bad, 3, 5000), SK_ESTATE);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.drawn_ms, 0);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM registrations WHERE draw_rank IS NOT NULL"), 0);
+
+    const uint64_t order[] = {9, UINT64_C(18446744073709551000), 3, 5};
+    CHECK_MSG(sk_store_draw_record(st, 71, order, 4, 5000) == 0, "%s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_draw_record(st, 71, order, 4, 6000), SK_EEXIST);
+    CHECK_EQ(sk_store_draw_record(st, 999, order, 4, 6000), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.drawn_ms, 5000);
+    CHECK_EQ(got.draw_n, 4);
+    CHECK_EQ(sk_store_registrations_list(st, 71, &r, &n), 0);
+    CHECK_EQ(n, 4);
+    CHECK_EQ(r[0].draw_place, 3); /* user 3 */
+    CHECK_EQ(r[1].draw_place, 4); /* user 5 */
+    CHECK_EQ(r[2].draw_place, 1); /* user 9 */
+    CHECK_EQ(r[3].draw_place, 2);
+    free(r);
+
+    /* the controls and the wave, alone */
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, SK_WR_PAUSE | SK_WR_NO_JOINS, "1:1:2:100:200"), 0);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.wr_control, SK_WR_PAUSE | SK_WR_NO_JOINS);
+    CHECK_STR(got.draw_state, "1:1:2:100:200");
+    CHECK_EQ(got.drawn_ms, 5000);
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, 8, ""), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, 0, "1'; --"), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_fair(st, 999, 0, ""), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.wr_control, SK_WR_PAUSE | SK_WR_NO_JOINS);
+
+    CHECK_EQ(sk_store_activity_delete(st, 71), 0);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM registrations"), 0);
     sk_store_close(st);
 }
 

@@ -84,7 +84,8 @@ static int usage(FILE *f)
         "                     [--batches-in-flight N]\n"
         "                     [--cors-origins ORIGIN,...]\n"
         "                     [--jwks-file F] [--jwt-issuer ISS] [--jwt-audience AUD]\n"
-        "                     [--jwt-user-claim NAME] [--jwt-leeway-s S]\n"
+        "                     [--jwt-user-claim NAME] [--jwt-leeway-s S] [--jwt-max-ttl-s S]\n"
+        "                     [--frame-ancestors SOURCES] [--max-request-bytes N]\n"
         "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
         "worker: the order worker only (persists admitted orders to the database).\n"
         "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
@@ -123,18 +124,29 @@ static int usage(FILE *f)
         "Secrets: flag values are visible to every local user in `ps` and\n"
         "/proc/<pid>/cmdline. Pass --admin-token, --hmac-secret and --hmac-secret-prev\n"
         "as files (--admin-token-file F: one line, chmod 600) or in the environment\n"
-        "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV).\n"
-        "HMAC secrets must be at least 16 bytes; tokens expiring more than\n"
-        "--hmac-max-ttl-s (default 86400) ahead are refused.\n"
+        "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV); under\n"
+        "systemd the unit's LoadCredential= hands them over as credentials. A secret\n"
+        "file, or a config file holding a secret, that other users may read is refused.\n"
+        "The admin token and HMAC secrets must be at least 16 bytes; tokens expiring\n"
+        "more than --hmac-max-ttl-s (default 86400) ahead are refused.\n"
         "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
         "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
         "the gateway's addresses so no one else can.\n"
         "--auth jwt: buyers send Authorization: Bearer <JSON Web Token> signed by your\n"
         "identity provider (RS256, ES256 or EdDSA) with a key of --jwks-file (a JWK Set;\n"
         "kid selects the key); exp is required, exp/nbf/iat allow --jwt-leeway-s\n"
-        "(default 30) of clock skew; --jwt-issuer and --jwt-audience, when set, must\n"
-        "match iss and aud; the buyer is --jwt-user-claim (default sub): an integer,\n"
-        "or a string of decimal digits, 1..2^64-1.\n"
+        "(default 30) of clock skew; a lifetime (exp - iat, or exp - now) over\n"
+        "--jwt-max-ttl-s (default 86400) is refused; --jwt-audience is required and\n"
+        "must be in aud ('*': any, with a warning); --jwt-issuer, when set, must be\n"
+        "iss (unset: a warning); the buyer is --jwt-user-claim (default sub): an\n"
+        "integer, or a string of decimal digits, 1..2^64-1.\n"
+        "--frame-ancestors (default 'self'): who may show the buyer's page and the\n"
+        "dashboard in a frame (Content-Security-Policy frame-ancestors, with\n"
+        "X-Frame-Options): \"'self' https://shop.example\" for a shop that embeds it.\n"
+        "--max-request-bytes (default 0: an eighth of the memory, shared by the\n"
+        "processes): request heads and bodies one HTTP process holds for all its\n"
+        "connections; past it a body that must be waited for gets 503 and the oldest\n"
+        "unfinished requests are closed.\n"
         "SIGHUP reloads the config file and the files it names (secrets, the key set):\n"
         "log level, rate limits, trusted proxies, admin token, HMAC and JWT keys,\n"
         "--max-connections, --db-poll-wait-ms, --poll-rate-max and --batches-in-flight\n"
@@ -172,14 +184,37 @@ static int read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* A file holding a secret (holds: what) that users other than its owner
+ * and group may read, or any file of the configuration they may write (a
+ * line added there is an admin token of theirs at the next reload):
+ * refused, as ssh refuses such a key. A warning would sit in a journal
+ * nobody reads while every local account (any other service's among them)
+ * could read the secret for as long as the node runs; a refusal is seen at
+ * the start, and the fix is one chmod. Returns 0 or an exit code. */
+static int file_private(const char *what, const char *path, const char *holds)
+{
+    struct stat stt;
+    if (stat(path, &stt) != 0) return 0;
+    if (stt.st_mode & S_IWOTH)
+        return sk_cli_usage_error("serve: %s %s: users other than its owner and group may write "
+                                  "it: chmod o-rwx %s (0640 root:seckill, or 0600)",
+                                  what, path, path);
+    if (holds && (stt.st_mode & S_IROTH))
+        return sk_cli_usage_error("serve: %s %s holds %s and users other than its owner and "
+                                  "group may read it: chmod o-rwx %s (0640 root:seckill, or 0600)",
+                                  what, path, holds, path);
+    return 0;
+}
+
 /* One secret out of a file: its first line (a trailing CR/LF and nothing
- * else stripped), through the same checks as the flag. Warns when other
+ * else stripped), through the same checks as the flag. Refused when other
  * users may read the file. Returns 0 or an exit code. */
 static int read_secret(struct sk_config *cfg, const char *key, const char *path)
 {
-    struct stat stt;
-    if (stat(path, &stt) == 0 && (stt.st_mode & 077))
-        sk_log(SK_LOG_WARN, "serve: %s is readable by other users (chmod 600 %s)", path, path);
+    char what[64];
+    snprintf(what, sizeof what, "%s_file", key);
+    int private_rc = file_private(what, path, "a secret");
+    if (private_rc) return private_rc;
     char *buf;
     size_t len;
     if (read_file(path, &buf, &len) < 0)
@@ -250,11 +285,47 @@ static int read_jwks(const struct sk_config *cfg)
     return rc;
 }
 
+/* 1 when the file at path holds nothing but line ends (or cannot be read). */
+static int blank_file(const char *path)
+{
+    char *buf;
+    size_t len;
+    if (read_file(path, &buf, &len) < 0) return 1;
+    size_t i = 0;
+    while (i < len && (buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    memset(buf, 0, len);
+    free(buf);
+    return i == len;
+}
+
+/* Under systemd with LoadCredential= (contrib/systemd/seckill.service.in):
+ * the credentials admin_token, hmac_secret and hmac_secret_prev in
+ * $CREDENTIALS_DIRECTORY name the files of those secrets, at the lowest
+ * precedence (the environment, the config file and the flags come after
+ * and win). A blank credential (the unit's default when the operator made
+ * no file) is no secret. */
+static void apply_credentials(struct sk_config *cfg)
+{
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    if (!dir || !dir[0]) return;
+    static const char *const keys[] = {"admin_token", "hmac_secret", "hmac_secret_prev"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char path[sizeof cfg->admin_token_file], key[64], err[256];
+        snprintf(path, sizeof path, "%s/%s", dir, keys[i]);
+        if (blank_file(path)) continue;
+        snprintf(key, sizeof key, "%s_file", keys[i]);
+        if (sk_config_set(cfg, key, path, err, sizeof err) < 0)
+            sk_log(SK_LOG_WARN, "serve: credential %s: %s", keys[i], err);
+    }
+}
+
 /* Builds the configuration; returns 0 or an exit code. */
 static int load_config(int argc, char **argv, struct sk_config *cfg)
 {
     char err[256];
     sk_config_defaults(cfg);
+    apply_credentials(cfg);
     if (sk_config_apply_env(cfg, environ, err, sizeof err) < 0)
         return sk_cli_usage_error("serve: environment: %s", err);
     const char *file = NULL;
@@ -266,8 +337,15 @@ static int load_config(int argc, char **argv, struct sk_config *cfg)
         if (read_file(file, &buf, &len) < 0)
             return sk_cli_usage_error("serve: cannot read config %s: %s", file, strerror(errno));
         int rc = sk_config_parse_file(cfg, buf, len, err, sizeof err);
+        /* what the file itself holds decides whether others may read it */
+        static struct sk_config own; /* large; one loader at a time */
+        sk_config_defaults(&own);
+        const char *secret = rc == 0 && sk_config_parse_file(&own, buf, len, err, sizeof err) == 0
+                                 ? sk_config_secret_held(&own)
+                                 : NULL;
         free(buf);
         if (rc < 0) return sk_cli_usage_error("serve: %s: %s", file, err);
+        if ((rc = file_private("config", file, secret)) != 0) return rc;
     }
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--", 2) != 0)
@@ -383,7 +461,9 @@ static void worker_reload_tick(void)
  * keeps anyone else from naming the buyer. */
 static void warn_open_identity(const struct sk_config *cfg)
 {
-    if (cfg->role == SK_ROLE_WORKER || cfg->auth_hmac || cfg->n_trusted_proxies > 0) return;
+    if (cfg->role == SK_ROLE_WORKER || cfg->auth_hmac || cfg->auth_jwt ||
+        cfg->n_trusted_proxies > 0)
+        return;
     static const char *const local[] = {"127.", "[::1]:", "localhost:"};
     for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
         if (strncmp(cfg->listen, local[i], strlen(local[i])) == 0) return;
@@ -392,6 +472,25 @@ static void warn_open_identity(const struct sk_config *cfg)
            "connect can buy as any user by sending X-User-Id. Put a gateway in front and set "
            "--trusted-proxies to its addresses, or use --auth hmac",
            cfg->listen);
+}
+
+/* auth=jwt with a policy wider than one application of one identity
+ * provider: said at the start. The audience is required (config.h: "*"
+ * spells out "any"); the issuer is not, because the key set already names
+ * the provider (its keys sign nothing else), and an issuer check matters
+ * when one key set holds several providers' keys: then it is said here. */
+static void warn_jwt_policy(const struct sk_config *cfg)
+{
+    if (!cfg->auth_jwt || cfg->role == SK_ROLE_WORKER) return;
+    if (!strcmp(cfg->jwt_audience, "*"))
+        sk_log(SK_LOG_WARN,
+               "serve: --jwt-audience '*': a token your identity provider made for any other "
+               "application buys here too; name this service's audience");
+    if (!cfg->jwt_issuer[0])
+        sk_log(SK_LOG_WARN,
+               "serve: no --jwt-issuer: a token of any issuer whose key is in %s is believed; "
+               "set --jwt-issuer to your identity provider's iss",
+               cfg->jwks_file);
 }
 
 /* The order-pipeline process (--role all|worker): the order worker in the
@@ -832,6 +931,7 @@ int sk_cli_serve(int argc, char **argv)
     enum sk_log_level lvl;
     if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
     warn_open_identity(&cfg);
+    warn_jwt_policy(&cfg);
 
     char err[256];
     if (cfg.role != SK_ROLE_WORKER) {

@@ -85,8 +85,9 @@ static int validate_fairness(const struct sk_activity *a, char *err, size_t cap)
         if (a->reg_end_ms > a->start_ms)
             return sk_einval(err, cap, "registration must end by the sale's start");
         if (a->segments > 1)
-            return sk_einval(err, cap, "registration needs an activity of one segment (its "
-                                       "registrants are checked where purchases are decided)");
+            return sk_einval(err, cap,
+                             "registration needs an activity of one segment (its "
+                             "registrants are checked where purchases are decided)");
     }
     size_t dl = strnlen(a->draw_seed, sizeof a->draw_seed);
     if (a->draw_box_s == 0) {
@@ -94,12 +95,14 @@ static int validate_fairness(const struct sk_activity *a, char *err, size_t cap)
         return 0;
     }
     if (a->draw_box_s < 1 || a->draw_box_s > SK_ACTIVITY_BOX_MAX)
-        return sk_einval(err, cap, "a winner's time box must be between 1 and %d seconds (got %lld)",
+        return sk_einval(err, cap,
+                         "a winner's time box must be between 1 and %d seconds (got %lld)",
                          SK_ACTIVITY_BOX_MAX, (long long)a->draw_box_s);
     if (!reg) return sk_einval(err, cap, "allocation draw needs registration");
     if (a->wr_passes_per_s > 0)
-        return sk_einval(err, cap, "allocation draw and a waiting room do not go together: the "
-                                   "draw is the line");
+        return sk_einval(err, cap,
+                         "allocation draw and a waiting room do not go together: the "
+                         "draw is the line");
     if (dl >= sizeof a->draw_seed || !sk_activity_draw_seed_valid(a->draw_seed, dl))
         return sk_einval(err, cap, "the draw seed must be %d lowercase hex digits",
                          SK_ACTIVITY_DRAW_SEED_HEX);

@@ -33,7 +33,7 @@ struct sk_stock_def;
 #define SK_ACTIVITY_SEED_MIN 16 /* hex digits */
 #define SK_ACTIVITY_SEED_MAX 64
 #define SK_ACTIVITY_SEED_BYTES 16 /* a generated seed: 32 hex digits */
-/* Pre-registration and the draw (docs/fairness-registration.md): a
+/* Pre-registration and the draw (docs/fairness.md): a
  * winner's time box 1..this seconds (default 600), the draw's seed 64 hex
  * digits (32 bytes, generated at create when not given; its SHA-256 is
  * public from then on, the seed itself from the draw on). */
@@ -72,7 +72,7 @@ struct sk_activity {
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1]; /* the draw's secret (hex), "" without a waiting
                                                room; never shown to buyers */
     int64_t wr_control; /* the waiting room's emergency controls: SK_WR_* bits, 0 = none */
-    /* Pre-registration (docs/fairness-registration.md): buyers register in
+    /* Pre-registration (docs/fairness.md): buyers register in
      * [reg_start_ms, reg_end_ms) and only they may join or buy; 0 0 = none.
      * reg_end_ms <= start_ms. */
     int64_t reg_start_ms, reg_end_ms;

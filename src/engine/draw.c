@@ -1,5 +1,5 @@
 /* draw.c - the verifiable draw (draw.h; the algorithm in
- * docs/fairness-registration.md). SHA-256 from OpenSSL's EVP. */
+ * docs/fairness.md). SHA-256 from OpenSSL's EVP. */
 #include "engine/draw.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* draw.h - the verifiable draw of a sale's registrants
- * (docs/fairness-registration.md, "The algorithm"): pure, no I/O.
+ * (docs/fairness.md, "The algorithm"): pure, no I/O.
  *
  * Before registration closes the activity publishes commit = SHA-256 of
  * its seed (32 bytes, written as 64 hex digits); at the draw the seed is

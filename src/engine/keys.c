@@ -104,9 +104,9 @@ static const size_t state_keys[SK_STATE_NKEYS] = {
     offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
     offsetof(struct sk_keys, dlq)};
 static const size_t queue_keys[SK_QUEUE_NKEYS] = {
-    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, wr_q),
+    offsetof(struct sk_keys, meta),    offsetof(struct sk_keys, wr_q),
     offsetof(struct sk_keys, wr_pass), offsetof(struct sk_keys, stock),
-    offsetof(struct sk_keys, reg), offsetof(struct sk_keys, wr_held)};
+    offsetof(struct sk_keys, reg),     offsetof(struct sk_keys, wr_held)};
 
 static void fill_keys(const struct sk_keys *k, const size_t *offsets, size_t n, const char **keys)
 {

@@ -36,7 +36,7 @@ struct sk_keys {
     char wr_spent[SK_KEY_MAX]; /* hash: user -> expiry of the pass a purchase spent */
     char wr_held[SK_KEY_MAX];  /* zset: user -> when the seat a pass holds goes back to the
                                   pace unless spent (base key set only) */
-    char reg[SK_KEY_MAX];      /* set: the registered buyers (docs/fairness-registration.md) */
+    char reg[SK_KEY_MAX];      /* set: the registered buyers (docs/fairness.md) */
     char draw[SK_KEY_MAX];     /* zset: user -> place in the draw's order, 1 = first */
     char rl_u[SK_KEY_MAX];     /* "sk:{tag}:rl:u:": the prefix of the per-user rate limiter
                                   keys (string: GCRA arrival time; expires), + user id */

@@ -26,8 +26,8 @@ void sk_reg_call_make(struct sk_reg_call *c, uint64_t aid, char op, uint64_t uid
     sk_keys_rl_user(&c->k, uid, c->rl_user, sizeof c->rl_user);
     int has_ip = ip && ip[0];
     if (has_ip) sk_keys_rl_ip(&c->k, ip, c->rl_ip, sizeof c->rl_ip);
-    const char *keys[] = {c->k.meta, c->k.reg, c->k.draw, c->k.wr_spent, c->k.stock, c->rl_user,
-                          c->rl_ip};
+    const char *keys[] = {c->k.meta,  c->k.reg,   c->k.draw, c->k.wr_spent,
+                          c->k.stock, c->rl_user, c->rl_ip};
     c->nkeys = has_ip ? 7 : 6;
     memcpy(c->keys, keys, sizeof keys);
     c->op[0] = op;
@@ -160,8 +160,8 @@ int sk_draw_registrants(sk_redis *r, uint64_t aid, uint64_t **out, size_t *n)
         const redisReply *m = rep->element[1];
         for (size_t i = 0; i < m->elements && rc == 0; i++) {
             uint64_t u;
-            if (m->element[i]->type != REDIS_REPLY_STRING ||
-                reply_u64(m->element[i], &u) < 0 || u == 0)
+            if (m->element[i]->type != REDIS_REPLY_STRING || reply_u64(m->element[i], &u) < 0 ||
+                u == 0)
                 continue; /* not a user id: not a registrant */
             if (len == cap) {
                 size_t nc = cap ? 2 * cap : 1024;
@@ -295,7 +295,8 @@ int sk_draw_state_parse(const char *s, struct sk_draw_redis *st)
     memset(st, 0, sizeof *st);
     long long v[5];
     int used = 0;
-    if (!s || sscanf(s, "%lld:%lld:%lld:%lld:%lld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
+    if (!s ||
+        sscanf(s, "%lld:%lld:%lld:%lld:%lld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
         s[used] != 0)
         return SK_EINVAL;
     for (int i = 0; i < 5; i++)

@@ -1,5 +1,5 @@
 /* registration.h - pre-registration (预约) and the draw's state in Redis
- * (docs/fairness-registration.md): the arguments and replies of
+ * (docs/fairness.md): the arguments and replies of
  * register.lua (a buyer registers, or asks where they stand) and of
  * draw_put.lua (the draw written into Redis, its waves), pure and shared
  * with the async service, and the blocking calls of the order worker,
@@ -39,13 +39,13 @@ void sk_reg_call_make(struct sk_reg_call *c, uint64_t activity_id, char op, uint
 
 /* A register.lua answer. */
 struct sk_reg_answer {
-    int rc;               /* see register.lua */
-    int registered;       /* the buyer is registered (after the call) */
-    int added;            /* this call registered them */
-    int64_t count;        /* registrants */
-    int64_t retry_ms;     /* RATE_LIMITED: when to try again */
-    int64_t place;        /* the buyer's place in the draw's order, 0: none */
-    int64_t pass_exp_ms;  /* Q_ADMITTED: the box's end, the pass's expiry */
+    int rc;              /* see register.lua */
+    int registered;      /* the buyer is registered (after the call) */
+    int added;           /* this call registered them */
+    int64_t count;       /* registrants */
+    int64_t retry_ms;    /* RATE_LIMITED: when to try again */
+    int64_t place;       /* the buyer's place in the draw's order, 0: none */
+    int64_t pass_exp_ms; /* Q_ADMITTED: the box's end, the pass's expiry */
     char pass[SK_QUEUE_PASS_MAX];
     int64_t box_start_ms; /* Q_ADMITTED: when the box began (or begins: the sale's start) */
     int64_t winners;      /* places holding or having held a right */
@@ -61,9 +61,9 @@ int sk_reg_call(sk_redis *r, uint64_t activity_id, char op, uint64_t user_id,
 
 /* The draw's state in Redis. */
 struct sk_draw_redis {
-    int rc;           /* OK, RECOVERING, UNKNOWN_ACTIVITY, NO_REGISTRATION, NOT_STARTED,
-                         REGISTERED (not drawn), BAD_ARGUMENT */
-    int64_t n;        /* registrants in the draw, 0: not drawn */
+    int rc;    /* OK, RECOVERING, UNKNOWN_ACTIVITY, NO_REGISTRATION, NOT_STARTED,
+                  REGISTERED (not drawn), BAD_ARGUMENT */
+    int64_t n; /* registrants in the draw, 0: not drawn */
     int64_t wave, from, to, box_start_ms, box_end_ms;
 };
 

@@ -109,9 +109,10 @@ static void base_wr_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
         const char *hold = d->wr_control & SK_WR_QUEUE_ALL ? "all"
                            : d->wr_control & SK_WR_PAUSE   ? "pause"
                                                            : "";
-        const char *argv[] = {"HSET",      c->k.meta, "wr_rate",   c->num[0], "wr_ttl",
-                              c->num[1],   "wr_seed", d->wr_seed, "wr_hold", hold,
-                              "wr_nojoin", d->wr_control & SK_WR_NO_JOINS ? "1" : ""};
+        const char *argv[] = {"HSET",    c->k.meta,   "wr_rate",
+                              c->num[0], "wr_ttl",    c->num[1],
+                              "wr_seed", d->wr_seed,  "wr_hold",
+                              hold,      "wr_nojoin", d->wr_control & SK_WR_NO_JOINS ? "1" : ""};
         memcpy(c->argv, argv, sizeof argv);
         c->argc = (int)(sizeof argv / sizeof *argv);
     } else {

@@ -151,7 +151,7 @@ struct sk_stock_def {
                                   and a pass's lifetime; wr_rate 0 = none */
     char wr_seed[65];          /* its draw seed (hex); a draw's passes' key (wr_rate 0) */
     int64_t wr_control;        /* the waiting room's emergency controls (SK_WR_* bits) */
-    /* pre-registration and the draw (docs/fairness-registration.md): the
+    /* pre-registration and the draw (docs/fairness.md): the
      * window (0 0: none) and a winner's time box in ms (0: no draw) */
     int64_t reg_start_ms, reg_end_ms, dr_box_ms;
 };

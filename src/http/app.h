@@ -116,6 +116,7 @@ struct sk_app {
     size_t n_flights, cap_flights;
     struct sk_act_cache *acts;
     struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
+    struct sk_conns_mem req_mem;   /* request bytes of both listeners (--max-request-bytes) */
     struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
     size_t n_qopen, cap_qopen;
     size_t n_acts, cap_acts, n_acts_unconfirmed;

@@ -372,6 +372,22 @@ static int user_of(json_t *claims, const char *name, uint64_t *uid)
     return sk_num_u64_canonical(s, strlen(s), uid) < 0 ? -1 : 0;
 }
 
+/* a + b, saturated at the ends of int64_t (claims come from outside:
+ * exp near INT64_MAX must not overflow a comparison). */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r)) return r;
+    return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!__builtin_sub_overflow(a, b, &r)) return r;
+    return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 static int aud_ok(json_t *claims, const char *want)
 {
     json_t *aud = json_object_get(claims, "aud");
@@ -433,16 +449,21 @@ int sk_jwt_verify(const sk_jwt_keys *ks, const struct sk_jwt_policy *p, const ch
     if (!claims) FAIL("malformed claims");
     int64_t exp, nbf, iat;
     if (num_date(claims, "exp", &exp) != 1) FAIL("no exp");
-    if (now >= exp + p->leeway_s) FAIL("expired");
+    if (now >= sat_add(exp, p->leeway_s)) FAIL("expired");
     int r = num_date(claims, "nbf", &nbf);
-    if (r < 0 || (r == 1 && nbf > now + p->leeway_s)) FAIL("not valid yet");
+    if (r < 0 || (r == 1 && nbf > sat_add(now, p->leeway_s))) FAIL("not valid yet");
     r = num_date(claims, "iat", &iat);
-    if (r < 0 || (r == 1 && iat > now + p->leeway_s)) FAIL("issued in the future");
+    if (r < 0 || (r == 1 && iat > sat_add(now, p->leeway_s))) FAIL("issued in the future");
+    /* a lifetime past the bound: a stolen token would serve for that long */
+    if (p->max_ttl_s > 0 && sat_sub(exp, r == 1 ? iat : now) > p->max_ttl_s)
+        FAIL("lifetime over the maximum");
     if (p->issuer && p->issuer[0]) {
         const char *iss = json_string_value(json_object_get(claims, "iss"));
         if (!iss || strcmp(iss, p->issuer) != 0) FAIL("wrong issuer");
     }
-    if (p->audience && p->audience[0] && !aud_ok(claims, p->audience)) FAIL("wrong audience");
+    if (p->audience && p->audience[0] && strcmp(p->audience, "*") != 0 &&
+        !aud_ok(claims, p->audience))
+        FAIL("wrong audience");
     uint64_t u;
     if (user_of(claims, p->user_claim && p->user_claim[0] ? p->user_claim : "sub", &u) < 0)
         FAIL("user claim is not a positive integer");

@@ -10,8 +10,17 @@
  * an alg that does not fit the key type, a "crit" header, a kid that
  * names no key, a token without exp, an expired one (exp <= now -
  * leeway), one not valid yet (nbf > now + leeway), one issued in the
- * future (iat > now + leeway), a wrong iss or aud when the policy names
- * one, a user claim that is not a positive integer (below).
+ * future (iat > now + leeway), one living longer than the policy's
+ * max_ttl_s (exp - iat, or exp - now without iat: a year-9999 exp), a
+ * wrong iss or aud when the policy names one, a user claim that is not a
+ * positive integer (below). The time arithmetic saturates: no claim value
+ * overflows it.
+ *
+ * ES256 signatures are accepted with a high S as with a low one: OpenSSL,
+ * Go, Java and most identity providers do not normalise S, so requiring
+ * low S would refuse about half of their tokens; the other S of a token
+ * is the same claims and the same buyer (nothing here keys on a token's
+ * bytes: no replay list, no cache), so its malleability gives nothing.
  *
  * The buyer: the policy's user claim (default "sub") as a JSON integer
  * 1..2^63-1, or a string holding a canonical decimal 1..2^64-1 ("42",
@@ -45,9 +54,11 @@ size_t sk_jwt_keys_count(const sk_jwt_keys *k);
 
 struct sk_jwt_policy {
     const char *issuer;     /* NULL or "": any */
-    const char *audience;   /* NULL or "": any */
+    const char *audience;   /* NULL, "" or "*": any */
     const char *user_claim; /* NULL or "": "sub" */
     int64_t leeway_s;       /* allowed clock skew */
+    int64_t max_ttl_s;      /* the longest lifetime: exp - iat, or exp - now without iat
+                               (0: no bound) */
 };
 
 /* Checks a compact token (the Bearer value) at now_unix. Returns 0 with

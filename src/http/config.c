@@ -320,6 +320,47 @@ static int set_jwt_audience(struct sk_config *c, const char *v, char *msg, size_
     return set_claim(c->jwt_audience, sizeof c->jwt_audience, v, msg, cap);
 }
 
+/* A CSP source list for frame-ancestors: 'self', 'none' (alone), or
+ * sources of letters, digits and . - : / * (https://shop.example,
+ * *.example.com:443); nothing that could end the directive or the header
+ * (';', ',', quotes elsewhere, control characters). */
+static int set_frame_ancestors(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int n = 0, none = 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ')
+            p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ' ')
+            e++;
+        size_t len = (size_t)(e - p);
+        int ok = (len == 6 && !strncmp(p, "'self'", 6)) || (len == 6 && !strncmp(p, "'none'", 6));
+        none |= len == 6 && !strncmp(p, "'none'", 6);
+        for (size_t i = 0; !ok && i < len; i++) {
+            char ch = p[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == ':' || ch == '/' ||
+                  ch == '*'))
+                break;
+            ok = i + 1 == len;
+        }
+        if (!ok) {
+            snprintf(msg, cap,
+                     "must be 'self', 'none' or sources such as https://shop.example, "
+                     "separated by spaces");
+            return SK_EINVAL;
+        }
+        n++;
+        p = e;
+    }
+    if (n == 0 || (none && n > 1)) {
+        snprintf(msg, cap, "must name at least one source ('none' alone)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->frame_ancestors, sizeof c->frame_ancestors, v, msg, cap);
+}
+
 static int set_jwt_user_claim(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     if (!v[0] || has_ctl(v)) {
@@ -445,6 +486,11 @@ static const struct {
     SET("jwt_audience", set_jwt_audience),
     SET("jwt_user_claim", set_jwt_user_claim),
     NUM("jwt_leeway_s", jwt_leeway_s, 0, 300, "seconds", NULL),
+    NUM("jwt_max_ttl_s", jwt_max_ttl_s, 1, 31536000, "seconds", NULL),
+    SET("frame_ancestors", set_frame_ancestors),
+    /* below 1 MiB a few bodies would fill it */
+    NUM("max_request_bytes", max_request_bytes, 0, 1099511627776LL, "bytes",
+        " (an eighth of the memory)"),
 #undef SET
 #undef NUM
 };
@@ -483,6 +529,8 @@ void sk_config_defaults(struct sk_config *c)
     c->batches_in_flight = SK_CONFIG_BATCHES_IN_FLIGHT;
     snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
     c->jwt_leeway_s = 30;
+    c->jwt_max_ttl_s = 86400;
+    snprintf(c->frame_ancestors, sizeof c->frame_ancestors, "'self'");
 }
 
 /* A numeric option: v within b, stored in the size-byte field at off. */
@@ -726,12 +774,51 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
         return sk_einval(err, cap, "hmac_key_id_prev is set but hmac_secret_prev is not");
     if (c->auth_jwt && !c->jwks_file[0])
         return sk_einval(err, cap, "auth=jwt needs jwks_file (--jwks-file F: a JSON Web Key Set)");
+    /* a token the same identity provider minted for another application
+     * would buy here (RFC 8725 section 3.9) */
+    if (c->auth_jwt && !c->jwt_audience[0])
+        return sk_einval(err, cap,
+                         "auth=jwt needs jwt_audience (--jwt-audience AUD: the \"aud\" your "
+                         "identity provider puts in this service's tokens; '*' accepts any)");
+    if (c->admin_token[0] && strlen(c->admin_token) < SK_CONFIG_SECRET_MIN)
+        return sk_einval(err, cap,
+                         "admin_token must be at least %d bytes (a random one: "
+                         "openssl rand -hex 32)",
+                         SK_CONFIG_SECRET_MIN);
+    if (c->max_request_bytes && c->max_request_bytes < 1048576)
+        return sk_einval(err, cap, "max_request_bytes must be 0 or at least 1048576");
+    if (c->max_request_bytes && c->max_request_bytes < 2 * (c->max_body + 16384))
+        return sk_einval(err, cap,
+                         "max_request_bytes must hold two whole requests: at least twice "
+                         "max_body + 16384 bytes");
     if (c->processes < 1 || c->processes > 64)
         return sk_einval(err, cap, "processes must be 1..64");
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
     if (c->ops_listen[0] && !strcmp(c->ops_listen, c->listen))
         return sk_einval(err, cap, "ops_listen must differ from listen");
     return 0;
+}
+
+/* A URL's password: "user:pass@" or ":pass@" before the host. */
+static int url_has_password(const char *u)
+{
+    const char *p = strstr(u, "://");
+    if (!p) return 0;
+    p += 3;
+    const char *at = strchr(p, '@'), *slash = strchr(p, '/');
+    if (!at || (slash && slash < at)) return strstr(u, "password=") != NULL;
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    return (colon && colon + 1 < at) || strstr(u, "password=") != NULL;
+}
+
+const char *sk_config_secret_held(const struct sk_config *c)
+{
+    if (c->admin_token[0]) return "admin_token";
+    if (c->hmac_secret[0]) return "hmac_secret";
+    if (c->hmac_secret_prev[0]) return "hmac_secret_prev";
+    if (url_has_password(c->redis)) return "redis password";
+    if (url_has_password(c->db)) return "db password";
+    return NULL;
 }
 
 const char *sk_config_auth_name(const struct sk_config *c)

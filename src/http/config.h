@@ -23,8 +23,9 @@
  *                     mysql://... / mariadb://...
  *                     (default sqlite:seckill.db)
  *   processes         1..64 (default 1)
- *   admin_token       printable ASCII, no spaces; empty (the default) means
- *                     no admin token: every admin route answers 401
+ *   admin_token       printable ASCII, no spaces, at least
+ *                     SK_CONFIG_SECRET_MIN bytes; empty (the default)
+ *                     means no admin token: every admin route answers 401
  *   auth              trusted-header (default) | hmac | jwt
  *   hmac_secret       required (non-empty) when auth = hmac
  *   role              all (default) | api | worker
@@ -79,13 +80,27 @@
  *                     (default 1000); then 503 unavailable with Retry-After
  *   jwks_file         auth = jwt: a JSON Web Key Set file (RS256, ES256,
  *                     EdDSA public keys; read by the caller, not here)
- *   jwt_issuer        the "iss" a token must carry ("" = any)
- *   jwt_audience      a value its "aud" must hold ("" = any)
+ *   jwt_issuer        the "iss" a token must carry ("" = any, with a
+ *                     warning at start)
+ *   jwt_audience      a value its "aud" must hold; required with auth =
+ *                     jwt ("*" accepts any, with a warning at start)
  *   jwt_user_claim    the claim naming the buyer (default sub): a JSON
  *                     integer 1..2^63-1 or a canonical decimal string
  *                     1..2^64-1
  *   jwt_leeway_s      clock skew allowed on exp, nbf and iat, 0..300
  *                     (default 30)
+ *   jwt_max_ttl_s     the longest token lifetime accepted: exp - iat, or
+ *                     exp - now without iat, 1..31536000 (default 86400)
+ *   frame_ancestors   who may frame the HTML pages (the buyer's page, the
+ *                     dashboard): a CSP frame-ancestors source list, e.g.
+ *                     "'self' https://shop.example" (default 'self';
+ *                     'none': nobody), sent with X-Frame-Options
+ *   max_request_bytes bytes of request heads and bodies one HTTP process
+ *                     holds for all its connections together, 0 or
+ *                     1048576..1099511627776 (default 0: an eighth of the
+ *                     machine's memory, shared by the processes); past it
+ *                     a body that must be waited for is refused 503 and
+ *                     the oldest unfinished requests are closed
  *   db_queue_max      database calls that may wait for a thread per HTTP
  *                     process, 1..1000000 (default 1024); more get
  *                     503 busy at once
@@ -160,6 +175,9 @@ struct sk_config {
     char jwt_audience[256];              /* "" = any audience */
     char jwt_user_claim[64];             /* default "sub" */
     int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
+    long long jwt_max_ttl_s;             /* the longest token lifetime accepted */
+    char frame_ancestors[512];           /* CSP frame-ancestors of the HTML pages */
+    long long max_request_bytes;         /* request bytes buffered per process; 0: default */
 };
 
 /* The default budget of order polls per second per HTTP process
@@ -170,7 +188,7 @@ struct sk_config {
  * HTTP process (batches_in_flight; BENCHMARKS.md, "The batch window"). */
 #define SK_CONFIG_BATCHES_IN_FLIGHT 2
 
-/* Shortest hmac_secret (and hmac_secret_prev) accepted. */
+/* Shortest hmac_secret (and hmac_secret_prev) and admin_token accepted. */
 #define SK_CONFIG_SECRET_MIN 16
 
 void sk_config_defaults(struct sk_config *c);
@@ -204,8 +222,16 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
 
 /* Cross-field checks after all sources are applied (and the secret files
  * read): auth = hmac needs an hmac_secret of at least SK_CONFIG_SECRET_MIN
- * bytes; a second key needs its own id and the same length. */
+ * bytes; a second key needs its own id and the same length; an admin token
+ * needs SK_CONFIG_SECRET_MIN bytes; auth = jwt needs jwks_file and
+ * jwt_audience; max_request_bytes must hold a whole request. */
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap);
+
+/* The first secret the configuration holds ("admin_token", "hmac_secret",
+ * "hmac_secret_prev", "redis password", "db password"), or NULL: what a
+ * config file must not show to other users (serve refuses such a file
+ * when others may read it). Static strings. */
+const char *sk_config_secret_held(const struct sk_config *c);
 
 /* 1 when ip lies in one of the trusted_proxies (core/ip.h: sk_cidr_match). */
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip);

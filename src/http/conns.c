@@ -49,6 +49,23 @@ static int64_t loop_ms(const struct sk_conns *cs)
     return (int64_t)h2o_now(cs->loop);
 }
 
+size_t sk_conns_mem_default(int processes, uint64_t max_body)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    uint64_t cap = total / 8 / (uint64_t)(processes > 0 ? processes : 1);
+    uint64_t floor = 4 * (max_body + SK_FRAMING_MAX_HEAD);
+    if (floor < 16u << 20) floor = 16u << 20;
+    if (cap < floor) cap = floor;
+    return cap > SIZE_MAX ? SIZE_MAX : (size_t)cap;
+}
+
+void sk_conns_mem_note(struct sk_conns *cs, size_t was, size_t now)
+{
+    if (!cs->mem) return;
+    cs->mem->used = cs->mem->used - was + now;
+}
+
 long long sk_conns_default_max(long long fd_limit)
 {
     if (fd_limit <= 0) return FD_RAISE_TO - FD_RESERVE; /* no limit */
@@ -275,6 +292,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
             h2o_evloop_socket_create(cs->loop, fd, H2O_SOCKET_FLAG_IS_ACCEPTED_CONNECTION);
         struct sk_h1conn *c = sk_h1_open(cs, sock, (struct sockaddr *)&peer, plen);
         if (!c) continue;
+        c->seq = ++cs->accepted;
         c->idx = cs->n;
         cs->v[cs->n++] = c;
     }
@@ -355,17 +373,49 @@ static void check_one(struct sk_conns *cs, struct sk_h1conn *c, int64_t now)
         sk_h1_close(c, kernel_has_output(c));
 }
 
+/* Unfinished requests first by when they began (oldest first). */
+static int older_first(const void *a, const void *b)
+{
+    const struct sk_h1conn *x = *(struct sk_h1conn *const *)a, *y = *(struct sk_h1conn *const *)b;
+    if (x->request_ms != y->request_ms) return x->request_ms > y->request_ms ? 1 : -1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Over the request-bytes cap: closes unfinished requests (a head or a body
+ * still coming), oldest first, until the bytes fit again. Answers a
+ * handler has, and idle connections, are never touched. */
+static void shed(struct sk_conns *cs)
+{
+    struct sk_h1conn **v = malloc(cs->n * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < cs->n; i++) {
+        struct sk_h1conn *c = cs->v[i];
+        if ((c->state == SK_H1_HEAD && c->sock->input->size > 0) || c->state == SK_H1_BODY)
+            v[k++] = c;
+    }
+    if (k) qsort(v, k, sizeof *v, older_first);
+    for (size_t i = 0; i < k && cs->mem->used > cs->mem->max; i++) {
+        cs->mem_shed++;
+        sk_h1_close(v[i], 1); /* what it still sends is not read: a reset */
+    }
+    free(v);
+}
+
 /* One info line every 10 s at most, when something was closed here. */
 static void summary(struct sk_conns *cs, int64_t now)
 {
-    uint64_t cur[4] = {cs->evicted, cs->timed_out, cs->too_large, cs->out_of_fds};
+    uint64_t cur[6] = {cs->evicted,    cs->timed_out,   cs->too_large,
+                       cs->out_of_fds, cs->mem_refused, cs->mem_shed};
     if (!memcmp(cur, cs->logged, sizeof cur) || now - cs->logged_ms < SUMMARY_EVERY_MS) return;
     sk_log(SK_LOG_INFO,
            "connections: %zu open; closed so far: %llu idle ones to make room, %llu whose "
-           "answers were not read for %lld s, %llu over the size limits; %llu fd shortages",
+           "answers were not read for %lld s, %llu over the size limits; %llu fd shortages; "
+           "over the request memory cap (%zu bytes): %llu bodies refused, %llu unfinished "
+           "requests closed",
            cs->n, (unsigned long long)cur[0], (unsigned long long)cur[1],
            (long long)(cs->io_timeout_ms / 1000), (unsigned long long)cur[2],
-           (unsigned long long)cur[3]);
+           (unsigned long long)cur[3], cs->mem ? cs->mem->max : 0, (unsigned long long)cur[4],
+           (unsigned long long)cur[5]);
     memcpy(cs->logged, cur, sizeof cur);
     cs->logged_ms = now;
 }
@@ -374,6 +424,7 @@ void sk_conns_tick(struct sk_conns *cs)
 {
     int64_t now = loop_ms(cs);
     if (cs->paused == PAUSED_FDS && now >= cs->resume_ms) resume_accepting(cs);
+    if (cs->mem && cs->mem->used > cs->mem->max) shed(cs);
     if (now < cs->next_sweep_ms) return;
     cs->next_sweep_ms = now + SWEEP_EVERY_MS;
     /* backwards: a close moves the last connection into the freed place */

@@ -19,7 +19,16 @@
  *     the client never read.
  * The timeouts are checked every 100 ms over all connections: a few
  * comparisons each, and a system call (SIOCOUTQ) only for a connection
- * whose pending output did not move since the last look. */
+ * whose pending output did not move since the last look.
+ *
+ * The request bytes a process holds (sk_conns_mem) are bounded for all
+ * its listeners together: each connection's share (its input buffer, a
+ * Content-Length body it was let wait for, the copy its handler has) is
+ * kept current after each of its steps; a body that would have to be
+ * waited for past the cap is refused 503 at once, and at the end of a loop
+ * pass that ended over the cap the unfinished requests are closed, oldest
+ * first, until the bytes fit again. Idle keep-alive connections hold
+ * nothing (their buffer is freed once read). */
 #ifndef SK_CONNS_H
 #define SK_CONNS_H
 #include <stddef.h>
@@ -40,6 +49,17 @@ struct sk_conns_app {
                    const char *message);
 };
 
+/* The request bytes of one process (--max-request-bytes). */
+struct sk_conns_mem {
+    size_t used; /* held by the connections now */
+    size_t max;  /* the cap */
+};
+
+/* The default cap of one of n HTTP processes: an eighth of the machine's
+ * memory shared among them, but room for at least 16 MiB and four whole
+ * requests of max_body. */
+size_t sk_conns_mem_default(int processes, uint64_t max_body);
+
 struct sk_conns {
     h2o_evloop_t *loop;
     struct sk_conns_app app;
@@ -47,12 +67,14 @@ struct sk_conns {
     int listen_fd;
     /* Limits. A reload may change max at any time (the cap applies to the
      * next accept; connections above it are not closed). */
-    long long max;         /* connections at once */
-    int64_t io_timeout_ms; /* no progress for this long: reset */
-    uint64_t max_body;     /* a larger request body: 413 */
-    size_t max_input;      /* bytes read ahead of the answers before reading pauses */
-    int draining;          /* no keep-alive; idle connections closed */
-    struct sk_h1conn **v;  /* open connections (heap, owned) */
+    long long max;            /* connections at once */
+    int64_t io_timeout_ms;    /* no progress for this long: reset */
+    uint64_t max_body;        /* a larger request body: 413 */
+    size_t max_input;         /* bytes read ahead of the answers before reading pauses */
+    int draining;             /* no keep-alive; idle connections closed */
+    struct sk_conns_mem *mem; /* the process's request bytes (shared by its listeners;
+                                 NULL: not counted) */
+    struct sk_h1conn **v;     /* open connections (heap, owned) */
     size_t n, cap;
     h2o_linklist_t ready; /* answered outside their own read: step at the end of the pass */
     int paused;           /* 0, PAUSED_CAP or PAUSED_FDS (conns.c) */
@@ -61,9 +83,11 @@ struct sk_conns {
     size_t cursor;     /* where the next search for an idle connection starts */
     int64_t logged_ms; /* last summary log line */
     uint64_t evicted, timed_out, too_large, out_of_fds; /* counts, for the log */
-    uint64_t logged[4];                                 /* the counts at the last summary */
-    int64_t date_s;                                     /* second of date[] */
-    char date[40];                                      /* the Date header's value */
+    uint64_t mem_refused, mem_shed; /* bodies refused, unfinished requests closed (mem) */
+    uint64_t accepted;              /* connections accepted, all told */
+    uint64_t logged[6];             /* the counts at the last summary */
+    int64_t date_s;                 /* second of date[] */
+    char date[40];                  /* the Date header's value */
 };
 
 /* Sets cs up for the listening socket listen_fd (not yet polled).
@@ -101,6 +125,9 @@ int sk_conns_has_ready(struct sk_conns *cs);
 void sk_conns_tick(struct sk_conns *cs);
 
 /* ---- for http1.c ---- */
+
+/* A connection's share of the request bytes changed from was to now. */
+void sk_conns_mem_note(struct sk_conns *cs, size_t was, size_t now);
 
 /* A connection was answered outside its own step: step it at the end of
  * the pass. */

@@ -110,12 +110,14 @@ static void req_free(struct sk_h1conn *c)
 {
     if (!c->req_live) return;
     c->req_live = 0;
+    c->req_bytes = 0;
     h2o_dispose_request(&c->req);
 }
 
 void sk_h1_close(struct sk_h1conn *c, int reset)
 {
     req_free(c);
+    sk_conns_mem_note(c->cs, c->mem_held, 0);
     if (h2o_linklist_is_linked(&c->ready)) h2o_linklist_unlink(&c->ready);
     int fd = h2o_socket_get_fd(c->sock);
     if (reset) {
@@ -240,6 +242,7 @@ static void dispatch(struct sk_h1conn *c, const struct sk_h1_head *h, size_t bod
     h2o_req_t *req = req_init(c);
     size_t total = h->len + body_len;
     char *copy = h2o_mem_alloc_pool(&req->pool, total);
+    c->req_bytes = total;
     const char *base = (*in)->bytes;
     memcpy(copy, base, total);
 #define AT(ptr) (copy + ((ptr)-base))
@@ -313,6 +316,40 @@ static void maybe_continue(struct sk_h1conn *c)
     out_append(c, cont, sizeof cont - 1);
 }
 
+/* The request bytes this connection holds: its input buffer, a
+ * Content-Length body it was let wait for (counted whole from its head
+ * on), the copy its handler has. */
+static size_t held_now(const struct sk_h1conn *c)
+{
+    const h2o_buffer_t *in = c->sock->input;
+    size_t n = in->bytes ? in->capacity : 0;
+    if (c->state == SK_H1_BODY && c->body == SK_H1_LENGTH && c->head_len + c->content_length > n)
+        n = c->head_len + (size_t)c->content_length;
+    return n + c->req_bytes;
+}
+
+static void mem_note(struct sk_h1conn *c)
+{
+    size_t now = held_now(c);
+    sk_conns_mem_note(c->cs, c->mem_held, now);
+    c->mem_held = now;
+}
+
+/* A body that must be waited for is let wait while the process's request
+ * bytes, this one counted whole, fit under the cap; else 503 at once
+ * (and the connection closes): the bytes go to requests already under
+ * way and to buyers whose body came with the head. 1 when admitted. */
+static int mem_admits(struct sk_h1conn *c)
+{
+    struct sk_conns_mem *m = c->cs->mem;
+    if (!m || m->used - c->mem_held + held_now(c) <= m->max) return 1;
+    c->cs->mem_refused++;
+    struct sk_h1_refusal r = {503, "busy",
+                              "the server holds too many unfinished request bodies; retry"};
+    refused(c, &r);
+    return 0;
+}
+
 /* Bytes of body the input holds complete, or -1 while more are needed
  * (or when the body was refused: c->state says). */
 static int64_t body_ready(struct sk_h1conn *c)
@@ -322,16 +359,17 @@ static int64_t body_ready(struct sk_h1conn *c)
         return in->size - c->head_len >= c->content_length ? (int64_t)c->content_length : -1;
     if (in->size <= c->body_done) return -1;
     size_t n = in->size - c->body_done, tail;
-    int rc = sk_h1_chunked_decode(&c->chunked, in->bytes + c->body_done, &n, &tail);
+    const char *why;
+    int rc = sk_chunked_decode(&c->chunked, in->bytes + c->body_done, &n, &tail, &why);
     c->body_done += n;
     in->size = c->body_done + tail;
-    struct sk_h1_refusal r = {400, "bad_request", "malformed chunked body"};
-    if (rc == SK_EINVAL || c->body_done - c->head_len > c->cs->max_body) {
-        if (rc != SK_EINVAL) r = (struct sk_h1_refusal){413, "payload_too_large", NULL};
+    if (rc == SK_EINVAL) {
+        struct sk_h1_refusal r = {400, "bad_request", why};
+        if (c->chunked.too_large) r = (struct sk_h1_refusal){413, "payload_too_large", NULL};
         refused(c, &r);
         return -1;
     }
-    return rc == SK_H1_OK ? (int64_t)(c->body_done - c->head_len) : -1;
+    return rc == SK_CHUNKED_DONE ? (int64_t)(c->body_done - c->head_len) : -1;
 }
 
 /* Takes the next request from the input: 1 when one went to the handler
@@ -346,6 +384,7 @@ static int take(struct sk_h1conn *c)
         if (!c->has_begin) {
             gettimeofday(&c->begin, NULL);
             c->has_begin = 1;
+            c->request_ms = now_ms(c);
         }
         int rc = head_or_refuse(c, in->size, c->last_len, &h);
         c->last_len = rc == SK_H1_INCOMPLETE ? in->size : 0;
@@ -359,13 +398,16 @@ static int take(struct sk_h1conn *c)
         c->body = h.body;
         c->content_length = h.content_length;
         c->body_done = h.len;
-        memset(&c->chunked, 0, sizeof c->chunked);
+        sk_chunked_init(&c->chunked, c->cs->max_body);
         c->continue_due = h.expect_continue; /* armed: sent if the body is not all here */
         fresh = 1;
     }
     int64_t body = body_ready(c);
     if (body < 0) {
-        if (c->state == SK_H1_BODY) maybe_continue(c);
+        if (c->state == SK_H1_BODY) {
+            if (fresh && !mem_admits(c)) return 1;
+            maybe_continue(c);
+        }
         return c->state != SK_H1_BODY;
     }
     c->continue_due = 0;
@@ -440,9 +482,11 @@ static void after_step(struct sk_h1conn *c)
         c->state = SK_H1_LINGER; /* nothing complete is left to answer */
     if (c->state != SK_H1_LINGER) {
         update_reading(c);
+        mem_note(c);
         return;
     }
     h2o_buffer_consume(&c->sock->input, c->sock->input->size);
+    mem_note(c);
     if (c->out->size > 0) return;
     if (c->peer_eof) {
         sk_h1_close(c, 0);

@@ -30,6 +30,7 @@
 
 #include <h2o.h>
 
+#include "http/chunked.h"
 #include "http/http1_parse.h"
 
 struct sk_conns;
@@ -64,9 +65,13 @@ struct sk_h1conn {
     size_t body_done; /* SK_H1_BODY, chunked: input bytes decoded (head included) */
     enum sk_h1_body body;
     uint64_t content_length;
-    struct sk_h1_chunked chunked;
+    struct sk_chunked chunked;
     struct timeval begin; /* when the request's first bytes were looked at */
     int has_begin;
+    int64_t request_ms; /* the same, on the loop's clock (the oldest are shed first) */
+    uint64_t seq;       /* the order of accepts (ties of request_ms) */
+    size_t req_bytes;   /* the request's head and body copied for the handler */
+    size_t mem_held;    /* this connection's share of cs->mem, as last noted */
     h2o_buffer_t *out;  /* answer bytes the kernel has not taken */
     uint64_t bytes_in;  /* read from the client, all told */
     uint64_t bytes_out; /* taken by the kernel, all told */

@@ -1,12 +1,11 @@
-/* http1_parse.c - the request head and the chunked decoder (http1_parse.h)
- * over picohttpparser, whose two functions libh2o exports but declares in
- * no installed header: their prototypes are written here, with the
- * structures they fill (the same layout as ours, checked below). */
+/* http1_parse.c - the request head (http1_parse.h) over picohttpparser,
+ * whose parser libh2o exports but declares in no installed header: its
+ * prototype is written here, with the structure it fills (the same layout
+ * as ours, checked below). */
 #include "http/http1_parse.h"
 
 #include <string.h>
 #include <strings.h>
-#include <sys/types.h>
 
 #include "core/error.h"
 
@@ -17,21 +16,11 @@ struct phr_header {
     size_t value_len;
 };
 
-struct phr_chunked_decoder {
-    size_t bytes_left_in_chunk;
-    char consume_trailer;
-    char _hex_count;
-    char _state;
-};
-
 int phr_parse_request(const char *buf, size_t len, const char **method, size_t *method_len,
                       const char **path, size_t *path_len, int *minor_version,
                       struct phr_header *headers, size_t *num_headers, size_t last_len);
-ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_t *bufsz);
 
 _Static_assert(sizeof(struct phr_header) == sizeof(struct sk_h1_field), "phr_header layout");
-_Static_assert(sizeof(struct phr_chunked_decoder) == sizeof(struct sk_h1_chunked),
-               "phr_chunked_decoder layout");
 
 static int refuse(struct sk_h1_refusal *r, int status, const char *code, const char *message)
 {
@@ -117,6 +106,8 @@ static int read_fields(struct sk_h1_head *h, uint64_t max_body, struct sk_h1_ref
             h->host_len = f->value_len;
         }
     }
+    if (h->body == SK_H1_CHUNKED && h->minor_version == 0)
+        return refuse(r, 400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request");
     if (has_cl) {
         h->body = SK_H1_LENGTH;
         if (h->content_length > max_body)
@@ -154,16 +145,4 @@ int sk_h1_parse_head(const char *buf, size_t len, size_t last_len, uint64_t max_
     if (sk_framing_check(buf, h->len, &why) != 0)
         return refuse(r, 400, "bad_request", why ? why : "malformed request head");
     return read_fields(h, max_body, r);
-}
-
-int sk_h1_chunked_decode(struct sk_h1_chunked *d, char *buf, size_t *len, size_t *tail)
-{
-    struct phr_chunked_decoder *pd = (struct phr_chunked_decoder *)d;
-    pd->consume_trailer = 1;
-    *tail = 0;
-    ssize_t rc = phr_decode_chunked(pd, buf, len);
-    if (rc == -2) return SK_H1_INCOMPLETE;
-    if (rc < 0) return SK_EINVAL;
-    *tail = (size_t)rc;
-    return SK_H1_OK;
 }

@@ -1,14 +1,15 @@
-/* http1_parse.h - one HTTP/1.1 request head from raw bytes, and the
- * chunked body decoder: bytes in, a verdict out (no I/O, no allocation).
+/* http1_parse.h - one HTTP/1.1 request head from raw bytes: bytes in, a
+ * verdict out (no I/O, no allocation). A chunked body is chunked.h's.
  *
- * The syntax is picohttpparser's (phr_parse_request and
- * phr_decode_chunked, which libh2o exports; h2o's own HTTP/1 parses with
- * them). On top of it: framing.h's checks (what a proxy could frame or
- * attribute differently), the body's framing (one Content-Length of digits
- * only, or Transfer-Encoding: chunked and nothing else), the head size
- * bound, --max-body, persistence (Connection, the HTTP version) and
- * Expect. Everything refused comes back as an HTTP status with a code and
- * a one-line reason, for the caller to answer and close. */
+ * The syntax is picohttpparser's (phr_parse_request, which libh2o
+ * exports; h2o's own HTTP/1 parses with it). On top of it: framing.h's
+ * checks (what a proxy could frame or attribute differently), the body's
+ * framing (one Content-Length of digits only, or Transfer-Encoding:
+ * chunked and nothing else, and never in an HTTP/1.0 request: RFC 9112
+ * section 6.1 calls that framing faulty), the head size bound,
+ * --max-body, persistence (Connection, the HTTP version) and Expect.
+ * Everything refused comes back as an HTTP status with a code and a
+ * one-line reason, for the caller to answer and close. */
 #ifndef SK_HTTP1_PARSE_H
 #define SK_HTTP1_PARSE_H
 #include <stddef.h>
@@ -68,22 +69,5 @@ struct sk_h1_refusal {
  * SK_EINVAL (*r filled). */
 int sk_h1_parse_head(const char *buf, size_t len, size_t last_len, uint64_t max_body,
                      struct sk_h1_head *h, struct sk_h1_refusal *r);
-
-/* The state of a chunked body's decoding; zero it before the first call.
- * (The layout of picohttpparser's struct phr_chunked_decoder.) */
-struct sk_h1_chunked {
-    size_t bytes_left_in_chunk;
-    char consume_trailer;
-    char hex_count;
-    char state;
-};
-
-/* Decodes the chunked bytes buf[0..*len) in place, as they arrive: on
- * return the first *len bytes are body. SK_H1_INCOMPLETE: call again with
- * the next bytes (appended after the new *len); SK_H1_OK: the body ended,
- * and the *tail bytes that followed it (the next request) now start at
- * buf + *len; SK_EINVAL: not chunked encoding. Trailer lines are read and
- * dropped. */
-int sk_h1_chunked_decode(struct sk_h1_chunked *d, char *buf, size_t *len, size_t *tail);
 
 #endif

@@ -289,7 +289,8 @@ static int parse_fairness(json_t *root, struct sk_body_activity *a, char *err, s
     if (!draw) return 0;
     if (!reg) return sk_einval(err, cap, "allocation draw needs registration");
     a->draw_box_s = SK_ACTIVITY_BOX_DEFAULT;
-    if (dr && get_int(dr, "box_s", 1, SK_ACTIVITY_BOX_MAX, &a->draw_box_s, inner, sizeof inner) < 0) {
+    if (dr &&
+        get_int(dr, "box_s", 1, SK_ACTIVITY_BOX_MAX, &a->draw_box_s, inner, sizeof inner) < 0) {
         a->draw_box_s = 0;
         return sk_einval(err, cap, "draw: %s", inner);
     }

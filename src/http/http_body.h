@@ -75,7 +75,7 @@ struct sk_body_activity {
      * required in it) and "allocation": "race" (default) | "draw", with
      * "draw": {"box_s": B, "seed": "64 hex"} optional (B 1..
      * SK_ACTIVITY_BOX_MAX, default SK_ACTIVITY_BOX_DEFAULT; seed "" = draw
-     * one) (docs/fairness-registration.md); all 0 / "" when absent */
+     * one) (docs/fairness.md); all 0 / "" when absent */
     int64_t reg_start_ms, reg_end_ms;
     int64_t draw_box_s;
     char draw_seed[SK_ACTIVITY_DRAW_SEED_HEX + 1];

@@ -103,6 +103,41 @@ static const char *reason_of(int status)
     }
 }
 
+/* An answer about one buyer (their purchase, order, place in the queue):
+ * no shared cache may keep it, nor the browser store it, whatever the
+ * status (a 409 "limit reached" is the buyer's own too). */
+static int per_user_route(enum sk_route r)
+{
+    switch (r) {
+    case SK_ROUTE_purchase:
+    case SK_ROUTE_order_get:
+    case SK_ROUTE_order_pay:
+    case SK_ROUTE_order_cancel:
+    case SK_ROUTE_queue_join:
+    case SK_ROUTE_queue_poll: return 1;
+    default: return 0;
+    }
+}
+
+/* An HTML page may be framed only by --frame-ancestors (default 'self'):
+ * a buy button in another site's invisible frame is a click stolen. The
+ * CSP header for the browsers that know frame-ancestors (a <meta> CSP
+ * cannot carry it), X-Frame-Options for the older ones. */
+static void frame_headers(struct sk_app *app, h2o_req_t *req)
+{
+    static const char dir[] = "frame-ancestors ";
+    const char *fa = app->cfg.frame_ancestors[0] ? app->cfg.frame_ancestors : "'self'";
+    size_t fl = strlen(fa);
+    char *csp = h2o_mem_alloc_pool(&req->pool, sizeof dir - 1 + fl);
+    memcpy(csp, dir, sizeof dir - 1);
+    memcpy(csp + sizeof dir - 1, fa, fl);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("content-security-policy"), 0,
+                          NULL, csp, sizeof dir - 1 + fl);
+    int none = !strcmp(fa, "'none'");
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-frame-options"), 0, NULL,
+                          none ? "DENY" : "SAMEORIGIN", none ? 4 : 10);
+}
+
 void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *content_type, const char *body, size_t len)
 {
@@ -111,6 +146,12 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
     if (content_type)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type,
                        strlen(content_type));
+    if (per_user_route(route))
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                       H2O_STRLIT("private, no-store"));
+    if (route == SK_ROUTE_sale_page || route == SK_ROUTE_dashboard ||
+        (content_type && !strncmp(content_type, "text/html", 9)))
+        frame_headers(app, req);
     sk_cors_reply_headers(app, req);
     if (app->draining)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL,
@@ -166,7 +207,8 @@ static int hmac_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *u
 static int jwt_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *uid)
 {
     const struct sk_config *c = &app->cfg;
-    struct sk_jwt_policy p = {c->jwt_issuer, c->jwt_audience, c->jwt_user_claim, c->jwt_leeway_s};
+    struct sk_jwt_policy p = {c->jwt_issuer, c->jwt_audience, c->jwt_user_claim, c->jwt_leeway_s,
+                              c->jwt_max_ttl_s};
     const char *why;
     int rc = sk_jwt_verify(app->jwt, &p, tok, tl, sk_wall_ms() / 1000, uid, &why);
     if (rc < 0) sk_log(SK_LOG_DEBUG, "refused a token: %s", why);
@@ -405,6 +447,8 @@ static void on_refused(h2o_handler_t *self, h2o_req_t *req, int status, const ch
     struct sk_app *app = ((struct app_handler *)self)->app;
     req->http1_is_persistent = 0;
     sk_log(SK_LOG_DEBUG, "refused a request: %s", message);
+    if (status == 503) /* the request bytes are over the cap: a moment */
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
     sk_http_error(app, req, SK_ROUTE_COUNT, status, code, message);
 }
 
@@ -588,11 +632,15 @@ static void listen_on(struct sk_app *app, struct sk_conns *cs, h2o_globalconf_t 
         .ctx = &app->ctx, .hosts = conf->hosts, .handler = handler_of(conf), .refuse = on_refused};
     sk_conns_init(cs, app->ctx.loop, &ca, fd, max_connections, app->cfg.io_timeout_s,
                   (uint64_t)app->cfg.max_body);
+    cs->mem = &app->req_mem;
     sk_conns_listen(cs);
 }
 
 static void start_accepting(struct sk_app *app)
 {
+    app->req_mem.max = app->cfg.max_request_bytes > 0
+                           ? (size_t)app->cfg.max_request_bytes
+                           : sk_conns_mem_default(app->cfg.processes, (uint64_t)app->cfg.max_body);
     listen_on(app, &app->conns, &app->h2o_config, app->listen_fd, app->cfg.max_connections);
     if (app->ops_fd >= 0) {
         listen_on(app, &app->ops_conns, &app->ops_config, app->ops_fd, 0);
@@ -603,8 +651,11 @@ static void start_accepting(struct sk_app *app)
                app->cfg.io_timeout_s);
         return;
     }
-    sk_log(SK_LOG_INFO, "listening on %s (pid %d, at most %lld connections, I/O timeout %d s)",
-           app->cfg.listen, (int)getpid(), app->conns.max, app->cfg.io_timeout_s);
+    sk_log(SK_LOG_INFO,
+           "listening on %s (pid %d, at most %lld connections, I/O timeout %d s, %zu MiB of "
+           "requests)",
+           app->cfg.listen, (int)getpid(), app->conns.max, app->cfg.io_timeout_s,
+           app->req_mem.max >> 20);
 }
 
 /* While draining: 1 when the loop may stop (everything answered for

@@ -64,6 +64,9 @@ const struct sk_reload_field sk_reload_fields[] = {
     LIVE("jwt_audience", jwt_audience),
     LIVE("jwt_user_claim", jwt_user_claim),
     LIVE("jwt_leeway_s", jwt_leeway_s),
+    LIVE("jwt_max_ttl_s", jwt_max_ttl_s),
+    LIVE("frame_ancestors", frame_ancestors), /* read by every HTML answer */
+    FIXED("max_request_bytes", max_request_bytes),
 };
 const size_t sk_reload_nfields = sizeof sk_reload_fields / sizeof sk_reload_fields[0];
 

@@ -16,7 +16,8 @@ const char *sk_route_name(enum sk_route r)
     return r < SK_ROUTE_COUNT ? table[r].name : "other";
 }
 
-/* 1: matched, 0: no, -1: shape matched but {id} is not a positive integer. */
+/* 1: matched, 0: no, -1: shape matched but {id} is not a positive integer
+ * in canonical decimal (no sign, no leading zero). */
 static int match_pattern(const char *pat, const char *path, size_t plen, struct sk_route_match *m)
 {
     size_t i = 0;
@@ -38,7 +39,9 @@ static int match_pattern(const char *pat, const char *path, size_t plen, struct 
                     else
                         v = v * 10 + d;
                 }
-                if (!ok || v == 0) bad_id = 1;
+                /* one spelling per id: "001001" or "0" would let a
+                 * gateway rule on the literal path be sidestepped */
+                if (!ok || v == 0 || path[start] == '0') bad_id = 1;
                 m->id = v;
             } else {
                 m->param = path + start;

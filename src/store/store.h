@@ -1,12 +1,12 @@
 /* store.h - the durable store: activity definitions, orders, audit rows.
  *
- * One interface, several backends chosen by the spec string: "sqlite:PATH"
- * (store_sqlite.c), "postgres://..." / "postgresql://..." (store_pg.c,
- * libpq) and "mysql://..." / "mariadb://..." (store_mysql*.c, MariaDB
- * Connector/C; the URL: store/mysql_url.h). The handle is opaque so a backend can be added without
- * changing callers. BACKEND AUTHORS: store.c dispatches every call through the table of
- * store_int.h; a new function here needs a member in struct sk_store_ops, a dispatcher in store.c
- * and a STATIC implementation in each backend (not a public sk_store_* function in store_sqlite.c).
+ * One interface, several databases chosen by the spec string:
+ * "sqlite:PATH", "postgres://..." / "postgresql://..." (libpq) and
+ * "mysql://..." / "mariadb://..." (MariaDB Connector/C; the URL:
+ * store/mysql_url.h). The handle is opaque: every function is written
+ * once, in the store's engine, over a driver per database (store_int.h);
+ * a new function here needs its statement in store_sql.c and its code in
+ * the engine, no driver change.
  *
  * Calls return 0 or a negative SK_E* code; the detail of the last failure
  * is sk_store_errstr(st). A handle is used by one thread at a time. */
@@ -255,8 +255,8 @@ int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate);
  * caller frees *out with free() (NULL when *n is 0). */
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);
 
-/* ---- Pre-registration and the draw (docs/fairness-registration.md,
- * migration 9) ------------------------------------------------------------
+/* ---- Pre-registration and the draw (docs/fairness.md,
+ * migration 10) ------------------------------------------------------------
  *
  * Redis is the live record of who registered (the admission checks it);
  * the store is its durable copy: the register route writes each buyer
@@ -279,8 +279,9 @@ int sk_store_registrations_count(sk_store *st, uint64_t id, int64_t *count);
 /* The registrations of activity id, by user id ascending (as unsigned), as
  * an array of *n allocated here: the caller frees *out with free() (NULL
  * when *n is 0). */
-int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registration **out,
-                                size_t *n);
+int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registration **out, size_t *n);
+/* Forgets every registration of activity id (activity delete does it). */
+int sk_store_registrations_delete(sk_store *st, uint64_t id);
 /* Records the draw of activity id made at drawn_ms: order[i] (a registrant)
  * has place i + 1; the activity's drawn_ms and draw_n are set. One
  * transaction, once: SK_EEXIST when the activity was drawn before (nothing

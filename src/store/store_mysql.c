@@ -1,483 +1,652 @@
-/* store_mysql.c - the MySQL / MariaDB backend of store.h: the schema, the
- * activities, the ops table and the open. Same tables, constraints and
- * meaning as store_pg.c; the session is store_mysql_conn.c's, the orders
- * store_mysql_orders.c's.
+/* store_mysql.c - the MySQL / MariaDB driver of the store (store_int.h),
+ * over MariaDB Connector/C: connect from the URL (mysql_url.h), set the
+ * session up, run statements with every wait bounded, map errors,
+ * reconnect on the next call.
  *
- * Schema: migrations applied in order at open, numbered as in the other
- * backends (same count, same meaning: schema versions compare across
- * backends); schema_migrations has one row per applied migration. MySQL's
- * DDL is not transactional (each statement commits), so concurrent
- * openers are serialized by a named lock (GET_LOCK, per database) held
- * for the whole check-and-apply, and a migration is a list of steps that
- * can each be run again: one ALTER TABLE (atomic in InnoDB) skipped when
- * the column it adds is there already, or CREATE TABLE IF NOT EXISTS. The
- * version row is written after the last step, so a migration whose steps
- * committed on the server while the client gave up (a read timeout, a
- * lost connection before the row) is finished by the next open, never
- * failed by a "duplicate column".
+ * Client: the blocking API. Every call of the store runs on a thread that
+ * may block (a store pool thread, the order worker, a CLI), never on an
+ * event loop, so the blocking calls with the library's own timeouts bound
+ * every wait as tightly as a poll loop would: connect_timeout (T s,
+ * default 5) for connecting, the same T as read and write timeout of
+ * every statement (a stopped or frozen server never answers, so only the
+ * client can give up), TCP keepalives and TCP_USER_TIMEOUT so a vanished
+ * host is noticed in T too. The non-blocking API would only pay for
+ * itself on a thread that multiplexes several sessions; none does.
  *
- * Types: ids (order, stream, label) are VARBINARY: compared and sorted as
- * bytes, like SQLite and PostgreSQL's COLLATE "C", so the "<activity>-"
- * prefix range scan and paging order hold, and no PAD SPACE collation can
- * make "1-2" equal "1-2 ". Text is utf8mb4 with its binary collation.
- * CHECK constraints repeat the C validation (enforced since MariaDB 10.2.1
- * and MySQL 8.0.16). PostgreSQL's partial index of the orders owing a
- * Redis release becomes an indexed virtual column that is NULL for every
- * other order, so the scan after the NULLs touches only those. */
-#include "store/store_mysql_int.h"
+ * The server gives up first: innodb_lock_wait_timeout is T-1 s and, on
+ * MariaDB, max_statement_time T-0.5 s (MySQL: max_execution_time, which
+ * bounds SELECTs only), so a slow statement ends with a clean error and a
+ * usable session; the client bound is for a server that cannot answer.
+ *
+ * After a lost connection or a timeout the session is marked broken and
+ * the next call connects anew (bounded by T). A call never reconnects in
+ * the middle of a transaction: the transaction is gone with the session
+ * and the call fails; its caller retries the whole of it. The library's
+ * own auto-reconnect stays off for that reason.
+ *
+ * Session: READ COMMITTED (InnoDB defaults to REPEATABLE READ; the status
+ * changes, the persist's read of present ids and the stock repair rely on
+ * every statement reading the newest committed rows), strict SQL mode (a
+ * value out of range or too long is an error, never truncated), utf8mb4,
+ * CLIENT_FOUND_ROWS (an UPDATE reports the rows it matched, as PostgreSQL
+ * does, not only those it changed), CLIENT_MULTI_STATEMENTS.
+ *
+ * Statements go as text, their parameters escaped into it; a BEGIN waits
+ * and goes in the round trip of the transaction's first statement. On
+ * MariaDB the persist's INSERT (SK_SQL_BULK) is one bulk execution of a
+ * prepared 1-row statement, values bound column-wise: no statement text
+ * to build or parse per row (measured: 12-15 % of the server's CPU per
+ * order, half the client's). */
+#include "store/store_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/num.h"
+#include "core/vec.h"
 #include "store/mysql_url.h"
 
-#define TABLE_OPTS " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+/* The oldest servers with what the schema needs: enforced CHECK
+ * constraints (MariaDB 10.2.1, MySQL 8.0.16) and indexed generated
+ * columns. */
+#define MARIADB_MIN 100201UL
+#define MYSQL_MIN 80016UL
+/* Rows of one statement (a batch can be larger than is wise to send as
+ * one statement). */
+#define ROWS_MAX 1000
+#define MAX_PARAMS 32 /* of a one-row statement */
 
-/* Schema migrations as steps, applied in order; the steps of version v
- * take the schema from v - 1 to v. Append only, and in step with
- * store_sqlite.c and store_pg.c. A step with a column (table.column) is
- * done when that column exists: its ALTER is skipped (it committed in an
- * earlier run that never wrote the version row); a step without one can
- * run again as it is. Checks that name only their own column are column
- * checks (dropped with the column); the others are named table checks. */
-struct step {
-    int version;
-    const char *table, *column; /* the column the step adds, NULL: rerunnable */
-    const char *sql;
+struct my {
+    MYSQL *m;
+    struct sk_mysql_url *url; /* kept for reconnects (holds the password) */
+    int broken;               /* reconnect on the next call */
+    int mariadb;              /* the server is MariaDB (else MySQL) */
+    int in_tx;                /* in a transaction (SK_TX_BEGIN) */
+    int begin;                /* its BEGIN waits for the first statement */
+    struct sk_text pend;      /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    int *pend_q;              /* their statements */
+    size_t npend, pend_cap;
+    MYSQL_STMT *bulk;    /* MariaDB: the bulk statement, prepared on this session */
+    char *text[Q_COUNT]; /* one-row statements' text, expanded once */
 };
 
-static const struct step steps[] = {
-    /* 1: activity definitions. */
-    {1, NULL, NULL,
-     "CREATE TABLE IF NOT EXISTS activities ("
-     " id BIGINT NOT NULL PRIMARY KEY CHECK (id >= 1),"
-     " name VARCHAR(127) NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 127),"
-     " stock_initial BIGINT NOT NULL CHECK (stock_initial >= 1),"
-     " stock BIGINT NOT NULL,"
-     " per_user_limit BIGINT NOT NULL CHECK (per_user_limit >= 1),"
-     " max_per_order BIGINT NOT NULL CHECK (max_per_order >= 1),"
-     " start_ms BIGINT NOT NULL CHECK (start_ms >= 0),"
-     " end_ms BIGINT NOT NULL,"
-     " pay_timeout_s BIGINT NOT NULL CHECK (pay_timeout_s >= 1),"
-     " state VARCHAR(16) NOT NULL DEFAULT 'created'"
-     "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
-     " created_ms BIGINT NOT NULL,"
-     " CONSTRAINT activities_stock CHECK (stock >= 0 AND stock <= stock_initial),"
-     " CONSTRAINT activities_window CHECK (end_ms > start_ms)"
-     ")" TABLE_OPTS},
-    /* 2: orders, failed conditional stock updates, audit (see the SQLite
-     * migration 2 for the why of each). */
-    {2, NULL, NULL,
-     "CREATE TABLE IF NOT EXISTS orders ("
-     " order_id VARBINARY(63) NOT NULL PRIMARY KEY CHECK (octet_length(order_id) >= 1),"
-     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-     " user_id BIGINT NOT NULL,"
-     " quantity BIGINT NOT NULL CHECK (quantity >= 1),"
-     " status VARCHAR(16) NOT NULL DEFAULT 'created'"
-     "  CHECK (status IN ('created', 'paid', 'cancelled')),"
-     " created_ms BIGINT NOT NULL,"
-     " pay_deadline_ms BIGINT NOT NULL,"
-     " paid_ms BIGINT NULL,"
-     " cancelled_ms BIGINT NULL,"
-     " stream_id VARBINARY(47) NOT NULL,"
-     " INDEX orders_status_deadline (status, pay_deadline_ms),"
-     " INDEX orders_activity_status (activity_id, status)"
-     ")" TABLE_OPTS ";"
-     "CREATE TABLE IF NOT EXISTS stock_failures ("
-     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-     " at_ms BIGINT NOT NULL,"
-     " activity_id BIGINT NOT NULL,"
-     " order_id VARBINARY(63) NOT NULL,"
-     " quantity BIGINT NOT NULL,"
-     " db_stock BIGINT NULL,"
-     " INDEX stock_failures_activity (activity_id)"
-     ")" TABLE_OPTS ";"
-     "CREATE TABLE IF NOT EXISTS audit ("
-     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-     " at_ms BIGINT NOT NULL,"
-     " activity_id BIGINT NOT NULL,"
-     " kind VARCHAR(63) NOT NULL,"
-     " detail TEXT NOT NULL,"
-     " INDEX audit_activity (activity_id, id)"
-     ")" TABLE_OPTS},
-    /* 3: released_ms (see the SQLite migration 3); release_due is the
-     * order id of a cancelled order still owing its release, else NULL:
-     * its index plays the partial index's part. */
-    {3, "orders", "released_ms",
-     "ALTER TABLE orders ADD COLUMN released_ms BIGINT NULL,"
-     " ADD COLUMN release_due VARBINARY(63) AS"
-     "  (CASE WHEN status = 'cancelled' AND released_ms IS NULL THEN order_id END) VIRTUAL,"
-     " ADD INDEX orders_unreleased (release_due)"},
-    /* 4: the activity's own per-user rate limit (see the SQLite migration 4). */
-    {4, "activities", "rl_per_user_per_s",
-     "ALTER TABLE activities"
-     " ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0 CHECK (rl_per_user_per_s >= 0),"
-     " ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0 CHECK (rl_burst >= 0)"},
-    /* 5: stock segments (see the SQLite migration 5). */
-    {5, "activities", "segments",
-     "ALTER TABLE activities ADD COLUMN segments INT NOT NULL DEFAULT 1 CHECK (segments >= 1)"},
-    /* 6: the rollback guard's watermark (see the SQLite migration 6). */
-    {6, NULL, NULL,
-     "CREATE TABLE IF NOT EXISTS redis_marks ("
-     " label VARBINARY(31) NOT NULL PRIMARY KEY CHECK (octet_length(label) >= 1),"
-     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-     " adm BIGINT NOT NULL CHECK (adm >= 0),"
-     " updated_ms BIGINT NOT NULL,"
-     " order_id VARBINARY(63) NOT NULL,"
-     " INDEX redis_marks_activity (activity_id)"
-     ")" TABLE_OPTS},
-    /* 7: the waiting room (see the SQLite migration 7). */
-    {7, "activities", "wr_passes_per_s",
-     "ALTER TABLE activities"
-     " ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_passes_per_s >= 0),"
-     " ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0 CHECK (wr_pass_ttl_s >= 0),"
-     " ADD COLUMN wr_seed VARCHAR(255) NOT NULL DEFAULT '' CHECK (octet_length(wr_seed) <= 64)"},
-    /* 8: histories that diverge (see the SQLite migration 8): the
-     * purchase's Idempotency-Key, the marks per label and branch (one
-     * ALTER: the new column and the new key commit together), the order
-     * id conflicts. */
-    {8, "orders", "idem_key",
-     "ALTER TABLE orders ADD COLUMN idem_key VARBINARY(64) NULL"
-     " CHECK (idem_key IS NULL OR octet_length(idem_key) BETWEEN 1 AND 64)"},
-    {8, "redis_marks", "branch",
-     "ALTER TABLE redis_marks"
-     " ADD COLUMN branch VARBINARY(15) NOT NULL DEFAULT '' AFTER label,"
-     " DROP PRIMARY KEY, ADD PRIMARY KEY (label, branch)"},
-    {8, NULL, NULL,
-     "CREATE TABLE IF NOT EXISTS order_conflicts ("
-     " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-     " at_ms BIGINT NOT NULL,"
-     " activity_id BIGINT NOT NULL,"
-     " order_id VARBINARY(63) NOT NULL,"
-     " user_id BIGINT NOT NULL,"
-     " quantity BIGINT NOT NULL,"
-     " stream_id VARBINARY(47) NOT NULL,"
-     " INDEX order_conflicts_activity (activity_id)"
-     ")" TABLE_OPTS},
-    /* 9: pre-registration, the draw, the waiting room's controls (see the
-     * SQLite migration 9). */
-    {9, "activities", "wr_control",
-     "ALTER TABLE activities"
-     " ADD COLUMN wr_control BIGINT NOT NULL DEFAULT 0 CHECK (wr_control BETWEEN 0 AND 7),"
-     " ADD COLUMN reg_start_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_start_ms >= 0),"
-     " ADD COLUMN reg_end_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_end_ms >= 0),"
-     " ADD COLUMN draw_box_s BIGINT NOT NULL DEFAULT 0 CHECK (draw_box_s >= 0),"
-     " ADD COLUMN draw_seed VARCHAR(64) NOT NULL DEFAULT ''"
-     "  CHECK (octet_length(draw_seed) IN (0, 64)),"
-     " ADD COLUMN drawn_ms BIGINT NOT NULL DEFAULT 0 CHECK (drawn_ms >= 0),"
-     " ADD COLUMN draw_n BIGINT NOT NULL DEFAULT 0 CHECK (draw_n >= 0),"
-     " ADD COLUMN draw_state VARCHAR(95) NOT NULL DEFAULT ''"},
-    {9, NULL, NULL,
-     "CREATE TABLE IF NOT EXISTS registrations ("
-     " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-     " user_id BIGINT NOT NULL,"
-     " created_ms BIGINT NOT NULL,"
-     " draw_rank BIGINT NULL CHECK (draw_rank IS NULL OR draw_rank >= 1),"
-     " PRIMARY KEY (activity_id, user_id)"
-     ")" TABLE_OPTS},
+struct sk_stmt {
+    sk_store *st;
+    int q;
+    int ncols; /* a multi-row statement's row, else 0 */
+    size_t rows, nvals;
+    struct sk_val *vals;
+    int sent;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    unsigned long *lens;
+    int64_t changes;
 };
-#define N_STEPS (sizeof steps / sizeof steps[0])
-#define N_MIGRATIONS (steps[N_STEPS - 1].version)
 
-/* ---- schema ---- */
+#define MY(st) ((struct my *)(st)->conn)
 
-/* One integer from the first row of sql; *found 0 when there is no row
- * (found may be NULL: then no row is an error). */
-static int read_int(sk_store *st, const char *what, const char *sql, int64_t *v, int *found)
+/* ---- errors ---- */
+
+/* Server or client error number -> SK code. A duplicate key is EEXIST;
+ * a refused value (CHECK, NOT NULL, out of range, too long, bad text) is
+ * the caller's (EINVAL, like SQLite's CHECK); waits cut short (lock wait,
+ * deadlock, statement time) are ETIMEDOUT: worth a retry; the rest, and
+ * every client-side error (the connection), EDB. */
+static int code_of(unsigned e, const char *sqlstate)
 {
-    MYSQL_RES *r;
-    int rc = sk_my_run(st, what, sql, strlen(sql), &r, NULL, 0);
-    if (rc) return rc;
-    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
-    if (found) *found = row != NULL;
-    if (row)
-        *v = sk_my_i64(row, 0);
-    else if (!found)
-        rc = sk_store_set_err(st, SK_EDB, "mysql %s: %s: no row", st->my_where, what);
-    if (r) mysql_free_result(r);
-    return rc;
+    switch (e) {
+    case ER_DUP_ENTRY: return SK_EEXIST;
+    case ER_LOCK_WAIT_TIMEOUT:
+    case ER_LOCK_DEADLOCK:
+    case ER_STATEMENT_TIMEOUT:
+    case 3024: /* MySQL's ER_QUERY_TIMEOUT (max_execution_time) */ return SK_ETIMEDOUT;
+    default: break;
+    }
+    if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) return SK_EDB;
+    if (sqlstate && (!strncmp(sqlstate, "23", 2) || !strncmp(sqlstate, "22", 2)))
+        return SK_EINVAL; /* 4025 (MariaDB) / 3819 (MySQL) CHECK failed: 23000 */
+    return SK_EDB;
 }
 
-static int read_version(sk_store *st, int *version)
+/* The failure e (SQLSTATE sqlstate, message msg) of a call on the session
+ * -> SK code; t0 is when the statement was sent (a lost connection after
+ * the whole read timeout is a server that did not answer). */
+static int fail_of(sk_store *st, const char *what, int64_t t0, unsigned e, const char *sqlstate,
+                   const char *msg)
 {
-    int64_t v = 0;
-    int rc = read_int(st, "read schema version",
-                      "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &v, NULL);
-    if (rc == 0) *version = (int)v;
-    return rc;
+    struct my *c = MY(st);
+    if (!msg) msg = "";
+    int code = code_of(e, sqlstate);
+    if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) c->broken = 1;
+    int timeout_ms = c->url->timeout_s * 1000;
+    if ((e == CR_SERVER_LOST || e == CR_SERVER_GONE_ERROR) && sk_mono_ms() - t0 >= timeout_ms - 100)
+        return sk_store_fail(st, SK_EDB, what, "no answer within %d ms (server down or frozen)",
+                             timeout_ms);
+    int n = (int)strcspn(msg, "\n");
+    if (n == 0) return sk_store_fail(st, code, what, "connection lost");
+    return sk_store_fail(st, code, what, "%.*s", n, msg);
 }
 
-/* The lock of this database's migrations: its name holds the database's
- * hash so other databases on the server migrate at the same time. */
-#define MIGRATION_LOCK "CONCAT('seckill.migrate.', SHA1(DATABASE()))"
-
-/* Step s already done (its column exists)? *done 1 or 0. */
-static int step_done(sk_store *st, const struct step *s, int *done)
+static int fail(sk_store *st, const char *what, int64_t t0)
 {
-    *done = 0;
-    if (!s->column) return 0;
-    char sql[300];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM information_schema.columns WHERE table_schema = DATABASE()"
-             " AND table_name = '%s' AND column_name = '%s'",
-             s->table, s->column);
-    int64_t n = 0;
-    int rc = read_int(st, "read the schema", sql, &n, NULL);
-    *done = n > 0;
-    return rc;
+    MYSQL *m = MY(st)->m;
+    return fail_of(st, what, t0, mysql_errno(m), mysql_sqlstate(m), mysql_error(m));
 }
 
-/* Runs step s unless it is done already. */
-static int apply_step(sk_store *st, const struct step *s)
+static int lost(sk_store *st, const char *what)
 {
-    int done;
-    int rc = step_done(st, s, &done);
-    if (rc == 0 && !done) rc = sk_my_cmd(st, "migration", s->sql);
-    return rc;
+    return sk_store_fail(st, SK_EDB, what, "connection lost");
 }
 
-/* With the lock held: applies the missing migrations, each version's row
- * after its last step. */
-static int migrate_locked(sk_store *st)
+static void close_bulk(struct my *c)
 {
-    int rc = sk_my_cmd(st, "create schema_migrations",
-                       "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                       " version INT NOT NULL PRIMARY KEY, applied_ms BIGINT NOT NULL)" TABLE_OPTS);
-    int v = 0;
-    if (rc == 0) rc = read_version(st, &v);
-    if (rc == 0 && v > N_MIGRATIONS)
-        return sk_store_set_err(
-            st, SK_EDB,
-            "mysql %s: schema version %d is newer than this binary (%d); upgrade seckill",
-            st->my_where, v, N_MIGRATIONS);
-    for (size_t i = 0; rc == 0 && i < N_STEPS; i++) {
-        int ver = steps[i].version;
-        if (ver <= v) continue;
-        rc = apply_step(st, &steps[i]);
-        if (rc == 0 && (i + 1 == N_STEPS || steps[i + 1].version != ver)) {
-            char rec[160];
-            snprintf(rec, sizeof rec,
-                     "INSERT INTO schema_migrations (version, applied_ms) VALUES (%d, %" PRId64 ")",
-                     ver, sk_wall_ms());
-            rc = sk_my_cmd(st, "record migration", rec);
+    if (c->bulk) mysql_stmt_close(c->bulk);
+    c->bulk = NULL;
+}
+
+/* ---- running text ---- */
+
+static void drop_waiting(struct my *c)
+{
+    c->begin = 0;
+    c->npend = 0;
+    c->pend.len = 0;
+    c->pend.oom = 0;
+}
+
+/* Runs text (one statement or several) to its end, after what waits (a
+ * BEGIN, deferred writes) in the same round trip: *res (res may be NULL)
+ * the result set of the last statement that returned rows (the caller
+ * frees it), *changes the rows the last one matched. Statements after a
+ * failing one are not run; the failure names the statement it was. */
+static int run(sk_store *st, const char *what, const char *text, size_t len, MYSQL_RES **res,
+               int64_t *changes)
+{
+    struct my *c = MY(st);
+    if (res) *res = NULL;
+    if (c->broken || !c->m) {
+        drop_waiting(c);
+        return lost(st, what);
+    }
+    /* the statements of this round trip, for the name of a failure */
+    const char *whats[64];
+    size_t nw = 0;
+    struct sk_text all = {0};
+    if (c->begin) {
+        sk_text_add(&all, "START TRANSACTION; ", 19);
+        whats[nw++] = "begin";
+    }
+    for (size_t i = 0; i < c->npend && nw < 63; i++)
+        whats[nw++] = sk_sql_what(c->pend_q[i]);
+    if (c->npend) sk_text_add(&all, c->pend.p, c->pend.len);
+    if (c->npend && len) sk_text_add(&all, "; ", 2);
+    sk_text_add(&all, text, len);
+    whats[nw++] = what;
+    int oom = all.oom || c->pend.oom;
+    drop_waiting(c);
+    if (oom) {
+        free(all.p);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    }
+    int64_t t0 = sk_mono_ms();
+    int rc = mysql_real_query(c->m, all.p, (unsigned long)all.len);
+    free(all.p);
+    if (rc != 0) return fail(st, whats[0], t0);
+    MYSQL_RES *last = NULL;
+    for (size_t i = 0;; i++) {
+        MYSQL_RES *r = mysql_store_result(c->m);
+        if (r) {
+            if (last) mysql_free_result(last);
+            last = r;
+        } else if (mysql_field_count(c->m) != 0) {
+            if (last) mysql_free_result(last);
+            return fail(st, what, t0); /* rows announced, not read */
+        } else if (changes) {
+            *changes = (int64_t)mysql_affected_rows(c->m);
         }
-        if (rc) {
-            char why[sizeof st->errstr];
-            snprintf(why, sizeof why, "%s", st->errstr);
-            return sk_store_set_err(st, SK_EDB, "%.400s (schema migration %d failed)", why, ver);
+        int next = mysql_next_result(c->m);
+        if (next < 0) break;
+        if (next > 0) {
+            if (last) mysql_free_result(last);
+            return fail(st, i + 1 < nw ? whats[i + 1] : what, t0);
         }
     }
-    return rc;
+    if (res)
+        *res = last;
+    else if (last)
+        mysql_free_result(last);
+    return 0;
 }
 
-static int migrate(sk_store *st)
+static int exec(sk_store *st, const char *script, const char *what)
 {
-    /* wait for another opener at most just under the read timeout */
-    char sql[160];
-    snprintf(sql, sizeof sql, "SELECT GET_LOCK(" MIGRATION_LOCK ", %d)",
-             st->my_url->timeout_s > 1 ? st->my_url->timeout_s - 1 : 1);
-    int64_t got = 0;
-    int rc = read_int(st, "take the migration lock", sql, &got, NULL);
-    if (rc == 0 && got != 1)
-        return sk_store_set_err(st, SK_ETIMEDOUT,
-                                "mysql %s: another process holds the migration lock", st->my_where);
-    if (rc) return rc;
-    rc = migrate_locked(st);
-    if (!st->my_broken) {
+    return run(st, what, script, strlen(script), NULL, NULL);
+}
+
+/* Sends what waits (a BEGIN, deferred writes) alone. */
+static int flush_waiting(sk_store *st, const char *what)
+{
+    struct my *c = MY(st);
+    if (!c->begin && !c->npend) return 0;
+    if (!c->npend) return exec(st, "START TRANSACTION", "begin");
+    return run(st, what, "", 0, NULL, NULL);
+}
+
+static int tx(sk_store *st, int op)
+{
+    struct my *c = MY(st);
+    if (op == SK_TX_BEGIN) {
+        c->in_tx = c->begin = 1; /* sent with the first statement */
+        return 0;
+    }
+    c->in_tx = 0;
+    if (op == SK_TX_COMMIT) {
+        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
+            c->begin = 0;
+            return 0;
+        }
+        return exec(st, "COMMIT", "commit");
+    }
+    int sent = !c->begin;
+    drop_waiting(c);
+    /* a broken connection rolled back on the server by itself */
+    if (sent && !c->broken) {
         char keep[sizeof st->errstr];
         memcpy(keep, st->errstr, sizeof keep);
-        sk_my_cmd(st, "release the migration lock", "DO RELEASE_LOCK(" MIGRATION_LOCK ")");
+        if (exec(st, "ROLLBACK", "rollback") != 0) c->broken = 1;
         memcpy(st->errstr, keep, sizeof keep);
     }
-    return rc;
+    return 0;
 }
 
-int sk_my_schema_version(sk_store *st, int *version)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    return read_version(st, version);
-}
+/* ---- statements ---- */
 
-/* ---- activities ---- */
-
-int sk_my_activity_insert(sk_store *st, const struct sk_activity *v)
+static int prepare(sk_store *st, int q, size_t rows, size_t *got, struct sk_stmt **out)
 {
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
-    sk_store_activity_values(v, val);
-    struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES (");
-    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
-        if (i) sk_my_sql_add(&b, ", ");
-        if (val[i].text)
-            sk_my_sql_strz(st, &b, val[i].text);
-        else
-            sk_my_sql_addf(&b, "%" PRId64, val[i].num);
+    struct my *c = MY(st);
+    const char *types = sk_sql_types(q);
+    if (!types && !c->text[q]) {
+        int none;
+        c->text[q] = sk_sql_text(st, q, 1, &none);
+        if (!c->text[q]) return none ? SK_STORE_NONE : SK_ENOMEM;
     }
-    sk_my_sql_add(&b, ")");
-    rc = sk_my_run_sql(st, "insert activity", &b, NULL, NULL, 0);
-    sk_my_sql_free(&b);
-    if (rc == SK_EEXIST)
-        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
+    *got = !types ? 1 : rows < ROWS_MAX ? rows : ROWS_MAX;
+    struct sk_stmt *s = calloc(1, sizeof *s);
+    size_t nv = types ? *got * strlen(types) : MAX_PARAMS;
+    if (s) s->vals = calloc(nv, sizeof *s->vals);
+    if (!s || !s->vals) {
+        if (s) free(s);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory preparing %s", sk_sql_what(q));
+    }
+    s->st = st;
+    s->q = q;
+    s->ncols = types ? (int)strlen(types) : 0;
+    s->rows = *got;
+    s->nvals = nv;
+    *out = s;
+    return 0;
+}
+
+static void bind_(struct sk_stmt *s, int i, struct sk_val v)
+{
+    if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
+}
+
+/* A parameter as a literal: a number, NULL, or a quoted escaped string. */
+static void add_val(MYSQL *m, struct sk_text *b, const struct sk_val *v)
+{
+    if (v->kind == SK_V_NULL) {
+        sk_text_add(b, "NULL", 4);
+    } else if (v->kind == SK_V_INT) {
+        char n[24];
+        sk_text_add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v->i));
+    } else {
+        size_t n = strlen(v->t);
+        if (sk_text_room(b, 2 * n + 2) < 0) return;
+        b->p[b->len++] = '\'';
+        b->len += mysql_real_escape_string(m, b->p + b->len, v->t, (unsigned long)n);
+        b->p[b->len++] = '\'';
+        b->p[b->len] = 0;
+    }
+}
+
+/* MariaDB's bulk execution of s: its 1-row statement prepared once per
+ * session, run for s->rows parameter sets, bound column-wise. */
+static int send_bulk(struct sk_stmt *s)
+{
+    sk_store *st = s->st;
+    struct my *c = MY(st);
+    const char *what = sk_sql_what(s->q);
+    int64_t t0 = sk_mono_ms();
+    int rc0 = flush_waiting(st, what);
+    if (rc0) return rc0;
+    if (!c->bulk) {
+        int none;
+        char *sql = sk_sql_text(st, s->q, 1, &none);
+        if (!sql) return SK_ENOMEM;
+        if (!(c->bulk = mysql_stmt_init(c->m))) {
+            free(sql);
+            return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
+        }
+        if (mysql_stmt_prepare(c->bulk, sql, (unsigned long)strlen(sql)) != 0) {
+            int rc = fail_of(st, what, t0, mysql_stmt_errno(c->bulk), mysql_stmt_sqlstate(c->bulk),
+                             mysql_stmt_error(c->bulk));
+            close_bulk(c);
+            free(sql);
+            return rc;
+        }
+        free(sql);
+    }
+    size_t n = s->rows, nc = (size_t)s->ncols;
+    const char *types = sk_sql_types(s->q);
+    MYSQL_BIND b[16];
+    memset(b, 0, sizeof b);
+    /* per column: the values (a pointer per row for text), lengths,
+     * NULL indicators */
+    void **vals = calloc(nc * n, sizeof(void *));
+    long long *nums = calloc(nc * n, sizeof *nums);
+    unsigned long *lens = calloc(nc * n, sizeof *lens);
+    char *ind = calloc(nc * n, 1);
+    int rc = 0;
+    if (!vals || !nums || !lens || !ind || nc > 16)
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    for (size_t col = 0; rc == 0 && col < nc; col++) {
+        for (size_t r = 0; r < n; r++) {
+            const struct sk_val *v = &s->vals[r * nc + col];
+            size_t k = col * n + r;
+            ind[k] = v->kind == SK_V_NULL ? STMT_INDICATOR_NULL : STMT_INDICATOR_NONE;
+            if (v->kind == SK_V_TEXT) {
+                vals[k] = (void *)v->t;
+                lens[k] = (unsigned long)strlen(v->t);
+            } else {
+                vals[k] = (void *)"";
+                nums[k] = v->i;
+            }
+        }
+        int text = types[col] == SK_SQL_TEXT;
+        b[col].buffer_type = text ? MYSQL_TYPE_STRING : MYSQL_TYPE_LONGLONG;
+        b[col].buffer = text ? (void *)(vals + col * n) : (void *)(nums + col * n);
+        if (text) b[col].length = lens + col * n;
+        b[col].u.indicator = ind + col * n;
+    }
+    unsigned rows = (unsigned)n;
+    if (rc == 0 && (mysql_stmt_attr_set(c->bulk, STMT_ATTR_ARRAY_SIZE, &rows) != 0 ||
+                    mysql_stmt_bind_param(c->bulk, b) != 0 || mysql_stmt_execute(c->bulk) != 0))
+        rc = fail_of(st, what, t0, mysql_stmt_errno(c->bulk), mysql_stmt_sqlstate(c->bulk),
+                     mysql_stmt_error(c->bulk));
+    if (rc == 0) s->changes = (int64_t)mysql_stmt_affected_rows(c->bulk);
+    free(vals);
+    free(nums);
+    free(lens);
+    free(ind);
     return rc;
 }
 
-/* Runs sql and reads its activity rows into a new array (*out, *n; the
- * caller frees it; NULL when none). */
-static int read_activities(sk_store *st, const char *what, const char *sql,
-                           struct sk_activity **out, size_t *n)
+/* Sends s as text, its parameters escaped into it. */
+static int send_text(struct sk_stmt *s)
 {
-    struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, sql);
-    void *arr = NULL;
-    int rc = sk_my_read_all(st, what, &b, sizeof **out, sk_store_read_activity, &arr, n);
-    *out = arr;
+    sk_store *st = s->st;
+    struct my *c = MY(st);
+    const char *what = sk_sql_what(s->q);
+    if (c->broken || !c->m) return lost(st, what);
+    int none;
+    char *multi = s->ncols ? sk_sql_text(st, s->q, s->rows, &none) : NULL;
+    const char *tmpl = s->ncols ? multi : c->text[s->q];
+    if (!tmpl) return SK_ENOMEM;
+    struct sk_text b = {0};
+    size_t i = 0;
+    for (const char *p = tmpl; *p;) {
+        size_t run_ = strcspn(p, "?");
+        sk_text_add(&b, p, run_);
+        p += run_;
+        if (*p != '?') break;
+        static const struct sk_val null = {.kind = SK_V_NULL};
+        add_val(c->m, &b, i < s->nvals ? &s->vals[i] : &null);
+        i++;
+        p++;
+    }
+    free(multi);
+    int rc = 0;
+    if (b.oom || !b.p)
+        rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    else if (c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER)) {
+        /* with the next round trip */
+        if (SK_VEC_RESERVE(c->pend_q, c->pend_cap, c->npend + 1, 8))
+            rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+        else {
+            if (c->npend) sk_text_add(&c->pend, "; ", 2);
+            sk_text_add(&c->pend, b.p, b.len);
+            c->pend_q[c->npend++] = s->q;
+        }
+    } else
+        rc = run(st, what, b.p, b.len, &s->res, &s->changes);
+    free(b.p);
     return rc;
 }
 
-int sk_my_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+static int step(struct sk_stmt *s)
 {
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    char sql[400];
+    if (!s->sent) {
+        s->sent = 1;
+        int bulk = (sk_sql_flags(s->q) & SK_SQL_BULK) && MY(s->st)->mariadb;
+        if (bulk && (MY(s->st)->broken || !MY(s->st)->m)) return lost(s->st, sk_sql_what(s->q));
+        int rc = bulk ? send_bulk(s) : send_text(s);
+        if (rc) return rc;
+    }
+    if (!s->res) return 0;
+    s->row = mysql_fetch_row(s->res);
+    s->lens = s->row ? mysql_fetch_lengths(s->res) : NULL;
+    return s->row != NULL;
+}
+
+static int64_t col_i64(struct sk_stmt *s, int c)
+{
+    int64_t x = 0; /* NULL, or a column we declared BIGINT: a number */
+    if (s->row[c]) sk_num_i64(s->row[c], s->lens ? s->lens[c] : strlen(s->row[c]), &x);
+    return x;
+}
+
+static void col_text(struct sk_stmt *s, int c, char *dst, size_t cap)
+{
+    size_t n = s->row[c] && s->lens ? s->lens[c] : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, s->row[c], n);
+    dst[n] = 0;
+}
+
+static int64_t changes(struct sk_stmt *s)
+{
+    return s->changes;
+}
+
+static void finish(struct sk_stmt *s)
+{
+    if (s->res) mysql_free_result(s->res);
+    free(s->vals);
+    free(s);
+}
+
+/* ---- connecting ---- */
+
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static void lib_init(void)
+{
+    mysql_library_init(0, NULL, NULL); /* not thread-safe: once, before any mysql_init */
+}
+
+/* Keepalives and TCP_USER_TIMEOUT on the session's TCP socket: a host that
+ * vanished (no RST) is given up in about T, not the kernel's 15 minutes. */
+static void tune_socket(struct my *c)
+{
+    if (c->url->socket[0]) return;
+    int fd = (int)mysql_get_socket(c->m);
+    if (fd < 0) return;
+    int on = 1, idle = 5, intvl = 2, cnt = 3;
+    unsigned tmo = (unsigned)c->url->timeout_s * 1000;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof tmo);
+}
+
+/* Library options from the URL (before mysql_real_connect). */
+static void set_options(MYSQL *m, const struct sk_mysql_url *u)
+{
+    unsigned t = (unsigned)u->timeout_s,
+             proto = u->socket[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+    my_bool off = 0, on = 1;
+    unsigned infile = 0;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &t);
+    mysql_options(m, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(m, MYSQL_OPT_LOCAL_INFILE, &infile);
+    /* TCP unless a socket is named: "localhost" means TCP here too */
+    mysql_options(m, MYSQL_OPT_PROTOCOL, &proto);
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (u->ssl_mode != SK_MYSQL_SSL_DISABLED)
+        mysql_ssl_set(m, NULL, NULL, u->ssl_ca[0] ? u->ssl_ca : NULL, NULL, NULL);
+    if (u->ssl_mode >= SK_MYSQL_SSL_REQUIRED) mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on);
+    if (u->ssl_mode == SK_MYSQL_SSL_VERIFY_IDENTITY)
+        mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+}
+
+/* The session settings, one round trip. */
+static int setup_session(sk_store *st)
+{
+    struct my *c = MY(st);
+    int t = c->url->timeout_s;
+    char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = %" PRIu64, id);
-    struct sk_activity *a;
-    size_t n;
-    if ((rc = read_activities(st, "read activity", sql, &a, &n)) != 0) return rc;
-    if (n == 1)
-        *out = a[0];
+             "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+             "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+             "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';"
+             "SET SESSION innodb_lock_wait_timeout = %d;"
+             "SET SESSION %s",
+             t > 1 ? t - 1 : 1, c->mariadb ? "max_statement_time = " : "max_execution_time = ");
+    size_t n = strlen(sql);
+    if (c->mariadb)
+        snprintf(sql + n, sizeof sql - n, "%d.5", t - 1);
     else
-        rc = sk_store_no_activity(st, id);
-    free(a);
-    return rc;
+        snprintf(sql + n, sizeof sql - n, "%d", t * 1000 - 500);
+    return exec(st, sql, "set up the session");
 }
 
-int sk_my_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+/* One connection attempt with c->url. */
+static int open_session(sk_store *st, const char *what)
 {
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    return read_activities(st, "list activities",
-                           "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", out,
-                           n);
-}
-
-/* Runs a one-row UPDATE/DELETE; SK_ENOTFOUND when no row matched. */
-static int change_one(sk_store *st, struct sk_my_sql *b, uint64_t id, const char *what)
-{
-    long long hit = 0;
-    int rc = sk_my_run_sql(st, what, b, NULL, &hit, 1);
-    sk_my_sql_free(b);
-    if (rc == 0 && hit == 0) rc = sk_store_no_activity(st, id);
-    return rc;
-}
-
-int sk_my_activity_set_state(sk_store *st, uint64_t id, const char *state)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "UPDATE activities SET state = ");
-    sk_my_sql_str(st, &b, state, strlen(state));
-    sk_my_sql_addf(&b, " WHERE id = %" PRIu64, id);
-    return change_one(st, &b, id, "update activity state");
-}
-
-int sk_my_activity_delete(sk_store *st, uint64_t id)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b, "DELETE FROM activities WHERE id = %" PRIu64, id);
-    if ((rc = change_one(st, &b, id, "delete activity")) != 0) return rc;
-    /* a re-created id starts a new history: its old watermark would read as
-     * a Redis that went back in time */
-    sk_my_sql_addf(&b,
-                   "DELETE FROM redis_marks WHERE activity_id = %" PRIu64
-                   "; DELETE FROM registrations WHERE activity_id = %" PRIu64,
-                   id, id);
-    rc = sk_my_run_sql(st, "delete marks and registrations", &b, NULL, NULL, 0);
-    sk_my_sql_free(&b);
-    return rc;
-}
-
-int sk_my_exec_tx(sk_store *st, const char *const *sql, size_t n, const int64_t *expect,
-                  int64_t *affected)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    if ((rc = sk_my_cmd(st, "begin", "START TRANSACTION")) != 0) return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        long long hit = 0;
-        if ((rc = sk_my_run(st, "statement", sql[i], strlen(sql[i]), NULL, &hit, 1)) != 0) break;
-        affected[i] = hit;
-        if (expect && expect[i] >= 0 && affected[i] != expect[i])
-            rc = sk_store_set_err(st, SK_ESTATE, "mysql %s: statement %zu matched %" PRId64
-                                                 " rows, not %" PRId64,
-                                  st->my_where, i + 1, affected[i], expect[i]);
+    struct my *c = MY(st);
+    const struct sk_mysql_url *u = c->url;
+    close_bulk(c);
+    drop_waiting(c);
+    c->in_tx = 0;
+    if (c->m) mysql_close(c->m);
+    c->m = mysql_init(NULL);
+    if (!c->m) return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
+    set_options(c->m, u);
+    unsigned long flags = CLIENT_FOUND_ROWS | CLIENT_MULTI_STATEMENTS;
+    if (!mysql_real_connect(c->m, u->socket[0] ? "localhost" : u->host, u->user[0] ? u->user : NULL,
+                            u->password, u->dbname, u->socket[0] ? 0 : (unsigned)u->port,
+                            u->socket[0] ? u->socket : NULL, flags)) {
+        const char *msg = mysql_error(c->m);
+        c->broken = 1;
+        return sk_store_fail(st, SK_EDB, what, "%.*s", (int)strcspn(msg, "\n"), msg);
     }
-    return sk_my_finish_tx(st, rc, "commit");
-}
-
-int sk_my_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_my_sql b = {0};
-    /* a CHECK failure: store.c says which */
-    sk_my_sql_addf(&b, "UPDATE activities SET stock = %" PRId64 " WHERE id = %" PRIu64, stock, id);
-    return change_one(st, &b, id, "set DB stock");
-}
-
-int sk_my_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_my_sql b = {0};
-    sk_my_sql_addf(&b,
-                   "UPDATE activities SET wr_passes_per_s = %" PRId64 " WHERE id = %" PRIu64
-                   " AND wr_passes_per_s > 0",
-                   rate, id);
-    return change_one(st, &b, id, "set pass rate");
-}
-
-int sk_my_activity_ids(sk_store *st, uint64_t **out, size_t *n)
-{
-    int rc = sk_my_enter(st);
-    if (rc) return rc;
-    struct sk_my_sql b = {0};
-    sk_my_sql_add(&b, "SELECT id FROM activities ORDER BY id");
-    void *arr = NULL;
-    rc = sk_my_read_all(st, "list activity ids", &b, sizeof **out, sk_store_read_id, &arr, n);
-    *out = arr;
+    const char *info = mysql_get_server_info(c->m);
+    c->mariadb = info && strstr(info, "MariaDB") != NULL;
+    if (mysql_get_server_version(c->m) < (c->mariadb ? MARIADB_MIN : MYSQL_MIN)) {
+        c->broken = 1;
+        return sk_store_fail(st, SK_EDB, what,
+                             "server %.60s is too old: seckill needs MariaDB >= 10.2.1 or MySQL"
+                             " >= 8.0.16 (enforced CHECK constraints)",
+                             info ? info : "?");
+    }
+    tune_socket(c);
+    c->broken = 0;
+    int rc = setup_session(st);
+    if (rc) c->broken = 1;
     return rc;
 }
 
-/* ---- table and open ---- */
-
-void sk_my_close(sk_store *st)
+/* A session marked broken, or one whose idle socket became readable (the
+ * server said goodbye), is replaced first. */
+static int enter(sk_store *st)
 {
-    sk_my_disconnect(st);
+    struct my *c = MY(st);
+    int bad = c->broken || !c->m;
+    if (!bad && c->url->ssl_mode == SK_MYSQL_SSL_DISABLED) {
+        /* Idle and readable: the server closed the session (a shutdown, a
+         * restart, a kill); nothing else arrives unasked. Reconnecting
+         * costs one connect; using a dead session would fail this call.
+         * (Not under TLS: a record such as a session ticket may wait
+         * unread; a dead TLS session fails one call and is replaced.) */
+        struct pollfd p = {.fd = (int)mysql_get_socket(c->m), .events = POLLIN};
+        if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
+    }
+    return bad ? open_session(st, "connection lost and reconnect failed") : 0;
 }
 
-static const struct sk_store_ops my_ops = SK_STORE_OPS_TABLE("mysql", sk_my);
-
-int sk_store_mysql_open(sk_store *st, const char *url, int waiting)
+static int open_(sk_store *st, const char *url, int waiting)
 {
-    st->ops = &my_ops;
-    int rc = sk_my_connect(st, url, waiting != SK_STORE_LATER);
-    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && st->my_url) {
-        /* unconnected: the next call opens a session */
-        st->my_broken = 1;
-        st->owed = migrate;
+    if (strlen(url) > SK_MYSQL_URL_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "mysql URL too long");
+    pthread_once(&lib_once, lib_init);
+    struct my *c = calloc(1, sizeof *c);
+    if (c) c->url = calloc(1, sizeof *c->url);
+    if (!c || !c->url) {
+        free(c);
+        return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
+    }
+    st->conn = c;
+    char err[200];
+    if (sk_mysql_url_parse(c->url, url, strlen(url), err, sizeof err) < 0)
+        return sk_store_set_err(st, SK_EINVAL, "%s", err);
+    sk_mysql_url_where(c->url, st->where, sizeof st->where);
+    st->timeout_s = c->url->timeout_s;
+    if (waiting == SK_STORE_LATER) {
+        c->broken = 1; /* the next call opens the session */
+        sk_store_fail(st, SK_EDB, "open", "not connected yet");
         return SK_STORE_UNCONNECTED;
     }
-    if (rc == 0) rc = migrate(st);
+    int rc = open_session(st, "cannot connect");
+    if (rc == SK_EDB && waiting == SK_STORE_TRY) {
+        c->broken = 1;
+        return SK_STORE_UNCONNECTED;
+    }
     return rc;
 }
+
+static void close_(sk_store *st)
+{
+    struct my *c = MY(st);
+    if (!c) return;
+    close_bulk(c);
+    if (c->m) mysql_close(c->m);
+    if (c->url) {
+        explicit_bzero(c->url, sizeof *c->url);
+        free(c->url);
+    }
+    for (int q = 0; q < Q_COUNT; q++)
+        free(c->text[q]);
+    free(c->pend.p);
+    free(c->pend_q);
+    free(c);
+    st->conn = NULL;
+}
+
+const struct sk_store_driver sk_store_mysql = SK_STORE_DRIVER("mysql", SK_MYSQL);

@@ -1,21 +1,36 @@
-/* store_pg.c - the PostgreSQL backend of store.h (libpq), the production
- * store: its schema, the activities, and the table of its functions. Same
- * tables, constraints and semantics as store_sqlite.c. The other files of
- * the backend (store_pg_int.h): pg_conn.c, the libpq session (connecting,
- * bounded statements, prepared reads, the reset after a failure);
- * store_pg_persist.c, the persist batch; store_pg_orders.c, the orders'
- * reads and status changes, audit rows, marks and repairs.
+/* store_pg.c - the PostgreSQL driver of the store (store_int.h), over
+ * libpq.
  *
- * Schema: migrations applied in order at open, each in its own transaction
- * holding a transaction-level advisory lock, so concurrent openers apply
- * each step once; schema_migrations has one row per applied step. The
- * migration list is kept in step with store_sqlite.c (same count, same
- * meaning), so schema versions compare across backends. order_id is
- * COLLATE "C": byte order, like SQLite, whatever the database's locale, so
- * the "<activity>-" prefix range scan and paging order hold. */
-#include "store/store_pg_int.h"
+ * Connection: the URL goes through PQconninfoParse, then
+ * PQconnectdbParams with defaults for what the URL leaves out:
+ * connect_timeout 5 s, TCP keepalives (idle 5 s, 2 s x 3 probes),
+ * tcp_user_timeout, and a server statement_timeout just under the client
+ * bound. connect_timeout (T s) bounds everything: connecting, and every
+ * statement's wait for an answer (client side, T s: a stopped or frozen
+ * server never answers, so only the client can give up). After a lost
+ * connection, a timeout, or a server restart, the next call resets the
+ * connection (PQreset, bounded by T); a call never reconnects in the
+ * middle of a transaction. An open that must not wait for a server that is
+ * down starts the connection with libpq's non-blocking PQconnectStartParams
+ * and never waits for it: the next call connects.
+ *
+ * Statements go with their parameters as text, in libpq's pipeline mode,
+ * the socket non-blocking and the answer awaited with poll() against a
+ * deadline: one round trip carries a transaction's BEGIN (sent with its
+ * first statement), the writes deferred to it (SK_SQL_DEFER: the status
+ * updates, the marks, audit rows) and the statement whose answer is
+ * needed. The hot statements (SK_SQL_KEEP: an order poll, an activity
+ * read, the persist batch's, the status changes) are prepared once per
+ * session, in the round trip of their first use: the server parses and
+ * plans them once (measured: half of PostgreSQL's CPU per order poll). A
+ * multi-row statement takes one array per column, so one statement
+ * carries a whole batch. Scripts (the migrations) go by the simple
+ * protocol. */
+#include "store/store_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,360 +39,687 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-
+#include "core/num.h"
 #include "core/vec.h"
 
-/* Key of the transaction-level advisory lock that serializes migrations:
- * an arbitrary constant (not "seckill" in ASCII, which would be
- * 32481099999964268), never changed, so every release takes the same lock. */
-#define MIGRATION_LOCK_KEY "32199442939538540"
+#define CONNECT_TIMEOUT_DEFAULT_S 5
+#define CONNECT_TIMEOUT_MIN_S 2 /* libpq raises smaller values to 2 */
+#define MAX_PARAMS 32           /* of a one-row statement */
 
-/* Schema migrations, applied in order; entry i takes the version from i to
- * i + 1. Append only, and in step with store_sqlite.c. */
-static const char *const migrations[] = {
-    /* 1: activity definitions. */
-    "CREATE TABLE activities ("
-    " id BIGINT PRIMARY KEY CHECK (id >= 1),"
-    " name TEXT NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 127),"
-    " stock_initial BIGINT NOT NULL CHECK (stock_initial >= 1),"
-    " stock BIGINT NOT NULL CHECK (stock >= 0 AND stock <= stock_initial),"
-    " per_user_limit BIGINT NOT NULL CHECK (per_user_limit >= 1),"
-    " max_per_order BIGINT NOT NULL CHECK (max_per_order >= 1),"
-    " start_ms BIGINT NOT NULL CHECK (start_ms >= 0),"
-    " end_ms BIGINT NOT NULL CHECK (end_ms > start_ms),"
-    " pay_timeout_s BIGINT NOT NULL CHECK (pay_timeout_s >= 1),"
-    " state TEXT NOT NULL DEFAULT 'created'"
-    "  CHECK (state IN ('created', 'preheated', 'open', 'closed')),"
-    " created_ms BIGINT NOT NULL"
-    ");",
-    /* 2: orders, failed conditional stock updates, audit (see the SQLite
-     * migration 2 for the why of each). */
-    "CREATE TABLE orders ("
-    " order_id TEXT COLLATE \"C\" PRIMARY KEY CHECK (octet_length(order_id) BETWEEN 1 AND 63),"
-    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-    " user_id BIGINT NOT NULL,"
-    " quantity BIGINT NOT NULL CHECK (quantity >= 1),"
-    " status TEXT NOT NULL DEFAULT 'created'"
-    "  CHECK (status IN ('created', 'paid', 'cancelled')),"
-    " created_ms BIGINT NOT NULL,"
-    " pay_deadline_ms BIGINT NOT NULL,"
-    " paid_ms BIGINT,"
-    " cancelled_ms BIGINT,"
-    " stream_id TEXT NOT NULL"
-    ");"
-    "CREATE INDEX orders_status_deadline ON orders (status, pay_deadline_ms);"
-    "CREATE INDEX orders_activity_status ON orders (activity_id, status);"
-    "CREATE TABLE stock_failures ("
-    " id BIGSERIAL PRIMARY KEY,"
-    " at_ms BIGINT NOT NULL,"
-    " activity_id BIGINT NOT NULL,"
-    " order_id TEXT NOT NULL,"
-    " quantity BIGINT NOT NULL,"
-    " db_stock BIGINT"
-    ");"
-    "CREATE INDEX stock_failures_activity ON stock_failures (activity_id);"
-    "CREATE TABLE audit ("
-    " id BIGSERIAL PRIMARY KEY,"
-    " at_ms BIGINT NOT NULL,"
-    " activity_id BIGINT NOT NULL,"
-    " kind TEXT NOT NULL,"
-    " detail TEXT NOT NULL"
-    ");"
-    "CREATE INDEX audit_activity ON audit (activity_id, id);",
-    /* 3: released_ms: set once the Redis release of a cancelled order is
-     * known to be done; the partial index holds exactly the cancelled
-     * orders still owing their release (see the SQLite migration 3). */
-    "ALTER TABLE orders ADD COLUMN released_ms BIGINT;"
-    "CREATE INDEX orders_unreleased ON orders (order_id)"
-    " WHERE status = 'cancelled' AND released_ms IS NULL;",
-    /* 4: the activity's own per-user rate limit (see the SQLite migration 4). */
-    "ALTER TABLE activities ADD COLUMN rl_per_user_per_s BIGINT NOT NULL DEFAULT 0"
-    " CHECK (rl_per_user_per_s >= 0);"
-    "ALTER TABLE activities ADD COLUMN rl_burst BIGINT NOT NULL DEFAULT 0"
-    " CHECK (rl_burst >= 0);",
-    /* 5: stock segments (see the SQLite migration 5). */
-    "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
-    " CHECK (segments >= 1);",
-    /* 6: the rollback guard's watermark (see the SQLite migration 6). */
-    "CREATE TABLE redis_marks ("
-    " label TEXT COLLATE \"C\" PRIMARY KEY CHECK (octet_length(label) BETWEEN 1 AND 31),"
-    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-    " adm BIGINT NOT NULL CHECK (adm >= 0),"
-    " updated_ms BIGINT NOT NULL,"
-    " order_id TEXT NOT NULL"
-    ");"
-    "CREATE INDEX redis_marks_activity ON redis_marks (activity_id);",
-    /* 7: the waiting room (see the SQLite migration 7). */
-    "ALTER TABLE activities ADD COLUMN wr_passes_per_s BIGINT NOT NULL DEFAULT 0"
-    " CHECK (wr_passes_per_s >= 0);"
-    "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s BIGINT NOT NULL DEFAULT 0"
-    " CHECK (wr_pass_ttl_s >= 0);"
-    "ALTER TABLE activities ADD COLUMN wr_seed TEXT NOT NULL DEFAULT ''"
-    " CHECK (octet_length(wr_seed) <= 64);",
-    /* 8: histories that diverge (see the SQLite migration 8). */
-    "ALTER TABLE orders ADD COLUMN idem_key TEXT"
-    " CHECK (idem_key IS NULL OR octet_length(idem_key) BETWEEN 1 AND 64);"
-    "ALTER TABLE redis_marks ADD COLUMN branch TEXT COLLATE \"C\" NOT NULL DEFAULT ''"
-    " CHECK (octet_length(branch) <= 15);"
-    "ALTER TABLE redis_marks DROP CONSTRAINT redis_marks_pkey;"
-    "ALTER TABLE redis_marks ADD PRIMARY KEY (label, branch);"
-    "CREATE TABLE order_conflicts ("
-    " id BIGSERIAL PRIMARY KEY,"
-    " at_ms BIGINT NOT NULL,"
-    " activity_id BIGINT NOT NULL,"
-    " order_id TEXT NOT NULL,"
-    " user_id BIGINT NOT NULL,"
-    " quantity BIGINT NOT NULL,"
-    " stream_id TEXT NOT NULL"
-    ");"
-    "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id);",
-    /* 9: pre-registration, the draw, the waiting room's controls (see the
-     * SQLite migration 9). */
-    "ALTER TABLE activities ADD COLUMN wr_control BIGINT NOT NULL DEFAULT 0"
-    " CHECK (wr_control BETWEEN 0 AND 7),"
-    " ADD COLUMN reg_start_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_start_ms >= 0),"
-    " ADD COLUMN reg_end_ms BIGINT NOT NULL DEFAULT 0 CHECK (reg_end_ms >= 0),"
-    " ADD COLUMN draw_box_s BIGINT NOT NULL DEFAULT 0 CHECK (draw_box_s >= 0),"
-    " ADD COLUMN draw_seed TEXT NOT NULL DEFAULT '' CHECK (octet_length(draw_seed) IN (0, 64)),"
-    " ADD COLUMN drawn_ms BIGINT NOT NULL DEFAULT 0 CHECK (drawn_ms >= 0),"
-    " ADD COLUMN draw_n BIGINT NOT NULL DEFAULT 0 CHECK (draw_n >= 0),"
-    " ADD COLUMN draw_state TEXT NOT NULL DEFAULT '' CHECK (octet_length(draw_state) < 96);"
-    "CREATE TABLE registrations ("
-    " activity_id BIGINT NOT NULL CHECK (activity_id >= 1),"
-    " user_id BIGINT NOT NULL,"
-    " created_ms BIGINT NOT NULL,"
-    " draw_rank BIGINT CHECK (draw_rank IS NULL OR draw_rank >= 1),"
-    " PRIMARY KEY (activity_id, user_id)"
-    ");",
+struct pg {
+    PGconn *c;
+    int timeout_ms;   /* client-side bound of one statement */
+    int broken;       /* reset the connection on the next call */
+    int in_tx;        /* in a transaction (SK_TX_BEGIN) */
+    int begin;        /* its BEGIN waits for the first statement */
+    struct req *pend; /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    size_t npend, pend_cap;
+    char *text[Q_COUNT];             /* each statement's text, expanded once */
+    unsigned char prepared[Q_COUNT]; /* prepared on the current session */
 };
-#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
-/* ---- schema ---------------------------------------------------------- */
+struct sk_stmt {
+    sk_store *st;
+    int q;
+    int ncols; /* a multi-row statement's row, else 0 */
+    size_t nvals;
+    struct sk_val *vals;
+    int sent;
+    PGresult *r; /* NULL: deferred */
+    int row, rows;
+    int64_t changes;
+};
 
-static int read_version(sk_store *st, int *v, const char *sql)
+#define PG(st) ((struct pg *)(st)->conn)
+
+/* ---- errors ---- */
+
+/* libpq messages end with a newline and may span lines: the first. */
+static void first_line(char *dst, size_t cap, const char *msg)
 {
-    PGresult *r;
-    int rc = sk_pg_run(st, &r, "read schema version", sql, 0, NULL);
-    if (rc) return rc;
-    if (PQntuples(r) != 1)
-        rc = sk_store_set_err(st, SK_EDB, "postgres %s: no schema version", st->pg_where);
-    else
-        *v = (int)sk_pg_i64(r, 0, 0);
-    PQclear(r);
-    return rc;
+    if (!msg) msg = "";
+    snprintf(dst, cap, "%.*s", (int)strcspn(msg, "\n"), msg);
 }
 
-static int migrate(sk_store *st)
+/* SQLSTATE -> SK code. Unique violation is EEXIST; the other integrity and
+ * data errors are the caller's (EINVAL, like SQLite's CHECK); waits cut
+ * short (statement/lock timeout, deadlock, serialization) are ETIMEDOUT:
+ * worth a retry; the rest, and no SQLSTATE (connection lost), EDB. */
+static int code_of(const char *state)
 {
-    /* Each pass: one transaction that takes the lock (waiting while another
-     * opener applies a step), reads the version, applies one step. */
-    static const char lock_and_read[] = "BEGIN;"
-                                        "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK_KEY ");"
-                                        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                                        " version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL);"
-                                        "SELECT coalesce(max(version), 0) FROM schema_migrations";
+    if (!state) return SK_EDB;
+    if (!strcmp(state, "23505")) return SK_EEXIST;
+    if (!strncmp(state, "23", 2) || !strncmp(state, "22", 2)) return SK_EINVAL;
+    if (!strcmp(state, "57014") || !strcmp(state, "55P03") || !strcmp(state, "40P01") ||
+        !strcmp(state, "40001"))
+        return SK_ETIMEDOUT;
+    return SK_EDB;
+}
+
+/* A failed result -> SK code, with the server's message. */
+static int res_err(sk_store *st, PGresult *r, const char *what)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    char line[320];
+    first_line(line, sizeof line, msg ? msg : PQerrorMessage(PG(st)->c));
+    if (PQstatus(PG(st)->c) != CONNECTION_OK) PG(st)->broken = 1;
+    return sk_store_fail(st, code_of(state), what, "%s", line);
+}
+
+/* The connection failed under us: the next call resets it. */
+static int conn_err(sk_store *st, const char *what)
+{
+    char line[320];
+    first_line(line, sizeof line, PQerrorMessage(PG(st)->c));
+    PG(st)->broken = 1;
+    return sk_store_fail(st, SK_EDB, what, "%s", line[0] ? line : "connection lost");
+}
+
+/* ---- round trips ---- */
+
+/* One request of a round trip: statement q with its parameters as text
+ * (NULL: SQL NULL), or a command (q -1: BEGIN, COMMIT). A deferred one
+ * owns copies of its parameters (block). */
+struct req {
+    int q;
+    const char *cmd;
+    int np;
+    const char *p[MAX_PARAMS];
+    char *block;
+};
+
+/* Polls the socket for ev until deadline: 1 ready, 0 timed out, -1 error. */
+static int wait_fd(PGconn *c, short ev, int64_t deadline)
+{
     for (;;) {
-        int v = 0;
-        int rc = read_version(st, &v, lock_and_read);
-        if (rc == 0 && v == N_MIGRATIONS) return sk_pg_cmd(st, "COMMIT", "commit migration check");
-        if (rc == 0 && v > N_MIGRATIONS)
-            rc = sk_store_set_err(
-                st, SK_EDB,
-                "postgres %s: schema version %d is newer than this binary (%d); upgrade "
-                "seckill",
-                st->pg_where, v, N_MIGRATIONS);
-        else if (rc == 0) {
-            char ver[16], ms[24];
-            snprintf(ver, sizeof ver, "%d", v + 1);
-            snprintf(ms, sizeof ms, "%" PRId64, sk_wall_ms());
-            const char *p[] = {ver, ms};
-            rc = sk_pg_cmd(st, migrations[v], "migration");
-            if (rc == 0)
-                rc = sk_pg_run(
-                    st, NULL, "record migration",
-                    "INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)", 2, p);
-            if (rc == 0) rc = sk_pg_cmd(st, "COMMIT", "commit migration");
-            if (rc) {
-                char why[sizeof st->errstr]; /* the message is rewritten in place */
-                snprintf(why, sizeof why, "%s", st->errstr);
-                sk_store_set_err(st, rc, "%.400s (schema migration %d failed)", why, v + 1);
-            }
-        }
-        if (rc) {
-            char why[sizeof st->errstr];
-            snprintf(why, sizeof why, "%s", st->errstr);
-            if (!st->pg_broken) sk_pg_cmd(st, "ROLLBACK", "rollback migration");
-            return sk_store_set_err(st, rc == SK_ENOMEM ? rc : SK_EDB, "%s", why);
-        }
+        int64_t left = deadline - sk_mono_ms();
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = PQsocket(c), .events = ev};
+        if (p.fd < 0) return -1;
+        int n = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
+        if (n > 0) return 1;
+        if (n < 0 && errno != EINTR) return -1;
     }
 }
 
-int sk_pg_schema_version(sk_store *st, int *version)
+/* The answer did not come: the connection is in an unknown state and is
+ * reset by the next call. */
+static int timed_out(sk_store *st, const char *what)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    return read_version(st, version, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+    PG(st)->broken = 1;
+    return sk_store_fail(st, SK_EDB, what, "no answer within %d ms (server down or frozen)",
+                         PG(st)->timeout_ms);
 }
 
-/* ---- activities ------------------------------------------------------ */
-
-int sk_pg_activity_insert(sk_store *st, const struct sk_activity *v)
+/* Sends what was queued, until deadline. */
+static int flush_out(sk_store *st, int64_t deadline, const char *what)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_store_value val[SK_STORE_ACTIVITY_NCOLS];
-    sk_store_activity_values(v, val);
-    struct sk_pg_num num[SK_STORE_ACTIVITY_NCOLS];
-    const char *p[SK_STORE_ACTIVITY_NCOLS];
-    for (int i = 0; i < SK_STORE_ACTIVITY_NCOLS; i++) {
-        num[i] = sk_pg_num_i64(val[i].num);
-        p[i] = val[i].text ? val[i].text : num[i].s;
+    PGconn *c = PG(st)->c;
+    int f;
+    while ((f = PQflush(c)) == 1) {
+        if (wait_fd(c, POLLOUT | POLLIN, deadline) <= 0) return timed_out(st, what);
+        if (!PQconsumeInput(c)) return conn_err(st, what);
     }
-    rc = sk_pg_run(st, NULL, "insert activity",
-                   "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES ($1, $2, $3, $4,"
-                   " $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,"
-                   " $21, $22, $23, $24, $25)",
-                   SK_STORE_ACTIVITY_NCOLS, p);
-    if (rc == SK_EEXIST)
-        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
+    return f < 0 ? conn_err(st, what) : 0;
+}
+
+/* The next result into *r (NULL: the end of a query's results), waiting
+ * for it until deadline. */
+static int next_result(sk_store *st, int64_t deadline, const char *what, PGresult **r)
+{
+    PGconn *c = PG(st)->c;
+    for (;;) {
+        if (!PQconsumeInput(c)) return conn_err(st, what);
+        if (!PQisBusy(c)) {
+            *r = PQgetResult(c);
+            return 0;
+        }
+        if (wait_fd(c, POLLIN, deadline) <= 0) return timed_out(st, what);
+    }
+}
+
+/* The results of one query up to its end: the last into *out (the caller
+ * PQclears it; out may be NULL), the first failure as the code. */
+static int query_results(sk_store *st, int64_t deadline, const char *what, PGresult **out)
+{
+    PGresult *last = NULL, *failed = NULL, *r;
+    int rc;
+    while ((rc = next_result(st, deadline, what, &r)) == 0 && r) {
+        ExecStatusType s = PQresultStatus(r);
+        if ((s == PGRES_FATAL_ERROR || s == PGRES_BAD_RESPONSE) && !failed) {
+            failed = r; /* the first error is the cause; keep draining */
+        } else {
+            PQclear(last);
+            last = r;
+        }
+    }
+    if (rc == 0 && failed) rc = res_err(st, failed, what);
+    ExecStatusType s = last ? PQresultStatus(last) : PGRES_FATAL_ERROR;
+    if (rc == 0 && s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && s != PGRES_PIPELINE_ABORTED)
+        rc = last ? res_err(st, last, what) : conn_err(st, what);
+    PQclear(failed);
+    if (rc == 0 && out)
+        *out = last;
+    else
+        PQclear(last);
     return rc;
 }
 
-int sk_pg_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+/* Sends one query and awaits its answer (*out as query_results),
+ * bounded by timeout_ms: a server that does not answer (stopped, frozen,
+ * unreachable) leaves the connection marked broken and the call failing
+ * with SK_EDB. */
+static int await_result(sk_store *st, PGresult **out, const char *what)
 {
-    struct sk_pg_num n = sk_pg_num_u64(id);
-    int rc =
-        sk_pg_read_one(st, "read activity", PGQ_ACTIVITY_GET, n.s, sk_store_read_activity, out);
-    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
+    int64_t deadline = sk_mono_ms() + PG(st)->timeout_ms;
+    int rc = flush_out(st, deadline, what);
+    return rc ? rc : query_results(st, deadline, what, out);
 }
 
-int sk_pg_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+static int lost(sk_store *st, const char *what)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    void *arr = NULL;
-    rc = sk_pg_read_all(st, "list activities",
-                        "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities ORDER BY id", 0, NULL,
-                        sizeof **out, sk_store_read_activity, &arr, n);
-    *out = arr;
-    return rc;
+    return sk_store_fail(st, SK_EDB, what, "connection lost");
 }
 
-/* Runs a one-row UPDATE/DELETE; SK_ENOTFOUND when no row matched. */
-static int change_one(sk_store *st, const char *sql, int np, const char *const *p, uint64_t id,
-                      const char *what)
+static const char *req_what(const struct req *r)
 {
-    PGresult *r;
-    int rc = sk_pg_run(st, &r, what, sql, np, p);
-    if (rc) return rc;
-    if (sk_pg_changed(r) == 0) rc = sk_store_no_activity(st, id);
-    PQclear(r);
-    return rc;
+    return r->q >= 0 ? sk_sql_what(r->q) : r->cmd;
 }
 
-int sk_pg_activity_set_state(sk_store *st, uint64_t id, const char *state)
+/* Queues request r on the connection (a statement kept per session is
+ * prepared first when it is not yet); *prep 1 when a prepare went too. */
+static int send_req(sk_store *st, const struct req *r, int *prep)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_pg_num n = sk_pg_num_u64(id);
-    const char *p[] = {state, n.s};
-    return change_one(st, "UPDATE activities SET state = $1 WHERE id = $2", 2, p, id,
-                      "update activity state");
+    struct pg *c = PG(st);
+    *prep = 0;
+    if (r->q < 0) return PQsendQueryParams(c->c, r->cmd, 0, NULL, NULL, NULL, NULL, 0) ? 0 : -1;
+    char name[16];
+    snprintf(name, sizeof name, "sk_%d", r->q);
+    if (!(sk_sql_flags(r->q) & SK_SQL_KEEP))
+        return PQsendQueryParams(c->c, c->text[r->q], r->np, NULL, r->p, NULL, NULL, 0) ? 0 : -1;
+    if (!c->prepared[r->q]) {
+        if (!PQsendPrepare(c->c, name, c->text[r->q], r->np, NULL)) return -1;
+        *prep = 1;
+    }
+    return PQsendQueryPrepared(c->c, name, r->np, r->p, NULL, NULL, 0) ? 0 : -1;
 }
 
-int sk_pg_activity_delete(sk_store *st, uint64_t id)
+/* A statement kept per session failed: unless a value was refused, the
+ * session's trouble (a timeout, or a plan the schema changed under):
+ * the next call starts on a fresh one. */
+static void kept_failed(sk_store *st, const struct req *r, int rc)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_pg_num n = sk_pg_num_u64(id);
-    const char *p[] = {n.s};
-    rc = change_one(st, "DELETE FROM activities WHERE id = $1", 1, p, id, "delete activity");
-    if (rc) return rc;
-    /* a re-created id starts a new history: its old watermark would read as
-     * a Redis that went back in time */
-    PGresult *r;
-    rc = sk_pg_run(st, &r, "delete marks", "DELETE FROM redis_marks WHERE activity_id = $1", 1, p);
-    if (rc == 0) PQclear(r);
-    if (rc == 0)
-        rc = sk_pg_run(st, &r, "delete registrations",
-                       "DELETE FROM registrations WHERE activity_id = $1", 1, p);
-    if (rc == 0) PQclear(r);
-    return rc;
+    if (r->q >= 0 && (sk_sql_flags(r->q) & SK_SQL_KEEP) && rc != SK_EINVAL && rc != SK_EEXIST)
+        PG(st)->broken = 1;
 }
 
-int sk_pg_exec_tx(sk_store *st, const char *const *sql, size_t n, const int64_t *expect,
-                  int64_t *affected)
+static void drop_deferred(struct pg *c)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    if ((rc = sk_pg_cmd(st, "BEGIN", "begin")) != 0) return rc;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; i < c->npend; i++)
+        free(c->pend[i].block);
+    c->npend = 0;
+}
+
+/* One round trip in pipeline mode: the waiting BEGIN, the deferred
+ * statements, then cur (may be NULL); *out cur's result. A statement kept
+ * per session is prepared in the same round trip the first time. The
+ * first failure is the code; the queries after it were skipped by the
+ * server. */
+static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
+{
+    struct pg *c = PG(st);
+    const char *what = cur ? req_what(cur) : "send";
+    size_t n = c->npend + 2, k = 0;
+    struct slot {
+        const struct req *r;
+        int prepare;
+    } *slots = calloc(2 * n, sizeof *slots);
+    static const struct req begin = {.q = -1, .cmd = "begin"};
+    if (!slots) return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+    int rc = PQenterPipelineMode(c->c) ? 0 : conn_err(st, what);
+    if (rc == 0 && c->begin) {
+        slots[k++].r = &begin;
+        if (PQsendQueryParams(c->c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 0) rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i <= c->npend; i++) {
+        const struct req *r = i < c->npend ? &c->pend[i] : cur;
+        if (!r) break;
+        int prep;
+        if (send_req(st, r, &prep) < 0) rc = -1;
+        if (prep) {
+            /* prepared once even when it comes twice in this pipeline;
+             * undone below when the prepare fails */
+            c->prepared[r->q] = 1;
+            slots[k++] = (struct slot){r, 1};
+        }
+        slots[k++] = (struct slot){r, 0};
+    }
+    if (rc == -1 || (rc == 0 && !PQpipelineSync(c->c))) rc = conn_err(st, what);
+    int64_t deadline = sk_mono_ms() + c->timeout_ms;
+    if (rc == 0) rc = flush_out(st, deadline, what);
+    int failed = 0;
+    for (size_t i = 0; rc == 0 && i < k; i++) {
+        const struct req *r = slots[i].r;
+        int last = r == cur && !slots[i].prepare;
+        int q = query_results(st, deadline, req_what(r), last ? out : NULL);
+        if (q == SK_EDB && c->broken) rc = q; /* the connection, not the query */
+        if (q && !failed) {
+            failed = q;
+            kept_failed(st, r, q);
+        }
+        if (slots[i].prepare && (q || failed)) c->prepared[r->q] = 0; /* failed or skipped */
+        if (q && last && out) *out = NULL;
+    }
+    PGresult *sync = NULL;
+    if (rc == 0 && next_result(st, deadline, what, &sync) == 0 &&
+        PQresultStatus(sync) != PGRES_PIPELINE_SYNC)
+        rc = conn_err(st, what);
+    PQclear(sync);
+    if (!PQexitPipelineMode(c->c)) c->broken = 1;
+    free(slots);
+    drop_deferred(c);
+    c->begin = 0;
+    if (rc == 0 && failed && out) {
+        PQclear(*out);
+        *out = NULL;
+    }
+    return rc ? rc : failed;
+}
+
+/* One round trip for r and what waits (a BEGIN, deferred statements):
+ * *out its result (the caller PQclears it). */
+static int roundtrip(sk_store *st, const struct req *r, PGresult **out)
+{
+    *out = NULL;
+    return PG(st)->broken ? lost(st, req_what(r)) : pipeline(st, r, out);
+}
+
+/* A script (several statements, no parameters): what waits goes first. */
+static int exec(sk_store *st, const char *script, const char *what)
+{
+    struct pg *c = PG(st);
+    if (c->broken) return lost(st, what);
+    if (c->begin || c->npend) {
+        int rc = pipeline(st, NULL, NULL); /* what waits goes first */
+        if (rc) return rc;
+    }
+    if (!PQsendQuery(c->c, script)) return conn_err(st, what);
+    return await_result(st, NULL, what);
+}
+
+static int tx(sk_store *st, int op)
+{
+    struct pg *c = PG(st);
+    if (op == SK_TX_BEGIN) {
+        c->in_tx = c->begin = 1; /* sent with the first statement */
+        return 0;
+    }
+    c->in_tx = 0;
+    if (op == SK_TX_COMMIT) {
+        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
+            c->begin = 0;
+            return 0;
+        }
+        static const struct req commit = {.q = -1, .cmd = "COMMIT"};
         PGresult *r;
-        if ((rc = sk_pg_run(st, &r, "statement", sql[i], 0, NULL)) != 0) break;
-        affected[i] = sk_pg_changed(r);
+        int rc = roundtrip(st, &commit, &r);
         PQclear(r);
-        if (expect && expect[i] >= 0 && affected[i] != expect[i])
-            rc = sk_store_set_err(st, SK_ESTATE, "postgres %s: statement %zu matched %" PRId64
-                                                 " rows, not %" PRId64,
-                                  st->pg_where, i + 1, affected[i], expect[i]);
+        return rc;
     }
-    return sk_pg_finish_tx(st, rc, "commit");
+    drop_deferred(c);
+    if (c->begin) {
+        c->begin = 0;
+        return 0;
+    }
+    /* a broken connection rolls back on the server by itself */
+    if (!c->broken) {
+        char keep[sizeof st->errstr];
+        memcpy(keep, st->errstr, sizeof keep);
+        exec(st, "ROLLBACK", "rollback");
+        memcpy(st->errstr, keep, sizeof keep);
+    }
+    return 0;
 }
 
-int sk_pg_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+/* ---- statements ---- */
+
+static int prepare(sk_store *st, int q, size_t rows, size_t *got, struct sk_stmt **out)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_pg_num s = sk_pg_num_i64(stock), n = sk_pg_num_u64(id);
-    const char *p[] = {s.s, n.s};
-    /* a CHECK failure: store.c says which */
-    return change_one(st, "UPDATE activities SET stock = $1 WHERE id = $2", 2, p, id,
-                      "set DB stock");
+    struct pg *c = PG(st);
+    if (!c->text[q]) {
+        int none;
+        c->text[q] = sk_sql_text(st, q, 1, &none); /* the same for any number of rows */
+        if (!c->text[q]) return none ? SK_STORE_NONE : SK_ENOMEM;
+    }
+    const char *types = sk_sql_types(q);
+    *got = types ? rows : 1;
+    struct sk_stmt *s = calloc(1, sizeof *s);
+    size_t nv = types ? *got * strlen(types) : MAX_PARAMS;
+    if (s) s->vals = calloc(nv, sizeof *s->vals);
+    if (!s || !s->vals) {
+        if (s) free(s);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory preparing %s", sk_sql_what(q));
+    }
+    s->st = st;
+    s->q = q;
+    s->ncols = types ? (int)strlen(types) : 0;
+    s->nvals = nv;
+    *out = s;
+    return 0;
 }
 
-int sk_pg_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+static void bind_(struct sk_stmt *s, int i, struct sk_val v)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    struct sk_pg_num r = sk_pg_num_i64(rate), n = sk_pg_num_u64(id);
-    const char *p[] = {r.s, n.s};
-    return change_one(st,
-                      "UPDATE activities SET wr_passes_per_s = $1 WHERE id = $2 AND"
-                      " wr_passes_per_s > 0",
-                      2, p, id, "set pass rate");
+    if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
 }
 
-int sk_pg_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+/* One element of an array literal "{a,b}": text quoted with " and \
+ * escaped, numbers bare, NULL. */
+static void arr_add(struct sk_text *b, struct sk_val v)
 {
-    int rc = sk_pg_enter(st);
-    if (rc) return rc;
-    void *arr = NULL;
-    rc = sk_pg_read_all(st, "list activity ids", "SELECT id FROM activities ORDER BY id", 0, NULL,
-                        sizeof **out, sk_store_read_id, &arr, n);
-    *out = arr;
-    return rc;
+    if (b->len > 1) sk_text_add(b, ",", 1);
+    if (v.kind == SK_V_NULL) {
+        sk_text_add(b, "NULL", 4);
+    } else if (v.kind == SK_V_INT) {
+        char n[24];
+        sk_text_add(b, n, (size_t)snprintf(n, sizeof n, "%" PRId64, v.i));
+    } else {
+        sk_text_add(b, "\"", 1);
+        for (const char *q = v.t; *q;) {
+            size_t run = strcspn(q, "\"\\"); /* copied at once: ids rarely hold either */
+            sk_text_add(b, q, run);
+            if (!q[run]) break;
+            sk_text_add(b, "\\", 1);
+            sk_text_add(b, q + run, 1);
+            q += run + 1;
+        }
+        sk_text_add(b, "\"", 1);
+    }
 }
 
-/* ---- table and open -------------------------------------------------- */
-
-void sk_pg_close(sk_store *st)
+/* A deferred request keeps copies of its parameters. */
+static int defer(sk_store *st, const struct req *r)
 {
-    if (st->pg) PQfinish(st->pg);
-    st->pg = NULL;
+    struct pg *c = PG(st);
+    size_t len = 0;
+    for (int i = 0; i < r->np; i++)
+        len += r->p[i] ? strlen(r->p[i]) + 1 : 0;
+    struct req d = *r;
+    d.block = malloc(len ? len : 1);
+    if (!d.block || SK_VEC_RESERVE(c->pend, c->pend_cap, c->npend + 1, 8)) {
+        free(d.block);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", req_what(r));
+    }
+    char *at = d.block;
+    for (int i = 0; i < r->np; i++) {
+        if (!r->p[i]) continue;
+        size_t n = strlen(r->p[i]) + 1;
+        memcpy(at, r->p[i], n);
+        d.p[i] = at;
+        at += n;
+    }
+    c->pend[c->npend++] = d;
+    return 0;
 }
 
-static const struct sk_store_ops pg_ops = SK_STORE_OPS_TABLE("postgres", sk_pg);
-
-int sk_store_pg_open(sk_store *st, const char *url, int waiting)
+/* Sends s with its parameters (text; a multi-row statement's as one array
+ * per column) and awaits the answer; a deferred write waits for the next
+ * round trip instead. */
+static int send_stmt(struct sk_stmt *s)
 {
-    st->ops = &pg_ops;
-    int rc = sk_pg_connect(st, url, waiting != SK_STORE_LATER);
-    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && st->pg) {
-        /* the session exists, unconnected: the next call resets it */
-        st->pg_broken = 1;
-        st->owed = migrate;
+    sk_store *st = s->st;
+    struct pg *c = PG(st);
+    const char *what = sk_sql_what(s->q);
+    char num[MAX_PARAMS][24];
+    struct sk_text arr[MAX_PARAMS] = {{0}};
+    struct req r = {.q = s->q};
+    int rc = 0;
+    if (s->ncols) {
+        size_t rows = s->nvals / (size_t)s->ncols;
+        for (r.np = 0; r.np < s->ncols; r.np++) {
+            sk_text_add(&arr[r.np], "{", 1);
+            for (size_t k = 0; k < rows; k++)
+                arr_add(&arr[r.np], s->vals[k * (size_t)s->ncols + (size_t)r.np]);
+            sk_text_add(&arr[r.np], "}", 1);
+            if (arr[r.np].oom) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
+            r.p[r.np] = arr[r.np].p;
+        }
+    } else {
+        /* the parameters the text has: $1 .. $np */
+        for (const char *d = c->text[s->q]; (d = strchr(d, '$')) != NULL; d++) {
+            int k = atoi(d + 1);
+            if (k > r.np) r.np = k;
+        }
+        if (r.np > MAX_PARAMS) /* a statement of store_sql.c beyond the driver's room */
+            return sk_store_set_err(st, SK_EINVAL, "postgres: %s: %d parameters", what, r.np);
+        for (int i = 0; i < r.np; i++) {
+            const struct sk_val *v = &s->vals[i];
+            if (v->kind == SK_V_INT) snprintf(num[i], sizeof num[i], "%" PRId64, v->i);
+            r.p[i] = v->kind == SK_V_TEXT ? v->t : v->kind == SK_V_INT ? num[i] : NULL;
+        }
+    }
+    if (rc == 0 && c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER))
+        rc = c->broken ? lost(st, what) : defer(st, &r);
+    else if (rc == 0 && (rc = roundtrip(st, &r, &s->r)) == 0)
+        s->rows = PQntuples(s->r);
+    for (int i = 0; i < s->ncols; i++)
+        free(arr[i].p);
+    if (rc || !s->r) return rc;
+    const char *n = PQcmdTuples(s->r); /* "" for a command that counts nothing */
+    uint64_t x = 0;
+    sk_num_u64(n, strlen(n), &x);
+    s->changes = (int64_t)x;
+    return 0;
+}
+
+static int step(struct sk_stmt *s)
+{
+    if (!s->sent) {
+        s->sent = 1;
+        s->row = -1;
+        int rc = send_stmt(s);
+        if (rc) return rc;
+    }
+    return ++s->row < s->rows;
+}
+
+static int64_t col_i64(struct sk_stmt *s, int c)
+{
+    if (PQgetisnull(s->r, s->row, c)) return 0;
+    const char *v = PQgetvalue(s->r, s->row, c);
+    int64_t x = 0; /* a column we declared BIGINT: always a number */
+    sk_num_i64(v, strlen(v), &x);
+    return x;
+}
+
+/* NULL reads "": PQgetvalue gives "" for it. */
+static void col_text(struct sk_stmt *s, int c, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "%s", PQgetvalue(s->r, s->row, c));
+}
+
+static int64_t changes(struct sk_stmt *s)
+{
+    return s->changes;
+}
+
+static void finish(struct sk_stmt *s)
+{
+    PQclear(s->r);
+    free(s->vals);
+    free(s);
+}
+
+/* ---- connection ---- */
+
+/* Server notices (e.g. "relation already exists, skipping") are not errors
+ * and must not reach the operator's terminal from inside a library. */
+static void ignore_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+/* Resets the connection; bounded by connect_timeout. */
+static int reconnect(sk_store *st)
+{
+    struct pg *c = PG(st);
+    drop_deferred(c);
+    c->in_tx = c->begin = 0;
+    PQexitPipelineMode(c->c); /* a pipeline cut short */
+    PQsetnonblocking(c->c, 0);
+    PQreset(c->c);
+    PQexitPipelineMode(c->c);
+    if (PQstatus(c->c) != CONNECTION_OK) {
+        char line[320];
+        first_line(line, sizeof line, PQerrorMessage(c->c));
+        c->broken = 1;
+        return sk_store_fail(st, SK_EDB, "connection lost and reconnect failed", "%s", line);
+    }
+    PQsetnonblocking(c->c, 1);
+    c->broken = 0;
+    memset(c->prepared, 0, sizeof c->prepared); /* a new session: nothing prepared on it */
+    return 0;
+}
+
+/* A usable connection: after a failure, or when the idle socket became
+ * readable (the server sent its goodbye: shutdown or restart), it is reset
+ * first. */
+static int enter(sk_store *st)
+{
+    PGconn *c = PG(st)->c;
+    int bad =
+        PG(st)->broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE;
+    if (!bad) {
+        struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+        /* Idle and readable: a FATAL or EOF; nothing else arrives unasked
+         * (no LISTEN here). Resetting costs one reconnect; using a dead
+         * connection would fail this call. */
+        if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
+    }
+    return bad ? reconnect(st) : 0;
+}
+
+/* Connects to url (libpq's URL or key=value form) with the store's
+ * defaults, non-blocking. The URL's password never reaches an error
+ * message. now 0: only sets the session up (libpq's non-blocking start,
+ * never waited for) and fails with SK_EDB "not connected yet". */
+static int connect_(sk_store *st, const char *url, int now)
+{
+    struct pg *c = PG(st);
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(url, &perr);
+    if (!opts) {
+        /* libpq quotes the offending token, which may be the password. */
+        int rc = sk_store_set_err(st, perr ? SK_EINVAL : SK_ENOMEM, "%s",
+                                  perr ? "malformed postgres URL" : "out of memory");
+        PQfreemem(perr);
+        return rc;
+    }
+    enum { MAXP = 64 };
+    const char *kw[MAXP], *val[MAXP];
+    int n = 0, timeout_s = CONNECT_TIMEOUT_DEFAULT_S;
+    const char *user_options = NULL;
+    static const char *const defaults[][2] = {
+        {"keepalives", "1"},       {"keepalives_idle", "5"},        {"keepalives_interval", "2"},
+        {"keepalives_count", "3"}, {"application_name", "seckill"}, {"client_encoding", "UTF8"},
+    };
+    for (PQconninfoOption *o = opts; o->keyword && n < MAXP - 12; o++) {
+        if (!o->val || !*o->val) continue;
+        if (!strcmp(o->keyword, "options")) {
+            user_options = o->val;
+            continue;
+        }
+        if (!strcmp(o->keyword, "connect_timeout")) {
+            int64_t t = 0; /* not a number: the default, as 0 is */
+            sk_num_i64_range(o->val, strlen(o->val), 0, 86400, &t);
+            timeout_s = (int)t; /* re-added below, normalized */
+            continue;
+        }
+        kw[n] = o->keyword;
+        val[n++] = o->val;
+    }
+    if (timeout_s <= 0) timeout_s = CONNECT_TIMEOUT_DEFAULT_S; /* 0 means forever */
+    if (timeout_s < CONNECT_TIMEOUT_MIN_S) timeout_s = CONNECT_TIMEOUT_MIN_S;
+    char tbuf[16], ubuf[24], obuf[1200];
+    snprintf(tbuf, sizeof tbuf, "%d", timeout_s);
+    kw[n] = "connect_timeout";
+    val[n++] = tbuf;
+    for (size_t d = 0; d < sizeof defaults / sizeof defaults[0]; d++) {
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= !strcmp(kw[i], defaults[d][0]);
+        if (!seen) {
+            kw[n] = defaults[d][0];
+            val[n++] = defaults[d][1];
+        }
+    }
+    int seen_tcp = 0;
+    for (int i = 0; i < n; i++)
+        seen_tcp |= !strcmp(kw[i], "tcp_user_timeout");
+    if (!seen_tcp) {
+        /* Unacknowledged data to a vanished host fails after T, not ~15 min. */
+        snprintf(ubuf, sizeof ubuf, "%d", timeout_s * 1000);
+        kw[n] = "tcp_user_timeout";
+        val[n++] = ubuf;
+    }
+    /* The server gives up half a second before the client does, so a slow
+     * statement ends with a clean error and a usable connection; the
+     * client bound is only for a server that cannot answer at all. The
+     * URL's own options come after ours: theirs win. */
+    c->timeout_ms = timeout_s * 1000;
+    st->timeout_s = timeout_s;
+    snprintf(obuf, sizeof obuf, "-c statement_timeout=%d%s%.1000s", timeout_s * 1000 - 500,
+             user_options ? " " : "", user_options ? user_options : "");
+    kw[n] = "options";
+    val[n++] = obuf;
+    kw[n] = NULL;
+    val[n] = NULL;
+    c->c = now ? PQconnectdbParams(kw, val, 0) : PQconnectStartParams(kw, val, 0);
+    PQconninfoFree(opts);
+    if (!c->c) return sk_store_set_err(st, SK_ENOMEM, "postgres: out of memory");
+    const char *h = PQhost(c->c), *p = PQport(c->c), *d = PQdb(c->c);
+    snprintf(st->where, sizeof st->where, "%.80s:%.8s/%.63s", h && *h ? h : "?",
+             p && *p ? p : "5432", d && *d ? d : "?");
+    PQsetNoticeProcessor(c->c, ignore_notice, NULL);
+    if (!now && PQstatus(c->c) != CONNECTION_BAD)
+        return sk_store_fail(st, SK_EDB, "open", "not connected yet");
+    if (PQstatus(c->c) != CONNECTION_OK) {
+        char line[320];
+        first_line(line, sizeof line, PQerrorMessage(c->c));
+        return sk_store_fail(st, SK_EDB, "cannot connect", "%s", line);
+    }
+    if (PQsetnonblocking(c->c, 1) != 0)
+        return sk_store_fail(st, SK_EDB, "open", "cannot set non-blocking mode");
+    return 0;
+}
+
+static int open_(sk_store *st, const char *url, int waiting)
+{
+    if (strlen(url) > 4096) return sk_store_set_err(st, SK_EINVAL, "postgres URL too long");
+    struct pg *c = calloc(1, sizeof *c);
+    if (!c) return sk_store_set_err(st, SK_ENOMEM, "out of memory");
+    st->conn = c;
+    int rc = connect_(st, url, waiting != SK_STORE_LATER);
+    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && c->c) {
+        c->broken = 1; /* the session exists, unconnected: the next call resets it */
         return SK_STORE_UNCONNECTED;
     }
-    if (rc == 0) rc = migrate(st);
     return rc;
 }
+
+static void close_(sk_store *st)
+{
+    struct pg *c = PG(st);
+    if (!c) return;
+    if (c->c) PQfinish(c->c);
+    drop_deferred(c);
+    free(c->pend);
+    for (int q = 0; q < Q_COUNT; q++)
+        free(c->text[q]);
+    free(c);
+    st->conn = NULL;
+}
+
+const struct sk_store_driver sk_store_pg = SK_STORE_DRIVER("postgres", SK_PG);

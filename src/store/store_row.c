@@ -1,16 +1,16 @@
-/* store_row.c - the backends' rows into the store's structs (store_int.h):
+/* store_row.c - rows into the store's structs and back (store_int.h):
  * which column holds which field is said here once, in the order of
  * SK_STORE_ACTIVITY_COLUMNS, SK_STORE_ORDER_COLUMNS, SK_STORE_AUDIT_COLUMNS
- * and SK_STORE_MARK_COLUMNS; a backend only says how it reads one number
+ * and SK_STORE_MARK_COLUMNS; a driver only says how it reads one number
  * and one text of a row. */
 #include "store/store_int.h"
 
 #include <string.h>
 
-#define I64(c) r->i64(r, (c))
-#define TEXT(c, f) r->text(r, (c), (f), sizeof(f))
+#define I64(c) st->drv->col_i64(s, (c))
+#define TEXT(c, f) st->drv->col_text(s, (c), (f), sizeof(f))
 
-void sk_store_read_activity(const struct sk_store_row *r, void *dst)
+void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
 {
     struct sk_activity *a = dst;
     memset(a, 0, sizeof *a);
@@ -51,7 +51,16 @@ void sk_store_read_activity(const struct sk_store_row *r, void *dst)
     TEXT(24, a->draw_state);
 }
 
-void sk_store_read_order(const struct sk_store_row *r, void *dst)
+void sk_store_read_registration(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct sk_registration *g = dst;
+    memset(g, 0, sizeof *g);
+    g->user_id = (uint64_t)I64(0); /* same bits, see store.h */
+    g->draw_place = I64(1);        /* NULL reads 0: not drawn */
+    g->created_ms = I64(2);
+}
+
+void sk_store_read_order(sk_store *st, sk_stmt *s, void *dst)
 {
     struct sk_order *o = dst;
     memset(o, 0, sizeof *o);
@@ -71,7 +80,7 @@ void sk_store_read_order(const struct sk_store_row *r, void *dst)
     TEXT(11, o->idem_key); /* NULL reads "" */
 }
 
-void sk_store_read_audit(const struct sk_store_row *r, void *dst)
+void sk_store_read_audit(sk_store *st, sk_stmt *s, void *dst)
 {
     struct sk_audit *a = dst;
     memset(a, 0, sizeof *a);
@@ -82,7 +91,7 @@ void sk_store_read_audit(const struct sk_store_row *r, void *dst)
     TEXT(4, a->detail);
 }
 
-void sk_store_read_mark(const struct sk_store_row *r, void *dst)
+void sk_store_read_mark(sk_store *st, sk_stmt *s, void *dst)
 {
     struct sk_mark *m = dst;
     memset(m, 0, sizeof *m);
@@ -94,42 +103,44 @@ void sk_store_read_mark(const struct sk_store_row *r, void *dst)
     TEXT(5, m->branch);
 }
 
-void sk_store_read_stock(const struct sk_store_row *r, void *dst)
-{
-    struct sk_store_stock *s = dst;
-    s->stock = I64(0);
-    s->expected = I64(1);
-    s->initial = I64(2);
-}
-
-void sk_store_read_registration(const struct sk_store_row *r, void *dst)
-{
-    struct sk_registration *g = dst;
-    memset(g, 0, sizeof *g);
-    g->user_id = (uint64_t)I64(0); /* same bits, see store.h */
-    g->draw_place = I64(1);        /* NULL reads 0: not drawn */
-    g->created_ms = I64(2);
-}
-
-void sk_store_read_id(const struct sk_store_row *r, void *dst)
+void sk_store_read_id(sk_store *st, sk_stmt *s, void *dst)
 {
     *(uint64_t *)dst = (uint64_t)I64(0);
 }
 
-void sk_store_activity_values(const struct sk_activity *a,
-                              struct sk_store_value v[SK_STORE_ACTIVITY_NCOLS])
+void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)
 {
-    const struct sk_store_value row[SK_STORE_ACTIVITY_NCOLS] = {
-        {.num = (int64_t)a->id},                      /* below 2^63: validated */
-        {.text = a->name},         {.num = a->stock}, /* stock_initial */
-        {.num = a->stock},         {.num = a->per_user_limit}, {.num = a->max_per_order},
-        {.num = a->start_ms},      {.num = a->end_ms},         {.num = a->pay_timeout_s},
-        {.text = a->state},        {.num = a->created_ms},     {.num = a->rl_per_user_per_s},
-        {.num = a->rl_burst},      {.num = a->segments},       {.num = a->wr_passes_per_s},
-        {.num = a->wr_pass_ttl_s}, {.text = a->wr_seed},         {.num = a->wr_control},
-        {.num = a->reg_start_ms},  {.num = a->reg_end_ms},      {.num = a->draw_box_s},
-        {.text = a->draw_seed},    {.num = 0} /* drawn_ms */,   {.num = 0} /* draw_n */,
-        {.text = ""} /* draw_state */,
+    *(int64_t *)dst = I64(0);
+}
+
+void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_STORE_ACTIVITY_NCOLS])
+{
+    const struct sk_val row[SK_STORE_ACTIVITY_NCOLS] = {
+        SK_I(a->id), /* below 2^63: validated */
+        SK_T(a->name),
+        SK_I(a->stock), /* stock_initial */
+        SK_I(a->stock),
+        SK_I(a->per_user_limit),
+        SK_I(a->max_per_order),
+        SK_I(a->start_ms),
+        SK_I(a->end_ms),
+        SK_I(a->pay_timeout_s),
+        SK_T(a->state),
+        SK_I(a->created_ms),
+        SK_I(a->rl_per_user_per_s),
+        SK_I(a->rl_burst),
+        SK_I(a->segments),
+        SK_I(a->wr_passes_per_s),
+        SK_I(a->wr_pass_ttl_s),
+        SK_T(a->wr_seed),
+        SK_I(a->wr_control),
+        SK_I(a->reg_start_ms),
+        SK_I(a->reg_end_ms),
+        SK_I(a->draw_box_s),
+        SK_T(a->draw_seed),
+        SK_I(0),  /* drawn_ms: the draw is recorded by sk_store_draw_record */
+        SK_I(0),  /* draw_n */
+        SK_T(""), /* draw_state */
     };
     memcpy(v, row, sizeof row);
 }

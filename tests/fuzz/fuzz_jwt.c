@@ -22,16 +22,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[256];
     if (!keys && sk_jwt_keys_parse(&keys, jwks, sizeof jwks - 1, err, sizeof err) < 0) abort();
     char *buf = fuzz_copy(data, size);
-    struct sk_jwt_policy p = {NULL, NULL, "sub", 30};
+    struct sk_jwt_policy p = {NULL, NULL, "sub", 30, 0};
     uint64_t uid = 77;
     const char *why = NULL;
     int rc = sk_jwt_verify(keys, &p, buf, size, 1700000000, &uid, &why);
     FUZZ_CHECK(why != NULL);
     FUZZ_CHECK(rc == 0 ? uid >= 1 : (rc == SK_EAUTH && uid == 77));
-    /* the audience, when asked for, must be there */
-    struct sk_jwt_policy pa = {"https://id.test", "seckill", "sub", 0};
+    /* the audience, when asked for, must be there; a lifetime bound only
+     * refuses more */
+    struct sk_jwt_policy pa = {"https://id.test", "seckill", "sub", 0, 86400};
     uint64_t u2 = 77;
     if (sk_jwt_verify(keys, &pa, buf, size, 1700000000, &u2, &why) == 0) FUZZ_CHECK(rc == 0);
+    /* clocks and claims at the ends of int64_t: no overflow (UBSan) */
+    struct sk_jwt_policy pe = {NULL, "*", "sub", 300, 1};
+    sk_jwt_verify(keys, &pe, buf, size, INT64_MAX - 100, &u2, &why);
+    sk_jwt_verify(keys, &pe, buf, size, INT64_MIN + 100, &u2, &why);
     sk_jwt_keys *k = NULL;
     if (sk_jwt_keys_parse(&k, buf, size, err, sizeof err) == 0)
         FUZZ_CHECK(sk_jwt_keys_count(k) >= 1);

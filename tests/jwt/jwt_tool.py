@@ -13,8 +13,11 @@ with src/http/auth_jwt.c.
                                   JSON object name -> token. A spec:
       {"key": "rsa"|"rsa2"|"ec"|"ed", "alg": "RS256"|"ES256"|"EdDSA"|"none"|"HS256",
        "kid": "rsa-1" (omit for none), "claims": {...},
-       "tamper": "payload"|"signature", "hs_secret": "rsa-public-pem"}
-    claims values "now+N" / "now-N" become NumericDates.
+       "tamper": "payload"|"signature", "hs_secret": "rsa-public-pem",
+       "twin": true}
+    claims values "now+N" / "now-N" become NumericDates. "twin" (ES256): a
+    second token, NAME_twin, with the other valid S of the same signature
+    (n - S: ECDSA's malleability), so that both S forms are offered.
 """
 import base64
 import hashlib
@@ -95,6 +98,18 @@ def sign(d, key, alg, msg):
     raise ValueError(alg)
 
 
+# the order of P-256's base point
+P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def other_s(tok):
+    """The same ES256 token with S replaced by n - S: valid too."""
+    h, p, sig = tok.split(".")
+    raw = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
+    r, s = raw[:32], int.from_bytes(raw[32:], "big")
+    return f"{h}.{p}.{b64u(r + (P256_N - s).to_bytes(32, 'big'))}"
+
+
 def claim_values(c):
     now = int(time.time())
     out = {}
@@ -138,7 +153,12 @@ def main():
     elif cmd == "tokens":
         arg = sys.argv[3]
         specs = json.load(open(arg[1:])) if arg.startswith("@") else json.loads(arg)
-        print(json.dumps({n: token(sys.argv[2], s) for n, s in specs.items()}))
+        out = {}
+        for n, s in specs.items():
+            out[n] = token(sys.argv[2], s)
+            if s.get("twin"):
+                out[n + "_twin"] = other_s(out[n])
+        print(json.dumps(out))
     else:
         sys.exit("usage: jwt_tool.py keys DIR | jwks DIR OUT K:KID... | tokens DIR SPECS")
 

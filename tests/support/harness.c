@@ -627,6 +627,8 @@ void sk_th_write_file(const char *path, const char *text)
     if (!f) sk_th_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
     fputs(text, f);
     if (fclose(f) != 0) sk_th_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    /* private: serve refuses a config or secret file others may read */
+    chmod(path, 0600);
 }
 
 void sk_th_write_in(const char *dir, const char *name, const char *text)

@@ -188,7 +188,8 @@ const char *sk_th_source_root(void);
 /* Runs cmd with /bin/sh; what it prints on stdout into out (cap bytes,
  * terminated). Returns the wait status (0: exit 0). */
 int sk_th_sh(const char *cmd, char *out, size_t cap);
-/* Writes text to path (created or truncated); fails the test when it cannot. */
+/* Writes text to path (created or truncated, mode 0600: serve refuses a
+ * config or secret file others may read); fails the test when it cannot. */
 void sk_th_write_file(const char *path, const char *text);
 /* The same for the file name in directory dir ("README.md", "src/a.c"). */
 void sk_th_write_in(const char *dir, const char *name, const char *text);

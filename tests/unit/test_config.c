@@ -54,6 +54,9 @@ static const struct field {
     {"db_poll_wait_ms", offsetof(struct sk_config, db_poll_wait_ms), FIELD_INT},
     {"poll_rate_max", offsetof(struct sk_config, poll_rate_max), FIELD_LLONG},
     {"batches_in_flight", offsetof(struct sk_config, batches_in_flight), FIELD_INT},
+    {"jwt_max_ttl_s", offsetof(struct sk_config, jwt_max_ttl_s), FIELD_LLONG},
+    {"frame_ancestors", offsetof(struct sk_config, frame_ancestors), FIELD_TEXT},
+    {"max_request_bytes", offsetof(struct sk_config, max_request_bytes), FIELD_LLONG},
     {"auth_name", 0, FIELD_AUTH_NAME},
     {"role_name", 0, FIELD_ROLE_NAME},
 };
@@ -350,7 +353,7 @@ SK_TEST(config_file_parses_comments_quotes_and_blank_lines)
                        "   # indented comment\n"
                        "listen = 0.0.0.0:9000   # trailing comment\n"
                        "processes=4\r\n"
-                       "admin_token = \"tok#en\"  # quoted: # kept\n"
+                       "admin_token = \"tok#en-0123456789\"  # quoted: # kept\n"
                        "hmac_secret = 'a \\n literal # too'\n"
                        "db = sqlite:/tmp/a#b.db\n"
                        "redis-timeout-ms\t=\t200\n"
@@ -359,7 +362,7 @@ SK_TEST(config_file_parses_comments_quotes_and_blank_lines)
     CHECK_MSG(file(&c, text, err, sizeof err) == 0, "%s", err);
     CHECK_STR(c.listen, "0.0.0.0:9000");
     CHECK_EQ(c.processes, 4);
-    CHECK_STR(c.admin_token, "tok#en");
+    CHECK_STR(c.admin_token, "tok#en-0123456789");
     CHECK_STR(c.hmac_secret, "a \\n literal # too");
     CHECK_STR(c.db, "sqlite:/tmp/a#b.db"); /* '#' not after whitespace: part of the value */
     CHECK_EQ(c.redis_timeout_ms, 200);
@@ -808,4 +811,112 @@ SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)
     CHECK_EQ(sk_config_apply_env(&c, bad_env, err, sizeof err), SK_EINVAL);
     CHECK_MSG(strstr(err, "SECKILL_DB_POOL") != NULL, "%s", err);
     CHECK_EQ(c.db_pool, 7);
+}
+
+SK_TEST(config_jwt_max_ttl_s_from_every_source)
+{
+    num_key_from_every_source(&(struct num_key){"jwt_max_ttl_s", "jwt-max-ttl-s",
+                                                "SECKILL_JWT_MAX_TTL_S", "seconds", "1d", 86400, 1,
+                                                31536000});
+}
+
+SK_TEST(config_validate_requires_a_jwt_audience_and_an_admin_token_of_16_bytes)
+{
+    struct sk_config c;
+    char err[256];
+    sk_config_defaults(&c);
+    set_ok(&c, "auth", "jwt");
+    set_ok(&c, "jwks_file", "/etc/seckill/jwks.json");
+    /* a token made for another application of the same provider would buy */
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "jwt_audience") && strstr(err, "'*'"), "%s", err);
+    set_ok(&c, "jwt_audience", "*"); /* any, said at start */
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "jwt_audience", "seckill");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    /* the admin token: as long as an HMAC secret, never echoed */
+    set_ok(&c, "admin_token", "t0k");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "admin_token must be at least 16 bytes") && !strstr(err, "t0k"), "%s",
+              err);
+    set_ok(&c, "admin_token", "0123456789abcde");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    set_ok(&c, "admin_token", "0123456789abcdef");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "admin_token", ""); /* none: the admin routes answer 401 */
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+}
+
+SK_TEST(config_frame_ancestors_takes_csp_sources_only)
+{
+    struct sk_config c;
+    sk_config_defaults(&c);
+    CHECK_STR(c.frame_ancestors, "'self'");
+    static const struct accepted ok[] = {
+        {"frame_ancestors", "'none'", "frame_ancestors", "'none'"},
+        {"frame_ancestors", "'self' https://shop.example", "frame_ancestors",
+         "'self' https://shop.example"},
+        {"frame_ancestors", "https://*.shop.example:8443 http://localhost:3000", "frame_ancestors",
+         "https://*.shop.example:8443 http://localhost:3000"},
+    };
+    set_each_ok(&c, ok, sizeof ok / sizeof ok[0]);
+    /* nothing that ends the directive, the header, or adds another one */
+    set_bad("frame_ancestors", "", "at least one source");
+    set_bad("frame_ancestors", "'none' 'self'", "'none' alone");
+    set_bad("frame_ancestors", "'self'; script-src *", "sources");
+    set_bad("frame_ancestors", "https://a.example,https://b.example", "sources");
+    set_bad("frame_ancestors", "'self'\r\nSet-Cookie: x=1", "sources");
+    set_bad("frame_ancestors", "'unsafe-inline'", "sources");
+    set_bad("frame_ancestors", "\"https://a.example\"", "sources");
+}
+
+SK_TEST(config_max_request_bytes_bounds_and_whole_requests)
+{
+    struct sk_config c;
+    char err[256];
+    sk_config_defaults(&c);
+    CHECK_EQ(c.max_request_bytes, 0);
+    set_ok(&c, "max_request_bytes", "1048576");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_ok(&c, "max_request_bytes", "1000");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "1048576"), "%s", err);
+    /* two requests of the largest body must fit */
+    set_ok(&c, "max_body", "1048576");
+    set_ok(&c, "max_request_bytes", "2097152");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "twice max_body"), "%s", err);
+    set_ok(&c, "max_request_bytes", "2129920");
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    set_bad("max_request_bytes", "1099511627777", "bytes");
+    set_bad("max_request_bytes", "-1", NULL);
+    set_bad("max_request_bytes", "1M", NULL);
+}
+
+SK_TEST(config_secret_held_names_each_kind_of_secret)
+{
+    static const struct {
+        const char *text, *held;
+    } cases[] = {
+        {"listen = 0.0.0.0:8080\ndb = sqlite:/var/lib/seckill/seckill.db\n", NULL},
+        {"admin_token_file = /etc/seckill/admin_token\n", NULL},
+        {"admin_token = 0123456789abcdef\n", "admin_token"},
+        {"hmac_secret = 0123456789abcdef\n", "hmac_secret"},
+        {"hmac_secret_prev = 0123456789abcdef\n", "hmac_secret_prev"},
+        {"redis = redis://:s3cret@10.0.0.1:6379\n", "redis password"},
+        {"redis = redis://app:s3cret@10.0.0.1:6379/2\n", "redis password"},
+        {"redis = redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster\n", NULL},
+        {"db = postgres://app:pw@db.example/shop\n", "db password"},
+        {"db = postgres://app@db.example/shop?password=pw\n", "db password"},
+        {"db = mysql://app@db.example/shop\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sk_config c;
+        char err[256];
+        sk_config_defaults(&c);
+        CHECK_MSG(file(&c, cases[i].text, err, sizeof err) == 0, "%s: %s", cases[i].text, err);
+        const char *held = sk_config_secret_held(&c);
+        CHECK_MSG(cases[i].held ? held && !strcmp(held, cases[i].held) : held == NULL, "%s: %s",
+                  cases[i].text, held ? held : "(none)");
+    }
 }

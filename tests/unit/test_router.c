@@ -42,6 +42,12 @@ SK_TEST(router_rejects_bad_ids_wrong_methods_and_unknown_paths)
     } refused[] = {
         {"POST", "/api/v1/activities/0/purchase", 400},
         {"POST", "/api/v1/activities/-1/purchase", 400},
+        /* one spelling per id: a gateway rule on "/activities/1001/" holds */
+        {"POST", "/api/v1/activities/01001/purchase", 400},
+        {"POST", "/api/v1/activities/001001/purchase", 400},
+        {"POST", "/api/v1/activities/+1001/purchase", 400},
+        {"GET", "/api/v1/activities/00", 400},
+        {"GET", "/sale/0042", 400},
         {"POST", "/api/v1/activities/abc/purchase", 400},
         {"POST", "/api/v1/activities/1.5/purchase", 400},
         {"POST", "/api/v1/activities/18446744073709551616/purchase", 400},

@@ -1,0 +1,176 @@
+/* store_activity.c - the store's activity definitions, audit rows and the
+ * rollback guard's marks (store.h), on every driver (store_int.h): the
+ * checks every call makes before the database, the statements of
+ * store_sql.c it runs, and what each answer means. */
+#include "store/store_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+int sk_store_schema_version(sk_store *st, int *version)
+{
+    int rc = sk_store_enter(st);
+    return rc ? rc : sk_store_read_version(st, version);
+}
+
+int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
+{
+    struct sk_activity v = *a;
+    if (!v.state[0]) snprintf(v.state, sizeof v.state, "created");
+    char why[256];
+    if (sk_activity_validate(&v, why, sizeof why) < 0)
+        return sk_store_set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
+    int rc = sk_store_enter(st);
+    if (rc) return rc;
+    struct sk_val val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(&v, val);
+    rc = sk_q_run(st, Q_ACTIVITY_INSERT, val, SK_STORE_ACTIVITY_NCOLS, NULL);
+    if (rc == SK_EEXIST)
+        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
+    return rc;
+}
+
+int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
+{
+    if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_q_one(st, Q_ACTIVITY_GET, SK_ARGS(SK_I(id)), sk_store_read_activity, out);
+    return rc == 0 ? sk_store_no_activity(st, id) : rc < 0 ? rc : 0;
+}
+
+int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = sk_store_enter(st);
+    void *arr = NULL;
+    if (rc == 0)
+        rc = sk_q_all(st, Q_ACTIVITY_LIST, NULL, 0, sk_store_read_activity, sizeof **out, &arr, n);
+    *out = arr;
+    return rc;
+}
+
+int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = sk_store_enter(st);
+    void *arr = NULL;
+    if (rc == 0)
+        rc = sk_q_all(st, Q_ACTIVITY_IDS, NULL, 0, sk_store_read_id, sizeof **out, &arr, n);
+    *out = arr;
+    return rc;
+}
+
+/* Runs a one-row change of activity id (statement q, parameters v[0..n));
+ * SK_ENOTFOUND when it matched no row. */
+static int change_one(sk_store *st, uint64_t id, int q, const struct sk_val *v, int n)
+{
+    if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
+    int64_t hit = 0;
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_q_run(st, q, v, n, &hit);
+    return rc ? rc : hit ? 0 : sk_store_no_activity(st, id);
+}
+
+int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
+{
+    if (!state || !sk_activity_state_valid(state))
+        return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
+                                state ? state : "(null)");
+    return change_one(st, id, Q_ACTIVITY_SET_STATE, SK_ARGS(SK_T(state), SK_I(id)));
+}
+
+int sk_store_activity_delete(sk_store *st, uint64_t id)
+{
+    int rc = change_one(st, id, Q_ACTIVITY_DELETE, SK_ARGS(SK_I(id)));
+    /* a re-created id starts a new history: its old watermark would read
+     * as a Redis that went back in time */
+    if (rc == 0) rc = sk_q_run(st, Q_MARKS_DELETE, SK_ARGS(SK_I(id)), NULL);
+    /* and its registrations are not the new sale's */
+    return rc ? rc : sk_q_run(st, Q_REG_DELETE, SK_ARGS(SK_I(id)), NULL);
+}
+
+int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)
+{
+    if (stock < 0) return sk_store_set_err(st, SK_EINVAL, "DB stock %" PRId64 " < 0", stock);
+    int rc = change_one(st, id, Q_ACTIVITY_SET_STOCK, SK_ARGS(SK_I(stock), SK_I(id)));
+    if (rc == SK_EINVAL) /* the CHECK stock <= stock_initial */
+        sk_store_set_err(st, rc,
+                         "DB stock %" PRId64 " is above the initial stock of activity %" PRIu64,
+                         stock, id);
+    return rc;
+}
+
+int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate)
+{
+    if (rate < 1 || rate > SK_ACTIVITY_PASS_RATE_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "passes per second %" PRId64 " out of range", rate);
+    /* an activity without a waiting room matches no row: not found */
+    return change_one(st, id, Q_ACTIVITY_SET_PASS_RATE, SK_ARGS(SK_I(rate), SK_I(id)));
+}
+
+/* ---- audit rows and marks ---- */
+
+int sk_store_audit_row(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail)
+{
+    /* cut on a character boundary: the servers refuse broken UTF-8 */
+    char d[SK_STORE_AUDIT_DETAIL_MAX];
+    size_t dl = strnlen(detail, SK_STORE_AUDIT_DETAIL_MAX - 1);
+    if (dl == SK_STORE_AUDIT_DETAIL_MAX - 1)
+        while (dl > 0 && ((unsigned char)detail[dl] & 0xC0) == 0x80)
+            dl--;
+    memcpy(d, detail, dl);
+    d[dl] = 0;
+    return sk_q_run(st, Q_AUDIT_INSERT,
+                    SK_ARGS(SK_I(at_ms), SK_I(activity_id), SK_T(kind), SK_T(d)), NULL);
+}
+
+int sk_store_audit_add(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
+                       const char *detail)
+{
+    if (!kind || !*kind || strlen(kind) >= SK_STORE_AUDIT_KIND_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "audit kind empty or too long");
+    int rc = sk_store_enter(st);
+    return rc ? rc : sk_store_audit_row(st, at_ms, activity_id, kind, detail ? detail : "");
+}
+
+/* The rows of q (audit rows, marks) of activity_id (0: every activity) in
+ * a new array of size-byte elements. */
+static int activity_rows(sk_store *st, int q, uint64_t activity_id, sk_store_reader *read,
+                         size_t size, void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (sk_store_id_beyond_sql(activity_id)) {
+        st->errstr[0] = 0;
+        return 0;
+    }
+    int rc = sk_store_enter(st);
+    if (rc) return rc;
+    int64_t lo = (int64_t)activity_id, hi = activity_id ? lo : INT64_MAX;
+    return sk_q_all(st, q, SK_ARGS(SK_I(lo), SK_I(hi)), read, size, out, n);
+}
+
+int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
+{
+    void *arr;
+    int rc =
+        activity_rows(st, Q_AUDIT_LIST, activity_id, sk_store_read_audit, sizeof **out, &arr, n);
+    *out = arr;
+    return rc;
+}
+
+int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
+{
+    void *arr;
+    int rc =
+        activity_rows(st, Q_MARKS_LIST, activity_id, sk_store_read_mark, sizeof **out, &arr, n);
+    *out = arr;
+    return rc;
+}
