@@ -1,4 +1,4 @@
--- draw_put.lua - the draw in Redis (docs/fairness-registration.md): the
+-- draw_put.lua - the draw in Redis (docs/fairness.md): the
 -- order the order worker or `seckill activity draw` computed from the seed
 -- and the registrants (engine/draw.h), and its waves.
 -- KEYS: meta draw stock reg (the activity's key set)

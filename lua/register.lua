@@ -1,5 +1,5 @@
 -- register.lua - pre-registration (预约) and a registrant's view of the
--- draw (docs/fairness-registration.md).
+-- draw (docs/fairness.md).
 -- KEYS: meta reg draw wr:spent stock rl_user [rl_ip] (the activity's key set)
 -- ARGV: op ('r' register, 's' status), user id, then the call's rate limits
 --       u_rate u_burst ip_rate ip_burst ('0' = off; the activity's own

@@ -6,7 +6,7 @@
 -- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
 -- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
--- KEYS[9] reg (set: the registered buyers, docs/fairness-registration.md).
+-- KEYS[9] reg (set: the registered buyers, docs/fairness.md).
 -- KEYS[9 + i] the rate limiter key of purchase i's buyer, and, when the call
 -- carries a per-IP limit, KEYS[9 + n + i] the one of its client IP
 -- (src/engine/keys.c builds them all; admit_keys_ok checks the count).

@@ -1,5 +1,5 @@
 -- lib/draw.lua - the draw's rights, wave after wave, on Redis's clock
--- (docs/fairness-registration.md), shared by register.lua (a buyer's
+-- (docs/fairness.md), shared by register.lua (a buyer's
 -- status) and draw_put.lua (the worker's tick).
 --
 -- After the draw the activity's meta holds dr_n (registrants in the
