@@ -142,6 +142,8 @@ void sk_ops_view_tick(struct sk_app *app);
 sk_route_handler sk_api_order_get, sk_api_order_pay, sk_api_order_cancel;
 /* api_queue.c: the waiting room's join or poll, and its pace */
 sk_route_handler sk_api_queue, sk_api_queue_pace;
+/* api_fair.c: pre-registration and the waiting room's emergency controls */
+sk_route_handler sk_api_register, sk_api_queue_control;
 /* api_sale.c: the buyer's page (GET /sale/{id}), the server's clock
  * (GET /api/v1/time) and the page's cheap live read (GET .../live). */
 sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;

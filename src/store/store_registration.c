@@ -81,8 +81,8 @@ int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registratio
     int rc = sk_store_enter(st);
     void *arr = NULL;
     if (rc == 0)
-        rc = sk_q_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration,
-                      sizeof **out, &arr, n);
+        rc = sk_q_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration, sizeof **out,
+                      &arr, n);
     if (rc) return rc;
     /* by user id as unsigned: ids above 2^63 read back negative in SQL */
     if (*n) qsort(arr, *n, sizeof **out, cmp_reg);
@@ -112,8 +112,8 @@ static int draw_tx(sk_store *st, void *ctx)
 {
     struct draw_rec *d = ctx;
     /* first the activity, once: a second draw matches no row */
-    int rc = sk_q_run(st, Q_DRAW_MARK, SK_ARGS(SK_I(d->drawn_ms), SK_I(d->n), SK_I(d->id)),
-                      &d->marked);
+    int rc =
+        sk_q_run(st, Q_DRAW_MARK, SK_ARGS(SK_I(d->drawn_ms), SK_I(d->n), SK_I(d->id)), &d->marked);
     if (rc || d->marked != 1) return rc ? rc : SK_ESTATE;
     /* then every registrant's place: each must match one registration */
     for (size_t i = 0; rc == 0 && i < d->n; i++) {
