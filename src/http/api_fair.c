@@ -41,11 +41,12 @@ static void reply_reg(struct sk_app *app, h2o_req_t *req, enum sk_route route, u
                       const struct sk_reg_answer *an)
 {
     char body[640];
-    int n = snprintf(body, sizeof body,
-                     "{\"id\":%" PRIu64 ",\"state\":\"%s\",\"registered\":%s,\"registrants\":%" PRId64
-                     ",\"drawn\":%" PRId64 ",\"place\":%" PRId64 ",\"winners\":%" PRId64,
-                     aid, sk_rc_wire(an->rc), an->registered ? "true" : "false", an->count,
-                     an->drawn, an->place, an->winners);
+    int n =
+        snprintf(body, sizeof body,
+                 "{\"id\":%" PRIu64 ",\"state\":\"%s\",\"registered\":%s,\"registrants\":%" PRId64
+                 ",\"drawn\":%" PRId64 ",\"place\":%" PRId64 ",\"winners\":%" PRId64,
+                 aid, sk_rc_wire(an->rc), an->registered ? "true" : "false", an->count, an->drawn,
+                 an->place, an->winners);
     if (an->pass[0] && n > 0 && (size_t)n < sizeof body)
         n += snprintf(body + n, sizeof body - (size_t)n,
                       ",\"pass\":\"%s\",\"pass_expires_ms\":%" PRId64 ",\"box_start_ms\":%" PRId64,
@@ -109,8 +110,9 @@ static void on_register(void *data, redisReply *rep)
     if (prc == 0 && an.added) {
         o->at_ms = sk_wall_ms();
         if (sk_store_bg(app, 0, reg_store_run, reg_store_done, o) == 0) return;
-        sk_log(SK_LOG_ERROR, "store: registration of %" PRIu64 " for %" PRIu64 " not stored: the"
-                             " pool refused it (the worker's reconcile copies it from Redis)",
+        sk_log(SK_LOG_ERROR,
+               "store: registration of %" PRIu64 " for %" PRIu64 " not stored: the"
+               " pool refused it (the worker's reconcile copies it from Redis)",
                o->uid, o->aid);
     }
     free(o);
@@ -132,13 +134,13 @@ int sk_api_register(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     const struct sk_config *cf = &app->cfg;
     struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
                                 cf->rate_ip_burst};
-    const char *ip = cf->rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, o->ip) ? o->ip
-                                                                                         : NULL;
+    const char *ip =
+        cf->rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, o->ip) ? o->ip : NULL;
     char op = m->route == SK_ROUTE_register ? SK_REG_REGISTER : SK_REG_STATUS;
     sk_reg_call_make(&o->c, m->id, op, uid, &rl, ip);
     sk_async_begin(app, &o->a, req, m->route);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_REGISTER, o->c.nkeys, o->c.keys, o->c.nargs,
-                       o->c.args, NULL, on_register, o) < 0)
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_REGISTER, o->c.nkeys, o->c.keys, o->c.nargs, o->c.args,
+                       NULL, on_register, o) < 0)
         on_register(o, NULL);
     return 0;
 }
@@ -160,11 +162,11 @@ static void reply_ctl(struct sk_app *app, h2o_req_t *req, enum sk_route route, u
                       int64_t bits)
 {
     char body[256];
-    int n = snprintf(body, sizeof body,
-                     "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}", id,
-                     bits & SK_WR_PAUSE ? "true" : "false",
-                     bits & SK_WR_QUEUE_ALL ? "true" : "false",
-                     bits & SK_WR_NO_JOINS ? "true" : "false");
+    int n =
+        snprintf(body, sizeof body,
+                 "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}", id,
+                 bits & SK_WR_PAUSE ? "true" : "false", bits & SK_WR_QUEUE_ALL ? "true" : "false",
+                 bits & SK_WR_NO_JOINS ? "true" : "false");
     sk_http_reply(app, req, route, 200, "application/json", body,
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }

@@ -55,14 +55,13 @@ static void verifier_order(const char *seed_hex, uint64_t *a, size_t n)
 SK_TEST(draw_commitment_is_sha256_of_the_seed_bytes)
 {
     char out[SK_DRAW_HEX];
-    CHECK_EQ(sk_draw_commit("0000000000000000000000000000000000000000000000000000000000000000",
-                            out),
-             0);
+    CHECK_EQ(
+        sk_draw_commit("0000000000000000000000000000000000000000000000000000000000000000", out), 0);
     CHECK_STR(out, "66687aadf862bd776c8fc18b8e9f8e20089714856ee233b3902a591d0d5f2925");
     CHECK_EQ(sk_draw_commit("00", out), SK_EINVAL);
-    CHECK_EQ(sk_draw_commit("zz00000000000000000000000000000000000000000000000000000000000000",
-                            out),
-             SK_EINVAL);
+    CHECK_EQ(
+        sk_draw_commit("zz00000000000000000000000000000000000000000000000000000000000000", out),
+        SK_EINVAL);
 }
 
 SK_TEST(draw_order_is_recomputed_by_a_verifier_from_the_seed_and_the_registrants)
