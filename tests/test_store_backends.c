@@ -154,6 +154,12 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
+/* The activity columns of the older schemas, for raw rows written in
+ * them (later migrations add columns with defaults). */
+#define COLS_V4                                                                                    \
+    "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
+    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst"
+#define COLS_V7 COLS_V4 ", segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define N_MIGRATIONS 10 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
@@ -385,19 +391,21 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
      * migration 7's columns), and rows written in that shape (13 columns:
      * no segments). */
     struct sk_activity got;
-    sk_store *st = be_upgrade(
-        b,
-        b->my ? UNDO_8_MY "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                          "DROP TABLE redis_marks;"
-                          "DELETE FROM schema_migrations WHERE version >= 5"
-        : b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                            "DROP TABLE redis_marks;"
-                            "DELETE FROM schema_migrations WHERE version >= 5"
-                : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                                "DROP TABLE redis_marks;"
-                                "PRAGMA user_version = 4",
-        "segments", "INSERT INTO activities VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,5,2)",
-        41, &got);
+    sk_store *st =
+        be_upgrade(b,
+                   b->my ? UNDO_8_MY "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                     "DROP TABLE redis_marks;"
+                                     "DELETE FROM schema_migrations WHERE version >= 5"
+                   : b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                       "DROP TABLE redis_marks;"
+                                       "DELETE FROM schema_migrations WHERE version >= 5"
+                           : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                           "DROP TABLE redis_marks;"
+                                           "PRAGMA user_version = 4",
+                   "segments",
+                   "INSERT INTO activities (" COLS_V4
+                   ") VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,5,2)",
+                   41, &got);
     CHECK_EQ(got.segments, 1);
     CHECK_STR(got.name, "v4 sale");
     CHECK_EQ(got.stock_db, 7);
@@ -424,16 +432,17 @@ BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room
     /* What a binary that knew migrations 1..6 left behind: no waiting room
      * columns, rows of 14 values. */
     struct sk_activity got;
-    sk_store *st = be_upgrade(
-        b,
-        b->my ? UNDO_8_MY UNDO_8_BRANCH_MY DROP_WR
-            "DELETE FROM schema_migrations WHERE version >= 7"
-        : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
-            "DELETE FROM schema_migrations WHERE version >= 7"
-                : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR "PRAGMA user_version = 6",
-        "wr_seed",
-        "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,0,0,2)", 51,
-        &got);
+    sk_store *st =
+        be_upgrade(b,
+                   b->my ? UNDO_8_MY UNDO_8_BRANCH_MY DROP_WR
+                       "DELETE FROM schema_migrations WHERE version >= 7"
+                   : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
+                       "DELETE FROM schema_migrations WHERE version >= 7"
+                           : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR "PRAGMA user_version = 6",
+                   "wr_seed",
+                   "INSERT INTO activities (" COLS_V4
+                   ", segments) VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,0,0,2)",
+                   51, &got);
     CHECK_EQ(got.segments, 2);
     CHECK_EQ(got.wr_passes_per_s, 0);
     CHECK_EQ(got.wr_pass_ttl_s, 0);
@@ -632,47 +641,63 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     sk_store_close(be_open(b));
     static const char *const bad[] = {
         /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* stock above the initial stock */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* end = start */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
         /* state */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
         /* name */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* id 0 */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
         /* burst < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
         /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
         /* segments < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
         /* segments NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
         /* passes per second < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
         /* pass TTL < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
         /* a seed of 65 digits */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0')",
         /* seed NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(
-        be_sql(b,
-               "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
-        0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities (" COLS_V7
+                       ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
+             0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"

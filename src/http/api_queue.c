@@ -174,12 +174,13 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
         }
     }
     if (h->rc != SK_RC_OK) return;
-    uint64_t issued = 0, expired = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    uint64_t issued = 0;
+    for (size_t i = 0; i < b->n; i++)
         issued += (a[i].events & SK_QUEUE_EV_ISSUED) != 0;
-        expired += (a[i].events & SK_QUEUE_EV_EXPIRED) != 0;
-    }
-    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0, expired);
+    /* expiries: the passes handed out whose seats this call gave back to
+     * the pace, whoever's call found them (each is found once) */
+    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0,
+                            h->expired > 0 ? (uint64_t)h->expired : 0);
     sk_metrics_queue_seen(app->metrics, b->aid, h->length, h->issued, h->rate, sk_wall_ms());
 }
 
