@@ -79,6 +79,7 @@ enum sk_metrics_route {
     SK_MROUTE_SALE_LIVE,
     SK_MROUTE_SALE_TIME,
     SK_MROUTE_REGISTER,
+    SK_MROUTE_REGISTER_GET,
     SK_MROUTE_ADMIN_QUEUE_CONTROL,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
