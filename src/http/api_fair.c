@@ -23,6 +23,7 @@
 #include "http/act_defs.h"
 #include "http/app.h"
 #include "http/http_body.h"
+#include "http/purchase_answer.h"
 #include "http/store_call.h"
 
 /* ---- register ------------------------------------------------------------ */
@@ -56,20 +57,6 @@ static void reply_reg(struct sk_app *app, h2o_req_t *req, enum sk_route route, u
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
 
-/* 429 with Retry-After in whole seconds, rounded up. */
-static void reply_429(struct sk_app *app, h2o_req_t *req, enum sk_route route, int64_t retry_ms)
-{
-    if (retry_ms < 1) retry_ms = 1;
-    char secs[24], body[320];
-    int sl = snprintf(secs, sizeof secs, "%" PRId64, (retry_ms + 999) / 1000);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
-                   h2o_strdup(&req->pool, secs, (size_t)sl).base, (size_t)sl);
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":\"%s\",\"message\":\"%s\",\"retry_after_ms\":%" PRId64 "}",
-                     sk_rc_wire(SK_RC_RATE_LIMITED), sk_rc_message(SK_RC_RATE_LIMITED), retry_ms);
-    sk_http_reply(app, req, route, 429, "application/json", body, (size_t)n);
-}
-
 /* The durable copy of a new registrant (off the loop, after the answer). */
 static int reg_store_run(sk_store *st, void *ctx)
 {
@@ -100,7 +87,7 @@ static void on_register(void *data, redisReply *rep)
     } else if (prc < 0) {
         sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
     } else if (an.rc == SK_RC_RATE_LIMITED) {
-        reply_429(app, req, route, an.retry_ms);
+        sk_http_reply_429(app, req, route, SK_RC_RATE_LIMITED, an.retry_ms);
     } else if (sk_rc_http_status(an.rc) == 200) {
         reply_reg(app, req, route, o->aid, &an);
     } else {
@@ -261,20 +248,7 @@ static void on_control_definition(struct sk_app *app, void *arg, int rc,
             on_control(o, NULL);
         return;
     }
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
-    if (!req) {
-        /* the client left */
-    } else if (rc == SK_ENOTFOUND) {
-        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
-    } else if (rc < 0) {
-        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
-    } else if (a->wr_passes_per_s <= 0) {
-        sk_http_error(app, req, route, 404, "no_waiting_room",
-                      sk_rc_message(SK_RC_NO_WAITING_ROOM));
-    } else {
-        sk_http_redis_or_reply(app, req, route);
-    }
+    sk_queue_admin_refusal(app, &o->a, rc, a);
     free(o);
 }
 

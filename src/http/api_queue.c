@@ -469,8 +469,15 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
             on_pace(o, NULL);
         return;
     }
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
+    sk_queue_admin_refusal(app, &o->a, rc, a);
+    free(o);
+}
+
+void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
+                            const struct sk_activity *a)
+{
+    h2o_req_t *req = sk_async_end(app, ar);
+    enum sk_route route = ar->route;
     if (!req) {
         /* the client left */
     } else if (rc == SK_ENOTFOUND) {
@@ -483,7 +490,6 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
     } else {
         sk_http_redis_or_reply(app, req, route);
     }
-    free(o);
 }
 
 int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
