@@ -598,7 +598,8 @@ static int cmd_draw(struct ctx *c)
     struct sk_registration *reg;
     size_t n;
     if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
-    uint64_t *order = calloc(n ? n : 1, sizeof *order);
+    size_t cap = n;
+    uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
     if (!order) {
         free(reg);
         return sk_cli_runtime_error("activity draw: out of memory");
@@ -615,13 +616,15 @@ static int cmd_draw(struct ctx *c)
             rc = load(c, &a);
         }
     }
+    free(reg);
+    reg = NULL;
     if (rc == 0 && a.drawn_ms > 0 && (rc = stored_registrants(c, &reg, &n)) == 0) {
         /* the recorded places, place p -> order[p - 1] (so a Redis that
          * lost the draw gets the same one back) */
-        memset(order, 0, (n ? n : 1) * sizeof *order);
+        memset(order, 0, (cap ? cap : 1) * sizeof *order);
         for (size_t i = 0; i < n; i++)
             if (reg[i].draw_place >= 1 && reg[i].draw_place <= a.draw_n &&
-                (size_t)reg[i].draw_place <= n)
+                (size_t)reg[i].draw_place <= cap)
                 order[reg[i].draw_place - 1] = reg[i].user_id;
     }
     free(reg);
@@ -632,6 +635,12 @@ static int cmd_draw(struct ctx *c)
     struct sk_draw_redis wave, after;
     const struct sk_draw_redis *wp =
         a.draw_state[0] && sk_draw_state_parse(a.draw_state, &wave) == 0 ? &wave : NULL;
+    if ((size_t)a.draw_n > cap) { /* the record names more places than registrants */
+        free(order);
+        return sk_cli_runtime_error("activity draw: the database records %lld places for %zu "
+                                    "registrants",
+                                    (long long)a.draw_n, cap);
+    }
     rc = sk_draw_put(c->r, a.id, order, (size_t)a.draw_n, a.drawn_ms, a.draw_seed, wp, &after);
     free(order);
     if (rc < 0) return redis_fail(c);
