@@ -9,6 +9,9 @@
 --       or '' '' '' for none: every key set checks passes with the seed, so a
 --       rebuilt one must carry it; the queue itself starts empty; a draw
 --       gives the seed alone)
+--       [store_id] (the rebuilding store's identity: the key set is its
+--       own again, docs/design.md "The store's identity"; absent or '' =
+--       none)
 --       reg_start reg_end dr_box control (lib/def.lua fair_of; '0' = none)
 -- Returns {rc (PREHEATED; STOCK_LIVE: live stock exists, nothing written;
 --          BAD_ARGUMENT), stock}
@@ -20,9 +23,10 @@ for i = 1, 8 do
 end
 local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
 if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
-   or ARGV[18] then
+   or not store_id_ok(ARGV[14] or '') or ARGV[19] then
   return bad_args(0)
 end
+local store = ARGV[14] or ''
 local wr_rate, wr_ttl, wr_seed = ARGV[11] or '', ARGV[12] or '', ARGV[13] or ''
 local paced = wr_rate ~= '' or wr_ttl ~= ''
 if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
@@ -32,7 +36,7 @@ if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
    or (wr_seed == '' and paced) then
   return bad_args(0)
 end
-local fair = fair_of(14)
+local fair = fair_of(15)
 if not fair then return bad_args(0) end
 local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
            max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
@@ -46,7 +50,9 @@ if not redis.call('HGET', KEYS[1], 'fence') then
 end
 -- The counts start again, under a new epoch; nothing is deleted from the
 -- meta (it holds the fence, and at most what a rebuild wrote before).
-def_write(KEYS[1], d, {'released', 0, 'oversold', 0, 'adm', 0, 'epoch', epoch_now()}, false)
+local more = {'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch', epoch_now()}
+if store ~= '' then more[11] = 'store_id'; more[12] = store end
+def_write(KEYS[1], d, more, false)
 redis.call('PERSIST', KEYS[1])
 redis.call('SET', KEYS[2], d.initial)
 return {RC.PREHEATED, d.initial}

@@ -3,6 +3,7 @@
  * invariants against a real local cluster (3 masters + 3 replicas), with
  * activities on different masters, through a master failover and a slot
  * migration during the sale, and through `seckill serve` over HTTP. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -15,6 +16,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "engine/keys.h"
+#include "engine/live_acts.h"
 #include "engine/stock.h"
 #include "redis/redis_cluster.h"
 #include "redis/redis_conn.h"
@@ -781,4 +783,60 @@ SK_TEST_T(cluster_serve_sells_again_after_a_slot_had_no_master_in_its_map, 120)
     CHECK_EQ(remaining(&v, aid), 1000 - ok);
     srv_stop(&v);
     sk_cluster_spawn_stop(&cl);
+}
+
+/* The activities Redis holds, walked on every master of the cluster
+ * (SCAN is one node's: engine/live_acts.h), and a plain `seckill
+ * reconcile` naming those its database does not hold, whichever master
+ * they live on (docs/reconcile.md, "Activities only Redis holds"). */
+SK_TEST(cluster_reconcile_finds_redis_only_activities_on_every_master)
+{
+    sk_redis *r = sk_th_redis_new(sk_th_cluster_url(), 2000, 5000);
+    uint64_t ids[3];
+    int masters[3], found = 0;
+    /* one activity on each master */
+    for (uint64_t id = sk_th_unique_id(); found < 3; id++) {
+        struct sk_keys k;
+        sk_keys_for(&k, id);
+        int m = sk_th_cluster_master_of(sk_cluster_key_slot(k.meta, strlen(k.meta)));
+        int seen = 0;
+        for (int i = 0; i < found; i++)
+            seen |= masters[i] == m;
+        if (m < 0 || seen) continue;
+        masters[found] = m;
+        ids[found++] = id;
+        struct sk_stock_def d = {.id = id,
+                                 .initial = 5,
+                                 .per_user_limit = 1,
+                                 .max_per_order = 1,
+                                 .start_ms = sk_wall_ms() - 1000,
+                                 .end_ms = sk_wall_ms() + 3600000};
+        snprintf(d.store_id, sizeof d.store_id, "00000000000000c%c", '0' + found);
+        int rc;
+        CHECK_MSG(sk_stock_preheat(r, &d, 0, &rc, NULL) == 0, "%s", r->errstr);
+        CHECK_EQ(rc, SK_RC_PREHEATED);
+    }
+    struct sk_live_act *live;
+    size_t n;
+    CHECK_MSG(sk_live_acts(r, &live, &n) == 0, "%s", r->errstr);
+    for (int i = 0; i < 3; i++) {
+        const struct sk_live_act *a = sk_live_acts_find(live, n, ids[i]);
+        CHECK_MSG(a != NULL, "activity %" PRIu64 " on master %d not walked", ids[i], masters[i]);
+        char want[24];
+        snprintf(want, sizeof want, "00000000000000c%c", '0' + i + 1);
+        CHECK_STR(a->store_id, want);
+    }
+    free(live);
+    char spec[400], line[96];
+    static char out[1 << 18];
+    snprintf(spec, sizeof spec, "sqlite:%s/none.db", sk_th_tmpdir());
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "reconcile", (const char *const[]){NULL},
+                               sk_th_cluster_url(), spec),
+             1);
+    for (int i = 0; i < 3; i++) {
+        snprintf(line, sizeof line, "activity %" PRIu64 ": DRIFT db_missing", ids[i]);
+        CHECK_MSG(strstr(out, line), "%s missing", line);
+        CHECK_EQ(sk_stock_drop(r, ids[i]), 0);
+    }
+    sk_redis_free(r);
 }

@@ -109,6 +109,8 @@ int sk_api_register(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
 {
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
+    if (m->route == SK_ROUTE_register && sk_http_options_or_reply(app, req, m->route, 0, NULL))
+        return 0;
     if (sk_http_redis_or_reply(app, req, m->route)) return 0;
     struct reg_op *o = calloc(1, sizeof *o);
     if (!o) {

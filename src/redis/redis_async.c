@@ -459,6 +459,44 @@ void sk_aredis_flush(sk_aredis *ar)
     write_out(ar);
 }
 
+/* A new verdict on the server's settings: said in the log when its level
+ * changes (a refusal and its end at once, a warning at most once a
+ * minute), never per purchase. */
+static void judge_settings(sk_aredis *ar)
+{
+    sk_rsettings_judge(&ar->rset, 0, &ar->verdict);
+    const struct sk_rset_finding *f = sk_rsettings_worst(&ar->verdict, SK_RSET_WARN);
+    int lvl = ar->verdict.level >= SK_RSET_WARN ? ar->verdict.level : SK_RSET_OK;
+    if (lvl == ar->rset_logged) return;
+    int64_t now = sk_mono_ms();
+    if (lvl == SK_RSET_UNSAFE) {
+        sk_log(SK_LOG_ERROR,
+               "redis %.64s:%d: %s; purchases are refused (503 redis_unsafe) until it is",
+               ar->url.host, ar->url.port, f->why);
+    } else if (lvl == SK_RSET_WARN) {
+        if (ar->rset_logged != SK_RSET_UNSAFE && ar->rset_warned_ms &&
+            now - ar->rset_warned_ms < 60000)
+            return; /* said lately: a figure going up and down around a bound */
+        ar->rset_warned_ms = now;
+        sk_log(SK_LOG_WARN, "redis %.64s:%d: %s", ar->url.host, ar->url.port, f->why);
+    } else if (ar->rset_logged == SK_RSET_UNSAFE) {
+        sk_log(SK_LOG_WARN,
+               "redis %.64s:%d: maxmemory-policy is %s now: purchases are accepted again",
+               ar->url.host, ar->url.port, ar->rset.policy);
+    }
+    ar->rset_logged = lvl;
+}
+
+/* The answer to the periodic INFO memory. */
+static void on_settings(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    ar->rset_inflight = 0;
+    if (!rep || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_STATUS)) return;
+    sk_rsettings_info(&ar->rset, rep->str, rep->len);
+    judge_settings(ar);
+}
+
 /* A handshake answer (handshake.h) that does not pass ends the connection. */
 static void on_handshake_step(void *data, redisReply *rep)
 {
@@ -469,6 +507,11 @@ static void on_handshake_step(void *data, redisReply *rep)
     char why[160];
     if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) {
         connection_lost(ar, why);
+        return;
+    }
+    if (sk_handshake_settings(&ar->hs, i, rep, &ar->rset)) {
+        judge_settings(ar);
+        ar->rset_next_ms = sk_mono_ms() + SK_RSET_REREAD_MS;
         return;
     }
     /* WAIT N below the master's replicas promises nothing across a
@@ -546,8 +589,9 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     /* A Sentinel is asked without the data's credentials; a Sentinel's
      * master must say ROLE master (a stale answer, a failover under way, or
      * a demoted master is left at once). */
-    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT,
-                                     [AR_MASTER] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE,
+    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_INFO,
+                                     [AR_MASTER] =
+                                         SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE | SK_HS_INFO,
                                      [AR_SENTINEL] = 0,
                                      [AR_PROBE] = SK_HS_AUTH};
     sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
@@ -686,6 +730,7 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
     sk_aredis_opts_fill(&ar->opts);
     if (role == AR_SENTINEL) ar->opts.sync_replicas = 0;
     ar->acked = -1;
+    sk_rsettings_init(&ar->rset);
     if (node_addr(ar, err, cap) < 0) {
         free(ar);
         return SK_EINVAL;
@@ -896,8 +941,79 @@ void sk_aredis_tick(sk_aredis *ar)
         if (now - ar->state_since_ms > ar->timeout_ms) connection_lost(ar, "connect timed out");
         break;
     case AR_READY:
-        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > allow)
+        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > allow) {
             connection_lost(ar, "reply timed out");
+            break;
+        }
+        /* the settings again (a CONFIG SET at run time), behind whatever
+         * the pass sends */
+        if ((ar->role == AR_DATA || ar->role == AR_MASTER) && !ar->rset_inflight &&
+            now >= ar->rset_next_ms &&
+            sk_aredis_enqueue(ar, on_settings, ar, 2, (const char *const[]){"INFO", "memory"}, NULL,
+                              -1, 0) == 0) {
+            ar->rset_inflight = 1;
+            ar->rset_next_ms = now + SK_RSET_REREAD_MS;
+        }
         break;
     }
+}
+
+static void any_unsafe_of(void *data, const sk_aredis *node)
+{
+    const struct sk_rset_finding **f = data;
+    if (!*f) *f = sk_rsettings_worst(&node->verdict, SK_RSET_UNSAFE);
+}
+
+static void master_of(const sk_aredis *n, struct sk_aredis_master *m)
+{
+    if (n->url.port)
+        snprintf(m->addr, sizeof m->addr, "%.64s:%d", n->url.host, n->url.port);
+    else
+        snprintf(m->addr, sizeof m->addr, "%.79s", n->url.host);
+    m->ready = n->state == AR_READY;
+    m->settings = &n->rset;
+    m->verdict = &n->verdict;
+}
+
+struct each_master {
+    void (*fn)(void *data, const struct sk_aredis_master *m);
+    void *data;
+};
+
+static void each_master_of(void *data, const sk_aredis *node)
+{
+    struct each_master *e = data;
+    struct sk_aredis_master m;
+    master_of(node, &m);
+    e->fn(e->data, &m);
+}
+
+void sk_aredis_each_master(const sk_aredis *ar,
+                           void (*fn)(void *data, const struct sk_aredis_master *m), void *data)
+{
+    struct each_master e = {fn, data};
+    if (ar->cl) {
+        sk_aredis_cl_each(ar, each_master_of, &e);
+        return;
+    }
+    if (ar->sn) ar = sk_aredis_sn_master(ar);
+    if (ar) each_master_of(&e, ar);
+}
+
+const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key)
+{
+    if (ar->sn) {
+        ar = sk_aredis_sn_master(ar);
+        if (!ar) return NULL;
+    }
+    if (ar->cl) {
+        if (key) {
+            ar = sk_aredis_cl_master_of(ar, key, strlen(key));
+            return ar ? sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE) : NULL;
+        }
+        const struct sk_rset_finding *f = NULL;
+        sk_aredis_cl_each(ar, any_unsafe_of, &f);
+        return f;
+    }
+    return sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE);
 }

@@ -22,6 +22,7 @@
 #include <hiredis.h>
 
 #include "redis/fanout.h" /* sk_fanout: awaiting several answers together */
+#include "redis/redis_settings.h"
 #include "scripts_gen.h"
 
 typedef struct sk_aredis sk_aredis;
@@ -127,6 +128,28 @@ void sk_aredis_tick(sk_aredis *ar);
 
 /* Connections made so far (a reconnect counts). */
 unsigned sk_aredis_connects(const sk_aredis *ar);
+
+/* The settings a sale depends on (redis_settings.h), as each master said
+ * them: read by the handshake of every (re)connection, failover and
+ * Sentinel switch included, and again every SK_RSET_REREAD_MS while
+ * connected (one INFO memory per master, off the purchase path), judged
+ * when read. A change of verdict is logged once per master.
+ * sk_aredis_unsafe: the finding that refuses sales on the master serving
+ * key (a cluster: the master of its slot; key NULL: any master of the
+ * client), or NULL: a read of the client's memory, no I/O. */
+const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key);
+
+/* One master as the client knows it, for sk_aredis_each_master. */
+struct sk_aredis_master {
+    char addr[80]; /* "host:port" (a unix socket: its path) */
+    int ready;
+    const struct sk_rsettings *settings;
+    const struct sk_rset_verdict *verdict;
+};
+/* fn for every master the client has a connection for (a single node, a
+ * Sentinel's master, each Cluster master), ready or not. */
+void sk_aredis_each_master(const sk_aredis *ar,
+                           void (*fn)(void *data, const struct sk_aredis_master *m), void *data);
 
 /* Redis Cluster answers met by the async clients of this process: MOVED,
  * ASK, and the wait-and-retry ones, TRYAGAIN and CLUSTERDOWN, followed or

@@ -535,6 +535,21 @@ unsigned sk_aredis_cl_connects(const sk_aredis *ar)
     return n;
 }
 
+const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len)
+{
+    const struct ar_cluster *cl = ar->cl;
+    int o = sk_cluster_map_owner(&cl->map, sk_cluster_key_slot(key, len));
+    return o >= 0 ? cl->node[o] : NULL;
+}
+
+void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
+                       void *data)
+{
+    const struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
+}
+
 void sk_aredis_cl_flush(sk_aredis *ar)
 {
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)

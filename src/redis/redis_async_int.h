@@ -11,6 +11,7 @@
 
 #include "redis/handshake.h"
 #include "redis/redis_async.h"
+#include "redis/redis_settings.h"
 #include "redis/redis_url.h"
 
 /* RESOLVING: a host name on a resolver thread (core/resolve.h), before the
@@ -77,6 +78,16 @@ struct sk_aredis {
     int acked;         /* for the callback being run: WAIT's count, -1 none */
     unsigned readonly; /* READONLY answers seen (a demoted master) */
     int sync_warned;   /* told once that --sync-replicas is below the master's replicas */
+    /* The server's settings (redis_settings.h): read by the handshake's
+     * INFO and again every SK_RSET_REREAD_MS while ready (a policy changed
+     * with CONFIG SET at run time), judged at once; purchases read the
+     * verdict (sk_aredis_unsafe), never the server. */
+    struct sk_rsettings rset;
+    struct sk_rset_verdict verdict;
+    int64_t rset_next_ms;
+    int rset_inflight;
+    int rset_logged;        /* the level last said in the log */
+    int64_t rset_warned_ms; /* when a warning was last said */
     /* replies that answer no command (pub/sub messages); NULL: an error */
     sk_aredis_cb push_cb;
     void *push_data;
@@ -114,6 +125,11 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* Fills defaults into o (timeouts). */
 void sk_aredis_opts_fill(struct sk_aredis_opts *o);
+/* The master serving key on a cluster front (NULL: none known yet). */
+const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len);
+/* Each master client of a cluster front, ready or not. */
+void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
+                       void *data);
 
 /* (redis_async_cluster.c) The calls of redis_async.h for a cluster front
  * (ar->cl set). sk_aredis_cl_new sets ar->cl and reads the slot map (an

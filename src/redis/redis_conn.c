@@ -133,7 +133,68 @@ static int io_err(sk_redis *r, const char *what)
     return e;
 }
 
-/* TCP connect + timeouts + the handshake (handshake.h: AUTH, SELECT) to
+/* The settings host:port said, into r's table (its row replaced; a full
+ * table drops its oldest row). */
+static void keep_settings(sk_redis *r, const char *host, int port, const struct sk_rsettings *s)
+{
+    char addr[80];
+    if (port)
+        snprintf(addr, sizeof addr, "%.64s:%d", host, port);
+    else
+        snprintf(addr, sizeof addr, "%.79s", host);
+    int i = 0;
+    while (i < r->nrset && strcmp(r->rset[i].addr, addr))
+        i++;
+    if (i == SK_REDIS_RSET_MAX) i = 0;
+    /* newest last */
+    memmove(&r->rset[i], &r->rset[i + 1],
+            (size_t)(r->nrset - i - (i < r->nrset)) * sizeof *r->rset);
+    if (i < r->nrset) r->nrset--;
+    struct sk_redis_rset *row = &r->rset[r->nrset++];
+    snprintf(row->addr, sizeof row->addr, "%s", addr);
+    snprintf(row->host, sizeof row->host, "%.63s", host);
+    row->port = port;
+    row->s = *s;
+}
+
+void sk_redis_each_settings(const sk_redis *r,
+                            void (*fn)(void *data, const char *addr, const struct sk_rsettings *s),
+                            void *data)
+{
+    for (int i = 0; i < r->nrset; i++)
+        fn(data, r->rset[i].addr, &r->rset[i].s);
+}
+
+int sk_redis_probe_settings(sk_redis *r, const char *host, int port)
+{
+    redisContext *c;
+    int rc = sk_redis_open_ctx(r, host, port, &c);
+    if (rc == 0) redisFree(c);
+    return rc;
+}
+
+void sk_redis_refresh_settings(sk_redis *r)
+{
+    /* a copy: each probe moves its row to the end */
+    int n = r->nrset;
+    struct {
+        char host[64];
+        int port;
+    } at[SK_REDIS_RSET_MAX];
+    for (int i = 0; i < n; i++) {
+        memcpy(at[i].host, r->rset[i].host, sizeof at[i].host);
+        at[i].port = r->rset[i].port;
+    }
+    int err = r->err;
+    char errstr[sizeof r->errstr];
+    memcpy(errstr, r->errstr, sizeof errstr);
+    for (int i = 0; i < n; i++)
+        sk_redis_probe_settings(r, at[i].host, at[i].port);
+    r->err = err; /* a failed probe is not the client's failure */
+    memcpy(r->errstr, errstr, sizeof errstr);
+}
+
+/* TCP connect + timeouts + the handshake (handshake.h: AUTH, SELECT, INFO) to
  * host:port: 0 with *out set, or an error with r->errstr. */
 int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **out)
 {
@@ -150,12 +211,14 @@ int sk_redis_open_ctx(sk_redis *r, const char *host, int port, redisContext **ou
     if (redisSetTimeout(c, tv_ms(r->command_timeout_ms)) != REDIS_OK)
         rc = sk_redis_set_err(r, SK_EIO, "redis %s:%d: set timeout failed", host, port);
     struct sk_handshake hs;
-    sk_handshake_init(&hs, &r->url, SK_HS_AUTH | SK_HS_SELECT);
+    struct sk_rsettings set;
+    sk_handshake_init(&hs, &r->url, SK_HS_AUTH | SK_HS_SELECT | SK_HS_INFO);
     for (int i = 0; !rc && i < hs.n; i++) {
         redisReply *rep = redisCommandArgv(c, hs.argc[i], hs.argv[i], NULL);
         char why[160];
         rc = sk_handshake_check(&hs, i, rep, why, sizeof why);
         if (rc) sk_redis_set_err(r, rc, "redis %s:%d: %s", host, port, why);
+        if (!rc && sk_handshake_settings(&hs, i, rep, &set)) keep_settings(r, host, port, &set);
         if (rep) freeReplyObject(rep);
     }
     if (rc) {
@@ -199,6 +262,17 @@ int sk_redis_ensure(sk_redis *r)
         sk_redis_backoff(r, now);
     }
     return rc;
+}
+
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens)
+{
+    *out = NULL;
+    if (r->cl) {
+        if (r->pipe_n || r->pipe_broken) pipe_abandon(r);
+        return sk_redis_cl_master_command(r, k, out, argc, argv, lens);
+    }
+    return k == 0 ? sk_redis_command(r, out, argc, argv, lens) : SK_ENOTFOUND;
 }
 
 int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)

@@ -9,6 +9,7 @@
 #include <hiredis.h>
 
 #include "redis/redis_cluster.h"
+#include "redis/redis_settings.h"
 #include "redis/redis_url.h"
 
 struct sk_rcluster; /* cluster state, redis_conn_cluster.c */
@@ -20,6 +21,8 @@ enum sk_redis_fn {
     SK_FN_OFF,      /* EVALSHA only (a server without Functions, or asked so) */
     SK_FN_ON        /* FCALL: the library was loaded on this server */
 };
+
+#define SK_REDIS_RSET_MAX 16
 
 typedef struct sk_redis {
     redisContext *c; /* NULL while disconnected */
@@ -49,6 +52,16 @@ typedef struct sk_redis {
     int pipe_broken;       /* a read of it failed: the rest is gone */
     int pipe_window;       /* the caller's: 1 = a sliding window (see sk_redis_append) */
     uint64_t pipe_dropped; /* replies and unsent commands of pipelines left unread */
+    /* What each server this client connected to said of its settings (the
+     * handshake's INFO, redis_settings.h), by address; a reconnection
+     * replaces its row (sk_redis_each_settings) */
+    int nrset;
+    struct sk_redis_rset {
+        char addr[80];
+        char host[64];
+        int port;
+        struct sk_rsettings s;
+    } rset[SK_REDIS_RSET_MAX];
 } sk_redis;
 
 /* Parses url and allocates a handle (caller frees with sk_redis_free); does
@@ -126,6 +139,14 @@ int sk_redis_read(sk_redis *r, redisReply **out);
  * goes to one node as a unit); replies come back in append order. See
  * docs/cluster.md. */
 
+/* The command on master k: on a cluster the k-th master of the slot map
+ * (the map read first when stale), elsewhere the one master (k 0). No
+ * routing by key, no redirection followed: for commands that walk one
+ * node's keyspace (SCAN), sent to each master in turn, k = 0, 1, ...
+ * until SK_ENOTFOUND (no master k). Otherwise as sk_redis_command. */
+int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                            const size_t *lens);
+
 /* Redirection counters: 0, or SK_EINVAL for a redis:// handle. */
 int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out);
 /* The slot map (NULL for redis://): valid until the next command. */
@@ -133,6 +154,21 @@ const struct sk_cluster_map *sk_redis_cluster_map(const sk_redis *r);
 
 /* Drops the connection (next command reconnects). */
 void sk_redis_disconnect(sk_redis *r);
+
+/* fn for each server this client connected to (its address and what its
+ * handshake's INFO said, redis_settings.h), oldest first. */
+void sk_redis_each_settings(const sk_redis *r,
+                            void (*fn)(void *data, const char *addr, const struct sk_rsettings *s),
+                            void *data);
+/* Connects to host:port with r's credentials only to read its settings
+ * (then kept as above) and closes: a Sentinel master's replicas, which a
+ * failover makes masters. 0 or the connect error (r->errstr). */
+int sk_redis_probe_settings(sk_redis *r, const char *host, int port);
+/* Reads the settings of every server of the table again (a connection
+ * each, as sk_redis_probe_settings): a long-lived client's are as old as
+ * its connection, and a policy may have changed since. One that cannot be
+ * reached keeps its row. */
+void sk_redis_refresh_settings(sk_redis *r);
 
 /* Copies the value of one "field:value" line of INFO <section> into val
  * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */

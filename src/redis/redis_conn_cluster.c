@@ -368,6 +368,25 @@ static int item_init(struct cl_item *it, int argc, const char **argv, const size
     return 0;
 }
 
+int sk_redis_cl_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                               const size_t *lens)
+{
+    struct sk_rcluster *cl = r->cl;
+    int rc = sk_redis_cl_ensure(r);
+    if (rc < 0) return rc;
+    if ((cl->stale || !cl->map.loaded) && cl_refresh(r) < 0 && !cl->map.loaded) return r->err;
+    int node = -1;
+    for (int i = 0, seen = 0; i < cl->map.nnodes && node < 0; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && seen++ == k) node = i;
+    if (node < 0) return SK_ENOTFOUND;
+    struct cl_item it;
+    if ((rc = item_init(&it, argc, argv, lens)) < 0)
+        return sk_redis_set_err(r, rc, "out of memory");
+    rc = cl_exec_unit(r, &it, 1, node, K_NODE, out);
+    free(it.cmd);
+    return rc;
+}
+
 static int cl_split_xread(sk_redis *r, redisReply **out, int argc, const char **argv,
                           const size_t *lens, int first, int count);
 

@@ -31,6 +31,9 @@ int sk_redis_cl_connect(sk_redis *r);
 int sk_redis_cl_ensure(sk_redis *r);
 int sk_redis_cl_command(sk_redis *r, redisReply **out, int argc, const char **argv,
                         const size_t *lens);
+/* The command on master k of the slot map (sk_redis_master_command). */
+int sk_redis_cl_master_command(sk_redis *r, int k, redisReply **out, int argc, const char **argv,
+                               const size_t *lens);
 int sk_redis_cl_vcmd(sk_redis *r, redisReply **out, const char *fmt, va_list ap);
 int sk_redis_cl_append(sk_redis *r, int argc, const char **argv, const size_t *lens);
 int sk_redis_cl_read(sk_redis *r, redisReply **out);

@@ -222,38 +222,63 @@ static const struct step steps[] = {
           "{END}")},
     {STEP(8, "order_conflicts", NULL, "order_conflicts_activity",
           "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id)")},
-    /* 9 is the store's identity. */
-    /* 10: pre-registration, the draw and the waiting room's emergency
+    /* 9: the store's identity (store.h, sk_store_identity): 16 random hex
+     * digits drawn once, here, for this database. Preheat stamps it into
+     * an activity's Redis meta; an admission, the order worker and the
+     * sweeper of a node whose store has another identity refuse that
+     * activity (docs/design.md, "The store's identity"): a sale preheated
+     * from one database is never sold into a stream another one's worker
+     * does not read. One row, ever: both steps may run again (MySQL, a
+     * crash before the version row), the row is drawn once. */
+    {STEP(9, "store_identity", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS store_identity ("
+          " one {INT} NOT NULL PRIMARY KEY CHECK (one = 1),"
+          " store_id {BYTES 16} NOT NULL CHECK ({LEN store_id} = 16),"
+          " created_ms {INT} NOT NULL"
+          "{END}")},
+    {STEP(9, "store_identity", NULL, NULL, ""),
+     .own = {[SK_SQLITE] = "INSERT OR IGNORE INTO store_identity (one, store_id, created_ms)"
+                           " VALUES (1, lower(hex(randomblob(8))),"
+                           " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+             [SK_PG] = "INSERT INTO store_identity (one, store_id, created_ms) VALUES (1,"
+                       " substr(md5(gen_random_uuid()::text), 1, 16),"
+                       " (extract(epoch from clock_timestamp()) * 1000)::bigint)"
+                       " ON CONFLICT (one) DO NOTHING",
+             [SK_MYSQL] = "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
+                          " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"}},
+    /* 10 is the proof of work's (docs/fairness.md): applied by a binary
+     * that has it; one that has not records it with no step. */
+    /* 11: pre-registration, the draw and the waiting room's emergency
      * controls (docs/fairness.md, docs/waiting-room.md): the controls
      * (SK_WR_* bits), the registration window (0 0 = none), a draw
      * winner's box (0 = no draw), the draw's seed (secret until drawn_ms),
      * the draw as made (when, how many, the wave so far). registrations:
      * who registered, and their place in the draw (NULL before it); user
      * ids as the int64 of the same bits, like orders. */
-    {STEP(10, "activities", "wr_control", NULL,
+    {STEP(11, "activities", "wr_control", NULL,
           "ALTER TABLE activities ADD COLUMN wr_control {INT} NOT NULL DEFAULT 0"
           " CHECK (wr_control BETWEEN 0 AND 7)")},
-    {STEP(10, "activities", "reg_start_ms", NULL,
+    {STEP(11, "activities", "reg_start_ms", NULL,
           "ALTER TABLE activities ADD COLUMN reg_start_ms {INT} NOT NULL DEFAULT 0"
           " CHECK (reg_start_ms >= 0)")},
-    {STEP(10, "activities", "reg_end_ms", NULL,
+    {STEP(11, "activities", "reg_end_ms", NULL,
           "ALTER TABLE activities ADD COLUMN reg_end_ms {INT} NOT NULL DEFAULT 0"
           " CHECK (reg_end_ms >= 0)")},
-    {STEP(10, "activities", "draw_box_s", NULL,
+    {STEP(11, "activities", "draw_box_s", NULL,
           "ALTER TABLE activities ADD COLUMN draw_box_s {INT} NOT NULL DEFAULT 0"
           " CHECK (draw_box_s >= 0)")},
-    {STEP(10, "activities", "draw_seed", NULL,
+    {STEP(11, "activities", "draw_seed", NULL,
           "ALTER TABLE activities ADD COLUMN draw_seed {VARCHAR 64} NOT NULL DEFAULT ''"
           " CHECK ({LEN draw_seed} IN (0, 64))")},
-    {STEP(10, "activities", "drawn_ms", NULL,
+    {STEP(11, "activities", "drawn_ms", NULL,
           "ALTER TABLE activities ADD COLUMN drawn_ms {INT} NOT NULL DEFAULT 0"
           " CHECK (drawn_ms >= 0)")},
-    {STEP(10, "activities", "draw_n", NULL,
+    {STEP(11, "activities", "draw_n", NULL,
           "ALTER TABLE activities ADD COLUMN draw_n {INT} NOT NULL DEFAULT 0 CHECK (draw_n >= 0)")},
-    {STEP(10, "activities", "draw_state", NULL,
+    {STEP(11, "activities", "draw_state", NULL,
           "ALTER TABLE activities ADD COLUMN draw_state {VARCHAR 95} NOT NULL DEFAULT ''"
           " CHECK ({LEN draw_state} < 96)")},
-    {STEP(10, "registrations", NULL, NULL,
+    {STEP(11, "registrations", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS registrations ("
           " activity_id {INT} NOT NULL CHECK (activity_id >= 1),"
           " user_id {INT} NOT NULL,"
