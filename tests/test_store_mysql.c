@@ -329,7 +329,7 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
     CHECK_EQ(got.user_id, 1);
     sk_store_close(st);
-    CHECK_EQ(sk_th_my_int(db, "SELECT count(*) FROM schema_migrations"), 10);
+    CHECK_EQ(sk_th_my_int(db, "SELECT count(*) FROM schema_migrations"), 11);
 }
 
 /* The grants the README names are enough for everything the service does:
