@@ -6,8 +6,9 @@
 -- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
 -- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
--- KEYS[8 + i] the rate limiter key of purchase i's buyer, and, when the call
--- carries a per-IP limit, KEYS[8 + n + i] the one of its client IP, and,
+-- KEYS[9] reg (set: the registered buyers, docs/fairness.md).
+-- KEYS[9 + i] the rate limiter key of purchase i's buyer, and, when the call
+-- carries a per-IP limit, KEYS[9 + n + i] the one of its client IP, and,
 -- when the call carries challenge tickets, after those the spent key of
 -- each purchase's challenge (lib/challenge.lua; a bare prefix for one
 -- without) (src/engine/keys.c builds them all; admit_keys_ok checks the
@@ -50,63 +51,22 @@
 -- per call instead of one per order is most of the admission's cost in
 -- Redis saved (BENCHMARKS.md, issue 23).
 
--- Rate limiting (docs/rate-limit.md): GCRA, one key per user and one per
--- client IP, in the key set's hash tag: sk:{a<ID>}:rl:u:<user>,
--- sk:{a<ID>}:rl:ip:<ip>. A key holds the theoretical arrival time (TAT,
--- unix microseconds) and expires when the bucket is full again, so idle
--- limiters cost no memory; stock keys never expire. Cost: nothing when
--- off; a GET and, when allowed, a SET PX per limiter and purchase when on.
-local RL_SLACK_US = 5000
+-- Rate limiting: lib/gcra.lua.
 --#include "lib/time.lua"
 --#include "lib/fence.lua"
 --#include "lib/pass.lua"
 --#include "lib/challenge.lua"
+--#include "lib/gcra.lua"
 
--- One GCRA check of key at now_us (period_us between requests, burst
--- requests at once). Returns 0 and the new TAT when allowed, or the wait
--- in ms until a request would be allowed. Writes nothing: both limiters
--- are checked before either is charged, so a refusal costs no token.
-local function gcra(key, now_us, period_us, burst)
-  local tat = tonumber(redis.call('GET', key) or '0') or 0
-  if tat < now_us then tat = now_us end
-  local new_tat = tat + period_us
-  local allow_at = new_tat - burst * period_us
-  -- Slack: a client that waits exactly the advertised time, timed by its
-  -- own clock, is let in although Redis's wall clock (TIME) may run a
-  -- little slower (NTP slews it by up to 0.05%): up to 5 ms, never more
-  -- than a quarter of a token.
-  local slack = period_us / 4
-  if slack > RL_SLACK_US then slack = RL_SLACK_US end
-  if now_us + slack < allow_at then
-    local wait = math.ceil((allow_at - now_us) / 1000)
-    if wait < 1 then wait = 1 end
-    return wait, 0
-  end
-  return 0, new_tat
-end
+-- KEYS before the rate limiters' (the key set's own).
+local NK = 9
 
--- Charges an allowed request: the key lives until the bucket is full again.
-local function gcra_set(key, now_us, new_tat)
-  -- %.0f: tostring would print 1.7e+15 and lose the microseconds
-  redis.call('SET', key, string.format('%.0f', new_tat), 'PX',
-             math.ceil((new_tat - now_us) / 1000) + 1)
-end
-
--- Rate per second and burst as numbers, or nil when that limiter is off.
-local function rl_params(rate, burst)
-  rate, burst = tonumber(rate or ''), tonumber(burst or '')
-  if not rate or rate <= 0 then return nil end
-  if not burst or burst < 1 then burst = rate end
-  if burst < 1 then burst = 1 end
-  return 1000000 / rate, burst
-end
-
--- The KEYS of a call of n purchases are all there: the key set's 8, a
+-- The KEYS of a call of n purchases are all there: the key set's NK, a
 -- limiter key per buyer, one per client IP when ip_rate turns the per-IP
 -- limiter on, and maybe one per challenge ticket. Returns whether they are
 -- and the index before the first challenge key (false: none carried).
 local function admit_keys_ok(n, ip_rate)
-  local k = 8 + n * (rl_params(ip_rate, nil) and 2 or 1)
+  local k = NK + n * (rl_params(ip_rate, nil) and 2 or 1)
   if #KEYS == k + n then return true, k end
   return #KEYS == k, false
 end
@@ -288,6 +248,8 @@ local function gate_of(c, m, stock)
     fence_set(KEYS[1], 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
     return RC.RECOVERING
   end
+  -- the waiting room's "queue everyone": nobody buys, pass or not
+  if m[21] == 'all' then return RC.QUEUE_PAUSED end
   return RC.OK
 end
 
@@ -308,7 +270,7 @@ local function open_call(c, m, stock)
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
              u_burst = false, ip_period = false, ip_burst = false, held = false, ch = false,
-             ck = false, cx = false, now = 0}
+             ck = false, cx = false, now = 0, reg = m[20] and KEYS[9] or false}
   -- nil: no waiting room (docs/waiting-room.md)
   if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
   -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
@@ -349,6 +311,8 @@ local function check(s, i)
      or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
     return RC.BAD_ARGUMENT, '', 0
   end
+  -- pre-registration: only registered buyers (one SISMEMBER)
+  if s.reg and redis.call('SISMEMBER', s.reg, u) == 0 then return RC.NOT_REGISTERED, '', 0 end
   if s.wr and wr_refused(s.wr, u, c.a[p + 4], k ~= '' and replay(u, k, s.fresh)) then
     return s.wr.why, '', 0 -- before any limiter: it changes nothing
   end
@@ -360,11 +324,11 @@ local function check(s, i)
   end
   local wait = 0
   if s.u_period then
-    s.uk = KEYS[8 + i]
+    s.uk = KEYS[NK + i]
     wait, s.ut = gcra(s.uk, s.now_us, s.u_period, s.u_burst)
   end
   if wait == 0 and s.ip_period and ip ~= '' then
-    s.ik = KEYS[8 + c.n + i]
+    s.ik = KEYS[NK + c.n + i]
     wait, s.it = gcra(s.ik, s.now_us, s.ip_period, s.ip_burst)
   end
   if wait > 0 then return RC.RATE_LIMITED, '', wait end
@@ -531,7 +495,8 @@ local function admit_all(c)
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
-                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch')
+                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch',
+                       'reg_start', 'wr_hold')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
@@ -551,7 +516,7 @@ local function admit_all(c)
   -- no client IP: what check decides is then its user id alone) goes
   -- straight to take: this is the path of most admissions.
   local a, at, users = c.a, c.at, c.users
-  local plain = not s.wr and not s.u_period and not s.ip_period and not s.ch
+  local plain = not s.wr and not s.u_period and not s.ip_period and not s.ch and not s.reg
   for i = 1, c.n do
     local rc, oid, q
     local p = at + 6 * i - 6

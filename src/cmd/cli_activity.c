@@ -27,7 +27,9 @@
 #include "core/error.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/draw.h"
 #include "engine/keys.h"
+#include "engine/registration.h"
 #include "engine/stock.h"
 #include "http/captcha.h"
 #include "http/sale_page.h"
@@ -66,6 +68,7 @@ enum {
     O_APPLY,
     O_OUT,
     O_API_BASE,
+    O_VERIFY,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -82,6 +85,7 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_END] = {"--end", 1},
     [O_PAY_TIMEOUT] = {"--pay-timeout", 1},
     [O_RATE] = {"--rate-per-user-per-s", 1},
+    [O_VERIFY] = {"--verify", 0},
     [O_BURST] = {"--rate-burst", 1},
     [O_SEGMENTS] = {"--segments", 1},
     [O_PASSES] = {"--passes-per-s", 1},
@@ -579,6 +583,159 @@ static int cmd_close(struct ctx *c)
     return set_switch(c, 0);
 }
 
+/* ---- the draw (docs/fairness.md) ---- */
+
+/* The registrants in the store (sorted, distinct), into a new array. */
+static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n)
+{
+    int rc = sk_store_registrations_list(c->st, c->id, reg, n);
+    return rc < 0 ? store_fail(c, rc) : 0;
+}
+
+/* Recomputes the draw from the published seed and the stored registrants
+ * and compares it with the places the store recorded: exit 0 when they
+ * agree, 1 when not. */
+static int draw_verify(struct ctx *c, const struct sk_activity *a)
+{
+    if (a->drawn_ms <= 0)
+        return sk_cli_usage_error("activity draw: activity %llu is not drawn yet",
+                                  (unsigned long long)a->id);
+    struct sk_registration *reg;
+    size_t n;
+    int rc = stored_registrants(c, &reg, &n);
+    if (rc) return rc;
+    uint64_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) {
+        free(reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = reg[i].user_id;
+    char commit[SK_DRAW_HEX], from[SK_DRAW_HEX], made[SK_DRAW_HEX];
+    sk_draw_list_hash(order, n, from);
+    size_t bad = 0;
+    if (sk_draw_commit(a->draw_seed, commit) < 0 || sk_draw_order(a->draw_seed, order, n) < 0) {
+        bad = n + 1;
+    } else {
+        /* reg is by user id, as the draw's input: find each one's place */
+        for (size_t p = 0; p < n; p++) {
+            size_t lo = 0, hi = n;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (reg[mid].user_id < order[p])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo == n || reg[lo].user_id != order[p] || reg[lo].draw_place != (int64_t)p + 1)
+                bad++;
+        }
+    }
+    sk_draw_list_hash(order, n, made);
+    printf("activity %llu: %zu registrants, commitment %s, seed %s\n"
+           "registrants sha256 %s\norder sha256 %s\n%s\n",
+           (unsigned long long)a->id, n, commit, a->draw_seed, from, made,
+           bad ? "MISMATCH: the recorded places are not the seed's draw" : "verified");
+    free(reg);
+    free(order);
+    return bad ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+/* Makes the draw once: every registrant Redis holds is copied to the
+ * store, the order drawn from the seed, recorded in the store (once: a
+ * second run finds it), then written to Redis, whose first wave starts at
+ * the sale's start. */
+static int cmd_draw(struct ctx *c)
+{
+    struct sk_activity a;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0) return rc;
+    if (a.draw_box_s <= 0)
+        return sk_cli_usage_error("activity draw: activity %llu has no draw (allocation race)",
+                                  (unsigned long long)a.id);
+    if (has(c, O_VERIFY)) return draw_verify(c, &a);
+    if ((rc = open_redis(c)) != 0) return rc;
+    int rrc;
+    int64_t now, reg_end, nreg, drawn;
+    if (sk_draw_check(c->r, a.id, &rrc, &now, &reg_end, &nreg, &drawn) < 0) return redis_fail(c);
+    if (rrc != SK_RC_OK)
+        return sk_cli_usage_error("activity draw: %s (preheat the activity first)",
+                                  sk_rc_message(rrc));
+    if (now < reg_end) return sk_cli_usage_error("activity draw: registration is still open");
+    if (a.drawn_ms <= 0) {
+        uint64_t *users;
+        size_t n;
+        if (sk_draw_registrants(c->r, a.id, &users, &n) < 0) return redis_fail(c);
+        n = sk_draw_sort_unique(users, n);
+        rc = sk_store_registrations_add(c->st, a.id, users, n, now, NULL);
+        free(users);
+        if (rc < 0) return store_fail(c, rc);
+    }
+    struct sk_registration *reg;
+    size_t n;
+    if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
+    size_t cap = n;
+    uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
+    if (!order) {
+        free(reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    if (a.drawn_ms <= 0) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = reg[i].user_id;
+        rc = sk_draw_order(a.draw_seed, order, n);
+        if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
+        if (rc == 0) {
+            a.drawn_ms = now;
+            a.draw_n = (int64_t)n;
+        } else if (rc == SK_EEXIST) { /* another run drew first: its draw stands */
+            rc = load(c, &a);
+        }
+    }
+    free(reg);
+    reg = NULL;
+    if (rc == 0 && a.drawn_ms > 0 && (rc = stored_registrants(c, &reg, &n)) == 0) {
+        /* the recorded places, place p -> order[p - 1] (so a Redis that
+         * lost the draw gets the same one back) */
+        memset(order, 0, (cap ? cap : 1) * sizeof *order);
+        for (size_t i = 0; i < n; i++)
+            if (reg[i].draw_place >= 1 && reg[i].draw_place <= a.draw_n &&
+                (size_t)reg[i].draw_place <= cap)
+                order[reg[i].draw_place - 1] = reg[i].user_id;
+    }
+    free(reg);
+    if (rc < 0) {
+        free(order);
+        return store_fail(c, rc);
+    }
+    struct sk_draw_redis wave, after;
+    const struct sk_draw_redis *wp =
+        a.draw_state[0] && sk_draw_state_parse(a.draw_state, &wave) == 0 ? &wave : NULL;
+    if ((size_t)a.draw_n > cap) { /* the record names more places than registrants */
+        free(order);
+        return sk_cli_runtime_error("activity draw: the database records %lld places for %zu "
+                                    "registrants",
+                                    (long long)a.draw_n, cap);
+    }
+    rc = sk_draw_put(c->r, a.id, order, (size_t)a.draw_n, a.drawn_ms, a.draw_seed, wp, &after);
+    free(order);
+    if (rc < 0) return redis_fail(c);
+    if (after.rc != SK_RC_OK)
+        return sk_cli_runtime_error("activity draw: redis refused the draw: %s",
+                                    sk_rc_message(after.rc));
+    char state[SK_ACTIVITY_DRAW_STATE_MAX], commit[SK_DRAW_HEX];
+    sk_draw_state_format(&after, state, sizeof state);
+    if ((rc = sk_store_activity_set_fair(c->st, a.id, a.wr_control, state)) < 0)
+        return store_fail(c, rc);
+    if (sk_draw_commit(a.draw_seed, commit) < 0) commit[0] = 0;
+    printf("activity %llu drawn: %lld registrants, commitment %s, seed %s; wave %lld: places "
+           "%lld..%lld may buy until %lld (unix ms)\n",
+           (unsigned long long)a.id, (long long)a.draw_n, commit, a.draw_seed,
+           (long long)after.wave, (long long)after.from + 1, (long long)after.to,
+           (long long)after.box_end_ms);
+    return SK_EXIT_OK;
+}
+
 static volatile sig_atomic_t watch_stop;
 
 static void on_watch_signal(int sig)
@@ -892,6 +1049,16 @@ static const struct sub subs[] = {
      "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
      "                       recaptcha): the page's policy allows that provider's\n"
      "                       origins, and only those (docs/challenges.md)\n"},
+    {"draw", OPENS_EXISTING, B(O_ID) | B(O_VERIFY), B(O_ID), cmd_draw,
+     "usage: seckill activity draw --id N [--verify]\n"
+     "Once registration has closed, draws the order of the registrants of a sale\n"
+     "with allocation draw from its committed seed, records it in the database\n"
+     "(once: running it again writes the recorded draw back to Redis) and gives\n"
+     "the first wave its rights to buy (docs/fairness.md).\n"
+     "  --id N               activity id\n"
+     "  --verify             recompute the draw from the revealed seed and the stored\n"
+     "                       registrants and compare it with the recorded places (exit\n"
+     "                       0 verified, 1 not); reads only the database\n" COMMON_USAGE},
     {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE) | B(O_REDIS_ONLY), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force] [--redis-only]\n"
      "Removes the activity from the database and Redis. Refused while open (exit 2),\n"

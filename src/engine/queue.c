@@ -11,13 +11,14 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/mix64.h"
+#include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock_int.h"
 #include "redis/script.h"
 
-#define HEAD 6      /* reply values before the first buyer's */
+#define HEAD 9      /* reply values before the first buyer's */
 #define PER_BUYER 5 /* values per buyer */
-#define STATS 9     /* queue_pace's reply */
+#define STATS 11    /* queue_pace's reply */
 
 int sk_queue_args(uint64_t aid, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens)
@@ -89,7 +90,10 @@ int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
                                 .issued = rep->element[2]->integer,
                                 .rate = rep->element[3]->integer,
                                 .starts_in_ms = rep->element[4]->integer,
-                                .segments = rep->element[5]->integer};
+                                .segments = rep->element[5]->integer,
+                                .returned = rep->element[6]->integer,
+                                .expired = rep->element[7]->integer,
+                                .control = (int)rep->element[8]->integer};
     for (size_t i = 0; i < n; i++) {
         redisReply **e = rep->element + HEAD + PER_BUYER * i;
         if (!is_int(e[0]) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]) ||
@@ -175,7 +179,9 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st)
                                   .handed_out = v[5],
                                   .spent = v[6],
                                   .expired = v[7],
-                                  .starts_in_ms = v[8]};
+                                  .starts_in_ms = v[8],
+                                  .returned = v[9],
+                                  .control = (int)v[10]};
     return 0;
 }
 
@@ -248,6 +254,7 @@ void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t aid, uint64_t u
     snprintf(c->a[1], sizeof c->a[1], "%" PRId64, exp_ms);
     c->keys[0] = c->k.meta;
     c->keys[1] = c->k.wr_pass;
+    c->keys[2] = c->k.wr_held;
     c->args[0] = c->a[0];
     c->args[1] = c->a[1];
 }
@@ -257,7 +264,52 @@ int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms,
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
     int64_t v[1];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, v, 1);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, v, 1);
     if (rc == 0 && marked) *marked = v[0] == 1; /* not BAD_ARGUMENT (a malformed call) */
     return rc;
+}
+
+const char *sk_queue_control_arg(int action)
+{
+    switch (action) {
+    case SK_QC_PAUSE: return "pause";
+    case SK_QC_QUEUE_ALL: return "all";
+    case SK_QC_REFUSE_JOINS: return "nojoin";
+    default: return "resume";
+    }
+}
+
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4])
+{
+    keys[0] = k->meta;
+    keys[1] = k->wr_q;
+    keys[2] = k->wr_pass;
+    keys[3] = k->wr_held;
+}
+
+int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *rc_out,
+                     int64_t *bits)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    const char *keys[4];
+    sk_queue_control_keys(&k, keys);
+    const char *args[] = {sk_queue_control_arg(action)};
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 4, keys, 1, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (bits) *bits = v[1];
+    /* a segmented sale's purchases are decided in its segments: each holds
+     * "queue everyone" in its own meta */
+    for (int i = 0; i < segments && segments > 1 && v[0] == SK_RC_OK; i++) {
+        struct sk_keys sk;
+        sk_keys_seg(&sk, aid, i);
+        const char *sk1[] = {sk.meta};
+        const char *sa[] = {v[1] & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
+        int64_t sv[2];
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 1, sk1, 1, sa, sv, 2)) < 0)
+            return rc;
+    }
+    return 0;
 }

@@ -35,6 +35,9 @@ struct sk_queue_head {
     int64_t rate;         /* passes per second */
     int64_t starts_in_ms; /* > 0: the sale starts in that many ms, nothing is drawn yet */
     int64_t segments;     /* 1, or the activity's stock segments */
+    int64_t returned;     /* seats this call gave back to the pace (passes unused in time) */
+    int64_t expired;      /* of them, passes buyers had fetched (the rest never were) */
+    int control;          /* the emergency controls now (SK_WR_* bits of activity.h) */
 };
 
 /* Events of one answer (a bit set). */
@@ -106,11 +109,26 @@ struct sk_queue_stats {
     int64_t spent;        /* passes spent by a purchase */
     int64_t expired;      /* passes found expired unspent */
     int64_t starts_in_ms; /* > 0 before the start */
+    int64_t returned;     /* seats given back to the pace */
+    int control;          /* the emergency controls (SK_WR_* bits) */
 };
 /* Decodes a queue_pace reply. Returns 0 or SK_EPROTO. */
 int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
 
+/* The emergency controls (queue_control.lua, docs/waiting-room.md; the
+ * actions SK_QC_* are activity.h's). The script's word for an action.
+ * Static. */
+const char *sk_queue_control_arg(int action);
+/* queue_control.lua's KEYS on the base key set k: meta q pass held. */
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4]);
+
 /* ---- blocking ------------------------------------------------------------ */
+
+/* An emergency control on activity_id's waiting room (its segments too,
+ * for "queue everyone"): *rc OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY; *bits
+ * (may be NULL) the controls after. */
+int sk_queue_control(sk_redis *r, uint64_t activity_id, int segments, int action, int *rc,
+                     int64_t *bits);
 
 /* One queue call for n buyers (see sk_queue_args). */
 int sk_queue_call(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
@@ -127,7 +145,7 @@ int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk
 struct sk_queue_spent_call {
     struct sk_keys k;
     char a[2][24];
-    const char *keys[2];
+    const char *keys[3];
     const char *args[2];
 };
 void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t activity_id, uint64_t user_id,

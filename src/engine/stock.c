@@ -381,11 +381,19 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
     if (d->wr_rate > 0) {
         snprintf(buf[12], 24, "%" PRId64, d->wr_rate);
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
-        args[14] = d->wr_seed;
     }
+    if (d->wr_rate > 0 || d->dr_box_ms > 0) args[14] = d->wr_seed;
     args[15] = d->store_id;
     snprintf(buf[16], 24, "%s", d->ch); /* the challenge (docs/challenges.md), "" none */
+    sk_stock_fair_args(d, buf + 17);
     return SK_PREHEAT_ARGC;
+}
+
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24])
+{
+    const int64_t v[SK_FAIR_ARGC] = {d->reg_start_ms, d->reg_end_ms, d->dr_box_ms, d->wr_control};
+    for (int i = 0; i < SK_FAIR_ARGC; i++)
+        snprintf(buf[i], 24, "%" PRId64, v[i] > 0 ? v[i] : 0);
 }
 
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
@@ -562,9 +570,9 @@ int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
 
 void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC])
 {
-    const char *v[SK_STOCK_DROP_ARGC] = {"DEL",       k->meta,    k->stock,   k->buyers, k->orders,
-                                         k->released, k->idem,    k->ledger,  k->xout,   k->xin,
-                                         k->wr_q,     k->wr_pass, k->wr_spent};
+    const char *v[SK_STOCK_DROP_ARGC] = {
+        "DEL",   k->meta, k->stock, k->buyers,  k->orders,   k->released, k->idem, k->ledger,
+        k->xout, k->xin,  k->wr_q,  k->wr_pass, k->wr_spent, k->wr_held,  k->reg,  k->draw};
     memcpy(argv, v, sizeof v);
 }
 

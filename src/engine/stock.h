@@ -164,9 +164,13 @@ struct sk_stock_def {
                                   stock is rebuilt from the orders (docs/recovery.md) */
     int64_t wr_rate, wr_ttl_s; /* waiting room (docs/waiting-room.md): passes per second
                                   and a pass's lifetime; wr_rate 0 = none */
-    char wr_seed[65];          /* its draw seed (hex) */
+    char wr_seed[65];          /* its draw seed (hex); a draw's passes' key (wr_rate 0) */
     char ch[24];               /* the challenge as the scripts check it, meta `ch`
                                   (sk_activity_ch_spec; "" none: docs/challenges.md) */
+    int64_t wr_control;        /* the waiting room's emergency controls (SK_WR_* bits) */
+    /* pre-registration and the draw (docs/fairness.md): the
+     * window (0 0: none) and a winner's time box in ms (0: no draw) */
+    int64_t reg_start_ms, reg_end_ms, dr_box_ms;
     /* the preheating store's identity (store.h), stamped into the meta of
      * every key set: "" for none (a key set without one takes the first
      * admitting or preheating caller's) */
@@ -183,11 +187,18 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
 /* The preheat script's ARGV (shared with the async service): fills buf and
  * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
  * three fields are empty, else args[14] points at d->wr_seed; args[15]
- * points at d->store_id; args[16] the challenge, buf[16]), returns their
- * count. */
-#define SK_PREHEAT_ARGC 17
+ * points at d->store_id; args[16] the challenge, buf[16]; then the
+ * SK_FAIR_ARGC fields of sk_stock_fair_args), returns their count. */
+#define SK_PREHEAT_ARGC 21
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
+
+/* The definition's pre-registration, draw and waiting-room controls as
+ * script arguments (lua/lib/def.lua: fair_of), shared by preheat and
+ * rebuild: registration start and end ms, a winner's box in ms, the
+ * controls' bits; "0" for what the activity does not have. Pure. */
+#define SK_FAIR_ARGC 4
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24]);
 
 /* The settings of every Redis server an activity's sale depends on,
  * judged (redis/redis_settings.h) with its stock as the orders to fit:
@@ -255,7 +266,7 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);
 /* The DEL of every key of key set k (shared with the async service):
  * argv of SK_STOCK_DROP_ARGC entries, pointing into k. Pure. */
-#define SK_STOCK_DROP_ARGC 13
+#define SK_STOCK_DROP_ARGC 16
 void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC]);
 
 /* The same calls on one key set: an unsegmented activity, or one segment

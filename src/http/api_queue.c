@@ -176,12 +176,13 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
         }
     }
     if (h->rc != SK_RC_OK) return;
-    uint64_t issued = 0, expired = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    uint64_t issued = 0;
+    for (size_t i = 0; i < b->n; i++)
         issued += (a[i].events & SK_QUEUE_EV_ISSUED) != 0;
-        expired += (a[i].events & SK_QUEUE_EV_EXPIRED) != 0;
-    }
-    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0, expired);
+    /* expiries: the passes handed out whose seats this call gave back to
+     * the pace, whoever's call found them (each is found once) */
+    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0,
+                            h->expired > 0 ? (uint64_t)h->expired : 0);
     sk_metrics_queue_seen(app->metrics, b->aid, h->length, h->issued, h->rate, sk_wall_ms());
 }
 
@@ -386,7 +387,7 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
     sn->aid = aid;
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, NULL, on_spent,
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, NULL, on_spent,
                        sn) < 0)
         free(sn);
 }
@@ -498,8 +499,15 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
             on_pace(o, NULL);
         return;
     }
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
+    sk_queue_admin_refusal(app, &o->a, rc, a);
+    free(o);
+}
+
+void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
+                            const struct sk_activity *a)
+{
+    h2o_req_t *req = sk_async_end(app, ar);
+    enum sk_route route = ar->route;
     if (!req) {
         /* the client left */
     } else if (sk_http_activity_read_or_reply(app, req, route, rc)) {
@@ -510,7 +518,6 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
     } else {
         sk_http_redis_or_reply(app, req, route);
     }
-    free(o);
 }
 
 int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)

@@ -80,6 +80,14 @@ struct sk_body_activity {
      * judges the combination) */
     int64_t ch_pow_min, ch_pow_max, ch_pow_step;
     char ch_captcha[SK_CH_CAPTCHA_MAX];
+    /* optional "registration": {"start": T, "end": T} (RFC 3339; both
+     * required in it) and "allocation": "race" (default) | "draw", with
+     * "draw": {"box_s": B, "seed": "64 hex"} optional (B 1..
+     * SK_ACTIVITY_BOX_MAX, default SK_ACTIVITY_BOX_DEFAULT; seed "" = draw
+     * one) (docs/fairness.md); all 0 / "" when absent */
+    int64_t reg_start_ms, reg_end_ms;
+    int64_t draw_box_s;
+    char draw_seed[SK_ACTIVITY_DRAW_SEED_HEX + 1];
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out
@@ -90,6 +98,11 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
 /* POST /api/v1/activities/{id}/queue/pace (admin): {"passes_per_s": R},
  * R in 1..SK_ACTIVITY_PASS_RATE_MAX, required. */
 int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char *err, size_t cap);
+
+/* POST /api/v1/activities/{id}/queue/control (admin): {"action": A}, A
+ * one of "pause", "queue_all", "refuse_joins", "resume": *action the
+ * SK_QC_* of engine/activity.h. */
+int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, size_t cap);
 
 /* The body of a route that takes no fields but an optional force
  * (preheat, DELETE of an activity; allow_force 0: open, close, pay,

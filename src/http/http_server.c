@@ -74,6 +74,9 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_queue_poll] = sk_api_queue,
     [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
     [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
+    [SK_ROUTE_register] = sk_api_register,
+    [SK_ROUTE_register_get] = sk_api_register,
+    [SK_ROUTE_admin_queue_control] = sk_api_queue_control,
     [SK_ROUTE_sale_page] = sk_api_sale_page,
     [SK_ROUTE_sale_live] = sk_api_sale_live,
     [SK_ROUTE_sale_time] = sk_api_sale_time,
@@ -118,7 +121,9 @@ static int per_user_route(enum sk_route r)
     case SK_ROUTE_order_pay:
     case SK_ROUTE_order_cancel:
     case SK_ROUTE_queue_join:
-    case SK_ROUTE_queue_poll: return 1;
+    case SK_ROUTE_queue_poll:
+    case SK_ROUTE_register:
+    case SK_ROUTE_register_get: return 1;
     default: return 0;
     }
 }

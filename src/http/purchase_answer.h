@@ -28,6 +28,9 @@ struct sk_pending {
 /* 429 with Retry-After in whole seconds, rounded up, so a client that
  * waits that long is admitted by the limiter. */
 void sk_purchase_reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t retry_ms);
+/* The same on another route (registration's rate limit). */
+void sk_http_reply_429(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
+                       int64_t retry_ms);
 
 /* Answers a purchase that leaves the engine with ad, or 503 when why is
  * set; frees p. */

@@ -36,6 +36,13 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
                             &a->ch_pow_min,
                             &a->ch_pow_max,
                             &a->ch_pow_step,
+                            &a->wr_control,
+                            &a->reg_start_ms,
+                            &a->reg_end_ms,
+                            &a->draw_box_s,
+                            NULL,
+                            &a->drawn_ms,
+                            &a->draw_n,
                             NULL};
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
@@ -44,6 +51,17 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
     TEXT(9, a->state);
     TEXT(16, a->wr_seed);
     TEXT(20, a->ch_captcha);
+    TEXT(25, a->draw_seed);
+    TEXT(28, a->draw_state);
+}
+
+void sk_store_read_registration(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct sk_registration *g = dst;
+    memset(g, 0, sizeof *g);
+    g->user_id = (uint64_t)I64(0); /* same bits, see store.h */
+    g->draw_place = I64(1);        /* NULL reads 0: not drawn */
+    g->created_ms = I64(2);
 }
 
 void sk_store_read_order(sk_store *st, sk_stmt *s, void *dst)
@@ -128,6 +146,14 @@ void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_ST
         SK_I(a->ch_pow_max),
         SK_I(a->ch_pow_step),
         SK_T(a->ch_captcha),
+        SK_I(a->wr_control),
+        SK_I(a->reg_start_ms),
+        SK_I(a->reg_end_ms),
+        SK_I(a->draw_box_s),
+        SK_T(a->draw_seed),
+        SK_I(0),  /* drawn_ms: the draw is recorded by sk_store_draw_record */
+        SK_I(0),  /* draw_n */
+        SK_T(""), /* draw_state */
     };
     memcpy(v, row, sizeof row);
 }
