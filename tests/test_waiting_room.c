@@ -232,8 +232,8 @@ SK_TEST(wr_queue_refusals_change_nothing)
     struct sk_queue_answer qa;
     CHECK_EQ(sk_queue_parse(rep, 1, &h, &qa), SK_ESCRIPT);
     freeReplyObject(rep);
-    const char *bad_user[] = {"1", "j", "01"};
-    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, 3, bad_user, NULL, &rep), 0);
+    const char *bad_user[] = {"1", "j", "01", ""}; /* aid, then op, user, ticket */
+    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, 4, bad_user, NULL, &rep), 0);
     CHECK_EQ(rep->element[9]->integer, SK_RC_BAD_ARGUMENT); /* the first buyer's, after the head */
     freeReplyObject(rep);
     CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);

@@ -36,6 +36,7 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
                             &a->ch_pow_min,
                             &a->ch_pow_max,
                             &a->ch_pow_step,
+                            NULL,
                             &a->wr_control,
                             &a->reg_start_ms,
                             &a->reg_end_ms,
@@ -44,6 +45,8 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
                             &a->drawn_ms,
                             &a->draw_n,
                             NULL};
+    _Static_assert(sizeof num / sizeof num[0] == SK_STORE_ACTIVITY_NCOLS,
+                   "one entry per column of SK_STORE_ACTIVITY_COLUMNS");
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
     a->id = (uint64_t)I64(0);
