@@ -1049,6 +1049,95 @@ static double pow_buy(struct sk_cdp *b, const struct sk_th_serve *s, int bits, u
     return atof(ms);
 }
 
+static const char status_js[] = "document.getElementById('status').textContent";
+
+/* Whether user is registered for aid, as the API answers it. */
+static int api_registered(int port, uint64_t aid, uint64_t user)
+{
+    char path[96], h[48];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/register", aid);
+    snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
+    int st = req(port, "GET", path, h, NULL, &r);
+    CHECK_MSG(st == 200 || (st == 403 && strstr(r.body, "not_registered")), "%d %s", st, r.body);
+    return st == 200 && strstr(r.body, "\"registered\":true") != NULL;
+}
+
+/* A sale that takes registrations (docs/fairness.md): the page counts down
+ * to the registration's opening, then offers to register and counts down to
+ * its end; registered, it says so and counts down to the sale, and buys at
+ * the start; a buyer who did not register is told so and cannot buy. */
+SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_only, 240)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    uint64_t aid = sk_th_unique_id(), user = 6161, other = 6162;
+    time_t now = time(NULL), rs = now + 10, re = now + 22;
+    char more[160], a[32], z[32], text[400];
+    rfc3339(rs, a, sizeof a);
+    rfc3339(re, z, sizeof z);
+    snprintf(more, sizeof more, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", a, z);
+    sale_with(s.port, aid, "Registered buyers only", 10, re, 0, more);
+    struct sk_cdp_page p, q;
+    open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
+    /* before the window: when it opens, with a countdown; nothing to click */
+    CHECK_MSG(sk_cdp_wait(&b, &p, "/^Registration opens at/.test(document.getElementById('status')"
+                                  ".textContent)",
+                          9000),
+              "no 'registration opens' state");
+    CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 2000));
+    CHECK(sk_cdp_wait(&b, &p, "document.getElementById('buy').disabled", 1000));
+    shot(&b, &p, "10-registration-opens-en", 360, 740, 1);
+    /* the window opens: register, counting down to its end */
+    CHECK_MSG(sk_cdp_wait(&b, &p, "document.getElementById('buy').dataset.action === 'register'"
+                                  " && !document.getElementById('buy').disabled",
+                          15000),
+              "no register button");
+    sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
+    CHECK_MSG(!strncmp(text, "Registration is open until", 26), "status: %s", text);
+    shot(&b, &p, "10-registration-open-en", 360, 740, 1);
+    CHECK_EQ(api_registered(s.port, aid, user), 0);
+    sk_cdp_click(&b, &p, "'#buy'");
+    CHECK_MSG(sk_cdp_wait(&b, &p, "document.getElementById('status').textContent === "
+                                  "'You are registered'",
+                          10000),
+              "not shown registered");
+    sk_cdp_eval_text(&b, &p, "document.getElementById('detail').textContent", text, sizeof text);
+    CHECK_MSG(!strncmp(text, "The sale starts at", 18), "detail: %s", text);
+    CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 1000));
+    CHECK_EQ(api_registered(s.port, aid, user), 1);
+    shot(&b, &p, "10-registered-en", 360, 740, 1);
+    /* a buyer who never registers: told at the start, never able to buy */
+    open_page(&b, &q, s.port, aid, other, "en-US,en", NULL);
+    /* the start: the registered buyer buys */
+    CHECK_MSG(sk_cdp_wait(&b, &p, "!document.getElementById('buy').disabled && "
+                                  "document.getElementById('buy').dataset.action === 'buy'",
+                          30000),
+              "the buy button never lit up");
+    sk_cdp_click(&b, &p, "'#buy'");
+    int ordered = sk_cdp_wait(&b, &p, "document.getElementById('pay').offsetParent !== null", 30000);
+    sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
+    CHECK_MSG(ordered, "no order; the page says: %s", text);
+    CHECK_MSG(sk_cdp_wait(&b, &q, "document.getElementById('status').textContent === "
+                                  "'You did not register'",
+                          20000),
+              "the unregistered buyer was not told");
+    CHECK(sk_cdp_wait(&b, &q, "document.getElementById('buy').disabled", 1000));
+    shot(&b, &q, "10-not-registered-en", 360, 740, 1);
+    json_t *buy[2];
+    CHECK_EQ(requests_of(&b, &q, "/purchase", "POST", buy, 2), 0);
+    char st[64];
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders(&s, aid, other, st, sizeof st), 0);
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
 /* The page solves the sale's proof of work in Web Workers, showing its
  * progress, and buys with it: one order in the database. */
 SK_TEST_T(buyer_page_solves_the_proof_of_work_in_a_web_worker_and_buys, 240)

@@ -62,6 +62,7 @@ struct live_view {
     int64_t wr_rate, wr_ttl_s;
     int64_t ch_pow_min, ch_pow_max, ch_pow_step; /* the challenge (docs/challenges.md) */
     char ch_captcha[SK_CH_CAPTCHA_MAX];
+    int64_t reg_start_ms, reg_end_ms, draw_box_s; /* registration (docs/fairness.md) */
     int exists, open;
     int64_t remaining;
 };
@@ -182,16 +183,23 @@ static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_vie
                               .ch_pow_step = v->ch_pow_step};
     memcpy(def.ch_captcha, v->ch_captcha, sizeof def.ch_captcha);
     if (sk_challenge_json(&def, &app->cfg, ch, sizeof ch) < 0) snprintf(ch, sizeof ch, "null");
+    /* the page's registration state and countdown (docs/fairness.md) */
+    char reg[128] = "null";
+    if (v->reg_end_ms > 0)
+        snprintf(reg, sizeof reg,
+                 "{\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"draw\":%s}",
+                 v->reg_start_ms, v->reg_end_ms, v->draw_box_s > 0 ? "true" : "false");
     int n = snprintf(
         body, sizeof body,
         "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"sold_out\":%s,\"start\":\"%s\","
         "\"end\":\"%s\",\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"stock_initial\":%" PRId64
         ",\"stock_remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
         ",\"pay_timeout_s\":%" PRId64
-        ",\"waiting_room\":%s,\"challenge\":%s,\"poll_after_ms\":%" PRId64 "}",
+        ",\"waiting_room\":%s,\"challenge\":%s,\"registration\":%s,\"poll_after_ms\":%" PRId64
+        "}",
         v->id, name, state, sold_out ? "true" : "false", start, end, v->start_ms, v->end_ms,
         v->stock, remaining > 0 ? remaining : 0, v->per_user_limit, v->max_per_order,
-        v->pay_timeout_s, wr, ch, pace_of(state, sold_out));
+        v->pay_timeout_s, wr, ch, reg, pace_of(state, sold_out));
     /* one second at a CDN edge or in the browser: a page asks every few */
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("public, max-age=1"));
@@ -291,6 +299,9 @@ static void on_peek(struct sk_app *app, void *arg, int rc, const struct sk_activ
                                 .ch_pow_min = a->ch_pow_min,
                                 .ch_pow_max = a->ch_pow_max,
                                 .ch_pow_step = a->ch_pow_step,
+                                .reg_start_ms = a->reg_start_ms,
+                                .reg_end_ms = a->reg_end_ms,
+                                .draw_box_s = a->draw_box_s,
                                 .exists = st->exists,
                                 .open = st->open,
                                 .remaining = st->remaining};

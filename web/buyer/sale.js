@@ -90,6 +90,21 @@
     captcha_unavailable: ['人机验证暂时不可用', 'The human check is unavailable right now'],
     captcha_missing: ['无法加载人机验证', 'The human check could not be loaded'],
     challenge_failed: ['验证未通过：{m}', 'The check did not pass: {m}'],
+    reg_soon: ['预约将于 {t} 开始', 'Registration opens at {t}'],
+    reg_only_d: ['本次抢购仅限预约的买家参加。', 'Only registered buyers may buy in this sale.'],
+    reg_open: ['预约进行中，{t} 截止', 'Registration is open until {t}'],
+    reg_button: ['立即预约', 'Register'],
+    reg_sending: ['预约中…', 'Registering…'],
+    registered: ['你已预约', 'You are registered'],
+    registered_d: ['抢购于 {t} 开始。', 'The sale starts at {t}.'],
+    registered_draw_d: ['{t} 抽签，中签者可在限定时间内购买。', 'The draw is at {t}; winners may buy within their time.'],
+    reg_closed: ['预约已截止', 'Registration is closed'],
+    not_registered: ['你没有预约', 'You did not register'],
+    registration_closed: ['预约已截止', 'Registration is closed'],
+    registration_not_open: ['预约尚未开始', 'Registration has not opened yet'],
+    draw_won: ['你中签了！', 'You won the draw!'],
+    draw_wait: ['你的抽签顺位：第 {n} 位', 'Your place in the draw: {n}'],
+    draw_wait_d: ['中签者未在时限内购买时，名额按顺位递补，此页会自动更新。', 'When winners do not buy in time, their turn passes on in draw order; this page updates itself.'],
     dur_d: ['{d} 天 ', '{d} d '],
     unit_s: ['{n} 秒', '{n} s'],
     unit_m: ['{n} 分钟', '{n} min'],
@@ -416,7 +431,9 @@
     retry: null,     /* {code, until} while a purchase waits to be sent again */
     refusal: null,   /* {code, message} of the last final refusal */
     order: null,     /* {id, status, deadline} */
-    acting: ''       /* paying, cancelling */
+    acting: '',      /* paying, cancelling */
+    reg: null,       /* the registration status answer (docs/fairness.md) */
+    registering: false
   };
   var saved = store.get(key) || {};
   if (saved.pass && saved.pass.exp > Date.now()) { S.pass = saved.pass; S.queueState = 'admitted'; }
@@ -439,6 +456,7 @@
           S.refusal = null;
         }
         captchaSetup();
+        if (hasReg()) regStatus();
         render();
         var p = r.body.poll_after_ms;
         if (p > 0) later('live', (document.hidden ? 4 : 1) * p * (1 + Math.random() * 0.2), pollLive);
@@ -461,6 +479,41 @@
     if (s === 'scheduled' && started()) s = 'open';
     if (s === 'open' && serverNow() >= S.view.end_ms) s = 'ended';
     return s;
+  }
+
+  /* ---- pre-registration and the draw (docs/fairness.md) ---------------- */
+
+  function hasReg() { return !!(S.view && S.view.registration); }
+  function isDraw() { return hasReg() && S.view.registration.draw; }
+  /* The buyer's registration, and for a draw their place and right to buy. */
+  function regStatus() {
+    return call('GET', '/api/v1/activities/' + aid + '/register', { cache: 'no-store' }).then(function (r) {
+      if (r.status === 403 && r.body && r.body.error === 'not_registered') S.reg = { registered: false };
+      if (r.status !== 200 || !r.body) { render(); return; }
+      S.reg = r.body;
+      if (r.body.pass && !S.order && (!S.pass || S.pass.pass !== r.body.pass)) {
+        S.pass = { pass: r.body.pass, exp: r.body.pass_expires_ms };
+        save();
+      }
+      render();
+    });
+  }
+  function regOpen() {
+    var g = S.view.registration, now = serverNow();
+    return now >= g.start_ms && now < g.end_ms;
+  }
+  function register() {
+    if (S.registering) return;
+    S.registering = true;
+    S.refusal = null;
+    render();
+    call('POST', '/api/v1/activities/' + aid + '/register').then(function (r) {
+      var b = r.body || {};
+      S.registering = false;
+      if (r.status === 200) S.reg = b;
+      else S.refusal = { code: b.error || 'error', message: b.message || String(r.status) };
+      render();
+    });
   }
 
   /* ---- the waiting room ------------------------------------------------- */
@@ -588,7 +641,9 @@
   function canBuy() {
     var s = state();
     return !S.order && !S.buying && s === 'open' && !(S.view && S.view.sold_out) &&
-      (!hasRoom() || (S.pass && S.pass.exp > Date.now()));
+      (!hasRoom() || (S.pass && S.pass.exp > Date.now())) &&
+      (!isDraw() || (S.pass && S.pass.exp > Date.now())) &&
+      (!hasReg() || !!(S.reg && S.reg.registered));
   }
 
   /* ---- the order -------------------------------------------------------- */
@@ -673,6 +728,21 @@
       if (builtin(c)) return [t(c), '', 'bad'];
       return [t('error', { m: S.refusal.message || c }), '', 'bad'];
     }
+    if (s === 'closed' && !hasReg()) return [t('closed'), t('closed_d')];
+    if (hasReg() && s !== 'open') {
+      var g = v.registration, mine = S.reg && S.reg.registered;
+      if (S.registering) return [t('reg_sending'), ''];
+      if (now < g.start_ms) return [t('reg_soon', { t: time(g.start_ms) }), t('reg_only_d'), '', g.start_ms - now];
+      if (mine && isDraw() && now < g.end_ms) return [t('registered'), t('registered_draw_d', { t: time(g.end_ms) }), 'ok', g.end_ms - now];
+      if (mine && !isDraw()) return [t('registered'), t('registered_d', { t: time(v.start_ms) }), 'ok', startMs() - now];
+      if (!mine && now < g.end_ms) return [t('reg_open', { t: time(g.end_ms) }), t('reg_only_d'), '', g.end_ms - now];
+      if (!mine) return [t('reg_closed'), t('reg_only_d'), 'bad'];
+    }
+    if (isDraw() && S.reg && S.reg.registered && !S.pass && S.reg.place > 0) {
+      return [t('draw_wait', { n: num(S.reg.place) }), t('draw_wait_d')];
+    }
+    if (isDraw() && S.pass) return [t('draw_won'), t('admitted_d', { t: time(S.pass.exp) }), 'ok'];
+    if (hasReg() && S.reg && !S.reg.registered && s === 'open') return [t('not_registered'), t('reg_only_d'), 'bad'];
     if (s === 'closed') return [t('closed'), t('closed_d')];
     if (hasRoom()) {
       if (S.pass) return [t('admitted'), t('admitted_d', { t: time(S.pass.exp) }), 'ok'];
@@ -739,15 +809,17 @@
     var buy = $('buy');
     var rejoin = hasRoom() && !o && (S.queueState === 'expired' ||
       (S.refusal && /^(no_pass|captcha_failed|challenge_.*)$/.test(S.refusal.code)));
+    var regNow = hasReg() && !o && !(S.reg && S.reg.registered) && regOpen();
     buy.hidden = !!o;
-    buy.disabled = rejoin ? false : !canBuy();
+    buy.disabled = rejoin || (regNow && !S.registering) ? false : !canBuy();
     var st = state(), soldOut = v && (v.sold_out || S.queueState === 'sold_out');
-    buy.textContent = rejoin ? t('join_again') : S.buying ? t('buy_sending')
+    buy.textContent = regNow ? (S.registering ? t('reg_sending') : t('reg_button'))
+      : rejoin ? t('join_again') : S.buying ? t('buy_sending')
       : st === 'ended' ? t('ended') : soldOut ? t('sold_out')
       : st === 'scheduled' || st === 'closed' ? t('buy_wait')
       : hasRoom() && !S.pass ? t('buy_queue')
       : S.refusal && S.refusal.code === 'gave_up' ? t('buy_again') : t('buy');
-    buy.dataset.action = rejoin ? 'join' : 'buy';
+    buy.dataset.action = regNow ? 'register' : rejoin ? 'join' : 'buy';
     var act = o && o.status === 'created' && o.deadline > serverNow();
     $('order-actions').hidden = !act;
     $('pay').textContent = S.acting === 'paying' ? t('paying') : t('pay');
@@ -770,7 +842,9 @@
   function tickSoon() { later('tick', 0, tick); }
 
   $('buy').addEventListener('click', function () {
-    if (this.dataset.action === 'join') {
+    if (this.dataset.action === 'register') {
+      register();
+    } else if (this.dataset.action === 'join') {
       S.refusal = null;
       S.queueState = '';
       S.pass = null;
