@@ -1083,16 +1083,18 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     struct sk_cdp_page p, q;
     open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
     /* before the window: when it opens, with a countdown; nothing to click */
-    CHECK_MSG(sk_cdp_wait(&b, &p, "/^Registration opens at/.test(document.getElementById('status')"
-                                  ".textContent)",
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "/^Registration opens at/.test(document.getElementById('status')"
+                          ".textContent)",
                           9000),
               "no 'registration opens' state");
     CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 2000));
     CHECK(sk_cdp_wait(&b, &p, "document.getElementById('buy').disabled", 1000));
     shot(&b, &p, "10-registration-opens-en", 360, 740, 1);
     /* the window opens: register, counting down to its end */
-    CHECK_MSG(sk_cdp_wait(&b, &p, "document.getElementById('buy').dataset.action === 'register'"
-                                  " && !document.getElementById('buy').disabled",
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "document.getElementById('buy').dataset.action === 'register'"
+                          " && !document.getElementById('buy').disabled",
                           15000),
               "no register button");
     sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
@@ -1100,8 +1102,9 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     shot(&b, &p, "10-registration-open-en", 360, 740, 1);
     CHECK_EQ(api_registered(s.port, aid, user), 0);
     sk_cdp_click(&b, &p, "'#buy'");
-    CHECK_MSG(sk_cdp_wait(&b, &p, "document.getElementById('status').textContent === "
-                                  "'You are registered'",
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "document.getElementById('status').textContent === "
+                          "'You are registered'",
                           10000),
               "not shown registered");
     sk_cdp_eval_text(&b, &p, "document.getElementById('detail').textContent", text, sizeof text);
@@ -1112,16 +1115,19 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     /* a buyer who never registers: told at the start, never able to buy */
     open_page(&b, &q, s.port, aid, other, "en-US,en", NULL);
     /* the start: the registered buyer buys */
-    CHECK_MSG(sk_cdp_wait(&b, &p, "!document.getElementById('buy').disabled && "
-                                  "document.getElementById('buy').dataset.action === 'buy'",
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "!document.getElementById('buy').disabled && "
+                          "document.getElementById('buy').dataset.action === 'buy'",
                           30000),
               "the buy button never lit up");
     sk_cdp_click(&b, &p, "'#buy'");
-    int ordered = sk_cdp_wait(&b, &p, "document.getElementById('pay').offsetParent !== null", 30000);
+    int ordered =
+        sk_cdp_wait(&b, &p, "document.getElementById('pay').offsetParent !== null", 30000);
     sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
     CHECK_MSG(ordered, "no order; the page says: %s", text);
-    CHECK_MSG(sk_cdp_wait(&b, &q, "document.getElementById('status').textContent === "
-                                  "'You did not register'",
+    CHECK_MSG(sk_cdp_wait(&b, &q,
+                          "document.getElementById('status').textContent === "
+                          "'You did not register'",
                           20000),
               "the unregistered buyer was not told");
     CHECK(sk_cdp_wait(&b, &q, "document.getElementById('buy').disabled", 1000));

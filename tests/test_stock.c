@@ -409,8 +409,8 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, "",
-                             "",  0,  0, 0, 0, ""};
+    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, "", "",
+                             0,   0,  0, 0, ""};
     int rc;
     int64_t stock;
     CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &stock), SK_RC_STOCK_LIVE);

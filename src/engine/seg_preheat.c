@@ -65,7 +65,8 @@ static void write_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
                           : sk_seg_share(p->d.initial, segs, s);
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&sd, p->force, c->num, args);
-    if (p->d.wr_rate > 0 || p->d.dr_box_ms > 0) args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
+    if (p->d.wr_rate > 0 || p->d.dr_box_ms > 0)
+        args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
     args[15] = p->d.store_id;
     snprintf(c->num[9], sizeof c->num[9], "%d", s);
     snprintf(c->num[10], sizeof c->num[10], "%d", segs);

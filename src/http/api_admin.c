@@ -137,15 +137,14 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
                  a->wr_passes_per_s, a->wr_pass_ttl_s);
     char fair[512] = "";
     fairness_json(a, fair, sizeof fair);
-    int n =
-        snprintf(body, sizeof body,
-                 "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
-                 "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
-                 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s%s}",
-                 a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
-                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr, ch,
-                 fair);
+    int n = snprintf(body, sizeof body,
+                     "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
+                     "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
+                     ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
+                     ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s%s}",
+                     a->id, name, state, start, end, a->stock,
+                     st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
+                     a->pay_timeout_s, a->segments, rl, wr, ch, fair);
     sk_http_reply(app, req, route, status, "application/json", body,
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }

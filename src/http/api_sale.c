@@ -186,8 +186,7 @@ static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_vie
     /* the page's registration state and countdown (docs/fairness.md) */
     char reg[128] = "null";
     if (v->reg_end_ms > 0)
-        snprintf(reg, sizeof reg,
-                 "{\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"draw\":%s}",
+        snprintf(reg, sizeof reg, "{\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"draw\":%s}",
                  v->reg_start_ms, v->reg_end_ms, v->draw_box_s > 0 ? "true" : "false");
     int n = snprintf(
         body, sizeof body,
@@ -195,8 +194,7 @@ static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_vie
         "\"end\":\"%s\",\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"stock_initial\":%" PRId64
         ",\"stock_remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
         ",\"pay_timeout_s\":%" PRId64
-        ",\"waiting_room\":%s,\"challenge\":%s,\"registration\":%s,\"poll_after_ms\":%" PRId64
-        "}",
+        ",\"waiting_room\":%s,\"challenge\":%s,\"registration\":%s,\"poll_after_ms\":%" PRId64 "}",
         v->id, name, state, sold_out ? "true" : "false", start, end, v->start_ms, v->end_ms,
         v->stock, remaining > 0 ? remaining : 0, v->per_user_limit, v->max_per_order,
         v->pay_timeout_s, wr, ch, reg, pace_of(state, sold_out));

@@ -410,9 +410,9 @@ static int parse_fairness(json_t *root, struct sk_body_activity *a, char *err, s
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
     static const char *const known[] = {
-        "id",         "name",         "stock",         "per_user_limit", "max_per_order",
-        "start",      "end",          "pay_timeout_s", "segments",       "waiting_room",
-        "rate_limit", "challenge",    "registration",  "allocation",     "draw",
+        "id",         "name",      "stock",         "per_user_limit", "max_per_order",
+        "start",      "end",       "pay_timeout_s", "segments",       "waiting_room",
+        "rate_limit", "challenge", "registration",  "allocation",     "draw",
         NULL};
     if (only_fields(root, known, "", err, cap) < 0) return SK_EINVAL;
     int64_t id;

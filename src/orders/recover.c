@@ -660,7 +660,8 @@ static int restore_registrations(struct rec *c)
             argv[2 + j] = num[j];
         }
         redisReply *rep;
-        if ((rc = sk_redis_command(c->r, &rep, (int)(2 + m), argv, NULL)) == 0) freeReplyObject(rep);
+        if ((rc = sk_redis_command(c->r, &rep, (int)(2 + m), argv, NULL)) == 0)
+            freeReplyObject(rep);
     }
     free(reg);
     if (rc < 0) return redis_fail(c, rc, "SADD registrations");
@@ -735,8 +736,7 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
         if (any) {
             if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 || (rc = salvage_all(&c)) < 0 ||
                 (rc = rebuild(&c, &over0)) < 0 || (rc = restore_registrations(&c)) < 0 ||
-                (rc = scan_orders(&c, 1)) < 0 ||
-                (rc = resume_all(&c, over0)) < 0)
+                (rc = scan_orders(&c, 1)) < 0 || (rc = resume_all(&c, over0)) < 0)
                 return rc;
         }
         if ((rc = rebuild_base(&c)) < 0) return rc;

@@ -115,9 +115,10 @@ static const struct sql sql[Q_COUNT] = {
     /* ---- activities, audit, marks ---- */
     [Q_ACTIVITY_INSERT] =
         {.what = "insert activity",
-         .text = "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"
-                 " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                 " ?)"},
+         .text =
+             "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"
+             " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+             " ?)"},
     [Q_ACTIVITY_GET] = {.what = "read activity",
                         .text = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
                         .flags = SK_SQL_KEEP},
