@@ -18,7 +18,7 @@
 if (ARGV[4] or '') == '' and redis.call('GET', KEYS[2]) == '0' then return {RC.SOLD_OUT, '', 0, 0} end
 --#include "lib/args.lua"
 --#include "lib/admit.lua"
-local keys_ok, chk = admit_keys_ok(1, nil)
+local keys_ok, chk = admit_keys_ok(1, nil, (ARGV[6] or '') ~= '')
 if not label_ok(ARGV[1]) or not ARGV[2] or not ARGV[3] or not keys_ok then
   return bad_args('', -1, 0)
 end

@@ -33,7 +33,11 @@ if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[1]) or not string.find(ARGV[
    or (ARGV[8] == '') ~= (ARGV[9] == '') or not store_id_ok(ARGV[10]) then
   return bad_args()
 end
-local keys_ok, chk = admit_keys_ok(n, ARGV[4])
+local tickets = false
+for i = 1, n do
+  if ARGV[10 + 6 * i] ~= '' then tickets = true end -- the challenge ticket (lib/admit.lua)
+end
+local keys_ok, chk = admit_keys_ok(n, ARGV[4], tickets)
 if not keys_ok then return bad_args() end
 local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 -- A fenced segment takes no stock in: the transfer stays in transit and the

@@ -63,11 +63,13 @@ local NK = 9
 
 -- The KEYS of a call of n purchases are all there: the key set's NK, a
 -- limiter key per buyer, one per client IP when ip_rate turns the per-IP
--- limiter on, and maybe one per challenge ticket. Returns whether they are
--- and the index before the first challenge key (false: none carried).
-local function admit_keys_ok(n, ip_rate)
+-- limiter on, and one per purchase when the call carries a challenge
+-- ticket (tickets: some purchase's is not ''; a key too many is no ticket's
+-- key). Returns whether they are and the index before the first challenge
+-- key (false: none carried).
+local function admit_keys_ok(n, ip_rate, tickets)
   local k = NK + n * (rl_params(ip_rate, nil) and 2 or 1)
-  if #KEYS == k + n then return true, k end
+  if tickets then return #KEYS == k + n, k end
   return #KEYS == k, false
 end
 

@@ -186,7 +186,7 @@ int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl
     int by_ip = rl && rl->ip_per_s > 0; /* the script's rule too (admit_keys_ok) */
     int by_ch = 0;                      /* challenge keys only when a ticket comes */
     for (size_t i = 0; i < n && !by_ch; i++)
-        by_ch = p[i].ch != NULL;
+        by_ch = p[i].ch && p[i].ch[0]; /* the script's rule (admit_keys_ok) */
     for (int pass = 0; pass < 3; pass++) {
         if ((pass == 1 && !by_ip) || (pass == 2 && !by_ch)) continue;
         for (size_t i = 0; i < n; i++) {
