@@ -362,7 +362,7 @@ FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
 FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
                       src/core/ip.c src/core/num.c src/core/log.c src/core/redact.c \
-                      src/core/error.c
+                      src/core/error.c src/engine/activity.c
 FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
 FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/num.c src/core/redact.c \
                       src/core/error.c
