@@ -46,7 +46,7 @@ WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-protot
 FORTIFY  := $(if $(filter -O1 -O2 -O3 -Os -Og -Ofast,$(CFLAGS)),$(if $(findstring _FORTIFY_SOURCE,$(CFLAGS) $(CPPFLAGS)),,-D_FORTIFY_SOURCE=2))
 HARDEN   := -fstack-protector-strong $(if $(SANFLAGS),,$(FORTIFY))
 HARDEN_LD := -Wl,-z,relro,-z,now
-PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb libcurl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 SK_CFLAGS  = $(WARN) $(CFLAGS) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \
@@ -352,7 +352,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
-                mysql_url cors jwt order_id order_event redis_settings
+                mysql_url cors jwt order_id order_event redis_settings challenge captcha
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_chunked   := src/http/chunked.c src/core/error.c
@@ -362,7 +362,7 @@ FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
 FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
                       src/core/ip.c src/core/num.c src/core/log.c src/core/redact.c \
-                      src/core/error.c
+                      src/core/error.c src/engine/activity.c
 FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
 FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/num.c src/core/redact.c \
                       src/core/error.c
@@ -376,7 +376,11 @@ FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engin
                         src/redis/stream_id.c src/core/num.c src/core/error.c
 FUZZ_SRC_redis_settings := src/redis/redis_settings.c src/core/num.c src/core/error.c
 FUZZ_LIBS_redis_settings := -lhiredis
+FUZZ_SRC_challenge := src/engine/challenge.c src/core/codes.c src/core/num.c src/core/error.c
+FUZZ_SRC_captcha   := src/http/captcha.c src/core/error.c
 FUZZ_LIBS_http_body := -ljansson
+FUZZ_LIBS_challenge := -lcrypto
+FUZZ_LIBS_captcha   := -ljansson
 FUZZ_LIBS_purchase_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto

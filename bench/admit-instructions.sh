@@ -50,10 +50,10 @@ FN=$(redis-cli -s "$SOCK" function list | grep -o 'sk_purchase_batch_[0-9a-f]*' 
 [ -n "$FN" ] || { echo "admit-instructions: no purchase_batch function loaded" >&2; exit 1; }
 echo "redis: $(redis-server --version | cut -d' ' -f3) under callgrind; seckill: $SECKILL ($FN)"
 for n in $SIZES; do
-    # FCALL as serve sends it: the key set's 8 keys, a limiter key per
+    # FCALL as serve sends it: the key set's 9 keys, a limiter key per
     # purchase, the 9 call arguments, then user, quantity, key, IP, pass
-    set -- FCALL "$FN" $((8 + n))
-    for k in meta stock buyers orders idem ledger xin wr:spent; do set -- "$@" "sk:{a$A}:$k"; done
+    set -- FCALL "$FN" $((9 + n))
+    for k in meta stock buyers orders idem ledger xin wr:spent reg; do set -- "$@" "sk:{a$A}:$k"; done
     j=0; while [ $j -lt "$n" ]; do set -- "$@" "sk:{a$A}:rl:u:x"; j=$((j + 1)); done
     set -- "$@" $A 0 0 0 0 '' 0 '' ''
     j=0; while [ $j -lt "$n" ]; do set -- "$@" __rand_int__ 1 '' '' ''; j=$((j + 1)); done

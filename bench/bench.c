@@ -1,5 +1,6 @@
 /* bench.c - `seckill-bench`: the dispatcher to the benchmark programs
- * (bench_int.h): admission, cluster, http, persist, recover, scrape, strategies. */
+ * (bench_int.h): admission, cluster, http, persist, pow, recover, scrape,
+ * strategies. */
 #include "bench/bench.h"
 
 #include <stdio.h>
@@ -24,6 +25,8 @@ int sk_cli_bench(int argc, char **argv)
             "  persist     order worker: Redis stream -> SQLite, orders/s\n"
             "  recover     a Redis gone back in time: time to the fence, replay orders/s\n"
             "  strategies  naive, DB, WATCH, lock, Lua, Lua batched: the seeds' comparison\n"
+            "  pow         a challenge's proof of work: a bot's solutions/s, the server's "
+            "checks/s\n"
             "\n`seckill-bench <benchmark> --help` for its options.\n");
         return argc < 2 ? SK_EXIT_USAGE : SK_EXIT_OK;
     }
@@ -34,7 +37,8 @@ int sk_cli_bench(int argc, char **argv)
     if (!strcmp(argv[1], "recover")) return sk_bench_recover(argc - 1, argv + 1);
     if (!strcmp(argv[1], "strategies")) return sk_bench_strategies(argc - 1, argv + 1);
     if (!strcmp(argv[1], "cluster")) return sk_bench_cluster(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "pow")) return sk_bench_pow(argc - 1, argv + 1);
     return sk_cli_usage_error("bench: unknown benchmark '%s' (available: admission, cluster, http, "
-                              "persist, recover, scrape, strategies)",
+                              "persist, pow, recover, scrape, strategies)",
                               argv[1]);
 }

@@ -12,5 +12,6 @@ int sk_bench_persist(int argc, char **argv);    /* bench_persist.c */
 int sk_bench_recover(int argc, char **argv);    /* bench_recover.c */
 int sk_bench_strategies(int argc, char **argv); /* bench_strategies.c */
 int sk_bench_scrape(int argc, char **argv);     /* bench_scrape.c */
+int sk_bench_pow(int argc, char **argv);        /* bench_pow.c */
 
 #endif

@@ -8,9 +8,15 @@
 --       cancelled; '' or 0 for none)
 --       [wr_rate wr_ttl wr_seed] (the waiting room, docs/waiting-room.md:
 --       passes per second, a pass's lifetime in s, the draw's seed in hex;
---       absent or '' = none; the queue's own state is left alone)
+--       absent or '' = none; the queue's own state is left alone; a draw
+--       gives the seed alone, its passes' key)
 --       [store_id] (the preheating store's identity, 16 hex digits; absent
 --       or '' = none: docs/design.md, "The store's identity")
+--       [ch] (the challenge, "<min bits>:<captcha 0|1>", lib/challenge.lua;
+--       absent or '' = none: docs/challenges.md)
+--       [reg_start reg_end dr_box control] (lib/def.lua fair_of: the
+--       pre-registration window, a draw winner's box, the waiting room's
+--       emergency controls; '0' or absent = none)
 -- Returns {rc, stock}
 --
 -- The key set belongs to the store whose identity its meta holds
@@ -30,6 +36,7 @@
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/def.lua"
+--#include "lib/challenge.lua"
 for i = 1, 7 do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
@@ -44,13 +51,18 @@ local wr_seed = ARGV[15] or ''
 local store = ARGV[16] or ''
 if not store_id_ok(store) then return bad_args(0) end
 if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
-                      or opt(13) < 1 or opt(14) < 1) then
+                      or (opt(13) < 1) ~= (opt(14) < 1)) then
   return bad_args(0)
 end
+local ch = ARGV[17] or ''
+if ch ~= '' and not ch_spec_ok(ch) then return bad_args(0) end
+local fair = fair_of(18)
+if not fair then return bad_args(0) end
 local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
            max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
            seg = seg, seg_of = seg_of, rl_rate = opt(8), rl_burst = opt(9),
-           wr_rate = ARGV[13], wr_ttl = ARGV[14], wr_seed = wr_seed}
+           wr_rate = opt(13) > 0 and ARGV[13] or '', wr_ttl = ARGV[14], wr_seed = wr_seed,
+           ch = ch, fair = fair}
 local force = ARGV[7] == '1'
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])

@@ -2,7 +2,8 @@
 -- in one call, decided in arrival order; one bad entry never fails the others.
 -- KEYS: meta stock buyers orders idem ledger xin wr_spent, then per purchase
 --       its buyer's rate limiter key, then, when ip_rate is on, per purchase
---       its client IP's (lib/admit.lua)
+--       its client IP's, then, when the call carries challenge tickets, per
+--       purchase its challenge's spent key (lib/admit.lua)
 -- ARGV: label ("<ID>" or "<ID>.<seg>"), user_rate, user_burst, ip_rate,
 --       ip_burst (the global rate limits, '0' = off; the activity's own
 --       per-user limit in meta wins), xfer_id, xfer_qty (a transfer of stock
@@ -15,7 +16,8 @@
 --       when it does not know it: not checked; docs/design.md, "The
 --       store's identity"), then per purchase: user_id, quantity,
 --       idempotency_key ('' for none), client_ip ('' for none), queue pass
---       ('' for none; docs/waiting-room.md)
+--       ('' for none; docs/waiting-room.md), challenge ticket ('' for none;
+--       lib/challenge.lua, docs/challenges.md)
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read),
 -- epoch, adm (the key set's after the call; 0, 0 when not read)};
 -- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a
@@ -25,13 +27,18 @@
 --#include "lib/args.lua"
 --#include "lib/admit.lua"
 --#include "lib/xfer.lua"
-local n = (#ARGV - 10) / 5
+local n = (#ARGV - 10) / 6
 if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[1]) or not string.find(ARGV[8], '^%d*$')
    or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$') or #ARGV[9] > 15
-   or (ARGV[8] == '') ~= (ARGV[9] == '') or not store_id_ok(ARGV[10])
-   or not admit_keys_ok(n, ARGV[4]) then
+   or (ARGV[8] == '') ~= (ARGV[9] == '') or not store_id_ok(ARGV[10]) then
   return bad_args()
 end
+local tickets = false
+for i = 1, n do
+  if ARGV[10 + 6 * i] ~= '' then tickets = true end -- the challenge ticket (lib/admit.lua)
+end
+local keys_ok, chk = admit_keys_ok(n, ARGV[4], tickets)
+if not keys_ok then return bad_args() end
 local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
 -- A fenced segment takes no stock in: the transfer stays in transit and the
 -- recovery rolls it forward (sk_seg_settle).
@@ -40,11 +47,11 @@ if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
 end
 local users, any_idem = {}, false
 for i = 1, n do
-  local b = 5 * i + 6
+  local b = 6 * i + 5
   users[i] = ARGV[b]
   if ARGV[b + 2] ~= '' then any_idem = true end
 end
-local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 11, any_idem = any_idem,
+local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 11, any_idem = any_idem, chk = chk,
            store = ARGV[10],
            rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5]},
            mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}

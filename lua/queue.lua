@@ -1,14 +1,22 @@
 -- queue.lua - the waiting room of one activity (docs/waiting-room.md):
 -- joins and polls of several buyers, decided in one call on Redis's clock.
--- KEYS: meta q pass stock (the activity's base key set {a<ID>}: the queue
---       lives there with or without segments)
--- ARGV: activity id, then per buyer: op ('j' join, 'p' poll), user id
+-- KEYS: meta q pass stock reg held (the activity's base key set {a<ID>}:
+--       the queue lives there with or without segments), then, when the
+--       call carries challenge tickets, per buyer its challenge's spent key
+--       (lib/challenge.lua)
+-- ARGV: activity id, then per buyer: op ('j' join, 'p' poll), user id,
+--       challenge ticket ('' none; a join that enters the queue needs one
+--       when the activity asks a challenge: docs/challenges.md)
 -- Returns {rc, queue length, passes issued (the first that many places hold
 -- one), passes per second, ms until the start (0 once started), segments
--- (1: none), then per buyer: rc (Q_WAITING, Q_ADMITTED, Q_USED, Q_EXPIRED
--- or a refusal: RECOVERING while the key set is fenced), place (1 is the front; 0 before the start, when nothing is
--- drawn yet), pass expiry (unix ms, 0: none), pass ('' none), events (1: a
--- pass was handed out by this call, 2: this call found the pass expired)}.
+-- (1: none), seats given back to the pace by this call (passes unused in
+-- their time), of them passes handed out (the rest were never fetched), the
+-- emergency controls (bits: 1 paused, 2 everyone queued, 4 no new joins), then per
+-- buyer: rc (Q_WAITING, Q_ADMITTED, Q_USED, Q_EXPIRED or a refusal:
+-- RECOVERING while the key set is fenced, NOT_REGISTERED, JOINS_CLOSED),
+-- place (1 is the front; 0 before the start, when nothing is drawn yet),
+-- pass expiry (unix ms, 0: none), pass ('' none), events (1: a pass was
+-- handed out by this call, 2: this call found the pass expired)}.
 -- rc is not OK when the whole call is refused (every buyer then has it). A
 -- malformed call is answered the head alone, rc BAD_ARGUMENT (lib/args.lua).
 --
@@ -17,23 +25,37 @@
 -- start on it is 2^52 + an arrival counter, so later joiners are behind
 -- every early one in arrival order, and the early ones' order is fixed the
 -- moment the start passes (nobody can join their group any more). The
--- first `issued` places hold passes: issued grows at wr_rate per second
--- from wr_base at wr_base_ms (the start at first), and when it would run
--- ahead of the queue it is rebased to the queue's length instead, so no
--- passes are banked for a burst of late joiners.
+-- first `issued` places hold passes (lib/pace.lua): issued grows at wr_rate
+-- per second from wr_base at wr_base_ms (the start at first), and when it
+-- would run ahead of the queue it is rebased to the queue's length instead,
+-- so no passes are banked for a burst of late joiners.
+--
+-- Seats (held): a place the pace reached holds a seat until its pass is
+-- spent or its deadline passes: the TTL from when the pace reached it, or
+-- from when its buyer fetched the pass. A seat whose deadline passed
+-- unspent goes back to the pace (wr_base + 1: the next place gets a pass
+-- now), so tabs that closed cost no capacity. Paused (wr_hold), the count
+-- stands still and no seat goes back.
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/pass.lua"
+--#include "lib/challenge.lua"
+--#include "lib/pace.lua"
 local TWO52 = 4503599627370496
-local aid, n = ARGV[1] or '', (#ARGV - 1) / 2
-if not digits(aid, 15) or n < 1 or n ~= math.floor(n) then return bad_args(0, 0, 0, 0, 0) end
+local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
+if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~= 6 + n) then
+  return bad_args(0, 0, 0, 0, 0, 0, 0, 0)
+end
 local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
-                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms')
+                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms',
+                     'wr_hold', 'wr_nojoin', 'reg_start', 'wr_reach', 'ch')
 local now = now_ms()
-local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1}
+local HEAD = 9
+local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1, 0, 0,
+             wr_control_bits(m[12], m[13])}
 
 local function answer(i, rc, place, exp, pass, ev)
-  local b = 6 + 5 * (i - 1)
+  local b = HEAD + 5 * (i - 1)
   out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = rc, place, exp, pass, ev
 end
 
@@ -71,23 +93,50 @@ if m[1] ~= '1' then return all(RC.CLOSED) end
 if not m[9] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
 local rate, ttl_ms, seed = tonumber(m[4]), tonumber(m[5]) * 1000, m[6]
 local len = redis.call('ZCARD', KEYS[2])
+local chg = ch_gate(m[16])
+
+-- The challenge of buyer i entering the queue: its refusal, or nil (spent).
+local function ch_entry_refused(i)
+  if not chg then return nil end
+  local k = #KEYS > 6 and KEYS[6 + i] or nil
+  local why, exp = ch_refused(chg, ARGV[3 * i + 1], k, now)
+  if why then return why end
+  ch_spend(chg, k, exp)
+  return nil
+end
 
 local function valid(op, u)
   return (op == 'j' or op == 'p') and u and #u <= 20 and string.find(u, '^[1-9]%d*$')
+end
+
+-- A join the line refuses (nil: none): an unregistered buyer when the sale
+-- takes registrations, a new buyer while joins are refused (a buyer in the
+-- line may join again). Writes nothing.
+local function join_refused(u)
+  if m[14] and redis.call('SISMEMBER', KEYS[5], u) == 0 then return RC.NOT_REGISTERED end
+  if wr_on(m[13]) and not redis.call('ZSCORE', KEYS[2], u) then return RC.JOINS_CLOSED end
+  return nil
 end
 
 if now < start then
   -- Before the start: a joiner's place is drawn, not known (more may join).
   out[5] = start - now
   for i = 1, n do
-    local op, u = ARGV[2 * i], ARGV[2 * i + 1]
+    local op, u = ARGV[3 * i - 1], ARGV[3 * i]
     local rc = RC.Q_WAITING
     if not valid(op, u) then
       rc = RC.BAD_ARGUMENT
     elseif op == 'j' then
-      -- NX: joining again keeps the draw (it is a function of the user anyway)
+      rc = join_refused(u) or rc
+    end
+    if rc ~= RC.Q_WAITING then
+      -- refused, nothing written
+    elseif op == 'j' then
+      -- NX: joining again keeps the draw (it is a function of the user anyway);
+      -- only entering the queue takes a challenge
+      local why = not redis.call('ZSCORE', KEYS[2], u) and ch_entry_refused(i)
       local draw = tonumber(string.sub(redis.sha1hex(seed .. ':q:' .. u), 1, 13), 16)
-      len = len + redis.call('ZADD', KEYS[2], 'NX', draw, u)
+      if why then rc = why else len = len + redis.call('ZADD', KEYS[2], 'NX', draw, u) end
     elseif not redis.call('ZSCORE', KEYS[2], u) then
       rc = RC.NOT_IN_QUEUE
     end
@@ -99,6 +148,13 @@ end
 
 local base = tonumber(m[7] or '') or 0
 local base_ms = tonumber(m[8] or '') or start
+local frozen = wr_on(m[12])
+if frozen and base_ms < now then
+  -- paused (queue_control.lua rebased the count at the pause): it stands
+  -- still, so the resume does not hand out the pause's passes at once
+  base_ms = now
+  redis.call('HSET', KEYS[1], 'wr_base_ms', base_ms)
+end
 
 -- Places holding a pass now. Never more than the queue: when the pace would
 -- run ahead, the count is rebased to the queue's length at now.
@@ -110,6 +166,56 @@ local function issued()
   return len
 end
 
+-- ---- seats (docs/waiting-room.md, "A room that never jams") ----
+local reach = tonumber(m[15] or '') or 0
+local returned, expired = 0, 0
+
+-- The seat of u, whose deadline passed unspent, goes back to the pace:
+-- the buyer's pass (handed out or not) is expired, one more place holds one
+-- (base and the counts are written once, at the end of the call).
+local function seat_back(u, deadline)
+  local pv = redis.call('HGET', KEYS[3], u)
+  if not pv or string.find(pv, '^%d+$') then
+    redis.call('HSET', KEYS[3], u, 'x' .. (pv or string.format('%.0f', deadline)))
+    if pv then expired = expired + 1 end
+    returned = returned + 1
+    base = base + 1
+  end
+  redis.call('ZREM', KEYS[6], u)
+end
+
+-- Seats whose deadline passed go back (at most 512 a call: the rest at the
+-- next, or when their buyer asks); places the pace reached since the last
+-- call get a seat with a deadline (at most 512 a call: a buyer asking
+-- before gets one with the pass).
+local function settle_seats()
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  for j = 1, #gone, 2 do seat_back(gone[j], tonumber(gone[j + 1])) end
+  -- the count as it stands (issued() would rebase an idle room before this
+  -- call's joiners are in)
+  local upto = pace_at(base, base_ms, rate, now, len)
+  if upto > reach then
+    local last = math.min(upto, reach + 512)
+    local us = redis.call('ZRANGE', KEYS[2], reach, last - 1)
+    local deadline = string.format('%.0f', now + ttl_ms)
+    for j = 1, #us do
+      if redis.call('HEXISTS', KEYS[3], us[j]) == 0 then
+        redis.call('ZADD', KEYS[6], 'NX', deadline, us[j])
+      end
+    end
+    reach = last
+  end
+  if reach ~= (tonumber(m[15] or '') or 0) then redis.call('HSET', KEYS[1], 'wr_reach', reach) end
+end
+
+-- A place before `reach` left the queue: the places behind move up.
+local function left_at(rank)
+  if rank < reach then
+    reach = reach - 1
+    redis.call('HSET', KEYS[1], 'wr_reach', reach)
+  end
+end
+
 -- A place at the back: behind everyone so far (the counter only grows).
 local function join_back(u)
   local seq = redis.call('HINCRBY', KEYS[1], 'wr_seq', 1)
@@ -118,31 +224,45 @@ local function join_back(u)
   return len - 1
 end
 
--- One buyer after the start: rc, place, expiry, pass, events.
-local function decide(op, u)
+-- One buyer (the i-th) after the start: rc, place, expiry, pass, events.
+local function decide(op, u, i)
   local rank = redis.call('ZRANK', KEYS[2], u)
   if not rank then
     if op ~= 'j' then return RC.NOT_IN_QUEUE, 0, 0, '', 0 end
+    local no = join_refused(u) or ch_entry_refused(i)
+    if no then return no, 0, 0, '', 0 end
     rank = join_back(u)
   end
   if rank >= issued() then return RC.Q_WAITING, rank + 1, 0, '', 0 end
   local pv = redis.call('HGET', KEYS[3], u)
+  local ev = 0
   if not pv then
-    -- the pass is handed out now: its lifetime starts when the buyer has it
-    local exp = string.format('%.0f', now + ttl_ms)
-    redis.call('HSET', KEYS[3], u, exp)
-    redis.call('HINCRBY', KEYS[1], 'wr_issued', 1)
-    return RC.Q_ADMITTED, rank + 1, tonumber(exp), wr_pass(seed, aid, u, exp), 1
+    local dl = tonumber(redis.call('ZSCORE', KEYS[6], u) or '')
+    if frozen or not dl or dl > now then
+      -- the pass is handed out now: its lifetime starts when the buyer has
+      -- it, and so does the seat's
+      local exp = string.format('%.0f', now + ttl_ms)
+      redis.call('HSET', KEYS[3], u, exp)
+      redis.call('ZADD', KEYS[6], exp, u)
+      redis.call('HINCRBY', KEYS[1], 'wr_issued', 1)
+      return RC.Q_ADMITTED, rank + 1, tonumber(exp), wr_pass(seed, aid, u, exp), 1
+    end
+    -- reached, never fetched, and its seat's time is up
+    seat_back(u, dl)
+    pv, ev = redis.call('HGET', KEYS[3], u), 2
   end
   local mark, e = string.match(pv, '^(%a?)(%d+)$')
   if mark == 's' then return RC.Q_USED, rank + 1, 0, '', 0 end
-  if mark == '' and tonumber(e) > now then
+  -- everyone queued: passes out keep going (queue_control.lua extends them
+  -- by the hold when it ends)
+  if mark == '' and (tonumber(e) > now or m[12] == 'all') then
     return RC.Q_ADMITTED, rank + 1, tonumber(e), wr_pass(seed, aid, u, e), 0
   end
-  local ev = 0
+  -- paused: nothing goes back to the pace and nobody rejoins until it
+  -- resumes (the expiry is settled then)
+  if frozen then return RC.Q_EXPIRED, rank + 1, 0, '', 0 end
   if mark == '' then
-    redis.call('HSET', KEYS[3], u, 'x' .. e)
-    redis.call('HINCRBY', KEYS[1], 'wr_expired', 1)
+    seat_back(u, tonumber(e))
     ev = 2
   end
   if op ~= 'j' then return RC.Q_EXPIRED, rank + 1, 0, '', ev end
@@ -150,21 +270,31 @@ local function decide(op, u)
   -- one of the issued ones, so one fewer place holds a pass from now on.
   redis.call('ZREM', KEYS[2], u)
   redis.call('HDEL', KEYS[3], u)
+  redis.call('ZREM', KEYS[6], u)
+  left_at(rank)
   len = len - 1
   base = base - 1
   redis.call('HSET', KEYS[1], 'wr_base', base, 'wr_base_ms', base_ms)
-  local rc, place, exp, pass, ev2 = decide(op, u)
+  local rc, place, exp, pass, ev2 = decide(op, u, i)
   return rc, place, exp, pass, ev + ev2
 end
 
+if not frozen then settle_seats() end
+
 for i = 1, n do
-  local op, u = ARGV[2 * i], ARGV[2 * i + 1]
+  local op, u = ARGV[3 * i - 1], ARGV[3 * i]
   if valid(op, u) then
-    answer(i, decide(op, u))
+    answer(i, decide(op, u, i))
   else
     answer(i, RC.BAD_ARGUMENT, 0, 0, '', 0)
   end
 end
 out[2] = len
 out[3] = issued()
+out[7], out[8] = returned, expired
+if returned > 0 then
+  redis.call('HSET', KEYS[1], 'wr_base', base)
+  redis.call('HINCRBY', KEYS[1], 'wr_returned', returned)
+  if expired > 0 then redis.call('HINCRBY', KEYS[1], 'wr_expired', expired) end
+end
 return out

@@ -5,32 +5,37 @@
 -- Returns {rc (OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY, BAD_ARGUMENT), passes
 -- per second (after the call), pass TTL s, queue length, places holding a
 -- pass, passes handed out, spent, found expired, ms until the start (0 once
--- started)}
+-- started), seats given back to the pace, the emergency controls (bits: 1
+-- paused, 2 everyone queued, 4 no new joins)}
 --
 -- A new pace keeps every pass issued so far: the count is rebased to what
--- it is at now (at the fence, while the key set is fenced), and grows at the
--- new pace from there. Before the start only the pace changes.
+-- it is at now (at the fence, while the key set is fenced; it stands still
+-- while paused), and grows at the new pace from there. Before the start
+-- only the pace changes.
 --#include "lib/args.lua"
 --#include "lib/time.lua"
+--#include "lib/pace.lua"
 local new = ARGV[1] or ''
 if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
-  return bad_args(0, 0, 0, 0, 0, 0, 0, 0)
+  return bad_args(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 end
 local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_ttl', 'wr_seed', 'wr_base',
-                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms')
-if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0} end
-if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0} end
+                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms',
+                     'wr_returned', 'wr_hold', 'wr_nojoin')
+if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
+if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
 local now = now_ms()
 local start, rate = tonumber(m[1]), tonumber(m[2])
 local len = redis.call('ZCARD', KEYS[2])
 local issued = 0
 if now >= start then
   local base, base_ms = tonumber(m[5] or '') or 0, tonumber(m[6] or '') or start
-  -- a fenced key set's pace stands still from the fence on (queue.lua)
+  -- a fenced key set's pace stands still from the fence on (queue.lua), a
+  -- paused one from the last call on
   local upto = now
   if m[10] then upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now)) end
-  issued = base + math.floor((upto - base_ms) * rate / 1000)
-  if issued > len then issued = len end
+  if wr_on(m[13]) then upto = base_ms end
+  issued = pace_at(base, base_ms, rate, upto, len)
 end
 if new ~= '' then
   rate = tonumber(new)
@@ -41,4 +46,5 @@ if new ~= '' then
   end
 end
 return {RC.OK, rate, tonumber(m[3] or '') or 0, len, issued, tonumber(m[7] or '') or 0,
-        tonumber(m[8] or '') or 0, tonumber(m[9] or '') or 0, now < start and start - now or 0}
+        tonumber(m[8] or '') or 0, tonumber(m[9] or '') or 0, now < start and start - now or 0,
+        tonumber(m[12] or '') or 0, wr_control_bits(m[13], m[14])}

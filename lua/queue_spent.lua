@@ -1,9 +1,11 @@
 -- queue_spent.lua - marks a buyer's pass spent in the waiting room's own
 -- record (docs/waiting-room.md), after a purchase with it was admitted, so
--- the buyer's next poll says "used". The admission call's record in the key
--- set that admitted it (wr:spent) is what refuses a second purchase; this
--- one is for the buyer and the figures.
--- KEYS: meta pass (the base key set)
+-- the buyer's next poll says "used", and frees its seat (the pace's next
+-- pass fills it; an unspent one would go back to the pace at its
+-- deadline). The admission call's record in the key set that admitted it
+-- (wr:spent) is what refuses a second purchase; this one is for the buyer,
+-- the seats and the figures.
+-- KEYS: meta pass held (the base key set)
 -- ARGV: user_id, the pass's expiry (unix ms)
 -- Returns {1 marked now, 0 not the pass handed out (or marked before)}, or
 -- for a malformed call {BAD_ARGUMENT} (lib/args.lua): nothing marked.
@@ -12,5 +14,6 @@ local u, e = ARGV[1] or '', ARGV[2] or ''
 if not digits(u, 20) or not digits(e, 20) then return bad_args() end
 if redis.call('HGET', KEYS[2], u) ~= e then return {0} end
 redis.call('HSET', KEYS[2], u, 's' .. e)
+redis.call('ZREM', KEYS[3], u)
 redis.call('HINCRBY', KEYS[1], 'wr_spent', 1)
 return {1}

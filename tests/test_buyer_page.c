@@ -62,16 +62,25 @@ static void rfc3339(time_t s, char *out, size_t cap)
 
 /* Creates, preheats and opens activity id: stock, limit 1, the window
  * [start, start + 1 h), an optional waiting room at `pace` passes/s. */
+static void sale_with(int port, uint64_t id, const char *name, long long stock, time_t start,
+                      int pace, const char *more);
 static void sale(int port, uint64_t id, const char *name, long long stock, time_t start, int pace)
 {
-    char body[600], s[32], e[32], path[96], wr[80] = "";
+    sale_with(port, id, name, stock, start, pace, "");
+}
+
+/* The same with more fields of the create body (",\"challenge\":..."). */
+static void sale_with(int port, uint64_t id, const char *name, long long stock, time_t start,
+                      int pace, const char *more)
+{
+    char body[800], s[32], e[32], path[96], wr[80] = "";
     rfc3339(start, s, sizeof s);
     rfc3339(start + 3600, e, sizeof e);
     if (pace > 0) snprintf(wr, sizeof wr, ",\"waiting_room\":{\"passes_per_s\":%d}", pace);
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"stock\":%lld,\"per_user_limit\":1,"
-             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":900%s}",
-             id, name, stock, s, e, wr);
+             "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":900%s%s}",
+             id, name, stock, s, e, wr, more);
     CHECK_EQ(admin(port, "/api/v1/activities", body), 201);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
     CHECK_EQ(admin(port, path, NULL), 200);
@@ -985,6 +994,226 @@ SK_TEST_T(buyer_page_a_waiting_page_sends_well_under_one_request_a_second, 240)
         printf("# a page %s: %.3f requests/s (%d requests by 2 pages in %d s)\n", names[k], per_s,
                n, window_s);
         CHECK_MSG(per_s > 0 && per_s < 0.5, "%s: %.3f requests/s per page", names[k], per_s);
+    }
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* ---- the proof of work (docs/challenges.md) ------------------------------ */
+
+/* Counts the Workers the page makes and every time the progress bar shows,
+ * before the page's own script runs. */
+static const char pow_watch[] =
+    "window.__workers = 0; window.__powShown = 0;"
+    "(() => { const W = window.Worker;"
+    " window.Worker = function (u, o) { window.__workers++; return new W(u, o); };"
+    " document.addEventListener('DOMContentLoaded', () => {"
+    "  const e = document.getElementById('pow');"
+    "  new MutationObserver(() => { if (!e.hidden) window.__powShown++; })"
+    "   .observe(e, {attributes: true}); }); })();";
+
+/* The page of a sale asking `bits` of proof of work, opened and its buy
+ * button clicked as soon as it may be: the purchase goes out with the
+ * challenge its Web Workers solved and is admitted. Returns the solve's
+ * time as the page measured it (ms from the challenge's answer to the
+ * nonce found). */
+static double pow_buy(struct sk_cdp *b, const struct sk_th_serve *s, int bits, uint64_t user)
+{
+    uint64_t aid = sk_th_unique_id();
+    char more[64];
+    snprintf(more, sizeof more, ",\"challenge\":{\"pow_bits\":%d}", bits);
+    sale_with(s->port, aid, "Proof of work", 10, time(NULL) - 5, 0, more);
+    struct sk_cdp_page p;
+    open_page(b, &p, s->port, aid, user, "en-US,en", pow_watch);
+    CHECK(sk_cdp_wait(b, &p, "!document.getElementById('buy').disabled", 20000));
+    sk_cdp_click(b, &p, "'#buy'");
+    CHECK_MSG(sk_cdp_wait(b, &p, "document.getElementById('pay').offsetParent !== null", 120000),
+              "no order at %d bits", bits);
+    json_t *ch[4], *buy[4];
+    CHECK_EQ(requests_of(b, &p, "/challenge", "GET", ch, 4), 1);
+    CHECK_EQ(requests_of(b, &p, "/purchase", "POST", buy, 4), 1);
+    /* what it sent is "<the challenge handed out>.<nonce>" */
+    const char *x = header_of(buy[0], "X-Challenge");
+    CHECK_MSG(x && strlen(x) > 60, "purchase without X-Challenge");
+    json_t *resp = event_for(b, &p, "Network.responseReceived",
+                             json_string_value(json_object_get(buy[0], "requestId")));
+    CHECK(resp);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(resp, "response"), "status")), 200);
+    /* the page's own record of its last solve (performance.now) */
+    char ms[32];
+    sk_cdp_eval_text(b, &p, "document.getElementById('pow').dataset.ms || ''", ms, sizeof ms);
+    CHECK_MSG(ms[0], "the page recorded no solve");
+    char w[32];
+    sk_cdp_eval_text(b, &p, "String(window.__workers)", w, sizeof w);
+    CHECK_MSG(atoi(w) >= 1, "solved without a Web Worker (%s)", w);
+    return atof(ms);
+}
+
+static const char status_js[] = "document.getElementById('status').textContent";
+
+/* Whether user is registered for aid, as the API answers it. */
+static int api_registered(int port, uint64_t aid, uint64_t user)
+{
+    char path[96], h[48];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/register", aid);
+    snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", user);
+    int st = req(port, "GET", path, h, NULL, &r);
+    CHECK_MSG(st == 200 || (st == 403 && strstr(r.body, "not_registered")), "%d %s", st, r.body);
+    return st == 200 && strstr(r.body, "\"registered\":true") != NULL;
+}
+
+/* A sale that takes registrations (docs/fairness.md): the page counts down
+ * to the registration's opening, then offers to register and counts down to
+ * its end; registered, it says so and counts down to the sale, and buys at
+ * the start; a buyer who did not register is told so and cannot buy. */
+SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_only, 240)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    uint64_t aid = sk_th_unique_id(), user = 6161, other = 6162;
+    time_t now = time(NULL), rs = now + 10, re = now + 22;
+    char more[160], a[32], z[32], text[400];
+    rfc3339(rs, a, sizeof a);
+    rfc3339(re, z, sizeof z);
+    snprintf(more, sizeof more, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", a, z);
+    sale_with(s.port, aid, "Registered buyers only", 10, re, 0, more);
+    struct sk_cdp_page p, q;
+    open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
+    /* before the window: when it opens, with a countdown; nothing to click */
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "/^Registration opens at/.test(document.getElementById('status')"
+                          ".textContent)",
+                          9000),
+              "no 'registration opens' state");
+    CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 2000));
+    CHECK(sk_cdp_wait(&b, &p, "document.getElementById('buy').disabled", 1000));
+    shot(&b, &p, "10-registration-opens-en", 360, 740, 1);
+    /* the window opens: register, counting down to its end */
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "document.getElementById('buy').dataset.action === 'register'"
+                          " && !document.getElementById('buy').disabled",
+                          15000),
+              "no register button");
+    sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
+    CHECK_MSG(!strncmp(text, "Registration is open until", 26), "status: %s", text);
+    shot(&b, &p, "10-registration-open-en", 360, 740, 1);
+    CHECK_EQ(api_registered(s.port, aid, user), 0);
+    sk_cdp_click(&b, &p, "'#buy'");
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "document.getElementById('status').textContent === "
+                          "'You are registered'",
+                          10000),
+              "not shown registered");
+    sk_cdp_eval_text(&b, &p, "document.getElementById('detail').textContent", text, sizeof text);
+    CHECK_MSG(!strncmp(text, "The sale starts at", 18), "detail: %s", text);
+    CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('countdown').hidden", 1000));
+    CHECK_EQ(api_registered(s.port, aid, user), 1);
+    shot(&b, &p, "10-registered-en", 360, 740, 1);
+    /* a buyer who never registers: told at the start, never able to buy */
+    open_page(&b, &q, s.port, aid, other, "en-US,en", NULL);
+    /* the start: the registered buyer buys */
+    CHECK_MSG(sk_cdp_wait(&b, &p,
+                          "!document.getElementById('buy').disabled && "
+                          "document.getElementById('buy').dataset.action === 'buy'",
+                          30000),
+              "the buy button never lit up");
+    sk_cdp_click(&b, &p, "'#buy'");
+    int ordered =
+        sk_cdp_wait(&b, &p, "document.getElementById('pay').offsetParent !== null", 30000);
+    sk_cdp_eval_text(&b, &p, status_js, text, sizeof text);
+    CHECK_MSG(ordered, "no order; the page says: %s", text);
+    CHECK_MSG(sk_cdp_wait(&b, &q,
+                          "document.getElementById('status').textContent === "
+                          "'You did not register'",
+                          20000),
+              "the unregistered buyer was not told");
+    CHECK(sk_cdp_wait(&b, &q, "document.getElementById('buy').disabled", 1000));
+    shot(&b, &q, "10-not-registered-en", 360, 740, 1);
+    json_t *buy[2];
+    CHECK_EQ(requests_of(&b, &q, "/purchase", "POST", buy, 2), 0);
+    char st[64];
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders(&s, aid, other, st, sizeof st), 0);
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* The page solves the sale's proof of work in Web Workers, showing its
+ * progress, and buys with it: one order in the database. */
+SK_TEST_T(buyer_page_solves_the_proof_of_work_in_a_web_worker_and_buys, 240)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    uint64_t aid = sk_th_unique_id(), user = 4242;
+    sale_with(s.port, aid, "Proof of work", 10, time(NULL) - 5, 0,
+              ",\"challenge\":{\"pow_bits\":18}");
+    struct sk_cdp_page p;
+    open_page(&b, &p, s.port, aid, user, "en-US,en", pow_watch);
+    CHECK(sk_cdp_wait(&b, &p, "!document.getElementById('buy').disabled", 20000));
+    /* the page starts solving before the click (a sale without a waiting
+     * room), with its progress bar shown meanwhile */
+    CHECK_MSG(sk_cdp_wait(&b, &p, "window.__powShown > 0 && window.__workers > 0", 20000),
+              "no worker or no progress shown");
+    shot(&b, &p, "9-proof-of-work-en", 360, 740, 1);
+    sk_cdp_click(&b, &p, "'#buy'");
+    CHECK_MSG(sk_cdp_wait(&b, &p, "document.getElementById('pay').offsetParent !== null", 60000),
+              "no order");
+    CHECK(sk_cdp_wait(&b, &p, "document.getElementById('pow').hidden", 1000));
+    json_t *buy[4];
+    CHECK_EQ(requests_of(&b, &p, "/purchase", "POST", buy, 4), 1);
+    CHECK(header_of(buy[0], "X-Challenge"));
+    char st[64];
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    /* and at a few difficulties, each bought with its own solution */
+    for (int bits = 8; bits <= 12; bits += 4)
+        pow_buy(&b, &s, bits, user + (uint64_t)bits);
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* The cost for a human (docs/challenges.md): SECKILL_POW_BENCH=N solves N
+ * challenges in Chromium at each of 12..20 bits (even), printing the median
+ * and the mean solve time. Without it, nothing runs. */
+SK_TEST_T(buyer_page_pow_solve_times, 3000)
+{
+    const char *n_env = getenv("SECKILL_POW_BENCH");
+    int n = n_env ? atoi(n_env) : 0;
+    if (n <= 0) return;
+    if (n > 20) n = 20;
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    char hc[16];
+    struct sk_cdp_page p0;
+    open_page(&b, &p0, s.port, 1, 1, "en-US,en", NULL);
+    sk_cdp_eval_text(&b, &p0, "String(navigator.hardwareConcurrency)", hc, sizeof hc);
+    printf("# chromium: hardwareConcurrency %s (workers min(4, that))\n", hc);
+    for (int bits = 12; bits <= 20; bits += 2) {
+        double t[20], sum = 0;
+        for (int i = 0; i < n; i++) {
+            t[i] = pow_buy(&b, &s, bits, 10000 + (uint64_t)(bits * 100 + i));
+            sum += t[i];
+        }
+        for (int i = 1; i < n; i++)
+            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+                double x = t[j];
+                t[j] = t[j - 1];
+                t[j - 1] = x;
+            }
+        printf("# pow %d bits: median %.0f ms, mean %.0f ms, min %.0f, max %.0f (%d solves)\n",
+               bits, t[n / 2], sum / n, t[0], t[n - 1], n);
     }
     sk_cdp_stop(&b);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);

@@ -45,7 +45,7 @@ SK_TEST_T(openapi_document_lints_and_covers_every_route_and_contract_answer, 600
     CHECK(n > 0);
     self[n] = 0;
     static const char *const files[] = {"test_http_contract", "test_http_admin",
-                                        "test_waiting_room_http"};
+                                        "test_waiting_room_http", "test_fairness_http"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(cmd, sizeof cmd, "SK_TH_RECORD_ANSWERS=%s %s -j 2 %s 2>&1", answers, self,
                  files[i]);

@@ -52,20 +52,15 @@ static void wait_until(int64_t t_ms)
 static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64_t rl_burst)
 {
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {sk_th_unique_id(),
-                             stock,
-                             1000,
-                             10,
-                             now - 1000,
-                             now + 3600000,
-                             rl_rate,
-                             rl_burst,
-                             1,
-                             0,
-                             0,
-                             0,
-                             "",
-                             ""};
+    struct sk_stock_def d = {.id = sk_th_unique_id(),
+                             .initial = stock,
+                             .per_user_limit = 1000,
+                             .max_per_order = 10,
+                             .start_ms = now - 1000,
+                             .end_ms = now + 3600000,
+                             .rl_per_user_per_s = rl_rate,
+                             .rl_burst = rl_burst,
+                             .segments = 1};
     sk_th_stock_open(r, &d);
     return d.id;
 }

@@ -154,7 +154,14 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 9 /* what this binary applies; every backend agrees */
+/* The activity columns of the older schemas, for raw rows written in
+ * them (later migrations add columns with defaults). */
+#define COLS_V4                                                                                    \
+    "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
+    "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst"
+#define COLS_V7 COLS_V4 ", segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed"
+#define COLS_V10 COLS_V7 ", ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha"
+#define N_MIGRATIONS 11 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
@@ -390,13 +397,18 @@ static sk_store *be_upgrade(const struct be *b, const char *undo_sql, const char
     return st;
 }
 
-/* Migrations 9 (the store's identity) and 8 undone (idempotency keys,
- * order conflicts; the marks' branch only when the marks stay), and
- * migration 7's columns (the waiting room), for the tests that rebuild an
- * older schema. */
+/* Migrations 10 (the challenge), 9 (the store's identity) and 8 undone
+ * (idempotency keys, order conflicts; the marks' branch only when the marks
+ * stay), and migration 7's columns (the waiting room), for the tests that
+ * rebuild an older schema. */
+#define UNDO_10                                                                                    \
+    "ALTER TABLE activities DROP COLUMN ch_pow_min; ALTER TABLE activities DROP COLUMN "           \
+    "ch_pow_max;"                                                                                  \
+    "ALTER TABLE activities DROP COLUMN ch_pow_step; ALTER TABLE activities DROP COLUMN "          \
+    "ch_captcha;"
 #define UNDO_8_SQLITE                                                                              \
-    "DROP TABLE store_identity;"                                                                   \
-    "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
+    UNDO_10 "DROP TABLE store_identity;"                                                           \
+            "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
 #define UNDO_8_PG UNDO_8_SQLITE
 #define UNDO_8_MY UNDO_8_SQLITE
 #define UNDO_8_BRANCH_SQLITE                                                                       \
@@ -420,19 +432,21 @@ BACKEND_TEST(upgrades_a_version_4_database_giving_its_activities_one_segment)
      * migration 7's columns), and rows written in that shape (13 columns:
      * no segments). */
     struct sk_activity got;
-    sk_store *st = be_upgrade(
-        b,
-        b->my ? UNDO_8_MY "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                          "DROP TABLE redis_marks;"
-                          "DELETE FROM schema_migrations WHERE version >= 5"
-        : b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                            "DROP TABLE redis_marks;"
-                            "DELETE FROM schema_migrations WHERE version >= 5"
-                : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
-                                "DROP TABLE redis_marks;"
-                                "PRAGMA user_version = 4",
-        "segments", "INSERT INTO activities VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,5,2)",
-        41, &got);
+    sk_store *st =
+        be_upgrade(b,
+                   b->my ? UNDO_8_MY "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                     "DROP TABLE redis_marks;"
+                                     "DELETE FROM schema_migrations WHERE version >= 5"
+                   : b->pg ? UNDO_8_PG "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                       "DROP TABLE redis_marks;"
+                                       "DELETE FROM schema_migrations WHERE version >= 5"
+                           : UNDO_8_SQLITE "ALTER TABLE activities DROP COLUMN segments;" DROP_WR
+                                           "DROP TABLE redis_marks;"
+                                           "PRAGMA user_version = 4",
+                   "segments",
+                   "INSERT INTO activities (" COLS_V4
+                   ") VALUES (41,'v4 sale',10,7,1,1,0,1000,30,'open',0,5,2)",
+                   41, &got);
     CHECK_EQ(got.segments, 1);
     CHECK_STR(got.name, "v4 sale");
     CHECK_EQ(got.stock_db, 7);
@@ -459,16 +473,17 @@ BACKEND_TEST(upgrades_a_version_6_database_giving_its_activities_no_waiting_room
     /* What a binary that knew migrations 1..6 left behind: no waiting room
      * columns, rows of 14 values. */
     struct sk_activity got;
-    sk_store *st = be_upgrade(
-        b,
-        b->my ? UNDO_8_MY UNDO_8_BRANCH_MY DROP_WR
-            "DELETE FROM schema_migrations WHERE version >= 7"
-        : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
-            "DELETE FROM schema_migrations WHERE version >= 7"
-                : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR "PRAGMA user_version = 6",
-        "wr_seed",
-        "INSERT INTO activities VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,0,0,2)", 51,
-        &got);
+    sk_store *st =
+        be_upgrade(b,
+                   b->my ? UNDO_8_MY UNDO_8_BRANCH_MY DROP_WR
+                       "DELETE FROM schema_migrations WHERE version >= 7"
+                   : b->pg ? UNDO_8_PG UNDO_8_BRANCH_PG DROP_WR
+                       "DELETE FROM schema_migrations WHERE version >= 7"
+                           : UNDO_8_SQLITE UNDO_8_BRANCH_SQLITE DROP_WR "PRAGMA user_version = 6",
+                   "wr_seed",
+                   "INSERT INTO activities (" COLS_V4
+                   ", segments) VALUES (51,'v5 sale',10,10,1,1,0,1000,30,'open',0,0,0,2)",
+                   51, &got);
     CHECK_EQ(got.segments, 2);
     CHECK_EQ(got.wr_passes_per_s, 0);
     CHECK_EQ(got.wr_pass_ttl_s, 0);
@@ -671,47 +686,70 @@ BACKEND_TEST(check_constraints_hold_below_the_c_validation)
     sk_store_close(be_open(b));
     static const char *const bad[] = {
         /* stock < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,-1,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* stock above the initial stock */
-        "INSERT INTO activities VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,11,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* initial 0 */
-        "INSERT INTO activities VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',0,0,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* limit 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,0,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* end = start */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,10,10,1,'created',0,0,0,1,0,0,'')",
         /* state */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'running',0,0,0,1,0,0,'')",
         /* name */
-        "INSERT INTO activities VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* id 0 */
-        "INSERT INTO activities VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (0,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')",
         /* rate < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,-1,0,1,0,0,'')",
         /* burst < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,1,-1,1,0,0,'')",
         /* segments 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,0,0,0,'')",
         /* segments < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,-1,0,0,'')",
         /* segments NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,NULL,0,0,'')",
         /* passes per second < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,-1,0,'')",
         /* pass TTL < 0 */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,-1,'')",
         /* a seed of 65 digits */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,'"
         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0')",
         /* seed NULL */
-        "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
+        "INSERT INTO activities (" COLS_V7
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,5,60,NULL)",
+        /* challenge bits < 0, a CAPTCHA name too long (docs/challenges.md) */
+        "INSERT INTO activities (" COLS_V10
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',-1,0,0,'')",
+        "INSERT INTO activities (" COLS_V10
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,-1,'')",
+        "INSERT INTO activities (" COLS_V10
+        ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'',0,0,0,'turnstile-turnstile')",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_MSG(be_sql(b, bad[i]) == 1, "accepted: %s", bad[i]);
-    CHECK_EQ(
-        be_sql(b,
-               "INSERT INTO activities VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
-        0);
+    CHECK_EQ(be_sql(b, "INSERT INTO activities (" COLS_V7
+                       ") VALUES (1,'x',10,10,1,1,0,10,1,'created',0,0,0,1,0,0,'')"),
+             0);
     CHECK_EQ(be_sql(b, "UPDATE activities SET stock = stock - 11 WHERE id = 1"), 1);
     /* Orders: quantity >= 1, known statuses, one row per order id. */
     CHECK_EQ(be_sql(b, "INSERT INTO orders (order_id, activity_id, user_id, quantity, status,"
@@ -1987,6 +2025,92 @@ BACKEND_TEST(activity_waiting_room_round_trips_and_its_pace_changes_alone)
     a.wr_passes_per_s = 5;
     CHECK_EQ(sk_store_activity_insert(st, &a), SK_EINVAL); /* no seed, no TTL */
     CHECK_EQ(sk_store_activity_get(st, 62, &got), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+/* Pre-registration and the draw (docs/fairness.md): the fields round
+ * trip; registering again adds nothing; the draw is recorded once (a
+ * second is SK_EEXIST, an order naming a buyer who did not register is
+ * SK_ESTATE and writes nothing); the controls and the wave change alone;
+ * deleting the sale forgets its registrants. */
+BACKEND_TEST(registrations_and_the_draw_are_recorded_once)
+{
+    sk_store *st = be_open(b);
+    struct sk_activity a, got;
+    sk_th_activity_valid(&a, 71);
+    a.reg_start_ms = a.start_ms - 7200000;
+    a.reg_end_ms = a.start_ms - 60000;
+    a.draw_box_s = 90;
+    memset(a.draw_seed, 'a', SK_ACTIVITY_DRAW_SEED_HEX);
+    a.draw_seed[SK_ACTIVITY_DRAW_SEED_HEX] = 0;
+    snprintf(a.wr_seed, sizeof a.wr_seed, "0123456789abcdef");
+    CHECK_MSG(sk_store_activity_insert(st, &a) == 0, "insert: %s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.reg_start_ms, a.reg_start_ms);
+    CHECK_EQ(got.reg_end_ms, a.reg_end_ms);
+    CHECK_EQ(got.draw_box_s, 90);
+    CHECK_STR(got.draw_seed, a.draw_seed);
+    CHECK_EQ(got.drawn_ms, 0);
+    CHECK_STR(got.draw_state, "");
+
+    /* a user id above 2^63 keeps its bits */
+    const uint64_t users[] = {5, 3, UINT64_C(18446744073709551000), 5, 9};
+    size_t added = 0;
+    CHECK_EQ(sk_store_registrations_add(st, 71, users, 5, 1000, &added), 0);
+    CHECK_EQ(added, 4); /* 5 twice */
+    CHECK_EQ(sk_store_registrations_add(st, 71, users, 3, 2000, &added), 0);
+    CHECK_EQ(added, 0);
+    int64_t count = -1;
+    CHECK_EQ(sk_store_registrations_count(st, 71, &count), 0);
+    CHECK_EQ(count, 4);
+    CHECK_EQ(sk_store_registrations_count(st, 72, &count), 0);
+    CHECK_EQ(count, 0);
+    struct sk_registration *r = NULL;
+    size_t n = 0;
+    CHECK_EQ(sk_store_registrations_list(st, 71, &r, &n), 0);
+    CHECK_EQ(n, 4);
+    CHECK_EQ(r[0].user_id, 3);
+    CHECK_EQ(r[3].user_id, UINT64_C(18446744073709551000));
+    CHECK_EQ(r[0].created_ms, 1000); /* the first registration's time stays */
+    CHECK_EQ(r[0].draw_place, 0);
+    free(r);
+
+    /* a buyer who did not register: nothing written */
+    const uint64_t bad[] = {9, 3, 4};
+    CHECK_EQ(sk_store_draw_record(st, 71, bad, 3, 5000), SK_ESTATE);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.drawn_ms, 0);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM registrations WHERE draw_rank IS NOT NULL"), 0);
+
+    const uint64_t order[] = {9, UINT64_C(18446744073709551000), 3, 5};
+    CHECK_MSG(sk_store_draw_record(st, 71, order, 4, 5000) == 0, "%s", sk_store_errstr(st));
+    CHECK_EQ(sk_store_draw_record(st, 71, order, 4, 6000), SK_EEXIST);
+    CHECK_EQ(sk_store_draw_record(st, 999, order, 4, 6000), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.drawn_ms, 5000);
+    CHECK_EQ(got.draw_n, 4);
+    CHECK_EQ(sk_store_registrations_list(st, 71, &r, &n), 0);
+    CHECK_EQ(n, 4);
+    CHECK_EQ(r[0].draw_place, 3); /* user 3 */
+    CHECK_EQ(r[1].draw_place, 4); /* user 5 */
+    CHECK_EQ(r[2].draw_place, 1); /* user 9 */
+    CHECK_EQ(r[3].draw_place, 2);
+    free(r);
+
+    /* the controls and the wave, alone */
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, SK_WR_PAUSE | SK_WR_NO_JOINS, "1:1:2:100:200"), 0);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.wr_control, SK_WR_PAUSE | SK_WR_NO_JOINS);
+    CHECK_STR(got.draw_state, "1:1:2:100:200");
+    CHECK_EQ(got.drawn_ms, 5000);
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, 8, ""), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_fair(st, 71, 0, "1'; --"), SK_EINVAL);
+    CHECK_EQ(sk_store_activity_set_fair(st, 999, 0, ""), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_activity_get(st, 71, &got), 0);
+    CHECK_EQ(got.wr_control, SK_WR_PAUSE | SK_WR_NO_JOINS);
+
+    CHECK_EQ(sk_store_activity_delete(st, 71), 0);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM registrations"), 0);
     sk_store_close(st);
 }
 

@@ -221,20 +221,20 @@ SK_TEST(wr_queue_refusals_change_nothing)
     /* a malformed call is refused whole (lua/lib/args.lua: the head alone,
      * BAD_ARGUMENT), which the decoder reports as a script error, as the
      * Lua error was */
-    const char *keys[4];
+    const char *keys[SK_QUEUE_NKEYS];
     struct sk_keys k;
     sk_keys_for(&k, aid);
     sk_keys_queue(&k, keys);
     const char *bad[] = {"x", "j", "1"};
     redisReply *rep;
-    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad, NULL, &rep), 0);
+    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, 3, bad, NULL, &rep), 0);
     CHECK_EQ(rep->element[0]->integer, SK_RC_BAD_ARGUMENT);
     struct sk_queue_answer qa;
     CHECK_EQ(sk_queue_parse(rep, 1, &h, &qa), SK_ESCRIPT);
     freeReplyObject(rep);
-    const char *bad_user[] = {"1", "j", "01"};
-    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, 4, keys, 3, bad_user, NULL, &rep), 0);
-    CHECK_EQ(rep->element[6]->integer, SK_RC_BAD_ARGUMENT);
+    const char *bad_user[] = {"1", "j", "01", ""}; /* aid, then op, user, ticket */
+    CHECK_EQ(sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, 4, bad_user, NULL, &rep), 0);
+    CHECK_EQ(rep->element[9]->integer, SK_RC_BAD_ARGUMENT); /* the first buyer's, after the head */
     freeReplyObject(rep);
     CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 7, &h).rc, SK_RC_NOT_IN_QUEUE);
     CHECK_EQ(h.length, 0);
@@ -385,8 +385,11 @@ SK_TEST(wr_expired_pass_rejoins_at_the_back_without_a_free_pass)
     wait_redis_past(r, a.pass_exp_ms);
     struct sk_queue_answer e = queue_one(r, aid, SK_QUEUE_POLL, 21, &h);
     CHECK_EQ(e.rc, SK_RC_Q_EXPIRED);
-    CHECK_EQ(e.events, SK_QUEUE_EV_EXPIRED);
-    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 21, NULL).events, 0); /* counted once */
+    /* the first call after the deadline settled it: its seat went back */
+    CHECK_EQ(h.expired, 1);
+    CHECK_EQ(h.returned, 1);
+    CHECK_EQ(queue_one(r, aid, SK_QUEUE_POLL, 21, &h).rc, SK_RC_Q_EXPIRED);
+    CHECK_EQ(h.expired, 0); /* counted once */
     /* join again: the back of the queue, the others keep their order */
     struct sk_queue_answer back = queue_one(r, aid, SK_QUEUE_JOIN, 21, &h);
     CHECK_EQ(h.length, 4);
@@ -401,10 +404,12 @@ SK_TEST(wr_expired_pass_rejoins_at_the_back_without_a_free_pass)
     if (b23.rc == SK_RC_Q_ADMITTED) CHECK_EQ(b22.rc, SK_RC_Q_ADMITTED);
     /* nobody got a pass for the place the expired one left: every pass
      * handed out (the expired one included) is one the pace allowed since
-     * the first, at 1/s (the first pass was handed out at its expiry - 1 s) */
+     * the first, at 1/s (the first pass was handed out at its expiry - 1 s),
+     * or the seat the expired one gave back to the pace */
     struct sk_queue_stats st;
     CHECK_EQ(sk_queue_pace(r, aid, 0, &st), 0);
-    int64_t allowed = 1 + (sk_wall_ms() - (a.pass_exp_ms - 1000)) / 1000;
+    CHECK_EQ(st.returned, 1);
+    int64_t allowed = 1 + (sk_wall_ms() - (a.pass_exp_ms - 1000)) / 1000 + st.returned;
     CHECK_MSG(st.handed_out <= allowed, "%" PRId64 " passes handed out, the pace allows %" PRId64,
               st.handed_out, allowed);
     CHECK_EQ(st.expired, 1);

@@ -6,9 +6,13 @@
 -- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
 -- KEYS[7] xin (hash transfer id -> units received; segments only).
 -- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
--- KEYS[8 + i] the rate limiter key of purchase i's buyer, and, when the call
--- carries a per-IP limit, KEYS[8 + n + i] the one of its client IP
--- (src/engine/keys.c builds them all; admit_keys_ok checks the count).
+-- KEYS[9] reg (set: the registered buyers, docs/fairness.md).
+-- KEYS[9 + i] the rate limiter key of purchase i's buyer, and, when the call
+-- carries a per-IP limit, KEYS[9 + n + i] the one of its client IP, and,
+-- when the call carries challenge tickets, after those the spent key of
+-- each purchase's challenge (lib/challenge.lua; a bare prefix for one
+-- without) (src/engine/keys.c builds them all; admit_keys_ok checks the
+-- count).
 -- One activity (or one segment of it), one hash tag, one slot.
 --
 -- Rollback guard (docs/recovery.md): meta holds `epoch` (the key set's
@@ -47,61 +51,26 @@
 -- per call instead of one per order is most of the admission's cost in
 -- Redis saved (BENCHMARKS.md, issue 23).
 
--- Rate limiting (docs/rate-limit.md): GCRA, one key per user and one per
--- client IP, in the key set's hash tag: sk:{a<ID>}:rl:u:<user>,
--- sk:{a<ID>}:rl:ip:<ip>. A key holds the theoretical arrival time (TAT,
--- unix microseconds) and expires when the bucket is full again, so idle
--- limiters cost no memory; stock keys never expire. Cost: nothing when
--- off; a GET and, when allowed, a SET PX per limiter and purchase when on.
-local RL_SLACK_US = 5000
+-- Rate limiting: lib/gcra.lua.
 --#include "lib/time.lua"
 --#include "lib/fence.lua"
 --#include "lib/pass.lua"
+--#include "lib/challenge.lua"
+--#include "lib/gcra.lua"
 
--- One GCRA check of key at now_us (period_us between requests, burst
--- requests at once). Returns 0 and the new TAT when allowed, or the wait
--- in ms until a request would be allowed. Writes nothing: both limiters
--- are checked before either is charged, so a refusal costs no token.
-local function gcra(key, now_us, period_us, burst)
-  local tat = tonumber(redis.call('GET', key) or '0') or 0
-  if tat < now_us then tat = now_us end
-  local new_tat = tat + period_us
-  local allow_at = new_tat - burst * period_us
-  -- Slack: a client that waits exactly the advertised time, timed by its
-  -- own clock, is let in although Redis's wall clock (TIME) may run a
-  -- little slower (NTP slews it by up to 0.05%): up to 5 ms, never more
-  -- than a quarter of a token.
-  local slack = period_us / 4
-  if slack > RL_SLACK_US then slack = RL_SLACK_US end
-  if now_us + slack < allow_at then
-    local wait = math.ceil((allow_at - now_us) / 1000)
-    if wait < 1 then wait = 1 end
-    return wait, 0
-  end
-  return 0, new_tat
-end
+-- KEYS before the rate limiters' (the key set's own).
+local NK = 9
 
--- Charges an allowed request: the key lives until the bucket is full again.
-local function gcra_set(key, now_us, new_tat)
-  -- %.0f: tostring would print 1.7e+15 and lose the microseconds
-  redis.call('SET', key, string.format('%.0f', new_tat), 'PX',
-             math.ceil((new_tat - now_us) / 1000) + 1)
-end
-
--- Rate per second and burst as numbers, or nil when that limiter is off.
-local function rl_params(rate, burst)
-  rate, burst = tonumber(rate or ''), tonumber(burst or '')
-  if not rate or rate <= 0 then return nil end
-  if not burst or burst < 1 then burst = rate end
-  if burst < 1 then burst = 1 end
-  return 1000000 / rate, burst
-end
-
--- The KEYS of a call of n purchases are all there: the key set's 8, a
--- limiter key per buyer, and one per client IP when ip_rate turns the
--- per-IP limiter on.
-local function admit_keys_ok(n, ip_rate)
-  return #KEYS == 8 + n * (rl_params(ip_rate, nil) and 2 or 1)
+-- The KEYS of a call of n purchases are all there: the key set's NK, a
+-- limiter key per buyer, one per client IP when ip_rate turns the per-IP
+-- limiter on, and one per purchase when the call carries a challenge
+-- ticket (tickets: some purchase's is not ''; a key too many is no ticket's
+-- key). Returns whether they are and the index before the first challenge
+-- key (false: none carried).
+local function admit_keys_ok(n, ip_rate, tickets)
+  local k = NK + n * (rl_params(ip_rate, nil) and 2 or 1)
+  if tickets then return #KEYS == k + n, k end
+  return #KEYS == k, false
 end
 
 -- A purchase retried with the same Idempotency-Key gets the first accepted
@@ -159,12 +128,14 @@ end
 --            stream's aid field, is the activity id alone)
 --   c.n      purchases; c.users[i] the buyer of purchase i (text)
 --   c.a, c.at  where the purchases are: purchase i's user, quantity,
---            Idempotency-Key ('' none), client IP ('' none) and queue pass
---            ('' none; lib/pass.lua) are c.a[p], c.a[p + 1] .. c.a[p + 4],
---            p = c.at + 5 * (i - 1) (purchase_batch's ARGV as it came:
+--            Idempotency-Key ('' none), client IP ('' none), queue pass
+--            ('' none; lib/pass.lua) and challenge ticket ('' none;
+--            lib/challenge.lua) are c.a[p], c.a[p + 1] .. c.a[p + 5],
+--            p = c.at + 6 * (i - 1) (purchase_batch's ARGV as it came:
 --            copying it into tables per field costs more than the rest of
 --            a purchase's decision)
 --   c.any_idem (some purchase has a key)
+--   c.chk    the index before the challenge keys in KEYS (false: none)
 --   c.rl     the call's rate limits {u_rate, u_burst, ip_rate, ip_burst}
 --            (strings, '0' or nil = off); the activity's own per-user
 --            limit in meta (rl_rate, rl_burst) wins over u_rate/u_burst
@@ -182,7 +153,7 @@ local function answer_all(c, out, rc, q, replays)
   local fresh = {}
   for i = 1, c.n do
     local pq, poid = nil, nil
-    if replays then pq, poid = replay(c.users[i], c.a[c.at + 5 * i - 3], fresh) end
+    if replays then pq, poid = replay(c.users[i], c.a[c.at + 6 * i - 4], fresh) end
     if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = -pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
@@ -279,6 +250,8 @@ local function gate_of(c, m, stock)
     fence_set(KEYS[1], 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
     return RC.RECOVERING
   end
+  -- the waiting room's "queue everyone": nobody buys, pass or not
+  if m[21] == 'all' then return RC.QUEUE_PAUSED end
   return RC.OK
 end
 
@@ -298,9 +271,15 @@ local function open_call(c, m, stock)
              now_us = 0, fresh = {},
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
-             u_burst = false, ip_period = false, ip_burst = false, held = false}
+             u_burst = false, ip_period = false, ip_burst = false, held = false, ch = false,
+             ck = false, cx = false, now = 0, reg = m[20] and KEYS[9] or false}
   -- nil: no waiting room (docs/waiting-room.md)
   if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
+  -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
+  if m[19] and not s.wr then
+    s.ch = ch_gate(m[19]) or false
+    s.now = now_ms()
+  end
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
   local rl = c.rl
@@ -319,31 +298,39 @@ local function user_ok(u)
 end
 
 -- What decides purchase i before its stock is looked at: a malformed entry,
--- the waiting room, the rate limiters, an Idempotency-Key retry (its first
--- answer). Returns rc, oid, q; OK with no oid goes on to take. The limiter
+-- the waiting room or the challenge (lib/challenge.lua), the rate limiters,
+-- an Idempotency-Key retry (its first answer). Returns rc, oid, q; OK with no oid goes on to take. The limiter
 -- charges it owes are left in s.uk/s.ut and s.ik/s.it: every request that
 -- reaches admission counts, retries included, except one refused for lack
 -- of stock (a segment passes those on to borrow and re-admits them, which
 -- must charge once). A refused one changes nothing.
 local function check(s, i)
   local c = s.c
-  local p = c.at + 5 * i - 5
+  local p = c.at + 6 * i - 6
   local u, k, ip = c.users[i], c.a[p + 2], c.a[p + 3]
-  s.uk, s.ik = false, false -- never nil: a nil store to a missing field rehashes s
+  s.uk, s.ik, s.ck = false, false, false -- never nil: a nil store to a missing field rehashes s
   if not user_ok(u) or #k > 64
      or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
     return RC.BAD_ARGUMENT, '', 0
   end
+  -- pre-registration: only registered buyers (one SISMEMBER)
+  if s.reg and redis.call('SISMEMBER', s.reg, u) == 0 then return RC.NOT_REGISTERED, '', 0 end
   if s.wr and wr_refused(s.wr, u, c.a[p + 4], k ~= '' and replay(u, k, s.fresh)) then
     return s.wr.why, '', 0 -- before any limiter: it changes nothing
   end
+  if s.ch and not (k ~= '' and replay(u, k, s.fresh)) then
+    local ck = c.chk and KEYS[c.chk + i]
+    local why, exp = ch_refused(s.ch, c.a[p + 5], ck, s.now)
+    if why then return why, '', 0 end
+    s.ck, s.cx = ck, exp -- spent after take, unless refused for stock (a borrow re-admits it)
+  end
   local wait = 0
   if s.u_period then
-    s.uk = KEYS[8 + i]
+    s.uk = KEYS[NK + i]
     wait, s.ut = gcra(s.uk, s.now_us, s.u_period, s.u_burst)
   end
   if wait == 0 and s.ip_period and ip ~= '' then
-    s.ik = KEYS[8 + c.n + i]
+    s.ik = KEYS[NK + c.n + i]
     wait, s.it = gcra(s.ik, s.now_us, s.ip_period, s.ip_burst)
   end
   if wait > 0 then return RC.RATE_LIMITED, '', wait end
@@ -358,7 +345,7 @@ end
 -- stand-in for its id), q.
 local function take(s, i)
   local c = s.c
-  local p = c.at + 5 * i - 5
+  local p = c.at + 6 * i - 6
   local u, qt = c.users[i], c.a[p + 1]
   local q = qt == '1' and 1 or num(qt)
   if not q or q < 1 or q > s.maxq or q % 1 ~= 0 then return RC.BAD_QUANTITY, '', 0 end
@@ -406,7 +393,7 @@ local function order_events(s)
     if not us or not qs then
       local ul, ql = {}, {}
       for o = 1, no do
-        local p = at + 5 * oi[o] - 5
+        local p = at + 6 * oi[o] - 6
         ul[o], ql[o] = a[p], txt(num(a[p + 1]))
       end
       us, qs = table.concat(ul, ' '), table.concat(ql, ' ')
@@ -415,7 +402,7 @@ local function order_events(s)
     if c.any_idem then
       local keyed = {}
       for o = 1, no do
-        local k = a[at + 5 * oi[o] - 3]
+        local k = a[at + 6 * oi[o] - 4]
         if k ~= '' then keyed[#keyed + 1] = string.format('%d:%s', o - 1, k) end
       end
       if #keyed > 0 then ev[13] = 'k'; ev[14] = table.concat(keyed, ' ') end
@@ -426,7 +413,7 @@ local function order_events(s)
   -- index need an entry each): an entry per order.
   s.oids = {}
   for o = 1, no do
-    local p = at + 5 * oi[o] - 5
+    local p = at + 6 * oi[o] - 6
     local ev = {'aid', c.aid, 'uid', a[p], 'qty', txt(num(a[p + 1])), 'n', n0 + o - 1}
     if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
     if a[p + 2] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = a[p + 2] end
@@ -468,7 +455,7 @@ local function commit(s, out)
     local ledger, idemw = {}, nil
     for o = 1, nadm do
       local i = oi[o]
-      local p = at + 5 * i - 5
+      local p = at + 6 * i - 6
       local u, qt = a[p], a[p + 1]
       if qt ~= '1' then qt = txt(num(qt)) end
       local oid = pre and oid_at(pre, o - 1) or oids[o]
@@ -510,7 +497,8 @@ local function admit_all(c)
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
-                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id')
+                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch',
+                       'reg_start', 'wr_hold')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
@@ -530,10 +518,10 @@ local function admit_all(c)
   -- no client IP: what check decides is then its user id alone) goes
   -- straight to take: this is the path of most admissions.
   local a, at, users = c.a, c.at, c.users
-  local plain = not s.wr and not s.u_period and not s.ip_period
+  local plain = not s.wr and not s.u_period and not s.ip_period and not s.ch and not s.reg
   for i = 1, c.n do
     local rc, oid, q
-    local p = at + 5 * i - 5
+    local p = at + 6 * i - 6
     if plain and a[p + 2] == '' and a[p + 3] == '' then
       if user_ok(users[i]) then rc, oid, q = take(s, i) else rc, oid, q = RC.BAD_ARGUMENT, '', 0 end
     else
@@ -544,6 +532,7 @@ local function admit_all(c)
       if s.uk then gcra_set(s.uk, s.now_us, s.ut) end
       if s.ik then gcra_set(s.ik, s.now_us, s.it) end
     end
+    if s.ck and rc ~= RC.SOLD_OUT and rc ~= RC.INSUFFICIENT then ch_spend(s.ch, s.ck, s.cx) end
     -- one by one, in order: Lua assigns a multiple assignment last first,
     -- which puts the keys in the table's hash part and rehashes it
     out[3 * i - 2] = rc

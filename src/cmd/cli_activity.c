@@ -27,8 +27,11 @@
 #include "core/error.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/draw.h"
 #include "engine/keys.h"
+#include "engine/registration.h"
 #include "engine/stock.h"
+#include "http/captcha.h"
 #include "http/sale_page.h"
 #include "orders/activity_delete.h"
 #include "orders/recover.h"
@@ -54,6 +57,10 @@ enum {
     O_PASSES,
     O_PASS_TTL,
     O_QUEUE_SEED,
+    O_POW_BITS,
+    O_POW_BITS_MAX,
+    O_POW_STEP,
+    O_CAPTCHA,
     O_FORCE,
     O_REDIS_ONLY,
     O_JSON,
@@ -61,6 +68,7 @@ enum {
     O_APPLY,
     O_OUT,
     O_API_BASE,
+    O_VERIFY,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -77,11 +85,16 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_END] = {"--end", 1},
     [O_PAY_TIMEOUT] = {"--pay-timeout", 1},
     [O_RATE] = {"--rate-per-user-per-s", 1},
+    [O_VERIFY] = {"--verify", 0},
     [O_BURST] = {"--rate-burst", 1},
     [O_SEGMENTS] = {"--segments", 1},
     [O_PASSES] = {"--passes-per-s", 1},
     [O_PASS_TTL] = {"--pass-ttl", 1},
     [O_QUEUE_SEED] = {"--queue-seed", 1},
+    [O_POW_BITS] = {"--pow-bits", 1},
+    [O_POW_BITS_MAX] = {"--pow-bits-max", 1},
+    [O_POW_STEP] = {"--pow-load-step", 1},
+    [O_CAPTCHA] = {"--captcha", 1},
     [O_FORCE] = {"--force", 0},
     [O_REDIS_ONLY] = {"--redis-only", 0},
     [O_JSON] = {"--json", 0},
@@ -236,6 +249,15 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
         json_object_set_new(o, "pass_ttl_s", json_integer(a->wr_pass_ttl_s));
         json_object_set_new(o, "queue_seed", json_string(a->wr_seed));
     }
+    if (sk_activity_has_challenge(a)) {
+        json_t *ch = json_object();
+        json_object_set_new(ch, "pow_bits_min", json_integer(a->ch_pow_min));
+        json_object_set_new(ch, "pow_bits_max", json_integer(a->ch_pow_max));
+        json_object_set_new(ch, "pow_load_step", json_integer(a->ch_pow_step));
+        json_object_set_new(ch, "captcha",
+                            a->ch_captcha[0] ? json_string(a->ch_captcha) : json_null());
+        json_object_set_new(o, "challenge", ch);
+    }
     json_object_set_new(o, "db_stock", json_integer(a->stock_db));
     json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
     if (live) {
@@ -352,6 +374,35 @@ static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
     return 0;
 }
 
+/* --pow-bits N [--pow-bits-max M [--pow-load-step S]] and/or --captcha P:
+ * the challenge of the queue join or the purchase (docs/challenges.md).
+ * Ranges are sk_activity_validate's. */
+static int parse_challenge(const struct ctx *c, struct sk_activity *a)
+{
+    int rc;
+    if ((has(c, O_POW_BITS_MAX) || has(c, O_POW_STEP)) && !has(c, O_POW_BITS))
+        return sk_cli_usage_error("activity create: --pow-bits-max and --pow-load-step need "
+                                  "--pow-bits");
+    if (has(c, O_POW_STEP) && !has(c, O_POW_BITS_MAX))
+        return sk_cli_usage_error("activity create: --pow-load-step needs --pow-bits-max");
+    if (has(c, O_POW_BITS) && (rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
+    if (has(c, O_POW_BITS) && a->ch_pow_min < 1)
+        return sk_cli_usage_error("activity create: --pow-bits must be between 1 and %d",
+                                  SK_CH_BITS_MAX);
+    if (has(c, O_POW_BITS_MAX) && (rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0)
+        return rc;
+    if (has(c, O_POW_STEP) && (rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
+    if (has(c, O_CAPTCHA)) {
+        const char *p = c->val[O_CAPTCHA];
+        if (!sk_activity_captcha_valid(p))
+            return sk_cli_usage_error("activity create: --captcha must be turnstile, hcaptcha "
+                                      "or recaptcha, got '%s'",
+                                      p);
+        snprintf(a->ch_captcha, sizeof a->ch_captcha, "%s", p);
+    }
+    return 0;
+}
+
 static int cmd_create(struct ctx *c)
 {
     struct sk_activity a;
@@ -375,6 +426,7 @@ static int cmd_create(struct ctx *c)
     /* Range (1..256) and segments <= stock: sk_activity_validate below. */
     if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
     if ((rc = parse_waiting_room(c, &a)) != 0) return rc;
+    if ((rc = parse_challenge(c, &a)) != 0) return rc;
     int64_t now = sk_wall_ms();
     a.start_ms = now;
     if (has(c, O_START) && (rc = parse_time(c, O_START, now, now, &a.start_ms)) != 0) return rc;
@@ -529,6 +581,159 @@ static int cmd_open(struct ctx *c)
 static int cmd_close(struct ctx *c)
 {
     return set_switch(c, 0);
+}
+
+/* ---- the draw (docs/fairness.md) ---- */
+
+/* The registrants in the store (sorted, distinct), into a new array. */
+static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n)
+{
+    int rc = sk_store_registrations_list(c->st, c->id, reg, n);
+    return rc < 0 ? store_fail(c, rc) : 0;
+}
+
+/* Recomputes the draw from the published seed and the stored registrants
+ * and compares it with the places the store recorded: exit 0 when they
+ * agree, 1 when not. */
+static int draw_verify(struct ctx *c, const struct sk_activity *a)
+{
+    if (a->drawn_ms <= 0)
+        return sk_cli_usage_error("activity draw: activity %llu is not drawn yet",
+                                  (unsigned long long)a->id);
+    struct sk_registration *reg;
+    size_t n;
+    int rc = stored_registrants(c, &reg, &n);
+    if (rc) return rc;
+    uint64_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) {
+        free(reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = reg[i].user_id;
+    char commit[SK_DRAW_HEX], from[SK_DRAW_HEX], made[SK_DRAW_HEX];
+    sk_draw_list_hash(order, n, from);
+    size_t bad = 0;
+    if (sk_draw_commit(a->draw_seed, commit) < 0 || sk_draw_order(a->draw_seed, order, n) < 0) {
+        bad = n + 1;
+    } else {
+        /* reg is by user id, as the draw's input: find each one's place */
+        for (size_t p = 0; p < n; p++) {
+            size_t lo = 0, hi = n;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (reg[mid].user_id < order[p])
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo == n || reg[lo].user_id != order[p] || reg[lo].draw_place != (int64_t)p + 1)
+                bad++;
+        }
+    }
+    sk_draw_list_hash(order, n, made);
+    printf("activity %llu: %zu registrants, commitment %s, seed %s\n"
+           "registrants sha256 %s\norder sha256 %s\n%s\n",
+           (unsigned long long)a->id, n, commit, a->draw_seed, from, made,
+           bad ? "MISMATCH: the recorded places are not the seed's draw" : "verified");
+    free(reg);
+    free(order);
+    return bad ? SK_EXIT_FAIL : SK_EXIT_OK;
+}
+
+/* Makes the draw once: every registrant Redis holds is copied to the
+ * store, the order drawn from the seed, recorded in the store (once: a
+ * second run finds it), then written to Redis, whose first wave starts at
+ * the sale's start. */
+static int cmd_draw(struct ctx *c)
+{
+    struct sk_activity a;
+    int rc;
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0) return rc;
+    if (a.draw_box_s <= 0)
+        return sk_cli_usage_error("activity draw: activity %llu has no draw (allocation race)",
+                                  (unsigned long long)a.id);
+    if (has(c, O_VERIFY)) return draw_verify(c, &a);
+    if ((rc = open_redis(c)) != 0) return rc;
+    int rrc;
+    int64_t now, reg_end, nreg, drawn;
+    if (sk_draw_check(c->r, a.id, &rrc, &now, &reg_end, &nreg, &drawn) < 0) return redis_fail(c);
+    if (rrc != SK_RC_OK)
+        return sk_cli_usage_error("activity draw: %s (preheat the activity first)",
+                                  sk_rc_message(rrc));
+    if (now < reg_end) return sk_cli_usage_error("activity draw: registration is still open");
+    if (a.drawn_ms <= 0) {
+        uint64_t *users;
+        size_t n;
+        if (sk_draw_registrants(c->r, a.id, &users, &n) < 0) return redis_fail(c);
+        n = sk_draw_sort_unique(users, n);
+        rc = sk_store_registrations_add(c->st, a.id, users, n, now, NULL);
+        free(users);
+        if (rc < 0) return store_fail(c, rc);
+    }
+    struct sk_registration *reg;
+    size_t n;
+    if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
+    size_t cap = n;
+    uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
+    if (!order) {
+        free(reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    if (a.drawn_ms <= 0) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = reg[i].user_id;
+        rc = sk_draw_order(a.draw_seed, order, n);
+        if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
+        if (rc == 0) {
+            a.drawn_ms = now;
+            a.draw_n = (int64_t)n;
+        } else if (rc == SK_EEXIST) { /* another run drew first: its draw stands */
+            rc = load(c, &a);
+        }
+    }
+    free(reg);
+    reg = NULL;
+    if (rc == 0 && a.drawn_ms > 0 && (rc = stored_registrants(c, &reg, &n)) == 0) {
+        /* the recorded places, place p -> order[p - 1] (so a Redis that
+         * lost the draw gets the same one back) */
+        memset(order, 0, (cap ? cap : 1) * sizeof *order);
+        for (size_t i = 0; i < n; i++)
+            if (reg[i].draw_place >= 1 && reg[i].draw_place <= a.draw_n &&
+                (size_t)reg[i].draw_place <= cap)
+                order[reg[i].draw_place - 1] = reg[i].user_id;
+    }
+    free(reg);
+    if (rc < 0) {
+        free(order);
+        return store_fail(c, rc);
+    }
+    struct sk_draw_redis wave, after;
+    const struct sk_draw_redis *wp =
+        a.draw_state[0] && sk_draw_state_parse(a.draw_state, &wave) == 0 ? &wave : NULL;
+    if ((size_t)a.draw_n > cap) { /* the record names more places than registrants */
+        free(order);
+        return sk_cli_runtime_error("activity draw: the database records %lld places for %zu "
+                                    "registrants",
+                                    (long long)a.draw_n, cap);
+    }
+    rc = sk_draw_put(c->r, a.id, order, (size_t)a.draw_n, a.drawn_ms, a.draw_seed, wp, &after);
+    free(order);
+    if (rc < 0) return redis_fail(c);
+    if (after.rc != SK_RC_OK)
+        return sk_cli_runtime_error("activity draw: redis refused the draw: %s",
+                                    sk_rc_message(after.rc));
+    char state[SK_ACTIVITY_DRAW_STATE_MAX], commit[SK_DRAW_HEX];
+    sk_draw_state_format(&after, state, sizeof state);
+    if ((rc = sk_store_activity_set_fair(c->st, a.id, a.wr_control, state)) < 0)
+        return store_fail(c, rc);
+    if (sk_draw_commit(a.draw_seed, commit) < 0) commit[0] = 0;
+    printf("activity %llu drawn: %lld registrants, commitment %s, seed %s; wave %lld: places "
+           "%lld..%lld may buy until %lld (unix ms)\n",
+           (unsigned long long)a.id, (long long)a.draw_n, commit, a.draw_seed,
+           (long long)after.wave, (long long)after.from + 1, (long long)after.to,
+           (long long)after.box_end_ms);
+    return SK_EXIT_OK;
 }
 
 static volatile sig_atomic_t watch_stop;
@@ -699,7 +904,14 @@ static int cmd_page(struct ctx *c)
 {
     char *page, err[256];
     size_t len;
-    int rc = sk_sale_page_build(c->id, c->val[O_API_BASE], &page, &len, err, sizeof err);
+    /* a sale with a CAPTCHA: the page's policy allows its provider's origins */
+    const struct sk_captcha_provider *cp = NULL;
+    if (has(c, O_CAPTCHA) && !(cp = sk_captcha_find(c->val[O_CAPTCHA])))
+        return sk_cli_usage_error("activity page: --captcha must be turnstile, hcaptcha or "
+                                  "recaptcha, got '%s'",
+                                  c->val[O_CAPTCHA]);
+    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], cp ? cp->csp : NULL, &page, &len,
+                                    err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
     if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
     const char *dir = c->val[O_OUT];
@@ -748,7 +960,8 @@ static const struct sub subs[] = {
     {"create", OPENS_OR_MAKES,
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) | B(O_END) |
          B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_PASSES) | B(O_PASS_TTL) |
-         B(O_QUEUE_SEED) | B(O_JSON),
+         B(O_QUEUE_SEED) | B(O_POW_BITS) | B(O_POW_BITS_MAX) | B(O_POW_STEP) | B(O_CAPTCHA) |
+         B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -773,6 +986,13 @@ static const struct sub subs[] = {
      "  --pass-ttl S         how long a pass may be used, 1..86400 s (default 300)\n"
      "  --queue-seed HEX     the draw's secret seed, 16..64 lowercase hex digits (the\n"
      "                       same seed gives the same order; default: a random one)\n"
+     "  --pow-bits N         a proof-of-work challenge before the queue join (or the\n"
+     "                       purchase, without a waiting room): SHA-256 with N leading\n"
+     "                       zero bits, 1..30 (docs/challenges.md)\n"
+     "  --pow-bits-max M     let the bits rise with the load up to M (>= --pow-bits)\n"
+     "  --pow-load-step S    one more bit each time load + S doubles (default 1000)\n"
+     "  --captcha P          a CAPTCHA with the challenge: turnstile, hcaptcha or\n"
+     "                       recaptcha (the server's captcha_* settings name its keys)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
     {"preheat", OPENS_EXISTING, B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"
@@ -814,8 +1034,9 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
-     "usage: seckill activity page --id N --out DIR [--api-base URL]\n"
+    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA), B(O_ID) | B(O_OUT),
+     cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
      "The page calls the API at --api-base; seckill serve must then name the page's\n"
@@ -824,7 +1045,20 @@ static const struct sub subs[] = {
      "at GET /sale/N. Reads neither Redis nor the database.\n"
      "  --id N               activity id\n"
      "  --out DIR            directory to write index.html into (made if missing)\n"
-     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
+     "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"
+     "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
+     "                       recaptcha): the page's policy allows that provider's\n"
+     "                       origins, and only those (docs/challenges.md)\n"},
+    {"draw", OPENS_EXISTING, B(O_ID) | B(O_VERIFY), B(O_ID), cmd_draw,
+     "usage: seckill activity draw --id N [--verify]\n"
+     "Once registration has closed, draws the order of the registrants of a sale\n"
+     "with allocation draw from its committed seed, records it in the database\n"
+     "(once: running it again writes the recorded draw back to Redis) and gives\n"
+     "the first wave its rights to buy (docs/fairness.md).\n"
+     "  --id N               activity id\n"
+     "  --verify             recompute the draw from the revealed seed and the stored\n"
+     "                       registrants and compare it with the recorded places (exit\n"
+     "                       0 verified, 1 not); reads only the database\n" COMMON_USAGE},
     {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE) | B(O_REDIS_ONLY), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force] [--redis-only]\n"
      "Removes the activity from the database and Redis. Refused while open (exit 2),\n"

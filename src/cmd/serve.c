@@ -35,6 +35,7 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/auth_jwt.h"
+#include "http/challenge_http.h"
 #include "http/config.h"
 #include "http/http_server.h"
 #include "http/label_mem.h"
@@ -880,6 +881,13 @@ int sk_cli_serve(int argc, char **argv)
      * before the fork so every HTTP process checks against the host's. */
     if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)
         sk_log(SK_LOG_WARN, "no shared memory for the rollback guard: each process keeps its own");
+    /* The key challenges are signed with, when none is configured: drawn
+     * now, so every HTTP process (and a restarted one) checks what another
+     * handed out (http/challenge_http.h). */
+    if (cfg.role != SK_ROLE_WORKER && sk_challenge_node_key_init(&cfg) < 0) {
+        sk_log(SK_LOG_ERROR, "no randomness for the challenges' key");
+        return SK_EXIT_FAIL;
+    }
     /* What a SIGHUP changes reaches every process through this area, made
      * before the fork (http/reload.h); the key set travels in it too. */
     struct sk_reload_area *area;

@@ -241,7 +241,9 @@ static void seen_env(void *arg, int k, int line)
 /* A secret and the key naming its file. */
 static const int secret_pairs[][2] = {{SK_CK_admin_token, SK_CK_admin_token_file},
                                       {SK_CK_hmac_secret, SK_CK_hmac_secret_file},
-                                      {SK_CK_hmac_secret_prev, SK_CK_hmac_secret_prev_file}};
+                                      {SK_CK_hmac_secret_prev, SK_CK_hmac_secret_prev_file},
+                                      {SK_CK_challenge_secret, SK_CK_challenge_secret_file},
+                                      {SK_CK_captcha_secret, SK_CK_captcha_secret_file}};
 #define NPAIRS (sizeof secret_pairs / sizeof secret_pairs[0])
 
 /* Setting a secret clears its file and the other way round: a key left
@@ -300,7 +302,8 @@ static int blank_file(const char *path)
 }
 
 /* Under systemd with LoadCredential= (contrib/systemd/seckill.service.in):
- * the credentials admin_token, hmac_secret and hmac_secret_prev in
+ * the credentials named as the secrets (admin_token, hmac_secret,
+ * hmac_secret_prev, challenge_secret, captcha_secret) in
  * $CREDENTIALS_DIRECTORY name the files of those secrets, at the lowest
  * precedence (the file, the environment and the flags come after and
  * win). A blank credential (the unit's default when the operator made no

@@ -29,6 +29,49 @@ void sk_activity_apply_defaults(struct sk_activity *a)
     if (a->segments == SK_ACTIVITY_UNSET) a->segments = SK_ACTIVITY_SEGMENTS_DEFAULT;
     if (a->wr_pass_ttl_s == SK_ACTIVITY_UNSET)
         a->wr_pass_ttl_s = a->wr_passes_per_s > 0 ? SK_ACTIVITY_PASS_TTL_DEFAULT : 0;
+    if (a->ch_pow_min > 0 && a->ch_pow_max == 0) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_max > a->ch_pow_min && a->ch_pow_step == 0) a->ch_pow_step = SK_CH_STEP_DEFAULT;
+    if (a->ch_pow_max <= a->ch_pow_min) a->ch_pow_step = 0;
+}
+
+static const char *const captchas[] = {"turnstile", "hcaptcha", "recaptcha"};
+
+int sk_activity_captcha_valid(const char *s)
+{
+    for (size_t i = 0; i < sizeof captchas / sizeof captchas[0]; i++)
+        if (!strcmp(s, captchas[i])) return 1;
+    return 0;
+}
+
+int sk_activity_has_challenge(const struct sk_activity *a)
+{
+    return a->ch_pow_min > 0 || a->ch_captcha[0] != 0;
+}
+
+/* The challenge's fields: bits 1..SK_CH_BITS_MAX, min <= max, a step only
+ * when the bits may rise, a known CAPTCHA provider. */
+static int validate_challenge(const struct sk_activity *a, char *err, size_t cap)
+{
+    if (a->ch_pow_min < 0 || a->ch_pow_min > SK_CH_BITS_MAX)
+        return sk_einval(err, cap, "proof-of-work bits must be between 1 and %d (got %lld)",
+                         SK_CH_BITS_MAX, (long long)a->ch_pow_min);
+    if (a->ch_pow_min == 0 && (a->ch_pow_max != 0 || a->ch_pow_step != 0))
+        return sk_einval(err, cap, "a proof-of-work maximum or load step needs its minimum bits");
+    if (a->ch_pow_min > 0 && (a->ch_pow_max < a->ch_pow_min || a->ch_pow_max > SK_CH_BITS_MAX))
+        return sk_einval(err, cap,
+                         "proof-of-work maximum bits must be between the minimum (%lld) and %d "
+                         "(got %lld)",
+                         (long long)a->ch_pow_min, SK_CH_BITS_MAX, (long long)a->ch_pow_max);
+    if (a->ch_pow_step < 0 || a->ch_pow_step > SK_CH_STEP_MAX ||
+        (a->ch_pow_step > 0) != (a->ch_pow_max > a->ch_pow_min))
+        return sk_einval(err, cap,
+                         "the proof-of-work load step must be between 1 and %d, and is only for "
+                         "bits that may rise (maximum above minimum)",
+                         SK_CH_STEP_MAX);
+    if (!memchr(a->ch_captcha, 0, sizeof a->ch_captcha) ||
+        (a->ch_captcha[0] && !sk_activity_captcha_valid(a->ch_captcha)))
+        return sk_einval(err, cap, "captcha must be turnstile, hcaptcha or recaptcha");
+    return 0;
 }
 
 int sk_activity_seed_valid(const char *s, size_t len)
@@ -39,16 +82,28 @@ int sk_activity_seed_valid(const char *s, size_t len)
     return 1;
 }
 
-/* The waiting room's fields: all set (rate, TTL, seed) or all empty. */
+int sk_activity_draw_seed_valid(const char *s, size_t len)
+{
+    return len == SK_ACTIVITY_DRAW_SEED_HEX && sk_activity_seed_valid(s, len);
+}
+
+/* The waiting room's fields: all set (rate, TTL, seed) or all empty; a
+ * draw keeps its passes' key in the seed without a rate. */
 static int validate_waiting_room(const struct sk_activity *a, char *err, size_t cap)
 {
     size_t sl = strnlen(a->wr_seed, sizeof a->wr_seed);
     if (a->wr_passes_per_s < 0 || a->wr_passes_per_s > SK_ACTIVITY_PASS_RATE_MAX)
         return sk_einval(err, cap, "passes per second must be between 1 and %d (got %lld)",
                          SK_ACTIVITY_PASS_RATE_MAX, (long long)a->wr_passes_per_s);
+    if (a->wr_control < 0 || a->wr_control > (SK_WR_PAUSE | SK_WR_QUEUE_ALL | SK_WR_NO_JOINS))
+        return sk_einval(err, cap, "the waiting room's controls are out of range");
     if (a->wr_passes_per_s == 0) {
-        if (a->wr_pass_ttl_s != 0 || sl != 0)
+        if (a->wr_pass_ttl_s != 0 || (sl != 0 && a->draw_box_s == 0))
             return sk_einval(err, cap, "a pass TTL or a queue seed needs passes per second");
+        if (a->wr_control != 0) return sk_einval(err, cap, "controls need a waiting room");
+        if (sl != 0 && (sl >= sizeof a->wr_seed || !sk_activity_seed_valid(a->wr_seed, sl)))
+            return sk_einval(err, cap, "the passes' key must be %d to %d lowercase hex digits",
+                             SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
         return 0;
     }
     if (a->wr_pass_ttl_s < 1 || a->wr_pass_ttl_s > SK_ACTIVITY_PASS_TTL_MAX)
@@ -57,6 +112,44 @@ static int validate_waiting_room(const struct sk_activity *a, char *err, size_t 
     if (sl >= sizeof a->wr_seed || !sk_activity_seed_valid(a->wr_seed, sl))
         return sk_einval(err, cap, "queue seed must be %d to %d lowercase hex digits",
                          SK_ACTIVITY_SEED_MIN, SK_ACTIVITY_SEED_MAX);
+    return 0;
+}
+
+/* Pre-registration and the draw: a window closing by the start, on one
+ * key set (its registrants are checked in the admission call's slot); a
+ * draw needs registration and no waiting room (the draw is its line), a
+ * box, a seed and a key for its passes. */
+static int validate_fairness(const struct sk_activity *a, char *err, size_t cap)
+{
+    int reg = a->reg_start_ms != 0 || a->reg_end_ms != 0;
+    if (reg) {
+        if (a->reg_start_ms < 0 || a->reg_end_ms <= a->reg_start_ms)
+            return sk_einval(err, cap, "registration must end after it starts");
+        if (a->reg_end_ms > a->start_ms)
+            return sk_einval(err, cap, "registration must end by the sale's start");
+        if (a->segments > 1)
+            return sk_einval(err, cap,
+                             "registration needs an activity of one segment (its "
+                             "registrants are checked where purchases are decided)");
+    }
+    size_t dl = strnlen(a->draw_seed, sizeof a->draw_seed);
+    if (a->draw_box_s == 0) {
+        if (dl != 0) return sk_einval(err, cap, "a draw seed needs allocation draw");
+        return 0;
+    }
+    if (a->draw_box_s < 1 || a->draw_box_s > SK_ACTIVITY_BOX_MAX)
+        return sk_einval(err, cap,
+                         "a winner's time box must be between 1 and %d seconds (got %lld)",
+                         SK_ACTIVITY_BOX_MAX, (long long)a->draw_box_s);
+    if (!reg) return sk_einval(err, cap, "allocation draw needs registration");
+    if (a->wr_passes_per_s > 0)
+        return sk_einval(err, cap,
+                         "allocation draw and a waiting room do not go together: the "
+                         "draw is the line");
+    if (dl >= sizeof a->draw_seed || !sk_activity_draw_seed_valid(a->draw_seed, dl))
+        return sk_einval(err, cap, "the draw seed must be %d lowercase hex digits",
+                         SK_ACTIVITY_DRAW_SEED_HEX);
+    if (!a->wr_seed[0]) return sk_einval(err, cap, "a draw needs a key for its passes");
     return 0;
 }
 
@@ -152,9 +245,35 @@ int sk_activity_validate(const struct sk_activity *a, char *err, size_t cap)
                          "at least one unit",
                          (long long)a->segments, (long long)a->stock);
     if (validate_waiting_room(a, err, cap) < 0) return SK_EINVAL;
+    if (validate_challenge(a, err, cap) < 0) return SK_EINVAL;
+    if (validate_fairness(a, err, cap) < 0) return SK_EINVAL;
     if (!memchr(a->state, 0, sizeof a->state) || !sk_activity_state_valid(a->state))
         return sk_einval(err, cap, "state must be created, preheated, open or closed");
     return 0;
+}
+
+int sk_activity_control_action(const char *word)
+{
+    static const struct {
+        const char *word;
+        int action;
+    } w[] = {{"pause", SK_QC_PAUSE},
+             {"queue_all", SK_QC_QUEUE_ALL},
+             {"refuse_joins", SK_QC_REFUSE_JOINS},
+             {"resume", SK_QC_RESUME}};
+    for (size_t i = 0; word && i < sizeof w / sizeof w[0]; i++)
+        if (!strcmp(word, w[i].word)) return w[i].action;
+    return SK_EINVAL;
+}
+
+int64_t sk_activity_control_bits(int64_t before, int action)
+{
+    switch (action) {
+    case SK_QC_PAUSE: return (before & SK_WR_NO_JOINS) | SK_WR_PAUSE;
+    case SK_QC_QUEUE_ALL: return (before & SK_WR_NO_JOINS) | SK_WR_QUEUE_ALL;
+    case SK_QC_REFUSE_JOINS: return before | SK_WR_NO_JOINS;
+    default: return 0;
+    }
 }
 
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
@@ -172,8 +291,23 @@ void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
     if (a->wr_passes_per_s > 0) {
         d->wr_rate = a->wr_passes_per_s;
         d->wr_ttl_s = a->wr_pass_ttl_s;
-        snprintf(d->wr_seed, sizeof d->wr_seed, "%s", a->wr_seed);
+        d->wr_control = a->wr_control;
     }
+    /* a draw's passes are signed with the same field, without a pace */
+    if (a->wr_passes_per_s > 0 || a->draw_box_s > 0)
+        snprintf(d->wr_seed, sizeof d->wr_seed, "%s", a->wr_seed);
+    d->reg_start_ms = a->reg_start_ms;
+    d->reg_end_ms = a->reg_end_ms;
+    d->dr_box_ms = a->draw_box_s * 1000;
+    sk_activity_ch_spec(a, d->ch, sizeof d->ch);
+}
+
+void sk_activity_ch_spec(const struct sk_activity *a, char *out, size_t cap)
+{
+    if (!sk_activity_has_challenge(a))
+        snprintf(out, cap, "%s", "");
+    else
+        snprintf(out, cap, "%lld:%d", (long long)a->ch_pow_min, a->ch_captcha[0] != 0);
 }
 
 const char *sk_activity_live_state(int preheated, int switch_open, int64_t start_ms, int64_t end_ms,

@@ -33,8 +33,12 @@ void sk_keys_seg(struct sk_keys *k, uint64_t id, int seg)
     snprintf(k->wr_q, sizeof k->wr_q, "sk:{%s}:wr:q", tag);
     snprintf(k->wr_pass, sizeof k->wr_pass, "sk:{%s}:wr:pass", tag);
     snprintf(k->wr_spent, sizeof k->wr_spent, "sk:{%s}:wr:spent", tag);
+    snprintf(k->wr_held, sizeof k->wr_held, "sk:{%s}:wr:held", tag);
+    snprintf(k->reg, sizeof k->reg, "sk:{%s}:reg", tag);
+    snprintf(k->draw, sizeof k->draw, "sk:{%s}:draw", tag);
     snprintf(k->rl_u, sizeof k->rl_u, "sk:{%s}:rl:u:", tag);
     snprintf(k->rl_ip, sizeof k->rl_ip, "sk:{%s}:rl:ip:", tag);
+    snprintf(k->ch, sizeof k->ch, "sk:{%s}:ch:", tag);
 }
 
 void sk_keys_for(struct sk_keys *k, uint64_t id)
@@ -98,7 +102,8 @@ static const size_t purchase_keys[SK_PURCHASE_NKEYS] = {
     offsetof(struct sk_keys, meta),   offsetof(struct sk_keys, stock),
     offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
     offsetof(struct sk_keys, idem),   offsetof(struct sk_keys, ledger),
-    offsetof(struct sk_keys, xin),    offsetof(struct sk_keys, wr_spent)};
+    offsetof(struct sk_keys, xin),    offsetof(struct sk_keys, wr_spent),
+    offsetof(struct sk_keys, reg)};
 static const size_t release_keys[SK_RELEASE_NKEYS] = {
     offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
     offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, released),
@@ -111,8 +116,9 @@ static const size_t state_keys[SK_STATE_NKEYS] = {
     offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
     offsetof(struct sk_keys, dlq)};
 static const size_t queue_keys[SK_QUEUE_NKEYS] = {
-    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, wr_q),
-    offsetof(struct sk_keys, wr_pass), offsetof(struct sk_keys, stock)};
+    offsetof(struct sk_keys, meta),    offsetof(struct sk_keys, wr_q),
+    offsetof(struct sk_keys, wr_pass), offsetof(struct sk_keys, stock),
+    offsetof(struct sk_keys, reg),     offsetof(struct sk_keys, wr_held)};
 
 static void fill_keys(const struct sk_keys *k, const size_t *offsets, size_t n, const char **keys)
 {
@@ -151,6 +157,12 @@ int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap
 {
     size_t len = ip ? strlen(ip) : 0;
     return key_of(k->rl_ip, ip ? ip : "", len > SK_RL_IP_MAX ? 0 : len, out, cap);
+}
+
+int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap)
+{
+    size_t len = id ? strlen(id) : 0;
+    return key_of(k->ch, id ? id : "", len > SK_KEYS_CH_ID_MAX ? 0 : len, out, cap);
 }
 
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])

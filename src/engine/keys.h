@@ -34,9 +34,16 @@ struct sk_keys {
     char wr_pass[SK_KEY_MAX];  /* hash: user -> expiry of the pass handed out ("s"/"x"
                                   prefix: spent / seen expired; base key set only) */
     char wr_spent[SK_KEY_MAX]; /* hash: user -> expiry of the pass a purchase spent */
+    char wr_held[SK_KEY_MAX];  /* zset: user -> when the seat a pass holds goes back to the
+                                  pace unless spent (base key set only) */
+    char reg[SK_KEY_MAX];      /* set: the registered buyers (docs/fairness.md) */
+    char draw[SK_KEY_MAX];     /* zset: user -> place in the draw's order, 1 = first */
     char rl_u[SK_KEY_MAX];     /* "sk:{tag}:rl:u:": the prefix of the per-user rate limiter
                                   keys (string: GCRA arrival time; expires), + user id */
     char rl_ip[SK_KEY_MAX];    /* "sk:{tag}:rl:ip:": the same per client IP, + the IP */
+    char ch[SK_KEY_MAX];       /* "sk:{tag}:ch:": the prefix of a spent challenge's key
+                                  (string; expires with the challenge), + its id
+                                  (docs/challenges.md) */
     char label[SK_LABEL_MAX];  /* "<ID>" or "<ID>.<seg>": order id prefix, script ARGV[1] */
     uint64_t activity_id;
     int seg; /* segment index, or SK_SEG_NONE */
@@ -67,13 +74,15 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  * scripts (docs/design.md, "The scripts").
  *
  * The KEYS of purchase.lua and purchase_batch.lua: first the key set's
- * SK_PURCHASE_NKEYS (meta stock buyers orders idem ledger xin wr_spent),
+ * SK_PURCHASE_NKEYS (meta stock buyers orders idem ledger xin wr_spent reg),
  * then per purchase its buyer's rate limiter key (sk_keys_rl_user), then,
  * when the call carries a per-IP limit, per purchase its client IP's
- * (sk_keys_rl_ip): at most SK_PURCHASE_KEYC(n) for n purchases.
+ * (sk_keys_rl_ip), then, when it carries challenge tickets, per purchase
+ * its challenge's spent key (sk_keys_ch): at most SK_PURCHASE_KEYC(n) for
+ * n purchases.
  * sk_stock_batch_keys (engine/stock.h) lays out the whole list. */
-#define SK_PURCHASE_NKEYS 8
-#define SK_PURCHASE_KEYC(n) (SK_PURCHASE_NKEYS + 2 * (n))
+#define SK_PURCHASE_NKEYS 9
+#define SK_PURCHASE_KEYC(n) (SK_PURCHASE_NKEYS + 3 * (n))
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
 
 /* A rate limiter's key (docs/rate-limit.md), in k's hash tag: the buyer's
@@ -85,6 +94,12 @@ void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEY
 #define SK_RL_KEY_MAX (SK_KEY_MAX + SK_RL_IP_MAX)
 int sk_keys_rl_user(const struct sk_keys *k, uint64_t user_id, char *out, size_t cap);
 int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap);
+/* A spent challenge's key, sk:{tag}:ch:<id> (id: up to SK_KEYS_CH_ID_MAX
+ * bytes, else, or NULL, the bare prefix: what a script never writes). Into
+ * out as above; SK_KEYS_CH_MAX is enough. Pure. */
+#define SK_KEYS_CH_ID_MAX 32
+#define SK_KEYS_CH_MAX (SK_KEY_MAX + SK_KEYS_CH_ID_MAX)
+int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap);
 
 /* The KEYS of release.lua (meta stock buyers released ledger). */
 #define SK_RELEASE_NKEYS 5
@@ -98,8 +113,8 @@ void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]
 #define SK_STATE_NKEYS 5
 void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS]);
 
-/* The KEYS of queue.lua (meta q pass stock), of the base key set. */
-#define SK_QUEUE_NKEYS 4
+/* The KEYS of queue.lua (meta q pass stock reg held), of the base key set. */
+#define SK_QUEUE_NKEYS 6
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);
 
 #endif

@@ -11,16 +11,39 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/mix64.h"
+#include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/stock_int.h"
 #include "redis/script.h"
 
-#define HEAD 6      /* reply values before the first buyer's */
+#define HEAD 9      /* reply values before the first buyer's */
 #define PER_BUYER 5 /* values per buyer */
-#define STATS 9     /* queue_pace's reply */
+#define STATS 11    /* queue_pace's reply */
 
 int sk_queue_args(uint64_t aid, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens)
+{
+    return sk_queue_args_ch(aid, ops, users, NULL, n, buf, cap, args, lens);
+}
+
+int sk_queue_keys(const struct sk_keys *k, const char *const *ids, size_t n, char *buf, size_t cap,
+                  const char **keys)
+{
+    if (n == 0 || n > SK_QUEUE_BATCH_MAX) return SK_EINVAL;
+    sk_keys_queue(k, keys);
+    size_t nk = SK_QUEUE_NKEYS, off = 0;
+    for (size_t i = 0; ids && i < n; i++) {
+        int w = sk_keys_ch(k, ids[i], buf + off, cap - off);
+        if (w < 0) return w;
+        keys[nk++] = buf + off;
+        off += (size_t)w + 1;
+    }
+    return (int)nk;
+}
+
+int sk_queue_args_ch(uint64_t aid, const char *ops, const uint64_t *users,
+                     const char *const *tickets, size_t n, char *buf, size_t cap, const char **args,
+                     size_t *lens)
 {
     if (n == 0 || n > SK_QUEUE_BATCH_MAX || cap < SK_QUEUE_ARG_BYTES(n)) return SK_EINVAL;
     size_t off = 0;
@@ -32,13 +55,16 @@ int sk_queue_args(uint64_t aid, const char *ops, const uint64_t *users, size_t n
         if (ops[i] != SK_QUEUE_JOIN && ops[i] != SK_QUEUE_POLL) return SK_EINVAL;
         buf[off] = ops[i];
         buf[off + 1] = 0;
-        args[1 + 2 * i] = buf + off;
-        lens[1 + 2 * i] = 1;
+        args[1 + 3 * i] = buf + off;
+        lens[1 + 3 * i] = 1;
         off += 2;
         w = snprintf(buf + off, cap - off, "%" PRIu64, users[i]);
-        args[2 + 2 * i] = buf + off;
-        lens[2 + 2 * i] = (size_t)w;
+        args[2 + 3 * i] = buf + off;
+        lens[2 + 3 * i] = (size_t)w;
         off += (size_t)w + 1;
+        const char *t = tickets && tickets[i] ? tickets[i] : "";
+        args[3 + 3 * i] = t;
+        lens[3 + 3 * i] = strlen(t);
     }
     return 0;
 }
@@ -64,7 +90,10 @@ int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
                                 .issued = rep->element[2]->integer,
                                 .rate = rep->element[3]->integer,
                                 .starts_in_ms = rep->element[4]->integer,
-                                .segments = rep->element[5]->integer};
+                                .segments = rep->element[5]->integer,
+                                .returned = rep->element[6]->integer,
+                                .expired = rep->element[7]->integer,
+                                .control = (int)rep->element[8]->integer};
     for (size_t i = 0; i < n; i++) {
         redisReply **e = rep->element + HEAD + PER_BUYER * i;
         if (!is_int(e[0]) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]) ||
@@ -150,7 +179,9 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st)
                                   .handed_out = v[5],
                                   .spent = v[6],
                                   .expired = v[7],
-                                  .starts_in_ms = v[8]};
+                                  .starts_in_ms = v[8],
+                                  .returned = v[9],
+                                  .control = (int)v[10]};
     return 0;
 }
 
@@ -159,21 +190,29 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st)
 int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users, size_t n,
                   struct sk_queue_head *h, struct sk_queue_answer *a)
 {
+    return sk_queue_call_ch(r, aid, ops, users, NULL, NULL, n, h, a);
+}
+
+int sk_queue_call_ch(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users,
+                     const char *const *tickets, const char *const *ids, size_t n,
+                     struct sk_queue_head *h, struct sk_queue_answer *a)
+{
     if (n == 0 || n > SK_QUEUE_BATCH_MAX) return r->err = SK_EINVAL;
-    size_t cap = SK_QUEUE_ARG_BYTES(n);
-    char *buf = malloc(cap);
+    size_t cap = SK_QUEUE_ARG_BYTES(n), kcap = SK_QUEUE_KEY_BYTES(n);
+    char *buf = malloc(cap + kcap);
     const char **args = malloc(SK_QUEUE_ARGC(n) * sizeof *args);
+    const char **keys = malloc(SK_QUEUE_KEYC(n) * sizeof *keys);
     size_t *lens = malloc(SK_QUEUE_ARGC(n) * sizeof *lens);
-    int rc = SK_ENOMEM;
+    int rc = SK_ENOMEM, nk = 0;
     redisReply *rep = NULL;
-    if (buf && args && lens) rc = sk_queue_args(aid, ops, users, n, buf, cap, args, lens);
-    if (rc == 0) {
-        struct sk_keys k;
-        sk_keys_for(&k, aid);
-        const char *keys[SK_QUEUE_NKEYS];
-        sk_keys_queue(&k, keys);
-        rc = sk_script_eval(r, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, (int)SK_QUEUE_ARGC(n), args,
-                            lens, &rep);
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    if (buf && args && lens && keys) {
+        rc = sk_queue_args_ch(aid, ops, users, tickets, n, buf, cap, args, lens);
+        if (rc == 0) rc = nk = sk_queue_keys(&k, ids, n, buf + cap, kcap, keys);
+    }
+    if (rc >= 0) {
+        rc = sk_script_eval(r, SK_SCRIPT_QUEUE, nk, keys, (int)SK_QUEUE_ARGC(n), args, lens, &rep);
     } else {
         r->err = rc;
     }
@@ -188,6 +227,7 @@ int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *us
     if (rep) freeReplyObject(rep);
     free(buf);
     free(args);
+    free(keys);
     free(lens);
     return rc;
 }
@@ -214,6 +254,7 @@ void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t aid, uint64_t u
     snprintf(c->a[1], sizeof c->a[1], "%" PRId64, exp_ms);
     c->keys[0] = c->k.meta;
     c->keys[1] = c->k.wr_pass;
+    c->keys[2] = c->k.wr_held;
     c->args[0] = c->a[0];
     c->args[1] = c->a[1];
 }
@@ -223,7 +264,52 @@ int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms,
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
     int64_t v[1];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, v, 1);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, v, 1);
     if (rc == 0 && marked) *marked = v[0] == 1; /* not BAD_ARGUMENT (a malformed call) */
     return rc;
+}
+
+const char *sk_queue_control_arg(int action)
+{
+    switch (action) {
+    case SK_QC_PAUSE: return "pause";
+    case SK_QC_QUEUE_ALL: return "all";
+    case SK_QC_REFUSE_JOINS: return "nojoin";
+    default: return "resume";
+    }
+}
+
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4])
+{
+    keys[0] = k->meta;
+    keys[1] = k->wr_q;
+    keys[2] = k->wr_pass;
+    keys[3] = k->wr_held;
+}
+
+int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *rc_out,
+                     int64_t *bits)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    const char *keys[4];
+    sk_queue_control_keys(&k, keys);
+    const char *args[] = {sk_queue_control_arg(action)};
+    int64_t v[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 4, keys, 1, args, v, 2);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    if (bits) *bits = v[1];
+    /* a segmented sale's purchases are decided in its segments: each holds
+     * "queue everyone" in its own meta */
+    for (int i = 0; i < segments && segments > 1 && v[0] == SK_RC_OK; i++) {
+        struct sk_keys sk;
+        sk_keys_seg(&sk, aid, i);
+        const char *sk1[] = {sk.meta};
+        const char *sa[] = {v[1] & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
+        int64_t sv[2];
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 1, sk1, 1, sa, sv, 2)) < 0)
+            return rc;
+    }
+    return 0;
 }

@@ -35,6 +35,9 @@ struct sk_queue_head {
     int64_t rate;         /* passes per second */
     int64_t starts_in_ms; /* > 0: the sale starts in that many ms, nothing is drawn yet */
     int64_t segments;     /* 1, or the activity's stock segments */
+    int64_t returned;     /* seats this call gave back to the pace (passes unused in time) */
+    int64_t expired;      /* of them, passes buyers had fetched (the rest never were) */
+    int control;          /* the emergency controls now (SK_WR_* bits of activity.h) */
 };
 
 /* Events of one answer (a bit set). */
@@ -52,13 +55,27 @@ struct sk_queue_answer {
 };
 
 /* The queue script's ARGV for n (1..SK_QUEUE_BATCH_MAX) buyers: ops[i]
- * (SK_QUEUE_JOIN or SK_QUEUE_POLL) of users[i], into buf (cap bytes, at least
- * SK_QUEUE_ARG_BYTES(n)) and args/lens (SK_QUEUE_ARGC(n) entries). Returns
- * 0 or SK_EINVAL. */
-#define SK_QUEUE_ARGC(n) (1 + 2 * (n))
+ * (SK_QUEUE_JOIN or SK_QUEUE_POLL) of users[i] with the challenge ticket
+ * tickets[i] (engine/challenge.h; tickets or an entry NULL: none), into
+ * buf (cap bytes, at least SK_QUEUE_ARG_BYTES(n)) and args/lens
+ * (SK_QUEUE_ARGC(n) entries; a ticket is passed by reference). Returns 0
+ * or SK_EINVAL. sk_queue_args: without tickets. */
+#define SK_QUEUE_ARGC(n) (1 + 3 * (n))
 #define SK_QUEUE_ARG_BYTES(n) (24 + (n) * (2 + 22))
+int sk_queue_args_ch(uint64_t activity_id, const char *ops, const uint64_t *users,
+                     const char *const *tickets, size_t n, char *buf, size_t cap, const char **args,
+                     size_t *lens);
 int sk_queue_args(uint64_t activity_id, const char *ops, const uint64_t *users, size_t n, char *buf,
                   size_t cap, const char **args, size_t *lens);
+/* The queue script's KEYS on key set k: its SK_QUEUE_NKEYS, then, when ids
+ * is not NULL (the call carries tickets), the spent key of each buyer's
+ * challenge (keys.h: sk_keys_ch; a NULL entry: none). Into buf (cap bytes,
+ * at least SK_QUEUE_KEY_BYTES(n)) and keys (SK_QUEUE_KEYC(n) entries).
+ * Returns how many, or SK_EINVAL / SK_ENOMEM. */
+#define SK_QUEUE_KEYC(n) (SK_QUEUE_NKEYS + (n))
+#define SK_QUEUE_KEY_BYTES(n) ((n) * (SK_KEYS_CH_MAX + 1))
+int sk_queue_keys(const struct sk_keys *k, const char *const *ids, size_t n, char *buf, size_t cap,
+                  const char **keys);
 /* Decodes a queue reply for n buyers. Returns 0, SK_EPROTO, or SK_ESCRIPT
  * for the answer to a malformed call (lua/lib/args.lua). */
 int sk_queue_parse(const redisReply *rep, size_t n, struct sk_queue_head *h,
@@ -92,15 +109,34 @@ struct sk_queue_stats {
     int64_t spent;        /* passes spent by a purchase */
     int64_t expired;      /* passes found expired unspent */
     int64_t starts_in_ms; /* > 0 before the start */
+    int64_t returned;     /* seats given back to the pace */
+    int control;          /* the emergency controls (SK_WR_* bits) */
 };
 /* Decodes a queue_pace reply. Returns 0 or SK_EPROTO. */
 int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
 
+/* The emergency controls (queue_control.lua, docs/waiting-room.md; the
+ * actions SK_QC_* are activity.h's). The script's word for an action.
+ * Static. */
+const char *sk_queue_control_arg(int action);
+/* queue_control.lua's KEYS on the base key set k: meta q pass held. */
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4]);
+
 /* ---- blocking ------------------------------------------------------------ */
+
+/* An emergency control on activity_id's waiting room (its segments too,
+ * for "queue everyone"): *rc OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY; *bits
+ * (may be NULL) the controls after. */
+int sk_queue_control(sk_redis *r, uint64_t activity_id, int segments, int action, int *rc,
+                     int64_t *bits);
 
 /* One queue call for n buyers (see sk_queue_args). */
 int sk_queue_call(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
                   size_t n, struct sk_queue_head *h, struct sk_queue_answer *a);
+/* The same with challenge tickets and their ids (both NULL: none). */
+int sk_queue_call_ch(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
+                     const char *const *tickets, const char *const *ids, size_t n,
+                     struct sk_queue_head *h, struct sk_queue_answer *a);
 /* The figures, and with new_rate > 0 a new pace (passes per second). */
 int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk_queue_stats *st);
 /* The keys and arguments of queue_spent.lua for user_id's pass expiring
@@ -109,7 +145,7 @@ int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk
 struct sk_queue_spent_call {
     struct sk_keys k;
     char a[2][24];
-    const char *keys[2];
+    const char *keys[3];
     const char *args[2];
 };
 void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t activity_id, uint64_t user_id,

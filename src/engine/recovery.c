@@ -173,8 +173,10 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc_out)
 {
-    char a[12][24];
-    const char *args[14];
+    /* rebuild.lua's ARGV: 14 of the definition, the challenge, then
+     * SK_FAIR_ARGC of sk_stock_fair_args */
+    char a[12 + SK_FAIR_ARGC][24];
+    const char *args[15 + SK_FAIR_ARGC];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -198,11 +200,16 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     }
     for (int i = 0; i < 12; i++)
         args[i] = a[i];
-    args[12] = d->wr_rate > 0 ? d->wr_seed : "";
+    args[12] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
     args[13] = d->store_id; /* the rebuilt key set is the rebuilding store's */
+    args[14] = d->ch;       /* the challenge (docs/challenges.md): every key set checks it */
+    /* registration, the draw's box and the emergency controls, as stored */
+    sk_stock_fair_args(d, a + 12);
+    for (int i = 0; i < SK_FAIR_ARGC; i++)
+        args[15 + i] = a[12 + i];
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 14, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 15 + SK_FAIR_ARGC, args, out, 2);
     if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
     return rc;
 }

@@ -8,7 +8,9 @@
 #include "scripts_gen.h"
 
 #define SK_SEG_CMD_PLAIN (-1)
-#define SK_SEG_CMD_MAXARG 20
+/* the base HSET: 11 pairs and the command, key; the preheat script's
+ * SK_PREHEAT_NKEYS keys and SK_PREHEAT_ARGC args (seg_preheat.c checks) */
+#define SK_SEG_CMD_MAXARG 24
 
 struct sk_seg_cmd {
     int script;       /* SK_SEG_CMD_PLAIN, or an enum sk_script_id */

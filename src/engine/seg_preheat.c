@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/codes.h"
+#include "engine/activity.h"
 #include "engine/segment.h"
 
 static enum sk_seg_preheat_step done(struct sk_seg_preheat *p, int rc, int64_t stock)
@@ -46,6 +47,9 @@ void sk_seg_preheat_free(struct sk_seg_preheat *p)
     sk_seg_settle_free(&p->settle);
 }
 
+_Static_assert(SK_PREHEAT_NKEYS + SK_PREHEAT_ARGC <= SK_SEG_CMD_MAXARG,
+               "a segment's preheat command fits in struct sk_seg_cmd");
+
 static void num(struct sk_seg_cmd *c, int i, int64_t v)
 {
     snprintf(c->num[i], sizeof c->num[i], "%" PRId64, v);
@@ -61,7 +65,8 @@ static void write_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
                           : sk_seg_share(p->d.initial, segs, s);
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&sd, p->force, c->num, args);
-    if (p->d.wr_rate > 0) args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
+    if (p->d.wr_rate > 0 || p->d.dr_box_ms > 0)
+        args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
     args[15] = p->d.store_id;
     snprintf(c->num[9], sizeof c->num[9], "%d", s);
     snprintf(c->num[10], sizeof c->num[10], "%d", segs);
@@ -89,9 +94,11 @@ static void base_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     num(c, 4, d->max_per_order);
     num(c, 5, d->start_ms);
     num(c, 6, d->end_ms);
-    const char *argv[] = {"HSET",     c->k.meta, "id",     c->num[0], "segments", c->num[1],
-                          "initial",  c->num[2], "limit",  c->num[3], "max_qty",  c->num[4],
-                          "start_ms", c->num[5], "end_ms", c->num[6], "open",     "0"};
+    /* ch: the challenge of the queue join, whose queue lives here ("": none) */
+    const char *argv[] = {"HSET",    c->k.meta, "id",       c->num[0], "segments",
+                          c->num[1], "initial", c->num[2],  "limit",   c->num[3],
+                          "max_qty", c->num[4], "start_ms", c->num[5], "end_ms",
+                          c->num[6], "open",    "0",        "ch",      d->ch};
     memcpy(c->argv, argv, sizeof argv);
     c->argc = (int)(sizeof argv / sizeof *argv);
     if (d->store_id[0]) {
@@ -108,8 +115,15 @@ static void base_wr_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     if (d->wr_rate > 0) {
         num(c, 0, d->wr_rate);
         num(c, 1, d->wr_ttl_s);
-        const char *argv[] = {"HSET",   c->k.meta, "wr_rate", c->num[0],
-                              "wr_ttl", c->num[1], "wr_seed", d->wr_seed};
+        /* the emergency controls as stored ("" = off: the queue's scripts
+         * read an empty field as absent) */
+        const char *hold = d->wr_control & SK_WR_QUEUE_ALL ? "all"
+                           : d->wr_control & SK_WR_PAUSE   ? "pause"
+                                                           : "";
+        const char *argv[] = {"HSET",    c->k.meta,   "wr_rate",
+                              c->num[0], "wr_ttl",    c->num[1],
+                              "wr_seed", d->wr_seed,  "wr_hold",
+                              hold,      "wr_nojoin", d->wr_control & SK_WR_NO_JOINS ? "1" : ""};
         memcpy(c->argv, argv, sizeof argv);
         c->argc = (int)(sizeof argv / sizeof *argv);
     } else {

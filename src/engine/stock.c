@@ -61,11 +61,16 @@ int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *
     const char *keys[SK_BATCH_KEYC(1)];
     int nk = sk_stock_batch_keys(&k, NULL, p, 1, kb, sizeof kb, keys);
     if (nk < 0) return r->err = nk;
-    const char *args[] = {k.label, a[1], a[2], p->idem ? p->idem : "", p->pass ? p->pass : ""};
-    size_t lens[] = {strlen(k.label), strlen(a[1]), strlen(a[2]), p->idem ? p->idem_len : 0,
-                     p->pass ? p->pass_len : 0};
+    const char *args[] = {
+        k.label, a[1], a[2], p->idem ? p->idem : "", p->pass ? p->pass : "", p->ch ? p->ch : ""};
+    size_t lens[] = {strlen(k.label),
+                     strlen(a[1]),
+                     strlen(a[2]),
+                     p->idem ? p->idem_len : 0,
+                     p->pass ? p->pass_len : 0,
+                     p->ch ? strlen(p->ch) : 0};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, nk, keys, 5, args, lens, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, nk, keys, 6, args, lens, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -136,7 +141,7 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
     if (rc == 0 && sid[0] && strlen(sid) != SK_STOCK_STORE_ID_LEN) rc = SK_EINVAL;
     if (rc == 0) rc = put_arg(buf, cap, &off, sid, strlen(sid), args, lens, 9);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 10 + 5 * i;
+        size_t base = 10 + 6 * i;
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
         if (rc) break;
@@ -149,6 +154,8 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
         args[base + 4] = p[i].pass ? p[i].pass : "";
         lens[base + 4] = p[i].pass ? p[i].pass_len : 0;
+        args[base + 5] = p[i].ch ? p[i].ch : "";
+        lens[base + 5] = p[i].ch ? strlen(p[i].ch) : 0;
     }
     return rc;
 }
@@ -177,14 +184,20 @@ int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl
     sk_keys_purchase(k, keys);
     size_t nk = SK_PURCHASE_NKEYS, off = 0;
     int by_ip = rl && rl->ip_per_s > 0; /* the script's rule too (admit_keys_ok) */
-    for (int pass = 0; pass < 1 + by_ip; pass++)
+    int by_ch = 0;                      /* challenge keys only when a ticket comes */
+    for (size_t i = 0; i < n && !by_ch; i++)
+        by_ch = p[i].ch && p[i].ch[0]; /* the script's rule (admit_keys_ok) */
+    for (int pass = 0; pass < 3; pass++) {
+        if ((pass == 1 && !by_ip) || (pass == 2 && !by_ch)) continue;
         for (size_t i = 0; i < n; i++) {
-            int w = pass ? sk_keys_rl_ip(k, p[i].ip, buf + off, cap - off)
-                         : sk_keys_rl_user(k, p[i].user_id, buf + off, cap - off);
+            int w = pass == 0   ? sk_keys_rl_user(k, p[i].user_id, buf + off, cap - off)
+                    : pass == 1 ? sk_keys_rl_ip(k, p[i].ip, buf + off, cap - off)
+                                : sk_keys_ch(k, p[i].ch ? p[i].ch_id : NULL, buf + off, cap - off);
             if (w < 0) return w;
             keys[nk++] = buf + off;
             off += (size_t)w + 1;
         }
+    }
     return (int)nk;
 }
 
@@ -368,10 +381,19 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
     if (d->wr_rate > 0) {
         snprintf(buf[12], 24, "%" PRId64, d->wr_rate);
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
-        args[14] = d->wr_seed;
     }
+    if (d->wr_rate > 0 || d->dr_box_ms > 0) args[14] = d->wr_seed;
     args[15] = d->store_id;
+    snprintf(buf[16], 24, "%s", d->ch); /* the challenge (docs/challenges.md), "" none */
+    sk_stock_fair_args(d, buf + 17);
     return SK_PREHEAT_ARGC;
+}
+
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24])
+{
+    const int64_t v[SK_FAIR_ARGC] = {d->reg_start_ms, d->reg_end_ms, d->dr_box_ms, d->wr_control};
+    for (int i = 0; i < SK_FAIR_ARGC; i++)
+        snprintf(buf[i], 24, "%" PRId64, v[i] > 0 ? v[i] : 0);
 }
 
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc_out,
@@ -548,9 +570,9 @@ int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
 
 void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC])
 {
-    const char *v[SK_STOCK_DROP_ARGC] = {"DEL",       k->meta,    k->stock,   k->buyers, k->orders,
-                                         k->released, k->idem,    k->ledger,  k->xout,   k->xin,
-                                         k->wr_q,     k->wr_pass, k->wr_spent};
+    const char *v[SK_STOCK_DROP_ARGC] = {
+        "DEL",   k->meta, k->stock, k->buyers,  k->orders,   k->released, k->idem, k->ledger,
+        k->xout, k->xin,  k->wr_q,  k->wr_pass, k->wr_spent, k->wr_held,  k->reg,  k->draw};
     memcpy(argv, v, sizeof v);
 }
 

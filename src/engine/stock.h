@@ -33,6 +33,9 @@ struct sk_purchase {
                          limit, or NULL; not owned */
     const char *pass; /* the buyer's queue pass (docs/waiting-room.md) or NULL; not owned */
     size_t pass_len;
+    const char *ch;    /* a checked challenge's ticket (engine/challenge.h:
+                          sk_challenge_ticket) or NULL; not owned */
+    const char *ch_id; /* its id, which names its spent key; not owned */
 };
 
 /* A store's identity as Redis carries it (store.h, SK_STORE_IDENTITY_LEN). */
@@ -79,7 +82,7 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries), its
  * KEYS (sk_stock_batch_keys) and the decoding of its reply. All pure, no
  * I/O. */
-#define SK_BATCH_ARGC(n) (10 + 5 * (n))
+#define SK_BATCH_ARGC(n) (10 + 6 * (n))
 #define SK_BATCH_ARG_BYTES(n)                                                                      \
     (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + SK_STOCK_STORE_ID_LEN + 1 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
@@ -112,12 +115,13 @@ int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl
                            const char **args, size_t *lens);
 /* The KEYS of a purchase_batch call of n purchases p on key set k (or of a
  * purchase.lua call, n = 1), as keys.h lays them out: the key set's, each
- * buyer's rate limiter key, and each client IP's when rl (NULL: none)
- * carries a per-IP limit. Pointers into k and buf (cap bytes, at least
+ * buyer's rate limiter key, each client IP's when rl (NULL: none)
+ * carries a per-IP limit, and each challenge's spent key when a purchase
+ * carries a ticket. Pointers into k and buf (cap bytes, at least
  * SK_BATCH_KEY_BYTES(n)); keys holds SK_BATCH_KEYC(n) entries. Returns how
  * many keys, or SK_EINVAL / SK_ENOMEM. */
 #define SK_BATCH_KEYC(n) SK_PURCHASE_KEYC(n)
-#define SK_BATCH_KEY_BYTES(n) ((n) * (SK_KEY_MAX + SK_RL_KEY_MAX))
+#define SK_BATCH_KEY_BYTES(n) ((n) * (SK_KEY_MAX + SK_RL_KEY_MAX + SK_KEYS_CH_MAX))
 int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl,
                         const struct sk_purchase *p, size_t n, char *buf, size_t cap,
                         const char **keys);
@@ -160,7 +164,13 @@ struct sk_stock_def {
                                   stock is rebuilt from the orders (docs/recovery.md) */
     int64_t wr_rate, wr_ttl_s; /* waiting room (docs/waiting-room.md): passes per second
                                   and a pass's lifetime; wr_rate 0 = none */
-    char wr_seed[65];          /* its draw seed (hex) */
+    char wr_seed[65];          /* its draw seed (hex); a draw's passes' key (wr_rate 0) */
+    char ch[24];               /* the challenge as the scripts check it, meta `ch`
+                                  (sk_activity_ch_spec; "" none: docs/challenges.md) */
+    int64_t wr_control;        /* the waiting room's emergency controls (SK_WR_* bits) */
+    /* pre-registration and the draw (docs/fairness.md): the
+     * window (0 0: none) and a winner's time box in ms (0: no draw) */
+    int64_t reg_start_ms, reg_end_ms, dr_box_ms;
     /* the preheating store's identity (store.h), stamped into the meta of
      * every key set: "" for none (a key set without one takes the first
      * admitting or preheating caller's) */
@@ -177,10 +187,18 @@ int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *
 /* The preheat script's ARGV (shared with the async service): fills buf and
  * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
  * three fields are empty, else args[14] points at d->wr_seed; args[15]
- * points at d->store_id), returns their count. */
-#define SK_PREHEAT_ARGC 16
+ * points at d->store_id; args[16] the challenge, buf[16]; then the
+ * SK_FAIR_ARGC fields of sk_stock_fair_args), returns their count. */
+#define SK_PREHEAT_ARGC 21
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
+
+/* The definition's pre-registration, draw and waiting-room controls as
+ * script arguments (lua/lib/def.lua: fair_of), shared by preheat and
+ * rebuild: registration start and end ms, a winner's box in ms, the
+ * controls' bits; "0" for what the activity does not have. Pure. */
+#define SK_FAIR_ARGC 4
+void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24]);
 
 /* The settings of every Redis server an activity's sale depends on,
  * judged (redis/redis_settings.h) with its stock as the orders to fit:
@@ -248,7 +266,7 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);
 /* The DEL of every key of key set k (shared with the async service):
  * argv of SK_STOCK_DROP_ARGC entries, pointing into k. Pure. */
-#define SK_STOCK_DROP_ARGC 13
+#define SK_STOCK_DROP_ARGC 16
 void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC]);
 
 /* The same calls on one key set: an unsegmented activity, or one segment

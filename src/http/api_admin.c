@@ -17,12 +17,14 @@
 #include "core/log.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/draw.h"
 #include "engine/keys.h"
 #include "engine/seg_preheat.h"
 #include "engine/segment.h"
 #include "engine/stock.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/http_body.h"
 #include "http/store_call.h"
 #include "redis/reply.h"
@@ -78,11 +80,43 @@ static int keep_err(struct op *o, sk_store *st, int rc)
     return rc;
 }
 
+/* The public view of registration and the draw (docs/fairness.md): the
+ * window, the controls, and for a draw the seed's commitment, the seed
+ * itself only once the draw is made (anyone can then recompute it). */
+static void fairness_json(const struct sk_activity *a, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    if (a->reg_end_ms > 0) {
+        char rs[SK_TIME_RFC3339_MAX], re[SK_TIME_RFC3339_MAX];
+        sk_time_format_rfc3339(a->reg_start_ms, rs, sizeof rs);
+        sk_time_format_rfc3339(a->reg_end_ms, re, sizeof re);
+        n += (size_t)snprintf(out + n, cap - n,
+                              ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", rs, re);
+    }
+    if (a->wr_control && n < cap)
+        n += (size_t)snprintf(out + n, cap - n,
+                              ",\"controls\":{\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}",
+                              a->wr_control & SK_WR_PAUSE ? "true" : "false",
+                              a->wr_control & SK_WR_QUEUE_ALL ? "true" : "false",
+                              a->wr_control & SK_WR_NO_JOINS ? "true" : "false");
+    if (a->draw_box_s <= 0 || n >= cap) return;
+    char commit[SK_DRAW_HEX] = "";
+    if (sk_draw_commit(a->draw_seed, commit) < 0) commit[0] = 0;
+    n += (size_t)snprintf(out + n, cap - n,
+                          ",\"allocation\":\"draw\",\"draw\":{\"box_s\":%" PRId64
+                          ",\"commitment\":\"%s\",\"drawn\":%s,\"registrants\":%" PRId64,
+                          a->draw_box_s, commit, a->drawn_ms > 0 ? "true" : "false", a->draw_n);
+    if (a->drawn_ms > 0 && n < cap)
+        n += (size_t)snprintf(out + n, cap - n, ",\"seed\":\"%s\"", a->draw_seed);
+    if (n < cap) snprintf(out + n, cap - n, "}");
+}
+
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[1024], rl[96] = "",
-                                                                                      wr[96] = "";
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[2048],
+        rl[96] = "", wr[96] = "", ch[SK_CH_JSON_MAX + 16] = "";
     sk_time_format_rfc3339(a->start_ms, start, sizeof start);
     sk_time_format_rfc3339(a->end_ms, end, sizeof end);
     if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
@@ -92,20 +126,27 @@ static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route rou
         snprintf(rl, sizeof rl,
                  ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
                  a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
+    if (sk_activity_has_challenge(a)) {
+        memcpy(ch, ",\"challenge\":", 13);
+        if (sk_challenge_json(a, &app->cfg, ch + 13, sizeof ch - 13) < 0) ch[0] = 0;
+    }
     /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
     if (a->wr_passes_per_s > 0)
         snprintf(wr, sizeof wr,
                  ",\"waiting_room\":{\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64 "}",
                  a->wr_passes_per_s, a->wr_pass_ttl_s);
-    int n =
-        snprintf(body, sizeof body,
-                 "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
-                 "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
-                 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                 ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s}",
-                 a->id, name, state, start, end, a->stock, st->exists ? st->remaining : a->stock,
-                 a->per_user_limit, a->max_per_order, a->pay_timeout_s, a->segments, rl, wr);
-    sk_http_reply(app, req, route, status, "application/json", body, (size_t)n);
+    char fair[512] = "";
+    fairness_json(a, fair, sizeof fair);
+    int n = snprintf(body, sizeof body,
+                     "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
+                     "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
+                     ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
+                     ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s%s}",
+                     a->id, name, state, start, end, a->stock,
+                     st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
+                     a->pay_timeout_s, a->segments, rl, wr, ch, fair);
+    sk_http_reply(app, req, route, status, "application/json", body,
+                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
 
 /* ---- live state of a segmented activity: every segment's state script
@@ -407,11 +448,7 @@ static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct 
     }
     h2o_req_t *req = op_end(o);
     if (req) {
-        if (rc == SK_ENOTFOUND)
-            sk_http_error(app, req, o->route, 404, "unknown_activity", "no such activity");
-        else if (rc < 0)
-            sk_http_db_error(app, req, o->route, rc, "activity read: no answer in time");
-        else
+        if (!sk_http_activity_read_or_reply(app, req, o->route, rc))
             sk_http_redis_or_reply(app, req, o->route);
     }
     free(o);
@@ -438,6 +475,25 @@ static int waiting_room_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_rou
     if (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
         return 0;
     sk_http_error(app, req, route, 503, "unavailable", "no randomness for the queue's seed");
+    return 1;
+}
+
+/* The body's "registration" and "draw" into a: a draw's seed (committed
+ * on the public read, revealed once drawn) and its passes' key are drawn
+ * here when the body gives none; 503 (and nonzero) without randomness. */
+static int fairness_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                             const struct sk_body_activity *b, struct sk_activity *a)
+{
+    a->reg_start_ms = b->reg_start_ms;
+    a->reg_end_ms = b->reg_end_ms;
+    a->draw_box_s = b->draw_box_s;
+    if (b->draw_box_s <= 0) return 0;
+    snprintf(a->draw_seed, sizeof a->draw_seed, "%s", b->draw_seed);
+    if ((a->draw_seed[0] ||
+         sk_rand_hex(a->draw_seed, sizeof a->draw_seed, SK_ACTIVITY_DRAW_SEED_HEX / 2) == 0) &&
+        (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0))
+        return 0;
+    sk_http_error(app, req, route, 503, "unavailable", "no randomness for the draw's seed");
     return 1;
 }
 
@@ -487,7 +543,12 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     a.rl_per_user_per_s = b.rl_per_user_per_s;
     a.rl_burst = b.rl_burst;
     a.segments = b.segments;
+    a.ch_pow_min = b.ch_pow_min;
+    a.ch_pow_max = b.ch_pow_max;
+    a.ch_pow_step = b.ch_pow_step;
+    snprintf(a.ch_captcha, sizeof a.ch_captcha, "%s", b.ch_captcha);
     if (waiting_room_or_reply(app, req, m->route, &b, &a)) return 0;
+    if (fairness_or_reply(app, req, m->route, &b, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0) {

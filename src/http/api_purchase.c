@@ -1,14 +1,17 @@
 /* api_purchase.c - POST /api/v1/activities/{id}/purchase: the checks
  * (purchase_check.h), the local sold-out fast path (purchase_soldout.h),
- * the admission cap (max_inflight), then the purchase waits in this loop
- * pass's batch for its key set (purchase_batch.h), or, keyed on an
- * activity sold out here, behind an idempotency probe (purchase_idem.h).
- * What a home segment cannot serve borrows (purchase_borrow.h). */
+ * the challenge when one came (challenge_http.h: a CAPTCHA token waits for
+ * its provider off the loop), the admission cap (max_inflight), then the
+ * purchase waits in this loop pass's batch for its key set
+ * (purchase_batch.h), or, keyed on an activity sold out here, behind an
+ * idempotency probe (purchase_idem.h). What a home segment cannot serve
+ * borrows (purchase_borrow.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/segment.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/purchase_answer.h"
 #include "http/purchase_batch.h"
 #include "http/purchase_check.h"
@@ -17,7 +20,8 @@
 /* A purchase waiting for Redis (heap, owned by whoever answers it),
  * counted in flight and guarded; NULL (answered 503) when out of memory. */
 static struct sk_pending *pending_new(struct sk_app *app, h2o_req_t *req, struct sk_act_cache *ic,
-                                      const struct sk_purchase *pu, int64_t pass_exp_ms)
+                                      const struct sk_purchase *pu, int64_t pass_exp_ms,
+                                      const struct sk_ch_pass *ch)
 {
     struct sk_pending *p = malloc(sizeof *p);
     if (!p) {
@@ -30,6 +34,13 @@ static struct sk_pending *pending_new(struct sk_app *app, h2o_req_t *req, struct
     p->p.pass = pu->pass ? p->pass : NULL;
     if (pu->pass) memcpy(p->pass, pu->pass, pu->pass_len);
     p->pass_exp_ms = pass_exp_ms;
+    p->p.ch = p->p.ch_id = NULL;
+    if (ch->present) {
+        memcpy(p->ch, ch->ticket, sizeof p->ch);
+        memcpy(p->ch_id, ch->id, sizeof p->ch_id);
+        p->p.ch = p->ch;
+        p->p.ch_id = p->ch_id;
+    }
     /* the client IP only matters (and costs) when the per-IP limit is on */
     p->p.ip =
         app->cfg.rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, p->ip) ? p->ip : NULL;
@@ -49,15 +60,40 @@ static int home_of(const struct sk_act_cache *c, uint64_t user_id)
  * of memory. */
 static void queue_purchase(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                            const struct sk_act_cache *c, struct sk_act_cache *ic,
-                           const struct sk_purchase *pu, int64_t pass_exp_ms)
+                           const struct sk_purchase *pu, int64_t pass_exp_ms,
+                           const struct sk_ch_pass *ch)
 {
     struct sk_batch *b = sk_batch_for(app, aid, home_of(c, pu->user_id));
     if (!b) {
         sk_http_error(app, req, SK_ROUTE_purchase, 503, "unavailable", "out of memory");
         return;
     }
-    struct sk_pending *p = pending_new(app, req, ic, pu, pass_exp_ms);
+    struct sk_pending *p = pending_new(app, req, ic, pu, pass_exp_ms, ch);
     if (p) b->items[b->n++] = p;
+}
+
+/* A purchase past its checks and its challenge (idem and pass point into
+ * the request's headers). */
+struct purchase_ctx {
+    struct sk_purchase pu;
+    uint64_t aid;
+    int64_t pass_exp_ms;
+};
+
+/* The purchase goes on: Redis, the admission cap, its batch (or a probe). */
+static void purchase_go(struct sk_app *app, h2o_req_t *req, void *ctx, const struct sk_ch_pass *ch)
+{
+    const struct purchase_ctx *pc = ctx;
+    const struct sk_purchase *pu = &pc->pu;
+    struct sk_act_cache *c = sk_app_act(app, pc->aid, 0), *ic;
+    if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return;
+    if (sk_purchase_inflight_or_reply(app, req, pc->aid, &c, &ic)) return;
+    if (!(pu->idem && c && c->sold_out)) {
+        queue_purchase(app, req, pc->aid, c, ic, pu, pc->pass_exp_ms, ch);
+        return;
+    }
+    struct sk_pending *p = pending_new(app, req, ic, pu, pc->pass_exp_ms, ch);
+    if (p) sk_purchase_idem_probe(app, pc->aid, home_of(c, pu->user_id), p);
 }
 
 int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -70,17 +106,13 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     if (sk_purchase_quantity_or_reply(app, req, &pu.quantity)) return 0;
     if (sk_purchase_idem_or_reply(app, req, &idem, &idem_len)) return 0;
     if (sk_purchase_pass_or_reply(app, req, &pu.pass, &pu.pass_len, &pass_exp_ms)) return 0;
-    struct sk_act_cache *c = sk_app_act(app, m->id, 0), *ic;
-    if (sk_purchase_soldout_or_reply(app, req, c, idem)) return 0;
-    if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
-    if (sk_purchase_inflight_or_reply(app, req, m->id, &c, &ic)) return 0;
+    if (sk_purchase_soldout_or_reply(app, req, sk_app_act(app, m->id, 0), idem)) return 0;
     pu.idem = idem;
     pu.idem_len = idem ? idem_len : 0;
-    if (!(idem && c && c->sold_out)) {
-        queue_purchase(app, req, m->id, c, ic, &pu, pass_exp_ms);
-        return 0;
-    }
-    struct sk_pending *p = pending_new(app, req, ic, &pu, pass_exp_ms);
-    if (p) sk_purchase_idem_probe(app, m->id, home_of(c, pu.user_id), p);
+    struct purchase_ctx pc = {.pu = pu, .aid = m->id, .pass_exp_ms = pass_exp_ms};
+    struct sk_ch_pass ch;
+    if (sk_challenge_or_reply(app, req, SK_ROUTE_purchase, m->id, pu.user_id, &ch, purchase_go, &pc,
+                              sizeof pc) == 0)
+        purchase_go(app, req, &pc, &ch);
     return 0;
 }

@@ -23,6 +23,7 @@
 #include "engine/queue.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/http_body.h"
 #include "http/purchase_soldout.h"
 #include "http/store_call.h"
@@ -33,6 +34,7 @@ struct qitem {
     struct sk_async_req a;
     uint64_t user;
     char op;
+    struct sk_ch_pass ch; /* a join's challenge (docs/challenges.md) */
 };
 
 struct sk_qbatch {
@@ -174,12 +176,13 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
         }
     }
     if (h->rc != SK_RC_OK) return;
-    uint64_t issued = 0, expired = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    uint64_t issued = 0;
+    for (size_t i = 0; i < b->n; i++)
         issued += (a[i].events & SK_QUEUE_EV_ISSUED) != 0;
-        expired += (a[i].events & SK_QUEUE_EV_EXPIRED) != 0;
-    }
-    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0, expired);
+    /* expiries: the passes handed out whose seats this call gave back to
+     * the pace, whoever's call found them (each is found once) */
+    sk_metrics_queue_passes(app->metrics, b->aid, issued, 0,
+                            h->expired > 0 ? (uint64_t)h->expired : 0);
     sk_metrics_queue_seen(app->metrics, b->aid, h->length, h->issued, h->rate, sk_wall_ms());
 }
 
@@ -245,24 +248,31 @@ static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
     size_t argc = SK_QUEUE_ARGC(b->n), cap = SK_QUEUE_ARG_BYTES(b->n);
     char ops[SK_QUEUE_BATCH_MAX];
     uint64_t users[SK_QUEUE_BATCH_MAX];
+    const char *tickets[SK_QUEUE_BATCH_MAX], *ids[SK_QUEUE_BATCH_MAX];
+    int any_ch = 0;
     for (size_t i = 0; i < b->n; i++) {
         ops[i] = b->items[i]->op;
         users[i] = b->items[i]->user;
+        tickets[i] = b->items[i]->ch.present ? b->items[i]->ch.ticket : NULL;
+        ids[i] = b->items[i]->ch.present ? b->items[i]->ch.id : NULL;
+        any_ch |= b->items[i]->ch.present;
     }
-    char *buf = malloc(cap);
+    size_t kcap = SK_QUEUE_KEY_BYTES(b->n);
+    char *buf = malloc(cap + kcap);
     const char **args = malloc(argc * sizeof *args);
+    const char **keys = malloc(SK_QUEUE_KEYC(b->n) * sizeof *keys);
     size_t *lens = malloc(argc * sizeof *lens);
-    int rc = SK_ENOMEM;
-    if (buf && args && lens && sk_queue_args(b->aid, ops, users, b->n, buf, cap, args, lens) == 0) {
-        struct sk_keys k;
-        sk_keys_for(&k, b->aid);
-        const char *keys[SK_QUEUE_NKEYS];
-        sk_keys_queue(&k, keys);
-        rc = sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE, SK_QUEUE_NKEYS, keys, (int)argc, args,
-                            lens, on_queue_reply, b);
-    }
+    int rc = SK_ENOMEM, nk = 0;
+    struct sk_keys k;
+    sk_keys_for(&k, b->aid);
+    if (buf && args && lens && keys &&
+        sk_queue_args_ch(b->aid, ops, users, tickets, b->n, buf, cap, args, lens) == 0 &&
+        (nk = sk_queue_keys(&k, any_ch ? ids : NULL, b->n, buf + cap, kcap, keys)) > 0)
+        rc = sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE, nk, keys, (int)argc, args, lens,
+                            on_queue_reply, b);
     free(buf);
     free(args);
+    free(keys);
     free(lens);
     if (rc < 0) fail_qbatch(b, "redis is unreachable; try again");
 }
@@ -313,6 +323,29 @@ static int sold_out_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk
     return 1;
 }
 
+/* A join or poll past its checks (and a join past its challenge). */
+struct queue_ctx {
+    uint64_t aid, uid;
+    enum sk_route route;
+};
+
+static void queue_go(struct sk_app *app, h2o_req_t *req, void *ctx, const struct sk_ch_pass *ch)
+{
+    const struct queue_ctx *qc = ctx;
+    if (sk_http_redis_or_reply(app, req, qc->route)) return;
+    struct sk_qbatch *b = qbatch_for(app, qc->aid);
+    struct qitem *it = b ? malloc(sizeof *it) : NULL;
+    if (!it) {
+        sk_http_error(app, req, qc->route, 503, "unavailable", "out of memory");
+        return;
+    }
+    it->user = qc->uid;
+    it->op = qc->route == SK_ROUTE_queue_join ? SK_QUEUE_JOIN : SK_QUEUE_POLL;
+    it->ch = *ch;
+    sk_async_begin(app, &it->a, req, qc->route);
+    b->items[b->n++] = it;
+}
+
 int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     uint64_t uid;
@@ -320,17 +353,13 @@ int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match
     if (m->route == SK_ROUTE_queue_join && sk_http_options_or_reply(app, req, m->route, 0, NULL))
         return 0;
     if (sold_out_or_reply(app, req, m)) return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
-    struct sk_qbatch *b = qbatch_for(app, m->id);
-    struct qitem *it = b ? malloc(sizeof *it) : NULL;
-    if (!it) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+    struct queue_ctx qc = {.aid = m->id, .uid = uid, .route = m->route};
+    struct sk_ch_pass ch = {0};
+    /* a join may enter the queue: the challenge goes with it (docs/challenges.md) */
+    if (m->route == SK_ROUTE_queue_join &&
+        sk_challenge_or_reply(app, req, m->route, m->id, uid, &ch, queue_go, &qc, sizeof qc) != 0)
         return 0;
-    }
-    it->user = uid;
-    it->op = m->route == SK_ROUTE_queue_join ? SK_QUEUE_JOIN : SK_QUEUE_POLL;
-    sk_async_begin(app, &it->a, req, m->route);
-    b->items[b->n++] = it;
+    queue_go(app, req, &qc, &ch);
     return 0;
 }
 
@@ -358,7 +387,7 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
     sn->aid = aid;
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 2, c.keys, 2, c.args, NULL, on_spent,
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, NULL, on_spent,
                        sn) < 0)
         free(sn);
 }
@@ -470,21 +499,25 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
             on_pace(o, NULL);
         return;
     }
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
+    sk_queue_admin_refusal(app, &o->a, rc, a);
+    free(o);
+}
+
+void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
+                            const struct sk_activity *a)
+{
+    h2o_req_t *req = sk_async_end(app, ar);
+    enum sk_route route = ar->route;
     if (!req) {
         /* the client left */
-    } else if (rc == SK_ENOTFOUND) {
-        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
-    } else if (rc < 0) {
-        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    } else if (sk_http_activity_read_or_reply(app, req, route, rc)) {
+        /* answered */
     } else if (a->wr_passes_per_s <= 0) {
         sk_http_error(app, req, route, 404, "no_waiting_room",
                       sk_rc_message(SK_RC_NO_WAITING_ROOM));
     } else {
         sk_http_redis_or_reply(app, req, route);
     }
-    free(o);
 }
 
 int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)

@@ -25,7 +25,10 @@
 #include "engine/activity.h"
 #include "engine/stock.h"
 #include "http/app.h"
+#include "http/captcha.h"
+#include "http/challenge_http.h"
 #include "http/http_body.h"
+#include "http/sale_page.h"
 #include "http/store_call.h"
 #include "web_gen.h"
 
@@ -57,6 +60,9 @@ struct live_view {
     char name[SK_ACTIVITY_NAME_MAX];
     int64_t start_ms, end_ms, stock, per_user_limit, max_per_order, pay_timeout_s;
     int64_t wr_rate, wr_ttl_s;
+    int64_t ch_pow_min, ch_pow_max, ch_pow_step; /* the challenge (docs/challenges.md) */
+    char ch_captcha[SK_CH_CAPTCHA_MAX];
+    int64_t reg_start_ms, reg_end_ms, draw_box_s; /* registration (docs/fairness.md) */
     int exists, open;
     int64_t remaining;
 };
@@ -78,14 +84,47 @@ struct live_entry {
 struct sk_sale_live {
     struct live_entry *e;
     size_t n, cap;
+    /* with a CAPTCHA provider: the page whose policy allows its origins
+     * (built at the first request), and its ETag */
+    char *page;
+    size_t page_len;
+    char etag[96];
 };
 
 /* ---- the page and the clock --------------------------------------------- */
 
+static struct sk_sale_live *live_of(struct sk_app *app);
+
+/* The page this server sends: the embedded one, or with a CAPTCHA
+ * provider configured, the same with its policy allowing the provider's
+ * origins (the widget loads from there only on a sale that asks for it)
+ * under an ETag of its own. */
+static void page_of(struct sk_app *app, const char **page, size_t *len, const char **etag)
+{
+    *page = sk_web_sale_html;
+    *len = sk_web_sale_html_len;
+    *etag = sk_web_sale_etag;
+    const struct sk_captcha_provider *p = sk_captcha_find(app->cfg.captcha_provider);
+    struct sk_sale_live *l = p ? live_of(app) : NULL;
+    if (!l) return;
+    if (!l->page) {
+        if (sk_sale_page_served(p->csp, &l->page, &l->page_len) < 0) return;
+        size_t el = strlen(sk_web_sale_etag);
+        /* "<build's tag>-<provider>", quoted */
+        snprintf(l->etag, sizeof l->etag, "%.*s-%s\"", (int)(el > 1 ? el - 1 : 0), sk_web_sale_etag,
+                 p->name);
+    }
+    *page = l->page;
+    *len = l->page_len;
+    *etag = l->etag;
+}
+
 int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, sk_web_sale_etag,
-                   strlen(sk_web_sale_etag));
+    const char *page, *etag;
+    size_t page_len;
+    page_of(app, &page, &page_len, &etag);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, etag, strlen(etag));
     /* a new build's page has a new ETag; a few minutes of an old one at an
      * edge are harmless (the API it calls is versioned) */
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
@@ -94,12 +133,11 @@ int sk_api_sale_page(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
                           NULL, H2O_STRLIT("nosniff"));
     size_t len;
     const char *inm = sk_http_header(req, "if-none-match", &len);
-    if (inm && len == strlen(sk_web_sale_etag) && !memcmp(inm, sk_web_sale_etag, len)) {
+    if (inm && len == strlen(etag) && !memcmp(inm, etag, len)) {
         sk_http_reply(app, req, m->route, 304, NULL, "", 0);
         return 0;
     }
-    sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", sk_web_sale_html,
-                  sk_web_sale_html_len);
+    sk_http_reply(app, req, m->route, 200, "text/html; charset=utf-8", page, page_len);
     return 0;
 }
 
@@ -124,7 +162,8 @@ static int64_t pace_of(const char *state, int sold_out)
 
 static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_view *v)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[1200];
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[1800],
+        ch[SK_CH_JSON_MAX];
     int64_t now = sk_wall_ms();
     const char *state = sk_activity_live_state(v->exists, v->open, v->start_ms, v->end_ms, now);
     int64_t remaining = v->exists ? v->remaining : v->stock;
@@ -137,15 +176,28 @@ static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_vie
                  v->wr_rate, v->wr_ttl_s);
     else
         snprintf(wr, sizeof wr, "null");
+    /* what the page solves before it joins or buys, and the CAPTCHA's widget */
+    struct sk_activity def = {.id = v->id,
+                              .ch_pow_min = v->ch_pow_min,
+                              .ch_pow_max = v->ch_pow_max,
+                              .ch_pow_step = v->ch_pow_step};
+    memcpy(def.ch_captcha, v->ch_captcha, sizeof def.ch_captcha);
+    if (sk_challenge_json(&def, &app->cfg, ch, sizeof ch) < 0) snprintf(ch, sizeof ch, "null");
+    /* the page's registration state and countdown (docs/fairness.md) */
+    char reg[128] = "null";
+    if (v->reg_end_ms > 0)
+        snprintf(reg, sizeof reg, "{\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"draw\":%s}",
+                 v->reg_start_ms, v->reg_end_ms, v->draw_box_s > 0 ? "true" : "false");
     int n = snprintf(
         body, sizeof body,
         "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"sold_out\":%s,\"start\":\"%s\","
         "\"end\":\"%s\",\"start_ms\":%" PRId64 ",\"end_ms\":%" PRId64 ",\"stock_initial\":%" PRId64
         ",\"stock_remaining\":%" PRId64 ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-        ",\"pay_timeout_s\":%" PRId64 ",\"waiting_room\":%s,\"poll_after_ms\":%" PRId64 "}",
+        ",\"pay_timeout_s\":%" PRId64
+        ",\"waiting_room\":%s,\"challenge\":%s,\"registration\":%s,\"poll_after_ms\":%" PRId64 "}",
         v->id, name, state, sold_out ? "true" : "false", start, end, v->start_ms, v->end_ms,
         v->stock, remaining > 0 ? remaining : 0, v->per_user_limit, v->max_per_order,
-        v->pay_timeout_s, wr, pace_of(state, sold_out));
+        v->pay_timeout_s, wr, ch, reg, pace_of(state, sold_out));
     /* one second at a CDN edge or in the browser: a page asks every few */
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                    H2O_STRLIT("public, max-age=1"));
@@ -242,10 +294,17 @@ static void on_peek(struct sk_app *app, void *arg, int rc, const struct sk_activ
                                 .pay_timeout_s = a->pay_timeout_s,
                                 .wr_rate = a->wr_passes_per_s,
                                 .wr_ttl_s = a->wr_pass_ttl_s,
+                                .ch_pow_min = a->ch_pow_min,
+                                .ch_pow_max = a->ch_pow_max,
+                                .ch_pow_step = a->ch_pow_step,
+                                .reg_start_ms = a->reg_start_ms,
+                                .reg_end_ms = a->reg_end_ms,
+                                .draw_box_s = a->draw_box_s,
                                 .exists = st->exists,
                                 .open = st->open,
                                 .remaining = st->remaining};
         snprintf(v->name, sizeof v->name, "%s", a->name);
+        memcpy(v->ch_captcha, a->ch_captcha, sizeof v->ch_captcha);
         e->have = 1;
         e->read_ms = sk_mono_ms();
     }

@@ -26,6 +26,7 @@ struct sk_order_marks;
 struct sk_sale_live;
 struct sk_stock_state;
 struct sk_activity;
+struct sk_chal;
 
 /* Purchase batches of one key set (an activity's own keys, or one
  * segment's) sent to Redis and not answered yet: --batches-in-flight. */
@@ -139,6 +140,7 @@ struct sk_app {
     struct sk_sale_live *sale;                 /* the buyer's page's live reads (api_sale.c) */
     struct sk_foreign foreign[SK_FOREIGN_MAX]; /* purchase_answer.c; id 0: free */
     int n_foreign;                             /* entries in use */
+    struct sk_chal *chal; /* challenges: the CAPTCHA checks out, the load (challenge_http.h) */
 };
 
 /* Route handlers: answer now or later; always return 0. One type, so
@@ -169,6 +171,14 @@ void sk_ops_view_tick(struct sk_app *app);
 sk_route_handler sk_api_order_get, sk_api_order_pay, sk_api_order_cancel;
 /* api_queue.c: the waiting room's join or poll, and its pace */
 sk_route_handler sk_api_queue, sk_api_queue_pace;
+/* api_fair.c: pre-registration and the waiting room's emergency controls */
+sk_route_handler sk_api_register, sk_api_queue_control;
+/* api_queue.c: ends a waiting-room admin request whose definition read
+ * failed or names no waiting room (404 unknown_activity / no_waiting_room,
+ * the store's or Redis's 503). */
+struct sk_async_req;
+void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
+                            const struct sk_activity *a);
 /* api_sale.c: the buyer's page (GET /sale/{id}), the server's clock
  * (GET /api/v1/time) and the page's cheap live read (GET .../live). */
 sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;

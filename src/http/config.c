@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/num.h"
 #include "core/redact.h"
+#include "engine/activity.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -321,6 +322,99 @@ static int set_jwt_audience(struct sk_config *c, const char *v, char *msg, size_
     return set_claim(c->jwt_audience, sizeof c->jwt_audience, v, msg, cap);
 }
 
+static int set_challenge_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int rc = copy_str(c->challenge_secret, sizeof c->challenge_secret, v, msg, cap);
+    if (rc == 0) c->challenge_secret_file[0] = 0;
+    return rc;
+}
+
+static int set_challenge_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->challenge_secret_file, sizeof c->challenge_secret_file,
+                           c->challenge_secret, v, msg, cap);
+}
+
+static int set_captcha_provider(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (v[0] && !sk_activity_captcha_valid(v)) {
+        snprintf(msg, cap, "must be turnstile, hcaptcha or recaptcha (or empty: none)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->captcha_provider, sizeof c->captcha_provider, v, msg, cap);
+}
+
+/* A site key goes into the page's JSON and the widget's markup: a token's
+ * characters only. */
+static int set_captcha_site_key(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    size_t n = strlen(v);
+    int ok = n < sizeof c->captcha_site_key;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+             (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
+    if (!ok) {
+        snprintf(msg, cap, "must be up to %zu letters, digits, '_' or '-'",
+                 sizeof c->captcha_site_key - 1);
+        return SK_EINVAL;
+    }
+    memcpy(c->captcha_site_key, v, n + 1);
+    return 0;
+}
+
+static int set_captcha_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (has_ctl(v)) {
+        snprintf(msg, cap, "must not hold control characters");
+        return SK_EINVAL;
+    }
+    int rc = copy_str(c->captcha_secret, sizeof c->captcha_secret, v, msg, cap);
+    if (rc == 0) c->captcha_secret_file[0] = 0;
+    return rc;
+}
+
+static int set_captcha_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_secret_file(c->captcha_secret_file, sizeof c->captcha_secret_file, c->captcha_secret,
+                           v, msg, cap);
+}
+
+/* "" (the provider's own), or an http(s) URL without spaces or quotes. */
+static int set_captcha_verify_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    int ok = !v[0] || ((starts_with(v, "http://") && v[7]) || (starts_with(v, "https://") && v[8]));
+    for (const char *p = v; ok && *p; p++)
+        ok = (unsigned char)*p > ' ' && (unsigned char)*p < 0x7f && *p != '"' && *p != '\\';
+    if (!ok) {
+        snprintf(msg, cap, "must be an http:// or https:// URL without spaces (or empty)");
+        return SK_EINVAL;
+    }
+    return copy_str(c->captcha_verify_url, sizeof c->captcha_verify_url, v, msg, cap);
+}
+
+static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (!strcmp(v, "open"))
+        c->captcha_fail_open = 1;
+    else if (!strcmp(v, "closed"))
+        c->captcha_fail_open = 0;
+    else {
+        snprintf(msg, cap, "must be open or closed");
+        return SK_EINVAL;
+    }
+    return 0;
+}
+
+static int set_captcha_hostname(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    for (const char *p = v; *p; p++)
+        if (!is_host_char(*p)) {
+            snprintf(msg, cap, "must be a host name: letters, digits, '.', '-' (or empty: any)");
+            return SK_EINVAL;
+        }
+    return copy_str(c->captcha_hostname, sizeof c->captcha_hostname, v, msg, cap);
+}
+
 /* A CSP source list for frame-ancestors: 'self', 'none' (alone), or
  * sources of letters, digits and . - : / * (https://shop.example,
  * *.example.com:443); nothing that could end the directive or the header
@@ -583,6 +677,15 @@ const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t 
     case SK_CK_redis_functions: text = c->redis_functions ? "on" : "off"; break;
     case SK_CK_cors_origins: text = c->cors_origins; break;
     case SK_CK_frame_ancestors: text = c->frame_ancestors; break;
+    case SK_CK_challenge_secret: text = c->challenge_secret; break;
+    case SK_CK_challenge_secret_file: text = c->challenge_secret_file; break;
+    case SK_CK_captcha_provider: text = c->captcha_provider; break;
+    case SK_CK_captcha_site_key: text = c->captcha_site_key; break;
+    case SK_CK_captcha_secret: text = c->captcha_secret; break;
+    case SK_CK_captcha_secret_file: text = c->captcha_secret_file; break;
+    case SK_CK_captcha_verify_url: text = c->captcha_verify_url; break;
+    case SK_CK_captcha_fail: text = c->captcha_fail_open ? "open" : "closed"; break;
+    case SK_CK_captcha_hostname: text = c->captcha_hostname; break;
     default: text = "?"; break; /* a new text key without its line here */
     }
     if ((key->flags & SK_KEY_SECRET))
@@ -873,6 +976,20 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
     if (c->ops_listen[0] && !strcmp(c->ops_listen, c->listen))
         return sk_einval(err, cap, "ops_listen must differ from listen");
+    if (c->challenge_secret[0] && strlen(c->challenge_secret) < SK_CONFIG_SECRET_MIN)
+        return sk_einval(err, cap,
+                         "challenge_secret must be at least %d bytes (a random one: "
+                         "openssl rand -hex 32)",
+                         SK_CONFIG_SECRET_MIN);
+    if (c->captcha_provider[0] && (!c->captcha_site_key[0] || !c->captcha_secret[0]))
+        return sk_einval(err, cap,
+                         "captcha_provider %s needs captcha_site_key and captcha_secret (or "
+                         "captcha_secret_file)",
+                         c->captcha_provider);
+    if (!c->captcha_provider[0] && (c->captcha_site_key[0] || c->captcha_secret[0]))
+        return sk_einval(err, cap,
+                         "captcha_site_key and captcha_secret need captcha_provider "
+                         "(turnstile, hcaptcha or recaptcha)");
     return 0;
 }
 
@@ -893,6 +1010,8 @@ const char *sk_config_secret_held(const struct sk_config *c)
     if (c->admin_token[0]) return "admin_token";
     if (c->hmac_secret[0]) return "hmac_secret";
     if (c->hmac_secret_prev[0]) return "hmac_secret_prev";
+    if (c->challenge_secret[0]) return "challenge_secret";
+    if (c->captcha_secret[0]) return "captcha_secret";
     if (url_has_password(c->redis)) return "redis password";
     if (url_has_password(c->db)) return "db password";
     return NULL;

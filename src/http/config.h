@@ -75,9 +75,20 @@ struct sk_config {
     char jwt_audience[256];              /* "" = any audience */
     char jwt_user_claim[64];             /* default "sub" */
     int jwt_leeway_s;                    /* clock skew allowed on exp, nbf and iat */
-    long long jwt_max_ttl_s;             /* the longest token lifetime accepted */
-    char frame_ancestors[512];           /* CSP frame-ancestors of the HTML pages */
-    long long max_request_bytes;         /* request bytes buffered per process; 0: default */
+    char challenge_secret[256];          /* "" = drawn at start (http/challenge_http.h) */
+    char challenge_secret_file[512];
+    int challenge_ttl_s;
+    char captcha_provider[16]; /* "" none, or a name sk_activity_captcha_valid takes */
+    char captcha_site_key[104];
+    char captcha_secret[256];
+    char captcha_secret_file[512];
+    char captcha_verify_url[512]; /* "" = the provider's own */
+    int captcha_timeout_ms;
+    int captcha_fail_open; /* 1: captcha_fail = open */
+    char captcha_hostname[256];
+    long long jwt_max_ttl_s;     /* the longest token lifetime accepted */
+    char frame_ancestors[512];   /* CSP frame-ancestors of the HTML pages */
+    long long max_request_bytes; /* request bytes buffered per process; 0: default */
 };
 
 /* The default budget of order polls per second per HTTP process

@@ -300,11 +300,120 @@ static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *er
     return sk_einval(err, cap, "waiting_room: %s", inner);
 }
 
+/* Optional "challenge": {"pow_bits": N} or {"pow_bits_min": A,
+ * "pow_bits_max": B, "pow_load_step": S}, and/or "captcha": "<provider>". */
+static int parse_challenge_obj(json_t *ch, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *fixed = json_object_get(ch, "pow_bits"), *min = json_object_get(ch, "pow_bits_min");
+    json_t *cp = json_object_get(ch, "captcha");
+    if (fixed &&
+        (min || json_object_get(ch, "pow_bits_max") || json_object_get(ch, "pow_load_step")))
+        return sk_einval(err, cap,
+                         "pow_bits (fixed) and pow_bits_min/pow_bits_max/pow_load_step (rising) "
+                         "exclude each other");
+    if (!fixed && !min &&
+        (json_object_get(ch, "pow_bits_max") || json_object_get(ch, "pow_load_step")))
+        return sk_einval(err, cap, "pow_bits_max and pow_load_step need pow_bits_min");
+    if (!fixed && !min && !cp) return sk_einval(err, cap, "give pow_bits, pow_bits_min or captcha");
+    if (get_int(ch, fixed ? "pow_bits" : "pow_bits_min", 1, SK_CH_BITS_MAX, &a->ch_pow_min, err,
+                cap) < 0 ||
+        get_int(ch, "pow_bits_max", 1, SK_CH_BITS_MAX, &a->ch_pow_max, err, cap) < 0 ||
+        get_int(ch, "pow_load_step", 1, SK_CH_STEP_MAX, &a->ch_pow_step, err, cap) < 0)
+        return SK_EINVAL;
+    if (fixed) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_min > 0 && a->ch_pow_max == 0) a->ch_pow_max = a->ch_pow_min;
+    if (a->ch_pow_max < a->ch_pow_min)
+        return sk_einval(err, cap, "pow_bits_max must not be below pow_bits_min");
+    if (a->ch_pow_step > 0 && a->ch_pow_max == a->ch_pow_min)
+        return sk_einval(err, cap, "pow_load_step needs pow_bits_max above pow_bits_min");
+    if (a->ch_pow_max > a->ch_pow_min && a->ch_pow_step == 0) a->ch_pow_step = SK_CH_STEP_DEFAULT;
+    if (cp) {
+        if (!json_is_string(cp) || json_string_length(cp) >= sizeof a->ch_captcha ||
+            !sk_activity_captcha_valid(json_string_value(cp)))
+            return sk_einval(err, cap,
+                             "captcha must be \"turnstile\", \"hcaptcha\" or \"recaptcha\"");
+        snprintf(a->ch_captcha, sizeof a->ch_captcha, "%s", json_string_value(cp));
+    }
+    return 0;
+}
+
+static int parse_challenge(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *ch;
+    int rc = optional_object(root, "challenge",
+                             "{\"pow_bits\":N} or {\"pow_bits_min\":A,\"pow_bits_max\":B}, "
+                             "with or without \"captcha\"",
+                             &ch, err, cap);
+    if (rc || !ch) return rc;
+    static const char *const known[] = {"pow_bits",      "pow_bits_min", "pow_bits_max",
+                                        "pow_load_step", "captcha",      NULL};
+    if (only_fields(ch, known, "challenge", err, cap) < 0) return SK_EINVAL;
+    char inner[200] = "";
+    if (parse_challenge_obj(ch, a, inner, sizeof inner) == 0) return 0;
+    a->ch_pow_min = a->ch_pow_max = a->ch_pow_step = 0;
+    a->ch_captcha[0] = 0;
+    return sk_einval(err, cap, "challenge: %s", inner);
+}
+
+/* Optional "registration": {"start": T, "end": T}, "allocation": "race" |
+ * "draw" and with a draw "draw": {"box_s": B, "seed": S}. */
+static int parse_fairness(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+{
+    json_t *reg, *dr, *alloc = json_object_get(root, "allocation");
+    char inner[200] = "";
+    int rc = optional_object(root, "registration", "{\"start\":T,\"end\":T}", &reg, err, cap);
+    if (rc) return rc;
+    static const char *const reg_known[] = {"start", "end", NULL}, *const draw_known[] = {
+                                                                       "box_s", "seed", NULL};
+    if (reg && only_fields(reg, reg_known, "registration", err, cap) < 0) return SK_EINVAL;
+    if (reg && (get_time(reg, "start", &a->reg_start_ms, inner, sizeof inner) < 0 ||
+                get_time(reg, "end", &a->reg_end_ms, inner, sizeof inner) < 0)) {
+        a->reg_start_ms = a->reg_end_ms = 0;
+        return sk_einval(err, cap, "registration: %s", inner);
+    }
+    if (reg && a->reg_end_ms <= a->reg_start_ms)
+        return sk_einval(err, cap, "registration: end must be after start");
+    if (alloc && (!json_is_string(alloc) || (strcmp(json_string_value(alloc), "race") != 0 &&
+                                             strcmp(json_string_value(alloc), "draw") != 0)))
+        return sk_einval(err, cap, "allocation must be \"race\" or \"draw\"");
+    int draw = alloc && !strcmp(json_string_value(alloc), "draw");
+    if ((rc = optional_object(root, "draw", "{\"box_s\":B,\"seed\":S}", &dr, err, cap)) != 0)
+        return rc;
+    if (dr && !draw) return sk_einval(err, cap, "draw needs \"allocation\":\"draw\"");
+    if (dr && only_fields(dr, draw_known, "draw", err, cap) < 0) return SK_EINVAL;
+    if (!draw) return 0;
+    if (!reg) return sk_einval(err, cap, "allocation draw needs registration");
+    a->draw_box_s = SK_ACTIVITY_BOX_DEFAULT;
+    if (dr &&
+        get_int(dr, "box_s", 1, SK_ACTIVITY_BOX_MAX, &a->draw_box_s, inner, sizeof inner) < 0) {
+        a->draw_box_s = 0;
+        return sk_einval(err, cap, "draw: %s", inner);
+    }
+    json_t *seed = dr ? json_object_get(dr, "seed") : NULL;
+    if (!seed) return 0;
+    size_t n = json_is_string(seed) ? json_string_length(seed) : 0;
+    if (n != SK_ACTIVITY_DRAW_SEED_HEX) {
+        a->draw_box_s = 0;
+        return sk_einval(err, cap, "draw: seed must be a string of %d hex digits",
+                         SK_ACTIVITY_DRAW_SEED_HEX);
+    }
+    for (size_t i = 0; i < n; i++) /* kept in lower case: one seed, one spelling */
+        a->draw_seed[i] = (char)tolower((unsigned char)json_string_value(seed)[i]);
+    a->draw_seed[n] = 0;
+    if (sk_activity_draw_seed_valid(a->draw_seed, n)) return 0;
+    a->draw_box_s = 0;
+    a->draw_seed[0] = 0;
+    return sk_einval(err, cap, "draw: seed must be a string of %d hex digits",
+                     SK_ACTIVITY_DRAW_SEED_HEX);
+}
+
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
     static const char *const known[] = {
-        "id",  "name",          "stock",    "per_user_limit", "max_per_order", "start",
-        "end", "pay_timeout_s", "segments", "waiting_room",   "rate_limit",    NULL};
+        "id",         "name",      "stock",         "per_user_limit", "max_per_order",
+        "start",      "end",       "pay_timeout_s", "segments",       "waiting_room",
+        "rate_limit", "challenge", "registration",  "allocation",     "draw",
+        NULL};
     if (only_fields(root, known, "", err, cap) < 0) return SK_EINVAL;
     int64_t id;
     if (require_int(root, "id", 1, SK_BODY_ID_MAX, &id, err, cap) < 0) return SK_EINVAL;
@@ -341,6 +450,8 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     if (get_int(root, "segments", 1, SK_ACTIVITY_SEGMENTS_MAX, &a->segments, err, cap) < 0)
         return SK_EINVAL;
     if (parse_waiting_room(root, a, err, cap) < 0) return SK_EINVAL;
+    if (parse_challenge(root, a, err, cap) < 0) return SK_EINVAL;
+    if (parse_fairness(root, a, err, cap) < 0) return SK_EINVAL;
     return parse_rate_limit(root, a, err, cap);
 }
 
@@ -364,6 +475,28 @@ int sk_body_queue_pace(const char *buf, size_t len, int64_t *rate, char *err, si
     if (err && cap) err[0] = 0;
     if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"passes_per_s\":R}");
     return body_int(buf, len, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, 1, 0, rate, err, cap);
+}
+
+int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, size_t cap)
+{
+    static const char shape[] =
+        "body must be {\"action\":\"pause\"|\"queue_all\"|\"refuse_joins\"|\"resume\"}";
+    if (err && cap) err[0] = 0;
+    if (len == 0 || !buf) return sk_einval(err, cap, "%s", shape);
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    static const char *const known[] = {"action", NULL};
+    if (only_fields(root, known, "", err, cap) < 0) {
+        json_decref(root);
+        return SK_EINVAL;
+    }
+    json_t *a = json_object_get(root, "action");
+    int act = a && json_is_string(a) ? sk_activity_control_action(json_string_value(a)) : SK_EINVAL;
+    json_decref(root);
+    if (act < 0) return sk_einval(err, cap, "%s", shape);
+    *action = act;
+    return 0;
 }
 
 int sk_body_options(const char *buf, size_t len, int allow_force, int *force, char *err, size_t cap)

@@ -72,6 +72,22 @@ struct sk_body_activity {
      * case; "" = draw one); all 0 / "" when absent */
     int64_t wr_passes_per_s, wr_pass_ttl_s;
     char wr_seed[SK_ACTIVITY_SEED_MAX + 1];
+    /* optional "challenge" (docs/challenges.md): {"pow_bits": N} (fixed), or
+     * {"pow_bits_min": A, "pow_bits_max": B, "pow_load_step": S} (rising
+     * with the load; B default A, S default SK_CH_STEP_DEFAULT when B > A),
+     * and/or "captcha": "turnstile" | "hcaptcha" | "recaptcha"; bits in
+     * 1..SK_CH_BITS_MAX; all 0 / "" when absent (sk_activity_validate
+     * judges the combination) */
+    int64_t ch_pow_min, ch_pow_max, ch_pow_step;
+    char ch_captcha[SK_CH_CAPTCHA_MAX];
+    /* optional "registration": {"start": T, "end": T} (RFC 3339; both
+     * required in it) and "allocation": "race" (default) | "draw", with
+     * "draw": {"box_s": B, "seed": "64 hex"} optional (B 1..
+     * SK_ACTIVITY_BOX_MAX, default SK_ACTIVITY_BOX_DEFAULT; seed "" = draw
+     * one) (docs/fairness.md); all 0 / "" when absent */
+    int64_t reg_start_ms, reg_end_ms;
+    int64_t draw_box_s;
+    char draw_seed[SK_ACTIVITY_DRAW_SEED_HEX + 1];
 };
 
 /* Required: id, name, stock, per_user_limit, start, end. On failure *out
@@ -82,6 +98,11 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
 /* POST /api/v1/activities/{id}/queue/pace (admin): {"passes_per_s": R},
  * R in 1..SK_ACTIVITY_PASS_RATE_MAX, required. */
 int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char *err, size_t cap);
+
+/* POST /api/v1/activities/{id}/queue/control (admin): {"action": A}, A
+ * one of "pause", "queue_all", "refuse_joins", "resume": *action the
+ * SK_QC_* of engine/activity.h. */
+int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, size_t cap);
 
 /* The body of a route that takes no fields but an optional force
  * (preheat, DELETE of an activity; allow_force 0: open, close, pay,

@@ -29,6 +29,7 @@
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/auth_jwt.h"
+#include "http/challenge_http.h"
 #include "http/cors_http.h"
 #include "http/http_body.h"
 #include "http/order_marks.h"
@@ -73,9 +74,13 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_queue_poll] = sk_api_queue,
     [SK_ROUTE_admin_pace_set] = sk_api_queue_pace,
     [SK_ROUTE_admin_pace_get] = sk_api_queue_pace,
+    [SK_ROUTE_register] = sk_api_register,
+    [SK_ROUTE_register_get] = sk_api_register,
+    [SK_ROUTE_admin_queue_control] = sk_api_queue_control,
     [SK_ROUTE_sale_page] = sk_api_sale_page,
     [SK_ROUTE_sale_live] = sk_api_sale_live,
     [SK_ROUTE_sale_time] = sk_api_sale_time,
+    [SK_ROUTE_challenge] = sk_api_challenge,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */
@@ -116,7 +121,9 @@ static int per_user_route(enum sk_route r)
     case SK_ROUTE_order_pay:
     case SK_ROUTE_order_cancel:
     case SK_ROUTE_queue_join:
-    case SK_ROUTE_queue_poll: return 1;
+    case SK_ROUTE_queue_poll:
+    case SK_ROUTE_register:
+    case SK_ROUTE_register_get: return 1;
     default: return 0;
     }
 }
@@ -808,12 +815,18 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
         close(app->listen_fd);
         return 1;
     }
+    if (sk_challenge_http_init(app) < 0) {
+        close(app->listen_fd);
+        return 1;
+    }
     if (connect_redis(app) < 0) return 1;
     start_accepting(app);
     serve(app);
     int left = app->inflight;
     sk_log(left ? SK_LOG_ERROR : SK_LOG_INFO, "stopped, %d requests unanswered", left);
-    /* the store first: its last completions may still answer or use Redis */
+    /* the CAPTCHA checks and the store first: their last completions may
+     * still answer or use Redis */
+    sk_challenge_http_free(app);
     sk_store_calls_free(app);
     sk_act_defs_free(app, app->defs);
     app->defs = NULL;

@@ -45,8 +45,12 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_SALE_PAGE] = "sale_page",
     [SK_MROUTE_SALE_LIVE] = "sale_live",
     [SK_MROUTE_SALE_TIME] = "sale_time",
+    [SK_MROUTE_REGISTER] = "register",
+    [SK_MROUTE_REGISTER_GET] = "register_get",
+    [SK_MROUTE_ADMIN_QUEUE_CONTROL] = "admin_queue_control",
     [SK_MROUTE_ADMIN_LIST] = "admin_list",
     [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
+    [SK_MROUTE_CHALLENGE] = "challenge",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -165,9 +169,13 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
     case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
     case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
+    case SK_ROUTE_register: return SK_MROUTE_REGISTER;
+    case SK_ROUTE_register_get: return SK_MROUTE_REGISTER_GET;
+    case SK_ROUTE_admin_queue_control: return SK_MROUTE_ADMIN_QUEUE_CONTROL;
     case SK_ROUTE_sale_page: return SK_MROUTE_SALE_PAGE;
     case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
     case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
+    case SK_ROUTE_challenge: return SK_MROUTE_CHALLENGE;
     default: return SK_MROUTE_OTHER;
     }
 }

@@ -12,6 +12,12 @@
 
 void sk_purchase_reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t retry_ms)
 {
+    sk_http_reply_429(app, req, SK_ROUTE_purchase, rc, retry_ms);
+}
+
+void sk_http_reply_429(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
+                       int64_t retry_ms)
+{
     if (retry_ms < 1) retry_ms = 1;
     char secs[24], body[320];
     int sl = snprintf(secs, sizeof secs, "%" PRId64, (retry_ms + 999) / 1000);
@@ -20,7 +26,7 @@ void sk_purchase_reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t r
     int n = snprintf(body, sizeof body,
                      "{\"error\":\"%s\",\"message\":\"%s\",\"retry_after_ms\":%" PRId64 "}",
                      sk_rc_wire(rc), sk_rc_message(rc), retry_ms);
-    sk_http_reply(app, req, SK_ROUTE_purchase, 429, "application/json", body, (size_t)n);
+    sk_http_reply(app, req, route, 429, "application/json", body, (size_t)n);
 }
 
 /* One purchase of the activity less in flight (max_inflight). */

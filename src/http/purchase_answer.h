@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/challenge.h"
 #include "engine/queue.h"
 #include "engine/stock.h"
 #include "http/app.h"
@@ -20,11 +21,16 @@ struct sk_pending {
     char ip[SK_IP_TEXT];
     char pass[SK_QUEUE_PASS_MAX]; /* X-Queue-Pass (docs/waiting-room.md) */
     int64_t pass_exp_ms;
+    char ch[SK_CH_TICKET_MAX];    /* a checked X-Challenge's ticket (docs/challenges.md) */
+    char ch_id[SK_CH_ID_HEX + 1]; /* and its id */
 };
 
 /* 429 with Retry-After in whole seconds, rounded up, so a client that
  * waits that long is admitted by the limiter. */
 void sk_purchase_reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t retry_ms);
+/* The same on another route (registration's rate limit). */
+void sk_http_reply_429(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
+                       int64_t retry_ms);
 
 /* Answers a purchase that leaves the engine with ad, or 503 when why is
  * set; frees p. */

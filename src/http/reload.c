@@ -64,6 +64,19 @@ const struct sk_reload_field sk_reload_fields[] = {
     LIVE("jwt_audience", jwt_audience),
     LIVE("jwt_user_claim", jwt_user_claim),
     LIVE("jwt_leeway_s", jwt_leeway_s),
+    /* the key that checks the challenges already handed out */
+    FIXED("challenge_secret", challenge_secret),
+    FIXED("challenge_secret_file", challenge_secret_file),
+    LIVE("challenge_ttl_s", challenge_ttl_s),
+    /* the page's CSP and the verifier's thread follow the provider */
+    FIXED("captcha_provider", captcha_provider),
+    LIVE("captcha_site_key", captcha_site_key),
+    LIVE("captcha_secret", captcha_secret),
+    LIVE("captcha_secret_file", captcha_secret_file),
+    LIVE("captcha_verify_url", captcha_verify_url),
+    LIVE("captcha_timeout_ms", captcha_timeout_ms),
+    LIVE("captcha_fail", captcha_fail_open),
+    LIVE("captcha_hostname", captcha_hostname),
     LIVE("jwt_max_ttl_s", jwt_max_ttl_s),
     LIVE("frame_ancestors", frame_ancestors), /* read by every HTML answer */
     FIXED("max_request_bytes", max_request_bytes),

@@ -57,6 +57,115 @@ static void put(char *out, size_t *o, const char *s, size_t n)
     *o += n;
 }
 
+/* The directive of a policy at d (up to end): [*s, *e) trimmed of spaces;
+ * returns where the next one starts. */
+static const char *next_dir(const char *d, const char *end, const char **s, const char **e)
+{
+    const char *de = memchr(d, ';', (size_t)(end - d));
+    if (!de) de = end;
+    *s = d;
+    *e = de;
+    while (*s < *e && **s == ' ')
+        (*s)++;
+    while (*e > *s && (*e)[-1] == ' ')
+        (*e)--;
+    return de + (de < end);
+}
+
+int sk_csp_widen(const char *csp, size_t len, const char *extra, char *out, size_t cap)
+{
+    size_t o = 0;
+#define PUT(p, n)                                                                                  \
+    do {                                                                                           \
+        if (o + (n) >= cap) return SK_ENOMEM;                                                      \
+        memcpy(out + o, (p), (n));                                                                 \
+        o += (n);                                                                                  \
+    } while (0)
+    const char *end = csp + len, *x_end = extra ? extra + strlen(extra) : extra;
+    const char *s, *e, *xs, *xx;
+    char used[16] = {0}; /* extra's directives already merged (at most 16) */
+    for (const char *d = csp; d < end;) {
+        d = next_dir(d, end, &s, &e);
+        if (s == e) continue;
+        if (o) PUT("; ", 2);
+        PUT(s, (size_t)(e - s));
+        const char *sp = memchr(s, ' ', (size_t)(e - s));
+        size_t nl = sp ? (size_t)(sp - s) : (size_t)(e - s);
+        int k = 0;
+        for (const char *x = extra; x && x < x_end; k++) {
+            x = next_dir(x, x_end, &xs, &xx);
+            const char *xsp = memchr(xs, ' ', (size_t)(xx - xs));
+            if (k < 16 && xsp && (size_t)(xsp - xs) == nl && !memcmp(xs, s, nl)) {
+                PUT(xsp, (size_t)(xx - xsp));
+                used[k] = 1;
+            }
+        }
+    }
+    int k = 0;
+    for (const char *x = extra; x && x < x_end; k++) {
+        x = next_dir(x, x_end, &xs, &xx);
+        if (xs < xx && !memchr(xs, ' ', (size_t)(xx - xs))) return SK_EINVAL;
+        if (xs < xx && (k >= 16 || !used[k])) {
+            if (o) PUT("; ", 2);
+            PUT(xs, (size_t)(xx - xs));
+        }
+    }
+#undef PUT
+    out[o] = 0;
+    return (int)o;
+}
+
+/* The embedded page with its policy widened by extra (page's copy into
+ * *out, the caller's). */
+static int widen_page(const char *page, size_t plen, const char *extra, char **out, size_t *len)
+{
+    static const char meta[] = "http-equiv=\"Content-Security-Policy\" content=\"";
+    const char *m = strstr(page, meta);
+    const char *cs = m ? m + strlen(meta) : NULL, *ce = cs ? strchr(cs, '"') : NULL;
+    if (!ce) return SK_EINVAL;
+    size_t ecap = (size_t)(ce - cs) + (extra ? strlen(extra) : 0) + 64;
+    char *buf = malloc(plen + ecap + 1);
+    if (!buf) return SK_ENOMEM;
+    size_t o = (size_t)(cs - page);
+    memcpy(buf, page, o);
+    int n = sk_csp_widen(cs, (size_t)(ce - cs), extra, buf + o, ecap);
+    if (n < 0) {
+        free(buf);
+        return n;
+    }
+    o += (size_t)n;
+    memcpy(buf + o, ce, plen - (size_t)(ce - page));
+    o += plen - (size_t)(ce - page);
+    buf[o] = 0;
+    *out = buf;
+    *len = o;
+    return 0;
+}
+
+int sk_sale_page_served(const char *extra, char **out, size_t *len)
+{
+    return widen_page(sk_web_sale_html, sk_web_sale_html_len, extra, out, len);
+}
+
+int sk_sale_page_build_csp(uint64_t id, const char *api_base, const char *extra, char **out,
+                           size_t *len, char *err, size_t cap)
+{
+    char *page;
+    size_t plen;
+    int rc = sk_sale_page_build(id, api_base, &page, &plen, err, cap);
+    if (rc < 0 || !extra || !extra[0]) {
+        if (rc == 0) {
+            *out = page;
+            *len = plen;
+        }
+        return rc;
+    }
+    rc = widen_page(page, plen, extra, out, len);
+    free(page);
+    if (rc < 0) sk_einval(err, cap, "the page's policy cannot take the CAPTCHA's origins");
+    return rc;
+}
+
 int sk_sale_page_build(uint64_t id, const char *api_base, char **out, size_t *len, char *err,
                        size_t cap)
 {

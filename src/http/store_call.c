@@ -165,6 +165,16 @@ void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, i
     sk_http_error(app, req, route, 503, "busy", "too many database calls waiting; try again");
 }
 
+int sk_http_activity_read_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc)
+{
+    if (rc >= 0) return 0;
+    if (rc == SK_ENOTFOUND)
+        sk_http_error(app, req, route, 404, "unknown_activity", "no such activity");
+    else
+        sk_http_db_error(app, req, route, rc, "activity read: no answer in time");
+    return 1;
+}
+
 static int call_run(sk_store *st, void *arg)
 {
     struct call *c = arg;

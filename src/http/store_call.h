@@ -87,6 +87,11 @@ void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route ro
 void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
                       const char *detail);
 
+/* The answer for a failed read of the route's activity (an ...OrReply):
+ * 1 when rc < 0 and req was answered (SK_ENOTFOUND -> 404
+ * unknown_activity, else sk_http_db_error), 0 when rc >= 0. */
+int sk_http_activity_read_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc);
+
 /* Store work that answers no request (a cache fill, the health probe, a
  * mark after an answer): run(arg) on a pool thread, then done(arg, rc) on
  * the loop; deadline_ms as store_pool.h (0: none). Returns 0, or the

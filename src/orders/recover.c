@@ -633,6 +633,42 @@ static void db_stock(sk_store *st, uint64_t id)
                sk_store_errstr(st));
 }
 
+/* Registrations (docs/fairness.md) live in Redis's set, which admissions
+ * and queue joins read, and in the database, which the registration call
+ * writes after it: a key set whose keys vanished gets the database's
+ * registrants back (SADD: the ones that survived stay), else every
+ * registered buyer would be refused not_registered. Registration needs an
+ * unsegmented activity, whose one key set is the base. */
+#define REG_CHUNK 500
+static int restore_registrations(struct rec *c)
+{
+    if (c->a.reg_end_ms <= 0 || c->rep->n != 1) return 0;
+    struct sk_recover_ks *ks = &c->rep->ks[0];
+    if (!ks->needed || !(ks->vanished || ks->lost || ks->reset)) return 0;
+    struct sk_registration *reg = NULL;
+    size_t n = 0;
+    int rc = sk_store_registrations_list(c->st, c->a.id, &reg, &n);
+    if (rc < 0) return store_fail(c, rc, "registrations");
+    const char *argv[2 + REG_CHUNK];
+    char num[REG_CHUNK][24];
+    for (size_t i = 0; i < n && rc == 0; i += REG_CHUNK) {
+        size_t m = n - i < REG_CHUNK ? n - i : REG_CHUNK;
+        argv[0] = "SADD";
+        argv[1] = ks->k.reg;
+        for (size_t j = 0; j < m; j++) {
+            snprintf(num[j], sizeof num[j], "%" PRIu64, reg[i + j].user_id);
+            argv[2 + j] = num[j];
+        }
+        redisReply *rep;
+        if ((rc = sk_redis_command(c->r, &rep, (int)(2 + m), argv, NULL)) == 0)
+            freeReplyObject(rep);
+    }
+    free(reg);
+    if (rc < 0) return redis_fail(c, rc, "SADD registrations");
+    if (n) audit(c, ks, "recover_rebuild", "%zu registration(s) written back from the database", n);
+    return 0;
+}
+
 /* Segmented: a base meta that vanished is written again last (its
  * `segments` field routes purchases), with the switch as the database
  * records it. */
@@ -642,12 +678,14 @@ static int rebuild_base(struct rec *c)
         !was_preheated(&c->a))
         return 0;
     redisReply *rep;
-    int rc =
-        sk_redis_cmd(c->r, &rep,
-                     "HSET %s id %" PRIu64 " segments %d initial %" PRId64 " limit %" PRId64
-                     " max_qty %" PRId64 " start_ms %" PRId64 " end_ms %" PRId64 " open %d",
-                     c->base.meta, c->a.id, c->rep->segments, c->a.stock, c->a.per_user_limit,
-                     c->a.max_per_order, c->a.start_ms, c->a.end_ms, !strcmp(c->a.state, "open"));
+    char ch[SK_CH_SPEC_MAX]; /* the queue join's challenge ("": none) */
+    sk_activity_ch_spec(&c->a, ch, sizeof ch);
+    int rc = sk_redis_cmd(
+        c->r, &rep,
+        "HSET %s id %" PRIu64 " segments %d initial %" PRId64 " limit %" PRId64 " max_qty %" PRId64
+        " start_ms %" PRId64 " end_ms %" PRId64 " open %d ch %s",
+        c->base.meta, c->a.id, c->rep->segments, c->a.stock, c->a.per_user_limit,
+        c->a.max_per_order, c->a.start_ms, c->a.end_ms, !strcmp(c->a.state, "open"), ch);
     if (rc < 0) return redis_fail(c, rc, "HSET base meta");
     freeReplyObject(rep);
     /* the waiting room's meta: its queue lives under the base tag
@@ -697,8 +735,8 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
                         where, v.f[0].why);
         if (any) {
             if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 || (rc = salvage_all(&c)) < 0 ||
-                (rc = rebuild(&c, &over0)) < 0 || (rc = scan_orders(&c, 1)) < 0 ||
-                (rc = resume_all(&c, over0)) < 0)
+                (rc = rebuild(&c, &over0)) < 0 || (rc = restore_registrations(&c)) < 0 ||
+                (rc = scan_orders(&c, 1)) < 0 || (rc = resume_all(&c, over0)) < 0)
                 return rc;
         }
         if ((rc = rebuild_base(&c)) < 0) return rc;

@@ -267,6 +267,47 @@ int sk_store_activity_set_pass_rate(sk_store *st, uint64_t id, int64_t rate);
  * caller frees *out with free() (NULL when *n is 0). */
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n);
 
+/* ---- Pre-registration and the draw (docs/fairness.md,
+ * migration 10) ------------------------------------------------------------
+ *
+ * Redis is the live record of who registered (the admission checks it);
+ * the store is its durable copy: the register route writes each buyer
+ * here before it answers, the order worker copies what only Redis holds
+ * and puts back what Redis lost. */
+
+struct sk_registration {
+    uint64_t user_id;
+    int64_t draw_place; /* place in the draw's order, 1 = first; 0 before the draw */
+    int64_t created_ms;
+};
+
+/* Registers users[0..n) (n may be 0) for activity id at at_ms, in one
+ * transaction; the ones already registered are left as they are. *added
+ * (may be NULL): how many were new. */
+int sk_store_registrations_add(sk_store *st, uint64_t id, const uint64_t *users, size_t n,
+                               int64_t at_ms, size_t *added);
+/* How many registered for activity id (0 when none, or no such activity). */
+int sk_store_registrations_count(sk_store *st, uint64_t id, int64_t *count);
+/* The registrations of activity id, by user id ascending (as unsigned), as
+ * an array of *n allocated here: the caller frees *out with free() (NULL
+ * when *n is 0). */
+int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registration **out, size_t *n);
+/* Forgets every registration of activity id (activity delete does it). */
+int sk_store_registrations_delete(sk_store *st, uint64_t id);
+/* Records the draw of activity id made at drawn_ms: order[i] (a registrant)
+ * has place i + 1; the activity's drawn_ms and draw_n are set. One
+ * transaction, once: SK_EEXIST when the activity was drawn before (nothing
+ * written), SK_ESTATE when an id of order is not a registrant (nothing
+ * written), SK_ENOTFOUND when the activity is absent. */
+int sk_store_draw_record(sk_store *st, uint64_t id, const uint64_t *order, size_t n,
+                         int64_t drawn_ms);
+/* Sets what changes of the fairness definition while a sale runs: the
+ * waiting room's emergency controls (SK_WR_* bits) and the draw's waves
+ * ("wave:from:to:box_start_ms:box_end_ms", "" none: sk_activity.draw_state).
+ * SK_EINVAL for values of another shape, SK_ENOTFOUND. */
+int sk_store_activity_set_fair(sk_store *st, uint64_t id, int64_t wr_control,
+                               const char *draw_state);
+
 /* ---- Payment timeout and reconciliation (sweeper.h, reconcile.h) ------
  *
  * A cancelled order owes one Redis release (release.lua). The release runs

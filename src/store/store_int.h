@@ -55,6 +55,14 @@ enum sk_q {
     Q_AUDIT_INSERT,
     Q_AUDIT_LIST,
     Q_MARKS_LIST,
+    /* registrations and the draw (store_registration.c) */
+    Q_REG_ADD,
+    Q_REG_COUNT,
+    Q_REG_LIST,
+    Q_REG_DELETE,
+    Q_DRAW_MARK,
+    Q_DRAW_PLACE,
+    Q_ACTIVITY_SET_FAIR,
     /* orders (store_orders.c) */
     Q_ORDER_GET,
     Q_ORDER_LOCK,
@@ -136,15 +144,16 @@ typedef struct sk_stmt sk_stmt;
 /* Reads the current row of s into the struct at dst (store_row.c). */
 typedef void sk_store_reader(sk_store *st, sk_stmt *s, void *dst);
 sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
-    sk_store_read_mark, sk_store_read_id, sk_store_read_i64,
+    sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_registration,
     sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
 
 /* Columns the readers read, in their order. */
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
     "id, name, stock_initial, stock, per_user_limit, max_per_order, start_ms, end_ms, "            \
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst, segments, "                    \
-    "wr_passes_per_s, wr_pass_ttl_s, wr_seed"
-#define SK_STORE_ACTIVITY_NCOLS 17
+    "wr_passes_per_s, wr_pass_ttl_s, wr_seed, ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha, "   \
+    "wr_control, reg_start_ms, reg_end_ms, draw_box_s, draw_seed, drawn_ms, draw_n, draw_state"
+#define SK_STORE_ACTIVITY_NCOLS 29
 #define SK_STORE_ORDER_COLUMNS                                                                     \
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"

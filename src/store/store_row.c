@@ -32,13 +32,39 @@ void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
                             &a->segments,
                             &a->wr_passes_per_s,
                             &a->wr_pass_ttl_s,
+                            NULL,
+                            &a->ch_pow_min,
+                            &a->ch_pow_max,
+                            &a->ch_pow_step,
+                            NULL,
+                            &a->wr_control,
+                            &a->reg_start_ms,
+                            &a->reg_end_ms,
+                            &a->draw_box_s,
+                            NULL,
+                            &a->drawn_ms,
+                            &a->draw_n,
                             NULL};
+    _Static_assert(sizeof num / sizeof num[0] == SK_STORE_ACTIVITY_NCOLS,
+                   "one entry per column of SK_STORE_ACTIVITY_COLUMNS");
     for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
         if (num[c]) *num[c] = I64(c);
     a->id = (uint64_t)I64(0);
     TEXT(1, a->name);
     TEXT(9, a->state);
     TEXT(16, a->wr_seed);
+    TEXT(20, a->ch_captcha);
+    TEXT(25, a->draw_seed);
+    TEXT(28, a->draw_state);
+}
+
+void sk_store_read_registration(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct sk_registration *g = dst;
+    memset(g, 0, sizeof *g);
+    g->user_id = (uint64_t)I64(0); /* same bits, see store.h */
+    g->draw_place = I64(1);        /* NULL reads 0: not drawn */
+    g->created_ms = I64(2);
 }
 
 void sk_store_read_order(sk_store *st, sk_stmt *s, void *dst)
@@ -119,6 +145,18 @@ void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_ST
         SK_I(a->wr_passes_per_s),
         SK_I(a->wr_pass_ttl_s),
         SK_T(a->wr_seed),
+        SK_I(a->ch_pow_min),
+        SK_I(a->ch_pow_max),
+        SK_I(a->ch_pow_step),
+        SK_T(a->ch_captcha),
+        SK_I(a->wr_control),
+        SK_I(a->reg_start_ms),
+        SK_I(a->reg_end_ms),
+        SK_I(a->draw_box_s),
+        SK_T(a->draw_seed),
+        SK_I(0),  /* drawn_ms: the draw is recorded by sk_store_draw_record */
+        SK_I(0),  /* draw_n */
+        SK_T(""), /* draw_state */
     };
     memcpy(v, row, sizeof row);
 }

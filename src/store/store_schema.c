@@ -246,6 +246,60 @@ static const struct step steps[] = {
                        " ON CONFLICT (one) DO NOTHING",
              [SK_MYSQL] = "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
                           " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"}},
+    /* 10: the challenge of the queue join or the purchase (docs/challenges.md):
+     * proof-of-work bits (0 = none) rising from min to max with the load
+     * (a step per bit, 0 = fixed), and a CAPTCHA provider ('' = none).
+     * Existing rows get no challenge. */
+    {STEP(10, "activities", "ch_pow_min", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_min {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_min >= 0)")},
+    {STEP(10, "activities", "ch_pow_max", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_max {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_max >= 0)")},
+    {STEP(10, "activities", "ch_pow_step", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_pow_step {INT} NOT NULL DEFAULT 0"
+          " CHECK (ch_pow_step >= 0)")},
+    {STEP(10, "activities", "ch_captcha", NULL,
+          "ALTER TABLE activities ADD COLUMN ch_captcha {VARCHAR 16} NOT NULL DEFAULT ''"
+          " CHECK ({LEN ch_captcha} <= 15)")},
+    /* 11: pre-registration, the draw and the waiting room's emergency
+     * controls (docs/fairness.md, docs/waiting-room.md): the controls
+     * (SK_WR_* bits), the registration window (0 0 = none), a draw
+     * winner's box (0 = no draw), the draw's seed (secret until drawn_ms),
+     * the draw as made (when, how many, the wave so far). registrations:
+     * who registered, and their place in the draw (NULL before it); user
+     * ids as the int64 of the same bits, like orders. */
+    {STEP(11, "activities", "wr_control", NULL,
+          "ALTER TABLE activities ADD COLUMN wr_control {INT} NOT NULL DEFAULT 0"
+          " CHECK (wr_control BETWEEN 0 AND 7)")},
+    {STEP(11, "activities", "reg_start_ms", NULL,
+          "ALTER TABLE activities ADD COLUMN reg_start_ms {INT} NOT NULL DEFAULT 0"
+          " CHECK (reg_start_ms >= 0)")},
+    {STEP(11, "activities", "reg_end_ms", NULL,
+          "ALTER TABLE activities ADD COLUMN reg_end_ms {INT} NOT NULL DEFAULT 0"
+          " CHECK (reg_end_ms >= 0)")},
+    {STEP(11, "activities", "draw_box_s", NULL,
+          "ALTER TABLE activities ADD COLUMN draw_box_s {INT} NOT NULL DEFAULT 0"
+          " CHECK (draw_box_s >= 0)")},
+    {STEP(11, "activities", "draw_seed", NULL,
+          "ALTER TABLE activities ADD COLUMN draw_seed {VARCHAR 64} NOT NULL DEFAULT ''"
+          " CHECK ({LEN draw_seed} IN (0, 64))")},
+    {STEP(11, "activities", "drawn_ms", NULL,
+          "ALTER TABLE activities ADD COLUMN drawn_ms {INT} NOT NULL DEFAULT 0"
+          " CHECK (drawn_ms >= 0)")},
+    {STEP(11, "activities", "draw_n", NULL,
+          "ALTER TABLE activities ADD COLUMN draw_n {INT} NOT NULL DEFAULT 0 CHECK (draw_n >= 0)")},
+    {STEP(11, "activities", "draw_state", NULL,
+          "ALTER TABLE activities ADD COLUMN draw_state {VARCHAR 95} NOT NULL DEFAULT ''"
+          " CHECK ({LEN draw_state} < 96)")},
+    {STEP(11, "registrations", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS registrations ("
+          " activity_id {INT} NOT NULL CHECK (activity_id >= 1),"
+          " user_id {INT} NOT NULL,"
+          " created_ms {INT} NOT NULL,"
+          " draw_rank {INT} CHECK (draw_rank IS NULL OR draw_rank >= 1),"
+          " PRIMARY KEY (activity_id, user_id)"
+          "{END_KEYED}")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

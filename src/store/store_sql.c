@@ -113,9 +113,12 @@ static const struct sql sql[Q_COUNT] = {
                     .text = "SELECT store_id FROM store_identity WHERE one = 1"},
 
     /* ---- activities, audit, marks ---- */
-    [Q_ACTIVITY_INSERT] = {.what = "insert activity",
-                           .text = "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"
-                                   " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+    [Q_ACTIVITY_INSERT] =
+        {.what = "insert activity",
+         .text =
+             "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"
+             " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+             " ?)"},
     [Q_ACTIVITY_GET] = {.what = "read activity",
                         .text = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
                         .flags = SK_SQL_KEEP},
@@ -146,6 +149,36 @@ static const struct sql sql[Q_COUNT] = {
     [Q_MARKS_LIST] = {.what = "list marks",
                       .text = "SELECT " SK_STORE_MARK_COLUMNS " FROM redis_marks"
                               " WHERE activity_id BETWEEN ? AND ? ORDER BY label, branch"},
+
+    /* ---- registrations and the draw ---- */
+    /* (activity, user, at) rows; a buyer registered already is left as
+     * they are (MySQL: INSERT IGNORE; the values are the engine's numbers,
+     * checked before, so it ignores nothing but the repeat) */
+    [Q_REG_ADD] = {.what = "insert registrations",
+                   .text = "INSERT INTO registrations (activity_id, user_id, created_ms) {VALUES}"
+                           " ON CONFLICT DO NOTHING",
+                   .own = {[SK_MYSQL] = "INSERT IGNORE INTO registrations (activity_id, user_id,"
+                                        " created_ms) {VALUES}"},
+                   .types = "iii"},
+    [Q_REG_COUNT] = {.what = "count registrations",
+                     .text = "SELECT count(*) FROM registrations WHERE activity_id = ?"},
+    [Q_REG_LIST] = {.what = "list registrations",
+                    .text = "SELECT user_id, draw_rank, created_ms FROM registrations"
+                            " WHERE activity_id = ?"},
+    [Q_REG_DELETE] = {.what = "delete registrations",
+                      .text = "DELETE FROM registrations WHERE activity_id = ?"},
+    /* (drawn, n, id): matches only an activity not drawn yet */
+    [Q_DRAW_MARK] = {.what = "record the draw",
+                     .text = "UPDATE activities SET drawn_ms = ?, draw_n = ? WHERE id = ?"
+                             " AND drawn_ms = 0"},
+    /* (place, activity, user) */
+    [Q_DRAW_PLACE] = {.what = "record a place of the draw",
+                      .text = "UPDATE registrations SET draw_rank = ? WHERE activity_id = ?"
+                              " AND user_id = ?",
+                      .flags = SK_SQL_KEEP},
+    [Q_ACTIVITY_SET_FAIR] = {.what = "set controls and draw state",
+                             .text = "UPDATE activities SET wr_control = ?, draw_state = ?"
+                                     " WHERE id = ?"},
 
     /* ---- orders ---- */
     [Q_ORDER_GET] = {.what = "read order",

@@ -54,6 +54,15 @@ static const struct field {
     {"db_poll_wait_ms", offsetof(struct sk_config, db_poll_wait_ms), FIELD_INT},
     {"poll_rate_max", offsetof(struct sk_config, poll_rate_max), FIELD_LLONG},
     {"batches_in_flight", offsetof(struct sk_config, batches_in_flight), FIELD_INT},
+    {"challenge_secret", offsetof(struct sk_config, challenge_secret), FIELD_TEXT},
+    {"challenge_ttl_s", offsetof(struct sk_config, challenge_ttl_s), FIELD_INT},
+    {"captcha_provider", offsetof(struct sk_config, captcha_provider), FIELD_TEXT},
+    {"captcha_site_key", offsetof(struct sk_config, captcha_site_key), FIELD_TEXT},
+    {"captcha_secret", offsetof(struct sk_config, captcha_secret), FIELD_TEXT},
+    {"captcha_verify_url", offsetof(struct sk_config, captcha_verify_url), FIELD_TEXT},
+    {"captcha_timeout_ms", offsetof(struct sk_config, captcha_timeout_ms), FIELD_INT},
+    {"captcha_fail_open", offsetof(struct sk_config, captcha_fail_open), FIELD_INT},
+    {"captcha_hostname", offsetof(struct sk_config, captcha_hostname), FIELD_TEXT},
     {"jwt_max_ttl_s", offsetof(struct sk_config, jwt_max_ttl_s), FIELD_LLONG},
     {"frame_ancestors", offsetof(struct sk_config, frame_ancestors), FIELD_TEXT},
     {"max_request_bytes", offsetof(struct sk_config, max_request_bytes), FIELD_LLONG},
@@ -188,6 +197,11 @@ SK_TEST(config_defaults_match_the_spec)
         {"sync_replicas", "0"},
         {"sync_timeout_ms", "100"},
         {"redis_functions", "1"},
+        {"challenge_secret", ""},
+        {"challenge_ttl_s", "120"},
+        {"captcha_provider", ""},
+        {"captcha_timeout_ms", "3000"},
+        {"captcha_fail_open", "0"},
     };
     struct sk_config c;
     memset(&c, 0x55, sizeof c);
@@ -230,6 +244,19 @@ SK_TEST(config_set_accepts_valid_values_for_every_key)
         {"sync_timeout_ms", "40", "sync_timeout_ms", "40"},
         {"redis_functions", "off", "redis_functions", "0"},
         {"redis_functions", "on", "redis_functions", "1"},
+        {"challenge_secret", "0123456789abcdef0123", "challenge_secret", "0123456789abcdef0123"},
+        {"challenge_ttl_s", "10", "challenge_ttl_s", "10"},
+        {"captcha_provider", "hcaptcha", "captcha_provider", "hcaptcha"},
+        {"captcha_provider", "", "captcha_provider", ""},
+        {"captcha_site_key", "0x4AAAAAAA_b-9", "captcha_site_key", "0x4AAAAAAA_b-9"},
+        {"captcha_secret", "s3cret with spaces", "captcha_secret", "s3cret with spaces"},
+        {"captcha_verify_url", "http://127.0.0.1:9/siteverify", "captcha_verify_url",
+         "http://127.0.0.1:9/siteverify"},
+        {"captcha_verify_url", "", "captcha_verify_url", ""},
+        {"captcha_timeout_ms", "100", "captcha_timeout_ms", "100"},
+        {"captcha_fail", "open", "captcha_fail_open", "1"},
+        {"captcha_fail", "closed", "captcha_fail_open", "0"},
+        {"captcha_hostname", "shop.example", "captcha_hostname", "shop.example"},
     };
     struct sk_config c;
     sk_config_defaults(&c);
@@ -286,6 +313,18 @@ SK_TEST(config_set_rejects_bad_values_and_names_the_key)
         {"max_body", "67108865", "between 1024 and 67108864"},
         {"redis_timeout_ms", "0", "between 1 and 600000"},
         {"redis_timeout_ms", "600001", "between 1 and 600000"},
+        {"challenge_ttl_s", "9", "between 10 and 3600"},
+        {"challenge_ttl_s", "3601", "between 10 and 3600"},
+        {"captcha_provider", "recaptcha3", "turnstile, hcaptcha or recaptcha"},
+        {"captcha_site_key", "has space", "letters, digits"},
+        {"captcha_site_key", "quote\"", "letters, digits"},
+        {"captcha_verify_url", "ftp://x/siteverify", "http:// or https://"},
+        {"captcha_verify_url", "https://", "http:// or https://"},
+        {"captcha_verify_url", "https://a b", "http:// or https://"},
+        {"captcha_timeout_ms", "99", "between 100 and 60000"},
+        {"captcha_fail", "maybe", "open or closed"},
+        {"captcha_hostname", "a/b", "host name"},
+        {"captcha_secret", "a\nb", "control"},
         {"nonsense", "1", "unknown option"},
         {"LISTEN", "h:1", "unknown option"},
     };
@@ -905,6 +944,9 @@ SK_TEST(config_secret_held_names_each_kind_of_secret)
         {"admin_token = 0123456789abcdef\n", "admin_token"},
         {"hmac_secret = 0123456789abcdef\n", "hmac_secret"},
         {"hmac_secret_prev = 0123456789abcdef\n", "hmac_secret_prev"},
+        {"challenge_secret = 0123456789abcdef\n", "challenge_secret"},
+        {"captcha_secret = 0x4AAAsecret\n", "captcha_secret"},
+        {"captcha_secret_file = /etc/seckill/captcha\n", NULL},
         {"redis = redis://:s3cret@10.0.0.1:6379\n", "redis password"},
         {"redis = redis://app:s3cret@10.0.0.1:6379/2\n", "redis password"},
         {"redis = redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster\n", NULL},
@@ -921,4 +963,37 @@ SK_TEST(config_secret_held_names_each_kind_of_secret)
         CHECK_MSG(cases[i].held ? held && !strcmp(held, cases[i].held) : held == NULL, "%s: %s",
                   cases[i].text, held ? held : "(none)");
     }
+}
+
+/* The challenge's key and the CAPTCHA's settings are checked together: a
+ * provider needs its keys, keys need a provider, a short key is refused,
+ * and no message shows a secret. */
+SK_TEST(config_validate_challenge_and_captcha_settings)
+{
+    struct sk_config c;
+    char err[256];
+    sk_config_defaults(&c);
+    CHECK_EQ(sk_config_set(&c, "challenge_secret", "short-secret", err, sizeof err), 0);
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "challenge_secret must be at least 16") && !strstr(err, "short-secret"),
+              "%s", err);
+    sk_config_defaults(&c);
+    CHECK_EQ(sk_config_set(&c, "captcha_provider", "turnstile", err, sizeof err), 0);
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "captcha_site_key and captcha_secret"), "%s", err);
+    CHECK_EQ(sk_config_set(&c, "captcha_site_key", "site-1", err, sizeof err), 0);
+    CHECK_EQ(sk_config_set(&c, "captcha_secret", "topsecret-captcha", err, sizeof err), 0);
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), 0);
+    sk_config_defaults(&c);
+    CHECK_EQ(sk_config_set(&c, "captcha_secret", "topsecret-captcha", err, sizeof err), 0);
+    CHECK_EQ(sk_config_validate(&c, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "need captcha_provider") && !strstr(err, "topsecret"), "%s", err);
+    /* the later source wins between a secret and its file */
+    sk_config_defaults(&c);
+    CHECK_EQ(sk_config_set(&c, "captcha_secret", "x", err, sizeof err), 0);
+    CHECK_EQ(sk_config_set(&c, "captcha_secret_file", "/etc/seckill/captcha", err, sizeof err), 0);
+    CHECK_STR(c.captcha_secret, "");
+    CHECK_EQ(sk_config_set(&c, "challenge_secret_file", "/etc/seckill/ch", err, sizeof err), 0);
+    CHECK_EQ(sk_config_set(&c, "challenge_secret", "0123456789abcdef", err, sizeof err), 0);
+    CHECK_STR(c.challenge_secret_file, "");
 }

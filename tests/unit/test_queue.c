@@ -113,34 +113,42 @@ SK_TEST(queue_args_and_reply_round_trip)
     CHECK_EQ(sk_queue_args(77, "jpj", users, 3, buf, sizeof buf, args, lens), 0);
     CHECK_STR(args[0], "77");
     CHECK_STR(args[1], "j");
-    CHECK_STR(args[4], "18446744073709551615");
-    CHECK_EQ(lens[4], 20);
-    CHECK_STR(args[5], "j");
-    CHECK_STR(args[6], "42");
+    CHECK_STR(args[2], "1");
+    CHECK_STR(args[3], ""); /* no challenge ticket */
+    CHECK_STR(args[4], "p");
+    CHECK_STR(args[5], "18446744073709551615");
+    CHECK_EQ(lens[5], 20);
+    CHECK_STR(args[7], "j");
+    CHECK_STR(args[8], "42");
     CHECK_EQ(sk_queue_args(77, "jx", users, 2, buf, sizeof buf, args, lens), SK_EINVAL);
     CHECK_EQ(sk_queue_args(77, "j", users, 0, buf, sizeof buf, args, lens), SK_EINVAL);
     CHECK_EQ(sk_queue_args(77, "jpj", users, 3, buf, 10, args, lens), SK_EINVAL);
 
-    /* a reply: head, then one buyer admitted */
-    redisReply e[11], *pe[11];
-    for (int i = 0; i < 11; i++) {
+    /* a reply: head (nine), then one buyer admitted */
+    enum { N = 14, P = 9 };
+    redisReply e[N], *pe[N];
+    for (int i = 0; i < N; i++) {
         memset(&e[i], 0, sizeof e[i]);
         e[i].type = REDIS_REPLY_INTEGER;
         pe[i] = &e[i];
     }
-    long long vals[11] = {SK_RC_OK, 9, 3, 50, 0, 1, SK_RC_Q_ADMITTED, 2, 1796067481624LL, 0, 1};
-    for (int i = 0; i < 11; i++)
+    long long vals[N] = {SK_RC_OK,        9, 3, 50, 0, 1, 2, 1, SK_WR_NO_JOINS, SK_RC_Q_ADMITTED, 2,
+                         1796067481624LL, 0, 1};
+    for (int i = 0; i < N; i++)
         e[i].integer = vals[i];
-    e[9].type = REDIS_REPLY_STRING;
-    e[9].str = "1796067481624.3ae0";
-    e[9].len = strlen(e[9].str);
-    redisReply rep = {.type = REDIS_REPLY_ARRAY, .elements = 11, .element = pe};
+    e[P + 3].type = REDIS_REPLY_STRING;
+    e[P + 3].str = "1796067481624.3ae0";
+    e[P + 3].len = strlen(e[P + 3].str);
+    redisReply rep = {.type = REDIS_REPLY_ARRAY, .elements = N, .element = pe};
     struct sk_queue_head h;
     struct sk_queue_answer a;
     CHECK_EQ(sk_queue_parse(&rep, 1, &h, &a), 0);
     CHECK_EQ(h.length, 9);
     CHECK_EQ(h.issued, 3);
     CHECK_EQ(h.rate, 50);
+    CHECK_EQ(h.returned, 2);
+    CHECK_EQ(h.expired, 1);
+    CHECK_EQ(h.control, SK_WR_NO_JOINS);
     CHECK_EQ(a.rc, SK_RC_Q_ADMITTED);
     CHECK_EQ(a.place, 2);
     CHECK_EQ(a.pass_exp_ms, 1796067481624LL);
@@ -148,9 +156,9 @@ SK_TEST(queue_args_and_reply_round_trip)
     CHECK_EQ(a.events, SK_QUEUE_EV_ISSUED);
     /* wrong count, wrong types: a protocol error, not an answer */
     CHECK_EQ(sk_queue_parse(&rep, 2, &h, &a), SK_EPROTO);
-    e[9].type = REDIS_REPLY_INTEGER;
+    e[P + 3].type = REDIS_REPLY_INTEGER;
     CHECK_EQ(sk_queue_parse(&rep, 1, &h, &a), SK_EPROTO);
-    e[9].type = REDIS_REPLY_STRING;
+    e[P + 3].type = REDIS_REPLY_STRING;
     e[2].type = REDIS_REPLY_NIL;
     CHECK_EQ(sk_queue_parse(&rep, 1, &h, &a), SK_EPROTO);
     CHECK_EQ(sk_queue_parse(NULL, 1, &h, &a), SK_EPROTO);

@@ -1,0 +1,81 @@
+-- draw_put.lua - the draw in Redis (docs/fairness.md): the
+-- order the order worker or `seckill activity draw` computed from the seed
+-- and the registrants (engine/draw.h), and its waves.
+-- KEYS: meta draw stock reg (the activity's key set)
+-- ARGV: op, then by op:
+--   'c'  (check) -> {rc, Redis's now ms, registration end ms, registrants,
+--        registrants in the draw (0: not drawn)}
+--   'p' place user [place user ...] (put part of the order: ZADD) ->
+--        {rc, places in the draw's zset}
+--   'f' n drawn_ms seed [wave from to box_start box_end] (finish: the draw
+--        is made, once; with a wave, the one the database recorded: a
+--        draw restored after Redis lost it) -> the state, as 't'
+--   't'  (tick: the next wave when a box is over) -> {rc, n, wave, from,
+--        to, box start, box end}
+-- rc: OK; RECOVERING (fenced: nothing written); UNKNOWN_ACTIVITY;
+-- NO_REGISTRATION (no draw); NOT_STARTED ('f' before registration closed on
+-- Redis's clock); REGISTERED ('t' before the draw); BAD_ARGUMENT (malformed,
+-- or 'f' with an order of another size than n).
+--#include "lib/args.lua"
+--#include "lib/time.lua"
+--#include "lib/draw.lua"
+local op = ARGV[1] or ''
+local function st(rc, d)
+  if not d then return {rc, 0, 0, 0, 0, 0, 0} end
+  return {rc, d.dr_n, d.dr_wave, d.dr_from, d.dr_to, d.dr_bstart, d.dr_end}
+end
+local m = redis.call('HMGET', KEYS[1], 'start_ms', 'reg_end', 'dr_box', 'fence', 'dr_n')
+if #KEYS ~= 4 then return bad_args(0, 0, 0, 0, 0, 0) end
+if not m[1] then return st(RC.UNKNOWN_ACTIVITY) end
+if not m[3] or not m[2] then return st(RC.NO_REGISTRATION) end
+local now = now_ms()
+if op == 'c' then
+  return {RC.OK, now, tonumber(m[2]), redis.call('SCARD', KEYS[4]), tonumber(m[5] or '0')}
+end
+if m[4] then return st(RC.RECOVERING) end
+if op == 'p' then
+  if #ARGV < 3 or #ARGV % 2 ~= 1 then return bad_args(0) end
+  local z = {}
+  for i = 2, #ARGV, 2 do
+    if not digits(ARGV[i], 15) or not digits(ARGV[i + 1], 20) then return bad_args(0) end
+    z[#z + 1] = ARGV[i]
+    z[#z + 1] = ARGV[i + 1]
+  end
+  redis.call('ZADD', KEYS[2], unpack(z))
+  return {RC.OK, redis.call('ZCARD', KEYS[2])}
+end
+if op == 'f' then
+  for i = 2, 3 do
+    if not digits(ARGV[i] or '', 15) then return bad_args(0, 0, 0, 0, 0, 0) end
+  end
+  if not string.find(ARGV[4] or '', '^%x+$') then return bad_args(0, 0, 0, 0, 0, 0) end
+  local n = tonumber(ARGV[2])
+  if not m[5] then
+    if now < tonumber(m[2]) then return st(RC.NOT_STARTED) end
+    if redis.call('ZCARD', KEYS[2]) ~= n then return bad_args(0, 0, 0, 0, 0, 0) end
+    local w = {}
+    if ARGV[5] then
+      for i = 5, 9 do
+        if not digits(ARGV[i] or '', 15) then return bad_args(0, 0, 0, 0, 0, 0) end
+        w[#w + 1] = ARGV[i]
+      end
+    else
+      -- wave 0: the first places, as many as the stock takes, from the start
+      local d = {limit = 0, max_qty = 0}
+      local lm = redis.call('HMGET', KEYS[1], 'limit', 'max_qty')
+      d.limit, d.max_qty = tonumber(lm[1] or '1') or 1, tonumber(lm[2] or '1') or 1
+      local stock = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+      local b = math.max(now, tonumber(m[1]))
+      w = {'0', '0', math.min(n, draw_rights(d, stock)), string.format('%.0f', b),
+           string.format('%.0f', b + tonumber(m[3]))}
+    end
+    redis.call('HSET', KEYS[1], 'dr_n', n, 'dr_ms', ARGV[3], 'dr_seed', ARGV[4], 'dr_wave', w[1],
+               'dr_from', w[2], 'dr_to', w[3], 'dr_bstart', w[4], 'dr_end', w[5])
+  end
+  return st(RC.OK, draw_state(KEYS[1]))
+end
+if op ~= 't' then return bad_args(0, 0, 0, 0, 0, 0) end
+local d = draw_state(KEYS[1])
+if not d then return st(RC.REGISTERED) end
+d = draw_advance(KEYS[1], KEYS[3], d, now)
+return st(RC.OK, d)

@@ -1,0 +1,85 @@
+-- queue_control.lua - the waiting room's emergency controls
+-- (docs/waiting-room.md, "Emergency controls").
+-- KEYS: meta q pass held (the base key set), or meta alone for a segment
+-- ARGV: action: 'pause' (no new pass: the pace stands still), 'all' (queue
+--       everyone: no new pass and no purchase, pass or not), 'nojoin' (no new
+--       buyer joins), 'resume' (all of them lifted); or for a segment's meta
+--       (one key) 'seg_all' / 'seg_none': its admission's hold
+-- Returns {rc (OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY, BAD_ARGUMENT), the
+-- controls after the call (bits: 1 paused, 2 everyone queued, 4 no joins)}
+--
+-- A pause rebases the count at now (wr_base: what the pace had issued), so
+-- it stands still from the pause on and the resume does not hand out the
+-- pause's passes at once. While everyone is queued the passes out cannot
+-- buy; when that ends, each one's expiry (and its seat's deadline) moves
+-- by the time it lasted, so nobody loses a pass to the hold: one HSET and
+-- one ZADD per seat held (O(passes out), once).
+--#include "lib/args.lua"
+--#include "lib/time.lua"
+--#include "lib/pace.lua"
+local act = ARGV[1] or ''
+if #KEYS == 1 then
+  if act ~= 'seg_all' and act ~= 'seg_none' then return bad_args(0) end
+  if redis.call('EXISTS', KEYS[1]) == 0 then return {RC.UNKNOWN_ACTIVITY, 0} end
+  if act == 'seg_all' then
+    redis.call('HSET', KEYS[1], 'wr_hold', 'all')
+  else
+    redis.call('HDEL', KEYS[1], 'wr_hold')
+  end
+  return {RC.OK, act == 'seg_all' and 2 or 0}
+end
+if #KEYS ~= 4 or (act ~= 'pause' and act ~= 'all' and act ~= 'nojoin' and act ~= 'resume') then
+  return bad_args(0)
+end
+local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_seed', 'wr_base', 'wr_base_ms',
+                     'wr_hold', 'wr_nojoin', 'wr_all_ms', 'fence', 'fence_ms')
+if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0} end
+if not m[2] or not m[3] then return {RC.NO_WAITING_ROOM, 0} end
+local now = now_ms()
+local start, rate = tonumber(m[1]), tonumber(m[2])
+local hold = wr_on(m[6]) and m[6] or nil
+
+-- The count stands still from now on (already so while held).
+local function freeze()
+  if hold or now < start then return end
+  local base, base_ms = tonumber(m[4] or '') or 0, tonumber(m[5] or '') or start
+  local upto = now
+  if m[9] then upto = math.max(base_ms, math.min(tonumber(m[10] or '') or now, now)) end
+  local issued = pace_at(base, base_ms, rate, upto, redis.call('ZCARD', KEYS[2]))
+  redis.call('HSET', KEYS[1], 'wr_base', issued, 'wr_base_ms', now)
+end
+
+-- Everyone queued ends: the passes out move by the time it lasted.
+local function unhold_all()
+  if hold ~= 'all' then return end
+  local d = now - (tonumber(m[8] or '') or now)
+  redis.call('HDEL', KEYS[1], 'wr_all_ms')
+  if d <= 0 then return end
+  local seats = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  for j = 1, #seats, 2 do
+    local u = seats[j]
+    redis.call('ZADD', KEYS[4], string.format('%.0f', tonumber(seats[j + 1]) + d), u)
+    local pv = redis.call('HGET', KEYS[3], u)
+    if pv and string.find(pv, '^%d+$') then
+      redis.call('HSET', KEYS[3], u, string.format('%.0f', tonumber(pv) + d))
+    end
+  end
+end
+
+if act == 'pause' then
+  freeze()
+  unhold_all()
+  redis.call('HSET', KEYS[1], 'wr_hold', 'pause')
+elseif act == 'all' then
+  freeze()
+  if hold ~= 'all' then redis.call('HSET', KEYS[1], 'wr_hold', 'all', 'wr_all_ms', now) end
+elseif act == 'nojoin' then
+  redis.call('HSET', KEYS[1], 'wr_nojoin', '1')
+else
+  unhold_all()
+  -- the count goes on from where it stood
+  if hold and now >= start then redis.call('HSET', KEYS[1], 'wr_base_ms', now) end
+  redis.call('HDEL', KEYS[1], 'wr_hold', 'wr_nojoin')
+end
+local h = redis.call('HMGET', KEYS[1], 'wr_hold', 'wr_nojoin')
+return {RC.OK, wr_control_bits(h[1], h[2])}

@@ -1,0 +1,98 @@
+-- register.lua - pre-registration (预约) and a registrant's view of the
+-- draw (docs/fairness.md).
+-- KEYS: meta reg draw wr:spent stock rl_user [rl_ip] (the activity's key set)
+-- ARGV: op ('r' register, 's' status), user id, then the call's rate limits
+--       u_rate u_burst ip_rate ip_burst ('0' = off; the activity's own
+--       per-user limit in meta wins, as for purchases) and the client IP
+--       ('' none)
+-- Returns {rc, registered (0/1), added by this call (0/1), registrants,
+--          retry after ms (RATE_LIMITED), place in the draw (0: none),
+--          pass expiry (unix ms, 0: none), pass ('' none), box start (unix
+--          ms), winners so far (places holding or having held a right),
+--          registrants in the draw (0: not drawn yet)}
+-- rc: register: REGISTERED, REG_NOT_OPEN, REG_CLOSED, RATE_LIMITED; status:
+-- NOT_REGISTERED, REGISTERED (no draw, or not drawn yet), Q_ADMITTED (a
+-- right now: the pass), Q_WAITING (later in the draw's order), Q_USED,
+-- Q_EXPIRED (the box passed unused), SOLD_OUT; either: UNKNOWN_ACTIVITY,
+-- NO_REGISTRATION, RECOVERING (fenced). A malformed call: BAD_ARGUMENT.
+--
+-- Registration is idempotent (SADD); it is charged to the buyer's and the
+-- client IP's rate limiters like a purchase (lib/gcra.lua), not the status.
+--#include "lib/args.lua"
+--#include "lib/time.lua"
+--#include "lib/gcra.lua"
+--#include "lib/pass.lua"
+--#include "lib/draw.lua"
+local op, u, ip = ARGV[1] or '', ARGV[2] or '', ARGV[7] or ''
+local function out_of(rc) return {rc, 0, 0, 0, 0, 0, 0, '', 0, 0, 0} end
+if (op ~= 'r' and op ~= 's') or not digits(u, 20) or not string.find(u, '^[1-9]')
+   or #ip > 45 or not string.find(ip, '^[%x:.]*$') or #KEYS ~= (ip ~= '' and 7 or 6) then
+  return bad_args(0, 0, 0, 0, 0, 0, '', 0, 0, 0)
+end
+for i = 3, 6 do
+  if not digits(ARGV[i] or '', 7) then return bad_args(0, 0, 0, 0, 0, 0, '', 0, 0, 0) end
+end
+local m = redis.call('HMGET', KEYS[1], 'start_ms', 'end_ms', 'reg_start', 'reg_end', 'fence',
+                     'rl_rate', 'rl_burst', 'wr_seed', 'id')
+if m[5] then return out_of(RC.RECOVERING) end
+if not m[1] or not m[2] then return out_of(RC.UNKNOWN_ACTIVITY) end
+if not m[3] or not m[4] then return out_of(RC.NO_REGISTRATION) end
+local now = now_ms()
+local out = out_of(RC.REGISTERED)
+
+if op == 'r' then
+  if now < tonumber(m[3]) then out[1] = RC.REG_NOT_OPEN
+  elseif now >= tonumber(m[4]) then out[1] = RC.REG_CLOSED end
+  if out[1] ~= RC.REGISTERED then
+    out[4] = redis.call('SCARD', KEYS[2])
+    return out
+  end
+  -- the rate limiters, as for a purchase: checked both, then charged
+  local up, ub
+  if m[6] then up, ub = rl_params(m[6], m[7]) else up, ub = rl_params(ARGV[3], ARGV[4]) end
+  local ipp, ipb = rl_params(ARGV[5], ARGV[6])
+  local now_u = now_us()
+  local wait, ut, it = 0, 0, 0
+  if up then wait, ut = gcra(KEYS[6], now_u, up, ub) end
+  if wait == 0 and ipp and ip ~= '' then wait, it = gcra(KEYS[7], now_u, ipp, ipb) end
+  if wait > 0 then
+    out[1], out[5] = RC.RATE_LIMITED, wait
+    return out
+  end
+  if up then gcra_set(KEYS[6], now_u, ut) end
+  if ipp and ip ~= '' then gcra_set(KEYS[7], now_u, it) end
+  out[2], out[3] = 1, redis.call('SADD', KEYS[2], u)
+  out[4] = redis.call('SCARD', KEYS[2])
+  return out
+end
+
+-- the status
+out[2] = redis.call('SISMEMBER', KEYS[2], u)
+out[4] = redis.call('SCARD', KEYS[2])
+if out[2] == 0 then
+  out[1] = RC.NOT_REGISTERED
+  return out
+end
+local d = draw_state(KEYS[1])
+if not d then return out end -- no draw, or not drawn yet
+d = draw_advance(KEYS[1], KEYS[5], d, now)
+out[10], out[11] = d.dr_to, d.dr_n
+local place = tonumber(redis.call('ZSCORE', KEYS[3], u) or '')
+if not place then
+  out[1] = RC.Q_EXPIRED -- registered too late for the draw (a store restored it)
+  return out
+end
+out[6] = place
+if redis.call('HEXISTS', KEYS[4], u) == 1 then
+  out[1] = RC.Q_USED
+elseif place <= d.dr_from then
+  out[1] = RC.Q_EXPIRED
+elseif place <= d.dr_to then
+  local exp = string.format('%.0f', d.dr_end)
+  out[1], out[7], out[8], out[9] = RC.Q_ADMITTED, d.dr_end, wr_pass(m[8], m[9], u, exp), d.dr_bstart
+elseif tonumber(redis.call('GET', KEYS[5]) or '0') <= 0 then
+  out[1] = RC.SOLD_OUT
+else
+  out[1] = RC.Q_WAITING
+end
+return out

@@ -1,0 +1,312 @@
+/* registration.c - register.lua's and draw_put.lua's arguments and
+ * replies, and their blocking calls (registration.h). */
+#include "engine/registration.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/codes.h"
+#include "core/error.h"
+#include "core/num.h"
+#include "engine/stock_int.h"
+#include "redis/reply.h"
+#include "redis/script.h"
+
+#define REG_REPLY 11  /* register.lua's reply */
+#define DRAW_REPLY 7  /* draw_put.lua's state */
+#define PUT_CHUNK 500 /* places a 'p' call writes */
+
+void sk_reg_call_make(struct sk_reg_call *c, uint64_t aid, char op, uint64_t uid,
+                      const struct sk_rate_limits *rl, const char *ip)
+{
+    memset(c, 0, sizeof *c);
+    sk_keys_for(&c->k, aid);
+    sk_keys_rl_user(&c->k, uid, c->rl_user, sizeof c->rl_user);
+    int has_ip = ip && ip[0];
+    if (has_ip) sk_keys_rl_ip(&c->k, ip, c->rl_ip, sizeof c->rl_ip);
+    const char *keys[] = {c->k.meta,  c->k.reg,   c->k.draw, c->k.wr_spent,
+                          c->k.stock, c->rl_user, c->rl_ip};
+    c->nkeys = has_ip ? 7 : 6;
+    memcpy(c->keys, keys, sizeof keys);
+    c->op[0] = op;
+    snprintf(c->a[0], sizeof c->a[0], "%" PRIu64, uid);
+    const int64_t v[4] = {rl ? rl->user_per_s : 0, rl ? rl->user_burst : 0, rl ? rl->ip_per_s : 0,
+                          rl ? rl->ip_burst : 0};
+    for (int i = 0; i < 4; i++)
+        snprintf(c->a[1 + i], sizeof c->a[1 + i], "%" PRId64, v[i] > 0 ? v[i] : 0);
+    const char *args[] = {c->op, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4], has_ip ? ip : ""};
+    memcpy(c->args, args, sizeof args);
+    c->nargs = 7;
+}
+
+/* A user id in a string reply: canonical decimal. */
+static int reply_u64(const redisReply *e, uint64_t *u)
+{
+    return e && e->type == REDIS_REPLY_STRING ? sk_num_u64_canonical(e->str, e->len, u) : SK_EPROTO;
+}
+
+static int is_int(const redisReply *e)
+{
+    return e && e->type == REDIS_REPLY_INTEGER;
+}
+
+int sk_reg_parse(const redisReply *rep, struct sk_reg_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != REG_REPLY) return SK_EPROTO;
+    redisReply **e = rep->element;
+    for (size_t i = 0; i < REG_REPLY; i++)
+        if (i != 7 && !is_int(e[i])) return SK_EPROTO;
+    if (e[7]->type != REDIS_REPLY_STRING || e[7]->len >= SK_QUEUE_PASS_MAX) return SK_EPROTO;
+    if (e[0]->integer == SK_RC_BAD_ARGUMENT) return SK_ESCRIPT;
+    a->rc = (int)e[0]->integer;
+    a->registered = e[1]->integer != 0;
+    a->added = e[2]->integer != 0;
+    a->count = e[3]->integer;
+    a->retry_ms = e[4]->integer;
+    a->place = e[5]->integer;
+    a->pass_exp_ms = e[6]->integer;
+    memcpy(a->pass, e[7]->str, e[7]->len);
+    a->pass[e[7]->len] = 0;
+    a->box_start_ms = e[8]->integer;
+    a->winners = e[9]->integer;
+    a->drawn = e[10]->integer;
+    return 0;
+}
+
+int sk_reg_call(sk_redis *r, uint64_t aid, char op, uint64_t uid, const struct sk_rate_limits *rl,
+                const char *ip, struct sk_reg_answer *a)
+{
+    struct sk_reg_call c;
+    sk_reg_call_make(&c, aid, op, uid, rl, ip);
+    redisReply *rep;
+    int rc = sk_script_eval(r, SK_SCRIPT_REGISTER, c.nkeys, c.keys, c.nargs, c.args, NULL, &rep);
+    if (rc == 0) {
+        int prc = sk_reg_parse(rep, a);
+        if (prc == SK_ESCRIPT) {
+            snprintf(r->errstr, sizeof r->errstr, "script register: malformed call");
+            rc = r->err = SK_ESCRIPT;
+        } else if (prc < 0) {
+            rc = sk_stock_proto(r, "register");
+        }
+    }
+    if (rep) freeReplyObject(rep);
+    return rc;
+}
+
+/* ---- the draw in Redis --------------------------------------------------- */
+
+static void draw_keys(struct sk_keys *k, uint64_t aid, const char *keys[4])
+{
+    sk_keys_for(k, aid);
+    keys[0] = k->meta;
+    keys[1] = k->draw;
+    keys[2] = k->stock;
+    keys[3] = k->reg;
+}
+
+static void state_of(const int64_t v[DRAW_REPLY], struct sk_draw_redis *st)
+{
+    *st = (struct sk_draw_redis){.rc = (int)v[0],
+                                 .n = v[1],
+                                 .wave = v[2],
+                                 .from = v[3],
+                                 .to = v[4],
+                                 .box_start_ms = v[5],
+                                 .box_end_ms = v[6]};
+}
+
+int sk_draw_check(sk_redis *r, uint64_t aid, int *rc_out, int64_t *now_ms, int64_t *reg_end_ms,
+                  int64_t *registrants, int64_t *drawn)
+{
+    struct sk_keys k;
+    const char *keys[4];
+    draw_keys(&k, aid, keys);
+    const char *args[] = {"c"};
+    int64_t v[5];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, 1, args, v, 5);
+    if (rc < 0) return rc;
+    *rc_out = (int)v[0];
+    *now_ms = v[1];
+    *reg_end_ms = v[2];
+    *registrants = v[3];
+    *drawn = v[4];
+    return 0;
+}
+
+int sk_draw_registrants(sk_redis *r, uint64_t aid, uint64_t **out, size_t *n)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    *out = NULL;
+    *n = 0;
+    uint64_t *arr = NULL;
+    size_t len = 0, cap = 0;
+    char cursor[32] = "0";
+    int rc = 0;
+    do {
+        redisReply *rep;
+        if ((rc = sk_redis_cmd(r, &rep, "SSCAN %s %s COUNT 1000", k.reg, cursor)) < 0) break;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+            rep->element[0]->type != REDIS_REPLY_STRING ||
+            rep->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            rc = sk_stock_proto(r, "SSCAN");
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%.*s", (int)rep->element[0]->len, rep->element[0]->str);
+        const redisReply *m = rep->element[1];
+        for (size_t i = 0; i < m->elements && rc == 0; i++) {
+            uint64_t u;
+            if (m->element[i]->type != REDIS_REPLY_STRING || reply_u64(m->element[i], &u) < 0 ||
+                u == 0)
+                continue; /* not a user id: not a registrant */
+            if (len == cap) {
+                size_t nc = cap ? 2 * cap : 1024;
+                uint64_t *na = realloc(arr, nc * sizeof *na);
+                if (!na) {
+                    rc = r->err = SK_ENOMEM;
+                    break;
+                }
+                arr = na;
+                cap = nc;
+            }
+            arr[len++] = u;
+        }
+        freeReplyObject(rep);
+    } while (rc == 0 && strcmp(cursor, "0") != 0);
+    if (rc < 0) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = len;
+    return 0;
+}
+
+int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int64_t drawn_ms,
+                const char *seed_hex, const struct sk_draw_redis *wave, struct sk_draw_redis *st)
+{
+    struct sk_keys k;
+    const char *keys[4];
+    draw_keys(&k, aid, keys);
+    /* the order, PUT_CHUNK places a call */
+    const char **args = malloc((1 + 2 * PUT_CHUNK) * sizeof *args);
+    char(*num)[24] = malloc(2 * PUT_CHUNK * sizeof *num);
+    int rc = args && num ? 0 : (r->err = SK_ENOMEM);
+    for (size_t i = 0; rc == 0 && i < n; i += PUT_CHUNK) {
+        size_t m = n - i < PUT_CHUNK ? n - i : PUT_CHUNK;
+        args[0] = "p";
+        for (size_t j = 0; j < m; j++) {
+            snprintf(num[2 * j], 24, "%zu", i + j + 1);
+            snprintf(num[2 * j + 1], 24, "%" PRIu64, order[i + j]);
+            args[1 + 2 * j] = num[2 * j];
+            args[2 + 2 * j] = num[2 * j + 1];
+        }
+        int64_t v[2];
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, (int)(1 + 2 * m), args, v,
+                                     2)) == 0 &&
+            v[0] != SK_RC_OK) {
+            memset(st, 0, sizeof *st);
+            st->rc = (int)v[0];
+            free(args);
+            free(num);
+            return 0;
+        }
+    }
+    free(args);
+    free(num);
+    if (rc < 0) return rc;
+    char a[8][24];
+    const char *fa[9] = {"f", a[0], a[1], seed_hex};
+    snprintf(a[0], sizeof a[0], "%zu", n);
+    snprintf(a[1], sizeof a[1], "%" PRId64, drawn_ms);
+    int nargs = 4;
+    if (wave) {
+        const int64_t w[5] = {wave->wave, wave->from, wave->to, wave->box_start_ms,
+                              wave->box_end_ms};
+        for (int i = 0; i < 5; i++) {
+            snprintf(a[2 + i], sizeof a[2 + i], "%" PRId64, w[i]);
+            fa[4 + i] = a[2 + i];
+        }
+        nargs = 9;
+    }
+    int64_t v[DRAW_REPLY];
+    if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, nargs, fa, v, DRAW_REPLY)) < 0)
+        return rc;
+    state_of(v, st);
+    return 0;
+}
+
+int sk_draw_tick(sk_redis *r, uint64_t aid, struct sk_draw_redis *st)
+{
+    struct sk_keys k;
+    const char *keys[4];
+    draw_keys(&k, aid, keys);
+    const char *args[] = {"t"};
+    int64_t v[DRAW_REPLY];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, 1, args, v, DRAW_REPLY);
+    if (rc == 0) state_of(v, st);
+    return rc;
+}
+
+int sk_draw_read(sk_redis *r, uint64_t aid, uint64_t *out, size_t n)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    memset(out, 0, n * sizeof *out);
+    for (size_t from = 0; from < n; from += 1000) {
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "ZRANGE %s %zu %zu WITHSCORES", k.draw, from, from + 999);
+        if (rc < 0) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            return sk_stock_proto(r, "ZRANGE");
+        }
+        for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+            uint64_t u;
+            int64_t place;
+            if (reply_u64(rep->element[i], &u) < 0 ||
+                sk_reply_i64(rep->element[i + 1], &place) < 0 || place < 1 || (size_t)place > n)
+                continue;
+            out[place - 1] = u;
+        }
+        size_t got = rep->elements / 2;
+        freeReplyObject(rep);
+        if (got < 1000) break;
+    }
+    return 0;
+}
+
+void sk_draw_state_format(const struct sk_draw_redis *st, char *out, size_t cap)
+{
+    if (!st || st->n <= 0) {
+        if (cap) out[0] = 0;
+        return;
+    }
+    snprintf(out, cap, "%" PRId64 ":%" PRId64 ":%" PRId64 ":%" PRId64 ":%" PRId64, st->wave,
+             st->from, st->to, st->box_start_ms, st->box_end_ms);
+}
+
+int sk_draw_state_parse(const char *s, struct sk_draw_redis *st)
+{
+    memset(st, 0, sizeof *st);
+    long long v[5];
+    int used = 0;
+    if (!s ||
+        sscanf(s, "%lld:%lld:%lld:%lld:%lld%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used) != 5 ||
+        s[used] != 0)
+        return SK_EINVAL;
+    for (int i = 0; i < 5; i++)
+        if (v[i] < 0) return SK_EINVAL;
+    if (v[1] > v[2]) return SK_EINVAL;
+    *st = (struct sk_draw_redis){.rc = SK_RC_OK,
+                                 .wave = v[0],
+                                 .from = v[1],
+                                 .to = v[2],
+                                 .box_start_ms = v[3],
+                                 .box_end_ms = v[4]};
+    return 0;
+}

@@ -1,0 +1,433 @@
+/* test_challenge_http.c - challenges through a real `seckill serve` over
+ * real sockets (docs/challenges.md): a purchase (no waiting room) or a
+ * queue join (with one) refused without a solved challenge, with a forged,
+ * unsolved, another buyer's or another activity's, admitted with a valid
+ * one, refused when it comes again; and the CAPTCHA hook against a
+ * siteverify server of this test's own.
+ *
+ * The stand-in siteverify: the real providers cannot be reached from the
+ * test machine, so a thread here listens on 127.0.0.1 and answers POSTs
+ * the way Turnstile's documented siteverify API does (JSON "success",
+ * "error-codes", "hostname", "action"), or never answers at all (the
+ * timeout). seckill talks to it with the libcurl client it uses for the
+ * real provider (captcha_verify_url points it there). Every refusal is
+ * checked to change nothing (the admin stats: stock, admitted, buyers). */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "engine/challenge.h"
+#include "support/buyer_http.h"
+#include "support/fixtures.h"
+#include "support/http_api.h"
+
+static const char SECRET[] = "challenge-test-secret-0123456789";
+
+/* Creates an activity of stock units, one per buyer, open now, with
+ * challenge (JSON) and, when rate > 0, a waiting room of rate passes/s;
+ * preheated and opened. */
+static void ch_ready(struct srv *v, uint64_t id, long long stock, const char *challenge, int rate)
+{
+    char s[40], e[40], wr[96] = "", body[800];
+    struct sk_th_resp r;
+    int64_t now = sk_wall_ms();
+    rfc3339(now - 1000, s, sizeof s);
+    rfc3339(now + HOUR_MS, e, sizeof e);
+    if (rate > 0)
+        snprintf(wr, sizeof wr, ",\"waiting_room\":{\"passes_per_s\":%d,\"pass_ttl_s\":2}", rate);
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"challenge %" PRIu64 "\",\"stock\":%lld,"
+             "\"per_user_limit\":1,\"start\":\"%s\",\"end\":\"%s\",\"challenge\":%s%s}",
+             id, id, stock, s, e, challenge, wr);
+    EXPECT_STATUS(admin(v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    EXPECT_STATUS(admin_op(v, id, "preheat", NULL, &r), &r, 200);
+    EXPECT_STATUS(admin_op(v, id, "open", NULL, &r), &r, 200);
+}
+
+/* A challenge for uid on aid, solved: "<challenge>.<nonce>" into hdr. */
+static void solved_for(struct srv *v, uint64_t aid, uint64_t uid, char *hdr, size_t cap)
+{
+    char path[128], text[SK_CH_TEXT_MAX], nonce[32];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/challenge", aid);
+    EXPECT_STATUS(sk_th_as_user(&v->c, "GET", path, uid, NULL, &r), &r, 200);
+    JSTR(&r, "challenge", text);
+    int bits = (int)JINT(&r, "bits");
+    CHECK(sk_challenge_solve(text, strlen(text), bits, 0, 1u << 28, nonce, sizeof nonce, NULL) > 0);
+    snprintf(hdr, cap, "%s.%s", text, nonce);
+}
+
+/* POST to aid's purchase (route "purchase") or queue ("queue") as uid,
+ * with X-Challenge ch and X-Captcha-Token tok when not NULL. */
+static int send_ch(struct srv *v, const char *route, uint64_t aid, uint64_t uid, const char *ch,
+                   const char *tok, struct sk_th_resp *r)
+{
+    char path[128], h[1024];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/%s", aid, route);
+    int n = snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", uid);
+    if (ch) n += snprintf(h + n, sizeof h - (size_t)n, "X-Challenge: %s\r\n", ch);
+    if (tok) snprintf(h + n, sizeof h - (size_t)n, "X-Captcha-Token: %s\r\n", tok);
+    return sk_th_http_req(&v->c, "POST", path, h, NULL, r);
+}
+
+/* Every way a proof of work can be wrong, on route, changes nothing; a
+ * valid one goes through once. Returns after the admitted call. */
+static void pow_refusals_then_one(struct srv *v, const char *route, uint64_t aid, uint64_t other)
+{
+    struct sk_th_resp r;
+    char hdr[SK_CH_HEADER_MAX], bad[SK_CH_HEADER_MAX + 8], foreign[SK_CH_HEADER_MAX];
+    /* none */
+    EXPECT_ERROR(send_ch(v, route, aid, 41, NULL, NULL, &r), &r, 403, "challenge_required");
+    /* another buyer's: 42's solution sent by 41 */
+    solved_for(v, aid, 42, hdr, sizeof hdr);
+    EXPECT_ERROR(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 403, "challenge_invalid");
+    /* another activity's */
+    solved_for(v, other, 41, foreign, sizeof foreign);
+    EXPECT_ERROR(send_ch(v, route, aid, 41, foreign, NULL, &r), &r, 403, "challenge_invalid");
+    /* 41's own, altered (bits lowered: the mac no longer fits), and unsolved */
+    solved_for(v, aid, 41, hdr, sizeof hdr);
+    char *b = strchr(strchr(strchr(hdr, '.') + 1, '.') + 1, '.'); /* ".<bits>." */
+    snprintf(bad, sizeof bad, "%.*s.1%s", (int)(b - hdr), hdr, strchr(b + 1, '.'));
+    EXPECT_ERROR(send_ch(v, route, aid, 41, bad, NULL, &r), &r, 403, "challenge_invalid");
+    const char *dot = strrchr(hdr, '.');
+    int found = 0;
+    for (int k = 0; k < 1000 && !found; k++) {
+        /* a nonce that does not solve it (most do not at 12 bits) */
+        snprintf(bad, sizeof bad, "%.*s.z%d", (int)(dot - hdr), hdr, k);
+        struct sk_ch_parsed p;
+        CHECK_EQ(sk_challenge_parse(bad, strlen(bad), &p), 0);
+        found = sk_challenge_zero_bits(p.text, p.text_len, p.nonce, p.nonce_len) < p.bits;
+    }
+    CHECK(found);
+    EXPECT_ERROR(send_ch(v, route, aid, 41, bad, NULL, &r), &r, 403, "challenge_unsolved");
+    /* a header that is no challenge at all */
+    EXPECT_ERROR(send_ch(v, route, aid, 41, "not-a-challenge", NULL, &r), &r, 400, "bad_request");
+    expect_stats(v, aid, 10, 0, 0);
+    /* the valid one: through once, then spent */
+    EXPECT_STATUS(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 200);
+    if (!strcmp(route, "queue")) {
+        /* a join of a buyer already in the queue is a poll: the same
+         * place, no second one, nothing spent. Its pass left to expire
+         * (2 s), the buyer must enter again: the spent solution no more */
+        CHECK_EQ(JINT(&r, "place"), 1);
+        EXPECT_STATUS(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 200);
+        CHECK_EQ(JINT(&r, "place"), 1);
+        char path[128], st[32] = "";
+        snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", aid);
+        int64_t deadline = sk_mono_ms() + 10000;
+        while (strcmp(st, "expired") != 0) {
+            CHECK_MSG(sk_mono_ms() < deadline, "the pass did not expire: %s", r.body);
+            sk_th_nap_ms(50);
+            EXPECT_STATUS(sk_th_as_user(&v->c, "GET", path, 41, NULL, &r), &r, 200);
+            JSTR(&r, "state", st);
+        }
+        EXPECT_ERROR(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 403, "challenge_replayed");
+        /* a fresh one enters it again */
+        solved_for(v, aid, 41, hdr, sizeof hdr);
+        EXPECT_STATUS(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 200);
+        JSTR(&r, "state", st);
+        CHECK_MSG(!strcmp(st, "admitted") || !strcmp(st, "waiting"), "%s", r.body);
+        return;
+    }
+    EXPECT_ERROR(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 403, "challenge_replayed");
+}
+
+SK_TEST(challenge_http_purchase_and_join_need_the_buyers_own_fresh_solution)
+{
+    const char *extra[] = {"--challenge-secret", SECRET, "--challenge-ttl-s", "10", NULL};
+    struct srv v;
+    srv_start(&v, extra);
+    uint64_t aid = sk_th_unique_id(), other = sk_th_unique_id(), wr = sk_th_unique_id();
+    ch_ready(&v, aid, 10, "{\"pow_bits\":12}", 0);
+    ch_ready(&v, other, 10, "{\"pow_bits\":12}", 0);
+    struct sk_th_resp r;
+    /* the public read says what the page must solve */
+    EXPECT_STATUS(get_activity(&v, aid, &r), &r, 200);
+    CHECK_MSG(strstr(r.body, "\"challenge\":{\"pow_bits_min\":12,\"pow_bits_max\":12"), "%s",
+              r.body);
+    /* a sale without a waiting room: the purchase carries it */
+    pow_refusals_then_one(&v, "purchase", aid, other);
+    expect_stats(&v, aid, 9, 1, 1);
+    /* the same solution at the other activity is foreign there too */
+    char hdr[SK_CH_HEADER_MAX];
+    solved_for(&v, aid, 43, hdr, sizeof hdr);
+    EXPECT_ERROR(send_ch(&v, "purchase", other, 43, hdr, NULL, &r), &r, 403, "challenge_invalid");
+    expect_stats(&v, other, 10, 0, 0);
+    /* a solution outlives neither its ttl: 10 s here, so a forged later
+     * expiry is what would let it; the mac refuses that (unit tests), and
+     * the route hands out exactly ttl */
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/challenge", aid);
+    EXPECT_STATUS(sk_th_as_user(&v.c, "GET", path, 44, NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "expires_in_ms"), 10000);
+    CHECK_MSG(strstr(r.body, "\"for\":\"purchase\"") && strstr(r.body, "\"captcha\":null"), "%s",
+              r.body);
+    CHECK_MSG(strstr(r.headers, "no-store"), "%s", r.headers);
+    /* a sale with a waiting room: the join carries it, the purchase not */
+    ch_ready(&v, wr, 10, "{\"pow_bits\":12}", 1000);
+    pow_refusals_then_one(&v, "queue", wr, other);
+    EXPECT_STATUS(get_activity(&v, wr, &r), &r, 200);
+    /* an activity without a challenge hands none out */
+    uint64_t plain = sk_th_unique_id();
+    ready_act(&v, plain, 10, 1, 1, W_NOW);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/challenge", plain);
+    EXPECT_ERROR(sk_th_as_user(&v.c, "GET", path, 41, NULL, &r), &r, 404, "no_challenge");
+    EXPECT_STATUS(buy(&v, plain, 41, NULL, &r), &r, 200);
+    srv_stop(&v);
+}
+
+/* Two processes of one node share the drawn key: a challenge handed out by
+ * either is good at the other (no challenge_secret configured). */
+SK_TEST(challenge_http_processes_of_a_node_share_the_drawn_key)
+{
+    const char *extra[] = {"--processes", "2", NULL};
+    struct srv v;
+    srv_start(&v, extra);
+    uint64_t aid = sk_th_unique_id();
+    ch_ready(&v, aid, 10, "{\"pow_bits\":4}", 0);
+    struct sk_th_resp r;
+    /* each new connection lands on either process (SO_REUSEPORT): enough
+     * buyers that both hand out and both check */
+    for (uint64_t u = 100; u < 110; u++) {
+        char hdr[SK_CH_HEADER_MAX];
+        solved_for(&v, aid, u, hdr, sizeof hdr);
+        sk_th_http_close(&v.c);
+        sk_th_http_open(&v.c, v.s.port);
+        EXPECT_STATUS(send_ch(&v, "purchase", aid, u, hdr, NULL, &r), &r, 200);
+    }
+    expect_stats(&v, aid, 0, 10, 10);
+    srv_stop(&v);
+}
+
+/* ---- the stand-in siteverify ---------------------------------------------- */
+
+enum sv_mode { SV_PASS, SV_REFUSE, SV_HANG };
+
+struct siteverify {
+    int fd, port;
+    pthread_t th;
+    atomic_int stop, mode;
+    atomic_int requests;
+    pthread_mutex_t mu;
+    char last[2048]; /* the last form received */
+    int hung[64];
+    int nhung;
+};
+
+/* One request on fd: its body (Content-Length) into s->last. */
+static int sv_read(struct siteverify *s, int fd)
+{
+    char buf[4096];
+    size_t n = 0;
+    char *body = NULL;
+    long clen = -1;
+    while (n < sizeof buf - 1) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 2000) <= 0) return -1;
+        ssize_t k = read(fd, buf + n, sizeof buf - 1 - n);
+        if (k <= 0) return -1;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (!body && (body = strstr(buf, "\r\n\r\n"))) {
+            body += 4;
+            char *cl = strcasestr(buf, "content-length:");
+            clen = cl ? atol(cl + 15) : 0;
+        }
+        if (body && (long)(buf + n - body) >= clen) break;
+    }
+    if (!body) return -1;
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->last, sizeof s->last, "%s", body);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static void *sv_loop(void *arg)
+{
+    struct siteverify *s = arg;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {s->fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0) continue;
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0) continue;
+        if (sv_read(s, c) < 0) {
+            close(c);
+            continue;
+        }
+        atomic_fetch_add(&s->requests, 1);
+        int mode = atomic_load(&s->mode);
+        if (mode == SV_HANG) {
+            /* never answered: held open until the end */
+            if (s->nhung < 64)
+                s->hung[s->nhung++] = c;
+            else
+                close(c);
+            continue;
+        }
+        /* the documented shape (Turnstile's siteverify) */
+        const char *body = mode == SV_PASS ? "{\"success\":true,\"challenge_ts\":"
+                                             "\"2026-12-06T12:00:00.000Z\",\"hostname\":"
+                                             "\"shop.example\",\"error-codes\":[],\"action\":"
+                                             "\"purchase\",\"cdata\":\"\"}"
+                                           : "{\"success\":false,\"error-codes\":["
+                                             "\"invalid-input-response\"]}";
+        char resp[512];
+        int n = snprintf(resp, sizeof resp,
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
+        sk_th_send_all(c, resp, (size_t)n);
+        close(c);
+    }
+    return NULL;
+}
+
+static void sv_start(struct siteverify *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(s->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(bind(s->fd, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(listen(s->fd, 64) == 0);
+    socklen_t al = sizeof a;
+    CHECK(getsockname(s->fd, (struct sockaddr *)&a, &al) == 0);
+    s->port = ntohs(a.sin_port);
+    CHECK(pthread_create(&s->th, NULL, sv_loop, s) == 0);
+}
+
+static void sv_stop(struct siteverify *s)
+{
+    atomic_store(&s->stop, 1);
+    pthread_join(s->th, NULL);
+    for (int i = 0; i < s->nhung; i++)
+        close(s->hung[i]);
+    close(s->fd);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* A serve with a Turnstile CAPTCHA checked at s, failing open or closed. */
+static void captcha_srv(struct srv *v, struct siteverify *s, const char *fail, char *url,
+                        size_t cap)
+{
+    snprintf(url, cap, "http://127.0.0.1:%d/siteverify", s->port);
+    const char *extra[] = {"--challenge-secret",
+                           SECRET,
+                           "--captcha-provider",
+                           "turnstile",
+                           "--captcha-site-key",
+                           "0x4AAAAAAAtest",
+                           "--captcha-secret",
+                           "captcha-secret-&-more",
+                           "--captcha-verify-url",
+                           url,
+                           "--captcha-timeout-ms",
+                           "300",
+                           "--captcha-fail",
+                           fail,
+                           "--captcha-hostname",
+                           "shop.example",
+                           NULL};
+    srv_start(v, extra);
+}
+
+/* The token passes, is refused, or is never answered (closed: 503 in
+ * about the timeout; nothing sold) - against the stand-in siteverify. */
+SK_TEST(challenge_http_captcha_against_a_stand_in_siteverify_fail_closed)
+{
+    struct siteverify s;
+    sv_start(&s);
+    struct srv v;
+    char url[96], hdr[SK_CH_HEADER_MAX];
+    captcha_srv(&v, &s, "closed", url, sizeof url);
+    uint64_t aid = sk_th_unique_id();
+    ch_ready(&v, aid, 10, "{\"pow_bits\":8,\"captcha\":\"turnstile\"}", 0);
+    struct sk_th_resp r;
+    /* the read hands the page the widget's public parts, never the secret */
+    EXPECT_STATUS(get_activity(&v, aid, &r), &r, 200);
+    CHECK_MSG(strstr(r.body, "\"site_key\":\"0x4AAAAAAAtest\"") &&
+                  strstr(r.body, "https://challenges.cloudflare.com/") &&
+                  !strstr(r.body, "captcha-secret"),
+              "%s", r.body);
+    /* a solved proof of work but no token: refused before any siteverify */
+    solved_for(&v, aid, 41, hdr, sizeof hdr);
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, NULL, &r), &r, 403, "captcha_required");
+    /* a token that is no token: 400, no siteverify */
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "a<b", &r), &r, 400, "bad_request");
+    CHECK_EQ(atomic_load(&s.requests), 0);
+    /* the provider refuses it: 403 captcha_failed, after one siteverify
+     * that carried the secret and the token, form-encoded */
+    atomic_store(&s.mode, SV_REFUSE);
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-refused", &r), &r, 403,
+                 "captcha_failed");
+    CHECK_EQ(atomic_load(&s.requests), 1);
+    pthread_mutex_lock(&s.mu);
+    CHECK_MSG(strstr(s.last, "secret=captcha-secret-%26-more") &&
+                  strstr(s.last, "response=tok-refused"),
+              "%s", s.last);
+    pthread_mutex_unlock(&s.mu);
+    expect_stats(&v, aid, 10, 0, 0);
+    /* the provider never answers: fail closed is a 503 with Retry-After
+     * after about the timeout (300 ms), nothing sold */
+    atomic_store(&s.mode, SV_HANG);
+    int64_t t0 = sk_mono_ms();
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-hang", &r), &r, 503,
+                 "captcha_unavailable");
+    int64_t took = sk_mono_ms() - t0;
+    CHECK_MSG(took >= 250 && took < 3000, "answered in %" PRId64 " ms", took);
+    CHECK_MSG(strcasestr(r.headers, "retry-after: 1"), "%s", r.headers);
+    /* while one hangs, the loop goes on answering others */
+    EXPECT_STATUS(get_activity(&v, aid, &r), &r, 200);
+    expect_stats(&v, aid, 10, 0, 0);
+    /* the provider says yes: bought; the spent challenge again is refused
+     * even with a new token that passes */
+    atomic_store(&s.mode, SV_PASS);
+    EXPECT_STATUS(send_ch(&v, "purchase", aid, 41, hdr, "tok-good", &r), &r, 200);
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-good-2", &r), &r, 403,
+                 "challenge_replayed");
+    expect_stats(&v, aid, 9, 1, 1);
+    srv_stop(&v);
+    sv_stop(&s);
+}
+
+/* The same provider never answering, with captcha_fail open: the token is
+ * let through after the timeout (the proof of work still spent once). */
+SK_TEST(challenge_http_captcha_timeout_fails_open_when_configured)
+{
+    struct siteverify s;
+    sv_start(&s);
+    atomic_store(&s.mode, SV_HANG);
+    struct srv v;
+    char url[96], hdr[SK_CH_HEADER_MAX];
+    captcha_srv(&v, &s, "open", url, sizeof url);
+    uint64_t aid = sk_th_unique_id();
+    ch_ready(&v, aid, 10, "{\"pow_bits\":8,\"captcha\":\"turnstile\"}", 0);
+    struct sk_th_resp r;
+    solved_for(&v, aid, 41, hdr, sizeof hdr);
+    int64_t t0 = sk_mono_ms();
+    EXPECT_STATUS(send_ch(&v, "purchase", aid, 41, hdr, "tok-hang", &r), &r, 200);
+    CHECK_MSG(sk_mono_ms() - t0 >= 250, "let through before the timeout");
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-hang-2", &r), &r, 403,
+                 "challenge_replayed");
+    /* open is for a provider that cannot be asked, not for a refusal */
+    atomic_store(&s.mode, SV_REFUSE);
+    solved_for(&v, aid, 42, hdr, sizeof hdr);
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 42, hdr, "tok-no", &r), &r, 403, "captcha_failed");
+    expect_stats(&v, aid, 9, 1, 1);
+    srv_stop(&v);
+    sv_stop(&s);
+}
