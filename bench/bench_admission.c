@@ -299,8 +299,8 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
     if (ph->kind != SK_BENCH_PURCHASE)
         rl = (struct sk_rate_limits){o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
     struct sk_batch_head h = {.label = run->k.label, .rl = &rl};
-    int rc = sk_stock_batch_args_head(&h, w->p, n, w->call.buf, w->call.cap, w->call.args,
-                                      w->call.lens);
+    int rc =
+        sk_stock_batch_args_head(&h, w->p, n, w->call.buf, w->call.cap, w->call.args, w->call.lens);
     if (rc < 0) return rc;
     int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->call.buf + w->call.cap, w->call.kcap,
                                  w->call.keys);

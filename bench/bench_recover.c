@@ -380,8 +380,7 @@ static int admit(sk_redis *r, uint64_t aid, int64_t n)
         size_t m = (size_t)(n - at < 1000 ? n - at : 1000);
         for (size_t i = 0; i < m; i++)
             p[i] = (struct sk_purchase){.user_id = (uint64_t)(at + (int64_t)i + 1), .quantity = 1};
-        if (sk_stock_buy(r, aid, NULL, p, m, res, NULL) < 0)
-            rc = fail("purchase: %s", r->errstr);
+        if (sk_stock_buy(r, aid, NULL, p, m, res, NULL) < 0) rc = fail("purchase: %s", r->errstr);
         for (size_t i = 0; rc == 0 && i < m; i++)
             if (res[i].rc != SK_RC_OK) rc = fail("purchase refused: %s", sk_rc_name(res[i].rc));
     }

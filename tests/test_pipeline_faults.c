@@ -373,10 +373,22 @@ static void worker_start(struct pf_run *u, const char *step, int max_deliveries)
     snprintf(u->log, sizeof u->log, "%s/worker-%s.log", sk_th_tmpdir(), step);
     char md[16];
     snprintf(md, sizeof md, "%d", max_deliveries);
-    const char *argv[] = {
-        sk_th_seckill_hooks_bin(), "worker",     "--redis",          u->cl.url,    "--db",
-        u->e.spec,           "--consumer", "pf-worker",        "--block-ms", "200",
-        "--claim-idle-ms",   "60000",      "--max-deliveries", md,           NULL};
+    const char *bin = sk_th_seckill_hooks_bin(); /* SECKILL_TEST_PAUSE_AT */
+    const char *argv[] = {bin,
+                          "worker",
+                          "--redis",
+                          u->cl.url,
+                          "--db",
+                          u->e.spec,
+                          "--consumer",
+                          "pf-worker",
+                          "--block-ms",
+                          "200",
+                          "--claim-idle-ms",
+                          "60000",
+                          "--max-deliveries",
+                          md,
+                          NULL};
     setenv("SECKILL_TEST_PAUSE_AT", step, 1);
     struct sk_spawn_cmd c = {
         .argv = argv, .out = u->log, .err = u->log, .flags = SK_SPAWN_PDEATHSIG};
@@ -588,8 +600,9 @@ SK_TEST_T(pipeline_worker_rereads_its_own_pending_entries_after_a_failed_read, 1
     static struct sk_th_bought b[2][BUY_EACH];
     char log[400];
     snprintf(log, sizeof log, "%s/worker-reread.log", sk_th_tmpdir());
-    const char *argv[] = {sk_th_seckill_hooks_bin(), "worker", "--redis",         s.url,   "--db", e.spec,
-                          "--block-ms",        "200",    "--claim-idle-ms", "60000", NULL};
+    const char *bin = sk_th_seckill_hooks_bin(); /* SECKILL_TEST_PAUSE_AT */
+    const char *argv[] = {bin,          "worker", "--redis",         s.url,   "--db", e.spec,
+                          "--block-ms", "200",    "--claim-idle-ms", "60000", NULL};
     setenv("SECKILL_TEST_PAUSE_AT", "xread", 1);
     struct sk_spawn_cmd c = {.argv = argv, .out = log, .err = log, .flags = SK_SPAWN_PDEATHSIG};
     pid_t wp;

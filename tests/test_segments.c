@@ -26,10 +26,10 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
-#include "support/preheat_rc.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/preheat_rc.h"
 
 SK_TH_CLUSTER_USED
 

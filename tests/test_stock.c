@@ -16,9 +16,9 @@
 #include "engine/order_id.h"
 #include "engine/stock.h"
 #include "redis/script.h"
-#include "support/preheat_rc.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
+#include "support/preheat_rc.h"
 
 #define P(u, q) ((struct sk_purchase){.user_id = (u), .quantity = (q)})
 

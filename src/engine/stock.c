@@ -202,7 +202,8 @@ int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_ba
 }
 
 int sk_stock_buy(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
-                 const struct sk_purchase *p, size_t n, struct sk_admission *res, int64_t *remaining)
+                 const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                 int64_t *remaining)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);

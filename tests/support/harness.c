@@ -294,8 +294,7 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
     return run_bin(sk_th_seckill_bin(), out, cap, env, args);
 }
 
-int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env,
-                            const char *const *args)
+int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args)
 {
     return run_bin(sk_th_seckill_hooks_bin(), out, cap, env, args);
 }

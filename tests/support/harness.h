@@ -137,8 +137,7 @@ int sk_th_free_port(void);
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
 /* The same with the hooks binary (sk_th_seckill_hooks_bin). */
-int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env,
-                            const char *const *args);
+int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args);
 
 /* fork() for a child that dies with the test (PR_SET_PDEATHSIG; it exits
  * at once when the test is already gone). 0 in the child, its pid in the
