@@ -326,6 +326,29 @@ BACKEND_TEST(killed_before_commit_of_entries_of_ten_orders_loses_nothing)
     crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0, 10);
 }
 
+/* The fault hooks exist only in the test build (-DSK_TEST,
+ * build/seckill-hooks): the seckill binary that is installed and packaged
+ * ignores them and persists everything, while the hooks binary dies at the
+ * asked transaction. */
+SK_TEST(worker_release_binary_ignores_the_test_fault_hooks)
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 100, 1, 1, 60);
+    buy_entries(&e, aid, 1, 100, NULL, 1);
+    const char *args[] = {"worker", "--redis", e.redis_url, "--db",   e.spec, "--consumer",
+                          "hooked", "--batch", "10",        "--once", NULL};
+    const char *env[] = {"SECKILL_TEST_CRASH_AFTER_COMMIT=1", NULL};
+    char out[8192];
+    int rc = sk_th_run_seckill_hooks(out, sizeof out, env, args);
+    CHECK_MSG(rc == 128 + SIGKILL, "the hooks binary: expected SIGKILL, got %d: %s", rc, out);
+    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 10);
+    rc = sk_th_run_seckill(out, sizeof out, env, args);
+    CHECK_MSG(rc == 0, "the release binary: exit %d: %s", rc, out);
+    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 100);
+    CHECK_EQ(pending(&e, aid), 0);
+}
+
 static const char *field(const redisReply *fields, const char *name)
 {
     for (size_t i = 0; i + 1 < fields->elements; i += 2)
