@@ -279,17 +279,6 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         const char *argv[] = {"DECR", run->decr_key};
         return sk_redis_append(w->r, 2, argv, NULL);
     }
-    if (ph->kind == SK_BENCH_PURCHASE) {
-        char user[SK_BENCH_U64];
-        snprintf(user, sizeof user, "%" PRId64, first + 1);
-        const char *args[] = {run->aid, user, "1"};
-        struct sk_purchase p = {.user_id = (uint64_t)first + 1, .quantity = 1};
-        int nk = sk_stock_batch_keys(&run->k, NULL, &p, 1, w->call.buf + w->call.cap, w->call.kcap,
-                                     w->call.keys);
-        if (nk < 0) return nk;
-        /* No Idempotency-Key: the plain purchase path. */
-        return sk_script_append(w->r, SK_SCRIPT_PURCHASE, nk, w->call.keys, 3, args, NULL);
-    }
     const struct sk_bench_opts *o = run->o;
     for (size_t i = 0; i < n; i++) {
         int64_t u = first + (int64_t)i + 1;
@@ -298,15 +287,20 @@ static int append_call(struct sk_bench_worker *w, int64_t first, size_t n)
         w->p[i].idem = NULL;
         w->p[i].idem_len = 0;
         w->p[i].ip = NULL;
-        if (o->rate_ip > 0) {
+        if (o->rate_ip > 0 && ph->kind != SK_BENCH_PURCHASE) {
             snprintf(w->ips[i], sizeof w->ips[i], "10.%d.%d.%d", (int)(u >> 16 & 255),
                      (int)(u >> 8 & 255), (int)(u & 255));
             w->p[i].ip = w->ips[i];
         }
     }
-    struct sk_rate_limits rl = {o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
-    int rc = sk_stock_batch_args_rl(ph->aid, &rl, w->p, n, w->call.buf, w->call.cap, w->call.args,
-                                    w->call.lens);
+    /* The purchase phase: one buyer a call, no Idempotency-Key, no rate
+     * limit; the same purchase_batch call serve makes. */
+    struct sk_rate_limits rl = {0, 0, 0, 0};
+    if (ph->kind != SK_BENCH_PURCHASE)
+        rl = (struct sk_rate_limits){o->rate_user, o->rate_user, o->rate_ip, o->rate_ip};
+    struct sk_batch_head h = {.label = run->k.label, .rl = &rl};
+    int rc =
+        sk_stock_batch_args_head(&h, w->p, n, w->call.buf, w->call.cap, w->call.args, w->call.lens);
     if (rc < 0) return rc;
     int nk = sk_stock_batch_keys(&run->k, &rl, w->p, n, w->call.buf + w->call.cap, w->call.kcap,
                                  w->call.keys);
@@ -341,16 +335,6 @@ static void handle_reply(struct sk_bench_worker *w, redisReply *rep, size_t n)
             return;
         }
         w->admitted++;
-        return;
-    }
-    if (ph->kind == SK_BENCH_PURCHASE) {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
-            rep->element[0]->type != REDIS_REPLY_INTEGER) {
-            w->errors++;
-            worker_fail(w, "purchase", "unexpected reply");
-            return;
-        }
-        count_rc(w, (int)rep->element[0]->integer);
         return;
     }
     if (sk_stock_batch_parse(rep, n, w->call.res, NULL) < 0) {
@@ -634,7 +618,7 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
         argv[a++] = "-r";
         argv[a++] = "2147483647";
         argv[a++] = "EVALSHA";
-        argv[a++] = sk_script_sha(SK_SCRIPT_PURCHASE);
+        argv[a++] = sk_script_sha(SK_SCRIPT_PURCHASE_BATCH);
         argv[a++] = nkeys;
         sk_keys_purchase(&k, argv + a);
         a += SK_PURCHASE_NKEYS;
@@ -643,9 +627,8 @@ static int rb_phase(sk_redis *ctl, const struct sk_bench_opts *o, struct sk_benc
          * limit is on here, so the script never touches it */
         if (sk_keys_rl_user(&k, 0, rl_key, sizeof rl_key) < 0) return rb_fail(ph, SK_ENOMEM);
         argv[a++] = rl_key;
-        argv[a++] = aid;
-        argv[a++] = "__rand_int__";
-        argv[a++] = "1";
+        sk_bench_rb_purchase_args(argv + a, aid);
+        a += SK_BENCH_RB_ARGC;
     }
     argv[a] = NULL;
     double cpu0 = 0, cpu1 = 0;

@@ -118,7 +118,7 @@ static int buy_one(struct buyer *b, sk_redis *r, struct sk_keys *k, int64_t *epo
     struct sk_purchase p = {.user_id = atomic_fetch_add(b->next_user, 1), .quantity = 1};
     struct sk_admission res;
     if (!b->memory) {
-        int e = sk_stock_purchase(r, b->aid, p.user_id, 1, &res, NULL);
+        int e = sk_stock_buy(r, b->aid, NULL, &p, 1, &res, NULL);
         *rc = res.rc;
         return e;
     }
@@ -380,8 +380,7 @@ static int admit(sk_redis *r, uint64_t aid, int64_t n)
         size_t m = (size_t)(n - at < 1000 ? n - at : 1000);
         for (size_t i = 0; i < m; i++)
             p[i] = (struct sk_purchase){.user_id = (uint64_t)(at + (int64_t)i + 1), .quantity = 1};
-        if (sk_stock_purchase_batch(r, aid, p, m, res, NULL) < 0)
-            rc = fail("purchase: %s", r->errstr);
+        if (sk_stock_buy(r, aid, NULL, p, m, res, NULL) < 0) rc = fail("purchase: %s", r->errstr);
         for (size_t i = 0; rc == 0 && i < m; i++)
             if (res[i].rc != SK_RC_OK) rc = fail("purchase refused: %s", sk_rc_name(res[i].rc));
     }

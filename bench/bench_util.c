@@ -328,3 +328,13 @@ void sk_bench_catch_signals(void (*also)(void))
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
+
+void sk_bench_rb_purchase_args(const char **argv, const char *label)
+{
+    /* the stride of stock.h's sk_stock_batch_args_head: ten head fields,
+     * then five per purchase */
+    const char *a[SK_BENCH_RB_ARGC] = {label,          "0", "0", "0", "0", "", "0", "", "", "",
+                                       "__rand_int__", "1", "",  "",  ""};
+    for (int i = 0; i < SK_BENCH_RB_ARGC; i++)
+        argv[i] = a[i];
+}

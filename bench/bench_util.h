@@ -88,4 +88,12 @@ extern atomic_int sk_bench_interrupted;
  * ignored: a lost connection is an error, not a death. */
 void sk_bench_catch_signals(void (*also)(void));
 
+/* The ARGV of one buyer's purchase_batch call (no rate limit, no
+ * transfer, nothing known of the key set, no store identity, no key, IP
+ * or pass) for redis-benchmark: label, then the user id "__rand_int__"
+ * (drawn per command), quantity 1. Writes SK_BENCH_RB_ARGC entries at argv,
+ * static strings and label (not copied). */
+#define SK_BENCH_RB_ARGC 15
+void sk_bench_rb_purchase_args(const char **argv, const char *label);
+
 #endif

@@ -258,7 +258,8 @@ static int map_rc(struct sk_bench_sw *w, int rc)
 static int buy_lua(struct sk_bench_sw *w, uint64_t user)
 {
     struct sk_admission res;
-    int rc = sk_stock_purchase(w->r, w->run->aid, user, 1, &res, NULL);
+    struct sk_purchase p = {.user_id = user, .quantity = 1};
+    int rc = sk_stock_buy(w->r, w->run->aid, NULL, &p, 1, &res, NULL);
     if (rc < 0) return werr(w, rc, "purchase", w->r->errstr);
     return map_rc(w, res.rc);
 }
@@ -271,7 +272,7 @@ static int buy_lua_batch(struct sk_bench_sw *w, const uint64_t *users, size_t n,
     int rc = w->run->sid == SID_SEGMENTED
                  ? sk_seg_purchase_batch(w->r, w->run->aid, SK_BENCH_SEGMENTS, NULL, w->p, n,
                                          w->res, NULL)
-                 : sk_stock_purchase_batch(w->r, w->run->aid, w->p, n, w->res, NULL);
+                 : sk_stock_buy(w->r, w->run->aid, NULL, w->p, n, w->res, NULL);
     if (rc < 0) return werr(w, rc, "purchase_batch", w->r->errstr);
     for (size_t i = 0; i < n; i++) {
         outs[i] = map_rc(w, w->res[i].rc);

@@ -473,7 +473,7 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
     snprintf(n, sizeof n, "%" PRId64, ref->n);
     snprintf(nkeys, sizeof nkeys, "%d", SK_PURCHASE_NKEYS + 1); /* + the one buyer's limiter */
     char rl_key[SK_RL_KEY_MAX];
-    const char *argv[40] = {
+    const char *argv[48] = {
         "redis-benchmark",    "-h", "127.0.0.1",         "-p",   port, "-n", n, "-P",
         SK_BENCH_RB_PIPELINE, "-c", SK_BENCH_RB_CLIENTS, "--csv"};
     int a = 12;
@@ -493,7 +493,7 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
         argv[a++] = "-r";
         argv[a++] = "2147483647";
         argv[a++] = "EVALSHA";
-        argv[a++] = sk_script_sha(SK_SCRIPT_PURCHASE);
+        argv[a++] = sk_script_sha(SK_SCRIPT_PURCHASE_BATCH);
         argv[a++] = nkeys;
         const char *keys[SK_PURCHASE_NKEYS];
         sk_keys_purchase(&k, keys);
@@ -507,9 +507,8 @@ void sk_bench_strat_reference(struct sk_bench_sctx *c, int which)
             return;
         }
         argv[a++] = rl_key;
-        argv[a++] = aid;
-        argv[a++] = "__rand_int__";
-        argv[a++] = "1";
+        sk_bench_rb_purchase_args(argv + a, aid);
+        a += SK_BENCH_RB_ARGC;
         argv[a] = NULL;
         int rc = run_reference(c, ref, argv);
         struct sk_stock_state st;

@@ -156,5 +156,29 @@ if [ -n "$store_sql$store_lib$store_algo" ]; then
       echo "$store_algo" | sed '/^$/d; s/^/check-layers: a store driver runs the engine'"'"'s statements: /'; }
     bad=1
 fi
+# One purchase engine (docs/architecture.md, "One purchase engine"): every
+# admission is a purchase_batch.lua call built by sk_stock_batch_args_head
+# and read by sk_stock_batch_parse; sk_stock_buy is its one blocking call.
+# No second purchase script, no second argument builder, no blocking
+# purchase variant, anywhere (src, tests, bench).
+purchase_lua=$(ls lua/*.lua | grep -E '/(purchase|admit|buy)[a-z_]*\.lua$' | grep -v '^lua/purchase_batch\.lua$')
+purchase_c=$(grep -rnE '\b(sk_stock_purchase[a-z_]*|sk_stock_batch_args(_rl)?|SK_SCRIPT_PURCHASE)\b' src tests bench \
+    --include='*.[ch]')
+if [ -n "$purchase_lua$purchase_c" ]; then
+    { echo "$purchase_lua" | sed '/^$/d; s/^/check-layers: a second purchase script: /'
+      echo "$purchase_c" | sed '/^$/d; s/^/check-layers: a second purchase path (use sk_stock_buy or sk_stock_batch_args_head): /'; }
+    bad=1
+fi
+# Test fault hooks live in test builds only (-DSK_TEST, build/seckill-hooks):
+# a SECKILL_TEST_ variable named in src/ code outside an #ifdef SK_TEST
+# block is a hook the release binary would carry.
+hooks=$(for f in $(grep -rlF '"SECKILL_TEST_' src --include='*.[ch]'); do
+    awk -v f="$f" '/^#ifdef SK_TEST$/ { t = 1 } /^#endif/ { t = 0 }
+        /"SECKILL_TEST_/ && !t { print f ":" NR ": " $0 }' "$f"
+done)
+if [ -n "$hooks" ]; then
+    echo "$hooks" | sed 's/^/check-layers: a test hook outside #ifdef SK_TEST: /'
+    bad=1
+fi
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad

@@ -268,7 +268,7 @@ static void sale_open(const struct env *e, const char *id)
 static void buy_ok(sk_redis *r, uint64_t aid, uint64_t user, int64_t qty)
 {
     struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, aid, user, qty, &adm, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, aid, user, qty, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_OK);
 }
 
@@ -661,7 +661,7 @@ SK_TEST(activity_cli_full_lifecycle_create_preheat_open_show_close)
     o = show_json(&e, e.id);
     CHECK_STR(jstr(o, "state"), "closed");
     json_decref(o);
-    CHECK_EQ(sk_stock_purchase(r, e.aid, 3, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, e.aid, 3, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_CLOSED);
     sk_redis_free(r);
 }
@@ -1037,9 +1037,9 @@ SK_TEST(activity_cli_show_says_scheduled_before_start_and_ended_after_end)
     /* And the purchase script agrees. */
     sk_redis *r = redis_of(e.redis);
     struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, e.aid, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, e.aid, 1, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_NOT_STARTED);
-    CHECK_EQ(sk_stock_purchase(r, e.aid2, 1, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, e.aid2, 1, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_ENDED);
     sk_redis_free(r);
 }

@@ -13,6 +13,7 @@
 #include "engine/stock.h"
 #include "support/backend_env.h"
 #include "support/chaos_check.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/reconcile_env.h"
 
@@ -53,7 +54,7 @@ static void setup(struct fixture *f)
     chaos_ledger_init(&f->L, 64);
     for (uint32_t u = 1; u <= N_BUY; u++) {
         struct sk_admission a;
-        CHECK_EQ(sk_stock_purchase(f->e.r, f->act.id, u, 1, &a, NULL), 0);
+        CHECK_EQ(sk_th_buy(f->e.r, f->act.id, u, 1, &a, NULL), 0);
         CHECK_EQ(a.rc, SK_RC_OK);
         snprintf(f->oid[u - 1], sizeof f->oid[0], "%s", a.order_id);
         record(f, u, u, 200, NULL, a.order_id, 1);
@@ -139,7 +140,7 @@ SK_TEST(chaos_check_passes_a_clean_sale_and_names_every_broken_promise)
     CHECK_EQ(rep.found[CF_PHANTOM], 0);  /* the id was announced: a mismatch, not a phantom */
     /* an order admitted for real that nobody asked for (no attempt at all) */
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(f.e.r, f.act.id, 60, 1, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(f.e.r, f.act.id, 60, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     sk_th_env_persist(&f.e, "check-test", -1);
     run(&f, &rep, 0);
@@ -172,7 +173,7 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
      * was answered with the other one */
     setup(&f);
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(f.e.r, f.act.id, 50, 1, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(f.e.r, f.act.id, 50, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     char unannounced[SK_ORDER_ID_MAX];
     snprintf(unannounced, sizeof unannounced, "%s", a.order_id);
@@ -181,13 +182,13 @@ SK_TEST(chaos_check_finds_keys_that_bought_twice_and_ids_answered_twice)
     run(&f, &rep, 0);
     CHECK_MSG(chaos_report_ok(&rep), "an order of a user in doubt is allowed");
     CHECK_EQ(rep.maybe_orders, 1);
-    CHECK_EQ(sk_stock_purchase(f.e.r, f.act.id, 50, 1, &a, NULL), 0); /* limit 1 */
+    CHECK_EQ(sk_th_buy(f.e.r, f.act.id, 50, 1, &a, NULL), 0); /* limit 1 */
     CHECK_EQ(a.rc, SK_RC_LIMIT_EXCEEDED);
     /* the limit raised by hand: a second unit sold to user 50 under the same key */
     struct sk_keys k;
     sk_keys_for(&k, f.act.id);
     sk_th_redis_do(&f.e, "HSET %s limit 5 max_qty 5", k.meta, NULL, NULL);
-    CHECK_EQ(sk_stock_purchase(f.e.r, f.act.id, 50, 1, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(f.e.r, f.act.id, 50, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     record(&f, 50, 5000, 200, NULL, a.order_id, 1);
     sk_th_env_persist(&f.e, "check-test", -1);

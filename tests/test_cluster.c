@@ -215,7 +215,7 @@ SK_TEST(cluster_blocking_client_routes_keys_scripts_pipelines_and_split_reads)
         open_activity(r, ids[i], 5, 1, 1);
         struct sk_admission a;
         int64_t left;
-        CHECK_EQ(sk_stock_purchase(r, ids[i], 7, 1, &a, &left), 0);
+        CHECK_EQ(sk_th_buy(r, ids[i], 7, 1, &a, &left), 0);
         CHECK_EQ(a.rc, SK_RC_OK);
         CHECK_EQ(left, 4);
     }
@@ -282,7 +282,7 @@ static void *buyer(void *arg)
         int u = (int)(rand_r(&seed) % SALE_USERS);
         struct sk_admission ad;
         int64_t rem;
-        int rc = sk_stock_purchase(r, s->ids[a], (uint64_t)u + 1, 1, &ad, &rem);
+        int rc = sk_th_buy(r, s->ids[a], (uint64_t)u + 1, 1, &ad, &rem);
         if (rc < 0) {
             atomic_fetch_add(rc == SK_EPROTO ? &s->not_admission : &s->unknown, 1);
             continue;

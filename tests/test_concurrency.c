@@ -430,7 +430,7 @@ static void buy_range(struct arena *A, sk_redis *r, size_t begin, size_t end, in
             A->att[i++].rc = rc;
         } else if (!batched) {
             struct sk_admission res;
-            int rc = sk_stock_purchase(r, A->aid, A->att[i].user, A->att[i].qty, &res, NULL);
+            int rc = sk_th_buy(r, A->aid, A->att[i].user, A->att[i].qty, &res, NULL);
             record(A, i++, rc, &res, r);
         } else {
             size_t n = 1 + (size_t)(sk_th_rng(&s) % MAX_BATCH);
@@ -440,7 +440,7 @@ static void buy_range(struct arena *A, sk_redis *r, size_t begin, size_t end, in
             for (size_t j = 0; j < n; j++)
                 p[j] = (struct sk_purchase){.user_id = A->att[i + j].user,
                                             .quantity = A->att[i + j].qty};
-            int rc = sk_stock_purchase_batch(r, A->aid, p, n, res, NULL);
+            int rc = sk_stock_buy(r, A->aid, NULL, p, n, res, NULL);
             for (size_t j = 0; j < n; j++)
                 record(A, i + j, rc, &res[j], r);
             i += n;
@@ -847,7 +847,7 @@ SK_TEST(releases_interleaved_with_purchases_never_exceed_initial_nor_repeat)
     int64_t bought = 0;
     for (uint64_t u = 1000001;; u++) {
         struct sk_admission res;
-        CHECK_MSG(sk_stock_purchase(r, A->aid, u, 1, &res, NULL) == 0, "buyout: %s", r->errstr);
+        CHECK_MSG(sk_th_buy(r, A->aid, u, 1, &res, NULL) == 0, "buyout: %s", r->errstr);
         if (res.rc != SK_RC_OK) {
             CHECK_EQ(res.rc, SK_RC_SOLD_OUT);
             break;

@@ -199,7 +199,7 @@ SK_TEST(config_file_alone_drives_the_worker)
     CHECK_EQ(RUN(f.cwd, out, "activity", "open", "--config", f.conf, "--id", f.id), 0);
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     struct sk_admission adm;
-    CHECK_EQ(sk_stock_purchase(r, f.aid, 77, 1, &adm, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, f.aid, 77, 1, &adm, NULL), 0);
     CHECK_EQ(adm.rc, SK_RC_OK);
     sk_redis_free(r);
     int rc = RUN(f.cwd, out, "worker", "--config", f.conf, "--once", "--consumer", "cfg-test");

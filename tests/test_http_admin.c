@@ -16,11 +16,11 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
-#include "support/d2_srv_activity.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
+#include "support/served_activity.h"
 
 /* ------------------------------------------------------------ admin create */
 

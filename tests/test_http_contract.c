@@ -35,10 +35,10 @@
 #include "core/error.h"
 #include "http/auth.h"
 #include "http/http_body.h"
-#include "support/d2_srv_activity.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
+#include "support/served_activity.h"
 
 /* ---------------------------------------------------------------- helpers */
 

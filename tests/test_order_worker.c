@@ -64,7 +64,7 @@ static void buy_entries(struct sk_th_env *e, uint64_t aid, uint64_t base, size_t
         size_t k = n - done < per_entry ? n - done : per_entry;
         for (size_t i = 0; i < k; i++)
             p[i] = (struct sk_purchase){.user_id = base + done + i, .quantity = 1};
-        CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
+        CHECK_EQ(sk_stock_buy(e->r, aid, NULL, p, k, res, NULL), 0);
         for (size_t i = 0; i < k; i++) {
             CHECK_EQ(res[i].rc, SK_RC_OK);
             if (ids) snprintf(ids[done + i], SK_ORDER_ID_MAX, "%s", res[i].order_id);
@@ -162,7 +162,7 @@ static void buyer(const char *file, uint64_t aid, int child)
         for (int i = 0; i < 50; i++)
             p[i] = (struct sk_purchase){.user_id = user++, .quantity = 1 + (int64_t)(user % 3)};
         int64_t left;
-        if (sk_stock_purchase_batch(r, aid, p, 50, res, &left)) _exit(3);
+        if (sk_stock_buy(r, aid, NULL, p, 50, res, &left)) _exit(3);
         for (int i = 0; i < 50; i++)
             if (res[i].rc == SK_RC_OK)
                 fprintf(f, "%s %" PRIu64 " %" PRId64 "\n", res[i].order_id, p[i].user_id,
@@ -281,7 +281,7 @@ static void crash_and_restart(struct sk_th_env *e, const char *env_var, long lon
     const char *args[] = {"worker", "--redis", e->redis_url, "--db",   e->spec, "--consumer",
                           "crashy", "--batch", batch,        "--once", NULL};
     const char *env[] = {env_var, NULL};
-    int rc = sk_th_run_seckill(out, sizeof out, env, args);
+    int rc = sk_th_run_seckill_hooks(out, sizeof out, env, args);
     CHECK_MSG(rc == 128 + SIGKILL, "expected SIGKILL, got %d: %s", rc, out);
     CHECK_EQ(counts(e, aid).orders[SK_ORDER_CREATED], rows_after_crash);
     CHECK_EQ(db_stock(e, aid), 300 - rows_after_crash);
@@ -324,6 +324,29 @@ BACKEND_TEST(killed_before_commit_loses_and_duplicates_nothing)
 BACKEND_TEST(killed_before_commit_of_entries_of_ten_orders_loses_nothing)
 {
     crash_and_restart(e, "SECKILL_TEST_CRASH_BEFORE_COMMIT=3", 100, 0, 10);
+}
+
+/* The fault hooks exist only in the test build (-DSK_TEST,
+ * build/seckill-hooks): the seckill binary that is installed and packaged
+ * ignores them and persists everything, while the hooks binary dies at the
+ * asked transaction. */
+SK_TEST(worker_release_binary_ignores_the_test_fault_hooks)
+{
+    struct sk_th_env e;
+    sk_th_env_init(&e, 0, "orders.db", sk_th_redis_url());
+    uint64_t aid = sk_th_env_activity(&e, 100, 1, 1, 60);
+    buy_entries(&e, aid, 1, 100, NULL, 1);
+    const char *args[] = {"worker", "--redis", e.redis_url, "--db",   e.spec, "--consumer",
+                          "hooked", "--batch", "10",        "--once", NULL};
+    const char *env[] = {"SECKILL_TEST_CRASH_AFTER_COMMIT=1", NULL};
+    char out[8192];
+    int rc = sk_th_run_seckill_hooks(out, sizeof out, env, args);
+    CHECK_MSG(rc == 128 + SIGKILL, "the hooks binary: expected SIGKILL, got %d: %s", rc, out);
+    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 10);
+    rc = sk_th_run_seckill(out, sizeof out, env, args);
+    CHECK_MSG(rc == 0, "the release binary: exit %d: %s", rc, out);
+    CHECK_EQ(counts(&e, aid).orders[SK_ORDER_CREATED], 100);
+    CHECK_EQ(pending(&e, aid), 0);
 }
 
 static const char *field(const redisReply *fields, const char *name)
@@ -418,7 +441,7 @@ BACKEND_TEST(persists_each_order_of_an_entry_of_several_with_its_id_and_key)
                                {.user_id = 11, .quantity = 1, .idem = "k:b!", .idem_len = 4},
                                {.user_id = 13, .quantity = 1}};
     struct sk_admission res[4];
-    CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, 4, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(e->r, aid, NULL, p, 4, res, NULL), 0);
     struct sk_keys k;
     sk_keys_for(&k, aid);
     CHECK_EQ(xlen(e, k.orders), 1); /* one entry for the call */

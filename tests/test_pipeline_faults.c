@@ -373,10 +373,22 @@ static void worker_start(struct pf_run *u, const char *step, int max_deliveries)
     snprintf(u->log, sizeof u->log, "%s/worker-%s.log", sk_th_tmpdir(), step);
     char md[16];
     snprintf(md, sizeof md, "%d", max_deliveries);
-    const char *argv[] = {
-        sk_th_seckill_bin(), "worker",     "--redis",          u->cl.url,    "--db",
-        u->e.spec,           "--consumer", "pf-worker",        "--block-ms", "200",
-        "--claim-idle-ms",   "60000",      "--max-deliveries", md,           NULL};
+    const char *bin = sk_th_seckill_hooks_bin(); /* SECKILL_TEST_PAUSE_AT */
+    const char *argv[] = {bin,
+                          "worker",
+                          "--redis",
+                          u->cl.url,
+                          "--db",
+                          u->e.spec,
+                          "--consumer",
+                          "pf-worker",
+                          "--block-ms",
+                          "200",
+                          "--claim-idle-ms",
+                          "60000",
+                          "--max-deliveries",
+                          md,
+                          NULL};
     setenv("SECKILL_TEST_PAUSE_AT", step, 1);
     struct sk_spawn_cmd c = {
         .argv = argv, .out = u->log, .err = u->log, .flags = SK_SPAWN_PDEATHSIG};
@@ -588,8 +600,9 @@ SK_TEST_T(pipeline_worker_rereads_its_own_pending_entries_after_a_failed_read, 1
     static struct sk_th_bought b[2][BUY_EACH];
     char log[400];
     snprintf(log, sizeof log, "%s/worker-reread.log", sk_th_tmpdir());
-    const char *argv[] = {sk_th_seckill_bin(), "worker", "--redis",         s.url,   "--db", e.spec,
-                          "--block-ms",        "200",    "--claim-idle-ms", "60000", NULL};
+    const char *bin = sk_th_seckill_hooks_bin(); /* SECKILL_TEST_PAUSE_AT */
+    const char *argv[] = {bin,          "worker", "--redis",         s.url,   "--db", e.spec,
+                          "--block-ms", "200",    "--claim-idle-ms", "60000", NULL};
     setenv("SECKILL_TEST_PAUSE_AT", "xread", 1);
     struct sk_spawn_cmd c = {.argv = argv, .out = log, .err = log, .flags = SK_SPAWN_PDEATHSIG};
     pid_t wp;
@@ -661,7 +674,7 @@ SK_TEST(pipeline_backlog_of_a_promoted_replica_counts_only_what_waits)
     CHECK_EQ(bl.age_ms, 0);
     /* one more admission on the promoted node: exactly one waits */
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(pr, aid, 99, 1, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(pr, aid, 99, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     CHECK_EQ(sk_stock_state(pr, aid, &st), 0);
     CHECK_EQ(st.backlog, 1);

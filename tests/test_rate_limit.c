@@ -96,7 +96,7 @@ SK_TEST(rl_script_burst_then_rate_limited_with_retry_after_others_unaffected)
     struct sk_purchase p[] = {PU(1), PU(1), PU(1), PU(1), PU(2), PU(1)};
     struct sk_admission res[6];
     int64_t left;
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, p, 6, res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, &rl, p, 6, res, &left), 0);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(res[i].rc, SK_RC_OK);
     CHECK_EQ(res[3].rc, SK_RC_RATE_LIMITED);
@@ -119,9 +119,9 @@ SK_TEST(rl_script_retry_after_is_honest)
     struct sk_purchase p = PU(9);
     struct sk_admission a;
     for (int round = 0; round < 3; round++) {
-        CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, &p, 1, &a, NULL), 0);
+        CHECK_EQ(sk_stock_buy(r, aid, &rl, &p, 1, &a, NULL), 0);
         CHECK_EQ(a.rc, SK_RC_OK);
-        CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, &p, 1, &a, NULL), 0);
+        CHECK_EQ(sk_stock_buy(r, aid, &rl, &p, 1, &a, NULL), 0);
         int64_t t0 = sk_mono_ms(); /* the wait counts from the answer, as a client's does */
         CHECK_EQ(a.rc, SK_RC_RATE_LIMITED);
         CHECK_MSG(a.retry_after_ms >= 150 && a.retry_after_ms <= 250, "retry %lld",
@@ -132,7 +132,7 @@ SK_TEST(rl_script_retry_after_is_honest)
          * then (seen: 1 run in 3 failed with no slack). The HTTP
          * Retry-After is whole seconds, rounded up, so buyers never see it. */
         wait_until(t0 + a.retry_after_ms + 10);
-        CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, &p, 1, &a, NULL), 0);
+        CHECK_EQ(sk_stock_buy(r, aid, &rl, &p, 1, &a, NULL), 0);
         CHECK_MSG(a.rc == SK_RC_OK, "round %d: still %d after the retry-after", round, a.rc);
         wait_until(sk_mono_ms() + 260); /* bucket full again for the next round */
     }
@@ -146,7 +146,7 @@ SK_TEST(rl_script_limiter_keys_expire_and_stock_keys_never)
     struct sk_rate_limits rl = {.user_per_s = 2, .user_burst = 2, .ip_per_s = 5, .ip_burst = 5};
     struct sk_purchase p[] = {PI(5, "192.0.2.1"), PI(5, "192.0.2.1"), PI(5, "192.0.2.1")};
     struct sk_admission res[3];
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, p, 3, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, &rl, p, 3, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_OK);
     CHECK_EQ(res[2].rc, SK_RC_RATE_LIMITED);
     char ukey[96], ikey[96];
@@ -171,14 +171,14 @@ SK_TEST(rl_script_rate_limited_purchase_changes_nothing)
     struct sk_keys k;
     sk_keys_for(&k, aid);
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(r, aid, 3, 1, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(r, aid, 3, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     long long stock = stock_of(r, aid), xlen = redis_int(r, "XLEN %s", k.orders);
     long long held = redis_int(r, "HLEN %s", k.buyers), ledger = redis_int(r, "HLEN %s", k.ledger);
     for (int i = 0; i < 20; i++) {
         /* with an Idempotency-Key too: a limited retry stores no answer */
         struct sk_purchase p = {.user_id = 3, .quantity = 1, .idem = "k", .idem_len = 1};
-        CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+        CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL), 0);
         CHECK_EQ(a.rc, SK_RC_RATE_LIMITED);
         CHECK(a.retry_after_ms > 0 && a.retry_after_ms <= 1000);
     }
@@ -199,7 +199,7 @@ SK_TEST(rl_script_per_ip_limit_spans_users_and_ips_are_separate)
     struct sk_purchase p[] = {PI(1, "198.51.100.7"), PI(2, "198.51.100.7"), PI(3, "198.51.100.7"),
                               PI(4, "2001:db8::1"), PU(5)};
     struct sk_admission res[5];
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, p, 5, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, &rl, p, 5, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_OK);
     CHECK_EQ(res[1].rc, SK_RC_OK);
     CHECK_EQ(res[2].rc, SK_RC_RATE_LIMITED); /* third user behind the same IP */
@@ -207,7 +207,7 @@ SK_TEST(rl_script_per_ip_limit_spans_users_and_ips_are_separate)
     CHECK_EQ(res[4].rc, SK_RC_OK); /* no IP known: only the user limit applies */
     /* an IP that is not an address is a bad argument, never a key */
     struct sk_purchase bad = PI(6, "1.2.3.4}:stock");
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, aid, &rl, &bad, 1, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, &rl, &bad, 1, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_BAD_ARGUMENT);
     CHECK_EQ(stock_of(r, aid), 96);
     sk_redis_free(r);
@@ -220,13 +220,13 @@ SK_TEST(rl_script_activity_limit_wins_and_off_writes_no_keys)
     uint64_t strict = open_activity(r, 100, 1, 1);
     struct sk_purchase p[] = {PU(1), PU(1)};
     struct sk_admission res[2];
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, strict, &generous, p, 2, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, strict, &generous, p, 2, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_OK);
     CHECK_EQ(res[1].rc, SK_RC_RATE_LIMITED);
 
     /* no limit anywhere: no limiter key is written at all */
     uint64_t off = open_activity(r, 100, 0, 0);
-    CHECK_EQ(sk_stock_purchase_batch(r, off, p, 2, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, off, NULL, p, 2, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_OK);
     CHECK_EQ(res[1].rc, SK_RC_OK);
     char key[96];
@@ -243,7 +243,7 @@ SK_TEST(rl_script_closed_sale_writes_no_limiter_key)
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
     struct sk_admission a;
     for (int i = 0; i < 3; i++) {
-        CHECK_EQ(sk_stock_purchase(r, aid, 4, 1, &a, NULL), 0);
+        CHECK_EQ(sk_th_buy(r, aid, 4, 1, &a, NULL), 0);
         CHECK_EQ(a.rc, SK_RC_CLOSED);
     }
     char key[96];

@@ -31,6 +31,7 @@
 #include "orders/sweeper.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -42,7 +43,7 @@ SK_TH_MY_USED
 static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(e->r, aid, user, qty, &a, NULL), 0);
     CHECK_MSG(a.rc == SK_RC_OK, "purchase by %" PRIu64 ": %s", user, sk_rc_name(a.rc));
     if (oid) snprintf(oid, SK_ORDER_ID_MAX, "%s", a.order_id);
 }
@@ -571,7 +572,7 @@ BACKEND_TEST(a_live_sale_with_worker_and_sweeper_never_shows_drift)
     sk_th_live_start(&l, e, aid, "live", 0);
     /* Buyers arrive one by one until released units were sold again
      * WANTED times over (bounded). */
-    size_t accepted = sk_th_live_buy(&l, WANTED, 20000, 0);
+    size_t accepted = sk_th_live_buy(&l, WANTED, 20000);
     /* Every admitted order persisted, then no drift was ever seen. */
     sk_th_live_finish(&l, accepted);
     CHECK(accepted > STOCK); /* units were released and sold again */

@@ -3,7 +3,7 @@
  * run's real Redis and a real database: each behaviour on SQLite
  * (reconcile_seg_sqlite_<name>) and PostgreSQL (reconcile_seg_pg_<name>).
  *
- * A sale over 4 segments is made for real (sk_stock_purchase_batch routes
+ * A sale over 4 segments is made for real (sk_stock_buy routes
  * each buyer to its home segment and borrows across segments by itself;
  * the real order worker persists every segment's stream), then:
  *  - it reconciles clean, segment by segment, with the transfers accounted;
@@ -562,7 +562,7 @@ BACKEND_TEST(a_live_segmented_sale_with_borrowing_never_shows_drift)
     sk_th_live_start(&l, e, aid, "live-seg", 50);
     /* Buyers one by one until released units were sold again WANTED times
      * over (bounded); each segment drains and borrows many times. */
-    size_t accepted = sk_th_live_buy(&l, WANTED, 30000, 1);
+    size_t accepted = sk_th_live_buy(&l, WANTED, 30000);
     /* Every admitted order persisted, then no drift was ever seen. */
     sk_th_live_finish(&l, accepted);
     CHECK(accepted > STOCK);

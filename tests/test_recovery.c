@@ -429,7 +429,7 @@ static void buy_range(sk_redis *r, uint64_t aid, uint64_t from, uint64_t to)
 {
     for (uint64_t u = from; u <= to; u++) {
         struct sk_admission ad;
-        CHECK_EQ(sk_stock_purchase(r, aid, u, 1, &ad, NULL), 0);
+        CHECK_EQ(sk_th_buy(r, aid, u, 1, &ad, NULL), 0);
         CHECK_MSG(ad.rc == SK_RC_OK, "user %" PRIu64 ": %s", u, sk_rc_name(ad.rc));
     }
 }
@@ -629,7 +629,7 @@ SK_TEST_T(recovery_orders_that_do_not_fit_the_surviving_history_are_refused_paid
     CHECK_EQ(sk_store_orders_count(l.st, l.aid, &c), 0);
     CHECK_EQ(c.orders[SK_ORDER_CANCELLED], 30);
     struct sk_admission ad;
-    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 999, 1, &ad, NULL), 0);
+    CHECK_EQ(sk_th_buy(l.r, l.aid, 999, 1, &ad, NULL), 0);
     CHECK(ad.rc != SK_RC_OK);
     /* reconcile says so, and show */
     CHECK_EQ(cli(out, sizeof out, "reconcile", "", l.rs.url, l.db, l.aid, NULL), 1);
@@ -886,10 +886,10 @@ SK_TEST(recovery_cli_recover_dry_run_apply_and_a_preheat_of_vanished_keys_rebuil
     CHECK_EQ(sale_audit_count(l.st, l.aid, "recover_rebuild"), 1);
     /* the buyers of before cannot buy again (limit 1), the rest sells */
     struct sk_admission ad;
-    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 7, 1, &ad, NULL), 0);
+    CHECK_EQ(sk_th_buy(l.r, l.aid, 7, 1, &ad, NULL), 0);
     CHECK_EQ(ad.rc, SK_RC_LIMIT_EXCEEDED);
     buy_range(l.r, l.aid, 31, 50);
-    CHECK_EQ(sk_stock_purchase(l.r, l.aid, 51, 1, &ad, NULL), 0);
+    CHECK_EQ(sk_th_buy(l.r, l.aid, 51, 1, &ad, NULL), 0);
     CHECK_EQ(ad.rc, SK_RC_SOLD_OUT);
     worker_start(&wt, l.rs.url, l.db, 1, 1000);
     worker_stop(&wt, 1);
@@ -973,7 +973,7 @@ static void buy_range_ids(sk_redis *r, uint64_t aid, uint64_t from, uint64_t to,
 {
     for (uint64_t u = from; u <= to; u++) {
         struct sk_admission ad;
-        CHECK_EQ(sk_stock_purchase(r, aid, u, 1, &ad, NULL), 0);
+        CHECK_EQ(sk_th_buy(r, aid, u, 1, &ad, NULL), 0);
         CHECK_MSG(ad.rc == SK_RC_OK, "user %" PRIu64 ": %s", u, sk_rc_name(ad.rc));
         snprintf(ids[u - from], SK_STORE_ORDER_ID_MAX, "%s", ad.order_id);
     }

@@ -26,10 +26,10 @@
 #include "redis/redis_conn.h"
 #include "redis/script.h"
 #include "support/cluster_harness.h"
-#include "support/d1_preheat.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/preheat_rc.h"
 
 SK_TH_CLUSTER_USED
 
@@ -136,7 +136,7 @@ static uint64_t seg_fresh(sk_redis *r, int segs, int64_t stock, int64_t limit, i
 static int seg_buy(sk_redis *r, uint64_t id, uint64_t user, int64_t q, struct sk_admission *a,
                    int64_t *left)
 {
-    CHECK_EQ(sk_stock_purchase(r, id, user, q, a, left), 0);
+    CHECK_EQ(sk_th_buy(r, id, user, q, a, left), 0);
     return a->rc;
 }
 
@@ -271,7 +271,7 @@ SK_TEST(seg_purchase_borrows_from_other_segments_until_every_unit_is_sold)
     for (int i = 0; i < 8; i++) {
         struct sk_admission a;
         int64_t left;
-        CHECK_MSG(sk_stock_purchase(r, id, user, 1, &a, &left) == 0, "%s", r->errstr);
+        CHECK_MSG(sk_th_buy(r, id, user, 1, &a, &left) == 0, "%s", r->errstr);
         CHECK_MSG(a.rc == SK_RC_OK, "purchase %d: rc %d", i, a.rc);
         /* every order of a buyer is in its home segment */
         CHECK_MSG(strncmp(a.order_id, label, strlen(label)) == 0, "order %s", a.order_id);
@@ -416,17 +416,17 @@ SK_TEST(seg_borrowed_purchase_is_not_charged_twice_by_the_rate_limiter)
     struct sk_purchase p = {.user_id = a_user, .quantity = 1};
     struct sk_admission res;
     int64_t left;
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, id, &rl, &p, 1, &res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, id, &rl, &p, 1, &res, &left), 0);
     CHECK_EQ(res.rc, SK_RC_OK);
     p.user_id = a2_user;
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, id, &rl, &p, 1, &res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, id, &rl, &p, 1, &res, &left), 0);
     CHECK_EQ(res.rc, SK_RC_OK);
     /* segment 0 is now empty: b's purchase borrows from segment 1 */
     p.user_id = b_user;
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, id, &rl, &p, 1, &res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, id, &rl, &p, 1, &res, &left), 0);
     CHECK_MSG(res.rc == SK_RC_OK, "rc %d", res.rc);
     /* b's next one borrows too, and is limited there (charged once) */
-    CHECK_EQ(sk_stock_purchase_batch_rl(r, id, &rl, &p, 1, &res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, id, &rl, &p, 1, &res, &left), 0);
     CHECK_EQ(res.rc, SK_RC_RATE_LIMITED);
     CHECK(res.retry_after_ms > 0 && res.retry_after_ms <= 1000);
     check_invariants(r, id, 2, 4, 5, 1);
@@ -476,7 +476,7 @@ SK_TEST(seg_purchase_with_redis_down_fails_cleanly_and_sells_nothing)
     sk_th_redis_stop(&own, 1); /* kill -9 */
     struct sk_admission a;
     int64_t left;
-    int rc = sk_stock_purchase(r, id, 5, 1, &a, &left);
+    int rc = sk_th_buy(r, id, 5, 1, &a, &left);
     CHECK_MSG(rc == SK_EIO || rc == SK_ETIMEDOUT, "rc %d", rc);
     struct sk_purchase p[3] = {{.user_id = 1, .quantity = 1},
                                {.user_id = 2, .quantity = 1},
@@ -506,7 +506,7 @@ static void buyer_proc(const char *url, uint64_t id, const uint32_t *users, size
         for (size_t j = 0; j < m; j++)
             p[j] = (struct sk_purchase){.user_id = users[i + j], .quantity = 1};
         int64_t left;
-        if (sk_stock_purchase_batch(r, id, p, m, a, &left) != 0) _exit(4);
+        if (sk_stock_buy(r, id, NULL, p, m, a, &left) != 0) _exit(4);
         for (size_t j = 0; j < m; j++) {
             if (a[j].rc == SK_RC_OK)
                 admitted += a[j].quantity;

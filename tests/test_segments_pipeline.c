@@ -12,7 +12,7 @@
  *  - the HTTP order routes (`seckill serve`) on a segmented order: queued,
  *    created, cancel released in its segment, malformed labels refused.
  *
- * Purchases go through sk_stock_purchase_batch (it routes a segmented
+ * Purchases go through sk_stock_buy (it routes a segmented
  * activity's buyers to their home segments, borrowing as needed). No test
  * sleeps for timing: waits poll their condition, bounded. */
 #include <inttypes.h>
@@ -49,7 +49,7 @@ SK_TH_MY_USED
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* sk_th_env_buy_users buys 100 at a time (one sk_stock_purchase_batch each). */
+/* sk_th_env_buy_users buys 100 at a time (one sk_stock_buy each). */
 #define BATCH 100
 
 /* One purchase of qty by user; its result code (order id into oid). */
@@ -57,7 +57,7 @@ static int buy_one(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty
 {
     struct sk_purchase p = {.user_id = user, .quantity = qty};
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase_batch(e->r, aid, &p, 1, &a, NULL), 0);
+    CHECK_EQ(sk_stock_buy(e->r, aid, NULL, &p, 1, &a, NULL), 0);
     if (oid) snprintf(oid, SK_ORDER_ID_MAX, "%s", a.rc == SK_RC_OK ? a.order_id : "");
     return a.rc;
 }

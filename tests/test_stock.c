@@ -16,9 +16,9 @@
 #include "engine/order_id.h"
 #include "engine/stock.h"
 #include "redis/script.h"
-#include "support/d1_preheat.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
+#include "support/preheat_rc.h"
 
 #define P(u, q) ((struct sk_purchase){.user_id = (u), .quantity = (q)})
 
@@ -66,7 +66,7 @@ static int buy(sk_redis *r, uint64_t aid, uint64_t uid, int64_t q, struct sk_adm
 {
     struct sk_admission tmp;
     if (!a) a = &tmp;
-    int rc = sk_stock_purchase(r, aid, uid, q, a, NULL);
+    int rc = sk_th_buy(r, aid, uid, q, a, NULL);
     CHECK_MSG(rc == 0, "purchase failed: %s (%s)", sk_strerror(rc), r->errstr);
     return a->rc;
 }
@@ -145,7 +145,7 @@ SK_TEST(purchase_admits_and_writes_one_order_event_with_the_buyer)
     uint64_t aid = open_activity(r, 10, 2, 2);
     struct sk_admission a;
     int64_t left = -1;
-    CHECK_EQ(sk_stock_purchase(r, aid, 42, 2, &a, &left), 0);
+    CHECK_EQ(sk_th_buy(r, aid, 42, 2, &a, &left), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     CHECK_EQ(left, 8);
     char prefix[32];
@@ -199,10 +199,10 @@ SK_TEST(nothing_is_sold_before_start_or_after_end)
     CHECK_EQ(buy(r, late, 1, 1, NULL), SK_RC_ENDED);
     struct sk_purchase p[2] = {P(1, 1), P(2, 1)};
     struct sk_admission res[2];
-    CHECK_EQ(sk_stock_purchase_batch(r, early, p, 2, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, early, NULL, p, 2, res, NULL), 0);
     CHECK_EQ(res[0].rc, SK_RC_NOT_STARTED);
     CHECK_EQ(res[1].rc, SK_RC_NOT_STARTED);
-    CHECK_EQ(sk_stock_purchase_batch(r, late, p, 2, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, late, NULL, p, 2, res, NULL), 0);
     CHECK_EQ(res[1].rc, SK_RC_ENDED);
     check_untouched(r, early, 5);
     check_untouched(r, late, 5);
@@ -266,7 +266,7 @@ SK_TEST(batch_answers_each_purchase_in_order_and_one_bad_entry_fails_only_itself
     size_t n = sizeof p / sizeof p[0];
     struct sk_admission res[8];
     int64_t left = -1;
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, p, n, res, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, p, n, res, &left), 0);
     int want[] = {SK_RC_OK, SK_RC_BAD_QUANTITY, SK_RC_LIMIT_EXCEEDED, SK_RC_BAD_QUANTITY, SK_RC_OK,
                   SK_RC_OK, SK_RC_OK,           SK_RC_SOLD_OUT};
     for (size_t i = 0; i < n; i++) {
@@ -302,7 +302,7 @@ SK_TEST(batch_orders_share_one_entry_numbered_in_admission_order)
     BUYS(r, aid, {9, 1, SK_RC_OK}); /* a call of one: an entry of one, no index */
     struct sk_purchase p[] = {P(1, 2), P(2, 3), P(3, 1), P(1, 1), P(4, 2)};
     struct sk_admission res[5];
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, p, 5, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, p, 5, res, NULL), 0);
     int want[] = {SK_RC_OK, SK_RC_BAD_QUANTITY, SK_RC_OK, SK_RC_LIMIT_EXCEEDED, SK_RC_OK};
     int index[] = {0, -1, 1, -1, 2};
     struct sk_oid first = {0};
@@ -336,7 +336,7 @@ SK_TEST(batch_orders_share_one_entry_numbered_in_admission_order)
     check_counts(r, aid, 5, 5, 4);
     /* a call of single units only (the common case, built apart) */
     struct sk_purchase ones[] = {P(21, 1), P(22, 1), P(23, 1)};
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, ones, 3, res, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, ones, 3, res, NULL), 0);
     CHECK_EQ(sk_redis_cmd(r, &rep, "XREVRANGE %s + - COUNT 1", k.orders), 0);
     CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
     f = rep->element[0]->element[1];
@@ -491,7 +491,7 @@ static void flush_mid_run(const char *cmd, int fn)
         } else {
             struct sk_purchase p = P((uint64_t)i + 1, 1);
             struct sk_admission a;
-            int rc = sk_stock_purchase_batch(r, aid, &p, 1, &a, NULL);
+            int rc = sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL);
             CHECK_MSG(rc == 0, "batch failed: %s", r->errstr);
             accepted += a.rc == SK_RC_OK;
         }
@@ -528,11 +528,11 @@ SK_TEST(unreachable_redis_is_a_clear_error_within_the_timeout)
     sk_redis *r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
     int64_t t0 = sk_mono_ms();
-    int rc = sk_stock_purchase(r, 1, 1, 1, &a, NULL);
+    int rc = sk_th_buy(r, 1, 1, 1, &a, NULL);
     CHECK_EQ(rc, SK_EIO);
     CHECK_MSG(strstr(r->errstr, "cannot connect") != NULL, "errstr: %s", r->errstr);
     /* inside the backoff window the next call fails fast, no new connect */
-    rc = sk_stock_purchase(r, 1, 1, 1, &a, NULL);
+    rc = sk_th_buy(r, 1, 1, 1, &a, NULL);
     CHECK_EQ(rc, SK_EIO);
     CHECK_MSG(sk_mono_ms() - t0 < 1500, "took %lld ms", (long long)(sk_mono_ms() - t0));
     sk_redis_free(r);
@@ -548,7 +548,7 @@ SK_TEST(stopped_redis_times_out_then_the_connection_recovers)
     kill(srv.pid, SIGSTOP);
     struct sk_admission a;
     int64_t t0 = sk_mono_ms();
-    int rc = sk_stock_purchase(r, aid, 2, 1, &a, NULL);
+    int rc = sk_th_buy(r, aid, 2, 1, &a, NULL);
     int64_t took = sk_mono_ms() - t0;
     CHECK_MSG(rc == SK_ETIMEDOUT || rc == SK_EIO, "rc %d", rc);
     CHECK_MSG(took < 2000, "a stopped server held the caller for %lld ms", (long long)took);
@@ -556,7 +556,7 @@ SK_TEST(stopped_redis_times_out_then_the_connection_recovers)
     /* The timed-out purchase may have run (it is never resent): user 2 is
      * either admitted once or not at all. Reconnect after the backoff. */
     int64_t deadline = sk_mono_ms() + 5000;
-    while ((rc = sk_stock_purchase(r, aid, 3, 1, &a, NULL)) != 0) {
+    while ((rc = sk_th_buy(r, aid, 3, 1, &a, NULL)) != 0) {
         CHECK_MSG(sk_mono_ms() < deadline, "no recovery: %s", r->errstr);
         usleep(20000); /* waiting out the reconnect backoff, not timing a result */
     }
@@ -588,13 +588,13 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", srv.port);
     r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_EQ(sk_th_buy(r, aid, 1, 1, &a, NULL), SK_EAUTH);
     CHECK_MSG(!strstr(r->errstr, "wrong"), "the password echoed: %s", r->errstr);
     sk_redis_free(r);
     /* no password at all: said so, not as a failed script load */
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
     r = sk_th_redis_new(url, 1000, 1000);
-    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_EQ(sk_th_buy(r, aid, 1, 1, &a, NULL), SK_EAUTH);
     CHECK_MSG(strstr(r->errstr, "NOAUTH") != NULL, "errstr: %s", r->errstr);
     sk_redis_free(r);
     sk_th_redis_stop(&srv, 0);
@@ -606,30 +606,30 @@ SK_TEST(idempotency_key_retry_returns_the_first_answer_and_buys_once)
     uint64_t aid = open_activity(r, 2, 2, 2);
     struct sk_purchase p = {.user_id = 5, .quantity = 2, .idem = "k-1", .idem_len = 3};
     struct sk_admission first, again;
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &first, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &first, NULL), 0);
     CHECK_EQ(first.rc, SK_RC_OK);
     CHECK_EQ(first.quantity, 2);
     /* same key, even with another quantity and after the sale sold out */
     p.quantity = 1;
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &again, NULL), 0);
     CHECK_EQ(again.rc, SK_RC_OK);
     CHECK_EQ(again.quantity, 2);
     CHECK_STR(again.order_id, first.order_id);
     struct sk_admission b[2];
     struct sk_purchase pb[2] = {p, P(6, 1)};
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 2, b, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, pb, 2, b, NULL), 0);
     CHECK_EQ(b[0].rc, SK_RC_OK);
     CHECK_STR(b[0].order_id, first.order_id);
     CHECK_EQ(b[1].rc, SK_RC_SOLD_OUT);
     /* also once the switch is closed */
     int rc;
     CHECK_EQ(sk_stock_set_open(r, aid, 0, &rc), 0);
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &again, NULL), 0);
     CHECK_EQ(again.rc, SK_RC_OK);
     CHECK_STR(again.order_id, first.order_id);
     /* the same key from another user is another purchase */
     p.user_id = 7;
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &again, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &again, NULL), 0);
     CHECK_EQ(again.rc, SK_RC_CLOSED);
     check_counts(r, aid, 0, 2, 1);
     sk_redis_free(r);
@@ -641,11 +641,11 @@ SK_TEST(refused_purchase_with_an_idempotency_key_can_be_retried)
     uint64_t aid = make_activity(r, 3, 1, 1, -1000, 3600000, 0);
     struct sk_purchase p = {.user_id = 9, .quantity = 1, .idem = "abc", .idem_len = 3};
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_CLOSED);
     int rc;
     CHECK_EQ(sk_stock_set_open(r, aid, 1, &rc), 0);
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     CHECK_EQ(state_of(r, aid).remaining, 2);
     sk_redis_free(r);
@@ -659,7 +659,7 @@ SK_TEST(same_idempotency_key_twice_in_one_batch_buys_once)
     struct sk_purchase pb[3] = {p, p, P(3, 1)};
     struct sk_admission b[3];
     int64_t left;
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 3, b, &left), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, pb, 3, b, &left), 0);
     CHECK_EQ(b[0].rc, SK_RC_OK);
     CHECK_EQ(b[1].rc, SK_RC_OK);
     CHECK_STR(b[1].order_id, b[0].order_id);
@@ -677,10 +677,10 @@ SK_TEST(sold_out_batch_still_replays_an_idempotent_retry)
     uint64_t aid = open_activity(r, 1, 1, 1);
     struct sk_purchase p = {.user_id = 4, .quantity = 1, .idem = "x", .idem_len = 1};
     struct sk_admission a, b[2];
-    CHECK_EQ(sk_stock_purchase_idem(r, aid, &p, &a, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL), 0);
     CHECK_EQ(a.rc, SK_RC_OK);
     struct sk_purchase pb[2] = {P(5, 1), p};
-    CHECK_EQ(sk_stock_purchase_batch(r, aid, pb, 2, b, NULL), 0);
+    CHECK_EQ(sk_stock_buy(r, aid, NULL, pb, 2, b, NULL), 0);
     CHECK_EQ(b[0].rc, SK_RC_SOLD_OUT);
     CHECK_EQ(b[1].rc, SK_RC_OK);
     CHECK_STR(b[1].order_id, a.order_id);

@@ -2,7 +2,7 @@
  * run's real Redis and a real database: each behaviour runs on SQLite
  * (sweeper_sqlite_<name>) and on PostgreSQL (sweeper_pg_<name>).
  *
- * Purchases go through the admission script (sk_stock_purchase), orders
+ * Purchases go through the admission script (sk_th_buy), orders
  * reach the DB through the real order worker (in-process, once mode), and
  * time is moved by passing a future now_ms to sk_sweeper_pass, so no test
  * waits for a deadline. Waits that remain poll their condition, bounded. */
@@ -42,7 +42,7 @@ SK_TH_MY_USED
 static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, char *oid)
 {
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(e->r, aid, user, qty, &a, NULL), 0);
     CHECK_MSG(a.rc == SK_RC_OK, "purchase by %" PRIu64 ": %s", user, sk_rc_name(a.rc));
     if (oid) snprintf(oid, SK_ORDER_ID_MAX, "%s", a.order_id);
 }
@@ -50,7 +50,7 @@ static void buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty, c
 static int try_buy(struct sk_th_env *e, uint64_t aid, uint64_t user, int64_t qty)
 {
     struct sk_admission a;
-    CHECK_EQ(sk_stock_purchase(e->r, aid, user, qty, &a, NULL), 0);
+    CHECK_EQ(sk_th_buy(e->r, aid, user, qty, &a, NULL), 0);
     return a.rc;
 }
 

@@ -69,7 +69,7 @@ static int buy_with(sk_redis *r, uint64_t aid, uint64_t uid, const char *pass)
     struct sk_purchase p = {
         .user_id = uid, .quantity = 1, .pass = pass, .pass_len = pass ? strlen(pass) : 0};
     struct sk_admission a;
-    int rc = sk_stock_purchase_idem(r, aid, &p, &a, NULL);
+    int rc = sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL);
     CHECK_MSG(rc == 0, "purchase: %s (%s)", sk_strerror(rc), r->errstr);
     return a.rc;
 }

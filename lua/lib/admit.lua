@@ -1,4 +1,4 @@
--- lib/admit.lua - admission logic shared by purchase.lua and purchase_batch.lua
+-- lib/admit.lua - admission logic of purchase_batch.lua
 -- (inlined at build time by tools/gen_scripts.c).
 --
 -- KEYS[1] meta (hash)  KEYS[2] stock (string)  KEYS[3] buyers (hash user->units)

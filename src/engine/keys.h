@@ -73,7 +73,7 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  * place that knows each script's KEYS, so callers cannot drift from the
  * scripts (docs/design.md, "The scripts").
  *
- * The KEYS of purchase.lua and purchase_batch.lua: first the key set's
+ * The KEYS of purchase_batch.lua: first the key set's
  * SK_PURCHASE_NKEYS (meta stock buyers orders idem ledger xin wr_spent reg),
  * then per purchase its buyer's rate limiter key (sk_keys_rl_user), then,
  * when the call carries a per-IP limit, per purchase its client IP's

@@ -259,16 +259,6 @@ void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t aid, uint64_t u
     c->args[1] = c->a[1];
 }
 
-int sk_queue_note_spent(sk_redis *r, uint64_t aid, uint64_t uid, int64_t exp_ms, int *marked)
-{
-    struct sk_queue_spent_call c;
-    sk_queue_spent_call(&c, aid, uid, exp_ms);
-    int64_t v[1];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, v, 1);
-    if (rc == 0 && marked) *marked = v[0] == 1; /* not BAD_ARGUMENT (a malformed call) */
-    return rc;
-}
-
 const char *sk_queue_control_arg(int action)
 {
     switch (action) {

@@ -150,9 +150,5 @@ struct sk_queue_spent_call {
 };
 void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t activity_id, uint64_t user_id,
                          int64_t pass_exp_ms);
-/* Marks a pass spent in the queue's record (queue_spent.lua): *marked 1
- * when it was the pass handed out to user_id. */
-int sk_queue_note_spent(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t pass_exp_ms,
-                        int *marked);
 
 #endif

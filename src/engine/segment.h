@@ -42,7 +42,7 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
  * when it has none (unsegmented, or unknown). */
 int sk_seg_count(sk_redis *r, uint64_t activity_id, int *segments);
 
-/* sk_stock_purchase_batch_rl for a segmented activity of `segments`
+/* sk_stock_buy for a segmented activity of `segments`
  * segments: each purchase goes to its buyer's home segment; purchases a
  * home cannot serve borrow from the other segments (at most `segments`
  * rounds). *remaining: the home's stock after, or when it is empty, the

@@ -1,6 +1,7 @@
-/* stock.c - blocking calls of the admission scripts (purchase, batch,
+/* stock.c - blocking calls of the admission scripts (purchase_batch,
  * release, preheat, switch, state). Argument building and reply decoding
- * of the batch are pure functions, shared with the async HTTP service. */
+ * of the purchase are pure functions: serve's async path and the blocking
+ * call here build and read the same purchase_batch call. */
 #include "engine/stock.h"
 
 #include <inttypes.h>
@@ -16,8 +17,6 @@
 #include "redis/handshake.h"
 #include "redis/reply.h"
 #include "redis/script.h"
-
-#define U64_DIGITS 21
 
 int sk_stock_proto(sk_redis *r, const char *what)
 {
@@ -47,53 +46,6 @@ static void set_outcome(struct sk_admission *a, int rc, int64_t qty)
     a->replay = rc == SK_RC_OK && qty < 0;
     a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : a->replay ? -qty : qty;
     a->retry_after_ms = rc == SK_RC_RATE_LIMITED ? qty : 0;
-}
-
-int sk_stock_purchase_idem(sk_redis *r, uint64_t aid, const struct sk_purchase *p,
-                           struct sk_admission *res, int64_t *remaining)
-{
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    char a[3][U64_DIGITS];
-    snprintf(a[1], sizeof a[1], "%" PRIu64, p->user_id);
-    snprintf(a[2], sizeof a[2], "%" PRId64, p->quantity);
-    char kb[SK_BATCH_KEY_BYTES(1)];
-    const char *keys[SK_BATCH_KEYC(1)];
-    int nk = sk_stock_batch_keys(&k, NULL, p, 1, kb, sizeof kb, keys);
-    if (nk < 0) return r->err = nk;
-    const char *args[] = {
-        k.label, a[1], a[2], p->idem ? p->idem : "", p->pass ? p->pass : "", p->ch ? p->ch : ""};
-    size_t lens[] = {strlen(k.label),
-                     strlen(a[1]),
-                     strlen(a[2]),
-                     p->idem ? p->idem_len : 0,
-                     p->pass ? p->pass_len : 0,
-                     p->ch ? strlen(p->ch) : 0};
-    redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_PURCHASE, nk, keys, 6, args, lens, &rep);
-    if (rc < 0) {
-        if (rep) freeReplyObject(rep);
-        return rc;
-    }
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
-        !is_int(rep->element[2]) || !is_int(rep->element[3])) {
-        freeReplyObject(rep);
-        return sk_stock_proto(r, "purchase");
-    }
-    set_outcome(res, (int)rep->element[0]->integer, rep->element[3]->integer);
-    set_order_id(res, rep->element[1]);
-    if (remaining) *remaining = rep->element[2]->integer;
-    freeReplyObject(rep);
-    if (res->rc == SK_RC_SEGMENTED)
-        return sk_seg_purchase_batch(r, aid, (int)res->quantity, NULL, p, 1, res, remaining);
-    return 0;
-}
-
-int sk_stock_purchase(sk_redis *r, uint64_t aid, uint64_t uid, int64_t qty,
-                      struct sk_admission *res, int64_t *remaining)
-{
-    struct sk_purchase p = {.user_id = uid, .quantity = qty};
-    return sk_stock_purchase_idem(r, aid, &p, res, remaining);
 }
 
 /* Copies len bytes of v into buf at *off as argument i. */
@@ -158,22 +110,6 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         lens[base + 5] = p[i].ch ? strlen(p[i].ch) : 0;
     }
     return rc;
-}
-
-int sk_stock_batch_args_rl(uint64_t aid, const struct sk_rate_limits *rl,
-                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
-                           const char **args, size_t *lens)
-{
-    char label[SK_LABEL_MAX];
-    snprintf(label, sizeof label, "%" PRIu64, aid);
-    struct sk_batch_head h = {.label = label, .rl = rl};
-    return sk_stock_batch_args_head(&h, p, n, buf, cap, args, lens);
-}
-
-int sk_stock_batch_args(uint64_t aid, const struct sk_purchase *p, size_t n, char *buf, size_t cap,
-                        const char **args, size_t *lens)
-{
-    return sk_stock_batch_args_rl(aid, NULL, p, n, buf, cap, args, lens);
 }
 
 int sk_stock_batch_keys(const struct sk_keys *k, const struct sk_rate_limits *rl,
@@ -248,12 +184,6 @@ void sk_stock_batch_seen(const redisReply *rep, size_t n, int64_t *epoch, int64_
     *adm = rep->element[3 * n + 2]->integer;
 }
 
-int sk_stock_purchase_batch(sk_redis *r, uint64_t aid, const struct sk_purchase *p, size_t n,
-                            struct sk_admission *res, int64_t *remaining)
-{
-    return sk_stock_purchase_batch_rl(r, aid, NULL, p, n, res, remaining);
-}
-
 int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_batch_head *h,
                         const struct sk_purchase *p, size_t n, struct sk_admission *res,
                         int64_t *remaining)
@@ -279,9 +209,9 @@ int sk_stock_batch_call(sk_redis *r, const struct sk_keys *k, const struct sk_ba
     return rc;
 }
 
-int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
-                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
-                               int64_t *remaining)
+int sk_stock_buy(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
+                 const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                 int64_t *remaining)
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);

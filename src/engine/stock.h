@@ -59,23 +59,18 @@ struct sk_rate_limits {
     int64_t ip_per_s, ip_burst;
 };
 
-/* One purchase (idem/idem_len: optional Idempotency-Key; a retry with the
- * same key gets the first accepted answer and buys nothing). *remaining
- * (may be NULL) is the stock after the call, -1 when the call was refused
- * before reading it (closed, not started, ended, unknown activity). */
-int sk_stock_purchase(sk_redis *r, uint64_t activity_id, uint64_t user_id, int64_t quantity,
-                      struct sk_admission *res, int64_t *remaining);
-int sk_stock_purchase_idem(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
-                           struct sk_admission *res, int64_t *remaining);
-
-/* n (1..SK_BATCH_MAX) purchases of one activity in one Redis call, decided in
- * order; res[i] answers p[i]. */
-int sk_stock_purchase_batch(sk_redis *r, uint64_t activity_id, const struct sk_purchase *p,
-                            size_t n, struct sk_admission *res, int64_t *remaining);
-/* Same with global rate limits (NULL: none; the activity's own still applies). */
-int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits *rl,
-                               const struct sk_purchase *p, size_t n, struct sk_admission *res,
-                               int64_t *remaining);
+/* n (1..SK_BATCH_MAX) purchases of one activity in one purchase_batch
+ * call, decided in order (res[i] answers p[i]; an Idempotency-Key given
+ * again gets the first accepted answer and buys nothing), with global rate
+ * limits rl (NULL: none; the activity's own still applies). The blocking
+ * twin of serve's call: same arguments, keys, script and reply decoding.
+ * A segmented activity answers SEGMENTED from its base keys, and the
+ * purchases then go to their home segments (sk_seg_purchase_batch).
+ * *remaining (may be NULL): the stock after the call, -1 when the call was
+ * refused before reading it (closed, not started, ended, unknown). */
+int sk_stock_buy(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits *rl,
+                 const struct sk_purchase *p, size_t n, struct sk_admission *res,
+                 int64_t *remaining);
 
 /* Building blocks shared with the async service and the benchmarks: the
  * purchase_batch arguments as strings in buf (cap bytes, at least
@@ -107,17 +102,11 @@ struct sk_batch_head {
 };
 int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
                              char *buf, size_t cap, const char **args, size_t *lens);
-int sk_stock_batch_args(uint64_t activity_id, const struct sk_purchase *p, size_t n, char *buf,
-                        size_t cap, const char **args, size_t *lens);
-/* Same with global rate limits (NULL: none). */
-int sk_stock_batch_args_rl(uint64_t activity_id, const struct sk_rate_limits *rl,
-                           const struct sk_purchase *p, size_t n, char *buf, size_t cap,
-                           const char **args, size_t *lens);
-/* The KEYS of a purchase_batch call of n purchases p on key set k (or of a
- * purchase.lua call, n = 1), as keys.h lays them out: the key set's, each
- * buyer's rate limiter key, each client IP's when rl (NULL: none)
- * carries a per-IP limit, and each challenge's spent key when a purchase
- * carries a ticket. Pointers into k and buf (cap bytes, at least
+/* The KEYS of a purchase_batch call of n purchases p on key set k, as
+ * keys.h lays them out: the key set's, each buyer's rate limiter key,
+ * each client IP's when rl (NULL: none) carries a per-IP limit, and each
+ * challenge's spent key when a purchase carries a ticket. Pointers into k
+ * and buf (cap bytes, at least
  * SK_BATCH_KEY_BYTES(n)); keys holds SK_BATCH_KEYC(n) entries. Returns how
  * many keys, or SK_EINVAL / SK_ENOMEM. */
 #define SK_BATCH_KEYC(n) SK_PURCHASE_KEYC(n)

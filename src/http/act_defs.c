@@ -276,17 +276,6 @@ void sk_act_defs_forget(struct sk_app *app, uint64_t id)
     if (u->id == id) u->id = 0;
 }
 
-void sk_act_defs_counts(const struct sk_act_defs *d, size_t *known, size_t *unknown, size_t *reads)
-{
-    int64_t now = sk_mono_ms();
-    size_t u = 0;
-    for (size_t i = 0; i < SK_ACT_DEFS_UNKNOWN_SLOTS; i++)
-        u += d->unknown[i].id != 0 && now < d->unknown[i].until_ms;
-    *known = d->n;
-    *unknown = u;
-    *reads = d->nfills;
-}
-
 void sk_act_defs_free(struct sk_app *app, struct sk_act_defs *d)
 {
     if (!d) return;

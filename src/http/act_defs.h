@@ -56,8 +56,4 @@ void sk_act_defs_put(struct sk_app *app, const struct sk_activity *a);
  * answers its waiters but is not cached. */
 void sk_act_defs_forget(struct sk_app *app, uint64_t id);
 
-/* Entries now (for tests and logs): known activities, unknown slots in
- * use, reads in flight. */
-void sk_act_defs_counts(const struct sk_act_defs *d, size_t *known, size_t *unknown, size_t *reads);
-
 #endif

@@ -22,6 +22,7 @@
 #include "engine/registration.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/client_ip.h"
 #include "http/http_body.h"
 #include "http/purchase_answer.h"
 #include "http/store_call.h"

@@ -12,6 +12,7 @@
 #include "engine/segment.h"
 #include "http/app.h"
 #include "http/challenge_http.h"
+#include "http/client_ip.h"
 #include "http/purchase_answer.h"
 #include "http/purchase_batch.h"
 #include "http/purchase_check.h"

@@ -12,6 +12,7 @@
 
 #include "core/node_stats.h"
 #include "engine/stock.h"
+#include "http/act_cache.h"
 #include "http/config.h"
 #include "http/conns.h"
 #include "http/metrics.h"
@@ -35,30 +36,6 @@ struct sk_flight {
     int seg;
     int n;
 };
-
-/* What this process knows about one activity without asking Redis. */
-struct sk_act_cache {
-    uint64_t id;
-    int sold_out;       /* Redis said stock 0: refuse locally */
-    int rechecking;     /* a GET stock is in flight */
-    int64_t checked_ms; /* last sold-out check */
-    int64_t inflight;   /* purchases queued or waiting for Redis (max_inflight) */
-    int segments;       /* 0: not known yet (the first call tells), 1, or S > 1 */
-    int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
-                           while not sold out, so waiting buyers learn it (its queue's slot
-                           holds no stock; docs/waiting-room.md) */
-    int suspect;        /* a borrow saw every segment empty: sold out once a read
-                           made a moment later agrees (a unit lent to another
-                           process may have been in transit, invisible to it) */
-    int confirmed;      /* Redis answered for it as an existing activity */
-    int64_t used_ms;    /* last lookup: the idle one used longest ago is evicted */
-};
-
-/* At most this many activities are tracked per process; of them at most
- * SK_ACTS_UNCONFIRMED_MAX not yet confirmed by Redis (ids a client sent
- * that may not exist): those never push a confirmed one out. */
-#define SK_ACTS_MAX 4096
-#define SK_ACTS_UNCONFIRMED_MAX 512
 
 /* /readyz's view of the database: refreshed by a probe on the store pool
  * (store_call.h), never by the request. */
@@ -221,26 +198,8 @@ int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rou
 int sk_http_options_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                              int allow_force, int *force);
 
-/* The client's IP as text: the socket peer, or, when the peer is one of
- * trusted_proxies, the right-most X-Forwarded-For address that is not.
- * Returns 1, or 0 (out "") when the connection has no IP peer. */
-int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
-/* The same address as the per-IP rate limit counts it: IPv6 clients by
- * their /64 network (sk_ip_rate_prefix). */
-int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT]);
-
 /* A header's value, or NULL (len 0) when absent. Name in lower case. */
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len);
-
-/* The cache entry of an activity. create: SK_ACT_FIND looks only;
- * SK_ACT_MAKE creates it unconfirmed when absent (the id may not exist);
- * SK_ACT_KNOWN creates or marks it confirmed (Redis answered for it). When
- * the table is full an idle entry is evicted: an unconfirmed one first; a
- * confirmed one (the one used longest ago) only to make room for another
- * confirmed one. NULL when absent, or when no room can be made. Creating
- * may move the entries: pointers from before are stale. */
-enum { SK_ACT_FIND = 0, SK_ACT_MAKE = 1, SK_ACT_KNOWN = 2 };
-struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create);
 
 /* End of a loop pass: send the queue calls collected in it (api_queue.c). */
 void sk_queue_flush(struct sk_app *app);

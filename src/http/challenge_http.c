@@ -15,6 +15,7 @@
 #include "core/rand.h"
 #include "http/act_defs.h"
 #include "http/captcha.h"
+#include "http/client_ip.h"
 #include "http/outbound.h"
 #include "http/store_call.h"
 

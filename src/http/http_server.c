@@ -30,6 +30,7 @@
 #include "http/auth.h"
 #include "http/auth_jwt.h"
 #include "http/challenge_http.h"
+#include "http/client_ip.h"
 #include "http/cors_http.h"
 #include "http/http_body.h"
 #include "http/order_marks.h"
@@ -210,8 +211,6 @@ const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len)
     return req->headers.entries[i].value.base;
 }
 
-static int peer_ip(h2o_req_t *req, struct sk_ip *ip);
-
 /* The buyer's token checked with the configured secrets (two during a
  * rotation, told apart by the token's key id) and the lifetime bound. */
 static int hmac_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *uid)
@@ -257,7 +256,7 @@ int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
      * client that reaches the port directly cannot act as anyone. */
     struct sk_ip peer;
     if (app->cfg.n_trusted_proxies > 0 &&
-        !(peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
+        !(sk_http_peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
         sk_metrics_refusal(app->metrics, "unauthorized");
         sk_http_error(app, req, route, 401, "unauthorized",
                       "X-User-Id is accepted only from a trusted proxy");
@@ -271,81 +270,6 @@ int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
         return 1;
     }
     return 0;
-}
-
-/* The peer's address of the connection, or 0 when it has none. */
-static int peer_ip(h2o_req_t *req, struct sk_ip *ip)
-{
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    if (!req->conn || !req->conn->callbacks->get_peername ||
-        req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss) == 0)
-        return 0;
-    char text[SK_IP_TEXT];
-    if (ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, text, sizeof text);
-    else if (ss.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, text, sizeof text);
-    else
-        return 0;
-    return sk_ip_parse(text, strlen(text), ip) == 0;
-}
-
-/* The client's address (sk_http_client_ip), 0 when it has none. */
-static int client_ip(struct sk_app *app, h2o_req_t *req, struct sk_ip *out)
-{
-    struct sk_ip ip;
-    if (!peer_ip(req, &ip)) return 0;
-    /* Walk X-Forwarded-For right to left (last header first) while the hop
-     * that wrote it is a trusted proxy: the first untrusted address is the
-     * client. Anything a client wrote further left is never believed. A
-     * malformed entry stops the walk at the proxy that passed it on. */
-    const h2o_headers_t *hs = &req->headers;
-    for (ssize_t hi = (ssize_t)hs->size - 1; hi >= 0 && sk_config_is_trusted_proxy(&app->cfg, &ip);
-         hi--) {
-        const h2o_header_t *h = &hs->entries[hi];
-        if (h->name->len != 15 ||
-            !h2o_lcstris(h->name->base, h->name->len, H2O_STRLIT("x-forwarded-for")))
-            continue;
-        const char *b = h->value.base;
-        size_t e = h->value.len;
-        while (e > 0 && sk_config_is_trusted_proxy(&app->cfg, &ip)) {
-            size_t st = e;
-            while (st > 0 && b[st - 1] != ',')
-                st--;
-            size_t a = st, z = e;
-            while (a < z && (b[a] == ' ' || b[a] == '\t'))
-                a++;
-            while (z > a && (b[z - 1] == ' ' || b[z - 1] == '\t'))
-                z--;
-            struct sk_ip hop;
-            if (sk_ip_parse(b + a, z - a, &hop) < 0) goto done;
-            ip = hop;
-            e = st > 0 ? st - 1 : 0;
-        }
-    }
-done:
-    *out = ip;
-    return 1;
-}
-
-int sk_http_client_ip(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
-{
-    struct sk_ip ip;
-    out[0] = 0;
-    if (!client_ip(app, req, &ip)) return 0;
-    sk_ip_format(&ip, out);
-    return out[0] != 0;
-}
-
-int sk_http_client_ip_key(struct sk_app *app, h2o_req_t *req, char out[SK_IP_TEXT])
-{
-    struct sk_ip ip;
-    out[0] = 0;
-    if (!client_ip(app, req, &ip)) return 0;
-    sk_ip_rate_prefix(&ip);
-    sk_ip_format(&ip, out);
-    return out[0] != 0;
 }
 
 int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route)
@@ -414,62 +338,6 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
     app->inflight--;
     sk_metrics_inflight(app->metrics, -1);
     return a->req;
-}
-
-/* Nothing waits on the entry: it may go. */
-static int act_idle(const struct sk_act_cache *c)
-{
-    return c->inflight == 0 && !c->rechecking;
-}
-
-/* Room for one more entry (confirmed or not): evicts an idle unconfirmed
- * entry, or for a confirmed newcomer the idle confirmed one used longest
- * ago. Unknown ids a client makes up are only ever unconfirmed, so they
- * push out each other, never an activity Redis vouched for. 0 or -1. */
-static int act_room(struct sk_app *app, int confirmed)
-{
-    int full = app->n_acts >= SK_ACTS_MAX;
-    if (!full && (confirmed || app->n_acts_unconfirmed < SK_ACTS_UNCONFIRMED_MAX)) return 0;
-    size_t victim = SIZE_MAX;
-    for (size_t i = 0; i < app->n_acts; i++) {
-        const struct sk_act_cache *c = &app->acts[i];
-        if (!act_idle(c)) continue;
-        if (!c->confirmed) {
-            victim = i;
-            break;
-        }
-        if (confirmed && (victim == SIZE_MAX || c->used_ms < app->acts[victim].used_ms)) victim = i;
-    }
-    if (victim == SIZE_MAX) return -1;
-    if (!app->acts[victim].confirmed) app->n_acts_unconfirmed--;
-    app->acts[victim] = app->acts[--app->n_acts];
-    return 0;
-}
-
-struct sk_act_cache *sk_app_act(struct sk_app *app, uint64_t id, int create)
-{
-    uint64_t now = h2o_now(app->ctx.loop);
-    for (size_t i = 0; i < app->n_acts; i++) {
-        struct sk_act_cache *c = &app->acts[i];
-        if (c->id != id) continue;
-        if (create == SK_ACT_KNOWN && !c->confirmed) {
-            c->confirmed = 1;
-            app->n_acts_unconfirmed--;
-        }
-        c->used_ms = (int64_t)now;
-        return c;
-    }
-    if (create == SK_ACT_FIND) return NULL;
-    int confirmed = create == SK_ACT_KNOWN;
-    if (act_room(app, confirmed) < 0) return NULL;
-    if (SK_VEC_RESERVE(app->acts, app->cap_acts, app->n_acts + 1, 16)) return NULL;
-    struct sk_act_cache *c = &app->acts[app->n_acts++];
-    memset(c, 0, sizeof *c);
-    c->id = id;
-    c->confirmed = confirmed;
-    c->used_ms = (int64_t)now;
-    if (!confirmed) app->n_acts_unconfirmed++;
-    return c;
 }
 
 /* A request the HTTP layer refuses (http1_parse.h: ambiguous framing or

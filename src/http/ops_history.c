@@ -43,11 +43,6 @@ int sk_ops_history_new(sk_ops_history **out)
     return 0;
 }
 
-void sk_ops_history_free(sk_ops_history *h)
-{
-    if (h) sk_shm_free(h, sizeof *h);
-}
-
 static sk_ops_history *the_ring;
 
 void sk_ops_history_set(sk_ops_history *h)

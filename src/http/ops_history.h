@@ -23,10 +23,9 @@
 
 typedef struct sk_ops_history sk_ops_history;
 
-/* Maps a ring shared with children forked later (the caller's:
- * sk_ops_history_free). 0 or SK_EIO. */
+/* Maps a ring shared with children forked later (it lives as long as the
+ * process). 0 or SK_EIO. */
 int sk_ops_history_new(sk_ops_history **out);
-void sk_ops_history_free(sk_ops_history *h);
 
 /* The ring of this process (set before the fork; NULL: none). */
 void sk_ops_history_set(sk_ops_history *h);

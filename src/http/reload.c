@@ -94,11 +94,6 @@ int sk_reload_area_new(struct sk_reload_area **out)
     return 0;
 }
 
-void sk_reload_area_free(struct sk_reload_area *a)
-{
-    if (a) sk_shm_free(a, sizeof *a);
-}
-
 static struct sk_reload_area *the_area;
 
 void sk_reload_set_area(struct sk_reload_area *a)

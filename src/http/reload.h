@@ -58,10 +58,9 @@ struct sk_reload_area {
     _Atomic uint64_t applied[SK_RELOAD_SLOTS]; /* the generation each process applied */
 };
 
-/* Maps an area shared with the children forked later (the caller's:
- * sk_reload_area_free). 0, or SK_EIO. */
+/* Maps an area shared with the children forked later (it lives as long
+ * as the process). 0, or SK_EIO. */
 int sk_reload_area_new(struct sk_reload_area **out);
-void sk_reload_area_free(struct sk_reload_area *a);
 
 /* The area of this process (set once, before the fork; NULL: no reload). */
 void sk_reload_set_area(struct sk_reload_area *a);

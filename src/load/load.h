@@ -166,10 +166,8 @@ void sk_load_print(FILE *f, const struct sk_load_opts *o, const struct sk_load_r
 json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *r);
 
 /* Asks every running sk_load_run to stop issuing and finish (a SIGINT
- * handler may call it: it only stores to a lock-free atomic). Sticky until
- * sk_load_interrupt_reset. */
+ * handler may call it: it only stores to a lock-free atomic). Sticky. */
 void sk_load_interrupt(void);
-void sk_load_interrupt_reset(void);
 
 /* `seckill load`: flags, run, report; exit 0, 1 on a violation, 2 on usage. */
 int sk_cli_load(int argc, char **argv);

@@ -41,11 +41,6 @@ void sk_load_interrupt(void)
     atomic_store(&load_interrupted, 1);
 }
 
-void sk_load_interrupt_reset(void)
-{
-    atomic_store(&load_interrupted, 0);
-}
-
 int sk_load_interrupted(void)
 {
     return atomic_load_explicit(&load_interrupted, memory_order_relaxed);

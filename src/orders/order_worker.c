@@ -61,6 +61,8 @@ void sk_worker_opts_init(struct sk_worker_opts *o)
     o->stall_warn_ms = 10000;
 }
 
+#ifdef SK_TEST
+/* Test builds only (seckill-hooks, the Makefile): a fault hook's number. */
 static uint64_t env_u64(const char *name)
 {
     const char *v = getenv(name);
@@ -68,6 +70,7 @@ static uint64_t env_u64(const char *name)
     if (v && *v && sk_cli_parse_u64(v, &n) != 0) n = 0;
     return n;
 }
+#endif
 
 int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, size_t cap)
 {
@@ -115,10 +118,12 @@ int sk_worker_new(sk_worker **out, const struct sk_worker_opts *o, char *err, si
         sk_worker_free(w);
         return rc;
     }
+#ifdef SK_TEST
     w->crash_before = env_u64("SECKILL_TEST_CRASH_BEFORE_COMMIT");
     w->crash_after = env_u64("SECKILL_TEST_CRASH_AFTER_COMMIT");
     const char *pause = getenv("SECKILL_TEST_PAUSE_AT");
     if (pause) snprintf(w->pause_at, sizeof w->pause_at, "%s", pause);
+#endif
     *out = w;
     return 0;
 nomem:
@@ -203,6 +208,7 @@ int sk_worker_grow_argv(sk_worker *w, size_t n)
 
 void sk_worker_test_pause(sk_worker *w, const char *step)
 {
+    /* pause_at is only ever set in a test build (SK_TEST) */
     if (!w->pause_at[0] || w->paused || strcmp(w->pause_at, step) != 0) return;
     w->paused = 1;
     sk_log(SK_LOG_INFO, "worker: test pause at %s (pid %d)", step, (int)getpid());

@@ -90,8 +90,9 @@ struct sk_worker {
     const char **argv;
     size_t *lens;
     size_t acap, lcap;
-    /* Test-only fault points (SECKILL_TEST_CRASH_*): the transaction number
-     * at which to _exit(9), 0 = never. */
+    /* Test-build fault points (SK_TEST, SECKILL_TEST_CRASH_*): the
+     * transaction number at which to _exit(9), 0 = never (always in a
+     * release build). */
     uint64_t crash_before, crash_after, txns;
     int redis_down; /* logged once per outage */
     /* The last fetch of new entries: when it began, and whether it was short
@@ -107,7 +108,8 @@ struct sk_worker {
      * it last moved (or nothing waited), when to look again. */
     uint64_t stall_acked;
     int64_t stall_since_ms, stall_next_ms;
-    /* Test-only (SECKILL_TEST_PAUSE_AT=<step>): the multi-command step at
+    /* Test builds only (SK_TEST, SECKILL_TEST_PAUSE_AT=<step>; empty in a
+     * release build): the multi-command step at
      * which the worker stops itself once (SIGSTOP), so that a test can
      * break a server exactly there and continue it (SIGCONT). */
     char pause_at[32];

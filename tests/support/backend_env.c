@@ -125,7 +125,7 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
             p[i] = (struct sk_purchase){.user_id = u,
                                         .quantity = 1 + (int64_t)(u % (uint64_t)max_qty)};
         }
-        CHECK_EQ(sk_stock_purchase_batch(e->r, aid, p, k, res, NULL), 0);
+        CHECK_EQ(sk_stock_buy(e->r, aid, NULL, p, k, res, NULL), 0);
         for (size_t i = 0; i < k; i++) {
             if (res[i].rc != SK_RC_OK) {
                 CHECK_MSG(res[i].rc == SK_RC_SOLD_OUT || res[i].rc == SK_RC_INSUFFICIENT,

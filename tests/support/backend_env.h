@@ -62,7 +62,7 @@ struct sk_th_bought {
 };
 
 /* Users first..first+n-1 each buy 1 + (user % max_qty) units, `batch` at a
- * time (one sk_stock_purchase_batch call each: a segmented activity's
+ * time (one sk_stock_buy call each: a segmented activity's
  * buyers go to their home segments, borrowing as needed). The admitted
  * ones go to out (returned count), each admitted for the quantity asked;
  * refusals other than sold out / insufficient fail the test. */

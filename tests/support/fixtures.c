@@ -312,3 +312,10 @@ int sk_th_blackhole(int *port)
     *port = ntohs(a.sin_port);
     return fd;
 }
+
+int sk_th_buy(sk_redis *r, uint64_t aid, uint64_t user_id, int64_t qty, struct sk_admission *res,
+              int64_t *remaining)
+{
+    struct sk_purchase p = {.user_id = user_id, .quantity = qty};
+    return sk_stock_buy(r, aid, NULL, &p, 1, res, remaining);
+}

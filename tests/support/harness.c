@@ -162,6 +162,14 @@ const char *sk_th_seckill_bin(void)
     return b && *b ? b : "build/seckill";
 }
 
+const char *sk_th_seckill_hooks_bin(void)
+{
+    static char path[4096];
+    const char *b = getenv("SECKILL_BIN");
+    snprintf(path, sizeof path, "%s-hooks", b && *b ? b : "build/seckill");
+    return path;
+}
+
 /* A test's record and the spawner's: tests read pid, port, dir and url,
  * and may end the server themselves (kill, waitpid, pid = 0), so the
  * record is the one truth, copied in and out around each spawner call. */
@@ -284,6 +292,11 @@ static int run_bin(const char *bin, char *out, size_t cap, const char *const *en
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args)
 {
     return run_bin(sk_th_seckill_bin(), out, cap, env, args);
+}
+
+int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args)
+{
+    return run_bin(sk_th_seckill_hooks_bin(), out, cap, env, args);
 }
 
 int sk_th_run_bench(char *out, size_t cap, const char *const *env, const char *const *args)

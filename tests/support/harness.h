@@ -136,6 +136,8 @@ int sk_th_free_port(void);
  * stdout+stderr into out (cap bytes, always terminated). Returns the exit
  * code, or 128+signal. */
 int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char *const *args);
+/* The same with the hooks binary (sk_th_seckill_hooks_bin). */
+int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args);
 
 /* fork() for a child that dies with the test (PR_SET_PDEATHSIG; it exits
  * at once when the test is already gone). 0 in the child, its pid in the
@@ -202,6 +204,10 @@ int sk_th_check_script(const char *script, const char *root, char *out, size_t c
 
 /* Path of the seckill binary under test. */
 const char *sk_th_seckill_bin(void);
+/* The same built with the test fault hooks (-DSK_TEST: SECKILL_TEST_* in
+ * its environment; the Makefile's seckill-hooks): SECKILL_BIN's path with
+ * "-hooks" appended, or build/seckill-hooks. Static storage. */
+const char *sk_th_seckill_hooks_bin(void);
 
 /* Hooks for server helpers in other files (pg_harness.c). before_test runs
  * in the runner before each selected test is forked, so a server started

@@ -14,6 +14,7 @@
 #include "engine/stock.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "support/fixtures.h"
 #include "support/mysql_harness.h"
 
 void sk_th_be_sql(struct sk_th_env *e, const char *sql)
@@ -199,19 +200,14 @@ void sk_th_live_start(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid, c
     CHECK_EQ(pthread_create(&l->ts, NULL, live_sweeper, l), 0);
 }
 
-size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms, int batch)
+size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms)
 {
     size_t accepted = 0;
     int64_t until = sk_mono_ms() + within_ms;
     for (uint64_t u = 1; accepted < wanted; u++) {
         CHECK_MSG(sk_mono_ms() < until, "only %zu purchases accepted", accepted);
         struct sk_admission a;
-        if (batch) {
-            struct sk_purchase p = {.user_id = u, .quantity = 1};
-            CHECK_EQ(sk_stock_purchase_batch(l->e->r, l->aid, &p, 1, &a, NULL), 0);
-        } else {
-            CHECK_EQ(sk_stock_purchase(l->e->r, l->aid, u, 1, &a, NULL), 0);
-        }
+        CHECK_EQ(sk_th_buy(l->e->r, l->aid, u, 1, &a, NULL), 0);
         accepted += a.rc == SK_RC_OK;
     }
     return accepted;

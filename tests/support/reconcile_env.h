@@ -63,10 +63,10 @@ struct sk_th_live {
 /* Starts the three threads; relist_ms > 0 overrides the worker's default. */
 void sk_th_live_start(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid, const char *consumer,
                       int relist_ms);
-/* Buyers one by one (users 1, 2, ..., one unit each; through
- * sk_stock_purchase_batch when batch is set, else sk_stock_purchase) until
+/* Buyers one by one (users 1, 2, ..., one unit each, sk_th_buy: a
+ * segmented activity's purchases go to their home segments) until
  * `wanted` purchases were accepted, within within_ms. Returns how many. */
-size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms, int batch);
+size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms);
 /* Waits (20 s at most) until the `accepted` orders are all persisted,
  * stops the sweeper, the worker and the checker, checks that the checker
  * ran at least 3 times and never saw drift; then one more sweeper pass so

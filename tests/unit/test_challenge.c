@@ -226,7 +226,8 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     char ab[SK_BATCH_ARG_BYTES(2)];
     const char *args[SK_BATCH_ARGC(2)];
     size_t lens[SK_BATCH_ARGC(2)];
-    CHECK_EQ(sk_stock_batch_args(9, p, 2, ab, sizeof ab, args, lens), 0);
+    struct sk_batch_head h = {.label = k.label};
+    CHECK_EQ(sk_stock_batch_args_head(&h, p, 2, ab, sizeof ab, args, lens), 0);
     CHECK_STR(args[SK_BATCH_ARGC(0) + 5], ""); /* after the call's head */
     CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000");
     /* the queue: a ticket per buyer, keys with any */

@@ -1,5 +1,5 @@
-/* d1_preheat.c - the preheat answer of d1_preheat.h. */
-#include "support/d1_preheat.h"
+/* preheat_rc.c - the preheat answer of preheat_rc.h. */
+#include "support/preheat_rc.h"
 
 #include "support/harness.h"
 

@@ -1,5 +1,5 @@
-/* d2_srv_activity.c - a server under test with one fresh activity. */
-#include "support/d2_srv_activity.h"
+/* served_activity.c - a server under test with one fresh activity. */
+#include "support/served_activity.h"
 
 #include "support/harness.h"
 

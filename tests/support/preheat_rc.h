@@ -1,8 +1,8 @@
-/* d1_preheat.h - the preheat script's answer in one call, for the tests
+/* preheat_rc.h - the preheat script's answer in one call, for the tests
  * that walk a preheat through its answers (live stock, open, forced,
  * below what is sold) on one or on several segments. */
-#ifndef SK_TEST_D1_PREHEAT_H
-#define SK_TEST_D1_PREHEAT_H
+#ifndef SK_TEST_PREHEAT_RC_H
+#define SK_TEST_PREHEAT_RC_H
 #include <stdint.h>
 
 #include "engine/stock.h"

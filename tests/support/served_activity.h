@@ -1,8 +1,8 @@
-/* d2_srv_activity.h - the opening most HTTP API contract tests share: a
+/* served_activity.h - the opening most HTTP API contract tests share: a
  * `seckill serve` under test (http_api.h) and one fresh activity on it,
  * created or made ready to sell, with its window around now. */
-#ifndef SK_TEST_D2_SRV_ACTIVITY_H
-#define SK_TEST_D2_SRV_ACTIVITY_H
+#ifndef SK_TEST_SERVED_ACTIVITY_H
+#define SK_TEST_SERVED_ACTIVITY_H
 #include <stdint.h>
 
 #include "support/http_api.h"
