@@ -1,6 +1,7 @@
 /* api_purchase.c - POST /api/v1/activities/{id}/purchase: the checks
  * (purchase_check.h), the local sold-out fast path (purchase_soldout.h),
- * the admission cap (max_inflight), then the purchase waits in this loop
+ * bounded waiting (admit_limit.h: past what the process can answer in
+ * time, 503 overloaded), the admission cap (max_inflight), then the purchase waits in this loop
  * pass's batch for its key set (purchase_batch.h), or, keyed on an
  * activity sold out here, behind an idempotency probe (purchase_idem.h).
  * What a home segment cannot serve borrows (purchase_borrow.h). */
@@ -72,6 +73,7 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     if (sk_purchase_pass_or_reply(app, req, &pu.pass, &pu.pass_len, &pass_exp_ms)) return 0;
     struct sk_act_cache *c = sk_app_act(app, m->id, 0), *ic;
     if (sk_purchase_soldout_or_reply(app, req, c, idem)) return 0;
+    if (sk_purchase_admit_or_reply(app, req, m->id)) return 0;
     if (sk_http_redis_or_reply(app, req, SK_ROUTE_purchase)) return 0;
     if (sk_purchase_inflight_or_reply(app, req, m->id, &c, &ic)) return 0;
     pu.idem = idem;

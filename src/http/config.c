@@ -480,6 +480,7 @@ static const struct {
     NUM("db_poll_wait_ms", db_poll_wait_ms, 1, 600000, "milliseconds", NULL),
     NUM("poll_rate_max", poll_rate_max, 0, 1000000, "polls per second", " (no budget)"),
     NUM("batches_in_flight", batches_in_flight, 0, 64, "batches", " (no limit)"),
+    NUM("admit_target_ms", admit_target_ms, 0, 60000, "milliseconds", " (off)"),
     SET("cors_origins", set_cors_origins),
     SET("jwks_file", set_jwks_file),
     SET("jwt_issuer", set_jwt_issuer),
@@ -527,6 +528,7 @@ void sk_config_defaults(struct sk_config *c)
     c->db_poll_wait_ms = 100;
     c->poll_rate_max = SK_CONFIG_POLL_RATE_MAX;
     c->batches_in_flight = SK_CONFIG_BATCHES_IN_FLIGHT;
+    c->admit_target_ms = SK_CONFIG_ADMIT_TARGET_MS;
     snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
     c->jwt_leeway_s = 30;
     c->jwt_max_ttl_s = 86400;

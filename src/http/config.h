@@ -114,10 +114,18 @@
  *                     arrives meanwhile waits in one batch for the first
  *                     answer, so a busy process sends fewer, larger calls
  *   poll_rate_max     order polls (GET /api/v1/orders/{id}) one HTTP
- *                     process answers per second, 0..1000000 (default
- *                     2000; 0: no budget); beyond it (with a burst of a
- *                     tenth of a second's worth) 503 busy with
- *                     Retry-After at once, before Redis or the database
+ *                     process answers per second while purchases press
+ *                     (admit_limit.h: purchases refused, or a saturated
+ *                     loop), 0..1000000 (default 2000; 0: no budget);
+ *                     beyond it (with a burst of a tenth of a second's
+ *                     worth) 503 busy with Retry-After at once, before
+ *                     Redis or the database; an unpressed process answers
+ *                     every poll
+ *   admit_target_ms   the longest a purchase may wait in one HTTP process,
+ *                     0..60000 (default 50; 0: off): the process keeps in
+ *                     flight only what it can answer within it (measured)
+ *                     and refuses the rest at once, 503 overloaded with
+ *                     Retry-After, before any Redis work
  *   cors_origins      origins (scheme://host[:port], comma-separated, at
  *                     most 16) whose pages may call /api/ from a browser
  *                     (cors.h); "" (the default) or "off": CORS off
@@ -169,6 +177,7 @@ struct sk_config {
     int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
     long long poll_rate_max;             /* order polls per second per HTTP process; 0: no budget */
     int batches_in_flight;               /* per key set and process; 0: no limit */
+    int admit_target_ms;                 /* a purchase's longest wait (admit_limit.h); 0: off */
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
     char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
     char jwt_issuer[256];                /* "" = any issuer */
@@ -187,6 +196,10 @@ struct sk_config {
 /* The default window of purchase batches out to Redis per key set and
  * HTTP process (batches_in_flight; BENCHMARKS.md, "The batch window"). */
 #define SK_CONFIG_BATCHES_IN_FLIGHT 2
+
+/* The default admission target: a purchase the process could not answer
+ * within it is refused 503 overloaded at once (admit_target_ms). */
+#define SK_CONFIG_ADMIT_TARGET_MS 50
 
 /* Shortest hmac_secret (and hmac_secret_prev) and admin_token accepted. */
 #define SK_CONFIG_SECRET_MIN 16
