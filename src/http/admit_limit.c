@@ -56,10 +56,10 @@ static double measured(const struct sk_admit_limit *l, int64_t elapsed, int busy
     int64_t budget = l->target_us - l->max_pass_us;
     if (budget < l->target_us / 4) budget = l->target_us / 4;
     double little = (double)l->done * (double)budget / (double)elapsed;
-    /* CoDel: even the quickest one waited past the target: a standing
+    /* CoDel: even the quickest one waited past its budget: a standing
      * queue; shrink in proportion */
-    if (l->min_sojourn > l->target_us) {
-        double shrunk = l->limit * (double)l->target_us / (double)l->min_sojourn;
+    if (l->min_sojourn > budget) {
+        double shrunk = l->limit * (double)budget / (double)l->min_sojourn;
         return shrunk < little ? shrunk : little;
     }
     /* Little's law only knows the capacity when the process works at it

@@ -10,9 +10,9 @@
  * interval (100 ms) and budget is the target less the longest loop pass of
  * that interval (a request may sit in the kernel for one pass before the
  * loop reads it). CoDel's signal corrects it: when even the quickest
- * purchase of an interval took longer than the target (a standing queue,
- * not a passing burst), the limit shrinks in proportion (target / that
- * sojourn). Each new figure is averaged with the old one (half each), so a
+ * purchase of an interval spent longer than that budget in the process
+ * (from its handler to its answer: a standing queue, not a passing
+ * burst), the limit shrinks in proportion (budget / that sojourn). Each new figure is averaged with the old one (half each), so a
  * single odd interval moves it only half way. An interval in which nothing
  * finished while purchases waited halves it (Redis stalled); an idle one
  * leaves it alone. The limit stays within [SK_ADMIT_FLOOR, SK_ADMIT_CEIL].
@@ -65,7 +65,7 @@ void sk_admit_set_target(struct sk_admit_limit *l, int64_t target_ms);
 int sk_admit_room(struct sk_admit_limit *l);
 /* An admitted purchase is in flight until sk_admit_done. */
 void sk_admit_begin(struct sk_admit_limit *l);
-/* An admitted purchase was answered sojourn_us after it arrived. */
+/* An admitted purchase was answered sojourn_us after its handler ran. */
 void sk_admit_done(struct sk_admit_limit *l, int64_t sojourn_us);
 /* One loop pass ended: pass_us is how long the loop worked in it (not
  * counting its sleep). Every SK_ADMIT_INTERVAL_US the limit is set anew. */

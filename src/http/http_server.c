@@ -368,9 +368,10 @@ void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req, 
     a->route = route;
     a->guard = h2o_mem_alloc_shared(&req->pool, sizeof *a->guard, guard_dispose);
     a->guard->a = a;
-    /* a purchase may have sat unread behind the loop's last pass */
+    /* its time in the admission pipeline (the wait behind a loop pass
+     * before it was read is the limit's budget's business) */
     if (route == SK_ROUTE_purchase) {
-        a->t0_us = sk_mono_us() - app->last_pass_us;
+        a->t0_us = sk_mono_us();
         sk_admit_begin(&app->admit);
     }
     app->inflight++;
@@ -756,9 +757,8 @@ static void serve(struct sk_app *app)
         sk_ops_view_tick(app);
         sk_store_calls_tick(app);
         int64_t end_us = sk_mono_us();
-        app->last_pass_us = work_us + end_us - run_us;
         sk_admit_set_target(&app->admit, app->cfg.admit_target_ms); /* a reload may change it */
-        sk_admit_pass(&app->admit, app->last_pass_us, end_us);
+        sk_admit_pass(&app->admit, work_us + end_us - run_us, end_us);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
