@@ -155,7 +155,8 @@ static int start_serve(struct sk_bench_child *c, const struct sk_bench_burst_opt
              "{\"id\":%d,\"name\":\"bench burst\",\"stock\":%d,\"per_user_limit\":1,"
              "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
              ACT, BIG_STOCK);
-    int st = sk_bench_http_call(c->port, "POST", "/api/v1/activities", admin, body, out, sizeof out);
+    int st =
+        sk_bench_http_call(c->port, "POST", "/api/v1/activities", admin, body, out, sizeof out);
     const char *steps[] = {"preheat", "open"};
     for (int k = 0; st == 201 && k < 2; k++) {
         snprintf(path, sizeof path, "/api/v1/activities/%d/%s", ACT, steps[k]);
@@ -174,8 +175,8 @@ static void ms(char *buf, size_t cap, uint64_t us)
         snprintf(buf, cap, "%.1f", (double)us / 1000);
 }
 
-static void print_table(const struct sk_bench_burst_opts *o, double cap_rps,
-                        const struct step *s, size_t n)
+static void print_table(const struct sk_bench_burst_opts *o, double cap_rps, const struct step *s,
+                        size_t n)
 {
     printf("\nopen loop, POST /api/v1/activities/{id}/purchase, serve --role api "
            "--admit-target-ms %" PRId64 "%s, %" PRId64 " connections, %.0f s a step;\n"
@@ -203,8 +204,8 @@ static void print_table(const struct sk_bench_burst_opts *o, double cap_rps,
         printf("%4.1f %9.0f %10.0f %10.0f %10.0f %10.0f %8.0f %13s %13s %8s %7" PRIu64
                " | %10s %8s\n",
                t->mult, t->offered, t->serve.answered, t->serve.admitted, t->serve.overloaded,
-               t->serve.busy, t->serve.other, ap, rp, h, t->serve.errors,
-               t->nginx_ran ? na : "-", t->nginx_ran ? np : "-");
+               t->serve.busy, t->serve.other, ap, rp, h, t->serve.errors, t->nginx_ran ? na : "-",
+               t->nginx_ran ? np : "-");
     }
     printf("targets (issue): at 2x and 3x admitted/s >= 90 %% of capacity, admitted p99 <= 50 ms, "
            "refusals p99 <= 5 ms, no errors; at 5x /healthz p99 <= 50 ms, admitted >= 80 %%\n");
@@ -222,9 +223,8 @@ static void print_table(const struct sk_bench_burst_opts *o, double cap_rps,
                    t->serve.errors, t->serve.errors == 0 ? "met" : "missed");
         else
             printf("  %.0fx: /healthz p99 %.1f ms (%s), admitted %.0f %% of capacity (%s)\n",
-                   t->mult, (double)t->health_p99 / 1000,
-                   t->health_p99 <= 50000 ? "met" : "missed", share * 100,
-                   share >= 0.8 ? "met" : "missed");
+                   t->mult, (double)t->health_p99 / 1000, t->health_p99 <= 50000 ? "met" : "missed",
+                   share * 100, share >= 0.8 ? "met" : "missed");
     }
 }
 

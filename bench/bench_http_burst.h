@@ -16,15 +16,15 @@
 #include <jansson.h>
 
 struct sk_bench_burst_opts {
-    double step_s;            /* per step */
-    int64_t connections;      /* of the open-loop generator */
-    int64_t cl_connections;   /* of the closed-loop capacity run */
-    int64_t threads;          /* of the generator */
-    int64_t admit_target_ms;  /* serve --admit-target-ms (0: off, the "before" figures) */
-    int json;                 /* no table on stdout */
-    const char *dir;          /* a temporary directory of the run (logs, SQLite file) */
-    const char *redis_url;    /* serve's Redis */
-    int nginx_port;           /* the static reference (0: none) */
+    double step_s;           /* per step */
+    int64_t connections;     /* of the open-loop generator */
+    int64_t cl_connections;  /* of the closed-loop capacity run */
+    int64_t threads;         /* of the generator */
+    int64_t admit_target_ms; /* serve --admit-target-ms (0: off, the "before" figures) */
+    int json;                /* no table on stdout */
+    const char *dir;         /* a temporary directory of the run (logs, SQLite file) */
+    const char *redis_url;   /* serve's Redis */
+    int nginx_port;          /* the static reference (0: none) */
     const atomic_int *interrupted;
 };
 

@@ -54,8 +54,7 @@ static int send_poll(int port, const char *order_id, uint64_t uid)
 {
     char req[512];
     int n = snprintf(req, sizeof req,
-                     "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: %" PRIu64
-                     "\r\n\r\n",
+                     "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: %" PRIu64 "\r\n\r\n",
                      order_id, uid);
     return send_raw(port, req, (size_t)n);
 }
@@ -110,8 +109,14 @@ SK_TEST_T(overload_refuses_at_once_changes_nothing_and_recovers, 180)
 {
     struct sk_th_redis rs;
     struct sk_th_serve s;
-    const char *extra[] = {"--admit-target-ms", "50",  "--redis-timeout-ms", "30000",
-                           "--poll-rate-max",   "10",  "--log-level",        "warn",
+    const char *extra[] = {"--admit-target-ms",
+                           "50",
+                           "--redis-timeout-ms",
+                           "30000",
+                           "--poll-rate-max",
+                           "10",
+                           "--log-level",
+                           "warn",
                            NULL};
     start(&rs, &s, extra);
     const int64_t stock = 1000;
@@ -235,10 +240,10 @@ SK_TEST_T(overload_burst_admitted_purchases_are_persisted, 240)
     char url[64], aid[32], out[16384];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     snprintf(aid, sizeof aid, "%" PRIu64, id);
-    const char *args[] = {"load",        "--url",     url,           "--activity", aid,
-                          "--rate",      "20000",     "--connections", "500",      "--threads",
-                          "2",           "--duration", "3",          "--users",    "10000000",
-                          "--limit",     "1",         "--db",        s.db,         NULL};
+    const char *args[] = {
+        "load",          "--url",   url,         "--activity", aid,          "--rate", "20000",
+        "--connections", "500",     "--threads", "2",          "--duration", "3",      "--users",
+        "10000000",      "--limit", "1",         "--db",       s.db,         NULL};
     int rc = sk_th_run_seckill(out, sizeof out, NULL, args);
     CHECK_MSG(rc == 0, "seckill load exit %d:\n%s", rc, out);
     sk_redis *r = sk_th_redis_new(rs.url, 2000, 5000);

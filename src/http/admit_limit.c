@@ -84,8 +84,7 @@ void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
     /* nothing came back while purchases waited (Redis stalled, or slower
      * than the interval): half at once; idle: nothing learnt */
     if (l->target_us > 0 && (l->done > 0 || l->inflight > 0)) {
-        double next =
-            l->done > 0 ? (l->limit + measured(l, elapsed, busy)) / 2 : l->limit / 2;
+        double next = l->done > 0 ? (l->limit + measured(l, elapsed, busy)) / 2 : l->limit / 2;
         if (next < SK_ADMIT_FLOOR) next = SK_ADMIT_FLOOR;
         if (next > SK_ADMIT_CEIL) next = SK_ADMIT_CEIL;
         l->limit = next;
