@@ -42,6 +42,9 @@ void sk_admit_done(struct sk_admit_limit *l, int64_t sojourn_us)
 {
     if (l->inflight > 0) l->inflight--;
     l->done++;
+    /* the loop's own passes (the one that read it, the one that answers
+     * it) are no queue a limit can shorten: refusals take them too */
+    sojourn_us -= 2 * l->last_pass_us;
     if (sojourn_us < 0) sojourn_us = 0;
     if (l->min_sojourn < 0 || sojourn_us < l->min_sojourn) l->min_sojourn = sojourn_us;
 }
@@ -62,17 +65,18 @@ static double measured(const struct sk_admit_limit *l, int64_t elapsed, int busy
         double shrunk = l->limit * (double)budget / (double)l->min_sojourn;
         return shrunk < little ? shrunk : little;
     }
-    /* Little's law only knows the capacity when the process works at it
-     * (a saturated loop); below that the rate measured is the demand's,
-     * and the limit may only grow, so a quiet minute cannot shut the door
-     * on the next burst */
-    if (busy) return little;
+    /* Little's law only raises it: below saturation the rate measured is
+     * the demand's (a quiet minute must not shut the door on the next
+     * burst), and at saturation a long loop pass is no queue a lower limit
+     * would shorten (refusals cost the loop a read and a write too) */
+    (void)busy;
     return little > l->limit ? little : l->limit;
 }
 
 void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
 {
     if (pass_us < 0) pass_us = 0;
+    l->last_pass_us = pass_us;
     if (pass_us > l->max_pass_us) l->max_pass_us = pass_us;
     l->busy_us += pass_us;
     int64_t elapsed = now_us - l->since_us;
@@ -82,8 +86,10 @@ void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
     int busy = l->busy_us * 1000 >= elapsed * SK_ADMIT_BUSY_PERMILLE;
     l->pressed = l->target_us > 0 && (l->refused > 0 || (busy && (l->done > 0 || l->inflight > 0)));
     /* nothing came back while purchases waited (Redis stalled, or slower
-     * than the interval): half at once; idle: nothing learnt */
-    if (l->target_us > 0 && (l->done > 0 || l->inflight > 0)) {
+     * than the interval): half at once; not when the loop itself did not
+     * run for that long (a starved process); idle: nothing learnt */
+    int stalled = l->done == 0 && l->inflight > 0 && elapsed < 2 * SK_ADMIT_INTERVAL_US;
+    if (l->target_us > 0 && (l->done > 0 || stalled)) {
         double next = l->done > 0 ? (l->limit + measured(l, elapsed, busy)) / 2 : l->limit / 2;
         if (next < SK_ADMIT_FLOOR) next = SK_ADMIT_FLOOR;
         if (next > SK_ADMIT_CEIL) next = SK_ADMIT_CEIL;

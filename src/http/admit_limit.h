@@ -5,17 +5,19 @@
  * caller passes the times (docs/overload.md, docs/design.md "Shedding
  * load").
  *
- * The limit follows Little's law on the measured service: L = rate x
+ * The limit is raised by Little's law on the measured service: L = rate x
  * budget, where rate is the purchases answered per second in the last
  * interval (100 ms) and budget is the target less the longest loop pass of
  * that interval (a request may sit in the kernel for one pass before the
- * loop reads it). CoDel's signal corrects it: when even the quickest
- * purchase of an interval spent longer than that budget in the process
- * (from its handler to its answer: a standing queue, not a passing
- * burst), the limit shrinks in proportion (budget / that sojourn). Each new figure is averaged with
- * the old one (half each), so a single odd interval moves it only half way. An interval in which
- * nothing finished while purchases waited halves it (Redis stalled); an idle one leaves it alone.
- * The limit stays within [SK_ADMIT_FLOOR, SK_ADMIT_CEIL].
+ * loop reads it). It is lowered by CoDel's signal: when even the quickest
+ * purchase of an interval spent longer than that budget in the admission
+ * pipeline (from its handler to its answer, less the two loop passes it
+ * spans: a standing queue, not a passing burst, nor a busy loop that a
+ * lower limit would not make faster), the limit shrinks in proportion
+ * (budget / that time). Each new figure is averaged with the old one (half
+ * each). An interval in which nothing finished while purchases waited
+ * halves it (Redis stalled); an idle one leaves it alone. The limit stays
+ * within [SK_ADMIT_FLOOR, SK_ADMIT_CEIL].
  *
  * A purchase past the limit is refused at once (503 overloaded, reason code
  * OVERLOADED of codes.def), before any Redis work: refusing costs the
@@ -43,12 +45,13 @@ struct sk_admit_limit {
     double limit;      /* purchases in flight allowed now */
     int64_t inflight;  /* purchases admitted, not answered yet */
     /* the interval being measured */
-    int64_t since_us;    /* its start (sk_mono_us) */
-    uint64_t done;       /* purchases answered in it */
-    uint64_t refused;    /* purchases refused in it */
-    int64_t min_sojourn; /* quickest answered purchase in it (us; -1: none) */
-    int64_t max_pass_us; /* longest loop pass in it */
-    int64_t busy_us;     /* loop time spent working in it */
+    int64_t since_us;     /* its start (sk_mono_us) */
+    uint64_t done;        /* purchases answered in it */
+    uint64_t refused;     /* purchases refused in it */
+    int64_t min_sojourn;  /* quickest answered purchase in it (us; -1: none) */
+    int64_t max_pass_us;  /* longest loop pass in it */
+    int64_t busy_us;      /* loop time spent working in it */
+    int64_t last_pass_us; /* the last loop pass's work */
     /* the last interval's verdict (sk_admit_pressed) */
     int pressed;
     /* counts since the start, for tests and the log */

@@ -96,15 +96,36 @@ SK_TEST(admit_quiet_node_keeps_its_limit_and_is_not_pressed)
     CHECK_EQ(sk_admit_pressed(&l), 0);
 }
 
-SK_TEST(admit_little_law_sizes_a_saturated_loop)
+SK_TEST(admit_little_law_raises_a_low_limit_to_what_the_rate_allows)
 {
     struct sk_admit_limit l;
     int64_t now = 0;
     sk_admit_init(&l, 50, now);
-    /* saturated: 5000 answered per 100 ms (50,000/s), each in 5 ms, 2 ms
+    /* a stall brings it to the floor */
+    for (int i = 0; i < 40; i++)
+        sk_admit_begin(&l);
+    for (int k = 0; k < 12; k++)
+        interval(&l, &now, 0, 0, 0);
+    for (int i = 0; i < 40; i++)
+        sk_admit_done(&l, 1 * MS);
+    CHECK_EQ(sk_admit_current(&l), SK_ADMIT_FLOOR);
+    /* then 5000 answered per 100 ms (50,000/s), each in 5 ms, 2 ms
      * passes: budget 48 ms, so 50,000/s x 48 ms = 2400 */
     for (int k = 0; k < 30; k++)
         interval(&l, &now, 5000, 5 * MS, 2 * MS);
     int64_t got = sk_admit_current(&l);
-    CHECK_MSG(got >= 2300 && got <= 2500, "limit %lld", (long long)got);
+    CHECK_MSG(got >= 2300 && got <= 2400, "limit %lld", (long long)got);
+}
+
+SK_TEST(admit_a_busy_loop_alone_does_not_lower_the_limit)
+{
+    struct sk_admit_limit l;
+    int64_t now = 0;
+    sk_admit_init(&l, 50, now);
+    /* 20 ms passes back to back, each purchase answered two passes later:
+     * slow, but no queue a lower limit would shorten */
+    sk_admit_pass(&l, 20 * MS, now);
+    for (int k = 0; k < 20; k++)
+        interval(&l, &now, 300, 41 * MS, 20 * MS);
+    CHECK_EQ(sk_admit_current(&l), SK_ADMIT_START);
 }
