@@ -264,7 +264,10 @@ SK_TEST(overload_idle_node_answers_every_sequential_poll)
 {
     struct sk_th_redis rs;
     struct sk_th_serve s;
-    const char *extra[] = {"--poll-rate-max", "10", "--log-level", "warn", NULL};
+    /* the database's own bound (--db-poll-wait-ms) is not what this tests:
+     * generous, so a busy machine cannot trip it */
+    const char *extra[] = {
+        "--poll-rate-max", "10", "--db-poll-wait-ms", "30000", "--log-level", "warn", NULL};
     start(&rs, &s, extra);
     uint64_t aid = sale_activity(s.port, 0, 10, 1, 1);
     char raw[4096], oid[96], path[160];
