@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -735,14 +736,62 @@ SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
     char out[4096];
     sale_bought(&e, 1, "close");
 
-    CLI_SAYS(&e, 2, "--force", "delete", "--id", e.id);
+    CLI_SAYS(&e, 1, "1 order event(s) in Redis not yet persisted", "delete", "--id", e.id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(live_of(e.aid).stream_len, 1);
 
     CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_MSG(strstr(out, "1 order event(s) not yet persisted were dropped"), "%s", out);
     CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
     CHECK_EQ(redis_keys_of(e.aid), 0);
+}
+
+/* Persisted and unpaid: refused (exit 1) unless forced; forced, the unpaid
+ * orders are cancelled (they can no longer be paid), the paid ones stay,
+ * and an audit row says what happened. */
+SK_TEST(activity_cli_delete_refuses_unpaid_orders_and_a_forced_delete_cancels_them)
+{
+    struct env e = env_fresh();
+    char out[4096];
+    sale_open(&e, e.id);
+    sk_redis *r = redis_of(e.redis);
+    buy_ok(r, e.aid, 7, 1);
+    buy_ok(r, e.aid, 8, 1);
+    sk_redis_free(r);
+    run_ok(&e, "close", e.id);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "worker", (const char *const[]){"--once", NULL},
+                               e.redis, e.spec),
+             0);
+    sk_store *st = store_of(&e);
+    struct sk_order page[4];
+    size_t n;
+    CHECK_EQ(sk_store_orders_list(st, e.aid, NULL, 4, page, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(sk_store_order_pay(st, page[0].order_id, sk_wall_ms(), NULL), 0);
+    CLI_SAYS(&e, 1, "1 unpaid order(s)", "delete", "--id", e.id);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
+    CHECK(redis_keys_of(e.aid) > 0);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_MSG(strstr(out, "1 unpaid order(s) cancelled"), "%s", out);
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    struct sk_order o;
+    CHECK_EQ(sk_store_order_get(st, page[0].order_id, &o), 0);
+    CHECK_EQ(o.status, SK_ORDER_PAID);
+    CHECK_EQ(sk_store_order_get(st, page[1].order_id, &o), 0);
+    CHECK_EQ(o.status, SK_ORDER_CANCELLED);
+    CHECK(o.released_ms > 0); /* no release owed: its units went with the keys */
+    CHECK_EQ(sk_store_order_pay(st, page[1].order_id, sk_wall_ms(), NULL), SK_ESTATE);
+    struct sk_audit *rows;
+    size_t nrows;
+    CHECK_EQ(sk_store_audit_list(st, e.aid, &rows, &nrows), 0);
+    int deleted = 0;
+    for (size_t i = 0; i < nrows; i++)
+        deleted += !strcmp(rows[i].kind, "activity_deleted");
+    free(rows);
+    CHECK_EQ(deleted, 1);
+    sk_store_close(st);
 }
 
 SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reusable)
@@ -839,7 +888,9 @@ SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_f
 {
     struct env e = env_fresh();
     char out[4096];
-    CREATE_X_REFUSED(&e, "unknown flag '--colour'", "--colour", "red");
+    CREATE_X_REFUSED(&e, "unknown flag --colour; see seckill activity create --help", "--colour",
+                     "red");
+    CREATE_X_REFUSED(&e, "unknown flag --stokc; did you mean --stock?", "--stokc", "5");
     CLI_SAYS(&e, 2, "missing --limit", "create", "--id", e.id, "--name", "x", "--stock", "5");
     CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", e.id, "--name", "x", "--stock",
              "--limit", "1");
@@ -878,6 +929,7 @@ SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
     struct env e = env_fresh();
     char out[4096];
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
+    sk_store_close(store_of(&e)); /* the database is there; the activity is not */
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         CHECK_MSG(CLI(&e, out, subs[i], "--id", e.id) == 2, "%s: %s", subs[i], out);
         CHECK_MSG(strstr(out, "not found") != NULL, "%s: %s", subs[i], out);
@@ -912,7 +964,7 @@ SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
     const char *args[] = {"activity",        "show", "--id",           id,  "--redis",
                           sk_th_redis_url(), "--db", "mongodb://h/db", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
-    CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
+    CHECK_MSG(strstr(out, "db: must be sqlite:PATH") != NULL, "output: %s", out);
 }
 
 SK_TEST(activity_cli_help_prints_usage_and_exits_0_for_every_subcommand)
@@ -996,8 +1048,10 @@ SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
 {
     struct env e = env_fresh();
     char out[16384];
-    CHECK_EQ(CLI(&e, out, "list"), 0);
-    CHECK(strstr(out, "ID") != NULL);
+    /* no database yet: list never makes one */
+    CHECK_EQ(CLI(&e, out, "list"), 1);
+    CHECK_MSG(strstr(out, "no such database file: ") != NULL, "%s", out);
+    CHECK(access(e.path, F_OK) < 0);
     create_ok(&e, e.id, "10");
     create_ok(&e, e.id2, "20");
     run_ok(&e, "preheat", e.id2);
@@ -1038,7 +1092,7 @@ SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
     CHECK_EQ(rep->type, REDIS_REPLY_STRING);
     freeReplyObject(rep);
     sk_redis_free(r);
-    CLI_SAYS(&e, 2, "1 order events", "delete", "--id", e.id);
+    CLI_SAYS(&e, 1, "1 order event(s)", "delete", "--id", e.id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(redis_keys_of(e.aid), 1);
@@ -1222,4 +1276,46 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
     CHECK(strcmp(a2.wr_seed, a.wr_seed) != 0);
     preheat_carries(&e, (const char *const[]){"wr_rate", "wr_ttl", "wr_seed", NULL},
                     (const char *const[]){"20", "90", "00112233445566778899aabbccddeeff"});
+}
+
+/* `activity list` fits its columns to the largest id (15 digits) and stock
+ * (13 digits): every column of every line starts where its header does. */
+SK_TEST(activity_cli_list_columns_hold_the_largest_numbers)
+{
+    struct env e = env_fresh();
+    char out[16384];
+    /* the largest id there is; a unique one is not needed: the database
+     * is this test's own */
+    CHECK_EQ(CLI(&e, out, "create", "--id", "999999999999999", "--name", "big", "--stock",
+                 "1000000000000", "--limit", "1000000000000"),
+             0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "small", "--stock", "5", "--limit", "1",
+                 "--segments", "3"),
+             0);
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", "999999999999999"), 0);
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    char *lines[4];
+    int n = 0;
+    for (char *p = strtok(out, "\n"); p && n < 4; p = strtok(NULL, "\n"))
+        lines[n++] = p;
+    CHECK_EQ(n, 3);
+    /* right-aligned numbers end under their header's end; left-aligned
+     * words start under their header's start */
+    static const char *const right[] = {"REMAINING", "INITIAL", "SEGS"};
+    for (size_t i = 0; i < sizeof right / sizeof right[0]; i++) {
+        size_t end = (size_t)(strstr(lines[0], right[i]) - lines[0]) + strlen(right[i]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(strlen(lines[l]) > end && lines[l][end] == ' ' && lines[l][end - 1] != ' ',
+                      "%s does not end at column %zu:\n%s\n%s", right[i], end, lines[0], lines[l]);
+    }
+    static const char *const left[] = {"STATE", "STORED", "START", "END", "NAME"};
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+        size_t at = (size_t)(strstr(lines[0], left[i]) - lines[0]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(lines[l][at - 1] == ' ' && lines[l][at] != ' ',
+                      "%s does not start at column %zu:\n%s\n%s", left[i], at, lines[0], lines[l]);
+    }
+    CHECK(strstr(lines[1], "999999999999999 ") || strstr(lines[2], "999999999999999 "));
+    CHECK(strstr(lines[1], " 1000000000000 1000000000000 ") ||
+          strstr(lines[2], " 1000000000000 1000000000000 "));
 }

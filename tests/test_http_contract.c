@@ -55,8 +55,7 @@ SK_TEST(purchase_answers_200_accepted_and_defaults_quantity_to_1)
     struct srv v;
     struct sk_th_resp r;
     char oid[4][128], st[32], ct[64];
-    static const char *const bodies[] = {NULL, "{}", "{\"quantity\":3}",
-                                         "{\"quantity\":2,\"note\":\"unknown fields ignored\"}"};
+    static const char *const bodies[] = {NULL, "{}", "{\"quantity\":3}", " {\"quantity\": 2} "};
     static const int qty[] = {1, 1, 3, 2};
     uint64_t id = srv_start_activity(&v, ACT_READY, 10, 5, 3);
     for (int i = 0; i < 4; i++) {
@@ -251,6 +250,10 @@ SK_TEST(purchase_without_a_valid_user_id_is_401)
     }
     CHECK_EQ(remaining(&v, id), 10);
     expect_stats(&v, id, 10, 0, 0);
+    /* an unknown field is refused, named, and buys nothing */
+    EXPECT_ERROR(buy(&v, id, 200, "{\"quantity\":2,\"note\":\"x\"}", &r), &r, 400, "bad_request");
+    CHECK_MSG(strstr(r.body, "unknown field note"), "%s", r.body);
+    CHECK_EQ(remaining(&v, id), 10);
     srv_stop(&v);
 }
 
@@ -265,7 +268,8 @@ SK_TEST(wrong_method_is_405_with_allow_and_unknown_path_is_404)
     CHECK(sk_th_http_header(&r, "allow", allow, sizeof allow) == 0);
     CHECK(strcasestr(allow, "POST") != NULL); /* the client lower-cases headers */
     EXPECT_ERROR(req(&v, "PUT", path, "X-User-Id: 1\r\n", "{}", &r), &r, 405, NULL);
-    EXPECT_ERROR(req(&v, "DELETE", "/api/v1/activities/1", NULL, NULL, &r), &r, 405, NULL);
+    EXPECT_ERROR(req(&v, "PATCH", "/api/v1/activities/1", NULL, NULL, &r), &r, 405, NULL);
+    EXPECT_ERROR(req(&v, "DELETE", path, "X-User-Id: 1\r\n", NULL, &r), &r, 405, NULL);
     EXPECT_ERROR(req(&v, "POST", "/healthz", NULL, NULL, &r), &r, 405, NULL);
     EXPECT_ERROR(req(&v, "GET", "/api/v1/nothing", NULL, NULL, &r), &r, 404, NULL);
     EXPECT_ERROR(req(&v, "POST", "/api/v2/activities/1/purchase", "X-User-Id: 1\r\n", NULL, &r), &r,
@@ -759,7 +763,7 @@ static int admin_status(int port, const char *token)
     return st;
 }
 
-SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
+SK_TEST(serve_config_precedence_is_flags_then_environment_then_file)
 {
     struct sk_th_serve s;
     char conf[400], db[400], env_listen[80], env_tok[] = "SECKILL_ADMIN_TOKEN=env-token-0123456789";
@@ -780,17 +784,24 @@ SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
     CHECK_EQ(admin_status(p_env, SK_TH_ADMIN_TOKEN), 401);
     stop_checked(&s);
 
-    /* The config file beats the environment. */
+    /* The config file alone... */
     FILE *f = fopen(conf, "w");
     CHECK(f != NULL);
     fprintf(f, "# test config\nlisten = %s\nadmin_token = \"file-token-0123456789\"  # quoted\n",
             file_listen);
     fclose(f);
     chmod(conf, 0600); /* it holds a secret: others may not read it */
-    spawn_serve(&s, p_file, env,
+    const char *env_redis_only[] = {env_redis, NULL};
+    spawn_serve(&s, p_file, env_redis_only,
                 (const char *const[]){"serve", "--db", db, "--config", conf, NULL});
     CHECK_EQ(admin_status(p_file, "file-token-0123456789"), 404);
     CHECK_EQ(admin_status(p_file, "env-token-0123456789"), 401);
+    stop_checked(&s);
+
+    /* ...and the environment beats it. */
+    spawn_serve(&s, p_env, env, (const char *const[]){"serve", "--db", db, "--config", conf, NULL});
+    CHECK_EQ(admin_status(p_env, "env-token-0123456789"), 404);
+    CHECK_EQ(admin_status(p_env, "file-token-0123456789"), 401);
     stop_checked(&s);
 
     /* Flags beat both (whatever their position relative to --config). */
