@@ -1,4 +1,5 @@
-/* admit_limit.c - the adaptive limit of purchases in flight (admit_limit.h). */
+/* admit_limit.c - bounded waiting for purchases: CoDel's rule decides when
+ * to refuse, Little's law how many to keep (admit_limit.h). */
 #include "http/admit_limit.h"
 
 static void window_reset(struct sk_admit_limit *l, int64_t now_us)
@@ -6,8 +7,7 @@ static void window_reset(struct sk_admit_limit *l, int64_t now_us)
     l->since_us = now_us;
     l->done = 0;
     l->refused = 0;
-    l->min_sojourn = -1;
-    l->max_pass_us = 0;
+    l->max_sojourn = 0;
     l->busy_us = 0;
 }
 
@@ -22,85 +22,88 @@ void sk_admit_init(struct sk_admit_limit *l, int64_t target_ms, int64_t now_us)
 void sk_admit_set_target(struct sk_admit_limit *l, int64_t target_ms)
 {
     l->target_us = target_ms > 0 ? target_ms * 1000 : 0;
+    if (!l->target_us) l->dropping = 0;
 }
 
 int sk_admit_room(struct sk_admit_limit *l)
 {
-    if (l->target_us <= 0 || (double)l->inflight < l->limit) return 1;
+    if (!l->dropping || (double)l->inflight < l->limit) return 1;
     l->refused++;
     l->refused_total++;
     return 0;
 }
 
-void sk_admit_begin(struct sk_admit_limit *l)
+void sk_admit_begin(struct sk_admit_limit *l, int64_t now_us)
 {
+    if (l->inflight == 0) l->last_progress_us = now_us;
     l->inflight++;
     l->admitted_total++;
 }
 
-void sk_admit_done(struct sk_admit_limit *l, int64_t sojourn_us)
+/* CoDel's clock: one sojourn seen at now_us. */
+static void sojourn_seen(struct sk_admit_limit *l, int64_t sojourn_us, int64_t now_us)
+{
+    if (!l->target_us || sojourn_us < l->target_us) {
+        l->first_above_us = 0;
+        return;
+    }
+    if (!l->first_above_us)
+        l->first_above_us = now_us + SK_ADMIT_INTERVAL_US;
+    else if (now_us >= l->first_above_us)
+        l->dropping = 1;
+}
+
+void sk_admit_done(struct sk_admit_limit *l, int64_t sojourn_us, int64_t now_us)
 {
     if (l->inflight > 0) l->inflight--;
     l->done++;
-    /* the loop's own passes (the one that read it, the one that answers
-     * it) are no queue a limit can shorten: refusals take them too */
-    sojourn_us -= 2 * l->last_pass_us;
-    if (sojourn_us < 0) sojourn_us = 0;
-    if (l->min_sojourn < 0 || sojourn_us < l->min_sojourn) l->min_sojourn = sojourn_us;
-}
-
-/* The limit the interval just measured asks for, when something was
- * answered in it. busy: the loop worked for most of the interval. */
-static double measured(const struct sk_admit_limit *l, int64_t elapsed, int busy)
-{
-    /* the time a purchase may spend in the process: the target less the
-     * longest time a request sat unread behind a loop pass (at least a
-     * quarter of the target, so one long pass cannot close the door) */
-    int64_t budget = l->target_us - l->max_pass_us;
-    if (budget < l->target_us / 4) budget = l->target_us / 4;
-    double little = (double)l->done * (double)budget / (double)elapsed;
-    /* CoDel: even the quickest one waited past its budget: a standing
-     * queue; shrink in proportion */
-    if (l->min_sojourn > budget) {
-        double shrunk = l->limit * (double)budget / (double)l->min_sojourn;
-        return shrunk < little ? shrunk : little;
-    }
-    /* Little's law only raises it: below saturation the rate measured is
-     * the demand's (a quiet minute must not shut the door on the next
-     * burst), and at saturation a long loop pass is no queue a lower limit
-     * would shorten (refusals cost the loop a read and a write too) */
-    (void)busy;
-    return little > l->limit ? little : l->limit;
+    l->last_progress_us = now_us;
+    if (sojourn_us > l->max_sojourn) l->max_sojourn = sojourn_us;
+    sojourn_seen(l, sojourn_us, now_us);
 }
 
 void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
 {
     if (pass_us < 0) pass_us = 0;
-    l->last_pass_us = pass_us;
-    if (pass_us > l->max_pass_us) l->max_pass_us = pass_us;
     l->busy_us += pass_us;
+    /* purchases out and nothing back for longer than the target: the
+     * oldest has waited at least that long (a stalled Redis) */
+    int64_t silent = now_us - l->last_progress_us;
+    if (l->inflight > 0 && l->target_us && silent >= l->target_us) sojourn_seen(l, silent, now_us);
     int64_t elapsed = now_us - l->since_us;
     if (elapsed < SK_ADMIT_INTERVAL_US) return;
-    /* saturated: the loop worked for most of the interval while purchases
-     * came (an idle node answers every poll) */
-    int busy = l->busy_us * 1000 >= elapsed * SK_ADMIT_BUSY_PERMILLE;
-    l->pressed = l->target_us > 0 && (l->refused > 0 || (busy && (l->done > 0 || l->inflight > 0)));
-    /* nothing came back while purchases waited (Redis stalled, or slower
-     * than the interval): half at once; not when the loop itself did not
-     * run for that long (a starved process); idle: nothing learnt */
-    int stalled = l->done == 0 && l->inflight > 0 && elapsed < 2 * SK_ADMIT_INTERVAL_US;
-    if (l->target_us > 0 && (l->done > 0 || stalled)) {
-        double next = l->done > 0 ? (l->limit + measured(l, elapsed, busy)) / 2 : l->limit / 2;
+    /* Little's law: what the last interval answered per second, times the
+     * target; nothing answered while purchases waited: the floor; idle:
+     * nothing learnt */
+    if (l->done > 0 || l->inflight > 0) {
+        double next = (double)l->done * (double)l->target_us / (double)elapsed;
         if (next < SK_ADMIT_FLOOR) next = SK_ADMIT_FLOOR;
         if (next > SK_ADMIT_CEIL) next = SK_ADMIT_CEIL;
         l->limit = next;
     }
+    /* dropping ends with an interval whose answers were all in time, or
+     * an idle one */
+    int idle = l->done == 0 && l->inflight == 0;
+    if (l->dropping && (idle || (l->done > 0 && l->max_sojourn < l->target_us))) {
+        l->dropping = 0;
+        l->first_above_us = 0;
+    }
+    /* saturated: the loop worked for most of the interval while purchases
+     * came (an idle node answers every poll) */
+    int busy = l->busy_us * 1000 >= elapsed * SK_ADMIT_BUSY_PERMILLE;
+    l->pressed = l->target_us > 0 && (l->dropping || l->refused > 0 ||
+                                      (busy && (l->done > 0 || l->inflight > 0)));
     window_reset(l, now_us);
 }
 
 int sk_admit_pressed(const struct sk_admit_limit *l)
 {
     return l->pressed;
+}
+
+int sk_admit_dropping(const struct sk_admit_limit *l)
+{
+    return l->dropping;
 }
 
 int64_t sk_admit_current(const struct sk_admit_limit *l)

@@ -396,11 +396,11 @@ void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req, 
     a->route = route;
     a->guard = h2o_mem_alloc_shared(&req->pool, sizeof *a->guard, guard_dispose);
     a->guard->a = a;
-    /* its time in the admission pipeline (the wait behind a loop pass
-     * before it was read is the limit's budget's business) */
+    /* a purchase's sojourn, handler to answer: what CoDel's rule watches
+     * (admit_limit.h) */
     if (route == SK_ROUTE_purchase) {
         a->t0_us = sk_mono_us();
-        sk_admit_begin(&app->admit);
+        sk_admit_begin(&app->admit, a->t0_us);
     }
     app->inflight++;
     sk_metrics_inflight(app->metrics, 1);
@@ -410,7 +410,10 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
 {
     if (a->guard) a->guard->a = NULL;
     a->guard = NULL;
-    if (a->route == SK_ROUTE_purchase) sk_admit_done(&app->admit, sk_mono_us() - a->t0_us);
+    if (a->route == SK_ROUTE_purchase) {
+        int64_t now = sk_mono_us();
+        sk_admit_done(&app->admit, now - a->t0_us, now);
+    }
     app->inflight--;
     sk_metrics_inflight(app->metrics, -1);
     return a->req;

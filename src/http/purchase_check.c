@@ -62,10 +62,8 @@ int sk_purchase_soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struc
     return 1;
 }
 
-/* Admission cap: a purchase that would queue behind max_inflight others
- * of this activity is refused now (429), not left waiting on a slow Redis.
- * *ic: the entry to count the purchase in (NULL without a cap); creating
- * it may move the cache array, so *c is looked up again. */
+/* Bounded waiting (admit_limit.h): 503 overloaded with Retry-After, before
+ * any Redis work. */
 int sk_purchase_admit_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid)
 {
     if (sk_admit_room(&app->admit)) return 0;
@@ -77,6 +75,10 @@ int sk_purchase_admit_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid)
     return 1;
 }
 
+/* Admission cap: a purchase that would queue behind max_inflight others
+ * of this activity is refused now (429), not left waiting on a slow Redis.
+ * *ic: the entry to count the purchase in (NULL without a cap); creating
+ * it may move the cache array, so *c is looked up again. */
 int sk_purchase_inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                                   struct sk_act_cache **c, struct sk_act_cache **ic)
 {
