@@ -20,56 +20,13 @@
 
 #include "core/clock.h"
 #include "engine/keys.h"
+#include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
 #include "support/sale_env.h"
 
 #define MAX_PENDING 600
-
-/* A connection with one request written (fails the test on error). */
-static int send_raw(int port, const char *req, size_t len)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(write(fd, req, len), (ssize_t)len);
-    return fd;
-}
-
-static int send_purchase(int port, uint64_t aid, uint64_t uid)
-{
-    char req[512];
-    int n = snprintf(req, sizeof req,
-                     "POST /api/v1/activities/%" PRIu64 "/purchase HTTP/1.1\r\nHost: x\r\n"
-                     "X-User-Id: %" PRIu64 "\r\nContent-Type: application/json\r\n"
-                     "Content-Length: 14\r\n\r\n{\"quantity\":1}",
-                     aid, uid);
-    return send_raw(port, req, (size_t)n);
-}
-
-static int send_poll(int port, const char *order_id, uint64_t uid)
-{
-    char req[512];
-    int n = snprintf(req, sizeof req,
-                     "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: %" PRIu64 "\r\n\r\n",
-                     order_id, uid);
-    return send_raw(port, req, (size_t)n);
-}
-
-/* The answer on fd within timeout_ms into buf (terminated): its status,
- * or 0 when nothing came. */
-static int answer(int fd, int timeout_ms, char *buf, size_t cap)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, timeout_ms) <= 0) return 0;
-    ssize_t n = read(fd, buf, cap - 1);
-    if (n <= 12) return 0;
-    buf[n] = 0;
-    return sk_th_http_status(buf, (size_t)n);
-}
 
 /* A 503 of the admission limit: Retry-After and the reason code. */
 static void expect_overloaded(const char *raw)
@@ -122,8 +79,8 @@ SK_TEST_T(overload_refuses_at_once_changes_nothing_and_recovers, 180)
     const int64_t stock = 1000;
     uint64_t aid = sale_activity(s.port, 0, stock, 1, 1);
     char raw[4096], first_order[96];
-    int fd = send_purchase(s.port, aid, 1);
-    CHECK_EQ(answer(fd, 10000, raw, sizeof raw), 200);
+    int fd = sk_th_buy_send(s.port, aid, 1);
+    CHECK_EQ(sk_th_http_answer(fd, 10000, raw, sizeof raw), 200);
     order_id_of(raw, first_order, sizeof first_order);
     close(fd);
     int64_t admitted = 1;
@@ -138,8 +95,8 @@ SK_TEST_T(overload_refuses_at_once_changes_nothing_and_recovers, 180)
         CHECK_MSG(sk_mono_ms() < deadline, "no purchase refused within 30 s (%d in flight)",
                   npending);
         CHECK_MSG(npending < MAX_PENDING, "%d purchases in flight and none refused", npending);
-        fd = send_purchase(s.port, aid, uid);
-        int st = answer(fd, 50, raw, sizeof raw);
+        fd = sk_th_buy_send(s.port, aid, uid);
+        int st = sk_th_http_answer(fd, 50, raw, sizeof raw);
         if (st == 0) {
             pending[npending++] = fd; /* admitted: waits for Redis */
         } else {
@@ -155,14 +112,14 @@ SK_TEST_T(overload_refuses_at_once_changes_nothing_and_recovers, 180)
     static int polls[64];
     int npolls = 0;
     while (nrefused < 8) {
-        fd = send_purchase(s.port, aid, uid);
-        CHECK_EQ(answer(fd, 10000, raw, sizeof raw), 503);
+        fd = sk_th_buy_send(s.port, aid, uid);
+        CHECK_EQ(sk_th_http_answer(fd, 10000, raw, sizeof raw), 503);
         expect_overloaded(raw);
         refused[nrefused++] = uid++;
         close(fd);
         if (!busy_poll && npolls < 64) {
-            int pf = send_poll(s.port, first_order, 1);
-            int st = answer(pf, 50, raw, sizeof raw);
+            int pf = sk_th_poll_send(s.port, first_order, 1);
+            int st = sk_th_http_answer(pf, 50, raw, sizeof raw);
             if (st == 503) {
                 CHECK_MSG(strstr(raw, "\"error\":\"busy\"") != NULL, "poll: %.300s", raw);
                 busy_poll = 1;
@@ -177,20 +134,20 @@ SK_TEST_T(overload_refuses_at_once_changes_nothing_and_recovers, 180)
 
     kill(rs.pid, SIGCONT);
     for (int i = 0; i < npending; i++) {
-        int st = answer(pending[i], 30000, raw, sizeof raw);
+        int st = sk_th_http_answer(pending[i], 30000, raw, sizeof raw);
         CHECK_MSG(st == 200, "held purchase %d: %.200s", i, raw);
         admitted++;
         close(pending[i]);
     }
     for (int i = 0; i < npolls; i++) {
-        answer(polls[i], 30000, raw, sizeof raw);
+        sk_th_http_answer(polls[i], 30000, raw, sizeof raw);
         close(polls[i]);
     }
     /* the limit recovers: a new buyer is admitted again */
     deadline = sk_mono_ms() + 20000;
     for (;;) {
-        fd = send_purchase(s.port, aid, uid++);
-        int st = answer(fd, 20000, raw, sizeof raw);
+        fd = sk_th_buy_send(s.port, aid, uid++);
+        int st = sk_th_http_answer(fd, 20000, raw, sizeof raw);
         close(fd);
         if (st == 200) break;
         CHECK_MSG(st == 503, "after the stall: %.200s", raw);
@@ -254,37 +211,6 @@ SK_TEST_T(overload_burst_admitted_purchases_are_persisted, 240)
     CHECK_EQ(sale_db_orders(st, id), sold);
     sk_store_close(st);
     sk_redis_free(r);
-    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
-    sk_th_redis_stop(&rs, 1);
-}
-
-/* An idle node answers every poll: one buyer polling its order one poll
- * after another, far faster than --poll-rate-max 10, is never refused. */
-SK_TEST(overload_idle_node_answers_every_sequential_poll)
-{
-    struct sk_th_redis rs;
-    struct sk_th_serve s;
-    /* the database's own bound (--db-poll-wait-ms) is not what this tests:
-     * generous, so a busy machine cannot trip it */
-    const char *extra[] = {
-        "--poll-rate-max", "10", "--db-poll-wait-ms", "30000", "--log-level", "warn", NULL};
-    start(&rs, &s, extra);
-    uint64_t aid = sale_activity(s.port, 0, 10, 1, 1);
-    char raw[4096], oid[96], path[160];
-    int fd = send_purchase(s.port, aid, 7);
-    CHECK_EQ(answer(fd, 10000, raw, sizeof raw), 200);
-    order_id_of(raw, oid, sizeof oid);
-    close(fd);
-    struct sk_th_http c;
-    sk_th_http_open(&c, s.port);
-    struct sk_th_resp *resp = sk_th_resp_new();
-    snprintf(path, sizeof path, "/api/v1/orders/%s", oid);
-    for (int i = 0; i < 300; i++) {
-        int st = sk_th_http_req(&c, "GET", path, "X-User-Id: 7\r\n", NULL, resp);
-        CHECK_MSG(st == 200, "poll %d: %d %.200s", i, st, resp->body);
-    }
-    free(resp);
-    sk_th_http_close(&c);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
     sk_th_redis_stop(&rs, 1);
 }

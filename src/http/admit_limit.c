@@ -91,8 +91,8 @@ void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
     /* saturated: the loop worked for most of the interval while purchases
      * came (an idle node answers every poll) */
     int busy = l->busy_us * 1000 >= elapsed * SK_ADMIT_BUSY_PERMILLE;
-    l->pressed = l->target_us > 0 && (l->dropping || l->refused > 0 ||
-                                      (busy && (l->done > 0 || l->inflight > 0)));
+    l->pressed = l->target_us > 0 &&
+                 (l->dropping || l->refused > 0 || (busy && (l->done > 0 || l->inflight > 0)));
     window_reset(l, now_us);
 }
 

@@ -51,9 +51,9 @@ struct sk_admit_limit {
     double limit;      /* purchases in flight allowed while dropping */
     int64_t inflight;  /* purchases admitted, not answered yet */
     /* CoDel's state */
-    int dropping;            /* refusals allowed (rule 1) */
-    int64_t first_above_us;  /* 0: the last answer was within the target;
-                                else when dropping starts if none is */
+    int dropping;             /* refusals allowed (rule 1) */
+    int64_t first_above_us;   /* 0: the last answer was within the target;
+                                 else when dropping starts if none is */
     int64_t last_progress_us; /* the last answer, or the first purchase out
                                  after none was */
     /* the interval being measured */
