@@ -27,7 +27,7 @@ static const double mults[] = {0.5, 1, 1.5, 2, 3, 5};
 /* What one run of the generator measured. */
 struct run {
     double elapsed, answered, admitted, refused, overloaded, busy, other;
-    uint64_t ok_p50, ok_p99, ref_p50, ref_p99, ref_send_p99, all_p99;
+    uint64_t ok_p50, ok_p99, ok_p999, ref_p50, ref_p99, ref_p999, ref_send_p99, all_p99;
     uint64_t errors, backlog, duplicates, over_limit;
 };
 
@@ -82,8 +82,10 @@ static int measure(const struct sk_load_opts *lo, struct run *out, char *err, si
         .other = (refused - ov - busy) / t,
         .ok_p50 = sk_hist_percentile(&r.latency_ok, 50),
         .ok_p99 = sk_hist_percentile(&r.latency_ok, 99),
+        .ok_p999 = sk_hist_percentile(&r.latency_ok, 99.9),
         .ref_p50 = sk_hist_percentile(&r.latency_refused, 50),
         .ref_p99 = sk_hist_percentile(&r.latency_refused, 99),
+        .ref_p999 = sk_hist_percentile(&r.latency_refused, 99.9),
         .ref_send_p99 = sk_hist_percentile(&r.latency_busy, 99),
         .all_p99 = sk_hist_percentile(&r.latency, 99),
         .errors = r.err_connect + r.err_closed + r.err_timeout + r.err_protocol,
@@ -184,24 +186,26 @@ static void print_table(const struct sk_bench_burst_opts *o, double cap_rps, con
            "intended send time\n",
            o->admit_target_ms, o->admit_target_ms ? "" : " (off)", o->connections, o->step_s,
            cap_rps, o->cl_connections);
-    printf("%4s %9s %10s %10s %10s %10s %8s %13s %13s %8s %7s | %10s %8s\n", "x", "offered/s",
-           "answered/s", "admitted/s", "overload/s", "busy/s", "other/s", "admit p50/p99",
-           "refuse p50/p99", "hz p99", "errors", "nginx ans/s", "p99");
+    printf("%4s %9s %10s %10s %10s %10s %8s %19s %19s %8s %7s | %10s %8s\n", "x", "offered/s",
+           "answered/s", "admitted/s", "overload/s", "busy/s", "other/s", "admit p50/p99/p99.9",
+           "refuse p50/p99/p99.9", "hz p99", "errors", "nginx ans/s", "p99");
     for (size_t i = 0; i < n; i++) {
         const struct step *t = &s[i];
         if (!t->ran) continue;
-        char a[16], b[16], c[16], d[16], h[16], np[16];
+        char a[16], b[16], b9[16], c[16], d[16], d9[16], h[16], np[16];
         ms(a, sizeof a, t->serve.ok_p50);
         ms(b, sizeof b, t->serve.ok_p99);
+        ms(b9, sizeof b9, t->serve.ok_p999);
         ms(c, sizeof c, t->serve.ref_p50);
         ms(d, sizeof d, t->serve.ref_p99);
+        ms(d9, sizeof d9, t->serve.ref_p999);
         ms(h, sizeof h, t->health_p99);
         ms(np, sizeof np, t->nginx.all_p99);
-        char ap[32], rp[32], na[16];
-        snprintf(ap, sizeof ap, "%s/%s", a, b);
-        snprintf(rp, sizeof rp, t->serve.refused > 0 ? "%s/%s" : "-", c, d);
+        char ap[48], rp[48], na[16];
+        snprintf(ap, sizeof ap, "%s/%s/%s", a, b, b9);
+        snprintf(rp, sizeof rp, t->serve.refused > 0 ? "%s/%s/%s" : "-", c, d, d9);
         snprintf(na, sizeof na, "%.0f", t->nginx.answered);
-        printf("%4.1f %9.0f %10.0f %10.0f %10.0f %10.0f %8.0f %13s %13s %8s %7" PRIu64
+        printf("%4.1f %9.0f %10.0f %10.0f %10.0f %10.0f %8.0f %19s %19s %8s %7" PRIu64
                " | %10s %8s\n",
                t->mult, t->offered, t->serve.answered, t->serve.admitted, t->serve.overloaded,
                t->serve.busy, t->serve.other, ap, rp, h, t->serve.errors, t->nginx_ran ? na : "-",
@@ -230,14 +234,15 @@ static void print_table(const struct sk_bench_burst_opts *o, double cap_rps, con
 
 static json_t *run_json(const struct run *r)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "answered_per_s",
-                     r->answered, "admitted_per_s", r->admitted, "refused_per_s", r->refused,
-                     "overloaded_per_s", r->overloaded, "busy_per_s", r->busy, "other_per_s",
-                     r->other, "admitted_p50_us", (json_int_t)r->ok_p50, "admitted_p99_us",
-                     (json_int_t)r->ok_p99, "refused_p50_us", (json_int_t)r->ref_p50,
-                     "refused_p99_us", (json_int_t)r->ref_p99, "refused_p99_from_send_us",
-                     (json_int_t)r->ref_send_p99, "p99_us", (json_int_t)r->all_p99, "errors",
-                     (json_int_t)r->errors, "backlog_at_end", (json_int_t)r->backlog);
+    return json_pack(
+        "{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "answered_per_s",
+        r->answered, "admitted_per_s", r->admitted, "refused_per_s", r->refused, "overloaded_per_s",
+        r->overloaded, "busy_per_s", r->busy, "other_per_s", r->other, "admitted_p50_us",
+        (json_int_t)r->ok_p50, "admitted_p99_us", (json_int_t)r->ok_p99, "admitted_p999_us",
+        (json_int_t)r->ok_p999, "refused_p50_us", (json_int_t)r->ref_p50, "refused_p99_us",
+        (json_int_t)r->ref_p99, "refused_p999_us", (json_int_t)r->ref_p999,
+        "refused_p99_from_send_us", (json_int_t)r->ref_send_p99, "p99_us", (json_int_t)r->all_p99,
+        "errors", (json_int_t)r->errors, "backlog_at_end", (json_int_t)r->backlog);
 }
 
 int sk_bench_http_burst(const struct sk_bench_burst_opts *o, json_t **out)
