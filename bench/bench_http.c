@@ -51,6 +51,7 @@
 #include <jansson.h>
 
 #include "bench/bench_child.h"
+#include "bench/bench_http_burst.h"
 #include "bench/bench_http_mixed.h"
 #include "bench/bench_int.h"
 #include "bench/bench_opts.h"
@@ -95,6 +96,9 @@ struct opts {
     const char *stores; /* --mixed-stores */
     int mixed_sqlite, mixed_pg, mixed_mysql;
     int64_t purchase_rate, poll_rate, pay_rate;
+    /* --open-loop: only the burst (bench_http_burst.h) */
+    int open_loop;
+    int64_t admit_target_ms, open_loop_connections, step;
 };
 
 /* Processes whose CPU time each phase reports. */
@@ -196,6 +200,16 @@ static int usage(FILE *f)
             "  --purchase-rate R purchases/s (default %d)\n"
             "  --poll-rate R     order polls/s (default %d)\n"
             "  --pay-rate R      payments/s (default %d)\n"
+            "\n"
+            "open-loop phase (the first second of a sale; alone, the phases above skipped):\n"
+            "serve --role api's closed-loop admission capacity with --connections, then the\n"
+            "purchase route open loop at 0.5, 1, 1.5, 2, 3 and 5 x that capacity, /healthz\n"
+            "probed meanwhile, and the same rates against nginx (the generator's limit).\n"
+            "  --open-loop       run only the open-loop phase\n"
+            "  --admit-target-ms N  serve's --admit-target-ms, 0..60000 (default 50; 0: off,\n"
+            "                    no load shed: the figures before it)\n"
+            "  --open-loop-connections N  the open-loop generator's connections (default 1000)\n"
+            "  --step S          seconds per step, 1..60 (default 3)\n"
             "\n"
             "exit status: 0 every phase ran and its answers checked out (targets are\n"
             "reported, not enforced), 1 a phase failed, 2 bad usage\n",
@@ -1008,6 +1022,12 @@ static int parse(struct opts *o, int argc, char **argv, int *help)
         {"--mixed-stores", SK_BENCH_OPT_STR, offsetof(struct opts, stores), 0, 0,
          "a list of stores"},
         {"--serve-role", SK_BENCH_OPT_STR, offsetof(struct opts, role), 0, 0, "api or all"},
+        {"--open-loop", SK_BENCH_OPT_FLAG, offsetof(struct opts, open_loop), 0, 0, NULL},
+        {"--admit-target-ms", SK_BENCH_OPT_INT, offsetof(struct opts, admit_target_ms), 0, 60000,
+         NULL},
+        {"--open-loop-connections", SK_BENCH_OPT_INT, offsetof(struct opts, open_loop_connections),
+         1, SK_LOAD_MAX_CONNS, NULL},
+        {"--step", SK_BENCH_OPT_INT, offsetof(struct opts, step), 1, 60, NULL},
     };
     o->duration = 8;
     o->connections = 200;
@@ -1017,6 +1037,9 @@ static int parse(struct opts *o, int argc, char **argv, int *help)
     o->purchase_rate = SK_BENCH_MIXED_PURCHASE_RATE;
     o->poll_rate = SK_BENCH_MIXED_POLL_RATE;
     o->pay_rate = SK_BENCH_MIXED_PAY_RATE;
+    o->admit_target_ms = 50;
+    o->open_loop_connections = 1000;
+    o->step = 3;
     int rc = sk_bench_opts_parse("http", opts, sizeof opts / sizeof opts[0], argc, argv, o, help);
     if (rc || *help) return rc;
     if (strcmp(o->role, "api") != 0 && strcmp(o->role, "all") != 0)
@@ -1102,6 +1125,7 @@ int sk_bench_http(int argc, char **argv)
         goto done;
     }
     int failed = 0;
+    if (o.open_loop) goto open_loop;
     if (o.mixed == 2) goto mixed;
     /* Redis on this machine: serve reaches it over its unix socket */
     const char *link = redis.unix_url[0] ? redis.unix_url : redis.url;
@@ -1282,6 +1306,41 @@ mixed:
     }
     if (sk_bench_interrupted) {
         snprintf(err, sizeof err, "interrupted");
+        goto done;
+    }
+    if (0) {
+    open_loop:
+        R.have_nginx = find_exe("nginx", nginx_exe, sizeof nginx_exe) == 0 &&
+                       start_nginx(&nginx, nginx_exe, dir, err, sizeof err) == 0;
+        if (!R.have_nginx) {
+            fprintf(stderr, "seckill: bench http: no static reference: %s\n",
+                    err[0] ? err : "nginx not installed (Debian: apt-get install nginx-light)");
+            err[0] = 0;
+        }
+        struct sk_bench_burst_opts bo = {.step_s = (double)o.step,
+                                         .connections = o.open_loop_connections,
+                                         .cl_connections = o.connections,
+                                         .threads = o.threads,
+                                         .admit_target_ms = o.admit_target_ms,
+                                         .json = o.json,
+                                         .dir = dir,
+                                         .redis_url =
+                                             redis.unix_url[0] ? redis.unix_url : redis.url,
+                                         .nginx_port = R.have_nginx ? nginx.port : 0,
+                                         .interrupted = &sk_bench_interrupted};
+        json_t *bj = NULL;
+        failed |= sk_bench_http_burst(&bo, &bj) < 0;
+        if (o.json && bj) {
+            char *js = json_dumps(bj, JSON_INDENT(2));
+            if (js) printf("%s\n", js);
+            free(js);
+        }
+        json_decref(bj);
+        if (sk_bench_interrupted) {
+            snprintf(err, sizeof err, "interrupted");
+            goto done;
+        }
+        exit_code = failed ? SK_EXIT_FAIL : SK_EXIT_OK;
         goto done;
     }
     if (o.json && o.mixed == 2) {

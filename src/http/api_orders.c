@@ -9,10 +9,12 @@
  * progress, in one script); one that needs the database waits for it at most
  * --db-poll-wait-ms, and is refused at once (503, Retry-After) when
  * the database could not answer that soon: polls never queue behind each
- * other for seconds, and never crowd out pays and cancels. Beyond
- * --poll-rate-max polls per second the process refuses a poll at once
- * (503 busy, Retry-After), before any Redis or database work: buyers
- * polling cannot take the CPU the purchases need. */
+ * other for seconds, and never crowd out pays and cancels. While
+ * purchases press (admit_limit.h: some were refused, or the loop is
+ * saturated while they come), beyond --poll-rate-max polls per second the
+ * process refuses a poll at once (503 busy, Retry-After), before any Redis
+ * or database work: buyers polling cannot take the CPU the purchases
+ * need; otherwise every poll is answered. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,13 +286,15 @@ static void on_state(void *data, redisReply *rep)
 }
 
 /* 1 when the budget of --poll-rate-max polls per second has room for one
- * more now (and takes it); 0: refuse. A token bucket holding at most a
- * tenth of a second's worth (at least one poll), so the polls of a burst
- * spread over the second instead of taking the CPU all at once. */
+ * more now (and takes it), or when purchases do not press; 0: refuse. A token bucket holding at
+ * most a tenth of a second's worth (at least one poll), so the polls of a burst spread over the
+ * second instead of taking the CPU all at once. */
 static int poll_budget_take(struct sk_app *app)
 {
     long long rate = app->cfg.poll_rate_max;
-    if (rate <= 0) return 1;
+    /* the budget binds only while purchases press (admit_limit.h): an
+     * idle process answers every poll */
+    if (rate <= 0 || !sk_admit_pressed(&app->admit)) return 1;
     struct sk_poll_budget *b = &app->poll_budget;
     const int64_t one = 1000000;
     int64_t full = (rate >= 10 ? rate / 10 : 1) * one;

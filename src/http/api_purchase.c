@@ -1,11 +1,12 @@
 /* api_purchase.c - POST /api/v1/activities/{id}/purchase: the checks
  * (purchase_check.h), the local sold-out fast path (purchase_soldout.h),
- * the challenge when one came (challenge_http.h: a CAPTCHA token waits for
- * its provider off the loop), the admission cap (max_inflight), then the
- * purchase waits in this loop pass's batch for its key set
- * (purchase_batch.h), or, keyed on an activity sold out here, behind an
- * idempotency probe (purchase_idem.h). What a home segment cannot serve
- * borrows (purchase_borrow.h). */
+ * bounded waiting (admit_limit.h: past what the process can answer in
+ * time, 503 overloaded), the challenge when one came (challenge_http.h: a
+ * CAPTCHA token waits for its provider off the loop), the admission cap
+ * (max_inflight), then the purchase waits in this loop turn's batch for
+ * its key set (purchase_batch.h), or, keyed on an activity sold out here,
+ * behind an idempotency probe (purchase_idem.h). What a home segment
+ * cannot serve borrows (purchase_borrow.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,7 @@ int sk_api_purchase(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     if (sk_purchase_idem_or_reply(app, req, &idem, &idem_len)) return 0;
     if (sk_purchase_pass_or_reply(app, req, &pu.pass, &pu.pass_len, &pass_exp_ms)) return 0;
     if (sk_purchase_soldout_or_reply(app, req, sk_app_act(app, m->id, 0), idem)) return 0;
+    if (sk_purchase_admit_or_reply(app, req, m->id)) return 0;
     pu.idem = idem;
     pu.idem_len = idem ? idem_len : 0;
     struct purchase_ctx pc = {.pu = pu, .aid = m->id, .pass_exp_ms = pass_exp_ms};

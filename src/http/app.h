@@ -13,6 +13,7 @@
 #include "core/node_stats.h"
 #include "engine/stock.h"
 #include "http/act_cache.h"
+#include "http/admit_limit.h"
 #include "http/config.h"
 #include "http/conns.h"
 #include "http/metrics.h"
@@ -101,6 +102,7 @@ struct sk_app {
     struct sk_act_defs *defs;           /* activity definitions (act_defs.h) */
     struct sk_order_marks *order_marks; /* the order worker's progress (order_marks.h) */
     struct sk_poll_budget poll_budget;  /* --poll-rate-max (api_orders.c) */
+    struct sk_admit_limit admit;        /* --admit-target-ms: purchases in flight (admit_limit.h) */
     struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                       /* requests accepted, not yet answered */
     int draining;                       /* SIGTERM: no new connections */
@@ -218,6 +220,7 @@ struct sk_async_req {
     h2o_req_t *req; /* NULL once the request is gone */
     struct sk_guard *guard;
     enum sk_route route;
+    int64_t t0_us; /* a purchase: when its handler ran (sk_mono_us, admit_limit.h) */
 };
 /* Guards req and counts it in flight. */
 void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req,

@@ -69,6 +69,7 @@ struct sk_config {
     int db_pool, db_timeout_ms, db_queue_max, db_poll_wait_ms;
     long long poll_rate_max;             /* order polls per second per HTTP process; 0: no budget */
     int batches_in_flight;               /* per key set and process; 0: no limit */
+    int admit_target_ms;                 /* a purchase's longest wait (admit_limit.h); 0: off */
     char cors_origins[SK_CORS_LIST_MAX]; /* normalised (cors.h); "" = off */
     char jwks_file[512];                 /* auth=jwt: the JSON Web Key Set (read by the caller) */
     char jwt_issuer[256];                /* "" = any issuer */
@@ -91,13 +92,17 @@ struct sk_config {
     long long max_request_bytes; /* request bytes buffered per process; 0: default */
 };
 
-/* The default budget of order polls per second per HTTP process
- * (poll_rate_max). */
+/* The default budget of order polls per second per HTTP process while
+ * purchases press (poll_rate_max; admit_limit.h). */
 #define SK_CONFIG_POLL_RATE_MAX 2000
 
 /* The default window of purchase batches out to Redis per key set and
  * HTTP process (batches_in_flight; BENCHMARKS.md, "The batch window"). */
 #define SK_CONFIG_BATCHES_IN_FLIGHT 2
+
+/* The default admission target: a purchase the process could not answer
+ * within it is refused 503 overloaded at once (admit_target_ms). */
+#define SK_CONFIG_ADMIT_TARGET_MS 50
 
 /* Shortest hmac_secret (and hmac_secret_prev) and admin_token accepted. */
 #define SK_CONFIG_SECRET_MIN 16

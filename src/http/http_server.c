@@ -327,6 +327,12 @@ void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req, 
     a->route = route;
     a->guard = h2o_mem_alloc_shared(&req->pool, sizeof *a->guard, guard_dispose);
     a->guard->a = a;
+    /* a purchase's sojourn, handler to answer: what CoDel's rule watches
+     * (admit_limit.h) */
+    if (route == SK_ROUTE_purchase) {
+        a->t0_us = sk_mono_us();
+        sk_admit_begin(&app->admit, a->t0_us);
+    }
     app->inflight++;
     sk_metrics_inflight(app->metrics, 1);
 }
@@ -335,6 +341,10 @@ h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a)
 {
     if (a->guard) a->guard->a = NULL;
     a->guard = NULL;
+    if (a->route == SK_ROUTE_purchase) {
+        int64_t now = sk_mono_us();
+        sk_admit_done(&app->admit, now - a->t0_us, now);
+    }
     app->inflight--;
     sk_metrics_inflight(app->metrics, -1);
     return a->req;
@@ -612,11 +622,30 @@ static void flush_redis(struct sk_app *app)
  * pass full of polls does not hold the batches back), the answers of the
  * pass go out, and what pipelined requests queued behind them follows.
  * SIGTERM starts a drain of at most 10 s. */
+/* How long the loop worked in the evloop run that began at start_us and
+ * returned at now_us: all of it when it was not to sleep; else the time
+ * since it woke, which h2o stamps (wall clock, whole milliseconds) after
+ * its wait: the middle of that millisecond is the estimate. */
+static int64_t run_work_us(struct sk_app *app, int slept, int64_t start_us, int64_t now_us)
+{
+    if (!slept) return now_us - start_us;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    int64_t woke = (int64_t)h2o_now(app->ctx.loop) * 1000 + 500;
+    int64_t work = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec - woke;
+    if (work < 0) work = 0;
+    return work < now_us - start_us ? work : now_us - start_us;
+}
+
 static void serve(struct sk_app *app)
 {
     int64_t drain_deadline = 0, idle_since = 0;
     for (;;) {
-        h2o_evloop_run(app->ctx.loop, conns_waiting(app) ? 0 : 20);
+        int64_t start_us = sk_mono_us();
+        int slept = !conns_waiting(app);
+        h2o_evloop_run(app->ctx.loop, slept ? 20 : 0);
+        int64_t run_us = sk_mono_us();
+        int64_t work_us = run_work_us(app, slept, start_us, run_us);
         flush_redis(app);
         /* a completion may queue a Redis command (a ledger read, a release) */
         if (sk_store_calls_drain(app)) sk_aredis_flush(app->redis);
@@ -634,6 +663,9 @@ static void serve(struct sk_app *app)
         sk_reload_tick_app(app, 1);
         sk_ops_view_tick(app);
         sk_store_calls_tick(app);
+        int64_t end_us = sk_mono_us();
+        sk_admit_set_target(&app->admit, app->cfg.admit_target_ms); /* a reload may change it */
+        sk_admit_pass(&app->admit, work_us + end_us - run_us, end_us);
         if (stop_requested && !app->draining) {
             start_drain(app);
             drain_deadline = sk_mono_ms() + 10000;
@@ -653,6 +685,7 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     if (!app) return 1;
     running_app = app;
     app->cfg = *cfg;
+    sk_admit_init(&app->admit, app->cfg.admit_target_ms, sk_mono_us());
     app->node = node;
     app->slot = slot;
     if (!node) {

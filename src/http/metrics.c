@@ -323,9 +323,11 @@ void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc)
 {
     int known = rc >= 0 && rc < SK_RC_COUNT_;
     if (known && m->rc_reason[rc] < 0) return; /* not a refusal */
-    /* busy is decided before Redis is asked: it proves nothing about aid */
-    struct sk_metrics_act *a =
-        act_row(m, aid, known && rc != SK_RC_UNKNOWN_ACTIVITY && rc != SK_RC_BUSY);
+    /* busy and overloaded are decided before Redis is asked: they prove
+     * nothing about aid */
+    struct sk_metrics_act *a = act_row(m, aid,
+                                       known && rc != SK_RC_UNKNOWN_ACTIVITY && rc != SK_RC_BUSY &&
+                                           rc != SK_RC_OVERLOADED);
     if (!a) return;
     a->used = ++m->act_clock;
     a->refusals[known ? m->rc_reason[rc] : m->other_reason]++;

@@ -62,6 +62,19 @@ int sk_purchase_soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struc
     return 1;
 }
 
+/* Bounded waiting (admit_limit.h): 503 overloaded with Retry-After, before
+ * any Redis work. */
+int sk_purchase_admit_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid)
+{
+    if (sk_admit_room(&app->admit)) return 0;
+    sk_metrics_refusal_rc(app->metrics, SK_RC_OVERLOADED);
+    sk_metrics_act_refusal_rc(app->metrics, aid, SK_RC_OVERLOADED);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    sk_http_error(app, req, SK_ROUTE_purchase, sk_rc_http_status(SK_RC_OVERLOADED),
+                  sk_rc_wire(SK_RC_OVERLOADED), sk_rc_message(SK_RC_OVERLOADED));
+    return 1;
+}
+
 /* Admission cap: a purchase that would queue behind max_inflight others
  * of this activity is refused now (429), not left waiting on a slow Redis.
  * *ic: the entry to count the purchase in (NULL without a cap); creating

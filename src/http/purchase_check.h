@@ -19,6 +19,10 @@ int sk_purchase_quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *q
  * retry, which must get its first answer). */
 int sk_purchase_soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_act_cache *c,
                                  const char *idem);
+/* Bounded waiting (admit_limit.h): while purchases wait past the
+ * target and those in flight would keep one waiting longer, 503 overloaded with Retry-After at once
+ * (before any Redis work); returns 1 then. */
+int sk_purchase_admit_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t activity_id);
 /* The admission cap (max_inflight): 429 now rather than a wait behind a
  * slow Redis. *ic: the entry to count the purchase in (NULL without a
  * cap); creating it may move the cache array, so *c is looked up again. */

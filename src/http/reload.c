@@ -58,6 +58,7 @@ const struct sk_reload_field sk_reload_fields[] = {
     LIVE("db_poll_wait_ms", db_poll_wait_ms),     /* read by every poll */
     LIVE("poll_rate_max", poll_rate_max),         /* read by every poll */
     LIVE("batches_in_flight", batches_in_flight), /* read at every pass's end */
+    LIVE("admit_target_ms", admit_target_ms),     /* read at every pass's end */
     LIVE("cors_origins", cors_origins),
     F("jwks_file", jwks_file, 1, SK_RELOAD_JWKS),
     LIVE("jwt_issuer", jwt_issuer),

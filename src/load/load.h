@@ -19,7 +19,8 @@
  * Checks afterwards (sk_load_run does them): every 200 carries an order id
  * and no two are equal; no user got more than --limit units; accepted
  * units never exceed --expect-stock and equal it when the demand (distinct
- * answered users x units a user may take) covers it; no 5xx; no 400, 401,
+ * answered users x units a user may take) covers it; no 5xx (but 503
+ * overloaded, a refusal by design); no 400, 401,
  * 404, 405, 413 or 431 (the run was misconfigured: auth, activity, path);
  * no transport or protocol errors. Any violation makes the result fail.
  *
@@ -111,11 +112,13 @@ struct sk_load_result {
     uint64_t refusals_other; /* codes beyond the table, or non-2xx without a code */
     uint64_t err_connect, err_closed, err_timeout, err_protocol;
     uint64_t reconnects;
-    uint64_t backlog_at_end;     /* open loop: due requests never sent (no free connection) */
-    struct sk_hist latency;      /* microseconds, of answered requests */
-    struct sk_hist latency_busy; /* of those answered 429 or 503 (refusals to retry later),
-                                    from when each was sent (open loop too): the refusal's
-                                    own speed */
+    uint64_t backlog_at_end;        /* open loop: due requests never sent (no free connection) */
+    struct sk_hist latency;         /* microseconds, of answered requests */
+    struct sk_hist latency_busy;    /* of those answered 429 or 503 (refusals to retry later),
+                                       from when each was sent (open loop too): the refusal's
+                                       own speed */
+    struct sk_hist latency_ok;      /* of the 2xx answers (from the latency origin) */
+    struct sk_hist latency_refused; /* of the 429 and 503 answers (from the latency origin) */
     uint64_t accepted, accepted_units, distinct_users;
     /* checks */
     int order_check;

@@ -263,10 +263,13 @@ static void on_response(struct conn *c, const struct sk_http_resp *r, int64_t no
     struct sk_load_result *res = &w->res;
     const struct sk_load_opts *o = w->run->o;
     int64_t lat = now - c->origin_ns;
-    sk_hist_record(&res->latency, lat > 0 ? (uint64_t)(lat / 1000) : 0);
+    uint64_t lat_us = lat > 0 ? (uint64_t)(lat / 1000) : 0;
+    sk_hist_record(&res->latency, lat_us);
+    if (r->status >= 200 && r->status < 300) sk_hist_record(&res->latency_ok, lat_us);
     if (r->status == 429 || r->status == 503) { /* how fast the server refused, from the send */
         int64_t sent = now - c->sent_ns;
         sk_hist_record(&res->latency_busy, sent > 0 ? (uint64_t)(sent / 1000) : 0);
+        sk_hist_record(&res->latency_refused, lat_us);
     }
     res->completed++;
     atomic_fetch_add_explicit(&w->run->progress, 1, memory_order_relaxed);
@@ -564,6 +567,8 @@ int sk_load_worker_init(struct worker *w, struct run *run, int idx, size_t nconn
     w->ep = w->tfd = -1;
     sk_hist_init(&w->res.latency);
     sk_hist_init(&w->res.latency_busy);
+    sk_hist_init(&w->res.latency_ok);
+    sk_hist_init(&w->res.latency_refused);
     w->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)idx * 0xBF58476D1CE4E5B9ull) ^
              (uint64_t)sk_load_now_ns();
     if (!w->rng) w->rng = 1;

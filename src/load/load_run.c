@@ -57,6 +57,8 @@ static void merge(struct sk_load_result *r, const struct sk_load_result *p)
     r->backlog_at_end += p->backlog_at_end;
     sk_hist_add(&r->latency, &p->latency);
     sk_hist_add(&r->latency_busy, &p->latency_busy);
+    sk_hist_add(&r->latency_ok, &p->latency_ok);
+    sk_hist_add(&r->latency_refused, &p->latency_refused);
     r->accepted += p->accepted;
     r->accepted_units += p->accepted_units;
     r->distinct_users += p->distinct_users;
@@ -170,6 +172,8 @@ int sk_load_run(const struct sk_load_opts *o, struct sk_load_result *r, char *er
     memset(r, 0, sizeof *r);
     sk_hist_init(&r->latency);
     sk_hist_init(&r->latency_busy);
+    sk_hist_init(&r->latency_ok);
+    sk_hist_init(&r->latency_refused);
     r->stopped_by = "duration";
     struct sk_load_opts copy = *o;
     if (sk_load_opts_check(&copy, err, cap) < 0) return SK_EINVAL;

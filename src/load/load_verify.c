@@ -52,6 +52,11 @@ void sk_load_verify(const struct sk_load_opts *o, struct sk_load_result *r, uint
     uint64_t s5 = r->status_other;
     for (int s = 500; s < 600; s++)
         s5 += r->status[s];
+    /* 503 overloaded is the server shedding load as designed (a refusal
+     * with Retry-After, docs/overload.md), not a failure */
+    for (size_t i = 0; i < r->n_refusals; i++)
+        if (strcmp(r->refusals[i].code, "overloaded") == 0 && r->refusals[i].n <= s5)
+            s5 -= r->refusals[i].n;
     if (s5) sk_load_violation(r, "%" PRIu64 " responses were 5xx", s5);
     /* refusals of the request itself, not of the purchase: the load was
      * misconfigured (--auth, --activity, --path) and measured nothing */

@@ -61,3 +61,23 @@ void sk_th_order_wait(struct sk_th_http *c, const char *oid, uint64_t uid, const
         sk_th_nap_ms(20);
     }
 }
+
+int sk_th_buy_send(int port, uint64_t aid, uint64_t uid)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /api/v1/activities/%" PRIu64 "/purchase HTTP/1.1\r\nHost: x\r\n"
+                     "X-User-Id: %" PRIu64 "\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 14\r\n\r\n{\"quantity\":1}",
+                     aid, uid);
+    return sk_th_http_send(port, req, (size_t)n);
+}
+
+int sk_th_poll_send(int port, const char *oid, uint64_t uid)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "GET /api/v1/orders/%s HTTP/1.1\r\nHost: x\r\nX-User-Id: %" PRIu64 "\r\n\r\n",
+                     oid, uid);
+    return sk_th_http_send(port, req, (size_t)n);
+}

@@ -25,4 +25,10 @@ int sk_th_order_op(struct sk_th_http *c, const char *oid, const char *op, uint64
 void sk_th_order_wait(struct sk_th_http *c, const char *oid, uint64_t uid, const char *want,
                       int timeout_ms, struct sk_th_resp *r);
 
+/* A purchase of one unit of aid (or a poll of order oid) as uid, written
+ * on a fresh connection and left waiting: the fd, whose answer
+ * sk_th_http_answer reads (the caller closes it). */
+int sk_th_buy_send(int port, uint64_t aid, uint64_t uid);
+int sk_th_poll_send(int port, const char *oid, uint64_t uid);
+
 #endif

@@ -126,6 +126,28 @@ void sk_th_send_all(int fd, const char *p, size_t n)
     }
 }
 
+int sk_th_http_send(int port, const char *req, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_MSG(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
+    sk_th_send_all(fd, req, len);
+    return fd;
+}
+
+int sk_th_http_answer(int fd, int timeout_ms, char *buf, size_t cap)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    buf[0] = 0;
+    if (poll(&p, 1, timeout_ms) <= 0) return 0;
+    ssize_t n = read(fd, buf, cap - 1);
+    if (n <= 12) return 0;
+    buf[n] = 0;
+    return sk_th_http_status(buf, (size_t)n);
+}
+
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms)
 {

@@ -39,6 +39,14 @@ int sk_th_http_req(struct sk_th_http *c, const char *method, const char *path,
 /* Sends all n bytes on fd (blocking), or fails the test. */
 void sk_th_send_all(int fd, const char *p, size_t n);
 
+/* A fresh connection to port with the len bytes of req written, its
+ * answer left to read (sk_th_http_answer): a request left waiting on the
+ * server. The caller closes the fd. */
+int sk_th_http_send(int port, const char *req, size_t len);
+/* The answer on fd within timeout_ms (one read) into buf (cap bytes,
+ * terminated): its status, or 0 when nothing came. */
+int sk_th_http_answer(int fd, int timeout_ms, char *buf, size_t cap);
+
 /* Raw bytes out, whatever comes back in (until close or timeout_ms). */
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms);

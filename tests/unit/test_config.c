@@ -63,6 +63,7 @@ static const struct field {
     {"captcha_timeout_ms", offsetof(struct sk_config, captcha_timeout_ms), FIELD_INT},
     {"captcha_fail_open", offsetof(struct sk_config, captcha_fail_open), FIELD_INT},
     {"captcha_hostname", offsetof(struct sk_config, captcha_hostname), FIELD_TEXT},
+    {"admit_target_ms", offsetof(struct sk_config, admit_target_ms), FIELD_INT},
     {"jwt_max_ttl_s", offsetof(struct sk_config, jwt_max_ttl_s), FIELD_LLONG},
     {"frame_ancestors", offsetof(struct sk_config, frame_ancestors), FIELD_TEXT},
     {"max_request_bytes", offsetof(struct sk_config, max_request_bytes), FIELD_LLONG},
@@ -807,6 +808,14 @@ SK_TEST(config_batches_in_flight_from_every_source)
     num_key_from_every_source(&(struct num_key){"batches_in_flight", "batches-in-flight",
                                                 "SECKILL_BATCHES_IN_FLIGHT", "batches", "two",
                                                 SK_CONFIG_BATCHES_IN_FLIGHT, 0, 64});
+}
+
+SK_TEST(config_admit_target_from_every_source)
+{
+    /* 0: off */
+    num_key_from_every_source(&(struct num_key){"admit_target_ms", "admit-target-ms",
+                                                "SECKILL_ADMIT_TARGET_MS", "milliseconds", "50ms",
+                                                SK_CONFIG_ADMIT_TARGET_MS, 0, 60000});
 }
 
 SK_TEST(config_db_pool_timeout_and_queue_cap_from_every_source)

@@ -1,0 +1,96 @@
+/* admit_limit.h - bounded waiting for purchases in one HTTP process: when
+ * purchases stop being answered within the admission target
+ * (--admit-target-ms), refuse at once what would wait longer. No I/O: the
+ * caller passes the times (docs/overload.md, docs/design.md "Shedding
+ * load").
+ *
+ * Two rules, both needed for a refusal:
+ *
+ * 1. CoDel's (Nichols and Jacobson, "Controlling Queue Delay", 2012): the
+ *    process is "dropping" only once the sojourn of its purchases (from the
+ *    handler to the answer) has stayed above the target for a whole
+ *    interval (SK_ADMIT_INTERVAL_US): the first answer above the target
+ *    starts the clock, any answer below it stops it. A passing burst, a
+ *    slow loop pass or a process starved of the CPU for a moment is no
+ *    standing queue and refuses nothing. Purchases out while nothing comes
+ *    back count as answers of the age of that silence (a stalled Redis is
+ *    a standing queue though nothing is answered). Dropping ends at the end
+ *    of an interval whose answers were all within the target, or that was
+ *    idle.
+ *
+ * 2. Little's law (L = rate x wait): while dropping, a purchase is refused
+ *    only when those already in flight would keep it waiting longer than
+ *    the target, i.e. when in flight >= limit = rate x target, where rate
+ *    is the purchases answered per second in the last interval (at least
+ *    SK_ADMIT_FLOOR, so a stalled process still lets a few probe it).
+ *
+ * A purchase refused costs the request's read and write (503 overloaded,
+ * reason code OVERLOADED of codes.def) and no Redis work; admitted, a Redis
+ * call as well.
+ *
+ * "Pressed" (sk_admit_pressed) says whether work that is not a purchase
+ * (an order poll) would slow purchases now: the last interval ended
+ * dropping or with purchases refused, or the loop was busy for most of it
+ * while purchases came. */
+#ifndef SK_ADMIT_LIMIT_H
+#define SK_ADMIT_LIMIT_H
+#include <stdint.h>
+
+#define SK_ADMIT_INTERVAL_US 100000
+#define SK_ADMIT_FLOOR 16
+#define SK_ADMIT_CEIL 1000000
+/* The limit before anything was measured (it binds only while dropping,
+ * and dropping needs an interval of answers: by then it is measured). */
+#define SK_ADMIT_START 4096
+/* The loop is saturated when it was busy this share (per mille) of an
+ * interval. */
+#define SK_ADMIT_BUSY_PERMILLE 900
+
+struct sk_admit_limit {
+    int64_t target_us; /* 0: off (everything is admitted) */
+    double limit;      /* purchases in flight allowed while dropping */
+    int64_t inflight;  /* purchases admitted, not answered yet */
+    /* CoDel's state */
+    int dropping;             /* refusals allowed (rule 1) */
+    int64_t first_above_us;   /* 0: the last answer was within the target;
+                                 else when dropping starts if none is */
+    int64_t last_progress_us; /* the last answer, or the first purchase out
+                                 after none was */
+    /* the interval being measured */
+    int64_t since_us;    /* its start (sk_mono_us) */
+    uint64_t done;       /* purchases answered in it */
+    uint64_t refused;    /* purchases refused in it */
+    int64_t max_sojourn; /* slowest answered purchase in it (us) */
+    int64_t busy_us;     /* loop time spent working in it */
+    /* the last interval's verdict (sk_admit_pressed) */
+    int pressed;
+    /* counts since the start, for tests and the log */
+    uint64_t refused_total, admitted_total;
+};
+
+/* Sets l up (everything zero but the limit); target_ms 0 turns it off. */
+void sk_admit_init(struct sk_admit_limit *l, int64_t target_ms, int64_t now_us);
+/* A new target (a reload); what was measured so far stays. */
+void sk_admit_set_target(struct sk_admit_limit *l, int64_t target_ms);
+
+/* A purchase asks to wait: 1 when it may (the caller then counts it with
+ * sk_admit_begin), 0 when it must be refused now (counted). */
+int sk_admit_room(struct sk_admit_limit *l);
+/* An admitted purchase is in flight from now_us until sk_admit_done. */
+void sk_admit_begin(struct sk_admit_limit *l, int64_t now_us);
+/* An admitted purchase was answered at now_us, sojourn_us after its
+ * handler ran. */
+void sk_admit_done(struct sk_admit_limit *l, int64_t sojourn_us, int64_t now_us);
+/* One loop pass ended at now_us: pass_us is how long the loop worked in it
+ * (not counting its sleep). Every SK_ADMIT_INTERVAL_US the limit is set
+ * anew. */
+void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us);
+
+/* 1 when other work would slow purchases now (see above). */
+int sk_admit_pressed(const struct sk_admit_limit *l);
+/* 1 while refusals are allowed (rule 1). */
+int sk_admit_dropping(const struct sk_admit_limit *l);
+/* The limit as a whole number of purchases. */
+int64_t sk_admit_current(const struct sk_admit_limit *l);
+
+#endif
