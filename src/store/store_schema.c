@@ -222,6 +222,26 @@ static const struct step steps[] = {
           "{END}")},
     {STEP(8, "order_conflicts", NULL, "order_conflicts_activity",
           "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id)")},
+    /* 11: the outbox (store.h, docs/integration.md): every change of an
+     * order or a sale writes its event in the change's transaction.
+     * (subject, seq) is the event's stable id: the order id or
+     * "activity-<id>", and the subject's count of events. pay_ref: the
+     * payment reference a refusal answers (one refusal per reference).
+     * (Migrations 9 and 10 are other features': empty here.) */
+    {STEP(11, "events", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS events ("
+          " id {ROWID}{AUTOINC},"
+          " subject {BYTES 63} NOT NULL CHECK ({LEN subject} BETWEEN 1 AND 63),"
+          " seq {INT} NOT NULL CHECK (seq >= 1),"
+          " type {VARCHAR 31} NOT NULL,"
+          " activity_id {INT} NOT NULL,"
+          " order_id {BYTES 63},"
+          " created_ms {INT} NOT NULL,"
+          " pay_ref {VARCHAR 127},"
+          " payload {VARCHAR 1023} NOT NULL"
+          "{END}")},
+    {STEP(11, "events", NULL, "events_subject_seq",
+          "CREATE UNIQUE INDEX events_subject_seq ON events (subject, seq)")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

@@ -151,8 +151,8 @@ static const struct sql sql[Q_COUNT] = {
     /* the row lock of a status change: it waits for a racing change (or,
      * on MySQL, the insert of the row) and reads the newest version */
     [Q_ORDER_LOCK] = {.what = "lock order",
-                      .text = "SELECT status, activity_id, quantity" ORDERS_FROM
-                              " WHERE order_id = ?{FOR_UPDATE}",
+                      .text = "SELECT status, activity_id, quantity, user_id, created_ms,"
+                              " pay_deadline_ms" ORDERS_FROM " WHERE order_id = ?{FOR_UPDATE}",
                       .flags = SK_SQL_KEEP},
     [Q_ORDER_PAY] = {.what = "update order status",
                      .text = "UPDATE orders SET status = 'paid', paid_ms = ? WHERE order_id = ?",
@@ -254,6 +254,43 @@ static const struct sql sql[Q_COUNT] = {
                             " order_id) {VALUES}{MARK_UPSERT}",
                         .types = "ttiiit",
                         .flags = SK_SQL_KEEP | SK_SQL_DEFER},
+
+    /* ---- the outbox ---- */
+    /* (subject, type, activity, order or NULL, now, pay_ref or NULL,
+     * payload, subject): the subject's next seq. Its order's row (or its
+     * activity's) is locked by the change, so no other transaction takes
+     * the same seq; the unique (subject, seq) would refuse it anyway. */
+    [Q_EVENT_ADD] = {.what = "insert event",
+                     .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                             " created_ms, pay_ref, payload) SELECT ?, COALESCE(MAX(seq), 0) + 1,"
+                             " ?, ?, ?, ?, ?, ? FROM events WHERE subject = ?",
+                     .flags = SK_SQL_DEFER},
+    /* a persist's new orders: each the first event of its subject */
+    [Q_EVENTS_CREATED] = {.what = "insert events",
+                          .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                                  " created_ms, payload) {VALUES}",
+                          .types = "tititit",
+                          .flags = SK_SQL_KEEP | SK_SQL_DEFER},
+    /* (subject, now, payload, subject, activity): only when the persist
+     * (which holds the activity's row) left its DB stock at 0 */
+    [Q_EVENT_SOLD_OUT] = {.what = "insert event",
+                          .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                                  " created_ms, pay_ref, payload)"
+                                  " SELECT ?, COALESCE(MAX(e.seq), 0) + 1, 'activity.sold_out',"
+                                  " a.id, NULL, ?, NULL, ? FROM activities a"
+                                  " LEFT JOIN events e ON e.subject = ?"
+                                  " WHERE a.id = ? AND a.stock = 0 GROUP BY a.id",
+                          .flags = SK_SQL_DEFER},
+    /* (subject, pay_ref or ''): refusals already written */
+    [Q_EVENT_REFUSED] = {.what = "read events",
+                         .text =
+                             "SELECT count(*) FROM events WHERE subject = ?"
+                             " AND type = 'order.payment_refused' AND COALESCE(pay_ref, '') = ?"},
+    [Q_EVENTS_LIST] = {.what = "read events",
+                       .text = "SELECT " SK_STORE_EVENT_COLUMNS
+                               " FROM events WHERE id > ? ORDER BY id LIMIT ?"},
+    [Q_ACTIVITY_STATE_LOCK] = {.what = "lock activity",
+                               .text = "SELECT state FROM activities WHERE id = ?{FOR_UPDATE}"},
 };
 
 const char *sk_sql_what(int q)
