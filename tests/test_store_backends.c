@@ -1717,6 +1717,10 @@ BACKEND_TEST(orders_concurrent_persisters_store_each_order_once)
     CHECK_EQ(c.units[SK_ORDER_CREATED], units);
     CHECK_EQ(sk_th_db_stock(st, 13), 1000 - units); /* stock taken once per order */
     CHECK_EQ(c.stock_failures, 0);
+    /* one order.created per order, however the batches raced */
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.created' AND seq = 1"),
+             200);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events"), 200);
     sk_store_close(st);
 }
 
@@ -2125,5 +2129,88 @@ BACKEND_TEST(outbox_every_committed_change_writes_exactly_its_event)
     CHECK_EQ(m, 1);
     event_is(&ev[0], a, 4, "activity.closed");
     CHECK_EQ(be_int(b, "SELECT count(*) FROM events"), 15);
+    sk_store_close(st);
+}
+
+/* A change the database refuses (a constraint added under the store, on
+ * the change or on its event) commits neither: no event without its
+ * change, no change without its event. */
+BACKEND_TEST(outbox_a_change_that_does_not_commit_writes_no_event)
+{
+    sk_store *st = be_open_sale(b, 22, 100, 1800);
+    struct sk_order o[3], late;
+    for (int i = 0; i < 3; i++)
+        sk_th_order(&o[i], 22, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_order(&late, 22, 5000, 9, 9, 1);
+    sk_th_persist_ok(st, o, 3);
+    struct sk_event ev[16];
+    CHECK_EQ(events_all(st, ev, 16), 3);
+    int s;
+    /* the event refused: the payment is not made either */
+    be_refuse(b, "t_ev", "events", "type <> 'order.paid'", "INSERT", "NEW.type = 'order.paid'");
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "insert event") != NULL, "%s", sk_store_errstr(st));
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    be_allow(b, "t_ev", "events");
+    /* the change refused: no event */
+    be_refuse(b, "t_cap", "activities", "stock <= 97", "UPDATE", "NEW.stock > 97");
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6000, &s), SK_EINVAL);
+    be_allow(b, "t_cap", "activities");
+    /* a batch whose created event is refused: no order, no stock, no event */
+    char when[200];
+    snprintf(when, sizeof when, "order_id <> '%s'", late.order_id);
+    char trig[200];
+    snprintf(trig, sizeof trig, "NEW.order_id = '%s'", late.order_id);
+    be_refuse(b, "t_new", "events", when, "INSERT", trig);
+    CHECK_EQ(sk_store_orders_persist(st, &late, 1, NULL), SK_EINVAL);
+    CHECK_EQ(sk_store_order_get(st, late.order_id, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_th_db_stock(st, 22), 97);
+    /* an activity state whose event is refused stays as it was */
+    be_refuse(b, "t_open", "events", "type <> 'activity.opened'", "INSERT",
+              "NEW.type = 'activity.opened'");
+    CHECK_EQ(sk_store_activity_set_state(st, 22, "open"), SK_EINVAL);
+    struct sk_activity a;
+    CHECK_EQ(sk_store_activity_get(st, 22, &a), 0);
+    CHECK_STR(a.state, "created");
+    CHECK_EQ(events_all(st, ev, 16), 3); /* only the first batch's */
+    be_allow(b, "t_new", "events");
+    be_allow(b, "t_open", "events");
+    /* allowed again: each change and its event */
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6000, &s), 0);
+    sk_th_persist_ok(st, &late, 1);
+    CHECK_EQ(sk_store_activity_set_state(st, 22, "open"), 0);
+    CHECK_EQ(events_all(st, ev, 16), 7);
+    event_is(&ev[3], o[0].order_id, 2, "order.paid");
+    event_is(&ev[4], o[1].order_id, 2, "order.cancelled");
+    event_is(&ev[5], late.order_id, 1, "order.created");
+    event_is(&ev[6], "activity-22", 1, "activity.opened");
+    sk_store_close(st);
+}
+
+/* Racing payers and cancellers (real processes): every order has its
+ * created event, exactly one of paid / cancelled, as its row says, at
+ * seq 2, and at most one refusal (no reference) after a cancel won. */
+BACKEND_TEST(outbox_racing_pay_and_cancel_write_one_event_per_winner)
+{
+    sk_store *st = be_open_sale(b, 4, 1000, 1800);
+    struct sk_order o[RACE_ORDERS];
+    for (int k = 0; k < RACE_ORDERS; k++)
+        sk_th_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
+    sk_th_persist_ok(st, o, RACE_ORDERS);
+    fork_codes(b, 4, race_child, NULL);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.created' AND seq = 1"),
+             RACE_ORDERS);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events e JOIN orders o ON o.order_id = e.subject"
+                       " WHERE e.seq = 2 AND ((e.type = 'order.paid' AND o.status = 'paid') OR"
+                       " (e.type = 'order.cancelled' AND o.status = 'cancelled'))"),
+             RACE_ORDERS);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.payment_refused'"),
+             be_int(b, "SELECT count(*) FROM events e JOIN orders o ON o.order_id = e.subject"
+                       " WHERE e.type = 'order.payment_refused' AND e.seq = 3"
+                       " AND o.status = 'cancelled'"));
+    CHECK(be_int(b, "SELECT count(*) FROM events") <= 3 * RACE_ORDERS);
     sk_store_close(st);
 }

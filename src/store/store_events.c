@@ -82,10 +82,10 @@ int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk
         sk_store_activity_subject(subject, sizeof subject, aid);
     if (!payload) {
         if (o && sk_store_order_payload(json, sizeof json, o, pay_ref) < 0)
-            return sk_store_set_err(st, SK_EINVAL, "order %s: event payload too long",
-                                    o->order_id);
-        if (!o) snprintf(json, sizeof json, "{\"v\":%d,\"activity_id\":%" PRIu64 "}",
-                         SK_EVENT_SCHEMA, aid);
+            return sk_store_set_err(st, SK_EINVAL, "order %s: event payload too long", o->order_id);
+        if (!o)
+            snprintf(json, sizeof json, "{\"v\":%d,\"activity_id\":%" PRIu64 "}", SK_EVENT_SCHEMA,
+                     aid);
         payload = json;
     }
     return sk_q_run(st, Q_EVENT_ADD,
