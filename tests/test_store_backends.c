@@ -2214,3 +2214,36 @@ BACKEND_TEST(outbox_racing_pay_and_cancel_write_one_event_per_winner)
     CHECK(be_int(b, "SELECT count(*) FROM events") <= 3 * RACE_ORDERS);
     sk_store_close(st);
 }
+
+/* A payment's reference: the same again is the same payment; another
+ * for a paid order is a second payment, refused once per reference; a
+ * payment without one cannot be told apart from the first. */
+BACKEND_TEST(outbox_a_second_payment_of_a_paid_order_is_refused_once_per_reference)
+{
+    sk_store *st = be_open_sale(b, 23, 10, 1800);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 23, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2);
+    int s = -1;
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6000, "r1", &s), 0);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6100, "r1", &s), 0);
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6200, &s), 0);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6300, "r2", &s), SK_ESTATE);
+    CHECK_EQ(s, SK_ORDER_PAID);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6400, "r2", &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 6000, &s), 0); /* no reference kept */
+    CHECK_EQ(sk_store_order_pay_ref(st, o[1].order_id, 6100, "r3", &s), 0);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.paid_ms, 6000);
+    struct sk_event ev[16];
+    CHECK_EQ(events_all(st, ev, 16), 5);
+    event_is(&ev[2], o[0].order_id, 2, "order.paid");
+    event_field_is(&ev[2], "payment_ref", "r1");
+    event_is(&ev[3], o[0].order_id, 3, "order.payment_refused");
+    event_field_is(&ev[3], "payment_ref", "r2");
+    event_field_is(&ev[3], "status", "paid");
+    event_is(&ev[4], o[1].order_id, 2, "order.paid");
+    sk_store_close(st);
+}

@@ -178,9 +178,11 @@ int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
 /* As sk_store_order_pay, with the payment provider's reference of this
  * payment (NULL or "": none; printable ASCII, at most
- * SK_STORE_PAY_REF_MAX-1 bytes, else SK_EINVAL). A payment of a cancelled
- * order writes one order.payment_refused event (the shop refunds it) per
- * order and reference, in the same transaction as the refusal's read. */
+ * SK_STORE_PAY_REF_MAX-1 bytes, else SK_EINVAL), kept in the order.paid
+ * event. Refused (SK_ESTATE, one order.payment_refused event per order
+ * and reference: the shop refunds it): a payment of a cancelled order,
+ * and a payment whose reference differs from the one that paid the order
+ * (*status_out paid). The same reference again is the same payment: 0. */
 int sk_store_order_pay_ref(sk_store *st, const char *order_id, int64_t now_ms, const char *pay_ref,
                            int *status_out);
 

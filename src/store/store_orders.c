@@ -58,6 +58,7 @@ struct change {
     int cancel;
     const char *pay_ref; /* a payment's reference, NULL none */
     int before;          /* the status the order had */
+    int other_payment;   /* paid before by a payment of another reference */
 };
 
 /* A payment of a cancelled order: its refusal's event, once per order
@@ -83,6 +84,15 @@ static int change_tx(sk_store *st, void *arg)
     snprintf(o.order_id, sizeof o.order_id, "%s", c->order_id);
     c->before = o.status;
     if (o.status == SK_ORDER_CANCELLED && !c->cancel) return refused_tx(st, c, &o);
+    if (o.status == SK_ORDER_PAID && !c->cancel && c->pay_ref) {
+        /* a second payment, not a retry of the first: refused too */
+        int64_t same = 0;
+        rc = sk_q_one(st, Q_EVENT_PAID_BY, SK_ARGS(SK_T(c->order_id), SK_T(c->pay_ref)),
+                      sk_store_read_i64, &same);
+        if (rc < 0 || same > 0) return rc < 0 ? rc : 0;
+        c->other_payment = 1;
+        return refused_tx(st, c, &o);
+    }
     if (o.status != SK_ORDER_CREATED) return 0;
     rc = sk_q_run(st, c->cancel ? Q_ORDER_CANCEL : Q_ORDER_PAY,
                   SK_ARGS(SK_I(c->now), SK_T(c->order_id)), NULL);
@@ -101,14 +111,15 @@ static int change_tx(sk_store *st, void *arg)
 
 /* created -> paid / cancelled at now; *before: the status it had. */
 static int change(sk_store *st, const char *order_id, int64_t now, int cancel, const char *pay_ref,
-                  int *before)
+                  int *before, int *other_payment)
 {
     int rc = sk_store_enter(st);
     if (rc) return rc;
     if (id_too_long(order_id)) return sk_store_no_order(st, order_id);
-    struct change c = {order_id, now, cancel, pay_ref && *pay_ref ? pay_ref : NULL, -1};
+    struct change c = {order_id, now, cancel, pay_ref && *pay_ref ? pay_ref : NULL, -1, 0};
     rc = sk_tx(st, change_tx, &c);
     *before = c.before;
+    if (other_payment) *other_payment = c.other_payment;
     return rc;
 }
 
@@ -129,10 +140,13 @@ int sk_store_order_pay_ref(sk_store *st, const char *order_id, int64_t now_ms, c
         return sk_store_set_err(st, SK_EINVAL,
                                 "payment reference: printable ASCII of at most %d bytes",
                                 SK_STORE_PAY_REF_MAX - 1);
-    int before = -1;
-    int rc = change(st, order_id, now_ms, 0, pay_ref, &before);
+    int before = -1, other = 0;
+    int rc = change(st, order_id, now_ms, 0, pay_ref, &before, &other);
     if (rc) return rc;
     if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
+    if (other)
+        return sk_store_set_err(
+            st, SK_ESTATE, "order %.80s is paid by another payment: this one refused", order_id);
     if (before == SK_ORDER_CANCELLED)
         return sk_store_set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused",
                                 order_id);
@@ -149,7 +163,7 @@ int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *
 int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
 {
     int before = -1;
-    int rc = change(st, order_id, now_ms, 1, NULL, &before);
+    int rc = change(st, order_id, now_ms, 1, NULL, &before, NULL);
     if (rc) return rc;
     if (prev_status) *prev_status = before;
     if (before == SK_ORDER_PAID)

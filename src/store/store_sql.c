@@ -286,6 +286,11 @@ static const struct sql sql[Q_COUNT] = {
                          .text =
                              "SELECT count(*) FROM events WHERE subject = ?"
                              " AND type = 'order.payment_refused' AND COALESCE(pay_ref, '') = ?"},
+    /* (subject, pay_ref): the payment that paid the order had this reference,
+     * or none (then another cannot be told from it) */
+    [Q_EVENT_PAID_BY] = {.what = "read events",
+                         .text = "SELECT count(*) FROM events WHERE subject = ?"
+                                 " AND type = 'order.paid' AND (pay_ref IS NULL OR pay_ref = ?)"},
     [Q_EVENTS_LIST] = {.what = "read events",
                        .text = "SELECT " SK_STORE_EVENT_COLUMNS
                                " FROM events WHERE id > ? ORDER BY id LIMIT ?"},
