@@ -145,10 +145,20 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
     snprintf(want, sizeof want, "seckill %s", ver);
     CHECK_MSG(strstr(man, want) != NULL, "the page does not carry version %s", ver);
     /* every flag of every --help */
-    static const char *const helps[] = {
-        "serve",           "worker",           "reconcile",       "load",           "demo",
-        "activity create", "activity preheat", "activity open",   "activity close", "activity show",
-        "activity list",   "activity delete",  "activity recover"};
+    static const char *const helps[] = {"serve",
+                                        "worker",
+                                        "reconcile",
+                                        "load",
+                                        "demo",
+                                        "activity create",
+                                        "activity preheat",
+                                        "activity open",
+                                        "activity close",
+                                        "activity show",
+                                        "activity list",
+                                        "activity delete",
+                                        "activity recover",
+                                        "events list"};
     helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
     /* the benchmarks: their own binary and page, every flag of each */
     static char bman[1 << 16];

@@ -1,4 +1,5 @@
-/* test_webhooks.c - outgoing webhooks: the Standard Webhooks signature
+/* test_webhooks.c - the outbox's way out: `seckill events list`, and
+ * outgoing webhooks: the Standard Webhooks signature
  * (orders/webhook_sign.h) checked against the convention's published
  * example and against an independent implementation (Python's hmac, run
  * as a process), the secret's parsing with the operator's mistakes. */
@@ -6,10 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
 
 #include "core/error.h"
 #include "orders/webhook_sign.h"
+#include "store/store.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
+#include "support/store_faults.h"
 
 /* The example of the Standard Webhooks specification. */
 #define EX_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -99,4 +106,63 @@ SK_TEST(webhook_secrets_that_are_malformed_are_refused_without_echo)
         CHECK(why[0] != 0);
         CHECK_MSG(strlen(bad[i]) < 10 || !strstr(why, bad[i] + 6), "echoed: %s", why);
     }
+}
+
+/* `seckill events list`: the outbox as JSON lines, filtered by type and
+ * time, paged by row id; the operator's mistakes are usage errors (exit
+ * 2) that change nothing. */
+SK_TEST(events_list_prints_the_outbox_as_json_lines)
+{
+    char db[400], spec[420], err[300];
+    snprintf(db, sizeof db, "%s/ev.db", sk_th_tmpdir());
+    snprintf(spec, sizeof spec, "sqlite:%s", db);
+    sk_store *st;
+    CHECK_EQ(sk_store_open(&st, spec, err, sizeof err), 0);
+    struct sk_activity a;
+    sk_th_activity_valid(&a, 7);
+    a.stock = 2;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_set_state(st, 7, "open"), 0);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 7, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2);
+    int s;
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6000, "psp_1", &s), 0);
+    sk_store_close(st);
+
+    char cmd[900], out[8192];
+    snprintf(cmd, sizeof cmd, "%s events list --db %s", sk_th_seckill_bin(), spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    /* opened, two created, sold out, paid */
+    int lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    CHECK_EQ(lines, 5);
+    snprintf(cmd, sizeof cmd, "%s events list --db %s --type order.paid", sk_th_seckill_bin(),
+             spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+    CHECK(j != NULL);
+    char id[100];
+    snprintf(id, sizeof id, "%s:2", o[0].order_id);
+    CHECK_STR(json_string_value(json_object_get(j, "id")), id);
+    CHECK_STR(json_string_value(json_object_get(j, "order_id")), o[0].order_id);
+    json_t *data = json_object_get(j, "data");
+    CHECK_STR(json_string_value(json_object_get(data, "payment_ref")), "psp_1");
+    CHECK_STR(json_string_value(json_object_get(data, "status")), "paid");
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, "%s events list --db %s --after 2 --limit 1", sk_th_seckill_bin(),
+             spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "\"row\":3,") != NULL && !strstr(out, "\"row\":4"), "%s", out);
+    const char *bad[] = {"--limit 0", "--after -1", "--since soon", "--bogus 1", "--limit"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s events list --db %s %s 2>&1", sk_th_seckill_bin(), spec,
+                 bad[i]);
+        CHECK_MSG(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)) == 2, "%s: %s", bad[i], out);
+        CHECK(strstr(out, "events list") != NULL);
+    }
+    snprintf(cmd, sizeof cmd, "%s events nope 2>&1", sk_th_seckill_bin());
+    CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 2);
 }

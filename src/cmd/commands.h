@@ -11,5 +11,6 @@ int sk_cli_serve(int argc, char **argv);     /* serve.c */
 int sk_cli_demo(int argc, char **argv);      /* demo.c */
 int sk_cli_worker(int argc, char **argv);    /* cli_worker.c */
 int sk_cli_reconcile(int argc, char **argv); /* cli_reconcile.c */
+int sk_cli_events(int argc, char **argv);    /* cli_events.c */
 
 #endif

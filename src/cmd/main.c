@@ -24,6 +24,7 @@ static const struct {
     {"worker", sk_cli_worker, "persist admitted orders from Redis streams into the database"},
     {"reconcile", sk_cli_reconcile,
      "compare Redis with the database, report drift, --repair what is safe"},
+    {"events", sk_cli_events, "list the outbox's events (orders and sales) as JSON lines"},
 };
 
 static int usage(FILE *f)
