@@ -35,11 +35,11 @@ static int print_event(const struct sk_event *e)
     json_t *data = json_loads(e->payload, 0, &jerr);
     char id[SK_STORE_SUBJECT_MAX + 24];
     snprintf(id, sizeof id, "%s:%" PRId64, e->subject, e->seq);
-    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "row", (json_int_t)e->id,
-                          "id", id, "type", e->type, "subject", e->subject, "seq",
-                          (json_int_t)e->seq, "activity_id", (json_int_t)e->activity_id,
-                          "created_ms", (json_int_t)e->created_ms, "data",
-                          data ? data : json_string(e->payload));
+    json_t *o =
+        json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "row", (json_int_t)e->id, "id", id,
+                  "type", e->type, "subject", e->subject, "seq", (json_int_t)e->seq, "activity_id",
+                  (json_int_t)e->activity_id, "created_ms", (json_int_t)e->created_ms, "data",
+                  data ? data : json_string(e->payload));
     if (!o) return -1;
     if (e->order_id[0]) json_object_set_new(o, "order_id", json_string(e->order_id));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -57,7 +57,8 @@ static int list(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (i + 1 >= argc) return sk_cli_usage_error("events list: unknown flag or missing value: %s", a);
+        if (i + 1 >= argc)
+            return sk_cli_usage_error("events list: unknown flag or missing value: %s", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--db"))
             db = v;
@@ -98,8 +99,8 @@ static int list(int argc, char **argv)
         if (rc || n < PAGE || shown >= limit) break;
     }
     free(page);
-    int code = rc ? sk_cli_runtime_error("events list: database: %s", sk_store_errstr(st))
-                  : SK_EXIT_OK;
+    int code =
+        rc ? sk_cli_runtime_error("events list: database: %s", sk_store_errstr(st)) : SK_EXIT_OK;
     sk_store_close(st);
     return code;
 }

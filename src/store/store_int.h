@@ -155,7 +155,9 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
-#define SK_STORE_EVENT_COLUMNS "id, subject, seq, type, activity_id, order_id, created_ms, payload"
+#define SK_STORE_EVENT_COLUMNS                                                                     \
+    "e.id, e.subject, e.seq, e.type, e.activity_id, e.order_id, e.created_ms, e.payload, "         \
+    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 /* The values of a new activity's row in SK_STORE_ACTIVITY_COLUMNS order
  * (its DB stock starts at its stock). */

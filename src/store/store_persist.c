@@ -46,8 +46,6 @@
 
 /* Rounds of a persist whose ids another persister is inserting too. */
 #define PERSIST_ROUNDS 5
-/* An order.created payload: ids of at most 63 bytes, escaped, and numbers. */
-#define PAYLOAD_MAX 640
 
 int sk_store_check_order(sk_store *st, const struct sk_order *o, size_t i)
 {
@@ -114,7 +112,6 @@ struct batch {
     size_t nt;
     struct sk_mark *marks;
     size_t nm;
-    char (*payload)[PAYLOAD_MAX]; /* the order.created events' JSON, by batch index */
     int64_t now;
     struct sk_persist_result res;
     struct first_failure first;
@@ -178,7 +175,6 @@ static void batch_free(struct batch *bt)
     free(bt->held);
     free(bt->takes);
     free(bt->marks);
-    free(bt->payload);
 }
 
 /* The batch's order by id, its distinct activities and its marks. */
@@ -194,9 +190,8 @@ static int batch_init(sk_store *st, struct batch *bt, const struct sk_order *ord
     bt->held = calloc(n, sizeof *bt->held);
     bt->takes = calloc(n, sizeof *bt->takes);
     bt->marks = calloc(n, sizeof *bt->marks);
-    bt->payload = malloc(n * sizeof *bt->payload);
     if (!bt->by_id || !bt->head || !bt->rows || !bt->exists || !bt->held || !bt->takes ||
-        !bt->marks || !bt->payload)
+        !bt->marks)
         return sk_store_set_err(st, SK_ENOMEM, "out of memory persisting %zu orders", n);
     for (size_t i = 0; i < n; i++)
         bt->by_id[i] = i;
@@ -279,25 +274,17 @@ static void bind_order(void *ctx, size_t row, struct sk_val *v)
 }
 
 /* An order.created event of an inserted order: the first of its
- * subject. */
+ * subject; its payload is the order row's. */
 static void bind_created(void *ctx, size_t row, struct sk_val *v)
 {
     struct batch *bt = ctx;
-    size_t i = bt->rows[row];
-    struct sk_order o = bt->o[i];
-    o.status = SK_ORDER_CREATED;
-    o.pay_deadline_ms = o.created_ms + take_of(bt, o.activity_id)->pay_timeout_s * 1000;
-    o.paid_ms = o.cancelled_ms = o.released_ms = 0;
-    /* fits: checked ids, numbers (an id that did not would read "") */
-    if (sk_store_order_payload(bt->payload[i], sizeof bt->payload[i], &o, NULL) < 0)
-        bt->payload[i][0] = 0;
-    v[0] = SK_T(bt->o[i].order_id);
+    const struct sk_order *o = &bt->o[bt->rows[row]];
+    v[0] = SK_T(o->order_id);
     v[1] = SK_I(1);
     v[2] = SK_T("order.created");
-    v[3] = SK_I(o.activity_id);
-    v[4] = SK_T(bt->o[i].order_id);
+    v[3] = SK_I(o->activity_id);
+    v[4] = SK_T(o->order_id);
     v[5] = SK_I(bt->now);
-    v[6] = SK_T(bt->payload[i]);
 }
 
 /* Step 5b: an activity.sold_out event for each activity whose DB stock

@@ -5,6 +5,7 @@
  * and one text of a row. */
 #include "store/store_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define I64(c) st->drv->col_i64(s, (c))
@@ -101,6 +102,15 @@ void sk_store_read_event(sk_store *st, sk_stmt *s, void *dst)
     TEXT(5, e->order_id); /* NULL reads "" */
     e->created_ms = I64(6);
     TEXT(7, e->payload);
+    if (e->payload[0] || !e->order_id[0]) return;
+    /* an order.created: the order row, as it was persisted */
+    struct sk_order o = {.activity_id = e->activity_id, .status = SK_ORDER_CREATED};
+    snprintf(o.order_id, sizeof o.order_id, "%s", e->order_id);
+    o.user_id = (uint64_t)I64(8);
+    o.quantity = I64(9);
+    o.created_ms = I64(10);
+    o.pay_deadline_ms = I64(11);
+    if (sk_store_order_payload(e->payload, sizeof e->payload, &o, NULL) < 0) e->payload[0] = 0;
 }
 
 void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)

@@ -227,6 +227,9 @@ static const struct step steps[] = {
      * (subject, seq) is the event's stable id: the order id or
      * "activity-<id>", and the subject's count of events. pay_ref: the
      * payment reference a refusal answers (one refusal per reference).
+     * An order.created has no payload of its own: what it would say is the
+     * order row's, which never changes (a persist writes 6 numbers and ids
+     * per order here, not a JSON text).
      * (Migrations 9 and 10 are other features': empty here.) */
     {STEP(11, "events", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS events ("
@@ -238,7 +241,7 @@ static const struct step steps[] = {
           " order_id {BYTES 63},"
           " created_ms {INT} NOT NULL,"
           " pay_ref {VARCHAR 127},"
-          " payload {VARCHAR 1023} NOT NULL"
+          " payload {VARCHAR 1023}" /* NULL: an order.created, rendered from its order */
           "{END}")},
     {STEP(11, "events", NULL, "events_subject_seq",
           "CREATE UNIQUE INDEX events_subject_seq ON events (subject, seq)")},

@@ -265,11 +265,12 @@ static const struct sql sql[Q_COUNT] = {
                              " created_ms, pay_ref, payload) SELECT ?, COALESCE(MAX(seq), 0) + 1,"
                              " ?, ?, ?, ?, ?, ? FROM events WHERE subject = ?",
                      .flags = SK_SQL_DEFER},
-    /* a persist's new orders: each the first event of its subject */
+    /* a persist's new orders: each the first event of its subject, its
+     * payload the order row's (read by Q_EVENTS_LIST) */
     [Q_EVENTS_CREATED] = {.what = "insert events",
                           .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
-                                  " created_ms, payload) {VALUES}",
-                          .types = "tititit",
+                                  " created_ms) {VALUES}",
+                          .types = "tititi",
                           .flags = SK_SQL_KEEP | SK_SQL_DEFER},
     /* (subject, now, payload, subject, activity): only when the persist
      * (which holds the activity's row) left its DB stock at 0 */
@@ -293,7 +294,8 @@ static const struct sql sql[Q_COUNT] = {
                                  " AND type = 'order.paid' AND (pay_ref IS NULL OR pay_ref = ?)"},
     [Q_EVENTS_LIST] = {.what = "read events",
                        .text = "SELECT " SK_STORE_EVENT_COLUMNS
-                               " FROM events WHERE id > ? ORDER BY id LIMIT ?"},
+                               " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
+                               " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
     [Q_ACTIVITY_STATE_LOCK] = {.what = "lock activity",
                                .text = "SELECT state FROM activities WHERE id = ?{FOR_UPDATE}"},
 };
