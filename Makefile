@@ -69,21 +69,24 @@ WEB       := $(sort $(wildcard web/*.* web/buyer/*.*))
 WEB_H     := $(BUILD)/gen/web_gen.h
 WEB_O     := $(BUILD)/gen/web_gen.o
 
-.PHONY: all deps deps-check deps-build deps-bench test test-unit demo clean format check-format check-layers check-errors \
-        bench fuzz fuzz-smoke buyer-shots install install-only install-bench uninstall deb package-test \
+.PHONY: all deps deps-check deps-build deps-demo deps-bench test test-unit demo clean format check-format check-layers check-errors \
+        bench fuzz fuzz-smoke buyer-shots config-doc install install-only install-bench uninstall deb package-test \
         partitions chaos soak
 # A plain `make` needs the build dependencies only and installs nothing: it
 # names a missing -dev package and stops (SK_NO_DEPS=1: not even a look:
 # the Debian package build, whose tools checked them). `make test`, `make
-# demo`, `make partitions` and `make chaos` install what they need first (deps-check),
-# `make bench` also the reference servers (deps-bench): before anything is
-# compiled, also under -j (every compile waits for DEPS_STEP).
+# partitions` and `make chaos` install what they need first (deps-check),
+# `make demo` only the build's and redis-server (deps-demo), `make bench`
+# also the reference servers (deps-bench): before anything is compiled,
+# also under -j (every compile waits for DEPS_STEP).
 ifneq ($(SK_NO_DEPS),)
 DEPS_STEP :=
 else ifneq ($(filter bench,$(MAKECMDGOALS)),)
 DEPS_STEP := deps-bench
-else ifneq ($(filter test demo partitions chaos soak,$(MAKECMDGOALS)),)
+else ifneq ($(filter test partitions chaos soak,$(MAKECMDGOALS)),)
 DEPS_STEP := deps-check
+else ifneq ($(filter demo,$(MAKECMDGOALS)),)
+DEPS_STEP := deps-demo
 else
 DEPS_STEP := deps-build
 endif
@@ -96,6 +99,8 @@ deps-build:
 	@sh scripts/deps.sh build
 deps-check:
 	@sh scripts/deps.sh
+deps-demo:
+	@sh scripts/deps.sh demo
 deps-bench:
 	@sh scripts/deps.sh bench
 deps:
@@ -145,8 +150,12 @@ $(BUILD)/libseckill-bench.a: $(call obj,$(BENCH_SRC))
 BIN_LIBS   := $(BUILD)/libseckill-cmd.a $(BUILD)/libseckill.a
 BENCH_LIBS := $(BUILD)/libseckill-bench.a $(BUILD)/libseckill-spawn.a $(BIN_LIBS)
 TEST_LIBS  := $(BUILD)/libseckill-spawn.a $(BIN_LIBS)
-$(BUILD)/src/cmd/main.o $(BUILD)/bench/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
-$(BUILD)/src/cmd/main.o $(BUILD)/bench/main.o: VERSION
+$(BUILD)/src/cmd/version.o $(BUILD)/bench/main.o: SK_CFLAGS += -DSK_VERSION='"$(VERSION)"'
+$(BUILD)/src/cmd/version.o $(BUILD)/bench/main.o: VERSION
+# Where the commands look for the config file when none is named (after
+# /etc/seckill/seckill.conf's place under the installed prefix).
+$(BUILD)/src/cmd/settings.o: SK_CFLAGS += -DSK_SYSCONFDIR='"$(SYSCONFDIR)"'
+
 $(BUILD)/seckill: $(BUILD)/src/cmd/main.o $(BIN_LIBS)
 	$(CC) $(SK_CFLAGS) $(LDFLAGS) $(HARDEN_LD) -o $@ $< $(BIN_LIBS) $(LDLIBS)
 $(BUILD)/seckill-bench: $(BUILD)/bench/main.o $(BENCH_LIBS)
@@ -219,6 +228,17 @@ buyer-shots: all
 	SECKILL_SHOTS=$(abspath docs/buyer) SECKILL_BIN=$(abspath $(BUILD)/seckill) \
 	    $(BUILD)/seckill-tests buyer_page
 
+# docs/configuration.md's table of keys, made from src/http/config_keys.def
+# by the binary (the test config_reference_in_docs_matches_the_table
+# fails until it is run after a key changed).
+config-doc: $(BUILD)/seckill
+	$(BUILD)/seckill config --reference > $(BUILD)/config-keys.md
+	awk -v f=$(BUILD)/config-keys.md \
+	    '/^<!-- keys:end/ { skip = 0 } !skip { print } \
+	     /^<!-- keys:begin/ { while ((getline l < f) > 0) print l; skip = 1 }' \
+	    docs/configuration.md > $(BUILD)/configuration.md
+	mv $(BUILD)/configuration.md docs/configuration.md
+
 check-layers:
 	@sh scripts/check-layers.sh
 check-errors:
@@ -230,12 +250,15 @@ check-format:
 format:
 	clang-format -i $(FORMAT_FILES)
 
-demo: all
+# The demo needs the seckill binary and redis-server only (deps.sh demo).
+demo: $(DEPS_STEP) $(BUILD)/seckill
 	$(BUILD)/seckill demo $(DEMO_ARGS)
 
 # ---- installing ---------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the binary, the
-# man pages, an example config (never over an existing one), the systemd
+# man pages, an example config (never over an existing one; 0640
+# root:seckill, it may hold secrets), the seckill user and group and
+# STATEDIR (or, not root, the commands that make them), the systemd
 # unit (disabled: nothing is enabled or started), the Prometheus alert
 # rules and the OpenAPI document; and the benchmarks, seckill-bench and its
 # page (install-bench: the Debian package puts them in a package of their
@@ -247,6 +270,11 @@ SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 DATADIR     ?= $(PREFIX)/share
 MANDIR      ?= $(DATADIR)/man
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
+# The service's state (its SQLite database): the unit's StateDirectory=.
+STATEDIR    ?= /var/lib/seckill
+# The seckill user and group, STATEDIR and the config's owners and modes
+# (scripts/install-user.sh): auto, or no (the Debian package's postinst).
+INSTALL_USER ?= auto
 INSTALL_BIN ?= $(BUILD)/seckill
 INSTALL_BENCH_BIN ?= $(BUILD)/seckill-bench
 SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
@@ -268,10 +296,12 @@ install-only:
 	$(SUBST) contrib/systemd/seckill.service.in > $(DESTDIR)$(UNITDIR)/seckill.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/seckill.service
 	[ -e $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf ] || \
-	    install -m 644 etc/seckill.conf $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf
+	    install -m 640 etc/seckill.conf $(DESTDIR)$(SYSCONFDIR)/seckill/seckill.conf
 	install -m 644 contrib/prometheus/seckill-rules.yml $(DESTDIR)$(DATADIR)/seckill/prometheus/
 	install -m 644 docs/openapi.yaml $(DESTDIR)$(DATADIR)/seckill/openapi.yaml
-# The config stays when it was edited (it is the operator's).
+	sh scripts/install-user.sh "$(DESTDIR)" "$(SYSCONFDIR)" "$(STATEDIR)" "$(INSTALL_USER)"
+# The config stays when it was edited (it is the operator's), and so do the
+# user seckill and STATEDIR (the database in it).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/seckill $(DESTDIR)$(MANDIR)/man1/seckill.1 \
 	    $(DESTDIR)$(BINDIR)/seckill-bench $(DESTDIR)$(MANDIR)/man1/seckill-bench.1 \
@@ -322,7 +352,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
-                mysql_url cors jwt order_id order_event
+                mysql_url cors jwt order_id order_event redis_settings
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_chunked   := src/http/chunked.c src/core/error.c
@@ -331,7 +361,8 @@ FUZZ_SRC_purchase_body := $(FUZZ_SRC_http_body)
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
 FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/redis/redis_url.c src/core/url.c \
-                      src/core/ip.c src/core/num.c src/core/log.c src/core/error.c
+                      src/core/ip.c src/core/num.c src/core/log.c src/core/redact.c \
+                      src/core/error.c
 FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
 FUZZ_SRC_redis_url := src/redis/redis_url.c src/core/url.c src/core/num.c src/core/redact.c \
                       src/core/error.c
@@ -343,6 +374,8 @@ FUZZ_SRC_order_id  := src/engine/order_id.c src/engine/keys.c src/redis/stream_i
                       src/core/error.c
 FUZZ_SRC_order_event := src/orders/order_event.c src/engine/order_id.c src/engine/keys.c \
                         src/redis/stream_id.c src/core/num.c src/core/error.c
+FUZZ_SRC_redis_settings := src/redis/redis_settings.c src/core/num.c src/core/error.c
+FUZZ_LIBS_redis_settings := -lhiredis
 FUZZ_LIBS_http_body := -ljansson
 FUZZ_LIBS_purchase_body := -ljansson
 FUZZ_LIBS_jwt       := -lcrypto -ljansson

@@ -1,6 +1,6 @@
 #!/bin/sh
-# deps.sh - install the Debian packages seckill needs to build, test and demo,
-# only when something is missing (a second run never calls apt). clang and
+# deps.sh [build|demo|package|bench] - install the Debian packages seckill
+# needs to build, demo, test or package, only when something is missing (a second run never calls apt). clang and
 # its runtime (libclang-rt-dev: libFuzzer and the sanitizers) build the
 # fuzz targets that `make test` runs for a few seconds each.
 set -e
@@ -35,6 +35,10 @@ PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-forma
 [ -z "${1:-}" ] && ! command -v npm >/dev/null 2>&1 && PKGS="$PKGS npm"
 [ "${1:-}" = build ] && PKGS="$BUILD_PKGS"
 [ "${1:-}" = package ] && PKGS="$BUILD_PKGS $PACKAGE_PKGS"
+# `deps.sh demo` (make demo): the build and the one server the demo starts
+# (redis-server; its store is SQLite, its buyers are seckill load). The
+# browser, MariaDB, PostgreSQL, Prometheus and lintian are the suite's.
+[ "${1:-}" = demo ] && PKGS="$BUILD_PKGS redis-server"
 [ "${1:-}" = bench ] && PKGS="$PKGS nginx-light wrk gnuplot-nox linux-perf"
 missing=""
 for p in $PKGS; do

@@ -36,6 +36,7 @@ ctrl="$root/ctrl"
 dpkg-deb -e "$deb" "$ctrl"
 check "/etc/seckill/seckill.conf is a conffile" 'grep -qx /etc/seckill/seckill.conf "$ctrl/conffiles"'
 check "postinst creates the seckill system user" 'grep -q "adduser --system" "$ctrl/postinst" && grep -q "seckill" "$ctrl/postinst"'
+check "postinst makes the config 0640 root:seckill" 'grep -q "/etc/seckill/seckill.conf:0640" "$ctrl/postinst" && grep -q "chown root:seckill" "$ctrl/postinst"'
 # dh_installsystemd --no-enable --no-start: enabled again only where the
 # operator had enabled it before an upgrade, never started
 check "the unit is not started" '! grep -q "deb-systemd-invoke" "$ctrl/postinst"'

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -839,7 +840,9 @@ SK_TEST(activity_cli_rejects_unknown_flags_missing_values_and_missing_required_f
 {
     struct env e = env_fresh();
     char out[4096];
-    CREATE_X_REFUSED(&e, "unknown flag '--colour'", "--colour", "red");
+    CREATE_X_REFUSED(&e, "unknown flag --colour; see seckill activity create --help", "--colour",
+                     "red");
+    CREATE_X_REFUSED(&e, "unknown flag --stokc; did you mean --stock?", "--stokc", "5");
     CLI_SAYS(&e, 2, "missing --limit", "create", "--id", e.id, "--name", "x", "--stock", "5");
     CLI_SAYS(&e, 2, "--stock needs a value", "create", "--id", e.id, "--name", "x", "--stock",
              "--limit", "1");
@@ -878,6 +881,7 @@ SK_TEST(activity_cli_unknown_id_is_exit_2_for_every_subcommand)
     struct env e = env_fresh();
     char out[4096];
     static const char *const subs[] = {"preheat", "open", "close", "show", "delete"};
+    sk_store_close(store_of(&e)); /* the database is there; the activity is not */
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         CHECK_MSG(CLI(&e, out, subs[i], "--id", e.id) == 2, "%s: %s", subs[i], out);
         CHECK_MSG(strstr(out, "not found") != NULL, "%s: %s", subs[i], out);
@@ -912,7 +916,7 @@ SK_TEST(activity_cli_unsupported_db_specs_are_exit_2)
     const char *args[] = {"activity",        "show", "--id",           id,  "--redis",
                           sk_th_redis_url(), "--db", "mongodb://h/db", NULL};
     CHECK_EQ(sk_th_run_seckill(out, sizeof out, NULL, args), 2);
-    CHECK_MSG(strstr(out, "unknown database spec") != NULL, "output: %s", out);
+    CHECK_MSG(strstr(out, "db: must be sqlite:PATH") != NULL, "output: %s", out);
 }
 
 SK_TEST(activity_cli_help_prints_usage_and_exits_0_for_every_subcommand)
@@ -996,8 +1000,10 @@ SK_TEST(activity_cli_list_shows_every_activity_with_live_state)
 {
     struct env e = env_fresh();
     char out[16384];
-    CHECK_EQ(CLI(&e, out, "list"), 0);
-    CHECK(strstr(out, "ID") != NULL);
+    /* no database yet: list never makes one */
+    CHECK_EQ(CLI(&e, out, "list"), 1);
+    CHECK_MSG(strstr(out, "no such database file: ") != NULL, "%s", out);
+    CHECK(access(e.path, F_OK) < 0);
     create_ok(&e, e.id, "10");
     create_ok(&e, e.id2, "20");
     run_ok(&e, "preheat", e.id2);
@@ -1222,4 +1228,46 @@ SK_TEST(activity_cli_create_takes_a_waiting_room_and_preheat_carries_it_to_redis
     CHECK(strcmp(a2.wr_seed, a.wr_seed) != 0);
     preheat_carries(&e, (const char *const[]){"wr_rate", "wr_ttl", "wr_seed", NULL},
                     (const char *const[]){"20", "90", "00112233445566778899aabbccddeeff"});
+}
+
+/* `activity list` fits its columns to the largest id (15 digits) and stock
+ * (13 digits): every column of every line starts where its header does. */
+SK_TEST(activity_cli_list_columns_hold_the_largest_numbers)
+{
+    struct env e = env_fresh();
+    char out[16384];
+    /* the largest id there is; a unique one is not needed: the database
+     * is this test's own */
+    CHECK_EQ(CLI(&e, out, "create", "--id", "999999999999999", "--name", "big", "--stock",
+                 "1000000000000", "--limit", "1000000000000"),
+             0);
+    CHECK_EQ(CLI(&e, out, "create", "--id", e.id, "--name", "small", "--stock", "5", "--limit", "1",
+                 "--segments", "3"),
+             0);
+    CHECK_EQ(CLI(&e, out, "preheat", "--id", "999999999999999"), 0);
+    CHECK_EQ(CLI(&e, out, "list"), 0);
+    char *lines[4];
+    int n = 0;
+    for (char *p = strtok(out, "\n"); p && n < 4; p = strtok(NULL, "\n"))
+        lines[n++] = p;
+    CHECK_EQ(n, 3);
+    /* right-aligned numbers end under their header's end; left-aligned
+     * words start under their header's start */
+    static const char *const right[] = {"REMAINING", "INITIAL", "SEGS"};
+    for (size_t i = 0; i < sizeof right / sizeof right[0]; i++) {
+        size_t end = (size_t)(strstr(lines[0], right[i]) - lines[0]) + strlen(right[i]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(strlen(lines[l]) > end && lines[l][end] == ' ' && lines[l][end - 1] != ' ',
+                      "%s does not end at column %zu:\n%s\n%s", right[i], end, lines[0], lines[l]);
+    }
+    static const char *const left[] = {"STATE", "STORED", "START", "END", "NAME"};
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+        size_t at = (size_t)(strstr(lines[0], left[i]) - lines[0]);
+        for (int l = 1; l < n; l++)
+            CHECK_MSG(lines[l][at - 1] == ' ' && lines[l][at] != ' ',
+                      "%s does not start at column %zu:\n%s\n%s", left[i], at, lines[0], lines[l]);
+    }
+    CHECK(strstr(lines[1], "999999999999999 ") || strstr(lines[2], "999999999999999 "));
+    CHECK(strstr(lines[1], " 1000000000000 1000000000000 ") ||
+          strstr(lines[2], " 1000000000000 1000000000000 "));
 }

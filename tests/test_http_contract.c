@@ -759,7 +759,7 @@ static int admin_status(int port, const char *token)
     return st;
 }
 
-SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
+SK_TEST(serve_config_precedence_is_flags_then_environment_then_file)
 {
     struct sk_th_serve s;
     char conf[400], db[400], env_listen[80], env_tok[] = "SECKILL_ADMIN_TOKEN=env-token-0123456789";
@@ -780,17 +780,24 @@ SK_TEST(serve_config_precedence_is_flags_then_file_then_environment)
     CHECK_EQ(admin_status(p_env, SK_TH_ADMIN_TOKEN), 401);
     stop_checked(&s);
 
-    /* The config file beats the environment. */
+    /* The config file alone... */
     FILE *f = fopen(conf, "w");
     CHECK(f != NULL);
     fprintf(f, "# test config\nlisten = %s\nadmin_token = \"file-token-0123456789\"  # quoted\n",
             file_listen);
     fclose(f);
     chmod(conf, 0600); /* it holds a secret: others may not read it */
-    spawn_serve(&s, p_file, env,
+    const char *env_redis_only[] = {env_redis, NULL};
+    spawn_serve(&s, p_file, env_redis_only,
                 (const char *const[]){"serve", "--db", db, "--config", conf, NULL});
     CHECK_EQ(admin_status(p_file, "file-token-0123456789"), 404);
     CHECK_EQ(admin_status(p_file, "env-token-0123456789"), 401);
+    stop_checked(&s);
+
+    /* ...and the environment beats it. */
+    spawn_serve(&s, p_env, env, (const char *const[]){"serve", "--db", db, "--config", conf, NULL});
+    CHECK_EQ(admin_status(p_env, "env-token-0123456789"), 404);
+    CHECK_EQ(admin_status(p_env, "file-token-0123456789"), 401);
     stop_checked(&s);
 
     /* Flags beat both (whatever their position relative to --config). */

@@ -21,6 +21,18 @@ static int exists(const char *dir, const char *rel)
     return stat(p, &st) == 0;
 }
 
+/* dir/rel has these permission bits and is a directory (or not). */
+static void mode_is(const char *dir, const char *rel, mode_t mode, int is_dir)
+{
+    char p[800];
+    struct stat st;
+    snprintf(p, sizeof p, "%s%s", dir, rel);
+    CHECK_MSG(stat(p, &st) == 0, "%s is missing", p);
+    CHECK_MSG((st.st_mode & 07777) == mode, "%s: mode %o, not %o", p,
+              (unsigned)(st.st_mode & 07777), (unsigned)mode);
+    CHECK_MSG((S_ISDIR(st.st_mode) != 0) == is_dir, "%s: %s a directory", p, is_dir ? "not" : "is");
+}
+
 /* Every "--flag" in text must be in man (rendered, hyphens plain). */
 static void flags_in(const char *what, const char *text, const char *man)
 {
@@ -115,6 +127,22 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
              "INSTALL_BENCH_BIN=%s 2>&1",
              sk_th_source_root(), dest, sk_th_seckill_bin(), sk_th_bench_bin());
     CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    /* staged: the modes are set, the owners are the target system's, and
+     * the exact commands are printed */
+    static const char *const said[] = {
+        "install: staged in ",
+        "  getent group seckill >/dev/null || groupadd --system seckill\n",
+        "  getent passwd seckill >/dev/null || useradd --system --gid seckill --home-dir "
+        "/var/lib/seckill --no-create-home --shell /usr/sbin/nologin",
+        "  install -d -o seckill -g seckill -m 0750 /var/lib/seckill\n",
+        "  chown root:seckill /etc/seckill /etc/seckill/seckill.conf\n",
+        "  chmod 0750 /etc/seckill\n",
+        "  chmod 0640 /etc/seckill/seckill.conf\n"};
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+        CHECK_MSG(strstr(out, said[i]) != NULL, "install did not say \"%s\":\n%s", said[i], out);
+    mode_is(dest, "/etc/seckill/seckill.conf", 0640, 0);
+    mode_is(dest, "/etc/seckill", 0750, 1);
+    mode_is(dest, "/var/lib/seckill", 0750, 1);
     static const char *const files[] = {"/usr/bin/seckill",
                                         "/usr/share/man/man1/seckill.1",
                                         "/usr/bin/seckill-bench",
@@ -150,6 +178,7 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
                                         "reconcile",
                                         "load",
                                         "demo",
+                                        "config",
                                         "activity create",
                                         "activity preheat",
                                         "activity open",
@@ -158,8 +187,20 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
                                         "activity list",
                                         "activity delete",
                                         "activity recover",
+                                        "activity page",
                                         "events list"};
     helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
+    /* `seckill --help` and the page name every command and every store */
+    snprintf(cmd, sizeof cmd, "%s --help 2>&1", sk_th_seckill_bin());
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    static const char *const words[] = {
+        "serve",   "worker", "activity", "reconcile",   "config",   "load",    "demo",
+        "recover", "page",   "sqlite:",  "postgres://", "mysql://", "MariaDB", "--check"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        CHECK_MSG(strstr(out, words[i]) != NULL, "seckill --help does not name %s:\n%s", words[i],
+                  out);
+        CHECK_MSG(strstr(man, words[i]) != NULL, "seckill(1) does not name %s", words[i]);
+    }
     /* the benchmarks: their own binary and page, every flag of each */
     static char bman[1 << 16];
     man_page(dest, "/usr/share/man/man1/seckill-bench.1", "SECKILL-BENCH(1)", bman, sizeof bman);
@@ -186,7 +227,9 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
             key[k++] = *e == '-' ? '_' : *e, e++;
         key[k] = 0;
         p = e;
-        if (k == 0 || !strcmp(key, "config") || !strcmp(key, "help")) continue;
+        /* --config and --check are serve's own, not keys */
+        if (k == 0 || !strcmp(key, "config") || !strcmp(key, "check") || !strcmp(key, "help"))
+            continue;
         CHECK_MSG(strstr(conf5, key) != NULL, "%s is not in seckill.conf(5)", key);
         CHECK_MSG(strstr(example, key) != NULL, "%s is not in the example config", key);
     }
@@ -244,4 +287,103 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
         if (strcmp(files[i], "/etc/seckill/seckill.conf"))
             CHECK_MSG(!exists(dest, files[i]), "%s was not uninstalled", files[i]);
     CHECK_MSG(exists(dest, "/etc/seckill/seckill.conf"), "uninstall removed an edited config");
+}
+
+/* make install into a system image's root (a DESTDIR with etc/passwd, as
+ * an image build has): the user and group are made in it, never on this
+ * machine, and the state directory and the config get their owners. */
+SK_TEST_T(install_into_an_image_makes_the_seckill_user_dirs_and_modes, 120)
+{
+    char img[400], cmd[2000];
+    static char out[1 << 16], host_before[1 << 16], host_after[1 << 16];
+    snprintf(img, sizeof img, "%s/image", sk_th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/etc && cp /etc/passwd /etc/group /etc/shadow /etc/gshadow %s/etc/ && "
+             "! grep -q '^seckill:' %s/etc/passwd",
+             img, img, img);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "cannot make the image (or it has seckill)");
+    sk_th_sh("cat /etc/passwd /etc/group", host_before, sizeof host_before);
+    snprintf(cmd, sizeof cmd,
+             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s 2>&1",
+             sk_th_source_root(), img, sk_th_seckill_bin());
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    sk_th_sh("cat /etc/passwd /etc/group", host_after, sizeof host_after);
+    CHECK_MSG(!strcmp(host_before, host_after), "make install changed this machine's users");
+    /* a system user with no login, its home the state directory */
+    char line[400], path[600];
+    snprintf(cmd, sizeof cmd, "grep '^seckill:' %s/etc/passwd", img);
+    CHECK_EQ(sk_th_sh(cmd, line, sizeof line), 0);
+    unsigned uid, gid;
+    char rest[300];
+    CHECK_MSG(sscanf(line, "seckill:x:%u:%u:%299[^\n]", &uid, &gid, rest) == 3, "%s", line);
+    CHECK_MSG(uid > 0 && uid < 1000, "uid %u is not a system user's", uid);
+    CHECK_MSG(strstr(rest, ":/var/lib/seckill:/usr/sbin/nologin") != NULL, "%s", line);
+    snprintf(cmd, sizeof cmd, "grep '^seckill:x:%u:' %s/etc/group", gid, img);
+    CHECK_MSG(sk_th_sh(cmd, line, sizeof line) == 0, "no group seckill with gid %u", gid);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/var/lib/seckill", img);
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK(S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0750 && st.st_uid == uid &&
+          st.st_gid == gid);
+    snprintf(path, sizeof path, "%s/etc/seckill/seckill.conf", img);
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK_MSG((st.st_mode & 07777) == 0640 && st.st_uid == 0 && st.st_gid == gid,
+              "seckill.conf: mode %o, owner %u:%u", (unsigned)(st.st_mode & 07777),
+              (unsigned)st.st_uid, (unsigned)st.st_gid);
+    snprintf(path, sizeof path, "%s/etc/seckill", img);
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK((st.st_mode & 07777) == 0750 && st.st_uid == 0 && st.st_gid == gid);
+    /* a second install makes no second user */
+    snprintf(cmd, sizeof cmd,
+             "make -s -C %s install-only DESTDIR=%s PREFIX=/usr INSTALL_BIN=%s >/dev/null 2>&1 && "
+             "grep -c '^seckill:' %s/etc/passwd",
+             sk_th_source_root(), img, sk_th_seckill_bin(), img);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_STR(out, "1\n");
+}
+
+/* Not root and no DESTDIR: nothing is made outside what make install
+ * wrote; the modes of its files are set and the commands to run printed. */
+SK_TEST(install_not_as_root_prints_what_to_run)
+{
+    char dir[400], cmd[4800];
+    static char out[8192];
+    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
+    /* `id -u` says 1000: the script runs as a user would */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/bin %s/etc/seckill && printf '#!/bin/sh\\necho 1000\\n' > %s/bin/id && "
+             "chmod 755 %s/bin/id && echo 'db = sqlite:x' > %s/etc/seckill/seckill.conf && "
+             "chmod 644 %s/etc/seckill/seckill.conf && "
+             "PATH=%s/bin:$PATH sh %s/scripts/install-user.sh '' %s/etc %s/state auto 2>&1",
+             dir, dir, dir, dir, dir, dir, dir, sk_th_source_root(), dir, dir);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "install: not root; run as root:\n") != NULL, "%s", out);
+    char want[600];
+    snprintf(want, sizeof want, "  install -d -o seckill -g seckill -m 0750 %s/state\n", dir);
+    CHECK_MSG(strstr(out, want) != NULL, "%s", out);
+    snprintf(want, sizeof want, "  chmod 0640 %s/etc/seckill/seckill.conf\n", dir);
+    CHECK_MSG(strstr(out, want) != NULL, "%s", out);
+    snprintf(want, sizeof want, "%s/state", dir);
+    CHECK_MSG(!exists("", want), "the state directory was made by a non-root install");
+    mode_is(dir, "/etc/seckill/seckill.conf", 0640, 0);
+    /* INSTALL_USER=no (the Debian package's postinst does it): nothing */
+    snprintf(cmd, sizeof cmd, "sh %s/scripts/install-user.sh '' %s/etc %s/state no 2>&1",
+             sk_th_source_root(), dir, dir);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_STR(out, "");
+}
+
+/* The license, and the package's copyright file saying the same. */
+SK_TEST(install_license_is_bsd_2_clause_in_the_tree_and_the_package)
+{
+    char cmd[800];
+    static char out[8192];
+    snprintf(cmd, sizeof cmd, "cat %s/LICENSE", sk_th_source_root());
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK(strstr(out, "BSD 2-Clause License") && strstr(out, "the seckill authors") &&
+          strstr(out, "Redistributions in binary form must reproduce"));
+    snprintf(cmd, sizeof cmd, "cat %s/debian/copyright", sk_th_source_root());
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK(strstr(out, "License: BSD-2-Clause") && strstr(out, "the seckill authors") &&
+          !strstr(out, "No license"));
 }

@@ -259,6 +259,37 @@ BACKEND_TEST(open_migrates_schema_and_reopen_keeps_data)
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
 }
 
+/* The identity of migration 9 (store.h): 16 hex digits, one row, drawn
+ * once per database: every handle of one database reads the same, another
+ * database has another, a second row is refused. */
+BACKEND_TEST(identity_is_drawn_once_per_database_and_every_handle_reads_it)
+{
+    char id1[SK_STORE_IDENTITY_MAX], id2[SK_STORE_IDENTITY_MAX], small[8];
+    sk_store *st = be_open(b);
+    CHECK_EQ(sk_store_identity(st, id1, sizeof id1), 0);
+    CHECK_EQ(strlen(id1), SK_STORE_IDENTITY_LEN);
+    CHECK_MSG(id1[strspn(id1, "0123456789abcdef")] == 0, "identity '%s'", id1);
+    CHECK_EQ(sk_store_identity(st, small, sizeof small), SK_EINVAL);
+    sk_store_close(st);
+    for (int i = 0; i < 2; i++) {
+        st = be_open(b);
+        CHECK_EQ(sk_store_identity(st, id2, sizeof id2), 0);
+        CHECK_STR(id2, id1);
+        sk_store_close(st);
+    }
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM store_identity"), 1);
+    CHECK_EQ(be_sql(b, "INSERT INTO store_identity (one, store_id, created_ms)"
+                       " VALUES (2, '0123456789abcdef', 0)"),
+             1);
+    struct be other;
+    be_fresh(&other, b->my ? BE_MYSQL : b->pg ? BE_PG : BE_SQLITE);
+    if (!b->pg) snprintf(other.spec, sizeof other.spec, "sqlite:%s/other.db", sk_th_tmpdir());
+    st = be_open(&other);
+    CHECK_EQ(sk_store_identity(st, id2, sizeof id2), 0);
+    CHECK_MSG(strcmp(id1, id2) != 0, "two databases drew one identity %s", id1);
+    sk_store_close(st);
+}
+
 BACKEND_TEST(refuses_a_schema_newer_than_the_binary)
 {
     sk_store_close(be_open(b));
@@ -293,6 +324,7 @@ BACKEND_TEST(concurrent_first_opens_migrate_once)
      * migration step is applied once, every opener succeeds. */
     CHECK_EQ(fork_all(b, 8, open_and_check), 8);
     if (b->pg) CHECK_EQ(be_int(b, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM store_identity"), 1);
     sk_store *st = be_open_current(b);
     sk_store_close(st);
 }
@@ -358,10 +390,13 @@ static sk_store *be_upgrade(const struct be *b, const char *undo_sql, const char
     return st;
 }
 
-/* Migration 8 undone (idempotency keys, order conflicts; the marks' branch
- * only when the marks stay), and migration 7's columns (the waiting room),
- * for the tests that rebuild an older schema. */
-#define UNDO_8_SQLITE "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
+/* Migrations 9 (the store's identity) and 8 undone (idempotency keys,
+ * order conflicts; the marks' branch only when the marks stay), and
+ * migration 7's columns (the waiting room), for the tests that rebuild an
+ * older schema. */
+#define UNDO_8_SQLITE                                                                              \
+    "DROP TABLE store_identity;"                                                                   \
+    "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
 #define UNDO_8_PG UNDO_8_SQLITE
 #define UNDO_8_MY UNDO_8_SQLITE
 #define UNDO_8_BRANCH_SQLITE                                                                       \
@@ -473,6 +508,10 @@ BACKEND_TEST(upgrades_a_version_7_database_keeping_its_orders_and_marks)
     CHECK_EQ(m[0].adm, 3);
     CHECK_STR(m[0].order_id, "71-1000-0");
     free(m);
+    /* an older database gets its identity with the upgrade */
+    char id[SK_STORE_IDENTITY_MAX];
+    CHECK_EQ(sk_store_identity(st, id, sizeof id), 0);
+    CHECK_EQ(strlen(id), SK_STORE_IDENTITY_LEN);
     sk_store_close(st);
 }
 

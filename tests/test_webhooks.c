@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -163,6 +164,12 @@ SK_TEST(events_list_prints_the_outbox_as_json_lines)
         CHECK_MSG(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)) == 2, "%s: %s", bad[i], out);
         CHECK(strstr(out, "events list") != NULL);
     }
+    /* a mistyped file is named, never created */
+    snprintf(cmd, sizeof cmd, "%s events list --db sqlite:%s.typo 2>&1", sk_th_seckill_bin(), db);
+    CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 1);
+    CHECK_MSG(strstr(out, "no such database file") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s.typo", db);
+    CHECK(access(cmd, F_OK) != 0);
     snprintf(cmd, sizeof cmd, "%s events nope 2>&1", sk_th_seckill_bin());
     CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 2);
 }

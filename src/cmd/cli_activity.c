@@ -19,6 +19,8 @@
 #include <jansson.h>
 
 #include "cmd/commands.h"
+#include "cmd/db_file.h"
+#include "cmd/settings.h"
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/codes.h"
@@ -37,8 +39,6 @@
 #define REDIS_TIMEOUT_MS 1000
 
 enum {
-    O_REDIS,
-    O_DB,
     O_ID,
     O_NAME,
     O_STOCK,
@@ -63,12 +63,9 @@ enum {
 };
 #define B(o) (1u << (o))
 
-static const struct {
-    const char *name;
-    int has_value;
-} flag_defs[O_COUNT] = {
-    [O_REDIS] = {"--redis", 1},
-    [O_DB] = {"--db", 1},
+/* Its own flags; --redis, --db, --log-level and --config are the
+ * configuration's (cmd/settings.h). */
+static const struct sk_flag flag_defs[O_COUNT] = {
     [O_ID] = {"--id", 1},
     [O_NAME] = {"--name", 1},
     [O_STOCK] = {"--stock", 1},
@@ -93,15 +90,21 @@ static const struct {
 
 struct ctx {
     const struct sub *sc;
-    const char *val[O_COUNT]; /* flag values ("" for a given boolean flag) */
-    unsigned seen;            /* B(flag) of the flags given */
+    const struct sk_config *cfg; /* redis, db: flags, environment, config file */
+    const char *val[O_COUNT];    /* flag values ("" for a given boolean flag) */
+    unsigned seen;               /* B(flag) of the flags given */
     uint64_t id;
     sk_store *st;
     sk_redis *r;
 };
 
+/* What a sub-command opens: nothing (page), an existing database, or one
+ * it may make (create: cmd/db_file.h). */
+enum { OPENS_NOTHING, OPENS_EXISTING, OPENS_OR_MAKES };
+
 struct sub {
     const char *name;
+    int opens;
     unsigned allowed, required;
     int (*run)(struct ctx *);
     const char *usage;
@@ -138,7 +141,9 @@ static int store_fail(const struct ctx *c, int rc)
 static int open_store(struct ctx *c)
 {
     char err[512];
-    int rc = sk_store_open(&c->st, sk_cli_db_spec(c->val[O_DB]), err, sizeof err);
+    if (sk_db_file_check(c->cfg->db, c->sc->opens == OPENS_OR_MAKES, err, sizeof err) < 0)
+        return sk_cli_runtime_error("activity %s: %s", c->sc->name, err);
+    int rc = sk_store_open(&c->st, c->cfg->db, err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity %s: --db: %s", c->sc->name, err);
     if (rc < 0) return sk_cli_runtime_error("activity %s: database: %s", c->sc->name, err);
     return 0;
@@ -159,7 +164,7 @@ static int redis_fail(const struct ctx *c)
 static int open_redis(struct ctx *c)
 {
     char err[256] = "";
-    const char *url = sk_cli_redis_url(c->val[O_REDIS]);
+    const char *url = c->cfg->redis;
     int rc = sk_redis_new(&c->r, url, REDIS_TIMEOUT_MS, REDIS_TIMEOUT_MS, err, sizeof err);
     if (rc == SK_EINVAL)
         return sk_cli_usage_error("activity %s: --redis: %s", c->sc->name,
@@ -563,6 +568,25 @@ static int cmd_show(struct ctx *c)
     return emit(c, activity_json(&a, &live, now));
 }
 
+/* The list's columns: each as wide as its widest cell (an id of 15
+ * digits, a stock of 13), numbers to the right. */
+enum { L_ID, L_STATE, L_STORED, L_REMAINING, L_INITIAL, L_SEGS, L_START, L_END, L_NAME, L_COLS };
+#define L_CELL SK_TIME_RFC3339_MAX
+
+static void print_rows(char (*rows)[L_COLS][L_CELL], size_t n, const struct sk_activity *all)
+{
+    static const int right[L_COLS] = {[L_REMAINING] = 1, [L_INITIAL] = 1, [L_SEGS] = 1};
+    int w[L_COLS] = {0};
+    for (size_t i = 0; i <= n; i++)
+        for (int k = 0; k < L_NAME; k++)
+            if ((int)strlen(rows[i][k]) > w[k]) w[k] = (int)strlen(rows[i][k]);
+    for (size_t i = 0; i <= n; i++) {
+        for (int k = 0; k < L_NAME; k++)
+            printf(right[k] ? "%*s " : "%-*s ", w[k], rows[i][k]);
+        printf("%s\n", i ? all[i - 1].name : "NAME");
+    }
+}
+
 static int cmd_list(struct ctx *c)
 {
     struct sk_activity *all;
@@ -576,9 +600,13 @@ static int cmd_list(struct ctx *c)
         return rc;
     }
     json_t *arr = json_array();
-    if (!has(c, O_JSON))
-        printf("%-15s %-9s %-9s %13s %13s %4s %-24s %-24s %s\n", "ID", "STATE", "STORED",
-               "REMAINING", "INITIAL", "SEGS", "START", "END", "NAME");
+    /* row 0: the header */
+    char(*rows)[L_COLS][L_CELL] = calloc(n + 1, sizeof *rows);
+    if (!rows || !arr) rc = sk_cli_runtime_error("activity list: out of memory");
+    static const char *const head[L_COLS] = {"ID",   "STATE", "STORED", "REMAINING", "INITIAL",
+                                             "SEGS", "START", "END",    "NAME"};
+    for (int k = 0; rows && k < L_COLS; k++)
+        snprintf(rows[0][k], L_CELL, "%s", head[k]);
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct sk_stock_state live;
         if (sk_stock_state(c->r, all[i].id, &live) < 0) {
@@ -589,15 +617,24 @@ static int cmd_list(struct ctx *c)
             json_array_append_new(arr, activity_json(&all[i], &live, now));
             continue;
         }
-        char t[2][SK_TIME_RFC3339_MAX], rem[24] = "-";
-        if (live.exists) snprintf(rem, sizeof rem, "%" PRId64, live.remaining);
-        printf("%-15" PRIu64 " %-9s %-9s %13s %13" PRId64 " %4" PRId64 " %-24s %-24s %s\n",
-               all[i].id,
-               sk_activity_live_state(live.exists, live.open, all[i].start_ms, all[i].end_ms, now),
-               all[i].state, rem, all[i].stock, all[i].segments, fmt_time(all[i].start_ms, t[0]),
-               fmt_time(all[i].end_ms, t[1]), all[i].name);
+        char(*r)[L_CELL] = rows[i + 1];
+        snprintf(r[L_ID], L_CELL, "%" PRIu64, all[i].id);
+        snprintf(
+            r[L_STATE], L_CELL, "%s",
+            sk_activity_live_state(live.exists, live.open, all[i].start_ms, all[i].end_ms, now));
+        snprintf(r[L_STORED], L_CELL, "%s", all[i].state);
+        snprintf(r[L_REMAINING], L_CELL, "-");
+        if (live.exists) snprintf(r[L_REMAINING], L_CELL, "%" PRId64, live.remaining);
+        snprintf(r[L_INITIAL], L_CELL, "%" PRId64, all[i].stock);
+        snprintf(r[L_SEGS], L_CELL, "%" PRId64, all[i].segments);
+        fmt_time(all[i].start_ms, r[L_START]);
+        fmt_time(all[i].end_ms, r[L_END]);
     }
-    if (rc == 0 && has(c, O_JSON)) print_json(arr);
+    if (rc == 0 && has(c, O_JSON))
+        print_json(arr);
+    else if (rc == 0)
+        print_rows(rows, n, all);
+    free(rows);
     json_decref(arr);
     free(all);
     return rc;
@@ -645,7 +682,6 @@ static int cmd_delete(struct ctx *c)
 
 /* ---- dispatch ---- */
 
-#define COMMON (B(O_REDIS) | B(O_DB))
 /* The buyer's page for a CDN: DIR/index.html, self-contained; written
  * under a temporary name and renamed, so an edge never serves half a
  * file. Touches neither Redis nor the database. */
@@ -686,17 +722,23 @@ static int cmd_page(struct ctx *c)
 }
 
 #define COMMON_USAGE                                                                               \
+    "  --config FILE        the config file (default $SECKILL_CONFIG, else\n"                      \
+    "                       /etc/seckill/seckill.conf when it exists): its redis, db\n"            \
+    "                       and log_level keys\n"                                                  \
     "  --redis URL          redis://[user:pass@]host:port[/db], redis+unix:///path.sock,\n"        \
     "                       redis+sentinel://host:port,.../MASTER, redis+cluster://...\n"          \
-    "                       (default $SECKILL_REDIS, else redis://127.0.0.1:6379)\n"               \
-    "  --db SPEC            sqlite:PATH, postgres://... or mysql://... (default\n"                 \
-    "                       $SECKILL_DB, else sqlite:seckill.db)\n"
+    "                       (default redis://127.0.0.1:6379)\n"                                    \
+    "  --db SPEC            sqlite:PATH, postgres://... or mysql://... (MariaDB) (default\n"       \
+    "                       sqlite:seckill.db)\n"                                                  \
+    "  --log-level LEVEL    debug, info (default), warn or error\n"                                \
+    "Flags win over SECKILL_REDIS, SECKILL_DB and SECKILL_LOG_LEVEL, which win over the\n"         \
+    "config file. Only create makes a new SQLite file.\n"
 
 static const struct sub subs[] = {
-    {"create",
-     COMMON | B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) |
-         B(O_END) | B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_PASSES) |
-         B(O_PASS_TTL) | B(O_QUEUE_SEED) | B(O_JSON),
+    {"create", OPENS_OR_MAKES,
+     B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT) | B(O_MAX_PER_ORDER) | B(O_START) | B(O_END) |
+         B(O_PAY_TIMEOUT) | B(O_RATE) | B(O_BURST) | B(O_SEGMENTS) | B(O_PASSES) | B(O_PASS_TTL) |
+         B(O_QUEUE_SEED) | B(O_JSON),
      B(O_ID) | B(O_NAME) | B(O_STOCK) | B(O_LIMIT), cmd_create,
      "usage: seckill activity create --id N --name TEXT --stock N --limit N [options]\n"
      "Stores a new activity (state created); `preheat` then loads it into Redis.\n"
@@ -722,7 +764,7 @@ static const struct sub subs[] = {
      "  --queue-seed HEX     the draw's secret seed, 16..64 lowercase hex digits (the\n"
      "                       same seed gives the same order; default: a random one)\n"
      "  --json               print the activity as JSON\n" COMMON_USAGE},
-    {"preheat", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
+    {"preheat", OPENS_EXISTING, B(O_ID) | B(O_FORCE), B(O_ID), cmd_preheat,
      "usage: seckill activity preheat --id N [--force]\n"
      "Writes the stock and the sale window to Redis. A no-op when live stock\n"
      "exists; --force rewrites it (keeping what buyers hold) unless the sale is open.\n"
@@ -730,26 +772,26 @@ static const struct sub subs[] = {
      "fenced, its live state is rebuilt from the orders instead (activity recover).\n"
      "  --id N               activity id\n"
      "  --force              rewrite live stock (refused while open)\n" COMMON_USAGE},
-    {"open", COMMON | B(O_ID), B(O_ID), cmd_open,
+    {"open", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_open,
      "usage: seckill activity open --id N\n"
      "Turns the sale switch on; purchases succeed inside [start, end).\n"
      "  --id N               activity id\n" COMMON_USAGE},
-    {"close", COMMON | B(O_ID), B(O_ID), cmd_close,
+    {"close", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_close,
      "usage: seckill activity close --id N\n"
      "Turns the sale switch off; purchases are refused with `closed`.\n"
      "  --id N               activity id\n" COMMON_USAGE},
-    {"show", COMMON | B(O_ID) | B(O_JSON) | B(O_WATCH), B(O_ID), cmd_show,
+    {"show", OPENS_EXISTING, B(O_ID) | B(O_JSON) | B(O_WATCH), B(O_ID), cmd_show,
      "usage: seckill activity show --id N [--json] [--watch]\n"
      "The definition and the live state: remaining, admitted, held, released,\n"
      "buyers, order stream length, state (scheduled|open|closed|ended).\n"
      "  --id N               activity id\n"
      "  --json               print JSON\n"
      "  --watch              again every second (with admitted/s) until Ctrl-C\n" COMMON_USAGE},
-    {"list", COMMON | B(O_JSON), 0, cmd_list,
+    {"list", OPENS_EXISTING, B(O_JSON), 0, cmd_list,
      "usage: seckill activity list [--json]\n"
      "Every activity, one line each, with its live state.\n"
      "  --json               print a JSON array of what `show --json` prints\n" COMMON_USAGE},
-    {"recover", COMMON | B(O_ID) | B(O_APPLY), B(O_ID), cmd_recover,
+    {"recover", OPENS_EXISTING, B(O_ID) | B(O_APPLY), B(O_ID), cmd_recover,
      "usage: seckill activity recover --id N [--apply]\n"
      "Compares the activity's live state in Redis with the orders in the database,\n"
      "as the order worker does every second, and prints what a recovery would do per\n"
@@ -762,7 +804,7 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
+    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE), B(O_ID) | B(O_OUT), cmd_page,
      "usage: seckill activity page --id N --out DIR [--api-base URL]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
@@ -773,7 +815,7 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --out DIR            directory to write index.html into (made if missing)\n"
      "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
-    {"delete", COMMON | B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
+    {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
      "usage: seckill activity delete --id N [--force]\n"
      "Removes the activity from the database and Redis. Refused while open, and\n"
      "while its Redis order stream holds events unless --force.\n"
@@ -793,47 +835,6 @@ static int usage(FILE *f)
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
-static int parse_flags(struct ctx *c, int argc, char **argv)
-{
-    const struct sub *sc = c->sc;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0)
-            return sk_cli_usage_error("activity %s: unexpected argument '%s'", sc->name, arg);
-        const char *eq = strchr(arg, '=');
-        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-        int o = -1;
-        for (int k = 0; k < O_COUNT; k++)
-            if ((sc->allowed & B(k)) && strlen(flag_defs[k].name) == nlen &&
-                !strncmp(flag_defs[k].name, arg, nlen))
-                o = k;
-        if (o < 0)
-            return sk_cli_usage_error("activity %s: unknown flag '%.*s' (see seckill activity %s "
-                                      "--help)",
-                                      sc->name, (int)nlen, arg, sc->name);
-        if (has(c, o))
-            return sk_cli_usage_error("activity %s: %s given twice", sc->name, flag_defs[o].name);
-        const char *v = "";
-        if (flag_defs[o].has_value) {
-            v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            /* "--stock --limit 2" is a forgotten value, not a stock of "--limit". */
-            if (!v || (!eq && !strncmp(v, "--", 2)))
-                return sk_cli_usage_error("activity %s: %s needs a value", sc->name,
-                                          flag_defs[o].name);
-        } else if (eq) {
-            return sk_cli_usage_error("activity %s: %s takes no value", sc->name,
-                                      flag_defs[o].name);
-        }
-        c->val[o] = v;
-        c->seen |= B(o);
-    }
-    for (int k = 0; k < O_COUNT; k++)
-        if ((sc->required & B(k)) && !has(c, k))
-            return sk_cli_usage_error("activity %s: missing %s (see seckill activity %s --help)",
-                                      sc->name, flag_defs[k].name, sc->name);
-    return 0;
-}
-
 int sk_cli_activity(int argc, char **argv)
 {
     if (argc < 2) return usage(stderr);
@@ -846,18 +847,33 @@ int sk_cli_activity(int argc, char **argv)
         sk_cli_usage_error("activity: unknown command '%s'", argv[1]);
         return usage(stderr);
     }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(sc->usage, stdout);
-            return SK_EXIT_OK;
-        }
+    struct sk_settings *s =
+        sk_settings_new(sc->name, sc->opens == OPENS_NOTHING ? 0 : SK_USE_ACTIVITY, flag_defs,
+                        O_COUNT, sc->allowed);
+    if (!s) return sk_cli_runtime_error("activity: out of memory");
+    char cmd[48];
+    snprintf(cmd, sizeof cmd, "activity %s", sc->name);
+    s->cmd = cmd;
+    int rc = sk_settings_load(s, argc - 1, argv + 1);
+    if (rc == 0 && s->help) {
+        fputs(sc->usage, stdout);
+        sk_settings_free(s);
+        return SK_EXIT_OK;
+    }
     struct ctx c;
     memset(&c, 0, sizeof c);
     c.sc = sc;
-    int rc = parse_flags(&c, argc - 1, argv + 1);
+    c.cfg = &s->cfg;
+    for (int k = 0; k < O_COUNT; k++)
+        if ((c.val[k] = s->val[k]) != NULL) c.seen |= B(k);
+    for (int k = 0; rc == 0 && k < O_COUNT; k++)
+        if ((sc->required & B(k)) && !has(&c, k))
+            rc = sk_cli_usage_error("activity %s: missing %s (see seckill activity %s --help)",
+                                    sc->name, flag_defs[k].name, sc->name);
     if (rc == 0 && has(&c, O_ID)) rc = parse_id(&c);
     if (rc == 0) rc = sc->run(&c);
     sk_redis_free(c.r);
     sk_store_close(c.st);
+    sk_settings_free(s);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "cmd/commands.h"
+#include "cmd/db_file.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "store/store.h"
@@ -73,9 +74,15 @@ static int list(int argc, char **argv)
             return sk_cli_usage_error("events list: unknown flag: %s", a);
         }
     }
+    if (!db || !*db) db = getenv("SECKILL_DB");
+    if (!db || !*db)
+        return sk_cli_usage_error("events list: name the store with --db or SECKILL_DB");
     sk_store *st;
     char err[512];
-    int rc = sk_store_open(&st, sk_cli_db_spec(db), err, sizeof err);
+    /* a read: a mistyped SQLite path must not become an empty store */
+    if (sk_db_file_check(db, 0, err, sizeof err) < 0)
+        return sk_cli_runtime_error("events list: %s", err);
+    int rc = sk_store_open(&st, db, err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("events list: --db: %s", err);
     if (rc < 0) return sk_cli_runtime_error("events list: database: %s", err);
     struct sk_event *page = malloc(PAGE * sizeof *page);

@@ -12,6 +12,8 @@
 #include <jansson.h>
 
 #include "cmd/commands.h"
+#include "cmd/db_file.h"
+#include "cmd/settings.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "engine/activity.h"
@@ -21,14 +23,21 @@
 
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: seckill reconcile [options]\n"
+    fprintf(f, "usage: seckill reconcile [--config FILE] [options]\n"
                "  Compares each activity's live state in Redis (stock, buyers, ledger, stream\n"
                "  backlog, dead letters) with the database (orders by status, DB stock) and\n"
                "  reports every drift. A segmented activity is checked segment by segment,\n"
-               "  with its stock transfers between segments. See docs/reconcile.md.\n\n"
-               "  --redis URL       default $SECKILL_REDIS or redis://127.0.0.1:6379 (also\n"
-               "                    redis+unix://, redis+sentinel://, redis+cluster://)\n"
-               "  --db SPEC         default $SECKILL_DB or sqlite:seckill.db\n"
+               "  with its stock transfers between segments. See docs/reconcile.md.\n"
+               "  It opens an existing database only (a SQLite file that is not there is an\n"
+               "  error, never a new empty one).\n\n"
+               "  --config FILE     the config file (default $SECKILL_CONFIG, else\n"
+               "                    /etc/seckill/seckill.conf when it exists); its redis, db\n"
+               "                    and log_level keys are read, the others ignored\n"
+               "  --redis URL       default redis://127.0.0.1:6379 (also redis+unix://,\n"
+               "                    redis+sentinel://, redis+cluster://)\n"
+               "  --db SPEC         sqlite:PATH, postgres://... or mysql://... (default\n"
+               "                    sqlite:seckill.db)\n"
+               "  --log-level LEVEL debug, info (default), warn or error\n"
                "  --activity ID     only this activity (default: every activity in the database)\n"
                "  --repair          fix what is provably safe, one audit row per change (and\n"
                "                    roll forward stock transfers never applied), then check\n"
@@ -38,59 +47,23 @@ static int usage(FILE *f)
                "  --stale-after S   an admitted order still not in the database S seconds after\n"
                "                    its admission is drift (stale: the order pipeline is stuck);\n"
                "                    default 60, 0 = not checked\n"
+               "Flags win over SECKILL_REDIS, SECKILL_DB, SECKILL_LOG_LEVEL, which win over the\n"
+               "config file (docs/configuration.md).\n"
                "exit: 0 consistent, 1 drift (left after --repair) or failure, 2 bad usage\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
-int sk_cli_reconcile(int argc, char **argv)
+/* Checks (and with repair, repairs) one activity or every one. */
+static int run(const char *redis_url, const char *db, uint64_t only, int repair, int json,
+               int64_t max_lines, int64_t stale_s)
 {
-    const char *redis = NULL, *db = NULL;
-    uint64_t only = 0;
-    int repair = 0, json = 0;
-    int64_t max_lines = 20;
-    int64_t stale_s = SK_RECONCILE_STALE_AFTER_MS / 1000;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!strcmp(a, "--repair")) {
-            repair = 1;
-            continue;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        int known = !strcmp(a, "--redis") || !strcmp(a, "--db") || !strcmp(a, "--activity") ||
-                    !strcmp(a, "--max-lines") || !strcmp(a, "--stale-after");
-        if (!known) return sk_cli_usage_error("reconcile: unknown option %s (see --help)", a);
-        if (i + 1 >= argc) return sk_cli_usage_error("reconcile: %s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--redis")) {
-            redis = v;
-        } else if (!strcmp(a, "--db")) {
-            db = v;
-        } else if (!strcmp(a, "--activity")) {
-            if (sk_cli_parse_u64(v, &only) || only < 1 || only > SK_ACTIVITY_ID_MAX)
-                return sk_cli_usage_error("reconcile: --activity must be a whole number between "
-                                          "1 and %llu, got '%s'",
-                                          (unsigned long long)SK_ACTIVITY_ID_MAX, v);
-        } else if (!strcmp(a, "--stale-after")) {
-            if (sk_cli_parse_i64(v, 0, 31536000, &stale_s))
-                return sk_cli_usage_error("reconcile: --stale-after: expected seconds between 0 "
-                                          "and 31536000, got '%s'",
-                                          v);
-        } else if (sk_cli_parse_i64(v, 1, 1000000000, &max_lines)) {
-            return sk_cli_usage_error("reconcile: --max-lines: expected a number >= 1, got '%s'",
-                                      v);
-        }
-    }
     char err[512];
     sk_redis *r;
-    int rc = sk_redis_new(&r, sk_cli_redis_url(redis), 2000, 10000, err, sizeof err);
+    int rc = sk_redis_new(&r, redis_url, 2000, 10000, err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("reconcile: --redis: %s", err);
     if (rc) return sk_cli_runtime_error("reconcile: redis: %s", err);
     sk_store *st;
-    rc = sk_store_open(&st, sk_cli_db_spec(db), err, sizeof err);
+    rc = sk_store_open(&st, db, err, sizeof err);
     if (rc) {
         sk_redis_free(r);
         if (rc == SK_EINVAL) return sk_cli_usage_error("reconcile: --db: %s", err);
@@ -169,4 +142,54 @@ int sk_cli_reconcile(int argc, char **argv)
     sk_store_close(st);
     sk_redis_free(r);
     return ret;
+}
+
+enum { F_ACTIVITY, F_REPAIR, F_JSON, F_MAX_LINES, F_STALE };
+static const struct sk_flag flags[] = {
+    [F_ACTIVITY] = {"--activity", 1},   [F_REPAIR] = {"--repair", 0},     [F_JSON] = {"--json", 0},
+    [F_MAX_LINES] = {"--max-lines", 1}, [F_STALE] = {"--stale-after", 1},
+};
+
+/* Its own flags' values; 0 or an exit code. */
+static int reconcile_flags(const struct sk_settings *s, uint64_t *only, int64_t *max_lines,
+                           int64_t *stale_s)
+{
+    const char *v = s->val[F_ACTIVITY];
+    if (v && (sk_cli_parse_u64(v, only) || *only < 1 || *only > SK_ACTIVITY_ID_MAX))
+        return sk_cli_usage_error("reconcile: --activity must be a whole number between "
+                                  "1 and %llu, got '%s'",
+                                  (unsigned long long)SK_ACTIVITY_ID_MAX, v);
+    if ((v = s->val[F_STALE]) && sk_cli_parse_i64(v, 0, 31536000, stale_s))
+        return sk_cli_usage_error("reconcile: --stale-after: expected seconds between 0 "
+                                  "and 31536000, got '%s'",
+                                  v);
+    if ((v = s->val[F_MAX_LINES]) && sk_cli_parse_i64(v, 1, 1000000000, max_lines))
+        return sk_cli_usage_error("reconcile: --max-lines: expected a number >= 1, got '%s'", v);
+    return 0;
+}
+
+int sk_cli_reconcile(int argc, char **argv)
+{
+    struct sk_settings *s =
+        sk_settings_new("reconcile", SK_USE_RECONCILE, flags, sizeof flags / sizeof flags[0], 0);
+    if (!s) return sk_cli_runtime_error("reconcile: out of memory");
+    uint64_t only = 0;
+    int64_t max_lines = 20;
+    int64_t stale_s = SK_RECONCILE_STALE_AFTER_MS / 1000;
+    char err[512];
+    int rc = sk_settings_load(s, argc, argv);
+    if (rc == 0 && s->help)
+        rc = usage(stdout);
+    else if (rc == 0)
+        rc = reconcile_flags(s, &only, &max_lines, &stale_s);
+    if (rc == 0 && !s->help && sk_db_file_check(s->cfg.db, 0, err, sizeof err) < 0)
+        rc = sk_cli_runtime_error("reconcile: %s", err);
+    if (rc || s->help) {
+        sk_settings_free(s);
+        return rc;
+    }
+    rc = run(s->cfg.redis, s->cfg.db, only, s->val[F_REPAIR] != NULL, s->val[F_JSON] != NULL,
+             max_lines, stale_s);
+    sk_settings_free(s);
+    return rc;
 }

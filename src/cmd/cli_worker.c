@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "cmd/db_file.h"
+#include "cmd/settings.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -22,12 +24,18 @@ static void on_signal(int sig)
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: seckill worker [options]\n"
+            "usage: seckill worker [--config FILE] [options]\n"
             "  Persists admitted orders from the Redis streams into the database\n"
-            "  (consumer group \"" SK_WORKER_GROUP "\", exactly once).\n\n"
-            "  --redis URL            default $SECKILL_REDIS or redis://127.0.0.1:6379 (also\n"
-            "                         redis+unix://, redis+sentinel://, redis+cluster://)\n"
-            "  --db SPEC              default $SECKILL_DB or sqlite:seckill.db\n"
+            "  (consumer group \"" SK_WORKER_GROUP "\", exactly once). It opens an existing\n"
+            "  database only: `seckill serve` or `seckill activity create` makes it.\n\n"
+            "  --config FILE          the config file (default $SECKILL_CONFIG, else\n"
+            "                         /etc/seckill/seckill.conf when it exists); its redis,\n"
+            "                         db and log_level keys are read, the others ignored\n"
+            "  --redis URL            default redis://127.0.0.1:6379 (also redis+unix://,\n"
+            "                         redis+sentinel://, redis+cluster://)\n"
+            "  --db SPEC              sqlite:PATH, postgres://... or mysql://... (default\n"
+            "                         sqlite:seckill.db)\n"
+            "  --log-level LEVEL      debug, info (default), warn or error\n"
             "  --consumer NAME        consumer name (default worker-<hostname>; give each\n"
             "                         worker on one host its own)\n"
             "  --batch N              entries per stream per fetch (default 500; an entry\n"
@@ -43,6 +51,8 @@ static int usage(FILE *f)
             "                         orders wait (default 10, 0 = off)\n"
             "  --no-trim              keep acknowledged entries in the streams\n"
             "  --once                 drain what is there, then exit\n"
+            "Flags win over SECKILL_REDIS, SECKILL_DB, SECKILL_LOG_LEVEL, which win over the\n"
+            "config file (docs/configuration.md).\n"
             "Every second (and after every reconnection) it also checks each activity\n"
             "against the database: a Redis that lost writes the database holds is\n"
             "fenced, rebuilt from the orders and resumed (docs/recovery.md).\n"
@@ -50,63 +60,50 @@ static int usage(FILE *f)
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
-int sk_cli_worker(int argc, char **argv)
+enum { F_CONSUMER, F_BATCH, F_BLOCK, F_LINGER, F_CLAIM, F_MAXDEL, F_STALL, F_NO_TRIM, F_ONCE };
+static const struct sk_flag flags[] = {
+    [F_CONSUMER] = {"--consumer", 1},   [F_BATCH] = {"--batch", 1},
+    [F_BLOCK] = {"--block-ms", 1},      [F_LINGER] = {"--linger-ms", 1},
+    [F_CLAIM] = {"--claim-idle-ms", 1}, [F_MAXDEL] = {"--max-deliveries", 1},
+    [F_STALL] = {"--stall-warn-s", 1},  [F_NO_TRIM] = {"--no-trim", 0},
+    [F_ONCE] = {"--once", 0},
+};
+
+/* The worker's own flags into o; 0 or an exit code. */
+static int worker_flags(const struct sk_settings *s, struct sk_worker_opts *o)
 {
-    struct sk_worker_opts o;
-    sk_worker_opts_init(&o);
-    const char *redis = NULL, *db = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
-        if (!strcmp(a, "--once")) {
-            o.once = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-trim")) {
-            o.trim = 0;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return sk_cli_usage_error("worker: unknown option or missing value: %s", a);
-        const char *v = argv[++i];
+    static const struct {
+        int flag;
+        int64_t lo, hi;
+    } nums[] = {{F_BATCH, 1, 10000},    {F_BLOCK, 0, 86400000},  {F_LINGER, 0, 1000},
+                {F_CLAIM, 0, 86400000}, {F_MAXDEL, 1, 86400000}, {F_STALL, 0, 86400}};
+    int *target[] = {&o->batch,         &o->block_ms,       &o->linger_ms,
+                     &o->claim_idle_ms, &o->max_deliveries, &o->stall_warn_ms};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const char *v = s->val[nums[i].flag];
         int64_t n;
-        if (!strcmp(a, "--stall-warn-s")) {
-            if (sk_cli_parse_i64(v, 0, 86400, &n) != 0)
-                return sk_cli_usage_error("worker: %s: expected a number in 0..86400", a);
-            o.stall_warn_ms = (int)n * 1000;
-            continue;
-        }
-        int *target = !strcmp(a, "--batch")            ? &o.batch
-                      : !strcmp(a, "--block-ms")       ? &o.block_ms
-                      : !strcmp(a, "--linger-ms")      ? &o.linger_ms
-                      : !strcmp(a, "--claim-idle-ms")  ? &o.claim_idle_ms
-                      : !strcmp(a, "--max-deliveries") ? &o.max_deliveries
-                                                       : NULL;
-        if (target) {
-            int64_t lo = target == &o.batch || target == &o.max_deliveries ? 1 : 0;
-            int64_t hi = target == &o.batch ? 10000 : target == &o.linger_ms ? 1000 : 86400000;
-            if (sk_cli_parse_i64(v, lo, hi, &n) != 0)
-                return sk_cli_usage_error("worker: %s: expected a number in %" PRId64 "..%" PRId64,
-                                          a, lo, hi);
-            *target = (int)n;
-        } else if (!strcmp(a, "--redis")) {
-            redis = v;
-        } else if (!strcmp(a, "--db")) {
-            db = v;
-        } else if (!strcmp(a, "--consumer")) {
-            if (!*v || strlen(v) >= SK_WORKER_CONSUMER_MAX)
-                return sk_cli_usage_error("worker: --consumer: 1..%d bytes",
-                                          SK_WORKER_CONSUMER_MAX - 1);
-            o.consumer = v;
-        } else {
-            return sk_cli_usage_error("worker: unknown option %s", a);
-        }
+        if (!v) continue;
+        if (sk_cli_parse_i64(v, nums[i].lo, nums[i].hi, &n) != 0)
+            return sk_cli_usage_error("worker: %s: expected a number in %" PRId64 "..%" PRId64
+                                      ", got '%s'",
+                                      flags[nums[i].flag].name, nums[i].lo, nums[i].hi, v);
+        *target[i] = nums[i].flag == F_STALL ? (int)n * 1000 : (int)n;
     }
-    o.redis_url = sk_cli_redis_url(redis);
-    o.db_spec = sk_cli_db_spec(db);
+    const char *c = s->val[F_CONSUMER];
+    if (c && (!*c || strlen(c) >= SK_WORKER_CONSUMER_MAX))
+        return sk_cli_usage_error("worker: --consumer: 1..%d bytes", SK_WORKER_CONSUMER_MAX - 1);
+    if (c) o->consumer = c;
+    if (s->val[F_NO_TRIM]) o->trim = 0;
+    if (s->val[F_ONCE]) o->once = 1;
+    return 0;
+}
+
+/* The worker made from o, run until a signal (or --once). */
+static int run(const struct sk_worker_opts *o)
+{
     sk_worker *w;
     char err[512];
-    int rc = sk_worker_new(&w, &o, err, sizeof err);
+    int rc = sk_worker_new(&w, o, err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("worker: %s", err);
     if (rc) return sk_cli_runtime_error("worker: %s", err);
     g_worker = w;
@@ -138,4 +135,30 @@ int sk_cli_worker(int argc, char **argv)
     g_worker = NULL;
     sk_worker_free(w);
     return SK_EXIT_OK;
+}
+
+int sk_cli_worker(int argc, char **argv)
+{
+    struct sk_worker_opts o;
+    sk_worker_opts_init(&o);
+    struct sk_settings *s =
+        sk_settings_new("worker", SK_USE_WORKER, flags, sizeof flags / sizeof flags[0], 0);
+    if (!s) return sk_cli_runtime_error("worker: out of memory");
+    int rc = sk_settings_load(s, argc, argv);
+    if (rc == 0 && s->help)
+        rc = usage(stdout);
+    else if (rc == 0)
+        rc = worker_flags(s, &o);
+    char err[512];
+    if (rc == 0 && !s->help && sk_db_file_check(s->cfg.db, 0, err, sizeof err) < 0)
+        rc = sk_cli_runtime_error("worker: %s", err);
+    if (rc || s->help) {
+        sk_settings_free(s);
+        return rc;
+    }
+    o.redis_url = s->cfg.redis;
+    o.db_spec = s->cfg.db;
+    rc = run(&o);
+    sk_settings_free(s);
+    return rc;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/settings.h"
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/codes.h"
@@ -57,40 +58,48 @@ static int usage(FILE *f)
                "Runs a complete flash sale on this machine: private redis-server, SQLite,\n"
                "`seckill serve`, and a load of buyers over HTTP; prints what happened.\n"
                "Defaults: 5000 units, 50000 buyers, 60000 requests (repeat buyers retry),\n"
-               "1000 connections, limit 1 per buyer, 1 serve process, at most 60 s of load.\n");
+               "1000 connections, limit 1 per buyer, 1 serve process, at most 60 s of load.\n"
+               "It reads no configuration: no config file, no SECKILL_* variable.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
+enum { F_STOCK, F_BUYERS, F_REQUESTS, F_CONNS, F_LIMIT, F_PROCS, F_DURATION, F_RETRY };
+static const struct sk_flag flags[] = {
+    [F_STOCK] = {"--stock", 1},       [F_BUYERS] = {"--buyers", 1},
+    [F_REQUESTS] = {"--requests", 1}, [F_CONNS] = {"--connections", 1},
+    [F_LIMIT] = {"--limit", 1},       [F_PROCS] = {"--processes", 1},
+    [F_DURATION] = {"--duration", 1}, [F_RETRY] = {"--retry-ratio", 1},
+};
+
+/* The demo reads no configuration: its Redis, store and serve are its
+ * own. Returns 0, an exit code, or 100 + exit code after --help. */
 static int parse(int argc, char **argv, struct demo_opts *o)
 {
     *o = (struct demo_opts){5000, 50000, 60000, 1000, 1, 1, 0.2, 60};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout) + 100;
-        if (i + 1 >= argc) return sk_cli_usage_error("demo: %s needs a value", argv[i]);
-        const char *f = argv[i], *v = argv[++i];
-        int64_t *dst = !strcmp(f, "--stock")         ? &o->stock
-                       : !strcmp(f, "--buyers")      ? &o->buyers
-                       : !strcmp(f, "--requests")    ? &o->requests
-                       : !strcmp(f, "--connections") ? &o->connections
-                       : !strcmp(f, "--limit")       ? &o->limit
-                       : !strcmp(f, "--processes")   ? &o->processes
-                       : !strcmp(f, "--duration")    ? &o->duration_s
-                                                     : NULL;
-        if (!strcmp(f, "--retry-ratio")) {
-            char *end;
-            o->retry_ratio = strtod(v, &end);
-            if (*end || o->retry_ratio < 0 || o->retry_ratio > 0.95)
-                return sk_cli_usage_error("demo: --retry-ratio must be 0..0.95");
-            continue;
-        }
-        if (!dst) return sk_cli_usage_error("demo: unknown option %s", f);
-        int64_t hi = dst == &o->processes     ? 8
-                     : dst == &o->connections ? SK_LOAD_MAX_CONNS
-                                              : 100000000;
-        if (sk_cli_parse_i64(v, 1, hi, dst) < 0)
-            return sk_cli_usage_error("demo: %s must be a number 1..%" PRId64, f, hi);
+    struct sk_settings *s = sk_settings_new("demo", 0, flags, sizeof flags / sizeof flags[0], 0);
+    if (!s) return sk_cli_runtime_error("demo: out of memory");
+    int rc = sk_settings_load(s, argc, argv);
+    if (rc == 0 && s->help) rc = usage(stdout) + 100;
+    int64_t *dst[] = {
+        [F_STOCK] = &o->stock,        [F_BUYERS] = &o->buyers, [F_REQUESTS] = &o->requests,
+        [F_CONNS] = &o->connections,  [F_LIMIT] = &o->limit,   [F_PROCS] = &o->processes,
+        [F_DURATION] = &o->duration_s};
+    for (int f = 0; rc == 0 && f < F_RETRY; f++) {
+        const char *v = s->val[f];
+        if (!v) continue;
+        int64_t hi = f == F_PROCS ? 8 : f == F_CONNS ? SK_LOAD_MAX_CONNS : 100000000;
+        if (sk_cli_parse_i64(v, 1, hi, dst[f]) < 0)
+            rc = sk_cli_usage_error("demo: %s must be a number 1..%" PRId64, flags[f].name, hi);
     }
-    return 0;
+    const char *v = s->val[F_RETRY];
+    if (rc == 0 && v) {
+        char *end;
+        o->retry_ratio = strtod(v, &end);
+        if (*end || end == v || o->retry_ratio < 0 || o->retry_ratio > 0.95)
+            rc = sk_cli_usage_error("demo: --retry-ratio must be 0..0.95");
+    }
+    sk_settings_free(s);
+    return rc;
 }
 
 static pid_t start_serve(const char *dir, int port, const char *redis_url, int64_t processes)
@@ -110,8 +119,15 @@ static pid_t start_serve(const char *dir, int port, const char *redis_url, int64
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) dup2(devnull, 1);
         signal(SIGINT, SIG_IGN); /* Ctrl-C goes to the demo, which stops us */
-        execl("/proc/self/exe", "seckill", "serve", "--listen", listen, "--redis", redis_url,
-              "--db", db, "--processes", procs, (char *)NULL);
+        /* the demo's serve is the demo's alone: no config file, and no
+         * SECKILL_* setting of this shell (an auth = hmac meant for a real
+         * node would refuse the demo's buyers) */
+        for (int k = 0; k < SK_CONFIG_NKEYS; k++) {
+            char env[80];
+            unsetenv(sk_config_env_name(k, env, sizeof env));
+        }
+        execl("/proc/self/exe", "seckill", "serve", "--config", "/dev/null", "--listen", listen,
+              "--redis", redis_url, "--db", db, "--processes", procs, (char *)NULL);
         _exit(127);
     }
     return pid;

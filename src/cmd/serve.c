@@ -19,9 +19,13 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/db_file.h"
+#include "cmd/preflight.h"
 #include "cmd/serve_notify.h"
+#include "cmd/settings.h"
 #include "core/cli.h"
 #include "core/clock.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/node_stats.h"
 #include "core/redact.h"
@@ -42,6 +46,7 @@
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "redis/redis_settings.h"
 #include "store/store.h"
 
 extern char **environ;
@@ -62,197 +67,96 @@ static size_t jwks_len;
 
 static int usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: seckill serve [--listen HOST:PORT] [--redis URL]\n"
-        "                     [--db sqlite:PATH|postgres://...|mysql://...]\n"
-        "                     [--processes N] [--admin-token T]\n"
-        "                     [--auth trusted-header|hmac|jwt] [--hmac-secret S]\n"
-        "                     [--config FILE] [--log-level debug|info|warn|error]\n"
-        "                     [--role all|api|worker] [--redis-timeout-ms MS] [--max-body N]\n"
-        "                     [--rate-per-user-per-s R] [--rate-burst B] [--rate-per-ip-per-s R]\n"
-        "                     [--rate-ip-burst B] [--trusted-proxies CIDR,...] [--max-inflight N]\n"
-        "                     [--ops-listen HOST:PORT]\n"
-        "                     [--io-timeout-s S] [--max-connections N]\n"
-        "                     [--admin-token-file F] [--hmac-secret-file F] [--hmac-key-id ID]\n"
-        "                     [--hmac-secret-prev S | --hmac-secret-prev-file F]\n"
-        "                     [--hmac-key-id-prev ID] [--hmac-max-ttl-s S]\n"
-        "                     [--sync-replicas N] [--sync-timeout-ms MS] [--redis-functions "
-        "on|off]\n"
-        "                     [--db-pool N] [--db-timeout-ms MS] [--db-queue-max N]\n"
-        "                     [--db-poll-wait-ms MS] [--poll-rate-max N]\n"
-        "                     [--batches-in-flight N]\n"
-        "                     [--cors-origins ORIGIN,...]\n"
-        "                     [--jwks-file F] [--jwt-issuer ISS] [--jwt-audience AUD]\n"
-        "                     [--jwt-user-claim NAME] [--jwt-leeway-s S] [--jwt-max-ttl-s S]\n"
-        "                     [--frame-ancestors SOURCES] [--max-request-bytes N]\n"
-        "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
-        "worker: the order worker only (persists admitted orders to the database).\n"
-        "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
-        "this address only (keep it private), and 404 on --listen. Without it they\n"
-        "answer on --listen. /metrics and the dashboard report the whole node.\n"
-        "--redis: redis://[user:pass@]host[:port][/db], redis+unix:///path/redis.sock[?db=N],\n"
-        "redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db] (the\n"
-        "Sentinels' addresses; the credentials are the master's), or\n"
-        "redis+cluster://host:port[,host:port...].\n"
-        "--sync-replicas N (default 0): a purchase is answered 200 only once WAIT says N\n"
-        "replicas acknowledged its admission (within --sync-timeout-ms, default 100); else\n"
-        "503 unconfirmed with Retry-After (docs/failover.md says what WAIT promises).\n"
-        "Set N to the number of replicas: below it a failover can lose a 200.\n"
-        "--redis-functions on (default): the scripts as one Redis Functions library\n"
-        "(FCALL) when the server has Functions; off: EVALSHA.\n"
-        "The HTTP processes never wait for the database on their event loop: each has\n"
-        "--db-pool threads (default 2) with a connection each; a request waits for the\n"
-        "database at most --db-timeout-ms (default 1000), then answers 503 unavailable\n"
-        "with Retry-After; beyond --db-queue-max waiting calls (default 1024) it answers\n"
-        "503 busy at once. An order poll (GET /api/v1/orders/{id}) that the database\n"
-        "would not answer within --db-poll-wait-ms (default 100) gets 503 busy at once,\n"
-        "with Retry-After (one admitted that waits longer gets 503 unavailable then);\n"
-        "one Redis can answer (an order not persisted yet) never waits for the database.\n"
-        "--poll-rate-max N (default 2000, 0: no budget): order polls one HTTP process\n"
-        "answers per second; beyond it (a tenth of a second's worth may come at once) a\n"
-        "poll gets 503 busy with Retry-After at once, before Redis or the database, so\n"
-        "polls never take the CPU purchases need. Purchases, pays and cancels are never\n"
-        "counted. Raise it on a machine with cores to spare.\n"
-        "--batches-in-flight N (default 2, 0: no limit): purchase batches of one activity\n"
-        "(or segment) an HTTP process keeps out to Redis at once; purchases arriving\n"
-        "meanwhile wait in one batch for the first answer: fewer, larger Redis calls\n"
-        "when busy, no wait when not.\n"
-        "Every option can also come from the config file (key = value, keys with\n"
-        "underscores: admin_token) or SECKILL_<KEY> environment variables.\n"
-        "Precedence: flags, then the config file, then the environment.\n"
-        "Secrets: flag values are visible to every local user in `ps` and\n"
-        "/proc/<pid>/cmdline. Pass --admin-token, --hmac-secret and --hmac-secret-prev\n"
-        "as files (--admin-token-file F: one line, chmod 600) or in the environment\n"
-        "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV); under\n"
-        "systemd the unit's LoadCredential= hands them over as credentials. A secret\n"
-        "file, or a config file holding a secret, that other users may read is refused.\n"
-        "The admin token and HMAC secrets must be at least 16 bytes; tokens expiring\n"
-        "more than --hmac-max-ttl-s (default 86400) ahead are refused.\n"
-        "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
-        "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
-        "the gateway's addresses so no one else can.\n"
-        "--auth jwt: buyers send Authorization: Bearer <JSON Web Token> signed by your\n"
-        "identity provider (RS256, ES256 or EdDSA) with a key of --jwks-file (a JWK Set;\n"
-        "kid selects the key); exp is required, exp/nbf/iat allow --jwt-leeway-s\n"
-        "(default 30) of clock skew; a lifetime (exp - iat, or exp - now) over\n"
-        "--jwt-max-ttl-s (default 86400) is refused; --jwt-audience is required and\n"
-        "must be in aud ('*': any, with a warning); --jwt-issuer, when set, must be\n"
-        "iss (unset: a warning); the buyer is --jwt-user-claim (default sub): an\n"
-        "integer, or a string of decimal digits, 1..2^64-1.\n"
-        "--frame-ancestors (default 'self'): who may show the buyer's page and the\n"
-        "dashboard in a frame (Content-Security-Policy frame-ancestors, with\n"
-        "X-Frame-Options): \"'self' https://shop.example\" for a shop that embeds it.\n"
-        "--max-request-bytes (default 0: an eighth of the memory, shared by the\n"
-        "processes): request heads and bodies one HTTP process holds for all its\n"
-        "connections; past it a body that must be waited for gets 503 and the oldest\n"
-        "unfinished requests are closed.\n"
-        "SIGHUP reloads the config file and the files it names (secrets, the key set):\n"
-        "log level, rate limits, trusted proxies, admin token, HMAC and JWT keys,\n"
-        "--max-connections, --db-poll-wait-ms, --poll-rate-max and --batches-in-flight\n"
-        "change at once,\n"
-        "without dropping a connection; the log\n"
-        "names every other changed setting, which needs a restart.\n"
-        "Under systemd (Type=notify): READY=1 once every process reached Redis and the\n"
-        "database, STATUS= while waiting, STOPPING=1 at a drain, WATCHDOG=1 pings.\n"
-        "--io-timeout-s (default 30): a connection that moves no byte for that long\n"
-        "is closed. --max-connections (default: from the file-descriptor limit): per\n"
-        "process; at the cap the longest idle keep-alive connection is closed.\n"
-        "--cors-origins https://www.shop.example,... (default: none, CORS off): pages\n"
-        "from these origins may call /api/ from a browser (the buyer's page on a CDN:\n"
-        "seckill activity page). GET /sale/ID is the buyer's page itself.\n");
+    fprintf(f, "usage: seckill serve [--config FILE] [--check] [flags]\n"
+               "--check: read the configuration, reach Redis and the database, judge Redis's\n"
+               "settings, print a summary and exit: 0 ready to start, 1 a dependency\n"
+               "unreachable or unfit, 2 the configuration is wrong (like nginx -t).\n"
+               "--config FILE (default $SECKILL_CONFIG, else /etc/seckill/seckill.conf when it\n"
+               "exists). Each flag is also a config file key (with '_' for '-') and a\n"
+               "SECKILL_<KEY> variable; flags win over the environment, the environment over\n"
+               "the file (docs/configuration.md; `seckill config` shows what applies):\n");
+    for (int k = 0; k < SK_CONFIG_NKEYS; k++) {
+        const struct sk_config_key *key = &sk_config_keys[k];
+        if (!(key->uses & SK_USE_SERVE)) continue;
+        char flag[80], arg[120];
+        snprintf(arg, sizeof arg, "%s %s", sk_config_flag_name(k, flag, sizeof flag), key->arg);
+        fprintf(f, "  %-36s %s%s%s\n", arg, key->def[0] ? "default " : "",
+                key->def[0] ? key->def : "", key->def[0] ? "" : "default none");
+    }
+    fprintf(f,
+            "--role all (default): the HTTP processes and the order worker; api: HTTP only;\n"
+            "worker: the order worker only (persists admitted orders to the database).\n"
+            "--ops-listen: /metrics, /healthz, /readyz and the dashboard (GET /) answer on\n"
+            "this address only (keep it private), and 404 on --listen. Without it they\n"
+            "answer on --listen. /metrics and the dashboard report the whole node.\n"
+            "--redis: redis://[user:pass@]host[:port][/db], redis+unix:///path/redis.sock[?db=N],\n"
+            "redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db] (the\n"
+            "Sentinels' addresses; the credentials are the master's), or\n"
+            "redis+cluster://host:port[,host:port...].\n"
+            "--sync-replicas N (default 0): a purchase is answered 200 only once WAIT says N\n"
+            "replicas acknowledged its admission (within --sync-timeout-ms, default 100); else\n"
+            "503 unconfirmed with Retry-After (docs/failover.md says what WAIT promises).\n"
+            "Set N to the number of replicas: below it a failover can lose a 200.\n"
+            "--redis-functions on (default): the scripts as one Redis Functions library\n"
+            "(FCALL) when the server has Functions; off: EVALSHA.\n"
+            "The HTTP processes never wait for the database on their event loop: each has\n"
+            "--db-pool threads (default 2) with a connection each; a request waits for the\n"
+            "database at most --db-timeout-ms (default 1000), then answers 503 unavailable\n"
+            "with Retry-After; beyond --db-queue-max waiting calls (default 1024) it answers\n"
+            "503 busy at once. An order poll (GET /api/v1/orders/{id}) that the database\n"
+            "would not answer within --db-poll-wait-ms (default 100) gets 503 busy at once,\n"
+            "with Retry-After (one admitted that waits longer gets 503 unavailable then);\n"
+            "one Redis can answer (an order not persisted yet) never waits for the database.\n"
+            "--poll-rate-max N (default 2000, 0: no budget): order polls one HTTP process\n"
+            "answers per second; beyond it (a tenth of a second's worth may come at once) a\n"
+            "poll gets 503 busy with Retry-After at once, before Redis or the database, so\n"
+            "polls never take the CPU purchases need. Purchases, pays and cancels are never\n"
+            "counted. Raise it on a machine with cores to spare.\n"
+            "--batches-in-flight N (default 2, 0: no limit): purchase batches of one activity\n"
+            "(or segment) an HTTP process keeps out to Redis at once; purchases arriving\n"
+            "meanwhile wait in one batch for the first answer: fewer, larger Redis calls\n"
+            "when busy, no wait when not.\n"
+            "Secrets: flag values are visible to every local user in `ps` and\n"
+            "/proc/<pid>/cmdline. Pass --admin-token, --hmac-secret and --hmac-secret-prev\n"
+            "as files (--admin-token-file F: one line, chmod 600) or in the environment\n"
+            "(SECKILL_ADMIN_TOKEN, SECKILL_HMAC_SECRET, SECKILL_HMAC_SECRET_PREV); under\n"
+            "systemd the unit's LoadCredential= hands them over as credentials. A secret\n"
+            "file, or a config file holding a secret, that other users may read is refused.\n"
+            "The admin token and HMAC secrets must be at least 16 bytes; tokens expiring\n"
+            "more than --hmac-max-ttl-s (default 86400) ahead are refused.\n"
+            "--auth trusted-header (the default) believes X-User-Id from whoever connects:\n"
+            "run it behind a gateway that sets the header, and set --trusted-proxies to\n"
+            "the gateway's addresses so no one else can.\n"
+            "--auth jwt: buyers send Authorization: Bearer <JSON Web Token> signed by your\n"
+            "identity provider (RS256, ES256 or EdDSA) with a key of --jwks-file (a JWK Set;\n"
+            "kid selects the key); exp is required, exp/nbf/iat allow --jwt-leeway-s\n"
+            "(default 30) of clock skew; a lifetime (exp - iat, or exp - now) over\n"
+            "--jwt-max-ttl-s (default 86400) is refused; --jwt-audience is required and\n"
+            "must be in aud ('*': any, with a warning); --jwt-issuer, when set, must be\n"
+            "iss (unset: a warning); the buyer is --jwt-user-claim (default sub): an\n"
+            "integer, or a string of decimal digits, 1..2^64-1.\n"
+            "--frame-ancestors (default 'self'): who may show the buyer's page and the\n"
+            "dashboard in a frame (Content-Security-Policy frame-ancestors, with\n"
+            "X-Frame-Options): \"'self' https://shop.example\" for a shop that embeds it.\n"
+            "--max-request-bytes (default 0: an eighth of the memory, shared by the\n"
+            "processes): request heads and bodies one HTTP process holds for all its\n"
+            "connections; past it a body that must be waited for gets 503 and the oldest\n"
+            "unfinished requests are closed.\n"
+            "SIGHUP reloads the config file and the files it names (secrets, the key set):\n"
+            "log level, rate limits, trusted proxies, admin token, HMAC and JWT keys,\n"
+            "--max-connections, --db-poll-wait-ms, --poll-rate-max and --batches-in-flight\n"
+            "change at once,\n"
+            "without dropping a connection; the log\n"
+            "names every other changed setting, which needs a restart.\n"
+            "Under systemd (Type=notify): READY=1 once every process reached Redis and the\n"
+            "database, STATUS= while waiting, STOPPING=1 at a drain, WATCHDOG=1 pings.\n"
+            "--io-timeout-s (default 30): a connection that moves no byte for that long\n"
+            "is closed. --max-connections (default: from the file-descriptor limit): per\n"
+            "process; at the cap the longest idle keep-alive connection is closed.\n"
+            "--cors-origins https://www.shop.example,... (default: none, CORS off): pages\n"
+            "from these origins may call /api/ from a browser (the buyer's page on a CDN:\n"
+            "seckill activity page). GET /sale/ID is the buyer's page itself.\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
-}
-
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        /* full: grow, up to 1 MiB (a config file is small) */
-        if (n == cap && (cap >= (1u << 20) || SK_VEC_RESERVE(buf, cap, n + 1, 4096))) break;
-        size_t got = fread(buf + n, 1, cap - n, f);
-        if (got == 0) break;
-        n += got;
-    }
-    fclose(f);
-    if (!buf) return -1;
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-/* A file holding a secret (holds: what) that users other than its owner
- * and group may read, or any file of the configuration they may write (a
- * line added there is an admin token of theirs at the next reload):
- * refused, as ssh refuses such a key. A warning would sit in a journal
- * nobody reads while every local account (any other service's among them)
- * could read the secret for as long as the node runs; a refusal is seen at
- * the start, and the fix is one chmod. Returns 0 or an exit code. */
-static int file_private(const char *what, const char *path, const char *holds)
-{
-    struct stat stt;
-    if (stat(path, &stt) != 0) return 0;
-    if (stt.st_mode & S_IWOTH)
-        return sk_cli_usage_error("serve: %s %s: users other than its owner and group may write "
-                                  "it: chmod o-rwx %s (0640 root:seckill, or 0600)",
-                                  what, path, path);
-    if (holds && (stt.st_mode & S_IROTH))
-        return sk_cli_usage_error("serve: %s %s holds %s and users other than its owner and "
-                                  "group may read it: chmod o-rwx %s (0640 root:seckill, or 0600)",
-                                  what, path, holds, path);
-    return 0;
-}
-
-/* One secret out of a file: its first line (a trailing CR/LF and nothing
- * else stripped), through the same checks as the flag. Refused when other
- * users may read the file. Returns 0 or an exit code. */
-static int read_secret(struct sk_config *cfg, const char *key, const char *path)
-{
-    char what[64];
-    snprintf(what, sizeof what, "%s_file", key);
-    int private_rc = file_private(what, path, "a secret");
-    if (private_rc) return private_rc;
-    char *buf;
-    size_t len;
-    if (read_file(path, &buf, &len) < 0)
-        return sk_cli_usage_error("serve: cannot read %s_file %s: %s", key, path,
-                                  errno ? strerror(errno) : "empty file");
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-        len--;
-    char err[256];
-    int rc = 0;
-    if (len == 0 || len > 1024 || memchr(buf, 0, len) || memchr(buf, '\n', len))
-        rc = sk_cli_usage_error("serve: %s_file %s must hold the secret on one line", key, path);
-    else {
-        buf[len] = 0; /* read_file's buffer is larger than a 1 KiB file */
-        if (sk_config_set(cfg, key, buf, err, sizeof err) < 0)
-            rc = sk_cli_usage_error("serve: %s_file %s: %s", key, path, err);
-    }
-    memset(buf, 0, len);
-    free(buf);
-    return rc;
-}
-
-/* The *_file options name files holding secrets: read them now. */
-static int read_secret_files(struct sk_config *cfg)
-{
-    const struct {
-        const char *key;
-        char *path;
-    } f[] = {{"admin_token", cfg->admin_token_file},
-             {"hmac_secret", cfg->hmac_secret_file},
-             {"hmac_secret_prev", cfg->hmac_secret_prev_file}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (!f[i].path[0]) continue;
-        char path[sizeof cfg->admin_token_file];
-        snprintf(path, sizeof path, "%s", f[i].path);
-        int rc = read_secret(cfg, f[i].key, path);
-        if (rc) return rc;
-    }
-    return 0;
 }
 
 /* auth=jwt: the key set named by jwks_file, read and checked (a key set
@@ -264,9 +168,9 @@ static int read_jwks(const struct sk_config *cfg)
     if (!cfg->auth_jwt) return 0;
     char *buf;
     size_t len;
-    if (read_file(cfg->jwks_file, &buf, &len) < 0)
+    if (sk_settings_read_file(cfg->jwks_file, &buf, &len) < 0)
         return sk_cli_usage_error("serve: cannot read jwks_file %s: %s", cfg->jwks_file,
-                                  errno ? strerror(errno) : "empty file");
+                                  strerror(errno));
     char err[256];
     sk_jwt_keys *k;
     int rc = 0;
@@ -285,81 +189,27 @@ static int read_jwks(const struct sk_config *cfg)
     return rc;
 }
 
-/* 1 when the file at path holds nothing but line ends (or cannot be read). */
-static int blank_file(const char *path)
-{
-    char *buf;
-    size_t len;
-    if (read_file(path, &buf, &len) < 0) return 1;
-    size_t i = 0;
-    while (i < len && (buf[i] == '\n' || buf[i] == '\r'))
-        i++;
-    memset(buf, 0, len);
-    free(buf);
-    return i == len;
-}
+/* serve's own flags (the rest are configuration keys). */
+enum { F_CHECK };
+static const struct sk_flag serve_flags[] = {[F_CHECK] = {"--check", 0}};
 
-/* Under systemd with LoadCredential= (contrib/systemd/seckill.service.in):
- * the credentials admin_token, hmac_secret and hmac_secret_prev in
- * $CREDENTIALS_DIRECTORY name the files of those secrets, at the lowest
- * precedence (the environment, the config file and the flags come after
- * and win). A blank credential (the unit's default when the operator made
- * no file) is no secret. */
-static void apply_credentials(struct sk_config *cfg)
+/* Builds the configuration (cmd/settings.h) and reads the key set;
+ * returns 0 or an exit code. When s is not NULL the settings are left
+ * there (the caller's: sk_settings_free), also after a failure. */
+static int load_config(int argc, char **argv, struct sk_config *cfg, struct sk_settings **out)
 {
-    const char *dir = getenv("CREDENTIALS_DIRECTORY");
-    if (!dir || !dir[0]) return;
-    static const char *const keys[] = {"admin_token", "hmac_secret", "hmac_secret_prev"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        char path[sizeof cfg->admin_token_file], key[64], err[256];
-        snprintf(path, sizeof path, "%s/%s", dir, keys[i]);
-        if (blank_file(path)) continue;
-        snprintf(key, sizeof key, "%s_file", keys[i]);
-        if (sk_config_set(cfg, key, path, err, sizeof err) < 0)
-            sk_log(SK_LOG_WARN, "serve: credential %s: %s", keys[i], err);
+    struct sk_settings *s = sk_settings_new("serve", SK_USE_SERVE, serve_flags, 1, 0);
+    if (!s) return sk_cli_runtime_error("serve: out of memory");
+    int rc = sk_settings_load(s, argc, argv);
+    if (rc == 0 && !s->help) {
+        *cfg = s->cfg;
+        rc = read_jwks(cfg);
     }
-}
-
-/* Builds the configuration; returns 0 or an exit code. */
-static int load_config(int argc, char **argv, struct sk_config *cfg)
-{
-    char err[256];
-    sk_config_defaults(cfg);
-    apply_credentials(cfg);
-    if (sk_config_apply_env(cfg, environ, err, sizeof err) < 0)
-        return sk_cli_usage_error("serve: environment: %s", err);
-    const char *file = NULL;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) file = argv[i + 1];
-    if (file) {
-        char *buf;
-        size_t len;
-        if (read_file(file, &buf, &len) < 0)
-            return sk_cli_usage_error("serve: cannot read config %s: %s", file, strerror(errno));
-        int rc = sk_config_parse_file(cfg, buf, len, err, sizeof err);
-        /* what the file itself holds decides whether others may read it */
-        static struct sk_config own; /* large; one loader at a time */
-        sk_config_defaults(&own);
-        const char *secret = rc == 0 && sk_config_parse_file(&own, buf, len, err, sizeof err) == 0
-                                 ? sk_config_secret_held(&own)
-                                 : NULL;
-        free(buf);
-        if (rc < 0) return sk_cli_usage_error("serve: %s: %s", file, err);
-        if ((rc = file_private("config", file, secret)) != 0) return rc;
-    }
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) != 0)
-            return sk_cli_usage_error("serve: unexpected argument '%s'", argv[i]);
-        if (i + 1 >= argc) return sk_cli_usage_error("serve: %s needs a value", argv[i]);
-        if (strcmp(argv[i], "--config") != 0 &&
-            sk_config_set_flag(cfg, argv[i] + 2, argv[i + 1], err, sizeof err) < 0)
-            return sk_cli_usage_error("serve: %s", err);
-        i++;
-    }
-    int rc = read_secret_files(cfg);
-    if (rc) return rc;
-    if (sk_config_validate(cfg, err, sizeof err) < 0) return sk_cli_usage_error("serve: %s", err);
-    return read_jwks(cfg);
+    if (out)
+        *out = s;
+    else
+        sk_settings_free(s);
+    return rc;
 }
 
 /* SIGHUP: the config again (the same flags, which still win), the files
@@ -374,7 +224,7 @@ static int reload_config(int argc, char **argv, struct sk_config *running,
     size_t old_len = jwks_len;
     memcpy(old_jwks, jwks_text, old_len);
     static struct sk_config next; /* large; one reloader at a time */
-    if (load_config(argc, argv, &next) != 0) {
+    if (load_config(argc, argv, &next, NULL) != 0) {
         memcpy(jwks_text, old_jwks, old_len);
         jwks_len = old_len;
         sk_log(SK_LOG_ERROR, "reload: the new configuration was refused (above); nothing changed");
@@ -921,15 +771,53 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
     return failed ? SK_EXIT_FAIL : SK_EXIT_OK;
 }
 
+/* --check: the configuration was read; reach what it names, say what was
+ * found, exit 0 ready / 1 a dependency unreachable or unfit. */
+static int check(const struct sk_config *cfg, const char *file)
+{
+    struct sk_preflight p;
+    sk_preflight_redis(cfg, &p);
+    sk_preflight_store(cfg, &p);
+    int rc = sk_preflight_report(stdout, cfg, &p, file);
+    fflush(stdout);
+    return rc;
+}
+
+/* At start: Redis as it is now for the banner; a refused handshake (a
+ * wrong password, an ACL user that may not connect, a db the server does
+ * not have) is an error line with the whole reason, not a hint in the
+ * sweeper's retries. The node starts anyway: /readyz says the reason until
+ * Redis lets it in. */
+static void start_redis_check(const struct sk_config *cfg, struct sk_preflight *p)
+{
+    char safe[sizeof cfg->redis];
+    sk_preflight_redis(cfg, p);
+    sk_redact_url(cfg->redis, safe, sizeof safe);
+    if (p->redis_rc == SK_EAUTH || p->redis_rc == SK_EPROTO)
+        sk_log(SK_LOG_ERROR,
+               "redis %s refused this node: %s. Nothing can be sold until it is fixed (the "
+               "password or user in redis=, or the server's ACL); /readyz answers 503 with "
+               "this reason meanwhile",
+               safe, p->redis_err);
+    else if (p->redis_rc)
+        sk_log(SK_LOG_WARN, "redis %s: not reachable at start: %s (the node waits for it)", safe,
+               p->redis_err);
+    else if (p->settings_level >= SK_RSET_WARN)
+        sk_log(SK_LOG_WARN, "redis %s: %s", safe, p->settings_why);
+}
+
 int sk_cli_serve(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
     struct sk_config cfg;
-    int rc = load_config(argc, argv, &cfg);
+    struct sk_settings *s = NULL;
+    int rc = load_config(argc, argv, &cfg, &s);
+    int help = s && s->help, checking = s && s->val[F_CHECK] != NULL;
+    char file[sizeof s->file] = "";
+    if (s) snprintf(file, sizeof file, "%s", s->file);
+    sk_settings_free(s);
+    if (rc == 0 && help) return usage(stdout);
     if (rc) return rc;
-    enum sk_log_level lvl;
-    if (sk_log_parse_level(cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
+    if (checking) return check(&cfg, file);
     warn_open_identity(&cfg);
     warn_jwt_policy(&cfg);
 
@@ -958,6 +846,10 @@ int sk_cli_serve(int argc, char **argv)
      * serialize concurrent migrations), the order worker waits for it. */
     sk_store *store;
     char safe[sizeof cfg.db];
+    if (sk_db_file_check(cfg.db, 1, err, sizeof err) < 0) {
+        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
+        return SK_EXIT_FAIL;
+    }
     if (sk_store_open_waiting(&store, cfg.db, err, sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
         return SK_EXIT_FAIL;
@@ -969,7 +861,14 @@ int sk_cli_serve(int argc, char **argv)
          * again (supervise clears it once they are forked) */
         sk_store_calls_db_down_at_start(err);
     }
+    struct sk_preflight pf;
+    memset(&pf, 0, sizeof pf);
+    /* the banner's store identity, from the handle just opened */
+    if (!err[0] && sk_store_identity(store, pf.db_identity, sizeof pf.db_identity) < 0)
+        pf.db_identity[0] = 0;
     sk_store_close(store);
+    start_redis_check(&cfg, &pf);
+    sk_preflight_banner(&cfg, &pf, file, sk_version());
     /* The rollback guard's memory of key sets (docs/recovery.md), made
      * before the fork so every HTTP process checks against the host's. */
     if (cfg.role != SK_ROLE_WORKER && sk_labelmem_host_init() < 0)

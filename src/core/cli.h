@@ -5,6 +5,7 @@
  * found), 2 bad usage or bad arguments (nothing was changed). */
 #ifndef SK_CLI_H
 #define SK_CLI_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define SK_EXIT_OK 0
@@ -24,9 +25,14 @@ int sk_cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2
 int sk_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int sk_cli_parse_u64(const char *s, uint64_t *out);
 
-/* Redis URL and database spec from flag, else SECKILL_REDIS / SECKILL_DB,
- * else the defaults (redis://127.0.0.1:6379, sqlite:seckill.db). */
-const char *sk_cli_redis_url(const char *flag);
-const char *sk_cli_db_spec(const char *flag);
+/* The closest of n candidate flags to an unknown one (both "--name"),
+ * close enough to be a typo (a few letters changed, missing, added or
+ * swapped), or NULL. */
+const char *sk_cli_closest(const char *flag, const char *const *cands, size_t n);
+
+/* The one wording of an unknown flag in every command: prints
+ * "seckill: CMD: unknown flag FLAG; did you mean CLOSEST?" (or "...; see
+ * seckill CMD --help" without one) and returns SK_EXIT_USAGE. */
+int sk_cli_unknown_flag(const char *cmd, const char *flag, const char *closest);
 
 #endif

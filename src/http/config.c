@@ -1,4 +1,4 @@
-/* config.c - `seckill serve` options: one validating setter per key, shared
+/* config.c - the configuration keys of every command: one validating setter per key, shared
  * by flags, the config file and SECKILL_* variables, so a value is checked
  * the same way wherever it comes from. No I/O, no heap. */
 #include "http/config.h"
@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/num.h"
+#include "core/redact.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -410,91 +411,33 @@ static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, si
     return 0;
 }
 
-/* The bounds of a numeric option, as data (nginx's ngx_conf_num_bounds_t):
- * the value is digits only, lo..hi; the refusal names the unit and what lo
- * means when it means something ("0 (off)"). */
-struct num_bounds {
-    long long lo, hi;
-    const char *unit;     /* "milliseconds": "a number of milliseconds"; NULL: "a number" */
-    const char *lo_means; /* " (off)", or NULL */
+/* The table, public part: what each key is (config.h). */
+const struct sk_config_key sk_config_keys[SK_CONFIG_NKEYS] = {
+#define SK_CFG_SET(key, setter, arg, uses, def, flags, help)                                       \
+    {#key, arg, def, help, uses, flags, 0, 0, 0, NULL, NULL},
+#define SK_CFG_NUM(key, field, lo, hi, unit, lo_means, arg, uses, def, flags, help)                \
+    {#key, arg, def, help, uses, flags, 1, lo, hi, unit, lo_means},
+#include "http/config_keys.def"
+#undef SK_CFG_SET
+#undef SK_CFG_NUM
 };
 
-/* Every option: a setter, or (fn NULL) a number stored in the int or long
- * long field at off within its bounds. */
+/* The table, private part: how each key is stored. A setter, or (fn NULL)
+ * a number in the int or long long field at off, within the key's bounds
+ * (nginx's ngx_conf_num_bounds_t: digits only, lo..hi; the refusal names
+ * the unit and what lo means when it means something, "0 (off)"). */
 static const struct {
-    const char *key;
     setter_fn fn;
     size_t off, size;
-    struct num_bounds num;
-} keys[] = {
-#define SET(k, f)                                                                                  \
-    {                                                                                              \
-        k, f, 0, 0,                                                                                \
-        {                                                                                          \
-            0, 0, NULL, NULL                                                                       \
-        }                                                                                          \
-    }
-#define NUM(k, field, lo, hi, unit, lo_means)                                                      \
-    {                                                                                              \
-        k, NULL, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field),        \
-        {                                                                                          \
-            lo, hi, unit, lo_means                                                                 \
-        }                                                                                          \
-    }
-    SET("listen", set_listen),
-    SET("redis", set_redis),
-    SET("db", set_db),
-    NUM("processes", processes, 1, 64, NULL, NULL),
-    SET("admin_token", set_admin_token),
-    SET("auth", set_auth),
-    SET("hmac_secret", set_hmac_secret),
-    SET("role", set_role),
-    SET("log_level", set_log_level),
-    /* below 1 KiB even an admin create body would not fit */
-    NUM("max_body", max_body, 1024, 67108864, "bytes", NULL),
-    NUM("redis_timeout_ms", redis_timeout_ms, 1, 600000, "milliseconds", NULL),
-    /* requests per second or a burst: 0 is off (or the default) */
-    NUM("rate_per_user_per_s", rate_per_user_per_s, 0, 1000000, NULL, " (off)"),
-    NUM("rate_burst", rate_burst, 0, 1000000, NULL, " (off)"),
-    NUM("rate_per_ip_per_s", rate_per_ip_per_s, 0, 1000000, NULL, " (off)"),
-    NUM("rate_ip_burst", rate_ip_burst, 0, 1000000, NULL, " (off)"),
-    SET("trusted_proxies", set_trusted_proxies),
-    NUM("max_inflight", max_inflight, 0, 1000000, NULL, " (off)"),
-    SET("ops_listen", set_ops_listen),
-    NUM("io_timeout_s", io_timeout_s, 1, 86400, "seconds", NULL),
-    NUM("max_connections", max_connections, 0, 10000000, NULL, " (from the file-descriptor limit)"),
-    SET("admin_token_file", set_admin_token_file),
-    SET("hmac_secret_file", set_hmac_secret_file),
-    NUM("hmac_max_ttl_s", hmac_max_ttl_s, 1, 31536000, "seconds", NULL),
-    SET("hmac_key_id", set_hmac_key_id),
-    SET("hmac_secret_prev", set_hmac_secret_prev),
-    SET("hmac_key_id_prev", set_hmac_key_id_prev),
-    SET("hmac_secret_prev_file", set_hmac_secret_prev_file),
-    NUM("sync_replicas", sync_replicas, 0, 16, "replicas", " (off)"),
-    /* WAIT 0 would wait for ever: at least 1 ms */
-    NUM("sync_timeout_ms", sync_timeout_ms, 1, 60000, "milliseconds", NULL),
-    SET("redis_functions", set_redis_functions),
-    NUM("db_pool", db_pool, 1, 64, "threads", NULL),
-    NUM("db_timeout_ms", db_timeout_ms, 1, 600000, "milliseconds", NULL),
-    NUM("db_queue_max", db_queue_max, 1, 1000000, NULL, NULL),
-    NUM("db_poll_wait_ms", db_poll_wait_ms, 1, 600000, "milliseconds", NULL),
-    NUM("poll_rate_max", poll_rate_max, 0, 1000000, "polls per second", " (no budget)"),
-    NUM("batches_in_flight", batches_in_flight, 0, 64, "batches", " (no limit)"),
-    SET("cors_origins", set_cors_origins),
-    SET("jwks_file", set_jwks_file),
-    SET("jwt_issuer", set_jwt_issuer),
-    SET("jwt_audience", set_jwt_audience),
-    SET("jwt_user_claim", set_jwt_user_claim),
-    NUM("jwt_leeway_s", jwt_leeway_s, 0, 300, "seconds", NULL),
-    NUM("jwt_max_ttl_s", jwt_max_ttl_s, 1, 31536000, "seconds", NULL),
-    SET("frame_ancestors", set_frame_ancestors),
-    /* below 1 MiB a few bodies would fill it */
-    NUM("max_request_bytes", max_request_bytes, 0, 1099511627776LL, "bytes",
-        " (an eighth of the memory)"),
-#undef SET
-#undef NUM
+} keys[SK_CONFIG_NKEYS] = {
+#define SK_CFG_SET(key, setter, ...) {setter, 0, 0},
+#define SK_CFG_NUM(key, field, ...)                                                                \
+    {NULL, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field)},
+#include "http/config_keys.def"
+#undef SK_CFG_SET
+#undef SK_CFG_NUM
 };
-#define NKEYS (sizeof keys / sizeof keys[0])
+#define NKEYS ((size_t)SK_CONFIG_NKEYS)
 
 /* A key as it may appear in messages: printable, at most 40 bytes. */
 static void printable(char *dst, size_t dcap, const char *s)
@@ -505,46 +448,32 @@ static void printable(char *dst, size_t dcap, const char *s)
     dst[o] = 0;
 }
 
-void sk_config_defaults(struct sk_config *c)
+int sk_config_key_find(const char *key)
 {
-    memset(c, 0, sizeof *c);
-    snprintf(c->listen, sizeof c->listen, "127.0.0.1:8080");
-    snprintf(c->redis, sizeof c->redis, "redis://127.0.0.1:6379");
-    snprintf(c->db, sizeof c->db, "sqlite:seckill.db");
-    c->processes = 1;
-    c->auth_hmac = 0;
-    c->role = SK_ROLE_ALL;
-    snprintf(c->log_level, sizeof c->log_level, "info");
-    c->max_body = 65536;
-    c->redis_timeout_ms = 1000;
-    c->io_timeout_s = 30;
-    c->hmac_max_ttl_s = 86400;
-    c->sync_timeout_ms = 100;
-    c->redis_functions = 1;
-    c->db_pool = 2;
-    c->db_timeout_ms = 1000;
-    c->db_queue_max = 1024;
-    c->db_poll_wait_ms = 100;
-    c->poll_rate_max = SK_CONFIG_POLL_RATE_MAX;
-    c->batches_in_flight = SK_CONFIG_BATCHES_IN_FLIGHT;
-    snprintf(c->jwt_user_claim, sizeof c->jwt_user_claim, "sub");
-    c->jwt_leeway_s = 30;
-    c->jwt_max_ttl_s = 86400;
-    snprintf(c->frame_ancestors, sizeof c->frame_ancestors, "'self'");
+    if (!key) return SK_ENOTFOUND;
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *a = sk_config_keys[i].name, *b = key;
+        while (*a && (*a == *b || (*a == '_' && *b == '-'))) {
+            a++;
+            b++;
+        }
+        if (!*a && !*b) return (int)i;
+    }
+    return SK_ENOTFOUND;
 }
 
-/* A numeric option: v within b, stored in the size-byte field at off. */
-static int set_num(struct sk_config *c, size_t off, size_t size, const struct num_bounds *b,
-                   const char *v, char *msg, size_t cap)
+/* A numeric option: v within key k's bounds, stored in its field. */
+static int set_num(struct sk_config *c, size_t k, const char *v, char *msg, size_t cap)
 {
+    const struct sk_config_key *b = &sk_config_keys[k];
     long long n;
     if (parse_range(v, b->lo, b->hi, &n) < 0) {
         snprintf(msg, cap, "must be a number%s%s between %lld%s and %lld", b->unit ? " of " : "",
                  b->unit ? b->unit : "", b->lo, b->lo_means ? b->lo_means : "", b->hi);
         return SK_EINVAL;
     }
-    char *field = (char *)c + off;
-    if (size == sizeof(int)) {
+    char *field = (char *)c + keys[k].off;
+    if (keys[k].size == sizeof(int)) {
         int i = (int)n;
         memcpy(field, &i, sizeof i);
     } else {
@@ -557,23 +486,157 @@ static int set_num(struct sk_config *c, size_t off, size_t size, const struct nu
 static int set_key(struct sk_config *c, size_t i, const char *v, char *msg, size_t cap)
 {
     if (keys[i].fn) return keys[i].fn(c, v, msg, cap);
-    return set_num(c, keys[i].off, keys[i].size, &keys[i].num, v, msg, cap);
+    return set_num(c, i, v, msg, cap);
+}
+
+void sk_config_defaults(struct sk_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < NKEYS; i++) {
+        char msg[200];
+        /* a default its own setter refuses is a bug in the table: the
+         * unit test config_defaults_pass_their_own_setters catches it */
+        (void)set_key(c, i, sk_config_keys[i].def, msg, sizeof msg);
+    }
+}
+
+int sk_config_set_key(struct sk_config *c, int k, const char *value, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (k < 0 || (size_t)k >= NKEYS || !value) return sk_einval(err, cap, "missing key or value");
+    char msg[200] = "";
+    if (set_key(c, (size_t)k, value, msg, sizeof msg) < 0)
+        return sk_einval(err, cap, "%s: %s", sk_config_keys[k].name, msg);
+    return 0;
 }
 
 int sk_config_set(struct sk_config *c, const char *key, const char *value, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     if (!key || !value) return sk_einval(err, cap, "missing key or value");
-    for (size_t i = 0; i < NKEYS; i++) {
-        if (strcmp(keys[i].key, key) != 0) continue;
-        char msg[200] = "";
-        if (set_key(c, i, value, msg, sizeof msg) < 0)
-            return sk_einval(err, cap, "%s: %s", key, msg);
-        return 0;
-    }
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(sk_config_keys[i].name, key) == 0)
+            return sk_config_set_key(c, (int)i, value, err, cap);
     char k[48];
     printable(k, sizeof k, key);
     return sk_einval(err, cap, "unknown option \"%s\"", k);
+}
+
+/* The trusted proxies as the setter takes them: "10.0.0.0/8,::1". */
+static void proxies_text(const struct sk_config *c, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < c->n_trusted_proxies && o < cap; i++) {
+        char ip[SK_IP_TEXT];
+        sk_ip_format(&c->trusted_proxies[i].ip, ip);
+        int full = c->trusted_proxies[i].bits == (c->trusted_proxies[i].ip.v6 ? 128 : 32);
+        int n = full ? snprintf(out + o, cap - o, "%s%s", i ? "," : "", ip)
+                     : snprintf(out + o, cap - o, "%s%s/%d", i ? "," : "", ip,
+                                c->trusted_proxies[i].bits);
+        if (n < 0) break;
+        o += (size_t)n;
+    }
+}
+
+const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t cap)
+{
+    if (!cap) return out;
+    out[0] = 0;
+    if (k < 0 || (size_t)k >= NKEYS) return out;
+    const struct sk_config_key *key = &sk_config_keys[k];
+    const char *text = NULL;
+    if (key->is_num) {
+        const char *field = (const char *)c + keys[k].off;
+        long long n;
+        if (keys[k].size == sizeof(int)) {
+            int i;
+            memcpy(&i, field, sizeof i);
+            n = i;
+        } else {
+            memcpy(&n, field, sizeof n);
+        }
+        snprintf(out, cap, "%lld", n);
+        return out;
+    }
+    switch (k) {
+    case SK_CK_listen: text = c->listen; break;
+    case SK_CK_ops_listen: text = c->ops_listen; break;
+    case SK_CK_redis: text = c->redis; break;
+    case SK_CK_db: text = c->db; break;
+    case SK_CK_role: text = sk_config_role_name(c->role); break;
+    case SK_CK_log_level: text = c->log_level; break;
+    case SK_CK_auth: text = sk_config_auth_name(c); break;
+    case SK_CK_trusted_proxies: proxies_text(c, out, cap); return out;
+    case SK_CK_hmac_secret: text = c->hmac_secret; break;
+    case SK_CK_hmac_secret_file: text = c->hmac_secret_file; break;
+    case SK_CK_hmac_key_id: text = c->hmac_key_id; break;
+    case SK_CK_hmac_secret_prev: text = c->hmac_secret_prev; break;
+    case SK_CK_hmac_secret_prev_file: text = c->hmac_secret_prev_file; break;
+    case SK_CK_hmac_key_id_prev: text = c->hmac_key_id_prev; break;
+    case SK_CK_jwks_file: text = c->jwks_file; break;
+    case SK_CK_jwt_issuer: text = c->jwt_issuer; break;
+    case SK_CK_jwt_audience: text = c->jwt_audience; break;
+    case SK_CK_jwt_user_claim: text = c->jwt_user_claim; break;
+    case SK_CK_admin_token: text = c->admin_token; break;
+    case SK_CK_admin_token_file: text = c->admin_token_file; break;
+    case SK_CK_redis_functions: text = c->redis_functions ? "on" : "off"; break;
+    case SK_CK_cors_origins: text = c->cors_origins; break;
+    case SK_CK_frame_ancestors: text = c->frame_ancestors; break;
+    default: text = "?"; break; /* a new text key without its line here */
+    }
+    if ((key->flags & SK_KEY_SECRET))
+        snprintf(out, cap, "%s", text[0] ? "(set)" : "");
+    else if ((key->flags & SK_KEY_URL))
+        sk_redact_url(text, out, cap);
+    else
+        snprintf(out, cap, "%s", text);
+    return out;
+}
+
+/* prefix + key k's name, each character through map. */
+static const char *key_name(int k, const char *prefix, char (*map)(char), char *out, size_t cap)
+{
+    if (!cap) return out;
+    size_t n = (size_t)snprintf(out, cap, "%s", prefix);
+    const char *name = k >= 0 && (size_t)k < NKEYS ? sk_config_keys[k].name : "";
+    for (; *name && n + 1 < cap; name++)
+        out[n++] = map(*name);
+    if (n < cap) out[n] = 0;
+    return out;
+}
+
+static char dash(char ch)
+{
+    return ch == '_' ? '-' : ch;
+}
+
+static char upper(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+}
+
+const char *sk_config_flag_name(int k, char *out, size_t cap)
+{
+    return key_name(k, "--", dash, out, cap);
+}
+
+const char *sk_config_env_name(int k, char *out, size_t cap)
+{
+    return key_name(k, "SECKILL_", upper, out, cap);
+}
+
+const char *sk_config_uses_text(unsigned uses, char *out, size_t cap)
+{
+    static const char *const names[] = {"serve", "worker", "activity", "reconcile"};
+    size_t o = 0;
+    if (cap) out[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!(uses & (1u << i)) || o >= cap) continue;
+        int n = snprintf(out + o, cap - o, "%s%s", o ? ", " : "", names[i]);
+        if (n > 0) o += (size_t)n;
+    }
+    return out;
 }
 
 int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value, char *err,
@@ -692,7 +755,8 @@ static int parse_line(const char *p, const char *e, char *key, size_t kcap, char
     return 1;
 }
 
-int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap)
+int sk_config_parse_file_seen(struct sk_config *c, const char *buf, size_t len,
+                              sk_config_seen_fn seen, void *arg, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     if (len && !buf) return sk_einval(err, cap, "no config text");
@@ -714,15 +778,22 @@ int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char 
             char e2[256];
             if (sk_config_set(c, key, val, e2, sizeof e2) < 0)
                 return sk_einval(err, cap, "line %d: %s", line, e2);
+            if (seen) seen(arg, sk_config_key_find(key), line);
         }
         p = nl ? nl + 1 : end;
     }
     return 0;
 }
 
+int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap)
+{
+    return sk_config_parse_file_seen(c, buf, len, NULL, NULL, err, cap);
+}
+
 /* ---- environment ------------------------------------------------------------ */
 
-int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap)
+int sk_config_apply_env_seen(struct sk_config *c, char *const *envp, sk_config_seen_fn seen,
+                             void *arg, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
     static const char prefix[] = "SECKILL_";
@@ -740,14 +811,20 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
         }
         key[n] = 0;
         size_t k = 0;
-        while (k < NKEYS && strcmp(keys[k].key, key) != 0)
+        while (k < NKEYS && strcmp(sk_config_keys[k].name, key) != 0)
             k++;
         if (k == NKEYS) continue; /* SECKILL_BIN and friends belong to others */
         char msg[200] = "";
         if (set_key(c, k, eq + 1, msg, sizeof msg) < 0)
             return sk_einval(err, cap, "SECKILL_%.*s: %s", (int)n, name, msg);
+        if (seen) seen(arg, (int)k, 0);
     }
     return 0;
+}
+
+int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap)
+{
+    return sk_config_apply_env_seen(c, envp, NULL, NULL, err, cap);
 }
 
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap)

@@ -1,126 +1,26 @@
-/* config.h - options of `seckill serve` (bytes in, no I/O, no heap).
+/* config.h - the configuration of every seckill command: one table of
+ * keys (config_keys.def: name, bounds, default, which commands read it),
+ * one validating setter per key, the config file's syntax and the SECKILL_*
+ * environment (bytes in, no I/O, no heap). Where the sources are found and
+ * in which order they apply is cmd/settings.h's; this file applies one.
  *
- * Sources, highest precedence first: command-line flags, a config file,
- * SECKILL_* environment variables, defaults. The caller implements the
- * precedence by applying them lowest first, each overwriting the last:
+ * Sources, highest precedence first: command-line flags, SECKILL_*
+ * environment variables, the config file, the defaults. A caller applies
+ * them lowest first, each overwriting the last:
  *
  *     struct sk_config c;
  *     sk_config_defaults(&c);
+ *     sk_config_parse_file(&c, text, len, err, cap);       // the file, if any
  *     sk_config_apply_env(&c, environ, err, cap);          // SECKILL_*
- *     sk_config_parse_file(&c, text, len, err, cap);       // if a file was given
  *     sk_config_set_flag(&c, "admin-token", optarg, ...);  // each flag
  *     sk_config_validate(&c, err, cap);                    // cross-field checks
  *
- * Keys (file key = flag name with '_' for '-' = env name upper-cased after
- * SECKILL_):
- *   listen            HOST:PORT, port 1..65535, IPv6 as [::1]:8080
- *                     (default 127.0.0.1:8080)
- *   redis             redis://[user:pass@]host[:port][/db],
- *                     redis+cluster://..., redis+sentinel://..., or
- *                     redis+unix://... (redis_url.h; default
- *                     redis://127.0.0.1:6379)
- *   db                sqlite:PATH, postgres://... / postgresql://..., or
- *                     mysql://... / mariadb://...
- *                     (default sqlite:seckill.db)
- *   processes         1..64 (default 1)
- *   admin_token       printable ASCII, no spaces, at least
- *                     SK_CONFIG_SECRET_MIN bytes; empty (the default)
- *                     means no admin token: every admin route answers 401
- *   auth              trusted-header (default) | hmac | jwt
- *   hmac_secret       required (non-empty) when auth = hmac
- *   role              all (default) | api | worker
- *   log_level         debug | info (default) | warn | error
- *   max_body          bytes, 1024..67108864 (default 65536)
- *   redis_timeout_ms  1..600000 (default 1000)
- *   rate_per_user_per_s  purchase requests per second per user and activity,
- *                     0..1000000 (default 0 = off); an activity's own
- *                     "rate_limit" wins (docs/rate-limit.md)
- *   rate_burst        requests a user may send at once, 0..1000000
- *                     (default 0 = one second's worth)
- *   rate_per_ip_per_s purchase requests per second per client IP and
- *                     activity, 0..1000000 (default 0 = off)
- *   rate_ip_burst     as rate_burst, for the per-IP limit
- *   trusted_proxies   comma-separated IPs or CIDRs (10.0.0.0/8, ::1) whose
- *                     X-Forwarded-For is believed, at most 16 (default none)
- *   max_inflight      purchases of one activity a process lets wait for
- *                     Redis at once; more get 429 busy at once (0..1000000,
- *                     default 0 = no cap)
- *   ops_listen        HOST:PORT of the operations listener (default "" = none):
- *                     when set, /metrics, /healthz, /readyz, the dashboard (/)
- *                     and /dashboard.json answer there only, and 404 on
- *                     listen; "off" or "" turns it off
- *   io_timeout_s      a connection that moves no byte reading or writing
- *                     for this long is closed, 1..86400 (default 30)
- *   max_connections   client connections per process, 0..10000000
- *                     (default 0 = what the file-descriptor limit allows)
- *   admin_token_file, hmac_secret_file, hmac_secret_prev_file
- *                     a file holding the secret (one line; read by the
- *                     caller, not here: the path is kept). Setting a
- *                     secret clears its file and the other way round, so
- *                     the source with the highest precedence wins.
- *   hmac_max_ttl_s    a token expiring later than now + this is refused,
- *                     1..31536000 (default 86400)
- *   hmac_key_id       the id tokens signed with hmac_secret carry
- *                     ("<id>:<user>.<exp>.<mac>"); empty (default): such
- *                     tokens carry none ("<user>.<exp>.<mac>")
- *   hmac_secret_prev, hmac_key_id_prev
- *                     a second key accepted too (rotation); its id must
- *                     differ from hmac_key_id
- *   sync_replicas     0..16 (default 0 = off): a purchase is answered 200
- *                     only when WAIT says that many replicas acknowledged
- *                     its admission; else 503 unconfirmed (docs/failover.md)
- *   sync_timeout_ms   WAIT's timeout, 1..60000 (default 100)
- *   redis_functions   on (default: the scripts as one Redis Functions
- *                     library, FCALL, when the server has Functions) | off
- *                     (EVALSHA)
- *   db_pool           database threads (and connections) per HTTP process,
- *                     1..64 (default 2): the event loop never calls the
- *                     database itself (docs/design.md)
- *   db_timeout_ms     how long a request waits for the database, 1..600000
- *                     (default 1000); then 503 unavailable with Retry-After
- *   jwks_file         auth = jwt: a JSON Web Key Set file (RS256, ES256,
- *                     EdDSA public keys; read by the caller, not here)
- *   jwt_issuer        the "iss" a token must carry ("" = any, with a
- *                     warning at start)
- *   jwt_audience      a value its "aud" must hold; required with auth =
- *                     jwt ("*" accepts any, with a warning at start)
- *   jwt_user_claim    the claim naming the buyer (default sub): a JSON
- *                     integer 1..2^63-1 or a canonical decimal string
- *                     1..2^64-1
- *   jwt_leeway_s      clock skew allowed on exp, nbf and iat, 0..300
- *                     (default 30)
- *   jwt_max_ttl_s     the longest token lifetime accepted: exp - iat, or
- *                     exp - now without iat, 1..31536000 (default 86400)
- *   frame_ancestors   who may frame the HTML pages (the buyer's page, the
- *                     dashboard): a CSP frame-ancestors source list, e.g.
- *                     "'self' https://shop.example" (default 'self';
- *                     'none': nobody), sent with X-Frame-Options
- *   max_request_bytes bytes of request heads and bodies one HTTP process
- *                     holds for all its connections together, 0 or
- *                     1048576..1099511627776 (default 0: an eighth of the
- *                     machine's memory, shared by the processes); past it
- *                     a body that must be waited for is refused 503 and
- *                     the oldest unfinished requests are closed
- *   db_queue_max      database calls that may wait for a thread per HTTP
- *                     process, 1..1000000 (default 1024); more get
- *                     503 busy at once
- *   db_poll_wait_ms   the longest an order poll (GET /api/v1/orders/{id})
- *                     may wait for the database, 1..600000 (default 100):
- *                     one the pool would not finish in time gets 503
- *                     busy with Retry-After at once, never a queue place
- *   batches_in_flight purchase batches of one key set (an activity, or one
- *                     of its segments) one HTTP process keeps out to Redis
- *                     at once, 0..64 (default 2; 0: no limit); what
- *                     arrives meanwhile waits in one batch for the first
- *                     answer, so a busy process sends fewer, larger calls
- *   poll_rate_max     order polls (GET /api/v1/orders/{id}) one HTTP
- *                     process answers per second, 0..1000000 (default
- *                     2000; 0: no budget); beyond it (with a burst of a
- *                     tenth of a second's worth) 503 busy with
- *                     Retry-After at once, before Redis or the database
- *   cors_origins      origins (scheme://host[:port], comma-separated, at
- *                     most 16) whose pages may call /api/ from a browser
- *                     (cors.h); "" (the default) or "off": CORS off
+ * Keys: config_keys.def (file key = flag name with '_' for '-' = env name
+ * upper-cased after SECKILL_); docs/configuration.md is made from it.
+ * admin_token_file, hmac_secret_file and hmac_secret_prev_file name a file
+ * holding the secret (read by the caller, not here: the path is kept).
+ * Setting a secret clears its file and the other way round, so the source
+ * with the highest precedence wins.
  *
  * All functions return 0 or SK_EINVAL with one human line in err (cap
  * bytes, terminated when cap > 0). Error text never contains the value of
@@ -191,6 +91,72 @@ struct sk_config {
 /* Shortest hmac_secret (and hmac_secret_prev) and admin_token accepted. */
 #define SK_CONFIG_SECRET_MIN 16
 
+/* The commands that read a key (config_keys.def's uses). */
+enum {
+    SK_USE_SERVE = 1,     /* seckill serve */
+    SK_USE_WORKER = 2,    /* seckill worker */
+    SK_USE_ACTIVITY = 4,  /* seckill activity ... (recover included) */
+    SK_USE_RECONCILE = 8, /* seckill reconcile */
+};
+#define SK_USE_ALL (SK_USE_SERVE | SK_USE_WORKER | SK_USE_ACTIVITY | SK_USE_RECONCILE)
+
+/* How a key's value may be shown (config_keys.def's flags). */
+enum {
+    SK_KEY_SECRET = 1, /* never shown: "(set)" */
+    SK_KEY_URL = 2,    /* shown with its password redacted (core/redact.h) */
+};
+
+#define SK_CONFIG_STR_(x) #x
+#define SK_CONFIG_STR(x) SK_CONFIG_STR_(x)
+
+/* SK_CK_<key>: a key's position in the table. */
+enum sk_config_key_id {
+#define SK_CFG_SET(key, ...) SK_CK_##key,
+#define SK_CFG_NUM(key, ...) SK_CK_##key,
+#include "http/config_keys.def"
+#undef SK_CFG_SET
+#undef SK_CFG_NUM
+    SK_CONFIG_NKEYS
+};
+
+/* One key as config_keys.def defines it. */
+struct sk_config_key {
+    const char *name; /* the file's spelling: admin_token */
+    const char *arg;  /* the value's name in help: TOKEN */
+    const char *def;  /* the default, as text ("" for none) */
+    const char *help; /* one line */
+    unsigned uses;    /* SK_USE_* */
+    unsigned flags;   /* SK_KEY_* */
+    int is_num;       /* a whole number in [lo, hi] */
+    long long lo, hi;
+    const char *unit, *lo_means; /* how the range is worded (NULL: none) */
+};
+extern const struct sk_config_key sk_config_keys[SK_CONFIG_NKEYS];
+
+/* The position of key (underscore spelling; '-' is taken for '_'), or
+ * SK_ENOTFOUND. */
+int sk_config_key_find(const char *key);
+
+/* Sets key number k (0..SK_CONFIG_NKEYS-1) from value; err as
+ * sk_config_set, which names the key. */
+int sk_config_set_key(struct sk_config *c, int k, const char *value, char *err, size_t cap);
+
+/* The value of key k in c as text into out (cap bytes, terminated; cut
+ * when longer): what the setter would take back, except that SK_KEY_SECRET
+ * keys give "(set)" or "" and SK_KEY_URL keys have their password
+ * redacted. Returns out. */
+const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t cap);
+
+/* Key k's flag ("--admin-token") and variable ("SECKILL_ADMIN_TOKEN")
+ * into out (cap bytes). Return out. */
+const char *sk_config_flag_name(int k, char *out, size_t cap);
+const char *sk_config_env_name(int k, char *out, size_t cap);
+
+/* "serve, worker, activity, reconcile" for a uses mask, into out. Returns
+ * out. */
+const char *sk_config_uses_text(unsigned uses, char *out, size_t cap);
+
+/* Defaults: every key's config_keys.def default through its setter. */
 void sk_config_defaults(struct sk_config *c);
 
 /* Sets one key (underscore spelling) from a terminated string. */
@@ -213,6 +179,17 @@ int sk_config_set_flag(struct sk_config *c, const char *flag, const char *value,
  * given twice: the last wins. Unknown keys, NUL bytes, a missing '=' or an
  * unterminated quote are errors, reported as "line N: ...". */
 int sk_config_parse_file(struct sk_config *c, const char *buf, size_t len, char *err, size_t cap);
+
+/* Called after a source set key k: line is the config file's line (0 for
+ * the environment). For callers that say where each value came from. */
+typedef void (*sk_config_seen_fn)(void *arg, int k, int line);
+
+/* sk_config_parse_file and sk_config_apply_env with seen (may be NULL)
+ * called after each key they set. */
+int sk_config_parse_file_seen(struct sk_config *c, const char *buf, size_t len,
+                              sk_config_seen_fn seen, void *arg, char *err, size_t cap);
+int sk_config_apply_env_seen(struct sk_config *c, char *const *envp, sk_config_seen_fn seen,
+                             void *arg, char *err, size_t cap);
 
 /* SECKILL_<KEY> entries of a NULL-terminated "NAME=VALUE" array (environ,
  * or a test's own; NULL is an empty environment). Other SECKILL_* names

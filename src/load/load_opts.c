@@ -377,13 +377,21 @@ int sk_load_parse_args(struct sk_load_opts *o, int argc, char **argv, char *err,
             sk_load_set_err(err, cap, "unexpected argument '%s'", a);
             return SK_EINVAL;
         }
-        if (i + 1 >= argc) {
-            sk_load_set_err(err, cap, "%s needs a value", a);
-            return SK_EINVAL;
-        }
         const struct opt *p = find_opt(a);
         if (!p) {
-            sk_load_set_err(err, cap, "unknown option '%s' (see seckill load --help)", a);
+            /* the one wording of every command (core/cli.h) */
+            const char *cands[NOPTS + 4] = {"--json", "--quiet", "--idempotency-keys", "--help"};
+            for (size_t k = 0; k < NOPTS; k++)
+                cands[4 + k] = opts[k].flag;
+            const char *near = sk_cli_closest(a, cands, NOPTS + 4);
+            if (near)
+                sk_load_set_err(err, cap, "unknown flag %s; did you mean %s?", a, near);
+            else
+                sk_load_set_err(err, cap, "unknown flag %s; see seckill load --help", a);
+            return SK_EINVAL;
+        }
+        if (i + 1 >= argc) {
+            sk_load_set_err(err, cap, "%s needs a value", a);
             return SK_EINVAL;
         }
         const char *v = argv[++i];

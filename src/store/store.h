@@ -51,6 +51,18 @@ const char *sk_store_errstr(const sk_store *st);
 /* Schema version now in the database (the number of migrations applied). */
 int sk_store_schema_version(sk_store *st, int *version);
 
+/* The store's identity: SK_STORE_IDENTITY_LEN lowercase hex digits drawn at
+ * random once per database (migration 9) and never changed; a copy of the
+ * database (a backup restored) keeps it. Preheat stamps it into an
+ * activity's Redis state and the nodes of another store refuse that
+ * activity (docs/design.md, "The store's identity"). Into buf (cap bytes,
+ * at least SK_STORE_IDENTITY_MAX). Read from the database once per handle,
+ * then from the handle: cheap to call again. 0; SK_EINVAL when cap is too
+ * small; SK_EDB when it cannot be read (the database unreachable). */
+#define SK_STORE_IDENTITY_LEN 16
+#define SK_STORE_IDENTITY_MAX (SK_STORE_IDENTITY_LEN + 1)
+int sk_store_identity(sk_store *st, char *buf, size_t cap);
+
 /* Inserts a validated definition (sk_activity_validate runs again here).
  * DB stock starts equal to a->stock; a->stock_db is ignored. An empty
  * a->state means "created". SK_EEXIST when the id is taken (nothing

@@ -18,6 +18,24 @@ int sk_store_schema_version(sk_store *st, int *version)
     return rc ? rc : sk_store_read_version(st, version);
 }
 
+int sk_store_identity(sk_store *st, char *buf, size_t cap)
+{
+    if (!buf || cap < SK_STORE_IDENTITY_MAX) return SK_EINVAL;
+    if (!st->identity[0]) {
+        char id[SK_STORE_IDENTITY_MAX + 8] = "";
+        int rc = sk_store_enter(st);
+        if (rc == 0) rc = sk_q_one(st, Q_IDENTITY, NULL, 0, sk_store_read_identity, id);
+        if (rc == 0) return sk_store_fail(st, SK_EDB, sk_sql_what(Q_IDENTITY), "no store identity");
+        if (rc < 0) return rc;
+        if (strlen(id) != SK_STORE_IDENTITY_LEN || id[strspn(id, "0123456789abcdef")])
+            return sk_store_fail(st, SK_EDB, sk_sql_what(Q_IDENTITY),
+                                 "malformed store identity '%.32s'", id);
+        memcpy(st->identity, id, sizeof st->identity);
+    }
+    memcpy(buf, st->identity, SK_STORE_IDENTITY_MAX);
+    return 0;
+}
+
 int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
 {
     struct sk_activity v = *a;

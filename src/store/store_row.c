@@ -118,6 +118,11 @@ void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)
     *(int64_t *)dst = I64(0);
 }
 
+void sk_store_read_identity(sk_store *st, sk_stmt *s, void *dst)
+{
+    st->drv->col_text(s, 0, dst, SK_STORE_IDENTITY_MAX + 8);
+}
+
 void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_STORE_ACTIVITY_NCOLS])
 {
     const struct sk_val row[SK_STORE_ACTIVITY_NCOLS] = {

@@ -222,6 +222,31 @@ static const struct step steps[] = {
           "{END}")},
     {STEP(8, "order_conflicts", NULL, "order_conflicts_activity",
           "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id)")},
+    /* 9: the store's identity (store.h, sk_store_identity): 16 random hex
+     * digits drawn once, here, by the database itself. Preheat stamps it
+     * into an activity's Redis meta; an admission, the order worker and
+     * the sweeper of a node whose store has another identity refuse that
+     * activity (docs/design.md, "The store's identity"): a sale preheated
+     * from one database is never sold into a stream another one's worker
+     * does not read. One row, ever: both steps may run again (MySQL's DDL
+     * commits apart, a crash before the version row) and the row is drawn
+     * once. */
+    {STEP(9, "store_identity", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS store_identity ("
+          " one {INT} NOT NULL PRIMARY KEY CHECK (one = 1),"
+          " store_id {BYTES 16} NOT NULL CHECK ({LEN store_id} = 16),"
+          " created_ms {INT} NOT NULL"
+          "{END}")},
+    {STEP(9, "store_identity", NULL, NULL, ""),
+     .own = {[SK_SQLITE] = "INSERT OR IGNORE INTO store_identity (one, store_id, created_ms)"
+                           " VALUES (1, lower(hex(randomblob(8))),"
+                           " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+             [SK_PG] = "INSERT INTO store_identity (one, store_id, created_ms) VALUES (1,"
+                       " substr(md5(gen_random_uuid()::text), 1, 16),"
+                       " (extract(epoch from clock_timestamp()) * 1000)::bigint)"
+                       " ON CONFLICT (one) DO NOTHING",
+             [SK_MYSQL] = "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
+                          " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"}},
     /* 11: the outbox (store.h, docs/integration.md): every change of an
      * order or a sale writes its event in the change's transaction.
      * (subject, seq) is the event's stable id: the order id or
@@ -230,7 +255,7 @@ static const struct step steps[] = {
      * An order.created has no payload of its own: what it would say is the
      * order row's, which never changes (a persist writes 6 numbers and ids
      * per order here, not a JSON text).
-     * (Migrations 9 and 10 are other features': empty here.) */
+     * (Migration 10 is another feature's: empty here.) */
     {STEP(11, "events", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS events ("
           " id {ROWID}{AUTOINC},"

@@ -109,6 +109,9 @@ static const struct sql sql[Q_COUNT] = {
                              [SK_PG] = "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                                        " current_schema() AND tablename = ? AND indexname = ?"}},
 
+    [Q_IDENTITY] = {.what = "read the store identity",
+                    .text = "SELECT store_id FROM store_identity WHERE one = 1"},
+
     /* ---- activities, audit, marks ---- */
     [Q_ACTIVITY_INSERT] = {.what = "insert activity",
                            .text = "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"

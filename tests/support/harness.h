@@ -9,7 +9,9 @@
  * A private redis-server (free port, temporary directory) is started once
  * for the whole run; its URL is sk_th_redis_url(). Tests that must break a
  * server start their own with sk_th_redis_start. Every spawned server dies
- * with the process that started it (PR_SET_PDEATHSIG), even on a crash. */
+ * with the process that started it (PR_SET_PDEATHSIG), even on a crash.
+ * The runner sets SECKILL_CONFIG=/dev/null (unless set): the seckill
+ * processes of a test read no config file but the one the test names. */
 #ifndef SK_HARNESS_H
 #define SK_HARNESS_H
 #include <stdarg.h>

@@ -479,18 +479,20 @@ SK_TEST(config_env_reads_seckill_variables_and_ignores_others)
 }
 
 /* The documented order: env, then file, then flags, each overwriting. */
-SK_TEST(config_precedence_is_flags_over_file_over_env_over_defaults)
+/* Applied in the loader's order (cmd/settings.c): file, environment,
+ * flags; each overwrites what the one before set. */
+SK_TEST(config_precedence_is_flags_over_env_over_file_over_defaults)
 {
     struct sk_config c;
     char err[256] = "";
     sk_config_defaults(&c);
-    char *env[] = {"SECKILL_LISTEN=1.1.1.1:1", "SECKILL_PROCESSES=2", "SECKILL_ROLE=api", NULL};
+    CHECK_EQ(file(&c, "listen = 2.2.2.2:2\nprocesses = 3\nrole = worker\n", err, sizeof err), 0);
+    char *env[] = {"SECKILL_LISTEN=1.1.1.1:1", "SECKILL_PROCESSES=2", NULL};
     CHECK_EQ(sk_config_apply_env(&c, env, err, sizeof err), 0);
-    CHECK_EQ(file(&c, "listen = 2.2.2.2:2\nprocesses = 3\n", err, sizeof err), 0);
     CHECK_EQ(sk_config_set_flag(&c, "listen", "3.3.3.3:3", err, sizeof err), 0);
     CHECK_STR(c.listen, "3.3.3.3:3");   /* flag */
-    CHECK_EQ(c.processes, 3);           /* file */
-    CHECK_EQ(c.role, SK_ROLE_API);      /* env */
+    CHECK_EQ(c.processes, 2);           /* env */
+    CHECK_EQ(c.role, SK_ROLE_WORKER);   /* file */
     CHECK_EQ(c.redis_timeout_ms, 1000); /* default */
 }
 
