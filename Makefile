@@ -46,7 +46,7 @@ WARN     := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-protot
 FORTIFY  := $(if $(filter -O1 -O2 -O3 -Os -Og -Ofast,$(CFLAGS)),$(if $(findstring _FORTIFY_SOURCE,$(CFLAGS) $(CPPFLAGS)),,-D_FORTIFY_SOURCE=2))
 HARDEN   := -fstack-protector-strong $(if $(SANFLAGS),,$(FORTIFY))
 HARDEN_LD := -Wl,-z,relro,-z,now
-PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb
+PKGS     := hiredis sqlite3 jansson libssl libcrypto libh2o-evloop libpq libmariadb libcurl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 SK_CFLAGS  = $(WARN) $(CFLAGS) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \

@@ -5,7 +5,7 @@
 # fuzz targets that `make test` runs for a few seconds each.
 set -e
 BUILD_PKGS="build-essential pkg-config libhiredis-dev libsqlite3-dev libpq-dev libmariadb-dev
-            libjansson-dev libssl-dev libh2o-evloop-dev"
+            libjansson-dev libssl-dev libh2o-evloop-dev libcurl4-openssl-dev"
 # `deps.sh package`: Debian's packaging tools (make deb, make package-test).
 PACKAGE_PKGS="dpkg-dev debhelper fakeroot lintian man-db"
 PKGS="$BUILD_PKGS redis-server redis-tools postgresql mariadb-server clang-format

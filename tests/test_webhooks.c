@@ -3,20 +3,29 @@
  * (orders/webhook_sign.h) checked against the convention's published
  * example and against an independent implementation (Python's hmac, run
  * as a process), the secret's parsing with the operator's mistakes. */
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "orders/webhook_sign.h"
+#include "orders/webhooks.h"
 #include "store/store.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
+#include "support/http_client.h"
 #include "support/store_faults.h"
 
 /* The example of the Standard Webhooks specification. */
@@ -172,4 +181,334 @@ SK_TEST(events_list_prints_the_outbox_as_json_lines)
     CHECK(access(cmd, F_OK) != 0);
     snprintf(cmd, sizeof cmd, "%s events nope 2>&1", sk_th_seckill_bin());
     CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 2);
+}
+
+/* ---- the dispatcher against a receiver of the test's own ---- */
+
+#define RX_MAX 4096
+
+struct rx_req {
+    char id[96], ts[32], sig[128];
+    char *body;
+    int status; /* what the receiver answered (0: none) */
+};
+
+/* An HTTP receiver over a real socket: one thread per connection, one
+ * request per connection (Connection: close). mode 0: seeded faults;
+ * mode 1: every request hangs until the client gives up. */
+struct rx {
+    int fd, port, mode;
+    atomic_int stop;
+    pthread_t th;
+    pthread_mutex_t mu;
+    uint64_t rng;
+    struct rx_req req[RX_MAX];
+    int n;
+};
+
+struct rx_conn {
+    struct rx *rx;
+    int fd;
+};
+
+static int rx_draw(struct rx *rx, int n)
+{
+    pthread_mutex_lock(&rx->mu);
+    uint64_t x = rx->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rx->rng = x;
+    pthread_mutex_unlock(&rx->mu);
+    return (int)(x % (uint64_t)n);
+}
+
+static void rx_header(const char *head, const char *name, char *out, size_t cap)
+{
+    out[0] = 0;
+    const char *p = strcasestr(head, name);
+    if (!p) return;
+    p += strlen(name);
+    while (*p == ' ')
+        p++;
+    size_t n = strcspn(p, "\r\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+static void *rx_conn_run(void *arg)
+{
+    struct rx_conn *c = arg;
+    struct rx *rx = c->rx;
+    char buf[16384];
+    size_t got = 0;
+    char *end = NULL;
+    long clen = -1;
+    for (;;) {
+        ssize_t r = read(c->fd, buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+        buf[got] = 0;
+        if (!end && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+            char v[32];
+            rx_header(buf, "content-length:", v, sizeof v);
+            clen = strtol(v, NULL, 10);
+        }
+        if (end && (long)(got - (size_t)(end + 4 - buf)) >= clen) break;
+    }
+    if (!end || clen < 0) {
+        close(c->fd);
+        free(c);
+        return NULL;
+    }
+    int what = rx->mode == 1 ? 3 : rx_draw(rx, 100);
+    int status = what < 55   ? 200
+                 : what < 65 ? 500
+                 : what < 75 ? 429
+                 : what < 80 ? -1   /* hang */
+                 : what < 88 ? 0    /* reset */
+                             : 201; /* slow */
+    if (rx->mode == 1) status = -1;
+    struct rx_req q = {.status = status > 0 ? status : 0};
+    rx_header(buf, "webhook-id:", q.id, sizeof q.id);
+    rx_header(buf, "webhook-timestamp:", q.ts, sizeof q.ts);
+    rx_header(buf, "webhook-signature:", q.sig, sizeof q.sig);
+    q.body = strndup(end + 4, (size_t)clen);
+    if (status == 201) {
+        struct timespec ts = {0, 30 * 1000000};
+        nanosleep(&ts, NULL);
+        status = 200;
+        q.status = 200;
+    }
+    if (status == -1) { /* until the client gives up */
+        while (read(c->fd, buf, sizeof buf) > 0) {
+        }
+    } else if (status == 0) {
+        struct linger l = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    } else {
+        char resp[200];
+        int n = snprintf(resp, sizeof resp,
+                         "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%sConnection: close\r\n\r\n",
+                         status, status == 429 ? "Retry-After: 0\r\n" : "");
+        sk_th_send_all(c->fd, resp, (size_t)n);
+    }
+    pthread_mutex_lock(&rx->mu);
+    if (rx->n < RX_MAX)
+        rx->req[rx->n++] = q;
+    else
+        free(q.body);
+    pthread_mutex_unlock(&rx->mu);
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *rx_run(void *arg)
+{
+    struct rx *rx = arg;
+    while (!atomic_load(&rx->stop)) {
+        struct pollfd p = {rx->fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int fd = accept(rx->fd, NULL, NULL);
+        if (fd < 0) continue;
+        struct rx_conn *c = malloc(sizeof *c);
+        c->rx = rx;
+        c->fd = fd;
+        pthread_t t;
+        pthread_create(&t, NULL, rx_conn_run, c);
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+static struct rx *rx_start(int mode, uint64_t seed)
+{
+    struct rx *rx = calloc(1, sizeof *rx);
+    rx->mode = mode;
+    rx->rng = seed | 1;
+    pthread_mutex_init(&rx->mu, NULL);
+    rx->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(rx->fd, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(rx->fd, 64), 0);
+    socklen_t l = sizeof a;
+    getsockname(rx->fd, (struct sockaddr *)&a, &l);
+    rx->port = ntohs(a.sin_port);
+    pthread_create(&rx->th, NULL, rx_run, rx);
+    return rx;
+}
+
+static void rx_stop(struct rx *rx)
+{
+    atomic_store(&rx->stop, 1);
+    pthread_join(rx->th, NULL);
+    close(rx->fd);
+    /* connection threads end with their client (stopped before) */
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&rx->mu);
+    for (int i = 0; i < rx->n; i++)
+        free(rx->req[i].body);
+    pthread_mutex_unlock(&rx->mu);
+}
+
+/* How many of the n event ids have a 200 at rx. */
+static int rx_acked(struct rx *rx, char (*ids)[96], int n)
+{
+    int k = 0;
+    pthread_mutex_lock(&rx->mu);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < rx->n; j++)
+            if (rx->req[j].status == 200 && !strcmp(rx->req[j].id, ids[i])) {
+                k++;
+                break;
+            }
+    pthread_mutex_unlock(&rx->mu);
+    return k;
+}
+
+#define WH_SECRET_A                                                                                \
+    "whsec_"                                                                                       \
+    "c2Vjb25kLXNlY3JldC1vZi10aGUtc2hvcC0wMTIzNDU2Nzg5"
+
+/* A sale with pays, cancels, releases and refused payments, its events
+ * posted to a receiver that answers 200, 500, 429 + Retry-After, hangs,
+ * resets and answers slowly (seeded): every committed event is
+ * acknowledged at least once, each order's events arrive in seq order
+ * once duplicates are dropped, every signature verifies with Python's
+ * hmac under both secrets of a rotation; a second endpoint that always
+ * hangs keeps retrying without holding the first back. */
+SK_TEST_T(webhooks_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    char spec[420], err[300];
+    snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
+    sk_store *st;
+    CHECK_EQ(sk_store_open(&st, spec, err, sizeof err), 0);
+    struct sk_activity a;
+    sk_th_activity_valid(&a, 9);
+    a.stock = 40;
+    a.pay_timeout_s = 60;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_set_state(st, 9, "open"), 0);
+    struct sk_order o[40];
+    for (int i = 0; i < 40; i++)
+        sk_th_order(&o[i], 9, 5000, i, (uint64_t)i + 1, 1);
+    for (int b = 0; b < 4; b++)
+        sk_th_persist_ok(st, o + 10 * b, 10);
+    int s;
+    for (int i = 0; i < 40; i++) {
+        if (i % 4 == 0) CHECK_EQ(sk_store_order_pay_ref(st, o[i].order_id, 6000, "p1", &s), 0);
+        if (i % 4 == 1) CHECK_EQ(sk_store_order_cancel(st, o[i].order_id, 6000, &s), 0);
+        if (i % 4 == 2) CHECK_EQ(sk_store_order_cancel(st, o[i].order_id, 65000, &s), 0);
+        if (i % 4 == 1) CHECK_EQ(sk_store_order_pay(st, o[i].order_id, 70000, &s), SK_ESTATE);
+    }
+    CHECK_EQ(sk_store_activity_set_state(st, 9, "closed"), 0);
+    static struct sk_event ev[200];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 200, ev, &n), 0);
+    CHECK_EQ(n, 83); /* opened, 40 created, sold out, 10 each of paid, cancelled, released, refused,
+                        closed */
+    static char ids[200][96];
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
+
+    struct rx *good = rx_start(0, 0x5eed), *dead = rx_start(1, 1);
+    struct sk_wh_endpoint eps[2];
+    memset(eps, 0, sizeof eps);
+    snprintf(eps[0].name, sizeof eps[0].name, "erp");
+    snprintf(eps[0].url, sizeof eps[0].url, "http://127.0.0.1:%d/hook", good->port);
+    snprintf(eps[0].secret[0], sizeof eps[0].secret[0], "%s", WH_SECRET_A);
+    snprintf(eps[0].secret[1], sizeof eps[0].secret[1], "%s", EX_SECRET);
+    snprintf(eps[1].name, sizeof eps[1].name, "slow-crm");
+    snprintf(eps[1].url, sizeof eps[1].url, "http://127.0.0.1:%d/", dead->port);
+    snprintf(eps[1].secret[0], sizeof eps[1].secret[0], "%s", EX_SECRET);
+    snprintf(eps[1].filter, sizeof eps[1].filter, "order.paid, activity.");
+    struct sk_wh_opts opt = {.backoff_min_ms = 10,
+                             .backoff_max_ms = 80,
+                             .timeout_ms = 300,
+                             .settle_ms = -1,
+                             .idle_ms = 20,
+                             .seed = 42};
+    sk_webhooks *w;
+    CHECK_MSG(sk_webhooks_start(&w, spec, eps, 2, &opt, err, sizeof err) == 0, "%s", err);
+    int64_t deadline = sk_mono_ms() + 120000;
+    while (rx_acked(good, ids, (int)n) < (int)n && sk_mono_ms() < deadline)
+        poll(NULL, 0, 50);
+    struct sk_wh_stats sa, sb;
+    sk_webhooks_stats(w, 0, &sa);
+    sk_webhooks_stats(w, 1, &sb);
+    sk_webhooks_stop(w);
+    CHECK_EQ(rx_acked(good, ids, (int)n), (int)n);
+    CHECK_EQ(sa.delivered, n);
+    CHECK(sa.failed_attempts > 0); /* the faults happened */
+    CHECK_EQ(sb.delivered, 0);     /* the hanging endpoint held nobody back */
+    CHECK(sb.failed_attempts > 0);
+    CHECK_EQ(sb.retrying, 1);
+
+    /* per subject, first arrivals in seq order; faults of every kind seen */
+    int kinds[6] = {0};
+    pthread_mutex_lock(&good->mu);
+    for (size_t i = 0; i < n; i++) {
+        int64_t last = 0;
+        for (int j = 0; j < good->n; j++) {
+            const char *id = good->req[j].id;
+            size_t sl = strlen(ev[i].subject);
+            if (strncmp(id, ev[i].subject, sl) || id[sl] != ':') continue;
+            int64_t seq = strtoll(id + sl + 1, NULL, 10);
+            CHECK_MSG(seq >= last, "%s after seq %lld", id, (long long)last);
+            last = seq > last ? seq : last;
+        }
+    }
+    for (int j = 0; j < good->n; j++) {
+        int st2 = good->req[j].status;
+        kinds[st2 == 200 ? 0 : st2 == 500 ? 1 : st2 == 429 ? 2 : 3]++;
+    }
+    /* every request, for Python */
+    char path[500];
+    snprintf(path, sizeof path, "%s/requests.tsv", sk_th_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    for (int j = 0; j < good->n; j++) {
+        const struct rx_req *q = &good->req[j];
+        CHECK(strchr(q->body, '\n') == NULL && strchr(q->body, '\t') == NULL);
+        fprintf(f, "%s\t%s\t%s\t%s\n", q->id, q->ts, q->sig, q->body);
+    }
+    fclose(f);
+    int nreq = good->n;
+    pthread_mutex_unlock(&good->mu);
+    CHECK_MSG(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "200 %d, 500 %d, 429 %d, other %d",
+              kinds[0], kinds[1], kinds[2], kinds[3]);
+    CHECK(nreq > (int)n);
+    char cmd[2000], out[200] = "";
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import base64,hashlib,hmac,json,sys\n"
+             "keys=[base64.b64decode(s.split(\"_\",1)[1]) for s in sys.argv[2:4]]\n"
+             "n=0\n"
+             "for line in open(sys.argv[1],\"rb\"):\n"
+             "  i,t,sig,body=line.rstrip(b\"\\n\").split(b\"\\t\",3)\n"
+             "  sigs=sig.split(b\" \")\n"
+             "  for k in keys:\n"
+             "    "
+             "want=b\"v1,\"+base64.b64encode(hmac.new(k,i+b\".\"+t+b\".\"+body,hashlib.sha256)."
+             "digest())\n"
+             "    assert want in sigs, (i, want, sigs)\n"
+             "  assert json.loads(body)[\"id\"]==i.decode()\n"
+             "  n+=1\n"
+             "print(n)' '%s' '%s' '%s'",
+             path, WH_SECRET_A, EX_SECRET);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    CHECK(fgets(out, sizeof out, p) != NULL);
+    CHECK_EQ(pclose(p), 0);
+    CHECK_EQ(atoi(out), nreq);
+
+    /* the cursor is durable: a restart resumes after the last event */
+    int64_t cur = -1;
+    CHECK_EQ(sk_store_webhook_cursor(st, "erp", sk_wall_ms(), &cur), 0);
+    CHECK_EQ(cur, ev[n - 1].id);
+    sk_store_close(st);
+    rx_stop(good);
+    rx_stop(dead);
 }

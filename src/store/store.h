@@ -362,6 +362,15 @@ struct sk_event {
 int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
                          size_t *n);
 
+/* The webhook dispatcher's state (orders/webhooks.h): endpoint's cursor,
+ * the row id up to which every event was delivered or dead-lettered
+ * (created at 0 when new); moving it forward (never back); a dead letter
+ * (after attempts, the last HTTP status or 0), which moves it too. */
+int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row);
+int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms);
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms,
+                          int64_t attempts, int last_status);
+
 /* ---- The rollback guard's watermark (docs/recovery.md, migrations 6, 8) --
  *
  * Per key set label and branch (engine/order_id.h), the highest admission

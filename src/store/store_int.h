@@ -86,6 +86,10 @@ enum sk_q {
     Q_EVENT_PAID_BY,
     Q_EVENTS_LIST,
     Q_ACTIVITY_STATE_LOCK,
+    Q_WH_CURSOR_GET,
+    Q_WH_CURSOR_INIT,
+    Q_WH_CURSOR_SET,
+    Q_WH_DEAD,
     Q_COUNT
 };
 

@@ -270,6 +270,23 @@ static const struct step steps[] = {
           "{END}")},
     {STEP(11, "events", NULL, "events_subject_seq",
           "CREATE UNIQUE INDEX events_subject_seq ON events (subject, seq)")},
+    /* the webhook dispatcher's state: per endpoint the row id up to which
+     * every event was delivered (or dead-lettered), and the dead letters */
+    {STEP(11, "webhook_cursors", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS webhook_cursors ("
+          " endpoint {BYTES 63} PRIMARY KEY,"
+          " last_row {INT} NOT NULL,"
+          " updated_ms {INT} NOT NULL"
+          "{END_KEYED}")},
+    {STEP(11, "webhook_dead", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS webhook_dead ("
+          " id {ROWID},"
+          " endpoint {BYTES 63} NOT NULL,"
+          " event_row {INT} NOT NULL,"
+          " at_ms {INT} NOT NULL,"
+          " attempts {INT} NOT NULL,"
+          " last_status {INT} NOT NULL"
+          "{END}")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

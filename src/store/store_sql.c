@@ -299,6 +299,18 @@ static const struct sql sql[Q_COUNT] = {
                        .text = "SELECT " SK_STORE_EVENT_COLUMNS
                                " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
                                " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
+    [Q_WH_CURSOR_GET] = {.what = "read webhook cursor",
+                         .text = "SELECT last_row FROM webhook_cursors WHERE endpoint = ?"},
+    [Q_WH_CURSOR_INIT] = {.what = "insert webhook cursor",
+                          .text = "INSERT INTO webhook_cursors (endpoint, last_row, updated_ms)"
+                                  " VALUES (?, 0, ?)"},
+    /* only forward */
+    [Q_WH_CURSOR_SET] = {.what = "move webhook cursor",
+                         .text = "UPDATE webhook_cursors SET last_row = ?, updated_ms = ?"
+                                 " WHERE endpoint = ? AND last_row < ?"},
+    [Q_WH_DEAD] = {.what = "dead-letter webhook",
+                   .text = "INSERT INTO webhook_dead (endpoint, event_row, at_ms, attempts,"
+                           " last_status) VALUES (?, ?, ?, ?, ?)"},
     [Q_ACTIVITY_STATE_LOCK] = {.what = "lock activity",
                                .text = "SELECT state FROM activities WHERE id = ?{FOR_UPDATE}"},
 };
