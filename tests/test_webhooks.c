@@ -26,7 +26,12 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/mysql_harness.h"
+#include "support/pg_harness.h"
 #include "support/store_faults.h"
+
+SK_TH_PG_USED
+SK_TH_MY_USED
 
 /* The example of the Standard Webhooks specification. */
 #define EX_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -380,10 +385,15 @@ static int rx_acked(struct rx *rx, char (*ids)[96], int n)
  * once duplicates are dropped, every signature verifies with Python's
  * hmac under both secrets of a rotation; a second endpoint that always
  * hangs keeps retrying without holding the first back. */
-SK_TEST_T(webhooks_deliver_every_event_at_least_once_in_order_through_faults, 180)
+static void deliver_through_faults(int kind)
 {
     char spec[420], err[300];
-    snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, sizeof spec);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, sizeof spec);
+    else
+        snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
     sk_store *st;
     CHECK_EQ(sk_store_open(&st, spec, err, sizeof err), 0);
     struct sk_activity a;
@@ -428,7 +438,9 @@ SK_TEST_T(webhooks_deliver_every_event_at_least_once_in_order_through_faults, 18
     struct sk_wh_opts opt = {.backoff_min_ms = 10,
                              .backoff_max_ms = 80,
                              .timeout_ms = 300,
-                             .settle_ms = -1,
+                             /* a server store: events wait 200 ms (longer than any
+                              * transaction of this test) before they go */
+                             .settle_ms = kind ? 200 : -1,
                              .idle_ms = 20,
                              .seed = 42};
     sk_webhooks *w;
@@ -511,4 +523,19 @@ SK_TEST_T(webhooks_deliver_every_event_at_least_once_in_order_through_faults, 18
     sk_store_close(st);
     rx_stop(good);
     rx_stop(dead);
+}
+
+SK_TEST_T(webhooks_sqlite_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(0);
+}
+
+SK_TEST_T(webhooks_pg_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(1);
+}
+
+SK_TEST_T(webhooks_mysql_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(2);
 }

@@ -52,7 +52,9 @@ static void curl_init(void)
 int sk_wh_endpoint_check(const struct sk_wh_endpoint *e, char *why, size_t cap)
 {
     size_t nl = strnlen(e->name, sizeof e->name);
-    if (nl == 0 || nl >= sizeof e->name || strspn(e->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != nl) {
+    if (nl == 0 || nl >= sizeof e->name ||
+        strspn(e->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+            nl) {
         snprintf(why, cap, "webhook endpoint name: 1 to 63 of A-Z a-z 0-9 _ . -");
         return SK_EINVAL;
     }
@@ -80,7 +82,8 @@ static int wanted(const char *filter, const char *type)
     const char *p = filter;
     while (*p) {
         size_t n = strcspn(p, ",");
-        while (n && *p == ' ') p++, n--;
+        while (n && *p == ' ')
+            p++, n--;
         if ((n == 1 && *p == '*') || (n && p[n - 1] == '.' && !strncmp(type, p, n)) ||
             (n == strlen(type) && !strncmp(type, p, n)))
             return 1;
@@ -126,10 +129,10 @@ static char *event_body(const struct sk_event *e, char *id, size_t cap)
 {
     snprintf(id, cap, "%s:%" PRId64, e->subject, e->seq);
     json_t *data = json_loads(e->payload, 0, NULL);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "id", id, "type", e->type,
-                          "subject", e->subject, "seq", (json_int_t)e->seq, "activity_id",
-                          (json_int_t)e->activity_id, "created_ms", (json_int_t)e->created_ms,
-                          "data", data ? data : json_object());
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "id", id, "type", e->type, "subject",
+                  e->subject, "seq", (json_int_t)e->seq, "activity_id", (json_int_t)e->activity_id,
+                  "created_ms", (json_int_t)e->created_ms, "data", data ? data : json_object());
     if (!o) return NULL;
     if (e->order_id[0]) json_object_set_new(o, "order_id", json_string(e->order_id));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -181,8 +184,8 @@ static long post(struct ep *ep, CURL *h, const struct sk_event *e, int64_t *retr
     int64_t ts = sk_wall_ms() / 1000;
     char sig[2 * SK_WH_SIG_MAX + 2], hid[sizeof id + 16], hts[48], hsig[sizeof sig + 24];
     long status = 0;
-    if (sk_wh_signature_header(ep->keys, ep->nkeys, id, ts, body, strlen(body), sig,
-                               sizeof sig) == 0) {
+    if (sk_wh_signature_header(ep->keys, ep->nkeys, id, ts, body, strlen(body), sig, sizeof sig) ==
+        0) {
         snprintf(hid, sizeof hid, "webhook-id: %s", id);
         snprintf(hts, sizeof hts, "webhook-timestamp: %" PRId64, ts);
         snprintf(hsig, sizeof hsig, "webhook-signature: %s", sig);
@@ -205,8 +208,8 @@ static long post(struct ep *ep, CURL *h, const struct sk_event *e, int64_t *retr
     return status;
 }
 
-static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t dead,
-                      int retrying, int64_t lag)
+static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t dead, int retrying,
+                      int64_t lag)
 {
     pthread_mutex_lock(&ep->mu);
     ep->stats.delivered += (uint64_t)delivered;

@@ -32,8 +32,8 @@
 #define SK_WH_FILTER_MAX 256
 
 struct sk_wh_endpoint {
-    char name[SK_WH_NAME_MAX]; /* its cursor's key: [A-Za-z0-9_.-], 1..63 */
-    char url[SK_WH_URL_MAX];   /* http:// or https:// */
+    char name[SK_WH_NAME_MAX];        /* its cursor's key: [A-Za-z0-9_.-], 1..63 */
+    char url[SK_WH_URL_MAX];          /* http:// or https:// */
     char secret[2][SK_WH_SECRET_MAX]; /* whsec_...; the second during a rotation, "" none */
     char filter[SK_WH_FILTER_MAX]; /* comma-separated types or prefixes ("order.", "*"); "" all */
 };
