@@ -123,21 +123,31 @@ SK_TEST(webhook_secrets_that_are_malformed_are_refused_without_echo)
     }
 }
 
+/* The store at spec, opened, holding activity aid (stock, pay timeout)
+ * opened for sale: an activity.opened event. */
+static sk_store *open_sale(const char *spec, uint64_t aid, int64_t stock, int64_t pay_timeout_s)
+{
+    sk_store *st;
+    char err[300];
+    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
+    struct sk_activity a;
+    sk_th_activity_valid(&a, aid);
+    a.stock = stock;
+    a.pay_timeout_s = pay_timeout_s;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_set_state(st, aid, "open"), 0);
+    return st;
+}
+
 /* `seckill events list`: the outbox as JSON lines, filtered by type and
  * time, paged by row id; the operator's mistakes are usage errors (exit
  * 2) that change nothing. */
 SK_TEST(events_list_prints_the_outbox_as_json_lines)
 {
-    char db[400], spec[420], err[300];
+    char db[400], spec[420];
     snprintf(db, sizeof db, "%s/ev.db", sk_th_tmpdir());
     snprintf(spec, sizeof spec, "sqlite:%s", db);
-    sk_store *st;
-    CHECK_EQ(sk_store_open(&st, spec, err, sizeof err), 0);
-    struct sk_activity a;
-    sk_th_activity_valid(&a, 7);
-    a.stock = 2;
-    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    CHECK_EQ(sk_store_activity_set_state(st, 7, "open"), 0);
+    sk_store *st = open_sale(spec, 7, 2, 1800);
     struct sk_order o[2];
     for (int i = 0; i < 2; i++)
         sk_th_order(&o[i], 7, 5000, i, (uint64_t)i + 1, 1);
@@ -394,14 +404,7 @@ static void deliver_through_faults(int kind)
         sk_th_my_fresh_db(spec, sizeof spec);
     else
         snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
-    sk_store *st;
-    CHECK_EQ(sk_store_open(&st, spec, err, sizeof err), 0);
-    struct sk_activity a;
-    sk_th_activity_valid(&a, 9);
-    a.stock = 40;
-    a.pay_timeout_s = 60;
-    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
-    CHECK_EQ(sk_store_activity_set_state(st, 9, "open"), 0);
+    sk_store *st = open_sale(spec, 9, 40, 60);
     struct sk_order o[40];
     for (int i = 0; i < 40; i++)
         sk_th_order(&o[i], 9, 5000, i, (uint64_t)i + 1, 1);
