@@ -1288,7 +1288,7 @@ int sk_bench_admission(int argc, char **argv)
                                                                                    : SK_EXIT_FAIL;
 
 done:
-    if (ctl && have_ids && ctl->c) {
+    if (ctl && have_ids && ctl->a) {
         /* Leave an external server as it was (except its stats). */
         for (int i = 0; i < nids; i++)
             sk_stock_drop(ctl, base + (uint64_t)i);

@@ -6,6 +6,7 @@
 -- ARGV: group
 -- Returns {backlog (-1: unknown), pending, oldest_ms (the ms part of the
 --          oldest entry id not acknowledged, 0: none), now_ms (TIME)}
+-- flags: no-writes
 --#include "lib/backlog.lua"
 --#include "lib/time.lua"
 local now = now_ms()

@@ -18,6 +18,7 @@
 --   them, exactly when the id has an index): an order put back from the database after a
 --   rebuild has a ledger entry but no stream entry (or, after a split,
 --   another branch's at the same id), and only the database knows it.
+-- flags: no-writes
 local led = redis.call('HGET', KEYS[1], ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then return {led, 0, '', 0, '', 0} end
 local here = 0

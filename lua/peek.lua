@@ -3,6 +3,7 @@
 -- the sale, and GET /activities/{id} is the route buyers poll.
 -- KEYS: meta stock
 -- Returns {exists, open, stock}
+-- flags: no-writes
 local stock = redis.call('GET', KEYS[2])
 local m = redis.call('HMGET', KEYS[1], 'open', 'initial')
 if not stock or not m[2] then return {0, 0, 0} end

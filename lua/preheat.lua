@@ -9,7 +9,14 @@
 --       [wr_rate wr_ttl wr_seed] (the waiting room, docs/waiting-room.md:
 --       passes per second, a pass's lifetime in s, the draw's seed in hex;
 --       absent or '' = none; the queue's own state is left alone)
+--       [store_id] (the preheating store's identity, 16 hex digits; absent
+--       or '' = none: docs/design.md, "The store's identity")
 -- Returns {rc, stock}
+--
+-- The key set belongs to the store whose identity its meta holds
+-- (`store_id`): a preheat from another store is refused OTHER_STORE,
+-- forced or not, and changes nothing. One preheated before identities
+-- existed takes the preheater's, live stock or not.
 --
 -- Never overwrites live stock unless forced, and never while the switch is
 -- open. A forced preheat keeps what buyers already hold: the new stock is
@@ -34,6 +41,8 @@ local seg, seg_of = ARGV[10] or '', ARGV[11] or ''
 if (seg == '') ~= (seg_of == '') then return bad_args(0) end
 local db_held = opt(12)
 local wr_seed = ARGV[15] or ''
+local store = ARGV[16] or ''
+if not store_id_ok(store) then return bad_args(0) end
 if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
                       or opt(13) < 1 or opt(14) < 1) then
   return bad_args(0)
@@ -45,10 +54,13 @@ local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
 local force = ARGV[7] == '1'
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
+local owner = redis.call('HGET', KEYS[1], 'store_id')
+if store ~= '' and owner and owner ~= store then return {RC.OTHER_STORE, tonumber(live or '0')} end
 if redis.call('HGET', KEYS[1], 'fence') then return {RC.RECOVERING, tonumber(live or '0')} end
 if not live and db_held > 0 then return {RC.RECOVERING, 0} end
 local stock = d.initial
 if live then
+  if store ~= '' then redis.call('HSETNX', KEYS[1], 'store_id', store) end
   if not force then return {RC.STOCK_LIVE, tonumber(live)} end
   if redis.call('HGET', KEYS[1], 'open') == '1' then return {RC.IS_OPEN, tonumber(live)} end
   local held = 0
@@ -64,7 +76,7 @@ redis.call('SET', KEYS[2], stock)
 -- that count (the forced stock above is initial - held). Every key set of
 -- a waiting room carries its seed (the admission call checks passes with
 -- it); the activity's rate limit rides in meta, read by the admission call.
-def_write(KEYS[1], d, nil, true)
+def_write(KEYS[1], d, store ~= '' and {'store_id', store} or nil, true)
 redis.call('HSETNX', KEYS[1], 'released', 0)
 -- The incarnation of the key set (docs/recovery.md): a forced preheat keeps
 -- it, only a delete and a new preheat (or a rebuild) make a new one.

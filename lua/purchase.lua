@@ -5,8 +5,10 @@
 -- ARGV: label ("<ID>" or "<ID>.<seg>") user_id quantity [idempotency_key]
 --       [queue pass] (docs/waiting-room.md)
 -- Returns {rc, order_id or '', stock after (-1: not read), quantity admitted
--- or, for RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
--- segments}. Only the activity's own per-user rate limit (meta) applies
+-- (negated when an Idempotency-Key replays an earlier answer) or, for
+-- RATE_LIMITED, the retry-after in ms; for SEGMENTED, the number of
+-- segments}. No store identity is checked here (the service's
+-- purchase_batch passes its own). Only the activity's own per-user rate limit (meta) applies
 -- here; the global limits and the per-IP one travel with purchase_batch,
 -- which the service uses.
 -- Sold out and no Idempotency-Key: one GET and out, before anything else
@@ -21,6 +23,6 @@ end
 -- the service's (purchase_batch); the fence itself applies to every call.
 local out, left = admit_all({label = ARGV[1], n = 1, users = {ARGV[2]},
                              a = {ARGV[2], ARGV[3], ARGV[4] or '', '', ARGV[5] or ''}, at = 1,
-                             any_idem = (ARGV[4] or '') ~= '', rl = {},
+                             any_idem = (ARGV[4] or '') ~= '', rl = {}, store = '',
                              mem = {epoch = '', adm = 0}})
 return {out[1], out[2], left, out[3]}

@@ -11,21 +11,25 @@
 --       charged by the rate limiters, so their re-admission is charged
 --       once), epoch and adm (what this caller saw last of the key set,
 --       '' and '' when it knows nothing: the rollback guard of
---       docs/recovery.md), then per purchase: user_id, quantity,
+--       docs/recovery.md), the caller's store identity (16 hex digits, ''
+--       when it does not know it: not checked; docs/design.md, "The
+--       store's identity"), then per purchase: user_id, quantity,
 --       idempotency_key ('' for none), client_ip ('' for none), queue pass
 --       ('' for none; docs/waiting-room.md)
 -- Returns {rc_1, order_id_1, qty_1, rc_2, ..., stock after (-1: not read),
 -- epoch, adm (the key set's after the call; 0, 0 when not read)};
 -- a RATE_LIMITED entry carries its retry-after in ms in the qty slot, a
--- SEGMENTED entry the number of segments. A malformed call is answered
+-- SEGMENTED entry the number of segments, an OK entry that replays an
+-- earlier answer (Idempotency-Key) its quantity negated. A malformed call is answered
 -- {BAD_ARGUMENT} alone (lib/args.lua).
 --#include "lib/args.lua"
 --#include "lib/admit.lua"
 --#include "lib/xfer.lua"
-local n = (#ARGV - 9) / 5
+local n = (#ARGV - 10) / 5
 if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[1]) or not string.find(ARGV[8], '^%d*$')
    or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$') or #ARGV[9] > 15
-   or (ARGV[8] == '') ~= (ARGV[9] == '') or not admit_keys_ok(n, ARGV[4]) then
+   or (ARGV[8] == '') ~= (ARGV[9] == '') or not store_id_ok(ARGV[10])
+   or not admit_keys_ok(n, ARGV[4]) then
   return bad_args()
 end
 local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
@@ -36,11 +40,12 @@ if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
 end
 local users, any_idem = {}, false
 for i = 1, n do
-  local b = 5 * i + 5
+  local b = 5 * i + 6
   users[i] = ARGV[b]
   if ARGV[b + 2] ~= '' then any_idem = true end
 end
-local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 10, any_idem = any_idem,
+local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 11, any_idem = any_idem,
+           store = ARGV[10],
            rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5]},
            mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}
 local out, left, epoch, adm = admit_all(c)

@@ -8,6 +8,9 @@
 --       [wr_rate wr_ttl wr_seed] (the waiting room, docs/waiting-room.md; absent
 --       or '' '' '' for none: every key set checks passes with the seed, so a
 --       rebuilt one must carry it; the queue itself starts empty)
+--       [store_id] (the rebuilding store's identity: the key set is its
+--       own again, docs/design.md "The store's identity"; absent or '' =
+--       none)
 -- Returns {rc (PREHEATED; STOCK_LIVE: live stock exists, nothing written;
 --          BAD_ARGUMENT), stock}
 --#include "lib/args.lua"
@@ -18,9 +21,10 @@ for i = 1, 8 do
 end
 local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
 if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
-   or ARGV[14] then
+   or not store_id_ok(ARGV[14] or '') or ARGV[15] then
   return bad_args(0)
 end
+local store = ARGV[14] or ''
 local wr_rate, wr_ttl, wr_seed = ARGV[11] or '', ARGV[12] or '', ARGV[13] or ''
 if wr_seed ~= '' and (not string.match(wr_rate, '^[1-9][0-9]*$') or #wr_rate > 15
                       or not string.match(wr_ttl, '^[1-9][0-9]*$') or #wr_ttl > 15
@@ -40,7 +44,9 @@ if not redis.call('HGET', KEYS[1], 'fence') then
 end
 -- The counts start again, under a new epoch; nothing is deleted from the
 -- meta (it holds the fence, and at most what a rebuild wrote before).
-def_write(KEYS[1], d, {'released', 0, 'oversold', 0, 'adm', 0, 'epoch', epoch_now()}, false)
+local more = {'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch', epoch_now()}
+if store ~= '' then more[11] = 'store_id'; more[12] = store end
+def_write(KEYS[1], d, more, false)
 redis.call('PERSIST', KEYS[1])
 redis.call('SET', KEYS[2], d.initial)
 return {RC.PREHEATED, d.initial}

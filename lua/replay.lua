@@ -45,7 +45,7 @@ for i = 1, n do
   end
   oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence', 'limit')
+local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence', 'limit', 'keys')
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0} end
 if not m[4] then return redis.error_reply('replay: the key set is not fenced') end
@@ -125,6 +125,10 @@ for j = 1, #dirty do
 end
 if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
 if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
+-- the keys written here must exist from now on (meta `keys`, lib/admit.lua)
+local must = tonumber(m[6] or '0') or 0
+local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must < 4 and 4 or 0)
+if add > 0 then redis.call('HSET', KEYS[1], 'keys', must + add) end
 if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
 local out = {RC.OK, held_n, held_u, rec_n, again_n, over, stock, #refused, ref_u, paid_over, idem_n}
 for j = 1, #refused do out[#out + 1] = refused[j] end

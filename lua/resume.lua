@@ -48,20 +48,35 @@ redis.call('HDEL', KEYS[1], 'fence_adm')
 if lost > 0 then redis.call('HINCRBY', KEYS[1], 'lost', lost) end
 -- Stream ids: a promoted replica's clock may run behind the old master's,
 -- and an order id used twice would be a new order the database drops as a
--- duplicate. New entries get ids above every persisted one.
-if sid ~= '' then
-  if redis.call('EXISTS', KEYS[3]) == 0 then
-    redis.pcall('XGROUP', 'CREATE', KEYS[3], 'seckill', '0', 'MKSTREAM')
-  end
+-- duplicate. New entries get ids above every persisted one, and a stream
+-- made again here (it vanished: its id counter with it) starts above
+-- Redis's clock too, so an id handed out before it vanished (acknowledged,
+-- lost with it) is never handed out again. The stream and the worker's
+-- group exist after a resume (meta `keys` says so, lib/admit.lua).
+local fresh = redis.call('EXISTS', KEYS[3]) == 0
+if fresh then redis.pcall('XGROUP', 'CREATE', KEYS[3], 'seckill', '0', 'MKSTREAM') end
+local function sid_of(v)
+  local ms, seq = string.match(v, '^([0-9]+)%-([0-9]+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local floor = sid
+if fresh then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local fms = sid ~= '' and sid_of(sid) or 0
+  if now > fms then floor = string.format('%.0f', now) .. '-0' end
+end
+if floor ~= '' then
   local info, last = redis.call('XINFO', 'STREAM', KEYS[3]), '0-0'
   for i = 1, #info, 2 do
     if info[i] == 'last-generated-id' then last = info[i + 1] end
   end
-  local lms, lseq = string.match(last, '^([0-9]+)%-([0-9]+)$')
-  local sms, sseq = string.match(sid, '^([0-9]+)%-([0-9]+)$')
-  lms, lseq, sms, sseq = tonumber(lms), tonumber(lseq), tonumber(sms), tonumber(sseq)
-  if lms < sms or (lms == sms and lseq < sseq) then redis.call('XSETID', KEYS[3], sid) end
+  local lms, lseq = sid_of(last)
+  local sms, sseq = sid_of(floor)
+  if lms < sms or (lms == sms and lseq < sseq) then redis.call('XSETID', KEYS[3], floor) end
 end
+local must = tonumber(redis.call('HGET', KEYS[1], 'keys') or '0') or 0
+if must % 2 == 0 then redis.call('HSET', KEYS[1], 'keys', must + 1) end
 -- Transfers this segment lent and forgot (a receiver applied them): the
 -- units left here, and its transfer ids go on after the last one used.
 -- Applied once: only while xout still reads what lent was computed

@@ -10,6 +10,7 @@
 --          oversold (units sold twice), adm (admissions), epoch}
 -- The guard's fields come with a key set whose other keys are gone too (a
 -- fence-only meta while it is rebuilt).
+-- flags: no-writes
 --#include "lib/backlog.lua"
 local m = redis.call('HMGET', KEYS[1], 'open', 'initial', 'released', 'limit', 'max_qty',
                      'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms', 'xin', 'xout',

@@ -72,6 +72,37 @@ if [ -n "$blocking" ]; then
     echo "$blocking" | sed 's/^/check-layers: a blocking hiredis call where an event loop runs: /'
     bad=1
 fi
+# One Redis transport: the async client (src/redis/redis_async*.c), which
+# the blocking callers run through redis_conn.c. Nowhere in src/ a blocking
+# hiredis call (hiredis is the reply reader and the command formatter only),
+# in src/redis/ no socket opened but by redis_async.c, and each protocol
+# walk (handshake, the Sentinels' decision, the Cluster map and its
+# redirections) driven from one file.
+hiredis_io=$(grep -nE '\bredisv?(Connect[A-Za-z]*|Command[A-Za-z]*|GetReply|Append[A-Za-z]*|Buffer(Read|Write)|SetTimeout|Free)[[:space:]]*\(' \
+    $(find src -name '*.[ch]' | sort))
+if [ -n "$hiredis_io" ]; then
+    echo "$hiredis_io" | sed 's/^/check-layers: a blocking hiredis call (one transport: redis_async.c): /'
+    bad=1
+fi
+sockets=$(grep -nE '\b(socket|connect)[[:space:]]*\(' $(ls src/redis/*.c | grep -v '^src/redis/redis_async.c$'))
+if [ -n "$sockets" ]; then
+    echo "$sockets" | sed 's/^/check-layers: a socket of its own in src\/redis (one transport: redis_async.c): /'
+    bad=1
+fi
+for walk in sk_handshake_init:src/redis/redis_async.c:src/redis/handshake.c \
+    sk_sentinels_decide:src/redis/redis_async_sentinel.c:src/redis/sentinels.c \
+    sk_cluster_parse_redirect:src/redis/redis_async_cluster.c:src/redis/redis_cluster.c \
+    sk_cluster_map_apply:src/redis/redis_async_cluster.c:src/redis/redis_cluster.c; do
+    fn=${walk%%:*}
+    rest=${walk#*:}
+    driver=${rest%%:*}
+    home=${rest#*:}
+    second=$(grep -lE "\\b$fn[[:space:]]*\\(" $(find src -name '*.c' ! -path "$driver" ! -path "$home" | sort))
+    if [ -n "$second" ]; then
+        echo "$second" | sed "s|^|check-layers: $fn drives a protocol outside $driver: |"
+        bad=1
+    fi
+done
 # Nor a name lookup: getaddrinfo and its kin wait for DNS. Names are
 # resolved in core/resolve.c (on a thread of its own for a loop's client);
 # http_server.c resolves the listening address once at startup, before

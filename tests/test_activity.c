@@ -736,14 +736,62 @@ SK_TEST(activity_cli_delete_keeps_unpersisted_orders_unless_forced)
     char out[4096];
     sale_bought(&e, 1, "close");
 
-    CLI_SAYS(&e, 2, "--force", "delete", "--id", e.id);
+    CLI_SAYS(&e, 1, "1 order event(s) in Redis not yet persisted", "delete", "--id", e.id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(live_of(e.aid).stream_len, 1);
 
     CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_MSG(strstr(out, "1 order event(s) not yet persisted were dropped"), "%s", out);
     CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
     CHECK_EQ(redis_keys_of(e.aid), 0);
+}
+
+/* Persisted and unpaid: refused (exit 1) unless forced; forced, the unpaid
+ * orders are cancelled (they can no longer be paid), the paid ones stay,
+ * and an audit row says what happened. */
+SK_TEST(activity_cli_delete_refuses_unpaid_orders_and_a_forced_delete_cancels_them)
+{
+    struct env e = env_fresh();
+    char out[4096];
+    sale_open(&e, e.id);
+    sk_redis *r = redis_of(e.redis);
+    buy_ok(r, e.aid, 7, 1);
+    buy_ok(r, e.aid, 8, 1);
+    sk_redis_free(r);
+    run_ok(&e, "close", e.id);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "worker", (const char *const[]){"--once", NULL},
+                               e.redis, e.spec),
+             0);
+    sk_store *st = store_of(&e);
+    struct sk_order page[4];
+    size_t n;
+    CHECK_EQ(sk_store_orders_list(st, e.aid, NULL, 4, page, &n), 0);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(sk_store_order_pay(st, page[0].order_id, sk_wall_ms(), NULL), 0);
+    CLI_SAYS(&e, 1, "1 unpaid order(s)", "delete", "--id", e.id);
+    struct sk_activity a;
+    CHECK_EQ(stored(&e, e.aid, &a), 0);
+    CHECK(redis_keys_of(e.aid) > 0);
+    CHECK_EQ(CLI(&e, out, "delete", "--id", e.id, "--force"), 0);
+    CHECK_MSG(strstr(out, "1 unpaid order(s) cancelled"), "%s", out);
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
+    struct sk_order o;
+    CHECK_EQ(sk_store_order_get(st, page[0].order_id, &o), 0);
+    CHECK_EQ(o.status, SK_ORDER_PAID);
+    CHECK_EQ(sk_store_order_get(st, page[1].order_id, &o), 0);
+    CHECK_EQ(o.status, SK_ORDER_CANCELLED);
+    CHECK(o.released_ms > 0); /* no release owed: its units went with the keys */
+    CHECK_EQ(sk_store_order_pay(st, page[1].order_id, sk_wall_ms(), NULL), SK_ESTATE);
+    struct sk_audit *rows;
+    size_t nrows;
+    CHECK_EQ(sk_store_audit_list(st, e.aid, &rows, &nrows), 0);
+    int deleted = 0;
+    for (size_t i = 0; i < nrows; i++)
+        deleted += !strcmp(rows[i].kind, "activity_deleted");
+    free(rows);
+    CHECK_EQ(deleted, 1);
+    sk_store_close(st);
 }
 
 SK_TEST(activity_cli_delete_removes_the_row_and_every_redis_key_so_the_id_is_reusable)
@@ -1044,7 +1092,7 @@ SK_TEST(activity_cli_delete_counts_stream_events_even_without_meta)
     CHECK_EQ(rep->type, REDIS_REPLY_STRING);
     freeReplyObject(rep);
     sk_redis_free(r);
-    CLI_SAYS(&e, 2, "1 order events", "delete", "--id", e.id);
+    CLI_SAYS(&e, 1, "1 order event(s)", "delete", "--id", e.id);
     struct sk_activity a;
     CHECK_EQ(stored(&e, e.aid, &a), 0);
     CHECK_EQ(redis_keys_of(e.aid), 1);

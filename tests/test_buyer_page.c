@@ -30,11 +30,7 @@
 static int req(int port, const char *method, const char *path, const char *hdrs, const char *body,
                struct sk_th_resp *r)
 {
-    struct sk_th_http c;
-    sk_th_http_open(&c, port);
-    int st = sk_th_http_req(&c, method, path, hdrs, body, r);
-    sk_th_http_close(&c);
-    return st;
+    return sk_th_http_once(port, method, path, hdrs, body, r);
 }
 
 static int admin(int port, const char *path, const char *body)

@@ -102,6 +102,9 @@ SK_TEST(chaos_check_passes_a_clean_sale_and_names_every_broken_promise)
     /* refusals and doubt are fine: a 409, and a 503 whose retry got 200 */
     record(&f, 1, 100, 409, "limit_exceeded", NULL, 1);
     record(&f, 2, 2, 503, "unconfirmed", NULL, 1);
+    /* and the 503s the nemesis's redis_oom and an evicting policy cause */
+    record(&f, 3, 3, 503, "redis_full", NULL, 1);
+    record(&f, 4, 4, 503, "redis_unsafe", NULL, 1);
     run(&f, &rep, 0);
     chaos_report_print(stdout, &rep);
     CHECK_MSG(chaos_report_ok(&rep), "a clean sale was judged broken");

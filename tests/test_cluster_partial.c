@@ -384,3 +384,51 @@ SK_TEST_T(cluster_serve_keeps_admitting_other_masters_slots_while_a_killed_maste
     part_finish(&p);
     CHECK_MSG(strstr(p.body, "\"ready\""), "readyz after the failover: %s", p.body);
 }
+
+/* /readyz answers partial (the other masters sell), naming the node at
+ * port and its policy. */
+static int unsafe_named(struct part *p, int port)
+{
+    char want[16];
+    snprintf(want, sizeof want, ":%d", port);
+    return readyz(p->v.port, p->body, sizeof p->body) == 200 && strstr(p->body, "partial") &&
+           strstr(p->body, "\"unsafe_masters\":1") && strstr(p->body, want) &&
+           strstr(p->body, "allkeys-random");
+}
+
+static int victim_refused(void *arg)
+{
+    struct part *p = arg;
+    return atomic_load(&p->s[p->n].unavailable) > 10;
+}
+
+SK_TEST_T(cluster_serve_refuses_only_the_slots_of_a_master_whose_policy_may_evict, 240)
+{
+    static struct part p;
+    part_start(&p, 0, 5000);
+    int port = p.cl.port[p.victim];
+    /* the operator sets one master to evict: serve sees it at its next
+     * read of the settings (2 s) and refuses that master's sales alone */
+    redisReply *rep = sk_redis_spawn_cmd(port, 2000, "CONFIG SET maxmemory-policy allkeys-random");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    struct sale *vs = &p.s[p.n];
+    sale_wait(victim_refused, &p, 10000, "the evicting master's purchases refused");
+    long ok_refused = atomic_load(&vs->ok);
+    int64_t until = sk_mono_ms() + 2500;
+    int named = 0;
+    while (sk_mono_ms() < until) {
+        named |= unsafe_named(&p, port);
+        sk_th_nap_ms(20);
+    }
+    part_check_window(&p, "one master evicts", GAP_MS, ONE_GAP_MS);
+    CHECK_MSG(named, "/readyz never named the master's policy (last: %s)", p.body);
+    CHECK_EQ(atomic_load(&vs->ok), ok_refused); /* nothing sold there meanwhile */
+    /* fixed: it sells again */
+    rep = sk_redis_spawn_cmd(port, 2000, "CONFIG SET maxmemory-policy noeviction");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    struct sale_ok_want w = {vs, atomic_load(&vs->ok) + 50};
+    sale_wait(sale_ok_above, &w, 30000, "200s on the master once it evicts no more");
+    part_finish(&p);
+}

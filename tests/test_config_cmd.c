@@ -28,15 +28,6 @@
 
 extern char **environ;
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "cannot write %s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-    chmod(path, 0600); /* some hold a secret: others may not read them */
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -104,7 +95,9 @@ struct fx {
     uint64_t aid;
 };
 
-static void fx_init(struct fx *f, const char *more)
+/* f's files in a temporary directory, the config naming redis (NULL: the
+ * suite's shared server) and f's SQLite database, plus more lines. */
+static void fx_init_at(struct fx *f, const char *redis, const char *more)
 {
     const char *dir = sk_th_tmpdir();
     snprintf(f->dir, sizeof f->dir, "%s", dir);
@@ -116,10 +109,15 @@ static void fx_init(struct fx *f, const char *more)
     char text[2000];
     snprintf(text, sizeof text,
              "# as an operator writes it\nredis = %s\ndb = sqlite:%s\nlog_level = warn\n%s",
-             sk_th_redis_url(), f->db, more ? more : "");
-    write_file(f->conf, text);
+             redis ? redis : sk_th_redis_url(), f->db, more ? more : "");
+    sk_th_write_file(f->conf, text);
     f->aid = sk_th_unique_id();
     snprintf(f->id, sizeof f->id, "%llu", (unsigned long long)f->aid);
+}
+
+static void fx_init(struct fx *f, const char *more)
+{
+    fx_init_at(f, NULL, more);
 }
 
 /* `seckill activity create` of f's activity, with only --config. */
@@ -167,8 +165,12 @@ SK_TEST(config_file_alone_drives_every_activity_command)
 
 SK_TEST(config_file_alone_drives_reconcile)
 {
+    /* a Redis of its own: a plain reconcile also judges every activity
+     * Redis holds, and the shared one holds other tests' */
+    struct sk_th_redis own;
+    sk_th_redis_start(&own, NULL);
     struct fx f;
-    fx_init(&f, "auth = hmac\n"); /* serve's, without its secret: not reconcile's business */
+    fx_init_at(&f, own.url, "auth = hmac\n"); /* serve's, without its secret: not reconcile's */
     char out[8192];
     fx_create(&f);
     CHECK_EQ(RUN(f.cwd, out, "activity", "preheat", "--config", f.conf, "--id", f.id), 0);
@@ -184,6 +186,7 @@ SK_TEST(config_file_alone_drives_reconcile)
                 (const char *const[]){"reconcile", "--activity", f.id, NULL}, out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     fx_no_stray(&f);
+    sk_th_redis_stop(&own, 1);
 }
 
 SK_TEST(config_file_alone_drives_the_worker)
@@ -365,7 +368,7 @@ SK_TEST(config_keys_of_other_commands_are_refused_as_flags)
     /* a wrong value of a key the command does not read: still wrong */
     char bad[500];
     snprintf(bad, sizeof bad, "%s/bad.conf", sk_th_tmpdir());
-    write_file(bad, "# ok\n\nmax_body = 12\n");
+    sk_th_write_file(bad, "# ok\n\nmax_body = 12\n");
     CHECK_EQ(RUN(f.cwd, out, "reconcile", "--config", bad), 2);
     HAS(out, "line 3: max_body: must be a number of bytes between 1024 and 67108864");
     fx_no_stray(&f);

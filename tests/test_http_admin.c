@@ -14,8 +14,10 @@
 
 #include <jansson.h>
 
+#include "core/clock.h"
 #include "engine/activity.h"
 #include "support/d2_srv_activity.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/http_client.h"
@@ -64,8 +66,7 @@ SK_TEST(admin_create_answers_201_with_the_activity_and_409_for_a_duplicate)
     uint64_t id2 = sk_th_unique_id();
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"offset\",\"stock\":1,\"per_user_limit\":1,"
-             "\"start\":\"2030-01-01T10:00:00.5+02:00\",\"end\":\"2030-01-01T12:00:00+02:00\","
-             "\"unknown_field\":[1,2,3]}",
+             "\"start\":\"2030-01-01T10:00:00.5+02:00\",\"end\":\"2030-01-01T12:00:00+02:00\"}",
              id2);
     EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
     JSTR(&r, "end", got);
@@ -188,8 +189,171 @@ SK_TEST(admin_create_refuses_each_malformed_field_with_400)
     }
     /* None of them created the activity; the valid base body does. */
     EXPECT_ERROR(get_activity(&v, id, &r), &r, 404, "unknown_activity");
-    body_with(body, sizeof body, id, s, e, "extra", "1");
+    /* an unknown field is refused, named: a typo must not take a default */
+    body_with(body, sizeof body, id, s, e, "pay_timout_s", "30");
+    EXPECT_ERROR(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 400, "bad_request");
+    CHECK_MSG(strstr(r.body, "unknown field pay_timout_s"), "%s", r.body);
+    EXPECT_ERROR(get_activity(&v, id, &r), &r, 404, "unknown_activity");
+    body_with(body, sizeof body, id, s, e, "name", "\"ok\"");
     EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    srv_stop(&v);
+}
+
+/* Unknown fields in any admin or buyer body: 400 naming the field, and
+ * nothing changed; open, close and preheat take no body but {} (preheat:
+ * {"force":bool}), and refuse garbage alike. */
+SK_TEST(every_admin_and_buyer_body_refuses_an_unknown_field_naming_it)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    char s[40], e[40], body[600], path[160];
+    int64_t sm, em;
+    window_ms(W_NOW, &sm, &em);
+    rfc3339(sm, s, sizeof s);
+    rfc3339(em, e, sizeof e);
+    uint64_t id = srv_start_activity(&v, ACT_CREATED, 10, 2, 2);
+    static const struct {
+        const char *method, *op, *body, *field;
+    } bad[] = {
+        {"POST", "preheat", "{\"forse\":true}", "forse"},
+        {"POST", "preheat", "garbage", NULL},
+        {"POST", "preheat", "[]", NULL},
+        {"POST", "preheat", "{\"force\":1}", NULL},
+        {"POST", "open", "garbage", NULL},
+        {"POST", "open", "{\"force\":true}", "force"},
+        {"POST", "close", "{\"now\":1}", "now"},
+        {"POST", "queue/pace", "{\"passes_per_s\":5,\"pace\":1}", "pace"},
+        {"DELETE", "", "{\"forced\":true}", "forced"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "%s%s", id,
+                 bad[i].op[0] ? "/" : "", bad[i].op);
+        int st = admin(&v, bad[i].method, path, bad[i].body, &r);
+        if (st != 400)
+            sk_th_fail(__FILE__, __LINE__, "%s %s '%s' -> %d %s", bad[i].method, path, bad[i].body,
+                       st, r.body);
+        EXPECT_ERROR(st, &r, 400, "bad_request");
+        if (bad[i].field) {
+            char want[64];
+            snprintf(want, sizeof want, "unknown field %s", bad[i].field);
+            CHECK_MSG(strstr(r.body, want), "%s: %s", bad[i].body, r.body);
+        }
+    }
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "?forse=true", id);
+    EXPECT_ERROR(admin(&v, "DELETE", path, NULL, &r), &r, 400, "bad_request");
+    expect_state(&v, id, "closed"); /* created: not preheated, nothing changed */
+    /* nested objects of the create body */
+    static const char *const nested[][2] = {
+        {"rate_limit", "{\"per_user_per_s\":5,\"brust\":2}"},
+        {"waiting_room", "{\"passes_per_s\":5,\"seeds\":\"00\"}"},
+    };
+    uint64_t id2 = sk_th_unique_id();
+    for (size_t i = 0; i < 2; i++) {
+        body_with(body, sizeof body, id2, s, e, nested[i][0], nested[i][1]);
+        EXPECT_ERROR(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 400, "bad_request");
+        CHECK_MSG(strstr(r.body, "unknown field") && strstr(r.body, nested[i][0]), "%s", r.body);
+    }
+    EXPECT_ERROR(get_activity(&v, id2, &r), &r, 404, "unknown_activity");
+    /* buyers: purchase, pay, cancel, the waiting room's join */
+    EXPECT_STATUS(admin_op(&v, id, "preheat", "{}", &r), &r, 200);
+    EXPECT_STATUS(admin_op(&v, id, "open", "", &r), &r, 200);
+    EXPECT_ERROR(buy(&v, id, 5, "{\"quantity\":1,\"qty\":2}", &r), &r, 400, "bad_request");
+    CHECK_MSG(strstr(r.body, "unknown field qty"), "%s", r.body);
+    CHECK_EQ(remaining(&v, id), 10);
+    EXPECT_STATUS(buy(&v, id, 5, "{\"quantity\":1}", &r), &r, 200);
+    char oid[96];
+    JSTR(&r, "order_id", oid);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "/api/v1/orders/%s/%s", oid, k ? "cancel" : "pay");
+        EXPECT_ERROR(req(&v, "POST", path, "X-User-Id: 5\r\n", "{\"amount\":1}", &r), &r, 400,
+                     "bad_request");
+        CHECK_MSG(strstr(r.body, "unknown field amount"), "%s", r.body);
+    }
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue", id);
+    EXPECT_ERROR(req(&v, "POST", path, "X-User-Id: 5\r\n", "{\"seat\":1}", &r), &r, 400,
+                 "bad_request");
+    CHECK_EQ(remaining(&v, id), 9);
+    srv_stop(&v);
+}
+
+/* GET /api/v1/activities: every activity with its live state, as `seckill
+ * activity list --json` shows it; admins only. */
+SK_TEST(admin_list_shows_every_activity_with_its_live_state_for_admins_only)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    uint64_t a = srv_start_activity(&v, ACT_READY, 10, 2, 2);
+    uint64_t b = sk_th_unique_id();
+    create_act(&v, b, 5, 1, 1, W_FUTURE);
+    EXPECT_STATUS(buy(&v, a, 3, "{\"quantity\":2}", &r), &r, 200);
+    EXPECT_STATUS(admin(&v, "GET", "/api/v1/activities", NULL, &r), &r, 200);
+    json_t *root = body_obj(__FILE__, __LINE__, &r);
+    json_t *list = json_object_get(root, "activities");
+    CHECK(json_is_array(list));
+    int seen = 0;
+    size_t i;
+    json_t *it;
+    json_array_foreach(list, i, it)
+    {
+        uint64_t id = (uint64_t)json_integer_value(json_object_get(it, "id"));
+        const char *state = json_string_value(json_object_get(it, "state"));
+        if (id == a) {
+            seen |= 1;
+            CHECK_STR(state, "open");
+            CHECK_EQ(json_integer_value(json_object_get(it, "stock_remaining")), 8);
+            CHECK_EQ(json_integer_value(json_object_get(it, "admitted")), 2);
+            CHECK(json_is_true(json_object_get(it, "preheated")));
+        } else if (id == b) {
+            seen |= 2;
+            CHECK_STR(json_string_value(json_object_get(it, "stored_state")), "created");
+            CHECK(json_is_false(json_object_get(it, "preheated")));
+            CHECK_EQ(json_integer_value(json_object_get(it, "stock_remaining")), 5);
+        }
+    }
+    json_decref(root);
+    CHECK_EQ(seen, 3);
+    EXPECT_ERROR(req(&v, "GET", "/api/v1/activities", NULL, NULL, &r), &r, 401, "unauthorized");
+    EXPECT_ERROR(req(&v, "PUT", "/api/v1/activities", NULL, NULL, &r), &r, 405, NULL);
+    srv_stop(&v);
+}
+
+/* DELETE /api/v1/activities/{id}, the rules of `seckill activity delete`:
+ * refused while open (409 is_open) and while orders are not settled (409
+ * open_orders, saying which); forced, the unpaid orders are cancelled, the
+ * answer says so, and such an order can no longer be paid. */
+SK_TEST(admin_delete_refuses_open_sales_and_unsettled_orders_unless_forced)
+{
+    struct srv v;
+    struct sk_th_resp r;
+    char path[160], oid[96], opath[200];
+    uint64_t id = srv_start_activity(&v, ACT_READY, 10, 2, 2);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, id);
+    EXPECT_ERROR(admin(&v, "DELETE", path, NULL, &r), &r, 409, "is_open");
+    snprintf(opath, sizeof opath, "%s?force=true", path);
+    EXPECT_ERROR(admin(&v, "DELETE", opath, NULL, &r), &r, 409, "is_open"); /* force: no */
+    EXPECT_STATUS(buy(&v, id, 4, NULL, &r), &r, 200);
+    JSTR(&r, "order_id", oid);
+    EXPECT_STATUS(admin_op(&v, id, "close", NULL, &r), &r, 200);
+    /* persisted by the node's worker: created, unpaid */
+    snprintf(opath, sizeof opath, "/api/v1/orders/%s", oid);
+    int64_t deadline = sk_mono_ms() + 20000;
+    for (;;) {
+        EXPECT_STATUS(req(&v, "GET", opath, "X-User-Id: 4\r\n", NULL, &r), &r, 200);
+        if (strstr(r.body, "\"created\"")) break;
+        CHECK_MSG(sk_mono_ms() < deadline, "never persisted: %s", r.body);
+        sk_th_nap_ms(50);
+    }
+    EXPECT_ERROR(admin(&v, "DELETE", path, NULL, &r), &r, 409, "open_orders");
+    CHECK_MSG(strstr(r.body, "1 unpaid order(s)") && strstr(r.body, "force"), "%s", r.body);
+    expect_state(&v, id, "closed");
+    snprintf(opath, sizeof opath, "%s?force=true", path);
+    EXPECT_STATUS(admin(&v, "DELETE", opath, NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "unpaid_cancelled"), 1);
+    CHECK_MSG(strstr(r.body, "cannot be paid"), "%s", r.body);
+    EXPECT_ERROR(get_activity(&v, id, &r), &r, 404, "unknown_activity");
+    EXPECT_ERROR(admin(&v, "DELETE", path, NULL, &r), &r, 404, "unknown_activity");
+    snprintf(opath, sizeof opath, "/api/v1/orders/%s/pay", oid);
+    EXPECT_ERROR(req(&v, "POST", opath, "X-User-Id: 4\r\n", NULL, &r), &r, 409, NULL);
     srv_stop(&v);
 }
 
@@ -218,7 +382,7 @@ SK_TEST(admin_create_takes_segments_echoes_them_and_refuses_bad_ones_with_a_reas
     EXPECT_STATUS(get_activity(&v, seg, &r), &r, 200);
     CHECK_EQ(JINT(&r, "segments"), 4);
     /* Left out: 1. */
-    body_with(body, sizeof body, plain, s, e, "extra", "1");
+    body_with(body, sizeof body, plain, s, e, "name", "\"plain\"");
     EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
     CHECK_EQ(JINT(&r, "segments"), 1);
     EXPECT_STATUS(get_activity(&v, plain, &r), &r, 200);

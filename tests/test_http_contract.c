@@ -55,8 +55,7 @@ SK_TEST(purchase_answers_200_accepted_and_defaults_quantity_to_1)
     struct srv v;
     struct sk_th_resp r;
     char oid[4][128], st[32], ct[64];
-    static const char *const bodies[] = {NULL, "{}", "{\"quantity\":3}",
-                                         "{\"quantity\":2,\"note\":\"unknown fields ignored\"}"};
+    static const char *const bodies[] = {NULL, "{}", "{\"quantity\":3}", " {\"quantity\": 2} "};
     static const int qty[] = {1, 1, 3, 2};
     uint64_t id = srv_start_activity(&v, ACT_READY, 10, 5, 3);
     for (int i = 0; i < 4; i++) {
@@ -251,6 +250,10 @@ SK_TEST(purchase_without_a_valid_user_id_is_401)
     }
     CHECK_EQ(remaining(&v, id), 10);
     expect_stats(&v, id, 10, 0, 0);
+    /* an unknown field is refused, named, and buys nothing */
+    EXPECT_ERROR(buy(&v, id, 200, "{\"quantity\":2,\"note\":\"x\"}", &r), &r, 400, "bad_request");
+    CHECK_MSG(strstr(r.body, "unknown field note"), "%s", r.body);
+    CHECK_EQ(remaining(&v, id), 10);
     srv_stop(&v);
 }
 
@@ -265,7 +268,8 @@ SK_TEST(wrong_method_is_405_with_allow_and_unknown_path_is_404)
     CHECK(sk_th_http_header(&r, "allow", allow, sizeof allow) == 0);
     CHECK(strcasestr(allow, "POST") != NULL); /* the client lower-cases headers */
     EXPECT_ERROR(req(&v, "PUT", path, "X-User-Id: 1\r\n", "{}", &r), &r, 405, NULL);
-    EXPECT_ERROR(req(&v, "DELETE", "/api/v1/activities/1", NULL, NULL, &r), &r, 405, NULL);
+    EXPECT_ERROR(req(&v, "PATCH", "/api/v1/activities/1", NULL, NULL, &r), &r, 405, NULL);
+    EXPECT_ERROR(req(&v, "DELETE", path, "X-User-Id: 1\r\n", NULL, &r), &r, 405, NULL);
     EXPECT_ERROR(req(&v, "POST", "/healthz", NULL, NULL, &r), &r, 405, NULL);
     EXPECT_ERROR(req(&v, "GET", "/api/v1/nothing", NULL, NULL, &r), &r, 404, NULL);
     EXPECT_ERROR(req(&v, "POST", "/api/v2/activities/1/purchase", "X-User-Id: 1\r\n", NULL, &r), &r,

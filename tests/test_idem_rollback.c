@@ -224,7 +224,11 @@ SK_TEST_T(idem_retry_after_a_failover_to_a_replica_that_lost_the_admission, 180)
      * worker has looked: the promoted master knows neither the order nor
      * the key, so this is a fresh purchase */
     struct sk_th_serve v2;
-    sk_th_serve_start(&v2, ss.url, extra);
+    /* a node of the same sale: the same database (its identity is the
+     * sale's, docs/design.md) */
+    const char *extra2[] = {
+        "--role", "api", "--sync-replicas", "1", "--sync-timeout-ms", "50", "--db", v.db, NULL};
+    sk_th_serve_start(&v2, ss.url, extra2);
     sale_wait_ready(v2.port);
     CHECK_EQ(buy_until(v2.port, aid, 3, "k3", got, sizeof got, NULL), 200);
     CHECK_MSG(strcmp(got, oid3) != 0, "the lost order %s came back before the recovery", got);

@@ -25,23 +25,6 @@
 #include "support/http_client.h"
 #include "support/proc_watch.h"
 
-/* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
- * process); the body into body (cap bytes, terminated). Returns the
- * status, 0 when nothing came back. */
-static int get_big(int port, const char *path, char *body, size_t cap)
-{
-    char reqb[256];
-    int n = snprintf(reqb, sizeof reqb, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                     path);
-    static char raw[1 << 20];
-    size_t got = sk_th_http_raw(port, reqb, (size_t)n, raw, sizeof raw, 5000);
-    body[0] = 0;
-    if (got < 12 || strncmp(raw, "HTTP/1.1 ", 9) != 0) return 0;
-    const char *b = strstr(raw, "\r\n\r\n");
-    if (b) snprintf(body, cap, "%s", b + 4);
-    return atoi(raw + 9);
-}
-
 /* Value of the sample `series` (exact name and labels) in Prometheus text;
  * -1 when absent. */
 static long long sample(const char *text, const char *series)
@@ -203,7 +186,7 @@ static const char *scrape_until(int port, int (*cond)(const char *, void *), voi
     static char text[1 << 20];
     int64_t deadline = sk_mono_ms() + 15000;
     for (;;) {
-        CHECK_EQ(get_big(port, "/metrics", text, sizeof text), 200);
+        CHECK_EQ(sk_th_http_get_big(port, "/metrics", text, sizeof text), 200);
         if (cond(text, arg)) return text;
         CHECK_MSG(sk_mono_ms() < deadline, "metrics never got there:\n%.3000s", text);
         sk_th_nap_ms(50);
@@ -236,7 +219,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
              aid);
     static char text[1 << 20];
     for (int i = 0; i < 12; i++) {
-        CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+        CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
         CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
         CHECK_EQ(sample(text, act), accepted);
         CHECK_EQ(sample(text, "seckill_node_processes{kind=\"api\"}"), 2);
@@ -256,7 +239,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
         CHECK_EQ(more, 20);
         accepted += more;
         for (int i = 0; i < 6; i++) {
-            CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+            CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
             CHECK_EQ(sample(text, "seckill_admissions_total"), accepted);
             counters_of(text, &after);
             check_not_lower(&before, &after);
@@ -269,7 +252,7 @@ SK_TEST(ops_metrics_report_the_node_and_never_go_back_when_processes_restart)
         check_not_lower(&before, &after);
         before = after;
     }
-    CHECK_EQ(get_big(s.port, "/metrics", text, sizeof text), 200);
+    CHECK_EQ(sk_th_http_get_big(s.port, "/metrics", text, sizeof text), 200);
     CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"api\"}"), 4);
     CHECK_EQ(sample(text, "seckill_node_process_starts_total{kind=\"worker\"}"), 2);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
@@ -369,18 +352,18 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     const char *ops_routes[] = {"/metrics", "/healthz", "/readyz", "/", "/dashboard.json"};
     for (size_t i = 0; i < sizeof ops_routes / sizeof ops_routes[0]; i++) {
         for (int k = 0; k < 4; k++) { /* fresh connections: both processes */
-            CHECK_MSG(get_big(s.port, ops_routes[i], body, sizeof body) == 404,
+            CHECK_MSG(sk_th_http_get_big(s.port, ops_routes[i], body, sizeof body) == 404,
                       "%s answered on the buyers' port", ops_routes[i]);
             CHECK_MSG(strstr(body, "\"not_found\"") != NULL, "%s", body);
-            CHECK_MSG(get_big(ops, ops_routes[i], body, sizeof body) == 200,
+            CHECK_MSG(sk_th_http_get_big(ops, ops_routes[i], body, sizeof body) == 200,
                       "%s not on the ops port", ops_routes[i]);
         }
     }
     /* the buyers' routes stay on the buyers' port only */
     char path[96];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64, aid);
-    CHECK_EQ(get_big(s.port, path, body, sizeof body), 200);
-    CHECK_EQ(get_big(ops, path, body, sizeof body), 404);
+    CHECK_EQ(sk_th_http_get_big(s.port, path, body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, path, body, sizeof body), 404);
     CHECK_EQ(buy_many(s.port, aid, 0, 3, 1), 3);
     struct sk_th_http h;
     struct sk_th_resp r;
@@ -389,7 +372,7 @@ SK_TEST(ops_listen_serves_the_operations_routes_there_only)
     CHECK_EQ(sk_th_http_req(&h, "POST", path, "X-User-Id: 99\r\n", "{}", &r), 404);
     sk_th_http_close(&h);
     /* what the buyers' port did shows on the ops port */
-    CHECK_EQ(get_big(ops, "/metrics", body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, "/metrics", body, sizeof body), 200);
     CHECK_EQ(sample(body, "seckill_admissions_total"), 3);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 
@@ -517,7 +500,7 @@ static int dashboard_figure_is(int ops, uint64_t aid, const char *within, const 
                                long long value)
 {
     static char body[1 << 20];
-    if (get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
+    if (sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body) != 200) return 0;
     json_error_t e;
     json_t *d = json_loads(body, 0, &e), *acts = json_object_get(d, "activities");
     int ok = 0;
@@ -605,6 +588,133 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
 
+/* One "admitted" figure (docs/design.md): units admitted over the sale's
+ * life, each order once, releases not taken back, Idempotency-Key replays
+ * apart. The same number in `activity show`, the stats route, the
+ * dashboard and /metrics, after replays and a cancel. */
+SK_TEST_T(ops_one_admitted_figure_in_the_cli_the_stats_the_dashboard_and_metrics, 120)
+{
+    struct sk_th_serve s;
+    char addr[64];
+    int ops = serve_with_ops(&s, addr, sizeof addr);
+    uint64_t aid = sk_th_unique_id();
+    char body[400], path[96], oid[96] = "";
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"one figure\",\"stock\":20,\"per_user_limit\":3,"
+             "\"start\":\"2020-01-01T00:00:00Z\",\"end\":\"2099-01-01T00:00:00Z\"}",
+             aid);
+    create_and_open(s.port, aid, body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
+    static const struct {
+        uint64_t user;
+        const char *body, *hdr;
+    } buys[] = {
+        {1, "{\"quantity\":2}", ""},
+        {2, "{\"quantity\":1}", ""},
+        {3, "{\"quantity\":3}", "Idempotency-Key: k3\r\n"},
+        {3, "{\"quantity\":3}", "Idempotency-Key: k3\r\n"}, /* a replay: nothing admitted */
+        {4, NULL, ""},
+    };
+    struct sk_th_http h;
+    struct sk_th_resp *r = sk_th_resp_new();
+    sk_th_http_open(&h, s.port);
+    for (size_t i = 0; i < sizeof buys / sizeof buys[0]; i++) {
+        char hdr[128];
+        snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n%s", buys[i].user, buys[i].hdr);
+        CHECK_EQ(sk_th_http_req(&h, "POST", path, hdr, buys[i].body, r), 200);
+        if (buys[i].user == 2) sk_th_resp_field(r, "order_id", oid, sizeof oid);
+    }
+    /* user 2 cancels (once persisted): 1 unit back on the shelf */
+    char opath[160];
+    snprintf(opath, sizeof opath, "/api/v1/orders/%s/cancel", oid);
+    int64_t deadline = sk_mono_ms() + 15000;
+    while (sk_th_http_req(&h, "POST", opath, "X-User-Id: 2\r\n", NULL, r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "cancel: %s", r->body);
+        sk_th_nap_ms(50);
+    }
+    snprintf(opath, sizeof opath, "/api/v1/activities/%" PRIu64 "/stats", aid);
+    CHECK_EQ(sk_th_http_req(&h, "GET", opath, "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n",
+                            NULL, r),
+             200);
+    char v[32];
+    sk_th_resp_field(r, "admitted", v, sizeof v);
+    CHECK_STR(v, "7");
+    sk_th_resp_field(r, "remaining", v, sizeof v);
+    CHECK_STR(v, "14");
+    sk_th_http_close(&h);
+    free(r);
+    char id[32], out[8192];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"show", "--id", id, "--json", NULL},
+                               sk_th_redis_url(), s.db),
+             0);
+    CHECK_MSG(strstr(out, "\"admitted\": 7,"), "%s", out);
+    deadline = sk_mono_ms() + 15000;
+    while (!dashboard_figure_is(ops, aid, NULL, "admitted", 7)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed 7 admitted");
+        sk_th_nap_ms(50);
+    }
+    CHECK(dashboard_figure_is(ops, aid, NULL, "replays_total", 1));
+    char s1[128], s2[128], s3[128];
+    snprintf(s1, sizeof s1, "seckill_activity_admitted_units{activity=\"%s\"}", id);
+    snprintf(s2, sizeof s2, "seckill_activity_admitted_units_total{activity=\"%s\"}", id);
+    snprintf(s3, sizeof s3, "seckill_activity_replays_total{activity=\"%s\"}", id);
+    struct want w[] = {{s1, 7},
+                       {s2, 7},
+                       {s3, 1},
+                       {"seckill_admissions_total", 4},
+                       {"seckill_idempotent_replays_total", 1},
+                       {NULL, 0}};
+    scrape_until(ops, has_value, w);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* A sale preheated from another database (the CLI on store A) and served
+ * by a node on store B: the dashboard, in a real browser, names it, says
+ * why and shows the command that fixes it. */
+SK_TEST_T(ops_dashboard_in_chromium_names_a_sale_preheated_from_another_store, 240)
+{
+    struct sk_th_redis rs;
+    sk_th_redis_start(&rs, NULL);
+    char spec_a[400], id[32], out[4096];
+    snprintf(spec_a, sizeof spec_a, "sqlite:%s/a.db", sk_th_tmpdir());
+    uint64_t aid = sk_th_unique_id();
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"create", "--id", id, "--name", "stray",
+                                                     "--stock", "10", "--limit", "1", NULL},
+                               rs.url, spec_a),
+             0);
+    CHECK_EQ(sk_th_run_with_db(out, sizeof out, "activity",
+                               (const char *const[]){"preheat", "--id", id, NULL}, rs.url, spec_a),
+             0);
+    struct sk_th_serve s;
+    char addr[64];
+    int ops = sk_th_free_port();
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", ops);
+    sk_th_serve_start(&s, rs.url, (const char *const[]){"--ops-listen", addr, NULL});
+    static char body[1 << 20];
+    char want[128];
+    snprintf(want, sizeof want, "\"id\":%s,\"reason\":\"unknown_to_database\"", id);
+    int64_t deadline = sk_mono_ms() + 20000;
+    while (sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body) != 200 ||
+           !strstr(body, want)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never named %s", id);
+        sk_th_nap_ms(100);
+    }
+    static char dom[1 << 20];
+    char url[96], card[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
+    chromium_dump(url, dom, sizeof dom);
+    snprintf(card, sizeof card, "id=\"orphan-%s\"", id);
+    CHECK_MSG(strstr(dom, card), "no card for activity %s:\n%.3000s", id, dom);
+    CHECK_MSG(strstr(dom, "its orders would never be persisted here"), "%.3000s", dom);
+    CHECK_MSG(strstr(dom, "--redis-only"), "no fix shown:\n%.3000s", dom);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+    sk_th_redis_stop(&rs, 1);
+}
+
 /* `activity show --watch`: a frame every second until SIGINT, then exit 0. */
 SK_TEST(ops_activity_show_watch_refreshes_until_interrupted)
 {
@@ -673,7 +783,8 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     for (;;) {
         CHECK_MSG(sk_mono_ms() < deadline, "no 12 s of history: %.500s", body);
         sk_th_nap_ms(250);
-        if (get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200) continue;
+        if (sk_th_http_get_big(ops, "/dashboard.json?history=1", body, sizeof body) != 200)
+            continue;
         json_error_t e;
         json_t *d = json_loads(body, 0, &e);
         json_t *acts = json_object_get(json_object_get(d, "history"), "activities");
@@ -703,7 +814,7 @@ SK_TEST_T(ops_dashboard_opened_mid_sale_draws_the_minutes_before_it_was_opened, 
     }
     json_decref(h);
     /* a plain poll carries no history */
-    CHECK_EQ(get_big(ops, "/dashboard.json", body, sizeof body), 200);
+    CHECK_EQ(sk_th_http_get_big(ops, "/dashboard.json", body, sizeof body), 200);
     CHECK(strstr(body, "\"history\"") == NULL);
 
     static char dom[1 << 20];

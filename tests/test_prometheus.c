@@ -33,7 +33,7 @@ SK_TEST(prometheus_rules_pass_promtool_check_and_unit_tests)
     char cmd[1200], out[16384];
     snprintf(cmd, sizeof cmd, "promtool check rules %s/seckill-rules.yml 2>&1", rules_dir());
     CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    CHECK_MSG(strstr(out, "SUCCESS: 11 rules found") != NULL, "%s", out);
+    CHECK_MSG(strstr(out, "SUCCESS: 13 rules found") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "promtool test rules %s/seckill-rules.test.yml 2>&1", rules_dir());
     CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
     CHECK_MSG(strstr(out, "SUCCESS") != NULL, "%s", out);
@@ -51,7 +51,7 @@ SK_TEST(prometheus_rules_pass_promtool_check_and_unit_tests)
         snprintf(want, sizeof want, "alertname: %s\n", name);
         CHECK_MSG(strstr(tests, want) != NULL, "alert %s has no test", name);
     }
-    CHECK_EQ(n, 11);
+    CHECK_EQ(n, 13);
 }
 
 /* GET path on port: the body parsed (NULL on failure). */
@@ -165,10 +165,20 @@ SK_TEST_T(prometheus_server_scrapes_a_live_node_and_loads_the_rules, 180)
         redis_up = query(pport, "seckill_redis_up");
     }
     CHECK(query(pport, "seckill_admissions_total") >= 7);
+    /* the Redis master's memory and settings, as its client read them:
+     * the suite's Redis has no maxmemory and evicts nothing */
+    deadline = sk_mono_ms() + 20000;
+    while (query(pport, "seckill_redis_memory_used_bytes") <= 0) {
+        CHECK_MSG(sk_mono_ms() < deadline, "no seckill_redis_memory_used_bytes (log %s)", log);
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(query(pport, "seckill_redis_memory_max_bytes"), 0);
+    CHECK_EQ(query(pport, "seckill_redis_settings_unsafe"), 0);
     /* the rules loaded (Prometheus's own series say so), evaluated without
      * failures, and none fires on a healthy node */
     deadline = sk_mono_ms() + 20000;
-    while (query(pport, "sum(prometheus_rule_group_rules)") != 11 ||
+    while (query(pport, "sum(prometheus_rule_group_rules)") != 13 ||
            query(pport, "sum(prometheus_rule_evaluations_total)") < 20) {
         CHECK_MSG(sk_mono_ms() < deadline, "the rules were not loaded and evaluated (log %s)", log);
         struct timespec ts = {0, 200 * 1000 * 1000};

@@ -64,6 +64,7 @@ static uint64_t open_activity(sk_redis *r, int64_t stock, int64_t rl_rate, int64
                              0,
                              0,
                              0,
+                             "",
                              ""};
     sk_th_stock_open(r, &d);
     return d.id;

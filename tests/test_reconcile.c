@@ -90,6 +90,8 @@ static struct sk_order get_order(struct sk_th_env *e, const char *oid)
 
 BACKEND_TEST(clean_sale_with_payments_and_timeouts_exits_0)
 {
+    struct sk_th_redis rs;
+    sk_th_env_own_redis(e, &rs); /* a plain reconcile looks at every activity Redis holds */
     char oids[7][SK_ORDER_ID_MAX];
     uint64_t aid = sale(e, oids);
     static char out[65536];
@@ -100,6 +102,83 @@ BACKEND_TEST(clean_sale_with_payments_and_timeouts_exits_0)
     int rc = sk_th_reconcile(e, 0, out, sizeof out, NULL);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     HAS(out, "activity consistent");
+    sk_th_redis_stop(&rs, 1);
+}
+
+/* The store's identity (docs/design.md): an activity live in Redis that
+ * this database does not hold, one it holds whose live state another
+ * store preheated, and one whose purchases another store's nodes were
+ * refused: each a drift of a plain reconcile, naming its fix; the note of
+ * refused purchases is cleared by --repair, with an audit row. */
+BACKEND_TEST(activities_another_store_preheated_are_drift_with_their_fix)
+{
+    struct sk_th_redis rs;
+    sk_th_env_own_redis(e, &rs);
+    char mine[SK_STORE_IDENTITY_MAX];
+    CHECK_EQ(sk_store_identity(e->st, mine, sizeof mine), 0);
+    uint64_t ok = sk_th_env_activity(e, 10, 1, 1, 60);
+    /* live in Redis only, preheated from store ...bb */
+    struct sk_stock_def d = {.id = sk_th_unique_id(),
+                             .initial = 5,
+                             .per_user_limit = 1,
+                             .max_per_order = 1,
+                             .start_ms = sk_wall_ms() - 1000,
+                             .end_ms = sk_wall_ms() + 3600000};
+    snprintf(d.store_id, sizeof d.store_id, "00000000000000bb");
+    int prc;
+    CHECK_EQ(sk_stock_preheat(e->r, &d, 0, &prc, NULL), 0);
+    CHECK_EQ(prc, SK_RC_PREHEATED);
+    /* held here, its live state preheated by store ...cc */
+    uint64_t held = sk_th_env_activity_segs(e, 5, 1, 1, 60, 1, 0);
+    struct sk_activity a;
+    CHECK_EQ(sk_store_activity_get(e->st, held, &a), 0);
+    struct sk_stock_def hd;
+    sk_activity_stock_def(&a, &hd);
+    snprintf(hd.store_id, sizeof hd.store_id, "00000000000000cc");
+    CHECK_EQ(sk_stock_preheat(e->r, &hd, 0, &prc, NULL), 0);
+    static char out[65536];
+    int rc = sk_th_reconcile(e, 0, out, sizeof out, NULL);
+    CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
+    char line[160];
+    snprintf(line, sizeof line, "activity %" PRIu64 ": DRIFT db_missing", d.id);
+    HAS(out, line);
+    HAS(out, "preheated it (store 00000000000000bb)");
+    HAS(out, "--redis-only");
+    snprintf(line, sizeof line, "activity %" PRIu64 ": DRIFT store", held);
+    HAS(out, line);
+    HAS(out, "(store 00000000000000cc; this one is store");
+    snprintf(line, sizeof line, "activity %" PRIu64 ": consistent", ok);
+    HAS(out, line);
+    HAS(out, "drift in 2 of 3 activities");
+    /* --activity still checks only the one named */
+    CHECK_EQ(sk_th_reconcile(e, ok, out, sizeof out, NULL), 0);
+
+    /* the orphans gone (the fix named): a purchase refused to another
+     * store's node leaves a note on an activity of this store */
+    CHECK_EQ(sk_stock_drop(e->r, d.id), 0);
+    CHECK_EQ(sk_stock_drop(e->r, held), 0);
+    CHECK_EQ(sk_store_activity_delete(e->st, held), 0);
+    CHECK_EQ(sk_store_activity_get(e->st, ok, &a), 0);
+    sk_activity_stock_def(&a, &hd);
+    snprintf(hd.store_id, sizeof hd.store_id, "%s", mine); /* preheated before: stamped now */
+    CHECK_EQ(sk_stock_preheat(e->r, &hd, 0, &prc, NULL), 0);
+    CHECK_EQ(prc, SK_RC_STOCK_LIVE);
+    struct sk_keys k;
+    sk_keys_for(&k, ok);
+    struct sk_batch_head h = {.label = k.label, .store_id = "00000000000000dd"};
+    struct sk_purchase p = {.user_id = 99, .quantity = 1};
+    struct sk_admission res;
+    int64_t left;
+    CHECK_EQ(sk_stock_batch_call(e->r, &k, &h, &p, 1, &res, &left), 0);
+    CHECK_EQ(res.rc, SK_RC_OTHER_STORE);
+    rc = sk_th_reconcile(e, 0, out, sizeof out, NULL);
+    CHECK_MSG(rc == 1, "exit %d:\n%s", rc, out);
+    HAS(out, "nodes of another database (store 00000000000000dd)");
+    rc = sk_th_reconcile(e, ok, out, sizeof out, (const char *const[]){"--repair", NULL});
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+    CHECK_EQ(sk_th_audit_count(e, ok, "clear_store_refused"), 1);
+    CHECK_EQ(sk_th_reconcile(e, 0, out, sizeof out, NULL), 0);
+    sk_th_redis_stop(&rs, 1);
 }
 
 BACKEND_TEST(orders_still_in_the_stream_are_backlog_not_lost)

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -459,4 +460,170 @@ SK_TEST(async_client_waits_for_a_server_loading_its_data)
     CHECK_EQ(atomic_load(&w.loading_errors), 0);
     CHECK_EQ(atomic_load(&w.functions_after), 1);
     sk_th_redis_stop(&srv, 1);
+}
+
+/* ---- the blocking facade (redis_conn.h): the same client on a loop per handle ---- */
+
+/* Calls of one INFO commandstats line ("calls=N,..."), 0 when absent. */
+static long long stat_calls(sk_redis *r, const char *cmd)
+{
+    char field[64], v[256];
+    snprintf(field, sizeof field, "cmdstat_%s", cmd);
+    if (sk_redis_info_field(r, "commandstats", field, v, sizeof v) != 0) return 0;
+    return strtoll(v + 6, NULL, 10);
+}
+
+/* A handle's handshake asks for the library and loads it only where it is
+ * missing: FUNCTION LOAD compiles every script (tens of ms of the server's
+ * one thread), and the blocking callers open many short-lived handles. */
+SK_TEST(blocking_handles_load_the_library_only_where_it_is_missing)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    sk_redis *a = sk_th_redis_new(srv.url, 1000, 1000);
+    CHECK_EQ(sk_redis_connect(a), 0);
+    CHECK_EQ(a->fn, SK_FN_ON); /* a fresh server: loaded by the first handle */
+    long long loads = stat_calls(a, "function|load");
+    CHECK_EQ(loads, 1);
+    for (int i = 0; i < 5; i++) {
+        sk_redis *b = sk_th_redis_new(srv.url, 1000, 1000);
+        struct sk_stock_state st;
+        sk_stock_state(b, sk_th_unique_id(), &st); /* a script call: FCALL */
+        CHECK_EQ(b->fn, SK_FN_ON);
+        sk_redis_free(b);
+    }
+    CHECK_EQ(stat_calls(a, "function|load"), loads);
+    CHECK(stat_calls(a, "fcall") >= 5);
+    /* gone (FUNCTION FLUSH): the next handle loads it again */
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(a, &rep, "FUNCTION FLUSH"), 0);
+    freeReplyObject(rep);
+    sk_redis *c = sk_th_redis_new(srv.url, 1000, 1000);
+    CHECK_EQ(sk_redis_connect(c), 0);
+    CHECK_EQ(stat_calls(a, "function|load"), loads + 1);
+    sk_redis_free(c);
+    sk_redis_free(a);
+    sk_th_redis_stop(&srv, 0);
+}
+
+/* XREADGROUP BLOCK longer than the reply timeout waits its BLOCK (it is not
+ * a late answer), and so does a command pipelined behind it; the
+ * connection stays. */
+SK_TEST(blocking_read_waits_its_block_beyond_the_reply_timeout)
+{
+    sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 300);
+    char s[64];
+    snprintf(s, sizeof s, "t:block:%llu", (unsigned long long)sk_th_unique_id());
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s g $ MKSTREAM", s), 0);
+    freeReplyObject(rep);
+    unsigned connects = r->connects;
+    const char *xr[] = {"XREADGROUP", "GROUP", "g", "c", "BLOCK", "900", "STREAMS", s, ">"};
+    const char *ping[] = {"PING"};
+    int64_t t0 = sk_mono_ms();
+    CHECK_EQ(sk_redis_append(r, 9, xr, NULL), 0);
+    CHECK_EQ(sk_redis_append(r, 1, ping, NULL), 0);
+    CHECK_MSG(sk_redis_read(r, &rep) == 0, "XREADGROUP: %s", r->errstr);
+    int64_t took = sk_mono_ms() - t0;
+    CHECK_EQ(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    CHECK_MSG(took >= 850, "answered after %lld ms, before its BLOCK", (long long)took);
+    CHECK_MSG(sk_redis_read(r, &rep) == 0, "PING: %s", r->errstr);
+    CHECK_STR(rep->str, "PONG");
+    freeReplyObject(rep);
+    CHECK_EQ(r->connects, connects);
+    /* any other command that waits still times out at 300 ms */
+    CHECK_EQ(sk_redis_cmd(r, &rep, "BLPOP %s:list 1", s), SK_ETIMEDOUT);
+    sk_redis_free(r);
+}
+
+#define FT_THREADS 8
+
+struct facade_thread {
+    pthread_t t;
+    int i;
+    const char *url;
+    sk_redis *given; /* made by the main thread, used only by this one */
+    atomic_int *stop;
+    long ok, failed, wrong;
+};
+
+/* One thread's handles: pipelines of ECHO, each reply its own command's
+ * (a handle that read another's reply, or another thread's, says so). A
+ * new handle every round but on thread 0, which keeps the one it was
+ * given: loops are reused from handle to handle and thread to thread. */
+static void *facade_thread(void *arg)
+{
+    struct facade_thread *ft = arg;
+    for (int round = 0; !atomic_load(ft->stop); round++) {
+        sk_redis *r = ft->given ? ft->given : sk_th_redis_new(ft->url, 1000, 1000);
+        char words[16][32];
+        int n = 0, rc = 0;
+        for (; n < 16 && rc == 0; n++) {
+            snprintf(words[n], sizeof words[n], "w%d-%d-%d", ft->i, round, n);
+            const char *a[] = {"ECHO", words[n]};
+            rc = sk_redis_append(r, 2, a, NULL);
+        }
+        for (int k = 0; k < n && rc == 0; k++) {
+            redisReply *rep;
+            rc = sk_redis_read(r, &rep);
+            if (rc) break;
+            if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, words[k]))
+                ft->wrong++;
+            else
+                ft->ok++;
+            freeReplyObject(rep);
+        }
+        ft->failed += rc != 0;
+        if (!ft->given) sk_redis_free(r);
+    }
+    return NULL;
+}
+
+/* Threads each with a blocking handle (the worker process's sweeper,
+ * sampler, reconcile and worker), while every client connection is killed
+ * again and again: each handle reconnects on its own and never hears
+ * another's answer. `make test TSAN=1 T=redis_async` runs it under
+ * ThreadSanitizer. */
+SK_TEST(blocking_handles_on_threads_each_run_their_own_client)
+{
+    struct sk_th_redis srv;
+    sk_th_redis_start(&srv, NULL);
+    atomic_int stop = 0;
+    struct facade_thread ft[FT_THREADS];
+    memset(ft, 0, sizeof ft);
+    sk_redis *given = sk_th_redis_new(srv.url, 1000, 1000);
+    for (int i = 0; i < FT_THREADS; i++) {
+        ft[i] = (struct facade_thread){.i = i, .url = srv.url, .stop = &stop};
+        if (i == 0) ft[i].given = given;
+        CHECK_EQ(pthread_create(&ft[i].t, NULL, facade_thread, &ft[i]), 0);
+    }
+    sk_redis *killer = sk_th_redis_new(srv.url, 1000, 1000);
+    int64_t until = sk_mono_ms() + 1500;
+    while (sk_mono_ms() < until) {
+        redisReply *rep;
+        if (sk_redis_cmd(killer, &rep, "CLIENT KILL TYPE normal") == 0) freeReplyObject(rep);
+        sk_th_nap_ms(50);
+    }
+    atomic_store(&stop, 1);
+    long ok = 0, failed = 0, wrong = 0;
+    for (int i = 0; i < FT_THREADS; i++) {
+        pthread_join(ft[i].t, NULL);
+        ok += ft[i].ok;
+        failed += ft[i].failed;
+        wrong += ft[i].wrong;
+        CHECK_MSG(ft[i].ok > 0, "thread %d never had an answer", i);
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK_MSG(failed > 0, "no pipeline met a killed connection (%ld answers)", ok);
+    printf("    %ld answers, %ld pipelines cut by a kill, none crossed\n", ok, failed);
+    /* thread 0's handle, after every kill, still works */
+    redisReply *rep;
+    int rc = sk_redis_cmd(given, &rep, "PING");
+    if (rc) rc = sk_redis_cmd(given, &rep, "PING"); /* its connection may be the killed one */
+    CHECK_MSG(rc == 0, "given handle: %s", given->errstr);
+    freeReplyObject(rep);
+    sk_redis_free(given);
+    sk_redis_free(killer);
+    sk_th_redis_stop(&srv, 0);
 }

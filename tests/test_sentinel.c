@@ -427,8 +427,9 @@ SK_TEST_T(sentinel_serve_never_admits_on_a_master_stopped_past_its_failover, 150
     /* a serve process that starts now asks the Sentinels afresh: the first
      * of the URL names the old master */
     struct sk_th_serve s2;
-    sk_th_serve_start(&s2, ss.url,
-                      (const char *const[]){"--role", "api", "--redis-timeout-ms", "500", NULL});
+    sk_th_serve_start(
+        &s2, ss.url,
+        (const char *const[]){"--role", "api", "--redis-timeout-ms", "500", "--db", s.db, NULL});
     struct load *L2 = load_new(s2.port, aid);
     L2->n = MAX_RECS;
     for (size_t i = 0; i < L2->n; i++)

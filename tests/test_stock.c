@@ -39,6 +39,7 @@ static uint64_t make_activity(sk_redis *r, int64_t stock, int64_t limit, int64_t
                              0,
                              0,
                              0,
+                             "",
                              ""};
     int rc;
     int64_t left;
@@ -403,7 +404,7 @@ SK_TEST(preheat_leaves_live_stock_alone_unless_forced_while_closed)
     uint64_t aid = open_activity(r, 10, 2, 2);
     CHECK_EQ(buy(r, aid, 1, 2, NULL), SK_RC_OK);
     int64_t now = sk_wall_ms();
-    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, ""};
+    struct sk_stock_def d = {aid, 50, 2, 2, now - 1000, now + 3600000, 0, 0, 1, 0, 0, 0, "", ""};
     int rc;
     int64_t stock;
     CHECK_EQ(sk_th_preheat_rc(r, &d, 0, &stock), SK_RC_STOCK_LIVE);
@@ -428,10 +429,10 @@ SK_TEST(preheat_rejects_bad_definitions)
     sk_redis *r = sk_th_redis_new(sk_th_redis_url(), 1000, 1000);
     int64_t now = sk_wall_ms();
     struct sk_stock_def bad[] = {
-        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
-        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
-        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0, 0, 0, ""},
-        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0, 0, 0, ""},
+        {sk_th_unique_id(), -5, 1, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, "", ""},
+        {sk_th_unique_id(), 5, 0, 1, now, now + 1000, 0, 0, 1, 0, 0, 0, "", ""},
+        {sk_th_unique_id(), 5, 1, 0, now, now + 1000, 0, 0, 1, 0, 0, 0, "", ""},
+        {sk_th_unique_id(), 5, 1, 1, now, now, 0, 0, 1, 0, 0, 0, "", ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc;
@@ -582,6 +583,13 @@ SK_TEST(auth_and_select_from_the_url_are_applied)
     r = sk_th_redis_new(url, 1000, 1000);
     struct sk_admission a;
     CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_MSG(!strstr(r->errstr, "wrong"), "the password echoed: %s", r->errstr);
+    sk_redis_free(r);
+    /* no password at all: said so, not as a failed script load */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    r = sk_th_redis_new(url, 1000, 1000);
+    CHECK_EQ(sk_stock_purchase(r, aid, 1, 1, &a, NULL), SK_EAUTH);
+    CHECK_MSG(strstr(r->errstr, "NOAUTH") != NULL, "errstr: %s", r->errstr);
     sk_redis_free(r);
     sk_th_redis_stop(&srv, 0);
 }

@@ -154,7 +154,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
 
 /* ---- helpers ---- */
 
-#define N_MIGRATIONS 11 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 12 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 

@@ -33,7 +33,7 @@
 
 #include <stdatomic.h>
 
-#define N_MIGRATIONS 11 /* what this binary applies */
+#define N_MIGRATIONS 12 /* what this binary applies */
 
 SK_TH_MY_USED
 
@@ -292,7 +292,7 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     /* back to version 7, the mark as it kept it */
     CHECK_EQ(sk_th_my_sql(db, "ALTER TABLE orders DROP COLUMN idem_key; DROP TABLE order_conflicts;"
                               "ALTER TABLE redis_marks DROP PRIMARY KEY, DROP COLUMN branch,"
-                              " ADD PRIMARY KEY (label);"
+                              " ADD PRIMARY KEY (label); DROP TABLE store_identity;"
                               "DELETE FROM schema_migrations WHERE version >= 8"),
              0);
     struct sk_th_my_held *h =

@@ -177,9 +177,12 @@ SK_TEST_T(sync_replicas_answer_503_unconfirmed_until_a_replica_acknowledges, 120
     sk_th_http_close(&c);
     stop_server(&s);
 
-    /* without --sync-replicas no WAIT is sent */
+    /* without --sync-replicas no WAIT is sent (the same sale: the same
+     * database, whose identity its key set carries) */
     waits = cmd_calls(r, "wait");
-    serve_start(&s, m.url, NULL);
+    char db[sizeof s.db];
+    snprintf(db, sizeof db, "%s", s.db);
+    serve_start(&s, m.url, (const char *const[]){"--db", db, NULL});
     sk_th_http_open(&c, s.port);
     CHECK_EQ(buy(&c, aid, 3, "k3", resp), 200);
     CHECK_EQ(cmd_calls(r, "wait"), waits);

@@ -132,7 +132,7 @@ struct ev {
     int64_t sent_ms, got_ms; /* wall clock */
 };
 
-/* Two processes (v[0], v[1]) and a new activity of `stock` units, one per
+/* Two nodes (v[0], v[1], one database) and a new activity of `stock` units, one per
  * buyer, open for an hour from from_now_ms after they are up (negative:
  * already begun), with a waiting room of `rate` passes/s living ttl s
  * (wr_ready). *start (may be NULL) gets the start; returns the id. */
@@ -140,7 +140,9 @@ static uint64_t open_on_two(struct srv v[2], long long stock, int64_t from_now_m
                             int ttl, int segments, int64_t *start)
 {
     srv_start(&v[0], NULL);
-    srv_start(&v[1], NULL);
+    /* two nodes of one sale: one database (a node of another database is
+     * refused its purchases: docs/design.md, "The store's identity") */
+    srv_start(&v[1], (const char *const[]){"--db", v[0].s.db, NULL});
     uint64_t aid = sk_th_unique_id();
     int64_t at = sk_wall_ms() + from_now_ms;
     wr_ready(&v[0], aid, stock, 1, at, at + HOUR_MS, rate, ttl, segments);

@@ -7,8 +7,11 @@
  * however many of its libraries include it), so shared Lua code is
  * written once. The same texts are also emitted as one Redis Functions
  * library (`#!lua name=seckill_<hash>`, each script the body of a function
- * `sk_<name>_<hash>(KEYS, ARGV)`), for FUNCTION LOAD and FCALL. Runs on the
- * build host only; never linked into seckill. */
+ * `sk_<name>_<hash>(KEYS, ARGV)`), for FUNCTION LOAD and FCALL. A script
+ * with a line `-- flags: no-writes` (it only reads) is registered with
+ * that flag, so Redis runs it while out of memory (maxmemory) as it runs
+ * any read; every other function is refused then, before it runs. Runs on
+ * the build host only; never linked into seckill. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,12 +227,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         char name[256], head[400];
         script_name(argv[4 + i], name, sizeof name);
-        snprintf(head, sizeof head, "redis.register_function('sk_%s_%s', function(KEYS, ARGV)\n",
-                 name, tag);
+        int ro = strstr(texts[i], "\n-- flags: no-writes\n") != NULL ||
+                 !strncmp(texts[i], "-- flags: no-writes\n", 20);
+        if (ro)
+            snprintf(head, sizeof head,
+                     "redis.register_function{function_name='sk_%s_%s', "
+                     "callback=function(KEYS, ARGV)\n",
+                     name, tag);
+        else
+            snprintf(head, sizeof head,
+                     "redis.register_function('sk_%s_%s', function(KEYS, ARGV)\n", name, tag);
         gen_emit_literal(c, head, strlen(head), 0);
         emit_c_text(c, texts[i]);
         size_t tl = strlen(texts[i]);
-        const char *tail = tl && texts[i][tl - 1] == '\n' ? "end)\n" : "\nend)\n";
+        const char *nl = tl && texts[i][tl - 1] == '\n' ? "" : "\n";
+        char tail[64];
+        snprintf(tail, sizeof tail, "%s%s", nl, ro ? "end, flags={'no-writes'}}\n" : "end)\n");
         gen_emit_literal(c, tail, strlen(tail), 0);
         free(texts[i]);
     }

@@ -172,7 +172,7 @@ function renderHealth(d) {
 function renderNode(d) {
   const n = $('node'), t = d.totals, w = d.worker;
   n.textContent = '';
-  tile(n, 'Admitted', fmt(t.admissions), 'purchases');
+  tile(n, 'Admitted', fmt(t.admissions), 'purchases' + (t.replays ? ', ' + fmt(t.replays) + ' replays apart' : ''));
   tile(n, 'Admissions/s', fmtRate(lastRate((x) => x.totals.admissions)));
   tile(n, 'Refusals/s', fmtRate(lastRate((x) => Object.values(x.totals.refusals).reduce((a, b) => a + b, 0))));
   const lat = histSince('purchase_latency', LAT_WINDOW_S), rtt = histSince('redis_rtt', LAT_WINDOW_S);
@@ -347,6 +347,26 @@ function renderActivities(d) {
   } else if (acts.length && note) note.remove();
 }
 
+// Sales this node would never persist the orders of: live in Redis and
+// unknown to its database, or preheated from another database. Each card
+// says why and the command that fixes it.
+function renderOrphans(d) {
+  const box = $('orphans');
+  box.textContent = '';
+  for (const o of d.orphans || []) {
+    const c = el('div', 'orphan');
+    c.id = 'orphan-' + o.id;
+    c.append(el('h2', '', 'Activity #' + o.id + ': its orders would never be persisted here'));
+    c.append(el('p', '', o.message + (o.store_id ? ' (store ' + o.store_id + ')' : '') + '.'));
+    const fix = el('p');
+    fix.append('Fix: ');
+    fix.append(el('code', '', o.fix));
+    c.append(fix);
+    box.append(c);
+  }
+  if (d.orphans_left_out > 0) box.append(el('div', 'orphan', 'and ' + d.orphans_left_out + ' more: run seckill reconcile'));
+}
+
 function renderProcs(d) {
   const p = $('procs');
   p.textContent = '';
@@ -365,6 +385,7 @@ function renderProcs(d) {
 function render(d) {
   renderHealth(d);
   renderNode(d);
+  renderOrphans(d);
   renderActivities(d);
   renderProcs(d);
 }

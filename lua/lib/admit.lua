@@ -18,6 +18,15 @@
 -- time, and the call fences the key set (lib/fence.lua) before it sells
 -- anything. While `fence` is set every purchase is refused RECOVERING.
 --
+-- The store's identity (docs/design.md): preheat writes meta `store_id`,
+-- the identity of the database that holds the activity, whose order
+-- workers persist its stream. A caller passes its own (c.store, '' when it
+-- does not know it); another one is refused OTHER_STORE before anything
+-- is read or written for the purchases, and the refusal is noted in meta
+-- (`store_refused`, `store_refused_ms`, at most once a second) for
+-- reconcile. A key set preheated before identities existed takes the
+-- first caller's.
+--
 -- Invariant kept by every script: stock + sum(buyers) == initial, or for a
 -- segment (docs/segments.md) stock + sum(buyers) == initial + xin - xout.
 --
@@ -161,8 +170,11 @@ end
 --            limit in meta (rl_rate, rl_burst) wins over u_rate/u_burst
 --   c.mem    {epoch ('' unknown), adm}: what the caller saw last of the key
 --            set (docs/recovery.md)
+--   c.store  the caller's store identity ('' unknown: not checked)
 -- out = {rc_1, oid_1, qty_1, ...}: a RATE_LIMITED entry carries its
--- retry-after in ms in the qty slot, a SEGMENTED one the segment count.
+-- retry-after in ms in the qty slot, a SEGMENTED one the segment count, an
+-- OK one that replays an earlier answer (Idempotency-Key) -qty, so callers
+-- count replays apart from admissions.
 
 -- Answers every purchase rc (qty slot q), but with replays a retry with
 -- an Idempotency-Key gets its first accepted answer.
@@ -171,15 +183,56 @@ local function answer_all(c, out, rc, q, replays)
   for i = 1, c.n do
     local pq, poid = nil, nil
     if replays then pq, poid = replay(c.users[i], c.a[c.at + 5 * i - 3], fresh) end
-    if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = pq
+    if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = -pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
   return out
 end
 
+-- A caller of another store: noted in meta for reconcile (at most once a
+-- second, whatever the rate of such calls), and refused.
+local function store_refused(store)
+  local now = now_ms()
+  if now - tonumber(redis.call('HGET', KEYS[1], 'store_refused_ms') or '0') >= 1000 then
+    redis.call('HSET', KEYS[1], 'store_refused', store, 'store_refused_ms', now)
+  end
+  return RC.OTHER_STORE
+end
+
+-- A key the sale keeps that vanished under it (an operator's DEL, an
+-- eviction, a flush): meta `keys` says which must exist (1 the order
+-- stream, 2 the ledger, 4 the idem hash: set by the first write of each),
+-- and the buyers hash must while units are held (stock + sum(buyers) ==
+-- initial + xin - xout + oversold). One EXISTS of those. Returns the names
+-- of the missing ones, or nil.
+local function keys_lost(m, stock)
+  local must = tonumber(m[17] or '0') or 0
+  local ks, names, n = {}, {}, 0
+  local function want(k, name) n = n + 1; ks[n] = k; names[n] = name end
+  if must % 2 == 1 then want(KEYS[4], 'orders') end
+  if must % 4 >= 2 then want(KEYS[6], 'ledger') end
+  if must >= 4 then want(KEYS[5], 'idem') end
+  if tonumber(stock) < tonumber(m[13] or '0') + tonumber(m[14] or '0') - tonumber(m[15] or '0')
+                       + tonumber(m[16] or '0') then
+    want(KEYS[3], 'buyers')
+  end
+  if n == 0 then return nil end
+  local first = ks[1] -- every one of ks is one of KEYS
+  if redis.call('EXISTS', first, unpack(ks, 2, n)) == n then return nil end
+  local gone = {}
+  for i = 1, n do
+    local key = ks[i]
+    if redis.call('EXISTS', key) == 0 then gone[#gone + 1] = names[i] end
+  end
+  return table.concat(gone, ' ')
+end
+
 -- The gate, once per call, on meta m and the stock's text: OK, or the code
 -- that refuses every purchase. Fences the key set when the caller knew
--- more of it than Redis holds (its keys vanished, or its count went back).
+-- more of it than Redis holds (its keys vanished, or its count went back),
+-- and when some of its keys vanished and others did not (those the order
+-- worker salvages before it rebuilds: no order id is handed out twice, no
+-- buyer buys past the limit meanwhile).
 local function gate_of(c, m, stock)
   local mem, epoch, adm = c.mem, m[10], tonumber(m[11] or '0')
   local same = mem.epoch ~= '' and mem.epoch == epoch
@@ -191,8 +244,15 @@ local function gate_of(c, m, stock)
     end
     return RC.RECOVERING
   end
-  if not m[1] or not m[2] or not m[3] or not m[4] or not m[5] or not stock then
-    if mem.epoch ~= '' and not stock and redis.call('EXISTS', KEYS[1]) == 0 then
+  local defined = m[1] and m[2] and m[3] and m[4] and m[5]
+  if not defined or not stock then
+    if defined or stock then
+      -- half a key set: never a deletion (that removes every key at once)
+      fence_set(KEYS[1], 'lost', (defined and 'the stock key' or 'the meta hash') ..
+                ' vanished while the other keys are there', {seen = same and mem.adm or nil})
+      return RC.RECOVERING
+    end
+    if mem.epoch ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
       -- The caller knew this key set and it is gone (Redis restarted empty,
       -- or flushed): fenced until the order worker rebuilds it.
       fence_set(KEYS[1], 'vanished', 'the keys vanished under a caller that knew epoch ' ..
@@ -200,6 +260,10 @@ local function gate_of(c, m, stock)
       return RC.RECOVERING
     end
     return RC.UNKNOWN_ACTIVITY
+  end
+  if c.store ~= '' and m[18] ~= c.store then
+    if m[18] then return store_refused(c.store) end
+    redis.call('HSET', KEYS[1], 'store_id', c.store)
   end
   if same and adm < mem.adm then
     fence_set(KEYS[1], 'rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
@@ -210,6 +274,11 @@ local function gate_of(c, m, stock)
   local now = now_ms()
   if now < tonumber(m[2]) then return RC.NOT_STARTED end
   if now >= tonumber(m[3]) then return RC.ENDED end
+  local gone = keys_lost(m, stock)
+  if gone then
+    fence_set(KEYS[1], 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
+    return RC.RECOVERING
+  end
   return RC.OK
 end
 
@@ -225,7 +294,8 @@ local function open_call(c, m, stock)
   -- Every field is set here, never added later (nor set to nil): a table
   -- given a new key rehashes, and this one is read once per purchase.
   local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
-             epoch = epoch, adm = tonumber(m[11] or '0'), now_us = 0, fresh = {},
+             epoch = epoch, adm = tonumber(m[11] or '0'), keys = tonumber(m[17] or '0') or 0,
+             now_us = 0, fresh = {},
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
              u_burst = false, ip_period = false, ip_burst = false, held = false}
@@ -278,7 +348,7 @@ local function check(s, i)
   end
   if wait > 0 then return RC.RATE_LIMITED, '', wait end
   local pq, poid = replay(u, k, s.fresh)
-  if pq then return RC.OK, poid, pq end
+  if pq then return RC.OK, poid, -pq end
   return RC.OK, nil, 0
 end
 
@@ -413,6 +483,11 @@ local function commit(s, out)
     end
     redis.call('HSET', KEYS[6], unpack(ledger))
     redis.call('HINCRBY', KEYS[1], 'adm', nadm)
+    -- the keys that must exist from now on (keys_lost): once per epoch
+    local must = s.keys
+    if must % 4 ~= 3 then must = must - must % 4 + 3 end
+    if idemw and must < 4 then must = must + 4 end
+    if must ~= s.keys then redis.call('HSET', KEYS[1], 'keys', must) end
     if idemw then
       redis.call('HSET', KEYS[5], unpack(idemw))
       -- replays of this call's own orders (same user and key twice)
@@ -434,7 +509,8 @@ local function admit_all(c)
   -- Sold out: answered from the one GET (retries with a key may be replays).
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed')
+                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
+                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
@@ -442,6 +518,9 @@ local function admit_all(c)
   end
   local gate = gate_of(c, m, stock)
   if gate == RC.RECOVERING then return answer_all(c, out, gate, 0, true), -1, 0, 0 end
+  -- another store's caller learns nothing of the key set (no epoch, no
+  -- count: its memory must never fence the owner's sale)
+  if gate == RC.OTHER_STORE then return answer_all(c, out, gate, 0, false), -1, 0, 0 end
   if gate ~= RC.OK then
     return answer_all(c, out, gate, 0, true), -1, tonumber(m[10] or '0') or 0,
            tonumber(m[11] or '0')

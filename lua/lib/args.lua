@@ -22,3 +22,9 @@ local function label_ok(v)
   return type(v) == 'string' and #v <= 31
          and (string.find(v, '^%d+$') ~= nil or string.find(v, '^%d+%.%d+$') ~= nil)
 end
+
+-- v is a store identity as callers pass it: '' (none) or 16 lowercase hex
+-- digits (store.h, SK_STORE_IDENTITY_LEN).
+local function store_id_ok(v)
+  return v == '' or (type(v) == 'string' and #v == 16 and string.find(v, '^[0-9a-f]+$') ~= nil)
+end

@@ -30,6 +30,7 @@
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "http/sale_page.h"
+#include "orders/activity_delete.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "redis/reply.h"
@@ -54,6 +55,7 @@ enum {
     O_PASS_TTL,
     O_QUEUE_SEED,
     O_FORCE,
+    O_REDIS_ONLY,
     O_JSON,
     O_WATCH,
     O_APPLY,
@@ -81,6 +83,7 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_PASS_TTL] = {"--pass-ttl", 1},
     [O_QUEUE_SEED] = {"--queue-seed", 1},
     [O_FORCE] = {"--force", 0},
+    [O_REDIS_ONLY] = {"--redis-only", 0},
     [O_JSON] = {"--json", 0},
     [O_WATCH] = {"--watch", 0},
     [O_APPLY] = {"--apply", 0},
@@ -239,11 +242,10 @@ static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_
         /* Not preheated: no live figures rather than misleading zeros. */
         int e = live->exists;
         json_object_set_new(o, "stock_remaining", e ? json_integer(live->remaining) : json_null());
-        /* Units admitted over the sale's life (invariant 2 of docs/design.md:
-         * remaining + admitted - released = initial). */
-        json_object_set_new(o, "admitted",
-                            e ? json_integer(live->initial - live->remaining + live->released)
-                              : json_null());
+        /* Units admitted over the sale's life, each order once (invariant 2
+         * of docs/design.md: remaining + admitted - released = initial): the
+         * figure of the dashboard and /metrics too */
+        json_object_set_new(o, "admitted", e ? json_integer(sk_stock_admitted(live)) : json_null());
         json_object_set_new(o, "held", e ? json_integer(live->held) : json_null());
         json_object_set_new(o, "released", e ? json_integer(live->released) : json_null());
         json_object_set_new(o, "buyers", e ? json_integer(live->buyers) : json_null());
@@ -433,6 +435,20 @@ static int cmd_preheat(struct ctx *c)
     /* units the database holds: keys gone with them are rebuilt, not
      * written with the whole stock again (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
+    /* the key sets belong to this store from now on (docs/design.md) */
+    if ((rc = sk_store_identity(c->st, d.store_id, sizeof d.store_id)) < 0)
+        return store_fail(c, rc);
+    /* a Redis that may evict the sale's keys is refused before anything is
+     * written; what it says to watch is said (redis_settings.h) */
+    struct sk_rset_verdict v;
+    char where[80];
+    if (sk_stock_settings(c->r, a.id, (int)a.segments, a.stock, 0, &v, where, sizeof where) < 0)
+        return redis_fail(c);
+    if (v.level == SK_RSET_UNSAFE)
+        return sk_cli_usage_error("activity preheat: refused: redis %s: %s", where, v.f[0].why);
+    for (int i = 0; i < v.n; i++)
+        if (v.f[i].level == SK_RSET_WARN)
+            fprintf(stderr, "activity preheat: warning: redis %s: %s\n", where, v.f[i].why);
     int res;
     int64_t stock;
     if (sk_stock_preheat(c->r, &d, has(c, O_FORCE), &res, &stock) < 0) return redis_fail(c);
@@ -468,6 +484,13 @@ static int cmd_preheat(struct ctx *c)
         return sk_cli_usage_error("activity preheat: activity %" PRIu64 ": stock %" PRId64
                                   " is below the units buyers already hold",
                                   a.id, a.stock);
+    case SK_RC_OTHER_STORE:
+        return sk_cli_runtime_error(
+            "activity preheat: activity %" PRIu64 " is live in Redis for another database "
+            "than this one (store %s): nothing was written. Run the command with that "
+            "database's --db, or, if that sale should not exist, remove its live state with "
+            "`seckill activity delete --id %" PRIu64 " --redis-only` (docs/reconcile.md)",
+            a.id, d.store_id, a.id);
     default:
         return sk_cli_usage_error("activity preheat: Redis refused the definition: %s",
                                   sk_rc_message(res));
@@ -642,41 +665,28 @@ static int cmd_list(struct ctx *c)
 
 static int cmd_delete(struct ctx *c)
 {
-    struct sk_activity a;
-    struct sk_stock_state live;
     int rc;
-    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
-        return rc;
-    /* Check then drop is not atomic; an operator racing themselves with
-     * `open` is the only way to slip between the two. */
-    if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
-    if (live.exists && live.open)
-        return sk_cli_usage_error("activity delete: activity %" PRIu64 " is open; close it first",
-                                  a.id);
-    /* XLEN directly: the stream counts even if meta or stock went missing,
-     * when the state snapshot reports nothing. */
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
-    redisReply *rep;
-    if (sk_redis_cmd(c->r, &rep, "XLEN %s", k.orders) < 0) return redis_fail(c);
-    long long events = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-    freeReplyObject(rep);
-    if (events < 0)
-        return sk_cli_runtime_error("activity delete: unexpected reply to XLEN %s", k.orders);
-    if (events > 0 && !has(c, O_FORCE))
-        return sk_cli_usage_error("activity delete: activity %" PRIu64 " has %lld order events "
-                                  "in its Redis stream that may not be persisted yet; --force "
-                                  "deletes them anyway",
-                                  a.id, events);
-    /* Redis first: a store row without Redis keys can be preheated again,
-     * while Redis keys without a row would greet a re-created id with stale
-     * stock. The row goes back to "created" before: the order worker's
-     * rollback guard would otherwise take the dropped keys of a preheated
-     * activity for keys Redis lost, and rebuild them (docs/recovery.md). */
-    if ((rc = sk_store_activity_set_state(c->st, a.id, "created")) < 0) return store_fail(c, rc);
-    if (sk_stock_drop(c->r, a.id) < 0) return redis_fail(c);
-    if ((rc = sk_store_activity_delete(c->st, a.id)) < 0) return store_fail(c, rc);
-    printf("activity %" PRIu64 " deleted\n", a.id);
+    if ((rc = open_store(c)) != 0 || (rc = open_redis(c)) != 0) return rc;
+    int force = has(c, O_FORCE), live_only = has(c, O_REDIS_ONLY);
+    struct sk_delete_report rep;
+    rc = live_only ? sk_activity_delete_live(c->st, c->r, c->id, force, &rep)
+                   : sk_activity_delete(c->st, c->r, c->id, force, &rep);
+    if (rc == SK_ENOTFOUND && live_only)
+        return sk_cli_usage_error("activity delete: Redis holds nothing of activity %" PRIu64,
+                                  c->id);
+    if (rc == SK_ENOTFOUND || rc == SK_EEXIST)
+        return sk_cli_usage_error("activity delete: %s",
+                                  rc == SK_EEXIST ? rep.why : sk_store_errstr(c->st));
+    if (rc == SK_EDB || rc == SK_ETIMEDOUT || rc == SK_ENOMEM)
+        return sk_cli_runtime_error("activity delete: database: %s", sk_store_errstr(c->st));
+    if (rc) return redis_fail(c);
+    /* open: a usage error as before (nothing changed); unsettled orders:
+     * exit 1, the operator decides (docs/activity.md) */
+    if (rep.refused == SK_ESTATE) return sk_cli_usage_error("activity delete: %s", rep.why);
+    if (rep.refused) return sk_cli_runtime_error("activity delete: %s: --force", rep.why);
+    printf("activity %" PRIu64 " %s%s%s\n", c->id,
+           live_only ? "removed from Redis (its live state)" : "deleted", rep.why[0] ? ": " : "",
+           rep.why);
     return SK_EXIT_OK;
 }
 
@@ -815,12 +825,18 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --out DIR            directory to write index.html into (made if missing)\n"
      "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"},
-    {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE), B(O_ID), cmd_delete,
-     "usage: seckill activity delete --id N [--force]\n"
-     "Removes the activity from the database and Redis. Refused while open, and\n"
-     "while its Redis order stream holds events unless --force.\n"
+    {"delete", OPENS_EXISTING, B(O_ID) | B(O_FORCE) | B(O_REDIS_ONLY), B(O_ID), cmd_delete,
+     "usage: seckill activity delete --id N [--force] [--redis-only]\n"
+     "Removes the activity from the database and Redis. Refused while open (exit 2),\n"
+     "and while it has orders not settled (exit 1): order events in Redis not yet\n"
+     "persisted, orders not paid. --force deletes it anyway: the events not persisted\n"
+     "are dropped, the unpaid orders cancelled (they can no longer be paid); paid\n"
+     "orders stay in the database. docs/activity.md.\n"
      "  --id N               activity id\n"
-     "  --force              delete even with order events not yet persisted\n" COMMON_USAGE},
+     "  --force              delete even with orders not settled\n"
+     "  --redis-only         remove only its live state from Redis: for a sale this\n"
+     "                       database does not hold, or whose live state another\n"
+     "                       database preheated (what `seckill reconcile` names)\n" COMMON_USAGE},
 };
 #define N_SUBS (sizeof subs / sizeof subs[0])
 

@@ -175,7 +175,8 @@ static int setup_activity(const char *dir, sk_redis *r, const struct demo_opts *
     int code = 0;
     if (rc == 0) {
         sk_activity_stock_def(&a, &d);
-        rc = sk_stock_preheat(r, &d, 0, &code, NULL);
+        rc = sk_store_identity(st, d.store_id, sizeof d.store_id);
+        if (rc == 0) rc = sk_stock_preheat(r, &d, 0, &code, NULL);
         if (rc == 0 && code != SK_RC_PREHEATED) rc = SK_ESTATE;
     }
     if (rc == 0) rc = sk_stock_set_open(r, id, 1, &code);

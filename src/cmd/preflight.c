@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cmd/db_file.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -130,7 +132,7 @@ void sk_preflight_redis(const struct sk_config *cfg, struct sk_preflight *p)
         add(p->persistence, sizeof p->persistence, ", appendfsync unknown (%s)",
             why[0] ? why : "not said");
     struct sk_rset_verdict v;
-    p->settings_level = sk_rsettings_judge(&rs, 0, &v);
+    p->settings_level = sk_rsettings_judge(&rs, p->stock_ahead, &v);
     for (int i = 0; i < v.n; i++)
         add(p->settings_why, sizeof p->settings_why, "%s%s: %s", i ? "; " : "", v.f[i].setting,
             v.f[i].why);
@@ -145,10 +147,28 @@ static const char *db_kind(const char *spec)
     return "MariaDB/MySQL";
 }
 
+/* The units the store's sales that may still sell (preheated or open,
+ * not ended) have left: the orders Redis must hold room for until the
+ * worker persists them (redis_settings.h, the fit rule). 0 when unread. */
+static int64_t stock_ahead(sk_store *st)
+{
+    struct sk_activity *a;
+    size_t n;
+    if (sk_store_activity_list(st, &a, &n) < 0) return 0;
+    int64_t now = sk_wall_ms(), sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((!strcmp(a[i].state, "preheated") || !strcmp(a[i].state, "open")) &&
+            a[i].end_ms > now && a[i].stock_db > 0)
+            sum += a[i].stock_db;
+    free(a);
+    return sum;
+}
+
 void sk_preflight_store(const struct sk_config *cfg, struct sk_preflight *p)
 {
     p->db_rc = 0;
     p->db_err[0] = p->db_note[0] = p->db_identity[0] = 0;
+    p->stock_ahead = 0;
     snprintf(p->db_kind, sizeof p->db_kind, "%s", db_kind(cfg->db));
     char err[600];
     /* no file made here: a missing one in a directory that exists is
@@ -186,6 +206,7 @@ void sk_preflight_store(const struct sk_config *cfg, struct sk_preflight *p)
         snprintf(p->db_note, sizeof p->db_note, "schema %d", version);
     /* the identity preheat stamps into Redis (store.h) */
     if (sk_store_identity(st, p->db_identity, sizeof p->db_identity) < 0) p->db_identity[0] = 0;
+    p->stock_ahead = stock_ahead(st);
     sk_store_close(st);
 }
 

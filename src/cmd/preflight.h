@@ -9,6 +9,7 @@
  * made in the supervisor before any event loop runs. */
 #ifndef SK_PREFLIGHT_H
 #define SK_PREFLIGHT_H
+#include <stdint.h>
 #include <stdio.h>
 
 #include "http/config.h"
@@ -31,10 +32,14 @@ struct sk_preflight {
     char db_kind[16];     /* "SQLite", "PostgreSQL", "MariaDB/MySQL" */
     char db_note[300];    /* "schema 9", "the file will be made at start" */
     char db_identity[80]; /* the store's identity (sk_store_identity); "" unknown */
+    int64_t stock_ahead;  /* units the store's preheated or open sales may still sell:
+                             what Redis must find room for (0 unknown or none) */
 };
 
 /* Reaches Redis as cfg says (cfg->redis_timeout_ms) and fills p's Redis
- * part. Never fails: what went wrong is in p. */
+ * part; with p->stock_ahead already read (sk_preflight_store first), its
+ * maxmemory is judged against those orders too. Never fails: what went
+ * wrong is in p. */
 void sk_preflight_redis(const struct sk_config *cfg, struct sk_preflight *p);
 
 /* Reaches the store, without making a SQLite file (one that is missing in

@@ -776,8 +776,9 @@ static int supervise(int argc, char **argv, struct sk_config *cfg, struct sk_rel
 static int check(const struct sk_config *cfg, const char *file)
 {
     struct sk_preflight p;
+    memset(&p, 0, sizeof p);
+    sk_preflight_store(cfg, &p); /* first: the stock Redis must have room for */
     sk_preflight_redis(cfg, &p);
-    sk_preflight_store(cfg, &p);
     int rc = sk_preflight_report(stdout, cfg, &p, file);
     fflush(stdout);
     return rc;
@@ -861,11 +862,17 @@ int sk_cli_serve(int argc, char **argv)
          * again (supervise clears it once they are forked) */
         sk_store_calls_db_down_at_start(err);
     }
+    /* The identity every admission of this node passes (docs/design.md,
+     * "The store's identity"); unknown while the database is down, then
+     * each HTTP process reads it when it first reaches the database. */
+    char store_id[SK_STORE_IDENTITY_MAX] = "";
+    if (!err[0] && sk_store_identity(store, store_id, sizeof store_id) < 0)
+        sk_log(SK_LOG_WARN, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe),
+               sk_store_errstr(store));
+    sk_store_calls_identity(store_id);
     struct sk_preflight pf;
     memset(&pf, 0, sizeof pf);
-    /* the banner's store identity, from the handle just opened */
-    if (!err[0] && sk_store_identity(store, pf.db_identity, sizeof pf.db_identity) < 0)
-        pf.db_identity[0] = 0;
+    snprintf(pf.db_identity, sizeof pf.db_identity, "%s", store_id); /* the banner's */
     sk_store_close(store);
     start_redis_check(&cfg, &pf);
     sk_preflight_banner(&cfg, &pf, file, sk_version());

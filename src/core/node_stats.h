@@ -75,6 +75,23 @@ struct sk_node_act {
     int64_t orders[SK_NODE_NSTATUS], units[SK_NODE_NSTATUS];
     int64_t reconcile_drift; /* -1: never checked */
     int64_t reconcile_ms;    /* when (wall clock ms), 0: never */
+    int64_t admitted;        /* units admitted over the sale's life, each order once
+                                (what buyers hold plus what was given back): the one
+                                "admitted" figure of the CLI, the dashboard, /metrics */
+};
+
+/* An activity live in Redis that this node's database would never
+ * persist (docs/design.md, "The store's identity"): unknown to the
+ * database, or listed by it while another store preheated its live
+ * state. */
+#define SK_NODE_ORPHANS 16
+#define SK_NODE_STORE_ID 17 /* a store identity's room: 16 hex digits */
+enum sk_node_orphan_why { SK_NODE_ORPHAN_UNKNOWN = 1, SK_NODE_ORPHAN_OTHER_STORE = 2 };
+struct sk_node_orphan {
+    uint64_t id;
+    int32_t why;                     /* enum sk_node_orphan_why */
+    int32_t open;                    /* its switch */
+    char store_id[SK_NODE_STORE_ID]; /* the store that preheated it ("" not known) */
 };
 
 /* What the worker process's sampler last saw. */
@@ -85,6 +102,10 @@ struct sk_node_sample {
     int32_t n_acts;
     int32_t more_acts; /* activities left out: more than SK_NODE_ACTS */
     struct sk_node_act acts[SK_NODE_ACTS];
+    char store_id[SK_NODE_STORE_ID]; /* this node's database's identity ("" not read) */
+    int64_t orphans_ms;              /* when Redis's activities were last listed (0: never) */
+    int32_t n_orphans, more_orphans;
+    struct sk_node_orphan orphans[SK_NODE_ORPHANS];
 };
 
 struct sk_node_worker {

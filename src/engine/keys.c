@@ -57,6 +57,17 @@ static int dec(const char *s, size_t len, int maxd, uint64_t *v)
     return 0;
 }
 
+int sk_keys_meta_id(const char *key, size_t len, uint64_t *id)
+{
+    static const char pre[] = "sk:{a", post[] = "}:meta";
+    size_t np = sizeof pre - 1, nq = sizeof post - 1;
+    if (len <= np + nq || memcmp(key, pre, np) || memcmp(key + len - nq, post, nq)) return 0;
+    uint64_t v;
+    if (dec(key + np, len - np - nq, 20, &v) < 0 || v == 0) return 0;
+    *id = v;
+    return 1;
+}
+
 int sk_keys_parse_label(const char *oid, size_t len, uint64_t *aid, int *seg)
 {
     const char *dash = memchr(oid, '-', len);

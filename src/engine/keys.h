@@ -47,6 +47,13 @@ void sk_keys_for(struct sk_keys *k, uint64_t activity_id);
  * sk_keys_for's. */
 void sk_keys_seg(struct sk_keys *k, uint64_t activity_id, int seg);
 
+/* Every meta key (an activity's own and its segments'): the MATCH pattern
+ * of a SCAN for the activities Redis holds (live_acts.h). */
+#define SK_KEYS_META_MATCH "sk:{a*}:meta"
+/* The activity id of an activity's own meta key "sk:{a<ID>}:meta": 1 with
+ * *id set; 0 for any other key (a segment's meta, a malformed id). Pure. */
+int sk_keys_meta_id(const char *key, size_t len, uint64_t *id);
+
 /* Parses the label at the start of an order id ("<ID>-..." or
  * "<ID>.<seg>-..."): activity id and segment (SK_SEG_NONE when absent).
  * Returns the label's length (up to the first '-'), or SK_EINVAL. Pure. */

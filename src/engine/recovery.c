@@ -20,28 +20,70 @@ static int64_t num_of(const redisReply *e)
     return sk_reply_i64_or(e, 0);
 }
 
+/* The probe's EXISTS, in this order after HMGET meta and GET stock. */
+#define PROBE_EXISTS 4
+#define PROBE_CMDS (2 + PROBE_EXISTS)
+
+/* Adds a key's name to p->lost_what. */
+static void lost_add(struct sk_keyset_probe *p, const char *what)
+{
+    size_t len = strlen(p->lost_what);
+    snprintf(p->lost_what + len, sizeof p->lost_what - len, "%s%s", len ? " " : "", what);
+}
+
+/* Which of p's keys vanished while others did not (recovery.h). ex: the
+ * EXISTS answers of orders, ledger, buyers, idem; f: HMGET's initial, xin,
+ * xout, oversold, keys. */
+static void probe_lost(struct sk_keyset_probe *p, const int *ex, const int64_t *f)
+{
+    static const char *const name[PROBE_EXISTS] = {"orders", "ledger", "buyers", "idem"};
+    int must[PROBE_EXISTS] = {(f[4] & 1) != 0, (f[4] & 2) != 0,
+                              p->stock < f[0] + f[1] - f[2] + f[3], (f[4] & 4) != 0};
+    p->lost_what[0] = 0;
+    if (p->present && !p->has_stock && p->segments < 2) {
+        lost_add(p, "stock");
+    } else if (!p->present && (p->has_stock || ex[0] || ex[1] || ex[2] || ex[3])) {
+        lost_add(p, "meta");
+        if (!p->has_stock) lost_add(p, "stock");
+    } else if (p->present && p->has_stock) {
+        for (int i = 0; i < PROBE_EXISTS; i++)
+            if (must[i] && !ex[i]) lost_add(p, name[i]);
+    }
+    p->lost = p->lost_what[0] != 0;
+}
+
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *hm[] = {"HMGET", ks[i].meta, "initial",  "adm",   "epoch",
-                            "xseq",  "oversold", "segments", "fence", "fence_why"};
+        const char *hm[] = {"HMGET",    ks[i].meta, "initial",   "adm", "epoch", "xseq", "oversold",
+                            "segments", "fence",    "fence_why", "xin", "xout",  "keys"};
         const char *get[] = {"GET", ks[i].stock};
-        int rc = sk_redis_append(r, 10, hm, NULL);
+        const char *ex[PROBE_EXISTS][2] = {{"EXISTS", ks[i].orders},
+                                           {"EXISTS", ks[i].ledger},
+                                           {"EXISTS", ks[i].buyers},
+                                           {"EXISTS", ks[i].idem}};
+        int rc = sk_redis_append(r, 13, hm, NULL);
         if (rc == 0) rc = sk_redis_append(r, 2, get, NULL);
+        for (int j = 0; rc == 0 && j < PROBE_EXISTS; j++)
+            rc = sk_redis_append(r, 2, ex[j], NULL);
         if (rc < 0) return rc;
     }
     int err = 0;
     for (size_t i = 0; i < n; i++) {
-        redisReply *m, *s;
-        int rc = sk_redis_read(r, &m);
-        if (rc < 0) return rc;
-        if ((rc = sk_redis_read(r, &s)) < 0) {
-            freeReplyObject(m);
-            return rc;
+        redisReply *rep[PROBE_CMDS];
+        for (int j = 0; j < PROBE_CMDS; j++) {
+            int rc = sk_redis_read(r, &rep[j]);
+            if (rc < 0) {
+                while (j-- > 0)
+                    freeReplyObject(rep[j]);
+                return rc;
+            }
         }
+        const redisReply *m = rep[0], *s = rep[1];
         struct sk_keyset_probe *p = &out[i];
         memset(p, 0, sizeof *p);
-        if (m->type == REDIS_REPLY_ARRAY && m->elements == 8) {
+        int64_t f[5] = {0};
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 11) {
             redisReply **e = m->element;
             p->present = e[0]->type == REDIS_REPLY_STRING;
             p->adm = num_of(e[1]);
@@ -53,6 +95,11 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
                 snprintf(p->fence, sizeof p->fence, "%.*s", (int)e[6]->len, e[6]->str);
             if (e[7]->type == REDIS_REPLY_STRING)
                 snprintf(p->fence_why, sizeof p->fence_why, "%.*s", (int)e[7]->len, e[7]->str);
+            f[0] = num_of(e[0]);
+            f[1] = num_of(e[8]);
+            f[2] = num_of(e[9]);
+            f[3] = p->oversold;
+            f[4] = num_of(e[10]);
         } else {
             err = 1;
         }
@@ -62,10 +109,42 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
         } else if (s->type != REDIS_REPLY_NIL) {
             err = 1;
         }
-        freeReplyObject(m);
-        freeReplyObject(s);
+        int ex[PROBE_EXISTS];
+        for (int j = 0; j < PROBE_EXISTS; j++) {
+            const redisReply *x = rep[2 + j];
+            if (x->type != REDIS_REPLY_INTEGER) err = 1;
+            ex[j] = x->type == REDIS_REPLY_INTEGER && x->integer > 0;
+        }
+        p->has_ledger = ex[1];
+        if (!err) probe_lost(p, ex, f);
+        for (int j = 0; j < PROBE_CMDS; j++)
+            freeReplyObject(rep[j]);
     }
     return err ? sk_stock_proto(r, "HMGET meta (probe)") : 0;
+}
+
+/* A script's {rc, stock} answer: rc one of the two it may give (into
+ * *rc_out), else a refusal said in r->errstr (SK_EINVAL). */
+static int two_rc(sk_redis *r, const char *what, const struct sk_keys *k, const int64_t *out, int a,
+                  int b, int *rc_out)
+{
+    if (out[0] != a && out[0] != b) {
+        snprintf(r->errstr, sizeof r->errstr, "%s of %s refused: %s", what, k->label,
+                 sk_rc_message((int)out[0]));
+        return r->err = SK_EINVAL;
+    }
+    *rc_out = (int)out[0];
+    return 0;
+}
+
+int sk_recovery_reset(sk_redis *r, const struct sk_keys *k, int *rc_out, int64_t *stock)
+{
+    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
+    int64_t out[2];
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESET, 6, keys, 0, NULL, out, 2);
+    if (rc == 0) rc = two_rc(r, "reset", k, out, SK_RC_PREHEATED, SK_RC_UNKNOWN_ACTIVITY, rc_out);
+    if (rc == 0) *stock = out[1];
+    return rc;
 }
 
 int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, const char *text,
@@ -95,7 +174,7 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
                         int64_t initial, int segments, int *rc_out)
 {
     char a[12][24];
-    const char *args[13];
+    const char *args[14];
     int64_t v[] = {initial,
                    d->per_user_limit,
                    d->max_per_order,
@@ -120,17 +199,12 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     for (int i = 0; i < 12; i++)
         args[i] = a[i];
     args[12] = d->wr_rate > 0 ? d->wr_seed : "";
+    args[13] = d->store_id; /* the rebuilt key set is the rebuilding store's */
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 13, args, out, 2);
-    if (rc < 0) return rc;
-    if (out[0] != SK_RC_PREHEATED && out[0] != SK_RC_STOCK_LIVE) {
-        snprintf(r->errstr, sizeof r->errstr, "rebuild of %s refused: %s", k->label,
-                 sk_rc_message((int)out[0]));
-        return r->err = SK_EINVAL;
-    }
-    *rc_out = (int)out[0];
-    return 0;
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 14, args, out, 2);
+    if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
+    return rc;
 }
 
 /* One replay.lua call for o[0..n), n <= SK_REPLAY_CHUNK; the refused ones'

@@ -33,10 +33,18 @@ struct sk_keyset_probe {
     int segments;             /* base meta of a segmented activity: its segments field */
     char fence[SK_FENCE_MAX]; /* "" none */
     char fence_why[208];      /* what the detection saw */
+    /* Some of its keys vanished while others are there (an operator's DEL,
+     * an eviction): the stock or the definition alone, or a key meta
+     * `keys` says must exist (the order stream, the ledger, the idem
+     * hash: lib/admit.lua), or the buyers hash while units are held. */
+    int lost;
+    char lost_what[48]; /* the missing keys' names, "stock meta orders ledger idem buyers" */
+    int has_ledger;     /* the ledger hash exists (it holds every order admitted here) */
 };
 
-/* One HMGET of meta and one GET of stock per key set, all pipelined (on a
- * cluster every node answers its own at once). */
+/* One HMGET of meta, one GET of stock and an EXISTS of the stream, ledger,
+ * buyers and idem hash per key set, all pipelined (on a cluster every node
+ * answers its own at once). */
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out);
 
 /* fence.lua: why "rollback" | "rebuild" | "manual", text (cut at 200
@@ -47,10 +55,20 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 
 /* rebuild.lua: meta from d (the database's definition, its waiting room
  * included) with initial units (a segment's own share) and stock = initial,
- * on a fenced key set whose keys vanished. segments > 1: k is segment k->seg of that many. *rc:
+ * on a fenced key set whose keys vanished, stamped with d->store_id (the
+ * rebuilding store's identity, "" none). segments > 1: k is segment k->seg of that many. *rc:
  * SK_RC_PREHEATED, or SK_RC_STOCK_LIVE (live stock exists: nothing written). */
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc);
+
+/* reset.lua: on a fenced key set some of whose keys vanished (probe
+ * `lost`), after what survived was salvaged into the database: drops
+ * buyers, ledger, released and idem, and when meta holds the definition
+ * writes stock = initial + xin - xout under a new epoch (*rc
+ * SK_RC_PREHEATED, *stock); without one (*rc SK_RC_UNKNOWN_ACTIVITY) the
+ * caller rebuilds it (sk_recovery_rebuild, which needs the stock key gone:
+ * it is). The order stream is left as it is. */
+int sk_recovery_reset(sk_redis *r, const struct sk_keys *k, int *rc, int64_t *stock);
 
 /* One database order to put back. */
 struct sk_replay_order {

@@ -62,6 +62,7 @@ static void write_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&sd, p->force, c->num, args);
     if (p->d.wr_rate > 0) args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
+    args[15] = p->d.store_id;
     snprintf(c->num[9], sizeof c->num[9], "%d", s);
     snprintf(c->num[10], sizeof c->num[10], "%d", segs);
     /* every segment was checked: none is gone with orders held */
@@ -93,6 +94,10 @@ static void base_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
                           "start_ms", c->num[5], "end_ms", c->num[6], "open",     "0"};
     memcpy(c->argv, argv, sizeof argv);
     c->argc = (int)(sizeof argv / sizeof *argv);
+    if (d->store_id[0]) {
+        c->argv[c->argc++] = "store_id";
+        c->argv[c->argc++] = d->store_id;
+    }
 }
 
 /* The waiting room's queue lives under the base tag (docs/waiting-room.md). */
@@ -121,10 +126,19 @@ void sk_seg_preheat_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     switch (p->step) {
     case SK_SPH_COUNT:
         sk_keys_for(&c->k, p->d.id);
-        c->argv[0] = "HGET";
+        c->argv[0] = "HMGET";
         c->argv[1] = c->k.meta;
         c->argv[2] = "segments";
-        c->argc = 3;
+        c->argv[3] = "store_id";
+        c->argc = 4;
+        break;
+    case SK_SPH_STAMP:
+        sk_keys_for(&c->k, p->d.id);
+        c->argv[0] = "HSETNX";
+        c->argv[1] = c->k.meta;
+        c->argv[2] = "store_id";
+        c->argv[3] = p->d.store_id;
+        c->argc = 4;
         break;
     case SK_SPH_SETTLE: sk_seg_settle_cmd(&p->settle, c); break;
     case SK_SPH_STATE:
@@ -149,12 +163,18 @@ static enum sk_seg_preheat_step to_states(struct sk_seg_preheat *p)
 static enum sk_seg_preheat_step counted(struct sk_seg_preheat *p, const redisReply *rep)
 {
     int have = 1, segs = (int)p->d.segments;
-    if (rep && rep->type == REDIS_REPLY_STRING) {
-        long v = strtol(rep->str, NULL, 10);
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
+        return fail(p, "HMGET segments store_id");
+    const redisReply *sg = rep->element[0], *owner = rep->element[1];
+    if (sg->type == REDIS_REPLY_STRING) {
+        long v = strtol(sg->str, NULL, 10);
         if (v > 1 && v <= SK_SEG_MAX) have = (int)v;
-    } else if (!rep || rep->type != REDIS_REPLY_NIL) {
-        return fail(p, "HGET segments");
+    } else if (sg->type != REDIS_REPLY_NIL) {
+        return fail(p, "HMGET segments store_id");
     }
+    /* preheated from another store: that store's, left alone */
+    if (p->d.store_id[0] && owner->type == REDIS_REPLY_STRING && strcmp(owner->str, p->d.store_id))
+        return done(p, SK_RC_OTHER_STORE, -1);
     /* a changed segment count would strand stock in the old segments */
     if (have > 1 && have != segs) return refuse(p);
     /* A forced preheat restarts the transfer counters: finish transfers a
@@ -209,7 +229,8 @@ static enum sk_seg_preheat_step written(struct sk_seg_preheat *p, const redisRep
     if (++p->seg < p->d.segments) return p->step;
     p->rc = p->any_new ? SK_RC_PREHEATED : SK_RC_STOCK_LIVE;
     p->stock = p->sum;
-    return p->any_new ? (p->step = SK_SPH_BASE) : done(p, p->rc, p->sum);
+    if (p->any_new) return p->step = SK_SPH_BASE;
+    return p->d.store_id[0] ? (p->step = SK_SPH_STAMP) : done(p, p->rc, p->sum);
 }
 
 enum sk_seg_preheat_step sk_seg_preheat_feed(struct sk_seg_preheat *p, const redisReply *rep)
@@ -224,6 +245,9 @@ enum sk_seg_preheat_step sk_seg_preheat_feed(struct sk_seg_preheat *p, const red
         return p->step = SK_SPH_BASE_WR;
     case SK_SPH_BASE_WR:
         if (!rep || rep->type != REDIS_REPLY_INTEGER) return fail(p, "HSET base meta");
+        return done(p, p->rc, p->stock);
+    case SK_SPH_STAMP:
+        if (!rep || rep->type != REDIS_REPLY_INTEGER) return fail(p, "HSETNX base meta");
         return done(p, p->rc, p->stock);
     default: return p->step;
     }

@@ -4,8 +4,8 @@
  * (the CLI, the tests), the async one in serve's admin route.
  *
  * The walk: the base meta's segment count (a changed count is refused: it
- * would strand stock); a forced preheat then settles the transfers in
- * transit (seg_settle.h: it restarts the transfer counters); every
+ * would strand stock) and store identity (another store's is refused); a forced preheat then
+ * settles the transfers in transit (seg_settle.h: it restarts the transfer counters); every
  * segment's state (a fenced segment, or one gone while the database holds
  * orders, answers RECOVERING before anything is written; an open one
  * refuses a forced preheat); each segment's share written in order (a
@@ -23,12 +23,14 @@
 #include "engine/stock.h"
 
 enum sk_seg_preheat_step {
-    SK_SPH_COUNT,   /* HGET of the base meta's segment count */
+    SK_SPH_COUNT,   /* HMGET of the base meta's segment count and store identity */
     SK_SPH_SETTLE,  /* the settle walk (p->settle) */
     SK_SPH_STATE,   /* state.lua of segment p->seg */
     SK_SPH_WRITE,   /* preheat.lua of segment p->seg */
     SK_SPH_BASE,    /* HSET of the base meta */
     SK_SPH_BASE_WR, /* the waiting room's fields of the base meta */
+    SK_SPH_STAMP,   /* nothing written (live stock everywhere): HSETNX of the base
+                       meta's store identity (one preheated before identities) */
     SK_SPH_DONE,    /* p->rc answers (p->stock: the stock now, -1 unknown) */
     SK_SPH_FAILED,  /* a reply that was not one: p->errstr */
 };
@@ -41,7 +43,9 @@ struct sk_seg_preheat {
     struct sk_seg_settle settle;
     int64_t held[SK_SEG_MAX], total_held, sum;
     int any_new;
-    int rc;        /* DONE: PREHEATED, STOCK_LIVE, IS_OPEN, BELOW_SOLD, BAD_ARGUMENT, RECOVERING */
+    int rc;        /* DONE: PREHEATED, STOCK_LIVE, IS_OPEN, BELOW_SOLD, BAD_ARGUMENT, RECOVERING,
+                      OTHER_STORE (the base meta, or a segment's, holds another store's
+                      identity: nothing written) */
     int64_t stock; /* DONE: the stock now in Redis, -1 when not known */
     int has_stock; /* DONE: stock says something (not for a refused definition) */
     char errstr[96];

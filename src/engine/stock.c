@@ -13,6 +13,8 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "engine/stock_int.h"
+#include "redis/handshake.h"
+#include "redis/reply.h"
 #include "redis/script.h"
 
 #define U64_DIGITS 21
@@ -37,11 +39,13 @@ static void set_order_id(struct sk_admission *a, const redisReply *e)
     }
 }
 
-/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after. */
+/* A refusal's qty slot is 0, except RATE_LIMITED's: its retry-after; an
+ * OK one replaying an earlier answer holds -qty (lib/admit.lua). */
 static void set_outcome(struct sk_admission *a, int rc, int64_t qty)
 {
     a->rc = rc;
-    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : qty;
+    a->replay = rc == SK_RC_OK && qty < 0;
+    a->quantity = rc == SK_RC_RATE_LIMITED ? 0 : a->replay ? -qty : qty;
     a->retry_after_ms = rc == SK_RC_RATE_LIMITED ? qty : 0;
 }
 
@@ -128,8 +132,11 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
         num[w] = 0;
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(7 + f));
     }
+    const char *sid = h->store_id ? h->store_id : "";
+    if (rc == 0 && sid[0] && strlen(sid) != SK_STOCK_STORE_ID_LEN) rc = SK_EINVAL;
+    if (rc == 0) rc = put_arg(buf, cap, &off, sid, strlen(sid), args, lens, 9);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 9 + 5 * i;
+        size_t base = 10 + 5 * i;
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
         rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
         if (rc) break;
@@ -363,6 +370,7 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
         snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
         args[14] = d->wr_seed;
     }
+    args[15] = d->store_id;
     return SK_PREHEAT_ARGC;
 }
 
@@ -459,6 +467,11 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st)
     return 0;
 }
 
+int64_t sk_stock_admitted(const struct sk_stock_state *st)
+{
+    return st->exists ? st->held + st->released : 0;
+}
+
 int sk_stock_state_keys(sk_redis *r, const struct sk_keys *kp, struct sk_stock_state *st)
 {
     const char *keys[SK_STATE_NKEYS];
@@ -533,13 +546,20 @@ int sk_stock_stream_orders(sk_redis *r, uint64_t aid, int64_t *orders)
     return rc;
 }
 
+void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC])
+{
+    const char *v[SK_STOCK_DROP_ARGC] = {"DEL",       k->meta,    k->stock,   k->buyers, k->orders,
+                                         k->released, k->idem,    k->ledger,  k->xout,   k->xin,
+                                         k->wr_q,     k->wr_pass, k->wr_spent};
+    memcpy(argv, v, sizeof v);
+}
+
 int sk_stock_drop_keys(sk_redis *r, const struct sk_keys *kp)
 {
-    const struct sk_keys *k = kp;
+    const char *argv[SK_STOCK_DROP_ARGC];
+    sk_stock_drop_argv(kp, argv);
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "DEL %s %s %s %s %s %s %s %s %s %s %s %s", k->meta, k->stock,
-                          k->buyers, k->orders, k->released, k->idem, k->ledger, k->xout, k->xin,
-                          k->wr_q, k->wr_pass, k->wr_spent);
+    int rc = sk_redis_command(r, &rep, SK_STOCK_DROP_ARGC, argv, NULL);
     if (rc < 0) return rc;
     rc = rep->type == REDIS_REPLY_INTEGER ? 0 : sk_stock_proto(r, "DEL");
     freeReplyObject(rep);
@@ -559,4 +579,66 @@ int sk_stock_drop(sk_redis *r, uint64_t aid)
     struct sk_keys k;
     sk_keys_for(&k, aid);
     return sk_stock_drop_keys(r, &k);
+}
+
+struct settings_walk {
+    int64_t orders;
+    struct sk_rset_verdict *worst;
+    char *where;
+    size_t cap;
+};
+
+static void judge_one(void *data, const char *addr, const struct sk_rsettings *s)
+{
+    struct settings_walk *w = data;
+    struct sk_rset_verdict v;
+    sk_rsettings_judge(s, w->orders, &v);
+    if (v.level <= w->worst->level && w->where[0]) return;
+    *w->worst = v;
+    snprintf(w->where, w->cap, "%s", addr);
+}
+
+/* Behind a Sentinel: every replica the master's ROLE lists is connected
+ * once, so its settings are judged too. */
+static void probe_replicas(sk_redis *r, struct settings_walk *w)
+{
+    redisReply *rep;
+    if (!r->url.sentinel || sk_redis_cmd(r, &rep, "ROLE") < 0) return;
+    size_t n = sk_handshake_replicas(rep);
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = rep->element[2]->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+            e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_STRING)
+            continue;
+        int64_t port;
+        if (sk_reply_i64(e->element[1], &port) < 0 || port < 1 || port > 65535) continue;
+        struct sk_rsettings s;
+        if (sk_redis_probe_settings(r, e->element[0]->str, (int)port, &s) < 0)
+            continue; /* unreachable: skipped */
+        char addr[80];
+        snprintf(addr, sizeof addr, "%.64s:%d", e->element[0]->str, (int)port);
+        judge_one(w, addr, &s);
+    }
+    freeReplyObject(rep);
+}
+
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
+                      struct sk_rset_verdict *worst, char *where, size_t cap)
+{
+    memset(worst, 0, sizeof *worst);
+    where[0] = 0;
+    int S = segments > 1 ? segments : 1;
+    for (int s = 0; s < S; s++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, activity_id, segments > 1 ? s : SK_SEG_NONE);
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "EXISTS %s", k.meta);
+        if (rc < 0) return rc;
+        freeReplyObject(rep);
+    }
+    if (fresh) sk_redis_refresh_settings(r);
+    struct settings_walk w = {orders, worst, where, cap};
+    sk_redis_each_settings(r, judge_one, &w);
+    probe_replicas(r, &w);
+    return 0;
 }

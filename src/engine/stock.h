@@ -35,8 +35,13 @@ struct sk_purchase {
     size_t pass_len;
 };
 
+/* A store's identity as Redis carries it (store.h, SK_STORE_IDENTITY_LEN). */
+#define SK_STOCK_STORE_ID_LEN 16
+
 struct sk_admission {
     int rc;                         /* SK_RC_OK or a refusal code */
+    int replay;                     /* rc OK: the first answer of an Idempotency-Key given
+                                       again (nothing admitted now); counted apart */
     int64_t quantity;               /* units admitted (the first answer's on a replay) */
     char order_id[SK_ORDER_ID_MAX]; /* "<activity>-<stream id>" when rc == SK_RC_OK */
     int64_t retry_after_ms;         /* rc == SK_RC_RATE_LIMITED: when a retry is allowed */
@@ -74,8 +79,9 @@ int sk_stock_purchase_batch_rl(sk_redis *r, uint64_t activity_id, const struct s
  * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries), its
  * KEYS (sk_stock_batch_keys) and the decoding of its reply. All pure, no
  * I/O. */
-#define SK_BATCH_ARGC(n) (9 + 5 * (n))
-#define SK_BATCH_ARG_BYTES(n) (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + (n) * (22 + 22 + 2))
+#define SK_BATCH_ARGC(n) (10 + 5 * (n))
+#define SK_BATCH_ARG_BYTES(n)                                                                      \
+    (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + SK_STOCK_STORE_ID_LEN + 1 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
 #define SK_XFER_ID_MAX 32
 
@@ -90,6 +96,11 @@ struct sk_batch_head {
      * epoch = nothing known. Same epoch, smaller count in Redis: the call
      * fences the key set and answers RECOVERING. */
     int64_t epoch, adm;
+    /* The caller's store identity (SK_STOCK_STORE_ID_LEN hex digits), or
+     * NULL / "" when it does not know it: then not checked. A key set
+     * preheated from another store refuses every purchase OTHER_STORE
+     * (docs/design.md, "The store's identity"). */
+    const char *store_id;
 };
 int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purchase *p, size_t n,
                              char *buf, size_t cap, const char **args, size_t *lens);
@@ -150,21 +161,38 @@ struct sk_stock_def {
     int64_t wr_rate, wr_ttl_s; /* waiting room (docs/waiting-room.md): passes per second
                                   and a pass's lifetime; wr_rate 0 = none */
     char wr_seed[65];          /* its draw seed (hex) */
+    /* the preheating store's identity (store.h), stamped into the meta of
+     * every key set: "" for none (a key set without one takes the first
+     * admitting or preheating caller's) */
+    char store_id[SK_STOCK_STORE_ID_LEN + 1];
 };
 
 /* Writes stock and meta (d->segments > 1: every segment, then the base
  * meta; docs/segments.md). *rc: PREHEATED, STOCK_LIVE (no-op), IS_OPEN,
- * BELOW_SOLD, BAD_ARGUMENT, or RECOVERING (the key set is fenced, or its
+ * BELOW_SOLD, BAD_ARGUMENT, OTHER_STORE (the key set was preheated from
+ * another store: d->store_id differs from its meta's), or RECOVERING (the key set is fenced, or its
  * keys are gone while d->db_held > 0: rebuild it, docs/recovery.md);
  * *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
 /* The preheat script's ARGV (shared with the async service): fills buf and
  * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
- * three fields are empty, else args[14] points at d->wr_seed), returns
- * their count. */
-#define SK_PREHEAT_ARGC 15
+ * three fields are empty, else args[14] points at d->wr_seed; args[15]
+ * points at d->store_id), returns their count. */
+#define SK_PREHEAT_ARGC 16
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
+
+/* The settings of every Redis server an activity's sale depends on,
+ * judged (redis/redis_settings.h) with its stock as the orders to fit:
+ * the master of each of its key sets (segments: each segment's; one
+ * command on each makes sure its connection, and so its handshake's INFO,
+ * was made) and, behind a Sentinel, the master's replicas (each connected
+ * once to be asked); fresh: read every server's settings again (a
+ * long-lived client: its connections' may be old). The worst verdict into *worst, "host:port" of it
+ * into where (cap bytes). Returns 0, or the error of a master that could not be reached
+ * (r->errstr); a replica that cannot be reached is skipped. */
+int sk_stock_settings(sk_redis *r, uint64_t activity_id, int segments, int64_t orders, int fresh,
+                      struct sk_rset_verdict *worst, char *where, size_t cap);
 
 /* Opens (1) or closes (0) the switch. *rc: OK or UNKNOWN_ACTIVITY. */
 int sk_stock_set_open(sk_redis *r, uint64_t activity_id, int open, int *rc);
@@ -196,6 +224,13 @@ struct sk_stock_state {
     int64_t epoch;       /* the key set's incarnation (Redis TIME in us at its preheat) */
 };
 
+/* Units admitted over the sale's life, each order once (an
+ * Idempotency-Key replay admits nothing) and releases not taken back: what
+ * buyers hold plus what was given back. The one "admitted" figure of
+ * `seckill activity show`, the stats route, the dashboard and /metrics
+ * (seckill_activity_admitted_units). 0 when not preheated. */
+int64_t sk_stock_admitted(const struct sk_stock_state *st);
+
 /* Live state, read by one script so the figures are from one instant (for
  * a segmented activity: one script per segment, summed; held + remaining +
  * in_transit == initial still holds, each segment's figures being exact). */
@@ -211,6 +246,10 @@ int sk_stock_state_parse(const redisReply *rep, struct sk_stock_state *st);
 
 /* Deletes every key of the activity (every segment's too). */
 int sk_stock_drop(sk_redis *r, uint64_t activity_id);
+/* The DEL of every key of key set k (shared with the async service):
+ * argv of SK_STOCK_DROP_ARGC entries, pointing into k. Pure. */
+#define SK_STOCK_DROP_ARGC 13
+void sk_stock_drop_argv(const struct sk_keys *k, const char *argv[SK_STOCK_DROP_ARGC]);
 
 /* The same calls on one key set: an unsegmented activity, or one segment
  * (segment.c builds the segmented operations from these). */

@@ -38,9 +38,11 @@ struct op {
     uint64_t id;
     struct sk_activity act;
     int force;
-    op_next_fn next; /* what follows the definition read */
-    char state[16];  /* the state to record after a switch or preheat */
-    char err[256];   /* the store's failure, for the log line on the loop */
+    op_next_fn next;                          /* what follows the definition read */
+    char state[16];                           /* the state to record after a switch or preheat */
+    char store_id[SK_STOCK_STORE_ID_LEN + 1]; /* the store's identity, read with the
+                                                 definition ("" when it could not be) */
+    char err[256]; /* the store's failure, for the log line on the loop */
 };
 
 static struct op *op_alloc(struct sk_app *app, h2o_req_t *req, enum sk_route route)
@@ -302,10 +304,45 @@ void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, v
     sk_act_defs_lookup(app, id, on_peek_def, p);
 }
 
+static void on_full_state(void *data, redisReply *rep)
+{
+    struct sk_stock_state st;
+    peek_state_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
+}
+
+void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
+                       void *arg)
+{
+    struct peek_op *p = calloc(1, sizeof *p);
+    if (!p) {
+        cb(app, arg, SK_ENOMEM, a, NULL);
+        return;
+    }
+    p->o.app = app;
+    p->o.id = a->id;
+    p->o.act = *a;
+    p->cb = cb;
+    p->arg = arg;
+    if (a->segments > 1) {
+        seg_state_read(&p->o, peek_state_done, 0);
+        return;
+    }
+    struct sk_keys k;
+    sk_keys_for(&k, a->id);
+    const char *keys[SK_STATE_NKEYS];
+    sk_keys_state(&k, keys);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
+                       on_full_state, &p->o) < 0)
+        on_full_state(&p->o, NULL);
+}
+
 static int activity_read_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
-    return keep_err(o, st, sk_store_activity_get(st, o->id, &o->act));
+    int rc = keep_err(o, st, sk_store_activity_get(st, o->id, &o->act));
+    /* read once per handle, then kept: a preheat stamps it */
+    if (rc == 0 && sk_store_identity(st, o->store_id, sizeof o->store_id) < 0) o->store_id[0] = 0;
+    return rc;
 }
 
 /* The definition, fresh from the store (it is cached for the read route
@@ -464,22 +501,6 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     return 0;
 }
 
-/* Optional admin body {"force":true}; anything else malformed is a 400. */
-static int force_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int *force)
-{
-    *force = 0;
-    if (!req->entity.base || req->entity.len == 0) return 0;
-    json_error_t je;
-    json_t *j = json_loadb(req->entity.base, req->entity.len, JSON_REJECT_DUPLICATES, &je);
-    json_t *f = j && json_is_object(j) ? json_object_get(j, "force") : NULL;
-    int ok = j && json_is_object(j) && (!f || json_is_boolean(f));
-    if (ok && f) *force = json_is_true(f);
-    json_decref(j);
-    if (ok) return 0;
-    sk_http_error(app, req, route, 400, "bad_request", "body must be {} or {\"force\":true|false}");
-    return 1;
-}
-
 static int state_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
@@ -543,6 +564,11 @@ static void reply_preheat(struct op *o, int rc)
     if (req) {
         if (rc < 0)
             sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
+        else if (rc == SK_RC_OTHER_STORE)
+            sk_http_error(o->app, req, o->route, 409, sk_rc_wire(rc),
+                          "the activity is live in Redis for another database than this "
+                          "node's: nothing was written; preheat it from that database, or "
+                          "remove its live state there (docs/reconcile.md)");
         else
             sk_http_error(o->app, req, o->route, sk_rc_http_status(rc), sk_rc_wire(rc),
                           sk_rc_message(rc));
@@ -628,13 +654,28 @@ int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_rou
 {
     int force;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (force_or_reply(app, req, m->route, &force)) return 0;
+    if (sk_http_options_or_reply(app, req, m->route, 1, &force)) return 0;
     struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
     o->id = m->id;
     o->force = force;
     activity_then(app, req, o, preheat_next);
     return 0;
+}
+
+/* A preheat whose stock's orders may not fit in a master's memory: said
+ * in the log (SK_RSET_ORDER_BYTES each, redis_settings.h), once per master. */
+struct fit_check {
+    int64_t orders;
+    uint64_t id;
+};
+
+static void warn_fit(void *data, const struct sk_aredis_master *am)
+{
+    const struct fit_check *fc = data;
+    struct sk_rset_finding f;
+    if (!sk_rsettings_fits(am->settings, fc->orders, &f))
+        sk_log(SK_LOG_WARN, "preheat of %" PRIu64 ": redis %s: %s", fc->id, am->addr, f.why);
 }
 
 /* With the definition read and Redis ready. */
@@ -648,12 +689,25 @@ static void preheat_next(struct op *o)
     /* units the database holds: Redis without the keys then refuses, the
      * stock is rebuilt from the orders (docs/recovery.md) */
     d.db_held = a.stock - a.stock_db;
+    memcpy(d.store_id, o->store_id, sizeof d.store_id);
+    /* a Redis that may evict the sale's keys is refused; a stock whose
+     * orders may not fit in its memory is warned about (redis_settings.h) */
+    struct sk_keys k;
+    sk_keys_for(&k, a.id);
+    const char *key = a.segments > 1 ? NULL : k.meta;
+    const struct sk_rset_finding *f = sk_aredis_unsafe(app->redis, key);
+    if (f) {
+        h2o_req_t *req = op_end(o);
+        if (req) sk_http_error(app, req, o->route, 503, "redis_unsafe", f->why);
+        free(o);
+        return;
+    }
+    struct fit_check fc = {.orders = a.stock, .id = a.id};
+    sk_aredis_each_master(app->redis, warn_fit, &fc);
     if (a.segments > 1) {
         seg_preheat_start(o, &d);
         return;
     }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
     char v[SK_PREHEAT_ARGC][24];
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&d, force, v, args);
@@ -759,6 +813,8 @@ static void switch_next(struct op *o)
 
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
+    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    if (sk_http_options_or_reply(app, req, m->route, 0, NULL)) return 0;
     return activity_route(app, req, m, switch_next);
 }
 
@@ -785,16 +841,16 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
         int n = snprintf(
             body, sizeof body,
             "{\"id\":%" PRIu64 ",\"preheated\":%s,\"open\":%s,\"stock_initial\":%" PRId64
-            ",\"remaining\":%" PRId64 ",\"admitted\":%" PRId64 ",\"buyers\":%" PRId64
-            ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64 ",\"stream_backlog\":%" PRId64
-            ",\"dlq\":%" PRId64 ",\"db_stock\":%" PRId64 ",\"reconcile_drift\":%" PRId64
-            ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64 ",\"in_transit\":%" PRId64
-            ",\"fence\":%s,\"fence_why\":%s,\"fenced_key_sets\":%" PRId64 ",\"lost\":%" PRId64
-            ",\"oversold\":%" PRId64 ",\"refused_this_process\":%s}",
+            ",\"remaining\":%" PRId64 ",\"admitted\":%" PRId64 ",\"held\":%" PRId64
+            ",\"buyers\":%" PRId64 ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64
+            ",\"stream_backlog\":%" PRId64 ",\"dlq\":%" PRId64 ",\"db_stock\":%" PRId64
+            ",\"reconcile_drift\":%" PRId64 ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64
+            ",\"in_transit\":%" PRId64 ",\"fence\":%s,\"fence_why\":%s,\"fenced_key_sets\":%" PRId64
+            ",\"lost\":%" PRId64 ",\"oversold\":%" PRId64 ",\"refused_this_process\":%s}",
             o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false", initial, remaining,
-            st.held, st.buyers, st.released, st.stream_len, st.backlog, st.dlq, o->act.stock_db,
-            st.reconcile_drift, rat, o->act.segments, st.in_transit, fence, why, st.fenced, st.lost,
-            st.oversold, refused);
+            sk_stock_admitted(&st), st.held, st.buyers, st.released, st.stream_len, st.backlog,
+            st.dlq, o->act.stock_db, st.reconcile_drift, rat, o->act.segments, st.in_transit, fence,
+            why, st.fenced, st.lost, st.oversold, refused);
         sk_http_reply(o->app, req, o->route, 200, "application/json", body,
                       n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
     }
@@ -829,21 +885,81 @@ int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route
     return activity_route(app, req, m, stats_next);
 }
 
+/* /readyz of a node that sells some of its Redis's slots but not all:
+ * 200, {"status":"partial","redis":{count_key:n,what_key:what}}. */
+static void readyz_partial_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                                 const char *count_key, int n, const char *what_key,
+                                 const char *what)
+{
+    sk_http_reply_json(
+        app, req, route, 200,
+        json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", count_key, n, what_key, what));
+}
+
+/* /readyz of a node that sells, with sales it would never persist the
+ * orders of (preheated from another database, or unknown to its own:
+ * sk_ops_orphans_json): 200, {"status":"degraded","message":...,
+ * "activities":[{id, reason, store_id, open, message, fix}, ...]}. The node
+ * stays in service for its other sales; the named ones are refused. 1 when
+ * answered. */
+static int readyz_degraded(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct sk_node_worker *w = sk_node_worker(app->node);
+    struct sk_node_sample *smp = calloc(1, sizeof *smp);
+    if (!smp) return 0;
+    if (w) sk_node_sample_get(w, smp);
+    json_t *acts = sk_ops_orphans_json(app, smp);
+    free(smp);
+    if (!acts || json_array_size(acts) == 0) {
+        json_decref(acts);
+        return 0;
+    }
+    sk_http_reply_json(app, req, route, 200,
+                       json_pack("{s:s, s:s, s:o}", "status", "degraded", "message",
+                                 "activities live in Redis whose orders this node's database "
+                                 "would never persist: their purchases are refused; `seckill "
+                                 "reconcile` names the fix",
+                                 "activities", acts));
+    return 1;
+}
+
 /* /readyz of a cluster client with slots it cannot serve now: 200,
  * {"status":"partial","redis":{"unserved_slots":N,"slots":"a-b (why), ..."}}. */
 static void readyz_partial(struct sk_app *app, h2o_req_t *req, enum sk_route route)
 {
     char slots[1024];
     int n = sk_aredis_unserved(app->redis, slots, sizeof slots);
-    json_t *o = json_pack("{s:s,s:{s:i,s:s}}", "status", "partial", "redis", "unserved_slots", n,
-                          "slots", slots);
-    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (body)
-        sk_http_reply(app, req, route, 200, "application/json", body, strlen(body));
-    else
-        sk_http_error(app, req, route, 500, "internal", "out of memory");
-    free(body);
+    readyz_partial_reply(app, req, route, "unserved_slots", n, "slots", slots);
+}
+
+/* The masters whose settings refuse sales: how many of how many, and
+ * the first one's "redis host:port: why". */
+struct unsafe_master {
+    int n, of;
+    char text[420];
+};
+
+static void find_unsafe(void *data, const struct sk_aredis_master *am)
+{
+    struct unsafe_master *u = data;
+    const struct sk_rset_finding *f = sk_rsettings_worst(am->verdict, SK_RSET_UNSAFE);
+    u->of++;
+    if (!f) return;
+    if (!u->n++) snprintf(u->text, sizeof u->text, "redis %s: %s", am->addr, f->why);
+}
+
+/* /readyz of a client with masters that refuse sales: 503 naming the
+ * setting and its fix; a Cluster whose other masters sell: 200 partial,
+ * as with unserved slots, naming it. */
+static void readyz_unsafe(struct sk_app *app, h2o_req_t *req, enum sk_route route)
+{
+    struct unsafe_master u = {0, 0, ""};
+    sk_aredis_each_master(app->redis, find_unsafe, &u);
+    if (u.n >= u.of) {
+        sk_http_error(app, req, route, 503, "redis_unsafe", u.text);
+        return;
+    }
+    readyz_partial_reply(app, req, route, "unsafe_masters", u.n, "unsafe", u.text);
 }
 
 int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -861,11 +977,15 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
         } else if (!sk_store_health(app, msg, sizeof msg)) {
             sk_http_error(app, req, m->route, 503, "unavailable", msg);
+        } else if (sk_aredis_unsafe(app->redis, NULL)) {
+            /* not ready to sell: a setting that could lose orders, named
+             * with its fix (redis_settings.h) */
+            readyz_unsafe(app, req, m->route);
         } else if (sk_aredis_unserved(app->redis, NULL, 0) > 0) {
             /* a cluster with a master down still sells the other masters'
              * slots: this node is up, and says which slots it cannot serve */
             readyz_partial(app, req, m->route);
-        } else {
+        } else if (!readyz_degraded(app, req, m->route)) {
             sk_http_reply(app, req, m->route, 200, "application/json",
                           H2O_STRLIT("{\"status\":\"ready\"}"));
         }

@@ -46,6 +46,7 @@ struct order_op {
     struct sk_order o;          /* the database's row */
     struct sk_cancel_result cr; /* cancel: the order and what the DB step did */
     int foreign;                /* the row is another buyer's */
+    int deleted;                /* pay: its activity was deleted (nothing paid) */
     int ledger_released;        /* the ledger marks it released: cancelled */
     int waiting;                /* a is begun: a Redis step holds the request */
     struct sk_oid oid;          /* the id's parts: its stream entry, its branch */
@@ -189,6 +190,9 @@ static struct order_op *order_op_or_reply(struct sk_app *app, h2o_req_t *req,
 {
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return NULL;
+    /* pay and cancel take no fields: a body that names one is refused */
+    if (m->route != SK_ROUTE_order_get && sk_http_options_or_reply(app, req, m->route, 0, NULL))
+        return NULL;
     struct sk_order id;
     struct sk_oid oid;
     if (parse_order_id(m, &id, &oid) < 0) {
@@ -339,6 +343,16 @@ static int order_pay_run(sk_store *st, void *ctx)
     if (rc) return rc;
     op->foreign = op->o.user_id != op->uid;
     if (op->foreign) return 0;
+    /* an unpaid order of a deleted sale is not paid (docs/activity.md) */
+    if (op->o.status == SK_ORDER_CREATED) {
+        struct sk_activity a;
+        rc = keep_err(op, st, sk_store_activity_get(st, op->o.activity_id, &a));
+        if (rc == SK_ENOTFOUND) {
+            op->deleted = 1;
+            return 0;
+        }
+        if (rc) return rc;
+    }
     int status;
     rc = keep_err(op, st,
                   sk_store_order_pay_ref(st, op->id.order_id, sk_wall_ms(), op->pay_ref, &status));
@@ -352,7 +366,10 @@ static void order_pay_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc
 {
     struct order_op *op = ctx;
     if (row_or_reply(app, req, op, rc)) return;
-    if (rc == SK_ESTATE && op->o.status == SK_ORDER_PAID) /* a second payment */
+    if (op->deleted)
+        sk_http_error(app, req, op->route, 409, "activity_deleted",
+                      "the sale of this order was deleted; it cannot be paid");
+    else if (rc == SK_ESTATE && op->o.status == SK_ORDER_PAID) /* a second payment */
         sk_http_error(app, req, op->route, 409, "order_paid",
                       "the order is paid by another payment; this one is refused (refund it)");
     else if (rc == SK_ESTATE) /* a late payment must not revive stock that was given back */

@@ -317,6 +317,8 @@ int sk_api_queue(struct sk_app *app, h2o_req_t *req, const struct sk_route_match
 {
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
+    if (m->route == SK_ROUTE_queue_join && sk_http_options_or_reply(app, req, m->route, 0, NULL))
+        return 0;
     if (sold_out_or_reply(app, req, m)) return 0;
     if (sk_http_redis_or_reply(app, req, m->route)) return 0;
     struct sk_qbatch *b = qbatch_for(app, m->id);

@@ -8,8 +8,10 @@
 #include <stdint.h>
 
 #include <h2o.h>
+#include <jansson.h>
 
 #include "core/node_stats.h"
+#include "engine/stock.h"
 #include "http/config.h"
 #include "http/conns.h"
 #include "http/metrics.h"
@@ -74,6 +76,20 @@ struct sk_db_health {
     h2o_linklist_t waiting; /* polls waiting for the database, oldest first */
     int stuck;              /* a call missed its deadline and none has come back
                                from the database since */
+    /* The store's identity, passed with every admission ("" until known:
+     * then not checked; docs/design.md, "The store's identity"): the one
+     * serve read before the fork, else the probe's first answer. */
+    char store_id[SK_STOCK_STORE_ID_LEN + 1];
+    char probe_id[SK_STOCK_STORE_ID_LEN + 1]; /* written by the probe on its pool thread */
+};
+
+/* An activity whose admissions Redis refused because it was preheated from
+ * another store (SK_RC_OTHER_STORE): logged once, named by /readyz. */
+#define SK_FOREIGN_MAX 16
+struct sk_foreign {
+    uint64_t id;
+    int64_t first_ms, last_ms; /* wall clock */
+    uint64_t refused;          /* purchases refused */
 };
 
 /* The order polls this process may still answer now: a token bucket of
@@ -120,7 +136,9 @@ struct sk_app {
     struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
     size_t n_qopen, cap_qopen;
     size_t n_acts, cap_acts, n_acts_unconfirmed;
-    struct sk_sale_live *sale; /* the buyer's page's live reads (api_sale.c) */
+    struct sk_sale_live *sale;                 /* the buyer's page's live reads (api_sale.c) */
+    struct sk_foreign foreign[SK_FOREIGN_MAX]; /* purchase_answer.c; id 0: free */
+    int n_foreign;                             /* entries in use */
 };
 
 /* Route handlers: answer now or later; always return 0. One type, so
@@ -132,9 +150,18 @@ sk_route_handler sk_api_purchase;
 /* api_admin.c: the activity read, the admin routes and GET /ops */
 sk_route_handler sk_api_activity, sk_api_admin_create, sk_api_admin_preheat, sk_api_admin_switch,
     sk_api_admin_stats, sk_api_ops;
+/* api_activities.c: GET /api/v1/activities, DELETE /api/v1/activities/{id} */
+sk_route_handler sk_api_admin_list, sk_api_admin_delete;
 /* ops_view.c: GET /metrics (the node's text), GET / (the dashboard page),
  * GET /dashboard.json (what the page shows). */
 sk_route_handler sk_api_ops_metrics, sk_api_ops_dashboard, sk_api_ops_data;
+/* The activities this node would never persist the orders of
+ * (docs/design.md, "The store's identity"): the worker's last look at
+ * Redis (live and unknown to the database, or preheated from another
+ * store) and this process's purchases refused store_mismatch in the last
+ * ten minutes, one entry per activity {id, reason, store_id, open,
+ * message, fix}. A new JSON array (NULL: out of memory); ops_view.c. */
+json_t *sk_ops_orphans_json(struct sk_app *app, const struct sk_node_sample *smp);
 /* Once per loop pass: the first HTTP process adds a second's sample to the
  * dashboard's history (ops_history.h). */
 void sk_ops_view_tick(struct sk_app *app);
@@ -155,11 +182,20 @@ sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;
 typedef void (*sk_activity_peek_cb)(struct sk_app *app, void *arg, int rc,
                                     const struct sk_activity *def, const struct sk_stock_state *st);
 void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg);
+/* The whole live state of activity a (state.lua; a segmented one's
+ * segments summed, as the stats route reads it): cb(app, arg, rc, a, st)
+ * once on the loop, rc 0 or SK_EIO. a is copied. api_admin.c. */
+void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
+                       void *arg);
 
 /* Replies (body copied into the request's pool) and counts the request in
  * the metrics by route and status. */
 void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *content_type, const char *body, size_t len);
+/* The JSON object o (taken: a NULL o, or one that cannot be written, is
+ * a 503 out of memory). */
+void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                        json_t *o);
 /* {"error":code,"message":message} */
 void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *code, const char *message);
@@ -169,6 +205,11 @@ void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid);
 int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
 int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route);
+/* A route whose body holds no fields, or only {"force": bool} when
+ * allow_force (http_body.h, sk_body_options): 400 naming what is wrong;
+ * *force (may be NULL) its value. */
+int sk_http_options_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                             int allow_force, int *force);
 
 /* The client's IP as text: the socket peer, or, when the peer is one of
  * trusted_proxies, the right-most X-Forwarded-For address that is not.

@@ -85,6 +85,35 @@ static int load_object(const char *buf, size_t len, json_t **out, char *err, siz
     return 0;
 }
 
+/* SK_EINVAL naming the first field of obj that is none of known
+ * (NULL-terminated): a typo'd field must not fall back to its default in
+ * silence. where: the enclosing field ("" at the top). 0 when every field
+ * is known. */
+static int only_fields(json_t *obj, const char *const *known, const char *where, char *err,
+                       size_t cap)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        (void)v;
+        int ok = 0;
+        for (size_t i = 0; known[i] && !ok; i++)
+            ok = strcmp(key, known[i]) == 0;
+        if (ok) continue;
+        char name[68];
+        snprintf(name, sizeof name, "%.64s", key);
+        clean_text(name);
+        char list[256] = "";
+        for (size_t i = 0, n = 0; known[i] && n < sizeof list; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", known[i]);
+        if (!known[0]) snprintf(list, sizeof list, "none");
+        return sk_einval(err, cap, "unknown field %s%s%s (known: %s)", where, where[0] ? "." : "",
+                         name, list);
+    }
+    return 0;
+}
+
 /* Integer field in [lo, hi]. Returns 1 when set, 0 when absent, or
  * SK_EINVAL (wrong type, null, out of range). */
 static int get_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *v, char *err,
@@ -112,8 +141,11 @@ static int body_int(const char *buf, size_t len, const char *name, int64_t lo, i
     int rc = load_object(buf, len, &root, err, cap);
     if (rc < 0) return rc;
     int64_t v = dflt;
-    rc = required ? require_int(root, name, lo, hi, &v, err, cap)
-                  : get_int(root, name, lo, hi, &v, err, cap);
+    const char *const known[] = {name, NULL};
+    rc = only_fields(root, known, "", err, cap);
+    if (rc == 0)
+        rc = required ? require_int(root, name, lo, hi, &v, err, cap)
+                      : get_int(root, name, lo, hi, &v, err, cap);
     json_decref(root);
     if (rc < 0) return rc;
     *out = v;
@@ -220,6 +252,8 @@ static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err,
     int rc =
         optional_object(root, "rate_limit", "{\"per_user_per_s\":R,\"burst\":B}", &rl, err, cap);
     if (rc || !rl) return rc;
+    static const char *const known[] = {"per_user_per_s", "burst", NULL};
+    if (only_fields(rl, known, "rate_limit", err, cap) < 0) return SK_EINVAL;
     if (require_int(rl, "per_user_per_s", 1, SK_ACTIVITY_RATE_MAX, &a->rl_per_user_per_s, err,
                     cap) < 0 ||
         get_int(rl, "burst", 1, SK_ACTIVITY_RATE_MAX, &a->rl_burst, err, cap) < 0) {
@@ -240,6 +274,8 @@ static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *er
     int rc = optional_object(root, "waiting_room", "{\"passes_per_s\":R,\"pass_ttl_s\":T}", &wr,
                              err, cap);
     if (rc || !wr) return rc;
+    static const char *const known[] = {"passes_per_s", "pass_ttl_s", "seed", NULL};
+    if (only_fields(wr, known, "waiting_room", err, cap) < 0) return SK_EINVAL;
     a->wr_pass_ttl_s = SK_ACTIVITY_PASS_TTL_DEFAULT;
     json_t *seed = json_object_get(wr, "seed");
     char inner[160] = "";
@@ -266,6 +302,10 @@ static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *er
 
 static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
 {
+    static const char *const known[] = {
+        "id",  "name",          "stock",    "per_user_limit", "max_per_order", "start",
+        "end", "pay_timeout_s", "segments", "waiting_room",   "rate_limit",    NULL};
+    if (only_fields(root, known, "", err, cap) < 0) return SK_EINVAL;
     int64_t id;
     if (require_int(root, "id", 1, SK_BODY_ID_MAX, &id, err, cap) < 0) return SK_EINVAL;
     a->id = (uint64_t)id;
@@ -324,6 +364,29 @@ int sk_body_queue_pace(const char *buf, size_t len, int64_t *rate, char *err, si
     if (err && cap) err[0] = 0;
     if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"passes_per_s\":R}");
     return body_int(buf, len, "passes_per_s", 1, SK_ACTIVITY_PASS_RATE_MAX, 1, 0, rate, err, cap);
+}
+
+int sk_body_options(const char *buf, size_t len, int allow_force, int *force, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    *force = 0;
+    if (len == 0 || !buf) return 0;
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) {
+        char inner[200];
+        snprintf(inner, sizeof inner, "%s", err ? err : "");
+        return sk_einval(err, cap, "%s; the body must be empty or %s", inner,
+                         allow_force ? "{\"force\":true|false}" : "{}");
+    }
+    static const char *const with_force[] = {"force", NULL}, *const none[] = {NULL};
+    rc = only_fields(root, allow_force ? with_force : none, "", err, cap);
+    json_t *f = json_object_get(root, "force");
+    if (rc == 0 && f && !json_is_boolean(f))
+        rc = sk_einval(err, cap, "force must be true or false");
+    if (rc == 0 && f) *force = json_is_true(f);
+    json_decref(root);
+    return rc;
 }
 
 /* ---- escaping ------------------------------------------------------------ */

@@ -10,8 +10,9 @@
  *
  * Rules shared by both bodies (the README's HTTP API): the body must be one JSON object
  * (RFC 8259 via jansson: no trailing bytes, no comments, valid UTF-8, no
- * \u0000), nested at most SK_BODY_MAX_DEPTH deep; unknown fields are
- * ignored; a key appearing twice anywhere is refused (JSON parsers
+ * \u0000), nested at most SK_BODY_MAX_DEPTH deep; an unknown field is
+ * refused, named (a typo'd field must not take its default in silence); a
+ * key appearing twice anywhere is refused (JSON parsers
  * disagree on which copy wins, so a duplicate is an attack or a bug);
  * numbers must be integers written without fraction or exponent ("1e2",
  * "2.0" are refused, consistently); null is never accepted as a value. */
@@ -81,6 +82,15 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity
 /* POST /api/v1/activities/{id}/queue/pace (admin): {"passes_per_s": R},
  * R in 1..SK_ACTIVITY_PASS_RATE_MAX, required. */
 int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char *err, size_t cap);
+
+/* The body of a route that takes no fields but an optional force
+ * (preheat, DELETE of an activity; allow_force 0: open, close, pay,
+ * cancel, the waiting room's join): empty, or a JSON object holding at
+ * most {"force": true|false} (nothing when !allow_force). *force: its
+ * value, 0 when absent. SK_EINVAL naming the unknown field, or saying what
+ * the body may be. */
+int sk_body_options(const char *buf, size_t len, int allow_force, int *force, char *err,
+                    size_t cap);
 
 /* Escapes len bytes of s for use between the quotes of a JSON string
  * (the quotes are not written): " \ and control bytes are escaped, so are

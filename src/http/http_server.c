@@ -59,6 +59,8 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_admin_open] = sk_api_admin_switch,
     [SK_ROUTE_admin_close] = sk_api_admin_switch,
     [SK_ROUTE_admin_stats] = sk_api_admin_stats,
+    [SK_ROUTE_admin_list] = sk_api_admin_list,
+    [SK_ROUTE_admin_delete] = sk_api_admin_delete,
     [SK_ROUTE_order_get] = sk_api_order_get,
     [SK_ROUTE_order_pay] = sk_api_order_pay,
     [SK_ROUTE_order_cancel] = sk_api_order_cancel,
@@ -168,10 +170,22 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
     h2o_send_inline(req, body, len);
 }
 
+void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                        json_t *o)
+{
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (body)
+        sk_http_reply(app, req, route, status, "application/json", body, strlen(body));
+    else
+        sk_http_error(app, req, route, 503, "unavailable", "out of memory");
+    free(body);
+}
+
 void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                    const char *code, const char *message)
 {
-    char body[512], esc[256];
+    char body[1024], esc[800];
     if (sk_body_json_escape(message, strlen(message), esc, sizeof esc) < 0) esc[0] = 0;
     int n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}", code, esc);
     sk_http_reply(app, req, route, status, "application/json", body,
@@ -346,6 +360,20 @@ int sk_http_redis_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     if (sk_aredis_ready(app->redis)) return 0;
     sk_metrics_refusal(app->metrics, "unavailable");
     sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable; try again");
+    return 1;
+}
+
+int sk_http_options_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                             int allow_force, int *force)
+{
+    char err[320];
+    int f = 0;
+    if (sk_body_options(req->entity.base, req->entity.base ? req->entity.len : 0, allow_force, &f,
+                        err, sizeof err) == 0) {
+        if (force) *force = f;
+        return 0;
+    }
+    sk_http_error(app, req, route, 400, "bad_request", err);
     return 1;
 }
 
@@ -720,6 +748,7 @@ static void serve(struct sk_app *app)
         flush_conns(app);
         if (app->n_open || app->n_qopen) flush_redis(app);
         sk_aredis_tick(app->redis);
+        sk_metrics_redis_tick(app->metrics, app->redis);
         sk_purchase_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
         /* readiness, for the supervisor's READY=1 (cmd/serve_notify.h) */

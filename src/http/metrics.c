@@ -45,6 +45,8 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_SALE_PAGE] = "sale_page",
     [SK_MROUTE_SALE_LIVE] = "sale_live",
     [SK_MROUTE_SALE_TIME] = "sale_time",
+    [SK_MROUTE_ADMIN_LIST] = "admin_list",
+    [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -149,6 +151,8 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_admin_open: return SK_MROUTE_ADMIN_OPEN;
     case SK_ROUTE_admin_close: return SK_MROUTE_ADMIN_CLOSE;
     case SK_ROUTE_admin_stats: return SK_MROUTE_ADMIN_STATS;
+    case SK_ROUTE_admin_list: return SK_MROUTE_ADMIN_LIST;
+    case SK_ROUTE_admin_delete: return SK_MROUTE_ADMIN_DELETE;
     case SK_ROUTE_order_get:
     case SK_ROUTE_order_pay:
     case SK_ROUTE_order_cancel: return SK_MROUTE_ORDERS;
@@ -298,6 +302,15 @@ void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units)
     a->admitted_units += units > 0 ? (uint64_t)units : 0;
 }
 
+void sk_metrics_act_replayed(sk_metrics *m, uint64_t aid)
+{
+    m->replays++;
+    struct sk_metrics_act *a = act_row(m, aid, 1);
+    if (!a) return;
+    a->used = ++m->act_clock;
+    a->replays++;
+}
+
 void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc)
 {
     int known = rc >= 0 && rc < SK_RC_COUNT_;
@@ -352,6 +365,42 @@ void sk_metrics_queue_seen(sk_metrics *m, uint64_t aid, int64_t length, int64_t 
     m->queue_used = 1;
     a->used = ++m->act_clock;
     queue_put(a, length, issued, rate, at_ms);
+}
+
+void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
+                             int64_t at_ms)
+{
+    struct sk_metrics_master *row = NULL, *oldest = &m->masters[0];
+    for (int i = 0; i < SK_MMASTERS && !row; i++) {
+        struct sk_metrics_master *r = &m->masters[i];
+        if (!strcmp(r->addr, addr) || !r->addr[0])
+            row = r;
+        else if (r->at_ms < oldest->at_ms)
+            oldest = r;
+    }
+    if (!row) row = oldest; /* a master that left long ago makes room */
+    if (row->at_ms > at_ms && !strcmp(row->addr, addr)) return;
+    snprintf(row->addr, sizeof row->addr, "%s", addr);
+    row->used = used;
+    row->max = max;
+    row->unsafe = unsafe;
+    row->at_ms = at_ms;
+}
+
+static void report_master(void *data, const struct sk_aredis_master *am)
+{
+    const struct sk_rsettings *s = am->settings;
+    sk_metrics_redis_master(data, am->addr, s->used_memory, s->maxmemory,
+                            am->verdict->level == SK_RSET_UNSAFE, sk_wall_ms());
+}
+
+void sk_metrics_redis_tick(sk_metrics *m, const struct sk_aredis *ar)
+{
+    static int64_t next_ms; /* per process: one loop */
+    int64_t now = sk_mono_ms();
+    if (!m || !ar || now < next_ms) return;
+    next_ms = now + SK_RSET_REREAD_MS;
+    sk_aredis_each_master(ar, report_master, m);
 }
 
 uint64_t sk_metrics_requests(const sk_metrics *m, enum sk_metrics_route route, int status)
@@ -442,6 +491,7 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         for (int s = 0; s < STATUS_SLOTS; s++)
             into->requests[r][s] += from->requests[r][s];
     into->admissions += from->admissions;
+    into->replays += from->replays;
     into->soldout_fastpath += from->soldout_fastpath;
     for (int i = 0; i < from->n_reasons; i++)
         into->refusals[i] += from->refusals[i];
@@ -470,11 +520,17 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         if (f->used > t->used) t->used = f->used;
         t->admitted_units += f->admitted_units;
         t->admissions += f->admissions;
+        t->replays += f->replays;
         for (int r = 0; r < from->n_reasons; r++)
             t->refusals[r] += f->refusals[r];
         for (int e = 0; e < SK_MQ_EVENTS; e++)
             t->passes[e] += f->passes[e];
         if (f->q_at_ms) queue_put(t, f->q_length, f->q_issued, f->q_rate, f->q_at_ms);
+    }
+    for (int i = 0; i < SK_MMASTERS; i++) {
+        const struct sk_metrics_master *f = &from->masters[i];
+        if (f->addr[0])
+            sk_metrics_redis_master(into, f->addr, f->used, f->max, f->unsafe, f->at_ms);
     }
     into->queue_used |= from->queue_used;
     for (int e = 0; e < SK_MQ_EVENTS; e++)
@@ -572,10 +628,16 @@ static void render_acts(const sk_metrics *m, struct out *o)
     const struct sk_metrics_act *rows[SK_METRICS_ACTS];
     int n = sorted_rows(m, rows);
     if (!n) return;
-    header(o, "seckill_activity_admitted_units_total", "counter", "Units admitted, by activity.");
+    header(o, "seckill_activity_admitted_units_total", "counter",
+           "Units this node's processes admitted, by activity (replays apart).");
     for (int i = 0; i < n; i++)
         put(o, "seckill_activity_admitted_units_total{activity=\"%llu\"} %llu\n",
             (unsigned long long)rows[i]->id, (unsigned long long)rows[i]->admitted_units);
+    header(o, "seckill_activity_replays_total", "counter",
+           "Idempotency-Key retries answered 200 with their first answer, by activity.");
+    for (int i = 0; i < n; i++)
+        put(o, "seckill_activity_replays_total{activity=\"%llu\"} %llu\n",
+            (unsigned long long)rows[i]->id, (unsigned long long)rows[i]->replays);
     header(o, "seckill_activity_refusals_total", "counter",
            "Purchases refused, by activity and reason (reasons seen so far).");
     for (int i = 0; i < n; i++)
@@ -585,6 +647,35 @@ static void render_acts(const sk_metrics *m, struct out *o)
                     (unsigned long long)rows[i]->id, m->reason_name[r],
                     (unsigned long long)rows[i]->refusals[r]);
     if (m->queue_used) render_queues(rows, n, o);
+}
+
+/* The Redis masters' memory and verdicts (a master not heard of for a
+ * minute has left: not shown). */
+static void render_masters(const sk_metrics *m, struct out *o)
+{
+    static const struct {
+        const char *name, *help;
+    } g[] = {
+        {"seckill_redis_memory_used_bytes", "Redis used_memory of each master (INFO memory)."},
+        {"seckill_redis_memory_max_bytes", "Redis maxmemory of each master (0: no limit)."},
+        {"seckill_redis_settings_unsafe",
+         "1 while a master's settings refuse sales (an evicting maxmemory-policy)."},
+    };
+    int64_t now = sk_wall_ms();
+    int any = 0;
+    for (int i = 0; i < SK_MMASTERS; i++)
+        any |= m->masters[i].addr[0] && now - m->masters[i].at_ms < 60000;
+    if (!any) return;
+    for (int k = 0; k < 3; k++) {
+        header(o, g[k].name, "gauge", g[k].help);
+        for (int i = 0; i < SK_MMASTERS; i++) {
+            const struct sk_metrics_master *r = &m->masters[i];
+            if (!r->addr[0] || now - r->at_ms >= 60000) continue;
+            long long v = k == 0 ? r->used : k == 1 ? r->max : r->unsafe;
+            if (v < 0) continue; /* not said */
+            put(o, "%s{master=\"%s\"} %lld\n", g[k].name, r->addr, v);
+        }
+    }
 }
 
 static void render_registry(const sk_metrics *m, struct out *o_)
@@ -604,8 +695,12 @@ static void render_registry(const sk_metrics *m, struct out *o_)
                     route_names[r], s, (unsigned long long)v);
         }
 
-    header(&o, "seckill_admissions_total", "counter", "Purchases admitted by the stock script.");
+    header(&o, "seckill_admissions_total", "counter",
+           "Purchases admitted by the stock script (Idempotency-Key replays apart).");
     put(&o, "seckill_admissions_total %llu\n", (unsigned long long)m->admissions);
+    header(&o, "seckill_idempotent_replays_total", "counter",
+           "Idempotency-Key retries answered 200 with their first answer: nothing admitted.");
+    put(&o, "seckill_idempotent_replays_total %llu\n", (unsigned long long)m->replays);
 
     header(&o, "seckill_refusals_total", "counter", "Purchases refused, by reason.");
     for (int i = 0; i < m->n_reasons; i++)
@@ -666,6 +761,7 @@ static void render_registry(const sk_metrics *m, struct out *o_)
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
+    render_masters(m, &o);
     if (m->queue_used) {
         header(&o, "seckill_queue_passes_total", "counter",
                "Waiting-room passes handed out, spent by a purchase, found expired.");
@@ -723,6 +819,25 @@ static int proc_alive(const struct sk_node_proc *p, int64_t now_ms)
     return pid > 0 && kill(pid, 0) == 0 && now_ms - atomic_load(&mp->beat_ms) < 10000;
 }
 
+/* The sales this node would never persist (docs/design.md, "The store's
+ * identity"), as the worker's sampler last saw Redis. */
+static void render_orphans(struct out *o, const struct sk_node_sample *smp)
+{
+    header(o, "seckill_orphan_activities", "gauge",
+           "Activities live in Redis whose orders this node's database would never persist "
+           "(unknown to it, or preheated from another store): seckill reconcile names the fix.");
+    put(o, "seckill_orphan_activities %d\n", smp->n_orphans + smp->more_orphans);
+    if (!smp->n_orphans) return;
+    header(o, "seckill_activity_orphan", "gauge",
+           "1 per activity live in Redis that this node's database would never persist, by "
+           "reason (unknown_to_database, other_store).");
+    for (int i = 0; i < smp->n_orphans; i++)
+        put(o, "seckill_activity_orphan{activity=\"%llu\",reason=\"%s\"} 1\n",
+            (unsigned long long)smp->orphans[i].id,
+            smp->orphans[i].why == SK_NODE_ORPHAN_OTHER_STORE ? "other_store"
+                                                              : "unknown_to_database");
+}
+
 static void render_worker(struct out *o, const struct sk_node_worker *w,
                           const struct sk_node_sample *smp)
 {
@@ -745,6 +860,7 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
                "When the order worker last sampled Redis and the database (unix time).");
         put(o, "seckill_sample_timestamp_seconds %lld\n", (long long)(smp->sampled_ms / 1000));
     }
+    if (smp->sampled_ms) render_orphans(o, smp);
     if (!smp->sampled_ms || smp->n_acts == 0) return;
     static const struct {
         const char *name, *help;
@@ -780,6 +896,12 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
             (unsigned long long)smp->acts[i].id, ms < 0 ? "-" : "", ms < 0 ? 1LL : ms / 1000,
             ms < 0 ? 0LL : ms % 1000);
     }
+    header(o, "seckill_activity_admitted_units", "gauge",
+           "Units admitted over the sale's life, each order once (held by buyers plus given "
+           "back): the figure of `seckill activity show` and the dashboard.");
+    for (int i = 0; i < smp->n_acts; i++)
+        put(o, "seckill_activity_admitted_units{activity=\"%llu\"} %lld\n",
+            (unsigned long long)smp->acts[i].id, (long long)smp->acts[i].admitted);
     header(o, "seckill_activity_open", "gauge", "1 when the activity's switch is open.");
     for (int i = 0; i < smp->n_acts; i++)
         put(o, "seckill_activity_open{activity=\"%llu\"} %d\n", (unsigned long long)smp->acts[i].id,

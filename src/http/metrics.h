@@ -10,7 +10,10 @@
  *
  * Series:
  *   seckill_http_requests_total{route,status}     counter (non-zero pairs only)
- *   seckill_admissions_total                      counter (purchases admitted)
+ *   seckill_admissions_total                      counter (purchases admitted; an
+ *                                                 Idempotency-Key retry given its
+ *                                                 first answer again is not one)
+ *   seckill_idempotent_replays_total              counter (those retries)
  *   seckill_refusals_total{reason}                counter (every reason, 0 too)
  *   seckill_soldout_fastpath_total                counter (409s with no Redis trip)
  *   seckill_redis_roundtrip_seconds               histogram, 50us .. 1s
@@ -20,7 +23,8 @@
  *   seckill_redis_cluster_redirections_total{kind} counter (cluster clients only,
  *                                                 process-wide: see below)
  *   seckill_activity_admitted_units_total{activity}   counter \ per activity, at most
- *   seckill_activity_refusals_total{activity,reason}  counter / SK_METRICS_ACTS of them
+ *   seckill_activity_replays_total{activity}          counter | SK_METRICS_ACTS of them
+ *   seckill_activity_refusals_total{activity,reason}  counter /
  * and once a process answered a waiting-room request (docs/waiting-room.md):
  *   seckill_queue_passes_total{event}             counter: issued (handed out),
  *                                                 spent (by a purchase), expired
@@ -30,7 +34,13 @@
  *   seckill_queue_length{activity}                gauge: buyers in the queue
  *   seckill_queue_passes_issued{activity}         gauge: places holding a pass
  *   seckill_queue_pace{activity}                  gauge: passes per second
- * The three gauges are Redis's figures as a reply last showed them: every
+ * and per Redis master the client of a process is connected to (its
+ * settings re-read every 2 s, redis_settings.h):
+ *   seckill_redis_memory_used_bytes{master}       gauge: used_memory
+ *   seckill_redis_memory_max_bytes{master}        gauge: maxmemory (0: no limit)
+ *   seckill_redis_settings_unsafe{master}         gauge: 1 while its settings
+ *                                                 refuse sales (maxmemory-policy)
+ * The three queue gauges are Redis's figures as a reply last showed them: every
  * process sees the same queue, so the node reports the newest observation
  * of any process (never a sum); the pass counters are summed like the rest.
  *
@@ -78,6 +88,8 @@ enum sk_metrics_route {
     SK_MROUTE_SALE_PAGE,
     SK_MROUTE_SALE_LIVE,
     SK_MROUTE_SALE_TIME,
+    SK_MROUTE_ADMIN_LIST,
+    SK_MROUTE_ADMIN_DELETE,
     SK_MROUTE_OTHER, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
@@ -145,6 +157,9 @@ void sk_metrics_purchase_latency(sk_metrics *m, double seconds);
  * reason (unavailable, busy, ...) only an activity already counted. The
  * node-wide totals are the calls above: these add nothing to them. */
 void sk_metrics_act_admitted(sk_metrics *m, uint64_t aid, int64_t units);
+/* An Idempotency-Key retry answered 200 with its first answer: nothing
+ * admitted now, counted apart (the node total too). */
+void sk_metrics_act_replayed(sk_metrics *m, uint64_t aid);
 void sk_metrics_act_refusal_rc(sk_metrics *m, uint64_t aid, int rc);
 void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_extra e);
 
@@ -154,6 +169,16 @@ void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_e
  * the node totals too. */
 void sk_metrics_queue_passes(sk_metrics *m, uint64_t aid, uint64_t issued, uint64_t spent,
                              uint64_t expired);
+/* A Redis master's memory and verdict, reported at at_ms (wall clock):
+ * used and max bytes (-1 not said), unsafe 1 when its settings refuse
+ * sales. Gauges, the newest report of any process wins. */
+void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
+                             int64_t at_ms);
+/* Reports every master of the client (redis_async.h) at most once per
+ * SK_RSET_REREAD_MS; call every loop pass. */
+struct sk_aredis;
+void sk_metrics_redis_tick(sk_metrics *m, const struct sk_aredis *ar);
+
 /* The queue's figures from a Redis reply, seen at at_ms (wall clock): its
  * length, places holding a pass and pace. Gauges: a newer observation
  * replaces an older one, merge keeps the newest. */

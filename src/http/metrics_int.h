@@ -31,6 +31,7 @@ struct sk_metrics_act {
     uint64_t id;   /* 0: free */
     uint64_t used; /* the registry's clock at the last update: the oldest row is reused */
     uint64_t admitted_units, admissions;
+    uint64_t replays; /* 200s that gave an earlier admission's answer again */
     uint64_t refusals[SK_MMAX_REASONS];
     /* the waiting room (docs/waiting-room.md): pass events (counters), and
      * the queue as a Redis reply last showed it (gauges, q_at_ms the wall
@@ -39,11 +40,22 @@ struct sk_metrics_act {
     int64_t q_length, q_issued, q_rate, q_at_ms;
 };
 
+/* One Redis master's memory and verdict as this process's client last read
+ * them (redis_settings.h): gauges, the newest read wins in a merge. */
+#define SK_MMASTERS 16
+struct sk_metrics_master {
+    char addr[80];     /* "host:port"; "" a free row */
+    int64_t used, max; /* used_memory, maxmemory (0: none); -1 not said */
+    int unsafe;        /* its settings refuse sales (maxmemory-policy) */
+    int64_t at_ms;     /* wall clock of the report */
+};
+
 struct sk_metrics {
     uint64_t magic; /* a registry already laid out in this memory (attach) */
     int owned;      /* 1: sk_metrics_new's heap, freed by sk_metrics_free */
     uint64_t requests[SK_MROUTE_COUNT][SK_MSTATUS_SLOTS];
     uint64_t admissions, soldout_fastpath;
+    uint64_t replays; /* Idempotency-Key retries answered 200 again: not admissions */
     uint64_t refusals[SK_MMAX_REASONS];
     uint64_t rtt_bucket[SK_MRTT_BUCKETS + 1]; /* last: +Inf */
     double rtt_sum;
@@ -57,6 +69,7 @@ struct sk_metrics {
     uint64_t passes[SK_MQ_EVENTS]; /* waiting-room pass events, every activity */
     int queue_used;                /* 1 once a waiting-room figure was counted */
     struct sk_metrics_act acts[SK_METRICS_ACTS];
+    struct sk_metrics_master masters[SK_MMASTERS];
     /* label table, the same in every registry of one binary */
     const char *reason_name[SK_MMAX_REASONS];
     int n_reasons, other_reason;

@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "engine/activity.h"
+#include "engine/live_acts.h"
 #include "http/app.h"
 #include "http/metrics_int.h"
 #include "http/ops_history.h"
@@ -79,6 +80,7 @@ static json_t *totals(const sk_metrics *sum)
 {
     json_t *t = json_object();
     json_object_set_new(t, "admissions", u64(sum->admissions));
+    json_object_set_new(t, "replays", u64(sum->replays));
     json_object_set_new(t, "soldout_fastpath", u64(sum->soldout_fastpath));
     json_object_set_new(t, "inflight", json_integer(sum->inflight));
     json_object_set_new(t, "refusals", refusals(sum, sum->refusals));
@@ -162,8 +164,9 @@ static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
     json_object_set_new(o, "segments", json_integer(a->segments));
     json_object_set_new(o, "stock_initial", json_integer(a->initial));
     json_object_set_new(o, "stock_remaining", json_integer(a->remaining));
-    /* units held by buyers now: what the stats route calls admitted */
-    json_object_set_new(o, "admitted", json_integer(a->exists ? a->initial - a->remaining : 0));
+    /* units admitted over the sale's life, each order once: the figure
+     * `activity show`, the stats route and /metrics give too */
+    json_object_set_new(o, "admitted", json_integer(a->admitted));
     json_object_set_new(o, "released", json_integer(a->released));
     json_object_set_new(o, "backlog", json_integer(a->backlog));
     json_object_set_new(o, "oldest_unpersisted_ms", json_integer(a->oldest_age_ms));
@@ -181,6 +184,7 @@ static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
     static const uint64_t none[SK_MMAX_REASONS];
     json_object_set_new(o, "admitted_units_total", u64(row ? row->admitted_units : 0));
     json_object_set_new(o, "admissions_total", u64(row ? row->admissions : 0));
+    json_object_set_new(o, "replays_total", u64(row ? row->replays : 0));
     json_object_set_new(o, "refusals", refusals(sum, row ? row->refusals : none));
     json_object_set_new(o, "waiting_room", row && row->q_at_ms ? waiting_room(row) : json_null());
     return o;
@@ -191,6 +195,51 @@ static const struct sk_metrics_act *row_of(const sk_metrics *m, uint64_t id)
     for (int i = 0; i < SK_METRICS_ACTS; i++)
         if (m->acts[i].id == id) return &m->acts[i];
     return NULL;
+}
+
+/* How long a purchase refused store_mismatch keeps its activity named. */
+#define FOREIGN_NAMED_MS (10 * 60 * 1000)
+
+static json_t *orphan(uint64_t id, const char *reason, const char *store_id, int open,
+                      const char *message, int listed)
+{
+    char fix[320];
+    return json_pack("{s:I, s:s, s:s?, s:b, s:s, s:s}", "id", (json_int_t)id, "reason", reason,
+                     "store_id", store_id && store_id[0] ? store_id : NULL, "open", open, "message",
+                     message, "fix", sk_live_fix(id, listed, store_id, fix, sizeof fix));
+}
+
+json_t *sk_ops_orphans_json(struct sk_app *app, const struct sk_node_sample *smp)
+{
+    json_t *a = json_array();
+    if (!a) return NULL;
+    for (int i = 0; i < smp->n_orphans; i++) {
+        const struct sk_node_orphan *o = &smp->orphans[i];
+        int other = o->why == SK_NODE_ORPHAN_OTHER_STORE;
+        json_array_append_new(
+            a, orphan(o->id, other ? "other_store" : "unknown_to_database", o->store_id, o->open,
+                      other ? "listed by this node's database, but its live state in Redis was "
+                              "preheated from another database: its purchases are refused here "
+                              "and this node's worker does not persist its orders"
+                            : "live in Redis but unknown to this node's database: no worker of "
+                              "this database would ever persist its orders",
+                      other));
+    }
+    int64_t now = sk_wall_ms();
+    for (int i = 0; i < SK_FOREIGN_MAX; i++) {
+        const struct sk_foreign *f = &app->foreign[i];
+        /* the worker's look at Redis since the last refusal knows better */
+        if (!f->id || now - f->last_ms > FOREIGN_NAMED_MS || smp->orphans_ms > f->last_ms) continue;
+        int seen = 0;
+        for (int j = 0; j < smp->n_orphans && !seen; j++)
+            seen = smp->orphans[j].id == f->id;
+        if (seen) continue;
+        json_array_append_new(a, orphan(f->id, "other_store", NULL, 1,
+                                        "its purchases were refused here (store_mismatch): it "
+                                        "was preheated from another database than this node's",
+                                        1));
+    }
+    return a;
 }
 
 /* The whole document; NULL when out of memory. */
@@ -224,6 +273,14 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
                               activity(&smp->acts[i], sum, row_of(sum, smp->acts[i].id), now));
     json_object_set_new(d, "activities", acts);
     json_object_set_new(d, "activities_left_out", json_integer(smp->more_acts));
+    /* the store's identity, and the sales this node would never persist */
+    json_object_set_new(d, "store_id",
+                        smp->store_id[0]      ? json_string(smp->store_id)
+                        : app->db.store_id[0] ? json_string(app->db.store_id)
+                                              : json_null());
+    json_object_set_new(d, "orphans", sk_ops_orphans_json(app, smp));
+    json_object_set_new(d, "orphans_left_out", json_integer(smp->more_orphans));
+    json_object_set_new(d, "orphans_checked_ms", json_integer(smp->orphans_ms));
     return d;
 }
 

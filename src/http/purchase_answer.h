@@ -33,6 +33,10 @@ void sk_purchase_answer(struct sk_app *app, uint64_t activity_id, struct sk_pend
 /* Answers n purchases 503 why; frees them. */
 void sk_purchase_fail(struct sk_app *app, uint64_t activity_id, struct sk_pending **items, size_t n,
                       const char *why);
+/* Answers n purchases with the refusal rc (codes.def: REDIS_UNSAFE,
+ * REDIS_FULL, with their Retry-After) as if Redis had; frees them. */
+void sk_purchase_refuse_all(struct sk_app *app, uint64_t activity_id, struct sk_pending **items,
+                            size_t n, int rc);
 /* Admitted, but fewer replicas than --sync-replicas acknowledged it: 503
  * unconfirmed (a retry with the same Idempotency-Key learns the truth);
  * frees p. */

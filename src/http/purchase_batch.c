@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -84,6 +85,41 @@ static void fail_batch(struct sk_batch *b, const char *why)
     free(b);
 }
 
+/* The same with a refusal of codes.def (REDIS_FULL, REDIS_UNSAFE). */
+static void refuse_batch(struct sk_batch *b, int rc)
+{
+    sk_purchase_refuse_all(b->app, b->aid, b->items, b->n, rc);
+    if (b->borrow) sk_purchase_borrow_drop(b->borrow);
+    free(b);
+}
+
+/* Redis out of memory (maxmemory with noeviction refuses every write with
+ * -OOM, before the script runs): purchases are answered 503 redis_full,
+ * and the log says so once per OOM_LOG_MS with how many, not per batch.
+ * Per process: the loop's own state. */
+#define OOM_LOG_MS 10000
+static int64_t oom_logged_ms;
+static uint64_t oom_refused;
+
+static int is_oom(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4);
+}
+
+static void note_oom(struct sk_batch *b, const redisReply *rep)
+{
+    oom_refused += b->n;
+    int64_t now = sk_mono_ms();
+    if (oom_logged_ms && now - oom_logged_ms < OOM_LOG_MS) return;
+    sk_log(SK_LOG_WARN,
+           "purchases refused (503 redis_full): Redis is out of memory (%.100s); %llu refused "
+           "since the last such line; memory comes back as the worker persists and trims orders, "
+           "or raise maxmemory",
+           rep->str, (unsigned long long)oom_refused);
+    oom_logged_ms = now;
+    oom_refused = 0;
+}
+
 /* A purchase_batch reply into res and *remaining; a missing or malformed
  * one fails the whole batch (freed) and returns 1. */
 static int parse_or_fail(struct sk_batch *b, redisReply *rep, struct sk_admission *res,
@@ -91,6 +127,11 @@ static int parse_or_fail(struct sk_batch *b, redisReply *rep, struct sk_admissio
 {
     if (!rep) {
         fail_batch(b, "redis is unreachable; try again");
+        return 1;
+    }
+    if (is_oom(rep)) {
+        note_oom(b, rep);
+        refuse_batch(b, SK_RC_REDIS_FULL);
         return 1;
     }
     int rc = sk_stock_batch_parse(rep, b->n, res, remaining);
@@ -182,7 +223,7 @@ static size_t answer_batch(struct sk_batch *b, const struct sk_admission *res, i
     size_t nmore = 0, admitted = 0;
     int unsure = sk_purchase_unsure(b->app);
     for (size_t i = 0; i < b->n; i++)
-        admitted += res[i].rc == SK_RC_OK && !unsure;
+        admitted += res[i].rc == SK_RC_OK && !res[i].replay && !unsure;
     sk_metrics_admission(b->app->metrics, admitted);
     for (size_t i = 0; i < b->n; i++) {
         if (b->seg >= 0 && segments > 1 && sk_seg_refused_by_stock(res[i].rc)) {
@@ -263,6 +304,12 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
 {
     struct sk_keys k;
     sk_keys_seg(&k, b->aid, b->seg);
+    /* a master that may evict the sale's keys sells nothing: a flag the
+     * client keeps per master, read here (redis_settings.h) */
+    if (sk_aredis_unsafe(app->redis, k.meta)) {
+        refuse_batch(b, SK_RC_REDIS_UNSAFE);
+        return;
+    }
     size_t argc = SK_BATCH_ARGC(b->n), cap = SK_BATCH_ARG_BYTES(b->n);
     size_t kcap = SK_BATCH_KEY_BYTES(b->n);
     struct sk_purchase ps[SK_BATCH_MAX];
@@ -287,7 +334,8 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
     struct sk_batch_head h = {.label = k.label,
                               .rl = &rl,
                               .xfer_id = b->borrow ? b->xfer_id : NULL,
-                              .xfer_qty = b->borrow ? b->xfer_qty : 0};
+                              .xfer_qty = b->borrow ? b->xfer_qty : 0,
+                              .store_id = app->db.store_id};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     /* counted before the call, whose callback ends the flight (and frees
      * b); not counted when out of memory: the window is then open, as

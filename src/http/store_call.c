@@ -58,8 +58,17 @@ void sk_store_calls_db_down_at_start(const char *why)
     snprintf(down_at_start, sizeof down_at_start, "%s", why ? why : "");
 }
 
+/* The identity read before the fork (sk_store_calls_identity). */
+static char identity_at_start[SK_STOCK_STORE_ID_LEN + 1];
+
+void sk_store_calls_identity(const char *store_id)
+{
+    snprintf(identity_at_start, sizeof identity_at_start, "%s", store_id ? store_id : "");
+}
+
 int sk_store_calls_init(struct sk_app *app)
 {
+    memcpy(app->db.store_id, identity_at_start, sizeof app->db.store_id);
     const struct sk_config *cfg = &app->cfg;
     char err[512];
     /* A database that is down does not keep this process from selling:
@@ -309,7 +318,12 @@ static int health_run(sk_store *st, void *arg)
     struct sk_app *app = arg;
     int version;
     int rc = sk_store_schema_version(st, &version);
-    /* only this job writes probe_err, and the loop reads it in its done */
+    /* the store's identity: read from the database once per handle */
+    char id[SK_STORE_IDENTITY_MAX];
+    if (rc == 0 && sk_store_identity(st, id, sizeof id) == 0)
+        memcpy(app->db.probe_id, id, sizeof app->db.probe_id);
+    /* only this job writes probe_err and probe_id, and the loop reads them
+     * in its done */
     snprintf(app->db.probe_err, sizeof app->db.probe_err, "%s", rc ? sk_store_errstr(st) : "");
     return rc;
 }
@@ -323,6 +337,11 @@ static void health_done(void *arg, int rc)
     int was = h->ok;
     h->ok = rc == 0;
     if (h->ok) h->stuck = 0; /* the probe came back: polls may try again */
+    if (h->ok && !h->store_id[0] && h->probe_id[0]) {
+        memcpy(h->store_id, h->probe_id, sizeof h->store_id);
+        sk_log(SK_LOG_INFO, "store identity %s: admissions are checked against it from now on",
+               h->store_id);
+    }
     if (rc)
         snprintf(h->why, sizeof h->why, "%s",
                  rc == SK_ETIMEDOUT && !h->probe_err[0] ? "no answer in time" : h->probe_err);

@@ -35,6 +35,12 @@ int sk_store_calls_init(struct sk_app *app);
  * (each try against a host that answers nothing costs the connect
  * timeout: `seckill serve`'s supervisor tried before the fork). */
 void sk_store_calls_db_down_at_start(const char *why);
+/* The store's identity serve read before the fork (store.h,
+ * sk_store_identity; NULL or "" when it could not): the HTTP processes
+ * started after this call pass it with every admission from their first
+ * purchase on; without it a process passes none (nothing checked) until
+ * its health probe reads it. */
+void sk_store_calls_identity(const char *store_id);
 /* Stops watching, waits for running calls, completes the rest (their
  * requests, if still there, get 503), frees the pool. */
 void sk_store_calls_free(struct sk_app *app);

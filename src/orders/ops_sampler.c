@@ -12,6 +12,7 @@
 #include "engine/activity.h"
 #include "engine/backlog.h"
 #include "engine/keys.h"
+#include "engine/live_acts.h"
 #include "engine/segment.h"
 #include "orders/job_conns.h"
 #include "orders/order_worker.h"
@@ -46,6 +47,13 @@ struct sk_sampler {
      * passed, so they never take more than 1/COUNT_DUTY of a core; until
      * then each activity shows its last counts. */
     int64_t counts_next_us;
+    /* The activities only Redis holds (engine/live_acts.h): listed again
+     * once ORPHAN_DUTY times the last walk's cost has passed, and at most
+     * every ORPHAN_EVERY_MS (a walk reads every key of every master); the
+     * last list is published in between. */
+    int64_t orphans_next_us, orphans_ms;
+    struct sk_node_orphan unknown[SK_NODE_ORPHANS];
+    int32_t nunknown, more_unknown;
     size_t ncounted;
     struct counted {
         uint64_t id;
@@ -54,6 +62,8 @@ struct sk_sampler {
 };
 
 #define COUNT_DUTY 50
+#define ORPHAN_DUTY 50
+#define ORPHAN_EVERY_MS 5000
 
 int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
                    struct sk_node_worker *w, char *err, size_t cap)
@@ -136,8 +146,9 @@ static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act 
     return 0;
 }
 
-/* An activity's live figures from Redis (every segment's, summed). */
-static int sample_redis(sk_redis *r, struct sk_node_act *a)
+/* An activity's live figures from Redis (every segment's, summed); owner:
+ * its own meta's store_id ("" none). */
+static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_STORE_ID])
 {
     int segs = 1;
     int rc = sk_seg_count(r, a->id, &segs);
@@ -159,19 +170,67 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a)
     struct sk_keys b;
     sk_keys_for(&b, a->id);
     redisReply *rep;
-    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms", b.meta);
+    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms store_id", b.meta);
     if (rc < 0) return rc;
-    a->reconcile_drift =
-        rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[0], -1) : -1;
-    a->reconcile_ms =
-        rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? int_of(rep->element[1], 0) : 0;
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
+    a->reconcile_drift = ok ? int_of(rep->element[0], -1) : -1;
+    a->reconcile_ms = ok ? int_of(rep->element[1], 0) : 0;
+    owner[0] = 0;
+    if (ok && rep->element[2]->type == REDIS_REPLY_STRING &&
+        rep->element[2]->len < SK_NODE_STORE_ID)
+        memcpy(owner, rep->element[2]->str, rep->element[2]->len + 1);
     freeReplyObject(rep);
     if (!a->exists) {
         a->initial = a->remaining = 0;
         a->backlog = 0;
         a->oldest_age_ms = 0;
     }
+    /* held + released: remaining counts the units in transit, so
+     * initial - remaining is what buyers hold (docs/design.md) */
+    a->admitted = a->exists ? a->initial - a->remaining + a->released : 0;
     return 0;
+}
+
+/* The activities only Redis holds, when their walk is due: those of
+ * live[0..nlive) the database's list acts[0..n) lacks. */
+static void list_unknown(sk_sampler *s, const struct sk_activity *acts, size_t n)
+{
+    int64_t t0 = sk_mono_us();
+    if (t0 < s->orphans_next_us) return;
+    struct sk_live_act *live;
+    size_t nlive;
+    if (sk_live_acts(s->r, &live, &nlive) < 0) {
+        s->orphans_next_us = t0 + ORPHAN_EVERY_MS * 1000LL;
+        return;
+    }
+    s->nunknown = s->more_unknown = 0;
+    for (size_t i = 0; i < nlive; i++) {
+        int listed = 0;
+        for (size_t j = 0; j < n && !listed; j++)
+            listed = acts[j].id == live[i].id;
+        if (listed) continue;
+        if (s->nunknown == SK_NODE_ORPHANS) {
+            s->more_unknown++;
+            continue;
+        }
+        struct sk_node_orphan *o = &s->unknown[s->nunknown++];
+        *o = (struct sk_node_orphan){
+            .id = live[i].id, .why = SK_NODE_ORPHAN_UNKNOWN, .open = live[i].open};
+        copy_text(o->store_id, sizeof o->store_id, live[i].store_id);
+    }
+    free(live);
+    int64_t spent = sk_mono_us() - t0, wait = spent * ORPHAN_DUTY;
+    s->orphans_next_us = t0 + (wait > ORPHAN_EVERY_MS * 1000LL ? wait : ORPHAN_EVERY_MS * 1000LL);
+    s->orphans_ms = sk_wall_ms();
+}
+
+/* An orphan of this sample (room permitting). */
+static void add_orphan(struct sk_node_sample *smp, const struct sk_node_orphan *o)
+{
+    if (smp->n_orphans < SK_NODE_ORPHANS)
+        smp->orphans[smp->n_orphans++] = *o;
+    else
+        smp->more_orphans++;
 }
 
 /* The order counts of activity id, timed into *spent_us. */
@@ -214,6 +273,7 @@ void sk_sampler_pass(sk_sampler *s)
     smp->n_acts = n > SK_NODE_ACTS ? SK_NODE_ACTS : (int32_t)n;
     smp->more_acts = n > SK_NODE_ACTS ? (int32_t)(n - SK_NODE_ACTS) : 0;
     smp->redis_ok = sk_redis_ensure(s->r) == 0;
+    if (sk_store_identity(s->st, smp->store_id, sizeof smp->store_id) < 0) smp->store_id[0] = 0;
     int64_t now_us = sk_mono_us(), count_us = 0;
     int count = now_us >= s->counts_next_us;
     for (int i = 0; i < smp->n_acts; i++) {
@@ -227,9 +287,16 @@ void sk_sampler_pass(sk_sampler *s)
         a->db_stock = d->stock_db;
         a->reconcile_drift = -1;
         a->backlog = a->oldest_age_ms = -1; /* unknown unless Redis says */
-        if (smp->redis_ok && sample_redis(s->r, a) < 0) {
+        char owner[SK_NODE_STORE_ID] = "";
+        if (smp->redis_ok && sample_redis(s->r, a, owner) < 0) {
             smp->redis_ok = 0;
             a->backlog = a->oldest_age_ms = -1;
+        }
+        if (sk_live_foreign(owner, smp->store_id)) {
+            struct sk_node_orphan o = {
+                .id = d->id, .why = SK_NODE_ORPHAN_OTHER_STORE, .open = a->open};
+            copy_text(o.store_id, sizeof o.store_id, owner);
+            add_orphan(smp, &o);
         }
         if (!a->exists) a->initial = a->remaining = d->stock; /* not preheated: the definition */
         const struct counted *last = NULL;
@@ -260,6 +327,11 @@ void sk_sampler_pass(sk_sampler *s)
     } else if (count) {
         s->ncounted = 0; /* counted again at the next pass */
     }
+    if (smp->redis_ok && smp->db_ok) list_unknown(s, acts, n);
+    for (int32_t i = 0; i < s->nunknown; i++)
+        add_orphan(smp, &s->unknown[i]);
+    smp->more_orphans += s->more_unknown;
+    smp->orphans_ms = s->orphans_ms;
     if (!smp->redis_ok) copy_text(smp->redis_err, sizeof smp->redis_err, s->r->errstr);
     smp->sampled_ms = sk_wall_ms();
     sk_node_sample_put(s->w, smp);

@@ -16,6 +16,10 @@
  *     the watermark again, and a Redis that followed another history after
  *     a split, whose admission numbers overlap the lost one's): Redis lacks
  *     orders the database holds: replay;
+ *   - some of its keys vanished while others are there (an operator's DEL,
+ *     an eviction: four more pipelined EXISTS per key set, recovery.h), or
+ *     a buyer's call found so (fence `lost`): salvage what the stream and
+ *     the ledger hold into the database, reset, replay;
  *   - fenced by a buyer's call (its process saw admissions this Redis no
  *     longer has, or knew keys that vanished): replay, or rebuild;
  *   - fenced `oversold`: stock given back since pays the oversold units
@@ -77,8 +81,16 @@ static void recover(sk_worker *w, const struct guard_hit *h)
     int rc = sk_recover_activity(w->st, w->r, h->aid, &o, &rep, err, sizeof err);
     if (rc < 0) {
         SK_WORKER_INC(w, recover_failures, 1);
-        sk_log(SK_LOG_ERROR, "worker: recovery of activity %" PRIu64 " failed (retried): %s",
-               h->aid, err);
+        /* retried every second: the same failure is said once a minute */
+        static char last[512];
+        static int64_t last_ms;
+        int64_t now = sk_mono_ms();
+        if (strcmp(last, err) != 0 || now - last_ms >= 60000) {
+            sk_log(SK_LOG_ERROR, "worker: recovery of activity %" PRIu64 " failed (retried): %s",
+                   h->aid, err);
+            snprintf(last, sizeof last, "%s", err);
+            last_ms = now;
+        }
     } else if (rep.needed) {
         size_t fenced = 0;
         for (size_t i = 0; i < rep.n; i++)
@@ -137,7 +149,8 @@ static void judge(sk_worker *w, const struct sk_keys *k, const struct sk_keyset_
             SK_WORKER_INC(w, recover_failures, 1);
         return;
     }
-    int need = p->fence[0] || (!p->present && preheated) || (p->present && (p->adm < wm || !has));
+    int need = p->fence[0] || (!p->present && preheated) || (p->present && (p->adm < wm || !has)) ||
+               (p->lost && preheated);
     if (base) need = preheated && (!p->present || p->segments < 2);
     if (!need) return;
     struct guard_hit *h = hit_for(hits, nh, a->id);
@@ -214,7 +227,7 @@ int sk_worker_guard(sk_worker *w)
     if (w->o.guard_ms <= 0 || w->ns == 0) return 0;
     /* a dropped connection is made again now, so a restarted Redis is
      * checked before anything else is read from it */
-    if (!w->r->c) sk_redis_ensure(w->r);
+    sk_redis_ensure(w->r);
     int64_t now = sk_mono_ms();
     uint64_t moved = moved_count(w);
     if (now < w->guard_next_ms && w->r->connects == w->guard_connects && moved == w->guard_moved)

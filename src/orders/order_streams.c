@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/vec.h"
 #include "engine/keys.h"
+#include "engine/live_acts.h"
 #include "engine/segment.h"
 #include "orders/order_worker_int.h"
 #include "redis/reply.h"
@@ -64,17 +65,22 @@ static void add_stream(sk_worker *w, uint64_t aid, int seg, int segcheck)
     sk_log(SK_LOG_DEBUG, "worker: following %s (activity %" PRIu64 ")", s->k.orders, aid);
 }
 
+/* Who owns an activity's live state (its base meta's store_id,
+ * docs/design.md): this store (or nobody knows yet), another store, or
+ * nobody although it is preheated (preheated before identities). */
+enum { OWN_OURS, OWN_FOREIGN, OWN_NONE };
+
 /* Segment counts of aids[0..n) in one pipelined round: segs[i] = S (> 1:
  * segmented), 1 when preheated unsegmented, 0 when not known yet (no base
- * meta, or an unexpected reply). */
-static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
+ * meta, or an unexpected reply); own[i] its owner. */
+static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs, int *own)
 {
     if (n > 1) sk_worker_test_pause(w, "segments");
     for (size_t i = 0; i < n; i++) {
         struct sk_keys k;
         sk_keys_for(&k, aids[i]);
-        const char *argv[] = {"HMGET", k.meta, "segments", "initial"};
-        int rc = sk_redis_append(w->r, 4, argv, NULL);
+        const char *argv[] = {"HMGET", k.meta, "segments", "initial", "store_id"};
+        int rc = sk_redis_append(w->r, 5, argv, NULL);
         if (rc) return sk_worker_redis_fail(w, rc, "HMGET segments");
     }
     for (size_t i = 0; i < n; i++) {
@@ -82,13 +88,18 @@ static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs)
         int rc = sk_redis_read(w->r, &rep);
         if (rc) return sk_worker_redis_fail(w, rc, "HMGET segments");
         segs[i] = 0;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-            const redisReply *sg = rep->element[0], *in = rep->element[1];
+        own[i] = OWN_OURS;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3) {
+            const redisReply *sg = rep->element[0], *in = rep->element[1], *sid = rep->element[2];
             int64_t v = sg->type == REDIS_REPLY_STRING ? sk_reply_i64_or(sg, 0) : 0;
             if (v > 1 && v <= SK_SEG_MAX)
                 segs[i] = (int)v;
             else if (sg->type == REDIS_REPLY_NIL && in->type == REDIS_REPLY_STRING)
                 segs[i] = 1;
+            if (sid->type == REDIS_REPLY_STRING && sk_live_foreign(sid->str, w->store_id))
+                own[i] = OWN_FOREIGN;
+            else if (sid->type == REDIS_REPLY_NIL && segs[i] && w->store_id[0])
+                own[i] = OWN_NONE;
         } else {
             sk_log(SK_LOG_WARN, "worker: segments of activity %" PRIu64 ": %s", aids[i],
                    rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
@@ -113,11 +124,63 @@ static int stream_len(sk_worker *w, const char *key, long long *len)
     return rc;
 }
 
+/* An activity preheated before identities existed, listed by this store:
+ * it is ours from now on (HSETNX: a preheat or an admission may have
+ * claimed it since). */
+static int claim(sk_worker *w, uint64_t aid)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    int rc = sk_redis_cmd(w->r, &rep, "HSETNX %s store_id %s", k.meta, w->store_id);
+    if (rc) return sk_worker_redis_fail(w, rc, "HSETNX store_id");
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* Whether aid was found foreign at the last re-list. */
+static int was_foreign(const sk_worker *w, uint64_t aid)
+{
+    for (size_t i = 0; i < w->nforeign; i++)
+        if (w->foreign[i] == aid) return 1;
+    return 0;
+}
+
+/* This re-list's foreign activities (check[i] with own[i] OWN_FOREIGN):
+ * each newly foreign one logged once, the list and the gauge replaced. */
+static int note_foreign(sk_worker *w, const uint64_t *check, const int *own, size_t nc)
+{
+    size_t nf = 0;
+    for (size_t i = 0; i < nc; i++)
+        nf += own[i] == OWN_FOREIGN;
+    uint64_t *now = nf ? malloc(nf * sizeof *now) : NULL;
+    if (nf && !now) return SK_ENOMEM;
+    for (size_t i = 0, k = 0; i < nc; i++) {
+        if (own[i] != OWN_FOREIGN) continue;
+        now[k++] = check[i];
+        if (!was_foreign(w, check[i]))
+            sk_log(SK_LOG_ERROR,
+                   "worker: activity %" PRIu64 " is in this database but its live state in "
+                   "Redis was preheated from another database (this one is store %s): not "
+                   "following its orders, they belong to that database's workers. `seckill "
+                   "reconcile` names the fix",
+                   check[i], w->store_id);
+    }
+    free(w->foreign);
+    w->foreign = now;
+    w->nforeign = w->foreign_cap = nf;
+    sk_node_wc_set(w->o.node, SK_WC_foreign, (uint64_t)nf);
+    return 0;
+}
+
 int sk_worker_relist(sk_worker *w)
 {
     uint64_t *ids;
     size_t n;
     int rc = sk_store_activity_ids(w->st, &ids, &n);
+    if (rc == 0 && !w->store_id[0] &&
+        (rc = sk_store_identity(w->st, w->store_id, sizeof w->store_id)) != 0)
+        free(ids);
     if (rc) {
         SK_WORKER_INC(w, db_errors, 1);
         sk_worker_set_err(w, "list activities: %s", sk_store_errstr(w->st));
@@ -130,8 +193,9 @@ int sk_worker_relist(sk_worker *w)
      * followed base streams still marked segcheck. */
     uint64_t *check = malloc((n + w->ns + 1) * sizeof *check);
     int *segs = malloc((n + w->ns + 1) * sizeof *segs);
-    if (!check || !segs) {
-        free(ids), free(check), free(segs);
+    int *own = malloc((n + w->ns + 1) * sizeof *own);
+    if (!check || !segs || !own) {
+        free(ids), free(check), free(segs), free(own);
         return SK_ENOMEM;
     }
     size_t nnew = 0, nc;
@@ -150,9 +214,19 @@ int sk_worker_relist(sk_worker *w)
     nc = nnew;
     for (size_t j = 0; j < w->ns; j++)
         if (w->s[j].segcheck) check[nc++] = w->s[j].aid;
-    rc = nc ? seg_counts(w, check, nc, segs) : 0;
+    rc = nc ? seg_counts(w, check, nc, segs, own) : 0;
+    if (rc == 0) rc = note_foreign(w, check, own, nc);
     for (size_t i = 0; rc == 0 && i < nc; i++) {
         int S = segs[i];
+        if (own[i] == OWN_NONE && (rc = claim(w, check[i])) != 0) break;
+        if (own[i] == OWN_FOREIGN && i < nnew) continue;
+        if (own[i] == OWN_FOREIGN) {
+            /* preheated from another store since we followed it: its orders
+             * are that store's workers' */
+            for (size_t j = 0; j < w->ns; j++)
+                if (w->s[j].segcheck && w->s[j].aid == check[i]) w->s[j--] = w->s[--w->ns];
+            continue;
+        }
         if (i < nnew) {
             if ((rc = grow_streams(w, S > 1 ? (size_t)S : 1)) != 0) break;
             if (S > 1)
@@ -189,12 +263,27 @@ int sk_worker_relist(sk_worker *w)
     }
     free(check);
     free(segs);
+    free(own);
     atomic_store(&w->c.activities, (uint64_t)w->ns);
     sk_node_wc_set(w->o.node, SK_WC_activities, (uint64_t)w->ns);
     return rc;
 }
 
 /* ---- Consumer groups --------------------------------------------------- */
+
+/* Redis out of memory refuses XGROUP CREATE before it looks (-OOM), even
+ * for a group that exists: then XINFO GROUPS, a read, says whether it
+ * does, so a worker started while Redis is full drains it (the one thing
+ * that gives memory back). 1 when the group is there. */
+static int group_exists(sk_worker *w, const struct worker_stream *s)
+{
+    redisReply *rep;
+    if (sk_redis_cmd(w->r, &rep, "XINFO GROUPS %s", s->k.orders)) return 0;
+    struct sk_reply_xgroup grp;
+    sk_reply_xgroup(rep, SK_WORKER_GROUP, &grp);
+    freeReplyObject(rep);
+    return grp.found;
+}
 
 int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
 {
@@ -206,7 +295,8 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
     if (rc) return sk_worker_redis_fail(w, rc, "XGROUP CREATE");
     sk_worker_redis_ok(w);
     if (rep->type == REDIS_REPLY_STATUS ||
-        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9))) {
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSYGROUP", 9)) ||
+        (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4) && group_exists(w, s))) {
         s->group_ready = 1;
         s->history_due = 1; /* our pending entries from a previous life */
         snprintf(s->history_from, sizeof s->history_from, "0");
@@ -224,6 +314,10 @@ int sk_worker_make_group(sk_worker *w, struct worker_stream *s)
  * segmented preheat. */
 void sk_worker_lost_group(sk_worker *w, struct worker_stream *s)
 {
+    /* the rollback guard first, at the next pass: a stream that vanished
+     * while its key set holds orders is recovered (its ids kept above the
+     * lost ones) before XGROUP CREATE ... MKSTREAM would make it anew */
+    w->guard_next_ms = 0;
     s->group_ready = 0;
     if (s->k.seg == SK_SEG_NONE) s->segcheck = 1;
     w->next_relist_ms = 0;

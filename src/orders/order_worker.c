@@ -132,6 +132,7 @@ void sk_worker_free(sk_worker *w)
     if (!w) return;
     sk_job_conns_close(w->r, w->st);
     free(w->s);
+    free(w->foreign);
     free(w->e);
     free(w->orders);
     free(w->fields);

@@ -112,6 +112,12 @@ struct sk_worker {
      * break a server exactly there and continue it (SIGCONT). */
     char pause_at[32];
     int paused;
+    /* The store's identity (docs/design.md), and the activities the store
+     * lists whose live state another store preheated: not followed, each
+     * logged once (while it stays so). */
+    char store_id[SK_STORE_IDENTITY_MAX];
+    uint64_t *foreign;
+    size_t nforeign, foreign_cap;
 };
 
 /* Adds n to counter `field` of w (atomic: sk_worker_stats reads them), and

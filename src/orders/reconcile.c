@@ -26,6 +26,7 @@
 #include "orders/reconcile.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@
 #include "core/num.h"
 #include "core/vec.h"
 #include "engine/keys.h"
+#include "engine/live_acts.h"
 #include "engine/segment.h"
 #include "orders/reconcile_int.h"
 
@@ -433,6 +435,66 @@ static int read_db(struct rec_run *u)
     return 0;
 }
 
+/* The store's identity (docs/design.md): Redis's owner of the activity,
+ * and the note of purchases refused to another store's nodes, from its
+ * own meta (the base meta of a segmented one), with this database's. */
+static int read_owner(struct rec_run *u)
+{
+    struct sk_reconcile_owner *ow = &u->rep->owner;
+    int rc = sk_store_identity(u->st, ow->store_id, sizeof ow->store_id);
+    if (rc) return store_err(rc);
+    struct sk_keys b;
+    sk_keys_for(&b, u->aid);
+    redisReply *rep;
+    rc = sk_redis_cmd(u->r, &rep, "HMGET %s store_id store_refused store_refused_ms", b.meta);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) {
+        rc = sk_reconcile_proto_err(u->r, "HMGET meta store_id", rep);
+        freeReplyObject(rep);
+        return rc;
+    }
+    for (int i = 0; i < 2; i++) {
+        const redisReply *e = rep->element[i];
+        char *dst = i ? ow->refused : ow->redis;
+        if (e->type == REDIS_REPLY_STRING && e->len < SK_STORE_IDENTITY_MAX)
+            memcpy(dst, e->str, e->len + 1);
+    }
+    ow->refused_ms = sk_reconcile_opt_i64(rep->element[2]);
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* An activity this database holds whose live state another store owns,
+ * or whose purchases another store's nodes were refused. */
+static void store_drift(struct rec_run *u)
+{
+    struct sk_reconcile_report *rep = u->rep;
+    struct sk_reconcile_owner *ow = &rep->owner;
+    if (!rep->db.present) return;
+    if (ow->redis[0] && strcmp(ow->redis, ow->store_id) != 0) {
+        char fix[300];
+        sk_reconcile_add_drift(rep, SK_SEG_NONE, SK_DRIFT_STORE, NULL,
+                               "its live state in Redis was preheated from another database "
+                               "(store %s; this one is store %s): this database's workers do "
+                               "not persist its orders, its nodes refuse its purchases. Fix: %s",
+                               ow->redis, ow->store_id,
+                               sk_live_fix(u->aid, 1, ow->redis, fix, sizeof fix));
+        return;
+    }
+    if (ow->refused[0] && strcmp(ow->refused, ow->store_id) != 0) {
+        char at[SK_TIME_RFC3339_MAX];
+        if (sk_time_format_rfc3339(ow->refused_ms, at, sizeof at) < 0) snprintf(at, sizeof at, "?");
+        ow->note = 1;
+        sk_reconcile_add_drift(
+            rep, SK_SEG_NONE, SK_DRIFT_STORE, NULL,
+            "nodes of another database (store %s) serve this Redis and were refused its "
+            "purchases (last at %s): they would never persist its orders. Fix: point those "
+            "nodes (serve --db) at this database; then `seckill reconcile --activity %" PRIu64
+            " --repair` clears this note",
+            ow->refused, at, u->aid);
+    }
+}
+
 /* Drift of the activity as a whole from the DB's side: no live state in
  * Redis (any 0), no activity row, the DB stock. */
 static void db_drift(struct rec_run *u, int any)
@@ -451,10 +513,15 @@ static void db_drift(struct rec_run *u, int any)
                 "re-preheat only after checking what was sold",
                 rep->db.state, orders);
     }
+    const struct sk_reconcile_owner *ow = &rep->owner;
+    char fix[300];
     if (!rep->db.present)
-        sk_reconcile_add_drift(
-            rep, SK_SEG_NONE, SK_DRIFT_DB_MISSING, NULL,
-            "Redis has live state for the activity but the DB has no activity row");
+        sk_reconcile_add_drift(rep, SK_SEG_NONE, SK_DRIFT_DB_MISSING, NULL,
+                               "Redis has live state for the activity but this database "
+                               "(store %s) has no activity row: its orders are never persisted "
+                               "here. Fix: %s",
+                               ow->store_id, sk_live_fix(u->aid, 0, ow->redis, fix, sizeof fix));
+    store_drift(u);
     if (rep->db.counts.conflicts)
         sk_reconcile_add_drift(
             rep, SK_SEG_NONE, SK_DRIFT_ORDER_CONFLICT, NULL,
@@ -518,6 +585,7 @@ static int check(struct rec_run *u)
     if ((rc = read_db(u)) != 0) return rc;
     /* (a segmented activity has at least its base meta in Redis) */
     if (!rep->db.present && !any && !entries && !segmented) return SK_ENOTFOUND;
+    if ((rc = read_owner(u)) != 0) return rc;
     db_drift(u, any);
     if (!any) return 0;
     initial_drift(u);
@@ -543,8 +611,8 @@ static int check(struct rec_run *u)
     return 0;
 }
 
-int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
-                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
+static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
+                         const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
 {
     struct sk_reconcile_opts def;
     if (!o) {
@@ -591,4 +659,18 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
     }
     sk_reconcile_report_free(&after);
     return rc == SK_ENOTFOUND ? 0 : rc;
+}
+
+/* The snapshot of a big sale is read whole (HGETALL of the ledger and the
+ * buyers: ~600 bytes an order while parsed, the hiredis replies and the
+ * sorted copies), and glibc keeps what a thread freed in its arena: in a
+ * process that reconciles every 30 s (serve's worker) the resident size
+ * became the largest snapshot ever read, and grew with the sale. So the
+ * freed pages go back to the system after each activity. */
+int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
+                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
+{
+    int rc = reconcile_one(st, r, activity_id, o, rep);
+    malloc_trim(0);
+    return rc;
 }

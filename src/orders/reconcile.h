@@ -39,6 +39,10 @@
 enum sk_drift_kind {
     SK_DRIFT_REDIS_MISSING,          /* the DB activity was preheated, Redis has no live state */
     SK_DRIFT_DB_MISSING,             /* live state in Redis, no activity row in the DB */
+    SK_DRIFT_STORE,                  /* the live state belongs to another store (its identity
+                                        in Redis is not this database's), or nodes of another
+                                        store were refused its purchases (docs/design.md,
+                                        "The store's identity") */
     SK_DRIFT_INITIAL_MISMATCH,       /* Redis initial != DB stock_initial */
     SK_DRIFT_REDIS_INVARIANT,        /* Redis stock + sum(buyers) != initial (a segment's:
                                         != initial + xin - xout; or the segments' shares
@@ -70,7 +74,7 @@ enum sk_drift_kind {
 /* "lost_order", ... (static); "?" for another value. */
 const char *sk_drift_name(int kind);
 
-#define SK_RECONCILE_TEXT_MAX 320
+#define SK_RECONCILE_TEXT_MAX 512
 
 /* One drift found. */
 struct sk_drift {
@@ -115,6 +119,17 @@ struct sk_reconcile_transit {
     int64_t stale, stale_units; /* of those, taken more than grace ago */
 };
 
+/* The store's identity (docs/design.md): this database's, Redis's owner
+ * of the activity (its base meta's store_id, "" none) and the last store
+ * whose nodes were refused its purchases ("" none), and when. */
+struct sk_reconcile_owner {
+    char store_id[SK_STORE_IDENTITY_MAX];
+    char redis[SK_STORE_IDENTITY_MAX];
+    char refused[SK_STORE_IDENTITY_MAX];
+    int64_t refused_ms;
+    int note; /* the drift is only the refused purchases' note (a repair clears it) */
+};
+
 struct sk_reconcile_db {
     int present;
     char state[16];
@@ -131,6 +146,7 @@ struct sk_reconcile_report {
     int consistent; /* no drift (after the repair, when it ran) */
     struct sk_reconcile_redis redis;
     struct sk_reconcile_db db;
+    struct sk_reconcile_owner owner;
     int segments;                   /* 1 (not segmented), or S */
     struct sk_reconcile_redis *seg; /* S > 1: each segment's figures (S entries) */
     struct sk_reconcile_transit transit;

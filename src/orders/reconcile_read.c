@@ -1,8 +1,8 @@
 /* reconcile_read.c - what reconcile reads from Redis (reconcile_int.h):
  * a key set's snapshot (meta, stock, buyers, ledger, DLQ length) in one
- * MULTI or under WATCH, the consumer group's view of its order stream
- * (last-delivered and pending ids: an order there is still on its way to
- * the DB), and ledger look-ups of single orders. */
+ * after WATCH (a check confirms with an empty MULTI/EXEC), the consumer group's view of its order
+ * stream (last-delivered and pending ids: an order there is still on its way to the DB), and ledger
+ * look-ups of single orders. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,12 +187,16 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
 }
 
 /* Reads the snapshot of one key set (the activity's, or one segment's: one
- * slot either way): atomically (MULTI) for a check, or after WATCH for a
- * repair (then EXEC fails if anything changed since the WATCH). */
+ * slot either way), after WATCH: for a repair the WATCH stays (its EXEC
+ * fails if anything changed since); for a check an empty MULTI/EXEC after
+ * the reads says whether they saw one state (nil: something changed
+ * between them, read again). Not the reads inside MULTI: Redis refuses
+ * every command queued in a transaction while it is out of memory
+ * (maxmemory), and reconcile is wanted most then; reads alone it answers. */
+#define SNAP_TRIES 5
 int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, struct rec_snap *s)
 {
     const struct sk_keys *k = kp;
-    const char *a_multi[] = {"MULTI"};
     const char *a_watch[] = {"WATCH", k->meta, k->stock, k->buyers, k->ledger, k->released};
     const char *a_meta[] = {"HMGET", k->meta, "initial",   "released", "xin",
                             "xout",  "fence", "fence_why", "oversold"};
@@ -200,33 +204,32 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
     const char *a_buyers[] = {"HGETALL", k->buyers};
     const char *a_ledger[] = {"HGETALL", k->ledger};
     const char *a_dlq[] = {"XLEN", k->dlq};
+    const char *a_multi[] = {"MULTI"};
     const char *a_exec[] = {"EXEC"};
     struct rec_cmd cmds[] = {
-        watch ? (struct rec_cmd){6, a_watch} : (struct rec_cmd){1, a_multi},
-        {9, a_meta},
-        {2, a_stock},
-        {2, a_buyers},
-        {2, a_ledger},
-        {2, a_dlq},
-        {1, a_exec},
+        {6, a_watch},  {9, a_meta}, {2, a_stock}, {2, a_buyers},
+        {2, a_ledger}, {2, a_dlq},  {1, a_multi}, {1, a_exec},
     };
-    size_t n = watch ? 6 : 7;
-    redisReply *rep[7];
-    int rc = sk_reconcile_pipeline(r, n, cmds, rep);
-    if (rc) return rc;
-    if (watch) {
-        rc = rep[0]->type == REDIS_REPLY_STATUS ? parse_snap(r, k->label, rep + 1, s)
-                                                : sk_reconcile_proto_err(r, "WATCH", rep[0]);
-    } else {
-        const redisReply *ex = rep[6];
-        if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 5)
-            rc = sk_reconcile_proto_err(r, "MULTI/EXEC snapshot", ex);
-        else
-            rc = parse_snap(r, k->label, ex->element, s);
+    size_t n = watch ? 6 : 8;
+    for (int tries = 1;; tries++) {
+        redisReply *rep[8];
+        int rc = sk_reconcile_pipeline(r, n, cmds, rep);
+        if (rc) return rc;
+        int again = 0;
+        if (rep[0]->type != REDIS_REPLY_STATUS) {
+            rc = sk_reconcile_proto_err(r, "WATCH", rep[0]);
+        } else if (!watch && rep[7]->type == REDIS_REPLY_NIL && tries < SNAP_TRIES) {
+            again = 1; /* written between the reads */
+        } else if (!watch && rep[7]->type != REDIS_REPLY_ARRAY) {
+            rc = sk_reconcile_proto_err(r, "snapshot (WATCH, reads, MULTI/EXEC)", rep[7]);
+        } else {
+            rc = parse_snap(r, k->label, rep + 1, s);
+        }
+        sk_reconcile_free_replies(rep, n);
+        if (again) continue;
+        if (rc) sk_reconcile_snap_free(s);
+        return rc;
     }
-    sk_reconcile_free_replies(rep, n);
-    if (rc) sk_reconcile_snap_free(s);
-    return rc;
 }
 
 /* Non-released ledger units per user, sorted by user (allocated; *n). */

@@ -527,6 +527,27 @@ static size_t seg_found(const struct sk_reconcile_report *rep, int seg, int kind
     return n;
 }
 
+/* The note of purchases refused to another store's nodes, once the
+ * operator has dealt with them (docs/reconcile.md): cleared, audited. */
+static void repair_store_note(struct rec_run *u)
+{
+    struct sk_keys b;
+    sk_keys_for(&b, u->aid);
+    redisReply *rep;
+    int rc = sk_redis_cmd(u->r, &rep, "HDEL %s store_refused store_refused_ms", b.meta);
+    if (rep) freeReplyObject(rep);
+    if (rc) {
+        sk_reconcile_add_repair(u->rep, SK_SEG_NONE, SK_DRIFT_STORE, 0,
+                                "the note of refused purchases is left: %s", u->r->errstr);
+        return;
+    }
+    char detail[160];
+    snprintf(detail, sizeof detail, "cleared the note of purchases refused to store %s's nodes",
+             u->rep->owner.refused);
+    audit(u->st, u->now, u->aid, SK_SEG_NONE, "clear_store_refused", detail);
+    sk_reconcile_add_repair(u->rep, SK_SEG_NONE, SK_DRIFT_STORE, 1, "%s", detail);
+}
+
 void sk_reconcile_repair(struct rec_run *u)
 {
     struct sk_reconcile_report *rep = u->rep;
@@ -540,6 +561,7 @@ void sk_reconcile_repair(struct rec_run *u)
         sk_reconcile_add_repair(rep, SK_SEG_NONE, SK_DRIFT_NOT_IN_LEDGER, 0, "out of memory");
         return;
     }
+    if (rep->found[SK_DRIFT_STORE] && rep->owner.note) repair_store_note(u);
     if (u->nseg > 1 && rep->found[SK_DRIFT_IN_TRANSIT]) repair_transit(u);
     /* A segment owns initial + xin - xout: only provable when the counters
      * agree with the transfers and the shares with the activity. */

@@ -15,6 +15,7 @@
 static const char *const drift_names[SK_DRIFT_NKINDS] = {
     [SK_DRIFT_REDIS_MISSING] = "redis_missing",
     [SK_DRIFT_DB_MISSING] = "db_missing",
+    [SK_DRIFT_STORE] = "store",
     [SK_DRIFT_INITIAL_MISMATCH] = "initial_mismatch",
     [SK_DRIFT_REDIS_INVARIANT] = "redis_invariant",
     [SK_DRIFT_IN_TRANSIT] = "in_transit",
@@ -217,6 +218,12 @@ json_t *sk_reconcile_json(const struct sk_reconcile_report *rep, size_t max_line
         (json_int_t)k->stock_failures, "stock_failure_units", (json_int_t)k->stock_failure_units,
         "owed_recent", (json_int_t)db->owed_recent);
     if (!o) return NULL;
+    const struct sk_reconcile_owner *ow = &rep->owner;
+    json_object_set_new(o, "store",
+                        json_pack("{s:s, s:s?, s:s?, s:I}", "this", ow->store_id, "redis",
+                                  ow->redis[0] ? ow->redis : NULL, "refused",
+                                  ow->refused[0] ? ow->refused : NULL, "refused_ms",
+                                  (json_int_t)ow->refused_ms));
     if (rep->segments > 1 && rep->seg) {
         const struct sk_reconcile_transit *t = &rep->transit;
         json_t *segs = json_array();

@@ -11,6 +11,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/stock.h"
 #include "redis/reply.h"
 #include "redis/stream_id.h"
 
@@ -326,10 +327,14 @@ static void decide(struct rec *c)
         const struct sk_keyset_probe *p = &ks->before;
         if (!ks->selected) continue;
         ks->vanished = !p->present && was_preheated(&c->a);
+        ks->lost = was_preheated(&c->a) && (p->lost || !strcmp(p->fence, "lost"));
         if (ks->vanished)
             snprintf(ks->reason, sizeof ks->reason,
                      "its keys are gone while the database says the activity was preheated (%s)",
                      c->a.state);
+        else if (ks->lost && p->lost)
+            snprintf(ks->reason, sizeof ks->reason, "keys vanished while others are there: %s",
+                     p->lost_what);
         else if (p->fence[0])
             snprintf(ks->reason, sizeof ks->reason, "fenced (%s): %s", p->fence,
                      p->fence_why[0] ? p->fence_why : "no reason given");
@@ -388,7 +393,7 @@ static int fence_all(struct rec *c)
         struct sk_recover_ks *ks = &c->rep->ks[i];
         if (!ks->needed) continue;
         char now[SK_FENCE_MAX];
-        const char *why = ks->vanished ? "rebuild" : "rollback";
+        const char *why = ks->vanished || ks->lost ? "rebuild" : "rollback";
         int rc = sk_recovery_fence(c->r, &ks->k, why, ks->reason, now);
         if (rc < 0) return redis_fail(c, rc, "fence");
         /* the reason of a fence found already says which and why */
@@ -425,6 +430,63 @@ static int settle(struct rec *c)
     return 0;
 }
 
+/* Key sets whose keys vanished, all or some: the orders their stream and
+ * ledger still hold go to the database first (salvage.h), so an order only
+ * Redis held is not lost with the rest; then what the replay writes back
+ * is dropped and, when the definition survived, the stock starts again at
+ * initial + xin - xout (reset.lua); without it rebuild() writes it. When
+ * the salvage put orders into the database, its counts are read again
+ * (the rebuild's shares and the resume's stream ids come from them). The
+ * ledger holds every admission of the key set: when it survived, nothing
+ * acknowledged was lost with the rest, so the resume counts none lost. */
+static int salvage_all(struct rec *c)
+{
+    int64_t inserted = 0;
+    for (size_t i = 0; i < c->rep->n; i++) {
+        struct sk_recover_ks *ks = &c->rep->ks[i];
+        if (!ks->needed || !(ks->vanished || ks->lost)) continue;
+        int rc = sk_salvage_key_set(c->st, c->r, &ks->k, &ks->salvage, c->err, c->cap);
+        if (rc < 0) return rc;
+        const struct sk_salvage *sv = &ks->salvage;
+        inserted += sv->inserted;
+        if (sv->stream_orders || sv->ledger_orders)
+            audit(c, ks, "recover_salvage",
+                  "%" PRId64 " order(s) read from the stream, %" PRId64 " from the ledger; %" PRId64
+                  " of them were in Redis only, now in the database; "
+                  "%" PRId64 " conflict(s), %" PRId64 " malformed",
+                  sv->stream_orders, sv->ledger_orders, sv->inserted, sv->conflicts, sv->bad);
+        if (sv->inserted)
+            sk_log(SK_LOG_WARN,
+                   "recover: activity %" PRIu64 " %s: %" PRId64
+                   " acknowledged order(s) only Redis held were salvaged into the database",
+                   c->a.id, ks->k.label, sv->inserted);
+        if (ks->before.has_ledger && ks->before.adm > ks->watermark) ks->watermark = ks->before.adm;
+        int rrc;
+        int64_t stock;
+        if ((rc = sk_recovery_reset(c->r, &ks->k, &rrc, &stock)) < 0)
+            return redis_fail(c, rc, "reset");
+        ks->reset = rrc == SK_RC_PREHEATED;
+        if (ks->reset)
+            audit(c, ks, "recover_rebuild",
+                  "keys that vanished (%s): the rest dropped, stock %" PRId64
+                  " before the orders are put back, new epoch",
+                  ks->before.lost_what[0] ? ks->before.lost_what : "fenced lost", stock);
+        else
+            ks->vanished = 1; /* no definition: rebuild() writes it */
+        c->rep->salvaged += sv->inserted;
+    }
+    if (!inserted) return 0;
+    /* the database's counts again, with the salvaged orders */
+    for (size_t i = 0; i < c->rep->n; i++) {
+        struct sk_recover_ks *ks = &c->rep->ks[i];
+        ks->db_orders = ks->db_held_units = 0;
+        ks->max_sid[0] = 0;
+        ks->missing_held = ks->missing_held_units = ks->missing_released = 0;
+        ks->releases_again = ks->missing_paid_units = ks->conflicts = 0;
+    }
+    return scan_orders(c, 0);
+}
+
 /* Vanished key sets get their definition back, stock = their initial. An
  * unsegmented activity: the database's initial stock. Every segment gone:
  * each its buyers' units plus its share of what is left. Some gone, some
@@ -436,6 +498,9 @@ static int rebuild(struct rec *c, int64_t *over0)
 {
     struct sk_stock_def d;
     sk_activity_stock_def(&c->a, &d);
+    /* rebuilt from this database: its own again (docs/design.md) */
+    int irc = sk_store_identity(c->st, d.store_id, sizeof d.store_id);
+    if (irc < 0) return fail(c, irc, "store identity: %s", sk_store_errstr(c->st));
     int S = c->rep->segments, all_gone = 1;
     int64_t held_total = 0;
     *over0 = 0;
@@ -618,8 +683,20 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
         int any = 0;
         for (size_t i = 0; i < rep->n; i++)
             any |= rep->ks[i].needed;
+        /* never rebuilt into a Redis that may evict it again: the sale
+         * stays as it is (serve refuses its purchases) until the setting
+         * is fixed (redis_settings.h) */
+        struct sk_rset_verdict v;
+        char where[80];
+        if (any &&
+            (rc = sk_stock_settings(r, id, (int)c.a.segments, 0, 1, &v, where, sizeof where)) < 0)
+            return redis_fail(&c, rc, "settings");
+        if (any && v.level == SK_RSET_UNSAFE)
+            return fail(&c, SK_ESTATE,
+                        "activity %" PRIu64 ": not recovered while redis %s is unsafe: %s", id,
+                        where, v.f[0].why);
         if (any) {
-            if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 ||
+            if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 || (rc = salvage_all(&c)) < 0 ||
                 (rc = rebuild(&c, &over0)) < 0 || (rc = scan_orders(&c, 1)) < 0 ||
                 (rc = resume_all(&c, over0)) < 0)
                 return rc;

@@ -6,7 +6,10 @@
  *
  * Per key set (an unsegmented activity, or one segment), in this order:
  * fence (no admission from here on), settle the transfers of a segmented
- * activity, rebuild vanished keys from the definition, replay the
+ * activity; when keys vanished (all, or some: an operator's DEL, an
+ * eviction), salvage into the database the orders its stream and ledger
+ * still hold (salvage.h), drop what the replay writes back and start the
+ * stock again (reset.lua), or rebuild the definition; replay the
  * database's orders that Redis does not know (replay.lua, in chunks,
  * idempotent), then resume: the admission count above every number the
  * database and the callers saw, new stream ids above every persisted one,
@@ -25,6 +28,7 @@
 #include "engine/keys.h"
 #include "engine/recovery.h"
 #include "engine/segment.h"
+#include "orders/salvage.h"
 #include "redis/redis_conn.h"
 #include "store/store.h"
 
@@ -44,7 +48,10 @@ struct sk_recover_ks {
     int64_t initial;               /* meta initial before (0 when vanished) */
     int64_t watermark;             /* highest admission number the database holds */
     int selected, needed, vanished;
-    char reason[256]; /* why it needs a recovery */
+    int lost;                  /* some keys vanished, others not (before.lost, or fenced `lost`) */
+    int reset;                 /* reset.lua started its stock again */
+    struct sk_salvage salvage; /* what its stream and ledger still held */
+    char reason[256];          /* why it needs a recovery */
     /* the database's orders of this key set */
     int64_t db_orders, db_held_units;
     char max_sid[SK_STORE_STREAM_ID_MAX];
@@ -76,6 +83,7 @@ struct sk_recover_report {
     int fenced_after;         /* key sets still fenced after an apply (oversold) */
     int64_t orders_replayed, oversold, lost, settled_units, forgotten_units;
     int64_t refused;   /* unpaid orders cancelled because they did not fit */
+    int64_t salvaged;  /* orders only Redis held, put into the database */
     int64_t conflicts; /* order ids the ledger holds for another admission */
     int64_t ms;        /* how long it took */
 };

@@ -16,6 +16,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/live_acts.h"
 #include "engine/stock.h"
 #include "orders/job_conns.h"
 #include "redis/reply.h"
@@ -32,7 +33,7 @@
 
 struct counters {
     _Atomic uint64_t passes, failed_passes, cancelled, lost_to_payment, released, units_released,
-        repaired, unreleasable, errors;
+        repaired, unreleasable, errors, foreign;
 };
 
 struct sk_sweeper {
@@ -45,6 +46,17 @@ struct sk_sweeper {
      * refuses stay owed, and must not hide the ones after them. */
     char cursor[SK_STORE_ORDER_ID_MAX];
     int64_t next_unreleasable_log_ms;
+    /* The store's identity (docs/design.md) and this pass's owners: an
+     * activity whose live state another store preheated is not swept (its
+     * units in Redis are that store's sale). Logged once per activity. */
+    char store_id[SK_STORE_IDENTITY_MAX];
+    struct owner {
+        uint64_t aid;
+        int foreign;
+    } owners[64];
+    size_t nowners;
+    uint64_t logged[64];
+    size_t nlogged;
     atomic_int stop;
     struct counters c;
     char errstr[512];
@@ -135,6 +147,7 @@ void sk_sweeper_stats(const sk_sweeper *sw, struct sk_sweeper_stats *o)
     o->repaired = atomic_load(&c->repaired);
     o->unreleasable = atomic_load(&c->unreleasable);
     o->errors = atomic_load(&c->errors);
+    o->foreign = atomic_load(&c->foreign);
 }
 
 const char *sk_sweeper_errstr(const sk_sweeper *sw)
@@ -189,6 +202,37 @@ static int release_one(sk_sweeper *sw, const struct sk_order *o, int64_t now_ms,
 
 /* The crash gap: cancelled orders whose release is owed. One batch per
  * pass, continuing where the previous pass stopped. */
+/* 1 when aid's live state belongs to another store (asked once per pass
+ * and activity; a Redis failure is no verdict: *rc says it). */
+static int foreign(sk_sweeper *sw, uint64_t aid, struct sk_sweep_result *res, int *rc)
+{
+    *rc = 0;
+    for (size_t i = 0; i < sw->nowners; i++)
+        if (sw->owners[i].aid == aid) return sw->owners[i].foreign;
+    char owner[SK_STORE_IDENTITY_MAX];
+    if ((*rc = sk_live_act_owner(sw->r, aid, owner, sizeof owner)) != 0) {
+        res->errors++;
+        set_err(sw, "owner of activity %" PRIu64 ": redis: %s", aid, sw->r->errstr);
+        return 0;
+    }
+    int f = sk_live_foreign(owner, sw->store_id);
+    if (sw->nowners < sizeof sw->owners / sizeof sw->owners[0])
+        sw->owners[sw->nowners++] = (struct owner){aid, f};
+    int logged = 0;
+    for (size_t i = 0; i < sw->nlogged && !logged; i++)
+        logged = sw->logged[i] == aid;
+    if (f && !logged) {
+        sk_log(SK_LOG_ERROR,
+               "sweeper: activity %" PRIu64 " is in this database but its live state in Redis "
+               "was preheated from another database (store %s; this one is store %s): its "
+               "unpaid orders are left alone (neither cancelled nor released). `seckill "
+               "reconcile` names the fix",
+               aid, owner, sw->store_id);
+        if (sw->nlogged < sizeof sw->logged / sizeof sw->logged[0]) sw->logged[sw->nlogged++] = aid;
+    }
+    return f;
+}
+
 static int pay_owed(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
 {
     size_t n = 0;
@@ -198,7 +242,13 @@ static int pay_owed(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
         return rc;
     }
     for (size_t i = 0; i < n && !atomic_load(&sw->stop); i++) {
-        int marked;
+        int marked, frc;
+        if (foreign(sw, sw->buf[i].activity_id, res, &frc)) {
+            res->foreign++;
+            snprintf(sw->cursor, sizeof sw->cursor, "%s", sw->buf[i].order_id);
+            continue;
+        }
+        if (frc) return frc == SK_EIO || frc == SK_ETIMEDOUT || frc == SK_EAUTH ? frc : 0;
         if ((rc = release_one(sw, &sw->buf[i], now_ms, res, &marked)) != 0) return rc;
         if (marked) res->repaired++;
         snprintf(sw->cursor, sizeof sw->cursor, "%s", sw->buf[i].order_id);
@@ -211,6 +261,12 @@ static int pay_owed(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
 static int expire_one(sk_sweeper *sw, const struct sk_order *o, int64_t now_ms,
                       struct sk_sweep_result *res)
 {
+    int frc, f = foreign(sw, o->activity_id, res, &frc);
+    if (frc) return frc == SK_EIO || frc == SK_ETIMEDOUT || frc == SK_EAUTH ? frc : 0;
+    if (f) {
+        res->foreign++;
+        return 0;
+    }
     int prev = -1;
     int rc = sk_store_order_cancel(sw->st, o->order_id, now_ms, &prev);
     if (rc == SK_ESTATE) {
@@ -241,12 +297,13 @@ static int expire_all(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *re
             return rc;
         }
         res->expired += n;
-        size_t errors = res->errors;
+        size_t errors = res->errors, skipped = res->foreign;
         for (size_t i = 0; i < n && !atomic_load(&sw->stop); i++)
             if ((rc = expire_one(sw, &sw->buf[i], now_ms, res)) != 0) return rc;
-        /* A full batch may have more behind it; a batch with failures would
-         * list the same orders again: leave them to the next pass. */
-        if (n < (size_t)sw->o.batch || res->errors != errors) break;
+        /* A full batch may have more behind it; a batch with failures (or
+         * orders left to another store) would list the same orders again:
+         * leave them to the next pass. */
+        if (n < (size_t)sw->o.batch || res->errors != errors || res->foreign != skipped) break;
     }
     return 0;
 }
@@ -261,6 +318,10 @@ int sk_sweeper_pass(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
      * owed list. */
     int rc = sk_redis_ensure(sw->r);
     if (rc) set_err(sw, "redis: %s", sw->r->errstr);
+    sw->nowners = 0;
+    if (rc == 0 && !sw->store_id[0] &&
+        (rc = sk_store_identity(sw->st, sw->store_id, sizeof sw->store_id)) != 0)
+        set_err(sw, "store identity: %s", sk_store_errstr(sw->st));
     /* Owed releases first, so a release that fails below is retried on the
      * next pass, not twice in this one. */
     if (rc == 0) rc = pay_owed(sw, now_ms, res);
@@ -274,6 +335,7 @@ int sk_sweeper_pass(sk_sweeper *sw, int64_t now_ms, struct sk_sweep_result *res)
     INC(repaired, res->repaired);
     INC(unreleasable, res->unreleasable);
     INC(errors, res->errors);
+    INC(foreign, res->foreign);
     if (res->cancelled || res->repaired)
         sk_log(SK_LOG_INFO,
                "sweeper: cancelled %zu unpaid order(s), %" PRId64

@@ -42,12 +42,15 @@ struct sk_sweep_result {
     size_t unreleasable;      /* releases Redis refused (order not in the ledger, or
                                  activity gone): left owed, reconcile reports them */
     size_t errors;            /* per-order failures (store or Redis) */
+    size_t foreign;           /* orders left alone: their activity's live state in Redis
+                                 belongs to another store (docs/design.md) */
 };
 
 /* Cumulative counters since sk_sweeper_new (for metrics); read one by one. */
 struct sk_sweeper_stats {
     uint64_t passes, failed_passes;
-    uint64_t cancelled, lost_to_payment, released, units_released, repaired, unreleasable, errors;
+    uint64_t cancelled, lost_to_payment, released, units_released, repaired, unreleasable, errors,
+        foreign;
 };
 
 typedef struct sk_sweeper sk_sweeper;

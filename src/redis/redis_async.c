@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ struct ar_entry {
     sk_aredis_cb cb;
     void *data;
     int64_t sent_us;
+    int64_t wait_from_us;       /* its answer is due from here (a blocking read ahead ended) */
+    int64_t due_us;             /* ... and late after this: the connection is failed */
     void *kept;                 /* a script call's copy (kept.argv): resent as EVAL when missing */
     struct sk_aredis_args args; /* its arguments, EVALSHA <sha> numkeys ... */
     int script;                 /* script id for kept, -1 otherwise */
@@ -54,6 +57,7 @@ struct ar_held {
 void sk_aredis_opts_fill(struct sk_aredis_opts *o)
 {
     if (o->timeout_ms <= 0) o->timeout_ms = 1000;
+    if (o->connect_timeout_ms <= 0) o->connect_timeout_ms = o->timeout_ms;
     if (o->sync_replicas < 0) o->sync_replicas = 0;
     if (o->sync_timeout_ms <= 0) o->sync_timeout_ms = SYNC_TIMEOUT_MS;
 }
@@ -101,14 +105,18 @@ static void set_state(sk_aredis *ar, enum ar_state s)
     ar->state_since_ms = sk_mono_ms();
 }
 
-/* Drops the connection: every waiting command fails (NULL reply). */
-static void connection_lost(sk_aredis *ar, const char *why)
+/* Drops the connection: every waiting command fails (NULL reply, rc for
+ * sk_aredis_failed). A working connection lost is made again at the next
+ * tick; a failed attempt waits a backoff that doubles. */
+static void connection_failed(sk_aredis *ar, const char *why, int rc)
 {
     snprintf(ar->errstr, sizeof ar->errstr, "redis %.64s:%d: %.80s", ar->url.host, ar->url.port,
              why);
+    int was_ready = ar->state == AR_READY;
     /* an operator sees each loss of a working connection once, not every
      * failed attempt after it */
-    if (ar->state == AR_READY) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
+    if (was_ready) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
+    ar->fail_rc = rc;
     if (ar->sock) {
         ar->sock->data = NULL;
         h2o_socket_close(ar->sock);
@@ -124,10 +132,15 @@ static void connection_lost(sk_aredis *ar, const char *why)
     ar->out.len = 0;
     ar->woff = 0;
     ar->write_busy = 0; /* the old socket's write callback will not reach us */
-    ar->backoff_ms = ar->backoff_ms ? ar->backoff_ms * 2 : BACKOFF_MIN_MS;
-    if (ar->backoff_ms > BACKOFF_MAX_MS) ar->backoff_ms = BACKOFF_MAX_MS;
+    if (was_ready) {
+        ar->backoff_ms = 0;
+    } else {
+        ar->backoff_ms = ar->backoff_ms ? ar->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (ar->backoff_ms > BACKOFF_MAX_MS) ar->backoff_ms = BACKOFF_MAX_MS;
+    }
     set_state(ar, AR_DOWN);
     ar->next_try_ms = sk_mono_ms() + ar->backoff_ms;
+    ar->block_until_us = 0;
     ar->unwaited = 0;
     ar->wait_inflight = 0;
     ar->fn_reloading = 0;
@@ -149,6 +162,63 @@ static void connection_lost(sk_aredis *ar, const char *why)
         free(e.kept);
         if (e.cb) e.cb(e.data, NULL);
     }
+}
+
+static void connection_lost(sk_aredis *ar, const char *why)
+{
+    connection_failed(ar, why, SK_EIO);
+}
+
+redisReply *sk_aredis_take(redisReply *rep)
+{
+    if (!rep) return NULL;
+    redisReply *mine = malloc(sizeof *mine);
+    if (!mine) return NULL;
+    *mine = *rep;
+    /* the shell: a nil without contents, which freeReplyObject frees alone */
+    memset(rep, 0, sizeof *rep);
+    rep->type = REDIS_REPLY_NIL;
+    return mine;
+}
+
+/* How long an XREAD/XREADGROUP may block (its BLOCK argument, before
+ * STREAMS), 0 for any other command: its answer may come that much later. */
+static int64_t block_ms(int argc, const char *const *argv, const size_t *lens)
+{
+    if (argc < 4 || (argv[0][0] != 'X' && argv[0][0] != 'x')) return 0;
+    size_t l0 = lens ? lens[0] : strlen(argv[0]);
+    if (!((l0 == 5 && !strncasecmp(argv[0], "XREAD", 5)) ||
+          (l0 == 10 && !strncasecmp(argv[0], "XREADGROUP", 10))))
+        return 0;
+    for (int i = 1; i + 1 < argc; i++) {
+        size_t l = lens ? lens[i] : strlen(argv[i]);
+        if (l == 7 && !strncasecmp(argv[i], "STREAMS", 7)) break;
+        if (l == 5 && !strncasecmp(argv[i], "BLOCK", 5)) {
+            char n[24];
+            size_t nl = lens ? lens[i + 1] : strlen(argv[i + 1]);
+            if (nl == 0 || nl >= sizeof n) return 0;
+            memcpy(n, argv[i + 1], nl);
+            n[nl] = 0;
+            long long v = strtoll(n, NULL, 10);
+            /* BLOCK 0 waits for ever: as long as a day, for the bookkeeping */
+            return v == 0 ? 86400000 : v > 0 ? v : 0;
+        }
+    }
+    return 0;
+}
+
+/* When e, sent now, is due: behind any blocking read ahead of it on this
+ * connection (the server answers in order), plus the reply timeout (and
+ * the WAITs it may wait behind). */
+static void set_due(sk_aredis *ar, struct ar_entry *e, int64_t blocks_ms)
+{
+    int64_t now = e->sent_us;
+    if (blocks_ms > 0 && now + blocks_ms * 1000 > ar->block_until_us)
+        ar->block_until_us = now + blocks_ms * 1000;
+    e->wait_from_us = ar->block_until_us > now ? ar->block_until_us : now;
+    int64_t allow =
+        ar->timeout_ms + (ar->opts.sync_replicas > 0 ? 2 * ar->opts.sync_timeout_ms : 0);
+    e->due_us = e->wait_from_us + allow * 1000;
 }
 
 void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const size_t *lens,
@@ -190,7 +260,8 @@ static int encode_script(struct ar_buf *b, struct sk_aredis_args *a, const char 
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens, int script, int confirm)
 {
-    struct ar_entry e = {cb, data, sk_mono_us(), NULL, {0}, script, confirm};
+    struct ar_entry e = {cb, data, sk_mono_us(), 0, 0, NULL, {0}, script, confirm};
+    set_due(ar, &e, block_ms(argc, argv, lens));
     size_t start = ar->out.len;
     int rc;
     if (script >= 0 && argc >= 2) {
@@ -222,7 +293,8 @@ static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
     int rc =
         encode_script(&ar->out, &e->args, "EVAL", sk_script_text((enum sk_script_id)e->script));
     if (rc < 0) return rc;
-    struct ar_entry again = {e->cb, e->data, sk_mono_us(), NULL, {0}, -1, e->confirm};
+    struct ar_entry again = {e->cb, e->data, sk_mono_us(), 0, 0, NULL, {0}, -1, e->confirm};
+    set_due(ar, &again, 0);
     if (fifo_push(ar, &again) < 0) {
         ar->out.len = start;
         return SK_ENOMEM;
@@ -232,6 +304,8 @@ static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 }
 
 static void enqueue_scripts(sk_aredis *ar);
+static void enqueue_done(sk_aredis *ar);
+static void on_fn_list(void *data, redisReply *rep);
 
 /* FUNCTION LOAD answered: the library is there (a string, or "already
  * exists": the name carries a hash of its text), or the server cannot
@@ -459,6 +533,44 @@ void sk_aredis_flush(sk_aredis *ar)
     write_out(ar);
 }
 
+/* A new verdict on the server's settings: said in the log when its level
+ * changes (a refusal and its end at once, a warning at most once a
+ * minute), never per purchase. */
+static void judge_settings(sk_aredis *ar)
+{
+    sk_rsettings_judge(&ar->rset, 0, &ar->verdict);
+    const struct sk_rset_finding *f = sk_rsettings_worst(&ar->verdict, SK_RSET_WARN);
+    int lvl = ar->verdict.level >= SK_RSET_WARN ? ar->verdict.level : SK_RSET_OK;
+    if (lvl == ar->rset_logged) return;
+    int64_t now = sk_mono_ms();
+    if (lvl == SK_RSET_UNSAFE) {
+        sk_log(SK_LOG_ERROR,
+               "redis %.64s:%d: %s; purchases are refused (503 redis_unsafe) until it is",
+               ar->url.host, ar->url.port, f->why);
+    } else if (lvl == SK_RSET_WARN) {
+        if (ar->rset_logged != SK_RSET_UNSAFE && ar->rset_warned_ms &&
+            now - ar->rset_warned_ms < 60000)
+            return; /* said lately: a figure going up and down around a bound */
+        ar->rset_warned_ms = now;
+        sk_log(SK_LOG_WARN, "redis %.64s:%d: %s", ar->url.host, ar->url.port, f->why);
+    } else if (ar->rset_logged == SK_RSET_UNSAFE) {
+        sk_log(SK_LOG_WARN,
+               "redis %.64s:%d: maxmemory-policy is %s now: purchases are accepted again",
+               ar->url.host, ar->url.port, ar->rset.policy);
+    }
+    ar->rset_logged = lvl;
+}
+
+/* The answer to the periodic INFO memory. */
+static void on_settings(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    ar->rset_inflight = 0;
+    if (!rep || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_STATUS)) return;
+    sk_rsettings_info(&ar->rset, rep->str, rep->len);
+    judge_settings(ar);
+}
+
 /* A handshake answer (handshake.h) that does not pass ends the connection. */
 static void on_handshake_step(void *data, redisReply *rep)
 {
@@ -467,8 +579,14 @@ static void on_handshake_step(void *data, redisReply *rep)
     int i = st->i;
     if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
     char why[160];
-    if (sk_handshake_check(&ar->hs, i, rep, why, sizeof why) < 0) {
-        connection_lost(ar, why);
+    int rc = sk_handshake_check(&ar->hs, i, rep, why, sizeof why);
+    if (rc < 0) {
+        connection_failed(ar, why, rc); /* SK_EAUTH: the password refused */
+        return;
+    }
+    if (sk_handshake_settings(&ar->hs, i, rep, &ar->rset)) {
+        judge_settings(ar);
+        ar->rset_next_ms = sk_mono_ms() + SK_RSET_REREAD_MS;
         return;
     }
     /* WAIT N below the master's replicas promises nothing across a
@@ -502,7 +620,9 @@ static void on_handshake_done(void *data, redisReply *rep)
 {
     sk_aredis *ar = data;
     if (!rep || ar->state != AR_HANDSHAKE) return;
-    if (rep->type == REDIS_REPLY_ERROR) { /* LOADING, or anything else: not ready */
+    /* LOADING, or anything else: not ready (a bare client takes the server
+     * as it is) */
+    if (rep->type == REDIS_REPLY_ERROR && ar->role != AR_BARE) {
         char why[128];
         snprintf(why, sizeof why, "handshake refused: %.100s", rep->str);
         connection_lost(ar, why);
@@ -514,6 +634,38 @@ static void on_handshake_done(void *data, redisReply *rep)
         sk_log(SK_LOG_INFO, "redis %.64s:%d: ready again", ar->url.host, ar->url.port);
     ar->errstr[0] = 0;
     ar->connects++;
+}
+
+/* The last command of the handshake: its answer makes the client ready. */
+static void enqueue_done(sk_aredis *ar)
+{
+    sk_aredis_enqueue(ar, on_handshake_done, ar, 1, (const char *const[]){"PING"}, NULL, -1, 0);
+}
+
+/* FUNCTION LIST of our library answered: there (FCALL at once), not there
+ * (FUNCTION LOAD), or no Functions on this server (the scripts); then the
+ * end of the handshake. */
+static void on_fn_list(void *data, redisReply *rep)
+{
+    sk_aredis *ar = data;
+    if (!rep || ar->state != AR_HANDSHAKE) return;
+    if (is_loading(rep)) {
+        connection_lost(ar, "server loading its data");
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "NOAUTH", 6)) {
+        /* a password the URL does not give */
+        connection_failed(ar, "NOAUTH: the server wants a password", SK_EAUTH);
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
+        ar->fn = 1;
+    } else if (rep->type == REDIS_REPLY_ARRAY) {
+        load_library(ar); /* its answer loads the scripts when it fails */
+    } else {
+        on_fn_load(ar, rep); /* FUNCTION refused: as a refused load */
+    }
+    enqueue_done(ar);
 }
 
 /* SCRIPT LOAD of every embedded script (EVALSHA finds them at once; a miss
@@ -546,23 +698,27 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     /* A Sentinel is asked without the data's credentials; a Sentinel's
      * master must say ROLE master (a stale answer, a failover under way, or
      * a demoted master is left at once). */
-    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT,
-                                     [AR_MASTER] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE,
+    static const unsigned flags[] = {[AR_DATA] = SK_HS_AUTH | SK_HS_SELECT | SK_HS_INFO,
+                                     [AR_MASTER] =
+                                         SK_HS_AUTH | SK_HS_SELECT | SK_HS_ROLE | SK_HS_INFO,
                                      [AR_SENTINEL] = 0,
-                                     [AR_PROBE] = SK_HS_AUTH};
+                                     [AR_PROBE] = SK_HS_AUTH,
+                                     [AR_BARE] = SK_HS_AUTH | SK_HS_SELECT};
     sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
     for (int i = 0; i < ar->hs.n; i++) {
         ar->hs_step[i] = (struct ar_hs_step){ar, i};
         sk_aredis_enqueue(ar, on_handshake_step, &ar->hs_step[i], ar->hs.argc[i], ar->hs.argv[i],
                           NULL, -1, 0);
     }
-    if (ar->role == AR_DATA || ar->role == AR_MASTER) {
-        if (ar->opts.no_functions)
-            enqueue_scripts(ar);
-        else
-            load_library(ar); /* its answer loads the scripts when it fails */
+    if ((ar->role == AR_DATA || ar->role == AR_MASTER) && !ar->opts.no_functions) {
+        /* the library is asked for first: loading it compiles every script
+         * (tens of ms of the server's one thread) even when it is there */
+        const char *a[] = {"FUNCTION", "LIST", "LIBRARYNAME", sk_script_library_name};
+        sk_aredis_enqueue(ar, on_fn_list, ar, 4, a, NULL, -1, 0);
+    } else {
+        if (ar->role == AR_DATA || ar->role == AR_MASTER) enqueue_scripts(ar);
+        enqueue_done(ar);
     }
-    sk_aredis_enqueue(ar, on_handshake_done, ar, 1, (const char *const[]){"PING"}, NULL, -1, 0);
     sk_aredis_flush(ar);
 }
 
@@ -594,6 +750,7 @@ static void start_connect(sk_aredis *ar)
         return;
     }
     ar->sock = h2o_evloop_socket_create(ar->loop, fd, 0);
+    h2o_buffer_init(&ar->sock->input, &ar->inproto); /* nothing allocated yet */
     ar->sock->data = ar;
     h2o_socket_notify_write(ar->sock, on_connect);
 }
@@ -648,6 +805,7 @@ static void start_resolve(sk_aredis *ar)
         connection_lost(ar, "cannot watch the resolver");
         return;
     }
+    h2o_buffer_init(&ar->rsock->input, &ar->inproto);
     ar->rsock->data = ar;
     h2o_socket_read_start(ar->rsock, on_resolved);
 }
@@ -682,10 +840,14 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
     if (!ar) return SK_ENOMEM;
     ar->url = *u;
     ar->role = role;
+    ar->inproto.allocator.max = 0; /* no recycling: freed at once, by its own thread */
+    ar->inproto._initial_buf.capacity = H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2;
+    ar->fail_rc = SK_EIO;
     if (o) ar->opts = *o;
     sk_aredis_opts_fill(&ar->opts);
     if (role == AR_SENTINEL) ar->opts.sync_replicas = 0;
     ar->acked = -1;
+    sk_rsettings_init(&ar->rset);
     if (node_addr(ar, err, cap) < 0) {
         free(ar);
         return SK_EINVAL;
@@ -703,28 +865,37 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
     return 0;
 }
 
-int sk_aredis_new_opts(sk_aredis **out, h2o_loop_t *loop, const char *url,
-                       const struct sk_aredis_opts *o, char *err, size_t cap)
+int sk_aredis_new_url(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
+                      const struct sk_aredis_opts *o, char *err, size_t cap)
 {
     *out = NULL;
-    struct sk_redis_url u;
-    if (sk_redis_url_parse(&u, url, strlen(url), err, cap) < 0) return SK_EINVAL;
-    if (!u.cluster && !u.sentinel) return sk_aredis_node_new(out, loop, &u, o, AR_DATA, err, cap);
+    if (!u->cluster && !u->sentinel)
+        return sk_aredis_node_new(out, loop, u, o, o && o->bare ? AR_BARE : AR_DATA, err, cap);
     sk_aredis *ar = calloc(1, sizeof *ar);
     if (!ar) return SK_ENOMEM;
-    ar->url = u;
+    ar->url = *u;
     ar->loop = loop;
     if (o) ar->opts = *o;
     sk_aredis_opts_fill(&ar->opts);
     ar->timeout_ms = ar->opts.timeout_ms;
     ar->acked = -1;
-    int rc = u.cluster ? sk_aredis_cl_new(ar) : sk_aredis_sn_new(ar);
+    ar->fail_rc = SK_EIO;
+    int rc = u->cluster ? sk_aredis_cl_new(ar) : sk_aredis_sn_new(ar);
     if (rc < 0) {
         free(ar);
         return rc;
     }
     *out = ar;
     return 0;
+}
+
+int sk_aredis_new_opts(sk_aredis **out, h2o_loop_t *loop, const char *url,
+                       const struct sk_aredis_opts *o, char *err, size_t cap)
+{
+    *out = NULL;
+    struct sk_redis_url u;
+    if (sk_redis_url_parse(&u, url, strlen(url), err, cap) < 0) return SK_EINVAL;
+    return sk_aredis_new_url(out, loop, &u, o, err, cap);
 }
 
 int sk_aredis_new(sk_aredis **out, h2o_loop_t *loop, const char *url, int timeout_ms, char *err,
@@ -758,7 +929,8 @@ void sk_aredis_free(sk_aredis *ar)
 
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar)
 {
-    return ar->count ? (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 : 0;
+    int64_t w = ar->count ? sk_mono_us() - ar->fifo[ar->head].wait_from_us : 0;
+    return w > 0 ? w / 1000 : 0;
 }
 
 int sk_aredis_ready(const sk_aredis *ar)
@@ -767,6 +939,26 @@ int sk_aredis_ready(const sk_aredis *ar)
     if (ar->sn) return sk_aredis_sn_master(ar) != NULL;
     return ar->state == AR_READY;
 }
+int sk_aredis_node_stalled(const sk_aredis *ar)
+{
+    return ar->state == AR_DOWN && sk_mono_ms() < ar->next_try_ms;
+}
+
+int sk_aredis_stalled(const sk_aredis *ar)
+{
+    if (sk_aredis_ready(ar)) return 0;
+    if (ar->cl) return sk_aredis_cl_stalled(ar);
+    if (ar->sn) return sk_aredis_sn_stalled(ar);
+    return sk_aredis_node_stalled(ar);
+}
+
+int sk_aredis_failed(const sk_aredis *ar, const char **why)
+{
+    if (ar->sn) ar = sk_aredis_sn_failed(ar);
+    *why = ar->errstr[0] ? ar->errstr : "redis: no answer";
+    return ar->fail_rc ? ar->fail_rc : SK_EIO;
+}
+
 int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap)
 {
     if (ar->cl) return sk_aredis_cl_unserved(ar, buf, cap);
@@ -879,10 +1071,6 @@ void sk_aredis_tick(sk_aredis *ar)
 {
     if (handed_over(ar, sk_aredis_cl_tick, sk_aredis_sn_tick)) return;
     int64_t now = sk_mono_ms();
-    /* a command may wait behind a WAIT that waits its timeout, and then for
-     * its own WAIT */
-    int64_t allow =
-        ar->timeout_ms + (ar->opts.sync_replicas > 0 ? 2 * ar->opts.sync_timeout_ms : 0);
     switch (ar->state) {
     case AR_DOWN:
         if (now >= ar->next_try_ms) start_connect(ar);
@@ -893,11 +1081,119 @@ void sk_aredis_tick(sk_aredis *ar)
         break;
     case AR_CONNECTING:
     case AR_HANDSHAKE:
-        if (now - ar->state_since_ms > ar->timeout_ms) connection_lost(ar, "connect timed out");
+        if (now - ar->state_since_ms > ar->opts.connect_timeout_ms)
+            connection_failed(ar, "connect timed out", SK_ETIMEDOUT);
         break;
     case AR_READY:
-        if (ar->count && (sk_mono_us() - ar->fifo[ar->head].sent_us) / 1000 > allow)
-            connection_lost(ar, "reply timed out");
+        /* a command may wait behind a WAIT that waits its timeout, and then
+         * for its own WAIT, or behind a blocking read (set_due) */
+        if (ar->count && sk_mono_us() > ar->fifo[ar->head].due_us) {
+            connection_failed(ar, "reply timed out", SK_ETIMEDOUT);
+            break;
+        }
+        /* the settings again (a CONFIG SET at run time), behind whatever
+         * the pass sends */
+        if ((ar->role == AR_DATA || ar->role == AR_MASTER) && !ar->rset_inflight &&
+            now >= ar->rset_next_ms &&
+            sk_aredis_enqueue(ar, on_settings, ar, 2, (const char *const[]){"INFO", "memory"}, NULL,
+                              -1, 0) == 0) {
+            ar->rset_inflight = 1;
+            ar->rset_next_ms = now + SK_RSET_REREAD_MS;
+        }
         break;
     }
+}
+
+static void any_unsafe_of(void *data, const sk_aredis *node)
+{
+    const struct sk_rset_finding **f = data;
+    if (!*f) *f = sk_rsettings_worst(&node->verdict, SK_RSET_UNSAFE);
+}
+
+static void master_of(const sk_aredis *n, struct sk_aredis_master *m)
+{
+    if (n->url.port)
+        snprintf(m->addr, sizeof m->addr, "%.64s:%d", n->url.host, n->url.port);
+    else
+        snprintf(m->addr, sizeof m->addr, "%.79s", n->url.host);
+    m->ready = n->state == AR_READY;
+    m->settings = &n->rset;
+    m->verdict = &n->verdict;
+}
+
+struct each_master {
+    void (*fn)(void *data, const struct sk_aredis_master *m);
+    void *data;
+};
+
+static void each_master_of(void *data, const sk_aredis *node)
+{
+    struct each_master *e = data;
+    struct sk_aredis_master m;
+    master_of(node, &m);
+    e->fn(e->data, &m);
+}
+
+void sk_aredis_each_master(const sk_aredis *ar,
+                           void (*fn)(void *data, const struct sk_aredis_master *m), void *data)
+{
+    struct each_master e = {fn, data};
+    if (ar->cl) {
+        sk_aredis_cl_each(ar, each_master_of, &e);
+        return;
+    }
+    if (ar->sn) ar = sk_aredis_sn_master(ar);
+    if (ar) each_master_of(&e, ar);
+}
+
+/* Master k of any client (a cluster's k-th, else the one master at 0):
+ * NULL when it has no client; *n the number of masters. */
+static sk_aredis *master_k(sk_aredis *ar, int k, int *n)
+{
+    if (ar->cl) return sk_aredis_cl_master_k(ar, k, n);
+    *n = 1;
+    return k ? NULL : ar->sn ? sk_aredis_sn_master(ar) : ar;
+}
+
+/* A ready data connection, which reads its server's settings. */
+static int reads_settings(const sk_aredis *m)
+{
+    return m->state == AR_READY && (m->role == AR_DATA || m->role == AR_MASTER);
+}
+
+void sk_aredis_settings_reread(sk_aredis *ar)
+{
+    int n = 1;
+    for (int k = 0; k < n; k++) {
+        sk_aredis *m = master_k(ar, k, &n);
+        if (m && reads_settings(m) && !m->rset_inflight) m->rset_next_ms = 0;
+    }
+}
+
+int sk_aredis_settings_pending(sk_aredis *ar)
+{
+    int n = 1, left = 0;
+    for (int k = 0; k < n; k++) {
+        sk_aredis *m = master_k(ar, k, &n);
+        left += m && reads_settings(m) && (m->rset_inflight || m->rset_next_ms == 0);
+    }
+    return left;
+}
+
+const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key)
+{
+    if (ar->sn) {
+        ar = sk_aredis_sn_master(ar);
+        if (!ar) return NULL;
+    }
+    if (ar->cl) {
+        if (key) {
+            ar = sk_aredis_cl_master_of(ar, key, strlen(key));
+            return ar ? sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE) : NULL;
+        }
+        const struct sk_rset_finding *f = NULL;
+        sk_aredis_cl_each(ar, any_unsafe_of, &f);
+        return f;
+    }
+    return sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE);
 }

@@ -22,23 +22,44 @@
 #include <hiredis.h>
 
 #include "redis/fanout.h" /* sk_fanout: awaiting several answers together */
+#include "redis/redis_settings.h"
 #include "scripts_gen.h"
 
 typedef struct sk_aredis sk_aredis;
 
 /* Options of a client; zero fields take the defaults. */
 struct sk_aredis_opts {
-    int timeout_ms;      /* reply timeout (default 1000) */
-    int sync_replicas;   /* > 0: answers of sk_aredis_eval_wait wait for WAIT sync_replicas */
-    int sync_timeout_ms; /* WAIT's timeout in ms (default 100) */
-    int no_functions;    /* 1: EVALSHA only, no FUNCTION LOAD / FCALL */
+    int timeout_ms;         /* reply timeout (default 1000) */
+    int connect_timeout_ms; /* a connect and its handshake (default timeout_ms) */
+    int sync_replicas;      /* > 0: answers of sk_aredis_eval_wait wait for WAIT sync_replicas */
+    int sync_timeout_ms;    /* WAIT's timeout in ms (default 100) */
+    int no_functions;       /* 1: EVALSHA only, no FUNCTION LOAD / FCALL */
+    /* a cluster client: a command whose slot's master is not ready waits
+     * for it (as after TRYAGAIN: bounded) instead of being refused */
+    int patient;
+    /* a redis:// client for a server as it is (a replica, a Sentinel, one
+     * that wants a password): AUTH and SELECT of the URL only, no scripts
+     * loaded, and ready once it answered PING, whatever the answer */
+    int bare;
 };
 
 /* Reply callback. rep is NULL when no answer will come (not connected,
  * connection lost, timed out): a command that failed this way may or may
- * not have run. rep belongs to the client and is freed after the callback
- * returns. A callback may issue new commands but must not free the client. */
+ * not have run (sk_aredis_failed says why). rep belongs to the client and
+ * is freed after the callback returns, unless the callback takes it
+ * (sk_aredis_take). A callback may issue new commands but must not free
+ * the client. */
 typedef void (*sk_aredis_cb)(void *data, redisReply *rep);
+
+/* Inside a callback: moves the reply out of the client's hands into a new
+ * one the caller owns (freeReplyObject), without copying its contents;
+ * what the client frees after the callback is an empty shell. NULL when
+ * rep is NULL or out of memory (rep is then left as it was). */
+redisReply *sk_aredis_take(redisReply *rep);
+/* Inside a callback given NULL: why no answer comes, SK_ETIMEDOUT (the
+ * reply, or the connect, timed out) or SK_EIO, and the words (*why,
+ * static while the callback runs). */
+int sk_aredis_failed(const sk_aredis *ar, const char **why);
 
 /* Allocates a client for url on loop and starts connecting: a numeric
  * address at once, a host name after a resolver thread answered (on the
@@ -78,6 +99,11 @@ int sk_aredis_ready(const sk_aredis *ar);
  * which, with why, e.g. "0-5460 (127.0.0.1:7000: reply timed out)" (cap
  * bytes, cut when longer). Any other client: 0. */
 int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap);
+/* 1 when the client is not ready and nothing under way can make it so
+ * before a reconnect backoff ends: its connect failed (every seed's, for
+ * a cluster; every Sentinel is unreachable, for a Sentinel client). A
+ * caller that waits for readiness (the blocking facade) stops there. */
+int sk_aredis_stalled(const sk_aredis *ar);
 /* Commands sent and not yet answered. */
 size_t sk_aredis_pending(const sk_aredis *ar);
 /* Why the client is not ready (static while the state lasts). */
@@ -127,6 +153,28 @@ void sk_aredis_tick(sk_aredis *ar);
 
 /* Connections made so far (a reconnect counts). */
 unsigned sk_aredis_connects(const sk_aredis *ar);
+
+/* The settings a sale depends on (redis_settings.h), as each master said
+ * them: read by the handshake of every (re)connection, failover and
+ * Sentinel switch included, and again every SK_RSET_REREAD_MS while
+ * connected (one INFO memory per master, off the purchase path), judged
+ * when read. A change of verdict is logged once per master.
+ * sk_aredis_unsafe: the finding that refuses sales on the master serving
+ * key (a cluster: the master of its slot; key NULL: any master of the
+ * client), or NULL: a read of the client's memory, no I/O. */
+const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key);
+
+/* One master as the client knows it, for sk_aredis_each_master. */
+struct sk_aredis_master {
+    char addr[80]; /* "host:port" (a unix socket: its path) */
+    int ready;
+    const struct sk_rsettings *settings;
+    const struct sk_rset_verdict *verdict;
+};
+/* fn for every master the client has a connection for (a single node, a
+ * Sentinel's master, each Cluster master), ready or not. */
+void sk_aredis_each_master(const sk_aredis *ar,
+                           void (*fn)(void *data, const struct sk_aredis_master *m), void *data);
 
 /* Redis Cluster answers met by the async clients of this process: MOVED,
  * ASK, and the wait-and-retry ones, TRYAGAIN and CLUSTERDOWN, followed or

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -21,12 +22,19 @@
  * loop (nothing here blocks): at start through a client of a seed of the URL,
  * later through a ready master's client, at the next tick after a topology
  * hint (MOVED, TRYAGAIN, a lost node). A node that does not answer costs
- * that read its reply timeout, and the next read asks another node. */
+ * that read its reply timeout, and the next read asks another node.
+ *
+ * Beyond one command to one slot: a MULTI...EXEC run goes to one node as a
+ * unit (a unit), a read of streams of several slots (XREAD, XREADGROUP) is
+ * one call per slot with the answers merged, and SCRIPT, FUNCTION, CONFIG
+ * and FLUSH* go to every master (a group). */
 
 #define CL_REFRESH_MIN_MS 100  /* between two CLUSTER SLOTS reads */
 #define CL_REFRESH_FAIL_MS 500 /* after a failed read: the loop must not spin on it */
 #define CL_RETRY_MIN_MS 10
 #define CL_RETRY_MAX_MS 200
+
+struct cl_unit;
 
 struct cl_cmd {
     sk_aredis *front;
@@ -34,10 +42,33 @@ struct cl_cmd {
     sk_aredis_cb cb;
     void *data;
     int script, confirm, slot, hops, retries;
-    int ask_node;   /* >= 0: ASKING + the command go there next */
-    int64_t due_ms; /* parked: not before */
+    int ask_node;         /* >= 0: ASKING + the command go there next */
+    int to_node;          /* >= 0: that node's, whatever the slot (every master's) */
+    int64_t due_ms;       /* parked: not before */
+    struct cl_unit *unit; /* the MULTI...EXEC run it is part of, or NULL */
     struct cl_cmd *next;
     struct sk_aredis_args args; /* the command, in the same block as this */
+};
+
+/* A MULTI...EXEC run: its commands reach one node, in order. One closed
+ * (EXEC or DISCARD queued) before anything was sent holds its answers
+ * until the last: redirected or told to wait, it is sent again whole (its
+ * commands never ran: EXEC answered EXECABORT or was never queued). One
+ * the caller waits on before closing it (MULTI's answer awaited alone) is
+ * sent as far as it goes to the node of its first key, or of the last
+ * keyed command, and the rest follows it there, answered as it comes. */
+struct cl_unit {
+    struct cl_cmd **cmd;
+    int n, cap;
+    int closed, held, tried;
+    int node;      /* the node index it went to, -1 before */
+    int answered;  /* held answers in */
+    int delivered; /* answers handed to the callers */
+    int lost;      /* a held answer was NULL */
+    redisReply **rep;
+    int hops, retries;
+    int64_t due_ms;
+    struct cl_unit *next; /* parked */
 };
 
 struct ar_cluster {
@@ -50,6 +81,9 @@ struct ar_cluster {
     char reading_host[64];                   /* the node asked (for an empty host) */
     struct cl_cmd *parked;                   /* waiting for a tick */
     size_t nparked;
+    struct cl_unit *open;         /* a MULTI not closed yet */
+    struct cl_unit *parked_units; /* held units waiting for a tick */
+    int sticky;                   /* node of the last keyed command: a keyless MULTI goes there */
     int stale, prefer, closing;
     int64_t next_refresh_ms;
     struct sk_cluster_stats stats;
@@ -86,7 +120,6 @@ static int cl_askable(const sk_aredis *n)
 {
     return n && n->state == AR_READY && sk_aredis_oldest_ms(n) < CL_REFRESH_MIN_MS;
 }
-
 /* The answer to CLUSTER SLOTS: applied, or the next read asks another node. */
 static void cl_on_slots(void *data, redisReply *rep)
 {
@@ -167,8 +200,12 @@ static void cl_refresh(sk_aredis *ar)
         if (cl_askable(cl->seed[i]) && cl_ask(ar, cl->seed[i], ar->url.seeds[i].host, i, 1) == 0)
             return;
     }
-    /* nothing to ask yet (seeds connecting, or none reachable): soon again */
-    cl->next_refresh_ms = sk_mono_ms() + CL_RETRY_MAX_MS;
+    /* nothing to ask yet: again as soon as a seed is connected, or soon
+     * when none is on its way */
+    int coming = 0;
+    for (int k = 0; k < ns; k++)
+        coming |= cl->seed[k] && cl->seed[k]->state != AR_DOWN;
+    cl->next_refresh_ms = sk_mono_ms() + (coming ? CL_RETRY_MIN_MS : CL_RETRY_MAX_MS);
     if (!cl->map.loaded && cl->seed[0])
         snprintf(cl->errstr, sizeof cl->errstr, "redis cluster: no seed ready (%.200s)",
                  sk_aredis_errstr(cl->seed[0]));
@@ -215,33 +252,33 @@ static void cl_map_read(sk_aredis *ar)
     }
 }
 
+/* The index of a ready master (the first), or -1. */
+static int cl_ready_master(const struct ar_cluster *cl)
+{
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY)
+            return i;
+    return -1;
+}
+
 /* The ready node c goes to (its ASK target, its slot's master, or any
  * ready master when keyless), or NULL. */
 static sk_aredis *cl_target(sk_aredis *ar, const struct cl_cmd *c)
 {
     struct ar_cluster *cl = ar->cl;
-    sk_aredis *n = NULL;
-    if (c->ask_node >= 0) {
-        n = cl_node(ar, c->ask_node);
-    } else if (c->slot >= 0) {
-        n = cl_node(ar, sk_cluster_map_owner(&cl->map, c->slot));
-    } else {
-        for (int i = 0; i < cl->map.nnodes; i++)
-            if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] &&
-                cl->node[i]->state == AR_READY)
-                return cl->node[i];
-    }
+    int i = c->ask_node >= 0  ? c->ask_node
+            : c->to_node >= 0 ? c->to_node
+            : c->slot >= 0    ? sk_cluster_map_owner(&cl->map, c->slot)
+                              : cl_ready_master(cl);
+    sk_aredis *n = cl_node(ar, i);
     return n && n->state == AR_READY ? n : NULL;
 }
 
 static void cl_on_reply(void *data, redisReply *rep);
 
-/* Hands c to its node (ASKING first after an ASK); SK_EIO when that node
- * is not ready. */
-static int cl_send(struct cl_cmd *c)
+/* Queues c on node n (ASKING first after an ASK); 0 or SK_ENOMEM. */
+static int cl_enqueue(struct cl_cmd *c, sk_aredis *n)
 {
-    sk_aredis *n = cl_target(c->front, c);
-    if (!n) return SK_EIO;
     if (c->ask_node >= 0 &&
         sk_aredis_enqueue(n, NULL, NULL, 1, (const char *const[]){"ASKING"}, NULL, -1, 0) < 0)
         return SK_ENOMEM;
@@ -250,14 +287,43 @@ static int cl_send(struct cl_cmd *c)
     if (rc < 0) return rc; /* a lone ASKING is harmless: its answer is ignored */
     c->ask_node = -1;
     c->node = n;
-    sk_aredis_flush(n);
     return 0;
+}
+
+/* Hands c to its node; SK_EIO when that node is not ready. A resend (now:
+ * from an answer or a tick) is written at once; a first send leaves with
+ * the caller's flush, at the end of its pass. */
+static int cl_send(struct cl_cmd *c, int now)
+{
+    sk_aredis *n = cl_target(c->front, c);
+    if (!n) return SK_EIO;
+    int rc = cl_enqueue(c, n);
+    if (rc < 0) return rc;
+    if (c->slot >= 0) c->front->cl->sticky = sk_cluster_map_owner(&c->front->cl->map, c->slot);
+    if (now) sk_aredis_flush(n);
+    return 0;
+}
+
+/* Why c gets no answer, on the front (sk_aredis_failed). */
+static void cl_note_failure(const struct cl_cmd *c)
+{
+    sk_aredis *ar = c->front;
+    const sk_aredis *n = c->node;
+    if (n && n->state != AR_READY) {
+        ar->fail_rc = n->fail_rc;
+        snprintf(ar->errstr, sizeof ar->errstr, "%s", n->errstr);
+    } else {
+        ar->fail_rc = SK_EIO;
+        snprintf(ar->errstr, sizeof ar->errstr, "redis cluster: slot %d not served: %.100s",
+                 c->slot, sk_aredis_cl_errstr(ar));
+    }
 }
 
 static void cl_deliver(struct cl_cmd *c, redisReply *rep)
 {
     sk_aredis *ar = c->front;
     if (rep && c->node) ar->rtt_us = c->node->rtt_us;
+    if (!rep) cl_note_failure(c);
     /* the node's WAIT count for this answer (NULL answers: none) */
     ar->acked = rep && c->node ? c->node->acked : -1;
     sk_aredis_cb cb = c->cb;
@@ -266,17 +332,14 @@ static void cl_deliver(struct cl_cmd *c, redisReply *rep)
     if (cb) cb(data, rep);
 }
 
-/* Waits for a tick (bounded); out of waits: fails with NULL. */
-static void cl_park(struct cl_cmd *c)
+/* The next wait of a command (or unit) told to wait: when it is due, 10
+ * to 200 ms on; -1 when it is out of waits (or the front is closing). */
+static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_ms)
 {
-    struct ar_cluster *cl = c->front->cl;
-    if (cl->closing || c->retries >= SK_CLUSTER_MAX_RETRIES) {
-        cl_deliver(c, NULL);
-        return;
-    }
-    int wait = CL_RETRY_MIN_MS << (c->retries < 5 ? c->retries : 5);
+    if (cl->closing || *retries >= SK_CLUSTER_MAX_RETRIES) return -1;
+    int wait = CL_RETRY_MIN_MS << (*retries < 5 ? *retries : 5);
     if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
-    c->retries++;
+    (*retries)++;
     cl->stats.retries++;
     /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
      * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
@@ -285,8 +348,19 @@ static void cl_park(struct cl_cmd *c)
      * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
      * at the shortest), long before the retry budget ran out (purchases
      * answered 503). */
-    c->hops = 0;
-    c->due_ms = sk_mono_ms() + wait;
+    *hops = 0;
+    *due_ms = sk_mono_ms() + wait;
+    return 0;
+}
+
+/* Waits for a tick (bounded); out of waits: fails with NULL. */
+static void cl_park(struct cl_cmd *c)
+{
+    struct ar_cluster *cl = c->front->cl;
+    if (cl_wait(cl, &c->retries, &c->hops, &c->due_ms) < 0) {
+        cl_deliver(c, NULL);
+        return;
+    }
     c->next = cl->parked;
     cl->parked = c;
     cl->nparked++;
@@ -325,16 +399,426 @@ uint64_t sk_aredis_redirects(enum sk_aredis_redirect kind)
     return atomic_load_explicit(&redirects[kind], memory_order_relaxed);
 }
 
+/* A MOVED to node i for slot: the map learns it now, and is read again
+ * whole at the next tick. */
+static void cl_moved(struct ar_cluster *cl, int slot, int i)
+{
+    sk_cluster_map_set(&cl->map, slot, i);
+    cl->stale = 1;
+    cl->prefer = i;
+    cl->stats.moved++;
+}
+
+/* ---- MULTI...EXEC units ---------------------------------------------------- */
+
+static void unit_free(struct ar_cluster *cl, struct cl_unit *u)
+{
+    if (cl->open == u) cl->open = NULL;
+    for (int i = 0; i < u->n; i++)
+        if (u->rep && u->rep[i]) freeReplyObject(u->rep[i]);
+    free(u->rep);
+    free(u->cmd);
+    free(u);
+}
+
+/* Every command of u that was not answered fails (NULL), and u goes. */
+static void unit_fail(sk_aredis *ar, struct cl_unit *u)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (cl->open == u) cl->open = NULL;
+    for (int i = u->delivered; i < u->n; i++) {
+        struct cl_cmd *c = u->cmd[i];
+        c->node = NULL;
+        cl_deliver(c, NULL);
+    }
+    u->n = 0;
+    unit_free(cl, u);
+}
+
+static void unit_send(sk_aredis *ar, struct cl_unit *u, int now);
+static void unit_answer(struct cl_cmd *c, redisReply *rep);
+
+static void unit_park(sk_aredis *ar, struct cl_unit *u)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (cl_wait(cl, &u->retries, &u->hops, &u->due_ms) < 0) {
+        unit_fail(ar, u);
+        return;
+    }
+    u->next = cl->parked_units;
+    cl->parked_units = u;
+}
+
+/* Sends u's commands to one node: the master of its first key, else the
+ * node of the last keyed command, else a ready master; a node not ready
+ * parks it. */
+static void unit_send(sk_aredis *ar, struct cl_unit *u, int now)
+{
+    struct ar_cluster *cl = ar->cl;
+    u->tried = 1;
+    int i = -1;
+    for (int k = 0; k < u->n && i < 0; k++)
+        if (u->cmd[k]->slot >= 0) i = sk_cluster_map_owner(&cl->map, u->cmd[k]->slot);
+    if (i < 0 && sk_cluster_map_is_master(&cl->map, cl->sticky)) i = cl->sticky;
+    if (i < 0) i = cl_ready_master(cl);
+    sk_aredis *n = cl_node(ar, i);
+    if (!n || n->state != AR_READY) {
+        unit_park(ar, u);
+        return;
+    }
+    u->node = i;
+    u->answered = u->lost = 0;
+    int k = 0, all = u->n;
+    while (k < all && cl_enqueue(u->cmd[k], n) == 0)
+        k++;
+    if (now) sk_aredis_flush(n);
+    /* out of memory: what was queued answers, the rest is lost (the last
+     * of these may end u) */
+    for (int j = k; j < all; j++) {
+        u->cmd[j]->node = NULL;
+        unit_answer(u->cmd[j], NULL);
+    }
+}
+
+/* The held answers of u are all in: delivered, or u sent again whole. */
+static void unit_done(sk_aredis *ar, struct cl_unit *u)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (u->lost) { /* part of it may have run: the whole unit fails */
+        for (int i = 0; i < u->n; i++) {
+            if (u->rep[i]) freeReplyObject(u->rep[i]);
+            u->rep[i] = NULL;
+        }
+        for (int i = 0; i < u->n; i++) {
+            u->delivered++;
+            cl_deliver(u->cmd[i], NULL);
+        }
+        unit_free(cl, u);
+        return;
+    }
+    int act = 0, slot = -1, port = 0, node = -1;
+    char host[64];
+    for (int i = 0; i < u->n && !act; i++) {
+        const redisReply *x = u->rep[i];
+        if (x->type != REDIS_REPLY_ERROR || !x->str) continue;
+        act = sk_cluster_parse_redirect(x->str, &slot, host, sizeof host, &port);
+        count_answer(act, x->str);
+        if (!act && sk_cluster_is_transient(x->str)) act = 3;
+    }
+    if (act == SK_CLUSTER_MOVED) node = sk_cluster_map_node(&cl->map, host, port);
+    int again = (act == SK_CLUSTER_MOVED && node >= 0 && u->hops < SK_CLUSTER_MAX_REDIRECTS) ||
+                (act && act != SK_CLUSTER_MOVED && u->retries < SK_CLUSTER_MAX_RETRIES);
+    if (again && !cl->closing) {
+        /* nothing of it ran (EXECABORT): all of it again, or after a wait
+         * (ASK inside MULTI: an ASKING does not survive the queueing) */
+        for (int i = 0; i < u->n; i++) {
+            freeReplyObject(u->rep[i]);
+            u->rep[i] = NULL;
+        }
+        u->node = -1;
+        if (act == SK_CLUSTER_MOVED) {
+            u->hops++;
+            cl_moved(cl, slot, node);
+            unit_send(ar, u, 1);
+        } else {
+            if (act == SK_CLUSTER_ASK) cl->stats.ask++;
+            cl->stale = 1;
+            unit_park(ar, u);
+        }
+        return;
+    }
+    for (int i = 0; i < u->n; i++) {
+        struct cl_cmd *x = u->cmd[i];
+        redisReply *r = u->rep[i];
+        u->rep[i] = NULL;
+        u->delivered++;
+        cl_deliver(x, r);
+        freeReplyObject(r);
+    }
+    unit_free(cl, u);
+}
+
+/* An answer to a command of a unit. */
+static void unit_answer(struct cl_cmd *c, redisReply *rep)
+{
+    sk_aredis *ar = c->front;
+    struct ar_cluster *cl = ar->cl;
+    struct cl_unit *u = c->unit;
+    if (!rep) cl->stale = 1;
+    if (!u->held) { /* answered as it comes */
+        cl_deliver(c, rep);
+        if (++u->delivered == u->n && u->closed) unit_free(cl, u);
+        return;
+    }
+    int i = 0;
+    while (i < u->n && u->cmd[i] != c)
+        i++;
+    redisReply *mine = sk_aredis_take(rep);
+    if (!mine) u->lost = 1;
+    u->rep[i] = mine;
+    if (++u->answered == u->n) unit_done(ar, u);
+}
+
+/* MULTI, EXEC, DISCARD: where a unit begins and ends. */
+static int is_word(const struct cl_cmd *c, const char *w)
+{
+    size_t n = strlen(w);
+    return c->args.lens[0] == n && strncasecmp(c->args.argv[0], w, n) == 0;
+}
+
+/* c joins the open unit (or begins one with MULTI). */
+static int unit_add(sk_aredis *ar, struct cl_cmd *c)
+{
+    struct ar_cluster *cl = ar->cl;
+    struct cl_unit *u = cl->open;
+    if (!u) {
+        if (!(u = calloc(1, sizeof *u))) return SK_ENOMEM;
+        u->node = -1;
+        cl->open = u;
+    }
+    if (u->n == u->cap) {
+        int cap = u->cap ? 2 * u->cap : 8;
+        struct cl_cmd **cmd = realloc(u->cmd, sizeof *cmd * (size_t)cap);
+        redisReply **r = cmd ? realloc(u->rep, sizeof *r * (size_t)cap) : NULL;
+        if (cmd) u->cmd = cmd;
+        if (!r) {
+            if (!u->n) unit_free(cl, u);
+            return SK_ENOMEM;
+        }
+        u->rep = r;
+        u->cap = cap;
+    }
+    int ends = is_word(c, "EXEC") || is_word(c, "DISCARD");
+    c->unit = u;
+    if (ends) {
+        u->closed = 1;
+        cl->open = NULL;
+    }
+    if (u->node >= 0) {
+        /* sent before it was closed: the rest follows it there */
+        sk_aredis *n = cl->node[u->node];
+        if (!n || n->state != AR_READY || cl_enqueue(c, n) < 0) {
+            if (u->closed && u->delivered == u->n) unit_free(cl, u);
+            return SK_EIO;
+        }
+    }
+    u->rep[u->n] = NULL;
+    u->cmd[u->n++] = c;
+    /* whole before anything went: sent as one, its answers held */
+    if (ends && !u->tried) {
+        u->held = 1;
+        unit_send(ar, u, 0);
+    }
+    return 0;
+}
+
+/* ---- one call, several commands (a read of several slots, every master) -- */
+
+enum { GR_STREAMS, GR_ALL };
+
+struct cl_part {
+    struct cl_group *g;
+    int i;
+};
+
+struct cl_group {
+    sk_aredis *front;
+    sk_aredis_cb cb;
+    void *data;
+    int n, left, mode, fail_rc;
+    char why[160];
+    redisReply **rep;
+    struct cl_part *part;
+};
+
+/* The answers as one: the first error as it is; for a read, the streams of
+ * every part in one array (nil when none has any); for every master, the
+ * first one's. NULL: out of memory. */
+static redisReply *group_merge(struct cl_group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->rep[i]->type == REDIS_REPLY_ERROR || g->mode == GR_ALL) {
+            int k = i;
+            if (g->mode == GR_ALL)
+                for (int j = 0; j < g->n; j++)
+                    if (g->rep[j]->type == REDIS_REPLY_ERROR) {
+                        k = j;
+                        break;
+                    }
+            redisReply *r = g->rep[k];
+            g->rep[k] = NULL;
+            return r;
+        }
+    size_t total = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->rep[i]->type == REDIS_REPLY_ARRAY) total += g->rep[i]->elements;
+    redisReply *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->type = total ? REDIS_REPLY_ARRAY : REDIS_REPLY_NIL;
+    if (!total) return m;
+    if (!(m->element = calloc(total, sizeof *m->element))) {
+        free(m);
+        return NULL;
+    }
+    for (int i = 0; i < g->n; i++) {
+        redisReply *r = g->rep[i];
+        if (r->type != REDIS_REPLY_ARRAY) continue;
+        for (size_t j = 0; j < r->elements; j++)
+            m->element[m->elements++] = r->element[j];
+        r->elements = 0; /* moved */
+    }
+    return m;
+}
+
+static void group_part_answer(void *data, redisReply *rep)
+{
+    struct cl_part *p = data;
+    struct cl_group *g = p->g;
+    sk_aredis *ar = g->front;
+    if (!rep && !g->fail_rc) {
+        const char *why;
+        g->fail_rc = sk_aredis_failed(ar, &why);
+        snprintf(g->why, sizeof g->why, "%s", why);
+    } else if (rep && !(g->rep[p->i] = sk_aredis_take(rep)) && !g->fail_rc) {
+        g->fail_rc = SK_ENOMEM;
+        snprintf(g->why, sizeof g->why, "out of memory");
+    }
+    if (--g->left) return;
+    redisReply *m = g->fail_rc ? NULL : group_merge(g);
+    if (!m && !g->fail_rc) {
+        g->fail_rc = SK_ENOMEM;
+        snprintf(g->why, sizeof g->why, "out of memory");
+    }
+    for (int i = 0; i < g->n; i++)
+        if (g->rep[i]) freeReplyObject(g->rep[i]);
+    if (!m) {
+        ar->fail_rc = g->fail_rc;
+        snprintf(ar->errstr, sizeof ar->errstr, "%s", g->why);
+    }
+    ar->acked = -1;
+    sk_aredis_cb cb = g->cb;
+    void *cbdata = g->data;
+    free(g);
+    if (cb) cb(cbdata, m);
+    if (m) freeReplyObject(m);
+}
+
+static struct cl_group *group_new(sk_aredis *ar, int n, int mode, sk_aredis_cb cb, void *data)
+{
+    struct cl_group *g = calloc(1, sizeof *g + (size_t)n * (sizeof *g->rep + sizeof *g->part));
+    if (!g) return NULL;
+    g->rep = (redisReply **)(g + 1);
+    g->part = (struct cl_part *)(g->rep + n);
+    g->front = ar;
+    g->cb = cb;
+    g->data = data;
+    g->n = g->left = n;
+    g->mode = mode;
+    for (int i = 0; i < n; i++)
+        g->part[i] = (struct cl_part){g, i};
+    return g;
+}
+
+static int cl_submit_one(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                         int script, int confirm, int to_node, sk_aredis_cb cb, void *data);
+
+/* A part of g failed to go: it answers nothing, so it counts as failed now. */
+static void group_part_lost(struct cl_group *g, int i, int rc)
+{
+    if (!g->fail_rc) {
+        g->fail_rc = rc;
+        snprintf(g->why, sizeof g->why, "redis cluster: %s", sk_aredis_cl_errstr(g->front));
+    }
+    group_part_answer(&g->part[i], NULL);
+}
+
+/* XREAD/XREADGROUP naming streams of several slots: one call per slot (a
+ * node refuses two slots in one command, CROSSSLOT, though it owns both),
+ * sent together; only the first blocks (the others answer at once, so a
+ * BLOCK waits its time once, not once per call on a node). */
+static int cl_submit_streams(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                             int first, int count, sk_aredis_cb cb, void *data)
+{
+    int *slot = malloc(sizeof *slot * (size_t)count);
+    const char **a = malloc(sizeof *a * (size_t)argc);
+    size_t *l = malloc(sizeof *l * (size_t)argc);
+    int parts = 0, rc = 0;
+    for (int i = 0; slot && i < count; i++) {
+        slot[i] = sk_cluster_key_slot(argv[first + i], lens[first + i]);
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = slot[j] == slot[i];
+        parts += !seen;
+    }
+    struct cl_group *g = slot && a && l ? group_new(ar, parts, GR_STREAMS, cb, data) : NULL;
+    if (!g) rc = SK_ENOMEM;
+    for (int i = 0, p = 0; !rc && i < count; i++) {
+        if (slot[i] < 0) continue; /* in an earlier part */
+        int s = slot[i], k = 0;
+        for (int j = 0; j < first; j++) {
+            if (p > 0 && lens[j] == 5 && !strncasecmp(argv[j], "BLOCK", 5) && j + 2 < first) {
+                j++;
+                continue;
+            }
+            a[k] = argv[j];
+            l[k++] = lens[j];
+        }
+        for (int j = i; j < count; j++)
+            if (slot[j] == s) {
+                a[k] = argv[first + j];
+                l[k++] = lens[first + j];
+            }
+        for (int j = i; j < count; j++)
+            if (slot[j] == s) {
+                a[k] = argv[first + count + j];
+                l[k++] = lens[first + count + j];
+                slot[j] = -1;
+            }
+        int prc = cl_submit_one(ar, k, a, l, -1, 0, -1, group_part_answer, &g->part[p]);
+        if (prc < 0) group_part_lost(g, p, prc);
+        p++;
+    }
+    free(slot);
+    free(a);
+    free(l);
+    return rc;
+}
+
+/* SCRIPT, FUNCTION, CONFIG, FLUSH*: the same on every master; the first
+ * error answers, else the first master's answer. */
+static int cl_submit_all(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                         sk_aredis_cb cb, void *data)
+{
+    struct ar_cluster *cl = ar->cl;
+    int masters = 0;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        masters += sk_cluster_map_is_master(&cl->map, i);
+    if (!masters) return SK_EIO;
+    struct cl_group *g = group_new(ar, masters, GR_ALL, cb, data);
+    if (!g) return SK_ENOMEM;
+    for (int i = 0, p = 0; i < cl->map.nnodes; i++) {
+        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
+        int prc = cl_submit_one(ar, argc, argv, lens, -1, 0, i, group_part_answer, &g->part[p]);
+        if (prc < 0) group_part_lost(g, p, prc);
+        p++;
+    }
+    return 0;
+}
+
 static void cl_on_reply(void *data, redisReply *rep)
 {
     struct cl_cmd *c = data;
     struct ar_cluster *cl = c->front->cl;
+    if (c->unit) {
+        unit_answer(c, rep);
+        return;
+    }
     if (!rep) {
         cl->stale = 1; /* a lost node may mean a failover */
         cl_deliver(c, NULL);
         return;
     }
-    if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing) {
+    if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing && c->slot >= 0) {
         int slot, port;
         char host[64];
         int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
@@ -344,16 +828,16 @@ static void cl_on_reply(void *data, redisReply *rep)
             if (i >= 0) {
                 c->hops++;
                 if (kind == SK_CLUSTER_MOVED) {
-                    /* never ran: resend; re-read the whole map at the next tick */
-                    sk_cluster_map_set(&cl->map, slot, i);
-                    cl->stale = 1;
-                    cl->prefer = i;
-                    cl->stats.moved++;
+                    /* never ran: resend; re-read the whole map at the next
+                     * tick. The server's slot is the key's (XGROUP CREATE
+                     * names its key second). */
+                    cl_moved(cl, slot, i);
+                    c->slot = slot;
                 } else {
                     c->ask_node = i;
                     cl->stats.ask++;
                 }
-                if (cl_send(c) < 0) cl_park(c); /* e.g. a new master still connecting */
+                if (cl_send(c, 1) < 0) cl_park(c); /* e.g. a new master still connecting */
                 return;
             }
         } else if (!kind && sk_cluster_is_transient(rep->str) &&
@@ -366,14 +850,41 @@ static void cl_on_reply(void *data, redisReply *rep)
     cl_deliver(c, rep); /* out of hops or waits: the caller sees the error */
 }
 
-int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
-                        int script, int confirm, sk_aredis_cb cb, void *data)
+/* 1 when the streams of a read are all of one slot. */
+static int one_slot(const char *const *argv, const size_t *lens, int first, int count)
+{
+    int s = sk_cluster_key_slot(argv[first], lens[first]);
+    for (int i = 1; i < count; i++)
+        if (sk_cluster_key_slot(argv[first + i], lens[first + i]) != s) return 0;
+    return 1;
+}
+
+/* Which commands go to every master, and which keyless ones follow the
+ * last keyed command (WATCH ... UNWATCH, EXEC or DISCARD outside a unit). */
+static int kind_of(int argc, const char *const *argv, const size_t *lens, int *sticky)
+{
+    static const char *const all[] = {"SCRIPT", "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION"};
+    static const char *const follow[] = {"EXEC", "DISCARD", "UNWATCH"};
+    *sticky = 0;
+    if (argc < 1) return 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (lens[0] == strlen(all[i]) && !strncasecmp(argv[0], all[i], lens[0])) return 1;
+    for (size_t i = 0; i < sizeof follow / sizeof follow[0]; i++)
+        if (lens[0] == strlen(follow[i]) && !strncasecmp(argv[0], follow[i], lens[0])) *sticky = 1;
+    return 0;
+}
+
+/* One command to one node (to_node >= 0: that one, whatever the slot). */
+static int cl_submit_one(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                         int script, int confirm, int to_node, sk_aredis_cb cb, void *data)
 {
     struct ar_cluster *cl = ar->cl;
-    if (cl->closing || argc <= 0) return SK_EIO;
-    struct cl_cmd probe = {
-        .front = ar, .slot = sk_cluster_command_slot(argc, argv, lens), .ask_node = -1};
-    if (!cl_target(ar, &probe)) return SK_EIO; /* cb will not run, as for one node */
+    struct cl_cmd probe = {.front = ar,
+                           .slot = sk_cluster_command_slot(argc, argv, lens),
+                           .ask_node = -1,
+                           .to_node = to_node};
+    if (!ar->opts.patient && !cl->open && !cl_target(ar, &probe))
+        return SK_EIO; /* cb will not run, as for one node */
     struct sk_aredis_args a;
     struct cl_cmd *c = sk_aredis_args_copy(sizeof *c, argc, argv, lens, &a);
     if (!c) return SK_ENOMEM;
@@ -383,17 +894,56 @@ int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const 
     c->args = a;
     c->script = script;
     c->confirm = confirm;
-    int rc = cl_send(c);
+    if (cl->open || is_word(c, "MULTI")) {
+        int rc = unit_add(ar, c);
+        if (rc < 0) free(c);
+        return rc;
+    }
+    int rc = cl_send(c, 0);
+    if (rc == SK_EIO && ar->opts.patient) {
+        cl_park(c);
+        rc = 0;
+    }
     if (rc < 0) free(c);
     return rc;
 }
 
+int sk_aredis_cl_submit(sk_aredis *ar, int argc, const char *const *argv, const size_t *lens,
+                        int script, int confirm, sk_aredis_cb cb, void *data)
+{
+    struct ar_cluster *cl = ar->cl;
+    if (cl->closing || argc <= 0) return SK_EIO;
+    size_t lv[16];
+    size_t *own = NULL;
+    if (!lens) { /* lengths below are looked at more than once */
+        own = argc <= 16 ? lv : malloc(sizeof *own * (size_t)argc);
+        if (!own) return SK_ENOMEM;
+        for (int i = 0; i < argc; i++)
+            own[i] = strlen(argv[i]);
+        lens = own;
+    }
+    int rc, sticky, first, count;
+    if (cl->open) {
+        rc = cl_submit_one(ar, argc, argv, lens, script, confirm, -1, cb, data);
+    } else if (kind_of(argc, argv, lens, &sticky)) {
+        rc = cl_submit_all(ar, argc, argv, lens, cb, data);
+    } else if (sk_cluster_streams(argc, argv, lens, &first, &count) && count > 1 &&
+               !one_slot(argv, lens, first, count)) {
+        rc = cl_submit_streams(ar, argc, argv, lens, first, count, cb, data);
+    } else {
+        int to = sticky && sk_cluster_map_is_master(&cl->map, cl->sticky) ? cl->sticky : -1;
+        rc = cl_submit_one(ar, argc, argv, lens, script, confirm, to, cb, data);
+    }
+    if (own != lv) free(own);
+    return rc;
+}
 int sk_aredis_cl_new(sk_aredis *ar)
 {
     struct ar_cluster *cl = calloc(1, sizeof *cl);
     if (!cl) return SK_ENOMEM;
     sk_cluster_map_init(&cl->map);
     cl->prefer = -1;
+    cl->sticky = -1;
     ar->cl = cl;
     atomic_store_explicit(&cluster_used, 1, memory_order_relaxed); /* /metrics shows them */
     snprintf(cl->errstr, sizeof cl->errstr, "connecting");
@@ -413,6 +963,19 @@ void sk_aredis_cl_free(sk_aredis *ar)
         cl->nparked--;
         cl_deliver(c, NULL);
     }
+    while (cl->parked_units) {
+        struct cl_unit *u = cl->parked_units;
+        cl->parked_units = u->next;
+        unit_fail(ar, u);
+    }
+    if (cl->open && !cl->open->tried) {
+        unit_fail(ar, cl->open);
+    } else if (cl->open) { /* sent, not closed: it ends with its last answer */
+        struct cl_unit *u = cl->open;
+        u->closed = 1;
+        cl->open = NULL;
+        if (u->delivered == u->n) unit_free(cl, u);
+    }
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
         sk_aredis_free(cl->node[i]); /* fails its waiters: their callbacks run */
     for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++)
@@ -426,18 +989,10 @@ void sk_aredis_cl_free(sk_aredis *ar)
  * says which. Until the client was ready once, a master still making its
  * first connection holds readiness back (serve starts with every master
  * it can reach; one that failed its first attempt does not hold it). */
-static int cl_master_ready(const struct ar_cluster *cl)
-{
-    for (int i = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY)
-            return 1;
-    return 0;
-}
-
 int sk_aredis_cl_ready(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    if (!cl->map.loaded || !cl_master_ready(cl)) return 0;
+    if (!cl->map.loaded || cl_ready_master(cl) < 0) return 0;
     for (int i = 0; !cl->started && i < cl->map.nnodes; i++) {
         const sk_aredis *n = cl->node[i];
         if (sk_cluster_map_is_master(&cl->map, i) &&
@@ -535,10 +1090,62 @@ unsigned sk_aredis_cl_connects(const sk_aredis *ar)
     return n;
 }
 
+int sk_aredis_cl_stalled(const sk_aredis *ar)
+{
+    const struct ar_cluster *cl = ar->cl;
+    if (cl->reading) return 0;
+    for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
+        if (cl->node[i] && sk_cluster_map_is_master(&cl->map, i) &&
+            !sk_aredis_node_stalled(cl->node[i]))
+            return 0;
+    for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++)
+        if (cl->seed[i] && !sk_aredis_node_stalled(cl->seed[i])) return 0;
+    return 1;
+}
+
+const struct sk_cluster_map *sk_aredis_cl_map(const sk_aredis *ar)
+{
+    return &ar->cl->map;
+}
+
+void sk_aredis_cl_stats(const sk_aredis *ar, struct sk_cluster_stats *out)
+{
+    *out = ar->cl->stats;
+}
+
+const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len)
+{
+    const struct ar_cluster *cl = ar->cl;
+    int o = sk_cluster_map_owner(&cl->map, sk_cluster_key_slot(key, len));
+    return o >= 0 ? cl->node[o] : NULL;
+}
+
+void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
+                       void *data)
+{
+    const struct ar_cluster *cl = ar->cl;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
+}
+
+sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters)
+{
+    struct ar_cluster *cl = ar->cl;
+    sk_aredis *m = NULL;
+    int seen = 0;
+    for (int i = 0; i < cl->map.nnodes; i++)
+        if (sk_cluster_map_is_master(&cl->map, i) && seen++ == k) m = cl->node[i];
+    if (nmasters) *nmasters = seen;
+    return m;
+}
+
 void sk_aredis_cl_flush(sk_aredis *ar)
 {
+    struct ar_cluster *cl = ar->cl;
+    /* a MULTI whose answer is awaited before its EXEC was queued */
+    if (cl->open && !cl->open->tried) unit_send(ar, cl->open, 0);
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
-        if (ar->cl->node[i]) sk_aredis_flush(ar->cl->node[i]);
+        if (cl->node[i]) sk_aredis_flush(cl->node[i]);
 }
 
 void sk_aredis_cl_tick(sk_aredis *ar)
@@ -552,10 +1159,7 @@ void sk_aredis_cl_tick(sk_aredis *ar)
     }
     /* the seeds serve until a map is loaded and a master is ready (then
      * the masters' clients are asked; with none ready they serve again) */
-    int master_ready = 0;
-    for (int i = 0; i < cl->map.nnodes && !master_ready; i++)
-        master_ready =
-            sk_cluster_map_is_master(&cl->map, i) && cl->node[i] && cl->node[i]->state == AR_READY;
+    int master_ready = cl_ready_master(cl) >= 0;
     for (int i = 0; i < SK_REDIS_URL_MAX_SEEDS; i++) {
         if (!cl->seed[i]) continue;
         if (cl->map.loaded && master_ready && !(cl->reading && cl->reading_seed)) {
@@ -578,8 +1182,20 @@ void sk_aredis_cl_tick(sk_aredis *ar)
             c->next = cl->parked;
             cl->parked = c;
             cl->nparked++;
-        } else if (cl_send(c) < 0) {
+        } else if (cl_send(c, 1) < 0) {
             cl_park(c);
+        }
+    }
+    struct cl_unit *units = cl->parked_units;
+    cl->parked_units = NULL;
+    while (units) {
+        struct cl_unit *u = units;
+        units = u->next;
+        if (u->due_ms > now) {
+            u->next = cl->parked_units;
+            cl->parked_units = u;
+        } else {
+            unit_send(ar, u, 1);
         }
     }
 }

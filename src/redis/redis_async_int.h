@@ -11,6 +11,8 @@
 
 #include "redis/handshake.h"
 #include "redis/redis_async.h"
+#include "redis/redis_cluster.h"
+#include "redis/redis_settings.h"
 #include "redis/redis_url.h"
 
 /* RESOLVING: a host name on a resolver thread (core/resolve.h), before the
@@ -23,6 +25,8 @@ enum ar_role {
     AR_MASTER,   /* the same, and the handshake checks ROLE is master (Sentinel) */
     AR_SENTINEL, /* a Sentinel: PING only, no scripts, no SELECT */
     AR_PROBE,    /* a cluster seed asked for the map: AUTH only, no scripts */
+    AR_BARE,     /* a server as it is (a probe, a tool): AUTH and SELECT, no scripts,
+                    and the opening PING's answer, whatever it is, makes it ready */
 };
 
 /* A handshake command's callback data: the client and the command's index. */
@@ -49,6 +53,10 @@ struct sk_aredis {
     enum ar_role role;
     struct sk_redis_url url;
     struct sk_aredis_opts opts; /* defaults filled in */
+    /* the input buffers' allocator, this client's own: h2o's shared one
+     * recycles through a list no thread owns, and the blocking facade runs
+     * clients on several threads */
+    h2o_buffer_prototype_t inproto;
     struct sockaddr_storage addr;
     socklen_t addrlen;  /* 0: a name not resolved yet */
     int resolve_warned; /* a failed resolution was logged */
@@ -61,6 +69,8 @@ struct sk_aredis {
     size_t head, count, cap;
     int64_t state_since_ms, next_try_ms;
     int backoff_ms;
+    int fail_rc;            /* why the failed commands fail: SK_EIO, or SK_ETIMEDOUT */
+    int64_t block_until_us; /* a blocking read (XREAD BLOCK) may hold the answers until */
     int64_t rtt_us;
     unsigned connects;
     char errstr[160];
@@ -77,6 +87,16 @@ struct sk_aredis {
     int acked;         /* for the callback being run: WAIT's count, -1 none */
     unsigned readonly; /* READONLY answers seen (a demoted master) */
     int sync_warned;   /* told once that --sync-replicas is below the master's replicas */
+    /* The server's settings (redis_settings.h): read by the handshake's
+     * INFO and again every SK_RSET_REREAD_MS while ready (a policy changed
+     * with CONFIG SET at run time), judged at once; purchases read the
+     * verdict (sk_aredis_unsafe), never the server. */
+    struct sk_rsettings rset;
+    struct sk_rset_verdict verdict;
+    int64_t rset_next_ms;
+    int rset_inflight;
+    int rset_logged;        /* the level last said in the log */
+    int64_t rset_warned_ms; /* when a warning was last said */
     /* replies that answer no command (pub/sub messages); NULL: an error */
     sk_aredis_cb push_cb;
     void *push_data;
@@ -92,6 +112,11 @@ struct sk_aredis {
  * SK_ENOMEM. */
 int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
                        const struct sk_aredis_opts *o, enum ar_role role, char *err, size_t cap);
+/* sk_aredis_new_opts for an URL already parsed. */
+int sk_aredis_new_url(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
+                      const struct sk_aredis_opts *o, char *err, size_t cap);
+/* A single-node client down and inside its reconnect backoff. */
+int sk_aredis_node_stalled(const sk_aredis *ar);
 /* Queues a command on a single-node client whatever its state (script >= 0:
  * an EVALSHA of that script, sent as FCALL when the server has the
  * library and kept for a resend as EVAL; confirm: held for a WAIT). 0 (cb
@@ -114,6 +139,21 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* Fills defaults into o (timeouts). */
 void sk_aredis_opts_fill(struct sk_aredis_opts *o);
+/* The master serving key on a cluster front (NULL: none known yet). */
+const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len);
+/* Each master client of a cluster front, ready or not. */
+void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
+                       void *data);
+/* The client of the k-th master of the slot map of a cluster front (0, 1,
+ * ...), ready or not; NULL past the last, or while it has none yet.
+ * *nmasters (when given): the masters of the map. */
+sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters);
+/* (redis_async.c) Every ready master reads its settings again at its next
+ * tick (INFO memory, as every SK_RSET_REREAD_MS); _pending: how many ready
+ * masters have not answered since (the blocking facade's
+ * sk_redis_refresh_settings waits for 0). */
+void sk_aredis_settings_reread(sk_aredis *ar);
+int sk_aredis_settings_pending(sk_aredis *ar);
 
 /* (redis_async_cluster.c) The calls of redis_async.h for a cluster front
  * (ar->cl set). sk_aredis_cl_new sets ar->cl and reads the slot map (an
@@ -128,6 +168,10 @@ size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);
 int sk_aredis_cl_functions(const sk_aredis *ar);
+int sk_aredis_cl_stalled(const sk_aredis *ar);
+/* The slot map and the redirection counts (the blocking facade's). */
+const struct sk_cluster_map *sk_aredis_cl_map(const sk_aredis *ar);
+void sk_aredis_cl_stats(const sk_aredis *ar, struct sk_cluster_stats *out);
 void sk_aredis_cl_flush(sk_aredis *ar);
 void sk_aredis_cl_tick(sk_aredis *ar);
 
@@ -140,6 +184,12 @@ void sk_aredis_sn_free(sk_aredis *ar);
 sk_aredis *sk_aredis_sn_master(const sk_aredis *ar);
 const char *sk_aredis_sn_errstr(const sk_aredis *ar);
 unsigned sk_aredis_sn_connects(const sk_aredis *ar);
+int sk_aredis_sn_stalled(const sk_aredis *ar);
+/* The client whose failure a NULL answer reports (sk_aredis_failed): the
+ * master's while it is there, else the front, which says why it left. */
+const sk_aredis *sk_aredis_sn_failed(const sk_aredis *ar);
+/* The master in use or last chosen (host "" when none). */
+const char *sk_aredis_sn_master_addr(const sk_aredis *ar, int *port);
 void sk_aredis_sn_tick(sk_aredis *ar);
 
 #endif

@@ -31,6 +31,7 @@ struct ar_peer {
     sk_aredis *query, *sub;
     unsigned sub_at; /* sub->connects when it last subscribed */
     int asking;
+    int owed; /* this round's question waits for its connection to be made */
 };
 
 struct ar_sentinel {
@@ -43,6 +44,11 @@ struct ar_sentinel {
     int role_asking;
     unsigned readonly_seen, old_connects, switches;
     int closing;
+    /* ticks came far apart (a blocking caller that slept): answers heard
+     * before are stale for want of asking, not of Sentinels, so the lease
+     * is judged on this round's answers */
+    int64_t ticked_ms;
+    int idle_round;
 };
 
 /* A client for Sentinel i of the URL. */
@@ -50,9 +56,10 @@ static sk_aredis *sentinel_client(sk_aredis *ar, int i)
 {
     struct sk_redis_url u;
     sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
-    struct sk_aredis_opts o = {.timeout_ms = ar->opts.timeout_ms < SK_SENTINELS_TIMEOUT_MS
-                                                 ? ar->opts.timeout_ms
-                                                 : SK_SENTINELS_TIMEOUT_MS};
+    int t = ar->opts.timeout_ms, ct = ar->opts.connect_timeout_ms;
+    struct sk_aredis_opts o = {
+        .timeout_ms = t < SK_SENTINELS_TIMEOUT_MS ? t : SK_SENTINELS_TIMEOUT_MS,
+        .connect_timeout_ms = ct < SK_SENTINELS_TIMEOUT_MS ? ct : SK_SENTINELS_TIMEOUT_MS};
     sk_aredis *c = NULL;
     char err[128];
     if (sk_aredis_node_new(&c, ar->loop, &u, &o, AR_SENTINEL, err, sizeof err) < 0)
@@ -70,6 +77,10 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
     sn->role_asking = 0;
     sk_sentinels_dropped(&sn->v);
     if (old) {
+        /* what its commands in flight hear (sk_aredis_failed) */
+        ar->fail_rc = SK_EIO;
+        snprintf(ar->errstr, sizeof ar->errstr, "redis %.50s:%d: left: %.70s", sn->host, sn->port,
+                 sn->v.why);
         sn->old_connects += old->connects;
         sk_aredis_free(old);
     }
@@ -91,12 +102,21 @@ static void switch_to(sk_aredis *ar, const char *host, int port)
     sk_log(SK_LOG_INFO, "sentinel: master %s is %s:%d", ar->url.master_name, host, port);
 }
 
+/* A round's question is out, or owed to a Sentinel still connecting. */
+static int round_out(const struct ar_sentinel *sn)
+{
+    for (int i = 0; i < sn->v.n; i++)
+        if (sn->peer[i].asking || sn->peer[i].owed) return 1;
+    return 0;
+}
+
 /* The decision, carried out. */
 static void act(sk_aredis *ar)
 {
     struct ar_sentinel *sn = ar->sn;
     if (sn->closing) return;
     int64_t now = sk_mono_ms();
+    if (sn->idle_round && !round_out(sn)) sn->idle_round = 0;
     /* a master client whose handshake passed (ROLE master) is the one in
      * use, as named when it was chosen */
     if (sn->master && sn->master->state == AR_READY && !sn->v.in_use &&
@@ -110,6 +130,8 @@ static void act(sk_aredis *ar)
         if (!sn->master || sn->port != port || strcmp(sn->host, host)) switch_to(ar, host, port);
         break;
     case SK_SN_LEAVE:
+        /* a lease that ran out while nobody asked waits for this round */
+        if (sn->idle_round && !sn->v.role_bad) break;
         if (sn->master)
             sk_log(SK_LOG_WARN, "sentinel: leaving %s:%d: %s", sn->host, sn->port, sn->v.why);
         switch_to(ar, NULL, 0);
@@ -155,6 +177,18 @@ static void on_role(void *data, redisReply *rep)
     sk_sentinels_role(&sn->v, rep);
 }
 
+/* Asks Sentinel p this round's question. */
+static void ask(sk_aredis *ar, struct ar_peer *p)
+{
+    const char *q[3];
+    sk_sentinels_query(&ar->sn->v, q);
+    p->owed = 0;
+    if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
+        p->asking = 1;
+        sk_aredis_flush(p->query);
+    }
+}
+
 int sk_aredis_sn_new(sk_aredis *ar)
 {
     struct ar_sentinel *sn = calloc(1, sizeof *sn);
@@ -195,6 +229,30 @@ sk_aredis *sk_aredis_sn_master(const sk_aredis *ar)
     return m && m->state == AR_READY && sn->v.in_use ? m : NULL;
 }
 
+int sk_aredis_sn_stalled(const sk_aredis *ar)
+{
+    const struct ar_sentinel *sn = ar->sn;
+    if (sn->master && !sk_aredis_node_stalled(sn->master)) return 0;
+    for (int i = 0; i < sn->v.n; i++) {
+        const struct ar_peer *p = &sn->peer[i];
+        if (p->asking || p->owed) return 0;
+        if (p->query && p->query->state != AR_READY && !sk_aredis_node_stalled(p->query)) return 0;
+    }
+    return 1;
+}
+
+const sk_aredis *sk_aredis_sn_failed(const sk_aredis *ar)
+{
+    const sk_aredis *m = ar->sn->master;
+    return m && m->state != AR_READY ? m : ar;
+}
+
+const char *sk_aredis_sn_master_addr(const sk_aredis *ar, int *port)
+{
+    *port = ar->sn->port;
+    return ar->sn->host;
+}
+
 const char *sk_aredis_sn_errstr(const sk_aredis *ar)
 {
     const struct ar_sentinel *sn = ar->sn;
@@ -213,11 +271,21 @@ void sk_aredis_sn_tick(sk_aredis *ar)
 {
     struct ar_sentinel *sn = ar->sn;
     int64_t now = sk_mono_ms();
+    if (sn->ticked_ms && now - sn->ticked_ms > SK_SENTINELS_POLL_MS) sn->idle_round = 1;
+    sn->ticked_ms = now;
     if (sn->master) sk_aredis_tick(sn->master);
     for (int i = 0; i < sn->v.n; i++) {
         struct ar_peer *p = &sn->peer[i];
         if (p->query) sk_aredis_tick(p->query);
         if (p->sub) sk_aredis_tick(p->sub);
+        /* a question owed to a Sentinel whose connection is now made, or
+         * failed (unreachable this round) */
+        if (p->owed && p->query && p->query->state == AR_READY) {
+            ask(ar, p);
+        } else if (p->owed && (!p->query || p->query->state == AR_DOWN)) {
+            p->owed = 0;
+            sk_sentinels_answer(&sn->v, i, NULL, now);
+        }
         if (p->sub && p->sub->state == AR_READY && p->sub->connects != p->sub_at) {
             const char *argv[2];
             sk_sentinels_subscribe(argv);
@@ -230,21 +298,20 @@ void sk_aredis_sn_tick(sk_aredis *ar)
     if (sn->master && sn->master->readonly != sn->readonly_seen) {
         sn->readonly_seen = sn->master->readonly;
         sk_sentinels_demoted(&sn->v, "answered READONLY");
+        sn->v.next_poll_ms = now; /* a failover: ask which master now */
     }
     if (sk_sentinels_due(&sn->v, now)) {
         sk_sentinels_round(&sn->v, now, !sk_aredis_sn_master(ar));
-        const char *q[3];
-        sk_sentinels_query(&sn->v, q);
         for (int i = 0; i < sn->v.n; i++) {
             struct ar_peer *p = &sn->peer[i];
             if (p->asking) continue; /* its answer is due by its client's timeout */
-            if (!p->query || p->query->state != AR_READY) {
+            if (!p->query || p->query->state == AR_DOWN) {
+                p->owed = 0;
                 sk_sentinels_answer(&sn->v, i, NULL, now); /* unreachable now */
-                continue;
-            }
-            if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
-                p->asking = 1;
-                sk_aredis_flush(p->query);
+            } else if (p->query->state != AR_READY) {
+                p->owed = 1; /* connecting: asked once it is made (above) */
+            } else {
+                ask(ar, p);
             }
         }
         /* the master's ROLE: a master demoted under its clients without a

@@ -1,6 +1,7 @@
 /* redis_cluster.c - key slots, key positions, redirections, slot map. */
 #include "redis/redis_cluster.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 /* Table-driven CRC16-CCITT, polynomial 0x1021, init 0 (the Redis spec's). */
 static uint16_t crc_table[256];
-static int crc_ready;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void)
 {
@@ -21,12 +22,11 @@ static void crc_init(void)
             c = (uint16_t)(c & 0x8000 ? (c << 1) ^ 0x1021 : c << 1);
         crc_table[i] = c;
     }
-    crc_ready = 1; /* idempotent: a race computes the same table twice */
 }
 
 uint16_t sk_cluster_crc16(const char *buf, size_t len)
 {
-    if (!crc_ready) crc_init();
+    pthread_once(&crc_once, crc_init); /* threads route at once (the worker's) */
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++)
         crc = (uint16_t)((crc << 8) ^ crc_table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
@@ -57,7 +57,7 @@ static int is(const char *const *argv, const size_t *lens, int i, const char *wo
 }
 
 /* Commands without a key: they go to a chosen master (or every one, for
- * SCRIPT and FLUSH*; see redis_conn_cluster.c). */
+ * SCRIPT and FLUSH*; see redis_async_cluster.c). */
 static const char *const keyless[] = {
     "PING",      "INFO",    "CONFIG",   "SCRIPT",   "TIME",      "MULTI",    "EXEC",    "DISCARD",
     "UNWATCH",   "CLUSTER", "CLIENT",   "DBSIZE",   "FLUSHALL",  "FLUSHDB",  "AUTH",    "SELECT",
@@ -93,6 +93,8 @@ int sk_cluster_first_key(int argc, const char *const *argv, const size_t *lens)
     int first, count;
     if (sk_cluster_streams(argc, argv, lens, &first, &count)) return first;
     if (is(argv, lens, 0, "XREAD") || is(argv, lens, 0, "XREADGROUP")) return -1; /* value: none */
+    /* a subcommand first: XGROUP CREATE key ..., XINFO GROUPS key */
+    if (is(argv, lens, 0, "XGROUP") || is(argv, lens, 0, "XINFO")) return argc >= 3 ? 2 : -1;
     for (size_t i = 0; i < sizeof keyless / sizeof keyless[0]; i++)
         if (is(argv, lens, 0, keyless[i])) return -1; /* value: keyless */
     return argc >= 2 ? 1 : -1;

@@ -1,5 +1,5 @@
-/* redis_cluster.h - the Redis Cluster pieces shared by the blocking client
- * (redis_conn_cluster.c) and the async one (redis_async_cluster.c): key
+/* redis_cluster.h - the Redis Cluster pieces the client's Cluster front
+ * (redis_async_cluster.c) drives: key
  * slots (CRC16 with hash tags), which argument of a command is its key,
  * MOVED/ASK parsing, and the slot map read from CLUSTER SLOTS. No I/O here, so all of it is
  * unit-tested by feeding bytes. See docs/cluster.md. */
@@ -23,7 +23,8 @@ uint16_t sk_cluster_crc16(const char *buf, size_t len);
 int sk_cluster_key_slot(const char *key, size_t len);
 
 /* Index in argv of the command's first key (EVAL/EVALSHA/FCALL: the first
- * after numkeys; XREAD/XREADGROUP: the first stream after STREAMS), or -1
+ * after numkeys; XREAD/XREADGROUP: the first stream after STREAMS;
+ * XGROUP/XINFO: the one after the subcommand), or -1
  * for a keyless command (PING, INFO, SCRIPT, CONFIG, MULTI, EXEC, ...). */
 int sk_cluster_first_key(int argc, const char *const *argv, const size_t *lens);
 /* Slot of the command (its first key), or -1 when keyless. */

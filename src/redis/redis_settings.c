@@ -235,7 +235,7 @@ static void judge_policy(const struct sk_rsettings *s, struct sk_rset_verdict *v
 static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk_rset_verdict *v)
 {
     struct sk_rset_finding *f;
-    char a[32], b[32], c[32];
+    char a[32], b[32];
     int pct = sk_rsettings_used_pct(s);
     if (pct >= SK_RSET_FULL_WARN_PCT && (f = add(v, SK_RSET_WARN, "maxmemory"))) {
         human(a, sizeof a, s->used_memory);
@@ -246,10 +246,17 @@ static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk
                  "maxmemory or free memory",
                  pct, a, b);
     }
+    if (orders > 0 && v->n < SK_RSET_FINDINGS_MAX && !sk_rsettings_fits(s, orders, &v->f[v->n])) {
+        if (v->f[v->n].level > v->level) v->level = v->f[v->n].level;
+        v->n++;
+    }
+}
+
+int sk_rsettings_fits(const struct sk_rsettings *s, int64_t orders, struct sk_rset_finding *f)
+{
     int64_t fit = sk_rsettings_orders_fit(s);
-    if (orders <= 0 || fit < 0 || orders <= fit ||
-        !(f = add(v, SK_RSET_WARN, s->maxmemory > 0 ? "maxmemory" : "memory")))
-        return;
+    if (orders <= 0 || fit < 0 || orders <= fit) return 1;
+    char a[32], b[32], c[32];
     int64_t want =
         orders > INT64_MAX / SK_RSET_ORDER_BYTES ? INT64_MAX : orders * SK_RSET_ORDER_BYTES;
     int64_t base = s->used_memory - s->not_counted;
@@ -257,10 +264,13 @@ static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk
     human(a, sizeof a, want);
     human(b, sizeof b, sk_rsettings_free_bytes(s));
     human(c, sizeof c, want > INT64_MAX - base ? INT64_MAX : base + want);
+    f->level = SK_RSET_WARN;
+    f->setting = s->maxmemory > 0 ? "maxmemory" : "memory";
     snprintf(f->why, sizeof f->why,
              "a stock of %lld orders needs up to %s of Redis memory (%d bytes an order until "
              "the worker persists it) and %s is free: raise maxmemory to at least %s",
              (long long)orders, a, SK_RSET_ORDER_BYTES, b, c);
+    return 0;
 }
 
 static void judge_persistence(const struct sk_rsettings *s, struct sk_rset_verdict *v)

@@ -118,6 +118,11 @@ struct sk_rset_verdict {
  * (worst first) and returns v->level. */
 int sk_rsettings_judge(const struct sk_rsettings *s, int64_t orders, struct sk_rset_verdict *v);
 
+/* The fit rule alone: 1 when orders (SK_RSET_ORDER_BYTES each) fit in
+ * what s has free, or when s does not say; else 0 with the warning in *f
+ * (the sentence says how much maxmemory would hold them). */
+int sk_rsettings_fits(const struct sk_rsettings *s, int64_t orders, struct sk_rset_finding *f);
+
 /* The first finding of v at level or worse, or NULL. */
 const struct sk_rset_finding *sk_rsettings_worst(const struct sk_rset_verdict *v, int level);
 

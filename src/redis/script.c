@@ -1,6 +1,7 @@
 /* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, the Functions
- * library (FUNCTION LOAD, FCALL), EVALSHA, and a transparent EVAL fallback
- * when the server lacks the script or the library. */
+ * library (FUNCTION LOAD), the argv of a call. Calling them is the
+ * transport's (redis_async.c: FCALL or EVALSHA, EVAL when the server lacks
+ * one; sk_script_eval and sk_script_append in redis_conn.c). */
 #include "redis/script.h"
 
 #include <pthread.h>
@@ -134,93 +135,4 @@ void sk_script_fill_argv(enum sk_script_id id, int nkeys, const char *const *key
         argv[3 + nkeys + i] = args[i];
         lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
     }
-}
-
-/* EVALSHA (or FCALL when fcall) argv in heap arrays (caller frees both);
- * returns argc. */
-static int build_argv(enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
-                      const char *const *args, const size_t *arglens, int fcall,
-                      const char ***argv_out, size_t **lens_out, char numkeys[16])
-{
-    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
-    int argc = 3 + nkeys + nargs;
-    const char **argv = malloc(sizeof *argv * (size_t)argc);
-    size_t *lens = malloc(sizeof *lens * (size_t)argc);
-    if (!argv || !lens) {
-        free(argv);
-        free(lens);
-        return SK_ENOMEM;
-    }
-    sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, numkeys);
-    if (fcall) {
-        argv[0] = "FCALL";
-        argv[1] = sk_script_fname(id);
-        lens[0] = 5;
-        lens[1] = strlen(argv[1]);
-    }
-    *argv_out = argv;
-    *lens_out = lens;
-    return argc;
-}
-
-int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
-                     int nargs, const char *const *args, const size_t *arglens)
-{
-    const char **argv;
-    size_t *lens;
-    char nk[16];
-    int argc =
-        build_argv(id, nkeys, keys, nargs, args, arglens, r->fn != SK_FN_OFF, &argv, &lens, nk);
-    if (argc < 0) return argc;
-    int rc = sk_redis_append(r, argc, argv, lens);
-    free(argv);
-    free(lens);
-    return rc;
-}
-
-int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
-                   const char *const *args, const size_t *arglens, redisReply **out)
-{
-    *out = NULL;
-    const char **argv;
-    size_t *lens;
-    char nk[16];
-    int fcall = r->fn != SK_FN_OFF;
-    int argc = build_argv(id, nkeys, keys, nargs, args, arglens, fcall, &argv, &lens, nk);
-    if (argc < 0) return argc;
-    redisReply *rep = NULL;
-    int rc = sk_redis_command(r, &rep, argc, argv, lens);
-    int reload = 0;
-    if (rc == 0 && sk_script_is_noscript(rep)) {
-        /* EVAL with the text runs it and caches it in one step, so even a
-         * flush racing a SCRIPT LOAD or FUNCTION LOAD cannot make the retry
-         * miss; the library is loaded again afterwards for the next call. */
-        if (fcall && no_functions(rep))
-            r->fn = SK_FN_OFF;
-        else
-            reload = fcall;
-        freeReplyObject(rep);
-        rep = NULL;
-        argv[0] = "EVAL";
-        argv[1] = sk_script_text(id);
-        lens[0] = 4;
-        lens[1] = strlen(argv[1]);
-        rc = sk_redis_command(r, &rep, argc, argv, lens);
-    }
-    free(argv);
-    free(lens);
-    if (rc < 0) return rc;
-    if (reload) {
-        /* a failed load leaves FCALL on: the next call tries again */
-        int lrc = sk_script_load_library(r);
-        if (lrc == SK_ENOTFOUND) r->fn = SK_FN_OFF;
-        if (lrc == 0) r->fn = SK_FN_ON;
-    }
-    if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(r->errstr, sizeof r->errstr, "script %s: %s", sk_script_name(id), rep->str);
-        *out = rep;
-        return r->err = SK_ESCRIPT;
-    }
-    *out = rep;
-    return 0;
 }

@@ -36,19 +36,19 @@ int sk_script_load_all(sk_redis *r);
  * or an error (r->errstr). */
 int sk_script_load_library(sk_redis *r);
 
-/* FCALL (r->fn not SK_FN_OFF) or EVALSHA of id with nkeys keys then nargs
- * args (lens may be NULL for C strings). When the server lacks it, retries
- * once with EVAL: such a reply means the script never ran, so the retry
- * cannot act twice. A server without Functions turns r->fn to SK_FN_OFF. *out is the
- * reply (caller frees with freeReplyObject); a Lua error comes back as a
- * REDIS_REPLY_ERROR reply and SK_ESCRIPT with the text in r->errstr. */
+/* (redis_conn.c) FCALL (the library loaded, r->fn not SK_FN_OFF) or
+ * EVALSHA of id with nkeys keys then nargs args (arglens may be NULL for C
+ * strings). When the server lacks it, the transport sends it once more as
+ * EVAL: such a reply means the script never ran, so the retry cannot act
+ * twice. *out is the reply (caller frees with freeReplyObject); a Lua error
+ * comes back as a REDIS_REPLY_ERROR reply and SK_ESCRIPT with the text in
+ * r->errstr. */
 int sk_script_eval(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys, int nargs,
                    const char *const *args, const size_t *arglens, redisReply **out);
 
-/* Pipelined form: appends FCALL (r->fn not SK_FN_OFF) or EVALSHA to r's
- * output buffer. Replies are read with sk_redis_read; a pipelined caller
- * handles a missing script itself (load all scripts first, see
- * sk_script_is_noscript). */
+/* Pipelined form (redis_conn.c): appended like sk_redis_append, the reply
+ * read with sk_redis_read (a missing script is sent again as EVAL there
+ * too). */
 int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
                      int nargs, const char *const *args, const size_t *arglens);
 /* 1 when rep says the server lacks the script or function, so it never ran:

@@ -1,8 +1,8 @@
 /* sentinels.h - which master the Sentinels of a redis+sentinel:// URL name,
  * and whether the master in use may still be used: the Sentinel protocol
  * written once, without I/O (it builds the questions and reads the answers
- * a transport hands it), driven by the blocking client
- * (redis_conn_sentinel.c) and by serve's async one (redis_async_sentinel.c).
+ * a transport hands it), driven by the async client's Sentinel front
+ * (redis_async_sentinel.c), which the blocking facade runs too.
  *
  * The rule (docs/failover.md):
  *   - every Sentinel of the URL is asked `SENTINEL MASTER <name>` (the

@@ -6,11 +6,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <hiredis.h>
 
 #include "core/error.h"
+#include "redis/redis_conn.h"
 #include "spawn/netutil.h"
 #include "spawn/spawn.h"
 
@@ -30,16 +30,9 @@
  * server serves, it only wants a password. */
 static int pings(void *arg)
 {
-    struct timeval tv = {0, 200000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", *(const int *)arg, tv);
-    int ok = 0;
-    if (c && !c->err) {
-        redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "PING");
-        ok = r && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
-        if (r) freeReplyObject(r);
-    }
-    if (c) redisFree(c);
+    redisReply *r = sk_redis_spawn_cmd(*(const int *)arg, 200, "PING");
+    int ok = r && !(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0);
+    if (r) freeReplyObject(r);
     return ok;
 }
 
@@ -135,15 +128,14 @@ int sk_redis_spawn_stop(struct sk_redis_spawn *s)
 
 redisReply *sk_redis_spawn_vcmd(int port, int timeout_ms, const char *fmt, va_list ap)
 {
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    redisFree(c);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    sk_redis *c;
+    if (sk_redis_new(&c, url, timeout_ms, timeout_ms, NULL, 0) < 0) return NULL;
+    c->bare = 1; /* whatever it is: a replica, a Sentinel, one wanting a password */
+    redisReply *r = NULL;
+    sk_redis_vcmd(c, &r, fmt, ap);
+    sk_redis_free(c);
     return r;
 }
 

@@ -11,12 +11,15 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "engine/stock.h"
 
 int sk_store_schema_version(sk_store *st, int *version)
 {
     int rc = sk_store_enter(st);
     return rc ? rc : sk_store_read_version(st, version);
 }
+
+_Static_assert(SK_STORE_IDENTITY_LEN == SK_STOCK_STORE_ID_LEN, "one identity length");
 
 int sk_store_identity(sk_store *st, char *buf, size_t cap)
 {
@@ -25,7 +28,7 @@ int sk_store_identity(sk_store *st, char *buf, size_t cap)
         char id[SK_STORE_IDENTITY_MAX + 8] = "";
         int rc = sk_store_enter(st);
         if (rc == 0) rc = sk_q_one(st, Q_IDENTITY, NULL, 0, sk_store_read_identity, id);
-        if (rc == 0) return sk_store_fail(st, SK_EDB, sk_sql_what(Q_IDENTITY), "no store identity");
+        if (rc == 0) rc = sk_store_fail(st, SK_EDB, sk_sql_what(Q_IDENTITY), "no store identity");
         if (rc < 0) return rc;
         if (strlen(id) != SK_STORE_IDENTITY_LEN || id[strspn(id, "0123456789abcdef")])
             return sk_store_fail(st, SK_EDB, sk_sql_what(Q_IDENTITY),

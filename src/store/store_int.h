@@ -41,7 +41,7 @@ enum sk_q {
     Q_MIGRATE_UNLOCK,
     Q_HAS_COLUMN, /* (table, column): a count */
     Q_HAS_INDEX,  /* (table, index): a count */
-    Q_IDENTITY,   /* the identity migration 9 drew: one row, one text */
+    Q_IDENTITY,   /* the store's identity (migration 9): one row, one text */
     /* activities, audit, marks (store_activity.c) */
     Q_ACTIVITY_INSERT,
     Q_ACTIVITY_GET,
@@ -148,8 +148,8 @@ typedef struct sk_stmt sk_stmt;
 /* Reads the current row of s into the struct at dst (store_row.c). */
 typedef void sk_store_reader(sk_store *st, sk_stmt *s, void *dst);
 sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
-    sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_identity,
-    sk_store_read_event;
+    sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_event,
+    sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
 
 /* Columns the readers read, in their order. */
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
@@ -228,9 +228,9 @@ struct sk_store {
     int timeout_s;      /* a server's bound of one wait (connect_timeout), 0 none */
     int owe_migrations; /* opened unconnected: the first call that connects migrates */
     char where[520];    /* the file, or host:port/db: messages (never a password) */
+    char errstr[SK_STORE_ERR_MAX];
     char
         identity[SK_STORE_IDENTITY_MAX]; /* sk_store_identity's answer, read once ("" until then) */
-    char errstr[SK_STORE_ERR_MAX];
 };
 
 /* Waiting modes of an open: SK_STORE_CONNECT fails when a server cannot

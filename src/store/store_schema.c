@@ -223,14 +223,13 @@ static const struct step steps[] = {
     {STEP(8, "order_conflicts", NULL, "order_conflicts_activity",
           "CREATE INDEX order_conflicts_activity ON order_conflicts (activity_id)")},
     /* 9: the store's identity (store.h, sk_store_identity): 16 random hex
-     * digits drawn once, here, by the database itself. Preheat stamps it
-     * into an activity's Redis meta; an admission, the order worker and
-     * the sweeper of a node whose store has another identity refuse that
+     * digits drawn once, here, for this database. Preheat stamps it into
+     * an activity's Redis meta; an admission, the order worker and the
+     * sweeper of a node whose store has another identity refuse that
      * activity (docs/design.md, "The store's identity"): a sale preheated
      * from one database is never sold into a stream another one's worker
-     * does not read. One row, ever: both steps may run again (MySQL's DDL
-     * commits apart, a crash before the version row) and the row is drawn
-     * once. */
+     * does not read. One row, ever: both steps may run again (MySQL, a
+     * crash before the version row), the row is drawn once. */
     {STEP(9, "store_identity", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS store_identity ("
           " one {INT} NOT NULL PRIMARY KEY CHECK (one = 1),"
@@ -247,7 +246,7 @@ static const struct step steps[] = {
                        " ON CONFLICT (one) DO NOTHING",
              [SK_MYSQL] = "INSERT IGNORE INTO store_identity (one, store_id, created_ms) VALUES (1,"
                           " LOWER(HEX(RANDOM_BYTES(8))), ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000))"}},
-    /* 11: the outbox (store.h, docs/integration.md): every change of an
+    /* 12: the outbox (store.h, docs/integration.md): every change of an
      * order or a sale writes its event in the change's transaction.
      * (subject, seq) is the event's stable id: the order id or
      * "activity-<id>", and the subject's count of events. pay_ref: the
@@ -255,8 +254,8 @@ static const struct step steps[] = {
      * An order.created has no payload of its own: what it would say is the
      * order row's, which never changes (a persist writes 6 numbers and ids
      * per order here, not a JSON text).
-     * (Migration 10 is another feature's: empty here.) */
-    {STEP(11, "events", NULL, NULL,
+     * (Migrations 10 and 11 are other features': empty here.) */
+    {STEP(12, "events", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS events ("
           " id {ROWID}{AUTOINC},"
           " subject {BYTES 63} NOT NULL CHECK ({LEN subject} BETWEEN 1 AND 63),"
@@ -268,17 +267,17 @@ static const struct step steps[] = {
           " pay_ref {VARCHAR 127},"
           " payload {VARCHAR 1023}" /* NULL: an order.created, rendered from its order */
           "{END}")},
-    {STEP(11, "events", NULL, "events_subject_seq",
+    {STEP(12, "events", NULL, "events_subject_seq",
           "CREATE UNIQUE INDEX events_subject_seq ON events (subject, seq)")},
     /* the webhook dispatcher's state: per endpoint the row id up to which
      * every event was delivered (or dead-lettered), and the dead letters */
-    {STEP(11, "webhook_cursors", NULL, NULL,
+    {STEP(12, "webhook_cursors", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS webhook_cursors ("
           " endpoint {BYTES 63} PRIMARY KEY,"
           " last_row {INT} NOT NULL,"
           " updated_ms {INT} NOT NULL"
           "{END_KEYED}")},
-    {STEP(11, "webhook_dead", NULL, NULL,
+    {STEP(12, "webhook_dead", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS webhook_dead ("
           " id {ROWID},"
           " endpoint {BYTES 63} NOT NULL,"

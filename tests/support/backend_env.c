@@ -52,6 +52,16 @@ void sk_th_env_done(struct sk_th_env *e)
     e->r = NULL;
 }
 
+void sk_th_env_own_redis(struct sk_th_env *e, struct sk_th_redis *rs)
+{
+    sk_th_redis_start(rs, NULL);
+    sk_redis_free(e->r);
+    e->r = NULL;
+    snprintf(e->redis_url, sizeof e->redis_url, "%s", rs->url);
+    char err[512];
+    CHECK_MSG(sk_redis_new(&e->r, rs->url, 1000, 5000, err, sizeof err) == 0, "redis: %s", err);
+}
+
 uint64_t sk_th_env_activity(struct sk_th_env *e, int64_t stock, int64_t limit, int64_t max_qty,
                             int64_t pay_timeout_s)
 {

@@ -34,6 +34,12 @@ void sk_th_env_init(struct sk_th_env *e, int kind, const char *file, const char 
 /* Opens e->spec and redis_url again (after sk_th_env_done, or a restart). */
 void sk_th_env_open(struct sk_th_env *e, const char *redis_url);
 void sk_th_env_done(struct sk_th_env *e);
+/* Moves e to a redis-server of its own (started into rs, stopped with the
+ * test), before it made anything: for a test that looks at every
+ * activity Redis holds (a plain `seckill reconcile`), which the run's
+ * shared server holds the other tests' of. */
+struct sk_th_redis;
+void sk_th_env_own_redis(struct sk_th_env *e, struct sk_th_redis *rs);
 
 /* An activity in the store (state "open", pay_timeout_s as given) and
  * preheated and open in Redis, with a window around now. */

@@ -145,6 +145,26 @@ size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t
     return got;
 }
 
+int sk_th_http_get_big(int port, const char *path, char *body, size_t cap)
+{
+    char reqb[256];
+    int n = snprintf(reqb, sizeof reqb, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     path);
+    size_t rcap = 1 << 20;
+    char *raw = malloc(rcap);
+    if (!raw) sk_th_fail(__FILE__, __LINE__, "out of memory");
+    size_t got = sk_th_http_raw(port, reqb, (size_t)n, raw, rcap, 5000);
+    body[0] = 0;
+    int status = 0;
+    if (got >= 12 && strncmp(raw, "HTTP/1.1 ", 9) == 0) {
+        const char *b = strstr(raw, "\r\n\r\n");
+        if (b) snprintf(body, cap, "%s", b + 4);
+        status = atoi(raw + 9);
+    }
+    free(raw);
+    return status;
+}
+
 int sk_th_http_status(const char *raw, size_t len)
 {
     int st = sk_http_resp_status(raw, len);
@@ -178,4 +198,14 @@ void sk_th_resp_field(const struct sk_th_resp *r, const char *key, char *out, si
     else
         snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(f));
     json_decref(j);
+}
+
+int sk_th_http_once(int port, const char *method, const char *path, const char *hdrs,
+                    const char *body, struct sk_th_resp *r)
+{
+    struct sk_th_http c;
+    sk_th_http_open(&c, port);
+    int st = sk_th_http_req(&c, method, path, hdrs, body, r);
+    sk_th_http_close(&c);
+    return st;
 }

@@ -24,6 +24,10 @@ void sk_th_http_open(struct sk_th_http *c, int port);
 /* Returns 0 or -1 without failing the test (for "is it up yet" probes). */
 int sk_th_http_try_open(struct sk_th_http *c, int port);
 void sk_th_http_close(struct sk_th_http *c);
+/* One request on a connection of its own (opened and closed): the
+ * status, the response into r (as sk_th_http_req). */
+int sk_th_http_once(int port, const char *method, const char *path, const char *hdrs,
+                    const char *body, struct sk_th_resp *r);
 
 /* Sends one request (extra_headers: "Name: value\r\n" lines or NULL; body
  * may be NULL) and reads the response. Reconnects once if the server had
@@ -38,6 +42,11 @@ void sk_th_send_all(int fd, const char *p, size_t n);
 /* Raw bytes out, whatever comes back in (until close or timeout_ms). */
 size_t sk_th_http_raw(int port, const char *bytes, size_t len, char *out, size_t cap,
                       int timeout_ms);
+
+/* GET path on port over a fresh connection (so SO_REUSEPORT may pick any
+ * process), however long the answer (up to 1 MiB); the body into body
+ * (cap bytes, terminated). Returns the status, 0 when nothing came back. */
+int sk_th_http_get_big(int port, const char *path, char *body, size_t cap);
 
 /* The status of the status line at the start of raw (len bytes: what
  * sk_th_http_raw returned), read by the product's parser; 0 when there is

@@ -139,13 +139,20 @@ long sk_th_proc_rss_kib(pid_t pid)
 
 long sk_th_proc_rss_kib_or(pid_t pid)
 {
+    return sk_th_proc_status_kib(pid, "VmRSS");
+}
+
+long sk_th_proc_status_kib(pid_t pid, const char *field)
+{
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     long kib = -1;
+    size_t fl = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+        if (!strncmp(line, field, fl) && line[fl] == ':' && sscanf(line + fl + 1, "%ld", &kib) == 1)
+            break;
     fclose(f);
     return kib;
 }

@@ -32,5 +32,8 @@ long sk_th_proc_rss_kib(pid_t pid);
 /* The same, -1 when the process is gone (a sampler of processes that may
  * die). */
 long sk_th_proc_rss_kib_or(pid_t pid);
+/* A KiB figure of /proc/<pid>/status by its name ("VmRSS", "RssAnon": the
+ * resident memory that is not a mapped file), -1 when absent or gone. */
+long sk_th_proc_status_kib(pid_t pid, const char *field);
 
 #endif

@@ -54,7 +54,7 @@ int sk_th_reconcile(struct sk_th_env *e, uint64_t aid, char *out, size_t cap,
 {
     char id[32];
     snprintf(id, sizeof id, "%" PRIu64, aid);
-    const char *args[16] = {"reconcile", "--redis", sk_th_redis_url(), "--db", e->spec};
+    const char *args[16] = {"reconcile", "--redis", e->redis_url, "--db", e->spec};
     int n = 5;
     if (aid) {
         args[n++] = "--activity";
@@ -128,7 +128,7 @@ static void *live_checker(void *p)
     sk_redis *r;
     char err[512];
     if (sk_store_open(&st, l->e->spec, err, sizeof err) ||
-        sk_redis_new(&r, sk_th_redis_url(), 1000, 5000, err, sizeof err)) {
+        sk_redis_new(&r, l->e->redis_url, 1000, 5000, err, sizeof err)) {
         l->bad = -1;
         return NULL;
     }
@@ -162,7 +162,7 @@ static void *live_sweeper(void *p)
     struct sk_th_live *l = p;
     struct sk_sweeper_opts o;
     sk_sweeper_opts_init(&o);
-    o.redis_url = sk_th_redis_url();
+    o.redis_url = l->e->redis_url;
     o.db_spec = l->e->spec;
     o.batch = 5;
     sk_sweeper *sw;
@@ -186,7 +186,7 @@ void sk_th_live_start(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid, c
     atomic_init(&l->sweep_stop, 0);
     struct sk_worker_opts wo;
     sk_worker_opts_init(&wo);
-    wo.redis_url = sk_th_redis_url();
+    wo.redis_url = e->redis_url;
     wo.db_spec = e->spec;
     wo.consumer = consumer;
     wo.batch = 7;
@@ -246,7 +246,7 @@ void sk_th_live_finish(struct sk_th_live *l, size_t accepted)
     sk_sweeper *sw;
     struct sk_sweeper_opts so;
     sk_sweeper_opts_init(&so);
-    so.redis_url = sk_th_redis_url();
+    so.redis_url = e->redis_url;
     so.db_spec = e->spec;
     char err[512];
     CHECK_EQ(sk_sweeper_new(&sw, &so, err, sizeof err), 0);

@@ -104,7 +104,8 @@ static void note_ok(struct sale *s, long now)
     while (gap > max && !atomic_compare_exchange_weak(&s->max_gap_ms, &max, gap)) {
     }
     if (gap > max) atomic_store(&s->gap_end_ms, now);
-    if (s->gap_group) note_ok(s->gap_group, now);
+    struct sale *g = atomic_load(&s->gap_group);
+    if (g) note_ok(g, now);
 }
 
 void sale_gap_reset(struct sale *s)

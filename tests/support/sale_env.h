@@ -55,7 +55,7 @@ struct sale {
     atomic_long timed, slow, slowest_us;
     /* when set, every 200 also counts in gap_group's gap fields: the
      * longest time without a 200 across several sales */
-    struct sale *gap_group;
+    struct sale *_Atomic gap_group; /* set by the test while buyers run */
 };
 
 /* An admin call; returns the status (the body in *out when not NULL). */

@@ -81,3 +81,32 @@ SK_TEST(handshake_reads_refusals_and_roles_and_names_no_secret)
     freeReplyObject(odd);
     CHECK(!strcmp(sk_handshake_role(NULL), "unknown"));
 }
+
+SK_TEST(handshake_reads_the_settings_of_its_info_and_an_info_refused_is_no_failure)
+{
+    struct sk_handshake h;
+    struct sk_redis_url u = url("redis://:pw@127.0.0.1:6379/2");
+    sk_handshake_init(&h, &u, SK_HS_AUTH | SK_HS_SELECT | SK_HS_INFO);
+    CHECK_EQ(h.n, 3);
+    CHECK(h.argc[2] == 1 && !strcmp(h.argv[2][0], "INFO"));
+    char why[160];
+    struct sk_rsettings s;
+    sk_rsettings_init(&s);
+    /* another command's answer is not read as settings */
+    redisReply *ok = sk_th_resp("+OK\r\n");
+    CHECK_EQ(sk_handshake_settings(&h, 0, ok, &s), 0);
+    freeReplyObject(ok);
+    redisReply *info = sk_th_resp("$71\r\n# Memory\r\nused_memory:1000\r\nmaxmemory:0\r\n"
+                                  "maxmemory_policy:allkeys-lru\r\n\r\n");
+    CHECK_EQ(sk_handshake_check(&h, 2, info, why, sizeof why), 0);
+    CHECK_EQ(sk_handshake_settings(&h, 2, info, &s), 1);
+    freeReplyObject(info);
+    CHECK(s.used_memory == 1000 && !strcmp(s.policy, "allkeys-lru"));
+    /* INFO renamed away: the connection is fine, the settings unknown */
+    redisReply *err = sk_th_resp("-ERR unknown command 'INFO'\r\n");
+    CHECK_EQ(sk_handshake_check(&h, 2, err, why, sizeof why), 0);
+    CHECK_EQ(sk_handshake_settings(&h, 2, err, &s), 1);
+    freeReplyObject(err);
+    CHECK(s.used_memory == -1 && s.policy[0] == 0);
+    CHECK_EQ(sk_handshake_check(&h, 2, NULL, why, sizeof why), SK_EIO);
+}

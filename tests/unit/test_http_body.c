@@ -62,17 +62,27 @@ SK_TEST(purchase_body_empty_or_empty_object_means_quantity_one)
     CHECK_EQ(q, 1);
     CHECK_EQ(purchase_ok("{}"), 1);
     CHECK_EQ(purchase_ok(" { } \r\n"), 1);
-    CHECK_EQ(purchase_ok("{\"note\":\"no quantity here\"}"), 1);
 }
 
-SK_TEST(purchase_body_reads_an_integer_quantity_and_ignores_unknown_fields)
+/* An unknown field is refused and named (a typo must not fall back to a
+ * default in silence); keys are case-sensitive, escapes are the same key. */
+SK_TEST(purchase_body_refuses_unknown_fields_naming_them)
+{
+    BAD("{\"note\":\"no quantity here\"}", "unknown field note");
+    BAD("{\"a\":[1,{\"b\":null}],\"quantity\":3,\"z\":\"\\u00e9\"}", "unknown field a");
+    BAD("{\"quantity\":3,\"z\":1}", "unknown field z");
+    BAD("{\"Quantity\":5}", "unknown field Quantity");
+    BAD("{\"qty\":5}", "(known: quantity)");
+    /* a field name that is no printable ASCII is named safely */
+    BAD("{\"q\\u0001\":1}", "unknown field q?");
+}
+
+SK_TEST(purchase_body_reads_an_integer_quantity)
 {
     CHECK_EQ(purchase_ok("{\"quantity\":1}"), 1);
     CHECK_EQ(purchase_ok("{\"quantity\":2}"), 2);
     CHECK_EQ(purchase_ok("{\"quantity\":1000000}"), 1000000);
     CHECK_EQ(purchase_ok("\t{ \"quantity\" :\n 7 }\n"), 7);
-    CHECK_EQ(purchase_ok("{\"a\":[1,{\"b\":null}],\"quantity\":3,\"z\":\"\\u00e9\"}"), 3);
-    CHECK_EQ(purchase_ok("{\"Quantity\":5}"), 1);       /* keys are case-sensitive: unknown field */
     CHECK_EQ(purchase_ok("{\"quantit\\u0079\":4}"), 4); /* escaped key is the same key */
     int64_t q = 0;
     CHECK_EQ(sk_body_purchase("{\"quantity\":0}", 14, &q, NULL, 0), SK_EINVAL); /* no err buffer */
@@ -178,7 +188,7 @@ SK_TEST(purchase_body_rejects_nesting_deeper_than_32)
     char *ok = nested(31, "{\"a\":", "}", "1");
     char *s = malloc(strlen(ok) + 32);
     sprintf(s, "{\"x\":%s}", ok);
-    CHECK_EQ(purchase_ok(s), 1);
+    BAD(s, "unknown field x"); /* past the depth check: refused for its field */
     free(s);
     free(ok);
     char *deep = nested(32, "{\"a\":", "}", "1");
@@ -190,10 +200,9 @@ SK_TEST(purchase_body_rejects_nesting_deeper_than_32)
     deep = nested(33, "[", "]", "");
     BAD(deep, "deeper");
     free(deep);
-    /* brackets inside strings do not count */
-    CHECK_EQ(
-        purchase_ok("{\"s\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"[[[[[[[[\",\"quantity\":2}"),
-        2);
+    /* brackets inside strings do not count: past the depth check */
+    BAD("{\"s\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"[[[[[[[[\",\"quantity\":2}",
+        "unknown field s");
     /* 200,000 open brackets: refused quickly, no stack exhaustion */
     size_t n = 200000;
     char *big = malloc(n);
@@ -229,7 +238,7 @@ SK_TEST(purchase_body_survives_nul_bytes_invalid_utf8_and_bad_escapes)
     BAD("{\"q\":\"\x01\"}", NULL); /* raw control byte in a string */
     BAD("{\"q\":\"abc", NULL);
     BAD("{\"q\":\"abc\\", NULL);
-    CHECK_EQ(purchase_ok("{\"q\":\"\xe7\xa7\x92\xe6\x9d\x80\",\"quantity\":9}"), 9); /* 秒杀 */
+    BAD("{\"q\":\"\xe7\xa7\x92\xe6\x9d\x80\",\"quantity\":9}", "unknown field q"); /* 秒杀 */
 }
 
 /* The fast path decides the common shape only, with jansson's answer;
@@ -367,7 +376,7 @@ SK_TEST(activity_body_parses_a_full_definition)
     struct sk_body_activity a;
     create_ok("{\"id\":1001,\"name\":\"iPhone \xe7\xa7\x92\xe6\x9d\x80\",\"stock\":5000,"
               "\"per_user_limit\":3,\"max_per_order\":2,\"start\":\"2026-11-29T10:00:00Z\","
-              "\"end\":\"2026-11-29T20:00:00+08:00\",\"pay_timeout_s\":900,\"force\":true}",
+              "\"end\":\"2026-11-29T20:00:00+08:00\",\"pay_timeout_s\":900}",
               &a);
     CHECK(a.id == 1001);
     CHECK_STR(a.name, "iPhone \xe7\xa7\x92\xe6\x9d\x80");
@@ -377,6 +386,49 @@ SK_TEST(activity_body_parses_a_full_definition)
     CHECK_EQ(a.start_ms, 1795946400000LL);
     CHECK_EQ(a.end_ms, 1795946400000LL + 2 * 3600000LL); /* 20:00+08:00 is 12:00Z */
     CHECK_EQ(a.pay_timeout_s, 900);
+    /* a field the definition does not know, at the top or nested: refused, named */
+    char err[256];
+    static const char *const unknown[][2] = {
+        {"\"pay_timout_s\":900", "unknown field pay_timout_s"},
+        {"\"force\":true", "unknown field force"},
+        {"\"rate_limit\":{\"per_user_per_s\":5,\"brust\":1}", "unknown field rate_limit.brust"},
+        {"\"waiting_room\":{\"passes_per_s\":5,\"ttl\":1}", "unknown field waiting_room.ttl"},
+    };
+    for (size_t i = 0; i < 4; i++) {
+        char body[400];
+        snprintf(body, sizeof body,
+                 "{\"id\":1,\"name\":\"n\",\"stock\":5,\"per_user_limit\":1,"
+                 "\"start\":\"2026-11-29T10:00:00Z\",\"end\":\"2026-11-29T11:00:00Z\",%s}",
+                 unknown[i][0]);
+        CHECK_EQ(create(body, &a, err, sizeof err), SK_EINVAL);
+        CHECK_MSG(strstr(err, unknown[i][1]), "%s: %s", body, err);
+        CHECK_EQ(a.id, 0); /* nothing written */
+    }
+}
+
+/* The bodies of routes that take no field but force (preheat, delete) or
+ * none at all (open, close, pay, cancel, the queue's join). */
+SK_TEST(options_body_takes_nothing_but_force_where_allowed)
+{
+    char err[256];
+    int f = 7;
+    CHECK_EQ(sk_body_options(NULL, 0, 0, &f, err, sizeof err), 0);
+    CHECK_EQ(f, 0);
+    CHECK_EQ(sk_body_options("{}", 2, 0, &f, err, sizeof err), 0);
+    CHECK_EQ(sk_body_options(" {} ", 4, 1, &f, err, sizeof err), 0);
+    CHECK_EQ(sk_body_options("{\"force\":true}", 14, 1, &f, err, sizeof err), 0);
+    CHECK_EQ(f, 1);
+    CHECK_EQ(sk_body_options("{\"force\":false}", 15, 1, &f, err, sizeof err), 0);
+    CHECK_EQ(f, 0);
+    CHECK_EQ(sk_body_options("{\"force\":true}", 14, 0, &f, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "unknown field force"), "%s", err);
+    CHECK_EQ(sk_body_options("{\"force\":1}", 11, 1, &f, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "true or false"), "%s", err);
+    CHECK_EQ(sk_body_options("garbage", 7, 0, &f, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "empty or {}"), "%s", err);
+    CHECK_EQ(sk_body_options("[]", 2, 1, &f, err, sizeof err), SK_EINVAL);
+    CHECK_EQ(sk_body_options("{\"forse\":true}", 14, 1, &f, err, sizeof err), SK_EINVAL);
+    CHECK_MSG(strstr(err, "unknown field forse"), "%s", err);
 }
 
 SK_TEST(activity_body_applies_defaults_for_optional_fields)

@@ -273,7 +273,7 @@ static void check_exposition(const char *t)
         }
         line = nl + 1;
     }
-    CHECK_EQ(families, 8); /* 7, and the purchase latency histogram */
+    CHECK_EQ(families, 9); /* 8, and the purchase latency histogram */
 }
 
 SK_TEST(metrics_render_is_valid_prometheus_text)
@@ -326,6 +326,8 @@ SK_TEST(metrics_merge_sums_two_registries)
     sk_metrics_request(b, SK_MROUTE_READYZ, 503);
     sk_metrics_admission(a, 3);
     sk_metrics_admission(b, 4);
+    sk_metrics_act_replayed(a, 9); /* an Idempotency-Key replay: apart from admissions */
+    sk_metrics_act_replayed(b, 9);
     sk_metrics_refusal_rc(a, SK_RC_SOLD_OUT);
     sk_metrics_refusal(b, "sold_out");
     sk_metrics_soldout_fastpath(b);
@@ -343,6 +345,8 @@ SK_TEST(metrics_merge_sums_two_registries)
     CHECK_EQ(sk_metrics_inflight_now(a), 3);
     const char *t = render(a);
     CHECK_LINE(t, "seckill_soldout_fastpath_total 1");
+    CHECK_LINE(t, "seckill_idempotent_replays_total 2");
+    CHECK_LINE(t, "seckill_activity_replays_total{activity=\"9\"} 2");
     CHECK_LINE(t, "seckill_redis_roundtrip_seconds_count 2");
     CHECK_LINE(t, "seckill_redis_roundtrip_seconds_bucket{le=\"0.001\"} 1");
     CHECK_LINE(t, "seckill_batch_size_bucket{le=\"8\"} 2");

@@ -208,6 +208,13 @@ SK_TEST(redis_settings_judge_warns_near_full_and_when_the_stock_cannot_fit)
     /* just what fits: no word of it */
     CHECK_EQ(sk_rsettings_judge(&s, sk_rsettings_orders_fit(&s), &v), SK_RSET_WARN);
     CHECK_EQ(v.n, 1);
+    /* the fit rule alone, as preheat and serve --check ask it */
+    struct sk_rset_finding f;
+    CHECK_EQ(sk_rsettings_fits(&s, sk_rsettings_orders_fit(&s), &f), 1);
+    CHECK_EQ(sk_rsettings_fits(&s, 0, &f), 1);
+    CHECK_EQ(sk_rsettings_fits(&s, sk_rsettings_orders_fit(&s) + 1, &f), 0);
+    CHECK(f.level == SK_RSET_WARN && !strcmp(f.setting, "maxmemory"));
+    CHECK_MSG(strstr(f.why, "raise maxmemory to at least"), "%s", f.why);
 
     /* what eviction does not count (replication buffers) is left out */
     struct sk_rsettings r = parsed("used_memory:29360128\r\nmaxmemory:31457280\r\n"

@@ -127,6 +127,9 @@ static struct sk_stock_def def(int segments, int64_t initial)
     return d;
 }
 
+/* The base meta's reply to HMGET segments store_id: neither there. */
+#define NONE "*2\r\n$-1\r\n$-1\r\n"
+
 SK_TEST(seg_preheat_forced_settles_then_keeps_what_buyers_hold_and_shares_the_rest)
 {
     struct sk_stock_def d = def(2, 10);
@@ -134,9 +137,10 @@ SK_TEST(seg_preheat_forced_settles_then_keeps_what_buyers_hold_and_shares_the_re
     sk_seg_preheat_init(&p, &d, 1);
     struct sk_seg_cmd c;
     sk_seg_preheat_cmd(&p, &c);
-    CHECK_STR(c.argv[0], "HGET");
+    CHECK_STR(c.argv[0], "HMGET");
     CHECK_STR(c.argv[1], "sk:{a77}:meta");
-    CHECK_EQ(preheat_feed(&p, "$1\r\n2\r\n"), SK_SPH_SETTLE);
+    CHECK_STR(c.argv[3], "store_id");
+    CHECK_EQ(preheat_feed(&p, "*2\r\n$1\r\n2\r\n$-1\r\n"), SK_SPH_SETTLE);
     CHECK_EQ(preheat_feed(&p, "*0\r\n"), SK_SPH_SETTLE);
     CHECK_EQ(preheat_feed(&p, "*0\r\n"), SK_SPH_STATE);
     sk_seg_preheat_cmd(&p, &c);
@@ -184,21 +188,21 @@ SK_TEST(seg_preheat_refuses_before_writing_anything)
 
     d = def(2, 10);
     sk_seg_preheat_init(&p, &d, 0);
-    CHECK_EQ(preheat_feed(&p, "$1\r\n4\r\n"), SK_SPH_DONE); /* a changed count */
+    CHECK_EQ(preheat_feed(&p, "*2\r\n$1\r\n4\r\n$-1\r\n"), SK_SPH_DONE); /* a changed count */
     CHECK_EQ(p.rc, SK_RC_BAD_ARGUMENT);
 
     sk_seg_preheat_init(&p, &d, 0);
-    CHECK_EQ(preheat_feed(&p, "$-1\r\n"), SK_SPH_STATE); /* new: nothing to settle */
+    CHECK_EQ(preheat_feed(&p, NONE), SK_SPH_STATE); /* new: nothing to settle */
     CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 0, 0, "rollback")), SK_SPH_DONE);
     CHECK_EQ(p.rc, SK_RC_RECOVERING);
 
     sk_seg_preheat_init(&p, &d, 1);
-    CHECK_EQ(preheat_feed(&p, "$-1\r\n"), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, NONE), SK_SPH_STATE);
     CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 1, 0, "")), SK_SPH_DONE);
     CHECK_EQ(p.rc, SK_RC_IS_OPEN);
 
     sk_seg_preheat_init(&p, &d, 1);
-    CHECK_EQ(preheat_feed(&p, "$-1\r\n"), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, NONE), SK_SPH_STATE);
     CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 0, 8, "")), SK_SPH_STATE);
     CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 0, 3, "")), SK_SPH_DONE);
     CHECK_EQ(p.rc, SK_RC_BELOW_SOLD);
@@ -207,5 +211,50 @@ SK_TEST(seg_preheat_refuses_before_writing_anything)
     CHECK_EQ(preheat_feed(&p, "-ERR no\r\n"), SK_SPH_FAILED);
     sk_seg_preheat_init(&p, &d, 0);
     CHECK_EQ(sk_seg_preheat_feed(&p, NULL), SK_SPH_FAILED);
+    sk_seg_preheat_free(&p);
+}
+
+/* The store's identity (docs/design.md): every segment's preheat carries
+ * it, the base meta gets it with the segment count, another store's key
+ * set is refused before anything is read, and live stock everywhere (a
+ * preheat from before identities) gets it stamped on the base. */
+SK_TEST(seg_preheat_stamps_the_store_identity_and_refuses_another_stores)
+{
+    char b[512], pre[32];
+    struct sk_stock_def d = def(2, 10);
+    snprintf(d.store_id, sizeof d.store_id, "0123456789abcdef");
+    struct sk_seg_preheat p;
+    struct sk_seg_cmd c;
+    sk_seg_preheat_init(&p, &d, 0);
+    CHECK_EQ(preheat_feed(&p, "*2\r\n$-1\r\n$16\r\nfedcba9876543210\r\n"), SK_SPH_DONE);
+    CHECK_EQ(p.rc, SK_RC_OTHER_STORE);
+
+    sk_seg_preheat_init(&p, &d, 0);
+    CHECK_EQ(preheat_feed(&p, "*2\r\n$-1\r\n$16\r\n0123456789abcdef\r\n"), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 0, 0, 0, "")), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 0, 0, 0, "")), SK_SPH_WRITE);
+    sk_seg_preheat_cmd(&p, &c);
+    CHECK_STR(c.argv[SK_PREHEAT_NKEYS + 15], "0123456789abcdef");
+    snprintf(pre, sizeof pre, "*2\r\n:%d\r\n:5\r\n", SK_RC_PREHEATED);
+    CHECK_EQ(preheat_feed(&p, pre), SK_SPH_WRITE);
+    CHECK_EQ(preheat_feed(&p, pre), SK_SPH_BASE);
+    sk_seg_preheat_cmd(&p, &c);
+    CHECK_STR(c.argv[c.argc - 2], "store_id");
+    CHECK_STR(c.argv[c.argc - 1], "0123456789abcdef");
+
+    sk_seg_preheat_init(&p, &d, 0);
+    CHECK_EQ(preheat_feed(&p, NONE), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 0, 0, "")), SK_SPH_STATE);
+    CHECK_EQ(preheat_feed(&p, state(b, sizeof b, 1, 0, 0, "")), SK_SPH_WRITE);
+    snprintf(pre, sizeof pre, "*2\r\n:%d\r\n:5\r\n", SK_RC_STOCK_LIVE);
+    CHECK_EQ(preheat_feed(&p, pre), SK_SPH_WRITE);
+    CHECK_EQ(preheat_feed(&p, pre), SK_SPH_STAMP);
+    sk_seg_preheat_cmd(&p, &c);
+    CHECK_STR(c.argv[0], "HSETNX");
+    CHECK_STR(c.argv[1], "sk:{a77}:meta");
+    CHECK_STR(c.argv[3], "0123456789abcdef");
+    CHECK_EQ(preheat_feed(&p, ":1\r\n"), SK_SPH_DONE);
+    CHECK_EQ(p.rc, SK_RC_STOCK_LIVE);
+    CHECK_EQ(p.stock, 10);
     sk_seg_preheat_free(&p);
 }
