@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "orders/webhook_sign.h"
 #include "orders/webhooks.h"
 #include "store/store.h"
+#include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -211,7 +213,8 @@ struct rx_req {
 
 /* An HTTP receiver over a real socket: one thread per connection, one
  * request per connection (Connection: close). mode 0: seeded faults;
- * mode 1: every request hangs until the client gives up. */
+ * mode 1: every request hangs until the client gives up; mode 2: every
+ * request answered 200 at once. */
 struct rx {
     int fd, port, mode;
     atomic_int stop;
@@ -287,6 +290,7 @@ static void *rx_conn_run(void *arg)
                  : what < 88 ? 0    /* reset */
                              : 201; /* slow */
     if (rx->mode == 1) status = -1;
+    if (rx->mode == 2) status = 200;
     struct rx_req q = {.status = status > 0 ? status : 0, .at = atomic_fetch_add(&rx->arrived, 1)};
     rx_header(buf, "webhook-id:", q.id, sizeof q.id);
     rx_header(buf, "webhook-timestamp:", q.ts, sizeof q.ts);
@@ -389,6 +393,36 @@ static int rx_acked(struct rx *rx, char (*ids)[96], int n)
 #define WH_SECRET_A                                                                                \
     "whsec_"                                                                                       \
     "c2Vjb25kLXNlY3JldC1vZi10aGUtc2hvcC0wMTIzNDU2Nzg5"
+
+/* Every request of the TSV file at path (id, timestamp, signature, body
+ * a line) checked by Python's hmac: the signature of each of the two
+ * secrets is in the header and the body's id is the webhook-id. Returns
+ * how many lines verified (the test fails on one that does not). */
+static int verified_by_python(const char *path, const char *key1, const char *key2)
+{
+    char cmd[2000], out[200] = "";
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import base64,hashlib,hmac,json,sys\n"
+             "keys=[base64.b64decode(s.split(\"_\",1)[1]) for s in sys.argv[2:4]]\n"
+             "n=0\n"
+             "for line in open(sys.argv[1],\"rb\"):\n"
+             "  i,t,sig,body=line.rstrip(b\"\\n\").split(b\"\\t\",3)\n"
+             "  sigs=sig.split(b\" \")\n"
+             "  for k in keys:\n"
+             "    "
+             "want=b\"v1,\"+base64.b64encode(hmac.new(k,i+b\".\"+t+b\".\"+body,hashlib.sha256)."
+             "digest())\n"
+             "    assert want in sigs, (i, want, sigs)\n"
+             "  assert json.loads(body)[\"id\"]==i.decode()\n"
+             "  n+=1\n"
+             "print(n)' '%s' '%s' '%s'",
+             path, key1, key2);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    CHECK(fgets(out, sizeof out, p) != NULL);
+    CHECK_EQ(pclose(p), 0);
+    return atoi(out);
+}
 
 /* A sale with pays, cancels, releases and refused payments, its events
  * posted to a receiver that answers 200, 500, 429 + Retry-After, hangs,
@@ -512,28 +546,7 @@ static void deliver_through_faults(int kind)
     CHECK_MSG(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "200 %d, 500 %d, 429 %d, other %d",
               kinds[0], kinds[1], kinds[2], kinds[3]);
     CHECK(nreq > (int)n);
-    char cmd[2000], out[200] = "";
-    snprintf(cmd, sizeof cmd,
-             "python3 -c 'import base64,hashlib,hmac,json,sys\n"
-             "keys=[base64.b64decode(s.split(\"_\",1)[1]) for s in sys.argv[2:4]]\n"
-             "n=0\n"
-             "for line in open(sys.argv[1],\"rb\"):\n"
-             "  i,t,sig,body=line.rstrip(b\"\\n\").split(b\"\\t\",3)\n"
-             "  sigs=sig.split(b\" \")\n"
-             "  for k in keys:\n"
-             "    "
-             "want=b\"v1,\"+base64.b64encode(hmac.new(k,i+b\".\"+t+b\".\"+body,hashlib.sha256)."
-             "digest())\n"
-             "    assert want in sigs, (i, want, sigs)\n"
-             "  assert json.loads(body)[\"id\"]==i.decode()\n"
-             "  n+=1\n"
-             "print(n)' '%s' '%s' '%s'",
-             path, WH_SECRET_A, EX_SECRET);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    CHECK(fgets(out, sizeof out, p) != NULL);
-    CHECK_EQ(pclose(p), 0);
-    CHECK_EQ(atoi(out), nreq);
+    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), nreq);
 
     /* the cursor is durable: a restart resumes after the last event */
     int64_t cur = -1;
@@ -557,4 +570,164 @@ SK_TEST_T(webhooks_pg_deliver_every_event_at_least_once_in_order_through_faults,
 SK_TEST_T(webhooks_mysql_deliver_every_event_at_least_once_in_order_through_faults, 180)
 {
     deliver_through_faults(2);
+}
+
+/* The worker's dispatcher from the configuration, end to end: `seckill
+ * serve` (HTTP, worker, sweeper) with webhook_* keys from its config file
+ * (two secrets: a rotation) and a flag, a real sale over HTTP with pays,
+ * cancels, pay deadlines passing and a late payment; a receiver of the
+ * test's own that answers 200 gets exactly one request per event the
+ * database holds, and the database holds exactly the events of its
+ * committed changes: per order created, then paid / cancelled / released
+ * as its row ended, one refusal per late payment reference. Every
+ * signature checked by Python's hmac under both secrets. */
+SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_change, 120)
+{
+    struct rx *rx = rx_start(2, 7);
+    char conf[400], url[100], text[400];
+    snprintf(conf, sizeof conf, "%s/wh.conf", sk_th_tmpdir());
+    snprintf(text, sizeof text,
+             "webhook_name = erp\nwebhook_secret = %s\nwebhook_secret_prev = %s\n"
+             "webhook_events = order., activity.\n",
+             WH_SECRET_A, EX_SECRET);
+    sk_th_write_file(conf, text);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", rx->port);
+    const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
+    struct sk_th_serve sv;
+    sk_th_serve_start(&sv, sk_th_redis_url(), extra);
+    struct sk_th_http c;
+    sk_th_http_open(&c, sv.port);
+    struct sk_th_resp r;
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
+        poll(NULL, 0, 10);
+    }
+    uint64_t aid = sk_th_http_activity(&c, "events", 6, 2);
+    char oid[6][64];
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(sk_th_buy_one(&c, aid, 100 + (uint64_t)i, oid[i], sizeof oid[i]), 200);
+    for (int i = 0; i < 6; i++)
+        sk_th_order_wait(&c, oid[i], 100 + (uint64_t)i, "created", 15000, &r);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sk_th_order_op(&c, oid[i], "pay", 100 + (uint64_t)i, &r), 200);
+        CHECK_EQ(sk_th_order_op(&c, oid[2 + i], "cancel", 102 + (uint64_t)i, &r), 200);
+    }
+    /* 4 and 5: their pay deadline passes, the sweeper releases them; a
+     * payment for 4 afterwards is refused (twice: one refusal event) */
+    for (int i = 4; i < 6; i++)
+        sk_th_order_wait(&c, oid[i], 100 + (uint64_t)i, "cancelled", 15000, &r);
+    CHECK_EQ(sk_th_order_op(&c, oid[4], "pay", 104, &r), 409);
+    CHECK_EQ(sk_th_order_op(&c, oid[4], "pay", 104, &r), 409);
+
+    /* the database's outbox, and the orders it speaks of */
+    sk_store *st;
+    char err[300];
+    CHECK_MSG(sk_store_open(&st, sv.db, err, sizeof err) == 0, "%s", err);
+    static struct sk_event ev[64];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 64, ev, &n), 0);
+    int types[8] = {0};
+    static const char *const names[8] = {
+        "activity.opened", "order.created",  "activity.sold_out",    "order.paid",
+        "order.cancelled", "order.released", "order.payment_refused"};
+    for (size_t i = 0; i < n; i++) {
+        int t = 7;
+        for (int k = 0; k < 7; k++)
+            if (!strcmp(ev[i].type, names[k])) t = k;
+        types[t]++;
+        if (!strncmp(ev[i].type, "order.", 6)) { /* an event of one of the sale's orders */
+            int j = 0;
+            while (j < 6 && strcmp(ev[i].order_id, oid[j]))
+                j++;
+            CHECK_MSG(j < 6, "event %s of an unknown order %s", ev[i].type, ev[i].order_id);
+            struct sk_order o;
+            CHECK_EQ(sk_store_order_get(st, oid[j], &o), 0);
+            const char *want = j < 2 ? "order.paid" : j < 4 ? "order.cancelled" : "order.released";
+            int seq_want = !strcmp(ev[i].type, "order.created")                     ? 1
+                           : !strcmp(ev[i].type, want)                              ? 2
+                           : j == 4 && !strcmp(ev[i].type, "order.payment_refused") ? 3
+                                                                                    : -1;
+            CHECK_MSG(seq_want == ev[i].seq, "%s seq %lld of order %d (status %d)", ev[i].type,
+                      (long long)ev[i].seq, j, o.status);
+            CHECK_EQ(o.status, j < 2 ? SK_ORDER_PAID : SK_ORDER_CANCELLED);
+        }
+    }
+    CHECK_EQ(types[0], 1);
+    CHECK_EQ(types[1], 6);
+    CHECK_EQ(types[2], 1);
+    CHECK_EQ(types[3], 2);
+    CHECK_EQ(types[4], 2);
+    CHECK_EQ(types[5], 2);
+    CHECK_EQ(types[6], 1);
+    CHECK_EQ(types[7], 0);
+    CHECK_EQ(n, 15);
+    static char ids[64][96];
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
+    deadline = sk_mono_ms() + 30000;
+    while (rx_acked(rx, ids, (int)n) < (int)n && sk_mono_ms() < deadline)
+        poll(NULL, 0, 20);
+    CHECK_EQ(rx_acked(rx, ids, (int)n), (int)n);
+    /* the worker stops cleanly with its dispatcher; nothing came twice */
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&sv, SIGTERM), 0);
+    size_t m = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 64, ev, &m), 0);
+    CHECK_EQ(m, n); /* no event without a change */
+    sk_store_close(st);
+    char path[500];
+    snprintf(path, sizeof path, "%s/e2e.tsv", sk_th_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    pthread_mutex_lock(&rx->mu);
+    int nreq = rx->n;
+    for (int j = 0; j < rx->n; j++) {
+        fprintf(f, "%s\t%s\t%s\t%s\n", rx->req[j].id, rx->req[j].ts, rx->req[j].sig,
+                rx->req[j].body);
+        for (int k = 0; k < j; k++)
+            CHECK_MSG(strcmp(rx->req[j].id, rx->req[k].id), "%s came twice", rx->req[j].id);
+    }
+    pthread_mutex_unlock(&rx->mu);
+    fclose(f);
+    CHECK_EQ(nreq, (int)n);
+    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), (int)n);
+    rx_stop(rx);
+}
+
+/* The operator's mistakes in the webhook keys: clear usage errors (exit
+ * 2) that never repeat a secret, from `seckill worker` and `serve
+ * --check`; `seckill config` shows the keys with the secrets hidden. */
+SK_TEST(webhook_keys_refuse_the_operators_mistakes_without_echoing_secrets)
+{
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"worker --webhook-url http://127.0.0.1:9/h", "needs webhook_secret"},
+        {"serve --check --webhook-url http://127.0.0.1:9/h", "needs webhook_secret"},
+        {"worker --webhook-url ftp://x/ --webhook-secret " WH_SECRET_A, "http:// or https://"},
+        {"worker --webhook-url http://x/ --webhook-secret whsec_Zm9vYmFyZm9vYmFy!!",
+         "webhook_secret"},
+        {"worker --webhook-secret-prev " WH_SECRET_A, "webhook_secret_prev is set"},
+        {"worker --webhook-name 'a b' --webhook-url http://x/ --webhook-secret " WH_SECRET_A,
+         "webhook_name"},
+        {"worker --webhook-events 'ORDER.PAID'", "webhook_events"},
+        {"worker --webhook-timeout-ms 5", "webhook_timeout_ms"},
+    };
+    char cmd[600], out[2000];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --db sqlite:%s/nope.db 2>&1", sk_th_seckill_bin(),
+                 bad[i].args, sk_th_tmpdir());
+        int ws = sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(WEXITSTATUS(ws) == 2, "%s: exit %d: %s", bad[i].args, WEXITSTATUS(ws), out);
+        CHECK_MSG(strstr(out, bad[i].says) != NULL, "%s: %s", bad[i].args, out);
+        CHECK_MSG(!strstr(out, "Zm9vYmFy") && !strstr(out, WH_SECRET_A + 8), "%s: %s", bad[i].args,
+                  out);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s config --webhook-url http://127.0.0.1:9/h --webhook-secret %s 2>&1 | grep webhook",
+             sk_th_seckill_bin(), WH_SECRET_A);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "webhook_url") && strstr(out, "http://127.0.0.1:9/h"), "%s", out);
+    CHECK_MSG(strstr(out, "(set)") && !strstr(out, WH_SECRET_A + 8), "%s", out);
 }

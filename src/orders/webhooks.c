@@ -31,6 +31,7 @@ struct ep {
     uint64_t rng;
     pthread_mutex_t mu; /* the figures */
     struct sk_wh_stats stats;
+    struct sk_node_webhook *node; /* the node's copy of them, or NULL */
 };
 
 struct sk_webhooks {
@@ -51,10 +52,7 @@ static void curl_init(void)
 
 int sk_wh_endpoint_check(const struct sk_wh_endpoint *e, char *why, size_t cap)
 {
-    size_t nl = strnlen(e->name, sizeof e->name);
-    if (nl == 0 || nl >= sizeof e->name ||
-        strspn(e->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
-            nl) {
+    if (!sk_wh_name_ok(e->name)) {
         snprintf(why, cap, "webhook endpoint name: 1 to 63 of A-Z a-z 0-9 _ . -");
         return SK_EINVAL;
     }
@@ -218,6 +216,14 @@ static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t 
     ep->stats.retrying = retrying;
     ep->stats.oldest_lag_ms = lag;
     pthread_mutex_unlock(&ep->mu);
+    struct sk_node_webhook *n = ep->node;
+    if (n) {
+        atomic_fetch_add(&n->delivered, (uint64_t)delivered);
+        atomic_fetch_add(&n->failed, (uint64_t)failed);
+        atomic_fetch_add(&n->dead, (uint64_t)dead);
+        atomic_store(&n->retrying, retrying);
+        atomic_store(&n->oldest_ms, lag > 0 ? sk_wall_ms() - lag : 0);
+    }
 }
 
 /* Delivers event e (retrying until acknowledged, the horizon, or stop):
@@ -358,6 +364,13 @@ int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh
         for (int k = 0; k < 2 && eps[i].secret[k][0]; k++)
             if (sk_wh_key_parse(eps[i].secret[k], &ep->keys[ep->nkeys], why, sizeof why) == 0)
                 ep->nkeys++;
+    }
+    if (w->o.node) {
+        for (int i = 0; i < n && i < SK_NODE_WEBHOOKS; i++) {
+            w->eps[i].node = &w->o.node->webhooks[i];
+            snprintf(w->eps[i].node->name, sizeof w->eps[i].node->name, "%s", eps[i].name);
+        }
+        atomic_store(&w->o.node->n_webhooks, n < SK_NODE_WEBHOOKS ? n : SK_NODE_WEBHOOKS);
     }
     for (int i = 0; i < n; i++) {
         if (pthread_create(&w->eps[i].th, NULL, run, &w->eps[i]) != 0) {

@@ -23,7 +23,9 @@
 #define SK_WEBHOOKS_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "core/node_stats.h"
 #include "orders/webhook_sign.h"
 
 #define SK_WH_MAX_ENDPOINTS 16
@@ -39,13 +41,15 @@ struct sk_wh_endpoint {
 };
 
 struct sk_wh_opts {
-    int64_t horizon_ms;     /* retry an event this long, then dead-letter; 0: a day */
-    int64_t backoff_min_ms; /* first retry delay; 0: 1000 */
-    int64_t backoff_max_ms; /* cap; 0: 300000 */
-    int64_t timeout_ms;     /* one POST, connect included; 0: 10000 */
-    int64_t settle_ms;      /* events younger than this wait (see above); <0: 0, 0: 10000 */
-    int64_t idle_ms;        /* poll of the outbox when nothing is due; 0: 500 */
-    uint64_t seed;          /* the jitter's; 0: from the clock */
+    int64_t horizon_ms;          /* retry an event this long, then dead-letter; 0: a day */
+    int64_t backoff_min_ms;      /* first retry delay; 0: 1000 */
+    int64_t backoff_max_ms;      /* cap; 0: 300000 */
+    int64_t timeout_ms;          /* one POST, connect included; 0: 10000 */
+    int64_t settle_ms;           /* events younger than this wait (see above); <0: 0, 0: 10000 */
+    int64_t idle_ms;             /* poll of the outbox when nothing is due; 0: 500 */
+    uint64_t seed;               /* the jitter's; 0: from the clock */
+    struct sk_node_worker *node; /* NULL, or the node's worker slot: each endpoint's figures
+                                    go there too (/metrics); not owned */
 };
 
 struct sk_wh_stats {
@@ -55,6 +59,15 @@ struct sk_wh_stats {
 };
 
 typedef struct sk_webhooks sk_webhooks;
+
+/* 1 when name is an endpoint's name: 1 to 63 of [A-Za-z0-9_.-]
+ * (inline: the configuration checks it without the dispatcher). */
+static inline int sk_wh_name_ok(const char *name)
+{
+    size_t nl = strnlen(name, SK_WH_NAME_MAX);
+    return nl > 0 && nl < SK_WH_NAME_MAX &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == nl;
+}
 
 /* Checks an endpoint (name, url, secrets, filter): 0, or SK_EINVAL with
  * why (never a secret). */
