@@ -669,6 +669,19 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
     while (rx_acked(rx, ids, (int)n) < (int)n && sk_mono_ms() < deadline)
         poll(NULL, 0, 20);
     CHECK_EQ(rx_acked(rx, ids, (int)n), (int)n);
+    /* /metrics: the endpoint's figures from the worker process */
+    static char met[1 << 20];
+    char line[120];
+    snprintf(line, sizeof line, "seckill_webhook_delivered_total{endpoint=\"erp\"} %zu\n", n);
+    deadline = sk_mono_ms() + 10000;
+    do
+        CHECK_EQ(sk_th_http_get_big(sv.port, "/metrics", met, sizeof met), 200);
+    while (!strstr(met, line) && sk_mono_ms() < deadline && poll(NULL, 0, 20) == 0);
+    const char *wh = strstr(met, "seckill_webhook");
+    CHECK_MSG(strstr(met, line) != NULL, "%.2000s", wh ? wh : met);
+    CHECK_MSG(strstr(met, "seckill_webhook_lag_seconds{endpoint=\"erp\"} 0\n") != NULL, "%.2000s",
+              wh);
+    CHECK(strstr(met, "seckill_webhook_dead_lettered_total{endpoint=\"erp\"} 0\n") != NULL);
     /* the worker stops cleanly with its dispatcher; nothing came twice */
     sk_th_http_close(&c);
     CHECK_EQ(sk_th_serve_stop(&sv, SIGTERM), 0);
