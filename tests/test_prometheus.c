@@ -51,7 +51,7 @@ SK_TEST(prometheus_rules_pass_promtool_check_and_unit_tests)
         snprintf(want, sizeof want, "alertname: %s\n", name);
         CHECK_MSG(strstr(tests, want) != NULL, "alert %s has no test", name);
     }
-    CHECK_EQ(n, 13);
+    CHECK_EQ(n, 14);
 }
 
 /* GET path on port: the body parsed (NULL on failure). */
