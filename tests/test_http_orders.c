@@ -21,6 +21,7 @@
 #include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "redis/redis_conn.h"
+#include "store/store.h"
 #include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
@@ -436,4 +437,70 @@ SK_TEST_T(polls_are_budgeted_only_while_purchases_press_and_a_reload_changes_the
     }
     stop(&v);
     sk_th_redis_stop(&rs, 1);
+}
+
+/* One payment request with a Payment-Reference header (NULL: none). */
+static int pay_ref(struct srv *v, const char *oid, uint64_t uid, const char *ref,
+                   struct sk_th_resp *r)
+{
+    char path[128], hdr[400];
+    snprintf(path, sizeof path, "/api/v1/orders/%s/pay", oid);
+    snprintf(hdr, sizeof hdr, "X-User-Id: %" PRIu64 "\r\n%s%s%s", uid,
+             ref ? "Payment-Reference: " : "", ref ? ref : "", ref ? "\r\n" : "");
+    return sk_th_http_req(&v->c, "POST", path, hdr, NULL, r);
+}
+
+/* The payment contract (docs/integration.md): a payment is idempotent by
+ * order and by the provider's reference; a second payment (another
+ * reference) and a payment of a cancelled order are refused with 409, and
+ * the outbox holds one order.payment_refused per order and reference
+ * (read from the database), the paid event the first payment's reference.
+ * A malformed reference is a 400 and pays nothing. */
+SK_TEST(pay_is_idempotent_by_reference_and_refusals_reach_the_outbox)
+{
+    struct srv v;
+    start(&v, "all");
+    uint64_t aid = activity(&v, 5, 1800);
+    char a[64], b[64], val[64];
+    CHECK_EQ(buy(&v, aid, 61, a, sizeof a), 200);
+    CHECK_EQ(buy(&v, aid, 62, b, sizeof b), 200);
+    struct sk_th_resp r;
+    wait_status(&v, a, 61, "created", &r);
+    wait_status(&v, b, 62, "created", &r);
+    CHECK_EQ(pay_ref(&v, a, 61, "psp bad", &r), 400);
+    CHECK_EQ(pay_ref(&v, a, 61, "", &r), 400);
+    CHECK_EQ(pay_ref(&v, a, 61, "psp_1", &r), 200);
+    CHECK_EQ(pay_ref(&v, a, 61, "psp_1", &r), 200); /* the provider retried */
+    CHECK_EQ(pay_ref(&v, a, 61, NULL, &r), 200);    /* no reference: the same order */
+    CHECK_EQ(pay_ref(&v, a, 61, "psp_2", &r), 409); /* charged twice: refund psp_2 */
+    sk_th_resp_field(&r, "error", val, sizeof val);
+    CHECK_STR(val, "order_paid");
+    CHECK_EQ(pay_ref(&v, a, 61, "psp_2", &r), 409);
+    CHECK_EQ(order_op(&v, b, "cancel", 62, &r), 200);
+    CHECK_EQ(pay_ref(&v, b, 62, "psp_3", &r), 409);
+    sk_th_resp_field(&r, "error", val, sizeof val);
+    CHECK_STR(val, "order_cancelled");
+    stop(&v);
+
+    sk_store *st;
+    char err[300];
+    CHECK_EQ(sk_store_open(&st, v.s.db, err, sizeof err), 0);
+    struct sk_event ev[16];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 16, ev, &n), 0);
+    const char *want[][3] = {{a, "order.paid", "psp_1"},
+                             {a, "order.payment_refused", "psp_2"},
+                             {b, "order.cancelled", NULL},
+                             {b, "order.payment_refused", "psp_3"}};
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(ev[i].type, "order.created") || !strncmp(ev[i].type, "activity.", 9)) continue;
+        CHECK_MSG(k < 4, "extra event %s %s", ev[i].subject, ev[i].type);
+        CHECK_STR(ev[i].subject, want[k][0]);
+        CHECK_STR(ev[i].type, want[k][1]);
+        if (want[k][2]) CHECK_MSG(strstr(ev[i].payload, want[k][2]) != NULL, "%s", ev[i].payload);
+        k++;
+    }
+    CHECK_EQ(k, 4);
+    sk_store_close(st);
 }

@@ -161,7 +161,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst"
 #define COLS_V7 COLS_V4 ", segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define COLS_V10 COLS_V7 ", ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha"
-#define N_MIGRATIONS 11 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 12 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 
@@ -1794,6 +1794,10 @@ BACKEND_TEST(orders_concurrent_persisters_store_each_order_once)
     CHECK_EQ(c.units[SK_ORDER_CREATED], units);
     CHECK_EQ(sk_th_db_stock(st, 13), 1000 - units); /* stock taken once per order */
     CHECK_EQ(c.stock_failures, 0);
+    /* one order.created per order, however the batches raced */
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.created' AND seq = 1"),
+             200);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events"), 200);
     sk_store_close(st);
 }
 
@@ -2184,4 +2188,225 @@ SK_TEST(store_sqlite_that_cannot_be_opened_fails_the_waiting_open_too)
     CHECK(sk_store_open_waiting(&st, "sqlite:/nonexistent-dir/x.db", err, sizeof err) < 0);
     CHECK(st == NULL);
     CHECK(err[0] != 0);
+}
+
+/* ---- the outbox (migration 11) ---- */
+
+/* The events of the store, oldest first: at most cap. */
+static size_t events_all(sk_store *st, struct sk_event *ev, size_t cap)
+{
+    size_t n = 0;
+    CHECK_MSG(sk_store_events_list(st, 0, cap, ev, &n) == 0, "events: %s", sk_store_errstr(st));
+    return n;
+}
+
+/* Event k is (subject, seq, type), and its payload is JSON of schema 1
+ * naming its activity (and order). */
+static void event_is(const struct sk_event *e, const char *subject, int64_t seq, const char *type)
+{
+    CHECK_MSG(!strcmp(e->subject, subject) && e->seq == seq && !strcmp(e->type, type),
+              "event %lld: %s:%lld %s, want %s:%lld %s", (long long)e->id, e->subject,
+              (long long)e->seq, e->type, subject, (long long)seq, type);
+    json_error_t jerr;
+    json_t *j = json_loads(e->payload, 0, &jerr);
+    CHECK_MSG(j != NULL, "payload %s: %s", e->payload, jerr.text);
+    CHECK_EQ(json_integer_value(json_object_get(j, "v")), 1);
+    CHECK_EQ((uint64_t)json_integer_value(json_object_get(j, "activity_id")), e->activity_id);
+    if (e->order_id[0]) {
+        CHECK_STR(json_string_value(json_object_get(j, "order_id")), e->order_id);
+        CHECK_STR(e->order_id, e->subject);
+    }
+    json_decref(j);
+}
+
+/* The JSON field key of event e's payload: a string ("" when absent). */
+static void event_field_is(const struct sk_event *e, const char *key, const char *want)
+{
+    json_t *j = json_loads(e->payload, 0, NULL);
+    CHECK(j != NULL);
+    const char *got = json_string_value(json_object_get(j, key));
+    CHECK_MSG(!strcmp(got ? got : "", want), "%s of %s: %s, want %s", key, e->payload,
+              got ? got : "(none)", want);
+    json_decref(j);
+}
+
+/* Every change that commits writes exactly its event, in the change's
+ * transaction: a sale opened, orders persisted (a re-delivery writes
+ * none), sold out, paid (twice: one event), cancelled before the
+ * deadline, released at it, refused payments (once per reference),
+ * sold out again after a cancel gave a unit back, closed. Each subject's
+ * seq counts 1, 2, ... */
+BACKEND_TEST(outbox_every_committed_change_writes_exactly_its_event)
+{
+    sk_store *st = be_open_sale(b, 21, 4, 60);
+    CHECK_EQ(sk_store_activity_set_state(st, 21, "open"), 0);
+    CHECK_EQ(sk_store_activity_set_state(st, 21, "open"), 0); /* no move: no event */
+    struct sk_order o[5];
+    for (int i = 0; i < 5; i++)
+        sk_th_order(&o[i], 21, 5000, i, (uint64_t)i + 1, i == 4 ? 2 : 1);
+    sk_th_persist_ok(st, o, 4);
+    CHECK_EQ(sk_th_persist_ok(st, o, 4).duplicates, 4); /* re-delivered */
+    int s;
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6100, &s), 0);
+    CHECK_EQ(sk_store_order_cancel(st, o[0].order_id, 6200, &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 7000, &s), 0);  /* before 65000 */
+    CHECK_EQ(sk_store_order_cancel(st, o[2].order_id, 65000, &s), 0); /* its deadline */
+    CHECK_EQ(sk_store_order_cancel(st, o[2].order_id, 65100, &s), 0);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[1].order_id, 8000, "psp-1", &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[1].order_id, 8100, "psp-1", &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[1].order_id, 8200, "psp-2", &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay(st, o[2].order_id, 70000, &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay(st, o[2].order_id, 70100, &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[3].order_id, 9000, "bad\nref", &s), SK_EINVAL);
+    sk_th_persist_ok(st, &o[4], 1); /* takes the units the cancels gave back: sold out again */
+    CHECK_EQ(sk_store_activity_set_state(st, 21, "closed"), 0);
+
+    struct sk_event ev[40];
+    size_t n = events_all(st, ev, 40);
+    CHECK_EQ(n, 15);
+    const char *a = "activity-21";
+    event_is(&ev[0], a, 1, "activity.opened");
+    for (int i = 0; i < 4; i++)
+        event_is(&ev[1 + i], o[i].order_id, 1, "order.created");
+    event_is(&ev[5], a, 2, "activity.sold_out");
+    event_is(&ev[6], o[0].order_id, 2, "order.paid");
+    event_is(&ev[7], o[1].order_id, 2, "order.cancelled");
+    event_is(&ev[8], o[2].order_id, 2, "order.released");
+    event_is(&ev[9], o[1].order_id, 3, "order.payment_refused");
+    event_field_is(&ev[9], "payment_ref", "psp-1");
+    event_field_is(&ev[9], "status", "cancelled");
+    event_is(&ev[10], o[1].order_id, 4, "order.payment_refused");
+    event_field_is(&ev[10], "payment_ref", "psp-2");
+    event_is(&ev[11], o[2].order_id, 3, "order.payment_refused");
+    event_field_is(&ev[11], "payment_ref", "");
+    event_is(&ev[12], o[4].order_id, 1, "order.created");
+    event_is(&ev[13], a, 3, "activity.sold_out");
+    event_is(&ev[14], a, 4, "activity.closed");
+    event_field_is(&ev[1], "status", "created");
+    event_field_is(&ev[6], "status", "paid");
+    event_field_is(&ev[8], "status", "cancelled");
+    /* the list pages from an id, and the table agrees */
+    size_t m = 0;
+    CHECK_EQ(sk_store_events_list(st, ev[13].id, 40, ev, &m), 0);
+    CHECK_EQ(m, 1);
+    event_is(&ev[0], a, 4, "activity.closed");
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events"), 15);
+    sk_store_close(st);
+}
+
+/* A change the database refuses (a constraint added under the store, on
+ * the change or on its event) commits neither: no event without its
+ * change, no change without its event. */
+BACKEND_TEST(outbox_a_change_that_does_not_commit_writes_no_event)
+{
+    sk_store *st = be_open_sale(b, 22, 100, 1800);
+    struct sk_order o[3], late;
+    for (int i = 0; i < 3; i++)
+        sk_th_order(&o[i], 22, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_order(&late, 22, 5000, 9, 9, 1);
+    sk_th_persist_ok(st, o, 3);
+    struct sk_event ev[16];
+    CHECK_EQ(events_all(st, ev, 16), 3);
+    int s;
+    /* the event refused: the payment is not made either */
+    be_refuse(b, "t_ev", "events", "type <> 'order.paid'", "INSERT", "NEW.type = 'order.paid'");
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), SK_EINVAL);
+    CHECK_MSG(strstr(sk_store_errstr(st), "insert event") != NULL, "%s", sk_store_errstr(st));
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.status, SK_ORDER_CREATED);
+    be_allow(b, "t_ev", "events");
+    /* the change refused: no event */
+    be_refuse(b, "t_cap", "activities", "stock <= 97", "UPDATE", "NEW.stock > 97");
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6000, &s), SK_EINVAL);
+    be_allow(b, "t_cap", "activities");
+    /* a batch whose created event is refused: no order, no stock, no event */
+    char when[200];
+    snprintf(when, sizeof when, "order_id <> '%s'", late.order_id);
+    char trig[200];
+    snprintf(trig, sizeof trig, "NEW.order_id = '%s'", late.order_id);
+    be_refuse(b, "t_new", "events", when, "INSERT", trig);
+    CHECK_EQ(sk_store_orders_persist(st, &late, 1, NULL), SK_EINVAL);
+    CHECK_EQ(sk_store_order_get(st, late.order_id, &got), SK_ENOTFOUND);
+    CHECK_EQ(sk_th_db_stock(st, 22), 97);
+    /* an activity state whose event is refused stays as it was */
+    be_refuse(b, "t_open", "events", "type <> 'activity.opened'", "INSERT",
+              "NEW.type = 'activity.opened'");
+    CHECK_EQ(sk_store_activity_set_state(st, 22, "open"), SK_EINVAL);
+    struct sk_activity a;
+    CHECK_EQ(sk_store_activity_get(st, 22, &a), 0);
+    CHECK_STR(a.state, "created");
+    CHECK_EQ(events_all(st, ev, 16), 3); /* only the first batch's */
+    be_allow(b, "t_new", "events");
+    be_allow(b, "t_open", "events");
+    /* allowed again: each change and its event */
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6000, &s), 0);
+    CHECK_EQ(sk_store_order_cancel(st, o[1].order_id, 6000, &s), 0);
+    sk_th_persist_ok(st, &late, 1);
+    CHECK_EQ(sk_store_activity_set_state(st, 22, "open"), 0);
+    CHECK_EQ(events_all(st, ev, 16), 7);
+    event_is(&ev[3], o[0].order_id, 2, "order.paid");
+    event_is(&ev[4], o[1].order_id, 2, "order.cancelled");
+    event_is(&ev[5], late.order_id, 1, "order.created");
+    event_is(&ev[6], "activity-22", 1, "activity.opened");
+    sk_store_close(st);
+}
+
+/* Racing payers and cancellers (real processes): every order has its
+ * created event, exactly one of paid / cancelled, as its row says, at
+ * seq 2, and at most one refusal (no reference) after a cancel won. */
+BACKEND_TEST(outbox_racing_pay_and_cancel_write_one_event_per_winner)
+{
+    sk_store *st = be_open_sale(b, 4, 1000, 1800);
+    struct sk_order o[RACE_ORDERS];
+    for (int k = 0; k < RACE_ORDERS; k++)
+        sk_th_order(&o[k], 4, 100, k, (uint64_t)k + 1, 1);
+    sk_th_persist_ok(st, o, RACE_ORDERS);
+    fork_codes(b, 4, race_child, NULL);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.created' AND seq = 1"),
+             RACE_ORDERS);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events e JOIN orders o ON o.order_id = e.subject"
+                       " WHERE e.seq = 2 AND ((e.type = 'order.paid' AND o.status = 'paid') OR"
+                       " (e.type = 'order.cancelled' AND o.status = 'cancelled'))"),
+             RACE_ORDERS);
+    CHECK_EQ(be_int(b, "SELECT count(*) FROM events WHERE type = 'order.payment_refused'"),
+             be_int(b, "SELECT count(*) FROM events e JOIN orders o ON o.order_id = e.subject"
+                       " WHERE e.type = 'order.payment_refused' AND e.seq = 3"
+                       " AND o.status = 'cancelled'"));
+    CHECK(be_int(b, "SELECT count(*) FROM events") <= 3 * RACE_ORDERS);
+    sk_store_close(st);
+}
+
+/* A payment's reference: the same again is the same payment; another
+ * for a paid order is a second payment, refused once per reference; a
+ * payment without one cannot be told apart from the first. */
+BACKEND_TEST(outbox_a_second_payment_of_a_paid_order_is_refused_once_per_reference)
+{
+    sk_store *st = be_open_sale(b, 23, 10, 1800);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 23, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2);
+    int s = -1;
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6000, "r1", &s), 0);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6100, "r1", &s), 0);
+    CHECK_EQ(sk_store_order_pay(st, o[0].order_id, 6200, &s), 0);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6300, "r2", &s), SK_ESTATE);
+    CHECK_EQ(s, SK_ORDER_PAID);
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6400, "r2", &s), SK_ESTATE);
+    CHECK_EQ(sk_store_order_pay(st, o[1].order_id, 6000, &s), 0); /* no reference kept */
+    CHECK_EQ(sk_store_order_pay_ref(st, o[1].order_id, 6100, "r3", &s), 0);
+    struct sk_order got;
+    CHECK_EQ(sk_store_order_get(st, o[0].order_id, &got), 0);
+    CHECK_EQ(got.paid_ms, 6000);
+    struct sk_event ev[16];
+    CHECK_EQ(events_all(st, ev, 16), 5);
+    event_is(&ev[2], o[0].order_id, 2, "order.paid");
+    event_field_is(&ev[2], "payment_ref", "r1");
+    event_is(&ev[3], o[0].order_id, 3, "order.payment_refused");
+    event_field_is(&ev[3], "payment_ref", "r2");
+    event_field_is(&ev[3], "status", "paid");
+    event_is(&ev[4], o[1].order_id, 2, "order.paid");
+    sk_store_close(st);
 }

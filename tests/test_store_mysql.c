@@ -33,6 +33,8 @@
 
 #include <stdatomic.h>
 
+#define N_MIGRATIONS 12 /* what this binary applies */
+
 SK_TH_MY_USED
 
 #define ADMIN "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
@@ -309,7 +311,7 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     st = open_ok(url);
     int v = 0;
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
-    CHECK_EQ(v, 11);
+    CHECK_EQ(v, N_MIGRATIONS);
     struct sk_mark *m = sk_th_marks_n(st, 5, 1);
     CHECK_STR(m[0].branch, "");
     CHECK_EQ(m[0].adm, 3);
@@ -324,12 +326,12 @@ SK_TEST_T(store_mysql_a_migration_cut_short_after_a_step_committed_is_finished_b
     CHECK_EQ(sk_th_my_sql(db, "DELETE FROM schema_migrations WHERE version >= 3"), 0);
     st = open_ok(url);
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
-    CHECK_EQ(v, 11);
+    CHECK_EQ(v, N_MIGRATIONS);
     struct sk_order got;
     CHECK_EQ(sk_store_order_get(st, o.order_id, &got), 0);
     CHECK_EQ(got.user_id, 1);
     sk_store_close(st);
-    CHECK_EQ(sk_th_my_int(db, "SELECT count(*) FROM schema_migrations"), 11);
+    CHECK_EQ(sk_th_my_int(db, "SELECT count(*) FROM schema_migrations"), N_MIGRATIONS);
 }
 
 /* The grants the README names are enough for everything the service does:
@@ -343,7 +345,7 @@ SK_TEST(store_mysql_a_user_with_only_the_documented_grants_runs_every_store_call
     sk_store *st = open_ok(url); /* migrates: CREATE, ALTER, INDEX */
     int v = 0;
     CHECK_EQ(sk_store_schema_version(st, &v), 0);
-    CHECK_EQ(v, 11);
+    CHECK_EQ(v, N_MIGRATIONS);
     add_activity(st, 9, 100);
     struct sk_order o[3];
     for (int i = 0; i < 3; i++)

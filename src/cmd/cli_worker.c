@@ -158,6 +158,9 @@ int sk_cli_worker(int argc, char **argv)
     }
     o.redis_url = s->cfg.redis;
     o.db_spec = s->cfg.db;
+    struct sk_wh_endpoint ep;
+    o.n_webhooks = sk_settings_webhook(&s->cfg, &ep, &o.webhook_opts);
+    o.webhooks = &ep;
     rc = run(&o);
     sk_settings_free(s);
     return rc;

@@ -11,6 +11,7 @@ int sk_cli_serve(int argc, char **argv);     /* serve.c */
 int sk_cli_demo(int argc, char **argv);      /* demo.c */
 int sk_cli_worker(int argc, char **argv);    /* cli_worker.c */
 int sk_cli_reconcile(int argc, char **argv); /* cli_reconcile.c */
+int sk_cli_events(int argc, char **argv);    /* cli_events.c */
 int sk_cli_config(int argc, char **argv);    /* cli_config.c */
 
 /* The release this binary is (the VERSION file, version.c). */

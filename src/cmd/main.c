@@ -26,6 +26,7 @@ static const struct {
     {"load", sk_cli_load,
      "HTTP load generator that verifies the answers (no oversell, unique orders)"},
     {"demo", sk_cli_demo, "a complete flash sale on this machine (private Redis, SQLite, HTTP)"},
+    {"events", sk_cli_events, "list the outbox's events (orders and sales) as JSON lines"},
 };
 
 static int usage(FILE *f)

@@ -520,6 +520,9 @@ static int run_order_worker(const struct sk_config *cfg, struct sk_node_worker *
     o.redis_url = cfg->redis;
     o.db_spec = cfg->db;
     o.node = w;
+    struct sk_wh_endpoint ep;
+    o.n_webhooks = sk_settings_webhook(cfg, &ep, &o.webhook_opts);
+    o.webhooks = &ep;
     struct sk_sweeper_opts so;
     sk_sweeper_opts_init(&so);
     so.redis_url = cfg->redis;

@@ -429,6 +429,10 @@ int sk_settings_load(struct sk_settings *s, int argc, char **argv)
             goto out;
         }
     }
+    if ((s->uses & SK_USE_WORKER) && sk_config_webhook_check(&s->cfg, err, sizeof err) < 0) {
+        rc = sk_cli_usage_error("%s: %s", s->cmd, err);
+        goto out;
+    }
     enum sk_log_level lvl;
     if (sk_log_parse_level(s->cfg.log_level, &lvl) == 0) sk_log_set_level(lvl);
 out:
@@ -459,4 +463,20 @@ const char *sk_settings_source(const struct sk_settings *s, int k, char *out, si
     default: snprintf(out, cap, "default"); break;
     }
     return out;
+}
+
+int sk_settings_webhook(const struct sk_config *c, struct sk_wh_endpoint *e, struct sk_wh_opts *o)
+{
+    memset(e, 0, sizeof *e);
+    memset(o, 0, sizeof *o);
+    if (!c->webhook_url[0]) return 0;
+    snprintf(e->name, sizeof e->name, "%s", c->webhook_name);
+    snprintf(e->url, sizeof e->url, "%s", c->webhook_url);
+    snprintf(e->secret[0], sizeof e->secret[0], "%s", c->webhook_secret);
+    snprintf(e->secret[1], sizeof e->secret[1], "%s", c->webhook_secret_prev);
+    snprintf(e->filter, sizeof e->filter, "%s", c->webhook_events);
+    o->timeout_ms = c->webhook_timeout_ms;
+    o->horizon_ms = c->webhook_horizon_s * 1000;
+    o->settle_ms = c->webhook_settle_ms;
+    return 1;
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "http/config.h"
+#include "orders/webhooks.h"
 
 /* A command's own flag (not a configuration key): "--id", with a value
  * or not (a boolean). */
@@ -94,5 +95,9 @@ const char *sk_settings_source(const struct sk_settings *s, int k, char *out, si
  * frees; *len bytes, terminated). 0, or SK_EIO with errno set (an empty
  * file is 0 bytes, not an error). */
 int sk_settings_read_file(const char *path, char **out, size_t *len);
+
+/* The node's webhook endpoint of c (its webhook_* keys) into *e and *o:
+ * 1, or 0 when c names none (webhook_url ""). */
+int sk_settings_webhook(const struct sk_config *c, struct sk_wh_endpoint *e, struct sk_wh_opts *o);
 
 #endif

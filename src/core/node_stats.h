@@ -108,8 +108,20 @@ struct sk_node_sample {
     struct sk_node_orphan orphans[SK_NODE_ORPHANS];
 };
 
+/* One webhook endpoint of the worker's dispatcher (orders/webhooks.h):
+ * written by its thread, the name once before it starts. */
+#define SK_NODE_WEBHOOKS 16 /* == SK_WH_MAX_ENDPOINTS */
+struct sk_node_webhook {
+    char name[64];
+    _Atomic uint64_t delivered, failed, dead; /* events; failed: attempts */
+    _Atomic int64_t oldest_ms; /* wall time of the oldest undelivered event taken, 0 none */
+    _Atomic int retrying;      /* its head event failed at least once */
+};
+
 struct sk_node_worker {
     struct sk_node_proc proc;
+    _Atomic int n_webhooks; /* endpoints the dispatcher runs (names set first) */
+    struct sk_node_webhook webhooks[SK_NODE_WEBHOOKS];
     _Atomic uint64_t wc[SK_WC_COUNT_];
     _Atomic uint32_t seq; /* odd while the sample is being written */
     struct sk_node_sample sample;

@@ -54,7 +54,8 @@ struct order_op {
     struct sk_oid oid;          /* the id's parts: its stream entry, its branch */
     int release_rc;             /* cancel: the release script's answer */
     int64_t given, now_ms;
-    char err[256]; /* the store's failure, for the log line on the loop */
+    char pay_ref[SK_STORE_PAY_REF_MAX]; /* pay: the Payment-Reference header, "" none */
+    char err[256];                      /* the store's failure, for the log line on the loop */
 };
 
 /* An order id (engine/order_id.h: "<label>-<ms>-<seq>[-<branch>[-<i>]]", digits,
@@ -357,8 +358,10 @@ static int order_pay_run(sk_store *st, void *ctx)
         if (rc) return rc;
     }
     int status;
-    rc = keep_err(op, st, sk_store_order_pay(st, op->id.order_id, sk_wall_ms(), &status));
-    if (rc == SK_ENOTFOUND) rc = SK_EDB; /* it was there a moment ago */
+    rc = keep_err(op, st,
+                  sk_store_order_pay_ref(st, op->id.order_id, sk_wall_ms(), op->pay_ref, &status));
+    if (rc == SK_ENOTFOUND) rc = SK_EDB;        /* it was there a moment ago */
+    if (rc == SK_ESTATE) op->o.status = status; /* which refusal */
     if (rc) return rc;
     return keep_err(op, st, sk_store_order_get(st, op->id.order_id, &op->o));
 }
@@ -370,6 +373,9 @@ static void order_pay_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc
     if (op->deleted)
         sk_http_error(app, req, op->route, 409, "activity_deleted",
                       "the sale of this order was deleted; it cannot be paid");
+    else if (rc == SK_ESTATE && op->o.status == SK_ORDER_PAID) /* a second payment */
+        sk_http_error(app, req, op->route, 409, "order_paid",
+                      "the order is paid by another payment; this one is refused (refund it)");
     else if (rc == SK_ESTATE) /* a late payment must not revive stock that was given back */
         sk_http_error(app, req, op->route, 409, "order_cancelled",
                       "the order was cancelled (payment timeout or buyer); it cannot be paid");
@@ -378,10 +384,39 @@ static void order_pay_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc
     free(op);
 }
 
+/* The payment provider's reference of this payment (docs/integration.md):
+ * one Payment-Reference header of printable ASCII, at most 127 bytes, or
+ * none. 0, or -1 when the request was answered (400). */
+static int pay_ref_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m,
+                            char *out, size_t cap)
+{
+    static const char name[] = "payment-reference";
+    out[0] = 0;
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, sizeof name - 1, -1);
+    if (i < 0) return 0;
+    const h2o_iovec_t *v = &req->headers.entries[i].value;
+    int bad = v->len == 0 || v->len >= cap ||
+              h2o_find_header_by_str(&req->headers, name, sizeof name - 1, i) >= 0;
+    for (size_t k = 0; !bad && k < v->len; k++)
+        bad = v->base[k] < 0x21 || v->base[k] > 0x7e;
+    if (bad) {
+        sk_http_error(app, req, m->route, 400, "bad_request",
+                      "Payment-Reference: one header of 1 to 127 visible ASCII characters");
+        return -1;
+    }
+    memcpy(out, v->base, v->len);
+    out[v->len] = 0;
+    return 0;
+}
+
 int sk_api_order_pay(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
+    char ref[SK_STORE_PAY_REF_MAX];
+    if (pay_ref_or_reply(app, req, m, ref, sizeof ref)) return 0;
     struct order_op *op = order_op_or_reply(app, req, m);
-    if (op) sk_store_call(app, req, m->route, order_pay_run, order_pay_done, op);
+    if (!op) return 0;
+    memcpy(op->pay_ref, ref, sizeof ref);
+    sk_store_call(app, req, m->route, order_pay_run, order_pay_done, op);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "core/num.h"
 #include "core/redact.h"
 #include "engine/activity.h"
+#include "orders/webhooks.h"
 #include "redis/redis_url.h"
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
@@ -505,6 +506,65 @@ static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, si
     return 0;
 }
 
+/* ---- the webhook endpoint: each part checked as the dispatcher will ---- */
+
+_Static_assert(sizeof((struct sk_config *)0)->webhook_url == SK_WH_URL_MAX &&
+                   sizeof((struct sk_config *)0)->webhook_name == SK_WH_NAME_MAX &&
+                   sizeof((struct sk_config *)0)->webhook_secret == SK_WH_SECRET_MAX &&
+                   sizeof((struct sk_config *)0)->webhook_events == SK_WH_FILTER_MAX,
+               "the webhook keys hold what an endpoint holds");
+
+static int set_webhook_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (v[0] &&
+        ((strncmp(v, "http://", 7) && strncmp(v, "https://", 8)) || has_ctl(v) || strchr(v, ' '))) {
+        snprintf(msg, cap, "must be an http:// or https:// URL without spaces, or \"\"");
+        return SK_EINVAL;
+    }
+    return copy_str(c->webhook_url, sizeof c->webhook_url, v, msg, cap);
+}
+
+static int set_webhook_name(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (!sk_wh_name_ok(v)) {
+        snprintf(msg, cap, "must be 1 to 63 of A-Z a-z 0-9 _ . -");
+        return SK_EINVAL;
+    }
+    return copy_str(c->webhook_name, sizeof c->webhook_name, v, msg, cap);
+}
+
+/* A whsec_ secret or "" into dst; the refusal never quotes it. */
+static int set_wh_secret(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
+{
+    struct sk_wh_key k;
+    char why[160];
+    if (v[0] && (strlen(v) >= dcap || sk_wh_key_parse(v, &k, why, sizeof why) < 0)) {
+        snprintf(msg, cap, "%s", strlen(v) >= dcap ? "too long" : why);
+        return SK_EINVAL;
+    }
+    return copy_str(dst, dcap, v, msg, cap);
+}
+
+static int set_webhook_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_wh_secret(c->webhook_secret, sizeof c->webhook_secret, v, msg, cap);
+}
+
+static int set_webhook_secret_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    return set_wh_secret(c->webhook_secret_prev, sizeof c->webhook_secret_prev, v, msg, cap);
+}
+
+static int set_webhook_events(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    if (strspn(v, "abcdefghijklmnopqrstuvwxyz_.,* ") != strlen(v)) {
+        snprintf(msg, cap, "must be event types or prefixes (order.paid, order.), comma-separated");
+        return SK_EINVAL;
+    }
+    return copy_str(c->webhook_events, sizeof c->webhook_events, !strcmp(v, "*") ? "" : v, msg,
+                    cap);
+}
+
 /* The table, public part: what each key is (config.h). */
 const struct sk_config_key sk_config_keys[SK_CONFIG_NKEYS] = {
 #define SK_CFG_SET(key, setter, arg, uses, def, flags, help)                                       \
@@ -686,6 +746,11 @@ const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t 
     case SK_CK_captcha_verify_url: text = c->captcha_verify_url; break;
     case SK_CK_captcha_fail: text = c->captcha_fail_open ? "open" : "closed"; break;
     case SK_CK_captcha_hostname: text = c->captcha_hostname; break;
+    case SK_CK_webhook_url: text = c->webhook_url; break;
+    case SK_CK_webhook_name: text = c->webhook_name; break;
+    case SK_CK_webhook_secret: text = c->webhook_secret; break;
+    case SK_CK_webhook_secret_prev: text = c->webhook_secret_prev; break;
+    case SK_CK_webhook_events: text = c->webhook_events; break;
     default: text = "?"; break; /* a new text key without its line here */
     }
     if ((key->flags & SK_KEY_SECRET))
@@ -965,6 +1030,7 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
                          "admin_token must be at least %d bytes (a random one: "
                          "openssl rand -hex 32)",
                          SK_CONFIG_SECRET_MIN);
+    if (sk_config_webhook_check(c, err, cap) < 0) return SK_EINVAL;
     if (c->max_request_bytes && c->max_request_bytes < 1048576)
         return sk_einval(err, cap, "max_request_bytes must be 0 or at least 1048576");
     if (c->max_request_bytes && c->max_request_bytes < 2 * (c->max_body + 16384))
@@ -993,6 +1059,17 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
     return 0;
 }
 
+int sk_config_webhook_check(const struct sk_config *c, char *err, size_t cap)
+{
+    if (c->webhook_url[0] && !c->webhook_secret[0])
+        return sk_einval(err, cap,
+                         "webhook_url needs webhook_secret (whsec_ and the base64 of 24 to 64 "
+                         "random bytes: echo whsec_$(openssl rand -base64 32))");
+    if (!c->webhook_secret[0] && c->webhook_secret_prev[0])
+        return sk_einval(err, cap, "webhook_secret_prev is set but webhook_secret is not");
+    return 0;
+}
+
 /* A URL's password: "user:pass@" or ":pass@" before the host. */
 static int url_has_password(const char *u)
 {
@@ -1012,6 +1089,8 @@ const char *sk_config_secret_held(const struct sk_config *c)
     if (c->hmac_secret_prev[0]) return "hmac_secret_prev";
     if (c->challenge_secret[0]) return "challenge_secret";
     if (c->captcha_secret[0]) return "captcha_secret";
+    if (c->webhook_secret[0]) return "webhook_secret";
+    if (c->webhook_secret_prev[0]) return "webhook_secret_prev";
     if (url_has_password(c->redis)) return "redis password";
     if (url_has_password(c->db)) return "db password";
     return NULL;

@@ -90,6 +90,16 @@ struct sk_config {
     long long jwt_max_ttl_s;     /* the longest token lifetime accepted */
     char frame_ancestors[512];   /* CSP frame-ancestors of the HTML pages */
     long long max_request_bytes; /* request bytes buffered per process; 0: default */
+    /* the node's webhook endpoint (orders/webhooks.h) */
+    /* sizes: SK_WH_URL_MAX, SK_WH_NAME_MAX, SK_WH_SECRET_MAX, SK_WH_FILTER_MAX */
+    char webhook_url[512];         /* "" = none */
+    char webhook_name[64];         /* its cursor's key */
+    char webhook_secret[100];      /* whsec_... */
+    char webhook_secret_prev[100]; /* "" = no rotation */
+    char webhook_events[256];      /* the filter; "" = all */
+    int webhook_timeout_ms;
+    long long webhook_horizon_s;
+    int webhook_settle_ms; /* 0: the dispatcher's default */
 };
 
 /* The default budget of order polls per second per HTTP process while
@@ -212,6 +222,11 @@ int sk_config_apply_env_seen(struct sk_config *c, char *const *envp, sk_config_s
  * (SECKILL_BIN, SECKILL_CONFIG, ...) are ignored, and an empty value counts
  * as unset. */
 int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_t cap);
+
+/* The webhook keys together: a URL needs its secret, a previous secret a
+ * current one. 0, or SK_EINVAL with err. (Part of sk_config_validate;
+ * `seckill worker`, which validates nothing else, calls it alone.) */
+int sk_config_webhook_check(const struct sk_config *c, char *err, size_t cap);
 
 /* Cross-field checks after all sources are applied (and the secret files
  * read): auth = hmac needs an hmac_secret of at least SK_CONFIG_SECRET_MIN

@@ -848,9 +848,45 @@ static void render_orphans(struct out *o, const struct sk_node_sample *smp)
                                                               : "unknown_to_database");
 }
 
+/* The webhook dispatcher's endpoints (orders/webhooks.h), by name. */
+static void render_webhooks(struct out *o, struct sk_node_worker *w)
+{
+    int n = atomic_load(&w->n_webhooks);
+    if (n <= 0) return;
+    static const struct {
+        const char *name, *type, *help;
+    } m[] = {
+        {"seckill_webhook_delivered_total", "counter",
+         "Events the endpoint acknowledged with a 2xx."},
+        {"seckill_webhook_failed_attempts_total", "counter",
+         "Delivery attempts that got no 2xx (error, timeout, 4xx, 5xx): each is retried."},
+        {"seckill_webhook_dead_lettered_total", "counter",
+         "Events given up after the retry horizon (webhook_dead; seckill events replay)."},
+        {"seckill_webhook_retrying", "gauge", "1 while the endpoint's next event has failed."},
+        {"seckill_webhook_lag_seconds", "gauge",
+         "Age of the oldest event not yet delivered to the endpoint (0: none waiting)."},
+    };
+    int64_t now = sk_wall_ms();
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        header(o, m[k].name, m[k].type, m[k].help);
+        for (int i = 0; i < n && i < SK_NODE_WEBHOOKS; i++) {
+            struct sk_node_webhook *h = &w->webhooks[i];
+            int64_t oldest = atomic_load(&h->oldest_ms);
+            double v = k == 0                       ? (double)atomic_load(&h->delivered)
+                       : k == 1                     ? (double)atomic_load(&h->failed)
+                       : k == 2                     ? (double)atomic_load(&h->dead)
+                       : k == 3                     ? (double)atomic_load(&h->retrying)
+                       : oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0
+                                                    : 0.0;
+            put(o, "%s{endpoint=\"%s\"} %.15g\n", m[k].name, h->name, v);
+        }
+    }
+}
+
 static void render_worker(struct out *o, const struct sk_node_worker *w,
                           const struct sk_node_sample *smp)
 {
+    render_webhooks(o, (struct sk_node_worker *)w);
     for (int c = 0; c < SK_WC_COUNT_; c++) {
         int gauge = sk_node_wc_kind_of((enum sk_node_wc)c) == SK_WC_GAUGE;
         header(o, sk_node_wc_name((enum sk_node_wc)c), gauge ? "gauge" : "counter",

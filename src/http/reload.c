@@ -81,6 +81,15 @@ const struct sk_reload_field sk_reload_fields[] = {
     LIVE("jwt_max_ttl_s", jwt_max_ttl_s),
     LIVE("frame_ancestors", frame_ancestors), /* read by every HTML answer */
     FIXED("max_request_bytes", max_request_bytes),
+    /* the worker's dispatcher reads them at its start */
+    FIXED("webhook_url", webhook_url),
+    FIXED("webhook_name", webhook_name),
+    FIXED("webhook_secret", webhook_secret),
+    FIXED("webhook_secret_prev", webhook_secret_prev),
+    FIXED("webhook_events", webhook_events),
+    FIXED("webhook_timeout_ms", webhook_timeout_ms),
+    FIXED("webhook_horizon_s", webhook_horizon_s),
+    FIXED("webhook_settle_ms", webhook_settle_ms),
 };
 const size_t sk_reload_nfields = sizeof sk_reload_fields / sizeof sk_reload_fields[0];
 

@@ -293,7 +293,7 @@ static void history_all(sk_worker *w)
     }
 }
 
-int sk_worker_run(sk_worker *w)
+static int run_pipeline(sk_worker *w)
 {
     int backoff = SK_WORKER_BACKOFF_MIN_MS, failures = 0;
     sk_log(SK_LOG_INFO, "worker: consumer %s of group %s, batch %d, claim idle %d ms, DLQ after %d",
@@ -337,4 +337,24 @@ int sk_worker_run(sk_worker *w)
         }
     }
     return 0;
+}
+
+int sk_worker_run(sk_worker *w)
+{
+    sk_webhooks *wh = NULL;
+    if (w->o.n_webhooks > 0 && !w->o.once) {
+        char err[512];
+        w->o.webhook_opts.node = w->o.node;
+        if (sk_webhooks_start(&wh, w->db_spec, w->o.webhooks, w->o.n_webhooks, &w->o.webhook_opts,
+                              err, sizeof err) != 0)
+            sk_log(SK_LOG_ERROR, "worker: webhooks not started: %s", err);
+        else
+            sk_log(SK_LOG_INFO, "worker: webhook dispatcher started (%d endpoint(s))",
+                   w->o.n_webhooks);
+    }
+    w->webhooks = wh;
+    int rc = run_pipeline(w);
+    w->webhooks = NULL;
+    sk_webhooks_stop(wh);
+    return rc;
 }

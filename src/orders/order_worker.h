@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "core/node_stats.h"
+#include "orders/webhooks.h"
 
 #define SK_WORKER_GROUP "seckill"
 #define SK_WORKER_CONSUMER_MAX 64
@@ -69,6 +70,12 @@ struct sk_worker_opts {
      * of paying them per handful; 0..1000, default 20, 0 = read again at
      * once. Never with once. */
     int linger_ms;
+    /* The webhook dispatcher (webhooks.h) sk_worker_run starts next to the
+     * pipeline (not with once) and stops when it returns: n_webhooks
+     * endpoints (not owned: read when sk_worker_run starts); 0: none. */
+    const struct sk_wh_endpoint *webhooks;
+    int n_webhooks;
+    struct sk_wh_opts webhook_opts;
 };
 
 /* Fills o with the defaults (redis_url and db_spec NULL). */

@@ -80,6 +80,7 @@ struct sk_worker {
     size_t ns, scap;
     int64_t next_relist_ms;
     atomic_int stop;
+    sk_webhooks *webhooks; /* while sk_worker_run runs, when endpoints are set */
     struct worker_counters c;
     char errstr[512];
     /* Fetch scratch, grown as needed. */

@@ -188,6 +188,15 @@ int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
  * (the payment is refused); SK_ENOTFOUND. *status_out (may be NULL) is the
  * status after the call. */
 int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out);
+/* As sk_store_order_pay, with the payment provider's reference of this
+ * payment (NULL or "": none; printable ASCII, at most
+ * SK_STORE_PAY_REF_MAX-1 bytes, else SK_EINVAL), kept in the order.paid
+ * event. Refused (SK_ESTATE, one order.payment_refused event per order
+ * and reference: the shop refunds it): a payment of a cancelled order,
+ * and a payment whose reference differs from the one that paid the order
+ * (*status_out paid). The same reference again is the same payment: 0. */
+int sk_store_order_pay_ref(sk_store *st, const char *order_id, int64_t now_ms, const char *pay_ref,
+                           int *status_out);
 
 /* Cancels a created order at now_ms (conditional on status created). In
  * the same transaction the order's units go back to its activity's DB
@@ -354,6 +363,54 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
  * SK_EINVAL for a malformed order. */
 int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_ms,
                            const char *audit_detail);
+
+/* ---- The outbox (migration 11, docs/integration.md) -------------------
+ *
+ * Every change of an order or a sale writes its event in the same
+ * transaction as the change: a change that commits has its event, one
+ * that does not has none. An event's subject is its order id, or
+ * "activity-<id>" for a sale's own events; seq counts the subject's
+ * events from 1 (a subject's events in the order they happened), and the
+ * pair is the event's stable id, "<subject>:<seq>". Types:
+ *   order.created           persisted (seq 1)
+ *   order.paid              created -> paid
+ *   order.cancelled         created -> cancelled before its pay deadline
+ *   order.released          created -> cancelled at or past its deadline
+ *   order.payment_refused   a payment of a cancelled order (refund it);
+ *                           once per order and payment reference
+ *   activity.opened / activity.closed   the sale's state set so
+ *   activity.sold_out       a persist took the DB stock to 0 */
+
+#define SK_STORE_EVENT_TYPE_MAX 32
+#define SK_STORE_SUBJECT_MAX 64
+#define SK_STORE_PAY_REF_MAX 128
+#define SK_STORE_PAYLOAD_MAX 1024
+#define SK_EVENT_SCHEMA 1 /* the payload's "v" */
+
+struct sk_event {
+    int64_t id; /* the outbox row: increasing in insert order (not commit order) */
+    char subject[SK_STORE_SUBJECT_MAX];
+    int64_t seq;
+    char type[SK_STORE_EVENT_TYPE_MAX];
+    uint64_t activity_id;
+    char order_id[SK_STORE_ORDER_ID_MAX]; /* "" for a sale's event */
+    int64_t created_ms;
+    char payload[SK_STORE_PAYLOAD_MAX]; /* JSON object, "v": SK_EVENT_SCHEMA */
+};
+
+/* Up to limit events with id > after_id, oldest first, into out (the
+ * caller's array); *n written. */
+int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
+                         size_t *n);
+
+/* The webhook dispatcher's state (orders/webhooks.h): endpoint's cursor,
+ * the row id up to which every event was delivered or dead-lettered
+ * (created at 0 when new); moving it forward (never back); a dead letter
+ * (after attempts, the last HTTP status or 0), which moves it too. */
+int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row);
+int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms);
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms,
+                          int64_t attempts, int last_status);
 
 /* ---- The rollback guard's watermark (docs/recovery.md, migrations 6, 8) --
  *

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "engine/stock.h"
 
@@ -98,12 +99,37 @@ static int change_one(sk_store *st, uint64_t id, int q, const struct sk_val *v, 
     return rc ? rc : hit ? 0 : sk_store_no_activity(st, id);
 }
 
+struct state_set {
+    uint64_t id;
+    const char *state;
+};
+
+static void read_state(sk_store *st, sk_stmt *s, void *dst)
+{
+    st->drv->col_text(s, 0, dst, sizeof((struct sk_activity *)0)->state);
+}
+
+/* The state set, and its event (activity.opened / closed) when it moved,
+ * in one transaction. */
+static int state_tx(sk_store *st, void *arg)
+{
+    const struct state_set *c = arg;
+    char before[sizeof((struct sk_activity *)0)->state];
+    int rc = sk_q_one(st, Q_ACTIVITY_STATE_LOCK, SK_ARGS(SK_I(c->id)), read_state, before);
+    if (rc <= 0) return rc ? rc : sk_store_no_activity(st, c->id);
+    rc = sk_q_run(st, Q_ACTIVITY_SET_STATE, SK_ARGS(SK_T(c->state), SK_I(c->id)), NULL);
+    return rc ? rc : sk_store_event_state(st, c->id, before, c->state, sk_wall_ms());
+}
+
 int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
 {
     if (!state || !sk_activity_state_valid(state))
         return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
                                 state ? state : "(null)");
-    return change_one(st, id, Q_ACTIVITY_SET_STATE, SK_ARGS(SK_T(state), SK_I(id)));
+    if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
+    int rc = sk_store_enter(st);
+    struct state_set c = {id, state};
+    return rc ? rc : sk_tx(st, state_tx, &c);
 }
 
 int sk_store_activity_delete(sk_store *st, uint64_t id)

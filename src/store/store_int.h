@@ -86,6 +86,18 @@ enum sk_q {
     Q_STOCK_FAILURE,
     Q_CONFLICT,
     Q_MARKS_UPSERT,
+    /* the outbox (store_events.c) */
+    Q_EVENT_ADD,
+    Q_EVENTS_CREATED,
+    Q_EVENT_SOLD_OUT,
+    Q_EVENT_REFUSED,
+    Q_EVENT_PAID_BY,
+    Q_EVENTS_LIST,
+    Q_ACTIVITY_STATE_LOCK,
+    Q_WH_CURSOR_GET,
+    Q_WH_CURSOR_INIT,
+    Q_WH_CURSOR_SET,
+    Q_WH_DEAD,
     Q_COUNT
 };
 
@@ -145,6 +157,7 @@ typedef struct sk_stmt sk_stmt;
 typedef void sk_store_reader(sk_store *st, sk_stmt *s, void *dst);
 sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
     sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_registration,
+    sk_store_read_event,
     sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
 
 /* Columns the readers read, in their order. */
@@ -158,6 +171,9 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
     "order_id, stream_id, activity_id, user_id, quantity, status, created_ms, pay_deadline_ms, "   \
     "paid_ms, cancelled_ms, released_ms, idem_key"
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
+#define SK_STORE_EVENT_COLUMNS                                                                     \
+    "e.id, e.subject, e.seq, e.type, e.activity_id, e.order_id, e.created_ms, e.payload, "         \
+    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 /* The values of a new activity's row in SK_STORE_ACTIVITY_COLUMNS order
  * (its DB stock starts at its stock). */
@@ -308,6 +324,24 @@ int sk_store_status_from_text(const char *t);
  * transaction; detail cut to the column's size. */
 int sk_store_audit_row(sk_store *st, int64_t at_ms, uint64_t activity_id, const char *kind,
                        const char *detail);
+/* The outbox (store_events.c). An event of an order (o: its fields after
+ * the change) or, with o NULL, of activity aid, in the caller's
+ * transaction; its seq the subject's next. payload: NULL builds the
+ * order's (sk_store_order_payload) or {"v", "activity_id"}. */
+int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk_order *o,
+                   int64_t now_ms, const char *pay_ref, const char *payload);
+/* The JSON of order o (its status after the change; pay_ref NULL or "":
+ * none) into dst (cap bytes, at least SK_STORE_PAYLOAD_MAX): its
+ * length, or a negative code when it does not fit. */
+int sk_store_order_payload(char *dst, size_t cap, const struct sk_order *o, const char *pay_ref);
+/* "activity-<aid>" into dst. */
+void sk_store_activity_subject(char *dst, size_t cap, uint64_t aid);
+/* The events of an activity's state set to state (opened / closed), in the
+ * caller's transaction after the change: none when the state did not move
+ * to open or closed. */
+int sk_store_event_state(sk_store *st, uint64_t aid, const char *before, const char *state,
+                         int64_t now_ms);
+
 /* Migrations (store_schema.c): brings st's schema up to date; 0 or a
  * code, SK_EDB with "(schema migration N failed)" or "newer than this
  * binary". */

@@ -38,65 +38,115 @@ int sk_store_order_get(sk_store *st, const char *order_id, struct sk_order *out)
 
 /* ---- status changes ---- */
 
-/* The locked row of a status change. */
-struct locked {
-    int status;
-    uint64_t aid;
-    int64_t qty;
-};
-
+/* The locked row of a status change: the order as it was. */
 static void read_locked(sk_store *st, sk_stmt *s, void *dst)
 {
-    struct locked *l = dst;
+    struct sk_order *o = dst;
     char status[16];
     st->drv->col_text(s, 0, status, sizeof status);
-    l->status = sk_store_status_from_text(status);
-    l->aid = (uint64_t)st->drv->col_i64(s, 1);
-    l->qty = st->drv->col_i64(s, 2);
+    o->status = sk_store_status_from_text(status);
+    o->activity_id = (uint64_t)st->drv->col_i64(s, 1);
+    o->quantity = st->drv->col_i64(s, 2);
+    o->user_id = (uint64_t)st->drv->col_i64(s, 3);
+    o->created_ms = st->drv->col_i64(s, 4);
+    o->pay_deadline_ms = st->drv->col_i64(s, 5);
 }
 
 struct change {
     const char *order_id;
     int64_t now;
     int cancel;
-    int before; /* the status the order had */
+    const char *pay_ref; /* a payment's reference, NULL none */
+    int before;          /* the status the order had */
+    int other_payment;   /* paid before by a payment of another reference */
 };
 
-/* The body of a status change (created -> paid or cancelled). */
+/* A payment of a cancelled order: its refusal's event, once per order
+ * and reference (the shop refunds what the provider took). */
+static int refused_tx(sk_store *st, struct change *c, const struct sk_order *o)
+{
+    int64_t seen = 0;
+    int rc = sk_q_one(st, Q_EVENT_REFUSED,
+                      SK_ARGS(SK_T(c->order_id), SK_T(c->pay_ref ? c->pay_ref : "")),
+                      sk_store_read_i64, &seen);
+    if (rc < 0 || seen > 0) return rc < 0 ? rc : 0;
+    return sk_store_event(st, "order.payment_refused", o->activity_id, o, c->now, c->pay_ref, NULL);
+}
+
+/* The body of a status change (created -> paid or cancelled) and its
+ * event. */
 static int change_tx(sk_store *st, void *arg)
 {
     struct change *c = arg;
-    struct locked l;
-    int rc = sk_q_one(st, Q_ORDER_LOCK, SK_ARGS(SK_T(c->order_id)), read_locked, &l);
+    struct sk_order o = {0};
+    int rc = sk_q_one(st, Q_ORDER_LOCK, SK_ARGS(SK_T(c->order_id)), read_locked, &o);
     if (rc <= 0) return rc ? rc : sk_store_no_order(st, c->order_id);
-    c->before = l.status;
-    if (l.status != SK_ORDER_CREATED) return 0;
+    snprintf(o.order_id, sizeof o.order_id, "%s", c->order_id);
+    c->before = o.status;
+    if (o.status == SK_ORDER_CANCELLED && !c->cancel) return refused_tx(st, c, &o);
+    if (o.status == SK_ORDER_PAID && !c->cancel && c->pay_ref) {
+        /* a second payment, not a retry of the first: refused too */
+        int64_t same = 0;
+        rc = sk_q_one(st, Q_EVENT_PAID_BY, SK_ARGS(SK_T(c->order_id), SK_T(c->pay_ref)),
+                      sk_store_read_i64, &same);
+        if (rc < 0 || same > 0) return rc < 0 ? rc : 0;
+        c->other_payment = 1;
+        return refused_tx(st, c, &o);
+    }
+    if (o.status != SK_ORDER_CREATED) return 0;
     rc = sk_q_run(st, c->cancel ? Q_ORDER_CANCEL : Q_ORDER_PAY,
                   SK_ARGS(SK_I(c->now), SK_T(c->order_id)), NULL);
     /* the units go back with the winning cancel, exactly once */
     if (rc == 0 && c->cancel)
-        rc = sk_q_run(st, Q_STOCK_CREDIT, SK_ARGS(SK_I(l.qty), SK_I(l.aid)), NULL);
-    return rc;
+        rc = sk_q_run(st, Q_STOCK_CREDIT, SK_ARGS(SK_I(o.quantity), SK_I(o.activity_id)), NULL);
+    if (rc) return rc;
+    o.status = c->cancel ? SK_ORDER_CANCELLED : SK_ORDER_PAID;
+    *(c->cancel ? &o.cancelled_ms : &o.paid_ms) = c->now;
+    /* a cancel at or past the pay deadline is the deadline's release */
+    const char *type = !c->cancel                    ? "order.paid"
+                       : c->now >= o.pay_deadline_ms ? "order.released"
+                                                     : "order.cancelled";
+    return sk_store_event(st, type, o.activity_id, &o, c->now, c->pay_ref, NULL);
 }
 
 /* created -> paid / cancelled at now; *before: the status it had. */
-static int change(sk_store *st, const char *order_id, int64_t now, int cancel, int *before)
+static int change(sk_store *st, const char *order_id, int64_t now, int cancel, const char *pay_ref,
+                  int *before, int *other_payment)
 {
     int rc = sk_store_enter(st);
     if (rc) return rc;
     if (id_too_long(order_id)) return sk_store_no_order(st, order_id);
-    struct change c = {order_id, now, cancel, -1};
+    struct change c = {order_id, now, cancel, pay_ref && *pay_ref ? pay_ref : NULL, -1, 0};
     rc = sk_tx(st, change_tx, &c);
     *before = c.before;
+    if (other_payment) *other_payment = c.other_payment;
     return rc;
 }
 
-int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+/* A payment reference: printable ASCII that fits its column. */
+static int bad_pay_ref(const char *ref)
 {
-    int before = -1;
-    int rc = change(st, order_id, now_ms, 0, &before);
+    size_t n = ref ? strnlen(ref, SK_STORE_PAY_REF_MAX) : 0;
+    if (n >= SK_STORE_PAY_REF_MAX) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (ref[i] < 0x20 || ref[i] > 0x7e) return 1;
+    return 0;
+}
+
+int sk_store_order_pay_ref(sk_store *st, const char *order_id, int64_t now_ms, const char *pay_ref,
+                           int *status_out)
+{
+    if (bad_pay_ref(pay_ref))
+        return sk_store_set_err(st, SK_EINVAL,
+                                "payment reference: printable ASCII of at most %d bytes",
+                                SK_STORE_PAY_REF_MAX - 1);
+    int before = -1, other = 0;
+    int rc = change(st, order_id, now_ms, 0, pay_ref, &before, &other);
     if (rc) return rc;
     if (status_out) *status_out = before == SK_ORDER_CREATED ? SK_ORDER_PAID : before;
+    if (other)
+        return sk_store_set_err(
+            st, SK_ESTATE, "order %.80s is paid by another payment: this one refused", order_id);
     if (before == SK_ORDER_CANCELLED)
         return sk_store_set_err(st, SK_ESTATE, "order %.80s is cancelled: payment refused",
                                 order_id);
@@ -105,10 +155,15 @@ int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *
     return 0;
 }
 
+int sk_store_order_pay(sk_store *st, const char *order_id, int64_t now_ms, int *status_out)
+{
+    return sk_store_order_pay_ref(st, order_id, now_ms, NULL, status_out);
+}
+
 int sk_store_order_cancel(sk_store *st, const char *order_id, int64_t now_ms, int *prev_status)
 {
     int before = -1;
-    int rc = change(st, order_id, now_ms, 1, &before);
+    int rc = change(st, order_id, now_ms, 1, NULL, &before, NULL);
     if (rc) return rc;
     if (prev_status) *prev_status = before;
     if (before == SK_ORDER_PAID)
@@ -325,6 +380,16 @@ static int restore_tx(sk_store *st, void *arg)
                           SK_T(o->stream_id), when, when),
                   NULL);
     if (rc == SK_EEXIST) return sk_store_set_err(st, rc, "order %s already exists", o->order_id);
+    /* its events as if it had been persisted (and cancelled) */
+    struct sk_order e = *o;
+    e.status = SK_ORDER_CREATED;
+    e.pay_deadline_ms = o->created_ms + timeout_s * 1000;
+    e.paid_ms = e.cancelled_ms = 0;
+    if (rc == 0) rc = sk_store_event(st, "order.created", o->activity_id, &e, r->now, NULL, NULL);
+    e.status = SK_ORDER_CANCELLED;
+    e.cancelled_ms = r->now;
+    if (rc == 0 && cancelled)
+        rc = sk_store_event(st, "order.cancelled", o->activity_id, &e, r->now, NULL, NULL);
     return rc ? rc
               : sk_store_audit_row(st, r->now, o->activity_id, "repair_restore_order", r->detail);
 }

@@ -28,7 +28,10 @@
  *      would, so the result is the order-by-order one;
  *   6. the marks of the batch's key sets (store.h, migrations 6 and 8),
  *      one upsert;
- *   7. COMMIT. */
+ *   7. COMMIT.
+ * The outbox (migration 11): with 3, an order.created event per inserted
+ * order (one multi-row INSERT); after 5, an activity.sold_out event for
+ * an activity whose DB stock the batch took to 0. */
 #include "store/store_int.h"
 
 #include <inttypes.h>
@@ -78,6 +81,7 @@ struct take {
     int64_t pay_timeout_s;
     int64_t units;
     int ok;
+    int took; /* some of its units taken: the sale may be sold out now */
 };
 
 /* The admission an id present in the table holds. */
@@ -269,6 +273,39 @@ static void bind_order(void *ctx, size_t row, struct sk_val *v)
     v[7] = o->idem_key[0] ? SK_T(o->idem_key) : SK_NULL;
 }
 
+/* An order.created event of an inserted order: the first of its
+ * subject; its payload is the order row's. */
+static void bind_created(void *ctx, size_t row, struct sk_val *v)
+{
+    struct batch *bt = ctx;
+    const struct sk_order *o = &bt->o[bt->rows[row]];
+    v[0] = SK_T(o->order_id);
+    v[1] = SK_I(1);
+    v[2] = SK_T("order.created");
+    v[3] = SK_I(o->activity_id);
+    v[4] = SK_T(o->order_id);
+    v[5] = SK_I(bt->now);
+}
+
+/* Step 5b: an activity.sold_out event for each activity whose DB stock
+ * this batch took to 0 (its row is locked by the batch's update). */
+static int sold_out_events(sk_store *st, struct batch *bt)
+{
+    for (size_t k = 0; k < bt->nt; k++) {
+        if (!bt->takes[k].took) continue;
+        uint64_t aid = bt->takes[k].aid;
+        char subject[SK_STORE_SUBJECT_MAX], json[96];
+        sk_store_activity_subject(subject, sizeof subject, aid);
+        snprintf(json, sizeof json, "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"stock\":0}",
+                 SK_EVENT_SCHEMA, aid);
+        int rc = sk_q_run(
+            st, Q_EVENT_SOLD_OUT,
+            SK_ARGS(SK_T(subject), SK_I(bt->now), SK_T(json), SK_T(subject), SK_I(aid)), NULL);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static void bind_mark(void *ctx, size_t row, struct sk_val *v)
 {
     const struct batch *bt = ctx;
@@ -366,13 +403,14 @@ static int take_batch_stock(sk_store *st, struct batch *bt)
         if (!t->units) continue; /* nothing of it inserted */
         int hit = take_stock(st, t->aid, t->units);
         if (hit < 0) return hit;
-        t->ok = hit;
+        t->ok = t->took = hit;
     }
     for (size_t i = 0; i < bt->n; i++) {
         const struct sk_order *o = &bt->o[i];
         if (bt->head[i] != i || bt->exists[i] || take_of(bt, o->activity_id)->ok) continue;
         int hit = take_stock(st, o->activity_id, o->quantity);
         if (hit < 0) return hit;
+        if (hit) take_of(bt, o->activity_id)->took = 1;
         int rc = hit ? 0 : stock_failure(st, bt, o);
         if (rc) return rc;
     }
@@ -389,6 +427,7 @@ static int round_tx(sk_store *st, struct batch *bt, int round)
         bt->takes[k].pay_timeout_s = SK_ACTIVITY_PAY_TIMEOUT_DEFAULT;
         bt->takes[k].units = 0;
         bt->takes[k].ok = 0;
+        bt->takes[k].took = 0;
     }
     memset(bt->exists, 0, bt->n);
     int rc = sk_q_rows(st, Q_PAY_TIMEOUTS, bt->nt, bind_take, pay_timeout_row, bt, NULL);
@@ -398,8 +437,10 @@ static int round_tx(sk_store *st, struct batch *bt, int round)
         rows_to_insert(bt);
     }
     if (rc == 0) rc = sk_q_rows(st, Q_ORDERS_INSERT, bt->nrows, bind_order, NULL, bt, NULL);
+    if (rc == 0) rc = sk_q_rows(st, Q_EVENTS_CREATED, bt->nrows, bind_created, NULL, bt, NULL);
     if (rc == 0) rc = sort_orders(st, bt);
     if (rc == 0) rc = take_batch_stock(st, bt);
+    if (rc == 0) rc = sold_out_events(st, bt);
     if (rc == 0) rc = sk_q_rows(st, Q_MARKS_UPSERT, bt->nm, bind_mark, NULL, bt, NULL);
     return rc;
 }

@@ -1,10 +1,11 @@
 /* store_row.c - rows into the store's structs and back (store_int.h):
  * which column holds which field is said here once, in the order of
- * SK_STORE_ACTIVITY_COLUMNS, SK_STORE_ORDER_COLUMNS, SK_STORE_AUDIT_COLUMNS
- * and SK_STORE_MARK_COLUMNS; a driver only says how it reads one number
+ * SK_STORE_ACTIVITY_COLUMNS, SK_STORE_ORDER_COLUMNS, SK_STORE_AUDIT_COLUMNS,
+ * SK_STORE_MARK_COLUMNS and SK_STORE_EVENT_COLUMNS; a driver only says how it reads one number
  * and one text of a row. */
 #include "store/store_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define I64(c) st->drv->col_i64(s, (c))
@@ -113,6 +114,29 @@ void sk_store_read_mark(sk_store *st, sk_stmt *s, void *dst)
 void sk_store_read_id(sk_store *st, sk_stmt *s, void *dst)
 {
     *(uint64_t *)dst = (uint64_t)I64(0);
+}
+
+void sk_store_read_event(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct sk_event *e = dst;
+    memset(e, 0, sizeof *e);
+    e->id = I64(0);
+    TEXT(1, e->subject);
+    e->seq = I64(2);
+    TEXT(3, e->type);
+    e->activity_id = (uint64_t)I64(4);
+    TEXT(5, e->order_id); /* NULL reads "" */
+    e->created_ms = I64(6);
+    TEXT(7, e->payload);
+    if (e->payload[0] || !e->order_id[0]) return;
+    /* an order.created: the order row, as it was persisted */
+    struct sk_order o = {.activity_id = e->activity_id, .status = SK_ORDER_CREATED};
+    snprintf(o.order_id, sizeof o.order_id, "%s", e->order_id);
+    o.user_id = (uint64_t)I64(8);
+    o.quantity = I64(9);
+    o.created_ms = I64(10);
+    o.pay_deadline_ms = I64(11);
+    if (sk_store_order_payload(e->payload, sizeof e->payload, &o, NULL) < 0) e->payload[0] = 0;
 }
 
 void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)

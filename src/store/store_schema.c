@@ -300,6 +300,45 @@ static const struct step steps[] = {
           " draw_rank {INT} CHECK (draw_rank IS NULL OR draw_rank >= 1),"
           " PRIMARY KEY (activity_id, user_id)"
           "{END_KEYED}")},
+    /* 12: the outbox (store.h, docs/integration.md): every change of an
+     * order or a sale writes its event in the change's transaction.
+     * (subject, seq) is the event's stable id: the order id or
+     * "activity-<id>", and the subject's count of events. pay_ref: the
+     * payment reference a refusal answers (one refusal per reference).
+     * An order.created has no payload of its own: what it would say is the
+     * order row's, which never changes (a persist writes 6 numbers and ids
+     * per order here, not a JSON text). */
+    {STEP(12, "events", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS events ("
+          " id {ROWID}{AUTOINC},"
+          " subject {BYTES 63} NOT NULL CHECK ({LEN subject} BETWEEN 1 AND 63),"
+          " seq {INT} NOT NULL CHECK (seq >= 1),"
+          " type {VARCHAR 31} NOT NULL,"
+          " activity_id {INT} NOT NULL,"
+          " order_id {BYTES 63},"
+          " created_ms {INT} NOT NULL,"
+          " pay_ref {VARCHAR 127},"
+          " payload {VARCHAR 1023}" /* NULL: an order.created, rendered from its order */
+          "{END}")},
+    {STEP(12, "events", NULL, "events_subject_seq",
+          "CREATE UNIQUE INDEX events_subject_seq ON events (subject, seq)")},
+    /* the webhook dispatcher's state: per endpoint the row id up to which
+     * every event was delivered (or dead-lettered), and the dead letters */
+    {STEP(12, "webhook_cursors", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS webhook_cursors ("
+          " endpoint {BYTES 63} PRIMARY KEY,"
+          " last_row {INT} NOT NULL,"
+          " updated_ms {INT} NOT NULL"
+          "{END_KEYED}")},
+    {STEP(12, "webhook_dead", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS webhook_dead ("
+          " id {ROWID},"
+          " endpoint {BYTES 63} NOT NULL,"
+          " event_row {INT} NOT NULL,"
+          " at_ms {INT} NOT NULL,"
+          " attempts {INT} NOT NULL,"
+          " last_status {INT} NOT NULL"
+          "{END}")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

@@ -187,8 +187,8 @@ static const struct sql sql[Q_COUNT] = {
     /* the row lock of a status change: it waits for a racing change (or,
      * on MySQL, the insert of the row) and reads the newest version */
     [Q_ORDER_LOCK] = {.what = "lock order",
-                      .text = "SELECT status, activity_id, quantity" ORDERS_FROM
-                              " WHERE order_id = ?{FOR_UPDATE}",
+                      .text = "SELECT status, activity_id, quantity, user_id, created_ms,"
+                              " pay_deadline_ms" ORDERS_FROM " WHERE order_id = ?{FOR_UPDATE}",
                       .flags = SK_SQL_KEEP},
     [Q_ORDER_PAY] = {.what = "update order status",
                      .text = "UPDATE orders SET status = 'paid', paid_ms = ? WHERE order_id = ?",
@@ -290,6 +290,62 @@ static const struct sql sql[Q_COUNT] = {
                             " order_id) {VALUES}{MARK_UPSERT}",
                         .types = "ttiiit",
                         .flags = SK_SQL_KEEP | SK_SQL_DEFER},
+
+    /* ---- the outbox ---- */
+    /* (subject, type, activity, order or NULL, now, pay_ref or NULL,
+     * payload, subject): the subject's next seq. Its order's row (or its
+     * activity's) is locked by the change, so no other transaction takes
+     * the same seq; the unique (subject, seq) would refuse it anyway. */
+    [Q_EVENT_ADD] = {.what = "insert event",
+                     .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                             " created_ms, pay_ref, payload) SELECT ?, COALESCE(MAX(seq), 0) + 1,"
+                             " ?, ?, ?, ?, ?, ? FROM events WHERE subject = ?",
+                     .flags = SK_SQL_DEFER},
+    /* a persist's new orders: each the first event of its subject, its
+     * payload the order row's (read by Q_EVENTS_LIST) */
+    [Q_EVENTS_CREATED] = {.what = "insert events",
+                          .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                                  " created_ms) {VALUES}",
+                          .types = "tititi",
+                          .flags = SK_SQL_KEEP | SK_SQL_DEFER},
+    /* (subject, now, payload, subject, activity): only when the persist
+     * (which holds the activity's row) left its DB stock at 0 */
+    [Q_EVENT_SOLD_OUT] = {.what = "insert event",
+                          .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
+                                  " created_ms, pay_ref, payload)"
+                                  " SELECT ?, COALESCE(MAX(e.seq), 0) + 1, 'activity.sold_out',"
+                                  " a.id, NULL, ?, NULL, ? FROM activities a"
+                                  " LEFT JOIN events e ON e.subject = ?"
+                                  " WHERE a.id = ? AND a.stock = 0 GROUP BY a.id",
+                          .flags = SK_SQL_DEFER},
+    /* (subject, pay_ref or ''): refusals already written */
+    [Q_EVENT_REFUSED] = {.what = "read events",
+                         .text =
+                             "SELECT count(*) FROM events WHERE subject = ?"
+                             " AND type = 'order.payment_refused' AND COALESCE(pay_ref, '') = ?"},
+    /* (subject, pay_ref): the payment that paid the order had this reference,
+     * or none (then another cannot be told from it) */
+    [Q_EVENT_PAID_BY] = {.what = "read events",
+                         .text = "SELECT count(*) FROM events WHERE subject = ?"
+                                 " AND type = 'order.paid' AND (pay_ref IS NULL OR pay_ref = ?)"},
+    [Q_EVENTS_LIST] = {.what = "read events",
+                       .text = "SELECT " SK_STORE_EVENT_COLUMNS
+                               " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
+                               " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
+    [Q_WH_CURSOR_GET] = {.what = "read webhook cursor",
+                         .text = "SELECT last_row FROM webhook_cursors WHERE endpoint = ?"},
+    [Q_WH_CURSOR_INIT] = {.what = "insert webhook cursor",
+                          .text = "INSERT INTO webhook_cursors (endpoint, last_row, updated_ms)"
+                                  " VALUES (?, 0, ?)"},
+    /* only forward */
+    [Q_WH_CURSOR_SET] = {.what = "move webhook cursor",
+                         .text = "UPDATE webhook_cursors SET last_row = ?, updated_ms = ?"
+                                 " WHERE endpoint = ? AND last_row < ?"},
+    [Q_WH_DEAD] = {.what = "dead-letter webhook",
+                   .text = "INSERT INTO webhook_dead (endpoint, event_row, at_ms, attempts,"
+                           " last_status) VALUES (?, ?, ?, ?, ?)"},
+    [Q_ACTIVITY_STATE_LOCK] = {.what = "lock activity",
+                               .text = "SELECT state FROM activities WHERE id = ?{FOR_UPDATE}"},
 };
 
 const char *sk_sql_what(int q)

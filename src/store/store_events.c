@@ -1,0 +1,154 @@
+/* store_events.c - the outbox (store.h, migration 11) on every driver
+ * (store_int.h): the JSON of an event, its row written in the caller's
+ * transaction (a status change, a persist, a state change), and the list
+ * the dispatcher and `seckill events` read. The subject's next seq is
+ * computed by the INSERT itself, under the row lock the change holds, so
+ * a change costs no extra round trip (SK_SQL_DEFER: the servers send it
+ * with the COMMIT). */
+#include "store/store_int.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* A JSON writer into a fixed buffer: ok 0 once it overflowed. */
+struct jw {
+    char *p;
+    size_t len, cap;
+    int ok;
+};
+
+static void jw_raw(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jw_raw(struct jw *w, const char *fmt, ...)
+{
+    if (!w->ok) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(w->p + w->len, w->cap - w->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= w->cap - w->len)
+        w->ok = 0;
+    else
+        w->len += (size_t)n;
+}
+
+/* ,"key":"s" with s escaped (RFC 8259: quote, backslash, controls). */
+static void jw_str(struct jw *w, const char *key, const char *s)
+{
+    jw_raw(w, ",\"%s\":\"", key);
+    for (const unsigned char *c = (const unsigned char *)s; w->ok && *c; c++) {
+        if (*c == '"' || *c == '\\')
+            jw_raw(w, "\\%c", *c);
+        else if (*c < 0x20)
+            jw_raw(w, "\\u%04x", *c);
+        else
+            jw_raw(w, "%c", *c);
+    }
+    jw_raw(w, "\"");
+}
+
+int sk_store_order_payload(char *dst, size_t cap, const struct sk_order *o, const char *pay_ref)
+{
+    struct jw w = {dst, 0, cap, cap > 0};
+    jw_raw(&w, "{\"v\":%d", SK_EVENT_SCHEMA);
+    jw_str(&w, "order_id", o->order_id);
+    jw_raw(&w, ",\"activity_id\":%" PRIu64 ",\"user_id\":%" PRIu64 ",\"quantity\":%" PRId64,
+           o->activity_id, o->user_id, o->quantity);
+    jw_str(&w, "status", sk_order_status_name(o->status));
+    jw_raw(&w, ",\"created_ms\":%" PRId64 ",\"pay_deadline_ms\":%" PRId64, o->created_ms,
+           o->pay_deadline_ms);
+    if (o->paid_ms) jw_raw(&w, ",\"paid_ms\":%" PRId64, o->paid_ms);
+    if (o->cancelled_ms) jw_raw(&w, ",\"cancelled_ms\":%" PRId64, o->cancelled_ms);
+    if (pay_ref && *pay_ref) jw_str(&w, "payment_ref", pay_ref);
+    jw_raw(&w, "}");
+    return w.ok ? (int)w.len : SK_EINVAL;
+}
+
+void sk_store_activity_subject(char *dst, size_t cap, uint64_t aid)
+{
+    snprintf(dst, cap, "activity-%" PRIu64, aid);
+}
+
+int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk_order *o,
+                   int64_t now_ms, const char *pay_ref, const char *payload)
+{
+    char subject[SK_STORE_SUBJECT_MAX], json[SK_STORE_PAYLOAD_MAX];
+    if (o)
+        snprintf(subject, sizeof subject, "%s", o->order_id);
+    else
+        sk_store_activity_subject(subject, sizeof subject, aid);
+    if (!payload) {
+        if (o && sk_store_order_payload(json, sizeof json, o, pay_ref) < 0)
+            return sk_store_set_err(st, SK_EINVAL, "order %s: event payload too long", o->order_id);
+        if (!o)
+            snprintf(json, sizeof json, "{\"v\":%d,\"activity_id\":%" PRIu64 "}", SK_EVENT_SCHEMA,
+                     aid);
+        payload = json;
+    }
+    return sk_q_run(st, Q_EVENT_ADD,
+                    SK_ARGS(SK_T(subject), SK_T(type), SK_I(aid), o ? SK_T(o->order_id) : SK_NULL,
+                            SK_I(now_ms), pay_ref && *pay_ref ? SK_T(pay_ref) : SK_NULL,
+                            SK_T(payload), SK_T(subject)),
+                    NULL);
+}
+
+int sk_store_event_state(sk_store *st, uint64_t aid, const char *before, const char *state,
+                         int64_t now_ms)
+{
+    const char *type = !strcmp(state, "open")     ? "activity.opened"
+                       : !strcmp(state, "closed") ? "activity.closed"
+                                                  : NULL;
+    if (!type || !strcmp(before, state)) return 0;
+    char json[160];
+    snprintf(json, sizeof json,
+             "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"state\":\"%s\",\"before\":\"%s\"}",
+             SK_EVENT_SCHEMA, aid, state, before);
+    return sk_store_event(st, type, aid, NULL, now_ms, NULL, json);
+}
+
+int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
+                         size_t *n)
+{
+    *n = 0;
+    st->errstr[0] = 0;
+    if (limit == 0) return 0;
+    int rc = sk_store_enter(st);
+    int64_t lim = limit > INT64_MAX ? INT64_MAX : (int64_t)limit;
+    return rc ? rc
+              : sk_q_fill(st, Q_EVENTS_LIST, SK_ARGS(SK_I(after_id), SK_I(lim)),
+                          sk_store_read_event, sizeof *out, out, limit, n);
+}
+
+int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row)
+{
+    *row = 0;
+    int rc = sk_store_enter(st);
+    if (rc) return rc;
+    rc = sk_q_one(st, Q_WH_CURSOR_GET, SK_ARGS(SK_T(endpoint)), sk_store_read_i64, row);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    rc = sk_q_run(st, Q_WH_CURSOR_INIT, SK_ARGS(SK_T(endpoint), SK_I(now_ms)), NULL);
+    return rc == SK_EEXIST ? sk_store_webhook_cursor(st, endpoint, now_ms, row) : rc;
+}
+
+int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms)
+{
+    int rc = sk_store_enter(st);
+    return rc ? rc
+              : sk_q_run(st, Q_WH_CURSOR_SET,
+                         SK_ARGS(SK_I(row), SK_I(now_ms), SK_T(endpoint), SK_I(row)), NULL);
+}
+
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms,
+                          int64_t attempts, int last_status)
+{
+    int rc = sk_store_enter(st);
+    if (rc == 0)
+        rc = sk_q_run(
+            st, Q_WH_DEAD,
+            SK_ARGS(SK_T(endpoint), SK_I(row), SK_I(now_ms), SK_I(attempts), SK_I(last_status)),
+            NULL);
+    return rc ? rc : sk_store_webhook_advance(st, endpoint, row, now_ms);
+}

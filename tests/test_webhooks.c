@@ -1,0 +1,746 @@
+/* test_webhooks.c - the outbox's way out: `seckill events list`, and
+ * outgoing webhooks: the Standard Webhooks signature
+ * (orders/webhook_sign.h) checked against the convention's published
+ * example and against an independent implementation (Python's hmac, run
+ * as a process), the secret's parsing with the operator's mistakes. */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "orders/webhook_sign.h"
+#include "orders/webhooks.h"
+#include "store/store.h"
+#include "support/buyer_http.h"
+#include "support/fixtures.h"
+#include "support/harness.h"
+#include "support/http_client.h"
+#include "support/mysql_harness.h"
+#include "support/pg_harness.h"
+#include "support/store_faults.h"
+
+SK_TH_PG_USED
+SK_TH_MY_USED
+
+/* The example of the Standard Webhooks specification. */
+#define EX_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define EX_ID "msg_p5jXN8AQM9LWM0D4loKWxJek"
+#define EX_TS 1614265330
+#define EX_BODY "{\"test\": 2432232314}"
+#define EX_SIG "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+SK_TEST(webhook_signature_matches_the_conventions_example)
+{
+    struct sk_wh_key k;
+    char why[200], sig[SK_WH_SIG_MAX];
+    CHECK_EQ(sk_wh_key_parse(EX_SECRET, &k, why, sizeof why), 0);
+    CHECK_EQ(k.len, 24);
+    CHECK_EQ(sk_wh_sign(&k, EX_ID, EX_TS, EX_BODY, strlen(EX_BODY), sig, sizeof sig), 0);
+    CHECK_STR(sig, EX_SIG);
+    /* a byte of the body, the id or the time changed: another signature */
+    char other[SK_WH_SIG_MAX];
+    CHECK_EQ(sk_wh_sign(&k, EX_ID, EX_TS + 1, EX_BODY, strlen(EX_BODY), other, sizeof other), 0);
+    CHECK(strcmp(other, sig) != 0);
+    CHECK_EQ(sk_wh_sign(&k, EX_ID, EX_TS, EX_BODY, strlen(EX_BODY) - 1, other, sizeof other), 0);
+    CHECK(strcmp(other, sig) != 0);
+    CHECK_EQ(sk_wh_sign(&k, EX_ID, EX_TS, EX_BODY, strlen(EX_BODY), other, 10), SK_EINVAL);
+}
+
+/* Python's hmac and base64 verify what the C side signs, for both keys
+ * of a rotation (each signature of the header on its own). */
+SK_TEST(webhook_signatures_verify_with_pythons_hmac_for_both_rotation_keys)
+{
+    const char *secrets[2] = {"whsec_"
+                              "c2Vjb25kLXNlY3JldC1vZi10aGUtc2hvcC0wMTIzNDU2Nzg5",
+                              EX_SECRET};
+    struct sk_wh_key k[2];
+    char why[200];
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(sk_wh_key_parse(secrets[i], &k[i], why, sizeof why) == 0, "%s", why);
+    const char *body =
+        "{\"type\":\"order.paid\",\"data\":{\"order_id\":\"7-1-0\",\"q\":\"\\u00e9\"}}";
+    char hdr[2 * SK_WH_SIG_MAX + 2];
+    CHECK_EQ(
+        sk_wh_signature_header(k, 2, "7-1-0:2", 1700000000, body, strlen(body), hdr, sizeof hdr),
+        0);
+    CHECK(strchr(hdr, ' ') != NULL);
+    char dir[400], path[500];
+    snprintf(dir, sizeof dir, "%s", sk_th_tmpdir());
+    snprintf(path, sizeof path, "%s/body", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    fwrite(body, 1, strlen(body), f);
+    fclose(f);
+    for (int i = 0; i < 2; i++) {
+        char cmd[2000];
+        snprintf(
+            cmd, sizeof cmd,
+            "python3 -c 'import base64,hashlib,hmac,sys\n"
+            "key=base64.b64decode(sys.argv[1].split(\"_\",1)[1])\n"
+            "body=open(sys.argv[2],\"rb\").read()\n"
+            "msg=b\"7-1-0:2.1700000000.\"+body\n"
+            "want=\"v1,\"+base64.b64encode(hmac.new(key,msg,hashlib.sha256).digest()).decode()\n"
+            "print(\"ok\" if want in sys.argv[3].split(\" \") else \"bad \"+want)' '%s' '%s' '%s'",
+            secrets[i], path, hdr);
+        FILE *p = popen(cmd, "r");
+        CHECK(p != NULL);
+        char out[200] = "";
+        CHECK(fgets(out, sizeof out, p) != NULL);
+        CHECK_EQ(pclose(p), 0);
+        CHECK_MSG(!strncmp(out, "ok", 2), "key %d: python says %s (header %s)", i, out, hdr);
+    }
+}
+
+/* The operator's mistakes in a secret: refused with a reason that never
+ * repeats the secret. */
+SK_TEST(webhook_secrets_that_are_malformed_are_refused_without_echo)
+{
+    const char *bad[] = {
+        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",       /* no prefix */
+        "whsec_",                                 /* empty */
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",  /* not a multiple of 4 */
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa!w", /* not base64 */
+        "whsec_c2hvcnQ=",                         /* 5 bytes: too short */
+        "whsec_MfKQ9r8GKYq=TwjUPD8ILPZIo2LaLaSw", /* padding inside */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct sk_wh_key k;
+        char why[200] = "";
+        CHECK_MSG(sk_wh_key_parse(bad[i], &k, why, sizeof why) == SK_EINVAL, "accepted %s", bad[i]);
+        CHECK(why[0] != 0);
+        CHECK_MSG(strlen(bad[i]) < 10 || !strstr(why, bad[i] + 6), "echoed: %s", why);
+    }
+}
+
+/* The store at spec, opened, holding activity aid (stock, pay timeout)
+ * opened for sale: an activity.opened event. */
+static sk_store *open_sale(const char *spec, uint64_t aid, int64_t stock, int64_t pay_timeout_s)
+{
+    sk_store *st;
+    char err[300];
+    CHECK_MSG(sk_store_open(&st, spec, err, sizeof err) == 0, "%s", err);
+    struct sk_activity a;
+    sk_th_activity_valid(&a, aid);
+    a.stock = stock;
+    a.pay_timeout_s = pay_timeout_s;
+    CHECK_EQ(sk_store_activity_insert(st, &a), 0);
+    CHECK_EQ(sk_store_activity_set_state(st, aid, "open"), 0);
+    return st;
+}
+
+/* `seckill events list`: the outbox as JSON lines, filtered by type and
+ * time, paged by row id; the operator's mistakes are usage errors (exit
+ * 2) that change nothing. */
+SK_TEST(events_list_prints_the_outbox_as_json_lines)
+{
+    char db[400], spec[420];
+    snprintf(db, sizeof db, "%s/ev.db", sk_th_tmpdir());
+    snprintf(spec, sizeof spec, "sqlite:%s", db);
+    sk_store *st = open_sale(spec, 7, 2, 1800);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 7, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2);
+    int s;
+    CHECK_EQ(sk_store_order_pay_ref(st, o[0].order_id, 6000, "psp_1", &s), 0);
+    sk_store_close(st);
+
+    char cmd[900], out[8192];
+    snprintf(cmd, sizeof cmd, "%s events list --db %s", sk_th_seckill_bin(), spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    /* opened, two created, sold out, paid */
+    int lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    CHECK_EQ(lines, 5);
+    snprintf(cmd, sizeof cmd, "%s events list --db %s --type order.paid", sk_th_seckill_bin(),
+             spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+    CHECK(j != NULL);
+    char id[100];
+    snprintf(id, sizeof id, "%s:2", o[0].order_id);
+    CHECK_STR(json_string_value(json_object_get(j, "id")), id);
+    CHECK_STR(json_string_value(json_object_get(j, "order_id")), o[0].order_id);
+    json_t *data = json_object_get(j, "data");
+    CHECK_STR(json_string_value(json_object_get(data, "payment_ref")), "psp_1");
+    CHECK_STR(json_string_value(json_object_get(data, "status")), "paid");
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, "%s events list --db %s --after 2 --limit 1", sk_th_seckill_bin(),
+             spec);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "\"row\":3,") != NULL && !strstr(out, "\"row\":4"), "%s", out);
+    const char *bad[] = {"--limit 0", "--after -1", "--since soon", "--bogus 1", "--limit"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s events list --db %s %s 2>&1", sk_th_seckill_bin(), spec,
+                 bad[i]);
+        CHECK_MSG(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)) == 2, "%s: %s", bad[i], out);
+        CHECK(strstr(out, "events list") != NULL);
+    }
+    /* a mistyped file is named, never created */
+    snprintf(cmd, sizeof cmd, "%s events list --db sqlite:%s.typo 2>&1", sk_th_seckill_bin(), db);
+    CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 1);
+    CHECK_MSG(strstr(out, "no such database file") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s.typo", db);
+    CHECK(access(cmd, F_OK) != 0);
+    snprintf(cmd, sizeof cmd, "%s events nope 2>&1", sk_th_seckill_bin());
+    CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 2);
+}
+
+/* ---- the dispatcher against a receiver of the test's own ---- */
+
+#define RX_MAX 4096
+
+struct rx_req {
+    char id[96], ts[32], sig[128];
+    char *body;
+    int status; /* what the receiver answered (0: none) */
+    int64_t at; /* when it was read whole: the arrival order */
+};
+
+/* An HTTP receiver over a real socket: one thread per connection, one
+ * request per connection (Connection: close). mode 0: seeded faults;
+ * mode 1: every request hangs until the client gives up; mode 2: every
+ * request answered 200 at once. */
+struct rx {
+    int fd, port, mode;
+    atomic_int stop;
+    atomic_llong arrived; /* requests read whole so far */
+    pthread_t th;
+    pthread_mutex_t mu;
+    uint64_t rng;
+    struct rx_req req[RX_MAX];
+    int n;
+};
+
+struct rx_conn {
+    struct rx *rx;
+    int fd;
+};
+
+static int rx_draw(struct rx *rx, int n)
+{
+    pthread_mutex_lock(&rx->mu);
+    uint64_t x = rx->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rx->rng = x;
+    pthread_mutex_unlock(&rx->mu);
+    return (int)(x % (uint64_t)n);
+}
+
+static void rx_header(const char *head, const char *name, char *out, size_t cap)
+{
+    out[0] = 0;
+    const char *p = strcasestr(head, name);
+    if (!p) return;
+    p += strlen(name);
+    while (*p == ' ')
+        p++;
+    size_t n = strcspn(p, "\r\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+static void *rx_conn_run(void *arg)
+{
+    struct rx_conn *c = arg;
+    struct rx *rx = c->rx;
+    char buf[16384];
+    size_t got = 0;
+    char *end = NULL;
+    long clen = -1;
+    for (;;) {
+        ssize_t r = read(c->fd, buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+        buf[got] = 0;
+        if (!end && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+            char v[32];
+            rx_header(buf, "content-length:", v, sizeof v);
+            clen = strtol(v, NULL, 10);
+        }
+        if (end && (long)(got - (size_t)(end + 4 - buf)) >= clen) break;
+    }
+    if (!end || clen < 0) {
+        close(c->fd);
+        free(c);
+        return NULL;
+    }
+    int what = rx->mode == 1 ? 3 : rx_draw(rx, 100);
+    int status = what < 55   ? 200
+                 : what < 65 ? 500
+                 : what < 75 ? 429
+                 : what < 80 ? -1   /* hang */
+                 : what < 88 ? 0    /* reset */
+                             : 201; /* slow */
+    if (rx->mode == 1) status = -1;
+    if (rx->mode == 2) status = 200;
+    struct rx_req q = {.status = status > 0 ? status : 0, .at = atomic_fetch_add(&rx->arrived, 1)};
+    rx_header(buf, "webhook-id:", q.id, sizeof q.id);
+    rx_header(buf, "webhook-timestamp:", q.ts, sizeof q.ts);
+    rx_header(buf, "webhook-signature:", q.sig, sizeof q.sig);
+    q.body = strndup(end + 4, (size_t)clen);
+    if (status == 201) {
+        struct timespec ts = {0, 30 * 1000000};
+        nanosleep(&ts, NULL);
+        status = 200;
+        q.status = 200;
+    }
+    if (status == -1) { /* until the client gives up */
+        while (read(c->fd, buf, sizeof buf) > 0) {
+        }
+    } else if (status == 0) {
+        struct linger l = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    } else {
+        char resp[200];
+        int n = snprintf(resp, sizeof resp,
+                         "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%sConnection: close\r\n\r\n",
+                         status, status == 429 ? "Retry-After: 0\r\n" : "");
+        sk_th_send_all(c->fd, resp, (size_t)n);
+    }
+    pthread_mutex_lock(&rx->mu);
+    if (rx->n < RX_MAX)
+        rx->req[rx->n++] = q;
+    else
+        free(q.body);
+    pthread_mutex_unlock(&rx->mu);
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static void *rx_run(void *arg)
+{
+    struct rx *rx = arg;
+    while (!atomic_load(&rx->stop)) {
+        struct pollfd p = {rx->fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int fd = accept(rx->fd, NULL, NULL);
+        if (fd < 0) continue;
+        struct rx_conn *c = malloc(sizeof *c);
+        c->rx = rx;
+        c->fd = fd;
+        pthread_t t;
+        pthread_create(&t, NULL, rx_conn_run, c);
+        pthread_detach(t);
+    }
+    return NULL;
+}
+
+static struct rx *rx_start(int mode, uint64_t seed)
+{
+    struct rx *rx = calloc(1, sizeof *rx);
+    rx->mode = mode;
+    rx->rng = seed | 1;
+    pthread_mutex_init(&rx->mu, NULL);
+    rx->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(rx->fd, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(rx->fd, 64), 0);
+    socklen_t l = sizeof a;
+    getsockname(rx->fd, (struct sockaddr *)&a, &l);
+    rx->port = ntohs(a.sin_port);
+    pthread_create(&rx->th, NULL, rx_run, rx);
+    return rx;
+}
+
+static void rx_stop(struct rx *rx)
+{
+    atomic_store(&rx->stop, 1);
+    pthread_join(rx->th, NULL);
+    close(rx->fd);
+    /* connection threads end with their client (stopped before) */
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&rx->mu);
+    for (int i = 0; i < rx->n; i++)
+        free(rx->req[i].body);
+    pthread_mutex_unlock(&rx->mu);
+}
+
+/* How many of the n event ids have a 200 at rx. */
+static int rx_acked(struct rx *rx, char (*ids)[96], int n)
+{
+    int k = 0;
+    pthread_mutex_lock(&rx->mu);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < rx->n; j++)
+            if (rx->req[j].status == 200 && !strcmp(rx->req[j].id, ids[i])) {
+                k++;
+                break;
+            }
+    pthread_mutex_unlock(&rx->mu);
+    return k;
+}
+
+#define WH_SECRET_A                                                                                \
+    "whsec_"                                                                                       \
+    "c2Vjb25kLXNlY3JldC1vZi10aGUtc2hvcC0wMTIzNDU2Nzg5"
+
+/* Every request of the TSV file at path (id, timestamp, signature, body
+ * a line) checked by Python's hmac: the signature of each of the two
+ * secrets is in the header and the body's id is the webhook-id. Returns
+ * how many lines verified (the test fails on one that does not). */
+static int verified_by_python(const char *path, const char *key1, const char *key2)
+{
+    char cmd[2000], out[200] = "";
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import base64,hashlib,hmac,json,sys\n"
+             "keys=[base64.b64decode(s.split(\"_\",1)[1]) for s in sys.argv[2:4]]\n"
+             "n=0\n"
+             "for line in open(sys.argv[1],\"rb\"):\n"
+             "  i,t,sig,body=line.rstrip(b\"\\n\").split(b\"\\t\",3)\n"
+             "  sigs=sig.split(b\" \")\n"
+             "  for k in keys:\n"
+             "    "
+             "want=b\"v1,\"+base64.b64encode(hmac.new(k,i+b\".\"+t+b\".\"+body,hashlib.sha256)."
+             "digest())\n"
+             "    assert want in sigs, (i, want, sigs)\n"
+             "  assert json.loads(body)[\"id\"]==i.decode()\n"
+             "  n+=1\n"
+             "print(n)' '%s' '%s' '%s'",
+             path, key1, key2);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    CHECK(fgets(out, sizeof out, p) != NULL);
+    CHECK_EQ(pclose(p), 0);
+    return atoi(out);
+}
+
+/* A sale with pays, cancels, releases and refused payments, its events
+ * posted to a receiver that answers 200, 500, 429 + Retry-After, hangs,
+ * resets and answers slowly (seeded): every committed event is
+ * acknowledged at least once, each order's events arrive in seq order
+ * once duplicates are dropped, every signature verifies with Python's
+ * hmac under both secrets of a rotation; a second endpoint that always
+ * hangs keeps retrying without holding the first back. */
+static void deliver_through_faults(int kind)
+{
+    char spec[420], err[300];
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, sizeof spec);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, sizeof spec);
+    else
+        snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
+    sk_store *st = open_sale(spec, 9, 40, 60);
+    struct sk_order o[40];
+    for (int i = 0; i < 40; i++)
+        sk_th_order(&o[i], 9, 5000, i, (uint64_t)i + 1, 1);
+    for (int b = 0; b < 4; b++)
+        sk_th_persist_ok(st, o + 10 * b, 10);
+    int s;
+    for (int i = 0; i < 40; i++) {
+        if (i % 4 == 0) CHECK_EQ(sk_store_order_pay_ref(st, o[i].order_id, 6000, "p1", &s), 0);
+        if (i % 4 == 1) CHECK_EQ(sk_store_order_cancel(st, o[i].order_id, 6000, &s), 0);
+        if (i % 4 == 2) CHECK_EQ(sk_store_order_cancel(st, o[i].order_id, 65000, &s), 0);
+        if (i % 4 == 1) CHECK_EQ(sk_store_order_pay(st, o[i].order_id, 70000, &s), SK_ESTATE);
+    }
+    CHECK_EQ(sk_store_activity_set_state(st, 9, "closed"), 0);
+    static struct sk_event ev[200];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 200, ev, &n), 0);
+    CHECK_EQ(n, 83); /* opened, 40 created, sold out, 10 each of paid, cancelled, released, refused,
+                        closed */
+    static char ids[200][96];
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
+
+    struct rx *good = rx_start(0, 0x5eed), *dead = rx_start(1, 1);
+    struct sk_wh_endpoint eps[2];
+    memset(eps, 0, sizeof eps);
+    snprintf(eps[0].name, sizeof eps[0].name, "erp");
+    snprintf(eps[0].url, sizeof eps[0].url, "http://127.0.0.1:%d/hook", good->port);
+    snprintf(eps[0].secret[0], sizeof eps[0].secret[0], "%s", WH_SECRET_A);
+    snprintf(eps[0].secret[1], sizeof eps[0].secret[1], "%s", EX_SECRET);
+    snprintf(eps[1].name, sizeof eps[1].name, "slow-crm");
+    snprintf(eps[1].url, sizeof eps[1].url, "http://127.0.0.1:%d/", dead->port);
+    snprintf(eps[1].secret[0], sizeof eps[1].secret[0], "%s", EX_SECRET);
+    snprintf(eps[1].filter, sizeof eps[1].filter, "order.paid, activity.");
+    struct sk_wh_opts opt = {.backoff_min_ms = 10,
+                             .backoff_max_ms = 80,
+                             .timeout_ms = 300,
+                             /* a server store: events wait 200 ms (longer than any
+                              * transaction of this test) before they go */
+                             .settle_ms = kind ? 200 : -1,
+                             .idle_ms = 20,
+                             .seed = 42};
+    sk_webhooks *w;
+    CHECK_MSG(sk_webhooks_start(&w, spec, eps, 2, &opt, err, sizeof err) == 0, "%s", err);
+    /* done: every event acknowledged, and the dispatcher saw each answer
+     * (an answer it gave up waiting for is posted again) */
+    int64_t deadline = sk_mono_ms() + 120000;
+    struct sk_wh_stats sa, sb;
+    do {
+        poll(NULL, 0, 50);
+        sk_webhooks_stats(w, 0, &sa);
+    } while ((rx_acked(good, ids, (int)n) < (int)n || sa.delivered < n) && sk_mono_ms() < deadline);
+    sk_webhooks_stats(w, 1, &sb);
+    sk_webhooks_stop(w);
+    CHECK_EQ(rx_acked(good, ids, (int)n), (int)n);
+    CHECK_EQ(sa.delivered, n);
+    CHECK(sa.failed_attempts > 0); /* the faults happened */
+    CHECK_EQ(sb.delivered, 0);     /* the hanging endpoint held nobody back */
+    CHECK(sb.failed_attempts > 0);
+    CHECK_EQ(sb.retrying, 1);
+
+    /* per subject, in arrival order with duplicates dropped: seq 1, 2, ...
+     * (a late duplicate of an earlier seq is at-least-once, not disorder) */
+    int kinds[6] = {0};
+    pthread_mutex_lock(&good->mu);
+    for (size_t i = 0; i < n; i++) {
+        int64_t last = 0, prev_at = -1;
+        size_t sl = strlen(ev[i].subject);
+        for (;;) { /* the next seq's first arrival must come after this one's */
+            int64_t first_at = -1;
+            for (int j = 0; j < good->n; j++) {
+                const char *id = good->req[j].id;
+                if (strncmp(id, ev[i].subject, sl) || id[sl] != ':' ||
+                    strtoll(id + sl + 1, NULL, 10) != last + 1)
+                    continue;
+                if (first_at < 0 || good->req[j].at < first_at) first_at = good->req[j].at;
+            }
+            if (first_at < 0) break;
+            CHECK_MSG(first_at > prev_at, "%s:%lld arrived first before seq %lld", ev[i].subject,
+                      (long long)(last + 1), (long long)last);
+            prev_at = first_at;
+            last++;
+        }
+        CHECK_MSG(last >= ev[i].seq, "%s: seq %lld never arrived", ev[i].subject,
+                  (long long)ev[i].seq);
+    }
+    for (int j = 0; j < good->n; j++) {
+        int st2 = good->req[j].status;
+        kinds[st2 == 200 ? 0 : st2 == 500 ? 1 : st2 == 429 ? 2 : 3]++;
+    }
+    /* every request, for Python */
+    char path[500];
+    snprintf(path, sizeof path, "%s/requests.tsv", sk_th_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    for (int j = 0; j < good->n; j++) {
+        const struct rx_req *q = &good->req[j];
+        CHECK(strchr(q->body, '\n') == NULL && strchr(q->body, '\t') == NULL);
+        fprintf(f, "%s\t%s\t%s\t%s\n", q->id, q->ts, q->sig, q->body);
+    }
+    fclose(f);
+    int nreq = good->n;
+    pthread_mutex_unlock(&good->mu);
+    CHECK_MSG(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "200 %d, 500 %d, 429 %d, other %d",
+              kinds[0], kinds[1], kinds[2], kinds[3]);
+    CHECK(nreq > (int)n);
+    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), nreq);
+
+    /* the cursor is durable: a restart resumes after the last event */
+    int64_t cur = -1;
+    CHECK_EQ(sk_store_webhook_cursor(st, "erp", sk_wall_ms(), &cur), 0);
+    CHECK_EQ(cur, ev[n - 1].id);
+    sk_store_close(st);
+    rx_stop(good);
+    rx_stop(dead);
+}
+
+SK_TEST_T(webhooks_sqlite_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(0);
+}
+
+SK_TEST_T(webhooks_pg_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(1);
+}
+
+SK_TEST_T(webhooks_mysql_deliver_every_event_at_least_once_in_order_through_faults, 180)
+{
+    deliver_through_faults(2);
+}
+
+/* The worker's dispatcher from the configuration, end to end: `seckill
+ * serve` (HTTP, worker, sweeper) with webhook_* keys from its config file
+ * (two secrets: a rotation) and a flag, a real sale over HTTP with pays,
+ * cancels, pay deadlines passing and a late payment; a receiver of the
+ * test's own that answers 200 gets exactly one request per event the
+ * database holds, and the database holds exactly the events of its
+ * committed changes: per order created, then paid / cancelled / released
+ * as its row ended, one refusal per late payment reference. Every
+ * signature checked by Python's hmac under both secrets. */
+SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_change, 120)
+{
+    struct rx *rx = rx_start(2, 7);
+    char conf[400], url[100], text[400];
+    snprintf(conf, sizeof conf, "%s/wh.conf", sk_th_tmpdir());
+    snprintf(text, sizeof text,
+             "webhook_name = erp\nwebhook_secret = %s\nwebhook_secret_prev = %s\n"
+             "webhook_events = order., activity.\n",
+             WH_SECRET_A, EX_SECRET);
+    sk_th_write_file(conf, text);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", rx->port);
+    const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
+    struct sk_th_serve sv;
+    sk_th_serve_start(&sv, sk_th_redis_url(), extra);
+    struct sk_th_http c;
+    sk_th_http_open(&c, sv.port);
+    struct sk_th_resp r;
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
+        poll(NULL, 0, 10);
+    }
+    uint64_t aid = sk_th_http_activity(&c, "events", 6, 2);
+    char oid[6][64];
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(sk_th_buy_one(&c, aid, 100 + (uint64_t)i, oid[i], sizeof oid[i]), 200);
+    for (int i = 0; i < 6; i++)
+        sk_th_order_wait(&c, oid[i], 100 + (uint64_t)i, "created", 15000, &r);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sk_th_order_op(&c, oid[i], "pay", 100 + (uint64_t)i, &r), 200);
+        CHECK_EQ(sk_th_order_op(&c, oid[2 + i], "cancel", 102 + (uint64_t)i, &r), 200);
+    }
+    /* 4 and 5: their pay deadline passes, the sweeper releases them; a
+     * payment for 4 afterwards is refused (twice: one refusal event) */
+    for (int i = 4; i < 6; i++)
+        sk_th_order_wait(&c, oid[i], 100 + (uint64_t)i, "cancelled", 15000, &r);
+    CHECK_EQ(sk_th_order_op(&c, oid[4], "pay", 104, &r), 409);
+    CHECK_EQ(sk_th_order_op(&c, oid[4], "pay", 104, &r), 409);
+
+    /* the database's outbox, and the orders it speaks of */
+    sk_store *st;
+    char err[300];
+    CHECK_MSG(sk_store_open(&st, sv.db, err, sizeof err) == 0, "%s", err);
+    static struct sk_event ev[64];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 64, ev, &n), 0);
+    int types[8] = {0};
+    static const char *const names[8] = {
+        "activity.opened", "order.created",  "activity.sold_out",    "order.paid",
+        "order.cancelled", "order.released", "order.payment_refused"};
+    for (size_t i = 0; i < n; i++) {
+        int t = 7;
+        for (int k = 0; k < 7; k++)
+            if (!strcmp(ev[i].type, names[k])) t = k;
+        types[t]++;
+        if (!strncmp(ev[i].type, "order.", 6)) { /* an event of one of the sale's orders */
+            int j = 0;
+            while (j < 6 && strcmp(ev[i].order_id, oid[j]))
+                j++;
+            CHECK_MSG(j < 6, "event %s of an unknown order %s", ev[i].type, ev[i].order_id);
+            struct sk_order o;
+            CHECK_EQ(sk_store_order_get(st, oid[j], &o), 0);
+            const char *want = j < 2 ? "order.paid" : j < 4 ? "order.cancelled" : "order.released";
+            int seq_want = !strcmp(ev[i].type, "order.created")                     ? 1
+                           : !strcmp(ev[i].type, want)                              ? 2
+                           : j == 4 && !strcmp(ev[i].type, "order.payment_refused") ? 3
+                                                                                    : -1;
+            CHECK_MSG(seq_want == ev[i].seq, "%s seq %lld of order %d (status %d)", ev[i].type,
+                      (long long)ev[i].seq, j, o.status);
+            CHECK_EQ(o.status, j < 2 ? SK_ORDER_PAID : SK_ORDER_CANCELLED);
+        }
+    }
+    CHECK_EQ(types[0], 1);
+    CHECK_EQ(types[1], 6);
+    CHECK_EQ(types[2], 1);
+    CHECK_EQ(types[3], 2);
+    CHECK_EQ(types[4], 2);
+    CHECK_EQ(types[5], 2);
+    CHECK_EQ(types[6], 1);
+    CHECK_EQ(types[7], 0);
+    CHECK_EQ(n, 15);
+    static char ids[64][96];
+    for (size_t i = 0; i < n; i++)
+        snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
+    deadline = sk_mono_ms() + 30000;
+    while (rx_acked(rx, ids, (int)n) < (int)n && sk_mono_ms() < deadline)
+        poll(NULL, 0, 20);
+    CHECK_EQ(rx_acked(rx, ids, (int)n), (int)n);
+    /* /metrics: the endpoint's figures from the worker process */
+    static char met[1 << 20];
+    char line[120];
+    snprintf(line, sizeof line, "seckill_webhook_delivered_total{endpoint=\"erp\"} %zu\n", n);
+    deadline = sk_mono_ms() + 10000;
+    do
+        CHECK_EQ(sk_th_http_get_big(sv.port, "/metrics", met, sizeof met), 200);
+    while (!strstr(met, line) && sk_mono_ms() < deadline && poll(NULL, 0, 20) == 0);
+    const char *wh = strstr(met, "seckill_webhook");
+    CHECK_MSG(strstr(met, line) != NULL, "%.2000s", wh ? wh : met);
+    CHECK_MSG(strstr(met, "seckill_webhook_lag_seconds{endpoint=\"erp\"} 0\n") != NULL, "%.2000s",
+              wh);
+    CHECK(strstr(met, "seckill_webhook_dead_lettered_total{endpoint=\"erp\"} 0\n") != NULL);
+    /* the worker stops cleanly with its dispatcher; nothing came twice */
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&sv, SIGTERM), 0);
+    size_t m = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 64, ev, &m), 0);
+    CHECK_EQ(m, n); /* no event without a change */
+    sk_store_close(st);
+    char path[500];
+    snprintf(path, sizeof path, "%s/e2e.tsv", sk_th_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    pthread_mutex_lock(&rx->mu);
+    int nreq = rx->n;
+    for (int j = 0; j < rx->n; j++) {
+        fprintf(f, "%s\t%s\t%s\t%s\n", rx->req[j].id, rx->req[j].ts, rx->req[j].sig,
+                rx->req[j].body);
+        for (int k = 0; k < j; k++)
+            CHECK_MSG(strcmp(rx->req[j].id, rx->req[k].id), "%s came twice", rx->req[j].id);
+    }
+    pthread_mutex_unlock(&rx->mu);
+    fclose(f);
+    CHECK_EQ(nreq, (int)n);
+    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), (int)n);
+    rx_stop(rx);
+}
+
+/* The operator's mistakes in the webhook keys: clear usage errors (exit
+ * 2) that never repeat a secret, from `seckill worker` and `serve
+ * --check`; `seckill config` shows the keys with the secrets hidden. */
+SK_TEST(webhook_keys_refuse_the_operators_mistakes_without_echoing_secrets)
+{
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"worker --webhook-url http://127.0.0.1:9/h", "needs webhook_secret"},
+        {"serve --check --webhook-url http://127.0.0.1:9/h", "needs webhook_secret"},
+        {"worker --webhook-url ftp://x/ --webhook-secret " WH_SECRET_A, "http:// or https://"},
+        {"worker --webhook-url http://x/ --webhook-secret whsec_Zm9vYmFyZm9vYmFy!!",
+         "webhook_secret"},
+        {"worker --webhook-secret-prev " WH_SECRET_A, "webhook_secret_prev is set"},
+        {"worker --webhook-name 'a b' --webhook-url http://x/ --webhook-secret " WH_SECRET_A,
+         "webhook_name"},
+        {"worker --webhook-events 'ORDER.PAID'", "webhook_events"},
+        {"worker --webhook-timeout-ms 5", "webhook_timeout_ms"},
+    };
+    char cmd[600], out[2000];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --db sqlite:%s/nope.db 2>&1", sk_th_seckill_bin(),
+                 bad[i].args, sk_th_tmpdir());
+        int ws = sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(WEXITSTATUS(ws) == 2, "%s: exit %d: %s", bad[i].args, WEXITSTATUS(ws), out);
+        CHECK_MSG(strstr(out, bad[i].says) != NULL, "%s: %s", bad[i].args, out);
+        CHECK_MSG(!strstr(out, "Zm9vYmFy") && !strstr(out, WH_SECRET_A + 8), "%s: %s", bad[i].args,
+                  out);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s config --webhook-url http://127.0.0.1:9/h --webhook-secret %s 2>&1 | grep webhook",
+             sk_th_seckill_bin(), WH_SECRET_A);
+    CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "webhook_url") && strstr(out, "http://127.0.0.1:9/h"), "%s", out);
+    CHECK_MSG(strstr(out, "(set)") && !strstr(out, WH_SECRET_A + 8), "%s", out);
+}
