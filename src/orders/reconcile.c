@@ -374,28 +374,21 @@ static int find_lost(struct rec_ctx *c)
 static void redis_figures(struct rec_ctx *c, int mode)
 {
     struct sk_reconcile_redis *rr = c->rr;
-    if (mode != REC_SNAPSHOT) {
-        rr->present = c->s.present;
-        rr->initial = c->s.initial;
-        rr->remaining = c->s.stock;
-        rr->xin = c->s.xin;
-        rr->xout = c->s.xout;
-        rr->released_meta = c->s.released_meta;
-        rr->held = c->s.held;
-        rr->buyers = c->s.nbuyers;
-        rr->dlq = c->s.dlq;
-        if (mode == REC_SINCE) rr->admitted_orders = c->s.ledger_len;
-        return;
-    }
     rr->present = c->s.present;
     rr->initial = c->s.initial;
     rr->remaining = c->s.stock;
     rr->xin = c->s.xin;
     rr->xout = c->s.xout;
     rr->released_meta = c->s.released_meta;
+    rr->dlq = c->s.dlq;
+    if (mode != REC_SNAPSHOT) {
+        rr->held = c->s.held;
+        rr->buyers = c->s.nbuyers;
+        if (mode == REC_SINCE) rr->admitted_orders = c->s.ledger_len;
+        return;
+    }
     rr->held = sk_reconcile_held_units(&c->s);
     rr->buyers = (int64_t)c->s.nb;
-    rr->dlq = c->s.dlq;
     rr->admitted_orders = (int64_t)(c->s.nl + c->s.nbad);
     for (size_t i = 0; i < c->s.nl; i++) {
         rr->admitted_units += c->s.ledger[i].qty;

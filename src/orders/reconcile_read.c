@@ -421,6 +421,26 @@ int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid)
     return 0;
 }
 
+/* HMGET of m <= RECHECK_CHUNK order ids in the ledger of k: *rep an array
+ * of m values (the caller frees it). */
+static int ledger_hmget(sk_redis *r, const struct sk_keys *k, const char *const *ids, size_t m,
+                        redisReply **rep)
+{
+    const char *argv[2 + RECHECK_CHUNK];
+    argv[0] = "HMGET";
+    argv[1] = k->ledger;
+    for (size_t i = 0; i < m; i++)
+        argv[2 + i] = ids[i];
+    int rc = sk_redis_command(r, rep, (int)(2 + m), argv, NULL);
+    if (rc) return rc;
+    if ((*rep)->type != REDIS_REPLY_ARRAY || (*rep)->elements != m) {
+        freeReplyObject(*rep);
+        *rep = NULL;
+        return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
+    }
+    return 0;
+}
+
 /* Looks up the given order ids in the ledger again; present[i] is 0 when
  * absent, 1 when held, 2 when released. */
 int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
@@ -428,18 +448,12 @@ int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
 {
     for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
         size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
-        const char *argv[2 + RECHECK_CHUNK];
-        argv[0] = "HMGET";
-        argv[1] = k->ledger;
+        const char *ids[RECHECK_CHUNK];
         for (size_t i = 0; i < m; i++)
-            argv[2 + i] = d[at + i]->order.order_id;
+            ids[i] = d[at + i]->order.order_id;
         redisReply *rep;
-        int rc = sk_redis_command(r, &rep, (int)(2 + m), argv, NULL);
+        int rc = ledger_hmget(r, k, ids, m, &rep);
         if (rc) return rc;
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != m) {
-            freeReplyObject(rep);
-            return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
-        }
         for (size_t i = 0; i < m; i++) {
             const redisReply *v = rep->element[i];
             present[at + i] = v->type != REDIS_REPLY_STRING                             ? 0
@@ -588,18 +602,12 @@ int sk_reconcile_ledger_fetch(sk_redis *r, const struct sk_keys *k, const struct
     s->lcap = n;
     for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
         size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
-        const char *argv[2 + RECHECK_CHUNK];
-        argv[0] = "HMGET";
-        argv[1] = k->ledger;
+        const char *ids[RECHECK_CHUNK];
         for (size_t i = 0; i < m; i++)
-            argv[2 + i] = o[at + i].order_id;
+            ids[i] = o[at + i].order_id;
         redisReply *rep;
-        int rc = sk_redis_command(r, &rep, (int)(2 + m), argv, NULL);
+        int rc = ledger_hmget(r, k, ids, m, &rep);
         if (rc) return rc;
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != m) {
-            freeReplyObject(rep);
-            return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
-        }
         for (size_t i = 0; i < m; i++) {
             const redisReply *v = rep->element[i];
             redisReply key = {.type = REDIS_REPLY_STRING,
