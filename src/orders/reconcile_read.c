@@ -651,7 +651,7 @@ int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct
         for (size_t j = 0; j < n; j++)
             if (s->ledger[i].user == d[j].user) noid++;
     const char **ua = malloc((n + 2) * sizeof *ua);
-    const char **la = malloc((noid + 2) * sizeof *la);
+    const char **la = malloc((noid + 3) * sizeof *la); /* + a field that cannot exist */
     char(*unum)[24] = malloc((n ? n : 1) * sizeof *unum);
     size_t *first = malloc((n ? n : 1) * sizeof *first), *cnt = calloc(n ? n : 1, sizeof *cnt);
     int rc = !ua || !la || !unum || !first || !cnt ? SK_ENOMEM : 0;
