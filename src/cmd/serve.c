@@ -387,9 +387,14 @@ static void *sweeper_thread(void *arg)
     return NULL;
 }
 
+/* Where each activity's periodic check stands (the reconcile thread's). */
+static struct sk_reconcile_periodic reconcile_marks;
+
 /* Checks every activity (no repair: repairs are an operator's decision),
  * logs drift, and leaves the verdict in Redis (sk:{a<ID>}:meta fields
- * reconcile_ms and reconcile_drift) for the stats route and dashboards. */
+ * reconcile_ms and reconcile_drift) for the stats route and dashboards.
+ * Incremental, full every SK_RECONCILE_FULL_EVERY passes and at start
+ * (sk_reconcile_periodic): a pass's memory does not grow with the sale. */
 static void reconcile_all(const struct sk_config *cfg)
 {
     char err[256];
@@ -420,7 +425,7 @@ static void reconcile_all(const struct sk_config *cfg)
                        "borrower left half done",
                        (unsigned long long)ids[i], (long long)units);
             struct sk_reconcile_report rep;
-            if (sk_reconcile_activity(st, r, ids[i], NULL, &rep) == 0) {
+            if (sk_reconcile_periodic_run(&reconcile_marks, st, r, ids[i], &rep) == 0) {
                 if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);
                 sk_node_wc_add(node_worker, SK_WC_reconcile_runs, 1);
                 sk_node_wc_add(node_worker, SK_WC_reconcile_drifts, rep.consistent ? 0 : 1);
@@ -446,6 +451,7 @@ static void reconcile_all(const struct sk_config *cfg)
 static void *reconcile_thread(void *arg)
 {
     const struct sk_config *cfg = arg;
+    sk_reconcile_periodic_init(&reconcile_marks);
     int64_t next = sk_mono_ms() + SERVE_RECONCILE_EVERY_MS;
     while (!atomic_load(&reconcile_stop)) {
         if (sk_mono_ms() >= next) {
@@ -456,6 +462,7 @@ static void *reconcile_thread(void *arg)
         struct timespec ts = {0, 100 * 1000 * 1000}; /* a stop is seen within 0.1 s */
         nanosleep(&ts, NULL);
     }
+    sk_reconcile_periodic_free(&reconcile_marks);
     return NULL;
 }
 

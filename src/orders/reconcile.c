@@ -51,6 +51,9 @@ static void ctx_free(struct rec_ctx *c)
     sk_reconcile_snap_free(&c->s);
     free(c->b.p);
     free(c->cand);
+    free(c->ud);
+    c->ud = NULL;
+    c->nud = c->udcap = 0;
     c->b.p = NULL;
     c->cand = NULL;
     c->ncand = c->candcap = 0;
@@ -62,6 +65,8 @@ static int run_init(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, 
 {
     memset(u, 0, sizeof *u);
     *u = (struct rec_run){.st = st,
+                          .mode = REC_SNAPSHOT,
+                          .nslices = 1,
                           .r = r,
                           .aid = aid,
                           .now = now,
@@ -166,45 +171,106 @@ static struct rec_ctx *route(struct rec_run *u, const char *oid)
     return &u->cs[seg];
 }
 
+/* One DB order merged with the sorted ledger (rows) of its key set. */
+static int merge_one(struct rec_run *u, const struct sk_order *o)
+{
+    struct rec_ctx *c = route(u, o->order_id);
+    if (!c) {
+        if (u->mode == REC_SLICED && u->slice != 0) return 0; /* slice 0 says it */
+        return sk_reconcile_add_drift(u->rep, SK_SEG_NONE, SK_DRIFT_ORDER_MISMATCH, o,
+                                      "order %s (user %" PRIu64 ", %" PRId64
+                                      " unit(s), %s) is in the DB but its id names no segment of "
+                                      "this activity (%d segments)",
+                                      o->order_id, o->user_id, o->quantity,
+                                      sk_order_status_name(o->status), u->nseg);
+    }
+    if (!c->s.present) return 0; /* the segment is reported as redis_missing */
+    /* sliced: the users of this slice only (an order whose user differs
+     * from its ledger entry's is found by the look-up of candidates) */
+    if (u->mode == REC_SLICED && o->user_id % (uint64_t)u->nslices != (uint64_t)u->slice) return 0;
+    while (c->li < c->s.nl && strcmp(c->s.ledger[c->li].oid, o->order_id) < 0)
+        c->li++;
+    if (c->li < c->s.nl && !strcmp(c->s.ledger[c->li].oid, o->order_id)) {
+        struct rec_lentry *e = &c->s.ledger[c->li];
+        e->in_db = 1;
+        /* incremental: the ledger was read after the DB page, so a release
+         * since (a cancel writes the DB first) is judged on the row as it
+         * is now */
+        struct sk_order now;
+        if (u->mode == REC_SINCE && e->released &&
+            (o->status == SK_ORDER_PAID || o->status == SK_ORDER_CREATED)) {
+            int rc = sk_store_order_get(u->st, o->order_id, &now);
+            if (rc && rc != SK_ENOTFOUND) return store_err(rc);
+            if (rc == 0) o = &now;
+        }
+        return compare_order(c, o, e);
+    }
+    return add_cand(c, SK_DRIFT_NOT_IN_LEDGER, o);
+}
+
+static void note_held(struct rec_run *u)
+{
+    size_t held = 0;
+    for (int i = 0; i < u->nseg; i++)
+        held += u->cs[i].s.nl + u->cs[i].s.nbad;
+    if (held > u->rep->peak_held) u->rep->peak_held = held;
+}
+
 /* Merges the DB orders (pages in id order, one pass for every segment)
  * with the sorted ledger of the key set each one belongs to: a segment's
- * orders are a sorted subsequence, so each key set keeps its own cursor. */
+ * orders are a sorted subsequence, so each key set keeps its own cursor.
+ * Incremental (REC_SINCE): each key set's orders from its label and
+ * since_ms on, each page's ledger entries looked up (HMGET) first. */
 static int merge_orders(struct rec_run *u)
 {
     struct sk_order *page = malloc(SK_RECONCILE_PAGE * sizeof *page);
     if (!page) return SK_ENOMEM;
-    char after[SK_STORE_ORDER_ID_MAX] = "";
     int rc = 0;
-    for (;;) {
-        size_t n = 0;
-        if ((rc = sk_store_orders_list(u->st, u->aid, after, SK_RECONCILE_PAGE, page, &n)) != 0)
-            break;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            const struct sk_order *o = &page[i];
-            struct rec_ctx *c = route(u, o->order_id);
-            if (!c) {
-                rc = sk_reconcile_add_drift(
-                    u->rep, SK_SEG_NONE, SK_DRIFT_ORDER_MISMATCH, o,
-                    "order %s (user %" PRIu64 ", %" PRId64
-                    " unit(s), %s) is in the DB but its id names no segment of "
-                    "this activity (%d segments)",
-                    o->order_id, o->user_id, o->quantity, sk_order_status_name(o->status), u->nseg);
-                continue;
-            }
-            if (!c->s.present) continue; /* the segment is reported as redis_missing */
-            while (c->li < c->s.nl && strcmp(c->s.ledger[c->li].oid, o->order_id) < 0)
-                c->li++;
-            if (c->li < c->s.nl && !strcmp(c->s.ledger[c->li].oid, o->order_id)) {
-                c->s.ledger[c->li].in_db = 1;
-                rc = compare_order(c, o, &c->s.ledger[c->li]);
-            } else {
-                rc = add_cand(c, SK_DRIFT_NOT_IN_LEDGER, o);
-            }
+    for (int ci = 0; ci < (u->mode == REC_SINCE ? u->nseg : 1) && rc == 0; ci++) {
+        struct rec_ctx *c = &u->cs[ci];
+        char after[SK_STORE_ORDER_ID_MAX] = "", prefix[40] = "";
+        size_t pl = 0;
+        if (u->mode == REC_SINCE) {
+            if (!c->s.present) continue;
+            pl = (size_t)snprintf(prefix, sizeof prefix, "%s-", c->k.label);
+            snprintf(after, sizeof after, "%s%" PRId64, prefix, u->since_ms);
         }
-        if (rc || n < SK_RECONCILE_PAGE) break;
-        snprintf(after, sizeof after, "%s", page[n - 1].order_id);
+        for (;;) {
+            size_t n = 0, k;
+            if ((rc = sk_store_orders_list(u->st, u->aid, after, SK_RECONCILE_PAGE, page, &n)) != 0)
+                break;
+            u->rep->rows_read += n;
+            k = n;
+            if (u->mode == REC_SINCE) {
+                for (k = 0; k < n && !strncmp(page[k].order_id, prefix, pl); k++)
+                    ;
+                if ((rc = sk_reconcile_ledger_fetch(u->r, &c->k, page, k, &c->s)) != 0) break;
+                c->li = 0;
+                note_held(u);
+            }
+            for (size_t i = 0; i < k && rc == 0; i++)
+                rc = merge_one(u, &page[i]);
+            if (rc || k < n || n < SK_RECONCILE_PAGE) break;
+            snprintf(after, sizeof after, "%s", page[n - 1].order_id);
+        }
+        if (u->mode == REC_SINCE) sk_reconcile_snap_drop_rows(&c->s);
     }
     free(page);
+    return rc;
+}
+
+/* Sliced: candidates not in their slice's ledger but in the ledger all the
+ * same are orders whose DB user differs from the ledger's (the slices go
+ * by user): compared here. */
+static int cross_slice(struct rec_ctx *c, const struct sk_order *o)
+{
+    struct rec_snap one;
+    memset(&one, 0, sizeof one);
+    int rc = sk_reconcile_ledger_fetch(c->r, &c->k, o, 1, &one);
+    if (rc == 0 && one.nl == 1 &&
+        (one.ledger[0].user != o->user_id || one.ledger[0].qty != o->quantity))
+        rc = compare_order(c, o, &one.ledger[0]);
+    sk_reconcile_snap_free(&one);
     return rc;
 }
 
@@ -218,9 +284,12 @@ static int settle_candidates(struct rec_ctx *c)
     for (size_t i = 0; rc == 0 && i < c->ncand; i++)
         d[i] = &c->cand[i];
     if (rc == 0) rc = sk_reconcile_ledger_lookup(c->r, &c->k, d, c->ncand, present);
-    for (size_t i = 0; rc == 0 && i < c->ncand; i++) {
+    size_t ncand = c->ncand; /* (a cross-slice comparison adds none: user or qty differ) */
+    for (size_t i = 0; rc == 0 && i < ncand; i++) {
         const struct sk_order *o = &c->cand[i].order;
-        if (c->cand[i].kind == SK_DRIFT_NOT_IN_LEDGER && present[i] == 0)
+        if (c->cand[i].kind == SK_DRIFT_NOT_IN_LEDGER && present[i] != 0 && c->in_slices)
+            rc = cross_slice(c, o);
+        else if (c->cand[i].kind == SK_DRIFT_NOT_IN_LEDGER && present[i] == 0)
             rc = sk_reconcile_add_drift(c->rep, c->seg, SK_DRIFT_NOT_IN_LEDGER, o,
                                         "order %s (user %" PRIu64 ", %" PRId64
                                         " unit(s), %s) is in the DB but not in the Redis ledger",
@@ -236,6 +305,7 @@ static int settle_candidates(struct rec_ctx *c)
     }
     free(d);
     free(present);
+    c->ncand = 0;
     return rc;
 }
 
@@ -246,6 +316,13 @@ static int find_lost(struct rec_ctx *c)
     for (size_t i = 0; i < c->s.nl; i++) {
         const struct rec_lentry *e = &c->s.ledger[i];
         if (e->in_db) continue;
+        if (c->in_slices) {
+            /* its DB row may name another user (another slice): compared there */
+            struct sk_order o;
+            int rc = sk_store_order_get(c->st, e->oid, &o);
+            if (rc == 0) continue;
+            if (rc != SK_ENOTFOUND) return store_err(rc);
+        }
         if (sk_reconcile_in_backlog(&c->b, e->sid)) {
             rr->backlog_orders++;
             /* on its way, but for too long: the order pipeline is stuck */
@@ -291,7 +368,10 @@ static int find_lost(struct rec_ctx *c)
     return 0;
 }
 
-static void redis_figures(struct rec_ctx *c)
+/* The figures of a key set's snapshot; read in slices or incrementally,
+ * those of its head (the state script), the ledger's added per slice
+ * (sliced) or its length only (incremental). */
+static void redis_figures(struct rec_ctx *c, int mode)
 {
     struct sk_reconcile_redis *rr = c->rr;
     rr->present = c->s.present;
@@ -300,10 +380,30 @@ static void redis_figures(struct rec_ctx *c)
     rr->xin = c->s.xin;
     rr->xout = c->s.xout;
     rr->released_meta = c->s.released_meta;
+    rr->dlq = c->s.dlq;
+    if (mode != REC_SNAPSHOT) {
+        rr->held = c->s.held;
+        rr->buyers = c->s.nbuyers;
+        if (mode == REC_SINCE) rr->admitted_orders = c->s.ledger_len;
+        return;
+    }
     rr->held = sk_reconcile_held_units(&c->s);
     rr->buyers = (int64_t)c->s.nb;
-    rr->dlq = c->s.dlq;
     rr->admitted_orders = (int64_t)(c->s.nl + c->s.nbad);
+    for (size_t i = 0; i < c->s.nl; i++) {
+        rr->admitted_units += c->s.ledger[i].qty;
+        if (c->s.ledger[i].released) {
+            rr->released_orders++;
+            rr->released_units += c->s.ledger[i].qty;
+        }
+    }
+}
+
+/* Sliced: a slice's ledger entries added to its key set's figures. */
+static void slice_figures(struct rec_ctx *c)
+{
+    struct sk_reconcile_redis *rr = c->rr;
+    rr->admitted_orders += (int64_t)(c->s.nl + c->s.nbad);
     for (size_t i = 0; i < c->s.nl; i++) {
         rr->admitted_units += c->s.ledger[i].qty;
         if (c->s.ledger[i].released) {
@@ -366,8 +466,9 @@ static int read_base_initial(struct rec_run *u)
     return rc;
 }
 
-/* The checks of one key set's Redis side (its snapshot is present). */
-static int check_redis(struct rec_ctx *c)
+/* The stock invariant of one key set (present): from its snapshot, or
+ * from its head when read in slices or incrementally (the same instant). */
+static void check_invariant(struct rec_ctx *c)
 {
     struct sk_reconcile_report *rep = c->rep;
     /* units sold twice before a fence are reported as oversold, not here */
@@ -391,7 +492,39 @@ static int check_redis(struct rec_ctx *c)
                 " != initial %" PRId64 " + received %" PRId64 " - lent %" PRId64 " = %" PRId64,
                 c->s.stock, held, c->s.stock + held, c->s.initial, c->s.xin, c->s.xout, own);
     }
-    if (sk_reconcile_user_diffs(&c->s, user_drift, c) < 0) return SK_ENOMEM;
+}
+
+static void collect_udiff(void *arg, uint64_t user, int64_t buyers, int64_t ledger)
+{
+    struct rec_ctx *c = arg;
+    if (SK_VEC_RESERVE(c->ud, c->udcap, c->nud + 1, 64)) {
+        c->ud_nomem = 1;
+        return;
+    }
+    c->ud[c->nud++] = (struct rec_udiff){.user = user, .buyers = buyers, .ledger = ledger};
+}
+
+/* Users whose buyers figure differs from their ledger units, and malformed
+ * ledger entries, in the rows held (the whole key set, or one slice: then
+ * each user found is read again at one instant before it is reported). */
+static int check_ledger(struct rec_ctx *c)
+{
+    struct sk_reconcile_report *rep = c->rep;
+    if (!c->in_slices) {
+        if (sk_reconcile_user_diffs(&c->s, user_drift, c) < 0) return SK_ENOMEM;
+    } else {
+        c->nud = 0;
+        c->ud_nomem = 0;
+        if (sk_reconcile_user_diffs(&c->s, collect_udiff, c) < 0 || c->ud_nomem) return SK_ENOMEM;
+        for (size_t at = 0; at < c->nud; at += SK_RECONCILE_VERIFY) {
+            size_t m = c->nud - at < SK_RECONCILE_VERIFY ? c->nud - at : SK_RECONCILE_VERIFY;
+            int rc = sk_reconcile_verify_users(c->r, &c->k, &c->s, c->ud + at, m);
+            if (rc) return rc;
+            for (size_t j = at; j < at + m; j++)
+                if (c->ud[j].confirmed)
+                    user_drift(c, c->ud[j].user, c->ud[j].buyers, c->ud[j].ledger);
+        }
+    }
     for (size_t i = 0; i < c->s.nbad; i++)
         sk_reconcile_add_drift(rep, c->seg, SK_DRIFT_ORDER_MISMATCH, NULL,
                                "malformed ledger entry %s", c->s.bad[i]);
@@ -407,12 +540,18 @@ static int read_redis(struct rec_run *u, int *any, size_t *entries)
     *entries = 0;
     for (int i = 0; i < u->nseg; i++) {
         struct rec_ctx *c = &u->cs[i];
-        if ((rc = sk_reconcile_read_snap(u->r, &c->k, 0, &c->s)) != 0) return rc;
-        redis_figures(c);
+        c->in_slices = u->mode == REC_SLICED;
+        if (u->mode == REC_SNAPSHOT)
+            rc = sk_reconcile_read_snap(u->r, &c->k, 0, &c->s);
+        else
+            rc = sk_reconcile_read_head(u->r, &c->k, &c->s);
+        if (rc) return rc;
+        redis_figures(c, u->mode);
         if ((rc = sk_reconcile_read_group(u->r, &c->k, &c->b, c->rr)) != 0) return rc;
         *any |= c->s.present;
-        *entries += c->s.nl + c->s.nbad;
+        *entries += u->mode == REC_SNAPSHOT ? c->s.nl + c->s.nbad : (size_t)c->s.ledger_len;
     }
+    if (u->mode == REC_SNAPSHOT) note_held(u);
     if (u->nseg > 1 && (rc = read_base_initial(u)) != 0) return rc;
     return 0;
 }
@@ -574,6 +713,58 @@ static void initial_drift(struct rec_run *u)
                                shares, u->base_initial);
 }
 
+/* One slice of a sliced check: its rows of every key set, their user
+ * check, and the DB orders of its users merged with them. */
+static int check_slice(struct rec_run *u)
+{
+    int rc = 0;
+    for (int i = 0; i < u->nseg && rc == 0; i++) {
+        struct rec_ctx *c = &u->cs[i];
+        if (!c->s.present) continue;
+        c->li = 0;
+        if ((rc = sk_reconcile_read_slice(u->r, &c->k, u->nslices, u->slice, &c->s)) != 0) break;
+        slice_figures(c);
+        rc = check_ledger(c);
+    }
+    note_held(u);
+    if (rc == 0 && u->rep->db.present) {
+        rc = merge_orders(u);
+        for (int i = 0; i < u->nseg && rc == 0; i++) {
+            struct rec_ctx *c = &u->cs[i];
+            if (!c->s.present) continue;
+            if ((rc = settle_candidates(c)) == 0) rc = find_lost(c);
+        }
+    }
+    for (int i = 0; i < u->nseg; i++)
+        sk_reconcile_snap_drop_rows(&u->cs[i].s);
+    malloc_trim(0); /* the next slice reuses the pages, other threads too */
+    return rc;
+}
+
+/* Incremental: do the counts say a ledger order may be missing from the DB
+ * (more ledger entries than DB orders and backlog: a row deleted, an order
+ * never persisted), or is an order stuck in the backlog past the stale
+ * bound? Then the pass is made full. The ledger's length is read before
+ * the backlog and the backlog before the DB, so an order on its way is
+ * counted at least once. */
+static int needs_full(struct rec_run *u)
+{
+    int64_t ledger = 0, backlog = 0, db = 0;
+    for (int i = 0; i < SK_ORDER_NSTATUS; i++)
+        db += u->rep->db.counts.orders[i];
+    for (int i = 0; i < u->nseg; i++) {
+        const struct rec_ctx *c = &u->cs[i];
+        ledger += c->s.ledger_len;
+        backlog += c->rr->backlog;
+        for (size_t j = 0; u->stale && j < c->b.np; j++)
+            if ((int64_t)c->b.p[j].ms < u->now - u->stale) return 1;
+        if (u->stale && c->b.undelivered > 0 && c->b.last.ms != UINT64_MAX &&
+            (int64_t)c->b.last.ms < u->now - u->stale)
+            return 1;
+    }
+    return ledger > db + backlog;
+}
+
 /* The whole check into u->rep (no repair). */
 static int check(struct rec_run *u)
 {
@@ -596,19 +787,69 @@ static int check(struct rec_run *u)
                                    "purchases are fenced (%s) while the live state is rebuilt "
                                    "from the database: %s",
                                    s->fence, s->fence_why[0] ? s->fence_why : "no reason given");
-        if (s->present && (rc = check_redis(&u->cs[i])) != 0) return rc;
+        if (!s->present) continue;
+        check_invariant(&u->cs[i]);
+        if (u->mode == REC_SNAPSHOT && (rc = check_ledger(&u->cs[i])) != 0) return rc;
     }
-    if (rep->db.present) {
+    if (u->mode == REC_SLICED) {
+        for (u->slice = 0; u->slice < u->nslices; u->slice++)
+            if ((rc = check_slice(u)) != 0) return rc;
+    } else if (rep->db.present) {
         if ((rc = merge_orders(u)) != 0) return rc;
         for (int i = 0; i < u->nseg; i++) {
             struct rec_ctx *c = &u->cs[i];
             if (!c->s.present) continue;
-            if ((rc = settle_candidates(c)) != 0 || (rc = find_lost(c)) != 0) return rc;
+            if ((rc = settle_candidates(c)) != 0) return rc;
+            if (u->mode == REC_SNAPSHOT && (rc = find_lost(c)) != 0) return rc;
         }
+        if (u->mode == REC_SINCE) u->escalate = needs_full(u);
     }
     if (segmented && (rc = sk_reconcile_check_transit(u)) != 0) return rc;
     sum_figures(u); /* backlog_orders were counted since */
     return 0;
+}
+
+/* The ledger entries of every key set (HLEN): how a full check reads. */
+static int ledger_total(sk_redis *r, uint64_t aid, int nseg, int64_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < (nseg > 1 ? nseg : 1); i++) {
+        struct sk_keys k;
+        sk_keys_seg(&k, aid, nseg > 1 ? i : SK_SEG_NONE);
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "HLEN %s", k.ledger);
+        if (rc) return rc;
+        if (rep->type == REDIS_REPLY_INTEGER) *total += rep->integer;
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* One check of the activity in the mode chosen: a snapshot when the sale
+ * fits in a chunk, slices when it does not (a quarter of headroom: users
+ * do not spread exactly evenly), or incremental. */
+static int run_check(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, int64_t now,
+                     int64_t grace, int64_t stale, struct sk_reconcile_report *rep, int nseg,
+                     size_t chunk, int64_t since_ms)
+{
+    int rc = run_init(u, st, r, aid, now, grace, stale, rep, nseg);
+    if (rc) return rc;
+    if (since_ms > 0) {
+        u->mode = REC_SINCE;
+        u->since_ms = since_ms;
+    } else {
+        int64_t total;
+        if ((rc = ledger_total(r, aid, nseg, &total)) != 0) return rc;
+        int64_t per = (int64_t)chunk * 4 / 5 > 0 ? (int64_t)chunk * 4 / 5 : 1;
+        int64_t slices = (total + per - 1) / per;
+        if (total > (int64_t)chunk && slices > 1) {
+            u->mode = REC_SLICED;
+            u->nslices = slices > INT32_MAX ? INT32_MAX : (int)slices;
+        }
+    }
+    rep->slices = u->nslices;
+    rep->incremental = u->mode == REC_SINCE;
+    return check(u);
 }
 
 static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
@@ -626,14 +867,29 @@ static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
     int64_t now = o->now_ms ? o->now_ms : sk_wall_ms();
     int64_t grace = o->grace_ms >= 0 ? o->grace_ms : 0;
     int64_t stale = o->stale_after_ms > 0 ? o->stale_after_ms : 0;
+    size_t chunk = o->chunk ? o->chunk : SIZE_MAX; /* 0: one snapshot */
+    int64_t since = o->repair ? 0 : o->since_ms;
     /* Segmented or not, as Redis routes purchases: the base meta's count. */
     int nseg;
     int rc = sk_seg_count(r, activity_id, &nseg);
     if (rc) return rc;
     struct rec_run u;
-    rc = run_init(&u, st, r, activity_id, now, grace, stale, rep, nseg);
-    if (rc == 0) rc = check(&u);
+    rc = run_check(&u, st, r, activity_id, now, grace, stale, rep, nseg, chunk, since);
+    int escalate = rc == 0 && u.escalate;
     run_free(&u);
+    if (escalate) {
+        /* the same call, full (what the incremental read is kept) */
+        size_t rows = rep->rows_read, peak = rep->peak_held;
+        sk_reconcile_report_free(rep);
+        memset(rep, 0, sizeof *rep);
+        rep->activity_id = activity_id;
+        rep->segments = 1;
+        rc = run_check(&u, st, r, activity_id, now, grace, stale, rep, nseg, chunk, 0);
+        run_free(&u);
+        rep->escalated = 1;
+        rep->rows_read += rows;
+        if (peak > rep->peak_held) rep->peak_held = peak;
+    }
     if (rc) return rc;
     rep->consistent = rep->total == 0;
     if (!o->repair || rep->total == 0) return 0;
@@ -645,8 +901,7 @@ static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
     struct sk_reconcile_report after;
     memset(&after, 0, sizeof after);
     after.activity_id = activity_id;
-    rc = run_init(&u, st, r, activity_id, now, grace, stale, &after, nseg);
-    if (rc == 0) rc = check(&u);
+    rc = run_check(&u, st, r, activity_id, now, grace, stale, &after, nseg, chunk, 0);
     run_free(&u);
     if (rc == 0) {
         memcpy(rep->remaining, after.found, sizeof rep->remaining);
@@ -672,5 +927,47 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
 {
     int rc = reconcile_one(st, r, activity_id, o, rep);
     malloc_trim(0);
+    return rc;
+}
+
+void sk_reconcile_periodic_init(struct sk_reconcile_periodic *p)
+{
+    memset(p, 0, sizeof *p);
+    p->full_every = SK_RECONCILE_FULL_EVERY;
+    p->overlap_ms = SK_RECONCILE_OVERLAP_MS;
+}
+
+void sk_reconcile_periodic_free(struct sk_reconcile_periodic *p)
+{
+    free(p->m);
+    p->m = NULL;
+    p->n = p->cap = 0;
+}
+
+int sk_reconcile_periodic_run(struct sk_reconcile_periodic *p, sk_store *st, sk_redis *r,
+                              uint64_t activity_id, struct sk_reconcile_report *rep)
+{
+    struct sk_reconcile_mark *m = NULL;
+    for (size_t i = 0; i < p->n && !m; i++)
+        if (p->m[i].activity_id == activity_id) m = &p->m[i];
+    if (!m) {
+        if (SK_VEC_RESERVE(p->m, p->cap, p->n + 1, 16)) {
+            memset(rep, 0, sizeof *rep);
+            return SK_ENOMEM;
+        }
+        m = &p->m[p->n++];
+        *m = (struct sk_reconcile_mark){.activity_id = activity_id};
+    }
+    struct sk_reconcile_opts o;
+    sk_reconcile_opts_init(&o);
+    o.chunk = p->chunk ? p->chunk : SK_RECONCILE_CHUNK;
+    int full = m->passes == 0 || p->full_every <= 1 || m->passes % (unsigned)p->full_every == 0;
+    if (!full) o.since_ms = m->since_ms - p->overlap_ms > 1 ? m->since_ms - p->overlap_ms : 1;
+    int64_t start = sk_wall_ms();
+    int rc = sk_reconcile_activity(st, r, activity_id, &o, rep);
+    if (rc == 0) {
+        m->since_ms = start;
+        m->passes++;
+    }
     return rc;
 }

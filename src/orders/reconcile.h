@@ -22,8 +22,26 @@
  * from a lender and never applied at their receiver are reported
  * (in_transit) and, with --repair, rolled forward (sk_seg_settle).
  *
- * Used by `seckill reconcile` (cli_reconcile.c) and, periodically, by a
- * serving process (sk_reconcile_activity + a metric of the drift count). */
+ * A sale bigger than a chunk (opts.chunk ledger entries; the worker's
+ * periodic check sets one, `seckill reconcile` reads one snapshot, several
+ * times faster on a big sale) is checked slice by slice, so memory is
+ * bounded by the chunk, not the sale: slice s holds
+ * the orders and buyers of the users u with u % S == s (S = the slices),
+ * read with HSCAN; the invariant stock + held == initial comes from the
+ * state script (one instant), and a user whose counts differ is read again
+ * in one WATCH/EXEC before it is reported (a purchase or release of that
+ * user during the pass is judged on the next one).
+ *
+ * An incremental check (opts.since_ms) reads only the DB orders admitted
+ * since a time, each page looked up in the ledger, plus the figures that
+ * cost no memory (the invariant, the DB stock, counts); it turns into a
+ * full check in the same call (rep->escalated) when the counts say a
+ * ledger order may be missing from the DB (ledger entries > DB orders +
+ * backlog) or the backlog holds an order older than the stale bound.
+ *
+ * Used by `seckill reconcile` (cli_reconcile.c: always full) and,
+ * periodically, by the worker process (sk_reconcile_periodic: incremental,
+ * full every SK_RECONCILE_FULL_EVERY passes). */
 #ifndef SK_RECONCILE_H
 #define SK_RECONCILE_H
 #include <stddef.h>
@@ -161,6 +179,12 @@ struct sk_reconcile_report {
     size_t repair_failures;
     size_t remaining[SK_DRIFT_NKINDS]; /* after the repair (a second check) */
     size_t remaining_total;
+    /* How the check read (docs/reconcile.md, "The periodic check"). */
+    int incremental;  /* only the orders since opts.since_ms were compared */
+    int escalated;    /* an incremental check that turned into a full one */
+    int slices;       /* full check: ledger slices read one after another (1: one snapshot) */
+    size_t rows_read; /* DB order rows read */
+    size_t peak_held; /* most ledger entries held in memory at once */
 };
 
 #define SK_RECONCILE_GRACE_MS 5000
@@ -171,6 +195,9 @@ struct sk_reconcile_report {
  * outage the worker rides out takes seconds; past a minute something is
  * stuck (docs/reconcile.md). */
 #define SK_RECONCILE_STALE_AFTER_MS 60000
+/* A full check holds at most about this many ledger entries at once (a
+ * bigger sale is read in slices, ~130 bytes an entry while held). */
+#define SK_RECONCILE_CHUNK 50000
 
 struct sk_reconcile_opts {
     int repair;             /* fix what is safe, one audit row per change */
@@ -182,6 +209,13 @@ struct sk_reconcile_opts {
     int64_t stale_after_ms; /* an order in the stream backlog admitted longer ago than
                                this is drift (stale); 0: not checked (default
                                SK_RECONCILE_STALE_AFTER_MS) */
+    size_t chunk;           /* ledger entries held at once by a full check (0: no
+                               bound, one snapshot: fastest, memory grows with the
+                               sale; the worker's periodic check uses
+                               SK_RECONCILE_CHUNK) */
+    int64_t since_ms;       /* > 0: incremental: only DB orders admitted at or after
+                               this (unix ms, the order id's stream time) are compared
+                               with the ledger; no repair then */
 };
 
 void sk_reconcile_opts_init(struct sk_reconcile_opts *o);
@@ -197,6 +231,38 @@ int sk_reconcile_activity(sk_store *st, sk_redis *r, uint64_t activity_id,
                           const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep);
 
 void sk_reconcile_report_free(struct sk_reconcile_report *rep);
+
+/* The worker's periodic check: per activity, the first pass and every
+ * full_every-th are full, the others incremental from the previous pass's
+ * start less overlap_ms (orders persisted late, e.g. claimed from a dead
+ * worker, are still compared; an order in the backlog longer than the
+ * stale bound makes the pass full). Drift an incremental pass cannot see
+ * (a ledger entry or a user's count altered in Redis for an old order) is
+ * found by the next full pass: within full_every passes. */
+#define SK_RECONCILE_FULL_EVERY 10
+#define SK_RECONCILE_OVERLAP_MS (SK_RECONCILE_STALE_AFTER_MS + SK_RECONCILE_GRACE_MS)
+
+struct sk_reconcile_mark {
+    uint64_t activity_id;
+    int64_t since_ms; /* the start of its last pass */
+    unsigned passes;  /* passes run */
+};
+
+struct sk_reconcile_periodic {
+    int full_every;     /* SK_RECONCILE_FULL_EVERY by default */
+    int64_t overlap_ms; /* SK_RECONCILE_OVERLAP_MS by default */
+    size_t chunk;       /* 0: SK_RECONCILE_CHUNK */
+    struct sk_reconcile_mark *m;
+    size_t n, cap;
+};
+
+void sk_reconcile_periodic_init(struct sk_reconcile_periodic *p);
+/* Frees the marks (p stays usable, every activity starts with a full pass). */
+void sk_reconcile_periodic_free(struct sk_reconcile_periodic *p);
+/* One pass over one activity (no repair): as sk_reconcile_activity. The
+ * mark moves only when the check ran. */
+int sk_reconcile_periodic_run(struct sk_reconcile_periodic *p, sk_store *st, sk_redis *r,
+                              uint64_t activity_id, struct sk_reconcile_report *rep);
 
 /* Human report: one line of Redis figures (segmented: the activity's, with
  * its transfers, then one per segment, at most max_lines), one of DB

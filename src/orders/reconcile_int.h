@@ -21,7 +21,8 @@
 #include "redis/stream_id.h"
 #include "store/store.h"
 
-#define SK_RECONCILE_PAGE 1000 /* DB orders per page, pending ids per XPENDING */
+#define SK_RECONCILE_PAGE 1000  /* DB orders per page, pending ids per XPENDING */
+#define SK_RECONCILE_VERIFY 200 /* users read again per WATCH/EXEC (sliced check) */
 
 /* ---- Report building (reconcile_report.c) --------------------------------- */
 
@@ -86,9 +87,45 @@ struct rec_snap {
     size_t nl;
     char **bad; /* malformed ledger entries ("id=value"), reported as they are */
     size_t nbad;
+    size_t bcap, lcap; /* allocated entries (slices, look-ups) */
+    /* Read in slices or incrementally: the whole key set's figures from the
+     * state script (one instant), and the ledger's length. */
+    int64_t held, nbuyers, ledger_len;
 };
 
 void sk_reconcile_snap_free(struct rec_snap *s);
+/* Frees the buyers, ledger and malformed entries only (the figures stay). */
+void sk_reconcile_snap_drop_rows(struct rec_snap *s);
+/* Parses one ledger field/value pair of the key set labelled label into
+ * *e: 0, or SK_EINVAL when malformed. */
+int sk_reconcile_parse_lentry(const char *label, const redisReply *k, const redisReply *v,
+                              struct rec_lentry *e);
+/* The figures of key set k at one instant (the state script: stock, meta,
+ * the buyers hash's sum and size, DLQ length, the guard's fields) and the
+ * ledger's length, into s (its rows untouched). */
+int sk_reconcile_read_head(sk_redis *r, const struct sk_keys *k, struct rec_snap *s);
+/* Slice `slice` of nslices: the buyers u with u % nslices == slice, and
+ * the ledger entries of those users (malformed ones: slice 0), read with
+ * HSCAN (so not at one instant: sk_reconcile_verify_users), sorted, into
+ * s's rows (replacing them). */
+int sk_reconcile_read_slice(sk_redis *r, const struct sk_keys *k, int nslices, int slice,
+                            struct rec_snap *s);
+/* The ledger entries of the DB orders o[0..n) (those present and well
+ * formed), sorted, into s's rows (replacing them). */
+int sk_reconcile_ledger_fetch(sk_redis *r, const struct sk_keys *k, const struct sk_order *o,
+                              size_t n, struct rec_snap *s);
+
+/* A user whose buyers figure differed from its ledger units in a slice. */
+struct rec_udiff {
+    uint64_t user;
+    int64_t buyers, ledger; /* as the slice read them */
+    int confirmed;          /* still so, and unchanged, at one instant */
+};
+/* Reads the buyers figure and the slice's ledger entries of each d[i].user
+ * again at one instant (WATCH, HMGET, HMGET, MULTI/EXEC) and sets
+ * d[i].confirmed when the two still differ as the slice saw them. */
+int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct rec_snap *s,
+                              struct rec_udiff *d, size_t n);
 /* qsort/bsearch orders: ledger entries by order id, users by id. */
 int sk_reconcile_cmp_lentry(const void *a, const void *b);
 int sk_reconcile_cmp_uunits(const void *a, const void *b);
@@ -150,6 +187,18 @@ struct rec_ctx {
      * are not stable while it grows, so they are kept apart). */
     struct sk_drift *cand;
     size_t ncand, candcap;
+    int in_slices; /* read slice by slice (REC_SLICED) */
+    /* Sliced: users whose counts differ in the slice, verified before
+     * they are reported. */
+    struct rec_udiff *ud;
+    size_t nud, udcap;
+    int ud_nomem;
+};
+
+enum {
+    REC_SNAPSHOT, /* one snapshot of every key set (a sale of at most a chunk) */
+    REC_SLICED,   /* full, slice by slice (sk_reconcile_read_slice) */
+    REC_SINCE     /* incremental: the DB orders since since_ms */
 };
 
 /* One activity: its key sets, one per segment (one when not segmented). */
@@ -159,6 +208,10 @@ struct rec_run {
     uint64_t aid;
     int64_t now, grace, stale;
     struct sk_reconcile_report *rep;
+    int mode;             /* REC_SNAPSHOT, REC_SLICED or REC_SINCE */
+    int nslices, slice;   /* REC_SLICED: the slices, the one being checked */
+    int64_t since_ms;     /* REC_SINCE: DB orders from this stream time on */
+    int escalate;         /* REC_SINCE: the counts ask for a full check */
     int nseg;             /* 1: not segmented */
     struct rec_ctx *cs;   /* nseg of them */
     int64_t base_initial; /* segmented: the base meta's initial, -1 when absent */

@@ -11,6 +11,7 @@
 #include "core/num.h"
 #include "core/vec.h"
 #include "engine/order_id.h"
+#include "engine/stock.h"
 #include "orders/order_worker.h"
 #include "orders/reconcile_int.h"
 #include "redis/reply.h"
@@ -61,13 +62,22 @@ int sk_reconcile_proto_err(sk_redis *r, const char *what, const redisReply *rep)
     return SK_EPROTO;
 }
 
-void sk_reconcile_snap_free(struct rec_snap *s)
+void sk_reconcile_snap_drop_rows(struct rec_snap *s)
 {
     free(s->buyers);
     free(s->ledger);
     for (size_t i = 0; i < s->nbad; i++)
         free(s->bad[i]);
     free(s->bad);
+    s->buyers = NULL;
+    s->ledger = NULL;
+    s->bad = NULL;
+    s->nb = s->nl = s->nbad = s->bcap = s->lcap = 0;
+}
+
+void sk_reconcile_snap_free(struct rec_snap *s)
+{
+    sk_reconcile_snap_drop_rows(s);
     memset(s, 0, sizeof *s);
 }
 
@@ -84,29 +94,28 @@ int sk_reconcile_cmp_uunits(const void *a, const void *b)
 
 /* Parses one ledger field/value pair of the key set labelled label ("<ID>"
  * or "<ID>.<seg>": its order ids are "<label>-<stream id>[-<branch>]",
- * engine/order_id.h) into *e: 0, or
- * -1 when malformed. */
-static int parse_lentry(const char *label, const redisReply *k, const redisReply *v,
-                        struct rec_lentry *e)
+ * engine/order_id.h) into *e: 0, or SK_EINVAL when malformed. */
+int sk_reconcile_parse_lentry(const char *label, const redisReply *k, const redisReply *v,
+                              struct rec_lentry *e)
 {
     memset(e, 0, sizeof *e);
-    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
-    if (k->len == 0 || k->len >= sizeof e->oid) return -1;
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return SK_EINVAL;
+    if (k->len == 0 || k->len >= sizeof e->oid) return SK_EINVAL;
     memcpy(e->oid, k->str, k->len);
     struct sk_oid id;
     size_t ll = strlen(label);
     if (sk_oid_parse(e->oid, k->len, &id) < 0 || id.label_len != ll || memcmp(e->oid, label, ll))
-        return -1;
+        return SK_EINVAL;
     e->sid = id.sid;
     const char *s = v->str, *end = v->str + v->len;
     const char *c1 = memchr(s, ':', v->len);
-    if (!c1) return -1;
+    if (!c1) return SK_EINVAL;
     const char *c2 = memchr(c1 + 1, ':', (size_t)(end - c1 - 1));
     const char *qend = c2 ? c2 : end;
-    if (sk_num_u64(s, (size_t)(c1 - s), &e->user)) return -1;
-    if (sk_num_i64(c1 + 1, (size_t)(qend - c1 - 1), &e->qty) || e->qty < 1) return -1;
+    if (sk_num_u64(s, (size_t)(c1 - s), &e->user)) return SK_EINVAL;
+    if (sk_num_i64(c1 + 1, (size_t)(qend - c1 - 1), &e->qty) || e->qty < 1) return SK_EINVAL;
     if (c2) {
-        if ((size_t)(end - c2) != 9 || memcmp(c2, ":released", 9) != 0) return -1;
+        if ((size_t)(end - c2) != 9 || memcmp(c2, ":released", 9) != 0) return SK_EINVAL;
         e->released = 1;
     }
     return 0;
@@ -177,7 +186,7 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
     if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
     for (size_t i = 0; i < nl; i++) {
         const redisReply *k = ledger->element[2 * i], *v = ledger->element[2 * i + 1];
-        if (parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
+        if (sk_reconcile_parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
             s->nl++;
         else if (keep_bad(s, k, v))
             return SK_ENOMEM;
@@ -412,6 +421,26 @@ int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid)
     return 0;
 }
 
+/* HMGET of m <= RECHECK_CHUNK order ids in the ledger of k: *rep an array
+ * of m values (the caller frees it). */
+static int ledger_hmget(sk_redis *r, const struct sk_keys *k, const char *const *ids, size_t m,
+                        redisReply **rep)
+{
+    const char *argv[2 + RECHECK_CHUNK];
+    argv[0] = "HMGET";
+    argv[1] = k->ledger;
+    for (size_t i = 0; i < m; i++)
+        argv[2 + i] = ids[i];
+    int rc = sk_redis_command(r, rep, (int)(2 + m), argv, NULL);
+    if (rc) return rc;
+    if ((*rep)->type != REDIS_REPLY_ARRAY || (*rep)->elements != m) {
+        freeReplyObject(*rep);
+        *rep = NULL;
+        return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
+    }
+    return 0;
+}
+
 /* Looks up the given order ids in the ledger again; present[i] is 0 when
  * absent, 1 when held, 2 when released. */
 int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
@@ -419,18 +448,12 @@ int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
 {
     for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
         size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
-        const char *argv[2 + RECHECK_CHUNK];
-        argv[0] = "HMGET";
-        argv[1] = k->ledger;
+        const char *ids[RECHECK_CHUNK];
         for (size_t i = 0; i < m; i++)
-            argv[2 + i] = d[at + i]->order.order_id;
+            ids[i] = d[at + i]->order.order_id;
         redisReply *rep;
-        int rc = sk_redis_command(r, &rep, (int)(2 + m), argv, NULL);
+        int rc = ledger_hmget(r, k, ids, m, &rep);
         if (rc) return rc;
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != m) {
-            freeReplyObject(rep);
-            return sk_reconcile_proto_err(r, "HMGET ledger", NULL);
-        }
         for (size_t i = 0; i < m; i++) {
             const redisReply *v = rep->element[i];
             present[at + i] = v->type != REDIS_REPLY_STRING                             ? 0
@@ -440,4 +463,254 @@ int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
         freeReplyObject(rep);
     }
     return 0;
+}
+
+/* ---- Reading in slices (a sale bigger than a chunk) ------------------------ */
+
+#define SCAN_COUNT 1000 /* fields per HSCAN call: the reply held at once */
+
+int sk_reconcile_read_head(sk_redis *r, const struct sk_keys *k, struct rec_snap *s)
+{
+    struct sk_stock_state st;
+    int rc = sk_stock_state_keys(r, k, &st);
+    if (rc) return rc;
+    s->present = st.exists;
+    s->initial = st.initial;
+    s->stock = st.remaining;
+    s->released_meta = st.released;
+    s->dlq = st.dlq;
+    s->xin = st.xin;
+    s->xout = st.xout;
+    snprintf(s->fence, sizeof s->fence, "%s", st.fence);
+    snprintf(s->fence_why, sizeof s->fence_why, "%s", st.fence_why);
+    s->oversold = st.oversold;
+    s->held = st.held;
+    s->nbuyers = st.buyers;
+    redisReply *rep;
+    if ((rc = sk_redis_cmd(r, &rep, "HLEN %s", k->ledger))) return rc;
+    if (rep->type != REDIS_REPLY_INTEGER) rc = sk_reconcile_proto_err(r, "HLEN ledger", rep);
+    s->ledger_len = rc ? 0 : rep->integer;
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* The user of a ledger value "user:qty[:released]"; -1 when malformed. */
+static int value_user(const redisReply *v, uint64_t *user)
+{
+    if (v->type != REDIS_REPLY_STRING) return -1;
+    const char *c = memchr(v->str, ':', v->len);
+    return c && sk_num_u64(v->str, (size_t)(c - v->str), user) == 0 ? 0 : -1;
+}
+
+/* One key's fields, HSCAN by HSCAN, each pair given to fn. */
+static int scan_hash(sk_redis *r, const char *key, const char *what,
+                     int (*fn)(void *arg, const redisReply *k, const redisReply *v), void *arg)
+{
+    char cursor[32] = "0";
+    do {
+        redisReply *rep;
+        int rc = sk_redis_cmd(r, &rep, "HSCAN %s %s COUNT %d", key, cursor, SCAN_COUNT);
+        if (rc) return rc;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+            rep->element[0]->type != REDIS_REPLY_STRING ||
+            rep->element[1]->type != REDIS_REPLY_ARRAY || rep->element[1]->elements % 2 ||
+            rep->element[0]->len >= sizeof cursor) {
+            rc = sk_reconcile_proto_err(r, what, rep);
+            freeReplyObject(rep);
+            return rc;
+        }
+        memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+        const redisReply *f = rep->element[1];
+        for (size_t i = 0; rc == 0 && i < f->elements; i += 2)
+            rc = fn(arg, f->element[i], f->element[i + 1]);
+        freeReplyObject(rep);
+        if (rc) return rc;
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+struct slice_arg {
+    sk_redis *r;
+    const char *label;
+    uint64_t nslices, slice;
+    struct rec_snap *s;
+};
+
+static int slice_buyer(void *arg, const redisReply *k, const redisReply *v)
+{
+    struct slice_arg *a = arg;
+    struct rec_snap *s = a->s;
+    struct rec_uunits u;
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+        sk_num_u64(k->str, k->len, &u.user) || sk_num_i64(v->str, v->len, &u.units))
+        return sk_reconcile_proto_err(a->r, "buyers hash: a field or value that is not a number",
+                                      NULL);
+    if (u.user % a->nslices != a->slice) return 0;
+    if (SK_VEC_RESERVE(s->buyers, s->bcap, s->nb + 1, 256)) return SK_ENOMEM;
+    s->buyers[s->nb++] = u;
+    return 0;
+}
+
+static int slice_ledger(void *arg, const redisReply *k, const redisReply *v)
+{
+    struct slice_arg *a = arg;
+    struct rec_snap *s = a->s;
+    uint64_t user;
+    int ok = value_user(v, &user) == 0;
+    /* malformed entries are reported by slice 0 */
+    if ((ok ? user % a->nslices : 0) != a->slice) return 0;
+    if (SK_VEC_RESERVE(s->ledger, s->lcap, s->nl + 1, 256)) return SK_ENOMEM;
+    if (ok && sk_reconcile_parse_lentry(a->label, k, v, &s->ledger[s->nl]) == 0) {
+        s->nl++;
+        return 0;
+    }
+    return keep_bad(s, k, v);
+}
+
+int sk_reconcile_read_slice(sk_redis *r, const struct sk_keys *k, int nslices, int slice,
+                            struct rec_snap *s)
+{
+    sk_reconcile_snap_drop_rows(s);
+    struct slice_arg a = {r, k->label, (uint64_t)nslices, (uint64_t)slice, s};
+    /* the buyers before the ledger: every admission counted in a buyer's
+     * figure has its ledger entry by then (one script writes both) */
+    int rc = scan_hash(r, k->buyers, "HSCAN buyers", slice_buyer, &a);
+    if (rc == 0) rc = scan_hash(r, k->ledger, "HSCAN ledger", slice_ledger, &a);
+    if (rc) {
+        sk_reconcile_snap_drop_rows(s);
+        return rc;
+    }
+    /* HSCAN may return a field twice (a rehash during the scan) */
+    if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
+    size_t m = 0;
+    for (size_t i = 0; i < s->nb; i++)
+        if (!m || s->buyers[m - 1].user != s->buyers[i].user) s->buyers[m++] = s->buyers[i];
+    s->nb = m;
+    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
+    m = 0;
+    for (size_t i = 0; i < s->nl; i++)
+        if (!m || strcmp(s->ledger[m - 1].oid, s->ledger[i].oid)) s->ledger[m++] = s->ledger[i];
+    s->nl = m;
+    return 0;
+}
+
+int sk_reconcile_ledger_fetch(sk_redis *r, const struct sk_keys *k, const struct sk_order *o,
+                              size_t n, struct rec_snap *s)
+{
+    sk_reconcile_snap_drop_rows(s);
+    if (n && !(s->ledger = calloc(n, sizeof *s->ledger))) return SK_ENOMEM;
+    s->lcap = n;
+    for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
+        size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
+        const char *ids[RECHECK_CHUNK];
+        for (size_t i = 0; i < m; i++)
+            ids[i] = o[at + i].order_id;
+        redisReply *rep;
+        int rc = ledger_hmget(r, k, ids, m, &rep);
+        if (rc) return rc;
+        for (size_t i = 0; i < m; i++) {
+            const redisReply *v = rep->element[i];
+            redisReply key = {.type = REDIS_REPLY_STRING,
+                              .str = (char *)o[at + i].order_id,
+                              .len = strlen(o[at + i].order_id)};
+            /* absent or malformed: looked up again as not in the ledger */
+            if (v->type == REDIS_REPLY_STRING &&
+                sk_reconcile_parse_lentry(k->label, &key, v, &s->ledger[s->nl]) == 0)
+                s->nl++;
+        }
+        freeReplyObject(rep);
+    }
+    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
+    return 0;
+}
+
+/* Units of the unreleased entries among the ledger values of one HMGET. */
+static int64_t unreleased_units(const redisReply *vals, size_t from, size_t n)
+{
+    int64_t units = 0;
+    for (size_t i = from; i < from + n; i++) {
+        const redisReply *v = vals->element[i];
+        int64_t q;
+        const char *c1 = v->type == REDIS_REPLY_STRING ? memchr(v->str, ':', v->len) : NULL;
+        if (!c1) continue;
+        const char *c2 = memchr(c1 + 1, ':', (size_t)(v->str + v->len - c1 - 1));
+        if (c2) continue; /* released (or malformed: reported as such) */
+        if (sk_num_i64(c1 + 1, (size_t)(v->str + v->len - c1 - 1), &q) == 0) units += q;
+    }
+    return units;
+}
+
+int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct rec_snap *s,
+                              struct rec_udiff *d, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        d[j].confirmed = 0;
+    /* the oids of each candidate, in the order of d[] */
+    size_t noid = 0;
+    for (size_t i = 0; i < s->nl; i++)
+        for (size_t j = 0; j < n; j++)
+            if (s->ledger[i].user == d[j].user) noid++;
+    const char **ua = malloc((n + 2) * sizeof *ua);
+    const char **la = malloc((noid + 3) * sizeof *la); /* + a field that cannot exist */
+    char(*unum)[24] = malloc((n ? n : 1) * sizeof *unum);
+    size_t *first = malloc((n ? n : 1) * sizeof *first), *cnt = calloc(n ? n : 1, sizeof *cnt);
+    int rc = !ua || !la || !unum || !first || !cnt ? SK_ENOMEM : 0;
+    if (rc == 0) {
+        ua[0] = "HMGET";
+        ua[1] = k->buyers;
+        la[0] = "HMGET";
+        la[1] = k->ledger;
+        size_t at = 2;
+        for (size_t j = 0; j < n; j++) {
+            snprintf(unum[j], sizeof unum[j], "%" PRIu64, d[j].user);
+            ua[2 + j] = unum[j];
+            first[j] = at - 2;
+            for (size_t i = 0; i < s->nl; i++)
+                if (s->ledger[i].user == d[j].user) {
+                    la[at++] = s->ledger[i].oid;
+                    cnt[j]++;
+                }
+        }
+    }
+    for (int tries = 0; rc == 0 && tries < SNAP_TRIES; tries++) {
+        const char *a_watch[] = {"WATCH", k->buyers, k->ledger};
+        const char *a_multi[] = {"MULTI"}, *a_exec[] = {"EXEC"};
+        struct rec_cmd cmds[] = {
+            {3, a_watch}, {(int)(n + 2), ua}, {(int)(noid + 2), la}, {1, a_multi}, {1, a_exec}};
+        /* HMGET needs a field: a candidate without ledger entries reads one
+         * that cannot exist */
+        if (noid == 0) {
+            la[2] = "-";
+            cmds[2].argc = 3;
+        }
+        redisReply *rep[5];
+        if ((rc = sk_reconcile_pipeline(r, 5, cmds, rep)) != 0) break;
+        if (rep[4]->type == REDIS_REPLY_NIL) { /* written meanwhile: again */
+            sk_reconcile_free_replies(rep, 5);
+            continue;
+        }
+        if (rep[1]->type != REDIS_REPLY_ARRAY || rep[1]->elements != n ||
+            rep[2]->type != REDIS_REPLY_ARRAY || rep[2]->elements != (noid ? noid : 1) ||
+            rep[4]->type != REDIS_REPLY_ARRAY) {
+            rc = sk_reconcile_proto_err(r, "user check (WATCH, HMGET, MULTI/EXEC)", rep[4]);
+            sk_reconcile_free_replies(rep, 5);
+            break;
+        }
+        for (size_t j = 0; j < n; j++) {
+            const redisReply *b = rep[1]->element[j];
+            int64_t b2 = b->type == REDIS_REPLY_STRING ? sk_reply_i64_or(b, 0) : 0;
+            int64_t l2 = unreleased_units(rep[2], first[j], cnt[j]);
+            /* a purchase or release of the user since the slice was read
+             * changes one of them: judged on the next pass */
+            d[j].confirmed = b2 != l2 && b2 == d[j].buyers && l2 == d[j].ledger;
+        }
+        sk_reconcile_free_replies(rep, 5);
+        break;
+    }
+    free(ua);
+    free(la);
+    free(unum);
+    free(first);
+    free(cnt);
+    return rc;
 }

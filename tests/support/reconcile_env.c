@@ -133,10 +133,20 @@ static void *live_checker(void *p)
         l->bad = -1;
         return NULL;
     }
+    struct sk_reconcile_opts o;
+    sk_reconcile_opts_init(&o);
+    o.chunk = l->chunk;
+    struct sk_reconcile_periodic per;
+    sk_reconcile_periodic_init(&per);
+    per.chunk = l->chunk;
+    per.full_every = 3;
     while (!atomic_load(&l->stop)) {
         struct sk_reconcile_report rep;
-        int rc = sk_reconcile_activity(st, r, l->aid, NULL, &rep);
+        int rc = l->periodic ? sk_reconcile_periodic_run(&per, st, r, l->aid, &rep)
+                             : sk_reconcile_activity(st, r, l->aid, &o, &rep);
         l->checks++;
+        l->sliced += rep.slices > 1;
+        l->incremental += rep.incremental && !rep.escalated;
         if ((rc || !rep.consistent) && l->bad++ == 0) {
             FILE *f = fmemopen(l->first_bad, sizeof l->first_bad - 1, "w");
             if (f) {
@@ -147,6 +157,7 @@ static void *live_checker(void *p)
         }
         sk_reconcile_report_free(&rep);
     }
+    sk_reconcile_periodic_free(&per);
     sk_store_close(st);
     sk_redis_free(r);
     return NULL;
@@ -180,7 +191,15 @@ static void *live_sweeper(void *p)
 void sk_th_live_start(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid, const char *consumer,
                       int relist_ms)
 {
+    sk_th_live_start_as(l, e, aid, consumer, relist_ms, 0, 0);
+}
+
+void sk_th_live_start_as(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid,
+                         const char *consumer, int relist_ms, size_t chunk, int periodic)
+{
     memset(l, 0, sizeof *l);
+    l->chunk = chunk;
+    l->periodic = periodic;
     l->e = e;
     l->aid = aid;
     atomic_init(&l->stop, 0);

@@ -58,11 +58,21 @@ struct sk_th_live {
     atomic_int stop, sweep_stop;
     int checks, bad;      /* reconciles run, and those that showed drift */
     char first_bad[8192]; /* the first of them, printed */
+    /* How the checker reads (sk_th_live_start_as): chunk > 0 reads a sale
+     * bigger than it in slices; periodic checks as the worker does
+     * (incremental, full every 3rd pass). */
+    size_t chunk;
+    int periodic;
+    int sliced, incremental; /* checks that ran so */
 };
 
 /* Starts the three threads; relist_ms > 0 overrides the worker's default. */
 void sk_th_live_start(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid, const char *consumer,
                       int relist_ms);
+/* The same with the checker reading in slices of chunk ledger entries
+ * (chunk > 0) and, when periodic is set, as the worker's periodic check. */
+void sk_th_live_start_as(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid,
+                         const char *consumer, int relist_ms, size_t chunk, int periodic);
 /* Buyers one by one (users 1, 2, ..., one unit each, sk_th_buy: a
  * segmented activity's purchases go to their home segments) until
  * `wanted` purchases were accepted, within within_ms. Returns how many. */
