@@ -840,11 +840,13 @@ static int run_check(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid,
     } else {
         int64_t total;
         if ((rc = ledger_total(r, aid, nseg, &total)) != 0) return rc;
-        int64_t per = (int64_t)chunk * 4 / 5 > 0 ? (int64_t)chunk * 4 / 5 : 1;
-        int64_t slices = (total + per - 1) / per;
-        if (total > (int64_t)chunk && slices > 1) {
-            u->mode = REC_SLICED;
-            u->nslices = slices > INT32_MAX ? INT32_MAX : (int)slices;
+        if (total > 0 && (uint64_t)total > chunk) { /* chunk < total: no overflow below */
+            int64_t per = (int64_t)(chunk / 5 * 4) > 0 ? (int64_t)(chunk / 5 * 4) : 1;
+            int64_t slices = (total + per - 1) / per;
+            if (slices > 1) {
+                u->mode = REC_SLICED;
+                u->nslices = slices > INT32_MAX ? INT32_MAX : (int)slices;
+            }
         }
     }
     rep->slices = u->nslices;
