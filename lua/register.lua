@@ -1,16 +1,20 @@
 -- register.lua - pre-registration (预约) and a registrant's view of the
 -- draw (docs/fairness.md).
 -- KEYS: meta reg draw wr:spent stock rl_user [rl_ip] (the activity's key set)
+--       [the challenge's spent key, when the call carries a ticket]
 -- ARGV: op ('r' register, 's' status), user id, then the call's rate limits
 --       u_rate u_burst ip_rate ip_burst ('0' = off; the activity's own
 --       per-user limit in meta wins, as for purchases) and the client IP
---       ('' none)
+--       ('' none), the challenge ticket ('' none: lib/challenge.lua; a new
+--       registrant needs one when the activity asks a challenge)
 -- Returns {rc, registered (0/1), added by this call (0/1), registrants,
 --          retry after ms (RATE_LIMITED), place in the draw (0: none),
 --          pass expiry (unix ms, 0: none), pass ('' none), box start (unix
 --          ms), winners so far (places holding or having held a right),
 --          registrants in the draw (0: not drawn yet)}
--- rc: register: REGISTERED, REG_NOT_OPEN, REG_CLOSED, RATE_LIMITED; status:
+-- rc: register: REGISTERED, REG_NOT_OPEN, REG_CLOSED, RATE_LIMITED, the
+-- challenge's refusals (CHALLENGE_REQUIRED, CAPTCHA_REQUIRED,
+-- CHALLENGE_INVALID, CHALLENGE_EXPIRED, CHALLENGE_REPLAYED); status:
 -- NOT_REGISTERED, REGISTERED (no draw, or not drawn yet), Q_ADMITTED (a
 -- right now: the pass), Q_WAITING (later in the draw's order), Q_USED,
 -- Q_EXPIRED (the box passed unused), SOLD_OUT; either: UNKNOWN_ACTIVITY,
@@ -18,22 +22,28 @@
 --
 -- Registration is idempotent (SADD); it is charged to the buyer's and the
 -- client IP's rate limiters like a purchase (lib/gcra.lua), not the status.
+-- Becoming a registrant spends a challenge when the activity asks one (meta
+-- `ch`), as entering the queue does; a registrant registering again needs
+-- none. A refused call writes nothing (no token, no spent key).
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/gcra.lua"
 --#include "lib/pass.lua"
 --#include "lib/draw.lua"
-local op, u, ip = ARGV[1] or '', ARGV[2] or '', ARGV[7] or ''
+--#include "lib/challenge.lua"
+local op, u, ip, ticket = ARGV[1] or '', ARGV[2] or '', ARGV[7] or '', ARGV[8] or ''
 local function out_of(rc) return {rc, 0, 0, 0, 0, 0, 0, '', 0, 0, 0} end
+local nbase = ip ~= '' and 7 or 6
 if (op ~= 'r' and op ~= 's') or not digits(u, 20) or not string.find(u, '^[1-9]')
-   or #ip > 45 or not string.find(ip, '^[%x:.]*$') or #KEYS ~= (ip ~= '' and 7 or 6) then
+   or #ip > 45 or not string.find(ip, '^[%x:.]*$') or #ticket > 40
+   or #KEYS ~= nbase + (ticket ~= '' and 1 or 0) then
   return bad_args(0, 0, 0, 0, 0, 0, '', 0, 0, 0)
 end
 for i = 3, 6 do
   if not digits(ARGV[i] or '', 7) then return bad_args(0, 0, 0, 0, 0, 0, '', 0, 0, 0) end
 end
 local m = redis.call('HMGET', KEYS[1], 'start_ms', 'end_ms', 'reg_start', 'reg_end', 'fence',
-                     'rl_rate', 'rl_burst', 'wr_seed', 'id')
+                     'rl_rate', 'rl_burst', 'wr_seed', 'id', 'ch')
 if m[5] then return out_of(RC.RECOVERING) end
 if not m[1] or not m[2] then return out_of(RC.UNKNOWN_ACTIVITY) end
 if not m[3] or not m[4] then return out_of(RC.NO_REGISTRATION) end
@@ -46,6 +56,16 @@ if op == 'r' then
   if out[1] ~= RC.REGISTERED then
     out[4] = redis.call('SCARD', KEYS[2])
     return out
+  end
+  -- a new registrant's challenge: checked here, spent with the registration
+  local chg, ch_exp = ch_gate(m[10]), nil
+  if chg and redis.call('SISMEMBER', KEYS[2], u) == 0 then
+    local why
+    why, ch_exp = ch_refused(chg, ticket, KEYS[nbase + 1], now)
+    if why then
+      out[1], out[4] = why, redis.call('SCARD', KEYS[2])
+      return out
+    end
   end
   -- the rate limiters, as for a purchase: checked both, then charged
   local up, ub
@@ -61,6 +81,7 @@ if op == 'r' then
   end
   if up then gcra_set(KEYS[6], now_u, ut) end
   if ipp and ip ~= '' then gcra_set(KEYS[7], now_u, it) end
+  if ch_exp then ch_spend(chg, KEYS[nbase + 1], ch_exp) end
   out[2], out[3] = 1, redis.call('SADD', KEYS[2], u)
   out[4] = redis.call('SCARD', KEYS[2])
   return out

@@ -142,6 +142,15 @@ static void pow_refusals_then_one(struct srv *v, const char *route, uint64_t aid
         CHECK_MSG(!strcmp(st, "admitted") || !strcmp(st, "waiting"), "%s", r.body);
         return;
     }
+    if (!strcmp(route, "register")) {
+        /* registered; again (a registrant) needs no challenge and adds nobody */
+        CHECK_MSG(strstr(r.body, "\"registered\":true") && JINT(&r, "registrants") == 1, "%s",
+                  r.body);
+        EXPECT_STATUS(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 200);
+        EXPECT_STATUS(send_ch(v, route, aid, 41, NULL, NULL, &r), &r, 200);
+        CHECK_EQ(JINT(&r, "registrants"), 1);
+        return;
+    }
     EXPECT_ERROR(send_ch(v, route, aid, 41, hdr, NULL, &r), &r, 403, "challenge_replayed");
 }
 
@@ -186,6 +195,65 @@ SK_TEST(challenge_http_purchase_and_join_need_the_buyers_own_fresh_solution)
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/challenge", plain);
     EXPECT_ERROR(sk_th_as_user(&v.c, "GET", path, 41, NULL, &r), &r, 404, "no_challenge");
     EXPECT_STATUS(buy(&v, plain, 41, NULL, &r), &r, 200);
+    srv_stop(&v);
+}
+
+/* Registration takes the sale's challenge as the purchase does: every
+ * wrong solution refused with the same codes and nobody registered, a
+ * valid one registers once; the solution it spent is refused at the
+ * purchase once the sale opens (one spent key for both). */
+SK_TEST_T(challenge_http_registration_needs_the_buyers_own_fresh_solution, 60)
+{
+    const char *extra[] = {"--challenge-secret", SECRET, "--challenge-ttl-s", "30", NULL};
+    struct srv v;
+    srv_start(&v, extra);
+    uint64_t aid = sk_th_unique_id(), other = sk_th_unique_id();
+    ch_ready(&v, other, 10, "{\"pow_bits\":12}", 0);
+    char rs[40], re[40], s[40], e[40], body[900];
+    struct sk_th_resp r;
+    int64_t now = sk_wall_ms(), start = now + 6000;
+    rfc3339(now - 1000, rs, sizeof rs);
+    rfc3339(start, re, sizeof re);
+    rfc3339(start, s, sizeof s);
+    rfc3339(start + HOUR_MS, e, sizeof e);
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"reg challenge\",\"stock\":10,"
+             "\"per_user_limit\":1,\"start\":\"%s\",\"end\":\"%s\",\"challenge\":"
+             "{\"pow_bits\":12},\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}}",
+             aid, s, e, rs, re);
+    EXPECT_STATUS(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 201);
+    EXPECT_STATUS(admin_op(&v, aid, "preheat", NULL, &r), &r, 200);
+    EXPECT_STATUS(admin_op(&v, aid, "open", NULL, &r), &r, 200);
+    /* during the registration window the challenge is for registering */
+    char path[128], hdr[SK_CH_HEADER_MAX];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/challenge", aid);
+    EXPECT_STATUS(sk_th_as_user(&v.c, "GET", path, 41, NULL, &r), &r, 200);
+    CHECK_MSG(strstr(r.body, "\"for\":\"register\""), "%s", r.body);
+    pow_refusals_then_one(&v, "register", aid, other);
+    /* 42 registers with a solution; the refusals registered nobody */
+    solved_for(&v, aid, 42, hdr, sizeof hdr);
+    EXPECT_STATUS(send_ch(&v, "register", aid, 42, hdr, NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "registrants"), 2);
+    /* 42's spent solution is no good for the purchase (one spent key) */
+    int rc = 0;
+    int64_t deadline = sk_mono_ms() + 20000;
+    while (strstr(r.body, "challenge_replayed") == NULL) {
+        CHECK_MSG(sk_mono_ms() < deadline, "the spent solution: %s", r.body);
+        rc = send_ch(&v, "purchase", aid, 42, hdr, NULL, &r);
+        if (strstr(r.body, "not_started")) sk_th_nap_ms(100);
+    }
+    EXPECT_ERROR(rc, &r, 403, "challenge_replayed");
+    expect_stats(&v, aid, 10, 0, 0);
+    /* from the start a fresh one buys (fetched anew: one refused before the
+     * start is not spent, but a fresh one is as cheap) */
+    do {
+        CHECK_MSG(sk_mono_ms() < deadline, "the sale did not open: %s", r.body);
+        if (strstr(r.body, "not_started")) sk_th_nap_ms(100);
+        solved_for(&v, aid, 42, hdr, sizeof hdr);
+        rc = send_ch(&v, "purchase", aid, 42, hdr, NULL, &r);
+    } while (strstr(r.body, "not_started"));
+    EXPECT_STATUS(rc, &r, 200);
+    expect_stats(&v, aid, 9, 1, 1);
     srv_stop(&v);
 }
 

@@ -20,6 +20,8 @@
 #include <sqlite3.h>
 
 #include "core/clock.h"
+#include "engine/keys.h"
+#include "redis/redis_conn.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/http_client.h"
@@ -585,6 +587,83 @@ SK_TEST_T(ops_dashboard_in_chromium_shows_the_sale_as_the_engine_reports_it, 240
     /* the node's health and its processes are on the page */
     CHECK(strstr(dom, "HTTP processes 2/2") != NULL);
     CHECK(strstr(dom, "Order worker") != NULL);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* Pre-registration's count (docs/fairness.md): dashboard.json, the page
+ * in Chromium and /metrics give the number of registrants Redis's set and
+ * the database hold; a sale without registration shows none. */
+SK_TEST_T(ops_registrants_on_the_dashboard_and_in_metrics_equal_redis_and_the_store, 240)
+{
+    struct sk_th_serve s;
+    char addr[64];
+    int ops = serve_with_ops(&s, addr, sizeof addr);
+    uint64_t rid = sk_th_unique_id(), plain = open_sale(s.port, 10);
+    char body[600], path[96], hdr[64];
+    snprintf(body, sizeof body,
+             "{\"id\":%" PRIu64 ",\"name\":\"ops reg\",\"stock\":10,\"per_user_limit\":1,"
+             "\"start\":\"2099-01-01T00:00:00Z\",\"end\":\"2099-01-02T00:00:00Z\","
+             "\"registration\":{\"start\":\"2020-01-01T00:00:00Z\","
+             "\"end\":\"2099-01-01T00:00:00Z\"}}",
+             rid);
+    create_and_open(s.port, rid, body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/register", rid);
+    struct sk_th_http h;
+    struct sk_th_resp r;
+    sk_th_http_open(&h, s.port);
+    for (int i = 1; i <= 29; i++) {
+        /* a buyer registering twice is one registrant */
+        snprintf(hdr, sizeof hdr, "X-User-Id: %d\r\n", 500 + i);
+        for (int k = 0; k < 1 + (i % 3 == 0); k++)
+            CHECK_EQ(sk_th_http_req(&h, "POST", path, hdr, NULL, &r), 200);
+    }
+    sk_th_http_close(&h);
+    int64_t deadline = sk_mono_ms() + 15000;
+    while (!dashboard_figure_is(ops, rid, NULL, "registered", 29)) {
+        CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never showed 29 registrants");
+        sk_th_nap_ms(100);
+    }
+    /* what Redis and the database hold */
+    sk_redis *rd = sk_th_redis_new(sk_th_redis_url(), 2000, 2000);
+    struct sk_keys k;
+    sk_keys_for(&k, rid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(rd, &rep, "SCARD %s", k.reg), 0);
+    CHECK_EQ(rep->integer, 29);
+    freeReplyObject(rep);
+    sk_redis_free(rd);
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    CHECK_EQ(sqlite3_open(s.db + strlen("sqlite:"), &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM registrations WHERE activity_id = ?", -1,
+                                &q, NULL),
+             SQLITE_OK);
+    sqlite3_bind_int64(q, 1, (sqlite3_int64)rid);
+    long long stored = -1;
+    deadline = sk_mono_ms() + 10000;
+    while (stored != 29 && sk_mono_ms() < deadline) {
+        sqlite3_reset(q);
+        if (sqlite3_step(q) == SQLITE_ROW) stored = sqlite3_column_int64(q, 0);
+        if (stored != 29) sk_th_nap_ms(50);
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    CHECK_EQ(stored, 29);
+    /* /metrics: the registered sale only */
+    char series[96];
+    snprintf(series, sizeof series, "seckill_activity_registered{activity=\"%" PRIu64 "\"}", rid);
+    struct want w[] = {{series, 29}, {NULL, 0}};
+    const char *text = scrape_until(ops, has_value, w);
+    snprintf(series, sizeof series, "seckill_activity_registered{activity=\"%" PRIu64 "\"}", plain);
+    CHECK_MSG(strstr(text, series) == NULL, "a sale without registration has a count");
+    CHECK(strstr(text, "# TYPE seckill_activity_registered gauge") != NULL);
+    /* the page in Chromium */
+    static char dom[1 << 20];
+    char url[96], id[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);
+    chromium_dump(url, dom, sizeof dom);
+    snprintf(id, sizeof id, "act-%" PRIu64 "-registered", rid);
+    CHECK_EQ(dom_number(dom, id), 29);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }
 

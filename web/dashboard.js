@@ -228,6 +228,7 @@ function makeCard(a) {
     cancelled: stat(grid, 'Orders cancelled', p + 'cancelled'),
     dbstock: stat(grid, 'DB stock', p + 'dbstock'),
     reconcile: stat(grid, 'Last reconcile', p + 'reconcile'),
+    registered: stat(grid, 'Registered', p + 'registered'),
   };
   c.append(grid);
   // The waiting room (docs/waiting-room.md), for an activity that has one.
@@ -296,6 +297,9 @@ function renderActivity(card, a, d) {
   v.paid.textContent = fmt(a.orders.paid);
   v.cancelled.textContent = fmt(a.orders.cancelled);
   v.dbstock.textContent = fmt(a.db_stock);
+  // pre-registration (docs/fairness.md): shown only for a sale that takes it
+  v.registered.parentNode.hidden = a.registered == null;
+  v.registered.textContent = a.registered == null ? '' : fmt(a.registered);
   if (a.reconcile_differences < 0) {
     v.reconcile.textContent = 'not yet'; v.reconcile.className = 'v';
   } else {

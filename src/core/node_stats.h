@@ -78,6 +78,7 @@ struct sk_node_act {
     int64_t admitted;        /* units admitted over the sale's life, each order once
                                 (what buyers hold plus what was given back): the one
                                 "admitted" figure of the CLI, the dashboard, /metrics */
+    int64_t registered;      /* registrants in Redis's set (-1: no registration) */
 };
 
 /* An activity live in Redis that this node's database would never

@@ -38,7 +38,16 @@ void sk_reg_call_make(struct sk_reg_call *c, uint64_t aid, char op, uint64_t uid
         snprintf(c->a[1 + i], sizeof c->a[1 + i], "%" PRId64, v[i] > 0 ? v[i] : 0);
     const char *args[] = {c->op, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4], has_ip ? ip : ""};
     memcpy(c->args, args, sizeof args);
-    c->nargs = 7;
+    c->args[7] = "";
+    c->nargs = 8;
+}
+
+void sk_reg_call_ticket(struct sk_reg_call *c, const char *ticket, const char *ch_id)
+{
+    if (!ticket || !ticket[0]) return;
+    sk_keys_ch(&c->k, ch_id, c->ch_key, sizeof c->ch_key);
+    c->keys[c->nkeys++] = c->ch_key;
+    c->args[7] = ticket;
 }
 
 /* A user id in a string reply: canonical decimal. */

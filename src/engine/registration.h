@@ -24,11 +24,11 @@ enum sk_reg_op { SK_REG_REGISTER = 'r', SK_REG_STATUS = 's' };
  * and use it in place, do not copy it). */
 struct sk_reg_call {
     struct sk_keys k;
-    char rl_user[SK_RL_KEY_MAX], rl_ip[SK_RL_KEY_MAX];
+    char rl_user[SK_RL_KEY_MAX], rl_ip[SK_RL_KEY_MAX], ch_key[SK_KEYS_CH_MAX];
     char a[6][24];
     char op[2];
-    const char *keys[7];
-    const char *args[7];
+    const char *keys[8];
+    const char *args[8];
     int nkeys, nargs;
 };
 /* op (SK_REG_REGISTER or SK_REG_STATUS) of user_id on activity_id, with the
@@ -36,6 +36,10 @@ struct sk_reg_call {
  * IP (NULL or "": none). Pure. */
 void sk_reg_call_make(struct sk_reg_call *c, uint64_t activity_id, char op, uint64_t user_id,
                       const struct sk_rate_limits *rl, const char *ip);
+/* Adds a checked challenge to a register call made above: its ticket
+ * (engine/challenge.h: sk_challenge_ticket; kept by reference, it must
+ * outlive the call) and its id, which names its spent key. Pure. */
+void sk_reg_call_ticket(struct sk_reg_call *c, const char *ticket, const char *ch_id);
 
 /* A register.lua answer. */
 struct sk_reg_answer {

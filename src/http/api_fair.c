@@ -22,6 +22,7 @@
 #include "engine/registration.h"
 #include "http/act_defs.h"
 #include "http/app.h"
+#include "http/challenge_http.h"
 #include "http/client_ip.h"
 #include "http/http_body.h"
 #include "http/purchase_answer.h"
@@ -36,6 +37,7 @@ struct reg_op {
     uint64_t aid, uid;
     int64_t at_ms;
     char ip[SK_IP_TEXT];
+    struct sk_ch_pass ch; /* the call's challenge (its ticket is an argument) */
     struct sk_reg_call c;
 };
 
@@ -106,32 +108,53 @@ static void on_register(void *data, redisReply *rep)
     free(o);
 }
 
+/* A register or status call past its checks (and a new registrant past
+ * the challenge: docs/challenges.md). */
+struct reg_ctx {
+    uint64_t aid, uid;
+    enum sk_route route;
+};
+
+static void register_go(struct sk_app *app, h2o_req_t *req, void *ctx, const struct sk_ch_pass *ch)
+{
+    const struct reg_ctx *rc = ctx;
+    if (sk_http_redis_or_reply(app, req, rc->route)) return;
+    struct reg_op *o = calloc(1, sizeof *o);
+    if (!o) {
+        sk_http_error(app, req, rc->route, 503, "unavailable", "out of memory");
+        return;
+    }
+    o->app = app;
+    o->aid = rc->aid;
+    o->uid = rc->uid;
+    o->ch = *ch;
+    const struct sk_config *cf = &app->cfg;
+    struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
+                                cf->rate_ip_burst};
+    const char *ip =
+        cf->rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, o->ip) ? o->ip : NULL;
+    char op = rc->route == SK_ROUTE_register ? SK_REG_REGISTER : SK_REG_STATUS;
+    sk_reg_call_make(&o->c, rc->aid, op, rc->uid, &rl, ip);
+    if (o->ch.present) sk_reg_call_ticket(&o->c, o->ch.ticket, o->ch.id);
+    sk_async_begin(app, &o->a, req, rc->route);
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_REGISTER, o->c.nkeys, o->c.keys, o->c.nargs, o->c.args,
+                       NULL, on_register, o) < 0)
+        on_register(o, NULL);
+}
+
 int sk_api_register(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
     if (m->route == SK_ROUTE_register && sk_http_options_or_reply(app, req, m->route, 0, NULL))
         return 0;
-    if (sk_http_redis_or_reply(app, req, m->route)) return 0;
-    struct reg_op *o = calloc(1, sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
+    struct reg_ctx rc = {.aid = m->id, .uid = uid, .route = m->route};
+    struct sk_ch_pass ch = {0};
+    /* becoming a registrant takes the sale's challenge (register.lua) */
+    if (m->route == SK_ROUTE_register && sk_challenge_or_reply(app, req, m->route, m->id, uid, &ch,
+                                                               register_go, &rc, sizeof rc) != 0)
         return 0;
-    }
-    o->app = app;
-    o->aid = m->id;
-    o->uid = uid;
-    const struct sk_config *cf = &app->cfg;
-    struct sk_rate_limits rl = {cf->rate_per_user_per_s, cf->rate_burst, cf->rate_per_ip_per_s,
-                                cf->rate_ip_burst};
-    const char *ip =
-        cf->rate_per_ip_per_s > 0 && sk_http_client_ip_key(app, req, o->ip) ? o->ip : NULL;
-    char op = m->route == SK_ROUTE_register ? SK_REG_REGISTER : SK_REG_STATUS;
-    sk_reg_call_make(&o->c, m->id, op, uid, &rl, ip);
-    sk_async_begin(app, &o->a, req, m->route);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_REGISTER, o->c.nkeys, o->c.keys, o->c.nargs, o->c.args,
-                       NULL, on_register, o) < 0)
-        on_register(o, NULL);
+    register_go(app, req, &rc, &ch);
     return 0;
 }
 

@@ -217,7 +217,10 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
         return;
     }
     sk_time_format_rfc3339(in.exp_ms, at, sizeof at);
-    const char *action = a->wr_passes_per_s > 0 ? "join" : "purchase";
+    /* what the buyer does next: a CAPTCHA token is made for that action */
+    const char *action = a->reg_end_ms > now      ? "register"
+                         : a->wr_passes_per_s > 0 ? "join"
+                                                  : "purchase";
     const struct sk_captcha_provider *p = sk_captcha_find(a->ch_captcha);
     if (captcha && p)
         snprintf(cp, sizeof cp,
@@ -359,7 +362,9 @@ static int verify_captcha(struct sk_app *app, h2o_req_t *req, enum sk_route rout
     w->ok = *ok;
     w->ch = *ch;
     w->resume = resume;
-    w->action = route == SK_ROUTE_queue_join ? "join" : "purchase";
+    w->action = route == SK_ROUTE_queue_join ? "join"
+                : route == SK_ROUTE_register ? "register"
+                                             : "purchase";
     w->ctx_len = ctx_len;
     memcpy(w->ctx, ctx, ctx_len);
     const char *url = app->cfg.captcha_verify_url[0] ? app->cfg.captcha_verify_url : p->verify_url;

@@ -933,6 +933,13 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
                 (long long)*(const int64_t *)((const char *)a + g[k].off));
         }
     }
+    header(o, "seckill_activity_registered", "gauge",
+           "Buyers registered for the activity (Redis's set; only activities taking "
+           "registrations).");
+    for (int i = 0; i < smp->n_acts; i++)
+        if (smp->acts[i].registered >= 0)
+            put(o, "seckill_activity_registered{activity=\"%llu\"} %lld\n",
+                (unsigned long long)smp->acts[i].id, (long long)smp->acts[i].registered);
     header(o, "seckill_activity_oldest_unpersisted_seconds", "gauge",
            "Age of the oldest admitted order not yet persisted to the database, on Redis's "
            "clock (0: none waits; -1: unknown).");

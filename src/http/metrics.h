@@ -239,7 +239,8 @@ char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len);
  *   seckill_activity_stock_initial{activity}, _stock_remaining{activity},
  *   seckill_activity_open{activity}, seckill_activity_stream_backlog{activity},
  *   seckill_activity_dead_letters{activity}, seckill_activity_orders{activity,status},
- *   seckill_activity_reconcile_differences{activity}
+ *   seckill_activity_reconcile_differences{activity},
+ *   seckill_activity_registered{activity} (activities taking registrations)
  * and, for every slot, seckill_node_processes{kind} (alive now) and
  * seckill_node_process_starts_total{kind}. A new malloc'd, terminated
  * buffer (free()); NULL when out of memory; *len gets the length. */

@@ -172,6 +172,9 @@ static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
     json_object_set_new(o, "oldest_unpersisted_ms", json_integer(a->oldest_age_ms));
     json_object_set_new(o, "dead_letters", json_integer(a->dlq));
     json_object_set_new(o, "db_stock", json_integer(a->db_stock));
+    /* pre-registration: null when the activity takes none */
+    json_object_set_new(o, "registered",
+                        a->registered >= 0 ? json_integer(a->registered) : json_null());
     json_t *orders = json_object(), *units = json_object();
     for (int s = 0; s < SK_NODE_NSTATUS; s++) {
         json_object_set_new(orders, status_names[s], json_integer(a->orders[s]));

@@ -170,9 +170,10 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_S
     struct sk_keys b;
     sk_keys_for(&b, a->id);
     redisReply *rep;
-    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms store_id", b.meta);
+    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms store_id reg_end", b.meta);
     if (rc < 0) return rc;
-    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 4;
+    int reg = ok && rep->element[3]->type == REDIS_REPLY_STRING;
     a->reconcile_drift = ok ? int_of(rep->element[0], -1) : -1;
     a->reconcile_ms = ok ? int_of(rep->element[1], 0) : 0;
     owner[0] = 0;
@@ -180,6 +181,14 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_S
         rep->element[2]->len < SK_NODE_STORE_ID)
         memcpy(owner, rep->element[2]->str, rep->element[2]->len + 1);
     freeReplyObject(rep);
+    /* pre-registration: the live set's size (docs/fairness.md) */
+    a->registered = -1;
+    if (reg) {
+        rc = sk_redis_cmd(r, &rep, "SCARD %s", b.reg);
+        if (rc < 0) return rc;
+        a->registered = int_of(rep, 0);
+        freeReplyObject(rep);
+    }
     if (!a->exists) {
         a->initial = a->remaining = 0;
         a->backlog = 0;
@@ -286,6 +295,7 @@ void sk_sampler_pass(sk_sampler *s)
         a->segments = d->segments;
         a->db_stock = d->stock_db;
         a->reconcile_drift = -1;
+        a->registered = -1;
         a->backlog = a->oldest_age_ms = -1; /* unknown unless Redis says */
         char owner[SK_NODE_STORE_ID] = "";
         if (smp->redis_ok && sample_redis(s->r, a, owner) < 0) {
