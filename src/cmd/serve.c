@@ -47,6 +47,7 @@
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "redis/redis_conn.h"
 #include "redis/redis_settings.h"
 #include "store/store.h"
 
@@ -210,6 +211,7 @@ static int load_config(int argc, char **argv, struct sk_config *cfg, struct sk_s
     if (rc == 0 && !s->help) {
         *cfg = s->cfg;
         rc = read_jwks(cfg);
+        sk_redis_functions_default(cfg->redis_functions); /* the worker's handles too */
     }
     if (out)
         *out = s;

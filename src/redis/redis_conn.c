@@ -371,6 +371,14 @@ static int exchange(sk_redis *r, const struct queued *q, redisReply **out)
 
 /* ---- the API ------------------------------------------------------------------------ */
 
+/* The process's choice (sk_redis_functions_default): 1 = never Functions. */
+static int fn_off_default;
+
+void sk_redis_functions_default(int on)
+{
+    fn_off_default = !on;
+}
+
 int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
                  char *errbuf, size_t errcap)
 {
@@ -383,6 +391,7 @@ int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int co
     }
     r->connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : 1000;
     r->command_timeout_ms = command_timeout_ms > 0 ? command_timeout_ms : 1000;
+    if (fn_off_default) r->fn = SK_FN_OFF;
     *out = r;
     return 0;
 }

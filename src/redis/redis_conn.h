@@ -78,12 +78,16 @@ typedef struct sk_redis {
  * to the new master). redis+cluster:// routes every command by the slot of
  * its first key: see sk_aredis_new and docs/cluster.md (MOVED and ASK
  * followed, TRYAGAIN and CLUSTERDOWN waited out, a slot whose master is
- * not ready waited for, bounded; SCRIPT, FUNCTION, CONFIG and FLUSH* on
- * every master; a MULTI...EXEC run to one node as a unit; XREAD and
+ * not ready waited for, bounded; SCRIPT, FUNCTION, CONFIG (but CONFIG GET:
+ * one ready master) and FLUSH* on every master; a MULTI...EXEC run to one node as a unit; XREAD and
  * XREADGROUP over streams of several slots as one call per slot, merged).
  * Returns 0, SK_EINVAL (bad URL, reason in errbuf when given) or SK_ENOMEM. */
 int sk_redis_new(sk_redis **out, const char *url, int connect_timeout_ms, int command_timeout_ms,
                  char *errbuf, size_t errcap);
+/* The process's default for the handles it makes from now on: on (the
+ * default) loads the Functions library where the server has them; off
+ * (serve's --redis-functions off) never loads it, scripts by EVALSHA. */
+void sk_redis_functions_default(int on);
 void sk_redis_free(sk_redis *r);
 
 /* Connects now (TCP, handshake), dropping any old connection. Returns 0 or
