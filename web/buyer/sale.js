@@ -8,8 +8,8 @@
  * honouring Retry-After) with the same key; the order polled with back-off;
  * sold out learned from the cheap live read at the pace it suggests, never
  * from the purchase route; a sale's challenge (docs/challenges.md) solved in
- * Web Workers before the join or the purchase, a CAPTCHA widget loaded
- * from its provider only when the sale asks one. Texts: zh and en
+ * Web Workers before the registration, the join or the purchase, a CAPTCHA
+ * widget loaded from its provider only when the sale asks one. Texts: zh and en
  * (sk-brand may replace any). */
 (function () {
   'use strict';
@@ -318,9 +318,11 @@
     });
   }
 
-  /* The sale's challenge goes with the join (a waiting room) or the purchase. */
+  /* The sale's challenge goes with the registration, and then with the
+   * join (a waiting room) or the purchase. */
   function needsChallenge(kind) {
-    return !!(S.view && S.view.challenge) && (kind === 'join') === !!(S.view && S.view.waiting_room);
+    if (!(S.view && S.view.challenge)) return false;
+    return kind === 'register' || (kind === 'join') === !!S.view.waiting_room;
   }
   /* A fresh challenge solved: {hdr, exp (server ms), captcha}, or {error: the answer}. */
   function solveOne() {
@@ -374,9 +376,10 @@
    * origin only when the server has a provider). The three APIs share
    * render(el, {sitekey, callback, ...}) and reset(id). */
   var CAPTCHA_GLOBAL = { turnstile: 'turnstile', hcaptcha: 'hcaptcha', recaptcha: 'grecaptcha' };
-  var cap = { state: '', api: null, id: null, token: null, waiters: [] };
+  var cap = { state: '', api: null, id: null, action: '', token: null, waiters: [] };
   function captchaSetup() {
     var c = S.view && S.view.challenge && S.view.challenge.captcha;
+    if (c && cap.state === 'shown') captchaShow();
     if (!c || cap.state) return;
     if (!c.script || !c.site_key) { cap.state = 'failed'; return; }
     cap.state = 'loading';
@@ -387,21 +390,39 @@
       var g = window[CAPTCHA_GLOBAL[c.provider]];
       if (!g || typeof g.render !== 'function') { cap.state = 'failed'; render(); return; }
       cap.api = g;
-      var el = $('captcha');
-      el.hidden = false;
-      var o = {
-        sitekey: c.site_key,
-        callback: function (tok) { cap.token = tok; var w = cap.waiters; cap.waiters = []; w.forEach(function (f) { f(); }); render(); },
-        'expired-callback': function () { cap.token = null; render(); },
-        'error-callback': function () { cap.token = null; render(); }
-      };
-      if (c.provider === 'turnstile') o.action = S.view.waiting_room ? 'join' : 'purchase';
-      cap.id = g.render(el, o);
-      cap.state = 'shown';
+      captchaShow();
       render();
     };
     s.onerror = function () { cap.state = 'failed'; render(); };
     document.head.appendChild(s);
+  }
+  /* What the buyer does next with a token: Turnstile binds the token to
+   * that action, and the server checks it against the route. */
+  function captchaAction() {
+    if (hasReg() && serverNow() < S.view.registration.end_ms && !(S.reg && S.reg.registered)) return 'register';
+    return S.view.waiting_room ? 'join' : 'purchase';
+  }
+  /* The widget, rendered for the action at hand; Turnstile's is rendered
+   * again (its action is fixed at render) once registration is done. */
+  function captchaShow() {
+    var c = S.view.challenge.captcha, el = $('captcha'), a = captchaAction();
+    if (cap.id != null) {
+      if (c.provider !== 'turnstile' || cap.action === a) return;
+      try { if (cap.api.remove) cap.api.remove(cap.id); } catch (e) { /* the widget's own */ }
+      cap.token = null;
+      el.textContent = '';
+    }
+    el.hidden = false;
+    var o = {
+      sitekey: c.site_key,
+      callback: function (tok) { cap.token = tok; var w = cap.waiters; cap.waiters = []; w.forEach(function (f) { f(); }); render(); },
+      'expired-callback': function () { cap.token = null; render(); },
+      'error-callback': function () { cap.token = null; render(); }
+    };
+    if (c.provider === 'turnstile') o.action = a;
+    cap.action = a;
+    cap.id = cap.api.render(el, o);
+    cap.state = 'shown';
   }
   /* The widget's token, once the buyer has solved it (single use). */
   function captchaToken() {
@@ -507,11 +528,22 @@
     S.registering = true;
     S.refusal = null;
     render();
-    call('POST', '/api/v1/activities/' + aid + '/register').then(function (r) {
+    withChallenge('register', function (h) {
+      return call('POST', '/api/v1/activities/' + aid + '/register', { headers: h });
+    }).then(function (r) {
       var b = r.body || {};
       S.registering = false;
-      if (r.status === 200) S.reg = b;
-      else S.refusal = { code: b.error || 'error', message: b.message || String(r.status) };
+      if (r.status === 403 && challengeAgain(b) && S.chTries++ < 3) {
+        register(); /* a fresh challenge */
+        return;
+      }
+      if (r.status === 200) {
+        S.chTries = 0;
+        S.reg = b;
+        captchaSetup(); /* the widget's next action: the join or the purchase */
+      } else {
+        S.refusal = { code: b.error || 'error', message: b.message || String(r.status) };
+      }
       render();
     });
   }
