@@ -1331,6 +1331,16 @@ SK_TEST_T(buyer_page_the_draw_winner_buys_and_the_other_sees_its_place, 240)
         page_registers(&b, &p[i]);
     }
     CHECK_MSG(time(NULL) < re, "registration closed before both pages registered");
+    /* registration over, no draw yet: the pages wait for it, nothing to buy */
+    for (int i = 0; i < 2; i++) {
+        int waits = sk_cdp_wait(&b, &p[i],
+                                "document.getElementById('status').textContent === "
+                                "'Waiting for the draw' && document.getElementById('buy').disabled",
+                                30000);
+        sk_cdp_eval_text(&b, &p[i], status_js, text, sizeof text);
+        CHECK_MSG(waits, "before the draw, page %d says: %s", i, text);
+    }
+    shot(&b, &p[0], "11-draw-pending-en", 360, 740, 1);
     /* the draw, once registration has closed (the CLI refuses it before) */
     while (time(NULL) <= re)
         sk_th_nap_ms(100);

@@ -102,6 +102,8 @@
     not_registered: ['你没有预约', 'You did not register'],
     registration_closed: ['预约已截止', 'Registration is closed'],
     registration_not_open: ['预约尚未开始', 'Registration has not opened yet'],
+    draw_pending: ['等待抽签结果', 'Waiting for the draw'],
+    draw_pending_d: ['你已预约；抽签结果出来后此页会自动更新。', 'You are registered; this page updates itself when the draw is made.'],
     draw_won: ['你中签了！', 'You won the draw!'],
     draw_wait: ['你的抽签顺位：第 {n} 位', 'Your place in the draw: {n}'],
     draw_wait_d: ['中签者未在时限内购买时，名额按顺位递补，此页会自动更新。', 'When winners do not buy in time, their turn passes on in draw order; this page updates itself.'],
@@ -774,6 +776,8 @@
       return [t('draw_wait', { n: num(S.reg.place) }), t('draw_wait_d')];
     }
     if (isDraw() && S.pass) return [t('draw_won'), t('admitted_d', { t: time(S.pass.exp) }), 'ok'];
+    /* registration over, the draw not made yet: not "on sale" for this buyer */
+    if (isDraw() && S.reg && S.reg.registered && !(S.reg.place > 0) && s === 'open') return [t('draw_pending'), t('draw_pending_d')];
     if (hasReg() && S.reg && !S.reg.registered && s === 'open') return [t('not_registered'), t('reg_only_d'), 'bad'];
     if (s === 'closed') return [t('closed'), t('closed_d')];
     if (hasRoom()) {
