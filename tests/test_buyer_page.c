@@ -81,11 +81,23 @@ static void sale_with(int port, uint64_t id, const char *name, long long stock, 
              "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"stock\":%lld,\"per_user_limit\":1,"
              "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":900%s%s}",
              id, name, stock, s, e, wr, more);
-    CHECK_EQ(admin(port, "/api/v1/activities", body), 201);
+    struct sk_th_resp r;
+    int st = req(port, "POST", "/api/v1/activities",
+                 "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n", body, &r);
+    CHECK_MSG(st == 201, "create: %d %s", st, r.body); /* the body says why */
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
     CHECK_EQ(admin(port, path, NULL), 200);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
     CHECK_EQ(admin(port, path, NULL), 200);
+}
+
+/* ",\"registration\":{...}" for the window [rs, re), then more. */
+static void reg_fields(char *out, size_t cap, time_t rs, time_t re, const char *more)
+{
+    char a[32], z[32];
+    rfc3339(rs, a, sizeof a);
+    rfc3339(re, z, sizeof z);
+    snprintf(out, cap, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}%s", a, z, more);
 }
 
 /* Requests the node counted on a route (every status), from /metrics. */
@@ -125,6 +137,17 @@ static int db_orders(const struct sk_th_serve *s, uint64_t aid, uint64_t uid, ch
     sqlite3_finalize(q);
     sqlite3_close(db);
     return n;
+}
+
+/* The same count once the order worker wrote the buyer's first order (or
+ * 10 s passed): purchases reach the database off the request path. */
+static int db_orders_soon(const struct sk_th_serve *s, uint64_t aid, uint64_t uid)
+{
+    char st[64];
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_orders(s, aid, uid, st, sizeof st) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    return db_orders(s, aid, uid, st, sizeof st);
 }
 
 /* ---- the routes, without a browser ----------------------------------- */
@@ -1075,10 +1098,8 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     sk_cdp_start(&b);
     uint64_t aid = sk_th_unique_id(), user = 6161, other = 6162;
     time_t now = time(NULL), rs = now + 10, re = now + 22;
-    char more[160], a[32], z[32], text[400];
-    rfc3339(rs, a, sizeof a);
-    rfc3339(re, z, sizeof z);
-    snprintf(more, sizeof more, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", a, z);
+    char more[160], text[400];
+    reg_fields(more, sizeof more, rs, re, "");
     sale_with(s.port, aid, "Registered buyers only", 10, re, 0, more);
     struct sk_cdp_page p, q;
     open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
@@ -1135,10 +1156,7 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     json_t *buy[2];
     CHECK_EQ(requests_of(&b, &q, "/purchase", "POST", buy, 2), 0);
     char st[64];
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        sk_th_nap_ms(50);
-    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders_soon(&s, aid, user), 1);
     CHECK_EQ(db_orders(&s, aid, other, st, sizeof st), 0);
     sk_cdp_stop(&b);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
@@ -1170,11 +1188,7 @@ SK_TEST_T(buyer_page_solves_the_proof_of_work_in_a_web_worker_and_buys, 240)
     json_t *buy[4];
     CHECK_EQ(requests_of(&b, &p, "/purchase", "POST", buy, 4), 1);
     CHECK(header_of(buy[0], "X-Challenge"));
-    char st[64];
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        sk_th_nap_ms(50);
-    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders_soon(&s, aid, user), 1);
     /* and at a few difficulties, each bought with its own solution */
     for (int bits = 8; bits <= 12; bits += 4)
         pow_buy(&b, &s, bits, user + (uint64_t)bits);
@@ -1271,12 +1285,8 @@ SK_TEST_T(buyer_page_registers_with_the_sales_proof_of_work, 240)
     sk_cdp_start(&b);
     uint64_t aid = sk_th_unique_id(), user = 7171;
     time_t now = time(NULL), re = now + 300;
-    char more[200], a[32], z[32];
-    rfc3339(now - 5, a, sizeof a);
-    rfc3339(re, z, sizeof z);
-    snprintf(more, sizeof more,
-             ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"},\"challenge\":{\"pow_bits\":12}",
-             a, z);
+    char more[200];
+    reg_fields(more, sizeof more, now - 5, re, ",\"challenge\":{\"pow_bits\":12}");
     sale_with(s.port, aid, "Registered buyers, proof of work", 10, re, 0, more);
     struct sk_cdp_page p;
     open_page(&b, &p, s.port, aid, user, "en-US,en", pow_watch);
@@ -1317,13 +1327,8 @@ SK_TEST_T(buyer_page_the_draw_winner_buys_and_the_other_sees_its_place, 240)
     sk_cdp_start(&b);
     uint64_t aid = sk_th_unique_id(), users[2] = {8181, 8182};
     time_t now = time(NULL), re = now + 25;
-    char more[240], a[32], z[32], text[400];
-    rfc3339(now - 5, a, sizeof a);
-    rfc3339(re, z, sizeof z);
-    snprintf(more, sizeof more,
-             ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"},\"allocation\":\"draw\","
-             "\"draw\":{\"box_s\":600}",
-             a, z);
+    char more[240], text[400];
+    reg_fields(more, sizeof more, now - 5, re, ",\"allocation\":\"draw\",\"draw\":{\"box_s\":600}");
     sale_with(s.port, aid, "One unit, drawn", 1, re, 0, more);
     struct sk_cdp_page p[2];
     for (int i = 0; i < 2; i++) {
@@ -1389,10 +1394,7 @@ SK_TEST_T(buyer_page_the_draw_winner_buys_and_the_other_sees_its_place, 240)
     CHECK(header_of(buy[0], "X-Queue-Pass"));
     CHECK_EQ(requests_of(&b, &p[l], "/purchase", "POST", buy, 4), 0);
     char st[64];
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (db_orders(&s, aid, users[w], st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        sk_th_nap_ms(50);
-    CHECK_EQ(db_orders(&s, aid, users[w], st, sizeof st), 1);
+    CHECK_EQ(db_orders_soon(&s, aid, users[w]), 1);
     CHECK_EQ(db_orders(&s, aid, users[l], st, sizeof st), 0);
     CHECK_EQ(db_registrations(&s, aid, 0), 2);
     sk_cdp_stop(&b);
