@@ -81,11 +81,23 @@ static void sale_with(int port, uint64_t id, const char *name, long long stock, 
              "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"stock\":%lld,\"per_user_limit\":1,"
              "\"start\":\"%s\",\"end\":\"%s\",\"pay_timeout_s\":900%s%s}",
              id, name, stock, s, e, wr, more);
-    CHECK_EQ(admin(port, "/api/v1/activities", body), 201);
+    struct sk_th_resp r;
+    int st = req(port, "POST", "/api/v1/activities",
+                 "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n", body, &r);
+    CHECK_MSG(st == 201, "create: %d %s", st, r.body); /* the body says why */
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/preheat", id);
     CHECK_EQ(admin(port, path, NULL), 200);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/open", id);
     CHECK_EQ(admin(port, path, NULL), 200);
+}
+
+/* ",\"registration\":{...}" for the window [rs, re), then more. */
+static void reg_fields(char *out, size_t cap, time_t rs, time_t re, const char *more)
+{
+    char a[32], z[32];
+    rfc3339(rs, a, sizeof a);
+    rfc3339(re, z, sizeof z);
+    snprintf(out, cap, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}%s", a, z, more);
 }
 
 /* Requests the node counted on a route (every status), from /metrics. */
@@ -125,6 +137,17 @@ static int db_orders(const struct sk_th_serve *s, uint64_t aid, uint64_t uid, ch
     sqlite3_finalize(q);
     sqlite3_close(db);
     return n;
+}
+
+/* The same count once the order worker wrote the buyer's first order (or
+ * 10 s passed): purchases reach the database off the request path. */
+static int db_orders_soon(const struct sk_th_serve *s, uint64_t aid, uint64_t uid)
+{
+    char st[64];
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_orders(s, aid, uid, st, sizeof st) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    return db_orders(s, aid, uid, st, sizeof st);
 }
 
 /* ---- the routes, without a browser ----------------------------------- */
@@ -1075,10 +1098,8 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     sk_cdp_start(&b);
     uint64_t aid = sk_th_unique_id(), user = 6161, other = 6162;
     time_t now = time(NULL), rs = now + 10, re = now + 22;
-    char more[160], a[32], z[32], text[400];
-    rfc3339(rs, a, sizeof a);
-    rfc3339(re, z, sizeof z);
-    snprintf(more, sizeof more, ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", a, z);
+    char more[160], text[400];
+    reg_fields(more, sizeof more, rs, re, "");
     sale_with(s.port, aid, "Registered buyers only", 10, re, 0, more);
     struct sk_cdp_page p, q;
     open_page(&b, &p, s.port, aid, user, "en-US,en", NULL);
@@ -1135,10 +1156,7 @@ SK_TEST_T(buyer_page_shows_the_registration_state_registers_and_buys_registered_
     json_t *buy[2];
     CHECK_EQ(requests_of(&b, &q, "/purchase", "POST", buy, 2), 0);
     char st[64];
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        sk_th_nap_ms(50);
-    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders_soon(&s, aid, user), 1);
     CHECK_EQ(db_orders(&s, aid, other, st, sizeof st), 0);
     sk_cdp_stop(&b);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
@@ -1170,11 +1188,7 @@ SK_TEST_T(buyer_page_solves_the_proof_of_work_in_a_web_worker_and_buys, 240)
     json_t *buy[4];
     CHECK_EQ(requests_of(&b, &p, "/purchase", "POST", buy, 4), 1);
     CHECK(header_of(buy[0], "X-Challenge"));
-    char st[64];
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (db_orders(&s, aid, user, st, sizeof st) < 1 && sk_mono_ms() < deadline)
-        sk_th_nap_ms(50);
-    CHECK_EQ(db_orders(&s, aid, user, st, sizeof st), 1);
+    CHECK_EQ(db_orders_soon(&s, aid, user), 1);
     /* and at a few difficulties, each bought with its own solution */
     for (int bits = 8; bits <= 12; bits += 4)
         pow_buy(&b, &s, bits, user + (uint64_t)bits);
@@ -1215,6 +1229,174 @@ SK_TEST_T(buyer_page_pow_solve_times, 3000)
         printf("# pow %d bits: median %.0f ms, mean %.0f ms, min %.0f, max %.0f (%d solves)\n",
                bits, t[n / 2], sum / n, t[0], t[n - 1], n);
     }
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* Rows of the registrations table for aid in serve's SQLite database: the
+ * buyer's (uid) or, with uid 0, all of them. */
+static int db_registrations(const struct sk_th_serve *s, uint64_t aid, uint64_t uid)
+{
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(s->db + 7, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *q;
+    CHECK(sqlite3_prepare_v2(db,
+                             "SELECT count(*) FROM registrations WHERE activity_id = ?1 "
+                             "AND (?2 = 0 OR user_id = ?2)",
+                             -1, &q, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(q, 1, (sqlite3_int64)aid);
+    sqlite3_bind_int64(q, 2, (sqlite3_int64)uid);
+    CHECK(sqlite3_step(q) == SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The page's Register button, on an open registration window: clicked, and
+ * the page shown registered (the status answer it got). */
+static void page_registers(struct sk_cdp *b, struct sk_cdp_page *p)
+{
+    CHECK_MSG(sk_cdp_wait(b, p,
+                          "document.getElementById('buy').dataset.action === 'register'"
+                          " && !document.getElementById('buy').disabled",
+                          20000),
+              "no register button");
+    sk_cdp_click(b, p, "'#buy'");
+    char text[400];
+    int ok = sk_cdp_wait(b, p,
+                         "document.getElementById('status').textContent === "
+                         "'You are registered'",
+                         60000);
+    sk_cdp_eval_text(b, p, status_js, text, sizeof text);
+    CHECK_MSG(ok, "not shown registered; the page says: %s", text);
+}
+
+/* A sale that takes registrations and asks a proof of work: the page's
+ * Register button solves the challenge in its Web Workers and sends it with
+ * the registration (the server refuses one without: challenge_required), so
+ * the buyer is registered once in the database. */
+SK_TEST_T(buyer_page_registers_with_the_sales_proof_of_work, 240)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    uint64_t aid = sk_th_unique_id(), user = 7171;
+    time_t now = time(NULL), re = now + 300;
+    char more[200];
+    reg_fields(more, sizeof more, now - 5, re, ",\"challenge\":{\"pow_bits\":12}");
+    sale_with(s.port, aid, "Registered buyers, proof of work", 10, re, 0, more);
+    struct sk_cdp_page p;
+    open_page(&b, &p, s.port, aid, user, "en-US,en", pow_watch);
+    page_registers(&b, &p);
+    json_t *reg[4], *ch[4];
+    CHECK_EQ(requests_of(&b, &p, "/register", "POST", reg, 4), 1);
+    CHECK_MSG(requests_of(&b, &p, "/challenge", "GET", ch, 4) >= 1, "no challenge asked");
+    const char *x = header_of(reg[0], "X-Challenge");
+    CHECK_MSG(x && strlen(x) > 60, "registration without X-Challenge");
+    json_t *resp = event_for(&b, &p, "Network.responseReceived",
+                             json_string_value(json_object_get(reg[0], "requestId")));
+    CHECK(resp);
+    CHECK_EQ(json_integer_value(json_object_get(json_object_get(resp, "response"), "status")), 200);
+    char w[32];
+    sk_cdp_eval_text(&b, &p, "String(window.__workers)", w, sizeof w);
+    CHECK_MSG(atoi(w) >= 1, "solved without a Web Worker (%s)", w);
+    CHECK_EQ(api_registered(s.port, aid, user), 1);
+    /* the store's copy is written off the loop, after Redis took it */
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (db_registrations(&s, aid, user) < 1 && sk_mono_ms() < deadline)
+        sk_th_nap_ms(50);
+    CHECK_EQ(db_registrations(&s, aid, user), 1);
+    CHECK_EQ(db_registrations(&s, aid, 0), 1);
+    sk_cdp_stop(&b);
+    CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
+}
+
+/* The draw through the page: two buyers register on their pages for one
+ * unit; after `seckill activity draw` the winner's page says it won and
+ * buys with the right it was handed (one order in the database), the
+ * other's page shows its place, keeps its buy button off and sends no
+ * purchase. */
+SK_TEST_T(buyer_page_the_draw_winner_buys_and_the_other_sees_its_place, 240)
+{
+    struct sk_th_serve s;
+    sk_th_serve_start(&s, sk_th_redis_url(), NULL);
+    struct sk_cdp b;
+    sk_cdp_start(&b);
+    uint64_t aid = sk_th_unique_id(), users[2] = {8181, 8182};
+    time_t now = time(NULL), re = now + 25;
+    char more[240], text[400];
+    reg_fields(more, sizeof more, now - 5, re, ",\"allocation\":\"draw\",\"draw\":{\"box_s\":600}");
+    sale_with(s.port, aid, "One unit, drawn", 1, re, 0, more);
+    struct sk_cdp_page p[2];
+    for (int i = 0; i < 2; i++) {
+        open_page(&b, &p[i], s.port, aid, users[i], "en-US,en", NULL);
+        page_registers(&b, &p[i]);
+    }
+    CHECK_MSG(time(NULL) < re, "registration closed before both pages registered");
+    /* registration over, no draw yet: the pages wait for it, nothing to buy */
+    for (int i = 0; i < 2; i++) {
+        int waits = sk_cdp_wait(&b, &p[i],
+                                "document.getElementById('status').textContent === "
+                                "'Waiting for the draw' && document.getElementById('buy').disabled",
+                                30000);
+        sk_cdp_eval_text(&b, &p[i], status_js, text, sizeof text);
+        CHECK_MSG(waits, "before the draw, page %d says: %s", i, text);
+    }
+    shot(&b, &p[0], "11-draw-pending-en", 360, 740, 1);
+    /* the draw, once registration has closed (the CLI refuses it before) */
+    while (time(NULL) <= re)
+        sk_th_nap_ms(100);
+    char out[4096], id[24];
+    snprintf(id, sizeof id, "%" PRIu64, aid);
+    const char *args[] = {"draw", "--id", id, NULL};
+    int rc = sk_th_run_with_db(out, sizeof out, "activity", args, sk_th_redis_url(), s.db);
+    CHECK_MSG(rc == 0, "draw: %d %s", rc, out);
+    /* who won, from the API (place 1 holds the right) */
+    int w = -1;
+    for (int i = 0; i < 2; i++) {
+        char path[96], h[48];
+        struct sk_th_resp r;
+        snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/register", aid);
+        snprintf(h, sizeof h, "X-User-Id: %" PRIu64 "\r\n", users[i]);
+        CHECK_EQ(req(s.port, "GET", path, h, NULL, &r), 200);
+        if (strstr(r.body, "\"place\":1,") || strstr(r.body, "\"place\":1}")) w = i;
+    }
+    CHECK_MSG(w >= 0, "nobody has place 1");
+    int l = 1 - w;
+    /* the winner's page: it won, the button lights up, it buys */
+    int won = sk_cdp_wait(&b, &p[w],
+                          "document.getElementById('status').textContent === 'You won the draw!'"
+                          " && !document.getElementById('buy').disabled",
+                          30000);
+    sk_cdp_eval_text(&b, &p[w], status_js, text, sizeof text);
+    CHECK_MSG(won, "the winner's page says: %s", text);
+    shot(&b, &p[w], "11-draw-won-en", 360, 740, 1);
+    /* the other's page: its place, nothing to click */
+    int placed = sk_cdp_wait(&b, &p[l],
+                             "document.getElementById('status').textContent === "
+                             "'Your place in the draw: 2'",
+                             30000);
+    sk_cdp_eval_text(&b, &p[l], status_js, text, sizeof text);
+    CHECK_MSG(placed, "the other page says: %s", text);
+    CHECK(sk_cdp_wait(&b, &p[l], "document.getElementById('buy').disabled", 1000));
+    shot(&b, &p[l], "11-draw-place-en", 360, 740, 1);
+    sk_cdp_click(&b, &p[l], "'#buy'"); /* a click on the disabled button sends nothing */
+    sk_cdp_click(&b, &p[w], "'#buy'");
+    int ordered =
+        sk_cdp_wait(&b, &p[w], "document.getElementById('pay').offsetParent !== null", 30000);
+    sk_cdp_eval_text(&b, &p[w], status_js, text, sizeof text);
+    CHECK_MSG(ordered, "no order; the winner's page says: %s", text);
+    json_t *buy[4];
+    CHECK_EQ(requests_of(&b, &p[w], "/purchase", "POST", buy, 4), 1);
+    CHECK(header_of(buy[0], "X-Queue-Pass"));
+    CHECK_EQ(requests_of(&b, &p[l], "/purchase", "POST", buy, 4), 0);
+    char st[64];
+    CHECK_EQ(db_orders_soon(&s, aid, users[w]), 1);
+    CHECK_EQ(db_orders(&s, aid, users[l], st, sizeof st), 0);
+    CHECK_EQ(db_registrations(&s, aid, 0), 2);
     sk_cdp_stop(&b);
     CHECK_EQ(sk_th_serve_stop(&s, SIGTERM), 0);
 }

@@ -3,7 +3,8 @@
  * passes handed out in place order at the pace by two processes together
  * (and at a new pace after the admin route changes it), purchases that need
  * the buyer's own valid pass, sold out reaching waiting buyers at their
- * next poll, the sale's invariants under concurrent buyers, and bad input.
+ * next poll, the sale's invariants under concurrent buyers, the pace held
+ * when 30 % of the waiters close their tabs, and bad input.
  * The scripts one rule at a time are in test_waiting_room.c. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "core/clock.h"
 #include "engine/activity.h"
@@ -748,5 +750,106 @@ SK_TEST(wr_http_bad_input_is_a_clear_4xx_and_changes_nothing)
     CHECK_STR(a.wr_seed, "00112233445566778899aabbccddeeff");
     CHECK_EQ(a.wr_pass_ttl_s, 300);
     sk_store_close(st);
+    srv_stop(&v);
+}
+
+/* ---- closed tabs --------------------------------------------------------- */
+
+#define TAB_WAITERS 100
+#define TAB_RATE 5
+
+/* Orders of aid in v's SQLite database, by admission time: their buyers
+ * and created_ms into uid[] / at[] (at most cap); the count. */
+static int orders_by_time(struct srv *v, uint64_t aid, uint64_t *uid, int64_t *at, int cap)
+{
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(v->s.db + strlen("sqlite:"), &db, SQLITE_OPEN_READONLY, NULL) ==
+          SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *q;
+    CHECK(sqlite3_prepare_v2(db,
+                             "SELECT user_id, created_ms FROM orders WHERE activity_id = ? "
+                             "ORDER BY created_ms",
+                             -1, &q, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(q, 1, (sqlite3_int64)aid);
+    int n = 0;
+    while (sqlite3_step(q) == SQLITE_ROW && n < cap) {
+        uid[n] = (uint64_t)sqlite3_column_int64(q, 0);
+        at[n++] = sqlite3_column_int64(q, 1);
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/* 100 buyers in line at 5 passes/s, passes living 2 s; 30 % of them close
+ * their tabs right after joining (never poll again). The others poll and
+ * buy as soon as their pass comes. Their purchases, as the database
+ * records them, come at the configured pace: the seats of the passes
+ * nobody fetched go back to the pace at their deadline. Were they lost,
+ * the live buyers would get 70 % of it (3.5/s). */
+SK_TEST_T(wr_http_closed_tabs_cost_the_room_no_pace, 120)
+{
+    struct srv v;
+    srv_start(&v, NULL);
+    uint64_t aid = sk_th_unique_id(), first = 70000;
+    int64_t now = sk_wall_ms();
+    wr_ready(&v, aid, 1000, 1, now - 1000, now + 3600 * 1000, TAB_RATE, 2, 1);
+    int dead[TAB_WAITERS], bought[TAB_WAITERS] = {0}, live = 0;
+    struct sk_th_resp r;
+    for (int i = 0; i < TAB_WAITERS; i++) {
+        dead[i] = i % 10 == 2 || i % 10 == 5 || i % 10 == 8;
+        live += !dead[i];
+        EXPECT_STATUS(queue_req(&v.c, "POST", aid, first + (uint64_t)i, &r), &r, 200);
+        struct qa q = qa_of(&r);
+        CHECK_EQ(q.place, i + 1);
+    }
+    /* the open tabs poll every 50 ms, the next dozen in line each time, and
+     * buy at once */
+    int got = 0;
+    int64_t deadline = sk_mono_ms() + 60000;
+    while (got < live) {
+        CHECK_MSG(sk_mono_ms() < deadline, "%d of %d live buyers bought within 60 s", got, live);
+        for (int i = 0, polled = 0; i < TAB_WAITERS && polled < 12; i++) {
+            if (dead[i] || bought[i]) continue;
+            polled++;
+            uint64_t u = first + (uint64_t)i;
+            EXPECT_STATUS(queue_req(&v.c, "GET", aid, u, &r), &r, 200);
+            struct qa q = qa_of(&r);
+            if (!strcmp(q.state, "waiting")) continue;
+            CHECK_MSG(!strcmp(q.state, "admitted"), "user %" PRIu64 ": %s", u, r.body);
+            EXPECT_STATUS(buy_pass(&v.c, aid, u, q.pass, NULL, &r), &r, 200);
+            bought[i] = 1;
+            got++;
+        }
+        sk_th_nap_ms(50);
+    }
+    /* the database: one order per open tab, none for a closed one */
+    uint64_t uid[TAB_WAITERS];
+    int64_t at[TAB_WAITERS];
+    int n;
+    deadline = sk_mono_ms() + 15000;
+    while ((n = orders_by_time(&v, aid, uid, at, TAB_WAITERS)) < live && sk_mono_ms() < deadline)
+        sk_th_nap_ms(100);
+    CHECK_EQ(n, live);
+    int seen[TAB_WAITERS] = {0};
+    for (int k = 0; k < n; k++) {
+        CHECK_MSG(uid[k] >= first && uid[k] < first + TAB_WAITERS, "order of user %" PRIu64,
+                  uid[k]);
+        int i = (int)(uid[k] - first);
+        CHECK_MSG(!dead[i] && !seen[i], "user %" PRIu64 ": closed tab or twice", uid[k]);
+        seen[i] = 1;
+    }
+    /* the rate between the 10th and the 60th purchase (the line still
+     * holds closed tabs ahead then): the pace, not 70 % of it */
+    double rate = 50.0 * 1000.0 / (double)(at[59] - at[9]);
+    printf("# %d open tabs of %d bought at %.2f/s (pace %d/s)\n", live, TAB_WAITERS, rate,
+           TAB_RATE);
+    CHECK_MSG(rate >= 0.85 * TAB_RATE && rate <= 1.2 * TAB_RATE,
+              "open tabs bought at %.2f/s, the pace is %d/s", rate, TAB_RATE);
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/queue/pace", aid);
+    EXPECT_STATUS(admin(&v, "GET", path, NULL, &r), &r, 200);
+    CHECK_EQ(JINT(&r, "passes_spent"), live);
     srv_stop(&v);
 }

@@ -8,8 +8,8 @@
  * honouring Retry-After) with the same key; the order polled with back-off;
  * sold out learned from the cheap live read at the pace it suggests, never
  * from the purchase route; a sale's challenge (docs/challenges.md) solved in
- * Web Workers before the join or the purchase, a CAPTCHA widget loaded
- * from its provider only when the sale asks one. Texts: zh and en
+ * Web Workers before the registration, the join or the purchase, a CAPTCHA
+ * widget loaded from its provider only when the sale asks one. Texts: zh and en
  * (sk-brand may replace any). */
 (function () {
   'use strict';
@@ -102,6 +102,8 @@
     not_registered: ['你没有预约', 'You did not register'],
     registration_closed: ['预约已截止', 'Registration is closed'],
     registration_not_open: ['预约尚未开始', 'Registration has not opened yet'],
+    draw_pending: ['等待抽签结果', 'Waiting for the draw'],
+    draw_pending_d: ['你已预约；抽签结果出来后此页会自动更新。', 'You are registered; this page updates itself when the draw is made.'],
     draw_won: ['你中签了！', 'You won the draw!'],
     draw_wait: ['你的抽签顺位：第 {n} 位', 'Your place in the draw: {n}'],
     draw_wait_d: ['中签者未在时限内购买时，名额按顺位递补，此页会自动更新。', 'When winners do not buy in time, their turn passes on in draw order; this page updates itself.'],
@@ -318,9 +320,11 @@
     });
   }
 
-  /* The sale's challenge goes with the join (a waiting room) or the purchase. */
+  /* The sale's challenge goes with the registration, and then with the
+   * join (a waiting room) or the purchase. */
   function needsChallenge(kind) {
-    return !!(S.view && S.view.challenge) && (kind === 'join') === !!(S.view && S.view.waiting_room);
+    if (!(S.view && S.view.challenge)) return false;
+    return kind === 'register' || (kind === 'join') === !!S.view.waiting_room;
   }
   /* A fresh challenge solved: {hdr, exp (server ms), captcha}, or {error: the answer}. */
   function solveOne() {
@@ -374,9 +378,10 @@
    * origin only when the server has a provider). The three APIs share
    * render(el, {sitekey, callback, ...}) and reset(id). */
   var CAPTCHA_GLOBAL = { turnstile: 'turnstile', hcaptcha: 'hcaptcha', recaptcha: 'grecaptcha' };
-  var cap = { state: '', api: null, id: null, token: null, waiters: [] };
+  var cap = { state: '', api: null, id: null, action: '', token: null, waiters: [] };
   function captchaSetup() {
     var c = S.view && S.view.challenge && S.view.challenge.captcha;
+    if (c && cap.state === 'shown') captchaShow();
     if (!c || cap.state) return;
     if (!c.script || !c.site_key) { cap.state = 'failed'; return; }
     cap.state = 'loading';
@@ -387,21 +392,39 @@
       var g = window[CAPTCHA_GLOBAL[c.provider]];
       if (!g || typeof g.render !== 'function') { cap.state = 'failed'; render(); return; }
       cap.api = g;
-      var el = $('captcha');
-      el.hidden = false;
-      var o = {
-        sitekey: c.site_key,
-        callback: function (tok) { cap.token = tok; var w = cap.waiters; cap.waiters = []; w.forEach(function (f) { f(); }); render(); },
-        'expired-callback': function () { cap.token = null; render(); },
-        'error-callback': function () { cap.token = null; render(); }
-      };
-      if (c.provider === 'turnstile') o.action = S.view.waiting_room ? 'join' : 'purchase';
-      cap.id = g.render(el, o);
-      cap.state = 'shown';
+      captchaShow();
       render();
     };
     s.onerror = function () { cap.state = 'failed'; render(); };
     document.head.appendChild(s);
+  }
+  /* What the buyer does next with a token: Turnstile binds the token to
+   * that action, and the server checks it against the route. */
+  function captchaAction() {
+    if (hasReg() && serverNow() < S.view.registration.end_ms && !(S.reg && S.reg.registered)) return 'register';
+    return S.view.waiting_room ? 'join' : 'purchase';
+  }
+  /* The widget, rendered for the action at hand; Turnstile's is rendered
+   * again (its action is fixed at render) once registration is done. */
+  function captchaShow() {
+    var c = S.view.challenge.captcha, el = $('captcha'), a = captchaAction();
+    if (cap.id != null) {
+      if (c.provider !== 'turnstile' || cap.action === a) return;
+      try { if (cap.api.remove) cap.api.remove(cap.id); } catch (e) { /* the widget's own */ }
+      cap.token = null;
+      el.textContent = '';
+    }
+    el.hidden = false;
+    var o = {
+      sitekey: c.site_key,
+      callback: function (tok) { cap.token = tok; var w = cap.waiters; cap.waiters = []; w.forEach(function (f) { f(); }); render(); },
+      'expired-callback': function () { cap.token = null; render(); },
+      'error-callback': function () { cap.token = null; render(); }
+    };
+    if (c.provider === 'turnstile') o.action = a;
+    cap.action = a;
+    cap.id = cap.api.render(el, o);
+    cap.state = 'shown';
   }
   /* The widget's token, once the buyer has solved it (single use). */
   function captchaToken() {
@@ -507,11 +530,22 @@
     S.registering = true;
     S.refusal = null;
     render();
-    call('POST', '/api/v1/activities/' + aid + '/register').then(function (r) {
+    withChallenge('register', function (h) {
+      return call('POST', '/api/v1/activities/' + aid + '/register', { headers: h });
+    }).then(function (r) {
       var b = r.body || {};
       S.registering = false;
-      if (r.status === 200) S.reg = b;
-      else S.refusal = { code: b.error || 'error', message: b.message || String(r.status) };
+      if (r.status === 403 && challengeAgain(b) && S.chTries++ < 3) {
+        register(); /* a fresh challenge */
+        return;
+      }
+      if (r.status === 200) {
+        S.chTries = 0;
+        S.reg = b;
+        captchaSetup(); /* the widget's next action: the join or the purchase */
+      } else {
+        S.refusal = { code: b.error || 'error', message: b.message || String(r.status) };
+      }
       render();
     });
   }
@@ -742,6 +776,8 @@
       return [t('draw_wait', { n: num(S.reg.place) }), t('draw_wait_d')];
     }
     if (isDraw() && S.pass) return [t('draw_won'), t('admitted_d', { t: time(S.pass.exp) }), 'ok'];
+    /* registration over, the draw not made yet: not "on sale" for this buyer */
+    if (isDraw() && S.reg && S.reg.registered && !(S.reg.place > 0) && s === 'open') return [t('draw_pending'), t('draw_pending_d')];
     if (hasReg() && S.reg && !S.reg.registered && s === 'open') return [t('not_registered'), t('reg_only_d'), 'bad'];
     if (s === 'closed') return [t('closed'), t('closed_d')];
     if (hasRoom()) {
