@@ -48,14 +48,13 @@ static int call(int port, const char *method, const char *path, const char *hdr,
 /* The value of a /metrics line that starts with prefix (-1: none). */
 static double metric(int port, const char *prefix)
 {
-    struct sk_th_resp *r = sk_th_resp_new();
+    static char body[1 << 18]; /* the whole exposition, not a first page of it */
     double v = -1;
-    if (call(port, "GET", "/metrics", NULL, r) == 200) {
+    if (sk_th_http_get_big(port, "/metrics", body, sizeof body) == 200) {
         size_t n = strlen(prefix);
-        for (const char *p = r->body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        for (const char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
             if (!strncmp(p, prefix, n) && p[n] == ' ') v = atof(p + n + 1);
     }
-    free(r);
     return v;
 }
 
