@@ -47,7 +47,9 @@ static void sojourn_seen(struct sk_admit_limit *l, int64_t sojourn_us, int64_t n
         l->first_above_us = 0;
         return;
     }
-    if (!l->first_above_us)
+    if (l->left_us && now_us - l->left_us < SK_ADMIT_REENTER_US)
+        l->dropping = 1; /* carry-over: the same overload, back */
+    else if (!l->first_above_us)
         l->first_above_us = now_us + SK_ADMIT_INTERVAL_US;
     else if (now_us >= l->first_above_us)
         l->dropping = 1;
@@ -87,6 +89,9 @@ void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
     if (l->dropping && (idle || (l->done > 0 && l->max_sojourn < l->target_us))) {
         l->dropping = 0;
         l->first_above_us = 0;
+        l->left_us = idle ? 0 : now_us;
+    } else if (idle) {
+        l->left_us = 0; /* the burst is over: the next one waits an interval */
     }
     /* saturated: the loop worked for most of the interval while purchases
      * came (an idle node answers every poll) */

@@ -16,7 +16,11 @@
  *    back count as answers of the age of that silence (a stalled Redis is
  *    a standing queue though nothing is answered). Dropping ends at the end
  *    of an interval whose answers were all within the target, or that was
- *    idle.
+ *    idle. CoDel's carry-over: an answer above the target within
+ *    SK_ADMIT_REENTER_US of a drop state that ended with answers in time
+ *    (not idle) starts dropping at once: the refusals had emptied the
+ *    queue, not the burst, and waiting a whole interval again would let
+ *    the queue grow back every other interval at sustained overload.
  *
  * 2. Little's law (L = rate x wait): while dropping, a purchase is refused
  *    only when those already in flight would keep it waiting longer than
@@ -45,6 +49,9 @@
 /* The loop is saturated when it was busy this share (per mille) of an
  * interval. */
 #define SK_ADMIT_BUSY_PERMILLE 900
+/* How long after dropping ended a late answer resumes it at once (RFC
+ * 8289's "recently dropping": 16 intervals). */
+#define SK_ADMIT_REENTER_US (16 * SK_ADMIT_INTERVAL_US)
 
 struct sk_admit_limit {
     int64_t target_us; /* 0: off (everything is admitted) */
@@ -56,6 +63,8 @@ struct sk_admit_limit {
                                  else when dropping starts if none is */
     int64_t last_progress_us; /* the last answer, or the first purchase out
                                  after none was */
+    int64_t left_us;          /* when dropping last ended with answers in
+                                 time (0: never, or an idle interval since) */
     /* the interval being measured */
     int64_t since_us;    /* its start (sk_mono_us) */
     uint64_t done;       /* purchases answered in it */

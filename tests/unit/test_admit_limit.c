@@ -5,7 +5,8 @@
  * the target for less than an interval refuses nothing (CoDel's rule);
  * a standing queue for an interval refuses exactly past rate x target
  * (Little's law); a stalled Redis refuses past the floor; the end of the
- * burst ends the refusals; "pressed" only when purchases press. */
+ * burst ends the refusals; an overload that returns soon is refused at
+ * once (carry-over); "pressed" only when purchases press. */
 #include "http/admit_limit.h"
 #include "support/harness.h"
 
@@ -160,6 +161,57 @@ SK_TEST(admit_answers_in_time_end_the_refusals)
     answers(&l, &now, 0, 0, 0);
     CHECK_EQ(sk_admit_dropping(&l), 0);
     CHECK_EQ(sk_admit_pressed(&l), 0);
+}
+
+/* CoDel's carry-over at a sustained overload: the refusals empty the
+ * queue, an interval of answers in time ends dropping, and the queue grows
+ * back. The first late answer after that resumes refusing at once (not a
+ * whole interval later); long after, or after an idle interval (the burst
+ * over), a late answer needs its interval again. */
+SK_TEST(admit_an_overload_that_returns_is_refused_at_once)
+{
+    struct sk_admit_limit l;
+    int64_t now = 0;
+    sk_admit_init(&l, 50, now);
+    for (int k = 0; k < 3; k++)
+        answers(&l, &now, 2000, 300 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
+    /* back within 16 intervals: one late answer and it drops */
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    now += 1 * MS;
+    sk_admit_done(&l, 60 * MS, now);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    CHECK_EQ(ask(&l, now, 1000), 0);
+    CHECK_EQ(ask(&l, now, 3), 3);
+    while (l.inflight > 0)
+        sk_admit_done(&l, 20 * MS, now);
+    /* the interval with the late answer closes dropping, the next ends it */
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
+    /* 16 intervals of answers in time: the next late one starts the clock */
+    for (int k = 0; k < 16; k++)
+        answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    now += 1 * MS;
+    sk_admit_done(&l, 60 * MS, now);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
+    /* dropping again, ended by answers in time, then an idle interval */
+    for (int k = 0; k < 3; k++)
+        answers(&l, &now, 2000, 300 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    /* (the intervals no longer start where answers() starts: two calls
+     * make sure one whole interval held only what the second brought) */
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    answers(&l, &now, 2000, 20 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
+    answers(&l, &now, 0, 0, 0);
+    answers(&l, &now, 0, 0, 0);
+    now += 1 * MS;
+    sk_admit_done(&l, 60 * MS, now);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
 }
 
 /* Redis stalls: 40 purchases out, nothing comes back. Within the target
