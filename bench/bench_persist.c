@@ -48,6 +48,7 @@
 
 #include "bench/bench_int.h"
 #include "bench/bench_mysql.h"
+#include "bench/bench_receiver.h"
 #include "bench/bench_util.h"
 #include "core/cli.h"
 #include "core/clock.h"
@@ -56,6 +57,7 @@
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "orders/order_worker.h"
+#include "orders/webhooks.h"
 #include "redis/redis_conn.h"
 #include "spawn/redis_spawn.h"
 #include "store/mysql_url.h"
@@ -77,6 +79,7 @@ struct opts {
     const char *pg_set[MAX_PG_SET + 1]; /* settings of the private servers */
     const char *my_set[MAX_PG_SET + 1];
     int npg_set, nmy_set;
+    int webhooks; /* --webhooks: the worker with the dispatcher delivering */
 };
 
 /* One backend under test. */
@@ -348,6 +351,62 @@ static int phase_worker(struct ctx *c, const struct backend *b, sk_store *st, co
     return rc;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Events per second out of the outbox: the worker persists rows entries
+ * (as phase_worker) while the webhook dispatcher, started before, posts
+ * every event (rows order.created and one activity.sold_out) to a loopback
+ * receiver that answers 200 at once. Prints the worker's rate beside the
+ * dispatcher, deliveries/s and the lag from the event's commit to its
+ * arrival; settle_ms as the worker sets it by default (10 s on a server
+ * store, none on SQLite: docs/configuration.md). *t is the worker's. */
+static int phase_webhooks(struct ctx *c, const struct backend *b, sk_store *st, const char *spec,
+                          uint64_t aid, int64_t rows, int64_t batch, struct timing *t)
+{
+    struct sk_bench_rx rx;
+    if (sk_bench_rx_start(&rx)) return fail("receiver: %s", strerror(errno));
+    struct sk_wh_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    snprintf(ep.name, sizeof ep.name, "bench");
+    snprintf(ep.url, sizeof ep.url, "http://127.0.0.1:%d/", rx.port);
+    snprintf(ep.secret[0], sizeof ep.secret[0], "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+    struct sk_wh_opts wo = {.settle_ms = b->pg || b->my ? 10000 : -1, .idle_ms = 50};
+    sk_webhooks *w = NULL;
+    char err[512];
+    int rc = sk_webhooks_start(&w, spec, &ep, 1, &wo, err, sizeof err);
+    if (rc) {
+        sk_bench_rx_stop(&rx);
+        sk_bench_rx_free(&rx);
+        return fail("webhooks: %s", err);
+    }
+    rc = phase_worker(c, b, st, spec, aid, rows, batch, t);
+    int64_t persisted_us = sk_mono_us(), want = rows + 1, deadline = persisted_us + 600000000LL;
+    while (!rc && (int64_t)sk_bench_rx_count(&rx) < want && sk_mono_us() < deadline)
+        usleep(20000);
+    sk_webhooks_stop(w);
+    sk_bench_rx_stop(&rx);
+    if (!rc && (int64_t)rx.n < want)
+        rc = fail("%zu of %" PRId64 " events delivered in 600 s", rx.n, want);
+    if (!rc) {
+        int64_t *lag = rx.lag_ms;
+        size_t n = rx.n;
+        qsort(lag, n, sizeof *lag, cmp_i64);
+        double span = (double)(rx.last_us - rx.first_us) / 1e6;
+        printf("  %-22s %6s %9zu %9.3f %12.0f   lag p50 %" PRId64 " ms, p99 %" PRId64
+               " ms, max %" PRId64 " ms; last event %.2f s after the worker's end "
+               "(settle %s)\n",
+               "webhooks, delivered", "1", n, span, span > 0 ? (double)n / span : 0.0, lag[n / 2],
+               lag[n * 99 / 100], lag[n - 1], (double)(rx.last_us - persisted_us) / 1e6,
+               wo.settle_ms > 0 ? "10 s" : "none");
+    }
+    sk_bench_rx_free(&rx);
+    return rc;
+}
+
 /* The store alone persists rows orders of aid, batch per call. */
 static int phase_store(struct ctx *c, const struct backend *b, sk_store *st, const char *spec,
                        uint64_t aid, int64_t rows, int64_t batch, struct timing *t)
@@ -459,6 +518,20 @@ static int run_backend(struct ctx *c, struct backend *b, double *batched)
             printf(" %10s\n", "-");
         fflush(stdout);
     }
+    if (c->o.webhooks) {
+        static const struct phase hooks = {phase_webhooks, "-", "worker + webhooks"};
+        struct result h;
+        int rc = run_phase(c, b, &hooks, c->o.rows, c->o.batch, &h);
+        if (rc) return rc;
+        double r = (double)h.rows;
+        printf("  %-22s %6" PRId64 " %9" PRId64 " %9.3f %12.0f %10.2f", h.name, h.batch, h.rows,
+               h.t.secs, r / h.t.secs, h.t.cpu * 1e6 / r);
+        if (h.t.srv > 0)
+            printf(" %10.2f\n", h.t.srv * 1e6 / r);
+        else
+            printf(" %10s\n", "-");
+        fflush(stdout);
+    }
     *batched = (double)res[0].rows / res[0].t.secs;
     printf("  %s worker batched: %.0f orders/s, target >= %.0f/s: %s; batched / per-row = "
            "%.1fx\n",
@@ -489,8 +562,12 @@ static int usage(FILE *f)
         f, "usage: seckill-bench persist [--db sqlite|postgres|mysql|postgres://...|mysql://...]\n"
            "                             [--rows N] [--batch B] [--per-row-rows M] [--dir DIR]\n"
            "                             [--pg-set NAME=VALUE]... [--my-set NAME=VALUE]...\n"
+           "                             [--webhooks]\n"
            "  Orders persisted per second from a pre-filled stream into SQLite, PostgreSQL\n"
            "  and MariaDB.\n"
+           "  --webhooks        one more phase per store: the worker while the webhook\n"
+           "                    dispatcher posts every event to a loopback receiver\n"
+           "                    (deliveries/s, lag from commit to arrival)\n"
            "  --db SPEC         sqlite, postgres or mysql: that store only (the servers private);\n"
            "                    postgres://... or mysql://...: that server only (a schema or a\n"
            "                    database per phase is created and dropped); default: SQLite and\n"
@@ -515,6 +592,10 @@ static int parse_args(struct opts *o, int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return -1;
+        }
+        if (!strcmp(a, "--webhooks")) {
+            o->webhooks = 1;
+            continue;
         }
         if (i + 1 >= argc)
             return sk_cli_usage_error("bench persist: unknown option or missing value: %s", a);

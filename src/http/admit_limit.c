@@ -9,6 +9,7 @@ static void window_reset(struct sk_admit_limit *l, int64_t now_us)
     l->refused = 0;
     l->max_sojourn = 0;
     l->busy_us = 0;
+    l->pass_max = 0;
 }
 
 void sk_admit_init(struct sk_admit_limit *l, int64_t target_ms, int64_t now_us)
@@ -43,7 +44,7 @@ void sk_admit_begin(struct sk_admit_limit *l, int64_t now_us)
 /* CoDel's clock: one sojourn seen at now_us. */
 static void sojourn_seen(struct sk_admit_limit *l, int64_t sojourn_us, int64_t now_us)
 {
-    if (!l->target_us || sojourn_us < l->target_us) {
+    if (!l->target_us || sojourn_us < l->target_us + l->slack_us || l->loop_bound) {
         l->first_above_us = 0;
         return;
     }
@@ -68,36 +69,49 @@ void sk_admit_pass(struct sk_admit_limit *l, int64_t pass_us, int64_t now_us)
 {
     if (pass_us < 0) pass_us = 0;
     l->busy_us += pass_us;
+    if (pass_us > l->pass_max) l->pass_max = pass_us;
     /* purchases out and nothing back for longer than the target: the
      * oldest has waited at least that long (a stalled Redis) */
     int64_t silent = now_us - l->last_progress_us;
     if (l->inflight > 0 && l->target_us && silent >= l->target_us) sojourn_seen(l, silent, now_us);
     int64_t elapsed = now_us - l->since_us;
     if (elapsed < SK_ADMIT_INTERVAL_US) return;
-    /* Little's law: what the last interval answered per second, times the
-     * target; nothing answered while purchases waited: the floor; idle:
-     * nothing learnt */
+    /* Little's law: the best of the recent intervals' answers per second,
+     * times the target; nothing answered while purchases waited: the past
+     * is forgotten, the floor; idle: nothing learnt */
     if (l->done > 0 || l->inflight > 0) {
-        double next = (double)l->done * (double)l->target_us / (double)elapsed;
+        if (l->done == 0)
+            for (int i = 0; i < SK_ADMIT_RATES; i++)
+                l->rates[i] = 0;
+        l->rates[l->rate_at] = (double)l->done * 1e6 / (double)elapsed;
+        l->rate_at = (l->rate_at + 1) % SK_ADMIT_RATES;
+        double best = 0;
+        for (int i = 0; i < SK_ADMIT_RATES; i++)
+            if (l->rates[i] > best) best = l->rates[i];
+        double next = best * (double)l->target_us / 1e6;
         if (next < SK_ADMIT_FLOOR) next = SK_ADMIT_FLOOR;
         if (next > SK_ADMIT_CEIL) next = SK_ADMIT_CEIL;
         l->limit = next;
     }
-    /* dropping ends with an interval whose answers were all in time, or
-     * an idle one */
-    int idle = l->done == 0 && l->inflight == 0;
-    if (l->dropping && (idle || (l->done > 0 && l->max_sojourn < l->target_us))) {
-        l->dropping = 0;
-        l->first_above_us = 0;
-        l->left_us = idle ? 0 : now_us;
-    } else if (idle) {
-        l->left_us = 0; /* the burst is over: the next one waits an interval */
-    }
     /* saturated: the loop worked for most of the interval while purchases
      * came (an idle node answers every poll) */
+    int idle = l->done == 0 && l->inflight == 0;
     int busy = l->busy_us * 1000 >= elapsed * SK_ADMIT_BUSY_PERMILLE;
-    l->pressed = l->target_us > 0 &&
-                 (l->dropping || l->refused > 0 || (busy && (l->done > 0 || l->inflight > 0)));
+    /* dropping ends with an interval whose answers were all in time, or
+     * an idle one, or one in which the loop itself was the queue */
+    l->loop_bound = busy && !idle;
+    if (l->dropping &&
+        (idle || l->loop_bound || (l->done > 0 && l->max_sojourn < l->target_us + l->slack_us))) {
+        l->dropping = 0;
+        l->first_above_us = 0;
+        l->left_us = idle || l->loop_bound ? 0 : now_us;
+    } else if (idle || l->loop_bound) {
+        l->left_us = 0; /* the next overload waits its interval */
+    }
+    l->pressed = l->target_us > 0 && (l->dropping || l->refused > 0 || l->loop_bound);
+    /* a purchase waits for up to two passes of the loop (its request's,
+     * its reply's) whatever is in flight: late is later than that */
+    l->slack_us = 2 * l->pass_max;
     window_reset(l, now_us);
 }
 

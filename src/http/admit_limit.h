@@ -6,6 +6,22 @@
  *
  * Two rules, both needed for a refusal:
  *
+ * 0. The queue must be one a refusal shortens. A refusal costs the loop
+ *    nearly what an admission costs it (the request's read, parse and
+ *    write; the admission adds only its share of a pipelined Redis call),
+ *    so when the loop itself was busy for most of the last interval
+ *    (SK_ADMIT_BUSY_PERMILLE: the purchases wait for the loop, in the
+ *    kernel's socket buffers and the loop's own queue) refusing would only
+ *    trade admissions for refusals at the same rate and leave the wait as
+ *    it is: nothing is refused in the next interval. What bounded waiting
+ *    sheds is a wait behind the loop: Redis slow, stalled or far, the
+ *    batch pipeline full.
+ *
+ *    For the same reason "late" means later than the target plus two of
+ *    the last interval's longest loop passes: a purchase waits for the
+ *    pass that reads it and the pass that reads its reply, however few
+ *    are in flight.
+ *
  * 1. CoDel's (Nichols and Jacobson, "Controlling Queue Delay", 2012): the
  *    process is "dropping" only once the sojourn of its purchases (from the
  *    handler to the answer) has stayed above the target for a whole
@@ -25,8 +41,14 @@
  * 2. Little's law (L = rate x wait): while dropping, a purchase is refused
  *    only when those already in flight would keep it waiting longer than
  *    the target, i.e. when in flight >= limit = rate x target, where rate
- *    is the purchases answered per second in the last interval (at least
- *    SK_ADMIT_FLOOR, so a stalled process still lets a few probe it).
+ *    is the most purchases answered per second in one of the last
+ *    SK_ADMIT_RATES intervals (the process's capacity, at least
+ *    SK_ADMIT_FLOOR, so a stalled process still lets a few probe it). The
+ *    best recent interval, not the last one: refusals cost the loop time
+ *    too, so while refusing the process answers fewer purchases, and a
+ *    limit that followed them down would refuse more and more of what it
+ *    could have answered. An interval in which purchases waited and none
+ *    was answered forgets the past ones (a stalled Redis has no capacity).
  *
  * A purchase refused costs the request's read and write (503 overloaded,
  * reason code OVERLOADED of codes.def) and no Redis work; admitted, a Redis
@@ -49,14 +71,19 @@
 /* The loop is saturated when it was busy this share (per mille) of an
  * interval. */
 #define SK_ADMIT_BUSY_PERMILLE 900
+/* Intervals whose best rate sets the limit (1 s). */
+#define SK_ADMIT_RATES 10
 /* How long after dropping ended a late answer resumes it at once (RFC
  * 8289's "recently dropping": 16 intervals). */
 #define SK_ADMIT_REENTER_US (16 * SK_ADMIT_INTERVAL_US)
 
 struct sk_admit_limit {
-    int64_t target_us; /* 0: off (everything is admitted) */
-    double limit;      /* purchases in flight allowed while dropping */
-    int64_t inflight;  /* purchases admitted, not answered yet */
+    int64_t target_us;            /* 0: off (everything is admitted) */
+    double limit;                 /* purchases in flight allowed while dropping */
+    double rates[SK_ADMIT_RATES]; /* purchases answered per second, recent
+                                     intervals (a ring; 0: none measured) */
+    int rate_at;                  /* the ring's next slot */
+    int64_t inflight;             /* purchases admitted, not answered yet */
     /* CoDel's state */
     int dropping;             /* refusals allowed (rule 1) */
     int64_t first_above_us;   /* 0: the last answer was within the target;
@@ -71,8 +98,12 @@ struct sk_admit_limit {
     uint64_t refused;    /* purchases refused in it */
     int64_t max_sojourn; /* slowest answered purchase in it (us) */
     int64_t busy_us;     /* loop time spent working in it */
-    /* the last interval's verdict (sk_admit_pressed) */
-    int pressed;
+    int64_t pass_max;    /* its longest loop pass (us) */
+    int64_t slack_us;    /* two of the last interval's longest passes: the
+                            wait of a purchase that no refusal shortens */
+    /* the last interval's verdicts: other work would slow purchases
+     * (sk_admit_pressed); the loop was busy all along (its own queue) */
+    int pressed, loop_bound;
     /* counts since the start, for tests and the log */
     uint64_t refused_total, admitted_total;
 };

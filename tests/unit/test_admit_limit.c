@@ -14,8 +14,9 @@
 #define IV SK_ADMIT_INTERVAL_US
 
 /* One interval: n purchases begun and answered sojourn_us later, spread
- * evenly over it, with loop passes of pass_us (0: one idle pass at its
- * end). Answers only: the count in flight does not change. */
+ * evenly over it, with a loop pass of pass_us every 100 answers and at its
+ * end (0: one idle pass at its end). Answers only: the count in flight
+ * does not change. */
 static void answers(struct sk_admit_limit *l, int64_t *now, int n, int64_t sojourn_us,
                     int64_t pass_us)
 {
@@ -24,7 +25,7 @@ static void answers(struct sk_admit_limit *l, int64_t *now, int n, int64_t sojou
         *now += step;
         sk_admit_begin(l, *now - sojourn_us);
         sk_admit_done(l, sojourn_us, *now);
-        if (pass_us > 0 && i % 10 == 9) sk_admit_pass(l, pass_us, *now);
+        if (pass_us > 0 && i % 100 == 99) sk_admit_pass(l, pass_us, *now);
     }
     *now = end;
     sk_admit_pass(l, pass_us, *now);
@@ -161,6 +162,70 @@ SK_TEST(admit_answers_in_time_end_the_refusals)
     answers(&l, &now, 0, 0, 0);
     CHECK_EQ(sk_admit_dropping(&l), 0);
     CHECK_EQ(sk_admit_pressed(&l), 0);
+}
+
+/* A loop busy all along is its own queue: the purchases wait for the
+ * loop, and a refusal would cost it about what an admission does. However
+ * late the answers, nothing is refused while the loop is saturated; once
+ * it has room again and the wait is behind it, the rules apply. */
+SK_TEST(admit_a_saturated_loop_refuses_nothing)
+{
+    struct sk_admit_limit l;
+    int64_t now = 0;
+    sk_admit_init(&l, 50, now);
+    CHECK_EQ(ask(&l, now, 20000), 0);
+    for (int k = 0; k < 20; k++) {
+        /* 2,000 answers at 300 ms, the loop working 99 of every 100 ms */
+        answers(&l, &now, 2000, 300 * MS, 99 * MS / 21);
+        CHECK_EQ(sk_admit_dropping(&l), 0);
+        CHECK_EQ(ask(&l, now, 100), 0);
+        CHECK_EQ(sk_admit_pressed(&l), 1); /* polls wait meanwhile */
+    }
+    CHECK_EQ(l.refused_total, 0u);
+    /* the same late answers with the loop mostly idle: a queue behind it */
+    for (int k = 0; k < 3; k++)
+        answers(&l, &now, 2000, 300 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    CHECK(ask(&l, now, 100) > 0);
+    /* and saturated again: the refusals stop */
+    answers(&l, &now, 2000, 300 * MS, 99 * MS / 21);
+    answers(&l, &now, 2000, 300 * MS, 99 * MS / 21);
+    CHECK_EQ(sk_admit_dropping(&l), 0);
+}
+
+/* The limit follows the process's capacity, not what it answered while
+ * refusing: refusals take the loop's time too, so an interval in which it
+ * answered only 500 purchases (20,000/s before) keeps the limit at the
+ * best recent rate x target (1,000), not 250, for a second; then it
+ * follows. A stall (nothing answered while purchases wait) forgets the
+ * past at once. */
+SK_TEST(admit_the_limit_is_the_best_recent_rate_not_the_last)
+{
+    struct sk_admit_limit l;
+    int64_t now = 0;
+    sk_admit_init(&l, 50, now);
+    for (int k = 0; k < 3; k++)
+        answers(&l, &now, 2000, 80 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_dropping(&l), 1);
+    CHECK_EQ(sk_admit_current(&l), 1000);
+    answers(&l, &now, 500, 80 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_current(&l), 1000);
+    CHECK_EQ(ask(&l, now, 1000), 0);
+    CHECK_EQ(ask(&l, now, 5), 5);
+    /* a second of intervals at 500: the limit comes down to 250 */
+    for (int k = 0; k < SK_ADMIT_RATES; k++)
+        answers(&l, &now, 500, 80 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_current(&l), 250);
+    /* back up at once when the process answers more */
+    answers(&l, &now, 3000, 80 * MS, 1 * MS);
+    CHECK_EQ(sk_admit_current(&l), 1500);
+    /* a stall: an interval with purchases out and none answered (two
+     * passes: the first closes the interval answers() left open) */
+    for (int k = 0; k < 2; k++) {
+        now += IV;
+        sk_admit_pass(&l, 0, now);
+    }
+    CHECK_EQ(sk_admit_current(&l), SK_ADMIT_FLOOR);
 }
 
 /* CoDel's carry-over at a sustained overload: the refusals empty the
