@@ -106,10 +106,11 @@ deps-bench:
 deps:
 	@sh scripts/deps.sh
 
-# The Lua scripts, embedded. The header only names the scripts and is
-# rewritten only when that list changes, so a .lua edit recompiles the
-# generated .c alone.
+# The Lua scripts, embedded. The header only names the scripts and the
+# positions of src/engine/script_pos.def, and is rewritten only when those
+# change, so a .lua edit recompiles the generated .c alone.
 $(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def \
+                          src/engine/script_pos.def \
                           | $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_scripts.c tools/gen_emit.c

@@ -18,9 +18,11 @@ if not label_ok(aid) or not string.match(user or '', '^[0-9]+$')
   return bad_args(0)
 end
 local q = tonumber(qs)
-local mi = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout')
-local initial = tonumber(mi[1])
-if initial then initial = initial + tonumber(mi[2] or '0') - tonumber(mi[3] or '0') end
+local mi = redis.call('HMGET', KEYS[1], M_OWN.FIELDS)
+local initial = tonumber(mi[M_OWN.initial])
+if initial then
+  initial = initial + tonumber(mi[M_OWN.xin] or '0') - tonumber(mi[M_OWN.xout] or '0')
+end
 if not initial then return {RC.UNKNOWN_ACTIVITY, 0} end
 local rec = redis.call('HGET', KEYS[5], oid)
 if not rec then return {RC.UNKNOWN_ORDER, 0} end

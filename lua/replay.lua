@@ -45,12 +45,15 @@ for i = 1, n do
   end
   oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence', 'limit', 'keys')
+local m = redis.call('HMGET', KEYS[1], M_REPLAY.FIELDS)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
-if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0} end
-if not m[4] then return redis.error_reply('replay: the key set is not fenced') end
-local own = tonumber(m[1]) + tonumber(m[2] or '0') - tonumber(m[3] or '0')
-local limit = tonumber(m[5] or '')
+if not m[M_REPLAY.initial] or not stock then
+  return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
+end
+if not m[M_REPLAY.fence] then return redis.error_reply('replay: the key set is not fenced') end
+local own = tonumber(m[M_REPLAY.initial]) + tonumber(m[M_REPLAY.xin] or '0')
+            - tonumber(m[M_REPLAY.xout] or '0')
+local limit = tonumber(m[M_REPLAY.limit] or '')
 local recs = redis.call('HMGET', KEYS[4], unpack(oids))
 local had = redis.call('HMGET', KEYS[3], unpack(users))
 local ik = {}
@@ -126,7 +129,7 @@ end
 if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
 if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
 -- the keys written here must exist from now on (meta `keys`, lib/admit.lua)
-local must = tonumber(m[6] or '0') or 0
+local must = tonumber(m[M_REPLAY.keys] or '0') or 0
 local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must < 4 and 4 or 0)
 if add > 0 then redis.call('HSET', KEYS[1], 'keys', must + add) end
 if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
