@@ -173,43 +173,45 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc_out)
 {
-    /* rebuild.lua's ARGV: 14 of the definition, the challenge, then
-     * SK_FAIR_ARGC of sk_stock_fair_args */
-    char a[12 + SK_FAIR_ARGC][24];
-    const char *args[15 + SK_FAIR_ARGC];
-    int64_t v[] = {initial,
-                   d->per_user_limit,
-                   d->max_per_order,
-                   d->start_ms,
-                   d->end_ms,
-                   d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
-                   d->rl_burst > 0 ? d->rl_burst : 0};
-    snprintf(a[0], sizeof a[0], "%" PRIu64, d->id);
-    for (int i = 0; i < 7; i++)
-        snprintf(a[1 + i], sizeof a[1 + i], "%" PRId64, v[i]);
-    a[8][0] = a[9][0] = 0;
+    /* rebuild.lua's ARGV: A_REBUILD of script_pos.def */
+    char a[SK_A_REBUILD_N][24];
+    const char *args[SK_A_REBUILD_N];
+    const struct {
+        int at;
+        int64_t v;
+    } nums[] = {{SK_A_REBUILD_INITIAL, initial},
+                {SK_A_REBUILD_LIMIT, d->per_user_limit},
+                {SK_A_REBUILD_MAX_QTY, d->max_per_order},
+                {SK_A_REBUILD_START_MS, d->start_ms},
+                {SK_A_REBUILD_END_MS, d->end_ms},
+                {SK_A_REBUILD_RL_RATE, d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0},
+                {SK_A_REBUILD_RL_BURST, d->rl_burst > 0 ? d->rl_burst : 0}};
+    for (int i = 0; i < SK_A_REBUILD_N; i++) {
+        a[i][0] = 0;
+        args[i] = a[i];
+    }
+    snprintf(a[SK_A_REBUILD_ID], sizeof *a, "%" PRIu64, d->id);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        snprintf(a[nums[i].at], sizeof *a, "%" PRId64, nums[i].v);
     if (segments > 1 && k->seg >= 0) {
-        snprintf(a[8], sizeof a[8], "%d", k->seg);
-        snprintf(a[9], sizeof a[9], "%d", segments);
+        snprintf(a[SK_A_REBUILD_SEG], sizeof *a, "%d", k->seg);
+        snprintf(a[SK_A_REBUILD_SEG_OF], sizeof *a, "%d", segments);
     }
     /* the waiting room: every key set checks passes with its seed */
-    a[10][0] = a[11][0] = 0;
     if (d->wr_rate > 0) {
-        snprintf(a[10], sizeof a[10], "%" PRId64, d->wr_rate);
-        snprintf(a[11], sizeof a[11], "%" PRId64, d->wr_ttl_s);
+        snprintf(a[SK_A_REBUILD_WR_RATE], sizeof *a, "%" PRId64, d->wr_rate);
+        snprintf(a[SK_A_REBUILD_WR_TTL], sizeof *a, "%" PRId64, d->wr_ttl_s);
     }
-    for (int i = 0; i < 12; i++)
-        args[i] = a[i];
-    args[12] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
-    args[13] = d->store_id; /* the rebuilt key set is the rebuilding store's */
-    args[14] = d->ch;       /* the challenge (docs/challenges.md): every key set checks it */
+    args[SK_A_REBUILD_WR_SEED] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
+    /* the rebuilt key set is the rebuilding store's */
+    args[SK_A_REBUILD_STORE] = d->store_id;
+    /* the challenge (docs/challenges.md): every key set checks it */
+    args[SK_A_REBUILD_CH] = d->ch;
     /* registration, the draw's box and the emergency controls, as stored */
-    sk_stock_fair_args(d, a + 12);
-    for (int i = 0; i < SK_FAIR_ARGC; i++)
-        args[15 + i] = a[12 + i];
+    sk_stock_fair_args(d, a + SK_A_REBUILD_FAIR);
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 15 + SK_FAIR_ARGC, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, SK_A_REBUILD_N, args, out, 2);
     if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
     return rc;
 }
