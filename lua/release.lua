@@ -11,7 +11,8 @@
 -- is a second belt.
 --#include "lib/args.lua"
 --#include "lib/oid.lua"
-local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local aid, oid = ARGV[A_RELEASE.label], ARGV[A_RELEASE.oid]
+local user, qs = ARGV[A_RELEASE.user], ARGV[A_RELEASE.qty]
 if not label_ok(aid) or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
    or not oid_ok(aid, oid) then

@@ -29,15 +29,17 @@
 -- Only into a fenced key set; malformed arguments change nothing.
 --#include "lib/args.lua"
 --#include "lib/oid.lua"
-local label = ARGV[1] or ''
-local n = (#ARGV - 1) / 5
+local label = ARGV[A_REPLAY.label] or ''
+local n = (#ARGV - A_REPLAY.N) / A_REPLAY_ONE.N
 if n < 1 or n > 1000 or n ~= math.floor(n) or not label_ok(label) then
   return bad_args(0, 0, 0, 0, 0, -1, 0, 0, 0, 0)
 end
 local oids, users, qtys, kinds, ikeys = {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 5 * i - 3
-  local oid, u, q, k, key = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  local b = A_REPLAY_ONE.N * i + (A_REPLAY.N + 1 - A_REPLAY_ONE.N)
+  local oid, u = ARGV[b + A_REPLAY_ONE.oid], ARGV[b + A_REPLAY_ONE.user]
+  local q, k = ARGV[b + A_REPLAY_ONE.qty], ARGV[b + A_REPLAY_ONE.kind]
+  local key = ARGV[b + A_REPLAY_ONE.idem]
   if not oid_ok(label, oid) or #u > 20 or not string.find(u, '^%d+$')
      or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'p' and k ~= 'r')
      or #key > 64 then

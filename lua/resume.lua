@@ -25,12 +25,14 @@ local function num(v, max)
   if not digits(v, max) then return nil end
   return tonumber(v)
 end
-local wm, lent, xseq, over_add = num(ARGV[1], 15), num(ARGV[4], 15), num(ARGV[5], 15), num(ARGV[6], 15)
-local xout_seen = num(ARGV[7], 15)
-local sid, open = ARGV[2] or '', ARGV[3] or ''
-if not wm or not lent or not xseq or not over_add or not xout_seen or (ARGV[1] or '') == ''
+local wm, lent = num(ARGV[A_RESUME.watermark], 15), num(ARGV[A_RESUME.lent], 15)
+local xseq, over_add = num(ARGV[A_RESUME.xseq], 15), num(ARGV[A_RESUME.over], 15)
+local xout_seen = num(ARGV[A_RESUME.xout], 15)
+local sid, open = ARGV[A_RESUME.max_sid] or '', ARGV[A_RESUME.open] or ''
+if not wm or not lent or not xseq or not over_add or not xout_seen
+   or (ARGV[A_RESUME.watermark] or '') == ''
    or (sid ~= '' and not string.match(sid, '^[0-9]+%-[0-9]+$')) or #sid > 41
-   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[8] then
+   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[A_RESUME.N + 1] then
   return bad_args(0, -1, 0, 0, 0)
 end
 local m = redis.call('HMGET', KEYS[1], M_RESUME.FIELDS)

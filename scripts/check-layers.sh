@@ -154,12 +154,12 @@ pos_lua=$(for f in lua/*.lua lua/lib/*.lua; do
     fi
 done)
 pos_c=$(for fn in sk_stock_batch_args_head sk_stock_preheat_args sk_stock_fair_args sk_recovery_rebuild \
-    write_cmd; do
+    write_cmd sk_stock_release_call replay_chunk sk_recovery_resume; do
     for f in $(grep -lE "^[a-z].*[ *]$fn\(" src/*/*.c); do
         awk -v fn="$fn" -v f="$f" '$0 ~ "^[a-z].*[ *]" fn "\\(" { on = 1 } on { print f ":" NR ": " $0 } on && /^}/ { on = 0 }' "$f"
     done
 done | grep -vE ':[0-9]+: *(static +)?(const +)?(char|int|int64_t|size_t|struct [a-z_]+) ' |
-    grep -E '\b(args|lens|buf|num|a|v|argv)\[([a-z_]+ *\+ *)?[0-9]+\]'
+    grep -E '\b(args|lens|buf|num|a|argv)\[([a-z_]+ *\+ *)?[0-9]+\]'
 grep -nE '^#define (SK_PURCHASE_NKEYS|SK_PREHEAT_ARGC|SK_FAIR_ARGC|SK_BATCH_ARGC)\b.*[^A-Z_0-9][0-9]' \
     src/*/*.h)
 if [ -n "$pos_lua$pos_c" ]; then

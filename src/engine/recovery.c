@@ -222,7 +222,7 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
                         size_t n, struct sk_replay_result *res, size_t base, size_t *refused,
                         size_t *nrefused)
 {
-    size_t nargs = 1 + 5 * n;
+    size_t nargs = SK_A_REPLAY_N + SK_A_REPLAY_ONE_N * n;
     const char **args = malloc(nargs * sizeof *args);
     char(*num)[2][24] = malloc(n * sizeof *num);
     if (!args || !num) {
@@ -230,15 +230,16 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
         free(num);
         return r->err = SK_ENOMEM;
     }
-    args[0] = k->label;
+    args[SK_A_REPLAY_LABEL] = k->label;
     for (size_t i = 0; i < n; i++) {
+        const char **a = args + SK_A_REPLAY_N + SK_A_REPLAY_ONE_N * i;
         snprintf(num[i][0], 24, "%" PRIu64, o[i].user_id);
         snprintf(num[i][1], 24, "%" PRId64, o[i].quantity);
-        args[1 + 5 * i] = o[i].order_id;
-        args[2 + 5 * i] = num[i][0];
-        args[3 + 5 * i] = num[i][1];
-        args[4 + 5 * i] = o[i].released ? "r" : o[i].paid ? "p" : "h";
-        args[5 + 5 * i] = o[i].idem_key ? o[i].idem_key : "";
+        a[SK_A_REPLAY_ONE_OID] = o[i].order_id;
+        a[SK_A_REPLAY_ONE_USER] = num[i][0];
+        a[SK_A_REPLAY_ONE_QTY] = num[i][1];
+        a[SK_A_REPLAY_ONE_KIND] = o[i].released ? "r" : o[i].paid ? "p" : "h";
+        a[SK_A_REPLAY_ONE_IDEM] = o[i].idem_key ? o[i].idem_key : "";
     }
     const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
     redisReply *rep;
@@ -302,17 +303,22 @@ int sk_recovery_replay(sk_redis *r, const struct sk_keys *k, const struct sk_rep
 int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_resume_args *a,
                        struct sk_resume_result *res)
 {
-    char v[5][24];
-    snprintf(v[0], sizeof v[0], "%" PRId64, a->watermark > 0 ? a->watermark : 0);
-    snprintf(v[1], sizeof v[1], "%" PRId64, a->lent > 0 ? a->lent : 0);
-    snprintf(v[2], sizeof v[2], "%" PRId64, a->xseq > 0 ? a->xseq : 0);
-    snprintf(v[3], sizeof v[3], "%" PRId64, a->over > 0 ? a->over : 0);
-    snprintf(v[4], sizeof v[4], "%" PRId64, a->xout_seen > 0 ? a->xout_seen : 0);
-    const char *open = a->open < 0 ? "" : a->open ? "1" : "0";
-    const char *args[] = {v[0], a->max_sid ? a->max_sid : "", open, v[1], v[2], v[3], v[4]};
+    char v[SK_A_RESUME_N][24] = {{0}};
+    const int64_t nums[][2] = {{SK_A_RESUME_WATERMARK, a->watermark},
+                               {SK_A_RESUME_LENT, a->lent},
+                               {SK_A_RESUME_XSEQ, a->xseq},
+                               {SK_A_RESUME_OVER, a->over},
+                               {SK_A_RESUME_XOUT, a->xout_seen}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        snprintf(v[nums[i][0]], sizeof *v, "%" PRId64, nums[i][1] > 0 ? nums[i][1] : 0);
+    const char *args[SK_A_RESUME_N];
+    for (int i = 0; i < SK_A_RESUME_N; i++)
+        args[i] = v[i];
+    args[SK_A_RESUME_MAX_SID] = a->max_sid ? a->max_sid : "";
+    args[SK_A_RESUME_OPEN] = a->open < 0 ? "" : a->open ? "1" : "0";
     const char *keys[] = {k->meta, k->stock, k->orders};
     int64_t out[6];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, 7, args, out, 6);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, SK_A_RESUME_N, args, out, 6);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_OK) {
         snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,

@@ -257,12 +257,12 @@ void sk_stock_release_call(struct sk_release_call *c, uint64_t aid, const char *
      * script refuses an id that does not start with the label) */
     if (sk_keys_for_order(&c->k, order_id) < 0 || c->k.activity_id != aid) sk_keys_for(&c->k, aid);
     sk_keys_release(&c->k, c->keys);
-    snprintf(c->buf[0], sizeof c->buf[0], "%" PRIu64, uid);
-    snprintf(c->buf[1], sizeof c->buf[1], "%" PRId64, qty);
-    c->args[0] = c->k.label;
-    c->args[1] = order_id;
-    c->args[2] = c->buf[0];
-    c->args[3] = c->buf[1];
+    snprintf(c->buf[SK_A_RELEASE_USER], sizeof *c->buf, "%" PRIu64, uid);
+    snprintf(c->buf[SK_A_RELEASE_QTY], sizeof *c->buf, "%" PRId64, qty);
+    c->args[SK_A_RELEASE_LABEL] = c->k.label;
+    c->args[SK_A_RELEASE_OID] = order_id;
+    c->args[SK_A_RELEASE_USER] = c->buf[SK_A_RELEASE_USER];
+    c->args[SK_A_RELEASE_QTY] = c->buf[SK_A_RELEASE_QTY];
 }
 
 int sk_stock_release_parse(const redisReply *rep, int *rc, int64_t *given)
@@ -281,7 +281,8 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     struct sk_release_call c;
     sk_stock_release_call(&c, aid, order_id, uid, qty);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, 4, c.args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, SK_A_RELEASE_N, c.args,
+                           NULL, &rep);
     int64_t g = 0;
     if (rc == 0 && sk_stock_release_parse(rep, rc_out, &g) < 0) rc = sk_stock_proto(r, "release");
     if (rep) freeReplyObject(rep);

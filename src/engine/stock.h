@@ -134,8 +134,8 @@ int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, ui
 struct sk_release_call {
     struct sk_keys k;
     const char *keys[SK_RELEASE_NKEYS];
-    char buf[2][24];
-    const char *args[4];
+    char buf[SK_A_RELEASE_N][24];
+    const char *args[SK_A_RELEASE_N];
 };
 void sk_stock_release_call(struct sk_release_call *c, uint64_t activity_id, const char *order_id,
                            uint64_t user_id, int64_t quantity);
