@@ -362,7 +362,7 @@ FUZZ_S       ?= 60
 FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
-                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
                 mysql_url cors jwt order_id order_event redis_settings challenge captcha
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
@@ -402,7 +402,8 @@ FUZZ_LIBS_http1_parse := -lh2o-evloop
 FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $$(wildcard src/*/*.h)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $$(wildcard src/*/*.h) \
+                      $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $$(pkg-config --cflags jansson hiredis) -o $@ $< $(FUZZ_SRC_$*) \
 	    $(FUZZ_LIBS_$*)
