@@ -114,8 +114,8 @@ static void position_text(const char *path, int list, const char *f, size_t n, c
         }
     }
     if (fields && o > 0 && o < cap) return;
-    fprintf(stderr, "gen_scripts: %s: %s has no position %.*s (src/engine/script_pos.def)\n",
-            path, l->name, (int)n, f);
+    fprintf(stderr, "gen_scripts: %s: %s has no position %.*s (src/engine/script_pos.def)\n", path,
+            l->name, (int)n, f);
     exit(1);
 }
 

@@ -282,7 +282,7 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     sk_stock_release_call(&c, aid, order_id, uid, qty);
     redisReply *rep;
     int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, SK_A_RELEASE_N, c.args,
-                           NULL, &rep);
+                            NULL, &rep);
     int64_t g = 0;
     if (rc == 0 && sk_stock_release_parse(rep, rc_out, &g) < 0) rc = sk_stock_proto(r, "release");
     if (rep) freeReplyObject(rep);

@@ -124,17 +124,17 @@ void sk_metrics_free(sk_metrics *m)
     if (m && m->owned) free(m);
 }
 
-enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
-{
-    switch (r) {
-#define SK_ROUTE(name, method, pattern)                                                            \
-    case SK_ROUTE_##name: return SK_MROUTE_##name;
-#define SK_ROUTE_IN(label, name, method, pattern)                                                  \
-    case SK_ROUTE_##name: return SK_MROUTE_##label;
+/* Each route's label (routes.def). */
+static const enum sk_metrics_route route_label[SK_ROUTE_COUNT] = {
+#define SK_ROUTE(name, method, pattern) [SK_ROUTE_##name] = SK_MROUTE_##name,
+#define SK_ROUTE_IN(label, name, method, pattern) [SK_ROUTE_##name] = SK_MROUTE_##label,
 #include "http/routes.def"
 #undef SK_ROUTE
-    default: return SK_MROUTE_other;
-    }
+};
+
+enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
+{
+    return (unsigned)r < SK_ROUTE_COUNT ? route_label[r] : SK_MROUTE_other;
 }
 
 const char *sk_metrics_route_name(enum sk_metrics_route r)
