@@ -106,10 +106,11 @@ deps-bench:
 deps:
 	@sh scripts/deps.sh
 
-# The Lua scripts, embedded. The header only names the scripts and is
-# rewritten only when that list changes, so a .lua edit recompiles the
-# generated .c alone.
+# The Lua scripts, embedded. The header only names the scripts and the
+# positions of src/engine/script_pos.def, and is rewritten only when those
+# change, so a .lua edit recompiles the generated .c alone.
 $(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def \
+                          src/engine/script_pos.def \
                           | $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_scripts.c tools/gen_emit.c
@@ -361,7 +362,7 @@ FUZZ_S       ?= 60
 FUZZ_SMOKE_S ?= 2
 FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
-                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
                 mysql_url cors jwt order_id order_event redis_settings challenge captcha
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
@@ -401,7 +402,8 @@ FUZZ_LIBS_http1_parse := -lh2o-evloop
 FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $$(wildcard src/*/*.h)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $$(wildcard src/*/*.h) \
+                      $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $$(pkg-config --cflags jansson hiredis) -o $@ $< $(FUZZ_SRC_$*) \
 	    $(FUZZ_LIBS_$*)

@@ -24,15 +24,16 @@ local function st(rc, d)
   if not d then return {rc, 0, 0, 0, 0, 0, 0} end
   return {rc, d.dr_n, d.dr_wave, d.dr_from, d.dr_to, d.dr_bstart, d.dr_end}
 end
-local m = redis.call('HMGET', KEYS[1], 'start_ms', 'reg_end', 'dr_box', 'fence', 'dr_n')
+local m = redis.call('HMGET', KEYS[1], M_DRAW.FIELDS)
 if #KEYS ~= 4 then return bad_args(0, 0, 0, 0, 0, 0) end
-if not m[1] then return st(RC.UNKNOWN_ACTIVITY) end
-if not m[3] or not m[2] then return st(RC.NO_REGISTRATION) end
+if not m[M_DRAW.start_ms] then return st(RC.UNKNOWN_ACTIVITY) end
+if not m[M_DRAW.dr_box] or not m[M_DRAW.reg_end] then return st(RC.NO_REGISTRATION) end
 local now = now_ms()
 if op == 'c' then
-  return {RC.OK, now, tonumber(m[2]), redis.call('SCARD', KEYS[4]), tonumber(m[5] or '0')}
+  return {RC.OK, now, tonumber(m[M_DRAW.reg_end]), redis.call('SCARD', KEYS[4]),
+          tonumber(m[M_DRAW.dr_n] or '0')}
 end
-if m[4] then return st(RC.RECOVERING) end
+if m[M_DRAW.fence] then return st(RC.RECOVERING) end
 if op == 'p' then
   if #ARGV < 3 or #ARGV % 2 ~= 1 then return bad_args(0) end
   local z = {}
@@ -50,8 +51,8 @@ if op == 'f' then
   end
   if not string.find(ARGV[4] or '', '^%x+$') then return bad_args(0, 0, 0, 0, 0, 0) end
   local n = tonumber(ARGV[2])
-  if not m[5] then
-    if now < tonumber(m[2]) then return st(RC.NOT_STARTED) end
+  if not m[M_DRAW.dr_n] then
+    if now < tonumber(m[M_DRAW.reg_end]) then return st(RC.NOT_STARTED) end
     if redis.call('ZCARD', KEYS[2]) ~= n then return bad_args(0, 0, 0, 0, 0, 0) end
     local w = {}
     if ARGV[5] then
@@ -62,12 +63,13 @@ if op == 'f' then
     else
       -- wave 0: the first places, as many as the stock takes, from the start
       local d = {limit = 0, max_qty = 0}
-      local lm = redis.call('HMGET', KEYS[1], 'limit', 'max_qty')
-      d.limit, d.max_qty = tonumber(lm[1] or '1') or 1, tonumber(lm[2] or '1') or 1
+      local lm = redis.call('HMGET', KEYS[1], M_LIMITS.FIELDS)
+      d.limit = tonumber(lm[M_LIMITS.limit] or '1') or 1
+      d.max_qty = tonumber(lm[M_LIMITS.max_qty] or '1') or 1
       local stock = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-      local b = math.max(now, tonumber(m[1]))
+      local b = math.max(now, tonumber(m[M_DRAW.start_ms]))
       w = {'0', '0', math.min(n, draw_rights(d, stock)), string.format('%.0f', b),
-           string.format('%.0f', b + tonumber(m[3]))}
+           string.format('%.0f', b + tonumber(m[M_DRAW.dr_box]))}
     end
     redis.call('HSET', KEYS[1], 'dr_n', n, 'dr_ms', ARGV[3], 'dr_seed', ARGV[4], 'dr_wave', w[1],
                'dr_from', w[2], 'dr_to', w[3], 'dr_bstart', w[4], 'dr_end', w[5])

@@ -37,33 +37,38 @@
 --#include "lib/time.lua"
 --#include "lib/def.lua"
 --#include "lib/challenge.lua"
-for i = 1, 7 do
+-- ARGV by name: A_PREHEAT of src/engine/script_pos.def (C:
+-- sk_stock_preheat_args). id .. force and rl_rate .. wr_ttl are numbers.
+for i = A_PREHEAT.id, A_PREHEAT.force do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
-for i = 8, 14 do
+for i = A_PREHEAT.rl_rate, A_PREHEAT.wr_ttl do
   if ARGV[i] and ARGV[i] ~= '' and not digits(ARGV[i], 15) then return bad_args(0) end
 end
 local function opt(i) return tonumber(ARGV[i] ~= nil and ARGV[i] ~= '' and ARGV[i] or '0') end
-local seg, seg_of = ARGV[10] or '', ARGV[11] or ''
+local seg, seg_of = ARGV[A_PREHEAT.seg] or '', ARGV[A_PREHEAT.seg_of] or ''
 if (seg == '') ~= (seg_of == '') then return bad_args(0) end
-local db_held = opt(12)
-local wr_seed = ARGV[15] or ''
-local store = ARGV[16] or ''
+local db_held = opt(A_PREHEAT.db_held)
+local wr_seed = ARGV[A_PREHEAT.wr_seed] or ''
+local store = ARGV[A_PREHEAT.store] or ''
 if not store_id_ok(store) then return bad_args(0) end
+local wr_rate, wr_ttl = opt(A_PREHEAT.wr_rate), opt(A_PREHEAT.wr_ttl)
 if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
-                      or (opt(13) < 1) ~= (opt(14) < 1)) then
+                      or (wr_rate < 1) ~= (wr_ttl < 1)) then
   return bad_args(0)
 end
-local ch = ARGV[17] or ''
+local ch = ARGV[A_PREHEAT.ch] or ''
 if ch ~= '' and not ch_spec_ok(ch) then return bad_args(0) end
-local fair = fair_of(18)
+local fair = fair_of(A_PREHEAT.fair)
 if not fair then return bad_args(0) end
-local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
-           max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
-           seg = seg, seg_of = seg_of, rl_rate = opt(8), rl_burst = opt(9),
-           wr_rate = opt(13) > 0 and ARGV[13] or '', wr_ttl = ARGV[14], wr_seed = wr_seed,
-           ch = ch, fair = fair}
-local force = ARGV[7] == '1'
+local d = {id = ARGV[A_PREHEAT.id], initial = tonumber(ARGV[A_PREHEAT.initial]),
+           limit = tonumber(ARGV[A_PREHEAT.limit]), max_qty = tonumber(ARGV[A_PREHEAT.max_qty]),
+           start_ms = tonumber(ARGV[A_PREHEAT.start_ms]), end_ms = tonumber(ARGV[A_PREHEAT.end_ms]),
+           seg = seg, seg_of = seg_of, rl_rate = opt(A_PREHEAT.rl_rate),
+           rl_burst = opt(A_PREHEAT.rl_burst),
+           wr_rate = wr_rate > 0 and ARGV[A_PREHEAT.wr_rate] or '',
+           wr_ttl = ARGV[A_PREHEAT.wr_ttl], wr_seed = wr_seed, ch = ch, fair = fair}
+local force = ARGV[A_PREHEAT.force] == '1'
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
 local owner = redis.call('HGET', KEYS[1], 'store_id')

@@ -27,36 +27,43 @@
 --#include "lib/args.lua"
 --#include "lib/admit.lua"
 --#include "lib/xfer.lua"
-local n = (#ARGV - 10) / 6
-if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[1]) or not string.find(ARGV[8], '^%d*$')
-   or #ARGV[8] > 20 or not string.find(ARGV[9], '^%d*$') or #ARGV[9] > 15
-   or (ARGV[8] == '') ~= (ARGV[9] == '') or not store_id_ok(ARGV[10]) then
+local n = (#ARGV - A_BATCH.N) / A_BUY.N
+local epoch, adm = ARGV[A_BATCH.epoch], ARGV[A_BATCH.adm]
+if n < 1 or n ~= math.floor(n) or not label_ok(ARGV[A_BATCH.label])
+   or not string.find(epoch, '^%d*$') or #epoch > 20 or not string.find(adm, '^%d*$') or #adm > 15
+   or (epoch == '') ~= (adm == '') or not store_id_ok(ARGV[A_BATCH.store]) then
   return bad_args()
 end
+-- purchase i's arguments: ARGV[b + A_BUY.user] .. ARGV[b + A_BUY.ticket],
+-- b = A_BUY.N * i + B0
+local B0 = A_BATCH.N + 1 - A_BUY.N
 local tickets = false
 for i = 1, n do
-  if ARGV[10 + 6 * i] ~= '' then tickets = true end -- the challenge ticket (lib/admit.lua)
+  -- the challenge ticket (lib/admit.lua)
+  if ARGV[A_BUY.N * i + (B0 + A_BUY.ticket)] ~= '' then tickets = true end
 end
-local keys_ok, chk = admit_keys_ok(n, ARGV[4], tickets)
+local keys_ok, chk = admit_keys_ok(n, ARGV[A_BATCH.ip_rate], tickets)
 if not keys_ok then return bad_args() end
-local xid, xqty = ARGV[6], tonumber(ARGV[7]) or 0
+local xid, xqty = ARGV[A_BATCH.xfer_id], tonumber(ARGV[A_BATCH.xfer_qty]) or 0
 -- A fenced segment takes no stock in: the transfer stays in transit and the
 -- recovery rolls it forward (sk_seg_settle).
-if xid ~= '' and xqty > 0 and not redis.call('HGET', KEYS[1], 'fence') then
-  xfer_in(KEYS[1], KEYS[2], KEYS[7], xid, xqty)
+local meta = KEYS[K_PURCHASE.meta]
+if xid ~= '' and xqty > 0 and not redis.call('HGET', meta, 'fence') then
+  xfer_in(meta, KEYS[K_PURCHASE.stock], KEYS[K_PURCHASE.xin], xid, xqty)
 end
 local users, any_idem = {}, false
 for i = 1, n do
-  local b = 6 * i + 5
-  users[i] = ARGV[b]
-  if ARGV[b + 2] ~= '' then any_idem = true end
+  local b = A_BUY.N * i + B0
+  users[i] = ARGV[b + A_BUY.user]
+  if ARGV[b + A_BUY.idem] ~= '' then any_idem = true end
 end
-local c = {label = ARGV[1], n = n, users = users, a = ARGV, at = 11, any_idem = any_idem, chk = chk,
-           store = ARGV[10],
-           rl = {u_rate = ARGV[2], u_burst = ARGV[3], ip_rate = ARGV[4], ip_burst = ARGV[5]},
-           mem = {epoch = ARGV[8], adm = tonumber(ARGV[9]) or 0}}
-local out, left, epoch, adm = admit_all(c)
+local c = {label = ARGV[A_BATCH.label], n = n, users = users, a = ARGV, at = A_BATCH.N + 1,
+           any_idem = any_idem, chk = chk, store = ARGV[A_BATCH.store],
+           rl = {u_rate = ARGV[A_BATCH.u_rate], u_burst = ARGV[A_BATCH.u_burst],
+                 ip_rate = ARGV[A_BATCH.ip_rate], ip_burst = ARGV[A_BATCH.ip_burst]},
+           mem = {epoch = epoch, adm = tonumber(adm) or 0}}
+local out, left, epoch_after, adm_after = admit_all(c)
 out[3 * n + 1] = left
-out[3 * n + 2] = epoch
-out[3 * n + 3] = adm
+out[3 * n + 2] = epoch_after
+out[3 * n + 3] = adm_after
 return out

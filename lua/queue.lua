@@ -46,13 +46,12 @@ local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
 if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~= 6 + n) then
   return bad_args(0, 0, 0, 0, 0, 0, 0, 0)
 end
-local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
-                     'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms',
-                     'wr_hold', 'wr_nojoin', 'reg_start', 'wr_reach', 'ch')
+local m = redis.call('HMGET', KEYS[1], M_QUEUE.FIELDS)
 local now = now_ms()
 local HEAD = 9
-local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1, 0, 0,
-             wr_control_bits(m[12], m[13])}
+local out = {RC.OK, 0, 0, tonumber(m[M_QUEUE.wr_rate] or '') or 0, 0,
+             tonumber(m[M_QUEUE.segments] or '') or 1, 0, 0,
+             wr_control_bits(m[M_QUEUE.wr_hold], m[M_QUEUE.wr_nojoin])}
 
 local function answer(i, rc, place, exp, pass, ev)
   local b = HEAD + 5 * (i - 1)
@@ -71,11 +70,12 @@ end
 -- fence on (the count is rebased to what it was at the fence, at now), so
 -- no passes pile up for the moment it resumes. A vanished key set's
 -- fence-only meta holds nothing to freeze.
-if m[10] then
-  local start, rate = tonumber(m[2] or ''), tonumber(m[4] or '')
-  if start and rate and m[6] and now >= start then
-    local base, base_ms = tonumber(m[7] or '') or 0, tonumber(m[8] or '') or start
-    local upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now))
+if m[M_QUEUE.fence] then
+  local start, rate = tonumber(m[M_QUEUE.start_ms] or ''), tonumber(m[M_QUEUE.wr_rate] or '')
+  if start and rate and m[M_QUEUE.wr_seed] and now >= start then
+    local base = tonumber(m[M_QUEUE.wr_base] or '') or 0
+    local base_ms = tonumber(m[M_QUEUE.wr_base_ms] or '') or start
+    local upto = math.max(base_ms, math.min(tonumber(m[M_QUEUE.fence_ms] or '') or now, now))
     local a = base + math.floor((upto - base_ms) * rate / 1000)
     local len = redis.call('ZCARD', KEYS[2])
     if a > len then a = len end
@@ -83,17 +83,20 @@ if m[10] then
   end
   return all(RC.RECOVERING)
 end
-if not m[2] or not m[3] then return all(RC.UNKNOWN_ACTIVITY) end
-if not m[4] or not m[5] or not m[6] then return all(RC.NO_WAITING_ROOM) end
-local start = tonumber(m[2])
-if now >= tonumber(m[3]) then return all(RC.ENDED) end
-if m[1] ~= '1' then return all(RC.CLOSED) end
+if not m[M_QUEUE.start_ms] or not m[M_QUEUE.end_ms] then return all(RC.UNKNOWN_ACTIVITY) end
+if not m[M_QUEUE.wr_rate] or not m[M_QUEUE.wr_ttl] or not m[M_QUEUE.wr_seed] then
+  return all(RC.NO_WAITING_ROOM)
+end
+local start = tonumber(m[M_QUEUE.start_ms])
+if now >= tonumber(m[M_QUEUE.end_ms]) then return all(RC.ENDED) end
+if m[M_QUEUE.open] ~= '1' then return all(RC.CLOSED) end
 -- Sold out: nobody waits for nothing. (A segmented activity's stock is in its
 -- segments, out of this slot: the service's sold-out verdict answers there.)
-if not m[9] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
-local rate, ttl_ms, seed = tonumber(m[4]), tonumber(m[5]) * 1000, m[6]
+if not m[M_QUEUE.segments] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
+local rate, ttl_ms = tonumber(m[M_QUEUE.wr_rate]), tonumber(m[M_QUEUE.wr_ttl]) * 1000
+local seed = m[M_QUEUE.wr_seed]
 local len = redis.call('ZCARD', KEYS[2])
-local chg = ch_gate(m[16])
+local chg = ch_gate(m[M_QUEUE.ch])
 
 -- The challenge of buyer i entering the queue: its refusal, or nil (spent).
 local function ch_entry_refused(i)
@@ -113,8 +116,12 @@ end
 -- takes registrations, a new buyer while joins are refused (a buyer in the
 -- line may join again). Writes nothing.
 local function join_refused(u)
-  if m[14] and redis.call('SISMEMBER', KEYS[5], u) == 0 then return RC.NOT_REGISTERED end
-  if wr_on(m[13]) and not redis.call('ZSCORE', KEYS[2], u) then return RC.JOINS_CLOSED end
+  if m[M_QUEUE.reg_start] and redis.call('SISMEMBER', KEYS[5], u) == 0 then
+    return RC.NOT_REGISTERED
+  end
+  if wr_on(m[M_QUEUE.wr_nojoin]) and not redis.call('ZSCORE', KEYS[2], u) then
+    return RC.JOINS_CLOSED
+  end
   return nil
 end
 
@@ -146,9 +153,9 @@ if now < start then
   return out
 end
 
-local base = tonumber(m[7] or '') or 0
-local base_ms = tonumber(m[8] or '') or start
-local frozen = wr_on(m[12])
+local base = tonumber(m[M_QUEUE.wr_base] or '') or 0
+local base_ms = tonumber(m[M_QUEUE.wr_base_ms] or '') or start
+local frozen = wr_on(m[M_QUEUE.wr_hold])
 if frozen and base_ms < now then
   -- paused (queue_control.lua rebased the count at the pause): it stands
   -- still, so the resume does not hand out the pause's passes at once
@@ -167,7 +174,7 @@ local function issued()
 end
 
 -- ---- seats (docs/waiting-room.md, "A room that never jams") ----
-local reach = tonumber(m[15] or '') or 0
+local reach = tonumber(m[M_QUEUE.wr_reach] or '') or 0
 local returned, expired = 0, 0
 
 -- The seat of u, whose deadline passed unspent, goes back to the pace:
@@ -205,7 +212,9 @@ local function settle_seats()
     end
     reach = last
   end
-  if reach ~= (tonumber(m[15] or '') or 0) then redis.call('HSET', KEYS[1], 'wr_reach', reach) end
+  if reach ~= (tonumber(m[M_QUEUE.wr_reach] or '') or 0) then
+    redis.call('HSET', KEYS[1], 'wr_reach', reach)
+  end
 end
 
 -- A place before `reach` left the queue: the places behind move up.
@@ -255,7 +264,7 @@ local function decide(op, u, i)
   if mark == 's' then return RC.Q_USED, rank + 1, 0, '', 0 end
   -- everyone queued: passes out keep going (queue_control.lua extends them
   -- by the hold when it ends)
-  if mark == '' and (tonumber(e) > now or m[12] == 'all') then
+  if mark == '' and (tonumber(e) > now or m[M_QUEUE.wr_hold] == 'all') then
     return RC.Q_ADMITTED, rank + 1, tonumber(e), wr_pass(seed, aid, u, e), 0
   end
   -- paused: nothing goes back to the pace and nobody rejoins until it

@@ -31,20 +31,22 @@ end
 if #KEYS ~= 4 or (act ~= 'pause' and act ~= 'all' and act ~= 'nojoin' and act ~= 'resume') then
   return bad_args(0)
 end
-local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_seed', 'wr_base', 'wr_base_ms',
-                     'wr_hold', 'wr_nojoin', 'wr_all_ms', 'fence', 'fence_ms')
-if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0} end
-if not m[2] or not m[3] then return {RC.NO_WAITING_ROOM, 0} end
+local m = redis.call('HMGET', KEYS[1], M_CONTROL.FIELDS)
+if not m[M_CONTROL.start_ms] then return {RC.UNKNOWN_ACTIVITY, 0} end
+if not m[M_CONTROL.wr_rate] or not m[M_CONTROL.wr_seed] then return {RC.NO_WAITING_ROOM, 0} end
 local now = now_ms()
-local start, rate = tonumber(m[1]), tonumber(m[2])
-local hold = wr_on(m[6]) and m[6] or nil
+local start, rate = tonumber(m[M_CONTROL.start_ms]), tonumber(m[M_CONTROL.wr_rate])
+local hold = wr_on(m[M_CONTROL.wr_hold]) and m[M_CONTROL.wr_hold] or nil
 
 -- The count stands still from now on (already so while held).
 local function freeze()
   if hold or now < start then return end
-  local base, base_ms = tonumber(m[4] or '') or 0, tonumber(m[5] or '') or start
+  local base = tonumber(m[M_CONTROL.wr_base] or '') or 0
+  local base_ms = tonumber(m[M_CONTROL.wr_base_ms] or '') or start
   local upto = now
-  if m[9] then upto = math.max(base_ms, math.min(tonumber(m[10] or '') or now, now)) end
+  if m[M_CONTROL.fence] then
+    upto = math.max(base_ms, math.min(tonumber(m[M_CONTROL.fence_ms] or '') or now, now))
+  end
   local issued = pace_at(base, base_ms, rate, upto, redis.call('ZCARD', KEYS[2]))
   redis.call('HSET', KEYS[1], 'wr_base', issued, 'wr_base_ms', now)
 end
@@ -52,7 +54,7 @@ end
 -- Everyone queued ends: the passes out move by the time it lasted.
 local function unhold_all()
   if hold ~= 'all' then return end
-  local d = now - (tonumber(m[8] or '') or now)
+  local d = now - (tonumber(m[M_CONTROL.wr_all_ms] or '') or now)
   redis.call('HDEL', KEYS[1], 'wr_all_ms')
   if d <= 0 then return end
   local seats = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
@@ -81,5 +83,5 @@ else
   if hold and now >= start then redis.call('HSET', KEYS[1], 'wr_base_ms', now) end
   redis.call('HDEL', KEYS[1], 'wr_hold', 'wr_nojoin')
 end
-local h = redis.call('HMGET', KEYS[1], 'wr_hold', 'wr_nojoin')
-return {RC.OK, wr_control_bits(h[1], h[2])}
+local h = redis.call('HMGET', KEYS[1], M_HOLD.FIELDS)
+return {RC.OK, wr_control_bits(h[M_HOLD.wr_hold], h[M_HOLD.wr_nojoin])}

@@ -19,22 +19,25 @@ local new = ARGV[1] or ''
 if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
   return bad_args(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 end
-local m = redis.call('HMGET', KEYS[1], 'start_ms', 'wr_rate', 'wr_ttl', 'wr_seed', 'wr_base',
-                     'wr_base_ms', 'wr_issued', 'wr_spent', 'wr_expired', 'fence', 'fence_ms',
-                     'wr_returned', 'wr_hold', 'wr_nojoin')
-if not m[1] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
-if not m[2] or not m[4] then return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
+local m = redis.call('HMGET', KEYS[1], M_PACE.FIELDS)
+if not m[M_PACE.start_ms] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
+if not m[M_PACE.wr_rate] or not m[M_PACE.wr_seed] then
+  return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+end
 local now = now_ms()
-local start, rate = tonumber(m[1]), tonumber(m[2])
+local start, rate = tonumber(m[M_PACE.start_ms]), tonumber(m[M_PACE.wr_rate])
 local len = redis.call('ZCARD', KEYS[2])
 local issued = 0
 if now >= start then
-  local base, base_ms = tonumber(m[5] or '') or 0, tonumber(m[6] or '') or start
+  local base = tonumber(m[M_PACE.wr_base] or '') or 0
+  local base_ms = tonumber(m[M_PACE.wr_base_ms] or '') or start
   -- a fenced key set's pace stands still from the fence on (queue.lua), a
   -- paused one from the last call on
   local upto = now
-  if m[10] then upto = math.max(base_ms, math.min(tonumber(m[11] or '') or now, now)) end
-  if wr_on(m[13]) then upto = base_ms end
+  if m[M_PACE.fence] then
+    upto = math.max(base_ms, math.min(tonumber(m[M_PACE.fence_ms] or '') or now, now))
+  end
+  if wr_on(m[M_PACE.wr_hold]) then upto = base_ms end
   issued = pace_at(base, base_ms, rate, upto, len)
 end
 if new ~= '' then
@@ -45,6 +48,8 @@ if new ~= '' then
     redis.call('HSET', KEYS[1], 'wr_rate', new)
   end
 end
-return {RC.OK, rate, tonumber(m[3] or '') or 0, len, issued, tonumber(m[7] or '') or 0,
-        tonumber(m[8] or '') or 0, tonumber(m[9] or '') or 0, now < start and start - now or 0,
-        tonumber(m[12] or '') or 0, wr_control_bits(m[13], m[14])}
+return {RC.OK, rate, tonumber(m[M_PACE.wr_ttl] or '') or 0, len, issued,
+        tonumber(m[M_PACE.wr_issued] or '') or 0, tonumber(m[M_PACE.wr_spent] or '') or 0,
+        tonumber(m[M_PACE.wr_expired] or '') or 0, now < start and start - now or 0,
+        tonumber(m[M_PACE.wr_returned] or '') or 0,
+        wr_control_bits(m[M_PACE.wr_hold], m[M_PACE.wr_nojoin])}

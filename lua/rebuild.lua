@@ -20,17 +20,19 @@
 --#include "lib/time.lua"
 --#include "lib/def.lua"
 --#include "lib/challenge.lua"
-for i = 1, 8 do
+-- ARGV by name: A_REBUILD of src/engine/script_pos.def (C:
+-- sk_recovery_rebuild). id .. rl_burst are numbers.
+for i = A_REBUILD.id, A_REBUILD.rl_burst do
   if not digits(ARGV[i], 15) then return bad_args(0) end
 end
-local seg, seg_of = ARGV[9] or '', ARGV[10] or ''
+local seg, seg_of = ARGV[A_REBUILD.seg] or '', ARGV[A_REBUILD.seg_of] or ''
+local store, ch = ARGV[A_REBUILD.store] or '', ARGV[A_REBUILD.ch] or ''
 if (seg == '') ~= (seg_of == '') or (seg ~= '' and not (digits(seg, 4) and digits(seg_of, 4)))
-   or not store_id_ok(ARGV[14] or '') or ARGV[20]
-   or ((ARGV[15] or '') ~= '' and not ch_spec_ok(ARGV[15])) then
+   or not store_id_ok(store) or ARGV[A_REBUILD.N + 1] or (ch ~= '' and not ch_spec_ok(ch)) then
   return bad_args(0)
 end
-local store = ARGV[14] or ''
-local wr_rate, wr_ttl, wr_seed = ARGV[11] or '', ARGV[12] or '', ARGV[13] or ''
+local wr_rate, wr_ttl = ARGV[A_REBUILD.wr_rate] or '', ARGV[A_REBUILD.wr_ttl] or ''
+local wr_seed = ARGV[A_REBUILD.wr_seed] or ''
 local paced = wr_rate ~= '' or wr_ttl ~= ''
 if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
                       or (paced and (not string.match(wr_rate, '^[1-9][0-9]*$') or #wr_rate > 15
@@ -39,13 +41,15 @@ if wr_seed ~= '' and (not string.match(wr_seed, '^[0-9a-f]+$') or #wr_seed > 64
    or (wr_seed == '' and paced) then
   return bad_args(0)
 end
-local fair = fair_of(16)
+local fair = fair_of(A_REBUILD.fair)
 if not fair then return bad_args(0) end
-local d = {id = ARGV[1], initial = tonumber(ARGV[2]), limit = tonumber(ARGV[3]),
-           max_qty = tonumber(ARGV[4]), start_ms = tonumber(ARGV[5]), end_ms = tonumber(ARGV[6]),
-           rl_rate = tonumber(ARGV[7]), rl_burst = tonumber(ARGV[8]), seg = seg, seg_of = seg_of,
-           wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed, ch = ARGV[15] or '',
-           fair = fair}
+local d = {id = ARGV[A_REBUILD.id], initial = tonumber(ARGV[A_REBUILD.initial]),
+           limit = tonumber(ARGV[A_REBUILD.limit]), max_qty = tonumber(ARGV[A_REBUILD.max_qty]),
+           start_ms = tonumber(ARGV[A_REBUILD.start_ms]), end_ms = tonumber(ARGV[A_REBUILD.end_ms]),
+           rl_rate = tonumber(ARGV[A_REBUILD.rl_rate]),
+           rl_burst = tonumber(ARGV[A_REBUILD.rl_burst]),
+           seg = seg, seg_of = seg_of, wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed,
+           ch = ch, fair = fair}
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
 local live = redis.call('GET', KEYS[2])
 if live then return {RC.STOCK_LIVE, tonumber(live)} end

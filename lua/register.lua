@@ -42,23 +42,26 @@ end
 for i = 3, 6 do
   if not digits(ARGV[i] or '', 7) then return bad_args(0, 0, 0, 0, 0, 0, '', 0, 0, 0) end
 end
-local m = redis.call('HMGET', KEYS[1], 'start_ms', 'end_ms', 'reg_start', 'reg_end', 'fence',
-                     'rl_rate', 'rl_burst', 'wr_seed', 'id', 'ch')
-if m[5] then return out_of(RC.RECOVERING) end
-if not m[1] or not m[2] then return out_of(RC.UNKNOWN_ACTIVITY) end
-if not m[3] or not m[4] then return out_of(RC.NO_REGISTRATION) end
+local m = redis.call('HMGET', KEYS[1], M_REGISTER.FIELDS)
+if m[M_REGISTER.fence] then return out_of(RC.RECOVERING) end
+if not m[M_REGISTER.start_ms] or not m[M_REGISTER.end_ms] then
+  return out_of(RC.UNKNOWN_ACTIVITY)
+end
+if not m[M_REGISTER.reg_start] or not m[M_REGISTER.reg_end] then
+  return out_of(RC.NO_REGISTRATION)
+end
 local now = now_ms()
 local out = out_of(RC.REGISTERED)
 
 if op == 'r' then
-  if now < tonumber(m[3]) then out[1] = RC.REG_NOT_OPEN
-  elseif now >= tonumber(m[4]) then out[1] = RC.REG_CLOSED end
+  if now < tonumber(m[M_REGISTER.reg_start]) then out[1] = RC.REG_NOT_OPEN
+  elseif now >= tonumber(m[M_REGISTER.reg_end]) then out[1] = RC.REG_CLOSED end
   if out[1] ~= RC.REGISTERED then
     out[4] = redis.call('SCARD', KEYS[2])
     return out
   end
   -- a new registrant's challenge: checked here, spent with the registration
-  local chg, ch_exp = ch_gate(m[10]), nil
+  local chg, ch_exp = ch_gate(m[M_REGISTER.ch]), nil
   if chg and redis.call('SISMEMBER', KEYS[2], u) == 0 then
     local why
     why, ch_exp = ch_refused(chg, ticket, KEYS[nbase + 1], now)
@@ -69,7 +72,11 @@ if op == 'r' then
   end
   -- the rate limiters, as for a purchase: checked both, then charged
   local up, ub
-  if m[6] then up, ub = rl_params(m[6], m[7]) else up, ub = rl_params(ARGV[3], ARGV[4]) end
+  if m[M_REGISTER.rl_rate] then
+    up, ub = rl_params(m[M_REGISTER.rl_rate], m[M_REGISTER.rl_burst])
+  else
+    up, ub = rl_params(ARGV[3], ARGV[4])
+  end
   local ipp, ipb = rl_params(ARGV[5], ARGV[6])
   local now_u = now_us()
   local wait, ut, it = 0, 0, 0
@@ -110,7 +117,8 @@ elseif place <= d.dr_from then
   out[1] = RC.Q_EXPIRED
 elseif place <= d.dr_to then
   local exp = string.format('%.0f', d.dr_end)
-  out[1], out[7], out[8], out[9] = RC.Q_ADMITTED, d.dr_end, wr_pass(m[8], m[9], u, exp), d.dr_bstart
+  local pass = wr_pass(m[M_REGISTER.wr_seed], m[M_REGISTER.id], u, exp)
+  out[1], out[7], out[8], out[9] = RC.Q_ADMITTED, d.dr_end, pass, d.dr_bstart
 elseif tonumber(redis.call('GET', KEYS[5]) or '0') <= 0 then
   out[1] = RC.SOLD_OUT
 else

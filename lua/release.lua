@@ -11,16 +11,19 @@
 -- is a second belt.
 --#include "lib/args.lua"
 --#include "lib/oid.lua"
-local aid, oid, user, qs = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local aid, oid = ARGV[A_RELEASE.label], ARGV[A_RELEASE.oid]
+local user, qs = ARGV[A_RELEASE.user], ARGV[A_RELEASE.qty]
 if not label_ok(aid) or not string.match(user or '', '^[0-9]+$')
    or not string.match(qs or '', '^[1-9][0-9]*$') or #qs > 9
    or not oid_ok(aid, oid) then
   return bad_args(0)
 end
 local q = tonumber(qs)
-local mi = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout')
-local initial = tonumber(mi[1])
-if initial then initial = initial + tonumber(mi[2] or '0') - tonumber(mi[3] or '0') end
+local mi = redis.call('HMGET', KEYS[1], M_OWN.FIELDS)
+local initial = tonumber(mi[M_OWN.initial])
+if initial then
+  initial = initial + tonumber(mi[M_OWN.xin] or '0') - tonumber(mi[M_OWN.xout] or '0')
+end
 if not initial then return {RC.UNKNOWN_ACTIVITY, 0} end
 local rec = redis.call('HGET', KEYS[5], oid)
 if not rec then return {RC.UNKNOWN_ORDER, 0} end

@@ -29,15 +29,17 @@
 -- Only into a fenced key set; malformed arguments change nothing.
 --#include "lib/args.lua"
 --#include "lib/oid.lua"
-local label = ARGV[1] or ''
-local n = (#ARGV - 1) / 5
+local label = ARGV[A_REPLAY.label] or ''
+local n = (#ARGV - A_REPLAY.N) / A_REPLAY_ONE.N
 if n < 1 or n > 1000 or n ~= math.floor(n) or not label_ok(label) then
   return bad_args(0, 0, 0, 0, 0, -1, 0, 0, 0, 0)
 end
 local oids, users, qtys, kinds, ikeys = {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 5 * i - 3
-  local oid, u, q, k, key = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  local b = A_REPLAY_ONE.N * i + (A_REPLAY.N + 1 - A_REPLAY_ONE.N)
+  local oid, u = ARGV[b + A_REPLAY_ONE.oid], ARGV[b + A_REPLAY_ONE.user]
+  local q, k = ARGV[b + A_REPLAY_ONE.qty], ARGV[b + A_REPLAY_ONE.kind]
+  local key = ARGV[b + A_REPLAY_ONE.idem]
   if not oid_ok(label, oid) or #u > 20 or not string.find(u, '^%d+$')
      or #q > 9 or not string.find(q, '^[1-9]%d*$') or (k ~= 'h' and k ~= 'p' and k ~= 'r')
      or #key > 64 then
@@ -45,12 +47,15 @@ for i = 1, n do
   end
   oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'xin', 'xout', 'fence', 'limit', 'keys')
+local m = redis.call('HMGET', KEYS[1], M_REPLAY.FIELDS)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
-if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0} end
-if not m[4] then return redis.error_reply('replay: the key set is not fenced') end
-local own = tonumber(m[1]) + tonumber(m[2] or '0') - tonumber(m[3] or '0')
-local limit = tonumber(m[5] or '')
+if not m[M_REPLAY.initial] or not stock then
+  return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
+end
+if not m[M_REPLAY.fence] then return redis.error_reply('replay: the key set is not fenced') end
+local own = tonumber(m[M_REPLAY.initial]) + tonumber(m[M_REPLAY.xin] or '0')
+            - tonumber(m[M_REPLAY.xout] or '0')
+local limit = tonumber(m[M_REPLAY.limit] or '')
 local recs = redis.call('HMGET', KEYS[4], unpack(oids))
 local had = redis.call('HMGET', KEYS[3], unpack(users))
 local ik = {}
@@ -126,7 +131,7 @@ end
 if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
 if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
 -- the keys written here must exist from now on (meta `keys`, lib/admit.lua)
-local must = tonumber(m[6] or '0') or 0
+local must = tonumber(m[M_REPLAY.keys] or '0') or 0
 local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must < 4 and 4 or 0)
 if add > 0 then redis.call('HSET', KEYS[1], 'keys', must + add) end
 if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end

@@ -14,11 +14,12 @@
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 if #KEYS ~= 6 or ARGV[1] then return bad_args(0) end
-local m = redis.call('HMGET', KEYS[1], 'fence', 'initial', 'xin', 'xout')
-if not m[1] then return redis.error_reply('reset: the key set is not fenced') end
+local m = redis.call('HMGET', KEYS[1], M_RESET.FIELDS)
+if not m[M_RESET.fence] then return redis.error_reply('reset: the key set is not fenced') end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-if not m[2] then return {RC.UNKNOWN_ACTIVITY, 0} end
-local stock = tonumber(m[2]) + tonumber(m[3] or '0') - tonumber(m[4] or '0')
+if not m[M_RESET.initial] then return {RC.UNKNOWN_ACTIVITY, 0} end
+local stock = tonumber(m[M_RESET.initial]) + tonumber(m[M_RESET.xin] or '0')
+              - tonumber(m[M_RESET.xout] or '0')
 if stock < 0 then stock = 0 end
 redis.call('HSET', KEYS[1], 'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch',
            epoch_now())

@@ -25,22 +25,25 @@ local function num(v, max)
   if not digits(v, max) then return nil end
   return tonumber(v)
 end
-local wm, lent, xseq, over_add = num(ARGV[1], 15), num(ARGV[4], 15), num(ARGV[5], 15), num(ARGV[6], 15)
-local xout_seen = num(ARGV[7], 15)
-local sid, open = ARGV[2] or '', ARGV[3] or ''
-if not wm or not lent or not xseq or not over_add or not xout_seen or (ARGV[1] or '') == ''
+local wm, lent = num(ARGV[A_RESUME.watermark], 15), num(ARGV[A_RESUME.lent], 15)
+local xseq, over_add = num(ARGV[A_RESUME.xseq], 15), num(ARGV[A_RESUME.over], 15)
+local xout_seen = num(ARGV[A_RESUME.xout], 15)
+local sid, open = ARGV[A_RESUME.max_sid] or '', ARGV[A_RESUME.open] or ''
+if not wm or not lent or not xseq or not over_add or not xout_seen
+   or (ARGV[A_RESUME.watermark] or '') == ''
    or (sid ~= '' and not string.match(sid, '^[0-9]+%-[0-9]+$')) or #sid > 41
-   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[8] then
+   or (open ~= '' and open ~= '0' and open ~= '1') or ARGV[A_RESUME.N + 1] then
   return bad_args(0, -1, 0, 0, 0)
 end
-local m = redis.call('HMGET', KEYS[1], 'initial', 'fence', 'adm', 'fence_adm', 'oversold', 'xseq',
-                     'xout')
+local m = redis.call('HMGET', KEYS[1], M_RESUME.FIELDS)
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
-if not m[1] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, -1, 0, 0, 0} end
-local adm0 = tonumber(m[3] or '0')
-if not m[2] then return {RC.OK, tonumber(m[5] or '0'), stock, 1, 0, adm0} end
+if not m[M_RESUME.initial] or not stock then return {RC.UNKNOWN_ACTIVITY, 0, -1, 0, 0, 0} end
+local adm0 = tonumber(m[M_RESUME.adm] or '0')
+if not m[M_RESUME.fence] then
+  return {RC.OK, tonumber(m[M_RESUME.oversold] or '0'), stock, 1, 0, adm0}
+end
 -- Admission numbers: above the database's and every caller's.
-local seen, base = tonumber(m[4] or '0'), math.max(adm0, wm)
+local seen, base = tonumber(m[M_RESUME.fence_adm] or '0'), math.max(adm0, wm)
 local lost = seen > base and seen - base or 0
 local adm = math.max(base, seen)
 redis.call('HSET', KEYS[1], 'adm', adm)
@@ -81,13 +84,13 @@ if must % 2 == 0 then redis.call('HSET', KEYS[1], 'keys', must + 1) end
 -- units left here, and its transfer ids go on after the last one used.
 -- Applied once: only while xout still reads what lent was computed
 -- against (a second recovery racing this one finds it moved).
-local over = tonumber(m[5] or '0') + over_add
-if lent > 0 and tonumber(m[7] or '0') == xout_seen then
+local over = tonumber(m[M_RESUME.oversold] or '0') + over_add
+if lent > 0 and tonumber(m[M_RESUME.xout] or '0') == xout_seen then
   local take = math.min(stock, lent)
   stock, over = stock - take, over + lent - take
   redis.call('HINCRBY', KEYS[1], 'xout', lent)
 end
-if xseq > tonumber(m[6] or '0') then redis.call('HSET', KEYS[1], 'xseq', xseq) end
+if xseq > tonumber(m[M_RESUME.xseq] or '0') then redis.call('HSET', KEYS[1], 'xseq', xseq) end
 -- Oversold units are paid back first from stock given back since (an
 -- operator cancelling orders sold twice, a payment timeout).
 if over > 0 and stock > 0 then

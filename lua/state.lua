@@ -12,13 +12,13 @@
 -- fence-only meta while it is rebuilt).
 -- flags: no-writes
 --#include "lib/backlog.lua"
-local m = redis.call('HMGET', KEYS[1], 'open', 'initial', 'released', 'limit', 'max_qty',
-                     'start_ms', 'end_ms', 'reconcile_drift', 'reconcile_ms', 'xin', 'xout',
-                     'fence', 'fence_ms', 'fence_why', 'lost', 'oversold', 'adm', 'epoch')
+local m = redis.call('HMGET', KEYS[1], M_STATE.FIELDS)
 local stock = redis.call('GET', KEYS[2])
-local guard = {m[12] or '', tonumber(m[13] or '0'), m[14] or '', tonumber(m[15] or '0'),
-               tonumber(m[16] or '0'), tonumber(m[17] or '0'), tonumber(m[18] or '0')}
-if not m[2] or not stock then
+local guard = {m[M_STATE.fence] or '', tonumber(m[M_STATE.fence_ms] or '0'),
+               m[M_STATE.fence_why] or '', tonumber(m[M_STATE.lost] or '0'),
+               tonumber(m[M_STATE.oversold] or '0'), tonumber(m[M_STATE.adm] or '0'),
+               tonumber(m[M_STATE.epoch] or '0')}
+if not m[M_STATE.initial] or not stock then
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0, 0, 0, unpack(guard)}
 end
 local xlen = redis.call('XLEN', KEYS[4])
@@ -26,7 +26,9 @@ local backlog = backlog_of(KEYS[4], 'seckill')[1]
 local held = 0
 local b = redis.call('HVALS', KEYS[3])
 for i = 1, #b do held = held + tonumber(b[i]) end
-return {1, m[1] == '1' and 1 or 0, tonumber(m[2]), tonumber(stock), tonumber(m[3] or '0'),
-        tonumber(m[4]), tonumber(m[5]), tonumber(m[6]), tonumber(m[7]), #b, held,
-        xlen, tonumber(m[8] or '-1'), tonumber(m[9] or '0'), backlog, redis.call('XLEN', KEYS[5]),
-        tonumber(m[10] or '0'), tonumber(m[11] or '0'), unpack(guard)}
+return {1, m[M_STATE.open] == '1' and 1 or 0, tonumber(m[M_STATE.initial]), tonumber(stock),
+        tonumber(m[M_STATE.released] or '0'), tonumber(m[M_STATE.limit]),
+        tonumber(m[M_STATE.max_qty]), tonumber(m[M_STATE.start_ms]), tonumber(m[M_STATE.end_ms]),
+        #b, held, xlen, tonumber(m[M_STATE.reconcile_drift] or '-1'),
+        tonumber(m[M_STATE.reconcile_ms] or '0'), backlog, redis.call('XLEN', KEYS[5]),
+        tonumber(m[M_STATE.xin] or '0'), tonumber(m[M_STATE.xout] or '0'), unpack(guard)}

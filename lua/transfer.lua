@@ -26,19 +26,20 @@ end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '')
 if not stock then return {RC.UNKNOWN_ACTIVITY, 0, '', -1} end
 if stock <= 0 then return {RC.SOLD_OUT, 0, '', 0} end
-local m = redis.call('HMGET', KEYS[1], 'open', 'seg', 'fence', 'epoch', 'adm')
-if m[3] then return {RC.RECOVERING, 0, '', stock} end
-if mem_epoch ~= '' and m[4] == mem_epoch and tonumber(m[5] or '0') < tonumber(mem_adm) then
+local m = redis.call('HMGET', KEYS[1], M_TRANSFER.FIELDS)
+if m[M_TRANSFER.fence] then return {RC.RECOVERING, 0, '', stock} end
+if mem_epoch ~= '' and m[M_TRANSFER.epoch] == mem_epoch
+   and tonumber(m[M_TRANSFER.adm] or '0') < tonumber(mem_adm) then
   -- this segment went back in time: what it would lend may be sold already
-  fence_set(KEYS[1], 'rollback', 'admission count ' .. (m[5] or '0') .. ' is behind the ' ..
-            mem_adm .. ' a borrower saw: Redis lost writes', {seen = mem_adm})
+  fence_set(KEYS[1], 'rollback', 'admission count ' .. (m[M_TRANSFER.adm] or '0') ..
+            ' is behind the ' .. mem_adm .. ' a borrower saw: Redis lost writes', {seen = mem_adm})
   return {RC.RECOVERING, 0, '', stock}
 end
-if m[1] ~= '1' then return {RC.CLOSED, 0, '', stock} end
+if m[M_TRANSFER.open] ~= '1' then return {RC.CLOSED, 0, '', stock} end
 local take = math.floor(stock / 2)
 if take < want then take = want end
 if take > stock then take = stock end
-local id = m[2] .. '-' .. redis.call('HINCRBY', KEYS[1], 'xseq', 1)
+local id = m[M_TRANSFER.seg] .. '-' .. redis.call('HINCRBY', KEYS[1], 'xseq', 1)
 redis.call('DECRBY', KEYS[2], take)
 redis.call('HINCRBY', KEYS[1], 'xout', take)
 redis.call('HSET', KEYS[3], id, to .. ':' .. take .. ':' .. now_ms())

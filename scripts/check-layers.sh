@@ -134,6 +134,39 @@ if [ -n "$built" ]; then
     echo "$built" | sed 's/^/check-layers: a key not passed in KEYS: /'
     bad=1
 fi
+# Positions the scripts and C share are written once, in
+# src/engine/script_pos.def (tools/gen_scripts.c gives the scripts
+# LIST.name and C SK_<LIST>_<NAME>): in lua/, no meta hash read with a
+# field list of its own (HMGET of KEYS[...] names a LIST.FIELDS), no reply
+# of such a read indexed by a number, and no ARGV[<number>] (nor an offset
+# <name> + <number>) in a script that takes a list of the definition; in C,
+# no literal index in the argument builders of those scripts, and the
+# counts (SK_PURCHASE_NKEYS, SK_PREHEAT_ARGC, SK_FAIR_ARGC, SK_BATCH_ARGC)
+# defined from the generated names, not from numbers.
+pos_lua=$(for f in lua/*.lua lua/lib/*.lua; do
+    code=$(sed -e 's/--.*$//' "$f")
+    echo "$code" | grep -nE "'HMGET', *KEYS\[[^]]*\], *'" | sed "s|^|$f:|"
+    for v in $(echo "$code" | sed -n "s/.*local \([a-z_]*\) = redis\.call('HMGET', *KEYS\[[^]]*\], *[A-Z_]*\.FIELDS).*/\1/p"); do
+        echo "$code" | grep -nE "(^|[^a-zA-Z_.])$v\[[0-9]" | sed "s|^|$f:|"
+    done
+    if echo "$code" | grep -qE '\bA_[A-Z_]+\.'; then
+        echo "$code" | grep -nE 'ARGV\[[0-9]|(ARGV|\ba|c\.a)\[[a-z_.]+ *[-+] *[0-9]+\]' | sed "s|^|$f:|"
+    fi
+done)
+pos_c=$(for fn in sk_stock_batch_args_head sk_stock_preheat_args sk_stock_fair_args sk_recovery_rebuild \
+    write_cmd sk_stock_release_call replay_chunk sk_recovery_resume; do
+    for f in $(grep -lE "^[a-z].*[ *]$fn\(" src/*/*.c); do
+        awk -v fn="$fn" -v f="$f" '$0 ~ "^[a-z].*[ *]" fn "\\(" { on = 1 } on { print f ":" NR ": " $0 } on && /^}/ { on = 0 }' "$f"
+    done
+done | grep -vE ':[0-9]+: *(static +)?(const +)?(char|int|int64_t|size_t|struct [a-z_]+) ' |
+    grep -E '\b(args|lens|buf|num|a|argv)\[([a-z_]+ *\+ *)?[0-9]+\]'
+grep -nE '^#define (SK_PURCHASE_NKEYS|SK_PREHEAT_ARGC|SK_FAIR_ARGC|SK_BATCH_ARGC)\b.*[^A-Z_0-9][0-9]' \
+    src/*/*.h)
+if [ -n "$pos_lua$pos_c" ]; then
+    { echo "$pos_lua" | sed '/^$/d; s/^/check-layers: a script position written by hand (name it in src\/engine\/script_pos.def): /'
+      echo "$pos_c" | sed '/^$/d; s/^/check-layers: a script argument placed by number (use its SK_<LIST>_<NAME>): /'; }
+    bad=1
+fi
 # The store is one engine over drivers (docs/architecture.md, "The store"):
 # its SQL is written once, in store_sql.c and store_schema.c's migration
 # list, never in another src/store file (a driver that prepared SQL of its

@@ -2,7 +2,10 @@
  *
  * Usage: gen_scripts OUT.c OUT.h LUA_DIR script.lua...
  * Every `RC.NAME` in a script is replaced by that code's number from
- * src/core/codes.def (the single source of result codes), and a line
+ * src/core/codes.def (the single source of result codes), every
+ * `LIST.name` by its position from src/engine/script_pos.def (which the
+ * header gives C as SK_<LIST>_<NAME>: ARGV, KEYS and meta positions are
+ * written once for both), and a line
  * `--#include "lib/x.lua"` is replaced by that file (once per script,
  * however many of its libraries include it), so shared Lua code is
  * written once. The same texts are also emitted as one Redis Functions
@@ -29,26 +32,129 @@ static int rc_value(const char *name, size_t n)
     return -1;
 }
 
-/* Replaces every RC.NAME token by its number from codes.def: a literal
- * costs nothing at run time, where a table built on every call would. */
+/* The positions scripts and C share (src/engine/script_pos.def): each
+ * list's rows, in order. */
+enum { ROW_LIST, ROW_POS, ROW_SPAN };
+static const struct pos_row {
+    int kind;
+    const char *name;
+    int base;        /* ROW_LIST: 1 (ARGV, KEYS, an HMGET reply) or 0 (offsets) */
+    const char *sub; /* ROW_SPAN: the list whose positions it takes */
+} pos_rows[] = {
+#define SK_LIST(list, base) {ROW_LIST, #list, base, NULL},
+#define SK_POS(name) {ROW_POS, #name, 0, NULL},
+#define SK_SPAN(name, sub) {ROW_SPAN, #name, 0, #sub},
+#include "../src/engine/script_pos.def"
+#undef SK_LIST
+#undef SK_POS
+#undef SK_SPAN
+};
+#define N_ROWS (sizeof pos_rows / sizeof pos_rows[0])
+
+/* Each row's offset in its list (from 0), and each list's length (on its
+ * ROW_LIST row), computed once. */
+static int row_off[N_ROWS], list_len[N_ROWS];
+
+/* The ROW_LIST row of list `name` (n bytes), or -1. */
+static int list_row(const char *name, size_t n)
+{
+    for (size_t i = 0; i < N_ROWS; i++)
+        if (pos_rows[i].kind == ROW_LIST && strlen(pos_rows[i].name) == n &&
+            memcmp(pos_rows[i].name, name, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void layout_positions(void)
+{
+    int list = -1;
+    for (size_t i = 0; i < N_ROWS; i++) {
+        const struct pos_row *r = &pos_rows[i];
+        if (r->kind == ROW_LIST) {
+            if (list_row(r->name, strlen(r->name)) != (int)i || (r->base != 0 && r->base != 1))
+                gen_die("gen_scripts", "script_pos.def: list defined twice or bad base", r->name);
+            list = (int)i;
+            continue;
+        }
+        if (list < 0) gen_die("gen_scripts", "script_pos.def: a position before any list", r->name);
+        for (size_t j = (size_t)list + 1; j < i; j++)
+            if (strcmp(pos_rows[j].name, r->name) == 0)
+                gen_die("gen_scripts", "script_pos.def: a name twice in one list", r->name);
+        int width = 1;
+        if (r->kind == ROW_SPAN) {
+            int sub = list_row(r->sub, strlen(r->sub));
+            if (sub < 0 || sub >= list) gen_die("gen_scripts", "script_pos.def: span of", r->sub);
+            width = list_len[sub];
+        }
+        row_off[i] = list_len[list];
+        list_len[list] += width;
+    }
+}
+
+/* Writes what token LIST.field stands for into out (cap bytes): the
+ * position, the length (N) or the field names quoted (FIELDS). */
+static void position_text(const char *path, int list, const char *f, size_t n, char *out,
+                          size_t cap)
+{
+    const struct pos_row *l = &pos_rows[list];
+    if (n == 1 && f[0] == 'N') {
+        snprintf(out, cap, "%d", list_len[list]);
+        return;
+    }
+    size_t o = 0;
+    int fields = n == 6 && memcmp(f, "FIELDS", 6) == 0;
+    for (size_t i = (size_t)list + 1; i < N_ROWS && pos_rows[i].kind != ROW_LIST; i++) {
+        const struct pos_row *r = &pos_rows[i];
+        if (fields) {
+            if (r->kind != ROW_POS) gen_die("gen_scripts", "FIELDS of a list with a span", l->name);
+            o += (size_t)snprintf(out + o, cap > o ? cap - o : 0, "%s'%s'", o ? ", " : "", r->name);
+        } else if (strlen(r->name) == n && memcmp(r->name, f, n) == 0) {
+            snprintf(out, cap, "%d", row_off[i] + l->base);
+            return;
+        }
+    }
+    if (fields && o > 0 && o < cap) return;
+    fprintf(stderr, "gen_scripts: %s: %s has no position %.*s (src/engine/script_pos.def)\n", path,
+            l->name, (int)n, f);
+    exit(1);
+}
+
+/* Replaces every RC.NAME token by its number from codes.def, and every
+ * LIST.name token of script_pos.def by the position: a literal costs
+ * nothing at run time, where a table built on every call would. */
 static void substitute_codes(const char *path, char *line, size_t cap)
 {
     char out[8192];
     size_t o = 0;
-    for (const char *p = line; *p && o + 16 < sizeof out;) {
-        if (strncmp(p, "RC.", 3) == 0 &&
-            (p == line || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'))) {
-            const char *q = p + 3;
-            while (isalnum((unsigned char)*q) || *q == '_')
+    for (const char *p = line; *p && o + 600 < sizeof out;) {
+        if (isupper((unsigned char)*p) &&
+            (p == line || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.'))) {
+            const char *q = p;
+            while (isupper((unsigned char)*q) || isdigit((unsigned char)*q) || *q == '_')
                 q++;
-            int v = rc_value(p + 3, (size_t)(q - p - 3));
-            if (v < 0) {
-                fprintf(stderr, "gen_scripts: %s: unknown result code %.*s\n", path, (int)(q - p),
-                        p);
-                exit(1);
+            const char *f = q + 1, *e = f;
+            while (*q == '.' && (isalnum((unsigned char)*e) || *e == '_'))
+                e++;
+            int list = e > f ? list_row(p, (size_t)(q - p)) : -1;
+            if (e > f && q - p == 2 && memcmp(p, "RC", 2) == 0) {
+                int v = rc_value(f, (size_t)(e - f));
+                if (v < 0) {
+                    fprintf(stderr, "gen_scripts: %s: unknown result code %.*s\n", path,
+                            (int)(e - p), p);
+                    exit(1);
+                }
+                o += (size_t)snprintf(out + o, sizeof out - o, "%d", v);
+                p = e;
+                continue;
             }
-            o += (size_t)snprintf(out + o, sizeof out - o, "%d", v);
-            p = q;
+            if (list >= 0) {
+                position_text(path, list, f, (size_t)(e - f), out + o, sizeof out - o);
+                o += strlen(out + o);
+                p = e;
+                continue;
+            }
+            while (p < q)
+                out[o++] = *p++;
             continue;
         }
         out[o++] = *p++;
@@ -56,6 +162,26 @@ static void substitute_codes(const char *path, char *line, size_t cap)
     out[o] = 0;
     if (o >= cap) gen_die("gen_scripts", "line too long", path);
     memcpy(line, out, o + 1);
+}
+
+/* The positions as C names in the header: SK_<LIST>_<NAME>, an index
+ * from 0 into the script's args (or offset into its group), SK_<LIST>_N. */
+static void emit_positions(FILE *h)
+{
+    fputs("/* positions of src/engine/script_pos.def: indexes from 0 */\n", h);
+    const char *list = "";
+    for (size_t i = 0; i < N_ROWS; i++) {
+        const struct pos_row *r = &pos_rows[i];
+        if (r->kind == ROW_LIST) {
+            list = r->name;
+            fprintf(h, "#define SK_%s_N %d\n", list, list_len[i]);
+            continue;
+        }
+        fprintf(h, "#define SK_%s_", list);
+        for (const char *c = r->name; *c; c++)
+            fputc(toupper((unsigned char)*c), h);
+        fprintf(h, " %d\n", row_off[i]);
+    }
 }
 
 /* The libraries already inlined into the script being expanded: a library
@@ -163,8 +289,10 @@ int main(int argc, char **argv)
     if (!c || !h) gen_die("gen_scripts", "cannot write", argv[1]);
     const char *dir = argv[3];
     int n = argc - 4;
+    layout_positions();
 
-    fputs("/* generated by tools/gen_scripts.c from lua/ and src/core/codes.def: do not edit */\n"
+    fputs("/* generated by tools/gen_scripts.c from lua/, src/core/codes.def and\n"
+          " * src/engine/script_pos.def: do not edit */\n"
           "#ifndef SK_SCRIPTS_GEN_H\n#define SK_SCRIPTS_GEN_H\nenum sk_script_id {\n",
           h);
     for (int i = 0; i < n; i++) {
@@ -182,8 +310,9 @@ int main(int argc, char **argv)
                " * each script's function name in it (FCALL) */\n"
                "extern const char sk_script_library[];\n"
                "extern const char sk_script_library_name[];\n"
-               "extern const char *const sk_script_fnames[SK_SCRIPT_COUNT];\n"
-               "#endif\n");
+               "extern const char *const sk_script_fnames[SK_SCRIPT_COUNT];\n");
+    emit_positions(h);
+    fputs("#endif\n", h);
 
     /* Each script expanded once, then emitted twice: as its own text (EVAL,
      * EVALSHA) and wrapped as a function of one library (FUNCTION LOAD,
@@ -204,7 +333,8 @@ int main(int argc, char **argv)
     char tag[16];
     snprintf(tag, sizeof tag, "%012llx", hash & 0xffffffffffffULL);
 
-    fputs("/* generated by tools/gen_scripts.c from lua/ and src/core/codes.def: do not edit */\n"
+    fputs("/* generated by tools/gen_scripts.c from lua/, src/core/codes.def and\n"
+          " * src/engine/script_pos.def: do not edit */\n"
           "#include \"scripts_gen.h\"\n"
           "const struct sk_script_src sk_script_sources[SK_SCRIPT_COUNT] = {\n",
           c);

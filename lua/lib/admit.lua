@@ -1,14 +1,15 @@
 -- lib/admit.lua - admission logic of purchase_batch.lua
 -- (inlined at build time by tools/gen_scripts.c).
 --
--- KEYS[1] meta (hash)  KEYS[2] stock (string)  KEYS[3] buyers (hash user->units)
--- KEYS[4] orders (stream)  KEYS[5] idem (hash "user:key" -> "qty:order_id")
--- KEYS[6] ledger (hash order_id -> "user:qty", ":released" appended on release).
--- KEYS[7] xin (hash transfer id -> units received; segments only).
--- KEYS[8] wr:spent (hash user -> expiry of the queue pass a purchase spent).
--- KEYS[9] reg (set: the registered buyers, docs/fairness.md).
--- KEYS[9 + i] the rate limiter key of purchase i's buyer, and, when the call
--- carries a per-IP limit, KEYS[9 + n + i] the one of its client IP, and,
+-- KEYS (K_PURCHASE of src/engine/script_pos.def, in its order): meta
+-- (hash), stock (string), buyers (hash user->units), orders (stream), idem
+-- (hash "user:key" -> "qty:order_id"), ledger (hash order_id -> "user:qty",
+-- ":released" appended on release), xin (hash transfer id -> units
+-- received; segments only), wr_spent (hash user -> expiry of the queue
+-- pass a purchase spent), reg (set: the registered buyers,
+-- docs/fairness.md). Then KEYS[NK + i] the rate limiter key of purchase
+-- i's buyer, and, when the call
+-- carries a per-IP limit, KEYS[NK + n + i] the one of its client IP, and,
 -- when the call carries challenge tickets, after those the spent key of
 -- each purchase's challenge (lib/challenge.lua; a bare prefix for one
 -- without) (src/engine/keys.c builds them all; admit_keys_ok checks the
@@ -59,7 +60,7 @@
 --#include "lib/gcra.lua"
 
 -- KEYS before the rate limiters' (the key set's own).
-local NK = 9
+local NK = K_PURCHASE.N
 
 -- The KEYS of a call of n purchases are all there: the key set's NK, a
 -- limiter key per buyer, one per client IP when ip_rate turns the per-IP
@@ -83,12 +84,12 @@ local function replay(user, idem, fresh)
   local k = user .. ':' .. idem
   local prev = fresh[k]
   if prev then return prev[1], prev[2] end
-  prev = redis.call('HGET', KEYS[5], k)
+  prev = redis.call('HGET', KEYS[K_PURCHASE.idem], k)
   if not prev then return nil end
   -- Written again, unchanged: the replay is then a write of this call, so
   -- a WAIT after it (--sync-replicas) also covers the first admission,
   -- made on another connection (docs/failover.md).
-  redis.call('HSET', KEYS[5], k, prev)
+  redis.call('HSET', KEYS[K_PURCHASE.idem], k, prev)
   local sep = string.find(prev, ':', 1, true)
   return tonumber(string.sub(prev, 1, sep - 1)), string.sub(prev, sep + 1)
 end
@@ -130,8 +131,8 @@ end
 --   c.a, c.at  where the purchases are: purchase i's user, quantity,
 --            Idempotency-Key ('' none), client IP ('' none), queue pass
 --            ('' none; lib/pass.lua) and challenge ticket ('' none;
---            lib/challenge.lua) are c.a[p], c.a[p + 1] .. c.a[p + 5],
---            p = c.at + 6 * (i - 1) (purchase_batch's ARGV as it came:
+--            lib/challenge.lua) are c.a[p + A_BUY.user] .. c.a[p + A_BUY.ticket],
+--            p = c.at + A_BUY.N * (i - 1) (purchase_batch's ARGV as it came:
 --            copying it into tables per field costs more than the rest of
 --            a purchase's decision)
 --   c.any_idem (some purchase has a key)
@@ -153,7 +154,9 @@ local function answer_all(c, out, rc, q, replays)
   local fresh = {}
   for i = 1, c.n do
     local pq, poid = nil, nil
-    if replays then pq, poid = replay(c.users[i], c.a[c.at + 6 * i - 4], fresh) end
+    if replays then
+      pq, poid = replay(c.users[i], c.a[c.at + A_BUY.N * i - (A_BUY.N - A_BUY.idem)], fresh)
+    end
     if pq then out[3 * i - 2] = RC.OK; out[3 * i - 1] = poid; out[3 * i] = -pq
     else out[3 * i - 2] = rc; out[3 * i - 1] = ''; out[3 * i] = q end
   end
@@ -164,8 +167,9 @@ end
 -- second, whatever the rate of such calls), and refused.
 local function store_refused(store)
   local now = now_ms()
-  if now - tonumber(redis.call('HGET', KEYS[1], 'store_refused_ms') or '0') >= 1000 then
-    redis.call('HSET', KEYS[1], 'store_refused', store, 'store_refused_ms', now)
+  local meta = KEYS[K_PURCHASE.meta]
+  if now - tonumber(redis.call('HGET', meta, 'store_refused_ms') or '0') >= 1000 then
+    redis.call('HSET', meta, 'store_refused', store, 'store_refused_ms', now)
   end
   return RC.OTHER_STORE
 end
@@ -177,15 +181,16 @@ end
 -- initial + xin - xout + oversold). One EXISTS of those. Returns the names
 -- of the missing ones, or nil.
 local function keys_lost(m, stock)
-  local must = tonumber(m[17] or '0') or 0
+  local must = tonumber(m[M_ADMIT.keys] or '0') or 0
   local ks, names, n = {}, {}, 0
   local function want(k, name) n = n + 1; ks[n] = k; names[n] = name end
-  if must % 2 == 1 then want(KEYS[4], 'orders') end
-  if must % 4 >= 2 then want(KEYS[6], 'ledger') end
-  if must >= 4 then want(KEYS[5], 'idem') end
-  if tonumber(stock) < tonumber(m[13] or '0') + tonumber(m[14] or '0') - tonumber(m[15] or '0')
-                       + tonumber(m[16] or '0') then
-    want(KEYS[3], 'buyers')
+  if must % 2 == 1 then want(KEYS[K_PURCHASE.orders], 'orders') end
+  if must % 4 >= 2 then want(KEYS[K_PURCHASE.ledger], 'ledger') end
+  if must >= 4 then want(KEYS[K_PURCHASE.idem], 'idem') end
+  if tonumber(stock) < tonumber(m[M_ADMIT.initial] or '0') + tonumber(m[M_ADMIT.xin] or '0')
+                       - tonumber(m[M_ADMIT.xout] or '0')
+                       + tonumber(m[M_ADMIT.oversold] or '0') then
+    want(KEYS[K_PURCHASE.buyers], 'buyers')
   end
   if n == 0 then return nil end
   local first = ks[1] -- every one of ks is one of KEYS
@@ -205,90 +210,99 @@ end
 -- worker salvages before it rebuilds: no order id is handed out twice, no
 -- buyer buys past the limit meanwhile).
 local function gate_of(c, m, stock)
-  local mem, epoch, adm = c.mem, m[10], tonumber(m[11] or '0')
+  local meta = KEYS[K_PURCHASE.meta]
+  local mem, epoch, adm = c.mem, m[M_ADMIT.epoch], tonumber(m[M_ADMIT.adm] or '0')
   local same = mem.epoch ~= '' and mem.epoch == epoch
-  if m[9] then
+  if m[M_ADMIT.fence] then
     -- what callers saw of the lost suffix: the resume counts it and lifts
     -- adm above it, so their memory does not fence the key set again
-    if same and mem.adm > tonumber(redis.call('HGET', KEYS[1], 'fence_adm') or '0') then
-      redis.call('HSET', KEYS[1], 'fence_adm', mem.adm)
+    if same and mem.adm > tonumber(redis.call('HGET', meta, 'fence_adm') or '0') then
+      redis.call('HSET', meta, 'fence_adm', mem.adm)
     end
     return RC.RECOVERING
   end
-  local defined = m[1] and m[2] and m[3] and m[4] and m[5]
+  local defined = m[M_ADMIT.open] and m[M_ADMIT.start_ms] and m[M_ADMIT.end_ms]
+                  and m[M_ADMIT.limit] and m[M_ADMIT.max_qty]
   if not defined or not stock then
     if defined or stock then
       -- half a key set: never a deletion (that removes every key at once)
-      fence_set(KEYS[1], 'lost', (defined and 'the stock key' or 'the meta hash') ..
+      fence_set(meta, 'lost', (defined and 'the stock key' or 'the meta hash') ..
                 ' vanished while the other keys are there', {seen = same and mem.adm or nil})
       return RC.RECOVERING
     end
-    if mem.epoch ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
+    if mem.epoch ~= '' and redis.call('EXISTS', meta) == 0 then
       -- The caller knew this key set and it is gone (Redis restarted empty,
       -- or flushed): fenced until the order worker rebuilds it.
-      fence_set(KEYS[1], 'vanished', 'the keys vanished under a caller that knew epoch ' ..
+      fence_set(meta, 'vanished', 'the keys vanished under a caller that knew epoch ' ..
                 mem.epoch, {seen = mem.adm, expire_ms = 10000})
       return RC.RECOVERING
     end
     return RC.UNKNOWN_ACTIVITY
   end
-  if c.store ~= '' and m[18] ~= c.store then
-    if m[18] then return store_refused(c.store) end
-    redis.call('HSET', KEYS[1], 'store_id', c.store)
+  if c.store ~= '' and m[M_ADMIT.store_id] ~= c.store then
+    if m[M_ADMIT.store_id] then return store_refused(c.store) end
+    redis.call('HSET', meta, 'store_id', c.store)
   end
   if same and adm < mem.adm then
-    fence_set(KEYS[1], 'rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
+    fence_set(meta, 'rollback', 'admission count ' .. adm .. ' is behind the ' .. mem.adm ..
               ' a caller saw: Redis lost writes', {seen = mem.adm})
     return RC.RECOVERING
   end
-  if m[1] ~= '1' then return RC.CLOSED end
+  if m[M_ADMIT.open] ~= '1' then return RC.CLOSED end
   local now = now_ms()
-  if now < tonumber(m[2]) then return RC.NOT_STARTED end
-  if now >= tonumber(m[3]) then return RC.ENDED end
+  if now < tonumber(m[M_ADMIT.start_ms]) then return RC.NOT_STARTED end
+  if now >= tonumber(m[M_ADMIT.end_ms]) then return RC.ENDED end
   local gone = keys_lost(m, stock)
   if gone then
-    fence_set(KEYS[1], 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
+    fence_set(meta, 'lost', 'keys vanished: ' .. gone, {seen = same and mem.adm or nil})
     return RC.RECOVERING
   end
   -- the waiting room's "queue everyone": nobody buys, pass or not
-  if m[21] == 'all' then return RC.QUEUE_PAUSED end
+  if m[M_ADMIT.wr_hold] == 'all' then return RC.QUEUE_PAUSED end
   return RC.OK
 end
 
 -- The state of a call past its gate: the figures its purchases are decided
 -- on, and the writes they gather (counts, ledger, idem) for commit.
 local function open_call(c, m, stock)
-  local epoch = m[10]
+  local epoch = m[M_ADMIT.epoch]
   -- A key set preheated before the guard existed gets its epoch now, once.
   if not epoch then
     epoch = epoch_now()
-    redis.call('HSET', KEYS[1], 'epoch', epoch)
+    redis.call('HSET', KEYS[K_PURCHASE.meta], 'epoch', epoch)
   end
   -- Every field is set here, never added later (nor set to nil): a table
   -- given a new key rehashes, and this one is read once per purchase.
-  local s = {c = c, stock = tonumber(stock), limit = tonumber(m[4]), maxq = tonumber(m[5]),
-             epoch = epoch, adm = tonumber(m[11] or '0'), keys = tonumber(m[17] or '0') or 0,
+  local s = {c = c, stock = tonumber(stock), limit = tonumber(m[M_ADMIT.limit]),
+             maxq = tonumber(m[M_ADMIT.max_qty]), epoch = epoch,
+             adm = tonumber(m[M_ADMIT.adm] or '0'), keys = tonumber(m[M_ADMIT.keys] or '0') or 0,
              now_us = 0, fresh = {},
              counts = {}, dirty = {}, oi = {}, q1 = true, sold = 0, nadm = 0,
              uk = false, ik = false, ut = 0, it = 0, wr = false, oids = false, u_period = false,
              u_burst = false, ip_period = false, ip_burst = false, held = false, ch = false,
-             ck = false, cx = false, now = 0, reg = m[20] and KEYS[9] or false}
+             ck = false, cx = false, now = 0,
+             reg = m[M_ADMIT.reg_start] and KEYS[K_PURCHASE.reg] or false}
   -- nil: no waiting room (docs/waiting-room.md)
-  if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
+  if m[M_ADMIT.wr_seed] then
+    s.wr = wr_gate(c.aid, now_ms(), m[M_ADMIT.wr_seed], KEYS[K_PURCHASE.wr_spent]) or false
+  end
   -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
-  if m[19] and not s.wr then
-    s.ch = ch_gate(m[19]) or false
+  if m[M_ADMIT.ch] and not s.wr then
+    s.ch = ch_gate(m[M_ADMIT.ch]) or false
     s.now = now_ms()
   end
   -- Limiters are checked after the gate: a closed or not yet open sale
   -- answers without writing a limiter key.
   local rl = c.rl
-  if m[6] then s.u_period, s.u_burst = rl_params(m[6], m[7])
-  elseif (rl.u_rate or '0') ~= '0' then s.u_period, s.u_burst = rl_params(rl.u_rate, rl.u_burst) end
+  if m[M_ADMIT.rl_rate] then
+    s.u_period, s.u_burst = rl_params(m[M_ADMIT.rl_rate], m[M_ADMIT.rl_burst])
+  elseif (rl.u_rate or '0') ~= '0' then
+    s.u_period, s.u_burst = rl_params(rl.u_rate, rl.u_burst)
+  end
   if (rl.ip_rate or '0') ~= '0' then s.ip_period, s.ip_burst = rl_params(rl.ip_rate, rl.ip_burst) end
   s.u_period, s.ip_period = s.u_period or false, s.ip_period or false
   if s.u_period or s.ip_period then s.now_us = now_us() end
-  s.held = redis.call('HMGET', KEYS[3], unpack(c.users, 1, c.n))
+  s.held = redis.call('HMGET', KEYS[K_PURCHASE.buyers], unpack(c.users, 1, c.n))
   return s
 end
 
@@ -306,8 +320,8 @@ end
 -- must charge once). A refused one changes nothing.
 local function check(s, i)
   local c = s.c
-  local p = c.at + 6 * i - 6
-  local u, k, ip = c.users[i], c.a[p + 2], c.a[p + 3]
+  local p = c.at + A_BUY.N * i - A_BUY.N
+  local u, k, ip = c.users[i], c.a[p + A_BUY.idem], c.a[p + A_BUY.ip]
   s.uk, s.ik, s.ck = false, false, false -- never nil: a nil store to a missing field rehashes s
   if not user_ok(u) or #k > 64
      or (ip ~= '' and (#ip > 45 or not string.find(ip, '^[%x:.]*$'))) then
@@ -315,12 +329,12 @@ local function check(s, i)
   end
   -- pre-registration: only registered buyers (one SISMEMBER)
   if s.reg and redis.call('SISMEMBER', s.reg, u) == 0 then return RC.NOT_REGISTERED, '', 0 end
-  if s.wr and wr_refused(s.wr, u, c.a[p + 4], k ~= '' and replay(u, k, s.fresh)) then
+  if s.wr and wr_refused(s.wr, u, c.a[p + A_BUY.pass], k ~= '' and replay(u, k, s.fresh)) then
     return s.wr.why, '', 0 -- before any limiter: it changes nothing
   end
   if s.ch and not (k ~= '' and replay(u, k, s.fresh)) then
     local ck = c.chk and KEYS[c.chk + i]
-    local why, exp = ch_refused(s.ch, c.a[p + 5], ck, s.now)
+    local why, exp = ch_refused(s.ch, c.a[p + A_BUY.ticket], ck, s.now)
     if why then return why, '', 0 end
     s.ck, s.cx = ck, exp -- spent after take, unless refused for stock (a borrow re-admits it)
   end
@@ -345,8 +359,8 @@ end
 -- stand-in for its id), q.
 local function take(s, i)
   local c = s.c
-  local p = c.at + 6 * i - 6
-  local u, qt = c.users[i], c.a[p + 1]
+  local p = c.at + A_BUY.N * i - A_BUY.N
+  local u, qt = c.users[i], c.a[p + A_BUY.qty]
   local q = qt == '1' and 1 or num(qt)
   if not q or q < 1 or q > s.maxq or q % 1 ~= 0 then return RC.BAD_QUANTITY, '', 0 end
   local stock = s.stock
@@ -367,7 +381,7 @@ local function take(s, i)
   if s.wr then wr_spend(s.wr, u) end
   s.oi[o] = i
   if qt ~= '1' then s.q1 = false end
-  local k = c.a[p + 2]
+  local k = c.a[p + A_BUY.idem]
   if k ~= '' then s.fresh[u .. ':' .. k] = {q, o} end
   return RC.OK, o, q
 end
@@ -393,8 +407,8 @@ local function order_events(s)
     if not us or not qs then
       local ul, ql = {}, {}
       for o = 1, no do
-        local p = at + 6 * oi[o] - 6
-        ul[o], ql[o] = a[p], txt(num(a[p + 1]))
+        local p = at + A_BUY.N * oi[o] - A_BUY.N
+        ul[o], ql[o] = a[p + A_BUY.user], txt(num(a[p + A_BUY.qty]))
       end
       us, qs = table.concat(ul, ' '), table.concat(ql, ' ')
     end
@@ -402,22 +416,24 @@ local function order_events(s)
     if c.any_idem then
       local keyed = {}
       for o = 1, no do
-        local k = a[at + 6 * oi[o] - 4]
+        local k = a[at + A_BUY.N * oi[o] - (A_BUY.N - A_BUY.idem)]
         if k ~= '' then keyed[#keyed + 1] = string.format('%d:%s', o - 1, k) end
       end
       if #keyed > 0 then ev[13] = 'k'; ev[14] = table.concat(keyed, ' ') end
     end
-    return c.label .. '-' .. redis.call('XADD', KEYS[4], '*', unpack(ev)) .. '-' .. branch .. '-'
+    local sid = redis.call('XADD', KEYS[K_PURCHASE.orders], '*', unpack(ev))
+    return c.label .. '-' .. sid .. '-' .. branch .. '-'
   end
   -- One order, or a server that does not say its branch (ids without an
   -- index need an entry each): an entry per order.
   s.oids = {}
   for o = 1, no do
-    local p = at + 6 * oi[o] - 6
-    local ev = {'aid', c.aid, 'uid', a[p], 'qty', txt(num(a[p + 1])), 'n', n0 + o - 1}
+    local p = at + A_BUY.N * oi[o] - A_BUY.N
+    local ev = {'aid', c.aid, 'uid', a[p + A_BUY.user], 'qty', txt(num(a[p + A_BUY.qty])),
+                'n', n0 + o - 1}
     if branch ~= '' then ev[#ev + 1] = 'b'; ev[#ev + 1] = branch end
-    if a[p + 2] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = a[p + 2] end
-    local sid = redis.call('XADD', KEYS[4], '*', unpack(ev))
+    if a[p + A_BUY.idem] ~= '' then ev[#ev + 1] = 'k'; ev[#ev + 1] = a[p + A_BUY.idem] end
+    local sid = redis.call('XADD', KEYS[K_PURCHASE.orders], '*', unpack(ev))
     s.oids[o] = branch ~= '' and c.label .. '-' .. sid .. '-' .. branch or c.label .. '-' .. sid
   end
 end
@@ -441,42 +457,42 @@ local function commit(s, out)
   local nadm = s.nadm
   if nadm > 0 then
     local pre = order_events(s)
-    redis.call('DECRBY', KEYS[2], s.sold)
+    redis.call('DECRBY', KEYS[K_PURCHASE.stock], s.sold)
     local bw, dirty, counts = {}, s.dirty, s.counts
     for j = 1, #dirty do
       local u = dirty[j]
       bw[2 * j - 1] = u
       bw[2 * j] = txt(counts[u])
     end
-    redis.call('HSET', KEYS[3], unpack(bw))
+    redis.call('HSET', KEYS[K_PURCHASE.buyers], unpack(bw))
     -- The ledger lets release check the order is real and whose it is,
     -- even after its stream entry was persisted and trimmed.
     local a, at, oi, oids, any_idem = s.c.a, s.c.at, s.oi, s.oids, s.c.any_idem
     local ledger, idemw = {}, nil
     for o = 1, nadm do
       local i = oi[o]
-      local p = at + 6 * i - 6
-      local u, qt = a[p], a[p + 1]
+      local p = at + A_BUY.N * i - A_BUY.N
+      local u, qt = a[p + A_BUY.user], a[p + A_BUY.qty]
       if qt ~= '1' then qt = txt(num(qt)) end
       local oid = pre and oid_at(pre, o - 1) or oids[o]
       ledger[2 * o - 1] = oid
       ledger[2 * o] = u .. ':' .. qt
       out[3 * i - 1] = oid
-      if any_idem and a[p + 2] ~= '' then
+      if any_idem and a[p + A_BUY.idem] ~= '' then
         idemw = idemw or {}
-        idemw[#idemw + 1] = u .. ':' .. a[p + 2]
+        idemw[#idemw + 1] = u .. ':' .. a[p + A_BUY.idem]
         idemw[#idemw + 1] = qt .. ':' .. oid
       end
     end
-    redis.call('HSET', KEYS[6], unpack(ledger))
-    redis.call('HINCRBY', KEYS[1], 'adm', nadm)
+    redis.call('HSET', KEYS[K_PURCHASE.ledger], unpack(ledger))
+    redis.call('HINCRBY', KEYS[K_PURCHASE.meta], 'adm', nadm)
     -- the keys that must exist from now on (keys_lost): once per epoch
     local must = s.keys
     if must % 4 ~= 3 then must = must - must % 4 + 3 end
     if idemw and must < 4 then must = must + 4 end
-    if must ~= s.keys then redis.call('HSET', KEYS[1], 'keys', must) end
+    if must ~= s.keys then redis.call('HSET', KEYS[K_PURCHASE.meta], 'keys', must) end
     if idemw then
-      redis.call('HSET', KEYS[5], unpack(idemw))
+      redis.call('HSET', KEYS[K_PURCHASE.idem], unpack(idemw))
       -- replays of this call's own orders (same user and key twice)
       for j = 2, #out, 3 do
         if type(out[j]) == 'number' then out[j] = ledger[2 * out[j] - 1] end
@@ -492,17 +508,14 @@ end
 local function admit_all(c)
   local out = {}
   c.aid = string.match(c.label, '^(%d+)')
-  local stock = redis.call('GET', KEYS[2])
+  local stock = redis.call('GET', KEYS[K_PURCHASE.stock])
   -- Sold out: answered from the one GET (retries with a key may be replays).
   if stock == '0' and not c.any_idem then return answer_all(c, out, RC.SOLD_OUT, 0), 0, 0, 0 end
-  local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
-                       'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
-                       'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch',
-                       'reg_start', 'wr_hold')
-  if not stock and m[8] then
+  local m = redis.call('HMGET', KEYS[K_PURCHASE.meta], M_ADMIT.FIELDS)
+  if not stock and m[M_ADMIT.segments] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.
-    return answer_all(c, out, RC.SEGMENTED, tonumber(m[8])), -1, 0, 0
+    return answer_all(c, out, RC.SEGMENTED, tonumber(m[M_ADMIT.segments])), -1, 0, 0
   end
   local gate = gate_of(c, m, stock)
   if gate == RC.RECOVERING then return answer_all(c, out, gate, 0, true), -1, 0, 0 end
@@ -510,8 +523,8 @@ local function admit_all(c)
   -- count: its memory must never fence the owner's sale)
   if gate == RC.OTHER_STORE then return answer_all(c, out, gate, 0, false), -1, 0, 0 end
   if gate ~= RC.OK then
-    return answer_all(c, out, gate, 0, true), -1, tonumber(m[10] or '0') or 0,
-           tonumber(m[11] or '0')
+    return answer_all(c, out, gate, 0, true), -1, tonumber(m[M_ADMIT.epoch] or '0') or 0,
+           tonumber(m[M_ADMIT.adm] or '0')
   end
   local s = open_call(c, m, stock)
   -- A plain purchase (no waiting room, no rate limiter, no Idempotency-Key,
@@ -521,8 +534,8 @@ local function admit_all(c)
   local plain = not s.wr and not s.u_period and not s.ip_period and not s.ch and not s.reg
   for i = 1, c.n do
     local rc, oid, q
-    local p = at + 6 * i - 6
-    if plain and a[p + 2] == '' and a[p + 3] == '' then
+    local p = at + A_BUY.N * i - A_BUY.N
+    if plain and a[p + A_BUY.idem] == '' and a[p + A_BUY.ip] == '' then
       if user_ok(users[i]) then rc, oid, q = take(s, i) else rc, oid, q = RC.BAD_ARGUMENT, '', 0 end
     else
       rc, oid, q = check(s, i)

@@ -19,20 +19,22 @@
 -- (and with clear at most one HDEL).
 -- The pre-registration window (start, end ms), a winner's box (ms) and
 -- the waiting room's controls (bits: 1 pause, 2 queue everyone, 4 no new
--- joins) from ARGV[i .. i + 3] ('0' = none; C: sk_stock_fair_args), as the
+-- joins) from ARGV[i + A_FAIR.reg_start ..] (A_FAIR of
+-- src/engine/script_pos.def; '0' = none; C: sk_stock_fair_args), as the
 -- meta fields they become (nil = absent); nil when malformed.
 local function fair_of(i)
-  for k = i, i + 3 do
+  for k = i, i + A_FAIR.N - 1 do
     if not digits(ARGV[k] or '0', 15) then return nil end
   end
   local function pos(k)
-    local v = ARGV[k] or '0'
+    local v = ARGV[i + k] or '0'
     if tonumber(v) == 0 then return nil end
     return v
   end
-  local ctl = tonumber(ARGV[i + 3] or '0')
+  local ctl = tonumber(ARGV[i + A_FAIR.control] or '0')
   if ctl > 7 then return nil end
-  local fr = {reg_start = pos(i), reg_end = pos(i + 1), dr_box = pos(i + 2)}
+  local fr = {reg_start = pos(A_FAIR.reg_start), reg_end = pos(A_FAIR.reg_end),
+              dr_box = pos(A_FAIR.dr_box)}
   if (fr.reg_start == nil) ~= (fr.reg_end == nil) then return nil end
   if ctl % 4 >= 2 then fr.wr_hold = 'all' elseif ctl % 2 == 1 then fr.wr_hold = 'pause' end
   if ctl >= 4 then fr.wr_nojoin = '1' end

@@ -99,11 +99,15 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id)
 /* The KEYS of each script, in the order the script reads them: one
  * table per script, filled by fill_keys. */
 static const size_t purchase_keys[SK_PURCHASE_NKEYS] = {
-    offsetof(struct sk_keys, meta),   offsetof(struct sk_keys, stock),
-    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
-    offsetof(struct sk_keys, idem),   offsetof(struct sk_keys, ledger),
-    offsetof(struct sk_keys, xin),    offsetof(struct sk_keys, wr_spent),
-    offsetof(struct sk_keys, reg)};
+    [SK_K_PURCHASE_META] = offsetof(struct sk_keys, meta),
+    [SK_K_PURCHASE_STOCK] = offsetof(struct sk_keys, stock),
+    [SK_K_PURCHASE_BUYERS] = offsetof(struct sk_keys, buyers),
+    [SK_K_PURCHASE_ORDERS] = offsetof(struct sk_keys, orders),
+    [SK_K_PURCHASE_IDEM] = offsetof(struct sk_keys, idem),
+    [SK_K_PURCHASE_LEDGER] = offsetof(struct sk_keys, ledger),
+    [SK_K_PURCHASE_XIN] = offsetof(struct sk_keys, xin),
+    [SK_K_PURCHASE_WR_SPENT] = offsetof(struct sk_keys, wr_spent),
+    [SK_K_PURCHASE_REG] = offsetof(struct sk_keys, reg)};
 static const size_t release_keys[SK_RELEASE_NKEYS] = {
     offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
     offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, released),

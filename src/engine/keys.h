@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scripts_gen.h"
+
 #define SK_KEY_MAX 64
 #define SK_LABEL_MAX 32
 
@@ -74,14 +76,15 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  * scripts (docs/design.md, "The scripts").
  *
  * The KEYS of purchase_batch.lua: first the key set's
- * SK_PURCHASE_NKEYS (meta stock buyers orders idem ledger xin wr_spent reg),
+ * SK_PURCHASE_NKEYS (K_PURCHASE of script_pos.def: meta stock buyers
+ * orders idem ledger xin wr_spent reg),
  * then per purchase its buyer's rate limiter key (sk_keys_rl_user), then,
  * when the call carries a per-IP limit, per purchase its client IP's
  * (sk_keys_rl_ip), then, when it carries challenge tickets, per purchase
  * its challenge's spent key (sk_keys_ch): at most SK_PURCHASE_KEYC(n) for
  * n purchases.
  * sk_stock_batch_keys (engine/stock.h) lays out the whole list. */
-#define SK_PURCHASE_NKEYS 9
+#define SK_PURCHASE_NKEYS SK_K_PURCHASE_N
 #define SK_PURCHASE_KEYC(n) (SK_PURCHASE_NKEYS + 3 * (n))
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
 

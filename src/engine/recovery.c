@@ -173,43 +173,45 @@ int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, con
 int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_stock_def *d,
                         int64_t initial, int segments, int *rc_out)
 {
-    /* rebuild.lua's ARGV: 14 of the definition, the challenge, then
-     * SK_FAIR_ARGC of sk_stock_fair_args */
-    char a[12 + SK_FAIR_ARGC][24];
-    const char *args[15 + SK_FAIR_ARGC];
-    int64_t v[] = {initial,
-                   d->per_user_limit,
-                   d->max_per_order,
-                   d->start_ms,
-                   d->end_ms,
-                   d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
-                   d->rl_burst > 0 ? d->rl_burst : 0};
-    snprintf(a[0], sizeof a[0], "%" PRIu64, d->id);
-    for (int i = 0; i < 7; i++)
-        snprintf(a[1 + i], sizeof a[1 + i], "%" PRId64, v[i]);
-    a[8][0] = a[9][0] = 0;
+    /* rebuild.lua's ARGV: A_REBUILD of script_pos.def */
+    char a[SK_A_REBUILD_N][24];
+    const char *args[SK_A_REBUILD_N];
+    const struct {
+        int at;
+        int64_t v;
+    } nums[] = {{SK_A_REBUILD_INITIAL, initial},
+                {SK_A_REBUILD_LIMIT, d->per_user_limit},
+                {SK_A_REBUILD_MAX_QTY, d->max_per_order},
+                {SK_A_REBUILD_START_MS, d->start_ms},
+                {SK_A_REBUILD_END_MS, d->end_ms},
+                {SK_A_REBUILD_RL_RATE, d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0},
+                {SK_A_REBUILD_RL_BURST, d->rl_burst > 0 ? d->rl_burst : 0}};
+    for (int i = 0; i < SK_A_REBUILD_N; i++) {
+        a[i][0] = 0;
+        args[i] = a[i];
+    }
+    snprintf(a[SK_A_REBUILD_ID], sizeof *a, "%" PRIu64, d->id);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        snprintf(a[nums[i].at], sizeof *a, "%" PRId64, nums[i].v);
     if (segments > 1 && k->seg >= 0) {
-        snprintf(a[8], sizeof a[8], "%d", k->seg);
-        snprintf(a[9], sizeof a[9], "%d", segments);
+        snprintf(a[SK_A_REBUILD_SEG], sizeof *a, "%d", k->seg);
+        snprintf(a[SK_A_REBUILD_SEG_OF], sizeof *a, "%d", segments);
     }
     /* the waiting room: every key set checks passes with its seed */
-    a[10][0] = a[11][0] = 0;
     if (d->wr_rate > 0) {
-        snprintf(a[10], sizeof a[10], "%" PRId64, d->wr_rate);
-        snprintf(a[11], sizeof a[11], "%" PRId64, d->wr_ttl_s);
+        snprintf(a[SK_A_REBUILD_WR_RATE], sizeof *a, "%" PRId64, d->wr_rate);
+        snprintf(a[SK_A_REBUILD_WR_TTL], sizeof *a, "%" PRId64, d->wr_ttl_s);
     }
-    for (int i = 0; i < 12; i++)
-        args[i] = a[i];
-    args[12] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
-    args[13] = d->store_id; /* the rebuilt key set is the rebuilding store's */
-    args[14] = d->ch;       /* the challenge (docs/challenges.md): every key set checks it */
+    args[SK_A_REBUILD_WR_SEED] = d->wr_rate > 0 || d->dr_box_ms > 0 ? d->wr_seed : "";
+    /* the rebuilt key set is the rebuilding store's */
+    args[SK_A_REBUILD_STORE] = d->store_id;
+    /* the challenge (docs/challenges.md): every key set checks it */
+    args[SK_A_REBUILD_CH] = d->ch;
     /* registration, the draw's box and the emergency controls, as stored */
-    sk_stock_fair_args(d, a + 12);
-    for (int i = 0; i < SK_FAIR_ARGC; i++)
-        args[15 + i] = a[12 + i];
+    sk_stock_fair_args(d, a + SK_A_REBUILD_FAIR);
     const char *keys[] = {k->meta, k->stock};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, 15 + SK_FAIR_ARGC, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, SK_A_REBUILD_N, args, out, 2);
     if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
     return rc;
 }
@@ -220,7 +222,7 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
                         size_t n, struct sk_replay_result *res, size_t base, size_t *refused,
                         size_t *nrefused)
 {
-    size_t nargs = 1 + 5 * n;
+    size_t nargs = SK_A_REPLAY_N + SK_A_REPLAY_ONE_N * n;
     const char **args = malloc(nargs * sizeof *args);
     char(*num)[2][24] = malloc(n * sizeof *num);
     if (!args || !num) {
@@ -228,15 +230,16 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
         free(num);
         return r->err = SK_ENOMEM;
     }
-    args[0] = k->label;
+    args[SK_A_REPLAY_LABEL] = k->label;
     for (size_t i = 0; i < n; i++) {
+        const char **a = args + SK_A_REPLAY_N + SK_A_REPLAY_ONE_N * i;
         snprintf(num[i][0], 24, "%" PRIu64, o[i].user_id);
         snprintf(num[i][1], 24, "%" PRId64, o[i].quantity);
-        args[1 + 5 * i] = o[i].order_id;
-        args[2 + 5 * i] = num[i][0];
-        args[3 + 5 * i] = num[i][1];
-        args[4 + 5 * i] = o[i].released ? "r" : o[i].paid ? "p" : "h";
-        args[5 + 5 * i] = o[i].idem_key ? o[i].idem_key : "";
+        a[SK_A_REPLAY_ONE_OID] = o[i].order_id;
+        a[SK_A_REPLAY_ONE_USER] = num[i][0];
+        a[SK_A_REPLAY_ONE_QTY] = num[i][1];
+        a[SK_A_REPLAY_ONE_KIND] = o[i].released ? "r" : o[i].paid ? "p" : "h";
+        a[SK_A_REPLAY_ONE_IDEM] = o[i].idem_key ? o[i].idem_key : "";
     }
     const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
     redisReply *rep;
@@ -300,17 +303,22 @@ int sk_recovery_replay(sk_redis *r, const struct sk_keys *k, const struct sk_rep
 int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_resume_args *a,
                        struct sk_resume_result *res)
 {
-    char v[5][24];
-    snprintf(v[0], sizeof v[0], "%" PRId64, a->watermark > 0 ? a->watermark : 0);
-    snprintf(v[1], sizeof v[1], "%" PRId64, a->lent > 0 ? a->lent : 0);
-    snprintf(v[2], sizeof v[2], "%" PRId64, a->xseq > 0 ? a->xseq : 0);
-    snprintf(v[3], sizeof v[3], "%" PRId64, a->over > 0 ? a->over : 0);
-    snprintf(v[4], sizeof v[4], "%" PRId64, a->xout_seen > 0 ? a->xout_seen : 0);
-    const char *open = a->open < 0 ? "" : a->open ? "1" : "0";
-    const char *args[] = {v[0], a->max_sid ? a->max_sid : "", open, v[1], v[2], v[3], v[4]};
+    char v[SK_A_RESUME_N][24] = {{0}};
+    const int64_t nums[][2] = {{SK_A_RESUME_WATERMARK, a->watermark},
+                               {SK_A_RESUME_LENT, a->lent},
+                               {SK_A_RESUME_XSEQ, a->xseq},
+                               {SK_A_RESUME_OVER, a->over},
+                               {SK_A_RESUME_XOUT, a->xout_seen}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        snprintf(v[nums[i][0]], sizeof *v, "%" PRId64, nums[i][1] > 0 ? nums[i][1] : 0);
+    const char *args[SK_A_RESUME_N];
+    for (int i = 0; i < SK_A_RESUME_N; i++)
+        args[i] = v[i];
+    args[SK_A_RESUME_MAX_SID] = a->max_sid ? a->max_sid : "";
+    args[SK_A_RESUME_OPEN] = a->open < 0 ? "" : a->open ? "1" : "0";
     const char *keys[] = {k->meta, k->stock, k->orders};
     int64_t out[6];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, 7, args, out, 6);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, SK_A_RESUME_N, args, out, 6);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_OK) {
         snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,

@@ -66,12 +66,12 @@ static void write_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     const char *args[SK_PREHEAT_ARGC];
     int nargs = sk_stock_preheat_args(&sd, p->force, c->num, args);
     if (p->d.wr_rate > 0 || p->d.dr_box_ms > 0)
-        args[14] = p->d.wr_seed; /* sd is gone when the command is sent */
-    args[15] = p->d.store_id;
-    snprintf(c->num[9], sizeof c->num[9], "%d", s);
-    snprintf(c->num[10], sizeof c->num[10], "%d", segs);
+        args[SK_A_PREHEAT_WR_SEED] = p->d.wr_seed; /* sd is gone when the command is sent */
+    args[SK_A_PREHEAT_STORE] = p->d.store_id;
+    snprintf(c->num[SK_A_PREHEAT_SEG], sizeof *c->num, "%d", s);
+    snprintf(c->num[SK_A_PREHEAT_SEG_OF], sizeof *c->num, "%d", segs);
     /* every segment was checked: none is gone with orders held */
-    c->num[11][0] = 0;
+    c->num[SK_A_PREHEAT_DB_HELD][0] = 0;
     sk_keys_seg(&c->k, p->d.id, s);
     c->script = SK_SCRIPT_PREHEAT;
     c->nkeys = SK_PREHEAT_NKEYS;

@@ -69,45 +69,48 @@ int sk_stock_batch_args_head(const struct sk_batch_head *h, const struct sk_purc
     const struct sk_rate_limits *rl = h->rl ? h->rl : &none;
     const char *xid = h->xfer_id ? h->xfer_id : "";
     if (strlen(xid) >= SK_XFER_ID_MAX || strlen(h->label) >= SK_LABEL_MAX) return SK_EINVAL;
-    const int64_t head[4] = {rl->user_per_s, rl->user_burst, rl->ip_per_s, rl->ip_burst};
+    const int64_t lim[4] = {rl->user_per_s, rl->user_burst, rl->ip_per_s, rl->ip_burst};
+    static const size_t lim_at[4] = {SK_A_BATCH_U_RATE, SK_A_BATCH_U_BURST, SK_A_BATCH_IP_RATE,
+                                     SK_A_BATCH_IP_BURST};
     size_t off = 0;
     char num[24];
-    int rc = put_arg(buf, cap, &off, h->label, strlen(h->label), args, lens, 0);
+    int rc = put_arg(buf, cap, &off, h->label, strlen(h->label), args, lens, SK_A_BATCH_LABEL);
     for (int f = 0; rc == 0 && f < 4; f++) {
-        int w = snprintf(num, sizeof num, "%" PRId64, head[f] > 0 ? head[f] : 0);
-        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(1 + f));
+        int w = snprintf(num, sizeof num, "%" PRId64, lim[f] > 0 ? lim[f] : 0);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, lim_at[f]);
     }
-    if (rc == 0) rc = put_arg(buf, cap, &off, xid, strlen(xid), args, lens, 5);
+    if (rc == 0) rc = put_arg(buf, cap, &off, xid, strlen(xid), args, lens, SK_A_BATCH_XFER_ID);
     if (rc == 0) {
         int w = snprintf(num, sizeof num, "%" PRId64, h->xfer_qty > 0 ? h->xfer_qty : 0);
-        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, 6);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, SK_A_BATCH_XFER_QTY);
     }
     /* the caller's memory of the key set: "" "" when it knows nothing */
     int known = h->epoch > 0 && h->adm >= 0;
     for (int f = 0; rc == 0 && f < 2; f++) {
         int w = known ? snprintf(num, sizeof num, "%" PRId64, f ? h->adm : h->epoch) : 0;
         num[w] = 0;
-        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, (size_t)(7 + f));
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens,
+                     f ? SK_A_BATCH_ADM : SK_A_BATCH_EPOCH);
     }
     const char *sid = h->store_id ? h->store_id : "";
     if (rc == 0 && sid[0] && strlen(sid) != SK_STOCK_STORE_ID_LEN) rc = SK_EINVAL;
-    if (rc == 0) rc = put_arg(buf, cap, &off, sid, strlen(sid), args, lens, 9);
+    if (rc == 0) rc = put_arg(buf, cap, &off, sid, strlen(sid), args, lens, SK_A_BATCH_STORE);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t base = 10 + 6 * i;
+        size_t base = SK_BATCH_ARGC(i);
         int w = snprintf(num, sizeof num, "%" PRIu64, p[i].user_id);
-        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base + SK_A_BUY_USER);
         if (rc) break;
         w = snprintf(num, sizeof num, "%" PRId64, p[i].quantity);
-        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base + 1);
+        rc = put_arg(buf, cap, &off, num, (size_t)w, args, lens, base + SK_A_BUY_QTY);
         /* key and IP are passed by reference: no copy on the hot path */
-        args[base + 2] = p[i].idem ? p[i].idem : "";
-        lens[base + 2] = p[i].idem ? p[i].idem_len : 0;
-        args[base + 3] = p[i].ip ? p[i].ip : "";
-        lens[base + 3] = p[i].ip ? strlen(p[i].ip) : 0;
-        args[base + 4] = p[i].pass ? p[i].pass : "";
-        lens[base + 4] = p[i].pass ? p[i].pass_len : 0;
-        args[base + 5] = p[i].ch ? p[i].ch : "";
-        lens[base + 5] = p[i].ch ? strlen(p[i].ch) : 0;
+        args[base + SK_A_BUY_IDEM] = p[i].idem ? p[i].idem : "";
+        lens[base + SK_A_BUY_IDEM] = p[i].idem ? p[i].idem_len : 0;
+        args[base + SK_A_BUY_IP] = p[i].ip ? p[i].ip : "";
+        lens[base + SK_A_BUY_IP] = p[i].ip ? strlen(p[i].ip) : 0;
+        args[base + SK_A_BUY_PASS] = p[i].pass ? p[i].pass : "";
+        lens[base + SK_A_BUY_PASS] = p[i].pass ? p[i].pass_len : 0;
+        args[base + SK_A_BUY_TICKET] = p[i].ch ? p[i].ch : "";
+        lens[base + SK_A_BUY_TICKET] = p[i].ch ? strlen(p[i].ch) : 0;
     }
     return rc;
 }
@@ -254,12 +257,12 @@ void sk_stock_release_call(struct sk_release_call *c, uint64_t aid, const char *
      * script refuses an id that does not start with the label) */
     if (sk_keys_for_order(&c->k, order_id) < 0 || c->k.activity_id != aid) sk_keys_for(&c->k, aid);
     sk_keys_release(&c->k, c->keys);
-    snprintf(c->buf[0], sizeof c->buf[0], "%" PRIu64, uid);
-    snprintf(c->buf[1], sizeof c->buf[1], "%" PRId64, qty);
-    c->args[0] = c->k.label;
-    c->args[1] = order_id;
-    c->args[2] = c->buf[0];
-    c->args[3] = c->buf[1];
+    snprintf(c->buf[SK_A_RELEASE_USER], sizeof *c->buf, "%" PRIu64, uid);
+    snprintf(c->buf[SK_A_RELEASE_QTY], sizeof *c->buf, "%" PRId64, qty);
+    c->args[SK_A_RELEASE_LABEL] = c->k.label;
+    c->args[SK_A_RELEASE_OID] = order_id;
+    c->args[SK_A_RELEASE_USER] = c->buf[SK_A_RELEASE_USER];
+    c->args[SK_A_RELEASE_QTY] = c->buf[SK_A_RELEASE_QTY];
 }
 
 int sk_stock_release_parse(const redisReply *rep, int *rc, int64_t *given)
@@ -278,7 +281,8 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
     struct sk_release_call c;
     sk_stock_release_call(&c, aid, order_id, uid, qty);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, 4, c.args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, SK_A_RELEASE_N, c.args,
+                            NULL, &rep);
     int64_t g = 0;
     if (rc == 0 && sk_stock_release_parse(rep, rc_out, &g) < 0) rc = sk_stock_proto(r, "release");
     if (rep) freeReplyObject(rep);
@@ -289,39 +293,47 @@ int sk_stock_release(sk_redis *r, uint64_t aid, const char *order_id, uint64_t u
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC])
 {
-    int64_t nums[8] = {d->initial,
-                       d->per_user_limit,
-                       d->max_per_order,
-                       d->start_ms,
-                       d->end_ms,
-                       force ? 1 : 0,
-                       d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0,
-                       d->rl_burst > 0 ? d->rl_burst : 0};
-    snprintf(buf[0], 24, "%" PRIu64, d->id);
-    for (int i = 0; i < 8; i++)
-        snprintf(buf[1 + i], 24, "%" PRId64, nums[i]);
-    buf[9][0] = buf[10][0] = 0; /* seg, seg_of: not a segment */
-    snprintf(buf[11], 24, "%" PRId64, d->db_held > 0 ? d->db_held : 0);
-    for (int i = 0; i < SK_PREHEAT_ARGC; i++)
+    const struct {
+        int at;
+        int64_t v;
+    } nums[] = {{SK_A_PREHEAT_INITIAL, d->initial},
+                {SK_A_PREHEAT_LIMIT, d->per_user_limit},
+                {SK_A_PREHEAT_MAX_QTY, d->max_per_order},
+                {SK_A_PREHEAT_START_MS, d->start_ms},
+                {SK_A_PREHEAT_END_MS, d->end_ms},
+                {SK_A_PREHEAT_FORCE, force ? 1 : 0},
+                {SK_A_PREHEAT_RL_RATE, d->rl_per_user_per_s > 0 ? d->rl_per_user_per_s : 0},
+                {SK_A_PREHEAT_RL_BURST, d->rl_burst > 0 ? d->rl_burst : 0},
+                {SK_A_PREHEAT_DB_HELD, d->db_held > 0 ? d->db_held : 0}};
+    for (int i = 0; i < SK_PREHEAT_ARGC; i++) {
+        buf[i][0] = 0;
         args[i] = buf[i];
-    /* the waiting room: passes per second, pass TTL, seed (docs/waiting-room.md);
-       empty without one */
-    buf[12][0] = buf[13][0] = 0;
-    args[14] = "";
-    if (d->wr_rate > 0) {
-        snprintf(buf[12], 24, "%" PRId64, d->wr_rate);
-        snprintf(buf[13], 24, "%" PRId64, d->wr_ttl_s);
     }
-    if (d->wr_rate > 0 || d->dr_box_ms > 0) args[14] = d->wr_seed;
-    args[15] = d->store_id;
-    snprintf(buf[16], 24, "%s", d->ch); /* the challenge (docs/challenges.md), "" none */
-    sk_stock_fair_args(d, buf + 17);
+    snprintf(buf[SK_A_PREHEAT_ID], 24, "%" PRIu64, d->id);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        snprintf(buf[nums[i].at], 24, "%" PRId64, nums[i].v);
+    /* seg, seg_of: "" (not a segment). The waiting room: passes per
+       second, pass TTL, seed (docs/waiting-room.md); empty without one */
+    args[SK_A_PREHEAT_WR_SEED] = "";
+    if (d->wr_rate > 0) {
+        snprintf(buf[SK_A_PREHEAT_WR_RATE], 24, "%" PRId64, d->wr_rate);
+        snprintf(buf[SK_A_PREHEAT_WR_TTL], 24, "%" PRId64, d->wr_ttl_s);
+    }
+    if (d->wr_rate > 0 || d->dr_box_ms > 0) args[SK_A_PREHEAT_WR_SEED] = d->wr_seed;
+    args[SK_A_PREHEAT_STORE] = d->store_id;
+    /* the challenge (docs/challenges.md), "" none */
+    snprintf(buf[SK_A_PREHEAT_CH], 24, "%s", d->ch);
+    sk_stock_fair_args(d, buf + SK_A_PREHEAT_FAIR);
     return SK_PREHEAT_ARGC;
 }
 
 void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24])
 {
-    const int64_t v[SK_FAIR_ARGC] = {d->reg_start_ms, d->reg_end_ms, d->dr_box_ms, d->wr_control};
+    int64_t v[SK_FAIR_ARGC] = {0};
+    v[SK_A_FAIR_REG_START] = d->reg_start_ms;
+    v[SK_A_FAIR_REG_END] = d->reg_end_ms;
+    v[SK_A_FAIR_DR_BOX] = d->dr_box_ms;
+    v[SK_A_FAIR_CONTROL] = d->wr_control;
     for (int i = 0; i < SK_FAIR_ARGC; i++)
         snprintf(buf[i], 24, "%" PRId64, v[i] > 0 ? v[i] : 0);
 }

@@ -74,10 +74,10 @@ int sk_stock_buy(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits 
 
 /* Building blocks shared with the async service and the benchmarks: the
  * purchase_batch arguments as strings in buf (cap bytes, at least
- * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries), its
- * KEYS (sk_stock_batch_keys) and the decoding of its reply. All pure, no
- * I/O. */
-#define SK_BATCH_ARGC(n) (10 + 6 * (n))
+ * SK_BATCH_ARG_BYTES(n); args/lens hold SK_BATCH_ARGC(n) entries: the
+ * head A_BATCH, then A_BUY per purchase, of script_pos.def), its KEYS
+ * (sk_stock_batch_keys) and the decoding of its reply. All pure, no I/O. */
+#define SK_BATCH_ARGC(n) (SK_A_BATCH_N + SK_A_BUY_N * (n))
 #define SK_BATCH_ARG_BYTES(n)                                                                      \
     (SK_LABEL_MAX + SK_XFER_ID_MAX + 7 * 22 + SK_STOCK_STORE_ID_LEN + 1 + (n) * (22 + 22 + 2))
 /* Longest stock transfer id ("<segment>-<n>"). */
@@ -134,8 +134,8 @@ int sk_stock_release(sk_redis *r, uint64_t activity_id, const char *order_id, ui
 struct sk_release_call {
     struct sk_keys k;
     const char *keys[SK_RELEASE_NKEYS];
-    char buf[2][24];
-    const char *args[4];
+    char buf[SK_A_RELEASE_N][24];
+    const char *args[SK_A_RELEASE_N];
 };
 void sk_stock_release_call(struct sk_release_call *c, uint64_t activity_id, const char *order_id,
                            uint64_t user_id, int64_t quantity);
@@ -173,12 +173,13 @@ struct sk_stock_def {
  * keys are gone while d->db_held > 0: rebuild it, docs/recovery.md);
  * *stock: the stock now in Redis. */
 int sk_stock_preheat(sk_redis *r, const struct sk_stock_def *d, int force, int *rc, int64_t *stock);
-/* The preheat script's ARGV (shared with the async service): fills buf and
- * args (not a segment: the seg/seg_of pair is empty; no waiting room: its
- * three fields are empty, else args[14] points at d->wr_seed; args[15]
- * points at d->store_id; args[16] the challenge, buf[16]; then the
- * SK_FAIR_ARGC fields of sk_stock_fair_args), returns their count. */
-#define SK_PREHEAT_ARGC 21
+/* The preheat script's ARGV (shared with the async service), A_PREHEAT of
+ * script_pos.def: fills buf and args (not a segment: the seg/seg_of pair
+ * is empty; no waiting room: its three fields are empty, else
+ * args[SK_A_PREHEAT_WR_SEED] points at d->wr_seed; args[SK_A_PREHEAT_STORE]
+ * at d->store_id; then the SK_FAIR_ARGC fields of sk_stock_fair_args),
+ * returns their count. */
+#define SK_PREHEAT_ARGC SK_A_PREHEAT_N
 int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_PREHEAT_ARGC][24],
                           const char *args[SK_PREHEAT_ARGC]);
 
@@ -186,7 +187,7 @@ int sk_stock_preheat_args(const struct sk_stock_def *d, int force, char buf[SK_P
  * script arguments (lua/lib/def.lua: fair_of), shared by preheat and
  * rebuild: registration start and end ms, a winner's box in ms, the
  * controls' bits; "0" for what the activity does not have. Pure. */
-#define SK_FAIR_ARGC 4
+#define SK_FAIR_ARGC SK_A_FAIR_N
 void sk_stock_fair_args(const struct sk_stock_def *d, char buf[SK_FAIR_ARGC][24]);
 
 /* The settings of every Redis server an activity's sale depends on,

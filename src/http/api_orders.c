@@ -483,8 +483,8 @@ static void release(struct sk_app *app, h2o_req_t *req, struct order_op *op)
     struct sk_release_call c;
     sk_stock_release_call(&c, cr->order.activity_id, cr->order.order_id, cr->order.user_id,
                           cr->order.quantity);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, 4, c.args, NULL,
-                       on_release, op) < 0)
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_RELEASE, SK_RELEASE_NKEYS, c.keys, SK_A_RELEASE_N,
+                       c.args, NULL, on_release, op) < 0)
         on_release(op, NULL);
 }
 

@@ -25,33 +25,12 @@
 #define METRICS_MAGIC 0x736b6d6574726963ull /* "skmetric" */
 
 static const char *const route_names[SK_MROUTE_COUNT] = {
-    [SK_MROUTE_PURCHASE] = "purchase",
-    [SK_MROUTE_ACTIVITY] = "activity",
-    [SK_MROUTE_ADMIN_CREATE] = "admin_create",
-    [SK_MROUTE_ADMIN_PREHEAT] = "admin_preheat",
-    [SK_MROUTE_ADMIN_OPEN] = "admin_open",
-    [SK_MROUTE_ADMIN_CLOSE] = "admin_close",
-    [SK_MROUTE_ADMIN_STATS] = "admin_stats",
-    [SK_MROUTE_ORDERS] = "orders",
-    [SK_MROUTE_HEALTHZ] = "healthz",
-    [SK_MROUTE_READYZ] = "readyz",
-    [SK_MROUTE_METRICS] = "metrics",
-    [SK_MROUTE_DASHBOARD] = "dashboard",
-    [SK_MROUTE_DASHBOARD_DATA] = "dashboard_data",
-    [SK_MROUTE_QUEUE_JOIN] = "queue_join",
-    [SK_MROUTE_QUEUE_POLL] = "queue_poll",
-    [SK_MROUTE_ADMIN_PACE_SET] = "admin_pace_set",
-    [SK_MROUTE_ADMIN_PACE_GET] = "admin_pace_get",
-    [SK_MROUTE_SALE_PAGE] = "sale_page",
-    [SK_MROUTE_SALE_LIVE] = "sale_live",
-    [SK_MROUTE_SALE_TIME] = "sale_time",
-    [SK_MROUTE_REGISTER] = "register",
-    [SK_MROUTE_REGISTER_GET] = "register_get",
-    [SK_MROUTE_ADMIN_QUEUE_CONTROL] = "admin_queue_control",
-    [SK_MROUTE_ADMIN_LIST] = "admin_list",
-    [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
-    [SK_MROUTE_CHALLENGE] = "challenge",
-    [SK_MROUTE_OTHER] = "other",
+#define SK_LABEL(label) [SK_MROUTE_##label] = #label,
+#define SK_ROUTE(name, method, pattern) [SK_MROUTE_##name] = #name,
+#define SK_ROUTE_IN(label, name, method, pattern)
+#include "http/routes.def"
+#undef SK_ROUTE
+    [SK_MROUTE_other] = "other",
 };
 
 static const char *const extra_names[SK_MEXTRA_COUNT] = {
@@ -145,39 +124,17 @@ void sk_metrics_free(sk_metrics *m)
     if (m && m->owned) free(m);
 }
 
+/* Each route's label (routes.def). */
+static const enum sk_metrics_route route_label[SK_ROUTE_COUNT] = {
+#define SK_ROUTE(name, method, pattern) [SK_ROUTE_##name] = SK_MROUTE_##name,
+#define SK_ROUTE_IN(label, name, method, pattern) [SK_ROUTE_##name] = SK_MROUTE_##label,
+#include "http/routes.def"
+#undef SK_ROUTE
+};
+
 enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
 {
-    switch (r) {
-    case SK_ROUTE_purchase: return SK_MROUTE_PURCHASE;
-    case SK_ROUTE_activity: return SK_MROUTE_ACTIVITY;
-    case SK_ROUTE_admin_create: return SK_MROUTE_ADMIN_CREATE;
-    case SK_ROUTE_admin_preheat: return SK_MROUTE_ADMIN_PREHEAT;
-    case SK_ROUTE_admin_open: return SK_MROUTE_ADMIN_OPEN;
-    case SK_ROUTE_admin_close: return SK_MROUTE_ADMIN_CLOSE;
-    case SK_ROUTE_admin_stats: return SK_MROUTE_ADMIN_STATS;
-    case SK_ROUTE_admin_list: return SK_MROUTE_ADMIN_LIST;
-    case SK_ROUTE_admin_delete: return SK_MROUTE_ADMIN_DELETE;
-    case SK_ROUTE_order_get:
-    case SK_ROUTE_order_pay:
-    case SK_ROUTE_order_cancel: return SK_MROUTE_ORDERS;
-    case SK_ROUTE_healthz: return SK_MROUTE_HEALTHZ;
-    case SK_ROUTE_readyz: return SK_MROUTE_READYZ;
-    case SK_ROUTE_metrics: return SK_MROUTE_METRICS;
-    case SK_ROUTE_dashboard: return SK_MROUTE_DASHBOARD;
-    case SK_ROUTE_dashboard_data: return SK_MROUTE_DASHBOARD_DATA;
-    case SK_ROUTE_queue_join: return SK_MROUTE_QUEUE_JOIN;
-    case SK_ROUTE_queue_poll: return SK_MROUTE_QUEUE_POLL;
-    case SK_ROUTE_admin_pace_set: return SK_MROUTE_ADMIN_PACE_SET;
-    case SK_ROUTE_admin_pace_get: return SK_MROUTE_ADMIN_PACE_GET;
-    case SK_ROUTE_register: return SK_MROUTE_REGISTER;
-    case SK_ROUTE_register_get: return SK_MROUTE_REGISTER_GET;
-    case SK_ROUTE_admin_queue_control: return SK_MROUTE_ADMIN_QUEUE_CONTROL;
-    case SK_ROUTE_sale_page: return SK_MROUTE_SALE_PAGE;
-    case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
-    case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
-    case SK_ROUTE_challenge: return SK_MROUTE_CHALLENGE;
-    default: return SK_MROUTE_OTHER;
-    }
+    return (unsigned)r < SK_ROUTE_COUNT ? route_label[r] : SK_MROUTE_other;
 }
 
 const char *sk_metrics_route_name(enum sk_metrics_route r)
@@ -187,7 +144,7 @@ const char *sk_metrics_route_name(enum sk_metrics_route r)
 
 static unsigned route_slot(enum sk_metrics_route r)
 {
-    return (unsigned)r < SK_MROUTE_COUNT ? (unsigned)r : SK_MROUTE_OTHER;
+    return (unsigned)r < SK_MROUTE_COUNT ? (unsigned)r : SK_MROUTE_other;
 }
 
 static unsigned status_slot(int status)

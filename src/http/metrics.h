@@ -66,35 +66,16 @@
 typedef struct sk_metrics sk_metrics;
 
 /* The route label: a fixed set so the series count stays bounded whatever
- * paths clients send. The three order routes share "orders". */
+ * paths clients send: each route of routes.def, in its order, but the
+ * routes it counts under a shared label (the three order routes share
+ * "orders"). SK_MROUTE_<label>. */
 enum sk_metrics_route {
-    SK_MROUTE_PURCHASE,
-    SK_MROUTE_ACTIVITY,
-    SK_MROUTE_ADMIN_CREATE,
-    SK_MROUTE_ADMIN_PREHEAT,
-    SK_MROUTE_ADMIN_OPEN,
-    SK_MROUTE_ADMIN_CLOSE,
-    SK_MROUTE_ADMIN_STATS,
-    SK_MROUTE_ORDERS,
-    SK_MROUTE_HEALTHZ,
-    SK_MROUTE_READYZ,
-    SK_MROUTE_METRICS,
-    SK_MROUTE_DASHBOARD,
-    SK_MROUTE_DASHBOARD_DATA,
-    SK_MROUTE_QUEUE_JOIN,
-    SK_MROUTE_QUEUE_POLL,
-    SK_MROUTE_ADMIN_PACE_SET,
-    SK_MROUTE_ADMIN_PACE_GET,
-    SK_MROUTE_SALE_PAGE,
-    SK_MROUTE_SALE_LIVE,
-    SK_MROUTE_SALE_TIME,
-    SK_MROUTE_REGISTER,
-    SK_MROUTE_REGISTER_GET,
-    SK_MROUTE_ADMIN_QUEUE_CONTROL,
-    SK_MROUTE_ADMIN_LIST,
-    SK_MROUTE_ADMIN_DELETE,
-    SK_MROUTE_CHALLENGE,
-    SK_MROUTE_OTHER, /* 404s, and anything out of range */
+#define SK_LABEL(label) SK_MROUTE_##label,
+#define SK_ROUTE(name, method, pattern) SK_MROUTE_##name,
+#define SK_ROUTE_IN(label, name, method, pattern)
+#include "http/routes.def"
+#undef SK_ROUTE
+    SK_MROUTE_other, /* 404s, and anything out of range */
     SK_MROUTE_COUNT
 };
 

@@ -156,27 +156,11 @@ void sk_worker_stop(sk_worker *w)
 void sk_worker_stats(const sk_worker *w, struct sk_worker_stats *o)
 {
     struct worker_counters *c = (struct worker_counters *)&w->c; /* atomic loads only */
-    o->persisted = atomic_load(&c->persisted);
-    o->duplicates = atomic_load(&c->duplicates);
-    o->stock_failures = atomic_load(&c->stock_failures);
-    o->dead_lettered = atomic_load(&c->dead_lettered);
-    o->claimed = atomic_load(&c->claimed);
-    o->poison = atomic_load(&c->poison);
-    o->batches = atomic_load(&c->batches);
-    o->acked = atomic_load(&c->acked);
-    o->trimmed = atomic_load(&c->trimmed);
-    o->deleted = atomic_load(&c->deleted);
-    o->db_errors = atomic_load(&c->db_errors);
-    o->redis_errors = atomic_load(&c->redis_errors);
-    o->activities = atomic_load(&c->activities);
-    o->fences = atomic_load(&c->fences);
-    o->recoveries = atomic_load(&c->recoveries);
-    o->orders_replayed = atomic_load(&c->orders_replayed);
-    o->units_oversold = atomic_load(&c->units_oversold);
-    o->admissions_lost = atomic_load(&c->admissions_lost);
-    o->recover_failures = atomic_load(&c->recover_failures);
-    o->conflicts = atomic_load(&c->conflicts);
-    o->orders_refused = atomic_load(&c->orders_refused);
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help) o->field = atomic_load(&c->field);
+#define SK_WC_SWEEP(field, kind, name, help)
+#include "core/worker_counters.def"
+#undef SK_WC
 }
 
 const char *sk_worker_errstr(const sk_worker *w)

@@ -81,29 +81,15 @@ struct sk_worker_opts {
 /* Fills o with the defaults (redis_url and db_spec NULL). */
 void sk_worker_opts_init(struct sk_worker_opts *o);
 
-/* Counters since the worker was created; read atomically one by one. */
+/* Counters since the worker was created; read atomically one by one. One
+ * field per SK_WC_WORKER row of core/worker_counters.def (its help says
+ * what it counts). */
 struct sk_worker_stats {
-    uint64_t persisted;      /* order rows inserted */
-    uint64_t duplicates;     /* entries already persisted (re-delivery) */
-    uint64_t stock_failures; /* orders whose conditional DB stock update failed */
-    uint64_t dead_lettered;  /* entries moved to a DLQ */
-    uint64_t claimed;        /* entries taken over with XAUTOCLAIM */
-    uint64_t poison;         /* deliveries of entries that are not orders */
-    uint64_t batches;        /* committed store transactions */
-    uint64_t acked;          /* entries acknowledged */
-    uint64_t trimmed;        /* entries removed by XTRIM */
-    uint64_t deleted;        /* pending entries found deleted from the stream */
-    uint64_t db_errors;      /* failed store transactions (retried) */
-    uint64_t redis_errors;   /* failed Redis calls (retried) */
-    uint64_t activities;     /* streams followed now (one per segment of a segmented
-                                activity) */
-    /* The rollback guard (docs/recovery.md): key sets found behind the
-     * database, recoveries run, orders put back, units found sold twice,
-     * acknowledged admissions counted lost, recoveries that failed (retried). */
-    uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost, recover_failures;
-    uint64_t conflicts;      /* order ids the database held for another admission */
-    uint64_t orders_refused; /* unpaid orders a recovery cancelled: they did not fit the
-                                surviving history (docs/recovery.md) */
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help) uint64_t field;
+#define SK_WC_SWEEP(field, kind, name, help)
+#include "core/worker_counters.def"
+#undef SK_WC
 };
 
 typedef struct sk_worker sk_worker;

@@ -37,11 +37,13 @@ struct worker_stream {
     int segcheck; /* base stream of an activity that may still turn out segmented */
 };
 
+/* The worker's own counters (struct sk_worker_stats, atomic). */
 struct worker_counters {
-    _Atomic uint64_t persisted, duplicates, stock_failures, dead_lettered, claimed, poison, batches,
-        acked, trimmed, deleted, db_errors, redis_errors, activities;
-    _Atomic uint64_t fences, recoveries, orders_replayed, units_oversold, admissions_lost,
-        recover_failures, conflicts, orders_refused;
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help) _Atomic uint64_t field;
+#define SK_WC_SWEEP(field, kind, name, help)
+#include "core/worker_counters.def"
+#undef SK_WC
 };
 
 /* Store attempts and Redis retries back off from MIN to MAX, doubling. */

@@ -31,9 +31,13 @@
 
 /* ---- The sweeper --------------------------------------------------------- */
 
+/* The sweeper's own counters (struct sk_sweeper_stats, atomic). */
 struct counters {
-    _Atomic uint64_t passes, failed_passes, cancelled, lost_to_payment, released, units_released,
-        repaired, unreleasable, errors, foreign;
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help)
+#define SK_WC_SWEEP(field, kind, name, help) _Atomic uint64_t field;
+#include "core/worker_counters.def"
+#undef SK_WC
 };
 
 struct sk_sweeper {
@@ -138,16 +142,11 @@ void sk_sweeper_stop(sk_sweeper *sw)
 void sk_sweeper_stats(const sk_sweeper *sw, struct sk_sweeper_stats *o)
 {
     struct counters *c = (struct counters *)&sw->c; /* atomic loads only */
-    o->passes = atomic_load(&c->passes);
-    o->failed_passes = atomic_load(&c->failed_passes);
-    o->cancelled = atomic_load(&c->cancelled);
-    o->lost_to_payment = atomic_load(&c->lost_to_payment);
-    o->released = atomic_load(&c->released);
-    o->units_released = atomic_load(&c->units_released);
-    o->repaired = atomic_load(&c->repaired);
-    o->unreleasable = atomic_load(&c->unreleasable);
-    o->errors = atomic_load(&c->errors);
-    o->foreign = atomic_load(&c->foreign);
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help)
+#define SK_WC_SWEEP(field, kind, name, help) o->field = atomic_load(&c->field);
+#include "core/worker_counters.def"
+#undef SK_WC
 }
 
 const char *sk_sweeper_errstr(const sk_sweeper *sw)

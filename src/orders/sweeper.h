@@ -46,11 +46,14 @@ struct sk_sweep_result {
                                  belongs to another store (docs/design.md) */
 };
 
-/* Cumulative counters since sk_sweeper_new (for metrics); read one by one. */
+/* Cumulative counters since sk_sweeper_new (for metrics); read one by one.
+ * One field per SK_WC_SWEEP row of core/worker_counters.def. */
 struct sk_sweeper_stats {
-    uint64_t passes, failed_passes;
-    uint64_t cancelled, lost_to_payment, released, units_released, repaired, unreleasable, errors,
-        foreign;
+#define SK_WC(field, kind, name, help)
+#define SK_WC_WORKER(field, kind, name, help)
+#define SK_WC_SWEEP(field, kind, name, help) uint64_t field;
+#include "core/worker_counters.def"
+#undef SK_WC
 };
 
 typedef struct sk_sweeper sk_sweeper;

@@ -23,7 +23,7 @@ const problems = [];
 
 // 1. routes.def
 const routes = [];
-for (const m of readFileSync(routesPath, 'utf8').matchAll(/^SK_ROUTE\(\s*(\w+),\s*"(\w+)",\s*"([^"]+)"\)/gm))
+for (const m of readFileSync(routesPath, 'utf8').matchAll(/^SK_ROUTE(?:_IN\(\s*\w+,)?\(?\s*(\w+),\s*"(\w+)",\s*"([^"]+)"\)/gm))
   routes.push({ name: m[1], method: m[2].toLowerCase(), pattern: m[3] });
 if (routes.length < 10) problems.push(`only ${routes.length} routes read from ${routesPath}`);
 for (const r of routes)

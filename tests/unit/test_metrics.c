@@ -46,20 +46,20 @@ static void check_refusals(const sk_metrics *m, const struct reason_count *want,
 
 SK_TEST(metrics_route_of_maps_every_router_route_and_404s_to_other)
 {
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_purchase), SK_MROUTE_PURCHASE);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_admin_close), SK_MROUTE_ADMIN_CLOSE);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_get), SK_MROUTE_ORDERS);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_pay), SK_MROUTE_ORDERS);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_cancel), SK_MROUTE_ORDERS);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_dashboard), SK_MROUTE_DASHBOARD);
-    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_COUNT), SK_MROUTE_OTHER);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_purchase), SK_MROUTE_purchase);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_admin_close), SK_MROUTE_admin_close);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_get), SK_MROUTE_orders);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_pay), SK_MROUTE_orders);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_order_cancel), SK_MROUTE_orders);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_dashboard), SK_MROUTE_dashboard);
+    CHECK_EQ(sk_metrics_route_of(SK_ROUTE_COUNT), SK_MROUTE_other);
     /* every router route has a label other than "other", named after it
      * (order routes aside) */
     for (int r = 0; r < SK_ROUTE_COUNT; r++) {
         enum sk_metrics_route mr = sk_metrics_route_of((enum sk_route)r);
-        CHECK_MSG(mr != SK_MROUTE_OTHER, "router route %s has no metrics label",
+        CHECK_MSG(mr != SK_MROUTE_other, "router route %s has no metrics label",
                   sk_route_name((enum sk_route)r));
-        if (mr != SK_MROUTE_ORDERS)
+        if (mr != SK_MROUTE_orders)
             CHECK_STR(sk_metrics_route_name(mr), sk_route_name((enum sk_route)r));
     }
     CHECK_STR(sk_metrics_route_name(SK_MROUTE_COUNT), "other");
@@ -70,17 +70,17 @@ SK_TEST(metrics_count_requests_by_route_and_status)
 {
     sk_metrics *m = sk_metrics_new();
     CHECK(m != NULL);
-    sk_metrics_request(m, SK_MROUTE_PURCHASE, 200);
-    sk_metrics_request(m, SK_MROUTE_PURCHASE, 200);
-    sk_metrics_request(m, SK_MROUTE_PURCHASE, 409);
-    sk_metrics_request(m, SK_MROUTE_HEALTHZ, 200);
-    sk_metrics_request(m, SK_MROUTE_OTHER, 404);
+    sk_metrics_request(m, SK_MROUTE_purchase, 200);
+    sk_metrics_request(m, SK_MROUTE_purchase, 200);
+    sk_metrics_request(m, SK_MROUTE_purchase, 409);
+    sk_metrics_request(m, SK_MROUTE_healthz, 200);
+    sk_metrics_request(m, SK_MROUTE_other, 404);
     sk_metrics_request(m, (enum sk_metrics_route)99, 404); /* bad route: other */
-    sk_metrics_request(m, SK_MROUTE_ORDERS, 0);            /* bad status: other */
-    sk_metrics_request(m, SK_MROUTE_ORDERS, 600);
-    sk_metrics_request(m, SK_MROUTE_ORDERS, -5);
-    CHECK_EQ(sk_metrics_requests(m, SK_MROUTE_PURCHASE, 200), 2);
-    CHECK_EQ(sk_metrics_requests(m, SK_MROUTE_OTHER, 404), 2);
+    sk_metrics_request(m, SK_MROUTE_orders, 0);            /* bad status: other */
+    sk_metrics_request(m, SK_MROUTE_orders, 600);
+    sk_metrics_request(m, SK_MROUTE_orders, -5);
+    CHECK_EQ(sk_metrics_requests(m, SK_MROUTE_purchase, 200), 2);
+    CHECK_EQ(sk_metrics_requests(m, SK_MROUTE_other, 404), 2);
     const char *t = render(m);
     CHECK_LINE(t, "seckill_http_requests_total{route=\"purchase\",status=\"200\"} 2");
     CHECK_LINE(t, "seckill_http_requests_total{route=\"purchase\",status=\"409\"} 1");
@@ -321,9 +321,9 @@ SK_TEST(metrics_render_reports_a_small_buffer_and_alloc_grows)
 SK_TEST(metrics_merge_sums_two_registries)
 {
     sk_metrics *a = sk_metrics_new(), *b = sk_metrics_new();
-    sk_metrics_request(a, SK_MROUTE_PURCHASE, 200);
-    sk_metrics_request(b, SK_MROUTE_PURCHASE, 200);
-    sk_metrics_request(b, SK_MROUTE_READYZ, 503);
+    sk_metrics_request(a, SK_MROUTE_purchase, 200);
+    sk_metrics_request(b, SK_MROUTE_purchase, 200);
+    sk_metrics_request(b, SK_MROUTE_readyz, 503);
     sk_metrics_admission(a, 3);
     sk_metrics_admission(b, 4);
     sk_metrics_act_replayed(a, 9); /* an Idempotency-Key replay: apart from admissions */
@@ -338,8 +338,8 @@ SK_TEST(metrics_merge_sums_two_registries)
     sk_metrics_inflight(a, 2);
     sk_metrics_inflight(b, 1);
     CHECK_EQ(sk_metrics_merge(a, b), 0);
-    CHECK_EQ(sk_metrics_requests(a, SK_MROUTE_PURCHASE, 200), 2);
-    CHECK_EQ(sk_metrics_requests(a, SK_MROUTE_READYZ, 503), 1);
+    CHECK_EQ(sk_metrics_requests(a, SK_MROUTE_purchase, 200), 2);
+    CHECK_EQ(sk_metrics_requests(a, SK_MROUTE_readyz, 503), 1);
     CHECK_EQ(sk_metrics_admissions(a), 7);
     CHECK_EQ(sk_metrics_refusals(a, "sold_out"), 2);
     CHECK_EQ(sk_metrics_inflight_now(a), 3);
@@ -363,7 +363,7 @@ SK_TEST(metrics_hot_path_updates_cost_nanoseconds)
     const int iters = 1000000;
     int64_t t0 = sk_mono_us();
     for (int i = 0; i < iters; i++) {
-        sk_metrics_request(m, SK_MROUTE_PURCHASE, 200 + (i & 1) * 209);
+        sk_metrics_request(m, SK_MROUTE_purchase, 200 + (i & 1) * 209);
         sk_metrics_refusal_rc(m, SK_RC_SOLD_OUT);
         sk_metrics_redis_rtt(m, 0.0003);
         sk_metrics_batch(m, (size_t)(i & 63));
