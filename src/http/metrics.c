@@ -51,6 +51,13 @@ static const char *const route_names[SK_MROUTE_COUNT] = {
     [SK_MROUTE_ADMIN_LIST] = "admin_list",
     [SK_MROUTE_ADMIN_DELETE] = "admin_delete",
     [SK_MROUTE_CHALLENGE] = "challenge",
+    [SK_MROUTE_ADMIN_WEBHOOKS] = "admin_webhooks",
+    [SK_MROUTE_ADMIN_WEBHOOK_ADD] = "admin_webhook_add",
+    [SK_MROUTE_ADMIN_WEBHOOK_REMOVE] = "admin_webhook_remove",
+    [SK_MROUTE_ADMIN_WEBHOOK_ROTATE] = "admin_webhook_rotate",
+    [SK_MROUTE_ADMIN_WEBHOOK_PAUSE] = "admin_webhook_pause",
+    [SK_MROUTE_ADMIN_WEBHOOK_RESUME] = "admin_webhook_resume",
+    [SK_MROUTE_ADMIN_WEBHOOK_REPLAY] = "admin_webhook_replay",
     [SK_MROUTE_OTHER] = "other",
 };
 
@@ -176,6 +183,13 @@ enum sk_metrics_route sk_metrics_route_of(enum sk_route r)
     case SK_ROUTE_sale_live: return SK_MROUTE_SALE_LIVE;
     case SK_ROUTE_sale_time: return SK_MROUTE_SALE_TIME;
     case SK_ROUTE_challenge: return SK_MROUTE_CHALLENGE;
+    case SK_ROUTE_admin_webhooks: return SK_MROUTE_ADMIN_WEBHOOKS;
+    case SK_ROUTE_admin_webhook_add: return SK_MROUTE_ADMIN_WEBHOOK_ADD;
+    case SK_ROUTE_admin_webhook_remove: return SK_MROUTE_ADMIN_WEBHOOK_REMOVE;
+    case SK_ROUTE_admin_webhook_rotate: return SK_MROUTE_ADMIN_WEBHOOK_ROTATE;
+    case SK_ROUTE_admin_webhook_pause: return SK_MROUTE_ADMIN_WEBHOOK_PAUSE;
+    case SK_ROUTE_admin_webhook_resume: return SK_MROUTE_ADMIN_WEBHOOK_RESUME;
+    case SK_ROUTE_admin_webhook_replay: return SK_MROUTE_ADMIN_WEBHOOK_REPLAY;
     default: return SK_MROUTE_OTHER;
     }
 }
@@ -865,17 +879,23 @@ static void render_webhooks(struct out *o, struct sk_node_worker *w)
         {"seckill_webhook_retrying", "gauge", "1 while the endpoint's next event has failed."},
         {"seckill_webhook_lag_seconds", "gauge",
          "Age of the oldest event not yet delivered to the endpoint (0: none waiting)."},
+        {"seckill_webhook_paused", "gauge", "1 while the admin API has the endpoint paused."},
+        {"seckill_webhook_signing_secrets", "gauge",
+         "Secrets signing each request: 2 while a rotated secret still signs."},
     };
     int64_t now = sk_wall_ms();
     for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
         header(o, m[k].name, m[k].type, m[k].help);
         for (int i = 0; i < n && i < SK_NODE_WEBHOOKS; i++) {
             struct sk_node_webhook *h = &w->webhooks[i];
+            if (!h->name[0]) continue; /* left by a removed endpoint */
             int64_t oldest = atomic_load(&h->oldest_ms);
             double v = k == 0                       ? (double)atomic_load(&h->delivered)
                        : k == 1                     ? (double)atomic_load(&h->failed)
                        : k == 2                     ? (double)atomic_load(&h->dead)
                        : k == 3                     ? (double)atomic_load(&h->retrying)
+                       : k == 5                     ? (double)atomic_load(&h->paused)
+                       : k == 6                     ? (double)atomic_load(&h->secrets)
                        : oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0
                                                     : 0.0;
             put(o, "%s{endpoint=\"%s\"} %.15g\n", m[k].name, h->name, v);
