@@ -1080,24 +1080,25 @@ static void endpoints_per_activity(int kind)
         CHECK_MSG(sk_mono_ms() < deadline, "b's cursor %" PRId64 ", the end %" PRId64, cur, end);
         poll(NULL, 0, 20);
     }
-    static const char *const wrong[] = {
-        "--since soon --endpoint %s",
-        "--since 0 --endpoint 'a b'",
-        "--since 0 --endpoint 9/nope",
-        "--since 0",
-        "--endpoint %s",
-        "--since 0 --endpoint %s --type order.paid",
-        "--since 0 --endpoint %s --bogus 1",
-        "--since 0 --endpoint",
+    static const struct {
+        const char *args;
+        int with_key; /* the endpoint b's name goes at the end */
+    } wrong[] = {
+        {"--since soon --endpoint ", 1},
+        {"--since 0 --endpoint 'a b'", 0},
+        {"--since 0 --endpoint 9/nope", 0},
+        {"--since 0", 0},
+        {"--endpoint ", 1},
+        {"--type order.paid --since 0 --endpoint ", 1},
+        {"--bogus 1 --since 0 --endpoint ", 1},
+        {"--since 0 --endpoint", 0},
     };
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-        char args[200];
-        snprintf(args, sizeof args, wrong[i], key);
-        snprintf(cmd, sizeof cmd, "%s events replay --db '%s' %s 2>&1", sk_th_seckill_bin(), spec,
-                 args);
+        snprintf(cmd, sizeof cmd, "%s events replay --db '%s' %s%s 2>&1", sk_th_seckill_bin(), spec,
+                 wrong[i].args, wrong[i].with_key ? key : "");
         int ws = sk_th_sh(cmd, out, sizeof out);
-        CHECK_MSG(WEXITSTATUS(ws) == 2 && strstr(out, "events replay"), "%s: exit %d: %s", args,
-                  WEXITSTATUS(ws), out);
+        CHECK_MSG(WEXITSTATUS(ws) == 2 && strstr(out, "events replay"), "%s: exit %d: %s",
+                  wrong[i].args, WEXITSTATUS(ws), out);
     }
     int64_t cur2 = -1;
     CHECK_EQ(sk_store_webhook_cursor(st, key, sk_wall_ms(), &cur2, NULL), 0);

@@ -131,12 +131,12 @@ static json_t *worker(const struct sk_node_worker *w)
 }
 
 /* The webhook dispatcher's endpoints (orders/webhooks.h): a tile each. */
-static json_t *webhooks(const struct sk_node_worker *w, int64_t now)
+static json_t *webhooks(struct sk_node_worker *w, int64_t now)
 {
     json_t *a = json_array();
     int n = atomic_load(&w->n_webhooks);
     for (int i = 0; a && i < n && i < SK_NODE_WEBHOOKS; i++) {
-        const struct sk_node_webhook *h = &w->webhooks[i];
+        struct sk_node_webhook *h = &w->webhooks[i];
         if (!h->name[0]) continue; /* left by a removed endpoint */
         int64_t oldest = atomic_load(&h->oldest_ms);
         json_array_append_new(

@@ -35,7 +35,6 @@ struct ep {
     struct sk_wh_key keys[2];
     int nkeys;
     int paused;
-    int64_t secrets_at; /* the row's updated_ms the keys were made from */
     struct sk_wh_stats stats;
     struct sk_node_webhook *node; /* the node's copy of them, or NULL */
     struct ep *next;              /* the watcher's list */
@@ -445,7 +444,6 @@ static void take_row(struct ep *ep, const struct sk_store_webhook *r, int64_t no
     ep->nkeys = nk;
     ep->paused = r->paused;
     ep->stats.paused = r->paused;
-    ep->secrets_at = r->updated_ms;
     pthread_mutex_unlock(&ep->mu);
     if (ep->node) {
         atomic_store(&ep->node->paused, r->paused);
@@ -453,12 +451,12 @@ static void take_row(struct ep *ep, const struct sk_store_webhook *r, int64_t no
     }
 }
 
-/* A thread for the database's endpoint r: 0, or -1 (left for the next
- * pass: a row a hand edit broke, or no memory). */
+/* A thread for the database's endpoint r: 0, or SK_EINVAL (a row a hand
+ * edit broke) or SK_ENOMEM; the next pass tries again. */
 static int dyn_start(struct sk_webhooks *w, const struct sk_store_webhook *r, int64_t now)
 {
     struct ep *ep = calloc(1, sizeof *ep);
-    if (!ep) return -1;
+    if (!ep) return SK_ENOMEM;
     ep->w = w;
     ep->activity_id = r->activity_id;
     ep->db_id = r->id;
@@ -472,7 +470,7 @@ static int dyn_start(struct sk_webhooks *w, const struct sk_store_webhook *r, in
         sk_log(SK_LOG_WARN, "webhooks: endpoint %s: its url or secret is not valid; not started",
                ep->cfg.name);
         free(ep);
-        return -1;
+        return SK_EINVAL;
     }
     ep->rng = (w->o.seed + (uint64_t)r->id * 0xbf58476d1ce4e5b9ull) | 1;
     pthread_mutex_init(&ep->mu, NULL);
@@ -482,7 +480,7 @@ static int dyn_start(struct sk_webhooks *w, const struct sk_store_webhook *r, in
         if (ep->node) ep->node->name[0] = 0;
         pthread_mutex_destroy(&ep->mu);
         free(ep);
-        return -1;
+        return SK_ENOMEM;
     }
     ep->started = 1;
     pthread_mutex_lock(&w->mu);
@@ -534,13 +532,10 @@ static void watch_pass(struct sk_webhooks *w, sk_store *st)
         int kept = 0;
         for (size_t i = 0; i < n && !kept; i++)
             if (rows[i].id == ep->db_id) {
+                /* every pass: a pause, a rotation, and the end of a
+                 * rotation's overlap (by the clock) */
                 kept = 1;
-                pthread_mutex_lock(&ep->mu);
-                /* a rotation's previous secret ends by the clock too */
-                int again = ep->secrets_at != rows[i].updated_ms ||
-                            (ep->nkeys == 2 && now >= rows[i].prev_until_ms);
-                pthread_mutex_unlock(&ep->mu);
-                if (again) take_row(ep, &rows[i], now);
+                take_row(ep, &rows[i], now);
             }
         if (!kept && !atomic_load(&ep->stop)) {
             atomic_store(&ep->stop, 1);
