@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/activity.h"
+#include "http/http_body.h"
 #include "orders/webhooks.h"
 #include "store/store.h"
 
@@ -160,9 +161,8 @@ static int endpoint_key(const char *e, char key[SK_STORE_WH_KEY_MAX], uint64_t *
     num[nl] = 0;
     const char *nm = slash + 1;
     size_t len = strlen(nm);
-    if (sk_cli_parse_u64(num, aid) || *aid < 1 || *aid > SK_ACTIVITY_ID_MAX || len < 1 ||
-        len >= SK_STORE_WH_NAME_MAX || strspn(nm, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
-                                                  "wxyz0123456789_.-") != len)
+    if (sk_cli_parse_u64(num, aid) || *aid < 1 || *aid > SK_ACTIVITY_ID_MAX ||
+        !sk_body_wh_name_ok(nm, len))
         return SK_EINVAL;
     snprintf(name, SK_STORE_WH_NAME_MAX, "%s", nm);
     sk_store_webhook_key(key, *aid, name);

@@ -504,8 +504,10 @@ int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, s
 
 int sk_body_wh_name_ok(const char *name, size_t len)
 {
-    return len >= 1 && len < SK_BODY_WH_NAME_MAX &&
-           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") >= len;
+    if (len < 1 || len >= SK_BODY_WH_NAME_MAX) return 0;
+    for (size_t i = 0; i < len; i++) /* name may be a path's bytes: no terminator */
+        if (!isalnum((unsigned char)name[i]) && (!name[i] || !strchr("_.-", name[i]))) return 0;
+    return 1;
 }
 
 /* The optional string field key into dst (cap bytes, never truncated):
