@@ -1025,6 +1025,19 @@ static void endpoints_per_activity(int kind)
     CHECK_EQ(rx_total(rc), 0); /* paused */
     rx_verify(ra, ida, na, sa, sa);
     rx_verify(rb, idb, nb, sb, sb);
+    /* the dashboard's tile of each: a delivered both, c paused */
+    static char dash[1 << 20];
+    char want[160];
+    snprintf(want, sizeof want, "{\"endpoint\":\"%" PRIu64 "/a\",\"delivered\":%d,", a1, na);
+    deadline = sk_mono_ms() + 10000;
+    do
+        CHECK_EQ(sk_th_http_get_big(sv.port, "/dashboard.json", dash, sizeof dash), 200);
+    while (!strstr(dash, want) && sk_mono_ms() < deadline && poll(NULL, 0, 20) == 0);
+    CHECK_MSG(strstr(dash, want) != NULL, "%s in %.2000s", want,
+              strstr(dash, "\"webhooks\"") ? strstr(dash, "\"webhooks\"") : dash);
+    snprintf(want, sizeof want, "{\"endpoint\":\"%" PRIu64 "/c\",\"delivered\":0,", a1);
+    CHECK_MSG(strstr(dash, want) != NULL, "%s", dash);
+    CHECK(strstr(strstr(dash, want), "\"paused\":true") != NULL);
 
     /* resumed: c catches up with every order event of a1 */
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/c/resume", a1);
