@@ -651,28 +651,6 @@ void sk_webhooks_stats(sk_webhooks *w, int i, struct sk_wh_stats *out)
     pthread_mutex_unlock(&w->eps[i].mu);
 }
 
-int sk_webhooks_stats_of(sk_webhooks *w, const char *key, struct sk_wh_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!w) return SK_ENOTFOUND;
-    for (int i = 0; i < w->n; i++)
-        if (!strcmp(w->eps[i].cfg.name, key)) {
-            sk_webhooks_stats(w, i, out);
-            return 0;
-        }
-    int rc = SK_ENOTFOUND;
-    pthread_mutex_lock(&w->mu); /* the list stays while it is held */
-    for (struct ep *ep = w->dyn; ep && rc; ep = ep->next)
-        if (!atomic_load(&ep->stop) && !strcmp(ep->cfg.name, key)) {
-            pthread_mutex_lock(&ep->mu);
-            *out = ep->stats;
-            pthread_mutex_unlock(&ep->mu);
-            rc = 0;
-        }
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
 void sk_webhooks_stop(sk_webhooks *w)
 {
     if (!w) return;

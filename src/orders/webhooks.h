@@ -101,9 +101,6 @@ int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh
                       int n, const struct sk_wh_opts *o, char *err, size_t cap);
 /* Configured endpoint i's figures. */
 void sk_webhooks_stats(sk_webhooks *w, int i, struct sk_wh_stats *out);
-/* The figures of the endpoint whose cursor is key (a configured name, or
- * "<activity>/<name>"): 0, or SK_ENOTFOUND when no thread runs it. */
-int sk_webhooks_stats_of(sk_webhooks *w, const char *key, struct sk_wh_stats *out);
 /* Stops the threads (an attempt in flight is cut short) and frees. */
 void sk_webhooks_stop(sk_webhooks *w);
 
