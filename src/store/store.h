@@ -463,10 +463,9 @@ int sk_store_webhook_add(sk_store *st, struct sk_store_webhook *w, int64_t now_m
 /* Every endpoint of activity aid (0: of every activity), by activity and
  * name, into a new array *out the caller frees (NULL when none). */
 int sk_store_webhook_list(sk_store *st, uint64_t aid, struct sk_store_webhook **out, size_t *n);
-/* One endpoint by activity and name, or by row id: 0 or SK_ENOTFOUND. */
+/* One endpoint by activity and name: 0 or SK_ENOTFOUND. */
 int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name,
                          struct sk_store_webhook *out);
-int sk_store_webhook_get_id(sk_store *st, int64_t id, struct sk_store_webhook *out);
 /* Removes it and its cursor: 0 or SK_ENOTFOUND. */
 int sk_store_webhook_remove(sk_store *st, uint64_t aid, const char *name);
 /* A rotation: secret becomes the new one, the old one signs too until

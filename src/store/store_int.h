@@ -109,7 +109,6 @@ enum sk_q {
     Q_WHE_LIST,
     Q_WHE_LIST_ALL,
     Q_WHE_GET,
-    Q_WHE_GET_ID,
     Q_WHE_DELETE,
     Q_WHE_ROTATE,
     Q_WHE_PAUSE,

@@ -375,9 +375,6 @@ static const struct sql sql[Q_COUNT] = {
     [Q_WHE_GET] = {.what = "read webhook endpoint",
                    .text = "SELECT " SK_STORE_WEBHOOK_COLUMNS " FROM webhook_endpoints"
                            " WHERE activity_id = ? AND name = ?"},
-    [Q_WHE_GET_ID] = {.what = "read webhook endpoint",
-                      .text = "SELECT " SK_STORE_WEBHOOK_COLUMNS " FROM webhook_endpoints"
-                              " WHERE id = ?"},
     [Q_WHE_DELETE] = {.what = "delete webhook endpoint",
                       .text = "DELETE FROM webhook_endpoints WHERE activity_id = ? AND name = ?"},
     [Q_WHE_ROTATE] = {.what = "rotate webhook secret",

@@ -90,15 +90,6 @@ int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name, struct sk
     return rc == 0 ? no_endpoint(st, aid, name) : rc < 0 ? rc : 0;
 }
 
-int sk_store_webhook_get_id(sk_store *st, int64_t id, struct sk_store_webhook *out)
-{
-    int rc = sk_store_enter(st);
-    if (rc == 0) rc = sk_q_one(st, Q_WHE_GET_ID, SK_ARGS(SK_I(id)), sk_store_read_webhook, out);
-    return rc == 0 ? sk_store_set_err(st, SK_ENOTFOUND, "no webhook endpoint %" PRId64, id)
-           : rc < 0 ? rc
-                    : 0;
-}
-
 /* One change of an endpoint, its existence checked under the transaction
  * (a server may count an update that sets the same values as no change). */
 struct change {
