@@ -1188,3 +1188,109 @@ SK_TEST(webhook_filter_takes_types_and_prefixes_only)
     CHECK(sk_wh_filter_wants(" order.paid ,activity.", "activity.closed"));
     CHECK(!sk_wh_filter_wants("activity.", "order.paid"));
 }
+
+/* The store's side on kind's store: an endpoint added with its cursor at
+ * the outbox's end, refused for an unknown activity, a name taken or a
+ * ninth; rotated (the old secret kept), paused; a rewind sets the cursor
+ * back and bumps its epoch, so a move within the old epoch (a delivery
+ * that was in flight) does nothing; removed with its cursor, and dropped
+ * with its activity. */
+static void endpoints_in_the_store(int kind)
+{
+    char spec[420];
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, sizeof spec);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, sizeof spec);
+    else
+        snprintf(spec, sizeof spec, "sqlite:%s/eps.db", sk_th_tmpdir());
+    sk_store *st = open_sale(spec, 5, 4, 600);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 5, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2); /* events 2..3 (1: opened) */
+    int64_t end = last_row(st);
+    CHECK(end >= 3);
+    struct sk_store_webhook w = {.activity_id = 5};
+    snprintf(w.name, sizeof w.name, "erp");
+    snprintf(w.url, sizeof w.url, "http://127.0.0.1:9/h");
+    snprintf(w.events, sizeof w.events, "order.");
+    snprintf(w.secret, sizeof w.secret, "%s", WH_SECRET_A);
+    CHECK_EQ(sk_store_webhook_add(st, &w, 1000), 0);
+    CHECK(w.id > 0);
+    CHECK_EQ(sk_store_webhook_add(st, &w, 1000), SK_EEXIST);
+    struct sk_store_webhook x = w;
+    x.activity_id = 6;
+    CHECK_EQ(sk_store_webhook_add(st, &x, 1000), SK_ENOTFOUND);
+    for (int i = 1; i < SK_STORE_WH_PER_ACTIVITY; i++) {
+        x = w;
+        snprintf(x.name, sizeof x.name, "n%d", i);
+        CHECK_EQ(sk_store_webhook_add(st, &x, 1000), 0);
+    }
+    snprintf(x.name, sizeof x.name, "ninth");
+    CHECK_EQ(sk_store_webhook_add(st, &x, 1000), SK_ESTATE);
+    struct sk_store_webhook *all;
+    size_t n;
+    CHECK_EQ(sk_store_webhook_list(st, 5, &all, &n), 0);
+    CHECK_EQ(n, SK_STORE_WH_PER_ACTIVITY);
+    CHECK_STR(all[0].name, "erp");
+    CHECK_STR(all[0].events, "order.");
+    free(all);
+    /* its cursor: at the end when added */
+    int64_t cur = -1, ep = -1, row, again;
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, end);
+    CHECK_EQ(ep, 0);
+    /* rotate, pause */
+    CHECK_EQ(sk_store_webhook_rotate(st, 5, "erp", EX_SECRET, 99000, 2000), 0);
+    CHECK_EQ(sk_store_webhook_pause(st, 5, "erp", 1, 2000), 0);
+    CHECK_EQ(sk_store_webhook_pause(st, 5, "nope", 1, 2000), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_get(st, 5, "erp", &x), 0);
+    CHECK_STR(x.secret, EX_SECRET);
+    CHECK_STR(x.secret_prev, WH_SECRET_A);
+    CHECK_EQ(x.prev_until_ms, 99000);
+    CHECK_EQ(x.paused, 1);
+    /* a rewind to before every event: 3 events again, epoch 1; a move of
+     * epoch 0 does nothing, one of epoch 1 moves it */
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", 0, 3000, &row, &again), 0);
+    CHECK_EQ(row, 0);
+    CHECK_EQ(again, end);
+    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", end, 0, 3000), 0);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, 0);
+    CHECK_EQ(ep, 1);
+    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", 2, 1, 3000), 0);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, 2);
+    /* a time after every event: nothing to replay, nothing changed */
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", sk_wall_ms() + 60000, 3000, &row, &again), 0);
+    CHECK_EQ(again, 0);
+    CHECK_EQ(row, 2);
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/nope", 0, 3000, &row, &again), SK_ENOTFOUND);
+    /* removed with its cursor; the others go with their activity */
+    CHECK_EQ(sk_store_webhook_remove(st, 5, "erp"), 0);
+    CHECK_EQ(sk_store_webhook_remove(st, 5, "erp"), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/n1", &cur, &ep), 0);
+    CHECK_EQ(sk_store_activity_delete(st, 5), 0);
+    CHECK_EQ(sk_store_webhook_list(st, 0, &all, &n), 0);
+    CHECK_EQ(n, 0);
+    free(all);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/n1", &cur, &ep), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+SK_TEST(webhook_endpoints_sqlite_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(0);
+}
+
+SK_TEST(webhook_endpoints_pg_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(1);
+}
+
+SK_TEST(webhook_endpoints_mysql_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(2);
+}

@@ -330,6 +330,9 @@ int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx);
  * the error text of rc. Returns 0 or the failure's code. */
 int sk_tx_end(sk_store *st, int rc);
 
+/* The webhook endpoints of activity aid and their cursors deleted (the
+ * activity's delete; store_webhooks.c). */
+int sk_store_webhooks_drop(sk_store *st, uint64_t aid);
 /* SK_ENOTFOUND, "activity <id> not found" / "order <id> not found". */
 int sk_store_no_activity(sk_store *st, uint64_t id);
 int sk_store_no_order(sk_store *st, const char *order_id);

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -197,4 +198,20 @@ int sk_store_webhook_cursor_find(sk_store *st, const char *endpoint, int64_t *ro
     *row = got[0];
     *epoch = got[1];
     return rc < 0 ? rc : 0;
+}
+
+int sk_store_webhooks_drop(sk_store *st, uint64_t aid)
+{
+    struct sk_store_webhook *w;
+    size_t n;
+    int rc = sk_q_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof *w,
+                      (void **)&w, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char key[SK_STORE_WH_KEY_MAX];
+        sk_store_webhook_key(key, aid, w[i].name);
+        rc = sk_q_run(st, Q_WHE_DELETE, SK_ARGS(SK_I(aid), SK_T(w[i].name)), NULL);
+        if (rc == 0) rc = sk_q_run(st, Q_WH_CURSOR_DELETE, SK_ARGS(SK_T(key)), NULL);
+    }
+    free(w);
+    return rc;
 }
