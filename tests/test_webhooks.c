@@ -1210,7 +1210,10 @@ static void endpoints_in_the_store(int kind)
         sk_th_order(&o[i], 5, 5000, i, (uint64_t)i + 1, 1);
     sk_th_persist_ok(st, o, 2); /* events 2..3 (1: opened) */
     int64_t end = last_row(st);
-    CHECK(end >= 3);
+    static struct sk_event evs[16];
+    size_t total = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 16, evs, &total), 0);
+    CHECK_EQ(total, 3);
     struct sk_store_webhook w = {.activity_id = 5};
     snprintf(w.name, sizeof w.name, "erp");
     snprintf(w.url, sizeof w.url, "http://127.0.0.1:9/h");
@@ -1253,19 +1256,19 @@ static void endpoints_in_the_store(int kind)
     /* a rewind to before every event: 3 events again, epoch 1; a move of
      * epoch 0 does nothing, one of epoch 1 moves it */
     CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", 0, 3000, &row, &again), 0);
-    CHECK_EQ(row, 0);
-    CHECK_EQ(again, end);
+    CHECK_EQ(row, evs[0].id - 1);
+    CHECK_EQ(again, (int64_t)total);
     CHECK_EQ(sk_store_webhook_advance(st, "5/erp", end, 0, 3000), 0);
     CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
-    CHECK_EQ(cur, 0);
+    CHECK_EQ(cur, evs[0].id - 1);
     CHECK_EQ(ep, 1);
-    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", 2, 1, 3000), 0);
+    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", evs[1].id, 1, 3000), 0);
     CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
-    CHECK_EQ(cur, 2);
+    CHECK_EQ(cur, evs[1].id);
     /* a time after every event: nothing to replay, nothing changed */
     CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", sk_wall_ms() + 60000, 3000, &row, &again), 0);
     CHECK_EQ(again, 0);
-    CHECK_EQ(row, 2);
+    CHECK_EQ(row, evs[1].id);
     CHECK_EQ(sk_store_webhook_rewind(st, "5/nope", 0, 3000, &row, &again), SK_ENOTFOUND);
     /* removed with its cursor; the others go with their activity */
     CHECK_EQ(sk_store_webhook_remove(st, 5, "erp"), 0);
