@@ -810,8 +810,8 @@ static int rx_verify(struct rx *rx, char (*ids)[96], int n, const char *k1, cons
 
 /* The ids of the events after row base of activity aid whose type starts
  * with prefix ("" every one), from the database. */
-static int events_of(sk_store *st, int64_t base, uint64_t aid, const char *prefix,
-                     char (*ids)[96], int cap)
+static int events_of(sk_store *st, int64_t base, uint64_t aid, const char *prefix, char (*ids)[96],
+                     int cap)
 {
     static struct sk_event ev[512];
     size_t n = 0;
@@ -879,12 +879,13 @@ static void endpoint_mistakes(struct sk_th_http *c, sk_store *st, uint64_t aid, 
         {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":[\"order\"]}", 400,
          "event filter"},
         {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":[]}", 400, "events"},
-        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":\"order.\"}", 400,
-         "events"},
-        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"whsec_c2VjcmV0LXRvby1zaG9ydA==\"}",
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":\"order.\"}", 400, "events"},
+        {"POST", "",
+         "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"whsec_c2VjcmV0LXRvby1zaG9ydA==\"}",
          400, "secret"},
-        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"c2VjcmV0LXRvby1zaG9ydA==\"}",
-         400, "secret"},
+        {"POST", "",
+         "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"c2VjcmV0LXRvby1zaG9ydA==\"}", 400,
+         "secret"},
         {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"colour\":1}", 400, "colour"},
         {"POST", "", "not json", 400, "JSON"},
         {"DELETE", "/nope", NULL, 404, "unknown_webhook"},
@@ -904,8 +905,7 @@ static void endpoint_mistakes(struct sk_th_http *c, sk_store *st, uint64_t aid, 
         int got = sk_th_http_req(c, bad[i].method, path, WH_ADMIN, bad[i].body, &r);
         CHECK_MSG(got == bad[i].status && strstr(r.body, bad[i].says), "%s %s %s: %d %s",
                   bad[i].method, path, bad[i].body ? bad[i].body : "", got, r.body);
-        CHECK_MSG(!strstr(r.body, "c2VjcmV0") && !strstr(r.body, "Zm9vYmFy"), "echoed: %s",
-                  r.body);
+        CHECK_MSG(!strstr(r.body, "c2VjcmV0") && !strstr(r.body, "Zm9vYmFy"), "echoed: %s", r.body);
     }
     /* an unknown activity, no admin token */
     char body[200];
@@ -1175,10 +1175,15 @@ SK_TEST_T(webhook_endpoints_mysql_per_activity_filter_rotate_pause_remove_replay
 SK_TEST(webhook_filter_takes_types_and_prefixes_only)
 {
     char why[300];
-    static const char *const good[] = {"", "*", "order.", "order.paid", "activity.,order.paid",
-                                       " order.paid , activity.sold_out", "reconcile.drift"};
-    static const char *const bad[] = {"order", "ORDER.PAID", "order.paid.", "x.", ",", "order.,",
-                                      "order.paidx", "*x"};
+    static const char *const good[] = {"",
+                                       "*",
+                                       "order.",
+                                       "order.paid",
+                                       "activity.,order.paid",
+                                       " order.paid , activity.sold_out",
+                                       "reconcile.drift"};
+    static const char *const bad[] = {"order", "ORDER.PAID", "order.paid.", "x.",
+                                      ",",     "order.,",    "order.paidx", "*x"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         CHECK_MSG(sk_wh_filter_check(good[i], why, sizeof why) == 0, "%s: %s", good[i], why);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

@@ -26,26 +26,25 @@
 
 static int usage(FILE *f)
 {
-    fprintf(f,
-            "usage: seckill events list [--config FILE] [--db SPEC] [--after ID] [--since T]\n"
-            "                           [--type TYPE] [--limit N]\n"
-            "       seckill events replay --since T --endpoint E [--config FILE] [--db SPEC]\n"
-            "  list: the outbox's events, one JSON object a line, oldest first.\n"
-            "    --after ID   only events whose row id is above ID (paging)\n"
-            "    --since T    only events written at or after T\n"
-            "    --type TYPE  only events of this type (order.paid, activity.sold_out, ...)\n"
-            "    --limit N    at most N events (default all)\n"
-            "  replay: the webhook endpoint E delivers again every event written at or after\n"
-            "    T (receivers drop the ones they had by webhook-id). E is the configured\n"
-            "    endpoint's name (webhook_name) or ACTIVITY/NAME for one the admin API added.\n"
-            "    The worker's dispatcher takes it up within a second.\n"
-            "  T: an RFC 3339 time (2026-12-06T20:00:00Z) or milliseconds since the epoch.\n"
-            "  --config FILE  the config file (default $SECKILL_CONFIG, else\n"
-            "                 /etc/seckill/seckill.conf when it exists); its db and log_level\n"
-            "                 keys are read\n"
-            "  --db SPEC      the store (" SK_STORE_SPECS "; default sqlite:seckill.db)\n"
-            "Flags win over SECKILL_DB, which wins over the config file.\n"
-            "exit: 0 done, 1 failure (the database), 2 bad usage (nothing was changed)\n");
+    fprintf(f, "usage: seckill events list [--config FILE] [--db SPEC] [--after ID] [--since T]\n"
+               "                           [--type TYPE] [--limit N]\n"
+               "       seckill events replay --since T --endpoint E [--config FILE] [--db SPEC]\n"
+               "  list: the outbox's events, one JSON object a line, oldest first.\n"
+               "    --after ID   only events whose row id is above ID (paging)\n"
+               "    --since T    only events written at or after T\n"
+               "    --type TYPE  only events of this type (order.paid, activity.sold_out, ...)\n"
+               "    --limit N    at most N events (default all)\n"
+               "  replay: the webhook endpoint E delivers again every event written at or after\n"
+               "    T (receivers drop the ones they had by webhook-id). E is the configured\n"
+               "    endpoint's name (webhook_name) or ACTIVITY/NAME for one the admin API added.\n"
+               "    The worker's dispatcher takes it up within a second.\n"
+               "  T: an RFC 3339 time (2026-12-06T20:00:00Z) or milliseconds since the epoch.\n"
+               "  --config FILE  the config file (default $SECKILL_CONFIG, else\n"
+               "                 /etc/seckill/seckill.conf when it exists); its db and log_level\n"
+               "                 keys are read\n"
+               "  --db SPEC      the store (" SK_STORE_SPECS "; default sqlite:seckill.db)\n"
+               "Flags win over SECKILL_DB, which wins over the config file.\n"
+               "exit: 0 done, 1 failure (the database), 2 bad usage (nothing was changed)\n");
     return f == stdout ? SK_EXIT_OK : SK_EXIT_USAGE;
 }
 
@@ -212,8 +211,7 @@ int sk_cli_events(int argc, char **argv)
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(stdout);
     int is_list = !strcmp(argv[1], "list");
     if (!is_list && strcmp(argv[1], "replay"))
-        return sk_cli_usage_error("events: unknown sub-command \"%.40s\" (list, replay)",
-                                  argv[1]);
+        return sk_cli_usage_error("events: unknown sub-command \"%.40s\" (list, replay)", argv[1]);
     struct sk_settings *s =
         sk_settings_new(is_list ? "events list" : "events replay", SK_USE_RECONCILE, flags,
                         sizeof flags / sizeof flags[0], is_list ? LIST_FLAGS : REPLAY_FLAGS);

@@ -26,7 +26,7 @@ struct wh_op {
     enum sk_route route;
     uint64_t aid;
     char name[SK_BODY_WH_NAME_MAX];
-    struct sk_body_webhook body;       /* add */
+    struct sk_body_webhook body;         /* add */
     char secret[SK_STORE_WH_SECRET_MAX]; /* add, rotate: the one set */
     int64_t keep_s, since_ms, now_ms;
     struct sk_store_webhook row, *rows; /* add; list */
@@ -49,7 +49,9 @@ static int wh_run(sk_store *st, void *ctx)
     int rc = sk_store_activity_get(st, o->aid, &a);
     if (rc == SK_ENOTFOUND) o->no_activity = 1;
     if (rc == 0) switch (o->route) {
-        case SK_ROUTE_admin_webhooks: rc = sk_store_webhook_list(st, o->aid, &o->rows, &o->n); break;
+        case SK_ROUTE_admin_webhooks:
+            rc = sk_store_webhook_list(st, o->aid, &o->rows, &o->n);
+            break;
         case SK_ROUTE_admin_webhook_add:
             o->row.activity_id = o->aid;
             snprintf(o->row.name, sizeof o->row.name, "%s", o->body.name);
@@ -58,7 +60,9 @@ static int wh_run(sk_store *st, void *ctx)
             snprintf(o->row.secret, sizeof o->row.secret, "%s", o->secret);
             rc = sk_store_webhook_add(st, &o->row, o->now_ms);
             break;
-        case SK_ROUTE_admin_webhook_remove: rc = sk_store_webhook_remove(st, o->aid, o->name); break;
+        case SK_ROUTE_admin_webhook_remove:
+            rc = sk_store_webhook_remove(st, o->aid, o->name);
+            break;
         case SK_ROUTE_admin_webhook_rotate:
             rc = sk_store_webhook_rotate(st, o->aid, o->name, o->secret,
                                          o->now_ms + o->keep_s * 1000, o->now_ms);
@@ -105,9 +109,9 @@ static json_t *item(const struct sk_store_webhook *w, int64_t now)
     char created[SK_TIME_RFC3339_MAX], until[SK_TIME_RFC3339_MAX], key[SK_STORE_WH_KEY_MAX];
     sk_time_format_rfc3339(w->created_ms, created, sizeof created);
     sk_store_webhook_key(key, w->activity_id, w->name);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s}", "name", w->name, "endpoint", key,
-                          "url", w->url, "events", events_json(w->events), "paused", w->paused,
-                          "created", created);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:o, s:b, s:s}", "name", w->name, "endpoint", key, "url", w->url,
+                  "events", events_json(w->events), "paused", w->paused, "created", created);
     if (o && w->secret_prev[0] && w->prev_until_ms > now) {
         sk_time_format_rfc3339(w->prev_until_ms, until, sizeof until);
         json_object_set_new(o, "previous_secret_until", json_string(until));
@@ -146,10 +150,9 @@ static void wh_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
         json_t *a = json_array();
         for (size_t i = 0; a && i < o->n; i++)
             json_array_append_new(a, item(&o->rows[i], o->now_ms));
-        sk_http_reply_json(app, req, r, 200,
-                           a ? json_pack("{s:I, s:o}", "activity_id", (json_int_t)o->aid,
-                                         "webhooks", a)
-                             : NULL);
+        sk_http_reply_json(
+            app, req, r, 200,
+            a ? json_pack("{s:I, s:o}", "activity_id", (json_int_t)o->aid, "webhooks", a) : NULL);
     } else if (r == SK_ROUTE_admin_webhook_add) {
         json_t *j = item(&o->row, o->now_ms);
         if (j) json_object_set_new(j, "secret", json_string(o->secret)); /* once, here */

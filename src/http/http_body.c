@@ -534,9 +534,9 @@ static int get_secret(json_t *root, char *dst, size_t dcap, char *err, size_t ca
     if (!json_is_string(j) || json_string_length(j) >= dcap ||
         sk_wh_key_parse(json_string_value(j), &k, why, sizeof why) < 0)
         return sk_einval(err, cap, "secret: %s",
-                         !json_is_string(j)               ? "must be a string"
+                         !json_is_string(j)              ? "must be a string"
                          : json_string_length(j) >= dcap ? "too long"
-                                                          : why);
+                                                         : why);
     memcpy(dst, json_string_value(j), json_string_length(j) + 1);
     return 1;
 }
@@ -579,8 +579,7 @@ int sk_body_webhook_add(const char *buf, size_t len, struct sk_body_webhook *out
         rc = sk_einval(err, cap, "events must be an array of event types or prefixes");
     size_t at = 0, i;
     json_t *v;
-    if (ev && rc == 0)
-        json_array_foreach(ev, i, v)
+    if (ev && rc == 0) json_array_foreach(ev, i, v)
         {
             if (rc) break;
             if (!json_is_string(v) || json_string_length(v) == 0 ||
@@ -597,8 +596,7 @@ int sk_body_webhook_add(const char *buf, size_t len, struct sk_body_webhook *out
     char why[300];
     if (rc == 0 && sk_wh_filter_check(out->events, why, sizeof why) < 0)
         rc = sk_einval(err, cap, "%s", why);
-    if (rc == 0 && get_secret(root, out->secret, sizeof out->secret, err, cap) < 0)
-        rc = SK_EINVAL;
+    if (rc == 0 && get_secret(root, out->secret, sizeof out->secret, err, cap) < 0) rc = SK_EINVAL;
     json_decref(root);
     if (rc < 0) memset(out, 0, sizeof *out);
     return rc < 0 ? rc : 0;

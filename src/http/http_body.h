@@ -105,8 +105,8 @@ int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char 
 int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, size_t cap);
 
 /* The webhook endpoints of an activity (admin, docs/integration.md). */
-#define SK_BODY_WH_NAME_MAX 33            /* a name: 1..32 of [A-Za-z0-9_.-] */
-#define SK_BODY_WH_KEEP_DEFAULT 86400     /* a rotated secret signs a day more */
+#define SK_BODY_WH_NAME_MAX 33        /* a name: 1..32 of [A-Za-z0-9_.-] */
+#define SK_BODY_WH_KEEP_DEFAULT 86400 /* a rotated secret signs a day more */
 #define SK_BODY_WH_KEEP_MAX (7 * 86400)
 /* 1 when the len bytes at name are an endpoint's name. */
 int sk_body_wh_name_ok(const char *name, size_t len);

@@ -140,11 +140,12 @@ static json_t *webhooks(struct sk_node_worker *w, int64_t now)
         if (!h->name[0]) continue; /* left by a removed endpoint */
         int64_t oldest = atomic_load(&h->oldest_ms);
         json_array_append_new(
-            a, json_pack("{s:s, s:o, s:o, s:o, s:b, s:b, s:f}", "endpoint", h->name, "delivered",
-                         u64(atomic_load(&h->delivered)), "failed", u64(atomic_load(&h->failed)),
-                         "dead", u64(atomic_load(&h->dead)), "retrying",
-                         atomic_load(&h->retrying) != 0, "paused", atomic_load(&h->paused) != 0,
-                         "lag_s", oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0 : 0.0));
+            a,
+            json_pack("{s:s, s:o, s:o, s:o, s:b, s:b, s:f}", "endpoint", h->name, "delivered",
+                      u64(atomic_load(&h->delivered)), "failed", u64(atomic_load(&h->failed)),
+                      "dead", u64(atomic_load(&h->dead)), "retrying",
+                      atomic_load(&h->retrying) != 0, "paused", atomic_load(&h->paused) != 0,
+                      "lag_s", oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0 : 0.0));
     }
     return a;
 }

@@ -102,10 +102,11 @@ int sk_wh_filter_wants(const char *filter, const char *type)
 }
 
 /* The types the outbox writes (store.h). */
-static const char *const types[] = {
-    "order.created",     "order.paid",      "order.cancelled",  "order.released",
-    "order.payment_refused", "activity.opened", "activity.closed", "activity.sold_out",
-    "reconcile.drift",   NULL};
+static const char *const types[] = {"order.created",         "order.paid",
+                                    "order.cancelled",       "order.released",
+                                    "order.payment_refused", "activity.opened",
+                                    "activity.closed",       "activity.sold_out",
+                                    "reconcile.drift",       NULL};
 
 int sk_wh_filter_check(const char *filter, char *why, size_t cap)
 {
@@ -315,8 +316,7 @@ static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *
                    " attempts (last HTTP status %ld)",
                    ep->cfg.name, e->subject, e->seq, attempt, status);
             set_stats(ep, 0, 0, 1, 0, 0);
-            return sk_store_webhook_dead(st, ep->cfg.name, e->id, epoch, now, attempt,
-                                         (int)status);
+            return sk_store_webhook_dead(st, ep->cfg.name, e->id, epoch, now, attempt, (int)status);
         }
         /* exponential, full jitter in [d/2, d]; Retry-After when longer */
         int64_t d = o->backoff_min_ms;
@@ -373,9 +373,9 @@ static void *run(void *arg)
         size_t n = 0;
         /* an endpoint of the admin API has its cursor from its add; none:
          * it was removed (the watcher stops this thread) */
-        int rc = ep->db_id ? sk_store_webhook_cursor_find(st, ep->cfg.name, &cursor, &epoch)
-                           : sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor,
-                                                     &epoch);
+        int rc = ep->db_id
+                     ? sk_store_webhook_cursor_find(st, ep->cfg.name, &cursor, &epoch)
+                     : sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor, &epoch);
         if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
         if (rc) {
             nap(ep, w->o.idle_ms);
@@ -394,7 +394,8 @@ static void *run(void *arg)
             set_stats(ep, 0, 0, 0, 0, now - e->created_ms);
             rc = deliver(ep, st, h, e, epoch);
         }
-        if (rc == 0 && skipped) rc = sk_store_webhook_advance(st, ep->cfg.name, skipped, epoch, now);
+        if (rc == 0 && skipped)
+            rc = sk_store_webhook_advance(st, ep->cfg.name, skipped, epoch, now);
         if (rc == 1) break;
         if (i == n || rc) set_stats(ep, 0, 0, 0, 0, 0);
         if (n < PAGE || i < n || rc) nap(ep, w->o.idle_ms);

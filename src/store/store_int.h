@@ -171,8 +171,7 @@ typedef struct sk_stmt sk_stmt;
 typedef void sk_store_reader(sk_store *st, sk_stmt *s, void *dst);
 sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
     sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_registration,
-    sk_store_read_event, sk_store_read_webhook,
-    sk_store_read_i64_pair,                      /* into int64_t[2] */
+    sk_store_read_event, sk_store_read_webhook, sk_store_read_i64_pair, /* into int64_t[2] */
     sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
 
 /* Columns the readers read, in their order. */

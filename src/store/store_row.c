@@ -1,8 +1,8 @@
 /* store_row.c - rows into the store's structs and back (store_int.h):
  * which column holds which field is said here once, in the order of
  * SK_STORE_ACTIVITY_COLUMNS, SK_STORE_ORDER_COLUMNS, SK_STORE_AUDIT_COLUMNS,
- * SK_STORE_MARK_COLUMNS, SK_STORE_EVENT_COLUMNS and SK_STORE_WEBHOOK_COLUMNS; a driver only says how it reads one number
- * and one text of a row. */
+ * SK_STORE_MARK_COLUMNS, SK_STORE_EVENT_COLUMNS and SK_STORE_WEBHOOK_COLUMNS; a driver only says
+ * how it reads one number and one text of a row. */
 #include "store/store_int.h"
 
 #include <stdio.h>

@@ -27,7 +27,8 @@ static int add_tx(sk_store *st, void *ctx)
 {
     struct sk_store_webhook *w = ctx;
     struct sk_activity a;
-    int rc = sk_q_one(st, Q_ACTIVITY_GET, SK_ARGS(SK_I(w->activity_id)), sk_store_read_activity, &a);
+    int rc =
+        sk_q_one(st, Q_ACTIVITY_GET, SK_ARGS(SK_I(w->activity_id)), sk_store_read_activity, &a);
     if (rc == 0) return sk_store_no_activity(st, w->activity_id);
     if (rc < 0) return rc;
     int64_t n = 0;
@@ -78,8 +79,8 @@ int sk_store_webhook_list(sk_store *st, uint64_t aid, struct sk_store_webhook **
     if (aid)
         return sk_q_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof **out,
                         (void **)out, n);
-    return sk_q_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out,
-                    (void **)out, n);
+    return sk_q_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out, (void **)out,
+                    n);
 }
 
 int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name, struct sk_store_webhook *out)
@@ -104,14 +105,15 @@ static int change_tx(sk_store *st, void *ctx)
 {
     struct change *c = ctx;
     struct sk_store_webhook w;
-    int rc = sk_q_one(st, Q_WHE_GET, SK_ARGS(SK_I(c->aid), SK_T(c->name)), sk_store_read_webhook, &w);
+    int rc =
+        sk_q_one(st, Q_WHE_GET, SK_ARGS(SK_I(c->aid), SK_T(c->name)), sk_store_read_webhook, &w);
     if (rc == 0) return no_endpoint(st, c->aid, c->name);
     if (rc < 0) return rc;
     if (c->op == 1)
-        return sk_q_run(st, Q_WHE_ROTATE,
-                        SK_ARGS(SK_T(c->secret), SK_I(c->a), SK_I(c->now_ms), SK_I(c->aid),
-                                SK_T(c->name)),
-                        NULL);
+        return sk_q_run(
+            st, Q_WHE_ROTATE,
+            SK_ARGS(SK_T(c->secret), SK_I(c->a), SK_I(c->now_ms), SK_I(c->aid), SK_T(c->name)),
+            NULL);
     if (c->op == 2)
         return sk_q_run(st, Q_WHE_PAUSE,
                         SK_ARGS(SK_I(c->a), SK_I(c->now_ms), SK_I(c->aid), SK_T(c->name)), NULL);
