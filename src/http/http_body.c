@@ -21,7 +21,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "orders/webhooks.h"
+#include "orders/webhook_filter.h"
+#include "orders/webhook_sign.h"
 
 /* Deepest [ / { nesting outside strings. Malformed input may confuse the
  * count, but then jansson refuses it anyway; for valid JSON it is exact. */

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "core/node_stats.h"
+#include "orders/webhook_filter.h"
 #include "orders/webhook_sign.h"
 
 #define SK_WH_MAX_ENDPOINTS 16
@@ -85,14 +86,6 @@ static inline int sk_wh_name_ok(const char *name)
 /* Checks an endpoint (name, url, secrets, filter): 0, or SK_EINVAL with
  * why (never a secret). */
 int sk_wh_endpoint_check(const struct sk_wh_endpoint *e, char *why, size_t cap);
-
-/* Checks an event filter of the admin API, stricter than the config
- * key's: each comma-separated entry is "*", a type the outbox writes
- * (order.paid, ...) or the prefix of some ("order."). 0, or SK_EINVAL
- * naming the entry. */
-int sk_wh_filter_check(const char *filter, char *why, size_t cap);
-/* 1 when an event of type passes filter ("" passes all). */
-int sk_wh_filter_wants(const char *filter, const char *type);
 
 /* Starts one thread per endpoint over the store db_spec. *out owned by
  * the caller (sk_webhooks_stop). 0, SK_EINVAL (an endpoint, err says

@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "fuzz.h"
 #include "http/http_body.h"
+#include "orders/webhook_filter.h"
 #include "orders/webhook_sign.h"
-#include "orders/webhooks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
