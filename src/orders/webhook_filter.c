@@ -35,6 +35,13 @@ static const char *const types[] = {"order.created",         "order.paid",
 
 int sk_wh_filter_check(const char *filter, char *why, size_t cap)
 {
+    size_t len = strlen(filter);
+    while (len && filter[len - 1] == ' ')
+        len--;
+    if (len && filter[len - 1] == ',') { /* an empty last entry */
+        snprintf(why, cap, "event filter: an empty entry (a comma too many)");
+        return SK_EINVAL;
+    }
     const char *p = filter;
     while (*p) {
         size_t n = strcspn(p, ",");
