@@ -21,6 +21,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "engine/activity.h"
 #include "orders/webhook_sign.h"
 #include "orders/webhooks.h"
 #include "store/store.h"
@@ -550,7 +551,7 @@ static void deliver_through_faults(int kind)
 
     /* the cursor is durable: a restart resumes after the last event */
     int64_t cur = -1;
-    CHECK_EQ(sk_store_webhook_cursor(st, "erp", sk_wall_ms(), &cur), 0);
+    CHECK_EQ(sk_store_webhook_cursor(st, "erp", sk_wall_ms(), &cur, NULL), 0);
     CHECK_EQ(cur, ev[n - 1].id);
     sk_store_close(st);
     rx_stop(good);
@@ -743,4 +744,561 @@ SK_TEST(webhook_keys_refuse_the_operators_mistakes_without_echoing_secrets)
     CHECK_EQ(sk_th_sh(cmd, out, sizeof out), 0);
     CHECK_MSG(strstr(out, "webhook_url") && strstr(out, "http://127.0.0.1:9/h"), "%s", out);
     CHECK_MSG(strstr(out, "(set)") && !strstr(out, WH_SECRET_A + 8), "%s", out);
+}
+
+/* ---- endpoints per activity: the admin API, the dispatcher, replay ---- */
+
+#define WH_ADMIN "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
+
+/* How many requests rx answered 200 for event id. */
+static int rx_count(struct rx *rx, const char *id)
+{
+    int k = 0;
+    pthread_mutex_lock(&rx->mu);
+    for (int j = 0; j < rx->n; j++)
+        k += rx->req[j].status == 200 && !strcmp(rx->req[j].id, id);
+    pthread_mutex_unlock(&rx->mu);
+    return k;
+}
+
+static int rx_total(struct rx *rx)
+{
+    pthread_mutex_lock(&rx->mu);
+    int n = rx->n;
+    pthread_mutex_unlock(&rx->mu);
+    return n;
+}
+
+/* Waits until each of the n ids came at least times to rx (deadline 30 s). */
+static void rx_wait(struct rx *rx, char (*ids)[96], int n, int times, const char *who)
+{
+    int64_t deadline = sk_mono_ms() + 30000;
+    for (;;) {
+        int missing = -1;
+        for (int i = 0; i < n && missing < 0; i++)
+            if (rx_count(rx, ids[i]) < times) missing = i;
+        if (missing < 0) return;
+        CHECK_MSG(sk_mono_ms() < deadline, "%s: %s came fewer than %d times", who, ids[missing],
+                  times);
+        poll(NULL, 0, 20);
+    }
+}
+
+/* Every request rx holds for one of the n ids, checked by Python's hmac
+ * under both keys (the same key twice: one); returns how many. */
+static int rx_verify(struct rx *rx, char (*ids)[96], int n, const char *k1, const char *k2)
+{
+    char path[500];
+    snprintf(path, sizeof path, "%s/verify-%d.tsv", sk_th_tmpdir(), rx->port);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    int m = 0;
+    pthread_mutex_lock(&rx->mu);
+    for (int j = 0; j < rx->n; j++)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(rx->req[j].id, ids[i])) {
+                fprintf(f, "%s\t%s\t%s\t%s\n", rx->req[j].id, rx->req[j].ts, rx->req[j].sig,
+                        rx->req[j].body);
+                m++;
+                break;
+            }
+    pthread_mutex_unlock(&rx->mu);
+    fclose(f);
+    CHECK_EQ(verified_by_python(path, k1, k2), m);
+    return m;
+}
+
+/* The ids of the events after row base of activity aid whose type starts
+ * with prefix ("" every one), from the database. */
+static int events_of(sk_store *st, int64_t base, uint64_t aid, const char *prefix, char (*ids)[96],
+                     int cap)
+{
+    static struct sk_event ev[512];
+    size_t n = 0;
+    CHECK_EQ(sk_store_events_list(st, base, 512, ev, &n), 0);
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].activity_id == aid && !strncmp(ev[i].type, prefix, strlen(prefix)) && k < cap)
+            snprintf(ids[k++], sizeof ids[0], "%s:%" PRId64, ev[i].subject, ev[i].seq);
+    return k;
+}
+
+static int64_t last_row(sk_store *st)
+{
+    static struct sk_event ev[512];
+    size_t n = 0;
+    int64_t after = 0;
+    do {
+        CHECK_EQ(sk_store_events_list(st, after, 512, ev, &n), 0);
+        if (n) after = ev[n - 1].id;
+    } while (n == 512);
+    return after;
+}
+
+/* Polls /metrics until it holds line (want 1) or no longer does (want 0). */
+static void metrics_wait(int port, const char *line, int want)
+{
+    static char met[1 << 20];
+    int64_t deadline = sk_mono_ms() + 15000;
+    for (;;) {
+        CHECK_EQ(sk_th_http_get_big(port, "/metrics", met, sizeof met), 200);
+        if ((strstr(met, line) != NULL) == want) return;
+        const char *wh = strstr(met, "seckill_webhook");
+        CHECK_MSG(sk_mono_ms() < deadline, "/metrics %s %s:\n%.3000s", want ? "lacks" : "keeps",
+                  line, wh ? wh : met);
+        poll(NULL, 0, 50);
+    }
+}
+
+/* One order of aid for uid, persisted (created), its id into oid. */
+static void buy(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, size_t cap)
+{
+    struct sk_th_resp r;
+    CHECK_EQ(sk_th_buy_one(c, aid, uid, oid, cap), 200);
+    sk_th_order_wait(c, oid, uid, "created", 15000, &r);
+}
+
+/* The operator's mistakes: each a 4xx naming what is wrong, never
+ * echoing a secret, and nothing changed (the store's list is the same). */
+static void endpoint_mistakes(struct sk_th_http *c, sk_store *st, uint64_t aid, int rxport)
+{
+    static const struct {
+        const char *method, *path, *body;
+        int status;
+        const char *says;
+    } bad[] = {
+        {"POST", "", "{\"name\":\"x\",\"url\":\"ftp://h/\"}", 400, "url"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://\"}", 400, "url"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h /\"}", 400, "url"},
+        {"POST", "", "{\"name\":\"x\"}", 400, "missing field url"},
+        {"POST", "", "{\"name\":\"a b\",\"url\":\"http://h/\"}", 400, "name"},
+        {"POST", "", "{\"name\":\"abcdefghijabcdefghijabcdefghijabc\",\"url\":\"http://h/\"}", 400,
+         "name"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":[\"ORDER.PAID\"]}", 400,
+         "ORDER.PAID"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":[\"order\"]}", 400,
+         "event filter"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":[]}", 400, "events"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"events\":\"order.\"}", 400, "events"},
+        {"POST", "",
+         "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"whsec_c2VjcmV0LXRvby1zaG9ydA==\"}",
+         400, "secret"},
+        {"POST", "",
+         "{\"name\":\"x\",\"url\":\"http://h/\",\"secret\":\"c2VjcmV0LXRvby1zaG9ydA==\"}", 400,
+         "secret"},
+        {"POST", "", "{\"name\":\"x\",\"url\":\"http://h/\",\"colour\":1}", 400, "colour"},
+        {"POST", "", "not json", 400, "JSON"},
+        {"DELETE", "/nope", NULL, 404, "unknown_webhook"},
+        {"DELETE", "/a%20b", NULL, 400, "name"},
+        {"POST", "/nope/pause", NULL, 404, "unknown_webhook"},
+        {"POST", "/nope/rotate", "{\"secret\":\"whsec_Zm9vYmFyZm9vYmFy!!\"}", 400, "secret"},
+        {"POST", "/nope/replay", "{\"since\":\"yesterday\"}", 400, "since"},
+        {"POST", "/nope/replay", "{}", 400, "since"},
+    };
+    struct sk_store_webhook *before, *after;
+    size_t nb, na;
+    CHECK_EQ(sk_store_webhook_list(st, 0, &before, &nb), 0);
+    char path[200];
+    struct sk_th_resp r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks%s", aid, bad[i].path);
+        int got = sk_th_http_req(c, bad[i].method, path, WH_ADMIN, bad[i].body, &r);
+        CHECK_MSG(got == bad[i].status && strstr(r.body, bad[i].says), "%s %s %s: %d %s",
+                  bad[i].method, path, bad[i].body ? bad[i].body : "", got, r.body);
+        CHECK_MSG(!strstr(r.body, "c2VjcmV0") && !strstr(r.body, "Zm9vYmFy"), "echoed: %s", r.body);
+    }
+    /* an unknown activity, no admin token */
+    char body[200];
+    snprintf(body, sizeof body, "{\"name\":\"x\",\"url\":\"http://127.0.0.1:%d/\"}", rxport);
+    CHECK_EQ(sk_th_http_req(c, "POST", "/api/v1/activities/999999999/webhooks", WH_ADMIN, body, &r),
+             404);
+    CHECK(strstr(r.body, "unknown_activity") != NULL);
+    CHECK_EQ(sk_th_http_req(c, "GET", "/api/v1/activities/999999999/webhooks", WH_ADMIN, NULL, &r),
+             404);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", aid);
+    CHECK_EQ(sk_th_http_req(c, "POST", path, NULL, body, &r), 401);
+    CHECK_EQ(sk_store_webhook_list(st, 0, &after, &na), 0);
+    CHECK_EQ(na, nb);
+    for (size_t i = 0; i < na; i++)
+        CHECK(!memcmp(&before[i], &after[i], sizeof before[i]));
+    free(before);
+    free(after);
+}
+
+/* Adds endpoint name to aid: its secret (given or drawn) into secret. */
+static void endpoint_add(struct sk_th_http *c, uint64_t aid, const char *name, int port,
+                         const char *events, const char *given, char *secret, size_t cap)
+{
+    char path[200], body[600];
+    struct sk_th_resp r;
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", aid);
+    snprintf(body, sizeof body, "{\"name\":\"%s\",\"url\":\"http://127.0.0.1:%d/hook\"%s%s%s%s%s}",
+             name, port, events ? ",\"events\":" : "", events ? events : "",
+             given ? ",\"secret\":\"" : "", given ? given : "", given ? "\"" : "");
+    int st = sk_th_http_req(c, "POST", path, WH_ADMIN, body, &r);
+    CHECK_MSG(st == 201, "add %s: %d %s", name, st, r.body);
+    sk_th_resp_field(&r, "secret", secret, cap);
+    if (given) CHECK_STR(secret, given);
+    CHECK_MSG(!strncmp(secret, "whsec_", 6), "%s", r.body);
+    char key[96];
+    sk_th_resp_field(&r, "endpoint", key, sizeof key);
+    char want[96];
+    snprintf(want, sizeof want, "%" PRIu64 "/%s", aid, name);
+    CHECK_STR(key, want);
+}
+
+/* Endpoints added by the admin API, on a real `seckill serve` over the
+ * store of kind (0 SQLite, 1 PostgreSQL, 2 MariaDB), each with its own
+ * receiver: each gets only its activity's events that pass its filter,
+ * signed (Python's hmac) with its secret, both secrets during a rotation;
+ * a paused one gets nothing, then everything it missed on resume; a
+ * removed one stops; a replay by the API and by `seckill events replay`
+ * delivers again; the operator's mistakes are 4xx or exit 2 and change
+ * nothing. */
+static void endpoints_per_activity(int kind)
+{
+    char spec[420];
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, sizeof spec);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, sizeof spec);
+    else
+        snprintf(spec, sizeof spec, "sqlite:%s/ep.db", sk_th_tmpdir());
+    const char *extra[] = {"--db", spec, "--webhook-settle-ms", kind ? "200" : "0", NULL};
+    struct sk_th_serve sv;
+    sk_th_serve_start(&sv, sk_th_redis_url(), extra);
+    struct sk_th_http c;
+    sk_th_http_open(&c, sv.port);
+    struct sk_th_resp r;
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r) != 200) {
+        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
+        poll(NULL, 0, 10);
+    }
+    uint64_t a1 = sk_th_http_activity(&c, "hooks-1", 8, 600);
+    uint64_t a2 = sk_th_http_activity(&c, "hooks-2", 8, 600);
+    sk_store *st = sk_th_store_open(spec);
+    struct rx *ra = rx_start(2, 1), *rb = rx_start(2, 2), *rc = rx_start(2, 3);
+    endpoint_mistakes(&c, st, a1, ra->port);
+
+    /* a: a1's payments and sale events, its secret given; b: every event of
+     * a2, its secret drawn; c: a1's order events, paused before the sale */
+    char sa[128], sb[128], sc[128], sa2[128];
+    endpoint_add(&c, a1, "a", ra->port, "[\"order.paid\",\"activity.\"]", WH_SECRET_A, sa,
+                 sizeof sa);
+    endpoint_add(&c, a2, "b", rb->port, NULL, NULL, sb, sizeof sb);
+    endpoint_add(&c, a1, "c", rc->port, "[\"order.\"]", NULL, sc, sizeof sc);
+    CHECK(strcmp(sb, sc) != 0);
+    char path[200], body[300], line[200];
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", a1);
+    snprintf(body, sizeof body, "{\"name\":\"a\",\"url\":\"http://127.0.0.1:%d/x\"}", ra->port);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, body, &r), 409); /* the name is taken */
+    CHECK_EQ(sk_th_http_req(&c, "GET", path, WH_ADMIN, NULL, &r), 200);
+    CHECK_MSG(strstr(r.body, "\"name\":\"a\"") && strstr(r.body, "\"name\":\"c\"") &&
+                  !strstr(r.body, "\"name\":\"b\"") && !strstr(r.body, "secret\"") &&
+                  !strstr(r.body, sa + 6) && !strstr(r.body, sc + 6),
+              "%s", r.body);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/c/pause", a1);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, NULL, &r), 200);
+    snprintf(line, sizeof line, "seckill_webhook_paused{endpoint=\"%" PRIu64 "/c\"} 1\n", a1);
+    metrics_wait(sv.port, line, 1);
+    int64_t base = last_row(st), t0 = sk_wall_ms();
+
+    /* the sale: 3 orders of a1 (2 paid), 2 of a2 (1 paid) */
+    char o1[3][64], o2[2][64];
+    for (int i = 0; i < 3; i++)
+        buy(&c, a1, 100 + (uint64_t)i, o1[i], sizeof o1[i]);
+    for (int i = 0; i < 2; i++)
+        buy(&c, a2, 200 + (uint64_t)i, o2[i], sizeof o2[i]);
+    CHECK_EQ(sk_th_order_op(&c, o1[0], "pay", 100, &r), 200);
+    CHECK_EQ(sk_th_order_op(&c, o1[1], "pay", 101, &r), 200);
+    CHECK_EQ(sk_th_order_op(&c, o2[0], "pay", 200, &r), 200);
+    static char ida[16][96], idb[16][96], idc[16][96];
+    int na = events_of(st, base, a1, "order.paid", ida, 16);
+    int nb = events_of(st, base, a2, "", idb, 16);
+    CHECK_EQ(na, 2);
+    CHECK_EQ(nb, 3);
+    rx_wait(ra, ida, na, 1, "a");
+    rx_wait(rb, idb, nb, 1, "b");
+    CHECK_EQ(rx_total(ra), na); /* nothing of another type or activity */
+    CHECK_EQ(rx_total(rb), nb);
+    CHECK_EQ(rx_total(rc), 0); /* paused */
+    rx_verify(ra, ida, na, sa, sa);
+    rx_verify(rb, idb, nb, sb, sb);
+    /* the dashboard's tile of each: a delivered both, c paused */
+    static char dash[1 << 20];
+    char ka[96], kc[96];
+    snprintf(ka, sizeof ka, "%" PRIu64 "/a", a1);
+    snprintf(kc, sizeof kc, "%" PRIu64 "/c", a1);
+    deadline = sk_mono_ms() + 10000;
+    for (int ok = 0; !ok;) {
+        CHECK_EQ(sk_th_http_get_big(sv.port, "/dashboard.json", dash, sizeof dash), 200);
+        json_t *d = json_loads(dash, 0, NULL), *hooks = json_object_get(d, "webhooks"), *h;
+        size_t k;
+        int seen_a = 0, seen_c = 0;
+        json_array_foreach(hooks, k, h)
+        {
+            const char *ep = json_string_value(json_object_get(h, "endpoint"));
+            json_int_t dl = json_integer_value(json_object_get(h, "delivered"));
+            if (ep && !strcmp(ep, ka)) seen_a = dl == na;
+            if (ep && !strcmp(ep, kc))
+                seen_c = dl == 0 && json_is_true(json_object_get(h, "paused"));
+        }
+        json_decref(d);
+        ok = seen_a && seen_c;
+        CHECK_MSG(ok || sk_mono_ms() < deadline, "dashboard: a %d c %d: %.2000s", seen_a, seen_c,
+                  dash);
+        if (!ok) poll(NULL, 0, 20);
+    }
+
+    /* resumed: c catches up with every order event of a1 */
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/c/resume", a1);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, NULL, &r), 200);
+    int nc = events_of(st, base, a1, "order.", idc, 16);
+    CHECK_EQ(nc, 5); /* 3 created, 2 paid */
+    rx_wait(rc, idc, nc, 1, "c");
+    CHECK_EQ(rx_total(rc), nc);
+    rx_verify(rc, idc, nc, sc, sc);
+
+    /* a rotation: both secrets sign until keep_previous_s has passed */
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/a/rotate", a1);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, "{\"keep_previous_s\":3600}", &r), 200);
+    sk_th_resp_field(&r, "secret", sa2, sizeof sa2);
+    CHECK(strncmp(sa2, "whsec_", 6) == 0 && strcmp(sa2, sa) != 0);
+    snprintf(line, sizeof line, "seckill_webhook_signing_secrets{endpoint=\"%" PRIu64 "/a\"} 2\n",
+             a1);
+    metrics_wait(sv.port, line, 1);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", a1);
+    CHECK_EQ(sk_th_http_req(&c, "GET", path, WH_ADMIN, NULL, &r), 200);
+    CHECK_MSG(strstr(r.body, "previous_secret_until") && !strstr(r.body, sa2 + 6), "%s", r.body);
+    int64_t before_rot = last_row(st);
+    CHECK_EQ(sk_th_order_op(&c, o1[2], "pay", 102, &r), 200);
+    static char idr[4][96];
+    CHECK_EQ(events_of(st, before_rot, a1, "order.paid", idr, 4), 1);
+    rx_wait(ra, idr, 1, 1, "a rotated");
+    CHECK_EQ(rx_verify(ra, idr, 1, sa2, sa), 1);
+
+    /* replay by the API: a's payments come again */
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/a/replay", a1);
+    char since[SK_TIME_RFC3339_MAX];
+    sk_time_format_rfc3339(t0 - 1000, since, sizeof since);
+    snprintf(body, sizeof body, "{\"since\":\"%s\"}", since);
+    CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, body, &r), 200);
+    char n_ev[32];
+    sk_th_resp_field(&r, "events", n_ev, sizeof n_ev);
+    CHECK_MSG(atoi(n_ev) >= na + 1, "%s", r.body);
+    snprintf(ida[na], sizeof ida[na], "%s", idr[0]);
+    rx_wait(ra, ida, na + 1, 2, "a replayed");
+
+    /* replay by the CLI, through the config loader: b's events come again */
+    char cmd[1200], out[2000], key[96];
+    snprintf(key, sizeof key, "%" PRIu64 "/b", a2);
+    snprintf(cmd, sizeof cmd, "%s events replay --db '%s' --since %" PRId64 " --endpoint %s 2>&1",
+             sk_th_seckill_bin(), spec, t0 - 1000, key);
+    CHECK_MSG(sk_th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "event(s) will be delivered again") != NULL, "%s", out);
+    rx_wait(rb, idb, nb, 2, "b replayed");
+    /* its mistakes: exit 2, the cursor where it was */
+    int64_t end = last_row(st), cur = -1;
+    deadline = sk_mono_ms() + 15000;
+    while (sk_store_webhook_cursor(st, key, sk_wall_ms(), &cur, NULL) == 0 && cur != end) {
+        CHECK_MSG(sk_mono_ms() < deadline, "b's cursor %" PRId64 ", the end %" PRId64, cur, end);
+        poll(NULL, 0, 20);
+    }
+    static const struct {
+        const char *args;
+        int with_key; /* the endpoint b's name goes at the end */
+    } wrong[] = {
+        {"--since soon --endpoint ", 1},
+        {"--since 0 --endpoint 'a b'", 0},
+        {"--since 0 --endpoint 9/nope", 0},
+        {"--since 0", 0},
+        {"--endpoint ", 1},
+        {"--type order.paid --since 0 --endpoint ", 1},
+        {"--bogus 1 --since 0 --endpoint ", 1},
+        {"--since 0 --endpoint", 0},
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s events replay --db '%s' %s%s 2>&1", sk_th_seckill_bin(), spec,
+                 wrong[i].args, wrong[i].with_key ? key : "");
+        int ws = sk_th_sh(cmd, out, sizeof out);
+        CHECK_MSG(WEXITSTATUS(ws) == 2 && strstr(out, "events replay"), "%s: exit %d: %s",
+                  wrong[i].args, WEXITSTATUS(ws), out);
+    }
+    int64_t cur2 = -1;
+    CHECK_EQ(sk_store_webhook_cursor(st, key, sk_wall_ms(), &cur2, NULL), 0);
+    CHECK_EQ(cur2, cur);
+
+    /* removed: c stops; a goes on */
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks/c", a1);
+    CHECK_EQ(sk_th_http_req(&c, "DELETE", path, WH_ADMIN, NULL, &r), 200);
+    CHECK_EQ(sk_th_http_req(&c, "DELETE", path, WH_ADMIN, NULL, &r), 404);
+    snprintf(line, sizeof line, "{endpoint=\"%" PRIu64 "/c\"}", a1);
+    metrics_wait(sv.port, line, 0);
+    int seen_c = rx_total(rc);
+    int64_t before_rm = last_row(st);
+    char o3[64];
+    buy(&c, a1, 103, o3, sizeof o3);
+    CHECK_EQ(sk_th_order_op(&c, o3, "pay", 103, &r), 200);
+    static char idp[4][96];
+    CHECK_EQ(events_of(st, before_rm, a1, "order.paid", idp, 4), 1);
+    rx_wait(ra, idp, 1, 1, "a after the remove");
+    CHECK_EQ(rx_total(rc), seen_c);
+    snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", a1);
+    CHECK_EQ(sk_th_http_req(&c, "GET", path, WH_ADMIN, NULL, &r), 200);
+    CHECK_MSG(strstr(r.body, "\"name\":\"a\"") && !strstr(r.body, "\"name\":\"c\""), "%s", r.body);
+
+    sk_th_http_close(&c);
+    CHECK_EQ(sk_th_serve_stop(&sv, SIGTERM), 0);
+    sk_store_close(st);
+    rx_stop(ra);
+    rx_stop(rb);
+    rx_stop(rc);
+}
+
+SK_TEST_T(webhook_endpoints_sqlite_per_activity_filter_rotate_pause_remove_replay, 180)
+{
+    endpoints_per_activity(0);
+}
+
+SK_TEST_T(webhook_endpoints_pg_per_activity_filter_rotate_pause_remove_replay, 180)
+{
+    endpoints_per_activity(1);
+}
+
+SK_TEST_T(webhook_endpoints_mysql_per_activity_filter_rotate_pause_remove_replay, 180)
+{
+    endpoints_per_activity(2);
+}
+
+/* The event filter of the admin API: types, prefixes, "*"; nothing else. */
+SK_TEST(webhook_filter_takes_types_and_prefixes_only)
+{
+    char why[300];
+    static const char *const good[] = {"",
+                                       "*",
+                                       "order.",
+                                       "order.paid",
+                                       "activity.,order.paid",
+                                       " order.paid , activity.sold_out",
+                                       "reconcile.drift"};
+    static const char *const bad[] = {"order", "ORDER.PAID", "order.paid.", "x.",
+                                      ",",     "order.,",    "order.paidx", "*x"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK_MSG(sk_wh_filter_check(good[i], why, sizeof why) == 0, "%s: %s", good[i], why);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(sk_wh_filter_check(bad[i], why, sizeof why) == SK_EINVAL, "%s accepted", bad[i]);
+    CHECK(sk_wh_filter_wants("order.", "order.paid"));
+    CHECK(!sk_wh_filter_wants("order.paid", "order.paid_x"));
+    CHECK(sk_wh_filter_wants(" order.paid ,activity.", "activity.closed"));
+    CHECK(!sk_wh_filter_wants("activity.", "order.paid"));
+}
+
+/* The store's side on kind's store: an endpoint added with its cursor at
+ * the outbox's end, refused for an unknown activity, a name taken or a
+ * ninth; rotated (the old secret kept), paused; a rewind sets the cursor
+ * back and bumps its epoch, so a move within the old epoch (a delivery
+ * that was in flight) does nothing; removed with its cursor, and dropped
+ * with its activity. */
+static void endpoints_in_the_store(int kind)
+{
+    char spec[420];
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, sizeof spec);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, sizeof spec);
+    else
+        snprintf(spec, sizeof spec, "sqlite:%s/eps.db", sk_th_tmpdir());
+    sk_store *st = open_sale(spec, 5, 4, 600);
+    struct sk_order o[2];
+    for (int i = 0; i < 2; i++)
+        sk_th_order(&o[i], 5, 5000, i, (uint64_t)i + 1, 1);
+    sk_th_persist_ok(st, o, 2); /* events 2..3 (1: opened) */
+    int64_t end = last_row(st);
+    static struct sk_event evs[16];
+    size_t total = 0;
+    CHECK_EQ(sk_store_events_list(st, 0, 16, evs, &total), 0);
+    CHECK_EQ(total, 3);
+    struct sk_store_webhook w = {.activity_id = 5};
+    snprintf(w.name, sizeof w.name, "erp");
+    snprintf(w.url, sizeof w.url, "http://127.0.0.1:9/h");
+    snprintf(w.events, sizeof w.events, "order.");
+    snprintf(w.secret, sizeof w.secret, "%s", WH_SECRET_A);
+    CHECK_EQ(sk_store_webhook_add(st, &w, 1000), 0);
+    CHECK(w.id > 0);
+    CHECK_EQ(sk_store_webhook_add(st, &w, 1000), SK_EEXIST);
+    struct sk_store_webhook x = w;
+    x.activity_id = 6;
+    CHECK_EQ(sk_store_webhook_add(st, &x, 1000), SK_ENOTFOUND);
+    for (int i = 1; i < SK_STORE_WH_PER_ACTIVITY; i++) {
+        x = w;
+        snprintf(x.name, sizeof x.name, "n%d", i);
+        CHECK_EQ(sk_store_webhook_add(st, &x, 1000), 0);
+    }
+    snprintf(x.name, sizeof x.name, "ninth");
+    CHECK_EQ(sk_store_webhook_add(st, &x, 1000), SK_ESTATE);
+    struct sk_store_webhook *all;
+    size_t n;
+    CHECK_EQ(sk_store_webhook_list(st, 5, &all, &n), 0);
+    CHECK_EQ(n, SK_STORE_WH_PER_ACTIVITY);
+    CHECK_STR(all[0].name, "erp");
+    CHECK_STR(all[0].events, "order.");
+    free(all);
+    /* its cursor: at the end when added */
+    int64_t cur = -1, ep = -1, row, again;
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, end);
+    CHECK_EQ(ep, 0);
+    /* rotate, pause */
+    CHECK_EQ(sk_store_webhook_rotate(st, 5, "erp", EX_SECRET, 99000, 2000), 0);
+    CHECK_EQ(sk_store_webhook_pause(st, 5, "erp", 1, 2000), 0);
+    CHECK_EQ(sk_store_webhook_pause(st, 5, "nope", 1, 2000), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_get(st, 5, "erp", &x), 0);
+    CHECK_STR(x.secret, EX_SECRET);
+    CHECK_STR(x.secret_prev, WH_SECRET_A);
+    CHECK_EQ(x.prev_until_ms, 99000);
+    CHECK_EQ(x.paused, 1);
+    /* a rewind to before every event: 3 events again, epoch 1; a move of
+     * epoch 0 does nothing, one of epoch 1 moves it */
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", 0, 3000, &row, &again), 0);
+    CHECK_EQ(row, evs[0].id - 1);
+    CHECK_EQ(again, (int64_t)total);
+    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", end, 0, 3000), 0);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, evs[0].id - 1);
+    CHECK_EQ(ep, 1);
+    CHECK_EQ(sk_store_webhook_advance(st, "5/erp", evs[1].id, 1, 3000), 0);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), 0);
+    CHECK_EQ(cur, evs[1].id);
+    /* a time after every event: nothing to replay, nothing changed */
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/erp", sk_wall_ms() + 60000, 3000, &row, &again), 0);
+    CHECK_EQ(again, 0);
+    CHECK_EQ(row, evs[1].id);
+    CHECK_EQ(sk_store_webhook_rewind(st, "5/nope", 0, 3000, &row, &again), SK_ENOTFOUND);
+    /* removed with its cursor; the others go with their activity */
+    CHECK_EQ(sk_store_webhook_remove(st, 5, "erp"), 0);
+    CHECK_EQ(sk_store_webhook_remove(st, 5, "erp"), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/erp", &cur, &ep), SK_ENOTFOUND);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/n1", &cur, &ep), 0);
+    CHECK_EQ(sk_store_activity_delete(st, 5), 0);
+    CHECK_EQ(sk_store_webhook_list(st, 0, &all, &n), 0);
+    CHECK_EQ(n, 0);
+    free(all);
+    CHECK_EQ(sk_store_webhook_cursor_find(st, "5/n1", &cur, &ep), SK_ENOTFOUND);
+    sk_store_close(st);
+}
+
+SK_TEST(webhook_endpoints_sqlite_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(0);
+}
+
+SK_TEST(webhook_endpoints_pg_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(1);
+}
+
+SK_TEST(webhook_endpoints_mysql_store_add_rotate_pause_rewind_remove)
+{
+    endpoints_in_the_store(2);
 }

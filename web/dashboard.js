@@ -192,6 +192,20 @@ function renderNode(d) {
   }
 }
 
+// A tile per webhook endpoint: delivered, failed attempts, retrying or
+// paused, and the lag of the oldest event it has not acknowledged.
+function renderWebhooks(d) {
+  const box = $('webhooks');
+  box.textContent = '';
+  for (const h of d.webhooks || []) {
+    const state = h.paused ? 'paused' : h.retrying ? 'retrying' : 'ok';
+    tile(box, 'Webhook ' + h.endpoint, fmt(h.delivered),
+         'delivered, ' + fmt(h.failed) + ' failed' + (h.dead ? ', ' + fmt(h.dead) + ' dead' : '') +
+         ', ' + state + ', lag ' + (h.lag_s > 0 ? fmtSecs(h.lag_s) : '0'));
+    box.lastChild.id = 'webhook-' + h.endpoint.replace(/[^A-Za-z0-9_.-]/g, '_');
+  }
+}
+
 function stat(grid, key, id) {
   const s = el('div', 'stat');
   s.append(el('div', 'k', key));
@@ -389,6 +403,7 @@ function renderProcs(d) {
 function render(d) {
   renderHealth(d);
   renderNode(d);
+  renderWebhooks(d);
   renderOrphans(d);
   renderActivities(d);
   renderProcs(d);

@@ -469,14 +469,15 @@ int sk_settings_webhook(const struct sk_config *c, struct sk_wh_endpoint *e, str
 {
     memset(e, 0, sizeof *e);
     memset(o, 0, sizeof *o);
+    /* the database's endpoints (the admin API's) take the bounds too */
+    o->timeout_ms = c->webhook_timeout_ms;
+    o->horizon_ms = c->webhook_horizon_s * 1000;
+    o->settle_ms = c->webhook_settle_ms;
     if (!c->webhook_url[0]) return 0;
     snprintf(e->name, sizeof e->name, "%s", c->webhook_name);
     snprintf(e->url, sizeof e->url, "%s", c->webhook_url);
     snprintf(e->secret[0], sizeof e->secret[0], "%s", c->webhook_secret);
     snprintf(e->secret[1], sizeof e->secret[1], "%s", c->webhook_secret_prev);
     snprintf(e->filter, sizeof e->filter, "%s", c->webhook_events);
-    o->timeout_ms = c->webhook_timeout_ms;
-    o->horizon_ms = c->webhook_horizon_s * 1000;
-    o->settle_ms = c->webhook_settle_ms;
     return 1;
 }

@@ -96,8 +96,9 @@ const char *sk_settings_source(const struct sk_settings *s, int k, char *out, si
  * file is 0 bytes, not an error). */
 int sk_settings_read_file(const char *path, char **out, size_t *len);
 
-/* The node's webhook endpoint of c (its webhook_* keys) into *e and *o:
- * 1, or 0 when c names none (webhook_url ""). */
+/* The node's webhook endpoint of c (its webhook_* keys) into *e, the
+ * dispatcher's bounds into *o (whether or not it names one): 1, or 0 when
+ * c names none (webhook_url ""). */
 int sk_settings_webhook(const struct sk_config *c, struct sk_wh_endpoint *e, struct sk_wh_opts *o);
 
 #endif

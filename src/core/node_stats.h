@@ -117,6 +117,8 @@ struct sk_node_webhook {
     _Atomic uint64_t delivered, failed, dead; /* events; failed: attempts */
     _Atomic int64_t oldest_ms; /* wall time of the oldest undelivered event taken, 0 none */
     _Atomic int retrying;      /* its head event failed at least once */
+    _Atomic int paused;        /* paused by the admin API (a database endpoint) */
+    _Atomic int secrets;       /* secrets signing: 2 during a rotation */
 };
 
 struct sk_node_worker {

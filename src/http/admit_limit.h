@@ -7,8 +7,8 @@
  * Two rules, both needed for a refusal:
  *
  * 0. The queue must be one a refusal shortens. A refusal costs the loop
- *    nearly what an admission costs it (the request's read, parse and
- *    write; the admission adds only its share of a pipelined Redis call),
+ *    42-81 % of what an admission costs it (the request's read, parse and
+ *    write; the admission adds its share of a pipelined Redis call),
  *    so when the loop itself was busy for most of the last interval
  *    (SK_ADMIT_BUSY_PERMILLE: the purchases wait for the loop, in the
  *    kernel's socket buffers and the loop's own queue) refusing would only

@@ -133,6 +133,9 @@ sk_route_handler sk_api_activity, sk_api_admin_create, sk_api_admin_preheat, sk_
     sk_api_admin_stats, sk_api_ops;
 /* api_activities.c: GET /api/v1/activities, DELETE /api/v1/activities/{id} */
 sk_route_handler sk_api_admin_list, sk_api_admin_delete;
+/* api_webhooks.c: an activity's webhook endpoints (list, add, remove,
+ * rotate, pause, resume, replay) */
+sk_route_handler sk_api_webhooks;
 /* ops_view.c: GET /metrics (the node's text), GET / (the dashboard page),
  * GET /dashboard.json (what the page shows). */
 sk_route_handler sk_api_ops_metrics, sk_api_ops_dashboard, sk_api_ops_data;

@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "orders/webhook_filter.h"
+#include "orders/webhook_sign.h"
 
 /* Deepest [ / { nesting outside strings. Malformed input may confuse the
  * count, but then jansson refuses it anyway; for valid JSON it is exact. */
@@ -497,6 +499,142 @@ int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, s
     if (act < 0) return sk_einval(err, cap, "%s", shape);
     *action = act;
     return 0;
+}
+
+/* ---- webhook endpoints (admin) ------------------------------------------ */
+
+int sk_body_wh_name_ok(const char *name, size_t len)
+{
+    if (len < 1 || len >= SK_BODY_WH_NAME_MAX) return 0;
+    for (size_t i = 0; i < len; i++) /* name may be a path's bytes: no terminator */
+        if (!isalnum((unsigned char)name[i]) && (!name[i] || !strchr("_.-", name[i]))) return 0;
+    return 1;
+}
+
+/* The optional string field key into dst (cap bytes, never truncated):
+ * 1 set, 0 absent, or SK_EINVAL. */
+static int get_str(json_t *root, const char *key, char *dst, size_t dcap, char *err, size_t cap)
+{
+    json_t *j = json_object_get(root, key);
+    if (!j) return 0;
+    if (!json_is_string(j)) return sk_einval(err, cap, "%s must be a string", key);
+    size_t n = json_string_length(j);
+    if (n >= dcap) return sk_einval(err, cap, "%s is longer than %zu bytes", key, dcap - 1);
+    memcpy(dst, json_string_value(j), n + 1);
+    return 1;
+}
+
+/* An optional "secret": a whsec_ secret (checked; its refusal never
+ * quotes it). */
+static int get_secret(json_t *root, char *dst, size_t dcap, char *err, size_t cap)
+{
+    json_t *j = json_object_get(root, "secret");
+    if (!j) return 0;
+    struct sk_wh_key k;
+    char why[160];
+    if (!json_is_string(j) || json_string_length(j) >= dcap ||
+        sk_wh_key_parse(json_string_value(j), &k, why, sizeof why) < 0)
+        return sk_einval(err, cap, "secret: %s",
+                         !json_is_string(j)              ? "must be a string"
+                         : json_string_length(j) >= dcap ? "too long"
+                                                         : why);
+    memcpy(dst, json_string_value(j), json_string_length(j) + 1);
+    return 1;
+}
+
+/* An http:// or https:// URL with a host, no spaces nor control bytes. */
+static int url_ok(const char *u)
+{
+    size_t skip = !strncmp(u, "http://", 7) ? 7 : !strncmp(u, "https://", 8) ? 8 : 0;
+    if (!skip || !u[skip] || u[skip] == '/' || u[skip] == ':' || u[skip] == '?') return 0;
+    for (const unsigned char *c = (const unsigned char *)u; *c; c++)
+        if (*c <= 0x20 || *c == 0x7f) return 0;
+    return 1;
+}
+
+int sk_body_webhook_add(const char *buf, size_t len, struct sk_body_webhook *out, char *err,
+                        size_t cap)
+{
+    static const char shape[] = "body must be {\"name\":N,\"url\":U} with optional "
+                                "\"events\":[types or prefixes] and \"secret\":\"whsec_...\"";
+    if (err && cap) err[0] = 0;
+    memset(out, 0, sizeof *out);
+    if (len == 0 || !buf) return sk_einval(err, cap, "%s", shape);
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    static const char *const known[] = {"name", "url", "events", "secret", NULL};
+    rc = only_fields(root, known, "", err, cap);
+    int g = rc ? rc : get_str(root, "name", out->name, sizeof out->name, err, cap);
+    if (g <= 0)
+        rc = g < 0 ? g : sk_einval(err, cap, "missing field name; %s", shape);
+    else if (!sk_body_wh_name_ok(out->name, strlen(out->name)))
+        rc = sk_einval(err, cap, "name: 1 to %d of A-Z a-z 0-9 _ . -", SK_BODY_WH_NAME_MAX - 1);
+    g = rc ? rc : get_str(root, "url", out->url, sizeof out->url, err, cap);
+    if (g <= 0)
+        rc = g < 0 ? g : sk_einval(err, cap, "missing field url; %s", shape);
+    else if (!url_ok(out->url))
+        rc = sk_einval(err, cap, "url: an http:// or https:// URL with a host, without spaces");
+    json_t *ev = rc == 0 ? json_object_get(root, "events") : NULL;
+    if (ev && !json_is_array(ev))
+        rc = sk_einval(err, cap, "events must be an array of event types or prefixes");
+    size_t at = 0, i;
+    json_t *v;
+    if (ev && rc == 0) json_array_foreach(ev, i, v)
+        {
+            if (rc) break;
+            if (!json_is_string(v) || json_string_length(v) == 0 ||
+                strchr(json_string_value(v), ','))
+                rc = sk_einval(err, cap, "events[%zu] must be an event type or prefix", i);
+            else if (at + json_string_length(v) + 2 > sizeof out->events)
+                rc = sk_einval(err, cap, "events: more than %zu bytes", sizeof out->events - 1);
+            else
+                at += (size_t)snprintf(out->events + at, sizeof out->events - at, "%s%s",
+                                       at ? "," : "", json_string_value(v));
+        }
+    if (ev && rc == 0 && json_array_size(ev) == 0)
+        rc = sk_einval(err, cap, "events must name at least one type, or be left out (all)");
+    char why[300];
+    if (rc == 0 && sk_wh_filter_check(out->events, why, sizeof why) < 0)
+        rc = sk_einval(err, cap, "%s", why);
+    if (rc == 0 && get_secret(root, out->secret, sizeof out->secret, err, cap) < 0) rc = SK_EINVAL;
+    json_decref(root);
+    if (rc < 0) memset(out, 0, sizeof *out);
+    return rc < 0 ? rc : 0;
+}
+
+int sk_body_webhook_rotate(const char *buf, size_t len, char *secret, size_t scap, int64_t *keep_s,
+                           char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    secret[0] = 0;
+    *keep_s = SK_BODY_WH_KEEP_DEFAULT;
+    if (len == 0 || !buf) return 0;
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    static const char *const known[] = {"secret", "keep_previous_s", NULL};
+    rc = only_fields(root, known, "", err, cap);
+    if (rc == 0 && get_secret(root, secret, scap, err, cap) < 0) rc = SK_EINVAL;
+    if (rc == 0 && get_int(root, "keep_previous_s", 0, SK_BODY_WH_KEEP_MAX, keep_s, err, cap) < 0)
+        rc = SK_EINVAL;
+    json_decref(root);
+    if (rc < 0) secret[0] = 0;
+    return rc < 0 ? rc : 0;
+}
+
+int sk_body_webhook_replay(const char *buf, size_t len, int64_t *since_ms, char *err, size_t cap)
+{
+    if (err && cap) err[0] = 0;
+    if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"since\":\"RFC 3339 time\"}");
+    json_t *root;
+    int rc = load_object(buf, len, &root, err, cap);
+    if (rc < 0) return rc;
+    static const char *const known[] = {"since", NULL};
+    rc = only_fields(root, known, "", err, cap);
+    if (rc == 0) rc = get_time(root, "since", since_ms, err, cap);
+    json_decref(root);
+    return rc;
 }
 
 int sk_body_options(const char *buf, size_t len, int allow_force, int *force, char *err, size_t cap)

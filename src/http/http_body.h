@@ -104,6 +104,33 @@ int sk_body_queue_pace(const char *buf, size_t len, int64_t *passes_per_s, char 
  * SK_QC_* of engine/activity.h. */
 int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, size_t cap);
 
+/* The webhook endpoints of an activity (admin, docs/integration.md). */
+#define SK_BODY_WH_NAME_MAX 33        /* a name: 1..32 of [A-Za-z0-9_.-] */
+#define SK_BODY_WH_KEEP_DEFAULT 86400 /* a rotated secret signs a day more */
+#define SK_BODY_WH_KEEP_MAX (7 * 86400)
+/* 1 when the len bytes at name are an endpoint's name. */
+int sk_body_wh_name_ok(const char *name, size_t len);
+
+/* POST /api/v1/activities/{id}/webhooks: {"name": N, "url": U} with
+ * optional "events": ["order.paid", "activity.", "*", ...] (each checked
+ * by sk_wh_filter_check; joined with ',' into events; absent: "" = all)
+ * and "secret": "whsec_..." ("" when absent: the server draws one). */
+struct sk_body_webhook {
+    char name[SK_BODY_WH_NAME_MAX];
+    char url[512];
+    char events[256];
+    char secret[100];
+};
+int sk_body_webhook_add(const char *buf, size_t len, struct sk_body_webhook *out, char *err,
+                        size_t cap);
+/* POST .../webhooks/{name}/rotate: empty, or {"secret": "whsec_...",
+ * "keep_previous_s": S} both optional (secret "": draw one; S 0..
+ * SK_BODY_WH_KEEP_MAX, default SK_BODY_WH_KEEP_DEFAULT). */
+int sk_body_webhook_rotate(const char *buf, size_t len, char *secret, size_t scap, int64_t *keep_s,
+                           char *err, size_t cap);
+/* POST .../webhooks/{name}/replay: {"since": "RFC 3339 time"}. */
+int sk_body_webhook_replay(const char *buf, size_t len, int64_t *since_ms, char *err, size_t cap);
+
 /* The body of a route that takes no fields but an optional force
  * (preheat, DELETE of an activity; allow_force 0: open, close, pay,
  * cancel, the waiting room's join): empty, or a JSON object holding at

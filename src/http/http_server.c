@@ -82,6 +82,13 @@ static const sk_route_fn route_fns[SK_ROUTE_COUNT] = {
     [SK_ROUTE_sale_live] = sk_api_sale_live,
     [SK_ROUTE_sale_time] = sk_api_sale_time,
     [SK_ROUTE_challenge] = sk_api_challenge,
+    [SK_ROUTE_admin_webhooks] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_add] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_remove] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_rotate] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_pause] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_resume] = sk_api_webhooks,
+    [SK_ROUTE_admin_webhook_replay] = sk_api_webhooks,
 };
 
 /* The routes an operator uses; with --ops-listen they answer only there. */

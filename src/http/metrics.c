@@ -822,17 +822,23 @@ static void render_webhooks(struct out *o, struct sk_node_worker *w)
         {"seckill_webhook_retrying", "gauge", "1 while the endpoint's next event has failed."},
         {"seckill_webhook_lag_seconds", "gauge",
          "Age of the oldest event not yet delivered to the endpoint (0: none waiting)."},
+        {"seckill_webhook_paused", "gauge", "1 while the admin API has the endpoint paused."},
+        {"seckill_webhook_signing_secrets", "gauge",
+         "Secrets signing each request: 2 while a rotated secret still signs."},
     };
     int64_t now = sk_wall_ms();
     for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
         header(o, m[k].name, m[k].type, m[k].help);
         for (int i = 0; i < n && i < SK_NODE_WEBHOOKS; i++) {
             struct sk_node_webhook *h = &w->webhooks[i];
+            if (!h->name[0]) continue; /* left by a removed endpoint */
             int64_t oldest = atomic_load(&h->oldest_ms);
             double v = k == 0                       ? (double)atomic_load(&h->delivered)
                        : k == 1                     ? (double)atomic_load(&h->failed)
                        : k == 2                     ? (double)atomic_load(&h->dead)
                        : k == 3                     ? (double)atomic_load(&h->retrying)
+                       : k == 5                     ? (double)atomic_load(&h->paused)
+                       : k == 6                     ? (double)atomic_load(&h->secrets)
                        : oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0
                                                     : 0.0;
             put(o, "%s{endpoint=\"%s\"} %.15g\n", m[k].name, h->name, v);

@@ -9,6 +9,7 @@
  * rendering (tens of microseconds). */
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,26 @@ static json_t *worker(const struct sk_node_worker *w)
         json_object_set_new(o, sk_node_wc_field((enum sk_node_wc)c),
                             u64(sk_node_wc_get(w, (enum sk_node_wc)c)));
     return o;
+}
+
+/* The webhook dispatcher's endpoints (orders/webhooks.h): a tile each. */
+static json_t *webhooks(struct sk_node_worker *w, int64_t now)
+{
+    json_t *a = json_array();
+    int n = atomic_load(&w->n_webhooks);
+    for (int i = 0; a && i < n && i < SK_NODE_WEBHOOKS; i++) {
+        struct sk_node_webhook *h = &w->webhooks[i];
+        if (!h->name[0]) continue; /* left by a removed endpoint */
+        int64_t oldest = atomic_load(&h->oldest_ms);
+        json_array_append_new(
+            a,
+            json_pack("{s:s, s:o, s:o, s:o, s:b, s:b, s:f}", "endpoint", h->name, "delivered",
+                      u64(atomic_load(&h->delivered)), "failed", u64(atomic_load(&h->failed)),
+                      "dead", u64(atomic_load(&h->dead)), "retrying",
+                      atomic_load(&h->retrying) != 0, "paused", atomic_load(&h->paused) != 0,
+                      "lag_s", oldest > 0 && now > oldest ? (double)(now - oldest) / 1000.0 : 0.0));
+    }
+    return a;
 }
 
 static const char *const status_names[SK_NODE_NSTATUS] = {"created", "paid", "cancelled"};
@@ -270,6 +291,7 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
     json_object_set_new(d, "processes", processes(app->node, now));
     json_object_set_new(d, "totals", totals(sum));
     json_object_set_new(d, "worker", w ? worker(w) : json_null());
+    json_object_set_new(d, "webhooks", w ? webhooks(w, now) : json_array());
     json_t *acts = json_array();
     for (int i = 0; i < smp->n_acts; i++)
         json_array_append_new(acts,

@@ -326,14 +326,17 @@ static int run_pipeline(sk_worker *w)
 int sk_worker_run(sk_worker *w)
 {
     sk_webhooks *wh = NULL;
-    if (w->o.n_webhooks > 0 && !w->o.once) {
+    /* always (but once): the admin API may add endpoints at any time */
+    if (!w->o.once) {
         char err[512];
         w->o.webhook_opts.node = w->o.node;
         if (sk_webhooks_start(&wh, w->db_spec, w->o.webhooks, w->o.n_webhooks, &w->o.webhook_opts,
                               err, sizeof err) != 0)
             sk_log(SK_LOG_ERROR, "worker: webhooks not started: %s", err);
         else
-            sk_log(SK_LOG_INFO, "worker: webhook dispatcher started (%d endpoint(s))",
+            sk_log(SK_LOG_INFO,
+                   "worker: webhook dispatcher started (%d configured endpoint(s), and the "
+                   "database's)",
                    w->o.n_webhooks);
     }
     w->webhooks = wh;

@@ -72,7 +72,8 @@ struct sk_worker_opts {
     int linger_ms;
     /* The webhook dispatcher (webhooks.h) sk_worker_run starts next to the
      * pipeline (not with once) and stops when it returns: n_webhooks
-     * endpoints (not owned: read when sk_worker_run starts); 0: none. */
+     * configured endpoints (not owned: read when sk_worker_run starts; 0:
+     * none), and the database's (the admin API's). */
     const struct sk_wh_endpoint *webhooks;
     int n_webhooks;
     struct sk_wh_opts webhook_opts;

@@ -7,6 +7,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/rand.h>
 
 #include "core/error.h"
 
@@ -91,5 +92,14 @@ int sk_wh_signature_header(const struct sk_wh_key *keys, int n, const char *id, 
         if (rc) return rc;
         at += strlen(out + at);
     }
+    return 0;
+}
+
+int sk_wh_secret_new(char *out, size_t cap)
+{
+    unsigned char k[32];
+    if (cap < sizeof PREFIX + 44 || RAND_bytes(k, (int)sizeof k) != 1) return SK_EINVAL;
+    memcpy(out, PREFIX, sizeof PREFIX - 1);
+    EVP_EncodeBlock((unsigned char *)out + sizeof PREFIX - 1, k, (int)sizeof k); /* 44 + NUL */
     return 0;
 }

@@ -31,4 +31,9 @@ int sk_wh_sign(const struct sk_wh_key *key, const char *id, int64_t ts, const ch
 int sk_wh_signature_header(const struct sk_wh_key *keys, int n, const char *id, int64_t ts,
                            const char *body, size_t body_len, char *out, size_t cap);
 
+/* A new secret: "whsec_" and the base64 of 32 random bytes (OpenSSL's
+ * RAND_bytes) into out (cap >= 51). 0, or SK_EINVAL (cap too small, or
+ * no randomness). */
+int sk_wh_secret_new(char *out, size_t cap);
+
 #endif

@@ -23,25 +23,34 @@
 
 struct ep {
     struct sk_webhooks *w;
-    struct sk_wh_endpoint cfg;
-    struct sk_wh_key keys[2];
-    int nkeys;
+    struct sk_wh_endpoint cfg; /* name: the cursor's key; url and filter never change */
+    uint64_t activity_id;      /* a database endpoint's activity; 0: every one */
+    int64_t db_id;             /* its row; 0: a configured endpoint */
     pthread_t th;
     int started;
+    atomic_int stop; /* this endpoint only: it was removed */
+    atomic_int done; /* its thread has ended */
     uint64_t rng;
-    pthread_mutex_t mu; /* the figures */
+    pthread_mutex_t mu; /* the figures, and what the watcher hands over: */
+    struct sk_wh_key keys[2];
+    int nkeys;
+    int paused;
     struct sk_wh_stats stats;
     struct sk_node_webhook *node; /* the node's copy of them, or NULL */
+    struct ep *next;              /* the watcher's list */
 };
 
 struct sk_webhooks {
     char *db_spec;
     struct sk_wh_opts o;
     atomic_int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* stop wakes the sleepers */
+    pthread_mutex_t mu; /* the database endpoints' list (dyn) */
+    pthread_cond_t cv;  /* stop wakes the sleepers */
     struct ep eps[SK_WH_MAX_ENDPOINTS];
     int n;
+    struct ep *dyn; /* the database's endpoints, each with its thread */
+    pthread_t watcher;
+    int watching;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -73,24 +82,6 @@ int sk_wh_endpoint_check(const struct sk_wh_endpoint *e, char *why, size_t cap)
     return 0;
 }
 
-/* Does type pass the endpoint's filter? */
-static int wanted(const char *filter, const char *type)
-{
-    if (!filter[0]) return 1;
-    const char *p = filter;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        while (n && *p == ' ')
-            p++, n--;
-        if ((n == 1 && *p == '*') || (n && p[n - 1] == '.' && !strncmp(type, p, n)) ||
-            (n == strlen(type) && !strncmp(type, p, n)))
-            return 1;
-        p += n;
-        if (*p == ',') p++;
-    }
-    return 0;
-}
-
 /* A uniform draw in [0, n) (xorshift: jitter only). */
 static int64_t draw(struct ep *e, int64_t n)
 {
@@ -102,10 +93,17 @@ static int64_t draw(struct ep *e, int64_t n)
     return n > 0 ? (int64_t)(x % (uint64_t)n) : 0;
 }
 
-/* Sleeps ms unless stopped: 1 when stopped. */
-static int nap(struct sk_webhooks *w, int64_t ms)
+/* Stopped: the dispatcher, or this endpoint (removed)? */
+static int halted(struct ep *ep)
 {
-    if (atomic_load(&w->stop)) return 1;
+    return atomic_load(&ep->w->stop) || atomic_load(&ep->stop);
+}
+
+/* Sleeps ms unless stopped: 1 when stopped. */
+static int nap(struct ep *ep, int64_t ms)
+{
+    struct sk_webhooks *w = ep->w;
+    if (halted(ep)) return 1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += ms / 1000;
@@ -115,10 +113,18 @@ static int nap(struct sk_webhooks *w, int64_t ms)
         ts.tv_nsec -= 1000000000;
     }
     pthread_mutex_lock(&w->mu);
-    while (!atomic_load(&w->stop) && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0) {
+    while (!halted(ep) && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0) {
     }
     pthread_mutex_unlock(&w->mu);
-    return atomic_load(&w->stop);
+    return halted(ep);
+}
+
+static int is_paused(struct ep *ep)
+{
+    pthread_mutex_lock(&ep->mu);
+    int p = ep->paused;
+    pthread_mutex_unlock(&ep->mu);
+    return p;
 }
 
 /* The body of event e: its stable id, type, subject, seq, ids, time and
@@ -170,7 +176,7 @@ static size_t on_body(char *b, size_t size, size_t n, void *arg)
 static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
     (void)a, (void)b, (void)c, (void)d;
-    return atomic_load(&((struct sk_webhooks *)arg)->stop); /* non-zero: cut short */
+    return halted(arg); /* non-zero: cut short */
 }
 
 /* One POST of event e: the HTTP status (0: no answer), *retry_after. */
@@ -182,8 +188,12 @@ static long post(struct ep *ep, CURL *h, const struct sk_event *e, int64_t *retr
     int64_t ts = sk_wall_ms() / 1000;
     char sig[2 * SK_WH_SIG_MAX + 2], hid[sizeof id + 16], hts[48], hsig[sizeof sig + 24];
     long status = 0;
-    if (sk_wh_signature_header(ep->keys, ep->nkeys, id, ts, body, strlen(body), sig, sizeof sig) ==
-        0) {
+    struct sk_wh_key keys[2];
+    pthread_mutex_lock(&ep->mu); /* the watcher may rotate them */
+    int nkeys = ep->nkeys;
+    memcpy(keys, ep->keys, sizeof keys);
+    pthread_mutex_unlock(&ep->mu);
+    if (sk_wh_signature_header(keys, nkeys, id, ts, body, strlen(body), sig, sizeof sig) == 0) {
         snprintf(hid, sizeof hid, "webhook-id: %s", id);
         snprintf(hts, sizeof hts, "webhook-timestamp: %" PRId64, ts);
         snprintf(hsig, sizeof hsig, "webhook-signature: %s", sig);
@@ -227,21 +237,20 @@ static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t 
 }
 
 /* Delivers event e (retrying until acknowledged, the horizon, or stop):
- * 0 done (delivered or dead-lettered, the cursor moved), 1 stopped, or a
- * store code. */
-static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *e)
+ * 0 done (delivered or dead-lettered, the cursor moved within epoch), 1
+ * stopped, 2 paused meanwhile (the cursor stays), or a store code. */
+static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *e, int64_t epoch)
 {
-    struct sk_webhooks *w = ep->w;
-    const struct sk_wh_opts *o = &w->o;
+    const struct sk_wh_opts *o = &ep->w->o;
     int64_t first = sk_mono_ms();
     for (int64_t attempt = 1;; attempt++) {
         int64_t retry_after = -1;
         long status = post(ep, h, e, &retry_after);
-        if (atomic_load(&w->stop)) return 1;
+        if (halted(ep)) return 1;
         int64_t now = sk_wall_ms();
         if (status >= 200 && status < 300) {
             set_stats(ep, 1, 0, 0, 0, 0);
-            return sk_store_webhook_advance(st, ep->cfg.name, e->id, now);
+            return sk_store_webhook_advance(st, ep->cfg.name, e->id, epoch, now);
         }
         set_stats(ep, 0, 1, 0, 1, now - e->created_ms);
         if (sk_mono_ms() - first >= o->horizon_ms) {
@@ -250,7 +259,7 @@ static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *
                    " attempts (last HTTP status %ld)",
                    ep->cfg.name, e->subject, e->seq, attempt, status);
             set_stats(ep, 0, 0, 1, 0, 0);
-            return sk_store_webhook_dead(st, ep->cfg.name, e->id, now, attempt, (int)status);
+            return sk_store_webhook_dead(st, ep->cfg.name, e->id, epoch, now, attempt, (int)status);
         }
         /* exponential, full jitter in [d/2, d]; Retry-After when longer */
         int64_t d = o->backoff_min_ms;
@@ -259,8 +268,17 @@ static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *
         if (d > o->backoff_max_ms) d = o->backoff_max_ms;
         d = d / 2 + draw(ep, d / 2 + 1);
         if ((status == 429 || status == 503) && retry_after > d) d = retry_after;
-        if (nap(w, d)) return 1;
+        if (nap(ep, d)) return 1;
+        if (is_paused(ep)) return 2;
     }
+}
+
+/* An event for this endpoint: its activity's (a database endpoint), and
+ * its filter's. */
+static int wanted(const struct ep *ep, const struct sk_event *e)
+{
+    return (!ep->activity_id || e->activity_id == ep->activity_id) &&
+           sk_wh_filter_wants(ep->cfg.filter, e->type);
 }
 
 static void *run(void *arg)
@@ -280,41 +298,221 @@ static void *run(void *arg)
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, w);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, ep);
         curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     }
-    while (h && page && !atomic_load(&w->stop)) {
+    while (h && page && !halted(ep)) {
         if (!st && sk_store_open_waiting(&st, w->db_spec, err, sizeof err) != 0) {
             st = NULL;
-            nap(w, 1000);
+            nap(ep, 1000);
             continue;
         }
-        int64_t cursor = 0;
+        if (is_paused(ep)) { /* its cursor waits: it catches up on resume */
+            set_stats(ep, 0, 0, 0, 0, 0);
+            nap(ep, w->o.idle_ms);
+            continue;
+        }
+        int64_t cursor = 0, epoch = 0;
         size_t n = 0;
-        int rc = sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor);
+        /* an endpoint of the admin API has its cursor from its add; none:
+         * it was removed (the watcher stops this thread) */
+        int rc = ep->db_id
+                     ? sk_store_webhook_cursor_find(st, ep->cfg.name, &cursor, &epoch)
+                     : sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor, &epoch);
         if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
         if (rc) {
-            nap(w, w->o.idle_ms);
+            nap(ep, w->o.idle_ms);
             continue;
         }
-        int64_t now = sk_wall_ms();
+        int64_t now = sk_wall_ms(), skipped = 0;
         size_t i = 0;
         for (; rc == 0 && i < n; i++) {
             const struct sk_event *e = &page[i];
             if (now - e->created_ms < w->o.settle_ms) break; /* may have a gap before it */
-            if (!wanted(ep->cfg.filter, e->type)) {
-                rc = sk_store_webhook_advance(st, ep->cfg.name, e->id, now);
+            if (!wanted(ep, e)) {
+                skipped = e->id; /* the cursor passes it with the next move */
                 continue;
             }
+            skipped = 0;
             set_stats(ep, 0, 0, 0, 0, now - e->created_ms);
-            rc = deliver(ep, st, h, e);
+            rc = deliver(ep, st, h, e, epoch);
         }
+        if (rc == 0 && skipped)
+            rc = sk_store_webhook_advance(st, ep->cfg.name, skipped, epoch, now);
         if (rc == 1) break;
         if (i == n || rc) set_stats(ep, 0, 0, 0, 0, 0);
-        if (n < PAGE || i < n || rc) nap(w, w->o.idle_ms);
+        if (n < PAGE || i < n || rc) nap(ep, w->o.idle_ms);
     }
     free(page);
     if (h) curl_easy_cleanup(h);
+    sk_store_close(st);
+    atomic_store(&ep->done, 1);
+    return NULL;
+}
+
+/* A node slot for ep's figures (a free one: never used, or left by a
+ * removed endpoint), named; none when all are taken. */
+static void node_attach(struct sk_webhooks *w, struct ep *ep)
+{
+    struct sk_node_worker *nw = w->o.node;
+    if (!nw) return;
+    int n = atomic_load(&nw->n_webhooks), i = 0;
+    while (i < n && nw->webhooks[i].name[0])
+        i++;
+    if (i >= SK_NODE_WEBHOOKS) return;
+    struct sk_node_webhook *s = &nw->webhooks[i];
+    atomic_store(&s->delivered, 0);
+    atomic_store(&s->failed, 0);
+    atomic_store(&s->dead, 0);
+    atomic_store(&s->retrying, 0);
+    atomic_store(&s->oldest_ms, 0);
+    atomic_store(&s->paused, 0);
+    atomic_store(&s->secrets, ep->nkeys);
+    snprintf(s->name, sizeof s->name, "%s", ep->cfg.name);
+    ep->node = s;
+    if (i == n) atomic_store(&nw->n_webhooks, n + 1);
+}
+
+/* ep's keys and pause from row r (the watcher's, or at its start). */
+static void take_row(struct ep *ep, const struct sk_store_webhook *r, int64_t now)
+{
+    struct sk_wh_key k[2];
+    int nk = 0;
+    char why[160];
+    if (sk_wh_key_parse(r->secret, &k[nk], why, sizeof why) == 0) nk++;
+    if (r->secret_prev[0] && now < r->prev_until_ms &&
+        sk_wh_key_parse(r->secret_prev, &k[nk], why, sizeof why) == 0)
+        nk++;
+    pthread_mutex_lock(&ep->mu);
+    memcpy(ep->keys, k, sizeof k);
+    ep->nkeys = nk;
+    ep->paused = r->paused;
+    ep->stats.paused = r->paused;
+    pthread_mutex_unlock(&ep->mu);
+    if (ep->node) {
+        atomic_store(&ep->node->paused, r->paused);
+        atomic_store(&ep->node->secrets, nk);
+    }
+}
+
+/* A thread for the database's endpoint r: 0, or SK_EINVAL (a row a hand
+ * edit broke) or SK_ENOMEM; the next pass tries again. */
+static int dyn_start(struct sk_webhooks *w, const struct sk_store_webhook *r, int64_t now)
+{
+    struct ep *ep = calloc(1, sizeof *ep);
+    if (!ep) return SK_ENOMEM;
+    ep->w = w;
+    ep->activity_id = r->activity_id;
+    ep->db_id = r->id;
+    sk_store_webhook_key(ep->cfg.name, r->activity_id, r->name);
+    snprintf(ep->cfg.url, sizeof ep->cfg.url, "%s", r->url);
+    snprintf(ep->cfg.filter, sizeof ep->cfg.filter, "%s", r->events);
+    snprintf(ep->cfg.secret[0], sizeof ep->cfg.secret[0], "%s", r->secret);
+    char why[200];
+    if ((strncmp(r->url, "http://", 7) && strncmp(r->url, "https://", 8)) ||
+        sk_wh_key_parse(r->secret, &ep->keys[0], why, sizeof why) < 0) {
+        sk_log(SK_LOG_WARN, "webhooks: endpoint %s: its url or secret is not valid; not started",
+               ep->cfg.name);
+        free(ep);
+        return SK_EINVAL;
+    }
+    ep->rng = (w->o.seed + (uint64_t)r->id * 0xbf58476d1ce4e5b9ull) | 1;
+    pthread_mutex_init(&ep->mu, NULL);
+    node_attach(w, ep);
+    take_row(ep, r, now);
+    if (pthread_create(&ep->th, NULL, run, ep) != 0) {
+        if (ep->node) ep->node->name[0] = 0;
+        pthread_mutex_destroy(&ep->mu);
+        free(ep);
+        return SK_ENOMEM;
+    }
+    ep->started = 1;
+    pthread_mutex_lock(&w->mu);
+    ep->next = w->dyn;
+    w->dyn = ep;
+    pthread_mutex_unlock(&w->mu);
+    sk_log(SK_LOG_INFO, "webhooks: endpoint %s started", ep->cfg.name);
+    return 0;
+}
+
+/* Joins and frees the endpoints whose thread ended (removed). */
+static void dyn_reap(struct sk_webhooks *w, int all)
+{
+    pthread_mutex_lock(&w->mu);
+    struct ep **pp = &w->dyn, *gone = NULL;
+    while (*pp) {
+        struct ep *ep = *pp;
+        if (all || (atomic_load(&ep->stop) && atomic_load(&ep->done))) {
+            *pp = ep->next;
+            ep->next = gone;
+            gone = ep;
+        } else {
+            pp = &ep->next;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    while (gone) {
+        struct ep *ep = gone;
+        gone = ep->next;
+        pthread_join(ep->th, NULL);
+        if (ep->node) ep->node->name[0] = 0;
+        pthread_mutex_destroy(&ep->mu);
+        free(ep);
+    }
+}
+
+/* One pass of the watcher over the database's list. */
+static void watch_pass(struct sk_webhooks *w, sk_store *st)
+{
+    struct sk_store_webhook *rows;
+    size_t n;
+    if (sk_store_webhook_list(st, 0, &rows, &n) != 0) return; /* the next pass tries again */
+    int64_t now = sk_wall_ms();
+    pthread_mutex_lock(&w->mu);
+    struct ep *running = w->dyn;
+    pthread_mutex_unlock(&w->mu);
+    /* removed (or removed and added again: another row) */
+    for (struct ep *ep = running; ep; ep = ep->next) {
+        int kept = 0;
+        for (size_t i = 0; i < n && !kept; i++)
+            if (rows[i].id == ep->db_id) {
+                /* every pass: a pause, a rotation, and the end of a
+                 * rotation's overlap (by the clock) */
+                kept = 1;
+                take_row(ep, &rows[i], now);
+            }
+        if (!kept && !atomic_load(&ep->stop)) {
+            atomic_store(&ep->stop, 1);
+            sk_log(SK_LOG_INFO, "webhooks: endpoint %s removed", ep->cfg.name);
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv); /* the removed ones' naps end */
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < n; i++) {
+        int known = 0;
+        for (struct ep *ep = running; ep && !known; ep = ep->next)
+            known = ep->db_id == rows[i].id;
+        if (!known) dyn_start(w, &rows[i], now);
+    }
+    free(rows);
+    dyn_reap(w, 0);
+}
+
+/* The watcher: the database's endpoints every refresh_ms. */
+static void *watch(void *arg)
+{
+    struct sk_webhooks *w = arg;
+    struct ep self = {.w = w}; /* for nap: the dispatcher's stop only */
+    sk_store *st = NULL;
+    char err[512];
+    while (!atomic_load(&w->stop)) {
+        if (!st && sk_store_open_waiting(&st, w->db_spec, err, sizeof err) != 0) st = NULL;
+        if (st) watch_pass(w, st);
+        nap(&self, w->o.refresh_ms);
+    }
+    /* every endpoint's thread stops with the dispatcher (w->stop) */
+    dyn_reap(w, 1);
     sk_store_close(st);
     return NULL;
 }
@@ -350,27 +548,23 @@ int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh
     if (w->o.settle_ms == 0) w->o.settle_ms = strncmp(db_spec, "sqlite:", 7) ? 10000 : 0;
     if (w->o.settle_ms < 0) w->o.settle_ms = 0;
     if (w->o.idle_ms <= 0) w->o.idle_ms = 500;
-    uint64_t seed = w->o.seed ? w->o.seed : (uint64_t)sk_mono_ms() * 0x9e3779b97f4a7c15ull;
+    if (w->o.refresh_ms == 0) w->o.refresh_ms = 1000;
+    if (!w->o.seed) w->o.seed = (uint64_t)sk_mono_ms() * 0x9e3779b97f4a7c15ull;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->n = n;
+    if (w->o.node) atomic_store(&w->o.node->n_webhooks, 0);
     for (int i = 0; i < n; i++) {
         struct ep *ep = &w->eps[i];
         ep->w = w;
         ep->cfg = eps[i];
-        ep->rng = (seed + (uint64_t)i * 0xbf58476d1ce4e5b9ull) | 1;
+        ep->rng = (w->o.seed + (uint64_t)i * 0xbf58476d1ce4e5b9ull) | 1;
         pthread_mutex_init(&ep->mu, NULL);
         char why[160];
         for (int k = 0; k < 2 && eps[i].secret[k][0]; k++)
             if (sk_wh_key_parse(eps[i].secret[k], &ep->keys[ep->nkeys], why, sizeof why) == 0)
                 ep->nkeys++;
-    }
-    if (w->o.node) {
-        for (int i = 0; i < n && i < SK_NODE_WEBHOOKS; i++) {
-            w->eps[i].node = &w->o.node->webhooks[i];
-            snprintf(w->eps[i].node->name, sizeof w->eps[i].node->name, "%s", eps[i].name);
-        }
-        atomic_store(&w->o.node->n_webhooks, n < SK_NODE_WEBHOOKS ? n : SK_NODE_WEBHOOKS);
+        node_attach(w, ep);
     }
     for (int i = 0; i < n; i++) {
         if (pthread_create(&w->eps[i].th, NULL, run, &w->eps[i]) != 0) {
@@ -379,6 +573,14 @@ int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh
             return SK_ENOMEM;
         }
         w->eps[i].started = 1;
+    }
+    if (w->o.refresh_ms > 0) {
+        if (pthread_create(&w->watcher, NULL, watch, w) != 0) {
+            snprintf(err, cap, "cannot start the webhook endpoints' watcher");
+            sk_webhooks_stop(w);
+            return SK_ENOMEM;
+        }
+        w->watching = 1;
     }
     *out = w;
     return 0;
@@ -400,6 +602,7 @@ void sk_webhooks_stop(sk_webhooks *w)
     atomic_store(&w->stop, 1);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    if (w->watching) pthread_join(w->watcher, NULL);
     for (int i = 0; i < w->n; i++) {
         if (w->eps[i].started) pthread_join(w->eps[i].th, NULL);
         pthread_mutex_destroy(&w->eps[i].mu);

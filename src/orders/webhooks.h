@@ -15,6 +15,16 @@
  * it and may deliver the last event again (at least once: receivers drop
  * duplicates by webhook-id).
  *
+ * Endpoints come from two places: the node's configuration (the
+ * endpoints given to sk_webhooks_start, every activity's events) and the
+ * database (store.h's webhook endpoints, added by the admin API: one
+ * activity's events). A watcher thread reads the database's list every
+ * refresh_ms: it starts a thread for an endpoint added, stops the thread
+ * of one removed, and hands a paused flag or a rotated secret to the
+ * thread of one changed (a paused endpoint keeps its cursor: it catches
+ * up on resume). A replay (sk_store_webhook_rewind) sets a cursor back;
+ * the endpoint's thread reads the cursor again after each page.
+ *
  * The row ids of the outbox grow in insert order; a server store may
  * commit them out of that order, so an endpoint only takes events older
  * than settle_ms (longer than any store transaction), and never one past
@@ -26,6 +36,7 @@
 #include <string.h>
 
 #include "core/node_stats.h"
+#include "orders/webhook_filter.h"
 #include "orders/webhook_sign.h"
 
 #define SK_WH_MAX_ENDPOINTS 16
@@ -47,6 +58,8 @@ struct sk_wh_opts {
     int64_t timeout_ms;          /* one POST, connect included; 0: 10000 */
     int64_t settle_ms;           /* events younger than this wait (see above); <0: 0, 0: 10000 */
     int64_t idle_ms;             /* poll of the outbox when nothing is due; 0: 500 */
+    int64_t refresh_ms;          /* the database's endpoints read again; 0: 1000, <0: never
+                                    (the configured endpoints only) */
     uint64_t seed;               /* the jitter's; 0: from the clock */
     struct sk_node_worker *node; /* NULL, or the node's worker slot: each endpoint's figures
                                     go there too (/metrics); not owned */
@@ -55,6 +68,7 @@ struct sk_wh_opts {
 struct sk_wh_stats {
     uint64_t delivered, failed_attempts, dead;
     int retrying;          /* the head event has failed at least once */
+    int paused;            /* a database endpoint paused by the admin API */
     int64_t oldest_lag_ms; /* age of the oldest undelivered event taken, 0 none */
 };
 
@@ -78,7 +92,7 @@ int sk_wh_endpoint_check(const struct sk_wh_endpoint *e, char *why, size_t cap);
  * which), or another code with err. */
 int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh_endpoint *eps,
                       int n, const struct sk_wh_opts *o, char *err, size_t cap);
-/* Endpoint i's figures. */
+/* Configured endpoint i's figures. */
 void sk_webhooks_stats(sk_webhooks *w, int i, struct sk_wh_stats *out);
 /* Stops the threads (an attempt in flight is cut short) and frees. */
 void sk_webhooks_stop(sk_webhooks *w);

@@ -405,12 +405,76 @@ int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk
 
 /* The webhook dispatcher's state (orders/webhooks.h): endpoint's cursor,
  * the row id up to which every event was delivered or dead-lettered
- * (created at 0 when new); moving it forward (never back); a dead letter
- * (after attempts, the last HTTP status or 0), which moves it too. */
-int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row);
-int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms);
-int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms,
-                          int64_t attempts, int last_status);
+ * (created at 0 when new), with its epoch (the count of its rewinds;
+ * epoch may be NULL); moving it forward (never back), within the epoch
+ * read: a rewind that came between wins, the move does nothing; a dead
+ * letter (after attempts, the last HTTP status or 0), which moves it too. */
+int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row,
+                            int64_t *epoch);
+int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
+                             int64_t now_ms);
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
+                          int64_t now_ms, int64_t attempts, int last_status);
+/* The cursor of an endpoint of the admin API (made by its add): 0, or
+ * SK_ENOTFOUND once it was removed (never made again here). */
+int sk_store_webhook_cursor_find(sk_store *st, const char *endpoint, int64_t *row, int64_t *epoch);
+/* Replay: endpoint's cursor set back before the first event written at
+ * or after since_ms (never forward), its epoch bumped. *row the cursor
+ * after, *events how many events it will deliver again (0: nothing was
+ * behind it). SK_ENOTFOUND when the endpoint has no cursor (it never
+ * ran, or no such endpoint). */
+int sk_store_webhook_rewind(sk_store *st, const char *endpoint, int64_t since_ms, int64_t now_ms,
+                            int64_t *row, int64_t *events);
+
+/* ---- Webhook endpoints per activity (migration 13) ---------------------
+ *
+ * Added by the admin API (docs/integration.md); the dispatcher
+ * (orders/webhooks.h) delivers each the events of its activity that pass
+ * its filter, from its cursor "<activity>/<name>", made at the outbox's
+ * end when the endpoint is added and dropped with it. */
+
+#define SK_STORE_WH_NAME_MAX 33    /* 1..32 of [A-Za-z0-9_.-] */
+#define SK_STORE_WH_URL_MAX 512    /* http:// or https:// */
+#define SK_STORE_WH_EVENTS_MAX 256 /* comma-separated types or prefixes; "" all */
+#define SK_STORE_WH_SECRET_MAX 100 /* whsec_... */
+#define SK_STORE_WH_PER_ACTIVITY 8 /* endpoints an activity may have */
+#define SK_STORE_WH_KEY_MAX 64     /* "<activity>/<name>" */
+
+struct sk_store_webhook {
+    int64_t id; /* the row: a removed endpoint added again is another one */
+    uint64_t activity_id;
+    char name[SK_STORE_WH_NAME_MAX];
+    char url[SK_STORE_WH_URL_MAX];
+    char events[SK_STORE_WH_EVENTS_MAX];
+    char secret[SK_STORE_WH_SECRET_MAX];
+    char secret_prev[SK_STORE_WH_SECRET_MAX]; /* "" none */
+    int64_t prev_until_ms;                    /* secret_prev signs until then */
+    int paused;
+    int64_t created_ms, updated_ms;
+};
+
+/* The cursor key of endpoint name of activity aid into out. */
+void sk_store_webhook_key(char out[SK_STORE_WH_KEY_MAX], uint64_t aid, const char *name);
+/* Adds w (id, created/updated set from now_ms) with its cursor at the
+ * outbox's end: 0, SK_ENOTFOUND (no such activity), SK_EEXIST (the
+ * activity has an endpoint of that name), SK_ESTATE (it has
+ * SK_STORE_WH_PER_ACTIVITY already). Nothing changed on a failure. */
+int sk_store_webhook_add(sk_store *st, struct sk_store_webhook *w, int64_t now_ms);
+/* Every endpoint of activity aid (0: of every activity), by activity and
+ * name, into a new array *out the caller frees (NULL when none). */
+int sk_store_webhook_list(sk_store *st, uint64_t aid, struct sk_store_webhook **out, size_t *n);
+/* One endpoint by activity and name: 0 or SK_ENOTFOUND. */
+int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name,
+                         struct sk_store_webhook *out);
+/* Removes it and its cursor: 0 or SK_ENOTFOUND. */
+int sk_store_webhook_remove(sk_store *st, uint64_t aid, const char *name);
+/* A rotation: secret becomes the new one, the old one signs too until
+ * prev_until_ms. 0 or SK_ENOTFOUND. */
+int sk_store_webhook_rotate(sk_store *st, uint64_t aid, const char *name, const char *secret,
+                            int64_t prev_until_ms, int64_t now_ms);
+/* Paused (1) or resumed (0): 0 or SK_ENOTFOUND. */
+int sk_store_webhook_pause(sk_store *st, uint64_t aid, const char *name, int paused,
+                           int64_t now_ms);
 
 /* ---- The rollback guard's watermark (docs/recovery.md, migrations 6, 8) --
  *

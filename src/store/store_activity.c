@@ -139,7 +139,9 @@ int sk_store_activity_delete(sk_store *st, uint64_t id)
      * as a Redis that went back in time */
     if (rc == 0) rc = sk_q_run(st, Q_MARKS_DELETE, SK_ARGS(SK_I(id)), NULL);
     /* and its registrations are not the new sale's */
-    return rc ? rc : sk_q_run(st, Q_REG_DELETE, SK_ARGS(SK_I(id)), NULL);
+    if (rc == 0) rc = sk_q_run(st, Q_REG_DELETE, SK_ARGS(SK_I(id)), NULL);
+    /* nor its webhook endpoints, with their cursors */
+    return rc ? rc : sk_store_webhooks_drop(st, id);
 }
 
 int sk_store_activity_set_db_stock(sk_store *st, uint64_t id, int64_t stock)

@@ -122,27 +122,37 @@ int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk
                           sk_store_read_event, sizeof *out, out, limit, n);
 }
 
-int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row)
+int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row,
+                            int64_t *epoch)
 {
+    int64_t got[2] = {0, 0};
     *row = 0;
+    if (epoch) *epoch = 0;
     int rc = sk_store_enter(st);
     if (rc) return rc;
-    rc = sk_q_one(st, Q_WH_CURSOR_GET, SK_ARGS(SK_T(endpoint)), sk_store_read_i64, row);
-    if (rc != 0) return rc < 0 ? rc : 0;
+    rc = sk_q_one(st, Q_WH_CURSOR_GET, SK_ARGS(SK_T(endpoint)), sk_store_read_i64_pair, got);
+    if (rc == 1) {
+        *row = got[0];
+        if (epoch) *epoch = got[1];
+        return 0;
+    }
+    if (rc < 0) return rc;
     rc = sk_q_run(st, Q_WH_CURSOR_INIT, SK_ARGS(SK_T(endpoint), SK_I(now_ms)), NULL);
-    return rc == SK_EEXIST ? sk_store_webhook_cursor(st, endpoint, now_ms, row) : rc;
+    return rc == SK_EEXIST ? sk_store_webhook_cursor(st, endpoint, now_ms, row, epoch) : rc;
 }
 
-int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms)
+int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
+                             int64_t now_ms)
 {
     int rc = sk_store_enter(st);
     return rc ? rc
               : sk_q_run(st, Q_WH_CURSOR_SET,
-                         SK_ARGS(SK_I(row), SK_I(now_ms), SK_T(endpoint), SK_I(row)), NULL);
+                         SK_ARGS(SK_I(row), SK_I(now_ms), SK_T(endpoint), SK_I(row), SK_I(epoch)),
+                         NULL);
 }
 
-int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t now_ms,
-                          int64_t attempts, int last_status)
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
+                          int64_t now_ms, int64_t attempts, int last_status)
 {
     int rc = sk_store_enter(st);
     if (rc == 0)
@@ -150,5 +160,5 @@ int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64
             st, Q_WH_DEAD,
             SK_ARGS(SK_T(endpoint), SK_I(row), SK_I(now_ms), SK_I(attempts), SK_I(last_status)),
             NULL);
-    return rc ? rc : sk_store_webhook_advance(st, endpoint, row, now_ms);
+    return rc ? rc : sk_store_webhook_advance(st, endpoint, row, epoch, now_ms);
 }

@@ -98,6 +98,20 @@ enum sk_q {
     Q_WH_CURSOR_INIT,
     Q_WH_CURSOR_SET,
     Q_WH_DEAD,
+    /* webhook endpoints (store_webhooks.c) */
+    Q_WH_CURSOR_DELETE,
+    Q_WH_CURSOR_AT_END,
+    Q_WH_REPLAY_FROM,
+    Q_WH_CURSOR_REWIND,
+    Q_WH_EVENTS_AFTER,
+    Q_WHE_INSERT,
+    Q_WHE_COUNT,
+    Q_WHE_LIST,
+    Q_WHE_LIST_ALL,
+    Q_WHE_GET,
+    Q_WHE_DELETE,
+    Q_WHE_ROTATE,
+    Q_WHE_PAUSE,
     Q_COUNT
 };
 
@@ -157,7 +171,8 @@ typedef struct sk_stmt sk_stmt;
 typedef void sk_store_reader(sk_store *st, sk_stmt *s, void *dst);
 sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit,
     sk_store_read_mark, sk_store_read_id, sk_store_read_i64, sk_store_read_registration,
-    sk_store_read_event, sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
+    sk_store_read_event, sk_store_read_webhook, sk_store_read_i64_pair, /* into int64_t[2] */
+    sk_store_read_identity; /* into char[SK_STORE_IDENTITY_MAX + 8] */
 
 /* Columns the readers read, in their order. */
 #define SK_STORE_ACTIVITY_COLUMNS                                                                  \
@@ -173,6 +188,9 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
 #define SK_STORE_EVENT_COLUMNS                                                                     \
     "e.id, e.subject, e.seq, e.type, e.activity_id, e.order_id, e.created_ms, e.payload, "         \
     "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms"
+#define SK_STORE_WEBHOOK_COLUMNS                                                                   \
+    "id, activity_id, name, url, events, secret, secret_prev, prev_until_ms, paused, "             \
+    "created_ms, updated_ms"
 #define SK_STORE_MARK_COLUMNS "label, activity_id, adm, updated_ms, order_id, branch"
 /* The values of a new activity's row in SK_STORE_ACTIVITY_COLUMNS order
  * (its DB stock starts at its stock). */
@@ -311,6 +329,9 @@ int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx);
  * the error text of rc. Returns 0 or the failure's code. */
 int sk_tx_end(sk_store *st, int rc);
 
+/* The webhook endpoints of activity aid and their cursors deleted (the
+ * activity's delete; store_webhooks.c). */
+int sk_store_webhooks_drop(sk_store *st, uint64_t aid);
 /* SK_ENOTFOUND, "activity <id> not found" / "order <id> not found". */
 int sk_store_no_activity(sk_store *st, uint64_t id);
 int sk_store_no_order(sk_store *st, const char *order_id);

@@ -1,8 +1,8 @@
 /* store_row.c - rows into the store's structs and back (store_int.h):
  * which column holds which field is said here once, in the order of
  * SK_STORE_ACTIVITY_COLUMNS, SK_STORE_ORDER_COLUMNS, SK_STORE_AUDIT_COLUMNS,
- * SK_STORE_MARK_COLUMNS and SK_STORE_EVENT_COLUMNS; a driver only says how it reads one number
- * and one text of a row. */
+ * SK_STORE_MARK_COLUMNS, SK_STORE_EVENT_COLUMNS and SK_STORE_WEBHOOK_COLUMNS; a driver only says
+ * how it reads one number and one text of a row. */
 #include "store/store_int.h"
 
 #include <stdio.h>
@@ -142,6 +142,29 @@ void sk_store_read_event(sk_store *st, sk_stmt *s, void *dst)
 void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)
 {
     *(int64_t *)dst = I64(0);
+}
+
+void sk_store_read_i64_pair(sk_store *st, sk_stmt *s, void *dst)
+{
+    ((int64_t *)dst)[0] = I64(0);
+    ((int64_t *)dst)[1] = I64(1);
+}
+
+void sk_store_read_webhook(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct sk_store_webhook *w = dst;
+    memset(w, 0, sizeof *w);
+    w->id = I64(0);
+    w->activity_id = (uint64_t)I64(1);
+    TEXT(2, w->name);
+    TEXT(3, w->url);
+    TEXT(4, w->events);
+    TEXT(5, w->secret);
+    TEXT(6, w->secret_prev);
+    w->prev_until_ms = I64(7);
+    w->paused = I64(8) != 0;
+    w->created_ms = I64(9);
+    w->updated_ms = I64(10);
 }
 
 void sk_store_read_identity(sk_store *st, sk_stmt *s, void *dst)

@@ -339,6 +339,33 @@ static const struct step steps[] = {
           " attempts {INT} NOT NULL,"
           " last_status {INT} NOT NULL"
           "{END}")},
+    /* 13: webhook endpoints per activity (docs/integration.md), added by
+     * the admin API beside the node's configured one. Its cursor's key is
+     * "<activity>/<name>" (a configured name holds no '/'). The secret
+     * stays here in clear: the dispatcher signs with it (HMAC needs the
+     * key itself); the API never shows it after it answered its create or
+     * rotate. secret_prev signs too until prev_until_ms (a rotation). A
+     * cursor's epoch counts its rewinds (a replay): the dispatcher moves a
+     * cursor only within the epoch it read, so a delivery in flight
+     * cannot undo a rewind. */
+    {STEP(13, "webhook_endpoints", NULL, NULL,
+          "CREATE TABLE IF NOT EXISTS webhook_endpoints ("
+          " id {ROWID}{AUTOINC},"
+          " activity_id {INT} NOT NULL CHECK (activity_id >= 1),"
+          " name {VARCHAR 32} NOT NULL CHECK ({LEN name} BETWEEN 1 AND 32),"
+          " url {VARCHAR 511} NOT NULL CHECK ({LEN url} BETWEEN 8 AND 511),"
+          " events {VARCHAR 255} NOT NULL DEFAULT '',"
+          " secret {VARCHAR 99} NOT NULL,"
+          " secret_prev {VARCHAR 99} NOT NULL DEFAULT '',"
+          " prev_until_ms {INT} NOT NULL DEFAULT 0,"
+          " paused {INT} NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),"
+          " created_ms {INT} NOT NULL,"
+          " updated_ms {INT} NOT NULL"
+          "{END}")},
+    {STEP(13, "webhook_endpoints", NULL, "webhook_endpoints_name",
+          "CREATE UNIQUE INDEX webhook_endpoints_name ON webhook_endpoints (activity_id, name)")},
+    {STEP(13, "webhook_cursors", "epoch", NULL,
+          "ALTER TABLE webhook_cursors ADD COLUMN epoch {INT} NOT NULL DEFAULT 0")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)

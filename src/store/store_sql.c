@@ -333,14 +333,57 @@ static const struct sql sql[Q_COUNT] = {
                                " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
                                " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
     [Q_WH_CURSOR_GET] = {.what = "read webhook cursor",
-                         .text = "SELECT last_row FROM webhook_cursors WHERE endpoint = ?"},
+                         .text = "SELECT last_row, epoch FROM webhook_cursors WHERE endpoint = ?"},
     [Q_WH_CURSOR_INIT] = {.what = "insert webhook cursor",
                           .text = "INSERT INTO webhook_cursors (endpoint, last_row, updated_ms)"
                                   " VALUES (?, 0, ?)"},
-    /* only forward */
+    /* only forward, and only within the epoch read (a rewind wins) */
     [Q_WH_CURSOR_SET] = {.what = "move webhook cursor",
                          .text = "UPDATE webhook_cursors SET last_row = ?, updated_ms = ?"
-                                 " WHERE endpoint = ? AND last_row < ?"},
+                                 " WHERE endpoint = ? AND last_row < ? AND epoch = ?"},
+    [Q_WH_CURSOR_DELETE] = {.what = "delete webhook cursor",
+                            .text = "DELETE FROM webhook_cursors WHERE endpoint = ?"},
+    /* (endpoint, now): a new endpoint starts at the outbox's end */
+    [Q_WH_CURSOR_AT_END] = {.what = "insert webhook cursor",
+                            .text = "INSERT INTO webhook_cursors (endpoint, last_row, updated_ms,"
+                                    " epoch) SELECT ?, COALESCE(MAX(id), 0), ?, 0 FROM events"},
+    /* (since): the row before the first event written at or after since
+     * (row ids follow insert order, near enough to time for a replay; no
+     * index on the time: an operator's rare command) */
+    [Q_WH_REPLAY_FROM] = {.what = "read events",
+                          .text = "SELECT COALESCE(MIN(id), 0) - 1 FROM events"
+                                  " WHERE created_ms >= ?"},
+    /* (row, now, endpoint, row): only back */
+    [Q_WH_CURSOR_REWIND] = {.what = "rewind webhook cursor",
+                            .text = "UPDATE webhook_cursors SET last_row = ?, updated_ms = ?,"
+                                    " epoch = epoch + 1 WHERE endpoint = ? AND last_row > ?"},
+    /* (from, to): events in (from, to] */
+    [Q_WH_EVENTS_AFTER] = {.what = "read events",
+                           .text = "SELECT count(*) FROM events WHERE id > ? AND id <= ?"},
+    [Q_WHE_INSERT] = {.what = "insert webhook endpoint",
+                      .text = "INSERT INTO webhook_endpoints (activity_id, name, url, events,"
+                              " secret, secret_prev, prev_until_ms, paused, created_ms,"
+                              " updated_ms) VALUES (?, ?, ?, ?, ?, '', 0, ?, ?, ?)"},
+    [Q_WHE_COUNT] = {.what = "count webhook endpoints",
+                     .text = "SELECT count(*) FROM webhook_endpoints WHERE activity_id = ?"},
+    [Q_WHE_LIST] = {.what = "list webhook endpoints",
+                    .text = "SELECT " SK_STORE_WEBHOOK_COLUMNS " FROM webhook_endpoints"
+                            " WHERE activity_id = ? ORDER BY name"},
+    [Q_WHE_LIST_ALL] = {.what = "list webhook endpoints",
+                        .text = "SELECT " SK_STORE_WEBHOOK_COLUMNS " FROM webhook_endpoints"
+                                " ORDER BY activity_id, name"},
+    [Q_WHE_GET] = {.what = "read webhook endpoint",
+                   .text = "SELECT " SK_STORE_WEBHOOK_COLUMNS " FROM webhook_endpoints"
+                           " WHERE activity_id = ? AND name = ?"},
+    [Q_WHE_DELETE] = {.what = "delete webhook endpoint",
+                      .text = "DELETE FROM webhook_endpoints WHERE activity_id = ? AND name = ?"},
+    [Q_WHE_ROTATE] = {.what = "rotate webhook secret",
+                      .text = "UPDATE webhook_endpoints SET secret_prev = secret, secret = ?,"
+                              " prev_until_ms = ?, updated_ms = ? WHERE activity_id = ?"
+                              " AND name = ?"},
+    [Q_WHE_PAUSE] = {.what = "pause webhook endpoint",
+                     .text = "UPDATE webhook_endpoints SET paused = ?, updated_ms = ?"
+                             " WHERE activity_id = ? AND name = ?"},
     [Q_WH_DEAD] = {.what = "dead-letter webhook",
                    .text = "INSERT INTO webhook_dead (endpoint, event_row, at_ms, attempts,"
                            " last_status) VALUES (?, ?, ?, ?, ?)"},

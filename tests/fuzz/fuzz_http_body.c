@@ -1,5 +1,6 @@
 /* fuzz_http_body.c - the request bodies of the HTTP API and JSON escaping
  * (http/http_body.h) on any bytes. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -7,6 +8,8 @@
 #include "core/error.h"
 #include "fuzz.h"
 #include "http/http_body.h"
+#include "orders/webhook_filter.h"
+#include "orders/webhook_sign.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -28,6 +31,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(a.max_per_order >= 1 && a.max_per_order <= a.per_user_limit);
         FUZZ_CHECK(a.start_ms < a.end_ms && memchr(a.name, 0, sizeof a.name));
     }
+
+    /* the webhook endpoints' bodies: a name, URL, filter and secret that
+     * passed are ones the dispatcher takes */
+    struct sk_body_webhook wb;
+    rc = sk_body_webhook_add(buf, size, &wb, err, sizeof err);
+    FUZZ_CHECK(rc == 0 || rc == SK_EINVAL || rc == SK_ENOMEM);
+    if (rc == 0) {
+        FUZZ_CHECK(sk_body_wh_name_ok(wb.name, strlen(wb.name)));
+        FUZZ_CHECK(!strncmp(wb.url, "http://", 7) || !strncmp(wb.url, "https://", 8));
+        FUZZ_CHECK(sk_wh_filter_check(wb.events, err, sizeof err) == 0);
+        struct sk_wh_key k;
+        FUZZ_CHECK(!wb.secret[0] || sk_wh_key_parse(wb.secret, &k, err, sizeof err) == 0);
+    } else {
+        FUZZ_CHECK(!wb.name[0] && !wb.secret[0] && err[0]);
+    }
+    char secret[100];
+    int64_t keep = -1, since = -1;
+    rc = sk_body_webhook_rotate(buf, size, secret, sizeof secret, &keep, err, sizeof err);
+    FUZZ_CHECK(rc == 0 || rc == SK_EINVAL || rc == SK_ENOMEM);
+    if (rc == 0) FUZZ_CHECK(keep >= 0 && keep <= SK_BODY_WH_KEEP_MAX);
+    rc = sk_body_webhook_replay(buf, size, &since, err, sizeof err);
+    FUZZ_CHECK(rc == 0 || rc == SK_EINVAL || rc == SK_ENOMEM);
+    if (rc == 0) FUZZ_CHECK(since >= 0);
 
     /* escaping: always valid JSON text between quotes, and the same bytes
      * back through a JSON parser when the input was valid UTF-8 */
