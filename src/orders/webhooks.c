@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "orders/webhook_settle.h"
 #include "store/store.h"
 
 #define PAGE 64
@@ -270,6 +271,7 @@ static void *run(void *arg)
     sk_store *st = NULL;
     CURL *h = curl_easy_init();
     struct sk_event *page = malloc(PAGE * sizeof *page);
+    struct sk_wh_settle seen = {.n = 0};
     char err[512];
     if (h) {
         curl_easy_setopt(h, CURLOPT_URL, ep->cfg.url);
@@ -297,11 +299,14 @@ static void *run(void *arg)
             nap(w, w->o.idle_ms);
             continue;
         }
-        int64_t now = sk_wall_ms();
+        int64_t now = sk_wall_ms(), mono = sk_mono_ms();
+        sk_wh_settle_done(&seen, cursor);
+        if (n) sk_wh_settle_saw(&seen, page[n - 1].id, mono);
         size_t i = 0;
         for (; rc == 0 && i < n; i++) {
             const struct sk_event *e = &page[i];
-            if (now - e->created_ms < w->o.settle_ms) break; /* may have a gap before it */
+            /* may have a gap before it */
+            if (!sk_wh_settle_ready(&seen, e->id, mono, w->o.settle_ms)) break;
             if (!wanted(ep->cfg.filter, e->type)) {
                 rc = sk_store_webhook_advance(st, ep->cfg.name, e->id, now);
                 continue;
