@@ -3,6 +3,7 @@
  * the activity's latest one, so a shop's endpoint hears of drift once
  * when it appears or changes, not every 30 s while it lasts. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,37 +13,43 @@
 #include "core/error.h"
 #include "orders/reconcile.h"
 
+/* Appends to out (cap bytes) at at: the length it has then, which may
+ * pass cap (nothing written past it). */
+static size_t put(char *out, size_t cap, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t put(char *out, size_t cap, size_t at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(at < cap ? out + at : NULL, at < cap ? cap - at : 0, fmt, ap);
+    va_end(ap);
+    return at + (w > 0 ? (size_t)w : 0);
+}
+
 /* ,"name":{"kind":count,...} of the kinds counted in n[]. */
 static size_t counts(char *out, size_t cap, size_t at, const char *name, const size_t *n)
 {
-    int w = snprintf(out + at, at < cap ? cap - at : 0, ",\"%s\":{", name);
-    at += w > 0 ? (size_t)w : 0;
+    at = put(out, cap, at, ",\"%s\":{", name);
     const char *sep = "";
     for (int k = 0; k < SK_DRIFT_NKINDS; k++) {
         if (!n[k]) continue;
-        w = snprintf(out + at, at < cap ? cap - at : 0, "%s\"%s\":%zu", sep, sk_drift_name(k), n[k]);
-        at += w > 0 ? (size_t)w : 0;
+        at = put(out, cap, at, "%s\"%s\":%zu", sep, sk_drift_name(k), n[k]);
         sep = ",";
     }
-    w = snprintf(out + at, at < cap ? cap - at : 0, "}");
-    return at + (w > 0 ? (size_t)w : 0);
+    return put(out, cap, at, "}");
 }
 
 int sk_reconcile_drift_payload(const struct sk_reconcile_report *rep, char *out, size_t cap)
 {
-    int w = snprintf(out, cap, "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"check\":\"%s\",\"total\":%zu",
-                     SK_EVENT_SCHEMA, rep->activity_id, rep->incremental ? "incremental" : "full",
-                     rep->total);
-    size_t at = w > 0 ? (size_t)w : cap;
+    size_t at = put(out, cap, 0, "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"check\":\"%s\",\"total\":%zu",
+                    SK_EVENT_SCHEMA, rep->activity_id, rep->incremental ? "incremental" : "full",
+                    rep->total);
     at = counts(out, cap, at, "drift", rep->found);
     if (rep->repair) {
-        w = snprintf(out + at, at < cap ? cap - at : 0, ",\"remaining_total\":%zu",
-                     rep->remaining_total);
-        at += w > 0 ? (size_t)w : 0;
+        at = put(out, cap, at, ",\"remaining_total\":%zu", rep->remaining_total);
         at = counts(out, cap, at, "remaining", rep->remaining);
     }
-    w = snprintf(out + at, at < cap ? cap - at : 0, "}");
-    at += w > 0 ? (size_t)w : 0;
+    at = put(out, cap, at, "}");
     return at < cap ? (int)at : SK_EINVAL;
 }
 
