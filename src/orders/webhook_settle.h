@@ -6,8 +6,10 @@
  * or rolled back: no transaction lasts that long). Counted from the
  * event's created_ms instead, a wall clock that jumped ahead and back
  * held the endpoint for the jump's length (events "from the future"), and
- * one that jumped back let a young gap through. Pure: no I/O, no clock of
- * its own (the caller passes its monotonic milliseconds). */
+ * one that jumped back (or an event written on a host whose clock lags)
+ * let a young gap through. The price: a dispatcher (re)started waits
+ * settle_ms before its first delivery. Pure: no I/O, no clock of its own
+ * (the caller passes its monotonic milliseconds). */
 #ifndef SK_WEBHOOK_SETTLE_H
 #define SK_WEBHOOK_SETTLE_H
 #include <stdint.h>
