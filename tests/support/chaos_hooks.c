@@ -83,8 +83,8 @@ static int read_new(sk_store *st, struct evs *v)
     return rc;
 }
 
-/* Every event of v acknowledged by rx? The requests from *done on are
- * marked on their events (an event not read yet: seen again later). */
+/* The events of v not acknowledged by rx yet (every request's 200 marks
+ * its event; one of an event not read yet counts on a later call). */
 static size_t unacked(struct evs *v, struct sk_th_rx *rx)
 {
     size_t n = sk_th_rx_count(rx), left = 0;
