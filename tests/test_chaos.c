@@ -65,6 +65,7 @@
 #include "spawn/spawn.h"
 #include "support/chaos_buyers.h"
 #include "support/chaos_check.h"
+#include "support/chaos_hooks.h"
 #include "support/chaos_store.h"
 #include "support/cluster_harness.h"
 #include "support/fault_plan.h"
@@ -76,7 +77,6 @@
 #include "support/sentinel_harness.h"
 #include "support/soak_chart.h"
 #include "support/webhook_rx.h"
-#include "support/chaos_hooks.h"
 #include "tests/support/spawn/cluster_spawn.h"
 
 #define CHAOS_DEFAULT_S 120
@@ -624,7 +624,7 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
     if (c->rx && !strcmp(p->role, "all")) { /* the worker's node posts the webhooks */
         static char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(c->rx));
-        const char *hook[] = {"--webhook-url", url, "--webhook-secret", HOOK_SECRET,
+        const char *hook[] = {"--webhook-url",        url,   "--webhook-secret", HOOK_SECRET,
                               "--webhook-timeout-ms", "2000"};
         size_t at = 0;
         while (argv[at])
@@ -1150,8 +1150,7 @@ static void hook_tick(struct chaos *c, int all)
     if (n) kill(ch[0], SIGKILL);
     sk_th_rx_hold(c->rx, 0);
     c->hk.phase = 0;
-    SAY(c, "%s: %s%s", kinds[F_HOOK_KILL].name,
-        n ? "worker killed" : "no worker to kill",
+    SAY(c, "%s: %s%s", kinds[F_HOOK_KILL].name, n ? "worker killed" : "no worker to kill",
         held ? " while a delivery waited for its answer" : " (no delivery was in flight)");
 }
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "engine/keys.h"
 #include "orders/reconcile.h"
 #include "support/backend_env.h"
@@ -265,10 +266,10 @@ SK_TEST(reconcile_drift_news_against_the_latest_event)
     CHECK(sk_reconcile_drift_payload(&rep, p, sizeof p) > 0);
     CHECK_STR(p, "{\"v\":1,\"activity_id\":9,\"check\":\"full\",\"total\":3,"
                  "\"drift\":{\"lost_order\":2,\"db_stock\":1}}");
-    CHECK_EQ(sk_reconcile_drift_news(&rep, NULL, 0, 0), 1);   /* none yet */
-    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 50), 0);   /* the same */
-    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 100), 0);  /* clean not after it */
-    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 101), 1);  /* clean since */
+    CHECK_EQ(sk_reconcile_drift_news(&rep, NULL, 0, 0), 1);  /* none yet */
+    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 50), 0);  /* the same */
+    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 100), 0); /* clean not after it */
+    CHECK_EQ(sk_reconcile_drift_news(&rep, p, 100, 101), 1); /* clean since */
     CHECK_EQ(sk_reconcile_drift_news(&rep, "junk", 100, 0), 1);
     rep.incremental = 1; /* less seen: not news; more: news */
     rep.found[SK_DRIFT_LOST_ORDER] = 1;
@@ -284,7 +285,6 @@ SK_TEST(reconcile_drift_news_against_the_latest_event)
     rep.remaining[SK_DRIFT_DB_STOCK] = 1;
     rep.remaining_total = 1;
     CHECK(sk_reconcile_drift_payload(&rep, p, sizeof p) > 0);
-    CHECK_MSG(strstr(p, ",\"remaining_total\":1,\"remaining\":{\"db_stock\":1}}") != NULL, "%s",
-              p);
+    CHECK_MSG(strstr(p, ",\"remaining_total\":1,\"remaining\":{\"db_stock\":1}}") != NULL, "%s", p);
     CHECK_EQ(sk_reconcile_drift_payload(&rep, p, 20), SK_EINVAL);
 }

@@ -41,9 +41,12 @@ static char *snippet(const char *lang)
     CHECK(out != NULL);
     int state = 0; /* 0 before the marker, 1 before the fence, 2 inside */
     while (fgets(line, sizeof line, f) && state < 3) {
-        if (state == 0 && strstr(line, marker)) state = 1;
-        else if (state == 1 && !strncmp(line, "```", 3)) state = 2;
-        else if (state == 2 && !strncmp(line, "```", 3)) state = 3;
+        if (state == 0 && strstr(line, marker))
+            state = 1;
+        else if (state == 1 && !strncmp(line, "```", 3))
+            state = 2;
+        else if (state == 2 && !strncmp(line, "```", 3))
+            state = 3;
         else if (state == 2) {
             size_t n = strlen(line);
             CHECK(len + n + 1 < cap);
@@ -59,15 +62,14 @@ static char *snippet(const char *lang)
 }
 
 /* The feeding lines the test adds after a function snippet. */
-static const char py_main[] =
-    "\nimport json, sys\n"
-    "secret, hdr, body = sys.argv[1:4]\n"
-    "try:\n"
-    "    verify(secret, json.load(open(hdr)), open(body, 'rb').read())\n"
-    "except ValueError as e:\n"
-    "    print('refused:', e)\n"
-    "    sys.exit(1)\n"
-    "print('valid')\n";
+static const char py_main[] = "\nimport json, sys\n"
+                              "secret, hdr, body = sys.argv[1:4]\n"
+                              "try:\n"
+                              "    verify(secret, json.load(open(hdr)), open(body, 'rb').read())\n"
+                              "except ValueError as e:\n"
+                              "    print('refused:', e)\n"
+                              "    sys.exit(1)\n"
+                              "print('valid')\n";
 static const char js_main[] =
     "\nconst fs = require('node:fs');\n"
     "const [secret, hdr, body] = process.argv.slice(2);\n"
@@ -108,8 +110,8 @@ static int run(int l, const char *prog, const struct req *q, const char *secret,
                  "WEBHOOK_SIGNATURE='%s' sh '%s' '%s' 2>&1",
                  secret, q->id, q->ts, q->sig, prog, body);
     else
-        snprintf(cmd, sizeof cmd, "%s '%s' '%s' '%s' '%s' 2>&1", l == 1 ? "python3" : "node",
-                 prog, secret, hdr, body);
+        snprintf(cmd, sizeof cmd, "%s '%s' '%s' '%s' '%s' 2>&1", l == 1 ? "python3" : "node", prog,
+                 secret, hdr, body);
     int ws = sk_th_sh(cmd, out, cap);
     CHECK_MSG(WIFEXITED(ws), "%s: %s", cmd, out);
     return WEXITSTATUS(ws);
@@ -195,10 +197,10 @@ SK_TEST_T(webhook_snippets_in_the_docs_verify_real_deliveries_and_refuse_tampere
         free(text);
         for (size_t i = 0; i < n; i++) {
             /* as delivered: under either secret */
-            CHECK_MSG(run(l, prog, &q[i], SECRET_NEW, out, sizeof out) == 0, "%s, %s: %s",
-                      langs[l], q[i].id, out);
-            CHECK_MSG(run(l, prog, &q[i], SECRET_OLD, out, sizeof out) == 0, "%s, %s: %s",
-                      langs[l], q[i].id, out);
+            CHECK_MSG(run(l, prog, &q[i], SECRET_NEW, out, sizeof out) == 0, "%s, %s: %s", langs[l],
+                      q[i].id, out);
+            CHECK_MSG(run(l, prog, &q[i], SECRET_OLD, out, sizeof out) == 0, "%s, %s: %s", langs[l],
+                      q[i].id, out);
             CHECK_MSG(run(l, prog, &q[i], SECRET_OTHER, out, sizeof out) != 0,
                       "%s accepted another secret: %s", langs[l], out);
             struct req t = q[i];
@@ -212,7 +214,10 @@ SK_TEST_T(webhook_snippets_in_the_docs_verify_real_deliveries_and_refuse_tampere
             free(t.body);
             t.body = q[i].body;
             /* another id, another timestamp (the signatures kept) */
-            snprintf(t.id, sizeof t.id, "%s0", q[i].id);
+            size_t il = strlen(t.id);
+            CHECK(il + 1 < sizeof t.id);
+            t.id[il] = '0';
+            t.id[il + 1] = 0;
             CHECK_MSG(run(l, prog, &t, SECRET_NEW, out, sizeof out) != 0,
                       "%s accepted another id: %s", langs[l], out);
             t = q[i];

@@ -41,9 +41,9 @@ static size_t counts(char *out, size_t cap, size_t at, const char *name, const s
 
 int sk_reconcile_drift_payload(const struct sk_reconcile_report *rep, char *out, size_t cap)
 {
-    size_t at = put(out, cap, 0, "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"check\":\"%s\",\"total\":%zu",
-                    SK_EVENT_SCHEMA, rep->activity_id, rep->incremental ? "incremental" : "full",
-                    rep->total);
+    size_t at = put(
+        out, cap, 0, "{\"v\":%d,\"activity_id\":%" PRIu64 ",\"check\":\"%s\",\"total\":%zu",
+        SK_EVENT_SCHEMA, rep->activity_id, rep->incremental ? "incremental" : "full", rep->total);
     at = counts(out, cap, at, "drift", rep->found);
     if (rep->repair) {
         at = put(out, cap, at, ",\"remaining_total\":%zu", rep->remaining_total);

@@ -152,8 +152,8 @@ static int event_if_tx(sk_store *st, void *arg)
     /* no row (an activity only Redis holds) locks nothing: SQLite's
      * writers take turns anyway, a server's race ends on the unique
      * (subject, seq) */
-    int rc = sk_q_one(st, Q_ACTIVITY_STATE_LOCK, SK_ARGS(SK_I(c->aid)), sk_store_read_identity,
-                      state);
+    int rc =
+        sk_q_one(st, Q_ACTIVITY_STATE_LOCK, SK_ARGS(SK_I(c->aid)), sk_store_read_identity, state);
     if (rc < 0) return rc;
     struct last_event last;
     sk_store_activity_subject(subject, sizeof subject, c->aid);

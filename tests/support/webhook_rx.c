@@ -232,9 +232,9 @@ static int one(struct sk_th_rx *rx, int fd, char *buf, size_t *got)
     if (fault == 4) sk_th_nap_ms(50 + draw(rx, 251));
     int status = fault == 0 ? 500 : fault == 1 ? 429 : 200;
     char resp[160];
-    int n = snprintf(resp, sizeof resp, "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%s\r\n", status,
-                     status == 429 ? (draw(rx, 2) ? "Retry-After: 1\r\n" : "Retry-After: 2\r\n")
-                                   : "");
+    int n =
+        snprintf(resp, sizeof resp, "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%s\r\n", status,
+                 status == 429 ? (draw(rx, 2) ? "Retry-After: 1\r\n" : "Retry-After: 2\r\n") : "");
     answered(rx, i, status, fault == 4);
     return send(fd, resp, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
 }
