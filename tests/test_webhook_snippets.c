@@ -4,7 +4,8 @@
  * marker) and run against real deliveries: the dispatcher posts a sale's
  * events, signed under two secrets (a rotation), to a receiver of the
  * test's own, which keeps them as they came. Each snippet accepts every
- * delivery under either secret, and refuses a byte of the body changed,
+ * delivery under either secret, and refuses, on the payment's delivery
+ * (an escaped payment reference in its body), a byte of the body changed,
  * another id, another timestamp, another secret, and a correctly signed
  * request whose timestamp is an hour old (a replay). The test adds only
  * the lines that feed a snippet its input. */
@@ -201,6 +202,7 @@ SK_TEST_T(webhook_snippets_in_the_docs_verify_real_deliveries_and_refuse_tampere
                       q[i].id, out);
             CHECK_MSG(run(l, prog, &q[i], SECRET_OLD, out, sizeof out) == 0, "%s, %s: %s", langs[l],
                       q[i].id, out);
+            if (i != 3) continue; /* the tampered copies: of the payment (seconds each in node) */
             CHECK_MSG(run(l, prog, &q[i], SECRET_OTHER, out, sizeof out) != 0,
                       "%s accepted another secret: %s", langs[l], out);
             struct req t = q[i];

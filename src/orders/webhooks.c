@@ -294,14 +294,17 @@ static void *run(void *arg)
         int64_t cursor = 0;
         size_t n = 0;
         int rc = sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor);
+        int64_t hi = 0;
         if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
+        if (rc == 0) rc = sk_store_events_max(st, &hi);
         if (rc) {
             nap(w, w->o.idle_ms);
             continue;
         }
+        /* (after the read of hi: its rows were inserted before mono) */
         int64_t now = sk_wall_ms(), mono = sk_mono_ms();
         sk_wh_settle_done(&seen, cursor);
-        if (n) sk_wh_settle_saw(&seen, page[n - 1].id, mono);
+        sk_wh_settle_saw(&seen, hi, mono);
         size_t i = 0;
         for (; rc == 0 && i < n; i++) {
             const struct sk_event *e = &page[i];

@@ -17,9 +17,9 @@
  *
  * The row ids of the outbox grow in insert order; a server store may
  * commit them out of that order, so an endpoint only takes an event
- * settle_ms (longer than any store transaction) after its first read
- * returned it, on its monotonic clock (webhook_settle.h), and never one
- * past a gap younger than that. */
+ * settle_ms (longer than any store transaction) after a read of the
+ * outbox's highest row id covered it, on its monotonic clock
+ * (webhook_settle.h), and never one past a gap younger than that. */
 #ifndef SK_WEBHOOKS_H
 #define SK_WEBHOOKS_H
 #include <stddef.h>
@@ -46,8 +46,8 @@ struct sk_wh_opts {
     int64_t backoff_min_ms;      /* first retry delay; 0: 1000 */
     int64_t backoff_max_ms;      /* cap; 0: 300000 */
     int64_t timeout_ms;          /* one POST, connect included; 0: 10000 */
-    int64_t settle_ms;           /* events first read less than this ago wait (see above); <0: 0,
-                                    0: 10000 */
+    int64_t settle_ms;           /* events first covered less than this ago wait (see above);
+                                    <0: 0, 0: 10000 */
     int64_t idle_ms;             /* poll of the outbox when nothing is due; 0: 500 */
     uint64_t seed;               /* the jitter's; 0: from the clock */
     struct sk_node_worker *node; /* NULL, or the node's worker slot: each endpoint's figures

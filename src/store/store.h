@@ -405,6 +405,10 @@ struct sk_event {
 int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
                          size_t *n);
 
+/* The highest row id of the outbox now (0: empty): every row below it
+ * was inserted before this call (orders/webhook_settle.h). */
+int sk_store_events_max(sk_store *st, int64_t *max_row);
+
 /* A sale's event written only when it is news (reconcile.drift): in one
  * transaction, with the activity's row locked (when the database holds
  * it: two writers take turns), due(arg, last, last_ms) is asked with the

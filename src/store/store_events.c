@@ -123,6 +123,14 @@ int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk
                           sk_store_read_event, sizeof *out, out, limit, n);
 }
 
+int sk_store_events_max(sk_store *st, int64_t *max_row)
+{
+    *max_row = 0;
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_q_one(st, Q_EVENTS_MAX, NULL, 0, sk_store_read_i64, max_row);
+    return rc < 0 ? rc : 0;
+}
+
 /* The latest event's payload and time (Q_EVENT_LAST). */
 struct last_event {
     char payload[SK_STORE_PAYLOAD_MAX];

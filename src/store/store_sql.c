@@ -334,6 +334,7 @@ static const struct sql sql[Q_COUNT] = {
                                " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
     /* (subject, type): the subject's latest event of the type (a sale's
      * conditional event: sk_store_event_if) */
+    [Q_EVENTS_MAX] = {.what = "read events", .text = "SELECT COALESCE(MAX(id), 0) FROM events"},
     [Q_EVENT_LAST] = {.what = "read events",
                       .text = "SELECT payload, created_ms FROM events WHERE subject = ?"
                               " AND type = ? ORDER BY seq DESC LIMIT 1"},

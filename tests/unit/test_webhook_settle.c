@@ -1,6 +1,7 @@
 /* test_webhook_settle.c - when the dispatcher may take an outbox row
  * (orders/webhook_settle.h), driven with made-up monotonic times: a row
- * waits settle_ms from the first read that returned it, whatever its
+ * waits settle_ms from the first read of the outbox's highest row id that
+ * covered it, whatever its
  * created_ms says; rows never seen wait; delivered rows are forgotten; a
  * full history makes rows wait longer, never less. */
 #include "orders/webhook_settle.h"
