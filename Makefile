@@ -205,7 +205,8 @@ partitions: all
 # length (default 120), CHAOS_TOPO=sentinel|cluster|all (default all),
 # CHAOS_STORE=postgres|sqlite|mariadb (default postgres); CHAOS_KINDS=id,... only those
 # faults (master_kill, lag_failover, db_freeze, ...: tests/test_chaos.c).
-# New kinds: redis_oom, clock_jump, disk_full, backlog_cap, sentinel_drift.
+# New kinds: redis_oom, clock_jump, disk_full, backlog_cap, sentinel_drift,
+# webhook_faults, webhook_kill (serve A posts its events to a receiver of the test's own).
 CHAOS_TOPO ?= all
 CHAOS_S    ?= 120
 CHAOS_FILTER = $(if $(filter sentinel,$(CHAOS_TOPO)),chaos_nemesis_sentinel,$(if $(filter cluster,$(CHAOS_TOPO)),chaos_nemesis_cluster,chaos_nemesis))

@@ -25,7 +25,10 @@
  * host's, the worker's, a master's), a full disk (the database's, a
  * master's AOF), the worker held until the streams hold 50 times their
  * backlog, Sentinels that drift (one killed and back stale, a quorum
- * changed). Killed
+ * changed), and the shop's webhook endpoint: serve A's worker posts the
+ * outbox's events to a receiver of the test's own (support/webhook_rx.h)
+ * that fails half of them for a while (500, 429, hangs, resets, slow
+ * answers), or holds one while the worker is killed. Killed
  * Redis nodes come back on their port and data; killed serve processes
  * are replaced by their supervisor. At most one Redis fault at a time (a
  * second one while one lasts is skipped and logged), so the topology can
@@ -34,7 +37,9 @@
  * with the same Idempotency-Key after a 503 or no answer.
  *
  * After the last fault heals, the sale goes on for 10 s (it must sell
- * again), the buyers stop, the worker drains, and the checker rules. */
+ * again), the buyers stop, the worker drains, and the checker rules; then
+ * every event of the outbox must reach the receiver (support/chaos_hooks.h
+ * compares what it got with the database's events and orders). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +65,7 @@
 #include "spawn/spawn.h"
 #include "support/chaos_buyers.h"
 #include "support/chaos_check.h"
+#include "support/chaos_hooks.h"
 #include "support/chaos_store.h"
 #include "support/cluster_harness.h"
 #include "support/fault_plan.h"
@@ -70,6 +76,7 @@
 #include "support/sale_env.h"
 #include "support/sentinel_harness.h"
 #include "support/soak_chart.h"
+#include "support/webhook_rx.h"
 #include "tests/support/spawn/cluster_spawn.h"
 
 #define CHAOS_DEFAULT_S 120
@@ -111,6 +118,8 @@ enum fault_kind {
     F_DISK_FULL,
     F_BACKLOG_CAP,
     F_SENTINEL_DRIFT,
+    F_HOOK_FAULTS,
+    F_HOOK_KILL,
     F_KINDS
 };
 
@@ -148,7 +157,22 @@ static struct sk_th_fault_kind kinds[F_KINDS] = {
      * or 3, then started again from the configuration it had at the start */
     [F_SENTINEL_DRIFT] = {"sentinel_drift", "Sentinels drift (one killed, back stale; quorum)", 2,
                           3000, 8000},
+    /* the shop's webhook endpoint (the test's receiver): half of its
+     * requests answered 500, 429 + Retry-After, never (a hang until the
+     * dispatcher's 2 s timeout), with a reset, or slowly */
+    [F_HOOK_FAULTS] = {"webhook_faults", "the webhook receiver fails (500, 429, hang, reset, slow)",
+                       2, 2000, 8000},
+    /* the receiver holds the next delivery unanswered, and the worker (its
+     * dispatcher) is killed while it waits: the event must come again */
+    [F_HOOK_KILL] = {"webhook_kill", "the worker killed mid-delivery of a webhook", 1, 0, 0},
 };
+
+/* The webhook endpoint's secret (serve A's --webhook-secret). */
+#define HOOK_SECRET "whsec_Y2hhb3MtbmVtZXNpcy13ZWJob29rLXNlY3JldC0wMQ=="
+/* After the drain, every event of the outbox must be acknowledged within
+ * this (the dispatcher's settle of 10 s on a server store, retries of the
+ * last faults, a worker restarted). */
+#define HOOK_WAIT_MS 180000
 
 #define BACKLOG_FACTOR 50
 #define BACKLOG_FLOOR 100 /* entries: the usual backlog counted as at least this */
@@ -268,6 +292,13 @@ struct chaos {
     int open_s;         /* the activities' window, from the start (a jump ahead passes it) */
     char extra[8][400]; /* findings of the new kinds outside the checker */
     int nextra;
+    /* the shop's webhook endpoint: a receiver of the test's own */
+    struct sk_th_rx *rx;
+    int hook_busy; /* webhook_faults lasts */
+    struct hook_hold {
+        int phase; /* 1: holding deliveries until one waits, then the kill */
+        int64_t deadline;
+    } hk;
 };
 
 static void extra_finding(struct chaos *c, const char *fmt, ...)
@@ -583,7 +614,24 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
                           c->cluster ? "1" : "2",
                           "--redis-timeout-ms",
                           "1000",
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
                           NULL};
+    if (c->rx && !strcmp(p->role, "all")) { /* the worker's node posts the webhooks */
+        static char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(c->rx));
+        const char *hook[] = {"--webhook-url",        url,   "--webhook-secret", HOOK_SECRET,
+                              "--webhook-timeout-ms", "2000"};
+        size_t at = 0;
+        while (argv[at])
+            at++;
+        for (size_t i = 0; i < 6; i++)
+            argv[at + i] = hook[i];
+    }
     struct sk_spawn_cmd cmd = {
         .argv = argv, .out = p->log, .err = p->log, .flags = SK_SPAWN_PDEATHSIG};
     /* a host whose clock can jump: libfaketime (Debian's) preloaded, an
@@ -1064,6 +1112,48 @@ static void sentinel_drift(struct chaos *c, const struct sk_th_fault *f)
         kinds[F_SENTINEL_DRIFT].name, j, q, quorum, f->dur_ms / 1000.0);
 }
 
+static void hook_faults(struct chaos *c, const struct sk_th_fault *f)
+{
+    if (c->hook_busy) {
+        skip(c, F_HOOK_FAULTS, "one lasts already");
+        return;
+    }
+    int li = log_fault(c, F_HOOK_FAULTS);
+    sk_th_rx_faults(c->rx, 50);
+    c->hook_busy = 1;
+    remember(c, F_HOOK_FAULTS, -1, 0, f->dur_ms, li);
+    SAY(c, "%s: half of the deliveries fail for %.1f s", kinds[F_HOOK_FAULTS].name,
+        f->dur_ms / 1000.0);
+}
+
+/* The receiver holds deliveries; hook_tick kills the worker once one
+ * waits (or after 5 s: nothing was being delivered). */
+static void hook_kill(struct chaos *c)
+{
+    if (c->worker_busy || c->hk.phase) {
+        skip(c, F_HOOK_KILL, "a worker fault lasts");
+        return;
+    }
+    log_fault(c, F_HOOK_KILL);
+    sk_th_rx_hold(c->rx, 1);
+    c->hk = (struct hook_hold){1, sk_mono_ms() + 5000};
+    SAY(c, "%s: the webhook receiver holds the next delivery", kinds[F_HOOK_KILL].name);
+}
+
+static void hook_tick(struct chaos *c, int all)
+{
+    if (c->hk.phase != 1) return;
+    int held = sk_th_rx_held(c->rx);
+    if (!held && !all && sk_mono_ms() < c->hk.deadline) return;
+    pid_t ch[8];
+    int n = all ? 0 : children(&c->sv[0], "seckill-worker", ch, 8);
+    if (n) kill(ch[0], SIGKILL);
+    sk_th_rx_hold(c->rx, 0);
+    c->hk.phase = 0;
+    SAY(c, "%s: %s%s", kinds[F_HOOK_KILL].name, n ? "worker killed" : "no worker to kill",
+        held ? " while a delivery waited for its answer" : " (no delivery was in flight)");
+}
+
 static void apply_newer(struct chaos *c, const struct sk_th_fault *f)
 {
     switch (f->kind) {
@@ -1078,6 +1168,8 @@ static void apply_newer(struct chaos *c, const struct sk_th_fault *f)
     case F_DISK_FULL: disk_full(c, f); break;
     case F_BACKLOG_CAP: backlog_cap(c, f); break;
     case F_SENTINEL_DRIFT: sentinel_drift(c, f); break;
+    case F_HOOK_FAULTS: hook_faults(c, f); break;
+    case F_HOOK_KILL: hook_kill(c); break;
     default: CHECK_MSG(0, "kind %d", f->kind);
     }
 }
@@ -1145,6 +1237,11 @@ static void heal_newer(struct chaos *c, const struct active *a)
                               "not move: no alert",
                               (double)(c->done[a->log].to - c->done[a->log].from) / 1000, admitted);
         }
+        break;
+    case F_HOOK_FAULTS:
+        sk_th_rx_faults(c->rx, 0);
+        c->hook_busy = 0;
+        SAY(c, "the webhook receiver answers 200 again");
         break;
     case F_SENTINEL_DRIFT: {
         int j = a->node, q = a->aux;
@@ -1783,6 +1880,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
            ro->soak ? "soak" : "chaos", c->seed, cluster ? "cluster" : "sentinel");
     static struct sk_th_fault f[MAX_FAULTS];
     if (cluster) kinds[F_SENTINEL_DRIFT].weight = 0; /* no Sentinels there */
+    if (ro->soak) kinds[F_HOOK_FAULTS].weight = kinds[F_HOOK_KILL].weight = 0; /* no webhooks */
     restrict_kinds(getenv("CHAOS_KINDS"));
     size_t nf = plan(c->seed, c->duration_s, ro->gap_min_ms, ro->gap_max_ms, f, MAX_FAULTS);
     prepare_newer(c);
@@ -1819,6 +1917,11 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     char err0[256];
     CHECK_MSG(sk_redis_new(&c->r, c->url, 500, 1000, err0, sizeof err0) == 0, "redis: %s", err0);
     CHECK_MSG(sk_store_open(&c->st, c->db.spec, err0, sizeof err0) == 0, "store: %s", err0);
+    if (!ro->soak) {
+        const char *secrets[] = {HOOK_SECRET, NULL};
+        c->rx = sk_th_rx_start(c->seed, secrets, 0);
+        printf("    # the shop's webhook endpoint: a receiver on port %d\n", sk_th_rx_port(c->rx));
+    }
     c->sv[0].name = "serve A (--role all)";
     c->sv[0].role = "all";
     c->sv[1].name = "serve B (--role api)";
@@ -1879,6 +1982,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     while (sk_mono_ms() < end) {
         heal_due(c, 0);
         backlog_tick(c, 0);
+        hook_tick(c, 0);
         if (next < nf && sk_mono_ms() - c->t0_mono >= f[next].at_ms) apply(c, &f[next++]);
         if (ro->soak && sk_mono_ms() >= next_minute) {
             soak_sample(c, &k, &L);
@@ -1898,6 +2002,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
         soak_sample(c, &k, &L); /* the last minute */
     heal_due(c, 1);
     if (c->bl.phase == 1) backlog_tick(c, 1); /* a held worker continues with the rest */
+    hook_tick(c, 1);
     int64_t healed = sk_wall_ms();
     SAY(c, "every fault healed (%zu applied, %zu skipped); buying on for %d s", c->applied,
         c->skipped, POST_HEAL_S);
@@ -1940,6 +2045,15 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     static struct chaos_report rep;
     CHECK_MSG(chaos_check(&in, &rep) == 0, "the check could not read: %s", rep.example[0]);
     chaos_report_print(stdout, &rep);
+    static struct chaos_hooks_report hooks;
+    if (c->rx) {
+        uint64_t aids[CHAOS_MAX_ACTS];
+        for (size_t i = 0; i < c->nacts; i++)
+            aids[i] = c->acts[i].id;
+        CHECK_MSG(chaos_hooks_check(st, c->rx, aids, c->nacts, HOOK_WAIT_MS, &hooks) == 0,
+                  "the webhook check could not read: %s", hooks.example[0]);
+        chaos_hooks_print(stdout, &hooks);
+    }
     printf("    # oldest unpersisted order seen on /metrics during the run: %.1f s\n",
            c->max_age_s);
     fault_table(c, &L);
@@ -1970,6 +2084,8 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     CHECK_MSG(chaos_report_ok(&rep), "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 ")",
               c->seed);
     CHECK_MSG(!c->nextra, "%s (CHAOS_SEED=%" PRIu64 ")", c->extra[0], c->seed);
+    CHECK_MSG(!c->rx || chaos_hooks_ok(&hooks),
+              "the nemesis found broken webhook promises (CHAOS_SEED=%" PRIu64 ")", c->seed);
     sale_log_passed();
 
     sk_store_close(st);
@@ -1981,6 +2097,7 @@ static void chaos_run(int cluster, const struct run_opts *ro)
         int wst;
         waitpid(c->sv[s].pid, &wst, 0);
     }
+    if (c->rx) sk_th_rx_stop(c->rx);
     chaos_store_done(&c->db);
     if (c->sv[0].clock[0]) faketime_leftovers();
     /* the small filesystems go (lazily: a server may still hold a file) */

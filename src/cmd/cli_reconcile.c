@@ -147,6 +147,12 @@ static int run(const char *redis_url, const char *db, uint64_t only, int repair,
         }
         checked++;
         if (!rep.consistent) drifted++;
+        /* drift that is news goes to the outbox (reconcile.drift); a
+         * database that refuses the write does not change the verdict */
+        if (rep.total && sk_reconcile_drift_event(st, &rep, 0, 0) < 0)
+            fprintf(stderr,
+                    "reconcile: activity %" PRIu64 ": reconcile.drift event not written: %s\n",
+                    ids[i], sk_store_errstr(st));
         if (json)
             json_array_append_new(arr, sk_reconcile_json(&rep, (size_t)max_lines));
         else

@@ -429,6 +429,9 @@ static void reconcile_all(const struct sk_config *cfg)
             struct sk_reconcile_report rep;
             if (sk_reconcile_periodic_run(&reconcile_marks, st, r, ids[i], &rep) == 0) {
                 if (!rep.consistent) sk_reconcile_print(stderr, &rep, 5);
+                if (rep.event < 0)
+                    sk_log(SK_LOG_WARN, "reconcile: activity %llu: reconcile.drift event: %s",
+                           (unsigned long long)ids[i], sk_store_errstr(st));
                 sk_node_wc_add(node_worker, SK_WC_reconcile_runs, 1);
                 sk_node_wc_add(node_worker, SK_WC_reconcile_drifts, rep.consistent ? 0 : 1);
                 differences += rep.total;

@@ -970,6 +970,10 @@ int sk_reconcile_periodic_run(struct sk_reconcile_periodic *p, sk_store *st, sk_
     if (rc == 0) {
         m->since_ms = start;
         m->passes++;
+        if (rep->total == 0 && !rep->incremental)
+            m->clean_ms = start;
+        else
+            sk_reconcile_drift_event(st, rep, m->clean_ms, 0); /* rep->event says how it went */
     }
     return rc;
 }

@@ -185,6 +185,9 @@ struct sk_reconcile_report {
     int slices;       /* full check: ledger slices read one after another (1: one snapshot) */
     size_t rows_read; /* DB order rows read */
     size_t peak_held; /* most ledger entries held in memory at once */
+    /* The reconcile.drift event (sk_reconcile_drift_event): 1 written, 0
+     * none (no drift, not news, or not asked), < 0 the store's failure. */
+    int event;
 };
 
 #define SK_RECONCILE_GRACE_MS 5000
@@ -246,6 +249,7 @@ struct sk_reconcile_mark {
     uint64_t activity_id;
     int64_t since_ms; /* the start of its last pass */
     unsigned passes;  /* passes run */
+    int64_t clean_ms; /* the start of its last full pass that found no drift, 0 none */
 };
 
 struct sk_reconcile_periodic {
@@ -260,9 +264,38 @@ void sk_reconcile_periodic_init(struct sk_reconcile_periodic *p);
 /* Frees the marks (p stays usable, every activity starts with a full pass). */
 void sk_reconcile_periodic_free(struct sk_reconcile_periodic *p);
 /* One pass over one activity (no repair): as sk_reconcile_activity. The
- * mark moves only when the check ran. */
+ * mark moves only when the check ran; drift that is news is written to
+ * the outbox (sk_reconcile_drift_event: rep->event). */
 int sk_reconcile_periodic_run(struct sk_reconcile_periodic *p, sk_store *st, sk_redis *r,
                               uint64_t activity_id, struct sk_reconcile_report *rep);
+
+/* ---- The reconcile.drift event (reconcile_event.c, docs/integration.md) --
+ *
+ * A pass that finds drift writes one event to the outbox (subject
+ * "activity-<ID>", payload: schema v, the check, the kinds found and
+ * their counts, the total; after --repair what remains) when it is news
+ * against the activity's latest reconcile.drift event:
+ *   - none yet, or a full pass found the activity clean since it was
+ *     written (clean_ms, the caller's memory: the worker's marks);
+ *   - a full pass: a kind's count differs from the event's (a kind
+ *     appeared, went, grew or shrank);
+ *   - an incremental pass (which does not see every kind): a kind's count
+ *     is above the event's.
+ * So the same drift seen pass after pass writes one event, a clean pass
+ * none. */
+
+/* The payload of rep's event into out (cap bytes): its length, or
+ * SK_EINVAL when it does not fit. */
+int sk_reconcile_drift_payload(const struct sk_reconcile_report *rep, char *out, size_t cap);
+/* 1 when rep's drift is news against last (the latest event's payload,
+ * NULL none), written at last_ms; clean_ms as above (0: unknown). */
+int sk_reconcile_drift_news(const struct sk_reconcile_report *rep, const char *last,
+                            int64_t last_ms, int64_t clean_ms);
+/* Writes rep's event when it found drift and it is news (one transaction
+ * with the read of the latest one: sk_store_event_if); rep->event says
+ * what happened. now_ms 0: the wall clock. 0, or the store's code. */
+int sk_reconcile_drift_event(sk_store *st, struct sk_reconcile_report *rep, int64_t clean_ms,
+                             int64_t now_ms);
 
 /* Human report: one line of Redis figures (segmented: the activity's, with
  * its transfers, then one per segment, at most max_lines), one of DB

@@ -7,6 +7,7 @@
  *   reconcile_seg.c     stock transfers between segments
  *   reconcile_repair.c  repair planning and applying
  *   reconcile_report.c  the report: drift and repair lines, text and JSON
+ *   reconcile_event.c   the reconcile.drift event written to the outbox
  *
  * A run (struct rec_run) is one activity; it holds one context (struct
  * rec_ctx) per key set: the activity's, or each segment's. */

@@ -218,6 +218,7 @@ json_t *sk_reconcile_json(const struct sk_reconcile_report *rep, size_t max_line
         (json_int_t)k->stock_failures, "stock_failure_units", (json_int_t)k->stock_failure_units,
         "owed_recent", (json_int_t)db->owed_recent);
     if (!o) return NULL;
+    json_object_set_new(o, "drift_event", json_boolean(rep->event == 1));
     const struct sk_reconcile_owner *ow = &rep->owner;
     json_object_set_new(o, "store",
                         json_pack("{s:s, s:s?, s:s?, s:I}", "this", ow->store_id, "redis",

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "orders/webhook_settle.h"
 #include "store/store.h"
 
 #define PAGE 64
@@ -237,8 +238,9 @@ static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t 
 }
 
 /* Delivers event e (retrying until acknowledged, the horizon, or stop):
- * 0 done (delivered or dead-lettered, the cursor moved within epoch), 1
- * stopped, 2 paused meanwhile (the cursor stays), or a store code. */
+ * 0 done (delivered: the caller moves the cursor past it; or
+ * dead-lettered, the cursor moved within epoch), 1 stopped, 2 paused
+ * meanwhile (the cursor stays), or a store code. */
 static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *e, int64_t epoch)
 {
     const struct sk_wh_opts *o = &ep->w->o;
@@ -250,7 +252,7 @@ static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *
         int64_t now = sk_wall_ms();
         if (status >= 200 && status < 300) {
             set_stats(ep, 1, 0, 0, 0, 0);
-            return sk_store_webhook_advance(st, ep->cfg.name, e->id, epoch, now);
+            return 0;
         }
         set_stats(ep, 0, 1, 0, 1, now - e->created_ms);
         if (sk_mono_ms() - first >= o->horizon_ms) {
@@ -288,6 +290,7 @@ static void *run(void *arg)
     sk_store *st = NULL;
     CURL *h = curl_easy_init();
     struct sk_event *page = malloc(PAGE * sizeof *page);
+    struct sk_wh_settle seen = {.n = 0};
     char err[512];
     if (h) {
         curl_easy_setopt(h, CURLOPT_URL, ep->cfg.url);
@@ -319,26 +322,41 @@ static void *run(void *arg)
         int rc = ep->db_id
                      ? sk_store_webhook_cursor_find(st, ep->cfg.name, &cursor, &epoch)
                      : sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor, &epoch);
+        int64_t hi = 0;
         if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
+        if (rc == 0) rc = sk_store_events_max(st, &hi);
         if (rc) {
             nap(ep, w->o.idle_ms);
             continue;
         }
-        int64_t now = sk_wall_ms(), skipped = 0;
+        /* (after the read of hi: its rows were inserted before mono) */
+        int64_t now = sk_wall_ms(), mono = sk_mono_ms(), pass = 0, flushed = mono;
+        sk_wh_settle_done(&seen, cursor);
+        sk_wh_settle_saw(&seen, hi, mono);
         size_t i = 0;
         for (; rc == 0 && i < n; i++) {
             const struct sk_event *e = &page[i];
-            if (now - e->created_ms < w->o.settle_ms) break; /* may have a gap before it */
+            /* may have a gap before it */
+            if (!sk_wh_settle_ready(&seen, e->id, mono, w->o.settle_ms)) break;
             if (!wanted(ep, e)) {
-                skipped = e->id; /* the cursor passes it with the next move */
+                pass = e->id; /* the cursor passes it with the next move */
                 continue;
             }
-            skipped = 0;
             set_stats(ep, 0, 0, 0, 0, now - e->created_ms);
             rc = deliver(ep, st, h, e, epoch);
+            if (rc != 0) break;
+            /* the cursor moves once a page, or every 200 ms while a slow
+             * receiver takes the page: not a committed write per event
+             * (a restart may deliver those again: at least once) */
+            pass = e->id;
+            int64_t t = sk_mono_ms();
+            if (t - flushed >= 200) {
+                rc = sk_store_webhook_advance(st, ep->cfg.name, pass, epoch, sk_wall_ms());
+                flushed = t, pass = 0;
+            }
         }
-        if (rc == 0 && skipped)
-            rc = sk_store_webhook_advance(st, ep->cfg.name, skipped, epoch, now);
+        if (pass && (rc == 0 || rc == 1 || rc == 2))
+            sk_store_webhook_advance(st, ep->cfg.name, pass, epoch, sk_wall_ms());
         if (rc == 1) break;
         if (i == n || rc) set_stats(ep, 0, 0, 0, 0, 0);
         if (n < PAGE || i < n || rc) nap(ep, w->o.idle_ms);

@@ -11,9 +11,11 @@
  * the previous one is acknowledged (2xx), retried with exponential
  * backoff and full jitter (Retry-After honoured on 429 and 503) for the
  * horizon (a day by default), or dead-lettered (webhook_dead) after it.
- * The cursor (webhook_cursors) moves after each; a restart resumes from
- * it and may deliver the last event again (at least once: receivers drop
- * duplicates by webhook-id).
+ * The cursor (webhook_cursors) moves once a page of events is through (or
+ * every 200 ms while a slow receiver takes it): a committed write per
+ * event would bound the rate to the store's commits (180 events/s on a
+ * busy SQLite). A restart resumes from it and may deliver up to a page
+ * again (at least once: receivers drop duplicates by webhook-id).
  *
  * Endpoints come from two places: the node's configuration (the
  * endpoints given to sk_webhooks_start, every activity's events) and the
@@ -26,9 +28,10 @@
  * the endpoint's thread reads the cursor again after each page.
  *
  * The row ids of the outbox grow in insert order; a server store may
- * commit them out of that order, so an endpoint only takes events older
- * than settle_ms (longer than any store transaction), and never one past
- * a gap younger than that. */
+ * commit them out of that order, so an endpoint only takes an event
+ * settle_ms (longer than any store transaction) after a read of the
+ * outbox's highest row id covered it, on its monotonic clock
+ * (webhook_settle.h), and never one past a gap younger than that. */
 #ifndef SK_WEBHOOKS_H
 #define SK_WEBHOOKS_H
 #include <stddef.h>
@@ -56,7 +59,8 @@ struct sk_wh_opts {
     int64_t backoff_min_ms;      /* first retry delay; 0: 1000 */
     int64_t backoff_max_ms;      /* cap; 0: 300000 */
     int64_t timeout_ms;          /* one POST, connect included; 0: 10000 */
-    int64_t settle_ms;           /* events younger than this wait (see above); <0: 0, 0: 10000 */
+    int64_t settle_ms;           /* events first covered less than this ago wait (see above);
+                                    <0: 0, 0: 10000 */
     int64_t idle_ms;             /* poll of the outbox when nothing is due; 0: 500 */
     int64_t refresh_ms;          /* the database's endpoints read again; 0: 1000, <0: never
                                     (the configured endpoints only) */

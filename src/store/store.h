@@ -379,7 +379,9 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
  *   order.payment_refused   a payment of a cancelled order (refund it);
  *                           once per order and payment reference
  *   activity.opened / activity.closed   the sale's state set so
- *   activity.sold_out       a persist took the DB stock to 0 */
+ *   activity.sold_out       a persist took the DB stock to 0
+ *   reconcile.drift         reconcile found drift that is news
+ *                           (orders/reconcile.h: sk_reconcile_drift_event) */
 
 #define SK_STORE_EVENT_TYPE_MAX 32
 #define SK_STORE_SUBJECT_MAX 64
@@ -402,6 +404,21 @@ struct sk_event {
  * caller's array); *n written. */
 int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
                          size_t *n);
+
+/* The highest row id of the outbox now (0: empty): every row below it
+ * was inserted before this call (orders/webhook_settle.h). */
+int sk_store_events_max(sk_store *st, int64_t *max_row);
+
+/* A sale's event written only when it is news (reconcile.drift): in one
+ * transaction, with the activity's row locked (when the database holds
+ * it: two writers take turns), due(arg, last, last_ms) is asked with the
+ * payload of the activity's latest event of this type (NULL: none) and
+ * when it was written; when it answers 1 the event is written with
+ * payload (a JSON object, < SK_STORE_PAYLOAD_MAX bytes) and *written is
+ * 1. 0, or the store's code (nothing written). */
+typedef int sk_store_event_due(void *arg, const char *last, int64_t last_ms);
+int sk_store_event_if(sk_store *st, const char *type, uint64_t aid, int64_t now_ms,
+                      const char *payload, sk_store_event_due *due, void *arg, int *written);
 
 /* The webhook dispatcher's state (orders/webhooks.h): endpoint's cursor,
  * the row id up to which every event was delivered or dead-lettered

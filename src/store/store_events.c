@@ -1,7 +1,8 @@
 /* store_events.c - the outbox (store.h, migration 11) on every driver
  * (store_int.h): the JSON of an event, its row written in the caller's
- * transaction (a status change, a persist, a state change), and the list
- * the dispatcher and `seckill events` read. The subject's next seq is
+ * transaction (a status change, a persist, a state change), a sale's
+ * event written only when it is news (reconcile.drift), and the list the
+ * dispatcher and `seckill events` read. The subject's next seq is
  * computed by the INSERT itself, under the row lock the change holds, so
  * a change costs no extra round trip (SK_SQL_DEFER: the servers send it
  * with the COMMIT). */
@@ -120,6 +121,70 @@ int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk
     return rc ? rc
               : sk_q_fill(st, Q_EVENTS_LIST, SK_ARGS(SK_I(after_id), SK_I(lim)),
                           sk_store_read_event, sizeof *out, out, limit, n);
+}
+
+int sk_store_events_max(sk_store *st, int64_t *max_row)
+{
+    *max_row = 0;
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_q_one(st, Q_EVENTS_MAX, NULL, 0, sk_store_read_i64, max_row);
+    return rc < 0 ? rc : 0;
+}
+
+/* The latest event's payload and time (Q_EVENT_LAST). */
+struct last_event {
+    char payload[SK_STORE_PAYLOAD_MAX];
+    int64_t created_ms;
+};
+
+static void read_last(sk_store *st, sk_stmt *s, void *dst)
+{
+    struct last_event *e = dst;
+    st->drv->col_text(s, 0, e->payload, sizeof e->payload);
+    e->created_ms = st->drv->col_i64(s, 1);
+}
+
+struct event_if {
+    const char *type, *payload;
+    uint64_t aid;
+    int64_t now_ms;
+    sk_store_event_due *due;
+    void *arg;
+    int *written;
+};
+
+static int event_if_tx(sk_store *st, void *arg)
+{
+    const struct event_if *c = arg;
+    char state[SK_STORE_IDENTITY_MAX + 8], subject[SK_STORE_SUBJECT_MAX]; /* state: unused */
+    /* no row (an activity only Redis holds) locks nothing: SQLite's
+     * writers take turns anyway, a server's race ends on the unique
+     * (subject, seq) */
+    int rc =
+        sk_q_one(st, Q_ACTIVITY_STATE_LOCK, SK_ARGS(SK_I(c->aid)), sk_store_read_identity, state);
+    if (rc < 0) return rc;
+    struct last_event last;
+    sk_store_activity_subject(subject, sizeof subject, c->aid);
+    rc = sk_q_one(st, Q_EVENT_LAST, SK_ARGS(SK_T(subject), SK_T(c->type)), read_last, &last);
+    if (rc < 0) return rc;
+    if (!c->due(c->arg, rc ? last.payload : NULL, rc ? last.created_ms : 0)) return 0;
+    rc = sk_store_event(st, c->type, c->aid, NULL, c->now_ms, NULL, c->payload);
+    if (rc == 0) *c->written = 1;
+    return rc;
+}
+
+int sk_store_event_if(sk_store *st, const char *type, uint64_t aid, int64_t now_ms,
+                      const char *payload, sk_store_event_due *due, void *arg, int *written)
+{
+    *written = 0;
+    if (strlen(payload) >= SK_STORE_PAYLOAD_MAX)
+        return sk_store_set_err(st, SK_EINVAL, "%s: event payload too long", type);
+    if (sk_store_id_beyond_sql(aid)) return sk_store_no_activity(st, aid);
+    int rc = sk_store_enter(st);
+    struct event_if c = {type, payload, aid, now_ms, due, arg, written};
+    if (rc == 0) rc = sk_tx(st, event_if_tx, &c);
+    if (rc) *written = 0; /* rolled back */
+    return rc;
 }
 
 int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, int64_t *row,

@@ -332,6 +332,12 @@ static const struct sql sql[Q_COUNT] = {
                        .text = "SELECT " SK_STORE_EVENT_COLUMNS
                                " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
                                " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
+    /* (subject, type): the subject's latest event of the type (a sale's
+     * conditional event: sk_store_event_if) */
+    [Q_EVENTS_MAX] = {.what = "read events", .text = "SELECT COALESCE(MAX(id), 0) FROM events"},
+    [Q_EVENT_LAST] = {.what = "read events",
+                      .text = "SELECT payload, created_ms FROM events WHERE subject = ?"
+                              " AND type = ? ORDER BY seq DESC LIMIT 1"},
     [Q_WH_CURSOR_GET] = {.what = "read webhook cursor",
                          .text = "SELECT last_row, epoch FROM webhook_cursors WHERE endpoint = ?"},
     [Q_WH_CURSOR_INIT] = {.what = "insert webhook cursor",
