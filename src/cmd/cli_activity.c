@@ -69,6 +69,7 @@ enum {
     O_OUT,
     O_API_BASE,
     O_VERIFY,
+    O_CAPTCHA_SCRIPT,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -102,6 +103,7 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_APPLY] = {"--apply", 0},
     [O_OUT] = {"--out", 1},
     [O_API_BASE] = {"--api-base", 1},
+    [O_CAPTCHA_SCRIPT] = {"--captcha-script", 1},
 };
 
 struct ctx {
@@ -910,7 +912,18 @@ static int cmd_page(struct ctx *c)
         return sk_cli_usage_error("activity page: --captcha must be turnstile, hcaptcha or "
                                   "recaptcha, got '%s'",
                                   c->val[O_CAPTCHA]);
-    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], cp ? cp->csp : NULL, &page, &len,
+    /* its widget's script: the provider's, or the one serve's
+     * captcha_script_url names (the page's policy allows that origin only) */
+    char csp[SK_CAPTCHA_CSP_MAX] = "";
+    const char *script;
+    if (has(c, O_CAPTCHA_SCRIPT) && !cp)
+        return sk_cli_usage_error("activity page: --captcha-script goes with --captcha");
+    if (cp && sk_captcha_widget(cp, c->val[O_CAPTCHA_SCRIPT], &script, csp, sizeof csp) < 0) {
+        char origin[SK_CAPTCHA_SCRIPT_MAX], why[96];
+        sk_captcha_script_check(c->val[O_CAPTCHA_SCRIPT], origin, sizeof origin, why, sizeof why);
+        return sk_cli_usage_error("activity page: --captcha-script %s", why);
+    }
+    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], csp[0] ? csp : NULL, &page, &len,
                                     err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
     if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
@@ -1034,9 +1047,10 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA), B(O_ID) | B(O_OUT),
-     cmd_page,
-     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P]\n"
+    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA) | B(O_CAPTCHA_SCRIPT),
+     B(O_ID) | B(O_OUT), cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P\n"
+     "                             [--captcha-script URL]]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
      "The page calls the API at --api-base; seckill serve must then name the page's\n"
@@ -1048,7 +1062,10 @@ static const struct sub subs[] = {
      "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"
      "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
      "                       recaptcha): the page's policy allows that provider's\n"
-     "                       origins, and only those (docs/challenges.md)\n"},
+     "                       origins, and only those (docs/challenges.md)\n"
+     "  --captcha-script URL the widget's script as serve's captcha_script_url names it\n"
+     "                       (https://, or http:// on loopback): the policy allows its\n"
+     "                       origin instead of the provider's\n"},
     {"draw", OPENS_EXISTING, B(O_ID) | B(O_VERIFY), B(O_ID), cmd_draw,
      "usage: seckill activity draw --id N [--verify]\n"
      "Once registration has closed, draws the order of the registrants of a sale\n"

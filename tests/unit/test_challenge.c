@@ -443,3 +443,64 @@ SK_TEST(challenge_page_policy_widened_for_a_provider)
     CHECK(strstr(page, "{\"activity\":5,"));
     free(page);
 }
+
+/* A widget script of the operator's (captcha_script_url): the page loads
+ * it, and its policy names that origin in the provider's directives and
+ * no origin of the provider's; a URL the policy or JSON could be broken
+ * by, or plain http:// off loopback, is refused. */
+SK_TEST(captcha_widget_script_of_the_operators_own)
+{
+    const struct sk_captcha_provider *ts = sk_captcha_find("turnstile"),
+                                     *hc = sk_captcha_find("hcaptcha");
+    const char *script = NULL;
+    char csp[SK_CAPTCHA_CSP_MAX];
+    /* none set: the provider's script and documented origins */
+    CHECK(sk_captcha_widget(ts, "", &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, ts->script_url);
+    CHECK_STR(csp, ts->csp);
+    CHECK(sk_captcha_widget(ts, NULL, &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, ts->script_url);
+    /* a stand-in on loopback: its origin alone, in each directive */
+    const char *mine = "http://127.0.0.1:8123/turnstile/api.js?render=explicit";
+    CHECK(sk_captcha_widget(ts, mine, &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, mine);
+    CHECK_STR(csp, "script-src http://127.0.0.1:8123; frame-src http://127.0.0.1:8123");
+    CHECK(sk_captcha_widget(hc, "https://cdn.shop.example/h/api.js", &script, csp, sizeof csp) > 0);
+    CHECK_STR(csp, "script-src https://cdn.shop.example; frame-src https://cdn.shop.example; "
+                   "style-src https://cdn.shop.example; connect-src https://cdn.shop.example");
+    CHECK(!strstr(csp, "hcaptcha.com"));
+    char origin[128], why[96];
+    CHECK_EQ(
+        sk_captcha_script_check("https://[::1]:9/a.js", origin, sizeof origin, why, sizeof why), 0);
+    CHECK_STR(origin, "https://[::1]:9");
+    CHECK_EQ(
+        sk_captcha_script_check("http://localhost/a.js", origin, sizeof origin, why, sizeof why),
+        0);
+    CHECK_STR(origin, "http://localhost");
+    const char *bad[] = {"http://shop.example/a.js",
+                         "http://127.0.0.1.shop.example/a.js",
+                         "https://a.example/x y",
+                         "https://a.example/';script-src *",
+                         "javascript:alert(1)",
+                         "https://",
+                         "https://a.example#x",
+                         "https://a.example:/a.js",
+                         ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(sk_captcha_script_check(bad[i], origin, sizeof origin, why, sizeof why) ==
+                          SK_EINVAL &&
+                      why[0],
+                  "took %s", bad[i]);
+        CHECK_EQ(sk_captcha_widget(ts, bad[i][0] ? bad[i] : "x", &script, csp, sizeof csp),
+                 SK_EINVAL);
+    }
+    CHECK_EQ(sk_captcha_widget(ts, mine, &script, csp, 10), SK_ENOMEM);
+    /* at most SK_CAPTCHA_SCRIPT_MAX - 1 bytes: the live read's JSON has room */
+    char big[SK_CAPTCHA_SCRIPT_MAX + 8];
+    int n = snprintf(big, sizeof big, "https://cdn.shop.example/");
+    memset(big + n, 'a', sizeof big - 1 - (size_t)n);
+    big[sizeof big - 1] = 0;
+    CHECK_EQ(sk_captcha_script_check(big, origin, sizeof origin, why, sizeof why), SK_EINVAL);
+    big[SK_CAPTCHA_SCRIPT_MAX - 1] = 0;
+    CHECK_EQ(sk_captcha_script_check(big, origin, sizeof origin, why, sizeof why), 0);
+}
