@@ -41,6 +41,7 @@
 --#include "lib/pass.lua"
 --#include "lib/challenge.lua"
 --#include "lib/pace.lua"
+--#include "lib/reg.lua"
 local TWO52 = 4503599627370496
 local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
 if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~= 6 + n) then
@@ -48,7 +49,7 @@ if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~
 end
 local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'wr_rate', 'wr_ttl',
                      'wr_seed', 'wr_base', 'wr_base_ms', 'segments', 'fence', 'fence_ms',
-                     'wr_hold', 'wr_nojoin', 'reg_start', 'wr_reach', 'ch')
+                     'wr_hold', 'wr_nojoin', 'reg_start', 'wr_reach', 'ch', 'ch_floor')
 local now = now_ms()
 local HEAD = 9
 local out = {RC.OK, 0, 0, tonumber(m[4] or '') or 0, 0, tonumber(m[9] or '') or 1, 0, 0,
@@ -93,7 +94,7 @@ if m[1] ~= '1' then return all(RC.CLOSED) end
 if not m[9] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
 local rate, ttl_ms, seed = tonumber(m[4]), tonumber(m[5]) * 1000, m[6]
 local len = redis.call('ZCARD', KEYS[2])
-local chg = ch_gate(m[16])
+local chg = ch_gate(m[16], m[17])
 
 -- The challenge of buyer i entering the queue: its refusal, or nil (spent).
 local function ch_entry_refused(i)
@@ -113,7 +114,10 @@ end
 -- takes registrations, a new buyer while joins are refused (a buyer in the
 -- line may join again). Writes nothing.
 local function join_refused(u)
-  if m[14] and redis.call('SISMEMBER', KEYS[5], u) == 0 then return RC.NOT_REGISTERED end
+  if m[14] and redis.call('SISMEMBER', KEYS[5], u) == 0 then
+    -- a set that vanished is the recovery's to restore (lib/reg.lua)
+    return reg_lost(KEYS[1], KEYS[5]) and RC.RECOVERING or RC.NOT_REGISTERED
+  end
   if wr_on(m[13]) and not redis.call('ZSCORE', KEYS[2], u) then return RC.JOINS_CLOSED end
   return nil
 end

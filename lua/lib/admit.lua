@@ -172,7 +172,8 @@ end
 
 -- A key the sale keeps that vanished under it (an operator's DEL, an
 -- eviction, a flush): meta `keys` says which must exist (1 the order
--- stream, 2 the ledger, 4 the idem hash: set by the first write of each),
+-- stream, 2 the ledger, 4 the idem hash: set by the first write of each;
+-- 8 the registrants' set: lib/reg.lua),
 -- and the buyers hash must while units are held (stock + sum(buyers) ==
 -- initial + xin - xout + oversold). One EXISTS of those. Returns the names
 -- of the missing ones, or nil.
@@ -182,7 +183,8 @@ local function keys_lost(m, stock)
   local function want(k, name) n = n + 1; ks[n] = k; names[n] = name end
   if must % 2 == 1 then want(KEYS[4], 'orders') end
   if must % 4 >= 2 then want(KEYS[6], 'ledger') end
-  if must >= 4 then want(KEYS[5], 'idem') end
+  if must % 8 >= 4 then want(KEYS[5], 'idem') end
+  if must >= 8 then want(KEYS[9], 'reg') end
   if tonumber(stock) < tonumber(m[13] or '0') + tonumber(m[14] or '0') - tonumber(m[15] or '0')
                        + tonumber(m[16] or '0') then
     want(KEYS[3], 'buyers')
@@ -277,7 +279,7 @@ local function open_call(c, m, stock)
   if m[12] then s.wr = wr_gate(c.aid, now_ms(), m[12], KEYS[8]) or false end
   -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
   if m[19] and not s.wr then
-    s.ch = ch_gate(m[19]) or false
+    s.ch = ch_gate(m[19], m[22]) or false
     s.now = now_ms()
   end
   -- Limiters are checked after the gate: a closed or not yet open sale
@@ -473,7 +475,7 @@ local function commit(s, out)
     -- the keys that must exist from now on (keys_lost): once per epoch
     local must = s.keys
     if must % 4 ~= 3 then must = must - must % 4 + 3 end
-    if idemw and must < 4 then must = must + 4 end
+    if idemw and must % 8 < 4 then must = must + 4 end
     if must ~= s.keys then redis.call('HSET', KEYS[1], 'keys', must) end
     if idemw then
       redis.call('HSET', KEYS[5], unpack(idemw))
@@ -498,7 +500,7 @@ local function admit_all(c)
   local m = redis.call('HMGET', KEYS[1], 'open', 'start_ms', 'end_ms', 'limit', 'max_qty',
                        'rl_rate', 'rl_burst', 'segments', 'fence', 'epoch', 'adm', 'wr_seed',
                        'initial', 'xin', 'xout', 'oversold', 'keys', 'store_id', 'ch',
-                       'reg_start', 'wr_hold')
+                       'reg_start', 'wr_hold', 'ch_floor')
   if not stock and m[8] then
     -- A segmented activity's base keys hold no stock: the caller routes to
     -- the buyer's segment.

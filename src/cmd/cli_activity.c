@@ -34,6 +34,7 @@
 #include "http/captcha.h"
 #include "http/sale_page.h"
 #include "orders/activity_delete.h"
+#include "orders/draw_sync.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "redis/reply.h"
@@ -672,63 +673,33 @@ static int cmd_draw(struct ctx *c)
         rc = sk_store_registrations_add(c->st, a.id, users, n, now, NULL);
         free(users);
         if (rc < 0) return store_fail(c, rc);
-    }
-    struct sk_registration *reg;
-    size_t n;
-    if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
-    size_t cap = n;
-    uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
-    if (!order) {
-        free(reg);
-        return sk_cli_runtime_error("activity draw: out of memory");
-    }
-    if (a.drawn_ms <= 0) {
+        struct sk_registration *reg;
+        if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
+        uint64_t *order = calloc(n ? n : 1, sizeof *order);
+        if (!order) {
+            free(reg);
+            return sk_cli_runtime_error("activity draw: out of memory");
+        }
         for (size_t i = 0; i < n; i++)
             order[i] = reg[i].user_id;
+        free(reg);
         rc = sk_draw_order(a.draw_seed, order, n);
         if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
-        if (rc == 0) {
-            a.drawn_ms = now;
-            a.draw_n = (int64_t)n;
-        } else if (rc == SK_EEXIST) { /* another run drew first: its draw stands */
-            rc = load(c, &a);
-        }
-    }
-    free(reg);
-    reg = NULL;
-    if (rc == 0 && a.drawn_ms > 0 && (rc = stored_registrants(c, &reg, &n)) == 0) {
-        /* the recorded places, place p -> order[p - 1] (so a Redis that
-         * lost the draw gets the same one back) */
-        memset(order, 0, (cap ? cap : 1) * sizeof *order);
-        for (size_t i = 0; i < n; i++)
-            if (reg[i].draw_place >= 1 && reg[i].draw_place <= a.draw_n &&
-                (size_t)reg[i].draw_place <= cap)
-                order[reg[i].draw_place - 1] = reg[i].user_id;
-    }
-    free(reg);
-    if (rc < 0) {
         free(order);
-        return store_fail(c, rc);
+        if (rc < 0 && rc != SK_EEXIST) return store_fail(c, rc);
+        /* recorded now, or by another run that drew first: its draw stands */
+        if ((rc = load(c, &a)) != 0) return rc;
     }
-    struct sk_draw_redis wave, after;
-    const struct sk_draw_redis *wp =
-        a.draw_state[0] && sk_draw_state_parse(a.draw_state, &wave) == 0 ? &wave : NULL;
-    if ((size_t)a.draw_n > cap) { /* the record names more places than registrants */
-        free(order);
-        return sk_cli_runtime_error("activity draw: the database records %lld places for %zu "
-                                    "registrants",
-                                    (long long)a.draw_n, cap);
-    }
-    rc = sk_draw_put(c->r, a.id, order, (size_t)a.draw_n, a.drawn_ms, a.draw_seed, wp, &after);
-    free(order);
-    if (rc < 0) return redis_fail(c);
+    /* the recorded draw into Redis (a Redis that lost it gets the same one
+     * back; the recovery does the same by itself) */
+    struct sk_draw_redis after;
+    char err[256];
+    if ((rc = sk_draw_sync(c->st, c->r, &a, &after, err, sizeof err)) < 0)
+        return sk_cli_runtime_error("activity draw: %s", err);
     if (after.rc != SK_RC_OK)
         return sk_cli_runtime_error("activity draw: redis refused the draw: %s",
                                     sk_rc_message(after.rc));
-    char state[SK_ACTIVITY_DRAW_STATE_MAX], commit[SK_DRAW_HEX];
-    sk_draw_state_format(&after, state, sizeof state);
-    if ((rc = sk_store_activity_set_fair(c->st, a.id, a.wr_control, state)) < 0)
-        return store_fail(c, rc);
+    char commit[SK_DRAW_HEX];
     if (sk_draw_commit(a.draw_seed, commit) < 0) commit[0] = 0;
     printf("activity %llu drawn: %lld registrants, commitment %s, seed %s; wave %lld: places "
            "%lld..%lld may buy until %lld (unix ms)\n",

@@ -215,7 +215,8 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
         .exp_ms = now + 1000LL * app->cfg.challenge_ttl_s,
         .bits = sk_challenge_bits(a->ch_pow_min, a->ch_pow_max, a->ch_pow_step, load_of(app, a)),
         .captcha = captcha,
-        .salt = app->chal->salt++};
+        .salt = app->chal->salt++,
+        .made_ms = now};
     const char *key;
     size_t klen;
     key_of(app, &key, &klen);

@@ -68,6 +68,28 @@ SK_TEST(challenge_made_solved_and_checked)
     CHECK_EQ(ok.captcha, 0);
     CHECK_EQ(ok.exp_ms, NOW + 60000);
     CHECK_EQ(strlen(ok.id), SK_CH_ID_HEX);
+    CHECK_EQ(ok.made_ms, 0);
+    /* the time it was made rides in the salt's high bits, signed with it */
+    {
+        struct sk_ch_issue in = {.activity_id = 1001,
+                                 .user_id = 42,
+                                 .exp_ms = NOW + 60000,
+                                 .bits = 4,
+                                 .salt = 0xfffff5,
+                                 .made_ms = NOW};
+        char t2[SK_CH_TEXT_MAX], h2[SK_CH_HEADER_MAX];
+        CHECK(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2) > 0);
+        /* NOW << 20 | (salt & 0xfffff) */
+        CHECK_MSG(strstr(t2, ".1a229f12800ffff5."), "%s", t2);
+        solved(t2, 4, h2, sizeof h2);
+        struct sk_ch_ok o2;
+        CHECK_EQ(check(h2, 1001, 42, NOW, &o2), SK_RC_OK);
+        CHECK_EQ(o2.made_ms, NOW);
+        in.made_ms = (int64_t)1 << 44;
+        CHECK_EQ(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2), SK_EINVAL);
+        in.made_ms = -1;
+        CHECK_EQ(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2), SK_EINVAL);
+    }
     /* the id is the mac: the last field of the challenge */
     CHECK(strstr(text, ok.id) == text + strlen(text) - SK_CH_ID_HEX);
     /* the hash really has the bits: computed here by OpenSSL, independently */
@@ -195,13 +217,13 @@ SK_TEST(challenge_bits_rise_with_the_load_within_bounds)
 
 SK_TEST(challenge_ticket_key_and_script_arguments)
 {
-    struct sk_ch_ok ok = {.bits = 20, .captcha = 1, .exp_ms = NOW};
+    struct sk_ch_ok ok = {.bits = 20, .captcha = 1, .exp_ms = NOW, .made_ms = NOW - 120000};
     snprintf(ok.id, sizeof ok.id, "%s", "0123456789abcdef0123456789abcdef");
     char t[SK_CH_TICKET_MAX];
-    CHECK_EQ(sk_challenge_ticket(&ok, 1, t, sizeof t), 18);
-    CHECK_STR(t, "20:1:1796000000000");
+    CHECK_EQ(sk_challenge_ticket(&ok, 1, t, sizeof t), 32);
+    CHECK_STR(t, "20:1:1796000000000:1795999880000");
     CHECK(sk_challenge_ticket(&ok, 0, t, sizeof t) > 0);
-    CHECK_STR(t, "20:0:1796000000000");
+    CHECK_STR(t, "20:0:1796000000000:1795999880000");
     CHECK_EQ(sk_challenge_ticket(&ok, 0, t, 8), SK_ENOMEM);
     CHECK(sk_challenge_ticket(&ok, 0, t, sizeof t) > 0);
     /* the spent key, in the key set's tag */
