@@ -20,6 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(memchr(why, 0, sizeof why) != NULL);
     if (v == SK_CAPTCHA_PASS) FUZZ_CHECK(memmem(buf, size, "true", 4) != NULL);
     FUZZ_CHECK(sk_captcha_verdict(500, buf, size, &e, why, sizeof why) == SK_CAPTCHA_ERROR);
+    free(buf);
+    buf = fuzz_string(data, size); /* the URL is text: terminated */
     char origin[SK_CAPTCHA_SCRIPT_MAX], csp[SK_CAPTCHA_CSP_MAX];
     const char *script = NULL;
     if (sk_captcha_script_check(buf, origin, sizeof origin, why, sizeof why) == 0) {
