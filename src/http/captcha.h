@@ -30,7 +30,7 @@ const struct sk_captcha_provider *sk_captcha_find(const char *name);
 /* Longest widget script URL (captcha_script_url), with its terminator. */
 #define SK_CAPTCHA_SCRIPT_MAX 256
 /* Room for what the page's policy adds for a widget (sk_captcha_widget). */
-#define SK_CAPTCHA_CSP_MAX 1024
+#define SK_CAPTCHA_CSP_MAX 1536
 
 /* A widget script URL of the operator's (captcha_script_url: a mirror, a
  * proxy, a test's stand-in): https://host[:port][/path], or http:// on a
