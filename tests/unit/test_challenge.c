@@ -251,7 +251,7 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     struct sk_batch_head h = {.label = k.label};
     CHECK_EQ(sk_stock_batch_args_head(&h, p, 2, ab, sizeof ab, args, lens), 0);
     CHECK_STR(args[SK_BATCH_ARGC(0) + 5], ""); /* after the call's head */
-    CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000");
+    CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000:1795999880000");
     /* the queue: a ticket per buyer, keys with any */
     const char *tickets[2] = {NULL, t}, *ids[2] = {NULL, ok.id};
     uint64_t users[2] = {5, 6};
@@ -260,7 +260,7 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     size_t ql[SK_QUEUE_ARGC(2)];
     CHECK_EQ(sk_queue_args_ch(9, "jj", users, tickets, 2, qb, SK_QUEUE_ARG_BYTES(2), qa, ql), 0);
     CHECK_STR(qa[3], "");
-    CHECK_STR(qa[6], "20:0:1796000000000");
+    CHECK_STR(qa[6], "20:0:1796000000000:1795999880000");
     CHECK_EQ(sk_queue_keys(&k, ids, 2, qb, SK_QUEUE_KEY_BYTES(2), qk), SK_QUEUE_NKEYS + 2);
     CHECK_STR(qk[SK_QUEUE_NKEYS + 1], "sk:{a9}:ch:0123456789abcdef0123456789abcdef");
     CHECK_EQ(sk_queue_keys(&k, NULL, 2, qb, SK_QUEUE_KEY_BYTES(2), qk), SK_QUEUE_NKEYS);
