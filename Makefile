@@ -374,7 +374,7 @@ FUZZ_SRC_http_body := src/http/http_body.c src/engine/activity.c src/orders/webh
 FUZZ_SRC_purchase_body := $(FUZZ_SRC_http_body)
 FUZZ_SRC_auth      := src/http/auth.c src/core/num.c src/core/error.c
 FUZZ_SRC_router    := src/http/router.c
-FUZZ_SRC_config    := src/http/config.c src/http/cors.c src/orders/webhook_sign.c src/redis/redis_url.c src/core/url.c \
+FUZZ_SRC_config    := src/http/config.c src/http/captcha.c src/http/cors.c src/orders/webhook_sign.c src/redis/redis_url.c src/core/url.c \
                       src/core/ip.c src/core/num.c src/core/log.c src/core/redact.c \
                       src/core/error.c src/engine/activity.c
 FUZZ_SRC_cors      := src/http/cors.c src/core/error.c
@@ -398,7 +398,7 @@ FUZZ_LIBS_captcha   := -ljansson
 FUZZ_LIBS_purchase_body := -ljansson -lcrypto
 FUZZ_LIBS_jwt       := -lcrypto -ljansson
 FUZZ_LIBS_auth      := -lcrypto
-FUZZ_LIBS_config    := -lcrypto
+FUZZ_LIBS_config    := -lcrypto -ljansson
 # picohttpparser, as libh2o exports it
 FUZZ_LIBS_http1_parse := -lh2o-evloop
 FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))

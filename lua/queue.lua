@@ -41,6 +41,7 @@
 --#include "lib/pass.lua"
 --#include "lib/challenge.lua"
 --#include "lib/pace.lua"
+--#include "lib/reg.lua"
 local TWO52 = 4503599627370496
 local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
 if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~= 6 + n) then
@@ -96,7 +97,7 @@ if not m[M_QUEUE.segments] and redis.call('GET', KEYS[4]) == '0' then return all
 local rate, ttl_ms = tonumber(m[M_QUEUE.wr_rate]), tonumber(m[M_QUEUE.wr_ttl]) * 1000
 local seed = m[M_QUEUE.wr_seed]
 local len = redis.call('ZCARD', KEYS[2])
-local chg = ch_gate(m[M_QUEUE.ch])
+local chg = ch_gate(m[M_QUEUE.ch], m[M_QUEUE.ch_floor])
 
 -- The challenge of buyer i entering the queue: its refusal, or nil (spent).
 local function ch_entry_refused(i)
@@ -117,7 +118,8 @@ end
 -- line may join again). Writes nothing.
 local function join_refused(u)
   if m[M_QUEUE.reg_start] and redis.call('SISMEMBER', KEYS[5], u) == 0 then
-    return RC.NOT_REGISTERED
+    -- a set that vanished is the recovery's to restore (lib/reg.lua)
+    return reg_lost(KEYS[1], KEYS[5]) and RC.RECOVERING or RC.NOT_REGISTERED
   end
   if wr_on(m[M_QUEUE.wr_nojoin]) and not redis.call('ZSCORE', KEYS[2], u) then
     return RC.JOINS_CLOSED

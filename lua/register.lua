@@ -31,6 +31,7 @@
 --#include "lib/pass.lua"
 --#include "lib/draw.lua"
 --#include "lib/challenge.lua"
+--#include "lib/reg.lua"
 local op, u, ip, ticket = ARGV[1] or '', ARGV[2] or '', ARGV[7] or '', ARGV[8] or ''
 local function out_of(rc) return {rc, 0, 0, 0, 0, 0, 0, '', 0, 0, 0} end
 local nbase = ip ~= '' and 7 or 6
@@ -60,9 +61,15 @@ if op == 'r' then
     out[4] = redis.call('SCARD', KEYS[2])
     return out
   end
+  local member = redis.call('SISMEMBER', KEYS[2], u)
+  -- a set that vanished: never a fresh one under the registrants it lost
+  if member == 0 and reg_lost(KEYS[1], KEYS[2]) then
+    out[1] = RC.RECOVERING
+    return out
+  end
   -- a new registrant's challenge: checked here, spent with the registration
-  local chg, ch_exp = ch_gate(m[M_REGISTER.ch]), nil
-  if chg and redis.call('SISMEMBER', KEYS[2], u) == 0 then
+  local chg, ch_exp = ch_gate(m[M_REGISTER.ch], m[M_REGISTER.ch_floor]), nil
+  if chg and member == 0 then
     local why
     why, ch_exp = ch_refused(chg, ticket, KEYS[nbase + 1], now)
     if why then
@@ -90,6 +97,7 @@ if op == 'r' then
   if ipp and ip ~= '' then gcra_set(KEYS[7], now_u, it) end
   if ch_exp then ch_spend(chg, KEYS[nbase + 1], ch_exp) end
   out[2], out[3] = 1, redis.call('SADD', KEYS[2], u)
+  if out[3] == 1 then reg_must_exist(KEYS[1]) end
   out[4] = redis.call('SCARD', KEYS[2])
   return out
 end
@@ -98,7 +106,7 @@ end
 out[2] = redis.call('SISMEMBER', KEYS[2], u)
 out[4] = redis.call('SCARD', KEYS[2])
 if out[2] == 0 then
-  out[1] = RC.NOT_REGISTERED
+  out[1] = reg_lost(KEYS[1], KEYS[2]) and RC.RECOVERING or RC.NOT_REGISTERED
   return out
 end
 local d = draw_state(KEYS[1])

@@ -132,7 +132,7 @@ if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
 if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
 -- the keys written here must exist from now on (meta `keys`, lib/admit.lua)
 local must = tonumber(m[M_REPLAY.keys] or '0') or 0
-local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must < 4 and 4 or 0)
+local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must % 8 < 4 and 4 or 0)
 if add > 0 then redis.call('HSET', KEYS[1], 'keys', must + add) end
 if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
 local out = {RC.OK, held_n, held_u, rec_n, again_n, over, stock, #refused, ref_u, paid_over, idem_n}

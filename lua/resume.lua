@@ -106,5 +106,8 @@ if over > 0 then
   return {RC.OK, over, stock, 0, lost, adm}
 end
 redis.call('HDEL', KEYS[1], 'fence', 'fence_ms', 'fence_why')
+-- challenges made before now may have been spent in what was lost: refused
+-- from here (lib/challenge.lua), the pages solve new ones
+redis.call('HSET', KEYS[1], 'ch_floor', string.format('%.0f', now_ms()))
 if open ~= '' then redis.call('HSET', KEYS[1], 'open', open) end
 return {RC.OK, 0, stock, 1, lost, adm}

@@ -6,15 +6,14 @@
  * siteverify server of this test's own.
  *
  * The stand-in siteverify: the real providers cannot be reached from the
- * test machine, so a thread here listens on 127.0.0.1 and answers POSTs
+ * test machine, so a thread (support/captcha_standin.c, shared with the
+ * browser test in test_buyer_page.c) listens on 127.0.0.1 and answers POSTs
  * the way Turnstile's documented siteverify API does (JSON "success",
  * "error-codes", "hostname", "action"), or never answers at all (the
  * timeout). seckill talks to it with the libcurl client it uses for the
  * real provider (captcha_verify_url points it there). Every refusal is
  * checked to change nothing (the admin stats: stock, admitted, buyers). */
-#include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,24 +21,35 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <jansson.h>
 
 #include "core/clock.h"
 #include "engine/challenge.h"
+#include "engine/keys.h"
+#include "engine/stock.h"
+#include "redis/redis_conn.h"
+#include "store/store.h"
 #include "support/buyer_http.h"
+#include "support/captcha_standin.h"
 #include "support/fixtures.h"
 #include "support/http_api.h"
+#include "support/sale_env.h"
 
 static const char SECRET[] = "challenge-test-secret-0123456789";
 
 /* Creates an activity of stock units, one per buyer, open now, with
  * challenge (JSON) and, when rate > 0, a waiting room of rate passes/s;
  * preheated and opened. */
+static void ch_ready_lim(struct srv *v, uint64_t id, long long stock, int limit,
+                         const char *challenge, int rate);
 static void ch_ready(struct srv *v, uint64_t id, long long stock, const char *challenge, int rate)
+{
+    ch_ready_lim(v, id, stock, 1, challenge, rate);
+}
+
+/* The same, limit units per buyer. */
+static void ch_ready_lim(struct srv *v, uint64_t id, long long stock, int limit,
+                         const char *challenge, int rate)
 {
     char s[40], e[40], wr[96] = "", body[800];
     struct sk_th_resp r;
@@ -50,8 +60,8 @@ static void ch_ready(struct srv *v, uint64_t id, long long stock, const char *ch
         snprintf(wr, sizeof wr, ",\"waiting_room\":{\"passes_per_s\":%d,\"pass_ttl_s\":2}", rate);
     snprintf(body, sizeof body,
              "{\"id\":%" PRIu64 ",\"name\":\"challenge %" PRIu64 "\",\"stock\":%lld,"
-             "\"per_user_limit\":1,\"start\":\"%s\",\"end\":\"%s\",\"challenge\":%s%s}",
-             id, id, stock, s, e, challenge, wr);
+             "\"per_user_limit\":%d,\"start\":\"%s\",\"end\":\"%s\",\"challenge\":%s%s}",
+             id, id, stock, limit, s, e, challenge, wr);
     EXPECT_STATUS(admin(v, "POST", "/api/v1/activities", body, &r), &r, 201);
     EXPECT_STATUS(admin_op(v, id, "preheat", NULL, &r), &r, 200);
     EXPECT_STATUS(admin_op(v, id, "open", NULL, &r), &r, 200);
@@ -280,116 +290,10 @@ SK_TEST(challenge_http_processes_of_a_node_share_the_drawn_key)
     srv_stop(&v);
 }
 
-/* ---- the stand-in siteverify ---------------------------------------------- */
-
-enum sv_mode { SV_PASS, SV_REFUSE, SV_HANG };
-
-struct siteverify {
-    int fd, port;
-    pthread_t th;
-    atomic_int stop, mode;
-    atomic_int requests;
-    pthread_mutex_t mu;
-    char last[2048]; /* the last form received */
-    int hung[64];
-    int nhung;
-};
-
-/* One request on fd: its body (Content-Length) into s->last. */
-static int sv_read(struct siteverify *s, int fd)
-{
-    char buf[4096];
-    size_t n = 0;
-    char *body = NULL;
-    long clen = -1;
-    while (n < sizeof buf - 1) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 2000) <= 0) return -1;
-        ssize_t k = read(fd, buf + n, sizeof buf - 1 - n);
-        if (k <= 0) return -1;
-        n += (size_t)k;
-        buf[n] = 0;
-        if (!body && (body = strstr(buf, "\r\n\r\n"))) {
-            body += 4;
-            char *cl = strcasestr(buf, "content-length:");
-            clen = cl ? atol(cl + 15) : 0;
-        }
-        if (body && (long)(buf + n - body) >= clen) break;
-    }
-    if (!body) return -1;
-    pthread_mutex_lock(&s->mu);
-    snprintf(s->last, sizeof s->last, "%s", body);
-    pthread_mutex_unlock(&s->mu);
-    return 0;
-}
-
-static void *sv_loop(void *arg)
-{
-    struct siteverify *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd p = {s->fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0) continue;
-        int c = accept(s->fd, NULL, NULL);
-        if (c < 0) continue;
-        if (sv_read(s, c) < 0) {
-            close(c);
-            continue;
-        }
-        atomic_fetch_add(&s->requests, 1);
-        int mode = atomic_load(&s->mode);
-        if (mode == SV_HANG) {
-            /* never answered: held open until the end */
-            if (s->nhung < 64)
-                s->hung[s->nhung++] = c;
-            else
-                close(c);
-            continue;
-        }
-        /* the documented shape (Turnstile's siteverify) */
-        const char *body = mode == SV_PASS ? "{\"success\":true,\"challenge_ts\":"
-                                             "\"2026-12-06T12:00:00.000Z\",\"hostname\":"
-                                             "\"shop.example\",\"error-codes\":[],\"action\":"
-                                             "\"purchase\",\"cdata\":\"\"}"
-                                           : "{\"success\":false,\"error-codes\":["
-                                             "\"invalid-input-response\"]}";
-        char resp[512];
-        int n = snprintf(resp, sizeof resp,
-                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                         strlen(body), body);
-        sk_th_send_all(c, resp, (size_t)n);
-        close(c);
-    }
-    return NULL;
-}
-
-static void sv_start(struct siteverify *s)
-{
-    memset(s, 0, sizeof *s);
-    pthread_mutex_init(&s->mu, NULL);
-    s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(s->fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(bind(s->fd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(listen(s->fd, 64) == 0);
-    socklen_t al = sizeof a;
-    CHECK(getsockname(s->fd, (struct sockaddr *)&a, &al) == 0);
-    s->port = ntohs(a.sin_port);
-    CHECK(pthread_create(&s->th, NULL, sv_loop, s) == 0);
-}
-
-static void sv_stop(struct siteverify *s)
-{
-    atomic_store(&s->stop, 1);
-    pthread_join(s->th, NULL);
-    for (int i = 0; i < s->nhung; i++)
-        close(s->hung[i]);
-    close(s->fd);
-    pthread_mutex_destroy(&s->mu);
-}
+/* ---- the stand-in siteverify (support/captcha_standin.h) ------------------ */
 
 /* A serve with a Turnstile CAPTCHA checked at s, failing open or closed. */
-static void captcha_srv(struct srv *v, struct siteverify *s, const char *fail, char *url,
+static void captcha_srv(struct srv *v, struct sk_th_captcha *s, const char *fail, char *url,
                         size_t cap)
 {
     snprintf(url, cap, "http://127.0.0.1:%d/siteverify", s->port);
@@ -417,8 +321,8 @@ static void captcha_srv(struct srv *v, struct siteverify *s, const char *fail, c
  * about the timeout; nothing sold) - against the stand-in siteverify. */
 SK_TEST(challenge_http_captcha_against_a_stand_in_siteverify_fail_closed)
 {
-    struct siteverify s;
-    sv_start(&s);
+    struct sk_th_captcha s;
+    sk_th_captcha_start(&s);
     struct srv v;
     char url[96], hdr[SK_CH_HEADER_MAX];
     captcha_srv(&v, &s, "closed", url, sizeof url);
@@ -439,7 +343,7 @@ SK_TEST(challenge_http_captcha_against_a_stand_in_siteverify_fail_closed)
     CHECK_EQ(atomic_load(&s.requests), 0);
     /* the provider refuses it: 403 captcha_failed, after one siteverify
      * that carried the secret and the token, form-encoded */
-    atomic_store(&s.mode, SV_REFUSE);
+    atomic_store(&s.mode, SK_TH_SV_REFUSE);
     EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-refused", &r), &r, 403,
                  "captcha_failed");
     CHECK_EQ(atomic_load(&s.requests), 1);
@@ -451,7 +355,7 @@ SK_TEST(challenge_http_captcha_against_a_stand_in_siteverify_fail_closed)
     expect_stats(&v, aid, 10, 0, 0);
     /* the provider never answers: fail closed is a 503 with Retry-After
      * after about the timeout (300 ms), nothing sold */
-    atomic_store(&s.mode, SV_HANG);
+    atomic_store(&s.mode, SK_TH_SV_HANG);
     int64_t t0 = sk_mono_ms();
     EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-hang", &r), &r, 503,
                  "captcha_unavailable");
@@ -463,22 +367,22 @@ SK_TEST(challenge_http_captcha_against_a_stand_in_siteverify_fail_closed)
     expect_stats(&v, aid, 10, 0, 0);
     /* the provider says yes: bought; the spent challenge again is refused
      * even with a new token that passes */
-    atomic_store(&s.mode, SV_PASS);
+    atomic_store(&s.mode, SK_TH_SV_PASS);
     EXPECT_STATUS(send_ch(&v, "purchase", aid, 41, hdr, "tok-good", &r), &r, 200);
     EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-good-2", &r), &r, 403,
                  "challenge_replayed");
     expect_stats(&v, aid, 9, 1, 1);
     srv_stop(&v);
-    sv_stop(&s);
+    sk_th_captcha_stop(&s);
 }
 
 /* The same provider never answering, with captcha_fail open: the token is
  * let through after the timeout (the proof of work still spent once). */
 SK_TEST(challenge_http_captcha_timeout_fails_open_when_configured)
 {
-    struct siteverify s;
-    sv_start(&s);
-    atomic_store(&s.mode, SV_HANG);
+    struct sk_th_captcha s;
+    sk_th_captcha_start(&s);
+    atomic_store(&s.mode, SK_TH_SV_HANG);
     struct srv v;
     char url[96], hdr[SK_CH_HEADER_MAX];
     captcha_srv(&v, &s, "open", url, sizeof url);
@@ -492,10 +396,97 @@ SK_TEST(challenge_http_captcha_timeout_fails_open_when_configured)
     EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, hdr, "tok-hang-2", &r), &r, 403,
                  "challenge_replayed");
     /* open is for a provider that cannot be asked, not for a refusal */
-    atomic_store(&s.mode, SV_REFUSE);
+    atomic_store(&s.mode, SK_TH_SV_REFUSE);
     solved_for(&v, aid, 42, hdr, sizeof hdr);
     EXPECT_ERROR(send_ch(&v, "purchase", aid, 42, hdr, "tok-no", &r), &r, 403, "captcha_failed");
     expect_stats(&v, aid, 9, 1, 1);
     srv_stop(&v);
-    sv_stop(&s);
+    sk_th_captcha_stop(&s);
+}
+
+/* ---- a key set lost, the spent challenges with it ------------------------- */
+
+/* A solution spent before a Redis fault is forgotten with the key set (its
+ * spent key lived there): every key of the sale deleted for real (as a
+ * restart without persistence leaves it), serve's own order worker
+ * rebuilds it, and then the solution spent before is refused
+ * challenge_stale, not bought with a second time; one made before and never
+ * spent is refused the same way (the page solves a new one), a new one
+ * buys. SPEC section 7 holds afterwards in the database. */
+SK_TEST_T(challenge_http_a_solution_spent_before_the_keys_vanished_is_not_spent_again, 120)
+{
+    struct srv v;
+    const char *extra[] = {"--challenge-secret", SECRET, NULL};
+    srv_start(&v, extra);
+    uint64_t aid = sk_th_unique_id();
+    ch_ready_lim(&v, aid, 10, 3, "{\"pow_bits\":8}", 0);
+    char spent[SK_CH_HEADER_MAX], unspent[SK_CH_HEADER_MAX], hdr[SK_CH_HEADER_MAX];
+    struct sk_th_resp r;
+    solved_for(&v, aid, 41, spent, sizeof spent);
+    solved_for(&v, aid, 42, unspent, sizeof unspent);
+    EXPECT_STATUS(send_ch(&v, "purchase", aid, 41, spent, NULL, &r), &r, 200);
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, spent, NULL, &r), &r, 403, "challenge_replayed");
+    sk_redis *rd;
+    char err[256];
+    CHECK_MSG(sk_redis_new(&rd, sk_th_redis_url(), 2000, 5000, err, sizeof err) == 0, "%s", err);
+    sale_wait_drained(rd, aid, 20000); /* the order is in the database */
+
+    /* the fault: every key of the sale's slot vanishes (as a restart
+     * without persistence leaves it), the spent challenge's key with them */
+    char match[64], spent_key[SK_KEYS_CH_MAX];
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    struct sk_ch_parsed sp;
+    CHECK_EQ(sk_challenge_parse(spent, strlen(spent), &sp), 0);
+    char id[SK_CH_ID_HEX + 1];
+    snprintf(id, sizeof id, "%.*s", SK_CH_ID_HEX, sp.mac);
+    CHECK(sk_keys_ch(&k, id, spent_key, sizeof spent_key) > 0);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(rd, &rep, "EXISTS %s", spent_key), 0);
+    CHECK_EQ(rep->integer, 1);
+    freeReplyObject(rep);
+    snprintf(match, sizeof match, "sk:{a%" PRIu64 "}:*", aid);
+    int gone = 0;
+    CHECK_EQ(sk_redis_cmd(rd, &rep, "KEYS %s", match), 0);
+    for (size_t i = 0; i < rep->elements; i++) {
+        redisReply *d;
+        CHECK_EQ(sk_redis_cmd(rd, &d, "DEL %s", rep->element[i]->str), 0);
+        gone += (int)d->integer;
+        freeReplyObject(d);
+    }
+    freeReplyObject(rep);
+    CHECK_MSG(gone >= 5, "only %d keys deleted", gone);
+    CHECK_EQ(sk_redis_cmd(rd, &rep, "EXISTS %s", spent_key), 0);
+    CHECK_EQ(rep->integer, 0);
+    freeReplyObject(rep);
+    /* serve's worker rebuilds it; meanwhile purchases are refused (a
+     * fresh challenge each time: a refusal spends none, but one made
+     * before the rebuild is stale after it) */
+    int64_t deadline = sk_mono_ms() + 30000;
+    int st = 0;
+    for (;;) {
+        CHECK_MSG(sk_mono_ms() < deadline, "the sale never came back: %d %s", st, r.body);
+        solved_for(&v, aid, 43, hdr, sizeof hdr);
+        st = send_ch(&v, "purchase", aid, 43, hdr, NULL, &r);
+        if (st == 200) break;
+        CHECK_MSG(st == 503 || st == 404 || (st == 403 && strstr(r.body, "challenge_stale")),
+                  "while rebuilding: %d %s", st, r.body);
+        sk_th_nap_ms(100);
+    }
+    /* spent before the fault: refused, not bought with again */
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 41, spent, NULL, &r), &r, 403, "challenge_stale");
+    /* made before, never spent: refused the same way */
+    EXPECT_ERROR(send_ch(&v, "purchase", aid, 42, unspent, NULL, &r), &r, 403, "challenge_stale");
+    /* a new one buys (the limit is 3) */
+    solved_for(&v, aid, 41, hdr, sizeof hdr);
+    EXPECT_STATUS(send_ch(&v, "purchase", aid, 41, hdr, NULL, &r), &r, 200);
+    expect_stats(&v, aid, 7, 3, 2);
+    sale_wait_drained(rd, aid, 20000);
+    sk_store *st_db;
+    CHECK_MSG(sk_store_open(&st_db, v.s.db, err, sizeof err) == 0, "%s", err);
+    CHECK_EQ(sale_check_invariants(st_db, rd, sk_th_redis_url(), v.s.db, aid, 10, 3), 3);
+    CHECK(sale_audit_count(st_db, aid, "recover_rebuild") >= 1);
+    sk_store_close(st_db);
+    sk_redis_free(rd);
+    srv_stop(&v);
 }

@@ -176,7 +176,8 @@ end
 
 -- A key the sale keeps that vanished under it (an operator's DEL, an
 -- eviction, a flush): meta `keys` says which must exist (1 the order
--- stream, 2 the ledger, 4 the idem hash: set by the first write of each),
+-- stream, 2 the ledger, 4 the idem hash: set by the first write of each;
+-- 8 the registrants' set: lib/reg.lua),
 -- and the buyers hash must while units are held (stock + sum(buyers) ==
 -- initial + xin - xout + oversold). One EXISTS of those. Returns the names
 -- of the missing ones, or nil.
@@ -186,7 +187,8 @@ local function keys_lost(m, stock)
   local function want(k, name) n = n + 1; ks[n] = k; names[n] = name end
   if must % 2 == 1 then want(KEYS[K_PURCHASE.orders], 'orders') end
   if must % 4 >= 2 then want(KEYS[K_PURCHASE.ledger], 'ledger') end
-  if must >= 4 then want(KEYS[K_PURCHASE.idem], 'idem') end
+  if must % 8 >= 4 then want(KEYS[K_PURCHASE.idem], 'idem') end
+  if must >= 8 then want(KEYS[K_PURCHASE.reg], 'reg') end
   if tonumber(stock) < tonumber(m[M_ADMIT.initial] or '0') + tonumber(m[M_ADMIT.xin] or '0')
                        - tonumber(m[M_ADMIT.xout] or '0')
                        + tonumber(m[M_ADMIT.oversold] or '0') then
@@ -288,7 +290,7 @@ local function open_call(c, m, stock)
   end
   -- nil: no challenge, or a waiting room, whose join took it (docs/challenges.md)
   if m[M_ADMIT.ch] and not s.wr then
-    s.ch = ch_gate(m[M_ADMIT.ch]) or false
+    s.ch = ch_gate(m[M_ADMIT.ch], m[M_ADMIT.ch_floor]) or false
     s.now = now_ms()
   end
   -- Limiters are checked after the gate: a closed or not yet open sale
@@ -489,7 +491,7 @@ local function commit(s, out)
     -- the keys that must exist from now on (keys_lost): once per epoch
     local must = s.keys
     if must % 4 ~= 3 then must = must - must % 4 + 3 end
-    if idemw and must < 4 then must = must + 4 end
+    if idemw and must % 8 < 4 then must = must + 4 end
     if must ~= s.keys then redis.call('HSET', KEYS[K_PURCHASE.meta], 'keys', must) end
     if idemw then
       redis.call('HSET', KEYS[K_PURCHASE.idem], unpack(idemw))

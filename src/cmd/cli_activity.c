@@ -34,6 +34,7 @@
 #include "http/captcha.h"
 #include "http/sale_page.h"
 #include "orders/activity_delete.h"
+#include "orders/draw_sync.h"
 #include "orders/recover.h"
 #include "redis/redis_conn.h"
 #include "redis/reply.h"
@@ -69,6 +70,7 @@ enum {
     O_OUT,
     O_API_BASE,
     O_VERIFY,
+    O_CAPTCHA_SCRIPT,
     O_COUNT
 };
 #define B(o) (1u << (o))
@@ -102,6 +104,7 @@ static const struct sk_flag flag_defs[O_COUNT] = {
     [O_APPLY] = {"--apply", 0},
     [O_OUT] = {"--out", 1},
     [O_API_BASE] = {"--api-base", 1},
+    [O_CAPTCHA_SCRIPT] = {"--captcha-script", 1},
 };
 
 struct ctx {
@@ -670,63 +673,33 @@ static int cmd_draw(struct ctx *c)
         rc = sk_store_registrations_add(c->st, a.id, users, n, now, NULL);
         free(users);
         if (rc < 0) return store_fail(c, rc);
-    }
-    struct sk_registration *reg;
-    size_t n;
-    if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
-    size_t cap = n;
-    uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
-    if (!order) {
-        free(reg);
-        return sk_cli_runtime_error("activity draw: out of memory");
-    }
-    if (a.drawn_ms <= 0) {
+        struct sk_registration *reg;
+        if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
+        uint64_t *order = calloc(n ? n : 1, sizeof *order);
+        if (!order) {
+            free(reg);
+            return sk_cli_runtime_error("activity draw: out of memory");
+        }
         for (size_t i = 0; i < n; i++)
             order[i] = reg[i].user_id;
+        free(reg);
         rc = sk_draw_order(a.draw_seed, order, n);
         if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
-        if (rc == 0) {
-            a.drawn_ms = now;
-            a.draw_n = (int64_t)n;
-        } else if (rc == SK_EEXIST) { /* another run drew first: its draw stands */
-            rc = load(c, &a);
-        }
-    }
-    free(reg);
-    reg = NULL;
-    if (rc == 0 && a.drawn_ms > 0 && (rc = stored_registrants(c, &reg, &n)) == 0) {
-        /* the recorded places, place p -> order[p - 1] (so a Redis that
-         * lost the draw gets the same one back) */
-        memset(order, 0, (cap ? cap : 1) * sizeof *order);
-        for (size_t i = 0; i < n; i++)
-            if (reg[i].draw_place >= 1 && reg[i].draw_place <= a.draw_n &&
-                (size_t)reg[i].draw_place <= cap)
-                order[reg[i].draw_place - 1] = reg[i].user_id;
-    }
-    free(reg);
-    if (rc < 0) {
         free(order);
-        return store_fail(c, rc);
+        if (rc < 0 && rc != SK_EEXIST) return store_fail(c, rc);
+        /* recorded now, or by another run that drew first: its draw stands */
+        if ((rc = load(c, &a)) != 0) return rc;
     }
-    struct sk_draw_redis wave, after;
-    const struct sk_draw_redis *wp =
-        a.draw_state[0] && sk_draw_state_parse(a.draw_state, &wave) == 0 ? &wave : NULL;
-    if ((size_t)a.draw_n > cap) { /* the record names more places than registrants */
-        free(order);
-        return sk_cli_runtime_error("activity draw: the database records %lld places for %zu "
-                                    "registrants",
-                                    (long long)a.draw_n, cap);
-    }
-    rc = sk_draw_put(c->r, a.id, order, (size_t)a.draw_n, a.drawn_ms, a.draw_seed, wp, &after);
-    free(order);
-    if (rc < 0) return redis_fail(c);
+    /* the recorded draw into Redis (a Redis that lost it gets the same one
+     * back; the recovery does the same by itself) */
+    struct sk_draw_redis after;
+    char err[256];
+    if ((rc = sk_draw_sync(c->st, c->r, &a, &after, err, sizeof err)) < 0)
+        return sk_cli_runtime_error("activity draw: %s", err);
     if (after.rc != SK_RC_OK)
         return sk_cli_runtime_error("activity draw: redis refused the draw: %s",
                                     sk_rc_message(after.rc));
-    char state[SK_ACTIVITY_DRAW_STATE_MAX], commit[SK_DRAW_HEX];
-    sk_draw_state_format(&after, state, sizeof state);
-    if ((rc = sk_store_activity_set_fair(c->st, a.id, a.wr_control, state)) < 0)
-        return store_fail(c, rc);
+    char commit[SK_DRAW_HEX];
     if (sk_draw_commit(a.draw_seed, commit) < 0) commit[0] = 0;
     printf("activity %llu drawn: %lld registrants, commitment %s, seed %s; wave %lld: places "
            "%lld..%lld may buy until %lld (unix ms)\n",
@@ -910,7 +883,18 @@ static int cmd_page(struct ctx *c)
         return sk_cli_usage_error("activity page: --captcha must be turnstile, hcaptcha or "
                                   "recaptcha, got '%s'",
                                   c->val[O_CAPTCHA]);
-    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], cp ? cp->csp : NULL, &page, &len,
+    /* its widget's script: the provider's, or the one serve's
+     * captcha_script_url names (the page's policy allows that origin only) */
+    char csp[SK_CAPTCHA_CSP_MAX] = "";
+    const char *script;
+    if (has(c, O_CAPTCHA_SCRIPT) && !cp)
+        return sk_cli_usage_error("activity page: --captcha-script goes with --captcha");
+    if (cp && sk_captcha_widget(cp, c->val[O_CAPTCHA_SCRIPT], &script, csp, sizeof csp) < 0) {
+        char origin[SK_CAPTCHA_SCRIPT_MAX], why[96];
+        sk_captcha_script_check(c->val[O_CAPTCHA_SCRIPT], origin, sizeof origin, why, sizeof why);
+        return sk_cli_usage_error("activity page: --captcha-script %s", why);
+    }
+    int rc = sk_sale_page_build_csp(c->id, c->val[O_API_BASE], csp[0] ? csp : NULL, &page, &len,
                                     err, sizeof err);
     if (rc == SK_EINVAL) return sk_cli_usage_error("activity page: %s", err);
     if (rc < 0) return sk_cli_runtime_error("activity page: out of memory");
@@ -1034,9 +1018,10 @@ static const struct sub subs[] = {
      "  --id N               activity id\n"
      "  --apply              run the recovery (default: a dry run, nothing "
      "written)\n" COMMON_USAGE},
-    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA), B(O_ID) | B(O_OUT),
-     cmd_page,
-     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P]\n"
+    {"page", OPENS_NOTHING, B(O_ID) | B(O_OUT) | B(O_API_BASE) | B(O_CAPTCHA) | B(O_CAPTCHA_SCRIPT),
+     B(O_ID) | B(O_OUT), cmd_page,
+     "usage: seckill activity page --id N --out DIR [--api-base URL] [--captcha P\n"
+     "                             [--captcha-script URL]]\n"
      "Writes the buyer's sale page of activity N as DIR/index.html, one self-contained\n"
      "file for a CDN or any static host (docs/buyer-page.md says how to brand it).\n"
      "The page calls the API at --api-base; seckill serve must then name the page's\n"
@@ -1048,7 +1033,10 @@ static const struct sub subs[] = {
      "  --api-base URL       http(s)://host[:port][/path] of seckill serve's API\n"
      "  --captcha P          the sale asks a CAPTCHA of provider P (turnstile, hcaptcha,\n"
      "                       recaptcha): the page's policy allows that provider's\n"
-     "                       origins, and only those (docs/challenges.md)\n"},
+     "                       origins, and only those (docs/challenges.md)\n"
+     "  --captcha-script URL the widget's script as serve's captcha_script_url names it\n"
+     "                       (https://, or http:// on loopback): the policy allows its\n"
+     "                       origin instead of the provider's\n"},
     {"draw", OPENS_EXISTING, B(O_ID) | B(O_VERIFY), B(O_ID), cmd_draw,
      "usage: seckill activity draw --id N [--verify]\n"
      "Once registration has closed, draws the order of the registrants of a sale\n"

@@ -16,6 +16,11 @@
 
 static const char hexd[] = "0123456789abcdef";
 
+/* The salt: the time it was made, then a counter (challenge.h). */
+#define SALT_SEQ_BITS 20
+#define SALT_TIME_BITS 44
+#define SALT_SEQ_MASK ((UINT64_C(1) << SALT_SEQ_BITS) - 1)
+
 /* The mac of a challenge: the first 128 bits of HMAC-SHA256 over its
  * fields and the buyer, as lowercase hex into out (SK_CH_ID_HEX + 1). */
 static int mac_of(const void *secret, size_t slen, uint64_t aid, uint64_t uid, int64_t exp,
@@ -43,10 +48,12 @@ int sk_challenge_make(const void *secret, size_t slen, const struct sk_ch_issue 
 {
     if (!secret || slen < SK_CH_SECRET_MIN || in->activity_id < 1 ||
         in->activity_id > SK_ACTIVITY_ID_MAX || in->exp_ms < 1 || in->exp_ms > SK_TIME_MAX_MS ||
-        in->bits < 0 || in->bits > SK_CH_BITS_MAX || (in->captcha != 0 && in->captcha != 1))
+        in->bits < 0 || in->bits > SK_CH_BITS_MAX || (in->captcha != 0 && in->captcha != 1) ||
+        in->made_ms < 0 || in->made_ms >= (int64_t)1 << SALT_TIME_BITS)
         return SK_EINVAL;
     char salt[SK_CH_SALT_HEX + 1], mac[SK_CH_ID_HEX + 1];
-    snprintf(salt, sizeof salt, "%016" PRIx64, in->salt);
+    snprintf(salt, sizeof salt, "%016" PRIx64,
+             (uint64_t)in->made_ms << SALT_SEQ_BITS | (in->salt & SALT_SEQ_MASK));
     if (mac_of(secret, slen, in->activity_id, in->user_id, in->exp_ms, in->bits, in->captcha, salt,
                mac) < 0)
         return SK_EINVAL;
@@ -117,6 +124,12 @@ int sk_challenge_parse(const char *hdr, size_t len, struct sk_ch_parsed *p)
 #undef FEND
     p->activity_id = aid;
     p->exp_ms = (int64_t)exp;
+    uint64_t salt = 0;
+    for (int i = 0; i < SK_CH_SALT_HEX; i++) {
+        char h = f[4][i];
+        salt = salt << 4 | (uint64_t)(h <= '9' ? h - '0' : h - 'a' + 10);
+    }
+    p->made_ms = (int64_t)(salt >> SALT_SEQ_BITS);
     p->bits = (int)bits;
     p->captcha = (int)cap;
     p->text = hdr;
@@ -172,6 +185,7 @@ int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parse
     ok->bits = p->bits;
     ok->captcha = p->captcha;
     ok->exp_ms = p->exp_ms;
+    ok->made_ms = p->made_ms;
     memcpy(ok->id, p->mac, SK_CH_ID_HEX);
     ok->id[SK_CH_ID_HEX] = 0;
     return SK_RC_OK;
@@ -179,7 +193,8 @@ int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parse
 
 int sk_challenge_ticket(const struct sk_ch_ok *ok, int captcha_passed, char *out, size_t cap)
 {
-    int n = snprintf(out, cap, "%d:%d:%" PRId64, ok->bits, captcha_passed ? 1 : 0, ok->exp_ms);
+    int n = snprintf(out, cap, "%d:%d:%" PRId64 ":%" PRId64, ok->bits, captcha_passed ? 1 : 0,
+                     ok->exp_ms, ok->made_ms);
     if (n < 0 || (size_t)n >= cap) {
         if (cap) out[0] = 0;
         return SK_ENOMEM;

@@ -7,6 +7,12 @@
  *
  *     <activity>.<expiry ms>.<bits>.<captcha 0|1>.<salt: 16 hex>.<mac: 32 hex>
  *
+ * The salt is the time it was made (unix ms, its high 44 bits) and a
+ * counter of the issuing process (its low 20): two challenges of one buyer
+ * never share an id, and the time it was made is signed with the rest (a
+ * key set recovered from a Redis fault refuses challenges made before the
+ * recovery: what spent them may be lost, lua/lib/challenge.lua).
+ *
  * mac = the first 128 bits of HMAC-SHA256(secret,
  * "sk-ch1:<activity>:<buyer>:<expiry>:<bits>:<captcha>:<salt>"), so it
  * names one buyer (who is not in the text: the request says who asks) and
@@ -33,16 +39,18 @@
 #define SK_CH_NONCE_MAX 32 /* longest nonce */
 #define SK_CH_TEXT_MAX 112 /* longest challenge text, with its terminator */
 #define SK_CH_HEADER_MAX (SK_CH_TEXT_MAX + SK_CH_NONCE_MAX + 1)
-#define SK_CH_TICKET_MAX 32 /* "<bits>:<captcha>:<expiry ms>" with its terminator */
+#define SK_CH_TICKET_MAX 48 /* "<bits>:<captcha>:<expiry ms>:<made ms>" with its terminator */
 #define SK_CH_SECRET_MIN 16 /* shortest secret accepted (bytes) */
 
 /* A challenge to hand out. */
 struct sk_ch_issue {
     uint64_t activity_id, user_id;
-    int64_t exp_ms; /* unix ms */
-    int bits;       /* 0..SK_CH_BITS_MAX (activity.h) */
-    int captcha;    /* 1: a CAPTCHA token must come with the solution */
-    uint64_t salt;  /* random: two challenges of one buyer never share an id */
+    int64_t exp_ms;  /* unix ms */
+    int bits;        /* 0..SK_CH_BITS_MAX (activity.h) */
+    int captcha;     /* 1: a CAPTCHA token must come with the solution */
+    uint64_t salt;   /* a counter (its low 20 bits are used): two challenges
+                        of one buyer made in one millisecond never share an id */
+    int64_t made_ms; /* unix ms, 0..2^44-1: when it was made (in the salt) */
 };
 
 /* The challenge text of in, signed with secret (slen >= SK_CH_SECRET_MIN
@@ -56,6 +64,7 @@ int sk_challenge_make(const void *secret, size_t slen, const struct sk_ch_issue 
 struct sk_ch_parsed {
     uint64_t activity_id;
     int64_t exp_ms;
+    int64_t made_ms; /* from the salt (trusted once the mac is checked) */
     int bits, captcha;
     const char *text; /* the challenge text (without ".<nonce>") */
     size_t text_len;
@@ -73,7 +82,7 @@ int sk_challenge_parse(const char *hdr, size_t len, struct sk_ch_parsed *p);
 /* What a checked solution carries to the scripts. */
 struct sk_ch_ok {
     int bits, captcha;
-    int64_t exp_ms;
+    int64_t exp_ms, made_ms;
     char id[SK_CH_ID_HEX + 1]; /* names its spent key (keys.h: sk_keys_ch) */
 };
 
@@ -90,7 +99,7 @@ int sk_challenge_check(const void *secret, size_t slen, const struct sk_ch_parse
 int sk_challenge_zero_bits(const char *a, size_t alen, const char *b, size_t blen);
 
 /* The ticket of a checked solution as the scripts take it:
- * "<bits>:<captcha 1|0>:<expiry ms>"; captcha is 1 only when the CAPTCHA
+ * "<bits>:<captcha 1|0>:<expiry ms>:<made ms>"; captcha is 1 only when the CAPTCHA
  * token was verified (or the provider failed open). Returns its length or
  * SK_ENOMEM. */
 int sk_challenge_ticket(const struct sk_ch_ok *ok, int captcha_passed, char *out, size_t cap);

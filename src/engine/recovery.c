@@ -21,7 +21,7 @@ static int64_t num_of(const redisReply *e)
 }
 
 /* The probe's EXISTS, in this order after HMGET meta and GET stock. */
-#define PROBE_EXISTS 4
+#define PROBE_EXISTS 5
 #define PROBE_CMDS (2 + PROBE_EXISTS)
 
 /* Adds a key's name to p->lost_what. */
@@ -32,13 +32,15 @@ static void lost_add(struct sk_keyset_probe *p, const char *what)
 }
 
 /* Which of p's keys vanished while others did not (recovery.h). ex: the
- * EXISTS answers of orders, ledger, buyers, idem; f: HMGET's initial, xin,
- * xout, oversold, keys. */
+ * EXISTS answers of orders, ledger, buyers, idem, reg; f: HMGET's initial,
+ * xin, xout, oversold, keys (its bits: 1 orders, 2 ledger, 4 idem, 8 reg
+ * must exist: lua/lib/admit.lua, lua/lib/reg.lua). */
 static void probe_lost(struct sk_keyset_probe *p, const int *ex, const int64_t *f)
 {
-    static const char *const name[PROBE_EXISTS] = {"orders", "ledger", "buyers", "idem"};
+    static const char *const name[PROBE_EXISTS] = {"orders", "ledger", "buyers", "idem", "reg"};
     int must[PROBE_EXISTS] = {(f[4] & 1) != 0, (f[4] & 2) != 0,
-                              p->stock < f[0] + f[1] - f[2] + f[3], (f[4] & 4) != 0};
+                              p->stock < f[0] + f[1] - f[2] + f[3], (f[4] & 4) != 0,
+                              (f[4] & 8) != 0};
     p->lost_what[0] = 0;
     if (p->present && !p->has_stock && p->segments < 2) {
         lost_add(p, "stock");
@@ -61,7 +63,8 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
         const char *ex[PROBE_EXISTS][2] = {{"EXISTS", ks[i].orders},
                                            {"EXISTS", ks[i].ledger},
                                            {"EXISTS", ks[i].buyers},
-                                           {"EXISTS", ks[i].idem}};
+                                           {"EXISTS", ks[i].idem},
+                                           {"EXISTS", ks[i].reg}};
         int rc = sk_redis_append(r, 13, hm, NULL);
         if (rc == 0) rc = sk_redis_append(r, 2, get, NULL);
         for (int j = 0; rc == 0 && j < PROBE_EXISTS; j++)

@@ -43,7 +43,7 @@ struct sk_keyset_probe {
 };
 
 /* One HMGET of meta, one GET of stock and an EXISTS of the stream, ledger,
- * buyers and idem hash per key set, all pipelined (on a cluster every node
+ * buyers, idem hash and registrants' set per key set, all pipelined (on a cluster every node
  * answers its own at once). */
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out);
 

@@ -268,7 +268,9 @@ int sk_draw_read(sk_redis *r, uint64_t aid, uint64_t *out, size_t n)
     memset(out, 0, n * sizeof *out);
     for (size_t from = 0; from < n; from += 1000) {
         redisReply *rep;
-        int rc = sk_redis_cmd(r, &rep, "ZRANGE %s %zu %zu WITHSCORES", k.draw, from, from + 999);
+        /* the command formatter takes no %zu (hiredis's conversions) */
+        int rc = sk_redis_cmd(r, &rep, "ZRANGE %s %llu %llu WITHSCORES", k.draw,
+                              (unsigned long long)from, (unsigned long long)(from + 999));
         if (rc < 0) return rc;
         if (rep->type != REDIS_REPLY_ARRAY) {
             freeReplyObject(rep);

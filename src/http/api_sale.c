@@ -108,11 +108,21 @@ static void page_of(struct sk_app *app, const char **page, size_t *len, const ch
     struct sk_sale_live *l = p ? live_of(app) : NULL;
     if (!l) return;
     if (!l->page) {
-        if (sk_sale_page_served(p->csp, &l->page, &l->page_len) < 0) return;
+        /* the provider's origins, or those of the widget's script the
+         * operator named (captcha_script_url) and nothing else */
+        const char *script;
+        char csp[SK_CAPTCHA_CSP_MAX];
+        if (sk_captcha_widget(p, app->cfg.captcha_script_url, &script, csp, sizeof csp) < 0 ||
+            sk_sale_page_served(csp, &l->page, &l->page_len) < 0)
+            return;
         size_t el = strlen(sk_web_sale_etag);
-        /* "<build's tag>-<provider>", quoted */
-        snprintf(l->etag, sizeof l->etag, "%.*s-%s\"", (int)(el > 1 ? el - 1 : 0), sk_web_sale_etag,
-                 p->name);
+        /* "<build's tag>-<provider>-<the policy's hash>", quoted: another
+         * script's origin is another page */
+        uint32_t h = 2166136261u;
+        for (const char *c = csp; *c; c++)
+            h = (h ^ (unsigned char)*c) * 16777619u;
+        snprintf(l->etag, sizeof l->etag, "%.*s-%s-%08x\"", (int)(el > 1 ? el - 1 : 0),
+                 sk_web_sale_etag, p->name, (unsigned)h);
     }
     *page = l->page;
     *len = l->page_len;
@@ -162,7 +172,7 @@ static int64_t pace_of(const char *state, int sold_out)
 
 static void reply_view(struct sk_app *app, h2o_req_t *req, const struct live_view *v)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[1800],
+    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], wr[96], body[2600],
         ch[SK_CH_JSON_MAX];
     int64_t now = sk_wall_ms();
     const char *state = sk_activity_live_state(v->exists, v->open, v->start_ms, v->end_ms, now);

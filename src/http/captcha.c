@@ -2,6 +2,7 @@
  * verdict on its answer (captcha.h). */
 #include "http/captcha.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -35,6 +36,113 @@ const struct sk_captcha_provider *sk_captcha_find(const char *name)
     for (size_t i = 0; name && i < sizeof providers / sizeof providers[0]; i++)
         if (!strcmp(providers[i].name, name)) return &providers[i];
     return NULL;
+}
+
+/* 1 when host (n bytes) is a loopback name or address. */
+static int loopback_host(const char *h, size_t n)
+{
+    if (n == 9 && !strncasecmp(h, "localhost", 9)) return 1;
+    if (n == 5 && !memcmp(h, "[::1]", 5)) return 1;
+    if (n < 8 || memcmp(h, "127.", 4) != 0) return 0;
+    int dots = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (h[i] == '.')
+            dots++;
+        else if (h[i] < '0' || h[i] > '9')
+            return 0;
+    }
+    return dots == 3;
+}
+
+int sk_captcha_script_check(const char *url, char *origin, size_t cap, char *why, size_t wcap)
+{
+    if (wcap) why[0] = 0;
+    if (cap) origin[0] = 0;
+    size_t n = url ? strlen(url) : 0;
+    if (n == 0 || n >= SK_CAPTCHA_SCRIPT_MAX) {
+        snprintf(why, wcap, "must be a URL of at most %d bytes", SK_CAPTCHA_SCRIPT_MAX - 1);
+        return SK_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)url[i];
+        /* it lands in the page's policy and in JSON: none of their delimiters */
+        if (c <= ' ' || c >= 0x7f || strchr("\"'<>\\;,`", c)) {
+            snprintf(why, wcap, "has a character a script URL here may not hold");
+            return SK_EINVAL;
+        }
+    }
+    int tls = !strncmp(url, "https://", 8);
+    if (!tls && strncmp(url, "http://", 7) != 0) {
+        snprintf(why, wcap, "must be an https:// URL");
+        return SK_EINVAL;
+    }
+    const char *h = url + (tls ? 8 : 7), *he = h;
+    if (*h == '[') {
+        he = strchr(h, ']');
+        he = he ? he + 1 : h;
+    } else {
+        while (*he && (isalnum((unsigned char)*he) || *he == '.' || *he == '-'))
+            he++;
+    }
+    const char *oe = he;
+    if (*oe == ':') {
+        oe++;
+        const char *d = oe;
+        while (*oe >= '0' && *oe <= '9')
+            oe++;
+        if (oe == d || oe - d > 5) he = h; /* a port of 1..5 digits */
+    }
+    if (he == h || (*oe && *oe != '/' && *oe != '?')) {
+        snprintf(why, wcap, "must be scheme://host[:port][/path]");
+        return SK_EINVAL;
+    }
+    if (!tls && !loopback_host(h, (size_t)(he - h))) {
+        snprintf(why, wcap, "must be an https:// URL (http:// only on a loopback host)");
+        return SK_EINVAL;
+    }
+    if ((size_t)(oe - url) >= cap) {
+        snprintf(why, wcap, "is too long");
+        return SK_EINVAL;
+    }
+    memcpy(origin, url, (size_t)(oe - url));
+    origin[oe - url] = 0;
+    return 0;
+}
+
+int sk_captcha_widget(const struct sk_captcha_provider *p, const char *script_url,
+                      const char **script, char *csp, size_t cap)
+{
+    if (cap) csp[0] = 0;
+    if (!script_url || !script_url[0]) {
+        *script = p->script_url;
+        int n = snprintf(csp, cap, "%s", p->csp);
+        return n < 0 || (size_t)n >= cap ? SK_ENOMEM : n;
+    }
+    char origin[SK_CAPTCHA_SCRIPT_MAX], why[96];
+    if (sk_captcha_script_check(script_url, origin, sizeof origin, why, sizeof why) < 0)
+        return SK_EINVAL;
+    *script = script_url;
+    /* the provider's directives, each naming that origin only */
+    size_t o = 0;
+    for (const char *d = p->csp; *d;) {
+        while (*d == ' ' || *d == ';')
+            d++;
+        const char *ne = d;
+        while (*ne && *ne != ' ' && *ne != ';')
+            ne++;
+        if (ne > d) {
+            int k =
+                snprintf(csp + o, cap - o, "%s%.*s %s", o ? "; " : "", (int)(ne - d), d, origin);
+            if (k < 0 || (size_t)k >= cap - o) {
+                if (cap) csp[0] = 0;
+                return SK_ENOMEM;
+            }
+            o += (size_t)k;
+        }
+        d = strchr(ne, ';');
+        if (!d) break;
+    }
+    return (int)o;
 }
 
 int sk_captcha_token_ok(const char *s, size_t len)

@@ -27,6 +27,30 @@ struct sk_captcha_provider {
 /* The provider of that name, or NULL. */
 const struct sk_captcha_provider *sk_captcha_find(const char *name);
 
+/* Longest widget script URL (captcha_script_url), with its terminator. */
+#define SK_CAPTCHA_SCRIPT_MAX 256
+/* Room for what the page's policy adds for a widget (sk_captcha_widget). */
+#define SK_CAPTCHA_CSP_MAX 1536
+
+/* A widget script URL of the operator's (captcha_script_url: a mirror, a
+ * proxy, a test's stand-in): https://host[:port][/path], or http:// on a
+ * loopback host only (127.0.0.0/8, localhost, [::1]: a test's own server),
+ * with no character a policy or JSON takes for a delimiter (space, quotes,
+ * ; , < > \ `). Its origin (scheme://host[:port]) into origin (cap
+ * bytes). 0, or SK_EINVAL with why (wcap bytes) saying what is wrong. */
+int sk_captcha_script_check(const char *url, char *origin, size_t cap, char *why, size_t wcap);
+
+/* What the page needs for provider p when the operator set script_url
+ * (NULL or "": the provider's documented script): *script, the URL the
+ * page loads (the provider's, or script_url itself: not copied), and into
+ * csp (cap bytes) what its Content-Security-Policy adds: the provider's
+ * documented directives, or for a script of the operator's the same
+ * directives naming that script's origin and nothing else. Returns the
+ * policy's length, SK_EINVAL (a script_url sk_captcha_script_check
+ * refuses) or SK_ENOMEM. */
+int sk_captcha_widget(const struct sk_captcha_provider *p, const char *script_url,
+                      const char **script, char *csp, size_t cap);
+
 /* Longest token accepted (X-Captcha-Token): printable ASCII. */
 #define SK_CAPTCHA_TOKEN_MAX 4096
 /* 1 when len bytes of s may be a token: 1..SK_CAPTCHA_TOKEN_MAX of

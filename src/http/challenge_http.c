@@ -109,6 +109,14 @@ void sk_challenge_http_free(struct sk_app *app)
 
 /* ---- reads ---------------------------------------------------------------- */
 
+/* The widget's script this server hands the page for provider p: the
+ * operator's (captcha_script_url, checked when the configuration was
+ * read) or the provider's own. */
+static const char *script_of(const struct sk_config *cfg, const struct sk_captcha_provider *p)
+{
+    return cfg->captcha_script_url[0] ? cfg->captcha_script_url : p->script_url;
+}
+
 int sk_challenge_json(const struct sk_activity *a, const struct sk_config *cfg, char *out,
                       size_t cap)
 {
@@ -121,7 +129,7 @@ int sk_challenge_json(const struct sk_activity *a, const struct sk_config *cfg, 
         /* the site key and script of this server's provider: the page's widget */
         if (p && !strcmp(cfg->captcha_provider, a->ch_captcha))
             snprintf(cp, sizeof cp, "{\"provider\":\"%s\",\"site_key\":\"%s\",\"script\":\"%s\"}",
-                     p->name, cfg->captcha_site_key, p->script_url);
+                     p->name, cfg->captcha_site_key, script_of(cfg, p));
         else if (p)
             snprintf(cp, sizeof cp, "{\"provider\":\"%s\",\"site_key\":null,\"script\":null}",
                      p->name);
@@ -207,7 +215,8 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
         .exp_ms = now + 1000LL * app->cfg.challenge_ttl_s,
         .bits = sk_challenge_bits(a->ch_pow_min, a->ch_pow_max, a->ch_pow_step, load_of(app, a)),
         .captcha = captcha,
-        .salt = app->chal->salt++};
+        .salt = app->chal->salt++,
+        .made_ms = now};
     const char *key;
     size_t klen;
     key_of(app, &key, &klen);
@@ -225,7 +234,7 @@ static void issue(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint6
     if (captcha && p)
         snprintf(cp, sizeof cp,
                  "{\"provider\":\"%s\",\"site_key\":\"%s\",\"script\":\"%s\",\"action\":\"%s\"}",
-                 p->name, app->cfg.captcha_site_key, p->script_url, action);
+                 p->name, app->cfg.captcha_site_key, script_of(&app->cfg, p), action);
     int n = snprintf(
         body, sizeof body,
         "{\"challenge\":\"%s\",\"bits\":%d,\"expires_at\":\"%s\",\"expires_in_ms\":%" PRId64

@@ -71,7 +71,7 @@ sk_route_handler sk_api_challenge;
  * (null or {"provider","site_key","script"})}; the site key and script
  * from cfg (public, for the page's widget). Returns the length or
  * SK_ENOMEM. */
-#define SK_CH_JSON_MAX 512
+#define SK_CH_JSON_MAX 1024
 int sk_challenge_json(const struct sk_activity *a, const struct sk_config *cfg, char *out,
                       size_t cap);
 

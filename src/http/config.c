@@ -14,6 +14,7 @@
 #include "core/num.h"
 #include "core/redact.h"
 #include "engine/activity.h"
+#include "http/captcha.h"
 #include "orders/webhooks.h"
 #include "redis/redis_url.h"
 
@@ -393,6 +394,17 @@ static int set_captcha_verify_url(struct sk_config *c, const char *v, char *msg,
     return copy_str(c->captcha_verify_url, sizeof c->captcha_verify_url, v, msg, cap);
 }
 
+/* "" (the provider's own), or a script URL captcha.h takes. */
+static int set_captcha_script_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+{
+    char origin[SK_CAPTCHA_SCRIPT_MAX], why[96];
+    if (v[0] && sk_captcha_script_check(v, origin, sizeof origin, why, sizeof why) < 0) {
+        snprintf(msg, cap, "%s (or empty: the provider's own)", why);
+        return SK_EINVAL;
+    }
+    return copy_str(c->captcha_script_url, sizeof c->captcha_script_url, v, msg, cap);
+}
+
 static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
     if (!strcmp(v, "open"))
@@ -744,6 +756,7 @@ const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t 
     case SK_CK_captcha_secret: text = c->captcha_secret; break;
     case SK_CK_captcha_secret_file: text = c->captcha_secret_file; break;
     case SK_CK_captcha_verify_url: text = c->captcha_verify_url; break;
+    case SK_CK_captcha_script_url: text = c->captcha_script_url; break;
     case SK_CK_captcha_fail: text = c->captcha_fail_open ? "open" : "closed"; break;
     case SK_CK_captcha_hostname: text = c->captcha_hostname; break;
     case SK_CK_webhook_url: text = c->webhook_url; break;

@@ -84,6 +84,8 @@ struct sk_config {
     char captcha_secret[256];
     char captcha_secret_file[512];
     char captcha_verify_url[512]; /* "" = the provider's own */
+    char captcha_script_url[256]; /* the widget's script; "" = the provider's own
+                                     (SK_CAPTCHA_SCRIPT_MAX) */
     int captcha_timeout_ms;
     int captcha_fail_open; /* 1: captcha_fail = open */
     char captcha_hostname[256];

@@ -69,8 +69,10 @@ const struct sk_reload_field sk_reload_fields[] = {
     FIXED("challenge_secret", challenge_secret),
     FIXED("challenge_secret_file", challenge_secret_file),
     LIVE("challenge_ttl_s", challenge_ttl_s),
-    /* the page's CSP and the verifier's thread follow the provider */
+    /* the page's CSP and the verifier's thread follow the provider; the
+     * page (and its policy) is built once, at its first request */
     FIXED("captcha_provider", captcha_provider),
+    FIXED("captcha_script_url", captcha_script_url),
     LIVE("captcha_site_key", captcha_site_key),
     LIVE("captcha_secret", captcha_secret),
     LIVE("captcha_secret_file", captcha_secret_file),

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/stock.h"
+#include "orders/draw_sync.h"
 #include "redis/reply.h"
 #include "redis/stream_id.h"
 
@@ -635,16 +636,19 @@ static void db_stock(sk_store *st, uint64_t id)
 
 /* Registrations (docs/fairness.md) live in Redis's set, which admissions
  * and queue joins read, and in the database, which the registration call
- * writes after it: a key set whose keys vanished gets the database's
- * registrants back (SADD: the ones that survived stay), else every
- * registered buyer would be refused not_registered. Registration needs an
- * unsegmented activity, whose one key set is the base. */
+ * writes after it: a key set recovered for any reason gets the database's
+ * registrants back (SADD: the ones that survived stay, so a set that went
+ * back in time with the rest, or vanished alone, is whole again), else
+ * registered buyers would be refused not_registered; then meta `keys` says
+ * the set must exist (bit 8, lua/lib/reg.lua), so losing it again is seen.
+ * Under the fence: nothing else writes meta meanwhile. Registration needs
+ * an unsegmented activity, whose one key set is the base. */
 #define REG_CHUNK 500
 static int restore_registrations(struct rec *c)
 {
     if (c->a.reg_end_ms <= 0 || c->rep->n != 1) return 0;
     struct sk_recover_ks *ks = &c->rep->ks[0];
-    if (!ks->needed || !(ks->vanished || ks->lost || ks->reset)) return 0;
+    if (!ks->needed) return 0;
     struct sk_registration *reg = NULL;
     size_t n = 0;
     int rc = sk_store_registrations_list(c->st, c->a.id, &reg, &n);
@@ -665,7 +669,43 @@ static int restore_registrations(struct rec *c)
     }
     free(reg);
     if (rc < 0) return redis_fail(c, rc, "SADD registrations");
-    if (n) audit(c, ks, "recover_rebuild", "%zu registration(s) written back from the database", n);
+    if (!n) return 0;
+    redisReply *rep;
+    if ((rc = sk_redis_cmd(c->r, &rep, "HGET %s keys", ks->k.meta)) < 0)
+        return redis_fail(c, rc, "HGET keys");
+    int64_t must = sk_reply_i64_or(rep, 0);
+    freeReplyObject(rep);
+    if (!(must & 8)) {
+        if ((rc = sk_redis_cmd(c->r, &rep, "HSET %s keys %" PRId64, ks->k.meta, must | 8)) < 0)
+            return redis_fail(c, rc, "HSET keys");
+        freeReplyObject(rep);
+    }
+    audit(c, ks, "recover_rebuild", "%zu registration(s) written back from the database", n);
+    return 0;
+}
+
+/* A drawn sale's draw (docs/fairness.md) lives in its key set: the order,
+ * the seed and the current wave. Once the key set resumed (draw_put.lua
+ * writes nothing into a fenced one) the draw the database recorded goes
+ * back (draw_sync.h; Redis keeps one it still holds), so winners find
+ * their rights again without anyone running `activity draw`. */
+static int restore_draw(struct rec *c)
+{
+    if (c->a.drawn_ms <= 0 || c->rep->n != 1) return 0;
+    struct sk_recover_ks *ks = &c->rep->ks[0];
+    if (!ks->needed || !ks->resume.resumed) return 0;
+    struct sk_draw_redis after;
+    char why[256];
+    int rc = sk_draw_sync(c->st, c->r, &c->a, &after, why, sizeof why);
+    if (rc < 0) return fail(c, rc, "activity %" PRIu64 ": the draw: %s", c->a.id, why);
+    if (after.rc != SK_RC_OK)
+        return fail(c, SK_ESTATE, "activity %" PRIu64 ": the draw: redis refused it: %s", c->a.id,
+                    sk_rc_message(after.rc));
+    c->rep->draw_restored = 1;
+    audit(c, ks, "recover_rebuild",
+          "the draw written back: %" PRId64 " places, wave %" PRId64 " (places %" PRId64
+          "..%" PRId64 ")",
+          after.n, after.wave, after.from + 1, after.to);
     return 0;
 }
 
@@ -736,7 +776,8 @@ int sk_recover_activity(sk_store *st, sk_redis *r, uint64_t id, const struct sk_
         if (any) {
             if ((rc = fence_all(&c)) < 0 || (rc = settle(&c)) < 0 || (rc = salvage_all(&c)) < 0 ||
                 (rc = rebuild(&c, &over0)) < 0 || (rc = restore_registrations(&c)) < 0 ||
-                (rc = scan_orders(&c, 1)) < 0 || (rc = resume_all(&c, over0)) < 0)
+                (rc = scan_orders(&c, 1)) < 0 || (rc = resume_all(&c, over0)) < 0 ||
+                (rc = restore_draw(&c)) < 0)
                 return rc;
         }
         if ((rc = rebuild_base(&c)) < 0) return rc;
@@ -786,6 +827,8 @@ void sk_recover_print(FILE *f, const struct sk_recover_report *rep)
     if (rep->base_rebuilt)
         fprintf(f, "activity %" PRIu64 ": base meta of %d segments written again\n", rep->id,
                 rep->segments);
+    if (rep->draw_restored)
+        fprintf(f, "activity %" PRIu64 ": the recorded draw written back\n", rep->id);
     if (!rep->needed)
         fprintf(f, "activity %" PRIu64 ": Redis agrees with the database: nothing to recover\n",
                 rep->id);

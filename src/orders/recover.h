@@ -80,6 +80,7 @@ struct sk_recover_report {
     struct sk_recover_ks *ks; /* n entries, owned by the report */
     int needed;               /* some key set needs (or needed) a recovery */
     int base_rebuilt;         /* segmented: the base meta was written again */
+    int draw_restored;        /* the recorded draw was written back into Redis */
     int fenced_after;         /* key sets still fenced after an apply (oversold) */
     int64_t orders_replayed, oversold, lost, settled_units, forgotten_units;
     int64_t refused;   /* unpaid orders cancelled because they did not fit */

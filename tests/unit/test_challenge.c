@@ -68,6 +68,28 @@ SK_TEST(challenge_made_solved_and_checked)
     CHECK_EQ(ok.captcha, 0);
     CHECK_EQ(ok.exp_ms, NOW + 60000);
     CHECK_EQ(strlen(ok.id), SK_CH_ID_HEX);
+    CHECK_EQ(ok.made_ms, 0);
+    /* the time it was made rides in the salt's high bits, signed with it */
+    {
+        struct sk_ch_issue in = {.activity_id = 1001,
+                                 .user_id = 42,
+                                 .exp_ms = NOW + 60000,
+                                 .bits = 4,
+                                 .salt = 0xfffff5,
+                                 .made_ms = NOW};
+        char t2[SK_CH_TEXT_MAX], h2[SK_CH_HEADER_MAX];
+        CHECK(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2) > 0);
+        /* NOW << 20 | (salt & 0xfffff) */
+        CHECK_MSG(strstr(t2, ".1a229f12800ffff5."), "%s", t2);
+        solved(t2, 4, h2, sizeof h2);
+        struct sk_ch_ok o2;
+        CHECK_EQ(check(h2, 1001, 42, NOW, &o2), SK_RC_OK);
+        CHECK_EQ(o2.made_ms, NOW);
+        in.made_ms = (int64_t)1 << 44;
+        CHECK_EQ(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2), SK_EINVAL);
+        in.made_ms = -1;
+        CHECK_EQ(sk_challenge_make(KEY, strlen(KEY), &in, t2, sizeof t2), SK_EINVAL);
+    }
     /* the id is the mac: the last field of the challenge */
     CHECK(strstr(text, ok.id) == text + strlen(text) - SK_CH_ID_HEX);
     /* the hash really has the bits: computed here by OpenSSL, independently */
@@ -195,13 +217,13 @@ SK_TEST(challenge_bits_rise_with_the_load_within_bounds)
 
 SK_TEST(challenge_ticket_key_and_script_arguments)
 {
-    struct sk_ch_ok ok = {.bits = 20, .captcha = 1, .exp_ms = NOW};
+    struct sk_ch_ok ok = {.bits = 20, .captcha = 1, .exp_ms = NOW, .made_ms = NOW - 120000};
     snprintf(ok.id, sizeof ok.id, "%s", "0123456789abcdef0123456789abcdef");
     char t[SK_CH_TICKET_MAX];
-    CHECK_EQ(sk_challenge_ticket(&ok, 1, t, sizeof t), 18);
-    CHECK_STR(t, "20:1:1796000000000");
+    CHECK_EQ(sk_challenge_ticket(&ok, 1, t, sizeof t), 32);
+    CHECK_STR(t, "20:1:1796000000000:1795999880000");
     CHECK(sk_challenge_ticket(&ok, 0, t, sizeof t) > 0);
-    CHECK_STR(t, "20:0:1796000000000");
+    CHECK_STR(t, "20:0:1796000000000:1795999880000");
     CHECK_EQ(sk_challenge_ticket(&ok, 0, t, 8), SK_ENOMEM);
     CHECK(sk_challenge_ticket(&ok, 0, t, sizeof t) > 0);
     /* the spent key, in the key set's tag */
@@ -229,7 +251,7 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     struct sk_batch_head h = {.label = k.label};
     CHECK_EQ(sk_stock_batch_args_head(&h, p, 2, ab, sizeof ab, args, lens), 0);
     CHECK_STR(args[SK_BATCH_ARGC(0) + 5], ""); /* after the call's head */
-    CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000");
+    CHECK_STR(args[SK_BATCH_ARGC(1) + 5], "20:0:1796000000000:1795999880000");
     /* the queue: a ticket per buyer, keys with any */
     const char *tickets[2] = {NULL, t}, *ids[2] = {NULL, ok.id};
     uint64_t users[2] = {5, 6};
@@ -238,7 +260,7 @@ SK_TEST(challenge_ticket_key_and_script_arguments)
     size_t ql[SK_QUEUE_ARGC(2)];
     CHECK_EQ(sk_queue_args_ch(9, "jj", users, tickets, 2, qb, SK_QUEUE_ARG_BYTES(2), qa, ql), 0);
     CHECK_STR(qa[3], "");
-    CHECK_STR(qa[6], "20:0:1796000000000");
+    CHECK_STR(qa[6], "20:0:1796000000000:1795999880000");
     CHECK_EQ(sk_queue_keys(&k, ids, 2, qb, SK_QUEUE_KEY_BYTES(2), qk), SK_QUEUE_NKEYS + 2);
     CHECK_STR(qk[SK_QUEUE_NKEYS + 1], "sk:{a9}:ch:0123456789abcdef0123456789abcdef");
     CHECK_EQ(sk_queue_keys(&k, NULL, 2, qb, SK_QUEUE_KEY_BYTES(2), qk), SK_QUEUE_NKEYS);
@@ -442,4 +464,65 @@ SK_TEST(challenge_page_policy_widened_for_a_provider)
     CHECK(strstr(page, "connect-src 'self' https://hcaptcha.com https://*.hcaptcha.com;"));
     CHECK(strstr(page, "{\"activity\":5,"));
     free(page);
+}
+
+/* A widget script of the operator's (captcha_script_url): the page loads
+ * it, and its policy names that origin in the provider's directives and
+ * no origin of the provider's; a URL the policy or JSON could be broken
+ * by, or plain http:// off loopback, is refused. */
+SK_TEST(captcha_widget_script_of_the_operators_own)
+{
+    const struct sk_captcha_provider *ts = sk_captcha_find("turnstile"),
+                                     *hc = sk_captcha_find("hcaptcha");
+    const char *script = NULL;
+    char csp[SK_CAPTCHA_CSP_MAX];
+    /* none set: the provider's script and documented origins */
+    CHECK(sk_captcha_widget(ts, "", &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, ts->script_url);
+    CHECK_STR(csp, ts->csp);
+    CHECK(sk_captcha_widget(ts, NULL, &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, ts->script_url);
+    /* a stand-in on loopback: its origin alone, in each directive */
+    const char *mine = "http://127.0.0.1:8123/turnstile/api.js?render=explicit";
+    CHECK(sk_captcha_widget(ts, mine, &script, csp, sizeof csp) > 0);
+    CHECK_STR(script, mine);
+    CHECK_STR(csp, "script-src http://127.0.0.1:8123; frame-src http://127.0.0.1:8123");
+    CHECK(sk_captcha_widget(hc, "https://cdn.shop.example/h/api.js", &script, csp, sizeof csp) > 0);
+    CHECK_STR(csp, "script-src https://cdn.shop.example; frame-src https://cdn.shop.example; "
+                   "style-src https://cdn.shop.example; connect-src https://cdn.shop.example");
+    CHECK(!strstr(csp, "hcaptcha.com"));
+    char origin[128], why[96];
+    CHECK_EQ(
+        sk_captcha_script_check("https://[::1]:9/a.js", origin, sizeof origin, why, sizeof why), 0);
+    CHECK_STR(origin, "https://[::1]:9");
+    CHECK_EQ(
+        sk_captcha_script_check("http://localhost/a.js", origin, sizeof origin, why, sizeof why),
+        0);
+    CHECK_STR(origin, "http://localhost");
+    const char *bad[] = {"http://shop.example/a.js",
+                         "http://127.0.0.1.shop.example/a.js",
+                         "https://a.example/x y",
+                         "https://a.example/';script-src *",
+                         "javascript:alert(1)",
+                         "https://",
+                         "https://a.example#x",
+                         "https://a.example:/a.js",
+                         ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(sk_captcha_script_check(bad[i], origin, sizeof origin, why, sizeof why) ==
+                          SK_EINVAL &&
+                      why[0],
+                  "took %s", bad[i]);
+        CHECK_EQ(sk_captcha_widget(ts, bad[i][0] ? bad[i] : "x", &script, csp, sizeof csp),
+                 SK_EINVAL);
+    }
+    CHECK_EQ(sk_captcha_widget(ts, mine, &script, csp, 10), SK_ENOMEM);
+    /* at most SK_CAPTCHA_SCRIPT_MAX - 1 bytes: the live read's JSON has room */
+    char big[SK_CAPTCHA_SCRIPT_MAX + 8];
+    int n = snprintf(big, sizeof big, "https://cdn.shop.example/");
+    memset(big + n, 'a', sizeof big - 1 - (size_t)n);
+    big[sizeof big - 1] = 0;
+    CHECK_EQ(sk_captcha_script_check(big, origin, sizeof origin, why, sizeof why), SK_EINVAL);
+    big[SK_CAPTCHA_SCRIPT_MAX - 1] = 0;
+    CHECK_EQ(sk_captcha_script_check(big, origin, sizeof origin, why, sizeof why), 0);
 }

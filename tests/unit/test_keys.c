@@ -35,7 +35,7 @@ SK_TEST(keys_admission_call_names_every_key_in_the_key_sets_slot)
     CHECK_STR(keys[13], "sk:{a1001.s3}:rl:ip:");
     CHECK_STR(keys[14], "sk:{a1001.s3}:rl:ip:2001:db8::");
     /* and a challenge ticket: then one spent key per purchase (docs/challenges.md) */
-    p[1].ch = "20:0:1796000000000";
+    p[1].ch = "20:0:1796000000000:1795999880000";
     p[1].ch_id = "00112233445566778899aabbccddeeff";
     CHECK_EQ(sk_stock_batch_keys(&k, &rl, p, 3, buf, sizeof buf, keys), SK_BATCH_KEYC(3));
     CHECK_STR(keys[15], "sk:{a1001.s3}:ch:");

@@ -371,8 +371,9 @@
       });
     });
   }
-  /* A challenge refused for its age or a second use: a new one is worth a try. */
-  function challengeAgain(b) { return /^challenge_(expired|replayed|required)$/.test(b.error || ''); }
+  /* A challenge refused for its age, a second use or one made before the
+   * sale recovered from a fault: a new one is worth a try. */
+  function challengeAgain(b) { return /^challenge_(expired|replayed|required|stale)$/.test(b.error || ''); }
 
   /* The CAPTCHA widget, from its provider (the page's policy allows that
    * origin only when the server has a provider). The three APIs share
