@@ -23,6 +23,7 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/queue_env.h"
+#include "support/serve_buy.h"
 
 SK_TH_CLUSTER_USED
 
@@ -97,7 +98,7 @@ static int buy_with(sk_redis *r, uint64_t aid, uint64_t uid, const char *pass, c
                             .idem_len = idem ? strlen(idem) : 0};
     struct sk_admission tmp;
     if (!a) a = &tmp;
-    int rc = sk_stock_buy(r, aid, NULL, &p, 1, a, NULL);
+    int rc = sk_th_stock_buy(r, aid, NULL, &p, 1, a, NULL);
     CHECK_MSG(rc == 0, "purchase: %s (%s)", sk_strerror(rc), r->errstr);
     return a->rc;
 }
@@ -350,7 +351,7 @@ static void pass_rules(int segments)
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)},
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)}};
     struct sk_admission res[2];
-    CHECK_EQ(sk_stock_buy(r, aid, NULL, two, 2, res, NULL), 0);
+    CHECK_EQ(sk_th_stock_buy(r, aid, NULL, two, 2, res, NULL), 0);
     CHECK_EQ((res[0].rc == SK_RC_OK) + (res[1].rc == SK_RC_OK), 1);
     CHECK_EQ((res[0].rc == SK_RC_PASS_USED) + (res[1].rc == SK_RC_PASS_USED), 1);
     CHECK_EQ(sk_stock_state(r, aid, &st), 0);
