@@ -25,7 +25,7 @@
 #include "http/challenge_http.h"
 #include "http/client_ip.h"
 #include "http/http_body.h"
-#include "http/purchase_answer.h"
+#include "http/api_purchase.h"
 #include "http/store_call.h"
 
 /* ---- register ------------------------------------------------------------ */

@@ -12,7 +12,7 @@
 #include "engine/seg_borrow.h"
 #include "http/label_mem.h"
 #include "http/purchase_batch.h"
-#include "http/purchase_soldout.h"
+#include "http/api_purchase.h"
 #include "http/seg_stocks.h"
 
 struct sk_purchase_borrow {

@@ -15,7 +15,7 @@
 
 #include "engine/stock.h"
 #include "http/app.h"
-#include "http/purchase_answer.h"
+#include "http/api_purchase.h"
 
 struct sk_purchase_borrow;
 
