@@ -248,7 +248,6 @@ void sk_purchase_suspect_sold_out(struct sk_app *app, uint64_t aid)
 
 /* A check in flight (its record stays: rechecking holds it). */
 struct stock_check {
-    struct sk_app *app;
     struct sk_keyset *c;
     struct sk_seg_stocks st; /* segmented activities: every segment's stock */
     struct sk_seg_read rd;
@@ -312,7 +311,6 @@ void sk_purchase_tick(struct sk_app *app)
         if (c->rechecking || now - c->checked_ms < SOLDOUT_RECHECK_MS) continue;
         struct stock_check *chk = calloc(1, sizeof *chk);
         if (!chk) return;
-        chk->app = app;
         chk->c = c;
         c->rechecking = 1;
         if (c->segments > 1) {

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "engine/activity.h"
 #include "engine/keys.h"
 #include "http/app.h"
 
@@ -43,6 +44,7 @@ void sk_keysets_free(struct sk_keysets *t)
     for (int k = 0; k < 2; k++)
         for (struct sk_keyset *r = t->kind[k].newest, *next; r; r = next) {
             next = r->older;
+            free(r->def);
             free(r);
         }
     free(t->buckets);
@@ -207,7 +209,7 @@ struct sk_keyset *sk_keysets_watched(const struct sk_app *app)
 static int idle(const struct sk_keyset *r)
 {
     return r->inflight == 0 && !r->rechecking && r->flights == 0 && !r->batch && !r->qbatch &&
-           !(r->listed & (L_OPEN | L_QOPEN));
+           !r->fill && !(r->listed & (L_OPEN | L_QOPEN));
 }
 
 static void drop(struct sk_app *app, struct sk_keyset *r)
@@ -219,6 +221,7 @@ static void drop(struct sk_app *app, struct sk_keyset *r)
     *p = r->hnext;
     lru_unlink(&t->kind[r->confirmed], r);
     sk_keyset_unwatch(app, r);
+    free(r->def);
     free(r);
 }
 

@@ -1,9 +1,10 @@
 /* keysets.h - what an HTTP process holds per key set, in one hash map
  * keyed by (activity, segment): for an activity (segment SK_SEG_NONE) what
  * it knows without asking Redis (sold out, purchases in flight, its
- * segment count, the waiting room's watch), and for every key set its
- * batch window (calls out to Redis) and this loop turn's open purchase and
- * queue batches.
+ * segment count, the waiting room's watch) and its definition as the
+ * store gave it (act_defs.h), and for every key set its batch window
+ * (calls out to Redis) and this loop turn's open purchase and queue
+ * batches.
  *
  * Records are stable: a lookup never moves one. Only an idle record (no
  * purchase counted in it, no read, call or batch of it under way) is ever
@@ -17,6 +18,8 @@
 struct sk_app;
 struct sk_batch;
 struct sk_qbatch;
+struct sk_activity;
+struct sk_act_fill;
 
 struct sk_keyset {
     uint64_t aid;
@@ -33,8 +36,13 @@ struct sk_keyset {
     int suspect;        /* a borrow saw every segment empty: sold out once a read
                            made a moment later agrees (a unit lent to another
                            process may have been in transit, invisible to it) */
-    int confirmed;      /* Redis answered for it as an existing activity (a segment's
-                           record is made for a known activity only: confirmed) */
+    int confirmed;      /* Redis answered for it as an existing activity, or the store
+                           defined it (a segment's record is made for a known activity
+                           only: confirmed) */
+    struct sk_activity *def;   /* its definition as the store gave it (heap; NULL: none) */
+    int64_t def_ms;            /* when it was read */
+    int64_t unknown_until_ms;  /* the store had no such activity: believed until then */
+    struct sk_act_fill *fill;  /* the store read of it in flight (act_defs.c), or NULL */
     /* the key set */
     int flights;             /* purchase_batch calls out to Redis (--batches-in-flight) */
     struct sk_batch *batch;  /* this turn's open purchase batch, or NULL */
