@@ -349,7 +349,7 @@ static int idem_or_reply(struct sk_app *app, h2o_req_t *req, const char **key, s
 /* X-Queue-Pass, when given: it must look like a pass (the admission call
  * says whether it is this buyer's valid one); anything else is a 400. */
 static int pass_or_reply(struct sk_app *app, h2o_req_t *req, const char **pass, size_t *len,
-                              int64_t *exp_ms)
+                         int64_t *exp_ms)
 {
     *pass = sk_http_header(req, "x-queue-pass", len);
     if (!*pass || sk_queue_pass_wellformed(*pass, *len, exp_ms)) return 0;
@@ -375,7 +375,7 @@ static int quantity_or_reply(struct sk_app *app, h2o_req_t *req, int64_t *qty)
  * Idempotency-Key must get its first answer, which only Redis knows: it
  * takes the keyed path below (probe_idem). */
 static int soldout_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_keyset *c,
-                                 const char *idem)
+                            const char *idem)
 {
     if (!c || !c->sold_out || idem) return 0;
     sk_metrics_soldout_fastpath(app->metrics);

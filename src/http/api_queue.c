@@ -21,10 +21,10 @@
 #include "engine/keys.h"
 #include "engine/queue.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/challenge_http.h"
 #include "http/http_body.h"
-#include "http/api_purchase.h"
 #include "http/store_call.h"
 
 /* One join or poll waiting for its batch's answer (heap; owned by the

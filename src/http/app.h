@@ -12,10 +12,10 @@
 
 #include "core/node_stats.h"
 #include "engine/stock.h"
-#include "http/keysets.h"
 #include "http/admit_limit.h"
 #include "http/config.h"
 #include "http/conns.h"
+#include "http/keysets.h"
 #include "http/metrics.h"
 #include "http/router.h"
 #include "redis/redis_async.h"
@@ -93,8 +93,8 @@ struct sk_app {
     struct sk_keysets *keysets;         /* per key set: activity state, batches (keysets.h) */
     struct sk_conns conns;              /* client connections: accept loop, cap, timeouts */
     struct sk_conns_mem req_mem;        /* request bytes of both listeners (--max-request-bytes) */
-    struct sk_sale_live *sale;                 /* the buyer's page's live reads (api_sale.c) */
-    struct sk_purchases *purchases;            /* the purchase route's own (api_purchase.h) */
+    struct sk_sale_live *sale;          /* the buyer's page's live reads (api_sale.c) */
+    struct sk_purchases *purchases;     /* the purchase route's own (api_purchase.h) */
     struct sk_chal *chal; /* challenges: the CAPTCHA checks out, the load (challenge_http.h) */
 };
 

@@ -26,6 +26,7 @@
 #include "core/sig.h"
 #include "core/vec.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/auth_jwt.h"
@@ -35,7 +36,6 @@
 #include "http/http_body.h"
 #include "http/order_marks.h"
 #include "http/purchase_batch.h"
-#include "http/api_purchase.h"
 #include "http/reload.h"
 #include "http/store_call.h"
 
@@ -458,8 +458,9 @@ static int open_resources(struct sk_app *app)
     app->keysets = sk_keysets_new();
     app->purchases = sk_purchases_new();
     app->ops_fd = -1;
-    app->listen_fd =
-        app->metrics && app->defs && app->keysets && app->purchases ? sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err) : -1;
+    app->listen_fd = app->metrics && app->defs && app->keysets && app->purchases
+                         ? sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err)
+                         : -1;
     if (app->listen_fd >= 0 && cfg->ops_listen[0]) {
         app->ops_fd = sk_server_listen_fd(cfg->ops_listen, 256, 1, err, sizeof err);
         if (app->ops_fd < 0) {
@@ -581,8 +582,7 @@ static void start_accepting(struct sk_app *app)
 static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
 {
     int64_t now = sk_mono_ms();
-    int idle = app->inflight == 0 && !sk_keysets_open(app) &&
-               sk_conns_busy(&app->conns) == 0 &&
+    int idle = app->inflight == 0 && !sk_keysets_open(app) && sk_conns_busy(&app->conns) == 0 &&
                (app->ops_fd < 0 || sk_conns_busy(&app->ops_conns) == 0);
     if (!idle)
         *idle_since = 0;
@@ -591,8 +591,8 @@ static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
     /* answered and written: a moment for the last requests in the kernel */
     if (idle && now - *idle_since >= 100) return 1;
     if (now > deadline) {
-        sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, batches %s",
-               app->inflight, sk_keysets_open(app) ? "open" : "sent");
+        sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, batches %s", app->inflight,
+               sk_keysets_open(app) ? "open" : "sent");
         return 1;
     }
     return 0;

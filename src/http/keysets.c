@@ -20,7 +20,7 @@ struct lru {
 
 struct sk_keysets {
     struct sk_keyset **buckets;
-    size_t nbuckets; /* a power of two */
+    size_t nbuckets;    /* a power of two */
     struct lru kind[2]; /* [0] unconfirmed, [1] confirmed */
     struct sk_keyset *open, *qopen, *watched;
 };

@@ -25,35 +25,35 @@ struct sk_keyset {
     uint64_t aid;
     int seg; /* SK_SEG_NONE: the activity's own keys; its record holds the activity's state */
     /* the activity (seg SK_SEG_NONE) */
-    int sold_out;       /* Redis said stock 0: refuse locally */
-    int rechecking;     /* a stock read is in flight */
-    int64_t checked_ms; /* last sold-out check */
-    int64_t inflight;   /* purchases queued or waiting for Redis (max_inflight) */
-    int segments;       /* 0: not known yet (the first call tells), 1, or S > 1 */
-    int watch;          /* a segmented waiting room: its stock is re-read every 250 ms even
-                           while not sold out, so waiting buyers learn it (its queue's slot
-                           holds no stock; docs/waiting-room.md) */
-    int suspect;        /* a borrow saw every segment empty: sold out once a read
-                           made a moment later agrees (a unit lent to another
-                           process may have been in transit, invisible to it) */
-    int confirmed;      /* Redis answered for it as an existing activity, or the store
-                           defined it (a segment's record is made for a known activity
-                           only: confirmed) */
-    struct sk_activity *def;   /* its definition as the store gave it (heap; NULL: none) */
-    int64_t def_ms;            /* when it was read */
-    int64_t unknown_until_ms;  /* the store had no such activity: believed until then */
-    struct sk_act_fill *fill;  /* the store read of it in flight (act_defs.c), or NULL */
+    int sold_out;             /* Redis said stock 0: refuse locally */
+    int rechecking;           /* a stock read is in flight */
+    int64_t checked_ms;       /* last sold-out check */
+    int64_t inflight;         /* purchases queued or waiting for Redis (max_inflight) */
+    int segments;             /* 0: not known yet (the first call tells), 1, or S > 1 */
+    int watch;                /* a segmented waiting room: its stock is re-read every 250 ms even
+                                 while not sold out, so waiting buyers learn it (its queue's slot
+                                 holds no stock; docs/waiting-room.md) */
+    int suspect;              /* a borrow saw every segment empty: sold out once a read
+                                 made a moment later agrees (a unit lent to another
+                                 process may have been in transit, invisible to it) */
+    int confirmed;            /* Redis answered for it as an existing activity, or the store
+                                 defined it (a segment's record is made for a known activity
+                                 only: confirmed) */
+    struct sk_activity *def;  /* its definition as the store gave it (heap; NULL: none) */
+    int64_t def_ms;           /* when it was read */
+    int64_t unknown_until_ms; /* the store had no such activity: believed until then */
+    struct sk_act_fill *fill; /* the store read of it in flight (act_defs.c), or NULL */
     /* the key set */
-    int flights;             /* purchase_batch calls out to Redis (--batches-in-flight) */
-    struct sk_batch *batch;  /* this turn's open purchase batch, or NULL */
+    int flights;              /* purchase_batch calls out to Redis (--batches-in-flight) */
+    struct sk_batch *batch;   /* this turn's open purchase batch, or NULL */
     struct sk_qbatch *qbatch; /* this turn's open queue batch (the activity's), or NULL */
     /* the table's */
-    struct sk_keyset *hnext;           /* hash chain */
-    struct sk_keyset *older, *newer;   /* use order, in its list (confirmed or not) */
-    struct sk_keyset *open_next;       /* the turn's open batches (purchase) */
-    struct sk_keyset *qopen_next;      /* the turn's open batches (queue) */
+    struct sk_keyset *hnext;                   /* hash chain */
+    struct sk_keyset *older, *newer;           /* use order, in its list (confirmed or not) */
+    struct sk_keyset *open_next;               /* the turn's open batches (purchase) */
+    struct sk_keyset *qopen_next;              /* the turn's open batches (queue) */
     struct sk_keyset *watch_prev, *watch_next; /* re-read by the tick */
-    int listed;                        /* bit 1: in the open list, 2: queue list, 4: watched */
+    int listed; /* bit 1: in the open list, 2: queue list, 4: watched */
 };
 
 /* At most this many activities are kept per process once a loop turn

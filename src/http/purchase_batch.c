@@ -39,9 +39,9 @@
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/label_mem.h"
 #include "http/purchase_borrow.h"
-#include "http/api_purchase.h"
 
 struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t aid, int seg)
 {

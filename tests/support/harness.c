@@ -368,9 +368,9 @@ void sk_th_serve_start_in(struct sk_th_serve *s, const char *dir, const char *re
     snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
     char listen[64], err[600];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
-    const char *argv[64] = {sk_th_seckill_bin(), "serve",          "--listen", listen,
-                            "--redis",           redis_url,        "--admin-token",
-                            SK_TH_ADMIN_TOKEN,   "--db",           s->db};
+    const char *argv[64] = {
+        sk_th_seckill_bin(), "serve",         "--listen",        listen, "--redis",
+        redis_url,           "--admin-token", SK_TH_ADMIN_TOKEN, "--db", s->db};
     int fixed = 10;
     /* With --ops-listen the ops routes, /healthz too, answer only there. */
     for (int i = 0; extra && extra[i]; i++) {

@@ -77,9 +77,8 @@ static void ensure(sk_redis *r, const struct sk_rate_limits *rl)
     url_of(r, url, sizeof url);
     struct sk_rate_limits want = rl ? *rl : (struct sk_rate_limits){0};
     CHECK_MSG(want.ip_per_s == 0, "a per-IP limit cannot be sent over one local connection");
-    if (sv.owner == getpid() &&
-        (strcmp(url, sv.url) || want.user_per_s != sv.rl.user_per_s ||
-         want.user_burst != sv.rl.user_burst))
+    if (sv.owner == getpid() && (strcmp(url, sv.url) || want.user_per_s != sv.rl.user_per_s ||
+                                 want.user_burst != sv.rl.user_burst))
         sk_th_buy_stop();
     if (sv.owner == getpid()) return;
     char dir[400], rate[24], burst[24];
@@ -124,8 +123,8 @@ static int buy_http(sk_redis *r, uint64_t aid, const struct sk_purchase *p, stru
 {
     char path[96], hdrs[512], body[48];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/purchase", aid);
-    int n = snprintf(hdrs, sizeof hdrs, "X-User-Id: %" PRIu64 "\r\nContent-Type: application/json\r\n",
-                     p->user_id);
+    int n = snprintf(hdrs, sizeof hdrs,
+                     "X-User-Id: %" PRIu64 "\r\nContent-Type: application/json\r\n", p->user_id);
     if (p->idem)
         n += snprintf(hdrs + n, sizeof hdrs - (size_t)n, "Idempotency-Key: %.*s\r\n",
                       (int)p->idem_len, p->idem);
