@@ -110,12 +110,16 @@ int sk_th_buy_port(sk_redis *r)
     return sv.s.port;
 }
 
-/* The result code whose wire name and HTTP status an answer carries. */
-static int rc_of(const char *wire, int status)
+/* The result code whose wire name, HTTP status and message an answer
+ * carries (sold_out names two codes: the message tells them apart). */
+static int rc_of(const char *wire, int status, const char *msg)
 {
+    int found = -1;
     for (int rc = 0; rc < SK_RC_COUNT_; rc++)
-        if (!strcmp(sk_rc_wire(rc), wire) && sk_rc_http_status(rc) == status) return rc;
-    return -1;
+        if (!strcmp(sk_rc_wire(rc), wire) && sk_rc_http_status(rc) == status &&
+            (found < 0 || (msg && !strcmp(sk_rc_message(rc), msg))))
+            found = rc;
+    return found;
 }
 
 /* One purchase over HTTP into *a; 0, or SK_EIO on a 503 unavailable. */
@@ -147,7 +151,7 @@ static int buy_http(sk_redis *r, uint64_t aid, const struct sk_purchase *p, stru
     } else {
         const char *wire = json_string_value(json_object_get(o, "error"));
         CHECK_MSG(wire != NULL, "purchase: %d %.*s", st, (int)resp->body_len, resp->body);
-        a->rc = rc_of(wire, st);
+        a->rc = rc_of(wire, st, json_string_value(json_object_get(o, "message")));
         a->retry_after_ms = json_integer_value(json_object_get(o, "retry_after_ms"));
         if (a->rc < 0) {
             /* unavailable, unconfirmed: as a blocking call that got no answer */
