@@ -151,7 +151,10 @@ static int buy_http(sk_redis *r, uint64_t aid, const struct sk_purchase *p, stru
     } else {
         const char *wire = json_string_value(json_object_get(o, "error"));
         CHECK_MSG(wire != NULL, "purchase: %d %.*s", st, (int)resp->body_len, resp->body);
-        a->rc = rc_of(wire, st, json_string_value(json_object_get(o, "message")));
+        const char *msg = json_string_value(json_object_get(o, "message"));
+        a->rc = rc_of(wire, st, msg);
+        /* refused at serve's door (a malformed header): no code says it */
+        if (st == 400 && msg && strcmp(sk_rc_message(a->rc), msg)) a->rc = SK_RC_BAD_ARGUMENT;
         a->retry_after_ms = json_integer_value(json_object_get(o, "retry_after_ms"));
         if (a->rc < 0) {
             /* unavailable, unconfirmed: as a blocking call that got no answer */
