@@ -16,11 +16,6 @@
  *   lua        the engine, one purchase script call per request
  *   lua_batch  the engine, purchase_batch: each client thread takes --batch
  *              requests from the list at once and sends them in one call
- *   segmented  lua_batch on an activity of SK_BENCH_SEGMENTS segments
- *              (docs/segments.md): each batch split by home segment, one
- *              call per segment, borrowing at the end of the sale; on one
- *              Redis this only adds calls (its point is a cluster: see
- *              `seckill-bench cluster`)
  * After each strategy the store of truth is read back (Redis keys and order
  * list or stream, database rows): units sold, oversold (beyond stock),
  * undersold (stock left although more distinct buyers asked than there was
@@ -83,7 +78,6 @@ const struct sk_bench_sdesc sk_bench_sdef[SID_COUNT] = {
     [SID_LOCK] = {"lock", "Redis lock SET NX PX + release", "redis"},
     [SID_LUA] = {"lua", "Redis+Lua per request", "redis"},
     [SID_LUA_BATCH] = {"lua_batch", "Redis+Lua batched", "redis"},
-    [SID_SEGMENTED] = {"segmented", "Redis+Lua segmented", "redis"},
 };
 
 static int usage(FILE *f)

@@ -18,7 +18,6 @@
 #include "core/clock.h"
 #include "core/codes.h"
 #include "core/error.h"
-#include "engine/segment.h"
 
 /* ---- small helpers ---- */
 
@@ -269,10 +268,7 @@ static int buy_lua_batch(struct sk_bench_sw *w, const uint64_t *users, size_t n,
 {
     for (size_t i = 0; i < n; i++) /* designated: every other field zero */
         w->p[i] = (struct sk_purchase){.user_id = users[i], .quantity = 1};
-    int rc = w->run->sid == SID_SEGMENTED
-                 ? sk_seg_purchase_batch(w->r, w->run->aid, SK_BENCH_SEGMENTS, NULL, w->p, n,
-                                         w->res, NULL)
-                 : sk_stock_buy(w->r, w->run->aid, NULL, w->p, n, w->res, NULL);
+    int rc = sk_stock_buy(w->r, w->run->aid, NULL, w->p, n, w->res, NULL);
     if (rc < 0) return werr(w, rc, "purchase_batch", w->r->errstr);
     for (size_t i = 0; i < n; i++) {
         outs[i] = map_rc(w, w->res[i].rc);
@@ -513,7 +509,7 @@ static void pump(struct sk_bench_sw *w)
     struct sk_bench_srun *run = w->run;
     const struct sk_bench_sopts *o = &run->c->o;
     const uint64_t *users = run->c->users;
-    int64_t unit = run->sid == SID_LUA_BATCH || run->sid == SID_SEGMENTED ? o->batch : 1;
+    int64_t unit = run->sid == SID_LUA_BATCH ? o->batch : 1;
     int outs[SK_BATCH_MAX];
     for (;;) {
         if (atomic_load(&run->stop) || sk_bench_interrupted) break;

@@ -44,8 +44,6 @@
 #define SK_BENCH_RB_CLIENTS "50"
 #define SK_BENCH_USER_BASE 1000000ULL
 #define SK_BENCH_AID_BASE 9100000000ULL
-/* Segments of the segmented strategy's activity. */
-#define SK_BENCH_SEGMENTS 8
 #define SK_BENCH_U64 24
 
 struct sk_bench_sopts {
@@ -64,7 +62,6 @@ enum sk_bench_sid {
     SID_LOCK,
     SID_LUA,
     SID_LUA_BATCH,
-    SID_SEGMENTED,
     SID_COUNT
 };
 

@@ -51,8 +51,7 @@ static int setup_lua(struct sk_bench_sctx *c, struct sk_bench_srun *run, char *e
 {
     run->aid = SK_BENCH_AID_BASE + (uint64_t)run->sid;
     sk_stock_drop(c->ctl, run->aid);
-    return sk_bench_preheat_open(c->ctl, run->aid, c->o.stock,
-                                 run->sid == SID_SEGMENTED ? SK_BENCH_SEGMENTS : 1, 1, err, cap);
+    return sk_bench_preheat_open(c->ctl, run->aid, c->o.stock, 1, 1, err, cap);
 }
 
 /* The tables of the database strategies, one script per engine (MariaDB's
@@ -269,7 +268,6 @@ static int setup_strategy(struct sk_bench_sctx *c, struct sk_bench_srun *run,
     case SID_MYSQL: rc = setup_my(c, s->note, sizeof s->note); break;
     case SID_SQLITE: rc = setup_sqlite(c, s->note, sizeof s->note); break;
     case SID_LUA:
-    case SID_SEGMENTED:
     case SID_LUA_BATCH: rc = setup_lua(c, run, s->note, sizeof s->note); break;
     default:
         rc = setup_redis_keys(c, run);
@@ -292,7 +290,7 @@ static struct sk_bench_sw *new_clients(struct sk_bench_srun *run, size_t nw)
         ws[i].idx = (int)i;
         ws[i].rng = 0x5EED0000ULL + i;
         sk_hist_init(&ws[i].hist);
-        if (run->sid == SID_LUA_BATCH || run->sid == SID_SEGMENTED) {
+        if (run->sid == SID_LUA_BATCH) {
             ws[i].p = calloc((size_t)o->batch, sizeof *ws[i].p);
             ws[i].res = calloc((size_t)o->batch, sizeof *ws[i].res);
             if (!ws[i].p || !ws[i].res) rc = SK_ENOMEM;
@@ -349,7 +347,6 @@ static void judge(struct sk_bench_sctx *c, struct sk_bench_srun *run, struct sk_
     case SID_MYSQL: rc = verify_my(c, s); break;
     case SID_SQLITE: rc = verify_sqlite(c, s); break;
     case SID_LUA:
-    case SID_SEGMENTED:
     case SID_LUA_BATCH: rc = verify_lua(c, run, s); break;
     default: rc = verify_redis_list(c, run, s);
     }

@@ -202,6 +202,15 @@ if [ -n "$purchase_lua$purchase_c" ]; then
       echo "$purchase_c" | sed '/^$/d; s/^/check-layers: a second purchase path (use sk_stock_buy or sk_stock_batch_args_head): /'; }
     bad=1
 fi
+# One borrow driver: the segment borrow walk (engine/seg_borrow.h) is
+# driven by serve's purchase_borrow.c alone (and fed bytes by its unit
+# test); tests buy a segmented activity over HTTP (tests/support/serve_buy.c).
+borrow=$(grep -rnE '\bsk_borrow_(init|scanned|lent|open|readmitted|lend_cmd)\b' src tests bench \
+    --include='*.[ch]' | grep -vE '^(src/engine/seg_borrow\.[ch]|src/http/purchase_borrow\.c|tests/unit/test_seg_borrow\.c):')
+if [ -n "$borrow" ]; then
+    echo "$borrow" | sed 's/^/check-layers: a second driver of the borrow (serve'"'"'s is purchase_borrow.c): /'
+    bad=1
+fi
 # Test fault hooks live in test builds only (-DSK_TEST, build/seckill-hooks):
 # a SECKILL_TEST_ variable named in src/ code outside an #ifdef SK_TEST
 # block is a hook the release binary would carry.

@@ -67,8 +67,7 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     CHECK(json_is_true(json_object_get(cf, "quick")));
     CHECK(jint(cf, "users") > stock); /* demand exceeds stock: undersold is defined */
 
-    const char *want[] = {"naive", "pg",  "mysql",     "sqlite",   "watch",
-                          "lock",  "lua", "lua_batch", "segmented"};
+    const char *want[] = {"naive", "pg", "mysql", "sqlite", "watch", "lock", "lua", "lua_batch"};
     const json_t *arr = json_object_get(root, "strategies");
     CHECK_EQ(json_array_size(arr), sizeof want / sizeof want[0]);
     for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -134,7 +133,6 @@ SK_TEST(bench_strategies_quick_every_strategy_only_naive_oversells)
     CHECK(strstr(out, "<svg") != NULL && strstr(out, "</svg>") != NULL);
     CHECK(strstr(out, "Redis+Lua batched") != NULL);
     CHECK(strstr(out, "OVERSOLD") != NULL);
-    CHECK(strstr(out, "Redis+Lua segmented") != NULL);
     json_decref(root);
     free(out);
 }

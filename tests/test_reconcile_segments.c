@@ -3,8 +3,8 @@
  * run's real Redis and a real database: each behaviour on SQLite
  * (reconcile_seg_sqlite_<name>) and PostgreSQL (reconcile_seg_pg_<name>).
  *
- * A sale over 4 segments is made for real (sk_stock_buy routes
- * each buyer to its home segment and borrows across segments by itself;
+ * A sale over 4 segments is made for real (through `seckill serve`, which
+ * routes each buyer to its home segment and borrows across segments;
  * the real order worker persists every segment's stream), then:
  *  - it reconciles clean, segment by segment, with the transfers accounted;
  *  - drift put into one segment (a deleted order row, a dropped ledger
@@ -37,6 +37,7 @@
 #include "orders/sweeper.h"
 #include "store/store.h"
 #include "support/backend_env.h"
+#include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -85,7 +86,18 @@ static uint64_t seg_sale(struct sk_th_env *e, struct sk_th_bought *b, size_t *nb
     struct sk_cancel_result res;
     CHECK_EQ(sk_order_cancel(e->st, e->r, b[1].oid, b[1].uid, sk_wall_ms(), &res), 0);
     CHECK_EQ(res.units_given, b[1].qty);
-    n += sk_th_env_buy_users(e, aid, 1000, 10, 2, BATCH, b + n);
+    /* serve answers sold out from memory until its next stock read (every
+     * 250 ms) sees the units back: buyers come until they are sold */
+    int64_t until = sk_mono_ms() + 5000;
+    struct sk_stock_state st;
+    for (uint64_t u = 1000;; u++) {
+        CHECK_EQ(sk_stock_state(e->r, aid, &st), 0);
+        if (st.remaining == 0) break;
+        CHECK_MSG(sk_mono_ms() < until, "%" PRId64 " unit(s) never sold again", st.remaining);
+        size_t got = sk_th_env_buy_users(e, aid, u, 1, 2, 1, b + n);
+        if (!got) sk_th_nap_ms(10);
+        n += got;
+    }
     persist(e);
     *nb = n;
     return aid;

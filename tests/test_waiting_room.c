@@ -23,6 +23,7 @@
 #include "support/fixtures.h"
 #include "support/harness.h"
 #include "support/queue_env.h"
+#include "support/serve_buy.h"
 
 SK_TH_CLUSTER_USED
 
@@ -97,7 +98,7 @@ static int buy_with(sk_redis *r, uint64_t aid, uint64_t uid, const char *pass, c
                             .idem_len = idem ? strlen(idem) : 0};
     struct sk_admission tmp;
     if (!a) a = &tmp;
-    int rc = sk_stock_buy(r, aid, NULL, &p, 1, a, NULL);
+    int rc = sk_th_stock_buy(r, aid, NULL, &p, 1, a, NULL);
     CHECK_MSG(rc == 0, "purchase: %s (%s)", sk_strerror(rc), r->errstr);
     return a->rc;
 }
@@ -314,12 +315,15 @@ static void pass_rules(int segments)
     forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
     char later[SK_QUEUE_PASS_MAX]; /* the same tag with a later expiry */
     snprintf(later, sizeof later, "%" PRId64 "%s", a.pass_exp_ms + 60000, strchr(a.pass, '.'));
+    /* a segmented sale's purchases are serve's (serve_buy.h), which
+     * refuses a malformed pass at its door (400) before any script */
+    int malformed = segments > 1 ? SK_RC_BAD_ARGUMENT : SK_RC_NO_PASS;
     const struct {
         const char *pass;
         int rc;
-    } refused[] = {{NULL, SK_RC_NO_PASS},    {"", SK_RC_NO_PASS},     {b.pass, SK_RC_NO_PASS},
+    } refused[] = {{NULL, SK_RC_NO_PASS},    {"", malformed},         {b.pass, SK_RC_NO_PASS},
                    {o.pass, SK_RC_NO_PASS},  {forged, SK_RC_NO_PASS}, {later, SK_RC_NO_PASS},
-                   {"12.ab", SK_RC_NO_PASS}, {"x", SK_RC_NO_PASS}};
+                   {"12.ab", SK_RC_NO_PASS}, {"x", malformed}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         CHECK_MSG(buy_with(r, aid, 11, refused[i].pass, NULL, NULL) == refused[i].rc,
                   "pass #%zu not refused", i);
@@ -350,7 +354,7 @@ static void pass_rules(int segments)
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)},
         {.user_id = 13, .quantity = 1, .pass = c.pass, .pass_len = strlen(c.pass)}};
     struct sk_admission res[2];
-    CHECK_EQ(sk_stock_buy(r, aid, NULL, two, 2, res, NULL), 0);
+    CHECK_EQ(sk_th_stock_buy(r, aid, NULL, two, 2, res, NULL), 0);
     CHECK_EQ((res[0].rc == SK_RC_OK) + (res[1].rc == SK_RC_OK), 1);
     CHECK_EQ((res[0].rc == SK_RC_PASS_USED) + (res[1].rc == SK_RC_PASS_USED), 1);
     CHECK_EQ(sk_stock_state(r, aid, &st), 0);

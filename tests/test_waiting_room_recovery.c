@@ -27,6 +27,7 @@
 #include "support/harness.h"
 #include "support/http_api.h"
 #include "support/queue_env.h"
+#include "support/serve_buy.h"
 
 #define SEED "00112233445566778899aabbccddeeff"
 
@@ -45,6 +46,7 @@ static void wenv_start(struct wenv *e, const char *name, int64_t stock, int64_t 
 {
     sk_th_redis_start(&e->rs, NULL);
     snprintf(e->db, sizeof e->db, "sqlite:%s/%s.db", sk_th_tmpdir(), name);
+    sk_th_buy_store(e->db); /* a segmented activity's purchases: serve on this store */
     char err[512];
     CHECK_MSG(sk_store_open(&e->st, e->db, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(sk_redis_new(&e->r, e->rs.url, 2000, 5000, err, sizeof err) == 0, "%s", err);
@@ -69,7 +71,7 @@ static int buy_with(sk_redis *r, uint64_t aid, uint64_t uid, const char *pass)
     struct sk_purchase p = {
         .user_id = uid, .quantity = 1, .pass = pass, .pass_len = pass ? strlen(pass) : 0};
     struct sk_admission a;
-    int rc = sk_stock_buy(r, aid, NULL, &p, 1, &a, NULL);
+    int rc = sk_th_stock_buy(r, aid, NULL, &p, 1, &a, NULL);
     CHECK_MSG(rc == 0, "purchase: %s (%s)", sk_strerror(rc), r->errstr);
     return a.rc;
 }

@@ -56,14 +56,6 @@ int sk_seg_stocks_empty(const struct sk_seg_stocks *s)
     return empty;
 }
 
-int64_t sk_seg_stocks_sum(const struct sk_seg_stocks *s)
-{
-    int64_t sum = 0;
-    for (int i = 0; i < s->segments; i++)
-        sum += s->v[i] > 0 ? s->v[i] : 0;
-    return sum;
-}
-
 /* ---- the lending half ---------------------------------------------------- */
 
 void sk_seg_lend_cmd(struct sk_seg_lend_cmd *c, uint64_t aid, int from, int to, int64_t want,

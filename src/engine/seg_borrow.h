@@ -1,8 +1,8 @@
 /* seg_borrow.h - the segment borrow protocol (docs/segments.md), written
  * once as code that says which commands to send and reads their replies,
- * without I/O (like redis/redis_cluster.h). Two drivers run it: the
- * blocking one in segment.c (sk_seg_purchase_batch: the CLI, tests and
- * benchmarks) and the async one in http/purchase_borrow.c (serve).
+ * without I/O (like redis/redis_cluster.h). One driver runs it, serve's
+ * on the async client (http/purchase_borrow.c); tests/unit/test_seg_borrow.c
+ * feeds it RESP bytes.
  *
  * The purchases a home segment refused for want of stock ("open" ones)
  * borrow in rounds, at most one per segment:
@@ -45,8 +45,6 @@ void sk_seg_stocks_argv(uint64_t activity_id, int seg, struct sk_keys *k, const 
 void sk_seg_stocks_reply(struct sk_seg_stocks *s, int seg, const redisReply *rep);
 /* 1 when the read succeeded and saw every segment at 0. */
 int sk_seg_stocks_empty(const struct sk_seg_stocks *s);
-/* The units the read saw in all segments together. */
-int64_t sk_seg_stocks_sum(const struct sk_seg_stocks *s);
 
 /* The fullest segment other than skip by stocks[] (-1 entries are
  * unknown), or -1 when none has stock. */

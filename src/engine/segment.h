@@ -12,9 +12,10 @@
  * that was taken but never applied is rolled forward (sk_seg_settle).
  *
  * The multi-step exchanges are written once without I/O (the borrow in
- * seg_borrow.h, the preheat in seg_preheat.h, the settle in seg_settle.h);
- * the calls here drive them on the blocking client, as serve drives them
- * on the async one. They follow stock.h's convention: 0 when Redis
+ * seg_borrow.h, the preheat in seg_preheat.h, the settle in seg_settle.h).
+ * The borrow has one driver, serve's (src/http/purchase_borrow.c); the
+ * calls here drive the preheat and the settle on the blocking client, as
+ * serve drives the preheat on the async one. They follow stock.h's convention: 0 when Redis
  * answered, a negative SK_E* code (details in r->errstr) when it did not. */
 #ifndef SK_SEGMENT_H
 #define SK_SEGMENT_H
@@ -41,15 +42,6 @@ void sk_seg_state_add(struct sk_stock_state *sum, const struct sk_stock_state *o
 /* Number of segments of an activity: the base meta's "segments" field, 1
  * when it has none (unsegmented, or unknown). */
 int sk_seg_count(sk_redis *r, uint64_t activity_id, int *segments);
-
-/* sk_stock_buy for a segmented activity of `segments`
- * segments: each purchase goes to its buyer's home segment; purchases a
- * home cannot serve borrow from the other segments (at most `segments`
- * rounds). *remaining: the home's stock after, or when it is empty, the
- * sum over all segments (0 means every segment was seen empty). */
-int sk_seg_purchase_batch(sk_redis *r, uint64_t activity_id, int segments,
-                          const struct sk_rate_limits *rl, const struct sk_purchase *p, size_t n,
-                          struct sk_admission *res, int64_t *remaining);
 
 /* The lending half of a transfer alone (transfer.lua on segment from, for
  * segment to): *taken units left `from` under transfer id (SK_XFER_ID_MAX

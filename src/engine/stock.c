@@ -219,11 +219,7 @@ int sk_stock_buy(sk_redis *r, uint64_t aid, const struct sk_rate_limits *rl,
     struct sk_keys k;
     sk_keys_for(&k, aid);
     struct sk_batch_head h = {.label = k.label, .rl = rl};
-    int rc = sk_stock_batch_call(r, &k, &h, p, n, res, remaining);
-    /* a segmented activity answers from its base keys with the segment count */
-    if (rc == 0 && res[0].rc == SK_RC_SEGMENTED)
-        return sk_seg_purchase_batch(r, aid, (int)res[0].quantity, rl, p, n, res, remaining);
-    return rc;
+    return sk_stock_batch_call(r, &k, &h, p, n, res, remaining);
 }
 
 int sk_stock_eval_ints(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,

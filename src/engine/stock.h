@@ -64,8 +64,9 @@ struct sk_rate_limits {
  * again gets the first accepted answer and buys nothing), with global rate
  * limits rl (NULL: none; the activity's own still applies). The blocking
  * twin of serve's call: same arguments, keys, script and reply decoding.
- * A segmented activity answers SEGMENTED from its base keys, and the
- * purchases then go to their home segments (sk_seg_purchase_batch).
+ * A segmented activity answers SEGMENTED from its base keys (the segment
+ * count in res[0].quantity): its purchases are serve's, which sends each
+ * to its buyer's home segment and borrows (src/http/purchase_batch.c).
  * *remaining (may be NULL): the stock after the call, -1 when the call was
  * refused before reading it (closed, not started, ended, unknown). */
 int sk_stock_buy(sk_redis *r, uint64_t activity_id, const struct sk_rate_limits *rl,

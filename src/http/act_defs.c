@@ -1,7 +1,7 @@
 /* act_defs.c - the activity definitions cache of an HTTP process
- * (act_defs.h): known definitions in a bounded array (their ids in a
- * parallel array, so a lookup scans 8 bytes per entry), unknown ids in a
- * fixed direct-mapped table, and reads in flight with their waiters. */
+ * (act_defs.h): a known definition, an unknown id's verdict and the read
+ * in flight of an id live in its record of the key set table (keysets.h);
+ * here are the reads and their waiters. */
 #include "http/act_defs.h"
 
 #include <stdlib.h>
@@ -9,50 +9,35 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/vec.h"
 #include "http/app.h"
 #include "http/store_call.h"
-
-struct known {
-    struct sk_activity a;
-    int64_t fetched_ms;
-};
-
-struct unknown {
-    uint64_t id; /* 0: free */
-    int64_t until_ms;
-};
-
-struct fill;
 
 /* A lookup waiting for a read. */
 struct waiter {
     h2o_timeout_entry_t deadline; /* on app->db_deadline */
     struct sk_app *app;
-    struct fill *f;
+    struct sk_act_fill *f;
     sk_act_defs_cb cb;
     void *arg;
     struct waiter *prev, *next;
 };
 
-/* One store read of an id, shared by its waiters. */
-struct fill {
+/* One store read of an id, shared by its waiters (through the id's
+ * record, which it holds while in flight). */
+struct sk_act_fill {
     struct sk_app *app;
     struct sk_act_defs *d; /* NULL once the cache was freed */
+    struct sk_keyset *ks;  /* the id's record (NULL: no room for one; then not shared) */
     uint64_t id;
     int stale; /* forgotten or replaced meanwhile: do not cache the answer */
     struct waiter *waiters;
     struct sk_activity a; /* written by the pool thread, read in fill_done */
-    struct fill *prev, *next;
+    struct sk_act_fill *prev, *next;
 };
 
+/* The reads in flight (each also in its record), for the exit. */
 struct sk_act_defs {
-    uint64_t *ids; /* ids[i] == known[i].a.id */
-    struct known *known;
-    size_t n, cap_ids, cap_known;
-    struct unknown unknown[SK_ACT_DEFS_UNKNOWN_SLOTS];
-    struct fill *fills;
-    size_t nfills;
+    struct sk_act_fill *fills;
 };
 
 struct sk_act_defs *sk_act_defs_new(void)
@@ -60,66 +45,48 @@ struct sk_act_defs *sk_act_defs_new(void)
     return calloc(1, sizeof(struct sk_act_defs));
 }
 
-static struct known *find_known(struct sk_act_defs *d, uint64_t id)
+/* The record of id holding a definition, or NULL. */
+static struct sk_keyset *find_known(struct sk_app *app, uint64_t id)
 {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->ids[i] == id) return &d->known[i];
-    return NULL;
+    struct sk_keyset *r = sk_app_act(app, id, SK_ACT_FIND);
+    return r && r->def ? r : NULL;
 }
 
-static struct unknown *slot_of(struct sk_act_defs *d, uint64_t id)
+static void drop_known(struct sk_keyset *r)
 {
-    /* Fibonacci hashing: consecutive ids spread over the slots */
-    return &d->unknown[(id * 0x9E3779B97F4A7C15ULL) >> 54];
-}
-_Static_assert(SK_ACT_DEFS_UNKNOWN_SLOTS == 1 << 10, "slot_of takes the top 10 bits");
-
-static void drop_known(struct sk_act_defs *d, size_t i)
-{
-    d->n--;
-    d->ids[i] = d->ids[d->n];
-    d->known[i] = d->known[d->n];
+    free(r->def);
+    r->def = NULL;
 }
 
-static void put_known(struct sk_act_defs *d, const struct sk_activity *a, int64_t now)
+/* Known: the store defined it, which vouches for it as Redis would. */
+static void put_known(struct sk_app *app, const struct sk_activity *a, int64_t now)
 {
-    struct known *k = find_known(d, a->id);
-    if (!k) {
-        if (d->n >= SK_ACT_DEFS_MAX) { /* the one read longest ago goes */
-            size_t old = 0;
-            for (size_t i = 1; i < d->n; i++)
-                if (d->known[i].fetched_ms < d->known[old].fetched_ms) old = i;
-            drop_known(d, old);
-        }
-        if (SK_VEC_RESERVE(d->ids, d->cap_ids, d->n + 1, 16) ||
-            SK_VEC_RESERVE(d->known, d->cap_known, d->n + 1, 16))
-            return; /* out of memory: simply not cached */
-        d->ids[d->n] = a->id;
-        k = &d->known[d->n++];
-    }
-    k->a = *a;
-    k->fetched_ms = now;
-    struct unknown *u = slot_of(d, a->id);
-    if (u->id == a->id) u->id = 0;
+    struct sk_keyset *r = sk_app_act(app, a->id, SK_ACT_KNOWN);
+    if (!r) return; /* no room: simply not cached */
+    if (!r->def && !(r->def = malloc(sizeof *r->def))) return;
+    *r->def = *a;
+    r->def_ms = now;
+    r->unknown_until_ms = 0;
 }
 
-static void put_unknown(struct sk_act_defs *d, uint64_t id, int64_t now)
+/* Unknown: a record of its own, unconfirmed, so made-up ids only ever
+ * push out each other. */
+static void put_unknown(struct sk_app *app, uint64_t id, int64_t now)
 {
-    struct known *k = find_known(d, id);
-    if (k) drop_known(d, (size_t)(k - d->known)); /* deleted since */
-    struct unknown *u = slot_of(d, id);
-    u->id = id; /* a colliding id is simply forgotten: the table stays fixed */
-    u->until_ms = now + SK_ACT_DEFS_UNKNOWN_TTL_MS;
+    struct sk_keyset *r = sk_app_act(app, id, SK_ACT_MAKE);
+    if (!r) return;
+    drop_known(r); /* deleted since */
+    r->unknown_until_ms = now + SK_ACT_DEFS_UNKNOWN_TTL_MS;
 }
 
-/* The answer for a failed or late read: an expired known entry if there
- * is one, else the failure. */
+/* The answer for a failed or late read: an expired known definition if
+ * there is one, else the failure. */
 static void answer_failure(struct sk_app *app, struct sk_act_defs *d, uint64_t id, int rc,
                            sk_act_defs_cb cb, void *arg)
 {
-    struct known *k = d ? find_known(d, id) : NULL;
+    struct sk_keyset *k = d ? find_known(app, id) : NULL;
     if (k) {
-        struct sk_activity a = k->a; /* cb may change the cache */
+        struct sk_activity a = *k->def; /* cb may change the cache */
         cb(app, arg, 0, &a);
         return;
     }
@@ -128,11 +95,12 @@ static void answer_failure(struct sk_app *app, struct sk_act_defs *d, uint64_t i
 
 static int fill_run(sk_store *st, void *arg)
 {
-    struct fill *f = arg;
+    struct sk_act_fill *f = arg;
     return sk_store_activity_get(st, f->id, &f->a);
 }
 
-static void unlink_fill(struct fill *f)
+/* The read is over: off the list and out of its record. */
+static void unlink_fill(struct sk_act_fill *f)
 {
     struct sk_act_defs *d = f->d;
     if (!d) return;
@@ -142,20 +110,21 @@ static void unlink_fill(struct fill *f)
         d->fills = f->next;
     if (f->next) f->next->prev = f->prev;
     f->prev = f->next = NULL;
-    d->nfills--;
+    if (f->ks && f->ks->fill == f) f->ks->fill = NULL;
+    f->ks = NULL;
 }
 
 static void fill_done(void *arg, int rc)
 {
-    struct fill *f = arg;
+    struct sk_act_fill *f = arg;
     struct sk_app *app = f->app;
     struct sk_act_defs *d = f->d;
     unlink_fill(f);
     if (d && !f->stale) {
         if (rc == 0)
-            put_known(d, &f->a, sk_mono_ms());
+            put_known(app, &f->a, sk_mono_ms());
         else if (rc == SK_ENOTFOUND)
-            put_unknown(d, f->id, sk_mono_ms());
+            put_unknown(app, f->id, sk_mono_ms());
     }
     /* the waiters' callbacks may use the cache: the list is ours now */
     struct waiter *w = f->waiters;
@@ -192,9 +161,12 @@ static void on_waiter_deadline(h2o_timeout_entry_t *entry)
     free(w);
 }
 
-static struct fill *start_fill(struct sk_app *app, struct sk_act_defs *d, uint64_t id, int *rc)
+/* A store read of id, in ks (may be NULL) for the lookups that follow. */
+static struct sk_act_fill *start_fill(struct sk_app *app, struct sk_keyset *ks, uint64_t id,
+                                      int *rc)
 {
-    struct fill *f = calloc(1, sizeof *f);
+    struct sk_act_defs *d = app->defs;
+    struct sk_act_fill *f = calloc(1, sizeof *f);
     if (!f) {
         *rc = SK_ENOMEM;
         return NULL;
@@ -210,40 +182,39 @@ static struct fill *start_fill(struct sk_app *app, struct sk_act_defs *d, uint64
     f->next = d->fills;
     if (d->fills) d->fills->prev = f;
     d->fills = f;
-    d->nfills++;
+    if (ks) {
+        f->ks = ks;
+        ks->fill = f;
+    }
     return f;
 }
 
 void sk_act_defs_lookup(struct sk_app *app, uint64_t id, sk_act_defs_cb cb, void *arg)
 {
-    struct sk_act_defs *d = app->defs;
     if (id == 0 || id > SK_ACTIVITY_ID_MAX) { /* can never be created */
         cb(app, arg, SK_ENOTFOUND, NULL);
         return;
     }
     int64_t now = sk_mono_ms();
-    struct known *k = find_known(d, id);
-    struct fill *f = d->fills;
-    while (f && f->id != id)
-        f = f->next;
+    struct sk_keyset *r = sk_app_act(app, id, SK_ACT_FIND);
+    struct sk_act_fill *f = r ? r->fill : NULL;
     int rc = SK_ENOMEM;
-    if (k) {
+    if (r && r->def) {
         /* Known: answered now. Past its TTL it is read again behind the
          * answer, so a known activity never waits for the database. */
-        struct sk_activity a = k->a;
-        if (now - k->fetched_ms >= SK_ACT_DEFS_TTL_MS && !f) start_fill(app, d, id, &rc);
+        struct sk_activity a = *r->def;
+        if (now - r->def_ms >= SK_ACT_DEFS_TTL_MS && !f) start_fill(app, r, id, &rc);
         cb(app, arg, 0, &a);
         return;
     }
-    struct unknown *u = slot_of(d, id);
-    if (u->id == id && now < u->until_ms) {
+    if (r && now < r->unknown_until_ms) {
         cb(app, arg, SK_ENOTFOUND, NULL);
         return;
     }
-    if (!f) f = start_fill(app, d, id, &rc);
+    if (!f) f = start_fill(app, r ? r : sk_app_act(app, id, SK_ACT_MAKE), id, &rc);
     struct waiter *w = f ? calloc(1, sizeof *w) : NULL;
     if (!w) { /* an unstarted fill has no waiter and is not in flight */
-        answer_failure(app, d, id, rc, cb, arg);
+        answer_failure(app, app->defs, id, rc, cb, arg);
         return;
     }
     *w = (struct waiter){.app = app, .f = f, .cb = cb, .arg = arg, .next = f->waiters};
@@ -253,27 +224,26 @@ void sk_act_defs_lookup(struct sk_app *app, uint64_t id, sk_act_defs_cb cb, void
     h2o_timeout_link(app->ctx.loop, &app->db_deadline, &w->deadline);
 }
 
-static void mark_reads_stale(struct sk_act_defs *d, uint64_t id)
+/* A read in flight for id answers its waiters but is not cached. */
+static void mark_read_stale(struct sk_app *app, uint64_t id)
 {
-    for (struct fill *f = d->fills; f; f = f->next)
-        if (f->id == id) f->stale = 1;
+    struct sk_keyset *r = sk_app_act(app, id, SK_ACT_FIND);
+    if (r && r->fill) r->fill->stale = 1;
 }
 
 void sk_act_defs_put(struct sk_app *app, const struct sk_activity *a)
 {
-    struct sk_act_defs *d = app->defs;
-    mark_reads_stale(d, a->id);
-    put_known(d, a, sk_mono_ms());
+    mark_read_stale(app, a->id);
+    put_known(app, a, sk_mono_ms());
 }
 
 void sk_act_defs_forget(struct sk_app *app, uint64_t id)
 {
-    struct sk_act_defs *d = app->defs;
-    mark_reads_stale(d, id);
-    struct known *k = find_known(d, id);
-    if (k) drop_known(d, (size_t)(k - d->known));
-    struct unknown *u = slot_of(d, id);
-    if (u->id == id) u->id = 0;
+    mark_read_stale(app, id);
+    struct sk_keyset *r = sk_app_act(app, id, SK_ACT_FIND);
+    if (!r) return;
+    drop_known(r);
+    r->unknown_until_ms = 0;
 }
 
 void sk_act_defs_free(struct sk_app *app, struct sk_act_defs *d)
@@ -281,10 +251,12 @@ void sk_act_defs_free(struct sk_app *app, struct sk_act_defs *d)
     if (!d) return;
     /* reads still in flight: their waiters get an answer now; the read
      * itself frees its fill when it completes */
-    for (struct fill *f = d->fills; f; f = f->next) {
+    for (struct sk_act_fill *f = d->fills; f; f = f->next) {
         struct waiter *w = f->waiters;
         f->waiters = NULL;
         f->d = NULL;
+        if (f->ks) f->ks->fill = NULL;
+        f->ks = NULL;
         while (w) {
             struct waiter *next = w->next;
             if (h2o_timeout_is_linked(&w->deadline)) h2o_timeout_unlink(&w->deadline);
@@ -293,7 +265,5 @@ void sk_act_defs_free(struct sk_app *app, struct sk_act_defs *d)
             w = next;
         }
     }
-    free(d->ids);
-    free(d->known);
     free(d);
 }

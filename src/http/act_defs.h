@@ -4,14 +4,15 @@
  * on the event loop without the database.
  *
  * Known activities answer at once; one used after SK_ACT_DEFS_TTL_MS is
- * read again behind that answer (at most SK_ACT_DEFS_MAX of them; the one
- * read longest ago goes first). Ids the store does not have are remembered as unknown for
- * SK_ACT_DEFS_UNKNOWN_TTL_MS in a separate, fixed table of
- * SK_ACT_DEFS_UNKNOWN_SLOTS slots: unknown ids never evict a known
- * activity and never grow memory, however many a client makes up. The
- * admin routes of this process replace (sk_act_defs_put) or drop
- * (sk_act_defs_forget) an entry when they change the activity; other
- * processes see the change within the TTL.
+ * read again behind that answer. Ids the store does not have are
+ * remembered as unknown for SK_ACT_DEFS_UNKNOWN_TTL_MS. Both live in the
+ * id's record of the key set table (keysets.h): a definition makes its
+ * record one the store vouched for, so unknown ids (unconfirmed records,
+ * at most SK_ACTS_UNCONFIRMED_MAX of them) never evict a known activity
+ * and never grow memory, however many a client makes up. The admin routes
+ * of this process replace (sk_act_defs_put) or drop (sk_act_defs_forget)
+ * a definition when they change the activity; other processes see the
+ * change within the TTL.
  *
  * A miss reads the store on the pool (store_call.h); lookups of one id
  * that arrive meanwhile share that read. Every waiter is bounded by
@@ -26,9 +27,7 @@
 
 struct sk_app;
 
-#define SK_ACT_DEFS_MAX 4096
 #define SK_ACT_DEFS_TTL_MS 5000
-#define SK_ACT_DEFS_UNKNOWN_SLOTS 1024
 #define SK_ACT_DEFS_UNKNOWN_TTL_MS 1000
 
 struct sk_act_defs;

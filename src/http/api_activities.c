@@ -363,7 +363,7 @@ static void del_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
     }
     /* deleted: this process forgets it at once (the others' caches expire) */
     sk_act_defs_forget(app, o->id);
-    struct sk_act_cache *c = sk_app_act(app, o->id, SK_ACT_FIND);
+    struct sk_keyset *c = sk_app_act(app, o->id, SK_ACT_FIND);
     if (c) c->sold_out = 0;
     if (req)
         sk_http_reply_json(app, req, SK_ROUTE_admin_delete, 200,

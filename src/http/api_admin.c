@@ -613,7 +613,7 @@ static void reply_preheat(struct op *o, int rc)
     if (rc == SK_RC_PREHEATED || rc == SK_RC_STOCK_LIVE) {
         /* a forced preheat may have changed how much is left: drop the
          * local sold-out mark */
-        struct sk_act_cache *c = sk_app_act(o->app, o->act.id, SK_ACT_FIND);
+        struct sk_keyset *c = sk_app_act(o->app, o->act.id, SK_ACT_FIND);
         if (c) c->sold_out = 0;
         if (rc == SK_RC_PREHEATED)
             record_state_then_answer(o, "preheated");

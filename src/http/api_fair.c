@@ -21,11 +21,11 @@
 #include "engine/queue.h"
 #include "engine/registration.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/challenge_http.h"
 #include "http/client_ip.h"
 #include "http/http_body.h"
-#include "http/purchase_answer.h"
 #include "http/store_call.h"
 
 /* ---- register ------------------------------------------------------------ */

@@ -457,7 +457,7 @@ static void on_release(void *data, redisReply *rep)
         sk_log(SK_LOG_WARN, "release of cancelled order %s: %s; the sweeper will retry",
                op->cr.order.order_id, rep ? sk_rc_name(rc) : "redis unreachable");
     /* released stock sells again: forget the local sold-out mark */
-    struct sk_act_cache *c = sk_app_act(app, op->cr.order.activity_id, SK_ACT_FIND);
+    struct sk_keyset *c = sk_app_act(app, op->cr.order.activity_id, SK_ACT_FIND);
     if (c && given > 0) c->sold_out = 0;
     h2o_req_t *req = op->waiting ? sk_async_end(app, &op->a) : NULL;
     if (req) {

@@ -17,15 +17,14 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/vec.h"
 #include "engine/activity.h"
 #include "engine/keys.h"
 #include "engine/queue.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/challenge_http.h"
 #include "http/http_body.h"
-#include "http/purchase_soldout.h"
 #include "http/store_call.h"
 
 /* One join or poll waiting for its batch's answer (heap; owned by the
@@ -165,14 +164,15 @@ static void learn(struct sk_qbatch *b, const struct sk_queue_head *h,
     if (h->rc == SK_RC_SOLD_OUT) sk_purchase_mark_sold_out(app, b->aid);
     if (h->rc == SK_RC_ENDED) {
         /* nothing sells any more: stop reading its stock */
-        struct sk_act_cache *c = sk_app_act(app, b->aid, 0);
+        struct sk_keyset *c = sk_app_act(app, b->aid, 0);
         if (c) c->watch = 0;
     }
     if (h->rc == SK_RC_OK && h->segments > 1) {
-        struct sk_act_cache *c = sk_app_act(app, b->aid, 1);
+        struct sk_keyset *c = sk_app_act(app, b->aid, SK_ACT_MAKE);
         if (c) {
             c->segments = (int)h->segments;
             c->watch = 1;
+            sk_keyset_watch(app, c);
         }
     }
     if (h->rc != SK_RC_OK) return;
@@ -279,29 +279,33 @@ static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
 
 void sk_queue_flush(struct sk_app *app)
 {
-    for (size_t i = 0; i < app->n_qopen; i++)
-        send_qbatch(app, app->open_queue[i]);
-    app->n_qopen = 0;
+    for (struct sk_keyset *ks = sk_keysets_take_qopen(app), *next; ks; ks = next) {
+        next = ks->qopen_next;
+        struct sk_qbatch *b = ks->qbatch;
+        ks->qbatch = NULL;
+        if (b) send_qbatch(app, b);
+    }
 }
 
-/* The open batch of this pass for an activity; a full one is sent first. */
+/* The open batch of this pass for an activity (in its record); a full one
+ * is sent first. */
 static struct sk_qbatch *qbatch_for(struct sk_app *app, uint64_t aid)
 {
-    for (size_t i = 0; i < app->n_qopen; i++) {
-        struct sk_qbatch *b = app->open_queue[i];
-        if (b->aid != aid) continue;
-        if (b->n < SK_QUEUE_BATCH_MAX) return b;
-        send_qbatch(app, b);
-        app->open_queue[i] = app->open_queue[--app->n_qopen];
-        break;
+    struct sk_keyset *ks = sk_app_act(app, aid, SK_ACT_MAKE);
+    if (!ks) return NULL;
+    if (ks->qbatch && ks->qbatch->n < SK_QUEUE_BATCH_MAX) return ks->qbatch;
+    if (ks->qbatch) {
+        struct sk_qbatch *full = ks->qbatch;
+        ks->qbatch = NULL;
+        send_qbatch(app, full);
     }
-    if (SK_VEC_RESERVE(app->open_queue, app->cap_qopen, app->n_qopen + 1, 8)) return NULL;
     struct sk_qbatch *b = malloc(sizeof *b);
     if (!b) return NULL;
     b->app = app;
     b->aid = aid;
     b->n = 0;
-    app->open_queue[app->n_qopen++] = b;
+    ks->qbatch = b;
+    sk_keyset_qopened(app, ks);
     return b;
 }
 
@@ -311,7 +315,7 @@ static struct sk_qbatch *qbatch_for(struct sk_app *app, uint64_t aid)
  * neither asks Redis. */
 static int sold_out_or_reply(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    const struct sk_act_cache *c = sk_app_act(app, m->id, 0);
+    const struct sk_keyset *c = sk_app_act(app, m->id, 0);
     if (!c || !c->sold_out) return 0;
     if (m->route == SK_ROUTE_queue_poll) {
         sk_http_reply(app, req, m->route, 200, "application/json",

@@ -12,10 +12,10 @@
 
 #include "core/node_stats.h"
 #include "engine/stock.h"
-#include "http/act_cache.h"
 #include "http/admit_limit.h"
 #include "http/config.h"
 #include "http/conns.h"
+#include "http/keysets.h"
 #include "http/metrics.h"
 #include "http/router.h"
 #include "redis/redis_async.h"
@@ -23,20 +23,13 @@
 #include "store/store_pool.h"
 
 struct sk_batch;
+struct sk_purchases;
 struct sk_act_defs;
 struct sk_order_marks;
 struct sk_sale_live;
 struct sk_stock_state;
 struct sk_activity;
 struct sk_chal;
-
-/* Purchase batches of one key set (an activity's own keys, or one
- * segment's) sent to Redis and not answered yet: --batches-in-flight. */
-struct sk_flight {
-    uint64_t aid;
-    int seg;
-    int n;
-};
 
 /* /readyz's view of the database: refreshed by a probe on the store pool
  * (store_call.h), never by the request. */
@@ -60,15 +53,6 @@ struct sk_db_health {
      * serve read before the fork, else the probe's first answer. */
     char store_id[SK_STOCK_STORE_ID_LEN + 1];
     char probe_id[SK_STOCK_STORE_ID_LEN + 1]; /* written by the probe on its pool thread */
-};
-
-/* An activity whose admissions Redis refused because it was preheated from
- * another store (SK_RC_OTHER_STORE): logged once, named by /readyz. */
-#define SK_FOREIGN_MAX 16
-struct sk_foreign {
-    uint64_t id;
-    int64_t first_ms, last_ms; /* wall clock */
-    uint64_t refused;          /* purchases refused */
 };
 
 /* The order polls this process may still answer now: a token bucket of
@@ -106,19 +90,11 @@ struct sk_app {
     struct sk_jwt_keys *jwt;            /* auth=jwt: the key set (auth_jwt.h; reload.h swaps it) */
     int inflight;                       /* requests accepted, not yet answered */
     int draining;                       /* SIGTERM: no new connections */
-    struct sk_batch **open_batches;     /* purchases of this loop pass, per activity */
-    size_t n_open, cap_open;
-    struct sk_flight *flights; /* purchase batches out to Redis, per key set (purchase_batch.c) */
-    size_t n_flights, cap_flights;
-    struct sk_act_cache *acts;
-    struct sk_conns conns;         /* client connections: accept loop, cap, timeouts */
-    struct sk_conns_mem req_mem;   /* request bytes of both listeners (--max-request-bytes) */
-    struct sk_qbatch **open_queue; /* joins and polls of this loop pass, per activity */
-    size_t n_qopen, cap_qopen;
-    size_t n_acts, cap_acts, n_acts_unconfirmed;
-    struct sk_sale_live *sale;                 /* the buyer's page's live reads (api_sale.c) */
-    struct sk_foreign foreign[SK_FOREIGN_MAX]; /* purchase_answer.c; id 0: free */
-    int n_foreign;                             /* entries in use */
+    struct sk_keysets *keysets;         /* per key set: activity state, batches (keysets.h) */
+    struct sk_conns conns;              /* client connections: accept loop, cap, timeouts */
+    struct sk_conns_mem req_mem;        /* request bytes of both listeners (--max-request-bytes) */
+    struct sk_sale_live *sale;          /* the buyer's page's live reads (api_sale.c) */
+    struct sk_purchases *purchases;     /* the purchase route's own (api_purchase.h) */
     struct sk_chal *chal; /* challenges: the CAPTCHA checks out, the load (challenge_http.h) */
 };
 

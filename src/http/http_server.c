@@ -26,6 +26,7 @@
 #include "core/sig.h"
 #include "core/vec.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/auth.h"
 #include "http/auth_jwt.h"
@@ -35,7 +36,6 @@
 #include "http/http_body.h"
 #include "http/order_marks.h"
 #include "http/purchase_batch.h"
-#include "http/purchase_soldout.h"
 #include "http/reload.h"
 #include "http/store_call.h"
 
@@ -462,9 +462,12 @@ static int open_resources(struct sk_app *app)
     char err[256] = "out of memory";
     app->metrics = sk_metrics_attach(sk_node_api_mem(app->node, app->slot));
     app->defs = sk_act_defs_new();
+    app->keysets = sk_keysets_new();
+    app->purchases = sk_purchases_new();
     app->ops_fd = -1;
-    app->listen_fd =
-        app->metrics && app->defs ? sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err) : -1;
+    app->listen_fd = app->metrics && app->defs && app->keysets && app->purchases
+                         ? sk_server_listen_fd(cfg->listen, 4096, 1, err, sizeof err)
+                         : -1;
     if (app->listen_fd >= 0 && cfg->ops_listen[0]) {
         app->ops_fd = sk_server_listen_fd(cfg->ops_listen, 256, 1, err, sizeof err);
         if (app->ops_fd < 0) {
@@ -475,6 +478,8 @@ static int open_resources(struct sk_app *app)
     if (app->listen_fd < 0) {
         sk_log(SK_LOG_ERROR, "%s", app->metrics ? err : "no slot for the metrics");
         sk_act_defs_free(app, app->defs);
+        sk_keysets_free(app->keysets);
+        sk_purchases_free(app->purchases);
         if (app->own_node) sk_node_free(app->node);
         free(app);
         return -1;
@@ -584,8 +589,7 @@ static void start_accepting(struct sk_app *app)
 static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
 {
     int64_t now = sk_mono_ms();
-    int idle = app->inflight == 0 && app->n_open == 0 && app->n_qopen == 0 &&
-               sk_conns_busy(&app->conns) == 0 &&
+    int idle = app->inflight == 0 && !sk_keysets_open(app) && sk_conns_busy(&app->conns) == 0 &&
                (app->ops_fd < 0 || sk_conns_busy(&app->ops_conns) == 0);
     if (!idle)
         *idle_since = 0;
@@ -594,8 +598,8 @@ static int drained(struct sk_app *app, int64_t deadline, int64_t *idle_since)
     /* answered and written: a moment for the last requests in the kernel */
     if (idle && now - *idle_since >= 100) return 1;
     if (now > deadline) {
-        sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, %zu batches open",
-               app->inflight, app->n_open);
+        sk_log(SK_LOG_ERROR, "drain deadline: %d requests in flight, batches %s", app->inflight,
+               sk_keysets_open(app) ? "open" : "sent");
         return 1;
     }
     return 0;
@@ -657,10 +661,11 @@ static void serve(struct sk_app *app)
         /* a completion may queue a Redis command (a ledger read, a release) */
         if (sk_store_calls_drain(app)) sk_aredis_flush(app->redis);
         flush_conns(app);
-        if (app->n_open || app->n_qopen) flush_redis(app);
+        if (sk_keysets_open(app)) flush_redis(app);
         sk_aredis_tick(app->redis);
         sk_metrics_redis_tick(app->metrics, app->redis);
         sk_purchase_tick(app);
+        sk_keysets_tick(app);
         sk_node_proc_beat(app->proc, sk_wall_ms());
         /* readiness, for the supervisor's READY=1 (cmd/serve_notify.h) */
         sk_node_proc_waiting(app->proc, (sk_aredis_ready(app->redis) ? 0 : SK_NODE_WAIT_REDIS) |
@@ -739,6 +744,8 @@ int sk_server_run_in(const struct sk_config *cfg, sk_node *node, int slot)
     sk_act_defs_free(app, app->defs);
     app->defs = NULL;
     sk_aredis_free(app->redis);
+    sk_keysets_free(app->keysets); /* after the client: its last callbacks end batches */
+    sk_purchases_free(app->purchases);
     sk_order_marks_free(app);
     sk_metrics_free(app->metrics);
     if (app->own_node) sk_node_free(app->node);

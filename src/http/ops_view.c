@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "engine/activity.h"
 #include "engine/live_acts.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
 #include "http/metrics_int.h"
 #include "http/ops_history.h"
@@ -250,10 +251,12 @@ json_t *sk_ops_orphans_json(struct sk_app *app, const struct sk_node_sample *smp
                       other));
     }
     int64_t now = sk_wall_ms();
-    for (int i = 0; i < SK_FOREIGN_MAX; i++) {
-        const struct sk_foreign *f = &app->foreign[i];
+    struct sk_foreign foreign[SK_FOREIGN_MAX];
+    int nf = sk_purchase_foreign(app, foreign);
+    for (int i = 0; i < nf; i++) {
+        const struct sk_foreign *f = &foreign[i];
         /* the worker's look at Redis since the last refusal knows better */
-        if (!f->id || now - f->last_ms > FOREIGN_NAMED_MS || smp->orphans_ms > f->last_ms) continue;
+        if (now - f->last_ms > FOREIGN_NAMED_MS || smp->orphans_ms > f->last_ms) continue;
         int seen = 0;
         for (int j = 0; j < smp->n_orphans && !seen; j++)
             seen = smp->orphans[j].id == f->id;

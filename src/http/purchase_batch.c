@@ -36,13 +36,12 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/vec.h"
 #include "engine/keys.h"
 #include "engine/segment.h"
 #include "http/act_defs.h"
+#include "http/api_purchase.h"
 #include "http/label_mem.h"
 #include "http/purchase_borrow.h"
-#include "http/purchase_soldout.h"
 
 struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t aid, int seg)
 {
@@ -51,6 +50,7 @@ struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t aid, int seg)
     b->app = app;
     b->aid = aid;
     b->seg = seg;
+    b->ks = NULL;
     b->borrow = NULL;
     b->xfer_id[0] = 0;
     b->xfer_qty = 0;
@@ -58,23 +58,12 @@ struct sk_batch *sk_batch_new(struct sk_app *app, uint64_t aid, int seg)
     return b;
 }
 
-/* The flight count of a key set; create: an entry is made (NULL when out
- * of memory). Entries live while their count is above 0: a handful. */
-static struct sk_flight *flight_of(struct sk_app *app, uint64_t aid, int seg, int create)
+/* A call of b's key set came back (or was never sent): its window has
+ * one more place. */
+static void flight_end(struct sk_batch *b)
 {
-    for (size_t i = 0; i < app->n_flights; i++)
-        if (app->flights[i].aid == aid && app->flights[i].seg == seg) return &app->flights[i];
-    if (!create || SK_VEC_RESERVE(app->flights, app->cap_flights, app->n_flights + 1, 8))
-        return NULL;
-    app->flights[app->n_flights] = (struct sk_flight){aid, seg, 0};
-    return &app->flights[app->n_flights++];
-}
-
-static void flight_end(struct sk_app *app, uint64_t aid, int seg)
-{
-    struct sk_flight *f = flight_of(app, aid, seg, 0);
-    if (!f || --f->n > 0) return;
-    *f = app->flights[--app->n_flights];
+    if (b->ks) b->ks->flights--;
+    b->ks = NULL;
 }
 
 static void fail_batch(struct sk_batch *b, const char *why)
@@ -156,7 +145,7 @@ static int reroute_if_segmented(struct sk_batch *b, const struct sk_admission *r
         return 0;
     int segments = (int)res[0].quantity;
     struct sk_app *app = b->app;
-    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_KNOWN);
+    struct sk_keyset *c = sk_app_act(app, b->aid, SK_ACT_KNOWN);
     if (c) c->segments = segments;
     for (size_t i = 0; i < b->n; i++) {
         struct sk_pending *p = b->items[i];
@@ -250,7 +239,7 @@ static void note_key_set(struct sk_batch *b, const redisReply *rep, const struct
         fenced = res[i].rc == SK_RC_RECOVERING;
     if (fenced) {
         sk_labelmem_forget(sk_labelmem_host(), b->aid, b->seg);
-        struct sk_act_cache *c = sk_app_act(b->app, b->aid, 0);
+        struct sk_keyset *c = sk_app_act(b->app, b->aid, 0);
         if (c) c->sold_out = 0;
         return;
     }
@@ -263,7 +252,7 @@ static void on_batch_reply(void *data, redisReply *rep)
 {
     struct sk_batch *b = data;
     struct sk_app *app = b->app;
-    flight_end(app, b->aid, b->seg);
+    flight_end(b);
     struct sk_admission res[SK_BATCH_MAX];
     int64_t remaining = -1;
     if (parse_or_fail(b, rep, res, &remaining)) return;
@@ -273,7 +262,7 @@ static void on_batch_reply(void *data, redisReply *rep)
     if (reroute_if_segmented(b, res)) return;
     /* Redis vouched for the activity: its entry is kept when ids a client
      * made up crowd the table */
-    struct sk_act_cache *c = sk_app_act(app, b->aid, SK_ACT_FIND);
+    struct sk_keyset *c = sk_app_act(app, b->aid, SK_ACT_FIND);
     if (c && !c->confirmed && res[0].rc != SK_RC_UNKNOWN_ACTIVITY)
         sk_app_act(app, b->aid, SK_ACT_KNOWN);
     if (unknown_as_closed(b, res, remaining)) return;
@@ -286,7 +275,7 @@ static void on_batch_reply(void *data, redisReply *rep)
 static void finish_batch(struct sk_batch *b, const struct sk_admission *res, int64_t remaining)
 {
     struct sk_app *app = b->app;
-    struct sk_act_cache *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
+    struct sk_keyset *c = b->seg >= 0 ? sk_app_act(app, b->aid, 0) : NULL;
     int segments = b->borrow ? sk_purchase_borrow_segments(b->borrow) : c ? c->segments : 0;
     struct sk_pending *more[SK_BATCH_MAX];
     struct sk_admission more_res[SK_BATCH_MAX];
@@ -338,15 +327,10 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
                               .store_id = app->db.store_id};
     sk_labelmem_get(sk_labelmem_host(), b->aid, b->seg, &h.epoch, &h.adm);
     /* counted before the call, whose callback ends the flight (and frees
-     * b); not counted when out of memory: the window is then open, as
-     * without one */
-    uint64_t aid = b->aid;
-    int seg = b->seg, counted = 0;
-    struct sk_flight *f = flight_of(app, aid, seg, 1);
-    if (f) {
-        f->n++;
-        counted = 1;
-    }
+     * b): its key set's record stays while the call is out; not counted
+     * without one (no room): the window is then open, as without one */
+    if (!b->ks) b->ks = sk_app_keyset(app, b->aid, b->seg, SK_ACT_MAKE);
+    if (b->ks) b->ks->flights++;
     if (sk_stock_batch_args_head(&h, ps, b->n, buf, cap, args, lens) == 0 &&
         (nk = sk_stock_batch_keys(&k, &rl, ps, b->n, buf + cap, kcap, keys)) > 0)
         rc = sk_aredis_eval_wait(app->redis, SK_SCRIPT_PURCHASE_BATCH, nk, keys, (int)argc, args,
@@ -354,7 +338,7 @@ void sk_batch_send(struct sk_app *app, struct sk_batch *b)
     free(mem);
     if (rc < 0) {
         /* no callback will run */
-        if (counted) flight_end(app, aid, seg);
+        flight_end(b);
         fail_batch(b, "redis is unreachable; try again");
     }
 }
@@ -365,35 +349,38 @@ static int held(struct sk_app *app, const struct sk_batch *b)
 {
     int window = app->cfg.batches_in_flight;
     if (window <= 0 || b->n >= SK_BATCH_MAX) return 0;
-    const struct sk_flight *f = flight_of(app, b->aid, b->seg, 0);
-    return f && f->n >= window;
+    return b->ks && b->ks->flights >= window;
 }
 
 void sk_purchase_flush(struct sk_app *app)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < app->n_open; i++) {
-        struct sk_batch *b = app->open_batches[i];
-        if (held(app, b))
-            app->open_batches[kept++] = b;
-        else
-            sk_batch_send(app, b);
+    for (struct sk_keyset *ks = sk_keysets_take_open(app), *next; ks; ks = next) {
+        next = ks->open_next;
+        struct sk_batch *b = ks->batch;
+        if (!b) continue;
+        if (held(app, b)) {
+            sk_keyset_opened(app, ks);
+            continue;
+        }
+        ks->batch = NULL;
+        sk_batch_send(app, b);
     }
-    app->n_open = kept;
 }
 
 struct sk_batch *sk_batch_for(struct sk_app *app, uint64_t aid, int seg)
 {
-    for (size_t i = 0; i < app->n_open; i++) {
-        struct sk_batch *b = app->open_batches[i];
-        if (b->aid != aid || b->seg != seg) continue;
-        if (b->n < SK_BATCH_MAX) return b;
-        sk_batch_send(app, b);
-        app->open_batches[i] = app->open_batches[--app->n_open];
-        break;
+    struct sk_keyset *ks = sk_app_keyset(app, aid, seg, SK_ACT_MAKE);
+    if (!ks) return NULL;
+    if (ks->batch && ks->batch->n < SK_BATCH_MAX) return ks->batch;
+    if (ks->batch) { /* full: it goes now */
+        struct sk_batch *full = ks->batch;
+        ks->batch = NULL;
+        sk_batch_send(app, full);
     }
-    if (SK_VEC_RESERVE(app->open_batches, app->cap_open, app->n_open + 1, 8)) return NULL;
     struct sk_batch *b = sk_batch_new(app, aid, seg);
-    if (b) app->open_batches[app->n_open++] = b;
+    if (!b) return NULL;
+    b->ks = ks;
+    ks->batch = b;
+    sk_keyset_opened(app, ks);
     return b;
 }

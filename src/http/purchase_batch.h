@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "engine/stock.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
-#include "http/purchase_answer.h"
 
 struct sk_purchase_borrow;
 
@@ -22,6 +22,7 @@ struct sk_batch {
     struct sk_app *app;
     uint64_t aid;
     int seg;                           /* SK_SEG_NONE: the activity's own (base) keys */
+    struct sk_keyset *ks;              /* its key set's record, held while open or out */
     struct sk_purchase_borrow *borrow; /* set on a re-admission after a transfer */
     char xfer_id[SK_XFER_ID_MAX];
     int64_t xfer_qty;

@@ -10,9 +10,9 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "engine/seg_borrow.h"
+#include "http/api_purchase.h"
 #include "http/label_mem.h"
 #include "http/purchase_batch.h"
-#include "http/purchase_soldout.h"
 #include "http/seg_stocks.h"
 
 struct sk_purchase_borrow {

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "engine/stock.h"
+#include "http/api_purchase.h"
 #include "http/app.h"
-#include "http/purchase_answer.h"
 
 struct sk_purchase_borrow;
 

@@ -16,6 +16,7 @@
 #include "support/fixtures.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
+#include "support/serve_buy.h"
 
 void sk_th_env_open(struct sk_th_env *e, const char *redis_url)
 {
@@ -25,6 +26,7 @@ void sk_th_env_open(struct sk_th_env *e, const char *redis_url)
     CHECK_MSG(sk_store_open(&e->st, e->spec, err, sizeof err) == 0, "open store %s: %s", e->spec,
               err);
     CHECK_MSG(sk_redis_new(&e->r, redis_url, 1000, 5000, err, sizeof err) == 0, "redis: %s", err);
+    sk_th_buy_store(e->spec); /* a segmented activity's purchases: serve on this store */
 }
 
 void sk_th_env_init(struct sk_th_env *e, int kind, const char *file, const char *redis_url)
@@ -125,7 +127,7 @@ size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, si
             p[i] = (struct sk_purchase){.user_id = u,
                                         .quantity = 1 + (int64_t)(u % (uint64_t)max_qty)};
         }
-        CHECK_EQ(sk_stock_buy(e->r, aid, NULL, p, k, res, NULL), 0);
+        CHECK_EQ(sk_th_stock_buy(e->r, aid, NULL, p, k, res, NULL), 0);
         for (size_t i = 0; i < k; i++) {
             if (res[i].rc != SK_RC_OK) {
                 CHECK_MSG(res[i].rc == SK_RC_SOLD_OUT || res[i].rc == SK_RC_INSUFFICIENT,

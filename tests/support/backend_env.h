@@ -62,8 +62,9 @@ struct sk_th_bought {
 };
 
 /* Users first..first+n-1 each buy 1 + (user % max_qty) units, `batch` at a
- * time (one sk_stock_buy call each: a segmented activity's
- * buyers go to their home segments, borrowing as needed). The admitted
+ * time (one sk_th_stock_buy call each: a segmented activity's purchases go
+ * over HTTP to a `seckill serve` on this store, whose buyers go to their
+ * home segments, borrowing as needed). The admitted
  * ones go to out (returned count), each admitted for the quantity asked;
  * refusals other than sold out / insufficient fail the test. */
 size_t sk_th_env_buy_users(struct sk_th_env *e, uint64_t aid, uint64_t first, size_t n,

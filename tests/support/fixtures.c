@@ -16,6 +16,7 @@
 #include "orders/order_event.h"
 #include "support/harness.h"
 #include "support/http_client.h"
+#include "support/serve_buy.h"
 
 sk_redis *sk_th_redis_new(const char *url, int connect_ms, int cmd_ms)
 {
@@ -317,5 +318,5 @@ int sk_th_buy(sk_redis *r, uint64_t aid, uint64_t user_id, int64_t qty, struct s
               int64_t *remaining)
 {
     struct sk_purchase p = {.user_id = user_id, .quantity = qty};
-    return sk_stock_buy(r, aid, NULL, &p, 1, res, remaining);
+    return sk_th_stock_buy(r, aid, NULL, &p, 1, res, remaining);
 }

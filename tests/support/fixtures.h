@@ -135,10 +135,11 @@ void sk_th_on_reply(void *data, redisReply *rep);
  * *port is its port; the caller closes the returned fd. */
 int sk_th_blackhole(int *port);
 
-/* One buyer's purchase of qty units of activity aid through sk_stock_buy
- * (the purchase_batch call serve makes; no Idempotency-Key, no global
- * rate limit); the answer in *res, the stock after in *remaining (may be
- * NULL). Returns sk_stock_buy's code. */
+/* One buyer's purchase of qty units of activity aid through
+ * sk_th_stock_buy (serve_buy.h: the purchase_batch call serve makes, or
+ * for a segmented activity serve itself over HTTP; no Idempotency-Key, no
+ * global rate limit); the answer in *res, the stock after in *remaining
+ * (may be NULL). Returns sk_th_stock_buy's code. */
 int sk_th_buy(sk_redis *r, uint64_t aid, uint64_t user_id, int64_t qty, struct sk_admission *res,
               int64_t *remaining);
 

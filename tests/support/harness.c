@@ -356,21 +356,32 @@ static int serve_healthy(void *port)
 
 void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra)
 {
+    sk_th_serve_start_in(s, sk_th_tmpdir(), redis_url, extra);
+}
+
+void sk_th_serve_start_in(struct sk_th_serve *s, const char *dir, const char *redis_url,
+                          const char *const *extra)
+{
     memset(s, 0, sizeof *s);
-    const char *dir = sk_th_tmpdir();
     s->port = sk_th_free_port();
     snprintf(s->db, sizeof s->db, "sqlite:%s/serve.db", dir);
     snprintf(s->log, sizeof s->log, "%s/serve.log", dir);
     char listen[64], err[600];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
-    const char *argv[64] = {sk_th_seckill_bin(), "serve",          "--listen", listen,
-                            "--redis",           redis_url,        "--db",     s->db,
-                            "--admin-token",     SK_TH_ADMIN_TOKEN};
+    const char *argv[64] = {
+        sk_th_seckill_bin(), "serve",         "--listen",        listen, "--redis",
+        redis_url,           "--admin-token", SK_TH_ADMIN_TOKEN, "--db", s->db};
+    int fixed = 10;
     /* With --ops-listen the ops routes, /healthz too, answer only there. */
-    for (int i = 0; extra && extra[i]; i++)
+    for (int i = 0; extra && extra[i]; i++) {
         if (!strcmp(extra[i], "--ops-listen") && extra[i + 1] && strrchr(extra[i + 1], ':'))
             s->ops_port = atoi(strrchr(extra[i + 1], ':') + 1);
-    if (sk_spawn_args(argv, 10, 64, NULL, extra, "serve arguments", err, sizeof err) < 0)
+        if (!strcmp(extra[i], "--db") && extra[i + 1]) { /* the caller's store instead */
+            fixed = 8;
+            snprintf(s->db, sizeof s->db, "%s", extra[i + 1]);
+        }
+    }
+    if (sk_spawn_args(argv, fixed, 64, NULL, extra, "serve arguments", err, sizeof err) < 0)
         sk_th_fail(__FILE__, __LINE__, "%s", err);
     struct sk_spawn_cmd cmd = {.argv = argv,
                                .err = s->log,

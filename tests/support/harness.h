@@ -173,6 +173,10 @@ struct sk_th_serve {
  * (on the --ops-listen port when extra has one).
  * The server dies with the test (PR_SET_PDEATHSIG). */
 void sk_th_serve_start(struct sk_th_serve *s, const char *redis_url, const char *const *extra);
+/* The same with its store and log in dir; a "--db SPEC" in extra is its
+ * store instead of dir's SQLite file. */
+void sk_th_serve_start_in(struct sk_th_serve *s, const char *dir, const char *redis_url,
+                          const char *const *extra);
 /* Sends sig (SIGTERM for a graceful stop) and waits at most 20 s; returns
  * the exit code, or 128+signal. */
 int sk_th_serve_stop(struct sk_th_serve *s, int sig);

@@ -2,8 +2,8 @@
  * fed the replies a transport would hand it, parsed from RESP bytes (no
  * server): which step follows which answer, what each command carries,
  * and when the refusals stand. The same code runs in serve
- * (http/purchase_borrow.c) and on the blocking client (segment.c), whose
- * tests drive it against real Redis (test_segments.c). */
+ * (http/purchase_borrow.c), which test_segments.c drives over HTTP against
+ * real Redis. */
 #include <stdio.h>
 #include <string.h>
 
