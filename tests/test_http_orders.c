@@ -349,7 +349,10 @@ SK_TEST_T(polls_are_budgeted_only_while_purchases_press_and_a_reload_changes_the
         CHECK_MSG(nbuys < MAX_HELD && sk_mono_ms() < deadline,
                   "%d purchases held and none refused overloaded", nbuys);
         int fd = sk_th_buy_send(v.s.port, aid, uid++);
-        int st = sk_th_http_answer(fd, 20, raw, sizeof raw);
+        /* a refusal comes at once; on a slow machine (a sanitizer build)
+         * "at once" may outlast a short wait: see the check of the held
+         * purchases below */
+        int st = sk_th_http_answer(fd, 100, raw, sizeof raw);
         if (st == 0) {
             held_buys[nbuys++] = fd;
             continue;
@@ -416,9 +419,13 @@ SK_TEST_T(polls_are_budgeted_only_while_purchases_press_and_a_reload_changes_the
 
     /* Redis back: the held purchases are admitted, the held polls answered */
     CHECK_EQ(kill(rs.pid, SIGCONT), 0);
+    /* the first, sent at the stall, cannot have been refused (that takes
+     * the target and an interval of silence): it is admitted now; a later
+     * one may be a refusal that came after the wait above gave up */
     for (int i = 0; i < nbuys; i++) {
         int st = sk_th_http_answer(held_buys[i], 30000, raw, sizeof raw);
-        CHECK_MSG(st == 200, "held purchase %d: %.300s", i, raw);
+        CHECK_MSG(st == 200 || (i > 0 && st == 503 && strstr(raw, "\"error\":\"overloaded\"")),
+                  "held purchase %d: %.300s", i, raw);
         close(held_buys[i]);
     }
     for (int i = 0; i < npolls; i++) {

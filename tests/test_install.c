@@ -188,7 +188,8 @@ SK_TEST_T(install_stages_every_file_man_pages_name_every_flag_unit_verifies, 180
                                         "activity delete",
                                         "activity recover",
                                         "activity page",
-                                        "events list"};
+                                        "events list",
+                                        "events replay"};
     helps_in(sk_th_seckill_bin(), helps, sizeof helps / sizeof helps[0], man, "usage");
     /* `seckill --help` and the page name every command and every store */
     snprintf(cmd, sizeof cmd, "%s --help 2>&1", sk_th_seckill_bin());

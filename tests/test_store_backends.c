@@ -161,7 +161,7 @@ static void be_run(int kind, void (*fn)(const struct be *))
     "pay_timeout_s, state, created_ms, rl_per_user_per_s, rl_burst"
 #define COLS_V7 COLS_V4 ", segments, wr_passes_per_s, wr_pass_ttl_s, wr_seed"
 #define COLS_V10 COLS_V7 ", ch_pow_min, ch_pow_max, ch_pow_step, ch_captcha"
-#define N_MIGRATIONS 12 /* what this binary applies; every backend agrees */
+#define N_MIGRATIONS 13 /* what this binary applies; every backend agrees */
 #define KEY16 "0123456789abcdef"
 #define KEY64 KEY16 KEY16 KEY16 KEY16 /* the longest idempotency key */
 

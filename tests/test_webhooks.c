@@ -28,6 +28,7 @@
 #include "support/buyer_http.h"
 #include "support/fixtures.h"
 #include "support/harness.h"
+#include "support/http_api.h"
 #include "support/http_client.h"
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
@@ -594,16 +595,11 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
     sk_th_write_file(conf, text);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", rx->port);
     const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
-    struct sk_th_serve sv;
-    sk_th_serve_start(&sv, sk_th_redis_url(), extra);
-    struct sk_th_http c;
-    sk_th_http_open(&c, sv.port);
+    struct srv v;
+    srv_start(&v, extra); /* started, connected, ready */
+    struct sk_th_serve sv = v.s;
+    struct sk_th_http c = v.c;
     struct sk_th_resp r;
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r) != 200) {
-        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
-        poll(NULL, 0, 10);
-    }
     uint64_t aid = sk_th_http_activity(&c, "events", 6, 2);
     char oid[6][64];
     for (int i = 0; i < 6; i++)
@@ -666,7 +662,7 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
     static char ids[64][96];
     for (size_t i = 0; i < n; i++)
         snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
-    deadline = sk_mono_ms() + 30000;
+    int64_t deadline = sk_mono_ms() + 30000;
     while (rx_acked(rx, ids, (int)n) < (int)n && sk_mono_ms() < deadline)
         poll(NULL, 0, 20);
     CHECK_EQ(rx_acked(rx, ids, (int)n), (int)n);
@@ -851,7 +847,7 @@ static void metrics_wait(int port, const char *line, int want)
 }
 
 /* One order of aid for uid, persisted (created), its id into oid. */
-static void buy(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, size_t cap)
+static void wh_buy(struct sk_th_http *c, uint64_t aid, uint64_t uid, char *oid, size_t cap)
 {
     struct sk_th_resp r;
     CHECK_EQ(sk_th_buy_one(c, aid, uid, oid, cap), 200);
@@ -965,16 +961,11 @@ static void endpoints_per_activity(int kind)
     else
         snprintf(spec, sizeof spec, "sqlite:%s/ep.db", sk_th_tmpdir());
     const char *extra[] = {"--db", spec, "--webhook-settle-ms", kind ? "200" : "0", NULL};
-    struct sk_th_serve sv;
-    sk_th_serve_start(&sv, sk_th_redis_url(), extra);
-    struct sk_th_http c;
-    sk_th_http_open(&c, sv.port);
+    struct srv v;
+    srv_start(&v, extra); /* started, connected, ready */
+    struct sk_th_serve sv = v.s;
+    struct sk_th_http c = v.c;
     struct sk_th_resp r;
-    int64_t deadline = sk_mono_ms() + 10000;
-    while (sk_th_http_req(&c, "GET", "/readyz", NULL, NULL, &r) != 200) {
-        CHECK_MSG(sk_mono_ms() < deadline, "not ready: %s", r.body);
-        poll(NULL, 0, 10);
-    }
     uint64_t a1 = sk_th_http_activity(&c, "hooks-1", 8, 600);
     uint64_t a2 = sk_th_http_activity(&c, "hooks-2", 8, 600);
     sk_store *st = sk_th_store_open(spec);
@@ -1007,9 +998,9 @@ static void endpoints_per_activity(int kind)
     /* the sale: 3 orders of a1 (2 paid), 2 of a2 (1 paid) */
     char o1[3][64], o2[2][64];
     for (int i = 0; i < 3; i++)
-        buy(&c, a1, 100 + (uint64_t)i, o1[i], sizeof o1[i]);
+        wh_buy(&c, a1, 100 + (uint64_t)i, o1[i], sizeof o1[i]);
     for (int i = 0; i < 2; i++)
-        buy(&c, a2, 200 + (uint64_t)i, o2[i], sizeof o2[i]);
+        wh_buy(&c, a2, 200 + (uint64_t)i, o2[i], sizeof o2[i]);
     CHECK_EQ(sk_th_order_op(&c, o1[0], "pay", 100, &r), 200);
     CHECK_EQ(sk_th_order_op(&c, o1[1], "pay", 101, &r), 200);
     CHECK_EQ(sk_th_order_op(&c, o2[0], "pay", 200, &r), 200);
@@ -1030,7 +1021,7 @@ static void endpoints_per_activity(int kind)
     char ka[96], kc[96];
     snprintf(ka, sizeof ka, "%" PRIu64 "/a", a1);
     snprintf(kc, sizeof kc, "%" PRIu64 "/c", a1);
-    deadline = sk_mono_ms() + 10000;
+    int64_t deadline = sk_mono_ms() + 10000;
     for (int ok = 0; !ok;) {
         CHECK_EQ(sk_th_http_get_big(sv.port, "/dashboard.json", dash, sizeof dash), 200);
         json_t *d = json_loads(dash, 0, NULL), *hooks = json_object_get(d, "webhooks"), *h;
@@ -1138,7 +1129,7 @@ static void endpoints_per_activity(int kind)
     int seen_c = rx_total(rc);
     int64_t before_rm = last_row(st);
     char o3[64];
-    buy(&c, a1, 103, o3, sizeof o3);
+    wh_buy(&c, a1, 103, o3, sizeof o3);
     CHECK_EQ(sk_th_order_op(&c, o3, "pay", 103, &r), 200);
     static char idp[4][96];
     CHECK_EQ(events_of(st, before_rm, a1, "order.paid", idp, 4), 1);
