@@ -426,6 +426,18 @@ static int verified_by_python(const char *path, const char *key1, const char *ke
     return atoi(out);
 }
 
+/* A fresh store of kind (0 SQLite, file name.db in the test's directory;
+ * 1 PostgreSQL; 2 MariaDB): its spec into spec. */
+static void fresh_store_spec(int kind, const char *name, char *spec, size_t cap)
+{
+    if (kind == 1)
+        sk_th_pg_fresh_db(spec, cap);
+    else if (kind == 2)
+        sk_th_my_fresh_db(spec, cap);
+    else
+        snprintf(spec, cap, "sqlite:%s/%s.db", sk_th_tmpdir(), name);
+}
+
 /* A sale with pays, cancels, releases and refused payments, its events
  * posted to a receiver that answers 200, 500, 429 + Retry-After, hangs,
  * resets and answers slowly (seeded): every committed event is
@@ -436,12 +448,7 @@ static int verified_by_python(const char *path, const char *key1, const char *ke
 static void deliver_through_faults(int kind)
 {
     char spec[420], err[300];
-    if (kind == 1)
-        sk_th_pg_fresh_db(spec, sizeof spec);
-    else if (kind == 2)
-        sk_th_my_fresh_db(spec, sizeof spec);
-    else
-        snprintf(spec, sizeof spec, "sqlite:%s/wh.db", sk_th_tmpdir());
+    fresh_store_spec(kind, "wh", spec, sizeof spec);
     sk_store *st = open_sale(spec, 9, 40, 60);
     struct sk_order o[40];
     for (int i = 0; i < 40; i++)
@@ -954,12 +961,7 @@ static void endpoint_add(struct sk_th_http *c, uint64_t aid, const char *name, i
 static void endpoints_per_activity(int kind)
 {
     char spec[420];
-    if (kind == 1)
-        sk_th_pg_fresh_db(spec, sizeof spec);
-    else if (kind == 2)
-        sk_th_my_fresh_db(spec, sizeof spec);
-    else
-        snprintf(spec, sizeof spec, "sqlite:%s/ep.db", sk_th_tmpdir());
+    fresh_store_spec(kind, "ep", spec, sizeof spec);
     const char *extra[] = {"--db", spec, "--webhook-settle-ms", kind ? "200" : "0", NULL};
     struct srv v;
     srv_start(&v, extra); /* started, connected, ready */
@@ -1194,12 +1196,7 @@ SK_TEST(webhook_filter_takes_types_and_prefixes_only)
 static void endpoints_in_the_store(int kind)
 {
     char spec[420];
-    if (kind == 1)
-        sk_th_pg_fresh_db(spec, sizeof spec);
-    else if (kind == 2)
-        sk_th_my_fresh_db(spec, sizeof spec);
-    else
-        snprintf(spec, sizeof spec, "sqlite:%s/eps.db", sk_th_tmpdir());
+    fresh_store_spec(kind, "eps", spec, sizeof spec);
     sk_store *st = open_sale(spec, 5, 4, 600);
     struct sk_order o[2];
     for (int i = 0; i < 2; i++)
