@@ -237,6 +237,19 @@ static void set_stats(struct ep *ep, int64_t delivered, int64_t failed, int64_t 
     }
 }
 
+/* The store could not be read since since_ms (wall): what was committed
+ * since then may wait undelivered, so the lag is at least that long (an
+ * outage never reads as an endpoint caught up). */
+static void set_blind(struct ep *ep, int64_t since_ms)
+{
+    int64_t lag = sk_wall_ms() - since_ms;
+    pthread_mutex_lock(&ep->mu);
+    int worse = lag > ep->stats.oldest_lag_ms;
+    if (worse) ep->stats.oldest_lag_ms = lag;
+    pthread_mutex_unlock(&ep->mu);
+    if (worse && ep->node) atomic_store(&ep->node->oldest_ms, since_ms);
+}
+
 /* Delivers event e (retrying until acknowledged, the horizon, or stop):
  * 0 done (delivered: the caller moves the cursor past it; or
  * dead-lettered, the cursor moved within epoch), 1 stopped, 2 paused
@@ -292,6 +305,7 @@ static void *run(void *arg)
     struct sk_event *page = malloc(PAGE * sizeof *page);
     struct sk_wh_settle seen = {.n = 0};
     char err[512];
+    int64_t read_ok_ms = sk_wall_ms(); /* the store last read whole */
     if (h) {
         curl_easy_setopt(h, CURLOPT_URL, ep->cfg.url);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -307,6 +321,7 @@ static void *run(void *arg)
     while (h && page && !halted(ep)) {
         if (!st && sk_store_open_waiting(&st, w->db_spec, err, sizeof err) != 0) {
             st = NULL;
+            set_blind(ep, read_ok_ms);
             nap(ep, 1000);
             continue;
         }
@@ -326,9 +341,11 @@ static void *run(void *arg)
         if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
         if (rc == 0) rc = sk_store_events_max(st, &hi);
         if (rc) {
+            set_blind(ep, read_ok_ms);
             nap(ep, w->o.idle_ms);
             continue;
         }
+        read_ok_ms = sk_wall_ms();
         /* (after the read of hi: its rows were inserted before mono) */
         int64_t now = sk_wall_ms(), mono = sk_mono_ms(), pass = 0, flushed = mono;
         sk_wh_settle_done(&seen, cursor);
