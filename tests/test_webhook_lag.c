@@ -40,8 +40,14 @@ static double lag_until(int port, int (*ok)(double), int64_t within_ms)
     return v;
 }
 
-static int caught_up(double v) { return v == 0; }
-static int behind(double v) { return v >= 2.0; }
+static int caught_up(double v)
+{
+    return v == 0;
+}
+static int behind(double v)
+{
+    return v >= 2.0;
+}
 
 /* Delivered, then the store stopped: the lag grows with the outage (it
  * read 0 before, and an alert on it never fired); the store back, the
@@ -55,7 +61,8 @@ SK_TEST_T(webhook_lag_grows_while_the_dispatcher_cannot_read_the_store, 120)
     const char *secrets[] = {SECRET, NULL};
     struct sk_th_rx *rx = sk_th_rx_start(41, secrets, 0);
     snprintf(conf, sizeof conf, "%s/lag.conf", sk_th_tmpdir());
-    snprintf(text, sizeof text, "webhook_name = erp\nwebhook_secret = %s\nwebhook_settle_ms = 1000\n", SECRET);
+    snprintf(text, sizeof text,
+             "webhook_name = erp\nwebhook_secret = %s\nwebhook_settle_ms = 1000\n", SECRET);
     sk_th_write_file(conf, text);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(rx));
     const char *extra[] = {"--db", db, "--config", conf, "--webhook-url", url, NULL};
