@@ -251,7 +251,7 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
     /* the store's identity, and the sales this node would never persist */
     const char *store_id = smp->store_id[0] ? smp->store_id : app->db.store_id;
     return json_pack(
-        "{s:I, s:I, s:{s:{s:b, s:o*}, s:{s:o, s:o*}, s:I}, s:o, s:o, s:o, s:o, s:o, s:I, s:s?, "
+        "{s:I, s:I, s:{s:{s:b, s:o*}, s:{s:o, s:o*}, s:I}, s:o, s:o, s:o, s:o, s:o, s:I, s:o*, "
         "s:o, s:I, s:I}",
         "now_ms", (json_int_t)now, "served_by", (json_int_t)getpid(), "health", "redis", "ok",
         redis_ok, "error", json_string(redis_ok ? "" : sk_aredis_errstr(app->redis)), "database",
