@@ -782,6 +782,13 @@ SK_TEST_T(ops_dashboard_in_chromium_names_a_sale_preheated_from_another_store, 2
         CHECK_MSG(sk_mono_ms() < deadline, "dashboard.json never named %s", id);
         sk_th_nap_ms(100);
     }
+    /* the node's own store is named by its identity: 16 hex digits */
+    json_error_t e;
+    json_t *d = json_loads(body, 0, &e);
+    const char *sid = json_string_value(json_object_get(d, "store_id"));
+    CHECK_MSG(sid && strlen(sid) == 16 && strspn(sid, "0123456789abcdef") == 16, "store_id %s",
+              sid ? sid : "(not a string)");
+    json_decref(d);
     static char dom[1 << 20];
     char url[96], card[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", ops);

@@ -300,7 +300,7 @@ SK_TEST(rl_config_trusted_proxies_and_rates)
 
 SK_TEST(rl_body_rate_limit_field)
 {
-    struct sk_body_activity a;
+    struct sk_activity a;
     char err[200];
     CHECK_EQ(sk_body_activity_create(BODY_HEAD "}", strlen(BODY_HEAD "}"), &a, err, sizeof err), 0);
     CHECK_EQ(a.rl_per_user_per_s, 0);

@@ -28,7 +28,8 @@ void sk_svc_notify_init(struct sk_svc_notify *sn, const struct sk_config *cfg)
                (unsigned long long)(sn->wd_ms / 2));
 }
 
-const char *sk_svc_notify_wait_text(int w)
+/* The readiness of slot i as text for STATUS= ("" when ready). */
+static const char *wait_text(int w)
 {
     if (w & SK_NODE_WAIT_START) return "starting";
     switch (w & (SK_NODE_WAIT_REDIS | SK_NODE_WAIT_DB)) {
@@ -123,10 +124,10 @@ void sk_svc_notify_tick(struct sk_svc_notify *sn, sk_node *node, const pid_t *pi
     int off = snprintf(text, sizeof text, "%s", sn->ready_sent ? "degraded: " : "");
     if (waiting_http)
         off += snprintf(text + off, sizeof text - (size_t)off, "%d of %d HTTP process%s %s",
-                        waiting_http, n_api, n_api == 1 ? "" : "es", sk_svc_notify_wait_text(bits));
+                        waiting_http, n_api, n_api == 1 ? "" : "es", wait_text(bits));
     if (worker_bits && off < (int)sizeof text)
         off += snprintf(text + off, sizeof text - (size_t)off, "%sorder worker %s",
-                        waiting_http ? "; " : "", sk_svc_notify_wait_text(worker_bits));
+                        waiting_http ? "; " : "", wait_text(worker_bits));
     if ((all & SK_NODE_WAIT_REDIS) && off < (int)sizeof text)
         off += snprintf(text + off, sizeof text - (size_t)off, "; Redis %s", sn->redis);
     if ((all & SK_NODE_WAIT_DB) && off < (int)sizeof text)

@@ -49,8 +49,4 @@ void sk_svc_notify_reloading(struct sk_svc_notify *sn);
 /* Every process applied the reload: READY=1 may follow. */
 void sk_svc_notify_reloaded(struct sk_svc_notify *sn);
 
-/* The readiness of slot i as text for STATUS= ("" when ready). For tests
- * of the wording too. */
-const char *sk_svc_notify_wait_text(int waiting_bits);
-
 #endif

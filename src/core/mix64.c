@@ -1,7 +1,7 @@
 /* mix64.c - splitmix64's finaliser as a hash of ids (mix64.h). */
 #include "core/mix64.h"
 
-uint64_t sk_mix64(uint64_t x)
+static uint64_t mix64(uint64_t x)
 {
     uint64_t z = x + 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -11,5 +11,5 @@ uint64_t sk_mix64(uint64_t x)
 
 uint64_t sk_mix64_bucket(uint64_t x, uint64_t buckets)
 {
-    return buckets <= 1 ? 0 : sk_mix64(x) % buckets;
+    return buckets <= 1 ? 0 : mix64(x) % buckets;
 }

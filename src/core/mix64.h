@@ -5,9 +5,6 @@
 #define SK_MIX64_H
 #include <stdint.h>
 
-/* splitmix64's finaliser of x. */
-uint64_t sk_mix64(uint64_t x);
-
 /* x spread over [0, buckets): 0 when buckets is 1 or less. */
 uint64_t sk_mix64_bucket(uint64_t x, uint64_t buckets);
 

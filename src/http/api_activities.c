@@ -127,10 +127,7 @@ int sk_api_admin_list(struct sk_app *app, h2o_req_t *req, const struct sk_route_
 {
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
     struct list_op *l = calloc(1, sizeof *l);
-    if (!l) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!l) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     l->app = app;
     sk_store_call(app, req, m->route, list_run, list_done, l);
     return 0;
@@ -402,15 +399,10 @@ int sk_api_admin_delete(struct sk_app *app, h2o_req_t *req, const struct sk_rout
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
     if (sk_http_options_or_reply(app, req, m->route, 1, &force)) return 0;
     if (query_force_or_reply(app, req, &qforce)) return 0;
-    if (m->id > SK_ACTIVITY_ID_MAX) {
-        sk_http_error(app, req, m->route, 404, "unknown_activity", "no such activity");
-        return 0;
-    }
+    if (m->id > SK_ACTIVITY_ID_MAX)
+        return sk_http_error(app, req, m->route, 404, "unknown_activity", "no such activity");
     struct del_op *o = calloc(1, sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     o->app = app;
     o->id = m->id;
     o->force = force || qforce;

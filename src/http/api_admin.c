@@ -463,32 +463,25 @@ int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
     return 0;
 }
 
-/* The body's "waiting_room" into a, with a fresh seed when the body gives
- * none; 503 (and nonzero) when the kernel gives no randomness. */
+/* A fresh seed for the body's waiting room when it gives none; 503 (and
+ * nonzero) when the kernel gives no randomness. */
 static int waiting_room_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                                 const struct sk_body_activity *b, struct sk_activity *a)
+                                 struct sk_activity *a)
 {
-    if (b->wr_passes_per_s <= 0) return 0;
-    a->wr_passes_per_s = b->wr_passes_per_s;
-    a->wr_pass_ttl_s = b->wr_pass_ttl_s;
-    snprintf(a->wr_seed, sizeof a->wr_seed, "%s", b->wr_seed);
-    if (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
+    if (a->wr_passes_per_s <= 0 || a->wr_seed[0] ||
+        sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
         return 0;
     sk_http_error(app, req, route, 503, "unavailable", "no randomness for the queue's seed");
     return 1;
 }
 
-/* The body's "registration" and "draw" into a: a draw's seed (committed
- * on the public read, revealed once drawn) and its passes' key are drawn
- * here when the body gives none; 503 (and nonzero) without randomness. */
+/* A draw's seed (committed on the public read, revealed once drawn) and its
+ * passes' key, drawn when the body gives none; 503 (and nonzero) without
+ * randomness. */
 static int fairness_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                             const struct sk_body_activity *b, struct sk_activity *a)
+                             struct sk_activity *a)
 {
-    a->reg_start_ms = b->reg_start_ms;
-    a->reg_end_ms = b->reg_end_ms;
-    a->draw_box_s = b->draw_box_s;
-    if (b->draw_box_s <= 0) return 0;
-    snprintf(a->draw_seed, sizeof a->draw_seed, "%s", b->draw_seed);
+    if (a->draw_box_s <= 0) return 0;
     if ((a->draw_seed[0] ||
          sk_rand_hex(a->draw_seed, sizeof a->draw_seed, SK_ACTIVITY_DRAW_SEED_HEX / 2) == 0) &&
         (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0))
@@ -523,38 +516,18 @@ static void create_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
 int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    struct sk_body_activity b;
-    char err[200];
-    if (sk_body_activity_create(req->entity.base, req->entity.base ? req->entity.len : 0, &b, err,
-                                sizeof err) < 0) {
-        sk_http_error(app, req, m->route, 400, "bad_request", err);
-        return 0;
-    }
     struct sk_activity a;
-    sk_activity_init(&a);
-    a.id = b.id;
-    snprintf(a.name, sizeof a.name, "%s", b.name);
-    a.stock = b.stock;
-    a.per_user_limit = b.per_user_limit;
-    a.max_per_order = b.max_per_order;
-    a.start_ms = b.start_ms;
-    a.end_ms = b.end_ms;
-    a.pay_timeout_s = b.pay_timeout_s;
-    a.rl_per_user_per_s = b.rl_per_user_per_s;
-    a.rl_burst = b.rl_burst;
-    a.segments = b.segments;
-    a.ch_pow_min = b.ch_pow_min;
-    a.ch_pow_max = b.ch_pow_max;
-    a.ch_pow_step = b.ch_pow_step;
-    snprintf(a.ch_captcha, sizeof a.ch_captcha, "%s", b.ch_captcha);
-    if (waiting_room_or_reply(app, req, m->route, &b, &a)) return 0;
-    if (fairness_or_reply(app, req, m->route, &b, &a)) return 0;
+    char err[200];
+    if (sk_body_activity_create(req->entity.base, req->entity.base ? req->entity.len : 0, &a, err,
+                                sizeof err) < 0)
+        return sk_http_error(app, req, m->route, 400, "bad_request", err);
+    snprintf(a.state, sizeof a.state, "created");
+    if (waiting_room_or_reply(app, req, m->route, &a)) return 0;
+    if (fairness_or_reply(app, req, m->route, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
-    if (sk_activity_validate(&a, err, sizeof err) < 0) {
-        sk_http_error(app, req, m->route, 400, "bad_request", err);
-        return 0;
-    }
+    if (sk_activity_validate(&a, err, sizeof err) < 0)
+        return sk_http_error(app, req, m->route, 400, "bad_request", err);
     struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
     o->act = a;
@@ -1053,7 +1026,6 @@ int sk_api_ops(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *
         return 0;
     }
     default: /* /metrics and the dashboard: ops_view.c */
-        sk_http_error(app, req, m->route, 404, "not_found", "no such endpoint");
-        return 0;
+        return sk_http_error(app, req, m->route, 404, "not_found", "no such endpoint");
     }
 }

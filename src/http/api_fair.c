@@ -284,15 +284,10 @@ int sk_api_queue_control(struct sk_app *app, h2o_req_t *req, const struct sk_rou
     int action = 0;
     char err[200];
     if (sk_body_queue_control(req->entity.base, req->entity.base ? req->entity.len : 0, &action,
-                              err, sizeof err) < 0) {
-        sk_http_error(app, req, m->route, 400, "bad_request", err);
-        return 0;
-    }
+                              err, sizeof err) < 0)
+        return sk_http_error(app, req, m->route, 400, "bad_request", err);
     struct ctl_op *o = calloc(1, sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     o->app = app;
     o->id = m->id;
     o->action = action;

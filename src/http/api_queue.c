@@ -531,15 +531,10 @@ int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_
     char err[200];
     if (m->route == SK_ROUTE_admin_pace_set &&
         sk_body_queue_pace(req->entity.base, req->entity.base ? req->entity.len : 0, &rate, err,
-                           sizeof err) < 0) {
-        sk_http_error(app, req, m->route, 400, "bad_request", err);
-        return 0;
-    }
+                           sizeof err) < 0)
+        return sk_http_error(app, req, m->route, 400, "bad_request", err);
     struct pace_op *o = calloc(1, sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     o->app = app;
     o->id = m->id;
     o->new_rate = rate;

@@ -331,10 +331,8 @@ int sk_api_sale_live(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
     }
     if (!e && l) e = entry_new(l, m->id);
     struct live_waiter *w = e ? malloc(sizeof *w) : NULL;
-    if (!w) {
-        sk_http_error(app, req, m->route, 503, "busy", "too many activities read at once");
-        return 0;
-    }
+    if (!w)
+        return sk_http_error(app, req, m->route, 503, "busy", "too many activities read at once");
     sk_async_begin(app, &w->a, req, m->route);
     w->next = e->waiters;
     e->waiters = w;

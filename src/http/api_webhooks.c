@@ -214,21 +214,14 @@ static int body_or_reply(struct sk_app *app, h2o_req_t *req, struct wh_op *o)
 int sk_api_webhooks(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (m->id > SK_ACTIVITY_ID_MAX) {
-        sk_http_error(app, req, m->route, 404, "unknown_activity", "no such activity");
-        return 0;
-    }
+    if (m->id > SK_ACTIVITY_ID_MAX)
+        return sk_http_error(app, req, m->route, 404, "unknown_activity", "no such activity");
     if (m->route != SK_ROUTE_admin_webhooks && m->route != SK_ROUTE_admin_webhook_add &&
-        !sk_body_wh_name_ok(m->param, m->param_len)) {
-        sk_http_error(app, req, m->route, 400, "bad_request",
-                      "the endpoint's name in the path is 1 to 32 of A-Z a-z 0-9 _ . -");
-        return 0;
-    }
+        !sk_body_wh_name_ok(m->param, m->param_len))
+        return sk_http_error(app, req, m->route, 400, "bad_request",
+                             "the endpoint's name in the path is 1 to 32 of A-Z a-z 0-9 _ . -");
     struct wh_op *o = calloc(1, sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     o->app = app;
     o->route = m->route;
     o->aid = m->id;

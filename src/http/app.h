@@ -164,9 +164,10 @@ void sk_http_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, int 
  * a 503 out of memory). */
 void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                         json_t *o);
-/* {"error":code,"message":message} */
-void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
-                   const char *code, const char *message);
+/* {"error":code,"message":message}. Returns 0, what a handler that
+ * answered returns. */
+int sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                  const char *code, const char *message);
 
 /* Validation helpers that reply and return nonzero on failure (the handler
  * then just returns), like Redis's ...OrReply. */

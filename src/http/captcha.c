@@ -59,23 +59,18 @@ int sk_captcha_script_check(const char *url, char *origin, size_t cap, char *why
     if (wcap) why[0] = 0;
     if (cap) origin[0] = 0;
     size_t n = url ? strlen(url) : 0;
-    if (n == 0 || n >= SK_CAPTCHA_SCRIPT_MAX) {
-        snprintf(why, wcap, "must be a URL of at most %d bytes", SK_CAPTCHA_SCRIPT_MAX - 1);
-        return SK_EINVAL;
-    }
+    if (n == 0 || n >= SK_CAPTCHA_SCRIPT_MAX)
+        return sk_einval(why, wcap, "must be a URL of at most %d bytes", SK_CAPTCHA_SCRIPT_MAX - 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)url[i];
         /* it lands in the page's policy and in JSON: none of their delimiters */
         if (c <= ' ' || c >= 0x7f || strchr("\"'<>\\;,`", c)) {
-            snprintf(why, wcap, "has a character a script URL here may not hold");
-            return SK_EINVAL;
+            return sk_einval(why, wcap, "has a character a script URL here may not hold");
         }
     }
     int tls = !strncmp(url, "https://", 8);
-    if (!tls && strncmp(url, "http://", 7) != 0) {
-        snprintf(why, wcap, "must be an https:// URL");
-        return SK_EINVAL;
-    }
+    if (!tls && strncmp(url, "http://", 7) != 0)
+        return sk_einval(why, wcap, "must be an https:// URL");
     const char *h = url + (tls ? 8 : 7), *he = h;
     if (*h == '[') {
         he = strchr(h, ']');
@@ -92,18 +87,11 @@ int sk_captcha_script_check(const char *url, char *origin, size_t cap, char *why
             oe++;
         if (oe == d || oe - d > 5) he = h; /* a port of 1..5 digits */
     }
-    if (he == h || (*oe && *oe != '/' && *oe != '?')) {
-        snprintf(why, wcap, "must be scheme://host[:port][/path]");
-        return SK_EINVAL;
-    }
-    if (!tls && !loopback_host(h, (size_t)(he - h))) {
-        snprintf(why, wcap, "must be an https:// URL (http:// only on a loopback host)");
-        return SK_EINVAL;
-    }
-    if ((size_t)(oe - url) >= cap) {
-        snprintf(why, wcap, "is too long");
-        return SK_EINVAL;
-    }
+    if (he == h || (*oe && *oe != '/' && *oe != '?'))
+        return sk_einval(why, wcap, "must be scheme://host[:port][/path]");
+    if (!tls && !loopback_host(h, (size_t)(he - h)))
+        return sk_einval(why, wcap, "must be an https:// URL (http:// only on a loopback host)");
+    if ((size_t)(oe - url) >= cap) return sk_einval(why, wcap, "is too long");
     memcpy(origin, url, (size_t)(oe - url));
     origin[oe - url] = 0;
     return 0;

@@ -270,10 +270,7 @@ int sk_api_challenge(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
     uint64_t uid;
     if (sk_http_user_or_reply(app, req, m->route, &uid)) return 0;
     struct issue_op *o = malloc(sizeof *o);
-    if (!o) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     o->uid = uid;
     sk_async_begin(app, &o->a, req, m->route);
     sk_act_defs_lookup(app, m->id, on_issue_def, o);

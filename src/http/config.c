@@ -20,14 +20,16 @@
 
 typedef int (*setter_fn)(struct sk_config *c, const char *v, char *msg, size_t cap);
 
+/* A string key's check: 0 when *v may be stored in its field (max bytes
+ * and a terminator; the check may point *v at the text to store instead),
+ * else SK_EINVAL with the reason in msg. */
+typedef int (*check_fn)(const char **v, size_t max, char *msg, size_t cap);
+
 /* Copies v into dst (a char array of cap bytes) or explains why not. */
 static int copy_str(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
 {
     size_t n = strlen(v);
-    if (n >= dcap) {
-        snprintf(msg, cap, "too long (at most %zu bytes)", dcap - 1);
-        return SK_EINVAL;
-    }
+    if (n >= dcap) return sk_einval(msg, cap, "too long (at most %zu bytes)", dcap - 1);
     memcpy(dst, v, n + 1);
     return 0;
 }
@@ -54,58 +56,40 @@ static int is_host_char(char ch)
            ch == '.' || ch == '-' || ch == '_';
 }
 
-/* HOST:PORT, [v6]:PORT; 0 or SK_EINVAL with the reason in msg. */
-static int check_hostport(const char *v, char *msg, size_t cap)
+/* HOST:PORT, [v6]:PORT (listen). */
+static int check_hostport(const char **vp, size_t max, char *msg, size_t cap)
 {
-    const char *colon = strrchr(v, ':');
-    if (!colon || colon == v) {
-        snprintf(msg, cap, "must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080");
-        return SK_EINVAL;
-    }
+    const char *v = *vp, *colon = strrchr(v, ':');
+    (void)max;
+    if (!colon || colon == v)
+        return sk_einval(msg, cap, "must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080");
     size_t hl = (size_t)(colon - v);
     if (v[0] == '[') { /* [IPv6]:port */
-        if (hl < 3 || v[hl - 1] != ']') {
-            snprintf(msg, cap, "an IPv6 host must be written [addr]:PORT");
-            return SK_EINVAL;
-        }
+        if (hl < 3 || v[hl - 1] != ']')
+            return sk_einval(msg, cap, "an IPv6 host must be written [addr]:PORT");
         for (size_t i = 1; i < hl - 1; i++) {
             char ch = v[i];
             if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-                  (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.')) {
-                snprintf(msg, cap, "bad IPv6 address");
-                return SK_EINVAL;
-            }
+                  (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.'))
+                return sk_einval(msg, cap, "bad IPv6 address");
         }
     } else {
         for (size_t i = 0; i < hl; i++)
-            if (!is_host_char(v[i])) {
-                snprintf(msg, cap, "host may hold letters, digits, '.', '-' (IPv6: [addr]:PORT)");
-                return SK_EINVAL;
-            }
+            if (!is_host_char(v[i]))
+                return sk_einval(msg, cap,
+                                 "host may hold letters, digits, '.', '-' (IPv6: [addr]:PORT)");
     }
     long long port;
-    if (parse_range(colon + 1, 1, 65535, &port) < 0) {
-        snprintf(msg, cap, "port must be a number between 1 and 65535");
-        return SK_EINVAL;
-    }
+    if (parse_range(colon + 1, 1, 65535, &port) < 0)
+        return sk_einval(msg, cap, "port must be a number between 1 and 65535");
     return 0;
 }
 
-static int set_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    if (check_hostport(v, msg, cap) < 0) return SK_EINVAL;
-    return copy_str(c->listen, sizeof c->listen, v, msg, cap);
-}
-
 /* "" (or "off") turns the ops listener off. */
-static int set_ops_listen(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_ops_listen(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (!v[0] || !strcmp(v, "off")) {
-        c->ops_listen[0] = 0;
-        return 0;
-    }
-    if (check_hostport(v, msg, cap) < 0) return SK_EINVAL;
-    return copy_str(c->ops_listen, sizeof c->ops_listen, v, msg, cap);
+    if (!strcmp(*v, "off")) *v = "";
+    return (*v)[0] ? check_hostport(v, max, msg, cap) : 0;
 }
 
 static int starts_with(const char *s, const char *prefix)
@@ -113,54 +97,49 @@ static int starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-static int set_redis(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_redis(const char **vp, size_t max, char *msg, size_t cap)
 {
+    const char *v = *vp;
+    (void)max;
     if (starts_with(v, "redis://") || starts_with(v, "redis+sentinel://") ||
         starts_with(v, "redis+unix://")) {
         struct sk_redis_url u;
         char e[160];
-        if (sk_redis_url_parse(&u, v, strlen(v), e, sizeof e) < 0) {
-            snprintf(msg, cap, "%s", e);
-            return SK_EINVAL;
-        }
+        if (sk_redis_url_parse(&u, v, strlen(v), e, sizeof e) < 0)
+            return sk_einval(msg, cap, "%s", e);
     } else if (starts_with(v, "redis+cluster://")) {
         /* seed list checked by the cluster client; here only its shape */
-        if (!v[16] || has_ctl(v) || strchr(v, ' ')) {
-            snprintf(msg, cap, "redis+cluster:// needs host:port seeds, no spaces");
-            return SK_EINVAL;
-        }
+        if (!v[16] || has_ctl(v) || strchr(v, ' '))
+            return sk_einval(msg, cap, "redis+cluster:// needs host:port seeds, no spaces");
     } else {
-        snprintf(msg, cap,
-                 "must start with redis://, redis+cluster://, redis+sentinel:// or "
-                 "redis+unix://");
-        return SK_EINVAL;
+        return sk_einval(msg, cap,
+                         "must start with redis://, redis+cluster://, redis+sentinel:// or "
+                         "redis+unix://");
     }
-    return copy_str(c->redis, sizeof c->redis, v, msg, cap);
+    return 0;
 }
 
-static int set_db(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_db(const char **vp, size_t max, char *msg, size_t cap)
 {
+    const char *v = *vp;
+    (void)max;
     int ok = (starts_with(v, "sqlite:") && v[7]) || (starts_with(v, "postgres://") && v[11]) ||
              (starts_with(v, "postgresql://") && v[13]) || (starts_with(v, "mysql://") && v[8]) ||
              (starts_with(v, "mariadb://") && v[10]);
-    if (!ok || has_ctl(v)) {
-        snprintf(msg, cap, "must be sqlite:PATH, postgres://... or mysql://...");
-        return SK_EINVAL;
-    }
-    return copy_str(c->db, sizeof c->db, v, msg, cap);
+    if (!ok || has_ctl(v))
+        return sk_einval(msg, cap, "must be sqlite:PATH, postgres://... or mysql://...");
+    return 0;
 }
 
-static int set_admin_token(struct sk_config *c, const char *v, char *msg, size_t cap)
+/* The admin token travels as "Authorization: Bearer <token>": no spaces
+ * possible. */
+static int check_token(const char **v, size_t max, char *msg, size_t cap)
 {
-    /* it travels as "Authorization: Bearer <token>": no spaces possible */
-    for (const char *p = v; *p; p++)
-        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
-            snprintf(msg, cap, "must be printable ASCII without spaces");
-            return SK_EINVAL;
-        }
-    int rc = copy_str(c->admin_token, sizeof c->admin_token, v, msg, cap);
-    if (rc == 0) c->admin_token_file[0] = 0; /* the later source wins */
-    return rc;
+    (void)max;
+    for (const char *p = *v; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+            return sk_einval(msg, cap, "must be printable ASCII without spaces");
+    return 0;
 }
 
 static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -173,18 +152,9 @@ static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
     } else if (strcmp(v, "jwt") == 0) {
         c->auth_hmac = 0;
         c->auth_jwt = 1;
-    } else {
-        snprintf(msg, cap, "must be trusted-header, hmac or jwt");
-        return SK_EINVAL;
-    }
+    } else
+        return sk_einval(msg, cap, "must be trusted-header, hmac or jwt");
     return 0;
-}
-
-static int set_hmac_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    int rc = copy_str(c->hmac_secret, sizeof c->hmac_secret, v, msg, cap);
-    if (rc == 0) c->hmac_secret_file[0] = 0;
-    return rc;
 }
 
 static int set_role(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -195,86 +165,40 @@ static int set_role(struct sk_config *c, const char *v, char *msg, size_t cap)
         c->role = SK_ROLE_API;
     else if (strcmp(v, "worker") == 0)
         c->role = SK_ROLE_WORKER;
-    else {
-        snprintf(msg, cap, "must be all, api or worker");
-        return SK_EINVAL;
-    }
+    else
+        return sk_einval(msg, cap, "must be all, api or worker");
     return 0;
 }
 
-static int set_log_level(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_log_level(const char **v, size_t max, char *msg, size_t cap)
 {
     enum sk_log_level l;
-    if (sk_log_parse_level(v, &l) < 0) {
-        snprintf(msg, cap, "must be debug, info, warn or error");
-        return SK_EINVAL;
-    }
-    return copy_str(c->log_level, sizeof c->log_level, v, msg, cap);
+    (void)max;
+    if (sk_log_parse_level(*v, &l) < 0)
+        return sk_einval(msg, cap, "must be debug, info, warn or error");
+    return 0;
 }
 
-/* A path to a secret: the secret it replaces is cleared (the later source
- * wins); "" clears the path. */
-static int set_secret_file(char *path, size_t pcap, char *secret, const char *v, char *msg,
-                           size_t cap)
+/* A path to a secret (or a key set): "" clears it. */
+static int check_path(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (has_ctl(v)) {
-        snprintf(msg, cap, "must be a file path without control characters");
-        return SK_EINVAL;
-    }
-    int rc = copy_str(path, pcap, v, msg, cap);
-    if (rc == 0 && v[0]) secret[0] = 0;
-    return rc;
+    (void)max;
+    if (has_ctl(*v)) return sk_einval(msg, cap, "must be a file path without control characters");
+    return 0;
 }
 
-static int set_admin_token_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+/* A key id or a site key: up to max letters, digits, '_' or '-' ("" for
+ * none); a site key goes into the page's JSON and the widget's markup. */
+static int check_key_id(const char **vp, size_t max, char *msg, size_t cap)
 {
-    return set_secret_file(c->admin_token_file, sizeof c->admin_token_file, c->admin_token, v, msg,
-                           cap);
-}
-
-static int set_hmac_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_secret_file(c->hmac_secret_file, sizeof c->hmac_secret_file, c->hmac_secret, v, msg,
-                           cap);
-}
-
-static int set_hmac_secret_prev_file(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_secret_file(c->hmac_secret_prev_file, sizeof c->hmac_secret_prev_file,
-                           c->hmac_secret_prev, v, msg, cap);
-}
-
-static int set_hmac_secret_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    int rc = copy_str(c->hmac_secret_prev, sizeof c->hmac_secret_prev, v, msg, cap);
-    if (rc == 0) c->hmac_secret_prev_file[0] = 0;
-    return rc;
-}
-
-/* A key id: up to 32 letters, digits, '_' or '-' ("" for none). */
-static int set_key_id(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
-{
+    const char *v = *vp;
     size_t n = strlen(v);
-    int ok = n < dcap;
+    int ok = n <= max;
     for (size_t i = 0; ok && i < n; i++)
         ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
              (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
-    if (!ok) {
-        snprintf(msg, cap, "must be up to %zu letters, digits, '_' or '-'", dcap - 1);
-        return SK_EINVAL;
-    }
-    memcpy(dst, v, n + 1);
+    if (!ok) return sk_einval(msg, cap, "must be up to %zu letters, digits, '_' or '-'", max);
     return 0;
-}
-
-static int set_hmac_key_id(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_key_id(c->hmac_key_id, sizeof c->hmac_key_id, v, msg, cap);
-}
-
-static int set_hmac_key_id_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_key_id(c->hmac_key_id_prev, sizeof c->hmac_key_id_prev, v, msg, cap);
 }
 
 static int set_redis_functions(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -283,10 +207,8 @@ static int set_redis_functions(struct sk_config *c, const char *v, char *msg, si
         c->redis_functions = 1;
     else if (strcmp(v, "off") == 0)
         c->redis_functions = 0;
-    else {
-        snprintf(msg, cap, "must be on or off");
-        return SK_EINVAL;
-    }
+    else
+        return sk_einval(msg, cap, "must be on or off");
     return 0;
 }
 
@@ -295,114 +217,43 @@ static int set_cors_origins(struct sk_config *c, const char *v, char *msg, size_
     return sk_cors_parse_list(v, c->cors_origins, sizeof c->cors_origins, msg, cap);
 }
 
-static int set_jwks_file(struct sk_config *c, const char *v, char *msg, size_t cap)
+/* A claim value to match, or a secret: no control characters. */
+static int check_no_ctl(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (has_ctl(v)) {
-        snprintf(msg, cap, "must be a file path without control characters");
-        return SK_EINVAL;
-    }
-    return copy_str(c->jwks_file, sizeof c->jwks_file, v, msg, cap);
-}
-
-/* A claim value to match: printable, no control characters. */
-static int set_claim(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
-{
-    if (has_ctl(v)) {
-        snprintf(msg, cap, "must not hold control characters");
-        return SK_EINVAL;
-    }
-    return copy_str(dst, dcap, v, msg, cap);
-}
-
-static int set_jwt_issuer(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_claim(c->jwt_issuer, sizeof c->jwt_issuer, v, msg, cap);
-}
-
-static int set_jwt_audience(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_claim(c->jwt_audience, sizeof c->jwt_audience, v, msg, cap);
-}
-
-static int set_challenge_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    int rc = copy_str(c->challenge_secret, sizeof c->challenge_secret, v, msg, cap);
-    if (rc == 0) c->challenge_secret_file[0] = 0;
-    return rc;
-}
-
-static int set_challenge_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_secret_file(c->challenge_secret_file, sizeof c->challenge_secret_file,
-                           c->challenge_secret, v, msg, cap);
-}
-
-static int set_captcha_provider(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    if (v[0] && !sk_activity_captcha_valid(v)) {
-        snprintf(msg, cap, "must be turnstile, hcaptcha or recaptcha (or empty: none)");
-        return SK_EINVAL;
-    }
-    return copy_str(c->captcha_provider, sizeof c->captcha_provider, v, msg, cap);
-}
-
-/* A site key goes into the page's JSON and the widget's markup: a token's
- * characters only. */
-static int set_captcha_site_key(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    size_t n = strlen(v);
-    int ok = n < sizeof c->captcha_site_key;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-             (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
-    if (!ok) {
-        snprintf(msg, cap, "must be up to %zu letters, digits, '_' or '-'",
-                 sizeof c->captcha_site_key - 1);
-        return SK_EINVAL;
-    }
-    memcpy(c->captcha_site_key, v, n + 1);
+    (void)max;
+    if (has_ctl(*v)) return sk_einval(msg, cap, "must not hold control characters");
     return 0;
 }
 
-static int set_captcha_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_captcha_provider(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (has_ctl(v)) {
-        snprintf(msg, cap, "must not hold control characters");
-        return SK_EINVAL;
-    }
-    int rc = copy_str(c->captcha_secret, sizeof c->captcha_secret, v, msg, cap);
-    if (rc == 0) c->captcha_secret_file[0] = 0;
-    return rc;
-}
-
-static int set_captcha_secret_file(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_secret_file(c->captcha_secret_file, sizeof c->captcha_secret_file, c->captcha_secret,
-                           v, msg, cap);
+    (void)max;
+    if ((*v)[0] && !sk_activity_captcha_valid(*v))
+        return sk_einval(msg, cap, "must be turnstile, hcaptcha or recaptcha (or empty: none)");
+    return 0;
 }
 
 /* "" (the provider's own), or an http(s) URL without spaces or quotes. */
-static int set_captcha_verify_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_verify_url(const char **vp, size_t max, char *msg, size_t cap)
 {
+    const char *v = *vp;
+    (void)max;
     int ok = !v[0] || ((starts_with(v, "http://") && v[7]) || (starts_with(v, "https://") && v[8]));
     for (const char *p = v; ok && *p; p++)
         ok = (unsigned char)*p > ' ' && (unsigned char)*p < 0x7f && *p != '"' && *p != '\\';
-    if (!ok) {
-        snprintf(msg, cap, "must be an http:// or https:// URL without spaces (or empty)");
-        return SK_EINVAL;
-    }
-    return copy_str(c->captcha_verify_url, sizeof c->captcha_verify_url, v, msg, cap);
+    if (!ok)
+        return sk_einval(msg, cap, "must be an http:// or https:// URL without spaces (or empty)");
+    return 0;
 }
 
 /* "" (the provider's own), or a script URL captcha.h takes. */
-static int set_captcha_script_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_script_url(const char **v, size_t max, char *msg, size_t cap)
 {
     char origin[SK_CAPTCHA_SCRIPT_MAX], why[96];
-    if (v[0] && sk_captcha_script_check(v, origin, sizeof origin, why, sizeof why) < 0) {
-        snprintf(msg, cap, "%s (or empty: the provider's own)", why);
-        return SK_EINVAL;
-    }
-    return copy_str(c->captcha_script_url, sizeof c->captcha_script_url, v, msg, cap);
+    (void)max;
+    if ((*v)[0] && sk_captcha_script_check(*v, origin, sizeof origin, why, sizeof why) < 0)
+        return sk_einval(msg, cap, "%s (or empty: the provider's own)", why);
+    return 0;
 }
 
 static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_t cap)
@@ -411,31 +262,30 @@ static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_
         c->captcha_fail_open = 1;
     else if (!strcmp(v, "closed"))
         c->captcha_fail_open = 0;
-    else {
-        snprintf(msg, cap, "must be open or closed");
-        return SK_EINVAL;
-    }
+    else
+        return sk_einval(msg, cap, "must be open or closed");
     return 0;
 }
 
-static int set_captcha_hostname(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_hostname(const char **v, size_t max, char *msg, size_t cap)
 {
-    for (const char *p = v; *p; p++)
-        if (!is_host_char(*p)) {
-            snprintf(msg, cap, "must be a host name: letters, digits, '.', '-' (or empty: any)");
-            return SK_EINVAL;
-        }
-    return copy_str(c->captcha_hostname, sizeof c->captcha_hostname, v, msg, cap);
+    (void)max;
+    for (const char *p = *v; *p; p++)
+        if (!is_host_char(*p))
+            return sk_einval(msg, cap,
+                             "must be a host name: letters, digits, '.', '-' (or empty: any)");
+    return 0;
 }
 
 /* A CSP source list for frame-ancestors: 'self', 'none' (alone), or
  * sources of letters, digits and . - : / * (https://shop.example,
  * *.example.com:443); nothing that could end the directive or the header
  * (';', ',', quotes elsewhere, control characters). */
-static int set_frame_ancestors(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_frame_ancestors(const char **vp, size_t max, char *msg, size_t cap)
 {
     int n = 0, none = 0;
-    for (const char *p = v; *p;) {
+    (void)max;
+    for (const char *p = *vp; *p;) {
         while (*p == ' ')
             p++;
         if (!*p) break;
@@ -453,29 +303,23 @@ static int set_frame_ancestors(struct sk_config *c, const char *v, char *msg, si
                 break;
             ok = i + 1 == len;
         }
-        if (!ok) {
-            snprintf(msg, cap,
-                     "must be 'self', 'none' or sources such as https://shop.example, "
-                     "separated by spaces");
-            return SK_EINVAL;
-        }
+        if (!ok)
+            return sk_einval(msg, cap,
+                             "must be 'self', 'none' or sources such as https://shop.example, "
+                             "separated by spaces");
         n++;
         p = e;
     }
-    if (n == 0 || (none && n > 1)) {
-        snprintf(msg, cap, "must name at least one source ('none' alone)");
-        return SK_EINVAL;
-    }
-    return copy_str(c->frame_ancestors, sizeof c->frame_ancestors, v, msg, cap);
+    if (n == 0 || (none && n > 1))
+        return sk_einval(msg, cap, "must name at least one source ('none' alone)");
+    return 0;
 }
 
-static int set_jwt_user_claim(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_claim_name(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (!v[0] || has_ctl(v)) {
-        snprintf(msg, cap, "must name a claim (e.g. sub)");
-        return SK_EINVAL;
-    }
-    return copy_str(c->jwt_user_claim, sizeof c->jwt_user_claim, v, msg, cap);
+    (void)max;
+    if (!(*v)[0] || has_ctl(*v)) return sk_einval(msg, cap, "must name a claim (e.g. sub)");
+    return 0;
 }
 
 int sk_config_is_trusted_proxy(const struct sk_config *c, const struct sk_ip *ip)
@@ -496,10 +340,8 @@ static int set_trusted_proxies(struct sk_config *c, const char *v, char *msg, si
         const char *e = p;
         while (*e && *e != ',' && *e != ' ')
             e++;
-        if (n == SK_CONFIG_PROXIES_MAX) {
-            snprintf(msg, cap, "at most %d entries", SK_CONFIG_PROXIES_MAX);
-            return SK_EINVAL;
-        }
+        if (n == SK_CONFIG_PROXIES_MAX)
+            return sk_einval(msg, cap, "at most %d entries", SK_CONFIG_PROXIES_MAX);
         int bad_prefix;
         if (sk_cidr_parse(p, (size_t)(e - p), &list[n], &bad_prefix) < 0) {
             if (bad_prefix)
@@ -526,81 +368,77 @@ _Static_assert(sizeof((struct sk_config *)0)->webhook_url == SK_WH_URL_MAX &&
                    sizeof((struct sk_config *)0)->webhook_events == SK_WH_FILTER_MAX,
                "the webhook keys hold what an endpoint holds");
 
-static int set_webhook_url(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_webhook_url(const char **vp, size_t max, char *msg, size_t cap)
 {
+    const char *v = *vp;
+    (void)max;
     if (v[0] &&
-        ((strncmp(v, "http://", 7) && strncmp(v, "https://", 8)) || has_ctl(v) || strchr(v, ' '))) {
-        snprintf(msg, cap, "must be an http:// or https:// URL without spaces, or \"\"");
-        return SK_EINVAL;
-    }
-    return copy_str(c->webhook_url, sizeof c->webhook_url, v, msg, cap);
+        ((strncmp(v, "http://", 7) && strncmp(v, "https://", 8)) || has_ctl(v) || strchr(v, ' ')))
+        return sk_einval(msg, cap, "must be an http:// or https:// URL without spaces, or \"\"");
+    return 0;
 }
 
-static int set_webhook_name(struct sk_config *c, const char *v, char *msg, size_t cap)
+static int check_webhook_name(const char **v, size_t max, char *msg, size_t cap)
 {
-    if (!sk_wh_name_ok(v)) {
-        snprintf(msg, cap, "must be 1 to 63 of A-Z a-z 0-9 _ . -");
-        return SK_EINVAL;
-    }
-    return copy_str(c->webhook_name, sizeof c->webhook_name, v, msg, cap);
+    (void)max;
+    if (!sk_wh_name_ok(*v)) return sk_einval(msg, cap, "must be 1 to 63 of A-Z a-z 0-9 _ . -");
+    return 0;
 }
 
-/* A whsec_ secret or "" into dst; the refusal never quotes it. */
-static int set_wh_secret(char *dst, size_t dcap, const char *v, char *msg, size_t cap)
+/* A whsec_ secret or ""; the refusal never quotes it. */
+static int check_wh_secret(const char **v, size_t max, char *msg, size_t cap)
 {
     struct sk_wh_key k;
     char why[160];
-    if (v[0] && (strlen(v) >= dcap || sk_wh_key_parse(v, &k, why, sizeof why) < 0)) {
-        snprintf(msg, cap, "%s", strlen(v) >= dcap ? "too long" : why);
-        return SK_EINVAL;
-    }
-    return copy_str(dst, dcap, v, msg, cap);
+    if ((*v)[0] && (strlen(*v) > max || sk_wh_key_parse(*v, &k, why, sizeof why) < 0))
+        return sk_einval(msg, cap, "%s", strlen(*v) > max ? "too long" : why);
+    return 0;
 }
 
-static int set_webhook_secret(struct sk_config *c, const char *v, char *msg, size_t cap)
+/* Event types or prefixes; "*" is all, as "". */
+static int check_webhook_events(const char **v, size_t max, char *msg, size_t cap)
 {
-    return set_wh_secret(c->webhook_secret, sizeof c->webhook_secret, v, msg, cap);
-}
-
-static int set_webhook_secret_prev(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    return set_wh_secret(c->webhook_secret_prev, sizeof c->webhook_secret_prev, v, msg, cap);
-}
-
-static int set_webhook_events(struct sk_config *c, const char *v, char *msg, size_t cap)
-{
-    if (strspn(v, "abcdefghijklmnopqrstuvwxyz_.,* ") != strlen(v)) {
-        snprintf(msg, cap, "must be event types or prefixes (order.paid, order.), comma-separated");
-        return SK_EINVAL;
-    }
-    return copy_str(c->webhook_events, sizeof c->webhook_events, !strcmp(v, "*") ? "" : v, msg,
-                    cap);
+    (void)max;
+    if (strspn(*v, "abcdefghijklmnopqrstuvwxyz_.,* ") != strlen(*v))
+        return sk_einval(msg, cap,
+                         "must be event types or prefixes (order.paid, order.), comma-separated");
+    if (!strcmp(*v, "*")) *v = "";
+    return 0;
 }
 
 /* The table, public part: what each key is (config.h). */
 const struct sk_config_key sk_config_keys[SK_CONFIG_NKEYS] = {
 #define SK_CFG_SET(key, setter, arg, uses, def, flags, help)                                       \
     {#key, arg, def, help, uses, flags, 0, 0, 0, NULL, NULL},
+#define SK_CFG_STR(key, check, pair, arg, uses, def, flags, help)                                  \
+    {#key, arg, def, help, uses, flags, 0, 0, 0, NULL, NULL},
 #define SK_CFG_NUM(key, field, lo, hi, unit, lo_means, arg, uses, def, flags, help)                \
     {#key, arg, def, help, uses, flags, 1, lo, hi, unit, lo_means},
 #include "http/config_keys.def"
 #undef SK_CFG_SET
+#undef SK_CFG_STR
 #undef SK_CFG_NUM
 };
 
-/* The table, private part: how each key is stored. A setter, or (fn NULL)
- * a number in the int or long long field at off, within the key's bounds
- * (nginx's ngx_conf_num_bounds_t: digits only, lo..hi; the refusal names
- * the unit and what lo means when it means something, "0 (off)"). */
+/* The table, private part: how each key is stored. A setter; or (fn NULL)
+ * a string, checked and copied into the char array at off (pair: the key
+ * it clears); or a number in the int or long long field at off, within the
+ * key's bounds (nginx's ngx_conf_num_bounds_t: digits only, lo..hi; the
+ * refusal names the unit and what lo means when it means something, "0
+ * (off)"). */
+#define KEY_OFF(field) offsetof(struct sk_config, field)
+#define KEY_SIZE(field) sizeof(((struct sk_config *)0)->field)
 static const struct {
     setter_fn fn;
-    size_t off, size;
+    check_fn check;
+    size_t off, size, pair;
 } keys[SK_CONFIG_NKEYS] = {
-#define SK_CFG_SET(key, setter, ...) {setter, 0, 0},
-#define SK_CFG_NUM(key, field, ...)                                                                \
-    {NULL, offsetof(struct sk_config, field), sizeof(((struct sk_config *)0)->field)},
+#define SK_CFG_SET(key, setter, ...) {setter, NULL, 0, 0, 0},
+#define SK_CFG_STR(key, check, pair, ...) {NULL, check, KEY_OFF(key), KEY_SIZE(key), KEY_OFF(pair)},
+#define SK_CFG_NUM(key, field, ...) {NULL, NULL, KEY_OFF(field), KEY_SIZE(field), 0},
 #include "http/config_keys.def"
 #undef SK_CFG_SET
+#undef SK_CFG_STR
 #undef SK_CFG_NUM
 };
 #define NKEYS ((size_t)SK_CONFIG_NKEYS)
@@ -633,11 +471,10 @@ static int set_num(struct sk_config *c, size_t k, const char *v, char *msg, size
 {
     const struct sk_config_key *b = &sk_config_keys[k];
     long long n;
-    if (parse_range(v, b->lo, b->hi, &n) < 0) {
-        snprintf(msg, cap, "must be a number%s%s between %lld%s and %lld", b->unit ? " of " : "",
-                 b->unit ? b->unit : "", b->lo, b->lo_means ? b->lo_means : "", b->hi);
-        return SK_EINVAL;
-    }
+    if (parse_range(v, b->lo, b->hi, &n) < 0)
+        return sk_einval(msg, cap, "must be a number%s%s between %lld%s and %lld",
+                         b->unit ? " of " : "", b->unit ? b->unit : "", b->lo,
+                         b->lo_means ? b->lo_means : "", b->hi);
     char *field = (char *)c + keys[k].off;
     if (keys[k].size == sizeof(int)) {
         int i = (int)n;
@@ -648,10 +485,23 @@ static int set_num(struct sk_config *c, size_t k, const char *v, char *msg, size
     return 0;
 }
 
-/* Option i of keys[] set to v: its setter, or its bounds. */
+/* A string key: its check, then the copy. A secret clears its file, and a
+ * file (unless "") its secret, so the later source wins. */
+static int set_str(struct sk_config *c, size_t k, const char *v, char *msg, size_t cap)
+{
+    if (keys[k].check && keys[k].check(&v, keys[k].size - 1, msg, cap) < 0) return SK_EINVAL;
+    int rc = copy_str((char *)c + keys[k].off, keys[k].size, v, msg, cap);
+    if (rc == 0 && keys[k].pair != keys[k].off &&
+        (v[0] || (sk_config_keys[k].flags & SK_KEY_SECRET)))
+        ((char *)c + keys[k].pair)[0] = 0;
+    return rc;
+}
+
+/* Option i of keys[] set to v: its setter, its check, or its bounds. */
 static int set_key(struct sk_config *c, size_t i, const char *v, char *msg, size_t cap)
 {
     if (keys[i].fn) return keys[i].fn(c, v, msg, cap);
+    if (!sk_config_keys[i].is_num) return set_str(c, i, v, msg, cap);
     return set_num(c, i, v, msg, cap);
 }
 
@@ -725,46 +575,15 @@ const char *sk_config_value(const struct sk_config *c, int k, char *out, size_t 
         snprintf(out, cap, "%lld", n);
         return out;
     }
-    switch (k) {
-    case SK_CK_listen: text = c->listen; break;
-    case SK_CK_ops_listen: text = c->ops_listen; break;
-    case SK_CK_redis: text = c->redis; break;
-    case SK_CK_db: text = c->db; break;
+    switch (keys[k].fn ? k : -1) {
+    case -1: text = (const char *)c + keys[k].off; break;
     case SK_CK_role: text = sk_config_role_name(c->role); break;
-    case SK_CK_log_level: text = c->log_level; break;
     case SK_CK_auth: text = sk_config_auth_name(c); break;
     case SK_CK_trusted_proxies: proxies_text(c, out, cap); return out;
-    case SK_CK_hmac_secret: text = c->hmac_secret; break;
-    case SK_CK_hmac_secret_file: text = c->hmac_secret_file; break;
-    case SK_CK_hmac_key_id: text = c->hmac_key_id; break;
-    case SK_CK_hmac_secret_prev: text = c->hmac_secret_prev; break;
-    case SK_CK_hmac_secret_prev_file: text = c->hmac_secret_prev_file; break;
-    case SK_CK_hmac_key_id_prev: text = c->hmac_key_id_prev; break;
-    case SK_CK_jwks_file: text = c->jwks_file; break;
-    case SK_CK_jwt_issuer: text = c->jwt_issuer; break;
-    case SK_CK_jwt_audience: text = c->jwt_audience; break;
-    case SK_CK_jwt_user_claim: text = c->jwt_user_claim; break;
-    case SK_CK_admin_token: text = c->admin_token; break;
-    case SK_CK_admin_token_file: text = c->admin_token_file; break;
     case SK_CK_redis_functions: text = c->redis_functions ? "on" : "off"; break;
     case SK_CK_cors_origins: text = c->cors_origins; break;
-    case SK_CK_frame_ancestors: text = c->frame_ancestors; break;
-    case SK_CK_challenge_secret: text = c->challenge_secret; break;
-    case SK_CK_challenge_secret_file: text = c->challenge_secret_file; break;
-    case SK_CK_captcha_provider: text = c->captcha_provider; break;
-    case SK_CK_captcha_site_key: text = c->captcha_site_key; break;
-    case SK_CK_captcha_secret: text = c->captcha_secret; break;
-    case SK_CK_captcha_secret_file: text = c->captcha_secret_file; break;
-    case SK_CK_captcha_verify_url: text = c->captcha_verify_url; break;
-    case SK_CK_captcha_script_url: text = c->captcha_script_url; break;
     case SK_CK_captcha_fail: text = c->captcha_fail_open ? "open" : "closed"; break;
-    case SK_CK_captcha_hostname: text = c->captcha_hostname; break;
-    case SK_CK_webhook_url: text = c->webhook_url; break;
-    case SK_CK_webhook_name: text = c->webhook_name; break;
-    case SK_CK_webhook_secret: text = c->webhook_secret; break;
-    case SK_CK_webhook_secret_prev: text = c->webhook_secret_prev; break;
-    case SK_CK_webhook_events: text = c->webhook_events; break;
-    default: text = "?"; break; /* a new text key without its line here */
+    default: text = "?"; break; /* a new key with a setter of its own, without its line here */
     }
     if ((key->flags & SK_KEY_SECRET))
         snprintf(out, cap, "%s", text[0] ? "(set)" : "");
@@ -856,24 +675,15 @@ static int parse_line(const char *p, const char *e, char *key, size_t kcap, char
     size_t kl = 0;
     while (p < e && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                      (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) {
-        if (kl + 1 >= kcap) {
-            snprintf(msg, cap, "key too long");
-            return SK_EINVAL;
-        }
+        if (kl + 1 >= kcap) return sk_einval(msg, cap, "key too long");
         key[kl++] = *p == '-' ? '_' : *p;
         p++;
     }
     key[kl] = 0;
-    if (kl == 0) {
-        snprintf(msg, cap, "expected key = value");
-        return SK_EINVAL;
-    }
+    if (kl == 0) return sk_einval(msg, cap, "expected key = value");
     while (p < e && is_ws(*p))
         p++;
-    if (p == e || *p != '=') {
-        snprintf(msg, cap, "expected '=' after %s", key);
-        return SK_EINVAL;
-    }
+    if (p == e || *p != '=') return sk_einval(msg, cap, "expected '=' after %s", key);
     p++;
     while (p < e && is_ws(*p))
         p++;
@@ -905,23 +715,17 @@ static int parse_line(const char *p, const char *e, char *key, size_t kcap, char
                 else if (x == '"' || x == '\\')
                     ch = x;
                 else {
-                    snprintf(msg, cap, "unknown escape in the value of %s (use \\\" \\\\ \\n \\t)",
-                             key);
-                    return SK_EINVAL;
+                    return sk_einval(
+                        msg, cap, "unknown escape in the value of %s (use \\\" \\\\ \\n \\t)", key);
                 }
             }
             PUTV(ch);
         }
-        if (!closed) {
-            snprintf(msg, cap, "unterminated quote in the value of %s", key);
-            return SK_EINVAL;
-        }
+        if (!closed) return sk_einval(msg, cap, "unterminated quote in the value of %s", key);
         while (p < e && is_ws(*p))
             p++;
-        if (p < e && *p != '#') {
-            snprintf(msg, cap, "unexpected text after the quoted value of %s", key);
-            return SK_EINVAL;
-        }
+        if (p < e && *p != '#')
+            return sk_einval(msg, cap, "unexpected text after the quoted value of %s", key);
     } else {
         const char *start = p;
         while (p < e && !(*p == '#' && (p == start || is_ws(p[-1])))) {

@@ -1,6 +1,7 @@
 /* config.h - the configuration of every seckill command: one table of
  * keys (config_keys.def: name, bounds, default, which commands read it),
- * one validating setter per key, the config file's syntax and the SECKILL_*
+ * one validating setter per key (a string key's check and field, or a
+ * setter of its own), the config file's syntax and the SECKILL_*
  * environment (bytes in, no I/O, no heap). Where the sources are found and
  * in which order they apply is cmd/settings.h's; this file applies one.
  *
@@ -140,9 +141,11 @@ enum {
 /* SK_CK_<key>: a key's position in the table. */
 enum sk_config_key_id {
 #define SK_CFG_SET(key, ...) SK_CK_##key,
+#define SK_CFG_STR(key, ...) SK_CK_##key,
 #define SK_CFG_NUM(key, ...) SK_CK_##key,
 #include "http/config_keys.def"
 #undef SK_CFG_SET
+#undef SK_CFG_STR
 #undef SK_CFG_NUM
     SK_CONFIG_NKEYS
 };

@@ -66,7 +66,8 @@ void sk_conns_mem_note(struct sk_conns *cs, size_t was, size_t now)
     cs->mem->used = cs->mem->used - was + now;
 }
 
-long long sk_conns_default_max(long long fd_limit)
+/* The default of max_connections for a file-descriptor limit. */
+static long long default_max(long long fd_limit)
 {
     if (fd_limit <= 0) return FD_RAISE_TO - FD_RESERVE; /* no limit */
     long long n = fd_limit > 2 * FD_RESERVE ? fd_limit - FD_RESERVE : fd_limit / 2;
@@ -80,7 +81,7 @@ static long long cap_for(long long max_connections)
     long long fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                         ? (long long)rl.rlim_cur
                         : 0;
-    long long fit = sk_conns_default_max(fds);
+    long long fit = default_max(fds);
     if (max_connections > fit)
         sk_log(SK_LOG_WARN,
                "max_connections %lld is more than the file-descriptor limit (%lld) leaves room "
@@ -306,7 +307,8 @@ void sk_conns_listen(struct sk_conns *cs)
     h2o_socket_read_start(cs->listener, on_accept);
 }
 
-void sk_conns_unlisten(struct sk_conns *cs)
+/* Stops accepting for good and closes the listening socket. */
+static void unlisten(struct sk_conns *cs)
 {
     if (!cs->listener) return;
     if (!cs->paused) h2o_socket_read_stop(cs->listener);
@@ -317,7 +319,7 @@ void sk_conns_unlisten(struct sk_conns *cs)
 
 void sk_conns_drain(struct sk_conns *cs)
 {
-    sk_conns_unlisten(cs);
+    unlisten(cs);
     cs->draining = 1;
     /* backwards: a close moves the last connection into the freed place */
     for (size_t i = cs->n; i-- > 0;)

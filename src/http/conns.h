@@ -100,13 +100,9 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conn
 /* A new cap (a reload): open connections stay, even above it; accepting
  * resumes when the cap paused it and there is room now. */
 void sk_conns_set_max(struct sk_conns *cs, long long max_connections);
-/* The default of max_connections for a file-descriptor limit. */
-long long sk_conns_default_max(long long fd_limit);
 
 /* Starts accepting (creates the listener socket on the loop). */
 void sk_conns_listen(struct sk_conns *cs);
-/* Stops accepting for good and closes the listening socket. */
-void sk_conns_unlisten(struct sk_conns *cs);
 /* A drain: stops accepting, closes idle connections, and every other one
  * after its current answer. */
 void sk_conns_drain(struct sk_conns *cs);

@@ -248,7 +248,7 @@ static int optional_object(json_t *root, const char *key, const char *shape, jso
 }
 
 /* Optional "rate_limit": {"per_user_per_s": R, "burst": B}. */
-static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_rate_limit(json_t *root, struct sk_activity *a, char *err, size_t cap)
 {
     json_t *rl;
     int rc =
@@ -270,7 +270,7 @@ static int parse_rate_limit(json_t *root, struct sk_body_activity *a, char *err,
 }
 
 /* Optional "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": S}. */
-static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_waiting_room(json_t *root, struct sk_activity *a, char *err, size_t cap)
 {
     json_t *wr;
     int rc = optional_object(root, "waiting_room", "{\"passes_per_s\":R,\"pass_ttl_s\":T}", &wr,
@@ -304,7 +304,7 @@ static int parse_waiting_room(json_t *root, struct sk_body_activity *a, char *er
 
 /* Optional "challenge": {"pow_bits": N} or {"pow_bits_min": A,
  * "pow_bits_max": B, "pow_load_step": S}, and/or "captcha": "<provider>". */
-static int parse_challenge_obj(json_t *ch, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_challenge_obj(json_t *ch, struct sk_activity *a, char *err, size_t cap)
 {
     json_t *fixed = json_object_get(ch, "pow_bits"), *min = json_object_get(ch, "pow_bits_min");
     json_t *cp = json_object_get(ch, "captcha");
@@ -339,7 +339,7 @@ static int parse_challenge_obj(json_t *ch, struct sk_body_activity *a, char *err
     return 0;
 }
 
-static int parse_challenge(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_challenge(json_t *root, struct sk_activity *a, char *err, size_t cap)
 {
     json_t *ch;
     int rc = optional_object(root, "challenge",
@@ -359,7 +359,7 @@ static int parse_challenge(json_t *root, struct sk_body_activity *a, char *err, 
 
 /* Optional "registration": {"start": T, "end": T}, "allocation": "race" |
  * "draw" and with a draw "draw": {"box_s": B, "seed": S}. */
-static int parse_fairness(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_fairness(json_t *root, struct sk_activity *a, char *err, size_t cap)
 {
     json_t *reg, *dr, *alloc = json_object_get(root, "allocation");
     char inner[200] = "";
@@ -409,7 +409,7 @@ static int parse_fairness(json_t *root, struct sk_body_activity *a, char *err, s
                      SK_ACTIVITY_DRAW_SEED_HEX);
 }
 
-static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, size_t cap)
+static int parse_activity(json_t *root, struct sk_activity *a, char *err, size_t cap)
 {
     static const char *const known[] = {
         "id",         "name",      "stock",         "per_user_limit", "max_per_order",
@@ -457,7 +457,7 @@ static int parse_activity(json_t *root, struct sk_body_activity *a, char *err, s
     return parse_rate_limit(root, a, err, cap);
 }
 
-int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity *out, char *err,
+int sk_body_activity_create(const char *buf, size_t len, struct sk_activity *out, char *err,
                             size_t cap)
 {
     if (err && cap) err[0] = 0;

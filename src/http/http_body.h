@@ -49,50 +49,37 @@ int sk_body_purchase_quick(const char *buf, size_t len, int64_t *quantity);
 /* The full parser (jansson), which alone decides every refusal. */
 int sk_body_purchase_full(const char *buf, size_t len, int64_t *quantity, char *err, size_t cap);
 
-/* POST /api/v1/activities. */
-struct sk_body_activity {
-    uint64_t id;              /* 1..SK_BODY_ID_MAX */
-    char name[128];           /* 1..127 bytes of UTF-8, no control characters */
-    int64_t stock;            /* 1..SK_BODY_STOCK_MAX */
-    int64_t per_user_limit;   /* 1..SK_BODY_STOCK_MAX */
-    int64_t max_per_order;    /* optional: default per_user_limit; 1..per_user_limit */
-    int64_t start_ms, end_ms; /* RFC 3339 strings -> unix ms; 0 <= start < end */
-    int64_t pay_timeout_s;    /* optional: default 1800; 1..SK_BODY_PAY_TIMEOUT_MAX */
-    /* optional "rate_limit": {"per_user_per_s": R, "burst": B}: R required
-     * in 1..SK_ACTIVITY_RATE_MAX, B optional (default R) in the same range;
-     * both 0 when absent (the global limit applies) */
-    int64_t rl_per_user_per_s, rl_burst;
-    /* optional "segments": S, an integer in 1..SK_ACTIVITY_SEGMENTS_MAX,
-     * default 1 (docs/segments.md); S <= stock is sk_activity_validate's */
-    int64_t segments;
-    /* optional "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": "hex"}
-     * (docs/waiting-room.md): R required in 1..SK_ACTIVITY_PASS_RATE_MAX, T
-     * optional (default SK_ACTIVITY_PASS_TTL_DEFAULT) in 1..
-     * SK_ACTIVITY_PASS_TTL_MAX, seed optional (16..64 hex digits, kept in lower
-     * case; "" = draw one); all 0 / "" when absent */
-    int64_t wr_passes_per_s, wr_pass_ttl_s;
-    char wr_seed[SK_ACTIVITY_SEED_MAX + 1];
-    /* optional "challenge" (docs/challenges.md): {"pow_bits": N} (fixed), or
-     * {"pow_bits_min": A, "pow_bits_max": B, "pow_load_step": S} (rising
-     * with the load; B default A, S default SK_CH_STEP_DEFAULT when B > A),
-     * and/or "captcha": "turnstile" | "hcaptcha" | "recaptcha"; bits in
-     * 1..SK_CH_BITS_MAX; all 0 / "" when absent (sk_activity_validate
-     * judges the combination) */
-    int64_t ch_pow_min, ch_pow_max, ch_pow_step;
-    char ch_captcha[SK_CH_CAPTCHA_MAX];
-    /* optional "registration": {"start": T, "end": T} (RFC 3339; both
-     * required in it) and "allocation": "race" (default) | "draw", with
-     * "draw": {"box_s": B, "seed": "64 hex"} optional (B 1..
-     * SK_ACTIVITY_BOX_MAX, default SK_ACTIVITY_BOX_DEFAULT; seed "" = draw
-     * one) (docs/fairness.md); all 0 / "" when absent */
-    int64_t reg_start_ms, reg_end_ms;
-    int64_t draw_box_s;
-    char draw_seed[SK_ACTIVITY_DRAW_SEED_HEX + 1];
-};
-
-/* Required: id, name, stock, per_user_limit, start, end. On failure *out
- * is zeroed and err names the offending field. */
-int sk_body_activity_create(const char *buf, size_t len, struct sk_body_activity *out, char *err,
+/* POST /api/v1/activities into *out, the fields of struct sk_activity it
+ * names (the rest zero):
+ * - required: "id" (1..SK_BODY_ID_MAX), "name" (1..127 bytes of UTF-8, no
+ *   control characters), "stock" and "per_user_limit" (1..
+ *   SK_BODY_STOCK_MAX), "start" and "end" (RFC 3339 strings -> unix ms;
+ *   0 <= start < end);
+ * - optional: "max_per_order" (default per_user_limit; 1..per_user_limit),
+ *   "pay_timeout_s" (default 1800; 1..SK_BODY_PAY_TIMEOUT_MAX), "segments"
+ *   (1..SK_ACTIVITY_SEGMENTS_MAX, default 1, docs/segments.md; <= stock is
+ *   sk_activity_validate's);
+ * - "rate_limit": {"per_user_per_s": R, "burst": B}: R required in
+ *   1..SK_ACTIVITY_RATE_MAX, B optional (default R) in the same range;
+ *   both 0 when absent (the global limit applies);
+ * - "waiting_room": {"passes_per_s": R, "pass_ttl_s": T, "seed": "hex"}
+ *   (docs/waiting-room.md): R required in 1..SK_ACTIVITY_PASS_RATE_MAX, T
+ *   optional (default SK_ACTIVITY_PASS_TTL_DEFAULT) in 1..
+ *   SK_ACTIVITY_PASS_TTL_MAX, seed optional (16..64 hex digits, kept in
+ *   lower case; "" = draw one); all 0 / "" when absent;
+ * - "challenge" (docs/challenges.md): {"pow_bits": N} (fixed), or
+ *   {"pow_bits_min": A, "pow_bits_max": B, "pow_load_step": S} (rising with
+ *   the load; B default A, S default SK_CH_STEP_DEFAULT when B > A),
+ *   and/or "captcha": "turnstile" | "hcaptcha" | "recaptcha"; bits in
+ *   1..SK_CH_BITS_MAX; all 0 / "" when absent (sk_activity_validate judges
+ *   the combination);
+ * - "registration": {"start": T, "end": T} (RFC 3339; both required in it)
+ *   and "allocation": "race" (default) | "draw", with "draw": {"box_s": B,
+ *   "seed": "64 hex"} optional (B 1..SK_ACTIVITY_BOX_MAX, default
+ *   SK_ACTIVITY_BOX_DEFAULT; seed "" = draw one) (docs/fairness.md); all
+ *   0 / "" when absent.
+ * On failure *out is zeroed and err names the offending field. */
+int sk_body_activity_create(const char *buf, size_t len, struct sk_activity *out, char *err,
                             size_t cap);
 
 /* POST /api/v1/activities/{id}/queue/pace (admin): {"passes_per_s": R},

@@ -197,14 +197,14 @@ void sk_http_reply_json(struct sk_app *app, h2o_req_t *req, enum sk_route route,
     free(body);
 }
 
-void sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
-                   const char *code, const char *message)
+int sk_http_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                  const char *code, const char *message)
 {
-    char body[1024], esc[800];
-    if (sk_body_json_escape(message, strlen(message), esc, sizeof esc) < 0) esc[0] = 0;
-    int n = snprintf(body, sizeof body, "{\"error\":\"%s\",\"message\":\"%s\"}", code, esc);
-    sk_http_reply(app, req, route, status, "application/json", body,
-                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+    char body[1024];
+    int n = sk_body_error_json(code, message, body, sizeof body);
+    if (n < 0) n = sk_body_error_json(code, "", body, sizeof body); /* too long: the code alone */
+    sk_http_reply(app, req, route, status, "application/json", body, n > 0 ? (size_t)n : 0);
+    return 0;
 }
 
 const char *sk_http_header(h2o_req_t *req, const char *name, size_t *len)
@@ -381,27 +381,23 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (req->entity.base && req->entity.len > (size_t)app->cfg.max_body) {
         char msg[96];
         snprintf(msg, sizeof msg, "request body over %lld bytes", app->cfg.max_body);
-        sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
-        return 0;
+        return sk_http_error(app, req, SK_ROUTE_COUNT, 413, "payload_too_large", msg);
     }
     if (sk_cors_preflight_or_reply(app, req)) return 0;
     sk_router_match(req->method.base, req->method.len, req->path.base, req->path.len, &m);
     /* with an ops port, each port knows only its own routes */
     if (app->ops_fd >= 0 && m.status != 404 && is_ops_route(m.route) != ops_port) m.status = 404;
-    if (m.status == 404) {
-        sk_http_error(app, req, SK_ROUTE_COUNT, 404, "not_found", "no such endpoint");
-        return 0;
-    }
+    if (m.status == 404)
+        return sk_http_error(app, req, SK_ROUTE_COUNT, 404, "not_found", "no such endpoint");
     if (m.status == 405) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, m.allow,
                        strlen(m.allow));
-        sk_http_error(app, req, m.route, 405, "method_not_allowed", "method not allowed here");
-        return 0;
+        return sk_http_error(app, req, m.route, 405, "method_not_allowed",
+                             "method not allowed here");
     }
-    if (m.status == 400) {
-        sk_http_error(app, req, m.route, 400, "bad_request", "id must be a positive integer");
-        return 0;
-    }
+    if (m.status == 400)
+        return sk_http_error(app, req, m.route, 400, "bad_request",
+                             "id must be a positive integer");
     return route_fns[m.route](app, req, &m);
 }
 
@@ -409,10 +405,8 @@ int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err,
 {
     char host[256];
     const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof host) {
-        snprintf(err, cap, "listen address must be HOST:PORT");
-        return SK_EINVAL;
-    }
+    if (!colon || (size_t)(colon - addr) >= sizeof host)
+        return sk_einval(err, cap, "listen address must be HOST:PORT");
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = 0;
     size_t hl = strlen(host);
@@ -425,10 +419,7 @@ int sk_server_listen_fd(const char *addr, int backlog, int reuseport, char *err,
                              .ai_flags = AI_PASSIVE},
                     *res;
     int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
-    if (gai) {
-        snprintf(err, cap, "cannot resolve %s: %s", addr, gai_strerror(gai));
-        return SK_EINVAL;
-    }
+    if (gai) return sk_einval(err, cap, "cannot resolve %s: %s", addr, gai_strerror(gai));
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0 ||
         (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) < 0) ||

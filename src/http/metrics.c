@@ -334,8 +334,11 @@ void sk_metrics_queue_seen(sk_metrics *m, uint64_t aid, int64_t length, int64_t 
     queue_put(a, length, issued, rate, at_ms);
 }
 
-void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
-                             int64_t at_ms)
+/* A Redis master's memory and verdict, reported at at_ms (wall clock):
+ * used and max bytes (-1 not said), unsafe 1 when its settings refuse
+ * sales. Gauges, the newest report of any process wins. */
+static void redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
+                         int64_t at_ms)
 {
     struct sk_metrics_master *row = NULL, *oldest = &m->masters[0];
     for (int i = 0; i < SK_MMASTERS && !row; i++) {
@@ -357,8 +360,8 @@ void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int6
 static void report_master(void *data, const struct sk_aredis_master *am)
 {
     const struct sk_rsettings *s = am->settings;
-    sk_metrics_redis_master(data, am->addr, s->used_memory, s->maxmemory,
-                            am->verdict->level == SK_RSET_UNSAFE, sk_wall_ms());
+    redis_master(data, am->addr, s->used_memory, s->maxmemory, am->verdict->level == SK_RSET_UNSAFE,
+                 sk_wall_ms());
 }
 
 void sk_metrics_redis_tick(sk_metrics *m, const struct sk_aredis *ar)
@@ -496,8 +499,7 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
     }
     for (int i = 0; i < SK_MMASTERS; i++) {
         const struct sk_metrics_master *f = &from->masters[i];
-        if (f->addr[0])
-            sk_metrics_redis_master(into, f->addr, f->used, f->max, f->unsafe, f->at_ms);
+        if (f->addr[0]) redis_master(into, f->addr, f->used, f->max, f->unsafe, f->at_ms);
     }
     into->queue_used |= from->queue_used;
     for (int e = 0; e < SK_MQ_EVENTS; e++)
@@ -542,6 +544,25 @@ static void put(struct out *o, const char *fmt, ...)
 static void header(struct out *o, const char *name, const char *type, const char *help)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A histogram of nb bounds, their text in le (NULL: 2^b), the counts per
+ * bucket (bucket nb: +Inf) summed into the cumulative series; its sum as
+ * text. */
+static void histogram(struct out *o, const char *name, const char *help, const uint64_t *bucket,
+                      size_t nb, const char *const *le, const char *sum)
+{
+    header(o, name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t b = 0; b <= nb; b++) {
+        char bound[24] = "+Inf";
+        cum += bucket[b];
+        if (b < nb && !le) snprintf(bound, sizeof bound, "%d", 1 << b);
+        put(o, "%s_bucket{le=\"%s\"} %llu\n", name, b < nb && le ? le[b] : bound,
+            (unsigned long long)cum);
+    }
+    put(o, "%s_sum %s\n", name, sum);
+    put(o, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
 /* Rows in use, by activity id (the text is stable from scrape to scrape). */
@@ -678,43 +699,17 @@ static void render_registry(const sk_metrics *m, struct out *o_)
            "Sold-out refusals answered locally without a Redis round trip.");
     put(&o, "seckill_soldout_fastpath_total %llu\n", (unsigned long long)m->soldout_fastpath);
 
-    header(&o, "seckill_redis_roundtrip_seconds", "histogram",
-           "Redis round-trip time of admission calls.");
-    uint64_t cum = 0;
-    for (size_t b = 0; b < RTT_BUCKETS; b++) {
-        cum += m->rtt_bucket[b];
-        put(&o, "seckill_redis_roundtrip_seconds_bucket{le=\"%s\"} %llu\n", rtt_le_text[b],
-            (unsigned long long)cum);
-    }
-    cum += m->rtt_bucket[RTT_BUCKETS];
-    put(&o, "seckill_redis_roundtrip_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    put(&o, "seckill_redis_roundtrip_seconds_sum %.15g\n", m->rtt_sum);
-    put(&o, "seckill_redis_roundtrip_seconds_count %llu\n", (unsigned long long)cum);
-
-    header(&o, "seckill_batch_size", "histogram", "Purchases carried by one batched Redis call.");
-    cum = 0;
-    for (int b = 0; b < BATCH_BUCKETS; b++) {
-        cum += m->batch_bucket[b];
-        put(&o, "seckill_batch_size_bucket{le=\"%d\"} %llu\n", 1 << b, (unsigned long long)cum);
-    }
-    cum += m->batch_bucket[BATCH_BUCKETS];
-    put(&o, "seckill_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-    put(&o, "seckill_batch_size_sum %llu\n", (unsigned long long)m->batch_sum);
-    put(&o, "seckill_batch_size_count %llu\n", (unsigned long long)cum);
-
-    header(&o, "seckill_purchase_duration_seconds", "histogram",
-           "Purchases from arrival to answer, as the server sees them.");
-    cum = 0;
-    for (size_t b = 0; b < SK_MLAT_BUCKETS; b++) {
-        cum += m->lat_bucket[b];
-        put(&o, "seckill_purchase_duration_seconds_bucket{le=\"%s\"} %llu\n", lat_le_text[b],
-            (unsigned long long)cum);
-    }
-    cum += m->lat_bucket[SK_MLAT_BUCKETS];
-    put(&o, "seckill_purchase_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-        (unsigned long long)cum);
-    put(&o, "seckill_purchase_duration_seconds_sum %.15g\n", m->lat_sum);
-    put(&o, "seckill_purchase_duration_seconds_count %llu\n", (unsigned long long)cum);
+    char sum[32];
+    snprintf(sum, sizeof sum, "%.15g", m->rtt_sum);
+    histogram(&o, "seckill_redis_roundtrip_seconds", "Redis round-trip time of admission calls.",
+              m->rtt_bucket, RTT_BUCKETS, rtt_le_text, sum);
+    snprintf(sum, sizeof sum, "%llu", (unsigned long long)m->batch_sum);
+    histogram(&o, "seckill_batch_size", "Purchases carried by one batched Redis call.",
+              m->batch_bucket, BATCH_BUCKETS, NULL, sum);
+    snprintf(sum, sizeof sum, "%.15g", m->lat_sum);
+    histogram(&o, "seckill_purchase_duration_seconds",
+              "Purchases from arrival to answer, as the server sees them.", m->lat_bucket,
+              SK_MLAT_BUCKETS, lat_le_text, sum);
 
     header(&o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
     put(&o, "seckill_inflight_requests %lld\n", (long long)m->inflight);

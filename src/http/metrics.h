@@ -154,11 +154,6 @@ void sk_metrics_act_refusal_extra(sk_metrics *m, uint64_t aid, enum sk_metrics_e
  * the node totals too. */
 void sk_metrics_queue_passes(sk_metrics *m, uint64_t aid, uint64_t issued, uint64_t spent,
                              uint64_t expired);
-/* A Redis master's memory and verdict, reported at at_ms (wall clock):
- * used and max bytes (-1 not said), unsafe 1 when its settings refuse
- * sales. Gauges, the newest report of any process wins. */
-void sk_metrics_redis_master(sk_metrics *m, const char *addr, int64_t used, int64_t max, int unsafe,
-                             int64_t at_ms);
 /* Reports every master of the client (redis_async.h) at most once per
  * SK_RSET_REREAD_MS; call every loop pass. */
 struct sk_aredis;

@@ -30,10 +30,7 @@ int sk_api_ops_metrics(struct sk_app *app, h2o_req_t *req, const struct sk_route
 {
     size_t len = 0;
     char *text = sk_metrics_render_node(app->node, &len);
-    if (!text) {
-        sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-        return 0;
-    }
+    if (!text) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
     sk_http_reply(app, req, m->route, 200, "text/plain; version=0.0.4", text, len);
     free(text);
     return 0;
@@ -59,15 +56,12 @@ static json_t *u64(uint64_t v)
  * the last count is above the last bound), "sum". */
 static json_t *histogram(const double *le, const uint64_t *counts, size_t n, double sum)
 {
-    json_t *h = json_object(), *jl = json_array(), *jc = json_array();
+    json_t *jl = json_array(), *jc = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(jl, json_real(le[i]));
     for (size_t i = 0; i <= n; i++)
         json_array_append_new(jc, u64(counts[i]));
-    json_object_set_new(h, "le", jl);
-    json_object_set_new(h, "counts", jc);
-    json_object_set_new(h, "sum", json_real(sum));
-    return h;
+    return json_pack("{s:o, s:o, s:f}", "le", jl, "counts", jc, "sum", sum);
 }
 
 static json_t *refusals(const sk_metrics *m, const uint64_t *counts)
@@ -80,24 +74,17 @@ static json_t *refusals(const sk_metrics *m, const uint64_t *counts)
 
 static json_t *totals(const sk_metrics *sum)
 {
-    json_t *t = json_object();
-    json_object_set_new(t, "admissions", u64(sum->admissions));
-    json_object_set_new(t, "replays", u64(sum->replays));
-    json_object_set_new(t, "soldout_fastpath", u64(sum->soldout_fastpath));
-    json_object_set_new(t, "inflight", json_integer(sum->inflight));
-    json_object_set_new(t, "refusals", refusals(sum, sum->refusals));
     uint64_t req = 0;
     for (int r = 0; r < SK_MROUTE_COUNT; r++)
         for (int s = 0; s < SK_MSTATUS_SLOTS; s++)
             req += sum->requests[r][s];
-    json_object_set_new(t, "requests", u64(req));
-    json_object_set_new(
-        t, "purchase_latency",
-        histogram(sk_metrics_lat_le, sum->lat_bucket, SK_MLAT_BUCKETS, sum->lat_sum));
-    json_object_set_new(
-        t, "redis_rtt",
-        histogram(sk_metrics_rtt_le, sum->rtt_bucket, SK_MRTT_BUCKETS, sum->rtt_sum));
-    return t;
+    return json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:o, s:o}", "admissions", u64(sum->admissions),
+                     "replays", u64(sum->replays), "soldout_fastpath", u64(sum->soldout_fastpath),
+                     "inflight", (json_int_t)sum->inflight, "refusals",
+                     refusals(sum, sum->refusals), "requests", u64(req), "purchase_latency",
+                     histogram(sk_metrics_lat_le, sum->lat_bucket, SK_MLAT_BUCKETS, sum->lat_sum),
+                     "redis_rtt",
+                     histogram(sk_metrics_rtt_le, sum->rtt_bucket, SK_MRTT_BUCKETS, sum->rtt_sum));
 }
 
 static json_t *processes(sk_node *node, int64_t now)
@@ -108,16 +95,12 @@ static json_t *processes(sk_node *node, int64_t now)
         int pid = atomic_load(&p->pid);
         uint64_t starts = atomic_load(&p->starts);
         int64_t beat = atomic_load(&p->beat_ms);
-        json_t *o = json_object();
-        json_object_set_new(o, "kind",
-                            json_string(i < sk_node_api_slots(node) ? "http" : "worker"));
-        json_object_set_new(o, "pid", json_integer(pid));
-        json_object_set_new(o, "alive",
-                            json_boolean(pid > 0 && kill(pid, 0) == 0 && now - beat < 10000));
-        json_object_set_new(o, "restarts", u64(starts > 0 ? starts - 1 : 0));
-        json_object_set_new(o, "started_ms", json_integer(atomic_load(&p->started_ms)));
-        json_object_set_new(o, "beat_ms", json_integer(beat));
-        json_array_append_new(a, o);
+        json_array_append_new(
+            a, json_pack("{s:s, s:i, s:b, s:o, s:I, s:I}", "kind",
+                         i < sk_node_api_slots(node) ? "http" : "worker", "pid", pid, "alive",
+                         pid > 0 && kill(pid, 0) == 0 && now - beat < 10000, "restarts",
+                         u64(starts > 0 ? starts - 1 : 0), "started_ms",
+                         (json_int_t)atomic_load(&p->started_ms), "beat_ms", (json_int_t)beat));
     }
     return a;
 }
@@ -158,15 +141,11 @@ static const char *const status_names[SK_NODE_NSTATUS] = {"created", "paid", "ca
  * any of them had, and the node's pass counters. */
 static json_t *waiting_room(const struct sk_metrics_act *row)
 {
-    json_t *w = json_object();
-    json_object_set_new(w, "queue_length", json_integer(row->q_length));
-    json_object_set_new(w, "passes_issued", json_integer(row->q_issued));
-    json_object_set_new(w, "passes_per_s", json_integer(row->q_rate));
-    json_object_set_new(w, "seen_ms", json_integer(row->q_at_ms));
-    json_object_set_new(w, "handed_out_total", u64(row->passes[0]));
-    json_object_set_new(w, "spent_total", u64(row->passes[1]));
-    json_object_set_new(w, "expired_total", u64(row->passes[2]));
-    return w;
+    return json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "queue_length",
+                     (json_int_t)row->q_length, "passes_issued", (json_int_t)row->q_issued,
+                     "passes_per_s", (json_int_t)row->q_rate, "seen_ms", (json_int_t)row->q_at_ms,
+                     "handed_out_total", u64(row->passes[0]), "spent_total", u64(row->passes[1]),
+                     "expired_total", u64(row->passes[2]));
 }
 
 /* One activity: the worker's sample (Redis and the database) and the HTTP
@@ -174,45 +153,34 @@ static json_t *waiting_room(const struct sk_metrics_act *row)
 static json_t *activity(const struct sk_node_act *a, const sk_metrics *sum,
                         const struct sk_metrics_act *row, int64_t now)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "id", u64(a->id));
-    json_object_set_new(o, "name", json_string(a->name)); /* escaped by jansson */
-    json_object_set_new(
-        o, "state",
-        json_string(sk_activity_live_state(a->exists, a->open, a->start_ms, a->end_ms, now)));
-    json_object_set_new(o, "preheated", json_boolean(a->exists));
-    json_object_set_new(o, "start_ms", json_integer(a->start_ms));
-    json_object_set_new(o, "end_ms", json_integer(a->end_ms));
-    json_object_set_new(o, "segments", json_integer(a->segments));
-    json_object_set_new(o, "stock_initial", json_integer(a->initial));
-    json_object_set_new(o, "stock_remaining", json_integer(a->remaining));
-    /* units admitted over the sale's life, each order once: the figure
-     * `activity show`, the stats route and /metrics give too */
-    json_object_set_new(o, "admitted", json_integer(a->admitted));
-    json_object_set_new(o, "released", json_integer(a->released));
-    json_object_set_new(o, "backlog", json_integer(a->backlog));
-    json_object_set_new(o, "oldest_unpersisted_ms", json_integer(a->oldest_age_ms));
-    json_object_set_new(o, "dead_letters", json_integer(a->dlq));
-    json_object_set_new(o, "db_stock", json_integer(a->db_stock));
-    /* pre-registration: null when the activity takes none */
-    json_object_set_new(o, "registered",
-                        a->registered >= 0 ? json_integer(a->registered) : json_null());
     json_t *orders = json_object(), *units = json_object();
     for (int s = 0; s < SK_NODE_NSTATUS; s++) {
         json_object_set_new(orders, status_names[s], json_integer(a->orders[s]));
         json_object_set_new(units, status_names[s], json_integer(a->units[s]));
     }
-    json_object_set_new(o, "orders", orders);
-    json_object_set_new(o, "order_units", units);
-    json_object_set_new(o, "reconcile_differences", json_integer(a->reconcile_drift));
-    json_object_set_new(o, "reconcile_ms", json_integer(a->reconcile_ms));
     static const uint64_t none[SK_MMAX_REASONS];
-    json_object_set_new(o, "admitted_units_total", u64(row ? row->admitted_units : 0));
-    json_object_set_new(o, "admissions_total", u64(row ? row->admissions : 0));
-    json_object_set_new(o, "replays_total", u64(row ? row->replays : 0));
-    json_object_set_new(o, "refusals", refusals(sum, row ? row->refusals : none));
-    json_object_set_new(o, "waiting_room", row && row->q_at_ms ? waiting_room(row) : json_null());
-    return o;
+    /* the name escaped by jansson; "admitted": units admitted over the
+     * sale's life, each order once, the figure `activity show`, the stats
+     * route and /metrics give too; "registered": null when the activity
+     * takes no pre-registration */
+    return json_pack(
+        "{s:o, s:o*, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, "
+        "s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
+        "id", u64(a->id), "name", json_string(a->name), "state",
+        sk_activity_live_state(a->exists, a->open, a->start_ms, a->end_ms, now), "preheated",
+        a->exists, "start_ms", (json_int_t)a->start_ms, "end_ms", (json_int_t)a->end_ms, "segments",
+        (json_int_t)a->segments, "stock_initial", (json_int_t)a->initial, "stock_remaining",
+        (json_int_t)a->remaining, "admitted", (json_int_t)a->admitted, "released",
+        (json_int_t)a->released, "backlog", (json_int_t)a->backlog, "oldest_unpersisted_ms",
+        (json_int_t)a->oldest_age_ms, "dead_letters", (json_int_t)a->dlq, "db_stock",
+        (json_int_t)a->db_stock, "registered",
+        a->registered >= 0 ? json_integer(a->registered) : json_null(), "orders", orders,
+        "order_units", units, "reconcile_differences", (json_int_t)a->reconcile_drift,
+        "reconcile_ms", (json_int_t)a->reconcile_ms, "admitted_units_total",
+        u64(row ? row->admitted_units : 0), "admissions_total", u64(row ? row->admissions : 0),
+        "replays_total", u64(row ? row->replays : 0), "refusals",
+        refusals(sum, row ? row->refusals : none), "waiting_room",
+        row && row->q_at_ms ? waiting_room(row) : json_null());
 }
 
 static const struct sk_metrics_act *row_of(const sk_metrics *m, uint64_t id)
@@ -275,41 +243,26 @@ static json_t *dashboard(struct sk_app *app, const sk_metrics *sum,
 {
     int64_t now = sk_wall_ms();
     struct sk_node_worker *w = sk_node_worker(app->node);
-    json_t *d = json_object();
-    json_object_set_new(d, "now_ms", json_integer(now));
-    json_object_set_new(d, "served_by", json_integer((json_int_t)getpid()));
-    json_t *health = json_object();
-    json_t *redis = json_object();
-    json_object_set_new(redis, "ok", json_boolean(sk_aredis_ready(app->redis)));
-    json_object_set_new(
-        redis, "error",
-        json_string(sk_aredis_ready(app->redis) ? "" : sk_aredis_errstr(app->redis)));
-    json_object_set_new(health, "redis", redis);
-    json_t *db = json_object();
-    json_object_set_new(db, "ok", w && smp->sampled_ms ? json_boolean(smp->db_ok) : json_null());
-    json_object_set_new(db, "error", json_string(w && !smp->db_ok ? smp->db_err : ""));
-    json_object_set_new(health, "database", db);
-    json_object_set_new(health, "sampled_ms", json_integer(smp->sampled_ms));
-    json_object_set_new(d, "health", health);
-    json_object_set_new(d, "processes", processes(app->node, now));
-    json_object_set_new(d, "totals", totals(sum));
-    json_object_set_new(d, "worker", w ? worker(w) : json_null());
-    json_object_set_new(d, "webhooks", w ? webhooks(w, now) : json_array());
     json_t *acts = json_array();
     for (int i = 0; i < smp->n_acts; i++)
         json_array_append_new(acts,
                               activity(&smp->acts[i], sum, row_of(sum, smp->acts[i].id), now));
-    json_object_set_new(d, "activities", acts);
-    json_object_set_new(d, "activities_left_out", json_integer(smp->more_acts));
+    int redis_ok = sk_aredis_ready(app->redis);
     /* the store's identity, and the sales this node would never persist */
-    json_object_set_new(d, "store_id",
-                        smp->store_id[0]      ? json_string(smp->store_id)
-                        : app->db.store_id[0] ? json_string(app->db.store_id)
-                                              : json_null());
-    json_object_set_new(d, "orphans", sk_ops_orphans_json(app, smp));
-    json_object_set_new(d, "orphans_left_out", json_integer(smp->more_orphans));
-    json_object_set_new(d, "orphans_checked_ms", json_integer(smp->orphans_ms));
-    return d;
+    const char *store_id = smp->store_id[0] ? smp->store_id : app->db.store_id;
+    return json_pack(
+        "{s:I, s:I, s:{s:{s:b, s:o*}, s:{s:o, s:o*}, s:I}, s:o, s:o, s:o, s:o, s:o, s:I, s:o*, "
+        "s:o, s:I, s:I}",
+        "now_ms", (json_int_t)now, "served_by", (json_int_t)getpid(), "health", "redis", "ok",
+        redis_ok, "error", json_string(redis_ok ? "" : sk_aredis_errstr(app->redis)), "database",
+        "ok", w && smp->sampled_ms ? json_boolean(smp->db_ok) : json_null(), "error",
+        json_string(w && !smp->db_ok ? smp->db_err : ""), "sampled_ms", (json_int_t)smp->sampled_ms,
+        "processes", processes(app->node, now), "totals", totals(sum), "worker",
+        w ? worker(w) : json_null(), "webhooks", w ? webhooks(w, now) : json_array(), "activities",
+        acts, "activities_left_out", (json_int_t)smp->more_acts, "store_id",
+        store_id[0] ? json_string(store_id) : json_null(), "orphans", sk_ops_orphans_json(app, smp),
+        "orphans_left_out", (json_int_t)smp->more_orphans, "orphans_checked_ms",
+        (json_int_t)smp->orphans_ms);
 }
 
 void sk_ops_view_tick(struct sk_app *app)

@@ -257,11 +257,6 @@ int sk_outbound_fd(const struct sk_outbound *o)
     return o->efd;
 }
 
-int sk_outbound_inflight(const struct sk_outbound *o)
-{
-    return o ? o->inflight : 0;
-}
-
 int sk_outbound_post(struct sk_outbound *o, const char *url, const char *body, size_t len,
                      int timeout_ms, sk_outbound_cb cb, void *arg)
 {

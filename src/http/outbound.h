@@ -43,8 +43,6 @@ int sk_outbound_post(struct sk_outbound *o, const char *url, const char *body, s
                      int timeout_ms, sk_outbound_cb cb, void *arg);
 /* Runs the callbacks of the answers that arrived. Returns how many. */
 int sk_outbound_drain(struct sk_outbound *o);
-/* Requests posted whose callback has not run yet. */
-int sk_outbound_inflight(const struct sk_outbound *o);
 /* Stops the thread: requests still out end now (their callbacks run here,
  * status 0, "stopping"), then frees everything. NULL is fine. */
 void sk_outbound_free(struct sk_outbound *o);

@@ -144,8 +144,10 @@ static void log_failure(struct sk_app *app, const char *detail)
     h->log_next_ms = now + LOG_EVERY_MS;
 }
 
-void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                            const char *detail)
+/* 503 unavailable with Retry-After: 1 (the database did not answer in
+ * time, or failed); logs why (detail may be NULL). */
+static void db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                           const char *detail)
 {
     if (detail && *detail) log_failure(app, detail);
     sk_metrics_refusal(app->metrics, "unavailable");
@@ -157,7 +159,7 @@ void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, i
                       const char *detail)
 {
     if (rc != SK_EBUSY) {
-        sk_http_db_unavailable(app, req, route, detail);
+        db_unavailable(app, req, route, detail);
         return;
     }
     sk_metrics_refusal(app->metrics, "unavailable");
@@ -220,7 +222,7 @@ static void give_up(struct call *c, const char *why)
      * are answered now and their list is empty again. */
     app->db.stuck = 1;
     h2o_req_t *req = sk_async_end(app, &c->a);
-    if (req) sk_http_db_unavailable(app, req, c->a.route, why);
+    if (req) db_unavailable(app, req, c->a.route, why);
 }
 
 /* The deadline (--db-timeout-ms). */

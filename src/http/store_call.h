@@ -78,12 +78,9 @@ int sk_store_call(struct sk_app *app, h2o_req_t *req, enum sk_route route, sk_ca
 int sk_store_call_within(struct sk_app *app, h2o_req_t *req, enum sk_route route,
                          int64_t max_wait_ms, sk_call_run_fn run, sk_call_done_fn done, void *ctx);
 
-/* 503 unavailable with Retry-After: 1 (the database did not answer in
- * time, or failed); logs why (detail may be NULL). */
-void sk_http_db_unavailable(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                            const char *detail);
 /* The answer for a store code that is not the route's own business:
- * SK_EBUSY -> 503 busy, anything else -> sk_http_db_unavailable. */
+ * SK_EBUSY -> 503 busy, anything else -> 503 unavailable with Retry-After: 1
+ * (logged; detail may be NULL). */
 void sk_http_db_error(struct sk_app *app, h2o_req_t *req, enum sk_route route, int rc,
                       const char *detail);
 

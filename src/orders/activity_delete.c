@@ -163,13 +163,11 @@ int sk_activity_delete_live(sk_store *st, sk_redis *r, uint64_t id, int force,
     int rc = sk_store_identity(st, mine, sizeof mine);
     if (rc == 0) rc = sk_live_act_owner(r, id, owner, sizeof owner);
     if (rc) return rc;
-    if (held == 0 && !sk_live_foreign(owner, mine)) {
-        snprintf(rep->why, sizeof rep->why,
-                 "activity %" PRIu64 " is this database's (store %s): delete it without "
-                 "--redis-only",
-                 id, mine);
-        return SK_EEXIST;
-    }
+    if (held == 0 && !sk_live_foreign(owner, mine))
+        return sk_errf(rep->why, sizeof rep->why, SK_EEXIST,
+                       "activity %" PRIu64 " is this database's (store %s): delete it without "
+                       "--redis-only",
+                       id, mine);
     int any;
     if ((rc = redis_facts(r, id, &rep->f, &any)) != 0) return rc;
     if (!any) return SK_ENOTFOUND;

@@ -23,16 +23,14 @@ int sk_draw_sync(sk_store *st, sk_redis *r, const struct sk_activity *a,
     }
     if (a->draw_n < 0 || (size_t)a->draw_n > n) {
         free(reg);
-        snprintf(err, cap, "the database records %" PRId64 " places for %zu registrants", a->draw_n,
-                 n);
-        return SK_ESTATE;
+        return sk_errf(err, cap, SK_ESTATE,
+                       "the database records %" PRId64 " places for %zu registrants", a->draw_n, n);
     }
     /* the recorded places: place p -> order[p - 1] */
     uint64_t *order = calloc(n ? n : 1, sizeof *order);
     if (!order) {
         free(reg);
-        snprintf(err, cap, "out of memory");
-        return SK_ENOMEM;
+        return sk_errf(err, cap, SK_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
         if (reg[i].draw_place >= 1 && reg[i].draw_place <= a->draw_n)

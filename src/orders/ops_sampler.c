@@ -262,7 +262,9 @@ static int act_order(const void *pa, const void *pb)
     return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
 }
 
-void sk_sampler_pass(sk_sampler *s)
+/* One sample, published (Redis or database failures are published too: the
+ * health part says which failed). Also a sign of life of the worker slot. */
+static void sample_pass(sk_sampler *s)
 {
     struct sk_node_sample *smp = &s->smp;
     memset(smp, 0, sizeof *smp);
@@ -352,7 +354,7 @@ void sk_sampler_run(sk_sampler *s, int interval_ms)
 {
     while (!atomic_load(&s->stop)) {
         int64_t next = sk_mono_ms() + interval_ms;
-        sk_sampler_pass(s);
+        sample_pass(s);
         sk_nap(&s->stop, next - sk_mono_ms());
     }
 }

@@ -32,10 +32,6 @@ int sk_sampler_new(sk_sampler **out, const char *redis_url, const char *db_spec,
                    struct sk_node_worker *w, char *err, size_t cap);
 void sk_sampler_free(sk_sampler *s);
 
-/* One sample, published (Redis or database failures are published too: the
- * health part says which failed). Also a sign of life of the worker slot. */
-void sk_sampler_pass(sk_sampler *s);
-
 /* A pass every interval_ms until sk_sampler_stop (seen within 50 ms). */
 void sk_sampler_run(sk_sampler *s, int interval_ms);
 void sk_sampler_stop(sk_sampler *s);

@@ -368,7 +368,22 @@ static int find_lost(struct rec_ctx *c)
     return 0;
 }
 
-/* The figures of a key set's snapshot; read in slices or incrementally,
+/* Sliced: a slice's ledger entries added to its key set's figures. */
+static void slice_figures(struct rec_ctx *c)
+{
+    struct sk_reconcile_redis *rr = c->rr;
+    rr->admitted_orders += (int64_t)(c->s.nl + c->s.nbad);
+    for (size_t i = 0; i < c->s.nl; i++) {
+        rr->admitted_units += c->s.ledger[i].qty;
+        if (c->s.ledger[i].released) {
+            rr->released_orders++;
+            rr->released_units += c->s.ledger[i].qty;
+        }
+    }
+}
+
+/* The figures of a key set's snapshot (its ledger's as a slice's); read in
+ * slices or incrementally,
  * those of its head (the state script), the ledger's added per slice
  * (sliced) or its length only (incremental). */
 static void redis_figures(struct rec_ctx *c, int mode)
@@ -389,28 +404,8 @@ static void redis_figures(struct rec_ctx *c, int mode)
     }
     rr->held = sk_reconcile_held_units(&c->s);
     rr->buyers = (int64_t)c->s.nb;
-    rr->admitted_orders = (int64_t)(c->s.nl + c->s.nbad);
-    for (size_t i = 0; i < c->s.nl; i++) {
-        rr->admitted_units += c->s.ledger[i].qty;
-        if (c->s.ledger[i].released) {
-            rr->released_orders++;
-            rr->released_units += c->s.ledger[i].qty;
-        }
-    }
-}
-
-/* Sliced: a slice's ledger entries added to its key set's figures. */
-static void slice_figures(struct rec_ctx *c)
-{
-    struct sk_reconcile_redis *rr = c->rr;
-    rr->admitted_orders += (int64_t)(c->s.nl + c->s.nbad);
-    for (size_t i = 0; i < c->s.nl; i++) {
-        rr->admitted_units += c->s.ledger[i].qty;
-        if (c->s.ledger[i].released) {
-            rr->released_orders++;
-            rr->released_units += c->s.ledger[i].qty;
-        }
-    }
+    rr->admitted_orders = 0;
+    slice_figures(c);
 }
 
 /* Segmented: the activity's Redis figures are the segments' summed (initial

@@ -97,10 +97,6 @@ struct rec_snap {
 void sk_reconcile_snap_free(struct rec_snap *s);
 /* Frees the buyers, ledger and malformed entries only (the figures stay). */
 void sk_reconcile_snap_drop_rows(struct rec_snap *s);
-/* Parses one ledger field/value pair of the key set labelled label into
- * *e: 0, or SK_EINVAL when malformed. */
-int sk_reconcile_parse_lentry(const char *label, const redisReply *k, const redisReply *v,
-                              struct rec_lentry *e);
 /* The figures of key set k at one instant (the state script: stock, meta,
  * the buyers hash's sum and size, DLQ length, the guard's fields) and the
  * ledger's length, into s (its rows untouched). */

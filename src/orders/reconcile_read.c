@@ -95,8 +95,8 @@ int sk_reconcile_cmp_uunits(const void *a, const void *b)
 /* Parses one ledger field/value pair of the key set labelled label ("<ID>"
  * or "<ID>.<seg>": its order ids are "<label>-<stream id>[-<branch>]",
  * engine/order_id.h) into *e: 0, or SK_EINVAL when malformed. */
-int sk_reconcile_parse_lentry(const char *label, const redisReply *k, const redisReply *v,
-                              struct rec_lentry *e)
+static int parse_lentry(const char *label, const redisReply *k, const redisReply *v,
+                        struct rec_lentry *e)
 {
     memset(e, 0, sizeof *e);
     if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return SK_EINVAL;
@@ -186,7 +186,7 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
     if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
     for (size_t i = 0; i < nl; i++) {
         const redisReply *k = ledger->element[2 * i], *v = ledger->element[2 * i + 1];
-        if (sk_reconcile_parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
+        if (parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
             s->nl++;
         else if (keep_bad(s, k, v))
             return SK_ENOMEM;
@@ -560,7 +560,7 @@ static int slice_ledger(void *arg, const redisReply *k, const redisReply *v)
     /* malformed entries are reported by slice 0 */
     if ((ok ? user % a->nslices : 0) != a->slice) return 0;
     if (SK_VEC_RESERVE(s->ledger, s->lcap, s->nl + 1, 256)) return SK_ENOMEM;
-    if (ok && sk_reconcile_parse_lentry(a->label, k, v, &s->ledger[s->nl]) == 0) {
+    if (ok && parse_lentry(a->label, k, v, &s->ledger[s->nl]) == 0) {
         s->nl++;
         return 0;
     }
@@ -615,7 +615,7 @@ int sk_reconcile_ledger_fetch(sk_redis *r, const struct sk_keys *k, const struct
                               .len = strlen(o[at + i].order_id)};
             /* absent or malformed: looked up again as not in the ledger */
             if (v->type == REDIS_REPLY_STRING &&
-                sk_reconcile_parse_lentry(k->label, &key, v, &s->ledger[s->nl]) == 0)
+                parse_lentry(k->label, &key, v, &s->ledger[s->nl]) == 0)
                 s->nl++;
         }
         freeReplyObject(rep);

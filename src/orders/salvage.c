@@ -117,8 +117,8 @@ static int from_stream(struct salv *s)
         if (rc < 0) return redis_err(s, rc, "XRANGE");
         if (rep->type != REDIS_REPLY_ARRAY) {
             freeReplyObject(rep);
-            snprintf(s->err, s->cap, "%s: redis XRANGE: unexpected reply", s->k->label);
-            return SK_EPROTO;
+            return sk_errf(s->err, s->cap, SK_EPROTO, "%s: redis XRANGE: unexpected reply",
+                           s->k->label);
         }
         char last[48] = "";
         for (size_t i = 0; rc == 0 && i < rep->elements; i++)
@@ -146,8 +146,8 @@ static int each_field(struct salv *s, const char *key,
             rep->element[0]->type != REDIS_REPLY_STRING ||
             rep->element[1]->type != REDIS_REPLY_ARRAY || rep->element[1]->elements % 2) {
             freeReplyObject(rep);
-            snprintf(s->err, s->cap, "%s: redis HSCAN: unexpected reply", s->k->label);
-            return SK_EPROTO;
+            return sk_errf(s->err, s->cap, SK_EPROTO, "%s: redis HSCAN: unexpected reply",
+                           s->k->label);
         }
         snprintf(cursor, sizeof cursor, "%.*s", (int)rep->element[0]->len, rep->element[0]->str);
         const redisReply *a = rep->element[1];

@@ -68,10 +68,7 @@ int sk_handshake_check(const struct sk_handshake *h, int i, const redisReply *re
                        size_t cap)
 {
     const char *what = i >= 0 && i < h->n ? h->argv[i][0] : "handshake";
-    if (!rep) {
-        snprintf(why, cap, "%s: no answer", what);
-        return SK_EIO;
-    }
+    if (!rep) return sk_errf(why, cap, SK_EIO, "%s: no answer", what);
     /* INFO renamed away (managed offerings): the settings stay unknown,
      * which the judge says; the connection is fine */
     if (!strcmp(what, "INFO")) return 0;
@@ -81,9 +78,7 @@ int sk_handshake_check(const struct sk_handshake *h, int i, const redisReply *re
         snprintf(why, cap, "%s refused: %.100s", what, rep->str);
         return auth ? SK_EAUTH : SK_EPROTO;
     }
-    if (!strcmp(what, "ROLE") && strcmp(sk_handshake_role(rep), "master") != 0) {
-        snprintf(why, cap, "not a master (ROLE %.40s)", sk_handshake_role(rep));
-        return SK_EPROTO;
-    }
+    if (!strcmp(what, "ROLE") && strcmp(sk_handshake_role(rep), "master") != 0)
+        return sk_errf(why, cap, SK_EPROTO, "not a master (ROLE %.40s)", sk_handshake_role(rep));
     return 0;
 }

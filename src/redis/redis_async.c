@@ -54,7 +54,8 @@ struct ar_held {
     int64_t rtt_us;
 };
 
-void sk_aredis_opts_fill(struct sk_aredis_opts *o)
+/* Fills defaults into o (timeouts). */
+static void opts_fill(struct sk_aredis_opts *o)
 {
     if (o->timeout_ms <= 0) o->timeout_ms = 1000;
     if (o->connect_timeout_ms <= 0) o->connect_timeout_ms = o->timeout_ms;
@@ -818,10 +819,7 @@ static int node_addr(sk_aredis *ar, char *err, size_t cap)
     if (ar->url.port == 0) {
         struct sockaddr_un *sun = (struct sockaddr_un *)&ar->addr;
         size_t n = strlen(ar->url.host);
-        if (n >= sizeof sun->sun_path) {
-            snprintf(err, cap, "socket path too long");
-            return SK_EINVAL;
-        }
+        if (n >= sizeof sun->sun_path) return sk_einval(err, cap, "socket path too long");
         sun->sun_family = AF_UNIX;
         memcpy(sun->sun_path, ar->url.host, n + 1);
         ar->addrlen = sizeof *sun;
@@ -844,7 +842,7 @@ int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_
     ar->inproto._initial_buf.capacity = H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2;
     ar->fail_rc = SK_EIO;
     if (o) ar->opts = *o;
-    sk_aredis_opts_fill(&ar->opts);
+    opts_fill(&ar->opts);
     if (role == AR_SENTINEL) ar->opts.sync_replicas = 0;
     ar->acked = -1;
     sk_rsettings_init(&ar->rset);
@@ -876,7 +874,7 @@ int sk_aredis_new_url(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_u
     ar->url = *u;
     ar->loop = loop;
     if (o) ar->opts = *o;
-    sk_aredis_opts_fill(&ar->opts);
+    opts_fill(&ar->opts);
     ar->timeout_ms = ar->opts.timeout_ms;
     ar->acked = -1;
     ar->fail_rc = SK_EIO;

@@ -137,8 +137,6 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
 /* How long (ms) the oldest command of a single-node client has waited for
  * its answer; 0 when none waits. */
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
-/* Fills defaults into o (timeouts). */
-void sk_aredis_opts_fill(struct sk_aredis_opts *o);
 /* The master serving key on a cluster front (NULL: none known yet). */
 const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len);
 /* Each master client of a cluster front, ready or not. */

@@ -72,7 +72,10 @@ static int no_functions(const redisReply *rep)
             strstr(rep->str, "FUNCTION") || strstr(rep->str, "function"));
 }
 
-int sk_script_load_library(sk_redis *r)
+/* FUNCTION LOAD of the library: 0 (loaded, or there already: the name
+ * carries a hash of the text), SK_ENOTFOUND (no Functions on this server),
+ * or an error (r->errstr). */
+static int load_library(sk_redis *r)
 {
     redisReply *rep;
     const char *argv[] = {"FUNCTION", "LOAD", sk_script_library};
@@ -101,7 +104,7 @@ int sk_script_load_all(sk_redis *r)
         if (rc < 0) return rc;
     }
     if (r->fn == SK_FN_OFF) return 0;
-    int rc = sk_script_load_library(r);
+    int rc = load_library(r);
     if (rc == SK_ENOTFOUND) {
         r->fn = SK_FN_OFF;
         return 0;

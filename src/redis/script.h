@@ -31,11 +31,6 @@ const char *sk_script_fname(enum sk_script_id id);
  * it or already had it, SK_FN_OFF when it has no Functions): 0 or a
  * connection/protocol error. */
 int sk_script_load_all(sk_redis *r);
-/* FUNCTION LOAD of the library: 0 (loaded, or there already: the name
- * carries a hash of the text), SK_ENOTFOUND (no Functions on this server),
- * or an error (r->errstr). */
-int sk_script_load_library(sk_redis *r);
-
 /* (redis_conn.c) FCALL (the library loaded, r->fn not SK_FN_OFF) or
  * EVALSHA of id with nkeys keys then nargs args (arglens may be NULL for C
  * strings). When the server lacks it, the transport sends it once more as

@@ -172,38 +172,36 @@ static int prepare_args(sk_store *st, int q, const struct sk_val *v, int n, sk_s
     return rc;
 }
 
-int sk_q_run(sk_store *st, int q, const struct sk_val *v, int n, int64_t *changes)
+/* Statement q with its arguments, read (when not NULL) called on each row,
+ * or on the first only (one); the rows it changed into *changes. */
+static int q_exec(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read,
+                  void *out, int one, int64_t *changes)
 {
     sk_stmt *s;
     int rc = prepare_args(st, q, v, n, &s);
     if (rc) return rc == SK_STORE_NONE ? 0 : rc;
     while ((rc = st->drv->step(s)) == 1) {
+        if (read) read(st, s, out);
+        if (one) break;
     }
     if (rc == 0 && changes) *changes = st->drv->changes(s);
     st->drv->finish(s);
     return rc;
 }
 
+int sk_q_run(sk_store *st, int q, const struct sk_val *v, int n, int64_t *changes)
+{
+    return q_exec(st, q, v, n, NULL, NULL, 0, changes);
+}
+
 int sk_q_one(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read, void *out)
 {
-    sk_stmt *s;
-    int rc = prepare_args(st, q, v, n, &s);
-    if (rc) return rc == SK_STORE_NONE ? 0 : rc;
-    rc = st->drv->step(s);
-    if (rc == 1) read(st, s, out);
-    st->drv->finish(s);
-    return rc;
+    return q_exec(st, q, v, n, read, out, 1, NULL);
 }
 
 int sk_q_each(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read, void *out)
 {
-    sk_stmt *s;
-    int rc = prepare_args(st, q, v, n, &s);
-    if (rc) return rc == SK_STORE_NONE ? 0 : rc;
-    while ((rc = st->drv->step(s)) == 1)
-        read(st, s, out);
-    st->drv->finish(s);
-    return rc;
+    return q_exec(st, q, v, n, read, out, 0, NULL);
 }
 
 int sk_q_fill(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read,

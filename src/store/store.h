@@ -301,8 +301,6 @@ int sk_store_registrations_count(sk_store *st, uint64_t id, int64_t *count);
  * an array of *n allocated here: the caller frees *out with free() (NULL
  * when *n is 0). */
 int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registration **out, size_t *n);
-/* Forgets every registration of activity id (activity delete does it). */
-int sk_store_registrations_delete(sk_store *st, uint64_t id);
 /* Records the draw of activity id made at drawn_ms: order[i] (a registrant)
  * has place i + 1; the activity's drawn_ms and draw_n are set. One
  * transaction, once: SK_EEXIST when the activity was drawn before (nothing

@@ -90,16 +90,6 @@ int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registratio
     return 0;
 }
 
-int sk_store_registrations_delete(sk_store *st, uint64_t id)
-{
-    if (sk_store_id_beyond_sql(id)) {
-        st->errstr[0] = 0;
-        return 0;
-    }
-    int rc = sk_store_enter(st);
-    return rc ? rc : sk_q_run(st, Q_REG_DELETE, SK_ARGS(SK_I(id)), NULL);
-}
-
 struct draw_rec {
     uint64_t id;
     const uint64_t *order;

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) FUZZ_CHECK(q >= 1 && q <= SK_BODY_QUANTITY_MAX);
     if (rc == SK_EINVAL) FUZZ_CHECK(q == -7 && err[0]);
 
-    struct sk_body_activity a;
+    struct sk_activity a;
     rc = sk_body_activity_create(buf, size, &a, err, sizeof err);
     FUZZ_CHECK(rc == 0 || rc == SK_EINVAL || rc == SK_ENOMEM);
     if (rc == 0) {

@@ -318,7 +318,7 @@ SK_TEST(challenge_definition_rules_and_spec)
 }
 
 /* The create body with challenge (JSON text) and nothing else odd. */
-static int body(const char *challenge, struct sk_body_activity *b, char *err, size_t cap)
+static int body(const char *challenge, struct sk_activity *b, char *err, size_t cap)
 {
     char j[600];
     snprintf(j, sizeof j,
@@ -331,7 +331,7 @@ static int body(const char *challenge, struct sk_body_activity *b, char *err, si
 
 SK_TEST(challenge_create_body)
 {
-    struct sk_body_activity b;
+    struct sk_activity b;
     char err[256];
     CHECK_EQ(body("{\"pow_bits\":18}", &b, err, sizeof err), 0);
     CHECK(b.ch_pow_min == 18 && b.ch_pow_max == 18 && b.ch_pow_step == 0 && !b.ch_captcha[0]);

@@ -316,7 +316,7 @@ SK_TEST(purchase_body_parse_cost_is_measured)
 
 /* ---- admin create ------------------------------------------------------ */
 
-static int create(const char *s, struct sk_body_activity *a, char *err, size_t cap)
+static int create(const char *s, struct sk_activity *a, char *err, size_t cap)
 {
     size_t n = strlen(s);
     char *p = exact(s, n);
@@ -325,7 +325,7 @@ static int create(const char *s, struct sk_body_activity *a, char *err, size_t c
     return rc;
 }
 
-static void create_ok(const char *s, struct sk_body_activity *a)
+static void create_ok(const char *s, struct sk_activity *a)
 {
     char err[256] = "";
     CHECK_MSG(create(s, a, err, sizeof err) == 0, "refused %s: %s", s, err);
@@ -333,7 +333,7 @@ static void create_ok(const char *s, struct sk_body_activity *a)
 
 static void create_bad(const char *s, const char *why_contains)
 {
-    struct sk_body_activity a;
+    struct sk_activity a;
     char err[256] = "";
     CHECK_MSG(create(s, &a, err, sizeof err) == SK_EINVAL, "accepted %s", s);
     CHECK_MSG(err[0] != 0, "no reason for %s", s);
@@ -373,7 +373,7 @@ static void field_bad(const char *field, const char *json, const char *why_conta
 
 SK_TEST(activity_body_parses_a_full_definition)
 {
-    struct sk_body_activity a;
+    struct sk_activity a;
     create_ok("{\"id\":1001,\"name\":\"iPhone \xe7\xa7\x92\xe6\x9d\x80\",\"stock\":5000,"
               "\"per_user_limit\":3,\"max_per_order\":2,\"start\":\"2026-11-29T10:00:00Z\","
               "\"end\":\"2026-11-29T20:00:00+08:00\",\"pay_timeout_s\":900}",
@@ -434,7 +434,7 @@ SK_TEST(options_body_takes_nothing_but_force_where_allowed)
 SK_TEST(activity_body_applies_defaults_for_optional_fields)
 {
     char b[512];
-    struct sk_body_activity a;
+    struct sk_activity a;
     body_with(b, sizeof b, "", "");
     create_ok(b, &a);
     CHECK_EQ(a.per_user_limit, 2);
@@ -502,7 +502,7 @@ SK_TEST(activity_body_rejects_out_of_range_and_mistyped_fields)
     memset(name + 1, 'n', 127);
     strcpy(name + 128, "\"");
     body_with(b, sizeof b, "name", name);
-    struct sk_body_activity a;
+    struct sk_activity a;
     create_ok(b, &a);
     CHECK_EQ(strlen(a.name), 127);
 }
@@ -514,7 +514,7 @@ SK_TEST(activity_body_rejects_end_not_after_start)
     field_bad("end", "\"2026-11-29T09:59:59.999Z\"", "end must be after start");
     field_bad("end", "\"2026-11-29T18:00:00+08:00\"", "end must be after start"); /* same instant */
     body_with(b, sizeof b, "end", "\"2026-11-29T10:00:00.001Z\"");
-    struct sk_body_activity a;
+    struct sk_activity a;
     create_ok(b, &a);
     CHECK_EQ(a.end_ms - a.start_ms, 1);
 }
@@ -528,7 +528,7 @@ static int64_t start_of(const char *rfc)
     char *e = strstr(b, "2026-11-29T12:00:00Z");
     CHECK(e != NULL);
     memcpy(e, "9999", 4);
-    struct sk_body_activity a;
+    struct sk_activity a;
     char err[256] = "";
     int rc = create(b, &a, err, sizeof err);
     CHECK_MSG(rc == 0 || strstr(err, "start") != NULL, "%s: %s", rfc, err);
@@ -748,7 +748,7 @@ SK_TEST(body_parsers_survive_100000_random_and_mutated_inputs)
         } else {
             CHECK(err[0] != 0);
         }
-        struct sk_body_activity a;
+        struct sk_activity a;
         rc = sk_body_activity_create(p, n, &a, err, sizeof err);
         CHECK(rc == 0 || rc == SK_EINVAL);
         if (rc == 0) {

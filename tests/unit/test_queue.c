@@ -212,7 +212,7 @@ SK_TEST(queue_create_and_pace_bodies)
     const char *base = "{\"id\":1,\"name\":\"x\",\"stock\":5,\"per_user_limit\":1,"
                        "\"start\":\"2030-01-01T00:00:00Z\",\"end\":\"2030-01-02T00:00:00Z\"";
     char body[600], err[200];
-    struct sk_body_activity b;
+    struct sk_activity b;
     snprintf(body, sizeof body, "%s}", base);
     CHECK_EQ(sk_body_activity_create(body, strlen(body), &b, err, sizeof err), 0);
     CHECK_EQ(b.wr_passes_per_s, 0);
