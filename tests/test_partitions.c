@@ -314,6 +314,8 @@ static void start_serve_on(struct site *s, int v)
     char base[16], name[32];
     snprintf(base, sizeof base, "serve-%s", host_names[H_V1 + v]);
     life_name(name, sizeof name, base, s->serve_lives[v]++);
+    /* WAIT of every replica: under fewer, a master killed twice in a row
+     * loses 200s (docs/failover.md) */
     const char *argv[] = {bin,
                           "serve",
                           "--listen",
@@ -326,8 +328,6 @@ static void start_serve_on(struct site *s, int v)
                           "api",
                           "--processes",
                           "1",
-                          /* WAIT of every replica: under fewer, a master killed
-                           * twice in a row loses 200s (docs/failover.md) */
                           "--sync-replicas",
                           "2",
                           "--sync-timeout-ms",
