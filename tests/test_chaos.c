@@ -1119,7 +1119,7 @@ static void hook_faults(struct chaos *c, const struct sk_th_fault *f)
         return;
     }
     int li = log_fault(c, F_HOOK_FAULTS);
-    sk_th_rx_faults(c->rx, 50);
+    sk_th_rx_faults(c->rx, 50, 1);
     c->hook_busy = 1;
     remember(c, F_HOOK_FAULTS, -1, 0, f->dur_ms, li);
     SAY(c, "%s: half of the deliveries fail for %.1f s", kinds[F_HOOK_FAULTS].name,
@@ -1239,7 +1239,7 @@ static void heal_newer(struct chaos *c, const struct active *a)
         }
         break;
     case F_HOOK_FAULTS:
-        sk_th_rx_faults(c->rx, 0);
+        sk_th_rx_faults(c->rx, 0, 1);
         c->hook_busy = 0;
         SAY(c, "the webhook receiver answers 200 again");
         break;

@@ -223,7 +223,7 @@ static void part_check_window(struct part *p, const char *what, long gap_ms, lon
     printf("    %s: %ld answers on the healthy masters, %ld over %d ms (p99 bound: %ld), "
            "slowest %.1f ms; longest time without a 200: %ld ms on all, %ld ms on one\n",
            what, timed, slow, P99_MS, timed / 100, slowest / 1000.0, gap, gap1);
-#ifdef __SANITIZE_ADDRESS__
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     /* the sanitizers slow every path several times over, unevenly: the
      * times are shown, not held to bounds made for the real build */
     return;

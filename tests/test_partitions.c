@@ -8,7 +8,7 @@
  *   a   10.77.0.1  Redis master + Sentinel 1
  *   b   10.77.0.2  Redis replica + Sentinel 2
  *   c   10.77.0.3  Redis replica + Sentinel 3
- *   v1  10.77.0.4  seckill serve --role api --sync-replicas 1
+ *   v1  10.77.0.4  seckill serve --role api --sync-replicas 2 (every replica)
  *   v2  10.77.0.5  the same
  *   db  10.77.0.6  PostgreSQL
  *   w   10.77.0.7  seckill worker
@@ -314,6 +314,8 @@ static void start_serve_on(struct site *s, int v)
     char base[16], name[32];
     snprintf(base, sizeof base, "serve-%s", host_names[H_V1 + v]);
     life_name(name, sizeof name, base, s->serve_lives[v]++);
+    /* WAIT of every replica: under fewer, a master killed twice in a row
+     * loses 200s (docs/failover.md) */
     const char *argv[] = {bin,
                           "serve",
                           "--listen",
@@ -327,7 +329,7 @@ static void start_serve_on(struct site *s, int v)
                           "--processes",
                           "1",
                           "--sync-replicas",
-                          "1",
+                          "2",
                           "--sync-timeout-ms",
                           "50",
                           "--redis-timeout-ms",

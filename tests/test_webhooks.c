@@ -3,17 +3,12 @@
  * (orders/webhook_sign.h) checked against the convention's published
  * example and against an independent implementation (Python's hmac, run
  * as a process), the secret's parsing with the operator's mistakes. */
-#include <arpa/inet.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +28,7 @@
 #include "support/mysql_harness.h"
 #include "support/pg_harness.h"
 #include "support/store_faults.h"
+#include "support/webhook_rx.h"
 
 SK_TH_PG_USED
 SK_TH_MY_USED
@@ -202,196 +198,6 @@ SK_TEST(events_list_prints_the_outbox_as_json_lines)
     CHECK_EQ(WEXITSTATUS(sk_th_sh(cmd, out, sizeof out)), 2);
 }
 
-/* ---- the dispatcher against a receiver of the test's own ---- */
-
-#define RX_MAX 4096
-
-struct rx_req {
-    char id[96], ts[32], sig[128];
-    char *body;
-    int status; /* what the receiver answered (0: none) */
-    int64_t at; /* when it was read whole: the arrival order */
-};
-
-/* An HTTP receiver over a real socket: one thread per connection, one
- * request per connection (Connection: close). mode 0: seeded faults;
- * mode 1: every request hangs until the client gives up; mode 2: every
- * request answered 200 at once. */
-struct rx {
-    int fd, port, mode;
-    atomic_int stop;
-    atomic_llong arrived; /* requests read whole so far */
-    pthread_t th;
-    pthread_mutex_t mu;
-    uint64_t rng;
-    struct rx_req req[RX_MAX];
-    int n;
-};
-
-struct rx_conn {
-    struct rx *rx;
-    int fd;
-};
-
-static int rx_draw(struct rx *rx, int n)
-{
-    pthread_mutex_lock(&rx->mu);
-    uint64_t x = rx->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rx->rng = x;
-    pthread_mutex_unlock(&rx->mu);
-    return (int)(x % (uint64_t)n);
-}
-
-static void rx_header(const char *head, const char *name, char *out, size_t cap)
-{
-    out[0] = 0;
-    const char *p = strcasestr(head, name);
-    if (!p) return;
-    p += strlen(name);
-    while (*p == ' ')
-        p++;
-    size_t n = strcspn(p, "\r\n");
-    if (n >= cap) n = cap - 1;
-    memcpy(out, p, n);
-    out[n] = 0;
-}
-
-static void *rx_conn_run(void *arg)
-{
-    struct rx_conn *c = arg;
-    struct rx *rx = c->rx;
-    char buf[16384];
-    size_t got = 0;
-    char *end = NULL;
-    long clen = -1;
-    for (;;) {
-        ssize_t r = read(c->fd, buf + got, sizeof buf - 1 - got);
-        if (r <= 0) break;
-        got += (size_t)r;
-        buf[got] = 0;
-        if (!end && (end = strstr(buf, "\r\n\r\n")) != NULL) {
-            char v[32];
-            rx_header(buf, "content-length:", v, sizeof v);
-            clen = strtol(v, NULL, 10);
-        }
-        if (end && (long)(got - (size_t)(end + 4 - buf)) >= clen) break;
-    }
-    if (!end || clen < 0) {
-        close(c->fd);
-        free(c);
-        return NULL;
-    }
-    int what = rx->mode == 1 ? 3 : rx_draw(rx, 100);
-    int status = what < 55   ? 200
-                 : what < 65 ? 500
-                 : what < 75 ? 429
-                 : what < 80 ? -1   /* hang */
-                 : what < 88 ? 0    /* reset */
-                             : 201; /* slow */
-    if (rx->mode == 1) status = -1;
-    if (rx->mode == 2) status = 200;
-    struct rx_req q = {.status = status > 0 ? status : 0, .at = atomic_fetch_add(&rx->arrived, 1)};
-    rx_header(buf, "webhook-id:", q.id, sizeof q.id);
-    rx_header(buf, "webhook-timestamp:", q.ts, sizeof q.ts);
-    rx_header(buf, "webhook-signature:", q.sig, sizeof q.sig);
-    q.body = strndup(end + 4, (size_t)clen);
-    if (status == 201) {
-        struct timespec ts = {0, 30 * 1000000};
-        nanosleep(&ts, NULL);
-        status = 200;
-        q.status = 200;
-    }
-    if (status == -1) { /* until the client gives up */
-        while (read(c->fd, buf, sizeof buf) > 0) {
-        }
-    } else if (status == 0) {
-        struct linger l = {1, 0};
-        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    } else {
-        char resp[200];
-        int n = snprintf(resp, sizeof resp,
-                         "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%sConnection: close\r\n\r\n",
-                         status, status == 429 ? "Retry-After: 0\r\n" : "");
-        sk_th_send_all(c->fd, resp, (size_t)n);
-    }
-    pthread_mutex_lock(&rx->mu);
-    if (rx->n < RX_MAX)
-        rx->req[rx->n++] = q;
-    else
-        free(q.body);
-    pthread_mutex_unlock(&rx->mu);
-    close(c->fd);
-    free(c);
-    return NULL;
-}
-
-static void *rx_run(void *arg)
-{
-    struct rx *rx = arg;
-    while (!atomic_load(&rx->stop)) {
-        struct pollfd p = {rx->fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0) continue;
-        int fd = accept(rx->fd, NULL, NULL);
-        if (fd < 0) continue;
-        struct rx_conn *c = malloc(sizeof *c);
-        c->rx = rx;
-        c->fd = fd;
-        pthread_t t;
-        pthread_create(&t, NULL, rx_conn_run, c);
-        pthread_detach(t);
-    }
-    return NULL;
-}
-
-static struct rx *rx_start(int mode, uint64_t seed)
-{
-    struct rx *rx = calloc(1, sizeof *rx);
-    rx->mode = mode;
-    rx->rng = seed | 1;
-    pthread_mutex_init(&rx->mu, NULL);
-    rx->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ(bind(rx->fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(rx->fd, 64), 0);
-    socklen_t l = sizeof a;
-    getsockname(rx->fd, (struct sockaddr *)&a, &l);
-    rx->port = ntohs(a.sin_port);
-    pthread_create(&rx->th, NULL, rx_run, rx);
-    return rx;
-}
-
-static void rx_stop(struct rx *rx)
-{
-    atomic_store(&rx->stop, 1);
-    pthread_join(rx->th, NULL);
-    close(rx->fd);
-    /* connection threads end with their client (stopped before) */
-    struct timespec ts = {0, 100 * 1000000};
-    nanosleep(&ts, NULL);
-    pthread_mutex_lock(&rx->mu);
-    for (int i = 0; i < rx->n; i++)
-        free(rx->req[i].body);
-    pthread_mutex_unlock(&rx->mu);
-}
-
-/* How many of the n event ids have a 200 at rx. */
-static int rx_acked(struct rx *rx, char (*ids)[96], int n)
-{
-    int k = 0;
-    pthread_mutex_lock(&rx->mu);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < rx->n; j++)
-            if (rx->req[j].status == 200 && !strcmp(rx->req[j].id, ids[i])) {
-                k++;
-                break;
-            }
-    pthread_mutex_unlock(&rx->mu);
-    return k;
-}
-
 #define WH_SECRET_A                                                                                \
     "whsec_"                                                                                       \
     "c2Vjb25kLXNlY3JldC1vZi10aGUtc2hvcC0wMTIzNDU2Nzg5"
@@ -424,6 +230,55 @@ static int verified_by_python(const char *path, const char *key1, const char *ke
     CHECK(fgets(out, sizeof out, p) != NULL);
     CHECK_EQ(pclose(p), 0);
     return atoi(out);
+}
+
+/* ---- the dispatcher against the tests' receiver (support/webhook_rx.h) ---- */
+
+/* How many requests rx answered 200 for event id. */
+static int rx_count(struct sk_th_rx *rx, const char *id)
+{
+    int k = 0;
+    struct sk_th_rx_req q;
+    for (size_t j = 0, m = sk_th_rx_count(rx); j < m; j++) {
+        sk_th_rx_get(rx, j, &q);
+        k += q.status == 200 && !strcmp(q.id, id);
+    }
+    return k;
+}
+
+/* How many of the n event ids have a 200 at rx. */
+static int rx_acked(struct sk_th_rx *rx, char (*ids)[96], int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += rx_count(rx, ids[i]) > 0;
+    return k;
+}
+
+/* Every request rx holds for one of the n ids (ids NULL: every one),
+ * checked by Python's hmac under both keys (the same key twice: one);
+ * returns how many. */
+static int rx_verify(struct sk_th_rx *rx, char (*ids)[96], int n, const char *k1, const char *k2)
+{
+    char path[500];
+    snprintf(path, sizeof path, "%s/verify-%d.tsv", sk_th_tmpdir(), sk_th_rx_port(rx));
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    int m = 0;
+    struct sk_th_rx_req q;
+    for (size_t j = 0, all = sk_th_rx_count(rx); j < all; j++) {
+        sk_th_rx_get(rx, j, &q);
+        int i = 0;
+        while (ids && i < n && strcmp(q.id, ids[i]))
+            i++;
+        if (ids && i == n) continue;
+        CHECK(strchr(q.body, '\n') == NULL && strchr(q.body, '\t') == NULL);
+        fprintf(f, "%s\t%s\t%s\t%s\n", q.id, q.ts, q.sig, q.body);
+        m++;
+    }
+    fclose(f);
+    CHECK_EQ(verified_by_python(path, k1, k2), m);
+    return m;
 }
 
 /* A fresh store of kind (0 SQLite, file name.db in the test's directory;
@@ -472,15 +327,17 @@ static void deliver_through_faults(int kind)
     for (size_t i = 0; i < n; i++)
         snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
 
-    struct rx *good = rx_start(0, 0x5eed), *dead = rx_start(1, 1);
+    struct sk_th_rx *good = sk_th_rx_start(0x5eed, NULL, 1), *dead = sk_th_rx_start(1, NULL, 0);
+    sk_th_rx_faults(good, 45, 0);
+    sk_th_rx_hold(dead, 1); /* never answers */
     struct sk_wh_endpoint eps[2];
     memset(eps, 0, sizeof eps);
     snprintf(eps[0].name, sizeof eps[0].name, "erp");
-    snprintf(eps[0].url, sizeof eps[0].url, "http://127.0.0.1:%d/hook", good->port);
+    snprintf(eps[0].url, sizeof eps[0].url, "http://127.0.0.1:%d/hook", sk_th_rx_port(good));
     snprintf(eps[0].secret[0], sizeof eps[0].secret[0], "%s", WH_SECRET_A);
     snprintf(eps[0].secret[1], sizeof eps[0].secret[1], "%s", EX_SECRET);
     snprintf(eps[1].name, sizeof eps[1].name, "slow-crm");
-    snprintf(eps[1].url, sizeof eps[1].url, "http://127.0.0.1:%d/", dead->port);
+    snprintf(eps[1].url, sizeof eps[1].url, "http://127.0.0.1:%d/", sk_th_rx_port(dead));
     snprintf(eps[1].secret[0], sizeof eps[1].secret[0], "%s", EX_SECRET);
     snprintf(eps[1].filter, sizeof eps[1].filter, "order.paid, activity.");
     struct sk_wh_opts opt = {.backoff_min_ms = 10,
@@ -512,19 +369,22 @@ static void deliver_through_faults(int kind)
 
     /* per subject, in arrival order with duplicates dropped: seq 1, 2, ...
      * (a late duplicate of an earlier seq is at-least-once, not disorder) */
-    int kinds[6] = {0};
-    pthread_mutex_lock(&good->mu);
+    size_t nreq = sk_th_rx_count(good);
+    struct sk_th_rx_req *q = calloc(nreq, sizeof *q);
+    CHECK(q != NULL);
+    for (size_t j = 0; j < nreq; j++)
+        sk_th_rx_get(good, j, &q[j]);
     for (size_t i = 0; i < n; i++) {
         int64_t last = 0, prev_at = -1;
         size_t sl = strlen(ev[i].subject);
         for (;;) { /* the next seq's first arrival must come after this one's */
             int64_t first_at = -1;
-            for (int j = 0; j < good->n; j++) {
-                const char *id = good->req[j].id;
+            for (size_t j = 0; j < nreq; j++) {
+                const char *id = q[j].id;
                 if (strncmp(id, ev[i].subject, sl) || id[sl] != ':' ||
                     strtoll(id + sl + 1, NULL, 10) != last + 1)
                     continue;
-                if (first_at < 0 || good->req[j].at < first_at) first_at = good->req[j].at;
+                if (first_at < 0 || q[j].at < first_at) first_at = q[j].at;
             }
             if (first_at < 0) break;
             CHECK_MSG(first_at > prev_at, "%s:%lld arrived first before seq %lld", ev[i].subject,
@@ -535,35 +395,22 @@ static void deliver_through_faults(int kind)
         CHECK_MSG(last >= ev[i].seq, "%s: seq %lld never arrived", ev[i].subject,
                   (long long)ev[i].seq);
     }
-    for (int j = 0; j < good->n; j++) {
-        int st2 = good->req[j].status;
-        kinds[st2 == 200 ? 0 : st2 == 500 ? 1 : st2 == 429 ? 2 : 3]++;
-    }
-    /* every request, for Python */
-    char path[500];
-    snprintf(path, sizeof path, "%s/requests.tsv", sk_th_tmpdir());
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    for (int j = 0; j < good->n; j++) {
-        const struct rx_req *q = &good->req[j];
-        CHECK(strchr(q->body, '\n') == NULL && strchr(q->body, '\t') == NULL);
-        fprintf(f, "%s\t%s\t%s\t%s\n", q->id, q->ts, q->sig, q->body);
-    }
-    fclose(f);
-    int nreq = good->n;
-    pthread_mutex_unlock(&good->mu);
-    CHECK_MSG(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "200 %d, 500 %d, 429 %d, other %d",
+    free(q);
+    long kinds[5]; /* 200, 500, 429, none */
+    sk_th_rx_answers(good, kinds);
+    CHECK_MSG(kinds[1] > 0 && kinds[2] > 0 && kinds[3] > 0, "200 %ld, 500 %ld, 429 %ld, other %ld",
               kinds[0], kinds[1], kinds[2], kinds[3]);
-    CHECK(nreq > (int)n);
-    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), nreq);
+    CHECK(nreq > n);
+    /* every request, for Python */
+    CHECK_EQ(rx_verify(good, NULL, 0, WH_SECRET_A, EX_SECRET), nreq);
 
     /* the cursor is durable: a restart resumes after the last event */
     int64_t cur = -1;
     CHECK_EQ(sk_store_webhook_cursor(st, "erp", sk_wall_ms(), &cur, NULL), 0);
     CHECK_EQ(cur, ev[n - 1].id);
     sk_store_close(st);
-    rx_stop(good);
-    rx_stop(dead);
+    sk_th_rx_stop(good);
+    sk_th_rx_stop(dead);
 }
 
 SK_TEST_T(webhooks_sqlite_deliver_every_event_at_least_once_in_order_through_faults, 180)
@@ -584,15 +431,15 @@ SK_TEST_T(webhooks_mysql_deliver_every_event_at_least_once_in_order_through_faul
 /* The worker's dispatcher from the configuration, end to end: `seckill
  * serve` (HTTP, worker, sweeper) with webhook_* keys from its config file
  * (two secrets: a rotation) and a flag, a real sale over HTTP with pays,
- * cancels, pay deadlines passing and a late payment; a receiver of the
- * test's own that answers 200 gets exactly one request per event the
- * database holds, and the database holds exactly the events of its
+ * cancels, pay deadlines passing and a late payment; the tests' receiver
+ * (support/webhook_rx.h), answering 200, gets exactly one request per
+ * event the database holds, and the database holds exactly the events of its
  * committed changes: per order created, then paid / cancelled / released
  * as its row ended, one refusal per late payment reference. Every
  * signature checked by Python's hmac under both secrets. */
 SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_change, 120)
 {
-    struct rx *rx = rx_start(2, 7);
+    struct sk_th_rx *rx = sk_th_rx_start(7, NULL, 1);
     char conf[400], url[100], text[400];
     snprintf(conf, sizeof conf, "%s/wh.conf", sk_th_tmpdir());
     snprintf(text, sizeof text,
@@ -600,7 +447,7 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
              "webhook_events = order., activity.\n",
              WH_SECRET_A, EX_SECRET);
     sk_th_write_file(conf, text);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", rx->port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(rx));
     const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
     struct srv v;
     srv_start(&v, extra); /* started, connected, ready */
@@ -693,23 +540,10 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
     CHECK_EQ(sk_store_events_list(st, 0, 64, ev, &m), 0);
     CHECK_EQ(m, n); /* no event without a change */
     sk_store_close(st);
-    char path[500];
-    snprintf(path, sizeof path, "%s/e2e.tsv", sk_th_tmpdir());
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    pthread_mutex_lock(&rx->mu);
-    int nreq = rx->n;
-    for (int j = 0; j < rx->n; j++) {
-        fprintf(f, "%s\t%s\t%s\t%s\n", rx->req[j].id, rx->req[j].ts, rx->req[j].sig,
-                rx->req[j].body);
-        for (int k = 0; k < j; k++)
-            CHECK_MSG(strcmp(rx->req[j].id, rx->req[k].id), "%s came twice", rx->req[j].id);
-    }
-    pthread_mutex_unlock(&rx->mu);
-    fclose(f);
-    CHECK_EQ(nreq, (int)n);
-    CHECK_EQ(verified_by_python(path, WH_SECRET_A, EX_SECRET), (int)n);
-    rx_stop(rx);
+    /* each event acknowledged and no more requests: none came twice */
+    CHECK_EQ(sk_th_rx_count(rx), n);
+    CHECK_EQ(rx_verify(rx, NULL, 0, WH_SECRET_A, EX_SECRET), n);
+    sk_th_rx_stop(rx);
 }
 
 /* The operator's mistakes in the webhook keys: clear usage errors (exit
@@ -753,27 +587,8 @@ SK_TEST(webhook_keys_refuse_the_operators_mistakes_without_echoing_secrets)
 
 #define WH_ADMIN "Authorization: Bearer " SK_TH_ADMIN_TOKEN "\r\n"
 
-/* How many requests rx answered 200 for event id. */
-static int rx_count(struct rx *rx, const char *id)
-{
-    int k = 0;
-    pthread_mutex_lock(&rx->mu);
-    for (int j = 0; j < rx->n; j++)
-        k += rx->req[j].status == 200 && !strcmp(rx->req[j].id, id);
-    pthread_mutex_unlock(&rx->mu);
-    return k;
-}
-
-static int rx_total(struct rx *rx)
-{
-    pthread_mutex_lock(&rx->mu);
-    int n = rx->n;
-    pthread_mutex_unlock(&rx->mu);
-    return n;
-}
-
 /* Waits until each of the n ids came at least times to rx (deadline 30 s). */
-static void rx_wait(struct rx *rx, char (*ids)[96], int n, int times, const char *who)
+static void rx_wait(struct sk_th_rx *rx, char (*ids)[96], int n, int times, const char *who)
 {
     int64_t deadline = sk_mono_ms() + 30000;
     for (;;) {
@@ -785,30 +600,6 @@ static void rx_wait(struct rx *rx, char (*ids)[96], int n, int times, const char
                   times);
         poll(NULL, 0, 20);
     }
-}
-
-/* Every request rx holds for one of the n ids, checked by Python's hmac
- * under both keys (the same key twice: one); returns how many. */
-static int rx_verify(struct rx *rx, char (*ids)[96], int n, const char *k1, const char *k2)
-{
-    char path[500];
-    snprintf(path, sizeof path, "%s/verify-%d.tsv", sk_th_tmpdir(), rx->port);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    int m = 0;
-    pthread_mutex_lock(&rx->mu);
-    for (int j = 0; j < rx->n; j++)
-        for (int i = 0; i < n; i++)
-            if (!strcmp(rx->req[j].id, ids[i])) {
-                fprintf(f, "%s\t%s\t%s\t%s\n", rx->req[j].id, rx->req[j].ts, rx->req[j].sig,
-                        rx->req[j].body);
-                m++;
-                break;
-            }
-    pthread_mutex_unlock(&rx->mu);
-    fclose(f);
-    CHECK_EQ(verified_by_python(path, k1, k2), m);
-    return m;
 }
 
 /* The ids of the events after row base of activity aid whose type starts
@@ -971,20 +762,22 @@ static void endpoints_per_activity(int kind)
     uint64_t a1 = sk_th_http_activity(&c, "hooks-1", 8, 600);
     uint64_t a2 = sk_th_http_activity(&c, "hooks-2", 8, 600);
     sk_store *st = sk_th_store_open(spec);
-    struct rx *ra = rx_start(2, 1), *rb = rx_start(2, 2), *rc = rx_start(2, 3);
-    endpoint_mistakes(&c, st, a1, ra->port);
+    struct sk_th_rx *ra = sk_th_rx_start(1, NULL, 1), *rb = sk_th_rx_start(2, NULL, 1),
+                    *rc = sk_th_rx_start(3, NULL, 1);
+    endpoint_mistakes(&c, st, a1, sk_th_rx_port(ra));
 
     /* a: a1's payments and sale events, its secret given; b: every event of
      * a2, its secret drawn; c: a1's order events, paused before the sale */
     char sa[128], sb[128], sc[128], sa2[128];
-    endpoint_add(&c, a1, "a", ra->port, "[\"order.paid\",\"activity.\"]", WH_SECRET_A, sa,
+    endpoint_add(&c, a1, "a", sk_th_rx_port(ra), "[\"order.paid\",\"activity.\"]", WH_SECRET_A, sa,
                  sizeof sa);
-    endpoint_add(&c, a2, "b", rb->port, NULL, NULL, sb, sizeof sb);
-    endpoint_add(&c, a1, "c", rc->port, "[\"order.\"]", NULL, sc, sizeof sc);
+    endpoint_add(&c, a2, "b", sk_th_rx_port(rb), NULL, NULL, sb, sizeof sb);
+    endpoint_add(&c, a1, "c", sk_th_rx_port(rc), "[\"order.\"]", NULL, sc, sizeof sc);
     CHECK(strcmp(sb, sc) != 0);
     char path[200], body[300], line[200];
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", a1);
-    snprintf(body, sizeof body, "{\"name\":\"a\",\"url\":\"http://127.0.0.1:%d/x\"}", ra->port);
+    snprintf(body, sizeof body, "{\"name\":\"a\",\"url\":\"http://127.0.0.1:%d/x\"}",
+             sk_th_rx_port(ra));
     CHECK_EQ(sk_th_http_req(&c, "POST", path, WH_ADMIN, body, &r), 409); /* the name is taken */
     CHECK_EQ(sk_th_http_req(&c, "GET", path, WH_ADMIN, NULL, &r), 200);
     CHECK_MSG(strstr(r.body, "\"name\":\"a\"") && strstr(r.body, "\"name\":\"c\"") &&
@@ -1013,9 +806,9 @@ static void endpoints_per_activity(int kind)
     CHECK_EQ(nb, 3);
     rx_wait(ra, ida, na, 1, "a");
     rx_wait(rb, idb, nb, 1, "b");
-    CHECK_EQ(rx_total(ra), na); /* nothing of another type or activity */
-    CHECK_EQ(rx_total(rb), nb);
-    CHECK_EQ(rx_total(rc), 0); /* paused */
+    CHECK_EQ((int)sk_th_rx_count(ra), na); /* nothing of another type or activity */
+    CHECK_EQ((int)sk_th_rx_count(rb), nb);
+    CHECK_EQ((int)sk_th_rx_count(rc), 0); /* paused */
     rx_verify(ra, ida, na, sa, sa);
     rx_verify(rb, idb, nb, sb, sb);
     /* the dashboard's tile of each: a delivered both, c paused */
@@ -1050,7 +843,7 @@ static void endpoints_per_activity(int kind)
     int nc = events_of(st, base, a1, "order.", idc, 16);
     CHECK_EQ(nc, 5); /* 3 created, 2 paid */
     rx_wait(rc, idc, nc, 1, "c");
-    CHECK_EQ(rx_total(rc), nc);
+    CHECK_EQ((int)sk_th_rx_count(rc), nc);
     rx_verify(rc, idc, nc, sc, sc);
 
     /* a rotation: both secrets sign until keep_previous_s has passed */
@@ -1128,7 +921,7 @@ static void endpoints_per_activity(int kind)
     CHECK_EQ(sk_th_http_req(&c, "DELETE", path, WH_ADMIN, NULL, &r), 404);
     snprintf(line, sizeof line, "{endpoint=\"%" PRIu64 "/c\"}", a1);
     metrics_wait(sv.port, line, 0);
-    int seen_c = rx_total(rc);
+    int seen_c = (int)sk_th_rx_count(rc);
     int64_t before_rm = last_row(st);
     char o3[64];
     wh_buy(&c, a1, 103, o3, sizeof o3);
@@ -1136,7 +929,7 @@ static void endpoints_per_activity(int kind)
     static char idp[4][96];
     CHECK_EQ(events_of(st, before_rm, a1, "order.paid", idp, 4), 1);
     rx_wait(ra, idp, 1, 1, "a after the remove");
-    CHECK_EQ(rx_total(rc), seen_c);
+    CHECK_EQ((int)sk_th_rx_count(rc), seen_c);
     snprintf(path, sizeof path, "/api/v1/activities/%" PRIu64 "/webhooks", a1);
     CHECK_EQ(sk_th_http_req(&c, "GET", path, WH_ADMIN, NULL, &r), 200);
     CHECK_MSG(strstr(r.body, "\"name\":\"a\"") && !strstr(r.body, "\"name\":\"c\""), "%s", r.body);
@@ -1144,9 +937,9 @@ static void endpoints_per_activity(int kind)
     sk_th_http_close(&c);
     CHECK_EQ(sk_th_serve_stop(&sv, SIGTERM), 0);
     sk_store_close(st);
-    rx_stop(ra);
-    rx_stop(rb);
-    rx_stop(rc);
+    sk_th_rx_stop(ra);
+    sk_th_rx_stop(rb);
+    sk_th_rx_stop(rc);
 }
 
 SK_TEST_T(webhook_endpoints_sqlite_per_activity_filter_rotate_pause_remove_replay, 180)

@@ -33,7 +33,7 @@ struct rx_key {
 
 struct sk_th_rx {
     int fd, port, keep;
-    atomic_int stop, pct, hold, held, live;
+    atomic_int stop, pct, ra, hold, held, live;
     pthread_t th;
     pthread_mutex_t mu;
     uint64_t rng;
@@ -231,10 +231,9 @@ static int one(struct sk_th_rx *rx, int fd, char *buf, size_t *got)
     }
     if (fault == 4) sk_th_nap_ms(50 + draw(rx, 251));
     int status = fault == 0 ? 500 : fault == 1 ? 429 : 200;
-    char resp[160];
-    int n =
-        snprintf(resp, sizeof resp, "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%s\r\n", status,
-                 status == 429 ? (draw(rx, 2) ? "Retry-After: 1\r\n" : "Retry-After: 2\r\n") : "");
+    char resp[160], ra[40] = "";
+    if (status == 429) snprintf(ra, sizeof ra, "Retry-After: %d\r\n", rx->ra + draw(rx, 2));
+    int n = snprintf(resp, sizeof resp, "HTTP/1.1 %d X\r\nContent-Length: 0\r\n%s\r\n", status, ra);
     answered(rx, i, status, fault == 4);
     return send(fd, resp, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
 }
@@ -321,8 +320,9 @@ int sk_th_rx_port(const struct sk_th_rx *rx)
     return rx->port;
 }
 
-void sk_th_rx_faults(struct sk_th_rx *rx, int pct)
+void sk_th_rx_faults(struct sk_th_rx *rx, int pct, int r)
 {
+    atomic_store(&rx->ra, r);
     atomic_store(&rx->pct, pct);
 }
 

@@ -6,11 +6,11 @@
  * secrets it was given.
  *
  * It answers 200 at once, unless told otherwise: a share of the requests
- * (seeded) gets a fault instead: 500, 429 with Retry-After (1 or 2 s), no
- * answer until the client gives up (a hang), a reset connection, or a 200
- * after 50-300 ms. Held, every request read is recorded and left
+ * (seeded) gets a fault instead: 500, 429 with Retry-After (r or r + 1 s),
+ * no answer until the client gives up (a hang), a reset connection, or a
+ * 200 after 50-300 ms. Held, every request read is recorded and left
  * unanswered until released (its client may die meanwhile: the worker
- * killed mid-delivery). */
+ * killed mid-delivery; never released: an endpoint that always hangs). */
 #ifndef SK_TEST_WEBHOOK_RX_H
 #define SK_TEST_WEBHOOK_RX_H
 #include <stddef.h>
@@ -35,8 +35,8 @@ struct sk_th_rx;
  * of; keep_bodies: keep each request's body. */
 struct sk_th_rx *sk_th_rx_start(uint64_t seed, const char *const *secrets, int keep_bodies);
 int sk_th_rx_port(const struct sk_th_rx *rx);
-/* pct % of the requests from now on get a fault (0: none). */
-void sk_th_rx_faults(struct sk_th_rx *rx, int pct);
+/* pct % of the requests from now on get a fault (0: none); r: see above. */
+void sk_th_rx_faults(struct sk_th_rx *rx, int pct, int r);
 /* Hold (1) or release (0) requests; sk_th_rx_held: how many wait now. */
 void sk_th_rx_hold(struct sk_th_rx *rx, int on);
 int sk_th_rx_held(struct sk_th_rx *rx);
