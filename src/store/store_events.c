@@ -138,26 +138,31 @@ struct list {
     size_t *fill, nfill;
 };
 
-/* A row of Q_EVENTS_LIST: its event, or a batch row's events (one per
- * order id of its batch), those behind the position left out. */
-static void list_row(sk_store *st, sk_stmt *s, void *arg)
+/* A row of Q_EVENTS_LIST into the next struct sk_event of *arg (its
+ * last column: a batch row, flagged by sub -1 until expanded). */
+static void read_row(sk_store *st, sk_stmt *s, void *arg)
 {
-    struct list *l = arg;
-    if (l->n >= l->limit) return;
-    struct sk_event *e = &l->out[l->n];
+    struct sk_event *e = arg;
     sk_store_read_event(st, s, e);
-    char batch[SK_STORE_BATCH_ROW_MAX * SK_STORE_ORDER_ID_MAX];
-    st->drv->col_text(s, SK_STORE_EVENT_NCOLS - 1, batch, sizeof batch);
-    int32_t behind = e->id == l->after_id ? l->after_sub : -1; /* its events up to this */
-    if (!batch[0]) {
-        e->sub = 0;
-        e->last = 1;
-        if (behind < 0) l->n++;
-        return;
-    }
-    struct sk_event row = *e;
-    row.payload[0] = 0;
-    row.seq = 1;
+    if (st->drv->col_i64(s, SK_STORE_EVENT_NCOLS - 1)) e->sub = -1;
+}
+
+#define BATCH_TEXT_MAX (SK_STORE_BATCH_ROW_MAX * SK_STORE_ORDER_ID_MAX)
+
+static void read_batch(sk_store *st, sk_stmt *s, void *dst)
+{
+    st->drv->col_text(s, 0, dst, BATCH_TEXT_MAX);
+}
+
+/* The events of batch row r (its ids read now) after the position into
+ * l, up to its limit. */
+static int expand(sk_store *st, struct list *l, const struct sk_event *r)
+{
+    char batch[BATCH_TEXT_MAX];
+    batch[0] = 0;
+    int rc = sk_q_one(st, Q_EVENT_BATCH, SK_ARGS(SK_I(r->id)), read_batch, batch);
+    if (rc < 0) return rc;
+    int32_t behind = r->id == l->after_id ? l->after_sub : -1; /* its events up to this */
     size_t len;
     int last = 0;
     int32_t sub = 0;
@@ -165,13 +170,16 @@ static void list_row(sk_store *st, sk_stmt *s, void *arg)
          p += len, sub++) {
         if (sub <= behind) continue;
         struct sk_event *x = &l->out[l->n];
-        *x = row;
+        *x = *r;
+        x->payload[0] = 0;
+        x->seq = 1;
         x->sub = sub;
         x->last = last;
         snprintf(x->subject, sizeof x->subject, "%.*s", (int)len, p);
         snprintf(x->order_id, sizeof x->order_id, "%s", x->subject);
         l->fill[l->nfill++] = l->n++;
     }
+    return 0;
 }
 
 static void bind_fill(void *ctx, size_t row, struct sk_val *v)
@@ -195,6 +203,28 @@ static void fill_row(sk_store *st, sk_stmt *s, void *ctx)
     }
 }
 
+/* The events of rows[0..nrows) after the position into l: a row of one
+ * event as it is, a batch row expanded (its ids read only when it is
+ * reached: a page holds a row or two of them). */
+static int list_rows(sk_store *st, struct list *l, const struct sk_event *rows, size_t nrows)
+{
+    for (size_t i = 0; i < nrows && l->n < l->limit; i++) {
+        const struct sk_event *r = &rows[i];
+        if (r->sub < 0) {
+            int rc = expand(st, l, r);
+            if (rc) return rc;
+        } else if (r->id != l->after_id || l->after_sub < 0) {
+            l->out[l->n++] = *r;
+        }
+    }
+    if (l->nfill == 0) return 0;
+    /* an order not found (deleted by hand) reads zeros, as a row of one
+     * event joined to nothing */
+    for (size_t k = 0; k < l->nfill; k++)
+        sk_store_created_payload(&l->out[l->fill[k]], 0, 0, 0, 0);
+    return sk_q_rows(st, Q_EVENT_ORDERS, l->nfill, bind_fill, fill_row, l, NULL);
+}
+
 int sk_store_events_list_at(sk_store *st, int64_t after_id, int32_t after_sub, size_t limit,
                             struct sk_event *out, size_t *n)
 {
@@ -204,19 +234,18 @@ int sk_store_events_list_at(sk_store *st, int64_t after_id, int32_t after_sub, s
     if (after_sub == SK_EVENT_ROW_END && after_id == INT64_MAX) return 0;
     int rc = sk_store_enter(st);
     if (rc) return rc;
+    /* a row more than events asked: fewer events than limit means the end */
+    size_t want = limit + 1, nrows = 0;
     struct list l = {after_id, after_sub, out, limit, 0, malloc(limit * sizeof(size_t)), 0};
-    if (!l.fill) return sk_store_set_err(st, SK_ENOMEM, "out of memory reading events");
-    /* a row past the limit: fewer events than limit means the end */
+    struct sk_event *rows = malloc(want * sizeof *rows);
+    if (!l.fill || !rows) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory reading events");
     int64_t first = after_sub == SK_EVENT_ROW_END ? after_id + 1 : after_id;
-    int64_t rows = limit >= INT64_MAX ? INT64_MAX : (int64_t)limit + 1;
-    rc = sk_q_each(st, Q_EVENTS_LIST, SK_ARGS(SK_I(first), SK_I(rows)), list_row, &l);
-    if (rc == 0 && l.nfill) {
-        /* an order not found (deleted by hand) reads zeros, as a row of
-         * one event joined to nothing */
-        for (size_t k = 0; k < l.nfill; k++)
-            sk_store_created_payload(&out[l.fill[k]], 0, 0, 0, 0);
-        rc = sk_q_rows(st, Q_EVENT_ORDERS, l.nfill, bind_fill, fill_row, &l, NULL);
-    }
+    int64_t lim = want > INT64_MAX ? INT64_MAX : (int64_t)want;
+    if (rc == 0)
+        rc = sk_q_fill(st, Q_EVENTS_LIST, SK_ARGS(SK_I(first), SK_I(lim)), read_row, sizeof *rows,
+                       rows, want, &nrows);
+    if (rc == 0) rc = list_rows(st, &l, rows, nrows);
+    free(rows);
     free(l.fill);
     if (rc < 0) return rc;
     *n = l.n;

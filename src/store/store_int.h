@@ -94,6 +94,7 @@ enum sk_q {
     Q_EVENT_PAID_BY,
     Q_EVENTS_LIST,
     Q_EVENT_ORDERS,
+    Q_EVENT_BATCH,
     Q_EVENT_LAST,
     Q_EVENTS_MAX,
     Q_ACTIVITY_STATE_LOCK,
@@ -190,8 +191,9 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
 #define SK_STORE_EVENT_COLUMNS                                                                     \
     "e.id, e.subject, e.seq, e.type, e.activity_id, e.order_id, e.created_ms, e.payload, "         \
-    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms, e.batch"
-#define SK_STORE_EVENT_NCOLS 13 /* the last: a batch row's ids (store_events.c) */
+    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms, "                                     \
+    "CASE WHEN e.batch IS NULL THEN 0 ELSE 1 END"
+#define SK_STORE_EVENT_NCOLS 13 /* the last: a batch row (store_events.c) */
 #define SK_STORE_WEBHOOK_COLUMNS                                                                   \
     "id, activity_id, name, url, events, secret, secret_prev, prev_until_ms, paused, "             \
     "created_ms, updated_ms"

@@ -339,6 +339,8 @@ static const struct sql sql[Q_COUNT] = {
                                " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
                                " AND e.batch IS NULL AND o.order_id = e.order_id"
                                " WHERE e.id >= ? ORDER BY e.id LIMIT ?"},
+    /* (row): a batch row's ids, read only for the row's events listed */
+    [Q_EVENT_BATCH] = {.what = "read events", .text = "SELECT batch FROM events WHERE id = ?"},
     /* the orders of a batch row's events */
     [Q_EVENT_ORDERS] = {.what = "read events",
                         .text = "SELECT order_id, user_id, quantity, created_ms, pay_deadline_ms"
