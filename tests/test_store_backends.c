@@ -2526,7 +2526,8 @@ BACKEND_TEST(outbox_batch_rows_read_back_as_one_event_per_order)
     CHECK_EQ(sk_store_webhook_dead(st, "crm", &all[5], 0, 7200, 3, 500), 0);
     CHECK_EQ(sk_store_webhook_cursor(st, "crm", 7000, &cur, NULL), 0);
     CHECK_EQ(cur, 0);
-    CHECK_EQ(be_intf(b, "SELECT count(*) FROM webhook_dead WHERE event_row = %lld AND event_sub = 5",
+    CHECK_EQ(be_intf(b,
+                     "SELECT count(*) FROM webhook_dead WHERE event_row = %lld AND event_sub = 5",
                      (long long)all[5].id),
              1);
     CHECK_EQ(sk_store_webhook_dead(st, "crm", &all[R - 1], 0, 7300, 3, 500), 0);

@@ -398,7 +398,7 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
 #define SK_EVENT_ROW_END INT32_MAX /* a position's sub: the row's every event */
 
 struct sk_event {
-    int64_t id; /* the outbox row: increasing in insert order (not commit order) */
+    int64_t id;  /* the outbox row: increasing in insert order (not commit order) */
     int32_t sub; /* its place in the row (a batch row's order), from 0 */
     int last;    /* the row's last event: a cursor may pass the row */
     char subject[SK_STORE_SUBJECT_MAX];

@@ -96,9 +96,9 @@ int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk
     int base = o && strcmp(type, "order.created") ? 1 : 0;
     return sk_q_run(st, Q_EVENT_ADD,
                     SK_ARGS(SK_T(subject), SK_I(base), SK_T(type), SK_I(aid),
-                            o ? SK_T(o->order_id) : SK_NULL,
-                            SK_I(now_ms), pay_ref && *pay_ref ? SK_T(pay_ref) : SK_NULL,
-                            SK_T(payload), SK_T(subject)),
+                            o ? SK_T(o->order_id) : SK_NULL, SK_I(now_ms),
+                            pay_ref && *pay_ref ? SK_T(pay_ref) : SK_NULL, SK_T(payload),
+                            SK_T(subject)),
                     NULL);
 }
 

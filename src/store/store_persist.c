@@ -279,10 +279,10 @@ static void bind_order(void *ctx, size_t row, struct sk_val *v)
 static int created_row(sk_store *st, struct batch *bt, uint64_t aid, const char *first,
                        const char *ids, size_t m)
 {
-    return sk_q_run(st, Q_EVENTS_CREATED,
-                    SK_ARGS(SK_T(first), SK_I(aid), SK_T(first), SK_I(bt->now),
-                            m > 1 ? SK_T(ids) : SK_NULL),
-                    NULL);
+    return sk_q_run(
+        st, Q_EVENTS_CREATED,
+        SK_ARGS(SK_T(first), SK_I(aid), SK_T(first), SK_I(bt->now), m > 1 ? SK_T(ids) : SK_NULL),
+        NULL);
 }
 
 /* Step 3b: the order.created events of the inserted orders (each the

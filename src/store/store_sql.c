@@ -342,10 +342,11 @@ static const struct sql sql[Q_COUNT] = {
     /* (row): a batch row's ids, read only for the row's events listed */
     [Q_EVENT_BATCH] = {.what = "read events", .text = "SELECT batch FROM events WHERE id = ?"},
     /* the orders of a batch row's events */
-    [Q_EVENT_ORDERS] = {.what = "read events",
-                        .text = "SELECT order_id, user_id, quantity, created_ms, pay_deadline_ms"
-                                ORDERS_FROM " WHERE order_id {IN}",
-                        .types = "t"},
+    [Q_EVENT_ORDERS] =
+        {.what = "read events",
+         .text = "SELECT order_id, user_id, quantity, created_ms, pay_deadline_ms" ORDERS_FROM
+                 " WHERE order_id {IN}",
+         .types = "t"},
     /* (subject, type): the subject's latest event of the type (a sale's
      * conditional event: sk_store_event_if) */
     [Q_EVENTS_MAX] = {.what = "read events", .text = "SELECT COALESCE(MAX(id), 0) FROM events"},

@@ -60,7 +60,8 @@ static int read_new(sk_store *st, struct evs *v)
     int rc = 0;
     for (;;) {
         size_t n = 0;
-        if ((rc = sk_store_events_list_at(st, v->last_row, v->last_sub, PAGE, page, &n)) != 0) break;
+        if ((rc = sk_store_events_list_at(st, v->last_row, v->last_sub, PAGE, page, &n)) != 0)
+            break;
         for (size_t i = 0; i < n; i++) {
             if (v->n == v->cap) {
                 v->cap = v->cap ? v->cap * 2 : 4096;
