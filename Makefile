@@ -365,7 +365,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_FLAGS   := -std=c11 -Wall -Wextra -Werror -g -O1 -D_GNU_SOURCE -Isrc -I. -Itests/fuzz \
                 -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := framing http1_parse chunked http_body purchase_body auth router config redis_url http_resp \
-                mysql_url cors jwt order_id order_event redis_settings challenge captcha
+                mysql_url cors jwt order_id order_event redis_settings challenge captcha event_batch
 FUZZ_SRC_framing   := src/http/framing.c src/core/error.c
 FUZZ_SRC_http1_parse := src/http/http1_parse.c src/http/framing.c src/core/error.c
 FUZZ_SRC_chunked   := src/http/chunked.c src/core/error.c
@@ -392,6 +392,7 @@ FUZZ_SRC_redis_settings := src/redis/redis_settings.c src/core/num.c src/core/er
 FUZZ_LIBS_redis_settings := -lhiredis
 FUZZ_SRC_challenge := src/engine/challenge.c src/core/codes.c src/core/num.c src/core/error.c
 FUZZ_SRC_captcha   := src/http/captcha.c src/core/error.c
+FUZZ_SRC_event_batch := src/store/event_batch.c
 FUZZ_LIBS_http_body := -ljansson -lcrypto
 FUZZ_LIBS_challenge := -lcrypto
 FUZZ_LIBS_captcha   := -ljansson

@@ -33,7 +33,7 @@
 
 #include <stdatomic.h>
 
-#define N_MIGRATIONS 13 /* what this binary applies */
+#define N_MIGRATIONS 14 /* what this binary applies */
 
 SK_TH_MY_USED
 

@@ -121,11 +121,13 @@ static int list(const struct sk_settings *s)
         return sk_cli_runtime_error("events list: out of memory");
     }
     int64_t shown = 0;
+    int32_t sub = SK_EVENT_ROW_END; /* --after: a row; then within a batch row */
     for (;;) {
         size_t n = 0;
-        if ((rc = sk_store_events_list(st, after, PAGE, page, &n)) != 0) break;
+        if ((rc = sk_store_events_list_at(st, after, sub, PAGE, page, &n)) != 0) break;
         for (size_t i = 0; i < n && shown < limit; i++) {
             after = page[i].id;
+            sub = page[i].sub;
             if (page[i].created_ms < since || (type && strcmp(type, page[i].type))) continue;
             if (print_event(&page[i]) < 0) {
                 rc = SK_ENOMEM;

@@ -274,7 +274,7 @@ static int deliver(struct ep *ep, sk_store *st, CURL *h, const struct sk_event *
                    " attempts (last HTTP status %ld)",
                    ep->cfg.name, e->subject, e->seq, attempt, status);
             set_stats(ep, 0, 0, 1, 0, 0);
-            return sk_store_webhook_dead(st, ep->cfg.name, e->id, epoch, now, attempt, (int)status);
+            return sk_store_webhook_dead(st, ep->cfg.name, e, epoch, now, attempt, (int)status);
         }
         /* exponential, full jitter in [d/2, d]; Retry-After when longer */
         int64_t d = o->backoff_min_ms;
@@ -304,6 +304,11 @@ static void *run(void *arg)
     CURL *h = curl_easy_init();
     struct sk_event *page = malloc(PAGE * sizeof *page);
     struct sk_wh_settle seen = {.n = 0};
+    /* within a batch row (store.h): its events up to part_sub are done,
+     * in part_epoch; the stored cursor moves past a row once it is whole
+     * (a restart delivers the row's first ones again: at least once) */
+    int64_t part_row = 0, part_epoch = 0;
+    int32_t part_sub = 0;
     char err[512];
     int64_t read_ok_ms = sk_wall_ms(); /* the store last read whole */
     if (h) {
@@ -338,7 +343,11 @@ static void *run(void *arg)
                      ? sk_store_webhook_cursor_find(st, ep->cfg.name, &cursor, &epoch)
                      : sk_store_webhook_cursor(st, ep->cfg.name, sk_wall_ms(), &cursor, &epoch);
         int64_t hi = 0;
-        if (rc == 0) rc = sk_store_events_list(st, cursor, PAGE, page, &n);
+        /* the cursor not past the row, in the same epoch (a rewind: anew) */
+        if (part_row && (part_epoch != epoch || cursor >= part_row)) part_row = 0;
+        if (rc == 0)
+            rc = part_row ? sk_store_events_list_at(st, part_row, part_sub, PAGE, page, &n)
+                          : sk_store_events_list(st, cursor, PAGE, page, &n);
         if (rc == 0) rc = sk_store_events_max(st, &hi);
         if (rc) {
             set_blind(ep, read_ok_ms);
@@ -355,16 +364,19 @@ static void *run(void *arg)
             const struct sk_event *e = &page[i];
             /* may have a gap before it */
             if (!sk_wh_settle_ready(&seen, e->id, mono, w->o.settle_ms)) break;
-            if (!wanted(ep, e)) {
-                pass = e->id; /* the cursor passes it with the next move */
-                continue;
+            if (wanted(ep, e)) {
+                set_stats(ep, 0, 0, 0, 0, now - e->created_ms);
+                rc = deliver(ep, st, h, e, epoch);
+                if (rc != 0) break;
             }
-            set_stats(ep, 0, 0, 0, 0, now - e->created_ms);
-            rc = deliver(ep, st, h, e, epoch);
-            if (rc != 0) break;
             /* the cursor moves once a page, or every 200 ms while a slow
              * receiver takes the page: not a committed write per event
-             * (a restart may deliver those again: at least once) */
+             * (a restart may deliver those again: at least once); a
+             * batch row's events before its last move only part_sub */
+            part_row = e->last ? 0 : e->id;
+            part_sub = e->sub;
+            part_epoch = epoch;
+            if (!e->last) continue;
             pass = e->id;
             int64_t t = sk_mono_ms();
             if (t - flushed >= 200) {

@@ -387,8 +387,18 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
 #define SK_STORE_PAYLOAD_MAX 1024
 #define SK_EVENT_SCHEMA 1 /* the payload's "v" */
 
+/* The order.created events of a persist are one outbox row per batch
+ * and activity (up to SK_STORE_BATCH_ROW_MAX orders: its `batch` column
+ * lists their ids, docs/integration.md), read back as one event per
+ * order: a position in the outbox is (row, sub), sub the event's place
+ * in its row (0 for a row of one event). */
+#define SK_STORE_BATCH_ROW_MAX 128
+#define SK_EVENT_ROW_END INT32_MAX /* a position's sub: the row's every event */
+
 struct sk_event {
-    int64_t id; /* the outbox row: increasing in insert order (not commit order) */
+    int64_t id;  /* the outbox row: increasing in insert order (not commit order) */
+    int32_t sub; /* its place in the row (a batch row's order), from 0 */
+    int last;    /* the row's last event: a cursor may pass the row */
     char subject[SK_STORE_SUBJECT_MAX];
     int64_t seq;
     char type[SK_STORE_EVENT_TYPE_MAX];
@@ -398,8 +408,13 @@ struct sk_event {
     char payload[SK_STORE_PAYLOAD_MAX]; /* JSON object, "v": SK_EVENT_SCHEMA */
 };
 
-/* Up to limit events with id > after_id, oldest first, into out (the
- * caller's array); *n written. */
+/* Up to limit events after position (after_id, after_sub), oldest
+ * first, into out (the caller's array); *n written (fewer than limit:
+ * the outbox's end was reached). after_sub SK_EVENT_ROW_END: every
+ * event of row after_id is behind; k: its events up to sub k. */
+int sk_store_events_list_at(sk_store *st, int64_t after_id, int32_t after_sub, size_t limit,
+                            struct sk_event *out, size_t *n);
+/* The same after every event of row after_id. */
 int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
                          size_t *n);
 
@@ -428,8 +443,10 @@ int sk_store_webhook_cursor(sk_store *st, const char *endpoint, int64_t now_ms, 
                             int64_t *epoch);
 int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
                              int64_t now_ms);
-int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
-                          int64_t now_ms, int64_t attempts, int last_status);
+/* The dead letter of event e; the cursor moves past its row when e is
+ * the row's last (else the dispatcher's own position goes on within it). */
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, const struct sk_event *e,
+                          int64_t epoch, int64_t now_ms, int64_t attempts, int last_status);
 /* The cursor of an endpoint of the admin API (made by its add): 0, or
  * SK_ENOTFOUND once it was removed (never made again here). */
 int sk_store_webhook_cursor_find(sk_store *st, const char *endpoint, int64_t *row, int64_t *epoch);

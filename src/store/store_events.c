@@ -1,4 +1,4 @@
-/* store_events.c - the outbox (store.h, migration 11) on every driver
+/* store_events.c - the outbox (store.h, migrations 12-14) on every driver
  * (store_int.h): the JSON of an event, its row written in the caller's
  * transaction (a status change, a persist, a state change), a sale's
  * event written only when it is news (reconcile.drift), and the list the
@@ -11,9 +11,11 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "store/event_batch.h"
 
 /* A JSON writer into a fixed buffer: ok 0 once it overflowed. */
 struct jw {
@@ -89,10 +91,14 @@ int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk
                      aid);
         payload = json;
     }
+    /* an order's order.created is its seq 1, maybe inside another
+     * subject's batch row: its later events count from there */
+    int base = o && strcmp(type, "order.created") ? 1 : 0;
     return sk_q_run(st, Q_EVENT_ADD,
-                    SK_ARGS(SK_T(subject), SK_T(type), SK_I(aid), o ? SK_T(o->order_id) : SK_NULL,
-                            SK_I(now_ms), pay_ref && *pay_ref ? SK_T(pay_ref) : SK_NULL,
-                            SK_T(payload), SK_T(subject)),
+                    SK_ARGS(SK_T(subject), SK_I(base), SK_T(type), SK_I(aid),
+                            o ? SK_T(o->order_id) : SK_NULL, SK_I(now_ms),
+                            pay_ref && *pay_ref ? SK_T(pay_ref) : SK_NULL, SK_T(payload),
+                            SK_T(subject)),
                     NULL);
 }
 
@@ -110,17 +116,146 @@ int sk_store_event_state(sk_store *st, uint64_t aid, const char *before, const c
     return sk_store_event(st, type, aid, NULL, now_ms, NULL, json);
 }
 
-int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
-                         size_t *n)
+void sk_store_created_payload(struct sk_event *e, uint64_t user_id, int64_t quantity,
+                              int64_t created_ms, int64_t pay_deadline_ms)
+{
+    struct sk_order o = {.activity_id = e->activity_id, .status = SK_ORDER_CREATED};
+    snprintf(o.order_id, sizeof o.order_id, "%s", e->order_id);
+    o.user_id = user_id;
+    o.quantity = quantity;
+    o.created_ms = created_ms;
+    o.pay_deadline_ms = pay_deadline_ms;
+    if (sk_store_order_payload(e->payload, sizeof e->payload, &o, NULL) < 0) e->payload[0] = 0;
+}
+
+/* A list in the making: events after (after_id, after_sub) into out;
+ * fill: the events of batch rows, whose payloads their orders give. */
+struct list {
+    int64_t after_id;
+    int32_t after_sub;
+    struct sk_event *out;
+    size_t limit, n;
+    size_t *fill, nfill;
+};
+
+/* A row of Q_EVENTS_LIST into the next struct sk_event of *arg (its
+ * last column: a batch row, flagged by sub -1 until expanded). */
+static void read_row(sk_store *st, sk_stmt *s, void *arg)
+{
+    struct sk_event *e = arg;
+    sk_store_read_event(st, s, e);
+    if (st->drv->col_i64(s, SK_STORE_EVENT_NCOLS - 1)) e->sub = -1;
+}
+
+#define BATCH_TEXT_MAX (SK_STORE_BATCH_ROW_MAX * SK_STORE_ORDER_ID_MAX)
+
+static void read_batch(sk_store *st, sk_stmt *s, void *dst)
+{
+    st->drv->col_text(s, 0, dst, BATCH_TEXT_MAX);
+}
+
+/* The events of batch row r (its ids read now) after the position into
+ * l, up to its limit. */
+static int expand(sk_store *st, struct list *l, const struct sk_event *r)
+{
+    char batch[BATCH_TEXT_MAX];
+    batch[0] = 0;
+    int rc = sk_q_one(st, Q_EVENT_BATCH, SK_ARGS(SK_I(r->id)), read_batch, batch);
+    if (rc < 0) return rc;
+    int32_t behind = r->id == l->after_id ? l->after_sub : -1; /* its events up to this */
+    size_t len;
+    int last = 0;
+    int32_t sub = 0;
+    for (const char *p = batch; l->n < l->limit && (p = sk_event_batch_next(p, &len, &last));
+         p += len, sub++) {
+        if (sub <= behind) continue;
+        struct sk_event *x = &l->out[l->n];
+        *x = *r;
+        x->payload[0] = 0;
+        x->seq = 1;
+        x->sub = sub;
+        x->last = last;
+        snprintf(x->subject, sizeof x->subject, "%.*s", (int)len, p);
+        snprintf(x->order_id, sizeof x->order_id, "%s", x->subject);
+        l->fill[l->nfill++] = l->n++;
+    }
+    return 0;
+}
+
+static void bind_fill(void *ctx, size_t row, struct sk_val *v)
+{
+    const struct list *l = ctx;
+    v[0] = SK_T(l->out[l->fill[row]].order_id);
+}
+
+/* A row (order_id, user_id, quantity, created_ms, pay_deadline_ms) of
+ * Q_EVENT_ORDERS into its event's payload. */
+static void fill_row(sk_store *st, sk_stmt *s, void *ctx)
+{
+    struct list *l = ctx;
+    char id[SK_STORE_ORDER_ID_MAX];
+    st->drv->col_text(s, 0, id, sizeof id);
+    for (size_t k = 0; k < l->nfill; k++) {
+        struct sk_event *e = &l->out[l->fill[k]];
+        if (strcmp(e->order_id, id)) continue;
+        sk_store_created_payload(e, (uint64_t)st->drv->col_i64(s, 1), st->drv->col_i64(s, 2),
+                                 st->drv->col_i64(s, 3), st->drv->col_i64(s, 4));
+    }
+}
+
+/* The events of rows[0..nrows) after the position into l: a row of one
+ * event as it is, a batch row expanded (its ids read only when it is
+ * reached: a page holds a row or two of them). */
+static int list_rows(sk_store *st, struct list *l, const struct sk_event *rows, size_t nrows)
+{
+    for (size_t i = 0; i < nrows && l->n < l->limit; i++) {
+        const struct sk_event *r = &rows[i];
+        if (r->sub < 0) {
+            int rc = expand(st, l, r);
+            if (rc) return rc;
+        } else if (r->id != l->after_id || l->after_sub < 0) {
+            l->out[l->n++] = *r;
+        }
+    }
+    if (l->nfill == 0) return 0;
+    /* an order not found (deleted by hand) reads zeros, as a row of one
+     * event joined to nothing */
+    for (size_t k = 0; k < l->nfill; k++)
+        sk_store_created_payload(&l->out[l->fill[k]], 0, 0, 0, 0);
+    return sk_q_rows(st, Q_EVENT_ORDERS, l->nfill, bind_fill, fill_row, l, NULL);
+}
+
+int sk_store_events_list_at(sk_store *st, int64_t after_id, int32_t after_sub, size_t limit,
+                            struct sk_event *out, size_t *n)
 {
     *n = 0;
     st->errstr[0] = 0;
     if (limit == 0) return 0;
+    if (after_sub == SK_EVENT_ROW_END && after_id == INT64_MAX) return 0;
     int rc = sk_store_enter(st);
-    int64_t lim = limit > INT64_MAX ? INT64_MAX : (int64_t)limit;
-    return rc ? rc
-              : sk_q_fill(st, Q_EVENTS_LIST, SK_ARGS(SK_I(after_id), SK_I(lim)),
-                          sk_store_read_event, sizeof *out, out, limit, n);
+    if (rc) return rc;
+    /* a row more than events asked: fewer events than limit means the end */
+    size_t want = limit + 1, nrows = 0;
+    struct list l = {after_id, after_sub, out, limit, 0, malloc(limit * sizeof(size_t)), 0};
+    struct sk_event *rows = malloc(want * sizeof *rows);
+    if (!l.fill || !rows) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory reading events");
+    int64_t first = after_sub == SK_EVENT_ROW_END ? after_id + 1 : after_id;
+    int64_t lim = want > INT64_MAX ? INT64_MAX : (int64_t)want;
+    if (rc == 0)
+        rc = sk_q_fill(st, Q_EVENTS_LIST, SK_ARGS(SK_I(first), SK_I(lim)), read_row, sizeof *rows,
+                       rows, want, &nrows);
+    if (rc == 0) rc = list_rows(st, &l, rows, nrows);
+    free(rows);
+    free(l.fill);
+    if (rc < 0) return rc;
+    *n = l.n;
+    return 0;
+}
+
+int sk_store_events_list(sk_store *st, int64_t after_id, size_t limit, struct sk_event *out,
+                         size_t *n)
+{
+    return sk_store_events_list_at(st, after_id, SK_EVENT_ROW_END, limit, out, n);
 }
 
 int sk_store_events_max(sk_store *st, int64_t *max_row)
@@ -216,14 +351,15 @@ int sk_store_webhook_advance(sk_store *st, const char *endpoint, int64_t row, in
                          NULL);
 }
 
-int sk_store_webhook_dead(sk_store *st, const char *endpoint, int64_t row, int64_t epoch,
-                          int64_t now_ms, int64_t attempts, int last_status)
+int sk_store_webhook_dead(sk_store *st, const char *endpoint, const struct sk_event *e,
+                          int64_t epoch, int64_t now_ms, int64_t attempts, int last_status)
 {
     int rc = sk_store_enter(st);
     if (rc == 0)
-        rc = sk_q_run(
-            st, Q_WH_DEAD,
-            SK_ARGS(SK_T(endpoint), SK_I(row), SK_I(now_ms), SK_I(attempts), SK_I(last_status)),
-            NULL);
-    return rc ? rc : sk_store_webhook_advance(st, endpoint, row, epoch, now_ms);
+        rc = sk_q_run(st, Q_WH_DEAD,
+                      SK_ARGS(SK_T(endpoint), SK_I(e->id), SK_I(e->sub), SK_I(now_ms),
+                              SK_I(attempts), SK_I(last_status)),
+                      NULL);
+    if (rc || !e->last) return rc;
+    return sk_store_webhook_advance(st, endpoint, e->id, epoch, now_ms);
 }

@@ -93,6 +93,8 @@ enum sk_q {
     Q_EVENT_REFUSED,
     Q_EVENT_PAID_BY,
     Q_EVENTS_LIST,
+    Q_EVENT_ORDERS,
+    Q_EVENT_BATCH,
     Q_EVENT_LAST,
     Q_EVENTS_MAX,
     Q_ACTIVITY_STATE_LOCK,
@@ -189,7 +191,9 @@ sk_store_reader sk_store_read_activity, sk_store_read_order, sk_store_read_audit
 #define SK_STORE_AUDIT_COLUMNS "id, at_ms, activity_id, kind, detail"
 #define SK_STORE_EVENT_COLUMNS                                                                     \
     "e.id, e.subject, e.seq, e.type, e.activity_id, e.order_id, e.created_ms, e.payload, "         \
-    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms"
+    "o.user_id, o.quantity, o.created_ms, o.pay_deadline_ms, "                                     \
+    "CASE WHEN e.batch IS NULL THEN 0 ELSE 1 END"
+#define SK_STORE_EVENT_NCOLS 13 /* the last: a batch row (store_events.c) */
 #define SK_STORE_WEBHOOK_COLUMNS                                                                   \
     "id, activity_id, name, url, events, secret, secret_prev, prev_until_ms, paused, "             \
     "created_ms, updated_ms"
@@ -356,6 +360,9 @@ int sk_store_event(sk_store *st, const char *type, uint64_t aid, const struct sk
  * none) into dst (cap bytes, at least SK_STORE_PAYLOAD_MAX): its
  * length, or a negative code when it does not fit. */
 int sk_store_order_payload(char *dst, size_t cap, const struct sk_order *o, const char *pay_ref);
+/* An order.created's payload (its order's fields as persisted) into e. */
+void sk_store_created_payload(struct sk_event *e, uint64_t user_id, int64_t quantity,
+                              int64_t created_ms, int64_t pay_deadline_ms);
 /* "activity-<aid>" into dst. */
 void sk_store_activity_subject(char *dst, size_t cap, uint64_t aid);
 /* The events of an activity's state set to state (opened / closed), in the

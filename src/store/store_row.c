@@ -128,15 +128,10 @@ void sk_store_read_event(sk_store *st, sk_stmt *s, void *dst)
     TEXT(5, e->order_id); /* NULL reads "" */
     e->created_ms = I64(6);
     TEXT(7, e->payload);
+    e->last = 1;
     if (e->payload[0] || !e->order_id[0]) return;
     /* an order.created: the order row, as it was persisted */
-    struct sk_order o = {.activity_id = e->activity_id, .status = SK_ORDER_CREATED};
-    snprintf(o.order_id, sizeof o.order_id, "%s", e->order_id);
-    o.user_id = (uint64_t)I64(8);
-    o.quantity = I64(9);
-    o.created_ms = I64(10);
-    o.pay_deadline_ms = I64(11);
-    if (sk_store_order_payload(e->payload, sizeof e->payload, &o, NULL) < 0) e->payload[0] = 0;
+    sk_store_created_payload(e, (uint64_t)I64(8), I64(9), I64(10), I64(11));
 }
 
 void sk_store_read_i64(sk_store *st, sk_stmt *s, void *dst)

@@ -292,21 +292,26 @@ static const struct sql sql[Q_COUNT] = {
                         .flags = SK_SQL_KEEP | SK_SQL_DEFER},
 
     /* ---- the outbox ---- */
-    /* (subject, type, activity, order or NULL, now, pay_ref or NULL,
-     * payload, subject): the subject's next seq. Its order's row (or its
-     * activity's) is locked by the change, so no other transaction takes
-     * the same seq; the unique (subject, seq) would refuse it anyway. */
+    /* (subject, base, type, activity, order or NULL, now, pay_ref or
+     * NULL, payload, subject): the subject's next seq (base: the seq
+     * before its first row: 1 for an order's later events, whose
+     * order.created may be a batch row of another subject). Its order's
+     * row (or its activity's) is locked by the change, so no other
+     * transaction takes the same seq; the unique (subject, seq) would
+     * refuse it anyway. */
     [Q_EVENT_ADD] = {.what = "insert event",
                      .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
-                             " created_ms, pay_ref, payload) SELECT ?, COALESCE(MAX(seq), 0) + 1,"
+                             " created_ms, pay_ref, payload) SELECT ?, COALESCE(MAX(seq), ?) + 1,"
                              " ?, ?, ?, ?, ?, ? FROM events WHERE subject = ?",
                      .flags = SK_SQL_DEFER},
-    /* a persist's new orders: each the first event of its subject, its
-     * payload the order row's (read by Q_EVENTS_LIST) */
+    /* (first order, activity, first order, now, batch or NULL): the
+     * order.created events of a persist's new orders of one activity,
+     * seq 1 each, their payloads the order rows' (read by
+     * Q_EVENTS_LIST, Q_EVENT_ORDERS) */
     [Q_EVENTS_CREATED] = {.what = "insert events",
                           .text = "INSERT INTO events (subject, seq, type, activity_id, order_id,"
-                                  " created_ms) {VALUES}",
-                          .types = "tititi",
+                                  " created_ms, batch)"
+                                  " VALUES (?, 1, 'order.created', ?, ?, ?, ?)",
                           .flags = SK_SQL_KEEP | SK_SQL_DEFER},
     /* (subject, now, payload, subject, activity): only when the persist
      * (which holds the activity's row) left its DB stock at 0 */
@@ -328,10 +333,20 @@ static const struct sql sql[Q_COUNT] = {
     [Q_EVENT_PAID_BY] = {.what = "read events",
                          .text = "SELECT count(*) FROM events WHERE subject = ?"
                                  " AND type = 'order.paid' AND (pay_ref IS NULL OR pay_ref = ?)"},
+    /* (first row, rows) */
     [Q_EVENTS_LIST] = {.what = "read events",
                        .text = "SELECT " SK_STORE_EVENT_COLUMNS
                                " FROM events e LEFT JOIN orders o ON e.payload IS NULL"
-                               " AND o.order_id = e.order_id WHERE e.id > ? ORDER BY e.id LIMIT ?"},
+                               " AND e.batch IS NULL AND o.order_id = e.order_id"
+                               " WHERE e.id >= ? ORDER BY e.id LIMIT ?"},
+    /* (row): a batch row's ids, read only for the row's events listed */
+    [Q_EVENT_BATCH] = {.what = "read events", .text = "SELECT batch FROM events WHERE id = ?"},
+    /* the orders of a batch row's events */
+    [Q_EVENT_ORDERS] =
+        {.what = "read events",
+         .text = "SELECT order_id, user_id, quantity, created_ms, pay_deadline_ms" ORDERS_FROM
+                 " WHERE order_id {IN}",
+         .types = "t"},
     /* (subject, type): the subject's latest event of the type (a sale's
      * conditional event: sk_store_event_if) */
     [Q_EVENTS_MAX] = {.what = "read events", .text = "SELECT COALESCE(MAX(id), 0) FROM events"},
@@ -363,9 +378,11 @@ static const struct sql sql[Q_COUNT] = {
     [Q_WH_CURSOR_REWIND] = {.what = "rewind webhook cursor",
                             .text = "UPDATE webhook_cursors SET last_row = ?, updated_ms = ?,"
                                     " epoch = epoch + 1 WHERE endpoint = ? AND last_row > ?"},
-    /* (from, to): events in (from, to] */
+    /* (from, to): events in (from, to] (a batch row's: its ids) */
     [Q_WH_EVENTS_AFTER] = {.what = "read events",
-                           .text = "SELECT count(*) FROM events WHERE id > ? AND id <= ?"},
+                           .text = "SELECT COALESCE(SUM(CASE WHEN batch IS NULL THEN 1 ELSE"
+                                   " {LEN batch} - {LEN REPLACE(batch, ' ', '')} + 1 END), 0)"
+                                   " FROM events WHERE id > ? AND id <= ?"},
     [Q_WHE_INSERT] = {.what = "insert webhook endpoint",
                       .text = "INSERT INTO webhook_endpoints (activity_id, name, url, events,"
                               " secret, secret_prev, prev_until_ms, paused, created_ms,"
@@ -391,8 +408,8 @@ static const struct sql sql[Q_COUNT] = {
                      .text = "UPDATE webhook_endpoints SET paused = ?, updated_ms = ?"
                              " WHERE activity_id = ? AND name = ?"},
     [Q_WH_DEAD] = {.what = "dead-letter webhook",
-                   .text = "INSERT INTO webhook_dead (endpoint, event_row, at_ms, attempts,"
-                           " last_status) VALUES (?, ?, ?, ?, ?)"},
+                   .text = "INSERT INTO webhook_dead (endpoint, event_row, event_sub, at_ms,"
+                           " attempts, last_status) VALUES (?, ?, ?, ?, ?, ?)"},
     [Q_ACTIVITY_STATE_LOCK] = {.what = "lock activity",
                                .text = "SELECT state FROM activities WHERE id = ?{FOR_UPDATE}"},
 };

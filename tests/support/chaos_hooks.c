@@ -25,6 +25,7 @@ struct evs {
     struct ev *e;
     size_t n, cap;
     int64_t last_row;
+    int32_t last_sub; /* within a batch row (store.h) */
 };
 
 static int cmp_ev(const void *a, const void *b)
@@ -59,7 +60,8 @@ static int read_new(sk_store *st, struct evs *v)
     int rc = 0;
     for (;;) {
         size_t n = 0;
-        if ((rc = sk_store_events_list(st, v->last_row, PAGE, page, &n)) != 0) break;
+        if ((rc = sk_store_events_list_at(st, v->last_row, v->last_sub, PAGE, page, &n)) != 0)
+            break;
         for (size_t i = 0; i < n; i++) {
             if (v->n == v->cap) {
                 v->cap = v->cap ? v->cap * 2 : 4096;
@@ -74,6 +76,7 @@ static int read_new(sk_store *st, struct evs *v)
             e->seq = page[i].seq;
             e->first_at = -1;
             v->last_row = page[i].id;
+            v->last_sub = page[i].sub;
             added++;
         }
         if (n < PAGE) break;
