@@ -429,15 +429,15 @@ SK_TEST_T(webhooks_mysql_deliver_every_event_at_least_once_in_order_through_faul
 }
 
 /* When id first arrived at rx (only200: first acknowledged); -1 never. */
-static int64_t rx_first(struct rx *rx, const char *id, int only200)
+static int64_t rx_first(struct sk_th_rx *rx, const char *id, int only200)
 {
     int64_t at = -1;
-    pthread_mutex_lock(&rx->mu);
-    for (int j = 0; j < rx->n; j++)
-        if (!strcmp(rx->req[j].id, id) && (!only200 || rx->req[j].status == 200) &&
-            (at < 0 || rx->req[j].at < at))
-            at = rx->req[j].at;
-    pthread_mutex_unlock(&rx->mu);
+    size_t n = sk_th_rx_count(rx);
+    struct sk_th_rx_req q;
+    for (size_t j = 0; j < n; j++) {
+        sk_th_rx_get(rx, j, &q);
+        if (!strcmp(q.id, id) && (!only200 || q.status == 200) && (at < 0 || q.at < at)) at = q.at;
+    }
     return at;
 }
 
@@ -469,11 +469,12 @@ static void deliver_batch_rows(int kind)
     for (size_t i = 0; i < n; i++)
         snprintf(ids[i], sizeof ids[i], "%s:%" PRId64, ev[i].subject, ev[i].seq);
 
-    struct rx *rx = rx_start(0, 0xba7c);
+    struct sk_th_rx *rx = sk_th_rx_start(0xba7c, NULL, 0);
+    sk_th_rx_faults(rx, 45, 0);
     struct sk_wh_endpoint ep;
     memset(&ep, 0, sizeof ep);
     snprintf(ep.name, sizeof ep.name, "erp");
-    snprintf(ep.url, sizeof ep.url, "http://127.0.0.1:%d/hook", rx->port);
+    snprintf(ep.url, sizeof ep.url, "http://127.0.0.1:%d/hook", sk_th_rx_port(rx));
     snprintf(ep.secret[0], sizeof ep.secret[0], "%s", WH_SECRET_A);
     struct sk_wh_opts opt = {.backoff_min_ms = 5,
                              .backoff_max_ms = 40,
@@ -519,7 +520,7 @@ static void deliver_batch_rows(int kind)
                   o[i].order_id, (long long)first2, (long long)acked1);
     }
     sk_store_close(st);
-    rx_stop(rx);
+    sk_th_rx_stop(rx);
 }
 
 SK_TEST_T(webhooks_sqlite_deliver_batch_rows_across_pages_and_a_restart, 180)
