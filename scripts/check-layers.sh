@@ -177,7 +177,7 @@ for f in $(find src -name '*.c' | sort); do
         sed "s|^|$f: |"
     grep -nE '"HMGET", *[]a-z_.>[-]*meta, *"|"HMGET %s [a-z]' "$f" | sed "s|^|$f:|"
     awk -v f="$f" '/^[a-z].*\(/ { fn = NR; n = 0; hm = 0 } { line[n++] = NR ": " $0 }
-        /SK_M_[A-Z_]+_(N|FIELDS)\b/ { hm = 1 }
+        /SK_M_[A-Z_]+_(N|FIELDS)([^A-Z_]|$)/ { hm = 1 }
         /^}/ { if (hm) for (i = 0; i < n; i++) if (line[i] ~ /element\[[0-9]+\]/) print f ":" line[i]; n = 0; hm = 0 }' "$f"
 done
 grep -nE '^#define (SK_PURCHASE_NKEYS|SK_PREHEAT_ARGC|SK_FAIR_ARGC|SK_BATCH_ARGC|SK_QUEUE_ARGC)\b.*[^A-Z_0-9][0-9]' \

@@ -56,11 +56,10 @@ int sk_queue_args_ch(uint64_t aid, const char *ops, const uint64_t *users,
         /* buyer i's A_JOIN */
         const char **a = args + SK_A_QUEUE_N + SK_A_JOIN_N * i;
         size_t *l = lens + SK_A_QUEUE_N + SK_A_JOIN_N * i;
-        buf[off] = ops[i];
-        buf[off + 1] = 0;
+        w = snprintf(buf + off, cap - off, "%c", ops[i]);
         a[SK_A_JOIN_OP] = buf + off;
-        l[SK_A_JOIN_OP] = 1;
-        off += 2;
+        l[SK_A_JOIN_OP] = (size_t)w;
+        off += (size_t)w + 1;
         w = snprintf(buf + off, cap - off, "%" PRIu64, users[i]);
         a[SK_A_JOIN_USER] = buf + off;
         l[SK_A_JOIN_USER] = (size_t)w;

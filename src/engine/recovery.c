@@ -39,11 +39,10 @@ static void probe_lost(struct sk_keyset_probe *p, const int *ex, const int64_t *
 {
     static const char *const name[PROBE_EXISTS] = {"orders", "ledger", "buyers", "idem", "reg"};
     int64_t keys = f[SK_M_PROBE_KEYS];
-    int must[PROBE_EXISTS] = {
-        (keys & 1) != 0, (keys & 2) != 0,
-        p->stock < f[SK_M_PROBE_INITIAL] + f[SK_M_PROBE_XIN] - f[SK_M_PROBE_XOUT] +
-                       f[SK_M_PROBE_OVERSOLD],
-        (keys & 4) != 0, (keys & 8) != 0};
+    int must[PROBE_EXISTS] = {(keys & 1) != 0, (keys & 2) != 0,
+                              p->stock < f[SK_M_PROBE_INITIAL] + f[SK_M_PROBE_XIN] -
+                                             f[SK_M_PROBE_XOUT] + f[SK_M_PROBE_OVERSOLD],
+                              (keys & 4) != 0, (keys & 8) != 0};
     p->lost_what[0] = 0;
     if (p->present && !p->has_stock && p->segments < 2) {
         lost_add(p, "stock");
@@ -322,7 +321,8 @@ int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_res
     args[SK_A_RESUME_OPEN] = a->open < 0 ? "" : a->open ? "1" : "0";
     const char *keys[] = {SK_K_RESUME_EACH(SK_KEY_OF, k)};
     int64_t out[6];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, SK_K_RESUME_N, keys, SK_A_RESUME_N, args, out, 6);
+    int rc =
+        sk_stock_eval_ints(r, SK_SCRIPT_RESUME, SK_K_RESUME_N, keys, SK_A_RESUME_N, args, out, 6);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_OK) {
         snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,

@@ -178,7 +178,8 @@ static enum sk_seg_preheat_step counted(struct sk_seg_preheat *p, const redisRep
     int have = 1, segs = (int)p->d.segments;
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_SEGS_N)
         return fail(p, "HMGET segments store_id");
-    const redisReply *sg = rep->element[SK_M_SEGS_SEGMENTS], *owner = rep->element[SK_M_SEGS_STORE_ID];
+    const redisReply *sg = rep->element[SK_M_SEGS_SEGMENTS],
+                     *owner = rep->element[SK_M_SEGS_STORE_ID];
     if (sg->type == REDIS_REPLY_STRING) {
         long v = strtol(sg->str, NULL, 10);
         if (v > 1 && v <= SK_SEG_MAX) have = (int)v;

@@ -201,8 +201,8 @@ int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_o
         const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
         const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
         int64_t v[1];
-        int rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args,
-                                    v, 1);
+        int rc =
+            sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args, v, 1);
         if (rc < 0) return rc;
         if (v[0] != SK_RC_OK) *rc_out = (int)v[0];
     }

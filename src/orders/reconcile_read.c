@@ -216,8 +216,10 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
     const char *a_multi[] = {"MULTI"};
     const char *a_exec[] = {"EXEC"};
     struct rec_cmd cmds[] = {
-        {6, a_watch},  {2 + SK_M_SNAP_N, a_meta}, {2, a_stock}, {2, a_buyers},
-        {2, a_ledger}, {2, a_dlq},  {1, a_multi}, {1, a_exec},
+        {6, a_watch},  {2 + SK_M_SNAP_N, a_meta},
+        {2, a_stock},  {2, a_buyers},
+        {2, a_ledger}, {2, a_dlq},
+        {1, a_multi},  {1, a_exec},
     };
     size_t n = watch ? 6 : 8;
     for (int tries = 1;; tries++) {
