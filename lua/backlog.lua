@@ -10,5 +10,5 @@
 --#include "lib/backlog.lua"
 --#include "lib/time.lua"
 local now = now_ms()
-local b = backlog_of(KEYS[1], ARGV[1])
+local b = backlog_of(KEYS[K_BACKLOG.orders], ARGV[A_BACKLOG.group])
 return {b[1], b[2], b[3], now}

@@ -12,11 +12,12 @@
 -- set whose keys are gone this writes a fence-only meta.
 --#include "lib/args.lua"
 --#include "lib/fence.lua"
-local why, text = ARGV[1] or '', ARGV[2] or ''
-if (why ~= 'rollback' and why ~= 'rebuild' and why ~= 'manual') or #text > 200 or ARGV[3] then
+local why, text = ARGV[A_FENCE.why] or '', ARGV[A_FENCE.text] or ''
+if (why ~= 'rollback' and why ~= 'rebuild' and why ~= 'manual') or #text > 200
+   or ARGV[A_FENCE.N + 1] then
   return bad_args('')
 end
-local cur = redis.call('HGET', KEYS[1], 'fence')
+local cur = redis.call('HGET', KEYS[K_FENCE.meta], 'fence')
 if cur and not (cur == 'vanished' and why == 'rebuild') then return {RC.OK, cur} end
-fence_set(KEYS[1], why, text, {persist = true})
+fence_set(KEYS[K_FENCE.meta], why, text, {persist = true})
 return {RC.OK, why}

@@ -19,25 +19,28 @@
 --   rebuild has a ledger entry but no stream entry (or, after a split,
 --   another branch's at the same id), and only the database knows it.
 -- flags: no-writes
-local led = redis.call('HGET', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 0 then return {led, 0, '', 0, '', 0} end
+local led = redis.call('HGET', KEYS[K_ORDER_STATE.ledger], ARGV[A_ORDER_STATE.oid])
+if redis.call('EXISTS', KEYS[K_ORDER_STATE.orders]) == 0 then return {led, 0, '', 0, '', 0} end
 local here = 0
-local e = redis.call('XRANGE', KEYS[2], ARGV[3], ARGV[3])
+local entry = ARGV[A_ORDER_STATE.entry]
+local e = redis.call('XRANGE', KEYS[K_ORDER_STATE.orders], entry, entry)
 if e[1] then
   local b, c = '', nil
   local f = e[1][2]
   for i = 1, #f, 2 do
     if f[i] == 'b' then b = f[i + 1] elseif f[i] == 'c' then c = tonumber(f[i + 1]) end
   end
-  local at = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
-  if b == ARGV[4] and (at == nil) == (c == nil) and (at == nil or at < c) then here = 1 end
+  local at = ARGV[A_ORDER_STATE.index] ~= '' and tonumber(ARGV[A_ORDER_STATE.index]) or nil
+  if b == ARGV[A_ORDER_STATE.branch] and (at == nil) == (c == nil) and (at == nil or at < c) then
+    here = 1
+  end
 end
-local groups = redis.call('XINFO', 'GROUPS', KEYS[2])
+local groups = redis.call('XINFO', 'GROUPS', KEYS[K_ORDER_STATE.orders])
 for _, g in ipairs(groups) do
   local f = {}
   for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-  if f['name'] == ARGV[2] then
-    local p = redis.call('XPENDING', KEYS[2], ARGV[2])
+  if f['name'] == ARGV[A_ORDER_STATE.group] then
+    local p = redis.call('XPENDING', KEYS[K_ORDER_STATE.orders], ARGV[A_ORDER_STATE.group])
     return {led, 2, f['last-delivered-id'], p[1], p[2] or '', here}
   end
 end

@@ -4,7 +4,7 @@
 -- KEYS: meta stock
 -- Returns {exists, open, stock}
 -- flags: no-writes
-local stock = redis.call('GET', KEYS[2])
-local m = redis.call('HMGET', KEYS[1], M_PEEK.FIELDS)
+local stock = redis.call('GET', KEYS[K_PEEK.stock])
+local m = redis.call('HMGET', KEYS[K_PEEK.meta], M_PEEK.FIELDS)
 if not stock or not m[M_PEEK.initial] then return {0, 0, 0} end
 return {1, m[M_PEEK.open] == '1' and 1 or 0, tonumber(stock)}

@@ -70,32 +70,36 @@ local d = {id = ARGV[A_PREHEAT.id], initial = tonumber(ARGV[A_PREHEAT.initial]),
            wr_ttl = ARGV[A_PREHEAT.wr_ttl], wr_seed = wr_seed, ch = ch, fair = fair}
 local force = ARGV[A_PREHEAT.force] == '1'
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
-local live = redis.call('GET', KEYS[2])
-local owner = redis.call('HGET', KEYS[1], 'store_id')
+local live = redis.call('GET', KEYS[K_PREHEAT.stock])
+local owner = redis.call('HGET', KEYS[K_PREHEAT.meta], 'store_id')
 if store ~= '' and owner and owner ~= store then return {RC.OTHER_STORE, tonumber(live or '0')} end
-if redis.call('HGET', KEYS[1], 'fence') then return {RC.RECOVERING, tonumber(live or '0')} end
+if redis.call('HGET', KEYS[K_PREHEAT.meta], 'fence') then
+  return {RC.RECOVERING, tonumber(live or '0')}
+end
 if not live and db_held > 0 then return {RC.RECOVERING, 0} end
 local stock = d.initial
 if live then
-  if store ~= '' then redis.call('HSETNX', KEYS[1], 'store_id', store) end
+  if store ~= '' then redis.call('HSETNX', KEYS[K_PREHEAT.meta], 'store_id', store) end
   if not force then return {RC.STOCK_LIVE, tonumber(live)} end
-  if redis.call('HGET', KEYS[1], 'open') == '1' then return {RC.IS_OPEN, tonumber(live)} end
+  if redis.call('HGET', KEYS[K_PREHEAT.meta], 'open') == '1' then
+    return {RC.IS_OPEN, tonumber(live)}
+  end
   local held = 0
-  local b = redis.call('HVALS', KEYS[3])
+  local b = redis.call('HVALS', KEYS[K_PREHEAT.buyers])
   for i = 1, #b do held = held + tonumber(b[i]) end
   stock = d.initial - held
   if stock < 0 then return {RC.BELOW_SOLD, tonumber(live)} end
 end
-redis.call('SET', KEYS[2], stock)
+redis.call('SET', KEYS[K_PREHEAT.stock], stock)
 -- The definition, over an earlier one (forced): its rate limit and waiting
 -- room go when this one has none (the queue's own state is left alone). A
 -- segment's own stock is initial + xin - xout - held; a preheat restarts
 -- that count (the forced stock above is initial - held). Every key set of
 -- a waiting room carries its seed (the admission call checks passes with
 -- it); the activity's rate limit rides in meta, read by the admission call.
-def_write(KEYS[1], d, store ~= '' and {'store_id', store} or nil, true)
-redis.call('HSETNX', KEYS[1], 'released', 0)
+def_write(KEYS[K_PREHEAT.meta], d, store ~= '' and {'store_id', store} or nil, true)
+redis.call('HSETNX', KEYS[K_PREHEAT.meta], 'released', 0)
 -- The incarnation of the key set (docs/recovery.md): a forced preheat keeps
 -- it, only a delete and a new preheat (or a rebuild) make a new one.
-redis.call('HSETNX', KEYS[1], 'epoch', epoch_now())
+redis.call('HSETNX', KEYS[K_PREHEAT.meta], 'epoch', epoch_now())
 return {RC.PREHEATED, stock}

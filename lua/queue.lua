@@ -43,11 +43,15 @@
 --#include "lib/pace.lua"
 --#include "lib/reg.lua"
 local TWO52 = 4503599627370496
-local aid, n = ARGV[1] or '', (#ARGV - 1) / 3
-if not digits(aid, 15) or n < 1 or n ~= math.floor(n) or (#KEYS ~= 6 and #KEYS ~= 6 + n) then
+-- buyer i's arguments: ARGV[b + A_JOIN.op] .. ARGV[b + A_JOIN.ticket],
+-- b = A_JOIN.N * i + B0
+local B0 = A_QUEUE.N + 1 - A_JOIN.N
+local aid, n = ARGV[A_QUEUE.aid] or '', (#ARGV - A_QUEUE.N) / A_JOIN.N
+if not digits(aid, 15) or n < 1 or n ~= math.floor(n)
+   or (#KEYS ~= K_QUEUE.N and #KEYS ~= K_QUEUE.N + n) then
   return bad_args(0, 0, 0, 0, 0, 0, 0, 0)
 end
-local m = redis.call('HMGET', KEYS[1], M_QUEUE.FIELDS)
+local m = redis.call('HMGET', KEYS[K_QUEUE.meta], M_QUEUE.FIELDS)
 local now = now_ms()
 local HEAD = 9
 local out = {RC.OK, 0, 0, tonumber(m[M_QUEUE.wr_rate] or '') or 0, 0,
@@ -78,9 +82,9 @@ if m[M_QUEUE.fence] then
     local base_ms = tonumber(m[M_QUEUE.wr_base_ms] or '') or start
     local upto = math.max(base_ms, math.min(tonumber(m[M_QUEUE.fence_ms] or '') or now, now))
     local a = base + math.floor((upto - base_ms) * rate / 1000)
-    local len = redis.call('ZCARD', KEYS[2])
+    local len = redis.call('ZCARD', KEYS[K_QUEUE.wr_q])
     if a > len then a = len end
-    redis.call('HSET', KEYS[1], 'wr_base', a, 'wr_base_ms', now)
+    redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_base', a, 'wr_base_ms', now)
   end
   return all(RC.RECOVERING)
 end
@@ -93,17 +97,19 @@ if now >= tonumber(m[M_QUEUE.end_ms]) then return all(RC.ENDED) end
 if m[M_QUEUE.open] ~= '1' then return all(RC.CLOSED) end
 -- Sold out: nobody waits for nothing. (A segmented activity's stock is in its
 -- segments, out of this slot: the service's sold-out verdict answers there.)
-if not m[M_QUEUE.segments] and redis.call('GET', KEYS[4]) == '0' then return all(RC.SOLD_OUT) end
+if not m[M_QUEUE.segments] and redis.call('GET', KEYS[K_QUEUE.stock]) == '0' then
+  return all(RC.SOLD_OUT)
+end
 local rate, ttl_ms = tonumber(m[M_QUEUE.wr_rate]), tonumber(m[M_QUEUE.wr_ttl]) * 1000
 local seed = m[M_QUEUE.wr_seed]
-local len = redis.call('ZCARD', KEYS[2])
+local len = redis.call('ZCARD', KEYS[K_QUEUE.wr_q])
 local chg = ch_gate(m[M_QUEUE.ch], m[M_QUEUE.ch_floor])
 
 -- The challenge of buyer i entering the queue: its refusal, or nil (spent).
 local function ch_entry_refused(i)
   if not chg then return nil end
-  local k = #KEYS > 6 and KEYS[6 + i] or nil
-  local why, exp = ch_refused(chg, ARGV[3 * i + 1], k, now)
+  local k = #KEYS > K_QUEUE.N and KEYS[K_QUEUE.N + i] or nil
+  local why, exp = ch_refused(chg, ARGV[A_JOIN.N * i + (B0 + A_JOIN.ticket)], k, now)
   if why then return why end
   ch_spend(chg, k, exp)
   return nil
@@ -117,11 +123,11 @@ end
 -- takes registrations, a new buyer while joins are refused (a buyer in the
 -- line may join again). Writes nothing.
 local function join_refused(u)
-  if m[M_QUEUE.reg_start] and redis.call('SISMEMBER', KEYS[5], u) == 0 then
+  if m[M_QUEUE.reg_start] and redis.call('SISMEMBER', KEYS[K_QUEUE.reg], u) == 0 then
     -- a set that vanished is the recovery's to restore (lib/reg.lua)
-    return reg_lost(KEYS[1], KEYS[5]) and RC.RECOVERING or RC.NOT_REGISTERED
+    return reg_lost(KEYS[K_QUEUE.meta], KEYS[K_QUEUE.reg]) and RC.RECOVERING or RC.NOT_REGISTERED
   end
-  if wr_on(m[M_QUEUE.wr_nojoin]) and not redis.call('ZSCORE', KEYS[2], u) then
+  if wr_on(m[M_QUEUE.wr_nojoin]) and not redis.call('ZSCORE', KEYS[K_QUEUE.wr_q], u) then
     return RC.JOINS_CLOSED
   end
   return nil
@@ -131,7 +137,7 @@ if now < start then
   -- Before the start: a joiner's place is drawn, not known (more may join).
   out[5] = start - now
   for i = 1, n do
-    local op, u = ARGV[3 * i - 1], ARGV[3 * i]
+    local op, u = ARGV[A_JOIN.N * i + (B0 + A_JOIN.op)], ARGV[A_JOIN.N * i + (B0 + A_JOIN.user)]
     local rc = RC.Q_WAITING
     if not valid(op, u) then
       rc = RC.BAD_ARGUMENT
@@ -143,10 +149,14 @@ if now < start then
     elseif op == 'j' then
       -- NX: joining again keeps the draw (it is a function of the user anyway);
       -- only entering the queue takes a challenge
-      local why = not redis.call('ZSCORE', KEYS[2], u) and ch_entry_refused(i)
+      local why = not redis.call('ZSCORE', KEYS[K_QUEUE.wr_q], u) and ch_entry_refused(i)
       local draw = tonumber(string.sub(redis.sha1hex(seed .. ':q:' .. u), 1, 13), 16)
-      if why then rc = why else len = len + redis.call('ZADD', KEYS[2], 'NX', draw, u) end
-    elseif not redis.call('ZSCORE', KEYS[2], u) then
+      if why then
+        rc = why
+      else
+        len = len + redis.call('ZADD', KEYS[K_QUEUE.wr_q], 'NX', draw, u)
+      end
+    elseif not redis.call('ZSCORE', KEYS[K_QUEUE.wr_q], u) then
       rc = RC.NOT_IN_QUEUE
     end
     answer(i, rc, 0, 0, '', 0)
@@ -162,7 +172,7 @@ if frozen and base_ms < now then
   -- paused (queue_control.lua rebased the count at the pause): it stands
   -- still, so the resume does not hand out the pause's passes at once
   base_ms = now
-  redis.call('HSET', KEYS[1], 'wr_base_ms', base_ms)
+  redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_base_ms', base_ms)
 end
 
 -- Places holding a pass now. Never more than the queue: when the pace would
@@ -171,7 +181,7 @@ local function issued()
   local a = base + math.floor((now - base_ms) * rate / 1000)
   if a <= len then return a end
   base, base_ms = len, now
-  redis.call('HSET', KEYS[1], 'wr_base', base, 'wr_base_ms', base_ms)
+  redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_base', base, 'wr_base_ms', base_ms)
   return len
 end
 
@@ -183,14 +193,14 @@ local returned, expired = 0, 0
 -- the buyer's pass (handed out or not) is expired, one more place holds one
 -- (base and the counts are written once, at the end of the call).
 local function seat_back(u, deadline)
-  local pv = redis.call('HGET', KEYS[3], u)
+  local pv = redis.call('HGET', KEYS[K_QUEUE.wr_pass], u)
   if not pv or string.find(pv, '^%d+$') then
-    redis.call('HSET', KEYS[3], u, 'x' .. (pv or string.format('%.0f', deadline)))
+    redis.call('HSET', KEYS[K_QUEUE.wr_pass], u, 'x' .. (pv or string.format('%.0f', deadline)))
     if pv then expired = expired + 1 end
     returned = returned + 1
     base = base + 1
   end
-  redis.call('ZREM', KEYS[6], u)
+  redis.call('ZREM', KEYS[K_QUEUE.wr_held], u)
 end
 
 -- Seats whose deadline passed go back (at most 512 a call: the rest at the
@@ -198,24 +208,25 @@ end
 -- call get a seat with a deadline (at most 512 a call: a buyer asking
 -- before gets one with the pass).
 local function settle_seats()
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 512)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[K_QUEUE.wr_held], '-inf', now, 'WITHSCORES',
+                          'LIMIT', 0, 512)
   for j = 1, #gone, 2 do seat_back(gone[j], tonumber(gone[j + 1])) end
   -- the count as it stands (issued() would rebase an idle room before this
   -- call's joiners are in)
   local upto = pace_at(base, base_ms, rate, now, len)
   if upto > reach then
     local last = math.min(upto, reach + 512)
-    local us = redis.call('ZRANGE', KEYS[2], reach, last - 1)
+    local us = redis.call('ZRANGE', KEYS[K_QUEUE.wr_q], reach, last - 1)
     local deadline = string.format('%.0f', now + ttl_ms)
     for j = 1, #us do
-      if redis.call('HEXISTS', KEYS[3], us[j]) == 0 then
-        redis.call('ZADD', KEYS[6], 'NX', deadline, us[j])
+      if redis.call('HEXISTS', KEYS[K_QUEUE.wr_pass], us[j]) == 0 then
+        redis.call('ZADD', KEYS[K_QUEUE.wr_held], 'NX', deadline, us[j])
       end
     end
     reach = last
   end
   if reach ~= (tonumber(m[M_QUEUE.wr_reach] or '') or 0) then
-    redis.call('HSET', KEYS[1], 'wr_reach', reach)
+    redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_reach', reach)
   end
 end
 
@@ -223,21 +234,21 @@ end
 local function left_at(rank)
   if rank < reach then
     reach = reach - 1
-    redis.call('HSET', KEYS[1], 'wr_reach', reach)
+    redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_reach', reach)
   end
 end
 
 -- A place at the back: behind everyone so far (the counter only grows).
 local function join_back(u)
-  local seq = redis.call('HINCRBY', KEYS[1], 'wr_seq', 1)
-  redis.call('ZADD', KEYS[2], TWO52 + seq, u)
+  local seq = redis.call('HINCRBY', KEYS[K_QUEUE.meta], 'wr_seq', 1)
+  redis.call('ZADD', KEYS[K_QUEUE.wr_q], TWO52 + seq, u)
   len = len + 1
   return len - 1
 end
 
 -- One buyer (the i-th) after the start: rc, place, expiry, pass, events.
 local function decide(op, u, i)
-  local rank = redis.call('ZRANK', KEYS[2], u)
+  local rank = redis.call('ZRANK', KEYS[K_QUEUE.wr_q], u)
   if not rank then
     if op ~= 'j' then return RC.NOT_IN_QUEUE, 0, 0, '', 0 end
     local no = join_refused(u) or ch_entry_refused(i)
@@ -245,22 +256,22 @@ local function decide(op, u, i)
     rank = join_back(u)
   end
   if rank >= issued() then return RC.Q_WAITING, rank + 1, 0, '', 0 end
-  local pv = redis.call('HGET', KEYS[3], u)
+  local pv = redis.call('HGET', KEYS[K_QUEUE.wr_pass], u)
   local ev = 0
   if not pv then
-    local dl = tonumber(redis.call('ZSCORE', KEYS[6], u) or '')
+    local dl = tonumber(redis.call('ZSCORE', KEYS[K_QUEUE.wr_held], u) or '')
     if frozen or not dl or dl > now then
       -- the pass is handed out now: its lifetime starts when the buyer has
       -- it, and so does the seat's
       local exp = string.format('%.0f', now + ttl_ms)
-      redis.call('HSET', KEYS[3], u, exp)
-      redis.call('ZADD', KEYS[6], exp, u)
-      redis.call('HINCRBY', KEYS[1], 'wr_issued', 1)
+      redis.call('HSET', KEYS[K_QUEUE.wr_pass], u, exp)
+      redis.call('ZADD', KEYS[K_QUEUE.wr_held], exp, u)
+      redis.call('HINCRBY', KEYS[K_QUEUE.meta], 'wr_issued', 1)
       return RC.Q_ADMITTED, rank + 1, tonumber(exp), wr_pass(seed, aid, u, exp), 1
     end
     -- reached, never fetched, and its seat's time is up
     seat_back(u, dl)
-    pv, ev = redis.call('HGET', KEYS[3], u), 2
+    pv, ev = redis.call('HGET', KEYS[K_QUEUE.wr_pass], u), 2
   end
   local mark, e = string.match(pv, '^(%a?)(%d+)$')
   if mark == 's' then return RC.Q_USED, rank + 1, 0, '', 0 end
@@ -279,13 +290,13 @@ local function decide(op, u, i)
   if op ~= 'j' then return RC.Q_EXPIRED, rank + 1, 0, '', ev end
   -- Joining with an expired pass: a new place at the back. The old place was
   -- one of the issued ones, so one fewer place holds a pass from now on.
-  redis.call('ZREM', KEYS[2], u)
-  redis.call('HDEL', KEYS[3], u)
-  redis.call('ZREM', KEYS[6], u)
+  redis.call('ZREM', KEYS[K_QUEUE.wr_q], u)
+  redis.call('HDEL', KEYS[K_QUEUE.wr_pass], u)
+  redis.call('ZREM', KEYS[K_QUEUE.wr_held], u)
   left_at(rank)
   len = len - 1
   base = base - 1
-  redis.call('HSET', KEYS[1], 'wr_base', base, 'wr_base_ms', base_ms)
+  redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_base', base, 'wr_base_ms', base_ms)
   local rc, place, exp, pass, ev2 = decide(op, u, i)
   return rc, place, exp, pass, ev + ev2
 end
@@ -293,7 +304,7 @@ end
 if not frozen then settle_seats() end
 
 for i = 1, n do
-  local op, u = ARGV[3 * i - 1], ARGV[3 * i]
+  local op, u = ARGV[A_JOIN.N * i + (B0 + A_JOIN.op)], ARGV[A_JOIN.N * i + (B0 + A_JOIN.user)]
   if valid(op, u) then
     answer(i, decide(op, u, i))
   else
@@ -304,8 +315,8 @@ out[2] = len
 out[3] = issued()
 out[7], out[8] = returned, expired
 if returned > 0 then
-  redis.call('HSET', KEYS[1], 'wr_base', base)
-  redis.call('HINCRBY', KEYS[1], 'wr_returned', returned)
-  if expired > 0 then redis.call('HINCRBY', KEYS[1], 'wr_expired', expired) end
+  redis.call('HSET', KEYS[K_QUEUE.meta], 'wr_base', base)
+  redis.call('HINCRBY', KEYS[K_QUEUE.meta], 'wr_returned', returned)
+  if expired > 0 then redis.call('HINCRBY', KEYS[K_QUEUE.meta], 'wr_expired', expired) end
 end
 return out

@@ -15,18 +15,18 @@
 --#include "lib/args.lua"
 --#include "lib/time.lua"
 --#include "lib/pace.lua"
-local new = ARGV[1] or ''
+local new = ARGV[A_QUEUE_PACE.rate] or ''
 if new ~= '' and (not string.find(new, '^[1-9]%d*$') or #new > 7 or tonumber(new) > 1000000) then
   return bad_args(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 end
-local m = redis.call('HMGET', KEYS[1], M_PACE.FIELDS)
+local m = redis.call('HMGET', KEYS[K_QUEUE_PACE.meta], M_PACE.FIELDS)
 if not m[M_PACE.start_ms] then return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} end
 if not m[M_PACE.wr_rate] or not m[M_PACE.wr_seed] then
   return {RC.NO_WAITING_ROOM, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local now = now_ms()
 local start, rate = tonumber(m[M_PACE.start_ms]), tonumber(m[M_PACE.wr_rate])
-local len = redis.call('ZCARD', KEYS[2])
+local len = redis.call('ZCARD', KEYS[K_QUEUE_PACE.wr_q])
 local issued = 0
 if now >= start then
   local base = tonumber(m[M_PACE.wr_base] or '') or 0
@@ -43,9 +43,10 @@ end
 if new ~= '' then
   rate = tonumber(new)
   if now >= start then
-    redis.call('HSET', KEYS[1], 'wr_rate', new, 'wr_base', issued, 'wr_base_ms', now)
+    redis.call('HSET', KEYS[K_QUEUE_PACE.meta], 'wr_rate', new, 'wr_base', issued, 'wr_base_ms',
+               now)
   else
-    redis.call('HSET', KEYS[1], 'wr_rate', new)
+    redis.call('HSET', KEYS[K_QUEUE_PACE.meta], 'wr_rate', new)
   end
 end
 return {RC.OK, rate, tonumber(m[M_PACE.wr_ttl] or '') or 0, len, issued,

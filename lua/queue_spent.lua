@@ -10,10 +10,10 @@
 -- Returns {1 marked now, 0 not the pass handed out (or marked before)}, or
 -- for a malformed call {BAD_ARGUMENT} (lib/args.lua): nothing marked.
 --#include "lib/args.lua"
-local u, e = ARGV[1] or '', ARGV[2] or ''
+local u, e = ARGV[A_QUEUE_SPENT.user] or '', ARGV[A_QUEUE_SPENT.exp] or ''
 if not digits(u, 20) or not digits(e, 20) then return bad_args() end
-if redis.call('HGET', KEYS[2], u) ~= e then return {0} end
-redis.call('HSET', KEYS[2], u, 's' .. e)
-redis.call('ZREM', KEYS[3], u)
-redis.call('HINCRBY', KEYS[1], 'wr_spent', 1)
+if redis.call('HGET', KEYS[K_QUEUE_SPENT.wr_pass], u) ~= e then return {0} end
+redis.call('HSET', KEYS[K_QUEUE_SPENT.wr_pass], u, 's' .. e)
+redis.call('ZREM', KEYS[K_QUEUE_SPENT.wr_held], u)
+redis.call('HINCRBY', KEYS[K_QUEUE_SPENT.meta], 'wr_spent', 1)
 return {1}

@@ -51,16 +51,16 @@ local d = {id = ARGV[A_REBUILD.id], initial = tonumber(ARGV[A_REBUILD.initial]),
            seg = seg, seg_of = seg_of, wr_rate = wr_rate, wr_ttl = wr_ttl, wr_seed = wr_seed,
            ch = ch, fair = fair}
 if d.limit < 1 or d.max_qty < 1 or d.end_ms <= d.start_ms then return bad_args(0) end
-local live = redis.call('GET', KEYS[2])
+local live = redis.call('GET', KEYS[K_REBUILD.stock])
 if live then return {RC.STOCK_LIVE, tonumber(live)} end
-if not redis.call('HGET', KEYS[1], 'fence') then
+if not redis.call('HGET', KEYS[K_REBUILD.meta], 'fence') then
   return redis.error_reply('rebuild: the key set is not fenced')
 end
 -- The counts start again, under a new epoch; nothing is deleted from the
 -- meta (it holds the fence, and at most what a rebuild wrote before).
 local more = {'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch', epoch_now()}
 if store ~= '' then more[11] = 'store_id'; more[12] = store end
-def_write(KEYS[1], d, more, false)
-redis.call('PERSIST', KEYS[1])
-redis.call('SET', KEYS[2], d.initial)
+def_write(KEYS[K_REBUILD.meta], d, more, false)
+redis.call('PERSIST', KEYS[K_REBUILD.meta])
+redis.call('SET', KEYS[K_REBUILD.stock], d.initial)
 return {RC.PREHEATED, d.initial}

@@ -19,26 +19,30 @@ if not label_ok(aid) or not string.match(user or '', '^[0-9]+$')
   return bad_args(0)
 end
 local q = tonumber(qs)
-local mi = redis.call('HMGET', KEYS[1], M_OWN.FIELDS)
+local mi = redis.call('HMGET', KEYS[K_RELEASE.meta], M_OWN.FIELDS)
 local initial = tonumber(mi[M_OWN.initial])
 if initial then
   initial = initial + tonumber(mi[M_OWN.xin] or '0') - tonumber(mi[M_OWN.xout] or '0')
 end
 if not initial then return {RC.UNKNOWN_ACTIVITY, 0} end
-local rec = redis.call('HGET', KEYS[5], oid)
+local rec = redis.call('HGET', KEYS[K_RELEASE.ledger], oid)
 if not rec then return {RC.UNKNOWN_ORDER, 0} end
 local ruser, rq, mark = string.match(rec, '^([0-9]+):([0-9]+)(.*)$')
 if ruser ~= user or tonumber(rq) ~= q then return {RC.UNKNOWN_ORDER, 0} end
 if mark ~= '' then return {RC.ALREADY_RELEASED, 0} end
-local had = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+local had = tonumber(redis.call('HGET', KEYS[K_RELEASE.buyers], user) or '0')
 if had < q then return {RC.UNKNOWN_ORDER, 0} end
-redis.call('HSET', KEYS[5], oid, rec .. ':released')
-redis.call('SADD', KEYS[4], oid)
-local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+redis.call('HSET', KEYS[K_RELEASE.ledger], oid, rec .. ':released')
+redis.call('SADD', KEYS[K_RELEASE.released], oid)
+local stock = tonumber(redis.call('GET', KEYS[K_RELEASE.stock]) or '0')
 local give = q
 if stock + give > initial then give = initial - stock end
 if give < 0 then give = 0 end
-if give > 0 then redis.call('INCRBY', KEYS[2], give) end
-if had == q then redis.call('HDEL', KEYS[3], user) else redis.call('HINCRBY', KEYS[3], user, -q) end
-redis.call('HINCRBY', KEYS[1], 'released', give)
+if give > 0 then redis.call('INCRBY', KEYS[K_RELEASE.stock], give) end
+if had == q then
+  redis.call('HDEL', KEYS[K_RELEASE.buyers], user)
+else
+  redis.call('HINCRBY', KEYS[K_RELEASE.buyers], user, -q)
+end
+redis.call('HINCRBY', KEYS[K_RELEASE.meta], 'released', give)
 return {RC.RELEASED, give}

@@ -47,8 +47,8 @@ for i = 1, n do
   end
   oids[i], users[i], qtys[i], kinds[i], ikeys[i] = oid, u, tonumber(q), k, key
 end
-local m = redis.call('HMGET', KEYS[1], M_REPLAY.FIELDS)
-local stock = tonumber(redis.call('GET', KEYS[2]) or '')
+local m = redis.call('HMGET', KEYS[K_REPLAY.meta], M_REPLAY.FIELDS)
+local stock = tonumber(redis.call('GET', KEYS[K_REPLAY.stock]) or '')
 if not m[M_REPLAY.initial] or not stock then
   return {RC.UNKNOWN_ACTIVITY, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0}
 end
@@ -56,11 +56,11 @@ if not m[M_REPLAY.fence] then return redis.error_reply('replay: the key set is n
 local own = tonumber(m[M_REPLAY.initial]) + tonumber(m[M_REPLAY.xin] or '0')
             - tonumber(m[M_REPLAY.xout] or '0')
 local limit = tonumber(m[M_REPLAY.limit] or '')
-local recs = redis.call('HMGET', KEYS[4], unpack(oids))
-local had = redis.call('HMGET', KEYS[3], unpack(users))
+local recs = redis.call('HMGET', KEYS[K_REPLAY.ledger], unpack(oids))
+local had = redis.call('HMGET', KEYS[K_REPLAY.buyers], unpack(users))
 local ik = {}
 for i = 1, n do ik[i] = users[i] .. ':' .. (ikeys[i] ~= '' and ikeys[i] or '-') end
-local idem = redis.call('HMGET', KEYS[6], unpack(ik))
+local idem = redis.call('HMGET', KEYS[K_REPLAY.idem], unpack(ik))
 local counts, dirty, seen, lw, rel, iw, fresh, refused = {}, {}, {}, {}, {}, {}, {}, {}
 local held_n, held_u, rec_n, again_n, over, given = 0, 0, 0, 0, 0, 0
 local ref_u, paid_over, idem_n = 0, 0, 0
@@ -121,20 +121,24 @@ for i = 1, n do
     end
   end
 end
-if #lw > 0 then redis.call('HSET', KEYS[4], unpack(lw)) end
-if #rel > 0 then redis.call('SADD', KEYS[5], unpack(rel)) end
-if #iw > 0 then redis.call('HSET', KEYS[6], unpack(iw)) end
+if #lw > 0 then redis.call('HSET', KEYS[K_REPLAY.ledger], unpack(lw)) end
+if #rel > 0 then redis.call('SADD', KEYS[K_REPLAY.released], unpack(rel)) end
+if #iw > 0 then redis.call('HSET', KEYS[K_REPLAY.idem], unpack(iw)) end
 for j = 1, #dirty do
   local u = dirty[j]
-  if counts[u] > 0 then redis.call('HSET', KEYS[3], u, counts[u]) else redis.call('HDEL', KEYS[3], u) end
+  if counts[u] > 0 then
+    redis.call('HSET', KEYS[K_REPLAY.buyers], u, counts[u])
+  else
+    redis.call('HDEL', KEYS[K_REPLAY.buyers], u)
+  end
 end
-if stock ~= stock0 then redis.call('SET', KEYS[2], stock) end
-if over > 0 then redis.call('HINCRBY', KEYS[1], 'oversold', over) end
+if stock ~= stock0 then redis.call('SET', KEYS[K_REPLAY.stock], stock) end
+if over > 0 then redis.call('HINCRBY', KEYS[K_REPLAY.meta], 'oversold', over) end
 -- the keys written here must exist from now on (meta `keys`, lib/admit.lua)
 local must = tonumber(m[M_REPLAY.keys] or '0') or 0
 local add = (#lw > 0 and must % 4 < 2 and 2 or 0) + (#iw > 0 and must % 8 < 4 and 4 or 0)
-if add > 0 then redis.call('HSET', KEYS[1], 'keys', must + add) end
-if given > 0 then redis.call('HINCRBY', KEYS[1], 'released', given) end
+if add > 0 then redis.call('HSET', KEYS[K_REPLAY.meta], 'keys', must + add) end
+if given > 0 then redis.call('HINCRBY', KEYS[K_REPLAY.meta], 'released', given) end
 local out = {RC.OK, held_n, held_u, rec_n, again_n, over, stock, #refused, ref_u, paid_over, idem_n}
 for j = 1, #refused do out[#out + 1] = refused[j] end
 return out

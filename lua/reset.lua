@@ -13,16 +13,17 @@
 --          it), stock}
 --#include "lib/args.lua"
 --#include "lib/time.lua"
-if #KEYS ~= 6 or ARGV[1] then return bad_args(0) end
-local m = redis.call('HMGET', KEYS[1], M_RESET.FIELDS)
+if #KEYS ~= K_RESET.N or #ARGV > 0 then return bad_args(0) end
+local m = redis.call('HMGET', KEYS[K_RESET.meta], M_RESET.FIELDS)
 if not m[M_RESET.fence] then return redis.error_reply('reset: the key set is not fenced') end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[K_RESET.stock], KEYS[K_RESET.buyers], KEYS[K_RESET.ledger],
+           KEYS[K_RESET.released], KEYS[K_RESET.idem])
 if not m[M_RESET.initial] then return {RC.UNKNOWN_ACTIVITY, 0} end
 local stock = tonumber(m[M_RESET.initial]) + tonumber(m[M_RESET.xin] or '0')
               - tonumber(m[M_RESET.xout] or '0')
 if stock < 0 then stock = 0 end
-redis.call('HSET', KEYS[1], 'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch',
+redis.call('HSET', KEYS[K_RESET.meta], 'released', 0, 'oversold', 0, 'adm', 0, 'keys', 0, 'epoch',
            epoch_now())
-redis.call('PERSIST', KEYS[1])
-redis.call('SET', KEYS[2], stock)
+redis.call('PERSIST', KEYS[K_RESET.meta])
+redis.call('SET', KEYS[K_RESET.stock], stock)
 return {RC.PREHEATED, stock}

@@ -3,7 +3,7 @@
 -- A script, not a bare HSET, so a switch on an activity that was never
 -- preheated cannot create a half-written meta hash.
 --#include "lib/args.lua"
-if ARGV[1] ~= '0' and ARGV[1] ~= '1' then return bad_args() end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {RC.UNKNOWN_ACTIVITY} end
-redis.call('HSET', KEYS[1], 'open', ARGV[1])
+if ARGV[A_SWITCH.open] ~= '0' and ARGV[A_SWITCH.open] ~= '1' then return bad_args() end
+if redis.call('EXISTS', KEYS[K_SWITCH.meta]) == 0 then return {RC.UNKNOWN_ACTIVITY} end
+redis.call('HSET', KEYS[K_SWITCH.meta], 'open', ARGV[A_SWITCH.open])
 return {RC.OK}

@@ -5,13 +5,15 @@
 -- Returns {rc (TRANSFERRED, or BAD_ARGUMENT / UNKNOWN_ACTIVITY / RECOVERING),
 --          1 applied now | 0 before}
 -- A fenced segment (docs/recovery.md) takes stock in only from the recovery
--- itself (ARGV[3] 'recover'), which settles transfers before it replays.
+-- itself (its argument recover = 'recover'), which settles transfers before it replays.
 --#include "lib/args.lua"
 --#include "lib/xfer.lua"
-local id, qty = ARGV[1] or '', tonumber(ARGV[2] or '')
-if id == '' or not qty or qty < 1 or qty % 1 ~= 0 or (ARGV[3] and ARGV[3] ~= 'recover') then
+local id, qty = ARGV[A_XFER_IN.id] or '', tonumber(ARGV[A_XFER_IN.qty] or '')
+local rec = ARGV[A_XFER_IN.recover]
+if id == '' or not qty or qty < 1 or qty % 1 ~= 0 or (rec and rec ~= 'recover') then
   return bad_args(0)
 end
-if redis.call('EXISTS', KEYS[2]) == 0 then return {RC.UNKNOWN_ACTIVITY, 0} end
-if ARGV[3] ~= 'recover' and redis.call('HGET', KEYS[1], 'fence') then return {RC.RECOVERING, 0} end
-return {RC.TRANSFERRED, xfer_in(KEYS[1], KEYS[2], KEYS[3], id, qty)}
+if redis.call('EXISTS', KEYS[K_XFER_IN.stock]) == 0 then return {RC.UNKNOWN_ACTIVITY, 0} end
+local meta, stock = KEYS[K_XFER_IN.meta], KEYS[K_XFER_IN.stock]
+if rec ~= 'recover' and redis.call('HGET', meta, 'fence') then return {RC.RECOVERING, 0} end
+return {RC.TRANSFERRED, xfer_in(meta, stock, KEYS[K_XFER_IN.xin], id, qty)}

@@ -136,35 +136,55 @@ if [ -n "$built" ]; then
 fi
 # Positions the scripts and C share are written once, in
 # src/engine/script_pos.def (tools/gen_scripts.c gives the scripts
-# LIST.name and C SK_<LIST>_<NAME>): in lua/, no meta hash read with a
-# field list of its own (HMGET of KEYS[...] names a LIST.FIELDS), no reply
-# of such a read indexed by a number, and no ARGV[<number>] (nor an offset
-# <name> + <number>) in a script that takes a list of the definition; in C,
-# no literal index in the argument builders of those scripts, and the
-# counts (SK_PURCHASE_NKEYS, SK_PREHEAT_ARGC, SK_FAIR_ARGC, SK_BATCH_ARGC)
-# defined from the generated names, not from numbers.
+# LIST.name and C SK_<LIST>_<NAME>, SK_<LIST>_FIELDS, SK_<LIST>_EACH):
+# in lua/, no meta hash read with a field list of its own (HMGET of
+# KEYS[...] names a LIST.FIELDS), no reply of such a read indexed by a
+# number, no KEYS[<number>] nor ARGV[<number>] (nor an offset
+# <name> + <number>), and no count of KEYS or ARGV compared with a number
+# (but 0); in C (src/), no script called with a number of keys or
+# arguments (but 0), no script's KEYS written out (an initializer of
+# keys is SK_K_<SCRIPT>_EACH or names its SK_K_ positions), no literal
+# index in the argument builders of the big scripts, no meta field named
+# in an HMGET (SK_M_<LIST>_FIELDS), no reply element read by number in a
+# function that reads such an HMGET's reply, and the counts
+# (SK_PURCHASE_NKEYS, SK_PREHEAT_ARGC, SK_FAIR_ARGC, SK_BATCH_ARGC,
+# SK_QUEUE_ARGC) defined from the generated names.
 pos_lua=$(for f in lua/*.lua lua/lib/*.lua; do
     code=$(sed -e 's/--.*$//' "$f")
     echo "$code" | grep -nE "'HMGET', *KEYS\[[^]]*\], *'" | sed "s|^|$f:|"
     for v in $(echo "$code" | sed -n "s/.*local \([a-z_]*\) = redis\.call('HMGET', *KEYS\[[^]]*\], *[A-Z_]*\.FIELDS).*/\1/p"); do
         echo "$code" | grep -nE "(^|[^a-zA-Z_.])$v\[[0-9]" | sed "s|^|$f:|"
     done
-    if echo "$code" | grep -qE '\bA_[A-Z_]+\.'; then
-        echo "$code" | grep -nE 'ARGV\[[0-9]|(ARGV|\ba|c\.a)\[[a-z_.]+ *[-+] *[0-9]+\]' | sed "s|^|$f:|"
-    fi
+    echo "$code" | grep -nE '(ARGV|KEYS)\[ *[0-9]|(ARGV|KEYS|\ba|c\.a)\[[a-z_.]+ *[-+] *[0-9]+ *\]' | sed "s|^|$f:|"
+    echo "$code" | grep -nE '#(ARGV|KEYS) *([=~<>]=?|[-+*/%]) *([1-9]|0[0-9])|[0-9] *([=~<>]=?|[-+*/%]) *#(ARGV|KEYS)' |
+        sed "s|^|$f:|"
 done)
 pos_c=$(for fn in sk_stock_batch_args_head sk_stock_preheat_args sk_stock_fair_args sk_recovery_rebuild \
-    write_cmd sk_stock_release_call replay_chunk sk_recovery_resume; do
+    write_cmd sk_stock_release_call replay_chunk sk_recovery_resume sk_queue_args_ch sk_reg_call_make \
+    sk_draw_put sk_seg_lend_cmd sk_seg_xfer_in_cmd sk_queue_spent_call; do
     for f in $(grep -lE "^[a-z].*[ *]$fn\(" src/*/*.c); do
         awk -v fn="$fn" -v f="$f" '$0 ~ "^[a-z].*[ *]" fn "\\(" { on = 1 } on { print f ":" NR ": " $0 } on && /^}/ { on = 0 }' "$f"
     done
 done | grep -vE ':[0-9]+: *(static +)?(const +)?(char|int|int64_t|size_t|struct [a-z_]+) ' |
-    grep -E '\b(args|lens|buf|num|a|argv)\[([a-z_]+ *\+ *)?[0-9]+\]'
-grep -nE '^#define (SK_PURCHASE_NKEYS|SK_PREHEAT_ARGC|SK_FAIR_ARGC|SK_BATCH_ARGC)\b.*[^A-Z_0-9][0-9]' \
-    src/*/*.h)
+    grep -E '\b(args|lens|buf|num|a|l|argv|keys|fa)\[([a-z_]+ *\+ *)?[0-9]+\]'
+# a script's call, its keys and its arguments (joined across lines)
+for f in $(find src -name '*.c' | sort); do
+    tr '\n' ' ' <"$f" | tr -s ' ' |
+        grep -oE '\bsk_(script_eval|script_append|stock_eval_ints|aredis_eval|aredis_eval_wait)\( *[^,]+, *SK_SCRIPT_[A-Z_]+, *([^,]+, *){0,2}[0-9]+ *,' |
+        grep -vE 'SK_SCRIPT_[A-Z_]+, *([^,]+, *){2}0 *,$' | sed "s|^|$f: |"
+    tr '\n' ' ' <"$f" | tr -s ' ' |
+        grep -oE 'const char \*[a-z_]*keys\[[^]]*\] *= *\{ *[^ S[][^}]*\}|const char \*[a-z_]*keys\[[^]]*\] *= *\{ *(S[^K]|\[[^S])[^}]*\}' |
+        sed "s|^|$f: |"
+    grep -nE '"HMGET", *[]a-z_.>[-]*meta, *"|"HMGET %s [a-z]' "$f" | sed "s|^|$f:|"
+    awk -v f="$f" '/^[a-z].*\(/ { fn = NR; n = 0; hm = 0 } { line[n++] = NR ": " $0 }
+        /SK_M_[A-Z_]+_(N|FIELDS)([^A-Z_]|$)/ { hm = 1 }
+        /^}/ { if (hm) for (i = 0; i < n; i++) if (line[i] ~ /element\[[0-9]+\]/) print f ":" line[i]; n = 0; hm = 0 }' "$f"
+done
+grep -nE '^#define (SK_PURCHASE_NKEYS|SK_PREHEAT_ARGC|SK_FAIR_ARGC|SK_BATCH_ARGC|SK_QUEUE_ARGC)\b.*[^A-Z_0-9][0-9]' \
+    src/*/*.h | grep -vE 'SK_A_[A-Z_]+_N \* \(n\)')
 if [ -n "$pos_lua$pos_c" ]; then
     { echo "$pos_lua" | sed '/^$/d; s/^/check-layers: a script position written by hand (name it in src\/engine\/script_pos.def): /'
-      echo "$pos_c" | sed '/^$/d; s/^/check-layers: a script argument placed by number (use its SK_<LIST>_<NAME>): /'; }
+      echo "$pos_c" | sed '/^$/d; s/^/check-layers: a script argument, key or meta field placed by number or by hand (use its SK_<LIST>_...): /'; }
     bad=1
 fi
 # The store is one engine over drivers (docs/architecture.md, "The store"):

@@ -5,7 +5,8 @@
  * src/core/codes.def (the single source of result codes), every
  * `LIST.name` by its position from src/engine/script_pos.def (which the
  * header gives C as SK_<LIST>_<NAME>: ARGV, KEYS and meta positions are
- * written once for both), and a line
+ * written once for both; an A_, K_ or M_ name of no list stops the
+ * build), and a line
  * `--#include "lib/x.lua"` is replaced by that file (once per script,
  * however many of its libraries include it), so shared Lua code is
  * written once. The same texts are also emitted as one Redis Functions
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tools/gen_emit.h"
 
@@ -80,6 +82,10 @@ static void layout_positions(void)
         for (size_t j = (size_t)list + 1; j < i; j++)
             if (strcmp(pos_rows[j].name, r->name) == 0)
                 gen_die("gen_scripts", "script_pos.def: a name twice in one list", r->name);
+        /* what the list itself is called by (LIST.N, SK_<LIST>_N, ...) */
+        if (!strcasecmp(r->name, "n") || !strcasecmp(r->name, "fields") ||
+            !strcasecmp(r->name, "each"))
+            gen_die("gen_scripts", "script_pos.def: a position named as the list's own", r->name);
         int width = 1;
         if (r->kind == ROW_SPAN) {
             int sub = list_row(r->sub, strlen(r->sub));
@@ -153,6 +159,13 @@ static void substitute_codes(const char *path, char *line, size_t cap)
                 p = e;
                 continue;
             }
+            /* a list's kind of name (ARGV, KEYS, meta) that no list has: a
+             * typo would reach Redis as a nil global */
+            if (e > f && q - p > 2 && strchr("AKM", p[0]) && p[1] == '_') {
+                fprintf(stderr, "gen_scripts: %s: no list %.*s in src/engine/script_pos.def\n",
+                        path, (int)(q - p), p);
+                exit(1);
+            }
             while (p < q)
                 out[o++] = *p++;
             continue;
@@ -164,8 +177,29 @@ static void substitute_codes(const char *path, char *line, size_t cap)
     memcpy(line, out, o + 1);
 }
 
+/* 1 when list (its ROW_LIST row) has a span: no names of its own for
+ * those positions. */
+static int has_span(size_t list)
+{
+    for (size_t i = list + 1; i < N_ROWS && pos_rows[i].kind != ROW_LIST; i++)
+        if (pos_rows[i].kind != ROW_POS) return 1;
+    return 0;
+}
+
+/* The list's names in order, each as fmt gives it, sep between. */
+static void emit_names(FILE *h, size_t list, const char *fmt, const char *sep)
+{
+    for (size_t i = list + 1; i < N_ROWS && pos_rows[i].kind != ROW_LIST; i++) {
+        if (i > list + 1) fputs(sep, h);
+        fprintf(h, fmt, pos_rows[i].name);
+    }
+}
+
 /* The positions as C names in the header: SK_<LIST>_<NAME>, an index
- * from 0 into the script's args (or offset into its group), SK_<LIST>_N. */
+ * from 0 into the script's args (or offset into its group), SK_<LIST>_N;
+ * for a list without a span, SK_<LIST>_FIELDS its names quoted (an HMGET's
+ * fields) and SK_<LIST>_EACH(X, a) X(a, name) for each (a script's KEYS
+ * from a key set: engine/keys.h, SK_KEY_OF). */
 static void emit_positions(FILE *h)
 {
     fputs("/* positions of src/engine/script_pos.def: indexes from 0 */\n", h);
@@ -175,6 +209,12 @@ static void emit_positions(FILE *h)
         if (r->kind == ROW_LIST) {
             list = r->name;
             fprintf(h, "#define SK_%s_N %d\n", list, list_len[i]);
+            if (has_span(i)) continue;
+            fprintf(h, "#define SK_%s_FIELDS ", list);
+            emit_names(h, i, "\"%s\"", ", ");
+            fprintf(h, "\n#define SK_%s_EACH(X, a) ", list);
+            emit_names(h, i, "X(a, %s)", " ");
+            fputc('\n', h);
             continue;
         }
         fprintf(h, "#define SK_%s_", list);

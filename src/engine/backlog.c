@@ -8,9 +8,11 @@
 int sk_backlog_read(sk_redis *r, const char *stream, const char *group, struct sk_backlog *out)
 {
     memset(out, 0, sizeof *out);
-    const char *keys[] = {stream}, *args[] = {group};
+    const char *keys[SK_K_BACKLOG_N] = {[SK_K_BACKLOG_ORDERS] = stream};
+    const char *args[SK_A_BACKLOG_N] = {[SK_A_BACKLOG_GROUP] = group};
     int64_t v[4];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_BACKLOG, 1, keys, 1, args, v, 4);
+    int rc =
+        sk_stock_eval_ints(r, SK_SCRIPT_BACKLOG, SK_K_BACKLOG_N, keys, SK_A_BACKLOG_N, args, v, 4);
     if (rc < 0) return rc;
     out->entries = v[0];
     out->pending = v[1];

@@ -2,7 +2,6 @@
 #include "engine/keys.h"
 
 #include <inttypes.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,43 +95,12 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id)
     return 0;
 }
 
-/* The KEYS of each script, in the order the script reads them: one
- * table per script, filled by fill_keys. */
-static const size_t purchase_keys[SK_PURCHASE_NKEYS] = {
-    [SK_K_PURCHASE_META] = offsetof(struct sk_keys, meta),
-    [SK_K_PURCHASE_STOCK] = offsetof(struct sk_keys, stock),
-    [SK_K_PURCHASE_BUYERS] = offsetof(struct sk_keys, buyers),
-    [SK_K_PURCHASE_ORDERS] = offsetof(struct sk_keys, orders),
-    [SK_K_PURCHASE_IDEM] = offsetof(struct sk_keys, idem),
-    [SK_K_PURCHASE_LEDGER] = offsetof(struct sk_keys, ledger),
-    [SK_K_PURCHASE_XIN] = offsetof(struct sk_keys, xin),
-    [SK_K_PURCHASE_WR_SPENT] = offsetof(struct sk_keys, wr_spent),
-    [SK_K_PURCHASE_REG] = offsetof(struct sk_keys, reg)};
-static const size_t release_keys[SK_RELEASE_NKEYS] = {
-    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
-    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, released),
-    offsetof(struct sk_keys, ledger)};
-static const size_t preheat_keys[SK_PREHEAT_NKEYS] = {offsetof(struct sk_keys, meta),
-                                                      offsetof(struct sk_keys, stock),
-                                                      offsetof(struct sk_keys, buyers)};
-static const size_t state_keys[SK_STATE_NKEYS] = {
-    offsetof(struct sk_keys, meta), offsetof(struct sk_keys, stock),
-    offsetof(struct sk_keys, buyers), offsetof(struct sk_keys, orders),
-    offsetof(struct sk_keys, dlq)};
-static const size_t queue_keys[SK_QUEUE_NKEYS] = {
-    offsetof(struct sk_keys, meta),    offsetof(struct sk_keys, wr_q),
-    offsetof(struct sk_keys, wr_pass), offsetof(struct sk_keys, stock),
-    offsetof(struct sk_keys, reg),     offsetof(struct sk_keys, wr_held)};
-
-static void fill_keys(const struct sk_keys *k, const size_t *offsets, size_t n, const char **keys)
-{
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (const char *)k + offsets[i];
-}
-
+/* Each script's KEYS, in the order the script reads them: its list of
+ * script_pos.def. */
 void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS])
 {
-    fill_keys(k, purchase_keys, SK_PURCHASE_NKEYS, keys);
+    const char *v[] = {SK_K_PURCHASE_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }
 
 /* prefix then len bytes of s into out (cap bytes, terminated). */
@@ -171,20 +139,24 @@ int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap)
 
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])
 {
-    fill_keys(k, release_keys, SK_RELEASE_NKEYS, keys);
+    const char *v[] = {SK_K_RELEASE_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }
 
 void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS])
 {
-    fill_keys(k, preheat_keys, SK_PREHEAT_NKEYS, keys);
+    const char *v[] = {SK_K_PREHEAT_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }
 
 void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS])
 {
-    fill_keys(k, state_keys, SK_STATE_NKEYS, keys);
+    const char *v[] = {SK_K_STATE_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }
 
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
 {
-    fill_keys(k, queue_keys, SK_QUEUE_NKEYS, keys);
+    const char *v[] = {SK_K_QUEUE_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }

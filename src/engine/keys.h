@@ -71,11 +71,16 @@ int sk_keys_parse_label(const char *order_id, size_t len, uint64_t *activity_id,
 int sk_keys_for_order(struct sk_keys *k, const char *order_id);
 
 /* Every key a script touches is in its KEYS (Redis requires it, Cluster
- * routes by it): no script builds a key name. These functions are the one
- * place that knows each script's KEYS, so callers cannot drift from the
- * scripts (docs/design.md, "The scripts").
- *
- * The KEYS of purchase_batch.lua: first the key set's
+ * routes by it): no script builds a key name. Each script's KEYS are a
+ * list of src/engine/script_pos.def (K_<SCRIPT>) naming fields of struct
+ * sk_keys, so callers cannot drift from the scripts (docs/design.md, "The
+ * scripts"): SK_K_<SCRIPT>_EACH(SK_KEY_OF, k) is k's keys in the script's
+ * order, an initializer of SK_K_<SCRIPT>_N entries:
+ *     const char *keys[] = {SK_K_RESET_EACH(SK_KEY_OF, k)};
+ */
+#define SK_KEY_OF(k, name) (k)->name,
+
+/* The KEYS of purchase_batch.lua: first the key set's
  * SK_PURCHASE_NKEYS (K_PURCHASE of script_pos.def: meta stock buyers
  * orders idem ledger xin wr_spent reg),
  * then per purchase its buyer's rate limiter key (sk_keys_rl_user), then,
@@ -104,20 +109,15 @@ int sk_keys_rl_ip(const struct sk_keys *k, const char *ip, char *out, size_t cap
 #define SK_KEYS_CH_MAX (SK_KEY_MAX + SK_KEYS_CH_ID_MAX)
 int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap);
 
-/* The KEYS of release.lua (meta stock buyers released ledger). */
-#define SK_RELEASE_NKEYS 5
+/* The KEYS of release.lua, preheat.lua, state.lua and queue.lua (of the
+ * base key set): K_RELEASE, K_PREHEAT, K_STATE, K_QUEUE. */
+#define SK_RELEASE_NKEYS SK_K_RELEASE_N
 void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS]);
-
-/* The KEYS of preheat.lua (meta stock buyers). */
-#define SK_PREHEAT_NKEYS 3
+#define SK_PREHEAT_NKEYS SK_K_PREHEAT_N
 void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]);
-
-/* The KEYS of state.lua (meta stock buyers orders dlq). */
-#define SK_STATE_NKEYS 5
+#define SK_STATE_NKEYS SK_K_STATE_N
 void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS]);
-
-/* The KEYS of queue.lua (meta q pass stock reg held), of the base key set. */
-#define SK_QUEUE_NKEYS 6
+#define SK_QUEUE_NKEYS SK_K_QUEUE_N
 void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);
 
 #endif

@@ -62,8 +62,8 @@ static int read_owners(sk_redis *r, struct sk_live_act *acts, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct sk_keys k;
         sk_keys_for(&k, acts[i].id);
-        const char *argv[] = {"HMGET", k.meta, "store_id", "open", "segments"};
-        int rc = sk_redis_append(r, 5, argv, NULL);
+        const char *argv[] = {"HMGET", k.meta, SK_M_LIVE_FIELDS};
+        int rc = sk_redis_append(r, (int)(sizeof argv / sizeof *argv), argv, NULL);
         if (rc) return rc;
     }
     int bad = 0;
@@ -71,12 +71,12 @@ static int read_owners(sk_redis *r, struct sk_live_act *acts, size_t n)
         redisReply *rep;
         int rc = sk_redis_read(r, &rep);
         if (rc) return rc;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3) {
-            const redisReply *sid = rep->element[0];
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_LIVE_N) {
+            const redisReply *sid = rep->element[SK_M_LIVE_STORE_ID];
             if (sid->type == REDIS_REPLY_STRING && sid->len <= SK_STOCK_STORE_ID_LEN)
                 memcpy(acts[i].store_id, sid->str, sid->len + 1);
-            acts[i].open = sk_reply_i64_or(rep->element[1], 0) == 1;
-            acts[i].segments = (int)sk_reply_i64_or(rep->element[2], 1);
+            acts[i].open = sk_reply_i64_or(rep->element[SK_M_LIVE_OPEN], 0) == 1;
+            acts[i].segments = (int)sk_reply_i64_or(rep->element[SK_M_LIVE_SEGMENTS], 1);
         } else {
             bad = 1;
         }

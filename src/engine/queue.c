@@ -48,23 +48,25 @@ int sk_queue_args_ch(uint64_t aid, const char *ops, const uint64_t *users,
     if (n == 0 || n > SK_QUEUE_BATCH_MAX || cap < SK_QUEUE_ARG_BYTES(n)) return SK_EINVAL;
     size_t off = 0;
     int w = snprintf(buf, cap, "%" PRIu64, aid);
-    args[0] = buf;
-    lens[0] = (size_t)w;
+    args[SK_A_QUEUE_AID] = buf;
+    lens[SK_A_QUEUE_AID] = (size_t)w;
     off = (size_t)w + 1;
     for (size_t i = 0; i < n; i++) {
         if (ops[i] != SK_QUEUE_JOIN && ops[i] != SK_QUEUE_POLL) return SK_EINVAL;
-        buf[off] = ops[i];
-        buf[off + 1] = 0;
-        args[1 + 3 * i] = buf + off;
-        lens[1 + 3 * i] = 1;
-        off += 2;
+        /* buyer i's A_JOIN */
+        const char **a = args + SK_A_QUEUE_N + SK_A_JOIN_N * i;
+        size_t *l = lens + SK_A_QUEUE_N + SK_A_JOIN_N * i;
+        w = snprintf(buf + off, cap - off, "%c", ops[i]);
+        a[SK_A_JOIN_OP] = buf + off;
+        l[SK_A_JOIN_OP] = (size_t)w;
+        off += (size_t)w + 1;
         w = snprintf(buf + off, cap - off, "%" PRIu64, users[i]);
-        args[2 + 3 * i] = buf + off;
-        lens[2 + 3 * i] = (size_t)w;
+        a[SK_A_JOIN_USER] = buf + off;
+        l[SK_A_JOIN_USER] = (size_t)w;
         off += (size_t)w + 1;
         const char *t = tickets && tickets[i] ? tickets[i] : "";
-        args[3 + 3 * i] = t;
-        lens[3 + 3 * i] = strlen(t);
+        a[SK_A_JOIN_TICKET] = t;
+        l[SK_A_JOIN_TICKET] = strlen(t);
     }
     return 0;
 }
@@ -238,10 +240,11 @@ int sk_queue_pace(sk_redis *r, uint64_t aid, int64_t new_rate, struct sk_queue_s
     sk_keys_for(&k, aid);
     char rate[24] = "";
     if (new_rate > 0) snprintf(rate, sizeof rate, "%" PRId64, new_rate);
-    const char *keys[] = {k.meta, k.wr_q};
-    const char *args[] = {rate};
+    const char *keys[] = {SK_K_QUEUE_PACE_EACH(SK_KEY_OF, &k)};
+    const char *args[SK_A_QUEUE_PACE_N] = {[SK_A_QUEUE_PACE_RATE] = rate};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_QUEUE_PACE, 2, keys, 1, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys, SK_A_QUEUE_PACE_N,
+                            args, NULL, &rep);
     if (rc == 0 && sk_queue_stats_parse(rep, st) < 0) rc = sk_stock_proto(r, "queue_pace");
     if (rep) freeReplyObject(rep);
     return rc;
@@ -250,13 +253,12 @@ int sk_queue_pace(sk_redis *r, uint64_t aid, int64_t new_rate, struct sk_queue_s
 void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t aid, uint64_t uid, int64_t exp_ms)
 {
     sk_keys_for(&c->k, aid);
-    snprintf(c->a[0], sizeof c->a[0], "%" PRIu64, uid);
-    snprintf(c->a[1], sizeof c->a[1], "%" PRId64, exp_ms);
-    c->keys[0] = c->k.meta;
-    c->keys[1] = c->k.wr_pass;
-    c->keys[2] = c->k.wr_held;
-    c->args[0] = c->a[0];
-    c->args[1] = c->a[1];
+    snprintf(c->a[SK_A_QUEUE_SPENT_USER], sizeof *c->a, "%" PRIu64, uid);
+    snprintf(c->a[SK_A_QUEUE_SPENT_EXP], sizeof *c->a, "%" PRId64, exp_ms);
+    const char *keys[] = {SK_K_QUEUE_SPENT_EACH(SK_KEY_OF, &c->k)};
+    memcpy(c->keys, keys, sizeof keys);
+    for (int i = 0; i < SK_A_QUEUE_SPENT_N; i++)
+        c->args[i] = c->a[i];
 }
 
 const char *sk_queue_control_arg(int action)
@@ -269,12 +271,10 @@ const char *sk_queue_control_arg(int action)
     }
 }
 
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4])
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N])
 {
-    keys[0] = k->meta;
-    keys[1] = k->wr_q;
-    keys[2] = k->wr_pass;
-    keys[3] = k->wr_held;
+    const char *v[] = {SK_K_QUEUE_CONTROL_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
 }
 
 int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *rc_out,
@@ -282,11 +282,13 @@ int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *r
 {
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    const char *keys[4];
+    const char *keys[SK_K_QUEUE_CONTROL_N];
     sk_queue_control_keys(&k, keys);
-    const char *args[] = {sk_queue_control_arg(action)};
+    const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
+                                                  sk_queue_control_arg(action)};
     int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 4, keys, 1, args, v, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,
+                                SK_A_QUEUE_CONTROL_N, args, v, 2);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     if (bits) *bits = v[1];
@@ -295,10 +297,12 @@ int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *r
     for (int i = 0; i < segments && segments > 1 && v[0] == SK_RC_OK; i++) {
         struct sk_keys sk;
         sk_keys_seg(&sk, aid, i);
-        const char *sk1[] = {sk.meta};
-        const char *sa[] = {v[1] & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
+        const char *seg_keys[] = {SK_K_SEG_CONTROL_EACH(SK_KEY_OF, &sk)};
+        const char *sa[SK_A_QUEUE_CONTROL_N] = {
+            [SK_A_QUEUE_CONTROL_ACTION] = v[1] & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
         int64_t sv[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, 1, sk1, 1, sa, sv, 2)) < 0)
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, SK_K_SEG_CONTROL_N, seg_keys,
+                                     SK_A_QUEUE_CONTROL_N, sa, sv, 2)) < 0)
             return rc;
     }
     return 0;

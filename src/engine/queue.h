@@ -60,7 +60,7 @@ struct sk_queue_answer {
  * buf (cap bytes, at least SK_QUEUE_ARG_BYTES(n)) and args/lens
  * (SK_QUEUE_ARGC(n) entries; a ticket is passed by reference). Returns 0
  * or SK_EINVAL. sk_queue_args: without tickets. */
-#define SK_QUEUE_ARGC(n) (1 + 3 * (n))
+#define SK_QUEUE_ARGC(n) (SK_A_QUEUE_N + SK_A_JOIN_N * (n)) /* A_QUEUE, A_JOIN */
 #define SK_QUEUE_ARG_BYTES(n) (24 + (n) * (2 + 22))
 int sk_queue_args_ch(uint64_t activity_id, const char *ops, const uint64_t *users,
                      const char *const *tickets, size_t n, char *buf, size_t cap, const char **args,
@@ -119,8 +119,8 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
  * actions SK_QC_* are activity.h's). The script's word for an action.
  * Static. */
 const char *sk_queue_control_arg(int action);
-/* queue_control.lua's KEYS on the base key set k: meta q pass held. */
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[4]);
+/* queue_control.lua's KEYS on the base key set k (K_QUEUE_CONTROL). */
+void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N]);
 
 /* ---- blocking ------------------------------------------------------------ */
 
@@ -144,9 +144,9 @@ int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk
  * filled, do not copy it). */
 struct sk_queue_spent_call {
     struct sk_keys k;
-    char a[2][24];
-    const char *keys[3];
-    const char *args[2];
+    char a[SK_A_QUEUE_SPENT_N][24];
+    const char *keys[SK_K_QUEUE_SPENT_N];
+    const char *args[SK_A_QUEUE_SPENT_N];
 };
 void sk_queue_spent_call(struct sk_queue_spent_call *c, uint64_t activity_id, uint64_t user_id,
                          int64_t pass_exp_ms);

@@ -32,15 +32,17 @@ static void lost_add(struct sk_keyset_probe *p, const char *what)
 }
 
 /* Which of p's keys vanished while others did not (recovery.h). ex: the
- * EXISTS answers of orders, ledger, buyers, idem, reg; f: HMGET's initial,
- * xin, xout, oversold, keys (its bits: 1 orders, 2 ledger, 4 idem, 8 reg
- * must exist: lua/lib/admit.lua, lua/lib/reg.lua). */
+ * EXISTS answers of orders, ledger, buyers, idem, reg; f: HMGET's M_PROBE
+ * as numbers (keys: its bits 1 orders, 2 ledger, 4 idem, 8 reg must
+ * exist: lua/lib/admit.lua, lua/lib/reg.lua). */
 static void probe_lost(struct sk_keyset_probe *p, const int *ex, const int64_t *f)
 {
     static const char *const name[PROBE_EXISTS] = {"orders", "ledger", "buyers", "idem", "reg"};
-    int must[PROBE_EXISTS] = {(f[4] & 1) != 0, (f[4] & 2) != 0,
-                              p->stock < f[0] + f[1] - f[2] + f[3], (f[4] & 4) != 0,
-                              (f[4] & 8) != 0};
+    int64_t keys = f[SK_M_PROBE_KEYS];
+    int must[PROBE_EXISTS] = {(keys & 1) != 0, (keys & 2) != 0,
+                              p->stock < f[SK_M_PROBE_INITIAL] + f[SK_M_PROBE_XIN] -
+                                             f[SK_M_PROBE_XOUT] + f[SK_M_PROBE_OVERSOLD],
+                              (keys & 4) != 0, (keys & 8) != 0};
     p->lost_what[0] = 0;
     if (p->present && !p->has_stock && p->segments < 2) {
         lost_add(p, "stock");
@@ -57,15 +59,14 @@ static void probe_lost(struct sk_keyset_probe *p, const int *ex, const int64_t *
 int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk_keyset_probe *out)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *hm[] = {"HMGET",    ks[i].meta, "initial",   "adm", "epoch", "xseq", "oversold",
-                            "segments", "fence",    "fence_why", "xin", "xout",  "keys"};
+        const char *hm[] = {"HMGET", ks[i].meta, SK_M_PROBE_FIELDS};
         const char *get[] = {"GET", ks[i].stock};
         const char *ex[PROBE_EXISTS][2] = {{"EXISTS", ks[i].orders},
                                            {"EXISTS", ks[i].ledger},
                                            {"EXISTS", ks[i].buyers},
                                            {"EXISTS", ks[i].idem},
                                            {"EXISTS", ks[i].reg}};
-        int rc = sk_redis_append(r, 13, hm, NULL);
+        int rc = sk_redis_append(r, (int)(sizeof hm / sizeof *hm), hm, NULL);
         if (rc == 0) rc = sk_redis_append(r, 2, get, NULL);
         for (int j = 0; rc == 0 && j < PROBE_EXISTS; j++)
             rc = sk_redis_append(r, 2, ex[j], NULL);
@@ -85,24 +86,22 @@ int sk_recovery_probe(sk_redis *r, const struct sk_keys *ks, size_t n, struct sk
         const redisReply *m = rep[0], *s = rep[1];
         struct sk_keyset_probe *p = &out[i];
         memset(p, 0, sizeof *p);
-        int64_t f[5] = {0};
-        if (m->type == REDIS_REPLY_ARRAY && m->elements == 11) {
+        int64_t f[SK_M_PROBE_N] = {0};
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == SK_M_PROBE_N) {
             redisReply **e = m->element;
-            p->present = e[0]->type == REDIS_REPLY_STRING;
-            p->adm = num_of(e[1]);
-            p->epoch = num_of(e[2]);
-            p->xseq = num_of(e[3]);
-            p->oversold = num_of(e[4]);
-            p->segments = (int)num_of(e[5]);
-            if (e[6]->type == REDIS_REPLY_STRING)
-                snprintf(p->fence, sizeof p->fence, "%.*s", (int)e[6]->len, e[6]->str);
-            if (e[7]->type == REDIS_REPLY_STRING)
-                snprintf(p->fence_why, sizeof p->fence_why, "%.*s", (int)e[7]->len, e[7]->str);
-            f[0] = num_of(e[0]);
-            f[1] = num_of(e[8]);
-            f[2] = num_of(e[9]);
-            f[3] = p->oversold;
-            f[4] = num_of(e[10]);
+            for (int j = 0; j < SK_M_PROBE_N; j++)
+                f[j] = num_of(e[j]);
+            p->present = e[SK_M_PROBE_INITIAL]->type == REDIS_REPLY_STRING;
+            p->adm = f[SK_M_PROBE_ADM];
+            p->epoch = f[SK_M_PROBE_EPOCH];
+            p->xseq = f[SK_M_PROBE_XSEQ];
+            p->oversold = f[SK_M_PROBE_OVERSOLD];
+            p->segments = (int)f[SK_M_PROBE_SEGMENTS];
+            const redisReply *fe = e[SK_M_PROBE_FENCE], *fw = e[SK_M_PROBE_FENCE_WHY];
+            if (fe->type == REDIS_REPLY_STRING)
+                snprintf(p->fence, sizeof p->fence, "%.*s", (int)fe->len, fe->str);
+            if (fw->type == REDIS_REPLY_STRING)
+                snprintf(p->fence_why, sizeof p->fence_why, "%.*s", (int)fw->len, fw->str);
         } else {
             err = 1;
         }
@@ -142,9 +141,9 @@ static int two_rc(sk_redis *r, const char *what, const struct sk_keys *k, const 
 
 int sk_recovery_reset(sk_redis *r, const struct sk_keys *k, int *rc_out, int64_t *stock)
 {
-    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
+    const char *keys[] = {SK_K_RESET_EACH(SK_KEY_OF, k)};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESET, 6, keys, 0, NULL, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESET, SK_K_RESET_N, keys, 0, NULL, out, 2);
     if (rc == 0) rc = two_rc(r, "reset", k, out, SK_RC_PREHEATED, SK_RC_UNKNOWN_ACTIVITY, rc_out);
     if (rc == 0) *stock = out[1];
     return rc;
@@ -153,12 +152,12 @@ int sk_recovery_reset(sk_redis *r, const struct sk_keys *k, int *rc_out, int64_t
 int sk_recovery_fence(sk_redis *r, const struct sk_keys *k, const char *why, const char *text,
                       char *fence)
 {
-    const char *keys[] = {k->meta};
+    const char *keys[] = {SK_K_FENCE_EACH(SK_KEY_OF, k)};
     char t[201]; /* fence.lua takes at most 200 bytes of text */
     snprintf(t, sizeof t, "%s", text ? text : "");
-    const char *args[] = {why, t};
+    const char *args[SK_A_FENCE_N] = {[SK_A_FENCE_WHY] = why, [SK_A_FENCE_TEXT] = t};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_FENCE, 1, keys, 2, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_FENCE, SK_K_FENCE_N, keys, SK_A_FENCE_N, args, NULL, &rep);
     if (rc == 0 && (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
                     rep->element[0]->type != REDIS_REPLY_INTEGER ||
                     rep->element[1]->type != REDIS_REPLY_STRING))
@@ -212,9 +211,10 @@ int sk_recovery_rebuild(sk_redis *r, const struct sk_keys *k, const struct sk_st
     args[SK_A_REBUILD_CH] = d->ch;
     /* registration, the draw's box and the emergency controls, as stored */
     sk_stock_fair_args(d, a + SK_A_REBUILD_FAIR);
-    const char *keys[] = {k->meta, k->stock};
+    const char *keys[] = {SK_K_REBUILD_EACH(SK_KEY_OF, k)};
     int64_t out[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, 2, keys, SK_A_REBUILD_N, args, out, 2);
+    int rc = sk_stock_eval_ints(r, SK_SCRIPT_REBUILD, SK_K_REBUILD_N, keys, SK_A_REBUILD_N, args,
+                                out, 2);
     if (rc == 0) rc = two_rc(r, "rebuild", k, out, SK_RC_PREHEATED, SK_RC_STOCK_LIVE, rc_out);
     return rc;
 }
@@ -244,9 +244,9 @@ static int replay_chunk(sk_redis *r, const struct sk_keys *k, const struct sk_re
         a[SK_A_REPLAY_ONE_KIND] = o[i].released ? "r" : o[i].paid ? "p" : "h";
         a[SK_A_REPLAY_ONE_IDEM] = o[i].idem_key ? o[i].idem_key : "";
     }
-    const char *keys[] = {k->meta, k->stock, k->buyers, k->ledger, k->released, k->idem};
+    const char *keys[] = {SK_K_REPLAY_EACH(SK_KEY_OF, k)};
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_REPLAY, 6, keys, (int)nargs, args, NULL, &rep);
+    int rc = sk_script_eval(r, SK_SCRIPT_REPLAY, SK_K_REPLAY_N, keys, (int)nargs, args, NULL, &rep);
     free(args);
     free(num);
     if (rc < 0) {
@@ -319,9 +319,10 @@ int sk_recovery_resume(sk_redis *r, const struct sk_keys *k, const struct sk_res
         args[i] = v[i];
     args[SK_A_RESUME_MAX_SID] = a->max_sid ? a->max_sid : "";
     args[SK_A_RESUME_OPEN] = a->open < 0 ? "" : a->open ? "1" : "0";
-    const char *keys[] = {k->meta, k->stock, k->orders};
+    const char *keys[] = {SK_K_RESUME_EACH(SK_KEY_OF, k)};
     int64_t out[6];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_RESUME, 3, keys, SK_A_RESUME_N, args, out, 6);
+    int rc =
+        sk_stock_eval_ints(r, SK_SCRIPT_RESUME, SK_K_RESUME_N, keys, SK_A_RESUME_N, args, out, 6);
     if (rc < 0) return rc;
     if (out[0] != SK_RC_OK) {
         snprintf(r->errstr, sizeof r->errstr, "resume of %s refused: %s", k->label,
@@ -440,8 +441,8 @@ int sk_recovery_transfer_sums(sk_redis *r, uint64_t aid, int segments, int v, in
     for (int s = 0; s < segments; s++) {
         struct sk_keys k;
         sk_keys_seg(&k, aid, s);
-        const char *argv[] = {"HMGET", k.meta, "xin", "xout"};
-        int rc = sk_redis_append(r, 4, argv, NULL);
+        const char *argv[] = {"HMGET", k.meta, SK_M_XFER_FIELDS};
+        int rc = sk_redis_append(r, (int)(sizeof argv / sizeof *argv), argv, NULL);
         if (rc < 0) return rc;
     }
     int err = 0;
@@ -449,10 +450,10 @@ int sk_recovery_transfer_sums(sk_redis *r, uint64_t aid, int segments, int v, in
         redisReply *rep;
         int rc = sk_redis_read(r, &rep);
         if (rc < 0) return rc;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-            *xin += num_of(rep->element[0]);
-            *xout += num_of(rep->element[1]);
-            if (s == v) *xout_v = num_of(rep->element[1]);
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_XFER_N) {
+            *xin += num_of(rep->element[SK_M_XFER_XIN]);
+            *xout += num_of(rep->element[SK_M_XFER_XOUT]);
+            if (s == v) *xout_v = num_of(rep->element[SK_M_XFER_XOUT]);
         } else {
             err = 1;
         }

@@ -26,20 +26,29 @@ void sk_reg_call_make(struct sk_reg_call *c, uint64_t aid, char op, uint64_t uid
     sk_keys_rl_user(&c->k, uid, c->rl_user, sizeof c->rl_user);
     int has_ip = ip && ip[0];
     if (has_ip) sk_keys_rl_ip(&c->k, ip, c->rl_ip, sizeof c->rl_ip);
-    const char *keys[] = {c->k.meta,  c->k.reg,   c->k.draw, c->k.wr_spent,
-                          c->k.stock, c->rl_user, c->rl_ip};
-    c->nkeys = has_ip ? 7 : 6;
-    memcpy(c->keys, keys, sizeof keys);
+    c->keys[SK_K_REGISTER_META] = c->k.meta;
+    c->keys[SK_K_REGISTER_REG] = c->k.reg;
+    c->keys[SK_K_REGISTER_DRAW] = c->k.draw;
+    c->keys[SK_K_REGISTER_WR_SPENT] = c->k.wr_spent;
+    c->keys[SK_K_REGISTER_STOCK] = c->k.stock;
+    c->keys[SK_K_REGISTER_RL_USER] = c->rl_user;
+    c->keys[SK_K_REGISTER_RL_IP] = c->rl_ip;
+    /* rl_ip only with a client IP (the last of K_REGISTER) */
+    c->nkeys = has_ip ? SK_K_REGISTER_N : SK_K_REGISTER_RL_IP;
     c->op[0] = op;
-    snprintf(c->a[0], sizeof c->a[0], "%" PRIu64, uid);
-    const int64_t v[4] = {rl ? rl->user_per_s : 0, rl ? rl->user_burst : 0, rl ? rl->ip_per_s : 0,
-                          rl ? rl->ip_burst : 0};
-    for (int i = 0; i < 4; i++)
-        snprintf(c->a[1 + i], sizeof c->a[1 + i], "%" PRId64, v[i] > 0 ? v[i] : 0);
-    const char *args[] = {c->op, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4], has_ip ? ip : ""};
-    memcpy(c->args, args, sizeof args);
-    c->args[7] = "";
-    c->nargs = 8;
+    snprintf(c->a[SK_A_REGISTER_USER], sizeof *c->a, "%" PRIu64, uid);
+    const int64_t v[][2] = {{SK_A_REGISTER_U_RATE, rl ? rl->user_per_s : 0},
+                            {SK_A_REGISTER_U_BURST, rl ? rl->user_burst : 0},
+                            {SK_A_REGISTER_IP_RATE, rl ? rl->ip_per_s : 0},
+                            {SK_A_REGISTER_IP_BURST, rl ? rl->ip_burst : 0}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        snprintf(c->a[v[i][0]], sizeof *c->a, "%" PRId64, v[i][1] > 0 ? v[i][1] : 0);
+    for (int i = 0; i < SK_A_REGISTER_N; i++)
+        c->args[i] = c->a[i];
+    c->args[SK_A_REGISTER_OP] = c->op;
+    c->args[SK_A_REGISTER_IP] = has_ip ? ip : "";
+    c->args[SK_A_REGISTER_TICKET] = "";
+    c->nargs = SK_A_REGISTER_N;
 }
 
 void sk_reg_call_ticket(struct sk_reg_call *c, const char *ticket, const char *ch_id)
@@ -47,7 +56,7 @@ void sk_reg_call_ticket(struct sk_reg_call *c, const char *ticket, const char *c
     if (!ticket || !ticket[0]) return;
     sk_keys_ch(&c->k, ch_id, c->ch_key, sizeof c->ch_key);
     c->keys[c->nkeys++] = c->ch_key;
-    c->args[7] = ticket;
+    c->args[SK_A_REGISTER_TICKET] = ticket;
 }
 
 /* A user id in a string reply: canonical decimal. */
@@ -107,13 +116,22 @@ int sk_reg_call(sk_redis *r, uint64_t aid, char op, uint64_t uid, const struct s
 
 /* ---- the draw in Redis --------------------------------------------------- */
 
-static void draw_keys(struct sk_keys *k, uint64_t aid, const char *keys[4])
+static void draw_keys(struct sk_keys *k, uint64_t aid, const char *keys[SK_K_DRAW_PUT_N])
 {
     sk_keys_for(k, aid);
-    keys[0] = k->meta;
-    keys[1] = k->draw;
-    keys[2] = k->stock;
-    keys[3] = k->reg;
+    const char *v[] = {SK_K_DRAW_PUT_EACH(SK_KEY_OF, k)};
+    memcpy(keys, v, sizeof v);
+}
+
+/* draw_put.lua with its op alone */
+static int draw_op(sk_redis *r, uint64_t aid, const char *op, int64_t *v, int nv)
+{
+    struct sk_keys k;
+    const char *keys[SK_K_DRAW_PUT_N];
+    draw_keys(&k, aid, keys);
+    const char *args[] = {[SK_A_DRAW_PUT_OP] = op};
+    return sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, SK_K_DRAW_PUT_N, keys, SK_A_DRAW_PUT_OP + 1,
+                              args, v, nv);
 }
 
 static void state_of(const int64_t v[DRAW_REPLY], struct sk_draw_redis *st)
@@ -130,12 +148,8 @@ static void state_of(const int64_t v[DRAW_REPLY], struct sk_draw_redis *st)
 int sk_draw_check(sk_redis *r, uint64_t aid, int *rc_out, int64_t *now_ms, int64_t *reg_end_ms,
                   int64_t *registrants, int64_t *drawn)
 {
-    struct sk_keys k;
-    const char *keys[4];
-    draw_keys(&k, aid, keys);
-    const char *args[] = {"c"};
     int64_t v[5];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, 1, args, v, 5);
+    int rc = draw_op(r, aid, "c", v, 5);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     *now_ms = v[1];
@@ -199,24 +213,26 @@ int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int6
                 const char *seed_hex, const struct sk_draw_redis *wave, struct sk_draw_redis *st)
 {
     struct sk_keys k;
-    const char *keys[4];
+    const char *keys[SK_K_DRAW_PUT_N];
     draw_keys(&k, aid, keys);
-    /* the order, PUT_CHUNK places a call */
-    const char **args = malloc((1 + 2 * PUT_CHUNK) * sizeof *args);
-    char(*num)[24] = malloc(2 * PUT_CHUNK * sizeof *num);
+    /* the order, PUT_CHUNK places a call: op 'p', then A_DRAW_PLACE each */
+    enum { PLACES = SK_A_DRAW_PUT_OP + 1 };
+    const char **args = malloc((PLACES + SK_A_DRAW_PLACE_N * PUT_CHUNK) * sizeof *args);
+    char(*num)[SK_A_DRAW_PLACE_N][24] = malloc(PUT_CHUNK * sizeof *num);
     int rc = args && num ? 0 : (r->err = SK_ENOMEM);
     for (size_t i = 0; rc == 0 && i < n; i += PUT_CHUNK) {
         size_t m = n - i < PUT_CHUNK ? n - i : PUT_CHUNK;
-        args[0] = "p";
+        args[SK_A_DRAW_PUT_OP] = "p";
         for (size_t j = 0; j < m; j++) {
-            snprintf(num[2 * j], 24, "%zu", i + j + 1);
-            snprintf(num[2 * j + 1], 24, "%" PRIu64, order[i + j]);
-            args[1 + 2 * j] = num[2 * j];
-            args[2 + 2 * j] = num[2 * j + 1];
+            const char **a = args + PLACES + SK_A_DRAW_PLACE_N * j;
+            snprintf(num[j][SK_A_DRAW_PLACE_PLACE], 24, "%zu", i + j + 1);
+            snprintf(num[j][SK_A_DRAW_PLACE_USER], 24, "%" PRIu64, order[i + j]);
+            for (int f = 0; f < SK_A_DRAW_PLACE_N; f++)
+                a[f] = num[j][f];
         }
         int64_t v[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, (int)(1 + 2 * m), args, v,
-                                     2)) == 0 &&
+        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, SK_K_DRAW_PUT_N, keys,
+                                     (int)(PLACES + SK_A_DRAW_PLACE_N * m), args, v, 2)) == 0 &&
             v[0] != SK_RC_OK) {
             memset(st, 0, sizeof *st);
             st->rc = (int)v[0];
@@ -228,22 +244,30 @@ int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int6
     free(args);
     free(num);
     if (rc < 0) return rc;
-    char a[8][24];
-    const char *fa[9] = {"f", a[0], a[1], seed_hex};
-    snprintf(a[0], sizeof a[0], "%zu", n);
-    snprintf(a[1], sizeof a[1], "%" PRId64, drawn_ms);
-    int nargs = 4;
+    /* the finish: A_DRAW_PUT, the wave only when the database recorded one */
+    char a[SK_A_DRAW_PUT_N][24];
+    const char *fa[SK_A_DRAW_PUT_N] = {[SK_A_DRAW_PUT_OP] = "f", [SK_A_DRAW_PUT_SEED] = seed_hex};
+    snprintf(a[SK_A_DRAW_PUT_COUNT], sizeof *a, "%zu", n);
+    snprintf(a[SK_A_DRAW_PUT_DRAWN_MS], sizeof *a, "%" PRId64, drawn_ms);
+    fa[SK_A_DRAW_PUT_COUNT] = a[SK_A_DRAW_PUT_COUNT];
+    fa[SK_A_DRAW_PUT_DRAWN_MS] = a[SK_A_DRAW_PUT_DRAWN_MS];
+    int nargs = SK_A_DRAW_PUT_WAVE;
     if (wave) {
-        const int64_t w[5] = {wave->wave, wave->from, wave->to, wave->box_start_ms,
-                              wave->box_end_ms};
-        for (int i = 0; i < 5; i++) {
-            snprintf(a[2 + i], sizeof a[2 + i], "%" PRId64, w[i]);
-            fa[4 + i] = a[2 + i];
+        int64_t w[SK_A_DRAW_WAVE_N];
+        w[SK_A_DRAW_WAVE_WAVE] = wave->wave;
+        w[SK_A_DRAW_WAVE_FROM] = wave->from;
+        w[SK_A_DRAW_WAVE_TO] = wave->to;
+        w[SK_A_DRAW_WAVE_BOX_START] = wave->box_start_ms;
+        w[SK_A_DRAW_WAVE_BOX_END] = wave->box_end_ms;
+        for (int i = 0; i < SK_A_DRAW_WAVE_N; i++) {
+            snprintf(a[SK_A_DRAW_PUT_WAVE + i], sizeof *a, "%" PRId64, w[i]);
+            fa[SK_A_DRAW_PUT_WAVE + i] = a[SK_A_DRAW_PUT_WAVE + i];
         }
-        nargs = 9;
+        nargs = SK_A_DRAW_PUT_N;
     }
     int64_t v[DRAW_REPLY];
-    if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, nargs, fa, v, DRAW_REPLY)) < 0)
+    if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, SK_K_DRAW_PUT_N, keys, nargs, fa, v,
+                                 DRAW_REPLY)) < 0)
         return rc;
     state_of(v, st);
     return 0;
@@ -251,12 +275,8 @@ int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int6
 
 int sk_draw_tick(sk_redis *r, uint64_t aid, struct sk_draw_redis *st)
 {
-    struct sk_keys k;
-    const char *keys[4];
-    draw_keys(&k, aid, keys);
-    const char *args[] = {"t"};
     int64_t v[DRAW_REPLY];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_DRAW_PUT, 4, keys, 1, args, v, DRAW_REPLY);
+    int rc = draw_op(r, aid, "t", v, DRAW_REPLY);
     if (rc == 0) state_of(v, st);
     return rc;
 }

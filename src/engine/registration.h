@@ -25,10 +25,10 @@ enum sk_reg_op { SK_REG_REGISTER = 'r', SK_REG_STATUS = 's' };
 struct sk_reg_call {
     struct sk_keys k;
     char rl_user[SK_RL_KEY_MAX], rl_ip[SK_RL_KEY_MAX], ch_key[SK_KEYS_CH_MAX];
-    char a[6][24];
+    char a[SK_A_REGISTER_N][24];
     char op[2];
-    const char *keys[8];
-    const char *args[8];
+    const char *keys[SK_K_REGISTER_N + 1]; /* + the challenge's spent key */
+    const char *args[SK_A_REGISTER_N];
     int nkeys, nargs;
 };
 /* op (SK_REG_REGISTER or SK_REG_STATUS) of user_id on activity_id, with the

@@ -62,17 +62,17 @@ void sk_seg_lend_cmd(struct sk_seg_lend_cmd *c, uint64_t aid, int from, int to, 
                      int64_t epoch, int64_t adm)
 {
     sk_keys_seg(&c->k, aid, from);
-    c->keys[0] = c->k.meta;
-    c->keys[1] = c->k.stock;
-    c->keys[2] = c->k.xout;
-    snprintf(c->buf[0], sizeof c->buf[0], "%d", to);
-    snprintf(c->buf[1], sizeof c->buf[1], "%" PRId64, want);
-    snprintf(c->buf[2], sizeof c->buf[2], "%" PRId64, epoch);
-    snprintf(c->buf[3], sizeof c->buf[3], "%" PRId64, adm > 0 ? adm : 0);
-    for (int i = 0; i < 4; i++)
+    const char *keys[] = {SK_K_TRANSFER_EACH(SK_KEY_OF, &c->k)};
+    memcpy(c->keys, keys, sizeof keys);
+    snprintf(c->buf[SK_A_TRANSFER_TO], sizeof *c->buf, "%d", to);
+    snprintf(c->buf[SK_A_TRANSFER_WANT], sizeof *c->buf, "%" PRId64, want);
+    snprintf(c->buf[SK_A_TRANSFER_EPOCH], sizeof *c->buf, "%" PRId64, epoch);
+    snprintf(c->buf[SK_A_TRANSFER_ADM], sizeof *c->buf, "%" PRId64, adm > 0 ? adm : 0);
+    for (int i = 0; i < SK_A_TRANSFER_N; i++)
         c->args[i] = c->buf[i];
-    /* without a memory of the lender the script checks nothing */
-    c->nargs = epoch > 0 ? 4 : 2;
+    /* without a memory of the lender the script checks nothing: the
+     * arguments before epoch */
+    c->nargs = epoch > 0 ? SK_A_TRANSFER_N : SK_A_TRANSFER_EPOCH;
 }
 
 int sk_seg_lend_refusal_final(int rc)

@@ -56,9 +56,9 @@ int sk_seg_pick_lender(const int64_t *stocks, int segments, int skip);
  * the caller saw last of the lender (docs/recovery.md; epoch 0: nothing). */
 struct sk_seg_lend_cmd {
     struct sk_keys k;
-    const char *keys[3];
-    char buf[4][24];
-    const char *args[4];
+    const char *keys[SK_K_TRANSFER_N];
+    char buf[SK_A_TRANSFER_N][24];
+    const char *args[SK_A_TRANSFER_N];
     int nargs;
 };
 void sk_seg_lend_cmd(struct sk_seg_lend_cmd *c, uint64_t activity_id, int from, int to,

@@ -138,14 +138,13 @@ void sk_seg_preheat_cmd(const struct sk_seg_preheat *p, struct sk_seg_cmd *c)
     memset(c, 0, sizeof *c);
     c->script = SK_SEG_CMD_PLAIN;
     switch (p->step) {
-    case SK_SPH_COUNT:
+    case SK_SPH_COUNT: {
         sk_keys_for(&c->k, p->d.id);
-        c->argv[0] = "HMGET";
-        c->argv[1] = c->k.meta;
-        c->argv[2] = "segments";
-        c->argv[3] = "store_id";
-        c->argc = 4;
+        const char *const argv[] = {"HMGET", c->k.meta, SK_M_SEGS_FIELDS};
+        memcpy(c->argv, argv, sizeof argv);
+        c->argc = (int)(sizeof argv / sizeof *argv);
         break;
+    }
     case SK_SPH_STAMP:
         sk_keys_for(&c->k, p->d.id);
         c->argv[0] = "HSETNX";
@@ -177,9 +176,10 @@ static enum sk_seg_preheat_step to_states(struct sk_seg_preheat *p)
 static enum sk_seg_preheat_step counted(struct sk_seg_preheat *p, const redisReply *rep)
 {
     int have = 1, segs = (int)p->d.segments;
-    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_SEGS_N)
         return fail(p, "HMGET segments store_id");
-    const redisReply *sg = rep->element[0], *owner = rep->element[1];
+    const redisReply *sg = rep->element[SK_M_SEGS_SEGMENTS],
+                     *owner = rep->element[SK_M_SEGS_STORE_ID];
     if (sg->type == REDIS_REPLY_STRING) {
         long v = strtol(sg->str, NULL, 10);
         if (v > 1 && v <= SK_SEG_MAX) have = (int)v;

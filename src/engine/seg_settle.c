@@ -19,12 +19,17 @@ void sk_seg_xfer_in_cmd(struct sk_seg_cmd *c, uint64_t aid, int to, const char *
 {
     memset(c, 0, sizeof *c);
     sk_keys_seg(&c->k, aid, to);
-    snprintf(c->num[0], sizeof c->num[0], "%" PRId64, qty);
-    const char *argv[] = {c->k.meta, c->k.stock, c->k.xin, id, c->num[0], "recover"};
+    snprintf(c->num[SK_A_XFER_IN_QTY], sizeof *c->num, "%" PRId64, qty);
+    const char *keys[] = {SK_K_XFER_IN_EACH(SK_KEY_OF, &c->k)};
+    memcpy(c->argv, keys, sizeof keys);
+    const char **a = c->argv + SK_K_XFER_IN_N;
+    a[SK_A_XFER_IN_ID] = id;
+    a[SK_A_XFER_IN_QTY] = c->num[SK_A_XFER_IN_QTY];
+    a[SK_A_XFER_IN_RECOVER] = "recover";
     c->script = SK_SCRIPT_XFER_IN;
-    c->nkeys = 3;
-    c->nargs = recovering ? 3 : 2;
-    memcpy(c->argv, argv, sizeof argv);
+    c->nkeys = SK_K_XFER_IN_N;
+    /* the recovery's own call says so; the others stop before it */
+    c->nargs = recovering ? SK_A_XFER_IN_N : SK_A_XFER_IN_RECOVER;
 }
 
 int sk_seg_xfer_in_read(const redisReply *rep, int *applied)

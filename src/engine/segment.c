@@ -91,7 +91,8 @@ int sk_seg_lend(sk_redis *r, uint64_t aid, int from, int to, int64_t want, int64
     struct sk_seg_lend_cmd c;
     sk_seg_lend_cmd(&c, aid, from, to, want, 0, 0);
     redisReply *rep;
-    int rc = sk_script_eval(r, SK_SCRIPT_TRANSFER, 3, c.keys, c.nargs, c.args, NULL, &rep);
+    int rc =
+        sk_script_eval(r, SK_SCRIPT_TRANSFER, SK_K_TRANSFER_N, c.keys, c.nargs, c.args, NULL, &rep);
     if (rc < 0) {
         if (rep) freeReplyObject(rep);
         return rc;
@@ -197,10 +198,11 @@ int sk_seg_set_open(sk_redis *r, uint64_t aid, int segments, int open, int *rc_o
             sk_keys_seg(&k, aid, s);
         else
             sk_keys_for(&k, aid);
-        const char *keys[] = {k.meta};
-        const char *args[] = {open ? "1" : "0"};
+        const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
+        const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
         int64_t v[1];
-        int rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+        int rc =
+            sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args, v, 1);
         if (rc < 0) return rc;
         if (v[0] != SK_RC_OK) *rc_out = (int)v[0];
     }
@@ -221,15 +223,16 @@ int sk_seg_state(sk_redis *r, uint64_t aid, int segments, struct sk_stock_state 
     struct sk_keys b;
     sk_keys_for(&b, aid);
     redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms", b.meta);
+    const char *argv[] = {"HMGET", b.meta, SK_M_RECONCILED_FIELDS};
+    int rc = sk_redis_command(r, &rep, (int)(sizeof argv / sizeof *argv), argv, NULL);
     if (rc < 0) return rc;
     st->reconcile_drift = -1;
     st->reconcile_ms = 0;
-    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-        if (rep->element[0]->type == REDIS_REPLY_STRING)
-            st->reconcile_drift = strtoll(rep->element[0]->str, NULL, 10);
-        if (rep->element[1]->type == REDIS_REPLY_STRING)
-            st->reconcile_ms = strtoll(rep->element[1]->str, NULL, 10);
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_RECONCILED_N) {
+        const redisReply *d = rep->element[SK_M_RECONCILED_RECONCILE_DRIFT],
+                         *ms = rep->element[SK_M_RECONCILED_RECONCILE_MS];
+        if (d->type == REDIS_REPLY_STRING) st->reconcile_drift = strtoll(d->str, NULL, 10);
+        if (ms->type == REDIS_REPLY_STRING) st->reconcile_ms = strtoll(ms->str, NULL, 10);
     }
     freeReplyObject(rep);
     return 0;

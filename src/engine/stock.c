@@ -361,10 +361,10 @@ int sk_stock_set_open(sk_redis *r, uint64_t aid, int open, int *rc_out)
     if (segs > 1) return sk_seg_set_open(r, aid, segs, open, rc_out);
     struct sk_keys k;
     sk_keys_for(&k, aid);
-    const char *keys[] = {k.meta};
-    const char *args[] = {open ? "1" : "0"};
+    const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
+    const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
     int64_t v[1];
-    rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, 1, keys, 1, args, v, 1);
+    rc = sk_stock_eval_ints(r, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args, v, 1);
     if (rc < 0) return rc;
     *rc_out = (int)v[0];
     return 0;

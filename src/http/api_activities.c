@@ -326,9 +326,10 @@ static void on_del_state(struct sk_app *app, void *arg, int rc, const struct sk_
     if (o->act.segments > 1) n--; /* a segmented activity's own tag holds no orders */
     sk_fanout_begin(&o->f, backlogs_read);
     for (int i = 0; i < n; i++) {
-        const char *keys[] = {ks[i].orders}, *args[] = {SK_WORKER_GROUP};
-        sk_fanout_sent(&o->f, sk_aredis_eval(app->redis, SK_SCRIPT_BACKLOG, 1, keys, 1, args, NULL,
-                                             on_backlog, o));
+        const char *keys[] = {SK_K_BACKLOG_EACH(SK_KEY_OF, &ks[i])};
+        const char *args[SK_A_BACKLOG_N] = {[SK_A_BACKLOG_GROUP] = SK_WORKER_GROUP};
+        sk_fanout_sent(&o->f, sk_aredis_eval(app->redis, SK_SCRIPT_BACKLOG, SK_K_BACKLOG_N, keys,
+                                             SK_A_BACKLOG_N, args, NULL, on_backlog, o));
     }
     sk_fanout_end(&o->f);
 }

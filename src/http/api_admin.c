@@ -199,13 +199,13 @@ static void on_seg_state(void *data, redisReply *rep)
     struct seg_state_slot *sl = data;
     struct seg_state_op *so = sl->so;
     if (sl->seg < 0) {
-        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
+        if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_RECONCILED_N)
             so->f.failed = 1;
         else {
-            if (rep->element[0]->type == REDIS_REPLY_STRING)
-                so->drift = sk_reply_i64_or(rep->element[0], 0);
-            if (rep->element[1]->type == REDIS_REPLY_STRING)
-                so->drift_ms = sk_reply_i64_or(rep->element[1], 0);
+            const redisReply *d = rep->element[SK_M_RECONCILED_RECONCILE_DRIFT],
+                             *ms = rep->element[SK_M_RECONCILED_RECONCILE_MS];
+            if (d->type == REDIS_REPLY_STRING) so->drift = sk_reply_i64_or(d, 0);
+            if (ms->type == REDIS_REPLY_STRING) so->drift_ms = sk_reply_i64_or(ms, 0);
         }
     } else {
         struct sk_stock_state one;
@@ -236,13 +236,14 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
         int rc;
         if (i < 0) {
             sk_keys_for(&k, o->act.id);
-            const char *argv[] = {"HMGET", k.meta, "reconcile_drift", "reconcile_ms"};
-            rc = sk_aredis_command(o->app->redis, on_seg_state, sl, 4, argv, NULL);
+            const char *argv[] = {"HMGET", k.meta, SK_M_RECONCILED_FIELDS};
+            rc = sk_aredis_command(o->app->redis, on_seg_state, sl,
+                                   (int)(sizeof argv / sizeof *argv), argv, NULL);
         } else if (peek) {
             sk_keys_seg(&k, o->act.id, i);
-            const char *keys[] = {k.meta, k.stock};
-            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_seg_state,
-                                sl);
+            const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
+            rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
+                                on_seg_state, sl);
         } else {
             sk_keys_seg(&k, o->act.id, i);
             const char *keys[SK_STATE_NKEYS];
@@ -283,9 +284,9 @@ static void answer_with_state(struct op *o)
     }
     struct sk_keys k;
     sk_keys_for(&k, o->act.id);
-    const char *keys[] = {k.meta, k.stock};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_state_for_activity,
-                       o) < 0)
+    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
+                       on_state_for_activity, o) < 0)
         on_state_for_activity(o, NULL);
 }
 
@@ -326,8 +327,9 @@ static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_a
     }
     struct sk_keys k;
     sk_keys_for(&k, a->id);
-    const char *keys[] = {k.meta, k.stock};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PEEK, 2, keys, 0, NULL, NULL, on_peek, &p->o) < 0)
+    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL, on_peek,
+                       &p->o) < 0)
         on_peek(&p->o, NULL);
 }
 
@@ -814,16 +816,16 @@ static void seg_switch(struct op *o, int segments, int open)
     }
     *so = (struct seg_switch_op){.o = o, .rc = SK_RC_OK};
     sk_fanout_begin(&so->f, on_seg_switch_done);
-    const char *args[] = {open ? "1" : "0"};
+    const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
     for (int i = 0; i <= segments; i++) {
         struct sk_keys k;
         if (i < segments)
             sk_keys_seg(&k, o->act.id, i);
         else
             sk_keys_for(&k, o->act.id);
-        const char *keys[] = {k.meta};
-        sk_fanout_sent(&so->f, sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args,
-                                              NULL, on_seg_switch, so));
+        const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
+        sk_fanout_sent(&so->f, sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys,
+                                              SK_A_SWITCH_N, args, NULL, on_seg_switch, so));
     }
     sk_fanout_end(&so->f);
 }
@@ -839,9 +841,10 @@ static void switch_next(struct op *o)
     }
     struct sk_keys k;
     sk_keys_for(&k, a.id);
-    const char *keys[] = {k.meta};
-    const char *args[] = {open ? "1" : "0"};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, 1, keys, 1, args, NULL, on_switch, o) < 0)
+    const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
+    const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
+    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args,
+                       NULL, on_switch, o) < 0)
         on_switch(o, NULL);
 }
 

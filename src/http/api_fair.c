@@ -234,10 +234,11 @@ static void on_control(void *data, redisReply *rep)
         for (int64_t i = 0; o->segments > 1 && i < o->segments; i++) {
             struct sk_keys sk;
             sk_keys_seg(&sk, o->id, (int)i);
-            const char *keys[] = {sk.meta};
-            const char *args[] = {o->bits & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
-            sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, 1, keys, 1, args, NULL,
-                           on_seg_control, NULL);
+            const char *keys[] = {SK_K_SEG_CONTROL_EACH(SK_KEY_OF, &sk)};
+            const char *args[SK_A_QUEUE_CONTROL_N] = {
+                [SK_A_QUEUE_CONTROL_ACTION] = o->bits & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
+            sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_SEG_CONTROL_N, keys,
+                           SK_A_QUEUE_CONTROL_N, args, NULL, on_seg_control, NULL);
         }
         if (req)
             sk_store_call(app, req, route, ctl_store_run, ctl_store_done, o);
@@ -266,11 +267,12 @@ static void on_control_definition(struct sk_app *app, void *arg, int rc,
         snprintf(o->draw_state, sizeof o->draw_state, "%s", a->draw_state);
         struct sk_keys k;
         sk_keys_for(&k, o->id);
-        const char *keys[4];
+        const char *keys[SK_K_QUEUE_CONTROL_N];
         sk_queue_control_keys(&k, keys);
-        const char *args[] = {sk_queue_control_arg(o->action)};
-        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, 4, keys, 1, args, NULL, on_control,
-                           o) < 0)
+        const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
+                                                      sk_queue_control_arg(o->action)};
+        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,
+                           SK_A_QUEUE_CONTROL_N, args, NULL, on_control, o) < 0)
             on_control(o, NULL);
         return;
     }

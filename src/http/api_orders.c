@@ -328,12 +328,17 @@ int sk_api_order_get(struct sk_app *app, h2o_req_t *req, const struct sk_route_m
         return 0;
     }
     sk_async_begin(app, &op->a, req, op->route);
-    const char *keys[] = {k.ledger, k.orders};
+    const char *keys[] = {SK_K_ORDER_STATE_EACH(SK_KEY_OF, &k)};
     char entry[48], index[16] = "";
     snprintf(entry, sizeof entry, "%" PRIu64 "-%" PRIu64, op->oid.sid.ms, op->oid.sid.seq);
     if (op->oid.index != SK_OID_NO_INDEX) snprintf(index, sizeof index, "%d", op->oid.index);
-    const char *args[] = {op->id.order_id, SK_WORKER_GROUP, entry, op->oid.branch, index};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, 2, keys, 5, args, NULL, on_state, op) < 0)
+    const char *args[SK_A_ORDER_STATE_N] = {[SK_A_ORDER_STATE_OID] = op->id.order_id,
+                                            [SK_A_ORDER_STATE_GROUP] = SK_WORKER_GROUP,
+                                            [SK_A_ORDER_STATE_ENTRY] = entry,
+                                            [SK_A_ORDER_STATE_BRANCH] = op->oid.branch,
+                                            [SK_A_ORDER_STATE_INDEX] = index};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_ORDER_STATE, SK_K_ORDER_STATE_N, keys,
+                       SK_A_ORDER_STATE_N, args, NULL, on_state, op) < 0)
         on_state(op, NULL);
     return 0;
 }

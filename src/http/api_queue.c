@@ -391,8 +391,8 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
     sn->aid = aid;
     struct sk_queue_spent_call c;
     sk_queue_spent_call(&c, aid, uid, exp_ms);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, 3, c.keys, 2, c.args, NULL, on_spent,
-                       sn) < 0)
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_SPENT, SK_K_QUEUE_SPENT_N, c.keys,
+                       SK_A_QUEUE_SPENT_N, c.args, NULL, on_spent, sn) < 0)
         free(sn);
 }
 
@@ -496,10 +496,10 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
         sk_keys_for(&k, o->id);
         char r[24] = "";
         if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
-        const char *keys[] = {k.meta, k.wr_q};
-        const char *args[] = {r};
-        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, 2, keys, 1, args, NULL, on_pace, o) <
-            0)
+        const char *keys[] = {SK_K_QUEUE_PACE_EACH(SK_KEY_OF, &k)};
+        const char *args[SK_A_QUEUE_PACE_N] = {[SK_A_QUEUE_PACE_RATE] = r};
+        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys,
+                           SK_A_QUEUE_PACE_N, args, NULL, on_pace, o) < 0)
             on_pace(o, NULL);
         return;
     }

@@ -75,8 +75,8 @@ static void lend(struct sk_purchase_borrow *bo)
     sk_labelmem_get(sk_labelmem_host(), bo->b.aid, bo->b.lender, &epoch, &adm);
     struct sk_seg_lend_cmd c;
     sk_borrow_lend_cmd(&bo->b, epoch, adm, &c);
-    if (sk_aredis_eval_wait(bo->app->redis, SK_SCRIPT_TRANSFER, 3, c.keys, c.nargs, c.args, NULL,
-                            on_transfer, bo) < 0)
+    if (sk_aredis_eval_wait(bo->app->redis, SK_SCRIPT_TRANSFER, SK_K_TRANSFER_N, c.keys, c.nargs,
+                            c.args, NULL, on_transfer, bo) < 0)
         borrow_fail(bo, "redis is unreachable; try again");
 }
 

@@ -111,15 +111,17 @@ static int64_t int_of(const redisReply *e, int64_t dflt)
 static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act *a, int64_t *xfer)
 {
     redisReply *m, *x;
-    int rc = sk_redis_cmd(r, &m, "HMGET %s open initial released xin xout", k->meta);
+    const char *argv[] = {"HMGET", k->meta, SK_M_SAMPLE_FIELDS};
+    int rc = sk_redis_command(r, &m, (int)(sizeof argv / sizeof *argv), argv, NULL);
     if (rc < 0) return rc;
-    int exists = m->type == REDIS_REPLY_ARRAY && m->elements == 5 &&
-                 m->element[1]->type == REDIS_REPLY_STRING;
+    int exists = m->type == REDIS_REPLY_ARRAY && m->elements == SK_M_SAMPLE_N &&
+                 m->element[SK_M_SAMPLE_INITIAL]->type == REDIS_REPLY_STRING;
     if (exists) {
-        a->open = a->open && int_of(m->element[0], 0) == 1;
-        a->initial += int_of(m->element[1], 0);
-        a->released += int_of(m->element[2], 0);
-        *xfer += int_of(m->element[4], 0) - int_of(m->element[3], 0);
+        redisReply **e = m->element;
+        a->open = a->open && int_of(e[SK_M_SAMPLE_OPEN], 0) == 1;
+        a->initial += int_of(e[SK_M_SAMPLE_INITIAL], 0);
+        a->released += int_of(e[SK_M_SAMPLE_RELEASED], 0);
+        *xfer += int_of(e[SK_M_SAMPLE_XOUT], 0) - int_of(e[SK_M_SAMPLE_XIN], 0);
     } else {
         a->exists = 0;
         a->open = 0;
@@ -170,16 +172,18 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_S
     struct sk_keys b;
     sk_keys_for(&b, a->id);
     redisReply *rep;
-    rc = sk_redis_cmd(r, &rep, "HMGET %s reconcile_drift reconcile_ms store_id reg_end", b.meta);
+    const char *argv[] = {"HMGET", b.meta, SK_M_SAMPLE_BASE_FIELDS};
+    rc = sk_redis_command(r, &rep, (int)(sizeof argv / sizeof *argv), argv, NULL);
     if (rc < 0) return rc;
-    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 4;
-    int reg = ok && rep->element[3]->type == REDIS_REPLY_STRING;
-    a->reconcile_drift = ok ? int_of(rep->element[0], -1) : -1;
-    a->reconcile_ms = ok ? int_of(rep->element[1], 0) : 0;
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_SAMPLE_BASE_N;
+    redisReply **e = ok ? rep->element : NULL;
+    int reg = ok && e[SK_M_SAMPLE_BASE_REG_END]->type == REDIS_REPLY_STRING;
+    a->reconcile_drift = ok ? int_of(e[SK_M_SAMPLE_BASE_RECONCILE_DRIFT], -1) : -1;
+    a->reconcile_ms = ok ? int_of(e[SK_M_SAMPLE_BASE_RECONCILE_MS], 0) : 0;
     owner[0] = 0;
-    if (ok && rep->element[2]->type == REDIS_REPLY_STRING &&
-        rep->element[2]->len < SK_NODE_STORE_ID)
-        memcpy(owner, rep->element[2]->str, rep->element[2]->len + 1);
+    const redisReply *sid = ok ? e[SK_M_SAMPLE_BASE_STORE_ID] : NULL;
+    if (sid && sid->type == REDIS_REPLY_STRING && sid->len < SK_NODE_STORE_ID)
+        memcpy(owner, sid->str, sid->len + 1);
     freeReplyObject(rep);
     /* pre-registration: the live set's size (docs/fairness.md) */
     a->registered = -1;

@@ -79,8 +79,8 @@ static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs, i
     for (size_t i = 0; i < n; i++) {
         struct sk_keys k;
         sk_keys_for(&k, aids[i]);
-        const char *argv[] = {"HMGET", k.meta, "segments", "initial", "store_id"};
-        int rc = sk_redis_append(w->r, 5, argv, NULL);
+        const char *argv[] = {"HMGET", k.meta, SK_M_ROUTE_FIELDS};
+        int rc = sk_redis_append(w->r, (int)(sizeof argv / sizeof *argv), argv, NULL);
         if (rc) return sk_worker_redis_fail(w, rc, "HMGET segments");
     }
     for (size_t i = 0; i < n; i++) {
@@ -89,8 +89,10 @@ static int seg_counts(sk_worker *w, const uint64_t *aids, size_t n, int *segs, i
         if (rc) return sk_worker_redis_fail(w, rc, "HMGET segments");
         segs[i] = 0;
         own[i] = OWN_OURS;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3) {
-            const redisReply *sg = rep->element[0], *in = rep->element[1], *sid = rep->element[2];
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_ROUTE_N) {
+            const redisReply *sg = rep->element[SK_M_ROUTE_SEGMENTS],
+                             *in = rep->element[SK_M_ROUTE_INITIAL],
+                             *sid = rep->element[SK_M_ROUTE_STORE_ID];
             int64_t v = sg->type == REDIS_REPLY_STRING ? sk_reply_i64_or(sg, 0) : 0;
             if (v > 1 && v <= SK_SEG_MAX)
                 segs[i] = (int)v;

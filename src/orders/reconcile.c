@@ -580,20 +580,24 @@ static int read_owner(struct rec_run *u)
     struct sk_keys b;
     sk_keys_for(&b, u->aid);
     redisReply *rep;
-    rc = sk_redis_cmd(u->r, &rep, "HMGET %s store_id store_refused store_refused_ms", b.meta);
+    const char *argv[] = {"HMGET", b.meta, SK_M_OWNER_FIELDS};
+    rc = sk_redis_command(u->r, &rep, (int)(sizeof argv / sizeof *argv), argv, NULL);
     if (rc) return rc;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) {
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_OWNER_N) {
         rc = sk_reconcile_proto_err(u->r, "HMGET meta store_id", rep);
         freeReplyObject(rep);
         return rc;
     }
-    for (int i = 0; i < 2; i++) {
-        const redisReply *e = rep->element[i];
-        char *dst = i ? ow->refused : ow->redis;
+    const struct {
+        int at;
+        char *dst;
+    } ids[] = {{SK_M_OWNER_STORE_ID, ow->redis}, {SK_M_OWNER_STORE_REFUSED, ow->refused}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const redisReply *e = rep->element[ids[i].at];
         if (e->type == REDIS_REPLY_STRING && e->len < SK_STORE_IDENTITY_MAX)
-            memcpy(dst, e->str, e->len + 1);
+            memcpy(ids[i].dst, e->str, e->len + 1);
     }
-    ow->refused_ms = sk_reconcile_opt_i64(rep->element[2]);
+    ow->refused_ms = sk_reconcile_opt_i64(rep->element[SK_M_OWNER_STORE_REFUSED_MS]);
     freeReplyObject(rep);
     return 0;
 }

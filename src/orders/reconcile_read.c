@@ -140,14 +140,14 @@ int64_t sk_reconcile_opt_i64(const redisReply *v)
     return v->type == REDIS_REPLY_STRING ? sk_reply_i64_or(v, 0) : 0;
 }
 
-/* Fills s from the replies of HMGET meta initial released xin xout fence
- * fence_why oversold, GET stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
+/* Fills s from the replies of HMGET meta (M_SNAP of script_pos.def), GET
+ * stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
 static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, struct rec_snap *s)
 {
     memset(s, 0, sizeof *s);
     const redisReply *meta = rep[0], *stock = rep[1], *buyers = rep[2], *ledger = rep[3],
                      *dlq = rep[4];
-    if (meta->type != REDIS_REPLY_ARRAY || meta->elements != 7)
+    if (meta->type != REDIS_REPLY_ARRAY || meta->elements != SK_M_SNAP_N)
         return sk_reconcile_proto_err(r, "HMGET", meta);
     if (stock->type != REDIS_REPLY_STRING && stock->type != REDIS_REPLY_NIL)
         return sk_reconcile_proto_err(r, "GET stock", stock);
@@ -156,19 +156,20 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
     if (ledger->type != REDIS_REPLY_ARRAY || ledger->elements % 2)
         return sk_reconcile_proto_err(r, "HGETALL ledger", ledger);
     if (dlq->type != REDIS_REPLY_INTEGER) return sk_reconcile_proto_err(r, "XLEN dlq", dlq);
-    const redisReply *ini = meta->element[0], *rel = meta->element[1];
+    redisReply **e = meta->element;
+    const redisReply *ini = e[SK_M_SNAP_INITIAL], *rel = e[SK_M_SNAP_RELEASED];
     s->present = ini->type == REDIS_REPLY_STRING && stock->type == REDIS_REPLY_STRING &&
                  sk_num_i64(ini->str, ini->len, &s->initial) == 0 &&
                  sk_num_i64(stock->str, stock->len, &s->stock) == 0;
     s->released_meta = sk_reconcile_opt_i64(rel);
-    s->xin = sk_reconcile_opt_i64(meta->element[2]);
-    s->xout = sk_reconcile_opt_i64(meta->element[3]);
-    const redisReply *fe = meta->element[4], *fw = meta->element[5];
+    s->xin = sk_reconcile_opt_i64(e[SK_M_SNAP_XIN]);
+    s->xout = sk_reconcile_opt_i64(e[SK_M_SNAP_XOUT]);
+    const redisReply *fe = e[SK_M_SNAP_FENCE], *fw = e[SK_M_SNAP_FENCE_WHY];
     if (fe->type == REDIS_REPLY_STRING)
         snprintf(s->fence, sizeof s->fence, "%.*s", (int)fe->len, fe->str);
     if (fw->type == REDIS_REPLY_STRING)
         snprintf(s->fence_why, sizeof s->fence_why, "%.*s", (int)fw->len, fw->str);
-    s->oversold = sk_reconcile_opt_i64(meta->element[6]);
+    s->oversold = sk_reconcile_opt_i64(e[SK_M_SNAP_OVERSOLD]);
     s->dlq = dlq->integer;
     size_t nb = buyers->elements / 2, nl = ledger->elements / 2;
     s->buyers = nb ? calloc(nb, sizeof *s->buyers) : NULL;
@@ -207,8 +208,7 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
 {
     const struct sk_keys *k = kp;
     const char *a_watch[] = {"WATCH", k->meta, k->stock, k->buyers, k->ledger, k->released};
-    const char *a_meta[] = {"HMGET", k->meta, "initial",   "released", "xin",
-                            "xout",  "fence", "fence_why", "oversold"};
+    const char *a_meta[] = {"HMGET", k->meta, SK_M_SNAP_FIELDS};
     const char *a_stock[] = {"GET", k->stock};
     const char *a_buyers[] = {"HGETALL", k->buyers};
     const char *a_ledger[] = {"HGETALL", k->ledger};
@@ -216,8 +216,10 @@ int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, str
     const char *a_multi[] = {"MULTI"};
     const char *a_exec[] = {"EXEC"};
     struct rec_cmd cmds[] = {
-        {6, a_watch},  {9, a_meta}, {2, a_stock}, {2, a_buyers},
-        {2, a_ledger}, {2, a_dlq},  {1, a_multi}, {1, a_exec},
+        {6, a_watch},  {2 + SK_M_SNAP_N, a_meta},
+        {2, a_stock},  {2, a_buyers},
+        {2, a_ledger}, {2, a_dlq},
+        {1, a_multi},  {1, a_exec},
     };
     size_t n = watch ? 6 : 8;
     for (int tries = 1;; tries++) {

@@ -122,9 +122,14 @@ static int measure_transit(struct rec_run *u, struct transit *t)
         for (int s = 0; s < ns; s++) {
             const struct sk_keys *k = &u->cs[s].k;
             const char **a = &argv[16 * (size_t)s];
-            int m = round == 1 ? 2 : 1;
+            /* HMGET meta M_LENT (round 1) or M_GOT (round 2): a[3], a[4] */
+            static const char *const lent[] = {SK_M_LENT_FIELDS}, *const got[] = {SK_M_GOT_FIELDS};
+            _Static_assert(SK_M_LENT_N <= 2 && SK_M_GOT_N <= 2, "a[3], a[4] hold the fields");
+            int m = round == 1 ? SK_M_LENT_N : SK_M_GOT_N;
             a[0] = "MULTI";
-            a[1] = "HMGET", a[2] = k->meta, a[3] = round == 1 ? "xout" : "xin", a[4] = "xseq";
+            a[1] = "HMGET", a[2] = k->meta;
+            for (int f = 0; f < m; f++)
+                a[3 + f] = (round == 1 ? lent : got)[f];
             a[5] = "HGETALL", a[6] = round == 1 ? k->xout : k->xin;
             a[7] = "EXEC";
             struct rec_cmd *c = &cmds[per * (size_t)s];
@@ -135,26 +140,29 @@ static int measure_transit(struct rec_run *u, struct transit *t)
         }
         if ((rc = sk_reconcile_pipeline(u->r, ncmd, cmds, rep)) != 0) break;
         for (int s = 0; rc == 0 && s < ns; s++) {
+            /* EXEC's replies: the HMGET's, the HGETALL's */
+            enum { EX_META, EX_XFERS, EX_N };
             const redisReply *ex = rep[per * (size_t)s + 3];
-            if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 2 ||
-                ex->element[0]->type != REDIS_REPLY_ARRAY ||
-                ex->element[0]->elements != (round == 1 ? 2u : 1u) ||
-                ex->element[1]->type != REDIS_REPLY_ARRAY || ex->element[1]->elements % 2) {
+            if (ex->type != REDIS_REPLY_ARRAY || ex->elements != EX_N ||
+                ex->element[EX_META]->type != REDIS_REPLY_ARRAY ||
+                ex->element[EX_META]->elements != (size_t)(round == 1 ? SK_M_LENT_N : SK_M_GOT_N) ||
+                ex->element[EX_XFERS]->type != REDIS_REPLY_ARRAY ||
+                ex->element[EX_XFERS]->elements % 2) {
                 rc = sk_reconcile_proto_err(u->r, round == 1 ? "MULTI/EXEC xout" : "MULTI/EXEC xin",
                                             ex);
                 break;
             }
-            const redisReply *m = ex->element[0], *h = ex->element[1];
+            const redisReply *m = ex->element[EX_META], *h = ex->element[EX_XFERS];
             if (round == 1) {
-                t->f.lent += sk_reconcile_opt_i64(m->element[0]);
-                int64_t q = sk_reconcile_opt_i64(m->element[1]);
+                t->f.lent += sk_reconcile_opt_i64(m->element[SK_M_LENT_XOUT]);
+                int64_t q = sk_reconcile_opt_i64(m->element[SK_M_LENT_XSEQ]);
                 xseq[s] = q > 0 ? (uint64_t)q : 0;
                 for (size_t i = 0; rc == 0 && i + 1 < h->elements; i += 2)
                     rc = add_xfer(t, s, ns, h->element[i], h->element[i + 1]);
                 if (rc == 0 && s == ns - 1 && t->nx) qsort(t->x, t->nx, sizeof *t->x, cmp_xfer);
                 continue;
             }
-            t->f.received += sk_reconcile_opt_i64(m->element[0]);
+            t->f.received += sk_reconcile_opt_i64(m->element[SK_M_GOT_XIN]);
             /* Applied here: the transfers seen in round 1, and the newer ones. */
             for (size_t i = 0; i + 1 < h->elements; i += 2) {
                 const redisReply *id = h->element[i], *v = h->element[i + 1];
