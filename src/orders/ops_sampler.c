@@ -101,11 +101,6 @@ void sk_sampler_stop(sk_sampler *s)
     atomic_store(&s->stop, 1);
 }
 
-static int64_t int_of(const redisReply *e, int64_t dflt)
-{
-    return sk_reply_i64_or(e, dflt);
-}
-
 /* Adds one key set's figures (a whole unsegmented activity, or one
  * segment) to a; xfer gets xout - xin (units lent, not yet received). */
 static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act *a, int64_t *xfer)
@@ -118,10 +113,10 @@ static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act 
                  m->element[SK_M_SAMPLE_INITIAL]->type == REDIS_REPLY_STRING;
     if (exists) {
         redisReply **e = m->element;
-        a->open = a->open && int_of(e[SK_M_SAMPLE_OPEN], 0) == 1;
-        a->initial += int_of(e[SK_M_SAMPLE_INITIAL], 0);
-        a->released += int_of(e[SK_M_SAMPLE_RELEASED], 0);
-        *xfer += int_of(e[SK_M_SAMPLE_XOUT], 0) - int_of(e[SK_M_SAMPLE_XIN], 0);
+        a->open = a->open && sk_reply_i64_or(e[SK_M_SAMPLE_OPEN], 0) == 1;
+        a->initial += sk_reply_i64_or(e[SK_M_SAMPLE_INITIAL], 0);
+        a->released += sk_reply_i64_or(e[SK_M_SAMPLE_RELEASED], 0);
+        *xfer += sk_reply_i64_or(e[SK_M_SAMPLE_XOUT], 0) - sk_reply_i64_or(e[SK_M_SAMPLE_XIN], 0);
     } else {
         a->exists = 0;
         a->open = 0;
@@ -134,7 +129,7 @@ static int sample_keys(sk_redis *r, const struct sk_keys *k, struct sk_node_act 
     for (int i = 0; i < 2; i++) {
         rc = sk_redis_cmd(r, &x, fmt[i], key[i]);
         if (rc < 0) return rc;
-        v[i] = int_of(x, 0);
+        v[i] = sk_reply_i64_or(x, 0);
         freeReplyObject(x);
     }
     struct sk_backlog b;
@@ -178,8 +173,8 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_S
     int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == SK_M_SAMPLE_BASE_N;
     redisReply **e = ok ? rep->element : NULL;
     int reg = ok && e[SK_M_SAMPLE_BASE_REG_END]->type == REDIS_REPLY_STRING;
-    a->reconcile_drift = ok ? int_of(e[SK_M_SAMPLE_BASE_RECONCILE_DRIFT], -1) : -1;
-    a->reconcile_ms = ok ? int_of(e[SK_M_SAMPLE_BASE_RECONCILE_MS], 0) : 0;
+    a->reconcile_drift = ok ? sk_reply_i64_or(e[SK_M_SAMPLE_BASE_RECONCILE_DRIFT], -1) : -1;
+    a->reconcile_ms = ok ? sk_reply_i64_or(e[SK_M_SAMPLE_BASE_RECONCILE_MS], 0) : 0;
     owner[0] = 0;
     const redisReply *sid = ok ? e[SK_M_SAMPLE_BASE_STORE_ID] : NULL;
     if (sid && sid->type == REDIS_REPLY_STRING && sid->len < SK_NODE_STORE_ID)
@@ -190,7 +185,7 @@ static int sample_redis(sk_redis *r, struct sk_node_act *a, char owner[SK_NODE_S
     if (reg) {
         rc = sk_redis_cmd(r, &rep, "SCARD %s", b.reg);
         if (rc < 0) return rc;
-        a->registered = int_of(rep, 0);
+        a->registered = sk_reply_i64_or(rep, 0);
         freeReplyObject(rep);
     }
     if (!a->exists) {

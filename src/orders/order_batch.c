@@ -214,6 +214,16 @@ static void crash_point(uint64_t at, uint64_t txn)
 #endif
 }
 
+/* One transaction's figures into the counters. */
+static void counted(sk_worker *w, const struct sk_persist_result *res)
+{
+    INC(batches, 1);
+    INC(persisted, res->inserted);
+    INC(duplicates, res->duplicates);
+    INC(conflicts, res->conflicts);
+    INC(stock_failures, res->stock_failures);
+}
+
 /* Persists the orders of w->orders[o0..o1), those of the valid entries
  * of w->e[lo..hi), in one transaction, with bounded retries. A row the
  * store refuses (SK_EINVAL) is isolated by persisting entry by entry: the
@@ -228,11 +238,7 @@ static int persist(sk_worker *w, size_t lo, size_t hi, size_t o0, size_t o1)
         int rc = sk_store_orders_persist(w->st, &w->orders[o0], o1 - o0, &res);
         if (rc == 0) {
             crash_point(w->crash_after, w->txns);
-            INC(batches, 1);
-            INC(persisted, res.inserted);
-            INC(duplicates, res.duplicates);
-            INC(conflicts, res.conflicts);
-            INC(stock_failures, res.stock_failures);
+            counted(w, &res);
             return 0;
         }
         if (rc == SK_EINVAL) {
@@ -250,11 +256,7 @@ static int persist(sk_worker *w, size_t lo, size_t hi, size_t o0, size_t o1)
                     continue;
                 }
                 if (rc) break;
-                INC(batches, 1);
-                INC(persisted, res.inserted);
-                INC(duplicates, res.duplicates);
-                INC(conflicts, res.conflicts);
-                INC(stock_failures, res.stock_failures);
+                counted(w, &res);
             }
             if (rc == 0 || rc == SK_EINVAL) return 0;
         }

@@ -60,30 +60,29 @@ static void ctx_free(struct rec_ctx *c)
     c->li = 0;
 }
 
-static int run_init(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, int64_t now,
-                    int64_t grace, int64_t stale, struct sk_reconcile_report *rep, int nseg)
+/* u from the run's parameters in base (st, r, aid, now, grace, stale,
+ * nseg), reporting into rep: one context per key set. */
+static int run_init(struct rec_run *u, const struct rec_run *base, struct sk_reconcile_report *rep)
 {
-    memset(u, 0, sizeof *u);
-    *u = (struct rec_run){.st = st,
-                          .mode = REC_SNAPSHOT,
-                          .nslices = 1,
-                          .r = r,
-                          .aid = aid,
-                          .now = now,
-                          .grace = grace,
-                          .stale = stale,
-                          .rep = rep,
-                          .nseg = nseg > 1 ? nseg : 1,
-                          .base_initial = -1};
+    *u = *base;
+    u->rep = rep;
+    u->mode = REC_SNAPSHOT;
+    u->nslices = 1;
+    u->base_initial = -1;
     rep->segments = u->nseg;
     if (u->nseg > 1 && !rep->seg && !(rep->seg = calloc((size_t)u->nseg, sizeof *rep->seg)))
         return SK_ENOMEM;
     if (!(u->cs = calloc((size_t)u->nseg, sizeof *u->cs))) return SK_ENOMEM;
     for (int i = 0; i < u->nseg; i++) {
         struct rec_ctx *c = &u->cs[i];
-        *c = (struct rec_ctx){
-            .st = st, .r = r, .aid = aid, .now = now, .grace = grace, .stale = stale, .rep = rep};
-        sk_keys_seg(&c->k, aid, u->nseg > 1 ? i : SK_SEG_NONE);
+        *c = (struct rec_ctx){.st = u->st,
+                              .r = u->r,
+                              .aid = u->aid,
+                              .now = u->now,
+                              .grace = u->grace,
+                              .stale = u->stale,
+                              .rep = rep};
+        sk_keys_seg(&c->k, u->aid, u->nseg > 1 ? i : SK_SEG_NONE);
         c->seg = c->k.seg;
         c->rr = u->nseg > 1 ? &rep->seg[i] : &rep->redis;
     }
@@ -278,12 +277,11 @@ static int cross_slice(struct rec_ctx *c, const struct sk_order *o)
 static int settle_candidates(struct rec_ctx *c)
 {
     if (!c->ncand) return 0;
-    const struct sk_drift **d = malloc(c->ncand * sizeof *d);
     int *present = malloc(c->ncand * sizeof *present);
-    int rc = !d || !present ? SK_ENOMEM : 0;
-    for (size_t i = 0; rc == 0 && i < c->ncand; i++)
-        d[i] = &c->cand[i];
-    if (rc == 0) rc = sk_reconcile_ledger_lookup(c->r, &c->k, d, c->ncand, present);
+    int rc = !present ? SK_ENOMEM : 0;
+    if (rc == 0)
+        rc = sk_reconcile_ledger_lookup(c->r, &c->k, c->cand[0].order.order_id, sizeof *c->cand,
+                                        c->ncand, present);
     size_t ncand = c->ncand; /* (a cross-slice comparison adds none: user or qty differ) */
     for (size_t i = 0; rc == 0 && i < ncand; i++) {
         const struct sk_order *o = &c->cand[i].order;
@@ -303,7 +301,6 @@ static int settle_candidates(struct rec_ctx *c)
                 "Redis (not released)",
                 o->order_id, o->user_id, o->quantity);
     }
-    free(d);
     free(present);
     c->ncand = 0;
     return rc;
@@ -323,29 +320,6 @@ static int find_lost(struct rec_ctx *c)
             if (rc == 0) continue;
             if (rc != SK_ENOTFOUND) return store_err(rc);
         }
-        if (sk_reconcile_in_backlog(&c->b, e->sid)) {
-            rr->backlog_orders++;
-            /* on its way, but for too long: the order pipeline is stuck */
-            if (c->stale && (int64_t)e->sid.ms < c->now - c->stale) {
-                struct sk_order o;
-                memset(&o, 0, sizeof o);
-                snprintf(o.order_id, sizeof o.order_id, "%s", e->oid);
-                o.activity_id = c->aid;
-                o.user_id = e->user;
-                o.quantity = e->qty;
-                o.created_ms = (int64_t)e->sid.ms;
-                o.status = SK_ORDER_CREATED; /* what the worker will make it */
-                int rc = sk_reconcile_add_drift(
-                    c->rep, c->seg, SK_DRIFT_STALE, &o,
-                    "order %s (user %" PRIu64 ", %" PRId64 " unit(s)) was admitted %" PRId64
-                    " s ago and is still not in the DB (stream backlog: %s; bound %" PRId64 " s)",
-                    e->oid, e->user, e->qty, (c->now - (int64_t)e->sid.ms) / 1000,
-                    sk_sid_cmp(e->sid, c->b.last) > 0 ? "never delivered" : "pending",
-                    c->stale / 1000);
-                if (rc) return rc;
-            }
-            continue;
-        }
         struct sk_order o;
         memset(&o, 0, sizeof o);
         snprintf(o.order_id, sizeof o.order_id, "%s", e->oid);
@@ -356,13 +330,29 @@ static int find_lost(struct rec_ctx *c)
         o.created_ms = (int64_t)e->sid.ms;
         /* What a restore writes: a released order comes back cancelled. */
         o.status = e->released ? SK_ORDER_CANCELLED : SK_ORDER_CREATED;
-        int rc = sk_reconcile_add_drift(
-            c->rep, c->seg, SK_DRIFT_LOST_ORDER, &o,
-            "order %s (user %" PRIu64 ", %" PRId64
-            " unit(s)%s) is in the Redis ledger but not in the DB and not in the "
-            "stream backlog%s",
-            e->oid, e->user, e->qty, e->released ? ", released" : "",
-            rr->dlq > 0 ? " (see the dead-letter stream)" : "");
+        int rc = 0;
+        if (sk_reconcile_in_backlog(&c->b, e->sid)) {
+            rr->backlog_orders++;
+            /* on its way, but for too long: the order pipeline is stuck */
+            if (c->stale && (int64_t)e->sid.ms < c->now - c->stale) {
+                o.status = SK_ORDER_CREATED; /* what the worker will make it */
+                rc = sk_reconcile_add_drift(
+                    c->rep, c->seg, SK_DRIFT_STALE, &o,
+                    "order %s (user %" PRIu64 ", %" PRId64 " unit(s)) was admitted %" PRId64
+                    " s ago and is still not in the DB (stream backlog: %s; bound %" PRId64 " s)",
+                    e->oid, e->user, e->qty, (c->now - (int64_t)e->sid.ms) / 1000,
+                    sk_sid_cmp(e->sid, c->b.last) > 0 ? "never delivered" : "pending",
+                    c->stale / 1000);
+            }
+        } else {
+            rc = sk_reconcile_add_drift(
+                c->rep, c->seg, SK_DRIFT_LOST_ORDER, &o,
+                "order %s (user %" PRIu64 ", %" PRId64
+                " unit(s)%s) is in the Redis ledger but not in the DB and not in the "
+                "stream backlog%s",
+                e->oid, e->user, e->qty, e->released ? ", released" : "",
+                rr->dlq > 0 ? " (see the dead-letter stream)" : "");
+        }
         if (rc) return rc;
     }
     return 0;
@@ -443,24 +433,6 @@ static void sum_figures(struct rec_run *u)
     snprintf(t->last_delivered, sizeof t->last_delivered, "per segment");
 }
 
-/* The base meta's initial (the activity's definition), -1 when absent. */
-static int read_base_initial(struct rec_run *u)
-{
-    struct sk_keys b;
-    sk_keys_for(&b, u->aid);
-    redisReply *rep;
-    int rc = sk_redis_cmd(u->r, &rep, "HGET %s initial", b.meta);
-    if (rc) return rc;
-    u->base_initial = -1;
-    if (rep->type == REDIS_REPLY_STRING) {
-        if (sk_num_i64(rep->str, rep->len, &u->base_initial)) u->base_initial = -1;
-    } else if (rep->type != REDIS_REPLY_NIL) {
-        rc = sk_reconcile_proto_err(u->r, "HGET base meta initial", rep);
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
 /* The stock invariant of one key set (present): from its snapshot, or
  * from its head when read in slices or incrementally (the same instant). */
 static void check_invariant(struct rec_ctx *c)
@@ -526,8 +498,44 @@ static int check_ledger(struct rec_ctx *c)
     return 0;
 }
 
-/* Every key set's snapshot and group, and, segmented, the base meta's
- * initial. *any: some key set has live state; *entries: ledger entries. */
+/* The base meta (the activity's own, or a segmented one's): Redis's owner
+ * of the activity and the note of purchases refused to another store's
+ * nodes (the store's identity, docs/design.md), and, segmented, the
+ * activity's initial (its definition; -1 when absent). */
+static int read_base(struct rec_run *u)
+{
+    struct sk_reconcile_owner *ow = &u->rep->owner;
+    struct sk_keys b;
+    sk_keys_for(&b, u->aid);
+    redisReply *rep;
+    const char *argv[] = {"HMGET", b.meta, SK_M_OWNER_FIELDS};
+    int rc = sk_redis_command(u->r, &rep, (int)(sizeof argv / sizeof *argv), argv, NULL);
+    if (rc) return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_OWNER_N) {
+        rc = sk_reconcile_proto_err(u->r, "HMGET meta store_id", rep);
+        freeReplyObject(rep);
+        return rc;
+    }
+    const struct {
+        int at;
+        char *dst;
+    } ids[] = {{SK_M_OWNER_STORE_ID, ow->redis}, {SK_M_OWNER_STORE_REFUSED, ow->refused}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const redisReply *e = rep->element[ids[i].at];
+        if (e->type == REDIS_REPLY_STRING && e->len < SK_STORE_IDENTITY_MAX)
+            memcpy(ids[i].dst, e->str, e->len + 1);
+    }
+    ow->refused_ms = sk_reconcile_opt_i64(rep->element[SK_M_OWNER_STORE_REFUSED_MS]);
+    const redisReply *ini = rep->element[SK_M_OWNER_INITIAL];
+    if (u->nseg > 1 &&
+        (ini->type != REDIS_REPLY_STRING || sk_num_i64(ini->str, ini->len, &u->base_initial) != 0))
+        u->base_initial = -1;
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* Every key set's snapshot and group, and the base meta (read_base).
+ * *any: some key set has live state; *entries: ledger entries. */
 static int read_redis(struct rec_run *u, int *any, size_t *entries)
 {
     int rc;
@@ -547,8 +555,7 @@ static int read_redis(struct rec_run *u, int *any, size_t *entries)
         *entries += u->mode == REC_SNAPSHOT ? c->s.nl + c->s.nbad : (size_t)c->s.ledger_len;
     }
     if (u->mode == REC_SNAPSHOT) note_held(u);
-    if (u->nseg > 1 && (rc = read_base_initial(u)) != 0) return rc;
-    return 0;
+    return read_base(u);
 }
 
 /* The DB's figures: the activity row, and when there is one, the order
@@ -566,39 +573,6 @@ static int read_db(struct rec_run *u)
     if ((rc = sk_store_orders_count(u->st, u->aid, &rep->db.counts)) != 0) return rc;
     if ((rc = sk_store_db_stock_check(u->st, u->aid, &rep->db.stock, &rep->db.stock_expected)) != 0)
         return store_err(rc);
-    return 0;
-}
-
-/* The store's identity (docs/design.md): Redis's owner of the activity,
- * and the note of purchases refused to another store's nodes, from its
- * own meta (the base meta of a segmented one), with this database's. */
-static int read_owner(struct rec_run *u)
-{
-    struct sk_reconcile_owner *ow = &u->rep->owner;
-    int rc = sk_store_identity(u->st, ow->store_id, sizeof ow->store_id);
-    if (rc) return store_err(rc);
-    struct sk_keys b;
-    sk_keys_for(&b, u->aid);
-    redisReply *rep;
-    const char *argv[] = {"HMGET", b.meta, SK_M_OWNER_FIELDS};
-    rc = sk_redis_command(u->r, &rep, (int)(sizeof argv / sizeof *argv), argv, NULL);
-    if (rc) return rc;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != SK_M_OWNER_N) {
-        rc = sk_reconcile_proto_err(u->r, "HMGET meta store_id", rep);
-        freeReplyObject(rep);
-        return rc;
-    }
-    const struct {
-        int at;
-        char *dst;
-    } ids[] = {{SK_M_OWNER_STORE_ID, ow->redis}, {SK_M_OWNER_STORE_REFUSED, ow->refused}};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        const redisReply *e = rep->element[ids[i].at];
-        if (e->type == REDIS_REPLY_STRING && e->len < SK_STORE_IDENTITY_MAX)
-            memcpy(ids[i].dst, e->str, e->len + 1);
-    }
-    ow->refused_ms = sk_reconcile_opt_i64(rep->element[SK_M_OWNER_STORE_REFUSED_MS]);
-    freeReplyObject(rep);
     return 0;
 }
 
@@ -712,6 +686,20 @@ static void initial_drift(struct rec_run *u)
                                shares, u->base_initial);
 }
 
+/* The DB orders merged with the rows held, the candidates looked up
+ * again, then (not incremental: the whole ledger, or a slice's, is held)
+ * the ledger orders the DB lacks. */
+static int merge_db(struct rec_run *u)
+{
+    int rc = merge_orders(u);
+    for (int i = 0; i < u->nseg && rc == 0; i++) {
+        struct rec_ctx *c = &u->cs[i];
+        if (!c->s.present) continue;
+        if ((rc = settle_candidates(c)) == 0 && u->mode != REC_SINCE) rc = find_lost(c);
+    }
+    return rc;
+}
+
 /* One slice of a sliced check: its rows of every key set, their user
  * check, and the DB orders of its users merged with them. */
 static int check_slice(struct rec_run *u)
@@ -726,14 +714,7 @@ static int check_slice(struct rec_run *u)
         rc = check_ledger(c);
     }
     note_held(u);
-    if (rc == 0 && u->rep->db.present) {
-        rc = merge_orders(u);
-        for (int i = 0; i < u->nseg && rc == 0; i++) {
-            struct rec_ctx *c = &u->cs[i];
-            if (!c->s.present) continue;
-            if ((rc = settle_candidates(c)) == 0) rc = find_lost(c);
-        }
-    }
+    if (rc == 0 && u->rep->db.present) rc = merge_db(u);
     for (int i = 0; i < u->nseg; i++)
         sk_reconcile_snap_drop_rows(&u->cs[i].s);
     malloc_trim(0); /* the next slice reuses the pages, other threads too */
@@ -775,7 +756,8 @@ static int check(struct rec_run *u)
     if ((rc = read_db(u)) != 0) return rc;
     /* (a segmented activity has at least its base meta in Redis) */
     if (!rep->db.present && !any && !entries && !segmented) return SK_ENOTFOUND;
-    if ((rc = read_owner(u)) != 0) return rc;
+    rc = sk_store_identity(u->st, rep->owner.store_id, sizeof rep->owner.store_id);
+    if (rc) return store_err(rc);
     db_drift(u, any);
     if (!any) return 0;
     initial_drift(u);
@@ -794,13 +776,7 @@ static int check(struct rec_run *u)
         for (u->slice = 0; u->slice < u->nslices; u->slice++)
             if ((rc = check_slice(u)) != 0) return rc;
     } else if (rep->db.present) {
-        if ((rc = merge_orders(u)) != 0) return rc;
-        for (int i = 0; i < u->nseg; i++) {
-            struct rec_ctx *c = &u->cs[i];
-            if (!c->s.present) continue;
-            if ((rc = settle_candidates(c)) != 0) return rc;
-            if (u->mode == REC_SNAPSHOT && (rc = find_lost(c)) != 0) return rc;
-        }
+        if ((rc = merge_db(u)) != 0) return rc;
         if (u->mode == REC_SINCE) u->escalate = needs_full(u);
     }
     if (segmented && (rc = sk_reconcile_check_transit(u)) != 0) return rc;
@@ -827,18 +803,17 @@ static int ledger_total(sk_redis *r, uint64_t aid, int nseg, int64_t *total)
 /* One check of the activity in the mode chosen: a snapshot when the sale
  * fits in a chunk, slices when it does not (a quarter of headroom: users
  * do not spread exactly evenly), or incremental. */
-static int run_check(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid, int64_t now,
-                     int64_t grace, int64_t stale, struct sk_reconcile_report *rep, int nseg,
+static int run_check(struct rec_run *u, const struct rec_run *base, struct sk_reconcile_report *rep,
                      size_t chunk, int64_t since_ms)
 {
-    int rc = run_init(u, st, r, aid, now, grace, stale, rep, nseg);
+    int rc = run_init(u, base, rep);
     if (rc) return rc;
     if (since_ms > 0) {
         u->mode = REC_SINCE;
         u->since_ms = since_ms;
     } else {
         int64_t total;
-        if ((rc = ledger_total(r, aid, nseg, &total)) != 0) return rc;
+        if ((rc = ledger_total(u->r, u->aid, u->nseg, &total)) != 0) return rc;
         if (total > 0 && (uint64_t)total > chunk) { /* chunk < total: no overflow below */
             int64_t per = (int64_t)(chunk / 5 * 4) > 0 ? (int64_t)(chunk / 5 * 4) : 1;
             int64_t slices = (total + per - 1) / per;
@@ -853,6 +828,14 @@ static int run_check(struct rec_run *u, sk_store *st, sk_redis *r, uint64_t aid,
     return check(u);
 }
 
+/* rep emptied for a check of activity aid. */
+static void report_start(struct sk_reconcile_report *rep, uint64_t aid)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->activity_id = aid;
+    rep->segments = 1;
+}
+
 static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
                          const struct sk_reconcile_opts *o, struct sk_reconcile_report *rep)
 {
@@ -861,31 +844,30 @@ static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
         sk_reconcile_opts_init(&def);
         o = &def;
     }
-    memset(rep, 0, sizeof *rep);
-    rep->activity_id = activity_id;
+    report_start(rep, activity_id);
     rep->repair = o->repair;
-    rep->segments = 1;
-    int64_t now = o->now_ms ? o->now_ms : sk_wall_ms();
-    int64_t grace = o->grace_ms >= 0 ? o->grace_ms : 0;
-    int64_t stale = o->stale_after_ms > 0 ? o->stale_after_ms : 0;
+    struct rec_run base = {.st = st,
+                           .r = r,
+                           .aid = activity_id,
+                           .now = o->now_ms ? o->now_ms : sk_wall_ms(),
+                           .grace = o->grace_ms >= 0 ? o->grace_ms : 0,
+                           .stale = o->stale_after_ms > 0 ? o->stale_after_ms : 0};
     size_t chunk = o->chunk ? o->chunk : SIZE_MAX; /* 0: one snapshot */
     int64_t since = o->repair ? 0 : o->since_ms;
     /* Segmented or not, as Redis routes purchases: the base meta's count. */
-    int nseg;
-    int rc = sk_seg_count(r, activity_id, &nseg);
+    int rc = sk_seg_count(r, activity_id, &base.nseg);
     if (rc) return rc;
+    if (base.nseg < 1) base.nseg = 1;
     struct rec_run u;
-    rc = run_check(&u, st, r, activity_id, now, grace, stale, rep, nseg, chunk, since);
+    rc = run_check(&u, &base, rep, chunk, since);
     int escalate = rc == 0 && u.escalate;
     run_free(&u);
     if (escalate) {
         /* the same call, full (what the incremental read is kept) */
         size_t rows = rep->rows_read, peak = rep->peak_held;
         sk_reconcile_report_free(rep);
-        memset(rep, 0, sizeof *rep);
-        rep->activity_id = activity_id;
-        rep->segments = 1;
-        rc = run_check(&u, st, r, activity_id, now, grace, stale, rep, nseg, chunk, 0);
+        report_start(rep, activity_id);
+        rc = run_check(&u, &base, rep, chunk, 0);
         run_free(&u);
         rep->escalated = 1;
         rep->rows_read += rows;
@@ -894,15 +876,13 @@ static int reconcile_one(sk_store *st, sk_redis *r, uint64_t activity_id,
     if (rc) return rc;
     rep->consistent = rep->total == 0;
     if (!o->repair || rep->total == 0) return 0;
-    if ((rc = run_init(&u, st, r, activity_id, now, grace, stale, rep, nseg)) == 0)
-        sk_reconcile_repair(&u);
+    if ((rc = run_init(&u, &base, rep)) == 0) sk_reconcile_repair(&u);
     run_free(&u);
     if (rc) return rc;
     /* A second check says what is left. */
     struct sk_reconcile_report after;
-    memset(&after, 0, sizeof after);
-    after.activity_id = activity_id;
-    rc = run_check(&u, st, r, activity_id, now, grace, stale, &after, nseg, chunk, 0);
+    report_start(&after, activity_id);
+    rc = run_check(&u, &base, &after, chunk, 0);
     run_free(&u);
     if (rc == 0) {
         memcpy(rep->remaining, after.found, sizeof rep->remaining);

@@ -159,10 +159,11 @@ int sk_reconcile_read_group(sk_redis *r, const struct sk_keys *k, struct rec_bac
                             struct sk_reconcile_redis *out);
 /* Is the order with stream id sid still on its way to the DB? */
 int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid);
-/* Looks up the order ids of d[0..n) in the ledger of k again; present[i]
- * is 0 when absent, 1 when held, 2 when released. */
-int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
-                               const struct sk_drift *const *d, size_t n, int *present);
+/* Looks up n order ids in the ledger of k again, the i-th at ids + i *
+ * stride (the order ids of an array of drift); present[i] is 0 when
+ * absent, 1 when held, 2 when released. */
+int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k, const char *ids, size_t stride,
+                               size_t n, int *present);
 
 /* ---- One run (reconcile.c) -------------------------------------------------- */
 

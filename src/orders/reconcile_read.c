@@ -140,6 +140,68 @@ int64_t sk_reconcile_opt_i64(const redisReply *v)
     return v->type == REDIS_REPLY_STRING ? sk_reply_i64_or(v, 0) : 0;
 }
 
+/* The user of a ledger value "user:qty[:released]"; -1 when malformed. */
+static int value_user(const redisReply *v, uint64_t *user)
+{
+    if (v->type != REDIS_REPLY_STRING) return -1;
+    const char *c = memchr(v->str, ':', v->len);
+    return c && sk_num_u64(v->str, (size_t)(c - v->str), user) == 0 ? 0 : -1;
+}
+
+struct slice_arg {
+    sk_redis *r;
+    const char *label;
+    uint64_t nslices, slice;
+    struct rec_snap *s;
+};
+
+static int slice_buyer(void *arg, const redisReply *k, const redisReply *v)
+{
+    struct slice_arg *a = arg;
+    struct rec_snap *s = a->s;
+    struct rec_uunits u;
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+        sk_num_u64(k->str, k->len, &u.user) || sk_num_i64(v->str, v->len, &u.units))
+        return sk_reconcile_proto_err(a->r, "buyers hash: a field or value that is not a number",
+                                      NULL);
+    if (u.user % a->nslices != a->slice) return 0;
+    if (SK_VEC_RESERVE(s->buyers, s->bcap, s->nb + 1, 256)) return SK_ENOMEM;
+    s->buyers[s->nb++] = u;
+    return 0;
+}
+
+static int slice_ledger(void *arg, const redisReply *k, const redisReply *v)
+{
+    struct slice_arg *a = arg;
+    struct rec_snap *s = a->s;
+    uint64_t user;
+    int ok = value_user(v, &user) == 0;
+    /* malformed entries are reported by slice 0 */
+    if ((ok ? user % a->nslices : 0) != a->slice) return 0;
+    if (SK_VEC_RESERVE(s->ledger, s->lcap, s->nl + 1, 256)) return SK_ENOMEM;
+    if (ok && parse_lentry(a->label, k, v, &s->ledger[s->nl]) == 0) {
+        s->nl++;
+        return 0;
+    }
+    return keep_bad(s, k, v);
+}
+
+/* Each buyer and each ledger entry once, sorted (HSCAN may return a field
+ * twice: a rehash during the scan). */
+static void sort_rows(struct rec_snap *s)
+{
+    if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
+    size_t m = 0;
+    for (size_t i = 0; i < s->nb; i++)
+        if (!m || s->buyers[m - 1].user != s->buyers[i].user) s->buyers[m++] = s->buyers[i];
+    s->nb = m;
+    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
+    m = 0;
+    for (size_t i = 0; i < s->nl; i++)
+        if (!m || strcmp(s->ledger[m - 1].oid, s->ledger[i].oid)) s->ledger[m++] = s->ledger[i];
+    s->nl = m;
+}
+
 /* Fills s from the replies of HMGET meta (M_SNAP of script_pos.def), GET
  * stock, HGETALL buyers, HGETALL ledger, XLEN dlq. */
 static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, struct rec_snap *s)
@@ -171,29 +233,15 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
         snprintf(s->fence_why, sizeof s->fence_why, "%.*s", (int)fw->len, fw->str);
     s->oversold = sk_reconcile_opt_i64(e[SK_M_SNAP_OVERSOLD]);
     s->dlq = dlq->integer;
-    size_t nb = buyers->elements / 2, nl = ledger->elements / 2;
-    s->buyers = nb ? calloc(nb, sizeof *s->buyers) : NULL;
-    s->ledger = nl ? calloc(nl, sizeof *s->ledger) : NULL;
-    if ((nb && !s->buyers) || (nl && !s->ledger)) return SK_ENOMEM;
-    for (size_t i = 0; i < nb; i++) {
-        const redisReply *k = buyers->element[2 * i], *v = buyers->element[2 * i + 1];
-        struct rec_uunits *u = &s->buyers[s->nb];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-            sk_num_u64(k->str, k->len, &u->user) || sk_num_i64(v->str, v->len, &u->units))
-            return sk_reconcile_proto_err(r, "buyers hash: a field or value that is not a number",
-                                          NULL);
-        s->nb++;
-    }
-    if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
-    for (size_t i = 0; i < nl; i++) {
-        const redisReply *k = ledger->element[2 * i], *v = ledger->element[2 * i + 1];
-        if (parse_lentry(label, k, v, &s->ledger[s->nl]) == 0)
-            s->nl++;
-        else if (keep_bad(s, k, v))
-            return SK_ENOMEM;
-    }
-    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
-    return 0;
+    /* the rows as a slice of one reads them (every user in it) */
+    struct slice_arg a = {r, label, 1, 0, s};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < buyers->elements; i += 2)
+        rc = slice_buyer(&a, buyers->element[i], buyers->element[i + 1]);
+    for (size_t i = 0; rc == 0 && i < ledger->elements; i += 2)
+        rc = slice_ledger(&a, ledger->element[i], ledger->element[i + 1]);
+    if (rc == 0) sort_rows(s);
+    return rc;
 }
 
 /* Reads the snapshot of one key set (the activity's, or one segment's: one
@@ -204,9 +252,8 @@ static int parse_snap(sk_redis *r, const char *label, redisReply *const *rep, st
  * every command queued in a transaction while it is out of memory
  * (maxmemory), and reconcile is wanted most then; reads alone it answers. */
 #define SNAP_TRIES 5
-int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *kp, int watch, struct rec_snap *s)
+int sk_reconcile_read_snap(sk_redis *r, const struct sk_keys *k, int watch, struct rec_snap *s)
 {
-    const struct sk_keys *k = kp;
     const char *a_watch[] = {"WATCH", k->meta, k->stock, k->buyers, k->ledger, k->released};
     const char *a_meta[] = {"HMGET", k->meta, SK_M_SNAP_FIELDS};
     const char *a_stock[] = {"GET", k->stock};
@@ -423,16 +470,17 @@ int sk_reconcile_in_backlog(const struct rec_backlog *b, struct sk_sid sid)
     return 0;
 }
 
-/* HMGET of m <= RECHECK_CHUNK order ids in the ledger of k: *rep an array
- * of m values (the caller frees it). */
-static int ledger_hmget(sk_redis *r, const struct sk_keys *k, const char *const *ids, size_t m,
-                        redisReply **rep)
+/* HMGET of m <= RECHECK_CHUNK order ids in the ledger of k, the i-th at
+ * ids + i * stride (inside the caller's orders or drift): *rep an array of
+ * m values (the caller frees it). */
+static int ledger_hmget(sk_redis *r, const struct sk_keys *k, const char *ids, size_t stride,
+                        size_t m, redisReply **rep)
 {
     const char *argv[2 + RECHECK_CHUNK];
     argv[0] = "HMGET";
     argv[1] = k->ledger;
     for (size_t i = 0; i < m; i++)
-        argv[2 + i] = ids[i];
+        argv[2 + i] = ids + i * stride;
     int rc = sk_redis_command(r, rep, (int)(2 + m), argv, NULL);
     if (rc) return rc;
     if ((*rep)->type != REDIS_REPLY_ARRAY || (*rep)->elements != m) {
@@ -443,18 +491,13 @@ static int ledger_hmget(sk_redis *r, const struct sk_keys *k, const char *const 
     return 0;
 }
 
-/* Looks up the given order ids in the ledger again; present[i] is 0 when
- * absent, 1 when held, 2 when released. */
-int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k,
-                               const struct sk_drift *const *d, size_t n, int *present)
+int sk_reconcile_ledger_lookup(sk_redis *r, const struct sk_keys *k, const char *ids, size_t stride,
+                               size_t n, int *present)
 {
     for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
         size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
-        const char *ids[RECHECK_CHUNK];
-        for (size_t i = 0; i < m; i++)
-            ids[i] = d[at + i]->order.order_id;
         redisReply *rep;
-        int rc = ledger_hmget(r, k, ids, m, &rep);
+        int rc = ledger_hmget(r, k, ids + at * stride, stride, m, &rep);
         if (rc) return rc;
         for (size_t i = 0; i < m; i++) {
             const redisReply *v = rep->element[i];
@@ -496,14 +539,6 @@ int sk_reconcile_read_head(sk_redis *r, const struct sk_keys *k, struct rec_snap
     return rc;
 }
 
-/* The user of a ledger value "user:qty[:released]"; -1 when malformed. */
-static int value_user(const redisReply *v, uint64_t *user)
-{
-    if (v->type != REDIS_REPLY_STRING) return -1;
-    const char *c = memchr(v->str, ':', v->len);
-    return c && sk_num_u64(v->str, (size_t)(c - v->str), user) == 0 ? 0 : -1;
-}
-
 /* One key's fields, HSCAN by HSCAN, each pair given to fn. */
 static int scan_hash(sk_redis *r, const char *key, const char *what,
                      int (*fn)(void *arg, const redisReply *k, const redisReply *v), void *arg)
@@ -531,44 +566,6 @@ static int scan_hash(sk_redis *r, const char *key, const char *what,
     return 0;
 }
 
-struct slice_arg {
-    sk_redis *r;
-    const char *label;
-    uint64_t nslices, slice;
-    struct rec_snap *s;
-};
-
-static int slice_buyer(void *arg, const redisReply *k, const redisReply *v)
-{
-    struct slice_arg *a = arg;
-    struct rec_snap *s = a->s;
-    struct rec_uunits u;
-    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-        sk_num_u64(k->str, k->len, &u.user) || sk_num_i64(v->str, v->len, &u.units))
-        return sk_reconcile_proto_err(a->r, "buyers hash: a field or value that is not a number",
-                                      NULL);
-    if (u.user % a->nslices != a->slice) return 0;
-    if (SK_VEC_RESERVE(s->buyers, s->bcap, s->nb + 1, 256)) return SK_ENOMEM;
-    s->buyers[s->nb++] = u;
-    return 0;
-}
-
-static int slice_ledger(void *arg, const redisReply *k, const redisReply *v)
-{
-    struct slice_arg *a = arg;
-    struct rec_snap *s = a->s;
-    uint64_t user;
-    int ok = value_user(v, &user) == 0;
-    /* malformed entries are reported by slice 0 */
-    if ((ok ? user % a->nslices : 0) != a->slice) return 0;
-    if (SK_VEC_RESERVE(s->ledger, s->lcap, s->nl + 1, 256)) return SK_ENOMEM;
-    if (ok && parse_lentry(a->label, k, v, &s->ledger[s->nl]) == 0) {
-        s->nl++;
-        return 0;
-    }
-    return keep_bad(s, k, v);
-}
-
 int sk_reconcile_read_slice(sk_redis *r, const struct sk_keys *k, int nslices, int slice,
                             struct rec_snap *s)
 {
@@ -582,17 +579,7 @@ int sk_reconcile_read_slice(sk_redis *r, const struct sk_keys *k, int nslices, i
         sk_reconcile_snap_drop_rows(s);
         return rc;
     }
-    /* HSCAN may return a field twice (a rehash during the scan) */
-    if (s->nb) qsort(s->buyers, s->nb, sizeof *s->buyers, sk_reconcile_cmp_uunits);
-    size_t m = 0;
-    for (size_t i = 0; i < s->nb; i++)
-        if (!m || s->buyers[m - 1].user != s->buyers[i].user) s->buyers[m++] = s->buyers[i];
-    s->nb = m;
-    if (s->nl) qsort(s->ledger, s->nl, sizeof *s->ledger, sk_reconcile_cmp_lentry);
-    m = 0;
-    for (size_t i = 0; i < s->nl; i++)
-        if (!m || strcmp(s->ledger[m - 1].oid, s->ledger[i].oid)) s->ledger[m++] = s->ledger[i];
-    s->nl = m;
+    sort_rows(s);
     return 0;
 }
 
@@ -604,11 +591,8 @@ int sk_reconcile_ledger_fetch(sk_redis *r, const struct sk_keys *k, const struct
     s->lcap = n;
     for (size_t at = 0; at < n; at += RECHECK_CHUNK) {
         size_t m = n - at < RECHECK_CHUNK ? n - at : RECHECK_CHUNK;
-        const char *ids[RECHECK_CHUNK];
-        for (size_t i = 0; i < m; i++)
-            ids[i] = o[at + i].order_id;
         redisReply *rep;
-        int rc = ledger_hmget(r, k, ids, m, &rep);
+        int rc = ledger_hmget(r, k, o[at].order_id, sizeof *o, m, &rep);
         if (rc) return rc;
         for (size_t i = 0; i < m; i++) {
             const redisReply *v = rep->element[i];
@@ -655,8 +639,7 @@ int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct
     const char **ua = malloc((n + 2) * sizeof *ua);
     const char **la = malloc((noid + 3) * sizeof *la); /* + a field that cannot exist */
     char(*unum)[24] = malloc((n ? n : 1) * sizeof *unum);
-    size_t *first = malloc((n ? n : 1) * sizeof *first), *cnt = calloc(n ? n : 1, sizeof *cnt);
-    int rc = !ua || !la || !unum || !first || !cnt ? SK_ENOMEM : 0;
+    int rc = !ua || !la || !unum ? SK_ENOMEM : 0;
     if (rc == 0) {
         ua[0] = "HMGET";
         ua[1] = k->buyers;
@@ -666,12 +649,8 @@ int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct
         for (size_t j = 0; j < n; j++) {
             snprintf(unum[j], sizeof unum[j], "%" PRIu64, d[j].user);
             ua[2 + j] = unum[j];
-            first[j] = at - 2;
             for (size_t i = 0; i < s->nl; i++)
-                if (s->ledger[i].user == d[j].user) {
-                    la[at++] = s->ledger[i].oid;
-                    cnt[j]++;
-                }
+                if (s->ledger[i].user == d[j].user) la[at++] = s->ledger[i].oid;
         }
     }
     for (int tries = 0; rc == 0 && tries < SNAP_TRIES; tries++) {
@@ -698,10 +677,14 @@ int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct
             sk_reconcile_free_replies(rep, 5);
             break;
         }
-        for (size_t j = 0; j < n; j++) {
+        for (size_t j = 0, first = 0; j < n; j++) {
+            size_t cnt = 0; /* user j's entries, in la[] as above */
+            for (size_t i = 0; i < s->nl; i++)
+                cnt += s->ledger[i].user == d[j].user;
             const redisReply *b = rep[1]->element[j];
             int64_t b2 = b->type == REDIS_REPLY_STRING ? sk_reply_i64_or(b, 0) : 0;
-            int64_t l2 = unreleased_units(rep[2], first[j], cnt[j]);
+            int64_t l2 = unreleased_units(rep[2], first, cnt);
+            first += cnt;
             /* a purchase or release of the user since the slice was read
              * changes one of them: judged on the next pass */
             d[j].confirmed = b2 != l2 && b2 == d[j].buyers && l2 == d[j].ledger;
@@ -712,7 +695,5 @@ int sk_reconcile_verify_users(sk_redis *r, const struct sk_keys *k, const struct
     free(ua);
     free(la);
     free(unum);
-    free(first);
-    free(cnt);
     return rc;
 }

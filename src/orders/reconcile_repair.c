@@ -43,6 +43,12 @@ struct restore {
     int write;
 };
 
+/* A restored entry of a cancelled order, now owed a release. */
+struct owed {
+    const struct sk_order *o;
+    int seg;
+};
+
 /* One WATCH attempt of repair_redis: the key set read under WATCH, the
  * restores (rs[0..nmiss): every not_in_ledger drift of the key set) and
  * what the attempt plans to write. */
@@ -55,14 +61,21 @@ struct plan {
     int64_t new_stock; /* -1: the stock is left alone */
 };
 
+/* Drift entries of kind found in segment seg (SK_SEG_NONE: the activity's). */
+static size_t seg_found(const struct sk_reconcile_report *rep, int seg, int kind)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rep->ndrift; i++)
+        n += rep->drift[i].kind == kind && rep->drift[i].segment == seg;
+    return n;
+}
+
 /* The not_in_ledger drift of c's key set, as restores (*rs allocated, the
  * caller frees it; NULL when none). 0 or SK_ENOMEM. */
 static int collect_restores(struct rec_ctx *c, struct restore **rs, size_t *nmiss)
 {
     const struct sk_reconcile_report *rep = c->rep;
-    size_t n = 0;
-    for (size_t i = 0; i < rep->ndrift; i++)
-        n += rep->drift[i].kind == SK_DRIFT_NOT_IN_LEDGER && rep->drift[i].segment == c->seg;
+    size_t n = seg_found(rep, c->seg, SK_DRIFT_NOT_IN_LEDGER);
     *rs = n ? calloc(n, sizeof **rs) : NULL;
     *nmiss = n;
     if (n && !*rs) return SK_ENOMEM;
@@ -276,8 +289,7 @@ static enum exec_result exec_plan(struct plan *p, size_t nw)
 /* The writes EXEC made: one audit row and one repair line each.
  * release_after[*nrel...]: restored entries of cancelled orders, now owed
  * a release. */
-static void report_applied(const struct plan *p, const struct sk_order **release_after,
-                           size_t *nrel)
+static void report_applied(const struct plan *p, struct owed *release_after, size_t *nrel)
 {
     const struct rec_ctx *c = p->c;
     const struct rec_snap *s = &p->s;
@@ -293,7 +305,8 @@ static void report_applied(const struct plan *p, const struct sk_order **release
                  r->released ? " (released: in the released set)" : "");
         audit(c->st, c->now, c->aid, c->seg, "repair_ledger_entry", detail);
         sk_reconcile_add_repair(c->rep, c->seg, SK_DRIFT_NOT_IN_LEDGER, 1, "%s", detail);
-        if (!r->released && r->o->status == SK_ORDER_CANCELLED) release_after[(*nrel)++] = r->o;
+        if (!r->released && r->o->status == SK_ORDER_CANCELLED)
+            release_after[(*nrel)++] = (struct owed){r->o, c->seg};
     }
     if (p->new_stock < 0) return;
     if (c->seg < 0)
@@ -315,7 +328,7 @@ static void report_applied(const struct plan *p, const struct sk_order **release
  * Returns 1 when EXEC found the key set changed (plan again), 0 when done
  * or given up (its repair lines say which). */
 static int repair_attempt(struct rec_ctx *c, struct restore *rs, size_t nmiss,
-                          const struct sk_order **release_after, size_t *nrel)
+                          struct owed *release_after, size_t *nrel)
 {
     struct plan p = {.c = c, .rs = rs, .nmiss = nmiss, .new_stock = -1};
     if (sk_reconcile_read_snap(c->r, &c->k, 1, &p.s)) {
@@ -351,7 +364,7 @@ static int repair_attempt(struct rec_ctx *c, struct restore *rs, size_t nmiss,
  * stock when the buyers hash agrees with the ledger.
  * *release_after: restored entries of cancelled orders, now owed a release
  * (caller's array of the NOT_IN_LEDGER drift count, *nrel set). */
-static void repair_redis(struct rec_ctx *c, const struct sk_order **release_after, size_t *nrel)
+static void repair_redis(struct rec_ctx *c, struct owed *release_after, size_t *nrel)
 {
     struct sk_reconcile_report *rep = c->rep;
     *nrel = 0;
@@ -519,14 +532,6 @@ static void repair_transit(struct rec_run *u)
     sk_reconcile_add_repair(rep, SK_SEG_NONE, SK_DRIFT_IN_TRANSIT, 1, "%s", detail);
 }
 
-static size_t seg_found(const struct sk_reconcile_report *rep, int seg, int kind)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < rep->ndrift; i++)
-        n += rep->drift[i].kind == kind && rep->drift[i].segment == seg;
-    return n;
-}
-
 /* The note of purchases refused to another store's nodes, once the
  * operator has dealt with them (docs/reconcile.md): cleared, audited. */
 static void repair_store_note(struct rec_run *u)
@@ -552,12 +557,9 @@ void sk_reconcile_repair(struct rec_run *u)
 {
     struct sk_reconcile_report *rep = u->rep;
     size_t nd = rep->ndrift; /* repairs never add drift entries */
-    const struct sk_order **rel = nd ? calloc(nd, sizeof *rel) : NULL;
-    int *relseg = nd ? calloc(nd, sizeof *relseg) : NULL;
+    struct owed *rel = nd ? calloc(nd, sizeof *rel) : NULL;
     size_t nrel = 0;
-    if (nd && (!rel || !relseg)) {
-        free(rel);
-        free(relseg);
+    if (nd && !rel) {
         sk_reconcile_add_repair(rep, SK_SEG_NONE, SK_DRIFT_NOT_IN_LEDGER, 0, "out of memory");
         return;
     }
@@ -575,8 +577,6 @@ void sk_reconcile_repair(struct rec_run *u)
             continue;
         size_t n = 0;
         repair_redis(c, rel + nrel, &n);
-        for (size_t j = 0; j < n; j++)
-            relseg[nrel + j] = c->seg;
         nrel += n;
     }
     int db_changed = 0;
@@ -593,9 +593,8 @@ void sk_reconcile_repair(struct rec_run *u)
         }
     }
     for (size_t i = 0; i < nrel; i++)
-        repair_release(u, relseg[i], rel[i]);
+        repair_release(u, rel[i].seg, rel[i].o);
     free(rel);
-    free(relseg);
     /* Last: the DB stock from the orders as they are now. */
     if (rep->db.present && (rep->found[SK_DRIFT_DB_STOCK] || db_changed)) {
         int64_t before = 0, after = 0;
