@@ -36,17 +36,25 @@
 
 struct cl_unit;
 
+/* What a command or a unit spends on redirections and waits, and its
+ * place among those waiting for a tick (parked). First in both. */
+struct cl_wait {
+    int hops, retries;
+    int is_unit;
+    int64_t due_ms; /* parked: not before */
+    struct cl_wait *next;
+};
+
 struct cl_cmd {
+    struct cl_wait w;
     sk_aredis *front;
     sk_aredis *node; /* where it was last sent (for rtt) */
     sk_aredis_cb cb;
     void *data;
-    int script, confirm, slot, hops, retries;
-    int ask_node;         /* >= 0: ASKING + the command go there next */
-    int to_node;          /* >= 0: that node's, whatever the slot (every master's) */
-    int64_t due_ms;       /* parked: not before */
-    struct cl_unit *unit; /* the MULTI...EXEC run it is part of, or NULL */
-    struct cl_cmd *next;
+    int script, confirm, slot;
+    int ask_node;               /* >= 0: ASKING + the command go there next */
+    int to_node;                /* >= 0: that node's, whatever the slot (every master's) */
+    struct cl_unit *unit;       /* the MULTI...EXEC run it is part of, or NULL */
     struct sk_aredis_args args; /* the command, in the same block as this */
 };
 
@@ -58,6 +66,7 @@ struct cl_cmd {
  * sent as far as it goes to the node of its first key, or of the last
  * keyed command, and the rest follows it there, answered as it comes. */
 struct cl_unit {
+    struct cl_wait w;
     struct cl_cmd **cmd;
     int n, cap;
     int closed, held, tried;
@@ -66,9 +75,6 @@ struct cl_unit {
     int delivered; /* answers handed to the callers */
     int lost;      /* a held answer was NULL */
     redisReply **rep;
-    int hops, retries;
-    int64_t due_ms;
-    struct cl_unit *next; /* parked */
 };
 
 struct ar_cluster {
@@ -79,11 +85,9 @@ struct ar_cluster {
     int reading_seed;                        /* ... on a seed's client */
     unsigned ask_next, ask_i;                /* where the next read starts looking */
     char reading_host[64];                   /* the node asked (for an empty host) */
-    struct cl_cmd *parked;                   /* waiting for a tick */
-    size_t nparked;
-    struct cl_unit *open;         /* a MULTI not closed yet */
-    struct cl_unit *parked_units; /* held units waiting for a tick */
-    int sticky;                   /* node of the last keyed command: a keyless MULTI goes there */
+    struct cl_wait *parked;                  /* commands and held units waiting for a tick */
+    struct cl_unit *open;                    /* a MULTI not closed yet */
+    int sticky; /* node of the last keyed command: a keyless MULTI goes there */
     int stale, prefer, closing;
     int64_t next_refresh_ms;
     struct sk_cluster_stats stats;
@@ -332,14 +336,15 @@ static void cl_deliver(struct cl_cmd *c, redisReply *rep)
     if (cb) cb(data, rep);
 }
 
-/* The next wait of a command (or unit) told to wait: when it is due, 10
- * to 200 ms on; -1 when it is out of waits (or the front is closing). */
-static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_ms)
+/* The next wait of a command (or unit) told to wait: parked until it is
+ * due, 10 to 200 ms on; -1 when it is out of waits (or the front is
+ * closing). */
+static int cl_wait(struct ar_cluster *cl, struct cl_wait *w)
 {
-    if (cl->closing || *retries >= SK_CLUSTER_MAX_RETRIES) return -1;
-    int wait = CL_RETRY_MIN_MS << (*retries < 5 ? *retries : 5);
+    if (cl->closing || w->retries >= SK_CLUSTER_MAX_RETRIES) return -1;
+    int wait = CL_RETRY_MIN_MS << (w->retries < 5 ? w->retries : 5);
     if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
-    (*retries)++;
+    w->retries++;
     cl->stats.retries++;
     /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
      * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
@@ -348,22 +353,17 @@ static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_
      * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
      * at the shortest), long before the retry budget ran out (purchases
      * answered 503). */
-    *hops = 0;
-    *due_ms = sk_mono_ms() + wait;
+    w->hops = 0;
+    w->due_ms = sk_mono_ms() + wait;
+    w->next = cl->parked;
+    cl->parked = w;
     return 0;
 }
 
 /* Waits for a tick (bounded); out of waits: fails with NULL. */
 static void cl_park(struct cl_cmd *c)
 {
-    struct ar_cluster *cl = c->front->cl;
-    if (cl_wait(cl, &c->retries, &c->hops, &c->due_ms) < 0) {
-        cl_deliver(c, NULL);
-        return;
-    }
-    c->next = cl->parked;
-    cl->parked = c;
-    cl->nparked++;
+    if (cl_wait(c->front->cl, &c->w) < 0) cl_deliver(c, NULL);
 }
 
 /* Every MOVED/ASK/TRYAGAIN/CLUSTERDOWN met, followed or not, for /metrics
@@ -371,21 +371,20 @@ static void cl_park(struct cl_cmd *c)
 static atomic_int cluster_used;
 static atomic_ullong redirects[SK_AREDIS_REDIRECT_COUNT];
 
-static void count_redirect(enum sk_aredis_redirect k)
-{
-    atomic_fetch_add_explicit(&redirects[k], 1, memory_order_relaxed);
-}
+#define CL_WAIT 3 /* TRYAGAIN, CLUSTERDOWN: wait, then send again */
 
-static void count_answer(int kind, const char *err)
+/* What an error answer asks for, counted for /metrics: SK_CLUSTER_MOVED
+ * or SK_CLUSTER_ASK (slot, host and port filled in), CL_WAIT, or 0. */
+static int cl_redirect(const char *err, int *slot, char *host, size_t cap, int *port)
 {
-    if (kind == SK_CLUSTER_MOVED)
-        count_redirect(SK_AREDIS_MOVED);
-    else if (kind == SK_CLUSTER_ASK)
-        count_redirect(SK_AREDIS_ASK);
-    else if (!strncmp(err, "TRYAGAIN", 8))
-        count_redirect(SK_AREDIS_TRYAGAIN);
-    else if (!strncmp(err, "CLUSTERDOWN", 11))
-        count_redirect(SK_AREDIS_CLUSTERDOWN);
+    int act = sk_cluster_parse_redirect(err, slot, host, cap, port);
+    if (!act && !sk_cluster_is_transient(err)) return 0;
+    enum sk_aredis_redirect k = act == SK_CLUSTER_MOVED ? SK_AREDIS_MOVED
+                                : act == SK_CLUSTER_ASK ? SK_AREDIS_ASK
+                                : err[0] == 'T'         ? SK_AREDIS_TRYAGAIN
+                                                        : SK_AREDIS_CLUSTERDOWN;
+    atomic_fetch_add_explicit(&redirects[k], 1, memory_order_relaxed);
+    return act ? act : CL_WAIT;
 }
 
 int sk_aredis_cluster_used(void)
@@ -440,13 +439,7 @@ static void unit_answer(struct cl_cmd *c, redisReply *rep);
 
 static void unit_park(sk_aredis *ar, struct cl_unit *u)
 {
-    struct ar_cluster *cl = ar->cl;
-    if (cl_wait(cl, &u->retries, &u->hops, &u->due_ms) < 0) {
-        unit_fail(ar, u);
-        return;
-    }
-    u->next = cl->parked_units;
-    cl->parked_units = u;
+    if (cl_wait(ar->cl, &u->w) < 0) unit_fail(ar, u);
 }
 
 /* Sends u's commands to one node: the master of its first key, else the
@@ -484,11 +477,9 @@ static void unit_send(sk_aredis *ar, struct cl_unit *u, int now)
 static void unit_done(sk_aredis *ar, struct cl_unit *u)
 {
     struct ar_cluster *cl = ar->cl;
-    if (u->lost) { /* part of it may have run: the whole unit fails */
-        for (int i = 0; i < u->n; i++) {
-            if (u->rep[i]) freeReplyObject(u->rep[i]);
-            u->rep[i] = NULL;
-        }
+    if (u->lost) {
+        /* part of it may have run: the whole unit fails (its answers go
+         * with it, in unit_free) */
         for (int i = 0; i < u->n; i++) {
             u->delivered++;
             cl_deliver(u->cmd[i], NULL);
@@ -500,14 +491,12 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     char host[64];
     for (int i = 0; i < u->n && !act; i++) {
         const redisReply *x = u->rep[i];
-        if (x->type != REDIS_REPLY_ERROR || !x->str) continue;
-        act = sk_cluster_parse_redirect(x->str, &slot, host, sizeof host, &port);
-        count_answer(act, x->str);
-        if (!act && sk_cluster_is_transient(x->str)) act = 3;
+        if (x->type == REDIS_REPLY_ERROR && x->str)
+            act = cl_redirect(x->str, &slot, host, sizeof host, &port);
     }
     if (act == SK_CLUSTER_MOVED) node = sk_cluster_map_node(&cl->map, host, port);
-    int again = (act == SK_CLUSTER_MOVED && node >= 0 && u->hops < SK_CLUSTER_MAX_REDIRECTS) ||
-                (act && act != SK_CLUSTER_MOVED && u->retries < SK_CLUSTER_MAX_RETRIES);
+    int again = (act == SK_CLUSTER_MOVED && node >= 0 && u->w.hops < SK_CLUSTER_MAX_REDIRECTS) ||
+                (act && act != SK_CLUSTER_MOVED && u->w.retries < SK_CLUSTER_MAX_RETRIES);
     if (again && !cl->closing) {
         /* nothing of it ran (EXECABORT): all of it again, or after a wait
          * (ASK inside MULTI: an ASKING does not survive the queueing) */
@@ -517,7 +506,7 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
         }
         u->node = -1;
         if (act == SK_CLUSTER_MOVED) {
-            u->hops++;
+            u->w.hops++;
             cl_moved(cl, slot, node);
             unit_send(ar, u, 1);
         } else {
@@ -573,6 +562,7 @@ static int unit_add(sk_aredis *ar, struct cl_cmd *c)
     struct cl_unit *u = cl->open;
     if (!u) {
         if (!(u = calloc(1, sizeof *u))) return SK_ENOMEM;
+        u->w.is_unit = 1;
         u->node = -1;
         cl->open = u;
     }
@@ -819,31 +809,29 @@ static void cl_on_reply(void *data, redisReply *rep)
         return;
     }
     if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing && c->slot >= 0) {
-        int slot, port;
+        int slot, port, i = -1;
         char host[64];
-        int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
-        count_answer(kind, rep->str);
-        if (kind && c->hops < SK_CLUSTER_MAX_REDIRECTS) {
-            int i = sk_cluster_map_node(&cl->map, host, port);
-            if (i >= 0) {
-                c->hops++;
-                if (kind == SK_CLUSTER_MOVED) {
-                    /* never ran: resend; re-read the whole map at the next
-                     * tick. The server's slot is the key's (XGROUP CREATE
-                     * names its key second). */
-                    cl_moved(cl, slot, i);
-                    c->slot = slot;
-                } else {
-                    c->ask_node = i;
-                    cl->stats.ask++;
-                }
-                if (cl_send(c, 1) < 0) cl_park(c); /* e.g. a new master still connecting */
-                return;
-            }
-        } else if (!kind && sk_cluster_is_transient(rep->str) &&
-                   c->retries < SK_CLUSTER_MAX_RETRIES) {
+        int act = cl_redirect(rep->str, &slot, host, sizeof host, &port);
+        if (act == CL_WAIT && c->w.retries < SK_CLUSTER_MAX_RETRIES) {
             cl->stale = 1;
             cl_park(c);
+            return;
+        }
+        if (act && act != CL_WAIT && c->w.hops < SK_CLUSTER_MAX_REDIRECTS)
+            i = sk_cluster_map_node(&cl->map, host, port);
+        if (i >= 0) {
+            c->w.hops++;
+            if (act == SK_CLUSTER_MOVED) {
+                /* never ran: resend; re-read the whole map at the next
+                 * tick. The server's slot is the key's (XGROUP CREATE
+                 * names its key second). */
+                cl_moved(cl, slot, i);
+                c->slot = slot;
+            } else {
+                c->ask_node = i;
+                cl->stats.ask++;
+            }
+            if (cl_send(c, 1) < 0) cl_park(c); /* e.g. a new master still connecting */
             return;
         }
     }
@@ -963,15 +951,12 @@ void sk_aredis_cl_free(sk_aredis *ar)
     struct ar_cluster *cl = ar->cl;
     cl->closing = 1;
     while (cl->parked) {
-        struct cl_cmd *c = cl->parked;
-        cl->parked = c->next;
-        cl->nparked--;
-        cl_deliver(c, NULL);
-    }
-    while (cl->parked_units) {
-        struct cl_unit *u = cl->parked_units;
-        cl->parked_units = u->next;
-        unit_fail(ar, u);
+        struct cl_wait *w = cl->parked;
+        cl->parked = w->next;
+        if (w->is_unit)
+            unit_fail(ar, (struct cl_unit *)w);
+        else
+            cl_deliver((struct cl_cmd *)w, NULL);
     }
     if (cl->open && !cl->open->tried) {
         unit_fail(ar, cl->open);
@@ -1056,7 +1041,9 @@ int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap)
 size_t sk_aredis_cl_pending(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    size_t n = cl->nparked;
+    size_t n = 0;
+    for (const struct cl_wait *w = cl->parked; w; w = w->next)
+        n += !w->is_unit;
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
         if (cl->node[i]) n += cl->node[i]->count;
     return n;
@@ -1072,18 +1059,6 @@ const char *sk_aredis_cl_errstr(const sk_aredis *ar)
         if (cl->node[i]->state != AR_READY) return sk_aredis_errstr(cl->node[i]);
     }
     return "ready";
-}
-
-int sk_aredis_cl_functions(const sk_aredis *ar)
-{
-    const struct ar_cluster *cl = ar->cl;
-    int masters = 0;
-    for (int i = 0; i < cl->map.nnodes; i++) {
-        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
-        if (!cl->node[i] || cl->node[i]->state != AR_READY || !cl->node[i]->fn) return 0;
-        masters++;
-    }
-    return masters > 0;
 }
 
 unsigned sk_aredis_cl_connects(const sk_aredis *ar)
@@ -1125,17 +1100,9 @@ const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, si
     return o >= 0 ? cl->node[o] : NULL;
 }
 
-void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
-                       void *data)
+sk_aredis *sk_aredis_cl_master_k(const sk_aredis *ar, int k, int *nmasters)
 {
     const struct ar_cluster *cl = ar->cl;
-    for (int i = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
-}
-
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters)
-{
-    struct ar_cluster *cl = ar->cl;
     sk_aredis *m = NULL;
     int seen = 0;
     for (int i = 0; i < cl->map.nnodes; i++)
@@ -1177,30 +1144,18 @@ void sk_aredis_cl_tick(sk_aredis *ar)
     int64_t now = sk_mono_ms();
     if (cl->stale && !cl->reading && now >= cl->next_refresh_ms) cl_refresh(ar);
     if (!cl->started && sk_aredis_cl_ready(ar)) cl->started = 1;
-    struct cl_cmd *list = cl->parked;
+    struct cl_wait *list = cl->parked;
     cl->parked = NULL;
-    cl->nparked = 0;
     while (list) {
-        struct cl_cmd *c = list;
-        list = c->next;
-        if (c->due_ms > now) {
-            c->next = cl->parked;
-            cl->parked = c;
-            cl->nparked++;
-        } else if (cl_send(c, 1) < 0) {
-            cl_park(c);
-        }
-    }
-    struct cl_unit *units = cl->parked_units;
-    cl->parked_units = NULL;
-    while (units) {
-        struct cl_unit *u = units;
-        units = u->next;
-        if (u->due_ms > now) {
-            u->next = cl->parked_units;
-            cl->parked_units = u;
-        } else {
-            unit_send(ar, u, 1);
+        struct cl_wait *w = list;
+        list = w->next;
+        if (w->due_ms > now) {
+            w->next = cl->parked;
+            cl->parked = w;
+        } else if (w->is_unit) {
+            unit_send(ar, (struct cl_unit *)w, 1);
+        } else if (cl_send((struct cl_cmd *)w, 1) < 0) {
+            cl_park((struct cl_cmd *)w);
         }
     }
 }

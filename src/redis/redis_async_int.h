@@ -139,13 +139,10 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* The master serving key on a cluster front (NULL: none known yet). */
 const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len);
-/* Each master client of a cluster front, ready or not. */
-void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
-                       void *data);
 /* The client of the k-th master of the slot map of a cluster front (0, 1,
  * ...), ready or not; NULL past the last, or while it has none yet.
  * *nmasters (when given): the masters of the map. */
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters);
+sk_aredis *sk_aredis_cl_master_k(const sk_aredis *ar, int k, int *nmasters);
 /* (redis_async.c) Every ready master reads its settings again at its next
  * tick (INFO memory, as every SK_RSET_REREAD_MS); _pending: how many ready
  * masters have not answered since (the blocking facade's
@@ -165,7 +162,6 @@ int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap);
 size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);
-int sk_aredis_cl_functions(const sk_aredis *ar);
 int sk_aredis_cl_stalled(const sk_aredis *ar);
 /* The slot map and the redirection counts (the blocking facade's). */
 const struct sk_cluster_map *sk_aredis_cl_map(const sk_aredis *ar);
