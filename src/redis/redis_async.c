@@ -97,6 +97,23 @@ static void set_state(sk_aredis *ar, enum ar_state s)
     ar->state_since_ms = sk_mono_ms();
 }
 
+/* The single-node client behind ar: a Sentinel front's master while it
+ * is ready (else NULL), or ar itself (a cluster front too: the answer it
+ * delivers sets its rtt_us and acked). */
+static sk_aredis *node_of(const sk_aredis *ar)
+{
+    return ar->sn ? sk_aredis_sn_master(ar) : (sk_aredis *)ar;
+}
+
+/* Closes *s, whose callbacks will not reach the client any more. */
+static void sock_drop(h2o_socket_t **s)
+{
+    if (!*s) return;
+    (*s)->data = NULL;
+    h2o_socket_close(*s);
+    *s = NULL;
+}
+
 /* Drops the connection: every waiting command fails (NULL reply, rc for
  * sk_aredis_failed). A working connection lost is made again at the next
  * tick; a failed attempt waits a backoff that doubles. */
@@ -109,16 +126,8 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
      * failed attempt after it */
     if (was_ready) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
     ar->fail_rc = rc;
-    if (ar->sock) {
-        ar->sock->data = NULL;
-        h2o_socket_close(ar->sock);
-        ar->sock = NULL;
-    }
-    if (ar->rsock) { /* a name being resolved: its thread's answer is dropped */
-        ar->rsock->data = NULL;
-        h2o_socket_close(ar->rsock);
-        ar->rsock = NULL;
-    }
+    sock_drop(&ar->sock);
+    sock_drop(&ar->rsock); /* a name being resolved: its thread's answer is dropped */
     redisReaderFree(ar->reader);
     ar->reader = redisReaderCreate();
     ar->out.len = 0;
@@ -485,11 +494,7 @@ void sk_aredis_flush(sk_aredis *ar)
         sk_aredis_cl_flush(ar);
         return;
     }
-    if (ar->sn) {
-        sk_aredis *m = sk_aredis_sn_master(ar);
-        if (m) sk_aredis_flush(m);
-        return;
-    }
+    if (ar->sn && !(ar = node_of(ar))) return;
     if (!ar->sock || ar->state < AR_HANDSHAKE) return;
     if (ar->unwaited && !ar->wait_inflight && ar->state == AR_READY) {
         /* One WAIT covers every write of this connection before it; while
@@ -741,9 +746,7 @@ static void on_resolved(h2o_socket_t *sock, const char *err)
     int whole = sock->input->size >= sizeof r;
     if (!whole && !err) return; /* the rest is on its way */
     if (whole) memcpy(&r, sock->input->bytes, sizeof r);
-    sock->data = NULL;
-    h2o_socket_close(sock);
-    ar->rsock = NULL;
+    sock_drop(&ar->rsock); /* sock itself: answered, or ended */
     char why[160];
     if (!whole || r.gai || r.len > sizeof ar->addr) {
         snprintf(why, sizeof why, "cannot resolve %.64s: %.64s", ar->url.host,
@@ -909,14 +912,6 @@ int64_t sk_aredis_oldest_ms(const sk_aredis *ar)
 {
     int64_t w = ar->count ? sk_mono_us() - ar->fifo[ar->head].wait_from_us : 0;
     return w > 0 ? w / 1000 : 0;
-}
-
-/* The single-node client behind ar: a Sentinel front's master while it
- * is ready (else NULL), or ar itself (a cluster front too: the answer it
- * delivers sets its rtt_us and acked). */
-static sk_aredis *node_of(const sk_aredis *ar)
-{
-    return ar->sn ? sk_aredis_sn_master(ar) : (sk_aredis *)ar;
 }
 
 int sk_aredis_ready(const sk_aredis *ar)

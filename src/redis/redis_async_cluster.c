@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "redis/redis_async.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_cluster.h"
@@ -55,6 +56,7 @@ struct cl_cmd {
     int ask_node;               /* >= 0: ASKING + the command go there next */
     int to_node;                /* >= 0: that node's, whatever the slot (every master's) */
     struct cl_unit *unit;       /* the MULTI...EXEC run it is part of, or NULL */
+    redisReply *rep;            /* its answer, held until its unit's last is in */
     struct sk_aredis_args args; /* the command, in the same block as this */
 };
 
@@ -68,13 +70,12 @@ struct cl_cmd {
 struct cl_unit {
     struct cl_wait w;
     struct cl_cmd **cmd;
-    int n, cap;
-    int closed, held, tried;
+    size_t cap;
+    int n, closed, held, tried;
     int node;      /* the node index it went to, -1 before */
     int answered;  /* held answers in */
     int delivered; /* answers handed to the callers */
     int lost;      /* a held answer was NULL */
-    redisReply **rep;
 };
 
 struct ar_cluster {
@@ -410,12 +411,10 @@ static void cl_moved(struct ar_cluster *cl, int slot, int i)
 
 /* ---- MULTI...EXEC units ---------------------------------------------------- */
 
+/* u goes (its commands are delivered, and freed, by then) */
 static void unit_free(struct ar_cluster *cl, struct cl_unit *u)
 {
     if (cl->open == u) cl->open = NULL;
-    for (int i = 0; i < u->n; i++)
-        if (u->rep && u->rep[i]) freeReplyObject(u->rep[i]);
-    free(u->rep);
     free(u->cmd);
     free(u);
 }
@@ -477,10 +476,9 @@ static void unit_send(sk_aredis *ar, struct cl_unit *u, int now)
 static void unit_done(sk_aredis *ar, struct cl_unit *u)
 {
     struct ar_cluster *cl = ar->cl;
-    if (u->lost) {
-        /* part of it may have run: the whole unit fails (its answers go
-         * with it, in unit_free) */
+    if (u->lost) { /* part of it may have run: the whole unit fails */
         for (int i = 0; i < u->n; i++) {
+            freeReplyObject(u->cmd[i]->rep);
             u->delivered++;
             cl_deliver(u->cmd[i], NULL);
         }
@@ -490,7 +488,7 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     int act = 0, slot = -1, port = 0, node = -1;
     char host[64];
     for (int i = 0; i < u->n && !act; i++) {
-        const redisReply *x = u->rep[i];
+        const redisReply *x = u->cmd[i]->rep;
         if (x->type == REDIS_REPLY_ERROR && x->str)
             act = cl_redirect(x->str, &slot, host, sizeof host, &port);
     }
@@ -501,8 +499,8 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
         /* nothing of it ran (EXECABORT): all of it again, or after a wait
          * (ASK inside MULTI: an ASKING does not survive the queueing) */
         for (int i = 0; i < u->n; i++) {
-            freeReplyObject(u->rep[i]);
-            u->rep[i] = NULL;
+            freeReplyObject(u->cmd[i]->rep);
+            u->cmd[i]->rep = NULL;
         }
         u->node = -1;
         if (act == SK_CLUSTER_MOVED) {
@@ -518,8 +516,7 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     }
     for (int i = 0; i < u->n; i++) {
         struct cl_cmd *x = u->cmd[i];
-        redisReply *r = u->rep[i];
-        u->rep[i] = NULL;
+        redisReply *r = x->rep;
         u->delivered++;
         cl_deliver(x, r);
         freeReplyObject(r);
@@ -539,12 +536,7 @@ static void unit_answer(struct cl_cmd *c, redisReply *rep)
         if (++u->delivered == u->n && u->closed) unit_free(cl, u);
         return;
     }
-    int i = 0;
-    while (i < u->n && u->cmd[i] != c)
-        i++;
-    redisReply *mine = sk_aredis_take(rep);
-    if (!mine) u->lost = 1;
-    u->rep[i] = mine;
+    if (!(c->rep = sk_aredis_take(rep))) u->lost = 1;
     if (++u->answered == u->n) unit_done(ar, u);
 }
 
@@ -566,17 +558,9 @@ static int unit_add(sk_aredis *ar, struct cl_cmd *c)
         u->node = -1;
         cl->open = u;
     }
-    if (u->n == u->cap) {
-        int cap = u->cap ? 2 * u->cap : 8;
-        struct cl_cmd **cmd = realloc(u->cmd, sizeof *cmd * (size_t)cap);
-        redisReply **r = cmd ? realloc(u->rep, sizeof *r * (size_t)cap) : NULL;
-        if (cmd) u->cmd = cmd;
-        if (!r) {
-            if (!u->n) unit_free(cl, u);
-            return SK_ENOMEM;
-        }
-        u->rep = r;
-        u->cap = cap;
+    if (SK_VEC_RESERVE(u->cmd, u->cap, (size_t)u->n + 1, 8)) {
+        if (!u->n) unit_free(cl, u);
+        return SK_ENOMEM;
     }
     int ends = is_word(c, "EXEC") || is_word(c, "DISCARD");
     c->unit = u;
@@ -592,7 +576,6 @@ static int unit_add(sk_aredis *ar, struct cl_cmd *c)
             return SK_EIO;
         }
     }
-    u->rep[u->n] = NULL;
     u->cmd[u->n++] = c;
     /* whole before anything went: sent as one, its answers held */
     if (ends && !u->tried) {
@@ -626,19 +609,15 @@ struct cl_group {
  * first one's. NULL: out of memory. */
 static redisReply *group_merge(struct cl_group *g)
 {
-    for (int i = 0; i < g->n; i++)
-        if (g->rep[i]->type == REDIS_REPLY_ERROR || g->mode == GR_ALL) {
-            int k = i;
-            if (g->mode == GR_ALL)
-                for (int j = 0; j < g->n; j++)
-                    if (g->rep[j]->type == REDIS_REPLY_ERROR) {
-                        k = j;
-                        break;
-                    }
-            redisReply *r = g->rep[k];
-            g->rep[k] = NULL;
-            return r;
-        }
+    /* an answer as it is: the first error, else (every master) the first */
+    int k = g->mode == GR_ALL ? 0 : -1;
+    for (int i = g->n - 1; i >= 0; i--)
+        if (g->rep[i]->type == REDIS_REPLY_ERROR) k = i;
+    if (k >= 0) {
+        redisReply *r = g->rep[k];
+        g->rep[k] = NULL;
+        return r;
+    }
     size_t total = 0;
     for (int i = 0; i < g->n; i++)
         if (g->rep[i]->type == REDIS_REPLY_ARRAY) total += g->rep[i]->elements;

@@ -171,18 +171,6 @@ static void on_role(void *data, redisReply *rep)
     sk_sentinels_role(&sn->v, rep);
 }
 
-/* Asks Sentinel p this round's question. */
-static void ask(sk_aredis *ar, struct ar_peer *p)
-{
-    const char *q[3];
-    sk_sentinels_query(&ar->sn->v, q);
-    p->owed = 0;
-    if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
-        p->asking = 1;
-        sk_aredis_flush(p->query);
-    }
-}
-
 /* This round's question to Sentinel p: asked, owed to its connection
  * being made, or, when it is down, counted unanswered now. */
 static void pose(sk_aredis *ar, struct ar_peer *p, int64_t now)
@@ -193,7 +181,13 @@ static void pose(sk_aredis *ar, struct ar_peer *p, int64_t now)
     } else if (p->query->state != AR_READY) {
         p->owed = 1; /* connecting: asked once it is made (sk_aredis_sn_tick) */
     } else {
-        ask(ar, p);
+        const char *q[3];
+        sk_sentinels_query(&ar->sn->v, q);
+        p->owed = 0;
+        if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
+            p->asking = 1;
+            sk_aredis_flush(p->query);
+        }
     }
 }
 
