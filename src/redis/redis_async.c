@@ -114,6 +114,25 @@ static void sock_drop(h2o_socket_t **s)
     *s = NULL;
 }
 
+/* Hands every answer held for a WAIT over: with WAIT's count acked, or
+ * (acked < 0: the connection is lost) as none. */
+static void release_held(sk_aredis *ar, int acked)
+{
+    size_t n = ar->nheld;
+    struct ar_held *h = ar->held;
+    /* taken out first: a callback may send, or even lose the connection */
+    ar->held = NULL;
+    ar->nheld = ar->capheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        ar->acked = acked;
+        if (acked >= 0) ar->rtt_us = h[i].rtt_us;
+        if (h[i].cb) h[i].cb(h[i].data, acked >= 0 ? h[i].rep : NULL);
+        freeReplyObject(h[i].rep);
+    }
+    ar->acked = -1;
+    free(h);
+}
+
 /* Drops the connection: every waiting command fails (NULL reply, rc for
  * sk_aredis_failed). A working connection lost is made again at the next
  * tick; a failed attempt waits a backoff that doubles. */
@@ -149,15 +168,7 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
     /* Fail waiters after the state is DOWN, so callbacks that try to send
      * again are refused instead of queueing on a dead socket. Held answers
      * first: their commands ran, but no WAIT vouched for them. */
-    struct ar_held *h = ar->held;
-    size_t nh = ar->nheld;
-    ar->held = NULL;
-    ar->nheld = ar->capheld = 0;
-    for (size_t i = 0; i < nh; i++) {
-        freeReplyObject(h[i].rep);
-        if (h[i].cb) h[i].cb(h[i].data, NULL);
-    }
-    free(h);
+    release_held(ar, -1);
     while (ar->count) {
         struct ar_entry e = fifo_pop(ar);
         free(e.kept);
@@ -344,20 +355,7 @@ static void on_wait(void *data, redisReply *rep)
     sk_aredis *ar = data;
     ar->wait_inflight = 0;
     if (!rep) return; /* connection lost: connection_lost fails the held ones */
-    int acked = rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0;
-    size_t n = ar->nheld;
-    struct ar_held *h = ar->held;
-    /* taken out first: a callback may send, or even lose the connection */
-    ar->held = NULL;
-    ar->nheld = ar->capheld = 0;
-    for (size_t i = 0; i < n; i++) {
-        ar->acked = acked;
-        ar->rtt_us = h[i].rtt_us;
-        if (h[i].cb) h[i].cb(h[i].data, h[i].rep);
-        freeReplyObject(h[i].rep);
-    }
-    ar->acked = -1;
-    free(h);
+    release_held(ar, rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0);
 }
 
 /* Keeps the answer of a confirmed command for the next WAIT; when that
@@ -554,9 +552,8 @@ static void on_settings(void *data, redisReply *rep)
 /* A handshake answer (handshake.h) that does not pass ends the connection. */
 static void on_handshake_step(void *data, redisReply *rep)
 {
-    struct ar_hs_step *st = data;
-    sk_aredis *ar = st->ar;
-    int i = st->i;
+    sk_aredis *ar = data;
+    int i = ar->hs_next++;
     if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
     char why[160];
     int rc = sk_handshake_check(&ar->hs, i, rep, why, sizeof why);
@@ -685,11 +682,9 @@ static void on_connect(h2o_socket_t *sock, const char *err)
                                      [AR_PROBE] = SK_HS_AUTH,
                                      [AR_BARE] = SK_HS_AUTH | SK_HS_SELECT};
     sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
-    for (int i = 0; i < ar->hs.n; i++) {
-        ar->hs_step[i] = (struct ar_hs_step){ar, i};
-        sk_aredis_enqueue(ar, on_handshake_step, &ar->hs_step[i], ar->hs.argc[i], ar->hs.argv[i],
-                          NULL, -1, 0);
-    }
+    ar->hs_next = 0;
+    for (int i = 0; i < ar->hs.n; i++)
+        sk_aredis_enqueue(ar, on_handshake_step, ar, ar->hs.argc[i], ar->hs.argv[i], NULL, -1, 0);
     if ((ar->role == AR_DATA || ar->role == AR_MASTER) && !ar->opts.no_functions) {
         /* the library is asked for first: loading it compiles every script
          * (tens of ms of the server's one thread) even when it is there */
@@ -1106,27 +1101,15 @@ void sk_aredis_each_master(const sk_aredis *ar,
     }
 }
 
-/* A ready data connection, which reads its server's settings. */
-static int reads_settings(const sk_aredis *m)
-{
-    return m->state == AR_READY && (m->role == AR_DATA || m->role == AR_MASTER);
-}
-
-void sk_aredis_settings_reread(sk_aredis *ar)
-{
-    int n = 1;
-    for (int k = 0; k < n; k++) {
-        sk_aredis *m = master_k(ar, k, &n);
-        if (m && reads_settings(m) && !m->rset_inflight) m->rset_next_ms = 0;
-    }
-}
-
-int sk_aredis_settings_pending(sk_aredis *ar)
+int sk_aredis_settings_pending(sk_aredis *ar, int reread)
 {
     int n = 1, left = 0;
     for (int k = 0; k < n; k++) {
         sk_aredis *m = master_k(ar, k, &n);
-        left += m && reads_settings(m) && (m->rset_inflight || m->rset_next_ms == 0);
+        /* a ready data connection, which reads its server's settings */
+        if (!m || m->state != AR_READY || (m->role != AR_DATA && m->role != AR_MASTER)) continue;
+        if (reread && !m->rset_inflight) m->rset_next_ms = 0;
+        left += m->rset_inflight || m->rset_next_ms == 0;
     }
     return left;
 }

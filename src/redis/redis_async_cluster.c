@@ -99,21 +99,29 @@ struct ar_cluster {
     unsigned fails;         /* map reads failed in a row */
 };
 
+/* The client in *slot, for host:port (what: "node", "seed"), made
+ * (connecting) when missing; NULL on failure (cl->errstr says why). */
+static sk_aredis *cl_client(sk_aredis *ar, sk_aredis **slot, const char *host, int port,
+                            enum ar_role role, const char *what)
+{
+    if (*slot) return *slot;
+    struct sk_redis_url u; /* credentials of the cluster URL */
+    sk_redis_url_node(&u, &ar->url, host, port, 0);
+    char err[128];
+    if (sk_aredis_node_new(slot, ar->loop, &u, &ar->opts, role, err, sizeof err) < 0)
+        snprintf(ar->cl->errstr, sizeof ar->cl->errstr, "redis cluster %s %.64s:%d: %.80s", what,
+                 u.host, u.port, err);
+    return *slot;
+}
+
 /* The client of node i, created (connecting) when missing; NULL on failure. */
 static sk_aredis *cl_node(sk_aredis *ar, int i)
 {
     struct ar_cluster *cl = ar->cl;
     if (i < 0 || i >= cl->map.nnodes) return NULL;
     if (cl->node[i]) return cl->node[i];
-    struct sk_redis_url u; /* credentials of the cluster URL */
-    sk_redis_url_node(&u, &ar->url, cl->map.nodes[i].host, cl->map.nodes[i].port, 0);
-    char err[128];
-    if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, &ar->opts, AR_DATA, err, sizeof err) < 0) {
-        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
-                 u.port, err);
-        cl->stats.node_errors++;
-        return NULL;
-    }
+    const struct sk_cluster_node *m = &cl->map.nodes[i];
+    if (!cl_client(ar, &cl->node[i], m->host, m->port, AR_DATA, "node")) cl->stats.node_errors++;
     return cl->node[i];
 }
 
@@ -162,23 +170,6 @@ static int cl_ask(sk_aredis *ar, sk_aredis *n, const char *host, int i, int seed
     return 0;
 }
 
-/* Opens a client to each seed of the URL that has none (they connect side
- * by side; a later read asks the first that is ready). */
-static void cl_open_seeds(sk_aredis *ar, int ns)
-{
-    struct ar_cluster *cl = ar->cl;
-    for (int i = 0; i < ns; i++) {
-        if (cl->seed[i]) continue;
-        struct sk_redis_url u;
-        sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
-        char err[128];
-        if (sk_aredis_node_new(&cl->seed[i], ar->loop, &u, &ar->opts, AR_PROBE, err, sizeof err) <
-            0)
-            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster seed %.64s:%d: %.80s", u.host,
-                     u.port, err);
-    }
-}
-
 /* Starts a read of the map: the node that sent the last MOVED first (it has
  * the new view), then the ready masters in turn, then the seeds of the URL.
  * Only asks: the answer comes to cl_on_slots. */
@@ -199,7 +190,10 @@ static void cl_refresh(sk_aredis *ar)
             return;
     }
     int ns = ar->url.nseeds < SK_REDIS_URL_MAX_SEEDS ? ar->url.nseeds : SK_REDIS_URL_MAX_SEEDS;
-    cl_open_seeds(ar, ns);
+    /* a client to each seed of the URL that has none (they connect side
+     * by side; a later read asks the first that is ready) */
+    for (int i = 0; i < ns; i++)
+        cl_client(ar, &cl->seed[i], ar->url.seeds[i].host, ar->url.seeds[i].port, AR_PROBE, "seed");
     for (int k = 0; k < ns; k++) {
         int i = (int)((cl->ask_next + (unsigned)k) % (unsigned)ns);
         if (cl_askable(cl->seed[i]) && cl_ask(ar, cl->seed[i], ar->url.seeds[i].host, i, 1) == 0)
@@ -866,13 +860,9 @@ static int cl_submit_one(sk_aredis *ar, int argc, const char *const *argv, const
     c->args = a;
     c->script = script;
     c->confirm = confirm;
-    if (cl->open || is_word(c, "MULTI")) {
-        int rc = unit_add(ar, c);
-        if (rc < 0) free(c);
-        return rc;
-    }
-    int rc = cl_send(c, 0);
-    if (rc == SK_EIO && ar->opts.patient) {
+    int unit = cl->open || is_word(c, "MULTI");
+    int rc = unit ? unit_add(ar, c) : cl_send(c, 0);
+    if (rc == SK_EIO && !unit && ar->opts.patient) {
         cl_park(c);
         rc = 0;
     }

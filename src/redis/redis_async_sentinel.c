@@ -167,8 +167,8 @@ static void on_role(void *data, redisReply *rep)
     sk_aredis *ar = data;
     struct ar_sentinel *sn = ar->sn;
     sn->role_asking = 0;
-    if (!rep || sn->closing) return; /* connection lost: the master's client handles that */
-    sk_sentinels_role(&sn->v, rep);
+    /* no answer (connection lost): the master's client handles that */
+    if (!sn->closing) sk_sentinels_role(&sn->v, rep);
 }
 
 /* This round's question to Sentinel p: asked, owed to its connection

@@ -245,11 +245,9 @@ static int ready(sk_redis *r)
 static int pipe_fail(sk_redis *r, int rc)
 {
     calls_drop(r);
-    r->pipe_n = 0;
-    r->pipe_read = 0;
+    pipe_reset(r);
     r->pipe_broken = 1;
-    r->err = rc;
-    return rc;
+    return r->err = rc;
 }
 
 /* The caller starts anew while replies are owed: they are dropped, so that
@@ -561,11 +559,11 @@ void sk_redis_each_settings(const sk_redis *r,
 void sk_redis_refresh_settings(sk_redis *r)
 {
     if (!r->a) return;
-    sk_aredis_settings_reread(r->a);
+    sk_aredis_settings_pending(r->a, 1);
     int64_t by = sk_mono_ms() + r->command_timeout_ms;
     do
         pump(r, sk_mono_ms() + PUMP_MS < by ? PUMP_MS : 0);
-    while (sk_aredis_settings_pending(r->a) && sk_mono_ms() < by);
+    while (sk_aredis_settings_pending(r->a, 0) && sk_mono_ms() < by);
 }
 
 int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_rsettings *s)
