@@ -12,15 +12,11 @@ void sk_handshake_init(struct sk_handshake *h, const struct sk_redis_url *u, uns
     h->n = 0;
     if ((flags & SK_HS_AUTH) && u->pass[0]) {
         const char **a = h->argv[h->n];
-        a[0] = "AUTH";
-        if (u->user[0]) {
-            a[1] = u->user;
-            a[2] = u->pass;
-            h->argc[h->n++] = 3;
-        } else {
-            a[1] = u->pass;
-            h->argc[h->n++] = 2;
-        }
+        int k = 0;
+        a[k++] = "AUTH";
+        if (u->user[0]) a[k++] = u->user; /* AUTH user pass, or AUTH pass */
+        a[k++] = u->pass;
+        h->argc[h->n++] = k;
     }
     if ((flags & SK_HS_SELECT) && u->db) {
         snprintf(h->db, sizeof h->db, "%d", u->db);

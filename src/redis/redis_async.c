@@ -54,15 +54,6 @@ struct ar_held {
     int64_t rtt_us;
 };
 
-/* Fills defaults into o (timeouts). */
-static void opts_fill(struct sk_aredis_opts *o)
-{
-    if (o->timeout_ms <= 0) o->timeout_ms = 1000;
-    if (o->connect_timeout_ms <= 0) o->connect_timeout_ms = o->timeout_ms;
-    if (o->sync_replicas < 0) o->sync_replicas = 0;
-    if (o->sync_timeout_ms <= 0) o->sync_timeout_ms = SYNC_TIMEOUT_MS;
-}
-
 static int buf_reserve(struct ar_buf *b, size_t more)
 {
     return SK_VEC_RESERVE(b->p, b->cap, b->len + more, 4096) ? SK_ENOMEM : 0;
@@ -106,6 +97,42 @@ static void set_state(sk_aredis *ar, enum ar_state s)
     ar->state_since_ms = sk_mono_ms();
 }
 
+/* The single-node client behind ar: a Sentinel front's master while it
+ * is ready (else NULL), or ar itself (a cluster front too: the answer it
+ * delivers sets its rtt_us and acked). */
+static sk_aredis *node_of(const sk_aredis *ar)
+{
+    return ar->sn ? sk_aredis_sn_master(ar) : (sk_aredis *)ar;
+}
+
+/* Closes *s, whose callbacks will not reach the client any more. */
+static void sock_drop(h2o_socket_t **s)
+{
+    if (!*s) return;
+    (*s)->data = NULL;
+    h2o_socket_close(*s);
+    *s = NULL;
+}
+
+/* Hands every answer held for a WAIT over: with WAIT's count acked, or
+ * (acked < 0: the connection is lost) as none. */
+static void release_held(sk_aredis *ar, int acked)
+{
+    size_t n = ar->nheld;
+    struct ar_held *h = ar->held;
+    /* taken out first: a callback may send, or even lose the connection */
+    ar->held = NULL;
+    ar->nheld = ar->capheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        ar->acked = acked;
+        if (acked >= 0) ar->rtt_us = h[i].rtt_us;
+        if (h[i].cb) h[i].cb(h[i].data, acked >= 0 ? h[i].rep : NULL);
+        freeReplyObject(h[i].rep);
+    }
+    ar->acked = -1;
+    free(h);
+}
+
 /* Drops the connection: every waiting command fails (NULL reply, rc for
  * sk_aredis_failed). A working connection lost is made again at the next
  * tick; a failed attempt waits a backoff that doubles. */
@@ -118,16 +145,8 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
      * failed attempt after it */
     if (was_ready) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
     ar->fail_rc = rc;
-    if (ar->sock) {
-        ar->sock->data = NULL;
-        h2o_socket_close(ar->sock);
-        ar->sock = NULL;
-    }
-    if (ar->rsock) { /* a name being resolved: its thread's answer is dropped */
-        ar->rsock->data = NULL;
-        h2o_socket_close(ar->rsock);
-        ar->rsock = NULL;
-    }
+    sock_drop(&ar->sock);
+    sock_drop(&ar->rsock); /* a name being resolved: its thread's answer is dropped */
     redisReaderFree(ar->reader);
     ar->reader = redisReaderCreate();
     ar->out.len = 0;
@@ -149,15 +168,7 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
     /* Fail waiters after the state is DOWN, so callbacks that try to send
      * again are refused instead of queueing on a dead socket. Held answers
      * first: their commands ran, but no WAIT vouched for them. */
-    struct ar_held *h = ar->held;
-    size_t nh = ar->nheld;
-    ar->held = NULL;
-    ar->nheld = ar->capheld = 0;
-    for (size_t i = 0; i < nh; i++) {
-        freeReplyObject(h[i].rep);
-        if (h[i].cb) h[i].cb(h[i].data, NULL);
-    }
-    free(h);
+    release_held(ar, -1);
     while (ar->count) {
         struct ar_entry e = fifo_pop(ar);
         free(e.kept);
@@ -246,16 +257,14 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
     return blk;
 }
 
-/* Formats the kept script call as cmd <name> numkeys keys... args...
+/* Makes the kept script call cmd <name> numkeys keys... args...
  * (EVALSHA sha, FCALL fname or EVAL text: the same layout). */
-static int encode_script(struct ar_buf *b, struct sk_aredis_args *a, const char *cmd,
-                         const char *name)
+static void script_head(struct sk_aredis_args *a, const char *cmd, const char *name)
 {
     a->argv[0] = cmd;
     a->lens[0] = strlen(cmd);
     a->argv[1] = name;
     a->lens[1] = strlen(name);
-    return encode(b, a->argc, a->argv, a->lens);
 }
 
 int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
@@ -269,9 +278,8 @@ int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
         /* kept for a resend as EVAL after a NOSCRIPT (which never ran) */
         e.kept = sk_aredis_args_copy(0, argc, argv, lens, &e.args);
         if (!e.kept) return SK_ENOMEM;
-        rc = ar->fn ? encode_script(&ar->out, &e.args, "FCALL",
-                                    sk_script_fname((enum sk_script_id)script))
-                    : encode(&ar->out, argc, e.args.argv, e.args.lens);
+        if (ar->fn) script_head(&e.args, "FCALL", sk_script_fname((enum sk_script_id)script));
+        rc = encode(&ar->out, argc, e.args.argv, e.args.lens);
     } else {
         e.script = -1;
         rc = encode(&ar->out, argc, argv, lens);
@@ -290,18 +298,9 @@ int sk_aredis_enqueue(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, cons
 /* Sends the kept script call again as EVAL <text> ... */
 static int resend_as_eval(sk_aredis *ar, struct ar_entry *e)
 {
-    size_t start = ar->out.len;
-    int rc =
-        encode_script(&ar->out, &e->args, "EVAL", sk_script_text((enum sk_script_id)e->script));
-    if (rc < 0) return rc;
-    struct ar_entry again = {e->cb, e->data, sk_mono_us(), 0, 0, NULL, {0}, -1, e->confirm};
-    set_due(ar, &again, 0);
-    if (fifo_push(ar, &again) < 0) {
-        ar->out.len = start;
-        return SK_ENOMEM;
-    }
-    if (e->confirm) ar->unwaited++;
-    return 0;
+    script_head(&e->args, "EVAL", sk_script_text((enum sk_script_id)e->script));
+    return sk_aredis_enqueue(ar, e->cb, e->data, e->args.argc, e->args.argv, e->args.lens, -1,
+                             e->confirm);
 }
 
 static void enqueue_scripts(sk_aredis *ar);
@@ -356,20 +355,7 @@ static void on_wait(void *data, redisReply *rep)
     sk_aredis *ar = data;
     ar->wait_inflight = 0;
     if (!rep) return; /* connection lost: connection_lost fails the held ones */
-    int acked = rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0;
-    size_t n = ar->nheld;
-    struct ar_held *h = ar->held;
-    /* taken out first: a callback may send, or even lose the connection */
-    ar->held = NULL;
-    ar->nheld = ar->capheld = 0;
-    for (size_t i = 0; i < n; i++) {
-        ar->acked = acked;
-        ar->rtt_us = h[i].rtt_us;
-        if (h[i].cb) h[i].cb(h[i].data, h[i].rep);
-        freeReplyObject(h[i].rep);
-    }
-    ar->acked = -1;
-    free(h);
+    release_held(ar, rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0);
 }
 
 /* Keeps the answer of a confirmed command for the next WAIT; when that
@@ -495,14 +481,9 @@ static void write_out(sk_aredis *ar)
 
 static void on_writable(h2o_socket_t *sock, const char *err)
 {
-    sk_aredis *ar = sock->data;
-    if (!ar) return;
-    ar->write_busy = 0;
-    if (err) {
-        connection_lost(ar, err);
-        return;
-    }
-    sk_aredis_flush(ar);
+    if (sock->data) ((sk_aredis *)sock->data)->write_busy = 0;
+    sk_aredis *ar = live_client(sock, err);
+    if (ar) sk_aredis_flush(ar);
 }
 
 void sk_aredis_flush(sk_aredis *ar)
@@ -511,11 +492,7 @@ void sk_aredis_flush(sk_aredis *ar)
         sk_aredis_cl_flush(ar);
         return;
     }
-    if (ar->sn) {
-        sk_aredis *m = sk_aredis_sn_master(ar);
-        if (m) sk_aredis_flush(m);
-        return;
-    }
+    if (ar->sn && !(ar = node_of(ar))) return;
     if (!ar->sock || ar->state < AR_HANDSHAKE) return;
     if (ar->unwaited && !ar->wait_inflight && ar->state == AR_READY) {
         /* One WAIT covers every write of this connection before it; while
@@ -575,9 +552,8 @@ static void on_settings(void *data, redisReply *rep)
 /* A handshake answer (handshake.h) that does not pass ends the connection. */
 static void on_handshake_step(void *data, redisReply *rep)
 {
-    struct ar_hs_step *st = data;
-    sk_aredis *ar = st->ar;
-    int i = st->i;
+    sk_aredis *ar = data;
+    int i = ar->hs_next++;
     if (!rep || ar->state != AR_HANDSHAKE) return; /* connection already lost */
     char why[160];
     int rc = sk_handshake_check(&ar->hs, i, rep, why, sizeof why);
@@ -706,11 +682,9 @@ static void on_connect(h2o_socket_t *sock, const char *err)
                                      [AR_PROBE] = SK_HS_AUTH,
                                      [AR_BARE] = SK_HS_AUTH | SK_HS_SELECT};
     sk_handshake_init(&ar->hs, &ar->url, flags[ar->role]);
-    for (int i = 0; i < ar->hs.n; i++) {
-        ar->hs_step[i] = (struct ar_hs_step){ar, i};
-        sk_aredis_enqueue(ar, on_handshake_step, &ar->hs_step[i], ar->hs.argc[i], ar->hs.argv[i],
-                          NULL, -1, 0);
-    }
+    ar->hs_next = 0;
+    for (int i = 0; i < ar->hs.n; i++)
+        sk_aredis_enqueue(ar, on_handshake_step, ar, ar->hs.argc[i], ar->hs.argv[i], NULL, -1, 0);
     if ((ar->role == AR_DATA || ar->role == AR_MASTER) && !ar->opts.no_functions) {
         /* the library is asked for first: loading it compiles every script
          * (tens of ms of the server's one thread) even when it is there */
@@ -767,9 +741,7 @@ static void on_resolved(h2o_socket_t *sock, const char *err)
     int whole = sock->input->size >= sizeof r;
     if (!whole && !err) return; /* the rest is on its way */
     if (whole) memcpy(&r, sock->input->bytes, sizeof r);
-    sock->data = NULL;
-    h2o_socket_close(sock);
-    ar->rsock = NULL;
+    sock_drop(&ar->rsock); /* sock itself: answered, or ended */
     char why[160];
     if (!whole || r.gai || r.len > sizeof ar->addr) {
         snprintf(why, sizeof why, "cannot resolve %.64s: %.64s", ar->url.host,
@@ -830,28 +802,41 @@ static int node_addr(sk_aredis *ar, char *err, size_t cap)
     return 0;
 }
 
+/* A client of u on loop with the options o (NULL: the defaults) filled
+ * in, not connecting yet; the caller frees it. NULL: out of memory. */
+static sk_aredis *client_alloc(h2o_loop_t *loop, const struct sk_redis_url *u,
+                               const struct sk_aredis_opts *o)
+{
+    sk_aredis *ar = calloc(1, sizeof *ar);
+    if (!ar) return NULL;
+    ar->url = *u;
+    ar->loop = loop;
+    if (o) ar->opts = *o;
+    if (ar->opts.timeout_ms <= 0) ar->opts.timeout_ms = 1000;
+    if (ar->opts.connect_timeout_ms <= 0) ar->opts.connect_timeout_ms = ar->opts.timeout_ms;
+    if (ar->opts.sync_replicas < 0) ar->opts.sync_replicas = 0;
+    if (ar->opts.sync_timeout_ms <= 0) ar->opts.sync_timeout_ms = SYNC_TIMEOUT_MS;
+    ar->timeout_ms = ar->opts.timeout_ms;
+    ar->acked = -1;
+    ar->fail_rc = SK_EIO;
+    return ar;
+}
+
 int sk_aredis_node_new(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_url *u,
                        const struct sk_aredis_opts *o, enum ar_role role, char *err, size_t cap)
 {
     *out = NULL;
-    sk_aredis *ar = calloc(1, sizeof *ar);
+    sk_aredis *ar = client_alloc(loop, u, o);
     if (!ar) return SK_ENOMEM;
-    ar->url = *u;
     ar->role = role;
     ar->inproto.allocator.max = 0; /* no recycling: freed at once, by its own thread */
     ar->inproto._initial_buf.capacity = H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2;
-    ar->fail_rc = SK_EIO;
-    if (o) ar->opts = *o;
-    opts_fill(&ar->opts);
     if (role == AR_SENTINEL) ar->opts.sync_replicas = 0;
-    ar->acked = -1;
     sk_rsettings_init(&ar->rset);
     if (node_addr(ar, err, cap) < 0) {
         free(ar);
         return SK_EINVAL;
     }
-    ar->loop = loop;
-    ar->timeout_ms = ar->opts.timeout_ms;
     ar->reader = redisReaderCreate();
     if (!ar->reader) {
         free(ar);
@@ -869,15 +854,8 @@ int sk_aredis_new_url(sk_aredis **out, h2o_loop_t *loop, const struct sk_redis_u
     *out = NULL;
     if (!u->cluster && !u->sentinel)
         return sk_aredis_node_new(out, loop, u, o, o && o->bare ? AR_BARE : AR_DATA, err, cap);
-    sk_aredis *ar = calloc(1, sizeof *ar);
+    sk_aredis *ar = client_alloc(loop, u, o);
     if (!ar) return SK_ENOMEM;
-    ar->url = *u;
-    ar->loop = loop;
-    if (o) ar->opts = *o;
-    opts_fill(&ar->opts);
-    ar->timeout_ms = ar->opts.timeout_ms;
-    ar->acked = -1;
-    ar->fail_rc = SK_EIO;
     int rc = u->cluster ? sk_aredis_cl_new(ar) : sk_aredis_sn_new(ar);
     if (rc < 0) {
         free(ar);
@@ -934,8 +912,8 @@ int64_t sk_aredis_oldest_ms(const sk_aredis *ar)
 int sk_aredis_ready(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_ready(ar);
-    if (ar->sn) return sk_aredis_sn_master(ar) != NULL;
-    return ar->state == AR_READY;
+    const sk_aredis *m = node_of(ar);
+    return m && m->state == AR_READY;
 }
 int sk_aredis_node_stalled(const sk_aredis *ar)
 {
@@ -967,11 +945,8 @@ int sk_aredis_unserved(const sk_aredis *ar, char *buf, size_t cap)
 size_t sk_aredis_pending(const sk_aredis *ar)
 {
     if (ar->cl) return sk_aredis_cl_pending(ar);
-    if (ar->sn) {
-        const sk_aredis *m = sk_aredis_sn_master(ar);
-        return m ? m->count + m->nheld : 0;
-    }
-    return ar->count + ar->nheld;
+    const sk_aredis *m = node_of(ar);
+    return m ? m->count + m->nheld : 0;
 }
 const char *sk_aredis_errstr(const sk_aredis *ar)
 {
@@ -981,19 +956,13 @@ const char *sk_aredis_errstr(const sk_aredis *ar)
 }
 int64_t sk_aredis_rtt_us(const sk_aredis *ar)
 {
-    if (ar->sn) {
-        const sk_aredis *m = sk_aredis_sn_master(ar);
-        return m ? m->rtt_us : 0;
-    }
-    return ar->rtt_us;
+    const sk_aredis *m = node_of(ar);
+    return m ? m->rtt_us : 0;
 }
 int sk_aredis_acked(const sk_aredis *ar)
 {
-    if (ar->sn) {
-        const sk_aredis *m = sk_aredis_sn_master(ar);
-        return m ? m->acked : -1;
-    }
-    return ar->acked;
+    const sk_aredis *m = node_of(ar);
+    return m ? m->acked : -1;
 }
 unsigned sk_aredis_connects(const sk_aredis *ar)
 {
@@ -1001,37 +970,29 @@ unsigned sk_aredis_connects(const sk_aredis *ar)
     if (ar->sn) return sk_aredis_sn_connects(ar);
     return ar->connects;
 }
-int sk_aredis_uses_functions(const sk_aredis *ar)
+
+/* A command (script >= 0: a call of that script) to the client that takes
+ * ar's commands now: SK_EIO when none is ready. */
+static int submit(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
+                  const size_t *lens, int script, int confirm)
 {
-    if (ar->cl) return sk_aredis_cl_functions(ar);
-    if (ar->sn) {
-        const sk_aredis *m = sk_aredis_sn_master(ar);
-        return m && m->fn;
-    }
-    return ar->state == AR_READY && ar->fn;
+    if (ar->cl) return sk_aredis_cl_submit(ar, argc, argv, lens, script, confirm, cb, data);
+    sk_aredis *m = node_of(ar);
+    if (!m || m->state != AR_READY) return SK_EIO;
+    return sk_aredis_enqueue(m, cb, data, argc, argv, lens, script, confirm);
 }
 
 int sk_aredis_command(sk_aredis *ar, sk_aredis_cb cb, void *data, int argc, const char *const *argv,
                       const size_t *lens)
 {
-    if (ar->cl) return sk_aredis_cl_submit(ar, argc, argv, lens, -1, 0, cb, data);
-    if (ar->sn) {
-        sk_aredis *m = sk_aredis_sn_master(ar);
-        return m ? sk_aredis_command(m, cb, data, argc, argv, lens) : SK_EIO;
-    }
-    if (ar->state != AR_READY) return SK_EIO;
-    return sk_aredis_enqueue(ar, cb, data, argc, argv, lens, -1, 0);
+    return submit(ar, cb, data, argc, argv, lens, -1, 0);
 }
 
 static int eval_common(sk_aredis *ar, enum sk_script_id id, int nkeys, const char *const *keys,
                        int nargs, const char *const *args, const size_t *arglens, sk_aredis_cb cb,
                        void *data, int confirm)
 {
-    if (ar->sn) {
-        ar = sk_aredis_sn_master(ar);
-        if (!ar) return SK_EIO;
-    }
-    if (!ar->cl && ar->state != AR_READY) return SK_EIO;
+    if (!ar->cl && !sk_aredis_ready(ar)) return SK_EIO;
     if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
     int argc = 3 + nkeys + nargs;
     const char *sv[64];
@@ -1042,8 +1003,7 @@ static int eval_common(sk_aredis *ar, enum sk_script_id id, int nkeys, const cha
     if (argv && lens) {
         char nk[16];
         sk_script_fill_argv(id, nkeys, keys, nargs, args, arglens, argv, lens, nk);
-        rc = ar->cl ? sk_aredis_cl_submit(ar, argc, argv, lens, (int)id, confirm, cb, data)
-                    : sk_aredis_enqueue(ar, cb, data, argc, argv, lens, (int)id, confirm);
+        rc = submit(ar, cb, data, argc, argv, lens, (int)id, confirm);
     }
     if (argv != sv) free(argv);
     if (lens != sl) free(lens);
@@ -1102,96 +1062,70 @@ void sk_aredis_tick(sk_aredis *ar)
     }
 }
 
-static void any_unsafe_of(void *data, const sk_aredis *node)
+/* Master k of any client (a cluster's k-th, else the one master at 0):
+ * NULL when it has no client; *n the number of masters. */
+static sk_aredis *master_k(const sk_aredis *ar, int k, int *n)
 {
-    const struct sk_rset_finding **f = data;
-    if (!*f) *f = sk_rsettings_worst(&node->verdict, SK_RSET_UNSAFE);
+    if (ar->cl) return sk_aredis_cl_master_k(ar, k, n);
+    *n = 1;
+    return k ? NULL : node_of(ar);
 }
 
-static void master_of(const sk_aredis *n, struct sk_aredis_master *m)
+/* every master ready with the library (a cluster without masters: no) */
+int sk_aredis_uses_functions(const sk_aredis *ar)
 {
-    if (n->url.port)
-        snprintf(m->addr, sizeof m->addr, "%.64s:%d", n->url.host, n->url.port);
-    else
-        snprintf(m->addr, sizeof m->addr, "%.79s", n->url.host);
-    m->ready = n->state == AR_READY;
-    m->settings = &n->rset;
-    m->verdict = &n->verdict;
-}
-
-struct each_master {
-    void (*fn)(void *data, const struct sk_aredis_master *m);
-    void *data;
-};
-
-static void each_master_of(void *data, const sk_aredis *node)
-{
-    struct each_master *e = data;
-    struct sk_aredis_master m;
-    master_of(node, &m);
-    e->fn(e->data, &m);
+    int n = 1;
+    for (int k = 0; k < n; k++) {
+        const sk_aredis *m = master_k(ar, k, &n);
+        if (!m || m->state != AR_READY || !m->fn) return 0;
+    }
+    return n > 0;
 }
 
 void sk_aredis_each_master(const sk_aredis *ar,
                            void (*fn)(void *data, const struct sk_aredis_master *m), void *data)
 {
-    struct each_master e = {fn, data};
-    if (ar->cl) {
-        sk_aredis_cl_each(ar, each_master_of, &e);
-        return;
-    }
-    if (ar->sn) ar = sk_aredis_sn_master(ar);
-    if (ar) each_master_of(&e, ar);
-}
-
-/* Master k of any client (a cluster's k-th, else the one master at 0):
- * NULL when it has no client; *n the number of masters. */
-static sk_aredis *master_k(sk_aredis *ar, int k, int *n)
-{
-    if (ar->cl) return sk_aredis_cl_master_k(ar, k, n);
-    *n = 1;
-    return k ? NULL : ar->sn ? sk_aredis_sn_master(ar) : ar;
-}
-
-/* A ready data connection, which reads its server's settings. */
-static int reads_settings(const sk_aredis *m)
-{
-    return m->state == AR_READY && (m->role == AR_DATA || m->role == AR_MASTER);
-}
-
-void sk_aredis_settings_reread(sk_aredis *ar)
-{
     int n = 1;
     for (int k = 0; k < n; k++) {
-        sk_aredis *m = master_k(ar, k, &n);
-        if (m && reads_settings(m) && !m->rset_inflight) m->rset_next_ms = 0;
+        const sk_aredis *node = master_k(ar, k, &n);
+        if (!node) continue;
+        struct sk_aredis_master m;
+        if (node->url.port)
+            snprintf(m.addr, sizeof m.addr, "%.64s:%d", node->url.host, node->url.port);
+        else
+            snprintf(m.addr, sizeof m.addr, "%.79s", node->url.host);
+        m.ready = node->state == AR_READY;
+        m.settings = &node->rset;
+        m.verdict = &node->verdict;
+        fn(data, &m);
     }
 }
 
-int sk_aredis_settings_pending(sk_aredis *ar)
+int sk_aredis_settings_pending(sk_aredis *ar, int reread)
 {
     int n = 1, left = 0;
     for (int k = 0; k < n; k++) {
         sk_aredis *m = master_k(ar, k, &n);
-        left += m && reads_settings(m) && (m->rset_inflight || m->rset_next_ms == 0);
+        /* a ready data connection, which reads its server's settings */
+        if (!m || m->state != AR_READY || (m->role != AR_DATA && m->role != AR_MASTER)) continue;
+        if (reread && !m->rset_inflight) m->rset_next_ms = 0;
+        left += m->rset_inflight || m->rset_next_ms == 0;
     }
     return left;
 }
 
 const struct sk_rset_finding *sk_aredis_unsafe(const sk_aredis *ar, const char *key)
 {
-    if (ar->sn) {
-        ar = sk_aredis_sn_master(ar);
-        if (!ar) return NULL;
+    if (ar->cl && key) {
+        ar = sk_aredis_cl_master_of(ar, key, strlen(key));
+        return ar ? sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE) : NULL;
     }
-    if (ar->cl) {
-        if (key) {
-            ar = sk_aredis_cl_master_of(ar, key, strlen(key));
-            return ar ? sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE) : NULL;
-        }
-        const struct sk_rset_finding *f = NULL;
-        sk_aredis_cl_each(ar, any_unsafe_of, &f);
-        return f;
+    /* any master's (the one master's, or a cluster's first unsafe one) */
+    const struct sk_rset_finding *f = NULL;
+    int n = 1;
+    for (int k = 0; k < n && !f; k++) {
+        const sk_aredis *m = master_k(ar, k, &n);
+        if (m) f = sk_rsettings_worst(&m->verdict, SK_RSET_UNSAFE);
     }
-    return sk_rsettings_worst(&ar->verdict, SK_RSET_UNSAFE);
+    return f;
 }

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "redis/redis_async.h"
 #include "redis/redis_async_int.h"
 #include "redis/redis_cluster.h"
@@ -36,17 +37,26 @@
 
 struct cl_unit;
 
+/* What a command or a unit spends on redirections and waits, and its
+ * place among those waiting for a tick (parked). First in both. */
+struct cl_wait {
+    int hops, retries;
+    int is_unit;
+    int64_t due_ms; /* parked: not before */
+    struct cl_wait *next;
+};
+
 struct cl_cmd {
+    struct cl_wait w;
     sk_aredis *front;
     sk_aredis *node; /* where it was last sent (for rtt) */
     sk_aredis_cb cb;
     void *data;
-    int script, confirm, slot, hops, retries;
-    int ask_node;         /* >= 0: ASKING + the command go there next */
-    int to_node;          /* >= 0: that node's, whatever the slot (every master's) */
-    int64_t due_ms;       /* parked: not before */
-    struct cl_unit *unit; /* the MULTI...EXEC run it is part of, or NULL */
-    struct cl_cmd *next;
+    int script, confirm, slot;
+    int ask_node;               /* >= 0: ASKING + the command go there next */
+    int to_node;                /* >= 0: that node's, whatever the slot (every master's) */
+    struct cl_unit *unit;       /* the MULTI...EXEC run it is part of, or NULL */
+    redisReply *rep;            /* its answer, held until its unit's last is in */
     struct sk_aredis_args args; /* the command, in the same block as this */
 };
 
@@ -58,17 +68,14 @@ struct cl_cmd {
  * sent as far as it goes to the node of its first key, or of the last
  * keyed command, and the rest follows it there, answered as it comes. */
 struct cl_unit {
+    struct cl_wait w;
     struct cl_cmd **cmd;
-    int n, cap;
-    int closed, held, tried;
+    size_t cap;
+    int n, closed, held, tried;
     int node;      /* the node index it went to, -1 before */
     int answered;  /* held answers in */
     int delivered; /* answers handed to the callers */
     int lost;      /* a held answer was NULL */
-    redisReply **rep;
-    int hops, retries;
-    int64_t due_ms;
-    struct cl_unit *next; /* parked */
 };
 
 struct ar_cluster {
@@ -79,11 +86,9 @@ struct ar_cluster {
     int reading_seed;                        /* ... on a seed's client */
     unsigned ask_next, ask_i;                /* where the next read starts looking */
     char reading_host[64];                   /* the node asked (for an empty host) */
-    struct cl_cmd *parked;                   /* waiting for a tick */
-    size_t nparked;
-    struct cl_unit *open;         /* a MULTI not closed yet */
-    struct cl_unit *parked_units; /* held units waiting for a tick */
-    int sticky;                   /* node of the last keyed command: a keyless MULTI goes there */
+    struct cl_wait *parked;                  /* commands and held units waiting for a tick */
+    struct cl_unit *open;                    /* a MULTI not closed yet */
+    int sticky; /* node of the last keyed command: a keyless MULTI goes there */
     int stale, prefer, closing;
     int64_t next_refresh_ms;
     struct sk_cluster_stats stats;
@@ -94,21 +99,29 @@ struct ar_cluster {
     unsigned fails;         /* map reads failed in a row */
 };
 
+/* The client in *slot, for host:port (what: "node", "seed"), made
+ * (connecting) when missing; NULL on failure (cl->errstr says why). */
+static sk_aredis *cl_client(sk_aredis *ar, sk_aredis **slot, const char *host, int port,
+                            enum ar_role role, const char *what)
+{
+    if (*slot) return *slot;
+    struct sk_redis_url u; /* credentials of the cluster URL */
+    sk_redis_url_node(&u, &ar->url, host, port, 0);
+    char err[128];
+    if (sk_aredis_node_new(slot, ar->loop, &u, &ar->opts, role, err, sizeof err) < 0)
+        snprintf(ar->cl->errstr, sizeof ar->cl->errstr, "redis cluster %s %.64s:%d: %.80s", what,
+                 u.host, u.port, err);
+    return *slot;
+}
+
 /* The client of node i, created (connecting) when missing; NULL on failure. */
 static sk_aredis *cl_node(sk_aredis *ar, int i)
 {
     struct ar_cluster *cl = ar->cl;
     if (i < 0 || i >= cl->map.nnodes) return NULL;
     if (cl->node[i]) return cl->node[i];
-    struct sk_redis_url u; /* credentials of the cluster URL */
-    sk_redis_url_node(&u, &ar->url, cl->map.nodes[i].host, cl->map.nodes[i].port, 0);
-    char err[128];
-    if (sk_aredis_node_new(&cl->node[i], ar->loop, &u, &ar->opts, AR_DATA, err, sizeof err) < 0) {
-        snprintf(cl->errstr, sizeof cl->errstr, "redis cluster node %.64s:%d: %.80s", u.host,
-                 u.port, err);
-        cl->stats.node_errors++;
-        return NULL;
-    }
+    const struct sk_cluster_node *m = &cl->map.nodes[i];
+    if (!cl_client(ar, &cl->node[i], m->host, m->port, AR_DATA, "node")) cl->stats.node_errors++;
     return cl->node[i];
 }
 
@@ -157,23 +170,6 @@ static int cl_ask(sk_aredis *ar, sk_aredis *n, const char *host, int i, int seed
     return 0;
 }
 
-/* Opens a client to each seed of the URL that has none (they connect side
- * by side; a later read asks the first that is ready). */
-static void cl_open_seeds(sk_aredis *ar, int ns)
-{
-    struct ar_cluster *cl = ar->cl;
-    for (int i = 0; i < ns; i++) {
-        if (cl->seed[i]) continue;
-        struct sk_redis_url u;
-        sk_redis_url_node(&u, &ar->url, ar->url.seeds[i].host, ar->url.seeds[i].port, 0);
-        char err[128];
-        if (sk_aredis_node_new(&cl->seed[i], ar->loop, &u, &ar->opts, AR_PROBE, err, sizeof err) <
-            0)
-            snprintf(cl->errstr, sizeof cl->errstr, "redis cluster seed %.64s:%d: %.80s", u.host,
-                     u.port, err);
-    }
-}
-
 /* Starts a read of the map: the node that sent the last MOVED first (it has
  * the new view), then the ready masters in turn, then the seeds of the URL.
  * Only asks: the answer comes to cl_on_slots. */
@@ -194,7 +190,10 @@ static void cl_refresh(sk_aredis *ar)
             return;
     }
     int ns = ar->url.nseeds < SK_REDIS_URL_MAX_SEEDS ? ar->url.nseeds : SK_REDIS_URL_MAX_SEEDS;
-    cl_open_seeds(ar, ns);
+    /* a client to each seed of the URL that has none (they connect side
+     * by side; a later read asks the first that is ready) */
+    for (int i = 0; i < ns; i++)
+        cl_client(ar, &cl->seed[i], ar->url.seeds[i].host, ar->url.seeds[i].port, AR_PROBE, "seed");
     for (int k = 0; k < ns; k++) {
         int i = (int)((cl->ask_next + (unsigned)k) % (unsigned)ns);
         if (cl_askable(cl->seed[i]) && cl_ask(ar, cl->seed[i], ar->url.seeds[i].host, i, 1) == 0)
@@ -332,14 +331,15 @@ static void cl_deliver(struct cl_cmd *c, redisReply *rep)
     if (cb) cb(data, rep);
 }
 
-/* The next wait of a command (or unit) told to wait: when it is due, 10
- * to 200 ms on; -1 when it is out of waits (or the front is closing). */
-static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_ms)
+/* The next wait of a command (or unit) told to wait: parked until it is
+ * due, 10 to 200 ms on; -1 when it is out of waits (or the front is
+ * closing). */
+static int cl_wait(struct ar_cluster *cl, struct cl_wait *w)
 {
-    if (cl->closing || *retries >= SK_CLUSTER_MAX_RETRIES) return -1;
-    int wait = CL_RETRY_MIN_MS << (*retries < 5 ? *retries : 5);
+    if (cl->closing || w->retries >= SK_CLUSTER_MAX_RETRIES) return -1;
+    int wait = CL_RETRY_MIN_MS << (w->retries < 5 ? w->retries : 5);
     if (wait > CL_RETRY_MAX_MS) wait = CL_RETRY_MAX_MS;
-    (*retries)++;
+    w->retries++;
     cl->stats.retries++;
     /* A wait ends a run of hops: MAX_REDIRECTS bounds redirections in a row
      * (a loop), MAX_RETRIES bounds the waits. Without the reset a slot in
@@ -348,22 +348,17 @@ static int cl_wait(struct ar_cluster *cl, int *retries, int *hops, int64_t *due_
      * wait and handed the 6th ASK to the caller after five rounds (~0.3 s
      * at the shortest), long before the retry budget ran out (purchases
      * answered 503). */
-    *hops = 0;
-    *due_ms = sk_mono_ms() + wait;
+    w->hops = 0;
+    w->due_ms = sk_mono_ms() + wait;
+    w->next = cl->parked;
+    cl->parked = w;
     return 0;
 }
 
 /* Waits for a tick (bounded); out of waits: fails with NULL. */
 static void cl_park(struct cl_cmd *c)
 {
-    struct ar_cluster *cl = c->front->cl;
-    if (cl_wait(cl, &c->retries, &c->hops, &c->due_ms) < 0) {
-        cl_deliver(c, NULL);
-        return;
-    }
-    c->next = cl->parked;
-    cl->parked = c;
-    cl->nparked++;
+    if (cl_wait(c->front->cl, &c->w) < 0) cl_deliver(c, NULL);
 }
 
 /* Every MOVED/ASK/TRYAGAIN/CLUSTERDOWN met, followed or not, for /metrics
@@ -371,21 +366,20 @@ static void cl_park(struct cl_cmd *c)
 static atomic_int cluster_used;
 static atomic_ullong redirects[SK_AREDIS_REDIRECT_COUNT];
 
-static void count_redirect(enum sk_aredis_redirect k)
-{
-    atomic_fetch_add_explicit(&redirects[k], 1, memory_order_relaxed);
-}
+#define CL_WAIT 3 /* TRYAGAIN, CLUSTERDOWN: wait, then send again */
 
-static void count_answer(int kind, const char *err)
+/* What an error answer asks for, counted for /metrics: SK_CLUSTER_MOVED
+ * or SK_CLUSTER_ASK (slot, host and port filled in), CL_WAIT, or 0. */
+static int cl_redirect(const char *err, int *slot, char *host, size_t cap, int *port)
 {
-    if (kind == SK_CLUSTER_MOVED)
-        count_redirect(SK_AREDIS_MOVED);
-    else if (kind == SK_CLUSTER_ASK)
-        count_redirect(SK_AREDIS_ASK);
-    else if (!strncmp(err, "TRYAGAIN", 8))
-        count_redirect(SK_AREDIS_TRYAGAIN);
-    else if (!strncmp(err, "CLUSTERDOWN", 11))
-        count_redirect(SK_AREDIS_CLUSTERDOWN);
+    int act = sk_cluster_parse_redirect(err, slot, host, cap, port);
+    if (!act && !sk_cluster_is_transient(err)) return 0;
+    enum sk_aredis_redirect k = act == SK_CLUSTER_MOVED ? SK_AREDIS_MOVED
+                                : act == SK_CLUSTER_ASK ? SK_AREDIS_ASK
+                                : err[0] == 'T'         ? SK_AREDIS_TRYAGAIN
+                                                        : SK_AREDIS_CLUSTERDOWN;
+    atomic_fetch_add_explicit(&redirects[k], 1, memory_order_relaxed);
+    return act ? act : CL_WAIT;
 }
 
 int sk_aredis_cluster_used(void)
@@ -411,12 +405,10 @@ static void cl_moved(struct ar_cluster *cl, int slot, int i)
 
 /* ---- MULTI...EXEC units ---------------------------------------------------- */
 
+/* u goes (its commands are delivered, and freed, by then) */
 static void unit_free(struct ar_cluster *cl, struct cl_unit *u)
 {
     if (cl->open == u) cl->open = NULL;
-    for (int i = 0; i < u->n; i++)
-        if (u->rep && u->rep[i]) freeReplyObject(u->rep[i]);
-    free(u->rep);
     free(u->cmd);
     free(u);
 }
@@ -440,13 +432,7 @@ static void unit_answer(struct cl_cmd *c, redisReply *rep);
 
 static void unit_park(sk_aredis *ar, struct cl_unit *u)
 {
-    struct ar_cluster *cl = ar->cl;
-    if (cl_wait(cl, &u->retries, &u->hops, &u->due_ms) < 0) {
-        unit_fail(ar, u);
-        return;
-    }
-    u->next = cl->parked_units;
-    cl->parked_units = u;
+    if (cl_wait(ar->cl, &u->w) < 0) unit_fail(ar, u);
 }
 
 /* Sends u's commands to one node: the master of its first key, else the
@@ -486,10 +472,7 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     struct ar_cluster *cl = ar->cl;
     if (u->lost) { /* part of it may have run: the whole unit fails */
         for (int i = 0; i < u->n; i++) {
-            if (u->rep[i]) freeReplyObject(u->rep[i]);
-            u->rep[i] = NULL;
-        }
-        for (int i = 0; i < u->n; i++) {
+            freeReplyObject(u->cmd[i]->rep);
             u->delivered++;
             cl_deliver(u->cmd[i], NULL);
         }
@@ -499,25 +482,23 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     int act = 0, slot = -1, port = 0, node = -1;
     char host[64];
     for (int i = 0; i < u->n && !act; i++) {
-        const redisReply *x = u->rep[i];
-        if (x->type != REDIS_REPLY_ERROR || !x->str) continue;
-        act = sk_cluster_parse_redirect(x->str, &slot, host, sizeof host, &port);
-        count_answer(act, x->str);
-        if (!act && sk_cluster_is_transient(x->str)) act = 3;
+        const redisReply *x = u->cmd[i]->rep;
+        if (x->type == REDIS_REPLY_ERROR && x->str)
+            act = cl_redirect(x->str, &slot, host, sizeof host, &port);
     }
     if (act == SK_CLUSTER_MOVED) node = sk_cluster_map_node(&cl->map, host, port);
-    int again = (act == SK_CLUSTER_MOVED && node >= 0 && u->hops < SK_CLUSTER_MAX_REDIRECTS) ||
-                (act && act != SK_CLUSTER_MOVED && u->retries < SK_CLUSTER_MAX_RETRIES);
+    int again = (act == SK_CLUSTER_MOVED && node >= 0 && u->w.hops < SK_CLUSTER_MAX_REDIRECTS) ||
+                (act && act != SK_CLUSTER_MOVED && u->w.retries < SK_CLUSTER_MAX_RETRIES);
     if (again && !cl->closing) {
         /* nothing of it ran (EXECABORT): all of it again, or after a wait
          * (ASK inside MULTI: an ASKING does not survive the queueing) */
         for (int i = 0; i < u->n; i++) {
-            freeReplyObject(u->rep[i]);
-            u->rep[i] = NULL;
+            freeReplyObject(u->cmd[i]->rep);
+            u->cmd[i]->rep = NULL;
         }
         u->node = -1;
         if (act == SK_CLUSTER_MOVED) {
-            u->hops++;
+            u->w.hops++;
             cl_moved(cl, slot, node);
             unit_send(ar, u, 1);
         } else {
@@ -529,8 +510,7 @@ static void unit_done(sk_aredis *ar, struct cl_unit *u)
     }
     for (int i = 0; i < u->n; i++) {
         struct cl_cmd *x = u->cmd[i];
-        redisReply *r = u->rep[i];
-        u->rep[i] = NULL;
+        redisReply *r = x->rep;
         u->delivered++;
         cl_deliver(x, r);
         freeReplyObject(r);
@@ -550,12 +530,7 @@ static void unit_answer(struct cl_cmd *c, redisReply *rep)
         if (++u->delivered == u->n && u->closed) unit_free(cl, u);
         return;
     }
-    int i = 0;
-    while (i < u->n && u->cmd[i] != c)
-        i++;
-    redisReply *mine = sk_aredis_take(rep);
-    if (!mine) u->lost = 1;
-    u->rep[i] = mine;
+    if (!(c->rep = sk_aredis_take(rep))) u->lost = 1;
     if (++u->answered == u->n) unit_done(ar, u);
 }
 
@@ -573,20 +548,13 @@ static int unit_add(sk_aredis *ar, struct cl_cmd *c)
     struct cl_unit *u = cl->open;
     if (!u) {
         if (!(u = calloc(1, sizeof *u))) return SK_ENOMEM;
+        u->w.is_unit = 1;
         u->node = -1;
         cl->open = u;
     }
-    if (u->n == u->cap) {
-        int cap = u->cap ? 2 * u->cap : 8;
-        struct cl_cmd **cmd = realloc(u->cmd, sizeof *cmd * (size_t)cap);
-        redisReply **r = cmd ? realloc(u->rep, sizeof *r * (size_t)cap) : NULL;
-        if (cmd) u->cmd = cmd;
-        if (!r) {
-            if (!u->n) unit_free(cl, u);
-            return SK_ENOMEM;
-        }
-        u->rep = r;
-        u->cap = cap;
+    if (SK_VEC_RESERVE(u->cmd, u->cap, (size_t)u->n + 1, 8)) {
+        if (!u->n) unit_free(cl, u);
+        return SK_ENOMEM;
     }
     int ends = is_word(c, "EXEC") || is_word(c, "DISCARD");
     c->unit = u;
@@ -602,7 +570,6 @@ static int unit_add(sk_aredis *ar, struct cl_cmd *c)
             return SK_EIO;
         }
     }
-    u->rep[u->n] = NULL;
     u->cmd[u->n++] = c;
     /* whole before anything went: sent as one, its answers held */
     if (ends && !u->tried) {
@@ -636,19 +603,15 @@ struct cl_group {
  * first one's. NULL: out of memory. */
 static redisReply *group_merge(struct cl_group *g)
 {
-    for (int i = 0; i < g->n; i++)
-        if (g->rep[i]->type == REDIS_REPLY_ERROR || g->mode == GR_ALL) {
-            int k = i;
-            if (g->mode == GR_ALL)
-                for (int j = 0; j < g->n; j++)
-                    if (g->rep[j]->type == REDIS_REPLY_ERROR) {
-                        k = j;
-                        break;
-                    }
-            redisReply *r = g->rep[k];
-            g->rep[k] = NULL;
-            return r;
-        }
+    /* an answer as it is: the first error, else (every master) the first */
+    int k = g->mode == GR_ALL ? 0 : -1;
+    for (int i = g->n - 1; i >= 0; i--)
+        if (g->rep[i]->type == REDIS_REPLY_ERROR) k = i;
+    if (k >= 0) {
+        redisReply *r = g->rep[k];
+        g->rep[k] = NULL;
+        return r;
+    }
     size_t total = 0;
     for (int i = 0; i < g->n; i++)
         if (g->rep[i]->type == REDIS_REPLY_ARRAY) total += g->rep[i]->elements;
@@ -819,31 +782,29 @@ static void cl_on_reply(void *data, redisReply *rep)
         return;
     }
     if (rep->type == REDIS_REPLY_ERROR && rep->str && !cl->closing && c->slot >= 0) {
-        int slot, port;
+        int slot, port, i = -1;
         char host[64];
-        int kind = sk_cluster_parse_redirect(rep->str, &slot, host, sizeof host, &port);
-        count_answer(kind, rep->str);
-        if (kind && c->hops < SK_CLUSTER_MAX_REDIRECTS) {
-            int i = sk_cluster_map_node(&cl->map, host, port);
-            if (i >= 0) {
-                c->hops++;
-                if (kind == SK_CLUSTER_MOVED) {
-                    /* never ran: resend; re-read the whole map at the next
-                     * tick. The server's slot is the key's (XGROUP CREATE
-                     * names its key second). */
-                    cl_moved(cl, slot, i);
-                    c->slot = slot;
-                } else {
-                    c->ask_node = i;
-                    cl->stats.ask++;
-                }
-                if (cl_send(c, 1) < 0) cl_park(c); /* e.g. a new master still connecting */
-                return;
-            }
-        } else if (!kind && sk_cluster_is_transient(rep->str) &&
-                   c->retries < SK_CLUSTER_MAX_RETRIES) {
+        int act = cl_redirect(rep->str, &slot, host, sizeof host, &port);
+        if (act == CL_WAIT && c->w.retries < SK_CLUSTER_MAX_RETRIES) {
             cl->stale = 1;
             cl_park(c);
+            return;
+        }
+        if (act && act != CL_WAIT && c->w.hops < SK_CLUSTER_MAX_REDIRECTS)
+            i = sk_cluster_map_node(&cl->map, host, port);
+        if (i >= 0) {
+            c->w.hops++;
+            if (act == SK_CLUSTER_MOVED) {
+                /* never ran: resend; re-read the whole map at the next
+                 * tick. The server's slot is the key's (XGROUP CREATE
+                 * names its key second). */
+                cl_moved(cl, slot, i);
+                c->slot = slot;
+            } else {
+                c->ask_node = i;
+                cl->stats.ask++;
+            }
+            if (cl_send(c, 1) < 0) cl_park(c); /* e.g. a new master still connecting */
             return;
         }
     }
@@ -899,13 +860,9 @@ static int cl_submit_one(sk_aredis *ar, int argc, const char *const *argv, const
     c->args = a;
     c->script = script;
     c->confirm = confirm;
-    if (cl->open || is_word(c, "MULTI")) {
-        int rc = unit_add(ar, c);
-        if (rc < 0) free(c);
-        return rc;
-    }
-    int rc = cl_send(c, 0);
-    if (rc == SK_EIO && ar->opts.patient) {
+    int unit = cl->open || is_word(c, "MULTI");
+    int rc = unit ? unit_add(ar, c) : cl_send(c, 0);
+    if (rc == SK_EIO && !unit && ar->opts.patient) {
         cl_park(c);
         rc = 0;
     }
@@ -963,15 +920,12 @@ void sk_aredis_cl_free(sk_aredis *ar)
     struct ar_cluster *cl = ar->cl;
     cl->closing = 1;
     while (cl->parked) {
-        struct cl_cmd *c = cl->parked;
-        cl->parked = c->next;
-        cl->nparked--;
-        cl_deliver(c, NULL);
-    }
-    while (cl->parked_units) {
-        struct cl_unit *u = cl->parked_units;
-        cl->parked_units = u->next;
-        unit_fail(ar, u);
+        struct cl_wait *w = cl->parked;
+        cl->parked = w->next;
+        if (w->is_unit)
+            unit_fail(ar, (struct cl_unit *)w);
+        else
+            cl_deliver((struct cl_cmd *)w, NULL);
     }
     if (cl->open && !cl->open->tried) {
         unit_fail(ar, cl->open);
@@ -1056,7 +1010,9 @@ int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap)
 size_t sk_aredis_cl_pending(const sk_aredis *ar)
 {
     const struct ar_cluster *cl = ar->cl;
-    size_t n = cl->nparked;
+    size_t n = 0;
+    for (const struct cl_wait *w = cl->parked; w; w = w->next)
+        n += !w->is_unit;
     for (int i = 0; i < SK_CLUSTER_MAX_NODES; i++)
         if (cl->node[i]) n += cl->node[i]->count;
     return n;
@@ -1072,18 +1028,6 @@ const char *sk_aredis_cl_errstr(const sk_aredis *ar)
         if (cl->node[i]->state != AR_READY) return sk_aredis_errstr(cl->node[i]);
     }
     return "ready";
-}
-
-int sk_aredis_cl_functions(const sk_aredis *ar)
-{
-    const struct ar_cluster *cl = ar->cl;
-    int masters = 0;
-    for (int i = 0; i < cl->map.nnodes; i++) {
-        if (!sk_cluster_map_is_master(&cl->map, i)) continue;
-        if (!cl->node[i] || cl->node[i]->state != AR_READY || !cl->node[i]->fn) return 0;
-        masters++;
-    }
-    return masters > 0;
 }
 
 unsigned sk_aredis_cl_connects(const sk_aredis *ar)
@@ -1125,17 +1069,9 @@ const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, si
     return o >= 0 ? cl->node[o] : NULL;
 }
 
-void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
-                       void *data)
+sk_aredis *sk_aredis_cl_master_k(const sk_aredis *ar, int k, int *nmasters)
 {
     const struct ar_cluster *cl = ar->cl;
-    for (int i = 0; i < cl->map.nnodes; i++)
-        if (sk_cluster_map_is_master(&cl->map, i) && cl->node[i]) fn(data, cl->node[i]);
-}
-
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters)
-{
-    struct ar_cluster *cl = ar->cl;
     sk_aredis *m = NULL;
     int seen = 0;
     for (int i = 0; i < cl->map.nnodes; i++)
@@ -1177,30 +1113,18 @@ void sk_aredis_cl_tick(sk_aredis *ar)
     int64_t now = sk_mono_ms();
     if (cl->stale && !cl->reading && now >= cl->next_refresh_ms) cl_refresh(ar);
     if (!cl->started && sk_aredis_cl_ready(ar)) cl->started = 1;
-    struct cl_cmd *list = cl->parked;
+    struct cl_wait *list = cl->parked;
     cl->parked = NULL;
-    cl->nparked = 0;
     while (list) {
-        struct cl_cmd *c = list;
-        list = c->next;
-        if (c->due_ms > now) {
-            c->next = cl->parked;
-            cl->parked = c;
-            cl->nparked++;
-        } else if (cl_send(c, 1) < 0) {
-            cl_park(c);
-        }
-    }
-    struct cl_unit *units = cl->parked_units;
-    cl->parked_units = NULL;
-    while (units) {
-        struct cl_unit *u = units;
-        units = u->next;
-        if (u->due_ms > now) {
-            u->next = cl->parked_units;
-            cl->parked_units = u;
-        } else {
-            unit_send(ar, u, 1);
+        struct cl_wait *w = list;
+        list = w->next;
+        if (w->due_ms > now) {
+            w->next = cl->parked;
+            cl->parked = w;
+        } else if (w->is_unit) {
+            unit_send(ar, (struct cl_unit *)w, 1);
+        } else if (cl_send((struct cl_cmd *)w, 1) < 0) {
+            cl_park((struct cl_cmd *)w);
         }
     }
 }

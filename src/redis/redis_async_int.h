@@ -29,12 +29,6 @@ enum ar_role {
                     and the opening PING's answer, whatever it is, makes it ready */
 };
 
-/* A handshake command's callback data: the client and the command's index. */
-struct ar_hs_step {
-    struct sk_aredis *ar;
-    int i;
-};
-
 struct ar_buf {
     char *p;
     size_t len, cap;
@@ -75,7 +69,7 @@ struct sk_aredis {
     unsigned connects;
     char errstr[160];
     struct sk_handshake hs; /* this connection's AUTH, SELECT, ROLE (handshake.h) */
-    struct ar_hs_step hs_step[SK_HS_MAX];
+    int hs_next;            /* the step the next handshake answer is for (answers come in order) */
     /* Functions: 1 once this server holds the library (calls go as FCALL) */
     int fn, fn_reloading;
     /* WAIT (opts.sync_replicas > 0): confirmed commands sent since the last
@@ -139,19 +133,15 @@ void *sk_aredis_args_copy(size_t head, int argc, const char *const *argv, const 
 int64_t sk_aredis_oldest_ms(const sk_aredis *ar);
 /* The master serving key on a cluster front (NULL: none known yet). */
 const sk_aredis *sk_aredis_cl_master_of(const sk_aredis *ar, const char *key, size_t len);
-/* Each master client of a cluster front, ready or not. */
-void sk_aredis_cl_each(const sk_aredis *ar, void (*fn)(void *data, const sk_aredis *node),
-                       void *data);
 /* The client of the k-th master of the slot map of a cluster front (0, 1,
  * ...), ready or not; NULL past the last, or while it has none yet.
  * *nmasters (when given): the masters of the map. */
-sk_aredis *sk_aredis_cl_master_k(sk_aredis *ar, int k, int *nmasters);
-/* (redis_async.c) Every ready master reads its settings again at its next
- * tick (INFO memory, as every SK_RSET_REREAD_MS); _pending: how many ready
- * masters have not answered since (the blocking facade's
- * sk_redis_refresh_settings waits for 0). */
-void sk_aredis_settings_reread(sk_aredis *ar);
-int sk_aredis_settings_pending(sk_aredis *ar);
+sk_aredis *sk_aredis_cl_master_k(const sk_aredis *ar, int k, int *nmasters);
+/* (redis_async.c) How many ready masters have not answered since they were
+ * asked to read their settings again (the blocking facade's
+ * sk_redis_refresh_settings waits for 0); reread: every one is asked now,
+ * to read them at its next tick (INFO memory, as every SK_RSET_REREAD_MS). */
+int sk_aredis_settings_pending(sk_aredis *ar, int reread);
 
 /* (redis_async_cluster.c) The calls of redis_async.h for a cluster front
  * (ar->cl set). sk_aredis_cl_new sets ar->cl and reads the slot map (an
@@ -165,7 +155,6 @@ int sk_aredis_cl_unserved(const sk_aredis *ar, char *buf, size_t cap);
 size_t sk_aredis_cl_pending(const sk_aredis *ar);
 const char *sk_aredis_cl_errstr(const sk_aredis *ar);
 unsigned sk_aredis_cl_connects(const sk_aredis *ar);
-int sk_aredis_cl_functions(const sk_aredis *ar);
 int sk_aredis_cl_stalled(const sk_aredis *ar);
 /* The slot map and the redirection counts (the blocking facade's). */
 const struct sk_cluster_map *sk_aredis_cl_map(const sk_aredis *ar);

@@ -159,12 +159,6 @@ static void on_switch_message(void *data, redisReply *rep)
     if (sk_sentinels_message(&ar->sn->v, p->i, rep, sk_mono_ms())) act(ar);
 }
 
-static void on_subscribed(void *data, redisReply *rep)
-{
-    (void)data;
-    (void)rep; /* lost or refused: the tick subscribes again after a reconnect */
-}
-
 /* The master's ROLE. Runs inside the master's client: it only notes the
  * answer, and the tick's act() leaves the master (freeing a client from
  * its own callback would pull it from under its read loop). */
@@ -173,19 +167,27 @@ static void on_role(void *data, redisReply *rep)
     sk_aredis *ar = data;
     struct ar_sentinel *sn = ar->sn;
     sn->role_asking = 0;
-    if (!rep || sn->closing) return; /* connection lost: the master's client handles that */
-    sk_sentinels_role(&sn->v, rep);
+    /* no answer (connection lost): the master's client handles that */
+    if (!sn->closing) sk_sentinels_role(&sn->v, rep);
 }
 
-/* Asks Sentinel p this round's question. */
-static void ask(sk_aredis *ar, struct ar_peer *p)
+/* This round's question to Sentinel p: asked, owed to its connection
+ * being made, or, when it is down, counted unanswered now. */
+static void pose(sk_aredis *ar, struct ar_peer *p, int64_t now)
 {
-    const char *q[3];
-    sk_sentinels_query(&ar->sn->v, q);
-    p->owed = 0;
-    if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
-        p->asking = 1;
-        sk_aredis_flush(p->query);
+    if (!p->query || p->query->state == AR_DOWN) {
+        p->owed = 0;
+        sk_sentinels_answer(&ar->sn->v, p->i, NULL, now); /* unreachable now */
+    } else if (p->query->state != AR_READY) {
+        p->owed = 1; /* connecting: asked once it is made (sk_aredis_sn_tick) */
+    } else {
+        const char *q[3];
+        sk_sentinels_query(&ar->sn->v, q);
+        p->owed = 0;
+        if (sk_aredis_command(p->query, on_answer, p, 3, q, NULL) == 0) {
+            p->asking = 1;
+            sk_aredis_flush(p->query);
+        }
     }
 }
 
@@ -280,18 +282,14 @@ void sk_aredis_sn_tick(sk_aredis *ar)
         if (p->sub) sk_aredis_tick(p->sub);
         /* a question owed to a Sentinel whose connection is now made, or
          * failed (unreachable this round) */
-        if (p->owed && p->query && p->query->state == AR_READY) {
-            ask(ar, p);
-        } else if (p->owed && (!p->query || p->query->state == AR_DOWN)) {
-            p->owed = 0;
-            sk_sentinels_answer(&sn->v, i, NULL, now);
-        }
+        if (p->owed) pose(ar, p, now);
         if (p->sub && p->sub->state == AR_READY && p->sub->connects != p->sub_at) {
             const char *argv[2];
             sk_sentinels_subscribe(argv);
             p->sub_at = p->sub->connects;
-            if (sk_aredis_command(p->sub, on_subscribed, p, 2, argv, NULL) == 0)
-                sk_aredis_flush(p->sub);
+            /* its answer is not awaited: lost or refused, the tick
+             * subscribes again after a reconnect */
+            if (sk_aredis_command(p->sub, NULL, NULL, 2, argv, NULL) == 0) sk_aredis_flush(p->sub);
         }
     }
     /* a demoted master answers READONLY: leave it (its commands never ran) */
@@ -302,18 +300,9 @@ void sk_aredis_sn_tick(sk_aredis *ar)
     }
     if (sk_sentinels_due(&sn->v, now)) {
         sk_sentinels_round(&sn->v, now, !sk_aredis_sn_master(ar));
-        for (int i = 0; i < sn->v.n; i++) {
-            struct ar_peer *p = &sn->peer[i];
-            if (p->asking) continue; /* its answer is due by its client's timeout */
-            if (!p->query || p->query->state == AR_DOWN) {
-                p->owed = 0;
-                sk_sentinels_answer(&sn->v, i, NULL, now); /* unreachable now */
-            } else if (p->query->state != AR_READY) {
-                p->owed = 1; /* connecting: asked once it is made (above) */
-            } else {
-                ask(ar, p);
-            }
-        }
+        /* one still asking: its answer is due by its client's timeout */
+        for (int i = 0; i < sn->v.n; i++)
+            if (!sn->peer[i].asking) pose(ar, &sn->peer[i], now);
         /* the master's ROLE: a master demoted under its clients without a
          * write (no READONLY yet) is left too */
         sk_aredis *m = sk_aredis_sn_master(ar);

@@ -160,20 +160,24 @@ static void note_transport(sk_redis *r)
     }
 }
 
+/* A cluster transport's redirection counts added to *to. */
+static void stats_add(struct sk_cluster_stats *to, const struct sk_aredis *a)
+{
+    struct sk_cluster_stats s;
+    sk_aredis_cl_stats(a, &s);
+    to->moved += s.moved;
+    to->ask += s.ask;
+    to->retries += s.retries;
+    to->refreshes += s.refreshes;
+    to->node_errors += s.node_errors;
+}
+
 static void transport_drop(sk_redis *r)
 {
     if (!r->a) return;
     note_transport(r);
     r->connects_before = r->connects;
-    if (r->url.cluster) {
-        struct sk_cluster_stats s;
-        sk_aredis_cl_stats(r->a, &s);
-        r->cl_before.moved += s.moved;
-        r->cl_before.ask += s.ask;
-        r->cl_before.retries += s.retries;
-        r->cl_before.refreshes += s.refreshes;
-        r->cl_before.node_errors += s.node_errors;
-    }
+    if (r->url.cluster) stats_add(&r->cl_before, r->a);
     sk_aredis *a = r->a;
     r->a = NULL;
     sk_aredis_free(a); /* what was in flight fails: dropped calls go */
@@ -241,11 +245,9 @@ static int ready(sk_redis *r)
 static int pipe_fail(sk_redis *r, int rc)
 {
     calls_drop(r);
-    r->pipe_n = 0;
-    r->pipe_read = 0;
+    pipe_reset(r);
     r->pipe_broken = 1;
-    r->err = rc;
-    return rc;
+    return r->err = rc;
 }
 
 /* The caller starts anew while replies are owed: they are dropped, so that
@@ -267,10 +269,12 @@ static void pipe_abandon(sk_redis *r)
 /* How a command is handed to the transport. */
 struct queued {
     int argc;
-    const char **argv;
+    const char *const *argv;
     const size_t *lens;
-    int script; /* >= 0: an embedded script, argv its keys then args */
-    int nkeys;
+    int script; /* >= 0: an embedded script, argc keys in argv, then nargs args */
+    int nargs;
+    const char *const *args;
+    const size_t *arglens;
     struct sk_aredis *node; /* NULL: the front routes it; else this node's client */
 };
 
@@ -278,9 +282,8 @@ static int enqueue(sk_redis *r, const struct queued *q)
 {
     struct sk_rcall *c = call_new(r);
     if (!c) return set_err(r, SK_ENOMEM, "out of memory");
-    int rc = q->script >= 0 ? sk_aredis_eval(r->a, (enum sk_script_id)q->script, q->nkeys, q->argv,
-                                             q->argc - q->nkeys, q->argv + q->nkeys,
-                                             q->lens ? q->lens + q->nkeys : NULL, on_answer, c)
+    int rc = q->script >= 0 ? sk_aredis_eval(r->a, (enum sk_script_id)q->script, q->argc, q->argv,
+                                             q->nargs, q->args, q->arglens, on_answer, c)
                             : sk_aredis_command(q->node ? q->node : r->a, on_answer, c, q->argc,
                                                 q->argv, q->lens);
     if (rc < 0) {
@@ -344,7 +347,7 @@ int sk_redis_read(sk_redis *r, redisReply **out)
 
 int sk_redis_append(sk_redis *r, int argc, const char **argv, const size_t *lens)
 {
-    struct queued q = {argc, argv, lens, -1, 0, NULL};
+    struct queued q = {argc, argv, lens, -1, 0, NULL, NULL, NULL};
     return append_q(r, &q);
 }
 
@@ -440,7 +443,7 @@ int sk_redis_ensure(sk_redis *r)
 
 int sk_redis_command(sk_redis *r, redisReply **out, int argc, const char **argv, const size_t *lens)
 {
-    struct queued q = {argc, argv, lens, -1, 0, NULL};
+    struct queued q = {argc, argv, lens, -1, 0, NULL, NULL, NULL};
     return exchange(r, &q, out);
 }
 
@@ -513,7 +516,7 @@ int sk_redis_master_command(sk_redis *r, int k, redisReply **out, int argc, cons
     if (!node || !sk_aredis_ready(node))
         return set_err(r, SK_EIO, "redis cluster: master %d of the map not ready: %.200s", k,
                        node ? sk_aredis_errstr(node) : "no connection");
-    struct queued q = {argc, argv, lens, -1, 0, node};
+    struct queued q = {argc, argv, lens, -1, 0, NULL, NULL, node};
     rc = enqueue(r, &q);
     if (rc == 0) rc = sk_redis_read(r, out);
     return rc;
@@ -523,15 +526,7 @@ int sk_redis_cluster_stats(const sk_redis *r, struct sk_cluster_stats *out)
 {
     if (!r->url.cluster) return SK_EINVAL;
     *out = r->cl_before;
-    if (r->a) {
-        struct sk_cluster_stats s;
-        sk_aredis_cl_stats(r->a, &s);
-        out->moved += s.moved;
-        out->ask += s.ask;
-        out->retries += s.retries;
-        out->refreshes += s.refreshes;
-        out->node_errors += s.node_errors;
-    }
+    if (r->a) stats_add(out, r->a);
     return 0;
 }
 
@@ -564,11 +559,11 @@ void sk_redis_each_settings(const sk_redis *r,
 void sk_redis_refresh_settings(sk_redis *r)
 {
     if (!r->a) return;
-    sk_aredis_settings_reread(r->a);
+    sk_aredis_settings_pending(r->a, 1);
     int64_t by = sk_mono_ms() + r->command_timeout_ms;
     do
         pump(r, sk_mono_ms() + PUMP_MS < by ? PUMP_MS : 0);
-    while (sk_aredis_settings_pending(r->a) && sk_mono_ms() < by);
+    while (sk_aredis_settings_pending(r->a, 0) && sk_mono_ms() < by);
 }
 
 int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_rsettings *s)
@@ -622,43 +617,14 @@ int sk_redis_info_field(sk_redis *r, const char *section, const char *field, cha
 
 /* ---- scripts (script.h): the transport's FCALL / EVALSHA, NOSCRIPT resent -------- */
 
-/* keys then args as one argv (the transport splits them again). */
-static int script_q(struct queued *q, int nkeys, const char *const *keys, int nargs,
-                    const char *const *args, const size_t *arglens, const char **av, size_t *lv)
-{
-    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS) return SK_EINVAL;
-    for (int i = 0; i < nkeys; i++) {
-        av[i] = keys[i];
-        lv[i] = strlen(keys[i]);
-    }
-    for (int i = 0; i < nargs; i++) {
-        av[nkeys + i] = args[i];
-        lv[nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
-    }
-    q->argc = nkeys + nargs;
-    q->argv = av;
-    q->lens = lv;
-    q->nkeys = nkeys;
-    return 0;
-}
-
-/* Runs fn with a queued script call built in arrays of the right size. */
+/* A script call queued as it is: the transport builds its argv. */
 static int with_script(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,
                        int nargs, const char *const *args, const size_t *arglens, redisReply **out)
 {
-    const char *sv[64];
-    size_t sl[64];
-    int n = nkeys + nargs;
-    const char **av = n <= 64 ? sv : malloc(sizeof *av * (size_t)(n > 0 ? n : 1));
-    size_t *lv = n <= 64 ? sl : malloc(sizeof *lv * (size_t)(n > 0 ? n : 1));
-    struct queued q = {0, NULL, NULL, (int)id, 0, NULL};
-    int rc = !av || !lv ? set_err(r, SK_ENOMEM, "out of memory")
-                        : script_q(&q, nkeys, keys, nargs, args, arglens, av, lv);
-    if (rc == SK_EINVAL) set_err(r, rc, "script %s: too many arguments", sk_script_name(id));
-    if (rc == 0) rc = out ? exchange(r, &q, out) : append_q(r, &q);
-    if (av != sv) free(av);
-    if (lv != sl) free(lv);
-    return rc;
+    if (nkeys < 0 || nargs < 0 || nkeys + nargs > SK_SCRIPT_MAX_ARGS)
+        return set_err(r, SK_EINVAL, "script %s: too many arguments", sk_script_name(id));
+    struct queued q = {nkeys, keys, NULL, (int)id, nargs, args, arglens, NULL};
+    return out ? exchange(r, &q, out) : append_q(r, &q);
 }
 
 int sk_script_append(sk_redis *r, enum sk_script_id id, int nkeys, const char *const *keys,

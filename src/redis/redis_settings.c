@@ -246,10 +246,9 @@ static void judge_memory(const struct sk_rsettings *s, int64_t orders, struct sk
                  "maxmemory or free memory",
                  pct, a, b);
     }
-    if (orders > 0 && v->n < SK_RSET_FINDINGS_MAX && !sk_rsettings_fits(s, orders, &v->f[v->n])) {
-        if (v->f[v->n].level > v->level) v->level = v->f[v->n].level;
-        v->n++;
-    }
+    struct sk_rset_finding fit;
+    if (orders > 0 && !sk_rsettings_fits(s, orders, &fit) && (f = add(v, fit.level, fit.setting)))
+        *f = fit;
 }
 
 int sk_rsettings_fits(const struct sk_rsettings *s, int64_t orders, struct sk_rset_finding *f)

@@ -16,6 +16,17 @@ static int fail(char *err, size_t cap, const char *msg)
     return SK_EINVAL;
 }
 
+/* The database number [p, end) into u: 0 or SK_EINVAL. */
+static int parse_db(struct sk_redis_url *u, const char *p, const char *end, char *err,
+                    size_t errcap)
+{
+    uint64_t db;
+    if (sk_num_u64_range(p, (size_t)(end - p), 0, 100000, &db))
+        return fail(err, errcap, "database must be a number");
+    u->db = (int)db;
+    return 0;
+}
+
 /* user:pass of [p, at) into u: 0 or SK_EINVAL. */
 static int parse_creds(struct sk_redis_url *u, const char *p, const char *at, char *err,
                        size_t errcap)
@@ -48,14 +59,9 @@ static int parse_unix(struct sk_redis_url *u, const char *p, const char *end, ch
     u->host[pe - path] = 0;
     u->port = 0;
     u->unix_sock = 1;
-    if (q) {
-        if (end - q < 5 || memcmp(q, "?db=", 4) != 0)
-            return fail(err, errcap, "the only parameter is ?db=N");
-        uint64_t db;
-        if (sk_num_u64_range(q + 4, (size_t)(end - q - 4), 0, 100000, &db))
-            return fail(err, errcap, "database must be a number");
-        u->db = (int)db;
-    }
+    if (q && (end - q < 5 || memcmp(q, "?db=", 4) != 0))
+        return fail(err, errcap, "the only parameter is ?db=N");
+    if (q && parse_db(u, q + 4, end, err, errcap) < 0) return SK_EINVAL;
     snprintf(u->seeds[0].host, sizeof u->seeds[0].host, "%s", u->host);
     u->nseeds = 1;
     return 0;
@@ -74,13 +80,7 @@ static int parse_master(struct sk_redis_url *u, const char *p, const char *end, 
             return fail(err, errcap, "master name may not hold ? # , @ :");
     memcpy(u->master_name, p, (size_t)(ne - p));
     u->master_name[ne - p] = 0;
-    if (slash && slash + 1 < end) {
-        uint64_t db;
-        if (sk_num_u64_range(slash + 1, (size_t)(end - slash - 1), 0, 100000, &db))
-            return fail(err, errcap, "database must be a number");
-        u->db = (int)db;
-    }
-    return 0;
+    return slash && slash + 1 < end ? parse_db(u, slash + 1, end, err, errcap) : 0;
 }
 
 int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *err, size_t errcap)
@@ -145,11 +145,8 @@ int sk_redis_url_parse(struct sk_redis_url *u, const char *s, size_t len, char *
         return parse_master(u, slash + 1, end, err, errcap);
     }
     if (slash && slash + 1 < end) {
-        uint64_t db;
-        if (sk_num_u64_range(slash + 1, (size_t)(end - slash - 1), 0, 100000, &db))
-            return fail(err, errcap, "database must be a number");
-        if (u->cluster && db != 0) return fail(err, errcap, "a cluster has only database 0");
-        u->db = (int)db;
+        if (parse_db(u, slash + 1, end, err, errcap) < 0) return SK_EINVAL;
+        if (u->cluster && u->db != 0) return fail(err, errcap, "a cluster has only database 0");
     }
     return 0;
 }
