@@ -78,16 +78,11 @@ int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registratio
         st->errstr[0] = 0;
         return 0;
     }
-    int rc = sk_store_enter(st);
-    void *arr = NULL;
-    if (rc == 0)
-        rc = sk_q_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration, sizeof **out,
-                      &arr, n);
-    if (rc) return rc;
+    int rc = sk_store_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration,
+                          sizeof **out, (void **)out, n);
     /* by user id as unsigned: ids above 2^63 read back negative in SQL */
-    if (*n) qsort(arr, *n, sizeof **out, cmp_reg);
-    *out = arr;
-    return 0;
+    if (rc == 0 && *n) qsort(*out, *n, sizeof **out, cmp_reg);
+    return rc;
 }
 
 struct draw_rec {

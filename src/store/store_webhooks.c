@@ -72,15 +72,11 @@ int sk_store_webhook_add(sk_store *st, struct sk_store_webhook *w, int64_t now_m
 
 int sk_store_webhook_list(sk_store *st, uint64_t aid, struct sk_store_webhook **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    int rc = sk_store_enter(st);
-    if (rc) return rc;
     if (aid)
-        return sk_q_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof **out,
+        return sk_store_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof **out,
+                            (void **)out, n);
+    return sk_store_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out,
                         (void **)out, n);
-    return sk_q_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out, (void **)out,
-                    n);
 }
 
 int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name, struct sk_store_webhook *out)
