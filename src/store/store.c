@@ -309,7 +309,8 @@ int sk_tx_end(sk_store *st, int rc)
 
 int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx)
 {
-    int rc = sk_tx_begin(st);
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_tx_begin(st);
     if (rc) return rc;
     return sk_tx_end(st, body(st, ctx));
 }

@@ -115,9 +115,8 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
         return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
                                 state ? state : "(null)");
     if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    int rc = sk_store_enter(st);
     struct state_set c = {id, state};
-    return rc ? rc : sk_tx(st, state_tx, &c);
+    return sk_tx(st, state_tx, &c);
 }
 
 int sk_store_activity_delete(sk_store *st, uint64_t id)

@@ -339,8 +339,8 @@ int sk_q_each(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reade
 int sk_q_rows(sk_store *st, int q, size_t nrows,
               void (*bind)(void *ctx, size_t row, struct sk_val *vals),
               void (*row)(sk_store *st, sk_stmt *s, void *ctx), void *ctx, int64_t *changes);
-/* A transaction: begin, body(st, ctx), commit; on failure rolled back
- * with the failure's text kept. */
+/* A call's transaction: the session entered, begin, body(st, ctx),
+ * commit; on failure rolled back with the failure's text kept. */
 int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx);
 /* Begins a transaction (or leaves its BEGIN waiting). */
 int sk_tx_begin(sk_store *st);

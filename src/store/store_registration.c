@@ -118,10 +118,8 @@ int sk_store_draw_record(sk_store *st, uint64_t id, const uint64_t *order, size_
                          int64_t drawn_ms)
 {
     if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    int rc = sk_store_enter(st);
-    if (rc) return rc;
     struct draw_rec d = {id, order, n, drawn_ms > 0 ? drawn_ms : 1, 0};
-    rc = sk_tx(st, draw_tx, &d);
+    int rc = sk_tx(st, draw_tx, &d);
     if (rc != SK_ESTATE || d.marked == 1) return rc;
     /* the activity row did not match: absent, or drawn before */
     struct sk_activity a;
