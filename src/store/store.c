@@ -12,6 +12,7 @@
 #include "store/store_int.h"
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +246,15 @@ int sk_q_all(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader
     return 0;
 }
 
+int sk_store_all(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read,
+                 size_t size, void **out, size_t *got)
+{
+    *out = NULL;
+    *got = 0;
+    int rc = sk_store_enter(st);
+    return rc ? rc : sk_q_all(st, q, v, n, read, size, out, got);
+}
+
 int sk_q_rows(sk_store *st, int q, size_t nrows,
               void (*bind)(void *ctx, size_t row, struct sk_val *vals),
               void (*row)(sk_store *st, sk_stmt *s, void *ctx), void *ctx, int64_t *changes)
@@ -272,16 +282,91 @@ int sk_q_rows(sk_store *st, int q, size_t nrows,
 
 /* ---- transactions ---- */
 
+int sk_tx_begin(sk_store *st)
+{
+    int rc = st->drv->begin ? st->drv->exec(st, st->drv->begin, "begin") : 0;
+    st->in_tx = rc == 0;
+    st->tx_begin = rc == 0 && !st->drv->begin; /* sent with the first statement */
+    return rc;
+}
+
 int sk_tx_end(sk_store *st, int rc)
 {
-    if (rc == 0) rc = st->drv->tx(st, SK_TX_COMMIT);
-    if (rc) st->drv->tx(st, SK_TX_ROLLBACK);
+    st->in_tx = 0;
+    if (rc == 0 && (!st->tx_begin || st->deferred)) rc = st->drv->end(st, 1);
+    int sent = !st->tx_begin; /* a BEGIN still waiting: nothing to end */
+    if (st->drv->drop) st->drv->drop(st);
+    st->tx_begin = 0;
+    st->deferred = 0;
+    if (rc && sent) {
+        char keep[sizeof st->errstr];
+        memcpy(keep, st->errstr, sizeof keep);
+        st->drv->end(st, 0);
+        memcpy(st->errstr, keep, sizeof keep);
+    }
     return rc;
 }
 
 int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx)
 {
-    int rc = st->drv->tx(st, SK_TX_BEGIN);
+    int rc = sk_store_enter(st);
+    if (rc == 0) rc = sk_tx_begin(st);
     if (rc) return rc;
     return sk_tx_end(st, body(st, ctx));
+}
+
+/* ---- what the server drivers share ---- */
+
+int sk_srv_prepare(sk_store *st, char **text, int q, size_t rows, size_t max_rows, size_t size,
+                   size_t *got, sk_stmt **out)
+{
+    if (!text[q]) {
+        int none;
+        text[q] = sk_sql_text(st, q, 1, &none);
+        if (!text[q]) return none ? SK_STORE_NONE : SK_ENOMEM;
+    }
+    const char *types = sk_sql_types(q);
+    *got = !types ? 1 : rows < max_rows ? rows : max_rows;
+    struct sk_srv_stmt *s = calloc(1, size);
+    size_t nv = types ? *got * strlen(types) : SK_SRV_PARAMS;
+    if (s) s->vals = calloc(nv, sizeof *s->vals);
+    if (!s || !s->vals) {
+        free(s);
+        return sk_store_set_err(st, SK_ENOMEM, "out of memory preparing %s", sk_sql_what(q));
+    }
+    s->st = st;
+    s->q = q;
+    s->ncols = types ? (int)strlen(types) : 0;
+    s->rows = *got;
+    s->nvals = nv;
+    *out = (sk_stmt *)s;
+    return 0;
+}
+
+void sk_srv_bind(sk_stmt *stmt, int i, struct sk_val v)
+{
+    struct sk_srv_stmt *s = (struct sk_srv_stmt *)stmt;
+    if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
+}
+
+int64_t sk_srv_changes(sk_stmt *s)
+{
+    return ((struct sk_srv_stmt *)s)->changes;
+}
+
+void sk_srv_free(sk_stmt *s)
+{
+    free(((struct sk_srv_stmt *)s)->vals);
+    free(s);
+}
+
+int sk_srv_lost(sk_store *st, const char *what)
+{
+    return sk_store_fail(st, SK_EDB, what, "connection lost");
+}
+
+int sk_srv_idle_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return fd < 0 || poll(&p, 1, 0) != 0;
 }

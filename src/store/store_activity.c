@@ -66,26 +66,14 @@ int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)
 
 int sk_store_activity_list(sk_store *st, struct sk_activity **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    int rc = sk_store_enter(st);
-    void *arr = NULL;
-    if (rc == 0)
-        rc = sk_q_all(st, Q_ACTIVITY_LIST, NULL, 0, sk_store_read_activity, sizeof **out, &arr, n);
-    *out = arr;
-    return rc;
+    return sk_store_all(st, Q_ACTIVITY_LIST, NULL, 0, sk_store_read_activity, sizeof **out,
+                        (void **)out, n);
 }
 
 int sk_store_activity_ids(sk_store *st, uint64_t **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    int rc = sk_store_enter(st);
-    void *arr = NULL;
-    if (rc == 0)
-        rc = sk_q_all(st, Q_ACTIVITY_IDS, NULL, 0, sk_store_read_id, sizeof **out, &arr, n);
-    *out = arr;
-    return rc;
+    return sk_store_all(st, Q_ACTIVITY_IDS, NULL, 0, sk_store_read_id, sizeof **out, (void **)out,
+                        n);
 }
 
 /* Runs a one-row change of activity id (statement q, parameters v[0..n));
@@ -127,9 +115,8 @@ int sk_store_activity_set_state(sk_store *st, uint64_t id, const char *state)
         return sk_store_set_err(st, SK_EINVAL, "invalid activity state '%s'",
                                 state ? state : "(null)");
     if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    int rc = sk_store_enter(st);
     struct state_set c = {id, state};
-    return rc ? rc : sk_tx(st, state_tx, &c);
+    return sk_tx(st, state_tx, &c);
 }
 
 int sk_store_activity_delete(sk_store *st, uint64_t id)
@@ -200,26 +187,18 @@ static int activity_rows(sk_store *st, int q, uint64_t activity_id, sk_store_rea
         st->errstr[0] = 0;
         return 0;
     }
-    int rc = sk_store_enter(st);
-    if (rc) return rc;
     int64_t lo = (int64_t)activity_id, hi = activity_id ? lo : INT64_MAX;
-    return sk_q_all(st, q, SK_ARGS(SK_I(lo), SK_I(hi)), read, size, out, n);
+    return sk_store_all(st, q, SK_ARGS(SK_I(lo), SK_I(hi)), read, size, out, n);
 }
 
 int sk_store_audit_list(sk_store *st, uint64_t activity_id, struct sk_audit **out, size_t *n)
 {
-    void *arr;
-    int rc =
-        activity_rows(st, Q_AUDIT_LIST, activity_id, sk_store_read_audit, sizeof **out, &arr, n);
-    *out = arr;
-    return rc;
+    return activity_rows(st, Q_AUDIT_LIST, activity_id, sk_store_read_audit, sizeof **out,
+                         (void **)out, n);
 }
 
 int sk_store_marks_list(sk_store *st, uint64_t activity_id, struct sk_mark **out, size_t *n)
 {
-    void *arr;
-    int rc =
-        activity_rows(st, Q_MARKS_LIST, activity_id, sk_store_read_mark, sizeof **out, &arr, n);
-    *out = arr;
-    return rc;
+    return activity_rows(st, Q_MARKS_LIST, activity_id, sk_store_read_mark, sizeof **out,
+                         (void **)out, n);
 }

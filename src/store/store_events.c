@@ -315,9 +315,8 @@ int sk_store_event_if(sk_store *st, const char *type, uint64_t aid, int64_t now_
     if (strlen(payload) >= SK_STORE_PAYLOAD_MAX)
         return sk_store_set_err(st, SK_EINVAL, "%s: event payload too long", type);
     if (sk_store_id_beyond_sql(aid)) return sk_store_no_activity(st, aid);
-    int rc = sk_store_enter(st);
     struct event_if c = {type, payload, aid, now_ms, due, arg, written};
-    if (rc == 0) rc = sk_tx(st, event_if_tx, &c);
+    int rc = sk_tx(st, event_if_tx, &c);
     if (rc) *written = 0; /* rolled back */
     return rc;
 }

@@ -205,8 +205,6 @@ void sk_store_activity_values(const struct sk_activity *a,
 
 /* ---- drivers --------------------------------------------------------- */
 
-enum { SK_TX_BEGIN, SK_TX_COMMIT, SK_TX_ROLLBACK };
-
 /* A driver's primitives. Each returns 0 or a negative SK_E* code with
  * the detail on st (sk_store_fail); a lost session is noticed by the
  * driver and replaced by its next enter, never in a transaction. */
@@ -224,10 +222,15 @@ struct sk_store_driver {
     int (*enter)(sk_store *st);
     /* A script: several statements, no parameters, no rows. */
     int (*exec)(sk_store *st, const char *script, const char *what);
-    /* SK_TX_*: a rollback keeps st->errstr. A driver may send a BEGIN
-     * with the transaction's first statement, and SK_SQL_DEFER ones with
-     * the next: a failure then surfaces there, or at the COMMIT. */
-    int (*tx)(sk_store *st, int op);
+    /* A transaction's BEGIN, run as a script; NULL: the driver sends it
+     * with the transaction's first statement (st->tx_begin), and
+     * SK_SQL_DEFER ones with the next (counted in st->deferred): a
+     * failure then surfaces there, or at the COMMIT. */
+    const char *begin;
+    /* Sends COMMIT (commit 1) or ROLLBACK with what waits; the engine
+     * (sk_tx_end) calls it only when something was sent. */
+    int (*end)(sk_store *st, int commit);
+    void (*drop)(sk_store *st); /* the deferred writes dropped unsent; NULL: none */
     /* Statement q (sk_sql_text) for up to rows rows of parameters (1 for
      * a one-row statement); *got: the rows it takes (1..rows: the caller
      * runs the rest in further statements). Owned by the driver until
@@ -245,12 +248,14 @@ struct sk_store_driver {
 
 extern const struct sk_store_driver sk_store_sqlite, sk_store_pg, sk_store_mysql;
 /* A driver's table: its static functions carry the members' names (a
- * driver that misses one does not compile). */
-#define SK_STORE_DRIVER(name_, dialect_)                                                           \
+ * driver that misses one does not compile). A server driver's statements
+ * keep their parameters until sent (sk_srv_*: bind, changes). */
+#define SK_STORE_DRIVER(name_, dialect_, begin_, drop_, bind_, changes_)                           \
     {                                                                                              \
         .name = name_, .dialect = dialect_, .open = open_, .close = close_, .enter = enter,        \
-        .exec = exec, .tx = tx, .prepare = prepare, .bind = bind_, .step = step,                   \
-        .col_i64 = col_i64, .col_text = col_text, .changes = changes, .finish = finish             \
+        .exec = exec, .begin = begin_, .end = end, .drop = drop_, .prepare = prepare,              \
+        .bind = bind_, .step = step, .col_i64 = col_i64, .col_text = col_text,                     \
+        .changes = changes_, .finish = finish                                                      \
     }
 
 #define SK_STORE_ERR_MAX 512
@@ -264,6 +269,9 @@ struct sk_store {
     char errstr[SK_STORE_ERR_MAX];
     char
         identity[SK_STORE_IDENTITY_MAX]; /* sk_store_identity's answer, read once ("" until then) */
+    int in_tx;                           /* in a transaction (sk_tx_begin) */
+    int tx_begin;    /* its BEGIN waits for the first statement (a driver without .begin) */
+    size_t deferred; /* SK_SQL_DEFER writes waiting for the next round trip */
 };
 
 /* Waiting modes of an open: SK_STORE_CONNECT fails when a server cannot
@@ -318,6 +326,9 @@ int sk_q_fill(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reade
  * caller frees it; NULL and *got 0 when none). */
 int sk_q_all(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read, size_t size,
              void **out, size_t *got);
+/* sk_q_all as a call of its own: the session entered first. */
+int sk_store_all(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read,
+                 size_t size, void **out, size_t *got);
 /* Every row of q to read(st, s, out), the same out. */
 int sk_q_each(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reader *read, void *out);
 /* A multi-row statement q over rows 0..nrows): bind(ctx, row, vals)
@@ -328,12 +339,44 @@ int sk_q_each(sk_store *st, int q, const struct sk_val *v, int n, sk_store_reade
 int sk_q_rows(sk_store *st, int q, size_t nrows,
               void (*bind)(void *ctx, size_t row, struct sk_val *vals),
               void (*row)(sk_store *st, sk_stmt *s, void *ctx), void *ctx, int64_t *changes);
-/* A transaction: begin, body(st, ctx), commit; on failure rolled back
- * with the failure's text kept. */
+/* A call's transaction: the session entered, begin, body(st, ctx),
+ * commit; on failure rolled back with the failure's text kept. */
 int sk_tx(sk_store *st, int (*body)(sk_store *st, void *ctx), void *ctx);
+/* Begins a transaction (or leaves its BEGIN waiting). */
+int sk_tx_begin(sk_store *st);
 /* Ends a begun transaction: commit when rc is 0, else roll back keeping
- * the error text of rc. Returns 0 or the failure's code. */
+ * the error text of rc; one whose BEGIN still waits sent nothing and has
+ * nothing to end. Returns 0 or the failure's code. */
 int sk_tx_end(sk_store *st, int rc);
+
+/* ---- what the server drivers share (store.c) ------------------------- */
+
+#define SK_SRV_PARAMS 32 /* the parameters of a one-row statement */
+/* A server driver's statement: its parameters kept until it is sent (the
+ * driver's struct sk_stmt begins with it). */
+struct sk_srv_stmt {
+    sk_store *st;
+    int q;
+    int ncols; /* a multi-row statement's row, else 0 */
+    size_t rows, nvals;
+    struct sk_val *vals;
+    int sent;
+    int64_t changes;
+};
+/* A new statement of size bytes (a struct sk_stmt beginning with struct
+ * sk_srv_stmt) for q and up to rows rows (at most max_rows); text[q] (the
+ * driver's cache: one row's text, expanded once) filled. The driver's
+ * prepare; its finish frees it with sk_srv_free. */
+int sk_srv_prepare(sk_store *st, char **text, int q, size_t rows, size_t max_rows, size_t size,
+                   size_t *got, sk_stmt **out);
+void sk_srv_bind(sk_stmt *s, int i, struct sk_val v);
+int64_t sk_srv_changes(sk_stmt *s);
+void sk_srv_free(sk_stmt *s);
+/* SK_EDB "connection lost". */
+int sk_srv_lost(sk_store *st, const char *what);
+/* An idle session's socket fd readable (the server closed it: a FATAL
+ * or EOF; nothing else arrives unasked), or no socket: 1. */
+int sk_srv_idle_closed(int fd);
 
 /* The webhook endpoints of activity aid and their cursors deleted (the
  * activity's delete; store_webhooks.c). */

@@ -43,7 +43,6 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,33 +67,24 @@
 /* Rows of one statement (a batch can be larger than is wise to send as
  * one statement). */
 #define ROWS_MAX 1000
-#define MAX_PARAMS 32 /* of a one-row statement */
 
 struct my {
     MYSQL *m;
     struct sk_mysql_url *url; /* kept for reconnects (holds the password) */
     int broken;               /* reconnect on the next call */
     int mariadb;              /* the server is MariaDB (else MySQL) */
-    int in_tx;                /* in a transaction (SK_TX_BEGIN) */
-    int begin;                /* its BEGIN waits for the first statement */
-    struct sk_text pend;      /* deferred writes (SK_SQL_DEFER) for the next round trip */
+    struct sk_text pend;      /* st->deferred writes (SK_SQL_DEFER) for the next round trip */
     int *pend_q;              /* their statements */
-    size_t npend, pend_cap;
+    size_t pend_cap;
     MYSQL_STMT *bulk;    /* MariaDB: the bulk statement, prepared on this session */
-    char *text[Q_COUNT]; /* one-row statements' text, expanded once */
+    char *text[Q_COUNT]; /* each statement's text for one row, expanded once */
 };
 
 struct sk_stmt {
-    sk_store *st;
-    int q;
-    int ncols; /* a multi-row statement's row, else 0 */
-    size_t rows, nvals;
-    struct sk_val *vals;
-    int sent;
+    struct sk_srv_stmt b;
     MYSQL_RES *res;
     MYSQL_ROW row;
     unsigned long *lens;
-    int64_t changes;
 };
 
 #define MY(st) ((struct my *)(st)->conn)
@@ -147,11 +137,6 @@ static int fail(sk_store *st, const char *what, int64_t t0)
     return fail_of(st, what, t0, mysql_errno(m), mysql_sqlstate(m), mysql_error(m));
 }
 
-static int lost(sk_store *st, const char *what)
-{
-    return sk_store_fail(st, SK_EDB, what, "connection lost");
-}
-
 static void close_bulk(struct my *c)
 {
     if (c->bulk) mysql_stmt_close(c->bulk);
@@ -160,12 +145,12 @@ static void close_bulk(struct my *c)
 
 /* ---- running text ---- */
 
-static void drop_waiting(struct my *c)
+static void drop(sk_store *st)
 {
-    c->begin = 0;
-    c->npend = 0;
-    c->pend.len = 0;
-    c->pend.oom = 0;
+    st->tx_begin = 0;
+    st->deferred = 0;
+    MY(st)->pend.len = 0;
+    MY(st)->pend.oom = 0;
 }
 
 /* Runs text (one statement or several) to its end, after what waits (a
@@ -179,25 +164,25 @@ static int run(sk_store *st, const char *what, const char *text, size_t len, MYS
     struct my *c = MY(st);
     if (res) *res = NULL;
     if (c->broken || !c->m) {
-        drop_waiting(c);
-        return lost(st, what);
+        drop(st);
+        return sk_srv_lost(st, what);
     }
     /* the statements of this round trip, for the name of a failure */
     const char *whats[64];
     size_t nw = 0;
     struct sk_text all = {0};
-    if (c->begin) {
+    if (st->tx_begin) {
         sk_text_add(&all, "START TRANSACTION; ", 19);
         whats[nw++] = "begin";
     }
-    for (size_t i = 0; i < c->npend && nw < 63; i++)
+    for (size_t i = 0; i < st->deferred && nw < 63; i++)
         whats[nw++] = sk_sql_what(c->pend_q[i]);
-    if (c->npend) sk_text_add(&all, c->pend.p, c->pend.len);
-    if (c->npend && len) sk_text_add(&all, "; ", 2);
+    if (st->deferred) sk_text_add(&all, c->pend.p, c->pend.len);
+    if (st->deferred && len) sk_text_add(&all, "; ", 2);
     sk_text_add(&all, text, len);
     whats[nw++] = what;
     int oom = all.oom || c->pend.oom;
-    drop_waiting(c);
+    drop(st);
     if (oom) {
         free(all.p);
         return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
@@ -240,70 +225,26 @@ static int exec(sk_store *st, const char *script, const char *what)
 /* Sends what waits (a BEGIN, deferred writes) alone. */
 static int flush_waiting(sk_store *st, const char *what)
 {
-    struct my *c = MY(st);
-    if (!c->begin && !c->npend) return 0;
-    if (!c->npend) return exec(st, "START TRANSACTION", "begin");
+    if (!st->tx_begin && !st->deferred) return 0;
+    if (!st->deferred) return exec(st, "START TRANSACTION", "begin");
     return run(st, what, "", 0, NULL, NULL);
 }
 
-static int tx(sk_store *st, int op)
+static int end(sk_store *st, int commit)
 {
-    struct my *c = MY(st);
-    if (op == SK_TX_BEGIN) {
-        c->in_tx = c->begin = 1; /* sent with the first statement */
-        return 0;
-    }
-    c->in_tx = 0;
-    if (op == SK_TX_COMMIT) {
-        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
-            c->begin = 0;
-            return 0;
-        }
-        return exec(st, "COMMIT", "commit");
-    }
-    int sent = !c->begin;
-    drop_waiting(c);
+    if (commit) return exec(st, "COMMIT", "commit");
     /* a broken connection rolled back on the server by itself */
-    if (sent && !c->broken) {
-        char keep[sizeof st->errstr];
-        memcpy(keep, st->errstr, sizeof keep);
-        if (exec(st, "ROLLBACK", "rollback") != 0) c->broken = 1;
-        memcpy(st->errstr, keep, sizeof keep);
-    }
-    return 0;
+    if (MY(st)->broken) return 0;
+    int rc = exec(st, "ROLLBACK", "rollback");
+    if (rc) MY(st)->broken = 1;
+    return rc;
 }
 
 /* ---- statements ---- */
 
 static int prepare(sk_store *st, int q, size_t rows, size_t *got, struct sk_stmt **out)
 {
-    struct my *c = MY(st);
-    const char *types = sk_sql_types(q);
-    if (!types && !c->text[q]) {
-        int none;
-        c->text[q] = sk_sql_text(st, q, 1, &none);
-        if (!c->text[q]) return none ? SK_STORE_NONE : SK_ENOMEM;
-    }
-    *got = !types ? 1 : rows < ROWS_MAX ? rows : ROWS_MAX;
-    struct sk_stmt *s = calloc(1, sizeof *s);
-    size_t nv = types ? *got * strlen(types) : MAX_PARAMS;
-    if (s) s->vals = calloc(nv, sizeof *s->vals);
-    if (!s || !s->vals) {
-        if (s) free(s);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory preparing %s", sk_sql_what(q));
-    }
-    s->st = st;
-    s->q = q;
-    s->ncols = types ? (int)strlen(types) : 0;
-    s->rows = *got;
-    s->nvals = nv;
-    *out = s;
-    return 0;
-}
-
-static void bind_(struct sk_stmt *s, int i, struct sk_val v)
-{
-    if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
+    return sk_srv_prepare(st, MY(st)->text, q, rows, ROWS_MAX, sizeof **out, got, out);
 }
 
 /* A parameter as a literal: a number, NULL, or a quoted escaped string. */
@@ -328,31 +269,25 @@ static void add_val(MYSQL *m, struct sk_text *b, const struct sk_val *v)
  * session, run for s->rows parameter sets, bound column-wise. */
 static int send_bulk(struct sk_stmt *s)
 {
-    sk_store *st = s->st;
+    sk_store *st = s->b.st;
     struct my *c = MY(st);
-    const char *what = sk_sql_what(s->q);
+    const char *what = sk_sql_what(s->b.q);
     int64_t t0 = sk_mono_ms();
     int rc0 = flush_waiting(st, what);
     if (rc0) return rc0;
     if (!c->bulk) {
-        int none;
-        char *sql = sk_sql_text(st, s->q, 1, &none);
-        if (!sql) return SK_ENOMEM;
-        if (!(c->bulk = mysql_stmt_init(c->m))) {
-            free(sql);
+        const char *sql = c->text[s->b.q]; /* its 1-row text (prepare) */
+        if (!(c->bulk = mysql_stmt_init(c->m)))
             return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
-        }
         if (mysql_stmt_prepare(c->bulk, sql, (unsigned long)strlen(sql)) != 0) {
             int rc = fail_of(st, what, t0, mysql_stmt_errno(c->bulk), mysql_stmt_sqlstate(c->bulk),
                              mysql_stmt_error(c->bulk));
             close_bulk(c);
-            free(sql);
             return rc;
         }
-        free(sql);
     }
-    size_t n = s->rows, nc = (size_t)s->ncols;
-    const char *types = sk_sql_types(s->q);
+    size_t n = s->b.rows, nc = (size_t)s->b.ncols;
+    const char *types = sk_sql_types(s->b.q);
     MYSQL_BIND b[16];
     memset(b, 0, sizeof b);
     /* per column: the values (a pointer per row for text), lengths,
@@ -366,7 +301,7 @@ static int send_bulk(struct sk_stmt *s)
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
     for (size_t col = 0; rc == 0 && col < nc; col++) {
         for (size_t r = 0; r < n; r++) {
-            const struct sk_val *v = &s->vals[r * nc + col];
+            const struct sk_val *v = &s->b.vals[r * nc + col];
             size_t k = col * n + r;
             ind[k] = v->kind == SK_V_NULL ? STMT_INDICATOR_NULL : STMT_INDICATOR_NONE;
             if (v->kind == SK_V_TEXT) {
@@ -388,7 +323,7 @@ static int send_bulk(struct sk_stmt *s)
                     mysql_stmt_bind_param(c->bulk, b) != 0 || mysql_stmt_execute(c->bulk) != 0))
         rc = fail_of(st, what, t0, mysql_stmt_errno(c->bulk), mysql_stmt_sqlstate(c->bulk),
                      mysql_stmt_error(c->bulk));
-    if (rc == 0) s->changes = (int64_t)mysql_stmt_affected_rows(c->bulk);
+    if (rc == 0) s->b.changes = (int64_t)mysql_stmt_affected_rows(c->bulk);
     free(vals);
     free(nums);
     free(lens);
@@ -399,13 +334,13 @@ static int send_bulk(struct sk_stmt *s)
 /* Sends s as text, its parameters escaped into it. */
 static int send_text(struct sk_stmt *s)
 {
-    sk_store *st = s->st;
+    sk_store *st = s->b.st;
     struct my *c = MY(st);
-    const char *what = sk_sql_what(s->q);
-    if (c->broken || !c->m) return lost(st, what);
+    const char *what = sk_sql_what(s->b.q);
+    if (c->broken || !c->m) return sk_srv_lost(st, what);
     int none;
-    char *multi = s->ncols ? sk_sql_text(st, s->q, s->rows, &none) : NULL;
-    const char *tmpl = s->ncols ? multi : c->text[s->q];
+    char *multi = s->b.ncols ? sk_sql_text(st, s->b.q, s->b.rows, &none) : NULL;
+    const char *tmpl = s->b.ncols ? multi : c->text[s->b.q];
     if (!tmpl) return SK_ENOMEM;
     struct sk_text b = {0};
     size_t i = 0;
@@ -415,7 +350,7 @@ static int send_text(struct sk_stmt *s)
         p += run_;
         if (*p != '?') break;
         static const struct sk_val null = {.kind = SK_V_NULL};
-        add_val(c->m, &b, i < s->nvals ? &s->vals[i] : &null);
+        add_val(c->m, &b, i < s->b.nvals ? &s->b.vals[i] : &null);
         i++;
         p++;
     }
@@ -423,27 +358,28 @@ static int send_text(struct sk_stmt *s)
     int rc = 0;
     if (b.oom || !b.p)
         rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
-    else if (c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER)) {
+    else if (st->in_tx && (sk_sql_flags(s->b.q) & SK_SQL_DEFER)) {
         /* with the next round trip */
-        if (SK_VEC_RESERVE(c->pend_q, c->pend_cap, c->npend + 1, 8))
+        if (SK_VEC_RESERVE(c->pend_q, c->pend_cap, st->deferred + 1, 8))
             rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
         else {
-            if (c->npend) sk_text_add(&c->pend, "; ", 2);
+            if (st->deferred) sk_text_add(&c->pend, "; ", 2);
             sk_text_add(&c->pend, b.p, b.len);
-            c->pend_q[c->npend++] = s->q;
+            c->pend_q[st->deferred++] = s->b.q;
         }
     } else
-        rc = run(st, what, b.p, b.len, &s->res, &s->changes);
+        rc = run(st, what, b.p, b.len, &s->res, &s->b.changes);
     free(b.p);
     return rc;
 }
 
 static int step(struct sk_stmt *s)
 {
-    if (!s->sent) {
-        s->sent = 1;
-        int bulk = (sk_sql_flags(s->q) & SK_SQL_BULK) && MY(s->st)->mariadb;
-        if (bulk && (MY(s->st)->broken || !MY(s->st)->m)) return lost(s->st, sk_sql_what(s->q));
+    if (!s->b.sent) {
+        s->b.sent = 1;
+        int bulk = (sk_sql_flags(s->b.q) & SK_SQL_BULK) && MY(s->b.st)->mariadb;
+        if (bulk && (MY(s->b.st)->broken || !MY(s->b.st)->m))
+            return sk_srv_lost(s->b.st, sk_sql_what(s->b.q));
         int rc = bulk ? send_bulk(s) : send_text(s);
         if (rc) return rc;
     }
@@ -468,16 +404,10 @@ static void col_text(struct sk_stmt *s, int c, char *dst, size_t cap)
     dst[n] = 0;
 }
 
-static int64_t changes(struct sk_stmt *s)
-{
-    return s->changes;
-}
-
 static void finish(struct sk_stmt *s)
 {
     if (s->res) mysql_free_result(s->res);
-    free(s->vals);
-    free(s);
+    sk_srv_free(s);
 }
 
 /* ---- connecting ---- */
@@ -553,8 +483,8 @@ static int open_session(sk_store *st, const char *what)
     struct my *c = MY(st);
     const struct sk_mysql_url *u = c->url;
     close_bulk(c);
-    drop_waiting(c);
-    c->in_tx = 0;
+    drop(st);
+    st->in_tx = 0;
     if (c->m) mysql_close(c->m);
     c->m = mysql_init(NULL);
     if (!c->m) return sk_store_set_err(st, SK_ENOMEM, "mysql: out of memory");
@@ -589,15 +519,13 @@ static int enter(sk_store *st)
 {
     struct my *c = MY(st);
     int bad = c->broken || !c->m;
-    if (!bad && c->url->ssl_mode == SK_MYSQL_SSL_DISABLED) {
-        /* Idle and readable: the server closed the session (a shutdown, a
-         * restart, a kill); nothing else arrives unasked. Reconnecting
-         * costs one connect; using a dead session would fail this call.
-         * (Not under TLS: a record such as a session ticket may wait
-         * unread; a dead TLS session fails one call and is replaced.) */
-        struct pollfd p = {.fd = (int)mysql_get_socket(c->m), .events = POLLIN};
-        if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
-    }
+    /* Idle and readable: the server closed the session (a shutdown, a
+     * restart, a kill). Reconnecting costs one connect; using a dead
+     * session would fail this call. (Not under TLS: a record such as a
+     * session ticket may wait unread; a dead TLS session fails one call
+     * and is replaced.) */
+    if (!bad && c->url->ssl_mode == SK_MYSQL_SSL_DISABLED)
+        bad = sk_srv_idle_closed((int)mysql_get_socket(c->m));
     return bad ? open_session(st, "connection lost and reconnect failed") : 0;
 }
 
@@ -649,4 +577,5 @@ static void close_(sk_store *st)
     st->conn = NULL;
 }
 
-const struct sk_store_driver sk_store_mysql = SK_STORE_DRIVER("mysql", SK_MYSQL);
+const struct sk_store_driver sk_store_mysql =
+    SK_STORE_DRIVER("mysql", SK_MYSQL, NULL, drop, sk_srv_bind, sk_srv_changes);

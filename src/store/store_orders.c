@@ -342,8 +342,7 @@ int sk_store_db_stock_repair(sk_store *st, uint64_t id, int64_t now_ms, int64_t 
 {
     if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
     struct repair r = {.id = id, .now = now_ms};
-    int rc = sk_store_enter(st);
-    if (rc == 0) rc = sk_tx(st, repair_tx, &r);
+    int rc = sk_tx(st, repair_tx, &r);
     if (rc) return rc;
     if (before) *before = r.k.stock;
     if (after) *after = r.k.expected;
@@ -402,7 +401,6 @@ int sk_store_order_restore(sk_store *st, const struct sk_order *o, int64_t now_m
     if (o->status != SK_ORDER_CREATED && o->status != SK_ORDER_CANCELLED)
         return sk_store_set_err(st, SK_EINVAL, "order %s: restored as created or cancelled only",
                                 o->order_id);
-    if ((rc = sk_store_enter(st)) != 0) return rc;
     struct restore r = {o, now_ms, audit_detail ? audit_detail : o->order_id};
     return sk_tx(st, restore_tx, &r);
 }

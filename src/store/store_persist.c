@@ -507,11 +507,11 @@ int sk_store_orders_persist(sk_store *st, const struct sk_order *orders, size_t 
     struct batch bt;
     rc = batch_init(st, &bt, orders, n);
     for (int round = 0; rc == 0; round++) {
-        if ((rc = st->drv->tx(st, SK_TX_BEGIN)) != 0) break;
+        if ((rc = sk_tx_begin(st)) != 0) break;
         rc = round_tx(st, &bt, round);
         if (rc == SK_EEXIST && round + 1 < PERSIST_ROUNDS) {
             /* an id is present after all (rare): again, reading which */
-            st->drv->tx(st, SK_TX_ROLLBACK);
+            sk_tx_end(st, rc);
             rc = 0;
             continue;
         }

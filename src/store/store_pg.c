@@ -44,30 +44,21 @@
 
 #define CONNECT_TIMEOUT_DEFAULT_S 5
 #define CONNECT_TIMEOUT_MIN_S 2 /* libpq raises smaller values to 2 */
-#define MAX_PARAMS 32           /* of a one-row statement */
 
 struct pg {
     PGconn *c;
     int timeout_ms;   /* client-side bound of one statement */
     int broken;       /* reset the connection on the next call */
-    int in_tx;        /* in a transaction (SK_TX_BEGIN) */
-    int begin;        /* its BEGIN waits for the first statement */
-    struct req *pend; /* deferred writes (SK_SQL_DEFER) for the next round trip */
-    size_t npend, pend_cap;
+    struct req *pend; /* st->deferred writes (SK_SQL_DEFER) for the next round trip */
+    size_t pend_cap;
     char *text[Q_COUNT];             /* each statement's text, expanded once */
     unsigned char prepared[Q_COUNT]; /* prepared on the current session */
 };
 
 struct sk_stmt {
-    sk_store *st;
-    int q;
-    int ncols; /* a multi-row statement's row, else 0 */
-    size_t nvals;
-    struct sk_val *vals;
-    int sent;
+    struct sk_srv_stmt b;
     PGresult *r; /* NULL: deferred */
-    int row, rows;
-    int64_t changes;
+    int row, nrows;
 };
 
 #define PG(st) ((struct pg *)(st)->conn)
@@ -125,7 +116,7 @@ struct req {
     int q;
     const char *cmd;
     int np;
-    const char *p[MAX_PARAMS];
+    const char *p[SK_SRV_PARAMS];
     char *block;
 };
 
@@ -217,11 +208,6 @@ static int await_result(sk_store *st, PGresult **out, const char *what)
     return rc ? rc : query_results(st, deadline, what, out);
 }
 
-static int lost(sk_store *st, const char *what)
-{
-    return sk_store_fail(st, SK_EDB, what, "connection lost");
-}
-
 static const char *req_what(const struct req *r)
 {
     return r->q >= 0 ? sk_sql_what(r->q) : r->cmd;
@@ -254,11 +240,11 @@ static void kept_failed(sk_store *st, const struct req *r, int rc)
         PG(st)->broken = 1;
 }
 
-static void drop_deferred(struct pg *c)
+static void drop(sk_store *st)
 {
-    for (size_t i = 0; i < c->npend; i++)
-        free(c->pend[i].block);
-    c->npend = 0;
+    for (size_t i = 0; i < st->deferred; i++)
+        free(PG(st)->pend[i].block);
+    st->deferred = 0;
 }
 
 /* One round trip in pipeline mode: the waiting BEGIN, the deferred
@@ -270,7 +256,7 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
 {
     struct pg *c = PG(st);
     const char *what = cur ? req_what(cur) : "send";
-    size_t n = c->npend + 2, k = 0;
+    size_t n = st->deferred + 2, k = 0;
     struct slot {
         const struct req *r;
         int prepare;
@@ -278,12 +264,12 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
     static const struct req begin = {.q = -1, .cmd = "begin"};
     if (!slots) return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
     int rc = PQenterPipelineMode(c->c) ? 0 : conn_err(st, what);
-    if (rc == 0 && c->begin) {
+    if (rc == 0 && st->tx_begin) {
         slots[k++].r = &begin;
         if (PQsendQueryParams(c->c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 0) rc = -1;
     }
-    for (size_t i = 0; rc == 0 && i <= c->npend; i++) {
-        const struct req *r = i < c->npend ? &c->pend[i] : cur;
+    for (size_t i = 0; rc == 0 && i <= st->deferred; i++) {
+        const struct req *r = i < st->deferred ? &c->pend[i] : cur;
         if (!r) break;
         int prep;
         if (send_req(st, r, &prep) < 0) rc = -1;
@@ -318,8 +304,8 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
     PQclear(sync);
     if (!PQexitPipelineMode(c->c)) c->broken = 1;
     free(slots);
-    drop_deferred(c);
-    c->begin = 0;
+    drop(st);
+    st->tx_begin = 0;
     if (rc == 0 && failed && out) {
         PQclear(*out);
         *out = NULL;
@@ -332,15 +318,15 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
 static int roundtrip(sk_store *st, const struct req *r, PGresult **out)
 {
     *out = NULL;
-    return PG(st)->broken ? lost(st, req_what(r)) : pipeline(st, r, out);
+    return PG(st)->broken ? sk_srv_lost(st, req_what(r)) : pipeline(st, r, out);
 }
 
 /* A script (several statements, no parameters): what waits goes first. */
 static int exec(sk_store *st, const char *script, const char *what)
 {
     struct pg *c = PG(st);
-    if (c->broken) return lost(st, what);
-    if (c->begin || c->npend) {
+    if (c->broken) return sk_srv_lost(st, what);
+    if (st->tx_begin || st->deferred) {
         int rc = pipeline(st, NULL, NULL); /* what waits goes first */
         if (rc) return rc;
     }
@@ -348,70 +334,22 @@ static int exec(sk_store *st, const char *script, const char *what)
     return await_result(st, NULL, what);
 }
 
-static int tx(sk_store *st, int op)
+static int end(sk_store *st, int commit)
 {
-    struct pg *c = PG(st);
-    if (op == SK_TX_BEGIN) {
-        c->in_tx = c->begin = 1; /* sent with the first statement */
-        return 0;
-    }
-    c->in_tx = 0;
-    if (op == SK_TX_COMMIT) {
-        if (c->begin && !c->npend) { /* nothing was sent: nothing to end */
-            c->begin = 0;
-            return 0;
-        }
-        static const struct req commit = {.q = -1, .cmd = "COMMIT"};
-        PGresult *r;
-        int rc = roundtrip(st, &commit, &r);
-        PQclear(r);
-        return rc;
-    }
-    drop_deferred(c);
-    if (c->begin) {
-        c->begin = 0;
-        return 0;
-    }
-    /* a broken connection rolls back on the server by itself */
-    if (!c->broken) {
-        char keep[sizeof st->errstr];
-        memcpy(keep, st->errstr, sizeof keep);
-        exec(st, "ROLLBACK", "rollback");
-        memcpy(st->errstr, keep, sizeof keep);
-    }
-    return 0;
+    if (!commit) /* a broken connection rolls back on the server by itself */
+        return PG(st)->broken ? 0 : exec(st, "ROLLBACK", "rollback");
+    static const struct req commit_ = {.q = -1, .cmd = "COMMIT"};
+    PGresult *r;
+    int rc = roundtrip(st, &commit_, &r);
+    PQclear(r);
+    return rc;
 }
 
 /* ---- statements ---- */
 
 static int prepare(sk_store *st, int q, size_t rows, size_t *got, struct sk_stmt **out)
 {
-    struct pg *c = PG(st);
-    if (!c->text[q]) {
-        int none;
-        c->text[q] = sk_sql_text(st, q, 1, &none); /* the same for any number of rows */
-        if (!c->text[q]) return none ? SK_STORE_NONE : SK_ENOMEM;
-    }
-    const char *types = sk_sql_types(q);
-    *got = types ? rows : 1;
-    struct sk_stmt *s = calloc(1, sizeof *s);
-    size_t nv = types ? *got * strlen(types) : MAX_PARAMS;
-    if (s) s->vals = calloc(nv, sizeof *s->vals);
-    if (!s || !s->vals) {
-        if (s) free(s);
-        return sk_store_set_err(st, SK_ENOMEM, "out of memory preparing %s", sk_sql_what(q));
-    }
-    s->st = st;
-    s->q = q;
-    s->ncols = types ? (int)strlen(types) : 0;
-    s->nvals = nv;
-    *out = s;
-    return 0;
-}
-
-static void bind_(struct sk_stmt *s, int i, struct sk_val v)
-{
-    if (i >= 0 && (size_t)i < s->nvals) s->vals[i] = v;
+    return sk_srv_prepare(st, PG(st)->text, q, rows, SIZE_MAX, sizeof **out, got, out);
 }
 
 /* One element of an array literal "{a,b}": text quoted with " and \
@@ -447,7 +385,7 @@ static int defer(sk_store *st, const struct req *r)
         len += r->p[i] ? strlen(r->p[i]) + 1 : 0;
     struct req d = *r;
     d.block = malloc(len ? len : 1);
-    if (!d.block || SK_VEC_RESERVE(c->pend, c->pend_cap, c->npend + 1, 8)) {
+    if (!d.block || SK_VEC_RESERVE(c->pend, c->pend_cap, st->deferred + 1, 8)) {
         free(d.block);
         return sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", req_what(r));
     }
@@ -459,7 +397,7 @@ static int defer(sk_store *st, const struct req *r)
         d.p[i] = at;
         at += n;
     }
-    c->pend[c->npend++] = d;
+    c->pend[st->deferred++] = d;
     return 0;
 }
 
@@ -468,60 +406,59 @@ static int defer(sk_store *st, const struct req *r)
  * round trip instead. */
 static int send_stmt(struct sk_stmt *s)
 {
-    sk_store *st = s->st;
+    sk_store *st = s->b.st;
     struct pg *c = PG(st);
-    const char *what = sk_sql_what(s->q);
-    char num[MAX_PARAMS][24];
-    struct sk_text arr[MAX_PARAMS] = {{0}};
-    struct req r = {.q = s->q};
+    const char *what = sk_sql_what(s->b.q);
+    char num[SK_SRV_PARAMS][24];
+    struct sk_text arr[SK_SRV_PARAMS] = {{0}};
+    struct req r = {.q = s->b.q};
     int rc = 0;
-    if (s->ncols) {
-        size_t rows = s->nvals / (size_t)s->ncols;
-        for (r.np = 0; r.np < s->ncols; r.np++) {
+    if (s->b.ncols) {
+        for (r.np = 0; r.np < s->b.ncols; r.np++) {
             sk_text_add(&arr[r.np], "{", 1);
-            for (size_t k = 0; k < rows; k++)
-                arr_add(&arr[r.np], s->vals[k * (size_t)s->ncols + (size_t)r.np]);
+            for (size_t k = 0; k < s->b.rows; k++)
+                arr_add(&arr[r.np], s->b.vals[k * (size_t)s->b.ncols + (size_t)r.np]);
             sk_text_add(&arr[r.np], "}", 1);
             if (arr[r.np].oom) rc = sk_store_set_err(st, SK_ENOMEM, "out of memory: %s", what);
             r.p[r.np] = arr[r.np].p;
         }
     } else {
         /* the parameters the text has: $1 .. $np */
-        for (const char *d = c->text[s->q]; (d = strchr(d, '$')) != NULL; d++) {
+        for (const char *d = c->text[s->b.q]; (d = strchr(d, '$')) != NULL; d++) {
             int k = atoi(d + 1);
             if (k > r.np) r.np = k;
         }
-        if (r.np > MAX_PARAMS) /* a statement of store_sql.c beyond the driver's room */
+        if (r.np > SK_SRV_PARAMS) /* a statement of store_sql.c beyond the driver's room */
             return sk_store_set_err(st, SK_EINVAL, "postgres: %s: %d parameters", what, r.np);
         for (int i = 0; i < r.np; i++) {
-            const struct sk_val *v = &s->vals[i];
+            const struct sk_val *v = &s->b.vals[i];
             if (v->kind == SK_V_INT) snprintf(num[i], sizeof num[i], "%" PRId64, v->i);
             r.p[i] = v->kind == SK_V_TEXT ? v->t : v->kind == SK_V_INT ? num[i] : NULL;
         }
     }
-    if (rc == 0 && c->in_tx && (sk_sql_flags(s->q) & SK_SQL_DEFER))
-        rc = c->broken ? lost(st, what) : defer(st, &r);
+    if (rc == 0 && st->in_tx && (sk_sql_flags(s->b.q) & SK_SQL_DEFER))
+        rc = c->broken ? sk_srv_lost(st, what) : defer(st, &r);
     else if (rc == 0 && (rc = roundtrip(st, &r, &s->r)) == 0)
-        s->rows = PQntuples(s->r);
-    for (int i = 0; i < s->ncols; i++)
+        s->nrows = PQntuples(s->r);
+    for (int i = 0; i < s->b.ncols; i++)
         free(arr[i].p);
     if (rc || !s->r) return rc;
     const char *n = PQcmdTuples(s->r); /* "" for a command that counts nothing */
     uint64_t x = 0;
     sk_num_u64(n, strlen(n), &x);
-    s->changes = (int64_t)x;
+    s->b.changes = (int64_t)x;
     return 0;
 }
 
 static int step(struct sk_stmt *s)
 {
-    if (!s->sent) {
-        s->sent = 1;
+    if (!s->b.sent) {
+        s->b.sent = 1;
         s->row = -1;
         int rc = send_stmt(s);
         if (rc) return rc;
     }
-    return ++s->row < s->rows;
+    return ++s->row < s->nrows;
 }
 
 static int64_t col_i64(struct sk_stmt *s, int c)
@@ -539,16 +476,10 @@ static void col_text(struct sk_stmt *s, int c, char *dst, size_t cap)
     snprintf(dst, cap, "%s", PQgetvalue(s->r, s->row, c));
 }
 
-static int64_t changes(struct sk_stmt *s)
-{
-    return s->changes;
-}
-
 static void finish(struct sk_stmt *s)
 {
     PQclear(s->r);
-    free(s->vals);
-    free(s);
+    sk_srv_free(s);
 }
 
 /* ---- connection ---- */
@@ -565,8 +496,8 @@ static void ignore_notice(void *arg, const char *msg)
 static int reconnect(sk_store *st)
 {
     struct pg *c = PG(st);
-    drop_deferred(c);
-    c->in_tx = c->begin = 0;
+    drop(st);
+    st->in_tx = st->tx_begin = 0;
     PQexitPipelineMode(c->c); /* a pipeline cut short */
     PQsetnonblocking(c->c, 0);
     PQreset(c->c);
@@ -591,14 +522,9 @@ static int enter(sk_store *st)
     PGconn *c = PG(st)->c;
     int bad =
         PG(st)->broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE;
-    if (!bad) {
-        struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
-        /* Idle and readable: a FATAL or EOF; nothing else arrives unasked
-         * (no LISTEN here). Resetting costs one reconnect; using a dead
-         * connection would fail this call. */
-        if (p.fd < 0 || poll(&p, 1, 0) != 0) bad = 1;
-    }
-    return bad ? reconnect(st) : 0;
+    /* Idle and readable: a FATAL or EOF (no LISTEN here). Resetting
+     * costs one reconnect; using a dead connection would fail this call. */
+    return bad || sk_srv_idle_closed(PQsocket(c)) ? reconnect(st) : 0;
 }
 
 /* Connects to url (libpq's URL or key=value form) with the store's
@@ -714,7 +640,7 @@ static void close_(sk_store *st)
     struct pg *c = PG(st);
     if (!c) return;
     if (c->c) PQfinish(c->c);
-    drop_deferred(c);
+    drop(st);
     free(c->pend);
     for (int q = 0; q < Q_COUNT; q++)
         free(c->text[q]);
@@ -722,4 +648,5 @@ static void close_(sk_store *st)
     st->conn = NULL;
 }
 
-const struct sk_store_driver sk_store_pg = SK_STORE_DRIVER("postgres", SK_PG);
+const struct sk_store_driver sk_store_pg =
+    SK_STORE_DRIVER("postgres", SK_PG, NULL, drop, sk_srv_bind, sk_srv_changes);

@@ -78,16 +78,11 @@ int sk_store_registrations_list(sk_store *st, uint64_t id, struct sk_registratio
         st->errstr[0] = 0;
         return 0;
     }
-    int rc = sk_store_enter(st);
-    void *arr = NULL;
-    if (rc == 0)
-        rc = sk_q_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration, sizeof **out,
-                      &arr, n);
-    if (rc) return rc;
+    int rc = sk_store_all(st, Q_REG_LIST, SK_ARGS(SK_I(id)), sk_store_read_registration,
+                          sizeof **out, (void **)out, n);
     /* by user id as unsigned: ids above 2^63 read back negative in SQL */
-    if (*n) qsort(arr, *n, sizeof **out, cmp_reg);
-    *out = arr;
-    return 0;
+    if (rc == 0 && *n) qsort(*out, *n, sizeof **out, cmp_reg);
+    return rc;
 }
 
 struct draw_rec {
@@ -123,10 +118,8 @@ int sk_store_draw_record(sk_store *st, uint64_t id, const uint64_t *order, size_
                          int64_t drawn_ms)
 {
     if (sk_store_id_beyond_sql(id)) return sk_store_no_activity(st, id);
-    int rc = sk_store_enter(st);
-    if (rc) return rc;
     struct draw_rec d = {id, order, n, drawn_ms > 0 ? drawn_ms : 1, 0};
-    rc = sk_tx(st, draw_tx, &d);
+    int rc = sk_tx(st, draw_tx, &d);
     if (rc != SK_ESTATE || d.marked == 1) return rc;
     /* the activity row did not match: absent, or drawn before */
     struct sk_activity a;

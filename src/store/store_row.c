@@ -5,58 +5,70 @@
  * how it reads one number and one text of a row. */
 #include "store/store_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #define I64(c) st->drv->col_i64(s, (c))
 #define TEXT(c, f) st->drv->col_text(s, (c), (f), sizeof(f))
 
+/* The columns of SK_STORE_ACTIVITY_COLUMNS in order: where each is in
+ * struct sk_activity, and a text's size (0: a number, int64_t or the
+ * same bits in the id's uint64_t). */
+#define NUM(f)                                                                                     \
+    {                                                                                              \
+        offsetof(struct sk_activity, f), 0                                                         \
+    }
+#define TXT(f)                                                                                     \
+    {                                                                                              \
+        offsetof(struct sk_activity, f), sizeof(((struct sk_activity *)0)->f)                      \
+    }
+static const struct {
+    size_t off, size;
+} activity_cols[] = {
+    NUM(id),
+    TXT(name),
+    NUM(stock), /* stock_initial */
+    NUM(stock_db),
+    NUM(per_user_limit),
+    NUM(max_per_order),
+    NUM(start_ms),
+    NUM(end_ms),
+    NUM(pay_timeout_s),
+    TXT(state),
+    NUM(created_ms),
+    NUM(rl_per_user_per_s),
+    NUM(rl_burst),
+    NUM(segments),
+    NUM(wr_passes_per_s),
+    NUM(wr_pass_ttl_s),
+    TXT(wr_seed),
+    NUM(ch_pow_min),
+    NUM(ch_pow_max),
+    NUM(ch_pow_step),
+    TXT(ch_captcha),
+    NUM(wr_control),
+    NUM(reg_start_ms),
+    NUM(reg_end_ms),
+    NUM(draw_box_s),
+    TXT(draw_seed),
+    NUM(drawn_ms),
+    NUM(draw_n),
+    TXT(draw_state),
+};
+_Static_assert(sizeof activity_cols / sizeof activity_cols[0] == SK_STORE_ACTIVITY_NCOLS,
+               "one entry per column of SK_STORE_ACTIVITY_COLUMNS");
+
 void sk_store_read_activity(sk_store *st, sk_stmt *s, void *dst)
 {
-    struct sk_activity *a = dst;
-    memset(a, 0, sizeof *a);
-    /* The number columns in SK_STORE_ACTIVITY_COLUMNS order (NULL: the id
-     * and the text columns, read below). */
-    int64_t *const num[] = {NULL,
-                            NULL,
-                            &a->stock /* stock_initial */,
-                            &a->stock_db,
-                            &a->per_user_limit,
-                            &a->max_per_order,
-                            &a->start_ms,
-                            &a->end_ms,
-                            &a->pay_timeout_s,
-                            NULL,
-                            &a->created_ms,
-                            &a->rl_per_user_per_s,
-                            &a->rl_burst,
-                            &a->segments,
-                            &a->wr_passes_per_s,
-                            &a->wr_pass_ttl_s,
-                            NULL,
-                            &a->ch_pow_min,
-                            &a->ch_pow_max,
-                            &a->ch_pow_step,
-                            NULL,
-                            &a->wr_control,
-                            &a->reg_start_ms,
-                            &a->reg_end_ms,
-                            &a->draw_box_s,
-                            NULL,
-                            &a->drawn_ms,
-                            &a->draw_n,
-                            NULL};
-    _Static_assert(sizeof num / sizeof num[0] == SK_STORE_ACTIVITY_NCOLS,
-                   "one entry per column of SK_STORE_ACTIVITY_COLUMNS");
-    for (int c = 0; c < (int)(sizeof num / sizeof num[0]); c++)
-        if (num[c]) *num[c] = I64(c);
-    a->id = (uint64_t)I64(0);
-    TEXT(1, a->name);
-    TEXT(9, a->state);
-    TEXT(16, a->wr_seed);
-    TEXT(20, a->ch_captcha);
-    TEXT(25, a->draw_seed);
-    TEXT(28, a->draw_state);
+    memset(dst, 0, sizeof(struct sk_activity));
+    for (int c = 0; c < SK_STORE_ACTIVITY_NCOLS; c++) {
+        char *f = (char *)dst + activity_cols[c].off;
+        if (activity_cols[c].size)
+            st->drv->col_text(s, c, f, activity_cols[c].size);
+        else
+            *(int64_t *)f = I64(c);
+    }
 }
 
 void sk_store_read_registration(sk_store *st, sk_stmt *s, void *dst)
@@ -169,36 +181,13 @@ void sk_store_read_identity(sk_store *st, sk_stmt *s, void *dst)
 
 void sk_store_activity_values(const struct sk_activity *a, struct sk_val v[SK_STORE_ACTIVITY_NCOLS])
 {
-    const struct sk_val row[SK_STORE_ACTIVITY_NCOLS] = {
-        SK_I(a->id), /* below 2^63: validated */
-        SK_T(a->name),
-        SK_I(a->stock), /* stock_initial */
-        SK_I(a->stock),
-        SK_I(a->per_user_limit),
-        SK_I(a->max_per_order),
-        SK_I(a->start_ms),
-        SK_I(a->end_ms),
-        SK_I(a->pay_timeout_s),
-        SK_T(a->state),
-        SK_I(a->created_ms),
-        SK_I(a->rl_per_user_per_s),
-        SK_I(a->rl_burst),
-        SK_I(a->segments),
-        SK_I(a->wr_passes_per_s),
-        SK_I(a->wr_pass_ttl_s),
-        SK_T(a->wr_seed),
-        SK_I(a->ch_pow_min),
-        SK_I(a->ch_pow_max),
-        SK_I(a->ch_pow_step),
-        SK_T(a->ch_captcha),
-        SK_I(a->wr_control),
-        SK_I(a->reg_start_ms),
-        SK_I(a->reg_end_ms),
-        SK_I(a->draw_box_s),
-        SK_T(a->draw_seed),
-        SK_I(0),  /* drawn_ms: the draw is recorded by sk_store_draw_record */
-        SK_I(0),  /* draw_n */
-        SK_T(""), /* draw_state */
-    };
-    memcpy(v, row, sizeof row);
+    for (int c = 0; c < SK_STORE_ACTIVITY_NCOLS; c++) {
+        const char *f = (const char *)a + activity_cols[c].off;
+        v[c] = activity_cols[c].size ? SK_T(f) : SK_I(*(const int64_t *)f);
+    }
+    v[3] = SK_I(a->stock); /* the DB stock starts at the initial stock */
+    /* drawn_ms, draw_n, draw_state: the draw is recorded by sk_store_draw_record */
+    v[26] = SK_I(0);
+    v[27] = SK_I(0);
+    v[28] = SK_T("");
 }

@@ -45,6 +45,9 @@ struct step {
 /* the fields every step has (designated: .own may follow) */
 #define STEP(v, t, col, idx, text)                                                                 \
     .version = v, .table = t, .column = col, .index = idx, .sql = text
+/* a step that adds column col of table t (decl: its type and checks) */
+#define ADD_COLUMN(v, t, col, decl)                                                                \
+    STEP(v, t, col, NULL, "ALTER TABLE " t " ADD COLUMN " col " " decl)
 
 static const struct step steps[] = {
     /* 1: activity definitions. */
@@ -133,18 +136,13 @@ static const struct step steps[] = {
      .own = {[SK_MYSQL] = ""}},
     /* 4: the activity's own per-user rate limit (docs/rate-limit.md);
      * 0 = none, the global one applies. Existing rows get 0. */
-    {STEP(4, "activities", "rl_per_user_per_s", NULL,
-          "ALTER TABLE activities ADD COLUMN rl_per_user_per_s {INT} NOT NULL DEFAULT 0"
-          " CHECK (rl_per_user_per_s >= 0)")},
-    {STEP(4, "activities", "rl_burst", NULL,
-          "ALTER TABLE activities ADD COLUMN rl_burst {INT} NOT NULL DEFAULT 0 CHECK (rl_burst >= "
-          "0)")},
+    {ADD_COLUMN(4, "activities", "rl_per_user_per_s",
+                "{INT} NOT NULL DEFAULT 0 CHECK (rl_per_user_per_s >= 0)")},
+    {ADD_COLUMN(4, "activities", "rl_burst", "{INT} NOT NULL DEFAULT 0 CHECK (rl_burst >= 0)")},
     /* 5: stock segments (docs/segments.md): the stock is split over this
      * many Redis hash tags; 1 = not segmented. Existing rows get 1. The
      * upper bound (256) and segments <= stock are the C validation's. */
-    {STEP(5, "activities", "segments", NULL,
-          "ALTER TABLE activities ADD COLUMN segments INTEGER NOT NULL DEFAULT 1"
-          " CHECK (segments >= 1)")},
+    {ADD_COLUMN(5, "activities", "segments", "INTEGER NOT NULL DEFAULT 1 CHECK (segments >= 1)")},
     /* 6: the rollback guard's watermark (docs/recovery.md): per key set
      * label ("<id>" or "<id>.<segment>"), the highest admission number of
      * a persisted order and that order's id, raised in the persist
@@ -163,15 +161,12 @@ static const struct step steps[] = {
     /* 7: the waiting room (docs/waiting-room.md): passes per second (0 =
      * none), a pass's lifetime, the draw's secret seed (hex, '' = none).
      * Existing rows get no waiting room. */
-    {STEP(7, "activities", "wr_passes_per_s", NULL,
-          "ALTER TABLE activities ADD COLUMN wr_passes_per_s {INT} NOT NULL DEFAULT 0"
-          " CHECK (wr_passes_per_s >= 0)")},
-    {STEP(7, "activities", "wr_pass_ttl_s", NULL,
-          "ALTER TABLE activities ADD COLUMN wr_pass_ttl_s {INT} NOT NULL DEFAULT 0"
-          " CHECK (wr_pass_ttl_s >= 0)")},
-    {STEP(7, "activities", "wr_seed", NULL,
-          "ALTER TABLE activities ADD COLUMN wr_seed {VARCHAR 255} NOT NULL DEFAULT ''"
-          " CHECK ({LEN wr_seed} <= 64)")},
+    {ADD_COLUMN(7, "activities", "wr_passes_per_s",
+                "{INT} NOT NULL DEFAULT 0 CHECK (wr_passes_per_s >= 0)")},
+    {ADD_COLUMN(7, "activities", "wr_pass_ttl_s",
+                "{INT} NOT NULL DEFAULT 0 CHECK (wr_pass_ttl_s >= 0)")},
+    {ADD_COLUMN(7, "activities", "wr_seed",
+                "{VARCHAR 255} NOT NULL DEFAULT '' CHECK ({LEN wr_seed} <= 64)")},
     /* 8: histories that diverge (docs/failover.md, docs/recovery.md).
      * The purchase's Idempotency-Key (NULL: none), so a recovery puts its
      * record back with the order. The marks per label and branch (the
@@ -183,9 +178,8 @@ static const struct step steps[] = {
      * admission whose order id the database already holds for another
      * activity, user or quantity (kept for the operator, never inserted,
      * never silently dropped). */
-    {STEP(8, "orders", "idem_key", NULL,
-          "ALTER TABLE orders ADD COLUMN idem_key {BYTES 64}"
-          " CHECK (idem_key IS NULL OR {LEN idem_key} BETWEEN 1 AND 64)")},
+    {ADD_COLUMN(8, "orders", "idem_key",
+                "{BYTES 64} CHECK (idem_key IS NULL OR {LEN idem_key} BETWEEN 1 AND 64)")},
     {STEP(8, "redis_marks", "branch", NULL, ""),
      .own = {[SK_SQLITE] = "CREATE TABLE redis_marks_b ("
                            " label TEXT NOT NULL CHECK (length(label) BETWEEN 1 AND 31),"
@@ -250,18 +244,14 @@ static const struct step steps[] = {
      * proof-of-work bits (0 = none) rising from min to max with the load
      * (a step per bit, 0 = fixed), and a CAPTCHA provider ('' = none).
      * Existing rows get no challenge. */
-    {STEP(10, "activities", "ch_pow_min", NULL,
-          "ALTER TABLE activities ADD COLUMN ch_pow_min {INT} NOT NULL DEFAULT 0"
-          " CHECK (ch_pow_min >= 0)")},
-    {STEP(10, "activities", "ch_pow_max", NULL,
-          "ALTER TABLE activities ADD COLUMN ch_pow_max {INT} NOT NULL DEFAULT 0"
-          " CHECK (ch_pow_max >= 0)")},
-    {STEP(10, "activities", "ch_pow_step", NULL,
-          "ALTER TABLE activities ADD COLUMN ch_pow_step {INT} NOT NULL DEFAULT 0"
-          " CHECK (ch_pow_step >= 0)")},
-    {STEP(10, "activities", "ch_captcha", NULL,
-          "ALTER TABLE activities ADD COLUMN ch_captcha {VARCHAR 16} NOT NULL DEFAULT ''"
-          " CHECK ({LEN ch_captcha} <= 15)")},
+    {ADD_COLUMN(10, "activities", "ch_pow_min",
+                "{INT} NOT NULL DEFAULT 0 CHECK (ch_pow_min >= 0)")},
+    {ADD_COLUMN(10, "activities", "ch_pow_max",
+                "{INT} NOT NULL DEFAULT 0 CHECK (ch_pow_max >= 0)")},
+    {ADD_COLUMN(10, "activities", "ch_pow_step",
+                "{INT} NOT NULL DEFAULT 0 CHECK (ch_pow_step >= 0)")},
+    {ADD_COLUMN(10, "activities", "ch_captcha",
+                "{VARCHAR 16} NOT NULL DEFAULT '' CHECK ({LEN ch_captcha} <= 15)")},
     /* 11: pre-registration, the draw and the waiting room's emergency
      * controls (docs/fairness.md, docs/waiting-room.md): the controls
      * (SK_WR_* bits), the registration window (0 0 = none), a draw
@@ -269,29 +259,20 @@ static const struct step steps[] = {
      * the draw as made (when, how many, the wave so far). registrations:
      * who registered, and their place in the draw (NULL before it); user
      * ids as the int64 of the same bits, like orders. */
-    {STEP(11, "activities", "wr_control", NULL,
-          "ALTER TABLE activities ADD COLUMN wr_control {INT} NOT NULL DEFAULT 0"
-          " CHECK (wr_control BETWEEN 0 AND 7)")},
-    {STEP(11, "activities", "reg_start_ms", NULL,
-          "ALTER TABLE activities ADD COLUMN reg_start_ms {INT} NOT NULL DEFAULT 0"
-          " CHECK (reg_start_ms >= 0)")},
-    {STEP(11, "activities", "reg_end_ms", NULL,
-          "ALTER TABLE activities ADD COLUMN reg_end_ms {INT} NOT NULL DEFAULT 0"
-          " CHECK (reg_end_ms >= 0)")},
-    {STEP(11, "activities", "draw_box_s", NULL,
-          "ALTER TABLE activities ADD COLUMN draw_box_s {INT} NOT NULL DEFAULT 0"
-          " CHECK (draw_box_s >= 0)")},
-    {STEP(11, "activities", "draw_seed", NULL,
-          "ALTER TABLE activities ADD COLUMN draw_seed {VARCHAR 64} NOT NULL DEFAULT ''"
-          " CHECK ({LEN draw_seed} IN (0, 64))")},
-    {STEP(11, "activities", "drawn_ms", NULL,
-          "ALTER TABLE activities ADD COLUMN drawn_ms {INT} NOT NULL DEFAULT 0"
-          " CHECK (drawn_ms >= 0)")},
-    {STEP(11, "activities", "draw_n", NULL,
-          "ALTER TABLE activities ADD COLUMN draw_n {INT} NOT NULL DEFAULT 0 CHECK (draw_n >= 0)")},
-    {STEP(11, "activities", "draw_state", NULL,
-          "ALTER TABLE activities ADD COLUMN draw_state {VARCHAR 95} NOT NULL DEFAULT ''"
-          " CHECK ({LEN draw_state} < 96)")},
+    {ADD_COLUMN(11, "activities", "wr_control",
+                "{INT} NOT NULL DEFAULT 0 CHECK (wr_control BETWEEN 0 AND 7)")},
+    {ADD_COLUMN(11, "activities", "reg_start_ms",
+                "{INT} NOT NULL DEFAULT 0 CHECK (reg_start_ms >= 0)")},
+    {ADD_COLUMN(11, "activities", "reg_end_ms",
+                "{INT} NOT NULL DEFAULT 0 CHECK (reg_end_ms >= 0)")},
+    {ADD_COLUMN(11, "activities", "draw_box_s",
+                "{INT} NOT NULL DEFAULT 0 CHECK (draw_box_s >= 0)")},
+    {ADD_COLUMN(11, "activities", "draw_seed",
+                "{VARCHAR 64} NOT NULL DEFAULT '' CHECK ({LEN draw_seed} IN (0, 64))")},
+    {ADD_COLUMN(11, "activities", "drawn_ms", "{INT} NOT NULL DEFAULT 0 CHECK (drawn_ms >= 0)")},
+    {ADD_COLUMN(11, "activities", "draw_n", "{INT} NOT NULL DEFAULT 0 CHECK (draw_n >= 0)")},
+    {ADD_COLUMN(11, "activities", "draw_state",
+                "{VARCHAR 95} NOT NULL DEFAULT '' CHECK ({LEN draw_state} < 96)")},
     {STEP(11, "registrations", NULL, NULL,
           "CREATE TABLE IF NOT EXISTS registrations ("
           " activity_id {INT} NOT NULL CHECK (activity_id >= 1),"
@@ -364,19 +345,16 @@ static const struct step steps[] = {
           "{END}")},
     {STEP(13, "webhook_endpoints", NULL, "webhook_endpoints_name",
           "CREATE UNIQUE INDEX webhook_endpoints_name ON webhook_endpoints (activity_id, name)")},
-    {STEP(13, "webhook_cursors", "epoch", NULL,
-          "ALTER TABLE webhook_cursors ADD COLUMN epoch {INT} NOT NULL DEFAULT 0")},
+    {ADD_COLUMN(13, "webhook_cursors", "epoch", "{INT} NOT NULL DEFAULT 0")},
     /* 14: a persist's order.created events as one row per batch and
      * activity: a row per order (its unique index entry, its id) nearly
      * doubled InnoDB's work per order. batch: the ids of the row's orders
      * (up to SK_STORE_BATCH_ROW_MAX, in id order, separated by one space;
      * the first is its subject and order_id); NULL: a row of one event. A
      * dead letter names its event within a batch row by event_sub. */
-    {STEP(14, "events", "batch", NULL,
-          "ALTER TABLE events ADD COLUMN batch {BYTES 8191}"
-          " CHECK (batch IS NULL OR {LEN batch} BETWEEN 1 AND 8191)")},
-    {STEP(14, "webhook_dead", "event_sub", NULL,
-          "ALTER TABLE webhook_dead ADD COLUMN event_sub {INT} NOT NULL DEFAULT 0")},
+    {ADD_COLUMN(14, "events", "batch",
+                "{BYTES 8191} CHECK (batch IS NULL OR {LEN batch} BETWEEN 1 AND 8191)")},
+    {ADD_COLUMN(14, "webhook_dead", "event_sub", "{INT} NOT NULL DEFAULT 0")},
 };
 #define N_STEPS (sizeof steps / sizeof steps[0])
 #define N_MIGRATIONS (steps[N_STEPS - 1].version)
@@ -473,7 +451,7 @@ int sk_store_migrate(sk_store *st)
         return v > N_MIGRATIONS ? newer(st, v) : 0;
     st->errstr[0] = 0;
     for (;;) {
-        int rc = st->drv->tx(st, SK_TX_BEGIN);
+        int rc = sk_tx_begin(st);
         if (rc == 0) rc = locked_pass(st, &v);
         rc = sk_tx_end(st, rc);
         /* the lock of a server that keeps it past the transaction */

@@ -20,6 +20,10 @@
 #include "core/error.h"
 
 #define MY_TABLE ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+#define MARK_ON_CONFLICT                                                                           \
+    " ON CONFLICT (label, branch) DO UPDATE SET adm = excluded.adm,"                               \
+    " updated_ms = excluded.updated_ms, order_id = excluded.order_id"                              \
+    " WHERE excluded.adm > redis_marks.adm"
 
 /* A word per dialect (SQLite, PostgreSQL, MySQL). */
 static const struct token {
@@ -48,12 +52,7 @@ static const struct token {
     /* the marks' upsert: a mark only ever grows (MySQL assigns left to
      * right, so adm goes last) */
     {"MARK_UPSERT",
-     {" ON CONFLICT (label, branch) DO UPDATE SET adm = excluded.adm,"
-      " updated_ms = excluded.updated_ms, order_id = excluded.order_id"
-      " WHERE excluded.adm > redis_marks.adm",
-      " ON CONFLICT (label, branch) DO UPDATE SET adm = excluded.adm,"
-      " updated_ms = excluded.updated_ms, order_id = excluded.order_id"
-      " WHERE excluded.adm > redis_marks.adm",
+     {MARK_ON_CONFLICT, MARK_ON_CONFLICT,
       " ON DUPLICATE KEY UPDATE"
       " updated_ms = IF(VALUES(adm) > adm, VALUES(updated_ms), updated_ms),"
       " order_id = IF(VALUES(adm) > adm, VALUES(order_id), order_id),"
@@ -544,6 +543,19 @@ static char *expand(const char *text, int d, const char *types, size_t rows, int
     return o.t.p;
 }
 
+/* text expanded for st's dialect; NULL with the failure on st (what
+ * names the statement). */
+static char *expand_st(sk_store *st, const char *text, const char *types, size_t rows,
+                       const char *what)
+{
+    int bad;
+    char *s = expand(text, st->drv->dialect, types, rows, &bad);
+    if (!s)
+        sk_store_set_err(st, bad ? SK_EINVAL : SK_ENOMEM, "%s %s: %s",
+                         bad ? "bad SQL" : "out of memory preparing", st->drv->name, what);
+    return s;
+}
+
 char *sk_sql_text(sk_store *st, int q, size_t rows, int *none)
 {
     *none = 0;
@@ -553,20 +565,10 @@ char *sk_sql_text(sk_store *st, int q, size_t rows, int *none)
         *none = 1;
         return NULL;
     }
-    int bad;
-    char *s = expand(text, d, sql[q].types, rows ? rows : 1, &bad);
-    if (!s)
-        sk_store_set_err(st, bad ? SK_EINVAL : SK_ENOMEM, "%s %s: %s",
-                         bad ? "bad SQL" : "out of memory preparing", st->drv->name, sql[q].what);
-    return s;
+    return expand_st(st, text, sql[q].types, rows ? rows : 1, sql[q].what);
 }
 
 char *sk_sql_script(sk_store *st, const char *text, const char *what)
 {
-    int bad;
-    char *s = expand(text, st->drv->dialect, NULL, 1, &bad);
-    if (!s)
-        sk_store_set_err(st, bad ? SK_EINVAL : SK_ENOMEM, "%s %s: %s",
-                         bad ? "bad SQL" : "out of memory preparing", st->drv->name, what);
-    return s;
+    return expand_st(st, text, NULL, 1, what);
 }

@@ -64,13 +64,9 @@ static int exec(sk_store *st, const char *script, const char *what)
     return sqlite3_exec(SQ(st)->db, script, NULL, NULL, NULL) == SQLITE_OK ? 0 : fail(st, what);
 }
 
-static int tx(sk_store *st, int op)
+static int end(sk_store *st, int commit)
 {
-    if (op == SK_TX_ROLLBACK) {
-        sqlite3_exec(SQ(st)->db, "ROLLBACK", NULL, NULL, NULL); /* st->errstr stays */
-        return 0;
-    }
-    return op == SK_TX_BEGIN ? exec(st, "BEGIN IMMEDIATE", "begin") : exec(st, "COMMIT", "commit");
+    return commit ? exec(st, "COMMIT", "commit") : exec(st, "ROLLBACK", "rollback");
 }
 
 static int prepare(sk_store *st, int q, size_t rows, size_t *got, struct sk_stmt **out)
@@ -221,4 +217,5 @@ static void close_(sk_store *st)
     st->conn = NULL;
 }
 
-const struct sk_store_driver sk_store_sqlite = SK_STORE_DRIVER("sqlite", SK_SQLITE);
+const struct sk_store_driver sk_store_sqlite =
+    SK_STORE_DRIVER("sqlite", SK_SQLITE, "BEGIN IMMEDIATE", NULL, bind_, changes);

@@ -66,21 +66,16 @@ int sk_store_webhook_add(sk_store *st, struct sk_store_webhook *w, int64_t now_m
     w->prev_until_ms = 0;
     w->secret_prev[0] = 0;
     w->created_ms = w->updated_ms = now_ms;
-    int rc = sk_store_enter(st);
-    return rc ? rc : sk_tx(st, add_tx, w);
+    return sk_tx(st, add_tx, w);
 }
 
 int sk_store_webhook_list(sk_store *st, uint64_t aid, struct sk_store_webhook **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    int rc = sk_store_enter(st);
-    if (rc) return rc;
     if (aid)
-        return sk_q_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof **out,
+        return sk_store_all(st, Q_WHE_LIST, SK_ARGS(SK_I(aid)), sk_store_read_webhook, sizeof **out,
+                            (void **)out, n);
+    return sk_store_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out,
                         (void **)out, n);
-    return sk_q_all(st, Q_WHE_LIST_ALL, NULL, 0, sk_store_read_webhook, sizeof **out, (void **)out,
-                    n);
 }
 
 int sk_store_webhook_get(sk_store *st, uint64_t aid, const char *name, struct sk_store_webhook *out)
@@ -126,8 +121,7 @@ static int change_tx(sk_store *st, void *ctx)
 static int change(sk_store *st, struct change *c)
 {
     if (sk_store_id_beyond_sql(c->aid)) return no_endpoint(st, c->aid, c->name);
-    int rc = sk_store_enter(st);
-    return rc ? rc : sk_tx(st, change_tx, c);
+    return sk_tx(st, change_tx, c);
 }
 
 int sk_store_webhook_remove(sk_store *st, uint64_t aid, const char *name)
@@ -184,8 +178,7 @@ int sk_store_webhook_rewind(sk_store *st, const char *endpoint, int64_t since_ms
     *row = 0;
     *events = 0;
     struct rewind r = {endpoint, since_ms, now_ms, row, events};
-    int rc = sk_store_enter(st);
-    return rc ? rc : sk_tx(st, rewind_tx, &r);
+    return sk_tx(st, rewind_tx, &r);
 }
 
 int sk_store_webhook_cursor_find(sk_store *st, const char *endpoint, int64_t *row, int64_t *epoch)
