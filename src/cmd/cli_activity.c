@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/activity_json.h"
 #include "engine/draw.h"
 #include "engine/keys.h"
 #include "engine/registration.h"
@@ -220,74 +221,6 @@ static const char *fmt_time(int64_t ms, char *buf)
 
 /* ---- output ---- */
 
-/* The definition, plus the live figures when live != NULL (the README's HTTP API
- * names: stock_initial, stock_remaining, per_user_limit, start, end). */
-static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_state *live,
-                             int64_t now)
-{
-    char t[3][SK_TIME_RFC3339_MAX];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer((json_int_t)a->id));
-    json_object_set_new(o, "name", json_string(a->name));
-    if (live) {
-        json_object_set_new(o, "state",
-                            json_string(sk_activity_live_state(live->exists, live->open,
-                                                               a->start_ms, a->end_ms, now)));
-        json_object_set_new(o, "switch", json_string(live->open ? "open" : "closed"));
-        json_object_set_new(o, "preheated", json_boolean(live->exists));
-    }
-    json_object_set_new(o, "stored_state", json_string(a->state));
-    json_object_set_new(o, "start", json_string(fmt_time(a->start_ms, t[0])));
-    json_object_set_new(o, "end", json_string(fmt_time(a->end_ms, t[1])));
-    json_object_set_new(o, "start_ms", json_integer(a->start_ms));
-    json_object_set_new(o, "end_ms", json_integer(a->end_ms));
-    json_object_set_new(o, "stock_initial", json_integer(a->stock));
-    json_object_set_new(o, "per_user_limit", json_integer(a->per_user_limit));
-    json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
-    json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
-    json_object_set_new(o, "segments", json_integer(a->segments));
-    if (a->wr_passes_per_s > 0) {
-        /* the operator's view: the seed reproduces the queue's draw */
-        json_object_set_new(o, "passes_per_s", json_integer(a->wr_passes_per_s));
-        json_object_set_new(o, "pass_ttl_s", json_integer(a->wr_pass_ttl_s));
-        json_object_set_new(o, "queue_seed", json_string(a->wr_seed));
-    }
-    if (sk_activity_has_challenge(a)) {
-        json_t *ch = json_object();
-        json_object_set_new(ch, "pow_bits_min", json_integer(a->ch_pow_min));
-        json_object_set_new(ch, "pow_bits_max", json_integer(a->ch_pow_max));
-        json_object_set_new(ch, "pow_load_step", json_integer(a->ch_pow_step));
-        json_object_set_new(ch, "captcha",
-                            a->ch_captcha[0] ? json_string(a->ch_captcha) : json_null());
-        json_object_set_new(o, "challenge", ch);
-    }
-    json_object_set_new(o, "db_stock", json_integer(a->stock_db));
-    json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
-    if (live) {
-        /* Not preheated: no live figures rather than misleading zeros. */
-        int e = live->exists;
-        json_object_set_new(o, "stock_remaining", e ? json_integer(live->remaining) : json_null());
-        /* Units admitted over the sale's life, each order once (invariant 2
-         * of docs/design.md: remaining + admitted - released = initial): the
-         * figure of the dashboard and /metrics too */
-        json_object_set_new(o, "admitted", e ? json_integer(sk_stock_admitted(live)) : json_null());
-        json_object_set_new(o, "held", e ? json_integer(live->held) : json_null());
-        json_object_set_new(o, "released", e ? json_integer(live->released) : json_null());
-        json_object_set_new(o, "buyers", e ? json_integer(live->buyers) : json_null());
-        json_object_set_new(o, "stream_length", e ? json_integer(live->stream_len) : json_null());
-        if (e && live->initial != a->stock)
-            json_object_set_new(o, "redis_stock_initial", json_integer(live->initial));
-        /* the rollback guard (docs/recovery.md): shown even when only the
-         * fence is left of the live state */
-        json_object_set_new(o, "fence", live->fence[0] ? json_string(live->fence) : json_null());
-        json_object_set_new(o, "fence_why",
-                            live->fence[0] ? json_string(live->fence_why) : json_null());
-        json_object_set_new(o, "lost", json_integer(live->lost));
-        json_object_set_new(o, "oversold", json_integer(live->oversold));
-    }
-    return o;
-}
-
 static void print_json(json_t *o)
 {
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -446,7 +379,7 @@ static int cmd_create(struct ctx *c)
     if ((rc = open_store(c)) != 0) return rc;
     if ((rc = sk_store_activity_insert(c->st, &a)) < 0) return store_fail(c, rc);
     a.stock_db = a.stock;
-    return emit(c, activity_json(&a, NULL, 0));
+    return emit(c, sk_activity_json(&a, NULL, 0, SK_AV_OPERATOR, NULL));
 }
 
 /* Runs the recovery of docs/recovery.md (apply or dry run), prints what it
@@ -744,7 +677,8 @@ static int watch_show(struct ctx *c, const struct sk_activity *a)
         }
         last_held = live.held;
         last_ms = now;
-        if ((rc = emit(c, activity_json(a, &live, now))) != SK_EXIT_OK) return rc;
+        if ((rc = emit(c, sk_activity_json(a, &live, now, SK_AV_OPERATOR, NULL))) != SK_EXIT_OK)
+            return rc;
         if (!tty && !has(c, O_JSON)) printf("\n");
         fflush(stdout);
         for (int i = 0; i < 20 && !watch_stop; i++) {
@@ -766,7 +700,7 @@ static int cmd_show(struct ctx *c)
     if (has(c, O_WATCH)) return watch_show(c, &a);
     if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
     if ((rc = redis_now(c, &now)) != 0) return rc;
-    return emit(c, activity_json(&a, &live, now));
+    return emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL));
 }
 
 /* The list's columns: each as wide as its widest cell (an id of 15
@@ -815,7 +749,7 @@ static int cmd_list(struct ctx *c)
             break;
         }
         if (has(c, O_JSON)) {
-            json_array_append_new(arr, activity_json(&all[i], &live, now));
+            json_array_append_new(arr, sk_activity_json(&all[i], &live, now, SK_AV_OPERATOR, NULL));
             continue;
         }
         char(*r)[L_CELL] = rows[i + 1];

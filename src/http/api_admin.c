@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/activity_json.h"
 #include "engine/draw.h"
 #include "engine/keys.h"
 #include "engine/seg_preheat.h"
@@ -80,77 +81,40 @@ static int keep_err(struct op *o, sk_store *st, int rc)
     return rc;
 }
 
-/* The public view of registration and the draw (docs/fairness.md): the
- * window, the controls, and for a draw the seed's commitment, the seed
- * itself only once the draw is made (anyone can then recompute it). */
-static void fairness_json(const struct sk_activity *a, char *out, size_t cap)
-{
-    size_t n = 0;
-    out[0] = 0;
-    if (a->reg_end_ms > 0) {
-        char rs[SK_TIME_RFC3339_MAX], re[SK_TIME_RFC3339_MAX];
-        sk_time_format_rfc3339(a->reg_start_ms, rs, sizeof rs);
-        sk_time_format_rfc3339(a->reg_end_ms, re, sizeof re);
-        n += (size_t)snprintf(out + n, cap - n,
-                              ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", rs, re);
-    }
-    if (a->wr_control && n < cap)
-        n += (size_t)snprintf(out + n, cap - n,
-                              ",\"controls\":{\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}",
-                              a->wr_control & SK_WR_PAUSE ? "true" : "false",
-                              a->wr_control & SK_WR_QUEUE_ALL ? "true" : "false",
-                              a->wr_control & SK_WR_NO_JOINS ? "true" : "false");
-    if (a->draw_box_s <= 0 || n >= cap) return;
-    char commit[SK_DRAW_HEX] = "";
-    if (sk_draw_commit(a->draw_seed, commit) < 0) commit[0] = 0;
-    n += (size_t)snprintf(out + n, cap - n,
-                          ",\"allocation\":\"draw\",\"draw\":{\"box_s\":%" PRId64
-                          ",\"commitment\":\"%s\",\"drawn\":%s,\"registrants\":%" PRId64,
-                          a->draw_box_s, commit, a->drawn_ms > 0 ? "true" : "false", a->draw_n);
-    if (a->drawn_ms > 0 && n < cap)
-        n += (size_t)snprintf(out + n, cap - n, ",\"seed\":\"%s\"", a->draw_seed);
-    if (n < cap) snprintf(out + n, cap - n, "}");
-}
-
+/* The buyer's view of a with its live state st (engine/activity_json.h),
+ * its strings escaped as sk_body_json_escape does: <, > and & and the JS
+ * line terminators (json_dumps leaves them; JSON has them only inside
+ * strings). */
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[3072],
-        rl[96] = "", wr[96] = "", ch[SK_CH_JSON_MAX + 16] = "";
-    sk_time_format_rfc3339(a->start_ms, start, sizeof start);
-    sk_time_format_rfc3339(a->end_ms, end, sizeof end);
-    if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
-    const char *state =
-        sk_activity_live_state(st->exists, st->open, a->start_ms, a->end_ms, sk_wall_ms());
-    if (a->rl_per_user_per_s > 0)
-        snprintf(rl, sizeof rl,
-                 ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
-                 a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
-    if (sk_activity_has_challenge(a)) {
-        memcpy(ch, ",\"challenge\":", 13);
-        if (sk_challenge_json(a, &app->cfg, ch + 13, sizeof ch - 13) < 0) ch[0] = 0;
+    char chs[SK_CH_JSON_MAX], body[3072];
+    json_t *ch = NULL;
+    if (sk_activity_has_challenge(a) && sk_challenge_json(a, &app->cfg, chs, sizeof chs) >= 0)
+        ch = json_loads(chs, 0, NULL);
+    json_t *o = sk_activity_json(a, st, sk_wall_ms(), SK_AV_PUBLIC, ch);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = 0;
+    for (; p && *p && n + 7 < sizeof body; p++) {
+        if (*p == '<' || *p == '>' || *p == '&') {
+            n += (size_t)snprintf(body + n, 7, "\\u%04x", *p);
+        } else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+            n += (size_t)snprintf(body + n, 7, "\\u%04x", 0x2000 + p[2] - 0x80);
+            p += 2;
+        } else {
+            body[n++] = (char)*p;
+        }
     }
-    /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
-    if (a->wr_passes_per_s > 0)
-        snprintf(wr, sizeof wr,
-                 ",\"waiting_room\":{\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64 "}",
-                 a->wr_passes_per_s, a->wr_pass_ttl_s);
-    char fair[512] = "";
-    fairness_json(a, fair, sizeof fair);
-    int n = snprintf(body, sizeof body,
-                     "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
-                     "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
-                     ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                     ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s%s}",
-                     a->id, name, state, start, end, a->stock,
-                     st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
-                     a->pay_timeout_s, a->segments, rl, wr, ch, fair);
-    sk_http_reply(app, req, route, status, "application/json", body,
-                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+    int whole = p && !*p;
+    free(s);
+    sk_http_reply(app, req, route, status, "application/json", body, whole ? n : 0);
 }
 
-/* ---- live state of a segmented activity: every segment's state script
- * and the base meta's reconcile verdict, in parallel, summed ------------- */
+/* ---- live state: one key set's state script, or a segmented activity's
+ * every segment's and the base meta's reconcile verdict, in parallel,
+ * summed ----------------------------------------------------------------- */
 
 typedef void (*state_done_fn)(struct op *o, const struct sk_stock_state *st); /* st NULL: failed */
 
@@ -186,7 +150,7 @@ struct seg_state_op {
 static void on_seg_state_done(struct sk_fanout *f)
 {
     struct seg_state_op *so = (struct seg_state_op *)f;
-    if (!f->failed) {
+    if (!f->failed && so->segments > 1) {
         so->sum.reconcile_drift = so->drift;
         so->sum.reconcile_ms = so->drift_ms;
     }
@@ -217,9 +181,9 @@ static void on_seg_state(void *data, redisReply *rep)
     sk_fanout_answered(&so->f);
 }
 
-/* Reads the summed state of o's segmented activity (peek: only exists,
- * open and stock, O(1) per segment); done(o, st) runs once. */
-static void seg_state_read(struct op *o, state_done_fn done, int peek)
+/* Reads the (summed) state of o's activity (peek: only exists, open and
+ * stock, O(1) per key set); done(o, st) runs once. */
+static void state_read(struct op *o, state_done_fn done, int peek)
 {
     int segs = (int)o->act.segments;
     struct seg_state_op *so = calloc(1, sizeof *so);
@@ -229,23 +193,24 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
     }
     *so = (struct seg_state_op){.o = o, .done = done, .peek = peek, .segments = segs, .drift = -1};
     sk_fanout_begin(&so->f, on_seg_state_done);
-    for (int i = peek ? 0 : -1; i < segs; i++) {
+    for (int i = peek || segs < 2 ? 0 : -1; i < segs; i++) {
         struct sk_keys k;
         struct seg_state_slot *sl = &so->slot[i + 1];
         *sl = (struct seg_state_slot){so, i};
         int rc;
-        if (i < 0) {
+        if (i < 0 || segs < 2)
             sk_keys_for(&k, o->act.id);
+        else
+            sk_keys_seg(&k, o->act.id, i);
+        if (i < 0) {
             const char *argv[] = {"HMGET", k.meta, SK_M_RECONCILED_FIELDS};
             rc = sk_aredis_command(o->app->redis, on_seg_state, sl,
                                    (int)(sizeof argv / sizeof *argv), argv, NULL);
         } else if (peek) {
-            sk_keys_seg(&k, o->act.id, i);
             const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
             rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
                                 on_seg_state, sl);
         } else {
-            sk_keys_seg(&k, o->act.id, i);
             const char *keys[SK_STATE_NKEYS];
             sk_keys_state(&k, keys);
             rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
@@ -269,31 +234,16 @@ static void state_for_activity_done(struct op *o, const struct sk_stock_state *s
     free(o);
 }
 
-static void on_state_for_activity(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    state_for_activity_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
-}
-
 /* Reads the live state, then answers with the activity. Takes o. */
 static void answer_with_state(struct op *o)
 {
-    if (o->act.segments > 1) {
-        seg_state_read(o, state_for_activity_done, 1);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, o->act.id);
-    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
-                       on_state_for_activity, o) < 0)
-        on_state_for_activity(o, NULL);
+    state_read(o, state_for_activity_done, 1);
 }
 
 /* ---- the buyer's view without a request (sk_activity_peek) ------------- */
 
 struct peek_op {
-    struct op o; /* first: seg_state_read's done gets o back */
+    struct op o; /* first: state_read's done gets o back */
     sk_activity_peek_cb cb;
     void *arg;
 };
@@ -303,12 +253,6 @@ static void peek_state_done(struct op *o, const struct sk_stock_state *st)
     struct peek_op *p = (struct peek_op *)o;
     p->cb(o->app, p->arg, st ? 0 : SK_EIO, &o->act, st);
     free(p);
-}
-
-static void on_peek(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    peek_state_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
@@ -321,16 +265,7 @@ static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_a
         return;
     }
     p->o.act = *a;
-    if (a->segments > 1) {
-        seg_state_read(&p->o, peek_state_done, 1);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a->id);
-    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL, on_peek,
-                       &p->o) < 0)
-        on_peek(&p->o, NULL);
+    state_read(&p->o, peek_state_done, 1);
 }
 
 void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg)
@@ -347,12 +282,6 @@ void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, v
     sk_act_defs_lookup(app, id, on_peek_def, p);
 }
 
-static void on_full_state(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    peek_state_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
-}
-
 void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
                        void *arg)
 {
@@ -366,17 +295,7 @@ void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activ
     p->o.act = *a;
     p->cb = cb;
     p->arg = arg;
-    if (a->segments > 1) {
-        seg_state_read(&p->o, peek_state_done, 0);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a->id);
-    const char *keys[SK_STATE_NKEYS];
-    sk_keys_state(&k, keys);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
-                       on_full_state, &p->o) < 0)
-        on_full_state(&p->o, NULL);
+    state_read(&p->o, peek_state_done, 0);
 }
 
 static int activity_read_run(sk_store *st, void *ctx)
@@ -894,27 +813,10 @@ static void stats_done(struct op *o, const struct sk_stock_state *stp)
     free(o);
 }
 
-static void on_stats(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    stats_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
-}
-
 /* With the definition (and its DB stock) read and Redis ready. */
 static void stats_next(struct op *o)
 {
-    const struct sk_activity a = o->act;
-    if (a.segments > 1) {
-        seg_state_read(o, stats_done, 0);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
-    const char *keys[SK_STATE_NKEYS];
-    sk_keys_state(&k, keys);
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
-                       on_stats, o) < 0)
-        on_stats(o, NULL);
+    state_read(o, stats_done, 0);
 }
 
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
