@@ -260,9 +260,11 @@ static int emit(const struct ctx *c, json_t *o)
 
 /* ---- sub-commands ---- */
 
+/* Flag o's whole number into *out; a flag not given leaves it. */
 static int parse_count(const struct ctx *c, int o, int64_t *out)
 {
     const char *s = c->val[o];
+    if (!has(c, o)) return 0;
     if (sk_cli_parse_i64(s, INT64_MIN, INT64_MAX, out) == 0) return 0;
     const char *d = s + (*s == '-');
     if (*d && d[strspn(d, "0123456789")] == 0)
@@ -296,7 +298,7 @@ static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
     if (a->wr_passes_per_s < 1 || a->wr_passes_per_s > SK_ACTIVITY_PASS_RATE_MAX)
         return sk_cli_usage_error("activity create: --passes-per-s must be between 1 and %d",
                                   SK_ACTIVITY_PASS_RATE_MAX);
-    if (has(c, O_PASS_TTL) && (rc = parse_count(c, O_PASS_TTL, &a->wr_pass_ttl_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_PASS_TTL, &a->wr_pass_ttl_s)) != 0) return rc;
     if (has(c, O_QUEUE_SEED)) {
         const char *seed = c->val[O_QUEUE_SEED];
         if (!sk_activity_seed_valid(seed, strlen(seed)))
@@ -321,13 +323,12 @@ static int parse_challenge(const struct ctx *c, struct sk_activity *a)
                                   "--pow-bits");
     if (has(c, O_POW_STEP) && !has(c, O_POW_BITS_MAX))
         return sk_cli_usage_error("activity create: --pow-load-step needs --pow-bits-max");
-    if (has(c, O_POW_BITS) && (rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
     if (has(c, O_POW_BITS) && a->ch_pow_min < 1)
         return sk_cli_usage_error("activity create: --pow-bits must be between 1 and %d",
                                   SK_CH_BITS_MAX);
-    if (has(c, O_POW_BITS_MAX) && (rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0)
-        return rc;
-    if (has(c, O_POW_STEP) && (rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
     if (has(c, O_CAPTCHA)) {
         const char *p = c->val[O_CAPTCHA];
         if (!sk_activity_captcha_valid(p))
@@ -351,16 +352,14 @@ static int cmd_create(struct ctx *c)
     int rc;
     if ((rc = parse_count(c, O_STOCK, &a.stock)) != 0) return rc;
     if ((rc = parse_count(c, O_LIMIT, &a.per_user_limit)) != 0) return rc;
-    if (has(c, O_MAX_PER_ORDER) && (rc = parse_count(c, O_MAX_PER_ORDER, &a.max_per_order)) != 0)
-        return rc;
-    if (has(c, O_PAY_TIMEOUT) && (rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0)
-        return rc;
-    if (has(c, O_RATE) && (rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
-    if (has(c, O_BURST) && (rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
+    if ((rc = parse_count(c, O_MAX_PER_ORDER, &a.max_per_order)) != 0) return rc;
+    if ((rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
     if (has(c, O_BURST) && !has(c, O_RATE))
         return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
     /* Range (1..256) and segments <= stock: sk_activity_validate below. */
-    if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
+    if ((rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
     if ((rc = parse_waiting_room(c, &a)) != 0) return rc;
     if ((rc = parse_challenge(c, &a)) != 0) return rc;
     int64_t now = sk_wall_ms();
@@ -485,10 +484,11 @@ static int cmd_preheat(struct ctx *c)
     }
 }
 
-static int set_switch(struct ctx *c, int open)
+/* open and close: the sale switch. */
+static int cmd_switch(struct ctx *c)
 {
     struct sk_activity a;
-    int rc;
+    int rc, open = !strcmp(c->sc->name, "open");
     if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
         return rc;
     int res;
@@ -510,22 +510,22 @@ static int set_switch(struct ctx *c, int open)
     return SK_EXIT_OK;
 }
 
-static int cmd_open(struct ctx *c)
-{
-    return set_switch(c, 1);
-}
-static int cmd_close(struct ctx *c)
-{
-    return set_switch(c, 0);
-}
-
 /* ---- the draw (docs/fairness.md) ---- */
 
-/* The registrants in the store (sorted, distinct), into a new array. */
-static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n)
+/* The registrants in the store (sorted, distinct), into a new array, and
+ * their user ids in that order into another (*order, the caller's too). */
+static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n,
+                              uint64_t **order)
 {
     int rc = sk_store_registrations_list(c->st, c->id, reg, n);
-    return rc < 0 ? store_fail(c, rc) : 0;
+    if (rc < 0) return store_fail(c, rc);
+    if (!(*order = malloc((*n ? *n : 1) * sizeof **order))) {
+        free(*reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    for (size_t i = 0; i < *n; i++)
+        (*order)[i] = (*reg)[i].user_id;
+    return 0;
 }
 
 /* Recomputes the draw from the published seed and the stored registrants
@@ -538,15 +538,9 @@ static int draw_verify(struct ctx *c, const struct sk_activity *a)
                                   (unsigned long long)a->id);
     struct sk_registration *reg;
     size_t n;
-    int rc = stored_registrants(c, &reg, &n);
+    uint64_t *order;
+    int rc = stored_registrants(c, &reg, &n, &order);
     if (rc) return rc;
-    uint64_t *order = malloc((n ? n : 1) * sizeof *order);
-    if (!order) {
-        free(reg);
-        return sk_cli_runtime_error("activity draw: out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-        order[i] = reg[i].user_id;
     char commit[SK_DRAW_HEX], from[SK_DRAW_HEX], made[SK_DRAW_HEX];
     sk_draw_list_hash(order, n, from);
     size_t bad = 0;
@@ -607,14 +601,8 @@ static int cmd_draw(struct ctx *c)
         free(users);
         if (rc < 0) return store_fail(c, rc);
         struct sk_registration *reg;
-        if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
-        uint64_t *order = calloc(n ? n : 1, sizeof *order);
-        if (!order) {
-            free(reg);
-            return sk_cli_runtime_error("activity draw: out of memory");
-        }
-        for (size_t i = 0; i < n; i++)
-            order[i] = reg[i].user_id;
+        uint64_t *order;
+        if ((rc = stored_registrants(c, &reg, &n, &order)) != 0) return rc;
         free(reg);
         rc = sk_draw_order(a.draw_seed, order, n);
         if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
@@ -920,11 +908,11 @@ static const struct sub subs[] = {
      "fenced, its live state is rebuilt from the orders instead (activity recover).\n"
      "  --id N               activity id\n"
      "  --force              rewrite live stock (refused while open)\n" COMMON_USAGE},
-    {"open", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_open,
+    {"open", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_switch,
      "usage: seckill activity open --id N\n"
      "Turns the sale switch on; purchases succeed inside [start, end).\n"
      "  --id N               activity id\n" COMMON_USAGE},
-    {"close", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_close,
+    {"close", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_switch,
      "usage: seckill activity close --id N\n"
      "Turns the sale switch off; purchases are refused with `closed`.\n"
      "  --id N               activity id\n" COMMON_USAGE},

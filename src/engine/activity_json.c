@@ -27,11 +27,10 @@ static json_t *int_or_null(int present, int64_t v)
 static void public_parts(json_t *o, const struct sk_activity *a, json_t *ch)
 {
     if (a->rl_per_user_per_s > 0)
-        json_object_set_new(o, "rate_limit",
-                            json_pack("{s:I, s:I}", "per_user_per_s",
-                                      (json_int_t)a->rl_per_user_per_s, "burst",
-                                      (json_int_t)(a->rl_burst > 0 ? a->rl_burst
-                                                                   : a->rl_per_user_per_s)));
+        json_object_set_new(
+            o, "rate_limit",
+            json_pack("{s:I, s:I}", "per_user_per_s", (json_int_t)a->rl_per_user_per_s, "burst",
+                      (json_int_t)(a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s)));
     if (a->wr_passes_per_s > 0)
         json_object_set_new(o, "waiting_room",
                             json_pack("{s:I, s:I}", "passes_per_s", (json_int_t)a->wr_passes_per_s,
@@ -43,9 +42,10 @@ static void public_parts(json_t *o, const struct sk_activity *a, json_t *ch)
                                       time_json(a->reg_end_ms)));
     if (a->wr_control)
         json_object_set_new(o, "controls",
-                            json_pack("{s:b, s:b, s:b}", "paused", (a->wr_control & SK_WR_PAUSE) != 0,
-                                      "queue_all", (a->wr_control & SK_WR_QUEUE_ALL) != 0,
-                                      "refuse_joins", (a->wr_control & SK_WR_NO_JOINS) != 0));
+                            json_pack("{s:b, s:b, s:b}", "paused",
+                                      (a->wr_control & SK_WR_PAUSE) != 0, "queue_all",
+                                      (a->wr_control & SK_WR_QUEUE_ALL) != 0, "refuse_joins",
+                                      (a->wr_control & SK_WR_NO_JOINS) != 0));
     if (a->draw_box_s <= 0) return;
     char commit[SK_DRAW_HEX] = "";
     if (sk_draw_commit(a->draw_seed, commit) < 0) commit[0] = 0;
@@ -110,9 +110,9 @@ json_t *sk_activity_json(const struct sk_activity *a, const struct sk_stock_stat
     json_object_set_new(o, "id", json_integer((json_int_t)a->id));
     json_object_set_new(o, "name", json_string(a->name));
     if (live)
-        json_object_set_new(o, "state",
-                            json_string(sk_activity_live_state(e, live->open, a->start_ms,
-                                                               a->end_ms, now)));
+        json_object_set_new(
+            o, "state",
+            json_string(sk_activity_live_state(e, live->open, a->start_ms, a->end_ms, now)));
     if (live && op) {
         json_object_set_new(o, "switch", json_string(live->open ? "open" : "closed"));
         json_object_set_new(o, "preheated", json_boolean(e));
@@ -127,8 +127,10 @@ json_t *sk_activity_json(const struct sk_activity *a, const struct sk_stock_stat
     }
     json_object_set_new(o, "stock_initial", json_integer(a->stock));
     /* the buyer's and the list's: the whole stock before a preheat */
-    if (!op) json_object_set_new(o, "stock_remaining", json_integer(e ? live->remaining : a->stock));
-    if (v == SK_AV_LISTED) json_object_set_new(o, "admitted", json_integer(sk_stock_admitted(live)));
+    if (!op)
+        json_object_set_new(o, "stock_remaining", json_integer(e ? live->remaining : a->stock));
+    if (v == SK_AV_LISTED)
+        json_object_set_new(o, "admitted", json_integer(sk_stock_admitted(live)));
     json_object_set_new(o, "per_user_limit", json_integer(a->per_user_limit));
     json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
     json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
