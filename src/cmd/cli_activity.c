@@ -638,34 +638,40 @@ static void on_watch_signal(int sig)
     watch_stop = 1;
 }
 
-/* --watch: the same figures every second until Ctrl-C (or SIGTERM), on a
- * cleared screen when stdout is a terminal; one state script a second,
- * which sums the buyers hash (O(buyers)), like the stats route. */
-static int watch_show(struct ctx *c, const struct sk_activity *a)
+/* The definition and the live state, read on Redis's clock; with --watch
+ * the same figures every second until Ctrl-C (or SIGTERM), on a cleared
+ * screen when stdout is a terminal; one state script a second, which sums
+ * the buyers hash (O(buyers)), like the stats route. */
+static int cmd_show(struct ctx *c)
 {
+    struct sk_activity a;
+    int rc, watch = has(c, O_WATCH);
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
     struct sigaction sa = {.sa_handler = on_watch_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    int tty = isatty(STDOUT_FILENO), rc = SK_EXIT_OK;
+    if (watch) sigaction(SIGINT, &sa, NULL);
+    if (watch) sigaction(SIGTERM, &sa, NULL);
+    int tty = isatty(STDOUT_FILENO);
     int64_t last_held = -1, last_ms = 0;
     while (!watch_stop) {
         struct sk_stock_state live;
         int64_t now;
-        if (sk_stock_state(c->r, a->id, &live) < 0) return redis_fail(c);
+        if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
         if ((rc = redis_now(c, &now)) != 0) return rc;
+        if (!watch) return emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL));
         if (tty) printf("\033[H\033[2J");
         char at[SK_TIME_RFC3339_MAX];
         sk_time_format_rfc3339(now, at, sizeof at);
         if (!has(c, O_JSON)) {
-            printf("activity %llu at %s (every second; Ctrl-C to stop)\n",
-                   (unsigned long long)a->id, at);
+            printf("activity %llu at %s (every second; Ctrl-C to stop)\n", (unsigned long long)a.id,
+                   at);
             if (last_held >= 0 && now > last_ms)
                 printf("%-18s %.1f\n", "admitted_per_s",
                        (double)(live.held - last_held) * 1000.0 / (double)(now - last_ms));
         }
         last_held = live.held;
         last_ms = now;
-        if ((rc = emit(c, sk_activity_json(a, &live, now, SK_AV_OPERATOR, NULL))) != SK_EXIT_OK)
+        if ((rc = emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL))) != SK_EXIT_OK)
             return rc;
         if (!tty && !has(c, O_JSON)) printf("\n");
         fflush(stdout);
@@ -675,20 +681,6 @@ static int watch_show(struct ctx *c, const struct sk_activity *a)
         }
     }
     return SK_EXIT_OK;
-}
-
-static int cmd_show(struct ctx *c)
-{
-    struct sk_activity a;
-    struct sk_stock_state live;
-    int64_t now;
-    int rc;
-    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
-        return rc;
-    if (has(c, O_WATCH)) return watch_show(c, &a);
-    if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
-    if ((rc = redis_now(c, &now)) != 0) return rc;
-    return emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL));
 }
 
 /* The list's columns: each as wide as its widest cell (an id of 15
