@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/activity_json.h"
 #include "engine/draw.h"
 #include "engine/keys.h"
 #include "engine/registration.h"
@@ -220,74 +221,6 @@ static const char *fmt_time(int64_t ms, char *buf)
 
 /* ---- output ---- */
 
-/* The definition, plus the live figures when live != NULL (the README's HTTP API
- * names: stock_initial, stock_remaining, per_user_limit, start, end). */
-static json_t *activity_json(const struct sk_activity *a, const struct sk_stock_state *live,
-                             int64_t now)
-{
-    char t[3][SK_TIME_RFC3339_MAX];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer((json_int_t)a->id));
-    json_object_set_new(o, "name", json_string(a->name));
-    if (live) {
-        json_object_set_new(o, "state",
-                            json_string(sk_activity_live_state(live->exists, live->open,
-                                                               a->start_ms, a->end_ms, now)));
-        json_object_set_new(o, "switch", json_string(live->open ? "open" : "closed"));
-        json_object_set_new(o, "preheated", json_boolean(live->exists));
-    }
-    json_object_set_new(o, "stored_state", json_string(a->state));
-    json_object_set_new(o, "start", json_string(fmt_time(a->start_ms, t[0])));
-    json_object_set_new(o, "end", json_string(fmt_time(a->end_ms, t[1])));
-    json_object_set_new(o, "start_ms", json_integer(a->start_ms));
-    json_object_set_new(o, "end_ms", json_integer(a->end_ms));
-    json_object_set_new(o, "stock_initial", json_integer(a->stock));
-    json_object_set_new(o, "per_user_limit", json_integer(a->per_user_limit));
-    json_object_set_new(o, "max_per_order", json_integer(a->max_per_order));
-    json_object_set_new(o, "pay_timeout_s", json_integer(a->pay_timeout_s));
-    json_object_set_new(o, "segments", json_integer(a->segments));
-    if (a->wr_passes_per_s > 0) {
-        /* the operator's view: the seed reproduces the queue's draw */
-        json_object_set_new(o, "passes_per_s", json_integer(a->wr_passes_per_s));
-        json_object_set_new(o, "pass_ttl_s", json_integer(a->wr_pass_ttl_s));
-        json_object_set_new(o, "queue_seed", json_string(a->wr_seed));
-    }
-    if (sk_activity_has_challenge(a)) {
-        json_t *ch = json_object();
-        json_object_set_new(ch, "pow_bits_min", json_integer(a->ch_pow_min));
-        json_object_set_new(ch, "pow_bits_max", json_integer(a->ch_pow_max));
-        json_object_set_new(ch, "pow_load_step", json_integer(a->ch_pow_step));
-        json_object_set_new(ch, "captcha",
-                            a->ch_captcha[0] ? json_string(a->ch_captcha) : json_null());
-        json_object_set_new(o, "challenge", ch);
-    }
-    json_object_set_new(o, "db_stock", json_integer(a->stock_db));
-    json_object_set_new(o, "created_at", json_string(fmt_time(a->created_ms, t[2])));
-    if (live) {
-        /* Not preheated: no live figures rather than misleading zeros. */
-        int e = live->exists;
-        json_object_set_new(o, "stock_remaining", e ? json_integer(live->remaining) : json_null());
-        /* Units admitted over the sale's life, each order once (invariant 2
-         * of docs/design.md: remaining + admitted - released = initial): the
-         * figure of the dashboard and /metrics too */
-        json_object_set_new(o, "admitted", e ? json_integer(sk_stock_admitted(live)) : json_null());
-        json_object_set_new(o, "held", e ? json_integer(live->held) : json_null());
-        json_object_set_new(o, "released", e ? json_integer(live->released) : json_null());
-        json_object_set_new(o, "buyers", e ? json_integer(live->buyers) : json_null());
-        json_object_set_new(o, "stream_length", e ? json_integer(live->stream_len) : json_null());
-        if (e && live->initial != a->stock)
-            json_object_set_new(o, "redis_stock_initial", json_integer(live->initial));
-        /* the rollback guard (docs/recovery.md): shown even when only the
-         * fence is left of the live state */
-        json_object_set_new(o, "fence", live->fence[0] ? json_string(live->fence) : json_null());
-        json_object_set_new(o, "fence_why",
-                            live->fence[0] ? json_string(live->fence_why) : json_null());
-        json_object_set_new(o, "lost", json_integer(live->lost));
-        json_object_set_new(o, "oversold", json_integer(live->oversold));
-    }
-    return o;
-}
-
 static void print_json(json_t *o)
 {
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -327,9 +260,11 @@ static int emit(const struct ctx *c, json_t *o)
 
 /* ---- sub-commands ---- */
 
+/* Flag o's whole number into *out; a flag not given leaves it. */
 static int parse_count(const struct ctx *c, int o, int64_t *out)
 {
     const char *s = c->val[o];
+    if (!has(c, o)) return 0;
     if (sk_cli_parse_i64(s, INT64_MIN, INT64_MAX, out) == 0) return 0;
     const char *d = s + (*s == '-');
     if (*d && d[strspn(d, "0123456789")] == 0)
@@ -363,7 +298,7 @@ static int parse_waiting_room(const struct ctx *c, struct sk_activity *a)
     if (a->wr_passes_per_s < 1 || a->wr_passes_per_s > SK_ACTIVITY_PASS_RATE_MAX)
         return sk_cli_usage_error("activity create: --passes-per-s must be between 1 and %d",
                                   SK_ACTIVITY_PASS_RATE_MAX);
-    if (has(c, O_PASS_TTL) && (rc = parse_count(c, O_PASS_TTL, &a->wr_pass_ttl_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_PASS_TTL, &a->wr_pass_ttl_s)) != 0) return rc;
     if (has(c, O_QUEUE_SEED)) {
         const char *seed = c->val[O_QUEUE_SEED];
         if (!sk_activity_seed_valid(seed, strlen(seed)))
@@ -388,13 +323,12 @@ static int parse_challenge(const struct ctx *c, struct sk_activity *a)
                                   "--pow-bits");
     if (has(c, O_POW_STEP) && !has(c, O_POW_BITS_MAX))
         return sk_cli_usage_error("activity create: --pow-load-step needs --pow-bits-max");
-    if (has(c, O_POW_BITS) && (rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_BITS, &a->ch_pow_min)) != 0) return rc;
     if (has(c, O_POW_BITS) && a->ch_pow_min < 1)
         return sk_cli_usage_error("activity create: --pow-bits must be between 1 and %d",
                                   SK_CH_BITS_MAX);
-    if (has(c, O_POW_BITS_MAX) && (rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0)
-        return rc;
-    if (has(c, O_POW_STEP) && (rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_BITS_MAX, &a->ch_pow_max)) != 0) return rc;
+    if ((rc = parse_count(c, O_POW_STEP, &a->ch_pow_step)) != 0) return rc;
     if (has(c, O_CAPTCHA)) {
         const char *p = c->val[O_CAPTCHA];
         if (!sk_activity_captcha_valid(p))
@@ -418,16 +352,14 @@ static int cmd_create(struct ctx *c)
     int rc;
     if ((rc = parse_count(c, O_STOCK, &a.stock)) != 0) return rc;
     if ((rc = parse_count(c, O_LIMIT, &a.per_user_limit)) != 0) return rc;
-    if (has(c, O_MAX_PER_ORDER) && (rc = parse_count(c, O_MAX_PER_ORDER, &a.max_per_order)) != 0)
-        return rc;
-    if (has(c, O_PAY_TIMEOUT) && (rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0)
-        return rc;
-    if (has(c, O_RATE) && (rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
-    if (has(c, O_BURST) && (rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
+    if ((rc = parse_count(c, O_MAX_PER_ORDER, &a.max_per_order)) != 0) return rc;
+    if ((rc = parse_count(c, O_PAY_TIMEOUT, &a.pay_timeout_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_RATE, &a.rl_per_user_per_s)) != 0) return rc;
+    if ((rc = parse_count(c, O_BURST, &a.rl_burst)) != 0) return rc;
     if (has(c, O_BURST) && !has(c, O_RATE))
         return sk_cli_usage_error("activity create: --rate-burst needs --rate-per-user-per-s");
     /* Range (1..256) and segments <= stock: sk_activity_validate below. */
-    if (has(c, O_SEGMENTS) && (rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
+    if ((rc = parse_count(c, O_SEGMENTS, &a.segments)) != 0) return rc;
     if ((rc = parse_waiting_room(c, &a)) != 0) return rc;
     if ((rc = parse_challenge(c, &a)) != 0) return rc;
     int64_t now = sk_wall_ms();
@@ -446,7 +378,7 @@ static int cmd_create(struct ctx *c)
     if ((rc = open_store(c)) != 0) return rc;
     if ((rc = sk_store_activity_insert(c->st, &a)) < 0) return store_fail(c, rc);
     a.stock_db = a.stock;
-    return emit(c, activity_json(&a, NULL, 0));
+    return emit(c, sk_activity_json(&a, NULL, 0, SK_AV_OPERATOR, NULL));
 }
 
 /* Runs the recovery of docs/recovery.md (apply or dry run), prints what it
@@ -552,10 +484,11 @@ static int cmd_preheat(struct ctx *c)
     }
 }
 
-static int set_switch(struct ctx *c, int open)
+/* open and close: the sale switch. */
+static int cmd_switch(struct ctx *c)
 {
     struct sk_activity a;
-    int rc;
+    int rc, open = !strcmp(c->sc->name, "open");
     if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
         return rc;
     int res;
@@ -577,22 +510,22 @@ static int set_switch(struct ctx *c, int open)
     return SK_EXIT_OK;
 }
 
-static int cmd_open(struct ctx *c)
-{
-    return set_switch(c, 1);
-}
-static int cmd_close(struct ctx *c)
-{
-    return set_switch(c, 0);
-}
-
 /* ---- the draw (docs/fairness.md) ---- */
 
-/* The registrants in the store (sorted, distinct), into a new array. */
-static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n)
+/* The registrants in the store (sorted, distinct), into a new array, and
+ * their user ids in that order into another (*order, the caller's too). */
+static int stored_registrants(struct ctx *c, struct sk_registration **reg, size_t *n,
+                              uint64_t **order)
 {
     int rc = sk_store_registrations_list(c->st, c->id, reg, n);
-    return rc < 0 ? store_fail(c, rc) : 0;
+    if (rc < 0) return store_fail(c, rc);
+    if (!(*order = malloc((*n ? *n : 1) * sizeof **order))) {
+        free(*reg);
+        return sk_cli_runtime_error("activity draw: out of memory");
+    }
+    for (size_t i = 0; i < *n; i++)
+        (*order)[i] = (*reg)[i].user_id;
+    return 0;
 }
 
 /* Recomputes the draw from the published seed and the stored registrants
@@ -605,15 +538,9 @@ static int draw_verify(struct ctx *c, const struct sk_activity *a)
                                   (unsigned long long)a->id);
     struct sk_registration *reg;
     size_t n;
-    int rc = stored_registrants(c, &reg, &n);
+    uint64_t *order;
+    int rc = stored_registrants(c, &reg, &n, &order);
     if (rc) return rc;
-    uint64_t *order = malloc((n ? n : 1) * sizeof *order);
-    if (!order) {
-        free(reg);
-        return sk_cli_runtime_error("activity draw: out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-        order[i] = reg[i].user_id;
     char commit[SK_DRAW_HEX], from[SK_DRAW_HEX], made[SK_DRAW_HEX];
     sk_draw_list_hash(order, n, from);
     size_t bad = 0;
@@ -674,14 +601,8 @@ static int cmd_draw(struct ctx *c)
         free(users);
         if (rc < 0) return store_fail(c, rc);
         struct sk_registration *reg;
-        if ((rc = stored_registrants(c, &reg, &n)) != 0) return rc;
-        uint64_t *order = calloc(n ? n : 1, sizeof *order);
-        if (!order) {
-            free(reg);
-            return sk_cli_runtime_error("activity draw: out of memory");
-        }
-        for (size_t i = 0; i < n; i++)
-            order[i] = reg[i].user_id;
+        uint64_t *order;
+        if ((rc = stored_registrants(c, &reg, &n, &order)) != 0) return rc;
         free(reg);
         rc = sk_draw_order(a.draw_seed, order, n);
         if (rc == 0) rc = sk_store_draw_record(c->st, a.id, order, n, now);
@@ -717,34 +638,41 @@ static void on_watch_signal(int sig)
     watch_stop = 1;
 }
 
-/* --watch: the same figures every second until Ctrl-C (or SIGTERM), on a
- * cleared screen when stdout is a terminal; one state script a second,
- * which sums the buyers hash (O(buyers)), like the stats route. */
-static int watch_show(struct ctx *c, const struct sk_activity *a)
+/* The definition and the live state, read on Redis's clock; with --watch
+ * the same figures every second until Ctrl-C (or SIGTERM), on a cleared
+ * screen when stdout is a terminal; one state script a second, which sums
+ * the buyers hash (O(buyers)), like the stats route. */
+static int cmd_show(struct ctx *c)
 {
+    struct sk_activity a;
+    int rc, watch = has(c, O_WATCH);
+    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
+        return rc;
     struct sigaction sa = {.sa_handler = on_watch_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    int tty = isatty(STDOUT_FILENO), rc = SK_EXIT_OK;
+    if (watch) sigaction(SIGINT, &sa, NULL);
+    if (watch) sigaction(SIGTERM, &sa, NULL);
+    int tty = isatty(STDOUT_FILENO);
     int64_t last_held = -1, last_ms = 0;
     while (!watch_stop) {
         struct sk_stock_state live;
         int64_t now;
-        if (sk_stock_state(c->r, a->id, &live) < 0) return redis_fail(c);
+        if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
         if ((rc = redis_now(c, &now)) != 0) return rc;
+        if (!watch) return emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL));
         if (tty) printf("\033[H\033[2J");
         char at[SK_TIME_RFC3339_MAX];
         sk_time_format_rfc3339(now, at, sizeof at);
         if (!has(c, O_JSON)) {
-            printf("activity %llu at %s (every second; Ctrl-C to stop)\n",
-                   (unsigned long long)a->id, at);
+            printf("activity %llu at %s (every second; Ctrl-C to stop)\n", (unsigned long long)a.id,
+                   at);
             if (last_held >= 0 && now > last_ms)
                 printf("%-18s %.1f\n", "admitted_per_s",
                        (double)(live.held - last_held) * 1000.0 / (double)(now - last_ms));
         }
         last_held = live.held;
         last_ms = now;
-        if ((rc = emit(c, activity_json(a, &live, now))) != SK_EXIT_OK) return rc;
+        if ((rc = emit(c, sk_activity_json(&a, &live, now, SK_AV_OPERATOR, NULL))) != SK_EXIT_OK)
+            return rc;
         if (!tty && !has(c, O_JSON)) printf("\n");
         fflush(stdout);
         for (int i = 0; i < 20 && !watch_stop; i++) {
@@ -753,20 +681,6 @@ static int watch_show(struct ctx *c, const struct sk_activity *a)
         }
     }
     return SK_EXIT_OK;
-}
-
-static int cmd_show(struct ctx *c)
-{
-    struct sk_activity a;
-    struct sk_stock_state live;
-    int64_t now;
-    int rc;
-    if ((rc = open_store(c)) != 0 || (rc = load(c, &a)) != 0 || (rc = open_redis(c)) != 0)
-        return rc;
-    if (has(c, O_WATCH)) return watch_show(c, &a);
-    if (sk_stock_state(c->r, a.id, &live) < 0) return redis_fail(c);
-    if ((rc = redis_now(c, &now)) != 0) return rc;
-    return emit(c, activity_json(&a, &live, now));
 }
 
 /* The list's columns: each as wide as its widest cell (an id of 15
@@ -815,7 +729,7 @@ static int cmd_list(struct ctx *c)
             break;
         }
         if (has(c, O_JSON)) {
-            json_array_append_new(arr, activity_json(&all[i], &live, now));
+            json_array_append_new(arr, sk_activity_json(&all[i], &live, now, SK_AV_OPERATOR, NULL));
             continue;
         }
         char(*r)[L_CELL] = rows[i + 1];
@@ -986,11 +900,11 @@ static const struct sub subs[] = {
      "fenced, its live state is rebuilt from the orders instead (activity recover).\n"
      "  --id N               activity id\n"
      "  --force              rewrite live stock (refused while open)\n" COMMON_USAGE},
-    {"open", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_open,
+    {"open", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_switch,
      "usage: seckill activity open --id N\n"
      "Turns the sale switch on; purchases succeed inside [start, end).\n"
      "  --id N               activity id\n" COMMON_USAGE},
-    {"close", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_close,
+    {"close", OPENS_EXISTING, B(O_ID), B(O_ID), cmd_switch,
      "usage: seckill activity close --id N\n"
      "Turns the sale switch off; purchases are refused with `closed`.\n"
      "  --id N               activity id\n" COMMON_USAGE},

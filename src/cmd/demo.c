@@ -151,13 +151,9 @@ static int stop_child(pid_t pid)
 
 /* Creates, preheats and opens the activity: the same calls as
  * `seckill activity create|preheat|open`. */
-static int setup_activity(const char *dir, sk_redis *r, const struct demo_opts *o, uint64_t id,
+static int setup_activity(sk_store *st, sk_redis *r, const struct demo_opts *o, uint64_t id,
                           char *err, size_t cap)
 {
-    char spec[400];
-    snprintf(spec, sizeof spec, "sqlite:%s/seckill.db", dir);
-    sk_store *st;
-    if (sk_store_open(&st, spec, err, cap) < 0) return SK_EDB;
     struct sk_activity a;
     sk_activity_init(&a);
     a.id = id;
@@ -182,7 +178,6 @@ static int setup_activity(const char *dir, sk_redis *r, const struct demo_opts *
     if (rc == 0) rc = sk_stock_set_open(r, id, 1, &code);
     if (rc == 0) rc = sk_store_activity_set_state(st, id, "open");
     if (rc < 0 && !err[0]) snprintf(err, cap, "preheat/open: %.200s", r->errstr);
-    sk_store_close(st);
     return rc;
 }
 
@@ -211,6 +206,7 @@ int sk_cli_demo(int argc, char **argv)
     struct sk_redis_spawn redis = {0};
     pid_t serve = 0;
     sk_redis *r = NULL;
+    sk_store *db = NULL;
     int exit_code = SK_EXIT_FAIL;
     char err[512] = "";
     uint64_t aid = 1001;
@@ -241,7 +237,11 @@ int sk_cli_demo(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     printf("  creating, preheating and opening activity %" PRIu64 " ...\n", aid);
-    if (setup_activity(dir, r, &o, aid, err, sizeof err) < 0) goto fail;
+    char spec[400];
+    snprintf(spec, sizeof spec, "sqlite:%s/seckill.db", dir);
+    if (sk_store_open(&db, spec, err, sizeof err) < 0 ||
+        setup_activity(db, r, &o, aid, err, sizeof err) < 0)
+        goto fail;
 
     struct sk_load_opts lo;
     sk_load_opts_defaults(&lo);
@@ -263,18 +263,14 @@ int sk_cli_demo(int argc, char **argv)
     if (sk_load_run(&lo, &res, err, sizeof err) < 0) goto fail;
 
     /* Wait for the order worker (inside serve) to persist every order. */
-    char spec[400];
-    snprintf(spec, sizeof spec, "sqlite:%s/seckill.db", dir);
-    sk_store *st = NULL;
     struct sk_order_counts oc;
     struct sk_activity dba;
     int64_t in_db = -1;
     memset(&oc, 0, sizeof oc);
-    if (sk_store_open(&st, spec, err, sizeof err) < 0) goto fail;
     printf("  waiting for the order pipeline to persist %" PRIu64 " orders ...\n", res.accepted);
     int64_t drain_by = sk_mono_ms() + 30000;
     for (;;) {
-        if (sk_store_orders_count(st, aid, &oc) == 0) {
+        if (sk_store_orders_count(db, aid, &oc) == 0) {
             in_db = 0;
             for (int i = 0; i < SK_ORDER_NSTATUS; i++)
                 in_db += oc.orders[i];
@@ -283,15 +279,14 @@ int sk_cli_demo(int argc, char **argv)
         struct timespec ts = {0, 20 * 1000 * 1000}; /* polling for the pipeline */
         nanosleep(&ts, NULL);
     }
-    int64_t db_stock = sk_store_activity_get(st, aid, &dba) == 0 ? dba.stock_db : -1;
+    int64_t db_stock = sk_store_activity_get(db, aid, &dba) == 0 ? dba.stock_db : -1;
     /* Reconcile Redis with the database, as `seckill reconcile` does. */
     struct sk_reconcile_report rec;
-    int rec_rc = sk_reconcile_activity(st, r, aid, NULL, &rec);
+    int rec_rc = sk_reconcile_activity(db, r, aid, NULL, &rec);
     int consistent = rec_rc == 0 && rec.consistent;
     size_t drift = rec_rc == 0 ? rec.total : 0;
     if (rec_rc == 0 && !consistent) sk_reconcile_print(stdout, &rec, 5);
     sk_reconcile_report_free(&rec);
-    sk_store_close(st);
 
     struct sk_stock_state stt;
     if (sk_stock_state(r, aid, &stt) < 0) {
@@ -346,6 +341,7 @@ out:
         int code = stop_child(serve);
         if (code != 0) fprintf(stderr, "seckill: demo: seckill serve exited %d\n", code);
     }
+    sk_store_close(db);
     sk_redis_free(r);
     /* keep the redis log next to the serve log before its directory goes */
     if (redis.pid > 0) {

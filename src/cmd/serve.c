@@ -844,22 +844,16 @@ int sk_cli_serve(int argc, char **argv)
     warn_jwt_policy(&cfg);
 
     char err[256];
-    if (cfg.role != SK_ROLE_WORKER) {
-        /* Fail fast on a port in use, before any process starts. */
-        int probe = sk_server_listen_fd(cfg.listen, 0, 0, err, sizeof err);
+    /* Fail fast on a port in use, before any process starts. */
+    for (int i = 0; cfg.role != SK_ROLE_WORKER && i < 2; i++) {
+        const char *addr = i ? cfg.ops_listen : cfg.listen;
+        if (i && !addr[0]) continue;
+        int probe = sk_server_listen_fd(addr, 0, 0, err, sizeof err);
         if (probe < 0) {
-            sk_log(SK_LOG_ERROR, "%s", err);
+            sk_log(SK_LOG_ERROR, "%s%s", i ? "ops listener: " : "", err);
             return SK_EXIT_FAIL;
         }
         close(probe);
-        if (cfg.ops_listen[0]) {
-            probe = sk_server_listen_fd(cfg.ops_listen, 0, 0, err, sizeof err);
-            if (probe < 0) {
-                sk_log(SK_LOG_ERROR, "ops listener: %s", err);
-                return SK_EXIT_FAIL;
-            }
-            close(probe);
-        }
     }
     /* Open the store once before forking: migrations and the switch to WAL
      * happen here, not in N processes racing for the same file. A database
@@ -868,11 +862,8 @@ int sk_cli_serve(int argc, char **argv)
      * serialize concurrent migrations), the order worker waits for it. */
     sk_store *store;
     char safe[sizeof cfg.db];
-    if (sk_db_file_check(cfg.db, 1, err, sizeof err) < 0) {
-        sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
-        return SK_EXIT_FAIL;
-    }
-    if (sk_store_open_waiting(&store, cfg.db, err, sizeof err) < 0) {
+    if (sk_db_file_check(cfg.db, 1, err, sizeof err) < 0 ||
+        sk_store_open_waiting(&store, cfg.db, err, sizeof err) < 0) {
         sk_log(SK_LOG_ERROR, "store %s: %s", sk_redact_url(cfg.db, safe, sizeof safe), err);
         return SK_EXIT_FAIL;
     }

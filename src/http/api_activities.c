@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/activity.h"
+#include "engine/activity_json.h"
 #include "engine/keys.h"
 #include "engine/stock.h"
 #include "http/act_defs.h"
@@ -51,25 +52,6 @@ static int list_run(sk_store *st, void *ctx)
     return rc;
 }
 
-/* An activity and its live state as `activity show --json` names them. */
-static json_t *item(const struct sk_activity *a, const struct sk_stock_state *st)
-{
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX];
-    sk_time_format_rfc3339(a->start_ms, start, sizeof start);
-    sk_time_format_rfc3339(a->end_ms, end, sizeof end);
-    int e = st->exists;
-    return json_pack(
-        "{s:I, s:s, s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
-        (json_int_t)a->id, "name", a->name, "state",
-        sk_activity_live_state(e, st->open, a->start_ms, a->end_ms, sk_wall_ms()), "stored_state",
-        a->state, "start", start, "end", end, "preheated", e, "stock_initial", (json_int_t)a->stock,
-        "stock_remaining", (json_int_t)(e ? st->remaining : a->stock), "admitted",
-        (json_int_t)sk_stock_admitted(st), "per_user_limit", (json_int_t)a->per_user_limit,
-        "max_per_order", (json_int_t)a->max_per_order, "pay_timeout_s",
-        (json_int_t)a->pay_timeout_s, "segments", (json_int_t)a->segments, "db_stock",
-        (json_int_t)a->stock_db, "released", (json_int_t)(e ? st->released : 0));
-}
-
 static void list_answer(struct list_op *l)
 {
     h2o_req_t *req = sk_async_end(l->app, &l->a);
@@ -89,7 +71,9 @@ static void on_list_state(struct sk_app *app, void *arg, int rc, const struct sk
     struct list_op *l = arg;
     if (rc < 0 || !st) l->failed = 1;
     for (size_t i = 0; !l->failed && i < l->n; i++)
-        if (l->acts[i].id == a->id) json_array_set_new(l->items, i, item(a, st));
+        if (l->acts[i].id == a->id)
+            json_array_set_new(l->items, i,
+                               sk_activity_json(a, st, sk_wall_ms(), SK_AV_LISTED, NULL));
     if (++l->answered == l->n) list_answer(l);
 }
 

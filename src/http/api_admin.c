@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/rand.h"
 #include "engine/activity.h"
+#include "engine/activity_json.h"
 #include "engine/draw.h"
 #include "engine/keys.h"
 #include "engine/seg_preheat.h"
@@ -59,19 +60,6 @@ static struct op *op_alloc(struct sk_app *app, h2o_req_t *req, enum sk_route rou
     return o;
 }
 
-static struct op *op_new(struct sk_app *app, h2o_req_t *req, enum sk_route route)
-{
-    struct op *o = op_alloc(app, req, route);
-    if (o) sk_async_begin(app, &o->a, req, route);
-    return o;
-}
-
-/* Ends the wait; returns the request (NULL if gone) and frees nothing. */
-static h2o_req_t *op_end(struct op *o)
-{
-    return sk_async_end(o->app, &o->a);
-}
-
 /* The store's failure text, kept for the log line on the loop. */
 static int keep_err(struct op *o, sk_store *st, int rc)
 {
@@ -80,77 +68,46 @@ static int keep_err(struct op *o, sk_store *st, int rc)
     return rc;
 }
 
-/* The public view of registration and the draw (docs/fairness.md): the
- * window, the controls, and for a draw the seed's commitment, the seed
- * itself only once the draw is made (anyone can then recompute it). */
-static void fairness_json(const struct sk_activity *a, char *out, size_t cap)
+/* Replies o (taken), its strings escaped as sk_body_json_escape does: <,
+ * > and & and the JS line terminators (json_dumps leaves them; JSON has
+ * them only inside strings). */
+static void reply_escaped(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
+                          json_t *o)
 {
+    char body[3072];
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    const unsigned char *p = (const unsigned char *)s;
     size_t n = 0;
-    out[0] = 0;
-    if (a->reg_end_ms > 0) {
-        char rs[SK_TIME_RFC3339_MAX], re[SK_TIME_RFC3339_MAX];
-        sk_time_format_rfc3339(a->reg_start_ms, rs, sizeof rs);
-        sk_time_format_rfc3339(a->reg_end_ms, re, sizeof re);
-        n += (size_t)snprintf(out + n, cap - n,
-                              ",\"registration\":{\"start\":\"%s\",\"end\":\"%s\"}", rs, re);
+    for (; p && *p && n + 7 < sizeof body; p++) {
+        if (*p == '<' || *p == '>' || *p == '&') {
+            n += (size_t)snprintf(body + n, 7, "\\u%04x", *p);
+        } else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+            n += (size_t)snprintf(body + n, 7, "\\u%04x", 0x2000 + p[2] - 0x80);
+            p += 2;
+        } else {
+            body[n++] = (char)*p;
+        }
     }
-    if (a->wr_control && n < cap)
-        n += (size_t)snprintf(out + n, cap - n,
-                              ",\"controls\":{\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}",
-                              a->wr_control & SK_WR_PAUSE ? "true" : "false",
-                              a->wr_control & SK_WR_QUEUE_ALL ? "true" : "false",
-                              a->wr_control & SK_WR_NO_JOINS ? "true" : "false");
-    if (a->draw_box_s <= 0 || n >= cap) return;
-    char commit[SK_DRAW_HEX] = "";
-    if (sk_draw_commit(a->draw_seed, commit) < 0) commit[0] = 0;
-    n += (size_t)snprintf(out + n, cap - n,
-                          ",\"allocation\":\"draw\",\"draw\":{\"box_s\":%" PRId64
-                          ",\"commitment\":\"%s\",\"drawn\":%s,\"registrants\":%" PRId64,
-                          a->draw_box_s, commit, a->drawn_ms > 0 ? "true" : "false", a->draw_n);
-    if (a->drawn_ms > 0 && n < cap)
-        n += (size_t)snprintf(out + n, cap - n, ",\"seed\":\"%s\"", a->draw_seed);
-    if (n < cap) snprintf(out + n, cap - n, "}");
+    int whole = p && !*p;
+    free(s);
+    sk_http_reply(app, req, route, status, "application/json", body, whole ? n : 0);
 }
 
+/* The buyer's view of a with its live state st (engine/activity_json.h). */
 static void reply_activity(struct sk_app *app, h2o_req_t *req, enum sk_route route, int status,
                            const struct sk_activity *a, const struct sk_stock_state *st)
 {
-    char start[SK_TIME_RFC3339_MAX], end[SK_TIME_RFC3339_MAX], name[400], body[3072],
-        rl[96] = "", wr[96] = "", ch[SK_CH_JSON_MAX + 16] = "";
-    sk_time_format_rfc3339(a->start_ms, start, sizeof start);
-    sk_time_format_rfc3339(a->end_ms, end, sizeof end);
-    if (sk_body_json_escape(a->name, strlen(a->name), name, sizeof name) < 0) name[0] = 0;
-    const char *state =
-        sk_activity_live_state(st->exists, st->open, a->start_ms, a->end_ms, sk_wall_ms());
-    if (a->rl_per_user_per_s > 0)
-        snprintf(rl, sizeof rl,
-                 ",\"rate_limit\":{\"per_user_per_s\":%" PRId64 ",\"burst\":%" PRId64 "}",
-                 a->rl_per_user_per_s, a->rl_burst > 0 ? a->rl_burst : a->rl_per_user_per_s);
-    if (sk_activity_has_challenge(a)) {
-        memcpy(ch, ",\"challenge\":", 13);
-        if (sk_challenge_json(a, &app->cfg, ch + 13, sizeof ch - 13) < 0) ch[0] = 0;
-    }
-    /* the seed stays out: it would tell a buyer the draw (docs/waiting-room.md) */
-    if (a->wr_passes_per_s > 0)
-        snprintf(wr, sizeof wr,
-                 ",\"waiting_room\":{\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64 "}",
-                 a->wr_passes_per_s, a->wr_pass_ttl_s);
-    char fair[512] = "";
-    fairness_json(a, fair, sizeof fair);
-    int n = snprintf(body, sizeof body,
-                     "{\"id\":%" PRIu64 ",\"name\":\"%s\",\"state\":\"%s\",\"start\":\"%s\","
-                     "\"end\":\"%s\",\"stock_initial\":%" PRId64 ",\"stock_remaining\":%" PRId64
-                     ",\"per_user_limit\":%" PRId64 ",\"max_per_order\":%" PRId64
-                     ",\"pay_timeout_s\":%" PRId64 ",\"segments\":%" PRId64 "%s%s%s%s}",
-                     a->id, name, state, start, end, a->stock,
-                     st->exists ? st->remaining : a->stock, a->per_user_limit, a->max_per_order,
-                     a->pay_timeout_s, a->segments, rl, wr, ch, fair);
-    sk_http_reply(app, req, route, status, "application/json", body,
-                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+    char chs[SK_CH_JSON_MAX];
+    json_t *ch = NULL;
+    if (sk_activity_has_challenge(a) && sk_challenge_json(a, &app->cfg, chs, sizeof chs) >= 0)
+        ch = json_loads(chs, 0, NULL);
+    reply_escaped(app, req, route, status, sk_activity_json(a, st, sk_wall_ms(), SK_AV_PUBLIC, ch));
 }
 
-/* ---- live state of a segmented activity: every segment's state script
- * and the base meta's reconcile verdict, in parallel, summed ------------- */
+/* ---- live state: one key set's state script, or a segmented activity's
+ * every segment's and the base meta's reconcile verdict, in parallel,
+ * summed ----------------------------------------------------------------- */
 
 typedef void (*state_done_fn)(struct op *o, const struct sk_stock_state *st); /* st NULL: failed */
 
@@ -186,7 +143,7 @@ struct seg_state_op {
 static void on_seg_state_done(struct sk_fanout *f)
 {
     struct seg_state_op *so = (struct seg_state_op *)f;
-    if (!f->failed) {
+    if (!f->failed && so->segments > 1) {
         so->sum.reconcile_drift = so->drift;
         so->sum.reconcile_ms = so->drift_ms;
     }
@@ -217,9 +174,9 @@ static void on_seg_state(void *data, redisReply *rep)
     sk_fanout_answered(&so->f);
 }
 
-/* Reads the summed state of o's segmented activity (peek: only exists,
- * open and stock, O(1) per segment); done(o, st) runs once. */
-static void seg_state_read(struct op *o, state_done_fn done, int peek)
+/* Reads the (summed) state of o's activity (peek: only exists, open and
+ * stock, O(1) per key set); done(o, st) runs once. */
+static void state_read(struct op *o, state_done_fn done, int peek)
 {
     int segs = (int)o->act.segments;
     struct seg_state_op *so = calloc(1, sizeof *so);
@@ -229,23 +186,24 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
     }
     *so = (struct seg_state_op){.o = o, .done = done, .peek = peek, .segments = segs, .drift = -1};
     sk_fanout_begin(&so->f, on_seg_state_done);
-    for (int i = peek ? 0 : -1; i < segs; i++) {
+    for (int i = peek || segs < 2 ? 0 : -1; i < segs; i++) {
         struct sk_keys k;
         struct seg_state_slot *sl = &so->slot[i + 1];
         *sl = (struct seg_state_slot){so, i};
         int rc;
-        if (i < 0) {
+        if (i < 0 || segs < 2)
             sk_keys_for(&k, o->act.id);
+        else
+            sk_keys_seg(&k, o->act.id, i);
+        if (i < 0) {
             const char *argv[] = {"HMGET", k.meta, SK_M_RECONCILED_FIELDS};
             rc = sk_aredis_command(o->app->redis, on_seg_state, sl,
                                    (int)(sizeof argv / sizeof *argv), argv, NULL);
         } else if (peek) {
-            sk_keys_seg(&k, o->act.id, i);
             const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
             rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
                                 on_seg_state, sl);
         } else {
-            sk_keys_seg(&k, o->act.id, i);
             const char *keys[SK_STATE_NKEYS];
             sk_keys_state(&k, keys);
             rc = sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
@@ -258,7 +216,7 @@ static void seg_state_read(struct op *o, state_done_fn done, int peek)
 
 static void state_for_activity_done(struct op *o, const struct sk_stock_state *st)
 {
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a); /* NULL: gone */
     if (req) {
         if (!st)
             sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
@@ -269,31 +227,16 @@ static void state_for_activity_done(struct op *o, const struct sk_stock_state *s
     free(o);
 }
 
-static void on_state_for_activity(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    state_for_activity_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
-}
-
 /* Reads the live state, then answers with the activity. Takes o. */
 static void answer_with_state(struct op *o)
 {
-    if (o->act.segments > 1) {
-        seg_state_read(o, state_for_activity_done, 1);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, o->act.id);
-    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL,
-                       on_state_for_activity, o) < 0)
-        on_state_for_activity(o, NULL);
+    state_read(o, state_for_activity_done, 1);
 }
 
 /* ---- the buyer's view without a request (sk_activity_peek) ------------- */
 
 struct peek_op {
-    struct op o; /* first: seg_state_read's done gets o back */
+    struct op o; /* first: state_read's done gets o back */
     sk_activity_peek_cb cb;
     void *arg;
 };
@@ -303,12 +246,6 @@ static void peek_state_done(struct op *o, const struct sk_stock_state *st)
     struct peek_op *p = (struct peek_op *)o;
     p->cb(o->app, p->arg, st ? 0 : SK_EIO, &o->act, st);
     free(p);
-}
-
-static void on_peek(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    peek_state_done(data, peek_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
@@ -321,62 +258,35 @@ static void on_peek_def(struct sk_app *app, void *arg, int rc, const struct sk_a
         return;
     }
     p->o.act = *a;
-    if (a->segments > 1) {
-        seg_state_read(&p->o, peek_state_done, 1);
-        return;
+    state_read(&p->o, peek_state_done, 1);
+}
+
+/* A peek_op for cb(arg) about activity id (a: its definition, or NULL);
+ * NULL (cb told) when out of memory. */
+static struct peek_op *peek_new(struct sk_app *app, uint64_t id, const struct sk_activity *a,
+                                sk_activity_peek_cb cb, void *arg)
+{
+    struct peek_op *p = calloc(1, sizeof *p);
+    if (!p) {
+        cb(app, arg, SK_ENOMEM, a, NULL);
+        return NULL;
     }
-    struct sk_keys k;
-    sk_keys_for(&k, a->id);
-    const char *keys[] = {SK_K_PEEK_EACH(SK_KEY_OF, &k)};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_PEEK, SK_K_PEEK_N, keys, 0, NULL, NULL, on_peek,
-                       &p->o) < 0)
-        on_peek(&p->o, NULL);
+    *p = (struct peek_op){.o = {.app = app, .id = id}, .cb = cb, .arg = arg};
+    if (a) p->o.act = *a;
+    return p;
 }
 
 void sk_activity_peek(struct sk_app *app, uint64_t id, sk_activity_peek_cb cb, void *arg)
 {
-    struct peek_op *p = calloc(1, sizeof *p);
-    if (!p) {
-        cb(app, arg, SK_ENOMEM, NULL, NULL);
-        return;
-    }
-    p->o.app = app;
-    p->o.id = id;
-    p->cb = cb;
-    p->arg = arg;
-    sk_act_defs_lookup(app, id, on_peek_def, p);
-}
-
-static void on_full_state(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    peek_state_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
+    struct peek_op *p = peek_new(app, id, NULL, cb, arg);
+    if (p) sk_act_defs_lookup(app, id, on_peek_def, p);
 }
 
 void sk_activity_state(struct sk_app *app, const struct sk_activity *a, sk_activity_peek_cb cb,
                        void *arg)
 {
-    struct peek_op *p = calloc(1, sizeof *p);
-    if (!p) {
-        cb(app, arg, SK_ENOMEM, a, NULL);
-        return;
-    }
-    p->o.app = app;
-    p->o.id = a->id;
-    p->o.act = *a;
-    p->cb = cb;
-    p->arg = arg;
-    if (a->segments > 1) {
-        seg_state_read(&p->o, peek_state_done, 0);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a->id);
-    const char *keys[SK_STATE_NKEYS];
-    sk_keys_state(&k, keys);
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
-                       on_full_state, &p->o) < 0)
-        on_full_state(&p->o, NULL);
+    struct peek_op *p = peek_new(app, a->id, a, cb, arg);
+    if (p) state_read(&p->o, peek_state_done, 0);
 }
 
 static int activity_read_run(sk_store *st, void *ctx)
@@ -425,15 +335,19 @@ static void activity_then(struct sk_app *app, h2o_req_t *req, struct op *o, op_n
     sk_store_call(app, req, o->route, activity_read_run, activity_read_done, o);
 }
 
-/* An admin route on one activity (m->id) that needs nothing more than
- * its definition: the admin check, then next(o) after activity_then. */
+/* An admin route on one activity (m->id): the admin check, the body's
+ * options (opts: -1 no body, 0 none, 1 "force"), then next(o) after
+ * activity_then. */
 static int activity_route(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m,
-                          op_next_fn next)
+                          int opts, op_next_fn next)
 {
+    int force = 0;
     if (sk_http_admin_or_reply(app, req, m->route)) return 0;
+    if (opts >= 0 && sk_http_options_or_reply(app, req, m->route, opts, &force)) return 0;
     struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
     o->id = m->id;
+    o->force = force;
     activity_then(app, req, o, next);
     return 0;
 }
@@ -448,7 +362,7 @@ static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct 
         answer_with_state(o);
         return;
     }
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a);
     if (req) {
         if (!sk_http_activity_read_or_reply(app, req, o->route, rc))
             sk_http_redis_or_reply(app, req, o->route);
@@ -458,38 +372,32 @@ static void on_activity_def(struct sk_app *app, void *arg, int rc, const struct 
 
 int sk_api_activity(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    struct op *o = op_new(app, req, m->route);
+    struct op *o = op_alloc(app, req, m->route);
     if (!o) return 0;
+    sk_async_begin(app, &o->a, req, m->route);
     o->id = m->id;
     sk_act_defs_lookup(app, m->id, on_activity_def, o);
     return 0;
 }
 
-/* A fresh seed for the body's waiting room when it gives none; 503 (and
- * nonzero) when the kernel gives no randomness. */
-static int waiting_room_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                                 struct sk_activity *a)
+/* The seeds the body did not give, drawn: its waiting room's, and for a
+ * draw the draw's (committed on the public read, revealed once drawn) and
+ * its passes' key; 503 (and nonzero) when the kernel gives no randomness. */
+static int seeds_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
+                          struct sk_activity *a)
 {
-    if (a->wr_passes_per_s <= 0 || a->wr_seed[0] ||
-        sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0)
-        return 0;
-    sk_http_error(app, req, route, 503, "unavailable", "no randomness for the queue's seed");
-    return 1;
-}
-
-/* A draw's seed (committed on the public read, revealed once drawn) and its
- * passes' key, drawn when the body gives none; 503 (and nonzero) without
- * randomness. */
-static int fairness_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route,
-                             struct sk_activity *a)
-{
-    if (a->draw_box_s <= 0) return 0;
-    if ((a->draw_seed[0] ||
-         sk_rand_hex(a->draw_seed, sizeof a->draw_seed, SK_ACTIVITY_DRAW_SEED_HEX / 2) == 0) &&
-        (a->wr_seed[0] || sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) == 0))
-        return 0;
-    sk_http_error(app, req, route, 503, "unavailable", "no randomness for the draw's seed");
-    return 1;
+    const char *why = NULL;
+    if (a->wr_passes_per_s > 0 && !a->wr_seed[0] &&
+        sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) != 0)
+        why = "no randomness for the queue's seed";
+    else if (a->draw_box_s > 0 &&
+             ((!a->draw_seed[0] && sk_rand_hex(a->draw_seed, sizeof a->draw_seed,
+                                               SK_ACTIVITY_DRAW_SEED_HEX / 2) != 0) ||
+              (!a->wr_seed[0] &&
+               sk_rand_hex(a->wr_seed, sizeof a->wr_seed, SK_ACTIVITY_SEED_BYTES) != 0)))
+        why = "no randomness for the draw's seed";
+    if (why) sk_http_error(app, req, route, 503, "unavailable", why);
+    return why != NULL;
 }
 
 static int create_run(sk_store *st, void *ctx)
@@ -524,8 +432,7 @@ int sk_api_admin_create(struct sk_app *app, h2o_req_t *req, const struct sk_rout
                                 sizeof err) < 0)
         return sk_http_error(app, req, m->route, 400, "bad_request", err);
     snprintf(a.state, sizeof a.state, "created");
-    if (waiting_room_or_reply(app, req, m->route, &a)) return 0;
-    if (fairness_or_reply(app, req, m->route, &a)) return 0;
+    if (seeds_or_reply(app, req, m->route, &a)) return 0;
     a.created_ms = sk_wall_ms();
     sk_activity_apply_defaults(&a);
     if (sk_activity_validate(&a, err, sizeof err) < 0)
@@ -575,7 +482,7 @@ static void record_state_then_answer(struct op *o, const char *state)
 {
     struct sk_app *app = o->app;
     snprintf(o->state, sizeof o->state, "%s", state);
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a);
     if (req) {
         sk_store_call(app, req, o->route, state_run, state_done, o);
     } else if (sk_store_bg(app, 0, state_run, state_bg_done, o) < 0) {
@@ -596,7 +503,7 @@ static void reply_preheat(struct op *o, int rc)
             answer_with_state(o);
         return;
     }
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a);
     if (req) {
         if (rc < 0)
             sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
@@ -688,15 +595,7 @@ static void seg_preheat_start(struct op *o, const struct sk_stock_def *d)
 
 int sk_api_admin_preheat(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    int force;
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (sk_http_options_or_reply(app, req, m->route, 1, &force)) return 0;
-    struct op *o = op_alloc(app, req, m->route);
-    if (!o) return 0;
-    o->id = m->id;
-    o->force = force;
-    activity_then(app, req, o, preheat_next);
-    return 0;
+    return activity_route(app, req, m, 1, preheat_next);
 }
 
 /* A preheat whose stock's orders may not fit in a master's memory: said
@@ -733,7 +632,7 @@ static void preheat_next(struct op *o)
     const char *key = a.segments > 1 ? NULL : k.meta;
     const struct sk_rset_finding *f = sk_aredis_unsafe(app->redis, key);
     if (f) {
-        h2o_req_t *req = op_end(o);
+        h2o_req_t *req = sk_async_end(o->app, &o->a);
         if (req) sk_http_error(app, req, o->route, 503, "redis_unsafe", f->why);
         free(o);
         return;
@@ -760,7 +659,7 @@ static void reply_switch(struct op *o, int rc)
         record_state_then_answer(o, o->route == SK_ROUTE_admin_open ? "open" : "closed");
         return;
     }
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a);
     if (req) {
         if (rc == SK_RC_UNKNOWN_ACTIVITY)
             sk_http_error(o->app, req, o->route, 409, "not_preheated",
@@ -771,34 +670,25 @@ static void reply_switch(struct op *o, int rc)
     free(o);
 }
 
-static void on_switch(void *data, redisReply *rep)
-{
-    int rc = -1;
-    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
-        rep->element[0]->type == REDIS_REPLY_INTEGER)
-        rc = (int)rep->element[0]->integer;
-    reply_switch(data, rc);
-}
-
-/* A segmented switch: every segment's and the base's switch script at once
- * (they are independent; opening is the moment traffic peaks, so nothing
- * waits in line and the event loop is never blocked). */
-struct seg_switch_op {
+/* The switch script of the activity's key set, or of every segment's and
+ * the base's at once (they are independent; opening is the moment traffic
+ * peaks, so nothing waits in line and the event loop is never blocked). */
+struct switch_op {
     struct sk_fanout f; /* first: its done casts back */
     struct op *o;
     int rc;
 };
 
-static void on_seg_switch_done(struct sk_fanout *f)
+static void on_switch_done(struct sk_fanout *f)
 {
-    struct seg_switch_op *so = (struct seg_switch_op *)f;
+    struct switch_op *so = (struct switch_op *)f;
     reply_switch(so->o, f->failed ? -1 : so->rc);
     free(so);
 }
 
-static void on_seg_switch(void *data, redisReply *rep)
+static void on_switch(void *data, redisReply *rep)
 {
-    struct seg_switch_op *so = data;
+    struct switch_op *so = data;
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER)
         so->f.failed = 1;
@@ -807,17 +697,19 @@ static void on_seg_switch(void *data, redisReply *rep)
     sk_fanout_answered(&so->f);
 }
 
-static void seg_switch(struct op *o, int segments, int open)
+/* With the definition read and Redis ready. */
+static void switch_next(struct op *o)
 {
-    struct seg_switch_op *so = calloc(1, sizeof *so);
+    int segments = (int)o->act.segments, open = o->route == SK_ROUTE_admin_open;
+    struct switch_op *so = calloc(1, sizeof *so);
     if (!so) {
         reply_switch(o, -1);
         return;
     }
-    *so = (struct seg_switch_op){.o = o, .rc = SK_RC_OK};
-    sk_fanout_begin(&so->f, on_seg_switch_done);
+    *so = (struct switch_op){.o = o, .rc = SK_RC_OK};
+    sk_fanout_begin(&so->f, on_switch_done);
     const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
-    for (int i = 0; i <= segments; i++) {
+    for (int i = segments > 1 ? 0 : segments; i <= segments; i++) {
         struct sk_keys k;
         if (i < segments)
             sk_keys_seg(&k, o->act.id, i);
@@ -825,101 +717,62 @@ static void seg_switch(struct op *o, int segments, int open)
             sk_keys_for(&k, o->act.id);
         const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
         sk_fanout_sent(&so->f, sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys,
-                                              SK_A_SWITCH_N, args, NULL, on_seg_switch, so));
+                                              SK_A_SWITCH_N, args, NULL, on_switch, so));
     }
     sk_fanout_end(&so->f);
 }
 
-/* With the definition read and Redis ready. */
-static void switch_next(struct op *o)
-{
-    const struct sk_activity a = o->act;
-    int open = o->route == SK_ROUTE_admin_open;
-    if (a.segments > 1) {
-        seg_switch(o, (int)a.segments, open);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
-    const char *keys[] = {SK_K_SWITCH_EACH(SK_KEY_OF, &k)};
-    const char *args[SK_A_SWITCH_N] = {[SK_A_SWITCH_OPEN] = open ? "1" : "0"};
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_SWITCH, SK_K_SWITCH_N, keys, SK_A_SWITCH_N, args,
-                       NULL, on_switch, o) < 0)
-        on_switch(o, NULL);
-}
-
 int sk_api_admin_switch(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    if (sk_http_admin_or_reply(app, req, m->route)) return 0;
-    if (sk_http_options_or_reply(app, req, m->route, 0, NULL)) return 0;
-    return activity_route(app, req, m, switch_next);
+    return activity_route(app, req, m, 0, switch_next);
 }
 
 static void stats_done(struct op *o, const struct sk_stock_state *stp)
 {
-    h2o_req_t *req = op_end(o);
+    h2o_req_t *req = sk_async_end(o->app, &o->a);
     if (req && !stp) {
         sk_http_error(o->app, req, o->route, 503, "unavailable", "redis is unreachable");
     } else if (req) {
         const struct sk_stock_state st = *stp;
-        char refused[1024], body[3072], rat[SK_TIME_RFC3339_MAX] = "";
+        char refused[1024], rat[SK_TIME_RFC3339_MAX] = "";
         if (st.reconcile_ms > 0) sk_time_format_rfc3339(st.reconcile_ms, rat, sizeof rat);
-        if (sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0)
-            snprintf(refused, sizeof refused, "{}");
-        int64_t initial = st.exists ? st.initial : o->act.stock;
-        int64_t remaining = st.exists ? st.remaining : o->act.stock;
-        /* the rollback guard (docs/recovery.md) */
-        char fence[48] = "null", why[480] = "null", esc[400];
-        if (st.fence[0] && sk_body_json_escape(st.fence, strlen(st.fence), esc, sizeof esc) >= 0)
-            snprintf(fence, sizeof fence, "\"%.40s\"", esc);
-        if (st.fence[0] &&
-            sk_body_json_escape(st.fence_why, strlen(st.fence_why), esc, sizeof esc) >= 0)
-            snprintf(why, sizeof why, "\"%s\"", esc);
-        int n = snprintf(
-            body, sizeof body,
-            "{\"id\":%" PRIu64 ",\"preheated\":%s,\"open\":%s,\"stock_initial\":%" PRId64
-            ",\"remaining\":%" PRId64 ",\"admitted\":%" PRId64 ",\"held\":%" PRId64
-            ",\"buyers\":%" PRId64 ",\"released\":%" PRId64 ",\"stream_length\":%" PRId64
-            ",\"stream_backlog\":%" PRId64 ",\"dlq\":%" PRId64 ",\"db_stock\":%" PRId64
-            ",\"reconcile_drift\":%" PRId64 ",\"reconcile_at\":\"%s\",\"segments\":%" PRId64
-            ",\"in_transit\":%" PRId64 ",\"fence\":%s,\"fence_why\":%s,\"fenced_key_sets\":%" PRId64
-            ",\"lost\":%" PRId64 ",\"oversold\":%" PRId64 ",\"refused_this_process\":%s}",
-            o->act.id, st.exists ? "true" : "false", st.open ? "true" : "false", initial, remaining,
-            sk_stock_admitted(&st), st.held, st.buyers, st.released, st.stream_len, st.backlog,
-            st.dlq, o->act.stock_db, st.reconcile_drift, rat, o->act.segments, st.in_transit, fence,
-            why, st.fenced, st.lost, st.oversold, refused);
-        sk_http_reply(o->app, req, o->route, 200, "application/json", body,
-                      n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+        json_t *ref = sk_metrics_refusals_json(o->app->metrics, refused, sizeof refused) < 0
+                          ? NULL
+                          : json_loads(refused, 0, NULL);
+        int e = st.exists;
+        /* the rollback guard (docs/recovery.md): fence, fence_why */
+        json_t *fence = st.fence[0] ? json_string(st.fence) : json_null(),
+               *why = st.fence[0] ? json_string(st.fence_why) : json_null();
+        reply_escaped(
+            o->app, req, o->route, 200,
+            json_pack("{s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                      "s:s, s:I, s:I, s:o, s:o, s:I, s:I, s:I, s:o}",
+                      "id", (json_int_t)o->act.id, "preheated", e, "open", st.open, "stock_initial",
+                      (json_int_t)(e ? st.initial : o->act.stock), "remaining",
+                      (json_int_t)(e ? st.remaining : o->act.stock), "admitted",
+                      (json_int_t)sk_stock_admitted(&st), "held", (json_int_t)st.held, "buyers",
+                      (json_int_t)st.buyers, "released", (json_int_t)st.released, "stream_length",
+                      (json_int_t)st.stream_len, "stream_backlog", (json_int_t)st.backlog, "dlq",
+                      (json_int_t)st.dlq, "db_stock", (json_int_t)o->act.stock_db,
+                      "reconcile_drift", (json_int_t)st.reconcile_drift, "reconcile_at", rat,
+                      "segments", (json_int_t)o->act.segments, "in_transit",
+                      (json_int_t)st.in_transit, "fence", fence, "fence_why", why,
+                      "fenced_key_sets", (json_int_t)st.fenced, "lost", (json_int_t)st.lost,
+                      "oversold", (json_int_t)st.oversold, "refused_this_process",
+                      ref ? ref : json_object()));
     }
     free(o);
-}
-
-static void on_stats(void *data, redisReply *rep)
-{
-    struct sk_stock_state st;
-    stats_done(data, sk_stock_state_parse(rep, &st) < 0 ? NULL : &st);
 }
 
 /* With the definition (and its DB stock) read and Redis ready. */
 static void stats_next(struct op *o)
 {
-    const struct sk_activity a = o->act;
-    if (a.segments > 1) {
-        seg_state_read(o, stats_done, 0);
-        return;
-    }
-    struct sk_keys k;
-    sk_keys_for(&k, a.id);
-    const char *keys[SK_STATE_NKEYS];
-    sk_keys_state(&k, keys);
-    if (sk_aredis_eval(o->app->redis, SK_SCRIPT_STATE, SK_STATE_NKEYS, keys, 0, NULL, NULL,
-                       on_stats, o) < 0)
-        on_stats(o, NULL);
+    state_read(o, stats_done, 0);
 }
 
 int sk_api_admin_stats(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
 {
-    return activity_route(app, req, m, stats_next);
+    return activity_route(app, req, m, -1, stats_next);
 }
 
 /* /readyz of a node that sells some of its Redis's slots but not all:
