@@ -273,14 +273,6 @@ int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int6
     return 0;
 }
 
-int sk_draw_tick(sk_redis *r, uint64_t aid, struct sk_draw_redis *st)
-{
-    int64_t v[DRAW_REPLY];
-    int rc = draw_op(r, aid, "t", v, DRAW_REPLY);
-    if (rc == 0) state_of(v, st);
-    return rc;
-}
-
 int sk_draw_read(sk_redis *r, uint64_t aid, uint64_t *out, size_t n)
 {
     struct sk_keys k;
