@@ -666,71 +666,73 @@ static void render_masters(const sk_metrics *m, struct out *o)
     }
 }
 
-static void render_registry(struct out *o, const sk_metrics *m)
+static void render_registry(const sk_metrics *m, struct out *o_)
 {
-    header(o, "seckill_http_requests_total", "counter",
+    struct out o = *o_;
+    header(&o, "seckill_http_requests_total", "counter",
            "HTTP requests answered, by route and status.");
     for (int r = 0; r < SK_MROUTE_COUNT; r++)
         for (int s = 0; s < STATUS_SLOTS; s++) {
             uint64_t v = m->requests[r][s];
             if (!v) continue;
             if (s == 0)
-                put(o, "seckill_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
+                put(&o, "seckill_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
                     route_names[r], (unsigned long long)v);
             else
-                put(o, "seckill_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                put(&o, "seckill_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
                     route_names[r], s, (unsigned long long)v);
         }
 
-    header(o, "seckill_admissions_total", "counter",
+    header(&o, "seckill_admissions_total", "counter",
            "Purchases admitted by the stock script (Idempotency-Key replays apart).");
-    put(o, "seckill_admissions_total %llu\n", (unsigned long long)m->admissions);
-    header(o, "seckill_idempotent_replays_total", "counter",
+    put(&o, "seckill_admissions_total %llu\n", (unsigned long long)m->admissions);
+    header(&o, "seckill_idempotent_replays_total", "counter",
            "Idempotency-Key retries answered 200 with their first answer: nothing admitted.");
-    put(o, "seckill_idempotent_replays_total %llu\n", (unsigned long long)m->replays);
+    put(&o, "seckill_idempotent_replays_total %llu\n", (unsigned long long)m->replays);
 
-    header(o, "seckill_refusals_total", "counter", "Purchases refused, by reason.");
+    header(&o, "seckill_refusals_total", "counter", "Purchases refused, by reason.");
     for (int i = 0; i < m->n_reasons; i++)
-        put(o, "seckill_refusals_total{reason=\"%s\"} %llu\n", m->reason_name[i],
+        put(&o, "seckill_refusals_total{reason=\"%s\"} %llu\n", m->reason_name[i],
             (unsigned long long)m->refusals[i]);
 
-    header(o, "seckill_soldout_fastpath_total", "counter",
+    header(&o, "seckill_soldout_fastpath_total", "counter",
            "Sold-out refusals answered locally without a Redis round trip.");
-    put(o, "seckill_soldout_fastpath_total %llu\n", (unsigned long long)m->soldout_fastpath);
+    put(&o, "seckill_soldout_fastpath_total %llu\n", (unsigned long long)m->soldout_fastpath);
 
     char sum[32];
     snprintf(sum, sizeof sum, "%.15g", m->rtt_sum);
-    histogram(o, "seckill_redis_roundtrip_seconds", "Redis round-trip time of admission calls.",
+    histogram(&o, "seckill_redis_roundtrip_seconds", "Redis round-trip time of admission calls.",
               m->rtt_bucket, RTT_BUCKETS, rtt_le_text, sum);
     snprintf(sum, sizeof sum, "%llu", (unsigned long long)m->batch_sum);
-    histogram(o, "seckill_batch_size", "Purchases carried by one batched Redis call.",
+    histogram(&o, "seckill_batch_size", "Purchases carried by one batched Redis call.",
               m->batch_bucket, BATCH_BUCKETS, NULL, sum);
     snprintf(sum, sizeof sum, "%.15g", m->lat_sum);
-    histogram(o, "seckill_purchase_duration_seconds",
+    histogram(&o, "seckill_purchase_duration_seconds",
               "Purchases from arrival to answer, as the server sees them.", m->lat_bucket,
               SK_MLAT_BUCKETS, lat_le_text, sum);
 
-    header(o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
-    put(o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
+    header(&o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
+    put(&o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
 
     if (sk_aredis_cluster_used()) {
-        header(o, "seckill_redis_cluster_redirections_total", "counter",
+        header(&o, "seckill_redis_cluster_redirections_total", "counter",
                "Redis Cluster MOVED/ASK redirections and TRYAGAIN/CLUSTERDOWN answers met by "
                "this process's Redis client.");
         for (int k = 0; k < SK_AREDIS_REDIRECT_COUNT; k++)
-            put(o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n",
+            put(&o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n",
                 cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
-    render_masters(m, o);
+    render_masters(m, &o);
     if (m->queue_used) {
-        header(o, "seckill_queue_passes_total", "counter",
+        header(&o, "seckill_queue_passes_total", "counter",
                "Waiting-room passes handed out, spent by a purchase, found expired.");
         for (int e = 0; e < SK_MQ_EVENTS; e++)
-            put(o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[e],
+            put(&o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[e],
                 (unsigned long long)m->passes[e]);
     }
-    render_acts(m, o);
+    render_acts(m, &o);
+    *o_ = o;
 }
 
 int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
@@ -738,7 +740,7 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
     if (!buf || cap == 0) return SK_ENOMEM;
     struct out o = {buf, cap, 0, 0};
     buf[0] = 0;
-    render_registry(&o, m);
+    render_registry(m, &o);
     if (o.full) {
         buf[0] = 0;
         return SK_ENOMEM;
@@ -746,37 +748,23 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
     return (int)o.len;
 }
 
-/* What fill writes, in a buffer of start bytes, then twice as much until
- * it fits (the caller frees it; NULL: out of memory). Over 1 GiB cannot
- * happen: the output is bounded. */
-static char *render_grown(size_t start, void (*fill)(struct out *o, const void *ctx),
-                          const void *ctx, size_t *len)
+char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
 {
     char *buf = NULL;
     size_t cap = 0;
     for (;;) {
-        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, start)) {
+        /* 16 KiB, then twice as much until it fits; over 1 GiB cannot
+         * happen: the output is bounded */
+        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 16384)) {
             free(buf);
             return NULL;
         }
-        struct out o = {buf, cap, 0, 0};
-        buf[0] = 0;
-        fill(&o, ctx);
-        if (!o.full) {
-            if (len) *len = o.len;
+        int n = sk_metrics_render(m, buf, cap);
+        if (n >= 0) {
+            if (len) *len = (size_t)n;
             return buf;
         }
     }
-}
-
-static void fill_registry(struct out *o, const void *m)
-{
-    render_registry(o, m);
-}
-
-char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
-{
-    return render_grown(16384, fill_registry, m, len);
 }
 
 /* ---- the node: every HTTP slot summed, the worker process's figures --- */
@@ -961,31 +949,33 @@ static void render_procs(struct out *o, sk_node *node)
                 (unsigned long long)starts[k]);
 }
 
-struct node_view {
-    sk_node *node;
-    const sk_metrics *sum;
-    struct sk_node_worker *w;
-    const struct sk_node_sample *smp;
-};
-
-static void fill_node(struct out *o, const void *ctx)
-{
-    const struct node_view *v = ctx;
-    render_registry(o, v->sum);
-    if (v->w) render_worker(o, v->w, v->smp);
-    render_procs(o, v->node);
-}
-
 char *sk_metrics_render_node(sk_node *node, size_t *len)
 {
     sk_metrics *sum = sk_metrics_node_sum(node);
     struct sk_node_sample *smp = calloc(1, sizeof *smp);
-    struct node_view v = {node, sum, sk_node_worker(node), smp};
     char *buf = NULL;
-    if (sum && smp) {
-        if (v.w) sk_node_sample_get(v.w, smp);
-        buf = render_grown(32768, fill_node, &v, len);
+    size_t cap = 0;
+    struct sk_node_worker *w = sk_node_worker(node);
+    if (!sum || !smp) goto out;
+    if (w) sk_node_sample_get(w, smp);
+    for (;;) {
+        /* as sk_metrics_render_alloc: bounded output, grown until it fits */
+        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 32768)) {
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        struct out o = {buf, cap, 0, 0};
+        buf[0] = 0;
+        render_registry(sum, &o);
+        if (w) render_worker(&o, w, smp);
+        render_procs(&o, node);
+        if (!o.full) {
+            if (len) *len = o.len;
+            break;
+        }
     }
+out:
     sk_metrics_free(sum);
     free(smp);
     return buf;
