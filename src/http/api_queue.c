@@ -279,8 +279,9 @@ static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
 
 void sk_queue_flush(struct sk_app *app)
 {
-    for (struct sk_keyset *ks = sk_keysets_take_qopen(app), *next; ks; ks = next) {
-        next = ks->qopen_next;
+    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_QUEUE), *next; ks;
+         ks = next) {
+        next = ks->open_next[SK_OPEN_QUEUE];
         struct sk_qbatch *b = ks->qbatch;
         ks->qbatch = NULL;
         if (b) send_qbatch(app, b);
@@ -305,7 +306,7 @@ static struct sk_qbatch *qbatch_for(struct sk_app *app, uint64_t aid)
     b->aid = aid;
     b->n = 0;
     ks->qbatch = b;
-    sk_keyset_qopened(app, ks);
+    sk_keyset_opened(app, ks, SK_OPEN_QUEUE);
     return b;
 }
 
