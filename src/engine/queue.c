@@ -263,10 +263,3 @@ const char *sk_queue_control_arg(int action)
     default: return "resume";
     }
 }
-
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N])
-{
-    const char *v[] = {SK_K_QUEUE_CONTROL_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-

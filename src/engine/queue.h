@@ -119,8 +119,6 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
  * actions SK_QC_* are activity.h's). The script's word for an action.
  * Static. */
 const char *sk_queue_control_arg(int action);
-/* queue_control.lua's KEYS on the base key set k (K_QUEUE_CONTROL). */
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N]);
 
 /* ---- blocking ------------------------------------------------------------ */
 

@@ -119,8 +119,7 @@ int sk_reg_call(sk_redis *r, uint64_t aid, char op, uint64_t uid, const struct s
 static void draw_keys(struct sk_keys *k, uint64_t aid, const char *keys[SK_K_DRAW_PUT_N])
 {
     sk_keys_for(k, aid);
-    const char *v[] = {SK_K_DRAW_PUT_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
+    SK_KEYS_FILL(SK_K_DRAW_PUT_EACH, k, keys);
 }
 
 /* draw_put.lua with its op alone */

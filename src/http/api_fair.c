@@ -174,9 +174,9 @@ static void reply_ctl(struct sk_app *app, h2o_req_t *req, struct sk_qadmin *q)
     char body[256];
     int n =
         snprintf(body, sizeof body,
-                 "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}",
-                 q->id, bits & SK_WR_PAUSE ? "true" : "false",
-                 bits & SK_WR_QUEUE_ALL ? "true" : "false", bits & SK_WR_NO_JOINS ? "true" : "false");
+                 "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}", q->id,
+                 bits & SK_WR_PAUSE ? "true" : "false", bits & SK_WR_QUEUE_ALL ? "true" : "false",
+                 bits & SK_WR_NO_JOINS ? "true" : "false");
     sk_http_reply(app, req, q->a.route, 200, "application/json", body,
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
@@ -226,8 +226,7 @@ static void on_control_definition(struct sk_app *app, void *arg, int rc,
     snprintf(o->draw_state, sizeof o->draw_state, "%s", a->draw_state);
     struct sk_keys k;
     sk_keys_for(&k, o->q.id);
-    const char *keys[SK_K_QUEUE_CONTROL_N];
-    sk_queue_control_keys(&k, keys);
+    const char *keys[] = {SK_K_QUEUE_CONTROL_EACH(SK_KEY_OF, &k)};
     const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
                                                   sk_queue_control_arg(o->action)};
     if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,

@@ -279,8 +279,7 @@ static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
 
 void sk_queue_flush(struct sk_app *app)
 {
-    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_QUEUE), *next; ks;
-         ks = next) {
+    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_QUEUE), *next; ks; ks = next) {
         next = ks->open_next[SK_OPEN_QUEUE];
         struct sk_qbatch *b = ks->qbatch;
         ks->qbatch = NULL;
@@ -523,8 +522,8 @@ static void on_pace_definition(struct sk_app *app, void *arg, int rc, const stru
     if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
     const char *keys[] = {SK_K_QUEUE_PACE_EACH(SK_KEY_OF, &k)};
     const char *args[SK_A_QUEUE_PACE_N] = {[SK_A_QUEUE_PACE_RATE] = r};
-    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys,
-                       SK_A_QUEUE_PACE_N, args, NULL, on_pace, o) < 0)
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys, SK_A_QUEUE_PACE_N,
+                       args, NULL, on_pace, o) < 0)
         on_pace(o, NULL);
 }
 

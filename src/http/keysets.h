@@ -51,10 +51,10 @@ struct sk_keyset {
     struct sk_batch *batch;   /* this turn's open purchase batch, or NULL */
     struct sk_qbatch *qbatch; /* this turn's open queue batch (the activity's), or NULL */
     /* the table's */
-    struct sk_keyset *hnext;                   /* hash chain */
-    struct sk_keyset *older, *newer;           /* use order, in its list (confirmed or not) */
+    struct sk_keyset *hnext;                    /* hash chain */
+    struct sk_keyset *older, *newer;            /* use order, in its list (confirmed or not) */
     struct sk_keyset *open_next[SK_OPEN_LISTS]; /* the turn's open batches, by list */
-    struct sk_keyset *watch_prev, *watch_next; /* re-read by the tick */
+    struct sk_keyset *watch_prev, *watch_next;  /* re-read by the tick */
     int listed; /* bit 1: in the open list, 2: queue list, 4: watched */
 };
 

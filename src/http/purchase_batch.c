@@ -354,8 +354,7 @@ static int held(struct sk_app *app, const struct sk_batch *b)
 
 void sk_purchase_flush(struct sk_app *app)
 {
-    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_PURCHASE), *next; ks;
-         ks = next) {
+    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_PURCHASE), *next; ks; ks = next) {
         next = ks->open_next[SK_OPEN_PURCHASE];
         struct sk_batch *b = ks->batch;
         if (!b) continue;

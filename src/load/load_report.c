@@ -117,23 +117,21 @@ json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *
         json_object_set_new(ref, r->refusals[i].code, json_integer(JI(r->refusals[i].n)));
     if (r->refusals_other) json_object_set_new(ref, "(none)", json_integer(JI(r->refusals_other)));
     const struct sk_hist *h = &r->latency;
-    ADD(j,
-        "{s:o,s:o,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:f},s:{s:I,s:I,s:I,s:I},s:I}", "statuses",
+    ADD(j, "{s:o,s:o,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:f},s:{s:I,s:I,s:I,s:I},s:I}", "statuses",
         st, "refusals", ref, "accepted", JI(r->accepted), "accepted_units", JI(r->accepted_units),
-        "distinct_users", JI(r->distinct_users), "latency_us", "p50",
-        JI(sk_hist_percentile(h, 50)), "p90", JI(sk_hist_percentile(h, 90)), "p99",
-        JI(sk_hist_percentile(h, 99)), "p999", JI(sk_hist_percentile(h, 99.9)), "max",
-        JI(h->total ? h->max : 0), "mean", sk_hist_mean(h), "transport_errors", "connect",
-        JI(r->err_connect), "closed", JI(r->err_closed), "timeout", JI(r->err_timeout), "protocol",
-        JI(r->err_protocol), "reconnects", JI(r->reconnects));
+        "distinct_users", JI(r->distinct_users), "latency_us", "p50", JI(sk_hist_percentile(h, 50)),
+        "p90", JI(sk_hist_percentile(h, 90)), "p99", JI(sk_hist_percentile(h, 99)), "p999",
+        JI(sk_hist_percentile(h, 99.9)), "max", JI(h->total ? h->max : 0), "mean", sk_hist_mean(h),
+        "transport_errors", "connect", JI(r->err_connect), "closed", JI(r->err_closed), "timeout",
+        JI(r->err_timeout), "protocol", JI(r->err_protocol), "reconnects", JI(r->reconnects));
     if (o->rate > 0) json_object_set_new(j, "backlog_at_end", json_integer(JI(r->backlog_at_end)));
     if (r->order_check)
-        ADD(ver, "{s:I,s:I,s:I,s:I,s:I}", "unique_orders", JI(r->unique_orders),
-            "duplicate_orders", JI(r->duplicate_orders), "missing_orders", JI(r->missing_orders),
-            "max_units_one_user", JI(r->max_units_one_user), "users_over_limit",
-            JI(r->users_over_limit));
+        ADD(ver, "{s:I,s:I,s:I,s:I,s:I}", "unique_orders", JI(r->unique_orders), "duplicate_orders",
+            JI(r->duplicate_orders), "missing_orders", JI(r->missing_orders), "max_units_one_user",
+            JI(r->max_units_one_user), "users_over_limit", JI(r->users_over_limit));
     if (o->limit >= 0) json_object_set_new(ver, "limit", json_integer(o->limit));
-    if (o->expect_stock >= 0) json_object_set_new(ver, "expect_stock", json_integer(o->expect_stock));
+    if (o->expect_stock >= 0)
+        json_object_set_new(ver, "expect_stock", json_integer(o->expect_stock));
     json_object_set_new(ver, "demand_units", json_integer(JI(r->demand_units)));
     if (r->db_checked)
         ADD(ver, "{s:I,s:I,s:I}", "db_found", JI(r->db_found), "db_missing", JI(r->db_missing),
