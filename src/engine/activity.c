@@ -266,16 +266,6 @@ int sk_activity_control_action(const char *word)
     return SK_EINVAL;
 }
 
-int64_t sk_activity_control_bits(int64_t before, int action)
-{
-    switch (action) {
-    case SK_QC_PAUSE: return (before & SK_WR_NO_JOINS) | SK_WR_PAUSE;
-    case SK_QC_QUEUE_ALL: return (before & SK_WR_NO_JOINS) | SK_WR_QUEUE_ALL;
-    case SK_QC_REFUSE_JOINS: return before | SK_WR_NO_JOINS;
-    default: return 0;
-    }
-}
-
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d)
 {
     memset(d, 0, sizeof *d);

@@ -148,8 +148,6 @@ int sk_activity_draw_seed_valid(const char *s, size_t len);
 
 /* "pause", "queue_all", "refuse_joins", "resume" -> SK_QC_*, or SK_EINVAL. */
 int sk_activity_control_action(const char *word);
-/* The SK_WR_* bits an action leaves, from those before it. */
-int64_t sk_activity_control_bits(int64_t before, int action);
 
 /* The Redis-side definition used by preheat. */
 void sk_activity_stock_def(const struct sk_activity *a, struct sk_stock_def *d);

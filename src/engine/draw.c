@@ -116,18 +116,6 @@ static uint64_t uniform(struct stream *s, uint64_t m)
     }
 }
 
-uint64_t sk_draw_word(const char *seed_hex, uint64_t k)
-{
-    unsigned char seed[SEED_BYTES];
-    if (unhex(seed_hex, seed) < 0) return 0;
-    struct stream s;
-    stream_init(&s, seed);
-    uint64_t w = 0;
-    for (uint64_t i = 0; i <= k; i++)
-        w = next_word(&s);
-    return w;
-}
-
 int sk_draw_order(const char *seed_hex, uint64_t *a, size_t n)
 {
     unsigned char seed[SEED_BYTES];

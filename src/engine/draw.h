@@ -40,7 +40,4 @@ int sk_draw_order(const char *seed_hex, uint64_t *users, size_t n);
  * of the order, what it made. */
 void sk_draw_list_hash(const uint64_t *users, size_t n, char out[SK_DRAW_HEX]);
 
-/* The word stream of step 2, for tests: the k-th 64-bit word (k from 0). */
-uint64_t sk_draw_word(const char *seed_hex, uint64_t k);
-
 #endif

@@ -95,14 +95,6 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id)
     return 0;
 }
 
-/* Each script's KEYS, in the order the script reads them: its list of
- * script_pos.def. */
-void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS])
-{
-    const char *v[] = {SK_K_PURCHASE_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-
 /* prefix then len bytes of s into out (cap bytes, terminated). */
 static int key_of(const char *prefix, const char *s, size_t len, char *out, size_t cap)
 {
@@ -135,28 +127,4 @@ int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap)
 {
     size_t len = id ? strlen(id) : 0;
     return key_of(k->ch, id ? id : "", len > SK_KEYS_CH_ID_MAX ? 0 : len, out, cap);
-}
-
-void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS])
-{
-    const char *v[] = {SK_K_RELEASE_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-
-void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS])
-{
-    const char *v[] = {SK_K_PREHEAT_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-
-void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS])
-{
-    const char *v[] = {SK_K_STATE_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-
-void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS])
-{
-    const char *v[] = {SK_K_QUEUE_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
 }

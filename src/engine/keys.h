@@ -79,6 +79,13 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  *     const char *keys[] = {SK_K_RESET_EACH(SK_KEY_OF, k)};
  */
 #define SK_KEY_OF(k, name) (k)->name,
+/* The KEYS a script's generated EACH list names on key set k, copied into
+ * keys (pointing into k; needs <string.h>). */
+#define SK_KEYS_FILL(EACH, k, keys)                                                                \
+    do {                                                                                           \
+        const char *sk_fill_[] = {EACH(SK_KEY_OF, (k))};                                           \
+        memcpy((keys), sk_fill_, sizeof sk_fill_);                                                 \
+    } while (0)
 
 /* The KEYS of purchase_batch.lua: first the key set's
  * SK_PURCHASE_NKEYS (K_PURCHASE of script_pos.def: meta stock buyers
@@ -91,7 +98,7 @@ int sk_keys_for_order(struct sk_keys *k, const char *order_id);
  * sk_stock_batch_keys (engine/stock.h) lays out the whole list. */
 #define SK_PURCHASE_NKEYS SK_K_PURCHASE_N
 #define SK_PURCHASE_KEYC(n) (SK_PURCHASE_NKEYS + 3 * (n))
-void sk_keys_purchase(const struct sk_keys *k, const char *keys[SK_PURCHASE_NKEYS]);
+#define sk_keys_purchase(k, keys) SK_KEYS_FILL(SK_K_PURCHASE_EACH, k, keys)
 
 /* A rate limiter's key (docs/rate-limit.md), in k's hash tag: the buyer's
  * (sk:{tag}:rl:u:<user>) or the client IP's (sk:{tag}:rl:ip:<ip>; an IP
@@ -112,12 +119,12 @@ int sk_keys_ch(const struct sk_keys *k, const char *id, char *out, size_t cap);
 /* The KEYS of release.lua, preheat.lua, state.lua and queue.lua (of the
  * base key set): K_RELEASE, K_PREHEAT, K_STATE, K_QUEUE. */
 #define SK_RELEASE_NKEYS SK_K_RELEASE_N
-void sk_keys_release(const struct sk_keys *k, const char *keys[SK_RELEASE_NKEYS]);
+#define sk_keys_release(k, keys) SK_KEYS_FILL(SK_K_RELEASE_EACH, k, keys)
 #define SK_PREHEAT_NKEYS SK_K_PREHEAT_N
-void sk_keys_preheat(const struct sk_keys *k, const char *keys[SK_PREHEAT_NKEYS]);
+#define sk_keys_preheat(k, keys) SK_KEYS_FILL(SK_K_PREHEAT_EACH, k, keys)
 #define SK_STATE_NKEYS SK_K_STATE_N
-void sk_keys_state(const struct sk_keys *k, const char *keys[SK_STATE_NKEYS]);
+#define sk_keys_state(k, keys) SK_KEYS_FILL(SK_K_STATE_EACH, k, keys)
 #define SK_QUEUE_NKEYS SK_K_QUEUE_N
-void sk_keys_queue(const struct sk_keys *k, const char *keys[SK_QUEUE_NKEYS]);
+#define sk_keys_queue(k, keys) SK_KEYS_FILL(SK_K_QUEUE_EACH, k, keys)
 
 #endif

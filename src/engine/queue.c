@@ -192,13 +192,6 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st)
 int sk_queue_call(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users, size_t n,
                   struct sk_queue_head *h, struct sk_queue_answer *a)
 {
-    return sk_queue_call_ch(r, aid, ops, users, NULL, NULL, n, h, a);
-}
-
-int sk_queue_call_ch(sk_redis *r, uint64_t aid, const char *ops, const uint64_t *users,
-                     const char *const *tickets, const char *const *ids, size_t n,
-                     struct sk_queue_head *h, struct sk_queue_answer *a)
-{
     if (n == 0 || n > SK_QUEUE_BATCH_MAX) return r->err = SK_EINVAL;
     size_t cap = SK_QUEUE_ARG_BYTES(n), kcap = SK_QUEUE_KEY_BYTES(n);
     char *buf = malloc(cap + kcap);
@@ -210,8 +203,8 @@ int sk_queue_call_ch(sk_redis *r, uint64_t aid, const char *ops, const uint64_t 
     struct sk_keys k;
     sk_keys_for(&k, aid);
     if (buf && args && lens && keys) {
-        rc = sk_queue_args_ch(aid, ops, users, tickets, n, buf, cap, args, lens);
-        if (rc == 0) rc = nk = sk_queue_keys(&k, ids, n, buf + cap, kcap, keys);
+        rc = sk_queue_args(aid, ops, users, n, buf, cap, args, lens);
+        if (rc == 0) rc = nk = sk_queue_keys(&k, NULL, n, buf + cap, kcap, keys);
     }
     if (rc >= 0) {
         rc = sk_script_eval(r, SK_SCRIPT_QUEUE, nk, keys, (int)SK_QUEUE_ARGC(n), args, lens, &rep);
@@ -269,41 +262,4 @@ const char *sk_queue_control_arg(int action)
     case SK_QC_REFUSE_JOINS: return "nojoin";
     default: return "resume";
     }
-}
-
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N])
-{
-    const char *v[] = {SK_K_QUEUE_CONTROL_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
-}
-
-int sk_queue_control(sk_redis *r, uint64_t aid, int segments, int action, int *rc_out,
-                     int64_t *bits)
-{
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    const char *keys[SK_K_QUEUE_CONTROL_N];
-    sk_queue_control_keys(&k, keys);
-    const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
-                                                  sk_queue_control_arg(action)};
-    int64_t v[2];
-    int rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,
-                                SK_A_QUEUE_CONTROL_N, args, v, 2);
-    if (rc < 0) return rc;
-    *rc_out = (int)v[0];
-    if (bits) *bits = v[1];
-    /* a segmented sale's purchases are decided in its segments: each holds
-     * "queue everyone" in its own meta */
-    for (int i = 0; i < segments && segments > 1 && v[0] == SK_RC_OK; i++) {
-        struct sk_keys sk;
-        sk_keys_seg(&sk, aid, i);
-        const char *seg_keys[] = {SK_K_SEG_CONTROL_EACH(SK_KEY_OF, &sk)};
-        const char *sa[SK_A_QUEUE_CONTROL_N] = {
-            [SK_A_QUEUE_CONTROL_ACTION] = v[1] & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
-        int64_t sv[2];
-        if ((rc = sk_stock_eval_ints(r, SK_SCRIPT_QUEUE_CONTROL, SK_K_SEG_CONTROL_N, seg_keys,
-                                     SK_A_QUEUE_CONTROL_N, sa, sv, 2)) < 0)
-            return rc;
-    }
-    return 0;
 }

@@ -119,24 +119,12 @@ int sk_queue_stats_parse(const redisReply *rep, struct sk_queue_stats *st);
  * actions SK_QC_* are activity.h's). The script's word for an action.
  * Static. */
 const char *sk_queue_control_arg(int action);
-/* queue_control.lua's KEYS on the base key set k (K_QUEUE_CONTROL). */
-void sk_queue_control_keys(const struct sk_keys *k, const char *keys[SK_K_QUEUE_CONTROL_N]);
 
 /* ---- blocking ------------------------------------------------------------ */
-
-/* An emergency control on activity_id's waiting room (its segments too,
- * for "queue everyone"): *rc OK, NO_WAITING_ROOM, UNKNOWN_ACTIVITY; *bits
- * (may be NULL) the controls after. */
-int sk_queue_control(sk_redis *r, uint64_t activity_id, int segments, int action, int *rc,
-                     int64_t *bits);
 
 /* One queue call for n buyers (see sk_queue_args). */
 int sk_queue_call(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
                   size_t n, struct sk_queue_head *h, struct sk_queue_answer *a);
-/* The same with challenge tickets and their ids (both NULL: none). */
-int sk_queue_call_ch(sk_redis *r, uint64_t activity_id, const char *ops, const uint64_t *users,
-                     const char *const *tickets, const char *const *ids, size_t n,
-                     struct sk_queue_head *h, struct sk_queue_answer *a);
 /* The figures, and with new_rate > 0 a new pace (passes per second). */
 int sk_queue_pace(sk_redis *r, uint64_t activity_id, int64_t new_rate, struct sk_queue_stats *st);
 /* The keys and arguments of queue_spent.lua for user_id's pass expiring

@@ -119,8 +119,7 @@ int sk_reg_call(sk_redis *r, uint64_t aid, char op, uint64_t uid, const struct s
 static void draw_keys(struct sk_keys *k, uint64_t aid, const char *keys[SK_K_DRAW_PUT_N])
 {
     sk_keys_for(k, aid);
-    const char *v[] = {SK_K_DRAW_PUT_EACH(SK_KEY_OF, k)};
-    memcpy(keys, v, sizeof v);
+    SK_KEYS_FILL(SK_K_DRAW_PUT_EACH, k, keys);
 }
 
 /* draw_put.lua with its op alone */
@@ -271,14 +270,6 @@ int sk_draw_put(sk_redis *r, uint64_t aid, const uint64_t *order, size_t n, int6
         return rc;
     state_of(v, st);
     return 0;
-}
-
-int sk_draw_tick(sk_redis *r, uint64_t aid, struct sk_draw_redis *st)
-{
-    int64_t v[DRAW_REPLY];
-    int rc = draw_op(r, aid, "t", v, DRAW_REPLY);
-    if (rc == 0) state_of(v, st);
-    return rc;
 }
 
 int sk_draw_read(sk_redis *r, uint64_t aid, uint64_t *out, size_t n)

@@ -84,8 +84,6 @@ int sk_draw_registrants(sk_redis *r, uint64_t activity_id, uint64_t **out, size_
 int sk_draw_put(sk_redis *r, uint64_t activity_id, const uint64_t *order, size_t n,
                 int64_t drawn_ms, const char *seed_hex, const struct sk_draw_redis *wave,
                 struct sk_draw_redis *st);
-/* The next wave when a box is over ('t'); *st the state. */
-int sk_draw_tick(sk_redis *r, uint64_t activity_id, struct sk_draw_redis *st);
 /* The order as Redis holds it: out[i] the user of place i + 1 (n entries,
  * the caller's; users missing are 0). */
 int sk_draw_read(sk_redis *r, uint64_t activity_id, uint64_t *out, size_t n);

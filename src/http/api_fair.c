@@ -161,54 +161,30 @@ int sk_api_register(struct sk_app *app, h2o_req_t *req, const struct sk_route_ma
 /* ---- admin: the emergency controls ---------------------------------------- */
 
 struct ctl_op {
-    struct sk_async_req a;
-    struct sk_app *app;
-    uint64_t id;
+    struct sk_qadmin q;
     int action;
     int64_t segments;
     int64_t bits;
     char draw_state[SK_ACTIVITY_DRAW_STATE_MAX];
-    char err[256];
 };
 
-static void reply_ctl(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
-                      int64_t bits)
+static void reply_ctl(struct sk_app *app, h2o_req_t *req, struct sk_qadmin *q)
 {
+    int64_t bits = ((struct ctl_op *)q)->bits;
     char body[256];
     int n =
         snprintf(body, sizeof body,
-                 "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}", id,
+                 "{\"id\":%" PRIu64 ",\"paused\":%s,\"queue_all\":%s,\"refuse_joins\":%s}", q->id,
                  bits & SK_WR_PAUSE ? "true" : "false", bits & SK_WR_QUEUE_ALL ? "true" : "false",
                  bits & SK_WR_NO_JOINS ? "true" : "false");
-    sk_http_reply(app, req, route, 200, "application/json", body,
+    sk_http_reply(app, req, q->a.route, 200, "application/json", body,
                   n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
 }
 
-static int ctl_store_run(sk_store *st, void *ctx)
+static int ctl_store(sk_store *st, struct sk_qadmin *q)
 {
-    struct ctl_op *o = ctx;
-    int rc = sk_store_activity_set_fair(st, o->id, o->bits, o->draw_state);
-    if (rc < 0) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
-    return rc;
-}
-
-static void ctl_store_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
-{
-    struct ctl_op *o = ctx;
-    if (rc == 0) {
-        sk_act_defs_forget(app, o->id);
-        if (req) reply_ctl(app, req, o->a.route, o->id, o->bits);
-    } else if (req) {
-        sk_http_error(app, req, o->a.route, 503, "unavailable",
-                      "the controls are live but the database did not store them; send it again");
-    }
-    if (rc < 0) sk_log(SK_LOG_ERROR, "store: controls of %" PRIu64 ": %s", o->id, o->err);
-    free(o);
-}
-
-static void ctl_store_bg_done(void *arg, int rc)
-{
-    ctl_store_done(((struct ctl_op *)arg)->app, NULL, arg, rc);
+    const struct ctl_op *o = (const struct ctl_op *)q;
+    return sk_store_activity_set_fair(st, q->id, o->bits, o->draw_state);
 }
 
 static void on_seg_control(void *data, redisReply *rep)
@@ -220,9 +196,6 @@ static void on_seg_control(void *data, redisReply *rep)
 static void on_control(void *data, redisReply *rep)
 {
     struct ctl_op *o = data;
-    struct sk_app *app = o->app;
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
     int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
              rep->element[0]->type == REDIS_REPLY_INTEGER &&
              rep->element[1]->type == REDIS_REPLY_INTEGER;
@@ -233,51 +206,32 @@ static void on_control(void *data, redisReply *rep)
          * holds "queue everyone" in its own meta */
         for (int64_t i = 0; o->segments > 1 && i < o->segments; i++) {
             struct sk_keys sk;
-            sk_keys_seg(&sk, o->id, (int)i);
+            sk_keys_seg(&sk, o->q.id, (int)i);
             const char *keys[] = {SK_K_SEG_CONTROL_EACH(SK_KEY_OF, &sk)};
             const char *args[SK_A_QUEUE_CONTROL_N] = {
                 [SK_A_QUEUE_CONTROL_ACTION] = o->bits & SK_WR_QUEUE_ALL ? "seg_all" : "seg_none"};
-            sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_SEG_CONTROL_N, keys,
+            sk_aredis_eval(o->q.app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_SEG_CONTROL_N, keys,
                            SK_A_QUEUE_CONTROL_N, args, NULL, on_seg_control, NULL);
         }
-        if (req)
-            sk_store_call(app, req, route, ctl_store_run, ctl_store_done, o);
-        else if (sk_store_bg(app, 0, ctl_store_run, ctl_store_bg_done, o) < 0)
-            free(o);
-        return;
     }
-    if (!req) {
-        /* the client left */
-    } else if (!ok) {
-        sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
-    } else if (rc == SK_RC_UNKNOWN_ACTIVITY) {
-        sk_http_error(app, req, route, 409, "not_preheated", "preheat the activity first");
-    } else {
-        sk_http_error(app, req, route, sk_rc_http_status(rc), sk_rc_wire(rc), sk_rc_message(rc));
-    }
-    free(o);
+    sk_qadmin_answer(&o->q, rc);
 }
 
 static void on_control_definition(struct sk_app *app, void *arg, int rc,
                                   const struct sk_activity *a)
 {
     struct ctl_op *o = arg;
-    if (rc == 0 && a->wr_passes_per_s > 0 && o->a.req && sk_aredis_ready(app->redis)) {
-        o->segments = a->segments;
-        snprintf(o->draw_state, sizeof o->draw_state, "%s", a->draw_state);
-        struct sk_keys k;
-        sk_keys_for(&k, o->id);
-        const char *keys[SK_K_QUEUE_CONTROL_N];
-        sk_queue_control_keys(&k, keys);
-        const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
-                                                      sk_queue_control_arg(o->action)};
-        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,
-                           SK_A_QUEUE_CONTROL_N, args, NULL, on_control, o) < 0)
-            on_control(o, NULL);
-        return;
-    }
-    sk_queue_admin_refusal(app, &o->a, rc, a);
-    free(o);
+    if (!sk_qadmin_def_ok(&o->q, rc, a)) return;
+    o->segments = a->segments;
+    snprintf(o->draw_state, sizeof o->draw_state, "%s", a->draw_state);
+    struct sk_keys k;
+    sk_keys_for(&k, o->q.id);
+    const char *keys[] = {SK_K_QUEUE_CONTROL_EACH(SK_KEY_OF, &k)};
+    const char *args[SK_A_QUEUE_CONTROL_N] = {[SK_A_QUEUE_CONTROL_ACTION] =
+                                                  sk_queue_control_arg(o->action)};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_CONTROL, SK_K_QUEUE_CONTROL_N, keys,
+                       SK_A_QUEUE_CONTROL_N, args, NULL, on_control, o) < 0)
+        on_control(o, NULL);
 }
 
 int sk_api_queue_control(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -290,10 +244,14 @@ int sk_api_queue_control(struct sk_app *app, h2o_req_t *req, const struct sk_rou
         return sk_http_error(app, req, m->route, 400, "bad_request", err);
     struct ctl_op *o = calloc(1, sizeof *o);
     if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-    o->app = app;
-    o->id = m->id;
+    o->q.app = app;
+    o->q.id = m->id;
+    o->q.what = "controls";
+    o->q.unstored = "the controls are live but the database did not store them; send it again";
+    o->q.store = ctl_store;
+    o->q.reply = reply_ctl;
     o->action = action;
-    sk_async_begin(app, &o->a, req, m->route);
+    sk_async_begin(app, &o->q.a, req, m->route);
     sk_act_defs_lookup(app, m->id, on_control_definition, o);
     return 0;
 }

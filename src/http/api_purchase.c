@@ -66,11 +66,6 @@ void sk_http_reply_429(struct sk_app *app, h2o_req_t *req, enum sk_route route, 
     sk_http_reply(app, req, route, 429, "application/json", body, (size_t)n);
 }
 
-static void reply_429(struct sk_app *app, h2o_req_t *req, int rc, int64_t retry_ms)
-{
-    sk_http_reply_429(app, req, SK_ROUTE_purchase, rc, retry_ms);
-}
-
 /* One purchase of its activity less in flight (max_inflight). */
 static void inflight_done(struct sk_pending *p)
 {
@@ -84,10 +79,8 @@ static void inflight_done(struct sk_pending *p)
  * trims), redis_unsafe (until the operator fixes a setting). */
 static void reply_paused(struct sk_app *app, h2o_req_t *req, int rc)
 {
-    if (rc == SK_RC_REDIS_UNSAFE)
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("5"));
-    else
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL,
+                   rc == SK_RC_REDIS_UNSAFE ? "5" : "1", 1);
     sk_http_error(app, req, SK_ROUTE_purchase, sk_rc_http_status(rc), sk_rc_wire(rc),
                   sk_rc_message(rc));
 }
@@ -134,7 +127,7 @@ static void reply_admission(struct sk_app *app, h2o_req_t *req, uint64_t aid,
                             const struct sk_admission *ad)
 {
     if (ad->rc == SK_RC_RATE_LIMITED) {
-        reply_429(app, req, ad->rc, ad->retry_after_ms);
+        sk_http_reply_429(app, req, SK_ROUTE_purchase, ad->rc, ad->retry_after_ms);
         return;
     }
     if (ad->rc == SK_RC_RECOVERING || ad->rc == SK_RC_REDIS_FULL || ad->rc == SK_RC_REDIS_UNSAFE) {
@@ -407,7 +400,7 @@ static int inflight_or_reply(struct sk_app *app, h2o_req_t *req, uint64_t aid,
     if (app->cfg.max_inflight <= 0 || !c || c->inflight < app->cfg.max_inflight) return 0;
     sk_metrics_refusal_rc(app->metrics, SK_RC_BUSY);
     sk_metrics_act_refusal_rc(app->metrics, aid, SK_RC_BUSY);
-    reply_429(app, req, SK_RC_BUSY, 1000);
+    sk_http_reply_429(app, req, SK_ROUTE_purchase, SK_RC_BUSY, 1000);
     return 1;
 }
 

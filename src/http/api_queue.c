@@ -279,8 +279,8 @@ static void send_qbatch(struct sk_app *app, struct sk_qbatch *b)
 
 void sk_queue_flush(struct sk_app *app)
 {
-    for (struct sk_keyset *ks = sk_keysets_take_qopen(app), *next; ks; ks = next) {
-        next = ks->qopen_next;
+    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_QUEUE), *next; ks; ks = next) {
+        next = ks->open_next[SK_OPEN_QUEUE];
         struct sk_qbatch *b = ks->qbatch;
         ks->qbatch = NULL;
         if (b) send_qbatch(app, b);
@@ -305,7 +305,7 @@ static struct sk_qbatch *qbatch_for(struct sk_app *app, uint64_t aid)
     b->aid = aid;
     b->n = 0;
     ks->qbatch = b;
-    sk_keyset_qopened(app, ks);
+    sk_keyset_opened(app, ks, SK_OPEN_QUEUE);
     return b;
 }
 
@@ -396,122 +396,69 @@ void sk_queue_spent(struct sk_app *app, uint64_t aid, uint64_t uid, int64_t exp_
         free(sn);
 }
 
-/* ---- admin: the pace ----------------------------------------------------- */
+/* ---- admin: the pace, and what every waiting-room admin request shares -- */
 
-/* A pace request: its definition (this process's cache), Redis, then the
- * store when the pace changed (heap; owned by the step running). */
-struct pace_op {
-    struct sk_async_req a;
-    struct sk_app *app;
-    uint64_t id;
-    int64_t new_rate; /* 0: read only */
-    struct sk_queue_stats st;
-    char err[256]; /* the store's failure, for the log line on the loop */
-};
-
-static void reply_stats(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t id,
-                        const struct sk_queue_stats *st)
+static int qadmin_store_run(sk_store *st, void *ctx)
 {
-    char body[512];
-    int n = snprintf(body, sizeof body,
-                     "{\"id\":%" PRIu64 ",\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64
-                     ",\"queue_length\":%" PRId64 ",\"passes_issued\":%" PRId64
-                     ",\"passes_handed_out\":%" PRId64 ",\"passes_spent\":%" PRId64
-                     ",\"passes_expired\":%" PRId64 ",\"starts_in_ms\":%" PRId64 "}",
-                     id, st->rate, st->ttl_s, st->length, st->issued, st->handed_out, st->spent,
-                     st->expired, st->starts_in_ms);
-    sk_http_reply(app, req, route, 200, "application/json", body,
-                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
-}
-
-static int pace_store_run(sk_store *st, void *ctx)
-{
-    struct pace_op *o = ctx;
-    int rc = sk_store_activity_set_pass_rate(st, o->id, o->new_rate);
-    if (rc < 0) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    struct sk_qadmin *q = ctx;
+    int rc = q->store(st, q);
+    if (rc < 0) snprintf(q->err, sizeof q->err, "%s", sk_store_errstr(st));
     return rc;
 }
 
-static void pace_store_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
+static void qadmin_store_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
 {
-    struct pace_op *o = ctx;
+    struct sk_qadmin *q = ctx;
     if (rc == 0) {
-        sk_act_defs_forget(app, o->id); /* the next read sees the new pace */
-        if (req) reply_stats(app, req, o->a.route, o->id, &o->st);
+        sk_act_defs_forget(app, q->id); /* the next read sees the change */
+        if (req) q->reply(app, req, q);
     } else if (req) {
-        /* Redis paces at the new rate already; the definition did not follow */
-        sk_http_error(app, req, o->a.route, 503, "unavailable",
-                      "the new pace is live but the database did not store it; send it again");
+        /* Redis acts on it already; the definition did not follow */
+        sk_http_error(app, req, q->a.route, 503, "unavailable", q->unstored);
     }
-    if (rc < 0) sk_log(SK_LOG_ERROR, "store: pace of %" PRIu64 ": %s", o->id, o->err);
-    free(o);
+    if (rc < 0) sk_log(SK_LOG_ERROR, "store: %s of %" PRIu64 ": %s", q->what, q->id, q->err);
+    free(q);
 }
 
-/* A client that left still gets its new pace stored. */
-static void pace_store_bg_done(void *arg, int rc)
+/* A client that left still gets its change stored. */
+static void qadmin_store_bg_done(void *arg, int rc)
 {
-    pace_store_done(((struct pace_op *)arg)->app, NULL, arg, rc);
+    qadmin_store_done(((struct sk_qadmin *)arg)->app, NULL, arg, rc);
 }
 
-static void on_pace(void *data, redisReply *rep)
+void sk_qadmin_answer(struct sk_qadmin *q, int rc)
 {
-    struct pace_op *o = data;
-    struct sk_app *app = o->app;
-    h2o_req_t *req = sk_async_end(app, &o->a);
-    enum sk_route route = o->a.route;
-    int ok = rep && sk_queue_stats_parse(rep, &o->st) == 0 && o->st.rc == SK_RC_OK;
-    if (ok)
-        sk_metrics_queue_seen(app->metrics, o->id, o->st.length, o->st.issued, o->st.rate,
-                              sk_wall_ms());
-    if (ok && o->new_rate > 0) {
+    struct sk_app *app = q->app;
+    h2o_req_t *req = sk_async_end(app, &q->a);
+    enum sk_route route = q->a.route;
+    if (rc == SK_RC_OK && q->store) {
         /* the store follows Redis, off the loop */
         if (req)
-            sk_store_call(app, req, route, pace_store_run, pace_store_done, o);
-        else if (sk_store_bg(app, 0, pace_store_run, pace_store_bg_done, o) < 0)
-            free(o);
+            sk_store_call(app, req, route, qadmin_store_run, qadmin_store_done, q);
+        else if (sk_store_bg(app, 0, qadmin_store_run, qadmin_store_bg_done, q) < 0)
+            free(q);
         return;
     }
     if (!req) {
         /* the client left */
-    } else if (ok) {
-        reply_stats(app, req, route, o->id, &o->st);
-    } else if (!rep || sk_queue_stats_parse(rep, &o->st) < 0) {
+    } else if (rc == SK_RC_OK) {
+        q->reply(app, req, q);
+    } else if (rc < 0) {
         sk_http_error(app, req, route, 503, "unavailable", "redis is unreachable");
-    } else if (o->st.rc == SK_RC_UNKNOWN_ACTIVITY) {
+    } else if (rc == SK_RC_UNKNOWN_ACTIVITY) {
         sk_http_error(app, req, route, 409, "not_preheated", "preheat the activity first");
     } else {
-        sk_http_error(app, req, route, sk_rc_http_status(o->st.rc), sk_rc_wire(o->st.rc),
-                      sk_rc_message(o->st.rc));
+        sk_http_error(app, req, route, sk_rc_http_status(rc), sk_rc_wire(rc), sk_rc_message(rc));
     }
-    free(o);
+    free(q);
 }
 
-/* The definition (act_defs.h: from memory, or read off the loop): only an
- * activity with a waiting room has a pace; then Redis. */
-static void on_pace_definition(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+int sk_qadmin_def_ok(struct sk_qadmin *q, int rc, const struct sk_activity *a)
 {
-    struct pace_op *o = arg;
-    if (rc == 0 && a->wr_passes_per_s > 0 && o->a.req && sk_aredis_ready(app->redis)) {
-        struct sk_keys k;
-        sk_keys_for(&k, o->id);
-        char r[24] = "";
-        if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
-        const char *keys[] = {SK_K_QUEUE_PACE_EACH(SK_KEY_OF, &k)};
-        const char *args[SK_A_QUEUE_PACE_N] = {[SK_A_QUEUE_PACE_RATE] = r};
-        if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys,
-                           SK_A_QUEUE_PACE_N, args, NULL, on_pace, o) < 0)
-            on_pace(o, NULL);
-        return;
-    }
-    sk_queue_admin_refusal(app, &o->a, rc, a);
-    free(o);
-}
-
-void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
-                            const struct sk_activity *a)
-{
-    h2o_req_t *req = sk_async_end(app, ar);
-    enum sk_route route = ar->route;
+    struct sk_app *app = q->app;
+    if (rc == 0 && a->wr_passes_per_s > 0 && q->a.req && sk_aredis_ready(app->redis)) return 1;
+    h2o_req_t *req = sk_async_end(app, &q->a);
+    enum sk_route route = q->a.route;
     if (!req) {
         /* the client left */
     } else if (sk_http_activity_read_or_reply(app, req, route, rc)) {
@@ -522,6 +469,62 @@ void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
     } else {
         sk_http_redis_or_reply(app, req, route);
     }
+    free(q);
+    return 0;
+}
+
+/* A pace request: the new rate (0: read only) and the queue's figures. */
+struct pace_op {
+    struct sk_qadmin q;
+    int64_t new_rate;
+    struct sk_queue_stats st;
+};
+
+static void reply_stats(struct sk_app *app, h2o_req_t *req, struct sk_qadmin *q)
+{
+    const struct sk_queue_stats *st = &((struct pace_op *)q)->st;
+    char body[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"id\":%" PRIu64 ",\"passes_per_s\":%" PRId64 ",\"pass_ttl_s\":%" PRId64
+                     ",\"queue_length\":%" PRId64 ",\"passes_issued\":%" PRId64
+                     ",\"passes_handed_out\":%" PRId64 ",\"passes_spent\":%" PRId64
+                     ",\"passes_expired\":%" PRId64 ",\"starts_in_ms\":%" PRId64 "}",
+                     q->id, st->rate, st->ttl_s, st->length, st->issued, st->handed_out, st->spent,
+                     st->expired, st->starts_in_ms);
+    sk_http_reply(app, req, q->a.route, 200, "application/json", body,
+                  n > 0 && (size_t)n < sizeof body ? (size_t)n : 0);
+}
+
+static int pace_store(sk_store *st, struct sk_qadmin *q)
+{
+    return sk_store_activity_set_pass_rate(st, q->id, ((struct pace_op *)q)->new_rate);
+}
+
+static void on_pace(void *data, redisReply *rep)
+{
+    struct pace_op *o = data;
+    int rc = rep && sk_queue_stats_parse(rep, &o->st) == 0 ? (int)o->st.rc : -1;
+    if (rc == SK_RC_OK)
+        sk_metrics_queue_seen(o->q.app->metrics, o->q.id, o->st.length, o->st.issued, o->st.rate,
+                              sk_wall_ms());
+    sk_qadmin_answer(&o->q, rc);
+}
+
+/* The definition (act_defs.h: from memory, or read off the loop): only an
+ * activity with a waiting room has a pace; then Redis. */
+static void on_pace_definition(struct sk_app *app, void *arg, int rc, const struct sk_activity *a)
+{
+    struct pace_op *o = arg;
+    if (!sk_qadmin_def_ok(&o->q, rc, a)) return;
+    struct sk_keys k;
+    sk_keys_for(&k, o->q.id);
+    char r[24] = "";
+    if (o->new_rate > 0) snprintf(r, sizeof r, "%" PRId64, o->new_rate);
+    const char *keys[] = {SK_K_QUEUE_PACE_EACH(SK_KEY_OF, &k)};
+    const char *args[SK_A_QUEUE_PACE_N] = {[SK_A_QUEUE_PACE_RATE] = r};
+    if (sk_aredis_eval(app->redis, SK_SCRIPT_QUEUE_PACE, SK_K_QUEUE_PACE_N, keys, SK_A_QUEUE_PACE_N,
+                       args, NULL, on_pace, o) < 0)
+        on_pace(o, NULL);
 }
 
 int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_match *m)
@@ -535,10 +538,14 @@ int sk_api_queue_pace(struct sk_app *app, h2o_req_t *req, const struct sk_route_
         return sk_http_error(app, req, m->route, 400, "bad_request", err);
     struct pace_op *o = calloc(1, sizeof *o);
     if (!o) return sk_http_error(app, req, m->route, 503, "unavailable", "out of memory");
-    o->app = app;
-    o->id = m->id;
+    o->q.app = app;
+    o->q.id = m->id;
+    o->q.what = "pace";
+    o->q.unstored = "the new pace is live but the database did not store it; send it again";
+    o->q.store = rate > 0 ? pace_store : NULL;
+    o->q.reply = reply_stats;
     o->new_rate = rate;
-    sk_async_begin(app, &o->a, req, m->route);
+    sk_async_begin(app, &o->q.a, req, m->route);
     sk_act_defs_lookup(app, m->id, on_pace_definition, o);
     return 0;
 }

@@ -131,12 +131,6 @@ sk_route_handler sk_api_order_get, sk_api_order_pay, sk_api_order_cancel;
 sk_route_handler sk_api_queue, sk_api_queue_pace;
 /* api_fair.c: pre-registration and the waiting room's emergency controls */
 sk_route_handler sk_api_register, sk_api_queue_control;
-/* api_queue.c: ends a waiting-room admin request whose definition read
- * failed or names no waiting room (404 unknown_activity / no_waiting_room,
- * the store's or Redis's 503). */
-struct sk_async_req;
-void sk_queue_admin_refusal(struct sk_app *app, struct sk_async_req *ar, int rc,
-                            const struct sk_activity *a);
 /* api_sale.c: the buyer's page (GET /sale/{id}), the server's clock
  * (GET /api/v1/time) and the page's cheap live read (GET .../live). */
 sk_route_handler sk_api_sale_page, sk_api_sale_time, sk_api_sale_live;
@@ -207,5 +201,29 @@ void sk_async_begin(struct sk_app *app, struct sk_async_req *a, h2o_req_t *req,
                     enum sk_route route);
 /* Ends the wait: returns the request to answer, or NULL if it is gone. */
 h2o_req_t *sk_async_end(struct sk_app *app, struct sk_async_req *a);
+
+/* A waiting-room admin request (the pace: api_queue.c; the controls:
+ * api_fair.c), the first member of the caller's heap object (calloc'd,
+ * begun on the request, filled in, then its definition read with
+ * sk_act_defs_lookup), then Redis, then the store when store is set.
+ * The steps below free it. */
+struct sk_qadmin {
+    struct sk_async_req a;
+    struct sk_app *app;
+    uint64_t id;
+    const char *what;     /* the log line's name of what changed */
+    const char *unstored; /* the 503 when Redis took it and the store did not */
+    int (*store)(sk_store *st, struct sk_qadmin *q); /* NULL: nothing to store */
+    void (*reply)(struct sk_app *app, h2o_req_t *req, struct sk_qadmin *q);
+    char err[256]; /* the store's failure, for the log line on the loop */
+};
+/* 1 when the definition (rc, a) has a waiting room and Redis is ready for
+ * q; else q is answered (404 unknown_activity / no_waiting_room, the
+ * store's or Redis's 503) and freed: 0. */
+int sk_qadmin_def_ok(struct sk_qadmin *q, int rc, const struct sk_activity *a);
+/* Redis's answer rc (negative: none, or unreadable): SK_RC_OK stores (when
+ * q->store is set; off the loop, client or not) then replies; anything
+ * else is answered. Takes q. */
+void sk_qadmin_answer(struct sk_qadmin *q, int rc);
 
 #endif

@@ -244,39 +244,27 @@ static int jwt_user(struct sk_app *app, const char *tok, size_t tl, uint64_t *ui
 
 int sk_http_user_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route, uint64_t *uid)
 {
-    size_t len;
-    const char *v;
+    size_t len, tl;
+    const char *v, *tok, *why = NULL;
+    struct sk_ip peer;
     if (app->cfg.auth_hmac || app->cfg.auth_jwt) {
-        const char *tok;
-        size_t tl;
         v = sk_http_header(req, "authorization", &len);
         if (!v || sk_auth_bearer(v, len, &tok, &tl) < 0 ||
-            (app->cfg.auth_jwt ? jwt_user(app, tok, tl, uid) : hmac_user(app, tok, tl, uid)) < 0) {
-            sk_metrics_refusal(app->metrics, "unauthorized");
-            sk_http_error(app, req, route, 401, "unauthorized",
-                          "a valid Authorization: Bearer <user token> is required");
-            return 1;
-        }
-        return 0;
+            (app->cfg.auth_jwt ? jwt_user(app, tok, tl, uid) : hmac_user(app, tok, tl, uid)) < 0)
+            why = "a valid Authorization: Bearer <user token> is required";
+    } else if (app->cfg.n_trusted_proxies > 0 &&
+               !(sk_http_peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
+        /* With trusted proxies configured, only they may name the buyer: a
+         * client that reaches the port directly cannot act as anyone. */
+        why = "X-User-Id is accepted only from a trusted proxy";
+    } else if (!(v = sk_http_header(req, "x-user-id", &len)) ||
+               sk_auth_parse_user_id(v, len, uid) < 0) {
+        why = "X-User-Id must be a positive integer user id";
     }
-    /* With trusted proxies configured, only they may name the buyer: a
-     * client that reaches the port directly cannot act as anyone. */
-    struct sk_ip peer;
-    if (app->cfg.n_trusted_proxies > 0 &&
-        !(sk_http_peer_ip(req, &peer) && sk_config_is_trusted_proxy(&app->cfg, &peer))) {
-        sk_metrics_refusal(app->metrics, "unauthorized");
-        sk_http_error(app, req, route, 401, "unauthorized",
-                      "X-User-Id is accepted only from a trusted proxy");
-        return 1;
-    }
-    v = sk_http_header(req, "x-user-id", &len);
-    if (!v || sk_auth_parse_user_id(v, len, uid) < 0) {
-        sk_metrics_refusal(app->metrics, "unauthorized");
-        sk_http_error(app, req, route, 401, "unauthorized",
-                      "X-User-Id must be a positive integer user id");
-        return 1;
-    }
-    return 0;
+    if (!why) return 0;
+    sk_metrics_refusal(app->metrics, "unauthorized");
+    sk_http_error(app, req, route, 401, "unauthorized", why);
+    return 1;
 }
 
 int sk_http_admin_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route route)

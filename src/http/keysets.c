@@ -22,10 +22,10 @@ struct sk_keysets {
     struct sk_keyset **buckets;
     size_t nbuckets;    /* a power of two */
     struct lru kind[2]; /* [0] unconfirmed, [1] confirmed */
-    struct sk_keyset *open, *qopen, *watched;
+    struct sk_keyset *open[SK_OPEN_LISTS], *watched;
 };
 
-enum { L_OPEN = 1, L_QOPEN = 2, L_WATCH = 4 };
+enum { L_OPEN = 1 /* << list */, L_QOPEN = 2, L_WATCH = 4 };
 
 struct sk_keysets *sk_keysets_new(void)
 {
@@ -138,43 +138,26 @@ struct sk_keyset *sk_app_act(struct sk_app *app, uint64_t id, int create)
     return sk_app_keyset(app, id, SK_SEG_NONE, create);
 }
 
-void sk_keyset_opened(struct sk_app *app, struct sk_keyset *ks)
+void sk_keyset_opened(struct sk_app *app, struct sk_keyset *ks, int list)
 {
-    if (ks->listed & L_OPEN) return;
-    ks->listed |= L_OPEN;
-    ks->open_next = app->keysets->open;
-    app->keysets->open = ks;
+    if (ks->listed & (L_OPEN << list)) return;
+    ks->listed |= L_OPEN << list;
+    ks->open_next[list] = app->keysets->open[list];
+    app->keysets->open[list] = ks;
 }
 
-void sk_keyset_qopened(struct sk_app *app, struct sk_keyset *ks)
+struct sk_keyset *sk_keysets_take_open(struct sk_app *app, int list)
 {
-    if (ks->listed & L_QOPEN) return;
-    ks->listed |= L_QOPEN;
-    ks->qopen_next = app->keysets->qopen;
-    app->keysets->qopen = ks;
-}
-
-struct sk_keyset *sk_keysets_take_open(struct sk_app *app)
-{
-    struct sk_keyset *l = app->keysets->open;
-    app->keysets->open = NULL;
-    for (struct sk_keyset *r = l; r; r = r->open_next)
-        r->listed &= ~L_OPEN;
-    return l;
-}
-
-struct sk_keyset *sk_keysets_take_qopen(struct sk_app *app)
-{
-    struct sk_keyset *l = app->keysets->qopen;
-    app->keysets->qopen = NULL;
-    for (struct sk_keyset *r = l; r; r = r->qopen_next)
-        r->listed &= ~L_QOPEN;
+    struct sk_keyset *l = app->keysets->open[list];
+    app->keysets->open[list] = NULL;
+    for (struct sk_keyset *r = l; r; r = r->open_next[list])
+        r->listed &= ~(L_OPEN << list);
     return l;
 }
 
 int sk_keysets_open(const struct sk_app *app)
 {
-    return app->keysets->open || app->keysets->qopen;
+    return app->keysets->open[SK_OPEN_PURCHASE] || app->keysets->open[SK_OPEN_QUEUE];
 }
 
 void sk_keyset_watch(struct sk_app *app, struct sk_keyset *ks)

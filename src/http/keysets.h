@@ -21,6 +21,9 @@ struct sk_qbatch;
 struct sk_activity;
 struct sk_act_fill;
 
+/* The lists of records with a batch open this turn. */
+enum { SK_OPEN_PURCHASE, SK_OPEN_QUEUE, SK_OPEN_LISTS };
+
 struct sk_keyset {
     uint64_t aid;
     int seg; /* SK_SEG_NONE: the activity's own keys; its record holds the activity's state */
@@ -48,11 +51,10 @@ struct sk_keyset {
     struct sk_batch *batch;   /* this turn's open purchase batch, or NULL */
     struct sk_qbatch *qbatch; /* this turn's open queue batch (the activity's), or NULL */
     /* the table's */
-    struct sk_keyset *hnext;                   /* hash chain */
-    struct sk_keyset *older, *newer;           /* use order, in its list (confirmed or not) */
-    struct sk_keyset *open_next;               /* the turn's open batches (purchase) */
-    struct sk_keyset *qopen_next;              /* the turn's open batches (queue) */
-    struct sk_keyset *watch_prev, *watch_next; /* re-read by the tick */
+    struct sk_keyset *hnext;                    /* hash chain */
+    struct sk_keyset *older, *newer;            /* use order, in its list (confirmed or not) */
+    struct sk_keyset *open_next[SK_OPEN_LISTS]; /* the turn's open batches, by list */
+    struct sk_keyset *watch_prev, *watch_next;  /* re-read by the tick */
     int listed; /* bit 1: in the open list, 2: queue list, 4: watched */
 };
 
@@ -80,14 +82,13 @@ struct sk_keyset *sk_app_act(struct sk_app *app, uint64_t id, int create);
  * activity's own); create as above (a segment's is made confirmed). */
 struct sk_keyset *sk_app_keyset(struct sk_app *app, uint64_t aid, int seg, int create);
 
-/* ks->batch (ks->qbatch) was just set: the turn's flush sends it. */
-void sk_keyset_opened(struct sk_app *app, struct sk_keyset *ks);
-void sk_keyset_qopened(struct sk_app *app, struct sk_keyset *ks);
-/* The records with an open purchase (queue) batch, taken off the list:
- * walk them by open_next (qopen_next); one whose batch stays open goes
- * back with sk_keyset_opened. */
-struct sk_keyset *sk_keysets_take_open(struct sk_app *app);
-struct sk_keyset *sk_keysets_take_qopen(struct sk_app *app);
+/* ks->batch (SK_OPEN_PURCHASE) or ks->qbatch (SK_OPEN_QUEUE) was just
+ * set: the turn's flush sends it. */
+void sk_keyset_opened(struct sk_app *app, struct sk_keyset *ks, int list);
+/* The records with an open batch of list, taken off it: walk them by
+ * open_next[list]; one whose batch stays open goes back with
+ * sk_keyset_opened. */
+struct sk_keyset *sk_keysets_take_open(struct sk_app *app, int list);
 /* 1 when a purchase or queue batch is open. */
 int sk_keysets_open(const struct sk_app *app);
 

@@ -354,12 +354,12 @@ static int held(struct sk_app *app, const struct sk_batch *b)
 
 void sk_purchase_flush(struct sk_app *app)
 {
-    for (struct sk_keyset *ks = sk_keysets_take_open(app), *next; ks; ks = next) {
-        next = ks->open_next;
+    for (struct sk_keyset *ks = sk_keysets_take_open(app, SK_OPEN_PURCHASE), *next; ks; ks = next) {
+        next = ks->open_next[SK_OPEN_PURCHASE];
         struct sk_batch *b = ks->batch;
         if (!b) continue;
         if (held(app, b)) {
-            sk_keyset_opened(app, ks);
+            sk_keyset_opened(app, ks, SK_OPEN_PURCHASE);
             continue;
         }
         ks->batch = NULL;
@@ -381,6 +381,6 @@ struct sk_batch *sk_batch_for(struct sk_app *app, uint64_t aid, int seg)
     if (!b) return NULL;
     b->ks = ks;
     ks->batch = b;
-    sk_keyset_opened(app, ks);
+    sk_keyset_opened(app, ks, SK_OPEN_PURCHASE);
     return b;
 }

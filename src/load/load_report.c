@@ -82,90 +82,65 @@ void sk_load_print(FILE *f, const struct sk_load_opts *o, const struct sk_load_r
     }
 }
 
+/* key/value pairs packed (json_pack's fmt) added to obj in their order. */
+#define ADD(obj, ...) json_object_update_new((obj), json_pack(__VA_ARGS__))
+#define JI(v) ((json_int_t)(v))
+
 json_t *sk_load_json(const struct sk_load_opts *o, const struct sk_load_result *r)
 {
-    json_t *j = json_object(), *st = json_object(), *ref = json_object(), *lat = json_object(),
-           *errs = json_object(), *ver = json_object(), *vl = json_array();
-    if (!j || !st || !ref || !lat || !errs || !ver || !vl) {
+    json_t *j = json_pack("{s:s,s:s}", "url", o->url, "method", o->method);
+    json_t *st = json_object(), *ref = json_object(), *vl = json_array();
+    json_t *ver = json_pack("{s:b,s:b}", "ok", r->ok, "order_check", r->order_check);
+    if (!j || !st || !ref || !vl || !ver) {
         json_decref(j);
         json_decref(st);
         json_decref(ref);
-        json_decref(lat);
-        json_decref(errs);
-        json_decref(ver);
         json_decref(vl);
+        json_decref(ver);
         return NULL;
     }
-    json_object_set_new(j, "url", json_string(o->url));
-    json_object_set_new(j, "method", json_string(o->method));
     json_object_set_new(j, "path", json_string(o->path));
-    if (o->activity) json_object_set_new(j, "activity", json_integer((json_int_t)o->activity));
+    if (o->activity) json_object_set_new(j, "activity", json_integer(JI(o->activity)));
     json_object_set_new(j, "mode", json_string(o->rate > 0 ? "open" : "closed"));
     if (o->rate > 0) json_object_set_new(j, "rate", json_real(o->rate));
-    json_object_set_new(j, "connections", json_integer(o->connections));
-    json_object_set_new(j, "threads", json_integer(o->threads));
-    json_object_set_new(j, "sent", json_integer((json_int_t)r->sent));
-    json_object_set_new(j, "completed", json_integer((json_int_t)r->completed));
-    json_object_set_new(j, "duration_s", json_real(r->elapsed_s));
-    json_object_set_new(j, "rps", json_real(r->rps));
-    json_object_set_new(j, "stopped_by", json_string(r->stopped_by));
+    ADD(j, "{s:I,s:I,s:I,s:I,s:f,s:f,s:s}", "connections", JI(o->connections), "threads",
+        JI(o->threads), "sent", JI(r->sent), "completed", JI(r->completed), "duration_s",
+        r->elapsed_s, "rps", r->rps, "stopped_by", r->stopped_by);
     for (int s = 0; s < 600; s++)
         if (r->status[s]) {
             char k[16];
             snprintf(k, sizeof k, "%d", s);
-            json_object_set_new(st, k, json_integer((json_int_t)r->status[s]));
+            json_object_set_new(st, k, json_integer(JI(r->status[s])));
         }
-    if (r->status_other)
-        json_object_set_new(st, "other", json_integer((json_int_t)r->status_other));
-    json_object_set_new(j, "statuses", st);
+    if (r->status_other) json_object_set_new(st, "other", json_integer(JI(r->status_other)));
     for (size_t i = 0; i < r->n_refusals; i++)
-        json_object_set_new(ref, r->refusals[i].code, json_integer((json_int_t)r->refusals[i].n));
-    if (r->refusals_other)
-        json_object_set_new(ref, "(none)", json_integer((json_int_t)r->refusals_other));
-    json_object_set_new(j, "refusals", ref);
-    json_object_set_new(j, "accepted", json_integer((json_int_t)r->accepted));
-    json_object_set_new(j, "accepted_units", json_integer((json_int_t)r->accepted_units));
-    json_object_set_new(j, "distinct_users", json_integer((json_int_t)r->distinct_users));
-    const struct {
-        const char *k;
-        double p;
-    } ps[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-        json_object_set_new(lat, ps[i].k,
-                            json_integer((json_int_t)sk_hist_percentile(&r->latency, ps[i].p)));
-    json_object_set_new(lat, "max",
-                        json_integer((json_int_t)(r->latency.total ? r->latency.max : 0)));
-    json_object_set_new(lat, "mean", json_real(sk_hist_mean(&r->latency)));
-    json_object_set_new(j, "latency_us", lat);
-    json_object_set_new(errs, "connect", json_integer((json_int_t)r->err_connect));
-    json_object_set_new(errs, "closed", json_integer((json_int_t)r->err_closed));
-    json_object_set_new(errs, "timeout", json_integer((json_int_t)r->err_timeout));
-    json_object_set_new(errs, "protocol", json_integer((json_int_t)r->err_protocol));
-    json_object_set_new(j, "transport_errors", errs);
-    json_object_set_new(j, "reconnects", json_integer((json_int_t)r->reconnects));
-    if (o->rate > 0)
-        json_object_set_new(j, "backlog_at_end", json_integer((json_int_t)r->backlog_at_end));
-    json_object_set_new(ver, "ok", json_boolean(r->ok));
-    json_object_set_new(ver, "order_check", json_boolean(r->order_check));
-    if (r->order_check) {
-        json_object_set_new(ver, "unique_orders", json_integer((json_int_t)r->unique_orders));
-        json_object_set_new(ver, "duplicate_orders", json_integer((json_int_t)r->duplicate_orders));
-        json_object_set_new(ver, "missing_orders", json_integer((json_int_t)r->missing_orders));
-        json_object_set_new(ver, "max_units_one_user", json_integer(r->max_units_one_user));
-        json_object_set_new(ver, "users_over_limit", json_integer((json_int_t)r->users_over_limit));
-    }
+        json_object_set_new(ref, r->refusals[i].code, json_integer(JI(r->refusals[i].n)));
+    if (r->refusals_other) json_object_set_new(ref, "(none)", json_integer(JI(r->refusals_other)));
+    const struct sk_hist *h = &r->latency;
+    ADD(j, "{s:o,s:o,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:f},s:{s:I,s:I,s:I,s:I},s:I}", "statuses",
+        st, "refusals", ref, "accepted", JI(r->accepted), "accepted_units", JI(r->accepted_units),
+        "distinct_users", JI(r->distinct_users), "latency_us", "p50", JI(sk_hist_percentile(h, 50)),
+        "p90", JI(sk_hist_percentile(h, 90)), "p99", JI(sk_hist_percentile(h, 99)), "p999",
+        JI(sk_hist_percentile(h, 99.9)), "max", JI(h->total ? h->max : 0), "mean", sk_hist_mean(h),
+        "transport_errors", "connect", JI(r->err_connect), "closed", JI(r->err_closed), "timeout",
+        JI(r->err_timeout), "protocol", JI(r->err_protocol), "reconnects", JI(r->reconnects));
+    if (o->rate > 0) json_object_set_new(j, "backlog_at_end", json_integer(JI(r->backlog_at_end)));
+    if (r->order_check)
+        ADD(ver, "{s:I,s:I,s:I,s:I,s:I}", "unique_orders", JI(r->unique_orders), "duplicate_orders",
+            JI(r->duplicate_orders), "missing_orders", JI(r->missing_orders), "max_units_one_user",
+            JI(r->max_units_one_user), "users_over_limit", JI(r->users_over_limit));
     if (o->limit >= 0) json_object_set_new(ver, "limit", json_integer(o->limit));
     if (o->expect_stock >= 0)
         json_object_set_new(ver, "expect_stock", json_integer(o->expect_stock));
-    json_object_set_new(ver, "demand_units", json_integer((json_int_t)r->demand_units));
-    if (r->db_checked) {
-        json_object_set_new(ver, "db_found", json_integer((json_int_t)r->db_found));
-        json_object_set_new(ver, "db_missing", json_integer((json_int_t)r->db_missing));
-        json_object_set_new(ver, "db_mismatched", json_integer((json_int_t)r->db_mismatched));
-    }
+    json_object_set_new(ver, "demand_units", json_integer(JI(r->demand_units)));
+    if (r->db_checked)
+        ADD(ver, "{s:I,s:I,s:I}", "db_found", JI(r->db_found), "db_missing", JI(r->db_missing),
+            "db_mismatched", JI(r->db_mismatched));
     for (int i = 0; i < r->n_violations; i++)
         json_array_append_new(vl, json_string(r->violations[i]));
     json_object_set_new(ver, "violations", vl);
     json_object_set_new(j, "verification", ver);
     return j;
 }
+#undef ADD
+#undef JI
