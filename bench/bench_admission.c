@@ -184,10 +184,10 @@ static int info_text(sk_redis *r, const char *section, redisReply **out)
 static int server_cpu(sk_redis *r, double *out)
 {
     char v[64];
-    int rc = sk_redis_info_field(r, "cpu", "used_cpu_sys", v, sizeof v);
+    int rc = sk_bench_info_field(r, "cpu", "used_cpu_sys", v, sizeof v);
     if (rc < 0) return rc;
     double sys = strtod(v, NULL);
-    rc = sk_redis_info_field(r, "cpu", "used_cpu_user", v, sizeof v);
+    rc = sk_bench_info_field(r, "cpu", "used_cpu_user", v, sizeof v);
     if (rc < 0) return rc;
     *out = sys + strtod(v, NULL);
     return 0;
@@ -1167,8 +1167,8 @@ int sk_bench_admission(int argc, char **argv)
         goto done;
     }
     char version[64] = "unknown";
-    if (sk_redis_connect(ctl) < 0 || sk_script_load_all(ctl) < 0 ||
-        sk_redis_info_field(ctl, "server", "redis_version", version, sizeof version) < 0 ||
+    if (sk_redis_connect(ctl) < 0 || sk_bench_load_scripts(ctl) < 0 ||
+        sk_bench_info_field(ctl, "server", "redis_version", version, sizeof version) < 0 ||
         pick_ids(ctl, &base, nids) < 0) {
         fprintf(stderr, "seckill: bench: %s\n", ctl->errstr);
         goto done;

@@ -377,9 +377,9 @@ static int snapshot(struct ck_config *cf, struct ck_thread *ts, size_t nt, sk_re
     for (int n = 0; n < cf->nnodes; n++) {
         char v[64];
         double sys, user;
-        if (sk_redis_info_field(nodes[n], "cpu", "used_cpu_sys", v, sizeof v) < 0) goto fail;
+        if (sk_bench_info_field(nodes[n], "cpu", "used_cpu_sys", v, sizeof v) < 0) goto fail;
         sys = strtod(v, NULL);
-        if (sk_redis_info_field(nodes[n], "cpu", "used_cpu_user", v, sizeof v) < 0) goto fail;
+        if (sk_bench_info_field(nodes[n], "cpu", "used_cpu_user", v, sizeof v) < 0) goto fail;
         user = strtod(v, NULL);
         sn->node_cpu[n] = sys + user;
         continue;
@@ -879,8 +879,8 @@ static int run_single(struct ck_ctx *c, uint64_t *next_id)
         return rc;
     }
     if ((rc = sk_redis_new(&ctl, c->single.url, 2000, 60000, eb, sizeof eb)) < 0 ||
-        (rc = sk_redis_connect(ctl)) < 0 || (rc = sk_script_load_all(ctl)) < 0 ||
-        (rc = sk_redis_info_field(ctl, "server", "redis_version", c->version, sizeof c->version)) <
+        (rc = sk_redis_connect(ctl)) < 0 || (rc = sk_bench_load_scripts(ctl)) < 0 ||
+        (rc = sk_bench_info_field(ctl, "server", "redis_version", c->version, sizeof c->version)) <
             0) {
         snprintf(cf->note, sizeof cf->note, "redis-server: %.200s", ctl ? ctl->errstr : eb);
         cf->error = 1;
@@ -917,7 +917,7 @@ static int run_cluster(struct ck_ctx *c, uint64_t *next_id)
     char eb[200] = "";
     sk_redis *ctl = NULL, *nodes[CK_MASTERS] = {NULL};
     if ((rc = sk_redis_new(&ctl, c->cl.url, 2000, 60000, eb, sizeof eb)) < 0 ||
-        (rc = sk_redis_connect(ctl)) < 0 || (rc = sk_script_load_all(ctl)) < 0) {
+        (rc = sk_redis_connect(ctl)) < 0 || (rc = sk_bench_load_scripts(ctl)) < 0) {
         snprintf(c->cf[CK_CL1].note, sizeof c->cf[CK_CL1].note, "cluster: %.200s",
                  ctl ? ctl->errstr : eb);
         c->cf[CK_CL1].error = 1;

@@ -392,7 +392,7 @@ static double script_usec(void)
     for (int i = 0; i < 2; i++) {
         char v[256];
         const char *u;
-        if (sk_redis_info_field(info_redis, "commandstats", cmds[i], v, sizeof v) < 0) continue;
+        if (sk_bench_info_field(info_redis, "commandstats", cmds[i], v, sizeof v) < 0) continue;
         if ((u = strstr(v, "usec=")) != NULL) t += strtod(u + 5, NULL);
     }
     return t;

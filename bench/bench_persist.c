@@ -689,7 +689,7 @@ int sk_bench_persist(int argc, char **argv)
         goto out;
     }
     char redis_ver[64] = "?", cpu[256], kernel[200];
-    sk_redis_info_field(c.r, "server", "redis_version", redis_ver, sizeof redis_ver);
+    sk_bench_info_field(c.r, "server", "redis_version", redis_ver, sizeof redis_ver);
     sk_bench_machine(cpu, sizeof cpu, kernel, sizeof kernel);
     printf("seckill-bench persist: redis-server %s (private, no persistence); worker batch %" PRId64
            ", %" PRId64 " entries (per row: %" PRId64 ")\n",

@@ -204,11 +204,11 @@ static int start_servers(struct sk_bench_sctx *c)
     c->have_redis = 1;
     char eb[200] = "";
     if (sk_redis_new(&c->ctl, c->rs.url, 2000, 30000, eb, sizeof eb) < 0 ||
-        sk_redis_connect(c->ctl) < 0 || sk_script_load_all(c->ctl) < 0) {
+        sk_redis_connect(c->ctl) < 0 || sk_bench_load_scripts(c->ctl) < 0) {
         fprintf(stderr, "seckill: bench strategies: redis: %s\n", c->ctl ? c->ctl->errstr : eb);
         return SK_EIO;
     }
-    sk_redis_info_field(c->ctl, "server", "redis_version", c->redis_version,
+    sk_bench_info_field(c->ctl, "server", "redis_version", c->redis_version,
                         sizeof c->redis_version);
     redisReply *rep;
     if (sk_redis_cmd(c->ctl, &rep, "SCRIPT LOAD %s", sk_bench_release_lua) < 0) {

@@ -21,6 +21,7 @@
 #include "core/codes.h"
 #include "core/error.h"
 #include "engine/stock.h"
+#include "redis/script.h"
 #include "tests/support/spawn/proc_stat.h"
 
 const char *sk_bench_seckill_bin(void)
@@ -169,12 +170,58 @@ double sk_bench_machine_cpu_seconds(void)
     return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
+int sk_bench_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap)
+{
+    redisReply *rep;
+    int rc = sk_redis_cmd(r, &rep, "INFO %s", section);
+    if (rc < 0) return rc;
+    rc = SK_ENOTFOUND;
+    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
+        size_t fl = strlen(field);
+        for (char *line = rep->str; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
+                size_t n = nl ? (size_t)(nl - line - fl - 1) : strlen(line + fl + 1);
+                while (n && (line[fl + 1 + n - 1] == '\r'))
+                    n--;
+                if (n >= cap) n = cap - 1;
+                memcpy(val, line + fl + 1, n);
+                val[n] = 0;
+                rc = 0;
+                break;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int sk_bench_load_scripts(sk_redis *r)
+{
+    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
+        redisReply *rep;
+        const char *argv[] = {"SCRIPT", "LOAD", sk_script_text((enum sk_script_id)i)};
+        int rc = sk_redis_command(r, &rep, 3, argv, NULL);
+        if (rc < 0) return rc;
+        int ok = rep->type == REDIS_REPLY_STRING &&
+                 !strcmp(rep->str, sk_script_sha((enum sk_script_id)i));
+        if (!ok)
+            snprintf(r->errstr, sizeof r->errstr, "SCRIPT LOAD %s: %s",
+                     sk_script_name((enum sk_script_id)i),
+                     rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        freeReplyObject(rep);
+        if (!ok) return r->err = SK_ESCRIPT;
+    }
+    return 0;
+}
+
 double sk_bench_redis_cpu_seconds(sk_redis *r)
 {
     char v[64];
     double t = 0;
-    if (sk_redis_info_field(r, "cpu", "used_cpu_sys", v, sizeof v) == 0) t += strtod(v, NULL);
-    if (sk_redis_info_field(r, "cpu", "used_cpu_user", v, sizeof v) == 0) t += strtod(v, NULL);
+    if (sk_bench_info_field(r, "cpu", "used_cpu_sys", v, sizeof v) == 0) t += strtod(v, NULL);
+    if (sk_bench_info_field(r, "cpu", "used_cpu_user", v, sizeof v) == 0) t += strtod(v, NULL);
     return t;
 }
 

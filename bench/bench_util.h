@@ -26,6 +26,14 @@ int sk_bench_on_path(const char *prog);
 int sk_bench_redis_benchmark(const char *const *args, int64_t limit_ms, const atomic_int *stop,
                              double *rps, char *err, size_t errcap);
 
+/* Copies the value of one "field:value" line of INFO <section> into val
+ * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */
+int sk_bench_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap);
+/* SCRIPT LOAD of every embedded script (on every master of a cluster), for
+ * the redis-benchmark runs that send EVALSHA themselves (the handshake
+ * loads the Functions library): 0 or an error (r->errstr). */
+int sk_bench_load_scripts(sk_redis *r);
+
 /* CPU seconds (user + system) of this process, of the whole machine (all
  * but idle and iowait, from /proc/stat), and of a Redis server (INFO cpu). */
 double sk_bench_self_cpu_seconds(void);

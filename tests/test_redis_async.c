@@ -467,10 +467,14 @@ SK_TEST(async_client_waits_for_a_server_loading_its_data)
 /* Calls of one INFO commandstats line ("calls=N,..."), 0 when absent. */
 static long long stat_calls(sk_redis *r, const char *cmd)
 {
-    char field[64], v[256];
-    snprintf(field, sizeof field, "cmdstat_%s", cmd);
-    if (sk_redis_info_field(r, "commandstats", field, v, sizeof v) != 0) return 0;
-    return strtoll(v + 6, NULL, 10);
+    char field[64];
+    snprintf(field, sizeof field, "\ncmdstat_%s:calls=", cmd);
+    redisReply *info;
+    if (sk_redis_cmd(r, &info, "INFO commandstats") != 0) return 0;
+    const char *v = info->str ? strstr(info->str, field) : NULL;
+    long long n = v ? strtoll(v + strlen(field), NULL, 10) : 0;
+    freeReplyObject(info);
+    return n;
 }
 
 /* A handle's handshake asks for the library and loads it only where it is

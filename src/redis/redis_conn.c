@@ -588,33 +588,6 @@ int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_r
     return rc;
 }
 
-int sk_redis_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap)
-{
-    redisReply *rep;
-    int rc = sk_redis_cmd(r, &rep, "INFO %s", section);
-    if (rc < 0) return rc;
-    rc = SK_ENOTFOUND;
-    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
-        size_t fl = strlen(field);
-        for (char *line = rep->str; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (strncmp(line, field, fl) == 0 && line[fl] == ':') {
-                size_t n = nl ? (size_t)(nl - line - fl - 1) : strlen(line + fl + 1);
-                while (n && (line[fl + 1 + n - 1] == '\r'))
-                    n--;
-                if (n >= cap) n = cap - 1;
-                memcpy(val, line + fl + 1, n);
-                val[n] = 0;
-                rc = 0;
-                break;
-            }
-            line = nl ? nl + 1 : NULL;
-        }
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
 /* ---- scripts (script.h): the transport's FCALL / EVALSHA, NOSCRIPT resent -------- */
 
 /* A script call queued as it is: the transport builds its argv. */

@@ -169,8 +169,4 @@ int sk_redis_probe_settings(sk_redis *r, const char *host, int port, struct sk_r
  * read. A master that does not answer keeps what it said before. */
 void sk_redis_refresh_settings(sk_redis *r);
 
-/* Copies the value of one "field:value" line of INFO <section> into val
- * (cap bytes): 0, SK_ENOTFOUND, or a connection error. */
-int sk_redis_info_field(sk_redis *r, const char *section, const char *field, char *val, size_t cap);
-
 #endif

@@ -1,7 +1,7 @@
-/* script.c - embedded Lua scripts: SHA1s, SCRIPT LOAD, the Functions
- * library (FUNCTION LOAD), the argv of a call. Calling them is the
- * transport's (redis_async.c: FCALL or EVALSHA, EVAL when the server lacks
- * one; sk_script_eval and sk_script_append in redis_conn.c). */
+/* script.c - embedded Lua scripts: SHA1s, the argv of a call. Calling
+ * and loading them is the transport's (redis_async.c: FCALL or EVALSHA,
+ * EVAL when the server lacks one, FUNCTION LOAD at the handshake;
+ * sk_script_eval and sk_script_append in redis_conn.c). */
 #include "redis/script.h"
 
 #include <pthread.h>
@@ -10,8 +10,6 @@
 #include <string.h>
 
 #include <openssl/evp.h>
-
-#include "core/error.h"
 
 static char shas[SK_SCRIPT_COUNT][41];
 static pthread_once_t shas_once = PTHREAD_ONCE_INIT;
@@ -47,22 +45,6 @@ const char *sk_script_fname(enum sk_script_id id)
     return sk_script_fnames[id];
 }
 
-static int load_one(sk_redis *r, enum sk_script_id id)
-{
-    redisReply *rep;
-    const char *argv[] = {"SCRIPT", "LOAD", sk_script_text(id)};
-    int rc = sk_redis_command(r, &rep, 3, argv, NULL);
-    if (rc < 0) return rc;
-    if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, sk_script_sha(id)) != 0) {
-        snprintf(r->errstr, sizeof r->errstr, "SCRIPT LOAD %s: %s", sk_script_name(id),
-                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-        freeReplyObject(rep);
-        return r->err = SK_ESCRIPT;
-    }
-    freeReplyObject(rep);
-    return 0;
-}
-
 /* "ERR unknown command 'FCALL'..." or "... 'FUNCTION'...": a server
  * without Functions (before 7.0). */
 static int no_functions(const redisReply *rep)
@@ -70,47 +52,6 @@ static int no_functions(const redisReply *rep)
     return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "ERR unknown command", 19) == 0 &&
            (strstr(rep->str, "FCALL") || strstr(rep->str, "fcall") ||
             strstr(rep->str, "FUNCTION") || strstr(rep->str, "function"));
-}
-
-/* FUNCTION LOAD of the library: 0 (loaded, or there already: the name
- * carries a hash of the text), SK_ENOTFOUND (no Functions on this server),
- * or an error (r->errstr). */
-static int load_library(sk_redis *r)
-{
-    redisReply *rep;
-    const char *argv[] = {"FUNCTION", "LOAD", sk_script_library};
-    int rc = sk_redis_command(r, &rep, 3, argv, NULL);
-    if (rc < 0) return rc;
-    /* The name carries a hash of the text: "already exists" is our library
-     * (and costs the server no compile, where REPLACE would). */
-    if (rep->type == REDIS_REPLY_STRING ||
-        (rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "already exists"))) {
-        rc = 0;
-    } else if (no_functions(rep)) {
-        rc = SK_ENOTFOUND;
-    } else {
-        snprintf(r->errstr, sizeof r->errstr, "FUNCTION LOAD: %.200s",
-                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-        rc = r->err = SK_ESCRIPT;
-    }
-    freeReplyObject(rep);
-    return rc;
-}
-
-int sk_script_load_all(sk_redis *r)
-{
-    for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
-        int rc = load_one(r, (enum sk_script_id)i);
-        if (rc < 0) return rc;
-    }
-    if (r->fn == SK_FN_OFF) return 0;
-    int rc = load_library(r);
-    if (rc == SK_ENOTFOUND) {
-        r->fn = SK_FN_OFF;
-        return 0;
-    }
-    if (rc == 0) r->fn = SK_FN_ON;
-    return rc;
 }
 
 int sk_script_is_noscript(const redisReply *rep)

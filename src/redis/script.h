@@ -26,11 +26,6 @@ const char *sk_script_text(enum sk_script_id id);
 /* The FCALL name of a script in the library (static). */
 const char *sk_script_fname(enum sk_script_id id);
 
-/* SCRIPT LOAD of every embedded script, and FUNCTION LOAD of the library
- * unless r->fn is SK_FN_OFF (r->fn becomes SK_FN_ON when the server took
- * it or already had it, SK_FN_OFF when it has no Functions): 0 or a
- * connection/protocol error. */
-int sk_script_load_all(sk_redis *r);
 /* (redis_conn.c) FCALL (the library loaded, r->fn not SK_FN_OFF) or
  * EVALSHA of id with nkeys keys then nargs args (arglens may be NULL for C
  * strings). When the server lacks it, the transport sends it once more as

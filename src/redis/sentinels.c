@@ -137,13 +137,6 @@ int sk_sentinels_role(struct sk_sentinels *s, const redisReply *rep)
     return !master;
 }
 
-int sk_sentinels_readonly(struct sk_sentinels *s, const redisReply *rep)
-{
-    if (!rep || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "READONLY", 8) != 0) return 0;
-    sk_sentinels_demoted(s, "answered READONLY");
-    return 1;
-}
-
 void sk_sentinels_demoted(struct sk_sentinels *s, const char *what)
 {
     if (!s->in_use) return;

@@ -95,12 +95,12 @@ void sk_sentinels_answer(struct sk_sentinels *s, int i, const redisReply *rep, i
 /* A message of Sentinel i's subscription: 1 when it announced a new master
  * of our name (decide() moves there), else 0. */
 int sk_sentinels_message(struct sk_sentinels *s, int i, const redisReply *msg, int64_t now);
-/* The answer to ROLE (or any reply, for READONLY) of the master in use:
- * 0 fine, 1 it is no master (decide() leaves it). NULL: no answer (the
- * transport's connection handles that). */
+/* The answer to ROLE of the master in use: 0 fine, 1 it is no master
+ * (decide() leaves it). NULL: no answer (the transport's connection
+ * handles that). */
 int sk_sentinels_role(struct sk_sentinels *s, const redisReply *rep);
-int sk_sentinels_readonly(struct sk_sentinels *s, const redisReply *rep);
-/* The master in use is no master any more (what: how it showed). */
+/* The master in use is no master any more (what: how it showed, as
+ * "answered READONLY"). */
 void sk_sentinels_demoted(struct sk_sentinels *s, const char *what);
 
 /* What to do now. SK_SN_USE: host (cap bytes) and *port name the master to
