@@ -310,7 +310,7 @@ static void worker_reload_tick(void)
     size_t kl;
     applied = sk_reload_read(a, &next, keys, &kl);
     snprintf(now.log_level, sizeof now.log_level, "%s", "");
-    sk_reload_apply(&now, &next, NULL, NULL);
+    sk_reload_apply(&now, &next, NULL);
     atomic_store(&a->applied[SK_RELOAD_SLOTS - 2], applied);
 }
 

@@ -7,12 +7,11 @@
 #include <stddef.h>
 
 /* len zero-filled bytes shared with every child forked after the call, or
- * NULL. The caller owns them: sk_shm_free with the same len. */
+ * NULL. They live as long as the process. */
 void *sk_shm_alloc(size_t len);
-void sk_shm_free(void *p, size_t len);
 
-/* Initializes m (inside shared memory) as a process-shared mutex: 0, or
- * SK_EIO. */
-int sk_shm_mutex_init(pthread_mutex_t *m);
+/* As sk_shm_alloc, with a process-shared mutex initialized lock_off bytes
+ * into the area; NULL when either fails. */
+void *sk_shm_alloc_locked(size_t len, size_t lock_off);
 
 #endif

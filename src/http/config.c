@@ -4,6 +4,7 @@
 #include "http/config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -50,10 +51,10 @@ static int parse_range(const char *v, long long lo, long long hi, long long *out
     return 0;
 }
 
+/* (no setlocale anywhere: the ctype.h classes are ASCII's) */
 static int is_host_char(char ch)
 {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '.' || ch == '-' || ch == '_';
+    return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_';
 }
 
 /* HOST:PORT, [v6]:PORT (listen). */
@@ -67,12 +68,9 @@ static int check_hostport(const char **vp, size_t max, char *msg, size_t cap)
     if (v[0] == '[') { /* [IPv6]:port */
         if (hl < 3 || v[hl - 1] != ']')
             return sk_einval(msg, cap, "an IPv6 host must be written [addr]:PORT");
-        for (size_t i = 1; i < hl - 1; i++) {
-            char ch = v[i];
-            if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
-                  (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.'))
+        for (size_t i = 1; i < hl - 1; i++)
+            if (!isxdigit((unsigned char)v[i]) && v[i] != ':' && v[i] != '.')
                 return sk_einval(msg, cap, "bad IPv6 address");
-        }
     } else {
         for (size_t i = 0; i < hl; i++)
             if (!is_host_char(v[i]))
@@ -142,31 +140,31 @@ static int check_token(const char **v, size_t max, char *msg, size_t cap)
     return 0;
 }
 
+/* The index of v among words (NULL-terminated), or -1. */
+static int word_index(const char *v, const char *const *words)
+{
+    for (int i = 0; words[i]; i++)
+        if (strcmp(v, words[i]) == 0) return i;
+    return -1;
+}
+
 static int set_auth(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    if (strcmp(v, "trusted-header") == 0)
-        c->auth_hmac = c->auth_jwt = 0;
-    else if (strcmp(v, "hmac") == 0) {
-        c->auth_hmac = 1;
-        c->auth_jwt = 0;
-    } else if (strcmp(v, "jwt") == 0) {
-        c->auth_hmac = 0;
-        c->auth_jwt = 1;
-    } else
-        return sk_einval(msg, cap, "must be trusted-header, hmac or jwt");
+    static const char *const words[] = {"trusted-header", "hmac", "jwt", NULL};
+    int i = word_index(v, words);
+    if (i < 0) return sk_einval(msg, cap, "must be trusted-header, hmac or jwt");
+    c->auth_hmac = i == 1;
+    c->auth_jwt = i == 2;
     return 0;
 }
 
 static int set_role(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    if (strcmp(v, "all") == 0)
-        c->role = SK_ROLE_ALL;
-    else if (strcmp(v, "api") == 0)
-        c->role = SK_ROLE_API;
-    else if (strcmp(v, "worker") == 0)
-        c->role = SK_ROLE_WORKER;
-    else
-        return sk_einval(msg, cap, "must be all, api or worker");
+    /* in the order of enum sk_config_role */
+    static const char *const words[] = {"all", "api", "worker", NULL};
+    int i = word_index(v, words);
+    if (i < 0) return sk_einval(msg, cap, "must be all, api or worker");
+    c->role = (enum sk_config_role)i;
     return 0;
 }
 
@@ -195,20 +193,17 @@ static int check_key_id(const char **vp, size_t max, char *msg, size_t cap)
     size_t n = strlen(v);
     int ok = n <= max;
     for (size_t i = 0; ok && i < n; i++)
-        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-             (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
+        ok = isalnum((unsigned char)v[i]) || v[i] == '_' || v[i] == '-';
     if (!ok) return sk_einval(msg, cap, "must be up to %zu letters, digits, '_' or '-'", max);
     return 0;
 }
 
 static int set_redis_functions(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    if (strcmp(v, "on") == 0)
-        c->redis_functions = 1;
-    else if (strcmp(v, "off") == 0)
-        c->redis_functions = 0;
-    else
-        return sk_einval(msg, cap, "must be on or off");
+    static const char *const words[] = {"off", "on", NULL};
+    int i = word_index(v, words);
+    if (i < 0) return sk_einval(msg, cap, "must be on or off");
+    c->redis_functions = i;
     return 0;
 }
 
@@ -258,12 +253,10 @@ static int check_script_url(const char **v, size_t max, char *msg, size_t cap)
 
 static int set_captcha_fail(struct sk_config *c, const char *v, char *msg, size_t cap)
 {
-    if (!strcmp(v, "open"))
-        c->captcha_fail_open = 1;
-    else if (!strcmp(v, "closed"))
-        c->captcha_fail_open = 0;
-    else
-        return sk_einval(msg, cap, "must be open or closed");
+    static const char *const words[] = {"closed", "open", NULL};
+    int i = word_index(v, words);
+    if (i < 0) return sk_einval(msg, cap, "must be open or closed");
+    c->captcha_fail_open = i;
     return 0;
 }
 
@@ -296,11 +289,7 @@ static int check_frame_ancestors(const char **vp, size_t max, char *msg, size_t 
         int ok = (len == 6 && !strncmp(p, "'self'", 6)) || (len == 6 && !strncmp(p, "'none'", 6));
         none |= len == 6 && !strncmp(p, "'none'", 6);
         for (size_t i = 0; !ok && i < len; i++) {
-            char ch = p[i];
-            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == ':' || ch == '/' ||
-                  ch == '*'))
-                break;
+            if (!isalnum((unsigned char)p[i]) && !strchr(".-:/*", p[i])) break;
             ok = i + 1 == len;
         }
         if (!ok)
@@ -673,8 +662,7 @@ static int parse_line(const char *p, const char *e, char *key, size_t kcap, char
         p++;
     if (p == e || *p == '#') return 0;
     size_t kl = 0;
-    while (p < e && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) {
+    while (p < e && (isalnum((unsigned char)*p) || *p == '_' || *p == '-')) {
         if (kl + 1 >= kcap) return sk_einval(msg, cap, "key too long");
         key[kl++] = *p == '-' ? '_' : *p;
         p++;
@@ -812,6 +800,15 @@ int sk_config_apply_env(struct sk_config *c, char *const *envp, char *err, size_
     return sk_config_apply_env_seen(c, envp, NULL, NULL, err, cap);
 }
 
+/* SK_EINVAL when the secret key holds (set) is shorter than
+ * SK_CONFIG_SECRET_MIN. */
+static int short_secret(const char *key, const char *v, char *err, size_t cap)
+{
+    if (!v[0] || strlen(v) >= SK_CONFIG_SECRET_MIN) return 0;
+    return sk_einval(err, cap, "%s must be at least %d bytes (a random one: openssl rand -hex 32)",
+                     key, SK_CONFIG_SECRET_MIN);
+}
+
 int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
 {
     if (err && cap) err[0] = 0;
@@ -819,11 +816,7 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
         return sk_einval(err, cap,
                          "auth=hmac needs hmac_secret (--hmac-secret-file, SECKILL_HMAC_SECRET, "
                          "hmac_secret in the config file or --hmac-secret)");
-    if (c->auth_hmac && strlen(c->hmac_secret) < SK_CONFIG_SECRET_MIN)
-        return sk_einval(err, cap,
-                         "hmac_secret must be at least %d bytes (a random one: "
-                         "openssl rand -hex 32)",
-                         SK_CONFIG_SECRET_MIN);
+    if (c->auth_hmac && short_secret("hmac_secret", c->hmac_secret, err, cap) < 0) return SK_EINVAL;
     if (c->auth_hmac && c->hmac_secret_prev[0] &&
         strlen(c->hmac_secret_prev) < SK_CONFIG_SECRET_MIN)
         return sk_einval(err, cap, "hmac_secret_prev must be at least %d bytes",
@@ -842,11 +835,7 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
         return sk_einval(err, cap,
                          "auth=jwt needs jwt_audience (--jwt-audience AUD: the \"aud\" your "
                          "identity provider puts in this service's tokens; '*' accepts any)");
-    if (c->admin_token[0] && strlen(c->admin_token) < SK_CONFIG_SECRET_MIN)
-        return sk_einval(err, cap,
-                         "admin_token must be at least %d bytes (a random one: "
-                         "openssl rand -hex 32)",
-                         SK_CONFIG_SECRET_MIN);
+    if (short_secret("admin_token", c->admin_token, err, cap) < 0) return SK_EINVAL;
     if (sk_config_webhook_check(c, err, cap) < 0) return SK_EINVAL;
     if (c->max_request_bytes && c->max_request_bytes < 1048576)
         return sk_einval(err, cap, "max_request_bytes must be 0 or at least 1048576");
@@ -859,11 +848,7 @@ int sk_config_validate(const struct sk_config *c, char *err, size_t cap)
     if (!c->listen[0]) return sk_einval(err, cap, "listen is empty");
     if (c->ops_listen[0] && !strcmp(c->ops_listen, c->listen))
         return sk_einval(err, cap, "ops_listen must differ from listen");
-    if (c->challenge_secret[0] && strlen(c->challenge_secret) < SK_CONFIG_SECRET_MIN)
-        return sk_einval(err, cap,
-                         "challenge_secret must be at least %d bytes (a random one: "
-                         "openssl rand -hex 32)",
-                         SK_CONFIG_SECRET_MIN);
+    if (short_secret("challenge_secret", c->challenge_secret, err, cap) < 0) return SK_EINVAL;
     if (c->captcha_provider[0] && (!c->captcha_site_key[0] || !c->captcha_secret[0]))
         return sk_einval(err, cap,
                          "captcha_provider %s needs captcha_site_key and captcha_secret (or "

@@ -115,11 +115,6 @@ void sk_conns_init(struct sk_conns *cs, h2o_evloop_t *loop, const struct sk_conn
     cs->next_sweep_ms = loop_ms(cs) + SWEEP_EVERY_MS;
 }
 
-static size_t live(const struct sk_conns *cs)
-{
-    return cs->n;
-}
-
 static void on_accept(h2o_socket_t *listener, const char *err);
 
 static void pause_accepting(struct sk_conns *cs, int why, int64_t resume_ms)
@@ -140,7 +135,7 @@ static void resume_accepting(struct sk_conns *cs)
 void sk_conns_set_max(struct sk_conns *cs, long long max_connections)
 {
     cs->max = cap_for(max_connections);
-    if (cs->paused == PAUSED_CAP && live(cs) < (size_t)cs->max) resume_accepting(cs);
+    if (cs->paused == PAUSED_CAP && cs->n < (size_t)cs->max) resume_accepting(cs);
 }
 
 void sk_conns_forget(struct sk_conns *cs, struct sk_h1conn *c)
@@ -148,7 +143,7 @@ void sk_conns_forget(struct sk_conns *cs, struct sk_h1conn *c)
     if (c->idx >= cs->n || cs->v[c->idx] != c) return;
     cs->v[c->idx] = cs->v[--cs->n];
     cs->v[c->idx]->idx = c->idx;
-    if (cs->paused == PAUSED_CAP && live(cs) < (size_t)cs->max) resume_accepting(cs);
+    if (cs->paused == PAUSED_CAP && cs->n < (size_t)cs->max) resume_accepting(cs);
 }
 
 void sk_conns_ready(struct sk_conns *cs, struct sk_h1conn *c)
@@ -193,19 +188,13 @@ static void note_progress(struct sk_h1conn *c, int64_t now)
     }
 }
 
-/* A request that reached the kernel but not this process yet makes a
- * connection busy, not idle. */
-static int kernel_has_input(const struct sk_h1conn *c)
+/* Bytes the kernel holds for c, or -1: FIONREAD a request that reached
+ * the kernel but not this process yet (busy, not idle), SIOCOUTQ answers
+ * the client has not acknowledged. */
+static int kernel_bytes(const struct sk_h1conn *c, unsigned long what)
 {
     int n = 0;
-    return ioctl(h2o_socket_get_fd(c->sock), FIONREAD, &n) == 0 && n > 0;
-}
-
-/* Answers the kernel holds that the client has not acknowledged. */
-static int kernel_has_output(const struct sk_h1conn *c)
-{
-    int q = 0;
-    return ioctl(h2o_socket_get_fd(c->sock), SIOCOUTQ, &q) == 0 && q > 0;
+    return ioctl(h2o_socket_get_fd(c->sock), what, &n) == 0 ? n : -1;
 }
 
 /* The connection idle the longest among a sample (all when the sample
@@ -221,7 +210,7 @@ static struct sk_h1conn *pick_idle(struct sk_conns *cs, int64_t now)
             note_progress(c, now);
             if (!best || c->progress_ms < best->progress_ms) best = c;
         }
-        if (!best || !kernel_has_input(best)) return best;
+        if (!best || kernel_bytes(best, FIONREAD) <= 0) return best;
         best->progress_ms = now; /* busy after all: look again */
     }
     return NULL;
@@ -268,7 +257,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         /* at the cap, an idle connection makes room, once one is waiting */
         struct sk_h1conn *room = NULL;
-        if (live(cs) >= (size_t)cs->max && !(room = pick_idle(cs, now))) {
+        if (cs->n >= (size_t)cs->max && !(room = pick_idle(cs, now))) {
             pause_accepting(cs, PAUSED_CAP, 0); /* until a connection closes */
             return;
         }
@@ -346,8 +335,8 @@ static int check_output(struct sk_conns *cs, struct sk_h1conn *c, int64_t now)
         return 0;
     }
     if (now - c->out_ms < SWEEP_EVERY_MS) return 0;
-    int q = 0;
-    if (ioctl(h2o_socket_get_fd(c->sock), SIOCOUTQ, &q) != 0) return 0;
+    int q = kernel_bytes(c, SIOCOUTQ);
+    if (q < 0) return 0;
     if (q != c->outq) { /* the client took some: the kernel's queue moved */
         c->outq = q;
         c->out_ms = now;
@@ -372,7 +361,7 @@ static void check_one(struct sk_conns *cs, struct sk_h1conn *c, int64_t now)
         now - c->wait_since_ms > cs->io_timeout_ms + READ_GRACE_MS)
         /* waited too long for a request; answers the client never read
          * are dropped with a reset rather than left to the kernel */
-        sk_h1_close(c, kernel_has_output(c));
+        sk_h1_close(c, kernel_bytes(c, SIOCOUTQ) > 0);
 }
 
 /* Unfinished requests first by when they began (oldest first). */

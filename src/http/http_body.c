@@ -55,38 +55,6 @@ static void clean_text(char *s)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
 }
 
-/* Parses the whole body as one JSON object. On success *out holds a new
- * reference the caller must json_decref. */
-static int load_object(const char *buf, size_t len, json_t **out, char *err, size_t cap)
-{
-    *out = NULL;
-    /* jansson stops at a NUL and may accept what came before it */
-    if (memchr(buf, 0, len)) return sk_einval(err, cap, "NUL byte in body");
-    if (nesting_depth_exceeds(buf, len, SK_BODY_MAX_DEPTH))
-        return sk_einval(err, cap, "JSON nested deeper than %d levels", SK_BODY_MAX_DEPTH);
-    json_error_t je;
-    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        enum json_error_code code = json_error_code(&je);
-        if (code == json_error_out_of_memory) {
-            if (err && cap) snprintf(err, cap, "out of memory parsing the body");
-            return SK_ENOMEM;
-        }
-        if (code == json_error_duplicate_key)
-            return sk_einval(err, cap, "duplicate key in JSON object");
-        if (code == json_error_numeric_overflow)
-            return sk_einval(err, cap, "number out of range at byte %d", je.position);
-        clean_text(je.text);
-        return sk_einval(err, cap, "invalid JSON at byte %d: %s", je.position, je.text);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return sk_einval(err, cap, "body must be a JSON object");
-    }
-    *out = root;
-    return 0;
-}
-
 /* SK_EINVAL naming the first field of obj that is none of known
  * (NULL-terminated): a typo'd field must not fall back to its default in
  * silence. where: the enclosing field ("" at the top). 0 when every field
@@ -116,6 +84,43 @@ static int only_fields(json_t *obj, const char *const *known, const char *where,
     return 0;
 }
 
+/* Parses the whole body as one JSON object whose fields are among known
+ * (NULL: any). On success *out holds a new reference the caller must
+ * json_decref. */
+static int load_object(const char *buf, size_t len, const char *const *known, json_t **out,
+                       char *err, size_t cap)
+{
+    *out = NULL;
+    /* jansson stops at a NUL and may accept what came before it */
+    if (memchr(buf, 0, len)) return sk_einval(err, cap, "NUL byte in body");
+    if (nesting_depth_exceeds(buf, len, SK_BODY_MAX_DEPTH))
+        return sk_einval(err, cap, "JSON nested deeper than %d levels", SK_BODY_MAX_DEPTH);
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        enum json_error_code code = json_error_code(&je);
+        if (code == json_error_out_of_memory) {
+            if (err && cap) snprintf(err, cap, "out of memory parsing the body");
+            return SK_ENOMEM;
+        }
+        if (code == json_error_duplicate_key)
+            return sk_einval(err, cap, "duplicate key in JSON object");
+        if (code == json_error_numeric_overflow)
+            return sk_einval(err, cap, "number out of range at byte %d", je.position);
+        clean_text(je.text);
+        return sk_einval(err, cap, "invalid JSON at byte %d: %s", je.position, je.text);
+    }
+    int rc = !json_is_object(root) ? sk_einval(err, cap, "body must be a JSON object")
+             : known               ? only_fields(root, known, "", err, cap)
+                                   : 0;
+    if (rc < 0) {
+        json_decref(root);
+        return rc;
+    }
+    *out = root;
+    return 0;
+}
+
 /* Integer field in [lo, hi]. Returns 1 when set, 0 when absent, or
  * SK_EINVAL (wrong type, null, out of range). */
 static int get_int(json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *v, char *err,
@@ -140,14 +145,12 @@ static int body_int(const char *buf, size_t len, const char *name, int64_t lo, i
                     int required, int64_t dflt, int64_t *out, char *err, size_t cap)
 {
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
+    const char *const known[] = {name, NULL};
+    int rc = load_object(buf, len, known, &root, err, cap);
     if (rc < 0) return rc;
     int64_t v = dflt;
-    const char *const known[] = {name, NULL};
-    rc = only_fields(root, known, "", err, cap);
-    if (rc == 0)
-        rc = required ? require_int(root, name, lo, hi, &v, err, cap)
-                      : get_int(root, name, lo, hi, &v, err, cap);
+    rc = required ? require_int(root, name, lo, hi, &v, err, cap)
+                  : get_int(root, name, lo, hi, &v, err, cap);
     json_decref(root);
     if (rc < 0) return rc;
     *out = v;
@@ -464,7 +467,7 @@ int sk_body_activity_create(const char *buf, size_t len, struct sk_activity *out
     memset(out, 0, sizeof *out);
     if (len == 0 || !buf) return sk_einval(err, cap, "body must be a JSON object");
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
+    int rc = load_object(buf, len, NULL, &root, err, cap);
     if (rc < 0) return rc;
     rc = parse_activity(root, out, err, cap);
     json_decref(root);
@@ -486,13 +489,9 @@ int sk_body_queue_control(const char *buf, size_t len, int *action, char *err, s
     if (err && cap) err[0] = 0;
     if (len == 0 || !buf) return sk_einval(err, cap, "%s", shape);
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
     static const char *const known[] = {"action", NULL};
-    if (only_fields(root, known, "", err, cap) < 0) {
-        json_decref(root);
-        return SK_EINVAL;
-    }
+    int rc = load_object(buf, len, known, &root, err, cap);
+    if (rc < 0) return rc;
     json_t *a = json_object_get(root, "action");
     int act = a && json_is_string(a) ? sk_activity_control_action(json_string_value(a)) : SK_EINVAL;
     json_decref(root);
@@ -561,11 +560,10 @@ int sk_body_webhook_add(const char *buf, size_t len, struct sk_body_webhook *out
     memset(out, 0, sizeof *out);
     if (len == 0 || !buf) return sk_einval(err, cap, "%s", shape);
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
     static const char *const known[] = {"name", "url", "events", "secret", NULL};
-    rc = only_fields(root, known, "", err, cap);
-    int g = rc ? rc : get_str(root, "name", out->name, sizeof out->name, err, cap);
+    int rc = load_object(buf, len, known, &root, err, cap);
+    if (rc < 0) return rc;
+    int g = get_str(root, "name", out->name, sizeof out->name, err, cap);
     if (g <= 0)
         rc = g < 0 ? g : sk_einval(err, cap, "missing field name; %s", shape);
     else if (!sk_body_wh_name_ok(out->name, strlen(out->name)))
@@ -611,11 +609,10 @@ int sk_body_webhook_rotate(const char *buf, size_t len, char *secret, size_t sca
     *keep_s = SK_BODY_WH_KEEP_DEFAULT;
     if (len == 0 || !buf) return 0;
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
     static const char *const known[] = {"secret", "keep_previous_s", NULL};
-    rc = only_fields(root, known, "", err, cap);
-    if (rc == 0 && get_secret(root, secret, scap, err, cap) < 0) rc = SK_EINVAL;
+    int rc = load_object(buf, len, known, &root, err, cap);
+    if (rc < 0) return rc;
+    if (get_secret(root, secret, scap, err, cap) < 0) rc = SK_EINVAL;
     if (rc == 0 && get_int(root, "keep_previous_s", 0, SK_BODY_WH_KEEP_MAX, keep_s, err, cap) < 0)
         rc = SK_EINVAL;
     json_decref(root);
@@ -628,11 +625,10 @@ int sk_body_webhook_replay(const char *buf, size_t len, int64_t *since_ms, char 
     if (err && cap) err[0] = 0;
     if (len == 0 || !buf) return sk_einval(err, cap, "body must be {\"since\":\"RFC 3339 time\"}");
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
-    if (rc < 0) return rc;
     static const char *const known[] = {"since", NULL};
-    rc = only_fields(root, known, "", err, cap);
-    if (rc == 0) rc = get_time(root, "since", since_ms, err, cap);
+    int rc = load_object(buf, len, known, &root, err, cap);
+    if (rc < 0) return rc;
+    rc = get_time(root, "since", since_ms, err, cap);
     json_decref(root);
     return rc;
 }
@@ -643,7 +639,7 @@ int sk_body_options(const char *buf, size_t len, int allow_force, int *force, ch
     *force = 0;
     if (len == 0 || !buf) return 0;
     json_t *root;
-    int rc = load_object(buf, len, &root, err, cap);
+    int rc = load_object(buf, len, NULL, &root, err, cap);
     if (rc < 0) {
         char inner[200];
         snprintf(inner, sizeof inner, "%s", err ? err : "");

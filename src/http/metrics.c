@@ -454,25 +454,27 @@ int sk_metrics_refusals_json(const sk_metrics *m, char *buf, size_t cap)
     return (int)o;
 }
 
+/* into[i] += from[i] for n counters. */
+static void add_counts(uint64_t *into, const uint64_t *from, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        into[i] += from[i];
+}
+
 int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
 {
     if (into->n_reasons != from->n_reasons) return SK_EINVAL; /* not from this binary */
     for (int r = 0; r < SK_MROUTE_COUNT; r++)
-        for (int s = 0; s < STATUS_SLOTS; s++)
-            into->requests[r][s] += from->requests[r][s];
+        add_counts(into->requests[r], from->requests[r], STATUS_SLOTS);
     into->admissions += from->admissions;
     into->replays += from->replays;
     into->soldout_fastpath += from->soldout_fastpath;
-    for (int i = 0; i < from->n_reasons; i++)
-        into->refusals[i] += from->refusals[i];
-    for (size_t b = 0; b <= RTT_BUCKETS; b++)
-        into->rtt_bucket[b] += from->rtt_bucket[b];
+    add_counts(into->refusals, from->refusals, (size_t)from->n_reasons);
+    add_counts(into->rtt_bucket, from->rtt_bucket, RTT_BUCKETS + 1);
     into->rtt_sum += from->rtt_sum;
-    for (size_t b = 0; b <= BATCH_BUCKETS; b++)
-        into->batch_bucket[b] += from->batch_bucket[b];
+    add_counts(into->batch_bucket, from->batch_bucket, BATCH_BUCKETS + 1);
     into->batch_sum += from->batch_sum;
-    for (size_t b = 0; b <= SK_MLAT_BUCKETS; b++)
-        into->lat_bucket[b] += from->lat_bucket[b];
+    add_counts(into->lat_bucket, from->lat_bucket, SK_MLAT_BUCKETS + 1);
     into->lat_sum += from->lat_sum;
     into->inflight += from->inflight;
     for (int i = 0; i < SK_METRICS_ACTS; i++) {
@@ -491,10 +493,8 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         t->admitted_units += f->admitted_units;
         t->admissions += f->admissions;
         t->replays += f->replays;
-        for (int r = 0; r < from->n_reasons; r++)
-            t->refusals[r] += f->refusals[r];
-        for (int e = 0; e < SK_MQ_EVENTS; e++)
-            t->passes[e] += f->passes[e];
+        add_counts(t->refusals, f->refusals, (size_t)from->n_reasons);
+        add_counts(t->passes, f->passes, SK_MQ_EVENTS);
         if (f->q_at_ms) queue_put(t, f->q_length, f->q_issued, f->q_rate, f->q_at_ms);
     }
     for (int i = 0; i < SK_MMASTERS; i++) {
@@ -502,8 +502,7 @@ int sk_metrics_merge(sk_metrics *into, const sk_metrics *from)
         if (f->addr[0]) redis_master(into, f->addr, f->used, f->max, f->unsafe, f->at_ms);
     }
     into->queue_used |= from->queue_used;
-    for (int e = 0; e < SK_MQ_EVENTS; e++)
-        into->passes[e] += from->passes[e];
+    add_counts(into->passes, from->passes, SK_MQ_EVENTS);
     return 0;
 }
 
@@ -666,73 +665,68 @@ static void render_masters(const sk_metrics *m, struct out *o)
     }
 }
 
-static void render_registry(const sk_metrics *m, struct out *o_)
+static void render_registry(const sk_metrics *m, struct out *o)
 {
-    struct out o = *o_;
-    header(&o, "seckill_http_requests_total", "counter",
+    header(o, "seckill_http_requests_total", "counter",
            "HTTP requests answered, by route and status.");
     for (int r = 0; r < SK_MROUTE_COUNT; r++)
         for (int s = 0; s < STATUS_SLOTS; s++) {
             uint64_t v = m->requests[r][s];
             if (!v) continue;
-            if (s == 0)
-                put(&o, "seckill_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                    route_names[r], (unsigned long long)v);
-            else
-                put(&o, "seckill_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                    route_names[r], s, (unsigned long long)v);
+            char status[12] = "other"; /* slot 0: outside 100..599 */
+            if (s) snprintf(status, sizeof status, "%d", s);
+            put(o, "seckill_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n", route_names[r],
+                status, (unsigned long long)v);
         }
 
-    header(&o, "seckill_admissions_total", "counter",
+    header(o, "seckill_admissions_total", "counter",
            "Purchases admitted by the stock script (Idempotency-Key replays apart).");
-    put(&o, "seckill_admissions_total %llu\n", (unsigned long long)m->admissions);
-    header(&o, "seckill_idempotent_replays_total", "counter",
+    put(o, "seckill_admissions_total %llu\n", (unsigned long long)m->admissions);
+    header(o, "seckill_idempotent_replays_total", "counter",
            "Idempotency-Key retries answered 200 with their first answer: nothing admitted.");
-    put(&o, "seckill_idempotent_replays_total %llu\n", (unsigned long long)m->replays);
+    put(o, "seckill_idempotent_replays_total %llu\n", (unsigned long long)m->replays);
 
-    header(&o, "seckill_refusals_total", "counter", "Purchases refused, by reason.");
+    header(o, "seckill_refusals_total", "counter", "Purchases refused, by reason.");
     for (int i = 0; i < m->n_reasons; i++)
-        put(&o, "seckill_refusals_total{reason=\"%s\"} %llu\n", m->reason_name[i],
+        put(o, "seckill_refusals_total{reason=\"%s\"} %llu\n", m->reason_name[i],
             (unsigned long long)m->refusals[i]);
 
-    header(&o, "seckill_soldout_fastpath_total", "counter",
+    header(o, "seckill_soldout_fastpath_total", "counter",
            "Sold-out refusals answered locally without a Redis round trip.");
-    put(&o, "seckill_soldout_fastpath_total %llu\n", (unsigned long long)m->soldout_fastpath);
+    put(o, "seckill_soldout_fastpath_total %llu\n", (unsigned long long)m->soldout_fastpath);
 
     char sum[32];
     snprintf(sum, sizeof sum, "%.15g", m->rtt_sum);
-    histogram(&o, "seckill_redis_roundtrip_seconds", "Redis round-trip time of admission calls.",
+    histogram(o, "seckill_redis_roundtrip_seconds", "Redis round-trip time of admission calls.",
               m->rtt_bucket, RTT_BUCKETS, rtt_le_text, sum);
     snprintf(sum, sizeof sum, "%llu", (unsigned long long)m->batch_sum);
-    histogram(&o, "seckill_batch_size", "Purchases carried by one batched Redis call.",
+    histogram(o, "seckill_batch_size", "Purchases carried by one batched Redis call.",
               m->batch_bucket, BATCH_BUCKETS, NULL, sum);
     snprintf(sum, sizeof sum, "%.15g", m->lat_sum);
-    histogram(&o, "seckill_purchase_duration_seconds",
+    histogram(o, "seckill_purchase_duration_seconds",
               "Purchases from arrival to answer, as the server sees them.", m->lat_bucket,
               SK_MLAT_BUCKETS, lat_le_text, sum);
 
-    header(&o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
-    put(&o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
+    header(o, "seckill_inflight_requests", "gauge", "Requests received and not yet answered.");
+    put(o, "seckill_inflight_requests %lld\n", (long long)m->inflight);
 
     if (sk_aredis_cluster_used()) {
-        header(&o, "seckill_redis_cluster_redirections_total", "counter",
+        header(o, "seckill_redis_cluster_redirections_total", "counter",
                "Redis Cluster MOVED/ASK redirections and TRYAGAIN/CLUSTERDOWN answers met by "
                "this process's Redis client.");
         for (int k = 0; k < SK_AREDIS_REDIRECT_COUNT; k++)
-            put(&o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n",
-                cluster_names[k],
+            put(o, "seckill_redis_cluster_redirections_total{kind=\"%s\"} %llu\n", cluster_names[k],
                 (unsigned long long)sk_aredis_redirects((enum sk_aredis_redirect)k));
     }
-    render_masters(m, &o);
+    render_masters(m, o);
     if (m->queue_used) {
-        header(&o, "seckill_queue_passes_total", "counter",
+        header(o, "seckill_queue_passes_total", "counter",
                "Waiting-room passes handed out, spent by a purchase, found expired.");
         for (int e = 0; e < SK_MQ_EVENTS; e++)
-            put(&o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[e],
+            put(o, "seckill_queue_passes_total{event=\"%s\"} %llu\n", pass_events[e],
                 (unsigned long long)m->passes[e]);
     }
-    render_acts(m, &o);
-    *o_ = o;
+    render_acts(m, o);
 }
 
 int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
@@ -746,25 +740,6 @@ int sk_metrics_render(const sk_metrics *m, char *buf, size_t cap)
         return SK_ENOMEM;
     }
     return (int)o.len;
-}
-
-char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
-{
-    char *buf = NULL;
-    size_t cap = 0;
-    for (;;) {
-        /* 16 KiB, then twice as much until it fits; over 1 GiB cannot
-         * happen: the output is bounded */
-        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 16384)) {
-            free(buf);
-            return NULL;
-        }
-        int n = sk_metrics_render(m, buf, cap);
-        if (n >= 0) {
-            if (len) *len = (size_t)n;
-            return buf;
-        }
-    }
 }
 
 /* ---- the node: every HTTP slot summed, the worker process's figures --- */
@@ -863,66 +838,62 @@ static void render_worker(struct out *o, const struct sk_node_worker *w,
         header(o, "seckill_sample_timestamp_seconds", "gauge",
                "When the order worker last sampled Redis and the database (unix time).");
         put(o, "seckill_sample_timestamp_seconds %lld\n", (long long)(smp->sampled_ms / 1000));
+        render_orphans(o, smp);
     }
-    if (smp->sampled_ms) render_orphans(o, smp);
     if (!smp->sampled_ms || smp->n_acts == 0) return;
+    /* how a family shows its field: as is, only when not negative (-1: not
+     * taken), milliseconds as seconds, the switch as 0/1, one per status */
+    enum { PLAIN, SET_ONLY, SECONDS, SWITCH, BY_STATUS };
     static const struct {
         const char *name, *help;
         size_t off;
+        int how;
     } g[] = {
         {"seckill_activity_stock_initial", "Units the activity was preheated with.",
-         offsetof(struct sk_node_act, initial)},
+         offsetof(struct sk_node_act, initial), PLAIN},
         {"seckill_activity_stock_remaining", "Units left in Redis (the sampler's last look).",
-         offsetof(struct sk_node_act, remaining)},
+         offsetof(struct sk_node_act, remaining), PLAIN},
         {"seckill_activity_stream_backlog",
          "Admitted orders not yet persisted to the database (-1: unknown).",
-         offsetof(struct sk_node_act, backlog)},
+         offsetof(struct sk_node_act, backlog), PLAIN},
         {"seckill_activity_dead_letters", "Entries in the activity's dead-letter stream(s).",
-         offsetof(struct sk_node_act, dlq)},
+         offsetof(struct sk_node_act, dlq), PLAIN},
         {"seckill_activity_reconcile_differences",
          "Differences found by the last periodic reconcile (-1: not checked yet).",
-         offsetof(struct sk_node_act, reconcile_drift)},
+         offsetof(struct sk_node_act, reconcile_drift), PLAIN},
+        {"seckill_activity_registered",
+         "Buyers registered for the activity (Redis's set; only activities taking "
+         "registrations).",
+         offsetof(struct sk_node_act, registered), SET_ONLY},
+        {"seckill_activity_oldest_unpersisted_seconds",
+         "Age of the oldest admitted order not yet persisted to the database, on Redis's "
+         "clock (0: none waits; -1: unknown).",
+         offsetof(struct sk_node_act, oldest_age_ms), SECONDS},
+        {"seckill_activity_admitted_units",
+         "Units admitted over the sale's life, each order once (held by buyers plus given "
+         "back): the figure of `seckill activity show` and the dashboard.",
+         offsetof(struct sk_node_act, admitted), PLAIN},
+        {"seckill_activity_open", "1 when the activity's switch is open.", 0, SWITCH},
+        {"seckill_activity_orders", "Orders in the database, by status.", 0, BY_STATUS},
     };
     for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
         header(o, g[k].name, "gauge", g[k].help);
         for (int i = 0; i < smp->n_acts; i++) {
             const struct sk_node_act *a = &smp->acts[i];
-            put(o, "%s{activity=\"%llu\"} %lld\n", g[k].name, (unsigned long long)a->id,
-                (long long)*(const int64_t *)((const char *)a + g[k].off));
+            unsigned long long id = a->id;
+            long long v =
+                g[k].how == SWITCH ? a->open != 0 : *(const int64_t *)((const char *)a + g[k].off);
+            if (g[k].how == SECONDS)
+                put(o, "%s{activity=\"%llu\"} %s%lld.%03lld\n", g[k].name, id, v < 0 ? "-" : "",
+                    v < 0 ? 1LL : v / 1000, v < 0 ? 0LL : v % 1000);
+            else if (g[k].how == BY_STATUS)
+                for (int s = 0; s < SK_NODE_NSTATUS; s++)
+                    put(o, "%s{activity=\"%llu\",status=\"%s\"} %lld\n", g[k].name, id,
+                        status_names[s], (long long)a->orders[s]);
+            else if (g[k].how != SET_ONLY || v >= 0)
+                put(o, "%s{activity=\"%llu\"} %lld\n", g[k].name, id, v);
         }
     }
-    header(o, "seckill_activity_registered", "gauge",
-           "Buyers registered for the activity (Redis's set; only activities taking "
-           "registrations).");
-    for (int i = 0; i < smp->n_acts; i++)
-        if (smp->acts[i].registered >= 0)
-            put(o, "seckill_activity_registered{activity=\"%llu\"} %lld\n",
-                (unsigned long long)smp->acts[i].id, (long long)smp->acts[i].registered);
-    header(o, "seckill_activity_oldest_unpersisted_seconds", "gauge",
-           "Age of the oldest admitted order not yet persisted to the database, on Redis's "
-           "clock (0: none waits; -1: unknown).");
-    for (int i = 0; i < smp->n_acts; i++) {
-        int64_t ms = smp->acts[i].oldest_age_ms;
-        put(o, "seckill_activity_oldest_unpersisted_seconds{activity=\"%llu\"} %s%lld.%03lld\n",
-            (unsigned long long)smp->acts[i].id, ms < 0 ? "-" : "", ms < 0 ? 1LL : ms / 1000,
-            ms < 0 ? 0LL : ms % 1000);
-    }
-    header(o, "seckill_activity_admitted_units", "gauge",
-           "Units admitted over the sale's life, each order once (held by buyers plus given "
-           "back): the figure of `seckill activity show` and the dashboard.");
-    for (int i = 0; i < smp->n_acts; i++)
-        put(o, "seckill_activity_admitted_units{activity=\"%llu\"} %lld\n",
-            (unsigned long long)smp->acts[i].id, (long long)smp->acts[i].admitted);
-    header(o, "seckill_activity_open", "gauge", "1 when the activity's switch is open.");
-    for (int i = 0; i < smp->n_acts; i++)
-        put(o, "seckill_activity_open{activity=\"%llu\"} %d\n", (unsigned long long)smp->acts[i].id,
-            smp->acts[i].open ? 1 : 0);
-    header(o, "seckill_activity_orders", "gauge", "Orders in the database, by status.");
-    for (int i = 0; i < smp->n_acts; i++)
-        for (int s = 0; s < SK_NODE_NSTATUS; s++)
-            put(o, "seckill_activity_orders{activity=\"%llu\",status=\"%s\"} %lld\n",
-                (unsigned long long)smp->acts[i].id, status_names[s],
-                (long long)smp->acts[i].orders[s]);
 }
 
 static void render_procs(struct out *o, sk_node *node)
@@ -949,33 +920,45 @@ static void render_procs(struct out *o, sk_node *node)
                 (unsigned long long)starts[k]);
 }
 
+/* The text of registry m, then (node not NULL) the node's worker and
+ * processes, in a buffer the caller frees: 16 KiB, then twice as much
+ * until it fits; over 1 GiB cannot happen: the output is bounded. */
+static char *render_grown(const sk_metrics *m, sk_node *node, const struct sk_node_sample *smp,
+                          size_t *len)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 16384)) {
+            free(buf);
+            return NULL;
+        }
+        struct out o = {buf, cap, 0, 0};
+        buf[0] = 0;
+        render_registry(m, &o);
+        if (node && sk_node_worker(node)) render_worker(&o, sk_node_worker(node), smp);
+        if (node) render_procs(&o, node);
+        if (!o.full) {
+            if (len) *len = o.len;
+            return buf;
+        }
+    }
+}
+
+char *sk_metrics_render_alloc(const sk_metrics *m, size_t *len)
+{
+    return render_grown(m, NULL, NULL, len);
+}
+
 char *sk_metrics_render_node(sk_node *node, size_t *len)
 {
     sk_metrics *sum = sk_metrics_node_sum(node);
     struct sk_node_sample *smp = calloc(1, sizeof *smp);
     char *buf = NULL;
-    size_t cap = 0;
-    struct sk_node_worker *w = sk_node_worker(node);
-    if (!sum || !smp) goto out;
-    if (w) sk_node_sample_get(w, smp);
-    for (;;) {
-        /* as sk_metrics_render_alloc: bounded output, grown until it fits */
-        if (cap > ((size_t)1 << 30) || SK_VEC_RESERVE(buf, cap, cap + 1, 32768)) {
-            free(buf);
-            buf = NULL;
-            goto out;
-        }
-        struct out o = {buf, cap, 0, 0};
-        buf[0] = 0;
-        render_registry(sum, &o);
-        if (w) render_worker(&o, w, smp);
-        render_procs(&o, node);
-        if (!o.full) {
-            if (len) *len = o.len;
-            break;
-        }
+    if (sum && smp) {
+        if (sk_node_worker(node)) sk_node_sample_get(sk_node_worker(node), smp);
+        buf = render_grown(sum, node, smp, len);
     }
-out:
     sk_metrics_free(sum);
     free(smp);
     return buf;

@@ -34,13 +34,8 @@ struct sk_ops_history {
 
 int sk_ops_history_new(sk_ops_history **out)
 {
-    *out = sk_shm_alloc(sizeof **out);
-    if (!*out || sk_shm_mutex_init(&(*out)->lock) < 0) {
-        sk_shm_free(*out, sizeof **out);
-        *out = NULL;
-        return SK_EIO;
-    }
-    return 0;
+    *out = sk_shm_alloc_locked(sizeof **out, offsetof(sk_ops_history, lock));
+    return *out ? 0 : SK_EIO;
 }
 
 static sk_ops_history *the_ring;
@@ -124,9 +119,7 @@ static json_t *series(const struct hist_sample *v, size_t n, uint64_t id, int wh
 
 json_t *sk_ops_history_json(sk_ops_history *h)
 {
-    json_t *d = json_object(), *t = json_array(), *adm = json_array(), *ref = json_array(),
-           *acts = json_array();
-    json_object_set_new(d, "every_ms", json_integer(SK_HIST_EVERY_MS));
+    json_t *t = json_array(), *adm = json_array(), *ref = json_array(), *acts = json_array();
     /* large: static, touched only when a page asks (one loop per process) */
     static struct hist_sample v[SK_HIST_SAMPLES];
     size_t n = 0;
@@ -158,21 +151,17 @@ json_t *sk_ops_history_json(sk_ops_history *h)
             if (!seen) ids[nid++] = id;
         }
     for (size_t j = 0; j < nid; j++) {
-        json_t *a = json_object(), *rf = json_object();
-        json_object_set_new(a, "id", json_integer((json_int_t)ids[j]));
-        json_object_set_new(a, "admitted_units_total", series(v, n, ids[j], -1, 1));
-        json_t *p = series(v, n, ids[j], -2, 0);
-        json_object_set_new(a, "handed_out_total", p ? p : json_null());
+        json_t *rf = json_object();
         for (int r = 0; r < nr; r++) {
             json_t *x = series(v, n, ids[j], r, 0);
             if (x) json_object_set_new(rf, names[r], x);
         }
-        json_object_set_new(a, "refusals", rf);
-        json_array_append_new(acts, a);
+        /* handed_out_total: null when it never changed */
+        json_array_append_new(acts, json_pack("{s:I, s:o, s:o?, s:o}", "id", (json_int_t)ids[j],
+                                              "admitted_units_total", series(v, n, ids[j], -1, 1),
+                                              "handed_out_total", series(v, n, ids[j], -2, 0),
+                                              "refusals", rf));
     }
-    json_object_set_new(d, "t_ms", t);
-    json_object_set_new(d, "admissions", adm);
-    json_object_set_new(d, "refusals", ref);
-    json_object_set_new(d, "activities", acts);
-    return d;
+    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "every_ms", (json_int_t)SK_HIST_EVERY_MS, "t_ms",
+                     t, "admissions", adm, "refusals", ref, "activities", acts);
 }

@@ -97,13 +97,9 @@ const size_t sk_reload_nfields = sizeof sk_reload_fields / sizeof sk_reload_fiel
 
 int sk_reload_area_new(struct sk_reload_area **out)
 {
-    *out = sk_shm_alloc(sizeof **out); /* zero pages: generation 0 */
-    if (!*out || sk_shm_mutex_init(&(*out)->lock) < 0) {
-        sk_shm_free(*out, sizeof **out);
-        *out = NULL;
-        return SK_EIO;
-    }
-    return 0;
+    /* zero pages: generation 0 */
+    *out = sk_shm_alloc_locked(sizeof **out, offsetof(struct sk_reload_area, lock));
+    return *out ? 0 : SK_EIO;
 }
 
 static struct sk_reload_area *the_area;
@@ -178,25 +174,19 @@ void sk_reload_copy_live(struct sk_config *dst, const struct sk_config *src)
     }
 }
 
-void sk_reload_apply(struct sk_config *dst, const struct sk_config *src,
-                     void (*set_max)(void *arg, long long max), void *arg)
+void sk_reload_apply(struct sk_config *dst, const struct sk_config *src, struct sk_conns *conns)
 {
     int level = strcmp(dst->log_level, src->log_level) != 0;
-    int conns = dst->max_connections != src->max_connections;
+    int changed = dst->max_connections != src->max_connections;
     sk_reload_copy_live(dst, src);
     enum sk_log_level lvl;
     if (level && sk_log_parse_level(dst->log_level, &lvl) == 0) sk_log_set_level(lvl);
-    if (conns && set_max) set_max(arg, dst->max_connections);
+    if (changed && conns) sk_conns_set_max(conns, dst->max_connections);
 }
 
 /* ---- one HTTP process ---------------------------------------------------- */
 
 static uint64_t applied_gen;
-
-static void conns_set_max(void *arg, long long max)
-{
-    sk_conns_set_max(arg, max);
-}
 
 int sk_reload_tick_app(struct sk_app *app, int started)
 {
@@ -219,7 +209,7 @@ int sk_reload_tick_app(struct sk_app *app, int started)
             rc = -1;
         }
     }
-    sk_reload_apply(&app->cfg, &cfg, started ? conns_set_max : NULL, &app->conns);
+    sk_reload_apply(&app->cfg, &cfg, started ? &app->conns : NULL);
     applied_gen = gen;
     if (app->slot >= 0 && app->slot < SK_RELOAD_SLOTS) atomic_store(&a->applied[app->slot], gen);
     return rc;

@@ -88,9 +88,9 @@ void sk_reload_copy_live(struct sk_config *dst, const struct sk_config *src);
 
 /* Applies the live settings of src to the running configuration dst:
  * copies them and runs their hooks: the log level, and, when not NULL,
- * set_max(arg, max_connections) when the cap changed. */
-void sk_reload_apply(struct sk_config *dst, const struct sk_config *src,
-                     void (*set_max)(void *arg, long long max), void *arg);
+ * the connection cap of conns when it changed. */
+struct sk_conns;
+void sk_reload_apply(struct sk_config *dst, const struct sk_config *src, struct sk_conns *conns);
 
 /* Once per loop pass of an HTTP process (and once before it accepts,
  * started 0: no connection cap yet): applies a new publication, parses its

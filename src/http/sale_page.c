@@ -126,16 +126,15 @@ static int widen_page(const char *page, size_t plen, const char *extra, char **o
     size_t ecap = (size_t)(ce - cs) + (extra ? strlen(extra) : 0) + 64;
     char *buf = malloc(plen + ecap + 1);
     if (!buf) return SK_ENOMEM;
-    size_t o = (size_t)(cs - page);
-    memcpy(buf, page, o);
+    size_t o = 0;
+    put(buf, &o, page, (size_t)(cs - page));
     int n = sk_csp_widen(cs, (size_t)(ce - cs), extra, buf + o, ecap);
     if (n < 0) {
         free(buf);
         return n;
     }
     o += (size_t)n;
-    memcpy(buf + o, ce, plen - (size_t)(ce - page));
-    o += plen - (size_t)(ce - page);
+    put(buf, &o, ce, plen - (size_t)(ce - page));
     buf[o] = 0;
     *out = buf;
     *len = o;
@@ -153,12 +152,11 @@ int sk_sale_page_build_csp(uint64_t id, const char *api_base, const char *extra,
     char *page;
     size_t plen;
     int rc = sk_sale_page_build(id, api_base, &page, &plen, err, cap);
-    if (rc < 0 || !extra || !extra[0]) {
-        if (rc == 0) {
-            *out = page;
-            *len = plen;
-        }
-        return rc;
+    if (rc < 0) return rc;
+    if (!extra || !extra[0]) {
+        *out = page;
+        *len = plen;
+        return 0;
     }
     rc = widen_page(page, plen, extra, out, len);
     free(page);
