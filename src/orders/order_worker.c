@@ -20,7 +20,6 @@
 #include "orders/order_worker.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,14 +35,6 @@
 #include "orders/order_worker_int.h"
 
 #define ONCE_FAILURES 10 /* consecutive failed passes before --once gives up (~10 s) */
-
-void sk_worker_set_err(sk_worker *w, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->errstr, sizeof w->errstr, fmt, ap);
-    va_end(ap);
-}
 
 #define INC(field, n) SK_WORKER_INC(w, field, n)
 

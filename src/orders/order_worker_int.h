@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
 #include "engine/keys.h"
 #include "orders/order_event.h"
 #include "orders/order_worker.h"
@@ -134,7 +135,7 @@ struct sk_worker {
     } while (0)
 
 /* w->errstr, printf-style. */
-void sk_worker_set_err(sk_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define sk_worker_set_err(w, ...) sk_errf((w)->errstr, sizeof(w)->errstr, 0, __VA_ARGS__)
 /* Test-only: stops this process (SIGSTOP) the first time it reaches step
  * when SECKILL_TEST_PAUSE_AT names it ("xack", "xread", "probe", "ledger",
  * "segments", "dead_letter": the steps that send several commands in one

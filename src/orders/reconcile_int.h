@@ -55,6 +55,11 @@ void sk_reconcile_free_replies(redisReply **rep, size_t n);
 /* Sets r->errstr to "<what>: unexpected reply[: <error reply>]"; returns
  * r->err = SK_EPROTO. rep may be NULL. */
 int sk_reconcile_proto_err(sk_redis *r, const char *what, const redisReply *rep);
+/* Every field of hash key, HSCAN by HSCAN (1000 at a time), each pair given
+ * to fn; fn's failure returned as is. A reply of another shape is SK_EPROTO
+ * (sk_reconcile_proto_err; what NULL: r->errstr "unexpected reply"). */
+int sk_reconcile_hscan(sk_redis *r, const char *key, const char *what,
+                       int (*fn)(void *arg, const redisReply *k, const redisReply *v), void *arg);
 /* A meta field that may be absent (0 then). */
 int64_t sk_reconcile_opt_i64(const redisReply *v);
 

@@ -539,9 +539,8 @@ int sk_reconcile_read_head(sk_redis *r, const struct sk_keys *k, struct rec_snap
     return rc;
 }
 
-/* One key's fields, HSCAN by HSCAN, each pair given to fn. */
-static int scan_hash(sk_redis *r, const char *key, const char *what,
-                     int (*fn)(void *arg, const redisReply *k, const redisReply *v), void *arg)
+int sk_reconcile_hscan(sk_redis *r, const char *key, const char *what,
+                       int (*fn)(void *arg, const redisReply *k, const redisReply *v), void *arg)
 {
     char cursor[32] = "0";
     do {
@@ -552,7 +551,9 @@ static int scan_hash(sk_redis *r, const char *key, const char *what,
             rep->element[0]->type != REDIS_REPLY_STRING ||
             rep->element[1]->type != REDIS_REPLY_ARRAY || rep->element[1]->elements % 2 ||
             rep->element[0]->len >= sizeof cursor) {
-            rc = sk_reconcile_proto_err(r, what, rep);
+            rc = what
+                     ? sk_reconcile_proto_err(r, what, rep)
+                     : sk_errf(r->errstr, sizeof r->errstr, r->err = SK_EPROTO, "unexpected reply");
             freeReplyObject(rep);
             return rc;
         }
@@ -573,8 +574,8 @@ int sk_reconcile_read_slice(sk_redis *r, const struct sk_keys *k, int nslices, i
     struct slice_arg a = {r, k->label, (uint64_t)nslices, (uint64_t)slice, s};
     /* the buyers before the ledger: every admission counted in a buyer's
      * figure has its ledger entry by then (one script writes both) */
-    int rc = scan_hash(r, k->buyers, "HSCAN buyers", slice_buyer, &a);
-    if (rc == 0) rc = scan_hash(r, k->ledger, "HSCAN ledger", slice_ledger, &a);
+    int rc = sk_reconcile_hscan(r, k->buyers, "HSCAN buyers", slice_buyer, &a);
+    if (rc == 0) rc = sk_reconcile_hscan(r, k->ledger, "HSCAN ledger", slice_ledger, &a);
     if (rc) {
         sk_reconcile_snap_drop_rows(s);
         return rc;

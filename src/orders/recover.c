@@ -35,17 +35,7 @@ struct rec {
     size_t cap;
 };
 
-static int fail(struct rec *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct rec *c, int rc, const char *fmt, ...)
-{
-    if (c->err && c->cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, c->cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+#define fail(c, ...) sk_errf((c)->err, (c)->cap, __VA_ARGS__)
 
 static int redis_fail(struct rec *c, int rc, const char *what)
 {
@@ -120,15 +110,6 @@ static int look(struct rec *c)
     sk_keys_for(&c->base, c->a.id);
     if (S > 1 && (rc = sk_recovery_probe(c->r, &c->base, 1, &c->base_probe)) < 0)
         return redis_fail(c, rc, "probe");
-    /* the initial of each live key set (a segment's share) */
-    for (size_t i = 0; i < rep->n; i++) {
-        redisReply *v;
-        if (!rep->ks[i].before.present) continue;
-        if ((rc = sk_redis_cmd(c->r, &v, "HGET %s initial", rep->ks[i].k.meta)) < 0)
-            return redis_fail(c, rc, "HGET initial");
-        rep->ks[i].initial = v->type == REDIS_REPLY_STRING ? sk_reply_i64_or(v, 0) : 0;
-        freeReplyObject(v);
-    }
     struct sk_mark *marks;
     size_t nm;
     if ((rc = sk_store_marks_list(c->st, c->a.id, &marks, &nm)) < 0)

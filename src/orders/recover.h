@@ -45,7 +45,6 @@ struct sk_recover_opts {
 struct sk_recover_ks {
     struct sk_keys k;
     struct sk_keyset_probe before; /* Redis before the recovery */
-    int64_t initial;               /* meta initial before (0 when vanished) */
     int64_t watermark;             /* highest admission number the database holds */
     int selected, needed, vanished;
     int lost;                  /* some keys vanished, others not (before.lost, or fenced `lost`) */

@@ -12,6 +12,7 @@
 #include "core/vec.h"
 #include "engine/order_id.h"
 #include "orders/order_event.h"
+#include "orders/reconcile_int.h"
 
 /* Entries (stream) or fields (hashes) read per round trip, and orders per
  * persist transaction. */
@@ -133,37 +134,20 @@ static int from_stream(struct salv *s)
 
 /* ---- the hashes ---------------------------------------------------------- */
 
-/* fn for every field of hash key (HSCAN, PAGE at a time). */
+/* fn for every field of hash key: a failure of Redis (r->err) told here,
+ * fn's own has its message on s->err already. */
 static int each_field(struct salv *s, const char *key,
-                      int (*fn)(struct salv *s, const redisReply *f, const redisReply *v))
+                      int (*fn)(void *arg, const redisReply *f, const redisReply *v))
 {
-    char cursor[32] = "0";
-    do {
-        redisReply *rep;
-        int rc = sk_redis_cmd(s->r, &rep, "HSCAN %s %s COUNT %d", key, cursor, PAGE);
-        if (rc < 0) return redis_err(s, rc, "HSCAN");
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-            rep->element[0]->type != REDIS_REPLY_STRING ||
-            rep->element[1]->type != REDIS_REPLY_ARRAY || rep->element[1]->elements % 2) {
-            freeReplyObject(rep);
-            return sk_errf(s->err, s->cap, SK_EPROTO, "%s: redis HSCAN: unexpected reply",
-                           s->k->label);
-        }
-        snprintf(cursor, sizeof cursor, "%.*s", (int)rep->element[0]->len, rep->element[0]->str);
-        const redisReply *a = rep->element[1];
-        for (size_t i = 0; rc == 0 && i < a->elements; i += 2)
-            if (a->element[i]->type == REDIS_REPLY_STRING &&
-                a->element[i + 1]->type == REDIS_REPLY_STRING)
-                rc = fn(s, a->element[i], a->element[i + 1]);
-        freeReplyObject(rep);
-        if (rc < 0) return rc;
-    } while (strcmp(cursor, "0") != 0);
-    return 0;
+    int rc = sk_reconcile_hscan(s->r, key, NULL, fn, s);
+    return rc && s->r->err ? redis_err(s, rc, "HSCAN") : rc;
 }
 
 /* An idem record "user:key" -> "qty:order id": kept as order id -> key. */
-static int idem_field(struct salv *s, const redisReply *f, const redisReply *v)
+static int idem_field(void *arg, const redisReply *f, const redisReply *v)
 {
+    struct salv *s = arg;
+    if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return 0;
     const char *kc = memchr(f->str, ':', f->len), *vc = memchr(v->str, ':', v->len);
     if (!kc || !vc) return 0;
     if (SK_VEC_RESERVE(s->idem, s->idem_cap, s->nidem + 1, 256)) return SK_ENOMEM;
@@ -195,9 +179,11 @@ static const char *idem_key_of(const struct salv *s, const char *oid)
 /* A ledger record "order id" -> "user:qty" (":released" appended once
  * given back: the database cancelled it first, so it holds it) into the
  * batch. */
-static int ledger_field(struct salv *s, const redisReply *f, const redisReply *v)
+static int ledger_field(void *arg, const redisReply *f, const redisReply *v)
 {
+    struct salv *s = arg;
     struct sk_oid o;
+    if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return 0;
     const char *c = memchr(v->str, ':', v->len);
     uint64_t user, qty;
     if (f->len >= SK_STORE_ORDER_ID_MAX || sk_oid_parse(f->str, f->len, &o) < 0 ||

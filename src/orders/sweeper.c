@@ -6,7 +6,6 @@
 #include "orders/sweeper.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,14 +72,7 @@ struct sk_sweeper {
         sk_node_wc_add(sw->o.node, SK_WC_sweep_##field, (uint64_t)(n));                            \
     } while (0)
 
-static void set_err(sk_sweeper *sw, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(sk_sweeper *sw, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sw->errstr, sizeof sw->errstr, fmt, ap);
-    va_end(ap);
-}
+#define set_err(sw, ...) sk_errf((sw)->errstr, sizeof(sw)->errstr, 0, __VA_ARGS__)
 
 void sk_sweeper_opts_init(struct sk_sweeper_opts *o)
 {

@@ -56,7 +56,8 @@ int sk_store_open_mode(sk_store **out, const char *spec, int waiting, char *err,
     if (!st) return sk_errf(err, cap, SK_ENOMEM, "out of memory");
     st->drv = drv;
     int rc = drv->open(st, rest, waiting);
-    if (rc == SK_STORE_UNCONNECTED) {
+    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && drv->dialect != SK_SQLITE) {
+        st->broken = 1; /* unconnected: the next call connects */
         st->owe_migrations = 1;
         if (err) snprintf(err, cap, "%s", st->errstr);
         st->errstr[0] = 0;
@@ -93,15 +94,6 @@ void sk_store_close(sk_store *st)
 const char *sk_store_errstr(const sk_store *st)
 {
     return st ? st->errstr : "no store";
-}
-
-int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->errstr, sizeof st->errstr, fmt, ap);
-    va_end(ap);
-    return code;
 }
 
 int sk_store_fail(sk_store *st, int code, const char *what, const char *fmt, ...)
@@ -298,7 +290,7 @@ int sk_tx_end(sk_store *st, int rc)
     if (st->drv->drop) st->drv->drop(st);
     st->tx_begin = 0;
     st->deferred = 0;
-    if (rc && sent) {
+    if (rc && sent && !st->broken) { /* a broken session rolled back on the server by itself */
         char keep[sizeof st->errstr];
         memcpy(keep, st->errstr, sizeof keep);
         st->drv->end(st, 0);
@@ -363,6 +355,13 @@ void sk_srv_free(sk_stmt *s)
 int sk_srv_lost(sk_store *st, const char *what)
 {
     return sk_store_fail(st, SK_EDB, what, "connection lost");
+}
+
+int sk_srv_fail_line(sk_store *st, int code, const char *what, const char *msg, int max, int lost)
+{
+    int n = msg ? (int)strcspn(msg, "\n") : 0;
+    if (n == 0 && lost) return sk_store_fail(st, code, what, "connection lost");
+    return sk_store_fail(st, code, what, "%.*s", n < max ? n : max, n ? msg : "");
 }
 
 int sk_srv_idle_closed(int fd)

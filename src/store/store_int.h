@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
 #include "store/store.h"
 
 /* ---- the SQL (store_sql.c) ----------------------------------------- */
@@ -213,8 +214,8 @@ struct sk_store_driver {
     int dialect;      /* enum sk_dialect */
     /* Sets st->conn up from the part of the spec the driver owns, and
      * st->where. waiting (SK_STORE_*): a server driver that cannot
-     * connect returns SK_STORE_UNCONNECTED (TRY, LATER: LATER without
-     * trying) with the reason on st, and connects on a later enter. */
+     * connect fails with SK_EDB (LATER: without trying), the reason on st,
+     * and connects on a later enter. */
     int (*open)(sk_store *st, const char *spec, int waiting);
     void (*close)(sk_store *st); /* st->conn and what it holds; NULL conn is fine */
     /* Start of every call: a session that failed or was closed by the
@@ -270,17 +271,16 @@ struct sk_store {
     char
         identity[SK_STORE_IDENTITY_MAX]; /* sk_store_identity's answer, read once ("" until then) */
     int in_tx;                           /* in a transaction (sk_tx_begin) */
+    int broken;      /* a server's session to replace on the next call (the driver's enter) */
     int tx_begin;    /* its BEGIN waits for the first statement (a driver without .begin) */
     size_t deferred; /* SK_SQL_DEFER writes waiting for the next round trip */
 };
 
 /* Waiting modes of an open: SK_STORE_CONNECT fails when a server cannot
  * be reached; SK_STORE_TRY leaves the handle unconnected then, its
- * migrations owed, the reason on st, and the driver's open returns
- * SK_STORE_UNCONNECTED; SK_STORE_LATER does the same without trying (a
- * handle beside one that just found the server down). */
+ * migrations owed, the reason on st; SK_STORE_LATER does the same
+ * without trying (a handle beside one that just found the server down). */
 enum { SK_STORE_CONNECT, SK_STORE_TRY, SK_STORE_LATER };
-#define SK_STORE_UNCONNECTED 1
 /* A driver's prepare of a statement its dialect does without. */
 #define SK_STORE_NONE 1
 /* sk_store_open with a waiting mode (the pool's handles). */
@@ -293,8 +293,7 @@ int sk_store_open_mode(sk_store **out, const char *spec, int waiting, char *err,
 int sk_store_fail(sk_store *st, int code, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Sets st->errstr (printf-style) and returns code. */
-int sk_store_set_err(sk_store *st, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define sk_store_set_err(st, code, ...) sk_errf((st)->errstr, sizeof(st)->errstr, code, __VA_ARGS__)
 
 /* A growing text (statements, array literals). oom is sticky: check it
  * once at the end; p is the caller's to free. */
@@ -374,6 +373,9 @@ int64_t sk_srv_changes(sk_stmt *s);
 void sk_srv_free(sk_stmt *s);
 /* SK_EDB "connection lost". */
 int sk_srv_lost(sk_store *st, const char *what);
+/* code with the first line of a server's message msg (NULL: none), at most
+ * max bytes of it; an empty line is "connection lost" when lost is set. */
+int sk_srv_fail_line(sk_store *st, int code, const char *what, const char *msg, int max, int lost);
 /* An idle session's socket fd readable (the server closed it: a FATAL
  * or EOF; nothing else arrives unasked), or no socket: 1. */
 int sk_srv_idle_closed(int fd);

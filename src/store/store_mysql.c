@@ -71,7 +71,6 @@
 struct my {
     MYSQL *m;
     struct sk_mysql_url *url; /* kept for reconnects (holds the password) */
-    int broken;               /* reconnect on the next call */
     int mariadb;              /* the server is MariaDB (else MySQL) */
     struct sk_text pend;      /* st->deferred writes (SK_SQL_DEFER) for the next round trip */
     int *pend_q;              /* their statements */
@@ -119,16 +118,13 @@ static int fail_of(sk_store *st, const char *what, int64_t t0, unsigned e, const
                    const char *msg)
 {
     struct my *c = MY(st);
-    if (!msg) msg = "";
     int code = code_of(e, sqlstate);
-    if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) c->broken = 1;
+    if (e >= CR_MIN_ERROR && e <= CR_MAX_ERROR) st->broken = 1;
     int timeout_ms = c->url->timeout_s * 1000;
     if ((e == CR_SERVER_LOST || e == CR_SERVER_GONE_ERROR) && sk_mono_ms() - t0 >= timeout_ms - 100)
         return sk_store_fail(st, SK_EDB, what, "no answer within %d ms (server down or frozen)",
                              timeout_ms);
-    int n = (int)strcspn(msg, "\n");
-    if (n == 0) return sk_store_fail(st, code, what, "connection lost");
-    return sk_store_fail(st, code, what, "%.*s", n, msg);
+    return sk_srv_fail_line(st, code, what, msg, SK_STORE_ERR_MAX, 1);
 }
 
 static int fail(sk_store *st, const char *what, int64_t t0)
@@ -163,7 +159,7 @@ static int run(sk_store *st, const char *what, const char *text, size_t len, MYS
 {
     struct my *c = MY(st);
     if (res) *res = NULL;
-    if (c->broken || !c->m) {
+    if (st->broken || !c->m) {
         drop(st);
         return sk_srv_lost(st, what);
     }
@@ -233,10 +229,8 @@ static int flush_waiting(sk_store *st, const char *what)
 static int end(sk_store *st, int commit)
 {
     if (commit) return exec(st, "COMMIT", "commit");
-    /* a broken connection rolled back on the server by itself */
-    if (MY(st)->broken) return 0;
     int rc = exec(st, "ROLLBACK", "rollback");
-    if (rc) MY(st)->broken = 1;
+    if (rc) st->broken = 1;
     return rc;
 }
 
@@ -337,7 +331,7 @@ static int send_text(struct sk_stmt *s)
     sk_store *st = s->b.st;
     struct my *c = MY(st);
     const char *what = sk_sql_what(s->b.q);
-    if (c->broken || !c->m) return sk_srv_lost(st, what);
+    if (st->broken || !c->m) return sk_srv_lost(st, what);
     int none;
     char *multi = s->b.ncols ? sk_sql_text(st, s->b.q, s->b.rows, &none) : NULL;
     const char *tmpl = s->b.ncols ? multi : c->text[s->b.q];
@@ -378,7 +372,7 @@ static int step(struct sk_stmt *s)
     if (!s->b.sent) {
         s->b.sent = 1;
         int bulk = (sk_sql_flags(s->b.q) & SK_SQL_BULK) && MY(s->b.st)->mariadb;
-        if (bulk && (MY(s->b.st)->broken || !MY(s->b.st)->m))
+        if (bulk && (s->b.st->broken || !MY(s->b.st)->m))
             return sk_srv_lost(s->b.st, sk_sql_what(s->b.q));
         int rc = bulk ? send_bulk(s) : send_text(s);
         if (rc) return rc;
@@ -493,23 +487,22 @@ static int open_session(sk_store *st, const char *what)
     if (!mysql_real_connect(c->m, u->socket[0] ? "localhost" : u->host, u->user[0] ? u->user : NULL,
                             u->password, u->dbname, u->socket[0] ? 0 : (unsigned)u->port,
                             u->socket[0] ? u->socket : NULL, flags)) {
-        const char *msg = mysql_error(c->m);
-        c->broken = 1;
-        return sk_store_fail(st, SK_EDB, what, "%.*s", (int)strcspn(msg, "\n"), msg);
+        st->broken = 1;
+        return sk_srv_fail_line(st, SK_EDB, what, mysql_error(c->m), SK_STORE_ERR_MAX, 0);
     }
     const char *info = mysql_get_server_info(c->m);
     c->mariadb = info && strstr(info, "MariaDB") != NULL;
     if (mysql_get_server_version(c->m) < (c->mariadb ? MARIADB_MIN : MYSQL_MIN)) {
-        c->broken = 1;
+        st->broken = 1;
         return sk_store_fail(st, SK_EDB, what,
                              "server %.60s is too old: seckill needs MariaDB >= 10.2.1 or MySQL"
                              " >= 8.0.16 (enforced CHECK constraints)",
                              info ? info : "?");
     }
     tune_socket(c);
-    c->broken = 0;
+    st->broken = 0;
     int rc = setup_session(st);
-    if (rc) c->broken = 1;
+    if (rc) st->broken = 1;
     return rc;
 }
 
@@ -518,7 +511,7 @@ static int open_session(sk_store *st, const char *what)
 static int enter(sk_store *st)
 {
     struct my *c = MY(st);
-    int bad = c->broken || !c->m;
+    int bad = st->broken || !c->m;
     /* Idle and readable: the server closed the session (a shutdown, a
      * restart, a kill). Reconnecting costs one connect; using a dead
      * session would fail this call. (Not under TLS: a record such as a
@@ -546,17 +539,8 @@ static int open_(sk_store *st, const char *url, int waiting)
         return sk_store_set_err(st, SK_EINVAL, "%s", err);
     sk_mysql_url_where(c->url, st->where, sizeof st->where);
     st->timeout_s = c->url->timeout_s;
-    if (waiting == SK_STORE_LATER) {
-        c->broken = 1; /* the next call opens the session */
-        sk_store_fail(st, SK_EDB, "open", "not connected yet");
-        return SK_STORE_UNCONNECTED;
-    }
-    int rc = open_session(st, "cannot connect");
-    if (rc == SK_EDB && waiting == SK_STORE_TRY) {
-        c->broken = 1;
-        return SK_STORE_UNCONNECTED;
-    }
-    return rc;
+    if (waiting == SK_STORE_LATER) return sk_store_fail(st, SK_EDB, "open", "not connected yet");
+    return open_session(st, "cannot connect");
 }
 
 static void close_(sk_store *st)

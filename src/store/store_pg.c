@@ -48,7 +48,6 @@
 struct pg {
     PGconn *c;
     int timeout_ms;   /* client-side bound of one statement */
-    int broken;       /* reset the connection on the next call */
     struct req *pend; /* st->deferred writes (SK_SQL_DEFER) for the next round trip */
     size_t pend_cap;
     char *text[Q_COUNT];             /* each statement's text, expanded once */
@@ -65,12 +64,9 @@ struct sk_stmt {
 
 /* ---- errors ---- */
 
-/* libpq messages end with a newline and may span lines: the first. */
-static void first_line(char *dst, size_t cap, const char *msg)
-{
-    if (!msg) msg = "";
-    snprintf(dst, cap, "%.*s", (int)strcspn(msg, "\n"), msg);
-}
+/* libpq messages end with a newline and may span lines: the first, cut at
+ * MSG_LINE_MAX bytes. */
+#define MSG_LINE_MAX 319
 
 /* SQLSTATE -> SK code. Unique violation is EEXIST; the other integrity and
  * data errors are the caller's (EINVAL, like SQLite's CHECK); waits cut
@@ -92,19 +88,16 @@ static int res_err(sk_store *st, PGresult *r, const char *what)
 {
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    char line[320];
-    first_line(line, sizeof line, msg ? msg : PQerrorMessage(PG(st)->c));
-    if (PQstatus(PG(st)->c) != CONNECTION_OK) PG(st)->broken = 1;
-    return sk_store_fail(st, code_of(state), what, "%s", line);
+    if (PQstatus(PG(st)->c) != CONNECTION_OK) st->broken = 1;
+    return sk_srv_fail_line(st, code_of(state), what, msg ? msg : PQerrorMessage(PG(st)->c),
+                            MSG_LINE_MAX, 0);
 }
 
 /* The connection failed under us: the next call resets it. */
 static int conn_err(sk_store *st, const char *what)
 {
-    char line[320];
-    first_line(line, sizeof line, PQerrorMessage(PG(st)->c));
-    PG(st)->broken = 1;
-    return sk_store_fail(st, SK_EDB, what, "%s", line[0] ? line : "connection lost");
+    st->broken = 1;
+    return sk_srv_fail_line(st, SK_EDB, what, PQerrorMessage(PG(st)->c), MSG_LINE_MAX, 1);
 }
 
 /* ---- round trips ---- */
@@ -138,7 +131,7 @@ static int wait_fd(PGconn *c, short ev, int64_t deadline)
  * reset by the next call. */
 static int timed_out(sk_store *st, const char *what)
 {
-    PG(st)->broken = 1;
+    st->broken = 1;
     return sk_store_fail(st, SK_EDB, what, "no answer within %d ms (server down or frozen)",
                          PG(st)->timeout_ms);
 }
@@ -237,7 +230,7 @@ static int send_req(sk_store *st, const struct req *r, int *prep)
 static void kept_failed(sk_store *st, const struct req *r, int rc)
 {
     if (r->q >= 0 && (sk_sql_flags(r->q) & SK_SQL_KEEP) && rc != SK_EINVAL && rc != SK_EEXIST)
-        PG(st)->broken = 1;
+        st->broken = 1;
 }
 
 static void drop(sk_store *st)
@@ -289,7 +282,7 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
         const struct req *r = slots[i].r;
         int last = r == cur && !slots[i].prepare;
         int q = query_results(st, deadline, req_what(r), last ? out : NULL);
-        if (q == SK_EDB && c->broken) rc = q; /* the connection, not the query */
+        if (q == SK_EDB && st->broken) rc = q; /* the connection, not the query */
         if (q && !failed) {
             failed = q;
             kept_failed(st, r, q);
@@ -302,7 +295,7 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
         PQresultStatus(sync) != PGRES_PIPELINE_SYNC)
         rc = conn_err(st, what);
     PQclear(sync);
-    if (!PQexitPipelineMode(c->c)) c->broken = 1;
+    if (!PQexitPipelineMode(c->c)) st->broken = 1;
     free(slots);
     drop(st);
     st->tx_begin = 0;
@@ -318,14 +311,14 @@ static int pipeline(sk_store *st, const struct req *cur, PGresult **out)
 static int roundtrip(sk_store *st, const struct req *r, PGresult **out)
 {
     *out = NULL;
-    return PG(st)->broken ? sk_srv_lost(st, req_what(r)) : pipeline(st, r, out);
+    return st->broken ? sk_srv_lost(st, req_what(r)) : pipeline(st, r, out);
 }
 
 /* A script (several statements, no parameters): what waits goes first. */
 static int exec(sk_store *st, const char *script, const char *what)
 {
     struct pg *c = PG(st);
-    if (c->broken) return sk_srv_lost(st, what);
+    if (st->broken) return sk_srv_lost(st, what);
     if (st->tx_begin || st->deferred) {
         int rc = pipeline(st, NULL, NULL); /* what waits goes first */
         if (rc) return rc;
@@ -336,8 +329,7 @@ static int exec(sk_store *st, const char *script, const char *what)
 
 static int end(sk_store *st, int commit)
 {
-    if (!commit) /* a broken connection rolls back on the server by itself */
-        return PG(st)->broken ? 0 : exec(st, "ROLLBACK", "rollback");
+    if (!commit) return exec(st, "ROLLBACK", "rollback");
     static const struct req commit_ = {.q = -1, .cmd = "COMMIT"};
     PGresult *r;
     int rc = roundtrip(st, &commit_, &r);
@@ -437,7 +429,7 @@ static int send_stmt(struct sk_stmt *s)
         }
     }
     if (rc == 0 && st->in_tx && (sk_sql_flags(s->b.q) & SK_SQL_DEFER))
-        rc = c->broken ? sk_srv_lost(st, what) : defer(st, &r);
+        rc = st->broken ? sk_srv_lost(st, what) : defer(st, &r);
     else if (rc == 0 && (rc = roundtrip(st, &r, &s->r)) == 0)
         s->nrows = PQntuples(s->r);
     for (int i = 0; i < s->b.ncols; i++)
@@ -503,13 +495,12 @@ static int reconnect(sk_store *st)
     PQreset(c->c);
     PQexitPipelineMode(c->c);
     if (PQstatus(c->c) != CONNECTION_OK) {
-        char line[320];
-        first_line(line, sizeof line, PQerrorMessage(c->c));
-        c->broken = 1;
-        return sk_store_fail(st, SK_EDB, "connection lost and reconnect failed", "%s", line);
+        st->broken = 1;
+        return sk_srv_fail_line(st, SK_EDB, "connection lost and reconnect failed",
+                                PQerrorMessage(c->c), MSG_LINE_MAX, 0);
     }
     PQsetnonblocking(c->c, 1);
-    c->broken = 0;
+    st->broken = 0;
     memset(c->prepared, 0, sizeof c->prepared); /* a new session: nothing prepared on it */
     return 0;
 }
@@ -520,8 +511,7 @@ static int reconnect(sk_store *st)
 static int enter(sk_store *st)
 {
     PGconn *c = PG(st)->c;
-    int bad =
-        PG(st)->broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE;
+    int bad = st->broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE;
     /* Idle and readable: a FATAL or EOF (no LISTEN here). Resetting
      * costs one reconnect; using a dead connection would fail this call. */
     return bad || sk_srv_idle_closed(PQsocket(c)) ? reconnect(st) : 0;
@@ -611,11 +601,9 @@ static int connect_(sk_store *st, const char *url, int now)
     PQsetNoticeProcessor(c->c, ignore_notice, NULL);
     if (!now && PQstatus(c->c) != CONNECTION_BAD)
         return sk_store_fail(st, SK_EDB, "open", "not connected yet");
-    if (PQstatus(c->c) != CONNECTION_OK) {
-        char line[320];
-        first_line(line, sizeof line, PQerrorMessage(c->c));
-        return sk_store_fail(st, SK_EDB, "cannot connect", "%s", line);
-    }
+    if (PQstatus(c->c) != CONNECTION_OK)
+        return sk_srv_fail_line(st, SK_EDB, "cannot connect", PQerrorMessage(c->c), MSG_LINE_MAX,
+                                0);
     if (PQsetnonblocking(c->c, 1) != 0)
         return sk_store_fail(st, SK_EDB, "open", "cannot set non-blocking mode");
     return 0;
@@ -627,12 +615,7 @@ static int open_(sk_store *st, const char *url, int waiting)
     struct pg *c = calloc(1, sizeof *c);
     if (!c) return sk_store_set_err(st, SK_ENOMEM, "out of memory");
     st->conn = c;
-    int rc = connect_(st, url, waiting != SK_STORE_LATER);
-    if (rc == SK_EDB && waiting != SK_STORE_CONNECT && c->c) {
-        c->broken = 1; /* the session exists, unconnected: the next call resets it */
-        return SK_STORE_UNCONNECTED;
-    }
-    return rc;
+    return connect_(st, url, waiting != SK_STORE_LATER);
 }
 
 static void close_(sk_store *st)

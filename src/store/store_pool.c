@@ -107,17 +107,24 @@ static void unref(struct sk_store_job *j)
     if (atomic_fetch_sub(&j->refs, 1) == 1) free(j);
 }
 
+/* A stack (newest first) in push order; at: the offset of its link (qnext
+ * or dnext). */
+static struct sk_store_job *reversed(struct sk_store_job *j, size_t at)
+{
+    struct sk_store_job *rev = NULL;
+    for (struct sk_store_job *next; j; rev = j, j = next) {
+        struct sk_store_job **link = (struct sk_store_job **)((char *)j + at);
+        next = *link;
+        *link = rev;
+    }
+    return rev;
+}
+
 /* Under mu: the inbox (newest first) appended to the queue, oldest first. */
 static void take_inbox_locked(sk_store_pool *p)
 {
-    struct sk_store_job *rev = NULL, *j = atomic_exchange(&p->inbox, NULL);
-    while (j) {
-        struct sk_store_job *next = j->qnext;
-        j->qnext = rev;
-        rev = j;
-        j = next;
-    }
-    for (j = rev; j; j = j->qnext) {
+    struct sk_store_job *j = atomic_exchange(&p->inbox, NULL);
+    for (j = reversed(j, offsetof(struct sk_store_job, qnext)); j; j = j->qnext) {
         if (p->qtail)
             p->qtail->qnext = j;
         else
@@ -398,16 +405,10 @@ size_t sk_store_pool_drain(sk_store_pool *p)
     /* One take: what completes from now on writes the eventfd again (it
      * finds the stack empty), so the owner comes back for it; a drain
      * never holds the owner's loop for longer than what was there. */
-    struct sk_store_job *rev = NULL, *j = atomic_exchange(&p->done, NULL);
-    while (j) { /* newest first: reversed into completion order */
-        struct sk_store_job *next = j->dnext;
-        j->dnext = rev;
-        rev = j;
-        j = next;
-    }
+    struct sk_store_job *j = atomic_exchange(&p->done, NULL);
     size_t ran = 0;
-    /* a done may submit or cancel: the list is ours */
-    for (j = rev; j;) {
+    /* in completion order; a done may submit or cancel: the list is ours */
+    for (j = reversed(j, offsetof(struct sk_store_job, dnext)); j;) {
         struct sk_store_job *next = j->dnext;
         if (j->oprev)
             j->oprev->onext = j->onext;
