@@ -137,7 +137,7 @@ struct seg_state_op {
     int segments, added;
     struct sk_stock_state sum;
     int64_t drift, drift_ms;
-    struct seg_state_slot slot[SK_SEG_MAX + 1];
+    struct seg_state_slot slot[]; /* the base meta and each key set read */
 };
 
 static void on_seg_state_done(struct sk_fanout *f)
@@ -179,7 +179,9 @@ static void on_seg_state(void *data, redisReply *rep)
 static void state_read(struct op *o, state_done_fn done, int peek)
 {
     int segs = (int)o->act.segments;
-    struct seg_state_op *so = calloc(1, sizeof *so);
+    /* sized for this activity: a plain one's read is on the buyer's path */
+    struct seg_state_op *so =
+        malloc(sizeof *so + (size_t)(segs > 0 ? segs + 1 : 1) * sizeof so->slot[0]);
     if (!so) {
         done(o, NULL);
         return;
