@@ -4,7 +4,8 @@
  * with SENTINEL FAILOVER. The blocking client (CLI, order worker, sweeper,
  * reconcile) follows the promoted replica; `seckill serve` follows it over
  * HTTP, and with --sync-replicas 1 no purchase answered 200 is lost by the
- * failover (without it, the figure of lost ones is printed). A master
+ * failover (without it, the figure of lost ones is printed). The async
+ * client leaves a master that answers READONLY, and no other error. A master
  * stopped past its failover and continued is never admitted on again
  * (redis/sentinels.h's bound), by serve nor by the blocking client. */
 #include <inttypes.h>
@@ -19,6 +20,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <h2o.h>
+
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/keys.h"
@@ -27,6 +30,7 @@
 #include "orders/order_worker.h"
 #include "orders/reconcile.h"
 #include "orders/sweeper.h"
+#include "redis/redis_async.h"
 #include "redis/redis_conn.h"
 #include "redis/sentinels.h"
 #include "store/store.h"
@@ -131,6 +135,144 @@ SK_TEST_T(sentinel_blocking_client_follows_a_killed_and_a_moved_master, 120)
     CHECK_STR(v, "3");
     CHECK_EQ(r->sn_port, ss.node[m2].port);
     sk_redis_free(r);
+    sk_th_sentinel_stop(&ss);
+}
+
+/* ---- READONLY, and no other error, leaves the master -------------------- */
+
+struct taken {
+    int n;
+    redisReply *rep; /* the caller's, NULL for no answer */
+};
+
+static void on_taken(void *data, redisReply *rep)
+{
+    struct taken *t = data;
+    t->n++;
+    t->rep = sk_aredis_take(rep);
+}
+
+/* One command through ar, its answer awaited with the loop alone: no tick,
+ * so no Sentinel round and no ROLE is asked meanwhile. */
+static redisReply *ask(h2o_loop_t *loop, sk_aredis *ar, int argc, const char *const *argv)
+{
+    struct taken t = {0};
+    CHECK_MSG(sk_aredis_command(ar, on_taken, &t, argc, argv, NULL) == 0, "%s refused: %s", argv[0],
+              sk_aredis_errstr(ar));
+    sk_aredis_flush(ar);
+    int64_t deadline = sk_mono_ms() + 5000;
+    while (!t.n && sk_mono_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    CHECK_MSG(t.n == 1 && t.rep, "%s: no answer: %s", argv[0], sk_aredis_errstr(ar));
+    return t.rep;
+}
+
+static long long client_id(h2o_loop_t *loop, sk_aredis *ar)
+{
+    redisReply *rep = ask(loop, ar, 2, (const char *const[]){"CLIENT", "ID"});
+    CHECK(rep->type == REDIS_REPLY_INTEGER);
+    long long id = rep->integer;
+    freeReplyObject(rep);
+    return id;
+}
+
+static void on_master(void *data, const struct sk_aredis_master *m)
+{
+    snprintf(data, 80, "%s", m->addr);
+}
+
+/* The address of the master ar holds a connection for ("" for none). */
+static void master_addr(const sk_aredis *ar, char out[80])
+{
+    out[0] = 0;
+    sk_aredis_each_master(ar, on_master, out);
+}
+
+/* Node i no longer holds connection id (it was closed). */
+static int connection_gone(struct sk_sentinel_spawn *s, int i, long long id)
+{
+    redisReply *rep = sk_th_sentinel_cmd(s, i, "CLIENT LIST ID %lld", id);
+    CHECK(rep && rep->type != REDIS_REPLY_ERROR);
+    int gone = rep->len == 0;
+    freeReplyObject(rep);
+    return gone;
+}
+
+SK_TEST_T(sentinel_async_client_leaves_a_master_on_readonly_and_on_no_other_error, 90)
+{
+    struct sk_sentinel_spawn ss;
+    sk_th_sentinel_start(&ss, 1, NULL);
+    int m0 = sk_th_sentinel_master(&ss), other = 1 - m0;
+    h2o_loop_t *loop = h2o_evloop_create();
+    sk_aredis *ar;
+    char err[128];
+    CHECK_MSG(sk_aredis_new(&ar, loop, ss.url, 1000, err, sizeof err) == 0, "%s", err);
+    int64_t deadline = sk_mono_ms() + 10000;
+    while (!sk_aredis_ready(ar) && sk_mono_ms() < deadline) {
+        h2o_evloop_run(loop, 10);
+        sk_aredis_flush(ar);
+        sk_aredis_tick(ar);
+    }
+    CHECK_MSG(sk_aredis_ready(ar), "no master: %s", sk_aredis_errstr(ar));
+    char m0_addr[80], addr[80];
+    snprintf(m0_addr, sizeof m0_addr, "127.0.0.1:%d", ss.node[m0].port);
+    master_addr(ar, addr);
+    CHECK_STR(addr, m0_addr);
+    redisReply *rep = ask(loop, ar, 3, (const char *const[]){"SET", "k", "1"});
+    CHECK(rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    long long id0 = client_id(loop, ar);
+    unsigned connects = sk_aredis_connects(ar);
+
+    /* errors of the master's own (a script's, a wrong type, an unknown
+     * command, one naming READONLY past its start): answers to the caller,
+     * and the tick after each keeps the master and its connection */
+    const char *const errs[][3] = {
+        {"EVAL", "return redis.error_reply('ERR nope')", "0"},
+        {"LPUSH", "k", "x"},
+        {"NOSUCHCOMMAND", "a", "b"},
+        {"EVAL", "return redis.error_reply('ERR not READONLY')", "0"},
+    };
+    const char *const starts[] = {"ERR nope", "WRONGTYPE", "ERR unknown command",
+                                  "ERR not READONLY"};
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        rep = ask(loop, ar, 3, errs[i]);
+        CHECK_MSG(rep->type == REDIS_REPLY_ERROR &&
+                      !strncmp(rep->str, starts[i], strlen(starts[i])),
+                  "%s: %s", errs[i][0], rep->str ? rep->str : "(not an error)");
+        freeReplyObject(rep);
+        sk_aredis_tick(ar);
+        CHECK_MSG(sk_aredis_ready(ar), "left the master after -%s: %s", starts[i],
+                  sk_aredis_errstr(ar));
+    }
+    rep = ask(loop, ar, 3, (const char *const[]){"SET", "k", "2"});
+    CHECK(rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    CHECK_EQ(client_id(loop, ar), id0); /* the same connection */
+    CHECK_EQ(sk_aredis_connects(ar), connects);
+    master_addr(ar, addr);
+    CHECK_STR(addr, m0_addr);
+    CHECK(!connection_gone(&ss, m0, id0));
+
+    /* the master made a replica under the client (of the other node, as a
+     * failover makes it; the Sentinels still name it, and nothing is in
+     * flight, so no ROLE will say it): the write answers READONLY, and the
+     * tick after it leaves the master and closes the connection */
+    CHECK_EQ(sk_aredis_pending(ar), 0);
+    rep = sk_th_sentinel_cmd(&ss, m0, "REPLICAOF 127.0.0.1 %d", ss.node[other].port);
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    rep = ask(loop, ar, 3, (const char *const[]){"SET", "k", "3"});
+    CHECK_MSG(rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "READONLY", 8), "SET: %s",
+              rep->str ? rep->str : "(not an error)");
+    freeReplyObject(rep);
+    CHECK(sk_aredis_ready(ar)); /* nothing left before the tick */
+    sk_aredis_tick(ar);
+    CHECK(!sk_aredis_ready(ar));
+    CHECK_MSG(strstr(sk_aredis_errstr(ar), "answered READONLY"), "%s", sk_aredis_errstr(ar));
+    CHECK_MSG(POLL_UNTIL(connection_gone(&ss, m0, id0), 5000), "connection %lld still open", id0);
+    sk_aredis_free(ar);
+    h2o_evloop_destroy(loop);
     sk_th_sentinel_stop(&ss);
 }
 
