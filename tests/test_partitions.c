@@ -27,6 +27,8 @@
  *   a serve host (v1) cut off from everything;
  *   the database cut off from the worker;
  *   the worker cut off from the master only.
+ * And, on a lab of two hosts, a command the client gave up on inside a cut
+ * (its reply timed out) does not run on the server once the cut heals.
  * Then the partition nemesis (at the end of this file): the same lab
  * through a seeded mix of cuts, kills and freezes.
  * The buyers are the nemesis's (support/chaos_buyers.h): each purchase
@@ -40,6 +42,7 @@
  * sale resumed, `seckill reconcile` consistent, every answer within the
  * contract. Each case prints what it cost: the longest time without a 200
  * on each serve host (the checker's per-serve gap). */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -604,6 +607,91 @@ SK_TEST_T(partition_the_database_cut_off_from_the_worker, 300)
 SK_TEST_T(partition_the_worker_cut_off_from_the_master_only, 300)
 {
     run_case("worker cut off from the master", cut_worker_from_master, heal_w);
+}
+
+/* ---- a command given up on inside a cut ----------------------------------- */
+
+/* Sockets of the calling thread's namespace to addr:port whose sent bytes
+ * the peer has not acknowledged (tx_queue of /proc's tcp table). */
+static int unacked_to(const char *addr, int port)
+{
+    struct in_addr a;
+    CHECK_EQ(inet_pton(AF_INET, addr, &a), 1);
+    FILE *f = fopen("/proc/thread-self/net/tcp", "r");
+    CHECK(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned ra, rp, tx;
+        if (sscanf(line, " %*d: %*x:%*x %x:%x %*x %x:%*x", &ra, &rp, &tx) == 3 && ra == a.s_addr &&
+            rp == (unsigned)port && tx > 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+SK_TEST_T(partition_a_command_given_up_on_inside_a_cut_does_not_run_after_the_heal, 120)
+{
+    enum { L_R, L_C, L_N };
+    static const char *const names[L_N] = {"r", "c"};
+    char why[160];
+    CHECK_MSG(sk_th_netlab_possible(why, sizeof why), "partitions cannot run here: %s", why);
+    static struct sk_th_netlab lab;
+    sk_th_netlab_start(&lab, names, L_N);
+    const char *dir = sk_th_tmpdir(), *ra = lab.host[L_R].addr;
+    char log[400], url[64], err[256];
+    snprintf(log, sizeof log, "%s/redis.log", dir);
+    const char *argv[] = {"redis-server",
+                          "--port",
+                          "6379",
+                          "--bind",
+                          ra,
+                          "127.0.0.1",
+                          "--dir",
+                          dir,
+                          "--save",
+                          "",
+                          "--appendonly",
+                          "no",
+                          "--protected-mode",
+                          "no",
+                          NULL};
+    struct endpoint e = {ra, REDIS_PORT};
+    sk_th_netlab_enter(&lab, L_R);
+    pid_t redis = sk_th_server_start("redis-r", argv, log, redis_ready, &e, 10000);
+    /* the client in c, its sockets in c's namespace */
+    sk_th_netlab_enter(&lab, L_C);
+    snprintf(url, sizeof url, "redis://%s:%d", ra, REDIS_PORT);
+    sk_redis *r;
+    CHECK_MSG(sk_redis_new(&r, url, 1000, 300, err, sizeof err) == 0, "%s", err);
+    redisReply *rep;
+    CHECK_MSG(sk_redis_cmd(r, &rep, "SET k 0") == 0, "%s", r->errstr);
+    freeReplyObject(rep);
+    const int peer = L_R;
+    sk_th_netlab_cut(&lab, L_C, &peer, 1);
+    /* written into the cut: no answer, the client gives up (a failure its
+     * caller sees, as serve's 503 or the worker's retried read) */
+    CHECK(sk_redis_cmd(r, &rep, "INCR k") < 0);
+    int held = unacked_to(ra, REDIS_PORT);
+    sk_th_netlab_heal(&lab, L_C);
+    /* whatever c's kernel still held for r is delivered (or dropped) */
+    int64_t by = sk_mono_ms() + 60000;
+    while (unacked_to(ra, REDIS_PORT) > 0) {
+        CHECK_MSG(sk_mono_ms() < by, "a socket to redis still holds unacknowledged bytes");
+        sk_th_nap_ms(50);
+    }
+    sk_th_netlab_enter(&lab, L_R);
+    rep = cmd_at("127.0.0.1", REDIS_PORT, "GET k");
+    CHECK(rep && rep->type == REDIS_REPLY_STRING);
+    CHECK_MSG(!strcmp(rep->str, "0"),
+              "the INCR given up on ran after the heal (k = %s; %d socket(s) held it after the "
+              "give-up)",
+              rep->str, held);
+    freeReplyObject(rep);
+    sk_redis_free(r);
+    sk_spawn_stop(redis, SIGTERM, 2000);
+    sk_th_netlab_stop(&lab);
 }
 
 /* ---- the partition nemesis ----------------------------------------------- */

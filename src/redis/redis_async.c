@@ -145,6 +145,15 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
      * failed attempt after it */
     if (was_ready) sk_log(SK_LOG_WARN, "%s; reconnecting", ar->errstr);
     ar->fail_rc = rc;
+    if (ar->sock && ar->addr.ss_family != AF_UNIX) {
+        /* Closed with a reset: what the kernel holds unsent (commands
+         * written into a partition) is discarded. After a plain close the
+         * orphaned socket would deliver it when the path heals, and
+         * commands already failed to their callers would run seconds
+         * later (a purchase answered 503, the worker's read). */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(h2o_socket_get_fd(ar->sock), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
     sock_drop(&ar->sock);
     sock_drop(&ar->rsock); /* a name being resolved: its thread's answer is dropped */
     redisReaderFree(ar->reader);
