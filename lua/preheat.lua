@@ -1,5 +1,5 @@
 -- preheat.lua - write an activity's stock, initial stock and meta to Redis.
--- KEYS: meta stock buyers
+-- KEYS: meta stock buyers orders
 -- ARGV: activity_id initial limit max_qty start_ms end_ms force(0|1)
 --       [rl_rate rl_burst] (the activity's per-user rate limit, requests
 --       per second and burst; absent or 0 = none, the global one applies)
@@ -91,6 +91,12 @@ if live then
   if stock < 0 then return {RC.BELOW_SOLD, tonumber(live)} end
 end
 redis.call('SET', KEYS[K_PREHEAT.stock], stock)
+-- The order worker's group exists before the first order. Redis at
+-- maxmemory refuses XGROUP CREATE (-OOM) even where it would free memory:
+-- a worker that first met the stream after the buyers filled Redis could
+-- never read it, and nothing would give the memory back. Id 0 as the
+-- worker's own CREATE; an existing group stays as it is (BUSYGROUP).
+redis.pcall('XGROUP', 'CREATE', KEYS[K_PREHEAT.orders], 'seckill', '0', 'MKSTREAM')
 -- The definition, over an earlier one (forced): its rate limit and waiting
 -- room go when this one has none (the queue's own state is left alone). A
 -- segment's own stock is initial + xin - xout - held; a preheat restarts

@@ -13,6 +13,8 @@
  *     /readyz names the setting and the fix) until the policy is fixed,
  *     then the rollback guard rebuilds what was evicted and the sale sells
  *     out: every 200 has its order, no order id twice (SPEC section 7);
+ *   - a worker that first meets the sale when Redis is already full still
+ *     reads and drains it (the group is made at preheat);
  *   - preheat refuses a Redis that evicts, with the reason; behind a
  *     Sentinel, a replica that would evict once promoted is refused too. */
 #include <inttypes.h>
@@ -260,6 +262,55 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     free(rp);
     int64_t sold = aw_sale_end(&e, &s, aid, STOCK, LIMIT);
     CHECK_EQ(atomic_load(&s.ok) + probe_ok, sold);
+    sale_ids_free(&s);
+    aw_stop(&e);
+}
+
+/* A worker that first meets the sale after its buyers filled Redis: Redis
+ * full refuses XGROUP CREATE (-OOM), so unless the group was made with the
+ * key set (preheat) nothing can ever read the stream, and nothing gives
+ * the memory back: the sale would stay refused redis_full for good. */
+SK_TEST_T(redis_memory_a_worker_that_first_meets_the_sale_when_redis_is_full_drains_it, 300)
+{
+    const char *conf[] = {"--maxmemory", "6mb", "--maxmemory-policy", "noeviction", NULL};
+    struct aw_env e;
+    aw_start(&e, conf);
+    aw_worker_stop(&e); /* no worker has seen the activity before Redis is full */
+    struct sk_th_serve v = e.v;
+    uint64_t aid = sale_activity(v.port, 0, STOCK, LIMIT, 1);
+    sk_redis *r = e.r;
+    struct sale s;
+    sale_start_recording(&s, v.port, aid, SALE_MAX_USERS - 2000, LIMIT, SALE_THREADS, STOCK + 100,
+                         20);
+    sale_log_sale(&s);
+    struct full_want full = {v.port, "redis_full"};
+    sale_wait(refused_for, &full, 120000, "purchases refused redis_full");
+    sale_hold_at(&s, 1); /* buyers pause: Redis stays full */
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
+    long long backlog = rep->integer;
+    freeReplyObject(rep);
+    CHECK(backlog > 0);
+    /* Redis is full: a group made now would be refused */
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s probe-group 0", k.orders), 0);
+    CHECK_MSG(rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4), "%s",
+              rep->type == REDIS_REPLY_ERROR ? rep->str : "not refused");
+    freeReplyObject(rep);
+    aw_worker_start(&e);
+    sale_wait_drained(r, aid, 60000);
+    CHECK_EQ(sale_db_orders(e.st, aid), atomic_load(&s.ok));
+    printf("    full after %ld 200s (%lld in the stream, no group read it): drained by a worker "
+           "started then\n",
+           atomic_load(&s.ok), backlog);
+    /* room again: the sale sells out, every 200 persisted once */
+    config_set(r, "maxmemory", "0");
+    sale_hold_at(&s, 0);
+    sale_wait(sold_out, &s, 240000, "the sale to sell out");
+    sale_stop(&s);
+    int64_t sold = aw_sale_end(&e, &s, aid, STOCK, LIMIT);
+    CHECK_EQ(atomic_load(&s.ok), sold);
     sale_ids_free(&s);
     aw_stop(&e);
 }

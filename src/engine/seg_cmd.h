@@ -10,7 +10,7 @@
 #define SK_SEG_CMD_PLAIN (-1)
 /* the base HSET: 11 pairs and the command, key; the preheat script's
  * SK_PREHEAT_NKEYS keys and SK_PREHEAT_ARGC args (seg_preheat.c checks) */
-#define SK_SEG_CMD_MAXARG 24
+#define SK_SEG_CMD_MAXARG 25
 
 struct sk_seg_cmd {
     int script;       /* SK_SEG_CMD_PLAIN, or an enum sk_script_id */
