@@ -129,22 +129,43 @@ static int sold_out(void *arg)
     return atomic_load(&((struct sale *)arg)->sold_out_seen);
 }
 
+/* A sale on a Redis of 6 MB that does not evict: serve, Redis, the
+ * buyers recording their answers (a worker unless no_worker); the
+ * activity's id. */
+static uint64_t small_redis_sale(struct aw_env *e, struct sale *s, int no_worker)
+{
+    const char *conf[] = {"--maxmemory", "6mb", "--maxmemory-policy", "noeviction", NULL};
+    aw_start(e, conf);
+    if (no_worker) aw_worker_stop(e);
+    uint64_t aid = sale_activity(e->v.port, 0, STOCK, LIMIT, 1);
+    sale_start_recording(s, e->v.port, aid, SALE_MAX_USERS - 2000, LIMIT, SALE_THREADS, STOCK + 100,
+                         20);
+    sale_log_sale(s);
+    return aid;
+}
+
+/* Entries in the activity's order stream. */
+static long long stream_len(sk_redis *r, uint64_t aid)
+{
+    struct sk_keys k;
+    sk_keys_for(&k, aid);
+    redisReply *rep;
+    CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
+    long long n = rep->integer;
+    freeReplyObject(rep);
+    return n;
+}
+
 SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_refused_and_healed,
           420)
 {
-    const char *conf[] = {"--maxmemory", "6mb", "--maxmemory-policy", "noeviction", NULL};
+    /* ---- full: 503 redis_full, reads go on ---- */
     struct aw_env e;
-    aw_start(&e, conf);
+    struct sale s;
+    uint64_t aid = small_redis_sale(&e, &s, 0);
     struct sk_th_serve v = e.v;
     struct sk_th_redis rs = e.rs;
-    uint64_t aid = sale_activity(v.port, 0, STOCK, LIMIT, 1);
     sk_redis *r = e.r;
-
-    /* ---- full: 503 redis_full, reads go on ---- */
-    struct sale s;
-    sale_start_recording(&s, v.port, aid, SALE_MAX_USERS - 2000, LIMIT, SALE_THREADS, STOCK + 100,
-                         20);
-    sale_log_sale(&s);
     struct sale_ok_want some = {&s, 2000};
     sale_wait(sale_ok_above, &some, 60000, "2000 200s");
     /* from here the stream keeps what the buyers buy */
@@ -189,12 +210,7 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     /* the worker persists and trims while Redis is full: the stream
      * empties, memory comes back */
     int64_t used_full = info_field(r, "memory", "used_memory");
-    struct sk_keys k;
-    sk_keys_for(&k, aid);
-    redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
-    long long backlog = rep->integer;
-    freeReplyObject(rep);
+    long long backlog = stream_len(r, aid);
     CHECK(backlog > 0);
     aw_worker_start(&e);
     sale_wait_drained(r, aid, 60000);
@@ -232,6 +248,7 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     char *filler = malloc(2 << 20);
     CHECK(filler);
     memset(filler, 'x', 2 << 20);
+    redisReply *rep;
     CHECK_EQ(sk_redis_cmd(r, &rep, "SET sk-test-filler %b", filler, (size_t)(2 << 20)), 0);
     freeReplyObject(rep);
     free(filler);
@@ -272,28 +289,20 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
  * the memory back: the sale would stay refused redis_full for good. */
 SK_TEST_T(redis_memory_a_worker_that_first_meets_the_sale_when_redis_is_full_drains_it, 300)
 {
-    const char *conf[] = {"--maxmemory", "6mb", "--maxmemory-policy", "noeviction", NULL};
     struct aw_env e;
-    aw_start(&e, conf);
-    aw_worker_stop(&e); /* no worker has seen the activity before Redis is full */
-    struct sk_th_serve v = e.v;
-    uint64_t aid = sale_activity(v.port, 0, STOCK, LIMIT, 1);
-    sk_redis *r = e.r;
     struct sale s;
-    sale_start_recording(&s, v.port, aid, SALE_MAX_USERS - 2000, LIMIT, SALE_THREADS, STOCK + 100,
-                         20);
-    sale_log_sale(&s);
-    struct full_want full = {v.port, "redis_full"};
+    /* no worker has seen the activity before Redis is full */
+    uint64_t aid = small_redis_sale(&e, &s, 1);
+    sk_redis *r = e.r;
+    struct full_want full = {e.v.port, "redis_full"};
     sale_wait(refused_for, &full, 120000, "purchases refused redis_full");
     sale_hold_at(&s, 1); /* buyers pause: Redis stays full */
+    long long backlog = stream_len(r, aid);
+    CHECK(backlog > 0);
+    /* Redis is full: a group made now would be refused */
     struct sk_keys k;
     sk_keys_for(&k, aid);
     redisReply *rep;
-    CHECK_EQ(sk_redis_cmd(r, &rep, "XLEN %s", k.orders), 0);
-    long long backlog = rep->integer;
-    freeReplyObject(rep);
-    CHECK(backlog > 0);
-    /* Redis is full: a group made now would be refused */
     CHECK_EQ(sk_redis_cmd(r, &rep, "XGROUP CREATE %s probe-group 0", k.orders), 0);
     CHECK_MSG(rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "OOM ", 4), "%s",
               rep->type == REDIS_REPLY_ERROR ? rep->str : "not refused");
