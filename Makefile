@@ -110,7 +110,7 @@ deps:
 # positions of src/engine/script_pos.def, and is rewritten only when those
 # change, so a .lua edit recompiles the generated .c alone.
 $(BUILD)/gen/gen_scripts: tools/gen_scripts.c tools/gen_emit.c tools/gen_emit.h src/core/codes.def \
-                          src/engine/script_pos.def \
+                          src/engine/script_pos.def src/engine/script_names.def \
                           | $(DEPS_STEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -I. -o $@ tools/gen_scripts.c tools/gen_emit.c

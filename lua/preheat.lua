@@ -96,7 +96,7 @@ redis.call('SET', KEYS[K_PREHEAT.stock], stock)
 -- a worker that first met the stream after the buyers filled Redis could
 -- never read it, and nothing would give the memory back. Id 0 as the
 -- worker's own CREATE; an existing group stays as it is (BUSYGROUP).
-redis.pcall('XGROUP', 'CREATE', KEYS[K_PREHEAT.orders], 'seckill', '0', 'MKSTREAM')
+redis.pcall('XGROUP', 'CREATE', KEYS[K_PREHEAT.orders], NAME.WORKER_GROUP, '0', 'MKSTREAM')
 -- The definition, over an earlier one (forced): its rate limit and waiting
 -- room go when this one has none (the queue's own state is left alone). A
 -- segment's own stock is initial + xin - xout - held; a preheat restarts

@@ -57,7 +57,7 @@ if lost > 0 then redis.call('HINCRBY', KEYS[K_RESUME.meta], 'lost', lost) end
 -- lost with it) is never handed out again. The stream and the worker's
 -- group exist after a resume (meta `keys` says so, lib/admit.lua).
 local fresh = redis.call('EXISTS', KEYS[K_RESUME.orders]) == 0
-if fresh then redis.pcall('XGROUP', 'CREATE', KEYS[K_RESUME.orders], 'seckill', '0', 'MKSTREAM') end
+if fresh then redis.pcall('XGROUP', 'CREATE', KEYS[K_RESUME.orders], NAME.WORKER_GROUP, '0', 'MKSTREAM') end
 local function sid_of(v)
   local ms, seq = string.match(v, '^([0-9]+)%-([0-9]+)$')
   return tonumber(ms), tonumber(seq)

@@ -22,7 +22,7 @@ if not m[M_STATE.initial] or not stock then
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, -1, 0, 0, 0, unpack(guard)}
 end
 local xlen = redis.call('XLEN', KEYS[K_STATE.orders])
-local backlog = backlog_of(KEYS[K_STATE.orders], 'seckill')[1]
+local backlog = backlog_of(KEYS[K_STATE.orders], NAME.WORKER_GROUP)[1]
 local held = 0
 local b = redis.call('HVALS', KEYS[K_STATE.buyers])
 for i = 1, #b do held = held + tonumber(b[i]) end

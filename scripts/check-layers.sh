@@ -187,6 +187,15 @@ if [ -n "$pos_lua$pos_c" ]; then
       echo "$pos_c" | sed '/^$/d; s/^/check-layers: a script argument, key or meta field placed by number or by hand (use its SK_<LIST>_...): /'; }
     bad=1
 fi
+# The consumer group's name is written once, in src/engine/script_names.def
+# (a script says NAME.WORKER_GROUP, C SK_WORKER_GROUP): no group named by
+# a literal in an XGROUP, XREADGROUP or backlog read of lua/.
+grp=$(grep -nE "'(XGROUP|XREADGROUP|XAUTOCLAIM|XPENDING|XINFO)'.*'[a-z][a-z0-9_-]*' *[,)]|backlog_of\([^)]*'" lua/*.lua lua/lib/*.lua |
+    grep -vE "'(XINFO)', *'(GROUPS|STREAM)', *KEYS\[[^]]+\] *\)")
+if [ -n "$grp" ]; then
+    echo "$grp" | sed 's/^/check-layers: a consumer group named by a literal (NAME.WORKER_GROUP): /'
+    bad=1
+fi
 # The store is one engine over drivers (docs/architecture.md, "The store"):
 # its SQL is written once, in store_sql.c and store_schema.c's migration
 # list, never in another src/store file (a driver that prepared SQL of its

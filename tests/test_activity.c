@@ -791,6 +791,11 @@ SK_TEST(activity_cli_delete_refuses_unpaid_orders_and_a_forced_delete_cancels_th
         deleted += !strcmp(rows[i].kind, "activity_deleted");
     free(rows);
     CHECK_EQ(deleted, 1);
+    /* its orders stay, so its id is not given to a new sale */
+    CLI_SAYS(&e, 2, "was deleted but its 2 orders are still in the database", "create", "--id",
+             e.id, "--name", "again", "--stock", "5", "--limit", "1", "--start", "now", "--end",
+             "+1h");
+    CHECK_EQ(stored(&e, e.aid, &a), SK_ENOTFOUND);
     sk_store_close(st);
 }
 

@@ -354,6 +354,13 @@ SK_TEST(admin_delete_refuses_open_sales_and_unsettled_orders_unless_forced)
     EXPECT_ERROR(admin(&v, "DELETE", path, NULL, &r), &r, 404, "unknown_activity");
     snprintf(opath, sizeof opath, "/api/v1/orders/%s/pay", oid);
     EXPECT_ERROR(req(&v, "POST", opath, "X-User-Id: 4\r\n", NULL, &r), &r, 409, NULL);
+    /* the order stays, so the id is not given to a new sale */
+    char body[512];
+    create_body(body, sizeof body, id, 5, 1, 1, W_FUTURE);
+    EXPECT_ERROR(admin(&v, "POST", "/api/v1/activities", body, &r), &r, 409, "already_exists");
+    CHECK_MSG(strstr(r.body, "was deleted but its 1 orders are still in the database"), "%s",
+              r.body);
+    EXPECT_ERROR(get_activity(&v, id, &r), &r, 404, "unknown_activity");
     srv_stop(&v);
 }
 

@@ -79,7 +79,11 @@ SK_TEST_T(reconcile_passes_over_a_big_sale_keep_no_memory, 300)
         CHECK_MSG(p.rss[i] < before + 24 * 1024, "pass %d: rss %ld KiB, before the passes %ld KiB",
                   i, p.rss[i], before);
 #endif
-    CHECK_MSG(p.rss[PASSES - 1] < p.rss[1] + 4 * 1024, "rss %ld KiB after pass 1, %ld after %d",
+    /* (what malloc_trim cannot give back, pages that hold a live chunk,
+     * varies from pass to pass: 4 MiB more after the 6th than after the
+     * 2nd was seen with the bytes in use the same; a pass that kept its
+     * snapshot would add ~60 MB) */
+    CHECK_MSG(p.rss[PASSES - 1] < p.rss[1] + 12 * 1024, "rss %ld KiB after pass 1, %ld after %d",
               p.rss[1], p.rss[PASSES - 1], PASSES);
     /* and no pass keeps what it allocated (a leak of one byte an order
      * would be 100 KB a pass) */

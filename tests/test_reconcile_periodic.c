@@ -227,7 +227,8 @@ BACKEND_TEST(a_live_sale_checked_in_slices_and_incrementally_never_shows_drift)
         size_t accepted = sk_th_live_buy(&l, WANTED, 20000);
         sk_th_live_finish(&l, accepted);
         CHECK(accepted > STOCK);
-        CHECK_MSG(l.sliced > 0, "no check ran in slices (%d checks)", l.checks);
-        if (periodic) CHECK_MSG(l.incremental > 0, "no incremental pass (%d checks)", l.checks);
+        CHECK_MSG(l.sliced > 0, "no check ran in slices (%d checks)", atomic_load(&l.checks));
+        if (periodic)
+            CHECK_MSG(l.incremental > 0, "no incremental pass (%d checks)", atomic_load(&l.checks));
     }
 }

@@ -846,6 +846,26 @@ BACKEND_TEST(activity_list_ids_set_state_set_db_stock_and_delete)
     CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
     CHECK_EQ(n, 2);
     free(all);
+
+    /* An id is taken again once deleted, unless its orders are still in
+     * the database: a sale under it would meet them. */
+    add_activity(st, 20, 100, 1800);
+    struct sk_order o;
+    sk_th_order(&o, 30, sk_wall_ms(), 0, 5, 1);
+    sk_th_persist_ok(st, &o, 1);
+    sk_th_order(&o, 30, sk_wall_ms(), 1, 6, 1);
+    sk_th_persist_ok(st, &o, 1);
+    CHECK_EQ(sk_store_activity_delete(st, 30), 0);
+    struct sk_activity again;
+    sk_th_activity_valid(&again, 30);
+    CHECK_EQ(sk_store_activity_insert(st, &again), SK_EEXIST);
+    CHECK_MSG(strstr(sk_store_errstr(st), "its 2 orders are still in the database"), "%s",
+              sk_store_errstr(st));
+    CHECK_EQ(sk_store_activity_get(st, 30, &got), SK_ENOTFOUND); /* nothing written */
+    CHECK_EQ(sk_store_activity_insert(st, &again), SK_EEXIST);   /* nor the second time */
+    CHECK_EQ(sk_store_activity_list(st, &all, &n), 0);
+    CHECK_EQ(n, 2); /* 10 and 20 again; not 30 */
+    free(all);
     sk_store_close(st);
 }
 

@@ -6,7 +6,8 @@
  * `LIST.name` by its position from src/engine/script_pos.def (which the
  * header gives C as SK_<LIST>_<NAME>: ARGV, KEYS and meta positions are
  * written once for both; an A_, K_ or M_ name of no list stops the
- * build), and a line
+ * build), every `NAME.X` by the quoted text of src/engine/script_names.def
+ * (SK_NAME_X in the header), and a line
  * `--#include "lib/x.lua"` is replaced by that file (once per script,
  * however many of its libraries include it), so shared Lua code is
  * written once. The same texts are also emitted as one Redis Functions
@@ -32,6 +33,25 @@ static int rc_value(const char *name, size_t n)
 #include "../src/core/codes.def"
 #undef SK_RC
     return -1;
+}
+
+/* The names in Redis scripts and C share (src/engine/script_names.def). */
+static const struct name_row {
+    const char *name, *text;
+} name_rows[] = {
+#define SK_NAME(nm, text) {#nm, text},
+#include "../src/engine/script_names.def"
+#undef SK_NAME
+};
+#define N_NAMES (sizeof name_rows / sizeof name_rows[0])
+
+/* The text of name `name` (n bytes), or NULL. */
+static const char *name_text(const char *name, size_t n)
+{
+    for (size_t i = 0; i < N_NAMES; i++)
+        if (strlen(name_rows[i].name) == n && memcmp(name_rows[i].name, name, n) == 0)
+            return name_rows[i].text;
+    return NULL;
 }
 
 /* The positions scripts and C share (src/engine/script_pos.def): each
@@ -125,8 +145,9 @@ static void position_text(const char *path, int list, const char *f, size_t n, c
     exit(1);
 }
 
-/* Replaces every RC.NAME token by its number from codes.def, and every
- * LIST.name token of script_pos.def by the position: a literal costs
+/* Replaces every RC.NAME token by its number from codes.def, every
+ * LIST.name token of script_pos.def by the position and every NAME.X by
+ * its quoted text from script_names.def: a literal costs
  * nothing at run time, where a table built on every call would. */
 static void substitute_codes(const char *path, char *line, size_t cap)
 {
@@ -150,6 +171,17 @@ static void substitute_codes(const char *path, char *line, size_t cap)
                     exit(1);
                 }
                 o += (size_t)snprintf(out + o, sizeof out - o, "%d", v);
+                p = e;
+                continue;
+            }
+            if (e > f && q - p == 4 && memcmp(p, "NAME", 4) == 0) {
+                const char *t = name_text(f, (size_t)(e - f));
+                if (!t) {
+                    fprintf(stderr, "gen_scripts: %s: no %.*s in src/engine/script_names.def\n",
+                            path, (int)(e - p), p);
+                    exit(1);
+                }
+                o += (size_t)snprintf(out + o, sizeof out - o, "'%s'", t);
                 p = e;
                 continue;
             }
@@ -352,6 +384,9 @@ int main(int argc, char **argv)
                "extern const char sk_script_library_name[];\n"
                "extern const char *const sk_script_fnames[SK_SCRIPT_COUNT];\n");
     emit_positions(h);
+    fputs("/* names of src/engine/script_names.def */\n", h);
+    for (size_t i = 0; i < N_NAMES; i++)
+        fprintf(h, "#define SK_NAME_%s \"%s\"\n", name_rows[i].name, name_rows[i].text);
     fputs("#endif\n", h);
 
     /* Each script expanded once, then emitted twice: as its own text (EVAL,

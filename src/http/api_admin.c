@@ -405,7 +405,9 @@ static int seeds_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
 static int create_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
-    return keep_err(o, st, sk_store_activity_insert(st, &o->act));
+    int rc = keep_err(o, st, sk_store_activity_insert(st, &o->act));
+    if (rc == SK_EEXIST) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    return rc;
 }
 
 static void create_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
@@ -414,9 +416,8 @@ static void create_done(struct sk_app *app, h2o_req_t *req, void *ctx, int rc)
     if (rc == 0) sk_act_defs_put(app, &o->act); /* no longer unknown here */
     if (req) {
         struct sk_stock_state none = {0};
-        if (rc == SK_EEXIST)
-            sk_http_error(app, req, o->route, 409, "already_exists",
-                          "an activity with this id exists");
+        if (rc == SK_EEXIST) /* the store says which: a row, or a deleted sale's orders */
+            sk_http_error(app, req, o->route, 409, "already_exists", o->err);
         else if (rc < 0)
             sk_http_db_error(app, req, o->route, rc, o->err);
         else

@@ -37,8 +37,9 @@
 
 #include "core/node_stats.h"
 #include "orders/webhooks.h"
+#include "scripts_gen.h"
 
-#define SK_WORKER_GROUP "seckill"
+#define SK_WORKER_GROUP SK_NAME_WORKER_GROUP /* src/engine/script_names.def */
 #define SK_WORKER_CONSUMER_MAX 64
 
 struct sk_worker_opts {

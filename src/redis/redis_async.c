@@ -152,7 +152,11 @@ static void connection_failed(sk_aredis *ar, const char *why, int rc)
          * commands already failed to their callers would run seconds
          * later (a purchase answered 503, the worker's read). */
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(h2o_socket_get_fd(ar->sock), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        if (setsockopt(h2o_socket_get_fd(ar->sock), SOL_SOCKET, SO_LINGER, &lg, sizeof lg))
+            sk_log(SK_LOG_WARN,
+                   "redis %.64s:%d: cannot close with a reset (%s): commands written "
+                   "before this failure may still reach Redis",
+                   ar->url.host, ar->url.port, strerror(errno));
     }
     sock_drop(&ar->sock);
     sock_drop(&ar->rsock); /* a name being resolved: its thread's answer is dropped */

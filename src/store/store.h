@@ -65,8 +65,10 @@ int sk_store_identity(sk_store *st, char *buf, size_t cap);
 
 /* Inserts a validated definition (sk_activity_validate runs again here).
  * DB stock starts equal to a->stock; a->stock_db is ignored. An empty
- * a->state means "created". SK_EEXIST when the id is taken (nothing
- * written), SK_EINVAL when a is invalid, SK_EDB otherwise. */
+ * a->state means "created". SK_EEXIST when the id is taken, or was
+ * taken by a sale deleted whose orders are still in the database (nothing
+ * written; the errstr says which), SK_EINVAL when a is invalid, SK_EDB
+ * otherwise. */
 int sk_store_activity_insert(sk_store *st, const struct sk_activity *a);
 
 /* Reads one activity into *out (caller's memory). SK_ENOTFOUND if absent. */

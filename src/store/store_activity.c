@@ -39,6 +39,31 @@ int sk_store_identity(sk_store *st, char *buf, size_t cap)
     return 0;
 }
 
+/* The insert, refused while orders of the id are still in the database:
+ * a sale deleted keeps its paid and cancelled orders, and a new sale under
+ * its id would meet them (its recovery would replay them into it, its
+ * counts and reconcile would include them). One transaction, so no order
+ * row of the id lands between the count and the insert. */
+static int insert_tx(sk_store *st, void *arg)
+{
+    const struct sk_activity *v = arg;
+    int64_t orders = 0;
+    int rc = sk_q_one(st, Q_ACTIVITY_ORDERS, SK_ARGS(SK_I(v->id)), sk_store_read_i64, &orders);
+    if (rc < 0) return rc;
+    if (orders > 0)
+        return sk_store_set_err(st, SK_EEXIST,
+                                "activity %" PRIu64 " was deleted but its %" PRId64
+                                " orders are still in the database; a sale under this id would "
+                                "meet them: choose another id",
+                                v->id, orders);
+    struct sk_val val[SK_STORE_ACTIVITY_NCOLS];
+    sk_store_activity_values(v, val);
+    rc = sk_q_run(st, Q_ACTIVITY_INSERT, val, SK_STORE_ACTIVITY_NCOLS, NULL);
+    if (rc == SK_EEXIST)
+        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v->id);
+    return rc;
+}
+
 int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
 {
     struct sk_activity v = *a;
@@ -47,13 +72,7 @@ int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
     if (sk_activity_validate(&v, why, sizeof why) < 0)
         return sk_store_set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
     int rc = sk_store_enter(st);
-    if (rc) return rc;
-    struct sk_val val[SK_STORE_ACTIVITY_NCOLS];
-    sk_store_activity_values(&v, val);
-    rc = sk_q_run(st, Q_ACTIVITY_INSERT, val, SK_STORE_ACTIVITY_NCOLS, NULL);
-    if (rc == SK_EEXIST)
-        sk_store_set_err(st, SK_EEXIST, "activity %" PRIu64 " already exists", v.id);
-    return rc;
+    return rc ? rc : sk_tx(st, insert_tx, &v);
 }
 
 int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)

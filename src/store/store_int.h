@@ -45,6 +45,7 @@ enum sk_q {
     Q_IDENTITY,   /* the store's identity (migration 9): one row, one text */
     /* activities, audit, marks (store_activity.c) */
     Q_ACTIVITY_INSERT,
+    Q_ACTIVITY_ORDERS, /* (id): a count of its order rows */
     Q_ACTIVITY_GET,
     Q_ACTIVITY_LIST,
     Q_ACTIVITY_IDS,

@@ -118,6 +118,8 @@ static const struct sql sql[Q_COUNT] = {
              "INSERT INTO activities (" SK_STORE_ACTIVITY_COLUMNS ") VALUES"
              " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
              " ?)"},
+    [Q_ACTIVITY_ORDERS] = {.what = "count an id's orders",
+                           .text = "SELECT count(*)" ORDERS_FROM " WHERE activity_id = ?"},
     [Q_ACTIVITY_GET] = {.what = "read activity",
                         .text = "SELECT " SK_STORE_ACTIVITY_COLUMNS " FROM activities WHERE id = ?",
                         .flags = SK_SQL_KEEP},

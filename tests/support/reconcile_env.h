@@ -56,7 +56,8 @@ struct sk_th_live {
     sk_worker *w;
     pthread_t tw, tc, ts;
     atomic_int stop, sweep_stop;
-    int checks, bad;      /* reconciles run, and those that showed drift */
+    atomic_int checks;    /* reconciles run */
+    int bad;              /* and those that showed drift */
     char first_bad[8192]; /* the first of them, printed */
     /* How the checker reads (sk_th_live_start_as): chunk > 0 reads a sale
      * bigger than it in slices; periodic checks as the worker does
@@ -78,9 +79,9 @@ void sk_th_live_start_as(struct sk_th_live *l, struct sk_th_env *e, uint64_t aid
  * `wanted` purchases were accepted, within within_ms. Returns how many. */
 size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms);
 /* Waits (20 s at most) until the `accepted` orders are all persisted,
- * stops the sweeper, the worker and the checker, checks that the checker
- * ran at least 3 times and never saw drift; then one more sweeper pass so
- * that no cancel is left half done. */
+ * and the checker has run at least 3 times while the worker and the
+ * sweeper still run, stops the three, checks that the checker never saw
+ * drift; then one more sweeper pass so that no cancel is left half done. */
 void sk_th_live_finish(struct sk_th_live *l, size_t accepted);
 
 #endif

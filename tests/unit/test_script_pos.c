@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/keys.h"
+#include "orders/order_worker.h"
 #include "redis/script.h"
 #include "support/harness.h"
 
@@ -48,6 +49,15 @@ SK_TEST(script_pos_lua_and_c_read_one_definition)
     CHECK(says(SK_SCRIPT_STATE, want));
     snprintf(want, sizeof want, "m[%d] == '1'", SK_M_STATE_OPEN + 1);
     CHECK(says(SK_SCRIPT_STATE, want));
+    /* a name in Redis: the worker's group, as preheat makes it and state
+     * counts its backlog */
+    snprintf(want, sizeof want, "KEYS[%d], '%s', '0', 'MKSTREAM')", SK_K_PREHEAT_ORDERS + 1,
+             SK_WORKER_GROUP);
+    CHECK(says(SK_SCRIPT_PREHEAT, want));
+    snprintf(want, sizeof want, "backlog_of(KEYS[%d], '%s')", SK_K_STATE_ORDERS + 1,
+             SK_WORKER_GROUP);
+    CHECK(says(SK_SCRIPT_STATE, want));
+    CHECK(strstr(sk_script_text(SK_SCRIPT_RESUME), "NAME.") == NULL);
     /* no name of a list is left for Redis to find as a nil global */
     for (int i = 0; i < SK_SCRIPT_COUNT; i++) {
         const char *t = sk_script_text((enum sk_script_id)i);
