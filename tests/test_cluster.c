@@ -254,6 +254,7 @@ struct sale {
     atomic_llong moved, ask, retries, refreshes; /* the buyers' cluster counters */
     atomic_int rerouted; /* buyers told MOVED, or whose map was read again after the first */
     atomic_int done;
+    atomic_int ready;                      /* buyers that made their first call (their map read) */
     atomic_long accepted[SALE_ACTIVITIES]; /* units */
     atomic_long unknown;                   /* purchases that failed in transport (may have run) */
     /* answers that were no admission (SK_EPROTO): a MOVED or ASK handed to
@@ -275,7 +276,7 @@ static void *buyer(void *arg)
     if (sk_redis_new(&r, sk_th_cluster_url(), 2000, 5000, err, sizeof err) < 0) return NULL;
     unsigned seed = (unsigned)(uintptr_t)&r ^ (unsigned)sk_mono_us();
     int64_t deadline = sk_mono_ms() + 60000;
-    int sold_out[SALE_ACTIVITIES] = {0}, left = SALE_ACTIVITIES;
+    int sold_out[SALE_ACTIVITIES] = {0}, left = SALE_ACTIVITIES, first_done = 0;
     while (left && sk_mono_ms() < deadline && !atomic_load(&s->done)) {
         int a = (int)(rand_r(&seed) % SALE_ACTIVITIES);
         if (sold_out[a]) continue;
@@ -283,6 +284,10 @@ static void *buyer(void *arg)
         struct sk_admission ad;
         int64_t rem;
         int rc = sk_th_buy(r, s->ids[a], (uint64_t)u + 1, 1, &ad, &rem);
+        if (!first_done) {
+            first_done = 1;
+            atomic_fetch_add(&s->ready, 1);
+        }
         if (rc < 0) {
             atomic_fetch_add(rc == SK_EPROTO ? &s->not_admission : &s->unknown, 1);
             continue;
@@ -333,6 +338,15 @@ static void sale_start(struct sale *s, int64_t stock)
     s->r = open_sale_on_masters(s->ids, stock);
     for (int i = 0; i < SALE_THREADS; i++)
         CHECK_EQ(pthread_create(&s->th[i], NULL, buyer, s), 0);
+    /* every buyer has its map before the caller disturbs the cluster: on
+     * a loaded machine a buyer starting late would read the map already
+     * moved, and meet no failover at all */
+    int64_t until = sk_mono_ms() + 30000;
+    while (atomic_load(&s->ready) < SALE_THREADS) {
+        CHECK_MSG(sk_mono_ms() < until, "only %d of %d buyers started in 30 s",
+                  atomic_load(&s->ready), SALE_THREADS);
+        sk_th_nap_ms(5);
+    }
 }
 
 /* Fails the test when the buyers have sold every unit already: the
