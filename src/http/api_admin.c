@@ -405,8 +405,9 @@ static int seeds_or_reply(struct sk_app *app, h2o_req_t *req, enum sk_route rout
 static int create_run(sk_store *st, void *ctx)
 {
     struct op *o = ctx;
-    int rc = keep_err(o, st, sk_store_activity_insert(st, &o->act));
-    if (rc == SK_EEXIST) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
+    int rc = sk_store_activity_insert(st, &o->act);
+    /* every refusal's text is the store's: a taken id says which way */
+    if (rc < 0) snprintf(o->err, sizeof o->err, "%s", sk_store_errstr(st));
     return rc;
 }
 

@@ -71,8 +71,7 @@ int sk_store_activity_insert(sk_store *st, const struct sk_activity *a)
     char why[256];
     if (sk_activity_validate(&v, why, sizeof why) < 0)
         return sk_store_set_err(st, SK_EINVAL, "activity %" PRIu64 ": %s", v.id, why);
-    int rc = sk_store_enter(st);
-    return rc ? rc : sk_tx(st, insert_tx, &v);
+    return sk_tx(st, insert_tx, &v);
 }
 
 int sk_store_activity_get(sk_store *st, uint64_t id, struct sk_activity *out)

@@ -4,7 +4,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
@@ -236,25 +235,19 @@ size_t sk_th_live_buy(struct sk_th_live *l, size_t wanted, int64_t within_ms)
 void sk_th_live_finish(struct sk_th_live *l, size_t accepted)
 {
     struct sk_th_env *e = l->e;
-    /* Let the pipeline settle: every admitted order persisted. */
+    /* Let the pipeline settle: every admitted order persisted, and the
+     * checker's third pass made while the pipeline still runs (a loaded
+     * machine may settle the sale before it). */
     int64_t until = sk_mono_ms() + 20000;
     for (;;) {
         struct sk_order_counts c;
         CHECK_EQ(sk_store_orders_count(e->st, l->aid, &c), 0);
-        if ((size_t)(c.orders[0] + c.orders[1] + c.orders[2]) == accepted) break;
-        CHECK_MSG(sk_mono_ms() < until, "only %lld of %zu orders persisted",
-                  (long long)(c.orders[0] + c.orders[1] + c.orders[2]), accepted);
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    /* A loaded machine may settle the sale before the checker's third
-     * pass: it gets them with the pipeline still running (the sweeper
-     * cancels, the worker persists the buyers' retries). */
-    while (atomic_load(&l->checks) < 3) {
-        CHECK_MSG(sk_mono_ms() < until, "the checker ran %d times in 20 s",
-                  atomic_load(&l->checks));
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
+        long long persisted = c.orders[0] + c.orders[1] + c.orders[2];
+        int checks = atomic_load(&l->checks);
+        if ((size_t)persisted == accepted && checks >= 3) break;
+        CHECK_MSG(sk_mono_ms() < until, "in 20 s: %lld of %zu orders persisted, %d checks",
+                  persisted, accepted, checks);
+        sk_th_nap_ms(10);
     }
     atomic_store(&l->sweep_stop, 1);
     CHECK_EQ(pthread_join(l->ts, NULL), 0);
