@@ -106,6 +106,31 @@ static int refused_for(void *arg)
     return metric(w->port, prefix) > 0;
 }
 
+struct log_want {
+    const char *path, *needle;
+    int n;
+};
+
+static int log_has(void *arg)
+{
+    const struct log_want *w = arg;
+    return log_lines(w->path, w->needle) >= w->n;
+}
+
+struct more_want {
+    int port;
+    const char *reason;
+    long above;
+};
+
+static int refused_more(void *arg)
+{
+    const struct more_want *w = arg;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "seckill_refusals_total{reason=\"%s\"}", w->reason);
+    return metric(w->port, prefix) > w->above;
+}
+
 static int readyz_unsafe(void *arg)
 {
     struct sk_th_resp *r = sk_th_resp_new();
@@ -263,6 +288,14 @@ SK_TEST_T(redis_memory_full_answers_503_reads_work_then_an_evicting_policy_is_re
     sk_th_nap_ms(500);
     CHECK_MSG(atomic_load(&s.ok) == ok_unsafe, "%ld 200s while the policy evicts",
               atomic_load(&s.ok) - ok_unsafe);
+    /* each HTTP process says it once, at its next read of the settings
+     * (every SK_RSET_REREAD_MS; the other may have refused "recovering"
+     * till then), and not again while purchases go on being refused */
+    struct log_want said = {v.log, "maxmemory-policy allkeys-lru", 2};
+    sale_wait(log_has, &said, 10000, "each HTTP process to log the policy");
+    long unsafe_n = (long)metric(v.port, "seckill_refusals_total{reason=\"redis_unsafe\"}");
+    struct more_want more = {v.port, "redis_unsafe", unsafe_n + 50};
+    sale_wait(refused_more, &more, 10000, "50 more purchases refused redis_unsafe");
     CHECK_EQ(log_lines(v.log, "maxmemory-policy allkeys-lru"), 2); /* once per HTTP process */
     printf("    allkeys-lru: %lld key(s) evicted, %ld 200s between the switch and the refusal\n",
            (long long)evicted, ok_unsafe - ok_before);
