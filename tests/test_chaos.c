@@ -60,6 +60,7 @@
 #include "core/clock.h"
 #include "engine/backlog.h"
 #include "engine/keys.h"
+#include "orders/order_worker.h"
 #include "redis/redis_cluster.h"
 #include "spawn/redis_spawn.h"
 #include "spawn/spawn.h"
@@ -986,31 +987,66 @@ static void backlog_cap(struct chaos *c, const struct sk_th_fault *f)
         kinds[F_BACKLOG_CAP].name, (int)b->pid, backlog, len, b->target, f->dur_ms / 1000.0);
 }
 
-/* Nothing unacknowledged was trimmed: each stream still begins at or
- * before its oldest unacknowledged entry (a pending entry trimmed away
- * stays listed by XPENDING, not by XRANGE). */
+/* 1 when the database holds an order of stream entry `sid` of activity
+ * `act` (its ids begin "<act>-<sid>-": the chaos masters always name their
+ * branch), 0 when it holds none, -1 when the store did not answer. */
+static int entry_persisted(struct chaos *c, uint64_t act, const char *sid)
+{
+    char after[64];
+    snprintf(after, sizeof after, "%" PRIu64 "-%s", act, sid);
+    struct sk_order o;
+    size_t n = 0;
+    if (sk_store_orders_list(c->st, act, after, 1, &o, &n) < 0) return -1;
+    size_t l = strlen(after);
+    return n == 1 && !strncmp(o.order_id, after, l) && o.order_id[l] == '-';
+}
+
+/* Nothing unpersisted was trimmed: a pending entry below the stream's
+ * first entry (XPENDING still lists it, XRANGE no longer does) must have
+ * its orders in the database. Called while the stopped worker cannot ack
+ * or trim between the reads. Such an entry with its orders persisted is
+ * harmless and can be right: a trim whose bound was read on a master that
+ * was then replaced by a lagging replica removes there entries acked on
+ * the old master (persisted before the ack) that the replica still lists
+ * as pending; the worker acks them as deleted. */
 static void unacked_kept(struct chaos *c)
 {
     for (size_t i = 0; i < c->nacts; i++) {
         struct sk_keys k;
         sk_keys_for(&k, c->acts[i].id);
-        struct sk_backlog b;
         redisReply *r;
-        if (sk_backlog_read(c->r, k.orders, "seckill", &b) < 0 || b.oldest_ms <= 0) continue;
         if (sk_redis_cmd(c->r, &r, "XRANGE %s - + COUNT 1", k.orders) < 0) continue;
-        int64_t first = r->type == REDIS_REPLY_ARRAY && r->elements &&
-                                r->element[0]->type == REDIS_REPLY_ARRAY &&
-                                r->element[0]->elements &&
-                                r->element[0]->element[0]->type == REDIS_REPLY_STRING
-                            ? atoll(r->element[0]->element[0]->str)
-                            : -1;
+        char upto[48] = "+"; /* an empty stream: every pending entry is gone */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements &&
+            r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements &&
+            r->element[0]->element[0]->type == REDIS_REPLY_STRING)
+            snprintf(upto, sizeof upto, "(%s", r->element[0]->element[0]->str);
         freeReplyObject(r);
-        if (first > b.oldest_ms)
+        if (sk_redis_cmd(c->r, &r, "XPENDING %s %s - %s 16", k.orders, SK_WORKER_GROUP, upto) < 0)
+            continue;
+        size_t gone = 0, lost = 0;
+        char first_lost[48] = "";
+        for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j < r->elements; j++) {
+            const redisReply *e = r->element[j];
+            if (e->type != REDIS_REPLY_ARRAY || !e->elements ||
+                e->element[0]->type != REDIS_REPLY_STRING)
+                continue;
+            gone++;
+            if (entry_persisted(c, c->acts[i].id, e->element[0]->str) == 0 && !lost++)
+                snprintf(first_lost, sizeof first_lost, "%s", e->element[0]->str);
+        }
+        freeReplyObject(r);
+        if (lost)
             extra_finding(c,
-                          "backlog_cap: activity %" PRIu64 "'s stream begins at %" PRId64
-                          " ms, after its oldest unacknowledged entry (%" PRId64
-                          " ms): unpersisted entries were trimmed",
-                          c->acts[i].id, first, b.oldest_ms);
+                          "backlog_cap: activity %" PRIu64 ": %zu pending entr%s below the "
+                          "stream's first entry (%s) with no order in the database, e.g. %s: "
+                          "unpersisted entries were trimmed",
+                          c->acts[i].id, lost, lost == 1 ? "y" : "ies", upto, first_lost);
+        else if (gone)
+            SAY(c,
+                "  activity %" PRIu64 ": %zu pending entr%s below the stream's first (%s), "
+                "their orders persisted",
+                c->acts[i].id, gone, gone == 1 ? "y" : "ies", upto);
     }
 }
 
@@ -1036,6 +1072,7 @@ static void backlog_tick(struct chaos *c, int all)
         b->peak_mem = mem;
         b->peak_adm = ok ? adm - b->adm0 : -1;
         b->persisted0 = c->db_busy ? -1 : persisted_now(c);
+        unacked_kept(c); /* while the worker cannot ack or trim */
         kill(b->pid, SIGCONT);
         c->done[b->log].to = sk_wall_ms();
         b->resume_at = sk_mono_ms();
@@ -1046,7 +1083,6 @@ static void backlog_tick(struct chaos *c, int all)
             "), %" PRId64 " admitted meanwhile, masters' memory %+.1f MB",
             (double)(b->resume_at - b->stop_at) / 1000, backlog, len, b->peak_adm,
             mem >= 0 ? (double)(mem - b->mem0) / 1048576 : 0.0);
-        unacked_kept(c);
         if (mem >= 0 && b->peak_adm > 0 &&
             mem - b->mem0 > b->peak_adm * BACKLOG_BYTES_PER_ADMISSION + BACKLOG_MEM_SLACK)
             extra_finding(c,
@@ -1551,7 +1587,7 @@ static int drain(struct chaos *c, sk_redis *r, int ms)
         struct sk_keys k;
         sk_keys_for(&k, c->acts[i].id);
         struct sk_backlog b;
-        int brc = sk_backlog_read(r, k.orders, "seckill", &b);
+        int brc = sk_backlog_read(r, k.orders, SK_WORKER_GROUP, &b);
         SAY(c,
             "NOT DRAINED: activity %" PRIu64 ": state rc %d backlog %lld fenced %lld (%s %s); "
             "backlog script rc %d: %lld waiting, %lld pending, oldest %lld ms",
