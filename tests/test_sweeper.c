@@ -858,13 +858,7 @@ static int64_t redis_time_ms(struct sk_th_env *e)
  * (past the deadline on both clocks) it releases the order. */
 SK_TEST(sweeper_releases_nothing_early_when_its_clock_is_ahead_of_redis)
 {
-    char lib[440], bin[400];
-    snprintf(bin, sizeof bin, "%s", sk_th_seckill_bin());
-    char *slash = strrchr(bin, '/');
-    CHECK(slash);
-    *slash = 0;
-    snprintf(lib, sizeof lib, "%s/libsk-clock-shift.so", bin);
-    CHECK_MSG(access(lib, R_OK) == 0, "%s: make builds it", lib);
+    const char *lib = sk_th_clock_shift_lib();
     struct sk_redis_spawn rs;
     setenv("LD_PRELOAD", lib, 1);
     setenv("SK_CLOCK_SHIFT_FILE", "clock-shift", 1);

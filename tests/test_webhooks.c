@@ -656,6 +656,94 @@ SK_TEST_T(webhooks_from_the_config_serve_posts_one_signed_event_per_committed_ch
     sk_th_rx_stop(rx);
 }
 
+/* The webhook-timestamp (seconds) of the first 200 rx answered for event
+ * id; -1 while there is none. */
+static int64_t rx_acked_ts(struct sk_th_rx *rx, const char *id)
+{
+    struct sk_th_rx_req q;
+    for (size_t j = 0, m = sk_th_rx_count(rx); j < m; j++) {
+        sk_th_rx_get(rx, j, &q);
+        if (q.status == 200 && !strcmp(q.id, id)) return strtoll(q.ts, NULL, 10);
+    }
+    return -1;
+}
+
+/* Buys one unit for uid and waits (bounded) until rx acknowledged the
+ * order's order.created; its webhook-timestamp. */
+static int64_t bought_and_delivered(struct srv *v, struct sk_th_rx *rx, uint64_t aid, uint64_t uid,
+                                    int64_t within_ms)
+{
+    char oid[64], id[96];
+    CHECK_EQ(sk_th_buy_one(&v->c, aid, uid, oid, sizeof oid), 200);
+    snprintf(id, sizeof id, "%s:1", oid);
+    int64_t by = sk_mono_ms() + within_ms, ts;
+    while ((ts = rx_acked_ts(rx, id)) < 0 && sk_mono_ms() < by)
+        poll(NULL, 0, 20);
+    CHECK_MSG(ts >= 0, "%s not delivered within %lld ms (log %s)", id, (long long)within_ms,
+              v->s.log);
+    return ts;
+}
+
+/* The wall clock of serve's host stepped 3 h ahead, then back (the tests'
+ * clock shift library preloaded into serve: its processes read the real
+ * wall clock plus an offset from a file; the monotonic clocks untouched,
+ * as a real step leaves them). The dispatcher naps between its polls of
+ * the outbox; a nap whose deadline was taken on the wall clock while it
+ * was ahead, and waited for once it was back, lasted the 3 h (the
+ * nemesis found it: 70,000 events undelivered at its end). An order
+ * bought once the clock is back goes out within seconds. */
+SK_TEST_T(webhooks_go_on_after_the_worker_hosts_clock_stepped_ahead_and_back, 120)
+{
+    struct sk_th_rx *rx = sk_th_rx_start(11, NULL, 0);
+    char conf[400], url[100], text[300], shift[400], asan[600];
+    snprintf(conf, sizeof conf, "%s/wh-clock.conf", sk_th_tmpdir());
+    snprintf(text, sizeof text, "webhook_name = erp\nwebhook_secret = %s\n", WH_SECRET_A);
+    sk_th_write_file(conf, text);
+    snprintf(shift, sizeof shift, "%s/wh-clock-shift", sk_th_tmpdir());
+    sk_th_write_file(shift, "+0");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(rx));
+    const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
+    /* a sanitized build: its runtime is not first in the preload list */
+    const char *was = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "", was ? ":" : "");
+    char keep[600];
+    snprintf(keep, sizeof keep, "%s", was ? was : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("LD_PRELOAD", sk_th_clock_shift_lib(), 1);
+    setenv("SK_CLOCK_SHIFT_FILE", shift, 1);
+    struct srv v;
+    srv_start(&v, extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("SK_CLOCK_SHIFT_FILE");
+    if (was)
+        setenv("ASAN_OPTIONS", keep, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    uint64_t aid = sk_th_http_activity(&v.c, "clock", 100, 600);
+    int64_t now_s = sk_wall_ms() / 1000;
+    int64_t ts = bought_and_delivered(&v, rx, aid, 1, 15000);
+    CHECK_MSG(ts > now_s - 60 && ts < now_s + 60, "timestamp %lld, now %lld", (long long)ts,
+              (long long)now_s);
+
+    /* 3 h ahead: until an event says so, the dispatcher's clock is ahead
+     * (and so is every nap it takes after it) */
+    sk_th_write_file(shift, "+3h");
+    uint64_t uid = 2;
+    int64_t by = sk_mono_ms() + 15000;
+    while ((ts = bought_and_delivered(&v, rx, aid, uid++, 15000)) < sk_wall_ms() / 1000 + 7200)
+        CHECK_MSG(sk_mono_ms() < by, "the dispatcher's clock never moved ahead (timestamp %lld)",
+                  (long long)ts);
+
+    /* back: the next order's event goes out as promptly as the first's */
+    sk_th_write_file(shift, "+0");
+    now_s = sk_wall_ms() / 1000;
+    ts = bought_and_delivered(&v, rx, aid, uid++, 15000);
+    CHECK_MSG(ts > now_s - 60 && ts < now_s + 60, "timestamp %lld, now %lld (the clock is back)",
+              (long long)ts, (long long)now_s);
+    srv_stop(&v);
+    sk_th_rx_stop(rx);
+}
+
 /* The operator's mistakes in the webhook keys: clear usage errors (exit
  * 2) that never repeat a secret, from `seckill worker` and `serve
  * --check`; `seckill config` shows the keys with the secrets hidden. */

@@ -100,13 +100,16 @@ static int halted(struct ep *ep)
     return atomic_load(&ep->w->stop) || atomic_load(&ep->stop);
 }
 
-/* Sleeps ms unless stopped: 1 when stopped. */
+/* Sleeps ms unless stopped: 1 when stopped. On the monotonic clock (w->cv
+ * waits on it): a deadline on the wall clock taken while it was ahead
+ * and waited for once it was stepped back held the endpoint for the
+ * step's length (3 h in the nemesis's clock jump). */
 static int nap(struct ep *ep, int64_t ms)
 {
     struct sk_webhooks *w = ep->w;
     if (halted(ep)) return 1;
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000;
     if (ts.tv_nsec >= 1000000000) {
@@ -598,7 +601,11 @@ int sk_webhooks_start(sk_webhooks **out, const char *db_spec, const struct sk_wh
     if (w->o.refresh_ms == 0) w->o.refresh_ms = 1000;
     if (!w->o.seed) w->o.seed = (uint64_t)sk_mono_ms() * 0x9e3779b97f4a7c15ull;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* nap's deadlines */
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
     w->n = n;
     if (w->o.node) atomic_store(&w->o.node->n_webhooks, 0);
     for (int i = 0; i < n; i++) {

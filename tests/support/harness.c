@@ -294,6 +294,16 @@ int sk_th_run_seckill(char *out, size_t cap, const char *const *env, const char 
     return run_bin(sk_th_seckill_bin(), out, cap, env, args);
 }
 
+const char *sk_th_clock_shift_lib(void)
+{
+    static char path[4200];
+    const char *bin = sk_th_seckill_bin(), *slash = strrchr(bin, '/');
+    snprintf(path, sizeof path, "%.*s/libsk-clock-shift.so", slash ? (int)(slash - bin) : 1,
+             slash ? bin : ".");
+    if (access(path, R_OK) != 0) sk_th_fail(__FILE__, __LINE__, "%s: make builds it", path);
+    return path;
+}
+
 int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args)
 {
     return run_bin(sk_th_seckill_hooks_bin(), out, cap, env, args);

@@ -212,6 +212,10 @@ const char *sk_th_seckill_bin(void);
  * its environment; the Makefile's seckill-hooks): SECKILL_BIN's path with
  * "-hooks" appended, or build/seckill-hooks. Static storage. */
 const char *sk_th_seckill_hooks_bin(void);
+/* The tests' clock shift library (tests/preload/clock_shift.c: a wall
+ * clock moved by an offset read from a file), beside the binary under
+ * test; the test fails when make has not built it. Static storage. */
+const char *sk_th_clock_shift_lib(void);
 
 /* Hooks for server helpers in other files (pg_harness.c). before_test runs
  * in the runner before each selected test is forked, so a server started
