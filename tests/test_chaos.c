@@ -637,7 +637,10 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
         .argv = argv, .out = p->log, .err = p->log, .flags = SK_SPAWN_PDEATHSIG};
     /* a host whose clock can jump: libfaketime (Debian's) preloaded, an
      * offset in a file read again each second, the monotonic clocks left
-     * alone (a clock step moves only the wall clock) */
+     * alone (a clock step moves only the wall clock). Its "monotonic fix"
+     * off: with it on, libfaketime 0.9.10's pthread_cond_timedwait makes a
+     * wait on a CLOCK_MONOTONIC condition variable (the webhook
+     * dispatcher's naps) time out at once, a busy loop */
     static char envbuf[2][5][460];
     static const char *envp[2][512];
     if (p->clock[0]) {
@@ -649,7 +652,8 @@ static void serve_start(struct chaos *c, struct serve_proc *p)
         snprintf(envbuf[slot][1], sizeof envbuf[0][0], "FAKETIME_TIMESTAMP_FILE=%s", p->clock);
         snprintf(envbuf[slot][2], sizeof envbuf[0][0], "FAKETIME_CACHE_DURATION=1");
         snprintf(envbuf[slot][3], sizeof envbuf[0][0], "FAKETIME_DONT_FAKE_MONOTONIC=1");
-        for (int i = 0; i < 4; i++)
+        snprintf(envbuf[slot][4], sizeof envbuf[0][0], "FAKETIME_FORCE_MONOTONIC_FIX=0");
+        for (int i = 0; i < 5; i++)
             envp[slot][e++] = envbuf[slot][i];
         envp[slot][e] = NULL;
         cmd.envp = envp[slot];
@@ -1878,12 +1882,7 @@ static void prepare_newer(struct chaos *c)
                   "disk_full: private mounts: %s", strerror(errno));
     }
     if (weight(F_CLOCK_JUMP)) {
-        char bin[400];
-        snprintf(bin, sizeof bin, "%s", sk_th_seckill_bin());
-        char *slash = strrchr(bin, '/');
-        snprintf(c->shim, sizeof c->shim, "%.*s/libsk-clock-shift.so",
-                 slash ? (int)(slash - bin) : 1, slash ? bin : ".");
-        CHECK_MSG(access(c->shim, R_OK) == 0, "clock_jump: %s missing (make builds it)", c->shim);
+        snprintf(c->shim, sizeof c->shim, "%s", sk_th_clock_shift_lib());
         (void)faketime_lib();
         for (int i = 0; i < 2; i++) {
             snprintf(c->sv[i].clock, sizeof c->sv[i].clock, "%s/clock-%c", sk_th_tmpdir(), 'A' + i);
@@ -2117,11 +2116,13 @@ static void chaos_run(int cluster, const struct run_opts *ro)
     }
     check_logs(c);
     CHECK_MSG(drained, "the worker did not drain (CHAOS_SEED=%" PRIu64 ")", c->seed);
-    CHECK_MSG(chaos_report_ok(&rep), "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 ")",
-              c->seed);
+    CHECK_MSG(chaos_report_ok(&rep),
+              "the nemesis found broken promises (CHAOS_SEED=%" PRIu64 "): %s", c->seed,
+              chaos_report_first(&rep));
     CHECK_MSG(!c->nextra, "%s (CHAOS_SEED=%" PRIu64 ")", c->extra[0], c->seed);
     CHECK_MSG(!c->rx || chaos_hooks_ok(&hooks),
-              "the nemesis found broken webhook promises (CHAOS_SEED=%" PRIu64 ")", c->seed);
+              "the nemesis found broken webhook promises (CHAOS_SEED=%" PRIu64 "): %s", c->seed,
+              chaos_hooks_first(&hooks));
     sale_log_passed();
 
     sk_store_close(st);

@@ -690,6 +690,18 @@ int chaos_report_ok(const struct chaos_report *r)
     return 1;
 }
 
+const char *chaos_report_first(const struct chaos_report *r)
+{
+    static char line[400];
+    line[0] = 0;
+    if (r->ledger_full) snprintf(line, sizeof line, "the ledger was full: answers were dropped");
+    for (int k = 0; k < CF_COUNT && !line[0]; k++)
+        if (r->found[k])
+            snprintf(line, sizeof line, "%s: %zu, e.g. %s", chaos_finding_name(k), r->found[k],
+                     r->example[k]);
+    return line;
+}
+
 void chaos_report_print(FILE *f, const struct chaos_report *r)
 {
     fprintf(f,

@@ -169,6 +169,9 @@ struct chaos_report {
 int chaos_check(const struct chaos_input *in, struct chaos_report *out);
 /* 1 when nothing was found and the ledger kept every answer. */
 int chaos_report_ok(const struct chaos_report *r);
+/* The first kind found and its example ("" when none), for a failure's
+ * own line. Static storage, overwritten by the next call. */
+const char *chaos_report_first(const struct chaos_report *r);
 /* The report: counts, per activity and per serve, and one line per kind
  * found with its first example; every line starts with "    # ". */
 void chaos_report_print(FILE *f, const struct chaos_report *r);

@@ -267,6 +267,16 @@ static const char *const names[CH_COUNT] = {
     [CH_ORDERS] = "webhook: outbox disagrees with the orders",
 };
 
+const char *chaos_hooks_first(const struct chaos_hooks_report *r)
+{
+    static char line[400];
+    line[0] = 0;
+    for (int k = 0; k < CH_COUNT && !line[0]; k++)
+        if (r->found[k])
+            snprintf(line, sizeof line, "%s: %zu, e.g. %s", names[k], r->found[k], r->example[k]);
+    return line;
+}
+
 void chaos_hooks_print(FILE *f, const struct chaos_hooks_report *r)
 {
     fprintf(f,

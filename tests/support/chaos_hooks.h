@@ -42,6 +42,10 @@ struct chaos_hooks_report {
 int chaos_hooks_check(sk_store *st, struct sk_th_rx *rx, const uint64_t *aids, size_t nacts,
                       int64_t wait_ms, struct chaos_hooks_report *out);
 int chaos_hooks_ok(const struct chaos_hooks_report *r);
+/* The first kind found and its example ("" when none): a failure's own
+ * line names it (CI may show only the end of a long output). Static
+ * storage, overwritten by the next call. */
+const char *chaos_hooks_first(const struct chaos_hooks_report *r);
 /* Lines starting "    # ". */
 void chaos_hooks_print(FILE *f, const struct chaos_hooks_report *r);
 
