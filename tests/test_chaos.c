@@ -434,14 +434,7 @@ static void node_dir(const struct chaos *c, int i, char *out, size_t cap)
  * clock-shift in its own directory. */
 static void redis_clock_env(const struct chaos *c, int on)
 {
-    if (!c->shim[0]) return;
-    if (on) {
-        setenv("LD_PRELOAD", c->shim, 1);
-        setenv("SK_CLOCK_SHIFT_FILE", "clock-shift", 1);
-    } else {
-        unsetenv("LD_PRELOAD");
-        unsetenv("SK_CLOCK_SHIFT_FILE");
-    }
+    if (c->shim[0]) sk_th_clock_shift_env(on ? "clock-shift" : NULL);
 }
 
 /* A size-limited tmpfs of the test's own at dir (created). The test runs

@@ -858,13 +858,10 @@ static int64_t redis_time_ms(struct sk_th_env *e)
  * (past the deadline on both clocks) it releases the order. */
 SK_TEST(sweeper_releases_nothing_early_when_its_clock_is_ahead_of_redis)
 {
-    const char *lib = sk_th_clock_shift_lib();
     struct sk_redis_spawn rs;
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("SK_CLOCK_SHIFT_FILE", "clock-shift", 1);
+    sk_th_clock_shift_env("clock-shift");
     int rc = sk_redis_spawn_start(&rs, NULL);
-    unsetenv("LD_PRELOAD");
-    unsetenv("SK_CLOCK_SHIFT_FILE");
+    sk_th_clock_shift_env(NULL);
     CHECK_MSG(rc == 0, "redis: %s", rs.errstr);
     char shift[400];
     snprintf(shift, sizeof shift, "%s/clock-shift", rs.dir);

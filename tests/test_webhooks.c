@@ -695,7 +695,7 @@ static int64_t bought_and_delivered(struct srv *v, struct sk_th_rx *rx, uint64_t
 SK_TEST_T(webhooks_go_on_after_the_worker_hosts_clock_stepped_ahead_and_back, 120)
 {
     struct sk_th_rx *rx = sk_th_rx_start(11, NULL, 0);
-    char conf[400], url[100], text[300], shift[400], asan[600];
+    char conf[400], url[100], text[300], shift[400];
     snprintf(conf, sizeof conf, "%s/wh-clock.conf", sk_th_tmpdir());
     snprintf(text, sizeof text, "webhook_name = erp\nwebhook_secret = %s\n", WH_SECRET_A);
     sk_th_write_file(conf, text);
@@ -703,22 +703,10 @@ SK_TEST_T(webhooks_go_on_after_the_worker_hosts_clock_stepped_ahead_and_back, 12
     sk_th_write_file(shift, "+0");
     snprintf(url, sizeof url, "http://127.0.0.1:%d/hook", sk_th_rx_port(rx));
     const char *extra[] = {"--config", conf, "--webhook-url", url, NULL};
-    /* a sanitized build: its runtime is not first in the preload list */
-    const char *was = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "", was ? ":" : "");
-    char keep[600];
-    snprintf(keep, sizeof keep, "%s", was ? was : "");
-    setenv("ASAN_OPTIONS", asan, 1);
-    setenv("LD_PRELOAD", sk_th_clock_shift_lib(), 1);
-    setenv("SK_CLOCK_SHIFT_FILE", shift, 1);
+    sk_th_clock_shift_env(shift);
     struct srv v;
     srv_start(&v, extra);
-    unsetenv("LD_PRELOAD");
-    unsetenv("SK_CLOCK_SHIFT_FILE");
-    if (was)
-        setenv("ASAN_OPTIONS", keep, 1);
-    else
-        unsetenv("ASAN_OPTIONS");
+    sk_th_clock_shift_env(NULL);
     uint64_t aid = sk_th_http_activity(&v.c, "clock", 100, 600);
     int64_t now_s = sk_wall_ms() / 1000;
     int64_t ts = bought_and_delivered(&v, rx, aid, 1, 15000);

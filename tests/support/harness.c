@@ -304,6 +304,32 @@ const char *sk_th_clock_shift_lib(void)
     return path;
 }
 
+void sk_th_clock_shift_env(const char *file)
+{
+    static char asan[1024];
+    static int had_asan = -1; /* -1: not set by this; 0 or 1: ASAN_OPTIONS before */
+    if (file) {
+        const char *lib = sk_th_clock_shift_lib(), *was = getenv("ASAN_OPTIONS");
+        if (had_asan < 0) {
+            had_asan = was != NULL;
+            snprintf(asan, sizeof asan, "%s", was ? was : "");
+        }
+        char opts[1100];
+        snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan, asan[0] ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+        setenv("LD_PRELOAD", lib, 1);
+        setenv("SK_CLOCK_SHIFT_FILE", file, 1);
+        return;
+    }
+    unsetenv("LD_PRELOAD");
+    unsetenv("SK_CLOCK_SHIFT_FILE");
+    if (had_asan == 1)
+        setenv("ASAN_OPTIONS", asan, 1);
+    else if (had_asan == 0)
+        unsetenv("ASAN_OPTIONS");
+    had_asan = -1;
+}
+
 int sk_th_run_seckill_hooks(char *out, size_t cap, const char *const *env, const char *const *args)
 {
     return run_bin(sk_th_seckill_hooks_bin(), out, cap, env, args);

@@ -216,6 +216,12 @@ const char *sk_th_seckill_hooks_bin(void);
  * clock moved by an offset read from a file), beside the binary under
  * test; the test fails when make has not built it. Static storage. */
 const char *sk_th_clock_shift_lib(void);
+/* The environment for processes spawned next: file non-NULL preloads the
+ * clock shift library, its offset read from file (a relative path: from
+ * each process's working directory), with ASan's link order check off
+ * (a sanitized binary's runtime is then not first); NULL restores the
+ * environment as it was. */
+void sk_th_clock_shift_env(const char *file);
 
 /* Hooks for server helpers in other files (pg_harness.c). before_test runs
  * in the runner before each selected test is forked, so a server started
